@@ -1,0 +1,223 @@
+//! Command-line arguments (clap). `main.rs` parses them and hands them to [`crate::run`].
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use crate::attention::HeadSel;
+
+/// See what a Transformer's attention heads look at.
+///
+/// Runs TEXT through BERT (our own multi-head attention, agreeing with Hugging Face
+/// transformers) and shows the attention of every layer and head: in the terminal, as JSON, as
+/// PNG/SVG heatmaps and as a self-contained HTML report. Layers and heads are numbered from 0.
+#[derive(Debug, Parser)]
+#[command(name = "attnviz", version, about, long_about = None, max_term_width = 100)]
+#[command(after_help = "Examples:\n  \
+    attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
+    attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
+    attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
+    echo \"Text from a pipe\" | attnviz - --json -")]
+pub struct Args {
+    /// The sentence to analyse; `-` reads it from standard input.
+    #[arg(value_name = "TEXT", required_unless_present = "input")]
+    pub text: Option<String>,
+
+    /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
+    #[arg(short, long, value_name = "PAIR")]
+    pub pair: Option<String>,
+
+    /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
+    #[arg(
+        short,
+        long,
+        value_name = "ID|DIR",
+        env = "ATTNVIZ_MODEL",
+        default_value = "bert-base-uncased"
+    )]
+    pub model: String,
+
+    /// Hub revision (branch, tag or commit) of --model.
+    #[arg(long, value_name = "REV", default_value = "main")]
+    pub revision: String,
+
+    /// Cut input longer than the model's maximum positions instead of failing.
+    #[arg(long)]
+    pub truncate: bool,
+
+    /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
+    #[arg(short, long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Head to show (0-based), or `mean` for the mean over the layer's heads.
+    #[arg(long, value_name = "N|mean", default_value = "mean", value_parser = parse_head)]
+    pub head: HeadSel,
+
+    /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
+    #[arg(long)]
+    pub words: bool,
+
+    /// Drop [CLS] and [SEP] and renormalise each row over the remaining tokens.
+    #[arg(long)]
+    pub no_special: bool,
+
+    /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write JSON numbers at full f32 precision instead of 6 significant digits.
+    #[arg(long)]
+    pub full_precision: bool,
+
+    /// Write a PNG heatmap (see --figure).
+    #[arg(long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
+
+    /// Write an SVG heatmap (see --figure).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// What the PNG/SVG shows.
+    #[arg(long, value_enum, default_value_t = Figure::Head)]
+    pub figure: Figure,
+
+    /// Colour map of heatmaps.
+    #[arg(long, value_enum, default_value_t = Colormap::Viridis)]
+    pub colormap: Colormap,
+
+    /// Light or dark images.
+    #[arg(long, value_enum, default_value_t = Theme::Light)]
+    pub theme: Theme,
+
+    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Include each head's query and key vectors in the HTML report for its neuron view.
+    #[arg(long)]
+    pub neuron: bool,
+
+    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// Print per-head statistics (entropy, distance, [CLS]/[SEP]/self/previous/next shares) as a table.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
+    #[arg(long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
+    pub input: Option<PathBuf>,
+
+    /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+
+    /// Corpus mode: what to do with an empty or too-long line.
+    #[arg(long, value_enum, default_value_t = OnBadLine::Skip)]
+    pub on_bad_line: OnBadLine,
+
+    /// How many most-attended tokens the terminal lists for each token.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub top: usize,
+
+    /// Colour in the terminal view.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+
+    /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Worker threads for the forward pass [default: physical cores].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// What a PNG/SVG figure shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Figure {
+    /// One head's query × key heatmap (--layer, --head; `--head mean` for the mean).
+    Head,
+    /// All heads of --layer in a grid with a shared colour scale.
+    Layer,
+    /// The mean over the heads of --layer.
+    Mean,
+    /// Every layer × head as labelled thumbnails.
+    Model,
+    /// Attention rollout (Abnar & Zuidema 2020) up to --layer.
+    Rollout,
+}
+
+/// Colour maps for heatmaps (all perceptually uniform except greys, which is monotone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Colormap {
+    /// Blue-green-yellow (default).
+    Viridis,
+    /// Black-purple-orange-white.
+    Magma,
+    /// Black-purple-orange-yellow.
+    Inferno,
+    /// Blue-purple-yellow.
+    Plasma,
+    /// Colour-blind friendly blue-yellow.
+    Cividis,
+    /// White to black (black to white in dark theme).
+    Greys,
+}
+
+/// Light or dark background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Theme {
+    /// Dark text on white.
+    Light,
+    /// Light text on near-black.
+    Dark,
+}
+
+/// Corpus mode: what to do with a bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnBadLine {
+    /// Report it with its line number and go on.
+    Skip,
+    /// Report it and stop (outputs already written stay).
+    Stop,
+}
+
+/// Whether the terminal view uses colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when standard output is a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always 24-bit colour.
+    Always,
+    /// Plain text.
+    Never,
+}
+
+fn parse_head(s: &str) -> Result<HeadSel, String> {
+    if s.eq_ignore_ascii_case("mean") {
+        return Ok(HeadSel::Mean);
+    }
+    s.parse::<usize>()
+        .map(HeadSel::Index)
+        .map_err(|_| format!("`{s}` is not a head number (0-based) or `mean`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn head_parses_number_or_mean() {
+        assert_eq!(parse_head("3"), Ok(HeadSel::Index(3)));
+        assert_eq!(parse_head("MEAN"), Ok(HeadSel::Mean));
+        assert!(parse_head("-1").is_err());
+    }
+}

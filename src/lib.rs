@@ -1,0 +1,11 @@
+//! attnviz: see what a Transformer's attention heads look at.
+//!
+//! The pipeline is load → tokenize → encode (capture) → analyse → render. One value,
+//! [`Attention`], carries the captured attention from the encoder to every analysis and renderer;
+//! renderers never touch the model. Layers and heads are numbered from 0 everywhere.
+
+pub mod attention;
+pub mod cli;
+pub mod output;
+
+pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};
