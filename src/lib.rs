@@ -7,5 +7,6 @@
 pub mod attention;
 pub mod cli;
 pub mod output;
+pub mod render;
 
 pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};
