@@ -1,0 +1,339 @@
+//! Streaming JSON export of an [`Attention`]. The schema is documented in `docs/json.md`.
+//!
+//! The attention array is formatted one layer at a time (heads in parallel) and written straight
+//! to the output, so even 512 tokens never build one giant string in memory.
+
+use std::io::{self, Write};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::attention::Attention;
+
+/// Version of the JSON layout; bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How numbers are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JsonOptions {
+    /// Write each weight as the shortest decimal that reads back as the same f32, instead of
+    /// rounding to 6 significant digits.
+    pub full_precision: bool,
+}
+
+/// Everything but the attention array, serialised by serde (small).
+#[derive(Serialize)]
+struct Header<'a> {
+    format: &'static str,
+    format_version: u32,
+    numbering: &'static str,
+    precision: &'static str,
+    model: ModelJson<'a>,
+    text: &'a str,
+    pair: Option<&'a str>,
+    level: &'static str,
+    special_excluded: bool,
+    tokens: &'a [String],
+    #[serde(skip_serializing_if = "<[u32]>::is_empty")]
+    input_ids: &'a [u32],
+    token_type_ids: &'a [u32],
+    special: &'a [bool],
+    word_ids: &'a [Option<usize>],
+    spans: Vec<[usize; 2]>,
+    sentence_b_start: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct ModelJson<'a> {
+    id: &'a str,
+    revision: Option<&'a str>,
+    layers: usize,
+    heads: usize,
+    hidden_size: usize,
+    head_dim: usize,
+}
+
+/// Write `att` as JSON. `extra` holds additional top-level sections (e.g. `("stats", value)`),
+/// written after the metadata and before `attention`.
+pub fn write_json(
+    att: &Attention,
+    extra: &[(&str, serde_json::Value)],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let m = &att.model;
+    let header = Header {
+        format: "attnviz-attention",
+        format_version: FORMAT_VERSION,
+        numbering: "0-based",
+        precision: if opts.full_precision {
+            "f32"
+        } else {
+            "6 significant digits"
+        },
+        model: ModelJson {
+            id: &m.id,
+            revision: m.revision.as_deref(),
+            layers: m.layers,
+            heads: m.heads,
+            hidden_size: m.hidden_size,
+            head_dim: m.head_dim,
+        },
+        text: &att.text,
+        pair: att.pair.as_deref(),
+        level: att.level.as_str(),
+        special_excluded: att.special_excluded,
+        tokens: &att.tokens,
+        input_ids: &att.input_ids,
+        token_type_ids: &att.token_type_ids,
+        special: &att.special,
+        word_ids: &att.word_ids,
+        spans: att.spans.iter().map(|s| [s.start, s.end]).collect(),
+        sentence_b_start: att.sentence_b_start,
+    };
+    // Serialise the header as an object, then reopen it to append the remaining sections.
+    let mut head = serde_json::to_vec_pretty(&header).map_err(io::Error::other)?;
+    debug_assert_eq!(head.last(), Some(&b'}'));
+    head.pop();
+    while head.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        head.pop();
+    }
+    w.write_all(&head)?;
+    for (name, value) in extra {
+        write!(
+            w,
+            ",\n  {}: ",
+            serde_json::to_string(name).map_err(io::Error::other)?
+        )?;
+        serde_json::to_writer(&mut *w, value).map_err(io::Error::other)?;
+    }
+    w.write_all(b",\n  \"attention\": [")?;
+    let n = att.len();
+    for layer in 0..att.layers() {
+        let heads: Vec<Vec<u8>> = (0..att.heads())
+            .into_par_iter()
+            .map(|h| format_matrix(att.head(layer, h), n, opts))
+            .collect();
+        w.write_all(if layer == 0 { b"\n    [" } else { b",\n    [" })?;
+        for (h, buf) in heads.iter().enumerate() {
+            w.write_all(if h == 0 { b"\n      " } else { b",\n      " })?;
+            w.write_all(buf)?;
+        }
+        w.write_all(b"\n    ]")?;
+    }
+    w.write_all(b"\n  ]\n}\n")?;
+    Ok(())
+}
+
+/// One head's matrix as `[[..],[..]]`, one row per line would be too airy: rows are kept on one
+/// line each, separated by a space.
+fn format_matrix(m: &[f32], n: usize, opts: JsonOptions) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * n * 9 + n * 4);
+    let mut ryu_buf = ryu::Buffer::new();
+    out.push(b'[');
+    for (q, row) in m.chunks_exact(n.max(1)).enumerate() {
+        if q > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.push(b'[');
+        for (k, &v) in row.iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            if opts.full_precision {
+                push_full(&mut out, v, &mut ryu_buf);
+            } else {
+                push_6sig(&mut out, v);
+            }
+        }
+        out.push(b']');
+    }
+    out.push(b']');
+    out
+}
+
+/// Shortest representation that reads back as the same f32 (ryu), made JSON-valid.
+fn push_full(out: &mut Vec<u8>, v: f32, buf: &mut ryu::Buffer) {
+    if !v.is_finite() {
+        // JSON has no NaN/inf; attention probabilities never are, but never emit invalid JSON.
+        out.extend_from_slice(b"null");
+        return;
+    }
+    let s = buf.format_finite(v);
+    out.extend_from_slice(s.strip_suffix(".0").unwrap_or(s).as_bytes());
+}
+
+/// `v` rounded to 6 significant digits, in the shortest of plain or exponent notation.
+fn push_6sig(out: &mut Vec<u8>, v: f32) {
+    if !v.is_finite() {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    if v == 0.0 {
+        out.push(b'0');
+        return;
+    }
+    let x = v as f64;
+    if x < 0.0 {
+        out.push(b'-');
+    }
+    let x = x.abs();
+    let mut exp = x.log10().floor() as i32;
+    let mut mant = (x * 10f64.powi(5 - exp)).round() as u64;
+    // log10 can land one off near powers of ten; renormalise to exactly six digits.
+    if mant >= 1_000_000 {
+        mant = (mant + 5) / 10;
+        exp += 1;
+    } else if mant < 100_000 {
+        mant = (x * 10f64.powi(6 - exp)).round() as u64;
+        exp -= 1;
+        if mant >= 1_000_000 {
+            mant = (mant + 5) / 10;
+            exp += 1;
+        }
+    }
+    let mut digits = [0u8; 6];
+    let mut m = mant;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (m % 10) as u8;
+        m /= 10;
+    }
+    let sig = 6 - digits.iter().rev().take_while(|&&d| d == b'0').count();
+    let digits = &digits[..sig.max(1)];
+    if (-5..0).contains(&exp) {
+        // 0.000ddd
+        out.extend_from_slice(b"0.");
+        out.extend(std::iter::repeat_n(b'0', (-exp - 1) as usize));
+        out.extend_from_slice(digits);
+    } else if (0..6).contains(&exp) {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            out.extend_from_slice(digits);
+            out.extend(std::iter::repeat_n(b'0', int_len - digits.len()));
+        } else {
+            out.extend_from_slice(&digits[..int_len]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[int_len..]);
+        }
+    } else {
+        out.push(digits[0]);
+        if digits.len() > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.extend_from_slice(format!("e{exp}").as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::tests::synthetic;
+
+    fn fmt6(v: f32) -> String {
+        let mut out = Vec::new();
+        push_6sig(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn six_significant_digits_agree_with_std_formatting() {
+        // The reference is Rust's own correctly rounded `{:.5e}`; ours must read back to within
+        // one unit in the sixth digit of it and never carry more than six digits.
+        let mut state = 0x2545F4914F6CDD1Du64;
+        let mut values = vec![
+            1.0f32,
+            0.5,
+            0.1,
+            0.999_999_9,
+            1e-7,
+            9.999_995e-6,
+            123456.7,
+            2.5e-12,
+        ];
+        for _ in 0..20000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mant = (state >> 40) as f32 / (1u64 << 24) as f32;
+            let exp = (state % 16) as i32;
+            values.push(mant * 10f32.powi(-exp));
+        }
+        for v in values {
+            let ours = fmt6(v);
+            let back: f64 = ours
+                .parse()
+                .unwrap_or_else(|_| panic!("{ours} is not a number"));
+            let reference: f64 = format!("{:.5e}", v as f64).parse().unwrap();
+            let unit = 10f64.powi((reference.abs().log10().floor() as i32) - 5);
+            assert!(
+                (back - reference).abs() <= unit * 1.000001,
+                "{v}: ours {ours}, std {reference}"
+            );
+            let sig: usize = ours
+                .split('e')
+                .next()
+                .unwrap()
+                .trim_start_matches(['0', '.'])
+                .chars()
+                .filter(char::is_ascii_digit)
+                .count();
+            assert!(sig <= 6, "{v} -> {ours} has {sig} digits");
+        }
+        assert_eq!(fmt6(1.0), "1");
+        assert_eq!(fmt6(0.25), "0.25");
+        assert_eq!(fmt6(0.0), "0");
+    }
+
+    #[test]
+    fn full_precision_round_trips_exactly() {
+        let mut buf = ryu::Buffer::new();
+        for v in [1.0f32, 0.1, 1.234_567_9e-9, 0.333_333_34] {
+            let mut out = Vec::new();
+            push_full(&mut out, v, &mut buf);
+            let back: f32 = std::str::from_utf8(&out).unwrap().parse().unwrap();
+            assert_eq!(back, v);
+        }
+    }
+
+    #[test]
+    fn export_parses_and_matches_the_weights() {
+        let att = synthetic(&["[CLS]", "the", "\"odd\"", "tok</script>", "[SEP]"], 2, 3);
+        for full in [false, true] {
+            let mut out = Vec::new();
+            let extra = [("stats", serde_json::json!({"x": 1}))];
+            write_json(
+                &att,
+                &extra,
+                JsonOptions {
+                    full_precision: full,
+                },
+                &mut out,
+            )
+            .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+            assert_eq!(v["format_version"], FORMAT_VERSION);
+            assert_eq!(v["model"]["layers"], 2);
+            assert_eq!(v["tokens"][3], "tok</script>");
+            assert_eq!(v["stats"]["x"], 1);
+            let a = &v["attention"];
+            assert_eq!(a.as_array().unwrap().len(), 2);
+            for l in 0..2 {
+                assert_eq!(a[l].as_array().unwrap().len(), 3);
+                for h in 0..3 {
+                    for q in 0..5 {
+                        for k in 0..5 {
+                            let got = a[l][h][q][k].as_f64().unwrap() as f32;
+                            let want = att.weight(l, h, q, k);
+                            let tol = if full { 0.0 } else { want.abs() * 5.1e-6 };
+                            assert!(
+                                (got - want).abs() <= tol,
+                                "[{l}][{h}][{q}][{k}] {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
