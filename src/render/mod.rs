@@ -2,3 +2,4 @@
 //! one kind of output. None of them knows the model exists.
 
 pub mod json;
+pub mod terminal;

@@ -1,0 +1,521 @@
+//! The terminal view: a heatmap of one head (or the mean over a layer's heads) with token labels,
+//! and for each token the tokens it attends to most.
+//!
+//! With colour, cells are 24-bit background colours on the viridis scale; without (not a
+//! terminal, `NO_COLOR`, `--color never`) they are shade characters, so the output stays plain
+//! text. Inputs too long to draw one cell per token in the available width get a summary instead:
+//! a heatmap over blocks of tokens, the strongest links, and the most attended tokens.
+
+use std::io::{self, Write};
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+use crate::attention::{Attention, HeadSel};
+
+/// How the terminal view is drawn.
+#[derive(Clone, Debug)]
+pub struct TerminalOptions {
+    /// 24-bit colour escapes (otherwise plain text).
+    pub color: bool,
+    /// Columns available.
+    pub width: usize,
+    /// How many most-attended tokens to list per token.
+    pub top: usize,
+    /// Above this many tokens the summary replaces the full view, even if it would fit.
+    pub max_full: usize,
+}
+
+impl Default for TerminalOptions {
+    fn default() -> Self {
+        TerminalOptions {
+            color: false,
+            width: 80,
+            top: 3,
+            max_full: 48,
+        }
+    }
+}
+
+/// Widest token label in the full view, in terminal columns.
+const LABEL_MAX: usize = 12;
+/// Shade ramp for plain-text cells, lightest to darkest.
+const SHADES: [&str; 5] = [" ·", "░░", "▒▒", "▓▓", "██"];
+/// Viridis anchor colours (matplotlib's table sampled at 1/8 steps); linear in between.
+const VIRIDIS: [[u8; 3]; 9] = [
+    [68, 1, 84],
+    [71, 44, 122],
+    [59, 81, 139],
+    [44, 113, 142],
+    [33, 144, 141],
+    [39, 173, 129],
+    [92, 200, 99],
+    [170, 220, 50],
+    [253, 231, 37],
+];
+
+fn viridis(t: f32) -> [u8; 3] {
+    let t = t.clamp(0.0, 1.0) * (VIRIDIS.len() - 1) as f32;
+    let i = (t.floor() as usize).min(VIRIDIS.len() - 2);
+    let f = t - i as f32;
+    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
+    std::array::from_fn(|c| (a[c] as f32 + (b[c] as f32 - a[c] as f32) * f).round() as u8)
+}
+
+/// Write the terminal view of `layer`/`head` of `att`.
+pub fn write_view(
+    att: &Attention,
+    layer: usize,
+    head: HeadSel,
+    opts: &TerminalOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let n = att.len();
+    let matrix = att.matrix(layer, head);
+    let view = View {
+        att,
+        matrix: &matrix,
+        opts,
+    };
+    view.title(layer, head, w)?;
+    let index_w = digits(n.saturating_sub(1));
+    let label_w = att
+        .tokens
+        .iter()
+        .map(|t| t.width().min(LABEL_MAX))
+        .max()
+        .unwrap_or(0);
+    let gutter = index_w + 1 + label_w + 2;
+    let divider = usize::from(att.sentence_b_start.is_some());
+    if n <= opts.max_full && gutter + 2 * n + divider <= opts.width {
+        view.full(index_w, label_w, w)
+    } else {
+        view.summary(w)
+    }
+}
+
+struct View<'a> {
+    att: &'a Attention,
+    matrix: &'a [f32],
+    opts: &'a TerminalOptions,
+}
+
+impl View<'_> {
+    fn n(&self) -> usize {
+        self.att.len()
+    }
+
+    fn row(&self, q: usize) -> &[f32] {
+        &self.matrix[q * self.n()..(q + 1) * self.n()]
+    }
+
+    fn title(&self, layer: usize, head: HeadSel, w: &mut dyn Write) -> io::Result<()> {
+        let att = self.att;
+        let head_desc = match head {
+            HeadSel::Index(h) => format!("head {h}"),
+            HeadSel::Mean => format!("mean of {} heads", att.heads()),
+        };
+        let unit = match att.level {
+            crate::attention::Level::Token => "tokens",
+            crate::attention::Level::Word => "words",
+        };
+        let mut title = format!(
+            "{} · layer {layer} (0–{}) · {head_desc} · {} {unit}",
+            att.model.id,
+            att.layers() - 1,
+            self.n()
+        );
+        if att.special_excluded {
+            title.push_str(" · [CLS]/[SEP] hidden, rows renormalised");
+        }
+        writeln!(w, "{}", self.bold(&title))?;
+        Ok(())
+    }
+
+    fn bold(&self, s: &str) -> String {
+        if self.opts.color {
+            format!("\x1b[1m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+
+    fn dim(&self, s: &str) -> String {
+        if self.opts.color {
+            format!("\x1b[2m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+
+    /// A two-column cell for `v` on a scale whose top is `max`.
+    fn cell(&self, v: f32, max: f32) -> String {
+        let t = if max > 0.0 { v / max } else { 0.0 };
+        if self.opts.color {
+            let [r, g, b] = viridis(t);
+            format!("\x1b[48;2;{r};{g};{b}m  \x1b[0m")
+        } else {
+            let i = ((t * SHADES.len() as f32) as usize).min(SHADES.len() - 1);
+            SHADES[i].to_string()
+        }
+    }
+
+    fn legend(&self, max: f32, w: &mut dyn Write) -> io::Result<()> {
+        let ramp: String = (0..8)
+            .map(|i| self.cell(i as f32 / 7.0 * max, max))
+            .collect();
+        writeln!(
+            w,
+            "{}",
+            self.dim(&format!(
+                "rows: query (from) · columns: key (to) · scale 0 {ramp} {}",
+                weight(max)
+            ))
+        )
+    }
+
+    fn full(&self, index_w: usize, label_w: usize, w: &mut dyn Write) -> io::Result<()> {
+        let att = self.att;
+        let n = self.n();
+        let max = self.matrix.iter().copied().fold(0.0, f32::max);
+        self.legend(max, w)?;
+        let b = att.sentence_b_start;
+        let gutter = index_w + 1 + label_w + 2;
+        for line in index_header(n, gutter, b) {
+            writeln!(w, "{}", self.dim(&line))?;
+        }
+        for q in 0..n {
+            if Some(q) == b {
+                let rule = format!(
+                    "{}{}┼{}",
+                    " ".repeat(gutter),
+                    "─".repeat(2 * q),
+                    "─".repeat(2 * (n - q))
+                );
+                writeln!(w, "{}", self.dim(&rule))?;
+            }
+            let mut line = format!(
+                "{:>index_w$} {}  ",
+                q,
+                pad(&fit(&att.tokens[q], label_w), label_w)
+            );
+            for (k, &v) in self.row(q).iter().enumerate() {
+                if Some(k) == b {
+                    line.push_str(&self.dim("│"));
+                }
+                line.push_str(&self.cell(v, max));
+            }
+            writeln!(w, "{line}")?;
+        }
+        if let Some(b) = b {
+            writeln!(
+                w,
+                "{}",
+                self.dim(&format!(
+                    "sentence A: tokens 0–{}, sentence B: tokens {b}–{}",
+                    b - 1,
+                    n - 1
+                ))
+            )?;
+        }
+        if self.opts.top > 0 {
+            writeln!(w)?;
+            writeln!(
+                w,
+                "{}",
+                self.bold(&format!("Most attended (top {}):", self.opts.top))
+            )?;
+            for q in 0..n {
+                let entries: Vec<String> = top_k(self.row(q), self.opts.top)
+                    .into_iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{} {}",
+                            pad(&fit(&att.tokens[k], label_w), label_w),
+                            weight(v)
+                        )
+                    })
+                    .collect();
+                writeln!(
+                    w,
+                    "{:>index_w$} {} → {}",
+                    q,
+                    pad(&fit(&att.tokens[q], label_w), label_w),
+                    entries.join("  ")
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn summary(&self, w: &mut dyn Write) -> io::Result<()> {
+        let att = self.att;
+        let n = self.n();
+        let width = self.opts.width.max(40);
+        writeln!(
+            w,
+            "{}",
+            self.dim(&format!(
+                "{n} tokens are too many to draw one cell each, so this is a summary.\n\
+                 --json, --html and --png show every token."
+            ))
+        )?;
+        // Heatmap over blocks: cell (I, J) is the share of attention that queries in block I give
+        // to keys in block J (mean over the block's queries of the sum over its keys).
+        let label_w = 22;
+        let max_blocks = ((width - label_w - 2) / 2).clamp(4, 32);
+        let size = n.div_ceil(max_blocks);
+        let blocks = n.div_ceil(size);
+        let mut grid = vec![0f32; blocks * blocks];
+        for q in 0..n {
+            for (k, &v) in self.row(q).iter().enumerate() {
+                grid[(q / size) * blocks + k / size] += v;
+            }
+        }
+        for bi in 0..blocks {
+            let rows = (n - bi * size).min(size) as f32;
+            for v in &mut grid[bi * blocks..(bi + 1) * blocks] {
+                *v /= rows;
+            }
+        }
+        let max = grid.iter().copied().fold(0.0, f32::max);
+        writeln!(w)?;
+        writeln!(
+            w,
+            "{}",
+            self.bold(&format!(
+                "Attention between blocks of {size} tokens (row block → column block):"
+            ))
+        )?;
+        self.legend(max, w)?;
+        for line in index_header(blocks, label_w + 2, None) {
+            writeln!(w, "{}", self.dim(&line))?;
+        }
+        for bi in 0..blocks {
+            let start = bi * size;
+            let end = (start + size).min(n);
+            let words: Vec<&str> = att.tokens[start..end].iter().map(String::as_str).collect();
+            let label = format!("{:>2} {}", bi % 100, fit(&words.join(" "), label_w - 3));
+            let mut line = format!("{}  ", pad(&label, label_w));
+            for bj in 0..blocks {
+                line.push_str(&self.cell(grid[bi * blocks + bj], max));
+            }
+            writeln!(w, "{line}")?;
+        }
+        writeln!(
+            w,
+            "{}",
+            self.dim(&format!(
+                "block b covers tokens b×{size} to b×{size}+{}",
+                size - 1
+            ))
+        )?;
+
+        // strongest individual links
+        let mut links: Vec<(usize, usize, f32)> = (0..n)
+            .flat_map(|q| self.row(q).iter().enumerate().map(move |(k, &v)| (q, k, v)))
+            .collect();
+        let count = 12.min(links.len());
+        if count > 0 {
+            let order = |a: &(usize, usize, f32), b: &(usize, usize, f32)| {
+                b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1))
+            };
+            links.select_nth_unstable_by(count - 1, order);
+            links.truncate(count);
+            links.sort_by(order);
+        }
+        writeln!(w)?;
+        writeln!(w, "{}", self.bold("Strongest links (query → key):"))?;
+        let iw = digits(n - 1);
+        for (q, k, v) in links {
+            writeln!(
+                w,
+                "  {:>iw$} {} → {:>iw$} {}  {}",
+                q,
+                pad(&fit(&att.tokens[q], 14), 14),
+                k,
+                pad(&fit(&att.tokens[k], 14), 14),
+                weight(v)
+            )?;
+        }
+
+        // tokens that receive the most attention overall
+        let mut received = vec![0f32; n];
+        for q in 0..n {
+            for (r, &v) in received.iter_mut().zip(self.row(q)) {
+                *r += v;
+            }
+        }
+        writeln!(w)?;
+        writeln!(
+            w,
+            "{}",
+            self.bold("Most attended tokens (mean share of every token's attention):")
+        )?;
+        let mut line = String::from(" ");
+        for (k, total) in top_k(&received, 10) {
+            let entry = format!(
+                " {k}:{} {}",
+                fit(&att.tokens[k], 14),
+                weight(total / n as f32)
+            );
+            if line.width() + entry.width() + 1 > width {
+                writeln!(w, "{line}")?;
+                line = String::from(" ");
+            }
+            line.push_str(&entry);
+        }
+        writeln!(w, "{line}")?;
+        Ok(())
+    }
+}
+
+/// Column indices over two-column cells: one line of units, preceded by a line of tens when
+/// there are more than ten columns. `divider` adds a one-column gap before that index.
+fn index_header(n: usize, gutter: usize, divider: Option<usize>) -> Vec<String> {
+    let line = |digit: fn(usize) -> char| {
+        let mut s = " ".repeat(gutter);
+        for k in 0..n {
+            if Some(k) == divider {
+                s.push(' ');
+            }
+            s.push(' ');
+            s.push(digit(k));
+        }
+        s.trim_end().to_string()
+    };
+    let units = line(|k| char::from(b'0' + (k % 10) as u8));
+    if n <= 10 {
+        return vec![units];
+    }
+    let tens = line(|k| {
+        if k >= 10 && k % 10 == 0 {
+            char::from(b'0' + (k / 10 % 10) as u8)
+        } else {
+            ' '
+        }
+    });
+    vec![tens, units]
+}
+
+/// The `k` largest entries of `row` as (index, value), largest first; ties keep index order.
+fn top_k(row: &[f32], k: usize) -> Vec<(usize, f32)> {
+    let mut idx: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
+    idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    idx.truncate(k);
+    idx
+}
+
+/// A weight in 2–3 significant digits, short enough for tables.
+fn weight(v: f32) -> String {
+    if v >= 0.1 {
+        format!("{v:.2}")
+    } else if v >= 0.001 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.0e}")
+    }
+}
+
+fn digits(n: usize) -> usize {
+    n.max(1).ilog10() as usize + 1
+}
+
+/// `s` cut to at most `max` terminal columns, with `…` when cut. Control characters become `?`
+/// so a token can never move the cursor or start an escape sequence.
+fn fit(s: &str, max: usize) -> String {
+    let clean: String = s
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if clean.width() <= max {
+        return clean;
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in clean.chars() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw + 1 > max {
+            break;
+        }
+        out.push(c);
+        used += cw;
+    }
+    out.push('…');
+    out
+}
+
+/// `s` padded with spaces to `width` terminal columns.
+fn pad(s: &str, width: usize) -> String {
+    let w = s.width();
+    format!("{s}{}", " ".repeat(width.saturating_sub(w)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::tests::synthetic;
+
+    fn render(att: &Attention, head: HeadSel, opts: &TerminalOptions) -> String {
+        let mut out = Vec::new();
+        write_view(att, 0, head, opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn short_sentence_fits_80_columns_in_plain_text() {
+        let tokens = [
+            "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ".",
+            "[SEP]",
+        ];
+        let att = synthetic(&tokens, 2, 4);
+        let out = render(&att, HeadSel::Index(1), &TerminalOptions::default());
+        assert!(!out.contains('\x1b'), "plain text has no escapes");
+        for line in out.lines() {
+            assert!(line.width() <= 80, "too wide ({}): {line}", line.width());
+        }
+        // synthetic head 1 of layer 0: query q peaks on key (q+1)%n
+        let fox_line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("4 fox ") && l.contains('→'))
+            .unwrap();
+        assert!(fox_line.contains("jumps"), "{fox_line}");
+        assert!(out.contains("layer 0") && out.contains("head 1"));
+    }
+
+    #[test]
+    fn colour_uses_truecolor_escapes() {
+        let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 1, 1);
+        let opts = TerminalOptions {
+            color: true,
+            ..TerminalOptions::default()
+        };
+        let out = render(&att, HeadSel::Mean, &opts);
+        assert!(out.contains("\x1b[48;2;"));
+        // the brightest cell is viridis' top colour
+        assert!(out.contains("\x1b[48;2;253;231;37m"));
+    }
+
+    #[test]
+    fn long_input_gets_a_summary() {
+        let tokens: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+        let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        let att = synthetic(&refs, 1, 1);
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        assert!(out.contains("summary"));
+        assert!(out.lines().count() < 80, "{} lines", out.lines().count());
+        for line in out.lines() {
+            assert!(line.width() <= 80, "too wide ({}): {line}", line.width());
+        }
+        // head 0 of layer 0 puts 0.7 on the diagonal: those are the strongest links, ties in order
+        assert!(out.contains("  0 t0             →   0 t0 "), "{out}");
+        assert!(out.contains(" 11 t11            →  11 t11 "), "{out}");
+    }
+
+    #[test]
+    fn labels_are_cut_and_sanitised() {
+        assert_eq!(fit("abc", 5), "abc");
+        assert_eq!(fit("abcdefgh", 5), "abcd…");
+        assert_eq!(fit("東京東京", 5), "東京…");
+        assert_eq!(fit("a\x1b[2Jb", 10), "a?[2Jb");
+    }
+}
