@@ -9,6 +9,7 @@ pub mod cli;
 pub mod model;
 pub mod output;
 pub mod render;
+pub mod run;
 pub mod tokenize;
 
 pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};

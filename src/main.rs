@@ -1,8 +1,16 @@
 //! The `attnviz` binary: parse arguments, run the library, print errors once, on one line.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() {
+fn main() -> ExitCode {
     let args = attnviz::cli::Args::parse();
-    let _ = args;
+    match attnviz::run::run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

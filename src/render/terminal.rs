@@ -405,11 +405,9 @@ fn top_k(row: &[f32], k: usize) -> Vec<(usize, f32)> {
     idx
 }
 
-/// A weight in 2–3 significant digits, short enough for tables.
+/// A weight with three decimals (tiny ones in exponent form), short enough for tables.
 fn weight(v: f32) -> String {
-    if v >= 0.1 {
-        format!("{v:.2}")
-    } else if v >= 0.001 {
+    if v >= 0.0005 || v == 0.0 {
         format!("{v:.3}")
     } else {
         format!("{v:.0e}")
