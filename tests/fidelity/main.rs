@@ -12,7 +12,8 @@ mod reference;
 
 use std::path::Path;
 
-use attnviz::model::Model;
+use attnviz::model::{Forward, Model};
+use attnviz::tokenize::TextTokenizer;
 
 use oracle::Oracle;
 use reference::{
@@ -44,10 +45,10 @@ fn check_info(model: &Model, reference: &Reference) {
 
 /// Our tokenizer must give exactly HF's tokens, ids, type ids and special-token flags, and report
 /// truncation with the untruncated length. Returns the mismatches.
-fn check_tokenization(model: &Model, label: &str, case: &Case) -> Vec<String> {
+fn check_tokenization(tokenizer: &TextTokenizer, label: &str, case: &Case) -> Vec<String> {
     let what = format!("[{label}] {}", case.name);
     let enc = ok(
-        model.tokenizer().encode(
+        tokenizer.encode(
             &case.text,
             case.pair.as_deref(),
             case.max_len,
@@ -123,42 +124,76 @@ fn check_tokenization(model: &Model, label: &str, case: &Case) -> Vec<String> {
 /// Runs our forward pass on HF's ids and compares every layer and head's attention and the last
 /// hidden state. Returns the mismatches.
 fn check_forward(model: &Model, reference: &Reference, case: &Case) -> Vec<String> {
+    let out = ok(
+        model.forward(&case.input_ids, &case.token_type_ids, false),
+        format!("[{}] {}: forward", reference.label, case.name),
+    );
+    compare_forward(reference, case, &out, "")
+}
+
+/// Compares one forward output with HF's attention (every layer and head) and last hidden state;
+/// prints the largest |Δ| and returns the mismatches.
+fn compare_forward(reference: &Reference, case: &Case, out: &Forward, how: &str) -> Vec<String> {
     let label = &reference.label;
     let (attn_ref, hidden_ref) = match (&case.attentions, &case.hidden) {
         (Some(a), Some(h)) => (reference.values(a), reference.values(h)),
         _ => panic!("[{label}] {}: no reference tensors", case.name),
     };
-    let out = ok(
-        model.forward(&case.input_ids, &case.token_type_ids, false),
-        format!("[{label}] {}: forward", case.name),
-    );
+    let name = format!("{}{how}", case.name);
     let cfg = &reference.config;
     let n = case.n;
     let (attn, mut problems) = compare_attention(&out.weights, &attn_ref, cfg.layers, cfg.heads, n);
     for line in &mut problems {
-        *line = format!("[{label}] {} attention {line}", case.name);
+        *line = format!("[{label}] {name} attention {line}");
     }
     assert_eq!(
         out.hidden.len(),
         n * cfg.hidden_size,
-        "[{label}] {}: hidden size",
-        case.name
+        "[{label}] {name}: hidden size"
     );
     let hidden = MaxDiff::of(&out.hidden, &hidden_ref);
     let attn_at = layer_head_pos(attn.index, cfg.heads, n, n).replace("component", "key");
     let hidden_at = row_col(hidden.index, cfg.hidden_size);
     eprintln!(
-        "[{label}] {:<24} n={n:<4} attention max |Δ| {:.2e} ({attn_at}); hidden max |Δ| {:.2e} ({hidden_at})",
-        case.name, attn.value, hidden.value
+        "[{label}] {name:<24} n={n:<4} attention max |Δ| {:.2e} ({attn_at}); hidden max |Δ| {:.2e} ({hidden_at})",
+        attn.value, hidden.value
     );
-    if !(hidden.value <= HIDDEN_TOL) {
+    if hidden.exceeds(HIDDEN_TOL) {
         problems.push(format!(
-            "[{label}] {} last hidden state: max |Δ| {:.3e} > {HIDDEN_TOL:e} at token {hidden_at} \
+            "[{label}] {name} last hidden state: max |Δ| {:.3e} > {HIDDEN_TOL:e} at {hidden_at} \
              (ours {}, HF {})",
-            case.name, hidden.value, out.hidden[hidden.index], hidden_ref[hidden.index]
+            hidden.value, out.hidden[hidden.index], hidden_ref[hidden.index]
         ));
     }
     problems
+}
+
+/// All reference cases in one padded batch: the padding mask must leave every sequence's
+/// attention and hidden state equal to HF's unpadded run.
+fn check_padded_batch(dir: &Path, reference: &Reference) {
+    let model = load_model(dir);
+    let batch: Vec<(&[u32], &[u32])> = reference
+        .cases
+        .iter()
+        .map(|c| (c.input_ids.as_slice(), c.token_type_ids.as_slice()))
+        .collect();
+    let lengths: Vec<usize> = reference.cases.iter().map(|c| c.n).collect();
+    assert!(
+        lengths.iter().min() < lengths.iter().max(),
+        "[{}] the batch needs sequences of different lengths to exercise padding",
+        reference.label
+    );
+    let outs = ok(model.forward_batch(&batch, false), "forward_batch");
+    assert_eq!(
+        outs.len(),
+        batch.len(),
+        "forward_batch returned the wrong number of outputs"
+    );
+    let mut problems = Vec::new();
+    for (case, out) in reference.cases.iter().zip(&outs) {
+        problems.extend(compare_forward(reference, case, out, " (padded batch)"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 /// Tokenization and forward pass of every reference case, then tokenization of the
@@ -168,11 +203,19 @@ fn check_all(dir: &Path, reference: &Reference) {
     check_info(&model, reference);
     let mut problems = Vec::new();
     for case in &reference.cases {
-        problems.extend(check_tokenization(&model, &reference.label, case));
+        problems.extend(check_tokenization(
+            model.tokenizer(),
+            &reference.label,
+            case,
+        ));
         problems.extend(check_forward(&model, reference, case));
     }
     for case in &reference.tokenize_only {
-        problems.extend(check_tokenization(&model, &reference.label, case));
+        problems.extend(check_tokenization(
+            model.tokenizer(),
+            &reference.label,
+            case,
+        ));
     }
     assert!(
         problems.is_empty(),
@@ -220,7 +263,7 @@ fn check_query_key(dir: &Path, reference: &Reference) {
             case.name, q.value, at(q), k.value, at(k), attn.value
         );
         for (name, d) in [("query", q), ("key", k)] {
-            if !(d.value <= QUERY_KEY_TOL) {
+            if d.exceeds(QUERY_KEY_TOL) {
                 problems.push(format!(
                     "[{label}] {} {name}: max |Δ| {:.3e} > {QUERY_KEY_TOL:e} at {}",
                     case.name,
@@ -265,15 +308,15 @@ fn check_oracle(dir: &Path, reference: &Reference) {
             row_col(d.index, h),
             d_hf.value
         );
-        if !(d.value <= HIDDEN_TOL) {
+        if d.exceeds(HIDDEN_TOL) {
             problems.push(format!(
-                "[{label}] {}: ours vs candle-transformers max |Δ| {:.3e} > {HIDDEN_TOL:e} at token {}",
+                "[{label}] {}: ours vs candle-transformers max |Δ| {:.3e} > {HIDDEN_TOL:e} at {}",
                 case.name,
                 d.value,
                 row_col(d.index, h)
             ));
         }
-        if !(d_hf.value <= HIDDEN_TOL) {
+        if d_hf.exceeds(HIDDEN_TOL) {
             problems.push(format!(
                 "[{label}] {}: the oracle itself is off: candle-transformers vs HF max |Δ| {:.3e}",
                 case.name, d_hf.value
@@ -297,6 +340,17 @@ fn tiny_bert_legacy_bin_matches_hf() {
     // pytorch_model.bin (torch zip format), `bert.` prefix, LayerNorm gamma/beta, cls.* heads,
     // int64 position_ids, config.json in transformers-5.x style. Same weights, same references.
     check_all(&fixture("tiny-bert-legacy"), &Reference::load("tiny-bert"));
+}
+
+#[test]
+fn tiny_bert_pre_1_6_pickle_matches_hf() {
+    // The legacy checkpoint again, saved with `_use_new_zipfile_serialization=False`.
+    check_all(&fixture("tiny-bert-pickle"), &Reference::load("tiny-bert"));
+}
+
+#[test]
+fn tiny_bert_padded_batch_matches_hf() {
+    check_padded_batch(&fixture("tiny-bert"), &Reference::load("tiny-bert"));
 }
 
 #[test]
@@ -327,6 +381,29 @@ fn minilm_matches_hf_on_every_sentence() {
         "the references need a paragraph of 200+ tokens, longest is {paragraph}"
     );
     check_all(&minilm_dir(), &reference);
+}
+
+#[test]
+fn minilm_vocab_txt_tokenizer_matches_hf() {
+    // The vocab.txt path (used when a model has no tokenizer.json) on the real 30522-entry
+    // vocabulary: accents, CJK, emoji, pairs and truncation must come out as HF's tokenizer says.
+    let reference = Reference::load("minilm");
+    let tokenizer = ok(
+        TextTokenizer::from_vocab(&minilm_dir()),
+        "building the tokenizer from vocab.txt",
+    );
+    let problems: Vec<String> = reference
+        .cases
+        .iter()
+        .chain(&reference.tokenize_only)
+        .flat_map(|case| check_tokenization(&tokenizer, "minilm vocab.txt", case))
+        .collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn minilm_padded_batch_matches_hf() {
+    check_padded_batch(&minilm_dir(), &Reference::load("minilm"));
 }
 
 #[test]

@@ -181,6 +181,11 @@ impl MaxDiff {
         worst
     }
 
+    /// Whether the difference is over `tol` (never NaN: [`MaxDiff::of`] maps NaN to infinity).
+    pub fn exceeds(self, tol: f32) -> bool {
+        self.value > tol
+    }
+
     pub fn max(self, other: MaxDiff) -> MaxDiff {
         if other.value > self.value {
             other
@@ -212,7 +217,7 @@ pub fn compare_attention(
         for head in 0..heads {
             let start = (layer * heads + head) * block;
             let d = MaxDiff::of(&ours[start..start + block], &theirs[start..start + block]);
-            if d.value > ATTENTION_TOL {
+            if d.exceeds(ATTENTION_TOL) {
                 let (q, k) = (d.index / n, d.index % n);
                 failures.push(format!(
                     "layer {layer} head {head}: max |Δ| {:.3e} at query {q} key {k} (ours {}, HF {})",
@@ -230,9 +235,9 @@ pub fn compare_attention(
     (worst, failures)
 }
 
-/// Says where a flat index of a `[rows, cols]` tensor is.
+/// Says where a flat index of a `[tokens, hidden]` tensor is.
 pub fn row_col(index: usize, cols: usize) -> String {
-    format!("row {} col {}", index / cols, index % cols)
+    format!("token {} dim {}", index / cols, index % cols)
 }
 
 /// Where a flat index of a `[layers, heads, n, last]` tensor is.
