@@ -98,12 +98,14 @@ where
     if path == Path::new("-") {
         let stdout = io::stdout();
         let mut lock = BufWriter::new(stdout.lock());
-        return write(&mut lock)
-            .and_then(|_| lock.flush())
-            .map_err(|source| OutputError {
+        return match write(&mut lock).and_then(|_| lock.flush()) {
+            // A reader that stops early (`| head`) is not an error.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.map_err(|source| OutputError {
                 path: path.to_path_buf(),
                 source,
-            });
+            }),
+        };
     }
     let mut file = AtomicFile::create(path)?;
     write(&mut file).map_err(|source| OutputError {

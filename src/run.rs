@@ -77,9 +77,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
         let stdout = io::stdout();
         let mut out = stdout.lock();
         let opts = terminal_options(args);
-        write_view(&att, layer, args.head, &opts, &mut out)
-            .and_then(|_| out.flush())
-            .map_err(Error::Stdout)?;
+        match write_view(&att, layer, args.head, &opts, &mut out).and_then(|_| out.flush()) {
+            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
+            _ => {}
+        }
     }
     Ok(())
 }

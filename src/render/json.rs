@@ -6,9 +6,9 @@
 use std::io::{self, Write};
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde_json::json;
 
-use crate::attention::Attention;
+use crate::attention::{Attention, Level};
 
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -21,38 +21,6 @@ pub struct JsonOptions {
     pub full_precision: bool,
 }
 
-/// Everything but the attention array, serialised by serde (small).
-#[derive(Serialize)]
-struct Header<'a> {
-    format: &'static str,
-    format_version: u32,
-    numbering: &'static str,
-    precision: &'static str,
-    model: ModelJson<'a>,
-    text: &'a str,
-    pair: Option<&'a str>,
-    level: &'static str,
-    special_excluded: bool,
-    tokens: &'a [String],
-    #[serde(skip_serializing_if = "<[u32]>::is_empty")]
-    input_ids: &'a [u32],
-    token_type_ids: &'a [u32],
-    special: &'a [bool],
-    word_ids: &'a [Option<usize>],
-    spans: Vec<[usize; 2]>,
-    sentence_b_start: Option<usize>,
-}
-
-#[derive(Serialize)]
-struct ModelJson<'a> {
-    id: &'a str,
-    revision: Option<&'a str>,
-    layers: usize,
-    heads: usize,
-    hidden_size: usize,
-    head_dim: usize,
-}
-
 /// Write `att` as JSON. `extra` holds additional top-level sections (e.g. `("stats", value)`),
 /// written after the metadata and before `attention`.
 pub fn write_json(
@@ -62,49 +30,58 @@ pub fn write_json(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let m = &att.model;
-    let header = Header {
-        format: "attnviz-attention",
-        format_version: FORMAT_VERSION,
-        numbering: "0-based",
-        precision: if opts.full_precision {
-            "f32"
-        } else {
-            "6 significant digits"
-        },
-        model: ModelJson {
-            id: &m.id,
-            revision: m.revision.as_deref(),
-            layers: m.layers,
-            heads: m.heads,
-            hidden_size: m.hidden_size,
-            head_dim: m.head_dim,
-        },
-        text: &att.text,
-        pair: att.pair.as_deref(),
-        level: att.level.as_str(),
-        special_excluded: att.special_excluded,
-        tokens: &att.tokens,
-        input_ids: &att.input_ids,
-        token_type_ids: &att.token_type_ids,
-        special: &att.special,
-        word_ids: &att.word_ids,
-        spans: att.spans.iter().map(|s| [s.start, s.end]).collect(),
-        sentence_b_start: att.sentence_b_start,
-    };
-    // Serialise the header as an object, then reopen it to append the remaining sections.
-    let mut head = serde_json::to_vec_pretty(&header).map_err(io::Error::other)?;
-    debug_assert_eq!(head.last(), Some(&b'}'));
-    head.pop();
-    while head.last().is_some_and(|b| b.is_ascii_whitespace()) {
-        head.pop();
+    let mut fields: Vec<(&str, serde_json::Value)> = vec![
+        ("format", json!("attnviz-attention")),
+        ("format_version", json!(FORMAT_VERSION)),
+        ("numbering", json!("0-based")),
+        (
+            "precision",
+            json!(if opts.full_precision {
+                "f32"
+            } else {
+                "6 significant digits"
+            }),
+        ),
+        (
+            "model",
+            json!({
+                "id": m.id,
+                "revision": m.revision,
+                "layers": m.layers,
+                "heads": m.heads,
+                "hidden_size": m.hidden_size,
+                "head_dim": m.head_dim,
+            }),
+        ),
+        ("text", json!(att.text)),
+        ("pair", json!(att.pair)),
+        ("level", json!(att.level.as_str())),
+        ("special_excluded", json!(att.special_excluded)),
+        ("tokens", json!(att.tokens)),
+    ];
+    if att.level == Level::Token {
+        fields.push(("input_ids", json!(att.input_ids)));
     }
-    w.write_all(&head)?;
-    for (name, value) in extra {
-        write!(
-            w,
-            ",\n  {}: ",
-            serde_json::to_string(name).map_err(io::Error::other)?
-        )?;
+    fields.extend([
+        ("token_type_ids", json!(att.token_type_ids)),
+        ("special", json!(att.special)),
+        ("word_ids", json!(att.word_ids)),
+        (
+            "spans",
+            json!(att
+                .spans
+                .iter()
+                .map(|s| [s.start, s.end])
+                .collect::<Vec<_>>()),
+        ),
+        ("sentence_b_start", json!(att.sentence_b_start)),
+    ]);
+    // One field per line, each value compact: readable, and short even for 512 tokens.
+    w.write_all(b"{")?;
+    for (i, (name, value)) in fields.iter().chain(extra).enumerate() {
+        w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
+        serde_json::to_writer(&mut *w, name).map_err(io::Error::other)?;
+        w.write_all(b": ")?;
         serde_json::to_writer(&mut *w, value).map_err(io::Error::other)?;
     }
     w.write_all(b",\n  \"attention\": [")?;
