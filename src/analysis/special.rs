@@ -56,21 +56,49 @@ pub(crate) fn keep_units(units: &Units, keep: &[usize]) -> Units {
 /// renormalise each row to sum 1 (rows with no mass left stay zero).
 pub(crate) fn drop_matrices(weights: &[f32], n: usize, keep: &[usize]) -> Vec<f32> {
     let m = keep.len();
+    // Kept columns as contiguous runs (one or two for BERT inputs), copied slice by slice.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for &k in keep {
+        match runs.last_mut() {
+            Some(r) if r.end == k => r.end = k + 1,
+            _ => runs.push(k..k + 1),
+        }
+    }
     let mut out = vec![0f32; weights.len() / (n * n) * m * m];
     out.par_chunks_mut(m * m)
         .zip(weights.par_chunks(n * n))
         .for_each(|(kept, matrix)| {
             for (row_out, &q) in kept.chunks_mut(m).zip(keep) {
                 let row = &matrix[q * n..(q + 1) * n];
-                let mass: f64 = keep.iter().map(|&k| row[k] as f64).sum();
+                let mass: f64 = runs.iter().map(|r| sum_f64(&row[r.clone()])).sum();
                 if mass > 0.0 {
-                    for (o, &k) in row_out.iter_mut().zip(keep) {
-                        *o = (row[k] as f64 / mass) as f32;
+                    let inv = 1.0 / mass;
+                    let mut at = 0;
+                    for r in &runs {
+                        let dst = &mut row_out[at..at + r.len()];
+                        for (o, &w) in dst.iter_mut().zip(&row[r.clone()]) {
+                            *o = (w as f64 * inv) as f32;
+                        }
+                        at += r.len();
                     }
                 }
             }
         });
     out
+}
+
+/// Sum of f32 values in f64, over independent lanes so it vectorises.
+pub(crate) fn sum_f64(xs: &[f32]) -> f64 {
+    const LANES: usize = 8;
+    let mut acc = [0f64; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for i in 0..LANES {
+            acc[i] += chunk[i] as f64;
+        }
+    }
+    acc.iter().sum::<f64>() + rest.iter().map(|&x| x as f64).sum::<f64>()
 }
 
 #[cfg(test)]

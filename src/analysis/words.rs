@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use super::special::sum_f64;
 use super::units::Units;
 use crate::attention::{Attention, Level};
 
@@ -103,7 +104,7 @@ pub(crate) fn merge_matrices(weights: &[f32], n: usize, groups: &[Range<usize>])
                 for p in group.clone() {
                     let row = &matrix[p * n..(p + 1) * n];
                     for (a, to) in acc.iter_mut().zip(groups) {
-                        *a += row[to.clone()].iter().map(|&w| w as f64).sum::<f64>();
+                        *a += sum_f64(&row[to.clone()]);
                     }
                 }
                 let scale = 1.0 / group.len() as f64;

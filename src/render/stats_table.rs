@@ -85,7 +85,7 @@ fn write_overview(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let heads = stats[0].len();
-    writeln!(w, "Head labels (layers x heads, numbered from 0)")?;
+    writeln!(w, "Head labels; layers x heads, numbered from 0")?;
     let per_block = heads_per_block(opts.max_width, 3, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
@@ -161,17 +161,14 @@ fn write_heatmap(
     let cell = value_width + 2; // separator, value, label symbol
     writeln!(
         w,
-        "{} (layers x heads, numbered from 0)",
+        "{}; layers x heads, numbered from 0",
         capitalise(stat.title())
     )?;
     let per_block = heads_per_block(opts.max_width, cell, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
-        write!(w, "{:ROW_LABEL$}", "")?;
-        for h in hs.clone() {
-            write!(w, " {h:>value_width$} ")?;
-        }
-        writeln!(w)?;
+        let header: String = hs.clone().map(|h| format!(" {h:>value_width$} ")).collect();
+        writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
         for (l, layer) in stats.iter().enumerate() {
             write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
             for h in hs.clone() {
