@@ -139,7 +139,8 @@ fn check_units(what: &str, got: &Attention, want: &Value) {
 }
 
 fn check_stats(what: &str, got: &[Vec<HeadStats>], want: &Value) {
-    let fields: [(&str, fn(&HeadStats) -> f64); 10] = [
+    type Field = (&'static str, fn(&HeadStats) -> f64);
+    let fields: [Field; 10] = [
         ("entropy", |s| s.entropy),
         ("entropy_norm", |s| s.entropy_norm),
         ("distance", |s| s.distance),

@@ -121,8 +121,8 @@ mod tests {
                 for q in 0..3 {
                     let orig: Vec<f32> = (1..4).map(|k| att.weight(l, h, q + 1, k)).collect();
                     let mass: f32 = orig.iter().sum();
-                    for k in 0..3 {
-                        let want = orig[k] / mass;
+                    for (k, w) in orig.iter().enumerate() {
+                        let want = w / mass;
                         assert!((out.weight(l, h, q, k) - want).abs() < 1e-6);
                     }
                 }
