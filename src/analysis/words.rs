@@ -89,6 +89,10 @@ pub fn word_label(pieces: &[String]) -> String {
 
 /// Merge every `n × n` matrix of the stack `weights` into an `m × m` matrix, `m = groups.len()`:
 /// columns of a group summed, rows of a group averaged (accumulated in f64).
+///
+/// Rows with no mass (only special-token exclusion makes them) are left out of the average, so a
+/// word with one such piece gets the mean of its other pieces rather than a row summing to less
+/// than 1; a word whose pieces all lack mass gets a zero row.
 pub(crate) fn merge_matrices(weights: &[f32], n: usize, groups: &[Range<usize>]) -> Vec<f32> {
     let m = groups.len();
     if n == 0 {
@@ -99,17 +103,25 @@ pub(crate) fn merge_matrices(weights: &[f32], n: usize, groups: &[Range<usize>])
         .zip(weights.par_chunks(n * n))
         .for_each(|(merged, matrix)| {
             let mut acc = vec![0f64; m];
+            let mut piece = vec![0f64; m];
             for (u, group) in groups.iter().enumerate() {
                 acc.iter_mut().for_each(|a| *a = 0.0);
+                let mut live = 0usize;
                 for p in group.clone() {
                     let row = &matrix[p * n..(p + 1) * n];
-                    for (a, to) in acc.iter_mut().zip(groups) {
-                        *a += sum_f64(&row[to.clone()]);
+                    for (s, to) in piece.iter_mut().zip(groups) {
+                        *s = sum_f64(&row[to.clone()]);
+                    }
+                    if piece.iter().sum::<f64>() > 0.0 {
+                        live += 1;
+                        acc.iter_mut().zip(&piece).for_each(|(a, s)| *a += s);
                     }
                 }
-                let scale = 1.0 / group.len() as f64;
-                for (o, a) in merged[u * m..(u + 1) * m].iter_mut().zip(&acc) {
-                    *o = (a * scale) as f32;
+                if live > 0 {
+                    let scale = 1.0 / live as f64;
+                    for (o, a) in merged[u * m..(u + 1) * m].iter_mut().zip(&acc) {
+                        *o = (a * scale) as f32;
+                    }
                 }
             }
         });
@@ -176,6 +188,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rows_without_mass_are_left_out_of_the_word_mean() {
+        // units: a, ##b (a row without mass), c
+        let weights = [0.5, 0.25, 0.25, 0.0, 0.0, 0.0, 0.2, 0.2, 0.6];
+        let merged = merge_matrices(&weights, 3, &[0..2, 2..3]);
+        assert_eq!(merged, [0.75, 0.25, 0.4, 0.6]);
+        let dead = merge_matrices(&[0.0, 0.0, 0.0, 0.0], 2, &[0..2]);
+        assert_eq!(dead, [0.0]);
     }
 
     #[test]

@@ -78,10 +78,12 @@ def token_view(case, att):
 
 
 def to_words(view):
-    """Merge word pieces into words with R @ A @ C.
+    """Merge word pieces into words: R @ A @ C.
 
     R (m x n) averages the rows of a word's pieces, C (n x m) sums their columns. A word is the set
     of non-special units sharing (segment, word id); every special unit is a word of its own.
+    Rows without mass (possible only after special-token exclusion) are left out of the average,
+    so R depends on the matrix: R[w, t] = 1 / (live pieces of w) for each live piece t.
     """
     n = len(view["tokens"])
     keys, members = [], {}
@@ -95,13 +97,15 @@ def to_words(view):
             members[key] = []
         members[key].append(i)
     m = len(keys)
-    R = np.zeros((m, n))
-    C = np.zeros((n, m))
+    M = np.zeros((m, n))  # membership: M[w, t] = 1 if token t belongs to word w
     for u, key in enumerate(keys):
-        idx = members[key]
-        R[u, idx] = 1.0 / len(idx)
-        C[idx, u] = 1.0
-    att = np.einsum("wq,lhqk,kv->lhwv", R, view["att"], C)
+        M[u, members[key]] = 1.0
+    C = M.T
+    live = (view["att"].sum(axis=-1) > 0).astype(np.float64)  # [L, H, n]
+    summed = np.einsum("lhqk,kv->lhqv", view["att"], C)  # columns of each word added
+    numer = np.einsum("wq,lhq,lhqv->lhwv", M, live, summed)
+    count = np.einsum("wq,lhq->lhw", M, live)[..., None]
+    att = np.divide(numer, count, out=np.zeros_like(numer), where=count > 0)
 
     def label(idx):
         pieces = [view["tokens"][i] for i in idx]
