@@ -196,7 +196,7 @@ mod tests {
         let weights = [0.5, 0.25, 0.25, 0.0, 0.0, 0.0, 0.2, 0.2, 0.6];
         let merged = merge_matrices(&weights, 3, &[0..2, 2..3]);
         assert_eq!(merged, [0.75, 0.25, 0.4, 0.6]);
-        let one_word = vec![0..2];
+        let one_word = [Range { start: 0, end: 2 }];
         let dead = merge_matrices(&[0.0, 0.0, 0.0, 0.0], 2, &one_word);
         assert_eq!(dead, [0.0]);
     }
