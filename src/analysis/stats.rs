@@ -4,7 +4,8 @@
 //! Every statistic is a mean over the query rows of one head's matrix (each row is one query's
 //! distribution over the keys). All rows count, [CLS] and [SEP] rows included, as in Clark et al.;
 //! the only rows skipped are rows with no mass at all, which only special-token exclusion can
-//! produce. Computed in f64.
+//! produce. Sums run in f64; the `w ln w` terms of the entropy use a vectorisable f32 logarithm
+//! (relative error about 1e-7), which keeps 144 heads × 512² weights at tens of milliseconds.
 
 use std::fmt;
 use std::str::FromStr;
