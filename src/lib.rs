@@ -4,6 +4,7 @@
 //! [`Attention`], carries the captured attention from the encoder to every analysis and renderer;
 //! renderers never touch the model. Layers and heads are numbered from 0 everywhere.
 
+pub mod analysis;
 pub mod attention;
 pub mod cli;
 pub mod model;

@@ -2,4 +2,5 @@
 //! one kind of output. None of them knows the model exists.
 
 pub mod json;
+pub mod stats_table;
 pub mod terminal;

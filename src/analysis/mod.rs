@@ -1,0 +1,295 @@
+//! Analyses of a captured [`Attention`]: per-head statistics, head means, attention rollout,
+//! word-level merging and special-token exclusion. Pure functions of the attention; no model.
+//!
+//! The usual path (what the CLI does):
+//!
+//! ```no_run
+//! # fn demo(att: &attnviz::Attention) -> Result<(), attnviz::analysis::AnalysisError> {
+//! use attnviz::analysis::{Analysis, ViewOptions};
+//! let opts = ViewOptions { words: true, no_special: false };
+//! let (view, analysis) = Analysis::compute_view(att, opts)?;
+//! // `view` is the Attention every renderer draws (words here); `analysis` holds its
+//! // statistics `[layer][head]`, the per-layer head means and the rollout, all over view's units.
+//! # Ok(()) }
+//! ```
+//!
+//! Formulas, conventions and thresholds are documented in `docs/stats.md`.
+
+mod aggregate;
+mod special;
+pub mod stats;
+mod units;
+mod words;
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+pub use aggregate::{layer_means, rollout};
+pub use special::without_special;
+pub use stats::{head_stats, HeadLabel, HeadStats, KeyClasses, Stat};
+pub use words::{to_words, word_label};
+
+use crate::attention::Attention;
+use units::Units;
+
+/// Error from an analysis.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    /// Excluding special tokens would leave nothing.
+    #[error("the input has no tokens besides [CLS]/[SEP], so excluding them leaves nothing; drop --no-special")]
+    NothingLeft,
+}
+
+/// Which view of the attention to show: word pieces merged into words, and/or special tokens
+/// excluded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewOptions {
+    /// Merge word pieces into words ([`to_words`]).
+    pub words: bool,
+    /// Drop [CLS]/[SEP] and renormalise the rows ([`without_special`]).
+    pub no_special: bool,
+}
+
+/// Apply `opts` to `att`. When both are set, special tokens are excluded **first** (each token's
+/// row is renormalised over the non-special tokens), and the words are merged after that, so a
+/// word's row is exactly the mean of its pieces' renormalised rows. Borrows `att` when there is
+/// nothing to do.
+pub fn view(att: &Attention, opts: ViewOptions) -> Result<Cow<'_, Attention>, AnalysisError> {
+    let mut out = Cow::Borrowed(att);
+    if opts.no_special {
+        out = Cow::Owned(without_special(&out)?);
+    }
+    if opts.words {
+        out = Cow::Owned(to_words(&out));
+    }
+    Ok(out)
+}
+
+/// Everything the renderers draw besides the attention itself, over the units of one view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    /// Number of units (side of every matrix below).
+    pub n: usize,
+    /// Per-head statistics, `[layer][head]`.
+    pub stats: Vec<Vec<HeadStats>>,
+    /// Mean over each layer's heads: `[layer]` → `n × n` row-major (row = query).
+    pub layer_means: Vec<Vec<f32>>,
+    /// Attention rollout up to and including each layer: `[layer]` → `n × n` row-major
+    /// (row = unit after that layer, column = input unit); see [`rollout`].
+    pub rollout: Vec<Vec<f32>>,
+}
+
+impl Analysis {
+    /// Statistics, head means and rollout, all computed on `att`'s own matrices.
+    ///
+    /// Right for token-level attention with special tokens present. For a word-level or
+    /// special-excluded view use [`Analysis::compute_view`], which computes the rollout at token
+    /// level (where the identity stands for the residual connection) before mapping it to the view.
+    pub fn compute(att: &Attention) -> Analysis {
+        Analysis {
+            n: att.len(),
+            stats: head_stats(att),
+            layer_means: layer_means(att),
+            rollout: rollout(att),
+        }
+    }
+
+    /// Build the view `opts` of `att` (see [`view`]) and analyse it: statistics and head means
+    /// are computed on the view's matrices; the rollout is computed on `att` and then mapped
+    /// through the same steps as the attention (specials dropped and rows renormalised, then words
+    /// merged: rows averaged, columns summed).
+    pub fn compute_view(
+        att: &Attention,
+        opts: ViewOptions,
+    ) -> Result<(Cow<'_, Attention>, Analysis), AnalysisError> {
+        let shown = view(att, opts)?;
+        let rollout = map_rollout(att, rollout(att), opts);
+        let analysis = Analysis {
+            n: shown.len(),
+            stats: head_stats(&shown),
+            layer_means: layer_means(&shown),
+            rollout,
+        };
+        Ok((shown, analysis))
+    }
+
+    /// The `stats` section of the JSON export (see `docs/stats.md`).
+    pub fn stats_section(&self) -> StatsSection {
+        StatsSection::new(&self.stats)
+    }
+}
+
+/// Map per-layer matrices over `att`'s units into the units of `view(att, opts)`.
+fn map_rollout(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
+    let layers = per_layer.len();
+    let mut units = Units::of(att);
+    let mut stack: Vec<f32> = per_layer.into_iter().flatten().collect();
+    if opts.no_special {
+        let keep: Vec<usize> = (0..units.len()).filter(|&i| !units.special[i]).collect();
+        if keep.len() < units.len() {
+            stack = special::drop_matrices(&stack, units.len(), &keep);
+            units = special::keep_units(&units, &keep);
+        }
+    }
+    if opts.words && units.level != crate::attention::Level::Word {
+        let groups = words::word_groups(&units);
+        stack = words::merge_matrices(&stack, units.len(), &groups);
+        units = words::merge_units(&units, &groups);
+    }
+    let n2 = units.len() * units.len();
+    if n2 == 0 {
+        return vec![Vec::new(); layers];
+    }
+    stack.chunks(n2).map(<[f32]>::to_vec).collect()
+}
+
+/// The `stats` section of the JSON export: thresholds, and each statistic as a
+/// `[layer][head]` array (so `numpy.array(doc["stats"]["entropy"])` is a layers × heads matrix).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatsSection {
+    /// Where the definitions come from.
+    pub reference: &'static str,
+    /// Label thresholds.
+    pub thresholds: Thresholds,
+    /// [`HeadStats::entropy`], `[layer][head]`.
+    pub entropy: Vec<Vec<f64>>,
+    /// [`HeadStats::entropy_norm`].
+    pub entropy_norm: Vec<Vec<f64>>,
+    /// [`HeadStats::distance`].
+    pub distance: Vec<Vec<f64>>,
+    /// [`HeadStats::to_cls`].
+    pub to_cls: Vec<Vec<f64>>,
+    /// [`HeadStats::to_sep`].
+    pub to_sep: Vec<Vec<f64>>,
+    /// [`HeadStats::to_punct`].
+    pub to_punct: Vec<Vec<f64>>,
+    /// [`HeadStats::to_self`].
+    pub to_self: Vec<Vec<f64>>,
+    /// [`HeadStats::to_prev`].
+    pub to_prev: Vec<Vec<f64>>,
+    /// [`HeadStats::to_next`].
+    pub to_next: Vec<Vec<f64>>,
+    /// [`HeadStats::rows`].
+    pub rows: Vec<Vec<usize>>,
+    /// [`HeadStats::label`].
+    pub label: Vec<Vec<HeadLabel>>,
+}
+
+/// The label thresholds, as written into the JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Thresholds {
+    /// [`stats::POSITIONAL_THRESHOLD`].
+    pub positional: f64,
+    /// [`stats::BROAD_THRESHOLD`].
+    pub broad: f64,
+    /// [`stats::SINK_THRESHOLD`].
+    pub sink: f64,
+}
+
+impl StatsSection {
+    /// Columnar form of `stats` (`[layer][head]`).
+    pub fn new(stats: &[Vec<HeadStats>]) -> Self {
+        let grid = |f: fn(&HeadStats) -> f64| -> Vec<Vec<f64>> {
+            stats.iter().map(|l| l.iter().map(f).collect()).collect()
+        };
+        StatsSection {
+            reference: "Clark et al. 2019, What Does BERT Look At? (see docs/stats.md)",
+            thresholds: Thresholds {
+                positional: stats::POSITIONAL_THRESHOLD,
+                broad: stats::BROAD_THRESHOLD,
+                sink: stats::SINK_THRESHOLD,
+            },
+            entropy: grid(|s| s.entropy),
+            entropy_norm: grid(|s| s.entropy_norm),
+            distance: grid(|s| s.distance),
+            to_cls: grid(|s| s.to_cls),
+            to_sep: grid(|s| s.to_sep),
+            to_punct: grid(|s| s.to_punct),
+            to_self: grid(|s| s.to_self),
+            to_prev: grid(|s| s.to_prev),
+            to_next: grid(|s| s.to_next),
+            rows: stats
+                .iter()
+                .map(|l| l.iter().map(|s| s.rows).collect())
+                .collect(),
+            label: stats
+                .iter()
+                .map(|l| l.iter().map(|s| s.label).collect())
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::tests::synthetic;
+    use crate::attention::Level;
+
+    #[test]
+    fn view_without_options_borrows() {
+        let att = synthetic(&["[CLS]", "a", "[SEP]"], 1, 1);
+        assert!(matches!(
+            view(&att, ViewOptions::default()).unwrap(),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn cli_order_is_specials_first_then_words() {
+        let att = synthetic(&["[CLS]", "un", "##bel", "fox", "[SEP]"], 2, 2);
+        let opts = ViewOptions {
+            words: true,
+            no_special: true,
+        };
+        let shown = view(&att, opts).unwrap();
+        assert_eq!(*shown, to_words(&without_special(&att).unwrap()));
+        assert_eq!(shown.level, Level::Word);
+    }
+
+    #[test]
+    fn rollout_of_token_view_equals_compute() {
+        let att = synthetic(&["[CLS]", "un", "##bel", "fox", "[SEP]"], 3, 2);
+        let (shown, a) = Analysis::compute_view(&att, ViewOptions::default()).unwrap();
+        assert_eq!(a, Analysis::compute(&shown));
+    }
+
+    #[test]
+    fn rollout_maps_to_word_units_with_rows_summing_to_one() {
+        let att = synthetic(&["[CLS]", "un", "##bel", "fox", "[SEP]"], 3, 2);
+        let opts = ViewOptions {
+            words: true,
+            no_special: true,
+        };
+        let (shown, a) = Analysis::compute_view(&att, opts).unwrap();
+        assert_eq!(a.n, 2);
+        assert_eq!(shown.len(), 2);
+        assert_eq!(a.rollout.len(), 3);
+        assert_eq!(a.layer_means.len(), 3);
+        for m in &a.rollout {
+            assert_eq!(m.len(), 4);
+            for row in m.chunks(2) {
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            }
+        }
+    }
+
+    #[test]
+    fn stats_section_is_columnar() {
+        let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);
+        let a = Analysis::compute(&att);
+        let json = serde_json::to_value(a.stats_section()).unwrap();
+        assert_eq!(json["entropy"].as_array().unwrap().len(), 2);
+        assert_eq!(json["entropy"][1].as_array().unwrap().len(), 3);
+        assert_eq!(
+            json["entropy"][1][2].as_f64().unwrap(),
+            a.stats[1][2].entropy
+        );
+        assert_eq!(
+            json["label"][1][2].as_str().unwrap(),
+            a.stats[1][2].label.as_str()
+        );
+        assert_eq!(json["thresholds"]["broad"].as_f64().unwrap(), 0.85);
+    }
+}

@@ -1,0 +1,170 @@
+//! Excluding special tokens: drop the rows and columns of [CLS]/[SEP] and renormalise each
+//! remaining row over the remaining units.
+
+use rayon::prelude::*;
+
+use super::units::Units;
+use super::AnalysisError;
+use crate::attention::Attention;
+
+/// Drop every special unit (those flagged in [`Attention::special`]: [CLS] and [SEP], the tokens
+/// the tokenizer adds) and divide each remaining row by the mass it kept, so it sums to 1 again.
+///
+/// A row whose mass was *all* on special units has nothing left to renormalise: it stays all
+/// zeros (the statistics skip such rows; see `docs/stats.md`). Real softmax rows are never exactly
+/// zero, so this only happens with hand-made or underflowed weights.
+///
+/// Works at token and word level; the per-unit vectors (spans, word ids, segments) of the kept
+/// units are kept as they were, so spans still point at the original tokens. The result has
+/// `special_excluded` set. If `att` has no special units it is returned unchanged (flag set).
+///
+/// Fails if nothing but special units is left.
+pub fn without_special(att: &Attention) -> Result<Attention, AnalysisError> {
+    let units = Units::of(att);
+    let keep: Vec<usize> = (0..units.len()).filter(|&i| !units.special[i]).collect();
+    if keep.is_empty() {
+        return Err(AnalysisError::NothingLeft);
+    }
+    let weights = if keep.len() == units.len() {
+        att.weights().to_vec()
+    } else {
+        drop_matrices(att.weights(), units.len(), &keep)
+    };
+    Ok(keep_units(&units, &keep).into_attention(att, weights))
+}
+
+/// The units at indices `keep`, marked as having their special units excluded.
+pub(crate) fn keep_units(units: &Units, keep: &[usize]) -> Units {
+    let pick = |v: &[u32]| keep.iter().map(|&i| v[i]).collect::<Vec<_>>();
+    Units {
+        level: units.level,
+        special_excluded: true,
+        tokens: keep.iter().map(|&i| units.tokens[i].clone()).collect(),
+        input_ids: if units.input_ids.is_empty() {
+            Vec::new()
+        } else {
+            pick(&units.input_ids)
+        },
+        token_type_ids: pick(&units.token_type_ids),
+        special: keep.iter().map(|&i| units.special[i]).collect(),
+        spans: keep.iter().map(|&i| units.spans[i].clone()).collect(),
+        word_ids: keep.iter().map(|&i| units.word_ids[i]).collect(),
+    }
+}
+
+/// Restrict every `n × n` matrix of the stack `weights` to the rows and columns `keep`, and
+/// renormalise each row to sum 1 (rows with no mass left stay zero).
+pub(crate) fn drop_matrices(weights: &[f32], n: usize, keep: &[usize]) -> Vec<f32> {
+    let m = keep.len();
+    // Kept columns as contiguous runs (one or two for BERT inputs), copied slice by slice.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for &k in keep {
+        match runs.last_mut() {
+            Some(r) if r.end == k => r.end = k + 1,
+            _ => runs.push(k..k + 1),
+        }
+    }
+    let mut out = vec![0f32; weights.len() / (n * n) * m * m];
+    out.par_chunks_mut(m * m)
+        .zip(weights.par_chunks(n * n))
+        .for_each(|(kept, matrix)| {
+            for (row_out, &q) in kept.chunks_mut(m).zip(keep) {
+                let row = &matrix[q * n..(q + 1) * n];
+                let mass: f64 = runs.iter().map(|r| sum_f64(&row[r.clone()])).sum();
+                if mass > 0.0 {
+                    let inv = 1.0 / mass;
+                    let mut at = 0;
+                    for r in &runs {
+                        let dst = &mut row_out[at..at + r.len()];
+                        for (o, &w) in dst.iter_mut().zip(&row[r.clone()]) {
+                            *o = (w as f64 * inv) as f32;
+                        }
+                        at += r.len();
+                    }
+                }
+            }
+        });
+    out
+}
+
+/// Sum of f32 values in f64, over independent lanes so it vectorises.
+pub(crate) fn sum_f64(xs: &[f32]) -> f64 {
+    const LANES: usize = 8;
+    let mut acc = [0f64; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for i in 0..LANES {
+            acc[i] += chunk[i] as f64;
+        }
+    }
+    acc.iter().sum::<f64>() + rest.iter().map(|&x| x as f64).sum::<f64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::words::to_words;
+    use crate::attention::tests::synthetic;
+    use crate::attention::Level;
+
+    #[test]
+    fn drops_special_rows_and_columns_and_renormalises() {
+        let att = synthetic(&["[CLS]", "a", "b", "c", "[SEP]"], 2, 2);
+        let out = without_special(&att).unwrap();
+        assert!(out.special_excluded);
+        assert_eq!(out.tokens, ["a", "b", "c"]);
+        assert_eq!(out.spans, vec![1..2, 2..3, 3..4]);
+        assert_eq!(out.input_ids, [1, 2, 3]);
+        for l in 0..2 {
+            for h in 0..2 {
+                for q in 0..3 {
+                    let orig: Vec<f32> = (1..4).map(|k| att.weight(l, h, q + 1, k)).collect();
+                    let mass: f32 = orig.iter().sum();
+                    for (k, w) in orig.iter().enumerate() {
+                        let want = w / mass;
+                        assert!((out.weight(l, h, q, k) - want).abs() < 1e-6);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_special_units_is_an_error() {
+        let att = synthetic(&["[CLS]", "[SEP]"], 1, 1);
+        let err = without_special(&att).unwrap_err();
+        assert!(err.to_string().contains("--no-special"), "{err}");
+    }
+
+    #[test]
+    fn row_with_all_mass_on_specials_stays_zero() {
+        let out = drop_matrices(&[0.5, 0.0, 0.5, 0.2, 0.3, 0.5, 0.1, 0.1, 0.8], 3, &[1]);
+        assert_eq!(out, [1.0]);
+        let out = drop_matrices(&[1.0, 0.0, 0.0, 0.6, 0.0, 0.4, 0.0, 0.5, 0.5], 3, &[1]);
+        assert_eq!(out, [0.0]);
+    }
+
+    #[test]
+    fn composes_with_words_in_either_order() {
+        let att = synthetic(
+            &["[CLS]", "un", "##bel", "fox", "[SEP]", "ok", "[SEP]"],
+            2,
+            2,
+        );
+        let a = to_words(&without_special(&att).unwrap());
+        let b = without_special(&to_words(&att)).unwrap();
+        for out in [&a, &b] {
+            assert_eq!(out.level, Level::Word);
+            assert!(out.special_excluded);
+            assert_eq!(out.tokens, ["unbel", "fox", "ok"]);
+            assert_eq!(out.spans, vec![1..3, 3..4, 5..6]);
+        }
+        // both are row-stochastic, but weight the pieces differently, so they differ in general
+        assert!(a
+            .weights()
+            .iter()
+            .zip(b.weights())
+            .any(|(x, y)| (x - y).abs() > 1e-4));
+    }
+}

@@ -1,0 +1,568 @@
+//! Per-head statistics after Clark et al. (2019), "What Does BERT Look At? An Analysis of BERT's
+//! Attention", section 3. Definitions, conventions and thresholds: `docs/stats.md`.
+//!
+//! Every statistic is a mean over the query rows of one head's matrix (each row is one query's
+//! distribution over the keys). All rows count, [CLS] and [SEP] rows included, as in Clark et al.;
+//! the only rows skipped are rows with no mass at all, which only special-token exclusion can
+//! produce. Sums run in f64; the `w ln w` terms of the entropy use a vectorisable f32 logarithm
+//! (relative error about 1e-7), which keeps 144 heads × 512² weights at tens of milliseconds.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rayon::prelude::*;
+use serde::Serialize;
+use unicode_categories::UnicodeCategories;
+
+use crate::attention::Attention;
+
+/// A head is positional (previous/next) when its share to that token is above this.
+pub const POSITIONAL_THRESHOLD: f64 = 0.5;
+/// A head is broad when its normalised entropy is at least this (its effective number of
+/// attended keys, `exp(entropy)`, is at least `n^0.85`).
+pub const BROAD_THRESHOLD: f64 = 0.85;
+/// A head is a special-token sink when its share to [CLS] plus [SEP] is above this.
+pub const SINK_THRESHOLD: f64 = 0.5;
+
+/// Statistics of one head, each a mean over its query rows. Field names are the JSON names.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct HeadStats {
+    /// Mean entropy of the rows, in nats: `−Σ_k a_qk ln a_qk` (with `0 ln 0 = 0`).
+    pub entropy: f64,
+    /// `entropy / ln n`: 0 when every query looks at one key, 1 when attention is uniform
+    /// (0 when `n = 1`).
+    pub entropy_norm: f64,
+    /// Mean attention distance in units: `Σ_k a_qk |q − k|`.
+    pub distance: f64,
+    /// Share of attention to [CLS].
+    pub to_cls: f64,
+    /// Share of attention to [SEP] (all of them, in a pair).
+    pub to_sep: f64,
+    /// Share of attention to punctuation units.
+    pub to_punct: f64,
+    /// Share of attention to the query itself (`a_qq`).
+    pub to_self: f64,
+    /// Share of attention to the previous unit (`a_q,q−1`; 0 for the first row).
+    pub to_prev: f64,
+    /// Share of attention to the next unit (`a_q,q+1`; 0 for the last row).
+    pub to_next: f64,
+    /// Number of query rows averaged (rows with no mass are skipped).
+    pub rows: usize,
+    /// What the head clearly does, if anything.
+    pub label: HeadLabel,
+}
+
+/// What a head clearly does, following Clark et al. (2019). The first rule that holds wins, in
+/// this order; see [`HeadLabel::classify`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadLabel {
+    /// More than half of the attention goes to the previous unit.
+    PositionalPrevious,
+    /// More than half of the attention goes to the next unit.
+    PositionalNext,
+    /// Attention close to uniform: normalised entropy at least [`BROAD_THRESHOLD`].
+    Broad,
+    /// More than half of the attention goes to [CLS] and [SEP].
+    SpecialSink,
+    /// None of the above.
+    None,
+}
+
+impl HeadLabel {
+    /// Every label, in rule order.
+    pub const ALL: [HeadLabel; 5] = [
+        HeadLabel::PositionalPrevious,
+        HeadLabel::PositionalNext,
+        HeadLabel::Broad,
+        HeadLabel::SpecialSink,
+        HeadLabel::None,
+    ];
+
+    /// Label statistics (also averaged ones, e.g. over a corpus):
+    /// `to_prev > 0.5` → positional-previous, else `to_next > 0.5` → positional-next,
+    /// else `entropy_norm ≥ 0.85` → broad, else `to_cls + to_sep > 0.5` → special-sink,
+    /// else none. Broad comes before sink so that a near-uniform head over a short input, where
+    /// [CLS]/[SEP] are a large fraction of the units, is not called a sink.
+    pub fn classify(s: &HeadStats) -> HeadLabel {
+        if s.to_prev > POSITIONAL_THRESHOLD {
+            HeadLabel::PositionalPrevious
+        } else if s.to_next > POSITIONAL_THRESHOLD {
+            HeadLabel::PositionalNext
+        } else if s.entropy_norm >= BROAD_THRESHOLD {
+            HeadLabel::Broad
+        } else if s.to_cls + s.to_sep > SINK_THRESHOLD {
+            HeadLabel::SpecialSink
+        } else {
+            HeadLabel::None
+        }
+    }
+
+    /// The JSON name (`positional-previous`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadLabel::PositionalPrevious => "positional-previous",
+            HeadLabel::PositionalNext => "positional-next",
+            HeadLabel::Broad => "broad",
+            HeadLabel::SpecialSink => "special-sink",
+            HeadLabel::None => "none",
+        }
+    }
+
+    /// One ASCII character for compact grids.
+    pub fn symbol(self) -> char {
+        match self {
+            HeadLabel::PositionalPrevious => '<',
+            HeadLabel::PositionalNext => '>',
+            HeadLabel::Broad => 'B',
+            HeadLabel::SpecialSink => 'S',
+            HeadLabel::None => '.',
+        }
+    }
+
+    /// A short human description.
+    pub fn description(self) -> &'static str {
+        match self {
+            HeadLabel::PositionalPrevious => "previous token",
+            HeadLabel::PositionalNext => "next token",
+            HeadLabel::Broad => "broad",
+            HeadLabel::SpecialSink => "[CLS]/[SEP] sink",
+            HeadLabel::None => "none of these",
+        }
+    }
+}
+
+impl fmt::Display for HeadLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One numeric statistic of [`HeadStats`], to colour a grid by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stat {
+    /// [`HeadStats::entropy`].
+    Entropy,
+    /// [`HeadStats::entropy_norm`].
+    EntropyNorm,
+    /// [`HeadStats::distance`].
+    Distance,
+    /// [`HeadStats::to_cls`].
+    ToCls,
+    /// [`HeadStats::to_sep`].
+    ToSep,
+    /// [`HeadStats::to_punct`].
+    ToPunct,
+    /// [`HeadStats::to_self`].
+    ToSelf,
+    /// [`HeadStats::to_prev`].
+    ToPrev,
+    /// [`HeadStats::to_next`].
+    ToNext,
+}
+
+impl Stat {
+    /// Every statistic, in the order of [`HeadStats`]'s fields.
+    pub const ALL: [Stat; 9] = [
+        Stat::Entropy,
+        Stat::EntropyNorm,
+        Stat::Distance,
+        Stat::ToCls,
+        Stat::ToSep,
+        Stat::ToPunct,
+        Stat::ToSelf,
+        Stat::ToPrev,
+        Stat::ToNext,
+    ];
+
+    /// The value of this statistic in `s`.
+    pub fn value(self, s: &HeadStats) -> f64 {
+        match self {
+            Stat::Entropy => s.entropy,
+            Stat::EntropyNorm => s.entropy_norm,
+            Stat::Distance => s.distance,
+            Stat::ToCls => s.to_cls,
+            Stat::ToSep => s.to_sep,
+            Stat::ToPunct => s.to_punct,
+            Stat::ToSelf => s.to_self,
+            Stat::ToPrev => s.to_prev,
+            Stat::ToNext => s.to_next,
+        }
+    }
+
+    /// The JSON field name, also accepted by [`Stat::from_str`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Entropy => "entropy",
+            Stat::EntropyNorm => "entropy_norm",
+            Stat::Distance => "distance",
+            Stat::ToCls => "to_cls",
+            Stat::ToSep => "to_sep",
+            Stat::ToPunct => "to_punct",
+            Stat::ToSelf => "to_self",
+            Stat::ToPrev => "to_prev",
+            Stat::ToNext => "to_next",
+        }
+    }
+
+    /// A human title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Stat::Entropy => "entropy (nats)",
+            Stat::EntropyNorm => "normalised entropy (entropy / ln n)",
+            Stat::Distance => "mean attention distance |q - k|",
+            Stat::ToCls => "share of attention to [CLS]",
+            Stat::ToSep => "share of attention to [SEP]",
+            Stat::ToPunct => "share of attention to punctuation",
+            Stat::ToSelf => "share of attention to the token itself",
+            Stat::ToPrev => "share of attention to the previous token",
+            Stat::ToNext => "share of attention to the next token",
+        }
+    }
+
+    /// Whether the statistic is a share or normalised, so always within 0..=1.
+    pub fn is_unit_range(self) -> bool {
+        !matches!(self, Stat::Entropy | Stat::Distance)
+    }
+}
+
+/// Error for an unknown statistic name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_cls, to_sep, to_punct, to_self, to_prev, to_next")]
+pub struct UnknownStat(pub String);
+
+impl FromStr for Stat {
+    type Err = UnknownStat;
+
+    /// Parse a JSON field name; the `to_` prefix may be left out (`cls`, `prev`, …) and `-` may
+    /// stand for `_`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+        Stat::ALL
+            .into_iter()
+            .find(|st| st.name() == norm || st.name().strip_prefix("to_") == Some(norm.as_str()))
+            .ok_or_else(|| UnknownStat(s.to_string()))
+    }
+}
+
+/// Which keys are [CLS], [SEP] or punctuation, by index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyClasses {
+    /// Units that are the special token `[CLS]`.
+    pub cls: Vec<usize>,
+    /// Units that are the special token `[SEP]`.
+    pub sep: Vec<usize>,
+    /// Non-special units whose label is all punctuation.
+    pub punct: Vec<usize>,
+}
+
+impl KeyClasses {
+    /// Classify the units of `att` by label: a special unit labelled `[CLS]` or `[SEP]`, or a
+    /// non-special unit made only of punctuation characters (see [`is_punctuation`]).
+    pub fn of(att: &Attention) -> Self {
+        let mut classes = KeyClasses::default();
+        for (i, (label, &special)) in att.tokens.iter().zip(&att.special).enumerate() {
+            match (special, label.as_str()) {
+                (true, "[CLS]") => classes.cls.push(i),
+                (true, "[SEP]") => classes.sep.push(i),
+                (false, l) if !l.is_empty() && l.chars().all(is_punctuation) => {
+                    classes.punct.push(i)
+                }
+                _ => {}
+            }
+        }
+        classes
+    }
+}
+
+/// BERT's punctuation rule (its basic tokenizer splits on exactly these): ASCII punctuation and
+/// symbols (`!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~`), or any character of Unicode category P*.
+pub fn is_punctuation(c: char) -> bool {
+    c.is_ascii_punctuation() || c.is_punctuation()
+}
+
+/// Statistics of every head of `att`, `[layer][head]`, computed in parallel.
+pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
+    let classes = KeyClasses::of(att);
+    let n = att.len();
+    let heads = att.heads();
+    let flat: Vec<HeadStats> = (0..att.layers() * heads)
+        .into_par_iter()
+        .map(|i| matrix_stats(att.head(i / heads, i % heads), n, &classes))
+        .collect();
+    flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
+}
+
+/// Statistics of one `n × n` row-major attention matrix (row = query).
+pub fn matrix_stats(matrix: &[f32], n: usize, keys: &KeyClasses) -> HeadStats {
+    let mut sum = [0f64; 9];
+    let mut rows = 0usize;
+    for q in 0..n {
+        let row = &matrix[q * n..(q + 1) * n];
+        let [mass, entropy, distance] = row_moments(row, q);
+        if mass <= 0.0 {
+            continue;
+        }
+        rows += 1;
+        let share = |idx: &[usize]| idx.iter().map(|&k| row[k] as f64).sum::<f64>();
+        let at = |k: Option<usize>| k.filter(|&k| k < n).map_or(0.0, |k| row[k] as f64);
+        let values = [
+            entropy,
+            distance,
+            share(&keys.cls),
+            share(&keys.sep),
+            share(&keys.punct),
+            row[q] as f64,
+            at(q.checked_sub(1)),
+            at(Some(q + 1)),
+        ];
+        for (s, v) in sum.iter_mut().zip(values) {
+            *s += v;
+        }
+    }
+    let mean = |i: usize| if rows > 0 { sum[i] / rows as f64 } else { 0.0 };
+    let entropy = mean(0);
+    let mut stats = HeadStats {
+        entropy,
+        entropy_norm: if n > 1 {
+            entropy / (n as f64).ln()
+        } else {
+            0.0
+        },
+        distance: mean(1),
+        to_cls: mean(2),
+        to_sep: mean(3),
+        to_punct: mean(4),
+        to_self: mean(5),
+        to_prev: mean(6),
+        to_next: mean(7),
+        rows,
+        label: HeadLabel::None,
+    };
+    stats.label = HeadLabel::classify(&stats);
+    stats
+}
+
+/// `[Σ w, −Σ w ln w, Σ w |q − k|]` over one row, accumulated in f64.
+///
+/// The hot loop of the statistics (`n²` per head): written over fixed-width lanes with a
+/// branch-free logarithm so that it vectorises; `std`'s `ln` would be a libm call per element.
+fn row_moments(row: &[f32], q: usize) -> [f64; 3] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { row_moments_avx2(row, q) };
+        }
+    }
+    row_moments_portable(row, q)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_moments_avx2(row: &[f32], q: usize) -> [f64; 3] {
+    row_moments_portable(row, q)
+}
+
+#[inline(always)]
+fn row_moments_portable(row: &[f32], q: usize) -> [f64; 3] {
+    const LANES: usize = 8;
+    let mut mass = [0f64; LANES];
+    let mut plogp = [0f64; LANES];
+    let mut dist = [0f64; LANES];
+    let qf = q as f64;
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for (c, chunk) in chunks.enumerate() {
+        let base = (c * LANES) as f64;
+        for i in 0..LANES {
+            let w = chunk[i];
+            mass[i] += w as f64;
+            plogp[i] += (w * ln_f32(w)) as f64;
+            dist[i] += w as f64 * (base + i as f64 - qf).abs();
+        }
+    }
+    let start = row.len() - rest.len();
+    for (i, &w) in rest.iter().enumerate() {
+        mass[i] += w as f64;
+        plogp[i] += (w * ln_f32(w)) as f64;
+        dist[i] += w as f64 * ((start + i) as f64 - qf).abs();
+    }
+    let total = |a: [f64; LANES]| a.iter().sum::<f64>();
+    [total(mass), -total(plogp), total(dist)]
+}
+
+/// Natural logarithm for `x ≥ 0`, branch-free so loops over it vectorise (Cephes `logf`:
+/// relative error about 1e-7 on normal numbers). For `x = 0` it returns about −88, so
+/// `x · ln x` is 0 as entropy wants; for subnormal `x` the result is off, but `x · ln x` is
+/// then below 1e-36 either way.
+#[inline(always)]
+fn ln_f32(x: f32) -> f32 {
+    const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
+    let bits = x.to_bits();
+    // x = m · 2^e with m in [0.5, 1)
+    let e = ((bits >> 23) & 0xff) as i32 - 126;
+    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
+    let small = m < SQRT_HALF;
+    let e = (e - small as i32) as f32;
+    let x = if small { m + m - 1.0 } else { m - 1.0 };
+    let z = x * x;
+    let p = ((((((((7.037_683_6e-2 * x - 1.151_461_1e-1) * x + 1.167_699_9e-1) * x
+        - 1.242_014_1e-1)
+        * x
+        + 1.424_932_3e-1)
+        * x
+        - 1.666_805_8e-1)
+        * x
+        + 2.000_071_5e-1)
+        * x
+        - 2.499_999_4e-1)
+        * x
+        + 3.333_333e-1)
+        * x
+        * z;
+    let y = p - 2.121_944_4e-4 * e - 0.5 * z;
+    x + y + 0.693_359_4 * e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::tests::synthetic;
+
+    fn uniform(n: usize) -> Vec<f32> {
+        vec![1.0 / n as f32; n * n]
+    }
+
+    #[test]
+    fn uniform_attention_is_broad_with_entropy_ln_n() {
+        let s = matrix_stats(&uniform(8), 8, &KeyClasses::default());
+        assert!((s.entropy - 8f64.ln()).abs() < 1e-6);
+        assert!((s.entropy_norm - 1.0).abs() < 1e-6);
+        assert_eq!(s.label, HeadLabel::Broad);
+        // mean |q-k| over a uniform 8x8: (1/8) * sum_q mean_k |q-k| = 21/8
+        assert!((s.distance - 2.625).abs() < 1e-6, "{}", s.distance);
+    }
+
+    #[test]
+    fn shifted_identity_is_positional() {
+        let n = 6;
+        let mut prev = vec![0f32; n * n];
+        let mut next = vec![0f32; n * n];
+        for q in 0..n {
+            prev[q * n + q.saturating_sub(1)] = 1.0;
+            next[q * n + (q + 1).min(n - 1)] = 1.0;
+        }
+        let keys = KeyClasses::default();
+        let p = matrix_stats(&prev, n, &keys);
+        assert!((p.to_prev - 5.0 / 6.0).abs() < 1e-12);
+        assert!((p.to_self - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(p.entropy, 0.0);
+        assert_eq!(p.label, HeadLabel::PositionalPrevious);
+        let x = matrix_stats(&next, n, &keys);
+        assert!((x.to_next - 5.0 / 6.0).abs() < 1e-12);
+        assert_eq!(x.label, HeadLabel::PositionalNext);
+    }
+
+    #[test]
+    fn all_on_cls_is_a_sink_and_zero_rows_are_skipped() {
+        let att = synthetic(&["[CLS]", "hello", ",", "world", "[SEP]"], 1, 1);
+        let keys = KeyClasses::of(&att);
+        assert_eq!(keys.cls, [0]);
+        assert_eq!(keys.sep, [4]);
+        assert_eq!(keys.punct, [2]);
+        let n = 5;
+        let mut m = vec![0f32; n * n];
+        for q in 0..4 {
+            m[q * n] = 1.0;
+        }
+        let s = matrix_stats(&m, n, &keys);
+        assert_eq!(s.rows, 4);
+        assert_eq!(s.to_cls, 1.0);
+        assert!((s.distance - 1.5).abs() < 1e-12); // (0 + 1 + 2 + 3) / 4
+        assert_eq!(s.label, HeadLabel::SpecialSink);
+    }
+
+    #[test]
+    fn labels_follow_rule_order() {
+        let base = matrix_stats(&uniform(4), 4, &KeyClasses::default());
+        let with = |f: fn(&mut HeadStats)| {
+            let mut s = base;
+            f(&mut s);
+            HeadLabel::classify(&s)
+        };
+        assert_eq!(with(|_| {}), HeadLabel::Broad);
+        assert_eq!(
+            with(|s| {
+                s.to_cls = 0.4;
+                s.to_sep = 0.2
+            }),
+            HeadLabel::Broad
+        );
+        assert_eq!(
+            with(|s| {
+                s.entropy_norm = 0.5;
+                s.to_cls = 0.4;
+                s.to_sep = 0.2
+            }),
+            HeadLabel::SpecialSink
+        );
+        assert_eq!(with(|s| s.to_prev = 0.51), HeadLabel::PositionalPrevious);
+        assert_eq!(with(|s| s.to_next = 0.51), HeadLabel::PositionalNext);
+        assert_eq!(with(|s| s.entropy_norm = 0.5), HeadLabel::None);
+    }
+
+    #[test]
+    fn fast_ln_is_accurate() {
+        let mut worst = 0f64;
+        let mut x = 1e-30f32;
+        while x <= 1.0 {
+            let want = (x as f64).ln();
+            let rel = ((ln_f32(x) as f64 - want) / want.abs().max(1e-3)).abs();
+            worst = worst.max(rel);
+            x *= 1.000_37;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst:e}");
+        assert_eq!(0.0 * ln_f32(0.0), 0.0);
+    }
+
+    #[test]
+    fn row_moments_match_plain_sums() {
+        let row: Vec<f32> = (0..37).map(|k| ((k * 7919) % 31) as f32 / 500.0).collect();
+        let q = 11;
+        let [mass, entropy, dist] = row_moments(&row, q);
+        let w = row.iter().map(|&w| w as f64);
+        assert!((mass - w.clone().sum::<f64>()).abs() < 1e-12);
+        let want: f64 = w.clone().filter(|&w| w > 0.0).map(|w| -w * w.ln()).sum();
+        assert!((entropy - want).abs() < 1e-6, "{entropy} vs {want}");
+        let want: f64 = w.enumerate().map(|(k, w)| w * k.abs_diff(q) as f64).sum();
+        assert!((dist - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn punctuation_follows_bert() {
+        assert!(is_punctuation(',') && is_punctuation('$') && is_punctuation('¿'));
+        assert!(is_punctuation('—') && is_punctuation('「'));
+        assert!(!is_punctuation('a') && !is_punctuation('7') && !is_punctuation('é'));
+    }
+
+    #[test]
+    fn stat_names_round_trip() {
+        for s in Stat::ALL {
+            assert_eq!(s.name().parse::<Stat>().unwrap(), s);
+        }
+        assert_eq!("prev".parse::<Stat>().unwrap(), Stat::ToPrev);
+        assert_eq!("Entropy-Norm".parse::<Stat>().unwrap(), Stat::EntropyNorm);
+        assert!("bogus".parse::<Stat>().is_err());
+    }
+
+    #[test]
+    fn head_stats_is_layer_major() {
+        let att = synthetic(&["[CLS]", "a", "b", "c", "[SEP]"], 2, 3);
+        let stats = head_stats(&att);
+        assert_eq!((stats.len(), stats[0].len()), (2, 3));
+        let keys = KeyClasses::of(&att);
+        assert_eq!(stats[1][2], matrix_stats(att.head(1, 2), 5, &keys));
+    }
+}

@@ -1,0 +1,418 @@
+//! `--stats`: per-head statistics in the terminal.
+//!
+//! Two layouts, both within 80 columns for 12 heads and split into blocks of heads beyond
+//! `max_width`:
+//! - the overview (no statistic chosen): a layers × heads grid of label symbols, a one-line
+//!   legend, then one line per head with every statistic;
+//! - a layers × heads heatmap of one chosen statistic, each cell showing the value and the head's
+//!   label symbol.
+//!
+//! With colour, numeric cells get a viridis background (shares on 0..1, entropy and distance on
+//! 0..their maximum); without it (not a terminal, `NO_COLOR`, `--color never`) the output is plain
+//! ASCII text.
+
+use std::io::{self, IsTerminal, Write};
+
+use crate::analysis::stats::{BROAD_THRESHOLD, POSITIONAL_THRESHOLD, SINK_THRESHOLD};
+use crate::analysis::{HeadLabel, HeadStats, Stat};
+use crate::cli::ColorChoice;
+
+/// How to print the statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StatsTableOptions {
+    /// Show this statistic as a layers × heads heatmap; `None` prints the overview.
+    pub stat: Option<Stat>,
+    /// Use 24-bit colour escapes.
+    pub color: bool,
+    /// Widest line to print; wider grids are split into blocks of heads.
+    pub max_width: usize,
+}
+
+impl Default for StatsTableOptions {
+    fn default() -> Self {
+        StatsTableOptions {
+            stat: None,
+            color: false,
+            max_width: 100,
+        }
+    }
+}
+
+impl StatsTableOptions {
+    /// Options for standard output: colour per `choice` (`auto`: only when stdout is a terminal
+    /// and `NO_COLOR` is unset or empty).
+    pub fn for_stdout(stat: Option<Stat>, choice: ColorChoice) -> Self {
+        StatsTableOptions {
+            stat,
+            color: color_enabled(choice, io::stdout().is_terminal()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether to colour output going to a stream that is (or is not) a terminal.
+pub fn color_enabled(choice: ColorChoice, is_terminal: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+/// Print `stats` (`[layer][head]`) as described in the module docs.
+pub fn write_stats_table(
+    stats: &[Vec<HeadStats>],
+    opts: &StatsTableOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let heads = stats.first().map_or(0, Vec::len);
+    if stats.is_empty() || heads == 0 {
+        return writeln!(w, "No heads to show.");
+    }
+    match opts.stat {
+        Some(stat) => write_heatmap(stats, stat, opts, w),
+        None => write_overview(stats, opts, w),
+    }
+}
+
+const ROW_LABEL: usize = 8; // "layer 11"
+
+fn write_overview(
+    stats: &[Vec<HeadStats>],
+    opts: &StatsTableOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let heads = stats[0].len();
+    writeln!(w, "Head labels; layers x heads, numbered from 0")?;
+    let per_block = heads_per_block(opts.max_width, 3, heads);
+    for block in (0..heads).step_by(per_block) {
+        let hs = block..(block + per_block).min(heads);
+        write!(w, "{:ROW_LABEL$}", "")?;
+        for h in hs.clone() {
+            write!(w, "{h:>3}")?;
+        }
+        writeln!(w)?;
+        for (l, layer) in stats.iter().enumerate() {
+            write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
+            for s in &layer[hs.clone()] {
+                write!(w, "  {}", s.label.symbol())?;
+            }
+            writeln!(w)?;
+        }
+    }
+    write_legend(w)?;
+    writeln!(w)?;
+
+    // One line per head with every statistic.
+    let columns = [
+        (Stat::Entropy, "H nats"),
+        (Stat::EntropyNorm, "H/ln n"),
+        (Stat::Distance, "dist"),
+        (Stat::ToCls, "[CLS]"),
+        (Stat::ToSep, "[SEP]"),
+        (Stat::ToPunct, "punct"),
+        (Stat::ToSelf, "self"),
+        (Stat::ToPrev, "prev"),
+        (Stat::ToNext, "next"),
+    ];
+    let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
+    write!(w, "layer head label ")?;
+    for (_, title) in &columns {
+        write!(w, " {title:>6}")?;
+    }
+    writeln!(w)?;
+    for (l, layer) in stats.iter().enumerate() {
+        for (h, s) in layer.iter().enumerate() {
+            write!(w, "{l:>5} {h:>4} {:<5} ", short_label(s.label))?;
+            for ((stat, _), max) in columns.iter().zip(&scales) {
+                let v = stat.value(s);
+                let text = format!("{:>6}", format_value(*stat, v));
+                write!(w, " ")?;
+                write_cell(w, &text, v / max, opts.color)?;
+            }
+            writeln!(w)?;
+        }
+    }
+    writeln!(
+        w,
+        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
+    )
+}
+
+fn write_heatmap(
+    stats: &[Vec<HeadStats>],
+    stat: Stat,
+    opts: &StatsTableOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let heads = stats[0].len();
+    let max = scale_max(stats, stat);
+    let texts: Vec<Vec<String>> = stats
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|s| format_value(stat, stat.value(s)))
+                .collect()
+        })
+        .collect();
+    let value_width = texts.iter().flatten().map(String::len).max().unwrap_or(4);
+    let cell = value_width + 2; // separator, value, label symbol
+    writeln!(
+        w,
+        "{}; layers x heads, numbered from 0",
+        capitalise(stat.title())
+    )?;
+    let per_block = heads_per_block(opts.max_width, cell, heads);
+    for block in (0..heads).step_by(per_block) {
+        let hs = block..(block + per_block).min(heads);
+        let header: String = hs.clone().map(|h| format!(" {h:>value_width$} ")).collect();
+        writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
+        for (l, layer) in stats.iter().enumerate() {
+            write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
+            for h in hs.clone() {
+                let s = &layer[h];
+                let text = format!("{:>value_width$}{}", texts[l][h], s.label.symbol());
+                write!(w, " ")?;
+                write_cell(w, &text, stat.value(s) / max, opts.color)?;
+            }
+            writeln!(w)?;
+        }
+    }
+    let all = stats
+        .iter()
+        .enumerate()
+        .flat_map(|(l, layer)| layer.iter().enumerate().map(move |(h, s)| (l, h, s)));
+    let by_value = |a: &(usize, usize, &HeadStats), b: &(usize, usize, &HeadStats)| {
+        stat.value(a.2).total_cmp(&stat.value(b.2))
+    };
+    if let (Some(lo), Some(hi)) = (all.clone().min_by(by_value), all.max_by(by_value)) {
+        writeln!(
+            w,
+            "min {} (layer {} head {}), max {} (layer {} head {})",
+            format_value(stat, stat.value(lo.2)),
+            lo.0,
+            lo.1,
+            format_value(stat, stat.value(hi.2)),
+            hi.0,
+            hi.1
+        )?;
+    }
+    write_legend(w)
+}
+
+fn write_legend(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "Labels: < prev>{POSITIONAL_THRESHOLD}  > next>{POSITIONAL_THRESHOLD}  \
+         B H/ln n>={BROAD_THRESHOLD}  S [CLS]+[SEP]>{SINK_THRESHOLD}  . none"
+    )
+}
+
+fn short_label(label: HeadLabel) -> &'static str {
+    match label {
+        HeadLabel::PositionalPrevious => "prev",
+        HeadLabel::PositionalNext => "next",
+        HeadLabel::Broad => "broad",
+        HeadLabel::SpecialSink => "sink",
+        HeadLabel::None => "-",
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+fn format_value(stat: Stat, v: f64) -> String {
+    match stat {
+        Stat::Distance if v >= 100.0 => format!("{v:.0}"),
+        Stat::Distance => format!("{v:.1}"),
+        _ => format!("{v:.2}"),
+    }
+}
+
+/// The value that maps to the top of the colour scale.
+fn scale_max(stats: &[Vec<HeadStats>], stat: Stat) -> f64 {
+    if stat.is_unit_range() {
+        return 1.0;
+    }
+    let max = stats
+        .iter()
+        .flatten()
+        .map(|s| stat.value(s))
+        .fold(0.0, f64::max);
+    if max > 0.0 {
+        max
+    } else {
+        1.0
+    }
+}
+
+fn heads_per_block(max_width: usize, cell: usize, heads: usize) -> usize {
+    (max_width.saturating_sub(ROW_LABEL) / cell).clamp(1, heads)
+}
+
+/// Write `text`, on a viridis background for `t` in 0..=1 when colouring.
+fn write_cell(w: &mut dyn Write, text: &str, t: f64, color: bool) -> io::Result<()> {
+    if !color {
+        return w.write_all(text.as_bytes());
+    }
+    let [r, g, b] = viridis(t);
+    // dark text on the light (yellow-green) end, light text on the dark end
+    let luminance = 0.2126 * r as f64 + 0.7152 * g as f64 + 0.0722 * b as f64;
+    let fg = if luminance > 120.0 { 0 } else { 255 };
+    write!(
+        w,
+        "\x1b[48;2;{r};{g};{b}m\x1b[38;2;{fg};{fg};{fg}m{text}\x1b[0m"
+    )
+}
+
+/// Viridis (matplotlib) at 9 stops, linearly interpolated.
+fn viridis(t: f64) -> [u8; 3] {
+    const STOPS: [[f64; 3]; 9] = [
+        [68.0, 1.0, 84.0],
+        [71.0, 44.0, 122.0],
+        [59.0, 81.0, 139.0],
+        [44.0, 113.0, 142.0],
+        [33.0, 144.0, 141.0],
+        [39.0, 173.0, 129.0],
+        [92.0, 200.0, 99.0],
+        [170.0, 220.0, 50.0],
+        [253.0, 231.0, 37.0],
+    ];
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let x = t * (STOPS.len() - 1) as f64;
+    let i = (x.floor() as usize).min(STOPS.len() - 2);
+    let f = x - i as f64;
+    let mix = |c: usize| (STOPS[i][c] + (STOPS[i + 1][c] - STOPS[i][c]) * f).round() as u8;
+    [mix(0), mix(1), mix(2)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::head_stats;
+    use crate::attention::tests::synthetic;
+
+    fn render(stats: &[Vec<HeadStats>], opts: StatsTableOptions) -> String {
+        let mut out = Vec::new();
+        write_stats_table(stats, &opts, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn sample(layers: usize, heads: usize) -> Vec<Vec<HeadStats>> {
+        let tokens = ["[CLS]", "the", "cat", ",", "sat", ".", "[SEP]"];
+        head_stats(&synthetic(&tokens, layers, heads))
+    }
+
+    #[test]
+    fn overview_is_plain_and_fits_80_columns_for_12_heads() {
+        let stats = sample(6, 12);
+        let text = render(&stats, StatsTableOptions::default());
+        assert!(!text.contains('\x1b'));
+        assert!(text.is_ascii());
+        for line in text.lines() {
+            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+        }
+        // a label grid row per layer, a table line per head
+        let grid_rows = text.lines().filter(|l| {
+            l.strip_prefix("layer ")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        });
+        assert_eq!(grid_rows.count(), 6);
+        let head_lines = text
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() == 12
+                    && f[..2].iter().all(|x| x.parse::<usize>().is_ok())
+                    && ["prev", "next", "broad", "sink", "-"].contains(&f[2])
+            })
+            .count();
+        assert_eq!(head_lines, 72);
+        assert!(text.contains("Labels: < prev>0.5  > next>0.5  B H/ln n>=0.85"));
+    }
+
+    #[test]
+    fn overview_line_shows_the_head_values() {
+        let stats = sample(2, 3);
+        let text = render(&stats, StatsTableOptions::default());
+        let s = &stats[1][2];
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("    1    2 "))
+            .expect("line for layer 1 head 2");
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[3], format!("{:.2}", s.entropy));
+        assert_eq!(fields[4], format!("{:.2}", s.entropy_norm));
+        assert_eq!(fields[11], format!("{:.2}", s.to_next));
+    }
+
+    #[test]
+    fn heatmap_shows_value_and_label_symbol() {
+        let stats = sample(6, 12);
+        let opts = StatsTableOptions {
+            stat: Some(Stat::ToCls),
+            ..Default::default()
+        };
+        let text = render(&stats, opts);
+        let row = text.lines().find(|l| l.starts_with("layer 3")).unwrap();
+        let cells: Vec<&str> = row["layer 3".len()..].split_whitespace().collect();
+        assert_eq!(cells.len(), 12);
+        let s = &stats[3][7];
+        assert_eq!(cells[7], format!("{:.2}{}", s.to_cls, s.label.symbol()));
+        for line in text.lines() {
+            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+        }
+        assert!(text.contains("min ") && text.contains("max "));
+    }
+
+    #[test]
+    fn wide_grids_split_into_blocks() {
+        let stats = sample(2, 24);
+        let opts = StatsTableOptions {
+            stat: Some(Stat::Distance),
+            max_width: 80,
+            ..Default::default()
+        };
+        let text = render(&stats, opts);
+        for line in text.lines() {
+            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+        }
+        assert_eq!(text.lines().filter(|l| l.starts_with("layer 1")).count(), 2);
+    }
+
+    #[test]
+    fn colour_uses_truecolor_backgrounds() {
+        let stats = sample(2, 3);
+        let opts = StatsTableOptions {
+            color: true,
+            ..Default::default()
+        };
+        let text = render(&stats, opts);
+        assert!(text.contains("\x1b[48;2;"));
+        assert!(text.contains("\x1b[0m"));
+    }
+
+    #[test]
+    fn colour_choice() {
+        assert!(color_enabled(ColorChoice::Always, false));
+        assert!(!color_enabled(ColorChoice::Never, true));
+        assert!(!color_enabled(ColorChoice::Auto, false));
+    }
+
+    #[test]
+    fn viridis_ends() {
+        assert_eq!(viridis(0.0), [68, 1, 84]);
+        assert_eq!(viridis(1.0), [253, 231, 37]);
+        assert_eq!(viridis(f64::NAN), [68, 1, 84]);
+    }
+}

@@ -1,0 +1,275 @@
+//! attnviz's analyses against the independent numpy implementation in
+//! `tests/reference/analysis_reference.py`, on real all-MiniLM-L6-v2 attentions (and one synthetic
+//! edge case) committed in `tests/reference/analysis/`. Everything must agree to 1e-6.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use attnviz::analysis::{self, Analysis, HeadStats, ViewOptions};
+use attnviz::{Attention, Level, ModelInfo};
+use candle_core::{Device, Tensor};
+use serde_json::Value;
+
+const TOL: f64 = 1e-6;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/analysis")
+}
+
+fn load_json(name: &str) -> Value {
+    let text = std::fs::read_to_string(dir().join(name)).expect("reference JSON is committed");
+    serde_json::from_str(&text).expect("reference JSON parses")
+}
+
+fn load_tensors(name: &str) -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(dir().join(name), &Device::Cpu)
+        .expect("reference tensors are committed")
+}
+
+fn flat_f64(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(candle_core::DType::F64)
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1())
+        .unwrap()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn bools(v: &Value) -> Vec<bool> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_bool().unwrap())
+        .collect()
+}
+
+fn word_ids(v: &Value) -> Vec<Option<usize>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().map(|w| w as usize))
+        .collect()
+}
+
+/// The committed input of one case as an [`Attention`], built like the engine builds it.
+fn input(case: &Value, tensors: &HashMap<String, Tensor>) -> Attention {
+    let name = case["name"].as_str().unwrap();
+    let m = &case["model"];
+    let weights: Vec<f32> = tensors[name].flatten_all().unwrap().to_vec1().unwrap();
+    Attention::new(
+        ModelInfo {
+            id: m["id"].as_str().unwrap().into(),
+            revision: None,
+            layers: m["layers"].as_u64().unwrap() as usize,
+            heads: m["heads"].as_u64().unwrap() as usize,
+            hidden_size: m["hidden_size"].as_u64().unwrap() as usize,
+            head_dim: m["head_dim"].as_u64().unwrap() as usize,
+        },
+        case["text"].as_str().unwrap().into(),
+        case["pair"].as_str().map(String::from),
+        strings(&case["tokens"]),
+        u32s(&case["input_ids"]),
+        u32s(&case["token_type_ids"]),
+        bools(&case["special"]),
+        word_ids(&case["word_ids"]),
+        weights,
+        None,
+    )
+    .expect("reference input is consistent")
+}
+
+fn assert_close(what: &str, got: impl IntoIterator<Item = f64>, want: &[f64]) {
+    let got: Vec<f64> = got.into_iter().collect();
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let (i, diff) = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .enumerate()
+        .fold((0, 0.0), |acc, (i, d)| if d > acc.1 { (i, d) } else { acc });
+    assert!(
+        diff <= TOL,
+        "{what}: max |diff| {diff:e} at {i} (got {}, want {})",
+        got[i],
+        want[i]
+    );
+}
+
+fn check_units(what: &str, got: &Attention, want: &Value) {
+    let level = if got.level == Level::Word {
+        "word"
+    } else {
+        "token"
+    };
+    assert_eq!(level, want["level"].as_str().unwrap(), "{what}: level");
+    assert_eq!(
+        got.special_excluded,
+        want["special_excluded"].as_bool().unwrap(),
+        "{what}: special_excluded"
+    );
+    assert_eq!(got.tokens, strings(&want["tokens"]), "{what}: labels");
+    assert_eq!(
+        got.token_type_ids,
+        u32s(&want["token_type_ids"]),
+        "{what}: segments"
+    );
+    assert_eq!(got.special, bools(&want["special"]), "{what}: special");
+    assert_eq!(
+        got.word_ids,
+        word_ids(&want["word_ids"]),
+        "{what}: word ids"
+    );
+    let spans: Vec<[usize; 2]> = got.spans.iter().map(|s| [s.start, s.end]).collect();
+    let want_spans: Vec<[usize; 2]> = serde_json::from_value(want["spans"].clone()).unwrap();
+    assert_eq!(spans, want_spans, "{what}: spans");
+}
+
+fn check_stats(what: &str, got: &[Vec<HeadStats>], want: &Value) {
+    type Field = (&'static str, fn(&HeadStats) -> f64);
+    let fields: [Field; 10] = [
+        ("entropy", |s| s.entropy),
+        ("entropy_norm", |s| s.entropy_norm),
+        ("distance", |s| s.distance),
+        ("cls", |s| s.to_cls),
+        ("sep", |s| s.to_sep),
+        ("punct", |s| s.to_punct),
+        ("self", |s| s.to_self),
+        ("prev", |s| s.to_prev),
+        ("next", |s| s.to_next),
+        ("rows", |s| s.rows as f64),
+    ];
+    for (name, field) in fields {
+        let want_grid: Vec<Vec<f64>> = serde_json::from_value(want[name].clone()).unwrap();
+        let flat: Vec<f64> = want_grid.concat();
+        assert_close(
+            &format!("{what}: stat {name}"),
+            got.iter().flatten().map(field),
+            &flat,
+        );
+    }
+    let want_labels: Vec<Vec<String>> = serde_json::from_value(want["label"].clone()).unwrap();
+    for (l, (g, w)) in got.iter().zip(&want_labels).enumerate() {
+        let g: Vec<&str> = g.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(g, *w, "{what}: labels of layer {l}");
+    }
+}
+
+#[test]
+fn analyses_match_numpy_reference() {
+    let inputs = load_json("inputs.json");
+    let expected = load_json("expected.json");
+    let in_tensors = load_tensors("inputs.safetensors");
+    let want = load_tensors("expected.safetensors");
+    let cases = inputs["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    let mut checked = 0;
+    for (case, exp) in cases.iter().zip(expected["cases"].as_array().unwrap()) {
+        let name = case["name"].as_str().unwrap();
+        assert_eq!(exp["name"].as_str().unwrap(), name);
+        let att = input(case, &in_tensors);
+        let views: [(&str, Option<ViewOptions>); 5] = [
+            ("token", Some(ViewOptions::default())),
+            (
+                "word",
+                Some(ViewOptions {
+                    words: true,
+                    no_special: false,
+                }),
+            ),
+            (
+                "nospecial",
+                Some(ViewOptions {
+                    words: false,
+                    no_special: true,
+                }),
+            ),
+            (
+                "nospecial_word",
+                Some(ViewOptions {
+                    words: true,
+                    no_special: true,
+                }),
+            ),
+            // the other order, built by hand (the CLI never makes it)
+            ("word_nospecial", None),
+        ];
+        for (vname, opts) in views {
+            let what = format!("{name}/{vname}");
+            let key = |t: &str| format!("{what}/{t}");
+            let (shown, analysis) = match opts {
+                Some(opts) => {
+                    let (shown, a) = Analysis::compute_view(&att, opts).unwrap();
+                    (shown.into_owned(), Some(a))
+                }
+                None => {
+                    let w = analysis::without_special(&analysis::to_words(&att)).unwrap();
+                    (w, None)
+                }
+            };
+            let want_view = &exp["views"][vname];
+            check_units(&what, &shown, want_view);
+            assert_close(
+                &format!("{what}: weights"),
+                shown.weights().iter().map(|&w| w as f64),
+                &flat_f64(&want[&key("weights")]),
+            );
+            let own = Analysis::compute(&shown);
+            check_stats(&what, &own.stats, &want_view["stats"]);
+            assert_close(
+                &format!("{what}: layer means"),
+                own.layer_means.iter().flatten().map(|&w| w as f64),
+                &flat_f64(&want[&key("layer_means")]),
+            );
+            assert_close(
+                &format!("{what}: rollout of the view's own matrices"),
+                own.rollout.iter().flatten().map(|&w| w as f64),
+                &flat_f64(&want[&key("rollout_own")]),
+            );
+            if let Some(a) = analysis {
+                assert_eq!(a.stats, own.stats, "{what}: compute_view stats");
+                assert_eq!(a.layer_means, own.layer_means, "{what}: compute_view means");
+                assert_eq!(a.n, shown.len());
+                assert_close(
+                    &format!("{what}: token rollout mapped to the view"),
+                    a.rollout.iter().flatten().map(|&w| w as f64),
+                    &flat_f64(&want[&key("rollout")]),
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 20);
+}
+
+#[test]
+fn reference_cases_cover_pairs_pieces_and_punctuation() {
+    let inputs = load_json("inputs.json");
+    let tensors = load_tensors("inputs.safetensors");
+    let cases = inputs["cases"].as_array().unwrap();
+    let pair = input(&cases[1], &tensors);
+    assert_eq!(pair.sentence_b_start, Some(12));
+    let words = analysis::to_words(&input(&cases[0], &tensors));
+    assert!(words.tokens.contains(&"unbelievably".to_string()));
+    let long = analysis::to_words(&input(&cases[2], &tensors));
+    assert_eq!(
+        long.tokens[1],
+        "pneumonoultramicroscopicsilicovolcanoconiosis"
+    );
+    assert_eq!(long.spans[1], 1..18);
+    let keys = analysis::KeyClasses::of(&long);
+    assert!(!keys.punct.is_empty());
+}

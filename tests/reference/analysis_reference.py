@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Independent numpy reference for attnviz's analyses (issue 5, requirement 7).
+
+Reads the committed input attentions (written by make_analysis_inputs.py) and computes, with
+numpy alone and straight from the definitions in docs/stats.md:
+
+* per-head statistics after Clark et al. (2019), "What Does BERT Look At?";
+* the mean over each layer's heads;
+* attention rollout after Abnar & Zuidema (2020);
+* word-level merging (attention TO a word sums its pieces, FROM a word averages them);
+* special-token exclusion (drop [CLS]/[SEP] rows and columns, renormalise rows);
+
+for five views of every input: token, word, no-special, no-special then word (the order the CLI
+uses) and word then no-special. Writes
+
+    tests/reference/analysis/expected.json          view metadata, statistics, labels
+    tests/reference/analysis/expected.safetensors   "<case>/<view>/weights|layer_means|rollout|rollout_own"
+
+("rollout" is the token-level rollout mapped into the view, for the four views the CLI can make;
+"rollout_own" is the rollout of the view's own matrices.)
+
+The Rust test `tests/analysis_reference.rs` rebuilds each view with attnviz and compares to 1e-6.
+
+This is deliberately written in matrix form (selection/averaging matrices, masks, einsum), not
+as a transliteration of the Rust loops, so that the two implementations can disagree.
+
+Usage: python3 tests/reference/analysis_reference.py      (needs numpy and safetensors)
+"""
+
+import json
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+HERE = Path(__file__).resolve().parent / "analysis"
+
+# Label thresholds (docs/stats.md).
+POSITIONAL = 0.5  # share to the previous / next token strictly above this
+BROAD = 0.85  # normalised entropy at or above this
+SINK = 0.5  # share to [CLS] + [SEP] strictly above this
+
+
+# ---------------------------------------------------------------------------------------------
+# Units: a "view" is (tokens/labels, per-unit metadata, attention [L, H, m, m]).
+
+
+def is_bert_punctuation(ch):
+    """BERT's BasicTokenizer rule: ASCII symbols and punctuation, or Unicode category P*."""
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def punctuation_mask(labels, special):
+    return np.array(
+        [
+            (not s) and len(t) > 0 and all(is_bert_punctuation(c) for c in t)
+            for t, s in zip(labels, special)
+        ]
+    )
+
+
+def token_view(case, att):
+    n = len(case["tokens"])
+    return {
+        "level": "token",
+        "special_excluded": False,
+        "tokens": list(case["tokens"]),
+        "token_type_ids": list(case["token_type_ids"]),
+        "special": list(case["special"]),
+        "word_ids": list(case["word_ids"]),
+        "spans": [[i, i + 1] for i in range(n)],
+        "att": att.astype(np.float64),
+    }
+
+
+def to_words(view):
+    """Merge word pieces into words: R @ A @ C.
+
+    R (m x n) averages the rows of a word's pieces, C (n x m) sums their columns. A word is the set
+    of non-special units sharing (segment, word id); every special unit is a word of its own.
+    Rows without mass (possible only after special-token exclusion) are left out of the average,
+    so R depends on the matrix: R[w, t] = 1 / (live pieces of w) for each live piece t.
+    """
+    n = len(view["tokens"])
+    keys, members = [], {}
+    for i in range(n):
+        if view["special"][i]:
+            key = ("special", i)
+        else:
+            key = ("word", view["token_type_ids"][i], view["word_ids"][i])
+        if key not in members:
+            keys.append(key)
+            members[key] = []
+        members[key].append(i)
+    m = len(keys)
+    M = np.zeros((m, n))  # membership: M[w, t] = 1 if token t belongs to word w
+    for u, key in enumerate(keys):
+        M[u, members[key]] = 1.0
+    C = M.T
+    live = (view["att"].sum(axis=-1) > 0).astype(np.float64)  # [L, H, n]
+    summed = np.einsum("lhqk,kv->lhqv", view["att"], C)  # columns of each word added
+    numer = np.einsum("wq,lhq,lhqv->lhwv", M, live, summed)
+    count = np.einsum("wq,lhq->lhw", M, live)[..., None]
+    att = np.divide(numer, count, out=np.zeros_like(numer), where=count > 0)
+
+    def label(idx):
+        pieces = [view["tokens"][i] for i in idx]
+        return "".join(p[2:] if p.startswith("##") and j > 0 else p for j, p in enumerate(pieces))
+
+    first = [members[k][0] for k in keys]
+    return {
+        "level": "word",
+        "special_excluded": view["special_excluded"],
+        "tokens": [label(members[k]) for k in keys],
+        "token_type_ids": [view["token_type_ids"][i] for i in first],
+        "special": [view["special"][i] for i in first],
+        "word_ids": [view["word_ids"][i] for i in first],
+        "spans": [[view["spans"][members[k][0]][0], view["spans"][members[k][-1]][1]] for k in keys],
+        "att": att,
+    }
+
+
+def without_special(view):
+    """Drop special units' rows and columns; divide each row by its remaining mass.
+
+    A row with no remaining mass (all of it was on special units) stays all zeros.
+    """
+    keep = ~np.array(view["special"], dtype=bool)
+    sub = view["att"][:, :, keep][:, :, :, keep]
+    mass = sub.sum(axis=-1, keepdims=True)
+    safe = np.where(mass > 0, mass, 1.0)
+    att = np.where(mass > 0, sub / safe, 0.0)
+    pick = lambda xs: [x for x, k in zip(xs, keep) if k]  # noqa: E731
+    return {
+        "level": view["level"],
+        "special_excluded": True,
+        "tokens": pick(view["tokens"]),
+        "token_type_ids": pick(view["token_type_ids"]),
+        "special": pick(view["special"]),
+        "word_ids": pick(view["word_ids"]),
+        "spans": pick(view["spans"]),
+        "att": att,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics (Clark et al. 2019, section 3), one value per layer and head.
+
+
+def head_statistics(view):
+    att = view["att"]  # [L, H, m, m]
+    L, H, m, _ = att.shape
+    labels = view["tokens"]
+    special = np.array(view["special"], dtype=bool)
+    cls_cols = np.array([s and t == "[CLS]" for t, s in zip(labels, special)])
+    sep_cols = np.array([s and t == "[SEP]" for t, s in zip(labels, special)])
+    punct_cols = punctuation_mask(labels, special)
+
+    row_mass = att.sum(axis=-1)  # [L, H, m]
+    live = row_mass > 0  # rows that are a distribution at all
+    n_live = live.sum(axis=-1)  # [L, H]
+
+    def row_mean(per_row):  # mean over live query rows
+        total = np.where(live, per_row, 0.0).sum(axis=-1)
+        return np.divide(total, n_live, out=np.zeros_like(total), where=n_live > 0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(att > 0, att * np.log(np.where(att > 0, att, 1.0)), 0.0)
+    entropy = row_mean(-plogp.sum(axis=-1))
+    entropy_norm = entropy / np.log(m) if m > 1 else np.zeros_like(entropy)
+
+    q = np.arange(m)
+    dist = np.abs(q[:, None] - q[None, :]).astype(np.float64)  # |i - j|
+    distance = row_mean((att * dist).sum(axis=-1))
+
+    shift = lambda k: np.eye(m, m, k)  # noqa: E731  1 where key = query + k
+    share = {
+        "cls": row_mean(att @ cls_cols.astype(np.float64)),
+        "sep": row_mean(att @ sep_cols.astype(np.float64)),
+        "punct": row_mean(att @ punct_cols.astype(np.float64)),
+        "self": row_mean((att * shift(0)).sum(axis=-1)),
+        "prev": row_mean((att * shift(-1)).sum(axis=-1)),
+        "next": row_mean((att * shift(1)).sum(axis=-1)),
+    }
+
+    label = np.full((L, H), "none", dtype=object)
+    for l in range(L):
+        for h in range(H):
+            if share["prev"][l, h] > POSITIONAL:
+                label[l, h] = "positional-previous"
+            elif share["next"][l, h] > POSITIONAL:
+                label[l, h] = "positional-next"
+            elif entropy_norm[l, h] >= BROAD:
+                label[l, h] = "broad"
+            elif share["cls"][l, h] + share["sep"][l, h] > SINK:
+                label[l, h] = "special-sink"
+
+    return {
+        "entropy": entropy,
+        "entropy_norm": entropy_norm,
+        "distance": distance,
+        "cls": share["cls"],
+        "sep": share["sep"],
+        "punct": share["punct"],
+        "self": share["self"],
+        "prev": share["prev"],
+        "next": share["next"],
+        "rows": n_live.astype(np.float64),
+        "label": label.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregates.
+
+
+def layer_means(att):
+    return att.mean(axis=1)  # [L, m, m]
+
+
+def rollout(att):
+    """Abnar & Zuidema (2020): A_hat_l = rownorm(mean_h A_l + I); R_l = A_hat_l @ R_{l-1}, R_0 = A_hat_0."""
+    L, _, m, _ = att.shape
+    out = np.zeros((L, m, m))
+    acc = np.eye(m)
+    for l in range(L):
+        a = att[l].mean(axis=0) + np.eye(m)
+        a = a / a.sum(axis=-1, keepdims=True)
+        acc = a @ acc
+        out[l] = acc
+    return out
+
+
+def map_through(view_fns, token_view_, matrices):
+    """Apply the same view transforms to per-layer token matrices [L, n, n] (as one-head layers)."""
+    v = dict(token_view_)
+    v["att"] = matrices[:, None, :, :]
+    for fn in view_fns:
+        v = fn(v)
+    return v["att"][:, 0]
+
+
+VIEWS = {
+    "token": [],
+    "word": [to_words],
+    "nospecial": [without_special],
+    "nospecial_word": [without_special, to_words],
+    "word_nospecial": [to_words, without_special],
+}
+
+# Views the CLI can produce (--words, --no-special, both): their rollout is computed on the
+# token-level attention and mapped through the same steps.
+CLI_VIEWS = ["token", "word", "nospecial", "nospecial_word"]
+
+
+def main():
+    meta = json.loads((HERE / "inputs.json").read_text())
+    inputs = load_file(str(HERE / "inputs.safetensors"))
+    expected = {"source": "analysis_reference.py", "thresholds": {
+        "positional": POSITIONAL, "broad": BROAD, "sink": SINK}, "cases": []}
+    tensors = {}
+    for case in meta["cases"]:
+        name = case["name"]
+        base = token_view(case, inputs[name])
+        token_rollout = rollout(base["att"])
+        views = {}
+        for vname, fns in VIEWS.items():
+            v = base
+            for fn in fns:
+                v = fn(v)
+            stats = head_statistics(v)
+            views[vname] = {
+                "level": v["level"],
+                "special_excluded": v["special_excluded"],
+                "tokens": v["tokens"],
+                "token_type_ids": v["token_type_ids"],
+                "special": v["special"],
+                "word_ids": v["word_ids"],
+                "spans": v["spans"],
+                "stats": {k: (x if k == "label" else x.tolist()) for k, x in stats.items()},
+            }
+            key = f"{name}/{vname}"
+            tensors[f"{key}/weights"] = v["att"].astype(np.float32)
+            tensors[f"{key}/layer_means"] = layer_means(v["att"])
+            if vname in CLI_VIEWS:
+                tensors[f"{key}/rollout"] = map_through(fns, base, token_rollout)
+            tensors[f"{key}/rollout_own"] = rollout(v["att"])
+        expected["cases"].append({"name": name, "views": views})
+    with open(HERE / "expected.json", "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
+              str(HERE / "expected.safetensors"))
+    (HERE / "expected.safetensors").chmod(0o644)
+    for case in expected["cases"]:
+        labels = case["views"]["token"]["stats"]["label"]
+        counts = {}
+        for row in labels:
+            for lab in row:
+                counts[lab] = counts.get(lab, 0) + 1
+        print(case["name"], counts)
+
+
+if __name__ == "__main__":
+    main()
