@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+use crate::analysis::Stat;
 use crate::attention::HeadSel;
 
 /// See what a Transformer's attention heads look at.
@@ -101,9 +102,15 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
-    /// Print per-head statistics (entropy, distance, [CLS]/[SEP]/self/previous/next shares) as a table.
+    /// Print per-head statistics (entropy, distance, [CLS]/[SEP]/punctuation/self/previous/next
+    /// shares and a label per head) as a layers × heads overview.
     #[arg(long)]
     pub stats: bool,
+
+    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
+    /// entropy, entropy_norm, distance, to_cls, to_sep, to_punct, to_self, to_prev, to_next.
+    #[arg(long, value_name = "NAME")]
+    pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
     #[arg(long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]

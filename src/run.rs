@@ -3,11 +3,13 @@
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
+use crate::analysis::{self, AnalysisError, StatsSection, ViewOptions};
 use crate::attention::HeadSel;
 use crate::cli::{Args, ColorChoice};
 use crate::model::{EncodeOptions, Model};
 use crate::output::{write_output, OutputError};
 use crate::render::json::{write_json, JsonOptions};
+use crate::render::stats_table::{write_stats_table, StatsTableOptions};
 use crate::render::terminal::{write_view, TerminalOptions};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
@@ -19,6 +21,9 @@ pub enum Error {
     /// Writing an output file.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// Building the word-level or special-excluded view.
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
     /// Arguments that don't fit the model or each other.
     #[error("{0}")]
     Usage(String),
@@ -64,13 +69,24 @@ pub fn run(args: &Args) -> Result<(), Error> {
             encoding.attention.len()
         );
     }
-    let att = encoding.attention;
+    let view_opts = ViewOptions {
+        words: args.words,
+        no_special: args.no_special,
+    };
+    let att = analysis::view(&encoding.attention, view_opts)?;
+    let want_stats = args.json.is_some() || args.stats || args.stat.is_some();
+    let stats = want_stats.then(|| analysis::head_stats(&att));
 
     if let Some(path) = &args.json {
         let json_opts = JsonOptions {
             full_precision: args.full_precision,
         };
-        write_output(path, |w| write_json(&att, &[], json_opts, w))?;
+        let section = StatsSection::new(stats.as_deref().unwrap_or_default());
+        let extra = [(
+            "stats",
+            serde_json::to_value(section).expect("statistics serialise"),
+        )];
+        write_output(path, |w| write_json(&att, &extra, json_opts, w))?;
     }
 
     if show_terminal_view(args) {
@@ -78,6 +94,21 @@ pub fn run(args: &Args) -> Result<(), Error> {
         let mut out = stdout.lock();
         let opts = terminal_options(args);
         match write_view(&att, layer, args.head, &opts, &mut out).and_then(|_| out.flush()) {
+            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
+            _ => {}
+        }
+    }
+    if let Some(stats) = stats
+        .as_deref()
+        .filter(|_| args.stats || args.stat.is_some())
+    {
+        let stdout = io::stdout();
+        let mut out = stdout.lock();
+        if show_terminal_view(args) {
+            let _ = writeln!(out);
+        }
+        let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+        match write_stats_table(stats, &opts, &mut out).and_then(|_| out.flush()) {
             Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
             _ => {}
         }
