@@ -195,7 +195,12 @@ struct FakeHub {
     log: Arc<Mutex<Vec<String>>>,
 }
 
-fn fake_hub(repo: &'static str, src: PathBuf, stall: Option<&'static str>) -> FakeHub {
+fn fake_hub(
+    repo: &'static str,
+    files: &'static [&'static str],
+    src: PathBuf,
+    stall: Option<&'static str>,
+) -> FakeHub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -203,7 +208,7 @@ fn fake_hub(repo: &'static str, src: PathBuf, stall: Option<&'static str>) -> Fa
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let (src, log) = (src.clone(), log2.clone());
-            std::thread::spawn(move || serve(stream, repo, &src, stall, &log));
+            std::thread::spawn(move || serve(stream, repo, files, &src, stall, &log));
         }
     });
     FakeHub { endpoint, log }
@@ -212,6 +217,7 @@ fn fake_hub(repo: &'static str, src: PathBuf, stall: Option<&'static str>) -> Fa
 fn serve(
     mut stream: TcpStream,
     repo: &str,
+    files: &[&str],
     src: &Path,
     stall: Option<&str>,
     log: &Mutex<Vec<String>>,
@@ -240,7 +246,7 @@ fn serve(
     let listing = format!("/api/models/{repo}/revision/main");
     let resolve = format!("/{repo}/resolve/main/");
     let (status, headers, body): (&str, String, Vec<u8>) = if path == listing {
-        let siblings: Vec<_> = FILES
+        let siblings: Vec<_> = files
             .iter()
             .chain(&["README.md"])
             .map(|f| serde_json::json!({ "rfilename": f }))
@@ -280,7 +286,7 @@ fn serve(
 
 #[test]
 fn downloads_into_the_cache_then_reuses_it() {
-    let fake = fake_hub("org/mini", minilm_dir(), None);
+    let fake = fake_hub("org/mini", &FILES, minilm_dir(), None);
     let cache = tempfile::tempdir().unwrap();
     let h = hub(cache.path(), &fake.endpoint, false);
     let files = source::resolve("org/mini", "main", &h).unwrap();
@@ -289,17 +295,19 @@ fn downloads_into_the_cache_then_reuses_it() {
         .join("models--org--mini/snapshots")
         .join(COMMIT);
     assert_eq!(files.config, snapshot.join("config.json"));
-    for file in FILES {
+    // tokenizer.json is all the tokenizer needs: tokenizer_config.json is not fetched.
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
         let got = std::fs::read(snapshot.join(file)).unwrap();
         let want = std::fs::read(minilm_dir().join(file)).unwrap();
         assert!(got == want, "{file} differs after download");
     }
+    assert!(!snapshot.join("tokenizer_config.json").exists());
     assert_eq!(
         std::fs::read_to_string(cache.path().join("models--org--mini/refs/main")).unwrap(),
         COMMIT
     );
     let requests = fake.log.lock().unwrap().len();
-    assert!(requests > FILES.len(), "{requests} requests");
+    assert!(requests > 3, "{requests} requests");
 
     // Second time: straight from the cache, no request at all.
     let again = source::resolve("org/mini", "main", &h).unwrap();
@@ -310,8 +318,28 @@ fn downloads_into_the_cache_then_reuses_it() {
 }
 
 #[test]
+fn vocab_only_repo_fetches_tokenizer_options() {
+    const VOCAB_FILES: [&str; 4] = [
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer_config.json",
+    ];
+    let fake = fake_hub("org/vocab", &VOCAB_FILES, minilm_dir(), None);
+    let cache = tempfile::tempdir().unwrap();
+    let h = hub(cache.path(), &fake.endpoint, false);
+    let model = Model::load_with("org/vocab", "main", &h).unwrap();
+    assert!(model.tokenizer().source().ends_with("vocab.txt"));
+    let snapshot = cache
+        .path()
+        .join("models--org--vocab/snapshots")
+        .join(COMMIT);
+    assert!(snapshot.join("tokenizer_config.json").is_file());
+}
+
+#[test]
 fn stalled_download_is_abandoned() {
-    let fake = fake_hub("org/stall", minilm_dir(), Some("model.safetensors"));
+    let fake = fake_hub("org/stall", &FILES, minilm_dir(), Some("model.safetensors"));
     let cache = tempfile::tempdir().unwrap();
     let mut h = hub(cache.path(), &fake.endpoint, false);
     h.stall_timeout = Duration::from_secs(2);
@@ -331,7 +359,7 @@ fn stalled_download_is_abandoned() {
 
 #[test]
 fn missing_repo_is_reported() {
-    let fake = fake_hub("org/exists", minilm_dir(), None);
+    let fake = fake_hub("org/exists", &FILES, minilm_dir(), None);
     let cache = tempfile::tempdir().unwrap();
     let err = source::resolve(
         "org/other",

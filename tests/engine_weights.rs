@@ -263,3 +263,41 @@ fn errors_are_typed() {
         Ok(_) => panic!("an empty folder loaded"),
     }
 }
+
+#[test]
+fn sharded_safetensors_load_like_one_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = Tiny::default();
+    let tensors = tiny_tensors(&tiny, 6);
+    let config = tiny_config(&tiny, "gelu");
+    write_model(&tmp.path().join("one"), &config, &tensors);
+
+    let dir = tmp.path().join("sharded");
+    write_model(&dir, &config, &[]);
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let (first, second) = tensors.split_at(tensors.len() / 2);
+    let mut weight_map = serde_json::Map::new();
+    for (shard, part) in [
+        ("model-00001-of-00002.safetensors", first),
+        ("model-00002-of-00002.safetensors", second),
+    ] {
+        let map: std::collections::HashMap<_, _> = part.iter().cloned().collect();
+        candle_core::safetensors::save(&map, dir.join(shard)).unwrap();
+        for (name, _) in part {
+            weight_map.insert(name.clone(), shard.into());
+        }
+    }
+    let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+
+    let a = Model::from_dir(&tmp.path().join("one")).unwrap();
+    let b = Model::from_dir(&dir).unwrap();
+    assert_eq!(
+        a.forward(&IDS, &TYPES, false).unwrap(),
+        b.forward(&IDS, &TYPES, false).unwrap()
+    );
+
+    std::fs::remove_file(dir.join("model-00002-of-00002.safetensors")).unwrap();
+    let msg = load_err(&dir);
+    assert!(msg.contains("model-00002-of-00002.safetensors"), "{msg}");
+}

@@ -320,22 +320,24 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
         return Err(lacks("config.json"));
     }
     let mut wanted = vec!["config.json".to_string(), weight.to_string()];
-    if has("tokenizer.json") {
-        wanted.push("tokenizer.json".into());
+    // tokenizer.json is complete by itself; vocab.txt needs the options beside it.
+    let tokenizer_files: &[&str] = if has("tokenizer.json") {
+        &["tokenizer.json"]
     } else if has("vocab.txt") {
-        wanted.push("vocab.txt".into());
+        &[
+            "vocab.txt",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ]
     } else {
         return Err(lacks("tokenizer.json or vocab.txt"));
-    }
-    for extra in [
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "vocab.txt",
-    ] {
-        if has(extra) && !wanted.iter().any(|w| w == extra) {
-            wanted.push(extra.into());
-        }
-    }
+    };
+    wanted.extend(
+        tokenizer_files
+            .iter()
+            .filter(|f| has(f))
+            .map(|f| f.to_string()),
+    );
 
     let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();
@@ -573,7 +575,8 @@ impl hf_hub::api::Progress for Watch {
 
     fn finish(&mut self) {
         if let Some(bar) = &mut self.bar {
-            bar.finish_and_clear();
+            // Leave the finished bar on screen: it records what was downloaded.
+            bar.finish();
         }
     }
 }
