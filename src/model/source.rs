@@ -28,6 +28,9 @@ pub enum SourceError {
     /// The `-m` value is neither an existing folder nor a valid hub repo id.
     #[error("model '{0}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' or 'org/name'); pass --model DIR with config.json, weights and tokenizer files")]
     NotAModel(String),
+    /// The `-m` value names a file, not a folder.
+    #[error("{} is a file; pass --model the folder that holds config.json, the weights and the tokenizer files", .0.display())]
+    NotAFolder(PathBuf),
     /// A folder lacks a file we need.
     #[error("{} has no {what}; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt", dir.display())]
     MissingFile {
@@ -175,6 +178,9 @@ pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Sou
     let path = Path::new(model);
     if path.is_dir() {
         return from_dir(path, model);
+    }
+    if path.is_file() {
+        return Err(SourceError::NotAFolder(path.to_path_buf()));
     }
     if !is_repo_id(model) {
         return Err(SourceError::NotAModel(model.to_string()));
