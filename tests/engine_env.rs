@@ -20,7 +20,13 @@ fn load_honours_hf_hub_cache_offline_and_hf_home() {
     }
     std::env::set_var("HF_HUB_CACHE", cache.path());
     std::env::set_var("HF_HUB_OFFLINE", "1");
-    std::env::set_var("HF_ENDPOINT", "http://127.0.0.1:9");
+    // A port just released: nothing answers there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::env::set_var("HF_ENDPOINT", format!("http://127.0.0.1:{port}"));
     let model = Model::load("someone/minilm", "main").unwrap();
     let out = model
         .encode("From the cache.", None, &EncodeOptions::default())

@@ -33,8 +33,12 @@ fn hub(cache: &Path, endpoint: &str, offline: bool) -> Hub {
     }
 }
 
-/// Nothing listens on port 9 (discard) here: connections are refused at once.
-const REFUSED: &str = "http://127.0.0.1:9";
+/// A local address nothing listens on (a port just bound and released): connections are
+/// refused at once, so any network access by the code under test fails.
+fn refused() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", listener.local_addr().unwrap())
+}
 
 /// Fill `cache` the way huggingface_hub does: blobs, snapshot symlinks, refs/main.
 fn populate_cache(cache: &Path, repo: &str, src: &Path) -> PathBuf {
@@ -59,7 +63,7 @@ fn offline_and_not_cached_fails_with_remedy() {
     let err = source::resolve(
         "bert-base-uncased",
         "main",
-        &hub(cache.path(), REFUSED, true),
+        &hub(cache.path(), &refused(), true),
     )
     .unwrap_err();
     let msg = err.to_string();
@@ -81,7 +85,7 @@ fn unreachable_hub_and_not_cached_fails_fast() {
     let err = source::resolve(
         "google-bert/bert-base-uncased",
         "main",
-        &hub(cache.path(), REFUSED, false),
+        &hub(cache.path(), &refused(), false),
     )
     .unwrap_err();
     let elapsed = start.elapsed();
@@ -129,13 +133,13 @@ fn cached_snapshot_loads_without_network() {
     );
     for offline in [true, false] {
         // Online with a hub that refuses every connection: only the cache can answer.
-        let h = hub(cache.path(), REFUSED, offline);
+        let h = hub(cache.path(), &refused(), offline);
         let files = source::resolve("sentence-transformers/all-MiniLM-L6-v2", "main", &h).unwrap();
         assert_eq!(files.config, snapshot.join("config.json"));
         assert_eq!(files.weights, vec![snapshot.join("model.safetensors")]);
         assert_eq!(files.revision.as_deref(), Some("main"));
     }
-    let h = hub(cache.path(), REFUSED, true);
+    let h = hub(cache.path(), &refused(), true);
     let model = Model::load_with("sentence-transformers/all-MiniLM-L6-v2", "main", &h).unwrap();
     assert_eq!(model.info().id, "sentence-transformers/all-MiniLM-L6-v2");
     assert_eq!(model.info().revision.as_deref(), Some("main"));
@@ -156,7 +160,7 @@ fn cached_snapshot_loads_without_network() {
 
 #[test]
 fn local_folder_and_bad_names() {
-    let h = hub(Path::new("/nonexistent-cache"), REFUSED, true);
+    let h = hub(Path::new("/nonexistent-cache"), &refused(), true);
     let files = source::resolve(&minilm_dir().display().to_string(), "main", &h).unwrap();
     assert_eq!(files.revision, None);
     assert_eq!(files.tokenizer_dir, minilm_dir());
@@ -313,7 +317,7 @@ fn downloads_into_the_cache_then_reuses_it() {
     let again = source::resolve("org/mini", "main", &h).unwrap();
     assert_eq!(again, files);
     assert_eq!(fake.log.lock().unwrap().len(), requests);
-    let model = Model::load_with("org/mini", "main", &hub(cache.path(), REFUSED, true)).unwrap();
+    let model = Model::load_with("org/mini", "main", &hub(cache.path(), &refused(), true)).unwrap();
     assert_eq!(model.info().layers, 6);
 }
 
