@@ -23,6 +23,21 @@ pub struct ModelInfo {
     pub head_dim: usize,
 }
 
+impl ModelInfo {
+    /// Short name for titles: a hub repo id as is, a local folder by its last path component.
+    pub fn name(&self) -> &str {
+        if self.revision.is_some() {
+            return &self.id;
+        }
+        let trimmed = self.id.trim_end_matches(['/', '\\']);
+        trimmed
+            .rsplit(['/', '\\'])
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&self.id)
+    }
+}
+
 /// Whether the rows and columns of an [`Attention`] are word pieces or whole words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Level {
@@ -401,6 +416,16 @@ pub(crate) mod tests {
                 assert!((mean[q * 4 + k] - want).abs() < 1e-7);
             }
         }
+    }
+
+    #[test]
+    fn model_name_is_short_for_folders() {
+        let mut info = synthetic(&["a"], 1, 1).model;
+        info.id = "/models/all-MiniLM-L6-v2/".into();
+        assert_eq!(info.name(), "all-MiniLM-L6-v2");
+        info.id = "sentence-transformers/all-MiniLM-L6-v2".into();
+        info.revision = Some("main".into());
+        assert_eq!(info.name(), "sentence-transformers/all-MiniLM-L6-v2");
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl View<'_> {
         };
         let mut title = format!(
             "{} · layer {layer} (0–{}) · {head_desc} · {} {unit}",
-            att.model.id,
+            att.model.name(),
             att.layers() - 1,
             self.n()
         );
