@@ -8,8 +8,10 @@ use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
 /// Smallest and largest side of a panel in the layer figure: panels grow from the smallest to
-/// give every token a label, up to the largest.
-pub(crate) const PANEL_SIDE: (u32, u32) = (288, 448);
+/// give every token a label, up to the largest (which holds 512 tokens at one pixel each).
+pub(crate) const PANEL_SIDE: (u32, u32) = (288, 512);
+/// Most pixels all panels of a row may take together.
+const PANELS_WIDTH: u32 = 2048;
 /// Target side of a thumbnail in the model figure.
 pub(crate) const THUMB_SIDE: u32 = 112;
 
@@ -25,9 +27,12 @@ pub(crate) fn grid_for(n: usize, target: u32, min_cell: u32) -> Grid {
     }
 }
 
-/// Panel side for `n` tokens in the layer figure.
-fn panel_side(n: usize) -> u32 {
-    (n as u32 * SMALL_PITCH).clamp(PANEL_SIDE.0, PANEL_SIDE.1)
+/// The grid of a panel for `n` tokens in a layer figure `cols` panels wide: large enough to
+/// label every token where it can, whole-pixel cells up to the largest panel, pooled beyond.
+fn panel_grid(n: usize, cols: usize) -> Grid {
+    let max = PANEL_SIDE.1.min(PANELS_WIDTH / cols.max(1) as u32);
+    let target = (n as u32 * SMALL_PITCH).clamp(PANEL_SIDE.0.min(max), max);
+    grid_for(n, target, 1)
 }
 
 /// Columns × rows for `heads` panels: a little wider than tall.
@@ -40,11 +45,11 @@ fn arrangement(heads: usize) -> (usize, usize) {
 pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<f32>]) -> Scene {
     let pal = &style.palette;
     let n = axis.len();
-    let grid = grid_for(n, panel_side(n), 2);
+    let (cols, rows) = arrangement(heads.len());
+    let grid = panel_grid(n, cols);
     let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
     let scale = Scale::up_to(shown.iter().flatten());
     let side = grid.side() as i32;
-    let (cols, rows) = arrangement(heads.len());
 
     let label_w = layout::label_extent(axis, &grid, SMALL_SIZE);
     let gap_x = 18;
@@ -260,14 +265,19 @@ mod tests {
 
     #[test]
     fn panels_pool_only_when_cells_would_be_too_small() {
-        let panel = |n| grid_for(n, panel_side(n), 2);
+        let panel = |n| panel_grid(n, 4);
         assert_eq!(panel(12).side(), 288);
         // 24 tokens: panels grow so that every token keeps its label
         assert_eq!((panel(24).side(), panel(24).stride), (336, 1));
         assert_eq!((panel(32).side(), panel(32).stride), (448, 1));
-        assert_eq!((panel(128).side(), panel(128).cell), (384, 3));
+        assert_eq!((panel(128).side(), panel(128).cell), (512, 4));
+        assert_eq!((panel(300).side(), panel(300).cell), (300, 1));
         let g = panel(512);
-        assert_eq!((g.m, g.cell), (448, 1));
+        assert_eq!((g.m, g.cell), (512, 1));
+        // five columns (16 heads) keep the row of panels within 2048 pixels
+        let g = panel_grid(512, 5);
+        assert_eq!((g.m, g.cell), (409, 1));
+        assert_eq!(panel_grid(12, 8).side(), 252);
         let g = grid_for(512, THUMB_SIDE, 2);
         assert_eq!((g.m, g.cell), (112, 1));
     }

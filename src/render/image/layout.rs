@@ -297,7 +297,6 @@ pub(crate) fn axis_titles(
     pal: &Palette,
 ) -> (Vec<Item>, i32) {
     let q_len = font::width(QUERY_TITLE, AXIS_TITLE_SIZE, false) as i32;
-    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
     let span = (rows.1 - rows.0).max(q_len + 4);
     let half = AXIS_TITLE_SIZE as i32 / 2;
     let items = vec![
@@ -312,7 +311,7 @@ pub(crate) fn axis_titles(
             up: true,
         }),
         Item::Text(Text {
-            x: ((cols.0 + cols.1) / 2).max(min_x + k_len / 2 + 2),
+            x: key_title_centre(cols, min_x),
             y: below + half,
             text: KEY_TITLE.into(),
             size: AXIS_TITLE_SIZE,
@@ -323,6 +322,18 @@ pub(crate) fn axis_titles(
         }),
     ];
     (items, (below + 2 * half).max(rows.0 + span))
+}
+
+/// Where the key axis title is centred: under the columns, but never starting left of `min_x`.
+fn key_title_centre(cols: (i32, i32), min_x: i32) -> i32 {
+    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    ((cols.0 + cols.1) / 2).max(min_x + k_len / 2 + 2)
+}
+
+/// The right end of the key axis title (see [`axis_titles`]).
+pub(crate) fn key_title_right(cols: (i32, i32), min_x: i32) -> i32 {
+    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    key_title_centre(cols, min_x) + k_len - k_len / 2
 }
 
 /// `text` cut with `…` so that it is at most `max_width` pixels wide at `size`.

@@ -38,7 +38,9 @@ pub(crate) fn scene(style: &Style, axis: &Axis, title: &str, values: &[f32]) -> 
     let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
     let axis_title_w = AXIS_TITLE_SIZE as i32;
     let heat_x = MARGIN + axis_title_w + 12 + label_w + LABEL_GAP;
-    let bar_x = heat_x + side + 28;
+    let title_min_x = MARGIN + axis_title_w + 12;
+    let bar_x = (heat_x + side + 28)
+        .max(layout::key_title_right((heat_x, heat_x + side), title_min_x) + 16);
     let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
@@ -90,7 +92,7 @@ pub(crate) fn scene(style: &Style, axis: &Axis, title: &str, values: &[f32]) -> 
         (heat_y, heat_y + side),
         (heat_x, heat_x + side),
         below,
-        MARGIN + axis_title_w + 12,
+        title_min_x,
         pal,
     );
     items.extend(titles);

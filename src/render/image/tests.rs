@@ -458,10 +458,31 @@ fn labels_are_drawn_in_the_png() {
     }
 }
 
-/// Check a scene's text: inside the canvas, and no two labels overlapping.
+/// Check a scene's text: inside the canvas, clear of cells, frames and lines, and no two labels
+/// overlapping.
 fn assert_text_fits(scene: &Scene, what: &str) {
     let canvas = scene::Rect::new(0, 0, scene.width as i32, scene.height as i32);
     let boxes: Vec<_> = scene.texts().map(|t| (t, t.bounds())).collect();
+    for item in &scene.items {
+        let shape = match item {
+            scene::Item::Cells(c) => {
+                scene::Rect::new(c.x, c.y, c.x + c.width() as i32, c.y + c.height() as i32)
+            }
+            scene::Item::Fill(r, _) => *r,
+            scene::Item::Text(_) => continue,
+        };
+        assert!(
+            canvas.contains(&shape),
+            "{what}: {shape:?} leaves the canvas"
+        );
+        for (t, b) in &boxes {
+            assert!(
+                !b.overlaps(&shape),
+                "{what}: {:?} at {b:?} overlaps a shape at {shape:?}",
+                t.text
+            );
+        }
+    }
     for (t, b) in &boxes {
         assert!(
             canvas.contains(b),
