@@ -14,6 +14,19 @@ pub(crate) const PANEL_SIDE: (u32, u32) = (288, 512);
 const PANELS_WIDTH: u32 = 2048;
 /// Target side of a thumbnail in the model figure.
 pub(crate) const THUMB_SIDE: u32 = 112;
+/// Most pixels the thumbnails of the model figure may take along either side.
+const THUMBS_SPAN: u32 = 2048;
+/// Gap between thumbnails.
+const THUMB_GAP: u32 = 6;
+
+/// Thumbnail side for a model of `layers × heads`: [`THUMB_SIDE`], smaller for models so large
+/// that the grid would pass [`THUMBS_SPAN`] (bert-large's 24 layers get 79 pixels).
+fn thumb_side(layers: usize, heads: usize) -> u32 {
+    let k = layers.max(heads).max(1) as u32;
+    THUMB_SIDE
+        .min((THUMBS_SPAN - (k - 1).min(100) * THUMB_GAP) / k)
+        .max(16)
+}
 
 /// The grid of one small heatmap of target side `target`: whole-pixel cells when at least
 /// `min_cell` pixels fit per token, else exactly `target` pixels, each cell the largest weight of
@@ -153,17 +166,16 @@ pub(crate) fn model_scene(
 ) -> Scene {
     let pal = &style.palette;
     let n = axis.len();
-    let grid = grid_for(n, THUMB_SIDE, 2);
+    let layers = matrices.len();
+    let heads = matrices.first().map_or(0, |l| l.len());
+    let grid = grid_for(n, thumb_side(layers, heads), 2);
     let shown: Vec<Vec<Vec<f32>>> = matrices
         .iter()
         .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
         .collect();
     let scale = Scale::up_to(shown.iter().flatten().flatten());
     let side = grid.side() as i32;
-    let layers = matrices.len();
-    let heads = matrices.first().map_or(0, |l| l.len());
-
-    let gap = 6;
+    let gap = THUMB_GAP as i32;
     let row_label_w = (0..layers)
         .map(|l| crate::render::image::font::width(&format!("layer {l}"), SMALL_SIZE, false) as i32)
         .max()
@@ -278,6 +290,8 @@ mod tests {
         let g = panel_grid(512, 5);
         assert_eq!((g.m, g.cell), (409, 1));
         assert_eq!(panel_grid(12, 8).side(), 252);
+        assert_eq!(thumb_side(6, 12), 112);
+        assert_eq!(thumb_side(24, 16), 79);
         let g = grid_for(512, THUMB_SIDE, 2);
         assert_eq!((g.m, g.cell), (112, 1));
     }

@@ -219,6 +219,9 @@ pub fn write_svg(
     Ok(())
 }
 
+/// Colour bar caption of figures that show attention probabilities.
+const ATTENTION: &str = "attention weight";
+
 /// Lay out `figure`, checking what it asks for against `att`.
 fn build(
     att: &Attention,
@@ -263,12 +266,12 @@ fn build(
                 HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
                 HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
             };
-            single::scene(&style, &axis, &title, &att.matrix(*layer, *head))
+            single::scene(&style, &axis, &title, ATTENTION, &att.matrix(*layer, *head))
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
             let title = format!("{model} · layer {layer} · mean of {heads} heads");
-            single::scene(&style, &axis, &title, &att.head_mean(*layer))
+            single::scene(&style, &axis, &title, ATTENTION, &att.head_mean(*layer))
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
@@ -294,7 +297,7 @@ fn build(
                 });
             }
             let title = format!("{model} · {}", font::label(title, 120));
-            single::scene(&style, &axis, &title, values)
+            single::scene(&style, &axis, &title, "weight", values)
         }
     };
     Ok(scene)

@@ -26,8 +26,15 @@ pub(crate) fn grid_for(n: usize) -> Grid {
     }
 }
 
-/// Lay out the figure: `values` is `n × n` row-major over `axis`.
-pub(crate) fn scene(style: &Style, axis: &Axis, title: &str, values: &[f32]) -> Scene {
+/// Lay out the figure: `values` is `n × n` row-major over `axis`; `caption` names what the colour
+/// bar measures.
+pub(crate) fn scene(
+    style: &Style,
+    axis: &Axis,
+    title: &str,
+    caption: &str,
+    values: &[f32],
+) -> Scene {
     let pal = &style.palette;
     let n = axis.len();
     let grid = grid_for(n);
@@ -104,7 +111,7 @@ pub(crate) fn scene(style: &Style, axis: &Axis, title: &str, values: &[f32]) -> 
         bar_h,
         &scale,
         &style.ramp,
-        "attention weight",
+        caption,
         pal,
     ));
     bottom = bottom.max(heat_y + bar_h);

@@ -515,6 +515,9 @@ fn tokens(n: usize, long_every: usize) -> Vec<String> {
         .collect()
 }
 
+/// The largest side of any figure, as `docs/images.md` states it.
+const MAX_PIXELS: u32 = 2450;
+
 #[test]
 fn layouts_keep_text_apart_and_inside_at_every_size() {
     let options = ImageOptions::default();
@@ -528,6 +531,9 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
         (129, 1, 1, false),
         (512, 1, 12, true),
         (700, 1, 1, false),
+        (12, 24, 16, false),
+        (2048, 1, 1, false),
+        (3000, 1, 2, true),
     ] {
         let toks = tokens(n, 7);
         let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
@@ -552,7 +558,7 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             let what = format!("{n} tokens, {layers}x{heads}, pair {pair}, {fig:?}");
             assert_text_fits(&scene, &what);
             assert!(
-                scene.width <= 2600 && scene.height <= 2600,
+                scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
                 "{what}: {}x{}",
                 scene.width,
                 scene.height
