@@ -85,8 +85,13 @@ fn renders_identically_with_an_empty_fontconfig() {
         .args([NAME, "--exact", "--test-threads=1"])
         .env(CHILD, &out);
     fontless(&mut child);
-    let status = child.status().unwrap();
-    assert!(status.success(), "child render failed: {status}");
+    let run = child.output().unwrap();
+    assert!(
+        run.status.success(),
+        "child render failed: {}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
 
     let theirs = std::fs::read(&out).unwrap();
     let ours = render();

@@ -86,6 +86,26 @@ impl<'a> FigureSpec<'a> {
         })
     }
 
+    /// Every kind of figure, each with a file stem, for a report folder (`--report DIR`):
+    /// `head` (layer `layer`, head `head`), `layer`, `mean`, `model`, and `rollout` when the
+    /// rollout through `layer` is given.
+    pub fn all(
+        layer: usize,
+        head: HeadSel,
+        rollout: Option<&'a [f32]>,
+    ) -> Vec<(&'static str, FigureSpec<'a>)> {
+        let mut figures = vec![
+            ("head", FigureSpec::Head { layer, head }),
+            ("layer", FigureSpec::Layer { layer }),
+            ("mean", FigureSpec::Mean { layer }),
+            ("model", FigureSpec::Model),
+        ];
+        if let Some(values) = rollout {
+            figures.push(("rollout", FigureSpec::rollout(layer, values)));
+        }
+        figures
+    }
+
     /// Attention rollout (Abnar & Zuidema 2020) through `layer`, drawn as a matrix figure.
     pub fn rollout(layer: usize, values: &'a [f32]) -> Self {
         FigureSpec::Matrix {

@@ -630,3 +630,27 @@ fn model_names_are_short() {
     );
     assert_eq!(model_name("./minilm/"), "minilm");
 }
+
+#[test]
+fn a_report_holds_every_kind_of_figure() {
+    let att = synthetic(&TWELVE, 2, 3);
+    let rollout = att.head_mean(1);
+    let all = FigureSpec::all(1, HeadSel::Index(2), Some(&rollout));
+    let stems: Vec<&str> = all.iter().map(|(s, _)| *s).collect();
+    assert_eq!(stems, ["head", "layer", "mean", "model", "rollout"]);
+    for (stem, fig) in &all {
+        let cli = match *stem {
+            "head" => Figure::Head,
+            "layer" => Figure::Layer,
+            "mean" => Figure::Mean,
+            "model" => Figure::Model,
+            _ => Figure::Rollout,
+        };
+        assert_eq!(
+            FigureSpec::from_cli(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
+            *fig
+        );
+        render_png(&att, fig, &ImageOptions::default()).unwrap();
+    }
+    assert_eq!(FigureSpec::all(0, HeadSel::Mean, None).len(), 4);
+}
