@@ -342,7 +342,7 @@ fn model_name(id: &str) -> String {
 fn subtitle(att: &Attention) -> String {
     let text = font::label(&att.text, 400);
     let mut s = match &att.pair {
-        Some(pair) => format!("A: “{text}”   B: “{}”", font::label(pair, 400)),
+        Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
         None if text.is_empty() => String::new(),
         None => format!("“{text}”"),
     };
