@@ -654,3 +654,24 @@ fn a_report_holds_every_kind_of_figure() {
     }
     assert_eq!(FigureSpec::all(0, HeadSel::Mean, None).len(), 4);
 }
+
+#[test]
+fn non_finite_weights_still_draw() {
+    // A broken upstream value must not panic or poison the scale: NaN draws as the lowest
+    // colour, infinities are left out of the scale and clamped.
+    let mut values: Vec<f32> = synthetic(&TWELVE, 1, 1).head(0, 0).to_vec();
+    values[3] = f32::NAN;
+    values[7] = f32::INFINITY;
+    values[9] = f32::NEG_INFINITY;
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::Matrix {
+        title: "broken".into(),
+        values: &values,
+    };
+    let options = ImageOptions::default();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    // the finite maximum (0.7, the diagonal) still gets the top colour, and +inf clamps to it:
+    // 12 + 1 cells
+    assert_eq!(bright_cells(&img, &options, 8).len(), 13);
+    roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
