@@ -1,0 +1,146 @@
+//! Image rendering benchmark: prints how long each figure takes at 12, 128 and 512 tokens, for a
+//! MiniLM-shaped (6 layers × 12 heads) and a bert-base-shaped (12 × 12) attention, and the
+//! file sizes. Run with `cargo bench --bench images`. Goal (issue 3): the whole-model grid at 512
+//! tokens in under 3 s.
+//!
+//! The attention is synthetic but shaped like real heads (a [CLS] sink, a diagonal band, noise,
+//! rows summing to 1): rendering time depends on the token count and figure, not on the values.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use attnviz::cli::{Colormap, Theme};
+use attnviz::render::image::{render_png, render_svg, FigureSpec, ImageOptions};
+use attnviz::{Attention, HeadSel, ModelInfo};
+
+fn attention(n: usize, layers: usize, heads: usize) -> Attention {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32
+    };
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    for l in 0..layers {
+        for h in 0..heads {
+            let offset = (l + h) % 3;
+            for q in 0..n {
+                let row: Vec<f32> = (0..n)
+                    .map(|k| {
+                        let mut w = 0.02 * rand();
+                        if k == 0 {
+                            w += 0.5;
+                        }
+                        if k + offset == q + 1 {
+                            w += 0.4;
+                        }
+                        w
+                    })
+                    .collect();
+                let sum: f32 = row.iter().sum();
+                weights.extend(row.iter().map(|w| w / sum));
+            }
+        }
+    }
+    let tokens: Vec<String> = (0..n)
+        .map(|i| match i {
+            0 => "[CLS]".into(),
+            i if i == n - 1 => "[SEP]".into(),
+            i => ["the", "attention", "##s", "head", "looks", ",", "at"][i % 7].into(),
+        })
+        .collect();
+    Attention::new(
+        ModelInfo {
+            id: "bench".into(),
+            revision: None,
+            layers,
+            heads,
+            hidden_size: heads * 32,
+            head_dim: 32,
+        },
+        tokens.join(" "),
+        None,
+        tokens.clone(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        tokens.iter().map(|t| t.starts_with('[')).collect(),
+        (0..n).map(Some).collect(),
+        weights,
+        None,
+    )
+    .unwrap()
+}
+
+/// Median of `runs` timings of `f`, and the last result's size.
+fn time(runs: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
+    let mut times = Vec::with_capacity(runs);
+    let mut size = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        size = black_box(f());
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (times[runs / 2], size)
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {threads} hardware threads available; rendering is single-threaded")
+}
+
+fn main() {
+    println!("attnviz image benchmark (release build, median of runs)");
+    println!("machine: {}", machine());
+    println!(
+        "{:<22} {:>6} {:>9} {:>12} {:>11} {:>12} {:>11}",
+        "shape", "tokens", "figure", "PNG time", "PNG size", "SVG time", "SVG size"
+    );
+    let options = ImageOptions {
+        colormap: Colormap::Viridis,
+        theme: Theme::Light,
+    };
+    for (name, layers, heads) in [("MiniLM 6x12", 6, 12), ("bert-base 12x12", 12, 12)] {
+        for n in [12, 128, 512] {
+            let att = attention(n, layers, heads);
+            let rollout = att.head_mean(layers - 1);
+            let figures = [
+                (
+                    "head",
+                    FigureSpec::Head {
+                        layer: 0,
+                        head: HeadSel::Index(0),
+                    },
+                ),
+                ("layer", FigureSpec::Layer { layer: 0 }),
+                ("mean", FigureSpec::Mean { layer: 0 }),
+                ("model", FigureSpec::Model),
+                ("rollout", FigureSpec::rollout(layers - 1, &rollout)),
+            ];
+            let runs = if n >= 512 { 3 } else { 7 };
+            for (fig_name, fig) in &figures {
+                let (png_t, png_len) =
+                    time(runs, || render_png(&att, fig, &options).unwrap().len());
+                let (svg_t, svg_len) =
+                    time(runs, || render_svg(&att, fig, &options).unwrap().len());
+                println!(
+                    "{name:<22} {n:>6} {fig_name:>9} {:>9.1} ms {:>8} KB {:>9.1} ms {:>8} KB",
+                    png_t.as_secs_f64() * 1e3,
+                    png_len / 1024,
+                    svg_t.as_secs_f64() * 1e3,
+                    svg_len / 1024
+                );
+            }
+        }
+    }
+}

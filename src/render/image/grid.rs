@@ -1,0 +1,298 @@
+//! Figures with many heatmaps: all heads of one layer, and every layer × head of the model.
+
+use super::layout::{
+    self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
+};
+use super::scale::{resample, Scale};
+use super::scene::{Align, Item, Scene, Text};
+use super::Style;
+
+/// Smallest and largest side of a panel in the layer figure: panels grow from the smallest to
+/// give every token a label, up to the largest (which holds 512 tokens at one pixel each).
+pub(crate) const PANEL_SIDE: (u32, u32) = (288, 512);
+/// Most pixels all panels of a row may take together.
+const PANELS_WIDTH: u32 = 2048;
+/// Target side of a thumbnail in the model figure.
+pub(crate) const THUMB_SIDE: u32 = 112;
+/// Most pixels the thumbnails of the model figure may take along either side.
+const THUMBS_SPAN: u32 = 2048;
+/// Gap between thumbnails.
+const THUMB_GAP: u32 = 6;
+
+/// Thumbnail side for a model of `layers × heads`: [`THUMB_SIDE`], smaller for models so large
+/// that the grid would pass [`THUMBS_SPAN`] (bert-large's 24 layers get 79 pixels).
+fn thumb_side(layers: usize, heads: usize) -> u32 {
+    let k = layers.max(heads).max(1) as u32;
+    THUMB_SIDE
+        .min((THUMBS_SPAN - (k - 1).min(100) * THUMB_GAP) / k)
+        .max(16)
+}
+
+/// The grid of one small heatmap of target side `target`: whole-pixel cells when at least
+/// `min_cell` pixels fit per token, else exactly `target` pixels, each cell the largest weight of
+/// its block (or, for few tokens, the token under it).
+pub(crate) fn grid_for(n: usize, target: u32, min_cell: u32) -> Grid {
+    let cell = target / n.max(1) as u32;
+    if cell >= min_cell {
+        Grid::new(n, n, cell, SMALL_PITCH)
+    } else {
+        Grid::new(n, target as usize, 1, SMALL_PITCH)
+    }
+}
+
+/// The grid of a panel for `n` tokens in a layer figure `cols` panels wide: large enough to
+/// label every token where it can, whole-pixel cells up to the largest panel, pooled beyond.
+fn panel_grid(n: usize, cols: usize) -> Grid {
+    let max = PANEL_SIDE.1.min(PANELS_WIDTH / cols.max(1) as u32);
+    let target = (n as u32 * SMALL_PITCH).clamp(PANEL_SIDE.0.min(max), max);
+    grid_for(n, target, 1)
+}
+
+/// Columns × rows for `heads` panels: a little wider than tall.
+fn arrangement(heads: usize) -> (usize, usize) {
+    let cols = ((heads as f64 * 4.0 / 3.0).sqrt().ceil() as usize).clamp(1, heads.max(1));
+    (cols, heads.div_ceil(cols))
+}
+
+/// All heads of a layer, with one colour scale. `heads[h]` is head `h`'s `n × n` matrix.
+pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<f32>]) -> Scene {
+    let pal = &style.palette;
+    let n = axis.len();
+    let (cols, rows) = arrangement(heads.len());
+    let grid = panel_grid(n, cols);
+    let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
+    let scale = Scale::up_to(shown.iter().flatten());
+    let side = grid.side() as i32;
+
+    let label_w = layout::label_extent(axis, &grid, SMALL_SIZE);
+    let gap_x = 18;
+    let head_band = 22;
+    let gap_y = head_band + 10;
+    let grid_x = MARGIN + AXIS_TITLE_SIZE as i32 + 12 + label_w + LABEL_GAP;
+    let grid_w = cols as i32 * side + (cols as i32 - 1) * gap_x;
+    let bar_x = grid_x + grid_w + 28;
+    let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
+        .max(layout::title_width(title))
+        .max(560);
+
+    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let grid_y = top + head_band;
+    // The x labels of the bottom row hang below it; rows above need room for theirs only when
+    // the row below has a gap under that column (last row not full).
+    let row_pitch = side + gap_y;
+    for (h, values) in shown.iter().enumerate() {
+        let (c, r) = (h % cols, h / cols);
+        let x = grid_x + c as i32 * (side + gap_x);
+        let y = grid_y + r as i32 * row_pitch;
+        items.push(Item::Text(Text {
+            x: x + side / 2,
+            y: y - head_band / 2 - 1,
+            text: format!("head {h}"),
+            size: SMALL_SIZE,
+            bold: true,
+            color: pal.text,
+            align: Align::Middle,
+            up: false,
+        }));
+        items.extend(layout::heatmap(
+            values,
+            &grid,
+            x,
+            y,
+            &scale,
+            &style.ramp,
+            pal,
+        ));
+        if let Some(b) = axis.b_start {
+            items.extend(layout::divider(&grid, b, x, y, 0, pal));
+        }
+        if c == 0 {
+            items.extend(layout::token_labels(
+                axis, &grid, x, y, true, SMALL_SIZE, pal,
+            ));
+        }
+        let last_in_column = h + cols >= heads.len();
+        if last_in_column {
+            items.extend(layout::token_labels(
+                axis, &grid, x, y, false, SMALL_SIZE, pal,
+            ));
+        }
+    }
+    let last_row_y = grid_y + (rows as i32 - 1) * row_pitch;
+    let grid_h = last_row_y + side - grid_y;
+    // Columns whose last panel is in the row above the bottom one hang their labels into the
+    // bottom row's band; make the bottom row's labels the lowest thing.
+    let below = last_row_y + side + LABEL_GAP + label_w + 14;
+    let (titles, mut bottom) = layout::axis_titles(
+        MARGIN,
+        (grid_y, grid_y + grid_h),
+        (grid_x, grid_x + grid_w),
+        below,
+        MARGIN + AXIS_TITLE_SIZE as i32 + 12,
+        pal,
+    );
+    items.extend(titles);
+    let bar_h = grid_h.max(layout::MIN_BAR_HEIGHT);
+    items.extend(layout::colorbar(
+        bar_x,
+        grid_y,
+        bar_h,
+        &scale,
+        &style.ramp,
+        "attention weight",
+        pal,
+    ));
+    bottom = bottom.max(grid_y + bar_h);
+    if let Some(text) = super::single::thinning_note(&grid) {
+        let (lines, below) = layout::notes(&text, bottom + 12, width, pal);
+        items.extend(lines);
+        bottom = below;
+    }
+    Scene {
+        width: width as u32,
+        height: (bottom + MARGIN) as u32,
+        background: pal.background,
+        title: title.to_string(),
+        items,
+    }
+}
+
+/// Every layer × head as thumbnails on one colour scale. `matrices[l][h]` is `n × n`.
+pub(crate) fn model_scene(
+    style: &Style,
+    axis: &Axis,
+    title: &str,
+    matrices: &[Vec<&[f32]>],
+) -> Scene {
+    let pal = &style.palette;
+    let n = axis.len();
+    let layers = matrices.len();
+    let heads = matrices.first().map_or(0, |l| l.len());
+    let grid = grid_for(n, thumb_side(layers, heads), 2);
+    let shown: Vec<Vec<Vec<f32>>> = matrices
+        .iter()
+        .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
+        .collect();
+    let scale = Scale::up_to(shown.iter().flatten().flatten());
+    let side = grid.side() as i32;
+    let gap = THUMB_GAP as i32;
+    let row_label_w = (0..layers)
+        .map(|l| crate::render::image::font::width(&format!("layer {l}"), SMALL_SIZE, false) as i32)
+        .max()
+        .unwrap_or(0);
+    let grid_x = MARGIN + row_label_w + 10;
+    let grid_w = heads as i32 * side + (heads as i32 - 1).max(0) * gap;
+    let bar_x = grid_x + grid_w + 24;
+    let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
+        .max(layout::title_width(title))
+        .max(560);
+    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let col_band = 20;
+    let grid_y = top + col_band;
+    for h in 0..heads {
+        items.push(Item::Text(Text {
+            x: grid_x + h as i32 * (side + gap) + side / 2,
+            y: grid_y - col_band / 2 - 1,
+            text: format!("head {h}"),
+            size: SMALL_SIZE,
+            bold: false,
+            color: pal.text,
+            align: Align::Middle,
+            up: false,
+        }));
+    }
+    for (l, layer) in shown.iter().enumerate() {
+        let y = grid_y + l as i32 * (side + gap);
+        items.push(Item::Text(Text {
+            x: grid_x - 10,
+            y: y + side / 2,
+            text: format!("layer {l}"),
+            size: SMALL_SIZE,
+            bold: false,
+            color: pal.text,
+            align: Align::End,
+            up: false,
+        }));
+        for (h, values) in layer.iter().enumerate() {
+            let x = grid_x + h as i32 * (side + gap);
+            items.extend(layout::heatmap(
+                values,
+                &grid,
+                x,
+                y,
+                &scale,
+                &style.ramp,
+                pal,
+            ));
+            if let Some(b) = axis.b_start {
+                items.extend(layout::divider(&grid, b, x, y, 0, pal));
+            }
+        }
+    }
+    let grid_h = layers as i32 * (side + gap) - gap;
+    let bar_h = grid_h.max(layout::MIN_BAR_HEIGHT);
+    items.extend(layout::colorbar(
+        bar_x,
+        grid_y,
+        bar_h,
+        &scale,
+        &style.ramp,
+        "attention weight",
+        pal,
+    ));
+    let bottom = grid_y + grid_h.max(bar_h) + 10;
+    let mut explain = String::from(
+        "In each thumbnail, rows are query tokens (attending from), columns key tokens (attended to)",
+    );
+    if grid.m < grid.n {
+        let per = grid.n as f64 / grid.m as f64;
+        explain.push_str(&format!(
+            "; each pixel shows the largest weight among about {per:.1} × {per:.1} tokens"
+        ));
+    }
+    explain.push('.');
+    let (lines, bottom) = layout::notes(&explain, bottom, width, pal);
+    items.extend(lines);
+    Scene {
+        width: width as u32,
+        height: (bottom + MARGIN) as u32,
+        background: pal.background,
+        title: title.to_string(),
+        items,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_arranged_a_little_wider_than_tall() {
+        assert_eq!(arrangement(12), (4, 3));
+        assert_eq!(arrangement(16), (5, 4));
+        assert_eq!(arrangement(8), (4, 2));
+        assert_eq!(arrangement(1), (1, 1));
+        assert_eq!(arrangement(3), (2, 2));
+    }
+
+    #[test]
+    fn panels_pool_only_when_cells_would_be_too_small() {
+        let panel = |n| panel_grid(n, 4);
+        assert_eq!(panel(12).side(), 288);
+        // 24 tokens: panels grow so that every token keeps its label
+        assert_eq!((panel(24).side(), panel(24).stride), (336, 1));
+        assert_eq!((panel(32).side(), panel(32).stride), (448, 1));
+        assert_eq!((panel(128).side(), panel(128).cell), (512, 4));
+        assert_eq!((panel(300).side(), panel(300).cell), (300, 1));
+        let g = panel(512);
+        assert_eq!((g.m, g.cell), (512, 1));
+        // five columns (16 heads) keep the row of panels within 2048 pixels
+        let g = panel_grid(512, 5);
+        assert_eq!((g.m, g.cell), (409, 1));
+        assert_eq!(panel_grid(12, 8).side(), 252);
+        assert_eq!(thumb_side(6, 12), 112);
+        assert_eq!(thumb_side(24, 16), 79);
+        let g = grid_for(512, THUMB_SIDE, 2);
+        assert_eq!((g.m, g.cell), (112, 1));
+    }
+}

@@ -1,0 +1,496 @@
+//! Pieces every figure shares: sizes, the token axis, titles, the colour bar, the A/B divider.
+
+use super::colormap::Ramp;
+use super::font;
+use super::scale::Scale;
+use super::scene::{frame, Align, Cells, Item, Rect, Text};
+use super::theme::{Palette, Rgb};
+
+/// Outer margin, pixels.
+pub(crate) const MARGIN: i32 = 20;
+/// Font sizes (plotters' unit: line height in pixels).
+pub(crate) const TITLE_SIZE: f64 = 22.0;
+pub(crate) const SUBTITLE_SIZE: f64 = 16.0;
+pub(crate) const AXIS_TITLE_SIZE: f64 = 17.0;
+pub(crate) const LABEL_SIZE: f64 = 15.5;
+pub(crate) const SMALL_SIZE: f64 = 14.0;
+/// Token labels at [`LABEL_SIZE`] get at least this many pixels each along an axis; denser axes
+/// are thinned.
+pub(crate) const LABEL_PITCH: u32 = 16;
+/// The same for labels at [`SMALL_SIZE`].
+pub(crate) const SMALL_PITCH: u32 = 14;
+/// Longest token label, in characters, before it is cut with `…`.
+pub(crate) const LABEL_CHARS: usize = 18;
+/// Gap between a heatmap's edge and its labels.
+pub(crate) const LABEL_GAP: i32 = 6;
+/// Width of the colour bar.
+const BAR_WIDTH: i32 = 18;
+/// Shortest colour bar.
+pub(crate) const MIN_BAR_HEIGHT: i32 = 180;
+
+/// The tokens along one axis of a heatmap, as the figure labels them.
+#[derive(Clone, Debug)]
+pub(crate) struct Axis {
+    /// Display label of each unit.
+    pub labels: Vec<String>,
+    /// Special tokens get muted labels.
+    pub special: Vec<bool>,
+    /// First unit of sentence B.
+    pub b_start: Option<usize>,
+}
+
+impl Axis {
+    pub(crate) fn len(&self) -> usize {
+        self.labels.len()
+    }
+}
+
+/// How an `n`-unit axis maps onto pixels: `m` display cells of `cell` pixels each, and which of
+/// them carry a label (every `stride`-th).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grid {
+    pub n: usize,
+    pub m: usize,
+    pub cell: u32,
+    pub stride: usize,
+}
+
+impl Grid {
+    /// An axis of `n` units shown as `m` display cells of `cell` pixels (`m == n`: one cell per
+    /// unit), labelled no denser than one label per `pitch` pixels.
+    pub(crate) fn new(n: usize, m: usize, cell: u32, pitch: u32) -> Self {
+        let stride = pitch.div_ceil(cell).max(1) as usize;
+        Grid { n, m, cell, stride }
+    }
+
+    /// Side in pixels.
+    pub(crate) fn side(&self) -> u32 {
+        self.m as u32 * self.cell
+    }
+
+    /// Whether not every unit has its own cell or label.
+    pub(crate) fn thinned(&self) -> bool {
+        self.stride > 1 || self.m < self.n
+    }
+
+    /// First unit covered by display cell `p`.
+    pub(crate) fn unit_of(&self, p: usize) -> usize {
+        p * self.n / self.m
+    }
+
+    /// Pixel offset of the boundary before unit `u` (for the A/B divider).
+    pub(crate) fn offset_of(&self, u: usize) -> i32 {
+        // the first display cell whose block starts at or after u
+        let p = (u * self.m).div_ceil(self.n);
+        (p as u32 * self.cell) as i32
+    }
+
+    /// The labelled display cells: `(cell index, unit index)`.
+    pub(crate) fn labelled(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.m)
+            .step_by(self.stride)
+            .map(move |p| (p, self.unit_of(p)))
+    }
+}
+
+/// Label text of unit `u`: the token, prefixed by its index when the axis is thinned (a reader
+/// cannot count to token 300).
+pub(crate) fn label_text(axis: &Axis, grid: &Grid, u: usize) -> String {
+    let token = font::label(&axis.labels[u], LABEL_CHARS);
+    if grid.thinned() {
+        format!("{u} {token}")
+    } else {
+        token
+    }
+}
+
+/// Width of the widest label a grid shows.
+pub(crate) fn label_extent(axis: &Axis, grid: &Grid, size: f64) -> i32 {
+    grid.labelled()
+        .map(|(_, u)| font::width(&font::drawable(&label_text(axis, grid, u)), size, false) as i32)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Token labels along the left edge (`rows`) or below the bottom edge (columns, rotated) of a
+/// heatmap whose top-left corner is `(x, y)`.
+pub(crate) fn token_labels(
+    axis: &Axis,
+    grid: &Grid,
+    x: i32,
+    y: i32,
+    rows: bool,
+    size: f64,
+    pal: &Palette,
+) -> Vec<Item> {
+    let side = grid.side() as i32;
+    grid.labelled()
+        .map(|(p, u)| {
+            let centre = (p as u32 * grid.cell + grid.cell / 2) as i32;
+            let color = if axis.special[u] { pal.muted } else { pal.text };
+            let text = label_text(axis, grid, u);
+            let t = if rows {
+                Text {
+                    x: x - LABEL_GAP,
+                    y: y + centre,
+                    text,
+                    size,
+                    bold: false,
+                    color,
+                    align: Align::End,
+                    up: false,
+                }
+            } else {
+                Text {
+                    x: x + centre,
+                    y: y + side + LABEL_GAP,
+                    text,
+                    size,
+                    bold: false,
+                    color,
+                    align: Align::End,
+                    up: true,
+                }
+            };
+            Item::Text(t)
+        })
+        .collect()
+}
+
+/// A heatmap block: colour cells with a frame, at `(x, y)`.
+pub(crate) fn heatmap(
+    values: &[f32],
+    grid: &Grid,
+    x: i32,
+    y: i32,
+    scale: &Scale,
+    ramp: &Ramp,
+    pal: &Palette,
+) -> Vec<Item> {
+    let colors = scale.colors(ramp, values);
+    let mut items = vec![Item::Cells(Cells {
+        x,
+        y,
+        rows: grid.m,
+        cols: grid.m,
+        cell_w: grid.cell,
+        cell_h: grid.cell,
+        colors,
+    })];
+    let side = grid.side() as i32;
+    items.extend(frame(Rect::new(x, y, x + side, y + side), pal.frame));
+    items
+}
+
+/// The segment A/B divider across a heatmap at `(x, y)`: a white line with a black halo, so it
+/// shows on every colour of every map, reaching `reach` pixels past the edges.
+pub(crate) fn divider(
+    grid: &Grid,
+    b_start: usize,
+    x: i32,
+    y: i32,
+    reach: i32,
+    pal: &Palette,
+) -> Vec<Item> {
+    let side = grid.side() as i32;
+    let at = grid.offset_of(b_start);
+    let (halo, core) = if grid.cell >= 6 { (2, 1) } else { (1, 0) };
+    let mut items = Vec::new();
+    for (w, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
+        items.push(Item::Fill(
+            Rect::new(x + at - w, y - reach, x + at + w.max(1), y + side + reach),
+            color,
+        ));
+        items.push(Item::Fill(
+            Rect::new(x - reach, y + at - w, x + side + reach, y + at + w.max(1)),
+            color,
+        ));
+    }
+    items
+}
+
+/// Width of the colour bar with its ticks and caption.
+pub(crate) fn colorbar_width(scale: &Scale) -> i32 {
+    let ticks = scale.ticks();
+    let widest = ticks
+        .iter()
+        .map(|(_, s)| font::width(s, SMALL_SIZE, false) as i32)
+        .max()
+        .unwrap_or(0);
+    BAR_WIDTH + 5 + 4 + widest + 10 + SMALL_SIZE as i32
+}
+
+/// A vertical colour bar at `(x, y)`, `height` pixels tall, with ticks and the caption `caption`.
+pub(crate) fn colorbar(
+    x: i32,
+    y: i32,
+    height: i32,
+    scale: &Scale,
+    ramp: &Ramp,
+    caption: &str,
+    pal: &Palette,
+) -> Vec<Item> {
+    let h = height.max(2) as usize;
+    let colors: Vec<Rgb> = (0..h)
+        .map(|i| ramp.at(1.0 - i as f32 / (h - 1) as f32))
+        .collect();
+    let mut items = vec![Item::Cells(Cells {
+        x,
+        y,
+        rows: h,
+        cols: 1,
+        cell_w: BAR_WIDTH as u32,
+        cell_h: 1,
+        colors,
+    })];
+    items.extend(frame(
+        Rect::new(x, y, x + BAR_WIDTH, y + h as i32),
+        pal.frame,
+    ));
+    let mut widest = 0;
+    for (v, label) in scale.ticks() {
+        let ty = y + ((1.0 - scale.unit(v)) * (h - 1) as f32).round() as i32;
+        items.push(Item::Fill(
+            Rect::new(x + BAR_WIDTH, ty, x + BAR_WIDTH + 5, ty + 1),
+            pal.frame,
+        ));
+        widest = widest.max(font::width(&label, SMALL_SIZE, false) as i32);
+        items.push(Item::Text(Text {
+            x: x + BAR_WIDTH + 9,
+            y: ty,
+            text: label,
+            size: SMALL_SIZE,
+            bold: false,
+            color: pal.text,
+            align: Align::Start,
+            up: false,
+        }));
+    }
+    items.push(Item::Text(Text {
+        x: x + BAR_WIDTH + 9 + widest + 10 + SMALL_SIZE as i32 / 2,
+        y: y + h as i32 / 2,
+        text: caption.to_string(),
+        size: SMALL_SIZE,
+        bold: false,
+        color: pal.muted,
+        align: Align::Middle,
+        up: true,
+    }));
+    items
+}
+
+/// Title of the query axis (rows).
+pub(crate) const QUERY_TITLE: &str = "Query (attending from)";
+/// Title of the key axis (columns).
+pub(crate) const KEY_TITLE: &str = "Key (attended to)";
+
+/// The axis titles of a heatmap (or grid of them) whose rows span `rows` and columns `cols`:
+/// the query title reads upwards at `x`, centred on the rows (or starting at the top row when
+/// the rows are shorter than the title); the key title sits centred under the columns at `below`,
+/// never left of `min_x`. Returns the items and the lowest y they reach.
+pub(crate) fn axis_titles(
+    x: i32,
+    rows: (i32, i32),
+    cols: (i32, i32),
+    below: i32,
+    min_x: i32,
+    pal: &Palette,
+) -> (Vec<Item>, i32) {
+    let q_len = font::width(QUERY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    let span = (rows.1 - rows.0).max(q_len + 4);
+    let half = AXIS_TITLE_SIZE as i32 / 2;
+    let items = vec![
+        Item::Text(Text {
+            x: x + half,
+            y: rows.0 + span / 2,
+            text: QUERY_TITLE.into(),
+            size: AXIS_TITLE_SIZE,
+            bold: false,
+            color: pal.text,
+            align: Align::Middle,
+            up: true,
+        }),
+        Item::Text(Text {
+            x: key_title_centre(cols, min_x),
+            y: below + half,
+            text: KEY_TITLE.into(),
+            size: AXIS_TITLE_SIZE,
+            bold: false,
+            color: pal.text,
+            align: Align::Middle,
+            up: false,
+        }),
+    ];
+    (items, (below + 2 * half).max(rows.0 + span))
+}
+
+/// Where the key axis title is centred: under the columns, but never starting left of `min_x`.
+fn key_title_centre(cols: (i32, i32), min_x: i32) -> i32 {
+    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    ((cols.0 + cols.1) / 2).max(min_x + k_len / 2 + 2)
+}
+
+/// The right end of the key axis title (see [`axis_titles`]).
+pub(crate) fn key_title_right(cols: (i32, i32), min_x: i32) -> i32 {
+    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    key_title_centre(cols, min_x) + k_len - k_len / 2
+}
+
+/// `text` cut with `…` so that it is at most `max_width` pixels wide at `size`.
+pub(crate) fn fit(text: &str, size: f64, bold: bool, max_width: i32) -> String {
+    let fits = |s: &str| font::width(&font::drawable(s), size, bold) as i32 <= max_width;
+    if fits(text) {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let (mut lo, mut hi) = (0, chars.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        let s: String = chars[..mid].iter().collect::<String>() + "…";
+        if fits(&s) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    chars[..lo]
+        .iter()
+        .collect::<String>()
+        .trim_end()
+        .to_string()
+        + "…"
+}
+
+/// The title and subtitle lines at the top left; returns the items and the y below them.
+pub(crate) fn title_block(
+    title: &str,
+    subtitle: &str,
+    width: i32,
+    pal: &Palette,
+) -> (Vec<Item>, i32) {
+    let max = width - 2 * MARGIN;
+    let mut y = MARGIN + (TITLE_SIZE / 2.0) as i32;
+    let mut items = vec![Item::Text(Text {
+        x: MARGIN,
+        y,
+        text: fit(title, TITLE_SIZE, true, max),
+        size: TITLE_SIZE,
+        bold: true,
+        color: pal.text,
+        align: Align::Start,
+        up: false,
+    })];
+    y += (TITLE_SIZE / 2.0) as i32;
+    if !subtitle.is_empty() {
+        y += 8 + (SUBTITLE_SIZE / 2.0) as i32;
+        items.push(Item::Text(Text {
+            x: MARGIN,
+            y,
+            text: fit(subtitle, SUBTITLE_SIZE, false, max),
+            size: SUBTITLE_SIZE,
+            bold: false,
+            color: pal.muted,
+            align: Align::Start,
+            up: false,
+        }));
+        y += (SUBTITLE_SIZE / 2.0) as i32;
+    }
+    (items, y + 16)
+}
+
+/// Width the title needs to show in full.
+pub(crate) fn title_width(title: &str) -> i32 {
+    font::width(&font::drawable(title), TITLE_SIZE, true) as i32 + 2 * MARGIN
+}
+
+/// A note in small muted text, wrapped to the canvas `width`, its first line's top at `top`.
+/// Returns the items and the y below the last line.
+pub(crate) fn notes(text: &str, top: i32, width: i32, pal: &Palette) -> (Vec<Item>, i32) {
+    let max = width - 2 * MARGIN;
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line)
+                if font::width(
+                    &font::drawable(&format!("{line} {word}")),
+                    SMALL_SIZE,
+                    false,
+                ) as i32
+                    <= max =>
+            {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(fit(word, SMALL_SIZE, false, max)),
+        }
+    }
+    let line_h = SMALL_SIZE as i32 + 4;
+    let items = lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, line)| {
+            Item::Text(Text {
+                x: MARGIN,
+                y: top + line_h / 2 + i as i32 * line_h,
+                text: line,
+                size: SMALL_SIZE,
+                bold: false,
+                color: pal.muted,
+                align: Align::Start,
+                up: false,
+            })
+        })
+        .collect::<Vec<_>>();
+    let bottom = top + items.len() as i32 * line_h;
+    (items, bottom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_maps_units_to_pixels() {
+        let g = Grid::new(12, 12, 32, 16);
+        assert_eq!((g.side(), g.stride, g.thinned()), (384, 1, false));
+        assert_eq!(g.offset_of(5), 160);
+        let g = Grid::new(512, 512, 4, 16);
+        assert_eq!((g.side(), g.stride, g.thinned()), (2048, 4, true));
+        assert_eq!(g.labelled().nth(2), Some((8, 8)));
+        // 3000 units pooled into 1500 cells of 1 px: cell p starts at unit 2p
+        let g = Grid::new(3000, 1500, 1, 16);
+        assert_eq!(g.unit_of(10), 20);
+        assert_eq!(g.offset_of(21), 11);
+    }
+
+    #[test]
+    fn fit_cuts_to_width() {
+        let long = "word ".repeat(100);
+        let cut = fit(&long, 14.0, false, 200);
+        assert!(cut.ends_with('…'));
+        assert!(font::width(&cut, 14.0, false) <= 200);
+        assert!(font::width(&cut, 14.0, false) > 150, "{cut}");
+        assert_eq!(fit("short", 14.0, false, 200), "short");
+    }
+
+    #[test]
+    fn notes_wrap_to_the_canvas() {
+        let pal = Palette::of(crate::cli::Theme::Light);
+        let text = "attention ".repeat(60);
+        let (items, bottom) = notes(text.trim(), 100, 600, &pal);
+        assert!(items.len() >= 4, "{} lines", items.len());
+        assert_eq!(bottom, 100 + items.len() as i32 * (SMALL_SIZE as i32 + 4));
+        for item in &items {
+            let Item::Text(t) = item else { panic!() };
+            assert!(font::width(&t.text, SMALL_SIZE, false) as i32 <= 600 - 2 * MARGIN);
+        }
+        let words: usize = items
+            .iter()
+            .map(|i| match i {
+                Item::Text(t) => t.text.split(' ').count(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(words, 60, "no word lost");
+    }
+}

@@ -1,0 +1,363 @@
+//! PNG and SVG heatmaps of attention, drawn with plotters.
+//!
+//! Five figures ([`FigureSpec`]): one head (or the mean of a layer's heads) as a query × key
+//! heatmap; all heads of a layer in a grid on one colour scale; the mean over a layer's heads; the
+//! whole model as a layers × heads grid of thumbnails; and any `n × n` matrix over the tokens
+//! (attention rollout goes through this one). Layers and heads are numbered from 0.
+//!
+//! Text uses the embedded DejaVu Sans, so rendering never needs system fonts. Rows are queries
+//! (the token attending), columns keys (the token attended to). Images are deterministic: the
+//! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
+
+#[rustfmt::skip]
+mod colormap_tables;
+mod colormap;
+mod font;
+mod grid;
+mod layout;
+mod paint;
+mod scale;
+mod scene;
+mod single;
+mod theme;
+
+use std::io::Write;
+use std::path::Path;
+
+pub use font::FontError;
+pub use paint::DrawError;
+
+use crate::attention::{Attention, HeadSel};
+use crate::cli::{Colormap, Figure, Theme};
+use crate::output::{write_output, OutputError};
+
+use colormap::Ramp;
+use layout::Axis;
+use scene::Scene;
+use theme::Palette;
+
+/// What a figure shows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FigureSpec<'a> {
+    /// One head's query × key heatmap, or (with [`HeadSel::Mean`]) the mean of the layer's heads.
+    Head {
+        /// Layer, 0-based.
+        layer: usize,
+        /// Head, 0-based, or the mean over the layer's heads.
+        head: HeadSel,
+    },
+    /// All heads of one layer in a grid, on one shared colour scale.
+    Layer {
+        /// Layer, 0-based.
+        layer: usize,
+    },
+    /// The mean over one layer's heads (the same picture as `Head` with `HeadSel::Mean`).
+    Mean {
+        /// Layer, 0-based.
+        layer: usize,
+    },
+    /// Every layer × head, as labelled thumbnails on one colour scale.
+    Model,
+    /// Any `n × n` matrix over the attention's units (e.g. attention rollout), row-major with
+    /// rows as queries; drawn like a head, titled `title`.
+    Matrix {
+        /// What the matrix is, e.g. "attention rollout through layer 5".
+        title: String,
+        /// `n × n` values, row-major.
+        values: &'a [f32],
+    },
+}
+
+impl<'a> FigureSpec<'a> {
+    /// The figure the CLI asks for with `--figure`, `--layer` and `--head`. `rollout` is the
+    /// rollout matrix through `layer` (needed only for [`Figure::Rollout`]).
+    pub fn from_cli(
+        figure: Figure,
+        layer: usize,
+        head: HeadSel,
+        rollout: Option<&'a [f32]>,
+    ) -> Result<Self, ImageError> {
+        Ok(match figure {
+            Figure::Head => FigureSpec::Head { layer, head },
+            Figure::Layer => FigureSpec::Layer { layer },
+            Figure::Mean => FigureSpec::Mean { layer },
+            Figure::Model => FigureSpec::Model,
+            Figure::Rollout => FigureSpec::rollout(layer, rollout.ok_or(ImageError::NoRollout)?),
+        })
+    }
+
+    /// Every kind of figure, each with a file stem, for a report folder (`--report DIR`):
+    /// `head` (layer `layer`, head `head`), `layer`, `mean`, `model`, and `rollout` when the
+    /// rollout through `layer` is given.
+    pub fn all(
+        layer: usize,
+        head: HeadSel,
+        rollout: Option<&'a [f32]>,
+    ) -> Vec<(&'static str, FigureSpec<'a>)> {
+        let mut figures = vec![
+            ("head", FigureSpec::Head { layer, head }),
+            ("layer", FigureSpec::Layer { layer }),
+            ("mean", FigureSpec::Mean { layer }),
+            ("model", FigureSpec::Model),
+        ];
+        if let Some(values) = rollout {
+            figures.push(("rollout", FigureSpec::rollout(layer, values)));
+        }
+        figures
+    }
+
+    /// Attention rollout (Abnar & Zuidema 2020) through `layer`, drawn as a matrix figure.
+    pub fn rollout(layer: usize, values: &'a [f32]) -> Self {
+        FigureSpec::Matrix {
+            title: format!("attention rollout through layer {layer}"),
+            values,
+        }
+    }
+}
+
+/// How figures look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageOptions {
+    /// Colour map of the cells (viridis by default).
+    pub colormap: Colormap,
+    /// Light or dark background.
+    pub theme: Theme,
+}
+
+impl Default for ImageOptions {
+    fn default() -> Self {
+        ImageOptions {
+            colormap: Colormap::Viridis,
+            theme: Theme::Light,
+        }
+    }
+}
+
+/// Why an image could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The layer asked for does not exist.
+    #[error("layer {layer} does not exist: the model has {layers} layers, numbered 0 to {}; choose one with --layer", layers.saturating_sub(1))]
+    NoSuchLayer {
+        /// Requested layer.
+        layer: usize,
+        /// Layers in the model.
+        layers: usize,
+    },
+    /// The head asked for does not exist.
+    #[error("head {head} does not exist: each layer has {heads} heads, numbered 0 to {}; choose one with --head, or --head mean", heads.saturating_sub(1))]
+    NoSuchHead {
+        /// Requested head.
+        head: usize,
+        /// Heads per layer.
+        heads: usize,
+    },
+    /// A matrix figure got a matrix of the wrong size.
+    #[error("the matrix for \"{title}\" has {got} values, but {n} tokens need {n} × {n} = {}", n * n)]
+    MatrixShape {
+        /// The figure's title.
+        title: String,
+        /// Values given.
+        got: usize,
+        /// Tokens of the attention.
+        n: usize,
+    },
+    /// The rollout figure was asked for without a rollout matrix.
+    #[error("the rollout figure needs the attention rollout, which was not computed")]
+    NoRollout,
+    /// The input has no tokens.
+    #[error("nothing to draw: the input has no tokens")]
+    Empty,
+    /// The embedded font could not be loaded.
+    #[error(transparent)]
+    Font(#[from] FontError),
+    /// plotters failed.
+    #[error(transparent)]
+    Draw(#[from] DrawError),
+    /// The output file could not be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+/// Everything about the look of a figure that does not depend on which figure it is.
+pub(crate) struct Style {
+    pub ramp: Ramp,
+    pub palette: Palette,
+    /// The input text, shown under the title.
+    pub subtitle: String,
+}
+
+/// Render `figure` of `att` as PNG bytes.
+pub fn render_png(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+) -> Result<Vec<u8>, ImageError> {
+    Ok(paint::png(&build(att, figure, options)?)?)
+}
+
+/// Render `figure` of `att` as an SVG document.
+pub fn render_svg(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+) -> Result<String, ImageError> {
+    Ok(paint::svg(&build(att, figure, options)?)?)
+}
+
+/// Width and height in pixels that `figure` of `att` will have (the same for PNG and SVG).
+pub fn figure_size(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+) -> Result<(u32, u32), ImageError> {
+    let scene = build(att, figure, options)?;
+    Ok((scene.width, scene.height))
+}
+
+/// Write `figure` of `att` as a PNG file at `path` (atomically; `-` writes to stdout).
+pub fn write_png(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+    path: &Path,
+) -> Result<(), ImageError> {
+    let bytes = render_png(att, figure, options)?;
+    write_output(path, |w: &mut dyn Write| w.write_all(&bytes))?;
+    Ok(())
+}
+
+/// Write `figure` of `att` as an SVG file at `path` (atomically; `-` writes to stdout).
+pub fn write_svg(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+    path: &Path,
+) -> Result<(), ImageError> {
+    let svg = render_svg(att, figure, options)?;
+    write_output(path, |w: &mut dyn Write| w.write_all(svg.as_bytes()))?;
+    Ok(())
+}
+
+/// Colour bar caption of figures that show attention probabilities.
+const ATTENTION: &str = "attention weight";
+
+/// Lay out `figure`, checking what it asks for against `att`.
+fn build(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+) -> Result<Scene, ImageError> {
+    font::ensure_registered()?;
+    if att.is_empty() {
+        return Err(ImageError::Empty);
+    }
+    let check_layer = |layer: usize| {
+        if layer < att.layers() {
+            Ok(())
+        } else {
+            Err(ImageError::NoSuchLayer {
+                layer,
+                layers: att.layers(),
+            })
+        }
+    };
+    let style = Style {
+        ramp: Ramp::new(options.colormap, options.theme),
+        palette: Palette::of(options.theme),
+        subtitle: subtitle(att),
+    };
+    let axis = Axis {
+        labels: att.tokens.clone(),
+        special: att.special.clone(),
+        b_start: att.sentence_b_start.filter(|&b| b > 0 && b < att.len()),
+    };
+    let model = model_name(&att.model.id);
+    let heads = att.heads();
+    let scene = match figure {
+        FigureSpec::Head { layer, head } => {
+            check_layer(*layer)?;
+            if let HeadSel::Index(h) = head {
+                if *h >= heads {
+                    return Err(ImageError::NoSuchHead { head: *h, heads });
+                }
+            }
+            let title = match head {
+                HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
+                HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
+            };
+            single::scene(&style, &axis, &title, ATTENTION, &att.matrix(*layer, *head))
+        }
+        FigureSpec::Mean { layer } => {
+            check_layer(*layer)?;
+            let title = format!("{model} · layer {layer} · mean of {heads} heads");
+            single::scene(&style, &axis, &title, ATTENTION, &att.head_mean(*layer))
+        }
+        FigureSpec::Layer { layer } => {
+            check_layer(*layer)?;
+            let title = format!("{model} · layer {layer} · all {heads} heads");
+            let matrices: Vec<Vec<f32>> =
+                (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
+            grid::layer_scene(&style, &axis, &title, &matrices)
+        }
+        FigureSpec::Model => {
+            let title = format!("{model} · all {} layers × {heads} heads", att.layers());
+            let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
+                .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
+                .collect();
+            grid::model_scene(&style, &axis, &title, &matrices)
+        }
+        FigureSpec::Matrix { title, values } => {
+            let n = att.len();
+            if values.len() != n * n {
+                return Err(ImageError::MatrixShape {
+                    title: title.clone(),
+                    got: values.len(),
+                    n,
+                });
+            }
+            let title = format!("{model} · {}", font::label(title, 120));
+            single::scene(&style, &axis, &title, "weight", values)
+        }
+    };
+    Ok(scene)
+}
+
+/// How a figure names the model: a hub id as is, a local folder by its last component.
+fn model_name(id: &str) -> String {
+    let looks_like_path =
+        id.starts_with(['/', '.', '~']) || id.contains('\\') || Path::new(id).is_dir();
+    let name = if looks_like_path {
+        Path::new(id)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| id.to_string())
+    } else {
+        id.to_string()
+    };
+    font::label(&name, 60)
+}
+
+/// The input text for the subtitle: the sentence, or both sentences of a pair.
+fn subtitle(att: &Attention) -> String {
+    let text = font::label(&att.text, 400);
+    let mut s = match &att.pair {
+        Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
+        None if text.is_empty() => String::new(),
+        None => format!("“{text}”"),
+    };
+    let mut notes = Vec::new();
+    if att.level == crate::attention::Level::Word {
+        notes.push("words");
+    }
+    if att.special_excluded {
+        notes.push("[CLS]/[SEP] removed, rows renormalised");
+    }
+    if !notes.is_empty() {
+        s = format!("{s}   ({})", notes.join("; "));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

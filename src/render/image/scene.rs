@@ -1,0 +1,176 @@
+//! A figure as a list of things to draw, in pixels, independent of PNG or SVG.
+//!
+//! Layout code builds a [`Scene`]; `paint` draws it with plotters on either backend. Keeping the
+//! two apart lets tests check the layout itself (labels inside the canvas, none overlapping).
+
+#[cfg(test)]
+use super::font;
+use super::theme::Rgb;
+
+/// Horizontal alignment of a label along its reading direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Align {
+    Start,
+    Middle,
+    End,
+}
+
+/// A line of text. `(x, y)` is the anchor: along the reading direction it is where the text
+/// starts, is centred or ends ([`Align`]); across it, the middle of the lower-case letters.
+#[derive(Clone, Debug)]
+pub(crate) struct Text {
+    pub x: i32,
+    pub y: i32,
+    pub text: String,
+    /// plotters' size: line height in pixels.
+    pub size: f64,
+    pub bold: bool,
+    pub color: Rgb,
+    pub align: Align,
+    /// Rotated a quarter turn counter-clockwise (reads bottom to top).
+    pub up: bool,
+}
+
+#[cfg(test)]
+impl Text {
+    /// The box the text occupies, `(x0, y0, x1, y1)`, measured with the embedded font on the
+    /// text as PNG draws it (which is never narrower than what SVG viewers draw).
+    pub(crate) fn bounds(&self) -> Rect {
+        let len = font::width(&font::drawable(&self.text), self.size, self.bold) as i32;
+        let half = (self.size * 0.42).ceil() as i32;
+        let (start, end) = match self.align {
+            Align::Start => (0, len),
+            Align::Middle => (-len / 2, len - len / 2),
+            Align::End => (-len, 0),
+        };
+        if self.up {
+            Rect::new(self.x - half, self.y - end, self.x + half, self.y - start)
+        } else {
+            Rect::new(self.x + start, self.y - half, self.x + end, self.y + half)
+        }
+    }
+}
+
+/// An axis-aligned box, `x0 <= x1`, `y0 <= y1`, end-exclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rect {
+    pub x0: i32,
+    pub y0: i32,
+    pub x1: i32,
+    pub y1: i32,
+}
+
+impl Rect {
+    pub(crate) fn new(x0: i32, y0: i32, x1: i32, y1: i32) -> Self {
+        Rect { x0, y0, x1, y1 }
+    }
+
+    /// Whether the two boxes share any area.
+    #[cfg(test)]
+    pub(crate) fn overlaps(&self, o: &Rect) -> bool {
+        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+    }
+
+    /// Whether `o` lies entirely inside `self`.
+    #[cfg(test)]
+    pub(crate) fn contains(&self, o: &Rect) -> bool {
+        o.x0 >= self.x0 && o.y0 >= self.y0 && o.x1 <= self.x1 && o.y1 <= self.y1
+    }
+}
+
+/// A block of colour cells: `rows × cols` cells of `cell_w × cell_h` pixels each, drawn at
+/// `(x, y)`. PNG draws them as pixels; SVG as one `<rect>` per cell when there are few, else as an
+/// embedded image.
+#[derive(Clone, Debug)]
+pub(crate) struct Cells {
+    pub x: i32,
+    pub y: i32,
+    pub rows: usize,
+    pub cols: usize,
+    pub cell_w: u32,
+    pub cell_h: u32,
+    /// Row-major, `rows × cols`.
+    pub colors: Vec<Rgb>,
+}
+
+impl Cells {
+    pub(crate) fn width(&self) -> u32 {
+        self.cols as u32 * self.cell_w
+    }
+    pub(crate) fn height(&self) -> u32 {
+        self.rows as u32 * self.cell_h
+    }
+
+    /// The cells as `width × height` RGB pixels.
+    pub(crate) fn pixels(&self) -> Vec<u8> {
+        let (w, h) = (self.width() as usize, self.height() as usize);
+        let mut out = Vec::with_capacity(w * h * 3);
+        let mut row = Vec::with_capacity(w * 3);
+        for r in 0..self.rows {
+            row.clear();
+            for c in &self.colors[r * self.cols..(r + 1) * self.cols] {
+                for _ in 0..self.cell_w {
+                    row.extend_from_slice(&[c.0, c.1, c.2]);
+                }
+            }
+            for _ in 0..self.cell_h {
+                out.extend_from_slice(&row);
+            }
+        }
+        out
+    }
+}
+
+/// One thing to draw. Every line in these figures is axis-aligned, so lines and frames are
+/// filled boxes: crisp and identical in PNG and SVG.
+#[derive(Clone, Debug)]
+pub(crate) enum Item {
+    Cells(Cells),
+    /// A filled box.
+    Fill(Rect, Rgb),
+    Text(Text),
+}
+
+/// The four one-pixel sides of a frame drawn just outside `r`.
+pub(crate) fn frame(r: Rect, color: Rgb) -> [Item; 4] {
+    let o = Rect::new(r.x0 - 1, r.y0 - 1, r.x1 + 1, r.y1 + 1);
+    [
+        Item::Fill(Rect::new(o.x0, o.y0, o.x1, r.y0), color),
+        Item::Fill(Rect::new(o.x0, r.y1, o.x1, o.y1), color),
+        Item::Fill(Rect::new(o.x0, r.y0, r.x0, r.y1), color),
+        Item::Fill(Rect::new(r.x1, r.y0, o.x1, r.y1), color),
+    ]
+}
+
+/// A whole figure.
+#[derive(Clone, Debug)]
+pub(crate) struct Scene {
+    pub width: u32,
+    pub height: u32,
+    pub background: Rgb,
+    /// Title, for the SVG `<title>` and PNG metadata.
+    pub title: String,
+    pub items: Vec<Item>,
+}
+
+impl Scene {
+    /// The texts of the scene.
+    #[cfg(test)]
+    pub(crate) fn texts(&self) -> impl Iterator<Item = &Text> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Text(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// How many colour cells the scene holds.
+    pub(crate) fn cell_count(&self) -> usize {
+        self.items
+            .iter()
+            .map(|i| match i {
+                Item::Cells(c) => c.rows * c.cols,
+                _ => 0,
+            })
+            .sum()
+    }
+}

@@ -1,0 +1,197 @@
+//! A figure with one heatmap: one head, the mean of a layer's heads, or any `n × n` matrix.
+
+use super::layout::{self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, LABEL_SIZE, MARGIN};
+use super::scale::{resample, Scale};
+use super::scene::{Align, Item, Scene, Text};
+use super::Style;
+
+/// Largest heatmap side, in pixels. Longer inputs get 1-pixel cells, each the largest weight of its block.
+pub(crate) const MAX_SIDE: u32 = 2048;
+
+const PITCH: u32 = layout::LABEL_PITCH;
+
+/// How an `n`-token heatmap is laid out: 32-pixel cells up to 32 tokens; then cells shrink to
+/// keep the heatmap near 1024 pixels but never below 16 pixels (so every token keeps its label)
+/// until that would pass [`MAX_SIDE`]; then as large as fits in [`MAX_SIDE`], labels thinned.
+pub(crate) fn grid_for(n: usize) -> Grid {
+    let n32 = n.max(1) as u32;
+    if n32 <= 32 {
+        Grid::new(n, n, 32, PITCH)
+    } else if n32 * PITCH <= MAX_SIDE {
+        Grid::new(n, n, (1024 / n32).max(PITCH), PITCH)
+    } else if n32 <= MAX_SIDE {
+        Grid::new(n, n, MAX_SIDE / n32, PITCH)
+    } else {
+        Grid::new(n, MAX_SIDE as usize, 1, PITCH)
+    }
+}
+
+/// Lay out the figure: `values` is `n × n` row-major over `axis`; `caption` names what the colour
+/// bar measures.
+pub(crate) fn scene(
+    style: &Style,
+    axis: &Axis,
+    title: &str,
+    caption: &str,
+    values: &[f32],
+) -> Scene {
+    let pal = &style.palette;
+    let n = axis.len();
+    let grid = grid_for(n);
+    let shown = resample(values, n, grid.m);
+    let scale = Scale::up_to(&shown);
+    let side = grid.side() as i32;
+
+    let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
+    let axis_title_w = AXIS_TITLE_SIZE as i32;
+    let heat_x = MARGIN + axis_title_w + 12 + label_w + LABEL_GAP;
+    let title_min_x = MARGIN + axis_title_w + 12;
+    let bar_x = (heat_x + side + 28)
+        .max(layout::key_title_right((heat_x, heat_x + side), title_min_x) + 16);
+    let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
+    let width = content_w.max(layout::title_width(title)).max(560);
+
+    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let segment_band = if axis.b_start.is_some() { 24 } else { 0 };
+    let heat_y = top + segment_band;
+
+    items.extend(layout::heatmap(
+        &shown,
+        &grid,
+        heat_x,
+        heat_y,
+        &scale,
+        &style.ramp,
+        pal,
+    ));
+    if let Some(b) = axis.b_start {
+        items.extend(layout::divider(&grid, b, heat_x, heat_y, 5, pal));
+        let at = grid.offset_of(b);
+        for (from, to, name) in [(0, at, "A"), (at, side, "B")] {
+            let word = format!("sentence {name}");
+            let text = if layout::fit(&word, layout::SMALL_SIZE, false, to - from) == word {
+                word
+            } else {
+                name.to_string()
+            };
+            items.push(Item::Text(Text {
+                x: heat_x + (from + to) / 2,
+                y: heat_y - 12,
+                text,
+                size: layout::SMALL_SIZE,
+                bold: false,
+                color: pal.muted,
+                align: Align::Middle,
+                up: false,
+            }));
+        }
+    }
+    items.extend(layout::token_labels(
+        axis, &grid, heat_x, heat_y, true, LABEL_SIZE, pal,
+    ));
+    items.extend(layout::token_labels(
+        axis, &grid, heat_x, heat_y, false, LABEL_SIZE, pal,
+    ));
+
+    let below = heat_y + side + LABEL_GAP + label_w + 14;
+    let (titles, mut bottom) = layout::axis_titles(
+        MARGIN,
+        (heat_y, heat_y + side),
+        (heat_x, heat_x + side),
+        below,
+        title_min_x,
+        pal,
+    );
+    items.extend(titles);
+
+    let bar_h = side.max(layout::MIN_BAR_HEIGHT);
+    items.extend(layout::colorbar(
+        bar_x,
+        heat_y,
+        bar_h,
+        &scale,
+        &style.ramp,
+        caption,
+        pal,
+    ));
+    bottom = bottom.max(heat_y + bar_h);
+
+    if let Some(text) = thinning_note(&grid) {
+        let (lines, below) = layout::notes(&text, bottom + 12, width, pal);
+        items.extend(lines);
+        bottom = below;
+    }
+
+    Scene {
+        width: width as u32,
+        height: (bottom + MARGIN) as u32,
+        background: pal.background,
+        title: title.to_string(),
+        items,
+    }
+}
+
+/// What a reader must know when not every token has its own cell or label.
+pub(crate) fn thinning_note(grid: &Grid) -> Option<String> {
+    if grid.m < grid.n {
+        let per = grid.n as f64 / grid.m as f64;
+        Some(format!(
+            "{} tokens: each cell shows the largest weight among about {per:.1} × {per:.1} tokens; every {}th cell is labelled with its first token's index.",
+            grid.n, grid.stride
+        ))
+    } else if grid.stride > 1 {
+        Some(format!(
+            "{} tokens: every {} token is labelled, with its index.",
+            grid.n,
+            ordinal(grid.stride)
+        ))
+    } else {
+        None
+    }
+}
+
+fn ordinal(k: usize) -> String {
+    let suffix = match (k % 10, k % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{k}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_size_follows_the_documented_rule() {
+        let g = |n| {
+            let g = grid_for(n);
+            (g.m, g.cell, g.stride)
+        };
+        assert_eq!(g(1), (1, 32, 1));
+        assert_eq!(g(12), (12, 32, 1));
+        assert_eq!(g(32), (32, 32, 1));
+        assert_eq!(g(40), (40, 25, 1));
+        assert_eq!(g(64), (64, 16, 1));
+        assert_eq!(g(128), (128, 16, 1));
+        assert_eq!(g(129), (129, 15, 2));
+        assert_eq!(g(512), (512, 4, 4));
+        assert_eq!(g(2048), (2048, 1, 16));
+        assert_eq!(g(4096), (2048, 1, 16));
+        for n in 1..3000 {
+            assert!(grid_for(n).side() <= MAX_SIDE, "{n}");
+        }
+    }
+
+    #[test]
+    fn ordinals() {
+        assert_eq!(ordinal(2), "2nd");
+        assert_eq!(ordinal(3), "3rd");
+        assert_eq!(ordinal(4), "4th");
+        assert_eq!(ordinal(11), "11th");
+        assert_eq!(ordinal(22), "22nd");
+    }
+}

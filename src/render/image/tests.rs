@@ -1,0 +1,677 @@
+//! Tests of what the pictures say: sizes, where the bright cells are, labels, the divider,
+//! valid XML, identical bytes for identical input, and layouts where no text collides.
+
+use super::*;
+use crate::attention::tests::synthetic;
+use crate::attention::ModelInfo;
+
+/// An attention value over `tokens` with `layers × heads` heads; in every head, query `q` puts all
+/// its weight on key `peak(l, h, q)`. Tokens from `b_start` on are sentence B.
+fn one_hot(
+    tokens: &[&str],
+    layers: usize,
+    heads: usize,
+    b_start: Option<usize>,
+    peak: impl Fn(usize, usize, usize) -> usize,
+) -> Attention {
+    let n = tokens.len();
+    let mut weights = vec![0f32; layers * heads * n * n];
+    for l in 0..layers {
+        for h in 0..heads {
+            for q in 0..n {
+                weights[((l * heads + h) * n + q) * n + peak(l, h, q)] = 1.0;
+            }
+        }
+    }
+    let type_ids = (0..n)
+        .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
+        .collect();
+    Attention::new(
+        ModelInfo {
+            id: "test-model".into(),
+            revision: None,
+            layers,
+            heads,
+            hidden_size: heads * 4,
+            head_dim: 4,
+        },
+        tokens.join(" "),
+        b_start.map(|_| "second".to_string()),
+        tokens.iter().map(|t| t.to_string()).collect(),
+        (0..n as u32).collect(),
+        type_ids,
+        tokens
+            .iter()
+            .map(|t| *t == "[CLS]" || *t == "[SEP]")
+            .collect(),
+        (0..n).map(Some).collect(),
+        weights,
+        None,
+    )
+    .unwrap()
+}
+
+const TWELVE: [&str; 12] = [
+    "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ".", "[SEP]",
+];
+
+/// A decoded PNG: width, height, RGB pixels.
+struct Image {
+    w: usize,
+    h: usize,
+    rgb: Vec<u8>,
+}
+
+impl Image {
+    fn decode(bytes: &[u8]) -> Image {
+        let decoder = png::Decoder::new(bytes);
+        let mut reader = decoder.read_info().expect("PNG header decodes");
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).expect("PNG data decodes");
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        assert_eq!(info.bit_depth, png::BitDepth::Eight);
+        buf.truncate(info.buffer_size());
+        Image {
+            w: info.width as usize,
+            h: info.height as usize,
+            rgb: buf,
+        }
+    }
+
+    fn at(&self, x: usize, y: usize) -> [u8; 3] {
+        let i = (y * self.w + x) * 3;
+        [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
+    }
+
+    /// Bounding boxes `(x0, y0, x1, y1)` (end-exclusive) of the 4-connected regions whose pixels
+    /// are exactly `color`, sorted by (y0, x0).
+    fn regions(&self, color: [u8; 3]) -> Vec<(usize, usize, usize, usize)> {
+        let mut seen = vec![false; self.w * self.h];
+        let mut out = Vec::new();
+        for start in 0..self.w * self.h {
+            if seen[start] || self.at(start % self.w, start / self.w) != color {
+                continue;
+            }
+            let mut stack = vec![start];
+            seen[start] = true;
+            let (mut x0, mut y0, mut x1, mut y1) = (usize::MAX, usize::MAX, 0, 0);
+            while let Some(p) = stack.pop() {
+                let (x, y) = (p % self.w, p / self.w);
+                x0 = x0.min(x);
+                y0 = y0.min(y);
+                x1 = x1.max(x + 1);
+                y1 = y1.max(y + 1);
+                let mut push = |q: usize| {
+                    if !seen[q] && self.at(q % self.w, q / self.w) == color {
+                        seen[q] = true;
+                        stack.push(q);
+                    }
+                };
+                if x > 0 {
+                    push(p - 1);
+                }
+                if x + 1 < self.w {
+                    push(p + 1);
+                }
+                if y > 0 {
+                    push(p - self.w);
+                }
+                if y + 1 < self.h {
+                    push(p + self.w);
+                }
+            }
+            out.push((x0, y0, x1, y1));
+        }
+        out.sort_by_key(|&(x0, y0, _, _)| (y0, x0));
+        out
+    }
+}
+
+fn rgb(c: theme::Rgb) -> [u8; 3] {
+    [c.0, c.1, c.2]
+}
+
+/// The colour of the highest value under `options`.
+fn top_color(options: &ImageOptions) -> [u8; 3] {
+    rgb(Ramp::new(options.colormap, options.theme).at(1.0))
+}
+
+/// Square regions of the top colour at least `min` pixels wide: heatmap cells, not the
+/// colour bar's top row.
+fn bright_cells(
+    img: &Image,
+    options: &ImageOptions,
+    min: usize,
+) -> Vec<(usize, usize, usize, usize)> {
+    img.regions(top_color(options))
+        .into_iter()
+        .filter(|&(x0, y0, x1, y1)| x1 - x0 >= min && y1 - y0 >= min)
+        .collect()
+}
+
+#[test]
+fn brightest_cell_is_where_the_weight_sits() {
+    // Query q attends only to key perm[q]: the picture must have one bright 32-pixel cell per
+    // row, in the column of that key, and the rows and columns in token order.
+    let perm = [3usize, 0, 11, 5, 7, 1, 9, 2, 10, 4, 8, 6];
+    let att = one_hot(&TWELVE, 2, 3, None, |l, h, q| {
+        if (l, h) == (1, 2) {
+            perm[q]
+        } else {
+            q
+        }
+    });
+    for options in [
+        ImageOptions::default(),
+        ImageOptions {
+            colormap: Colormap::Magma,
+            theme: Theme::Dark,
+        },
+        ImageOptions {
+            colormap: Colormap::Greys,
+            theme: Theme::Light,
+        },
+    ] {
+        let fig = FigureSpec::Head {
+            layer: 1,
+            head: HeadSel::Index(2),
+        };
+        let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+        let cells = bright_cells(&img, &options, 8);
+        assert_eq!(cells.len(), 12, "{options:?}: {cells:?}");
+        let (left, top) = (
+            cells.iter().map(|c| c.0).min().unwrap(),
+            cells.iter().map(|c| c.1).min().unwrap(),
+        );
+        for (q, &(x0, y0, x1, y1)) in cells.iter().enumerate() {
+            assert_eq!(
+                (x1 - x0, y1 - y0),
+                (32, 32),
+                "cells are 32 px for 12 tokens"
+            );
+            assert_eq!((y0 - top) / 32, q, "row order");
+            assert_eq!(
+                (x0 - left) / 32,
+                perm[q],
+                "query {q} must light key {}",
+                perm[q]
+            );
+        }
+    }
+}
+
+#[test]
+fn mean_figure_is_brightest_where_heads_agree() {
+    // Three heads; all put query q on key q except head 1, which uses key 0. The mean is 1 on
+    // the diagonal for q = 0 and 2/3 elsewhere on it, so exactly one cell has the top colour.
+    let att = one_hot(&TWELVE, 1, 3, None, |_, h, q| if h == 1 { 0 } else { q });
+    let options = ImageOptions::default();
+    for fig in [
+        FigureSpec::Mean { layer: 0 },
+        FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Mean,
+        },
+    ] {
+        let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+        assert_eq!(bright_cells(&img, &options, 8).len(), 1);
+    }
+}
+
+#[test]
+fn matrix_figure_draws_the_given_values() {
+    let att = synthetic(&TWELVE, 1, 1);
+    let n = 12;
+    let mut values = vec![0f32; n * n];
+    values[5 * n + 9] = 0.8;
+    values[2 * n + 2] = 0.3;
+    let fig = FigureSpec::rollout(0, &values);
+    let options = ImageOptions::default();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    let cells = bright_cells(&img, &options, 8);
+    assert_eq!(cells.len(), 1);
+    // the 0.3 cell is 3 rows up and 7 columns left of the top cell
+    let (x0, y0, _, _) = cells[0];
+    let mid = rgb(Ramp::new(Colormap::Viridis, Theme::Light).at(0.3 / 0.8));
+    assert_eq!(img.at(x0 - 7 * 32 + 16, y0 - 3 * 32 + 16), mid);
+    let svg = render_svg(&att, &fig, &options).unwrap();
+    assert!(svg.contains("attention rollout through layer 0"));
+}
+
+#[test]
+fn png_and_svg_have_the_reported_size() {
+    let short = synthetic(&TWELVE, 2, 3);
+    let toks: Vec<String> = (0..200).map(|i| format!("t{i}")).collect();
+    let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let long = synthetic(&toks, 2, 2);
+    let values = vec![0.5f32; 12 * 12];
+    let options = ImageOptions::default();
+    for (att, fig) in [
+        (
+            &short,
+            FigureSpec::Head {
+                layer: 1,
+                head: HeadSel::Index(2),
+            },
+        ),
+        (&short, FigureSpec::Layer { layer: 0 }),
+        (&short, FigureSpec::Mean { layer: 1 }),
+        (&short, FigureSpec::Model),
+        (&short, FigureSpec::rollout(1, &values)),
+        (
+            &long,
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+        ),
+        (&long, FigureSpec::Model),
+    ] {
+        let (w, h) = figure_size(att, &fig, &options).unwrap();
+        let img = Image::decode(&render_png(att, &fig, &options).unwrap());
+        assert_eq!((img.w, img.h), (w as usize, h as usize), "{fig:?}");
+        let svg = render_svg(att, &fig, &options).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let root = doc.root_element();
+        assert_eq!(root.attribute("width"), Some(w.to_string().as_str()));
+        assert_eq!(root.attribute("height"), Some(h.to_string().as_str()));
+    }
+    // A 12-token head: 384-pixel heatmap plus labels and colour bar, well under a megapixel.
+    let (w, h) = figure_size(
+        &short,
+        &FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(0),
+        },
+        &options,
+    )
+    .unwrap();
+    assert!(
+        (384..900).contains(&w) && (384..900).contains(&h),
+        "{w}x{h}"
+    );
+}
+
+/// Every `<text>` of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).expect("SVG is well-formed XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+#[test]
+fn svg_is_valid_xml_with_every_token_as_text() {
+    let tokens = [
+        "[CLS]", "<", "&", "\"", "'", "]]>", "</svg>", "a&amp;b", "<script>", "naïve", "東",
+        "[SEP]",
+    ];
+    let mut att = synthetic(&tokens, 2, 2);
+    att.text = "x < y & \"z\" \u{1} </title>".into();
+    att.model.id = "org/<model>&\"".into();
+    let options = ImageOptions::default();
+    let values = vec![0.1f32; 144];
+    for fig in [
+        FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(1),
+        },
+        FigureSpec::Layer { layer: 1 },
+        FigureSpec::Mean { layer: 0 },
+        FigureSpec::Model,
+        FigureSpec::rollout(1, &values),
+    ] {
+        let svg = render_svg(&att, &fig, &options).unwrap();
+        let texts = svg_texts(&svg);
+        if !matches!(fig, FigureSpec::Model) {
+            for t in tokens {
+                // once on each axis (the layer grid labels its left column and bottom row)
+                let count = texts.iter().filter(|s| *s == t).count();
+                assert!(
+                    count >= 2,
+                    "{fig:?}: token {t:?} appears {count} times in {texts:?}"
+                );
+            }
+        }
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let title = doc
+            .descendants()
+            .find(|n| n.has_tag_name("title"))
+            .and_then(|n| n.text())
+            .unwrap();
+        assert!(title.starts_with("org/<model>&\""), "{title}");
+        assert!(texts
+            .iter()
+            .any(|t| t.contains("x < y & \"z\" \u{FFFD} </title>")));
+    }
+}
+
+#[test]
+fn svg_of_a_long_input_embeds_its_cells_as_an_image() {
+    let toks: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let att = synthetic(&toks, 1, 1);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let svg = render_svg(&att, &fig, &ImageOptions::default()).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let images: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("image"))
+        .collect();
+    assert!(!images.is_empty());
+    let href = images[0].attribute("href").unwrap();
+    assert!(
+        href.starts_with("data:image/png;base64,"),
+        "{}",
+        &href[..40]
+    );
+    assert!(svg.len() < 2_000_000, "{} bytes", svg.len());
+    // labels are still text: every 2nd token of 300 at 6-pixel cells (3 cells per 16-pixel pitch)
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t == "150 w150"), "{:?}", &texts[..10]);
+}
+
+#[test]
+fn pair_shows_its_divider() {
+    // Identity attention, with and without a pair boundary before token 5.
+    let single = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let pair = one_hot(&TWELVE, 1, 1, Some(5), |_, _, q| q);
+    let options = ImageOptions::default();
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let white = rgb(Palette::of(Theme::Light).divider);
+    for (att, want) in [(&single, false), (&pair, true)] {
+        let img = Image::decode(&render_png(att, &fig, &options).unwrap());
+        let cells = bright_cells(&img, &options, 8);
+        assert_eq!(cells.len(), 12);
+        // The boundary is the left edge of key 5's cell (x) and the top edge of query 5's (y);
+        // cell 0 is clear of the divider, so it fixes the grid.
+        let (left, top) = (cells[0].0, cells[0].1);
+        let (bx, by) = (left + 5 * 32, top + 5 * 32);
+        let (right, bottom) = (left + 12 * 32, top + 12 * 32);
+        let vertical = (top..bottom).all(|y| (bx - 1..=bx).any(|x| img.at(x, y) == white));
+        let horizontal = (left..right).all(|x| (by - 1..=by).any(|y| img.at(x, y) == white));
+        assert_eq!((vertical, horizontal), (want, want), "pair: {want}");
+    }
+    // SVG: the divider's white strokes, and the segment captions.
+    let svg = render_svg(&pair, &fig, &options).unwrap();
+    assert!(svg.contains("fill=\"#FFFFFF\""));
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t == "sentence A") && texts.iter().any(|t| t == "sentence B"));
+    let plain = render_svg(&single, &fig, &options).unwrap();
+    assert!(!svg_texts(&plain).iter().any(|t| t.starts_with("sentence")));
+}
+
+#[test]
+fn same_input_gives_the_same_bytes() {
+    let att = synthetic(&TWELVE, 2, 3);
+    let options = ImageOptions {
+        colormap: Colormap::Plasma,
+        theme: Theme::Dark,
+    };
+    for fig in [
+        FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(1),
+        },
+        FigureSpec::Layer { layer: 1 },
+        FigureSpec::Model,
+    ] {
+        let a = render_png(&att, &fig, &options).unwrap();
+        let b = render_png(&att, &fig, &options).unwrap();
+        assert!(a == b, "{fig:?}: PNG differs between runs");
+        assert_eq!(
+            render_svg(&att, &fig, &options).unwrap(),
+            render_svg(&att, &fig, &options).unwrap()
+        );
+    }
+}
+
+#[test]
+fn labels_are_drawn_in_the_png() {
+    // The label column left of the heatmap holds text-coloured pixels in the light theme and
+    // light pixels in the dark theme; rendering with the embedded font needs no system fonts.
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    for theme in [Theme::Light, Theme::Dark] {
+        let options = ImageOptions {
+            colormap: Colormap::Viridis,
+            theme,
+        };
+        let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+        let pal = Palette::of(theme);
+        assert_eq!(img.at(0, 0), rgb(pal.background));
+        let ink = (0..img.h)
+            .flat_map(|y| (0..img.w / 4).map(move |x| (x, y)))
+            .filter(|&(x, y)| img.at(x, y) == rgb(pal.text))
+            .count();
+        assert!(ink > 300, "{theme:?}: only {ink} text pixels");
+    }
+}
+
+/// Check a scene's text: inside the canvas, clear of cells, frames and lines, and no two labels
+/// overlapping.
+fn assert_text_fits(scene: &Scene, what: &str) {
+    let canvas = scene::Rect::new(0, 0, scene.width as i32, scene.height as i32);
+    let boxes: Vec<_> = scene.texts().map(|t| (t, t.bounds())).collect();
+    for item in &scene.items {
+        let shape = match item {
+            scene::Item::Cells(c) => {
+                scene::Rect::new(c.x, c.y, c.x + c.width() as i32, c.y + c.height() as i32)
+            }
+            scene::Item::Fill(r, _) => *r,
+            scene::Item::Text(_) => continue,
+        };
+        assert!(
+            canvas.contains(&shape),
+            "{what}: {shape:?} leaves the canvas"
+        );
+        for (t, b) in &boxes {
+            assert!(
+                !b.overlaps(&shape),
+                "{what}: {:?} at {b:?} overlaps a shape at {shape:?}",
+                t.text
+            );
+        }
+    }
+    for (t, b) in &boxes {
+        assert!(
+            canvas.contains(b),
+            "{what}: {:?} at {b:?} leaves the {}x{} canvas",
+            t.text,
+            scene.width,
+            scene.height
+        );
+    }
+    for (i, (t, b)) in boxes.iter().enumerate() {
+        for (u, c) in &boxes[i + 1..] {
+            assert!(
+                !b.overlaps(c),
+                "{what}: {:?} {b:?} overlaps {:?} {c:?}",
+                t.text,
+                u.text
+            );
+        }
+    }
+}
+
+fn tokens(n: usize, long_every: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| match i {
+            0 => "[CLS]".to_string(),
+            i if i == n - 1 => "[SEP]".to_string(),
+            i if long_every > 0 && i % long_every == 0 => "internationalisation".repeat(2),
+            i => format!("##w{i}"),
+        })
+        .collect()
+}
+
+/// The largest side of any figure, as `docs/images.md` states it.
+const MAX_PIXELS: u32 = 2450;
+
+#[test]
+fn layouts_keep_text_apart_and_inside_at_every_size() {
+    let options = ImageOptions::default();
+    for &(n, layers, heads, pair) in &[
+        (1usize, 1usize, 1usize, false),
+        (2, 1, 2, true),
+        (12, 6, 12, false),
+        (24, 2, 12, true),
+        (33, 1, 5, false),
+        (128, 2, 12, true),
+        (129, 1, 1, false),
+        (512, 1, 12, true),
+        (700, 1, 1, false),
+        (12, 24, 16, false),
+        (2048, 1, 1, false),
+        (3000, 1, 2, true),
+    ] {
+        let toks = tokens(n, 7);
+        let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+        let mut att = synthetic(&toks, layers, heads);
+        if pair {
+            let b = n / 2;
+            att.sentence_b_start = Some(b.max(1));
+            att.pair = Some("second sentence".into());
+        }
+        att.text = "a long sentence ".repeat(40);
+        let values = att.head_mean(0);
+        for fig in [
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(heads - 1),
+            },
+            FigureSpec::Layer { layer: 0 },
+            FigureSpec::Model,
+            FigureSpec::rollout(0, &values),
+        ] {
+            let scene = build(&att, &fig, &options).unwrap();
+            let what = format!("{n} tokens, {layers}x{heads}, pair {pair}, {fig:?}");
+            assert_text_fits(&scene, &what);
+            assert!(
+                scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
+                "{what}: {}x{}",
+                scene.width,
+                scene.height
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_requests_are_errors_not_panics() {
+    let att = synthetic(&TWELVE, 2, 3);
+    let options = ImageOptions::default();
+    let err = render_png(&att, &FigureSpec::Layer { layer: 2 }, &options).unwrap_err();
+    assert!(
+        err.to_string().contains("layer 2 does not exist") && err.to_string().contains("0 to 1"),
+        "{err}"
+    );
+    let err = render_svg(
+        &att,
+        &FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(3),
+        },
+        &options,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("head 3 does not exist"), "{err}");
+    let short = vec![0.0; 10];
+    let err = render_png(&att, &FigureSpec::rollout(0, &short), &options).unwrap_err();
+    assert!(err.to_string().contains("144"), "{err}");
+    let err = FigureSpec::from_cli(Figure::Rollout, 0, HeadSel::Mean, None).unwrap_err();
+    assert!(matches!(err, ImageError::NoRollout));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing").join("x.png");
+    let err = write_png(&att, &FigureSpec::Model, &options, &path).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+}
+
+#[test]
+fn write_functions_write_what_render_returns() {
+    let att = synthetic(&TWELVE, 1, 2);
+    let options = ImageOptions::default();
+    let fig = FigureSpec::from_cli(Figure::Head, 0, HeadSel::Index(1), None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let png_path = dir.path().join("head.png");
+    let svg_path = dir.path().join("head.svg");
+    write_png(&att, &fig, &options, &png_path).unwrap();
+    write_svg(&att, &fig, &options, &svg_path).unwrap();
+    assert_eq!(
+        std::fs::read(&png_path).unwrap(),
+        render_png(&att, &fig, &options).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&svg_path).unwrap(),
+        render_svg(&att, &fig, &options).unwrap()
+    );
+}
+
+#[test]
+fn model_names_are_short() {
+    assert_eq!(model_name("bert-base-uncased"), "bert-base-uncased");
+    assert_eq!(
+        model_name("sentence-transformers/all-MiniLM-L6-v2"),
+        "sentence-transformers/all-MiniLM-L6-v2"
+    );
+    assert_eq!(
+        model_name("/home/me/models/all-MiniLM-L6-v2"),
+        "all-MiniLM-L6-v2"
+    );
+    assert_eq!(model_name("./minilm/"), "minilm");
+}
+
+#[test]
+fn a_report_holds_every_kind_of_figure() {
+    let att = synthetic(&TWELVE, 2, 3);
+    let rollout = att.head_mean(1);
+    let all = FigureSpec::all(1, HeadSel::Index(2), Some(&rollout));
+    let stems: Vec<&str> = all.iter().map(|(s, _)| *s).collect();
+    assert_eq!(stems, ["head", "layer", "mean", "model", "rollout"]);
+    for (stem, fig) in &all {
+        let cli = match *stem {
+            "head" => Figure::Head,
+            "layer" => Figure::Layer,
+            "mean" => Figure::Mean,
+            "model" => Figure::Model,
+            _ => Figure::Rollout,
+        };
+        assert_eq!(
+            FigureSpec::from_cli(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
+            *fig
+        );
+        render_png(&att, fig, &ImageOptions::default()).unwrap();
+    }
+    assert_eq!(FigureSpec::all(0, HeadSel::Mean, None).len(), 4);
+}
+
+#[test]
+fn non_finite_weights_still_draw() {
+    // A broken upstream value must not panic or poison the scale: NaN draws as the lowest
+    // colour, infinities are left out of the scale and clamped.
+    let mut values: Vec<f32> = synthetic(&TWELVE, 1, 1).head(0, 0).to_vec();
+    values[3] = f32::NAN;
+    values[7] = f32::INFINITY;
+    values[9] = f32::NEG_INFINITY;
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::Matrix {
+        title: "broken".into(),
+        values: &values,
+    };
+    let options = ImageOptions::default();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    // the finite maximum (0.7, the diagonal) still gets the top colour, and +inf clamps to it:
+    // 12 + 1 cells
+    assert_eq!(bright_cells(&img, &options, 8).len(), 13);
+    roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
