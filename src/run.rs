@@ -1,15 +1,17 @@
 //! One invocation of the CLI: load the model once, encode once, then write every requested output.
 
+use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::analysis::{self, AnalysisError, StatsSection, ViewOptions};
-use crate::attention::HeadSel;
-use crate::cli::{Args, ColorChoice};
+use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::attention::{Attention, HeadSel};
+use crate::cli::{Args, Figure};
 use crate::model::{EncodeOptions, Model};
 use crate::output::{write_output, OutputError};
+use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
 use crate::render::json::{write_json, JsonOptions};
-use crate::render::stats_table::{write_stats_table, StatsTableOptions};
+use crate::render::stats_table::{color_enabled, write_stats_table, StatsTableOptions};
 use crate::render::terminal::{write_view, TerminalOptions};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
@@ -24,6 +26,9 @@ pub enum Error {
     /// Building the word-level or special-excluded view.
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
+    /// Drawing or writing an image.
+    #[error(transparent)]
+    Image(#[from] ImageError),
     /// Arguments that don't fit the model or each other.
     #[error("{0}")]
     Usage(String),
@@ -40,24 +45,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let text = read_text(args.text.as_deref().unwrap_or_default())?;
     check_outputs(args)?;
     let model = Model::load(&args.model, &args.revision)?;
-    let info = model.info().clone();
-    let layer = args.layer.unwrap_or(info.layers - 1);
-    if layer >= info.layers {
-        return Err(Error::Usage(format!(
-            "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-            info.id,
-            info.layers - 1
-        )));
-    }
-    if let HeadSel::Index(h) = args.head {
-        if h >= info.heads {
-            return Err(Error::Usage(format!(
-                "--head {h} is out of range: {} has heads 0–{} per layer (numbered from 0), or use --head mean",
-                info.id,
-                info.heads - 1
-            )));
-        }
-    }
+    let (layer, head) = selection(args, model.info())?;
     let opts = EncodeOptions {
         truncate: args.truncate,
         capture_query_key: args.neuron,
@@ -69,51 +57,143 @@ pub fn run(args: &Args) -> Result<(), Error> {
             encoding.attention.len()
         );
     }
+
+    // The view every output shows (word level and/or special tokens excluded), and the analyses
+    // the requested outputs need, each computed once.
     let view_opts = ViewOptions {
         words: args.words,
         no_special: args.no_special,
     };
-    let att = analysis::view(&encoding.attention, view_opts)?;
-    let want_stats = args.json.is_some() || args.stats || args.stat.is_some();
-    let stats = want_stats.then(|| analysis::head_stats(&att));
+    let needs_rollout = args.report.is_some()
+        || (args.figure == Figure::Rollout && (args.png.is_some() || args.svg.is_some()));
+    let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
+        let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
+        (view, Some(analysis))
+    } else {
+        (analysis::view(&encoding.attention, view_opts)?, None)
+    };
+    let needs_stats =
+        args.json.is_some() || args.report.is_some() || args.stats || args.stat.is_some();
+    let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
+        Some(a) => Some(Cow::Borrowed(&a.stats)),
+        None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
+    };
+    let rollout = analysis.as_ref().map(|a| a.rollout[layer].as_slice());
 
-    if let Some(path) = &args.json {
-        let json_opts = JsonOptions {
+    let outputs = Outputs {
+        att: &att,
+        stats: stats.as_deref().unwrap_or_default(),
+        json: JsonOptions {
             full_precision: args.full_precision,
-        };
-        let section = StatsSection::new(stats.as_deref().unwrap_or_default());
-        let extra = [(
-            "stats",
-            serde_json::to_value(section).expect("statistics serialise"),
-        )];
-        write_output(path, |w| write_json(&att, &extra, json_opts, w))?;
+        },
+        image: ImageOptions {
+            colormap: args.colormap,
+            theme: args.theme,
+        },
+    };
+    if let Some(path) = &args.json {
+        outputs.json(path)?;
+    }
+    if args.png.is_some() || args.svg.is_some() {
+        let figure = FigureSpec::from_cli(args.figure, layer, head, rollout)?;
+        if let Some(path) = &args.png {
+            image::write_png(&att, &figure, &outputs.image, path)?;
+        }
+        if let Some(path) = &args.svg {
+            image::write_svg(&att, &figure, &outputs.image, path)?;
+        }
+    }
+    if let Some(dir) = &args.report {
+        let written = outputs.report(dir, layer, head, rollout)?;
+        eprintln!("wrote {} files into {}", written.len(), dir.display());
     }
 
     if show_terminal_view(args) {
-        let stdout = io::stdout();
-        let mut out = stdout.lock();
         let opts = terminal_options(args);
-        match write_view(&att, layer, args.head, &opts, &mut out).and_then(|_| out.flush()) {
-            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
-            _ => {}
-        }
+        to_stdout(|w| write_view(&att, layer, head, &opts, w))?;
     }
-    if let Some(stats) = stats
-        .as_deref()
-        .filter(|_| args.stats || args.stat.is_some())
-    {
-        let stdout = io::stdout();
-        let mut out = stdout.lock();
-        if show_terminal_view(args) {
-            let _ = writeln!(out);
-        }
+    if args.stats || args.stat.is_some() {
         let opts = StatsTableOptions::for_stdout(args.stat, args.color);
-        match write_stats_table(stats, &opts, &mut out).and_then(|_| out.flush()) {
-            Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
-            _ => {}
-        }
+        let blank = show_terminal_view(args);
+        to_stdout(|w| {
+            if blank {
+                writeln!(w)?;
+            }
+            write_stats_table(outputs.stats, &opts, w)
+        })?;
     }
     Ok(())
+}
+
+/// The files a run can write, from one encoded input.
+struct Outputs<'a> {
+    att: &'a Attention,
+    stats: &'a [Vec<HeadStats>],
+    json: JsonOptions,
+    image: ImageOptions,
+}
+
+impl Outputs<'_> {
+    fn json(&self, path: &Path) -> Result<(), Error> {
+        let section = serde_json::to_value(StatsSection::new(self.stats))
+            .expect("statistics serialise to JSON");
+        write_output(path, |w| {
+            write_json(self.att, &[("stats", section)], self.json, w)
+        })?;
+        Ok(())
+    }
+
+    /// Everything in one folder: the JSON export and every kind of figure as PNG and SVG.
+    fn report(
+        &self,
+        dir: &Path,
+        layer: usize,
+        head: HeadSel,
+        rollout: Option<&[f32]>,
+    ) -> Result<Vec<PathBuf>, Error> {
+        std::fs::create_dir_all(dir).map_err(|source| OutputError {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut written = Vec::new();
+        let path = dir.join("attention.json");
+        self.json(&path)?;
+        written.push(path);
+        for (name, figure) in FigureSpec::all(layer, head, rollout) {
+            // With `--head mean` the head figure would repeat the mean figure.
+            if name == "head" && head == HeadSel::Mean {
+                continue;
+            }
+            let png = dir.join(format!("{name}.png"));
+            image::write_png(self.att, &figure, &self.image, &png)?;
+            let svg = dir.join(format!("{name}.svg"));
+            image::write_svg(self.att, &figure, &self.image, &svg)?;
+            written.extend([png, svg]);
+        }
+        Ok(written)
+    }
+}
+
+/// The layer (default: the last) and head the single-head views show, checked against the model.
+fn selection(args: &Args, info: &crate::ModelInfo) -> Result<(usize, HeadSel), Error> {
+    let layer = args.layer.unwrap_or(info.layers - 1);
+    if layer >= info.layers {
+        return Err(Error::Usage(format!(
+            "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
+            info.name(),
+            info.layers - 1
+        )));
+    }
+    if let HeadSel::Index(h) = args.head {
+        if h >= info.heads {
+            return Err(Error::Usage(format!(
+                "--head {h} is out of range: {} has heads 0–{} per layer (numbered from 0), or use --head mean",
+                info.name(),
+                info.heads - 1
+            )));
+        }
+    }
+    Ok((layer, args.head))
 }
 
 /// `text`, or standard input when it is `-`.
@@ -126,38 +206,67 @@ fn read_text(text: &str) -> Result<String, Error> {
     Ok(s.trim_end_matches(['\n', '\r']).to_string())
 }
 
-/// Fail before loading the model when outputs clash: only one of them can be standard output.
+/// Every output file the arguments name (`-` included).
+fn output_paths(args: &Args) -> impl Iterator<Item = (&'static str, &Path)> {
+    [
+        ("--json", &args.json),
+        ("--png", &args.png),
+        ("--svg", &args.svg),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+}
+
+/// Fail before loading the model when outputs can't be written: two outputs on standard output,
+/// or a file in a folder that doesn't exist.
 fn check_outputs(args: &Args) -> Result<(), Error> {
-    let to_stdout = [&args.json]
-        .into_iter()
-        .flatten()
-        .filter(|p| p.as_path() == Path::new("-"))
-        .count();
-    if to_stdout > 1 {
-        return Err(Error::Usage(
-            "only one output can go to standard output (`-`)".into(),
-        ));
+    let to_stdout: Vec<&str> = output_paths(args)
+        .filter(|(_, p)| *p == Path::new("-"))
+        .map(|(flag, _)| flag)
+        .collect();
+    if to_stdout.len() > 1 {
+        return Err(Error::Usage(format!(
+            "{} all write to standard output (`-`); only one output can",
+            to_stdout.join(" and ")
+        )));
+    }
+    for (flag, path) in output_paths(args).filter(|(_, p)| *p != Path::new("-")) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: folder {} does not exist; create it first",
+                path.display(),
+                dir.display()
+            )));
+        }
+        if path.is_dir() {
+            return Err(Error::Usage(format!(
+                "{flag} {}: that is a folder; give a file name",
+                path.display()
+            )));
+        }
     }
     Ok(())
 }
 
 /// The terminal view is printed unless --quiet, or standard output carries another output.
 fn show_terminal_view(args: &Args) -> bool {
-    let stdout_taken = [&args.json]
-        .into_iter()
-        .flatten()
-        .any(|p| p.as_path() == Path::new("-"));
-    !args.quiet && !stdout_taken
+    !args.quiet && !output_paths(args).any(|(_, p)| p == Path::new("-"))
+}
+
+/// Write to standard output; a reader that stops early (`| head`) is not an error.
+fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match write(&mut out).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::Stdout(e)),
+        _ => Ok(()),
+    }
 }
 
 fn terminal_options(args: &Args) -> TerminalOptions {
     let is_tty = io::stdout().is_terminal();
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let color = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => is_tty && !no_color,
-    };
+    let color = color_enabled(args.color, is_tty);
     let width = terminal_size::terminal_size()
         .map(|(w, _)| w.0 as usize)
         .filter(|_| is_tty)
