@@ -1,2 +1,4 @@
 //! Renderers: each takes an [`crate::Attention`] (plus analysis results) and options, and writes
 //! one kind of output. None of them knows the model exists.
+
+pub mod html;
