@@ -6,7 +6,9 @@
 
 pub mod attention;
 pub mod cli;
+pub mod model;
 pub mod output;
 pub mod render;
+pub mod tokenize;
 
 pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};

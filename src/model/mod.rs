@@ -1,0 +1,355 @@
+//! The model: find its files, read its config and weights, tokenize, and run our BERT encoder,
+//! capturing the attention of every layer and head.
+//!
+//! ```no_run
+//! use attnviz::model::{EncodeOptions, Model};
+//! let model = Model::load("sentence-transformers/all-MiniLM-L6-v2", "main")?;
+//! let out = model.encode("The cat sat on the mat.", None, &EncodeOptions::default())?;
+//! println!("{} tokens, layer 0 head 0 row 0: {:?}", out.attention.len(), &out.attention.head(0, 0)[..3]);
+//! # Ok::<(), attnviz::model::Error>(())
+//! ```
+
+pub mod bert;
+pub mod config;
+pub mod source;
+pub mod weights;
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+
+use crate::attention::{Attention, ModelInfo, QueryKey};
+use crate::tokenize::{self, TextTokenizer};
+
+pub use bert::Bert;
+pub use config::{BertConfig, ConfigError};
+pub use source::{Hub, ModelFiles, SourceError};
+pub use weights::{Checkpoint, WeightsError};
+
+/// Anything that can go wrong loading or running a model. Every variant displays as one line
+/// that says what was wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Finding the model's files.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Reading config.json.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Reading the weights.
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    /// Loading the tokenizer or tokenizing.
+    #[error(transparent)]
+    Tokenize(#[from] tokenize::Error),
+    /// Invalid input to a forward pass.
+    #[error("{0}")]
+    Input(String),
+    /// The tensor computation failed (a bug; the message says where).
+    #[error("forward pass failed: {0}")]
+    Forward(String),
+}
+
+impl From<candle_core::Error> for Error {
+    fn from(e: candle_core::Error) -> Self {
+        Error::Forward(candle_message(&e))
+    }
+}
+
+/// A candle error as one line, without the backtrace that candle appends to its Display when
+/// `RUST_BACKTRACE` is set.
+pub(crate) fn candle_message(e: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    let text = match e {
+        E::WithBacktrace { inner, .. } => return candle_message(inner),
+        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// Options for [`Model::encode`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Cut input longer than the model's maximum positions instead of failing.
+    pub truncate: bool,
+    /// Keep each head's query and key vectors (for the neuron view).
+    pub capture_query_key: bool,
+}
+
+/// Raw forward outputs for one sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// Attention probabilities `[layers, heads, n, n]`, row-major; row = query, column = key.
+    pub weights: Vec<f32>,
+    /// Last hidden state `[n, hidden]`.
+    pub hidden: Vec<f32>,
+    /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
+    pub query_key: Option<QueryKey>,
+}
+
+/// The result of [`Model::encode`].
+#[derive(Clone, Debug)]
+pub struct Encoding {
+    /// Tokens, segments and the attention of every layer and head.
+    pub attention: Attention,
+    /// Last hidden state `[n, hidden]`.
+    pub hidden: Vec<f32>,
+    /// Token count of the full input when it was truncated (`--truncate`); say so to the user.
+    pub truncated_from: Option<usize>,
+}
+
+/// A loaded BERT model: encoder weights, tokenizer and description.
+pub struct Model {
+    info: ModelInfo,
+    bert: Bert,
+    tokenizer: TextTokenizer,
+}
+
+impl Model {
+    /// Load a model from a local folder or a Hugging Face repo id at `revision`, using the hub
+    /// settings of the environment ([`Hub::from_env`]).
+    pub fn load(model: &str, revision: &str) -> Result<Model, Error> {
+        Self::load_with(model, revision, &Hub::from_env())
+    }
+
+    /// [`Model::load`] with explicit hub settings.
+    pub fn load_with(model: &str, revision: &str, hub: &Hub) -> Result<Model, Error> {
+        let files = source::resolve(model, revision, hub)?;
+        Self::from_files(&files)
+    }
+
+    /// Load the model in a local folder.
+    pub fn from_dir(dir: &Path) -> Result<Model, Error> {
+        let files = source::from_dir(dir, &dir.display().to_string())?;
+        Self::from_files(&files)
+    }
+
+    /// Load a model from its located files.
+    pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
+        let config = config::load(&files.config)?;
+        let checkpoint = Checkpoint::open(&files.weights)?;
+        let bert = Bert::load(&config, &checkpoint)?;
+        let tokenizer = TextTokenizer::from_dir(&files.tokenizer_dir)?;
+        let info = ModelInfo {
+            id: files.id.clone(),
+            revision: files.revision.clone(),
+            layers: config.num_hidden_layers,
+            heads: config.num_attention_heads,
+            hidden_size: config.hidden_size,
+            head_dim: config.head_dim(),
+        };
+        Ok(Model {
+            info,
+            bert,
+            tokenizer,
+        })
+    }
+
+    /// Which model this is, and its shape.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// The encoder's configuration.
+    pub fn config(&self) -> &BertConfig {
+        self.bert.config()
+    }
+
+    /// The longest input the model takes, in tokens (with [CLS]/[SEP]).
+    pub fn max_positions(&self) -> usize {
+        self.bert.config().max_position_embeddings
+    }
+
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// Run one sequence through the encoder.
+    pub fn forward(
+        &self,
+        input_ids: &[u32],
+        token_type_ids: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Forward, Error> {
+        let mut out = self.forward_batch(&[(input_ids, token_type_ids)], capture_query_key)?;
+        Ok(out.remove(0))
+    }
+
+    /// Run several sequences at once, right-padded to the longest with padding masked out; each
+    /// result covers only its own tokens and equals what [`Model::forward`] gives for it alone
+    /// (up to float rounding).
+    pub fn forward_batch(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+    ) -> Result<Vec<Forward>, Error> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cfg = self.bert.config();
+        for (i, (ids, types)) in batch.iter().enumerate() {
+            self.check_input(i, ids, types, cfg)?;
+        }
+        let lengths: Vec<usize> = batch.iter().map(|(ids, _)| ids.len()).collect();
+        let n = *lengths.iter().max().unwrap_or(&0);
+        let b = batch.len();
+        let pad = |rows: Vec<&[u32]>| -> Result<Tensor, Error> {
+            let mut flat = Vec::with_capacity(b * n);
+            for row in rows {
+                flat.extend_from_slice(row);
+                flat.resize(flat.len() + n - row.len(), 0);
+            }
+            Ok(Tensor::from_vec(flat, (b, n), &Device::Cpu)?)
+        };
+        let ids = pad(batch.iter().map(|(ids, _)| *ids).collect())?;
+        let types = pad(batch.iter().map(|(_, t)| *t).collect())?;
+        let out = self.bert.forward(&ids, &types, &lengths, capture_query_key)?;
+
+        let (layers, heads, d) = (self.info.layers, self.info.heads, self.info.head_dim);
+        let hidden_size = self.info.hidden_size;
+        let mut results: Vec<Forward> = lengths
+            .iter()
+            .map(|&len| Forward {
+                weights: Vec::with_capacity(layers * heads * len * len),
+                hidden: Vec::with_capacity(len * hidden_size),
+                query_key: capture_query_key.then(|| QueryKey {
+                    queries: Vec::with_capacity(layers * heads * len * d),
+                    keys: Vec::with_capacity(layers * heads * len * d),
+                }),
+            })
+            .collect();
+        for capture in &out.layers {
+            // [b, h, n, n] → each sequence's [h, len, len] block.
+            let probs = capture.probs.flatten_all()?.to_vec1::<f32>()?;
+            for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
+                copy_blocks(&mut result.weights, &probs, s, heads, n, n, len, len);
+            }
+            if let Some((q, k)) = &capture.query_key {
+                let (q, k) = (
+                    q.flatten_all()?.to_vec1::<f32>()?,
+                    k.flatten_all()?.to_vec1::<f32>()?,
+                );
+                for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
+                    if let Some(qk) = &mut result.query_key {
+                        copy_blocks(&mut qk.queries, &q, s, heads, n, d, len, d);
+                        copy_blocks(&mut qk.keys, &k, s, heads, n, d, len, d);
+                    }
+                }
+            }
+        }
+        let hidden = out.hidden.flatten_all()?.to_vec1::<f32>()?;
+        for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
+            copy_blocks(&mut result.hidden, &hidden, s, 1, n, hidden_size, len, hidden_size);
+        }
+        Ok(results)
+    }
+
+    fn check_input(
+        &self,
+        index: usize,
+        ids: &[u32],
+        types: &[u32],
+        cfg: &BertConfig,
+    ) -> Result<(), Error> {
+        let which = if index == 0 {
+            String::new()
+        } else {
+            format!(" (sequence {index})")
+        };
+        if ids.is_empty() {
+            return Err(Error::Input(format!("no input tokens{which}")));
+        }
+        if ids.len() != types.len() {
+            return Err(Error::Input(format!(
+                "{} input ids but {} token type ids{which}",
+                ids.len(),
+                types.len()
+            )));
+        }
+        if ids.len() > cfg.max_position_embeddings {
+            return Err(Error::Input(format!(
+                "{} tokens{which}, but the model takes at most {}; pass --truncate",
+                ids.len(),
+                cfg.max_position_embeddings
+            )));
+        }
+        if let Some(id) = ids.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+            return Err(Error::Input(format!(
+                "token id {id}{which} is outside the vocabulary of {} tokens; does the tokenizer belong to this model?",
+                cfg.vocab_size
+            )));
+        }
+        if let Some(t) = types.iter().find(|&&t| t as usize >= cfg.type_vocab_size) {
+            return Err(Error::Input(format!(
+                "token type id {t}{which} is outside the model's {} segment types{}",
+                cfg.type_vocab_size,
+                if cfg.type_vocab_size == 1 {
+                    "; this model cannot encode sentence pairs"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// Tokenize `text` (and `pair`) and run it through the encoder: the [`Attention`] of every
+    /// layer and head, with the tokens, segments and word ids that label it.
+    pub fn encode(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        opts: &EncodeOptions,
+    ) -> Result<Encoding, Error> {
+        let enc = self
+            .tokenizer
+            .encode(text, pair, self.max_positions(), opts.truncate)?;
+        let out = self.forward(&enc.ids, &enc.type_ids, opts.capture_query_key)?;
+        let attention = Attention::new(
+            self.info.clone(),
+            text.to_string(),
+            pair.map(str::to_string),
+            enc.tokens,
+            enc.ids,
+            enc.type_ids,
+            enc.special,
+            enc.word_ids,
+            out.weights,
+            out.query_key,
+        )
+        .map_err(|e| Error::Forward(e.to_string()))?;
+        Ok(Encoding {
+            attention,
+            hidden: out.hidden,
+            truncated_from: enc.truncated_from,
+        })
+    }
+}
+
+/// From `src` laid out `[batch, blocks, rows, cols]`, append sequence `s`'s blocks cut to
+/// `[blocks, keep_rows, keep_cols]` onto `dst`.
+#[allow(clippy::too_many_arguments)]
+fn copy_blocks(
+    dst: &mut Vec<f32>,
+    src: &[f32],
+    s: usize,
+    blocks: usize,
+    rows: usize,
+    cols: usize,
+    keep_rows: usize,
+    keep_cols: usize,
+) {
+    let seq = &src[s * blocks * rows * cols..(s + 1) * blocks * rows * cols];
+    if keep_rows == rows && keep_cols == cols {
+        dst.extend_from_slice(seq);
+        return;
+    }
+    for block in seq.chunks_exact(rows * cols) {
+        for row in block.chunks_exact(cols).take(keep_rows) {
+            dst.extend_from_slice(&row[..keep_cols]);
+        }
+    }
+}

@@ -1,0 +1,571 @@
+//! Where a model's files come from: the `-m` value (a local folder or a Hugging Face repo id plus
+//! revision) turned into local paths.
+//!
+//! Hub models go through the standard Hugging Face cache, laid out as Python's `huggingface_hub`
+//! writes it (`models--ORG--NAME/{refs,snapshots,blobs}`), so a cache filled by Python is reused
+//! and the other way round. We look in the cache first and touch the network only for files that
+//! are missing. Downloads go through hf-hub 0.5, which reads neither `HF_HUB_CACHE` nor
+//! `HF_HUB_OFFLINE` and sets no timeouts; so we resolve the cache folder ourselves, ask the hub
+//! for the file list with our own short timeouts before any download (that call fails fast when
+//! the hub is unreachable), and watch downloads for stalls.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Weight files we can read, in order of preference.
+pub const WEIGHT_FILES: [&str; 3] = [
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+];
+
+/// An error finding a model's files.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The `-m` value is neither an existing folder nor a valid hub repo id.
+    #[error("model '{0}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' or 'org/name'); pass --model DIR with config.json, weights and tokenizer files")]
+    NotAModel(String),
+    /// A folder lacks a file we need.
+    #[error("{} has no {what}; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt", dir.display())]
+    MissingFile {
+        /// The folder searched.
+        dir: PathBuf,
+        /// What is missing (a file name or a list of alternatives).
+        what: String,
+    },
+    /// Offline (`HF_HUB_OFFLINE`) and the files are not in the cache.
+    #[error("model '{model}' (revision '{revision}') is not in the Hugging Face cache {} and HF_HUB_OFFLINE is set: pass --model DIR with a local copy, or unset HF_HUB_OFFLINE to download it", cache.display())]
+    NotCachedOffline {
+        /// Repo id.
+        model: String,
+        /// Revision asked for.
+        revision: String,
+        /// Cache folder searched.
+        cache: PathBuf,
+    },
+    /// The hub could not be reached and the files are not cached.
+    #[error("cannot reach the Hugging Face hub at {endpoint} ({reason}) and model '{model}' (revision '{revision}') is not in the cache {}: pass --model DIR with a local copy, or fetch the files into that cache on a machine with access (then HF_HUB_OFFLINE=1 skips the network)", cache.display())]
+    Unreachable {
+        /// Repo id.
+        model: String,
+        /// Revision asked for.
+        revision: String,
+        /// Cache folder searched.
+        cache: PathBuf,
+        /// Hub endpoint tried.
+        endpoint: String,
+        /// Why the request failed, briefly.
+        reason: String,
+    },
+    /// The hub answered that the repo or revision does not exist (or is private).
+    #[error("the Hugging Face hub has no model '{model}' at revision '{revision}' (HTTP {status}); check the id and --revision (private or gated repos need HF_TOKEN), or pass --model DIR")]
+    NotFound {
+        /// Repo id.
+        model: String,
+        /// Revision asked for.
+        revision: String,
+        /// HTTP status.
+        status: u16,
+    },
+    /// The repo exists but lacks the files we need.
+    #[error("hub model '{model}' has no {what}; attnviz needs a BERT checkpoint with config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt")]
+    RepoLacks {
+        /// Repo id.
+        model: String,
+        /// What is missing.
+        what: String,
+    },
+    /// A download failed or stalled.
+    #[error("downloading {file} of '{model}' failed: {reason}; retry, or pass --model DIR with a local copy")]
+    Download {
+        /// Repo id.
+        model: String,
+        /// File being downloaded.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// The local files of a model, ready to load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelFiles {
+    /// What the user named: a repo id or the folder as typed.
+    pub id: String,
+    /// Hub revision the files came from; `None` for a local folder.
+    pub revision: Option<String>,
+    /// config.json.
+    pub config: PathBuf,
+    /// Weight files: one `.safetensors` or `.bin`, or the shards of a sharded safetensors file.
+    pub weights: Vec<PathBuf>,
+    /// Folder holding the tokenizer files (tokenizer.json, or vocab.txt + tokenizer_config.json).
+    pub tokenizer_dir: PathBuf,
+}
+
+/// Where and how to reach the Hugging Face hub; [`Hub::from_env`] reads the standard variables.
+#[derive(Clone, Debug)]
+pub struct Hub {
+    /// The hub cache folder (holding `models--ORG--NAME`).
+    pub cache_dir: PathBuf,
+    /// Hub address (`HF_ENDPOINT`).
+    pub endpoint: String,
+    /// Never touch the network (`HF_HUB_OFFLINE`).
+    pub offline: bool,
+    /// Access token (`HF_TOKEN`, else the `token` file beside the cache).
+    pub token: Option<String>,
+    /// Limit for the file-list request, which decides whether the hub is reachable at all.
+    pub request_timeout: Duration,
+    /// A download that receives no byte for this long is abandoned.
+    pub stall_timeout: Duration,
+    /// Show a progress bar on stderr while downloading.
+    pub progress: bool,
+}
+
+const DEFAULT_ENDPOINT: &str = concat!("https://", "huggingface", ".co");
+
+impl Hub {
+    /// Settings from the environment, as Python's `huggingface_hub` reads them:
+    /// cache `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
+    /// `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE` (1/true/yes/on); `HF_ENDPOINT`; `HF_TOKEN`.
+    pub fn from_env() -> Hub {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
+            let cache = var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| var("HOME").map(|h| Path::new(&h).join(".cache")))
+                .unwrap_or_else(|| PathBuf::from(".cache"));
+            cache.join("huggingface")
+        });
+        let cache_dir = var("HF_HUB_CACHE")
+            .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| hf_home.join("hub"));
+        let offline = var("HF_HUB_OFFLINE").is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        });
+        let token = var("HF_TOKEN").or_else(|| {
+            let text = std::fs::read_to_string(hf_home.join("token")).ok()?;
+            Some(text.trim().to_string()).filter(|t| !t.is_empty())
+        });
+        Hub {
+            cache_dir,
+            endpoint: var("HF_ENDPOINT")
+                .map(|e| e.trim_end_matches('/').to_string())
+                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
+            offline,
+            token,
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(30),
+            progress: true,
+        }
+    }
+}
+
+/// Find the files of `model`: a local folder if one exists at that path, else a hub repo id at
+/// `revision`, from the cache or downloaded.
+pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+    let path = Path::new(model);
+    if path.is_dir() {
+        return from_dir(path, model);
+    }
+    if !is_repo_id(model) {
+        return Err(SourceError::NotAModel(model.to_string()));
+    }
+    from_hub(model, revision, hub)
+}
+
+/// The files of a model in a local folder.
+pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
+    let missing = |what: &str| SourceError::MissingFile {
+        dir: dir.to_path_buf(),
+        what: what.to_string(),
+    };
+    let config = dir.join("config.json");
+    if !config.is_file() {
+        return Err(missing("config.json"));
+    }
+    let weights = local_weights(dir)?
+        .ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
+    if !has_tokenizer(dir) {
+        return Err(missing("tokenizer.json or vocab.txt"));
+    }
+    Ok(ModelFiles {
+        id: id.to_string(),
+        revision: None,
+        config,
+        weights,
+        tokenizer_dir: dir.to_path_buf(),
+    })
+}
+
+fn has_tokenizer(dir: &Path) -> bool {
+    dir.join("tokenizer.json").is_file() || dir.join("vocab.txt").is_file()
+}
+
+/// The weight files in `dir`, by preference; `None` if there are none.
+fn local_weights(dir: &Path) -> Result<Option<Vec<PathBuf>>, SourceError> {
+    for name in WEIGHT_FILES {
+        let path = dir.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        if name.ends_with(".index.json") {
+            let shards = shard_names(&path).map_err(|what| SourceError::MissingFile {
+                dir: dir.to_path_buf(),
+                what,
+            })?;
+            let paths: Vec<PathBuf> = shards.iter().map(|s| dir.join(s)).collect();
+            if let Some(p) = paths.iter().find(|p| !p.is_file()) {
+                return Err(SourceError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    what: format!("{} (listed in {name})", p.display()),
+                });
+            }
+            return Ok(Some(paths));
+        }
+        return Ok(Some(vec![path]));
+    }
+    Ok(None)
+}
+
+/// Shard file names listed in a `model.safetensors.index.json`, in first-seen order.
+fn shard_names(index: &Path) -> Result<Vec<String>, String> {
+    let bad = || format!("readable weight map in {}", index.display());
+    let text = std::fs::read_to_string(index).map_err(|_| bad())?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|_| bad())?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(bad)?;
+    let mut names: Vec<String> = Vec::new();
+    for v in map.values() {
+        let name = v.as_str().ok_or_else(bad)?;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Whether `s` looks like a hub repo id: `name` or `org/name`, letters, digits, `-`, `_`, `.`.
+pub fn is_repo_id(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('/').collect();
+    parts.len() <= 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.len() <= 96
+                && !p.starts_with(['.', '-'])
+                && !p.ends_with('.')
+                && !p.contains("..")
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+}
+
+/// `models--ORG--NAME` inside the cache.
+fn repo_folder(hub: &Hub, model: &str) -> PathBuf {
+    hub.cache_dir
+        .join(format!("models--{}", model.replace('/', "--")))
+}
+
+/// The snapshot folder of `revision` in the cache, if the cache knows it: `refs/<revision>` holds
+/// a commit hash, or `revision` is itself a commit with a snapshot folder.
+fn cached_snapshot(hub: &Hub, model: &str, revision: &str) -> Option<PathBuf> {
+    let repo = repo_folder(hub, model);
+    let commit = std::fs::read_to_string(repo.join("refs").join(revision))
+        .ok()
+        .map(|c| c.trim().to_string())
+        .unwrap_or_else(|| revision.to_string());
+    if commit.is_empty() || commit.contains(['/', '\\']) || commit.starts_with('.') {
+        return None;
+    }
+    let snapshot = repo.join("snapshots").join(commit);
+    snapshot.is_dir().then_some(snapshot)
+}
+
+fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+    if let Some(snapshot) = cached_snapshot(hub, model, revision) {
+        if let Ok(mut files) = from_dir(&snapshot, model) {
+            files.revision = Some(revision.to_string());
+            return Ok(files);
+        }
+    }
+    if hub.offline {
+        return Err(SourceError::NotCachedOffline {
+            model: model.to_string(),
+            revision: revision.to_string(),
+            cache: hub.cache_dir.clone(),
+        });
+    }
+    let listing = list_repo(model, revision, hub)?;
+    let lacks = |what: &str| SourceError::RepoLacks {
+        model: model.to_string(),
+        what: what.to_string(),
+    };
+    let has = |name: &str| listing.files.iter().any(|f| f == name);
+    let weight = WEIGHT_FILES
+        .into_iter()
+        .find(|w| has(w))
+        .ok_or_else(|| lacks("model.safetensors or pytorch_model.bin"))?;
+    if !has("config.json") {
+        return Err(lacks("config.json"));
+    }
+    let mut wanted = vec!["config.json".to_string(), weight.to_string()];
+    if has("tokenizer.json") {
+        wanted.push("tokenizer.json".into());
+    } else if has("vocab.txt") {
+        wanted.push("vocab.txt".into());
+    } else {
+        return Err(lacks("tokenizer.json or vocab.txt"));
+    }
+    for extra in [
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.txt",
+    ] {
+        if has(extra) && !wanted.iter().any(|w| w == extra) {
+            wanted.push(extra.into());
+        }
+    }
+
+    let downloader = Downloader::new(model, revision, hub)?;
+    let snapshot = repo_folder(hub, model)
+        .join("snapshots")
+        .join(&listing.sha);
+    let mut fetched = Vec::new();
+    for file in &wanted {
+        fetched.push(downloader.fetch(file, &snapshot)?);
+    }
+    let config = fetched[0].clone();
+    let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
+    let weights = if weight.ends_with(".index.json") {
+        let shards = shard_names(&fetched[1]).map_err(|what| lacks(&what))?;
+        let mut paths = Vec::new();
+        for shard in shards {
+            paths.push(downloader.fetch(&shard, &snapshot)?);
+        }
+        paths
+    } else {
+        vec![fetched[1].clone()]
+    };
+    Ok(ModelFiles {
+        id: model.to_string(),
+        revision: Some(revision.to_string()),
+        config,
+        weights,
+        tokenizer_dir: dir,
+    })
+}
+
+/// The file list of a repo at a revision, and the commit it resolved to.
+struct Listing {
+    sha: String,
+    files: Vec<String>,
+}
+
+/// Ask the hub which files `model` has at `revision`. This is the first network access; its
+/// short timeouts make an unreachable hub fail fast.
+fn list_repo(model: &str, revision: &str, hub: &Hub) -> Result<Listing, SourceError> {
+    let unreachable = |reason: String| SourceError::Unreachable {
+        model: model.to_string(),
+        revision: revision.to_string(),
+        cache: hub.cache_dir.clone(),
+        endpoint: hub.endpoint.clone(),
+        reason,
+    };
+    let connect = hub.request_timeout.min(Duration::from_secs(5));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(hub.request_timeout))
+        .timeout_connect(Some(connect))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!(
+        "{}/api/models/{model}/revision/{}",
+        hub.endpoint,
+        revision.replace('/', "%2F")
+    );
+    let mut request = agent.get(&url);
+    if let Some(token) = &hub.token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let mut response = request
+        .call()
+        .map_err(|e| unreachable(short_reason(&e)))?;
+    let status = response.status().as_u16();
+    if matches!(status, 401 | 403 | 404) {
+        return Err(SourceError::NotFound {
+            model: model.to_string(),
+            revision: revision.to_string(),
+            status,
+        });
+    }
+    if status != 200 {
+        return Err(unreachable(format!("HTTP {status}")));
+    }
+    let mut body = String::new();
+    response
+        .body_mut()
+        .as_reader()
+        .take(16 << 20)
+        .read_to_string(&mut body)
+        .map_err(|e| unreachable(e.to_string()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&body).map_err(|_| unreachable("unexpected answer".into()))?;
+    let sha = json
+        .get("sha")
+        .and_then(|s| s.as_str())
+        .filter(|s| !s.is_empty() && !s.contains(['/', '\\', '.']))
+        .ok_or_else(|| unreachable("answer without a commit".into()))?
+        .to_string();
+    let files = json
+        .get("siblings")
+        .and_then(|s| s.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.get("rfilename")?.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Listing { sha, files })
+}
+
+/// A short, single-line reason for a failed request.
+fn short_reason(e: &ureq::Error) -> String {
+    let text = match e {
+        ureq::Error::Timeout(_) => "timed out".to_string(),
+        ureq::Error::HostNotFound => "host not found".to_string(),
+        ureq::Error::ConnectionFailed => "connection failed".to_string(),
+        other => other.to_string(),
+    };
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// Downloads single files into the cache through hf-hub, watching for stalls.
+struct Downloader {
+    api: hf_hub::api::sync::Api,
+    repo: hf_hub::Repo,
+    model: String,
+    stall_timeout: Duration,
+    progress: bool,
+}
+
+impl Downloader {
+    fn new(model: &str, revision: &str, hub: &Hub) -> Result<Self, SourceError> {
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(
+            hub.cache_dir.clone(),
+        ))
+        .with_endpoint(hub.endpoint.clone())
+        .with_token(hub.token.clone())
+        .with_progress(false)
+        .build()
+        .map_err(|e| SourceError::Download {
+            model: model.to_string(),
+            file: "(setup)".into(),
+            reason: first_line(&e.to_string()),
+        })?;
+        Ok(Downloader {
+            api,
+            repo: hf_hub::Repo::with_revision(
+                model.to_string(),
+                hf_hub::RepoType::Model,
+                revision.to_string(),
+            ),
+            model: model.to_string(),
+            stall_timeout: hub.stall_timeout,
+            progress: hub.progress,
+        })
+    }
+
+    /// `file` from `snapshot` if it is already there, else downloaded (progress bar on stderr).
+    fn fetch(&self, file: &str, snapshot: &Path) -> Result<PathBuf, SourceError> {
+        let cached = snapshot.join(file);
+        if cached.is_file() {
+            return Ok(cached);
+        }
+        let failed = |reason: String| SourceError::Download {
+            model: self.model.clone(),
+            file: file.to_string(),
+            reason,
+        };
+        // hf-hub sets no timeouts: run the download on a worker thread and give up when no byte
+        // has arrived for `stall_timeout`. An abandoned worker ends with the process.
+        let watch = Watch {
+            bar: self.progress.then(indicatif::ProgressBar::no_length),
+            start: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+        };
+        let (start, last_ms) = (watch.start, watch.last_ms.clone());
+        let (tx, rx) = mpsc::channel();
+        let repo = self.api.repo(self.repo.clone());
+        let name = file.to_string();
+        std::thread::spawn(move || {
+            let _ = tx.send(repo.download_with_progress(&name, watch));
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(result) => return result.map_err(|e| failed(first_line(&e.to_string()))),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(failed("the download thread stopped".into()))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = start.elapsed().as_millis() as u64;
+                    let idle = now.saturating_sub(last_ms.load(Ordering::Relaxed));
+                    if idle > self.stall_timeout.as_millis() as u64 {
+                        return Err(failed(format!(
+                            "no data arrived for {} s",
+                            self.stall_timeout.as_secs()
+                        )));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Progress for hf-hub: an optional bar on stderr, and the time of the last byte received.
+struct Watch {
+    bar: Option<indicatif::ProgressBar>,
+    start: Instant,
+    last_ms: Arc<AtomicU64>,
+}
+
+impl Watch {
+    fn touch(&self) {
+        self.last_ms
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl hf_hub::api::Progress for Watch {
+    fn init(&mut self, size: usize, filename: &str) {
+        self.touch();
+        if let Some(bar) = &mut self.bar {
+            // indicatif draws on stderr, and nothing when stderr is not a terminal.
+            hf_hub::api::Progress::init(bar, size, filename);
+        }
+    }
+
+    fn update(&mut self, size: usize) {
+        self.touch();
+        if let Some(bar) = &mut self.bar {
+            bar.inc(size as u64);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = &mut self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}

@@ -1,0 +1,323 @@
+//! Text → BERT tokens: `tokenizer.json` when the model has one, otherwise BERT's WordPiece
+//! tokenizer built from `vocab.txt` (with `do_lower_case` and friends from
+//! `tokenizer_config.json`), both through the tokenizers crate.
+//!
+//! Padding and truncation saved in a tokenizer.json are switched off (all-MiniLM-L6-v2 ships
+//! `padding: Fixed(128)` and `truncation: 128`); length limits are ours: too long is an error
+//! unless the caller asks to truncate, and then we say by how much.
+
+use std::path::{Path, PathBuf};
+
+use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::{
+    AddedToken, EncodeInput, Model as _, Tokenizer, TruncationDirection, TruncationParams,
+    TruncationStrategy,
+};
+
+/// An error loading a tokenizer or encoding text.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Neither tokenizer.json nor vocab.txt.
+    #[error("{} has neither tokenizer.json nor vocab.txt; add the model's tokenizer files", .0.display())]
+    Missing(PathBuf),
+    /// A tokenizer file cannot be read or parsed.
+    #[error("cannot load tokenizer {}: {reason}", path.display())]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The text (or the pair) is empty or only whitespace.
+    #[error("the {which} is empty; give some text to analyse")]
+    Empty {
+        /// `text` or `pair sentence`.
+        which: &'static str,
+    },
+    /// The text yields no tokens at all (only control characters, say).
+    #[error("the {which} contains no tokens the model can read")]
+    NoTokens {
+        /// `text` or `pair sentence`.
+        which: &'static str,
+    },
+    /// Too many tokens for the model.
+    #[error("the input is {tokens} tokens long (with [CLS]/[SEP]) but the model takes at most {max}; shorten it or pass --truncate")]
+    TooLong {
+        /// Tokens the full input needs.
+        tokens: usize,
+        /// The model's maximum.
+        max: usize,
+    },
+    /// The tokenizers crate failed.
+    #[error("tokenization failed: {0}")]
+    Encode(String),
+}
+
+/// One tokenized input: a sentence, or a pair, with BERT's special tokens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    /// Token strings (`[CLS]`, `the`, `##ing`, `[SEP]`, …).
+    pub tokens: Vec<String>,
+    /// Vocabulary ids.
+    pub ids: Vec<u32>,
+    /// Segment of each token: 0 for sentence A (and its [CLS]/[SEP]), 1 for sentence B.
+    pub type_ids: Vec<u32>,
+    /// Whether each token is a special token.
+    pub special: Vec<bool>,
+    /// Word index of each token, `None` for special tokens. Numbered across the whole input:
+    /// the words of sentence B continue after those of sentence A.
+    pub word_ids: Vec<Option<usize>>,
+    /// Token count of the full input when it was truncated to fit.
+    pub truncated_from: Option<usize>,
+}
+
+/// A BERT tokenizer, from tokenizer.json or vocab.txt.
+#[derive(Clone)]
+pub struct TextTokenizer {
+    tokenizer: Tokenizer,
+    source: PathBuf,
+}
+
+impl std::fmt::Debug for TextTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextTokenizer")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl TextTokenizer {
+    /// Load the tokenizer of the model in `dir`: `tokenizer.json` if present, else `vocab.txt`.
+    pub fn from_dir(dir: &Path) -> Result<Self, Error> {
+        let json = dir.join("tokenizer.json");
+        if json.is_file() {
+            return Self::from_tokenizer_json(&json);
+        }
+        let vocab = dir.join("vocab.txt");
+        if vocab.is_file() {
+            return Self::from_vocab(dir);
+        }
+        Err(Error::Missing(dir.to_path_buf()))
+    }
+
+    /// Load a `tokenizer.json`, switching off its saved padding and truncation.
+    pub fn from_tokenizer_json(path: &Path) -> Result<Self, Error> {
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| Error::Load {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| Error::Encode(e.to_string()))?;
+        Ok(TextTokenizer {
+            tokenizer,
+            source: path.to_path_buf(),
+        })
+    }
+
+    /// Build BERT's WordPiece tokenizer from `dir/vocab.txt`, with the options of
+    /// `dir/tokenizer_config.json` (and special token names from `special_tokens_map.json`).
+    pub fn from_vocab(dir: &Path) -> Result<Self, Error> {
+        let vocab = dir.join("vocab.txt");
+        let opts = VocabOptions::read(dir)?;
+        let load_err = |reason: String| Error::Load {
+            path: vocab.clone(),
+            reason,
+        };
+        let model = WordPiece::from_file(&vocab.to_string_lossy())
+            .unk_token(opts.unk.clone())
+            .continuing_subword_prefix("##".into())
+            .max_input_chars_per_word(100)
+            .build()
+            .map_err(|e| load_err(e.to_string()))?;
+        let id = |token: &str| {
+            model
+                .get_vocab()
+                .get(token)
+                .copied()
+                .ok_or_else(|| load_err(format!("the vocabulary has no {token} token")))
+        };
+        let (cls_id, sep_id) = (id(&opts.cls)?, id(&opts.sep)?);
+        let mut tokenizer = Tokenizer::new(model);
+        tokenizer
+            .with_normalizer(Some(BertNormalizer::new(
+                true,
+                opts.tokenize_chinese_chars,
+                opts.strip_accents,
+                opts.do_lower_case,
+            )))
+            .map_err(|e| load_err(e.to_string()))?;
+        tokenizer.with_pre_tokenizer(Some(BertPreTokenizer));
+        tokenizer.with_post_processor(Some(BertProcessing::new(
+            (opts.sep.clone(), sep_id),
+            (opts.cls.clone(), cls_id),
+        )));
+        tokenizer.with_decoder(Some(WordPieceDecoder::default()));
+        let specials: Vec<AddedToken> = [&opts.pad, &opts.unk, &opts.cls, &opts.sep, &opts.mask]
+            .into_iter()
+            .filter(|t| tokenizer.token_to_id(t).is_some())
+            .map(|t| AddedToken::from(t.clone(), true))
+            .collect();
+        tokenizer
+            .add_special_tokens(specials)
+            .map_err(|e| load_err(e.to_string()))?;
+        Ok(TextTokenizer {
+            tokenizer,
+            source: vocab,
+        })
+    }
+
+    /// The file the tokenizer came from (tokenizer.json or vocab.txt).
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// Tokenize `text` (and `pair`) with [CLS]/[SEP]. At most `max_len` tokens: a longer input
+    /// is an error, or with `truncate` is cut (longest sequence first) and `truncated_from`
+    /// says how long it was.
+    pub fn encode(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        max_len: usize,
+        truncate: bool,
+    ) -> Result<Encoded, Error> {
+        if text.trim().is_empty() {
+            return Err(Error::Empty { which: "text" });
+        }
+        if pair.is_some_and(|p| p.trim().is_empty()) {
+            return Err(Error::Empty {
+                which: "pair sentence",
+            });
+        }
+        let input = |t: &str, p: Option<&str>| -> EncodeInput {
+            match p {
+                Some(p) => (t.to_string(), p.to_string()).into(),
+                None => t.to_string().into(),
+            }
+        };
+        let full = self
+            .tokenizer
+            .encode(input(text, pair), true)
+            .map_err(|e| Error::Encode(e.to_string()))?;
+        let sequences = full.get_sequence_ids();
+        for (index, which) in [(0, "text"), (1, "pair sentence")] {
+            if (index == 0 || pair.is_some()) && !sequences.contains(&Some(index)) {
+                return Err(Error::NoTokens { which });
+            }
+        }
+        let tokens = full.len();
+        if tokens <= max_len {
+            return Ok(to_encoded(&full, None));
+        }
+        if !truncate {
+            return Err(Error::TooLong {
+                tokens,
+                max: max_len,
+            });
+        }
+        let mut cutter = self.tokenizer.clone();
+        cutter
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length: max_len,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| Error::Encode(e.to_string()))?;
+        let cut = cutter
+            .encode(input(text, pair), true)
+            .map_err(|e| Error::Encode(e.to_string()))?;
+        Ok(to_encoded(&cut, Some(tokens)))
+    }
+}
+
+fn to_encoded(enc: &tokenizers::Encoding, truncated_from: Option<usize>) -> Encoded {
+    let sequences = enc.get_sequence_ids();
+    // Word ids restart at 0 in sentence B; shift them past sentence A's.
+    let words_in_a = enc
+        .get_word_ids()
+        .iter()
+        .zip(&sequences)
+        .filter(|(_, s)| **s == Some(0))
+        .filter_map(|(w, _)| *w)
+        .max()
+        .map_or(0, |w| w as usize + 1);
+    let word_ids = enc
+        .get_word_ids()
+        .iter()
+        .zip(&sequences)
+        .map(|(w, s)| match (w, s) {
+            (Some(w), Some(1)) => Some(*w as usize + words_in_a),
+            (Some(w), Some(_)) => Some(*w as usize),
+            _ => None,
+        })
+        .collect();
+    Encoded {
+        tokens: enc.get_tokens().to_vec(),
+        ids: enc.get_ids().to_vec(),
+        type_ids: enc.get_type_ids().to_vec(),
+        special: enc.get_special_tokens_mask().iter().map(|&m| m != 0).collect(),
+        word_ids,
+        truncated_from,
+    }
+}
+
+/// The options of BERT's tokenizer from tokenizer_config.json and special_tokens_map.json,
+/// with transformers' defaults.
+struct VocabOptions {
+    do_lower_case: bool,
+    strip_accents: Option<bool>,
+    tokenize_chinese_chars: bool,
+    unk: String,
+    sep: String,
+    cls: String,
+    pad: String,
+    mask: String,
+}
+
+impl VocabOptions {
+    fn read(dir: &Path) -> Result<Self, Error> {
+        let read = |name: &str| -> Result<serde_json::Value, Error> {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Load {
+                    path,
+                    reason: e.to_string(),
+                }),
+                Err(_) => Ok(serde_json::Value::Null),
+            }
+        };
+        let config = read("tokenizer_config.json")?;
+        let map = read("special_tokens_map.json")?;
+        let flag = |key: &str| config.get(key).and_then(|v| v.as_bool());
+        // A special token is a string or {"content": "..."}; tokenizer_config.json wins.
+        let token = |key: &str, default: &str| {
+            [&config, &map]
+                .iter()
+                .filter_map(|src| {
+                    let v = src.get(key)?;
+                    v.as_str()
+                        .or_else(|| v.get("content")?.as_str())
+                        .map(str::to_string)
+                })
+                .next()
+                .unwrap_or_else(|| default.to_string())
+        };
+        Ok(VocabOptions {
+            do_lower_case: flag("do_lower_case").unwrap_or(true),
+            strip_accents: flag("strip_accents"),
+            tokenize_chinese_chars: flag("tokenize_chinese_chars").unwrap_or(true),
+            unk: token("unk_token", "[UNK]"),
+            sep: token("sep_token", "[SEP]"),
+            cls: token("cls_token", "[CLS]"),
+            pad: token("pad_token", "[PAD]"),
+            mask: token("mask_token", "[MASK]"),
+        })
+    }
+}
