@@ -278,16 +278,21 @@
   const timings = {};
   let pending = false;
   let settleWaiters = [];
+  /** Render at the next animation frame (for scroll, resize and theme changes). */
   function schedule() {
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => {
-      pending = false;
-      render();
-      const waiters = settleWaiters;
-      settleWaiters = [];
-      waiters.forEach((w) => w());
+      if (pending) renderNow();
     });
+  }
+  /** Render now (for user actions: the result is in the very next frame). */
+  function renderNow() {
+    pending = false;
+    render();
+    const waiters = settleWaiters;
+    settleWaiters = [];
+    waiters.forEach((w) => w());
   }
   function settled() {
     return new Promise((resolve) => {
@@ -324,7 +329,7 @@
     if (['threshold', 'pair', 'thumbStyle', 'hideSpecial', 'theme'].some((k) => state[k] !== before[k])) {
       modelGrid.dirty = true;
     }
-    schedule();
+    renderNow();
   }
 
   /* --------------------------------------------------------------- controls */
@@ -383,10 +388,13 @@
       if (state.theme === 'auto') { modelGrid.dirty = true; schedule(); }
     });
     document.addEventListener('keydown', onKey);
+    window.addEventListener('scroll', () => {
+      if (state.view === 'head' && headLayout && headLayout.virtual) schedule();
+    }, { passive: true });
     let resizeTimer = 0;
     window.addEventListener('resize', () => {
       clearTimeout(resizeTimer);
-      resizeTimer = setTimeout(() => { modelGrid.built = false; modelGrid.dirty = true; schedule(); }, 150);
+      resizeTimer = setTimeout(() => { modelGrid.built = false; modelGrid.dirty = true; headLayout = null; schedule(); }, 150);
     });
   }
 
@@ -490,7 +498,6 @@
 
   let headLayout = null;
   const LINE_BUCKETS = 64;
-  const buckets = Array.from({ length: LINE_BUCKETS }, () => []);
 
   function buildLegend() {
     const legend = $('head-legend');
@@ -540,27 +547,42 @@
     headLayout = { y, width, height, rh };
   }
 
+  /** Line buckets per head: buckets[h][b] holds (y_query, y_key) pairs of weight in bucket b. */
+  const headBuckets = Array.from({ length: H }, () => Array.from({ length: LINE_BUCKETS }, () => []));
+
   function renderHead() {
     if (!headLayout) layoutHead();
     const { y, width, height } = headLayout;
-    const ctx = sizeCanvas($('hv-canvas'), width, height);
-    ctx.clearRect(0, 0, width, height);
+    // A canvas no taller than the window, stuck below the top bar; `off` is the layout y of its top.
+    const stickyTop = $('topbar').offsetHeight;
+    const canvasH = Math.min(height, Math.max(240, window.innerHeight - stickyTop));
+    const midTop = $('hv-mid').getBoundingClientRect().top;
+    const off = Math.min(Math.max(0, stickyTop - midTop), height - canvasH);
+    const canvas = $('hv-canvas');
+    $('hv-mid').style.width = width + 'px';
+    $('hv-mid').style.height = height + 'px';
+    canvas.style.top = stickyTop + 'px';
+    const ctx = sizeCanvas(canvas, width, canvasH);
+    ctx.clearRect(0, 0, width, canvasH);
+    ctx.translate(0, -off);
+    const top = off;
+    const bottom = off + canvasH;
+    headLayout.virtual = canvasH < height;
+
     const l = state.layer;
     let [qs, ks] = pairSides();
     const hv = state.hover;
     if (hv && hv.side === 'left') qs = qs.includes(hv.token) ? [hv.token] : [];
     if (hv && hv.side === 'right') ks = ks.includes(hv.token) ? [hv.token] : [];
     const thr = state.threshold;
-    const x0 = 2;
-    const x1 = width - 2;
-    ctx.lineWidth = N <= 40 ? 2 : N <= 128 ? 1.25 : 1;
     let total = 0;
     const opposite = hv ? new Float64Array(N) : null;
     const oppositeHead = hv ? new Int32Array(N).fill(-1) : null;
     for (let h = 0; h < H; h++) {
+      const buckets = headBuckets[h];
+      for (const b of buckets) b.length = 0;
       drawn.perHead[h] = 0;
       if (!state.shown[h]) continue;
-      for (const b of buckets) b.length = 0;
       const rs = rowScale(l, h);
       const base = (l * H + h) * N * N;
       let count = 0;
@@ -571,15 +593,30 @@
         for (const k of ks) {
           const v = att[row + k] * s;
           if (v <= 0 || v < thr) continue;
-          buckets[Math.min(LINE_BUCKETS - 1, (v * LINE_BUCKETS) | 0)].push(yq, y[k]);
           count++;
           if (opposite) {
             const o = hv.side === 'left' ? k : q;
             if (v > opposite[o]) { opposite[o] = v; oppositeHead[o] = h; }
           }
+          const yk = y[k];
+          // Lines that never cross the visible band are counted but not drawn.
+          if ((yq < top && yk < top) || (yq > bottom && yk > bottom)) continue;
+          buckets[Math.min(LINE_BUCKETS - 1, (v * LINE_BUCKETS) | 0)].push(yq, yk);
         }
       }
+      drawn.perHead[h] = count;
+      total += count;
+    }
+    // bertviz draws 2 px lines. Software canvases draw one-device-pixel (hairline) lines many
+    // times faster than anything wider, so busy views use those.
+    const dpr = Math.min(window.devicePixelRatio || 1, 2);
+    ctx.lineWidth = total <= 3000 ? 2 : 1 / dpr;
+    const x0 = 2;
+    const x1 = width - 2;
+    for (let h = 0; h < H; h++) {
+      if (!state.shown[h]) continue;
       ctx.strokeStyle = headColor(h);
+      const buckets = headBuckets[h];
       for (let b = 0; b < LINE_BUCKETS; b++) {
         const ys = buckets[b];
         if (!ys.length) continue;
@@ -591,12 +628,10 @@
         }
         ctx.stroke();
       }
-      drawn.perHead[h] = count;
-      total += count;
     }
     ctx.globalAlpha = 1;
     drawn.lines = total;
-    $('hv-canvas').dataset.lines = String(total);
+    canvas.dataset.lines = String(total);
 
     // Token highlights: the hovered token, and on the other side each token tinted by its
     // strongest shown weight, in that head's colour.
@@ -705,7 +740,8 @@
       }
       for (const v of pooled) if (v > max) max = v;
       for (let i = 0; i < pooled.length; i++) {
-        const j = lutIndex(max > 0 ? pooled[i] / max : 0) * 3;
+        // √ scale: long inputs spread attention thin, and the square root keeps it visible.
+        const j = lutIndex(max > 0 ? Math.sqrt(pooled[i] / max) : 0) * 3;
         img.data[i * 4] = LUT[j];
         img.data[i * 4 + 1] = LUT[j + 1];
         img.data[i * 4 + 2] = LUT[j + 2];
@@ -723,20 +759,29 @@
     const pos = new Float64Array(N);
     const pad = 5;
     us.forEach((i, row) => { pos[i] = pad + (m > 1 ? (row * (s - 2 * pad)) / (m - 1) : (s - 2 * pad) / 2); });
-    ctx.strokeStyle = headColor(h);
-    ctx.lineWidth = 1;
+    const nb = 32;
+    const tb = Array.from({ length: nb }, () => []);
     const thr = state.threshold;
     for (const q of qs) {
       const row = base + q * N;
       for (const k of ks) {
         const v = att[row + k] * rs[q];
         if (v <= 0 || v < thr) continue;
-        ctx.globalAlpha = v;
-        ctx.beginPath();
-        ctx.moveTo(pad, pos[q]);
-        ctx.lineTo(s - pad, pos[k]);
-        ctx.stroke();
+        tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[q], pos[k]);
       }
+    }
+    ctx.strokeStyle = headColor(h);
+    ctx.lineWidth = 1 / Math.min(window.devicePixelRatio || 1, 2);
+    for (let b = 0; b < nb; b++) {
+      const ys = tb[b];
+      if (!ys.length) continue;
+      ctx.globalAlpha = (b + 0.5) / nb;
+      ctx.beginPath();
+      for (let i = 0; i < ys.length; i += 2) {
+        ctx.moveTo(pad, ys[i]);
+        ctx.lineTo(s - pad, ys[i + 1]);
+      }
+      ctx.stroke();
     }
     ctx.globalAlpha = 1;
   }
@@ -927,11 +972,8 @@
   let neuronLayout = null;
 
   /** Everything the neuron view shows for the current layer, head and query token. */
-  function neuronData() {
+  function neuronData(l = state.layer, h = state.head, q = state.neuronQuery) {
     if (!sections.query) return null;
-    const l = state.layer;
-    const h = state.head;
-    const q = state.neuronQuery;
     const T = N; // vectors exist per token only (never at word level)
     const off = (t) => ((l * H + h) * T + t) * D;
     const Q = sections.query.values;
@@ -996,9 +1038,10 @@
       qk: tw + vecW + gap,
       score: tw + 2 * (vecW + gap),
       soft: tw + 2 * (vecW + gap) + barW + 44 + gap,
-      stored: tw + 2 * (vecW + gap) + 2 * (barW + 44 + gap),
+      stored: tw + 2 * (vecW + gap) + 2 * (barW + 52 + gap),
+      delta: tw + 2 * (vecW + gap) + 2 * (barW + 52 + gap) + 84,
     };
-    const width = cols.stored + 110;
+    const width = cols.delta + 80;
     const headerH = 2 * rh + 26;
     const height = headerH + d.keys.length * rh + 8;
     const ctx = sizeCanvas(canvas, width, height);
@@ -1029,6 +1072,7 @@
     ctx.fillText('q · k / √d', cols.score, titleY);
     ctx.fillText('softmax', cols.soft, titleY);
     ctx.fillText('attention', cols.stored, titleY);
+    ctx.fillText('|Δ|', cols.delta, titleY);
 
     // The query vector, aligned with the key vectors.
     const qy = 22;
@@ -1071,13 +1115,15 @@
       ctx.fillStyle = fg;
       ctx.textAlign = 'right';
       ctx.fillText(s.toFixed(3), cols.score + barW + 40, y + rh / 2);
-      ctx.fillText(fmtWeight(d.softmax[r]), cols.soft + barW + 44, y + rh / 2);
+      ctx.fillText(d.softmax[r].toFixed(6), cols.soft + barW + 52, y + rh / 2);
       ctx.fillText(fmtWeight(d.stored[r]), cols.stored + 70, y + rh / 2);
+      ctx.fillStyle = muted;
+      ctx.fillText(Math.abs(d.softmax[r] - d.stored[r]).toExponential(1), cols.delta + 48, y + rh / 2);
     });
     neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width };
     $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + ', query ' + describeToken(d.query) +
-      '. The softmax recomputed here from the stored vectors differs from the attention row by at most ' +
-      d.maxDiff.toExponential(2) + ' (the row is ' + storageNote() + ')' +
+      ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
+      d.maxDiff.toExponential(2) + ', the precision the row is stored with (' + storageNote() + ')' +
       (state.hideSpecial ? '; with [CLS]/[SEP] hidden both are taken over the remaining keys.' : '.');
     canvas.dataset.maxDiff = String(d.maxDiff);
   }
@@ -1232,6 +1278,8 @@
     render();
     timings.interactive = performance.now();
     document.documentElement.dataset.ready = 'true';
+    // When the first drawing has been rasterised and shown.
+    requestAnimationFrame(() => setTimeout(() => { timings.painted = performance.now(); }, 0));
   }
 
   /** Read-only window onto the page for the browser tests and the benchmark. */

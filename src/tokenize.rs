@@ -262,7 +262,11 @@ fn to_encoded(enc: &tokenizers::Encoding, truncated_from: Option<usize>) -> Enco
         tokens: enc.get_tokens().to_vec(),
         ids: enc.get_ids().to_vec(),
         type_ids: enc.get_type_ids().to_vec(),
-        special: enc.get_special_tokens_mask().iter().map(|&m| m != 0).collect(),
+        special: enc
+            .get_special_tokens_mask()
+            .iter()
+            .map(|&m| m != 0)
+            .collect(),
         word_ids,
         truncated_from,
     }

@@ -14,11 +14,12 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use attnviz::model::{EncodeOptions, Model};
 use attnviz::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, View,
 };
 use attnviz::Attention;
-use support::{random_attention, write_expectations};
+use support::{minilm_dir, random_attention, write_expectations};
 
 const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
 
@@ -145,6 +146,51 @@ fn write_cases(dir: &Path) {
     );
 }
 
+/// Reports of the real all-MiniLM-L6-v2 on real sentences, with its captured query/key vectors.
+fn write_real_cases(dir: &Path) {
+    let model = Model::from_dir(&minilm_dir()).expect("load all-MiniLM-L6-v2");
+    let opts = EncodeOptions {
+        truncate: false,
+        capture_query_key: true,
+    };
+    let cases: [(&str, &str, Option<&str>); 3] = [
+        (
+            "real-pair",
+            "The quick brown fox jumps over the lazy dog.",
+            Some("It was not amused, so it ran away."),
+        ),
+        ("real-injection", INJECTION, None),
+        (
+            "real-paragraph",
+            "Attention lets every token look at every other token. In BERT, each of the twelve \
+             heads in a layer learns its own way of looking: some heads attend to the previous or \
+             the next word, some collect everything on the separator token, and a few follow \
+             syntax, linking verbs to their objects or pronouns to the nouns they stand for. \
+             Visualising these patterns head by head, layer by layer, is how researchers such as \
+             Clark and colleagues found out what BERT looks at, and it is still the quickest way \
+             to build an intuition for what a Transformer does with a sentence. Façade, naïve \
+             café: accents survive lower-casing, and rare words split into word pieces.",
+            None,
+        ),
+    ];
+    for (name, text, pair) in cases {
+        let enc = model.encode(text, pair, &opts).expect("encode");
+        write_case(
+            dir,
+            name,
+            &enc.attention,
+            &HtmlOptions {
+                neuron: true,
+                settings: vec![(
+                    "Command".into(),
+                    format!("attnviz {text:?} --html {name}.html --neuron"),
+                )],
+                ..HtmlOptions::default()
+            },
+        );
+    }
+}
+
 fn ensure_browser_tools(browser_dir: &Path) {
     if !Path::new("/usr/bin/chromium").exists() {
         panic!(
@@ -167,6 +213,7 @@ fn html_report_in_headless_chromium() {
     let dir = repo().join("tests/artifacts/html");
     std::fs::create_dir_all(dir.join("screens")).unwrap();
     write_cases(&dir);
+    write_real_cases(&dir);
     if std::env::var_os("ATTNVIZ_SKIP_BROWSER").is_some() {
         eprintln!(
             "ATTNVIZ_SKIP_BROWSER is set: reports written to {}, browser suite NOT run",

@@ -154,10 +154,7 @@ impl SelfAttention {
         };
 
         // context = P·V, heads concatenated back to [b, n, h·d].
-        let context = probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((b, n, h * d))?;
+        let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, n, h * d))?;
 
         // Output projection, residual, LayerNorm.
         let out = (self.output.forward(&context)? + x)?;
@@ -299,9 +296,7 @@ impl Bert {
         let mut x = self.embeddings.forward(input_ids, token_type_ids)?;
         let mut captures = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let (attended, capture) = layer
-                .attention
-                .forward(&x, mask.as_ref(), keep_query_key)?;
+            let (attended, capture) = layer.attention.forward(&x, mask.as_ref(), keep_query_key)?;
             x = layer.feed_forward.forward(&attended)?;
             captures.push(capture);
         }

@@ -291,8 +291,8 @@ mod tests {
 
     #[test]
     fn fills_missing_fields_with_bert_defaults() {
-        let cfg = p(r#"{"model_type": "bert", "hidden_size": 64, "num_attention_heads": 2}"#)
-            .unwrap();
+        let cfg =
+            p(r#"{"model_type": "bert", "hidden_size": 64, "num_attention_heads": 2}"#).unwrap();
         assert_eq!(cfg.num_hidden_layers, 12);
         assert_eq!(cfg.max_position_embeddings, 512);
         assert_eq!(cfg.type_vocab_size, 2);
@@ -300,7 +300,10 @@ mod tests {
 
     #[test]
     fn accepts_old_config_without_model_type() {
-        assert!(p(r#"{"architectures": ["BertModel"], "hidden_size": 64, "num_attention_heads": 2}"#).is_ok());
+        assert!(p(
+            r#"{"architectures": ["BertModel"], "hidden_size": 64, "num_attention_heads": 2}"#
+        )
+        .is_ok());
         assert!(p(r#"{"hidden_size": 64, "num_attention_heads": 2}"#).is_ok());
     }
 

@@ -206,7 +206,9 @@ impl Model {
         };
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect())?;
         let types = pad(batch.iter().map(|(_, t)| *t).collect())?;
-        let out = self.bert.forward(&ids, &types, &lengths, capture_query_key)?;
+        let out = self
+            .bert
+            .forward(&ids, &types, &lengths, capture_query_key)?;
 
         let (layers, heads, d) = (self.info.layers, self.info.heads, self.info.head_dim);
         let hidden_size = self.info.hidden_size;
@@ -242,7 +244,16 @@ impl Model {
         }
         let hidden = out.hidden.flatten_all()?.to_vec1::<f32>()?;
         for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
-            copy_blocks(&mut result.hidden, &hidden, s, 1, n, hidden_size, len, hidden_size);
+            copy_blocks(
+                &mut result.hidden,
+                &hidden,
+                s,
+                1,
+                n,
+                hidden_size,
+                len,
+                hidden_size,
+            );
         }
         Ok(results)
     }

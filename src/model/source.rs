@@ -190,8 +190,8 @@ pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
     if !config.is_file() {
         return Err(missing("config.json"));
     }
-    let weights = local_weights(dir)?
-        .ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
+    let weights =
+        local_weights(dir)?.ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
     if !has_tokenizer(dir) {
         return Err(missing("tokenizer.json or vocab.txt"));
     }
@@ -335,9 +335,7 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
     }
 
     let downloader = Downloader::new(model, revision, hub)?;
-    let snapshot = repo_folder(hub, model)
-        .join("snapshots")
-        .join(&listing.sha);
+    let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();
     for file in &wanted {
         fetched.push(downloader.fetch(file, &snapshot)?);
@@ -395,9 +393,7 @@ fn list_repo(model: &str, revision: &str, hub: &Hub) -> Result<Listing, SourceEr
     if let Some(token) = &hub.token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
-    let mut response = request
-        .call()
-        .map_err(|e| unreachable(short_reason(&e)))?;
+    let mut response = request.call().map_err(|e| unreachable(short_reason(&e)))?;
     let status = response.status().as_u16();
     if matches!(status, 401 | 403 | 404) {
         return Err(SourceError::NotFound {
@@ -458,18 +454,17 @@ struct Downloader {
 
 impl Downloader {
     fn new(model: &str, revision: &str, hub: &Hub) -> Result<Self, SourceError> {
-        let api = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(
-            hub.cache_dir.clone(),
-        ))
-        .with_endpoint(hub.endpoint.clone())
-        .with_token(hub.token.clone())
-        .with_progress(false)
-        .build()
-        .map_err(|e| SourceError::Download {
-            model: model.to_string(),
-            file: "(setup)".into(),
-            reason: first_line(&e.to_string()),
-        })?;
+        let api =
+            hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(hub.cache_dir.clone()))
+                .with_endpoint(hub.endpoint.clone())
+                .with_token(hub.token.clone())
+                .with_progress(false)
+                .build()
+                .map_err(|e| SourceError::Download {
+                    model: model.to_string(),
+                    file: "(setup)".into(),
+                    reason: first_line(&e.to_string()),
+                })?;
         Ok(Downloader {
             api,
             repo: hf_hub::Repo::with_revision(

@@ -301,7 +301,7 @@ test('single: neuron view softmax equals the attention row', async () => {
     for (let i = 0; i < exp.head_dim; i++) s += d.q[i] * d.k[k][i];
     assert.ok(Math.abs(s / Math.sqrt(exp.head_dim) - d.scores[k]) < 1e-9);
   }
-  assert.match(await page.textContent('#neuron-check'), /differs from the attention row by at most/);
+  assert.match(await page.textContent('#neuron-check'), /equals the attention row to within/);
   await shot(page, 'single-neuron');
   // Clicking a key row makes it the query.
   const g = await page.evaluate(() => window.attnviz.neuronGeometry());
@@ -417,3 +417,70 @@ test('theme: follows the system, and the toggle overrides it', async () => {
   assert.deepEqual(log.errors, []);
   await context.close();
 });
+
+/* ------------------------------------------------- real all-MiniLM-L6-v2 */
+
+for (const name of ['real-pair', 'real-injection', 'real-paragraph']) {
+  test(name + ': real attention loads clean and every view matches the data', async () => {
+    const { page, context, exp, log } = await open(name);
+    await shot(page, name + '-head');
+    const thr = safeThreshold(exp, 0.05);
+    await setThreshold(page, thr);
+    const all = range(exp.heads);
+    for (const layer of [0, 3, exp.layers - 1]) {
+      await page.selectOption('#layer-select', String(layer));
+      assert.equal(await lines(page), expectedLines(exp, { layer, heads: all, thr }), 'layer ' + layer);
+    }
+    await page.dblclick('#head-legend button[data-head="5"]');
+    assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: [5], thr }));
+    await page.click('#head-legend button[data-head="5"]'); // toggled off: nothing left
+    assert.equal(await lines(page), 0);
+    await page.keyboard.press('a');
+    await page.hover('#hv-left .tok[data-token="2"]');
+    assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: all, thr, fromQ: 2 }));
+    await shot(page, name + '-hover');
+    await page.mouse.move(1, 1);
+    if (exp.segments.includes(1)) {
+      await page.click('#pair-filter button[data-pair="AB"]');
+      assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: all, thr, pair: 'AB' }));
+      await shot(page, name + '-AB');
+      await page.click('#pair-filter button[data-pair="all"]');
+    }
+
+    // Neuron view: softmax(q·k/√d) from the engine's captured vectors equals its attention.
+    assert.ok(exp.neuron);
+    await page.click('#tab-neuron');
+    await page.selectOption('#head-select', '3');
+    await page.selectOption('#neuron-query', String(Math.min(4, exp.n - 1)));
+    await shot(page, name + '-neuron');
+    const queries = exp.n <= 40 ? range(exp.n) : [0, 1, Math.floor(exp.n / 2), exp.n - 1];
+    const soft = await page.evaluate(({ L, H, qs }) => {
+      const out = [];
+      for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (const q of qs) {
+        out.push(window.attnviz.neuronData(l, h, q).softmax);
+      }
+      return out;
+    }, { L: exp.layers, H: exp.heads, qs: queries });
+    let worst = 0;
+    let i = 0;
+    for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) for (const q of queries) {
+      const row = soft[i++];
+      for (let k = 0; k < exp.n; k++) worst = Math.max(worst, Math.abs(row[k] - rawWeight(exp, l, h, q, k)));
+    }
+    console.log('  ' + name + ': max |softmax(q·k/√d) − attention| = ' + worst.toExponential(2));
+    assert.ok(worst < 1e-5, 'softmax of the captured vectors vs attention: ' + worst);
+
+    await page.click('#tab-model');
+    await settle(page);
+    assert.equal(await page.locator('#model-grid .thumb').count(), exp.layers * exp.heads);
+    await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+    await shot(page, name + '-model');
+    await page.click('#tab-matrix');
+    await hoverCell(page, 'matrix-left', 1, 2);
+    await shot(page, name + '-matrix');
+    assert.deepEqual(log.errors, []);
+    assert.deepEqual(log.requests, []);
+    assert.deepEqual(log.dialogs, []);
+    await context.close();
+  });
+}
