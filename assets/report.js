@@ -242,12 +242,19 @@
   /** Size a canvas for CSS size (w, h) at the device pixel ratio; returns its 2D context. */
   function sizeCanvas(canvas, w, h) {
     const dpr = Math.min(window.devicePixelRatio || 1, 2);
-    canvas.width = Math.max(1, Math.round(w * dpr));
-    canvas.height = Math.max(1, Math.round(h * dpr));
-    canvas.style.width = w + 'px';
-    canvas.style.height = h + 'px';
+    const pw = Math.max(1, Math.round(w * dpr));
+    const ph = Math.max(1, Math.round(h * dpr));
+    // Reallocating the backing store (and restyling) on every frame is measurable at 512 tokens.
+    if (canvas.width !== pw || canvas.height !== ph) {
+      canvas.width = pw;
+      canvas.height = ph;
+      canvas.style.width = w + 'px';
+      canvas.style.height = h + 'px';
+    }
     const ctx = canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.globalAlpha = 1;
+    ctx.clearRect(0, 0, w, h);
     return ctx;
   }
 
@@ -559,8 +566,11 @@
     const midTop = $('hv-mid').getBoundingClientRect().top;
     const off = Math.min(Math.max(0, stickyTop - midTop), height - canvasH);
     const canvas = $('hv-canvas');
-    $('hv-mid').style.width = width + 'px';
-    $('hv-mid').style.height = height + 'px';
+    if (!headLayout.sized) {
+      $('hv-mid').style.width = width + 'px';
+      $('hv-mid').style.height = height + 'px';
+      headLayout.sized = true;
+    }
     canvas.style.top = stickyTop + 'px';
     const ctx = sizeCanvas(canvas, width, canvasH);
     ctx.clearRect(0, 0, width, canvasH);
@@ -635,7 +645,9 @@
 
     // Token highlights: the hovered token, and on the other side each token tinted by its
     // strongest shown weight, in that head's colour.
-    for (const side of ['left', 'right']) {
+    const tint = Boolean(hv) || headLayout.tinted;
+    headLayout.tinted = Boolean(hv);
+    for (const side of tint ? ['left', 'right'] : []) {
       for (const t of $('hv-' + side).children) {
         const i = Number(t.dataset.token);
         const isHovered = hv && hv.side === side && hv.token === i;
@@ -1123,7 +1135,7 @@
     neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width };
     $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + ', query ' + describeToken(d.query) +
       ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
-      d.maxDiff.toExponential(2) + ', the precision the row is stored with (' + storageNote() + ')' +
+      d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
       (state.hideSpecial ? '; with [CLS]/[SEP] hidden both are taken over the remaining keys.' : '.');
     canvas.dataset.maxDiff = String(d.maxDiff);
   }
