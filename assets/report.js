@@ -95,9 +95,10 @@
     head: meta.initial.head,
     shown: new Array(H).fill(true),
     hideSpecial: false,
+    words: false,
     threshold: meta.initial.threshold,
     pair: 'all',
-    hover: null, // {side: 'left' | 'right', token}
+    hover: null, // {side: 'left' | 'right', unit}
     thumbStyle: N <= 64 ? 'lines' : 'heatmap',
     matrixScale: 'max',
     matrixRight: 'mean',
@@ -108,19 +109,54 @@
 
   const canHideSpecial = !meta.special_excluded && meta.special.some(Boolean) && meta.special.some((s) => !s);
 
-  /** Token indices currently shown (all, or all but [CLS]/[SEP]). */
-  let unitsCache = null;
-  function units() {
-    if (!unitsCache || unitsCache.hide !== state.hideSpecial) {
+  /** Tokens kept: all, or all but [CLS]/[SEP] when they are hidden. */
+  let keptCache = null;
+  function keptTokens() {
+    if (!keptCache || keptCache.hide !== state.hideSpecial) {
       const list = [];
       for (let i = 0; i < N; i++) if (!(state.hideSpecial && meta.special[i])) list.push(i);
-      unitsCache = { hide: state.hideSpecial, list };
+      keptCache = { hide: state.hideSpecial, list };
     }
-    return unitsCache.list;
+    return keptCache.list;
+  }
+
+  /** Word key of token i (segment and word id), or null for tokens that stand alone. */
+  function wordKey(i) {
+    const w = meta.word_ids[i];
+    return w === null || w === undefined || meta.special[i] ? null : meta.segments[i] + ':' + w;
+  }
+  const canMergeWords = meta.level === 'token' &&
+    meta.tokens.some((_, i) => i > 0 && wordKey(i) !== null && wordKey(i) === wordKey(i - 1));
+
+  /**
+   * The rows and columns every view but the neuron view shows ("units"): one per kept token, or,
+   * with word pieces merged, one per word. `ofToken[i]` is the unit of token i (-1 if hidden).
+   */
+  let unitsCache = null;
+  function units() {
+    if (!unitsCache || unitsCache.hide !== state.hideSpecial || unitsCache.words !== state.words) {
+      const list = [];
+      const ofToken = new Int32Array(N).fill(-1);
+      let prev = null;
+      for (const i of keptTokens()) {
+        const key = state.words ? wordKey(i) : null;
+        if (key !== null && key === prev) {
+          const u = list[list.length - 1];
+          u.tokens.push(i);
+          u.label += tokenLabel(i).replace(/^##/, '');
+        } else {
+          list.push({ label: tokenLabel(i), tokens: [i], special: meta.special[i], seg: segmentOf(i) });
+        }
+        ofToken[i] = list.length - 1;
+        prev = key;
+      }
+      unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken };
+    }
+    return unitsCache;
   }
 
   /** Per-row factor turning a stored integer into the shown weight for head (l, h): the
-   *  quantisation step, divided by the row's mass on shown keys when special tokens are hidden. */
+   *  quantisation step, divided by the row's mass on kept keys when special tokens are hidden. */
   const rowScaleCache = new Map();
   function rowScale(l, h) {
     const key = l * H + h;
@@ -130,12 +166,12 @@
     if (!state.hideSpecial) {
       rs.fill(attStep);
     } else {
-      const us = units();
+      const kept = keptTokens();
       const base = key * N * N;
       for (let q = 0; q < N; q++) {
         let sum = 0;
         const row = base + q * N;
-        for (const k of us) sum += att[row + k];
+        for (const k of kept) sum += att[row + k];
         rs[q] = sum > 0 ? 1 / sum : 0;
       }
     }
@@ -143,18 +179,75 @@
     return rs;
   }
 
-  /** The shown weight: how much token q attends to token k in layer l, head h. */
+  /** The shown token-level weight: how much token q attends to token k in layer l, head h. */
   function weight(l, h, q, k) {
     return att[((l * H + h) * N + q) * N + k] * rowScale(l, h)[q];
   }
 
+  /**
+   * A units × units matrix from token rows. `readRow(q, buf)` writes the shown weight of token q
+   * to each kept token k into buf[k]. Attention *to* a word is the sum over its pieces, attention
+   * *from* a word the mean over its pieces (rows renormalised first when specials are hidden).
+   */
+  const rowBuf = new Float64Array(N);
+  function unitsFromTokens(readRow) {
+    const { list, ofToken } = units();
+    const m = list.length;
+    const kept = keptTokens();
+    const out = new Float32Array(m * m);
+    for (let a = 0; a < m; a++) {
+      const u = list[a];
+      const base = a * m;
+      for (const q of u.tokens) {
+        readRow(q, rowBuf);
+        for (const k of kept) out[base + ofToken[k]] += rowBuf[k];
+      }
+      if (u.tokens.length > 1) for (let b = 0; b < m; b++) out[base + b] /= u.tokens.length;
+    }
+    return out;
+  }
+
+  /** Head (l, h) over the shown units, row = query. Cached for the current layer. */
+  const unitCache = new Map();
+  function unitMatrix(l, h, cache = true) {
+    const key = l * H + h;
+    if (cache && unitCache.has(key)) return unitCache.get(key);
+    const rs = rowScale(l, h);
+    const base = key * N * N;
+    let out;
+    if (!state.words) {
+      // Fast path: units are the kept tokens themselves.
+      const kept = keptTokens();
+      const m = kept.length;
+      out = new Float32Array(m * m);
+      for (let a = 0; a < m; a++) {
+        const row = base + kept[a] * N;
+        const s = rs[kept[a]];
+        const o = a * m;
+        for (let b = 0; b < m; b++) out[o + b] = att[row + kept[b]] * s;
+      }
+    } else {
+      const kept = keptTokens();
+      out = unitsFromTokens((q, buf) => {
+        const row = base + q * N;
+        const s = rs[q];
+        for (const k of kept) buf[k] = att[row + k] * s;
+      });
+    }
+    if (cache) {
+      for (const k of unitCache.keys()) if (Math.floor(k / H) !== l) unitCache.delete(k);
+      unitCache.set(key, out);
+    }
+    return out;
+  }
+
   function segmentOf(i) { return meta.segments[i] === 0 ? 'A' : 'B'; }
 
-  /** Query and key tokens allowed by the pair filter. */
+  /** Query and key units allowed by the pair filter. */
   function pairSides() {
-    const us = units();
-    if (state.pair === 'all') return [us, us];
-    const want = (s) => us.filter((i) => segmentOf(i) === s);
+    const all = units().list.map((_, a) => a);
+    if (state.pair === 'all') return [all, all];
+    const want = (s) => all.filter((a) => units().list[a].seg === s);
     return [want(state.pair[0]), want(state.pair[1])];
   }
 
@@ -232,6 +325,13 @@
   function tokenLabel(i) { return meta.tokens[i]; }
   function describeToken(i) {
     return '"' + tokenLabel(i) + '" (#' + i + (isPair ? ', ' + segmentOf(i) : '') + ')';
+  }
+  /** A unit as text: its label and the token numbers it covers. */
+  function describeUnit(a) {
+    const u = units().list[a];
+    const t = u.tokens;
+    const where = t.length === 1 ? '#' + t[0] : 'tokens #' + t[0] + '–' + t[t.length - 1];
+    return '"' + u.label + '" (' + where + (isPair ? ', ' + u.seg : '') + ')';
   }
   function fmtBytes(b) {
     if (b < 1024) return b + ' B';
@@ -323,6 +423,7 @@
 
   function invalidateWeights() {
     rowScaleCache.clear();
+    unitCache.clear();
     headLayout = null;
     modelGrid.dirty = true;
   }
@@ -330,10 +431,12 @@
   function set(patch) {
     const before = { ...state };
     Object.assign(state, patch);
-    if (state.hideSpecial !== before.hideSpecial) invalidateWeights();
-    if (state.layer !== before.layer) state.hover = null;
+    if (state.hideSpecial !== before.hideSpecial || state.words !== before.words) invalidateWeights();
+    if (state.layer !== before.layer || state.words !== before.words || state.hideSpecial !== before.hideSpecial) {
+      state.hover = null;
+    }
     if (patch.theme !== undefined) applyTheme();
-    if (['threshold', 'pair', 'thumbStyle', 'hideSpecial', 'theme'].some((k) => state[k] !== before[k])) {
+    if (['threshold', 'pair', 'thumbStyle', 'hideSpecial', 'words', 'theme'].some((k) => state[k] !== before[k])) {
       modelGrid.dirty = true;
     }
     renderNow();
@@ -353,6 +456,13 @@
     const hide = $('hide-special');
     hide.disabled = !canHideSpecial;
     hide.addEventListener('change', () => set({ hideSpecial: hide.checked }));
+
+    const words = $('merge-words');
+    words.disabled = !canMergeWords;
+    $('words-control').title += canMergeWords ? '' : meta.level === 'word'
+      ? ' — this report is already at word level'
+      : ' — no word in this input is split into pieces';
+    words.addEventListener('change', () => set({ words: words.checked }));
 
     const thr = $('threshold');
     thr.value = String(state.threshold);
@@ -410,6 +520,14 @@
     $('layer-select').value = String(state.layer);
     $('head-select').value = String(state.head);
     $('hide-special').checked = state.hideSpecial;
+    $('merge-words').checked = state.words;
+    const wnote = $('words-note');
+    wnote.hidden = !(state.words || meta.level === 'word');
+    wnote.textContent = meta.level === 'word'
+      ? 'Word pieces were merged into words when this report was written: attention to a word is the sum over its pieces, attention from a word the mean over its pieces.'
+      : 'Word pieces merged into words: attention to a word is the sum over its pieces, attention from a word the mean over its pieces' +
+        (state.hideSpecial ? ' (rows renormalised without [CLS]/[SEP] first)' : '') +
+        '. The neuron view stays per token: query and key vectors exist only for tokens.';
     $('threshold').value = String(state.threshold);
     $('threshold-value').textContent = state.threshold.toFixed(3);
     $('pair-filter').querySelectorAll('button').forEach((b) => {
@@ -459,6 +577,7 @@
       const v = VIEWS[Number(k) - 1];
       if (v !== 'stats' || stats.length) set({ view: v });
     } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
+    else if (k === 'w' && canMergeWords) set({ words: !state.words });
     else if (k === 't') $('theme-toggle').click();
     else if (k === '?') toggleHelp();
     else if (k === 'Escape') toggleHelp(false);
@@ -520,38 +639,45 @@
   }
 
   function layoutHead() {
-    const us = units();
-    const rh = N <= 40 ? 22 : N <= 128 ? 17 : 13;
-    const fontPx = N <= 40 ? 14 : N <= 128 ? 12 : 10.5;
+    const list = units().list;
+    const m = list.length;
+    const rh = m <= 40 ? 22 : m <= 128 ? 17 : 13;
+    const fontPx = m <= 40 ? 14 : m <= 128 ? 12 : 10.5;
     const font = fontPx + 'px ' + FONT_FAMILY;
     let maxW = 20;
-    for (const i of us) maxW = Math.max(maxW, textWidth(tokenLabel(i), font));
+    for (const u of list) maxW = Math.max(maxW, textWidth(u.label, font));
     const colW = Math.ceil(Math.min(maxW, 260)) + 16;
     const pad = 6;
-    const y = new Float64Array(N).fill(-1);
-    us.forEach((i, row) => { y[i] = pad + row * rh + rh / 2; });
-    const height = pad * 2 + us.length * rh;
-    const width = N <= 128 ? 300 : 360;
+    const y = new Float64Array(m);
+    for (let a = 0; a < m; a++) y[a] = pad + a * rh + rh / 2;
+    const height = pad * 2 + m * rh;
+    const width = m <= 128 ? 300 : 360;
     for (const side of ['left', 'right']) {
       const col = $('hv-' + side);
       col.textContent = '';
       col.style.width = colW + 'px';
       col.style.height = height + 'px';
       col.style.font = font;
-      for (const i of us) {
-        const t = el('div', { class: 'tok' + (meta.special[i] ? ' special' : '') + (segmentOf(i) === 'B' ? ' segB' : ''), text: tokenLabel(i), dataset: { token: String(i) } });
-        t.style.top = (y[i] - rh / 2) + 'px';
+      list.forEach((u, a) => {
+        const t = el('div', {
+          class: 'tok' + (u.special ? ' special' : '') + (u.seg === 'B' ? ' segB' : ''),
+          text: u.label,
+          dataset: { unit: String(a), token: String(u.tokens[0]) },
+        });
+        t.style.top = (y[a] - rh / 2) + 'px';
         t.style.height = rh + 'px';
         t.style.lineHeight = rh + 'px';
-        t.title = describeToken(i);
-        t.addEventListener('mouseenter', () => set({ hover: { side, token: i } }));
+        t.title = describeUnit(a);
+        t.addEventListener('mouseenter', () => set({ hover: { side, unit: a } }));
         t.addEventListener('mouseleave', () => {
-          if (state.hover && state.hover.side === side && state.hover.token === i) set({ hover: null });
+          if (state.hover && state.hover.side === side && state.hover.unit === a) set({ hover: null });
         });
         col.append(t);
-      }
+      });
     }
-    headLayout = { y, width, height, rh };
+    $('hv-mid').style.width = width + 'px';
+    $('hv-mid').style.height = height + 'px';
+    headLayout = { y, width, height, rh, m };
   }
 
   /** Line buckets per head: buckets[h][b] holds (y_query, y_key) pairs of weight in bucket b. */
@@ -559,21 +685,15 @@
 
   function renderHead() {
     if (!headLayout) layoutHead();
-    const { y, width, height } = headLayout;
+    const { y, width, height, m } = headLayout;
     // A canvas no taller than the window, stuck below the top bar; `off` is the layout y of its top.
     const stickyTop = $('topbar').offsetHeight;
     const canvasH = Math.min(height, Math.max(240, window.innerHeight - stickyTop));
     const midTop = $('hv-mid').getBoundingClientRect().top;
     const off = Math.min(Math.max(0, stickyTop - midTop), height - canvasH);
     const canvas = $('hv-canvas');
-    if (!headLayout.sized) {
-      $('hv-mid').style.width = width + 'px';
-      $('hv-mid').style.height = height + 'px';
-      headLayout.sized = true;
-    }
     canvas.style.top = stickyTop + 'px';
     const ctx = sizeCanvas(canvas, width, canvasH);
-    ctx.clearRect(0, 0, width, canvasH);
     ctx.translate(0, -off);
     const top = off;
     const bottom = off + canvasH;
@@ -582,36 +702,34 @@
     const l = state.layer;
     let [qs, ks] = pairSides();
     const hv = state.hover;
-    if (hv && hv.side === 'left') qs = qs.includes(hv.token) ? [hv.token] : [];
-    if (hv && hv.side === 'right') ks = ks.includes(hv.token) ? [hv.token] : [];
+    if (hv && hv.side === 'left') qs = qs.includes(hv.unit) ? [hv.unit] : [];
+    if (hv && hv.side === 'right') ks = ks.includes(hv.unit) ? [hv.unit] : [];
     const thr = state.threshold;
     let total = 0;
-    const opposite = hv ? new Float64Array(N) : null;
-    const oppositeHead = hv ? new Int32Array(N).fill(-1) : null;
+    const opposite = hv ? new Float64Array(m) : null;
+    const oppositeHead = hv ? new Int32Array(m).fill(-1) : null;
     for (let h = 0; h < H; h++) {
       const buckets = headBuckets[h];
       for (const b of buckets) b.length = 0;
       drawn.perHead[h] = 0;
       if (!state.shown[h]) continue;
-      const rs = rowScale(l, h);
-      const base = (l * H + h) * N * N;
+      const M = unitMatrix(l, h);
       let count = 0;
-      for (const q of qs) {
-        const row = base + q * N;
-        const s = rs[q];
-        const yq = y[q];
-        for (const k of ks) {
-          const v = att[row + k] * s;
+      for (const a of qs) {
+        const row = a * m;
+        const ya = y[a];
+        for (const b of ks) {
+          const v = M[row + b];
           if (v <= 0 || v < thr) continue;
           count++;
           if (opposite) {
-            const o = hv.side === 'left' ? k : q;
+            const o = hv.side === 'left' ? b : a;
             if (v > opposite[o]) { opposite[o] = v; oppositeHead[o] = h; }
           }
-          const yk = y[k];
+          const yb = y[b];
           // Lines that never cross the visible band are counted but not drawn.
-          if ((yq < top && yk < top) || (yq > bottom && yk > bottom)) continue;
-          buckets[Math.min(LINE_BUCKETS - 1, (v * LINE_BUCKETS) | 0)].push(yq, yk);
+          if ((ya < top && yb < top) || (ya > bottom && yb > bottom)) continue;
+          buckets[Math.min(LINE_BUCKETS - 1, (v * LINE_BUCKETS) | 0)].push(ya, yb);
         }
       }
       drawn.perHead[h] = count;
@@ -643,18 +761,18 @@
     drawn.lines = total;
     canvas.dataset.lines = String(total);
 
-    // Token highlights: the hovered token, and on the other side each token tinted by its
+    // Token highlights: the hovered unit, and on the other side each unit tinted by its
     // strongest shown weight, in that head's colour.
     const tint = Boolean(hv) || headLayout.tinted;
     headLayout.tinted = Boolean(hv);
     for (const side of tint ? ['left', 'right'] : []) {
       for (const t of $('hv-' + side).children) {
-        const i = Number(t.dataset.token);
-        const isHovered = hv && hv.side === side && hv.token === i;
-        t.classList.toggle('hovered', Boolean(isHovered));
-        if (hv && hv.side !== side && oppositeHead[i] >= 0) {
-          const [r, g, b] = hexToRgb(headColor(oppositeHead[i]).startsWith('#') ? headColor(oppositeHead[i]) : '#888888');
-          t.style.backgroundColor = 'rgba(' + r + ',' + g + ',' + b + ',' + Math.min(0.85, opposite[i]).toFixed(3) + ')';
+        const a = Number(t.dataset.unit);
+        t.classList.toggle('hovered', Boolean(hv && hv.side === side && hv.unit === a));
+        if (hv && hv.side !== side && oppositeHead[a] >= 0) {
+          const c = headColor(oppositeHead[a]);
+          const [r, g, b] = c.startsWith('#') ? hexToRgb(c) : [136, 136, 136];
+          t.style.backgroundColor = 'rgba(' + r + ',' + g + ',' + b + ',' + Math.min(0.85, opposite[a]).toFixed(3) + ')';
         } else {
           t.style.backgroundColor = '';
         }
@@ -668,7 +786,7 @@
     const shownCount = state.shown.filter(Boolean).length;
     let info = 'Layer ' + l + ' · ' + shownCount + ' of ' + H + ' heads · ' + total.toLocaleString('en') +
       ' lines of weight ≥ ' + thr.toFixed(3) + ' (opacity = weight)';
-    if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeToken(hv.token);
+    if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeUnit(hv.unit);
     if (state.pair !== 'all') info += ' · ' + state.pair[0] + '→' + state.pair[1] + ' only';
     $('hv-info').textContent = info;
   }
@@ -731,21 +849,18 @@
     const ctx = sizeCanvas(canvas, s, s);
     ctx.fillStyle = cssVar('--bg');
     ctx.fillRect(0, 0, s, s);
-    const us = units();
-    const m = us.length;
-    const rs = rowScale(l, h);
-    const base = (l * H + h) * N * N;
+    const m = units().list.length;
+    const M = unitMatrix(l, h, false);
     if (state.thumbStyle === 'heatmap') {
       const px = Math.min(s, m);
       const img = new ImageData(px, px);
       const pooled = new Float64Array(px * px);
       let max = 0;
+      // Max-pooled, so a sharp diagonal survives the shrinking.
       for (let a = 0; a < m; a++) {
-        const q = us[a];
         const r = Math.floor((a * px) / m) * px;
-        const row = base + q * N;
         for (let c = 0; c < m; c++) {
-          const v = att[row + us[c]] * rs[q];
+          const v = M[a * m + c];
           const idx = r + Math.floor((c * px) / m);
           if (v > pooled[idx]) pooled[idx] = v;
         }
@@ -768,18 +883,17 @@
       return;
     }
     const [qs, ks] = pairSides();
-    const pos = new Float64Array(N);
+    const pos = new Float64Array(m);
     const pad = 5;
-    us.forEach((i, row) => { pos[i] = pad + (m > 1 ? (row * (s - 2 * pad)) / (m - 1) : (s - 2 * pad) / 2); });
+    for (let a = 0; a < m; a++) pos[a] = pad + (m > 1 ? (a * (s - 2 * pad)) / (m - 1) : (s - 2 * pad) / 2);
     const nb = 32;
     const tb = Array.from({ length: nb }, () => []);
     const thr = state.threshold;
-    for (const q of qs) {
-      const row = base + q * N;
-      for (const k of ks) {
-        const v = att[row + k] * rs[q];
+    for (const a of qs) {
+      for (const b of ks) {
+        const v = M[a * m + b];
         if (v <= 0 || v < thr) continue;
-        tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[q], pos[k]);
+        tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], pos[b]);
       }
     }
     ctx.strokeStyle = headColor(h);
@@ -802,47 +916,37 @@
 
   /** The shown matrix (units × units) for the matrix view: a head, the mean, or an analysis matrix. */
   function matrixValues(kind, l, h) {
-    const us = units();
-    const m = us.length;
-    const out = new Float64Array(m * m);
-    if (kind === 'head') {
-      const rs = rowScale(l, h);
-      const base = (l * H + h) * N * N;
-      for (let a = 0; a < m; a++) {
-        const row = base + us[a] * N;
-        for (let c = 0; c < m; c++) out[a * m + c] = att[row + us[c]] * rs[us[a]];
-      }
-    } else if (kind === 'mean') {
+    const m = units().list.length;
+    if (kind === 'head') return unitMatrix(l, h);
+    if (kind === 'mean') {
+      const out = new Float64Array(m * m);
       for (let hh = 0; hh < H; hh++) {
-        const rs = rowScale(l, hh);
-        const base = (l * H + hh) * N * N;
-        for (let a = 0; a < m; a++) {
-          const row = base + us[a] * N;
-          for (let c = 0; c < m; c++) out[a * m + c] += att[row + us[c]] * rs[us[a]];
-        }
+        const M = unitMatrix(l, hh);
+        for (let i = 0; i < out.length; i++) out[i] += M[i];
       }
       for (let i = 0; i < out.length; i++) out[i] /= H;
-    } else {
-      const info = (analysis.matrices || []).find((x) => x.id === kind);
-      const sec = sections[info.section];
-      const base = info.per_layer ? l * N * N : 0;
-      for (let a = 0; a < m; a++) {
-        let sum = 0;
-        for (let c = 0; c < m; c++) {
-          const v = sec.lo + sec.values[base + us[a] * N + us[c]] * sec.step;
-          out[a * m + c] = v;
-          sum += v;
-        }
-        if (state.hideSpecial && sum > 0) for (let c = 0; c < m; c++) out[a * m + c] /= sum;
-      }
+      return out;
     }
-    return out;
+    // An analysis matrix, given per token: treated like attention (rows renormalised over kept
+    // tokens when [CLS]/[SEP] are hidden, word pieces merged the same way).
+    const info = (analysis.matrices || []).find((x) => x.id === kind);
+    const sec = sections[info.section];
+    const base = info.per_layer ? l * N * N : 0;
+    const kept = keptTokens();
+    return unitsFromTokens((q, buf) => {
+      let sum = 0;
+      for (const k of kept) {
+        buf[k] = sec.lo + sec.values[base + q * N + k] * sec.step;
+        sum += buf[k];
+      }
+      if (state.hideSpecial && sum > 0) for (const k of kept) buf[k] /= sum;
+    });
   }
 
   const matrixPanels = {};
 
   function drawMatrixPanel(id, values, caption) {
-    const us = units();
+    const us = units().list;
     const m = us.length;
     let max = 0;
     for (const v of values) if (v > max) max = v;
@@ -868,7 +972,7 @@
     const font = fontPx + 'px ' + FONT_FAMILY;
     let margin = 8;
     if (labelled) {
-      for (const i of us) margin = Math.max(margin, textWidth(tokenLabel(i), font) + 8);
+      for (const u of us) margin = Math.max(margin, textWidth(u.label, font) + 8);
       margin = Math.min(margin, 130);
     }
     const cell = Math.max(1, Math.min(36, Math.floor((avail - margin) / m)));
@@ -894,23 +998,23 @@
       ctx.font = p.font;
       ctx.textBaseline = 'middle';
       for (let a = 0; a < p.m; a++) {
-        const i = p.us[a];
+        const u = p.us[a];
         const mid = p.margin + a * p.cell + p.cell / 2;
         const hot = hoverCell && (hoverCell[0] === a);
-        ctx.fillStyle = hot ? fg : (meta.special[i] ? muted : fg);
+        ctx.fillStyle = hot ? fg : (u.special ? muted : fg);
         ctx.textAlign = 'right';
-        ctx.fillText(tokenLabel(i), p.margin - 4, mid, p.margin - 6);
+        ctx.fillText(u.label, p.margin - 4, mid, p.margin - 6);
         ctx.save();
         ctx.translate(mid, p.margin - 4);
         ctx.rotate(-Math.PI / 2);
         ctx.textAlign = 'left';
-        ctx.fillStyle = hoverCell && hoverCell[1] === a ? fg : (meta.special[i] ? muted : fg);
-        ctx.fillText(tokenLabel(i), 0, 0, p.margin - 6);
+        ctx.fillStyle = hoverCell && hoverCell[1] === a ? fg : (u.special ? muted : fg);
+        ctx.fillText(u.label, 0, 0, p.margin - 6);
         ctx.restore();
       }
     }
     if (isPair && meta.sentence_b_start !== null) {
-      const b = p.us.findIndex((i) => segmentOf(i) === 'B');
+      const b = p.us.findIndex((u) => u.seg === 'B');
       if (b > 0) {
         ctx.strokeStyle = cssVar('--bg');
         ctx.lineWidth = 1.5;
@@ -956,11 +1060,10 @@
 
   function matrixTip(label) {
     return (p, a, c) => {
-      const q = p.us[a];
-      const k = p.us[c];
-      let t = label() + '\nquery  ' + describeToken(q) + '\nkey    ' + describeToken(k) +
+      let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
         '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (' + storageNote() + ')';
       if (state.hideSpecial) t += '\nrow renormalised without [CLS]/[SEP]';
+      if (state.words) t += '\nword pieces merged: sum over key pieces, mean over query pieces';
       return t;
     };
   }
@@ -991,7 +1094,7 @@
     const Q = sections.query.values;
     const K = sections.key.values;
     const qv = Q.subarray(off(q), off(q) + D);
-    const keys = units();
+    const keys = keptTokens();
     const inv = 1 / Math.sqrt(D);
     const kv = keys.map((k) => K.subarray(off(k), off(k) + D));
     const scores = kv.map((k) => { let s = 0; for (let i = 0; i < D; i++) s += qv[i] * k[i]; return s * inv; });
@@ -1031,7 +1134,7 @@
     missing.hidden = true;
     canvas.hidden = false;
     if (state.hideSpecial && meta.special[state.neuronQuery]) {
-      state.neuronQuery = units()[0];
+      state.neuronQuery = keptTokens()[0];
     }
     const d = neuronData();
     const rh = N <= 64 ? 17 : 14;

@@ -66,20 +66,47 @@ function shownWeight(exp, l, h, q, k, hide) {
   return sum > 0 ? w / sum : 0;
 }
 
-/** Number of lines the head view should draw. */
-function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, fromQ = null, toK = null }) {
-  const seg = (i) => (exp.segments[i] === 0 ? 'A' : 'B');
+/** The units the page should show: token indices per row, pieces merged into words if asked. */
+function expectedUnits(exp, { hide = false, words = false } = {}) {
+  const list = [];
+  let prev = null;
+  for (let i = 0; i < exp.n; i++) {
+    if (hide && exp.special[i]) continue;
+    const w = exp.word_ids[i];
+    const key = words && w !== null && !exp.special[i] ? exp.segments[i] + ':' + w : null;
+    if (key !== null && key === prev) list[list.length - 1].push(i);
+    else list.push([i]);
+    prev = key;
+  }
+  return list;
+}
+
+/** Head (l, h) over the units: attention to a word sums its pieces, from a word averages them. */
+function expectedMatrix(exp, l, h, opts = {}) {
+  const us = expectedUnits(exp, opts);
+  const m = us.length;
+  const M = new Float64Array(m * m);
+  for (let a = 0; a < m; a++) for (let b = 0; b < m; b++) {
+    let sum = 0;
+    for (const q of us[a]) for (const k of us[b]) sum += shownWeight(exp, l, h, q, k, opts.hide);
+    M[a * m + b] = sum / us[a].length;
+  }
+  return { us, m, M };
+}
+
+/** Number of lines the head view should draw (fromQ/toK: hovered unit). */
+function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, words = false, fromQ = null, toK = null }) {
+  const seg = (u) => (exp.segments[u[0]] === 0 ? 'A' : 'B');
   let count = 0;
   for (const h of heads) {
-    for (let q = 0; q < exp.n; q++) {
-      if (hide && exp.special[q]) continue;
-      if (fromQ !== null && q !== fromQ) continue;
-      if (pair !== 'all' && seg(q) !== pair[0]) continue;
-      for (let k = 0; k < exp.n; k++) {
-        if (hide && exp.special[k]) continue;
-        if (toK !== null && k !== toK) continue;
-        if (pair !== 'all' && seg(k) !== pair[1]) continue;
-        const w = shownWeight(exp, layer, h, q, k, hide);
+    const { us, m, M } = expectedMatrix(exp, layer, h, { hide, words });
+    for (let a = 0; a < m; a++) {
+      if (fromQ !== null && a !== fromQ) continue;
+      if (pair !== 'all' && seg(us[a]) !== pair[0]) continue;
+      for (let b = 0; b < m; b++) {
+        if (toK !== null && b !== toK) continue;
+        if (pair !== 'all' && seg(us[b]) !== pair[1]) continue;
+        const w = M[a * m + b];
         if (w > 0 && w >= thr) count++;
       }
     }
@@ -87,18 +114,14 @@ function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, fro
   return count;
 }
 
-/** A slider-reachable threshold (multiple of 0.001) near `target` that no weight sits within 5e-5
- *  of, so 16-bit storage cannot move any weight across it. */
-function safeThreshold(exp, target, hide = false) {
+/** A slider-reachable threshold (multiple of 0.001) near `target` that no shown weight sits within
+ *  5e-5 of, so 16-bit storage cannot move any weight across it. */
+function safeThreshold(exp, target, opts = {}) {
+  const all = [];
+  for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) all.push(expectedMatrix(exp, l, h, opts).M);
   for (let t = Math.round(target * 1000); t < 500; t++) {
     const thr = t / 1000;
-    let ok = true;
-    for (let l = 0; l < exp.layers && ok; l++) for (let h = 0; h < exp.heads && ok; h++) {
-      for (let q = 0; q < exp.n && ok; q++) for (let k = 0; k < exp.n && ok; k++) {
-        if (Math.abs(shownWeight(exp, l, h, q, k, hide) - thr) < 5e-5) ok = false;
-      }
-    }
-    if (ok) return thr;
+    if (all.every((M) => M.every((w) => Math.abs(w - thr) >= 5e-5))) return thr;
   }
   throw new Error('no safe threshold');
 }
@@ -212,7 +235,7 @@ test('single: keyboard moves across layers and heads', async () => {
 
 test('single: hiding [CLS]/[SEP] renormalises the rows and says so', async () => {
   const { page, context, exp, log } = await open('single');
-  const thr = safeThreshold(exp, 0.04, true);
+  const thr = safeThreshold(exp, 0.04, { hide: true });
   await setThreshold(page, thr);
   await page.check('#hide-special');
   await settle(page);
@@ -484,3 +507,46 @@ for (const name of ['real-pair', 'real-injection', 'real-paragraph']) {
     await context.close();
   });
 }
+
+test('real-paragraph: merging word pieces sums attention to a word and averages it from a word', async () => {
+  const { page, context, exp, log } = await open('real-paragraph');
+  const words = expectedUnits(exp, { words: true });
+  assert.ok(words.length < exp.n, 'the paragraph has split words');
+  const thr = safeThreshold(exp, 0.05, { words: true });
+  await setThreshold(page, thr);
+  await page.check('#merge-words');
+  await settle(page);
+  const labels = await page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));
+  assert.equal(labels.length, words.length);
+  const want = words.map((u) => u.map((i) => exp.tokens[i].replace(/^##/, '')).join(''));
+  assert.deepEqual(labels, want);
+  assert.ok(labels.includes('separator') && labels.includes('visualising'), 'merged words are shown whole');
+  assert.match(await page.textContent('#words-note'), /sum over its pieces/);
+  const all = range(exp.heads);
+  for (const layer of [0, exp.layers - 1]) {
+    await page.selectOption('#layer-select', String(layer));
+    assert.equal(await lines(page), expectedLines(exp, { layer, heads: all, thr, words: true }), 'layer ' + layer);
+  }
+  await shot(page, 'real-paragraph-words');
+  // With [CLS]/[SEP] hidden as well.
+  const thr2 = safeThreshold(exp, 0.05, { words: true, hide: true });
+  await setThreshold(page, thr2);
+  await page.check('#hide-special');
+  assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: all, thr: thr2, words: true, hide: true }));
+  await page.uncheck('#hide-special');
+  // The matrix view shows the merged value: "separator" (3 pieces) as key and as query.
+  const sep = labels.indexOf('separator');
+  const { M, m } = expectedMatrix(exp, 2, 4, { words: true });
+  await page.click('#tab-matrix');
+  await page.selectOption('#layer-select', '2');
+  await page.selectOption('#head-select', '4');
+  for (const [a, c] of [[sep, sep - 1], [sep - 1, sep], [sep, sep]]) {
+    const tip = await hoverCell(page, 'matrix-left', a, c);
+    const shown = Number(tip.match(/weight (\d\.\d{5})/)[1]);
+    // 5 decimals, plus 16-bit storage of each of up to 3 summed pieces.
+    assert.ok(Math.abs(shown - M[a * m + c]) <= 5e-6 + 3 * 7.7e-6, a + ',' + c + ': ' + shown + ' vs ' + M[a * m + c]);
+  }
+  await shot(page, 'real-paragraph-words-matrix');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});

@@ -131,6 +131,7 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
         "tokens": att.tokens,
         "segments": att.token_type_ids,
         "special": att.special,
+        "word_ids": att.word_ids,
         "threshold": opts.threshold,
         "neuron": opts.neuron && att.query_key.is_some(),
         "weights": att.weights(),
