@@ -108,6 +108,7 @@
   };
 
   const canHideSpecial = !meta.special_excluded && meta.special.some(Boolean) && meta.special.some((s) => !s);
+  state.hideSpecial = Boolean(meta.initial.hide_special) && canHideSpecial;
 
   /** Tokens kept: all, or all but [CLS]/[SEP] when they are hidden. */
   let keptCache = null;
@@ -127,6 +128,7 @@
   }
   const canMergeWords = meta.level === 'token' &&
     meta.tokens.some((_, i) => i > 0 && wordKey(i) !== null && wordKey(i) === wordKey(i - 1));
+  state.words = Boolean(meta.initial.words) && canMergeWords;
 
   /**
    * The rows and columns every view but the neuron view shows ("units"): one per kept token, or,

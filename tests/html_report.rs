@@ -175,6 +175,20 @@ fn write_real_cases(dir: &Path) {
     ];
     for (name, text, pair) in cases {
         let enc = model.encode(text, pair, &opts).expect("encode");
+        if name == "real-paragraph" {
+            // What `--words --no-special` should produce: the page opens merged and hidden.
+            write_case(
+                dir,
+                "real-paragraph-initial",
+                &enc.attention,
+                &HtmlOptions {
+                    hide_special: true,
+                    words: true,
+                    view: View::Matrix,
+                    ..HtmlOptions::default()
+                },
+            );
+        }
         write_case(
             dir,
             name,

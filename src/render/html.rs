@@ -157,6 +157,12 @@ pub struct HtmlOptions {
     pub head: usize,
     /// View the page opens on.
     pub view: View,
+    /// Open with [CLS]/[SEP] hidden and rows renormalised (the `--no-special` flag). The page can
+    /// show them again, so pass the token-level attention and set this rather than removing them.
+    pub hide_special: bool,
+    /// Open with word pieces merged into words (the `--words` flag). As with `hide_special`, pass
+    /// the token-level attention and set this: the page merges, and can split again.
+    pub words: bool,
     /// Extra settings shown in the page's "About" panel (for example the command line), as
     /// label/value pairs. Escaped like every other string.
     pub settings: Vec<(String, String)>,
@@ -175,6 +181,8 @@ impl Default for HtmlOptions {
             layer: 0,
             head: 0,
             view: View::Head,
+            hide_special: false,
+            words: false,
             settings: Vec::new(),
             analysis: HtmlAnalysis::default(),
         }
@@ -391,6 +399,8 @@ struct Initial {
     layer: usize,
     head: usize,
     threshold: f32,
+    hide_special: bool,
+    words: bool,
 }
 
 #[derive(Serialize)]
@@ -501,6 +511,8 @@ impl<'a> Meta<'a> {
                 layer: opts.layer,
                 head: opts.head,
                 threshold: opts.threshold,
+                hide_special: opts.hide_special,
+                words: opts.words,
             },
             neuron,
             payload: PayloadMeta {

@@ -550,3 +550,21 @@ test('real-paragraph: merging word pieces sums attention to a word and averages 
   assert.deepEqual(log.errors, []);
   await context.close();
 });
+
+test('real-paragraph-initial: a report written with words merged and [CLS]/[SEP] hidden opens that way', async () => {
+  const { page, context, exp, log } = await open('real-paragraph-initial');
+  assert.equal(await page.isVisible('#view-matrix'), true);
+  assert.equal(await page.isChecked('#merge-words'), true);
+  assert.equal(await page.isChecked('#hide-special'), true);
+  assert.equal(await page.isVisible('#special-note'), true);
+  assert.equal(await page.isVisible('#words-note'), true);
+  const g = await page.evaluate(() => window.attnviz.matrixGeometry('matrix-left'));
+  assert.equal(g.m, expectedUnits(exp, { words: true, hide: true }).length);
+  // And it can go back to tokens.
+  await page.uncheck('#merge-words');
+  await page.uncheck('#hide-special');
+  await settle(page);
+  assert.equal((await page.evaluate(() => window.attnviz.matrixGeometry('matrix-left'))).m, exp.n);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
