@@ -16,7 +16,7 @@ use std::process::Command;
 
 use attnviz::model::{EncodeOptions, Model};
 use attnviz::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, View,
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision, View,
 };
 use attnviz::Attention;
 use support::{minilm_dir, random_attention, write_expectations};
@@ -68,6 +68,18 @@ fn write_cases(dir: &Path) {
         &HtmlOptions {
             neuron: true,
             settings: vec![("Command".into(), "attnviz --html single.html".into())],
+            ..HtmlOptions::default()
+        },
+    );
+
+    // The other storage paths: 8-bit weights, no compression.
+    write_case(
+        dir,
+        "single-u8-raw",
+        &single,
+        &HtmlOptions {
+            precision: Precision::U8,
+            compress: false,
             ..HtmlOptions::default()
         },
     );

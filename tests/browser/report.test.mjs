@@ -116,12 +116,14 @@ function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, wor
 
 /** A slider-reachable threshold (multiple of 0.001) near `target` that no shown weight sits within
  *  5e-5 of, so 16-bit storage cannot move any weight across it. */
-function safeThreshold(exp, target, opts = {}) {
+function safeThreshold(exp, target, opts = {}, margin = 5e-5, only = null) {
   const all = [];
-  for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) all.push(expectedMatrix(exp, l, h, opts).M);
+  for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) {
+    if (!only || (only[0] === l && only[1] === h)) all.push(expectedMatrix(exp, l, h, opts).M);
+  }
   for (let t = Math.round(target * 1000); t < 500; t++) {
     const thr = t / 1000;
-    if (all.every((M) => M.every((w) => Math.abs(w - thr) >= 5e-5))) return thr;
+    if (all.every((M) => M.every((w) => Math.abs(w - thr) >= margin))) return thr;
   }
   throw new Error('no safe threshold');
 }
@@ -332,6 +334,30 @@ test('single: neuron view softmax equals the attention row', async () => {
   await page.mouse.click(box.x + 20, box.y + g.y0 + 7.5 * g.rh);
   await settle(page);
   assert.equal(await page.evaluate(() => window.attnviz.state.neuronQuery), 7);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('single-u8-raw: 8-bit, uncompressed storage decodes to the same picture', async () => {
+  const { page, context, exp, log } = await open('single-u8-raw');
+  const meta = await page.evaluate(() => window.attnviz.meta.payload);
+  assert.equal(meta.compression, 'none');
+  assert.equal(meta.sections[0].dtype, 'u8');
+  // 8-bit values are within 1/510 of the weight: keep the threshold 2e-3 away from every weight
+  // of the head drawn.
+  const thr = safeThreshold(exp, 0.08, {}, 2e-3, [3, 2]);
+  await setThreshold(page, thr);
+  await page.selectOption('#layer-select', '3');
+  await page.dblclick('#head-legend button[data-head="2"]');
+  const n = await lines(page);
+  assert.equal(n, expectedLines(exp, { layer: 3, heads: [2], thr }));
+  assert.ok(n > 0);
+  await page.click('#tab-matrix');
+  await page.selectOption('#head-select', '2');
+  const tip = await hoverCell(page, 'matrix-left', 5, 6);
+  assert.match(tip, /stored in 8 bits/);
+  const shown = Number(tip.match(/weight (\d\.\d{3})/)[1]);
+  assert.ok(Math.abs(shown - rawWeight(exp, 3, 2, 5, 6)) <= 5e-4 + 1 / 510, String(shown));
   assert.deepEqual(log.errors, []);
   await context.close();
 });
