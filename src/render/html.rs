@@ -3,15 +3,34 @@
 //!
 //! The page is `templates/report.html` with `assets/report.css` and `assets/report.js` inlined
 //! (all three are embedded at build time), a small JSON metadata block and one base64 payload that
-//! holds the attention once, quantised and gzip-compressed (see [`payload`] for the exact
-//! encoding). The page makes no network request and works from `file://`; it decodes the payload
-//! with the browser's `DecompressionStream`.
+//! holds the attention once, quantised and gzip-compressed (`src/render/html/payload.rs` documents
+//! the exact encoding). The page makes no network request (its Content-Security-Policy forbids
+//! any) and works from `file://`; it decodes the payload with the browser's `DecompressionStream`.
+//!
+//! ```
+//! use attnviz::render::html::{write_html, HtmlOptions};
+//! # use attnviz::{Attention, ModelInfo};
+//! # let model = ModelInfo { id: "demo".into(), revision: None, layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
+//! # let att = Attention::new(model, "Hi".into(), None, vec!["[CLS]".into(), "hi".into()], vec![101, 7632],
+//! #     vec![0, 0], vec![true, false], vec![None, Some(0)], vec![0.5, 0.5, 0.25, 0.75], None).unwrap();
+//! let mut page = Vec::new();
+//! write_html(&att, &HtmlOptions { neuron: false, ..HtmlOptions::default() }, &mut page)?;
+//! assert!(page.starts_with(b"<!DOCTYPE html>"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Precision
+//! Weights are stored as 16-bit fixed point by default (step 1/65535, so each is within 7.63e-6 of
+//! the model's f32); the page shows them to 5 decimals and says so. [`Precision::U8`] stores 8 bits
+//! (within 1.96e-3, shown to 3 decimals) for very long inputs. Query/key vectors (`--neuron`) are
+//! exact f32, so the softmax the neuron view recomputes equals the attention row.
 //!
 //! # Data the page reads
-//! `<script type="application/json" id="attnviz-meta">` holds [`Meta`] (every string in it is
-//! JSON-escaped with `<`, `>`, `&`, U+2028 and U+2029 written as `\uXXXX`, so no token can close the
-//! script element). `<script type="application/octet-stream" id="attnviz-data">` holds the base64
-//! payload; its sections are listed in `meta.payload.sections`.
+//! `<script type="application/json" id="attnviz-meta">` holds the metadata (the private `Meta`
+//! struct below; every string in it is JSON-escaped with `<`, `>`, `&`, U+2028 and U+2029 written
+//! as `\uXXXX`, so no token can close the script element). `<script type="application/octet-stream"
+//! id="attnviz-data">` holds the base64 payload; its sections are listed in
+//! `meta.payload.sections`.
 //!
 //! # Adding panels from the analysis
 //! [`HtmlOptions::analysis`] takes an [`HtmlAnalysis`]:
@@ -21,11 +40,19 @@
 //!   statistic of a head on hover, and a click opens that head in the head view.
 //!   [`HtmlAnalysis::head_labels`] optionally tags heads (`"previous token"`, `"[SEP] sink"`), shown
 //!   in the grid and its tooltips.
-//! - [`ExtraMatrix`]es, `n × n` per layer (or one for the whole model), e.g. the analysis's head
-//!   mean or attention rollout. The matrix view lists them next to "Mean over heads"; they are
-//!   stored in the payload like the attention (16-bit over their own value range).
+//! - [`ExtraMatrix`]es, `n × n` per layer (or one for the whole model), over the report's tokens,
+//!   e.g. attention rollout. The matrix view lists them next to "Mean over heads" (which the page
+//!   computes itself); they are stored in the payload like the attention (16-bit over their own
+//!   value range) and follow the page's word-merge and hide-`[CLS]`/`[SEP]` toggles like attention.
 //!
 //! The analysis engineer only supplies numbers; the page renders whatever is present.
+//!
+//! # Word level and special tokens
+//! The page merges word pieces (attention *to* a word is the sum over its pieces, *from* a word the
+//! mean over its pieces) and hides `[CLS]`/`[SEP]` (rows renormalised first) by itself, reversibly.
+//! For `--words` / `--no-special`, pass the token-level attention and set [`HtmlOptions::words`] /
+//! [`HtmlOptions::hide_special`]. An already derived attention (word level, specials removed) also
+//! renders; the page then says so and its toggles and neuron view are off.
 
 mod payload;
 
@@ -135,7 +162,7 @@ impl HtmlAnalysis {
 /// Options of the HTML report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HtmlOptions {
-    /// Page title; default "attnviz — <sentence>".
+    /// Page title; default `"attnviz — <sentence>"`.
     pub title: Option<String>,
     /// Embed each head's query and key vectors for the neuron view (the `--neuron` flag). They are
     /// stored as exact f32, so the softmax the page recomputes equals the attention row. Ignored
@@ -157,7 +184,7 @@ pub struct HtmlOptions {
     pub head: usize,
     /// View the page opens on.
     pub view: View,
-    /// Open with [CLS]/[SEP] hidden and rows renormalised (the `--no-special` flag). The page can
+    /// Open with `[CLS]`/`[SEP]` hidden and rows renormalised (the `--no-special` flag). The page can
     /// show them again, so pass the token-level attention and set this rather than removing them.
     pub hide_special: bool,
     /// Open with word pieces merged into words (the `--words` flag). As with `hide_special`, pass
