@@ -972,7 +972,8 @@
     const labelled = m <= 80;
     const fontPx = m <= 24 ? 12 : 10;
     const font = fontPx + 'px ' + FONT_FAMILY;
-    let margin = 8;
+    // Too many units for labels: number the axes instead (hover names every cell).
+    let margin = 30;
     if (labelled) {
       for (const u of us) margin = Math.max(margin, textWidth(u.label, font) + 8);
       margin = Math.min(margin, 130);
@@ -1013,6 +1014,20 @@
         ctx.fillStyle = hoverCell && hoverCell[1] === a ? fg : (u.special ? muted : fg);
         ctx.fillText(u.label, 0, 0, p.margin - 6);
         ctx.restore();
+      }
+    }
+    if (!p.labelled) {
+      ctx.font = '10px ' + FONT_FAMILY;
+      ctx.fillStyle = muted;
+      const every = [10, 20, 25, 50, 100, 200].find((e) => e * p.cell >= 36) || 500;
+      for (let a = 0; a < p.m; a += every) {
+        const mid = p.margin + a * p.cell + p.cell / 2;
+        ctx.textAlign = 'right';
+        ctx.textBaseline = 'middle';
+        ctx.fillText(String(a), p.margin - 4, mid);
+        ctx.textAlign = 'center';
+        ctx.textBaseline = 'bottom';
+        ctx.fillText(String(a), mid, p.margin - 3);
       }
     }
     if (isPair && meta.sentence_b_start !== null) {
