@@ -172,14 +172,17 @@ struct FeedForward {
 
 impl FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let inner = self.expand.forward(x)?;
-        let inner = match self.activation {
-            Activation::GeluErf => inner.gelu_erf()?,
-            Activation::GeluTanh => inner.gelu()?,
-            Activation::Relu => inner.relu()?,
-        };
+        let inner = activate(&self.expand.forward(x)?, self.activation)?;
         let out = (self.project.forward(&inner)? + x)?;
         self.norm.forward(&out)
+    }
+}
+
+fn activate(x: &Tensor, activation: Activation) -> Result<Tensor> {
+    match activation {
+        Activation::GeluErf => x.gelu_erf(),
+        Activation::GeluTanh => x.gelu(),
+        Activation::Relu => x.relu(),
     }
 }
 
@@ -322,4 +325,37 @@ fn padding_mask(lengths: &[usize], n: usize) -> Result<Option<Tensor>> {
         (lengths.len(), 1, 1, n),
         &Device::Cpu,
     )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activations_follow_their_formulas() {
+        let xs: Vec<f32> = (-800..=800).map(|i| i as f32 / 100.0).collect();
+        let t = Tensor::new(xs.as_slice(), &Device::Cpu).unwrap();
+        let run = |a| activate(&t, a).unwrap().to_vec1::<f32>().unwrap();
+        // transformers' gelu_new / gelu_pytorch_tanh, in f64.
+        let tanh_gelu = |x: f64| {
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+        };
+        for (x, y) in xs.iter().zip(run(Activation::GeluTanh)) {
+            assert!(
+                (tanh_gelu(*x as f64) - y as f64).abs() < 1e-5,
+                "gelu_new({x}) = {y}"
+            );
+        }
+        for (x, y) in xs.iter().zip(run(Activation::Relu)) {
+            assert_eq!(y, x.max(0.0));
+        }
+        // Exact GELU x·Φ(x); expected values from Python: x * 0.5 * (1 + math.erf(x / sqrt(2))).
+        let erf = run(Activation::GeluErf);
+        let at = |x: f32| erf[xs.iter().position(|&v| v == x).unwrap()] as f64;
+        assert!((at(1.0) - 0.841_344_746_068_542_9).abs() < 1e-6);
+        assert!((at(-1.0) + 0.158_655_253_931_457_05).abs() < 1e-6);
+        assert!((at(2.0) - 1.954_499_736_103_641_6).abs() < 1e-6);
+        assert!((at(-3.0) + 0.004_049_694_094_890_31).abs() < 1e-6);
+    }
 }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// The feed-forward activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
-    /// `gelu`: x·Φ(x) with the exact error function (BERT's original).
+    /// `gelu` (or `gelu_python`): x·Φ(x) with the exact error function (BERT's original).
     GeluErf,
     /// `gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`: the tanh approximation
     /// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
@@ -24,7 +24,7 @@ pub enum Activation {
 impl Activation {
     fn parse(name: &str) -> Option<Activation> {
         match name {
-            "gelu" => Some(Activation::GeluErf),
+            "gelu" | "gelu_python" => Some(Activation::GeluErf),
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Some(Activation::GeluTanh),
             "relu" => Some(Activation::Relu),
             _ => None,

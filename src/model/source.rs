@@ -28,6 +28,9 @@ pub enum SourceError {
     /// The `-m` value is neither an existing folder nor a valid hub repo id.
     #[error("model '{0}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' or 'org/name'); pass --model DIR with config.json, weights and tokenizer files")]
     NotAModel(String),
+    /// The `-m` value names a file, not a folder.
+    #[error("{} is a file; pass --model the folder that holds config.json, the weights and the tokenizer files", .0.display())]
+    NotAFolder(PathBuf),
     /// A folder lacks a file we need.
     #[error("{} has no {what}; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt", dir.display())]
     MissingFile {
@@ -110,8 +113,8 @@ pub struct ModelFiles {
 pub struct Hub {
     /// The hub cache folder (holding `models--ORG--NAME`).
     pub cache_dir: PathBuf,
-    /// Hub address (`HF_ENDPOINT`).
-    pub endpoint: String,
+    /// Hub address (`HF_ENDPOINT`); `None` for hf-hub's default.
+    pub endpoint: Option<String>,
     /// Never touch the network (`HF_HUB_OFFLINE`).
     pub offline: bool,
     /// Access token (`HF_TOKEN`, else the `token` file beside the cache).
@@ -124,14 +127,18 @@ pub struct Hub {
     pub progress: bool,
 }
 
-const DEFAULT_ENDPOINT: &str = concat!("https://", "huggingface", ".co");
-
 impl Hub {
     /// Settings from the environment, as Python's `huggingface_hub` reads them:
     /// cache `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
-    /// `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE` (1/true/yes/on); `HF_ENDPOINT`; `HF_TOKEN`.
+    /// `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE` (1/true/yes/on); `HF_ENDPOINT`; `HF_TOKEN`,
+    /// else the `token` file in `HF_HOME`.
     pub fn from_env() -> Hub {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`Hub::from_env`] with the variables looked up through `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Hub {
+        let var = |k: &str| var(k).filter(|v| !v.is_empty());
         let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
             let cache = var("XDG_CACHE_HOME")
                 .map(PathBuf::from)
@@ -155,9 +162,7 @@ impl Hub {
         });
         Hub {
             cache_dir,
-            endpoint: var("HF_ENDPOINT")
-                .map(|e| e.trim_end_matches('/').to_string())
-                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
+            endpoint: var("HF_ENDPOINT").map(|e| e.trim_end_matches('/').to_string()),
             offline,
             token,
             request_timeout: Duration::from_secs(10),
@@ -173,6 +178,9 @@ pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Sou
     let path = Path::new(model);
     if path.is_dir() {
         return from_dir(path, model);
+    }
+    if path.is_file() {
+        return Err(SourceError::NotAFolder(path.to_path_buf()));
     }
     if !is_repo_id(model) {
         return Err(SourceError::NotAModel(model.to_string()));
@@ -303,7 +311,8 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
             cache: hub.cache_dir.clone(),
         });
     }
-    let listing = list_repo(model, revision, hub)?;
+    let downloader = Downloader::new(model, revision, hub)?;
+    let listing = list_repo(model, revision, hub, &downloader.endpoint)?;
     let lacks = |what: &str| SourceError::RepoLacks {
         model: model.to_string(),
         what: what.to_string(),
@@ -317,24 +326,25 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
         return Err(lacks("config.json"));
     }
     let mut wanted = vec!["config.json".to_string(), weight.to_string()];
-    if has("tokenizer.json") {
-        wanted.push("tokenizer.json".into());
+    // tokenizer.json is complete by itself; vocab.txt needs the options beside it.
+    let tokenizer_files: &[&str] = if has("tokenizer.json") {
+        &["tokenizer.json"]
     } else if has("vocab.txt") {
-        wanted.push("vocab.txt".into());
+        &[
+            "vocab.txt",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ]
     } else {
         return Err(lacks("tokenizer.json or vocab.txt"));
-    }
-    for extra in [
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "vocab.txt",
-    ] {
-        if has(extra) && !wanted.iter().any(|w| w == extra) {
-            wanted.push(extra.into());
-        }
-    }
+    };
+    wanted.extend(
+        tokenizer_files
+            .iter()
+            .filter(|f| has(f))
+            .map(|f| f.to_string()),
+    );
 
-    let downloader = Downloader::new(model, revision, hub)?;
     let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();
     for file in &wanted {
@@ -369,12 +379,17 @@ struct Listing {
 
 /// Ask the hub which files `model` has at `revision`. This is the first network access; its
 /// short timeouts make an unreachable hub fail fast.
-fn list_repo(model: &str, revision: &str, hub: &Hub) -> Result<Listing, SourceError> {
+fn list_repo(
+    model: &str,
+    revision: &str,
+    hub: &Hub,
+    endpoint: &str,
+) -> Result<Listing, SourceError> {
     let unreachable = |reason: String| SourceError::Unreachable {
         model: model.to_string(),
         revision: revision.to_string(),
         cache: hub.cache_dir.clone(),
-        endpoint: hub.endpoint.clone(),
+        endpoint: endpoint.to_string(),
         reason,
     };
     let connect = hub.request_timeout.min(Duration::from_secs(5));
@@ -385,8 +400,7 @@ fn list_repo(model: &str, revision: &str, hub: &Hub) -> Result<Listing, SourceEr
         .build()
         .into();
     let url = format!(
-        "{}/api/models/{model}/revision/{}",
-        hub.endpoint,
+        "{endpoint}/api/models/{model}/revision/{}",
         revision.replace('/', "%2F")
     );
     let mut request = agent.get(&url);
@@ -438,6 +452,7 @@ fn short_reason(e: &ureq::Error) -> String {
         ureq::Error::Timeout(_) => "timed out".to_string(),
         ureq::Error::HostNotFound => "host not found".to_string(),
         ureq::Error::ConnectionFailed => "connection failed".to_string(),
+        ureq::Error::Io(io) => io.to_string(),
         other => other.to_string(),
     };
     text.lines().next().unwrap_or_default().to_string()
@@ -446,6 +461,8 @@ fn short_reason(e: &ureq::Error) -> String {
 /// Downloads single files into the cache through hf-hub, watching for stalls.
 struct Downloader {
     api: hf_hub::api::sync::Api,
+    /// The hub address in use: `HF_ENDPOINT`, or hf-hub's default.
+    endpoint: String,
     repo: hf_hub::Repo,
     model: String,
     stall_timeout: Duration,
@@ -454,19 +471,27 @@ struct Downloader {
 
 impl Downloader {
     fn new(model: &str, revision: &str, hub: &Hub) -> Result<Self, SourceError> {
-        let api =
+        let mut builder =
             hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::new(hub.cache_dir.clone()))
-                .with_endpoint(hub.endpoint.clone())
                 .with_token(hub.token.clone())
-                .with_progress(false)
-                .build()
-                .map_err(|e| SourceError::Download {
-                    model: model.to_string(),
-                    file: "(setup)".into(),
-                    reason: first_line(&e.to_string()),
-                })?;
+                .with_progress(false);
+        if let Some(endpoint) = &hub.endpoint {
+            builder = builder.with_endpoint(endpoint.clone());
+        }
+        let api = builder.build().map_err(|e| SourceError::Download {
+            model: model.to_string(),
+            file: "(setup)".into(),
+            reason: first_line(&e.to_string()),
+        })?;
+        // hf-hub keeps its endpoint private; recover it from a file URL it builds.
+        let probe = api.model("m".into()).url("f");
+        let endpoint = probe
+            .strip_suffix("/m/resolve/main/f")
+            .unwrap_or(&probe)
+            .to_string();
         Ok(Downloader {
             api,
+            endpoint,
             repo: hf_hub::Repo::with_revision(
                 model.to_string(),
                 hf_hub::RepoType::Model,
@@ -556,11 +581,94 @@ impl hf_hub::api::Progress for Watch {
 
     fn finish(&mut self) {
         if let Some(bar) = &mut self.bar {
-            bar.finish_and_clear();
+            // Leave the finished bar on screen: it records what was downloaded.
+            bar.finish();
         }
     }
 }
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub_with(vars: &[(&str, &str)]) -> Hub {
+        Hub::from_vars(|k| {
+            vars.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn cache_folder_follows_huggingface_hub_precedence() {
+        let home = [("HOME", "/home/u")];
+        assert_eq!(
+            hub_with(&home).cache_dir,
+            Path::new("/home/u/.cache/huggingface/hub")
+        );
+        assert_eq!(
+            hub_with(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]).cache_dir,
+            Path::new("/xdg/huggingface/hub")
+        );
+        assert_eq!(
+            hub_with(&[("XDG_CACHE_HOME", "/xdg"), ("HF_HOME", "/hf")]).cache_dir,
+            Path::new("/hf/hub")
+        );
+        assert_eq!(
+            hub_with(&[("HF_HOME", "/hf"), ("HF_HUB_CACHE", "/cache")]).cache_dir,
+            Path::new("/cache")
+        );
+        // An empty variable counts as unset.
+        assert_eq!(
+            hub_with(&[("HF_HOME", "/hf"), ("HF_HUB_CACHE", "")]).cache_dir,
+            Path::new("/hf/hub")
+        );
+    }
+
+    #[test]
+    fn offline_endpoint_and_token() {
+        for on in ["1", "true", "YES", "on"] {
+            assert!(hub_with(&[("HF_HUB_OFFLINE", on)]).offline, "{on}");
+        }
+        for off in ["0", "false", "no", ""] {
+            assert!(!hub_with(&[("HF_HUB_OFFLINE", off)]).offline, "{off}");
+        }
+        let hub = hub_with(&[("HF_ENDPOINT", "http://mirror.local/"), ("HF_TOKEN", "t")]);
+        assert_eq!(hub.endpoint.as_deref(), Some("http://mirror.local"));
+        assert_eq!(hub.token.as_deref(), Some("t"));
+        assert_eq!(hub_with(&[]).endpoint, None);
+
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("token"), "  saved\n").unwrap();
+        let hub = hub_with(&[("HF_HOME", home.path().to_str().unwrap())]);
+        assert_eq!(hub.token.as_deref(), Some("saved"));
+    }
+
+    #[test]
+    fn repo_ids() {
+        for ok in [
+            "bert-base-uncased",
+            "google-bert/bert-base-uncased",
+            "org/m_1.v2",
+        ] {
+            assert!(is_repo_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a/b/c",
+            "/abs",
+            "./rel",
+            "../up",
+            "org/",
+            "has space",
+            "x/.hidden",
+            "a..b",
+        ] {
+            assert!(!is_repo_id(bad), "{bad}");
+        }
+    }
 }

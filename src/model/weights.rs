@@ -182,9 +182,16 @@ impl Checkpoint {
     /// The tensor `name` (relative to the encoder, without prefix) as contiguous f32, checked
     /// against `shape`.
     pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Tensor, WeightsError> {
-        let full = self.resolve(name).ok_or_else(|| WeightsError::Missing {
-            name: format!("{}{name}", self.prefix),
-            path: self.path.clone(),
+        let full = self.resolve(name).ok_or_else(|| {
+            let mut name = format!("{}{name}", self.prefix);
+            if name.contains("LayerNorm.") {
+                name = name.replace("LayerNorm.weight", "LayerNorm.weight (or .gamma)");
+                name = name.replace("LayerNorm.bias", "LayerNorm.bias (or .beta)");
+            }
+            WeightsError::Missing {
+                name,
+                path: self.path.clone(),
+            }
         })?;
         let found = &self.shapes[&full];
         if found.as_slice() != shape {
