@@ -1075,11 +1075,61 @@
     return s.dtype === 'u8' ? 'stored in 8 bits: ±' + s.maxError.toExponential(1) : 'stored in 16 bits: ±' + s.maxError.toExponential(1);
   }
 
-  function matrixTip(label) {
+  /**
+   * Largest possible |shown − exact| of matrix cell (a, c): half a storage step per stored value;
+   * with [CLS]/[SEP] hidden, amplified by the renormalisation (a row that keeps little attention
+   * divides the storage error by that small mass); summed over merged key pieces, averaged over
+   * query pieces.
+   */
+  function cellBound(kind, l, h, a, c) {
+    const { list } = units();
+    const kept = keptTokens();
+    const nk = kept.length;
+    const tokenBound = (e, r, S) => {
+      if (!state.hideSpecial) return e;
+      const den = S - nk * e;
+      return den > 0 ? (e + r * nk * e) / den : Infinity;
+    };
+    const headBound = (hh) => {
+      const base = (l * H + hh) * N * N;
+      const rs = rowScale(l, hh);
+      const e = sections.attention.maxError;
+      let sum = 0;
+      for (const q of list[a].tokens) {
+        const S = state.hideSpecial ? attStep / rs[q] : 1;
+        for (const k of list[c].tokens) sum += tokenBound(e, att[base + q * N + k] * rs[q], S);
+      }
+      return sum / list[a].tokens.length;
+    };
+    if (kind === 'head') return headBound(h);
+    if (kind === 'mean') {
+      let sum = 0;
+      for (let hh = 0; hh < H; hh++) sum += headBound(hh);
+      return sum / H;
+    }
+    const info = (analysis.matrices || []).find((x) => x.id === kind);
+    const sec = sections[info.section];
+    const base = info.per_layer ? l * N * N : 0;
+    const value = (q, k) => sec.lo + sec.values[base + q * N + k] * sec.step;
+    let sum = 0;
+    for (const q of list[a].tokens) {
+      let S = 0;
+      for (const k of kept) S += value(q, k);
+      for (const k of list[c].tokens) sum += tokenBound(sec.maxError, state.hideSpecial ? value(q, k) / S : 0, S);
+    }
+    return sum / list[a].tokens.length;
+  }
+
+  function matrixTip(label, kindOf) {
     return (p, a, c) => {
+      const bound = cellBound(kindOf(), state.layer, state.head, a, c);
+      const bits = sections.attention.dtype === 'u8' ? '8' : '16';
       let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
-        '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (' + storageNote() + ')';
-      if (state.hideSpecial) t += '\nrow renormalised without [CLS]/[SEP]';
+        '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (±' +
+        (Number.isFinite(bound) ? bound.toExponential(1) : '∞') + ': stored in ' + bits + ' bits)';
+      if (state.hideSpecial) {
+        t += '\nrow renormalised without [CLS]/[SEP] (the storage error grows as the share a row keeps shrinks)';
+      }
       if (state.words) t += '\nword pieces merged: sum over key pieces, mean over query pieces';
       return t;
     };
@@ -1375,7 +1425,8 @@
       ['Special tokens', meta.special_excluded ? 'removed when the report was written; rows renormalised' : 'kept (the page can hide them)'],
       ['Numbering', 'layers and heads from 0'],
       ['Weights', (s.dtype === 'u8' ? '8-bit' : '16-bit') + ' fixed point, each within ' + s.maxError.toExponential(2) +
-        ' of the model\'s f32; shown to ' + (s.dtype === 'u8' ? '3' : '5') + ' decimals'],
+        ' of the model\'s f32, shown to ' + (s.dtype === 'u8' ? '3' : '5') + ' decimals; renormalising rows without [CLS]/[SEP] ' +
+        'enlarges the error where little attention is left (the matrix view gives each value\'s bound)'],
       ['Storage', (meta.payload.compression === 'gzip' ? 'gzip-compressed, ' : '') + 'base64; ' + fmtBytes(meta.payload.raw_bytes) +
         ' decoded' + (meta.payload.compression === 'gzip' ? '' : ' (' + fmtBytes(b64Len) + ' of text)')],
       ['Query/key vectors', meta.neuron.available ? 'embedded (exact f32) for the neuron view' : 'not embedded: ' + meta.neuron.reason],
@@ -1403,8 +1454,9 @@
     fillSummary();
     setupControls();
     buildLegend();
-    setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + state.layer + ', head ' + state.head));
-    setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer));
+    setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + state.layer + ', head ' + state.head, () => 'head'));
+    setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer,
+      () => state.matrixRight));
     setupNeuronPointer();
     $('status').hidden = true;
     render();
