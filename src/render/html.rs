@@ -68,8 +68,7 @@ use sha2::{Digest, Sha256};
 use crate::attention::Attention;
 use crate::output::{write_output, OutputError};
 
-pub use payload::Dtype;
-use payload::{Payload, Section, SectionMeta};
+use payload::{Dtype, Payload, Section, SectionMeta};
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 const CSS: &str = include_str!("../../assets/report.css");
