@@ -1,6 +1,7 @@
 //! Renderers: each takes an [`crate::Attention`] (plus analysis results) and options, and writes
 //! one kind of output. None of them knows the model exists.
 
+pub mod html;
 pub mod image;
 pub mod json;
 pub mod stats_table;

@@ -1,0 +1,666 @@
+//! The self-contained interactive HTML report: head, model, matrix and neuron views (plus a
+//! statistics panel when the analysis supplies numbers).
+//!
+//! The page is `templates/report.html` with `assets/report.css` and `assets/report.js` inlined
+//! (all three are embedded at build time), a small JSON metadata block and one base64 payload that
+//! holds the attention once, quantised and gzip-compressed (`src/render/html/payload.rs` documents
+//! the exact encoding). The page makes no network request (its Content-Security-Policy forbids
+//! any) and works from `file://`; it decodes the payload with the browser's `DecompressionStream`.
+//!
+//! ```
+//! use attnviz::render::html::{write_html, HtmlOptions};
+//! # use attnviz::{Attention, ModelInfo};
+//! # let model = ModelInfo { id: "demo".into(), revision: None, layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
+//! # let att = Attention::new(model, "Hi".into(), None, vec!["[CLS]".into(), "hi".into()], vec![101, 7632],
+//! #     vec![0, 0], vec![true, false], vec![None, Some(0)], vec![0.5, 0.5, 0.25, 0.75], None).unwrap();
+//! let mut page = Vec::new();
+//! write_html(&att, &HtmlOptions { neuron: false, ..HtmlOptions::default() }, &mut page)?;
+//! assert!(page.starts_with(b"<!DOCTYPE html>"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Precision
+//! Weights are stored as 16-bit fixed point by default (step 1/65535, so each is within 7.63e-6 of
+//! the model's f32); the page shows them to 5 decimals and says so. [`Precision::U8`] stores 8 bits
+//! (within 1.96e-3, shown to 3 decimals) for very long inputs. Query/key vectors (`--neuron`) are
+//! exact f32, so the softmax the neuron view recomputes equals the attention row.
+//!
+//! # Data the page reads
+//! `<script type="application/json" id="attnviz-meta">` holds the metadata (the private `Meta`
+//! struct below; every string in it is JSON-escaped with `<`, `>`, `&`, U+2028 and U+2029 written
+//! as `\uXXXX`, so no token can close the script element). `<script type="application/octet-stream"
+//! id="attnviz-data">` holds the base64 payload; its sections are listed in
+//! `meta.payload.sections`.
+//!
+//! # Adding panels from the analysis
+//! [`HtmlOptions::analysis`] takes an [`HtmlAnalysis`]:
+//! - [`HeadStatistic`]s, one float per layer and head (`values[layer][head]`), each with an id, a
+//!   label and a description. When at least one is present the page shows a *Stats* view: a
+//!   layers × heads grid coloured by the statistic chosen in a menu, the value in each cell, every
+//!   statistic of a head on hover, and a click opens that head in the head view.
+//!   [`HtmlAnalysis::head_labels`] optionally tags heads (`"previous token"`, `"[SEP] sink"`), shown
+//!   in the grid and its tooltips.
+//! - [`ExtraMatrix`]es, `n × n` per layer (or one for the whole model), over the report's tokens,
+//!   e.g. attention rollout. The matrix view lists them next to "Mean over heads" (which the page
+//!   computes itself); they are stored in the payload like the attention (16-bit over their own
+//!   value range) and follow the page's word-merge and hide-`[CLS]`/`[SEP]` toggles like attention.
+//!
+//! The analysis engineer only supplies numbers; the page renders whatever is present.
+//!
+//! # Word level and special tokens
+//! The page merges word pieces (attention *to* a word is the sum over its pieces, *from* a word the
+//! mean over its pieces) and hides `[CLS]`/`[SEP]` (rows renormalised first) by itself, reversibly.
+//! For `--words` / `--no-special`, pass the token-level attention and set [`HtmlOptions::words`] /
+//! [`HtmlOptions::hide_special`]. An already derived attention (word level, specials removed) also
+//! renders; the page then says so and its toggles and neuron view are off.
+
+mod payload;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::Path;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::attention::Attention;
+use crate::output::{write_output, OutputError};
+
+use payload::{Dtype, Payload, Section, SectionMeta};
+
+const TEMPLATE: &str = include_str!("../../templates/report.html");
+const CSS: &str = include_str!("../../assets/report.css");
+const JS: &str = include_str!("../../assets/report.js");
+
+/// Version of the metadata layout the page's script reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How finely attention weights are stored in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 16-bit fixed point, step 1/65535: each weight within 7.63e-6 of the model's f32 (default).
+    #[default]
+    U16,
+    /// 8-bit fixed point, step 1/255: within 1.96e-3; several times smaller for long inputs.
+    U8,
+}
+
+impl Precision {
+    fn dtype(self) -> Dtype {
+        match self {
+            Precision::U16 => Dtype::U16,
+            Precision::U8 => Dtype::U8,
+        }
+    }
+}
+
+/// The view the report opens on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum View {
+    /// Lines between the token columns, one colour per head (bertviz's head view).
+    #[default]
+    Head,
+    /// Every layer × head as thumbnails.
+    Model,
+    /// Query × key heatmaps of a head and of the mean over heads.
+    Matrix,
+    /// Query and key vectors, their products, scores and softmax.
+    Neuron,
+    /// Per-head statistics grid (present only with [`HtmlOptions::analysis`] statistics).
+    Stats,
+}
+
+/// One per-head statistic for the stats panel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeadStatistic {
+    /// Short machine name (`entropy`, `dist`, `cls`, …).
+    pub id: String,
+    /// Human label shown in the menu (`Entropy (nats)`).
+    pub label: String,
+    /// One sentence on what it measures, shown as help text.
+    pub description: String,
+    /// `values[layer][head]`; NaN is shown as "n/a".
+    pub values: Vec<Vec<f32>>,
+}
+
+/// An extra attention-like matrix for the matrix view (head mean, rollout, …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtraMatrix {
+    /// Short machine name (`rollout`).
+    pub id: String,
+    /// Human label shown in the menu (`Attention rollout`).
+    pub label: String,
+    /// One sentence on what it is, shown under the heatmap.
+    pub description: String,
+    /// `n × n` row-major (row = query) per layer, in the report's units. Either one entry per
+    /// layer (the matrix view shows the selected layer's) or a single entry for the whole model.
+    pub layers: Vec<Vec<f32>>,
+}
+
+/// Analysis results the report can show. Everything is optional; empty means no stats panel and
+/// no extra matrices.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HtmlAnalysis {
+    /// Per-head statistics for the stats grid.
+    pub stats: Vec<HeadStatistic>,
+    /// Optional tag per head, `head_labels[layer][head]`; empty string for none.
+    pub head_labels: Option<Vec<Vec<String>>>,
+    /// Extra matrices for the matrix view.
+    pub matrices: Vec<ExtraMatrix>,
+}
+
+impl HtmlAnalysis {
+    fn is_empty(&self) -> bool {
+        self.stats.is_empty() && self.head_labels.is_none() && self.matrices.is_empty()
+    }
+}
+
+/// Options of the HTML report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HtmlOptions {
+    /// Page title; default `"attnviz — <sentence>"`.
+    pub title: Option<String>,
+    /// Embed each head's query and key vectors for the neuron view (the `--neuron` flag). They are
+    /// stored as exact f32, so the softmax the page recomputes equals the attention row. Ignored
+    /// (and the page says why) when the attention carries no vectors.
+    pub neuron: bool,
+    /// Storage precision of the weights.
+    pub precision: Precision,
+    /// gzip the payload (decoded by the browser's `DecompressionStream`). Turn off only for
+    /// browsers without it.
+    pub compress: bool,
+    /// Initial line threshold of the head view: lines of weight below it are not drawn. The page has
+    /// a slider. Default 0.01, which draws every line a person can see (a line's opacity is its
+    /// weight) and keeps 512-token layers fast.
+    pub threshold: f32,
+    /// Layer shown first (0-based); default 0.
+    pub layer: usize,
+    /// Head selected first (0-based) for the matrix and neuron views; default 0. The head view starts
+    /// with every head shown.
+    pub head: usize,
+    /// View the page opens on.
+    pub view: View,
+    /// Open with `[CLS]`/`[SEP]` hidden and rows renormalised (the `--no-special` flag). The page can
+    /// show them again, so pass the token-level attention and set this rather than removing them.
+    pub hide_special: bool,
+    /// Open with word pieces merged into words (the `--words` flag). As with `hide_special`, pass
+    /// the token-level attention and set this: the page merges, and can split again.
+    pub words: bool,
+    /// Extra settings shown in the page's "About" panel (for example the command line), as
+    /// label/value pairs. Escaped like every other string.
+    pub settings: Vec<(String, String)>,
+    /// Analysis results to show; see the module documentation.
+    pub analysis: HtmlAnalysis,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions {
+            title: None,
+            neuron: false,
+            precision: Precision::U16,
+            compress: true,
+            threshold: 0.01,
+            layer: 0,
+            head: 0,
+            view: View::Head,
+            hide_special: false,
+            words: false,
+            settings: Vec::new(),
+            analysis: HtmlAnalysis::default(),
+        }
+    }
+}
+
+/// Options that cannot describe a report for this attention.
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    /// `layer` is not a layer of the model.
+    #[error("layer {layer} does not exist: the model has layers 0 to {} (numbered from 0)", layers - 1)]
+    Layer {
+        /// What was asked.
+        layer: usize,
+        /// How many there are.
+        layers: usize,
+    },
+    /// `head` is not a head of the model.
+    #[error("head {head} does not exist: the model has heads 0 to {} (numbered from 0)", heads - 1)]
+    Head {
+        /// What was asked.
+        head: usize,
+        /// How many there are.
+        heads: usize,
+    },
+    /// The threshold is not a weight.
+    #[error("threshold {0} is not between 0 and 1")]
+    Threshold(f32),
+    /// Analysis data of the wrong shape.
+    #[error("analysis data for the HTML report has the wrong shape: {0}")]
+    Analysis(String),
+    /// Nothing to show.
+    #[error("the attention has no tokens, so there is no report to draw")]
+    Empty,
+}
+
+impl From<HtmlError> for io::Error {
+    fn from(e: HtmlError) -> Self {
+        io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}
+
+/// Write the report for `att` to `w`. Validates `opts` first, so nothing is written when they
+/// don't fit `att` (the error is an [`io::ErrorKind::InvalidInput`] wrapping an [`HtmlError`]).
+pub fn write_html(att: &Attention, opts: &HtmlOptions, w: &mut dyn Write) -> io::Result<()> {
+    check(att, opts)?;
+    let payload = Payload::new(sections(att, opts), opts.compress);
+    let meta = Meta::new(att, opts, &payload);
+    let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
+    for piece in template_pieces() {
+        match piece {
+            Piece::Text(s) => w.write_all(s.as_bytes())?,
+            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy().as_bytes())?,
+            Piece::Slot(Slot::Title) => w.write_all(escape_html(&meta.title).as_bytes())?,
+            Piece::Slot(Slot::Css) => w.write_all(CSS.as_bytes())?,
+            Piece::Slot(Slot::Js) => w.write_all(JS.as_bytes())?,
+            Piece::Slot(Slot::Meta) => {
+                w.write_all(escape_json_for_script(&meta_json).as_bytes())?
+            }
+            Piece::Slot(Slot::Data) => payload.write_base64(w)?,
+        }
+    }
+    w.flush()
+}
+
+/// Write the report to `path` atomically (`-` means standard output).
+pub fn write_html_file(
+    att: &Attention,
+    opts: &HtmlOptions,
+    path: &Path,
+) -> Result<(), OutputError> {
+    write_output(path, |w| write_html(att, opts, w))
+}
+
+fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
+    let (layers, heads, n) = (att.layers(), att.heads(), att.len());
+    if n == 0 || layers == 0 || heads == 0 {
+        return Err(HtmlError::Empty);
+    }
+    if opts.layer >= layers {
+        return Err(HtmlError::Layer {
+            layer: opts.layer,
+            layers,
+        });
+    }
+    if opts.head >= heads {
+        return Err(HtmlError::Head {
+            head: opts.head,
+            heads,
+        });
+    }
+    if !(0.0..=1.0).contains(&opts.threshold) {
+        return Err(HtmlError::Threshold(opts.threshold));
+    }
+    let a = &opts.analysis;
+    let bad = |s: String| Err(HtmlError::Analysis(s));
+    let grid_ok = |rows: &[usize]| rows.len() == layers && rows.iter().all(|&r| r == heads);
+    for s in &a.stats {
+        if !grid_ok(&s.values.iter().map(Vec::len).collect::<Vec<_>>()) {
+            return bad(format!(
+                "statistic `{}` must have {layers} layers × {heads} heads",
+                s.id
+            ));
+        }
+    }
+    if let Some(labels) = &a.head_labels {
+        if !grid_ok(&labels.iter().map(Vec::len).collect::<Vec<_>>()) {
+            return bad(format!(
+                "head labels must have {layers} layers × {heads} heads"
+            ));
+        }
+    }
+    for m in &a.matrices {
+        if m.layers.len() != layers && m.layers.len() != 1 {
+            return bad(format!(
+                "matrix `{}` has {} layers; give {layers} (one per layer) or 1",
+                m.id,
+                m.layers.len()
+            ));
+        }
+        if m.layers.iter().any(|l| l.len() != n * n) {
+            return bad(format!(
+                "matrix `{}` must be {n} × {n} (the report's units) in every layer",
+                m.id
+            ));
+        }
+    }
+    let mut ids: Vec<&str> = a.matrices.iter().map(|m| m.id.as_str()).collect();
+    ids.extend(a.stats.iter().map(|s| s.id.as_str()));
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return bad(format!("id `{}` is used twice", w[0]));
+    }
+    Ok(())
+}
+
+fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions) -> Vec<Section<'a>> {
+    let mut sections = vec![Section {
+        name: "attention".into(),
+        dtype: opts.precision.dtype(),
+        lo: 0.0,
+        hi: 1.0,
+        parts: vec![att.weights()],
+    }];
+    if let (true, Some(qk)) = (opts.neuron, &att.query_key) {
+        for (name, values) in [("query", &qk.queries), ("key", &qk.keys)] {
+            sections.push(Section {
+                name: name.into(),
+                dtype: Dtype::F32,
+                lo: 0.0,
+                hi: 0.0,
+                parts: vec![values],
+            });
+        }
+    }
+    for m in &opts.analysis.matrices {
+        let (lo, hi) = value_range(m.layers.iter().flatten().copied());
+        sections.push(Section {
+            name: format!("matrix:{}", m.id),
+            dtype: opts.precision.dtype(),
+            lo,
+            hi,
+            parts: m.layers.iter().map(Vec::as_slice).collect(),
+        });
+    }
+    sections
+}
+
+/// Storage range of an extra matrix: `[0, 1]` for probabilities, widened to cover anything else.
+fn value_range(values: impl Iterator<Item = f32>) -> (f32, f32) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((0f32, 1f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    (lo, hi)
+}
+
+/// The metadata block the page reads (`meta` in `assets/report.js`).
+#[derive(Serialize)]
+struct Meta<'a> {
+    format: u32,
+    generator: String,
+    title: String,
+    model: ModelMeta<'a>,
+    text: &'a str,
+    pair: Option<&'a str>,
+    level: &'static str,
+    special_excluded: bool,
+    tokens: &'a [String],
+    input_ids: &'a [u32],
+    segments: &'a [u32],
+    special: &'a [bool],
+    word_ids: &'a [Option<usize>],
+    sentence_b_start: Option<usize>,
+    settings: &'a [(String, String)],
+    initial: Initial,
+    neuron: Neuron,
+    payload: PayloadMeta,
+    analysis: Option<AnalysisMeta<'a>>,
+}
+
+#[derive(Serialize)]
+struct ModelMeta<'a> {
+    id: &'a str,
+    revision: Option<&'a str>,
+    layers: usize,
+    heads: usize,
+    hidden_size: usize,
+    head_dim: usize,
+}
+
+#[derive(Serialize)]
+struct Initial {
+    view: View,
+    layer: usize,
+    head: usize,
+    threshold: f32,
+    hide_special: bool,
+    words: bool,
+}
+
+#[derive(Serialize)]
+struct Neuron {
+    available: bool,
+    /// Why the vectors are missing, for the neuron view to say.
+    reason: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct PayloadMeta {
+    compression: &'static str,
+    raw_bytes: usize,
+    sections: Vec<SectionMeta>,
+}
+
+#[derive(Serialize)]
+struct AnalysisMeta<'a> {
+    stats: &'a [HeadStatistic],
+    head_labels: Option<&'a [Vec<String>]>,
+    matrices: Vec<MatrixMeta<'a>>,
+}
+
+#[derive(Serialize)]
+struct MatrixMeta<'a> {
+    id: &'a str,
+    label: &'a str,
+    description: &'a str,
+    per_layer: bool,
+    section: String,
+}
+
+impl<'a> Meta<'a> {
+    fn new(att: &'a Attention, opts: &'a HtmlOptions, payload: &Payload) -> Self {
+        let m = &att.model;
+        let title = opts.title.clone().unwrap_or_else(|| {
+            let mut t: String = att.text.chars().take(80).collect();
+            if att.text.chars().count() > 80 {
+                t.push('…');
+            }
+            format!("attnviz — {t}")
+        });
+        let neuron = match (opts.neuron, &att.query_key) {
+            (true, Some(_)) => Neuron {
+                available: true,
+                reason: None,
+            },
+            (false, _) => Neuron {
+                available: false,
+                reason: Some("query/key vectors were not embedded; write the report with --neuron"),
+            },
+            (true, None) => Neuron {
+                available: false,
+                reason: Some(
+                    if att.level == crate::attention::Level::Word || att.special_excluded {
+                        "query/key vectors exist per token only: write the report without --words and --no-special to see them"
+                    } else {
+                        "the attention carries no query/key vectors (they were not captured)"
+                    },
+                ),
+            },
+        };
+        let a = &opts.analysis;
+        let analysis = (!a.is_empty()).then(|| AnalysisMeta {
+            stats: &a.stats,
+            head_labels: a.head_labels.as_deref(),
+            matrices: a
+                .matrices
+                .iter()
+                .map(|x| MatrixMeta {
+                    id: &x.id,
+                    label: &x.label,
+                    description: &x.description,
+                    per_layer: x.layers.len() == att.layers() && att.layers() > 1,
+                    section: format!("matrix:{}", x.id),
+                })
+                .collect(),
+        });
+        Meta {
+            format: FORMAT_VERSION,
+            generator: format!("attnviz {}", env!("CARGO_PKG_VERSION")),
+            title,
+            model: ModelMeta {
+                id: &m.id,
+                revision: m.revision.as_deref(),
+                layers: m.layers,
+                heads: m.heads,
+                hidden_size: m.hidden_size,
+                head_dim: m.head_dim,
+            },
+            text: &att.text,
+            pair: att.pair.as_deref(),
+            level: att.level.as_str(),
+            special_excluded: att.special_excluded,
+            tokens: &att.tokens,
+            input_ids: &att.input_ids,
+            segments: &att.token_type_ids,
+            special: &att.special,
+            word_ids: &att.word_ids,
+            sentence_b_start: att.sentence_b_start,
+            settings: &opts.settings,
+            initial: Initial {
+                view: if opts.view == View::Stats && a.stats.is_empty() {
+                    View::Head
+                } else {
+                    opts.view
+                },
+                layer: opts.layer,
+                head: opts.head,
+                threshold: opts.threshold,
+                hide_special: opts.hide_special,
+                words: opts.words,
+            },
+            neuron,
+            payload: PayloadMeta {
+                compression: if opts.compress { "gzip" } else { "none" },
+                raw_bytes: payload.raw_len(),
+                sections: payload.meta(),
+            },
+            analysis,
+        }
+    }
+}
+
+/// Escape text for HTML element content and attribute values.
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Make serialised JSON safe inside a `<script>` element: `<`, `>` and `&` become `\u003c`,
+/// `\u003e`, `\u0026` (so `</script>` and `<!--` cannot appear), and U+2028/U+2029 are escaped
+/// too. These characters only occur inside JSON strings, where the escapes mean the same thing.
+pub fn escape_json_for_script(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A named hole in the template, written `@@ATTNVIZ:name@@`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Csp,
+    Title,
+    Css,
+    Js,
+    Meta,
+    Data,
+}
+
+impl Slot {
+    const ALL: [Slot; 6] = [
+        Slot::Csp,
+        Slot::Title,
+        Slot::Css,
+        Slot::Js,
+        Slot::Meta,
+        Slot::Data,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Slot::Csp => "csp",
+            Slot::Title => "title",
+            Slot::Css => "css",
+            Slot::Js => "js",
+            Slot::Meta => "meta",
+            Slot::Data => "data",
+        }
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "@@ATTNVIZ:{}@@", self.name())
+    }
+}
+
+enum Piece {
+    Text(&'static str),
+    Slot(Slot),
+}
+
+/// The page's Content-Security-Policy: nothing may load from anywhere, and only the report's own
+/// inline script and style (listed by hash) may run. So even markup that slipped past escaping
+/// could neither run a script (inline handlers included) nor make a request.
+fn content_security_policy() -> String {
+    let hash = |s: &str| STANDARD.encode(Sha256::digest(s.as_bytes()));
+    format!(
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
+         base-uri 'none'; form-action 'none'",
+        hash(JS),
+        hash(CSS)
+    )
+}
+
+/// The template cut at its slots. A hand-written splitter rather than a template engine: the
+/// payload (tens of MB for long inputs) is streamed straight into the output, and six fixed holes
+/// need no language. A unit test checks that each slot appears exactly once.
+fn template_pieces() -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut rest = TEMPLATE;
+    loop {
+        let next = Slot::ALL
+            .into_iter()
+            .filter_map(|slot| rest.find(&slot.to_string()).map(|at| (at, slot)))
+            .min_by_key(|&(at, _)| at);
+        let Some((at, slot)) = next else { break };
+        pieces.push(Piece::Text(&rest[..at]));
+        pieces.push(Piece::Slot(slot));
+        rest = &rest[at + slot.to_string().len()..];
+    }
+    pieces.push(Piece::Text(rest));
+    pieces
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,464 @@
+use std::io::Read;
+
+use super::*;
+use crate::attention::tests::synthetic;
+use crate::attention::{ModelInfo, QueryKey};
+
+const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
+
+fn render(att: &Attention, opts: &HtmlOptions) -> String {
+    let mut out = Vec::new();
+    write_html(att, opts, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The text between `<script …id="ID">` and the next `</script>`.
+fn script_block<'a>(html: &'a str, id: &str) -> &'a str {
+    let open = format!("id=\"{id}\">");
+    let start = html.find(&open).unwrap_or_else(|| panic!("no #{id}")) + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    &html[start..end]
+}
+
+fn meta_of(html: &str) -> serde_json::Value {
+    serde_json::from_str(script_block(html, "attnviz-meta")).unwrap()
+}
+
+fn raw_payload(html: &str, meta: &serde_json::Value) -> Vec<u8> {
+    let bytes = STANDARD.decode(script_block(html, "attnviz-data")).unwrap();
+    if meta["payload"]["compression"] == "gzip" {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut raw)
+            .unwrap();
+        raw
+    } else {
+        bytes
+    }
+}
+
+/// Decode a u16 or f32 section from the raw payload, from the documented layout.
+fn section(raw: &[u8], meta: &serde_json::Value, name: &str) -> Vec<f64> {
+    let s = meta["payload"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no section {name}"));
+    let (off, len) = (
+        s["offset"].as_u64().unwrap() as usize,
+        s["length"].as_u64().unwrap() as usize,
+    );
+    let (lo, hi) = (s["lo"].as_f64().unwrap(), s["hi"].as_f64().unwrap());
+    match s["dtype"].as_str().unwrap() {
+        "u16" => (0..len)
+            .map(|i| {
+                let v = raw[off + i] as u32 | (raw[off + len + i] as u32) << 8;
+                lo + v as f64 * (hi - lo) / 65535.0
+            })
+            .collect(),
+        "u8" => (0..len)
+            .map(|i| lo + raw[off + i] as f64 * (hi - lo) / 255.0)
+            .collect(),
+        "f32" => (0..len)
+            .map(|i| {
+                let b = [0, 1, 2, 3].map(|p| raw[off + p * len + i]);
+                f32::from_le_bytes(b) as f64
+            })
+            .collect(),
+        other => panic!("dtype {other}"),
+    }
+}
+
+/// An attention whose weights are the softmax of random query/key vectors, like the encoder's.
+fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
+    let mut seed = 0x2545_f491_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 20_000) as f32 / 10_000.0 - 1.0
+    };
+    let total = layers * heads * n * d;
+    let queries: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
+    let keys: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    for lh in 0..layers * heads {
+        for q in 0..n {
+            let qv = &queries[(lh * n + q) * d..][..d];
+            let scores: Vec<f32> = (0..n)
+                .map(|k| {
+                    let kv = &keys[(lh * n + k) * d..][..d];
+                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() / (d as f32).sqrt()
+                })
+                .collect();
+            let top = scores.iter().cloned().fold(f32::MIN, f32::max);
+            let z: f32 = scores.iter().map(|s| (s - top).exp()).sum();
+            weights.extend(scores.iter().map(|s| (s - top).exp() / z));
+        }
+    }
+    let mut tokens = vec!["[CLS]".to_string()];
+    tokens.extend((1..n - 1).map(|i| format!("w{i}")));
+    tokens.push("[SEP]".into());
+    let special = (0..n).map(|i| i == 0 || i == n - 1).collect();
+    let word_ids = (0..n)
+        .map(|i| (i > 0 && i < n - 1).then_some(i - 1))
+        .collect();
+    Attention::new(
+        ModelInfo {
+            id: "test/vectors".into(),
+            revision: None,
+            layers,
+            heads,
+            hidden_size: heads * d,
+            head_dim: d,
+        },
+        "w1 w2".into(),
+        None,
+        tokens,
+        (0..n as u32).collect(),
+        vec![0; n],
+        special,
+        word_ids,
+        weights,
+        Some(QueryKey { queries, keys }),
+    )
+    .unwrap()
+}
+
+#[test]
+fn template_has_every_slot_exactly_once() {
+    for slot in Slot::ALL {
+        assert_eq!(
+            TEMPLATE.matches(&slot.to_string()).count(),
+            1,
+            "slot {slot} must appear exactly once, or the data would be stored twice"
+        );
+    }
+    assert_eq!(
+        TEMPLATE.matches("@@ATTNVIZ:").count(),
+        Slot::ALL.len(),
+        "unknown slot in the template"
+    );
+    let pieces = template_pieces();
+    let slots = pieces
+        .iter()
+        .filter(|p| matches!(p, Piece::Slot(_)))
+        .count();
+    assert_eq!(slots, Slot::ALL.len());
+}
+
+#[test]
+fn inline_assets_cannot_end_their_elements() {
+    let js = JS.to_ascii_lowercase();
+    for bad in ["</script", "<!--", "<script"] {
+        assert!(!js.contains(bad), "assets/report.js contains {bad}");
+    }
+    assert!(!CSS.to_ascii_lowercase().contains("</style"));
+}
+
+#[test]
+fn injection_sentence_is_only_text() {
+    let mut att = synthetic(&["[CLS]", INJECTION, "<b>&amp;", "[SEP]"], 2, 3);
+    att.text = INJECTION.into();
+    att.pair = Some("\u{2028}'\"&<!--".into());
+    let opts = HtmlOptions {
+        settings: vec![(INJECTION.into(), INJECTION.into())],
+        ..HtmlOptions::default()
+    };
+    let html = render(&att, &opts);
+    // Exactly the template's three script elements, and no injected markup anywhere.
+    assert_eq!(html.matches("<script").count(), 3);
+    assert_eq!(html.matches("</script>").count(), 3);
+    assert!(!html.contains("<img"));
+    assert!(!html.contains("alert(1)</script>"));
+    // The title is HTML-escaped.
+    assert!(html.contains("<title>attnviz — &lt;/script&gt;&lt;script&gt;alert(1)"));
+    // The metadata is still valid JSON carrying the strings unchanged.
+    let meta = meta_of(&html);
+    assert_eq!(meta["text"], INJECTION);
+    assert_eq!(meta["tokens"][1], INJECTION);
+    assert_eq!(meta["tokens"][2], "<b>&amp;");
+    assert_eq!(meta["pair"], "\u{2028}'\"&<!--");
+    assert_eq!(meta["settings"][0][1], INJECTION);
+    let block = script_block(&html, "attnviz-meta");
+    for bad in ['<', '>', '&', '\u{2028}'] {
+        assert!(!block.contains(bad), "meta block contains {bad:?}");
+    }
+}
+
+#[test]
+fn csp_lists_the_inline_script_and_style() {
+    let html = render(
+        &synthetic(&["[CLS]", "a", "[SEP]"], 1, 1),
+        &HtmlOptions::default(),
+    );
+    let csp_start = html.find("Content-Security-Policy\" content=\"").unwrap();
+    let csp = &html[csp_start..][..html[csp_start..].find("\">").unwrap()];
+    assert!(csp.contains("default-src 'none'"));
+    let js_start = html.rfind("<script>").unwrap() + "<script>".len();
+    let js = &html[js_start..js_start + html[js_start..].find("</script>").unwrap()];
+    let css_start = html.find("<style>").unwrap() + "<style>".len();
+    let css = &html[css_start..css_start + html[css_start..].find("</style>").unwrap()];
+    for (kind, code) in [("script-src", js), ("style-src", css)] {
+        let want = format!(
+            "{kind} 'sha256-{}'",
+            STANDARD.encode(Sha256::digest(code.as_bytes()))
+        );
+        assert!(csp.contains(&want), "{want} missing from {csp}");
+    }
+}
+
+#[test]
+fn payload_holds_the_weights_once_within_the_stated_error() {
+    let att = with_vectors(9, 2, 3, 4);
+    for (compress, precision, bound) in [
+        (true, Precision::U16, 0.5 / 65535.0),
+        (false, Precision::U16, 0.5 / 65535.0),
+        (true, Precision::U8, 0.5 / 255.0),
+    ] {
+        let opts = HtmlOptions {
+            compress,
+            precision,
+            ..HtmlOptions::default()
+        };
+        let html = render(&att, &opts);
+        let meta = meta_of(&html);
+        let raw = raw_payload(&html, &meta);
+        let sections = meta["payload"]["sections"].as_array().unwrap();
+        assert_eq!(sections.len(), 1, "no vectors unless asked");
+        assert_eq!(
+            raw.len(),
+            att.weights().len() * if precision == Precision::U8 { 1 } else { 2 }
+        );
+        let got = section(&raw, &meta, "attention");
+        let worst = got
+            .iter()
+            .zip(att.weights())
+            .map(|(g, &w)| (g - w as f64).abs())
+            .fold(0.0, f64::max);
+        assert!(worst <= bound * 1.0001, "{worst} > {bound}");
+        assert!((sections[0]["max_error"].as_f64().unwrap() - bound).abs() < 1e-12);
+        // Stored once: the only long base64 run in the file is the payload itself.
+        let b64 = script_block(&html, "attnviz-data");
+        assert_eq!(html.matches(b64).count(), 1);
+    }
+}
+
+#[test]
+fn neuron_vectors_are_embedded_exactly_when_asked() {
+    let att = with_vectors(7, 2, 2, 4);
+    let html = render(
+        &att,
+        &HtmlOptions {
+            neuron: true,
+            ..HtmlOptions::default()
+        },
+    );
+    let meta = meta_of(&html);
+    assert_eq!(meta["neuron"]["available"], true);
+    let raw = raw_payload(&html, &meta);
+    let qk = att.query_key.as_ref().unwrap();
+    let q = section(&raw, &meta, "query");
+    let k = section(&raw, &meta, "key");
+    assert!(q.iter().zip(&qk.queries).all(|(a, &b)| *a == b as f64));
+    assert!(k.iter().zip(&qk.keys).all(|(a, &b)| *a == b as f64));
+    // Not asked: not embedded, and the page is told why.
+    let meta = meta_of(&render(&att, &HtmlOptions::default()));
+    assert_eq!(meta["neuron"]["available"], false);
+    assert!(meta["neuron"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("--neuron"));
+    assert_eq!(meta["payload"]["sections"].as_array().unwrap().len(), 1);
+    // Asked but not captured.
+    let plain = synthetic(&["[CLS]", "a", "[SEP]"], 1, 1);
+    let meta = meta_of(&render(
+        &plain,
+        &HtmlOptions {
+            neuron: true,
+            ..HtmlOptions::default()
+        },
+    ));
+    assert_eq!(meta["neuron"]["available"], false);
+    assert!(meta["neuron"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not captured"));
+}
+
+#[test]
+fn analysis_matrices_and_stats_travel_to_the_page() {
+    let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);
+    let n = att.len();
+    let rollout: Vec<Vec<f32>> = (0..2)
+        .map(|l| (0..n * n).map(|i| ((i + l) % 5) as f32 / 4.0).collect())
+        .collect();
+    let odd = vec![(0..n * n).map(|i| i as f32 - 3.0).collect::<Vec<f32>>()];
+    let opts = HtmlOptions {
+        analysis: HtmlAnalysis {
+            stats: vec![HeadStatistic {
+                id: "entropy".into(),
+                label: "Entropy (nats)".into(),
+                description: "How spread out each row is.".into(),
+                values: vec![vec![0.5, 1.0, f32::NAN], vec![0.1, 0.2, 0.3]],
+            }],
+            head_labels: Some(vec![
+                vec!["".into(), "previous token".into(), "".into()],
+                vec!["".into(), "".into(), "[SEP] sink".into()],
+            ]),
+            matrices: vec![
+                ExtraMatrix {
+                    id: "rollout".into(),
+                    label: "Attention rollout".into(),
+                    description: "Abnar & Zuidema 2020.".into(),
+                    layers: rollout.clone(),
+                },
+                ExtraMatrix {
+                    id: "odd".into(),
+                    label: "Odd".into(),
+                    description: "Not a probability.".into(),
+                    layers: odd.clone(),
+                },
+            ],
+        },
+        ..HtmlOptions::default()
+    };
+    let html = render(&att, &opts);
+    let meta = meta_of(&html);
+    let a = &meta["analysis"];
+    assert_eq!(a["stats"][0]["values"][1][2].as_f64().unwrap() as f32, 0.3);
+    assert!(a["stats"][0]["values"][0][2].is_null(), "NaN becomes null");
+    assert_eq!(a["head_labels"][0][1], "previous token");
+    assert_eq!(a["matrices"][0]["per_layer"], true);
+    assert_eq!(a["matrices"][1]["per_layer"], false);
+    let raw = raw_payload(&html, &meta);
+    let got = section(&raw, &meta, "matrix:rollout");
+    let want: Vec<f32> = rollout.concat();
+    assert!(got
+        .iter()
+        .zip(&want)
+        .all(|(g, &w)| (g - w as f64).abs() <= 0.5 / 65535.0 + 1e-9));
+    // A matrix outside [0, 1] gets its own range, and keeps the same relative precision.
+    let got = section(&raw, &meta, "matrix:odd");
+    let step = (12.0 - -3.0) / 65535.0;
+    assert!(got
+        .iter()
+        .zip(&odd[0])
+        .all(|(g, &w)| (g - w as f64).abs() <= step / 2.0 + 1e-6));
+}
+
+#[test]
+fn bad_options_are_refused_before_anything_is_written() {
+    let att = synthetic(&["[CLS]", "a", "[SEP]"], 2, 3);
+    let n2 = att.len() * att.len();
+    let cases: Vec<(HtmlOptions, &str)> = vec![
+        (
+            HtmlOptions {
+                layer: 2,
+                ..HtmlOptions::default()
+            },
+            "layer 2 does not exist: the model has layers 0 to 1",
+        ),
+        (
+            HtmlOptions {
+                head: 3,
+                ..HtmlOptions::default()
+            },
+            "head 3 does not exist",
+        ),
+        (
+            HtmlOptions {
+                threshold: 1.5,
+                ..HtmlOptions::default()
+            },
+            "threshold 1.5",
+        ),
+        (
+            HtmlOptions {
+                analysis: HtmlAnalysis {
+                    stats: vec![HeadStatistic {
+                        id: "x".into(),
+                        label: "X".into(),
+                        description: String::new(),
+                        values: vec![vec![0.0; 3]],
+                    }],
+                    ..HtmlAnalysis::default()
+                },
+                ..HtmlOptions::default()
+            },
+            "statistic `x` must have 2 layers × 3 heads",
+        ),
+        (
+            HtmlOptions {
+                analysis: HtmlAnalysis {
+                    matrices: vec![ExtraMatrix {
+                        id: "m".into(),
+                        label: "M".into(),
+                        description: String::new(),
+                        layers: vec![vec![0.0; n2 - 1]],
+                    }],
+                    ..HtmlAnalysis::default()
+                },
+                ..HtmlOptions::default()
+            },
+            "matrix `m` must be 3 × 3",
+        ),
+        (
+            HtmlOptions {
+                analysis: HtmlAnalysis {
+                    matrices: vec![
+                        ExtraMatrix {
+                            id: "m".into(),
+                            label: "M".into(),
+                            description: String::new(),
+                            layers: vec![vec![0.0; n2]],
+                        };
+                        2
+                    ],
+                    ..HtmlAnalysis::default()
+                },
+                ..HtmlOptions::default()
+            },
+            "id `m` is used twice",
+        ),
+    ];
+    for (opts, want) in cases {
+        let mut out = Vec::new();
+        let err = write_html(&att, &opts, &mut out).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains(want), "{err} lacks {want}");
+        assert!(out.is_empty(), "wrote {} bytes before failing", out.len());
+    }
+}
+
+#[test]
+fn file_convenience_writes_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.html");
+    let att = synthetic(&["[CLS]", "a", "[SEP]"], 1, 2);
+    write_html_file(&att, &HtmlOptions::default(), &path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("<!DOCTYPE html>"));
+    // A failing write leaves the old file alone and no temporary behind.
+    let bad = HtmlOptions {
+        layer: 9,
+        ..HtmlOptions::default()
+    };
+    let err = write_html_file(&att, &bad, &path).unwrap_err();
+    assert!(err.to_string().contains("report.html"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn escapes() {
+    assert_eq!(
+        escape_html("<a href='x'>&\"</a>"),
+        "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+    );
+    assert_eq!(
+        escape_json_for_script("{\"t\":\"</script>&\u{2028}\"}"),
+        r#"{"t":"\u003c/script\u003e\u0026\u2028"}"#
+    );
+}

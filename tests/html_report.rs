@@ -1,0 +1,266 @@
+//! The HTML report in a real browser.
+//!
+//! Writes reports into `tests/artifacts/html/` (git-ignored), each with a `*.expect.json` sidecar
+//! holding the exact f32 weights it was made from, then runs the headless-Chromium suite in
+//! `tests/browser/` (node's test runner driving `/usr/bin/chromium` through playwright-core). The
+//! suite derives every expected count from the sidecar, independently of the page's own decoding.
+//!
+//! Needs: `apt-get install -y chromium chromium-driver`, Node ≥ 20, and `npm ci` in tests/browser
+//! (run here automatically when `node_modules` is missing). Screenshots land in
+//! `tests/artifacts/html/screens/`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use attnviz::model::{EncodeOptions, Model};
+use attnviz::render::html::{
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision, View,
+};
+use attnviz::Attention;
+use support::{minilm_dir, random_attention, write_expectations};
+
+const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn write_case(dir: &Path, name: &str, att: &Attention, opts: &HtmlOptions) {
+    write_html_file(att, opts, &dir.join(format!("{name}.html"))).unwrap();
+    write_expectations(&dir.join(format!("{name}.expect.json")), att, opts);
+}
+
+/// Mean row entropy of every head, in nats: a real statistic for the stats panel test.
+fn entropy(att: &Attention) -> Vec<Vec<f32>> {
+    let n = att.len();
+    (0..att.layers())
+        .map(|l| {
+            (0..att.heads())
+                .map(|h| {
+                    let m = att.head(l, h);
+                    let total: f32 = m.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
+                    total / n as f32
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn write_cases(dir: &Path) {
+    let sentence = [
+        "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ".",
+        "[SEP]",
+    ];
+    let single = random_attention(
+        "The quick brown fox jumps over the lazy dog.",
+        None,
+        &sentence,
+        None,
+        (6, 12, 32),
+        7,
+    );
+    write_case(
+        dir,
+        "single",
+        &single,
+        &HtmlOptions {
+            neuron: true,
+            settings: vec![("Command".into(), "attnviz --html single.html".into())],
+            ..HtmlOptions::default()
+        },
+    );
+
+    // The other storage paths: 8-bit weights, no compression.
+    write_case(
+        dir,
+        "single-u8-raw",
+        &single,
+        &HtmlOptions {
+            precision: Precision::U8,
+            compress: false,
+            ..HtmlOptions::default()
+        },
+    );
+
+    let pair_tokens = [
+        "[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]", "it", "was", "tired", ".",
+        "[SEP]",
+    ];
+    let pair = random_attention(
+        "The cat sat on the mat.",
+        Some("It was tired."),
+        &pair_tokens,
+        Some(9),
+        (4, 6, 16),
+        11,
+    );
+    let mean: Vec<Vec<f32>> = (0..pair.layers()).map(|l| pair.head_mean(l)).collect();
+    write_case(
+        dir,
+        "pair",
+        &pair,
+        &HtmlOptions {
+            neuron: true,
+            analysis: HtmlAnalysis {
+                stats: vec![HeadStatistic {
+                    id: "entropy".into(),
+                    label: "Entropy (nats)".into(),
+                    description: "Mean entropy of the attention rows.".into(),
+                    values: entropy(&pair),
+                }],
+                head_labels: Some(
+                    (0..pair.layers())
+                        .map(|l| {
+                            (0..pair.heads())
+                                .map(|h| {
+                                    if (l + h) % 5 == 0 {
+                                        "broad".into()
+                                    } else {
+                                        String::new()
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect(),
+                ),
+                matrices: vec![ExtraMatrix {
+                    id: "mean_check".into(),
+                    label: "Head mean (from Rust)".into(),
+                    description: "The mean over heads, computed in Rust.".into(),
+                    layers: mean,
+                }],
+            },
+            ..HtmlOptions::default()
+        },
+    );
+
+    let injection_tokens = ["[CLS]", INJECTION, "[SEP]", "<b>bold</b>", "&amp;", "[SEP]"];
+    let injection = random_attention(
+        INJECTION,
+        Some(INJECTION),
+        &injection_tokens,
+        Some(3),
+        (2, 2, 8),
+        3,
+    );
+    write_case(
+        dir,
+        "injection",
+        &injection,
+        &HtmlOptions {
+            title: Some(INJECTION.into()),
+            settings: vec![(INJECTION.into(), INJECTION.into())],
+            view: View::Matrix,
+            ..HtmlOptions::default()
+        },
+    );
+}
+
+/// Reports of the real all-MiniLM-L6-v2 on real sentences, with its captured query/key vectors.
+fn write_real_cases(dir: &Path) {
+    let model = Model::from_dir(&minilm_dir()).expect("load all-MiniLM-L6-v2");
+    let opts = EncodeOptions {
+        truncate: false,
+        capture_query_key: true,
+    };
+    let cases: [(&str, &str, Option<&str>); 3] = [
+        (
+            "real-pair",
+            "The quick brown fox jumps over the lazy dog.",
+            Some("It was not amused, so it ran away."),
+        ),
+        ("real-injection", INJECTION, None),
+        (
+            "real-paragraph",
+            "Attention lets every token look at every other token. In BERT, each of the twelve \
+             heads in a layer learns its own way of looking: some heads attend to the previous or \
+             the next word, some collect everything on the separator token, and a few follow \
+             syntax, linking verbs to their objects or pronouns to the nouns they stand for. \
+             Visualising these patterns head by head, layer by layer, is how researchers such as \
+             Clark and colleagues found out what BERT looks at, and it is still the quickest way \
+             to build an intuition for what a Transformer does with a sentence. Façade, naïve \
+             café: accents survive lower-casing, and rare words split into word pieces.",
+            None,
+        ),
+    ];
+    for (name, text, pair) in cases {
+        let enc = model.encode(text, pair, &opts).expect("encode");
+        if name == "real-paragraph" {
+            // What `--words --no-special` should produce: the page opens merged and hidden.
+            write_case(
+                dir,
+                "real-paragraph-initial",
+                &enc.attention,
+                &HtmlOptions {
+                    hide_special: true,
+                    words: true,
+                    view: View::Matrix,
+                    ..HtmlOptions::default()
+                },
+            );
+        }
+        write_case(
+            dir,
+            name,
+            &enc.attention,
+            &HtmlOptions {
+                neuron: true,
+                settings: vec![(
+                    "Command".into(),
+                    format!("attnviz {text:?} --html {name}.html --neuron"),
+                )],
+                ..HtmlOptions::default()
+            },
+        );
+    }
+}
+
+fn ensure_browser_tools(browser_dir: &Path) {
+    if !Path::new("/usr/bin/chromium").exists() {
+        panic!(
+            "the HTML report tests need Chromium: run `apt-get install -y chromium chromium-driver` \
+             (set ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly)"
+        );
+    }
+    if !browser_dir.join("node_modules/playwright-core").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(browser_dir)
+            .status()
+            .expect("npm must be installed (Node ≥ 20) to run the browser tests");
+        assert!(status.success(), "`npm ci` in tests/browser failed");
+    }
+}
+
+#[test]
+fn html_report_in_headless_chromium() {
+    let dir = repo().join("tests/artifacts/html");
+    std::fs::create_dir_all(dir.join("screens")).unwrap();
+    write_cases(&dir);
+    write_real_cases(&dir);
+    if std::env::var_os("ATTNVIZ_SKIP_BROWSER").is_some() {
+        eprintln!(
+            "ATTNVIZ_SKIP_BROWSER is set: reports written to {}, browser suite NOT run",
+            dir.display()
+        );
+        return;
+    }
+    let browser_dir = repo().join("tests/browser");
+    ensure_browser_tools(&browser_dir);
+    let out = Command::new("node")
+        .args([
+            "--test",
+            "--test-concurrency=1",
+            "--test-reporter=spec",
+            "report.test.mjs",
+        ])
+        .current_dir(&browser_dir)
+        .env("ATTNVIZ_ARTIFACTS", &dir)
+        .output()
+        .expect("node must be installed (Node ≥ 20) to run the browser tests");
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "browser tests failed (output above)");
+}
