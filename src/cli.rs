@@ -98,6 +98,12 @@ pub struct Args {
     #[arg(long)]
     pub neuron: bool,
 
+    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
+    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
+    /// 512-token bert-base report stays under 30 MB). The page states the precision.
+    #[arg(long, value_enum, value_name = "BITS", default_value_t = HtmlPrecision::Auto)]
+    pub html_precision: HtmlPrecision,
+
     /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
@@ -180,6 +186,19 @@ pub enum Theme {
     Light,
     /// Light text on near-black.
     Dark,
+}
+
+/// Storage precision of the HTML report's attention weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HtmlPrecision {
+    /// 16 bits up to 25 million weights (layers × heads × tokens²), 8 bits beyond.
+    Auto,
+    /// 16-bit fixed point: each weight within 7.6e-6.
+    #[value(name = "16")]
+    Bits16,
+    /// 8-bit fixed point: each weight within 2e-3.
+    #[value(name = "8")]
+    Bits8,
 }
 
 /// Corpus mode: what to do with a bad line.

@@ -4,11 +4,16 @@ use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::analysis::{
+    self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection, ViewOptions,
+};
 use crate::attention::{Attention, HeadSel};
-use crate::cli::{Args, Figure};
+use crate::cli::{Args, Figure, HtmlPrecision};
 use crate::model::{EncodeOptions, Model};
 use crate::output::{write_output, OutputError};
+use crate::render::html::{
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision,
+};
 use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
 use crate::render::json::{write_json, JsonOptions};
 use crate::render::stats_table::{color_enabled, write_stats_table, StatsTableOptions};
@@ -72,8 +77,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
     } else {
         (analysis::view(&encoding.attention, view_opts)?, None)
     };
-    let needs_stats =
-        args.json.is_some() || args.report.is_some() || args.stats || args.stat.is_some();
+    let needs_stats = args.json.is_some()
+        || args.html.is_some()
+        || args.report.is_some()
+        || args.stats
+        || args.stat.is_some();
     let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
         Some(a) => Some(Cow::Borrowed(&a.stats)),
         None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
@@ -103,8 +111,23 @@ pub fn run(args: &Args) -> Result<(), Error> {
             image::write_svg(&att, &figure, &outputs.image, path)?;
         }
     }
-    if let Some(dir) = &args.report {
-        let written = outputs.report(dir, layer, head, rollout)?;
+    // The report gets the token-level attention (and rollout): the page merges words and hides
+    // [CLS]/[SEP] itself, reversibly.
+    let html = (args.html.is_some() || args.report.is_some()).then(|| {
+        let token_rollout = match &analysis {
+            Some(a) if view_opts == ViewOptions::default() => Cow::Borrowed(&a.rollout),
+            _ => Cow::Owned(analysis::rollout(&encoding.attention)),
+        };
+        html_options(args, layer, head, outputs.stats, &token_rollout)
+    });
+    if let (Some(path), Some(opts)) = (&args.html, &html) {
+        write_html_file(&encoding.attention, opts, path)?;
+    }
+    if let (Some(dir), Some(opts)) = (&args.report, &html) {
+        let mut written = outputs.report(dir, layer, head, rollout)?;
+        let page = dir.join("report.html");
+        write_html_file(&encoding.attention, opts, &page)?;
+        written.push(page);
         eprintln!("wrote {} files into {}", written.len(), dir.display());
     }
 
@@ -143,7 +166,7 @@ impl Outputs<'_> {
         Ok(())
     }
 
-    /// Everything in one folder: the JSON export and every kind of figure as PNG and SVG.
+    /// The JSON export and every kind of figure as PNG and SVG, in one folder.
     fn report(
         &self,
         dir: &Path,
@@ -173,6 +196,97 @@ impl Outputs<'_> {
         Ok(written)
     }
 }
+
+/// Report options from the command line. The report gets the token-level attention and opens on
+/// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
+fn html_options(
+    args: &Args,
+    layer: usize,
+    head: HeadSel,
+    stats: &[Vec<HeadStats>],
+    rollout: &[Vec<f32>],
+) -> HtmlOptions {
+    let layers = stats.len();
+    let heads = stats.first().map_or(0, Vec::len);
+    let weights = layers * heads * rollout.first().map_or(0, Vec::len);
+    let precision = match args.html_precision {
+        HtmlPrecision::Bits16 => Precision::U16,
+        HtmlPrecision::Bits8 => Precision::U8,
+        HtmlPrecision::Auto if weights > HTML_AUTO_16_BIT_LIMIT => Precision::U8,
+        HtmlPrecision::Auto => Precision::U16,
+    };
+    let unit = match (args.words, args.no_special) {
+        (false, false) => "word pieces, [CLS]/[SEP] included",
+        (true, false) => "words, [CLS]/[SEP] included",
+        (false, true) => "word pieces, [CLS]/[SEP] excluded",
+        (true, true) => "words, [CLS]/[SEP] excluded",
+    };
+    let statistics = Stat::ALL
+        .iter()
+        .map(|&stat| HeadStatistic {
+            id: stat.name().to_string(),
+            label: stat.title().to_string(),
+            description: format!(
+                "{} over the query rows ({unit}); see docs/stats.md",
+                stat.title()
+            ),
+            values: stats
+                .iter()
+                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
+                .collect(),
+        })
+        .collect();
+    let head_labels = stats
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|s| match s.label {
+                    HeadLabel::None => String::new(),
+                    label => label.description().to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    let mut settings = vec![
+        ("model".to_string(), args.model.clone()),
+        ("statistics computed on".to_string(), unit.to_string()),
+    ];
+    if !std::path::Path::new(&args.model).is_dir() {
+        settings.insert(1, ("revision".to_string(), args.revision.clone()));
+    }
+    if args.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    HtmlOptions {
+        neuron: args.neuron,
+        precision,
+        layer,
+        head: match head {
+            HeadSel::Index(h) => h,
+            HeadSel::Mean => 0,
+        },
+        hide_special: args.no_special,
+        words: args.words,
+        settings,
+        analysis: HtmlAnalysis {
+            stats: statistics,
+            head_labels: Some(head_labels),
+            matrices: vec![ExtraMatrix {
+                id: "rollout".to_string(),
+                label: "Attention rollout".to_string(),
+                description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
+                    renormalised, multiplied through the layers up to this one"
+                    .to_string(),
+                layers: rollout.to_vec(),
+            }],
+        },
+        ..HtmlOptions::default()
+    }
+}
+
+/// Above this many weights (layers × heads × tokens²) `--html-precision auto` stores 8 bits: a
+/// 16-bit report compresses to about 1.2 bytes per weight, so this keeps reports under 30 MB.
+const HTML_AUTO_16_BIT_LIMIT: usize = 25_000_000;
 
 /// The layer (default: the last) and head the single-head views show, checked against the model.
 fn selection(args: &Args, info: &crate::ModelInfo) -> Result<(usize, HeadSel), Error> {
@@ -212,6 +326,7 @@ fn output_paths(args: &Args) -> impl Iterator<Item = (&'static str, &Path)> {
         ("--json", &args.json),
         ("--png", &args.png),
         ("--svg", &args.svg),
+        ("--html", &args.html),
     ]
     .into_iter()
     .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))

@@ -6,7 +6,6 @@
 #[allow(dead_code)]
 mod reference;
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use reference::{minilm_dir, Case, Reference, ATTENTION_TOL};
@@ -291,5 +290,7 @@ fn report_folder_holds_json_and_every_figure() {
     let json: Value =
         serde_json::from_slice(&std::fs::read(report.join("attention.json")).unwrap()).unwrap();
     assert_eq!(json["pair"], "It purred.");
-    assert!(Path::new(&report.join("attention.json")).exists());
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("It purred."));
 }
