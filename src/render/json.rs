@@ -150,24 +150,29 @@ fn push_6sig(out: &mut Vec<u8>, v: f32) {
         out.push(b'0');
         return;
     }
-    let x = v as f64;
-    if x < 0.0 {
+    if v < 0.0 {
         out.push(b'-');
     }
-    let x = x.abs();
-    let mut exp = x.log10().floor() as i32;
-    let mut mant = (x * 10f64.powi(5 - exp)).round() as u64;
-    // log10 can land one off near powers of ten; renormalise to exactly six digits.
-    if mant >= 1_000_000 {
-        mant = (mant + 5) / 10;
-        exp += 1;
-    } else if mant < 100_000 {
-        mant = (x * 10f64.powi(6 - exp)).round() as u64;
-        exp -= 1;
+    let x = (v as f64).abs();
+    // Decimal exponent from the binary one (log10 2 ≈ 0.30103), off by at most one for normal
+    // numbers; subnormals (tiny attention weights do occur) take log10.
+    let bits = (v.to_bits() >> 23) & 0xff;
+    let mut exp = if bits == 0 {
+        x.log10().floor() as i32
+    } else {
+        ((bits as i32 - 127) as f64 * std::f64::consts::LOG10_2).floor() as i32
+    };
+    let mut mant = (x * pow10(5 - exp)).round() as u64;
+    // Settle on exactly six digits; also catches rounding that carries into a seventh.
+    for _ in 0..4 {
         if mant >= 1_000_000 {
-            mant = (mant + 5) / 10;
             exp += 1;
+        } else if mant < 100_000 {
+            exp -= 1;
+        } else {
+            break;
         }
+        mant = (x * pow10(5 - exp)).round() as u64;
     }
     let mut digits = [0u8; 6];
     let mut m = mant;
@@ -198,8 +203,24 @@ fn push_6sig(out: &mut Vec<u8>, v: f32) {
             out.push(b'.');
             out.extend_from_slice(&digits[1..]);
         }
-        out.extend_from_slice(format!("e{exp}").as_bytes());
+        out.push(b'e');
+        if exp < 0 {
+            out.push(b'-');
+        }
+        let e = exp.unsigned_abs();
+        if e >= 10 {
+            out.push(b'0' + (e / 10 % 10) as u8);
+        }
+        out.push(b'0' + (e % 10) as u8);
     }
+}
+
+/// 10^k for the exponents an f32 can need (|k| ≤ 50), from a table built once.
+fn pow10(k: i32) -> f64 {
+    const LIMIT: i32 = 60;
+    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| (-LIMIT..=LIMIT).map(|k| 10f64.powi(k)).collect());
+    table[(k.clamp(-LIMIT, LIMIT) + LIMIT) as usize]
 }
 
 #[cfg(test)]
