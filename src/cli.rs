@@ -120,9 +120,21 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with an empty or too-long line.
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8).
     #[arg(long, value_enum, default_value_t = OnBadLine::Skip)]
     pub on_bad_line: OnBadLine,
+
+    /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
+    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "json",
+        requires = "input"
+    )]
+    pub per_sentence: Vec<PerSentence>,
 
     /// How many most-attended tokens the terminal lists for each token.
     #[arg(long, value_name = "K", default_value_t = 3)]
@@ -189,6 +201,25 @@ pub enum OnBadLine {
     Skip,
     /// Report it and stop (outputs already written stay).
     Stop,
+}
+
+/// Corpus mode: an output written for each sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PerSentence {
+    /// The JSON export with its statistics, as --json writes it (sentences/000042.json).
+    Json,
+    /// No per-sentence files, only the corpus statistics.
+    None,
+}
+
+impl PerSentence {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PerSentence::Json => "json",
+            PerSentence::None => "none",
+        }
+    }
 }
 
 /// Whether the terminal view uses colour.
