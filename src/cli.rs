@@ -18,7 +18,8 @@ use crate::attention::HeadSel;
     attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
     attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
-    echo \"Text from a pipe\" | attnviz - --json -")]
+    echo \"Text from a pipe\" | attnviz - --json -\n  \
+    attnviz --input sentences.txt --out-dir corpus --words")]
 pub struct Args {
     /// The sentence to analyse; `-` reads it from standard input.
     #[arg(value_name = "TEXT", required_unless_present = "input")]
@@ -113,6 +114,8 @@ pub struct Args {
     pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
+    /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
+    /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
     #[arg(long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
@@ -199,7 +202,7 @@ pub enum Theme {
 pub enum OnBadLine {
     /// Report it with its line number and go on.
     Skip,
-    /// Report it and stop (outputs already written stay).
+    /// Report it and stop; what was written stays, and corpus_stats.json covers it.
     Stop,
 }
 

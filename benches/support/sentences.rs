@@ -209,7 +209,7 @@ fn sentence(r: &mut Rng, clauses: usize) -> String {
     }
 }
 
-/// Line `i` (0-based) of the corpus: a sentence, or (one in 7) a tab-separated pair.
+/// The next line of the corpus: a sentence, or (one in 7) a tab-separated pair.
 pub fn line(r: &mut Rng) -> String {
     let clauses = if r.chance(40) {
         5 + r.below(6)

@@ -133,7 +133,8 @@ pub struct CorpusOptions {
     pub view: ViewOptions,
     /// Number format of the JSON exports.
     pub json: JsonOptions,
-    /// Worker threads; `None`: rayon's default (every logical CPU, or `RAYON_NUM_THREADS`).
+    /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
+    /// physical cores).
     pub threads: Option<usize>,
     /// Show a progress bar on stderr (drawn only when stderr is a terminal).
     pub progress: bool,
@@ -205,8 +206,8 @@ pub struct Outcome {
 }
 
 /// `--input FILE --out-dir DIR`: check the flags, load the model once, process every line,
-/// print the averaged statistics table on stdout (unless `--quiet`) and a one-line summary on
-/// stderr. Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
+/// print the averaged statistics table on stdout and a one-line summary on stderr (neither with
+/// `--quiet`; warnings about bad lines are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
 pub fn run(args: &Args) -> Result<(), CorpusError> {
     check_flags(args)?;
     let input = args.input.clone().unwrap_or_default();
@@ -256,10 +257,12 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
     interrupt::uninstall();
     let outcome = outcome?;
 
-    if outcome.stats.sentences > 0 && !args.quiet {
-        print_table(&outcome, args)?;
+    if !args.quiet {
+        if outcome.stats.sentences > 0 {
+            print_table(&outcome, args)?;
+        }
+        eprintln!("{}", summary_line(&outcome, &opts));
     }
-    eprintln!("{}", summary_line(&outcome, &opts));
     end_to_result(&outcome, &opts)
 }
 
@@ -273,23 +276,17 @@ pub fn process(
     opts: &CorpusOptions,
     input: impl BufRead + Send,
 ) -> Result<Outcome, CorpusError> {
-    let pool = match opts.threads {
-        Some(n) => Some(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map_err(|e| CorpusError::Threads {
-                    threads: n,
-                    reason: e.to_string(),
-                })?,
-        ),
-        None => None,
-    };
-    let work = || process_in_pool(model, opts, input);
-    let outcome = match &pool {
-        Some(pool) => pool.install(work),
-        None => work(),
-    };
+    let threads = opts
+        .threads
+        .unwrap_or_else(candle_core::utils::get_num_threads);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| CorpusError::Threads {
+            threads,
+            reason: e.to_string(),
+        })?;
+    let outcome = pool.install(|| process_in_pool(model, opts, input));
     summary::write(&opts.out_dir.join(SUMMARY_FILE), model, opts, &outcome)?;
     Ok(outcome)
 }
