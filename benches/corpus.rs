@@ -306,10 +306,16 @@ fn strategies(model_dir: &Path, n: usize, rounds: usize) {
 }
 
 /// This process's user + system CPU time.
+#[cfg(unix)]
 fn cpu_seconds() -> f64 {
     // SAFETY: plain data out-parameter.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+#[cfg(not(unix))]
+fn cpu_seconds() -> f64 {
+    0.0
 }

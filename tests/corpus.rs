@@ -496,3 +496,30 @@ fn ctrl_c_finishes_the_sentences_in_flight_and_writes_the_summary() {
     assert_eq!(summary["sentences"], 5);
     assert_eq!(sentence_files(dir.path()).len(), 5);
 }
+
+#[test]
+fn a_failed_write_ends_the_run_and_the_summary_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // A folder where line 2's file should go makes its write fail (even for root).
+    fs::create_dir_all(dir.path().join("out/sentences/000002.json")).unwrap();
+    let out = corpus(
+        &tiny(),
+        dir.path(),
+        b"the cat sat .\nthe dog sat .\n",
+        &["--threads", "1", "-q"],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("000002.json") && err.contains("folder"),
+        "{err}"
+    );
+    let summary = read_json(&dir.path().join("out/corpus_stats.json"));
+    assert_eq!(summary["end"], "failed");
+    assert!(summary["end_reason"]
+        .as_str()
+        .unwrap()
+        .contains("000002.json"));
+    assert_eq!(summary["sentences"], 1);
+    assert!(dir.path().join("out/sentences/000001.json").is_file());
+}

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
 
 use crate::analysis::{self, AnalysisError, HeadStats, StatsSection, ViewOptions};
@@ -554,12 +554,15 @@ impl Log {
         };
         let bar = ProgressBar::with_draw_target(total, target);
         let template = if total.is_some() {
-            "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {per_sec} ETA {eta}"
+            "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {rate} ETA {eta}"
         } else {
-            "{spinner} {human_pos} lines {per_sec} {elapsed}"
+            "{spinner} {human_pos} lines, {rate}, {elapsed}"
         };
         if let Ok(style) = ProgressStyle::with_template(template) {
-            bar.set_style(style.progress_chars("=> "));
+            let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} lines/s", state.per_sec());
+            };
+            bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
         }
         if !bar.is_hidden() {
             bar.enable_steady_tick(Duration::from_millis(120));
@@ -717,27 +720,25 @@ fn summary_line(outcome: &Outcome, opts: &CorpusOptions) -> String {
 
 /// Turn an early end into the error `main` prints.
 fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusError> {
-    let kept = |upto: &str| {
+    let kept = |which: &str| {
+        let n = outcome.stats.sentences;
+        let (noun, verb) = if n == 1 {
+            ("sentence", "is")
+        } else {
+            ("sentences", "are")
+        };
+        let files = if opts.per_sentence.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{verb} in {} and ",
+                opts.out_dir.join(SENTENCES_DIR).display()
+            )
+        };
         format!(
-            "{} sentence{} {upto} {} written to {}, and {} covers {}",
-            thousands(outcome.stats.sentences),
-            if outcome.stats.sentences == 1 {
-                ""
-            } else {
-                "s"
-            },
-            if outcome.stats.sentences == 1 {
-                "was"
-            } else {
-                "were"
-            },
-            opts.out_dir.join(SENTENCES_DIR).display(),
-            outcome.summary_path.display(),
-            if outcome.stats.sentences == 1 {
-                "it"
-            } else {
-                "them"
-            },
+            "The {} {noun} {which} {files}{verb} summarised in {}",
+            thousands(n),
+            outcome.summary_path.display()
         )
     };
     match &outcome.end {
@@ -759,14 +760,14 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
         End::Stopped { line, reason } => Err(CorpusError::Stopped {
             line: *line,
             reason: reason.clone(),
-            done: kept(&format!("before line {line}")),
+            done: kept("before it"),
         }),
         End::Interrupted { after_line } => Err(CorpusError::Interrupted {
             done: kept(&format!("up to line {after_line}")),
         }),
         End::Failed(msg) => Err(CorpusError::Failed(format!(
             "{msg}. {}",
-            kept("finished before it")
+            kept("finished before that")
         ))),
     }
 }
