@@ -18,7 +18,8 @@ use crate::attention::HeadSel;
     attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
     attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
-    echo \"Text from a pipe\" | attnviz - --json -")]
+    echo \"Text from a pipe\" | attnviz - --json -\n  \
+    attnviz --input sentences.txt --out-dir corpus --words")]
 pub struct Args {
     /// The sentence to analyse; `-` reads it from standard input.
     #[arg(value_name = "TEXT", required_unless_present = "input")]
@@ -119,6 +120,8 @@ pub struct Args {
     pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
+    /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
+    /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
     #[arg(long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
@@ -126,9 +129,21 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with an empty or too-long line.
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8).
     #[arg(long, value_enum, default_value_t = OnBadLine::Skip)]
     pub on_bad_line: OnBadLine,
+
+    /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
+    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "json",
+        requires = "input"
+    )]
+    pub per_sentence: Vec<PerSentence>,
 
     /// How many most-attended tokens the terminal lists for each token.
     #[arg(long, value_name = "K", default_value_t = 3)]
@@ -206,8 +221,27 @@ pub enum HtmlPrecision {
 pub enum OnBadLine {
     /// Report it with its line number and go on.
     Skip,
-    /// Report it and stop (outputs already written stay).
+    /// Report it and stop; what was written stays, and corpus_stats.json covers it.
     Stop,
+}
+
+/// Corpus mode: an output written for each sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PerSentence {
+    /// The JSON export with its statistics, as --json writes it (sentences/000042.json).
+    Json,
+    /// No per-sentence files, only the corpus statistics.
+    None,
+}
+
+impl PerSentence {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PerSentence::Json => "json",
+            PerSentence::None => "none",
+        }
+    }
 }
 
 /// Whether the terminal view uses colour.

@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod attention;
 pub mod cli;
+pub mod corpus;
 pub mod model;
 pub mod output;
 pub mod render;

@@ -60,13 +60,27 @@ impl AtomicFile {
 
     /// Flush, sync and rename the temporary file onto the destination.
     pub fn commit(self) -> Result<(), OutputError> {
+        self.finish(true)
+    }
+
+    /// Flush and rename without syncing to disk first. An interrupted or killed process still
+    /// never leaves half a file at the destination; only an OS crash or power loss soon after
+    /// could leave it empty. For many small files (corpus mode), where a sync per file would
+    /// cost as much as computing it.
+    pub fn commit_unsynced(self) -> Result<(), OutputError> {
+        self.finish(false)
+    }
+
+    fn finish(self, sync: bool) -> Result<(), OutputError> {
         let path = self.path;
         let err = |source| OutputError {
             path: path.clone(),
             source,
         };
         let temp = self.temp.into_inner().map_err(|e| err(e.into_error()))?;
-        temp.as_file().sync_all().map_err(err)?;
+        if sync {
+            temp.as_file().sync_all().map_err(err)?;
+        }
         // tempfile creates files 0600; outputs are ordinary documents.
         #[cfg(unix)]
         {

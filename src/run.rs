@@ -43,10 +43,17 @@ pub enum Error {
     /// Writing the terminal view.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),
+    /// Corpus mode (`--input`).
+    #[error(transparent)]
+    Corpus(#[from] crate::corpus::CorpusError),
 }
 
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    // Corpus mode lives in its own module.
+    if args.input.is_some() {
+        return Ok(crate::corpus::run(args)?);
+    }
     let text = read_text(args.text.as_deref().unwrap_or_default())?;
     check_outputs(args)?;
     let model = Model::load(&args.model, &args.revision)?;

@@ -318,7 +318,19 @@ impl Model {
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
-        let out = self.forward(&enc.ids, &enc.type_ids, opts.capture_query_key)?;
+        self.encode_tokens(text, pair, enc, opts.capture_query_key)
+    }
+
+    /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
+    /// tokenizes each line once, to check it, before handing it to a worker).
+    pub fn encode_tokens(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        enc: tokenize::Encoded,
+        capture_query_key: bool,
+    ) -> Result<Encoding, Error> {
+        let out = self.forward(&enc.ids, &enc.type_ids, capture_query_key)?;
         let attention = Attention::new(
             self.info.clone(),
             text.to_string(),

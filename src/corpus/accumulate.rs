@@ -1,0 +1,316 @@
+//! Per-head statistics summed over a corpus in a fixed-size accumulator.
+//!
+//! Sums are kept in fixed point (i128, 64 fractional bits) rather than f64, so adding is exact
+//! and associative: the result does not depend on the order in which parallel workers finish,
+//! and the same corpus always gives the same bits in `corpus_stats.json`. Converting a
+//! statistic to fixed point drops only what lies below 2⁻⁶⁴ (about 5·10⁻²⁰).
+
+use crate::analysis::{HeadLabel, HeadStats, Stat};
+
+/// Fractional bits of the fixed-point sums.
+const FRACTION_BITS: i32 = 64;
+
+/// `v` in fixed point (non-negative statistics; anything else is clamped into range).
+fn fixed(v: f64) -> i128 {
+    // `as` saturates and maps NaN to 0.
+    (v * 2f64.powi(FRACTION_BITS)) as i128
+}
+
+fn float(x: i128) -> f64 {
+    x as f64 / 2f64.powi(FRACTION_BITS)
+}
+
+/// Sums for one head.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct HeadSums {
+    /// Sentences in which the head had at least one row with mass.
+    sentences: u64,
+    /// Query rows averaged over all those sentences.
+    rows: u64,
+    /// Σ over sentences of each statistic (order of [`Stat::ALL`]).
+    sum: [i128; 9],
+    /// Σ over sentences of each statistic squared.
+    sum_sq: [i128; 9],
+    /// Σ over sentences of `rows × statistic` (the token-weighted numerators).
+    sum_rows: [i128; 9],
+}
+
+/// Per-head statistics of many sentences, summed; `layers × heads` entries whatever the number
+/// of sentences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorpusStats {
+    layers: usize,
+    heads: usize,
+    sums: Vec<HeadSums>,
+    /// Sentences (lines) added.
+    pub sentences: u64,
+    /// Of which tab-separated pairs.
+    pub pairs: u64,
+    /// Of which truncated to the model's maximum (`--truncate`).
+    pub truncated: u64,
+    /// Word-piece tokens, [CLS]/[SEP] included, over all sentences.
+    pub tokens: u64,
+    /// Units of the analysed view (tokens, or words with `--words`; without [CLS]/[SEP] with
+    /// `--no-special`) over all sentences.
+    pub units: u64,
+}
+
+/// What one sentence adds besides its statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SentenceCounts {
+    /// The line was a pair.
+    pub pair: bool,
+    /// The line was truncated.
+    pub truncated: bool,
+    /// Word-piece tokens.
+    pub tokens: usize,
+    /// Units of the analysed view.
+    pub units: usize,
+}
+
+impl CorpusStats {
+    /// An empty accumulator for a model of `layers × heads`.
+    pub fn new(layers: usize, heads: usize) -> Self {
+        CorpusStats {
+            layers,
+            heads,
+            sums: vec![HeadSums::default(); layers * heads],
+            sentences: 0,
+            pairs: 0,
+            truncated: 0,
+            tokens: 0,
+            units: 0,
+        }
+    }
+
+    /// Add one sentence's statistics (`[layer][head]`, as [`crate::analysis::head_stats`] gives
+    /// them). A head with no rows in this sentence (possible only after special-token
+    /// exclusion) contributes nothing to that head.
+    ///
+    /// # Panics
+    /// If `stats` is not `layers × heads`: a model gives every sentence the same shape.
+    pub fn add(&mut self, stats: &[Vec<HeadStats>], counts: SentenceCounts) {
+        assert_eq!(stats.len(), self.layers, "layers");
+        self.sentences += 1;
+        self.pairs += counts.pair as u64;
+        self.truncated += counts.truncated as u64;
+        self.tokens += counts.tokens as u64;
+        self.units += counts.units as u64;
+        for (layer, row) in stats.iter().enumerate() {
+            assert_eq!(row.len(), self.heads, "heads");
+            for (head, s) in row.iter().enumerate() {
+                if s.rows == 0 {
+                    continue;
+                }
+                let acc = &mut self.sums[layer * self.heads + head];
+                acc.sentences += 1;
+                acc.rows += s.rows as u64;
+                for (i, stat) in Stat::ALL.into_iter().enumerate() {
+                    let v = stat.value(s);
+                    acc.sum[i] = acc.sum[i].saturating_add(fixed(v));
+                    acc.sum_sq[i] = acc.sum_sq[i].saturating_add(fixed(v * v));
+                    acc.sum_rows[i] = acc.sum_rows[i].saturating_add(fixed(v * s.rows as f64));
+                }
+            }
+        }
+    }
+
+    /// Add everything `other` holds (same model shape).
+    pub fn merge(&mut self, other: &CorpusStats) {
+        assert_eq!(
+            (self.layers, self.heads),
+            (other.layers, other.heads),
+            "shape"
+        );
+        self.sentences += other.sentences;
+        self.pairs += other.pairs;
+        self.truncated += other.truncated;
+        self.tokens += other.tokens;
+        self.units += other.units;
+        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
+            a.sentences += b.sentences;
+            a.rows += b.rows;
+            for i in 0..9 {
+                a.sum[i] = a.sum[i].saturating_add(b.sum[i]);
+                a.sum_sq[i] = a.sum_sq[i].saturating_add(b.sum_sq[i]);
+                a.sum_rows[i] = a.sum_rows[i].saturating_add(b.sum_rows[i]);
+            }
+        }
+    }
+
+    /// Layers and heads.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.layers, self.heads)
+    }
+
+    /// Per-sentence means (each sentence weighs the same, as in Clark et al. 2019), `[layer][head]`,
+    /// labelled with [`HeadLabel::classify`]. `rows` is the number of query rows behind each
+    /// head's figures over the whole corpus.
+    pub fn mean_per_sentence(&self) -> Vec<Vec<HeadStats>> {
+        self.grid(|acc, i| float(acc.sum[i]) / acc.sentences as f64)
+    }
+
+    /// Standard deviation over sentences (population, `ddof = 0`) of each statistic; `label` is
+    /// [`HeadLabel::None`] and `rows` as in [`CorpusStats::mean_per_sentence`].
+    pub fn sd_per_sentence(&self) -> Vec<Vec<HeadStats>> {
+        let mut grid = self.grid(|acc, i| {
+            let n = acc.sentences as f64;
+            let mean = float(acc.sum[i]) / n;
+            (float(acc.sum_sq[i]) / n - mean * mean).max(0.0).sqrt()
+        });
+        for s in grid.iter_mut().flatten() {
+            s.label = HeadLabel::None;
+        }
+        grid
+    }
+
+    /// Means over every query row of the corpus (each sentence weighs by its rows, so long
+    /// sentences count more), labelled with [`HeadLabel::classify`].
+    pub fn mean_per_row(&self) -> Vec<Vec<HeadStats>> {
+        self.grid(|acc, i| float(acc.sum_rows[i]) / acc.rows as f64)
+    }
+
+    /// Sentences behind each head's figures, `[layer][head]` (equal to [`CorpusStats::sentences`]
+    /// except for heads with rows without mass).
+    pub fn sentences_per_head(&self) -> Vec<Vec<u64>> {
+        self.sums
+            .chunks(self.heads.max(1))
+            .map(|l| l.iter().map(|a| a.sentences).collect())
+            .collect()
+    }
+
+    fn grid(&self, value: impl Fn(&HeadSums, usize) -> f64) -> Vec<Vec<HeadStats>> {
+        self.sums
+            .chunks(self.heads.max(1))
+            .map(|layer| {
+                layer
+                    .iter()
+                    .map(|acc| {
+                        let v = |i| {
+                            if acc.sentences == 0 {
+                                0.0
+                            } else {
+                                value(acc, i)
+                            }
+                        };
+                        let mut s = HeadStats {
+                            entropy: v(0),
+                            entropy_norm: v(1),
+                            distance: v(2),
+                            to_cls: v(3),
+                            to_sep: v(4),
+                            to_punct: v(5),
+                            to_self: v(6),
+                            to_prev: v(7),
+                            to_next: v(8),
+                            rows: acc.rows as usize,
+                            label: HeadLabel::None,
+                        };
+                        s.label = HeadLabel::classify(&s);
+                        s
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(v: f64, rows: usize) -> HeadStats {
+        HeadStats {
+            entropy: v,
+            entropy_norm: v / 10.0,
+            distance: 2.0 * v,
+            to_cls: 0.1,
+            to_sep: v / 100.0,
+            to_punct: 0.0,
+            to_self: 0.3,
+            to_prev: 0.6,
+            to_next: 1e-9 * v,
+            rows,
+            label: HeadLabel::None,
+        }
+    }
+
+    #[test]
+    fn fields_follow_stat_order() {
+        // `grid` fills HeadStats by position; it must match Stat::ALL's order.
+        let s = stats(3.0, 5);
+        let mut acc = CorpusStats::new(1, 1);
+        acc.add(&[vec![s]], SentenceCounts::default());
+        let mean = acc.mean_per_sentence()[0][0];
+        for stat in Stat::ALL {
+            assert!(
+                (stat.value(&mean) - stat.value(&s)).abs()
+                    <= (1e-15 * stat.value(&s).abs()).max(6e-20),
+                "{}",
+                stat.name()
+            );
+        }
+    }
+
+    #[test]
+    fn means_sds_and_row_weighting_follow_their_definitions() {
+        let sentences = [(1.5, 4usize), (2.0, 10), (4.25, 7)];
+        let mut acc = CorpusStats::new(1, 2);
+        for &(v, rows) in &sentences {
+            let counts = SentenceCounts {
+                tokens: rows,
+                units: rows,
+                ..Default::default()
+            };
+            acc.add(&[vec![stats(v, rows), stats(1.0, rows)]], counts);
+        }
+        let n = sentences.len() as f64;
+        let mean: f64 = sentences.iter().map(|s| s.0).sum::<f64>() / n;
+        let sd = (sentences.iter().map(|s| (s.0 - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let rows: usize = sentences.iter().map(|s| s.1).sum();
+        let weighted: f64 = sentences.iter().map(|s| s.0 * s.1 as f64).sum::<f64>() / rows as f64;
+        let m = &acc.mean_per_sentence()[0][0];
+        assert!((m.entropy - mean).abs() < 1e-14);
+        assert!((m.distance - 2.0 * mean).abs() < 1e-14);
+        // Fixed point keeps 2⁻⁶⁴ absolute: three terms of at most 5.4e-20 error each.
+        assert!((m.to_next - 1e-9 * mean).abs() < 2e-19);
+        assert_eq!(m.rows, rows);
+        assert_eq!(m.label, HeadLabel::PositionalPrevious);
+        let s = &acc.sd_per_sentence()[0][0];
+        assert!((s.entropy - sd).abs() < 1e-12);
+        assert!(s.to_cls.abs() < 1e-9, "constant statistic has sd 0");
+        let w = &acc.mean_per_row()[0][0];
+        assert!((w.entropy - weighted).abs() < 1e-14);
+        assert_eq!(acc.sentences, 3);
+        assert_eq!(acc.tokens, rows as u64);
+        assert_eq!(acc.sentences_per_head(), vec![vec![3, 3]]);
+    }
+
+    #[test]
+    fn sums_do_not_depend_on_order_or_grouping() {
+        let values: Vec<f64> = (0..200)
+            .map(|i| 0.1 + (i as f64 * 0.7371).sin().abs())
+            .collect();
+        let mut forward = CorpusStats::new(1, 1);
+        for &v in &values {
+            forward.add(&[vec![stats(v, 3)]], SentenceCounts::default());
+        }
+        let mut halves = [CorpusStats::new(1, 1), CorpusStats::new(1, 1)];
+        for (i, &v) in values.iter().enumerate().rev() {
+            halves[i % 2].add(&[vec![stats(v, 3)]], SentenceCounts::default());
+        }
+        let mut merged = halves[1].clone();
+        merged.merge(&halves[0]);
+        assert_eq!(merged, forward);
+    }
+
+    #[test]
+    fn heads_without_rows_are_left_out_of_their_mean() {
+        let mut acc = CorpusStats::new(1, 1);
+        acc.add(&[vec![stats(2.0, 5)]], SentenceCounts::default());
+        acc.add(&[vec![stats(9.0, 0)]], SentenceCounts::default());
+        assert_eq!(acc.sentences, 2);
+        assert_eq!(acc.sentences_per_head(), vec![vec![1]]);
+        assert!((acc.mean_per_sentence()[0][0].entropy - 2.0).abs() < 1e-15);
+    }
+}

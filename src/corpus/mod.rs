@@ -1,0 +1,829 @@
+//! Corpus mode: `--input FILE --out-dir DIR` runs every line of FILE (a sentence, or a
+//! tab-separated pair) through the model, writes each sentence's outputs into `DIR/sentences/`,
+//! and averages the per-head statistics over the corpus into `DIR/corpus_stats.json`.
+//!
+//! How it runs (see `docs/corpus.md` for the why and the figures):
+//! - The model is loaded once and shared by every worker.
+//! - One thread reads and checks lines in order (UTF-8, tabs, emptiness, and, through the
+//!   tokenizer, length); good lines go to a rayon pool, one sentence per task. A worker runs
+//!   the forward pass, the statistics and the writers for its sentence, adds the statistics to
+//!   a fixed-size accumulator, and drops the attention. At most one sentence per worker is in
+//!   flight, so memory does not grow with the corpus.
+//! - Bad lines are reported on stderr with their line number and skipped, or, with
+//!   `--on-bad-line stop`, end the run after the lines before them are done. Either way, and on
+//!   Ctrl-C, `corpus_stats.json` is written for what was processed.
+
+mod accumulate;
+mod interrupt;
+pub mod lines;
+mod summary;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::analysis::{self, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::cli::{Args, OnBadLine, PerSentence};
+use crate::model::{self, Model};
+use crate::output::{AtomicFile, OutputError};
+use crate::render::json::{write_json, JsonOptions};
+use crate::render::stats_table::{write_stats_table, StatsTableOptions};
+use crate::tokenize::{self, Encoded};
+
+pub use accumulate::{CorpusStats, SentenceCounts};
+use lines::{BadLine, LineReader, RawLine};
+
+/// Name of the corpus summary in the output folder.
+pub const SUMMARY_FILE: &str = "corpus_stats.json";
+/// Folder, inside the output folder, of the per-sentence outputs.
+pub const SENTENCES_DIR: &str = "sentences";
+/// Bad lines listed one by one in the summary (all are counted).
+pub const LISTED_BAD_LINES: usize = 1000;
+/// Truncated lines noted one by one on stderr (all are counted).
+const NOTED_TRUNCATIONS: usize = 5;
+
+/// Anything that ends a corpus run early or makes it fail. One line each, saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    /// Loading or running the model.
+    #[error(transparent)]
+    Model(#[from] model::Error),
+    /// Writing an output file.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Building the word-level or special-excluded view.
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
+    /// Flags that don't go with corpus mode.
+    #[error("{0}")]
+    Usage(String),
+    /// The input cannot be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Input {
+        /// The input as given.
+        path: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The output folder cannot be created.
+    #[error("cannot create the output folder {}: {source}", path.display())]
+    OutDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A bad line with `--on-bad-line stop`.
+    #[error("line {line}: {reason}; stopped (--on-bad-line stop). {done}")]
+    Stopped {
+        /// Its number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        reason: BadLine,
+        /// What was kept.
+        done: String,
+    },
+    /// Ctrl-C.
+    #[error("interrupted. {done}")]
+    Interrupted {
+        /// What was kept.
+        done: String,
+    },
+    /// Every line was bad, or there were none.
+    #[error("{0}")]
+    NothingUsable(String),
+    /// A fatal error while the lines were processed (reading the input, writing a file, the
+    /// model); the summary covers the sentences finished before it.
+    #[error("{0}")]
+    Failed(String),
+    /// Writing the statistics table.
+    #[error("cannot write to standard output: {0}")]
+    Stdout(io::Error),
+    /// The worker pool (`--threads`).
+    #[error("cannot start {threads} worker threads: {reason}")]
+    Threads {
+        /// How many were asked for.
+        threads: usize,
+        /// Why not.
+        reason: String,
+    },
+}
+
+/// What a corpus run does, apart from the model and the input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CorpusOptions {
+    /// The input's name for messages and the summary (`-` for standard input).
+    pub input_name: String,
+    /// The output folder.
+    pub out_dir: PathBuf,
+    /// What to write for each sentence into `out_dir/sentences/`.
+    pub per_sentence: Vec<PerSentence>,
+    /// Skip bad lines, or stop at the first.
+    pub on_bad_line: OnBadLine,
+    /// Truncate lines longer than the model takes instead of calling them bad.
+    pub truncate: bool,
+    /// Word level and/or special tokens excluded (outputs and statistics alike).
+    pub view: ViewOptions,
+    /// Number format of the JSON exports.
+    pub json: JsonOptions,
+    /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
+    /// physical cores).
+    pub threads: Option<usize>,
+    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
+    pub progress: bool,
+    /// Total number of lines, when known, for the progress bar.
+    pub total_lines: Option<u64>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Every line was read.
+    Complete,
+    /// At a bad line, with `--on-bad-line stop`.
+    Stopped {
+        /// Its number.
+        line: usize,
+        /// What is wrong with it.
+        reason: BadLine,
+    },
+    /// Ctrl-C, after the given line.
+    Interrupted {
+        /// The last line handed out (every line up to it is done).
+        after_line: usize,
+    },
+    /// A fatal error (reading the input, writing an output, the model).
+    Failed(String),
+}
+
+/// Bad lines seen: all counted, the first [`LISTED_BAD_LINES`] kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BadLines {
+    /// How many.
+    pub count: usize,
+    /// How many of each [`BadLine::kind`].
+    pub by_kind: BTreeMap<&'static str, usize>,
+    /// The first ones, with their line numbers.
+    pub listed: Vec<(usize, BadLine)>,
+}
+
+impl BadLines {
+    fn add(&mut self, line: usize, bad: BadLine) {
+        self.count += 1;
+        *self.by_kind.entry(bad.kind()).or_default() += 1;
+        if self.listed.len() < LISTED_BAD_LINES {
+            self.listed.push((line, bad));
+        }
+    }
+}
+
+/// The result of [`process`].
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The accumulated statistics and counts.
+    pub stats: CorpusStats,
+    /// Lines read from the input (good and bad).
+    pub lines_read: usize,
+    /// The bad ones.
+    pub bad: BadLines,
+    /// Line numbers of the first truncated lines (all are counted in `stats.truncated`).
+    pub truncated_lines: Vec<usize>,
+    /// How it ended.
+    pub end: End,
+    /// Wall time of the run (model loading excluded).
+    pub elapsed: Duration,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Where the summary was written.
+    pub summary_path: PathBuf,
+}
+
+/// `--input FILE --out-dir DIR`: check the flags, load the model once, process every line,
+/// print the averaged statistics table on stdout and a one-line summary on stderr (neither with
+/// `--quiet`; warnings about bad lines are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
+pub fn run(args: &Args) -> Result<(), CorpusError> {
+    check_flags(args)?;
+    let input = args.input.clone().unwrap_or_default();
+    let out_dir = args
+        .out_dir
+        .clone()
+        .ok_or_else(|| CorpusError::Usage("--input needs --out-dir DIR for its outputs".into()))?;
+    let from_stdin = input.as_os_str() == "-";
+    let input_name = input.display().to_string();
+    let reader: Box<dyn BufRead + Send> = if from_stdin {
+        Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
+    } else {
+        let file = File::open(&input).map_err(|source| CorpusError::Input {
+            path: input_name.clone(),
+            source,
+        })?;
+        Box::new(BufReader::with_capacity(1 << 16, file))
+    };
+    let per_sentence = normalise_per_sentence(&args.per_sentence)?;
+    prepare_out_dir(&out_dir, &per_sentence)?;
+    let progress = io::stderr().is_terminal();
+    let total_lines = if progress && !from_stdin {
+        count_lines(&input).ok()
+    } else {
+        None
+    };
+    let model = Model::load(&args.model, &args.revision)?;
+    let opts = CorpusOptions {
+        input_name,
+        out_dir,
+        per_sentence,
+        on_bad_line: args.on_bad_line,
+        truncate: args.truncate,
+        view: ViewOptions {
+            words: args.words,
+            no_special: args.no_special,
+        },
+        json: JsonOptions {
+            full_precision: args.full_precision,
+        },
+        threads: args.threads,
+        progress,
+        total_lines,
+    };
+    interrupt::install();
+    let outcome = process(&model, &opts, reader);
+    interrupt::uninstall();
+    let outcome = outcome?;
+
+    if !args.quiet {
+        if outcome.stats.sentences > 0 {
+            print_table(&outcome, args)?;
+        }
+        eprintln!("{}", summary_line(&outcome, &opts));
+    }
+    end_to_result(&outcome, &opts)
+}
+
+/// Process every line of `input` with `model`: per-sentence outputs into
+/// `opts.out_dir/sentences/`, and the summary into `opts.out_dir/corpus_stats.json` (written
+/// however the run ends, for the sentences that were done). Errors only for what stops the
+/// run before or after the lines (the pool, the summary itself); how the lines went is in the
+/// [`Outcome`].
+pub fn process(
+    model: &Model,
+    opts: &CorpusOptions,
+    input: impl BufRead + Send,
+) -> Result<Outcome, CorpusError> {
+    let threads = opts
+        .threads
+        .unwrap_or_else(candle_core::utils::get_num_threads);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| CorpusError::Threads {
+            threads,
+            reason: e.to_string(),
+        })?;
+    let outcome = pool.install(|| process_in_pool(model, opts, input));
+    summary::write(&opts.out_dir.join(SUMMARY_FILE), model, opts, &outcome)?;
+    Ok(outcome)
+}
+
+fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Send) -> Outcome {
+    let start = Instant::now();
+    let log = Log::new(opts.progress, opts.total_lines);
+    let info = model.info();
+    let acc = Mutex::new(CorpusStats::new(info.layers, info.heads));
+    let abort = AtomicBool::new(false);
+    let mut feed = Feed {
+        lines: LineReader::new(input),
+        model,
+        opts,
+        log: &log,
+        abort: &abort,
+        lines_read: 0,
+        bad: BadLines::default(),
+        truncated_lines: Vec::new(),
+        truncations: 0,
+        end: None,
+    };
+    let worker = Worker {
+        model,
+        opts,
+        acc: &acc,
+    };
+    let result = (&mut feed).par_bridge().try_for_each(|item| {
+        let res = worker.process(item);
+        if res.is_err() {
+            abort.store(true, Ordering::Relaxed);
+        } else {
+            log.bar.inc(1);
+        }
+        res
+    });
+    log.bar.finish_and_clear();
+    let end = match (result, feed.end.take()) {
+        (Err(e), _) => End::Failed(e.to_string()),
+        (Ok(()), Some(end)) => end,
+        (Ok(()), None) => End::Complete,
+    };
+    Outcome {
+        stats: acc.into_inner().unwrap_or_else(|e| e.into_inner()),
+        lines_read: feed.lines_read,
+        bad: feed.bad,
+        truncated_lines: feed.truncated_lines,
+        end,
+        elapsed: start.elapsed(),
+        threads: rayon::current_num_threads(),
+        summary_path: opts.out_dir.join(SUMMARY_FILE),
+    }
+}
+
+/// A good line on its way to a worker.
+struct Item {
+    line: usize,
+    text: String,
+    pair: Option<String>,
+    encoded: Encoded,
+}
+
+/// Reads lines in order, reports bad ones, and hands out good ones (tokenized) to the workers.
+struct Feed<'a, R> {
+    lines: LineReader<R>,
+    model: &'a Model,
+    opts: &'a CorpusOptions,
+    log: &'a Log,
+    abort: &'a AtomicBool,
+    lines_read: usize,
+    bad: BadLines,
+    truncated_lines: Vec<usize>,
+    truncations: usize,
+    end: Option<End>,
+}
+
+impl<R: BufRead> Iterator for Feed<'_, R> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        loop {
+            if self.end.is_some() || self.abort.load(Ordering::Relaxed) {
+                return None;
+            }
+            if interrupt::requested() {
+                self.end = Some(End::Interrupted {
+                    after_line: self.lines_read,
+                });
+                return None;
+            }
+            let raw = match self.lines.next_line(interrupt::requested) {
+                Ok(Some(raw)) => raw,
+                Ok(None) if interrupt::requested() => continue,
+                Ok(None) => return None,
+                Err(e) => {
+                    self.end = Some(End::Failed(
+                        CorpusError::Input {
+                            path: self.opts.input_name.clone(),
+                            source: e,
+                        }
+                        .to_string(),
+                    ));
+                    return None;
+                }
+            };
+            self.lines_read = raw.number;
+            match self.check(&raw) {
+                Ok(item) => return Some(item),
+                Err(bad) => {
+                    self.log.bar.inc(1);
+                    if self.opts.on_bad_line == OnBadLine::Stop {
+                        self.bad.add(raw.number, bad.clone());
+                        self.end = Some(End::Stopped {
+                            line: raw.number,
+                            reason: bad,
+                        });
+                        return None;
+                    }
+                    self.log
+                        .message(&format!("warning: line {}: {bad}; skipped", raw.number));
+                    self.bad.add(raw.number, bad);
+                }
+            }
+        }
+    }
+}
+
+impl<R> Feed<'_, R> {
+    /// Parse and tokenize a line, or say why it cannot be used.
+    fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
+        let sentence = lines::parse(raw)?;
+        let cfg = self.model.config();
+        if sentence.pair.is_some() && cfg.type_vocab_size < 2 {
+            return Err(BadLine::PairUnsupported);
+        }
+        let encoded = self
+            .model
+            .tokenizer()
+            .encode(
+                sentence.text,
+                sentence.pair,
+                self.model.max_positions(),
+                self.opts.truncate,
+            )
+            .map_err(|e| match e {
+                tokenize::Error::Empty { .. } => BadLine::Empty,
+                tokenize::Error::NoTokens { .. } => BadLine::NoTokens,
+                tokenize::Error::TooLong { tokens, max } => BadLine::TooLong { tokens, max },
+                other => BadLine::Tokenizer(other.to_string()),
+            })?;
+        if let Some(from) = encoded.truncated_from {
+            self.truncations += 1;
+            if self.truncated_lines.len() < LISTED_BAD_LINES {
+                self.truncated_lines.push(raw.number);
+            }
+            if self.truncations <= NOTED_TRUNCATIONS {
+                let more = if self.truncations == NOTED_TRUNCATIONS {
+                    " (further truncations are counted in corpus_stats.json, not listed here)"
+                } else {
+                    ""
+                };
+                self.log.message(&format!(
+                    "note: line {}: {from} tokens, truncated to {} (--truncate){more}",
+                    raw.number,
+                    encoded.ids.len()
+                ));
+            }
+        }
+        Ok(Item {
+            line: raw.number,
+            text: sentence.text.to_string(),
+            pair: sentence.pair.map(str::to_string),
+            encoded,
+        })
+    }
+}
+
+/// What each worker needs: shared, read-only, except the accumulator.
+struct Worker<'a> {
+    model: &'a Model,
+    opts: &'a CorpusOptions,
+    acc: &'a Mutex<CorpusStats>,
+}
+
+impl Worker<'_> {
+    /// Forward pass, view, statistics, per-sentence outputs, accumulate. The same steps as
+    /// the single-sentence CLI, so each JSON file equals what `attnviz TEXT --json` writes.
+    fn process(&self, item: Item) -> Result<(), CorpusError> {
+        let counts_pair = item.pair.is_some();
+        let truncated = item.encoded.truncated_from.is_some();
+        let encoding =
+            self.model
+                .encode_tokens(&item.text, item.pair.as_deref(), item.encoded, false)?;
+        let tokens = encoding.attention.len();
+        let view = analysis::view(&encoding.attention, self.opts.view)?;
+        let stats = analysis::head_stats(&view);
+        self.write_outputs(item.line, &view, &stats)?;
+        let counts = SentenceCounts {
+            pair: counts_pair,
+            truncated,
+            tokens,
+            units: view.len(),
+        };
+        self.acc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(&stats, counts);
+        Ok(())
+    }
+
+    /// Every per-sentence output asked for, named by line number.
+    fn write_outputs(
+        &self,
+        line: usize,
+        view: &crate::Attention,
+        stats: &[Vec<HeadStats>],
+    ) -> Result<(), CorpusError> {
+        for kind in &self.opts.per_sentence {
+            match kind {
+                PerSentence::Json => {
+                    let path = sentence_path(&self.opts.out_dir, line, "json");
+                    let section = serde_json::to_value(StatsSection::new(stats))
+                        .expect("statistics serialise");
+                    write_unsynced(&path, |w| {
+                        write_json(view, &[("stats", section)], self.opts.json, w)
+                    })?;
+                }
+                PerSentence::None => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where line `line`'s output of kind `ext` goes: `DIR/sentences/000042.ext` (at least six
+/// digits, so names sort in line order up to 999,999 lines).
+pub fn sentence_path(out_dir: &Path, line: usize, ext: &str) -> PathBuf {
+    out_dir.join(SENTENCES_DIR).join(format!("{line:06}.{ext}"))
+}
+
+/// Write `path` atomically without a sync per file (see [`AtomicFile::commit_unsynced`]).
+fn write_unsynced(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), OutputError> {
+    let mut file = AtomicFile::create(path)?;
+    write(&mut file).map_err(|source| OutputError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    file.commit_unsynced()
+}
+
+/// The progress bar, and messages that don't tear it.
+struct Log {
+    bar: ProgressBar,
+}
+
+impl Log {
+    fn new(show: bool, total: Option<u64>) -> Log {
+        let target = if show {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(total, target);
+        let template = if total.is_some() {
+            "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {rate} ETA {eta}"
+        } else {
+            "{spinner} {human_pos} lines, {rate}, {elapsed}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} lines/s", state.per_sec());
+            };
+            bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
+        }
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        Log { bar }
+    }
+
+    /// A line on stderr, above the bar when there is one.
+    fn message(&self, msg: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{msg}");
+        } else {
+            self.bar.suspend(|| eprintln!("{msg}"));
+        }
+    }
+}
+
+/// Flags that make no sense with `--input` get a clear error instead of being ignored.
+fn check_flags(args: &Args) -> Result<(), CorpusError> {
+    let single: [(&str, bool); 6] = [
+        ("--json", args.json.is_some()),
+        ("--png", args.png.is_some()),
+        ("--svg", args.svg.is_some()),
+        ("--html", args.html.is_some()),
+        ("--report", args.report.is_some()),
+        ("--neuron", args.neuron),
+    ];
+    if let Some((flag, _)) = single.iter().find(|(_, set)| *set) {
+        return Err(CorpusError::Usage(format!(
+            "{flag} is for a single input; with --input, per-sentence outputs go into --out-dir \
+             (choose them with --per-sentence)"
+        )));
+    }
+    if args.threads == Some(0) {
+        return Err(CorpusError::Usage("--threads must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// Drop duplicates; `none` alone means no per-sentence files, and cannot be combined.
+fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, CorpusError> {
+    let mut out: Vec<PerSentence> = Vec::new();
+    for kind in list {
+        if !out.contains(kind) {
+            out.push(*kind);
+        }
+    }
+    if out.contains(&PerSentence::None) {
+        if out.len() > 1 {
+            return Err(CorpusError::Usage(
+                "--per-sentence none cannot be combined with other outputs".into(),
+            ));
+        }
+        return Ok(Vec::new());
+    }
+    Ok(out)
+}
+
+fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), CorpusError> {
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CorpusError::OutDir { path, source }
+    };
+    if out_dir.exists() && !out_dir.is_dir() {
+        return Err(CorpusError::OutDir {
+            path: out_dir.to_path_buf(),
+            source: io::Error::other("it is a file; give a folder"),
+        });
+    }
+    fs::create_dir_all(out_dir).map_err(err(out_dir))?;
+    if !per_sentence.is_empty() {
+        let dir = out_dir.join(SENTENCES_DIR);
+        fs::create_dir_all(&dir).map_err(err(&dir))?;
+    }
+    Ok(())
+}
+
+/// Number of lines in a file (a last line without a newline counts), for the progress bar.
+fn count_lines(path: &Path) -> io::Result<u64> {
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut lines, mut last) = (0u64, b'\n');
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        last = buf[n - 1];
+    }
+    Ok(lines + u64::from(last != b'\n'))
+}
+
+fn print_table(outcome: &Outcome, args: &Args) -> Result<(), CorpusError> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let n = outcome.stats.sentences;
+    let res = writeln!(
+        out,
+        "Per-head statistics averaged over {} sentence{} (each sentence weighs the same):\n",
+        thousands(n),
+        if n == 1 { "" } else { "s" }
+    )
+    .and_then(|_| {
+        let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+        write_stats_table(&outcome.stats.mean_per_sentence(), &opts, &mut out)
+    })
+    .and_then(|_| out.flush());
+    match res {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CorpusError::Stdout(e)),
+        _ => Ok(()),
+    }
+}
+
+/// The closing line on stderr: what was done, how fast, where it went.
+fn summary_line(outcome: &Outcome, opts: &CorpusOptions) -> String {
+    let s = &outcome.stats;
+    let secs = outcome.elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        s.sentences as f64 / secs
+    } else {
+        0.0
+    };
+    let mut line = format!(
+        "Analysed {} sentence{} ({} tokens) of {} line{} in {:.1} s ({:.1} sentences/s, {} thread{})",
+        thousands(s.sentences),
+        if s.sentences == 1 { "" } else { "s" },
+        thousands(s.tokens),
+        thousands(outcome.lines_read as u64),
+        if outcome.lines_read == 1 { "" } else { "s" },
+        secs,
+        rate,
+        outcome.threads,
+        if outcome.threads == 1 { "" } else { "s" },
+    );
+    let skipped = match outcome.end {
+        End::Stopped { .. } => outcome.bad.count.saturating_sub(1),
+        _ => outcome.bad.count,
+    };
+    if skipped > 0 {
+        line += &format!(
+            "; {} bad line{} skipped",
+            thousands(skipped as u64),
+            if skipped == 1 { "" } else { "s" }
+        );
+    }
+    if s.truncated > 0 {
+        line += &format!("; {} truncated", thousands(s.truncated));
+    }
+    line += &format!(". Results in {}", opts.out_dir.display());
+    line
+}
+
+/// Turn an early end into the error `main` prints.
+fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusError> {
+    let kept = |which: &str| {
+        let n = outcome.stats.sentences;
+        let (noun, verb) = if n == 1 {
+            ("sentence", "is")
+        } else {
+            ("sentences", "are")
+        };
+        let files = if opts.per_sentence.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{verb} in {} and ",
+                opts.out_dir.join(SENTENCES_DIR).display()
+            )
+        };
+        format!(
+            "The {} {noun} {which} {files}{verb} summarised in {}",
+            thousands(n),
+            outcome.summary_path.display()
+        )
+    };
+    match &outcome.end {
+        End::Complete if outcome.stats.sentences == 0 => {
+            Err(CorpusError::NothingUsable(if outcome.lines_read == 0 {
+                format!(
+                    "{} has no lines; give one sentence (or a tab-separated pair) per line",
+                    opts.input_name
+                )
+            } else {
+                format!(
+                    "none of the {} lines of {} could be used (see the warnings above)",
+                    thousands(outcome.lines_read as u64),
+                    opts.input_name
+                )
+            }))
+        }
+        End::Complete => Ok(()),
+        End::Stopped { line, reason } => Err(CorpusError::Stopped {
+            line: *line,
+            reason: reason.clone(),
+            done: kept("before it"),
+        }),
+        End::Interrupted { after_line } => Err(CorpusError::Interrupted {
+            done: kept(&format!("up to line {after_line}")),
+        }),
+        End::Failed(msg) => Err(CorpusError::Failed(format!(
+            "{msg}. {}",
+            kept("finished before that")
+        ))),
+    }
+}
+
+/// `12345` → `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn sentence_files_are_named_by_line_number() {
+        let p = sentence_path(Path::new("out"), 42, "json");
+        assert_eq!(p, Path::new("out/sentences/000042.json"));
+        let p = sentence_path(Path::new("out"), 1234567, "png");
+        assert_eq!(p, Path::new("out/sentences/1234567.png"));
+    }
+
+    #[test]
+    fn count_lines_counts_a_last_line_without_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("in.txt");
+        for (text, want) in [("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("\n\n", 2)] {
+            fs::write(&p, text).unwrap();
+            assert_eq!(count_lines(&p).unwrap(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn per_sentence_none_stands_alone() {
+        assert_eq!(
+            normalise_per_sentence(&[PerSentence::Json, PerSentence::Json]).unwrap(),
+            [PerSentence::Json]
+        );
+        assert!(normalise_per_sentence(&[PerSentence::None])
+            .unwrap()
+            .is_empty());
+        assert!(normalise_per_sentence(&[PerSentence::None, PerSentence::Json]).is_err());
+    }
+}
