@@ -4,12 +4,52 @@
 //! Shapes: `b` sequences in a batch, `n` tokens (padded), `h` heads of size `d`, hidden `h·d`.
 //! Everything is f32 on the CPU.
 
-use candle_core::{Device, Tensor};
+use candle_core::{CpuStorage, Device, Storage, StorageRef, Tensor};
 
 use super::config::{Activation, BertConfig};
+use super::kernels::{self, AttentionShape, CaptureSink, EmbeddingTables};
 use super::weights::{Checkpoint, WeightsError};
 
 type Result<T> = candle_core::Result<T>;
+
+/// Read access to the elements of a contiguous f32 tensor on the CPU (what the kernels take).
+struct Data<'a> {
+    storage: StorageRef<'a>,
+    start: usize,
+    end: usize,
+}
+
+impl std::ops::Deref for Data<'_> {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match &*self.storage {
+            Storage::Cpu(CpuStorage::F32(v)) => &v[self.start..self.end],
+            _ => unreachable!("checked in data()"),
+        }
+    }
+}
+
+fn data(t: &Tensor) -> Result<Data<'_>> {
+    let (storage, layout) = t.storage_and_layout();
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("the encoder's kernels need contiguous tensors");
+    };
+    if !matches!(&*storage, Storage::Cpu(CpuStorage::F32(_))) {
+        candle_core::bail!("the encoder runs in f32 on the CPU");
+    }
+    Ok(Data {
+        storage,
+        start,
+        end,
+    })
+}
+
+/// A new `[b, n, width]` tensor filled by `fill`.
+fn new_tensor(b: usize, n: usize, width: usize, fill: impl FnOnce(&mut [f32])) -> Result<Tensor> {
+    let mut out = vec![0f32; b * n * width];
+    fill(&mut out);
+    Tensor::from_vec(out, (b, n, width), &Device::Cpu)
+}
 
 /// A linear map `y = x·Wᵀ + b`, with `W` stored transposed (`[in, out]`, contiguous) so the
 /// product needs no transpose at run time.
@@ -35,15 +75,18 @@ impl Linear {
     fn from_parts(weights: &[Tensor], biases: &[Tensor]) -> Result<Linear> {
         Ok(Linear {
             weight_t: Tensor::cat(weights, 0)?.t()?.contiguous()?,
-            bias: Tensor::cat(biases, 0)?,
+            bias: Tensor::cat(biases, 0)?.contiguous()?,
         })
     }
 
-    /// `x`: `[b, n, in]` → `[b, n, out]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, n, inputs) = x.dims3()?;
-        let y = x.reshape((b * n, inputs))?.matmul(&self.weight_t)?;
-        y.broadcast_add(&self.bias)?.reshape((b, n, ()))
+    /// `x`: `[b, n, in]` → `activation(x·Wᵀ + b)`: `[b, n, out]`.
+    fn forward(&self, x: &Tensor, activation: kernels::Activation) -> Result<Tensor> {
+        let (b, n, _) = x.dims3()?;
+        let (w, bias) = (data(&self.weight_t)?, data(&self.bias)?);
+        let input = data(x)?;
+        new_tensor(b, n, bias.len(), |out| {
+            kernels::linear(&input, b * n, &w, &bias, out, activation)
+        })
     }
 }
 
@@ -68,8 +111,14 @@ impl LayerNorm {
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
+    /// `LayerNorm(x + residual)`.
+    fn forward(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let (b, n, width) = x.dims3()?;
+        let (x, residual) = (data(x)?, data(residual)?);
+        let (gamma, beta) = (data(&self.weight)?, data(&self.bias)?);
+        new_tensor(b, n, width, |out| {
+            kernels::add_layer_norm(&x, &residual, &gamma, &beta, self.eps, out)
+        })
     }
 }
 
@@ -82,28 +131,84 @@ struct Embeddings {
 }
 
 impl Embeddings {
-    fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor) -> Result<Tensor> {
-        let (b, n) = input_ids.dims2()?;
-        let lookup = |table: &Tensor, ids: &Tensor| {
-            table
-                .index_select(&ids.flatten_all()?, 0)?
-                .reshape((b, n, ()))
+    /// `ids`, `types`: `[b·n]` → `[b, n, hidden]`.
+    fn forward(&self, ids: &[u32], types: &[u32], b: usize, n: usize) -> Result<Tensor> {
+        let (word, position, token_type) = (
+            data(&self.word)?,
+            data(&self.position)?,
+            data(&self.token_type)?,
+        );
+        let (gamma, beta) = (data(&self.norm.weight)?, data(&self.norm.bias)?);
+        let tables = EmbeddingTables {
+            word: &word,
+            position: &position,
+            token_type: &token_type,
+            gamma: &gamma,
+            beta: &beta,
+            eps: self.norm.eps,
         };
-        let words = lookup(&self.word, input_ids)?;
-        let types = lookup(&self.token_type, token_type_ids)?;
-        let positions = self.position.narrow(0, 0, n)?;
-        // Same order of additions as transformers: (words + types) + positions.
-        let x = (words + types)?.broadcast_add(&positions)?;
-        self.norm.forward(&x)
+        new_tensor(b, n, gamma.len(), |out| {
+            kernels::embed(&tables, ids, types, n, out)
+        })
     }
 }
 
-/// What one layer's attention hands back besides its output.
-pub struct LayerCapture {
-    /// Attention probabilities `[b, h, n, n]`: row = query, column = key.
-    pub probs: Tensor,
-    /// Query and key vectors `[b, h, n, d]` (before the 1/√d scaling), when asked for.
-    pub query_key: Option<(Tensor, Tensor)>,
+/// Everything captured for one sequence: buffers of their final size, which the attention
+/// kernel fills in place, layer by layer.
+pub struct SequenceCapture {
+    /// Attention probabilities `[layers, heads, len, len]`: row = query, column = key.
+    pub probs: Vec<f32>,
+    /// Query and key vectors `[layers, heads, len, head_dim]` each (before the 1/√d scaling),
+    /// when asked for.
+    pub query_key: Option<(Vec<f32>, Vec<f32>)>,
+    len: usize,
+    per_layer: usize,
+    qk_per_layer: usize,
+}
+
+impl SequenceCapture {
+    fn new(config: &BertConfig, len: usize, query_key: bool) -> SequenceCapture {
+        let (layers, heads, d) = (
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            config.head_dim(),
+        );
+        let qk_per_layer = heads * len * d;
+        SequenceCapture {
+            probs: vec![0.0; layers * heads * len * len],
+            query_key: query_key.then(|| {
+                (
+                    vec![0.0; layers * qk_per_layer],
+                    vec![0.0; layers * qk_per_layer],
+                )
+            }),
+            len,
+            per_layer: heads * len * len,
+            qk_per_layer,
+        }
+    }
+
+    /// The part of the buffers that layer `l` writes.
+    fn layer(&mut self, l: usize) -> CaptureSink<'_> {
+        let qk = self.qk_per_layer;
+        CaptureSink {
+            probs: &mut self.probs[l * self.per_layer..(l + 1) * self.per_layer],
+            query_key: self
+                .query_key
+                .as_mut()
+                .map(|(q, k)| (&mut q[l * qk..(l + 1) * qk], &mut k[l * qk..(l + 1) * qk])),
+        }
+    }
+
+    /// Tokens in this sequence.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the sequence is empty (never, for a sequence that went through the encoder).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Multi-head self-attention followed by the output projection, residual and LayerNorm.
@@ -117,48 +222,36 @@ struct SelfAttention {
 }
 
 impl SelfAttention {
-    /// `x`: `[b, n, hidden]`; `mask`: additive `[b, 1, 1, n]` (0 for tokens, −∞ for padding), or
-    /// `None` when nothing is padded.
+    /// `x`: `[b, n, hidden]`; `lengths`: each sequence's real length (keys past it are padding,
+    /// masked out); `capture`: one sink per sequence.
     fn forward(
         &self,
         x: &Tensor,
-        mask: Option<&Tensor>,
-        keep_query_key: bool,
-    ) -> Result<(Tensor, LayerCapture)> {
-        let (b, n, _) = x.dims3()?;
-        let (h, d) = (self.heads, self.head_dim);
-
-        // Q, K, V projections (one product), split into heads: each [b, h, n, d].
-        let qkv = self
-            .qkv
-            .forward(x)?
-            .reshape((b, n, 3, h, d))?
-            .permute((2, 0, 3, 1, 4))?;
-        let q = qkv.get(0)?.contiguous()?;
-        let k = qkv.get(1)?.contiguous()?;
-        let v = qkv.get(2)?.contiguous()?;
-
-        // scores = Q·Kᵀ/√d_k (the scale applied to Q: n·d products instead of n·n).
-        let scale = 1.0 / (d as f64).sqrt();
-        let scores = (&q * scale)?.matmul(&k.t()?)?;
-        let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-
-        // ── capture ── the probabilities [b, h, n, n] (and Q, K on request) leave the model here.
-        let capture = LayerCapture {
-            probs: probs.clone(),
-            query_key: keep_query_key.then(|| (q.clone(), k.clone())),
+        lengths: &[usize],
+        capture: &mut [CaptureSink<'_>],
+    ) -> Result<Tensor> {
+        let (b, n, hidden) = x.dims3()?;
+        let shape = AttentionShape {
+            batch: b,
+            tokens: n,
+            heads: self.heads,
+            head_dim: self.head_dim,
         };
 
-        // context = P·V, heads concatenated back to [b, n, h·d].
-        let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, n, h * d))?;
+        // Q, K, V projections in one product; each row of `qkv` is [q | k | v], heads side by side.
+        let qkv = self.qkv.forward(x, kernels::Activation::Identity)?;
+
+        // For each head: scores = Q·Kᵀ/√d_k, masked where padding is; P = softmax(scores);
+        // ── capture ── P (and Q, K on request) are written into `capture`; context = P·V, heads
+        // concatenated back to [b, n, hidden]. One fused kernel, see `kernels::attention`.
+        let qkv = data(&qkv)?;
+        let context = new_tensor(b, n, hidden, |context| {
+            kernels::attention(&qkv, shape, lengths, capture, context)
+        })?;
 
         // Output projection, residual, LayerNorm.
-        let out = (self.output.forward(&context)? + x)?;
-        Ok((self.norm.forward(&out)?, capture))
+        let projected = self.output.forward(&context, kernels::Activation::Identity)?;
+        self.norm.forward(&projected, x)
     }
 }
 
@@ -172,17 +265,17 @@ struct FeedForward {
 
 impl FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let inner = activate(&self.expand.forward(x)?, self.activation)?;
-        let out = (self.project.forward(&inner)? + x)?;
-        self.norm.forward(&out)
+        let inner = self.expand.forward(x, kernel_activation(self.activation))?;
+        let out = self.project.forward(&inner, kernels::Activation::Identity)?;
+        self.norm.forward(&out, x)
     }
 }
 
-fn activate(x: &Tensor, activation: Activation) -> Result<Tensor> {
+fn kernel_activation(activation: Activation) -> kernels::Activation {
     match activation {
-        Activation::GeluErf => x.gelu_erf(),
-        Activation::GeluTanh => x.gelu(),
-        Activation::Relu => x.relu(),
+        Activation::GeluErf => kernels::Activation::GeluErf,
+        Activation::GeluTanh => kernels::Activation::GeluTanh,
+        Activation::Relu => kernels::Activation::Relu,
     }
 }
 
@@ -195,8 +288,8 @@ struct EncoderLayer {
 pub struct BatchOutput {
     /// Last hidden state `[b, n, hidden]`.
     pub hidden: Tensor,
-    /// One capture per layer.
-    pub layers: Vec<LayerCapture>,
+    /// What each sequence's attention captured, cut to its own length.
+    pub sequences: Vec<SequenceCapture>,
 }
 
 /// A BERT encoder with its weights.
@@ -284,58 +377,62 @@ impl Bert {
         &self.config
     }
 
-    /// Run a batch. `input_ids`/`token_type_ids`: `[b, n]` (u32), right-padded; `lengths`: the
-    /// real length of each row. Padding is masked out of every key position, so the real rows
-    /// get exactly what they would get alone.
+    /// Run a batch. `input_ids`/`token_type_ids`: `[b·n]`, `b` sequences right-padded to `n`
+    /// tokens; `lengths`: the real length of each (at least 1). Padding is masked out of every
+    /// key position, so the real rows get exactly what they would get alone. Token ids must be
+    /// inside the vocabulary and type ids inside the segment types (the caller checks them).
     pub fn forward(
         &self,
-        input_ids: &Tensor,
-        token_type_ids: &Tensor,
+        input_ids: &[u32],
+        token_type_ids: &[u32],
         lengths: &[usize],
         keep_query_key: bool,
     ) -> Result<BatchOutput> {
-        let (_, n) = input_ids.dims2()?;
-        let mask = padding_mask(lengths, n)?;
-        let mut x = self.embeddings.forward(input_ids, token_type_ids)?;
-        let mut captures = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (attended, capture) = layer.attention.forward(&x, mask.as_ref(), keep_query_key)?;
+        let b = lengths.len();
+        let n = lengths.iter().copied().max().unwrap_or(0);
+        if b == 0 || n == 0 || input_ids.len() != b * n || token_type_ids.len() != b * n {
+            candle_core::bail!("forward: {b} sequences of up to {n} tokens, {} ids", input_ids.len());
+        }
+        let mut sequences: Vec<SequenceCapture> = lengths
+            .iter()
+            .map(|&len| SequenceCapture::new(&self.config, len, keep_query_key))
+            .collect();
+        let mut x = self.embeddings.forward(input_ids, token_type_ids, b, n)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let mut sinks: Vec<CaptureSink> = sequences.iter_mut().map(|s| s.layer(l)).collect();
+            let attended = layer.attention.forward(&x, lengths, &mut sinks)?;
             x = layer.feed_forward.forward(&attended)?;
-            captures.push(capture);
         }
         Ok(BatchOutput {
             hidden: x,
-            layers: captures,
+            sequences,
         })
     }
-}
-
-/// The additive key mask `[b, 1, 1, n]`: 0 where a token is, −∞ where padding is; `None` when no
-/// row is padded (so the common single-sequence case pays nothing).
-fn padding_mask(lengths: &[usize], n: usize) -> Result<Option<Tensor>> {
-    if lengths.iter().all(|&len| len == n) {
-        return Ok(None);
-    }
-    let values: Vec<f32> = lengths
-        .iter()
-        .flat_map(|&len| (0..n).map(move |k| if k < len { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    Ok(Some(Tensor::from_vec(
-        values,
-        (lengths.len(), 1, 1, n),
-        &Device::Cpu,
-    )?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Each configured activation reaches the feed-forward kernel with its own formula: a
+    /// linear map with identity weights and zero bias returns the activation of its input.
     #[test]
     fn activations_follow_their_formulas() {
         let xs: Vec<f32> = (-800..=800).map(|i| i as f32 / 100.0).collect();
-        let t = Tensor::new(xs.as_slice(), &Device::Cpu).unwrap();
-        let run = |a| activate(&t, a).unwrap().to_vec1::<f32>().unwrap();
+        let identity = Linear {
+            weight_t: Tensor::new(&[[1f32]], &Device::Cpu).unwrap(),
+            bias: Tensor::new(&[0f32], &Device::Cpu).unwrap(),
+        };
+        let input = Tensor::from_vec(xs.clone(), (1, xs.len(), 1), &Device::Cpu).unwrap();
+        let run = |a| {
+            identity
+                .forward(&input, kernel_activation(a))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
         // transformers' gelu_new / gelu_pytorch_tanh, in f64.
         let tanh_gelu = |x: f64| {
             0.5 * x
