@@ -73,8 +73,18 @@ impl Linear {
     /// Several linear maps over the same input stacked into one (`[W₁; W₂; …]`), so that one
     /// matrix product computes them all.
     fn from_parts(weights: &[Tensor], biases: &[Tensor]) -> Result<Linear> {
+        let inputs = weights[0].dim(1)?;
+        let outputs: usize = weights.iter().map(|w| w.dim(0)).sum::<Result<usize>>()?;
+        let mut weight_t = vec![0f32; inputs * outputs];
+        let mut col = 0;
+        for w in weights {
+            let rows = w.dim(0)?;
+            let w = w.contiguous()?;
+            kernels::transpose_into(&data(&w)?, rows, inputs, &mut weight_t, outputs, col);
+            col += rows;
+        }
         Ok(Linear {
-            weight_t: Tensor::cat(weights, 0)?.t()?.contiguous()?,
+            weight_t: Tensor::from_vec(weight_t, (inputs, outputs), &Device::Cpu)?,
             bias: Tensor::cat(biases, 0)?.contiguous()?,
         })
     }
@@ -175,11 +185,11 @@ impl SequenceCapture {
         );
         let qk_per_layer = heads * len * d;
         SequenceCapture {
-            probs: vec![0.0; layers * heads * len * len],
+            probs: kernels::output_buffer(layers * heads * len * len),
             query_key: query_key.then(|| {
                 (
-                    vec![0.0; layers * qk_per_layer],
-                    vec![0.0; layers * qk_per_layer],
+                    kernels::output_buffer(layers * qk_per_layer),
+                    kernels::output_buffer(layers * qk_per_layer),
                 )
             }),
             len,
@@ -250,7 +260,9 @@ impl SelfAttention {
         })?;
 
         // Output projection, residual, LayerNorm.
-        let projected = self.output.forward(&context, kernels::Activation::Identity)?;
+        let projected = self
+            .output
+            .forward(&context, kernels::Activation::Identity)?;
         self.norm.forward(&projected, x)
     }
 }
@@ -266,7 +278,9 @@ struct FeedForward {
 impl FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let inner = self.expand.forward(x, kernel_activation(self.activation))?;
-        let out = self.project.forward(&inner, kernels::Activation::Identity)?;
+        let out = self
+            .project
+            .forward(&inner, kernels::Activation::Identity)?;
         self.norm.forward(&out, x)
     }
 }
@@ -391,7 +405,10 @@ impl Bert {
         let b = lengths.len();
         let n = lengths.iter().copied().max().unwrap_or(0);
         if b == 0 || n == 0 || input_ids.len() != b * n || token_type_ids.len() != b * n {
-            candle_core::bail!("forward: {b} sequences of up to {n} tokens, {} ids", input_ids.len());
+            candle_core::bail!(
+                "forward: {b} sequences of up to {n} tokens, {} ids",
+                input_ids.len()
+            );
         }
         let mut sequences: Vec<SequenceCapture> = lengths
             .iter()
