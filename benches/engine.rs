@@ -34,7 +34,10 @@ fn main() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
 
-    println!("attnviz engine benchmark{}", if quick { " (quick)" } else { "" });
+    println!(
+        "attnviz engine benchmark{}",
+        if quick { " (quick)" } else { "" }
+    );
     println!("machine: {}", machine());
     println!(
         "threads: {threads} (ours: RAYON_NUM_THREADS; PyTorch: torch.set_num_threads({threads}))"
@@ -88,7 +91,10 @@ fn main() {
 
     // ── model load ──
     println!("model load (weights + tokenizer)");
-    println!("{:<12} {:>22} {:>22}", "model", "ours", "PyTorch from_pretrained");
+    println!(
+        "{:<12} {:>22} {:>22}",
+        "model", "ours", "PyTorch from_pretrained"
+    );
     let mut loaded = Vec::new();
     for (name, dir) in &models {
         let runs = if quick { 3 } else { 7 };
@@ -131,7 +137,8 @@ fn main() {
                 let _ = t.time(name, n, 1);
             }
             let mut ours = Vec::new();
-            let mut theirs: Option<Result<Vec<f64>, String>> = torch.as_ref().ok().map(|_| Ok(vec![]));
+            let mut theirs: Option<Result<Vec<f64>, String>> =
+                torch.as_ref().ok().map(|_| Ok(vec![]));
             for _ in 0..rounds {
                 for _ in 0..reps {
                     let start = Instant::now();
@@ -286,7 +293,10 @@ fn write_random_bert_base(dir: &Path) -> anyhow::Result<()> {
         "embeddings.position_embeddings.weight".into(),
         &[positions, hidden],
     )?;
-    random("embeddings.token_type_embeddings.weight".into(), &[2, hidden])?;
+    random(
+        "embeddings.token_type_embeddings.weight".into(),
+        &[2, hidden],
+    )?;
     let mut linears = Vec::new();
     for l in 0..layers {
         let p = format!("encoder.layer.{l}");
@@ -307,8 +317,14 @@ fn write_random_bert_base(dir: &Path) -> anyhow::Result<()> {
         norms.push(format!("encoder.layer.{l}.output.LayerNorm"));
     }
     for name in norms {
-        tensors.insert(format!("{name}.weight"), Tensor::ones(hidden, DType::F32, &dev)?);
-        tensors.insert(format!("{name}.bias"), Tensor::zeros(hidden, DType::F32, &dev)?);
+        tensors.insert(
+            format!("{name}.weight"),
+            Tensor::ones(hidden, DType::F32, &dev)?,
+        );
+        tensors.insert(
+            format!("{name}.bias"),
+            Tensor::zeros(hidden, DType::F32, &dev)?,
+        );
     }
     candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
     let config = serde_json::json!({
@@ -329,7 +345,10 @@ fn write_random_bert_base(dir: &Path) -> anyhow::Result<()> {
         "pad_token_id": 0,
         "position_embedding_type": "absolute"
     });
-    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config)?)?;
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(&config)?,
+    )?;
     let mut words = vec!["[PAD]".to_string()];
     words.extend((1..100).map(|i| format!("[unused{i}]")));
     words.extend(["[UNK]", "[CLS]", "[SEP]", "[MASK]"].map(String::from));
