@@ -223,7 +223,7 @@ impl Checkpoint {
                 if cfg!(target_endian = "little")
                     && view.dtype() == safetensors::Dtype::F32
                     && bytes.len() == count * 4
-                    && (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
+                    && (bytes.as_ptr() as usize) % std::mem::align_of::<f32>() == 0
                 {
                     // SAFETY: `count` f32 values, aligned, little-endian like the file, inside
                     // the mapping that `st` keeps alive for this borrow.
