@@ -5,7 +5,7 @@ output_attentions=True, float32 on the CPU, at a fixed thread count.
 It runs as a child of the bench and answers one command per line on stdin with one JSON line on
 stdout, so the bench can alternate its own timings with these in the same run:
 
-    load NAME DIR          -> {"load_s": seconds}
+    load NAME DIR          -> {"load_s": seconds}     (model and tokenizer, as attnviz loads both)
     time NAME N REPS       -> {"times": [seconds, ...]}   (forward + attentions, N tokens)
     quit
 
@@ -30,7 +30,7 @@ def main():
     try:
         import torch
         import transformers
-        from transformers import BertModel
+        from transformers import AutoTokenizer, BertModel
     except Exception as e:  # noqa: BLE001 - any import failure means "no anchor"
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return
@@ -55,6 +55,7 @@ def main():
             model = BertModel.from_pretrained(cmd[2], attn_implementation="eager",
                                               dtype=torch.float32, add_pooling_layer=False)
             model.eval()
+            AutoTokenizer.from_pretrained(cmd[2])
             models[cmd[1]] = model
             print(json.dumps({"load_s": time.perf_counter() - start}), flush=True)
         elif cmd[0] == "time":
