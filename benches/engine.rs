@@ -391,11 +391,17 @@ impl Torch {
             stdout,
             version: String::new(),
         };
-        let hello = torch.read()?;
-        if hello.get("error").is_some() {
-            torch.quit();
-            return Err("torch not installed".into());
-        }
+        let hello = match torch.read() {
+            Ok(hello) => hello,
+            Err(e) if e.contains("ImportError") || e.contains("ModuleNotFoundError") => {
+                torch.quit();
+                return Err("torch not installed".into());
+            }
+            Err(e) => {
+                torch.quit();
+                return Err(e);
+            }
+        };
         torch.version = format!(
             "torch {} / transformers {}, {} threads, eager attention, output_attentions=True",
             hello["torch"].as_str().unwrap_or("?"),
