@@ -2,7 +2,11 @@
 //! attention from Vaswani et al. 2017), with the attention probabilities captured on one line.
 //!
 //! Shapes: `b` sequences in a batch, `n` tokens (padded), `h` heads of size `d`, hidden `h·d`.
-//! Everything is f32 on the CPU.
+//! Everything is f32 on the CPU. candle tensors hold the weights and carry the activations from
+//! step to step; the arithmetic of each step is one of our kernels in [`super::kernels`] (fused
+//! attention with capture, linear maps with their bias and activation, residual + LayerNorm),
+//! which run about four times faster than the same steps as candle operations (see there, and
+//! `docs/performance.md`).
 
 use candle_core::{CpuStorage, Device, Storage, StorageRef, Tensor};
 
@@ -297,7 +301,7 @@ impl SelfAttention {
         lengths: &[usize],
         capture: &mut [CaptureSink<'_>],
     ) -> Result<Tensor> {
-        let (b, n, hidden) = x.dims3()?;
+        let (b, n, _) = x.dims3()?;
         let shape = AttentionShape {
             batch: b,
             tokens: n,
@@ -308,13 +312,11 @@ impl SelfAttention {
         // Q, K, V projections in one product; each row of `qkv` is [q | k | v], heads side by side.
         let qkv = self.qkv.forward(x, kernels::Activation::Identity)?;
 
-        // For each head: scores = Q·Kᵀ/√d_k, masked where padding is; P = softmax(scores);
-        // ── capture ── P (and Q, K on request) are written into `capture`; context = P·V, heads
-        // concatenated back to [b, n, hidden]. One fused kernel, see `kernels::attention`.
-        let qkv = data(&qkv)?;
-        let context = new_tensor(b, n, hidden, |context| {
-            kernels::attention(&qkv, shape, lengths, capture, context)
-        })?;
+        // For each head, in one fused kernel (`kernels::attention`): scores = Q·Kᵀ/√d_k, masked
+        // where padding is; P = softmax(scores); context = P·V, heads concatenated back to
+        // [b, n, hidden].
+        // ── capture ── the kernel writes P (and Q, K on request) straight into `capture`.
+        let context = multi_head_attention(&qkv, shape, lengths, capture)?;
 
         // Output projection, residual, LayerNorm.
         let projected = self
@@ -322,6 +324,20 @@ impl SelfAttention {
             .forward(&context, kernels::Activation::Identity)?;
         self.norm.forward(&projected, x)
     }
+}
+
+/// [`kernels::attention`] on tensors: `qkv` `[b, n, 3·hidden]` → context `[b, n, hidden]`.
+fn multi_head_attention(
+    qkv: &Tensor,
+    shape: AttentionShape,
+    lengths: &[usize],
+    capture: &mut [CaptureSink<'_>],
+) -> Result<Tensor> {
+    let hidden = shape.heads * shape.head_dim;
+    let qkv = data(qkv)?;
+    new_tensor(shape.batch, shape.tokens, hidden, |context| {
+        kernels::attention(&qkv, shape, lengths, capture, context)
+    })
 }
 
 /// The position-wise feed-forward block: expand, activation, project back, residual, LayerNorm.

@@ -29,6 +29,7 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 /// Which vector instructions the element-wise loops may use on this CPU.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Isa {
     Avx512,
@@ -36,6 +37,7 @@ enum Isa {
     Baseline,
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(|| {
