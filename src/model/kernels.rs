@@ -20,7 +20,7 @@
 //! `erf` against libm over a dense grid, the attention against naive loops).
 //!
 //! The element-wise loops are compiled three times (AVX-512, AVX2+FMA and the baseline) and the
-//! best one the CPU supports is picked at run time ([`multiversion!`]). All three compute the
+//! best one the CPU supports is picked at run time (`multiversion!`). All three compute the
 //! same thing in the same order, so results do not depend on the CPU.
 
 use std::sync::OnceLock;
