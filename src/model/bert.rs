@@ -62,92 +62,42 @@ struct Linear {
     bias: Tensor,
 }
 
-/// A linear map to load: the checkpoint names of its parts (several maps over the same input
-/// are stacked into one, `[W₁; W₂; …]`, so that one matrix product computes them all), and the
-/// size of each part.
-struct LinearSpec {
-    names: Vec<String>,
-    inputs: usize,
-    outputs: usize,
-}
-
-impl LinearSpec {
-    fn new(name: String, inputs: usize, outputs: usize) -> LinearSpec {
-        LinearSpec::stacked(vec![name], inputs, outputs)
-    }
-
-    fn stacked(names: Vec<String>, inputs: usize, outputs: usize) -> LinearSpec {
-        LinearSpec {
-            names,
-            inputs,
-            outputs,
-        }
-    }
-
-    /// Elements of the stacked, transposed weight `[inputs, outputs · parts]`.
-    fn size(&self) -> usize {
-        self.inputs * self.outputs * self.names.len()
-    }
-}
-
 impl Linear {
-    /// Load several linear maps. Their weights are transposed straight from the checkpoint into
-    /// one [`kernels::large_buffer`] shared by all (each matrix alone is mostly under the 2 MiB of
-    /// a huge page; loading MiniLM took 10 000 fewer page faults this way), and each map views its
-    /// own range of it.
-    fn load_all(
+    fn load(
         ckpt: &Checkpoint,
-        specs: &[LinearSpec],
-    ) -> std::result::Result<Vec<Linear>, WeightsError> {
-        let mut all = kernels::large_buffer(specs.iter().map(LinearSpec::size).sum());
-        let mut rest = all.as_mut_slice();
-        for spec in specs {
-            let (block, tail) = rest.split_at_mut(spec.size());
-            let width = spec.outputs * spec.names.len();
-            for (i, name) in spec.names.iter().enumerate() {
-                ckpt.with_f32(
-                    &format!("{name}.weight"),
-                    &[spec.outputs, spec.inputs],
-                    |w| {
-                        kernels::transpose_into(
-                            w,
-                            spec.outputs,
-                            spec.inputs,
-                            block,
-                            width,
-                            i * spec.outputs,
-                        )
-                    },
-                )?;
-            }
-            rest = tail;
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> std::result::Result<Linear, WeightsError> {
+        Linear::load_stacked(ckpt, &[name.to_string()], inputs, outputs)
+    }
+
+    /// Several linear maps over the same input, each `inputs → outputs`, stacked into one
+    /// (`[W₁; W₂; …]`) so that one matrix product computes them all. Each weight is transposed
+    /// straight from the checkpoint (in place in the file's memory map when it can be) into its
+    /// columns: one pass over the weights, where loading them and then transposing took two.
+    fn load_stacked(
+        ckpt: &Checkpoint,
+        names: &[String],
+        inputs: usize,
+        outputs: usize,
+    ) -> std::result::Result<Linear, WeightsError> {
+        let total = outputs * names.len();
+        let mut weight_t = vec![0f32; inputs * total];
+        let mut biases = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            ckpt.with_f32(&format!("{name}.weight"), &[outputs, inputs], |w| {
+                kernels::transpose_into(w, outputs, inputs, &mut weight_t, total, i * outputs)
+            })?;
+            biases.push(ckpt.tensor(&format!("{name}.bias"), &[outputs])?);
         }
-        let mut biases = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let parts = spec
-                .names
-                .iter()
-                .map(|name| ckpt.tensor(&format!("{name}.bias"), &[spec.outputs]))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            biases.push(parts);
-        }
-        let build = |all: Vec<f32>| -> Result<Vec<Linear>> {
-            let total = all.len();
-            let all = Tensor::from_vec(all, total, &Device::Cpu)?;
-            let mut at = 0;
-            let mut linears = Vec::with_capacity(specs.len());
-            for (spec, biases) in specs.iter().zip(&biases) {
-                linears.push(Linear {
-                    weight_t: all
-                        .narrow(0, at, spec.size())?
-                        .reshape((spec.inputs, spec.outputs * spec.names.len()))?,
-                    bias: Tensor::cat(biases, 0)?.contiguous()?,
-                });
-                at += spec.size();
-            }
-            Ok(linears)
+        let build = || -> Result<Linear> {
+            Ok(Linear {
+                weight_t: Tensor::from_vec(weight_t, (inputs, total), &Device::Cpu)?,
+                bias: Tensor::cat(&biases, 0)?.contiguous()?,
+            })
         };
-        build(all).map_err(|e| ckpt.error(&e))
+        build().map_err(|e| ckpt.error(&e))
     }
 
     /// `x`: `[b, n, in]` → `activation(x·Wᵀ + b)`: `[b, n, out]`.
@@ -246,11 +196,11 @@ impl SequenceCapture {
         );
         let qk_per_layer = heads * len * d;
         SequenceCapture {
-            probs: kernels::large_buffer(layers * heads * len * len),
+            probs: kernels::capture_buffer(layers * heads * len * len),
             query_key: query_key.then(|| {
                 (
-                    kernels::large_buffer(layers * qk_per_layer),
-                    kernels::large_buffer(layers * qk_per_layer),
+                    vec![0.0; layers * qk_per_layer],
+                    vec![0.0; layers * qk_per_layer],
                 )
             }),
             len,
@@ -379,13 +329,14 @@ pub struct BatchOutput {
     pub sequences: Vec<SequenceCapture>,
 }
 
-/// A big tensor copied once, straight from the checkpoint, into a [`kernels::large_buffer`].
+/// A big tensor copied once, straight from the checkpoint (in place in the file's memory map when
+/// it can be), not loaded and then copied.
 fn load_large(
     ckpt: &Checkpoint,
     name: &str,
     shape: &[usize],
 ) -> std::result::Result<Tensor, WeightsError> {
-    let mut buf = kernels::large_buffer(shape.iter().product());
+    let mut buf = vec![0f32; shape.iter().product()];
     ckpt.with_f32(name, shape, |values| buf.copy_from_slice(values))?;
     Tensor::from_vec(buf, shape, &Device::Cpu).map_err(|e| ckpt.error(&e))
 }
@@ -418,37 +369,14 @@ impl Bert {
             )?,
             norm: LayerNorm::load(ckpt, "embeddings.LayerNorm", hs, c.layer_norm_eps)?,
         };
-        // Per layer: Q, K, V stacked; attention output; feed-forward expand and project.
-        let mut specs = Vec::with_capacity(4 * c.num_hidden_layers);
-        for i in 0..c.num_hidden_layers {
-            let p = format!("encoder.layer.{i}");
-            let qkv = ["query", "key", "value"].map(|part| format!("{p}.attention.self.{part}"));
-            specs.push(LinearSpec::stacked(qkv.to_vec(), hs, hs));
-            specs.push(LinearSpec::new(
-                format!("{p}.attention.output.dense"),
-                hs,
-                hs,
-            ));
-            specs.push(LinearSpec::new(
-                format!("{p}.intermediate.dense"),
-                hs,
-                c.intermediate_size,
-            ));
-            specs.push(LinearSpec::new(
-                format!("{p}.output.dense"),
-                c.intermediate_size,
-                hs,
-            ));
-        }
-        let mut linears = Linear::load_all(ckpt, &specs)?.into_iter();
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("encoder.layer.{i}");
-            let mut next = || linears.next().expect("four linear maps per layer");
+            let qkv = ["query", "key", "value"].map(|part| format!("{p}.attention.self.{part}"));
             layers.push(EncoderLayer {
                 attention: SelfAttention {
-                    qkv: next(),
-                    output: next(),
+                    qkv: Linear::load_stacked(ckpt, &qkv, hs, hs)?,
+                    output: Linear::load(ckpt, &format!("{p}.attention.output.dense"), hs, hs)?,
                     norm: LayerNorm::load(
                         ckpt,
                         &format!("{p}.attention.output.LayerNorm"),
@@ -459,8 +387,18 @@ impl Bert {
                     head_dim: c.head_dim(),
                 },
                 feed_forward: FeedForward {
-                    expand: next(),
-                    project: next(),
+                    expand: Linear::load(
+                        ckpt,
+                        &format!("{p}.intermediate.dense"),
+                        hs,
+                        c.intermediate_size,
+                    )?,
+                    project: Linear::load(
+                        ckpt,
+                        &format!("{p}.output.dense"),
+                        c.intermediate_size,
+                        hs,
+                    )?,
                     activation: c.hidden_act,
                     norm: LayerNorm::load(
                         ckpt,

@@ -537,16 +537,18 @@ pub fn embed(tables: &EmbeddingTables<'_>, ids: &[u32], types: &[u32], n: usize,
         .for_each(|(((o, i), t), p)| embed_rows(tables, i, t, p, o));
 }
 
-/// A zeroed buffer of `len` floats for large data written once, in full: the captured
-/// probabilities (75 MB for MiniLM at 512 tokens) and the weights copied from the checkpoint.
+/// A zeroed buffer of `len` floats for the captured probabilities (75 MB for MiniLM at 512
+/// tokens), written once, in full, by [`attention`].
 ///
 /// The memory comes fresh from the kernel (`calloc` of a large block maps new zero pages, so
 /// nothing is written here), and on Linux it is marked for transparent huge pages before the
-/// first write: the kernel then faults it in 2 MiB at a time instead of 4 KiB, some 40 faults
-/// instead of 18 000 for those 75 MB (measured: 21 800 → 3 900 faults and about 20 % less CPU
-/// time per forward pass at 512 tokens). Without huge pages (disabled, or another OS) it is a
-/// plain zeroed `Vec`.
-pub fn large_buffer(len: usize) -> Vec<f32> {
+/// first write: the kernel then faults it in 2 MiB at a time instead of 4 KiB, about 40 faults
+/// instead of 18 000 for those 75 MB. Measured on MiniLM at 512 tokens: repeated forward passes
+/// ran about 20 % faster, and a single CLI run took the same time. (The weights are not marked:
+/// on this VM a first-touched huge page often comes from memory the host has taken back, and
+/// loading bert-base that way took twice as long.) Without huge pages (disabled, or another OS)
+/// it is a plain zeroed `Vec`.
+pub fn capture_buffer(len: usize) -> Vec<f32> {
     let mut buf = vec![0f32; len];
     #[cfg(target_os = "linux")]
     {
