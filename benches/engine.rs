@@ -541,8 +541,8 @@ impl Runs {
     }
 }
 
-/// Run `cmd` once to warm the page cache, then `runs` times `pause` apart, reading each child's wall time and
-/// peak RSS (`wait4`'s rusage, so only that child counts).
+/// Run `cmd` once to warm the page cache, then `runs` times `pause` apart, reading each child's
+/// wall time and peak RSS (`wait4`'s rusage, so only that child counts).
 fn measure_runs(cmd: &mut Command, runs: usize, pause: Duration) -> Runs {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut out = Runs {
