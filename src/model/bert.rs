@@ -440,6 +440,20 @@ impl Bert {
                 input_ids.len()
             );
         }
+        let c = &self.config;
+        if lengths.contains(&0)
+            || n > c.max_position_embeddings
+            || input_ids.iter().any(|&id| id as usize >= c.vocab_size)
+            || token_type_ids
+                .iter()
+                .any(|&t| t as usize >= c.type_vocab_size)
+        {
+            candle_core::bail!(
+                "forward: an empty sequence, more than {} tokens, or an id outside the \
+                 vocabulary or the segment types",
+                c.max_position_embeddings
+            );
+        }
         let mut sequences: Vec<SequenceCapture> = lengths
             .iter()
             .map(|&len| SequenceCapture::new(&self.config, len, keep_query_key))
