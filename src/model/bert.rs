@@ -424,7 +424,7 @@ impl Bert {
     /// Run a batch. `input_ids`/`token_type_ids`: `[b·n]`, `b` sequences right-padded to `n`
     /// tokens; `lengths`: the real length of each (at least 1). Padding is masked out of every
     /// key position, so the real rows get exactly what they would get alone. Token ids must be
-    /// inside the vocabulary and type ids inside the segment types (the caller checks them).
+    /// inside the vocabulary and type ids inside the segment types, or this returns an error.
     pub fn forward(
         &self,
         input_ids: &[u32],

@@ -517,7 +517,7 @@ multiversion! {
 
 /// BERT's input embeddings for `b` right-padded sequences of `n` tokens:
 /// `LayerNorm(word[id] + token_type[type] + position[i])`, into `out` (`[b·n, hidden]`).
-/// Ids must be inside the tables (the caller checks them).
+/// Ids must be inside the tables ([`super::Bert::forward`] checks them); out of range, this panics.
 pub fn embed(tables: &EmbeddingTables<'_>, ids: &[u32], types: &[u32], n: usize, out: &mut [f32]) {
     let hidden = tables.gamma.len();
     assert!(ids.len() == types.len() && out.len() == ids.len() * hidden && n > 0);
