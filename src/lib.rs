@@ -12,6 +12,7 @@ pub mod model;
 pub mod output;
 pub mod render;
 pub mod run;
+pub mod threads;
 pub mod tokenize;
 
 pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};

@@ -6,6 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = attnviz::cli::Args::parse();
+    attnviz::threads::configure(args.threads);
     match attnviz::run::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

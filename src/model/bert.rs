@@ -2,14 +2,58 @@
 //! attention from Vaswani et al. 2017), with the attention probabilities captured on one line.
 //!
 //! Shapes: `b` sequences in a batch, `n` tokens (padded), `h` heads of size `d`, hidden `h·d`.
-//! Everything is f32 on the CPU.
+//! Everything is f32 on the CPU. candle tensors hold the weights and carry the activations from
+//! step to step; the arithmetic of each step is one of our kernels in [`super::kernels`] (fused
+//! attention with capture, linear maps with their bias and activation, residual + LayerNorm),
+//! which run about four times faster than the same steps as candle operations (see there, and
+//! `docs/performance.md`).
 
-use candle_core::{Device, Tensor};
+use candle_core::{CpuStorage, Device, Storage, StorageRef, Tensor};
 
 use super::config::{Activation, BertConfig};
+use super::kernels::{self, AttentionShape, CaptureSink, EmbeddingTables};
 use super::weights::{Checkpoint, WeightsError};
 
 type Result<T> = candle_core::Result<T>;
+
+/// Read access to the elements of a contiguous f32 tensor on the CPU (what the kernels take).
+struct Data<'a> {
+    storage: StorageRef<'a>,
+    start: usize,
+    end: usize,
+}
+
+impl std::ops::Deref for Data<'_> {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match &*self.storage {
+            Storage::Cpu(CpuStorage::F32(v)) => &v[self.start..self.end],
+            _ => unreachable!("checked in data()"),
+        }
+    }
+}
+
+fn data(t: &Tensor) -> Result<Data<'_>> {
+    let (storage, layout) = t.storage_and_layout();
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("the encoder's kernels need contiguous tensors");
+    };
+    if !matches!(&*storage, Storage::Cpu(CpuStorage::F32(_))) {
+        candle_core::bail!("the encoder runs in f32 on the CPU");
+    }
+    Ok(Data {
+        storage,
+        start,
+        end,
+    })
+}
+
+/// A new `[b, n, width]` tensor filled by `fill`.
+fn new_tensor(b: usize, n: usize, width: usize, fill: impl FnOnce(&mut [f32])) -> Result<Tensor> {
+    let mut out = vec![0f32; b * n * width];
+    fill(&mut out);
+    Tensor::from_vec(out, (b, n, width), &Device::Cpu)
+}
 
 /// A linear map `y = x·Wᵀ + b`, with `W` stored transposed (`[in, out]`, contiguous) so the
 /// product needs no transpose at run time.
@@ -25,25 +69,45 @@ impl Linear {
         inputs: usize,
         outputs: usize,
     ) -> std::result::Result<Linear, WeightsError> {
-        let weight = ckpt.tensor(&format!("{name}.weight"), &[outputs, inputs])?;
-        let bias = ckpt.tensor(&format!("{name}.bias"), &[outputs])?;
-        Linear::from_parts(&[weight], &[bias]).map_err(|e| ckpt.error(&e))
+        Linear::load_stacked(ckpt, &[name.to_string()], inputs, outputs)
     }
 
-    /// Several linear maps over the same input stacked into one (`[W₁; W₂; …]`), so that one
-    /// matrix product computes them all.
-    fn from_parts(weights: &[Tensor], biases: &[Tensor]) -> Result<Linear> {
-        Ok(Linear {
-            weight_t: Tensor::cat(weights, 0)?.t()?.contiguous()?,
-            bias: Tensor::cat(biases, 0)?,
+    /// Several linear maps over the same input, each `inputs → outputs`, stacked into one
+    /// (`[W₁; W₂; …]`) so that one matrix product computes them all. Each weight is transposed
+    /// straight from the checkpoint (in place in the file's memory map when it can be) into its
+    /// columns: one pass over the weights, where loading them and then transposing took two.
+    fn load_stacked(
+        ckpt: &Checkpoint,
+        names: &[String],
+        inputs: usize,
+        outputs: usize,
+    ) -> std::result::Result<Linear, WeightsError> {
+        let total = outputs * names.len();
+        let mut weight_t = vec![0f32; inputs * total];
+        let mut biases = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            ckpt.with_f32(&format!("{name}.weight"), &[outputs, inputs], |w| {
+                kernels::transpose_into(w, outputs, inputs, &mut weight_t, total, i * outputs)
+            })?;
+            biases.push(ckpt.tensor(&format!("{name}.bias"), &[outputs])?);
+        }
+        let build = || -> Result<Linear> {
+            Ok(Linear {
+                weight_t: Tensor::from_vec(weight_t, (inputs, total), &Device::Cpu)?,
+                bias: Tensor::cat(&biases, 0)?.contiguous()?,
+            })
+        };
+        build().map_err(|e| ckpt.error(&e))
+    }
+
+    /// `x`: `[b, n, in]` → `activation(x·Wᵀ + b)`: `[b, n, out]`.
+    fn forward(&self, x: &Tensor, activation: kernels::Activation) -> Result<Tensor> {
+        let (b, n, _) = x.dims3()?;
+        let (w, bias) = (data(&self.weight_t)?, data(&self.bias)?);
+        let input = data(x)?;
+        new_tensor(b, n, bias.len(), |out| {
+            kernels::linear(&input, b * n, &w, &bias, out, activation)
         })
-    }
-
-    /// `x`: `[b, n, in]` → `[b, n, out]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, n, inputs) = x.dims3()?;
-        let y = x.reshape((b * n, inputs))?.matmul(&self.weight_t)?;
-        y.broadcast_add(&self.bias)?.reshape((b, n, ()))
     }
 }
 
@@ -68,8 +132,14 @@ impl LayerNorm {
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
+    /// `LayerNorm(x + residual)`.
+    fn forward(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        let (b, n, width) = x.dims3()?;
+        let (x, residual) = (data(x)?, data(residual)?);
+        let (gamma, beta) = (data(&self.weight)?, data(&self.bias)?);
+        new_tensor(b, n, width, |out| {
+            kernels::add_layer_norm(&x, &residual, &gamma, &beta, self.eps, out)
+        })
     }
 }
 
@@ -82,28 +152,84 @@ struct Embeddings {
 }
 
 impl Embeddings {
-    fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor) -> Result<Tensor> {
-        let (b, n) = input_ids.dims2()?;
-        let lookup = |table: &Tensor, ids: &Tensor| {
-            table
-                .index_select(&ids.flatten_all()?, 0)?
-                .reshape((b, n, ()))
+    /// `ids`, `types`: `[b·n]` → `[b, n, hidden]`.
+    fn forward(&self, ids: &[u32], types: &[u32], b: usize, n: usize) -> Result<Tensor> {
+        let (word, position, token_type) = (
+            data(&self.word)?,
+            data(&self.position)?,
+            data(&self.token_type)?,
+        );
+        let (gamma, beta) = (data(&self.norm.weight)?, data(&self.norm.bias)?);
+        let tables = EmbeddingTables {
+            word: &word,
+            position: &position,
+            token_type: &token_type,
+            gamma: &gamma,
+            beta: &beta,
+            eps: self.norm.eps,
         };
-        let words = lookup(&self.word, input_ids)?;
-        let types = lookup(&self.token_type, token_type_ids)?;
-        let positions = self.position.narrow(0, 0, n)?;
-        // Same order of additions as transformers: (words + types) + positions.
-        let x = (words + types)?.broadcast_add(&positions)?;
-        self.norm.forward(&x)
+        new_tensor(b, n, gamma.len(), |out| {
+            kernels::embed(&tables, ids, types, n, out)
+        })
     }
 }
 
-/// What one layer's attention hands back besides its output.
-pub struct LayerCapture {
-    /// Attention probabilities `[b, h, n, n]`: row = query, column = key.
-    pub probs: Tensor,
-    /// Query and key vectors `[b, h, n, d]` (before the 1/√d scaling), when asked for.
-    pub query_key: Option<(Tensor, Tensor)>,
+/// Everything captured for one sequence: buffers of their final size, which the attention
+/// kernel fills in place, layer by layer.
+pub struct SequenceCapture {
+    /// Attention probabilities `[layers, heads, len, len]`: row = query, column = key.
+    pub probs: Vec<f32>,
+    /// Query and key vectors `[layers, heads, len, head_dim]` each (before the 1/√d scaling),
+    /// when asked for.
+    pub query_key: Option<(Vec<f32>, Vec<f32>)>,
+    len: usize,
+    per_layer: usize,
+    qk_per_layer: usize,
+}
+
+impl SequenceCapture {
+    fn new(config: &BertConfig, len: usize, query_key: bool) -> SequenceCapture {
+        let (layers, heads, d) = (
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            config.head_dim(),
+        );
+        let qk_per_layer = heads * len * d;
+        SequenceCapture {
+            probs: kernels::capture_buffer(layers * heads * len * len),
+            query_key: query_key.then(|| {
+                (
+                    vec![0.0; layers * qk_per_layer],
+                    vec![0.0; layers * qk_per_layer],
+                )
+            }),
+            len,
+            per_layer: heads * len * len,
+            qk_per_layer,
+        }
+    }
+
+    /// The part of the buffers that layer `l` writes.
+    fn layer(&mut self, l: usize) -> CaptureSink<'_> {
+        let qk = self.qk_per_layer;
+        CaptureSink {
+            probs: &mut self.probs[l * self.per_layer..(l + 1) * self.per_layer],
+            query_key: self
+                .query_key
+                .as_mut()
+                .map(|(q, k)| (&mut q[l * qk..(l + 1) * qk], &mut k[l * qk..(l + 1) * qk])),
+        }
+    }
+
+    /// Tokens in this sequence.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the sequence is empty (never, for a sequence that went through the encoder).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Multi-head self-attention followed by the output projection, residual and LayerNorm.
@@ -117,49 +243,51 @@ struct SelfAttention {
 }
 
 impl SelfAttention {
-    /// `x`: `[b, n, hidden]`; `mask`: additive `[b, 1, 1, n]` (0 for tokens, −∞ for padding), or
-    /// `None` when nothing is padded.
+    /// `x`: `[b, n, hidden]`; `lengths`: each sequence's real length (keys past it are padding,
+    /// masked out); `capture`: one sink per sequence.
     fn forward(
         &self,
         x: &Tensor,
-        mask: Option<&Tensor>,
-        keep_query_key: bool,
-    ) -> Result<(Tensor, LayerCapture)> {
+        lengths: &[usize],
+        capture: &mut [CaptureSink<'_>],
+    ) -> Result<Tensor> {
         let (b, n, _) = x.dims3()?;
-        let (h, d) = (self.heads, self.head_dim);
-
-        // Q, K, V projections (one product), split into heads: each [b, h, n, d].
-        let qkv = self
-            .qkv
-            .forward(x)?
-            .reshape((b, n, 3, h, d))?
-            .permute((2, 0, 3, 1, 4))?;
-        let q = qkv.get(0)?.contiguous()?;
-        let k = qkv.get(1)?.contiguous()?;
-        let v = qkv.get(2)?.contiguous()?;
-
-        // scores = Q·Kᵀ/√d_k (the scale applied to Q: n·d products instead of n·n).
-        let scale = 1.0 / (d as f64).sqrt();
-        let scores = (&q * scale)?.matmul(&k.t()?)?;
-        let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
-            None => scores,
-        };
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-
-        // ── capture ── the probabilities [b, h, n, n] (and Q, K on request) leave the model here.
-        let capture = LayerCapture {
-            probs: probs.clone(),
-            query_key: keep_query_key.then(|| (q.clone(), k.clone())),
+        let shape = AttentionShape {
+            batch: b,
+            tokens: n,
+            heads: self.heads,
+            head_dim: self.head_dim,
         };
 
-        // context = P·V, heads concatenated back to [b, n, h·d].
-        let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, n, h * d))?;
+        // Q, K, V projections in one product; each row of `qkv` is [q | k | v], heads side by side.
+        let qkv = self.qkv.forward(x, kernels::Activation::Identity)?;
+
+        // For each head, in one fused kernel (`kernels::attention`): scores = Q·Kᵀ/√d_k, masked
+        // where padding is; P = softmax(scores); context = P·V, heads concatenated back to
+        // [b, n, hidden].
+        // ── capture ── the kernel writes P (and Q, K on request) straight into `capture`.
+        let context = multi_head_attention(&qkv, shape, lengths, capture)?;
 
         // Output projection, residual, LayerNorm.
-        let out = (self.output.forward(&context)? + x)?;
-        Ok((self.norm.forward(&out)?, capture))
+        let projected = self
+            .output
+            .forward(&context, kernels::Activation::Identity)?;
+        self.norm.forward(&projected, x)
     }
+}
+
+/// [`kernels::attention`] on tensors: `qkv` `[b, n, 3·hidden]` → context `[b, n, hidden]`.
+fn multi_head_attention(
+    qkv: &Tensor,
+    shape: AttentionShape,
+    lengths: &[usize],
+    capture: &mut [CaptureSink<'_>],
+) -> Result<Tensor> {
+    let hidden = shape.heads * shape.head_dim;
+    let qkv = data(qkv)?;
+    new_tensor(shape.batch, shape.tokens, hidden, |context| {
+        kernels::attention(&qkv, shape, lengths, capture, context)
+    })
 }
 
 /// The position-wise feed-forward block: expand, activation, project back, residual, LayerNorm.
@@ -172,17 +300,19 @@ struct FeedForward {
 
 impl FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let inner = activate(&self.expand.forward(x)?, self.activation)?;
-        let out = (self.project.forward(&inner)? + x)?;
-        self.norm.forward(&out)
+        let inner = self.expand.forward(x, kernel_activation(self.activation))?;
+        let out = self
+            .project
+            .forward(&inner, kernels::Activation::Identity)?;
+        self.norm.forward(&out, x)
     }
 }
 
-fn activate(x: &Tensor, activation: Activation) -> Result<Tensor> {
+fn kernel_activation(activation: Activation) -> kernels::Activation {
     match activation {
-        Activation::GeluErf => x.gelu_erf(),
-        Activation::GeluTanh => x.gelu(),
-        Activation::Relu => x.relu(),
+        Activation::GeluErf => kernels::Activation::GeluErf,
+        Activation::GeluTanh => kernels::Activation::GeluTanh,
+        Activation::Relu => kernels::Activation::Relu,
     }
 }
 
@@ -195,8 +325,20 @@ struct EncoderLayer {
 pub struct BatchOutput {
     /// Last hidden state `[b, n, hidden]`.
     pub hidden: Tensor,
-    /// One capture per layer.
-    pub layers: Vec<LayerCapture>,
+    /// What each sequence's attention captured, cut to its own length.
+    pub sequences: Vec<SequenceCapture>,
+}
+
+/// A big tensor copied once, straight from the checkpoint (in place in the file's memory map when
+/// it can be), not loaded and then copied.
+fn load_large(
+    ckpt: &Checkpoint,
+    name: &str,
+    shape: &[usize],
+) -> std::result::Result<Tensor, WeightsError> {
+    let mut buf = vec![0f32; shape.iter().product()];
+    ckpt.with_f32(name, shape, |values| buf.copy_from_slice(values))?;
+    Tensor::from_vec(buf, shape, &Device::Cpu).map_err(|e| ckpt.error(&e))
 }
 
 /// A BERT encoder with its weights.
@@ -212,7 +354,11 @@ impl Bert {
         let c = config;
         let hs = c.hidden_size;
         let embeddings = Embeddings {
-            word: ckpt.tensor("embeddings.word_embeddings.weight", &[c.vocab_size, hs])?,
+            word: load_large(
+                ckpt,
+                "embeddings.word_embeddings.weight",
+                &[c.vocab_size, hs],
+            )?,
             position: ckpt.tensor(
                 "embeddings.position_embeddings.weight",
                 &[c.max_position_embeddings, hs],
@@ -226,19 +372,10 @@ impl Bert {
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
             let p = format!("encoder.layer.{i}");
-            let part = |name: &str| -> std::result::Result<(Tensor, Tensor), WeightsError> {
-                let name = format!("{p}.attention.self.{name}");
-                Ok((
-                    ckpt.tensor(&format!("{name}.weight"), &[hs, hs])?,
-                    ckpt.tensor(&format!("{name}.bias"), &[hs])?,
-                ))
-            };
-            let (q, k, v) = (part("query")?, part("key")?, part("value")?);
-            let qkv = Linear::from_parts(&[q.0, k.0, v.0], &[q.1, k.1, v.1])
-                .map_err(|e| ckpt.error(&e))?;
+            let qkv = ["query", "key", "value"].map(|part| format!("{p}.attention.self.{part}"));
             layers.push(EncoderLayer {
                 attention: SelfAttention {
-                    qkv,
+                    qkv: Linear::load_stacked(ckpt, &qkv, hs, hs)?,
                     output: Linear::load(ckpt, &format!("{p}.attention.output.dense"), hs, hs)?,
                     norm: LayerNorm::load(
                         ckpt,
@@ -284,58 +421,79 @@ impl Bert {
         &self.config
     }
 
-    /// Run a batch. `input_ids`/`token_type_ids`: `[b, n]` (u32), right-padded; `lengths`: the
-    /// real length of each row. Padding is masked out of every key position, so the real rows
-    /// get exactly what they would get alone.
+    /// Run a batch. `input_ids`/`token_type_ids`: `[b·n]`, `b` sequences right-padded to `n`
+    /// tokens; `lengths`: the real length of each (at least 1). Padding is masked out of every
+    /// key position, so the real rows get exactly what they would get alone. Token ids must be
+    /// inside the vocabulary and type ids inside the segment types, or this returns an error.
     pub fn forward(
         &self,
-        input_ids: &Tensor,
-        token_type_ids: &Tensor,
+        input_ids: &[u32],
+        token_type_ids: &[u32],
         lengths: &[usize],
         keep_query_key: bool,
     ) -> Result<BatchOutput> {
-        let (_, n) = input_ids.dims2()?;
-        let mask = padding_mask(lengths, n)?;
-        let mut x = self.embeddings.forward(input_ids, token_type_ids)?;
-        let mut captures = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (attended, capture) = layer.attention.forward(&x, mask.as_ref(), keep_query_key)?;
+        let b = lengths.len();
+        let n = lengths.iter().copied().max().unwrap_or(0);
+        if b == 0 || n == 0 || input_ids.len() != b * n || token_type_ids.len() != b * n {
+            candle_core::bail!(
+                "forward: {b} sequences of up to {n} tokens, {} ids",
+                input_ids.len()
+            );
+        }
+        let c = &self.config;
+        if lengths.contains(&0)
+            || n > c.max_position_embeddings
+            || input_ids.iter().any(|&id| id as usize >= c.vocab_size)
+            || token_type_ids
+                .iter()
+                .any(|&t| t as usize >= c.type_vocab_size)
+        {
+            candle_core::bail!(
+                "forward: an empty sequence, more than {} tokens, or an id outside the \
+                 vocabulary or the segment types",
+                c.max_position_embeddings
+            );
+        }
+        let mut sequences: Vec<SequenceCapture> = lengths
+            .iter()
+            .map(|&len| SequenceCapture::new(&self.config, len, keep_query_key))
+            .collect();
+        let mut x = self.embeddings.forward(input_ids, token_type_ids, b, n)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let mut sinks: Vec<CaptureSink> = sequences.iter_mut().map(|s| s.layer(l)).collect();
+            let attended = layer.attention.forward(&x, lengths, &mut sinks)?;
             x = layer.feed_forward.forward(&attended)?;
-            captures.push(capture);
         }
         Ok(BatchOutput {
             hidden: x,
-            layers: captures,
+            sequences,
         })
     }
-}
-
-/// The additive key mask `[b, 1, 1, n]`: 0 where a token is, −∞ where padding is; `None` when no
-/// row is padded (so the common single-sequence case pays nothing).
-fn padding_mask(lengths: &[usize], n: usize) -> Result<Option<Tensor>> {
-    if lengths.iter().all(|&len| len == n) {
-        return Ok(None);
-    }
-    let values: Vec<f32> = lengths
-        .iter()
-        .flat_map(|&len| (0..n).map(move |k| if k < len { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    Ok(Some(Tensor::from_vec(
-        values,
-        (lengths.len(), 1, 1, n),
-        &Device::Cpu,
-    )?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Each configured activation reaches the feed-forward kernel with its own formula: a
+    /// linear map with identity weights and zero bias returns the activation of its input.
     #[test]
     fn activations_follow_their_formulas() {
         let xs: Vec<f32> = (-800..=800).map(|i| i as f32 / 100.0).collect();
-        let t = Tensor::new(xs.as_slice(), &Device::Cpu).unwrap();
-        let run = |a| activate(&t, a).unwrap().to_vec1::<f32>().unwrap();
+        let identity = Linear {
+            weight_t: Tensor::new(&[[1f32]], &Device::Cpu).unwrap(),
+            bias: Tensor::new(&[0f32], &Device::Cpu).unwrap(),
+        };
+        let input = Tensor::from_vec(xs.clone(), (1, xs.len(), 1), &Device::Cpu).unwrap();
+        let run = |a| {
+            identity
+                .forward(&input, kernel_activation(a))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
         // transformers' gelu_new / gelu_pytorch_tanh, in f64.
         let tanh_gelu = |x: f64| {
             0.5 * x

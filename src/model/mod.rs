@@ -11,12 +11,11 @@
 
 pub mod bert;
 pub mod config;
+pub mod kernels;
 pub mod source;
 pub mod weights;
 
 use std::path::Path;
-
-use candle_core::{Device, Tensor};
 
 use crate::attention::{Attention, ModelInfo, QueryKey};
 use crate::tokenize::{self, TextTokenizer};
@@ -195,66 +194,38 @@ impl Model {
         }
         let lengths: Vec<usize> = batch.iter().map(|(ids, _)| ids.len()).collect();
         let n = *lengths.iter().max().unwrap_or(&0);
-        let b = batch.len();
-        let pad = |rows: Vec<&[u32]>| -> Result<Tensor, Error> {
-            let mut flat = Vec::with_capacity(b * n);
+        let pad = |rows: Vec<&[u32]>| -> Vec<u32> {
+            let mut flat = Vec::with_capacity(rows.len() * n);
             for row in rows {
                 flat.extend_from_slice(row);
                 flat.resize(flat.len() + n - row.len(), 0);
             }
-            Ok(Tensor::from_vec(flat, (b, n), &Device::Cpu)?)
+            flat
         };
-        let ids = pad(batch.iter().map(|(ids, _)| *ids).collect())?;
-        let types = pad(batch.iter().map(|(_, t)| *t).collect())?;
+        let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
+        let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let out = self
             .bert
             .forward(&ids, &types, &lengths, capture_query_key)?;
 
-        let (layers, heads, d) = (self.info.layers, self.info.heads, self.info.head_dim);
+        // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = self.info.hidden_size;
-        let mut results: Vec<Forward> = lengths
-            .iter()
-            .map(|&len| Forward {
-                weights: Vec::with_capacity(layers * heads * len * len),
-                hidden: Vec::with_capacity(len * hidden_size),
-                query_key: capture_query_key.then(|| QueryKey {
-                    queries: Vec::with_capacity(layers * heads * len * d),
-                    keys: Vec::with_capacity(layers * heads * len * d),
-                }),
+        let hidden = out.hidden.flatten_all()?.to_vec1::<f32>()?;
+        let results = out
+            .sequences
+            .into_iter()
+            .enumerate()
+            .map(|(s, capture)| {
+                let len = capture.len();
+                Forward {
+                    weights: capture.probs,
+                    hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
+                    query_key: capture
+                        .query_key
+                        .map(|(queries, keys)| QueryKey { queries, keys }),
+                }
             })
             .collect();
-        for capture in &out.layers {
-            // [b, h, n, n] → each sequence's [h, len, len] block.
-            let probs = capture.probs.flatten_all()?.to_vec1::<f32>()?;
-            for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
-                copy_blocks(&mut result.weights, &probs, s, heads, n, n, len, len);
-            }
-            if let Some((q, k)) = &capture.query_key {
-                let (q, k) = (
-                    q.flatten_all()?.to_vec1::<f32>()?,
-                    k.flatten_all()?.to_vec1::<f32>()?,
-                );
-                for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
-                    if let Some(qk) = &mut result.query_key {
-                        copy_blocks(&mut qk.queries, &q, s, heads, n, d, len, d);
-                        copy_blocks(&mut qk.keys, &k, s, heads, n, d, len, d);
-                    }
-                }
-            }
-        }
-        let hidden = out.hidden.flatten_all()?.to_vec1::<f32>()?;
-        for (s, (result, &len)) in results.iter_mut().zip(&lengths).enumerate() {
-            copy_blocks(
-                &mut result.hidden,
-                &hidden,
-                s,
-                1,
-                n,
-                hidden_size,
-                len,
-                hidden_size,
-            );
-        }
         Ok(results)
     }
 
@@ -349,30 +320,5 @@ impl Model {
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
         })
-    }
-}
-
-/// From `src` laid out `[batch, blocks, rows, cols]`, append sequence `s`'s blocks cut to
-/// `[blocks, keep_rows, keep_cols]` onto `dst`.
-#[allow(clippy::too_many_arguments)]
-fn copy_blocks(
-    dst: &mut Vec<f32>,
-    src: &[f32],
-    s: usize,
-    blocks: usize,
-    rows: usize,
-    cols: usize,
-    keep_rows: usize,
-    keep_cols: usize,
-) {
-    let seq = &src[s * blocks * rows * cols..(s + 1) * blocks * rows * cols];
-    if keep_rows == rows && keep_cols == cols {
-        dst.extend_from_slice(seq);
-        return;
-    }
-    for block in seq.chunks_exact(rows * cols) {
-        for row in block.chunks_exact(cols).take(keep_rows) {
-            dst.extend_from_slice(&row[..keep_cols]);
-        }
     }
 }
