@@ -255,7 +255,7 @@ fn corpus_averages_equal_the_mean_of_the_per_sentence_statistics() {
 }
 
 #[test]
-fn corpus_statistics_do_not_depend_on_the_number_of_threads() {
+fn corpus_statistics_are_reproducible_and_agree_across_thread_counts() {
     let model = tiny();
     let input: String = (0..60)
         .map(|i| match i % 3 {
@@ -287,7 +287,52 @@ fn corpus_statistics_do_not_depend_on_the_number_of_threads() {
         assert_eq!(fs::read_dir(out_dir.join("sentences")).unwrap().count(), 60);
         summaries.push(fs::read(out_dir.join("corpus_stats.json")).unwrap());
     }
-    assert!(summaries[0] == summaries[1] && summaries[1] == summaries[2]);
+    // The corpus sums are exact, so for a given thread count the summary is the same bit for bit
+    // however the sentences were scheduled (run 2 threads twice). Across thread counts the
+    // engine's matrix products may block differently (gemm splits its work by thread count),
+    // moving weights by about 1e-6, so the statistics agree to that, not bit for bit.
+    let again = dir.path().join("out2-again");
+    let out = bin()
+        .arg("-m")
+        .arg(&model)
+        .arg("--input")
+        .arg(&file)
+        .arg("--out-dir")
+        .arg(&again)
+        .args(["--threads", "2", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(summaries[1] == fs::read(again.join("corpus_stats.json")).unwrap());
+    let parsed: Vec<serde_json::Value> = summaries
+        .iter()
+        .map(|s| serde_json::from_slice(s).unwrap())
+        .collect();
+    for other in &parsed[1..] {
+        let worst = max_numeric_diff(&parsed[0], other);
+        assert!(worst <= 1e-5, "statistics differ by {worst:e} across thread counts");
+    }
+}
+
+/// Largest absolute difference between the numbers at the same places of two JSON values with
+/// the same shape (other values must be equal).
+fn max_numeric_diff(a: &serde_json::Value, b: &serde_json::Value) -> f64 {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => (x.as_f64().unwrap() - y.as_f64().unwrap()).abs(),
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len());
+            x.iter().zip(y).map(|(x, y)| max_numeric_diff(x, y)).fold(0.0, f64::max)
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+            x.iter().map(|(k, v)| max_numeric_diff(v, &y[k])).fold(0.0, f64::max)
+        }
+        _ => {
+            assert_eq!(a, b);
+            0.0
+        }
+    }
 }
 
 #[test]
