@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use attnviz::model::Model;
-use attnviz::render::html::{write_html_file, HtmlOptions, Precision};
+use attnviz::render::html::{default_threshold, write_html_file, HtmlOptions, Precision};
 use attnviz::{Attention, ModelInfo, QueryKey};
 
 const TEXT: &str = "Attention lets every token look at every other token. In BERT, each of the \
@@ -127,40 +127,41 @@ fn main() {
         let mini = minilm_attention(&model, n, n == 512);
         let base = bert_base_shaped(&mini);
         for (shape, att) in [("MiniLM 6×12", &mini), ("bert-base 12×12", &base)] {
-            let mut variants = vec![(false, Precision::U16)];
+            // The CLI's defaults first (`--html-precision auto`), then explicit variants at 512.
+            let auto = Precision::auto(att.layers(), att.heads(), att.len());
+            let auto_label = match auto {
+                Precision::U16 => "auto=16",
+                Precision::U8 => "auto=8",
+            };
+            let mut variants = vec![(false, auto, auto_label)];
             if n == 512 {
-                variants.push((true, Precision::U16));
-                variants.push((false, Precision::U8));
+                variants.push((true, auto, "neuron"));
+                for (precision, label) in [(Precision::U16, "16-bit"), (Precision::U8, "8-bit")] {
+                    if precision != auto {
+                        variants.push((false, precision, label));
+                    }
+                }
             }
-            for (neuron, precision) in variants {
+            for (neuron, precision, variant) in variants {
                 let name = format!(
-                    "{}-{n}{}{}.html",
+                    "{}-{n}-{}.html",
                     if att.layers() == 6 {
                         "minilm"
                     } else {
                         "bertbase"
                     },
-                    if neuron { "-neuron" } else { "" },
-                    if precision == Precision::U8 {
-                        "-u8"
-                    } else {
-                        ""
-                    },
+                    variant.replace('=', "")
                 );
                 let path = dir.join(&name);
                 let opts = HtmlOptions {
                     neuron,
                     precision,
+                    threshold: default_threshold(att.len()),
                     ..HtmlOptions::default()
                 };
                 let t = Instant::now();
                 write_html_file(att, &opts, &path).unwrap();
                 let write_ms = t.elapsed().as_secs_f64() * 1e3;
-                let variant = match (neuron, precision) {
-                    (true, _) => "neuron",
-                    (_, Precision::U8) => "u8",
-                    _ => "",
-                };
                 rows.push((shape, n, variant, path, write_ms));
             }
         }
@@ -220,7 +221,7 @@ fn main() {
     );
     for ((shape, n, variant, path, write_ms), m) in rows.iter().zip(&measured) {
         let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
-        let bertviz = if !variant.is_empty() || !shape.starts_with("MiniLM") {
+        let bertviz = if !variant.starts_with("auto") || !shape.starts_with("MiniLM") {
             ""
         } else {
             BERTVIZ.iter().find(|b| b.0 == *n).map_or("", |b| b.1)
@@ -245,7 +246,7 @@ fn main() {
         }
     }
     println!();
-    println!("variant: - = defaults (16-bit weights, no vectors); neuron = with query/key vectors; u8 = Precision::U8.");
-    println!("size: the whole .html file. write: Rust, write_html_file. TTI: navigation start to the first head view (all heads, threshold 0.01) painted.");
+    println!("variant: auto=16/auto=8 = the CLI's defaults (--html-precision auto: 16-bit weights up to 25 million weights, else 8-bit; no vectors); neuron = defaults + query/key vectors (--neuron); 16-bit/8-bit = that precision forced.");
+    println!("size: the whole .html file. write: Rust, write_html_file. TTI: navigation start to the first head view (all heads, default threshold: 0.01, 0.02 beyond 256 tokens) painted.");
     println!("layer switch: median render time / median time from the change event to the next frame, over 2×layers switches.");
 }

@@ -12,7 +12,8 @@ use crate::cli::{Args, Figure, HtmlPrecision};
 use crate::model::{EncodeOptions, Model};
 use crate::output::{write_output, OutputError};
 use crate::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision,
+    default_threshold, write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
+    Precision,
 };
 use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
 use crate::render::json::{write_json, JsonOptions};
@@ -215,12 +216,11 @@ fn html_options(
 ) -> HtmlOptions {
     let layers = stats.len();
     let heads = stats.first().map_or(0, Vec::len);
-    let weights = layers * heads * rollout.first().map_or(0, Vec::len);
+    let tokens = rollout.first().map_or(0, |m| m.len().isqrt());
     let precision = match args.html_precision {
         HtmlPrecision::Bits16 => Precision::U16,
         HtmlPrecision::Bits8 => Precision::U8,
-        HtmlPrecision::Auto if weights > HTML_AUTO_16_BIT_LIMIT => Precision::U8,
-        HtmlPrecision::Auto => Precision::U16,
+        HtmlPrecision::Auto => Precision::auto(layers, heads, tokens),
     };
     let unit = match (args.words, args.no_special) {
         (false, false) => "word pieces, [CLS]/[SEP] included",
@@ -272,6 +272,7 @@ fn html_options(
             HeadSel::Index(h) => h,
             HeadSel::Mean => 0,
         },
+        threshold: default_threshold(tokens),
         hide_special: args.no_special,
         words: args.words,
         settings,
@@ -290,10 +291,6 @@ fn html_options(
         ..HtmlOptions::default()
     }
 }
-
-/// Above this many weights (layers × heads × tokens²) `--html-precision auto` stores 8 bits: a
-/// 16-bit report compresses to about 1.2 bytes per weight, so this keeps reports under 30 MB.
-const HTML_AUTO_16_BIT_LIMIT: usize = 25_000_000;
 
 /// The layer (default: the last) and head the single-head views show, checked against the model.
 fn selection(args: &Args, info: &crate::ModelInfo) -> Result<(usize, HeadSel), Error> {

@@ -310,7 +310,10 @@ fn corpus_statistics_are_reproducible_and_agree_across_thread_counts() {
         .collect();
     for other in &parsed[1..] {
         let worst = max_numeric_diff(&parsed[0], other);
-        assert!(worst <= 1e-5, "statistics differ by {worst:e} across thread counts");
+        assert!(
+            worst <= 1e-5,
+            "statistics differ by {worst:e} across thread counts"
+        );
     }
 }
 
@@ -322,11 +325,16 @@ fn max_numeric_diff(a: &serde_json::Value, b: &serde_json::Value) -> f64 {
         (Value::Number(x), Value::Number(y)) => (x.as_f64().unwrap() - y.as_f64().unwrap()).abs(),
         (Value::Array(x), Value::Array(y)) => {
             assert_eq!(x.len(), y.len());
-            x.iter().zip(y).map(|(x, y)| max_numeric_diff(x, y)).fold(0.0, f64::max)
+            x.iter()
+                .zip(y)
+                .map(|(x, y)| max_numeric_diff(x, y))
+                .fold(0.0, f64::max)
         }
         (Value::Object(x), Value::Object(y)) => {
             assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
-            x.iter().map(|(k, v)| max_numeric_diff(v, &y[k])).fold(0.0, f64::max)
+            x.iter()
+                .map(|(k, v)| max_numeric_diff(v, &y[k]))
+                .fold(0.0, f64::max)
         }
         _ => {
             assert_eq!(a, b);
