@@ -5,7 +5,7 @@
 //! `tests/browser/` (node's test runner driving `/usr/bin/chromium` through playwright-core). The
 //! suite derives every expected count from the sidecar, independently of the page's own decoding.
 //!
-//! Needs: `apt-get install -y chromium chromium-driver`, Node ≥ 20, and `npm ci` in tests/browser
+//! Needs: `apt-get install -y chromium chromium-driver firefox-esr`, Node ≥ 20, and `npm ci` in tests/browser
 //! (run here automatically when `node_modules` is missing). Screenshots land in
 //! `tests/artifacts/html/screens/`.
 
@@ -224,7 +224,16 @@ fn ensure_browser_tools(browser_dir: &Path) {
              (set ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly)"
         );
     }
-    if !browser_dir.join("node_modules/playwright-core").exists() {
+    if !Path::new("/usr/bin/firefox-esr").exists() {
+        panic!(
+            "the HTML report tests need Firefox too: run `apt-get install -y firefox-esr` \
+             (set ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly)"
+        );
+    }
+    let installed = ["playwright-core", "puppeteer-core"]
+        .iter()
+        .all(|p| browser_dir.join("node_modules").join(p).exists());
+    if !installed {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(browser_dir)
@@ -255,6 +264,7 @@ fn html_report_in_headless_chromium() {
             "--test-concurrency=1",
             "--test-reporter=spec",
             "report.test.mjs",
+            "firefox.test.mjs",
         ])
         .current_dir(&browser_dir)
         .env("ATTNVIZ_ARTIFACTS", &dir)

@@ -11,6 +11,9 @@ import { readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
+import {
+  rawWeight, expectedUnits, expectedMatrix, expectedLines, safeThreshold, range,
+} from './expect.mjs';
 
 const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
 const SCREENS = join(ART, 'screens');
@@ -52,102 +55,6 @@ async function settle(page) { await page.evaluate(() => window.attnviz.settled()
 async function lines(page) { await settle(page); return Number(await page.$eval('#hv-canvas', (c) => c.dataset.lines)); }
 async function canvasPixels(page, sel) { await settle(page); return page.$eval(sel, (c) => c.toDataURL()); }
 async function shot(page, name) { await settle(page); await page.screenshot({ path: join(SCREENS, name + '.png'), fullPage: true }); }
-
-/* ------------------------------------------------- independent expectations */
-
-function rawWeight(exp, l, h, q, k) { return exp.weights[((l * exp.heads + h) * exp.n + q) * exp.n + k]; }
-
-/** The weight the page should show: renormalised over non-special keys when they are hidden. */
-function shownWeight(exp, l, h, q, k, hide) {
-  const w = rawWeight(exp, l, h, q, k);
-  if (!hide) return w;
-  let sum = 0;
-  for (let j = 0; j < exp.n; j++) if (!exp.special[j]) sum += rawWeight(exp, l, h, q, j);
-  return sum > 0 ? w / sum : 0;
-}
-
-/** The units the page should show: token indices per row, pieces merged into words if asked. */
-function expectedUnits(exp, { hide = false, words = false } = {}) {
-  const list = [];
-  let prev = null;
-  for (let i = 0; i < exp.n; i++) {
-    if (hide && exp.special[i]) continue;
-    const w = exp.word_ids[i];
-    const key = words && w !== null && !exp.special[i] ? exp.segments[i] + ':' + w : null;
-    if (key !== null && key === prev) list[list.length - 1].push(i);
-    else list.push([i]);
-    prev = key;
-  }
-  return list;
-}
-
-/** Head (l, h) over the units: attention to a word sums its pieces, from a word averages them.
- *  B bounds how far the page's value may be from M: half a 16-bit step per stored weight, grown by
- *  renormalisation when [CLS]/[SEP] are hidden (a row keeping mass S of n kept weights:
- *  (e + r·n·e) / (S − n·e)), summed over key pieces and averaged over query pieces. */
-function expectedMatrix(exp, l, h, opts = {}, e = 0.5 / 65535) {
-  const us = expectedUnits(exp, opts);
-  const m = us.length;
-  const kept = range(exp.n).filter((i) => !(opts.hide && exp.special[i]));
-  const M = new Float64Array(m * m);
-  const B = new Float64Array(m * m);
-  const mass = (q) => kept.reduce((s, k) => s + rawWeight(exp, l, h, q, k), 0);
-  for (let a = 0; a < m; a++) {
-    const S = us[a].map(mass);
-    for (let b = 0; b < m; b++) {
-      let sum = 0;
-      let bound = 0;
-      us[a].forEach((q, qi) => {
-        for (const k of us[b]) {
-          const r = shownWeight(exp, l, h, q, k, opts.hide);
-          sum += r;
-          const den = S[qi] - kept.length * e;
-          bound += !opts.hide ? e : den > 0 ? (e + r * kept.length * e) / den : Infinity;
-        }
-      });
-      M[a * m + b] = sum / us[a].length;
-      B[a * m + b] = bound / us[a].length;
-    }
-  }
-  return { us, m, M, B };
-}
-
-/** Number of lines the head view should draw (fromQ/toK: hovered unit). */
-function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, words = false, fromQ = null, toK = null }) {
-  const seg = (u) => (exp.segments[u[0]] === 0 ? 'A' : 'B');
-  let count = 0;
-  for (const h of heads) {
-    const { us, m, M } = expectedMatrix(exp, layer, h, { hide, words });
-    for (let a = 0; a < m; a++) {
-      if (fromQ !== null && a !== fromQ) continue;
-      if (pair !== 'all' && seg(us[a]) !== pair[0]) continue;
-      for (let b = 0; b < m; b++) {
-        if (toK !== null && b !== toK) continue;
-        if (pair !== 'all' && seg(us[b]) !== pair[1]) continue;
-        const w = M[a * m + b];
-        if (w > 0 && w >= thr) count++;
-      }
-    }
-  }
-  return count;
-}
-
-/** A slider-reachable threshold (multiple of 0.001) at or above `target` that no shown weight can
- *  cross through storage error (see expectedMatrix's B; `e` is the storage error of one weight),
- *  over all heads or only the [layer, head] pairs in `only`. */
-function safeThreshold(exp, target, opts = {}, e = 0.5 / 65535, only = null) {
-  const all = [];
-  for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) {
-    if (!only || only.some(([ol, oh]) => ol === l && (oh === null || oh === h))) all.push(expectedMatrix(exp, l, h, opts, e));
-  }
-  for (let t = Math.round(target * 1000); t < 500; t++) {
-    const thr = t / 1000;
-    if (all.every(({ M, B }) => M.every((w, i) => Math.abs(w - thr) > B[i] + 1e-6))) return thr;
-  }
-  throw new Error('no safe threshold');
-}
-
-const range = (n) => Array.from({ length: n }, (_, i) => i);
 
 async function setThreshold(page, thr) {
   await page.locator('#threshold').fill(String(thr));
