@@ -26,11 +26,12 @@ pub struct Args {
     pub text: Option<String>,
 
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
-    #[arg(short, long, value_name = "PAIR")]
+    #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
     pub pair: Option<String>,
 
     /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
     #[arg(
+        help_heading = "Model",
         short,
         long,
         value_name = "ID|DIR",
@@ -40,102 +41,108 @@ pub struct Args {
     pub model: String,
 
     /// Hub revision (branch, tag or commit) of --model.
-    #[arg(long, value_name = "REV", default_value = "main")]
+    #[arg(
+        help_heading = "Model",
+        long,
+        value_name = "REV",
+        default_value = "main"
+    )]
     pub revision: String,
 
     /// Cut input longer than the model's maximum positions instead of failing.
-    #[arg(long)]
+    #[arg(help_heading = "Input", long)]
     pub truncate: bool,
 
     /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
-    #[arg(short, long, value_name = "N")]
+    #[arg(help_heading = "What to show", short, long, value_name = "N")]
     pub layer: Option<usize>,
 
     /// Head to show (0-based), or `mean` for the mean over the layer's heads.
-    #[arg(long, value_name = "N|mean", default_value = "mean", value_parser = parse_head)]
+    #[arg(help_heading = "What to show", long, value_name = "N|mean", default_value = "mean", value_parser = parse_head)]
     pub head: HeadSel,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
-    #[arg(long)]
+    #[arg(help_heading = "What to show", long)]
     pub words: bool,
 
     /// Drop [CLS] and [SEP] and renormalise each row over the remaining tokens.
-    #[arg(long)]
+    #[arg(help_heading = "What to show", long)]
     pub no_special: bool,
 
     /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
     /// Write JSON numbers at full f32 precision instead of 6 significant digits.
-    #[arg(long)]
+    #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
 
     /// Write a PNG heatmap (see --figure).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
     pub png: Option<PathBuf>,
 
     /// Write an SVG heatmap (see --figure).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 
     /// What the PNG/SVG shows.
-    #[arg(long, value_enum, default_value_t = Figure::Head)]
+    #[arg(help_heading = "Images", long, value_enum, default_value_t = Figure::Head)]
     pub figure: Figure,
 
     /// Colour map of heatmaps.
-    #[arg(long, value_enum, default_value_t = Colormap::Viridis)]
+    #[arg(help_heading = "Images", long, value_enum, default_value_t = Colormap::Viridis)]
     pub colormap: Colormap,
 
     /// Light or dark images.
-    #[arg(long, value_enum, default_value_t = Theme::Light)]
+    #[arg(help_heading = "Images", long, value_enum, default_value_t = Theme::Light)]
     pub theme: Theme,
 
     /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
     /// Include each head's query and key vectors in the HTML report for its neuron view.
-    #[arg(long)]
+    #[arg(help_heading = "HTML report", long)]
     pub neuron: bool,
 
     /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
     /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
     /// 512-token bert-base report stays under 30 MB). The page states the precision.
-    #[arg(long, value_enum, value_name = "BITS", default_value_t = HtmlPrecision::Auto)]
+    #[arg(help_heading = "HTML report", long, value_enum, value_name = "BITS", default_value_t = HtmlPrecision::Auto)]
     pub html_precision: HtmlPrecision,
 
     /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
     /// Print per-head statistics (entropy, distance, [CLS]/[SEP]/punctuation/self/previous/next
     /// shares and a label per head) as a layers × heads overview.
-    #[arg(long)]
+    #[arg(help_heading = "Statistics", long)]
     pub stats: bool,
 
     /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
     /// entropy, entropy_norm, distance, to_cls, to_sep, to_punct, to_self, to_prev, to_next.
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
     /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
     /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
-    #[arg(long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
+    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
     /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
     /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8).
-    #[arg(long, value_enum, default_value_t = OnBadLine::Skip)]
+    #[arg(help_heading = "Corpus mode", long, value_enum, default_value_t = OnBadLine::Skip)]
     pub on_bad_line: OnBadLine,
 
     /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
     /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json.
     #[arg(
+        help_heading = "Corpus mode",
         long,
         value_name = "LIST",
         value_enum,
@@ -146,19 +153,24 @@ pub struct Args {
     pub per_sentence: Vec<PerSentence>,
 
     /// How many most-attended tokens the terminal lists for each token.
-    #[arg(long, value_name = "K", default_value_t = 3)]
+    #[arg(
+        help_heading = "Terminal view",
+        long,
+        value_name = "K",
+        default_value_t = 3
+    )]
     pub top: usize,
 
     /// Colour in the terminal view.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    #[arg(help_heading = "Terminal view", long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 
     /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
-    #[arg(short, long)]
+    #[arg(help_heading = "Outputs", short, long)]
     pub quiet: bool,
 
     /// Worker threads for the forward pass [default: physical cores].
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
 }
 
