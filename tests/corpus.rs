@@ -19,19 +19,9 @@ fn bin() -> Command {
     c
 }
 
-fn minilm() -> PathBuf {
-    let dir = std::env::var_os("ATTNVIZ_MINILM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models/all-MiniLM-L6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "all-MiniLM-L6-v2 not found at {}: run scripts/fetch-minilm.sh or set ATTNVIZ_MINILM_DIR",
-        dir.display()
-    );
-    dir
-}
+#[path = "common/minilm.rs"]
+mod minilm;
+use minilm::minilm_dir as minilm;
 
 fn tiny() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bert")

@@ -16,6 +16,7 @@ use std::io::{self, IsTerminal, Write};
 use crate::analysis::stats::{BROAD_THRESHOLD, POSITIONAL_THRESHOLD, SINK_THRESHOLD};
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 use crate::cli::ColorChoice;
+use crate::render::colormap::{viridis, Rgb};
 
 /// How to print the statistics.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -261,7 +262,7 @@ fn write_cell(w: &mut dyn Write, text: &str, t: f64, color: bool) -> io::Result<
     if !color {
         return w.write_all(text.as_bytes());
     }
-    let [r, g, b] = viridis(t);
+    let Rgb(r, g, b) = viridis(t as f32);
     // dark text on the light (yellow-green) end, light text on the dark end
     let luminance = 0.2126 * r as f64 + 0.7152 * g as f64 + 0.0722 * b as f64;
     let fg = if luminance > 120.0 { 0 } else { 255 };
@@ -269,31 +270,6 @@ fn write_cell(w: &mut dyn Write, text: &str, t: f64, color: bool) -> io::Result<
         w,
         "\x1b[48;2;{r};{g};{b}m\x1b[38;2;{fg};{fg};{fg}m{text}\x1b[0m"
     )
-}
-
-/// Viridis (matplotlib) at 9 stops, linearly interpolated.
-fn viridis(t: f64) -> [u8; 3] {
-    const STOPS: [[f64; 3]; 9] = [
-        [68.0, 1.0, 84.0],
-        [71.0, 44.0, 122.0],
-        [59.0, 81.0, 139.0],
-        [44.0, 113.0, 142.0],
-        [33.0, 144.0, 141.0],
-        [39.0, 173.0, 129.0],
-        [92.0, 200.0, 99.0],
-        [170.0, 220.0, 50.0],
-        [253.0, 231.0, 37.0],
-    ];
-    let t = if t.is_finite() {
-        t.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let x = t * (STOPS.len() - 1) as f64;
-    let i = (x.floor() as usize).min(STOPS.len() - 2);
-    let f = x - i as f64;
-    let mix = |c: usize| (STOPS[i][c] + (STOPS[i + 1][c] - STOPS[i][c]) * f).round() as u8;
-    [mix(0), mix(1), mix(2)]
 }
 
 #[cfg(test)]
@@ -407,12 +383,5 @@ mod tests {
         assert!(color_enabled(ColorChoice::Always, false));
         assert!(!color_enabled(ColorChoice::Never, true));
         assert!(!color_enabled(ColorChoice::Auto, false));
-    }
-
-    #[test]
-    fn viridis_ends() {
-        assert_eq!(viridis(0.0), [68, 1, 84]);
-        assert_eq!(viridis(1.0), [253, 231, 37]);
-        assert_eq!(viridis(f64::NAN), [68, 1, 84]);
     }
 }

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::attention::{Attention, HeadSel};
+use crate::render::colormap::{viridis, Rgb};
 
 /// How the terminal view is drawn.
 #[derive(Clone, Debug)]
@@ -40,27 +41,6 @@ impl Default for TerminalOptions {
 const LABEL_MAX: usize = 12;
 /// Shade ramp for plain-text cells, lightest to darkest.
 const SHADES: [&str; 5] = [" ·", "░░", "▒▒", "▓▓", "██"];
-/// Viridis anchor colours (matplotlib's table sampled at 1/8 steps); linear in between.
-const VIRIDIS: [[u8; 3]; 9] = [
-    [68, 1, 84],
-    [71, 44, 122],
-    [59, 81, 139],
-    [44, 113, 142],
-    [33, 144, 141],
-    [39, 173, 129],
-    [92, 200, 99],
-    [170, 220, 50],
-    [253, 231, 37],
-];
-
-fn viridis(t: f32) -> [u8; 3] {
-    let t = t.clamp(0.0, 1.0) * (VIRIDIS.len() - 1) as f32;
-    let i = (t.floor() as usize).min(VIRIDIS.len() - 2);
-    let f = t - i as f32;
-    let (a, b) = (VIRIDIS[i], VIRIDIS[i + 1]);
-    std::array::from_fn(|c| (a[c] as f32 + (b[c] as f32 - a[c] as f32) * f).round() as u8)
-}
-
 /// Write the terminal view of `layer`/`head` of `att`.
 pub fn write_view(
     att: &Attention,
@@ -151,7 +131,7 @@ impl View<'_> {
     fn cell(&self, v: f32, max: f32) -> String {
         let t = if max > 0.0 { v / max } else { 0.0 };
         if self.opts.color {
-            let [r, g, b] = viridis(t);
+            let Rgb(r, g, b) = viridis(t);
             format!("\x1b[48;2;{r};{g};{b}m  \x1b[0m")
         } else {
             let i = ((t * SHADES.len() as f32) as usize).min(SHADES.len() - 1);

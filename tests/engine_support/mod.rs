@@ -2,25 +2,14 @@
 //! BERT checkpoints written from Rust in any key layout.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 
-/// all-MiniLM-L6-v2: `$ATTNVIZ_MINILM_DIR`, else `<repo>/.cache/models/all-MiniLM-L6-v2`.
-/// These tests are never skipped: without the model they fail with the command that fetches it.
-pub fn minilm_dir() -> PathBuf {
-    let dir = std::env::var_os("ATTNVIZ_MINILM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models/all-MiniLM-L6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "all-MiniLM-L6-v2 not found at {}: run scripts/fetch-minilm.sh or set ATTNVIZ_MINILM_DIR",
-        dir.display()
-    );
-    dir
-}
+#[path = "../common/minilm.rs"]
+mod minilm;
+#[allow(unused_imports)]
+pub use minilm::minilm_dir;
 
 /// The shape of a tiny BERT.
 #[derive(Clone, Copy, Debug)]

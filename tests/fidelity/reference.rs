@@ -29,29 +29,9 @@ pub fn ok<T, E: Display>(result: Result<T, E>, what: impl Display) -> T {
     }
 }
 
-/// The folder holding all-MiniLM-L6-v2: `$ATTNVIZ_MINILM_DIR`, else `<repo>/.cache/models/all-MiniLM-L6-v2`.
-///
-/// The real-model tests are never skipped: a missing model is a failure that says how to get it.
-pub fn minilm_dir() -> PathBuf {
-    let dir = match std::env::var_os("ATTNVIZ_MINILM_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => repo().join(".cache/models/all-MiniLM-L6-v2"),
-    };
-    for file in [
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "vocab.txt",
-    ] {
-        assert!(
-            dir.join(file).is_file(),
-            "all-MiniLM-L6-v2 not found: {} is missing. Run scripts/fetch-minilm.sh \
-             (or set ATTNVIZ_MINILM_DIR to a folder holding the model).",
-            dir.join(file).display()
-        );
-    }
-    dir
-}
+#[path = "../common/minilm.rs"]
+mod minilm;
+pub use minilm::minilm_dir;
 
 /// A test fixture folder under `tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {

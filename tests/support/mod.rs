@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use attnviz::render::html::HtmlOptions;
 use attnviz::{Attention, ModelInfo, QueryKey};
@@ -142,18 +142,7 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
     std::fs::write(path, serde_json::to_string(&value).unwrap()).unwrap();
 }
 
-/// all-MiniLM-L6-v2: `$ATTNVIZ_MINILM_DIR`, else `<repo>/.cache/models/all-MiniLM-L6-v2`.
-/// Tests that use it are never skipped: without the model they fail with the command that fetches it.
-pub fn minilm_dir() -> PathBuf {
-    let dir = std::env::var_os("ATTNVIZ_MINILM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models/all-MiniLM-L6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "all-MiniLM-L6-v2 not found at {}: run scripts/fetch-minilm.sh or set ATTNVIZ_MINILM_DIR",
-        dir.display()
-    );
-    dir
-}
+#[path = "../common/minilm.rs"]
+mod minilm;
+#[allow(unused_imports)]
+pub use minilm::minilm_dir;

@@ -1,10 +1,10 @@
 //! Pieces every figure shares: sizes, the token axis, titles, the colour bar, the A/B divider.
 
-use super::colormap::Ramp;
 use super::font;
 use super::scale::Scale;
 use super::scene::{frame, Align, Cells, Item, Rect, Text};
 use super::theme::{Palette, Rgb};
+use crate::render::colormap::Ramp;
 
 /// Outer margin, pixels.
 pub(crate) const MARGIN: i32 = 20;

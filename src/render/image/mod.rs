@@ -10,8 +10,6 @@
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
 #[rustfmt::skip]
-mod colormap_tables;
-mod colormap;
 mod font;
 mod grid;
 mod layout;
@@ -31,7 +29,7 @@ use crate::attention::{Attention, HeadSel};
 use crate::cli::{Colormap, Figure, Theme};
 use crate::output::{write_output, OutputError};
 
-use colormap::Ramp;
+use crate::render::colormap::Ramp;
 use layout::Axis;
 use scene::Scene;
 use theme::Palette;

@@ -1,8 +1,8 @@
 //! From attention values to cell colours: resampling a matrix to the cells shown, the colour
 //! scale, and its tick marks.
 
-use super::colormap::Ramp;
 use super::theme::Rgb;
+use crate::render::colormap::Ramp;
 
 /// Resample an `n × n` matrix (row-major) to `m × m` display cells. With `m >= n` each cell takes
 /// the value of the matrix cell under it; with `m < n` each is the **largest** value of the block

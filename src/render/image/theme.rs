@@ -2,9 +2,7 @@
 
 use crate::cli::Theme;
 
-/// An sRGB colour.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Rgb(pub u8, pub u8, pub u8);
+pub(crate) use crate::render::colormap::Rgb;
 
 /// The colours of one theme.
 #[derive(Clone, Copy, Debug)]

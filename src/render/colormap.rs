@@ -1,12 +1,15 @@
-//! Colour maps: a value in `[0, 1]` to an sRGB colour.
+//! Colour maps: a value in `[0, 1]` to an sRGB colour, for the images and the terminal alike.
 //!
 //! The tables are matplotlib's, written by `scripts/make_colormaps.py` into `colormap_tables.rs`.
 //! plotters' own `colormaps` feature offers viridis but not magma, inferno, plasma or cividis, so
 //! we carry the published 256-entry tables instead (about 4 KB each as text).
 
 use super::colormap_tables as tables;
-use super::theme::Rgb;
 use crate::cli::{Colormap, Theme};
+
+/// An sRGB colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rgb(pub u8, pub u8, pub u8);
 
 /// A colour map as the renderer uses it: 256 entries, index 0 for the lowest value.
 #[derive(Clone, Copy)]
@@ -42,6 +45,11 @@ impl Ramp {
         let [r, g, b] = self.table[i];
         Rgb(r, g, b)
     }
+}
+
+/// Viridis, the terminal views' colour map.
+pub(crate) fn viridis(t: f32) -> Rgb {
+    Ramp::new(Colormap::Viridis, Theme::Light).at(t)
 }
 
 #[cfg(test)]
