@@ -11,6 +11,7 @@ use crate::analysis::{HeadStats, Stat, StatsSection};
 use crate::cli::OnBadLine;
 use crate::model::Model;
 use crate::output::{write_output, OutputError};
+use crate::render::json::model_json;
 
 /// Version of the layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -40,17 +41,7 @@ fn fields(model: &Model, opts: &CorpusOptions, outcome: &Outcome) -> Vec<(&'stat
         ("format", json!("attnviz-corpus-stats")),
         ("format_version", json!(FORMAT_VERSION)),
         ("numbering", json!("0-based")),
-        (
-            "model",
-            json!({
-                "id": m.id,
-                "revision": m.revision,
-                "layers": m.layers,
-                "heads": m.heads,
-                "hidden_size": m.hidden_size,
-                "head_dim": m.head_dim,
-            }),
-        ),
+        ("model", model_json(m)),
         ("input", json!(opts.input_name)),
         (
             "options",

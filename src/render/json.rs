@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 use serde_json::json;
 
-use crate::attention::{Attention, Level};
+use crate::attention::{Attention, Level, ModelInfo};
 
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -19,6 +19,18 @@ pub struct JsonOptions {
     /// Write each weight as the shortest decimal that reads back as the same f32, instead of
     /// rounding to 6 significant digits.
     pub full_precision: bool,
+}
+
+/// The `model` object of every attnviz JSON file: id, revision and shape.
+pub fn model_json(m: &ModelInfo) -> serde_json::Value {
+    json!({
+        "id": m.id,
+        "revision": m.revision,
+        "layers": m.layers,
+        "heads": m.heads,
+        "hidden_size": m.hidden_size,
+        "head_dim": m.head_dim,
+    })
 }
 
 /// Write `att` as JSON. `extra` holds additional top-level sections (e.g. `("stats", value)`),
@@ -42,17 +54,7 @@ pub fn write_json(
                 "6 significant digits"
             }),
         ),
-        (
-            "model",
-            json!({
-                "id": m.id,
-                "revision": m.revision,
-                "layers": m.layers,
-                "heads": m.heads,
-                "hidden_size": m.hidden_size,
-                "head_dim": m.head_dim,
-            }),
-        ),
+        ("model", model_json(m)),
         ("text", json!(att.text)),
         ("pair", json!(att.pair)),
         ("level", json!(att.level.as_str())),
