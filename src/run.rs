@@ -205,6 +205,14 @@ impl Outputs<'_> {
     }
 }
 
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(
@@ -234,8 +242,10 @@ fn html_options(
             id: stat.name().to_string(),
             label: stat.title().to_string(),
             description: format!(
-                "{} over the query rows ({unit}); see docs/stats.md",
-                stat.title()
+                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
+                 the attention on the previous/next token, sink = over half on [CLS]/[SEP], \
+                 broad = entropy near uniform.",
+                capitalise(stat.title())
             ),
             values: stats
                 .iter()
@@ -247,9 +257,16 @@ fn html_options(
         .iter()
         .map(|l| {
             l.iter()
-                .map(|s| match s.label {
-                    HeadLabel::None => String::new(),
-                    label => label.description().to_string(),
+                .map(|s| {
+                    // Short tags that fit a grid cell; the description explains them.
+                    match s.label {
+                        HeadLabel::PositionalPrevious => "previous",
+                        HeadLabel::PositionalNext => "next",
+                        HeadLabel::Broad => "broad",
+                        HeadLabel::SpecialSink => "sink",
+                        HeadLabel::None => "",
+                    }
+                    .to_string()
                 })
                 .collect()
         })
