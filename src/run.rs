@@ -41,8 +41,8 @@ pub enum Error {
     /// Reading the text from standard input.
     #[error("cannot read the text from standard input: {0}")]
     Stdin(io::Error),
-    /// Writing the terminal view.
-    #[error("cannot write to standard output: {0}")]
+    /// Writing the terminal view or the statistics table.
+    #[error("cannot write to the terminal: {0}")]
     Stdout(io::Error),
     /// Corpus mode (`--input`).
     #[error(transparent)]
@@ -144,14 +144,25 @@ pub fn run(args: &Args) -> Result<(), Error> {
         to_stdout(|w| write_view(&att, layer, head, &opts, w))?;
     }
     if args.stats || args.stat.is_some() {
-        let opts = StatsTableOptions::for_stdout(args.stat, args.color);
         let blank = show_terminal_view(args);
-        to_stdout(|w| {
-            if blank {
-                writeln!(w)?;
-            }
-            write_stats_table(outputs.stats, &opts, w)
-        })?;
+        if stdout_taken(args) {
+            // Standard output carries a file (`--json -`): the table goes to standard error.
+            let opts = StatsTableOptions {
+                stat: args.stat,
+                color: color_enabled(args.color, io::stderr().is_terminal()),
+                ..StatsTableOptions::default()
+            };
+            write_stats_table(outputs.stats, &opts, &mut io::stderr().lock())
+                .map_err(Error::Stdout)?;
+        } else {
+            let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+            to_stdout(|w| {
+                if blank {
+                    writeln!(w)?;
+                }
+                write_stats_table(outputs.stats, &opts, w)
+            })?;
+        }
     }
     Ok(())
 }
@@ -385,9 +396,14 @@ fn check_outputs(args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether one of the output files is standard output (`-`).
+fn stdout_taken(args: &Args) -> bool {
+    output_paths(args).any(|(_, p)| p == Path::new("-"))
+}
+
 /// The terminal view is printed unless --quiet, or standard output carries another output.
 fn show_terminal_view(args: &Args) -> bool {
-    !args.quiet && !output_paths(args).any(|(_, p)| p == Path::new("-"))
+    !args.quiet && !stdout_taken(args)
 }
 
 /// Write to standard output; a reader that stops early (`| head`) is not an error.

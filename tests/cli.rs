@@ -294,3 +294,24 @@ fn report_folder_holds_json_and_every_figure() {
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert!(page.contains("It purred."));
 }
+
+#[test]
+fn stats_table_moves_to_stderr_when_json_takes_stdout() {
+    let model = minilm_dir();
+    let out = run(&[
+        "-m",
+        model.to_str().unwrap(),
+        "The cat sat on the mat.",
+        "--json",
+        "-",
+        "--stats",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
+    let layers = json["model"]["layers"].as_u64().unwrap() as usize;
+    let err = stderr(&out);
+    // one grid row per layer, numbered from 0, in the table on stderr
+    for l in 0..layers {
+        assert!(err.contains(&format!("layer {l} ")), "{err}");
+    }
+}
