@@ -46,22 +46,11 @@ fn minilm_attention(model: &Model, n: usize, vectors: bool) -> Attention {
         .encode(&text, None, n, true)
         .expect("tokenize");
     assert_eq!(enc.ids.len(), n);
-    let out = model
-        .forward(&enc.ids, &enc.type_ids, vectors)
-        .expect("forward");
-    Attention::new(
-        model.info().clone(),
-        format!("{} … (cut to {n} tokens)", &text[..60]),
-        None,
-        enc.tokens,
-        enc.ids,
-        enc.type_ids,
-        enc.special,
-        enc.word_ids,
-        out.weights,
-        out.query_key,
-    )
-    .expect("attention")
+    let label = format!("{} … (cut to {n} tokens)", &text[..60]);
+    model
+        .encode_tokens(&label, None, enc, vectors)
+        .expect("forward")
+        .attention
 }
 
 /// MiniLM's layers twice over, as a 12 × 12 model with head dim 64 (vectors zero-padded).
