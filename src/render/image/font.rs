@@ -1,5 +1,6 @@
-//! The embedded font: DejaVu Sans 2.37 (regular and bold), registered with plotters' `ab_glyph`
-//! text backend, so PNG labels never depend on the fonts a machine happens to have.
+//! The embedded fonts: DejaVu Sans 2.37 (regular and bold), registered with plotters' `ab_glyph`
+//! text backend, so PNG labels never depend on the fonts a machine happens to have; and Droid Sans
+//! Fallback for the characters DejaVu lacks (Chinese and Japanese), chosen glyph by glyph.
 //!
 //! SVG files name the same family first (`font-family="DejaVu Sans, …, sans-serif"`) and leave the
 //! glyphs to the viewer, so labels stay searchable text.
@@ -15,6 +16,7 @@ pub(crate) const FAMILY: &str = "DejaVu Sans, Verdana, Helvetica, Arial, sans-se
 
 static REGULAR: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 static BOLD: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans-Bold.ttf");
+static FALLBACK: &[u8] = include_bytes!("../../../assets/fonts/DroidSansFallbackFull.ttf");
 
 /// Error when the embedded font cannot be parsed (a build defect, never user input).
 #[derive(Debug, thiserror::Error)]
@@ -43,18 +45,34 @@ struct Face {
 }
 
 fn face(bold: bool) -> &'static Face {
-    static FACES: OnceLock<[Face; 2]> = OnceLock::new();
-    let faces = FACES.get_or_init(|| {
-        [REGULAR, BOLD].map(|bytes| {
-            let font = FontRef::try_from_slice(bytes).expect("embedded DejaVu Sans parses");
-            let x = font
+    &faces()[bold as usize]
+}
+
+/// DejaVu Sans regular, bold, and Droid Sans Fallback.
+fn faces() -> &'static [Face; 3] {
+    static FACES: OnceLock<[Face; 3]> = OnceLock::new();
+    FACES.get_or_init(|| {
+        [REGULAR, BOLD, FALLBACK].map(|bytes| {
+            let font = FontRef::try_from_slice(bytes).expect("embedded fonts parse");
+            // Only DejaVu's x-height places text; the fallback's is never used.
+            let x_height = font
                 .outline(font.glyph_id('x'))
-                .expect("DejaVu Sans has an x");
-            let x_height = x.bounds.max.y / font.units_per_em().unwrap_or(2048.0);
+                .map_or(0.5, |x| x.bounds.max.y / font.units_per_em().unwrap_or(2048.0));
             Face { font, x_height }
         })
-    });
-    &faces[bold as usize]
+    })
+}
+
+/// The face that draws `c`: DejaVu Sans when it has the glyph, else Droid Sans Fallback when that
+/// has it, else DejaVu Sans (whose missing-glyph box [`drawable`] keeps out of labels).
+fn face_for(c: char, bold: bool) -> &'static Face {
+    let primary = face(bold);
+    let fallback = &faces()[2];
+    if primary.font.glyph_id(c).0 == 0 && fallback.font.glyph_id(c).0 != 0 {
+        fallback
+    } else {
+        primary
+    }
 }
 
 /// plotters' SVG backend writes `font-size = size / 1.24`; PNG text uses the same em.
@@ -67,27 +85,31 @@ fn px_scale(f: &Face, size: f64) -> PxScale {
     PxScale::from(em(size) * f.font.height_unscaled() / units)
 }
 
-/// The glyphs of `text` laid out on one line from x = 0, with sub-pixel advances and kerning.
-fn layout(f: &Face, text: &str, size: f64) -> (Vec<Glyph>, f32) {
-    let scaled = f.font.as_scaled(px_scale(f, size));
+/// The glyphs of `text` laid out on one line from x = 0, each with the face that draws it, with
+/// sub-pixel advances and kerning (between glyphs of the same face).
+fn layout(text: &str, size: f64, bold: bool) -> (Vec<(&'static Face, Glyph)>, f32) {
     let mut x = 0f32;
-    let mut prev = None;
+    let mut prev: Option<(*const Face, ab_glyph::GlyphId)> = None;
     let mut glyphs = Vec::with_capacity(text.len());
     for c in text.chars() {
+        let f = face_for(c, bold);
+        let scaled = f.font.as_scaled(px_scale(f, size));
         let id = scaled.glyph_id(c);
-        if let Some(p) = prev {
-            x += scaled.kern(p, id);
+        if let Some((pf, p)) = prev {
+            if std::ptr::eq(pf, f) {
+                x += scaled.kern(p, id);
+            }
         }
-        glyphs.push(id.with_scale_and_position(scaled.scale(), point(x, 0.0)));
+        glyphs.push((f, id.with_scale_and_position(scaled.scale(), point(x, 0.0))));
         x += scaled.h_advance(id);
-        prev = Some(id);
+        prev = Some((f as *const Face, id));
     }
     (glyphs, x)
 }
 
 /// Width in pixels of `text` at `size`, as the PNG renderer draws it.
 pub(crate) fn width(text: &str, size: f64, bold: bool) -> u32 {
-    layout(face(bold), text, size).1.ceil() as u32
+    layout(text, size, bold).1.ceil() as u32
 }
 
 /// Rasterise `text` at `size`: calls `put(x, y, coverage)` for each touched pixel, with x from
@@ -95,10 +117,10 @@ pub(crate) fn width(text: &str, size: f64, bold: bool) -> u32 {
 /// `dy="0.5ex"` puts it). plotters' own ab_glyph text rounds every glyph to whole pixels, which
 /// makes letter spacing visibly uneven at label sizes, so PNG text is drawn here.
 pub(crate) fn rasterize(text: &str, size: f64, bold: bool, mut put: impl FnMut(i32, i32, f32)) {
-    let f = face(bold);
-    let baseline = 0.5 * f.x_height * em(size);
-    let (glyphs, _) = layout(f, text, size);
-    for mut g in glyphs {
+    // Every glyph sits on DejaVu's baseline, so mixed-script labels line up.
+    let baseline = 0.5 * face(bold).x_height * em(size);
+    let (glyphs, _) = layout(text, size, bold);
+    for (f, mut g) in glyphs {
         g.position.y = baseline;
         if let Some(outline) = f.font.outline_glyph(g) {
             let b = outline.px_bounds();
@@ -125,13 +147,13 @@ pub(crate) fn desc(size: f64, bold: bool) -> FontDesc<'static> {
     FontDesc::new(FontFamily::Name(FAMILY), size, style)
 }
 
-/// Whether the embedded font has a glyph for `c`.
+/// Whether one of the embedded fonts has a glyph for `c`.
 pub(crate) fn covers(c: char) -> bool {
-    face(false).font.glyph_id(c).0 != 0
+    faces().iter().any(|f| f.font.glyph_id(c).0 != 0)
 }
 
-/// `text` as the PNG renderer draws it: characters the embedded font lacks (CJK, emoji, …) become
-/// their code point (`U+6771`), so they read as something rather than as empty boxes.
+/// `text` as the PNG renderer draws it: characters neither embedded font has (emoji, …) become
+/// their code point (`U+1F363`), so they read as something rather than as empty boxes.
 /// SVG keeps the original characters and lets the viewer's fonts draw them.
 pub(crate) fn drawable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -190,10 +212,27 @@ mod tests {
     fn missing_glyphs_become_code_points() {
         assert!(covers('é') && covers('—'));
         assert_eq!(drawable("café"), "café");
-        assert_eq!(drawable("東京"), "U+6771 U+4EAC");
+        // CJK comes from the fallback font; emoji from neither.
+        assert_eq!(drawable("東京"), "東京");
+        assert_eq!(drawable("##た!"), "##た!");
         assert_eq!(drawable("a🍣"), "a U+1F363");
-        assert_eq!(drawable("##た!"), "##U+305F!");
-        assert_eq!(drawable("東x"), "U+6771 x");
+        assert_eq!(drawable("🍣x"), "U+1F363 x");
+    }
+
+    #[test]
+    fn cjk_is_drawn_by_the_fallback_font() {
+        // A CJK glyph covers pixels (the fallback draws it) and is about an em wide, wider than
+        // a Latin letter; DejaVu alone would draw nothing there.
+        let mut ink = 0;
+        rasterize("東", 20.0, false, |_, _, c| {
+            if c > 0.5 {
+                ink += 1;
+            }
+        });
+        assert!(ink > 20, "{ink} pixels of ink");
+        assert!(width("東", 20.0, false) > width("x", 20.0, false));
+        assert!(std::ptr::eq(face_for('東', false), &faces()[2]));
+        assert!(std::ptr::eq(face_for('x', false), face(false)));
     }
 
     #[test]
