@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use attnviz::model::Model;
-use attnviz::render::html::{default_threshold, write_html_file, HtmlOptions, Precision};
+use attnviz::render::html::{write_html_file, HtmlOptions, Precision};
 use attnviz::{Attention, ModelInfo, QueryKey};
 
 const TEXT: &str = "Attention lets every token look at every other token. In BERT, each of the \
@@ -145,7 +145,6 @@ fn main() {
                 let opts = HtmlOptions {
                     neuron,
                     precision,
-                    threshold: default_threshold(att.len()),
                     ..HtmlOptions::default()
                 };
                 let t = Instant::now();

@@ -12,8 +12,7 @@ use crate::cli::{Args, Figure, HtmlPrecision};
 use crate::model::{EncodeOptions, Model};
 use crate::output::{write_output, OutputError};
 use crate::render::html::{
-    default_threshold, write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
-    Precision,
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision,
 };
 use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
 use crate::render::json::{write_json, JsonOptions};
@@ -300,7 +299,6 @@ fn html_options(
             HeadSel::Index(h) => h,
             HeadSel::Mean => 0,
         },
-        threshold: default_threshold(tokens),
         hide_special: args.no_special,
         words: args.words,
         settings,

@@ -187,9 +187,8 @@ pub struct HtmlOptions {
     /// browsers without it.
     pub compress: bool,
     /// Initial line threshold of the head view: lines of weight below it are not drawn. The page has
-    /// a slider. Default 0.01, which draws every line a person can see (a line's opacity is its
-    /// weight); [`default_threshold`] raises it for long inputs.
-    pub threshold: f32,
+    /// a slider. `None` (the default) picks [`default_threshold`] for the input's length.
+    pub threshold: Option<f32>,
     /// Layer shown first (0-based); default 0.
     pub layer: usize,
     /// Head selected first (0-based) for the matrix and neuron views; default 0. The head view starts
@@ -217,7 +216,7 @@ impl Default for HtmlOptions {
             neuron: false,
             precision: Precision::U16,
             compress: true,
-            threshold: 0.01,
+            threshold: None,
             layer: 0,
             head: 0,
             view: View::Head,
@@ -226,6 +225,14 @@ impl Default for HtmlOptions {
             settings: Vec::new(),
             analysis: HtmlAnalysis::default(),
         }
+    }
+}
+
+impl HtmlOptions {
+    /// The head view's initial threshold for `tokens` units: the one set, else
+    /// [`default_threshold`].
+    pub fn threshold_for(&self, tokens: usize) -> f32 {
+        self.threshold.unwrap_or_else(|| default_threshold(tokens))
     }
 }
 
@@ -328,8 +335,8 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
             heads,
         });
     }
-    if !(0.0..=1.0).contains(&opts.threshold) {
-        return Err(HtmlError::Threshold(opts.threshold));
+    if let Some(t) = opts.threshold.filter(|t| !(0.0..=1.0).contains(t)) {
+        return Err(HtmlError::Threshold(t));
     }
     let a = &opts.analysis;
     let bad = |s: String| Err(HtmlError::Analysis(s));
@@ -564,7 +571,7 @@ impl<'a> Meta<'a> {
                 },
                 layer: opts.layer,
                 head: opts.head,
-                threshold: opts.threshold,
+                threshold: opts.threshold_for(att.len()),
                 hide_special: opts.hide_special,
                 words: opts.words,
             },

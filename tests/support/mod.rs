@@ -132,7 +132,7 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
         "segments": att.token_type_ids,
         "special": att.special,
         "word_ids": att.word_ids,
-        "threshold": opts.threshold,
+        "threshold": opts.threshold_for(att.len()),
         "neuron": opts.neuron && att.query_key.is_some(),
         "weights": att.weights(),
         "stats": a.stats.iter().map(|s| serde_json::json!({"id": s.id, "label": s.label, "values": s.values})).collect::<Vec<_>>(),

@@ -369,7 +369,7 @@ fn bad_options_are_refused_before_anything_is_written() {
         ),
         (
             HtmlOptions {
-                threshold: 1.5,
+                threshold: Some(1.5),
                 ..HtmlOptions::default()
             },
             "threshold 1.5",
