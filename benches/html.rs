@@ -11,7 +11,9 @@
 //! bert-base's size. Reports are written with the defaults (16-bit weights, no query/key vectors),
 //! and at 512 tokens also with the vectors (`--neuron`) and with 8-bit weights.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/suite/common/mod.rs"]
+mod common;
+#[path = "../tests/suite/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 // puppeteer-core): it must open from file:// with no console error and no network request, and
 // draw what the data says, as in Chromium (report.test.mjs covers every interaction there).
 //
-// Run by `cargo test --release --test html_report` after it has written the reports.
+// Run by `cargo test --release --test suite html_report:: -- --include-ignored` after it has written the reports.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -26,7 +26,7 @@ after(async () => { if (browser) await browser.close(); });
 
 async function open(name) {
   const file = join(ART, name + '.html');
-  assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test html_report`');
+  assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test suite html_report:: -- --include-ignored`');
   const exp = JSON.parse(readFileSync(join(ART, name + '.expect.json'), 'utf8'));
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 900 });

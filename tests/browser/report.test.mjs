@@ -1,6 +1,6 @@
 // Headless-Chromium tests of the attnviz HTML report.
 //
-// Run by `cargo test --release --test html_report`, which first writes the reports and their
+// Run by `cargo test --release --test suite html_report:: -- --include-ignored`, which first writes the reports and their
 // `*.expect.json` sidecars (exact f32 weights) into $ATTNVIZ_ARTIFACTS. Every expected number here
 // is computed from the sidecar, independently of the page's own decoding and drawing code.
 // Screenshots go to $ATTNVIZ_ARTIFACTS/screens/.
@@ -33,7 +33,7 @@ after(async () => { if (browser) await browser.close(); });
 /** Open a report; record console errors, page errors, dialogs and every request. */
 async function open(name, { colorScheme = 'light', width = 1280, height = 900 } = {}) {
   const file = join(ART, name + '.html');
-  assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test html_report`');
+  assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test suite html_report:: -- --include-ignored`');
   const exp = JSON.parse(readFileSync(join(ART, name + '.expect.json'), 'utf8'));
   const context = await browser.newContext({ viewport: { width, height }, colorScheme });
   const page = await context.newPage();

@@ -1,6 +1,9 @@
 //! `Model::load` reads the standard Hugging Face variables from the environment. One test in its
 //! own binary, because it changes the process environment.
 
+#[path = "suite/common/mod.rs"]
+mod common;
+#[path = "suite/engine_support/mod.rs"]
 mod engine_support;
 
 use attnviz::model::{EncodeOptions, Model};

@@ -3,8 +3,6 @@
 //! gamma/beta names and ignorable extras); written by tests/fixtures/checkpoint_formats/make.py.
 //! All three must give identical encoders.
 
-mod engine_support;
-
 use std::path::PathBuf;
 
 use attnviz::model::Model;

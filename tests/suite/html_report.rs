@@ -1,18 +1,21 @@
-//! The HTML report in a real browser.
+//! The HTML report in real browsers.
 //!
 //! Writes reports into `tests/artifacts/html/` (git-ignored), each with a `*.expect.json` sidecar
-//! holding the exact f32 weights it was made from, then runs the headless-Chromium suite in
-//! `tests/browser/` (node's test runner driving `/usr/bin/chromium` through playwright-core). The
-//! suite derives every expected count from the sidecar, independently of the page's own decoding.
+//! holding the exact f32 weights it was made from, then runs the node test files in
+//! `tests/browser/`: `report.test.mjs` drives headless Chromium (`/usr/bin/chromium`, through
+//! playwright-core) and `firefox.test.mjs` headless Firefox ESR (puppeteer-core over WebDriver
+//! BiDi). They derive every expected count from the sidecar, independently of the page's own
+//! decoding. Screenshots land in `tests/artifacts/html/screens/`.
 //!
-//! Needs: `apt-get install -y chromium chromium-driver firefox-esr`, Node ≥ 20, and `npm ci` in tests/browser
-//! (run here automatically when `node_modules` is missing). Screenshots land in
-//! `tests/artifacts/html/screens/`.
+//! Both tests are `#[ignore]`d so that a plain `cargo test` on a machine without browsers says
+//! "ignored" rather than "ok"; `scripts/test.sh` installs the browsers and node drivers and runs
+//! them with `--include-ignored`.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use attnviz::model::{EncodeOptions, Model};
 use attnviz::render::html::{
@@ -217,60 +220,63 @@ fn write_real_cases(dir: &Path) {
     }
 }
 
-fn ensure_browser_tools(browser_dir: &Path) {
-    if !Path::new("/usr/bin/chromium").exists() {
-        panic!(
-            "the HTML report tests need Chromium: run `apt-get install -y chromium chromium-driver` \
-             (set ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly)"
-        );
-    }
-    if !Path::new("/usr/bin/firefox-esr").exists() {
-        panic!(
-            "the HTML report tests need Firefox too: run `apt-get install -y firefox-esr` \
-             (set ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly)"
-        );
-    }
+/// The reports both browser suites read, written once per test run.
+fn artifacts() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = repo().join("tests/artifacts/html");
+        std::fs::create_dir_all(dir.join("screens")).unwrap();
+        write_cases(&dir);
+        write_real_cases(&dir);
+        dir
+    })
+}
+
+/// Run one of the node test files in `tests/browser/` against the reports; `browser` is the
+/// executable it drives and `apt` the Debian packages that provide it.
+fn run_browser_suite(file: &str, browser: &str, apt: &str) {
+    let dir = artifacts();
+    assert!(
+        Path::new(browser).exists(),
+        "{browser} is missing: run `apt-get install -y {apt}` (scripts/test.sh does, as root), \
+         or run `ATTNVIZ_SKIP_BROWSER=1 bash scripts/test.sh` to skip the browser suites knowingly"
+    );
+    let browser_dir = repo().join("tests/browser");
     let installed = ["playwright-core", "puppeteer-core"]
         .iter()
         .all(|p| browser_dir.join("node_modules").join(p).exists());
-    if !installed {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(browser_dir)
-            .status()
-            .expect("npm must be installed (Node ≥ 20) to run the browser tests");
-        assert!(status.success(), "`npm ci` in tests/browser failed");
-    }
-}
-
-#[test]
-fn html_report_in_headless_chromium() {
-    let dir = repo().join("tests/artifacts/html");
-    std::fs::create_dir_all(dir.join("screens")).unwrap();
-    write_cases(&dir);
-    write_real_cases(&dir);
-    if std::env::var_os("ATTNVIZ_SKIP_BROWSER").is_some() {
-        eprintln!(
-            "ATTNVIZ_SKIP_BROWSER is set: reports written to {}, browser suite NOT run",
-            dir.display()
-        );
-        return;
-    }
-    let browser_dir = repo().join("tests/browser");
-    ensure_browser_tools(&browser_dir);
+    assert!(
+        installed,
+        "the browser drivers are missing: run `npm ci` in tests/browser (scripts/test.sh does)"
+    );
     let out = Command::new("node")
         .args([
             "--test",
             "--test-concurrency=1",
             "--test-reporter=spec",
-            "report.test.mjs",
-            "firefox.test.mjs",
+            file,
         ])
         .current_dir(&browser_dir)
-        .env("ATTNVIZ_ARTIFACTS", &dir)
+        .env("ATTNVIZ_ARTIFACTS", dir)
         .output()
         .expect("node must be installed (Node ≥ 20) to run the browser tests");
     let text = String::from_utf8_lossy(&out.stdout);
     println!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "browser tests failed (output above)");
+    assert!(out.status.success(), "{file} failed (output above)");
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn report_views_in_headless_chromium() {
+    run_browser_suite(
+        "report.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn report_views_in_headless_firefox() {
+    run_browser_suite("firefox.test.mjs", "/usr/bin/firefox-esr", "firefox-esr");
 }

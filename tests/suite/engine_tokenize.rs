@@ -1,7 +1,7 @@
 //! The tokenizer: tokenizer.json and the vocab.txt route agree on MiniLM, pairs, truncation and
 //! errors.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::path::Path;
 

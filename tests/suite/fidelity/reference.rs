@@ -29,9 +29,7 @@ pub fn ok<T, E: Display>(result: Result<T, E>, what: impl Display) -> T {
     }
 }
 
-#[path = "../common/minilm.rs"]
-mod minilm;
-pub use minilm::minilm_dir;
+pub use crate::common::minilm::minilm_dir;
 
 /// A test fixture folder under `tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {

@@ -1,6 +1,6 @@
 //! Checkpoint reading: key layouts, formats, and the errors for broken checkpoints.
 
-mod engine_support;
+use crate::engine_support;
 
 use std::path::Path;
 

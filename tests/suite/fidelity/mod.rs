@@ -4,11 +4,11 @@
 //! References come from `tests/reference/make_reference.py` (HF transformers, eager attention,
 //! float32), committed as `tests/reference/*.{json,safetensors}`. The real-model tests need
 //! all-MiniLM-L6-v2: run `scripts/fetch-minilm.sh` first (or set `ATTNVIZ_MINILM_DIR`); they fail,
-//! never skip, without it. Run in release (`cargo test --release --test fidelity -- --nocapture`
+//! never skip, without it. Run in release (`cargo test --release --test suite fidelity:: -- --nocapture`
 //! prints the max |Δ| of every case).
 
 mod oracle;
-mod reference;
+pub mod reference;
 
 use std::path::Path;
 

@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 
-use crate::reference::{ok, weights_file};
+use super::reference::{ok, weights_file};
 
 /// candle-transformers' BERT loaded from a model folder.
 pub struct Oracle {

@@ -8,7 +8,7 @@ use attnviz::render::image::{render_png, FigureSpec, ImageOptions};
 use attnviz::{Attention, HeadSel, ModelInfo};
 
 const CHILD: &str = "ATTNVIZ_FONTLESS_CHILD_OUT";
-const NAME: &str = "renders_identically_with_an_empty_fontconfig";
+const NAME: &str = "images_without_system_fonts::renders_identically_with_an_empty_fontconfig";
 
 fn attention() -> Attention {
     let tokens = ["[CLS]", "fonts", "are", "embedded", "é", "[SEP]"];

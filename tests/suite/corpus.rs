@@ -19,9 +19,7 @@ fn bin() -> Command {
     c
 }
 
-#[path = "common/minilm.rs"]
-mod minilm;
-use minilm::minilm_dir as minilm;
+use crate::common::minilm::minilm_dir as minilm;
 
 fn tiny() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bert")

@@ -142,7 +142,5 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
     std::fs::write(path, serde_json::to_string(&value).unwrap()).unwrap();
 }
 
-#[path = "../common/minilm.rs"]
-mod minilm;
 #[allow(unused_imports)]
-pub use minilm::minilm_dir;
+pub use crate::common::minilm::minilm_dir;

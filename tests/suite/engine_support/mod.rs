@@ -6,10 +6,8 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 
-#[path = "../common/minilm.rs"]
-mod minilm;
 #[allow(unused_imports)]
-pub use minilm::minilm_dir;
+pub use crate::common::minilm::minilm_dir;
 
 /// The shape of a tiny BERT.
 #[derive(Clone, Copy, Debug)]

@@ -2,9 +2,7 @@
 //! reference outputs (tests/reference, written by make_reference.py), and bad input must give a
 //! one-line error, a non-zero exit status, no panic and no half-written file.
 
-#[path = "fidelity/reference.rs"]
-#[allow(dead_code)]
-mod reference;
+use crate::fidelity::reference;
 
 use std::process::{Command, Output, Stdio};
 

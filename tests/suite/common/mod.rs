@@ -1,0 +1,3 @@
+//! Test helpers shared by the suite, the separate test binaries and the benchmarks.
+
+pub mod minilm;

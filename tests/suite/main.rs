@@ -1,0 +1,24 @@
+//! The integration test suite, in one binary: linking one test executable against candle and
+//! tokenizers instead of one per file is most of what a cold `cargo test --release` costs.
+//!
+//! Tests that change the process environment live in binaries of their own
+//! (`tests/hub_environment.rs`, `tests/thread_count.rs`), because the tests here run in parallel
+//! threads of one process.
+
+mod common;
+mod engine_support;
+mod fidelity;
+mod support;
+
+mod analysis_reference;
+mod cli;
+mod corpus;
+mod engine_formats;
+mod engine_minilm;
+mod engine_oracle;
+mod engine_source;
+mod engine_tokenize;
+mod engine_weights;
+mod html_report;
+mod images_minilm;
+mod images_without_system_fonts;
