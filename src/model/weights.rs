@@ -272,8 +272,13 @@ impl Checkpoint {
 
     /// Count `shape`'s elements (as f32) against the read budget.
     fn charge(&self, full: &str, shape: &[usize]) -> Result<(), WeightsError> {
-        let bytes = shape.iter().map(|&d| d as u64).product::<u64>() * 4;
-        let total = self.read.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let bytes = shape
+            .iter()
+            .fold(4u64, |acc, &d| acc.saturating_mul(d as u64));
+        let total = self
+            .read
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
         if total > self.read_limit {
             return Err(WeightsError::ReadBudget {
                 name: full.to_string(),
