@@ -1,8 +1,9 @@
 //! The self-contained interactive HTML report: head, model, matrix and neuron views (plus a
 //! statistics panel when the analysis supplies numbers).
 //!
-//! The page is `templates/report.html` with `assets/report.css` and `assets/report.js` inlined
-//! (all three are embedded at build time), a small JSON metadata block and one base64 payload that
+//! The page is `templates/report.html` with `assets/report.css` and the script inlined (all are
+//! embedded at build time; the script is the files of `assets/report/`, one per view plus shared
+//! parts, joined by [`JS`]'s definition), a small JSON metadata block and one base64 payload that
 //! holds the attention once, quantised and gzip-compressed (`src/render/html/payload.rs` documents
 //! the exact encoding). The page makes no network request (its Content-Security-Policy forbids
 //! any) and works from `file://`; it decodes the payload with the browser's `DecompressionStream`.
@@ -72,7 +73,30 @@ use payload::{Dtype, Payload, Section, SectionMeta};
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 const CSS: &str = include_str!("../../assets/report.css");
-const JS: &str = include_str!("../../assets/report.js");
+/// The page's script: one file per view plus shared parts (bertviz's "a view per file"), joined at
+/// build time into one function scope, so they share the page state and declare nothing global. The
+/// order matters only for top-level statements: `data.js` (decoding, state, units) and `common.js`
+/// (colours, helpers, the render scheduler) come first, `page.js` (controls and `main`) last. The
+/// Content-Security-Policy hashes the joined text.
+const JS: &str = concat!(
+    "(function () {\n'use strict';\n\n",
+    include_str!("../../assets/report/data.js"),
+    "\n",
+    include_str!("../../assets/report/common.js"),
+    "\n",
+    include_str!("../../assets/report/head_view.js"),
+    "\n",
+    include_str!("../../assets/report/model_view.js"),
+    "\n",
+    include_str!("../../assets/report/matrix_view.js"),
+    "\n",
+    include_str!("../../assets/report/neuron_view.js"),
+    "\n",
+    include_str!("../../assets/report/stats_view.js"),
+    "\n",
+    include_str!("../../assets/report/page.js"),
+    "})();\n"
+);
 
 /// Version of the metadata layout the page's script reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -420,7 +444,7 @@ fn value_range(values: impl Iterator<Item = f32>) -> (f32, f32) {
     (lo, hi)
 }
 
-/// The metadata block the page reads (`meta` in `assets/report.js`).
+/// The metadata block the page reads (`meta` in `assets/report/data.js`).
 #[derive(Serialize)]
 struct Meta<'a> {
     format: u32,
