@@ -5,15 +5,95 @@
 
 /* ---------------------------------------------------------------- colours */
 
+// One colour per head: Tableau 10, then a cyan and a purple. The purple replaced a pink that,
+// darkened for the light theme (below), became the twin of head 7's.
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948',
-  '#b07aa1', '#ff9da7', '#9c755f', '#8f8a87', '#17a2b8', '#d37295'];
-function headColor(h) {
-  if (h < PALETTE.length) return PALETTE[h];
-  return 'hsl(' + ((h * 137.508) % 360).toFixed(1) + ', 62%, 55%)';
-}
+  '#b07aa1', '#ff9da7', '#9c755f', '#8f8a87', '#17a2b8', '#8d3cb6'];
+
+/**
+ * The least contrast between a head's colour and the page background. 3:1 is WCAG 2.1's minimum
+ * for graphical objects one needs to read a figure (SC 1.4.11, non-text contrast). bertviz's
+ * layer colours reach 2.5:1 on white at worst (orange), and the palette above only 1.6:1 (yellow).
+ */
+const MIN_CONTRAST = 3;
+
 function hexToRgb(hex) {
   const v = parseInt(hex.slice(1), 16);
   return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+}
+function parseRgb(css) {
+  if (css.startsWith('#')) return hexToRgb(css.length === 4 ? '#' + css[1] + css[1] + css[2] + css[2] + css[3] + css[3] : css);
+  const m = css.match(/\d+/g);
+  return m ? m.slice(0, 3).map(Number) : [255, 255, 255];
+}
+function rgbCss(c, alpha) {
+  return alpha === undefined ? 'rgb(' + c.join(',') + ')' : 'rgba(' + c.join(',') + ',' + alpha.toFixed(3) + ')';
+}
+
+/** sRGB channel (0–255) to linear light. */
+function linear(c) { c /= 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; }
+/** WCAG relative luminance and contrast ratio. */
+function luminance(c) { return 0.2126 * linear(c[0]) + 0.7152 * linear(c[1]) + 0.0722 * linear(c[2]); }
+function contrast(a, b) {
+  const x = luminance(a);
+  const y = luminance(b);
+  return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
+}
+/** sRGB to OKLab and back (Ottosson 2020): lightness changes there keep hue and colourfulness. */
+function toOklab(c) {
+  const [r, g, b] = c.map(linear);
+  const l = Math.cbrt(0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b);
+  const m = Math.cbrt(0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b);
+  const s = Math.cbrt(0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b);
+  return [0.2104542553 * l + 0.7936177850 * m - 0.0040720468 * s,
+    1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s,
+    0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s];
+}
+function fromOklab([L, a, b]) {
+  const l = (L + 0.3963377774 * a + 0.2158037573 * b) ** 3;
+  const m = (L - 0.1055613458 * a - 0.0638541728 * b) ** 3;
+  const s = (L - 0.0894841775 * a - 1.2914855480 * b) ** 3;
+  const enc = (x) => {
+    x = Math.min(1, Math.max(0, x));
+    return Math.round(255 * (x <= 0.0031308 ? 12.92 * x : 1.055 * x ** (1 / 2.4) - 0.055));
+  };
+  return [enc(4.0767416621 * l - 3.3077115913 * m + 0.2309699292 * s),
+    enc(-1.2684380046 * l + 2.6097574011 * m - 0.3413193965 * s),
+    enc(-0.0041960863 * l - 0.7034186147 * m + 1.7076147010 * s)];
+}
+
+/** The palette colour of head h, or past the palette a golden-angle hue. */
+function baseHeadColor(h) {
+  if (h < PALETTE.length) return hexToRgb(PALETTE[h]);
+  const hue = ((h * 137.508) % 360) * Math.PI / 180;
+  return fromOklab([0.62, 0.13 * Math.cos(hue), 0.13 * Math.sin(hue)]);
+}
+
+/** Head colours for the current theme, made darker (light theme) or lighter (dark theme) in
+ *  OKLab lightness until each stands out from the background by MIN_CONTRAST. */
+let themeColors = null;
+function resetThemeColors() { themeColors = null; }
+function headRgb(h) {
+  if (!themeColors) {
+    const bg = parseRgb(cssVar('--bg'));
+    const dark = luminance(bg) < 0.18;
+    const list = [];
+    for (let i = 0; i < H; i++) {
+      let c = baseHeadColor(i);
+      const ok = toOklab(c);
+      for (let step = 0; step < 100 && contrast(c, bg) < MIN_CONTRAST; step++) {
+        ok[0] += dark ? 0.005 : -0.005;
+        c = fromOklab(ok);
+      }
+      list.push(c);
+    }
+    themeColors = { bg, list, css: list.map((c) => rgbCss(c)) };
+  }
+  return themeColors.list[h];
+}
+function headColor(h) {
+  headRgb(0);
+  return themeColors.css[h];
 }
 function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -110,6 +190,13 @@ function sizeCanvas(canvas, w, h) {
   return ctx;
 }
 
+/** Width (CSS px) the views have: main's content box, whatever view is shown. */
+function contentWidth() {
+  const main = document.querySelector('main');
+  const cs = getComputedStyle(main);
+  return main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+}
+
 let measureCtx = null;
 function textWidth(text, font) {
   measureCtx = measureCtx || document.createElement('canvas').getContext('2d');
@@ -133,7 +220,7 @@ function hideTip() { tooltip.hidden = true; }
 /* ------------------------------------------------------------ scheduling */
 
 /** What the last render drew; read by the browser tests and the benchmark. */
-const drawn = { view: null, seq: 0, lines: 0, perHead: new Array(H).fill(0), ms: 0, thumbs: 0 };
+const drawn = { view: null, seq: 0, lines: 0, perHead: new Array(H).fill(0), ms: 0, thumbs: 0, thumbLineWidth: 0 };
 const timings = {};
 let pending = false;
 let settleWaiters = [];
@@ -178,11 +265,13 @@ function invalidateWeights() {
   unitCache.clear();
   headLayout = null;
   modelGrid.dirty = true;
+  modelGrid.heat.clear();
 }
 
 function set(patch) {
   const before = { ...state };
   Object.assign(state, patch);
+  if (patch.head !== undefined && patch.headPicked === undefined) state.headPicked = true;
   if (state.hideSpecial !== before.hideSpecial || state.words !== before.words) invalidateWeights();
   if (state.layer !== before.layer || state.words !== before.words || state.hideSpecial !== before.hideSpecial) {
     state.hover = null;

@@ -89,6 +89,9 @@ const state = {
   view: VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
   layer: meta.initial.layer,
   head: meta.initial.head,
+  // No head is picked on load (the head view shows them all); a click, ← → or a head menu picks
+  // one, and only then is it outlined.
+  headPicked: false,
   shown: new Array(H).fill(true),
   hideSpecial: false,
   words: false,

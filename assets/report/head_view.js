@@ -6,13 +6,14 @@
 
 let headLayout = null;
 const LINE_BUCKETS = 64;
+/** Strongest tint of a token on hover (its weight, capped so the text stays readable). */
+const TINT_MAX = 0.85;
 
 function buildLegend() {
   const legend = $('head-legend');
   legend.textContent = '';
   for (let h = 0; h < H; h++) {
     const sw = el('span', { class: 'swatch' });
-    sw.style.background = headColor(h);
     const b = el('button', { type: 'button', title: 'Head ' + h + ': click to toggle, double-click to show only this head', dataset: { head: String(h) } }, sw, String(h));
     b.addEventListener('click', () => toggleHead(h));
     b.addEventListener('dblclick', () => soloHead(h));
@@ -21,6 +22,9 @@ function buildLegend() {
 }
 
 function layoutHead() {
+  // The token elements are rebuilt, so the one under the pointer (if any) will never see the
+  // pointer leave: start without a hovered token.
+  state.hover = null;
   const list = units().list;
   const m = list.length;
   const rh = m <= 40 ? 22 : m <= 128 ? 17 : 13;
@@ -152,9 +156,7 @@ function renderHead() {
       const a = Number(t.dataset.unit);
       t.classList.toggle('hovered', Boolean(hv && hv.side === side && hv.unit === a));
       if (hv && hv.side !== side && oppositeHead[a] >= 0) {
-        const c = headColor(oppositeHead[a]);
-        const [r, g, b] = c.startsWith('#') ? hexToRgb(c) : [136, 136, 136];
-        t.style.backgroundColor = 'rgba(' + r + ',' + g + ',' + b + ',' + Math.min(0.85, opposite[a]).toFixed(3) + ')';
+        t.style.backgroundColor = rgbCss(headRgb(oppositeHead[a]), Math.min(TINT_MAX, opposite[a]));
       } else {
         t.style.backgroundColor = '';
       }
@@ -163,9 +165,39 @@ function renderHead() {
   document.querySelectorAll('#head-legend button').forEach((b) => {
     const h = Number(b.dataset.head);
     b.setAttribute('aria-pressed', String(state.shown[h]));
-    b.classList.toggle('current', h === state.head);
+    b.classList.toggle('current', state.headPicked && h === state.head);
+    b.firstChild.style.background = headColor(h);
   });
   const shownCount = state.shown.filter(Boolean).length;
+  const shownList = state.shown.map((s, h) => (s ? h : -1)).filter((h) => h >= 0);
+  let status = shownCount === H ? 'All ' + H + ' heads shown'
+    : shownCount === 0 ? 'No head shown (click one, or press a for all)'
+    : shownCount === 1 ? 'Only head ' + shownList[0] + ' shown'
+    : shownCount <= 6 ? 'Heads ' + shownList.join(', ') + ' shown'
+    : shownCount + ' of ' + H + ' heads shown';
+  status += state.headPicked
+    ? ' · head ' + state.head + ' outlined: Space toggles it, o shows only it, ← → move the outline'
+    : ' · ← → pick a head with the keyboard';
+  $('head-status').textContent = status;
+  // The key to the hover colours, in the colour of the strongest link while hovering.
+  let strongest = -1;
+  if (hv) for (let a = 0; a < m; a++) if (oppositeHead[a] >= 0 && (strongest < 0 || opposite[a] > opposite[strongest])) strongest = a;
+  const key = $('hv-key');
+  const mode = hv ? 'hover:' + hv.side + ':' + hv.unit : 'idle';
+  if (key.dataset.mode !== mode) {
+    key.dataset.mode = mode;
+    key.textContent = '';
+    if (hv) {
+      key.append(el('span', { class: 'key-swatch hovered' }), ' ' + describeUnit(hv.unit) + ', under the pointer; ',
+        el('span', { class: 'key-swatch tint' }), ' the tokens it ' + (hv.side === 'left' ? 'attends to' : 'is attended by') +
+        ', each tinted in the colour of the head that links them most strongly, deeper for a larger weight.');
+    } else {
+      key.append('Hover a token: ', el('span', { class: 'key-swatch hovered' }), ' marks it, and ',
+        el('span', { class: 'key-swatch tint' }), ' tints each token on the other side in the colour of the head that links them most strongly, deeper for a larger weight.');
+    }
+  }
+  const tintRgb = headRgb(strongest >= 0 ? oppositeHead[strongest] : state.head);
+  key.querySelector('.tint').style.background = 'linear-gradient(90deg, ' + rgbCss(tintRgb, 0.05) + ', ' + rgbCss(tintRgb, TINT_MAX) + ')';
   let info = 'Layer ' + l + ' · ' + shownCount + ' of ' + H + ' heads · ' + total.toLocaleString('en') +
     ' lines of weight ≥ ' + thr.toFixed(3) + ' (opacity = weight)';
   if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeUnit(hv.unit);

@@ -2,15 +2,17 @@
 
 /* -------------------------------------------------------------- model view */
 
-const modelGrid = { built: false, dirty: true, job: 0, size: 80 };
+const modelGrid = { built: false, dirty: true, job: 0, size: 0, heat: new Map() };
+
+/** Thumbnail side (CSS px) that fits every head of a layer across the window: 36 to 112. */
+function thumbSize() {
+  const avail = contentWidth() - 28 - 4 * H;
+  return Math.max(36, Math.min(112, Math.floor(avail / H) - 2));
+}
 
 function buildModelGrid() {
   const grid = $('model-grid');
   grid.textContent = '';
-  const avail = Math.max(320, window.innerWidth - 90);
-  const size = Math.max(44, Math.min(112, Math.floor(avail / H) - 6));
-  modelGrid.size = size;
-  grid.style.gridTemplateColumns = '28px repeat(' + H + ', ' + (size + 2) + 'px)';
   grid.append(el('span', { class: 'axis', text: 'L \\ H' }));
   for (let h = 0; h < H; h++) grid.append(el('span', { class: 'axis', text: String(h) }));
   for (let l = 0; l < L; l++) {
@@ -23,19 +25,44 @@ function buildModelGrid() {
     }
   }
   modelGrid.built = true;
+  modelGrid.size = 0;
+  fitModelGrid();
+}
+
+/**
+ * Size the grid for the window. The thumbnails keep their drawing, stretched, until they are
+ * redrawn at the new size (a few frames later, visible ones first), so a resize never shows empty
+ * boxes. Returns whether the size changed.
+ */
+function fitModelGrid() {
+  const size = thumbSize();
+  if (!modelGrid.built || size === modelGrid.size) return false;
+  modelGrid.size = size;
+  const grid = $('model-grid');
+  grid.style.gridTemplateColumns = '28px repeat(' + H + ', ' + (size + 2) + 'px)';
+  for (const c of grid.querySelectorAll('.thumb canvas')) {
+    c.style.width = size + 'px';
+    c.style.height = size + 'px';
+  }
   modelGrid.dirty = true;
+  return true;
 }
 
 function renderModel() {
   if (!modelGrid.built) buildModelGrid();
   document.querySelectorAll('#model-grid .thumb').forEach((b) => {
-    b.classList.toggle('current', Number(b.dataset.layer) === state.layer && Number(b.dataset.head) === state.head);
+    b.classList.toggle('current', state.headPicked && Number(b.dataset.layer) === state.layer && Number(b.dataset.head) === state.head);
   });
   if (!modelGrid.dirty) return;
   modelGrid.dirty = false;
-  // Draw the thumbnails a few at a time so the page stays responsive at 512 tokens.
+  // Draw the thumbnails a few at a time so the page stays responsive at 512 tokens, those in the
+  // window first.
   const job = ++modelGrid.job;
-  const thumbs = Array.from(document.querySelectorAll('#model-grid .thumb'));
+  const all = Array.from(document.querySelectorAll('#model-grid .thumb'));
+  const bottom = window.innerHeight;
+  const inView = (b) => { const r = b.getBoundingClientRect(); return r.bottom > 0 && r.top < bottom; };
+  const thumbs = all.filter(inView).concat(all.filter((b) => !inView(b)));
+  const bg = cssVar('--bg');
   drawn.thumbs = 0;
   let next = 0;
   const step = () => {
@@ -43,7 +70,7 @@ function renderModel() {
     const t0 = performance.now();
     while (next < thumbs.length && performance.now() - t0 < 30) {
       const b = thumbs[next++];
-      drawThumb(b.firstChild, Number(b.dataset.layer), Number(b.dataset.head));
+      drawThumb(b.firstChild, Number(b.dataset.layer), Number(b.dataset.head), bg);
       drawn.thumbs++;
     }
     if (next < thumbs.length) setTimeout(step, 0);
@@ -53,48 +80,29 @@ function renderModel() {
   step();
 }
 
-function drawThumb(canvas, l, h) {
+/**
+ * Widest thumbnail line (CSS px): bertviz's 2.2 px. Lines are at most 45 % of the token spacing,
+ * so neighbouring rows stay apart, and at least one device pixel.
+ */
+const THUMB_LINE_MAX = 2.2;
+
+function drawThumb(canvas, l, h, bg) {
   const s = modelGrid.size;
   const ctx = sizeCanvas(canvas, s, s);
-  ctx.fillStyle = cssVar('--bg');
+  ctx.fillStyle = bg;
   ctx.fillRect(0, 0, s, s);
   const m = units().list.length;
-  const M = unitMatrix(l, h, false);
   if (state.thumbStyle === 'heatmap') {
-    const px = Math.min(s, m);
-    const img = new ImageData(px, px);
-    const pooled = new Float64Array(px * px);
-    let max = 0;
-    // Max-pooled, so a sharp diagonal survives the shrinking.
-    for (let a = 0; a < m; a++) {
-      const r = Math.floor((a * px) / m) * px;
-      for (let c = 0; c < m; c++) {
-        const v = M[a * m + c];
-        const idx = r + Math.floor((c * px) / m);
-        if (v > pooled[idx]) pooled[idx] = v;
-      }
-    }
-    for (const v of pooled) if (v > max) max = v;
-    for (let i = 0; i < pooled.length; i++) {
-      // √ scale: long inputs spread attention thin, and the square root keeps it visible.
-      const j = lutIndex(max > 0 ? Math.sqrt(pooled[i] / max) : 0) * 3;
-      img.data[i * 4] = LUT[j];
-      img.data[i * 4 + 1] = LUT[j + 1];
-      img.data[i * 4 + 2] = LUT[j + 2];
-      img.data[i * 4 + 3] = 255;
-    }
-    const off = document.createElement('canvas');
-    off.width = px;
-    off.height = px;
-    off.getContext('2d').putImageData(img, 0, 0);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(off, 0, 0, s, s);
+    ctx.drawImage(heatThumb(l, h, Math.min(s, m)), 0, 0, s, s);
     return;
   }
+  const M = unitMatrix(l, h, false);
   const [qs, ks] = pairSides();
   const pos = new Float64Array(m);
   const pad = 5;
-  for (let a = 0; a < m; a++) pos[a] = pad + (m > 1 ? (a * (s - 2 * pad)) / (m - 1) : (s - 2 * pad) / 2);
+  const spacing = m > 1 ? (s - 2 * pad) / (m - 1) : s;
+  for (let a = 0; a < m; a++) pos[a] = pad + (m > 1 ? a * spacing : (s - 2 * pad) / 2);
   const nb = 32;
   const tb = Array.from({ length: nb }, () => []);
   const thr = state.threshold;
@@ -105,8 +113,11 @@ function drawThumb(canvas, l, h) {
       tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], pos[b]);
     }
   }
+  const dpr = Math.min(window.devicePixelRatio || 1, 2);
+  ctx.lineWidth = Math.max(1 / dpr, Math.min(THUMB_LINE_MAX, 0.45 * spacing));
+  drawn.thumbLineWidth = ctx.lineWidth;
   ctx.strokeStyle = headColor(h);
-  ctx.lineWidth = 1 / Math.min(window.devicePixelRatio || 1, 2);
+  // Opacity is the weight, as in the head view and bertviz.
   for (let b = 0; b < nb; b++) {
     const ys = tb[b];
     if (!ys.length) continue;
@@ -119,4 +130,42 @@ function drawThumb(canvas, l, h) {
     ctx.stroke();
   }
   ctx.globalAlpha = 1;
+}
+
+/**
+ * Head (l, h) as a px × px image, max-pooled so a sharp diagonal survives the shrinking, on a
+ * square-root scale: long inputs spread attention thin, and the root keeps it visible. Cached until
+ * the weights change (a resize only scales it).
+ */
+function heatThumb(l, h, px) {
+  const key = l * H + h;
+  const hit = modelGrid.heat.get(key);
+  if (hit && hit.width === px) return hit;
+  const m = units().list.length;
+  const M = unitMatrix(l, h, false);
+  const img = new ImageData(px, px);
+  const pooled = new Float64Array(px * px);
+  let max = 0;
+  for (let a = 0; a < m; a++) {
+    const r = Math.floor((a * px) / m) * px;
+    for (let c = 0; c < m; c++) {
+      const v = M[a * m + c];
+      const idx = r + Math.floor((c * px) / m);
+      if (v > pooled[idx]) pooled[idx] = v;
+    }
+  }
+  for (const v of pooled) if (v > max) max = v;
+  for (let i = 0; i < pooled.length; i++) {
+    const j = lutIndex(max > 0 ? Math.sqrt(pooled[i] / max) : 0) * 3;
+    img.data[i * 4] = LUT[j];
+    img.data[i * 4 + 1] = LUT[j + 1];
+    img.data[i * 4 + 2] = LUT[j + 2];
+    img.data[i * 4 + 3] = 255;
+  }
+  const off = document.createElement('canvas');
+  off.width = px;
+  off.height = px;
+  off.getContext('2d').putImageData(img, 0, 0);
+  modelGrid.heat.set(key, off);
+  return off;
 }

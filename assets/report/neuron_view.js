@@ -28,16 +28,16 @@ function neuronData(l = state.layer, h = state.head, q = state.neuronQuery) {
   return { layer: l, head: h, query: q, keys, q: Array.from(qv), k: kv.map((v) => Array.from(v)), scores, softmax, stored, maxDiff };
 }
 
+/** Vector entries: red for positive, blue for negative, deeper for larger magnitudes, fading to
+ *  the background at zero (the legend above each vector column gives the scale). */
+const POSITIVE = [214, 73, 51];
+const NEGATIVE = [45, 108, 211];
+const POSITIVE_CSS = rgbCss(POSITIVE);
+const NEGATIVE_CSS = rgbCss(NEGATIVE);
 function divergingColor(x, maxAbs, bgRgb) {
   const t = maxAbs > 0 ? Math.min(1, Math.abs(x) / maxAbs) : 0;
-  const c = x >= 0 ? [214, 73, 51] : [45, 108, 211];
+  const c = x >= 0 ? POSITIVE : NEGATIVE;
   return 'rgb(' + [0, 1, 2].map((i) => Math.round(bgRgb[i] + (c[i] - bgRgb[i]) * t)).join(',') + ')';
-}
-
-function parseRgb(css) {
-  if (css.startsWith('#')) return hexToRgb(css.length === 4 ? '#' + css[1] + css[1] + css[2] + css[2] + css[3] + css[3] : css);
-  const m = css.match(/\d+/g);
-  return m ? m.slice(0, 3).map(Number) : [255, 255, 255];
 }
 
 function renderNeuron() {
@@ -65,26 +65,28 @@ function renderNeuron() {
   for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i), font) + 12);
   tw = Math.min(tw, 150);
   const vecW = cw * D;
-  const gap = 16;
-  const barW = 90;
-  const cols = {
-    token: 0,
-    k: tw,
-    qk: tw + vecW + gap,
-    score: tw + 2 * (vecW + gap),
-    soft: tw + 2 * (vecW + gap) + barW + 44 + gap,
-    stored: tw + 2 * (vecW + gap) + 2 * (barW + 52 + gap),
-    delta: tw + 2 * (vecW + gap) + 2 * (barW + 52 + gap) + 84,
-  };
-  const width = cols.delta + 80;
-  const headerH = 2 * rh + 26;
-  const height = headerH + d.keys.length * rh + 8;
+  const gap = 18;
+  const barW = 120;
+  const numW = 62; // right-aligned numbers after each bar, in a column of their own
+  const cols = { token: 0, k: tw, qk: tw + vecW + gap };
+  cols.score = cols.qk + vecW + gap;
+  cols.scoreNum = cols.score + barW + numW; // right edge
+  cols.soft = cols.scoreNum + gap;
+  cols.softNum = cols.soft + barW + numW;
+  cols.stored = cols.softNum + gap;
+  cols.delta = cols.stored + 70 + gap;
+  const width = cols.delta + 56;
+  // Header: column titles, the query vector, then the scales (colour legends and bar axes).
+  const titleY = 9;
+  const qy = 20;
+  const legendY = qy + rh + 6;
+  const y0 = legendY + 22;
+  const height = y0 + d.keys.length * rh + 8;
   const ctx = sizeCanvas(canvas, width, height);
   const bg = cssVar('--bg');
   const bgRgb = parseRgb(bg);
   const fg = cssVar('--fg');
   const muted = cssVar('--muted');
-  ctx.clearRect(0, 0, width, height);
   ctx.font = font;
   ctx.textBaseline = 'middle';
 
@@ -93,24 +95,25 @@ function renderNeuron() {
   for (const k of d.k) for (const x of k) vmax = Math.max(vmax, Math.abs(x));
   let pmax = 0;
   for (const k of d.k) for (let i = 0; i < D; i++) pmax = Math.max(pmax, Math.abs(d.q[i] * k[i]));
-  const smin = Math.min(...d.scores);
-  const smax = Math.max(...d.scores);
+  // q·k/√d bars grow from a zero axis, right for positive and left for negative scores.
+  const lo = Math.min(0, ...d.scores);
+  const hi = Math.max(0, ...d.scores);
+  const scoreX = (v) => cols.score + (hi > lo ? ((v - lo) / (hi - lo)) * barW : 0);
+  const axisX = scoreX(0);
   const softMax = Math.max(...d.softmax);
 
-  // Column titles.
   ctx.fillStyle = muted;
   ctx.textAlign = 'left';
-  const titleY = 9;
   ctx.fillText('key', cols.token, titleY);
   ctx.fillText('k (key vector, d = ' + D + ')', cols.k, titleY);
   ctx.fillText('q ∘ k (elementwise)', cols.qk, titleY);
   ctx.fillText('q · k / √d', cols.score, titleY);
   ctx.fillText('softmax', cols.soft, titleY);
-  ctx.fillText('attention', cols.stored, titleY);
-  ctx.fillText('|Δ|', cols.delta, titleY);
+  ctx.textAlign = 'right';
+  ctx.fillText('attention', cols.stored + 70, titleY);
+  ctx.fillText('|Δ|', cols.delta + 48, titleY);
 
   // The query vector, aligned with the key vectors.
-  const qy = 22;
   ctx.fillStyle = fg;
   ctx.textAlign = 'right';
   ctx.fillText('q: ' + tokenLabel(d.query), cols.k - 6, qy + rh / 2, tw - 8);
@@ -122,11 +125,64 @@ function renderNeuron() {
   ctx.fillStyle = muted;
   ctx.fillText('query of layer ' + d.layer + ', head ' + d.head, cols.qk, qy + rh / 2);
 
-  const y0 = headerH;
+  // Scales: what the vector colours mean, and the bars' axes.
+  const small = (fontPx - 1) + 'px ' + FONT_FAMILY;
+  const legendH = 8;
+  const ly = legendY + 6; // middle of the legend row
+  const legends = [];
+  const ticks = [];
+  const legend = (x, w, maxAbs) => {
+    const lw = Math.max(40, w - 84);
+    const lx = x + (w - lw) / 2;
+    legends.push({ x: lx, w: lw, y: ly, scale: maxAbs });
+    for (let i = 0; i < lw; i++) {
+      ctx.fillStyle = divergingColor(((i + 0.5) / lw * 2 - 1) * maxAbs, maxAbs, bgRgb);
+      ctx.fillRect(lx + i, ly - legendH / 2, 1, legendH);
+    }
+    ctx.strokeStyle = muted;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(lx + lw / 2 + 0.5, ly - legendH / 2 - 2);
+    ctx.lineTo(lx + lw / 2 + 0.5, ly + legendH / 2 + 2);
+    ctx.stroke();
+    ctx.font = small;
+    ctx.fillStyle = muted;
+    ctx.textAlign = 'right';
+    ctx.fillText('−' + fmtNum(maxAbs, 2), lx - 4, ly);
+    ctx.textAlign = 'left';
+    ctx.fillText('+' + fmtNum(maxAbs, 2), lx + lw + 4, ly);
+  };
+  legend(cols.k, vecW, vmax);
+  legend(cols.qk, vecW, pmax);
+  // Axis labels of the two bar columns: the ends and zero.
+  ctx.font = small;
+  ctx.fillStyle = muted;
+  const tick = (x, text, align) => {
+    ticks.push({ x, text });
+    ctx.textAlign = align;
+    ctx.fillText(text, x, ly);
+    ctx.fillRect(Math.round(x) - (align === 'right' ? 1 : 0), ly + 6, 1, 4);
+  };
+  // "0" at the axis always; the ends where they do not run into it.
+  const zeroAlign = axisX - cols.score < 10 ? 'left' : axisX > cols.score + barW - 10 ? 'right' : 'center';
+  tick(axisX, '0', zeroAlign);
+  const zw = ctx.measureText('0').width;
+  const zeroLeft = zeroAlign === 'left' ? axisX : zeroAlign === 'right' ? axisX - zw : axisX - zw / 2;
+  const loText = fmtNum(lo, 2);
+  const hiText = fmtNum(hi, 2);
+  if (lo < 0 && cols.score + ctx.measureText(loText).width + 6 < zeroLeft) tick(cols.score, loText, 'left');
+  if (hi > 0 && cols.score + barW - ctx.measureText(hiText).width - 6 > zeroLeft + zw) tick(cols.score + barW, hiText, 'right');
+  tick(cols.soft, '0', 'left');
+  tick(cols.soft + barW, fmtNum(softMax, 3), 'right');
+  ctx.font = font;
+
+  const hoverRgb = parseRgb(cssVar('--token-hover'));
   d.keys.forEach((k, r) => {
     const y = y0 + r * rh;
+    // The query's own row, highlighted; its vector colours fade to the highlight, not the page.
+    const base = k === d.query ? hoverRgb : bgRgb;
     if (k === d.query) {
-      ctx.fillStyle = cssVar('--token-hover');
+      ctx.fillStyle = rgbCss(hoverRgb);
       ctx.fillRect(0, y, width, rh);
     }
     ctx.fillStyle = meta.special[k] ? muted : fg;
@@ -134,28 +190,32 @@ function renderNeuron() {
     ctx.fillText(tokenLabel(k), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];
     for (let i = 0; i < D; i++) {
-      ctx.fillStyle = divergingColor(kv[i], vmax, bgRgb);
+      ctx.fillStyle = divergingColor(kv[i], vmax, base);
       ctx.fillRect(cols.k + i * cw, y + 1, cw - 1, rh - 2);
-      ctx.fillStyle = divergingColor(d.q[i] * kv[i], pmax, bgRgb);
+      ctx.fillStyle = divergingColor(d.q[i] * kv[i], pmax, base);
       ctx.fillRect(cols.qk + i * cw, y + 1, cw - 1, rh - 2);
     }
     const s = d.scores[r];
-    const frac = smax > smin ? (s - smin) / (smax - smin) : 1;
+    const sx = scoreX(s);
+    ctx.fillStyle = s >= 0 ? POSITIVE_CSS : NEGATIVE_CSS;
+    ctx.globalAlpha = 0.8;
+    ctx.fillRect(Math.min(sx, axisX), y + 2, Math.max(1, Math.abs(sx - axisX)), rh - 4);
     ctx.fillStyle = headColor(d.head);
-    ctx.globalAlpha = 0.35;
-    ctx.fillRect(cols.score, y + 2, Math.max(1, frac * barW), rh - 4);
-    ctx.globalAlpha = Math.max(0.15, d.softmax[r] / (softMax || 1));
+    ctx.globalAlpha = Math.max(0.2, d.softmax[r] / (softMax || 1));
     ctx.fillRect(cols.soft, y + 2, Math.max(1, (d.softmax[r] / (softMax || 1)) * barW), rh - 4);
     ctx.globalAlpha = 1;
     ctx.fillStyle = fg;
     ctx.textAlign = 'right';
-    ctx.fillText(s.toFixed(3), cols.score + barW + 40, y + rh / 2);
-    ctx.fillText(d.softmax[r].toFixed(6), cols.soft + barW + 52, y + rh / 2);
+    ctx.fillText(s.toFixed(3), cols.scoreNum, y + rh / 2);
+    ctx.fillText(d.softmax[r].toFixed(6), cols.softNum, y + rh / 2);
     ctx.fillText(fmtWeight(d.stored[r]), cols.stored + 70, y + rh / 2);
     ctx.fillStyle = muted;
     ctx.fillText(Math.abs(d.softmax[r] - d.stored[r]).toExponential(1), cols.delta + 48, y + rh / 2);
   });
-  neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width };
+  // The zero axis of the score bars, over every row.
+  ctx.fillStyle = fg;
+  ctx.fillRect(Math.round(axisX), y0 - 2, 1, d.keys.length * rh + 4);
+  neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width, barW, font, axisX, ticks, legends };
   $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + ', query ' + describeToken(d.query) +
     ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
     d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +

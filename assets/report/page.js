@@ -61,17 +61,29 @@ function setupControls() {
     set({ theme: order[(order.indexOf(state.theme) + 1) % 3] });
   });
   $('help-toggle').addEventListener('click', () => toggleHelp());
+  $('summary-toggle').addEventListener('click', () => {
+    const open = $('summary').classList.toggle('collapsed') === false;
+    $('summary-toggle').setAttribute('aria-expanded', String(open));
+    $('summary-toggle').textContent = open ? 'Show less' : 'Show all';
+    fitSummary();
+    schedule();
+  });
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
-    if (state.theme === 'auto') { modelGrid.dirty = true; schedule(); }
+    if (state.theme === 'auto') { resetThemeColors(); modelGrid.dirty = true; schedule(); }
   });
   document.addEventListener('keydown', onKey);
   window.addEventListener('scroll', () => {
     if (state.view === 'head' && headLayout && headLayout.virtual) schedule();
   }, { passive: true });
+  // A resize stretches what is drawn at once (the model grid refits its thumbnails) and redraws
+  // at the new size 100 ms after the last resize event. The head view's token columns do not
+  // depend on the window (only its canvas does, redrawn on every render), so they stay.
   let resizeTimer = 0;
   window.addEventListener('resize', () => {
+    fitSummary();
+    fitModelGrid();
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(() => { modelGrid.built = false; modelGrid.dirty = true; headLayout = null; schedule(); }, 150);
+    resizeTimer = setTimeout(() => { modelGrid.dirty = true; schedule(); }, 100);
   });
 }
 
@@ -103,7 +115,7 @@ function syncControls() {
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   $('layer-select').disabled = v === 'model' || v === 'stats';
   $('neuron-query').value = String(state.neuronQuery);
-  $('theme-toggle').textContent = 'Theme: ' + state.theme;
+  $('theme-name').textContent = state.theme;
   const note = $('special-note');
   if (meta.special_excluded) {
     note.hidden = false;
@@ -129,9 +141,10 @@ function onKey(e) {
   else if (k === 'ArrowDown' || k === 'j') set({ layer: (state.layer + 1) % L });
   else if (k === 'ArrowLeft' || k === 'h') set({ head: (state.head + H - 1) % H });
   else if (k === 'ArrowRight' || k === 'l') set({ head: (state.head + 1) % H });
-  else if (k === ' ' && !(tag === 'BUTTON')) toggleHead(state.head);
-  else if (k === 'Enter' && !(tag === 'BUTTON')) soloHead(state.head);
-  else if (k === 'o') soloHead(state.head);
+  else if ((k === ' ' || k === 'Enter' || k === 'o') && tag === 'BUTTON' && k !== 'o') handled = false;
+  else if ((k === ' ' || k === 'Enter' || k === 'o') && !state.headPicked) set({ headPicked: true }); // first show which head
+  else if (k === ' ') toggleHead(state.head);
+  else if (k === 'Enter' || k === 'o') soloHead(state.head);
   else if (k === 'a') set({ shown: new Array(H).fill(true) });
   else if (k >= '1' && k <= '5') {
     const v = VIEWS[Number(k) - 1];
@@ -139,6 +152,9 @@ function onKey(e) {
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 't') $('theme-toggle').click();
+  else if (state.view === 'matrix' && (k === '+' || k === '=')) zoomMatrixCentre(2);
+  else if (state.view === 'matrix' && k === '-') zoomMatrixCentre(0.5);
+  else if (state.view === 'matrix' && k === '0') resetMatrixZoom();
   else if (k === '?') toggleHelp();
   else if (k === 'Escape') toggleHelp(false);
   else handled = false;
@@ -170,6 +186,7 @@ function openHead(l, h) {
 
 function applyTheme() {
   document.documentElement.dataset.theme = state.theme;
+  resetThemeColors();
   try { localStorage.setItem('attnviz-theme', state.theme); } catch (e) { /* storage may be off for file:// */ }
 }
 function loadTheme() {
@@ -220,6 +237,14 @@ function fillSummary() {
   for (const [k, v] of rows) table.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
 }
 
+/** The model and sentence lines take one line each until expanded; the toggle shows only when
+ *  something is cut off (or to collapse again). */
+function fitSummary() {
+  const box = $('summary');
+  const cut = [...box.querySelectorAll('.summary-line:not([hidden]) .value')].some((v) => v.scrollWidth > v.clientWidth + 1);
+  $('summary-toggle').hidden = box.classList.contains('collapsed') && !cut;
+}
+
 function fail(err) {
   const status = $('status');
   status.hidden = false;
@@ -235,10 +260,12 @@ async function main() {
   timings.decoded = performance.now();
   fillSummary();
   setupControls();
+  fitSummary();
   buildLegend();
   setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + state.layer + ', head ' + state.head, () => 'head'));
   setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer,
     () => state.matrixRight));
+  setupMatrixZoom();
   setupNeuronPointer();
   $('status').hidden = true;
   render();
@@ -260,8 +287,13 @@ window.attnviz = {
   weight,
   matrixGeometry: (id) => {
     const p = matrixPanels[id];
-    return p ? { margin: p.margin, cell: p.cell, m: p.m } : null;
+    // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and
+    // row at the plot's corner, in cells (zoomed and panned); all CSS px.
+    return p ? { margin: p.x0, cell: matrixCell(p), m: p.m, plot: p.plot, side: p.side, zoom: matrixZoom.z, ox: matrixZoom.ox, oy: matrixZoom.oy, labels: p.labels, labelPx: p.labelPx } : null;
   },
-  neuronGeometry: () => (neuronLayout ? { y0: neuronLayout.y0, rh: neuronLayout.rh, cols: neuronLayout.cols } : null),
+  neuronGeometry: () => {
+    const p = neuronLayout;
+    return p ? { y0: p.y0, rh: p.rh, cols: p.cols, barW: p.barW, font: p.font, axisX: p.axisX, ticks: p.ticks, legends: p.legends, keys: p.keys } : null;
+  },
   ready: main().catch(fail),
 };

@@ -33,7 +33,7 @@ function renderStats() {
         const lum = 0.2126 * LUT[i] + 0.7152 * LUT[i + 1] + 0.0722 * LUT[i + 2];
         cell.style.color = lum > 140 ? '#111' : '#fff';
       }
-      cell.classList.toggle('current', l === state.layer && h === state.head);
+      cell.classList.toggle('current', state.headPicked && l === state.layer && h === state.head);
       cell.addEventListener('click', () => openHead(l, h));
       cell.addEventListener('mousemove', (e) => {
         let t = 'Layer ' + l + ', head ' + h + (tag ? ' — ' + tag : '');

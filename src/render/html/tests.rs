@@ -152,7 +152,10 @@ fn template_has_every_slot_exactly_once() {
 fn inline_assets_cannot_end_their_elements() {
     let js = JS.to_ascii_lowercase();
     for bad in ["</script", "<!--", "<script"] {
-        assert!(!js.contains(bad), "the joined script (assets/report/*.js) contains {bad}");
+        assert!(
+            !js.contains(bad),
+            "the joined script (assets/report/*.js) contains {bad}"
+        );
     }
     assert!(!CSS.to_ascii_lowercase().contains("</style"));
 }
