@@ -328,7 +328,7 @@ function setupMatrixHover(id, describe) {
   canvas.addEventListener('pointerdown', (e) => {
     if (e.pointerType === 'mouse' && e.button !== 0) return;
     pointers.set(e.pointerId, [e.clientX, e.clientY]);
-    canvas.setPointerCapture(e.pointerId);
+    try { canvas.setPointerCapture(e.pointerId); } catch (err) { /* a pointer already gone */ }
     if (pointers.size === 2) {
       const [[x1, y1], [x2, y2]] = [...pointers.values()];
       pinch = { d: Math.hypot(x2 - x1, y2 - y1) || 1 };

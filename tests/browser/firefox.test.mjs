@@ -187,7 +187,7 @@ for (const theme of ['light', 'dark']) {
     await page.click('#tab-model');
     await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
     const strong = (await page.evaluate(thumbnails)).filter((t) => maxWeight(exp, t.layer, t.head) >= 0.9);
-    assert.ok(strong.length >= 10 && strong.every((t) => t.maxContrast >= 2.53), 'strong lines: ' + strong.map((t) => t.maxContrast.toFixed(2)).join(' '));
+    assert.ok(strong.length >= 10 && strong.every((t) => t.maxContrast >= MIN_GRAPHIC_CONTRAST), 'strong lines: ' + strong.map((t) => t.maxContrast.toFixed(2)).join(' '));
     await shot(page, 'real-pair-model-' + theme);
     assert.deepEqual(log.errors, []);
     await page.close();

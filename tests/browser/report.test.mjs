@@ -35,11 +35,11 @@ before(async () => {
 after(async () => { if (browser) await browser.close(); });
 
 /** Open a report; record console errors, page errors, dialogs and every request. */
-async function open(name, { colorScheme = 'light', width = 1280, height = 900 } = {}) {
+async function open(name, { colorScheme = 'light', width = 1280, height = 900, hasTouch = false } = {}) {
   const file = join(ART, name + '.html');
   assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test suite html_report:: -- --include-ignored`');
   const exp = JSON.parse(readFileSync(join(ART, name + '.expect.json'), 'utf8'));
-  const context = await browser.newContext({ viewport: { width, height }, colorScheme });
+  const context = await browser.newContext({ viewport: { width, height }, colorScheme, hasTouch });
   const page = await context.newPage();
   const url = pathToFileURL(file).href;
   const log = { errors: [], requests: [], dialogs: [] };
@@ -842,9 +842,10 @@ for (const theme of ['light', 'dark']) {
       assert.ok(t.maxContrast >= full - 0.05, theme + ': L' + t.layer + ' H' + t.head + ' shows ' + t.maxContrast.toFixed(2) + ':1, a whole pixel of its strongest line ' + full.toFixed(2) + ':1');
       weakest = Math.min(weakest, t.maxContrast);
     }
-    // bertviz's layer colours reach 2.53:1 on white at worst (orange, #ff7f0e), even fully opaque.
-    console.log('  ' + theme + ': weakest head colour ' + worst.toFixed(2) + ':1; weakest strong line ' + weakest.toFixed(2) + ':1 (bertviz: 2.53:1 at best for its orange on white)');
-    assert.ok(weakest >= 2.53, theme + ': weakest strong line ' + weakest.toFixed(2) + ':1');
+    // On screen, every strong line meets WCAG's 3:1 (bertviz's orange on white: 2.53:1 even
+    // fully opaque).
+    console.log('  ' + theme + ': weakest head colour ' + worst.toFixed(2) + ':1; weakest strong line on screen ' + weakest.toFixed(2) + ':1 (bertviz: 2.53:1 for its orange on white, fully opaque)');
+    assert.ok(weakest >= MIN_GRAPHIC_CONTRAST, theme + ': weakest strong line ' + weakest.toFixed(2) + ':1');
     await shot(page, 'real-pair-model-' + theme);
     assert.deepEqual(log.errors, []);
     await context.close();
@@ -864,5 +865,27 @@ test('the page adds nothing to the global scope but window.attnviz', async () =>
     return out;
   });
   assert.deepEqual(extra, ['attnviz']);
+  await context.close();
+});
+
+test('real-paragraph: a two-finger pinch zooms the matrix (touch)', async () => {
+  const { page, context, log } = await open('real-paragraph', { width: 600, height: 900, hasTouch: true });
+  await page.click('#tab-matrix');
+  await settle(page);
+  await page.locator('#matrix-left').scrollIntoViewIfNeeded();
+  const g = await geometry(page, 'matrix-left');
+  const box = await page.locator('#matrix-left').boundingBox();
+  const cx = box.x + g.margin + g.plot / 2;
+  const cy = box.y + g.margin + g.plot / 2;
+  const cdp = await context.newCDPSession(page);
+  const touch = (type, d) => cdp.send('Input.dispatchTouchEvent', {
+    type, touchPoints: type === 'touchEnd' ? [] : [{ x: cx - d, y: cy, id: 1 }, { x: cx + d, y: cy, id: 2 }],
+  });
+  await touch('touchStart', 20);
+  for (const d of [30, 45, 60, 80]) await touch('touchMove', d);
+  await touch('touchEnd', 0);
+  const z = await geometry(page, 'matrix-left');
+  assert.ok(z.zoom > 3 && z.zoom < 5, 'fingers 40 → 160 px apart zoom about ×4: ' + z.zoom);
+  assert.deepEqual(log.errors, []);
   await context.close();
 });
