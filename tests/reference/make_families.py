@@ -93,7 +93,7 @@ LONG = (
 ENCODER_CASES = [
     dict(name="single", text="The quick brown fox jumps over the lazy dog."),
     dict(name="pair", text="Where did the cat sit?", pair="The cat sat on the mat."),
-    dict(name="unicode", text="Café, naïve Zürich — 東京 😀!"),
+    dict(name="unicode", text="Café naïve ＡＩ… 東京 😀!"),
     dict(name="truncated", text=LONG, truncate=True),
     dict(
         name="pair_truncated",
@@ -105,7 +105,7 @@ ENCODER_CASES = [
 
 DECODER_CASES = [
     dict(name="single", text="The quick brown fox jumps over the lazy dog."),
-    dict(name="unicode", text="Café, naïve Zürich — 東京 😀!"),
+    dict(name="unicode", text="Café naïve ＡＩ… 東京 😀!"),
     dict(name="truncated", text=LONG, truncate=True),
 ]
 
@@ -121,7 +121,7 @@ SEQ2SEQ_CASES = [
         text="The quick brown fox jumps over the lazy dog.",
         target="Der schnelle braune Fuchs springt über den faulen Hund.",
     ),
-    dict(name="unicode", text="Café naïve, Zürich 東京 😀!", target="Café in Zürich 😀."),
+    dict(name="unicode", text="Café ＡＩ… 東京 😀!", target="Café in Zürich 😀."),
     dict(name="long_source", text=LONG, target="Ein Satz.", truncate=True),
     dict(
         name="long_target",

@@ -93,17 +93,32 @@ def byte_level_bpe(vocab_size: int, front: list[str], back: list[str]) -> tuple[
     return vocab, merges
 
 
+# A small normalisation rule set (fullwidth ASCII letters, the ellipsis, no-break and ideographic
+# spaces, the fi ligature), compiled by SentencePiece into its "precompiled charsmap": the same
+# Precompiled normaliser path as the real nmt_nfkc models, in 4 kB instead of 240 kB.
+NORMALISATION_RULES = "".join(
+    [f"{0xFF21 + i:X}\t{0x41 + i:X}\n" for i in range(26)]
+    + [f"{0xFF41 + i:X}\t{0x61 + i:X}\n" for i in range(26)]
+    + ["2026\t2E 2E 2E\n", "A0\t20\n", "3000\t20\n", "FB01\t66 69\n"]
+)
+
+
 def sentencepiece_model(lines: list[str], vocab_size: int, **kwargs) -> bytes:
     out = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines),
-        model_writer=out,
-        vocab_size=vocab_size,
-        hard_vocab_limit=False,
-        num_threads=1,
-        minloglevel=2,
-        **kwargs,
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = Path(tmp) / "rules.tsv"
+        rules.write_text(NORMALISATION_RULES, encoding="utf-8")
+        if "normalization_rule_name" not in kwargs:
+            kwargs["normalization_rule_tsv"] = str(rules)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=out,
+            vocab_size=vocab_size,
+            hard_vocab_limit=False,
+            num_threads=1,
+            minloglevel=2,
+            **kwargs,
+        )
     return out.getvalue()
 
 
@@ -185,7 +200,7 @@ def finish(folder: Path, raw: dict[str, bytes | str], config: dict, added_specia
             if path.name != "tokenizer.json":
                 shutil.copyfile(path, no_json / path.name)
         from_raw = back if "tokenizer.json" in raw else AutoTokenizer.from_pretrained(no_json)
-        for line in CORPUS + ["Café naïve 東京 😀 <mask> x"]:
+        for line in CORPUS + ["Café naïve ＡＩ… ﬁne  東京 😀 <mask> x"]:
             want = tok(line)["input_ids"]
             assert want == back(line)["input_ids"] == from_raw(line)["input_ids"], (folder, line)
         return back
