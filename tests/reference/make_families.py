@@ -79,7 +79,7 @@ SEED = 20261201
 GEN_TOKENS = 16
 # Query/key vectors are stored for these cases only (the others and the generations would double
 # the files for no new code path).
-QK_CASES = ("single", "pair", "unicode")
+QK_CASES = ("single", "pair")
 
 # --------------------------------------------------------------------------------------------
 # Cases
