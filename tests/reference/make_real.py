@@ -220,7 +220,7 @@ def make_rxnmapper() -> None:
         "add_pooling_layer=False): the albert. prefix is stripped and the MLM head ignored; batch of one, "
         f"no padding, output_attentions=True. Inputs of at most {FULL_ROWS_UP_TO} tokens: every attention "
         f"row, and query/key [3, heads, n, head_dim] for layers {RXN_QK_LAYERS} (qk_layers), caught at "
-        "eager_attention_forward (before 1/sqrt(d) scaling). Longer inputs: {RXN_ROWS} query rows per layer and head, listed in "
+        f"eager_attention_forward (before 1/sqrt(d) scaling). Longer inputs: {RXN_ROWS} query rows per layer and head, listed in "
         "<case>.rows [layers, heads, R] (int32), their attention in <case>.attentions_rows "
         "[layers, heads, R, n]. hidden = last_hidden_state [n, 256].",
         versions=versions(),
