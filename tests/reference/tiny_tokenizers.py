@@ -119,7 +119,15 @@ def sentencepiece_model(lines: list[str], vocab_size: int, **kwargs) -> bytes:
             minloglevel=2,
             **kwargs,
         )
-    return out.getvalue()
+    # The normaliser spec inside the model records the rules file's temporary path: name it
+    # plainly, so that re-runs write identical bytes.
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(out.getvalue())
+    if model.normalizer_spec.normalization_rule_tsv:
+        model.normalizer_spec.normalization_rule_tsv = "rules.tsv"
+    return model.SerializeToString()
 
 
 def wordpiece_vocab(specials: list[str], n_words: int = 140, n_suffixes: int = 60) -> list[str]:
