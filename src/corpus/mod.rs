@@ -439,8 +439,7 @@ impl<R> Feed<'_, R> {
     /// Parse and tokenize a line, or say why it cannot be used.
     fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
         let sentence = lines::parse(raw)?;
-        let cfg = self.model.config();
-        if sentence.pair.is_some() && cfg.type_vocab_size < 2 {
+        if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
         }
         let encoded = self
