@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod smiles;
+
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
@@ -99,9 +101,17 @@ impl TextTokenizer {
         }
         let vocab = dir.join("vocab.txt");
         if vocab.is_file() {
+            if let Some(smiles) = smiles::from_dir(dir)? {
+                return Ok(smiles);
+            }
             return Self::from_vocab(dir);
         }
         Err(Error::Missing(dir.to_path_buf()))
+    }
+
+    /// A tokenizer built by other code (such as [`smiles`]), read from `source`.
+    pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Self {
+        TextTokenizer { tokenizer, source }
     }
 
     /// Load a `tokenizer.json`, switching off its saved padding and truncation.
