@@ -153,8 +153,17 @@ impl Model {
 
     /// Load a model from its located files.
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
-        let network = family::load(&files.config, &files.weights)?;
-        let tokenizer = TextTokenizer::from_dir(&files.tokenizer_dir)?;
+        // The tokenizer loads on a thread of its own while the weights are read: reading the
+        // weights in place is mostly waiting on page mappings, which leaves a core free.
+        let (network, tokenizer) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| TextTokenizer::from_dir(&files.tokenizer_dir));
+            let network = family::load(&files.config, &files.weights);
+            let tokenizer = tokenizer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (network, tokenizer)
+        });
+        let (network, tokenizer) = (network?, tokenizer?);
         let arch = network.architecture();
         let info = ModelInfo {
             id: files.id.clone(),
