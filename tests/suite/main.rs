@@ -12,6 +12,7 @@ mod support;
 
 mod analysis_reference;
 mod cli;
+mod cli_families;
 mod corpus;
 mod engine_formats;
 mod engine_minilm;
