@@ -21,6 +21,7 @@ mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
 mod hostile;
+mod hostile_families;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;
