@@ -4,7 +4,9 @@
 //! Weights stay where the checkpoint has them ([`Weight`]: in place in the memory map of a
 //! safetensors file). The one layout change is local to [`Linear`]: for long inputs it runs on a
 //! copy packed `[in, out]` for gemm, made the first time such an input comes (see
-//! [`PACK_ROWS`]). A later packing for a custom microkernel belongs here too.
+//! [`PACK_ROWS`]); weights that had to be converted into memory of our own anyway (`.bin`
+//! checkpoints, f16) are stored `[in, out]` from the start. A later packing for a custom
+//! microkernel belongs here too.
 
 use std::sync::OnceLock;
 
@@ -40,7 +42,19 @@ impl Linear {
     ) -> Result<Linear, WeightsError> {
         let weight = ckpt.weight(&format!("{name}.weight"), &[outputs, inputs])?;
         let bias = ckpt.weight(&format!("{name}.bias"), &[outputs])?;
-        Ok(Linear::new(weight, Layout::OutIn, Some(bias)))
+        if weight.is_mapped() {
+            return Ok(Linear::new(weight, Layout::OutIn, Some(bias)));
+        }
+        // A weight that had to be converted (a `.bin`, f16) is a copy already: store it
+        // transposed, which gemm reads fast for any number of rows, and never pack it again.
+        let mut t = vec![0f32; weight.len()];
+        kernels::transpose_into(&weight, outputs, inputs, &mut t, outputs, 0);
+        drop(weight);
+        Ok(Linear::new(
+            Weight::owned(t, vec![inputs, outputs]),
+            Layout::InOut,
+            Some(bias),
+        ))
     }
 
     /// A map from its parts: `weight` of shape `[outputs, inputs]` (`OutIn`) or
