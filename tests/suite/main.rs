@@ -19,6 +19,8 @@ mod engine_oracle;
 mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
+mod gguf_files;
+mod gguf_smollm2;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;
