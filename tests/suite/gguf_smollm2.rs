@@ -271,6 +271,33 @@ fn layer0_query_key_match_transformers() {
     let (hidden, d) = (p.hidden_size, p.head_dim);
 
     let embd = gguf().dequantize("token_embd.weight").unwrap();
+    // The lookup of a few rows gives the same values without the whole table.
+    let some = gguf()
+        .dequantize_rows("token_embd.weight", &[input[3] as usize, input[0] as usize])
+        .unwrap();
+    assert_eq!(some.shape, [2, hidden]);
+    assert_eq!(
+        some.data[..hidden],
+        embd.data[input[3] as usize * hidden..][..hidden]
+    );
+    assert_eq!(
+        some.data[hidden..],
+        embd.data[input[0] as usize * hidden..][..hidden]
+    );
+    let q_rows = gguf()
+        .dequantize_rows("blk.0.attn_q.weight", &[5, 40])
+        .unwrap();
+    let q = gguf().dequantize("blk.0.attn_q.weight").unwrap();
+    assert_eq!(q_rows.data[..hidden], q.data[5 * hidden..][..hidden]);
+    assert_eq!(q_rows.data[hidden..], q.data[40 * hidden..][..hidden]);
+    let err = gguf()
+        .dequantize_rows("token_embd.weight", &[49152])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("has 49152 rows; row 49152 does not exist"),
+        "{err}"
+    );
     let norm = gguf().dequantize("blk.0.attn_norm.weight").unwrap();
     let mut x = vec![0.0f64; n * hidden];
     for (i, &id) in input.iter().enumerate() {

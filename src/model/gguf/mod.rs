@@ -378,6 +378,33 @@ impl GgufFile {
         self.dequantize_with(name, None)
     }
 
+    /// Some rows of a tensor, dequantised: `[rows.len(), row length]` (for an embedding lookup of
+    /// a few tokens without the whole table: SmolLM2's is 113 MB in f32). Rows are counted as in
+    /// [`GgufFile::dequantize`]'s result (transformers' order, for q/k projections too).
+    pub fn dequantize_rows(&self, name: &str, rows: &[usize]) -> Result<F32Tensor, GgufError> {
+        let entry = self.entry(name)?;
+        let cols = entry.shape.last().copied().unwrap_or(1);
+        let total = entry.shape.iter().rev().skip(1).product::<usize>();
+        if let Some(&bad) = rows.iter().find(|&&r| r >= total) {
+            return Err(GgufError::Tensor {
+                path: self.path.clone(),
+                name: name.to_string(),
+                reason: format!("has {total} rows; row {bad} does not exist"),
+            });
+        }
+        let map = self.qk_row_map(name)?;
+        let stored: Vec<usize> = match &map {
+            Some(map) => rows.iter().map(|&r| map[r]).collect(),
+            None => rows.to_vec(),
+        };
+        let bytes = &self.mmap[entry.start..entry.start + entry.len];
+        let data = dequant::dequantize(entry.dtype, bytes, total, cols, Some(&stored));
+        Ok(F32Tensor {
+            shape: vec![rows.len(), cols],
+            data,
+        })
+    }
+
     /// Every tensor, dequantised as [`GgufFile::dequantize`] does, in parallel (largest first,
     /// so the big embedding does not finish last), keyed by GGUF name.
     pub fn dequantize_all(&self) -> Result<BTreeMap<String, F32Tensor>, GgufError> {
@@ -398,13 +425,7 @@ impl GgufFile {
         name: &str,
         row_map: Option<&[usize]>,
     ) -> Result<F32Tensor, GgufError> {
-        let entry = self
-            .entries
-            .get(name)
-            .ok_or_else(|| GgufError::MissingTensor {
-                path: self.path.clone(),
-                name: name.to_string(),
-            })?;
+        let entry = self.entry(name)?;
         let cols = entry.shape.last().copied().unwrap_or(1);
         let rows = entry.shape.iter().rev().skip(1).product::<usize>();
         let bytes = &self.mmap[entry.start..entry.start + entry.len];
@@ -414,6 +435,15 @@ impl GgufFile {
             shape: entry.shape.clone(),
             data,
         })
+    }
+
+    fn entry(&self, name: &str) -> Result<&Entry, GgufError> {
+        self.entries
+            .get(name)
+            .ok_or_else(|| GgufError::MissingTensor {
+                path: self.path.clone(),
+                name: name.to_string(),
+            })
     }
 
     /// The row map undoing llama.cpp's permutation, for the q/k tensors of llama files.
