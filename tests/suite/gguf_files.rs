@@ -270,6 +270,17 @@ impl Builder {
         self.kv_count += 1;
         self
     }
+    fn kv_strs(mut self, key: &str, values: &[&str]) -> Self {
+        Self::string(&mut self.kv, key);
+        self.kv.extend(9u32.to_le_bytes());
+        self.kv.extend(8u32.to_le_bytes());
+        self.kv.extend((values.len() as u64).to_le_bytes());
+        for v in values {
+            Self::string(&mut self.kv, v);
+        }
+        self.kv_count += 1;
+        self
+    }
     fn kv_raw(mut self, key: &str, kind: u32, value: &[u8]) -> Self {
         Self::string(&mut self.kv, key);
         self.kv.extend(kind.to_le_bytes());
@@ -300,7 +311,10 @@ impl Builder {
         out.extend(self.kv_count.to_le_bytes());
         out.extend(&self.kv);
         out.extend(&self.tensors);
-        out.resize(out.len().div_ceil(32) * 32, 0);
+        // Padding to the data section; a file without tensors may end right after its header.
+        if self.tensor_count > 0 {
+            out.resize(out.len().div_ceil(32) * 32, 0);
+        }
         out.extend(&self.data);
         out
     }
@@ -341,6 +355,27 @@ fn a_valid_hand_built_file_opens() {
     );
     let text = gguf.dequantize("nope").unwrap_err().to_string();
     assert!(text.contains("has no tensor named nope"), "{text}");
+}
+
+/// Not a file: a folder, a missing path, a FIFO (which must not block waiting for a writer).
+#[test]
+fn non_files_are_rejected_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = GgufFile::open(dir.path()).unwrap_err().to_string();
+    assert!(text.contains("not a regular file"), "{text}");
+    let text = GgufFile::open(&dir.path().join("missing.gguf"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.starts_with("cannot read") && text.contains("missing.gguf"),
+        "{text}"
+    );
+    let fifo = dir.path().join("fifo.gguf");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let text = GgufFile::open(&fifo).unwrap_err().to_string();
+        assert!(text.contains("not a regular file"), "{text}");
+    }
 }
 
 #[test]
@@ -450,6 +485,106 @@ fn hostile_tensor_records_are_rejected() {
             .data(&[0; 64])
             .bytes(),
         &["tensor w", "IQ2_XXS"],
+    );
+}
+
+/// Bad tokenizer or chat-template metadata: one line from `tokenizer()` / `chat_template()`,
+/// naming the key.
+#[test]
+fn hostile_tokenizer_metadata_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |file: Builder, tokenizer: bool, needles: &[&str]| {
+        let path = dir.path().join("vocab.gguf");
+        std::fs::write(&path, file.bytes()).unwrap();
+        // A vocabulary-only file (no tensors, no padding after the header) opens.
+        let gguf = GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let text = if tokenizer {
+            gguf.tokenizer().map(|_| ()).unwrap_err().to_string()
+        } else {
+            gguf.chat_template()
+                .and_then(|t| Ok(t.render_user_message("hi")?))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(!text.contains('\n'), "{text}");
+        assert!(text.contains("vocab.gguf"), "{text}");
+        for needle in needles {
+            assert!(text.contains(needle), "{text:?} lacks {needle:?}");
+        }
+    };
+    let gpt2 = || {
+        Builder::default()
+            .kv_str("tokenizer.ggml.model", "gpt2")
+            .kv_str("tokenizer.ggml.pre", "smollm")
+            .kv_strs("tokenizer.ggml.tokens", &["a", "b", "ab"])
+    };
+    check(
+        Builder::default().kv_str("tokenizer.ggml.model", "bert"),
+        true,
+        &["tokenizer.ggml.model is \"bert\"", "WordPiece"],
+    );
+    check(
+        Builder::default(),
+        true,
+        &["tokenizer.ggml.model is missing"],
+    );
+    check(
+        gpt2().kv_strs("tokenizer.ggml.merges", &["a b", "b c"]),
+        true,
+        &["BPE from tokenizer.ggml.tokens and merges"],
+    );
+    check(
+        gpt2().kv_strs("tokenizer.ggml.merges", &["ab"]),
+        true,
+        &["tokenizer.ggml.merges entry 0"],
+    );
+    check(gpt2(), true, &["tokenizer.ggml.merges is missing"]);
+    check(
+        gpt2()
+            .kv_strs("tokenizer.ggml.merges", &["a b"])
+            .kv_u32("tokenizer.ggml.bos_token_id", 7),
+        true,
+        &["tokenizer.ggml.bos_token_id is 7, outside the 3 tokens"],
+    );
+    check(
+        Builder::default()
+            .kv_str("tokenizer.ggml.model", "gpt2")
+            .kv_str("tokenizer.ggml.pre", "martian"),
+        true,
+        &["tokenizer.ggml.pre is \"martian\""],
+    );
+    check(
+        Builder::default()
+            .kv_str("tokenizer.ggml.model", "llama")
+            .kv_strs("tokenizer.ggml.tokens", &["a"]),
+        true,
+        &["tokenizer.ggml.scores is missing"],
+    );
+    check(
+        Builder::default().kv_u32("tokenizer.ggml.model", 3),
+        true,
+        &["metadata tokenizer.ggml.model is the integer 3, expected a string"],
+    );
+    check(
+        Builder::default().kv_str("tokenizer.chat_template", "{% for m in messages %}"),
+        false,
+        &["(tokenizer.chat_template): the chat template does not compile"],
+    );
+    check(
+        Builder::default().kv_str(
+            "tokenizer.chat_template",
+            "{% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}",
+        ),
+        false,
+        &["failed to render", "fuel"],
+    );
+    check(
+        Builder::default().kv_str(
+            "tokenizer.chat_template",
+            "{{ raise_exception('no system role') }}",
+        ),
+        false,
+        &["raised an exception: no system role"],
     );
 }
 

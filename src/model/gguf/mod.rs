@@ -163,13 +163,15 @@ impl GgufFile {
                 "GGUF tensors are read in place, which needs a little-endian machine".into(),
             ));
         }
+        // Checked before opening: opening a FIFO for reading would wait for a writer.
+        let meta = std::fs::metadata(path).map_err(|e| read_err(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(read_err("not a regular file".into()));
+        }
         let file = File::open(path).map_err(|e| read_err(e.to_string()))?;
         let len = file.metadata().map_err(|e| read_err(e.to_string()))?.len();
         if len == 0 {
             return Err(invalid("the file is empty".into()));
-        }
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(read_err("not a regular file".into()));
         }
         // SAFETY: the file is mapped read-only; like every mmap user we rely on nobody
         // truncating it while we run.
