@@ -284,8 +284,11 @@ pub fn absolute(path: &Path) -> PathBuf {
 pub struct AtomicFile {
     path: PathBuf,
     target: PathBuf,
-    // Declared before `tracked`: the temporary file is deleted before it is unregistered.
-    temp: BufWriter<tempfile::NamedTempFile>,
+    // Written through the plain file, so write errors name the output, not the temporary path.
+    file: BufWriter<File>,
+    // Declared after `file` (closed first) and before `tracked`: the temporary file is deleted
+    // before it is unregistered.
+    temp: tempfile::TempPath,
     tracked: Tracked,
 }
 
@@ -321,10 +324,12 @@ impl AtomicFile {
             |t: &tempfile::NamedTempFile| t.path(),
         )
         .map_err(err)?;
+        let (file, temp) = temp.into_parts();
         Ok(AtomicFile {
             path: path.to_path_buf(),
             target,
-            temp: BufWriter::with_capacity(1 << 20, temp),
+            file: BufWriter::with_capacity(1 << 20, file),
+            temp,
             tracked,
         })
     }
@@ -351,14 +356,16 @@ impl AtomicFile {
         let AtomicFile {
             path,
             target,
+            file,
             temp,
             tracked,
         } = self;
         let err = |source| OutputError::new(&path, source);
-        let temp = temp.into_inner().map_err(|e| err(e.into_error()))?;
+        let file = file.into_inner().map_err(|e| err(e.into_error()))?;
         if sync {
-            temp.as_file().sync_all().map_err(err)?;
+            file.sync_all().map_err(err)?;
         }
+        drop(file);
         // tempfile creates files 0600: keep the mode of the file being replaced, else make it
         // an ordinary document.
         #[cfg(unix)]
@@ -368,7 +375,7 @@ impl AtomicFile {
                 .ok()
                 .filter(|m| m.is_file())
                 .map_or(0o644, |m| m.permissions().mode() & 0o7777);
-            let _ = fs::set_permissions(temp.path(), fs::Permissions::from_mode(mode));
+            let _ = fs::set_permissions(&temp, fs::Permissions::from_mode(mode));
         }
         tracked
             .commit(|| temp.persist(&target))
@@ -379,13 +386,13 @@ impl AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.temp.write(buf)
+        self.file.write(buf)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.temp.write_all(buf)
+        self.file.write_all(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.temp.flush()
+        self.file.flush()
     }
 }
 
@@ -568,6 +575,15 @@ impl StagedFolder {
     /// The folder as given.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// `err` about a file in the staging folder, told about the same file in the folder as
+    /// given (the user never typed the hidden staging name).
+    pub fn rename_error(&self, mut err: OutputError) -> OutputError {
+        if let Ok(rest) = err.path.strip_prefix(self.staging.path()) {
+            err.path = self.path.join(rest);
+        }
+        err
     }
 
     /// Move the finished files into place (see the type's docs); returns their final paths,

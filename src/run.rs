@@ -194,12 +194,23 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if let (Some(dir), Some(opts)) = (&args.report, &html) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
-        outputs.report(staged.staging(), layer, head, rollout)?;
-        write_html_file(
-            &encoding.attention,
-            opts,
-            &staged.staging().join(REPORT_HTML),
-        )?;
+        let build = || -> Result<(), Error> {
+            outputs.report(staged.staging(), layer, head, rollout)?;
+            write_html_file(
+                &encoding.attention,
+                opts,
+                &staged.staging().join(REPORT_HTML),
+            )?;
+            Ok(())
+        };
+        // Errors name the file in DIR, not in the hidden staging folder.
+        build().map_err(|e| match e {
+            Error::Output(o) => Error::Output(staged.rename_error(o)),
+            Error::Image(ImageError::Output(o)) => {
+                Error::Image(ImageError::Output(staged.rename_error(o)))
+            }
+            other => other,
+        })?;
         let written = staged.commit()?;
         note(&format!(
             "wrote {} files into {}",
@@ -275,16 +286,14 @@ impl Outputs<'_> {
     ) -> Result<(), Error> {
         self.json(&dir.join(REPORT_JSON))?;
         // With `--head mean` the mean has its own figure: the head figure shows the layer's most
-        // focused head instead, and says so.
+        // focused head (lowest mean entropy) instead, and says so in its title.
         let focused = (head == HeadSel::Mean)
             .then(|| most_focused_head(self.stats, layer))
             .flatten();
         for (name, figure) in FigureSpec::all(layer, head, rollout) {
             let figure = match (name, focused) {
                 ("head", Some(h)) => FigureSpec::Matrix {
-                    title: format!(
-                        "layer {layer} · head {h}, the layer's most focused head (lowest entropy)"
-                    ),
+                    title: format!("layer {layer} · head {h} (most focused)"),
                     values: self.att.head(layer, h),
                 },
                 _ => figure,

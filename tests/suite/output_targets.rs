@@ -2,7 +2,8 @@
 //! under its other names are written in place and never replaced by a regular file; and two
 //! outputs never share one file (however the path is spelled).
 //!
-//! The device nodes are our own, made with mknod in a temporary folder (never the real /dev).
+//! The device nodes are our own, made with mknod in a temporary folder, and so is the link
+//! standing for `/dev/stdout`: the real /dev is never used, so a regression cannot damage it.
 
 use std::fs;
 use std::path::Path;
@@ -180,11 +181,22 @@ fn a_symlink_chain_is_followed_and_the_links_survive() {
     );
 }
 
+/// A `/dev/stdout` of our own: a link to `/proc/self/fd/1` in `dir`. (The real one is never
+/// used: a regression would replace it with a regular file.)
+#[cfg(unix)]
+fn own_dev_stdout(dir: &Path) -> String {
+    let link = dir.join("stdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    link.to_str().unwrap().to_string()
+}
+
 #[cfg(unix)]
 #[test]
 fn standard_output_under_other_names_is_standard_output() {
     let m = tiny();
-    for name in ["/dev/stdout", "/proc/self/fd/1"] {
+    let links = tempfile::tempdir().unwrap();
+    let dev_stdout = own_dev_stdout(links.path());
+    for name in [dev_stdout.as_str(), "/proc/self/fd/1"] {
         // Piped: the JSON is all of standard output, as with `-` (no terminal view mixed in).
         let out = run(&["-m", m.to_str().unwrap(), "the fox .", "--json", name]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
@@ -204,7 +216,7 @@ fn standard_output_under_other_names_is_standard_output() {
             m.to_str().unwrap(),
             "the dog .",
             "--json",
-            "/dev/stdout",
+            &dev_stdout,
         ])
         .stdout(Stdio::from(handle))
         .output()
@@ -221,11 +233,15 @@ fn standard_output_under_other_names_is_standard_output() {
         m.to_str().unwrap(),
         "x",
         "--json",
-        "/dev/stdout",
+        &dev_stdout,
         "--svg",
         "-",
     ]);
     assert_clean_failure(&out, "standard output");
+    assert!(fs::symlink_metadata(&dev_stdout)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 #[test]

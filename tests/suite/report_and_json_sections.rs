@@ -38,8 +38,7 @@ fn report_with_the_default_head_mean_draws_the_most_focused_head() {
         .unwrap();
     let svg = fs::read_to_string(rep.join("head.svg")).unwrap();
     assert!(
-        svg.contains(&format!("layer 5 · head {focused}, the layer"))
-            && svg.contains("most focused head"),
+        svg.contains(&format!("layer 5 · head {focused} (most focused)")),
         "head.svg does not name head {focused}"
     );
     assert!(fs::read(rep.join("head.png"))

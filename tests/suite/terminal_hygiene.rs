@@ -87,7 +87,7 @@ fn a_reader_that_stops_early_ends_every_mode_quietly() {
             "--no-special",
         ],
         vec!["-m", m, "-", "--truncate", "--json", "-", "--stats"],
-        vec!["-m", m, "-", "--truncate", "--json", "/dev/stdout"],
+        vec!["-m", m, "-", "--truncate", "--json", "/proc/self/fd/1"],
         // images and the report on stdout
         vec!["-m", m, "-", "--truncate", "--png", "-"],
         vec!["-m", m, "-", "--truncate", "--svg", "-"],
