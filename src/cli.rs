@@ -73,6 +73,18 @@ pub struct Args {
     #[arg(help_heading = "Outputs", long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
+    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
+    /// layer). See docs/json.md.
+    #[arg(
+        help_heading = "Outputs",
+        long,
+        value_name = "LIST",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub json_include: Vec<JsonSection>,
+
     /// Write JSON numbers at full f32 precision instead of 6 significant digits.
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
@@ -128,29 +140,33 @@ pub struct Args {
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
     /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
     /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
-    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
+    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
     /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
     #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8).
-    #[arg(help_heading = "Corpus mode", long, value_enum, default_value_t = OnBadLine::Skip)]
-    pub on_bad_line: OnBadLine,
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
+    /// [default: skip].
+    #[arg(help_heading = "Corpus mode", long, value_enum, value_name = "WHAT")]
+    pub on_bad_line: Option<OnBadLine>,
 
     /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
-    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json.
+    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json [default: json].
     #[arg(
         help_heading = "Corpus mode",
         long,
         value_name = "LIST",
         value_enum,
-        value_delimiter = ',',
-        default_value = "json",
-        requires = "input"
+        value_delimiter = ','
     )]
-    pub per_sentence: Vec<PerSentence>,
+    pub per_sentence: Option<Vec<PerSentence>>,
+
+    /// Corpus mode: replace an earlier run's results in --out-dir (its sentences/ files) instead
+    /// of refusing to mix two runs.
+    #[arg(help_heading = "Corpus mode", long)]
+    pub force: bool,
 
     /// How many most-attended tokens the terminal lists for each token.
     #[arg(
@@ -169,7 +185,8 @@ pub struct Args {
     #[arg(help_heading = "Outputs", short, long)]
     pub quiet: bool,
 
-    /// Worker threads for the forward pass [default: physical cores].
+    /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
+    /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
 }
@@ -226,6 +243,15 @@ pub enum HtmlPrecision {
     /// 8-bit fixed point: each weight within 2e-3.
     #[value(name = "8")]
     Bits8,
+}
+
+/// An optional section of the JSON export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JsonSection {
+    /// `means[layer][query][key]`: the mean over each layer's heads.
+    Means,
+    /// `rollout[layer][query][key]`: attention rollout (Abnar & Zuidema 2020) through each layer.
+    Rollout,
 }
 
 /// Corpus mode: what to do with a bad line.

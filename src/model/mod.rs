@@ -13,7 +13,10 @@ pub mod bert;
 pub mod config;
 pub mod gguf;
 pub mod kernels;
+pub mod pickle;
+pub mod pytorch;
 pub mod source;
+pub mod validate;
 pub mod weights;
 
 use std::path::Path;
@@ -24,6 +27,7 @@ use crate::tokenize::{self, TextTokenizer};
 pub use bert::Bert;
 pub use config::{BertConfig, ConfigError};
 pub use source::{Hub, ModelFiles, SourceError};
+pub use validate::BadRow;
 pub use weights::{Checkpoint, WeightsError};
 
 /// Anything that can go wrong loading or running a model. Every variant displays as one line
@@ -45,6 +49,13 @@ pub enum Error {
     /// Invalid input to a forward pass.
     #[error("{0}")]
     Input(String),
+    /// The captured attention is not a set of probability distributions (the weights overflow
+    /// on this input); nothing is written from it.
+    #[error(transparent)]
+    Attention(#[from] BadRow),
+    /// The captured attention would not fit in memory.
+    #[error("{0}")]
+    TooBig(String),
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
     Forward(String),
@@ -98,6 +109,8 @@ pub struct Encoding {
     pub hidden: Vec<f32>,
     /// Token count of the full input when it was truncated (`--truncate`); say so to the user.
     pub truncated_from: Option<usize>,
+    /// Whether the text was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
+    pub bytes_cut: bool,
 }
 
 /// A loaded BERT model: encoder weights, tokenizer and description.
@@ -130,11 +143,14 @@ impl Model {
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
         let config = config::load(&files.config)?;
         let checkpoint = Checkpoint::open(&files.weights)?;
+        let (dims, counts) = bert::config_checks(&config);
+        validate::config_matches(&files.config, &checkpoint, &dims, &counts)?;
         let bert = Bert::load(&config, &checkpoint)?;
         let tokenizer = TextTokenizer::from_dir(&files.tokenizer_dir)?;
         let info = ModelInfo {
             id: files.id.clone(),
             revision: files.revision.clone(),
+            name: Some(source::display_name(files)),
             layers: config.num_hidden_layers,
             heads: config.num_attention_heads,
             hidden_size: config.hidden_size,
@@ -203,11 +219,16 @@ impl Model {
             }
             flat
         };
+        self.check_capture_size(&lengths, capture_query_key)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let out = self
             .bert
             .forward(&ids, &types, &lengths, capture_query_key)?;
+        let info = &self.info;
+        for capture in &out.sequences {
+            validate::check_rows(&capture.probs, info.layers, info.heads, capture.len())?;
+        }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = self.info.hidden_size;
@@ -228,6 +249,38 @@ impl Model {
             })
             .collect();
         Ok(results)
+    }
+
+    /// Refuse a batch whose captured attention would not fit in this machine's memory (or
+    /// whose size overflows), before allocating it.
+    fn check_capture_size(&self, lengths: &[usize], query_key: bool) -> Result<(), Error> {
+        let info = &self.info;
+        let shape = validate::CaptureShape {
+            layers: info.layers,
+            heads: info.heads,
+            head_dim: info.head_dim,
+            query_key,
+        };
+        let tokens = lengths.iter().max().copied().unwrap_or(0);
+        let too_big = |needs: String| {
+            Error::TooBig(format!(
+                "capturing the attention of {} layers × {} heads for {tokens} tokens needs {needs}; use a shorter input",
+                info.layers, info.heads
+            ))
+        };
+        let Some(bytes) = validate::capture_bytes(shape, lengths) else {
+            return Err(too_big("more bytes than a computer can address".into()));
+        };
+        if let Some(memory) = validate::physical_memory() {
+            if bytes > memory / 4 * 3 {
+                return Err(too_big(format!(
+                    "{:.1} GB, more than this machine's {:.1} GB of memory can spare",
+                    bytes as f64 / 1e9,
+                    memory as f64 / 1e9
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn check_input(
@@ -290,6 +343,10 @@ impl Model {
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
+        // A text cut to the byte limit is recorded as analysed, not as given.
+        let limit = tokenize::byte_limit(self.max_positions());
+        let text = tokenize::cut_to_bytes(text, limit);
+        let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
         self.encode_tokens(text, pair, enc, opts.capture_query_key)
     }
 
@@ -320,6 +377,7 @@ impl Model {
             attention,
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
+            bytes_cut: enc.bytes_cut,
         })
     }
 }

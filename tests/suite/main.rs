@@ -5,6 +5,7 @@
 //! (`tests/hub_environment.rs`, `tests/thread_count.rs`), because the tests here run in parallel
 //! threads of one process.
 
+mod cli_support;
 mod common;
 mod engine_support;
 mod fidelity;
@@ -21,6 +22,13 @@ mod engine_tokenize;
 mod engine_weights;
 mod gguf_files;
 mod gguf_smollm2;
+mod hostile;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;
+mod input_bounds;
+mod interrupts;
+mod output_folders;
+mod output_targets;
+mod report_and_json_sections;
+mod terminal_hygiene;
