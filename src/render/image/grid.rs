@@ -75,7 +75,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         .max(layout::title_width(title))
         .max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let grid_y = top + head_band;
     // The x labels of the bottom row hang below it; rows above need room for theirs only when
     // the row below has a gap under that column (last row not full).
@@ -186,7 +186,7 @@ pub(crate) fn model_scene(
     let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
         .max(layout::title_width(title))
         .max(560);
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let col_band = 20;
     let grid_y = top + col_band;
     for h in 0..heads {

@@ -9,7 +9,6 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
-#[rustfmt::skip]
 mod font;
 mod grid;
 mod layout;
@@ -22,8 +21,8 @@ mod theme;
 use std::io::Write;
 use std::path::Path;
 
-pub use font::FontError;
-pub use paint::DrawError;
+pub use crate::render::fonts::FontError;
+pub use paint::{DrawError, SvgError};
 
 use crate::attention::{Attention, HeadSel};
 use crate::cli::{Colormap, Figure, Theme};
@@ -183,6 +182,9 @@ pub(crate) struct Style {
     pub palette: Palette,
     /// The input text, shown under the title.
     pub subtitle: String,
+    /// What the figure shows differently from plain token attention (word level, [CLS]/[SEP]
+    /// removed), shown in full under the subtitle; empty when nothing.
+    pub notes: String,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -200,7 +202,10 @@ pub fn render_svg(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<String, ImageError> {
-    Ok(paint::svg(&build(att, figure, options)?)?)
+    paint::svg(&build(att, figure, options)?).map_err(|e| match e {
+        SvgError::Draw(e) => ImageError::Draw(e),
+        SvgError::Font(e) => ImageError::Font(e),
+    })
 }
 
 /// Width and height in pixels that `figure` of `att` will have (the same for PNG and SVG).
@@ -246,7 +251,6 @@ fn build(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<Scene, ImageError> {
-    font::ensure_registered()?;
     if att.is_empty() {
         return Err(ImageError::Empty);
     }
@@ -264,6 +268,7 @@ fn build(
         ramp: Ramp::new(options.colormap, options.theme),
         palette: Palette::of(options.theme),
         subtitle: subtitle(att),
+        notes: notes(att),
     };
     let axis = Axis {
         labels: att.tokens.clone(),
@@ -339,22 +344,27 @@ fn model_name(id: &str) -> String {
 /// The input text for the subtitle: the sentence, or both sentences of a pair.
 fn subtitle(att: &Attention) -> String {
     let text = font::label(&att.text, 400);
-    let mut s = match &att.pair {
+    match &att.pair {
         Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
         None if text.is_empty() => String::new(),
         None => format!("“{text}”"),
-    };
+    }
+}
+
+/// The notes line under the subtitle: how the attention shown differs from the model's.
+fn notes(att: &Attention) -> String {
     let mut notes = Vec::new();
     if att.level == crate::attention::Level::Word {
-        notes.push("words");
+        notes.push("words: word pieces merged");
     }
     if att.special_excluded {
         notes.push("[CLS]/[SEP] removed, rows renormalised");
     }
-    if !notes.is_empty() {
-        s = format!("{s}   ({})", notes.join("; "));
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!("({})", notes.join("; "))
     }
-    s
 }
 
 #[cfg(test)]

@@ -4,11 +4,12 @@ use plotters::coord::Shift;
 use plotters::element::BitMapElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use plotters::style::FontTransform;
+use plotters::style::{FontDesc, FontFamily, FontStyle, FontTransform};
 
 use super::font;
 use super::scene::{Align, Cells, Item, Scene, Text};
 use super::theme::Rgb;
+use crate::render::fonts::{self, FontError};
 
 /// SVG draws a block of cells as one `<rect>` each up to this many cells in the whole figure,
 /// so small heatmaps stay crisp vector graphics; beyond it, cells go in as an embedded PNG
@@ -29,9 +30,10 @@ fn color(c: Rgb) -> RGBColor {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Target {
+enum Target<'a> {
     Png,
-    Svg,
+    /// SVG, with the CSS font list of its text.
+    Svg(&'a str),
 }
 
 /// Render `scene` as raw RGB pixels, `width × height × 3` bytes.
@@ -66,22 +68,45 @@ pub(crate) fn png(scene: &Scene) -> Result<Vec<u8>, DrawError> {
     Ok(out)
 }
 
-/// Render `scene` as an SVG document.
-pub(crate) fn svg(scene: &Scene) -> Result<String, DrawError> {
+/// Render `scene` as an SVG document, with subsets of the embedded fonts for its text (see
+/// [`fonts::subset_for`]): text stays searchable `<text>`, and every viewer that reads CSS
+/// `@font-face` (browsers, and so most SVG viewers) draws the same glyphs as the PNG.
+pub(crate) fn svg(scene: &Scene) -> Result<String, SvgError> {
+    let webfonts = fonts::subset_for(scene.texts().map(|t| (t.text.as_str(), t.bold)))?;
+    let family = match fonts::font_family_list(&webfonts) {
+        list if list.is_empty() => font::FALLBACK_FAMILIES.to_string(),
+        list => format!("{list}, {}", font::FALLBACK_FAMILIES),
+    };
     let mut out = String::new();
     {
         let root =
             SVGBackend::with_string(&mut out, (scene.width, scene.height)).into_drawing_area();
-        paint(&root, scene, Target::Svg)?;
+        paint(&root, scene, Target::Svg(&family))?;
         root.present().map_err(draw_err)?;
     }
-    Ok(finish_svg(out, &scene.title))
+    Ok(finish_svg(
+        out,
+        &scene.title,
+        &fonts::font_face_css(&webfonts),
+    ))
 }
 
-/// Touch up plotters' SVG: add a `<title>`, crisp edges between cells, and fix its embedded
-/// images. plotters 0.3.7 writes `href="data:png;base64,…"`, a media type browsers reject, and
-/// leaves them to be smoothed when scaled; ours are colour cells, so they must stay square.
-fn finish_svg(svg: String, title: &str) -> String {
+/// Why an SVG could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SvgError {
+    /// plotters failed.
+    #[error(transparent)]
+    Draw(#[from] DrawError),
+    /// An embedded font could not be subset.
+    #[error(transparent)]
+    Font(#[from] FontError),
+}
+
+/// Touch up plotters' SVG: add a `<title>`, the embedded fonts (`css`, `@font-face` rules), crisp
+/// edges between cells, and fix its embedded images. plotters 0.3.7 writes
+/// `href="data:png;base64,…"`, a media type browsers reject, and leaves them to be smoothed when
+/// scaled; ours are colour cells, so they must stay square.
+fn finish_svg(svg: String, title: &str, css: &str) -> String {
     let mut escaped = String::new();
     for c in title.chars() {
         match c {
@@ -95,7 +120,13 @@ fn finish_svg(svg: String, title: &str) -> String {
     let svg = svg.replacen(
         open_end,
         &format!(
-            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n"
+            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n{}",
+            if css.is_empty() {
+                String::new()
+            } else {
+                // base64 and these rules hold no `<` or `&`, so no CDATA section is needed
+                format!("<defs><style>\n{css}</style></defs>\n")
+            }
         ),
         1,
     );
@@ -112,7 +143,8 @@ fn paint<DB: DrawingBackend>(
     target: Target,
 ) -> Result<(), DrawError> {
     root.fill(&color(scene.background)).map_err(draw_err)?;
-    let vector_cells = target == Target::Svg && scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
+    let vector_cells =
+        matches!(target, Target::Svg(_)) && scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
     for item in &scene.items {
         match item {
             Item::Fill(r, c) => {
@@ -158,19 +190,34 @@ fn paint_cell_rects<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Where PNG text starts relative to its anchor, in pixels along its reading direction.
+pub(crate) fn start(t: &Text) -> f32 {
+    let len = font::advance(&font::drawable(&t.text), t.size, t.bold);
+    match t.align {
+        Align::Start => 0.0,
+        Align::Middle => -len / 2.0,
+        Align::End => -len,
+    }
+}
+
 fn paint_text<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     t: &Text,
     target: Target,
 ) -> Result<(), DrawError> {
     match target {
-        Target::Svg => {
+        Target::Svg(family) => {
             let h = match t.align {
                 Align::Start => HPos::Left,
                 Align::Middle => HPos::Center,
                 Align::End => HPos::Right,
             };
-            let mut style = font::desc(t.size, t.bold)
+            let weight = if t.bold {
+                FontStyle::Bold
+            } else {
+                FontStyle::Normal
+            };
+            let mut style = FontDesc::new(FontFamily::Name(family), t.size, weight)
                 .color(&color(t.color))
                 .pos(Pos::new(h, VPos::Center));
             if t.up {
@@ -181,16 +228,9 @@ fn paint_text<DB: DrawingBackend>(
         }
         Target::Png => {
             let text = font::drawable(&t.text);
-            let len = font::width(&text, t.size, t.bold) as i32;
-            let start = match t.align {
-                Align::Start => 0,
-                Align::Middle => -len / 2,
-                Align::End => -len,
-            };
             let c = color(t.color);
             let mut result = Ok(());
-            font::rasterize(&text, t.size, t.bold, |x, y, cov| {
-                let (x, y) = (x + start, y);
+            font::rasterize(&text, t.size, t.bold, start(t), |x, y, cov| {
                 let at = if t.up {
                     (t.x + y, t.y - x)
                 } else {

@@ -51,7 +51,7 @@ pub(crate) fn scene(
     let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let segment_band = if axis.b_start.is_some() { 24 } else { 0 };
     let heat_y = top + segment_band;
 

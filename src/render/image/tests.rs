@@ -544,6 +544,12 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             att.pair = Some("second sentence".into());
         }
         att.text = "a long sentence ".repeat(40);
+        // every other case as --words --no-special would make it: its note must show in full
+        let noted = n % 2 == 0;
+        if noted {
+            att.level = crate::attention::Level::Word;
+            att.special_excluded = true;
+        }
         let values = att.head_mean(0);
         for fig in [
             FigureSpec::Head {
@@ -557,6 +563,16 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             let scene = build(&att, &fig, &options).unwrap();
             let what = format!("{n} tokens, {layers}x{heads}, pair {pair}, {fig:?}");
             assert_text_fits(&scene, &what);
+            if noted {
+                let all: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+                let all = all.join(" ");
+                assert!(
+                    all.contains(
+                        "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)"
+                    ),
+                    "{what}: note missing or cut in {all:?}"
+                );
+            }
             assert!(
                 scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
                 "{what}: {}x{}",
@@ -674,4 +690,116 @@ fn non_finite_weights_still_draw() {
     // 12 + 1 cells
     assert_eq!(bright_cells(&img, &options, 8).len(), 13);
     roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
+
+#[test]
+fn small_figures_show_the_whole_sentence_and_notes() {
+    // The defect: a 2-token figure is 560 px wide, and the subtitle and its "(words; …)" note were
+    // cut with "…". Now they wrap: every word of the sentence and of the note is on the canvas,
+    // and no line is wider than the canvas.
+    let sentence = "Attention is all you need, said the paper, and then everyone \
+                    drew heatmaps of it for years";
+    for n in [1usize, 2, 5] {
+        let toks = tokens(n.max(2), 0);
+        let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+        let mut att = synthetic(&toks[..n], 2, 2);
+        att.text = sentence.into();
+        att.level = crate::attention::Level::Word;
+        att.special_excluded = true;
+        let values = att.head_mean(0);
+        for fig in [
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(1),
+            },
+            FigureSpec::Layer { layer: 1 },
+            FigureSpec::Model,
+            FigureSpec::rollout(0, &values),
+        ] {
+            let scene = build(&att, &fig, &ImageOptions::default()).unwrap();
+            let what = format!("{n} tokens, {fig:?}");
+            assert_text_fits(&scene, &what);
+            let texts: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+            assert!(
+                !texts.iter().any(|t| t.contains('…')),
+                "{what}: something was cut: {texts:?}"
+            );
+            let words: Vec<&str> = texts.iter().flat_map(|t| t.split(' ')).collect();
+            let quote = format!("“{sentence}”");
+            let notes = "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)";
+            for w in quote.split(' ').chain(notes.split(' ')) {
+                assert!(words.contains(&w), "{what}: {w:?} missing from {texts:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn png_label_ink_is_centred_on_its_cell() {
+    // The defect: PNG labels sat 4-5 px above the centre of their cells (the SVGs were right).
+    // Tokens without ascenders or descenders ink exactly the x-height band, whose middle must be
+    // the middle of the cell: rows on the left (horizontal text), columns below (rotated text).
+    let toks = ["xo", "nu", "ma", "ox", "ran", "sox", "ewe", "zoo"];
+    let att = synthetic(&toks, 1, 1);
+    let options = ImageOptions::default();
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let scene = build(&att, &fig, &options).unwrap();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    let cells = scene
+        .items
+        .iter()
+        .find_map(|i| match i {
+            scene::Item::Cells(c) if c.rows == toks.len() => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let bg = rgb(Palette::of(Theme::Light).background);
+    // darkness of a pixel against the background, 0..=1
+    let ink = |x: usize, y: usize| {
+        let p = img.at(x, y);
+        (0..3)
+            .map(|i| (bg[i] as f64 - p[i] as f64).abs())
+            .sum::<f64>()
+            / (3.0 * 255.0)
+    };
+    let cell = cells.cell_h as usize;
+    let (x0, y0) = (cells.x as usize, cells.y as usize);
+    let side = cell * toks.len();
+    for i in 0..toks.len() {
+        // row label: left of the heatmap, within the row's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for y in y0 + i * cell..y0 + (i + 1) * cell {
+            for x in x0 - 36..x0 - 2 {
+                sum += (y as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (y0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "row {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "row {i} ({}): ink centre {:.2}, cell centre {centre}",
+            toks[i],
+            sum / w
+        );
+        // column label: below the heatmap, within the column's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for x in x0 + i * cell..x0 + (i + 1) * cell {
+            for y in y0 + side + 2..y0 + side + 60 {
+                sum += (x as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (x0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "column {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "column {i} ({}): ink centre {:.2}, cell centre {centre}",
+            toks[i],
+            sum / w
+        );
+    }
 }
