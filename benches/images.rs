@@ -109,6 +109,7 @@ fn main() {
     let options = ImageOptions {
         colormap: Colormap::Viridis,
         theme: Theme::Light,
+        ..ImageOptions::default()
     };
     for (name, layers, heads) in [("MiniLM 6x12", 6, 12), ("bert-base 12x12", 12, 12)] {
         for n in [12, 128, 512] {

@@ -29,34 +29,100 @@ fn color(c: Rgb) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Target<'a> {
-    Png,
-    /// SVG, with the CSS font list of its text.
-    Svg(&'a str),
-}
-
-/// Render `scene` as raw RGB pixels, `width × height × 3` bytes.
-pub(crate) fn rgb_pixels(scene: &Scene) -> Result<Vec<u8>, DrawError> {
-    let mut buf = vec![0u8; scene.width as usize * scene.height as usize * 3];
+/// Render `scene` as raw RGB pixels at `factor` PNG pixels per layout pixel: returns the
+/// pixels (`width × height × 3` bytes) and the size. Cells are written straight into the buffer
+/// (nearest neighbour when scaled); boxes and text are drawn over them with plotters and our own
+/// text rasteriser.
+pub(crate) fn rgb_pixels(scene: &Scene, factor: f32) -> Result<(Vec<u8>, u32, u32), DrawError> {
+    let (w, h) = scaled_size(scene, factor);
+    let bg = scene.background;
+    let mut buf = [bg.0, bg.1, bg.2].repeat(w as usize * h as usize);
+    for item in &scene.items {
+        if let Item::Cells(cells) = item {
+            blit_cells(&mut buf, (w, h), cells, factor);
+        }
+    }
     {
-        let root =
-            BitMapBackend::with_buffer(&mut buf, (scene.width, scene.height)).into_drawing_area();
-        paint(&root, scene, Target::Png)?;
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        for item in &scene.items {
+            match item {
+                Item::Fill(r, c) if r.x1 > r.x0 && r.y1 > r.y0 => {
+                    let s = |v: i32| (v as f32 * factor).round() as i32;
+                    let (x0, y0) = (s(r.x0), s(r.y0));
+                    // a one-pixel line stays at least one pixel at any factor
+                    let (x1, y1) = (s(r.x1).max(x0 + 1), s(r.y1).max(y0 + 1));
+                    root.draw(&Rectangle::new([(x0, y0), (x1, y1)], color(*c).filled()))
+                        .map_err(draw_err)?;
+                }
+                Item::Text(t) => paint_png_text(&root, t, factor)?,
+                _ => {}
+            }
+        }
         root.present().map_err(draw_err)?;
     }
-    Ok(buf)
+    Ok((buf, w, h))
 }
 
-/// Render `scene` as a PNG file's bytes. Deterministic: no timestamps, fixed compression.
-pub(crate) fn png(scene: &Scene) -> Result<Vec<u8>, DrawError> {
-    let pixels = rgb_pixels(scene)?;
+/// The PNG size of `scene` at `factor` PNG pixels per layout pixel.
+pub(crate) fn scaled_size(scene: &Scene, factor: f32) -> (u32, u32) {
+    let s = |v: u32| ((v as f32 * factor).round() as u32).max(1);
+    (s(scene.width), s(scene.height))
+}
+
+/// Write `cells` into the RGB buffer `buf` of size `(w, h)`, scaled by `factor` (each output
+/// pixel takes the cell under its centre).
+fn blit_cells(buf: &mut [u8], (w, h): (u32, u32), cells: &Cells, factor: f32) {
+    let span = |from: i32, len: u32, limit: u32| {
+        let a = ((from as f32 * factor).round() as i64).clamp(0, limit as i64) as usize;
+        let b =
+            (((from as f32 + len as f32) * factor).round() as i64).clamp(0, limit as i64) as usize;
+        a..b
+    };
+    // the cell index of every output column and row
+    let index = |p: usize, origin: i32, cell: u32, count: usize| {
+        let source = ((p as f32 + 0.5) / factor).floor() as i64 - origin as i64;
+        (source.max(0) as usize / cell as usize).min(count - 1)
+    };
+    let xs = span(cells.x, cells.width(), w);
+    let ys = span(cells.y, cells.height(), h);
+    let cols: Vec<usize> = xs
+        .clone()
+        .map(|x| index(x, cells.x, cells.cell_w, cells.cols))
+        .collect();
+    let mut row = Vec::with_capacity(cols.len() * 3);
+    let mut last_row = usize::MAX;
+    for y in ys {
+        let r = index(y, cells.y, cells.cell_h, cells.rows);
+        if r != last_row {
+            row.clear();
+            for &c in &cols {
+                let Rgb(a, b, d) = cells.colors[r * cells.cols + c];
+                row.extend_from_slice(&[a, b, d]);
+            }
+            last_row = r;
+        }
+        let at = (y * w as usize + xs.start) * 3;
+        buf[at..at + row.len()].copy_from_slice(&row);
+    }
+}
+
+/// Render `scene` as a PNG file's bytes at `factor` PNG pixels per layout pixel, stating its
+/// density as 96 × `factor` pixels per inch (pHYs), so a 2× image prints at the size of the 1×
+/// one, with twice the detail. Deterministic: no timestamps, fixed compression.
+pub(crate) fn png(scene: &Scene, factor: f32) -> Result<Vec<u8>, DrawError> {
+    let (pixels, w, h) = rgb_pixels(scene, factor)?;
     let mut out = Vec::new();
     {
-        let mut enc = png::Encoder::new(&mut out, scene.width, scene.height);
+        let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
         enc.set_compression(png::Compression::Default);
+        let per_metre = (96.0 * factor as f64 / 0.0254).round() as u32;
+        enc.set_pixel_dims(Some(png::PixelDimensions {
+            xppu: per_metre,
+            yppu: per_metre,
+            unit: png::Unit::Meter,
+        }));
         enc.add_text_chunk("Software".into(), "attnviz".into())
             .map_err(draw_err)?;
         enc.add_itxt_chunk("Title".into(), scene.title.clone())
@@ -81,7 +147,7 @@ pub(crate) fn svg(scene: &Scene) -> Result<String, SvgError> {
     {
         let root =
             SVGBackend::with_string(&mut out, (scene.width, scene.height)).into_drawing_area();
-        paint(&root, scene, Target::Svg(&family))?;
+        paint_svg(&root, scene, &family)?;
         root.present().map_err(draw_err)?;
     }
     Ok(finish_svg(
@@ -137,14 +203,13 @@ fn finish_svg(svg: String, title: &str, css: &str) -> String {
     )
 }
 
-fn paint<DB: DrawingBackend>(
+fn paint_svg<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     scene: &Scene,
-    target: Target,
+    family: &str,
 ) -> Result<(), DrawError> {
     root.fill(&color(scene.background)).map_err(draw_err)?;
-    let vector_cells =
-        matches!(target, Target::Svg(_)) && scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
+    let vector_cells = scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
     for item in &scene.items {
         match item {
             Item::Fill(r, c) => {
@@ -167,7 +232,7 @@ fn paint<DB: DrawingBackend>(
                 .ok_or_else(|| DrawError("cell buffer has the wrong size".into()))?;
                 root.draw(&el).map_err(draw_err)?;
             }
-            Item::Text(t) => paint_text(root, t, target)?,
+            Item::Text(t) => paint_svg_text(root, t, family)?,
         }
     }
     Ok(())
@@ -200,47 +265,54 @@ pub(crate) fn start(t: &Text) -> f32 {
     }
 }
 
-fn paint_text<DB: DrawingBackend>(
+fn paint_svg_text<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     t: &Text,
-    target: Target,
+    family: &str,
 ) -> Result<(), DrawError> {
-    match target {
-        Target::Svg(family) => {
-            let h = match t.align {
-                Align::Start => HPos::Left,
-                Align::Middle => HPos::Center,
-                Align::End => HPos::Right,
-            };
-            let weight = if t.bold {
-                FontStyle::Bold
-            } else {
-                FontStyle::Normal
-            };
-            let mut style = FontDesc::new(FontFamily::Name(family), t.size, weight)
-                .color(&color(t.color))
-                .pos(Pos::new(h, VPos::Center));
-            if t.up {
-                style = style.transform(FontTransform::Rotate270);
-            }
-            root.draw_text(&t.text, &style, (t.x, t.y))
-                .map_err(draw_err)
-        }
-        Target::Png => {
-            let text = font::drawable(&t.text);
-            let c = color(t.color);
-            let mut result = Ok(());
-            font::rasterize(&text, t.size, t.bold, start(t), |x, y, cov| {
-                let at = if t.up {
-                    (t.x + y, t.y - x)
-                } else {
-                    (t.x + x, t.y + y)
-                };
-                if result.is_ok() {
-                    result = root.draw_pixel(at, &c.mix(cov as f64));
-                }
-            });
-            result.map_err(draw_err)
-        }
+    let h = match t.align {
+        Align::Start => HPos::Left,
+        Align::Middle => HPos::Center,
+        Align::End => HPos::Right,
+    };
+    let weight = if t.bold {
+        FontStyle::Bold
+    } else {
+        FontStyle::Normal
+    };
+    let mut style = FontDesc::new(FontFamily::Name(family), t.size, weight)
+        .color(&color(t.color))
+        .pos(Pos::new(h, VPos::Center));
+    if t.up {
+        style = style.transform(FontTransform::Rotate270);
     }
+    root.draw_text(&t.text, &style, (t.x, t.y))
+        .map_err(draw_err)
+}
+
+/// Draw `t` into a PNG at `factor` PNG pixels per layout pixel.
+fn paint_png_text<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    t: &Text,
+    factor: f32,
+) -> Result<(), DrawError> {
+    let text = font::drawable(&t.text);
+    let c = color(t.color);
+    let (ax, ay) = (
+        (t.x as f32 * factor).round() as i32,
+        (t.y as f32 * factor).round() as i32,
+    );
+    let mut result = Ok(());
+    let size = t.size * factor as f64;
+    font::rasterize(&text, size, t.bold, start(t) * factor, |x, y, cov| {
+        let at = if t.up {
+            (ax + y, ay - x)
+        } else {
+            (ax + x, ay + y)
+        };
+        if result.is_ok() {
+            result = root.draw_pixel(at, &c.mix(cov as f64));
+        }
+    });
+    result.map_err(draw_err)
 }

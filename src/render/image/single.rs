@@ -39,7 +39,7 @@ pub(crate) fn scene(
     let n = axis.len();
     let grid = grid_for(n);
     let shown = resample(values, n, grid.m);
-    let scale = Scale::up_to(&shown);
+    let scale = Scale::up_to(&shown, style.scale);
     let side = grid.side() as i32;
 
     let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
@@ -111,7 +111,7 @@ pub(crate) fn scene(
         bar_h,
         &scale,
         &style.ramp,
-        caption,
+        &format!("{caption}{}", scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(heat_y + bar_h);

@@ -166,10 +166,12 @@ fn brightest_cell_is_where_the_weight_sits() {
         ImageOptions {
             colormap: Colormap::Magma,
             theme: Theme::Dark,
+            ..ImageOptions::default()
         },
         ImageOptions {
             colormap: Colormap::Greys,
             theme: Theme::Light,
+            ..ImageOptions::default()
         },
     ] {
         let fig = FigureSpec::Head {
@@ -414,6 +416,7 @@ fn same_input_gives_the_same_bytes() {
     let options = ImageOptions {
         colormap: Colormap::Plasma,
         theme: Theme::Dark,
+        ..ImageOptions::default()
     };
     for fig in [
         FigureSpec::Head {
@@ -446,6 +449,7 @@ fn labels_are_drawn_in_the_png() {
         let options = ImageOptions {
             colormap: Colormap::Viridis,
             theme,
+            ..ImageOptions::default()
         };
         let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
         let pal = Palette::of(theme);
@@ -802,4 +806,108 @@ fn png_label_ink_is_centred_on_its_cell() {
             sum / w
         );
     }
+}
+
+#[test]
+fn scale_factor_doubles_pixels_with_the_same_layout() {
+    let att = one_hot(&TWELVE, 1, 1, None, |_, _, q| (q + 1) % 12);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let one = ImageOptions::default();
+    let two = ImageOptions {
+        scale_factor: 2.0,
+        ..one
+    };
+    let a = Image::decode(&render_png(&att, &fig, &one).unwrap());
+    let b = Image::decode(&render_png(&att, &fig, &two).unwrap());
+    assert_eq!((b.w, b.h), (2 * a.w, 2 * a.h));
+    // the same cells, twice the size, in the same place
+    let ca = bright_cells(&a, &one, 8);
+    let cb = bright_cells(&b, &two, 16);
+    assert_eq!(ca.len(), 12);
+    assert_eq!(
+        cb,
+        ca.iter()
+            .map(|&(x0, y0, x1, y1)| (2 * x0, 2 * y0, 2 * x1, 2 * y1))
+            .collect::<Vec<_>>()
+    );
+    // pHYs states 96 and 192 pixels per inch
+    let density = |bytes: &[u8]| {
+        let reader = png::Decoder::new(bytes).read_info().unwrap();
+        let d = reader.info().pixel_dims.unwrap();
+        assert_eq!(d.unit, png::Unit::Meter);
+        (d.xppu as f64 * 0.0254).round() as u32
+    };
+    assert_eq!(density(&render_png(&att, &fig, &one).unwrap()), 96);
+    assert_eq!(density(&render_png(&att, &fig, &two).unwrap()), 192);
+    // out of range, or too many pixels: a clear error, no huge allocation
+    for f in [0.1, 4.5, f32::NAN] {
+        let err = render_png(
+            &att,
+            &fig,
+            &ImageOptions {
+                scale_factor: f,
+                ..one
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+    let toks: Vec<String> = (0..2048).map(|i| format!("t{i}")).collect();
+    let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let big = synthetic(&toks, 1, 1);
+    let err = render_png(
+        &big,
+        &fig,
+        &ImageOptions {
+            scale_factor: 4.0,
+            ..one
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("million pixels"), "{err}");
+}
+
+#[test]
+fn log_and_sqrt_scales_colour_weak_links() {
+    // One strong link per row (0.9) and the rest spread evenly: on a linear scale the weak cells
+    // are the lowest colour; on sqrt and log scales they are visibly lifted, and the colour bar
+    // says which scale it is.
+    let n = 12;
+    let mut values = vec![0.1f32 / (n - 1) as f32; n * n];
+    for q in 0..n {
+        values[q * n + q] = 0.9;
+    }
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::rollout(0, &values);
+    let weak = |scale: ColorScale| {
+        let options = ImageOptions {
+            scale,
+            ..ImageOptions::default()
+        };
+        let scene = build(&att, &fig, &options).unwrap();
+        let cells = scene
+            .items
+            .iter()
+            .find_map(|i| match i {
+                scene::Item::Cells(c) if c.rows == n => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let captions: Vec<String> = scene.texts().map(|t| t.text.clone()).collect();
+        (cells.colors[1], captions)
+    };
+    let ramp = Ramp::new(Colormap::Viridis, Theme::Light);
+    let (linear, _) = weak(ColorScale::Linear);
+    let (sqrt, sqrt_texts) = weak(ColorScale::Sqrt);
+    let (log, log_texts) = weak(ColorScale::Log);
+    let v = 0.1 / 11.0 / 0.9f32;
+    assert_eq!(linear, ramp.at(v));
+    assert_eq!(sqrt, ramp.at(v.sqrt()));
+    assert_eq!(log, ramp.at(1.0 + v.log10() / LOG_DECADES as f32));
+    assert!(sqrt_texts.iter().any(|t| t == "weight (square-root scale)"));
+    assert!(log_texts.iter().any(|t| t == "weight (log scale)"));
+    assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
 }
