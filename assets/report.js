@@ -1460,6 +1460,8 @@
     setupNeuronPointer();
     $('status').hidden = true;
     render();
+    // Canvas text drawn before the embedded fonts finished loading used fallbacks: draw again.
+    if (document.fonts) document.fonts.addEventListener('loadingdone', () => render());
     timings.interactive = performance.now();
     document.documentElement.dataset.ready = 'true';
     // When the first drawing has been rasterised and shown.
