@@ -1458,10 +1458,11 @@
     setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer,
       () => state.matrixRight));
     setupNeuronPointer();
+    // The report's embedded font subsets (data: URIs, so this is quick) before the first
+    // drawing, so canvas text and token columns never show fallback boxes.
+    if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
     $('status').hidden = true;
     render();
-    // Canvas text drawn before the embedded fonts finished loading used fallbacks: draw again.
-    if (document.fonts) document.fonts.addEventListener('loadingdone', () => render());
     timings.interactive = performance.now();
     document.documentElement.dataset.ready = 'true';
     // When the first drawing has been rasterised and shown.
