@@ -142,13 +142,16 @@ impl FontId {
     /// The font file (TrueType), inflated on first use.
     pub fn bytes(self) -> &'static [u8] {
         static DATA: [OnceLock<Vec<u8>>; 9] = [const { OnceLock::new() }; 9];
-        DATA[self.index()].get_or_init(|| {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(self.spec().gz)
-                .read_to_end(&mut out)
-                .unwrap_or_else(|e| panic!("embedded font {} inflates: {e}", self.file()));
-            out
-        })
+        DATA[self.index()].get_or_init(|| self.inflate())
+    }
+
+    /// Inflate the font afresh (what [`FontId::bytes`] does once; for benchmarks).
+    pub fn inflate(self) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(self.spec().gz)
+            .read_to_end(&mut out)
+            .unwrap_or_else(|e| panic!("embedded font {} inflates: {e}", self.file()));
+        out
     }
 
     /// The code point ranges the font maps (from its `.cmap` list, without inflating the font).

@@ -8,10 +8,11 @@
 //! ab_glyph at sub-pixel positions. SVG text stays text: the SVG embeds subsets of the same fonts
 //! (see `paint`), so viewers draw the same glyphs.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ab_glyph::{point, Font, FontRef, GlyphId, PxScale};
-use rustybuzz::{Direction, UnicodeBuffer};
+use rustybuzz::{Direction, Script, ShapePlan, UnicodeBuffer};
 use unicode_bidi::{Level, ParagraphBidiInfo};
 
 use crate::render::fonts::{self, FontId};
@@ -42,6 +43,34 @@ fn face(id: FontId) -> &'static Face {
             units_per_em,
         }
     })
+}
+
+/// The shaping plan for runs of `font` in one direction and script. Building a plan costs more
+/// than shaping a label, and a figure shapes hundreds of labels in a few scripts: plans are kept.
+fn plan(font: FontId, rtl: bool, script: Script) -> Arc<ShapePlan> {
+    type Plans = HashMap<(FontId, bool, Script), Arc<ShapePlan>>;
+    static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
+    let mut plans = PLANS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    plans
+        .entry((font, rtl, script))
+        .or_insert_with(|| {
+            let direction = if rtl {
+                Direction::RightToLeft
+            } else {
+                Direction::LeftToRight
+            };
+            Arc::new(ShapePlan::new(
+                &face(font).shaper,
+                direction,
+                Some(script),
+                None,
+                &[],
+            ))
+        })
+        .clone()
 }
 
 /// Height of DejaVu Sans' lower-case letters as a fraction of the em: the top of its `x`
@@ -111,7 +140,8 @@ fn shape(text: &str, size: f64, bold: bool) -> Line {
                 Direction::LeftToRight
             });
             buffer.guess_segment_properties();
-            let shaped = rustybuzz::shape(&f.shaper, &[], buffer);
+            let plan = plan(id, rtl, buffer.script());
+            let shaped = rustybuzz::shape_with_plan(&f.shaper, &plan, buffer);
             let start = run.start + piece.range.start;
             for (info, pos) in shaped.glyph_infos().iter().zip(shaped.glyph_positions()) {
                 line.glyphs.push(Placed {
