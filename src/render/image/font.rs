@@ -120,7 +120,7 @@ fn shape(text: &str, size: f64, bold: bool) -> Line {
     let (levels, visual) = if bidi.has_rtl() {
         bidi.visual_runs(0..text.len())
     } else {
-        (Vec::new(), vec![0..text.len()])
+        (Vec::new(), std::iter::once(0..text.len()).collect())
     };
     for run in visual {
         let rtl = levels.get(run.start).is_some_and(|l| l.is_rtl());

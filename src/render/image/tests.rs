@@ -772,7 +772,7 @@ fn png_label_ink_is_centred_on_its_cell() {
     let cell = cells.cell_h as usize;
     let (x0, y0) = (cells.x as usize, cells.y as usize);
     let side = cell * toks.len();
-    for i in 0..toks.len() {
+    for (i, tok) in toks.iter().enumerate() {
         // row label: left of the heatmap, within the row's band
         let (mut sum, mut w) = (0.0, 0.0);
         for y in y0 + i * cell..y0 + (i + 1) * cell {
@@ -785,8 +785,7 @@ fn png_label_ink_is_centred_on_its_cell() {
         assert!(w > 5.0, "row {i}: no ink");
         assert!(
             (sum / w - centre).abs() <= 1.0,
-            "row {i} ({}): ink centre {:.2}, cell centre {centre}",
-            toks[i],
+            "row {i} ({tok}): ink centre {:.2}, cell centre {centre}",
             sum / w
         );
         // column label: below the heatmap, within the column's band
@@ -801,8 +800,7 @@ fn png_label_ink_is_centred_on_its_cell() {
         assert!(w > 5.0, "column {i}: no ink");
         assert!(
             (sum / w - centre).abs() <= 1.0,
-            "column {i} ({}): ink centre {:.2}, cell centre {centre}",
-            toks[i],
+            "column {i} ({tok}): ink centre {:.2}, cell centre {centre}",
             sum / w
         );
     }
