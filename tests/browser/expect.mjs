@@ -95,3 +95,67 @@ export function safeThreshold(exp, target, opts = {}, e = 0.5 / 65535, only = nu
 }
 
 export const range = (n) => Array.from({ length: n }, (_, i) => i);
+
+/* ------------------------------------------------------------- colours and geometry */
+
+/** An `rgb(…)`/`rgba(…)` or `#rrggbb` CSS colour as [r, g, b, a]. */
+export function parseColor(css) {
+  if (css.startsWith('#')) {
+    const v = parseInt(css.slice(1), 16);
+    return [(v >> 16) & 255, (v >> 8) & 255, v & 255, 1];
+  }
+  const m = css.match(/[\d.]+/g).map(Number);
+  return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1];
+}
+
+/** WCAG 2.1 relative luminance and contrast ratio (https://www.w3.org/TR/WCAG21/#dfn-contrast-ratio). */
+export function relativeLuminance([r, g, b]) {
+  const ch = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b);
+}
+export function contrastRatio(a, b) {
+  const x = relativeLuminance(a);
+  const y = relativeLuminance(b);
+  return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
+}
+
+/** WCAG's minimum contrast for graphical objects needed to understand content (SC 1.4.11). */
+export const MIN_GRAPHIC_CONTRAST = 3;
+
+/** q·k/√d of query q against every key of head (l, h), from the vectors sidecar (f64 sums). */
+export function expectedScores(exp, vec, l, h, q) {
+  const d = exp.head_dim;
+  const off = (t) => ((l * exp.heads + h) * exp.n + t) * d;
+  const scores = [];
+  for (let k = 0; k < exp.n; k++) {
+    let s = 0;
+    for (let i = 0; i < d; i++) s += vec.queries[off(q) + i] * vec.keys[off(k) + i];
+    scores.push(s / Math.sqrt(d));
+  }
+  return scores;
+}
+
+/** Largest |entry| of q and of every key of head (l, h) (the neuron view's vector colour scale),
+ *  and of q∘k (its product scale). */
+export function expectedVectorScales(exp, vec, l, h, q) {
+  const d = exp.head_dim;
+  const off = (t) => ((l * exp.heads + h) * exp.n + t) * d;
+  let v = 0;
+  let p = 0;
+  for (let i = 0; i < d; i++) v = Math.max(v, Math.abs(vec.queries[off(q) + i]));
+  for (let k = 0; k < exp.n; k++) {
+    for (let i = 0; i < d; i++) {
+      const x = vec.keys[off(k) + i];
+      v = Math.max(v, Math.abs(x));
+      p = Math.max(p, Math.abs(x * vec.queries[off(q) + i]));
+    }
+  }
+  return { vector: v, product: p };
+}
+
+/** Head (l, h)'s largest weight (to find thumbnails that must show a near-opaque line). */
+export function maxWeight(exp, l, h) {
+  let m = 0;
+  for (let q = 0; q < exp.n; q++) for (let k = 0; k < exp.n; k++) m = Math.max(m, rawWeight(exp, l, h, q, k));
+  return m;
+}

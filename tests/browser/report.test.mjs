@@ -13,7 +13,11 @@ import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import {
   rawWeight, expectedUnits, expectedMatrix, expectedLines, safeThreshold, range,
+  parseColor, contrastRatio, MIN_GRAPHIC_CONTRAST, expectedScores, expectedVectorScales, maxWeight,
 } from './expect.mjs';
+import {
+  thumbnails, startThumbWatch, stopThumbWatch, neuronPixel, topbarLayout, sentenceLayout, contentWidth,
+} from './page_checks.mjs';
 
 const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
 const SCREENS = join(ART, 'screens');
@@ -31,11 +35,11 @@ before(async () => {
 after(async () => { if (browser) await browser.close(); });
 
 /** Open a report; record console errors, page errors, dialogs and every request. */
-async function open(name, { colorScheme = 'light', width = 1280, height = 900 } = {}) {
+async function open(name, { colorScheme = 'light', width = 1280, height = 900, hasTouch = false } = {}) {
   const file = join(ART, name + '.html');
   assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test suite html_report:: -- --include-ignored`');
   const exp = JSON.parse(readFileSync(join(ART, name + '.expect.json'), 'utf8'));
-  const context = await browser.newContext({ viewport: { width, height }, colorScheme });
+  const context = await browser.newContext({ viewport: { width, height }, colorScheme, hasTouch });
   const page = await context.newPage();
   const url = pathToFileURL(file).href;
   const log = { errors: [], requests: [], dialogs: [] };
@@ -201,12 +205,20 @@ test('single: model view shows layers × heads thumbnails and opens a head', asy
   await context.close();
 });
 
-/** Hover matrix cell (row a, column c) of a panel and return the tooltip text. */
-async function hoverCell(page, id, a, c) {
+/** Hover matrix cell (row a, column c) of a panel, at fraction (fx, fy) of the cell from its
+ *  top-left corner (its centre by default), and return the tooltip text. */
+async function hoverCell(page, id, a, c, fx = 0.5, fy = 0.5) {
   await settle(page);
   const g = await page.evaluate((pid) => window.attnviz.matrixGeometry(pid), id);
-  const box = await page.locator('#' + id).boundingBox();
-  await page.mouse.move(box.x + g.margin + (c + 0.5) * g.cell, box.y + g.margin + (a + 0.5) * g.cell);
+  let box = await page.locator('#' + id).boundingBox();
+  const dy = g.margin + (a - g.oy + fy) * g.cell;
+  // The pointer only reaches what is in the window (and below the sticky top bar).
+  const vh = page.viewportSize().height;
+  if (box.y + dy < 60 || box.y + dy > vh - 10) {
+    await page.evaluate((by) => window.scrollBy(0, by), box.y + dy - vh / 2);
+    box = await page.locator('#' + id).boundingBox();
+  }
+  await page.mouse.move(box.x + g.margin + (c - g.ox + fx) * g.cell, box.y + dy);
   return page.textContent('#tooltip');
 }
 
@@ -519,6 +531,361 @@ test('real-paragraph-initial: a report written with words merged and [CLS]/[SEP]
   await page.uncheck('#hide-special');
   await settle(page);
   assert.equal((await page.evaluate(() => window.attnviz.matrixGeometry('matrix-left'))).m, exp.n);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+/* ------------------------------------------------- layout, legibility and state (issue 8) */
+
+const geometry = (page, id) => page.evaluate((pid) => window.attnviz.matrixGeometry(pid), id);
+const weightIn = (tip) => Number(tip.match(/weight (\d\.\d{5})/)[1]);
+
+test('real-paragraph: the matrix view fills the width it has, at every window width', async () => {
+  const sides = {};
+  let n = 0;
+  for (const width of [1400, 1000, 600]) {
+    const { page, context, exp, log } = await open('real-paragraph', { width, height: 900 });
+    n = exp.n;
+    await page.click('#tab-matrix');
+    await settle(page);
+    const avail = await page.evaluate(contentWidth);
+    const left = await geometry(page, 'matrix-left');
+    const right = await geometry(page, 'matrix-right');
+    const twoUp = avail >= 2 * 360 + 24;
+    // Square panels as wide as their share of the row, no taller than the window less the bar,
+    // caption and colour bar (120 px), so a whole matrix fits on screen.
+    const want = Math.min(twoUp ? (avail - 24) / 2 : avail, 900 - 120);
+    assert.ok(left.side >= want - 1 && left.side <= avail, width + ' px: panel ' + left.side + ', want ' + want);
+    assert.equal(right.side, left.side);
+    const lbox = await page.locator('#matrix-left').boundingBox();
+    const rbox = await page.locator('#matrix-right').boundingBox();
+    assert.ok(Math.abs(lbox.width - left.side) < 0.5, 'the canvas is as wide as its layout');
+    assert.equal(Math.abs(lbox.y - rbox.y) < 1, twoUp, width + ' px: panels side by side only when both fit');
+    assert.ok(lbox.x + lbox.width <= width && rbox.x + rbox.width <= width, 'no panel past the window');
+    // The plot takes what the labels leave, split evenly over the tokens.
+    assert.equal(left.m, exp.n);
+    assert.ok(Math.abs(left.cell * left.m - left.plot) < 1e-6);
+    sides[width] = left.side;
+    await shot(page, 'real-paragraph-matrix-' + width);
+    assert.deepEqual(log.errors, []);
+    await context.close();
+  }
+  console.log('  ' + n + ' tokens: matrix panel side at 1400/1000/600 px: ' + sides[1400] + '/' + sides[1000] + '/' + sides[600] + ' px');
+  assert.ok(sides[1400] > sides[1000], 'wider window, wider matrix');
+});
+
+test('real-paragraph: the matrix zooms (buttons, keys, Ctrl+wheel), pans, fits again, and hover stays exact', async () => {
+  const { page, context, exp, log } = await open('real-paragraph', { width: 1400, height: 900 });
+  await page.click('#tab-matrix');
+  await page.selectOption('#layer-select', '2');
+  await page.selectOption('#head-select', '4');
+  const g0 = await geometry(page, 'matrix-left');
+  assert.equal(g0.zoom, 1);
+  assert.equal(g0.labels, 'numbers', 'too many rows to name at ' + exp.n + ' tokens');
+  // Exact at zoom 1 too, where a cell is under 2 px: the cell under the pointer is the one named.
+  for (const [a, c] of [[0, 0], [Math.floor(exp.n / 2), Math.floor(exp.n / 2) + 1], [exp.n - 1, exp.n - 2]]) {
+    const tip = await hoverCell(page, 'matrix-left', a, c);
+    assert.ok(tip.includes('#' + a + ')') && tip.includes('#' + c + ')'), tip);
+    assert.ok(Math.abs(weightIn(tip) - rawWeight(exp, 2, 4, a, c)) <= 1.3e-5);
+  }
+  await page.click('#matrix-zoom-in');
+  const g1 = await geometry(page, 'matrix-left');
+  assert.ok(Math.abs(g1.cell - 2 * g0.cell) < 1e-9, 'the + button doubles the cell size');
+  assert.equal(await page.textContent('#matrix-zoom-level'), '×2.0');
+  assert.equal((await geometry(page, 'matrix-right')).zoom, 2, 'both panels zoom together');
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  await page.keyboard.press('+');
+  await page.keyboard.press('+');
+  const g3 = await geometry(page, 'matrix-left');
+  assert.equal(g3.zoom, 8);
+  assert.equal(g3.labels, 'tokens', 'zoomed in, every visible row and column is named');
+  assert.ok(g3.labelPx >= 9, 'in a legible font: ' + g3.labelPx + ' px');
+  // Hover is exact near every edge of a cell, zoomed in.
+  const a = Math.floor(g3.oy) + 7;
+  const c = Math.floor(g3.ox) + 11;
+  for (const [fx, fy] of [[0.5, 0.5], [0.1, 0.1], [0.9, 0.9], [0.1, 0.9]]) {
+    const tip = await hoverCell(page, 'matrix-left', a, c, fx, fy);
+    assert.match(tip, new RegExp('query +"' + exp.tokens[a].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + a + '\\)'));
+    assert.match(tip, new RegExp('key +"' + exp.tokens[c].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + c + '\\)'));
+    assert.ok(Math.abs(weightIn(tip) - rawWeight(exp, 2, 4, a, c)) <= 1.3e-5);
+  }
+  await shot(page, 'real-paragraph-matrix-zoomed');
+  // Ctrl + wheel zooms at the pointer: the cell under it stays under it.
+  const before = await hoverCell(page, 'matrix-left', a, c);
+  await page.keyboard.down('Control');
+  await page.mouse.wheel(0, -120);
+  await page.keyboard.up('Control');
+  const g4 = await geometry(page, 'matrix-left');
+  assert.ok(g4.zoom > g3.zoom, 'Ctrl + wheel up zooms in');
+  await page.mouse.move(1, 1);
+  const box = await page.locator('#matrix-left').boundingBox();
+  const px = box.x + g3.margin + (c - g3.ox + 0.5) * g3.cell;
+  const py = box.y + g3.margin + (a - g3.oy + 0.5) * g3.cell;
+  await page.mouse.move(px, py);
+  assert.equal((await page.textContent('#tooltip')).split('\n').slice(0, 3).join('\n'), before.split('\n').slice(0, 3).join('\n'));
+  // A plain wheel pans down; a drag pans sideways.
+  await page.mouse.wheel(0, 100);
+  const g5 = await geometry(page, 'matrix-left');
+  assert.ok(Math.abs(g5.oy - (g4.oy + 100 / g4.cell)) < 1e-6 && g5.ox === g4.ox, 'wheel pans by its distance');
+  await page.mouse.down();
+  await page.mouse.move(px - 60, py, { steps: 4 });
+  await page.mouse.up();
+  const g6 = await geometry(page, 'matrix-left');
+  assert.ok(Math.abs(g6.ox - (g5.ox + 60 / g5.cell)) < 1e-6, 'a drag pans with the pointer');
+  // Fit: everything again.
+  await page.click('#matrix-zoom-reset');
+  const g7 = await geometry(page, 'matrix-left');
+  assert.deepEqual([g7.zoom, g7.ox, g7.oy, g7.cell], [1, 0, 0, g0.cell]);
+  assert.equal(await page.isDisabled('#matrix-zoom-out'), true);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('real-pair: the neuron view draws q·k bars from a labelled zero axis, and keys the vector colours', async () => {
+  const { page, context, exp, log } = await open('real-pair');
+  const vec = JSON.parse(readFileSync(join(ART, 'real-pair.vectors.json'), 'utf8'));
+  const [l, h, q] = [2, 4, 5];
+  await page.click('#tab-neuron');
+  await page.selectOption('#layer-select', String(l));
+  await page.selectOption('#head-select', String(h));
+  await page.selectOption('#neuron-query', String(q));
+  await settle(page);
+  const g = await page.evaluate(() => window.attnviz.neuronGeometry());
+  const scores = expectedScores(exp, vec, l, h, q);
+  const lo = Math.min(0, ...scores);
+  const hi = Math.max(0, ...scores);
+  assert.ok(lo < 0 && hi > 0, 'this row has scores of both signs');
+  const axis = g.cols.score + ((0 - lo) / (hi - lo)) * g.barW;
+  assert.ok(Math.abs(g.axisX - axis) < 1e-6, 'axis at q·k = 0: ' + g.axisX + ' vs ' + axis);
+  const tick = (text) => g.ticks.find((t) => t.text === text);
+  assert.ok(tick('0') && Math.abs(tick('0').x - axis) < 1e-9, 'the axis is labelled 0');
+  assert.ok(tick(lo.toFixed(2)) || tick(hi.toFixed(2)), 'an end of the score axis is labelled: ' + JSON.stringify(g.ticks));
+  // The most negative score's bar lies left of the axis (blue), the most positive's right (red).
+  const rowY = (k) => g.y0 + g.keys.indexOf(k) * g.rh + g.rh / 2;
+  const kNeg = scores.indexOf(Math.min(...scores));
+  const kPos = scores.indexOf(Math.max(...scores));
+  assert.ok(kNeg !== q && kPos !== q);
+  const bg = parseColor(await page.evaluate(() => getComputedStyle(document.body).backgroundColor));
+  const near = (p, c) => p.every((v, i) => Math.abs(v - c[i]) <= 2);
+  const [negIn, negOut] = [await page.evaluate(neuronPixel, [axis - 3, rowY(kNeg)]), await page.evaluate(neuronPixel, [axis + 3, rowY(kNeg)])];
+  assert.ok(negIn[2] > negIn[0] + 40, 'negative bar: blue left of the axis ' + negIn);
+  assert.ok(near(negOut, bg), 'nothing right of the axis for a negative score ' + negOut);
+  const [posIn, posOut] = [await page.evaluate(neuronPixel, [axis + 3, rowY(kPos)]), await page.evaluate(neuronPixel, [axis - 3, rowY(kPos)])];
+  assert.ok(posIn[0] > posIn[2] + 40, 'positive bar: red right of the axis ' + posIn);
+  assert.ok(near(posOut, bg), 'nothing left of the axis for a positive score ' + posOut);
+  // Each softmax number stands clear of the longest bar.
+  const numLeft = await page.evaluate(({ font, right, texts }) => {
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = font;
+    return Math.min(...texts.map((t) => right - ctx.measureText(t).width));
+  }, { font: g.font, right: g.cols.softNum, texts: (await page.evaluate(() => window.attnviz.neuronData().softmax)).map((p) => p.toFixed(6)) });
+  assert.ok(g.cols.soft + g.barW + 4 <= numLeft, 'softmax bars end before their numbers: ' + (g.cols.soft + g.barW) + ' vs ' + numLeft);
+  // Colour legends: the key-vector and q∘k scales, blue (−) to red (+), with their true ranges.
+  const want = expectedVectorScales(exp, vec, l, h, q);
+  assert.equal(g.legends.length, 2);
+  assert.ok(Math.abs(g.legends[0].scale - want.vector) <= 1e-6 * want.vector, 'vector scale ' + g.legends[0].scale + ' vs ' + want.vector);
+  assert.ok(Math.abs(g.legends[1].scale - want.product) <= 1e-5 * want.product, 'product scale ' + g.legends[1].scale + ' vs ' + want.product);
+  for (const lg of g.legends) {
+    const [left, mid, right] = [
+      await page.evaluate(neuronPixel, [lg.x + 1, lg.y]),
+      await page.evaluate(neuronPixel, [lg.x + lg.w / 2 + 3, lg.y]),
+      await page.evaluate(neuronPixel, [lg.x + lg.w - 2, lg.y]),
+    ];
+    assert.ok(left[2] > left[0] + 60 && right[0] > right[2] + 60, 'legend runs blue to red: ' + left + ' … ' + right);
+    assert.ok(contrastRatio(mid, bg) < 1.3, 'and is pale at zero: ' + mid);
+  }
+  await shot(page, 'real-pair-neuron-axis');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('single: no head looks picked on load; a click or ← → picks one; the hover colours are explained', async () => {
+  const { page, context, exp, log } = await open('single');
+  assert.equal(await page.locator('#head-legend button.current').count(), 0, 'no head outlined on load');
+  assert.deepEqual(await page.$$eval('#head-legend button', (bs) => bs.map((b) => b.getAttribute('aria-pressed'))), range(exp.heads).map(() => 'true'));
+  assert.match(await page.textContent('#head-status'), new RegExp('^All ' + exp.heads + ' heads shown'));
+  assert.match(await page.textContent('#hv-key'), /colour of the head that links them most strongly, deeper for a larger weight/);
+  await page.click('#tab-model');
+  await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+  assert.equal(await page.locator('.thumb.current').count(), 0, 'no thumbnail outlined on load');
+  await page.click('#tab-head');
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  await page.keyboard.press('ArrowRight');
+  await settle(page);
+  assert.deepEqual(await page.$$eval('#head-legend button.current', (bs) => bs.map((b) => b.dataset.head)), ['1']);
+  assert.match(await page.textContent('#head-status'), /head 1 outlined/);
+  // Hovering "fox" (a query): each key is tinted in the colour of the head with the largest
+  // weight to it, as deep as that weight (to 0.85).
+  const thr = safeThreshold(exp, 0.02);
+  await setThreshold(page, thr);
+  await page.hover('#hv-left .tok[data-token="4"]');
+  await settle(page);
+  assert.match(await page.textContent('#hv-key'), /"fox" \(#4\), under the pointer; +the tokens it attends to/);
+  const swatches = await page.$$eval('#head-legend .swatch', (ss) => ss.map((s) => getComputedStyle(s).backgroundColor));
+  const tints = await page.$$eval('#hv-right .tok', (ts) => ts.map((t) => getComputedStyle(t).backgroundColor));
+  for (let k = 0; k < exp.n; k++) {
+    let best = -1;
+    let w = 0;
+    for (let hh = 0; hh < exp.heads; hh++) {
+      const v = rawWeight(exp, 0, hh, 4, k);
+      if (v >= thr && v > w) { w = v; best = hh; }
+    }
+    if (best < 0) continue;
+    const got = parseColor(tints[k]);
+    const want = parseColor(swatches[best]);
+    assert.deepEqual(got.slice(0, 3), want.slice(0, 3), 'key ' + k + ' in head ' + best + '\'s colour');
+    assert.ok(Math.abs(got[3] - Math.min(0.85, w)) < 0.01, 'key ' + k + ' tinted ' + got[3] + ' for weight ' + w);
+  }
+  await shot(page, 'single-hover-key');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('pair: the stats grid outlines no head on load', async () => {
+  const { page, context, log } = await open('pair');
+  await page.click('#tab-stats');
+  await settle(page);
+  assert.equal(await page.locator('.stat-cell.current').count(), 0);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('real-paragraph: a long sentence takes one line until expanded; a short one has no toggle', async () => {
+  for (const width of [1400, 600]) {
+    const { page, context, log } = await open('real-paragraph', { width });
+    const c = await page.evaluate(sentenceLayout);
+    assert.ok(c.height <= 1.5 * c.lineHeight, width + ' px: one line, ' + c.height + ' px');
+    assert.ok(c.cut && c.toggle && c.expanded === 'false', 'cut, with a toggle');
+    await page.click('#summary-toggle');
+    await settle(page);
+    const e = await page.evaluate(sentenceLayout);
+    assert.ok(e.height >= 3 * e.lineHeight && !e.cut && e.expanded === 'true', width + ' px: expanded to ' + e.height + ' px');
+    await shot(page, 'real-paragraph-summary-open-' + width);
+    await page.click('#summary-toggle');
+    const again = await page.evaluate(sentenceLayout);
+    assert.ok(again.height <= 1.5 * again.lineHeight && again.expanded === 'false');
+    assert.deepEqual(log.errors, []);
+    await context.close();
+  }
+  const { page, context } = await open('single');
+  const s = await page.evaluate(sentenceLayout);
+  assert.ok(!s.cut && !s.toggle, 'a sentence that fits needs no toggle');
+  await context.close();
+});
+
+test('the tab bar stays on one line down to phone widths', async () => {
+  for (const [name, width] of [['pair', 1400], ['pair', 700], ['pair', 600], ['pair', 420], ['single', 360]]) {
+    const { page, context } = await open(name, { width, height: 700 });
+    const t = await page.evaluate(topbarLayout);
+    assert.equal(new Set(t.tabTops).size, 1, width + ' px: tabs on one row ' + t.tabTops);
+    assert.ok(t.height <= 48, width + ' px: the bar is one line high (' + t.height + ' px)');
+    assert.ok(t.right <= t.width, width + ' px: the last button is inside the window');
+    if (width === 600) await shot(page, 'pair-600');
+    await context.close();
+  }
+});
+
+for (const style of ['lines', 'heatmap']) {
+  test('real-paragraph: the model grid (' + style + ') keeps its drawing through a resize and redraws at the new size', async () => {
+    // 140 tokens: drawing every thumbnail takes several 30 ms slices, so a grid that emptied its
+    // thumbnails on resize would show empty ones between slices.
+    const { page, context, log } = await open('real-paragraph', { width: 1400, height: 900 });
+    await page.click('#tab-model');
+    await page.selectOption('#thumb-style', style);
+    await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+    const before = await page.evaluate(thumbnails);
+    assert.ok(before.every((t) => !t.blank));
+    await page.evaluate(startThumbWatch);
+    const job = await page.$eval('#model-grid', (g) => g.dataset.complete);
+    const t0 = Date.now();
+    await page.setViewportSize({ width: 900, height: 900 });
+    await page.waitForFunction((j) => { const c = document.getElementById('model-grid').dataset.complete; return c !== '' && c !== j; }, job);
+    const redrawn = Date.now() - t0;
+    const watch = await page.evaluate(stopThumbWatch);
+    console.log('  ' + style + ': model grid redrawn ' + redrawn + ' ms after a resize; ' + watch.frames + ' frames watched, at most ' + watch.worst + ' empty thumbnails in any');
+    assert.ok(watch.frames >= 2, 'frames were watched');
+    assert.equal(watch.worst, 0, 'no thumbnail was ever empty');
+    const after = await page.evaluate(thumbnails);
+    assert.ok(after[0].cssWidth < before[0].cssWidth, 'narrower window, smaller thumbnails');
+    assert.ok(after.every((t) => !t.blank && Math.abs(t.width - t.cssWidth) < 1), 'redrawn at the new size');
+    await shot(page, 'real-paragraph-model-' + style + '-after-resize');
+    assert.deepEqual(log.errors, []);
+    await context.close();
+  });
+}
+
+for (const theme of ['light', 'dark']) {
+  test('real-pair: model-view thumbnails stand out from the ' + theme + ' background (3:1, WCAG non-text contrast)', async () => {
+    const { page, context, exp, log } = await open('real-pair', { colorScheme: theme });
+    await page.click('#tab-model');
+    await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+    assert.equal(await page.inputValue('#thumb-style'), 'lines');
+    const bg = parseColor(await page.evaluate(() => getComputedStyle(document.body).backgroundColor));
+    // Every head's colour, as its legend swatch shows it.
+    await page.click('#tab-head');
+    const swatches = await page.$$eval('#head-legend .swatch', (ss) => ss.map((s) => getComputedStyle(s).backgroundColor));
+    const worst = Math.min(...swatches.map((c) => contrastRatio(parseColor(c), bg)));
+    assert.ok(worst >= MIN_GRAPHIC_CONTRAST, theme + ': weakest head colour ' + worst.toFixed(2) + ':1');
+    // A thumbnail whose head has a near-opaque line (weight ≥ 0.9) shows that colour at full
+    // strength somewhere: lines wide enough to fill whole pixels.
+    await page.click('#tab-model');
+    await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+    const thumbs = await page.evaluate(thumbnails);
+    const strong = thumbs.filter((t) => maxWeight(exp, t.layer, t.head) >= 0.9);
+    assert.ok(strong.length >= 10, strong.length + ' thumbnails with a strong line');
+    // Canvas blends in sRGB: a line of weight w is drawn at opacity w (to 1/64), so a pixel it
+    // covers whole shows the colour mixed with the background in that proportion.
+    const mix = (c, w) => c.map((v, i) => v * w + bg[i] * (1 - w));
+    let weakest = Infinity;
+    for (const t of strong) {
+      const full = contrastRatio(mix(parseColor(swatches[t.head]), maxWeight(exp, t.layer, t.head) - 1 / 64), bg);
+      assert.ok(t.maxContrast >= full - 0.05, theme + ': L' + t.layer + ' H' + t.head + ' shows ' + t.maxContrast.toFixed(2) + ':1, a whole pixel of its strongest line ' + full.toFixed(2) + ':1');
+      weakest = Math.min(weakest, t.maxContrast);
+    }
+    // On screen, every strong line meets WCAG's 3:1 (bertviz's orange on white: 2.53:1 even
+    // fully opaque).
+    console.log('  ' + theme + ': weakest head colour ' + worst.toFixed(2) + ':1; weakest strong line on screen ' + weakest.toFixed(2) + ':1 (bertviz: 2.53:1 for its orange on white, fully opaque)');
+    assert.ok(weakest >= MIN_GRAPHIC_CONTRAST, theme + ': weakest strong line ' + weakest.toFixed(2) + ':1');
+    await shot(page, 'real-pair-model-' + theme);
+    assert.deepEqual(log.errors, []);
+    await context.close();
+  });
+}
+
+test('the page adds nothing to the global scope but window.attnviz', async () => {
+  const { page, context } = await open('single');
+  const extra = await page.evaluate(() => {
+    const blank = document.createElement('iframe');
+    document.body.append(blank);
+    const base = new Set(Object.getOwnPropertyNames(blank.contentWindow));
+    const ids = new Set(Array.from(document.querySelectorAll('[id]'), (e) => e.id));
+    // (Numbered properties are frames, here the blank one.)
+    const out = Object.getOwnPropertyNames(window).filter((k) => !base.has(k) && !ids.has(k) && !/^\d+$/.test(k));
+    blank.remove();
+    return out;
+  });
+  assert.deepEqual(extra, ['attnviz']);
+  await context.close();
+});
+
+test('real-paragraph: a two-finger pinch zooms the matrix (touch)', async () => {
+  const { page, context, log } = await open('real-paragraph', { width: 600, height: 900, hasTouch: true });
+  await page.click('#tab-matrix');
+  await settle(page);
+  await page.locator('#matrix-left').scrollIntoViewIfNeeded();
+  const g = await geometry(page, 'matrix-left');
+  const box = await page.locator('#matrix-left').boundingBox();
+  const cx = box.x + g.margin + g.plot / 2;
+  const cy = box.y + g.margin + g.plot / 2;
+  const cdp = await context.newCDPSession(page);
+  const touch = (type, d) => cdp.send('Input.dispatchTouchEvent', {
+    type, touchPoints: type === 'touchEnd' ? [] : [{ x: cx - d, y: cy, id: 1 }, { x: cx + d, y: cy, id: 2 }],
+  });
+  await touch('touchStart', 20);
+  for (const d of [30, 45, 60, 80]) await touch('touchMove', d);
+  await touch('touchEnd', 0);
+  const z = await geometry(page, 'matrix-left');
+  assert.ok(z.zoom > 3 && z.zoom < 5, 'fingers 40 → 160 px apart zoom about ×4: ' + z.zoom);
   assert.deepEqual(log.errors, []);
   await context.close();
 });

@@ -35,6 +35,18 @@ fn write_case(dir: &Path, name: &str, att: &Attention, opts: &HtmlOptions) {
     write_expectations(&dir.join(format!("{name}.expect.json")), att, opts);
 }
 
+/// The query and key vectors of a report (`[layer][head][token][dim]`, f32 as written), for the
+/// neuron view's scores and colour scales. Only for the small reports that use them.
+fn write_vectors(dir: &Path, name: &str, att: &Attention) {
+    let qk = att.query_key.as_ref().expect("captured query/key vectors");
+    let value = serde_json::json!({ "queries": qk.queries, "keys": qk.keys });
+    std::fs::write(
+        dir.join(format!("{name}.vectors.json")),
+        serde_json::to_string(&value).unwrap(),
+    )
+    .unwrap();
+}
+
 /// Mean row entropy of every head, in nats: a real statistic for the stats panel test.
 fn entropy(att: &Attention) -> Vec<Vec<f32>> {
     let n = att.len();
@@ -190,6 +202,9 @@ fn write_real_cases(dir: &Path) {
     ];
     for (name, text, pair) in cases {
         let enc = model.encode(text, pair, &opts).expect("encode");
+        if name == "real-pair" {
+            write_vectors(dir, name, &enc.attention);
+        }
         if name == "real-paragraph" {
             // What `--words --no-special` should produce: the page opens merged and hidden.
             write_case(

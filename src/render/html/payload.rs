@@ -2,7 +2,7 @@
 //! extra matrices from the analysis), each a *section*, written one after another into a single
 //! byte stream that is gzip-compressed and base64-encoded on the fly.
 //!
-//! Encoding of one section (the page's `decodeSection` in `assets/report.js` undoes it):
+//! Encoding of one section (the page's `decodeSection` in `assets/report/data.js` undoes it):
 //! - `u16`: each value `v` becomes `round((v − lo) / (hi − lo) · 65535)`, clamped to 0..=65535
 //!   (NaN becomes 0). With `lo = 0, hi = 1` the step is 1/65535, so a probability comes back within
 //!   half a step, 7.63e-6, of the f32 the model produced.

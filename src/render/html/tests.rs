@@ -150,11 +150,51 @@ fn template_has_every_slot_exactly_once() {
 
 #[test]
 fn inline_assets_cannot_end_their_elements() {
-    let js = JS.to_ascii_lowercase();
+    let js = script().to_ascii_lowercase();
     for bad in ["</script", "<!--", "<script"] {
-        assert!(!js.contains(bad), "assets/report.js contains {bad}");
+        assert!(
+            !js.contains(bad),
+            "the joined script (assets/report/*.js) contains {bad}"
+        );
     }
     assert!(!CSS.to_ascii_lowercase().contains("</style"));
+}
+
+#[test]
+fn comment_lines_are_dropped_and_code_is_kept_whole() {
+    let src = "  // a line comment\n\
+               let a = 1; // kept: code comes first\n\
+               /* one-line block */\n\
+               /** a block\n * over lines\n */\n\
+               \tlet b = '//not a comment';\n\
+               /* before */ let c = 3;\n\
+               /* open\n close */ let d = 4;\n\
+               \n\
+               }\n";
+    assert_eq!(
+        drop_comment_lines(src),
+        "let a = 1; // kept: code comes first\nlet b = '//not a comment';\n\
+         /* before */ let c = 3;\nlet d = 4;\n}\n"
+    );
+}
+
+#[test]
+fn the_report_carries_every_script_file_less_its_comments() {
+    let code = |s: &str| {
+        s.lines()
+            .map(str::trim)
+            .filter(|l| {
+                !l.is_empty() && !l.starts_with("//") && !l.starts_with('*') && !l.starts_with("/*")
+            })
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // Every code line of the sources, in order, and nothing else.
+    assert_eq!(code(script()), code(JS_SOURCE));
+    assert!(
+        script().len() * 10 < JS_SOURCE.len() * 9,
+        "comments and indentation are dropped"
+    );
 }
 
 #[test]

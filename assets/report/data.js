@@ -1,0 +1,253 @@
+/* attnviz report: the data. Reads the metadata block and the base64 payload written by
+ * src/render/html.rs, decodes the attention once (quantised integers, never copied to floats), and
+ * holds the page state and the units (tokens or merged words) every view draws.
+ *
+ * src/render/html.rs joins the files in assets/report/ into one script inside one function scope,
+ * in this order: data, common, the five views, page. Layers and heads are numbered from 0.
+ */
+
+const $ = (id) => document.getElementById(id);
+const meta = JSON.parse($('attnviz-meta').textContent);
+const N = meta.tokens.length;
+const L = meta.model.layers;
+const H = meta.model.heads;
+const D = meta.model.head_dim;
+const isPair = meta.sentence_b_start !== null && meta.sentence_b_start !== undefined;
+const analysis = meta.analysis || { stats: [], head_labels: null, matrices: [] };
+const stats = analysis.stats || [];
+const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats'];
+
+/* ------------------------------------------------------------------ data */
+
+/** Decoded payload sections, by name: {values, lo, step, dtype, maxError}. */
+const sections = {};
+/** Quantised attention [L][H][N][N] and the value of one quantisation step. */
+let att = null;
+let attStep = 1;
+
+function base64ToBytes(text) {
+  text = text.trim();
+  if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
+  const bin = atob(text);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+async function gunzip(bytes) {
+  if (typeof DecompressionStream !== 'function') {
+    throw new Error('This browser cannot decompress the report (it lacks DecompressionStream). ' +
+      'Open it in a current Chromium, Firefox or Safari.');
+  }
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+/** Undo the byte planes of one section (see src/render/html/payload.rs). */
+function decodeSection(raw, s) {
+  const n = s.length;
+  const at = s.offset;
+  let values;
+  if (s.dtype === 'u8') {
+    values = raw.subarray(at, at + n);
+  } else if (s.dtype === 'u16') {
+    values = new Uint16Array(n);
+    const lo = raw.subarray(at, at + n);
+    const hi = raw.subarray(at + n, at + 2 * n);
+    for (let i = 0; i < n; i++) values[i] = lo[i] | (hi[i] << 8);
+  } else if (s.dtype === 'f32') {
+    const bytes = new Uint8Array(4 * n);
+    for (let p = 0; p < 4; p++) {
+      const plane = raw.subarray(at + p * n, at + (p + 1) * n);
+      for (let i = 0; i < n; i++) bytes[4 * i + p] = plane[i];
+    }
+    values = new Float32Array(bytes.buffer);
+  } else {
+    throw new Error('unknown section type ' + s.dtype);
+  }
+  const levels = s.dtype === 'u8' ? 255 : s.dtype === 'u16' ? 65535 : 1;
+  return { values, lo: s.lo, step: (s.hi - s.lo) / levels, dtype: s.dtype, maxError: s.max_error };
+}
+
+async function loadPayload() {
+  if (meta.format !== 1) throw new Error('This report has format ' + meta.format + '; this page reads format 1.');
+  const el = $('attnviz-data');
+  let raw = base64ToBytes(el.textContent);
+  el.textContent = ''; // free the base64 text
+  if (meta.payload.compression === 'gzip') raw = await gunzip(raw);
+  if (raw.length !== meta.payload.raw_bytes) {
+    throw new Error('The report data is damaged: ' + raw.length + ' bytes instead of ' + meta.payload.raw_bytes + '.');
+  }
+  for (const s of meta.payload.sections) sections[s.name] = decodeSection(raw, s);
+  att = sections.attention.values;
+  attStep = sections.attention.step;
+}
+
+/* ----------------------------------------------------------------- state */
+
+const state = {
+  view: VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
+  layer: meta.initial.layer,
+  head: meta.initial.head,
+  // No head is picked on load (the head view shows them all); a click, ← → or a head menu picks
+  // one, and only then is it outlined.
+  headPicked: false,
+  shown: new Array(H).fill(true),
+  hideSpecial: false,
+  words: false,
+  threshold: meta.initial.threshold,
+  pair: 'all',
+  hover: null, // {side: 'left' | 'right', unit}
+  thumbStyle: N <= 64 ? 'lines' : 'heatmap',
+  matrixScale: 'max',
+  matrixRight: 'mean',
+  neuronQuery: Math.max(0, meta.special.findIndex((s) => !s)),
+  stat: stats.length ? stats[0].id : null,
+  theme: 'auto',
+};
+
+const canHideSpecial = !meta.special_excluded && meta.special.some(Boolean) && meta.special.some((s) => !s);
+state.hideSpecial = Boolean(meta.initial.hide_special) && canHideSpecial;
+
+/** Tokens kept: all, or all but [CLS]/[SEP] when they are hidden. */
+let keptCache = null;
+function keptTokens() {
+  if (!keptCache || keptCache.hide !== state.hideSpecial) {
+    const list = [];
+    for (let i = 0; i < N; i++) if (!(state.hideSpecial && meta.special[i])) list.push(i);
+    keptCache = { hide: state.hideSpecial, list };
+  }
+  return keptCache.list;
+}
+
+/** Word key of token i (segment and word id), or null for tokens that stand alone. */
+function wordKey(i) {
+  const w = meta.word_ids[i];
+  return w === null || w === undefined || meta.special[i] ? null : meta.segments[i] + ':' + w;
+}
+const canMergeWords = meta.level === 'token' &&
+  meta.tokens.some((_, i) => i > 0 && wordKey(i) !== null && wordKey(i) === wordKey(i - 1));
+state.words = Boolean(meta.initial.words) && canMergeWords;
+
+/**
+ * The rows and columns every view but the neuron view shows ("units"): one per kept token, or,
+ * with word pieces merged, one per word. `ofToken[i]` is the unit of token i (-1 if hidden).
+ */
+let unitsCache = null;
+function units() {
+  if (!unitsCache || unitsCache.hide !== state.hideSpecial || unitsCache.words !== state.words) {
+    const list = [];
+    const ofToken = new Int32Array(N).fill(-1);
+    let prev = null;
+    for (const i of keptTokens()) {
+      const key = state.words ? wordKey(i) : null;
+      if (key !== null && key === prev) {
+        const u = list[list.length - 1];
+        u.tokens.push(i);
+        u.label += tokenLabel(i).replace(/^##/, '');
+      } else {
+        list.push({ label: tokenLabel(i), tokens: [i], special: meta.special[i], seg: segmentOf(i) });
+      }
+      ofToken[i] = list.length - 1;
+      prev = key;
+    }
+    unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken };
+  }
+  return unitsCache;
+}
+
+/** Per-row factor turning a stored integer into the shown weight for head (l, h): the
+ *  quantisation step, divided by the row's mass on kept keys when special tokens are hidden. */
+const rowScaleCache = new Map();
+function rowScale(l, h) {
+  const key = l * H + h;
+  let rs = rowScaleCache.get(key);
+  if (rs) return rs;
+  rs = new Float64Array(N);
+  if (!state.hideSpecial) {
+    rs.fill(attStep);
+  } else {
+    const kept = keptTokens();
+    const base = key * N * N;
+    for (let q = 0; q < N; q++) {
+      let sum = 0;
+      const row = base + q * N;
+      for (const k of kept) sum += att[row + k];
+      rs[q] = sum > 0 ? 1 / sum : 0;
+    }
+  }
+  rowScaleCache.set(key, rs);
+  return rs;
+}
+
+/** The shown token-level weight: how much token q attends to token k in layer l, head h. */
+function weight(l, h, q, k) {
+  return att[((l * H + h) * N + q) * N + k] * rowScale(l, h)[q];
+}
+
+/**
+ * A units × units matrix from token rows. `readRow(q, buf)` writes the shown weight of token q
+ * to each kept token k into buf[k]. Attention *to* a word is the sum over its pieces, attention
+ * *from* a word the mean over its pieces (rows renormalised first when specials are hidden).
+ */
+const rowBuf = new Float64Array(N);
+function unitsFromTokens(readRow) {
+  const { list, ofToken } = units();
+  const m = list.length;
+  const kept = keptTokens();
+  const out = new Float32Array(m * m);
+  for (let a = 0; a < m; a++) {
+    const u = list[a];
+    const base = a * m;
+    for (const q of u.tokens) {
+      readRow(q, rowBuf);
+      for (const k of kept) out[base + ofToken[k]] += rowBuf[k];
+    }
+    if (u.tokens.length > 1) for (let b = 0; b < m; b++) out[base + b] /= u.tokens.length;
+  }
+  return out;
+}
+
+/** Head (l, h) over the shown units, row = query. Cached for the current layer. */
+const unitCache = new Map();
+function unitMatrix(l, h, cache = true) {
+  const key = l * H + h;
+  if (cache && unitCache.has(key)) return unitCache.get(key);
+  const rs = rowScale(l, h);
+  const base = key * N * N;
+  let out;
+  if (!state.words) {
+    // Fast path: units are the kept tokens themselves.
+    const kept = keptTokens();
+    const m = kept.length;
+    out = new Float32Array(m * m);
+    for (let a = 0; a < m; a++) {
+      const row = base + kept[a] * N;
+      const s = rs[kept[a]];
+      const o = a * m;
+      for (let b = 0; b < m; b++) out[o + b] = att[row + kept[b]] * s;
+    }
+  } else {
+    const kept = keptTokens();
+    out = unitsFromTokens((q, buf) => {
+      const row = base + q * N;
+      const s = rs[q];
+      for (const k of kept) buf[k] = att[row + k] * s;
+    });
+  }
+  if (cache) {
+    for (const k of unitCache.keys()) if (Math.floor(k / H) !== l) unitCache.delete(k);
+    unitCache.set(key, out);
+  }
+  return out;
+}
+
+function segmentOf(i) { return meta.segments[i] === 0 ? 'A' : 'B'; }
+
+/** Query and key units allowed by the pair filter. */
+function pairSides() {
+  const all = units().list.map((_, a) => a);
+  if (state.pair === 'all') return [all, all];
+  const want = (s) => all.filter((a) => units().list[a].seg === s);
+  return [want(state.pair[0]), want(state.pair[1])];
+}

@@ -1,0 +1,455 @@
+/* attnviz report: the matrix view, query x key heatmaps of a head and of the mean over heads (or
+ * an analysis matrix), with each value and its storage error on hover.
+ */
+
+/* ------------------------------------------------------------- matrix view */
+
+/** The shown matrix (units × units) for the matrix view: a head, the mean, or an analysis matrix. */
+function matrixValues(kind, l, h) {
+  const m = units().list.length;
+  if (kind === 'head') return unitMatrix(l, h);
+  if (kind === 'mean') {
+    const out = new Float64Array(m * m);
+    for (let hh = 0; hh < H; hh++) {
+      const M = unitMatrix(l, hh);
+      for (let i = 0; i < out.length; i++) out[i] += M[i];
+    }
+    for (let i = 0; i < out.length; i++) out[i] /= H;
+    return out;
+  }
+  // An analysis matrix, given per token: treated like attention (rows renormalised over kept
+  // tokens when [CLS]/[SEP] are hidden, word pieces merged the same way).
+  const info = (analysis.matrices || []).find((x) => x.id === kind);
+  const sec = sections[info.section];
+  const base = info.per_layer ? l * N * N : 0;
+  const kept = keptTokens();
+  return unitsFromTokens((q, buf) => {
+    let sum = 0;
+    for (const k of kept) {
+      buf[k] = sec.lo + sec.values[base + q * N + k] * sec.step;
+      sum += buf[k];
+    }
+    if (state.hideSpecial && sum > 0) for (const k of kept) buf[k] /= sum;
+  });
+}
+
+const matrixPanels = {};
+
+/**
+ * Zoom and pan, shared by both panels so they stay aligned: `z` scales the fitted cell size,
+ * (`ox`, `oy`) is the key (column) and query (row) at the plot's top-left corner, in cells.
+ */
+const matrixZoom = { z: 1, ox: 0, oy: 0 };
+/** Largest zoom: cells up to 48 px. Token labels need cells of 9 px or more. */
+const MATRIX_MAX_CELL = 48;
+const MATRIX_LABEL_CELL = 9;
+
+/**
+ * Lay one panel out for the space the view has: side by side when two panels of 360 px fit, else
+ * stacked; square, no taller than the window. The label margin is sized for the longest label
+ * even while the labels are hidden (too many to read), so zooming in does not move the plot.
+ */
+function matrixLayout(m, us) {
+  const width = contentWidth();
+  const twoUp = width >= 2 * 360 + 24;
+  const panelW = twoUp ? Math.floor((width - 24) / 2) : width;
+  const side = Math.max(200, Math.min(panelW, Math.max(320, window.innerHeight - 120)));
+  const labelFont = '12px ' + FONT_FAMILY;
+  let margin = 34;
+  for (const u of us) margin = Math.max(margin, textWidth(u.label, labelFont) + 10);
+  margin = Math.ceil(Math.min(margin, 130, Math.max(34, 0.22 * side)));
+  const plot = Math.max(40, side - margin - 4);
+  return { side, margin, plot, cell0: plot / m };
+}
+
+function drawMatrixPanel(id, values, caption) {
+  const us = units().list;
+  const m = us.length;
+  let max = 0;
+  for (const v of values) if (v > max) max = v;
+  const scale = state.matrixScale;
+  const top = scale === 'one' ? 1 : max || 1;
+  const map = scale === 'sqrt' ? (v) => Math.sqrt(Math.max(0, v) / top) : (v) => v / top;
+  // One colour per cell, as the 32-bit RGBA the image buffer holds.
+  const rgba = new Uint32Array(m * m);
+  const bytes = new Uint8Array(rgba.buffer);
+  for (let i = 0; i < m * m; i++) {
+    const j = lutIndex(map(values[i])) * 3;
+    bytes[i * 4] = LUT[j];
+    bytes[i * 4 + 1] = LUT[j + 1];
+    bytes[i * 4 + 2] = LUT[j + 2];
+    bytes[i * 4 + 3] = 255;
+  }
+  if (matrixPanels[id] && matrixPanels[id].m !== m) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
+  const panel = { id, values, m, us, rgba, max, ...matrixLayout(m, us) };
+  matrixPanels[id] = panel;
+  $(id + '-min').textContent = '0';
+  $(id + '-max').textContent = scale === 'one' ? '1' : (scale === 'sqrt' ? '√ ' : '') + fmtWeight(max);
+  if (caption !== null) $(id + '-caption').textContent = caption;
+}
+
+/** Cell size (CSS px) and visible cells of a panel at the current zoom. */
+function matrixCell(p) { return p.cell0 * matrixZoom.z; }
+
+function clampMatrixZoom(p) {
+  const zMax = Math.max(1, MATRIX_MAX_CELL / p.cell0);
+  matrixZoom.z = Math.min(zMax, Math.max(1, matrixZoom.z));
+  const span = p.m / matrixZoom.z; // cells in view
+  matrixZoom.ox = Math.min(p.m - span, Math.max(0, matrixZoom.ox));
+  matrixZoom.oy = Math.min(p.m - span, Math.max(0, matrixZoom.oy));
+}
+
+/**
+ * The plot's pixels: device pixel i (from the plot's left) shows column floor(ox + (i + ½) / cell
+ * in device px), and the pointer over pixel i reports that same column, so hover is exact at
+ * every zoom.
+ */
+function matrixIndex(p, dpr, n, offset) {
+  const cellDev = matrixCell(p) * dpr;
+  const idx = new Int32Array(n);
+  for (let i = 0; i < n; i++) idx[i] = Math.min(p.m - 1, Math.floor(offset + (i + 0.5) / cellDev));
+  return idx;
+}
+
+function paintMatrix(p, hoverCell) {
+  const canvas = $(p.id);
+  const w = p.side;
+  const ctx = sizeCanvas(canvas, w, w);
+  const dpr = Math.min(window.devicePixelRatio || 1, 2);
+  const x0 = Math.round(p.margin * dpr); // plot origin, device px
+  const n = Math.round(p.plot * dpr);
+  const key = [matrixZoom.z, matrixZoom.ox, matrixZoom.oy, n].join();
+  if (!p.image || p.imageKey !== key) {
+    const cols = matrixIndex(p, dpr, n, matrixZoom.ox);
+    const rows = matrixIndex(p, dpr, n, matrixZoom.oy);
+    const img = new ImageData(n, n);
+    const out = new Uint32Array(img.data.buffer);
+    for (let y = 0; y < n; y++) {
+      const r = rows[y] * p.m;
+      const o = y * n;
+      for (let x = 0; x < n; x++) out[o + x] = p.rgba[r + cols[x]];
+    }
+    p.image = img;
+    p.imageKey = key;
+    p.cols = cols;
+    p.rows = rows;
+  }
+  ctx.putImageData(p.image, x0, x0);
+  p.x0 = x0 / dpr;
+  p.dpr = dpr;
+
+  const cell = matrixCell(p);
+  const { ox, oy } = matrixZoom;
+  const plotEnd = p.x0 + p.plot;
+  const at = (a, o) => p.x0 + (a - o + 0.5) * cell; // centre of row/column a, CSS px
+  const first = (o) => Math.floor(o);
+  const last = (o) => Math.min(p.m - 1, Math.floor(o + p.plot / cell));
+  const fg = cssVar('--fg');
+  const muted = cssVar('--muted');
+  ctx.textBaseline = 'middle';
+  if (cell >= MATRIX_LABEL_CELL) {
+    // Every visible row and column named, in a font that fits the cell (8 to 12 px); the hovered
+    // cell's row and column in bold.
+    p.labels = 'tokens';
+    p.labelPx = Math.min(12, Math.floor(cell) - 1);
+    const px = p.labelPx + 'px ' + FONT_FAMILY;
+    const inside = (x) => x >= p.x0 && x <= plotEnd;
+    for (let a = first(oy); a <= last(oy); a++) {
+      const u = p.us[a];
+      const hot = hoverCell && hoverCell[0] === a;
+      if (!inside(at(a, oy))) continue;
+      ctx.font = (hot ? 'bold ' : '') + px;
+      ctx.fillStyle = hot || !u.special ? fg : muted;
+      ctx.textAlign = 'right';
+      ctx.fillText(u.label, p.x0 - 4, at(a, oy), p.margin - 6);
+    }
+    for (let c = first(ox); c <= last(ox); c++) {
+      const u = p.us[c];
+      const hot = hoverCell && hoverCell[1] === c;
+      if (!inside(at(c, ox))) continue;
+      ctx.save();
+      ctx.translate(at(c, ox), p.x0 - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.textAlign = 'left';
+      ctx.font = (hot ? 'bold ' : '') + px;
+      ctx.fillStyle = hot || !u.special ? fg : muted;
+      ctx.fillText(u.label, 0, 0, p.margin - 6);
+      ctx.restore();
+    }
+  } else {
+    // Too small to name: number the rows and columns at a step 28 px or more apart.
+    p.labels = 'numbers';
+    p.labelPx = 10;
+    ctx.font = '10px ' + FONT_FAMILY;
+    ctx.fillStyle = muted;
+    const every = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000].find((e) => e * cell >= 28) || 2000;
+    for (let a = Math.ceil(oy / every) * every; a <= last(oy); a += every) {
+      ctx.textAlign = 'right';
+      ctx.fillText(String(a), p.x0 - 4, at(a, oy));
+    }
+    ctx.textBaseline = 'bottom';
+    for (let c = Math.ceil(ox / every) * every; c <= last(ox); c += every) {
+      ctx.textAlign = 'center';
+      ctx.fillText(String(c), at(c, ox), p.x0 - 3);
+    }
+    if (p.cell0 * Math.max(1, MATRIX_MAX_CELL / p.cell0) >= MATRIX_LABEL_CELL) {
+      ctx.textAlign = 'left';
+      ctx.textBaseline = 'middle';
+      ctx.fillText('Zoom in (+) to read the tokens', p.x0, p.x0 - 21);
+    }
+  }
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(p.x0, p.x0, p.plot, p.plot);
+  ctx.clip();
+  if (isPair) {
+    const b = p.us.findIndex((u) => u.seg === 'B');
+    if (b > 0) {
+      ctx.strokeStyle = cssVar('--bg');
+      ctx.lineWidth = 1.5;
+      ctx.beginPath();
+      ctx.moveTo(p.x0 + (b - ox) * cell, p.x0);
+      ctx.lineTo(p.x0 + (b - ox) * cell, plotEnd);
+      ctx.moveTo(p.x0, p.x0 + (b - oy) * cell);
+      ctx.lineTo(plotEnd, p.x0 + (b - oy) * cell);
+      ctx.stroke();
+    }
+  }
+  if (hoverCell) {
+    // The hovered cell, outlined (at least 3 px, so tiny cells still show).
+    ctx.strokeStyle = '#ff3b30';
+    ctx.lineWidth = 1.5;
+    const c = Math.max(cell, 3);
+    ctx.strokeRect(p.x0 + (hoverCell[1] - ox) * cell - (c - cell) / 2, p.x0 + (hoverCell[0] - oy) * cell - (c - cell) / 2, c, c);
+  }
+  ctx.restore();
+  ctx.strokeStyle = cssVar('--border');
+  ctx.lineWidth = 1;
+  ctx.strokeRect(p.x0 - 0.5, p.x0 - 0.5, p.plot + 1, p.plot + 1);
+  canvas.style.touchAction = matrixZoom.z > 1 ? 'none' : 'pan-x pan-y';
+}
+
+/** The cell under client point (x, y) of panel p, or null outside the plot. */
+function matrixCellAt(p, x, y) {
+  const r = $(p.id).getBoundingClientRect();
+  const i = Math.floor((x - r.left) * p.dpr - p.x0 * p.dpr);
+  const j = Math.floor((y - r.top) * p.dpr - p.x0 * p.dpr);
+  if (!p.cols || i < 0 || j < 0 || i >= p.cols.length || j >= p.rows.length) return null;
+  return [p.rows[j], p.cols[i]];
+}
+
+function repaintMatrices() {
+  for (const p of Object.values(matrixPanels)) {
+    clampMatrixZoom(p);
+    paintMatrix(p, null);
+  }
+  const out = $('matrix-zoom-level');
+  out.textContent = matrixZoom.z < 10 ? '×' + matrixZoom.z.toFixed(1) : '×' + Math.round(matrixZoom.z);
+  $('matrix-zoom-out').disabled = matrixZoom.z <= 1;
+  $('matrix-zoom-reset').disabled = matrixZoom.z <= 1;
+  const p = matrixPanels['matrix-left'];
+  $('matrix-zoom-in').disabled = Boolean(p) && matrixZoom.z >= MATRIX_MAX_CELL / p.cell0 - 1e-9;
+}
+
+/** Zoom by `factor` keeping the cell under plot point (px, py) (CSS px from the plot's corner) fixed. */
+function zoomMatrix(factor, px, py) {
+  const p = matrixPanels['matrix-left'];
+  if (!p) return;
+  const before = matrixCell(p);
+  const cx = matrixZoom.ox + px / before;
+  const cy = matrixZoom.oy + py / before;
+  matrixZoom.z *= factor;
+  clampMatrixZoom(p);
+  const after = matrixCell(p);
+  matrixZoom.ox = cx - px / after;
+  matrixZoom.oy = cy - py / after;
+  repaintMatrices();
+}
+function zoomMatrixCentre(factor) {
+  const p = matrixPanels['matrix-left'];
+  if (p) zoomMatrix(factor, p.plot / 2, p.plot / 2);
+}
+function resetMatrixZoom() {
+  Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
+  repaintMatrices();
+}
+
+function setupMatrixZoom() {
+  $('matrix-zoom-in').addEventListener('click', () => zoomMatrixCentre(2));
+  $('matrix-zoom-out').addEventListener('click', () => zoomMatrixCentre(0.5));
+  $('matrix-zoom-reset').addEventListener('click', resetMatrixZoom);
+}
+
+function setupMatrixHover(id, describe) {
+  const canvas = $(id);
+  let hovered = null;
+  const hover = (e) => {
+    const p = matrixPanels[id];
+    if (!p) return;
+    const at = matrixCellAt(p, e.clientX, e.clientY);
+    if (!at) { hideTip(); if (hovered) paintMatrix(p, null); hovered = null; return; }
+    hovered = at;
+    paintMatrix(p, at);
+    showTip(describe(p, at[0], at[1]), e.clientX, e.clientY);
+  };
+  const plotPoint = (p, e) => {
+    const r = canvas.getBoundingClientRect();
+    return [e.clientX - r.left - p.x0, e.clientY - r.top - p.x0];
+  };
+  // Ctrl/⌘ + wheel (and a trackpad pinch, which browsers send as one) zooms at the pointer; a plain
+  // wheel pans a zoomed matrix, and scrolls the page at its edges or when not zoomed.
+  canvas.addEventListener('wheel', (e) => {
+    const p = matrixPanels[id];
+    if (!p) return;
+    const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? p.plot : 1;
+    if (e.ctrlKey || e.metaKey) {
+      e.preventDefault();
+      const [px, py] = plotPoint(p, e);
+      zoomMatrix(Math.exp(-Math.max(-100, Math.min(100, e.deltaY * unit)) * 0.01), px, py);
+    } else if (matrixZoom.z > 1) {
+      const cell = matrixCell(p);
+      const before = [matrixZoom.ox, matrixZoom.oy];
+      const dx = e.shiftKey && !e.deltaX ? e.deltaY : e.deltaX;
+      const dy = e.shiftKey && !e.deltaX ? 0 : e.deltaY;
+      matrixZoom.ox += (dx * unit) / cell;
+      matrixZoom.oy += (dy * unit) / cell;
+      clampMatrixZoom(p);
+      if (matrixZoom.ox === before[0] && matrixZoom.oy === before[1]) return;
+      e.preventDefault();
+      repaintMatrices();
+    } else {
+      return;
+    }
+    hideTip();
+  }, { passive: false });
+  // Drag (mouse or one finger) pans; two fingers pinch.
+  const pointers = new Map();
+  let pinch = null;
+  canvas.addEventListener('pointerdown', (e) => {
+    if (e.pointerType === 'mouse' && e.button !== 0) return;
+    pointers.set(e.pointerId, [e.clientX, e.clientY]);
+    try { canvas.setPointerCapture(e.pointerId); } catch (err) { /* a pointer already gone */ }
+    if (pointers.size === 2) {
+      const [[x1, y1], [x2, y2]] = [...pointers.values()];
+      pinch = { d: Math.hypot(x2 - x1, y2 - y1) || 1 };
+    }
+  });
+  const release = (e) => {
+    pointers.delete(e.pointerId);
+    if (pointers.size < 2) pinch = null;
+    canvas.classList.remove('panning');
+  };
+  canvas.addEventListener('pointerup', release);
+  canvas.addEventListener('pointercancel', release);
+  canvas.addEventListener('pointermove', (e) => {
+    const p = matrixPanels[id];
+    const prev = pointers.get(e.pointerId);
+    if (!p || !prev) { hover(e); return; }
+    pointers.set(e.pointerId, [e.clientX, e.clientY]);
+    if (pinch && pointers.size === 2) {
+      const [[x1, y1], [x2, y2]] = [...pointers.values()];
+      const d = Math.hypot(x2 - x1, y2 - y1) || 1;
+      const r = canvas.getBoundingClientRect();
+      zoomMatrix(d / pinch.d, (x1 + x2) / 2 - r.left - p.x0, (y1 + y2) / 2 - r.top - p.x0);
+      pinch.d = d;
+      hideTip();
+      return;
+    }
+    if (matrixZoom.z <= 1) { hover(e); return; }
+    const cell = matrixCell(p);
+    const dx = e.clientX - prev[0];
+    const dy = e.clientY - prev[1];
+    if (!dx && !dy) return;
+    canvas.classList.add('panning');
+    matrixZoom.ox -= dx / cell;
+    matrixZoom.oy -= dy / cell;
+    repaintMatrices();
+    hideTip();
+  });
+  canvas.addEventListener('mouseleave', () => {
+    hideTip();
+    hovered = null;
+    const p = matrixPanels[id];
+    if (p) paintMatrix(p, null);
+  });
+}
+
+function storageNote() {
+  const s = sections.attention;
+  return s.dtype === 'u8' ? 'stored in 8 bits: ±' + s.maxError.toExponential(1) : 'stored in 16 bits: ±' + s.maxError.toExponential(1);
+}
+
+/**
+ * Largest possible |shown − exact| of matrix cell (a, c): half a storage step per stored value;
+ * with [CLS]/[SEP] hidden, amplified by the renormalisation (a row that keeps little attention
+ * divides the storage error by that small mass); summed over merged key pieces, averaged over
+ * query pieces.
+ */
+function cellBound(kind, l, h, a, c) {
+  const { list } = units();
+  const kept = keptTokens();
+  const nk = kept.length;
+  const tokenBound = (e, r, S) => {
+    if (!state.hideSpecial) return e;
+    const den = S - nk * e;
+    return den > 0 ? (e + r * nk * e) / den : Infinity;
+  };
+  const headBound = (hh) => {
+    const base = (l * H + hh) * N * N;
+    const rs = rowScale(l, hh);
+    const e = sections.attention.maxError;
+    let sum = 0;
+    for (const q of list[a].tokens) {
+      const S = state.hideSpecial ? attStep / rs[q] : 1;
+      for (const k of list[c].tokens) sum += tokenBound(e, att[base + q * N + k] * rs[q], S);
+    }
+    return sum / list[a].tokens.length;
+  };
+  if (kind === 'head') return headBound(h);
+  if (kind === 'mean') {
+    let sum = 0;
+    for (let hh = 0; hh < H; hh++) sum += headBound(hh);
+    return sum / H;
+  }
+  const info = (analysis.matrices || []).find((x) => x.id === kind);
+  const sec = sections[info.section];
+  const base = info.per_layer ? l * N * N : 0;
+  const value = (q, k) => sec.lo + sec.values[base + q * N + k] * sec.step;
+  let sum = 0;
+  for (const q of list[a].tokens) {
+    let S = 0;
+    for (const k of kept) S += value(q, k);
+    for (const k of list[c].tokens) sum += tokenBound(sec.maxError, state.hideSpecial ? value(q, k) / S : 0, S);
+  }
+  return sum / list[a].tokens.length;
+}
+
+function matrixTip(label, kindOf) {
+  return (p, a, c) => {
+    const bound = cellBound(kindOf(), state.layer, state.head, a, c);
+    const bits = sections.attention.dtype === 'u8' ? '8' : '16';
+    let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
+      '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (±' +
+      (Number.isFinite(bound) ? bound.toExponential(1) : '∞') + ': stored in ' + bits + ' bits)';
+    if (state.hideSpecial) {
+      t += '\nrow renormalised without [CLS]/[SEP] (the storage error grows as the share a row keeps shrinks)';
+    }
+    if (state.words) t += '\nword pieces merged: sum over key pieces, mean over query pieces';
+    return t;
+  };
+}
+
+function renderMatrix() {
+  const l = state.layer;
+  const h = state.head;
+  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + l + ' · head ' + h);
+  const kind = state.matrixRight;
+  $('matrix-right-select').value = kind;
+  const info = (analysis.matrices || []).find((x) => x.id === kind);
+  $('matrix-right-desc').textContent = kind === 'mean'
+    ? 'Mean over the ' + H + ' heads of layer ' + l + '.'
+    : info.description + (info.per_layer ? ' (layer ' + l + ')' : '');
+  drawMatrixPanel('matrix-right', matrixValues(kind, l, h), null);
+  repaintMatrices();
+  document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
+}

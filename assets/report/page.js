@@ -1,0 +1,302 @@
+/* attnviz report: the page. Controls, keyboard, theme, the summary and About panel, and main(),
+ * which decodes the payload and draws the first view. Last of the joined files.
+ */
+
+/* --------------------------------------------------------------- controls */
+
+function setupControls() {
+  const layerSel = $('layer-select');
+  for (let l = 0; l < L; l++) layerSel.append(el('option', { value: String(l), text: String(l) }));
+  layerSel.addEventListener('change', () => set({ layer: Number(layerSel.value) }));
+
+  const headSel = $('head-select');
+  for (let h = 0; h < H; h++) headSel.append(el('option', { value: String(h), text: String(h) }));
+  headSel.addEventListener('change', () => set({ head: Number(headSel.value) }));
+
+  const hide = $('hide-special');
+  hide.disabled = !canHideSpecial;
+  hide.addEventListener('change', () => set({ hideSpecial: hide.checked }));
+
+  const words = $('merge-words');
+  words.disabled = !canMergeWords;
+  $('words-control').title += canMergeWords ? '' : meta.level === 'word'
+    ? ' — this report is already at word level'
+    : ' — no word in this input is split into pieces';
+  words.addEventListener('change', () => set({ words: words.checked }));
+
+  const thr = $('threshold');
+  thr.value = String(state.threshold);
+  thr.addEventListener('input', () => set({ threshold: Number(thr.value) }));
+
+  const pairBox = $('pair-filter');
+  pairBox.hidden = !isPair;
+  pairBox.querySelectorAll('button').forEach((b) => {
+    b.addEventListener('click', () => set({ pair: b.dataset.pair }));
+  });
+
+  document.querySelectorAll('.tab').forEach((t) => {
+    t.addEventListener('click', () => set({ view: t.dataset.view }));
+  });
+  $('tab-stats').hidden = stats.length === 0;
+
+  $('thumb-style').value = state.thumbStyle;
+  $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
+  $('matrix-scale').addEventListener('change', (e) => set({ matrixScale: e.target.value }));
+
+  const right = $('matrix-right-select');
+  right.append(el('option', { value: 'mean', text: 'Mean over heads' }));
+  for (const m of analysis.matrices || []) right.append(el('option', { value: m.id, text: m.label }));
+  right.addEventListener('change', () => set({ matrixRight: right.value }));
+
+  const nq = $('neuron-query');
+  for (let i = 0; i < N; i++) nq.append(el('option', { value: String(i), text: i + ': ' + tokenLabel(i) }));
+  nq.addEventListener('change', () => set({ neuronQuery: Number(nq.value) }));
+
+  const statSel = $('stat-select');
+  for (const s of stats) statSel.append(el('option', { value: s.id, text: s.label }));
+  statSel.addEventListener('change', () => set({ stat: statSel.value }));
+
+  $('theme-toggle').addEventListener('click', () => {
+    const order = ['auto', 'light', 'dark'];
+    set({ theme: order[(order.indexOf(state.theme) + 1) % 3] });
+  });
+  $('help-toggle').addEventListener('click', () => toggleHelp());
+  $('summary-toggle').addEventListener('click', () => {
+    const open = $('summary').classList.toggle('collapsed') === false;
+    $('summary-toggle').setAttribute('aria-expanded', String(open));
+    $('summary-toggle').textContent = open ? 'Show less' : 'Show all';
+    fitSummary();
+    schedule();
+  });
+  window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+    if (state.theme === 'auto') { resetThemeColors(); modelGrid.dirty = true; schedule(); }
+  });
+  document.addEventListener('keydown', onKey);
+  window.addEventListener('scroll', () => {
+    if (state.view === 'head' && headLayout && headLayout.virtual) schedule();
+  }, { passive: true });
+  // A resize stretches what is drawn at once (the model grid refits its thumbnails) and redraws
+  // at the new size 100 ms after the last resize event. The head view's token columns do not
+  // depend on the window (only its canvas does, redrawn on every render), so they stay.
+  let resizeTimer = 0;
+  window.addEventListener('resize', () => {
+    fitSummary();
+    fitModelGrid();
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => { modelGrid.dirty = true; schedule(); }, 100);
+  });
+}
+
+/** Bring every shared control in line with the state. */
+function syncControls() {
+  $('layer-select').value = String(state.layer);
+  $('head-select').value = String(state.head);
+  $('hide-special').checked = state.hideSpecial;
+  $('merge-words').checked = state.words;
+  const wnote = $('words-note');
+  wnote.hidden = !(state.words || meta.level === 'word');
+  wnote.textContent = meta.level === 'word'
+    ? 'Word pieces were merged into words when this report was written: attention to a word is the sum over its pieces, attention from a word the mean over its pieces.'
+    : 'Word pieces merged into words: attention to a word is the sum over its pieces, attention from a word the mean over its pieces' +
+      (state.hideSpecial ? ' (rows renormalised without [CLS]/[SEP] first)' : '') +
+      '. The neuron view stays per token: query and key vectors exist only for tokens.';
+  $('threshold').value = String(state.threshold);
+  $('threshold-value').textContent = state.threshold.toFixed(3);
+  $('pair-filter').querySelectorAll('button').forEach((b) => {
+    b.setAttribute('aria-pressed', String(b.dataset.pair === state.pair));
+  });
+  document.querySelectorAll('.tab').forEach((t) => {
+    t.setAttribute('aria-selected', String(t.dataset.view === state.view));
+  });
+  for (const v of VIEWS) $('view-' + v).hidden = v !== state.view;
+  const v = state.view;
+  $('head-control').hidden = !(v === 'matrix' || v === 'neuron');
+  $('threshold-control').hidden = !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
+  $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
+  $('layer-select').disabled = v === 'model' || v === 'stats';
+  $('neuron-query').value = String(state.neuronQuery);
+  $('theme-name').textContent = state.theme;
+  const note = $('special-note');
+  if (meta.special_excluded) {
+    note.hidden = false;
+    note.textContent = '[CLS]/[SEP] were removed when this report was written, and every row was renormalised over the remaining tokens: weights are shares of the attention not given to special tokens.';
+  } else if (state.hideSpecial) {
+    note.hidden = false;
+    note.textContent = '[CLS]/[SEP] hidden: every row is renormalised over the remaining tokens, so weights shown are shares of the attention not given to special tokens (rows that sum to 1 without them).';
+  } else {
+    note.hidden = true;
+  }
+}
+
+function onKey(e) {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const tag = e.target && e.target.tagName;
+  if (tag === 'INPUT' || tag === 'SELECT' || tag === 'TEXTAREA') {
+    if (e.key === 'Escape') e.target.blur();
+    return;
+  }
+  const k = e.key;
+  let handled = true;
+  if (k === 'ArrowUp' || k === 'k') set({ layer: (state.layer + L - 1) % L });
+  else if (k === 'ArrowDown' || k === 'j') set({ layer: (state.layer + 1) % L });
+  else if (k === 'ArrowLeft' || k === 'h') set({ head: (state.head + H - 1) % H });
+  else if (k === 'ArrowRight' || k === 'l') set({ head: (state.head + 1) % H });
+  else if ((k === ' ' || k === 'Enter' || k === 'o') && tag === 'BUTTON' && k !== 'o') handled = false;
+  else if ((k === ' ' || k === 'Enter' || k === 'o') && !state.headPicked) set({ headPicked: true }); // first show which head
+  else if (k === ' ') toggleHead(state.head);
+  else if (k === 'Enter' || k === 'o') soloHead(state.head);
+  else if (k === 'a') set({ shown: new Array(H).fill(true) });
+  else if (k >= '1' && k <= '5') {
+    const v = VIEWS[Number(k) - 1];
+    if (v !== 'stats' || stats.length) set({ view: v });
+  } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
+  else if (k === 'w' && canMergeWords) set({ words: !state.words });
+  else if (k === 't') $('theme-toggle').click();
+  else if (state.view === 'matrix' && (k === '+' || k === '=')) zoomMatrixCentre(2);
+  else if (state.view === 'matrix' && k === '-') zoomMatrixCentre(0.5);
+  else if (state.view === 'matrix' && k === '0') resetMatrixZoom();
+  else if (k === '?') toggleHelp();
+  else if (k === 'Escape') toggleHelp(false);
+  else handled = false;
+  if (handled) e.preventDefault();
+}
+
+function toggleHelp(show) {
+  const help = $('help');
+  const open = show === undefined ? help.hidden : show;
+  help.hidden = !open;
+  $('help-toggle').setAttribute('aria-expanded', String(open));
+}
+
+function toggleHead(h) {
+  const shown = state.shown.slice();
+  shown[h] = !shown[h];
+  set({ shown, head: h });
+}
+function soloHead(h) {
+  set({ shown: state.shown.map((_, i) => i === h), head: h });
+}
+/** Open one head large: head view, that layer, only that head. */
+function openHead(l, h) {
+  set({ view: 'head', layer: l, head: h, shown: state.shown.map((_, i) => i === h), hover: null });
+  window.scrollTo({ top: 0 });
+}
+
+/* ------------------------------------------------------------ theme */
+
+function applyTheme() {
+  document.documentElement.dataset.theme = state.theme;
+  resetThemeColors();
+  try { localStorage.setItem('attnviz-theme', state.theme); } catch (e) { /* storage may be off for file:// */ }
+}
+function loadTheme() {
+  try {
+    const t = localStorage.getItem('attnviz-theme');
+    if (t === 'light' || t === 'dark' || t === 'auto') state.theme = t;
+  } catch (e) { /* ignore */ }
+  document.documentElement.dataset.theme = state.theme;
+}
+
+/* ----------------------------------------------------------- page furniture */
+
+function fillSummary() {
+  const m = meta.model;
+  $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
+  $('model-shape').textContent = m.layers + ' layers × ' + m.heads + ' heads · hidden ' + m.hidden_size +
+    ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens');
+  $('sentence-a').textContent = meta.text;
+  if (isPair || meta.pair) {
+    $('sentence-a-label').textContent = 'Sentence A';
+    $('sentence-b-line').hidden = false;
+    $('sentence-b').textContent = meta.pair || '';
+  }
+  const s = sections.attention;
+  const b64Len = Math.ceil(meta.payload.raw_bytes / 3) * 4;
+  const rows = [
+    ['Model', m.id + (m.revision ? ' (revision ' + m.revision + ')' : '')],
+    ['Shape', m.layers + ' layers × ' + m.heads + ' heads, hidden size ' + m.hidden_size + ', head dim ' + m.head_dim],
+    [isPair ? 'Sentence A' : 'Sentence', meta.text],
+  ];
+  if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
+  rows.push(
+    ['Units', N + ' ' + (meta.level === 'word' ? 'words (word pieces merged: attention to a word sums its pieces, from a word averages them)' : 'tokens')],
+    ['Tokens', meta.tokens.join(' ')],
+    ['Special tokens', meta.special_excluded ? 'removed when the report was written; rows renormalised' : 'kept (the page can hide them)'],
+    ['Numbering', 'layers and heads from 0'],
+    ['Weights', (s.dtype === 'u8' ? '8-bit' : '16-bit') + ' fixed point, each within ' + s.maxError.toExponential(2) +
+      ' of the model\'s f32, shown to ' + (s.dtype === 'u8' ? '3' : '5') + ' decimals; renormalising rows without [CLS]/[SEP] ' +
+      'enlarges the error where little attention is left (the matrix view gives each value\'s bound)'],
+    ['Storage', (meta.payload.compression === 'gzip' ? 'gzip-compressed, ' : '') + 'base64; ' + fmtBytes(meta.payload.raw_bytes) +
+      ' decoded' + (meta.payload.compression === 'gzip' ? '' : ' (' + fmtBytes(b64Len) + ' of text)')],
+    ['Query/key vectors', meta.neuron.available ? 'embedded (exact f32) for the neuron view' : 'not embedded: ' + meta.neuron.reason],
+    ['Initial line threshold', String(meta.initial.threshold)],
+    ['Generator', meta.generator],
+  );
+  for (const [k, v] of meta.settings) rows.push([k, v]);
+  const table = $('about-table');
+  for (const [k, v] of rows) table.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
+}
+
+/** The model and sentence lines take one line each until expanded; the toggle shows only when
+ *  something is cut off (or to collapse again). */
+function fitSummary() {
+  const box = $('summary');
+  const cut = [...box.querySelectorAll('.summary-line:not([hidden]) .value')].some((v) => v.scrollWidth > v.clientWidth + 1);
+  $('summary-toggle').hidden = box.classList.contains('collapsed') && !cut;
+}
+
+function fail(err) {
+  const status = $('status');
+  status.hidden = false;
+  status.classList.add('error');
+  status.textContent = 'The report could not be shown: ' + (err && err.message ? err.message : String(err));
+  console.error(err);
+}
+
+async function main() {
+  loadTheme();
+  timings.start = performance.now();
+  await loadPayload();
+  timings.decoded = performance.now();
+  fillSummary();
+  setupControls();
+  fitSummary();
+  buildLegend();
+  setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + state.layer + ', head ' + state.head, () => 'head'));
+  setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer,
+    () => state.matrixRight));
+  setupMatrixZoom();
+  setupNeuronPointer();
+  // The report's embedded font subsets (data: URIs, so this is quick) before the first
+  // drawing, so canvas text and token columns never show fallback boxes.
+  if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
+  $('status').hidden = true;
+  render();
+  timings.interactive = performance.now();
+  document.documentElement.dataset.ready = 'true';
+  // When the first drawing has been rasterised and shown.
+  requestAnimationFrame(() => setTimeout(() => { timings.painted = performance.now(); }, 0));
+}
+
+/** Read-only window onto the page for the browser tests and the benchmark. */
+window.attnviz = {
+  meta,
+  state,
+  drawn,
+  timings,
+  set,
+  settled,
+  neuronData,
+  weight,
+  matrixGeometry: (id) => {
+    const p = matrixPanels[id];
+    // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and
+    // row at the plot's corner, in cells (zoomed and panned); all CSS px.
+    return p ? { margin: p.x0, cell: matrixCell(p), m: p.m, plot: p.plot, side: p.side, zoom: matrixZoom.z, ox: matrixZoom.ox, oy: matrixZoom.oy, labels: p.labels, labelPx: p.labelPx } : null;
+  },
+  neuronGeometry: () => {
+    const p = neuronLayout;
+    return p ? { y0: p.y0, rh: p.rh, cols: p.cols, barW: p.barW, font: p.font, axisX: p.axisX, ticks: p.ticks, legends: p.legends, keys: p.keys } : null;
+  },
+  ready: main().catch(fail),
+};
