@@ -19,6 +19,7 @@ mod engine_oracle;
 mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
+mod fonts_in_browsers;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;
