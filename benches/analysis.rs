@@ -40,6 +40,7 @@ fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
         ModelInfo {
             id: "random".into(),
             revision: None,
+            name: None,
             layers,
             heads,
             hidden_size: 768,

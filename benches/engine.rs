@@ -97,6 +97,7 @@ fn main() {
         "model", "ours first", "ours again", "tr. first", "transformers again"
     );
     let mut loaded = Vec::new();
+    let mut load_medians = Vec::new();
     for (name, dir) in &models {
         let runs = if quick { 3 } else { 7 };
         let mut ours = Vec::new();
@@ -128,6 +129,36 @@ fn main() {
             their_again
         );
         loaded.push((*name, model.expect("at least one load")));
+        load_medians.push(median(&ours[1..]));
+    }
+
+    // ── the NaN/inf check ── Every weight is scanned at load (part of the load above); here
+    // the scan alone, over the same f32 values in memory, beside the load's median.
+    println!(
+        "\nNaN/inf check at load (validate::first_non_finite over every weight; part of the load)"
+    );
+    println!(
+        "{:<12} {:>10} {:>22} {:>10}",
+        "model", "weights", "scan", "of load"
+    );
+    for ((name, dir), load) in models.iter().zip(&load_medians) {
+        let tensors = f32_tensors(&dir.join("model.safetensors"));
+        let floats: usize = tensors.iter().map(Vec::len).sum();
+        let mut times = Vec::new();
+        for _ in 0..if quick { 5 } else { 15 } {
+            let start = Instant::now();
+            for t in &tensors {
+                std::hint::black_box(attnviz::model::validate::first_non_finite(t));
+            }
+            times.push(start.elapsed().as_secs_f64());
+        }
+        println!(
+            "{:<12} {:>7} MB {:>22} {:>9.1}%",
+            name,
+            floats * 4 / 1_000_000,
+            fmt_stats(&times, 1e3, "ms"),
+            100.0 * median(&times) / load
+        );
     }
 
     // ── forward + capture ──
@@ -185,6 +216,31 @@ fn main() {
     println!(
         "(ratio: ours / PyTorch's, of the medians and of the minima; below 1 = we are faster)"
     );
+
+    // ── the attention check ── Every captured row is checked (finite, sums to 1) inside the
+    // forward pass above; here that check alone on a 512-token capture.
+    println!(
+        "\nattention row check at 512 tokens (validate::check_rows; part of the forward pass)"
+    );
+    for (name, model) in &loaded {
+        let n = 512;
+        let ids = token_ids(n);
+        let out = model.forward(&ids, &vec![0; n], false).expect("forward");
+        let info = model.info();
+        let mut times = Vec::new();
+        for _ in 0..if quick { 5 } else { 15 } {
+            let start = Instant::now();
+            attnviz::model::validate::check_rows(&out.weights, info.layers, info.heads, n)
+                .expect("finite rows");
+            times.push(start.elapsed().as_secs_f64());
+        }
+        println!(
+            "{:<12} {:>6} MB {:>22}",
+            name,
+            out.weights.len() * 4 / 1_000_000,
+            fmt_stats(&times, 1e3, "ms")
+        );
+    }
     drop(loaded);
     if let Ok(t) = torch.as_mut() {
         t.quit();
@@ -194,6 +250,22 @@ fn main() {
         println!("{e2e}");
     }
     println!("\nload average after: {}", load_average());
+}
+
+/// Every f32 tensor of a safetensors file, copied out.
+fn f32_tensors(path: &Path) -> Vec<Vec<f32>> {
+    let bytes = std::fs::read(path).expect("reading the checkpoint");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("a safetensors file");
+    st.tensors()
+        .into_iter()
+        .filter(|(_, v)| v.dtype() == safetensors::Dtype::F32)
+        .map(|(_, v)| {
+            v.data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        })
+        .collect()
 }
 
 /// The end-to-end table: our CLI and the Python job on one short sentence.

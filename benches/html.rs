@@ -80,6 +80,7 @@ fn bert_base_shaped(mini: &Attention) -> Attention {
         ModelInfo {
             id: "bert-base-shaped (MiniLM layers ×2)".into(),
             revision: None,
+            name: None,
             layers: 12,
             heads: 12,
             hidden_size: 768,

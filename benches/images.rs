@@ -55,6 +55,7 @@ fn attention(n: usize, layers: usize, heads: usize) -> Attention {
         ModelInfo {
             id: "bench".into(),
             revision: None,
+            name: None,
             layers,
             heads,
             hidden_size: heads * 32,

@@ -13,6 +13,9 @@ pub struct ModelInfo {
     pub id: String,
     /// Hub revision the files came from (a branch, tag or commit), `None` for a local folder.
     pub revision: Option<String>,
+    /// Short name for titles, chosen when the model was loaded (see
+    /// [`crate::model::source::display_name`]); `None`: derived from `id`.
+    pub name: Option<String>,
     /// Number of encoder layers.
     pub layers: usize,
     /// Attention heads per layer.
@@ -24,8 +27,12 @@ pub struct ModelInfo {
 }
 
 impl ModelInfo {
-    /// Short name for titles: a hub repo id as is, a local folder by its last path component.
+    /// Short name for titles: [`ModelInfo::name`]'s field when set; else a hub repo id as is,
+    /// a local folder by its last path component.
     pub fn name(&self) -> &str {
+        if let Some(name) = &self.name {
+            return name;
+        }
         if self.revision.is_some() {
             return &self.id;
         }
@@ -379,6 +386,7 @@ pub(crate) mod tests {
             ModelInfo {
                 id: "synthetic".into(),
                 revision: None,
+                name: None,
                 layers,
                 heads,
                 hidden_size: heads * 4,

@@ -125,6 +125,9 @@ pub enum BadLine {
     PairUnsupported,
     /// The tokenizer failed.
     Tokenizer(String),
+    /// The model's attention for this line is not a set of probability distributions (NaN,
+    /// inf, or rows that do not sum to 1: the weights overflow on it).
+    Attention(String),
 }
 
 impl BadLine {
@@ -138,6 +141,7 @@ impl BadLine {
             BadLine::NoTokens => "no-tokens",
             BadLine::PairUnsupported => "pair-unsupported",
             BadLine::Tokenizer(_) => "tokenizer",
+            BadLine::Attention(_) => "bad-attention",
         }
     }
 }
@@ -167,6 +171,7 @@ impl fmt::Display for BadLine {
                 "a tab-separated pair, but the model has a single segment type and cannot encode pairs",
             ),
             BadLine::Tokenizer(e) => write!(f, "tokenization failed: {e}"),
+            BadLine::Attention(e) => f.write_str(e),
         }
     }
 }

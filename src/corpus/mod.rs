@@ -182,6 +182,18 @@ impl BadLines {
             self.listed.push((line, bad));
         }
     }
+
+    /// Add lines found bad by the workers (after the forward pass, so out of order), keeping
+    /// the listed ones the first by line number.
+    fn merge(&mut self, found: Vec<(usize, BadLine)>) {
+        for (_, bad) in &found {
+            self.count += 1;
+            *self.by_kind.entry(bad.kind()).or_default() += 1;
+        }
+        self.listed.extend(found);
+        self.listed.sort_by_key(|(line, _)| *line);
+        self.listed.truncate(LISTED_BAD_LINES);
+    }
 }
 
 /// The result of [`process`].
@@ -309,10 +321,13 @@ fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Se
         truncations: 0,
         end: None,
     };
+    let found_bad = Mutex::new(Vec::new());
     let worker = Worker {
         model,
         opts,
         acc: &acc,
+        log: &log,
+        bad: &found_bad,
     };
     let result = (&mut feed).par_bridge().try_for_each(|item| {
         let res = worker.process(item);
@@ -324,11 +339,17 @@ fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Se
         res
     });
     log.bar.finish_and_clear();
+    let mut found_bad = found_bad.into_inner().unwrap_or_else(|e| e.into_inner());
     let end = match (result, feed.end.take()) {
+        (Err(CorpusError::Stopped { line, reason, .. }), _) => {
+            found_bad.push((line, reason.clone()));
+            End::Stopped { line, reason }
+        }
         (Err(e), _) => End::Failed(e.to_string()),
         (Ok(()), Some(end)) => end,
         (Ok(()), None) => End::Complete,
     };
+    feed.bad.merge(found_bad);
     Outcome {
         stats: acc.into_inner().unwrap_or_else(|e| e.into_inner()),
         lines_read: feed.lines_read,
@@ -464,11 +485,14 @@ impl<R> Feed<'_, R> {
     }
 }
 
-/// What each worker needs: shared, read-only, except the accumulator.
+/// What each worker needs: shared, read-only, except the accumulator and the bad lines found.
 struct Worker<'a> {
     model: &'a Model,
     opts: &'a CorpusOptions,
     acc: &'a Mutex<CorpusStats>,
+    log: &'a Log,
+    /// Lines whose attention came out bad (found after the forward pass, out of order).
+    bad: &'a Mutex<Vec<(usize, BadLine)>>,
 }
 
 impl Worker<'_> {
@@ -478,8 +502,30 @@ impl Worker<'_> {
         let counts_pair = item.pair.is_some();
         let truncated = item.encoded.truncated_from.is_some();
         let encoding =
-            self.model
-                .encode_tokens(&item.text, item.pair.as_deref(), item.encoded, false)?;
+            match self
+                .model
+                .encode_tokens(&item.text, item.pair.as_deref(), item.encoded, false)
+            {
+                // The model's numbers overflow on this sentence: a bad line, like the others.
+                Err(model::Error::Attention(row)) => {
+                    let bad = BadLine::Attention(row.to_string());
+                    if self.opts.on_bad_line == OnBadLine::Stop {
+                        return Err(CorpusError::Stopped {
+                            line: item.line,
+                            reason: bad,
+                            done: String::new(),
+                        });
+                    }
+                    self.log
+                        .message(&format!("warning: line {}: {bad}; skipped", item.line));
+                    self.bad
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((item.line, bad));
+                    return Ok(());
+                }
+                other => other?,
+            };
         let tokens = encoding.attention.len();
         let view = analysis::view(&encoding.attention, self.opts.view)?;
         let stats = analysis::head_stats(&view);

@@ -12,6 +12,7 @@ use candle_core::{CpuStorage, Device, Storage, StorageRef, Tensor};
 
 use super::config::{Activation, BertConfig};
 use super::kernels::{self, AttentionShape, CaptureSink, EmbeddingTables};
+use super::validate::{ConfigCount, ConfigDim};
 use super::weights::{Checkpoint, WeightsError};
 
 type Result<T> = candle_core::Result<T>;
@@ -82,6 +83,11 @@ impl Linear {
         inputs: usize,
         outputs: usize,
     ) -> std::result::Result<Linear, WeightsError> {
+        // Check every shape before allocating from them.
+        for name in names {
+            ckpt.check_shape(&format!("{name}.weight"), &[outputs, inputs])?;
+            ckpt.check_shape(&format!("{name}.bias"), &[outputs])?;
+        }
         let total = outputs * names.len();
         let mut weight_t = vec![0f32; inputs * total];
         let mut biases = Vec::with_capacity(names.len());
@@ -336,9 +342,59 @@ fn load_large(
     name: &str,
     shape: &[usize],
 ) -> std::result::Result<Tensor, WeightsError> {
-    let mut buf = vec![0f32; shape.iter().product()];
-    ckpt.with_f32(name, shape, |values| buf.copy_from_slice(values))?;
+    let buf = ckpt.with_f32(name, shape, <[f32]>::to_vec)?;
     Tensor::from_vec(buf, shape, &Device::Cpu).map_err(|e| ckpt.error(&e))
+}
+
+/// The config.json values that size BERT's tensors, as the tensor dimensions they must equal,
+/// and the layer count as blocks the checkpoint must hold: checked against the checkpoint
+/// before anything is allocated (see [`super::validate::config_matches`]).
+pub fn config_checks(c: &BertConfig) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+    let dim = |field, value, tensor: &str, axis| ConfigDim {
+        field,
+        value,
+        tensor: tensor.to_string(),
+        axis,
+    };
+    let dims = vec![
+        dim(
+            "vocab_size",
+            c.vocab_size,
+            "embeddings.word_embeddings.weight",
+            0,
+        ),
+        dim(
+            "hidden_size",
+            c.hidden_size,
+            "embeddings.word_embeddings.weight",
+            1,
+        ),
+        dim(
+            "max_position_embeddings",
+            c.max_position_embeddings,
+            "embeddings.position_embeddings.weight",
+            0,
+        ),
+        dim(
+            "type_vocab_size",
+            c.type_vocab_size,
+            "embeddings.token_type_embeddings.weight",
+            0,
+        ),
+        dim(
+            "intermediate_size",
+            c.intermediate_size,
+            "encoder.layer.0.intermediate.dense.weight",
+            0,
+        ),
+    ];
+    let counts = vec![ConfigCount {
+        field: "num_hidden_layers",
+        value: c.num_hidden_layers,
+        block: "layer",
+        tensor: |i| format!("encoder.layer.{i}.attention.self.query.weight"),
+    }];
+    (dims, counts)
 }
 
 /// A BERT encoder with its weights.

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use std::io::Read;
 
 /// The feed-forward activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +81,19 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+    /// A value that disagrees with the checkpoint's tensors (checked before anything is
+    /// allocated from it).
+    #[error("{}: {field} is {value}, but {detail}; config.json does not describe these weights", path.display())]
+    Mismatch {
+        /// config.json.
+        path: PathBuf,
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: usize,
+        /// What the checkpoint holds instead.
+        detail: String,
+    },
     /// Something we cannot run exactly.
     #[error("{} describes a model attnviz cannot run: {reason}", path.display())]
     Unsupported {
@@ -91,10 +104,11 @@ pub enum ConfigError {
     },
 }
 
-/// config.json as written by transformers 4.x or 5.x. Every field is optional so that explicit
-/// `null`s and missing fields get the same treatment: BERT's defaults where transformers has
-/// them, an error where it has none.
-#[derive(Debug, Default, Deserialize)]
+/// config.json as written by transformers 4.x or 5.x, each field checked for its type on its
+/// own so that an error names the field. Every field is optional so that explicit `null`s and
+/// missing fields get the same treatment: BERT's defaults where transformers has them, an error
+/// where it has none.
+#[derive(Debug, Default)]
 struct RawConfig {
     model_type: Option<String>,
     architectures: Option<Vec<String>>,
@@ -113,6 +127,104 @@ struct RawConfig {
     embedding_size: Option<usize>,
 }
 
+/// Typed access to the fields of a config.json object; errors name the field.
+struct Fields(serde_json::Map<String, serde_json::Value>);
+
+impl Fields {
+    fn get(&self, field: &str) -> Option<&serde_json::Value> {
+        self.0.get(field).filter(|v| !v.is_null())
+    }
+
+    /// A count: a whole number ≥ 0 (JSON `12`, or `12.0`).
+    fn count(&self, field: &str) -> Result<Option<usize>, String> {
+        let Some(v) = self.get(field) else {
+            return Ok(None);
+        };
+        let bad = || format!("{field} is {v}; it must be a whole number such as 12");
+        if let Some(n) = v.as_u64() {
+            return usize::try_from(n).map(Some).map_err(|_| bad());
+        }
+        match v.as_f64() {
+            // Whole floats up to 2⁵³ are exact.
+            Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_992.0 => {
+                Ok(Some(f as usize))
+            }
+            Some(f) if f < 0.0 => Err(format!("{field} is {v}; it must not be negative")),
+            _ => Err(bad()),
+        }
+    }
+
+    fn number(&self, field: &str) -> Result<Option<f64>, String> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| format!("{field} is {v}; it must be a number")),
+        }
+    }
+
+    fn string(&self, field: &str) -> Result<Option<String>, String> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(format!("{field} is {v}; it must be a string")),
+        }
+    }
+
+    fn boolean(&self, field: &str) -> Result<Option<bool>, String> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(format!("{field} is {v}; it must be true or false")),
+        }
+    }
+
+    fn strings(&self, field: &str) -> Result<Option<Vec<String>>, String> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| format!("{field} must be a list of names")),
+            Some(v) => Err(format!("{field} is {v}; it must be a list of names")),
+        }
+    }
+}
+
+impl RawConfig {
+    fn parse(text: &str) -> Result<RawConfig, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err("not a JSON object".into());
+        };
+        let f = Fields(map);
+        Ok(RawConfig {
+            model_type: f.string("model_type")?,
+            architectures: f.strings("architectures")?,
+            vocab_size: f.count("vocab_size")?,
+            hidden_size: f.count("hidden_size")?,
+            num_hidden_layers: f.count("num_hidden_layers")?,
+            num_attention_heads: f.count("num_attention_heads")?,
+            intermediate_size: f.count("intermediate_size")?,
+            hidden_act: f.get("hidden_act").cloned(),
+            max_position_embeddings: f.count("max_position_embeddings")?,
+            type_vocab_size: f.count("type_vocab_size")?,
+            layer_norm_eps: f.number("layer_norm_eps")?,
+            position_embedding_type: f.string("position_embedding_type")?,
+            is_decoder: f.boolean("is_decoder")?,
+            add_cross_attention: f.boolean("add_cross_attention")?,
+            embedding_size: f.count("embedding_size")?,
+        })
+    }
+}
+
+/// The largest config.json read (real ones are a few kilobytes).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// Model types whose checkpoints are plain BERT encoders: same tensors, same forward pass.
 /// RoBERTa/XLM-R/CamemBERT offset their positions, ELECTRA may project embeddings, DistilBERT and
 /// ALBERT name and share tensors differently, Megatron-BERT normalises before each block: none of
@@ -121,10 +233,21 @@ const BERT_TYPES: [&str; 1] = ["bert"];
 
 /// Read and check a config.json.
 pub fn load(path: &Path) -> Result<BertConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+    let read_err = |reason: String| ConfigError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| read_err(e.to_string()))?;
+    let mut text = String::new();
+    std::io::Read::take(file, MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| read_err(e.to_string()))?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(read_err(format!(
+            "it is larger than {} MiB; a config.json is a few kilobytes",
+            MAX_CONFIG_BYTES >> 20
+        )));
+    }
     parse(&text, path)
 }
 
@@ -138,7 +261,7 @@ pub fn parse(text: &str, path: &Path) -> Result<BertConfig, ConfigError> {
         path: path.to_path_buf(),
         reason,
     };
-    let raw: RawConfig = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let raw = RawConfig::parse(text).map_err(invalid)?;
 
     match raw.model_type.as_deref() {
         Some(t) if BERT_TYPES.contains(&t) => {}
@@ -218,7 +341,7 @@ pub fn parse(text: &str, path: &Path) -> Result<BertConfig, ConfigError> {
         )));
     }
     if cfg.hidden_size % cfg.num_attention_heads != 0 {
-        return Err(unsupported(format!(
+        return Err(invalid(format!(
             "hidden_size {} is not divisible by num_attention_heads {}",
             cfg.hidden_size, cfg.num_attention_heads
         )));

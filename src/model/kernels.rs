@@ -239,6 +239,18 @@ fn exp_shifted_sum(xs: &mut [f32], shift: f32) -> f32 {
 }
 
 multiversion! {
+    /// How many of `values` (at most 2³² of them) are NaN or ±inf, into `count`: all exponent
+    /// bits set. A compare and an add per 32-bit lane, so it runs at memory speed.
+    pub fn count_non_finite(values: &[f32], count: &mut usize) {
+        const EXPONENT: u32 = 0x7f80_0000;
+        *count = values
+            .iter()
+            .map(|v| u32::from(v.to_bits() & EXPONENT == EXPONENT))
+            .fold(0u32, u32::wrapping_add) as usize;
+    }
+}
+
+multiversion! {
     /// Softmax of each row of `block` (rows of `width` values), in place:
     /// `exp(x − max) / Σ exp(x − max)`.
     pub fn softmax_rows(block: &mut [f32], width: usize) {
@@ -938,6 +950,25 @@ mod tests {
             row.iter_mut().for_each(|v| *v *= 1.0 / sum);
         }
         assert_eq!(dispatched, baseline);
+        // NaN, ±inf, the largest finite values and subnormals, in every lane position.
+        let mut special = input.clone();
+        for (i, v) in [
+            f32::NAN,
+            f32::INFINITY,
+            -f32::NAN,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            1e-40,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            special[i * 37 + 3] = v;
+        }
+        let mut count = 0;
+        count_non_finite(&special, &mut count);
+        assert_eq!(count, special.iter().filter(|v| !v.is_finite()).count());
+        assert_eq!(count, 4);
         eprintln!("dispatched to {:?}", isa());
     }
 

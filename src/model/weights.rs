@@ -1,8 +1,12 @@
 //! Checkpoint files → named f32 tensors, whatever the file format and key layout.
 //!
-//! Formats: `model.safetensors` (memory-mapped, possibly sharded), `pytorch_model.bin` in torch's
-//! zip format (torch ≥ 1.6), and `pytorch_model.bin` in the legacy pre-1.6 format (read with
-//! candle's pickle parser plus the storage layout below).
+//! Formats: `model.safetensors` (memory-mapped, possibly sharded), and `pytorch_model.bin` in
+//! torch's zip format (torch ≥ 1.6) or its legacy pre-1.6 format, both read by
+//! [`super::pytorch`] through our bounded unpickler.
+//!
+//! Every tensor read is checked for NaN and ±inf, and the bytes read are counted: a checkpoint
+//! whose tensors share storage could otherwise make a small file load as a huge model, so
+//! reading more than [`READ_BUDGET_FACTOR`] times the files' size is refused.
 //!
 //! Key layouts: tensors named with or without a prefix (`bert.` for checkpoints saved from
 //! `BertForMaskedLM` and friends), detected from the word-embedding tensor's name; LayerNorm
@@ -10,15 +14,19 @@
 //! in the file (`embeddings.position_ids`, `cls.*`, the pooler) is never read.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use candle_core::pickle::{Object, PthTensors, Stack};
 use candle_core::safetensors::MmapedSafetensors;
-use candle_core::{DType, Device, Tensor};
+use candle_core::{CpuStorage, DType, Device, Storage, Tensor};
 
 use super::candle_message;
+use super::pytorch::{self, TorchFile};
+use super::validate::first_non_finite;
+
+/// Reading more than this many times the weight files' size is refused (see the module doc).
+/// f16 checkpoints read as f32 take twice their size; 4 leaves room for that and more.
+pub const READ_BUDGET_FACTOR: u64 = 4;
 
 /// The tensor every BERT checkpoint has; its name reveals the key prefix.
 const ANCHOR: &str = "embeddings.word_embeddings.weight";
@@ -68,6 +76,34 @@ pub enum WeightsError {
         /// Shape in the file.
         found: Vec<usize>,
     },
+    /// A tensor holds NaN or ±inf.
+    #[error("tensor {name} in {} holds {value} (element {index} of shape {shape:?}); the checkpoint is corrupt: re-download or re-save it", path.display())]
+    NonFinite {
+        /// Full tensor name.
+        name: String,
+        /// The weight file.
+        path: PathBuf,
+        /// The value (NaN, inf or -inf).
+        value: f32,
+        /// Its index, row-major.
+        index: usize,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+    },
+    /// Reading the tensors would take far more memory than the files hold (tensors that share
+    /// storage many times over).
+    #[error("reading tensor {name} from {} would bring the weights read to over {limit} bytes, {READ_BUDGET_FACTOR} times the size of the weight files; its tensors share storage in a way no real checkpoint does", path.display())]
+    ReadBudget {
+        /// The tensor that went over.
+        name: String,
+        /// The weight file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// No weight files were given.
+    #[error("no weight files to read (an empty list of safetensors shards)")]
+    NoFiles,
     /// A tensor holds integers where weights belong, or another unusable type.
     #[error("tensor {name} in {} has type {dtype}, not floating point", path.display())]
     DType {
@@ -82,8 +118,7 @@ pub enum WeightsError {
 
 enum Backend {
     Safetensors(MmapedSafetensors),
-    Zip(PthTensors),
-    Legacy(LegacyPickle),
+    Torch(TorchFile),
 }
 
 /// An open checkpoint: look tensors up by their name inside the encoder
@@ -96,12 +131,15 @@ pub struct Checkpoint {
     prefix: String,
     /// Shape of every tensor in the file, by full name.
     shapes: HashMap<String, Vec<usize>>,
+    /// Bytes of tensor data read so far (as f32), and the most that may be.
+    read: AtomicU64,
+    read_limit: u64,
 }
 
 impl Checkpoint {
     /// Open weight files: `.safetensors` (one or the shards of one checkpoint) or one `.bin`.
     pub fn open(paths: &[PathBuf]) -> Result<Checkpoint, WeightsError> {
-        let path = paths.first().cloned().unwrap_or_default();
+        let path = paths.first().cloned().ok_or(WeightsError::NoFiles)?;
         let read_err = |reason: String| WeightsError::Read {
             path: path.clone(),
             reason,
@@ -121,6 +159,12 @@ impl Checkpoint {
                 .collect();
             (Backend::Safetensors(st), shapes)
         };
+        let mut size = 0u64;
+        for p in paths {
+            size += std::fs::metadata(p)
+                .map_err(|e| read_err(e.to_string()))?
+                .len();
+        }
         let prefix = shapes
             .keys()
             .filter_map(|k| k.strip_suffix(ANCHOR))
@@ -133,7 +177,24 @@ impl Checkpoint {
             path,
             prefix,
             shapes,
+            read: AtomicU64::new(0),
+            read_limit: size
+                .saturating_mul(READ_BUDGET_FACTOR)
+                .saturating_add(1 << 20),
         })
+    }
+
+    /// The weight file named in errors (the first shard of a sharded checkpoint).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stored name and shape of `name` (given without the prefix; LayerNorm `weight/bias`
+    /// found as `gamma/beta` too), if the file has it.
+    pub fn shape_of(&self, name: &str) -> Option<(String, &[usize])> {
+        let full = self.resolve(name)?;
+        let shape = self.shapes.get(&full)?;
+        Some((full, shape.as_slice()))
     }
 
     /// A read error on this checkpoint from a candle error.
@@ -179,6 +240,11 @@ impl Checkpoint {
         self.shapes.contains_key(&alias).then_some(alias)
     }
 
+    /// Check that tensor `name` is present with `shape`, reading nothing.
+    pub fn check_shape(&self, name: &str, shape: &[usize]) -> Result<(), WeightsError> {
+        self.locate(name, shape).map(drop)
+    }
+
     /// The full stored name of `name`, checked to have `shape`.
     fn locate(&self, name: &str, shape: &[usize]) -> Result<String, WeightsError> {
         let full = self.resolve(name).ok_or_else(|| {
@@ -204,11 +270,50 @@ impl Checkpoint {
         Ok(full)
     }
 
-    /// Run `f` on the elements of tensor `name` as f32 (row-major, checked against `shape`).
+    /// Count `shape`'s elements (as f32) against the read budget.
+    fn charge(&self, full: &str, shape: &[usize]) -> Result<(), WeightsError> {
+        let bytes = shape
+            .iter()
+            .fold(4u64, |acc, &d| acc.saturating_mul(d as u64));
+        let total = self
+            .read
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
+        if total > self.read_limit {
+            return Err(WeightsError::ReadBudget {
+                name: full.to_string(),
+                path: self.path.clone(),
+                limit: self.read_limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// NaN or ±inf in `values` (tensor `full` of `shape`) as an error.
+    fn check_finite(
+        &self,
+        full: &str,
+        shape: &[usize],
+        values: &[f32],
+    ) -> Result<(), WeightsError> {
+        match first_non_finite(values) {
+            None => Ok(()),
+            Some(index) => Err(WeightsError::NonFinite {
+                name: full.to_string(),
+                path: self.path.clone(),
+                value: values[index],
+                index,
+                shape: shape.to_vec(),
+            }),
+        }
+    }
+
+    /// Run `f` on the elements of tensor `name` as f32 (row-major, checked against `shape`, and
+    /// checked to be finite).
     ///
     /// A safetensors file that stores the tensor as f32 is read in place, from the memory map:
     /// the encoder copies (or transposes) its big matrices from there straight into their final
-    /// buffers, one pass instead of two. Any other storage goes through [`Checkpoint::tensor`].
+    /// buffers, one pass instead of two. Any other storage is loaded and converted first.
     pub fn with_f32<R>(
         &self,
         name: &str,
@@ -216,6 +321,7 @@ impl Checkpoint {
         f: impl FnOnce(&[f32]) -> R,
     ) -> Result<R, WeightsError> {
         let full = self.locate(name, shape)?;
+        self.charge(&full, shape)?;
         if let Backend::Safetensors(st) = &self.backend {
             if let Ok(view) = st.get(&full) {
                 let bytes = view.data();
@@ -229,51 +335,78 @@ impl Checkpoint {
                     // the mapping that `st` keeps alive for this borrow.
                     let values =
                         unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), count) };
+                    self.check_finite(&full, shape, values)?;
                     let result = f(values);
                     release_pages(bytes);
                     return Ok(result);
                 }
             }
         }
-        let tensor = self.tensor(name, shape)?;
-        let values = tensor
-            .flatten_all()
-            .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| self.error(&e))?;
-        Ok(f(&values))
+        let tensor = self.load_f32(&full)?;
+        with_values(&tensor, |values| {
+            self.check_finite(&full, shape, values)?;
+            Ok(f(values))
+        })
+        .map_err(|e| self.error(&e))?
     }
 
     /// The tensor `name` (relative to the encoder, without prefix) as contiguous f32, checked
-    /// against `shape`.
+    /// against `shape` and checked to be finite.
     pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Tensor, WeightsError> {
         let full = self.locate(name, shape)?;
+        self.charge(&full, shape)?;
+        let tensor = self.load_f32(&full)?;
+        with_values(&tensor, |values| self.check_finite(&full, shape, values))
+            .map_err(|e| self.error(&e))??;
+        Ok(tensor)
+    }
+
+    /// The stored tensor `full`, as contiguous f32; integer types are refused.
+    fn load_f32(&self, full: &str) -> Result<Tensor, WeightsError> {
         let read_err = |reason: String| WeightsError::Read {
             path: self.path.clone(),
             reason: format!("tensor {full}: {reason}"),
         };
+        let dtype_err = |dtype: String| WeightsError::DType {
+            name: full.to_string(),
+            path: self.path.clone(),
+            dtype,
+        };
         let tensor = match &self.backend {
-            Backend::Safetensors(st) => st.load(&full, &Device::Cpu),
-            Backend::Zip(pth) => pth
-                .get(&full)
-                .and_then(|t| t.ok_or_else(|| candle_core::Error::Msg("not found".into()))),
-            Backend::Legacy(legacy) => legacy.load(&full),
-        }
-        .map_err(|e| read_err(candle_message(&e)))?;
+            Backend::Safetensors(st) => st
+                .load(full, &Device::Cpu)
+                .map_err(|e| read_err(candle_message(&e)))?,
+            Backend::Torch(file) => {
+                if let Some(t) = file.dtype(full).filter(|t| !t.is_float()) {
+                    return Err(dtype_err(t.name().to_string()));
+                }
+                file.read(full)
+                    .map_err(read_err)?
+                    .ok_or_else(|| read_err("not found".into()))?
+            }
+        };
         match tensor.dtype() {
             DType::F32 | DType::F16 | DType::BF16 | DType::F64 => {}
-            other => {
-                return Err(WeightsError::DType {
-                    name: full,
-                    path: self.path.clone(),
-                    dtype: format!("{other:?}"),
-                })
-            }
+            other => return Err(dtype_err(format!("{other:?}"))),
         }
         tensor
             .to_dtype(DType::F32)
             .and_then(|t| t.contiguous())
             .map_err(|e| read_err(candle_message(&e)))
     }
+}
+
+/// Run `f` on the elements of an f32 tensor on the CPU, in place when it is contiguous.
+fn with_values<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (Storage::Cpu(CpuStorage::F32(v)), Some((start, end))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            return Ok(f(&v[start..end]));
+        }
+    }
+    Ok(f(&t.flatten_all()?.to_vec1::<f32>()?))
 }
 
 /// Drop the whole pages of `bytes`, part of a read-only file mapping, from this process's memory
@@ -296,167 +429,21 @@ fn release_pages(bytes: &[u8]) {
     }
 }
 
-/// Open a `pytorch_model.bin`: torch's zip format, or the legacy pickle stream.
+/// Open a `pytorch_model.bin` (either of torch's formats).
 fn open_bin(path: &Path) -> Result<(Backend, HashMap<String, Vec<usize>>), WeightsError> {
-    let read_err = |reason: String| WeightsError::Read {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let mut head = [0u8; 4];
-    File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .map_err(|e| read_err(e.to_string()))?;
-    if head == *b"PK\x03\x04" {
-        let pth = PthTensors::new(path, None).map_err(|e| read_err(candle_message(&e)))?;
-        let shapes = pth
-            .tensor_infos()
-            .iter()
-            .map(|(name, info)| (name.clone(), info.layout.dims().to_vec()))
-            .collect();
-        return Ok((Backend::Zip(pth), shapes));
-    }
-    if head[0] == 0x80 {
-        let legacy = LegacyPickle::open(path).map_err(|reason| WeightsError::LegacyPickle {
+    let file = TorchFile::open(path).map_err(|e| match e.format {
+        Some(pytorch::Format::Legacy) if !e.damaged => WeightsError::LegacyPickle {
             path: path.to_path_buf(),
-            reason,
-        })?;
-        let shapes = legacy
-            .tensors
-            .iter()
-            .map(|(name, t)| (name.clone(), t.shape.clone()))
-            .collect();
-        return Ok((Backend::Legacy(legacy), shapes));
-    }
-    Err(read_err(
-        "not a PyTorch checkpoint (neither a zip archive nor a pickle)".into(),
-    ))
-}
-
-/// A pre-1.6 `torch.save` file: five pickles, then the raw storages.
-///
-/// Layout (torch/serialization.py `_legacy_save`): pickle(magic number), pickle(protocol
-/// version), pickle(sys_info), pickle(state dict, storages as persistent ids), pickle(sorted
-/// storage keys); then per key in that order an int64 element count and the storage's bytes.
-struct LegacyPickle {
-    path: PathBuf,
-    tensors: HashMap<String, LegacyTensor>,
-    /// Byte offset of each storage's data in the file.
-    storages: HashMap<String, u64>,
-}
-
-struct LegacyTensor {
-    storage: String,
-    dtype: DType,
-    shape: Vec<usize>,
-    /// Offset in elements into the storage.
-    offset: usize,
-    contiguous: bool,
-}
-
-/// `pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)`: torch's legacy magic number.
-const LEGACY_MAGIC: [u8; 15] = [
-    0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
-];
-
-impl LegacyPickle {
-    fn open(path: &Path) -> Result<LegacyPickle, String> {
-        let file = File::open(path).map_err(|e| e.to_string())?;
-        let mut r = BufReader::new(file);
-        let mut magic = [0u8; LEGACY_MAGIC.len()];
-        r.read_exact(&mut magic).map_err(|e| e.to_string())?;
-        if magic != LEGACY_MAGIC {
-            return Err("it does not start with torch's magic number".into());
-        }
-        let protocol = read_pickle(&mut r)?;
-        if protocol.int_or_long().ok() != Some(1001) {
-            return Err("unknown legacy protocol version".into());
-        }
-        let sys_info = read_pickle(&mut r)?;
-        if let Object::Dict(items) = sys_info {
-            let big_endian = items.iter().any(|(k, v)| {
-                *k == Object::Unicode("little_endian".into()) && *v == Object::Bool(false)
-            });
-            if big_endian {
-                return Err("it was written on a big-endian machine".into());
-            }
-        }
-        let state = read_pickle(&mut r)?;
-        let Object::Dict(items) = state else {
-            return Err("it does not hold a state dict".into());
-        };
-        let mut tensors = HashMap::new();
-        for (name, value) in items {
-            let info = match value.into_tensor_info(name, Path::new("")) {
-                Ok(Some(info)) => info,
-                _ => continue,
-            };
-            let elem = info.dtype.size_in_bytes();
-            tensors.insert(
-                info.name.clone(),
-                LegacyTensor {
-                    storage: info.path.trim_start_matches('/').to_string(),
-                    dtype: info.dtype,
-                    shape: info.layout.dims().to_vec(),
-                    offset: info.layout.start_offset() / elem,
-                    contiguous: info.layout.is_contiguous(),
-                },
-            );
-        }
-        let keys = match read_pickle(&mut r)? {
-            Object::List(keys) | Object::Tuple(keys) => keys,
-            _ => return Err("the storage key list is missing".into()),
-        };
-        let mut storages = HashMap::new();
-        for key in keys {
-            let key = key
-                .unicode()
-                .map_err(|_| "a storage key is not a string".to_string())?;
-            let mut count = [0u8; 8];
-            r.read_exact(&mut count).map_err(|e| e.to_string())?;
-            let count = u64::from_le_bytes(count);
-            let start = r.stream_position().map_err(|e| e.to_string())?;
-            // Every storage is used by some tensor, which tells its element size.
-            let elem = tensors
-                .values()
-                .find(|t| t.storage == key)
-                .map(|t| t.dtype.size_in_bytes() as u64)
-                .ok_or_else(|| format!("storage {key} belongs to no tensor"))?;
-            r.seek(SeekFrom::Start(start + count * elem))
-                .map_err(|e| e.to_string())?;
-            storages.insert(key, start);
-        }
-        Ok(LegacyPickle {
+            reason: e.reason,
+        },
+        _ => WeightsError::Read {
             path: path.to_path_buf(),
-            tensors,
-            storages,
-        })
-    }
-
-    fn load(&self, name: &str) -> candle_core::Result<Tensor> {
-        let t = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| candle_core::Error::Msg("not found".into()))?;
-        if !t.contiguous {
-            return Err(candle_core::Error::Msg("non-contiguous tensor".into()));
-        }
-        let start = self
-            .storages
-            .get(&t.storage)
-            .ok_or_else(|| candle_core::Error::Msg(format!("storage {} missing", t.storage)))?;
-        let elem = t.dtype.size_in_bytes();
-        let count: usize = t.shape.iter().product();
-        let mut file = File::open(&self.path)?;
-        file.seek(SeekFrom::Start(start + (t.offset * elem) as u64))?;
-        let mut bytes = vec![0u8; count * elem];
-        file.read_exact(&mut bytes)?;
-        Tensor::from_raw_buffer(&bytes, t.dtype, &t.shape, &Device::Cpu)
-    }
-}
-
-/// Read one pickle (up to its STOP opcode) from `r`.
-fn read_pickle<R: BufRead>(r: &mut R) -> Result<Object, String> {
-    let mut stack = Stack::empty();
-    stack.read_loop(r).map_err(|e| candle_message(&e))?;
-    stack.finalize().map_err(|e| candle_message(&e))
+            reason: e.reason,
+        },
+    })?;
+    let shapes = file
+        .shapes()
+        .map(|(name, shape)| (name.to_string(), shape.to_vec()))
+        .collect();
+    Ok((Backend::Torch(file), shapes))
 }

@@ -11,7 +11,7 @@
 //! ```
 //! use attnviz::render::html::{write_html, HtmlOptions};
 //! # use attnviz::{Attention, ModelInfo};
-//! # let model = ModelInfo { id: "demo".into(), revision: None, layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
+//! # let model = ModelInfo { id: "demo".into(), revision: None, name: None, layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
 //! # let att = Attention::new(model, "Hi".into(), None, vec!["[CLS]".into(), "hi".into()], vec![101, 7632],
 //! #     vec![0, 0], vec![true, false], vec![None, Some(0)], vec![0.5, 0.5, 0.25, 0.75], None).unwrap();
 //! let mut page = Vec::new();

@@ -74,6 +74,7 @@ fn input(case: &Value, tensors: &HashMap<String, Tensor>) -> Attention {
         ModelInfo {
             id: m["id"].as_str().unwrap().into(),
             revision: None,
+            name: None,
             layers: m["layers"].as_u64().unwrap() as usize,
             heads: m["heads"].as_u64().unwrap() as usize,
             hidden_size: m["hidden_size"].as_u64().unwrap() as usize,

@@ -142,7 +142,23 @@ fn misshaped_tensor_names_both_shapes() {
     write_model(tmp.path(), &tiny_config(&tiny, "gelu"), &tensors);
     let msg = load_err(tmp.path());
     assert!(
-        msg.contains("tensor encoder.layer.0.intermediate.dense.weight")
+        msg.contains("intermediate_size is 37")
+            && msg.contains("tensor encoder.layer.0.intermediate.dense.weight")
+            && msg.contains("has shape [36, 32]"),
+        "{msg}"
+    );
+
+    // A later layer, which config.json's sizes do not single out, is checked as it is read.
+    let mut tensors = tiny_tensors(&tiny, 3);
+    for (name, t) in tensors.iter_mut() {
+        if name == "encoder.layer.1.intermediate.dense.weight" {
+            *t = Rng::new(9).tensor(&[36, 32], 0.1, 0.0);
+        }
+    }
+    write_model(tmp.path(), &tiny_config(&tiny, "gelu"), &tensors);
+    let msg = load_err(tmp.path());
+    assert!(
+        msg.contains("tensor encoder.layer.1.intermediate.dense.weight")
             && msg.contains("has shape [36, 32], but config.json implies [37, 32]"),
         "{msg}"
     );

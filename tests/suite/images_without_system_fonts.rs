@@ -20,6 +20,7 @@ fn attention() -> Attention {
         ModelInfo {
             id: "fontless".into(),
             revision: None,
+            name: None,
             layers: 1,
             heads: 1,
             hidden_size: 4,

@@ -108,6 +108,7 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         ModelInfo {
             id: "test/vectors".into(),
             revision: None,
+            name: None,
             layers,
             heads,
             hidden_size: heads * d,

@@ -317,7 +317,7 @@ fn build(
         special: att.special.clone(),
         b_start: att.sentence_b_start.filter(|&b| b > 0 && b < att.len()),
     };
-    let model = model_name(&att.model.id);
+    let model = model_name(att.model.name.as_deref().unwrap_or(&att.model.id));
     let heads = att.heads();
     let scene = match figure {
         FigureSpec::Head { layer, head } => {

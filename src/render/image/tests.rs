@@ -30,6 +30,7 @@ fn one_hot(
         ModelInfo {
             id: "test-model".into(),
             revision: None,
+            name: None,
             layers,
             heads,
             hidden_size: heads * 4,

@@ -72,6 +72,7 @@ pub fn random_attention(
         ModelInfo {
             id: "test/random-softmax".into(),
             revision: None,
+            name: None,
             layers,
             heads,
             hidden_size: heads * d,
