@@ -20,6 +20,7 @@ mod engine_oracle;
 mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
+mod fonts_in_browsers;
 mod hostile;
 mod html_report;
 mod images_minilm;
