@@ -8,7 +8,8 @@
 #   - the browser drivers in tests/browser, with `npm ci`.
 # Then it runs the whole suite in release mode (a debug forward pass is 35-55x slower).
 #
-# ATTNVIZ_SKIP_BROWSER=1 skips the two browser suites: they stay "ignored" in cargo's summary and
+# ATTNVIZ_SKIP_BROWSER=1 skips the browser suites (the HTML report in Chromium and in Firefox, and
+# the embedded fonts in both): they stay "ignored" in cargo's summary and
 # a banner at the end says they did not run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -109,6 +109,21 @@ pub struct Args {
     #[arg(help_heading = "Images", long, value_enum, default_value_t = Theme::Light)]
     pub theme: Theme,
 
+    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
+    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
+    /// linear scale. The colour bar's ticks sit at their real values on every scale.
+    #[arg(help_heading = "Images", long, value_enum, default_value_t = ScaleArg::Linear)]
+    pub scale: ScaleArg,
+
+    /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
+    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size.
+    #[arg(help_heading = "Images", long, value_name = "F", default_value_t = 1.0, value_parser = parse_scale_factor)]
+    pub scale_factor: f32,
+
+    /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
+    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    pub dpi: Option<f32>,
+
     /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
     #[arg(help_heading = "HTML report", long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -232,6 +247,44 @@ pub enum Theme {
     Dark,
 }
 
+/// How attention maps to colour in images (`--scale`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScaleArg {
+    /// Proportional to the weight.
+    Linear,
+    /// Proportional to the square root of the weight.
+    Sqrt,
+    /// Logarithmic, three decades below the largest weight.
+    Log,
+}
+
+impl From<ScaleArg> for crate::render::image::ColorScale {
+    fn from(s: ScaleArg) -> Self {
+        match s {
+            ScaleArg::Linear => Self::Linear,
+            ScaleArg::Sqrt => Self::Sqrt,
+            ScaleArg::Log => Self::Log,
+        }
+    }
+}
+
+fn parse_scale_factor(s: &str) -> Result<f32, String> {
+    use crate::render::image::{MAX_SCALE_FACTOR, MIN_SCALE_FACTOR};
+    match s.parse::<f32>() {
+        Ok(f) if (MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "`{s}` is not a scale factor from {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR}"
+        )),
+    }
+}
+
+fn parse_dpi(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(d) if (48.0..=384.0).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a pixel density from 48 to 384 dpi")),
+    }
+}
+
 /// Storage precision of the HTML report's attention weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HtmlPrecision {
@@ -310,6 +363,15 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn scale_factor_and_dpi_are_bounded() {
+        assert_eq!(parse_scale_factor("2"), Ok(2.0));
+        assert!(parse_scale_factor("0.1").is_err() && parse_scale_factor("5").is_err());
+        assert!(parse_scale_factor("NaN").is_err() && parse_scale_factor("x").is_err());
+        assert_eq!(parse_dpi("300"), Ok(300.0));
+        assert!(parse_dpi("1000").is_err() && parse_dpi("inf").is_err());
     }
 
     #[test]

@@ -165,6 +165,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
         image: ImageOptions {
             colormap: args.colormap,
             theme: args.theme,
+            scale: args.scale.into(),
+            scale_factor: args.dpi.map_or(args.scale_factor, |dpi| dpi / 96.0),
         },
     };
     if let Some(path) = &args.json {

@@ -291,9 +291,19 @@ impl View<'_> {
             ))
         )?;
 
-        // strongest individual links
+        // strongest individual links between ordinary tokens: in long inputs nearly every query
+        // puts its largest weight on [CLS] or [SEP] (a "no-op" sink), which says nothing
+        let special = &att.special;
+        let has_special = special.iter().any(|&s| s);
         let mut links: Vec<(usize, usize, f32)> = (0..n)
-            .flat_map(|q| self.row(q).iter().enumerate().map(move |(k, &v)| (q, k, v)))
+            .filter(|&q| !special[q])
+            .flat_map(|q| {
+                self.row(q)
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| !special[k])
+                    .map(move |(k, &v)| (q, k, v))
+            })
             .collect();
         let count = 12.min(links.len());
         if count > 0 {
@@ -305,7 +315,12 @@ impl View<'_> {
             links.sort_by(order);
         }
         writeln!(w)?;
-        writeln!(w, "{}", self.bold("Strongest links (query → key):"))?;
+        let heading = if has_special {
+            "Strongest links between ordinary tokens (query → key; [CLS]/[SEP] left out):"
+        } else {
+            "Strongest links (query → key):"
+        };
+        writeln!(w, "{}", self.bold(heading))?;
         let iw = digits(n - 1);
         for (q, k, v) in links {
             writeln!(
@@ -510,6 +525,63 @@ mod tests {
         // head 0 of layer 0 puts 0.7 on the diagonal: those are the strongest links, ties in order
         assert!(out.contains("  0 t0             →   0 t0 "), "{out}");
         assert!(out.contains(" 11 t11            →  11 t11 "), "{out}");
+    }
+
+    #[test]
+    fn strongest_links_leave_out_special_tokens() {
+        // 300 tokens framed by [CLS] and [SEP]; every query puts 0.6 on [CLS], 0.3 on [SEP] and
+        // 0.1 on the token after it: the list must show those 0.1 links, not "→ [CLS]".
+        let n = 300;
+        let tokens: Vec<String> = (0..n)
+            .map(|i| match i {
+                0 => "[CLS]".to_string(),
+                i if i == n - 1 => "[SEP]".to_string(),
+                i => format!("t{i}"),
+            })
+            .collect();
+        let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        let base = synthetic(&refs, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            weights[q * n] += 0.6;
+            weights[q * n + n - 1] += 0.3;
+            weights[q * n + (q + 1) % n] += 0.1;
+        }
+        let att = Attention::new(
+            base.model.clone(),
+            base.text.clone(),
+            None,
+            base.tokens.clone(),
+            base.input_ids.clone(),
+            base.token_type_ids.clone(),
+            base.special.clone(),
+            base.word_ids.clone(),
+            weights,
+            None,
+        )
+        .unwrap();
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        let links: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("Strongest links"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            out.contains("Strongest links between ordinary tokens"),
+            "{out}"
+        );
+        assert_eq!(links.len(), 12, "{links:?}");
+        for l in &links {
+            assert!(!l.contains("[CLS]") && !l.contains("[SEP]"), "{l}");
+            assert!(l.ends_with("0.100"), "{l}");
+        }
+        // the first: query 1 (t1) → key 2 (t2)
+        assert!(
+            links[0].contains("1 t1") && links[0].contains("2 t2"),
+            "{}",
+            links[0]
+        );
     }
 
     #[test]

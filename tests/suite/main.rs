@@ -20,6 +20,7 @@ mod engine_oracle;
 mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
+mod fonts_in_browsers;
 mod gguf_files;
 mod gguf_smollm2;
 mod hostile;
