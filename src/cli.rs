@@ -73,6 +73,18 @@ pub struct Args {
     #[arg(help_heading = "Outputs", long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
+    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
+    /// layer). See docs/json.md.
+    #[arg(
+        help_heading = "Outputs",
+        long,
+        value_name = "LIST",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub json_include: Vec<JsonSection>,
+
     /// Write JSON numbers at full f32 precision instead of 6 significant digits.
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
@@ -96,6 +108,21 @@ pub struct Args {
     /// Light or dark images.
     #[arg(help_heading = "Images", long, value_enum, default_value_t = Theme::Light)]
     pub theme: Theme,
+
+    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
+    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
+    /// linear scale. The colour bar's ticks sit at their real values on every scale.
+    #[arg(help_heading = "Images", long, value_enum, default_value_t = ScaleArg::Linear)]
+    pub scale: ScaleArg,
+
+    /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
+    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size.
+    #[arg(help_heading = "Images", long, value_name = "F", default_value_t = 1.0, value_parser = parse_scale_factor)]
+    pub scale_factor: f32,
+
+    /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
+    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    pub dpi: Option<f32>,
 
     /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
     #[arg(help_heading = "HTML report", long, value_name = "FILE")]
@@ -128,29 +155,33 @@ pub struct Args {
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
     /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
     /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
-    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", requires = "out_dir", conflicts_with_all = ["text", "pair"])]
+    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
     /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
     #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8).
-    #[arg(help_heading = "Corpus mode", long, value_enum, default_value_t = OnBadLine::Skip)]
-    pub on_bad_line: OnBadLine,
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
+    /// [default: skip].
+    #[arg(help_heading = "Corpus mode", long, value_enum, value_name = "WHAT")]
+    pub on_bad_line: Option<OnBadLine>,
 
     /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
-    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json.
+    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json [default: json].
     #[arg(
         help_heading = "Corpus mode",
         long,
         value_name = "LIST",
         value_enum,
-        value_delimiter = ',',
-        default_value = "json",
-        requires = "input"
+        value_delimiter = ','
     )]
-    pub per_sentence: Vec<PerSentence>,
+    pub per_sentence: Option<Vec<PerSentence>>,
+
+    /// Corpus mode: replace an earlier run's results in --out-dir (its sentences/ files) instead
+    /// of refusing to mix two runs.
+    #[arg(help_heading = "Corpus mode", long)]
+    pub force: bool,
 
     /// How many most-attended tokens the terminal lists for each token.
     #[arg(
@@ -169,7 +200,8 @@ pub struct Args {
     #[arg(help_heading = "Outputs", short, long)]
     pub quiet: bool,
 
-    /// Worker threads for the forward pass [default: physical cores].
+    /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
+    /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
 }
@@ -215,6 +247,44 @@ pub enum Theme {
     Dark,
 }
 
+/// How attention maps to colour in images (`--scale`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScaleArg {
+    /// Proportional to the weight.
+    Linear,
+    /// Proportional to the square root of the weight.
+    Sqrt,
+    /// Logarithmic, three decades below the largest weight.
+    Log,
+}
+
+impl From<ScaleArg> for crate::render::image::ColorScale {
+    fn from(s: ScaleArg) -> Self {
+        match s {
+            ScaleArg::Linear => Self::Linear,
+            ScaleArg::Sqrt => Self::Sqrt,
+            ScaleArg::Log => Self::Log,
+        }
+    }
+}
+
+fn parse_scale_factor(s: &str) -> Result<f32, String> {
+    use crate::render::image::{MAX_SCALE_FACTOR, MIN_SCALE_FACTOR};
+    match s.parse::<f32>() {
+        Ok(f) if (MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "`{s}` is not a scale factor from {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR}"
+        )),
+    }
+}
+
+fn parse_dpi(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(d) if (48.0..=384.0).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a pixel density from 48 to 384 dpi")),
+    }
+}
+
 /// Storage precision of the HTML report's attention weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HtmlPrecision {
@@ -226,6 +296,15 @@ pub enum HtmlPrecision {
     /// 8-bit fixed point: each weight within 2e-3.
     #[value(name = "8")]
     Bits8,
+}
+
+/// An optional section of the JSON export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JsonSection {
+    /// `means[layer][query][key]`: the mean over each layer's heads.
+    Means,
+    /// `rollout[layer][query][key]`: attention rollout (Abnar & Zuidema 2020) through each layer.
+    Rollout,
 }
 
 /// Corpus mode: what to do with a bad line.
@@ -284,6 +363,15 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn scale_factor_and_dpi_are_bounded() {
+        assert_eq!(parse_scale_factor("2"), Ok(2.0));
+        assert!(parse_scale_factor("0.1").is_err() && parse_scale_factor("5").is_err());
+        assert!(parse_scale_factor("NaN").is_err() && parse_scale_factor("x").is_err());
+        assert_eq!(parse_dpi("300"), Ok(300.0));
+        assert!(parse_dpi("1000").is_err() && parse_dpi("inf").is_err());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 
 pub mod analysis;
 pub mod attention;
+pub mod checks;
+pub mod cleanup;
 pub mod cli;
 pub mod corpus;
 pub mod model;

@@ -2,7 +2,9 @@
 
 use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::checks::{self, REPORT_HTML, REPORT_JSON};
 
 use crate::analysis::{
     self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection, ViewOptions,
@@ -10,14 +12,15 @@ use crate::analysis::{
 use crate::attention::{Attention, HeadSel};
 use crate::cli::{Args, Figure, HtmlPrecision};
 use crate::model::{EncodeOptions, Model};
-use crate::output::{write_output, OutputError};
+use crate::output::{write_output, Destination, OutputError, StagedFolder};
 use crate::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision,
 };
 use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
-use crate::render::json::{write_json, JsonOptions};
+use crate::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
 use crate::render::stats_table::{color_enabled, write_stats_table, StatsTableOptions};
 use crate::render::terminal::{write_view, TerminalOptions};
+use crate::tokenize;
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -48,26 +51,82 @@ pub enum Error {
     Corpus(#[from] crate::corpus::CorpusError),
 }
 
+impl Error {
+    /// The exit status for this error: 130 for a run stopped by Ctrl-C (as when the signal ends
+    /// it at once), 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Corpus(crate::corpus::CorpusError::Interrupted { .. }) => 130,
+            _ => 1,
+        }
+    }
+}
+
+/// A line on standard error that must never fail the run (a closed stderr is ignored).
+fn note(msg: &str) {
+    let _ = writeln!(io::stderr(), "{msg}");
+}
+
+/// Settle the worker threads (`--threads`, capped; see [`crate::threads::configure`]) and say
+/// so when a request was capped.
+fn configure_threads(args: &Args) -> usize {
+    let asked = args.threads.or_else(crate::threads::from_env);
+    let threads = crate::threads::configure(args.threads);
+    if let Some(asked) = asked.filter(|&n| n > threads) {
+        let source = if args.threads.is_some() {
+            "--threads"
+        } else {
+            "RAYON_NUM_THREADS"
+        };
+        note(&format!(
+            "note: {source} {asked} is more than {} × the {} CPUs available; using {threads}",
+            crate::threads::MAX_THREADS_PER_CPU,
+            threads / crate::threads::MAX_THREADS_PER_CPU,
+        ));
+    }
+    threads
+}
+
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    // Everything that needs no model first: a mistake costs no load and leaves no file.
+    checks::check_args(args).map_err(Error::Usage)?;
+    let threads = configure_threads(args);
     // Corpus mode lives in its own module.
     if args.input.is_some() {
-        return Ok(crate::corpus::run(args)?);
+        return Ok(crate::corpus::run(args, threads)?);
     }
-    let text = read_text(args.text.as_deref().unwrap_or_default())?;
-    check_outputs(args)?;
     let model = Model::load(&args.model, &args.revision)?;
     let (layer, head) = selection(args, model.info())?;
+    let limit = tokenize::byte_limit(model.max_positions());
+    let (text, stdin_cut) = read_text(
+        args.text.as_deref().unwrap_or_default(),
+        limit,
+        args.truncate,
+        model.max_positions(),
+    )?;
     let opts = EncodeOptions {
         truncate: args.truncate,
         capture_query_key: args.neuron,
     };
     let encoding = model.encode(&text, args.pair.as_deref(), &opts)?;
+    let bytes_cut = stdin_cut || encoding.bytes_cut;
+    if bytes_cut {
+        note(&format!(
+            "note: the input is over {limit} bytes; only its first {limit} bytes were read \
+             (--truncate)"
+        ));
+    }
     if let Some(from) = encoding.truncated_from {
-        eprintln!(
-            "note: the input was {from} tokens; truncated to the model's maximum of {} (--truncate)",
+        let what = if bytes_cut {
+            "those bytes were"
+        } else {
+            "the input was"
+        };
+        note(&format!(
+            "note: {what} {from} tokens; truncated to the model's maximum of {} (--truncate)",
             encoding.attention.len()
-        );
+        ));
     }
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
@@ -77,6 +136,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         no_special: args.no_special,
     };
     let needs_rollout = args.report.is_some()
+        || !args.json_include.is_empty()
         || (args.figure == Figure::Rollout && (args.png.is_some() || args.svg.is_some()));
     let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
         let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
@@ -98,12 +158,15 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let outputs = Outputs {
         att: &att,
         stats: stats.as_deref().unwrap_or_default(),
+        sections: json_sections(&args.json_include, analysis.as_ref()).unwrap_or_default(),
         json: JsonOptions {
             full_precision: args.full_precision,
         },
         image: ImageOptions {
             colormap: args.colormap,
             theme: args.theme,
+            scale: args.scale.into(),
+            scale_factor: args.dpi.map_or(args.scale_factor, |dpi| dpi / 96.0),
         },
     };
     if let Some(path) = &args.json {
@@ -131,11 +194,31 @@ pub fn run(args: &Args) -> Result<(), Error> {
         write_html_file(&encoding.attention, opts, path)?;
     }
     if let (Some(dir), Some(opts)) = (&args.report, &html) {
-        let mut written = outputs.report(dir, layer, head, rollout)?;
-        let page = dir.join("report.html");
-        write_html_file(&encoding.attention, opts, &page)?;
-        written.push(page);
-        eprintln!("wrote {} files into {}", written.len(), dir.display());
+        // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
+        let staged = StagedFolder::create(dir)?;
+        let build = || -> Result<(), Error> {
+            outputs.report(staged.staging(), layer, head, rollout)?;
+            write_html_file(
+                &encoding.attention,
+                opts,
+                &staged.staging().join(REPORT_HTML),
+            )?;
+            Ok(())
+        };
+        // Errors name the file in DIR, not in the hidden staging folder.
+        build().map_err(|e| match e {
+            Error::Output(o) => Error::Output(staged.rename_error(o)),
+            Error::Image(ImageError::Output(o)) => {
+                Error::Image(ImageError::Output(staged.rename_error(o)))
+            }
+            other => other,
+        })?;
+        let written = staged.commit()?;
+        note(&format!(
+            "wrote {} files into {}",
+            written.len(),
+            dir.display()
+        ));
     }
 
     if show_terminal_view(args) {
@@ -151,8 +234,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
                 color: color_enabled(args.color, io::stderr().is_terminal()),
                 ..StatsTableOptions::default()
             };
-            write_stats_table(outputs.stats, &opts, &mut io::stderr().lock())
-                .map_err(Error::Stdout)?;
+            let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
+            match res {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
+                _ => {}
+            }
         } else {
             let opts = StatsTableOptions::for_stdout(args.stat, args.color);
             to_stdout(|w| {
@@ -170,6 +256,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
 struct Outputs<'a> {
     att: &'a Attention,
     stats: &'a [Vec<HeadStats>],
+    /// Optional JSON sections (`--json-include`).
+    sections: Vec<MatrixSection<'a>>,
     json: JsonOptions,
     image: ImageOptions,
 }
@@ -179,39 +267,53 @@ impl Outputs<'_> {
         let section = serde_json::to_value(StatsSection::new(self.stats))
             .expect("statistics serialise to JSON");
         write_output(path, |w| {
-            write_json(self.att, &[("stats", section)], self.json, w)
+            write_json_with(
+                self.att,
+                &[("stats", section)],
+                &self.sections,
+                self.json,
+                w,
+            )
         })?;
         Ok(())
     }
 
-    /// The JSON export and every kind of figure as PNG and SVG, in one folder.
+    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder.
     fn report(
         &self,
         dir: &Path,
         layer: usize,
         head: HeadSel,
         rollout: Option<&[f32]>,
-    ) -> Result<Vec<PathBuf>, Error> {
-        std::fs::create_dir_all(dir).map_err(|source| OutputError {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let mut written = Vec::new();
-        let path = dir.join("attention.json");
-        self.json(&path)?;
-        written.push(path);
+    ) -> Result<(), Error> {
+        self.json(&dir.join(REPORT_JSON))?;
+        // With `--head mean` the mean has its own figure: the head figure shows the layer's most
+        // focused head (lowest mean entropy) instead, and says so in its title.
+        let focused = (head == HeadSel::Mean)
+            .then(|| most_focused_head(self.stats, layer))
+            .flatten();
         for (name, figure) in FigureSpec::all(layer, head, rollout) {
-            // With `--head mean` the head figure would repeat the mean figure.
-            if name == "head" && head == HeadSel::Mean {
-                continue;
-            }
-            let png = dir.join(format!("{name}.png"));
-            image::write_png(self.att, &figure, &self.image, &png)?;
-            let svg = dir.join(format!("{name}.svg"));
-            image::write_svg(self.att, &figure, &self.image, &svg)?;
-            written.extend([png, svg]);
+            let figure = match (name, focused) {
+                ("head", Some(h)) => FigureSpec::Matrix {
+                    title: format!("layer {layer} · head {h} (most focused)"),
+                    values: self.att.head(layer, h),
+                },
+                _ => figure,
+            };
+            image::write_png(
+                self.att,
+                &figure,
+                &self.image,
+                &dir.join(format!("{name}.png")),
+            )?;
+            image::write_svg(
+                self.att,
+                &figure,
+                &self.image,
+                &dir.join(format!("{name}.svg")),
+            )?;
         }
-        Ok(written)
+        Ok(())
     }
 }
 
@@ -340,63 +442,71 @@ fn selection(args: &Args, info: &crate::ModelInfo) -> Result<(usize, HeadSel), E
     Ok((layer, args.head))
 }
 
-/// `text`, or standard input when it is `-`.
-fn read_text(text: &str) -> Result<String, Error> {
+/// The head of `layer` with the lowest mean entropy (ties: the lowest number).
+fn most_focused_head(stats: &[Vec<HeadStats>], layer: usize) -> Option<usize> {
+    stats
+        .get(layer)?
+        .iter()
+        .enumerate()
+        .min_by(|(_, a), (_, b)| a.entropy.total_cmp(&b.entropy))
+        .map(|(h, _)| h)
+}
+
+/// `text`, or standard input when it is `-`, read up to `limit` bytes (the model's
+/// [`tokenize::byte_limit`]): more is an error, or with `truncate` is cut (at a character
+/// boundary) and left unread. Returns the text and whether it was cut.
+fn read_text(
+    text: &str,
+    limit: usize,
+    truncate: bool,
+    max_positions: usize,
+) -> Result<(String, bool), Error> {
     if text != "-" {
-        return Ok(text.to_string());
+        // An argument is already in memory; the tokenizer bounds its own work by the same limit.
+        return Ok((text.to_string(), false));
     }
-    let mut s = String::new();
-    io::stdin().read_to_string(&mut s).map_err(Error::Stdin)?;
-    Ok(s.trim_end_matches(['\n', '\r']).to_string())
-}
-
-/// Every output file the arguments name (`-` included).
-fn output_paths(args: &Args) -> impl Iterator<Item = (&'static str, &Path)> {
-    [
-        ("--json", &args.json),
-        ("--png", &args.png),
-        ("--svg", &args.svg),
-        ("--html", &args.html),
-    ]
-    .into_iter()
-    .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
-}
-
-/// Fail before loading the model when outputs can't be written: two outputs on standard output,
-/// or a file in a folder that doesn't exist.
-fn check_outputs(args: &Args) -> Result<(), Error> {
-    let to_stdout: Vec<&str> = output_paths(args)
-        .filter(|(_, p)| *p == Path::new("-"))
-        .map(|(flag, _)| flag)
-        .collect();
-    if to_stdout.len() > 1 {
-        return Err(Error::Usage(format!(
-            "{} all write to standard output (`-`); only one output can",
-            to_stdout.join(" and ")
-        )));
-    }
-    for (flag, path) in output_paths(args).filter(|(_, p)| *p != Path::new("-")) {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+    let mut buf = Vec::new();
+    io::stdin()
+        .lock()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(Error::Stdin)?;
+    let cut = buf.len() > limit;
+    if cut {
+        if !truncate {
             return Err(Error::Usage(format!(
-                "{flag} {}: folder {} does not exist; create it first",
-                path.display(),
-                dir.display()
+                "standard input holds more than {limit} bytes, more than a model of \
+                 {max_positions} positions can take; shorten it, or pass --truncate to analyse \
+                 its beginning"
             )));
         }
-        if path.is_dir() {
-            return Err(Error::Usage(format!(
-                "{flag} {}: that is a folder; give a file name",
-                path.display()
-            )));
-        }
+        buf.truncate(limit);
     }
-    Ok(())
+    let text = match String::from_utf8(buf) {
+        Ok(s) => s,
+        // The cut fell inside a character: drop its first bytes.
+        Err(e) if cut && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(Error::Usage(format!(
+                "standard input is not valid UTF-8 (byte {}); give UTF-8 text",
+                e.utf8_error().valid_up_to() + 1
+            )))
+        }
+    };
+    Ok((text.trim_end_matches(['\n', '\r']).to_string(), cut))
 }
 
-/// Whether one of the output files is standard output (`-`).
+/// Whether one of the output files is standard output (`-`, `/dev/stdout`, …).
 fn stdout_taken(args: &Args) -> bool {
-    output_paths(args).any(|(_, p)| p == Path::new("-"))
+    [&args.json, &args.png, &args.svg, &args.html]
+        .into_iter()
+        .flatten()
+        .any(|p| matches!(Destination::of(p), Ok(Destination::Stdout)))
 }
 
 /// The terminal view is printed unless --quiet, or standard output carries another output.

@@ -20,6 +20,30 @@ use tokenizers::{
     TruncationStrategy,
 };
 
+/// Bytes of text accepted per position of the model: [`byte_limit`]. Ordinary text needs 3–6
+/// bytes per token (English about 4.5, CJK 3), so this is over 40× what any real input of the
+/// model's maximum length needs, and it bounds the time and memory a huge input costs before
+/// the tokenizer says it is too long.
+pub const BYTES_PER_POSITION: usize = 256;
+
+/// The longest text (each of a pair) read or tokenized for a model of `max_positions`
+/// positions: 128 KiB for 512 positions.
+pub fn byte_limit(max_positions: usize) -> usize {
+    max_positions.saturating_mul(BYTES_PER_POSITION)
+}
+
+/// `text` cut to at most `limit` bytes, at a character boundary.
+pub fn cut_to_bytes(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// An error loading a tokenizer or encoding text.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -54,6 +78,18 @@ pub enum Error {
         /// The model's maximum.
         max: usize,
     },
+    /// More bytes than [`byte_limit`] allows, without `--truncate`.
+    #[error("the {which} is {bytes} bytes long, more than a model of {max} positions can take (at most {limit} bytes are read); shorten it or pass --truncate")]
+    TooManyBytes {
+        /// `text` or `pair sentence`.
+        which: &'static str,
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+        /// The model's maximum positions.
+        max: usize,
+    },
     /// The tokenizers crate failed.
     #[error("tokenization failed: {0}")]
     Encode(String),
@@ -73,8 +109,11 @@ pub struct Encoded {
     /// Word index of each token, `None` for special tokens. Numbered across the whole input:
     /// the words of sentence B continue after those of sentence A.
     pub word_ids: Vec<Option<usize>>,
-    /// Token count of the full input when it was truncated to fit.
+    /// Token count of the full input when it was truncated to fit (of the input cut to
+    /// [`byte_limit`] when `bytes_cut`).
     pub truncated_from: Option<usize>,
+    /// Whether the text (or the pair) was first cut to [`byte_limit`] bytes (`truncate` only).
+    pub bytes_cut: bool,
 }
 
 /// A BERT tokenizer, from tokenizer.json or vocab.txt.
@@ -205,6 +244,25 @@ impl TextTokenizer {
                 which: "pair sentence",
             });
         }
+        // Bound the work before tokenizing: a huge input is refused, or cut, by its bytes.
+        let limit = byte_limit(max_len);
+        let mut bytes_cut = false;
+        for (part, which) in [(Some(text), "text"), (pair, "pair sentence")] {
+            let bytes = part.map_or(0, str::len);
+            if bytes > limit {
+                if !truncate {
+                    return Err(Error::TooManyBytes {
+                        which,
+                        bytes,
+                        limit,
+                        max: max_len,
+                    });
+                }
+                bytes_cut = true;
+            }
+        }
+        let text = cut_to_bytes(text, limit);
+        let pair = pair.map(|p| cut_to_bytes(p, limit));
         let input = |t: &str, p: Option<&str>| -> EncodeInput {
             match p {
                 Some(p) => (t.to_string(), p.to_string()).into(),
@@ -223,7 +281,7 @@ impl TextTokenizer {
         }
         let tokens = full.len();
         if tokens <= max_len {
-            return Ok(to_encoded(&full, None));
+            return Ok(to_encoded(&full, None, bytes_cut));
         }
         if !truncate {
             return Err(Error::TooLong {
@@ -243,11 +301,15 @@ impl TextTokenizer {
         let cut = cutter
             .encode(input(text, pair), true)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(to_encoded(&cut, Some(tokens)))
+        Ok(to_encoded(&cut, Some(tokens), bytes_cut))
     }
 }
 
-fn to_encoded(enc: &tokenizers::Encoding, truncated_from: Option<usize>) -> Encoded {
+fn to_encoded(
+    enc: &tokenizers::Encoding,
+    truncated_from: Option<usize>,
+    bytes_cut: bool,
+) -> Encoded {
     let sequences = enc.get_sequence_ids();
     // Word ids restart at 0 in sentence B; shift them past sentence A's.
     let words_in_a = enc
@@ -279,6 +341,7 @@ fn to_encoded(enc: &tokenizers::Encoding, truncated_from: Option<usize>) -> Enco
             .collect(),
         word_ids,
         truncated_from,
+        bytes_cut,
     }
 }
 
@@ -333,5 +396,23 @@ impl VocabOptions {
             pad: token("pad_token", "[PAD]"),
             mask: token("mask_token", "[MASK]"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_at_a_character_boundary() {
+        assert_eq!(cut_to_bytes("abc", 10), "abc");
+        assert_eq!(cut_to_bytes("abc", 2), "ab");
+        // "é" is two bytes: a cut inside it keeps the character out.
+        assert_eq!(cut_to_bytes("aé", 2), "a");
+        assert_eq!(cut_to_bytes("aé", 3), "aé");
+        // four-byte emoji
+        assert_eq!(cut_to_bytes("🚀🚀", 7), "🚀");
+        assert_eq!(byte_limit(512), 131_072);
+        assert_eq!(byte_limit(usize::MAX), usize::MAX);
     }
 }

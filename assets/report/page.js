@@ -267,6 +267,9 @@ async function main() {
     () => state.matrixRight));
   setupMatrixZoom();
   setupNeuronPointer();
+  // The report's embedded font subsets (data: URIs, so this is quick) before the first
+  // drawing, so canvas text and token columns never show fallback boxes.
+  if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
   $('status').hidden = true;
   render();
   timings.interactive = performance.now();

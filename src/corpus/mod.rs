@@ -11,7 +11,8 @@
 //!   flight, so memory does not grow with the corpus.
 //! - Bad lines are reported on stderr with their line number and skipped, or, with
 //!   `--on-bad-line stop`, end the run after the lines before them are done. Either way, and on
-//!   Ctrl-C, `corpus_stats.json` is written for what was processed.
+//!   a first Ctrl-C, `corpus_stats.json` is written for what was processed. A second Ctrl-C (or
+//!   SIGTERM) ends the run at once and removes its unfinished files ([`crate::cleanup`]).
 
 mod accumulate;
 mod interrupt;
@@ -29,11 +30,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
 
-use crate::analysis::{self, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::cli::{Args, OnBadLine, PerSentence};
 use crate::model::{self, Model};
-use crate::output::{AtomicFile, OutputError};
-use crate::render::json::{write_json, JsonOptions};
+use crate::output::{write_output_unsynced, OutputError};
+use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
 use crate::tokenize::{self, Encoded};
 
@@ -133,6 +134,8 @@ pub struct CorpusOptions {
     pub view: ViewOptions,
     /// Number format of the JSON exports.
     pub json: JsonOptions,
+    /// Optional sections of the JSON exports (`--json-include`).
+    pub json_include: Vec<crate::cli::JsonSection>,
     /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
     /// physical cores).
     pub threads: Option<usize>,
@@ -217,11 +220,12 @@ pub struct Outcome {
     pub summary_path: PathBuf,
 }
 
-/// `--input FILE --out-dir DIR`: check the flags, load the model once, process every line,
-/// print the averaged statistics table on stdout and a one-line summary on stderr (neither with
-/// `--quiet`; warnings about bad lines are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
-pub fn run(args: &Args) -> Result<(), CorpusError> {
-    check_flags(args)?;
+/// `--input FILE --out-dir DIR` (flags already checked by the app layer's `checks`): load the
+/// model once with `threads` workers, process every line, print the averaged statistics table
+/// on stdout and a one-line summary on stderr (neither with `--quiet`; warnings about bad lines
+/// are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary
+/// is written.
+pub fn run(args: &Args, threads: usize) -> Result<(), CorpusError> {
     let input = args.input.clone().unwrap_or_default();
     let out_dir = args
         .out_dir
@@ -238,7 +242,8 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
         })?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
-    let per_sentence = normalise_per_sentence(&args.per_sentence)?;
+    let per_sentence =
+        normalise_per_sentence(args.per_sentence.as_deref().unwrap_or(&[PerSentence::Json]))?;
     prepare_out_dir(&out_dir, &per_sentence)?;
     let progress = io::stderr().is_terminal();
     let total_lines = if progress && !from_stdin {
@@ -247,11 +252,14 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
         None
     };
     let model = Model::load(&args.model, &args.revision)?;
+    if args.force {
+        remove_earlier_run(&out_dir)?;
+    }
     let opts = CorpusOptions {
         input_name,
         out_dir,
         per_sentence,
-        on_bad_line: args.on_bad_line,
+        on_bad_line: args.on_bad_line.unwrap_or(OnBadLine::Skip),
         truncate: args.truncate,
         view: ViewOptions {
             words: args.words,
@@ -260,7 +268,8 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
         json: JsonOptions {
             full_precision: args.full_precision,
         },
-        threads: args.threads,
+        json_include: args.json_include.clone(),
+        threads: Some(threads),
         progress,
         total_lines,
     };
@@ -273,7 +282,8 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
         if outcome.stats.sentences > 0 {
             print_table(&outcome, args)?;
         }
-        eprintln!("{}", summary_line(&outcome, &opts));
+        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
+        let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
     }
     end_to_result(&outcome, &opts)
 }
@@ -310,7 +320,7 @@ fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Se
     let acc = Mutex::new(CorpusStats::new(info.layers, info.heads));
     let abort = AtomicBool::new(false);
     let mut feed = Feed {
-        lines: LineReader::new(input),
+        lines: LineReader::new(input, tokenize::byte_limit(model.max_positions())),
         model,
         opts,
         log: &log,
@@ -438,7 +448,8 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
 impl<R> Feed<'_, R> {
     /// Parse and tokenize a line, or say why it cannot be used.
     fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
-        let sentence = lines::parse(raw)?;
+        let limit = tokenize::byte_limit(self.model.max_positions());
+        let sentence = lines::parse(raw, limit)?;
         if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
         }
@@ -455,6 +466,9 @@ impl<R> Feed<'_, R> {
                 tokenize::Error::Empty { .. } => BadLine::Empty,
                 tokenize::Error::NoTokens { .. } => BadLine::NoTokens,
                 tokenize::Error::TooLong { tokens, max } => BadLine::TooLong { tokens, max },
+                tokenize::Error::TooManyBytes { bytes, limit, .. } => {
+                    BadLine::TooManyBytes { len: bytes, limit }
+                }
                 other => BadLine::Tokenizer(other.to_string()),
             })?;
         if let Some(from) = encoded.truncated_from {
@@ -526,9 +540,18 @@ impl Worker<'_> {
                 other => other?,
             };
         let tokens = encoding.attention.len();
-        let view = analysis::view(&encoding.attention, self.opts.view)?;
-        let stats = analysis::head_stats(&view);
-        self.write_outputs(item.line, &view, &stats)?;
+        // The means and rollout only when the JSON carries them (the rollout costs L·n³).
+        let (view, analysis) = if self.opts.json_include.is_empty() {
+            (analysis::view(&encoding.attention, self.opts.view)?, None)
+        } else {
+            let (view, a) = Analysis::compute_view(&encoding.attention, self.opts.view)?;
+            (view, Some(a))
+        };
+        let stats = match &analysis {
+            Some(a) => a.stats.clone(),
+            None => analysis::head_stats(&view),
+        };
+        self.write_outputs(item.line, &view, &stats, analysis.as_ref())?;
         let counts = SentenceCounts {
             pair: counts_pair,
             truncated,
@@ -548,6 +571,7 @@ impl Worker<'_> {
         line: usize,
         view: &crate::Attention,
         stats: &[Vec<HeadStats>],
+        analysis: Option<&Analysis>,
     ) -> Result<(), CorpusError> {
         for kind in &self.opts.per_sentence {
             match kind {
@@ -555,8 +579,10 @@ impl Worker<'_> {
                     let path = sentence_path(&self.opts.out_dir, line, "json");
                     let section = serde_json::to_value(StatsSection::new(stats))
                         .expect("statistics serialise");
-                    write_unsynced(&path, |w| {
-                        write_json(view, &[("stats", section)], self.opts.json, w)
+                    let sections =
+                        json_sections(&self.opts.json_include, analysis).unwrap_or_default();
+                    write_output_unsynced(&path, |w| {
+                        write_json_with(view, &[("stats", section)], &sections, self.opts.json, w)
                     })?;
                 }
                 PerSentence::None => {}
@@ -570,19 +596,6 @@ impl Worker<'_> {
 /// digits, so names sort in line order up to 999,999 lines).
 pub fn sentence_path(out_dir: &Path, line: usize, ext: &str) -> PathBuf {
     out_dir.join(SENTENCES_DIR).join(format!("{line:06}.{ext}"))
-}
-
-/// Write `path` atomically without a sync per file (see [`AtomicFile::commit_unsynced`]).
-fn write_unsynced(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> Result<(), OutputError> {
-    let mut file = AtomicFile::create(path)?;
-    write(&mut file).map_err(|source| OutputError {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    file.commit_unsynced()
 }
 
 /// The progress bar, and messages that don't tear it.
@@ -617,34 +630,16 @@ impl Log {
 
     /// A line on stderr, above the bar when there is one.
     fn message(&self, msg: &str) {
+        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
+        let print = || {
+            let _ = writeln!(io::stderr(), "{msg}");
+        };
         if self.bar.is_hidden() {
-            eprintln!("{msg}");
+            print();
         } else {
-            self.bar.suspend(|| eprintln!("{msg}"));
+            self.bar.suspend(print);
         }
     }
-}
-
-/// Flags that make no sense with `--input` get a clear error instead of being ignored.
-fn check_flags(args: &Args) -> Result<(), CorpusError> {
-    let single: [(&str, bool); 6] = [
-        ("--json", args.json.is_some()),
-        ("--png", args.png.is_some()),
-        ("--svg", args.svg.is_some()),
-        ("--html", args.html.is_some()),
-        ("--report", args.report.is_some()),
-        ("--neuron", args.neuron),
-    ];
-    if let Some((flag, _)) = single.iter().find(|(_, set)| *set) {
-        return Err(CorpusError::Usage(format!(
-            "{flag} is for a single input; with --input, per-sentence outputs go into --out-dir \
-             (choose them with --per-sentence)"
-        )));
-    }
-    if args.threads == Some(0) {
-        return Err(CorpusError::Usage("--threads must be at least 1".into()));
-    }
-    Ok(())
 }
 
 /// Drop duplicates; `none` alone means no per-sentence files, and cannot be combined.
@@ -681,6 +676,40 @@ fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), C
     if !per_sentence.is_empty() {
         let dir = out_dir.join(SENTENCES_DIR);
         fs::create_dir_all(&dir).map_err(err(&dir))?;
+    }
+    Ok(())
+}
+
+/// How many entries `DIR/sentences/` holds (an earlier run's outputs; the app layer refuses
+/// to mix two runs unless `--force`).
+pub fn earlier_run_files(out_dir: &Path) -> usize {
+    fs::read_dir(out_dir.join(SENTENCES_DIR)).map_or(0, |rd| rd.count())
+}
+
+/// `--force`: remove an earlier run's per-sentence files (named by line number, as this mode
+/// writes them, or its temporary files) and its summary. Anything else in the folder stays.
+fn remove_earlier_run(out_dir: &Path) -> Result<(), CorpusError> {
+    let dir = out_dir.join(SENTENCES_DIR);
+    let err = |path: PathBuf| move |source| CorpusError::OutDir { path, source };
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry.map_err(err(dir.clone()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = match name.split_once('.') {
+            Some((stem, _)) if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) => true,
+            Some(("", rest)) => rest.ends_with(".tmp"),
+            _ => false,
+        };
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            fs::remove_file(entry.path()).map_err(err(entry.path()))?;
+        }
+    }
+    let summary = out_dir.join(SUMMARY_FILE);
+    if summary.is_file() {
+        fs::remove_file(&summary).map_err(err(summary.clone()))?;
     }
     Ok(())
 }

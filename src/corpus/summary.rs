@@ -134,7 +134,7 @@ fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
 /// each value compact (a `[layer][head]` grid on one line).
 fn write_fields(fields: &[(&str, Value)], w: &mut dyn Write) -> io::Result<()> {
     let compact =
-        |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::other);
+        |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::from);
     w.write_all(b"{")?;
     for (i, (name, value)) in fields.iter().enumerate() {
         w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;

@@ -21,6 +21,7 @@ pub mod distilbert;
 pub mod electra;
 pub mod encoder;
 pub mod family;
+pub mod gguf;
 pub mod kernels;
 pub mod layers;
 pub mod pickle;
@@ -123,6 +124,8 @@ pub struct Encoding {
     pub hidden: Vec<f32>,
     /// Token count of the full input when it was truncated (`--truncate`); say so to the user.
     pub truncated_from: Option<usize>,
+    /// Whether the text was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
+    pub bytes_cut: bool,
 }
 
 /// A loaded model: its family's network with weights, its tokenizer and description.
@@ -331,6 +334,10 @@ impl Model {
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
+        // A text cut to the byte limit is recorded as analysed, not as given.
+        let limit = tokenize::byte_limit(self.max_positions());
+        let text = tokenize::cut_to_bytes(text, limit);
+        let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
         self.encode_tokens(text, pair, enc, opts.capture_query_key)
     }
 
@@ -367,6 +374,7 @@ impl Model {
             attention,
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
+            bytes_cut: enc.bytes_cut,
         })
     }
 }

@@ -69,6 +69,7 @@ use sha2::{Digest, Sha256};
 
 use crate::attention::Attention;
 use crate::output::{write_output, OutputError};
+use crate::render::fonts;
 
 use payload::{Dtype, Payload, Section, SectionMeta};
 
@@ -362,12 +363,13 @@ pub fn write_html(att: &Attention, opts: &HtmlOptions, w: &mut dyn Write) -> io:
     let payload = Payload::new(sections(att, opts), opts.compress);
     let meta = Meta::new(att, opts, &payload);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
+    let style = format!("{CSS}{}", font_css(att).map_err(io::Error::other)?);
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
-            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy().as_bytes())?,
+            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy(&style).as_bytes())?,
             Piece::Slot(Slot::Title) => w.write_all(escape_html(&meta.title).as_bytes())?,
-            Piece::Slot(Slot::Css) => w.write_all(CSS.as_bytes())?,
+            Piece::Slot(Slot::Css) => w.write_all(style.as_bytes())?,
             Piece::Slot(Slot::Js) => w.write_all(script().as_bytes())?,
             Piece::Slot(Slot::Meta) => {
                 w.write_all(escape_json_for_script(&meta_json).as_bytes())?
@@ -735,15 +737,43 @@ enum Piece {
 
 /// The page's Content-Security-Policy: nothing may load from anywhere, and only the report's own
 /// inline script and style (listed by hash) may run. So even markup that slipped past escaping
-/// could neither run a script (inline handlers included) nor make a request.
-fn content_security_policy() -> String {
+/// could neither run a script (inline handlers included) nor make a request. Fonts may come
+/// from `data:` URIs only: the subsets [`font_css`] embeds.
+fn content_security_policy(style: &str) -> String {
     let hash = |s: &str| STANDARD.encode(Sha256::digest(s.as_bytes()));
     format!(
-        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; font-src data:; \
          base-uri 'none'; form-action 'none'",
         hash(script()),
-        hash(CSS)
+        hash(style)
     )
+}
+
+/// Fonts for the report's text: for every character of the tokens, sentences and model name
+/// that is not ASCII, the embedded font that has it, subset to those characters
+/// ([`fonts::subset_for`]) as `@font-face` rules, and `--attnviz-fonts`, the CSS font list the
+/// page's body font ends with. The system's fonts come first, so the page looks native; ours
+/// fill in what the system lacks (a Korean or emoji token on a machine without such fonts shows
+/// as itself, not as an empty box). Empty when every character is ASCII.
+fn font_css(att: &Attention) -> Result<String, fonts::FontError> {
+    let non_ascii = |s: &str| s.chars().filter(|c| !c.is_ascii()).collect::<String>();
+    let mut chars = non_ascii(&att.text);
+    chars.push_str(&non_ascii(att.pair.as_deref().unwrap_or("")));
+    chars.push_str(&non_ascii(&att.model.id));
+    for t in &att.tokens {
+        chars.push_str(&non_ascii(t));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    chars.retain(|c| seen.insert(c));
+    let webfonts = fonts::subset_for([(chars.as_str(), false)])?;
+    if webfonts.is_empty() {
+        return Ok(String::new());
+    }
+    Ok(format!(
+        "\n{}:root{{--attnviz-fonts:{}, sans-serif}}\n",
+        fonts::font_face_css(&webfonts),
+        fonts::font_family_list(&webfonts)
+    ))
 }
 
 /// The template cut at its slots. A hand-written splitter rather than a template engine: the

@@ -8,7 +8,9 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 use serde_json::json;
 
+use crate::analysis::Analysis;
 use crate::attention::{Attention, Level, ModelInfo};
+use crate::cli::JsonSection;
 
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -38,6 +40,28 @@ pub fn model_json(m: &ModelInfo) -> serde_json::Value {
 pub fn write_json(
     att: &Attention,
     extra: &[(&str, serde_json::Value)],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    write_json_with(att, extra, &[], opts, w)
+}
+
+/// A section of `n × n` matrices, one per layer, streamed after `attention` like it:
+/// `name: float[layers][n][n]` (e.g. the layer means, the rollout).
+#[derive(Clone, Copy, Debug)]
+pub struct MatrixSection<'a> {
+    /// Field name.
+    pub name: &'a str,
+    /// One row-major `n × n` matrix per layer (row = query).
+    pub layers: &'a [Vec<f32>],
+}
+
+/// [`write_json`] followed by `matrices`, each written after `attention`, in the same number
+/// format.
+pub fn write_json_with(
+    att: &Attention,
+    extra: &[(&str, serde_json::Value)],
+    matrices: &[MatrixSection],
     opts: JsonOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
@@ -82,9 +106,10 @@ pub fn write_json(
     w.write_all(b"{")?;
     for (i, (name, value)) in fields.iter().chain(extra).enumerate() {
         w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
-        serde_json::to_writer(&mut *w, name).map_err(io::Error::other)?;
+        // io::Error::from, not other(): a broken pipe must stay a broken pipe for the caller.
+        serde_json::to_writer(&mut *w, name).map_err(io::Error::from)?;
         w.write_all(b": ")?;
-        serde_json::to_writer(&mut *w, value).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut *w, value).map_err(io::Error::from)?;
     }
     w.write_all(b",\n  \"attention\": [")?;
     let n = att.len();
@@ -100,8 +125,49 @@ pub fn write_json(
         }
         w.write_all(b"\n    ]")?;
     }
-    w.write_all(b"\n  ]\n}\n")?;
+    w.write_all(b"\n  ]")?;
+    for section in matrices {
+        if section.layers.iter().any(|m| m.len() != n * n) {
+            return Err(io::Error::other(format!(
+                "the {} matrices are not {n} × {n}",
+                section.name
+            )));
+        }
+        w.write_all(b",\n  ")?;
+        serde_json::to_writer(&mut *w, section.name).map_err(io::Error::from)?;
+        w.write_all(b": [")?;
+        let formatted: Vec<Vec<u8>> = section
+            .layers
+            .par_iter()
+            .map(|m| format_matrix(m, n, opts))
+            .collect();
+        for (l, buf) in formatted.iter().enumerate() {
+            w.write_all(if l == 0 { b"\n    " } else { b",\n    " })?;
+            w.write_all(buf)?;
+        }
+        w.write_all(b"\n  ]")?;
+    }
+    w.write_all(b"\n}\n")?;
     Ok(())
+}
+
+/// The matrix sections `include` asks for, from `analysis` (`None` when it is missing).
+pub fn json_sections<'a>(
+    include: &[JsonSection],
+    analysis: Option<&'a Analysis>,
+) -> Option<Vec<MatrixSection<'a>>> {
+    let mut out = Vec::new();
+    for section in include {
+        let a = analysis?;
+        let (name, layers) = match section {
+            JsonSection::Means => ("means", &a.layer_means),
+            JsonSection::Rollout => ("rollout", &a.rollout),
+        };
+        if !out.iter().any(|s: &MatrixSection| s.name == name) {
+            out.push(MatrixSection { name, layers });
+        }
+    }
+    Some(out)
 }
 
 /// One head's matrix as `[[..],[..]]`, one row per line would be too airy: rows are kept on one
@@ -335,5 +401,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn matrix_sections_follow_the_attention_with_their_shape() {
+        let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);
+        let means = crate::analysis::layer_means(&att);
+        let rollout = crate::analysis::rollout(&att);
+        let mut out = Vec::new();
+        let sections = [
+            MatrixSection {
+                name: "means",
+                layers: &means,
+            },
+            MatrixSection {
+                name: "rollout",
+                layers: &rollout,
+            },
+        ];
+        write_json_with(&att, &[], &sections, JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        for (name, values) in [("means", &means), ("rollout", &rollout)] {
+            let got = v[name].as_array().unwrap();
+            assert_eq!(got.len(), 2, "{name}: one matrix per layer");
+            for (l, m) in values.iter().enumerate() {
+                for q in 0..4 {
+                    for k in 0..4 {
+                        let g = got[l][q][k].as_f64().unwrap() as f32;
+                        let want = m[q * 4 + k];
+                        assert!(
+                            (g - want).abs() <= want.abs() * 5.1e-6,
+                            "{name}[{l}][{q}][{k}]"
+                        );
+                    }
+                }
+            }
+        }
+        // The mean of a layer is the mean of its heads, from the attention itself.
+        let a = &v["attention"][1];
+        let mean01: f64 = (0..3).map(|h| a[h][0][1].as_f64().unwrap()).sum::<f64>() / 3.0;
+        assert!((v["means"][1][0][1].as_f64().unwrap() - mean01).abs() < 1e-5);
+
+        let wrong = [vec![0.0f32; 3]];
+        let bad = [MatrixSection {
+            name: "bad",
+            layers: &wrong,
+        }];
+        let e = write_json_with(&att, &[], &bad, JsonOptions::default(), &mut Vec::new());
+        assert!(e.is_err());
     }
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod colormap;
 mod colormap_tables;
+pub mod fonts;
 pub mod html;
 pub mod image;
 pub mod json;

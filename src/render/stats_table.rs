@@ -43,10 +43,16 @@ impl StatsTableOptions {
     /// Options for standard output: colour per `choice` (`auto`: only when stdout is a terminal
     /// and `NO_COLOR` is unset or empty).
     pub fn for_stdout(stat: Option<Stat>, choice: ColorChoice) -> Self {
+        let terminal = io::stdout().is_terminal();
+        // a 12-head heatmap is 92 columns: on a narrower terminal, split it rather than wrap
+        let width = terminal
+            .then(terminal_size::terminal_size)
+            .flatten()
+            .map(|(w, _)| (w.0 as usize).clamp(40, 100));
         StatsTableOptions {
             stat,
-            color: color_enabled(choice, io::stdout().is_terminal()),
-            ..Default::default()
+            color: color_enabled(choice, terminal),
+            max_width: width.unwrap_or(100),
         }
     }
 }
@@ -159,7 +165,7 @@ fn write_heatmap(
         })
         .collect();
     let value_width = texts.iter().flatten().map(String::len).max().unwrap_or(4);
-    let cell = value_width + 2; // separator, value, label symbol
+    let cell = value_width + 3; // separator, value, space, label symbol
     writeln!(
         w,
         "{}; layers x heads, numbered from 0",
@@ -168,13 +174,17 @@ fn write_heatmap(
     let per_block = heads_per_block(opts.max_width, cell, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
-        let header: String = hs.clone().map(|h| format!(" {h:>value_width$} ")).collect();
+        let header: String = hs
+            .clone()
+            .map(|h| format!(" {h:>value_width$}  "))
+            .collect();
         writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
         for (l, layer) in stats.iter().enumerate() {
             write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
             for h in hs.clone() {
                 let s = &layer[h];
-                let text = format!("{:>value_width$}{}", texts[l][h], s.label.symbol());
+                // a space between value and label symbol: "2.16 B", not "2.16B"
+                let text = format!("{:>value_width$} {}", texts[l][h], s.label.symbol());
                 write!(w, " ")?;
                 write_cell(w, &text, stat.value(s) / max, opts.color)?;
             }
@@ -342,11 +352,24 @@ mod tests {
         let text = render(&stats, opts);
         let row = text.lines().find(|l| l.starts_with("layer 3")).unwrap();
         let cells: Vec<&str> = row["layer 3".len()..].split_whitespace().collect();
-        assert_eq!(cells.len(), 12);
+        // value and symbol are apart: 2 fields per head
+        assert_eq!(cells.len(), 2 * 12);
         let s = &stats[3][7];
-        assert_eq!(cells[7], format!("{:.2}{}", s.to_cls, s.label.symbol()));
+        assert_eq!(cells[14], format!("{:.2}", s.to_cls));
+        assert_eq!(cells[15], s.label.symbol().to_string());
+        // the header's head numbers end where the values end
+        let header = text.lines().nth(1).unwrap();
+        let ends = |line: &str| -> Vec<usize> {
+            let b = line.as_bytes();
+            (1..b.len())
+                .filter(|&i| b[i - 1] != b' ' && b[i] == b' ')
+                .chain([b.len()])
+                .collect()
+        };
+        let value_ends: Vec<usize> = ends(row).into_iter().skip(2).step_by(2).collect();
+        assert_eq!(ends(header)[7], value_ends[7], "{header}\n{row}");
         for line in text.lines() {
-            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+            assert!(line.len() <= 100, "{} columns: {line}", line.len());
         }
         assert!(text.contains("min ") && text.contains("max "));
     }

@@ -6,6 +6,7 @@
 //! text. Inputs too long to draw one cell per token in the available width get a summary instead:
 //! a heatmap over blocks of tokens, the strongest links, and the most attended tokens.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
@@ -61,7 +62,7 @@ pub fn write_view(
     let label_w = att
         .tokens
         .iter()
-        .map(|t| t.width().min(LABEL_MAX))
+        .map(|t| escape_controls(t).width().min(LABEL_MAX))
         .max()
         .unwrap_or(0);
     let gutter = index_w + 1 + label_w + 2;
@@ -100,7 +101,7 @@ impl View<'_> {
         };
         let mut title = format!(
             "{} · layer {layer} (0–{}) · {head_desc} · {} {unit}",
-            att.model.name(),
+            escape_controls(att.model.name()),
             att.layers() - 1,
             self.n()
         );
@@ -290,9 +291,19 @@ impl View<'_> {
             ))
         )?;
 
-        // strongest individual links
+        // strongest individual links between ordinary tokens: in long inputs nearly every query
+        // puts its largest weight on [CLS] or [SEP] (a "no-op" sink), which says nothing
+        let special = &att.special;
+        let has_special = special.iter().any(|&s| s);
         let mut links: Vec<(usize, usize, f32)> = (0..n)
-            .flat_map(|q| self.row(q).iter().enumerate().map(move |(k, &v)| (q, k, v)))
+            .filter(|&q| !special[q])
+            .flat_map(|q| {
+                self.row(q)
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| !special[k])
+                    .map(move |(k, &v)| (q, k, v))
+            })
             .collect();
         let count = 12.min(links.len());
         if count > 0 {
@@ -304,7 +315,12 @@ impl View<'_> {
             links.sort_by(order);
         }
         writeln!(w)?;
-        writeln!(w, "{}", self.bold("Strongest links (query → key):"))?;
+        let heading = if has_special {
+            "Strongest links between ordinary tokens (query → key; [CLS]/[SEP] left out):"
+        } else {
+            "Strongest links (query → key):"
+        };
+        writeln!(w, "{}", self.bold(heading))?;
         let iw = digits(n - 1);
         for (q, k, v) in links {
             writeln!(
@@ -398,15 +414,13 @@ fn digits(n: usize) -> usize {
     n.max(1).ilog10() as usize + 1
 }
 
-/// `s` cut to at most `max` terminal columns, with `…` when cut. Control characters become `?`
-/// so a token can never move the cursor or start an escape sequence.
+/// `s` cut to at most `max` terminal columns, with `…` when cut. Control characters and
+/// bidirectional formatting characters are shown as escapes ([`escape_controls`]), so a token
+/// can never move the cursor, start an escape sequence or reorder the line around it.
 fn fit(s: &str, max: usize) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
+    let clean = escape_controls(s);
     if clean.width() <= max {
-        return clean;
+        return clean.into_owned();
     }
     let mut out = String::new();
     let mut used = 0;
@@ -420,6 +434,30 @@ fn fit(s: &str, max: usize) -> String {
     }
     out.push('…');
     out
+}
+
+/// Whether `c` changes the direction of the text around it: the embeddings, overrides and
+/// isolates U+202A–U+202E and U+2066–U+2069, and the marks U+200E, U+200F and U+061C.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// `s` with every control character (C0, DEL, C1: ESC, newline, …) and bidirectional
+/// formatting character shown as a visible escape, `<U+202E>`, so text from a token or a file
+/// name reaches the terminal as text.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() || is_bidi_control(c) {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `s` padded with spaces to `width` terminal columns.
@@ -490,10 +528,77 @@ mod tests {
     }
 
     #[test]
+    fn strongest_links_leave_out_special_tokens() {
+        // 300 tokens framed by [CLS] and [SEP]; every query puts 0.6 on [CLS], 0.3 on [SEP] and
+        // 0.1 on the token after it: the list must show those 0.1 links, not "→ [CLS]".
+        let n = 300;
+        let tokens: Vec<String> = (0..n)
+            .map(|i| match i {
+                0 => "[CLS]".to_string(),
+                i if i == n - 1 => "[SEP]".to_string(),
+                i => format!("t{i}"),
+            })
+            .collect();
+        let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        let base = synthetic(&refs, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            weights[q * n] += 0.6;
+            weights[q * n + n - 1] += 0.3;
+            weights[q * n + (q + 1) % n] += 0.1;
+        }
+        let att = Attention::new(
+            base.model.clone(),
+            base.text.clone(),
+            None,
+            base.tokens.clone(),
+            base.input_ids.clone(),
+            base.token_type_ids.clone(),
+            base.special.clone(),
+            base.word_ids.clone(),
+            weights,
+            None,
+        )
+        .unwrap();
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        let links: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("Strongest links"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            out.contains("Strongest links between ordinary tokens"),
+            "{out}"
+        );
+        assert_eq!(links.len(), 12, "{links:?}");
+        for l in &links {
+            assert!(!l.contains("[CLS]") && !l.contains("[SEP]"), "{l}");
+            assert!(l.ends_with("0.100"), "{l}");
+        }
+        // the first: query 1 (t1) → key 2 (t2)
+        assert!(
+            links[0].contains("1 t1") && links[0].contains("2 t2"),
+            "{}",
+            links[0]
+        );
+    }
+
+    #[test]
     fn labels_are_cut_and_sanitised() {
         assert_eq!(fit("abc", 5), "abc");
         assert_eq!(fit("abcdefgh", 5), "abcd…");
         assert_eq!(fit("東京東京", 5), "東京…");
-        assert_eq!(fit("a\x1b[2Jb", 10), "a?[2Jb");
+        assert_eq!(fit("a\x1b[2Jb", 20), "a<U+001B>[2Jb");
+        // Bidirectional controls could reorder the rest of the line: shown as escapes too.
+        for c in [
+            '\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+        ] {
+            let shown = fit(&format!("x{c}y"), 20);
+            assert_eq!(shown, format!("x<U+{:04X}>y", c as u32));
+            assert!(!shown.chars().any(is_bidi_control));
+        }
+        // Ordinary right-to-left text is left alone.
+        assert_eq!(fit("שלום", 20), "שלום");
     }
 }

@@ -4,36 +4,12 @@
 
 use crate::fidelity::reference;
 
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
+
+use crate::cli_support::{assert_clean_failure, attnviz, run, stderr};
 
 use reference::{minilm_dir, Case, Reference, ATTENTION_TOL};
 use serde_json::Value;
-
-fn attnviz() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attnviz"));
-    cmd.env_remove("ATTNVIZ_MODEL")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("NO_COLOR", "1");
-    cmd
-}
-
-fn run(args: &[&str]) -> Output {
-    attnviz().args(args).output().expect("attnviz runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A failed run: exit status 1, one line on stderr starting with `error:`, no panic.
-fn assert_clean_failure(out: &Output, mentions: &str) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains(mentions), "expected `{mentions}` in: {err}");
-}
 
 fn case<'a>(r: &'a Reference, name: &str) -> &'a Case {
     r.cases

@@ -64,6 +64,7 @@ fn every_figure_of_real_attention_renders_and_says_what_it_should() {
             ImageOptions {
                 colormap: Colormap::Inferno,
                 theme: Theme::Dark,
+                ..ImageOptions::default()
             },
         ] {
             for fig in [

@@ -503,3 +503,31 @@ fn escapes() {
         r#"{"t":"\u003c/script\u003e\u0026\u2028"}"#
     );
 }
+
+#[test]
+fn scripts_the_system_may_lack_get_embedded_font_subsets() {
+    let plain = render(
+        &synthetic(&["[CLS]", "a", "[SEP]"], 1, 1),
+        &HtmlOptions::default(),
+    );
+    assert!(
+        !plain.contains("@font-face"),
+        "an ASCII report embeds no font"
+    );
+    let mut att = synthetic(&["[CLS]", "한국", "🚀", "東", "naïve", "[SEP]"], 1, 1);
+    att.text = "한국 🚀 東 naïve".into();
+    let html = render(&att, &HtmlOptions::default());
+    let csp_start = html.find("Content-Security-Policy\" content=\"").unwrap();
+    let csp = &html[csp_start..][..html[csp_start..].find("\">").unwrap()];
+    assert!(csp.contains("font-src data:;"), "{csp}");
+    let faces = html.matches("@font-face").count();
+    assert_eq!(faces, 4, "Hangul, emoji, CJK and Latin (ï) subsets");
+    for range in ["U+D55C", "U+1F680", "U+6771", "U+EF"] {
+        assert!(html.contains(range), "{range} missing");
+    }
+    assert!(html.contains(
+        ":root{--attnviz-fonts:\"attnviz-sans\", \"attnviz-hangul\", \"attnviz-cjk\", \"attnviz-emoji\", sans-serif}"
+    ));
+    // the page's body font list ends with them
+    assert!(html.contains("Arial, var(--attnviz-fonts, sans-serif)"));
+}

@@ -61,7 +61,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
     let (cols, rows) = arrangement(heads.len());
     let grid = panel_grid(n, cols);
     let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
-    let scale = Scale::up_to(shown.iter().flatten());
+    let scale = Scale::up_to(shown.iter().flatten(), style.scale);
     let side = grid.side() as i32;
 
     let label_w = layout::label_extent(axis, &grid, SMALL_SIZE);
@@ -75,7 +75,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         .max(layout::title_width(title))
         .max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let grid_y = top + head_band;
     // The x labels of the bottom row hang below it; rows above need room for theirs only when
     // the row below has a gap under that column (last row not full).
@@ -139,7 +139,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         bar_h,
         &scale,
         &style.ramp,
-        "attention weight",
+        &format!("attention weight{}", scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -173,7 +173,7 @@ pub(crate) fn model_scene(
         .iter()
         .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
         .collect();
-    let scale = Scale::up_to(shown.iter().flatten().flatten());
+    let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
     let side = grid.side() as i32;
     let gap = THUMB_GAP as i32;
     let row_label_w = (0..layers)
@@ -186,7 +186,7 @@ pub(crate) fn model_scene(
     let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
         .max(layout::title_width(title))
         .max(560);
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let col_band = 20;
     let grid_y = top + col_band;
     for h in 0..heads {
@@ -237,7 +237,7 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        "attention weight",
+        &format!("attention weight{}", scale.caption_suffix()),
         pal,
     ));
     let bottom = grid_y + grid_h.max(bar_h) + 10;

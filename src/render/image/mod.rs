@@ -9,7 +9,6 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
-#[rustfmt::skip]
 mod font;
 mod grid;
 mod layout;
@@ -22,8 +21,9 @@ mod theme;
 use std::io::Write;
 use std::path::Path;
 
-pub use font::FontError;
-pub use paint::DrawError;
+pub use crate::render::fonts::FontError;
+pub use paint::{DrawError, SvgError};
+pub use scale::{ColorScale, LOG_DECADES};
 
 use crate::attention::{Attention, HeadSel};
 use crate::cli::{Colormap, Figure, Theme};
@@ -114,12 +114,18 @@ impl<'a> FigureSpec<'a> {
 }
 
 /// How figures look.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ImageOptions {
     /// Colour map of the cells (viridis by default).
     pub colormap: Colormap,
     /// Light or dark background.
     pub theme: Theme,
+    /// How values map to colours (linear by default).
+    pub scale: ColorScale,
+    /// PNG pixels per layout pixel: 2 doubles the pixels of every side with the same layout,
+    /// for print ([`MIN_SCALE_FACTOR`] to [`MAX_SCALE_FACTOR`]; 1 by default). The PNG states
+    /// its density as 96 × this many pixels per inch. SVG is unaffected.
+    pub scale_factor: f32,
 }
 
 impl Default for ImageOptions {
@@ -127,9 +133,18 @@ impl Default for ImageOptions {
         ImageOptions {
             colormap: Colormap::Viridis,
             theme: Theme::Light,
+            scale: ColorScale::Linear,
+            scale_factor: 1.0,
         }
     }
 }
+
+/// Smallest [`ImageOptions::scale_factor`].
+pub const MIN_SCALE_FACTOR: f32 = 0.5;
+/// Largest [`ImageOptions::scale_factor`].
+pub const MAX_SCALE_FACTOR: f32 = 4.0;
+/// Most pixels a PNG may have (whatever the scale factor): 64 million, 192 MB of RGB.
+pub const MAX_PNG_PIXELS: u64 = 64_000_000;
 
 /// Why an image could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +178,19 @@ pub enum ImageError {
     /// The rollout figure was asked for without a rollout matrix.
     #[error("the rollout figure needs the attention rollout, which was not computed")]
     NoRollout,
+    /// The scale factor is outside the supported range.
+    #[error("scale factor {0} is out of range: use {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR} (or --dpi 48 to 384)")]
+    ScaleFactor(f32),
+    /// The PNG would be too large.
+    #[error("a scale factor of {factor} would make a {w} × {h} pixel PNG, more than the {} million pixels allowed; use a smaller --scale-factor, or --svg", MAX_PNG_PIXELS / 1_000_000)]
+    TooManyPixels {
+        /// The factor asked for.
+        factor: f32,
+        /// Width it would give.
+        w: u32,
+        /// Height it would give.
+        h: u32,
+    },
     /// The input has no tokens.
     #[error("nothing to draw: the input has no tokens")]
     Empty,
@@ -180,9 +208,14 @@ pub enum ImageError {
 /// Everything about the look of a figure that does not depend on which figure it is.
 pub(crate) struct Style {
     pub ramp: Ramp,
+    /// How values map to colours.
+    pub scale: ColorScale,
     pub palette: Palette,
     /// The input text, shown under the title.
     pub subtitle: String,
+    /// What the figure shows differently from plain token attention (word level, [CLS]/[SEP]
+    /// removed), shown in full under the subtitle; empty when nothing.
+    pub notes: String,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -191,7 +224,16 @@ pub fn render_png(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<Vec<u8>, ImageError> {
-    Ok(paint::png(&build(att, figure, options)?)?)
+    let scene = build(att, figure, options)?;
+    let factor = options.scale_factor;
+    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
+        return Err(ImageError::ScaleFactor(factor));
+    }
+    let (w, h) = paint::scaled_size(&scene, factor);
+    if w as u64 * h as u64 > MAX_PNG_PIXELS {
+        return Err(ImageError::TooManyPixels { factor, w, h });
+    }
+    Ok(paint::png(&scene, factor)?)
 }
 
 /// Render `figure` of `att` as an SVG document.
@@ -200,10 +242,14 @@ pub fn render_svg(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<String, ImageError> {
-    Ok(paint::svg(&build(att, figure, options)?)?)
+    paint::svg(&build(att, figure, options)?).map_err(|e| match e {
+        SvgError::Draw(e) => ImageError::Draw(e),
+        SvgError::Font(e) => ImageError::Font(e),
+    })
 }
 
-/// Width and height in pixels that `figure` of `att` will have (the same for PNG and SVG).
+/// Width and height in layout pixels that `figure` of `att` will have: the SVG's size, and the
+/// PNG's at scale factor 1 (the PNG has `scale_factor` times as many pixels along each side).
 pub fn figure_size(
     att: &Attention,
     figure: &FigureSpec,
@@ -246,7 +292,6 @@ fn build(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<Scene, ImageError> {
-    font::ensure_registered()?;
     if att.is_empty() {
         return Err(ImageError::Empty);
     }
@@ -262,8 +307,10 @@ fn build(
     };
     let style = Style {
         ramp: Ramp::new(options.colormap, options.theme),
+        scale: options.scale,
         palette: Palette::of(options.theme),
         subtitle: subtitle(att),
+        notes: notes(att),
     };
     let axis = Axis {
         labels: att.tokens.clone(),
@@ -339,22 +386,27 @@ fn model_name(id: &str) -> String {
 /// The input text for the subtitle: the sentence, or both sentences of a pair.
 fn subtitle(att: &Attention) -> String {
     let text = font::label(&att.text, 400);
-    let mut s = match &att.pair {
+    match &att.pair {
         Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
         None if text.is_empty() => String::new(),
         None => format!("“{text}”"),
-    };
+    }
+}
+
+/// The notes line under the subtitle: how the attention shown differs from the model's.
+fn notes(att: &Attention) -> String {
     let mut notes = Vec::new();
     if att.level == crate::attention::Level::Word {
-        notes.push("words");
+        notes.push("words: word pieces merged");
     }
     if att.special_excluded {
         notes.push("[CLS]/[SEP] removed, rows renormalised");
     }
-    if !notes.is_empty() {
-        s = format!("{s}   ({})", notes.join("; "));
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!("({})", notes.join("; "))
     }
-    s
 }
 
 #[cfg(test)]

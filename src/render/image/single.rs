@@ -39,7 +39,7 @@ pub(crate) fn scene(
     let n = axis.len();
     let grid = grid_for(n);
     let shown = resample(values, n, grid.m);
-    let scale = Scale::up_to(&shown);
+    let scale = Scale::up_to(&shown, style.scale);
     let side = grid.side() as i32;
 
     let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
@@ -51,7 +51,7 @@ pub(crate) fn scene(
     let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let segment_band = if axis.b_start.is_some() { 24 } else { 0 };
     let heat_y = top + segment_band;
 
@@ -111,7 +111,7 @@ pub(crate) fn scene(
         bar_h,
         &scale,
         &style.ramp,
-        caption,
+        &format!("{caption}{}", scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(heat_y + bar_h);

@@ -167,10 +167,12 @@ fn brightest_cell_is_where_the_weight_sits() {
         ImageOptions {
             colormap: Colormap::Magma,
             theme: Theme::Dark,
+            ..ImageOptions::default()
         },
         ImageOptions {
             colormap: Colormap::Greys,
             theme: Theme::Light,
+            ..ImageOptions::default()
         },
     ] {
         let fig = FigureSpec::Head {
@@ -415,6 +417,7 @@ fn same_input_gives_the_same_bytes() {
     let options = ImageOptions {
         colormap: Colormap::Plasma,
         theme: Theme::Dark,
+        ..ImageOptions::default()
     };
     for fig in [
         FigureSpec::Head {
@@ -447,6 +450,7 @@ fn labels_are_drawn_in_the_png() {
         let options = ImageOptions {
             colormap: Colormap::Viridis,
             theme,
+            ..ImageOptions::default()
         };
         let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
         let pal = Palette::of(theme);
@@ -545,6 +549,12 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             att.pair = Some("second sentence".into());
         }
         att.text = "a long sentence ".repeat(40);
+        // every other case as --words --no-special would make it: its note must show in full
+        let noted = n % 2 == 0;
+        if noted {
+            att.level = crate::attention::Level::Word;
+            att.special_excluded = true;
+        }
         let values = att.head_mean(0);
         for fig in [
             FigureSpec::Head {
@@ -558,6 +568,16 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             let scene = build(&att, &fig, &options).unwrap();
             let what = format!("{n} tokens, {layers}x{heads}, pair {pair}, {fig:?}");
             assert_text_fits(&scene, &what);
+            if noted {
+                let all: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+                let all = all.join(" ");
+                assert!(
+                    all.contains(
+                        "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)"
+                    ),
+                    "{what}: note missing or cut in {all:?}"
+                );
+            }
             assert!(
                 scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
                 "{what}: {}x{}",
@@ -675,4 +695,218 @@ fn non_finite_weights_still_draw() {
     // 12 + 1 cells
     assert_eq!(bright_cells(&img, &options, 8).len(), 13);
     roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
+
+#[test]
+fn small_figures_show_the_whole_sentence_and_notes() {
+    // The defect: a 2-token figure is 560 px wide, and the subtitle and its "(words; …)" note were
+    // cut with "…". Now they wrap: every word of the sentence and of the note is on the canvas,
+    // and no line is wider than the canvas.
+    let sentence = "Attention is all you need, said the paper, and then everyone \
+                    drew heatmaps of it for years";
+    for n in [1usize, 2, 5] {
+        let toks = tokens(n.max(2), 0);
+        let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+        let mut att = synthetic(&toks[..n], 2, 2);
+        att.text = sentence.into();
+        att.level = crate::attention::Level::Word;
+        att.special_excluded = true;
+        let values = att.head_mean(0);
+        for fig in [
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(1),
+            },
+            FigureSpec::Layer { layer: 1 },
+            FigureSpec::Model,
+            FigureSpec::rollout(0, &values),
+        ] {
+            let scene = build(&att, &fig, &ImageOptions::default()).unwrap();
+            let what = format!("{n} tokens, {fig:?}");
+            assert_text_fits(&scene, &what);
+            let texts: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+            assert!(
+                !texts.iter().any(|t| t.contains('…')),
+                "{what}: something was cut: {texts:?}"
+            );
+            let words: Vec<&str> = texts.iter().flat_map(|t| t.split(' ')).collect();
+            let quote = format!("“{sentence}”");
+            let notes = "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)";
+            for w in quote.split(' ').chain(notes.split(' ')) {
+                assert!(words.contains(&w), "{what}: {w:?} missing from {texts:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn png_label_ink_is_centred_on_its_cell() {
+    // The defect: PNG labels sat 4-5 px above the centre of their cells (the SVGs were right).
+    // Tokens without ascenders or descenders ink exactly the x-height band, whose middle must be
+    // the middle of the cell: rows on the left (horizontal text), columns below (rotated text).
+    let toks = ["xo", "nu", "ma", "ox", "ran", "sox", "ewe", "zoo"];
+    let att = synthetic(&toks, 1, 1);
+    let options = ImageOptions::default();
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let scene = build(&att, &fig, &options).unwrap();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    let cells = scene
+        .items
+        .iter()
+        .find_map(|i| match i {
+            scene::Item::Cells(c) if c.rows == toks.len() => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let bg = rgb(Palette::of(Theme::Light).background);
+    // darkness of a pixel against the background, 0..=1
+    let ink = |x: usize, y: usize| {
+        let p = img.at(x, y);
+        (0..3)
+            .map(|i| (bg[i] as f64 - p[i] as f64).abs())
+            .sum::<f64>()
+            / (3.0 * 255.0)
+    };
+    let cell = cells.cell_h as usize;
+    let (x0, y0) = (cells.x as usize, cells.y as usize);
+    let side = cell * toks.len();
+    for (i, tok) in toks.iter().enumerate() {
+        // row label: left of the heatmap, within the row's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for y in y0 + i * cell..y0 + (i + 1) * cell {
+            for x in x0 - 36..x0 - 2 {
+                sum += (y as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (y0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "row {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "row {i} ({tok}): ink centre {:.2}, cell centre {centre}",
+            sum / w
+        );
+        // column label: below the heatmap, within the column's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for x in x0 + i * cell..x0 + (i + 1) * cell {
+            for y in y0 + side + 2..y0 + side + 60 {
+                sum += (x as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (x0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "column {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "column {i} ({tok}): ink centre {:.2}, cell centre {centre}",
+            sum / w
+        );
+    }
+}
+
+#[test]
+fn scale_factor_doubles_pixels_with_the_same_layout() {
+    let att = one_hot(&TWELVE, 1, 1, None, |_, _, q| (q + 1) % 12);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let one = ImageOptions::default();
+    let two = ImageOptions {
+        scale_factor: 2.0,
+        ..one
+    };
+    let a = Image::decode(&render_png(&att, &fig, &one).unwrap());
+    let b = Image::decode(&render_png(&att, &fig, &two).unwrap());
+    assert_eq!((b.w, b.h), (2 * a.w, 2 * a.h));
+    // the same cells, twice the size, in the same place
+    let ca = bright_cells(&a, &one, 8);
+    let cb = bright_cells(&b, &two, 16);
+    assert_eq!(ca.len(), 12);
+    assert_eq!(
+        cb,
+        ca.iter()
+            .map(|&(x0, y0, x1, y1)| (2 * x0, 2 * y0, 2 * x1, 2 * y1))
+            .collect::<Vec<_>>()
+    );
+    // pHYs states 96 and 192 pixels per inch
+    let density = |bytes: &[u8]| {
+        let reader = png::Decoder::new(bytes).read_info().unwrap();
+        let d = reader.info().pixel_dims.unwrap();
+        assert_eq!(d.unit, png::Unit::Meter);
+        (d.xppu as f64 * 0.0254).round() as u32
+    };
+    assert_eq!(density(&render_png(&att, &fig, &one).unwrap()), 96);
+    assert_eq!(density(&render_png(&att, &fig, &two).unwrap()), 192);
+    // out of range, or too many pixels: a clear error, no huge allocation
+    for f in [0.1, 4.5, f32::NAN] {
+        let err = render_png(
+            &att,
+            &fig,
+            &ImageOptions {
+                scale_factor: f,
+                ..one
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+    let toks: Vec<String> = (0..2048).map(|i| format!("t{i}")).collect();
+    let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let big = synthetic(&toks, 1, 1);
+    let err = render_png(
+        &big,
+        &fig,
+        &ImageOptions {
+            scale_factor: 4.0,
+            ..one
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("million pixels"), "{err}");
+}
+
+#[test]
+fn log_and_sqrt_scales_colour_weak_links() {
+    // One strong link per row (0.9) and the rest spread evenly: on a linear scale the weak cells
+    // are the lowest colour; on sqrt and log scales they are visibly lifted, and the colour bar
+    // says which scale it is.
+    let n = 12;
+    let mut values = vec![0.1f32 / (n - 1) as f32; n * n];
+    for q in 0..n {
+        values[q * n + q] = 0.9;
+    }
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::rollout(0, &values);
+    let weak = |scale: ColorScale| {
+        let options = ImageOptions {
+            scale,
+            ..ImageOptions::default()
+        };
+        let scene = build(&att, &fig, &options).unwrap();
+        let cells = scene
+            .items
+            .iter()
+            .find_map(|i| match i {
+                scene::Item::Cells(c) if c.rows == n => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let captions: Vec<String> = scene.texts().map(|t| t.text.clone()).collect();
+        (cells.colors[1], captions)
+    };
+    let ramp = Ramp::new(Colormap::Viridis, Theme::Light);
+    let (linear, _) = weak(ColorScale::Linear);
+    let (sqrt, sqrt_texts) = weak(ColorScale::Sqrt);
+    let (log, log_texts) = weak(ColorScale::Log);
+    let v = 0.1 / 11.0 / 0.9f32;
+    assert_eq!(linear, ramp.at(v));
+    assert_eq!(sqrt, ramp.at(v.sqrt()));
+    assert_eq!(log, ramp.at(1.0 + v.log10() / LOG_DECADES as f32));
+    assert!(sqrt_texts.iter().any(|t| t == "weight (square-root scale)"));
+    assert!(log_texts.iter().any(|t| t == "weight (log scale)"));
+    assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
 }
