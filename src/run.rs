@@ -108,6 +108,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let opts = EncodeOptions {
         truncate: args.truncate,
         capture_query_key: args.neuron,
+        ..EncodeOptions::default()
     };
     let encoding = model.encode(&text, args.pair.as_deref(), &opts)?;
     let bytes_cut = stdin_cut || encoding.bytes_cut;

@@ -359,5 +359,6 @@ pub fn encoder_architecture(
         token_types,
         tokenizer_types,
         mask: Mask::Bidirectional,
+        sliding_window: None,
     }
 }

@@ -188,6 +188,25 @@ impl Norm {
         })
     }
 
+    /// A normalisation from weights already read: RMSNorm when `bias` is `None`, LayerNorm
+    /// otherwise (both `[width]`).
+    pub fn from_weights(weight: Weight, bias: Option<Weight>, eps: f64) -> Norm {
+        assert!(
+            bias.as_ref().is_none_or(|b| b.len() == weight.len()),
+            "normalisation weights"
+        );
+        Norm {
+            kind: if bias.is_some() {
+                NormKind::Layer
+            } else {
+                NormKind::Rms
+            },
+            weight,
+            bias,
+            eps: eps as f32,
+        }
+    }
+
     /// Width of the rows it normalises.
     pub fn width(&self) -> usize {
         self.weight.len()

@@ -161,6 +161,7 @@ fn captured_queries_and_keys_reproduce_the_attention() {
             &EncodeOptions {
                 truncate: false,
                 capture_query_key: true,
+                ..EncodeOptions::default()
             },
         )
         .unwrap();
@@ -218,6 +219,7 @@ fn length_limit_and_truncation() {
             &EncodeOptions {
                 truncate: true,
                 capture_query_key: false,
+                ..EncodeOptions::default()
             },
         )
         .unwrap();

@@ -179,6 +179,7 @@ fn write_real_cases(dir: &Path) {
     let opts = EncodeOptions {
         truncate: false,
         capture_query_key: true,
+        ..EncodeOptions::default()
     };
     let cases: [(&str, &str, Option<&str>); 3] = [
         (

@@ -326,6 +326,7 @@ pub fn check_fixture(folder: &str, label: &str) {
         let opts = EncodeOptions {
             truncate: case.truncate,
             capture_query_key: false,
+            ..EncodeOptions::default()
         };
         if let Ok(enc) = model.encode(&case.text, case.pair.as_deref(), &opts) {
             let out = Forward {
