@@ -416,3 +416,36 @@ mod tests {
         assert_eq!(byte_limit(usize::MAX), usize::MAX);
     }
 }
+
+/// What generation needs from a tokenizer: the text of ids, and the label of one id.
+impl TextTokenizer {
+    /// The text `ids` stand for (special tokens written out).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|e| Error::Encode(e.to_string()))
+    }
+
+    /// The vocabulary entry of `id` (`Ġthe`, `▁the`, `<|im_end|>`).
+    pub fn token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+
+    /// Whether `id` is one of the tokenizer's special tokens (BOS, EOS, `<|im_start|>`, …).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.tokenizer
+            .get_added_tokens_decoder()
+            .get(&id)
+            .is_some_and(|t| t.special)
+    }
+
+    /// Token ids of `text` without the special tokens the tokenizer would add around it (BOS):
+    /// for a prompt that a chat template already wrapped, as transformers' `apply_chat_template`
+    /// tokenizes it.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>, Error> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| Error::Encode(e.to_string()))
+    }
+}
