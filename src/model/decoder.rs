@@ -33,8 +33,8 @@ use super::Error;
 pub trait Tensors {
     /// Tensor `name`, checked to have `shape` and to be finite.
     fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error>;
-    /// Whether the source has tensor `name`.
-    fn has(&self, name: &str) -> bool;
+    /// The shape of tensor `name`, if the source has it.
+    fn shape(&self, name: &str) -> Option<Vec<usize>>;
     /// The language-model head stored outside the base model (`lm_head.weight`), when present.
     fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error>;
 }
@@ -44,8 +44,8 @@ impl Tensors for Checkpoint {
         Ok(Checkpoint::weight(self, name, shape)?)
     }
 
-    fn has(&self, name: &str) -> bool {
-        self.shape_of(name).is_some()
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.shape_of(name).map(|(_, shape)| shape.to_vec())
     }
 
     fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
@@ -98,8 +98,11 @@ impl Tensors for TensorMap {
         self.take(&format!("model.{name}"), shape)
     }
 
-    fn has(&self, name: &str) -> bool {
-        self.tensors.borrow().contains_key(&format!("model.{name}"))
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.tensors
+            .borrow()
+            .get(&format!("model.{name}"))
+            .map(|(shape, _)| shape.clone())
     }
 
     fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {

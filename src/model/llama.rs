@@ -435,6 +435,21 @@ impl LlamaConfig {
                 eps,
             ))
         };
+        // The head counts decide the q/k/v sizes: checked against layer 0's tensors, so that the
+        // error names them rather than a tensor.
+        for (name, field, heads, rows) in [
+            ("q_proj", "num_attention_heads", self.num_attention_heads, q_out),
+            ("k_proj", "num_key_value_heads", self.num_key_value_heads, kv_out),
+        ] {
+            let tensor = format!("layers.0.self_attn.{name}.weight");
+            if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
+                return Err(Error::Input(format!(
+                    "{field} {heads} × head_dim {} makes {rows} rows, but tensor {tensor} has \
+                     shape {shape:?}; the config does not describe these weights",
+                    self.head_dim
+                )));
+            }
+        }
         let inter = self.intermediate_size;
         let layers = (0..self.num_hidden_layers)
             .map(|i| {
