@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use attnviz::model::Model;
 
-#[path = "../tests/suite/common/smollm2.rs"]
-mod smollm2;
 #[path = "support/measure.rs"]
 mod measure;
+#[path = "../tests/suite/common/smollm2.rs"]
+mod smollm2;
 
 use measure::{env_usize, fmt_stats, measure_runs, median, minimum, Anchor};
 
@@ -88,7 +88,11 @@ fn main() {
         runs.rss()
     );
 
-    let mut anchor = Anchor::spawn(&python, &manifest.join("benches/decoder_anchor.py"), threads);
+    let mut anchor = Anchor::spawn(
+        &python,
+        &manifest.join("benches/decoder_anchor.py"),
+        threads,
+    );
     match &anchor {
         Ok(a) => println!(
             "PyTorch anchor: {}, eager attention, output_attentions=True\n",
@@ -213,7 +217,12 @@ fn main() {
                 Ok(v) => {
                     their_ids = v["ids"]
                         .as_array()
-                        .map(|a| a.iter().filter_map(|i| i.as_u64()).map(|i| i as u32).collect())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|i| i.as_u64())
+                                .map(|i| i as u32)
+                                .collect()
+                        })
                         .unwrap_or_default();
                     match Anchor::times(&v) {
                         Ok(t) => acc.extend(t),
@@ -230,10 +239,7 @@ fn main() {
     });
     println!(
         "{:>6} {:>24} {:>24} {:>13}",
-        "",
-        "ours",
-        "transformers generate",
-        "ratio med/min"
+        "", "ours", "transformers generate", "ratio med/min"
     );
     println!(
         "{:>6} {:>24} {:>24} {:>13}",

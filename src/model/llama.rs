@@ -438,8 +438,18 @@ impl LlamaConfig {
         // The head counts decide the q/k/v sizes: checked against layer 0's tensors, so that the
         // error names them rather than a tensor.
         for (name, field, heads, rows) in [
-            ("q_proj", "num_attention_heads", self.num_attention_heads, q_out),
-            ("k_proj", "num_key_value_heads", self.num_key_value_heads, kv_out),
+            (
+                "q_proj",
+                "num_attention_heads",
+                self.num_attention_heads,
+                q_out,
+            ),
+            (
+                "k_proj",
+                "num_key_value_heads",
+                self.num_key_value_heads,
+                kv_out,
+            ),
         ] {
             let tensor = format!("layers.0.self_attn.{name}.weight");
             if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
