@@ -5,8 +5,9 @@
 //! safetensors file). The one layout change is local to [`Linear`]: for long inputs it runs on a
 //! copy packed `[in, out]` for gemm, made the first time such an input comes (see
 //! [`PACK_ROWS`]); weights that had to be converted into memory of our own anyway (`.bin`
-//! checkpoints, f16) are stored `[in, out]` from the start. A later packing for a custom
-//! microkernel belongs here too.
+//! checkpoints, f16) are stored `[in, out]` from the start by [`Linear::load`]. Owned `[out, in]`
+//! weights (dequantised from GGUF) are never copied: long inputs run gemm on them through strides.
+//! A later packing for a custom microkernel belongs here too.
 
 use std::sync::OnceLock;
 
@@ -91,6 +92,24 @@ impl Linear {
 
     /// `out[r][col0..col0 + outputs] = activation(x[r]·Wᵀ + b)` for the `rows` rows of `x`.
     pub fn forward_into(&self, x: &[f32], rows: usize, out: Output<'_>, activation: Activation) {
+        if self.layout == Layout::OutIn && rows >= PACK_ROWS && !self.weight.is_mapped() {
+            // Our own memory already (dequantised from GGUF): gemm reads it as it is rather
+            // than through a second, packed copy (see `kernels::linear_gemm`).
+            let matrix = Matrix {
+                data: &self.weight,
+                inputs: self.inputs,
+                outputs: self.outputs,
+                layout: Layout::OutIn,
+            };
+            return kernels::linear::linear_gemm(
+                x,
+                rows,
+                matrix,
+                self.bias.as_deref(),
+                out,
+                activation,
+            );
+        }
         let matrix = if self.layout == Layout::OutIn && rows >= PACK_ROWS {
             Matrix {
                 data: self.packed(),
