@@ -313,18 +313,22 @@ impl LlamaConfig {
         })
     }
 
-    /// The config a GGUF file's metadata describes, for the `llama` architecture only: its
-    /// q/k are the ones the GGUF reader un-permutes for transformers' rotary convention.
-    /// `origin` names the file in errors.
+    /// The config a GGUF file's metadata describes, for the `llama` architecture (whose q/k
+    /// rows the GGUF reader un-permutes for transformers' rotary convention) and `qwen2` (stored
+    /// unpermuted, with q/k/v biases). `origin` names the file in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<LlamaConfig, Error> {
         let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
-        if p.architecture != "llama" {
-            return refuse(format!(
-                "GGUF architecture '{}' is not supported; attnviz runs GGUF files of the llama \
-                 architecture (Llama, SmolLM2, TinyLlama, …)",
-                p.architecture
-            ));
-        }
+        let variant = match p.architecture.as_str() {
+            "llama" => Variant::Llama,
+            // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
+            "qwen2" => Variant::Qwen2,
+            other => {
+                return refuse(format!(
+                    "GGUF architecture '{other}' is not supported; attnviz runs GGUF files of the \
+                     llama architecture (Llama, SmolLM2, TinyLlama, …) and qwen2"
+                ))
+            }
+        };
         let scaling = match &p.rope_scaling {
             None => RopeScaling::None,
             Some(GgufRopeScaling::Linear { factor }) => RopeScaling::Linear { factor: *factor },
@@ -378,8 +382,8 @@ impl LlamaConfig {
             return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
         }
         Ok(LlamaConfig {
-            variant: Variant::Llama,
-            model_type: "llama".into(),
+            variant,
+            model_type: p.architecture.clone(),
             vocab_size: p.vocab_size,
             hidden_size: p.hidden_size,
             intermediate_size: p.intermediate_size,
@@ -621,6 +625,77 @@ mod tests {
         assert!(err.contains("needs factor"), "{err}");
     }
 
+    fn smollm2_params() -> DecoderParams {
+        DecoderParams {
+            architecture: "llama".into(),
+            num_hidden_layers: 30,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_attention_heads: 9,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            rope_dimension_count: 64,
+            rope_theta: 100000.0,
+            rope_scaling: None,
+            rope_freqs_tensor: false,
+            rms_norm_eps: 1e-5,
+            max_position_embeddings: 8192,
+            sliding_window: None,
+            vocab_size: 49152,
+            tie_word_embeddings: true,
+            attention_bias: false,
+            bos_token_id: Some(1),
+            eos_token_id: Some(2),
+            pad_token_id: Some(2),
+        }
+    }
+
+    #[test]
+    fn gguf_metadata_becomes_a_config_or_one_clear_refusal() {
+        let c = LlamaConfig::from_gguf(&smollm2_params(), "f.gguf").unwrap();
+        assert_eq!(c.architecture().kv_head, vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(
+            (c.rope_theta, c.rope_scaling),
+            (100000.0, RopeScaling::None)
+        );
+        let mut p = smollm2_params();
+        p.rope_scaling = Some(GgufRopeScaling::Linear { factor: 4.0 });
+        let c = LlamaConfig::from_gguf(&p, "f.gguf").unwrap();
+        assert_eq!(c.rope_scaling, RopeScaling::Linear { factor: 4.0 });
+        let refusals: [(fn(&mut DecoderParams), &str); 5] = [
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Yarn {
+                        factor: 4.0,
+                        original_max_position_embeddings: Some(4096),
+                    })
+                },
+                "RoPE scaling type 'yarn' is not supported",
+            ),
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Other {
+                        kind: "longrope".into(),
+                        factor: None,
+                    })
+                },
+                "RoPE scaling type 'longrope' is not supported",
+            ),
+            (|p| p.rope_freqs_tensor = true, "rope_freqs.weight"),
+            (|p| p.architecture = "phi3".into(), "architecture 'phi3'"),
+            (|p| p.rope_dimension_count = 32, "partial rotary"),
+        ];
+        for (edit, needle) in refusals {
+            let mut p = smollm2_params();
+            edit(&mut p);
+            let err = LlamaConfig::from_gguf(&p, "f.gguf")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("f.gguf: ") && err.contains(needle), "{err}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
     #[test]
     fn variants_have_their_defaults_biases_and_windows() {
         let q = read(
@@ -652,7 +727,7 @@ mod tests {
         assert_eq!(arch.kv_head[0..5], [0, 0, 0, 0, 1]);
         assert_eq!(arch.kv_head[31], 7);
         let err = read(
-            r#"{"num_attention_heads": 6, "num_key_value_heads": 4}"#,
+            r#"{"num_attention_heads": 8, "num_key_value_heads": 3}"#,
             Variant::Llama,
         )
         .unwrap_err();

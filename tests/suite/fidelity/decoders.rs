@@ -16,6 +16,7 @@ use serde::Deserialize;
 use super::families::{check_fixture, FamilyReference};
 use super::reference::{
     compare_attention, fixture, layer_head_pos, ok, MaxDiff, TensorRef, ATTENTION_TOL, HIDDEN_TOL,
+    QUERY_KEY_TOL,
 };
 
 /// Logits are sums over the hidden size: HF's own float32-vs-float64 gap reaches 4e-5 on these
@@ -49,6 +50,74 @@ fn check_decoder(folder: &str, label: &str) {
     check_fixture(folder, label);
     let reference = FamilyReference::load(label);
     let model = ok(Model::from_dir(&fixture(folder)), folder);
+    check_next_tokens(&model, folder, &reference, label);
+}
+
+/// A GGUF copy of a tiny fixture (`tests/fixtures/gguf/`, written by make_gguf.py in llama.cpp's
+/// layout) through `Model::from_gguf`: its tokenizer from the metadata, every layer and head,
+/// q/k, logits and generation against the fixture's transformers references.
+fn check_gguf(file: &str, label: &str) {
+    let reference = FamilyReference::load(label);
+    let path = super::reference::repo()
+        .join("tests/fixtures/gguf")
+        .join(file);
+    let model = ok(Model::from_gguf(&path), file);
+    let arch = model.architecture().clone();
+    let mut problems = Vec::new();
+    for case in &reference.cases {
+        let enc = ok(
+            model
+                .tokenizer()
+                .encode(&case.text, None, case.max_len, case.truncate),
+            &case.name,
+        );
+        if enc.ids != case.input_ids {
+            problems.push(format!(
+                "[{file}] {}: token ids {:?}, transformers {:?}",
+                case.name, enc.ids, case.input_ids
+            ));
+        }
+        let n = case.n;
+        let out = ok(
+            model.forward(&case.input_ids, &vec![0; n], true),
+            &case.name,
+        );
+        let want = reference.values(&case.tensors["attentions"]);
+        let (d, lines) = compare_attention(&out.weights, &want, arch.layers, arch.heads, n);
+        problems.extend(
+            lines
+                .into_iter()
+                .map(|l| format!("[{file}] {} {l}", case.name)),
+        );
+        let hidden = MaxDiff::of(&out.hidden, &reference.values(&case.tensors["hidden"]));
+        if hidden.exceeds(HIDDEN_TOL) {
+            problems.push(format!(
+                "[{file}] {} hidden {:.3e}",
+                case.name, hidden.value
+            ));
+        }
+        let qk = out.query_key.as_ref().unwrap();
+        let mut qk_diff = 0f32;
+        for (ours, what) in [(&qk.queries, "query"), (&qk.keys, "key")] {
+            if let Some(t) = case.tensors.get(what) {
+                let m = MaxDiff::of(ours, &reference.values(t));
+                qk_diff = qk_diff.max(m.value);
+                if m.exceeds(QUERY_KEY_TOL) {
+                    problems.push(format!("[{file}] {} {what} {:.3e}", case.name, m.value));
+                }
+            }
+        }
+        eprintln!(
+            "[{file}] {:<12} n={n:<3} attention max |Δ| {:.2e}; hidden {:.2e}; q/k {:.2e}",
+            case.name, d.value, hidden.value, qk_diff
+        );
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    check_next_tokens(&model, file, &reference, label);
+}
+
+/// Logits at the last position and greedy generation against the references.
+fn check_next_tokens(model: &Model, folder: &str, reference: &FamilyReference, label: &str) {
     let arch = model.architecture().clone();
     let mut problems = Vec::new();
 
@@ -161,4 +230,17 @@ fn tiny_qwen2_with_qkv_bias_matches_hf() {
 #[test]
 fn tiny_mistral_multi_query_matches_hf() {
     check_decoder("tiny-mistral", "tiny-mistral");
+}
+
+#[test]
+fn tiny_llama_gguf_matches_hf() {
+    // llama.cpp's layout: q/k rows permuted, SentencePiece vocabulary in the metadata, linear
+    // RoPE scaling, untied output.
+    check_gguf("tiny-llama.gguf", "tiny-llama");
+}
+
+#[test]
+fn tiny_qwen2_gguf_matches_hf() {
+    // qwen2 architecture: q/k/v biases, byte-level BPE with Qwen2's pre-tokenizer, tied.
+    check_gguf("tiny-qwen2.gguf", "tiny-qwen2");
 }
