@@ -570,6 +570,14 @@ impl Model {
         pair: Option<&str>,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        if pair.is_some() && self.architecture().mask == Mask::Causal {
+            return Err(Error::Input(format!(
+                "{} is a decoder ({}), which reads one text: sentence pairs (--pair) are for \
+                 encoders such as BERT",
+                self.info.name(),
+                self.family()
+            )));
+        }
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
