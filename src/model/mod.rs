@@ -342,7 +342,7 @@ impl Model {
         let longest = self.max_positions();
         if prompt.len() + max_new_tokens > longest {
             return Err(Error::Input(format!(
-                "the prompt is {} tokens and {max_new_tokens} more were asked for, but the model                  takes at most {longest}; generate at most {} tokens or shorten the prompt",
+                "the prompt is {} tokens and {max_new_tokens} more were asked for, but the model takes at most {longest}; generate at most {} tokens or shorten the prompt",
                 prompt.len(),
                 longest.saturating_sub(prompt.len())
             )));
@@ -556,7 +556,7 @@ impl Model {
             ""
         };
         Err(Error::TooBig(format!(
-            "capturing the attention of {layers} layers × {} heads for {tokens} tokens needs              {needs}, more than {} of {which};{fewer} use a shorter input",
+            "capturing the attention of {layers} layers × {} heads for {tokens} tokens needs {needs}, more than {} of {which};{fewer} use a shorter input",
             info.heads,
             format_bytes(budget)
         )))
@@ -666,7 +666,7 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
     }
     if let Some(window) = arch.sliding_window.filter(|&w| ids.len() > w) {
         return Err(Error::Input(format!(
-            "{} tokens{which}, longer than the model's sliding attention window of {window};              attnviz computes full causal attention, exact only within the window: shorten the              input or pass --truncate",
+            "{} tokens{which}, longer than the model's sliding attention window of {window}; attnviz computes full causal attention, exact only within the window: shorten the input or pass --truncate",
             ids.len()
         )));
     }

@@ -244,3 +244,59 @@ fn tiny_qwen2_gguf_matches_hf() {
     // qwen2 architecture: q/k/v biases, byte-level BPE with Qwen2's pre-tokenizer, tied.
     check_gguf("tiny-qwen2.gguf", "tiny-qwen2");
 }
+
+#[test]
+fn inputs_longer_than_mistrals_window_are_refused_in_one_line() {
+    // tiny-mistral: sliding_window 100, 128 positions, and a tokenizer that stops at 48.
+    let model = ok(Model::from_dir(&fixture("tiny-mistral")), "tiny-mistral");
+    assert_eq!(model.architecture().sliding_window, Some(100));
+    assert_eq!(
+        model.max_positions(),
+        48,
+        "tokenizer_config's model_max_length"
+    );
+    let ids = vec![5u32; 101];
+    let err = model
+        .forward(&ids, &vec![0; 101], false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("101 tokens, longer than the model's sliding attention window of 100"),
+        "{err}"
+    );
+    assert!(!err.contains('\n') && !err.contains("  "), "{err}");
+    // Within the window it runs.
+    assert!(model.forward(&ids[..100], &vec![0; 100], false).is_ok());
+}
+
+#[test]
+fn decoders_refuse_pairs_and_too_long_generations() {
+    let model = ok(Model::from_dir(&fixture("tiny-gpt2")), "tiny-gpt2");
+    let err = model
+        .encode("a", Some("b"), &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("decoder (GPT-2), which reads one text"),
+        "{err}"
+    );
+    // 48 positions: a 40-token prompt leaves room for 8.
+    let err = model
+        .generate(&[5; 40], 9, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("generate at most 8 tokens"), "{err}");
+    assert_eq!(
+        ok(model.generate(&[5; 40], 8, &mut |_| {}), "8 tokens")
+            .ids
+            .len(),
+        48
+    );
+    // The encoder families have no next-token side.
+    let bert = ok(Model::from_dir(&fixture("tiny-bert")), "tiny-bert");
+    let err = bert
+        .generate(&[2, 5], 3, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only decoder models"), "{err}");
+}
