@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use attnviz::analysis::{self, Analysis, ViewOptions};
+use attnviz::attention::{Role, Units};
 use attnviz::{Attention, ModelInfo};
 
 fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
@@ -32,15 +33,36 @@ fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
             i => format!("w{i}"),
         })
         .collect();
-    let special: Vec<bool> = (0..n).map(|i| i == 0 || i == n - 1).collect();
+    let roles = (0..n)
+        .map(|i| match i {
+            0 => Role::Start,
+            i if i == n - 1 => Role::End,
+            i if i % 2 == 0 => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
     let word_ids = (0..n)
         .map(|i| (i != 0 && i != n - 1).then_some((i - 1) / 2))
         .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens,
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids,
+        surfaces,
+    );
     Attention::new(
         ModelInfo {
             id: "random".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: 768,
@@ -48,13 +70,8 @@ fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
         },
         String::new(),
         None,
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        special,
-        word_ids,
+        units,
         weights,
-        None,
     )
     .unwrap()
 }

@@ -100,15 +100,14 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
     let mut tokens = vec!["[CLS]".to_string()];
     tokens.extend((1..n - 1).map(|i| format!("w{i}")));
     tokens.push("[SEP]".into());
-    let special = (0..n).map(|i| i == 0 || i == n - 1).collect();
-    let word_ids = (0..n)
-        .map(|i| (i > 0 && i < n - 1).then_some(i - 1))
-        .collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let units = crate::attention::tests::units_for(&refs);
     Attention::new(
         ModelInfo {
             id: "test/vectors".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * d,
@@ -116,14 +115,10 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         },
         "w1 w2".into(),
         None,
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        special,
-        word_ids,
+        units,
         weights,
-        Some(QueryKey { queries, keys }),
     )
+    .and_then(|a| a.with_query_key(Some(QueryKey { queries, keys })))
     .unwrap()
 }
 
@@ -399,7 +394,7 @@ fn bad_options_are_refused_before_anything_is_written() {
                 layer: 2,
                 ..HtmlOptions::default()
             },
-            "layer 2 does not exist: the model has layers 0 to 1",
+            "layer 2 does not exist: the model has layers 0–1",
         ),
         (
             HtmlOptions {
