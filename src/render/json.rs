@@ -493,4 +493,62 @@ mod tests {
         let e = write_json_with(&att, &[], &bad, JsonOptions::default(), &mut Vec::new());
         assert!(e.is_err());
     }
+
+    #[test]
+    fn version_2_describes_units_by_role_and_the_attention_by_kind() {
+        let att = crate::attention::tests::synthetic_pair(
+            &["<s>", "ĠA", "b", "</s>", "</s>", "ĠC", "</s>"],
+            4,
+            1,
+            2,
+        );
+        let mut out = Vec::new();
+        write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["format_version"], 2);
+        assert_eq!(v["model"]["family"], "BERT");
+        assert_eq!(v["kind"], "self");
+        assert_eq!(v["mask"], "bidirectional");
+        assert_eq!(v["kv_heads"], 2);
+        assert_eq!(v["kv_head"], serde_json::json!([0, 1]));
+        assert_eq!(
+            v["roles"],
+            serde_json::json!(["start", "word", "piece", "end", "end", "word", "end"])
+        );
+        assert_eq!(
+            v["special"],
+            serde_json::json!([true, false, false, true, true, false, true])
+        );
+        assert_eq!(v["segments"], serde_json::json!([0, 0, 0, 0, 1, 1, 1]));
+        assert_eq!(v["sentence_b_start"], 4);
+        assert_eq!(v["surfaces"][1], " A");
+        assert_eq!(v["generated"][0], false);
+        assert!(
+            v.get("key_tokens").is_none(),
+            "self-attention has one list of units"
+        );
+        let words = crate::analysis::to_words(&att);
+        let mut out = Vec::new();
+        write_json(&words, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["tokens"][1], "Ab");
+        assert!(v.get("input_ids").is_none());
+    }
+
+    #[test]
+    fn cross_attention_names_its_keys_and_is_not_square() {
+        use crate::attention::tests::{info, units_for};
+        let q = units_for(&["<s>", "Ġein"]);
+        let k = units_for(&["<s>", "Ġa", "Ġcat", "</s>"]);
+        let att = Attention::cross(info(1, 1), "a cat".into(), None, q, k, vec![0.25; 8]).unwrap();
+        let mut out = Vec::new();
+        write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["kind"], "cross");
+        assert_eq!(v["tokens"].as_array().unwrap().len(), 2);
+        assert_eq!(v["key_tokens"].as_array().unwrap().len(), 4);
+        assert_eq!(v["key_roles"][3], "end");
+        assert_eq!(v["attention"][0][0].as_array().unwrap().len(), 2);
+        assert_eq!(v["attention"][0][0][1].as_array().unwrap().len(), 4);
+    }
 }

@@ -228,7 +228,8 @@ impl View<'_> {
                     line.push_str(&self.cell(v, max));
                 }
             }
-            writeln!(w, "{line}")?;
+            // Masked cells at the end of a row (a causal mask's future) leave no spaces behind.
+            writeln!(w, "{}", line.trim_end())?;
         }
         if let Some(b) = bq.filter(|_| att.is_square()) {
             writeln!(
@@ -674,5 +675,66 @@ mod tests {
         }
         // Ordinary right-to-left text is left alone.
         assert_eq!(fit("שלום", 20), "שלום");
+    }
+
+    #[test]
+    fn masked_cells_are_blank_and_never_listed() {
+        use crate::attention::MaskKind;
+        // A causal head: each query spreads over the keys up to itself.
+        let tokens = ["<s>", "ĠThe", "Ġcat", "Ġsat"];
+        let n = tokens.len();
+        let base = synthetic(&tokens, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            for k in 0..=q {
+                weights[q * n + k] = 1.0 / (q + 1) as f32;
+            }
+        }
+        let att = Attention::new(
+            base.model.clone(),
+            base.text.clone(),
+            None,
+            base.queries().clone(),
+            weights,
+        )
+        .unwrap()
+        .with_mask(MaskKind::Causal);
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        assert!(out.contains("blank: masked"), "{out}");
+        let row0 = out.lines().find(|l| l.starts_with("0 <s>")).unwrap();
+        // Query 0 sees key 0 only: one shaded cell, then three blank ones (two columns each).
+        assert!(row0.ends_with("██"), "{row0:?}");
+        let row1 = out
+            .lines()
+            .find(|l| l.starts_with("1 ĠThe") && !l.contains('→'))
+            .unwrap();
+        assert!(
+            !row1.contains(" ·"),
+            "a masked cell is not a zero weight: {row1:?}"
+        );
+        let top = out
+            .lines()
+            .find(|l| l.starts_with("0 <s>") && l.contains('→'))
+            .unwrap();
+        assert!(!top.contains("ĠThe"), "a masked key is never listed: {top}");
+    }
+
+    #[test]
+    fn roberta_style_input_reads_like_bert() {
+        let tokens = ["<s>", "ĠThe", "Ġqu", "ick", "Ġfox", "</s>"];
+        let att = synthetic(&tokens, 1, 2);
+        let out = render(&att, HeadSel::Mean, &TerminalOptions::default());
+        assert!(
+            out.contains("mean of 2 heads") && out.contains("6 tokens"),
+            "{out}"
+        );
+        let words = crate::analysis::to_words(&att);
+        let out = render(&words, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("5 words"), "{out}");
+        assert!(out.lines().any(|l| l.starts_with("2 quick")), "{out}");
+        let plain = crate::analysis::without_special(&att).unwrap();
+        let out = render(&plain, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("special tokens hidden"), "{out}");
+        assert!(!out.contains("<s>"), "{out}");
     }
 }

@@ -910,3 +910,72 @@ fn log_and_sqrt_scales_colour_weak_links() {
     assert!(log_texts.iter().any(|t| t == "weight (log scale)"));
     assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
 }
+
+#[test]
+fn masked_cells_take_the_background_not_the_lowest_colour() {
+    // A causal head attending to itself: the cells above the diagonal are masked (drawn in the
+    // background colour), those below hold a weight of 0 (the colour map's lowest colour).
+    let att =
+        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
+    let options = ImageOptions::default();
+    let img = Image::decode(
+        &render_png(
+            &att,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let diagonal = bright_cells(&img, &options, 20);
+    assert_eq!(diagonal.len(), 12, "{diagonal:?}");
+    let centre = |(x0, y0, x1, y1): (usize, usize, usize, usize)| ((x0 + x1) / 2, (y0 + y1) / 2);
+    let background = rgb(Palette::of(options.theme).background);
+    let lowest = rgb(Ramp::new(options.colormap, options.theme).at(0.0));
+    for q in 0..12 {
+        for k in 0..12 {
+            let (x, _) = centre(diagonal[k]);
+            let (_, y) = centre(diagonal[q]);
+            let want = match k.cmp(&q) {
+                std::cmp::Ordering::Greater => background,
+                std::cmp::Ordering::Less => lowest,
+                std::cmp::Ordering::Equal => top_color(&options),
+            };
+            assert_eq!(img.at(x, y), want, "cell ({q}, {k})");
+        }
+    }
+    // Without the mask the same weights draw every off-diagonal cell in the lowest colour.
+    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let img = Image::decode(
+        &render_png(
+            &open,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let (x, _) = centre(diagonal[11]);
+    let (_, y) = centre(diagonal[0]);
+    assert_eq!(img.at(x, y), lowest);
+}
+
+#[test]
+fn cross_attention_is_refused_with_a_reason() {
+    use crate::attention::tests::{info, units_for};
+    let att = Attention::cross(
+        info(1, 1),
+        "a".into(),
+        None,
+        units_for(&["<s>", "Ġa"]),
+        units_for(&["<s>", "Ġb", "</s>"]),
+        vec![0.5; 6],
+    )
+    .unwrap();
+    let err = render_png(&att, &FigureSpec::Model, &ImageOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
+}
