@@ -1,5 +1,6 @@
-//! Timing of the analyses on a bert-base-shaped attention (12 layers × 12 heads) at 128 and 512
-//! tokens, random softmax rows. Prints figures; asserts nothing.
+//! Timing of the analyses, and of writing the JSON export and the HTML report (its payload) from
+//! the same value, on a bert-base-shaped attention (12 layers × 12 heads) at 128 and 512 tokens,
+//! random softmax rows. Prints figures; asserts nothing.
 //!
 //! Run: `cargo bench --bench analysis` (set RAYON_NUM_THREADS to pin the thread count).
 
@@ -7,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use attnviz::analysis::{self, Analysis, ViewOptions};
 use attnviz::attention::{Role, Units};
+use attnviz::render::html::{write_html, HtmlOptions};
+use attnviz::render::json::{write_json, JsonOptions};
 use attnviz::{Attention, ModelInfo};
 
 fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
@@ -97,7 +100,7 @@ fn main() {
             words: true,
             no_special: true,
         };
-        let rows: [(&str, Duration); 7] = [
+        let rows: [(&str, Duration); 9] = [
             ("head_stats", median(5, || analysis::head_stats(&att))),
             ("layer_means", median(5, || analysis::layer_means(&att))),
             ("rollout", median(5, || analysis::rollout(&att))),
@@ -110,6 +113,22 @@ fn main() {
             (
                 "compute_view(words+no_special)",
                 median(5, || Analysis::compute_view(&att, both)),
+            ),
+            (
+                "write_json (6 digits, to memory)",
+                median(5, || {
+                    let mut out = Vec::with_capacity(64 << 20);
+                    write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+                    out.len()
+                }),
+            ),
+            (
+                "write_html (16 bits, to memory)",
+                median(5, || {
+                    let mut out = Vec::with_capacity(16 << 20);
+                    write_html(&att, &HtmlOptions::default(), &mut out).unwrap();
+                    out.len()
+                }),
             ),
         ];
         for (name, t) in rows {

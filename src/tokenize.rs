@@ -183,7 +183,9 @@ impl TextTokenizer {
         Self::with_names(tokenizer, source, &names)
     }
 
-    fn with_names(tokenizer: Tokenizer, source: PathBuf, names: &TokenNames) -> Self {
+    /// A tokenizer built by other code, with its special tokens named by `names` (a GGUF file
+    /// states its BOS and EOS ids rather than shipping tokenizer_config.json).
+    pub fn with_names(tokenizer: Tokenizer, source: PathBuf, names: &TokenNames) -> Self {
         let specials = SpecialIds::of(&tokenizer, names);
         TextTokenizer {
             tokenizer,
@@ -195,6 +197,23 @@ impl TextTokenizer {
     /// The ids of the special tokens, by role.
     pub fn specials(&self) -> &SpecialIds {
         &self.specials
+    }
+
+    /// The tokens with `role` (`[CLS]`; `<s>`), by id: how a view names them when it has no
+    /// input to read them from (corpus mode's table).
+    pub fn role_tokens(&self, role: Role) -> Vec<String> {
+        let ids = match role {
+            Role::Start => &self.specials.start,
+            Role::End => &self.specials.end,
+            Role::Pad => &self.specials.pad,
+            Role::Special => &self.specials.other,
+            Role::Word | Role::Piece => return Vec::new(),
+        };
+        let mut ids: Vec<u32> = ids.iter().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| self.tokenizer.id_to_token(id))
+            .collect()
     }
 
     /// Build BERT's WordPiece tokenizer from `dir/vocab.txt`, with the options of

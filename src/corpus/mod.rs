@@ -339,7 +339,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
 
     if !job.quiet {
         if outcome.stats.sentences > 0 {
-            print_table(&outcome, job)?;
+            print_table(&outcome, job, &model)?;
         }
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
         let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
@@ -773,7 +773,7 @@ fn count_lines(path: &Path) -> io::Result<u64> {
     Ok(lines + u64::from(last != b'\n'))
 }
 
-fn print_table(outcome: &Outcome, job: &CorpusJob) -> Result<(), CorpusError> {
+fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), CorpusError> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let n = outcome.stats.sentences;
@@ -784,7 +784,22 @@ fn print_table(outcome: &Outcome, job: &CorpusJob) -> Result<(), CorpusError> {
         if n == 1 { "" } else { "s" }
     )
     .and_then(|_| {
-        let opts = StatsTableOptions::for_stdout(job.stat, job.color);
+        let names = |role| {
+            let tokens = model.tokenizer().role_tokens(role);
+            if tokens.is_empty() {
+                "none".to_string()
+            } else {
+                tokens.join("/")
+            }
+        };
+        let opts = StatsTableOptions {
+            token_names: Some(format!(
+                "{}, {}",
+                names(crate::attention::Role::Start),
+                names(crate::attention::Role::End)
+            )),
+            ..StatsTableOptions::for_stdout(job.stat, job.color)
+        };
         write_stats_table(&outcome.stats.mean_per_sentence(), &opts, &mut out)
     })
     .and_then(|_| out.flush());

@@ -13,7 +13,7 @@ use crate::output::{write_output, OutputError};
 use crate::render::json::model_json;
 
 /// Version of the layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Write the summary of `outcome` to `path` (atomically, synced).
 pub fn write(

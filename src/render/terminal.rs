@@ -232,11 +232,15 @@ impl View<'_> {
             writeln!(w, "{}", line.trim_end())?;
         }
         if let Some(b) = bq.filter(|_| att.is_square()) {
+            let units = match att.level {
+                crate::attention::Level::Token => "tokens",
+                crate::attention::Level::Word => "words",
+            };
             writeln!(
                 w,
                 "{}",
                 self.dim(&format!(
-                    "sentence A: tokens 0–{}, sentence B: tokens {b}–{}",
+                    "sentence A: {units} 0–{}, sentence B: {units} {b}–{}",
                     b - 1,
                     nq - 1
                 ))

@@ -295,14 +295,29 @@ fn flags_that_need_another_flag_are_refused_in_one_line_before_any_load() {
     // No model is loaded (it does not exist), so each line comes from the plan step.
     let m = "/no/such/model";
     for (args, mentions) in [
-        (&["--per-sentence", "none"][..], "--per-sentence only applies to corpus mode"),
+        (
+            &["--per-sentence", "none"][..],
+            "--per-sentence only applies to corpus mode",
+        ),
         (&["--out-dir", "x"], "--out-dir only applies to corpus mode"),
-        (&["--on-bad-line", "stop"], "--on-bad-line only applies to corpus mode"),
+        (
+            &["--on-bad-line", "stop"],
+            "--on-bad-line only applies to corpus mode",
+        ),
         (&["text", "--neuron"], "--neuron applies to the HTML report"),
-        (&["text", "--colormap", "magma"], "--colormap applies to images"),
+        (
+            &["text", "--colormap", "magma"],
+            "--colormap applies to images",
+        ),
         (&["text", "--figure", "model"], "--figure applies to --png"),
-        (&["text", "--full-precision"], "--full-precision applies to the JSON"),
-        (&["text", "--quiet", "--top", "2"], "--top sets the terminal view"),
+        (
+            &["text", "--full-precision"],
+            "--full-precision applies to the JSON",
+        ),
+        (
+            &["text", "--quiet", "--top", "2"],
+            "--top sets the terminal view",
+        ),
         (&[], "give TEXT"),
     ] {
         let mut argv = vec!["-m", m];
