@@ -11,6 +11,7 @@
 
 pub mod bert;
 pub mod config;
+pub mod gguf;
 pub mod kernels;
 pub mod pickle;
 pub mod pytorch;

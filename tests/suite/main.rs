@@ -21,6 +21,8 @@ mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
 mod fonts_in_browsers;
+mod gguf_files;
+mod gguf_smollm2;
 mod hostile;
 mod html_report;
 mod images_minilm;

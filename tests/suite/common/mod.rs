@@ -1,3 +1,4 @@
 //! Test helpers shared by the suite, the separate test binaries and the benchmarks.
 
 pub mod minilm;
+pub mod smollm2;
