@@ -284,11 +284,10 @@ impl KeyClasses {
                 Role::End => classes.end.push(i),
                 r if r.is_special() => {}
                 _ => {
-                    let surface = keys.surfaces[i].trim();
-                    let text = if surface.is_empty() && keys.surfaces[i].is_empty() {
+                    let text = if keys.surfaces[i].is_empty() {
                         keys.labels[i].as_str()
                     } else {
-                        surface
+                        keys.surfaces[i].trim()
                     };
                     if !text.is_empty() && text.chars().all(is_punctuation) {
                         classes.punct.push(i);
@@ -355,7 +354,7 @@ pub fn matrix_stats(
     keys: &KeyClasses,
     geometry: &Geometry,
 ) -> HeadStats {
-    let nq = if nk == 0 { 0 } else { matrix.len() / nk };
+    let nq = matrix.len().checked_div(nk).unwrap_or(0);
     let n = nk;
     let mut sum = [0f64; 9];
     let mut rows = 0usize;

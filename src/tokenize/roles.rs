@@ -184,9 +184,7 @@ impl SpecialIds {
             Some(Role::End)
         } else if self.pad.contains(&id) {
             Some(Role::Pad)
-        } else if self.other.contains(&id) {
-            Some(Role::Special)
-        } else if marked && !self.ordinary.contains(&id) {
+        } else if self.other.contains(&id) || (marked && !self.ordinary.contains(&id)) {
             Some(Role::Special)
         } else {
             None
