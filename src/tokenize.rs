@@ -277,7 +277,7 @@ impl TextTokenizer {
         &self.source
     }
 
-    /// Tokenize `text` (and `pair`) with [CLS]/[SEP]. At most `max_len` tokens: a longer input
+    /// Tokenize `text` (and `pair`) with the model's special tokens. At most `max_len` tokens: a longer input
     /// is an error, or with `truncate` is cut (longest sequence first) and `truncated_from`
     /// says how long it was.
     pub fn encode(

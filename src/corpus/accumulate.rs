@@ -48,9 +48,9 @@ pub struct CorpusStats {
     pub pairs: u64,
     /// Of which truncated to the model's maximum (`--truncate`).
     pub truncated: u64,
-    /// Word-piece tokens, [CLS]/[SEP] included, over all sentences.
+    /// Tokens, special tokens included, over all sentences.
     pub tokens: u64,
-    /// Units of the analysed view (tokens, or words with `--words`; without [CLS]/[SEP] with
+    /// Units of the analysed view (tokens, or words with `--words`; without the special tokens with
     /// `--no-special`) over all sentences.
     pub units: u64,
 }
