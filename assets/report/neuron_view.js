@@ -60,7 +60,9 @@ function renderNeuron() {
   const rh = N <= 64 ? 17 : 14;
   const fontPx = N <= 64 ? 12 : 11;
   const font = fontPx + 'px ' + FONT_FAMILY;
-  const cw = D <= 32 ? 8 : D <= 64 ? 5 : 3;
+  // Wide enough cells that a short vector (a small head) still leaves room for its column's
+  // title and colour scale.
+  const cw = D <= 32 ? Math.min(20, Math.max(8, Math.ceil(160 / D))) : D <= 64 ? 5 : 3;
   let tw = 40;
   for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i), font) + 12);
   tw = Math.min(tw, 150);
