@@ -119,9 +119,12 @@ impl View<'_> {
             HeadSel::Index(h) => format!("head {h}"),
             HeadSel::Mean => format!("mean of {} heads", att.heads()),
         };
-        let unit = match att.level {
-            crate::attention::Level::Token => "tokens",
-            crate::attention::Level::Word => "words",
+        let one = self.nq() == 1 && self.nk() == 1;
+        let unit = match (att.level, one) {
+            (crate::attention::Level::Token, false) => "tokens",
+            (crate::attention::Level::Token, true) => "token",
+            (crate::attention::Level::Word, false) => "words",
+            (crate::attention::Level::Word, true) => "word",
         };
         let size = if att.is_square() {
             format!("{} {unit}", self.nq())
@@ -251,7 +254,10 @@ impl View<'_> {
             writeln!(
                 w,
                 "{}",
-                self.bold(&format!("Most attended (top {}):", self.opts.top))
+                self.bold(&format!(
+                    "Most attended (top {}):",
+                    self.opts.top.min(self.nk())
+                ))
             )?;
             for q in 0..nq {
                 let visible: Vec<(usize, f32)> = self
@@ -740,5 +746,14 @@ mod tests {
         let out = render(&plain, HeadSel::Mean, &TerminalOptions::default());
         assert!(out.contains("special tokens hidden"), "{out}");
         assert!(!out.contains("<s>"), "{out}");
+    }
+
+    #[test]
+    fn a_single_unit_is_counted_in_the_singular() {
+        let att = synthetic(&["<s>", "Ġfox", "</s>"], 1, 1);
+        let plain = crate::analysis::without_special(&att).unwrap();
+        let out = render(&plain, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("· 1 token ·"), "{out}");
+        assert!(out.contains("Most attended (top 1):"), "{out}");
     }
 }
