@@ -333,3 +333,39 @@ fn bert_vocab_route_has_the_same_roles() {
     );
     assert!(enc.roles.contains(&Role::Piece), "{:?}", enc.tokens);
 }
+
+/// From each family's tokenizer to the merged words: the whole path `--words` takes (roles, word
+/// ids and surfaces into [`word_groups`] and [`word_label`]) gives back the words a person typed,
+/// whatever the piece markers (`##`, `Ġ`, `▁`) and however small the vocabulary.
+#[test]
+fn every_family_merges_back_into_the_typed_words() {
+    use attnviz::analysis::{word_groups, word_label};
+    use attnviz::attention::Units;
+
+    let text = "The quick brown foxes jumped unbelievably high";
+    let pair = "Naïve dogs";
+    let mut checked = 0;
+    for family in FAMILIES {
+        let tok = TextTokenizer::from_dir(&repo().join("tests/fixtures").join(family.model))
+            .unwrap_or_else(|e| panic!("{}: {e}", family.model));
+        let enc = tok.encode(text, Some(pair), 512, false).unwrap();
+        let units = Units::tokens(
+            enc.tokens.clone(),
+            enc.ids,
+            enc.type_ids,
+            enc.segments,
+            enc.roles,
+            enc.word_ids,
+            enc.surfaces,
+        );
+        let words: Vec<String> = word_groups(&units)
+            .into_iter()
+            .filter(|g| !units.is_special(g.start))
+            .map(|g| word_label(&units.labels[g.clone()], &units.surfaces[g]))
+            .collect();
+        let want: Vec<&str> = text.split(' ').chain(pair.split(' ')).collect();
+        assert_eq!(words, want, "{}: {:?}", family.model, enc.tokens);
+        checked += 1;
+    }
+    assert_eq!(checked, FAMILIES.len());
+}
