@@ -21,7 +21,7 @@ pub mod weights;
 
 use std::path::Path;
 
-use crate::attention::{Attention, ModelInfo, QueryKey};
+use crate::attention::{Attention, MaskKind, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
 pub use bert::Bert;
@@ -151,6 +151,7 @@ impl Model {
             id: files.id.clone(),
             revision: files.revision.clone(),
             name: Some(source::display_name(files)),
+            family: "BERT".to_string(),
             layers: config.num_hidden_layers,
             heads: config.num_attention_heads,
             hidden_size: config.hidden_size,
@@ -360,18 +361,27 @@ impl Model {
         capture_query_key: bool,
     ) -> Result<Encoding, Error> {
         let out = self.forward(&enc.ids, &enc.type_ids, capture_query_key)?;
+        let units = Units::tokens(
+            enc.tokens,
+            enc.ids,
+            enc.type_ids,
+            enc.segments,
+            enc.roles,
+            enc.word_ids,
+            enc.surfaces,
+        );
+        // Bidirectional, every head its own key/value head: what this encoder computes.
         let attention = Attention::new(
             self.info.clone(),
             text.to_string(),
             pair.map(str::to_string),
-            enc.tokens,
-            enc.ids,
-            enc.type_ids,
-            enc.special,
-            enc.word_ids,
+            units,
             out.weights,
-            out.query_key,
         )
+        .and_then(|a| {
+            a.with_mask(MaskKind::Bidirectional)
+                .with_query_key(out.query_key)
+        })
         .map_err(|e| Error::Forward(e.to_string()))?;
         Ok(Encoding {
             attention,

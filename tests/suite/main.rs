@@ -33,3 +33,5 @@ mod output_folders;
 mod output_targets;
 mod report_and_json_sections;
 mod terminal_hygiene;
+mod tokenizer_roles;
+mod word_merge;
