@@ -9,9 +9,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use attnviz::cli::{Colormap, Theme};
+use attnviz::attention::{Role, Units};
 use attnviz::render::fonts::{subset_for, FontId};
 use attnviz::render::image::{render_png, render_svg, FigureSpec, ImageOptions};
+use attnviz::render::image::{Colormap, Theme};
 use attnviz::{Attention, HeadSel, ModelInfo};
 
 fn attention(n: usize, layers: usize, heads: usize) -> Attention {
@@ -51,11 +52,35 @@ fn attention(n: usize, layers: usize, heads: usize) -> Attention {
             i => ["the", "attention", "##s", "head", "looks", ",", "at"][i % 7].into(),
         })
         .collect();
+    let roles = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match (i, t.starts_with('[')) {
+            (0, _) => Role::Start,
+            (_, true) => Role::End,
+            _ if t.starts_with("##") => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens.clone(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        (0..n).map(Some).collect(),
+        surfaces,
+    );
     Attention::new(
         ModelInfo {
             id: "bench".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * 32,
@@ -63,13 +88,8 @@ fn attention(n: usize, layers: usize, heads: usize) -> Attention {
         },
         tokens.join(" "),
         None,
-        tokens.clone(),
-        (0..n as u32).collect(),
-        vec![0; n],
-        tokens.iter().map(|t| t.starts_with('[')).collect(),
-        (0..n).map(Some).collect(),
+        units,
         weights,
-        None,
     )
     .unwrap()
 }

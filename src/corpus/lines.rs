@@ -119,7 +119,7 @@ pub enum BadLine {
     },
     /// More tokens than the model takes, and `--truncate` was not given.
     TooLong {
-        /// Tokens the line needs (with [CLS]/[SEP]).
+        /// Tokens the line needs (with the special tokens).
         tokens: usize,
         /// The model's maximum.
         max: usize,

@@ -30,12 +30,14 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
 
+use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
-use crate::cli::{Args, OnBadLine, PerSentence};
 use crate::model::{self, Model};
 use crate::output::{write_output_unsynced, OutputError};
+use crate::render::json::JsonSection;
 use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
+use crate::render::ColorChoice;
 use crate::tokenize::{self, Encoded};
 
 pub use accumulate::{CorpusStats, SentenceCounts};
@@ -62,9 +64,6 @@ pub enum CorpusError {
     /// Building the word-level or special-excluded view.
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
-    /// Flags that don't go with corpus mode.
-    #[error("{0}")]
-    Usage(String),
     /// The input cannot be opened or read.
     #[error("cannot read {path}: {source}")]
     Input {
@@ -117,6 +116,76 @@ pub enum CorpusError {
     },
 }
 
+/// What to do with a bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnBadLine {
+    /// Report it with its line number and go on.
+    #[default]
+    Skip,
+    /// Report it and stop; what was written stays, and corpus_stats.json covers it.
+    Stop,
+}
+
+crate::choice!(OnBadLine {
+    Skip => ("skip", "Report it with its line number and go on"),
+    Stop => ("stop", "Report it and stop; what was written stays, and corpus_stats.json covers it"),
+});
+
+/// An output written for each sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerSentence {
+    /// The JSON export with its statistics, as --json writes it (sentences/000042.json).
+    Json,
+    /// No per-sentence files, only the corpus statistics.
+    None,
+}
+
+crate::choice!(PerSentence {
+    Json => ("json", "The JSON export with its statistics, as --json writes it (sentences/000042.json)"),
+    None => ("none", "No per-sentence files, only the corpus statistics"),
+});
+
+impl PerSentence {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        crate::choice::Choice::name(self)
+    }
+}
+
+/// One corpus run as a front end asks for it, its flags already checked (the command line's
+/// plan step): which model, which input and folder, and how to report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CorpusJob {
+    /// Hub repo id or local folder of the model.
+    pub model: String,
+    /// Hub revision.
+    pub revision: String,
+    /// The input file, `-` for standard input.
+    pub input: PathBuf,
+    /// The output folder.
+    pub out_dir: PathBuf,
+    /// Per-sentence outputs, without duplicates; empty for none.
+    pub per_sentence: Vec<PerSentence>,
+    /// Skip bad lines, or stop at the first.
+    pub on_bad_line: OnBadLine,
+    /// Truncate lines longer than the model takes instead of calling them bad.
+    pub truncate: bool,
+    /// Word level and/or special tokens excluded.
+    pub view: ViewOptions,
+    /// Number format of the JSON exports.
+    pub json: JsonOptions,
+    /// Optional sections of the JSON exports.
+    pub json_include: Vec<JsonSection>,
+    /// Replace an earlier run's files in `out_dir`.
+    pub force: bool,
+    /// Print neither the statistics table nor the summary line.
+    pub quiet: bool,
+    /// The statistic the table shows as a heatmap; `None`: the overview.
+    pub stat: Option<Stat>,
+    /// Colour in the table.
+    pub color: ColorChoice,
+}
+
 /// What a corpus run does, apart from the model and the input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CorpusOptions {
@@ -135,7 +204,7 @@ pub struct CorpusOptions {
     /// Number format of the JSON exports.
     pub json: JsonOptions,
     /// Optional sections of the JSON exports (`--json-include`).
-    pub json_include: Vec<crate::cli::JsonSection>,
+    pub json_include: Vec<JsonSection>,
     /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
     /// physical cores).
     pub threads: Option<usize>,
@@ -220,55 +289,45 @@ pub struct Outcome {
     pub summary_path: PathBuf,
 }
 
-/// `--input FILE --out-dir DIR` (flags already checked by the app layer's `checks`): load the
-/// model once with `threads` workers, process every line, print the averaged statistics table
-/// on stdout and a one-line summary on stderr (neither with `--quiet`; warnings about bad lines
-/// are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary
-/// is written.
-pub fn run(args: &Args, threads: usize) -> Result<(), CorpusError> {
-    let input = args.input.clone().unwrap_or_default();
-    let out_dir = args
-        .out_dir
-        .clone()
-        .ok_or_else(|| CorpusError::Usage("--input needs --out-dir DIR for its outputs".into()))?;
+/// Run `job` (flags already checked by the command line's plan step): load the model once with
+/// `threads` workers, process every line, print the averaged statistics table on stdout and a
+/// one-line summary on stderr (neither with `quiet`; warnings about bad lines are always
+/// printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
+pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
+    let input = &job.input;
+    let out_dir = job.out_dir.clone();
     let from_stdin = input.as_os_str() == "-";
     let input_name = input.display().to_string();
     let reader: Box<dyn BufRead + Send> = if from_stdin {
         Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
     } else {
-        let file = File::open(&input).map_err(|source| CorpusError::Input {
+        let file = File::open(input).map_err(|source| CorpusError::Input {
             path: input_name.clone(),
             source,
         })?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
-    let per_sentence =
-        normalise_per_sentence(args.per_sentence.as_deref().unwrap_or(&[PerSentence::Json]))?;
+    let per_sentence = job.per_sentence.clone();
     prepare_out_dir(&out_dir, &per_sentence)?;
     let progress = io::stderr().is_terminal();
     let total_lines = if progress && !from_stdin {
-        count_lines(&input).ok()
+        count_lines(input).ok()
     } else {
         None
     };
-    let model = Model::load(&args.model, &args.revision)?;
-    if args.force {
+    let model = Model::load(&job.model, &job.revision)?;
+    if job.force {
         remove_earlier_run(&out_dir)?;
     }
     let opts = CorpusOptions {
         input_name,
         out_dir,
         per_sentence,
-        on_bad_line: args.on_bad_line.unwrap_or(OnBadLine::Skip),
-        truncate: args.truncate,
-        view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
-        },
-        json: JsonOptions {
-            full_precision: args.full_precision,
-        },
-        json_include: args.json_include.clone(),
+        on_bad_line: job.on_bad_line,
+        truncate: job.truncate,
+        view: job.view,
+        json: job.json,
+        json_include: job.json_include.clone(),
         threads: Some(threads),
         progress,
         total_lines,
@@ -278,9 +337,9 @@ pub fn run(args: &Args, threads: usize) -> Result<(), CorpusError> {
     interrupt::uninstall();
     let outcome = outcome?;
 
-    if !args.quiet {
+    if !job.quiet {
         if outcome.stats.sentences > 0 {
-            print_table(&outcome, args)?;
+            print_table(&outcome, job, &model)?;
         }
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
         let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
@@ -642,25 +701,6 @@ impl Log {
     }
 }
 
-/// Drop duplicates; `none` alone means no per-sentence files, and cannot be combined.
-fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, CorpusError> {
-    let mut out: Vec<PerSentence> = Vec::new();
-    for kind in list {
-        if !out.contains(kind) {
-            out.push(*kind);
-        }
-    }
-    if out.contains(&PerSentence::None) {
-        if out.len() > 1 {
-            return Err(CorpusError::Usage(
-                "--per-sentence none cannot be combined with other outputs".into(),
-            ));
-        }
-        return Ok(Vec::new());
-    }
-    Ok(out)
-}
-
 fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), CorpusError> {
     let err = |path: &Path| {
         let path = path.to_path_buf();
@@ -732,7 +772,7 @@ fn count_lines(path: &Path) -> io::Result<u64> {
     Ok(lines + u64::from(last != b'\n'))
 }
 
-fn print_table(outcome: &Outcome, args: &Args) -> Result<(), CorpusError> {
+fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), CorpusError> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let n = outcome.stats.sentences;
@@ -743,7 +783,22 @@ fn print_table(outcome: &Outcome, args: &Args) -> Result<(), CorpusError> {
         if n == 1 { "" } else { "s" }
     )
     .and_then(|_| {
-        let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+        let names = |role| {
+            let tokens = model.tokenizer().role_tokens(role);
+            if tokens.is_empty() {
+                "none".to_string()
+            } else {
+                tokens.join("/")
+            }
+        };
+        let opts = StatsTableOptions {
+            token_names: Some(format!(
+                "{}, {}",
+                names(crate::attention::Role::Start),
+                names(crate::attention::Role::End)
+            )),
+            ..StatsTableOptions::for_stdout(job.stat, job.color)
+        };
         write_stats_table(&outcome.stats.mean_per_sentence(), &opts, &mut out)
     })
     .and_then(|_| out.flush());
@@ -887,17 +942,5 @@ mod tests {
             fs::write(&p, text).unwrap();
             assert_eq!(count_lines(&p).unwrap(), want, "{text:?}");
         }
-    }
-
-    #[test]
-    fn per_sentence_none_stands_alone() {
-        assert_eq!(
-            normalise_per_sentence(&[PerSentence::Json, PerSentence::Json]).unwrap(),
-            [PerSentence::Json]
-        );
-        assert!(normalise_per_sentence(&[PerSentence::None])
-            .unwrap()
-            .is_empty());
-        assert!(normalise_per_sentence(&[PerSentence::None, PerSentence::Json]).is_err());
     }
 }

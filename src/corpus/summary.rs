@@ -8,13 +8,12 @@ use serde_json::{json, Map, Value};
 
 use super::{CorpusOptions, End, Outcome, SENTENCES_DIR};
 use crate::analysis::{HeadStats, Stat, StatsSection};
-use crate::cli::OnBadLine;
 use crate::model::Model;
 use crate::output::{write_output, OutputError};
 use crate::render::json::model_json;
 
 /// Version of the layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Write the summary of `outcome` to `path` (atomically, synced).
 pub fn write(
@@ -51,7 +50,7 @@ fn fields(model: &Model, opts: &CorpusOptions, outcome: &Outcome) -> Vec<(&'stat
                 "truncate": opts.truncate,
                 "full_precision": opts.json.full_precision,
                 "per_sentence": per_sentence,
-                "on_bad_line": match opts.on_bad_line { OnBadLine::Skip => "skip", OnBadLine::Stop => "stop" },
+                "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
             }),
         ),
         ("end", json!(end)),

@@ -37,7 +37,7 @@ pub mod weights;
 
 use std::path::Path;
 
-use crate::attention::{Attention, ModelInfo, QueryKey};
+use crate::attention::{Attention, MaskKind, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
 pub use bert::BertConfig;
@@ -229,6 +229,7 @@ impl Model {
             id,
             revision,
             name: Some(name),
+            family: arch.family.to_string(),
             layers: arch.layers,
             heads: arch.heads,
             hidden_size: arch.hidden_size,
@@ -275,6 +276,15 @@ impl Model {
             eos_token_ids,
             chat_template: file.chat_template().map_err(|e| e.to_string()),
         };
+        // The file states its special tokens by id.
+        let named = |id: Option<u32>| id.and_then(|id| tokenizer.token(id)).into_iter().collect();
+        let names = tokenize::TokenNames {
+            start: named(tokenizer.bos_token_id),
+            end: named(tokenizer.eos_token_id),
+            pad: named(tokenizer.pad_token_id),
+            ordinary: named(tokenizer.unk_token_id),
+            other: Vec::new(),
+        };
         let name = path
             .file_name()
             .map_or_else(|| origin.clone(), |n| n.to_string_lossy().into_owned());
@@ -283,7 +293,7 @@ impl Model {
             None,
             name,
             Box::new(network),
-            TextTokenizer::from_tokenizer(tokenizer.tokenizer, path.to_path_buf()),
+            TextTokenizer::with_names(tokenizer.tokenizer.clone(), path.to_path_buf(), &names),
             generation,
             None,
         ))
@@ -604,18 +614,23 @@ impl Model {
         } else {
             self.forward(&enc.ids, &vec![0; enc.ids.len()], capture_query_key)?
         };
+        let units = Units::tokens(
+            enc.tokens,
+            enc.ids,
+            enc.type_ids,
+            enc.segments,
+            enc.roles,
+            enc.word_ids,
+            enc.surfaces,
+        );
         let attention = Attention::new(
             self.info.clone(),
             text.to_string(),
             pair.map(str::to_string),
-            enc.tokens,
-            enc.ids,
-            enc.type_ids,
-            enc.special,
-            enc.word_ids,
+            units,
             out.weights,
-            out.query_key,
         )
+        .and_then(|a| self.describe(a, out.query_key))
         .map_err(|e| Error::Forward(e.to_string()))?;
         Ok(Encoding {
             attention,
@@ -623,6 +638,26 @@ impl Model {
             truncated_from: enc.truncated_from,
             bytes_cut: enc.bytes_cut,
         })
+    }
+}
+
+impl Model {
+    /// `attention` with what the network computed: its mask, its query-head → key/value-head
+    /// map, and the query/key vectors.
+    fn describe(
+        &self,
+        attention: Attention,
+        query_key: Option<QueryKey>,
+    ) -> Result<Attention, crate::attention::ShapeError> {
+        let arch = self.architecture();
+        let mask = match arch.mask {
+            Mask::Bidirectional => MaskKind::Bidirectional,
+            Mask::Causal => MaskKind::Causal,
+        };
+        attention
+            .with_mask(mask)
+            .with_kv_heads(arch.kv_head.clone())?
+            .with_query_key(query_key)
     }
 }
 

@@ -289,3 +289,78 @@ fn stats_table_moves_to_stderr_when_json_takes_stdout() {
         assert!(err.contains(&format!("layer {l} ")), "{err}");
     }
 }
+
+#[test]
+fn flags_that_need_another_flag_are_refused_in_one_line_before_any_load() {
+    // No model is loaded (it does not exist), so each line comes from the plan step.
+    let m = "/no/such/model";
+    for (args, mentions) in [
+        (
+            &["--per-sentence", "none"][..],
+            "--per-sentence only applies to corpus mode",
+        ),
+        (&["--out-dir", "x"], "--out-dir only applies to corpus mode"),
+        (
+            &["--on-bad-line", "stop"],
+            "--on-bad-line only applies to corpus mode",
+        ),
+        (&["text", "--neuron"], "--neuron applies to the HTML report"),
+        (
+            &["text", "--colormap", "magma"],
+            "--colormap applies to images",
+        ),
+        (&["text", "--figure", "model"], "--figure applies to --png"),
+        (
+            &["text", "--full-precision"],
+            "--full-precision applies to the JSON",
+        ),
+        (
+            &["text", "--quiet", "--top", "2"],
+            "--top sets the terminal view",
+        ),
+        (&["--force"], "--force only applies to corpus mode"),
+        (
+            &["text", "--out-dir", "x"],
+            "--out-dir only applies to corpus mode",
+        ),
+        (&["--input", "in.txt"], "--input needs --out-dir"),
+        (
+            &["--input", "in.txt", "--out-dir", "o", "--png", "a.png"],
+            "--png is for a single input",
+        ),
+        (
+            &[
+                "--input",
+                "in.txt",
+                "--out-dir",
+                "o",
+                "--per-sentence",
+                "none",
+                "--full-precision",
+            ],
+            "--per-sentence none writes none",
+        ),
+        (
+            &["text", "--svg", "a.svg", "--dpi", "300"],
+            "--dpi applies to PNG images",
+        ),
+        (
+            &["text", "--png", "a.png", "--html-precision", "8"],
+            "--html-precision applies to the HTML report",
+        ),
+        (
+            &["text", "--json-include", "rollout"],
+            "--json-include adds sections to the JSON export",
+        ),
+        (
+            &["text", "--quiet", "--color", "always"],
+            "--color sets the terminal view",
+        ),
+        (&["--pair", "b"], "give TEXT"),
+        (&[], "give TEXT"),
+    ] {
+        let mut argv = vec!["-m", m];
+        argv.extend_from_slice(args);
+        assert_clean_failure(&run(&argv), mentions);
+    }
+}

@@ -121,8 +121,8 @@ const STATS: [&str; 9] = [
     "entropy",
     "entropy_norm",
     "distance",
-    "to_cls",
-    "to_sep",
+    "to_start",
+    "to_end",
     "to_punct",
     "to_self",
     "to_prev",
@@ -163,7 +163,7 @@ fn label(section: &Value, l: usize, h: usize) -> &'static str {
         "positional-next"
     } else if v("entropy_norm") >= broad {
         "broad"
-    } else if v("to_cls") + v("to_sep") > sink {
+    } else if v("to_start") + v("to_end") > sink {
         "special-sink"
     } else {
         "none"

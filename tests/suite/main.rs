@@ -35,3 +35,5 @@ mod output_folders;
 mod output_targets;
 mod report_and_json_sections;
 mod terminal_hygiene;
+mod tokenizer_roles;
+mod word_merge;

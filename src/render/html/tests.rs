@@ -100,15 +100,14 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
     let mut tokens = vec!["[CLS]".to_string()];
     tokens.extend((1..n - 1).map(|i| format!("w{i}")));
     tokens.push("[SEP]".into());
-    let special = (0..n).map(|i| i == 0 || i == n - 1).collect();
-    let word_ids = (0..n)
-        .map(|i| (i > 0 && i < n - 1).then_some(i - 1))
-        .collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let units = crate::attention::tests::units_for(&refs);
     Attention::new(
         ModelInfo {
             id: "test/vectors".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * d,
@@ -116,14 +115,10 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         },
         "w1 w2".into(),
         None,
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        special,
-        word_ids,
+        units,
         weights,
-        Some(QueryKey { queries, keys }),
     )
+    .and_then(|a| a.with_query_key(Some(QueryKey { queries, keys })))
     .unwrap()
 }
 
@@ -399,7 +394,7 @@ fn bad_options_are_refused_before_anything_is_written() {
                 layer: 2,
                 ..HtmlOptions::default()
             },
-            "layer 2 does not exist: the model has layers 0 to 1",
+            "layer 2 does not exist: the model has layers 0–1",
         ),
         (
             HtmlOptions {
@@ -530,4 +525,45 @@ fn scripts_the_system_may_lack_get_embedded_font_subsets() {
     ));
     // the page's body font list ends with them
     assert!(html.contains("Arial, var(--attnviz-fonts, sans-serif)"));
+}
+
+#[test]
+fn metadata_describes_units_by_role_for_any_family() {
+    let att = crate::attention::tests::synthetic_pair(
+        &["<s>", "ĠThe", "Ġc", "at", "</s>", "</s>", "ĠIt", "</s>"],
+        5,
+        1,
+        2,
+    );
+    let meta = meta_of(&render(&att, &HtmlOptions::default()));
+    assert_eq!(meta["format"], 2);
+    assert_eq!(meta["model"]["family"], "BERT");
+    assert_eq!(meta["kind"], "self");
+    assert_eq!(meta["mask"], "bidirectional");
+    assert_eq!(meta["kv_head"], serde_json::json!([0, 1]));
+    assert_eq!(
+        meta["roles"],
+        serde_json::json!(["start", "word", "word", "piece", "end", "end", "word", "end"])
+    );
+    assert_eq!(
+        meta["segments"],
+        serde_json::json!([0, 0, 0, 0, 0, 1, 1, 1])
+    );
+    assert_eq!(meta["sentence_b_start"], 5);
+    assert_eq!(meta["surfaces"][2], " c");
+    assert!(
+        meta.get("special").is_none(),
+        "roles replace the special flags"
+    );
+    let cross = Attention::cross(
+        crate::attention::tests::info(1, 1),
+        "a".into(),
+        None,
+        crate::attention::tests::units_for(&["<s>", "Ġa"]),
+        crate::attention::tests::units_for(&["<s>", "Ġb", "</s>"]),
+        vec![0.5; 6],
+    )
+    .unwrap();
+    let err = write_html(&cross, &HtmlOptions::default(), &mut Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
 }

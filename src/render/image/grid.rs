@@ -3,7 +3,7 @@
 use super::layout::{
     self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
 };
-use super::scale::{resample, Scale};
+use super::scale::{resample, resample_mask, Scale};
 use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
@@ -61,6 +61,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
     let (cols, rows) = arrangement(heads.len());
     let grid = panel_grid(n, cols);
     let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
     let scale = Scale::up_to(shown.iter().flatten(), style.scale);
     let side = grid.side() as i32;
 
@@ -96,6 +97,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         }));
         items.extend(layout::heatmap(
             values,
+            masked.as_deref(),
             &grid,
             x,
             y,
@@ -173,6 +175,7 @@ pub(crate) fn model_scene(
         .iter()
         .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
         .collect();
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
     let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
     let side = grid.side() as i32;
     let gap = THUMB_GAP as i32;
@@ -217,6 +220,7 @@ pub(crate) fn model_scene(
             let x = grid_x + h as i32 * (side + gap);
             items.extend(layout::heatmap(
                 values,
+                masked.as_deref(),
                 &grid,
                 x,
                 y,

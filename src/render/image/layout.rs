@@ -157,9 +157,12 @@ pub(crate) fn token_labels(
         .collect()
 }
 
-/// A heatmap block: colour cells with a frame, at `(x, y)`.
+/// A heatmap block: colour cells with a frame, at `(x, y)`. Cells `masked` marks (the query could
+/// not see the key) take the background colour, unlike a weight of 0.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn heatmap(
     values: &[f32],
+    masked: Option<&[bool]>,
     grid: &Grid,
     x: i32,
     y: i32,
@@ -167,7 +170,14 @@ pub(crate) fn heatmap(
     ramp: &Ramp,
     pal: &Palette,
 ) -> Vec<Item> {
-    let colors = scale.colors(ramp, values);
+    let mut colors = scale.colors(ramp, values);
+    if let Some(masked) = masked {
+        for (c, &m) in colors.iter_mut().zip(masked) {
+            if m {
+                *c = pal.background;
+            }
+        }
+    }
     let mut items = vec![Item::Cells(Cells {
         x,
         y,
@@ -525,7 +535,7 @@ mod tests {
 
     #[test]
     fn notes_wrap_to_the_canvas() {
-        let pal = Palette::of(crate::cli::Theme::Light);
+        let pal = Palette::of(crate::render::image::Theme::Light);
         let text = "attention ".repeat(60);
         let (items, bottom) = notes(text.trim(), 100, 600, &pal);
         assert!(items.len() >= 4, "{} lines", items.len());

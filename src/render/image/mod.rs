@@ -21,18 +21,43 @@ mod theme;
 use std::io::Write;
 use std::path::Path;
 
+pub use crate::render::colormap::Colormap;
 pub use crate::render::fonts::FontError;
 pub use paint::{DrawError, SvgError};
 pub use scale::{ColorScale, LOG_DECADES};
+pub use theme::Theme;
 
-use crate::attention::{Attention, HeadSel};
-use crate::cli::{Colormap, Figure, Theme};
+use crate::attention::{Attention, HeadSel, Selection, SelectionError};
 use crate::output::{write_output, OutputError};
 
 use crate::render::colormap::Ramp;
 use layout::Axis;
 use scene::Scene;
 use theme::Palette;
+
+/// Which figure to draw, by name (`--figure`): see [`FigureSpec`] for what each shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Figure {
+    /// One head's query × key heatmap, or the mean over the layer's heads.
+    #[default]
+    Head,
+    /// All heads of a layer in a grid with a shared colour scale.
+    Layer,
+    /// The mean over the heads of a layer.
+    Mean,
+    /// Every layer × head as labelled thumbnails.
+    Model,
+    /// Attention rollout (Abnar & Zuidema 2020) up to a layer.
+    Rollout,
+}
+
+crate::choice!(Figure {
+    Head => ("head", "One head's query × key heatmap (--layer, --head; `--head mean` for the mean)"),
+    Layer => ("layer", "All heads of --layer in a grid with a shared colour scale"),
+    Mean => ("mean", "The mean over the heads of --layer"),
+    Model => ("model", "Every layer × head as labelled thumbnails"),
+    Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to --layer"),
+});
 
 /// What a figure shows.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,9 +92,9 @@ pub enum FigureSpec<'a> {
 }
 
 impl<'a> FigureSpec<'a> {
-    /// The figure the CLI asks for with `--figure`, `--layer` and `--head`. `rollout` is the
-    /// rollout matrix through `layer` (needed only for [`Figure::Rollout`]).
-    pub fn from_cli(
+    /// The figure `figure` of `layer` and `head`. `rollout` is the rollout matrix through
+    /// `layer` (needed only for [`Figure::Rollout`]).
+    pub fn of(
         figure: Figure,
         layer: usize,
         head: HeadSel,
@@ -149,22 +174,9 @@ pub const MAX_PNG_PIXELS: u64 = 64_000_000;
 /// Why an image could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    /// The layer asked for does not exist.
-    #[error("layer {layer} does not exist: the model has {layers} layers, numbered 0 to {}; choose one with --layer", layers.saturating_sub(1))]
-    NoSuchLayer {
-        /// Requested layer.
-        layer: usize,
-        /// Layers in the model.
-        layers: usize,
-    },
-    /// The head asked for does not exist.
-    #[error("head {head} does not exist: each layer has {heads} heads, numbered 0 to {}; choose one with --head, or --head mean", heads.saturating_sub(1))]
-    NoSuchHead {
-        /// Requested head.
-        head: usize,
-        /// Heads per layer.
-        heads: usize,
-    },
+    /// The layer or head asked for does not exist.
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
     /// A matrix figure got a matrix of the wrong size.
     #[error("the matrix for \"{title}\" has {got} values, but {n} tokens need {n} × {n} = {}", n * n)]
     MatrixShape {
@@ -194,6 +206,15 @@ pub enum ImageError {
     /// The input has no tokens.
     #[error("nothing to draw: the input has no tokens")]
     Empty,
+    /// Queries and keys are different units (cross-attention), which the figures do not lay out
+    /// yet.
+    #[error("the figures draw square self-attention; this attention is {queries} queries × {keys} keys (cross-attention)")]
+    NotSquare {
+        /// Query units.
+        queries: usize,
+        /// Key units.
+        keys: usize,
+    },
     /// The embedded font could not be loaded.
     #[error(transparent)]
     Font(#[from] FontError),
@@ -213,9 +234,12 @@ pub(crate) struct Style {
     pub palette: Palette,
     /// The input text, shown under the title.
     pub subtitle: String,
-    /// What the figure shows differently from plain token attention (word level, [CLS]/[SEP]
-    /// removed), shown in full under the subtitle; empty when nothing.
+    /// What the figure shows differently from plain token attention (word level, special
+    /// tokens removed), shown in full under the subtitle; empty when nothing.
     pub notes: String,
+    /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
+    /// `None` when every cell is visible.
+    pub masked: Option<Vec<bool>>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -295,15 +319,16 @@ fn build(
     if att.is_empty() {
         return Err(ImageError::Empty);
     }
+    if !att.is_square() {
+        return Err(ImageError::NotSquare {
+            queries: att.n_queries(),
+            keys: att.n_keys(),
+        });
+    }
     let check_layer = |layer: usize| {
-        if layer < att.layers() {
-            Ok(())
-        } else {
-            Err(ImageError::NoSuchLayer {
-                layer,
-                layers: att.layers(),
-            })
-        }
+        att.model
+            .check_selection(Selection::new(layer, HeadSel::Mean))
+            .map(|_| ())
     };
     let style = Style {
         ramp: Ramp::new(options.colormap, options.theme),
@@ -311,22 +336,19 @@ fn build(
         palette: Palette::of(options.theme),
         subtitle: subtitle(att),
         notes: notes(att),
+        masked: cell_mask(att),
     };
+    let units = att.queries();
     let axis = Axis {
-        labels: att.tokens.clone(),
-        special: att.special.clone(),
-        b_start: att.sentence_b_start.filter(|&b| b > 0 && b < att.len()),
+        labels: units.labels.clone(),
+        special: (0..units.len()).map(|i| units.is_special(i)).collect(),
+        b_start: units.segment_b_start().filter(|&b| b > 0 && b < att.len()),
     };
     let model = model_name(att.model.name.as_deref().unwrap_or(&att.model.id));
     let heads = att.heads();
     let scene = match figure {
         FigureSpec::Head { layer, head } => {
-            check_layer(*layer)?;
-            if let HeadSel::Index(h) = head {
-                if *h >= heads {
-                    return Err(ImageError::NoSuchHead { head: *h, heads });
-                }
-            }
+            att.model.check_selection(Selection::new(*layer, *head))?;
             let title = match head {
                 HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
                 HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
@@ -393,6 +415,13 @@ fn subtitle(att: &Attention) -> String {
     }
 }
 
+/// Which cells of `att`'s (square) matrices the query could not see; `None` when all are visible.
+fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
+    let n = att.len();
+    let mask: Vec<bool> = (0..n * n).map(|i| att.is_masked(i / n, i % n)).collect();
+    mask.iter().any(|&m| m).then_some(mask)
+}
+
 /// The notes line under the subtitle: how the attention shown differs from the model's.
 fn notes(att: &Attention) -> String {
     let mut notes = Vec::new();
@@ -400,7 +429,7 @@ fn notes(att: &Attention) -> String {
         notes.push("words: word pieces merged");
     }
     if att.special_excluded {
-        notes.push("[CLS]/[SEP] removed, rows renormalised");
+        notes.push("special tokens removed, rows renormalised");
     }
     if notes.is_empty() {
         String::new()

@@ -34,6 +34,16 @@ pub(crate) fn resample(values: &[f32], n: usize, m: usize) -> Vec<f32> {
     out
 }
 
+/// Resample an `n × n` cell mask like [`resample`]: a display cell is masked when every matrix
+/// cell under it is.
+pub(crate) fn resample_mask(mask: &[bool], n: usize, m: usize) -> Vec<bool> {
+    let as_values: Vec<f32> = mask.iter().map(|&b| if b { 0.0 } else { 1.0 }).collect();
+    resample(&as_values, n, m)
+        .into_iter()
+        .map(|v| v == 0.0)
+        .collect()
+}
+
 /// How values map to colours (`--scale`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ColorScale {
@@ -47,14 +57,16 @@ pub enum ColorScale {
     Log,
 }
 
+crate::choice!(ColorScale {
+    Linear => ("linear", "Proportional to the weight"),
+    Sqrt => ("sqrt", "Proportional to the square root of the weight"),
+    Log => ("log", "Logarithmic, three decades below the largest weight"),
+});
+
 impl ColorScale {
     /// The name on the command line and in captions.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ColorScale::Linear => "linear",
-            ColorScale::Sqrt => "sqrt",
-            ColorScale::Log => "log",
-        }
+        crate::choice::Choice::name(self)
     }
 }
 

@@ -1,7 +1,7 @@
 //! A figure with one heatmap: one head, the mean of a layer's heads, or any `n × n` matrix.
 
 use super::layout::{self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, LABEL_SIZE, MARGIN};
-use super::scale::{resample, Scale};
+use super::scale::{resample, resample_mask, Scale};
 use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
@@ -39,6 +39,7 @@ pub(crate) fn scene(
     let n = axis.len();
     let grid = grid_for(n);
     let shown = resample(values, n, grid.m);
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
     let scale = Scale::up_to(&shown, style.scale);
     let side = grid.side() as i32;
 
@@ -57,6 +58,7 @@ pub(crate) fn scene(
 
     items.extend(layout::heatmap(
         &shown,
+        masked.as_deref(),
         &grid,
         heat_x,
         heat_y,

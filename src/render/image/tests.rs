@@ -23,14 +23,20 @@ fn one_hot(
             }
         }
     }
-    let type_ids = (0..n)
+    let type_ids: Vec<u32> = (0..n)
         .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
         .collect();
+    let mut units = crate::attention::tests::units_for(tokens);
+    // Every unit a word of its own (the figures' tests count cells, not words).
+    units.word_ids = (0..n).map(Some).collect();
+    units.type_ids = type_ids.clone();
+    units.segments = type_ids;
     Attention::new(
         ModelInfo {
             id: "test-model".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * 4,
@@ -38,16 +44,8 @@ fn one_hot(
         },
         tokens.join(" "),
         b_start.map(|_| "second".to_string()),
-        tokens.iter().map(|t| t.to_string()).collect(),
-        (0..n as u32).collect(),
-        type_ids,
-        tokens
-            .iter()
-            .map(|t| *t == "[CLS]" || *t == "[SEP]")
-            .collect(),
-        (0..n).map(Some).collect(),
+        units,
         weights,
-        None,
     )
     .unwrap()
 }
@@ -542,12 +540,14 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
     ] {
         let toks = tokens(n, 7);
         let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
-        let mut att = synthetic(&toks, layers, heads);
-        if pair {
-            let b = n / 2;
-            att.sentence_b_start = Some(b.max(1));
+        let mut att = if pair {
+            let mut att =
+                crate::attention::tests::synthetic_pair(&toks, (n / 2).max(1), layers, heads);
             att.pair = Some("second sentence".into());
-        }
+            att
+        } else {
+            synthetic(&toks, layers, heads)
+        };
         att.text = "a long sentence ".repeat(40);
         // every other case as --words --no-special would make it: its note must show in full
         let noted = n % 2 == 0;
@@ -573,7 +573,7 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
                 let all = all.join(" ");
                 assert!(
                     all.contains(
-                        "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)"
+                        "(words: word pieces merged; special tokens removed, rows renormalised)"
                     ),
                     "{what}: note missing or cut in {all:?}"
                 );
@@ -594,7 +594,7 @@ fn bad_requests_are_errors_not_panics() {
     let options = ImageOptions::default();
     let err = render_png(&att, &FigureSpec::Layer { layer: 2 }, &options).unwrap_err();
     assert!(
-        err.to_string().contains("layer 2 does not exist") && err.to_string().contains("0 to 1"),
+        err.to_string().contains("layer 2 does not exist") && err.to_string().contains("0–1"),
         "{err}"
     );
     let err = render_svg(
@@ -610,7 +610,7 @@ fn bad_requests_are_errors_not_panics() {
     let short = vec![0.0; 10];
     let err = render_png(&att, &FigureSpec::rollout(0, &short), &options).unwrap_err();
     assert!(err.to_string().contains("144"), "{err}");
-    let err = FigureSpec::from_cli(Figure::Rollout, 0, HeadSel::Mean, None).unwrap_err();
+    let err = FigureSpec::of(Figure::Rollout, 0, HeadSel::Mean, None).unwrap_err();
     assert!(matches!(err, ImageError::NoRollout));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing").join("x.png");
@@ -622,7 +622,7 @@ fn bad_requests_are_errors_not_panics() {
 fn write_functions_write_what_render_returns() {
     let att = synthetic(&TWELVE, 1, 2);
     let options = ImageOptions::default();
-    let fig = FigureSpec::from_cli(Figure::Head, 0, HeadSel::Index(1), None).unwrap();
+    let fig = FigureSpec::of(Figure::Head, 0, HeadSel::Index(1), None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let png_path = dir.path().join("head.png");
     let svg_path = dir.path().join("head.svg");
@@ -668,7 +668,7 @@ fn a_report_holds_every_kind_of_figure() {
             _ => Figure::Rollout,
         };
         assert_eq!(
-            FigureSpec::from_cli(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
+            FigureSpec::of(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
             *fig
         );
         render_png(&att, fig, &ImageOptions::default()).unwrap();
@@ -731,7 +731,7 @@ fn small_figures_show_the_whole_sentence_and_notes() {
             );
             let words: Vec<&str> = texts.iter().flat_map(|t| t.split(' ')).collect();
             let quote = format!("“{sentence}”");
-            let notes = "(words: word pieces merged; [CLS]/[SEP] removed, rows renormalised)";
+            let notes = "(words: word pieces merged; special tokens removed, rows renormalised)";
             for w in quote.split(' ').chain(notes.split(' ')) {
                 assert!(words.contains(&w), "{what}: {w:?} missing from {texts:?}");
             }
@@ -909,4 +909,73 @@ fn log_and_sqrt_scales_colour_weak_links() {
     assert!(sqrt_texts.iter().any(|t| t == "weight (square-root scale)"));
     assert!(log_texts.iter().any(|t| t == "weight (log scale)"));
     assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
+}
+
+#[test]
+fn masked_cells_take_the_background_not_the_lowest_colour() {
+    // A causal head attending to itself: the cells above the diagonal are masked (drawn in the
+    // background colour), those below hold a weight of 0 (the colour map's lowest colour).
+    let att =
+        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
+    let options = ImageOptions::default();
+    let img = Image::decode(
+        &render_png(
+            &att,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let diagonal = bright_cells(&img, &options, 20);
+    assert_eq!(diagonal.len(), 12, "{diagonal:?}");
+    let centre = |(x0, y0, x1, y1): (usize, usize, usize, usize)| ((x0 + x1) / 2, (y0 + y1) / 2);
+    let background = rgb(Palette::of(options.theme).background);
+    let lowest = rgb(Ramp::new(options.colormap, options.theme).at(0.0));
+    for q in 0..12 {
+        for k in 0..12 {
+            let (x, _) = centre(diagonal[k]);
+            let (_, y) = centre(diagonal[q]);
+            let want = match k.cmp(&q) {
+                std::cmp::Ordering::Greater => background,
+                std::cmp::Ordering::Less => lowest,
+                std::cmp::Ordering::Equal => top_color(&options),
+            };
+            assert_eq!(img.at(x, y), want, "cell ({q}, {k})");
+        }
+    }
+    // Without the mask the same weights draw every off-diagonal cell in the lowest colour.
+    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let img = Image::decode(
+        &render_png(
+            &open,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let (x, _) = centre(diagonal[11]);
+    let (_, y) = centre(diagonal[0]);
+    assert_eq!(img.at(x, y), lowest);
+}
+
+#[test]
+fn cross_attention_is_refused_with_a_reason() {
+    use crate::attention::tests::{info, units_for};
+    let att = Attention::cross(
+        info(1, 1),
+        "a".into(),
+        None,
+        units_for(&["<s>", "Ġa"]),
+        units_for(&["<s>", "Ġb", "</s>"]),
+        vec![0.5; 6],
+    )
+    .unwrap();
+    let err = render_png(&att, &FigureSpec::Model, &ImageOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
 }

@@ -1,15 +1,30 @@
-//! Command-line arguments (clap). `main.rs` parses them and hands them to [`crate::run`].
+//! Command-line arguments (clap): the flags as typed. [`super::plan`] turns them into a checked
+//! plan; nothing else reads them.
+//!
+//! Option values are the library's own types (colour maps, figures, …), parsed by name through
+//! [`attnviz::choice::Choice`] with [`choice`], so each type and its names are defined once, in
+//! the library, and the help text lists them. Flags whose effect depends on another flag
+//! (`--colormap` on an image output, `--top` on the terminal view) are `Option`s without a clap
+//! default, so the plan can tell a flag the user typed from a default and refuse one that would
+//! do nothing; their defaults are the plan's and are named in the help text.
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Parser;
 
-use crate::analysis::Stat;
-use crate::attention::HeadSel;
+use attnviz::analysis::Stat;
+use attnviz::attention::HeadSel;
+use attnviz::choice::Choice;
+use attnviz::corpus::{OnBadLine, PerSentence};
+use attnviz::render::html::PrecisionChoice;
+use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
+use attnviz::render::json::JsonSection;
+use attnviz::render::ColorChoice;
 
 /// See what a Transformer's attention heads look at.
 ///
-/// Runs TEXT through BERT (our own multi-head attention, agreeing with Hugging Face
+/// Runs TEXT through the model (our own multi-head attention, agreeing with Hugging Face
 /// transformers) and shows the attention of every layer and head: in the terminal, as JSON, as
 /// PNG/SVG heatmaps and as a self-contained HTML report. Layers and heads are numbered from 0.
 #[derive(Debug, Parser)]
@@ -21,8 +36,8 @@ use crate::attention::HeadSel;
     echo \"Text from a pipe\" | attnviz - --json -\n  \
     attnviz --input sentences.txt --out-dir corpus --words")]
 pub struct Args {
-    /// The sentence to analyse; `-` reads it from standard input.
-    #[arg(value_name = "TEXT", required_unless_present = "input")]
+    /// The sentence to analyse; `-` reads it from standard input. Not with --input.
+    #[arg(value_name = "TEXT")]
     pub text: Option<String>,
 
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
@@ -57,15 +72,16 @@ pub struct Args {
     #[arg(help_heading = "What to show", short, long, value_name = "N")]
     pub layer: Option<usize>,
 
-    /// Head to show (0-based), or `mean` for the mean over the layer's heads.
-    #[arg(help_heading = "What to show", long, value_name = "N|mean", default_value = "mean", value_parser = parse_head)]
-    pub head: HeadSel,
+    /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
+    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
+    pub head: Option<HeadSel>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
     #[arg(help_heading = "What to show", long)]
     pub words: bool,
 
-    /// Drop [CLS] and [SEP] and renormalise each row over the remaining tokens.
+    /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
+    /// renormalise each row over the remaining tokens.
     #[arg(help_heading = "What to show", long)]
     pub no_special: bool,
 
@@ -80,7 +96,7 @@ pub struct Args {
         help_heading = "Outputs",
         long,
         value_name = "LIST",
-        value_enum,
+        value_parser = choice::<JsonSection>(),
         value_delimiter = ','
     )]
     pub json_include: Vec<JsonSection>,
@@ -97,28 +113,30 @@ pub struct Args {
     #[arg(help_heading = "Images", long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 
-    /// What the PNG/SVG shows.
-    #[arg(help_heading = "Images", long, value_enum, default_value_t = Figure::Head)]
-    pub figure: Figure,
+    /// What the PNG/SVG shows [default: head].
+    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
+    pub figure: Option<Figure>,
 
-    /// Colour map of heatmaps.
-    #[arg(help_heading = "Images", long, value_enum, default_value_t = Colormap::Viridis)]
-    pub colormap: Colormap,
+    /// Colour map of heatmaps [default: viridis].
+    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    pub colormap: Option<Colormap>,
 
-    /// Light or dark images.
-    #[arg(help_heading = "Images", long, value_enum, default_value_t = Theme::Light)]
-    pub theme: Theme,
+    /// Light or dark images [default: light].
+    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    pub theme: Option<Theme>,
 
     /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
     /// log (three decades below the largest weight). Long inputs are nearly one colour on a
-    /// linear scale. The colour bar's ticks sit at their real values on every scale.
-    #[arg(help_heading = "Images", long, value_enum, default_value_t = ScaleArg::Linear)]
-    pub scale: ScaleArg,
+    /// linear scale. The colour bar's ticks sit at their real values on every scale
+    /// [default: linear].
+    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
+    pub scale: Option<ColorScale>,
 
     /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
-    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size.
-    #[arg(help_heading = "Images", long, value_name = "F", default_value_t = 1.0, value_parser = parse_scale_factor)]
-    pub scale_factor: f32,
+    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
+    /// [default: 1].
+    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
+    pub scale_factor: Option<f32>,
 
     /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
     #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
@@ -134,21 +152,22 @@ pub struct Args {
 
     /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
     /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
-    /// 512-token bert-base report stays under 30 MB). The page states the precision.
-    #[arg(help_heading = "HTML report", long, value_enum, value_name = "BITS", default_value_t = HtmlPrecision::Auto)]
-    pub html_precision: HtmlPrecision,
+    /// 512-token bert-base report stays under 30 MB). The page states the precision
+    /// [default: auto].
+    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
+    pub html_precision: Option<PrecisionChoice>,
 
     /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
     #[arg(help_heading = "Outputs", long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
-    /// Print per-head statistics (entropy, distance, [CLS]/[SEP]/punctuation/self/previous/next
-    /// shares and a label per head) as a layers × heads overview.
+    /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
+    /// punctuation, self, previous and next, and a label per head) as a layers × heads overview.
     #[arg(help_heading = "Statistics", long)]
     pub stats: bool,
 
     /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
-    /// entropy, entropy_norm, distance, to_cls, to_sep, to_punct, to_self, to_prev, to_next.
+    /// entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next.
     #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 
@@ -164,7 +183,7 @@ pub struct Args {
 
     /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
     /// [default: skip].
-    #[arg(help_heading = "Corpus mode", long, value_enum, value_name = "WHAT")]
+    #[arg(help_heading = "Corpus mode", long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
     pub on_bad_line: Option<OnBadLine>,
 
     /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
@@ -173,7 +192,7 @@ pub struct Args {
         help_heading = "Corpus mode",
         long,
         value_name = "LIST",
-        value_enum,
+        value_parser = choice::<PerSentence>(),
         value_delimiter = ','
     )]
     pub per_sentence: Option<Vec<PerSentence>>,
@@ -183,18 +202,13 @@ pub struct Args {
     #[arg(help_heading = "Corpus mode", long)]
     pub force: bool,
 
-    /// How many most-attended tokens the terminal lists for each token.
-    #[arg(
-        help_heading = "Terminal view",
-        long,
-        value_name = "K",
-        default_value_t = 3
-    )]
-    pub top: usize,
+    /// How many most-attended tokens the terminal lists for each token [default: 3].
+    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    pub top: Option<usize>,
 
-    /// Colour in the terminal view.
-    #[arg(help_heading = "Terminal view", long, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
+    /// Colour in the terminal view and the statistics table [default: auto].
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
 
     /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
     #[arg(help_heading = "Outputs", short, long)]
@@ -206,70 +220,19 @@ pub struct Args {
     pub threads: Option<usize>,
 }
 
-/// What a PNG/SVG figure shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Figure {
-    /// One head's query × key heatmap (--layer, --head; `--head mean` for the mean).
-    Head,
-    /// All heads of --layer in a grid with a shared colour scale.
-    Layer,
-    /// The mean over the heads of --layer.
-    Mean,
-    /// Every layer × head as labelled thumbnails.
-    Model,
-    /// Attention rollout (Abnar & Zuidema 2020) up to --layer.
-    Rollout,
-}
-
-/// Colour maps for heatmaps (all perceptually uniform except greys, which is monotone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Colormap {
-    /// Blue-green-yellow (default).
-    Viridis,
-    /// Black-purple-orange-white.
-    Magma,
-    /// Black-purple-orange-yellow.
-    Inferno,
-    /// Blue-purple-yellow.
-    Plasma,
-    /// Colour-blind friendly blue-yellow.
-    Cividis,
-    /// White to black (black to white in dark theme).
-    Greys,
-}
-
-/// Light or dark background.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Theme {
-    /// Dark text on white.
-    Light,
-    /// Light text on near-black.
-    Dark,
-}
-
-/// How attention maps to colour in images (`--scale`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScaleArg {
-    /// Proportional to the weight.
-    Linear,
-    /// Proportional to the square root of the weight.
-    Sqrt,
-    /// Logarithmic, three decades below the largest weight.
-    Log,
-}
-
-impl From<ScaleArg> for crate::render::image::ColorScale {
-    fn from(s: ScaleArg) -> Self {
-        match s {
-            ScaleArg::Linear => Self::Linear,
-            ScaleArg::Sqrt => Self::Sqrt,
-            ScaleArg::Log => Self::Log,
-        }
-    }
+/// A value parser for a library option type: its names (with their descriptions for `--help`),
+/// case-insensitive, mapped to the value.
+pub fn choice<T: Choice + Send + Sync>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|v| PossibleValue::new(v.name()).help(v.describe())),
+    )
+    .map(|name| T::from_name(&name).expect("clap accepted only the listed names"))
 }
 
 fn parse_scale_factor(s: &str) -> Result<f32, String> {
-    use crate::render::image::{MAX_SCALE_FACTOR, MIN_SCALE_FACTOR};
+    use attnviz::render::image::{MAX_SCALE_FACTOR, MIN_SCALE_FACTOR};
     match s.parse::<f32>() {
         Ok(f) if (MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&f) => Ok(f),
         _ => Err(format!(
@@ -283,67 +246,6 @@ fn parse_dpi(s: &str) -> Result<f32, String> {
         Ok(d) if (48.0..=384.0).contains(&d) => Ok(d),
         _ => Err(format!("`{s}` is not a pixel density from 48 to 384 dpi")),
     }
-}
-
-/// Storage precision of the HTML report's attention weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum HtmlPrecision {
-    /// 16 bits up to 25 million weights (layers × heads × tokens²), 8 bits beyond.
-    Auto,
-    /// 16-bit fixed point: each weight within 7.6e-6.
-    #[value(name = "16")]
-    Bits16,
-    /// 8-bit fixed point: each weight within 2e-3.
-    #[value(name = "8")]
-    Bits8,
-}
-
-/// An optional section of the JSON export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum JsonSection {
-    /// `means[layer][query][key]`: the mean over each layer's heads.
-    Means,
-    /// `rollout[layer][query][key]`: attention rollout (Abnar & Zuidema 2020) through each layer.
-    Rollout,
-}
-
-/// Corpus mode: what to do with a bad line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnBadLine {
-    /// Report it with its line number and go on.
-    Skip,
-    /// Report it and stop; what was written stays, and corpus_stats.json covers it.
-    Stop,
-}
-
-/// Corpus mode: an output written for each sentence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PerSentence {
-    /// The JSON export with its statistics, as --json writes it (sentences/000042.json).
-    Json,
-    /// No per-sentence files, only the corpus statistics.
-    None,
-}
-
-impl PerSentence {
-    /// The name on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PerSentence::Json => "json",
-            PerSentence::None => "none",
-        }
-    }
-}
-
-/// Whether the terminal view uses colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// Colour when standard output is a terminal and NO_COLOR is not set.
-    Auto,
-    /// Always 24-bit colour.
-    Always,
-    /// Plain text.
-    Never,
 }
 
 fn parse_head(s: &str) -> Result<HeadSel, String> {
@@ -379,5 +281,40 @@ mod tests {
         assert_eq!(parse_head("3"), Ok(HeadSel::Index(3)));
         assert_eq!(parse_head("MEAN"), Ok(HeadSel::Mean));
         assert!(parse_head("-1").is_err());
+    }
+
+    #[test]
+    fn library_option_types_parse_by_their_names() {
+        let args = Args::try_parse_from([
+            "attnviz",
+            "t",
+            "--colormap",
+            "magma",
+            "--theme",
+            "dark",
+            "--scale",
+            "log",
+            "--figure",
+            "model",
+            "--html-precision",
+            "8",
+            "--json-include",
+            "means,rollout",
+            "--color",
+            "never",
+        ])
+        .unwrap();
+        assert_eq!(args.colormap, Some(Colormap::Magma));
+        assert_eq!(args.theme, Some(Theme::Dark));
+        assert_eq!(args.scale, Some(ColorScale::Log));
+        assert_eq!(args.figure, Some(Figure::Model));
+        assert_eq!(args.html_precision, Some(PrecisionChoice::Bits8));
+        assert_eq!(
+            args.json_include,
+            [JsonSection::Means, JsonSection::Rollout]
+        );
+        assert_eq!(args.color, Some(ColorChoice::Never));
+        let e = Args::try_parse_from(["attnviz", "t", "--colormap", "jet"]).unwrap_err();
+        assert!(e.to_string().contains("viridis"), "{e}");
     }
 }

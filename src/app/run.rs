@@ -1,33 +1,32 @@
-//! One invocation of the CLI: load the model once, encode once, then write every requested output.
+//! One invocation of the CLI: check the flags into a plan, load the model once, encode once,
+//! then write every requested output.
 
 use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
-use crate::checks::{self, REPORT_HTML, REPORT_JSON};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
+use attnviz::attention::{Attention, HeadSel, Role, Selection};
+use attnviz::model::{EncodeOptions, Model};
+use attnviz::output::{write_output, OutputError, StagedFolder};
+use attnviz::render::html::{
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
+};
+use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
+use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
+use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
+use attnviz::render::terminal::{write_view, TerminalOptions};
+use attnviz::tokenize;
 
-use crate::analysis::{
-    self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection, ViewOptions,
-};
-use crate::attention::{Attention, HeadSel};
-use crate::cli::{Args, Figure, HtmlPrecision};
-use crate::model::{EncodeOptions, Model};
-use crate::output::{write_output, Destination, OutputError, StagedFolder};
-use crate::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions, Precision,
-};
-use crate::render::image::{self, FigureSpec, ImageError, ImageOptions};
-use crate::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
-use crate::render::stats_table::{color_enabled, write_stats_table, StatsTableOptions};
-use crate::render::terminal::{write_view, TerminalOptions};
-use crate::tokenize;
+use super::cli::Args;
+use super::plan::{self, Mode, Single, REPORT_HTML, REPORT_JSON};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Loading or running the model.
     #[error(transparent)]
-    Model(#[from] crate::model::Error),
+    Model(#[from] attnviz::model::Error),
     /// Writing an output file.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -48,7 +47,7 @@ pub enum Error {
     Stdout(io::Error),
     /// Corpus mode (`--input`).
     #[error(transparent)]
-    Corpus(#[from] crate::corpus::CorpusError),
+    Corpus(#[from] attnviz::corpus::CorpusError),
 }
 
 impl Error {
@@ -56,7 +55,7 @@ impl Error {
     /// it at once), 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Corpus(crate::corpus::CorpusError::Interrupted { .. }) => 130,
+            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { .. }) => 130,
             _ => 1,
         }
     }
@@ -67,21 +66,21 @@ fn note(msg: &str) {
     let _ = writeln!(io::stderr(), "{msg}");
 }
 
-/// Settle the worker threads (`--threads`, capped; see [`crate::threads::configure`]) and say
+/// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
 /// so when a request was capped.
-fn configure_threads(args: &Args) -> usize {
-    let asked = args.threads.or_else(crate::threads::from_env);
-    let threads = crate::threads::configure(args.threads);
+fn configure_threads(flag: Option<usize>) -> usize {
+    let asked = flag.or_else(attnviz::threads::from_env);
+    let threads = attnviz::threads::configure(flag);
     if let Some(asked) = asked.filter(|&n| n > threads) {
-        let source = if args.threads.is_some() {
+        let source = if flag.is_some() {
             "--threads"
         } else {
             "RAYON_NUM_THREADS"
         };
         note(&format!(
             "note: {source} {asked} is more than {} × the {} CPUs available; using {threads}",
-            crate::threads::MAX_THREADS_PER_CPU,
-            threads / crate::threads::MAX_THREADS_PER_CPU,
+            attnviz::threads::MAX_THREADS_PER_CPU,
+            threads / attnviz::threads::MAX_THREADS_PER_CPU,
         ));
     }
     threads
@@ -90,27 +89,28 @@ fn configure_threads(args: &Args) -> usize {
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
-    checks::check_args(args).map_err(Error::Usage)?;
-    let threads = configure_threads(args);
-    // Corpus mode lives in its own module.
-    if args.input.is_some() {
-        return Ok(crate::corpus::run(args, threads)?);
+    let plan = plan::plan(args).map_err(Error::Usage)?;
+    let threads = configure_threads(plan.threads);
+    match plan.mode {
+        // Corpus mode lives in its own module.
+        Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
+        Mode::Single(single) => run_single(&single),
     }
-    let model = Model::load(&args.model, &args.revision)?;
-    let (layer, head) = selection(args, model.info())?;
+}
+
+/// One text (or pair): load, encode once, write every output.
+fn run_single(plan: &Single) -> Result<(), Error> {
+    let model = Model::load(&plan.model, &plan.revision)?;
+    let selection = plan.selection(model.info()).map_err(Error::Usage)?;
+    let Selection { layer, head } = selection;
     let limit = tokenize::byte_limit(model.max_positions());
-    let (text, stdin_cut) = read_text(
-        args.text.as_deref().unwrap_or_default(),
-        limit,
-        args.truncate,
-        model.max_positions(),
-    )?;
+    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
-        truncate: args.truncate,
-        capture_query_key: args.neuron,
+        truncate: plan.truncate,
+        capture_query_key: plan.neuron,
         ..EncodeOptions::default()
     };
-    let encoding = model.encode(&text, args.pair.as_deref(), &opts)?;
+    let encoding = model.encode(&text, plan.pair.as_deref(), &opts)?;
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -132,24 +132,17 @@ pub fn run(args: &Args) -> Result<(), Error> {
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once.
-    let view_opts = ViewOptions {
-        words: args.words,
-        no_special: args.no_special,
-    };
-    let needs_rollout = args.report.is_some()
-        || !args.json_include.is_empty()
-        || (args.figure == Figure::Rollout && (args.png.is_some() || args.svg.is_some()));
+    let view_opts = plan.view;
+    let needs_rollout = plan.report.is_some()
+        || !plan.json_include.is_empty()
+        || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
     let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
         let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
         (view, Some(analysis))
     } else {
         (analysis::view(&encoding.attention, view_opts)?, None)
     };
-    let needs_stats = args.json.is_some()
-        || args.html.is_some()
-        || args.report.is_some()
-        || args.stats
-        || args.stat.is_some();
+    let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
     let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
         Some(a) => Some(Cow::Borrowed(&a.stats)),
         None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
@@ -159,42 +152,41 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let outputs = Outputs {
         att: &att,
         stats: stats.as_deref().unwrap_or_default(),
-        sections: json_sections(&args.json_include, analysis.as_ref()).unwrap_or_default(),
-        json: JsonOptions {
-            full_precision: args.full_precision,
-        },
-        image: ImageOptions {
-            colormap: args.colormap,
-            theme: args.theme,
-            scale: args.scale.into(),
-            scale_factor: args.dpi.map_or(args.scale_factor, |dpi| dpi / 96.0),
-        },
+        sections: json_sections(&plan.json_include, analysis.as_ref()).unwrap_or_default(),
+        json: plan.json_format,
+        image: plan.image,
     };
-    if let Some(path) = &args.json {
+    if let Some(path) = &plan.json {
         outputs.json(path)?;
     }
-    if args.png.is_some() || args.svg.is_some() {
-        let figure = FigureSpec::from_cli(args.figure, layer, head, rollout)?;
-        if let Some(path) = &args.png {
+    if plan.png.is_some() || plan.svg.is_some() {
+        let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
+        if let Some(path) = &plan.png {
             image::write_png(&att, &figure, &outputs.image, path)?;
         }
-        if let Some(path) = &args.svg {
+        if let Some(path) = &plan.svg {
             image::write_svg(&att, &figure, &outputs.image, path)?;
         }
     }
     // The report gets the token-level attention (and rollout): the page merges words and hides
-    // [CLS]/[SEP] itself, reversibly.
-    let html = (args.html.is_some() || args.report.is_some()).then(|| {
+    // special tokens itself, reversibly.
+    let html = plan.html_report().then(|| {
         let token_rollout = match &analysis {
-            Some(a) if view_opts == ViewOptions::default() => Cow::Borrowed(&a.rollout),
+            Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
             _ => Cow::Owned(analysis::rollout(&encoding.attention)),
         };
-        html_options(args, layer, head, outputs.stats, &token_rollout)
+        html_options(
+            plan,
+            &encoding.attention,
+            selection,
+            outputs.stats,
+            &token_rollout,
+        )
     });
-    if let (Some(path), Some(opts)) = (&args.html, &html) {
+    if let (Some(path), Some(opts)) = (&plan.html, &html) {
         write_html_file(&encoding.attention, opts, path)?;
     }
-    if let (Some(dir), Some(opts)) = (&args.report, &html) {
+    if let (Some(dir), Some(opts)) = (&plan.report, &html) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
@@ -222,17 +214,17 @@ pub fn run(args: &Args) -> Result<(), Error> {
         ));
     }
 
-    if show_terminal_view(args) {
-        let opts = terminal_options(args);
-        to_stdout(|w| write_view(&att, layer, head, &opts, w))?;
+    if plan.terminal_view {
+        let opts = terminal_options(plan);
+        to_stdout(|w| write_view(&att, selection, &opts, w))?;
     }
-    if args.stats || args.stat.is_some() {
-        let blank = show_terminal_view(args);
-        if stdout_taken(args) {
+    if plan.stats {
+        if plan.stdout_taken {
             // Standard output carries a file (`--json -`): the table goes to standard error.
             let opts = StatsTableOptions {
-                stat: args.stat,
-                color: color_enabled(args.color, io::stderr().is_terminal()),
+                stat: plan.stat,
+                color: plan.color.enabled(io::stderr().is_terminal()),
+                token_names: Some(token_names(&encoding.attention)),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -241,7 +233,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
                 _ => {}
             }
         } else {
-            let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+            let opts = StatsTableOptions {
+                token_names: Some(token_names(&encoding.attention)),
+                ..StatsTableOptions::for_stdout(plan.stat, plan.color)
+            };
+            let blank = plan.terminal_view;
             to_stdout(|w| {
                 if blank {
                     writeln!(w)?;
@@ -329,35 +325,44 @@ fn capitalise(s: &str) -> String {
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(
-    args: &Args,
-    layer: usize,
-    head: HeadSel,
+    plan: &Single,
+    att: &Attention,
+    selection: Selection,
     stats: &[Vec<HeadStats>],
     rollout: &[Vec<f32>],
 ) -> HtmlOptions {
-    let layers = stats.len();
-    let heads = stats.first().map_or(0, Vec::len);
-    let tokens = rollout.first().map_or(0, |m| m.len().isqrt());
-    let precision = match args.html_precision {
-        HtmlPrecision::Bits16 => Precision::U16,
-        HtmlPrecision::Bits8 => Precision::U8,
-        HtmlPrecision::Auto => Precision::auto(layers, heads, tokens),
-    };
-    let unit = match (args.words, args.no_special) {
-        (false, false) => "word pieces, [CLS]/[SEP] included",
-        (true, false) => "words, [CLS]/[SEP] included",
-        (false, true) => "word pieces, [CLS]/[SEP] excluded",
-        (true, true) => "words, [CLS]/[SEP] excluded",
-    };
+    let precision = plan
+        .html_precision
+        .resolve(att.layers(), att.heads(), att.len(), att.len());
+    let specials = att.special_names();
+    let unit = format!(
+        "{}, {specials} {}",
+        if plan.view.words { "words" } else { "tokens" },
+        if plan.view.no_special {
+            "excluded"
+        } else {
+            "included"
+        }
+    );
+    let (start, end) = (
+        att.role_name(Role::Start)
+            .unwrap_or_else(|| "the start token".into()),
+        att.role_name(Role::End)
+            .unwrap_or_else(|| "the end token".into()),
+    );
     let statistics = Stat::ALL
         .iter()
         .map(|&stat| HeadStatistic {
             id: stat.name().to_string(),
-            label: stat.title().to_string(),
+            label: match stat {
+                Stat::ToStart => format!("share of attention to the start token ({start})"),
+                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
+                _ => stat.title().to_string(),
+            },
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
-                 the attention on the previous/next token, sink = over half on [CLS]/[SEP], \
-                 broad = entropy near uniform.",
+                 the attention on the previous/next token, sink = over half on the start and \
+                 end tokens ({start}, {end}), broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats
@@ -385,25 +390,25 @@ fn html_options(
         })
         .collect();
     let mut settings = vec![
-        ("model".to_string(), args.model.clone()),
-        ("statistics computed on".to_string(), unit.to_string()),
+        ("model".to_string(), plan.model.clone()),
+        ("statistics computed on".to_string(), unit),
     ];
-    if !std::path::Path::new(&args.model).is_dir() {
-        settings.insert(1, ("revision".to_string(), args.revision.clone()));
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.insert(1, ("revision".to_string(), plan.revision.clone()));
     }
-    if args.truncate {
+    if plan.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
     }
     HtmlOptions {
-        neuron: args.neuron,
+        neuron: plan.neuron,
         precision,
-        layer,
-        head: match head {
+        layer: selection.layer,
+        head: match selection.head {
             HeadSel::Index(h) => h,
             HeadSel::Mean => 0,
         },
-        hide_special: args.no_special,
-        words: args.words,
+        hide_special: plan.view.no_special,
+        words: plan.view.words,
         settings,
         analysis: HtmlAnalysis {
             stats: statistics,
@@ -419,28 +424,6 @@ fn html_options(
         },
         ..HtmlOptions::default()
     }
-}
-
-/// The layer (default: the last) and head the single-head views show, checked against the model.
-fn selection(args: &Args, info: &crate::ModelInfo) -> Result<(usize, HeadSel), Error> {
-    let layer = args.layer.unwrap_or(info.layers - 1);
-    if layer >= info.layers {
-        return Err(Error::Usage(format!(
-            "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-            info.name(),
-            info.layers - 1
-        )));
-    }
-    if let HeadSel::Index(h) = args.head {
-        if h >= info.heads {
-            return Err(Error::Usage(format!(
-                "--head {h} is out of range: {} has heads 0–{} per layer (numbered from 0), or use --head mean",
-                info.name(),
-                info.heads - 1
-            )));
-        }
-    }
-    Ok((layer, args.head))
 }
 
 /// The head of `layer` with the lowest mean entropy (ties: the lowest number).
@@ -502,19 +485,6 @@ fn read_text(
     Ok((text.trim_end_matches(['\n', '\r']).to_string(), cut))
 }
 
-/// Whether one of the output files is standard output (`-`, `/dev/stdout`, …).
-fn stdout_taken(args: &Args) -> bool {
-    [&args.json, &args.png, &args.svg, &args.html]
-        .into_iter()
-        .flatten()
-        .any(|p| matches!(Destination::of(p), Ok(Destination::Stdout)))
-}
-
-/// The terminal view is printed unless --quiet, or standard output carries another output.
-fn show_terminal_view(args: &Args) -> bool {
-    !args.quiet && !stdout_taken(args)
-}
-
 /// Write to standard output; a reader that stops early (`| head`) is not an error.
 fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
     let stdout = io::stdout();
@@ -525,9 +495,9 @@ fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(),
     }
 }
 
-fn terminal_options(args: &Args) -> TerminalOptions {
+fn terminal_options(plan: &Single) -> TerminalOptions {
     let is_tty = io::stdout().is_terminal();
-    let color = color_enabled(args.color, is_tty);
+    let color = plan.color.enabled(is_tty);
     let width = terminal_size::terminal_size()
         .map(|(w, _)| w.0 as usize)
         .filter(|_| is_tty)
@@ -536,7 +506,7 @@ fn terminal_options(args: &Args) -> TerminalOptions {
     TerminalOptions {
         color,
         width,
-        top: args.top,
+        top: plan.top,
         ..TerminalOptions::default()
     }
 }
