@@ -291,6 +291,29 @@ impl TextTokenizer {
         max_len: usize,
         truncate: bool,
     ) -> Result<Encoded, Error> {
+        self.encode_with(text, pair, max_len, truncate, true)
+    }
+
+    /// [`TextTokenizer::encode`] of one text without the special tokens the tokenizer would add
+    /// around it (BOS): for a prompt a chat template has already wrapped, as transformers'
+    /// `apply_chat_template` tokenizes it. Special tokens written in the text are still read.
+    pub fn encode_without_specials(
+        &self,
+        text: &str,
+        max_len: usize,
+        truncate: bool,
+    ) -> Result<Encoded, Error> {
+        self.encode_with(text, None, max_len, truncate, false)
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        max_len: usize,
+        truncate: bool,
+        add_specials: bool,
+    ) -> Result<Encoded, Error> {
         if text.trim().is_empty() {
             return Err(Error::Empty { which: "text" });
         }
@@ -326,7 +349,7 @@ impl TextTokenizer {
         };
         let full = self
             .tokenizer
-            .encode(input(text, pair), true)
+            .encode(input(text, pair), add_specials)
             .map_err(|e| Error::Encode(e.to_string()))?;
         let sequences = full.get_sequence_ids();
         for (index, which) in [(0, "text"), (1, "pair sentence")] {
@@ -355,7 +378,7 @@ impl TextTokenizer {
             }))
             .map_err(|e| Error::Encode(e.to_string()))?;
         let cut = cutter
-            .encode(input(text, pair), true)
+            .encode(input(text, pair), add_specials)
             .map_err(|e| Error::Encode(e.to_string()))?;
         Ok(self.to_encoded(&cut, &texts, Some(tokens), bytes_cut))
     }
@@ -449,26 +472,80 @@ impl VocabOptions {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_cut_at_a_character_boundary() {
-        assert_eq!(cut_to_bytes("abc", 10), "abc");
-        assert_eq!(cut_to_bytes("abc", 2), "ab");
-        // "é" is two bytes: a cut inside it keeps the character out.
-        assert_eq!(cut_to_bytes("aé", 2), "a");
-        assert_eq!(cut_to_bytes("aé", 3), "aé");
-        // four-byte emoji
-        assert_eq!(cut_to_bytes("🚀🚀", 7), "🚀");
-        assert_eq!(byte_limit(512), 131_072);
-        assert_eq!(byte_limit(usize::MAX), usize::MAX);
-    }
-}
-
-/// What generation needs from a tokenizer: the text of ids, and the label of one id.
+/// What generation needs from a tokenizer: the text of ids, the label of one id, and the units
+/// of generated tokens.
 impl TextTokenizer {
+    /// `prompt` followed by the `generated` ids, with a label, role, word id and surface for each
+    /// new token: special tokens by their role (EOS ends), ordinary ones from their text as the
+    /// prompt's would be (a word starts after whitespace, after a special token, and where a
+    /// letter, digit or other character follows one of another class, as GPT-2's pre-tokenizer
+    /// splits words). Their segment and type id are the text's.
+    pub fn continuation(&self, prompt: &Encoded, generated: &[u32]) -> Encoded {
+        let mut out = prompt.clone();
+        // Decoding after the last ordinary prompt token keeps the first generated token's
+        // leading space (SentencePiece decoders strip one at the start of a text).
+        let base: Vec<u32> = prompt
+            .ids
+            .iter()
+            .zip(&prompt.roles)
+            .rev()
+            .find(|(_, r)| !r.is_special())
+            .map(|(&id, _)| vec![id])
+            .unwrap_or_default();
+        let decoded = |n: usize| -> String {
+            let ids: Vec<u32> = base.iter().chain(&generated[..n]).copied().collect();
+            self.tokenizer.decode(&ids, false).unwrap_or_default()
+        };
+        let mut words = prompt.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        let mut before = decoded(0);
+        let mut prev_surface: Option<String> = prompt
+            .roles
+            .last()
+            .filter(|r| !r.is_special())
+            .and_then(|_| prompt.surfaces.last().cloned());
+        for (i, &id) in generated.iter().enumerate() {
+            let after = decoded(i + 1);
+            let label = self.tokenizer.id_to_token(id).unwrap_or_default();
+            out.tokens.push(label);
+            out.ids.push(id);
+            out.type_ids.push(0);
+            out.segments.push(0);
+            let special = self.specials.role(id, self.is_special(id), false);
+            if let Some(role) = special {
+                out.roles.push(role);
+                out.special.push(true);
+                out.word_ids.push(None);
+                out.surfaces.push(String::new());
+                prev_surface = None;
+            } else {
+                // The text this token adds (bytes of one character may come in several tokens:
+                // the character goes to the token that completes it).
+                let surface = after
+                    .strip_prefix(before.trim_end_matches('\u{fffd}'))
+                    .unwrap_or("")
+                    .trim_end_matches('\u{fffd}')
+                    .to_string();
+                let new_word = match &prev_surface {
+                    None => true,
+                    Some(prev) => starts_word(prev, &surface),
+                };
+                if new_word {
+                    words += 1;
+                }
+                out.roles
+                    .push(if new_word { Role::Word } else { Role::Piece });
+                out.special.push(false);
+                out.word_ids.push(Some(words - 1));
+                out.surfaces.push(surface.clone());
+                if !surface.is_empty() {
+                    prev_surface = Some(surface);
+                }
+            }
+            before = after;
+        }
+        out
+    }
+
     /// The text `ids` stand for (special tokens written out).
     pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
         self.tokenizer
@@ -497,5 +574,46 @@ impl TextTokenizer {
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| Error::Encode(e.to_string()))
+    }
+}
+
+/// Whether a token whose text is `surface` starts a new word after one whose text is `prev`.
+fn starts_word(prev: &str, surface: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Class {
+        Letter,
+        Digit,
+        Other,
+    }
+    let class = |c: char| {
+        if c.is_alphabetic() {
+            Class::Letter
+        } else if c.is_numeric() {
+            Class::Digit
+        } else {
+            Class::Other
+        }
+    };
+    let (Some(first), Some(last)) = (surface.chars().next(), prev.chars().last()) else {
+        return false;
+    };
+    first.is_whitespace() || last.is_whitespace() || class(first) != class(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_at_a_character_boundary() {
+        assert_eq!(cut_to_bytes("abc", 10), "abc");
+        assert_eq!(cut_to_bytes("abc", 2), "ab");
+        // "é" is two bytes: a cut inside it keeps the character out.
+        assert_eq!(cut_to_bytes("aé", 2), "a");
+        assert_eq!(cut_to_bytes("aé", 3), "aé");
+        // four-byte emoji
+        assert_eq!(cut_to_bytes("🚀🚀", 7), "🚀");
+        assert_eq!(byte_limit(512), 131_072);
+        assert_eq!(byte_limit(usize::MAX), usize::MAX);
     }
 }

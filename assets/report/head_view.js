@@ -198,7 +198,7 @@ function renderHead() {
   }
   const tintRgb = headRgb(strongest >= 0 ? oppositeHead[strongest] : state.head);
   key.querySelector('.tint').style.background = 'linear-gradient(90deg, ' + rgbCss(tintRgb, 0.05) + ', ' + rgbCss(tintRgb, TINT_MAX) + ')';
-  let info = 'Layer ' + l + ' · ' + shownCount + ' of ' + H + ' heads · ' + total.toLocaleString('en') +
+  let info = 'Layer ' + layerName(l) + ' · ' + shownCount + ' of ' + H + ' heads · ' + total.toLocaleString('en') +
     ' lines of weight ≥ ' + thr.toFixed(3) + ' (opacity = weight)';
   if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeUnit(hv.unit);
   if (state.pair !== 'all') info += ' · ' + state.pair[0] + '→' + state.pair[1] + ' only';

@@ -125,7 +125,7 @@ function renderNeuron() {
   }
   ctx.textAlign = 'left';
   ctx.fillStyle = muted;
-  ctx.fillText('query of layer ' + d.layer + ', head ' + d.head, cols.qk, qy + rh / 2);
+  ctx.fillText('query of layer ' + layerName(d.layer) + ', head ' + d.head, cols.qk, qy + rh / 2);
 
   // Scales: what the vector colours mean, and the bars' axes.
   const small = (fontPx - 1) + 'px ' + FONT_FAMILY;
@@ -218,7 +218,7 @@ function renderNeuron() {
   ctx.fillStyle = fg;
   ctx.fillRect(Math.round(axisX), y0 - 2, 1, d.keys.length * rh + 4);
   neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width, barW, font, axisX, ticks, legends };
-  $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + ', query ' + describeToken(d.query) +
+  $('neuron-check').textContent = 'Layer ' + layerName(d.layer) + ', head ' + d.head + ', query ' + describeToken(d.query) +
     ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
     d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
     (state.hideSpecial ? '; with ' + SPECIAL_NAMES + ' hidden both are taken over the remaining keys.' : '.');

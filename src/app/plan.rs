@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::attention::{layer_list, HeadSel, ModelInfo, Selection, SelectionError};
 use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
@@ -106,27 +106,68 @@ pub struct Single {
     pub top: usize,
     /// Colour in the terminal.
     pub color: ColorChoice,
+    /// `--generate N`: tokens to generate after the text (decoders).
+    pub generate: Option<usize>,
+    /// `--chat`: wrap the text in the model's chat template.
+    pub chat: bool,
+    /// `--layers`: the layers to capture, ascending; `None`: all.
+    pub layers: Option<Vec<usize>>,
+    /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
+    pub max_memory: Option<u64>,
 }
 
 impl Single {
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
+    ///
+    /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
+    /// names its place among the captured layers, as the views index them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        if let Some(layers) = &self.layers {
+            if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
+                return Err(format!(
+                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
+                    info.name(),
+                    info.layers.saturating_sub(1)
+                ));
+            }
+            let layer = self.layer.unwrap_or(*layers.last().unwrap_or(&0));
+            let Some(slot) = layers.iter().position(|&l| l == layer) else {
+                return Err(format!(
+                    "--layer {layer} is not among the captured --layers {}; pick one of them",
+                    layer_list(layers)
+                ));
+            };
+            let captured = ModelInfo {
+                layers: layers.len(),
+                ..info.clone()
+            };
+            let Selection { head, .. } = self.check(&captured, Selection::new(slot, self.head))?;
+            return Ok(Selection::new(slot, head));
+        }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        info.check_selection(Selection::new(layer, self.head))
-            .map_err(|e| match e {
-                SelectionError::Layer { layer, layers } => format!(
-                    "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
-                    layers.saturating_sub(1)
-                ),
-                SelectionError::Head { head, heads } => format!(
-                    "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+        self.check(info, Selection::new(layer, self.head))
+    }
+
+    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+        info.check_selection(selection).map_err(|e| match e {
+            SelectionError::Layer { layer, layers } => format!(
+                "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
+                info.name(),
+                layers.saturating_sub(1)
+            ),
+            SelectionError::Head { head, heads } => format!(
+                "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
                      from 0), or use --head mean",
-                    info.name(),
-                    heads.saturating_sub(1)
-                ),
-            })
+                info.name(),
+                heads.saturating_sub(1)
+            ),
+        })
+    }
+
+    /// Whether the model generates, or wraps the text in its chat template, before capturing.
+    pub fn generates(&self) -> bool {
+        self.generate.is_some() || self.chat
     }
 
     /// Whether an HTML report is written (`--html` or `--report`).
@@ -173,6 +214,19 @@ fn single(args: &Args) -> Result<Single, String> {
             "{flag} only applies to corpus mode; add --input FILE (one sentence per line), or \
              drop {flag}"
         ));
+    }
+    if args.generate == Some(0) {
+        return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
+    }
+    if args.pair.is_some() {
+        if let Some(flag) = first_given(&[
+            ("--generate", args.generate.is_some()),
+            ("--chat", args.chat),
+        ]) {
+            return Err(format!(
+                "{flag} is for decoder models, which read one text; drop --pair"
+            ));
+        }
     }
     let Some(text) = args.text.clone() else {
         return Err(
@@ -310,6 +364,10 @@ fn single(args: &Args) -> Result<Single, String> {
         stdout_taken,
         top: args.top.unwrap_or(3),
         color: args.color.unwrap_or_default(),
+        generate: args.generate,
+        chat: args.chat,
+        layers: args.layers.clone().map(|l| l.0),
+        max_memory: args.max_memory,
     })
 }
 
@@ -324,6 +382,10 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--report", args.report.is_some()),
         ("--neuron", args.neuron),
         ("--html-precision", args.html_precision.is_some()),
+        ("--generate", args.generate.is_some()),
+        ("--chat", args.chat),
+        ("--layers", args.layers.is_some()),
+        ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.figure.is_some()),
         ("--colormap", args.colormap.is_some()),
         ("--theme", args.theme.is_some()),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
 use attnviz::attention::{Attention, HeadSel, Role, Selection};
-use attnviz::model::{EncodeOptions, Model};
+use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
@@ -86,6 +86,47 @@ fn configure_threads(flag: Option<usize>) -> usize {
     threads
 }
 
+/// Progress of a generation on standard error: a line redrawn in place after each token when
+/// standard error is a terminal; otherwise, for long generations only (from
+/// [`Progress::LONG`] tokens), a line at each quarter.
+struct Progress {
+    total: usize,
+    terminal: bool,
+    shown: bool,
+}
+
+impl Progress {
+    /// Generations at least this long report progress on a standard error that is no terminal.
+    const LONG: usize = 64;
+
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            terminal: io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn update(&mut self, done: usize) {
+        let mut err = io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\rgenerating: {done}/{} tokens", self.total);
+            let _ = err.flush();
+            self.shown = true;
+        } else if self.total >= Self::LONG && done < self.total && done % (self.total / 4) == 0 {
+            let _ = writeln!(err, "generating: {done}/{} tokens", self.total);
+        }
+    }
+
+    /// Clear the line drawn in place.
+    fn finish(&mut self) {
+        if self.shown {
+            let _ = write!(io::stderr().lock(), "\r\x1b[2K");
+            self.shown = false;
+        }
+    }
+}
+
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
@@ -108,9 +149,36 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let opts = EncodeOptions {
         truncate: plan.truncate,
         capture_query_key: plan.neuron,
-        ..EncodeOptions::default()
+        layers: plan.layers.clone(),
+        max_memory: plan.max_memory,
     };
-    let encoding = model.encode(&text, plan.pair.as_deref(), &opts)?;
+    let encoding = if plan.generates() {
+        let generate = GenerateOptions {
+            max_new_tokens: plan.generate.unwrap_or(0),
+            chat: plan.chat,
+        };
+        let mut progress = Progress::new(generate.max_new_tokens);
+        let encoding =
+            model.encode_generated(&text, &opts, generate, &mut |done| progress.update(done));
+        progress.finish();
+        let encoding = encoding?;
+        if let Some(g) = &encoding.generation {
+            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
+            note(&format!(
+                "generated {} token{}{}: {text:?}",
+                g.generated().len(),
+                if g.generated().len() == 1 { "" } else { "s" },
+                if g.stopped_at_eos {
+                    " (stopped at the end-of-sequence token)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        encoding
+    } else {
+        model.encode(&text, plan.pair.as_deref(), &opts)?
+    };
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -130,6 +198,30 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ));
     }
 
+    // Attention rollout multiplies every layer's attention in turn: with only some layers
+    // captured (--layers) there is none to show.
+    let every_layer = encoding
+        .attention
+        .layer_numbers()
+        .iter()
+        .copied()
+        .eq(0..model.info().layers);
+    if !every_layer {
+        let rollout_asked = (plan.figure == Figure::Rollout
+            && (plan.png.is_some() || plan.svg.is_some()))
+            || plan
+                .json_include
+                .contains(&attnviz::render::json::JsonSection::Rollout);
+        if rollout_asked {
+            return Err(Error::Usage(
+                "attention rollout multiplies every layer's attention, and --layers captures \
+                 only some; drop --layers, or the rollout (--figure rollout, --json-include \
+                 rollout)"
+                    .into(),
+            ));
+        }
+    }
+
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once.
     let view_opts = plan.view;
@@ -147,7 +239,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         Some(a) => Some(Cow::Borrowed(&a.stats)),
         None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
     };
-    let rollout = analysis.as_ref().map(|a| a.rollout[layer].as_slice());
+    let rollout = analysis
+        .as_ref()
+        .filter(|_| every_layer)
+        .map(|a| a.rollout[layer].as_slice());
 
     let outputs = Outputs {
         att: &att,
@@ -172,6 +267,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // special tokens itself, reversibly.
     let html = plan.html_report().then(|| {
         let token_rollout = match &analysis {
+            _ if !every_layer => Cow::Owned(Vec::new()),
             Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
             _ => Cow::Owned(analysis::rollout(&encoding.attention)),
         };
@@ -225,6 +321,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
                 token_names: Some(token_names(&encoding.attention)),
+                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -235,6 +332,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         } else {
             let opts = StatsTableOptions {
                 token_names: Some(token_names(&encoding.attention)),
+                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -292,7 +390,10 @@ impl Outputs<'_> {
         for (name, figure) in FigureSpec::all(layer, head, rollout) {
             let figure = match (name, focused) {
                 ("head", Some(h)) => FigureSpec::Matrix {
-                    title: format!("layer {layer} · head {h} (most focused)"),
+                    title: format!(
+                        "layer {} · head {h} (most focused)",
+                        self.att.layer_number(layer)
+                    ),
                     values: self.att.head(layer, h),
                 },
                 _ => figure,
@@ -413,14 +514,18 @@ fn html_options(
         analysis: HtmlAnalysis {
             stats: statistics,
             head_labels: Some(head_labels),
-            matrices: vec![ExtraMatrix {
-                id: "rollout".to_string(),
-                label: "Attention rollout".to_string(),
-                description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
-                    renormalised, multiplied through the layers up to this one"
-                    .to_string(),
-                layers: rollout.to_vec(),
-            }],
+            // No rollout without every layer (`--layers`).
+            matrices: (!rollout.is_empty())
+                .then(|| ExtraMatrix {
+                    id: "rollout".to_string(),
+                    label: "Attention rollout".to_string(),
+                    description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
+                        renormalised, multiplied through the layers up to this one"
+                        .to_string(),
+                    layers: rollout.to_vec(),
+                })
+                .into_iter()
+                .collect(),
         },
         ..HtmlOptions::default()
     }

@@ -53,10 +53,13 @@ impl Tensors for Checkpoint {
     }
 }
 
+/// Tensors by name: shape and row-major values.
+pub type NamedTensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
 /// Tensors already in memory (a GGUF file's, dequantised), taken out by name as they are used,
 /// under transformers' names with the base model's `model.` prefix.
 pub struct TensorMap {
-    tensors: RefCell<BTreeMap<String, (Vec<usize>, Vec<f32>)>>,
+    tensors: RefCell<NamedTensors>,
     /// Named in errors.
     origin: String,
 }
@@ -64,7 +67,7 @@ pub struct TensorMap {
 impl TensorMap {
     /// `tensors` by transformers' full name (`model.layers.0.self_attn.q_proj.weight`), from
     /// `origin` (a file, for messages).
-    pub fn new(tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>, origin: String) -> TensorMap {
+    pub fn new(tensors: NamedTensors, origin: String) -> TensorMap {
         TensorMap {
             tensors: RefCell::new(tensors),
             origin,

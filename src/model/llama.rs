@@ -662,7 +662,8 @@ mod tests {
         p.rope_scaling = Some(GgufRopeScaling::Linear { factor: 4.0 });
         let c = LlamaConfig::from_gguf(&p, "f.gguf").unwrap();
         assert_eq!(c.rope_scaling, RopeScaling::Linear { factor: 4.0 });
-        let refusals: [(fn(&mut DecoderParams), &str); 5] = [
+        type Edit = fn(&mut DecoderParams);
+        let refusals: [(Edit, &str); 5] = [
             (
                 |p| {
                     p.rope_scaling = Some(GgufRopeScaling::Yarn {

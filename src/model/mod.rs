@@ -146,6 +146,18 @@ pub struct Encoding {
     pub truncated_from: Option<usize>,
     /// Whether the text was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
     pub bytes_cut: bool,
+    /// What was generated ([`Model::encode_generated`]).
+    pub generation: Option<Generation>,
+}
+
+/// What [`Model::encode_generated`] generates before it captures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// The most tokens to generate (fewer when an EOS token comes first).
+    pub max_new_tokens: usize,
+    /// Wrap the text in the checkpoint's chat template, as one user message with the
+    /// assistant's turn opened.
+    pub chat: bool,
 }
 
 /// A loaded model: its family's network with weights, its tokenizer and description.
@@ -551,7 +563,7 @@ impl Model {
         }
         let needs = needs.map_or_else(
             || "more bytes than a computer can address".to_string(),
-            |b| format_bytes(b),
+            format_bytes,
         );
         let which = match max_memory {
             Some(_) => "the --max-memory budget".to_string(),
@@ -595,7 +607,7 @@ impl Model {
         let limit = tokenize::byte_limit(self.max_positions());
         let text = tokenize::cut_to_bytes(text, limit);
         let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
-        self.encode_tokens(text, pair, enc, opts.capture_query_key)
+        self.encode_tokens_with(text, pair, enc, opts, 0)
     }
 
     /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
@@ -607,14 +619,43 @@ impl Model {
         enc: tokenize::Encoded,
         capture_query_key: bool,
     ) -> Result<Encoding, Error> {
+        let opts = EncodeOptions {
+            capture_query_key,
+            ..EncodeOptions::default()
+        };
+        self.encode_tokens_with(text, pair, enc, &opts, 0)
+    }
+
+    /// Run tokenized input (of which the tokens from `prompt_len` on, when it is above 0, were
+    /// generated) and label its attention.
+    fn encode_tokens_with(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        enc: tokenize::Encoded,
+        opts: &EncodeOptions,
+        prompt_len: usize,
+    ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
-        let out = if self.architecture().tokenizer_types {
-            self.forward(&enc.ids, &enc.type_ids, capture_query_key)?
+        let zeros;
+        let types = if self.architecture().tokenizer_types {
+            &enc.type_ids
         } else {
-            self.forward(&enc.ids, &vec![0; enc.ids.len()], capture_query_key)?
+            zeros = vec![0; enc.ids.len()];
+            &zeros
         };
-        let units = Units::tokens(
+        let layers = opts.layers.as_deref();
+        let out = self
+            .forward_batch_with(
+                &[(&enc.ids, types)],
+                opts.capture_query_key,
+                layers,
+                opts.max_memory,
+            )?
+            .remove(0);
+        let n = enc.ids.len();
+        let mut units = Units::tokens(
             enc.tokens,
             enc.ids,
             enc.type_ids,
@@ -623,13 +664,22 @@ impl Model {
             enc.word_ids,
             enc.surfaces,
         );
+        if prompt_len > 0 {
+            units.generated = (0..n).map(|i| i >= prompt_len).collect();
+        }
+        let numbers = layers.map_or_else(|| (0..self.info.layers).collect(), <[usize]>::to_vec);
+        let info = ModelInfo {
+            layers: numbers.len(),
+            ..self.info.clone()
+        };
         let attention = Attention::new(
-            self.info.clone(),
+            info,
             text.to_string(),
             pair.map(str::to_string),
             units,
             out.weights,
         )
+        .and_then(|a| a.with_layer_numbers(numbers))
         .and_then(|a| self.describe(a, out.query_key))
         .map_err(|e| Error::Forward(e.to_string()))?;
         Ok(Encoding {
@@ -637,7 +687,68 @@ impl Model {
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
             bytes_cut: enc.bytes_cut,
+            generation: None,
         })
+    }
+
+    /// Generate up to `generate.max_new_tokens` tokens greedily after `text` (wrapped in the
+    /// checkpoint's chat template with `generate.chat`), then capture the attention over prompt
+    /// and generated tokens (these marked [`Units::generated`]) in one pass over the whole
+    /// sequence. The capture's size is checked before generating. `progress` is told how many
+    /// tokens are done after each.
+    pub fn encode_generated(
+        &self,
+        text: &str,
+        opts: &EncodeOptions,
+        generate: GenerateOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Encoding, Error> {
+        let arch = self.architecture();
+        if self.network.causal_lm().is_none() {
+            return Err(Error::Input(format!(
+                "{} is an encoder ({}); only decoder models (GPT-2, Llama, …) generate text or \
+                 have a chat template",
+                self.info.name(),
+                arch.family
+            )));
+        }
+        let new = generate.max_new_tokens;
+        let longest = self.max_positions();
+        if new >= longest {
+            return Err(Error::Input(format!(
+                "{new} new tokens leave no room for a prompt: the model takes at most {longest} \
+                 tokens; generate fewer"
+            )));
+        }
+        // The prompt leaves room for the generated tokens (and with --truncate is cut to it).
+        let room = longest - new;
+        let prompt_text = if generate.chat {
+            self.chat_prompt(text)?
+        } else {
+            text.to_string()
+        };
+        let enc = if generate.chat {
+            self.tokenizer
+                .encode_without_specials(&prompt_text, room, opts.truncate)?
+        } else {
+            self.tokenizer
+                .encode(&prompt_text, None, room, opts.truncate)?
+        };
+        let prompt_len = enc.ids.len();
+        let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
+        self.check_capture_size(
+            &[prompt_len + new],
+            opts.capture_query_key,
+            layers,
+            opts.max_memory,
+        )?;
+        let generation = self.generate(&enc.ids, new, progress)?;
+        let full = self.tokenizer.continuation(&enc, generation.generated());
+        let limit = tokenize::byte_limit(room);
+        let recorded = tokenize::cut_to_bytes(&prompt_text, limit).to_string();
+        let mut encoding = self.encode_tokens_with(&recorded, None, full, opts, prompt_len)?;
+        encoding.generation = Some(generation);
+        Ok(encoding)
     }
 }
 
@@ -679,7 +790,7 @@ fn model_max_length(dir: &Path) -> Option<usize> {
     let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let n = value.get("model_max_length")?.as_f64()?;
-    (n >= 1.0 && n < 1e15).then_some(n as usize)
+    (1.0..1e15).contains(&n).then_some(n as usize)
 }
 
 /// Refuse input the network cannot take, with a message that says why.

@@ -132,9 +132,10 @@ impl View<'_> {
             format!("{} × {} {unit}", self.nq(), self.nk())
         };
         let mut title = format!(
-            "{} · layer {layer} (0–{}) · {head_desc} · {size}",
+            "{} · layer {} ({}) · {head_desc} · {size}",
             escape_controls(att.model.name()),
-            att.layers() - 1,
+            att.layer_number(layer),
+            crate::attention::layer_list(att.layer_numbers()),
         );
         if att.kind != AttentionKind::SelfAttention {
             title.push_str(&format!(" · {} attention", att.kind.as_str()));

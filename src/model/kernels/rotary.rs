@@ -92,7 +92,8 @@ impl Rope {
                     let wavelen = (2.0 * std::f64::consts::PI) as f32 / *f;
                     let w = wavelen as f64;
                     let scaled = if w > low_wavelen { *f / factor } else { *f };
-                    let medium = !(w < high_wavelen) && !(w > low_wavelen);
+                    // Neither below the high-frequency bound nor above the low one (as transformers writes it).
+                    let medium = (high_wavelen..=low_wavelen).contains(&w);
                     if medium {
                         let smooth = (old / wavelen - low) / (high - low);
                         *f = (1.0 - smooth) * scaled / factor + smooth * scaled;

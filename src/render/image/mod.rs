@@ -240,6 +240,8 @@ pub(crate) struct Style {
     /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
     /// `None` when every cell is visible.
     pub masked: Option<Vec<bool>>,
+    /// The model's number of each captured layer (`--layers`), for labels.
+    pub layer_numbers: Vec<usize>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -337,6 +339,7 @@ fn build(
         subtitle: subtitle(att),
         notes: notes(att),
         masked: cell_mask(att),
+        layer_numbers: att.layer_numbers().to_vec(),
     };
     let units = att.queries();
     let axis = Axis {
@@ -349,26 +352,36 @@ fn build(
     let scene = match figure {
         FigureSpec::Head { layer, head } => {
             att.model.check_selection(Selection::new(*layer, *head))?;
+            let number = att.layer_number(*layer);
             let title = match head {
-                HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
-                HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
+                HeadSel::Index(h) => format!("{model} · layer {number} · head {h}"),
+                HeadSel::Mean => format!("{model} · layer {number} · mean of {heads} heads"),
             };
             single::scene(&style, &axis, &title, ATTENTION, &att.matrix(*layer, *head))
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
-            let title = format!("{model} · layer {layer} · mean of {heads} heads");
+            let number = att.layer_number(*layer);
+            let title = format!("{model} · layer {number} · mean of {heads} heads");
             single::scene(&style, &axis, &title, ATTENTION, &att.head_mean(*layer))
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
-            let title = format!("{model} · layer {layer} · all {heads} heads");
+            let number = att.layer_number(*layer);
+            let title = format!("{model} · layer {number} · all {heads} heads");
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
             grid::layer_scene(&style, &axis, &title, &matrices)
         }
         FigureSpec::Model => {
-            let title = format!("{model} · all {} layers × {heads} heads", att.layers());
+            let title = if att.layer_numbers().iter().enumerate().all(|(i, &l)| i == l) {
+                format!("{model} · all {} layers × {heads} heads", att.layers())
+            } else {
+                format!(
+                    "{model} · layers {} × {heads} heads",
+                    crate::attention::layer_list(att.layer_numbers())
+                )
+            };
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();
