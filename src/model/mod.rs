@@ -729,11 +729,20 @@ impl Model {
         };
         let enc = if generate.chat {
             self.tokenizer
-                .encode_without_specials(&prompt_text, room, opts.truncate)?
+                .encode_without_specials(&prompt_text, room, opts.truncate)
         } else {
             self.tokenizer
-                .encode(&prompt_text, None, room, opts.truncate)?
+                .encode(&prompt_text, None, room, opts.truncate)
         };
+        let enc = enc.map_err(|e| match e {
+            tokenize::Error::TooLong { tokens, .. } if new > 0 => Error::Input(format!(
+                "the prompt is {tokens} tokens and {new} more were asked for, but the model \
+                 takes at most {longest}; generate at most {} tokens, shorten the prompt, or \
+                 pass --truncate to cut it",
+                longest.saturating_sub(tokens)
+            )),
+            other => other.into(),
+        })?;
         let prompt_len = enc.ids.len();
         let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
         self.check_capture_size(
