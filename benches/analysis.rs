@@ -1,11 +1,15 @@
-//! Timing of the analyses on a bert-base-shaped attention (12 layers × 12 heads) at 128 and 512
-//! tokens, random softmax rows. Prints figures; asserts nothing.
+//! Timing of the analyses, and of writing the JSON export and the HTML report (its payload) from
+//! the same value, on a bert-base-shaped attention (12 layers × 12 heads) at 128 and 512 tokens,
+//! random softmax rows. Prints figures; asserts nothing.
 //!
 //! Run: `cargo bench --bench analysis` (set RAYON_NUM_THREADS to pin the thread count).
 
 use std::time::{Duration, Instant};
 
 use attnviz::analysis::{self, Analysis, ViewOptions};
+use attnviz::attention::{Role, Units};
+use attnviz::render::html::{write_html, HtmlOptions};
+use attnviz::render::json::{write_json, JsonOptions};
 use attnviz::{Attention, ModelInfo};
 
 fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
@@ -32,15 +36,36 @@ fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
             i => format!("w{i}"),
         })
         .collect();
-    let special: Vec<bool> = (0..n).map(|i| i == 0 || i == n - 1).collect();
+    let roles = (0..n)
+        .map(|i| match i {
+            0 => Role::Start,
+            i if i == n - 1 => Role::End,
+            i if i % 2 == 0 => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
     let word_ids = (0..n)
         .map(|i| (i != 0 && i != n - 1).then_some((i - 1) / 2))
         .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens,
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids,
+        surfaces,
+    );
     Attention::new(
         ModelInfo {
             id: "random".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: 768,
@@ -48,13 +73,8 @@ fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
         },
         String::new(),
         None,
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        special,
-        word_ids,
+        units,
         weights,
-        None,
     )
     .unwrap()
 }
@@ -80,7 +100,7 @@ fn main() {
             words: true,
             no_special: true,
         };
-        let rows: [(&str, Duration); 7] = [
+        let rows: [(&str, Duration); 9] = [
             ("head_stats", median(5, || analysis::head_stats(&att))),
             ("layer_means", median(5, || analysis::layer_means(&att))),
             ("rollout", median(5, || analysis::rollout(&att))),
@@ -93,6 +113,22 @@ fn main() {
             (
                 "compute_view(words+no_special)",
                 median(5, || Analysis::compute_view(&att, both)),
+            ),
+            (
+                "write_json (6 digits, to memory)",
+                median(5, || {
+                    let mut out = Vec::with_capacity(64 << 20);
+                    write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+                    out.len()
+                }),
+            ),
+            (
+                "write_html (16 bits, to memory)",
+                median(5, || {
+                    let mut out = Vec::with_capacity(16 << 20);
+                    write_html(&att, &HtmlOptions::default(), &mut out).unwrap();
+                    out.len()
+                }),
             ),
         ];
         for (name, t) in rows {

@@ -81,6 +81,7 @@ fn bert_base_shaped(mini: &Attention) -> Attention {
             id: "bert-base-shaped (MiniLM layers ×2)".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers: 12,
             heads: 12,
             hidden_size: 768,
@@ -88,14 +89,10 @@ fn bert_base_shaped(mini: &Attention) -> Attention {
         },
         mini.text.clone(),
         None,
-        mini.tokens.clone(),
-        mini.input_ids.clone(),
-        mini.token_type_ids.clone(),
-        mini.special.clone(),
-        mini.word_ids.clone(),
+        mini.queries().clone(),
         weights,
-        query_key,
     )
+    .and_then(|a| a.with_query_key(query_key))
     .expect("attention")
 }
 

@@ -9,8 +9,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use attnviz::cli::{Colormap, Theme};
+use attnviz::attention::{Role, Units};
+use attnviz::render::fonts::{subset_for, FontId};
 use attnviz::render::image::{render_png, render_svg, FigureSpec, ImageOptions};
+use attnviz::render::image::{Colormap, Theme};
 use attnviz::{Attention, HeadSel, ModelInfo};
 
 fn attention(n: usize, layers: usize, heads: usize) -> Attention {
@@ -50,11 +52,35 @@ fn attention(n: usize, layers: usize, heads: usize) -> Attention {
             i => ["the", "attention", "##s", "head", "looks", ",", "at"][i % 7].into(),
         })
         .collect();
+    let roles = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match (i, t.starts_with('[')) {
+            (0, _) => Role::Start,
+            (_, true) => Role::End,
+            _ if t.starts_with("##") => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens.clone(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        (0..n).map(Some).collect(),
+        surfaces,
+    );
     Attention::new(
         ModelInfo {
             id: "bench".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * 32,
@@ -62,13 +88,8 @@ fn attention(n: usize, layers: usize, heads: usize) -> Attention {
         },
         tokens.join(" "),
         None,
-        tokens.clone(),
-        (0..n as u32).collect(),
-        vec![0; n],
-        tokens.iter().map(|t| t.starts_with('[')).collect(),
-        (0..n).map(Some).collect(),
+        units,
         weights,
-        None,
     )
     .unwrap()
 }
@@ -100,9 +121,58 @@ fn machine() -> String {
     format!("{cpu}, {threads} hardware threads available; rendering is single-threaded")
 }
 
+/// What the embedded fonts cost: each font's size in the binary, the time to inflate it (paid
+/// once per process, on first use), and the size of the font subsets an SVG or report embeds for
+/// a few inputs.
+fn fonts() {
+    println!(
+        "{:<24} {:>10} {:>10} {:>12}",
+        "font", "in binary", "inflated", "inflate time"
+    );
+    let mut total = 0;
+    for f in FontId::ALL {
+        let (t, len) = time(5, || f.inflate().len());
+        total += f.compressed_len();
+        println!(
+            "{:<24} {:>7} KB {:>7} KB {:>9.1} ms",
+            f.file(),
+            f.compressed_len() / 1024,
+            len / 1024,
+            t.as_secs_f64() * 1e3
+        );
+    }
+    println!("{:<24} {:>7} KB", "all fonts", total / 1024);
+    println!("{:<44} {:>9} {:>12}", "text", "subsets", "time");
+    for text in [
+        "The quick brown fox jumps over the lazy dog.",
+        "東京は日本の首都です。",
+        "서울은 한국의 수도입니다.",
+        "I love 🚀 rockets and 🍣.",
+        "مرحبا بالعالم",
+        "नमस्ते दुनिया",
+    ] {
+        let (t, len) = time(5, || {
+            subset_for([(text, false)])
+                .unwrap()
+                .iter()
+                .map(|f| f.woff.len())
+                .sum()
+        });
+        println!(
+            "{text:<44} {:>6} KB {:>9.1} ms",
+            len.div_ceil(1024),
+            t.as_secs_f64() * 1e3
+        );
+    }
+}
+
 fn main() {
     println!("attnviz image benchmark (release build, median of runs)");
     println!("machine: {}", machine());
+    fonts();
+    if std::env::var_os("ATTNVIZ_BENCH_FONTS_ONLY").is_some() {
+        return;
+    }
     println!(
         "{:<22} {:>6} {:>9} {:>12} {:>11} {:>12} {:>11}",
         "shape", "tokens", "figure", "PNG time", "PNG size", "SVG time", "SVG size"
@@ -110,6 +180,7 @@ fn main() {
     let options = ImageOptions {
         colormap: Colormap::Viridis,
         theme: Theme::Light,
+        ..ImageOptions::default()
     };
     for (name, layers, heads) in [("MiniLM 6x12", 6, 12), ("bert-base 12x12", 12, 12)] {
         for n in [12, 128, 512] {

@@ -1,17 +1,22 @@
 //! The `attnviz` binary: parse arguments, run the library, print errors once, on one line.
 
+mod app;
+
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = attnviz::cli::Args::parse();
-    attnviz::threads::configure(args.threads);
-    match attnviz::run::run(&args) {
+    let args = app::cli::Args::parse();
+    // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.
+    attnviz::cleanup::install();
+    match app::run::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+            // Not eprintln!: a closed stderr must not turn an error into a panic.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }

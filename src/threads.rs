@@ -6,25 +6,42 @@
 //! the CPU affinity mask and `/proc` (20–33 µs per product, measured). Setting the variable once,
 //! before any tensor work, fixes both.
 
+/// Threads per available CPU beyond which a request is capped ([`max_threads`]).
+pub const MAX_THREADS_PER_CPU: usize = 4;
+
 /// Settle the thread count and publish it in `RAYON_NUM_THREADS`; returns the count.
 ///
 /// The count is `requested` (`--threads`) when given and non-zero, else a positive
 /// `RAYON_NUM_THREADS` already in the environment, else the number of physical cores (hyper-
 /// threads share a core's vector units, so more threads than cores only adds contention),
-/// capped by the CPUs this process may run on.
+/// capped by the CPUs this process may run on. A request or variable above [`max_threads`] is
+/// capped there: more threads than that only add contention (10,000 threads once took 40
+/// minutes for what one does in a second).
 ///
-/// Call it first thing in `main`, before any other thread exists: it writes the process
+/// Call it before any thread that reads the environment exists: it writes the process
 /// environment, and rayon's pool reads it once, when first used.
 pub fn configure(requested: Option<usize>) -> usize {
-    let from_env = std::env::var("RAYON_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok());
     let threads = requested
         .filter(|&n| n > 0)
-        .or(from_env.filter(|&n| n > 0))
-        .unwrap_or_else(default_threads);
+        .or(from_env())
+        .unwrap_or_else(default_threads)
+        .min(max_threads());
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     threads
+}
+
+/// A positive `RAYON_NUM_THREADS`, as set in the environment.
+pub fn from_env() -> Option<usize> {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+}
+
+/// The most threads [`configure`] grants: [`MAX_THREADS_PER_CPU`] × the CPUs available.
+pub fn max_threads() -> usize {
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    available.saturating_mul(MAX_THREADS_PER_CPU)
 }
 
 /// Physical cores, capped by the CPUs available to this process (affinity mask, cgroup quota).

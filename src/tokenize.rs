@@ -1,6 +1,7 @@
-//! Text → BERT tokens: `tokenizer.json` when the model has one, otherwise BERT's WordPiece
-//! tokenizer built from `vocab.txt` (with `do_lower_case` and friends from
-//! `tokenizer_config.json`), both through the tokenizers crate.
+//! Text → tokens: `tokenizer.json` when the model has one, otherwise BERT's WordPiece tokenizer
+//! built from `vocab.txt` (with `do_lower_case` and friends from `tokenizer_config.json`), both
+//! through the tokenizers crate. Each token gets its role, sentence, word and text from what the
+//! tokenizer says about it (`roles`), never from its label.
 //!
 //! Padding and truncation saved in a tokenizer.json are switched off (all-MiniLM-L6-v2 ships
 //! `padding: Fixed(128)` and `truncation: 128`); length limits are ours: too long is an error
@@ -8,7 +9,12 @@
 
 use std::path::{Path, PathBuf};
 
+mod roles;
 pub mod smiles;
+
+pub use roles::{SpecialIds, TokenInfo, TokenNames};
+
+use crate::attention::Role;
 
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::wordpiece::WordPiece;
@@ -19,6 +25,30 @@ use tokenizers::{
     AddedToken, EncodeInput, Model as _, Tokenizer, TruncationDirection, TruncationParams,
     TruncationStrategy,
 };
+
+/// Bytes of text accepted per position of the model: [`byte_limit`]. Ordinary text needs 3–6
+/// bytes per token (English about 4.5, CJK 3), so this is over 40× what any real input of the
+/// model's maximum length needs, and it bounds the time and memory a huge input costs before
+/// the tokenizer says it is too long.
+pub const BYTES_PER_POSITION: usize = 256;
+
+/// The longest text (each of a pair) read or tokenized for a model of `max_positions`
+/// positions: 128 KiB for 512 positions.
+pub fn byte_limit(max_positions: usize) -> usize {
+    max_positions.saturating_mul(BYTES_PER_POSITION)
+}
+
+/// `text` cut to at most `limit` bytes, at a character boundary.
+pub fn cut_to_bytes(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// An error loading a tokenizer or encoding text.
 #[derive(Debug, thiserror::Error)]
@@ -47,11 +77,23 @@ pub enum Error {
         which: &'static str,
     },
     /// Too many tokens for the model.
-    #[error("the input is {tokens} tokens long (with [CLS]/[SEP]) but the model takes at most {max}; shorten it or pass --truncate")]
+    #[error("the input is {tokens} tokens long (with the special tokens) but the model takes at most {max}; shorten it or pass --truncate")]
     TooLong {
         /// Tokens the full input needs.
         tokens: usize,
         /// The model's maximum.
+        max: usize,
+    },
+    /// More bytes than [`byte_limit`] allows, without `--truncate`.
+    #[error("the {which} is {bytes} bytes long, more than a model of {max} positions can take (at most {limit} bytes are read); shorten it or pass --truncate")]
+    TooManyBytes {
+        /// `text` or `pair sentence`.
+        which: &'static str,
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+        /// The model's maximum positions.
         max: usize,
     },
     /// The tokenizers crate failed.
@@ -59,29 +101,44 @@ pub enum Error {
     Encode(String),
 }
 
-/// One tokenized input: a sentence, or a pair, with BERT's special tokens.
+/// One tokenized input: a sentence, or a pair, with the model's special tokens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Encoded {
-    /// Token strings (`[CLS]`, `the`, `##ing`, `[SEP]`, …).
+    /// Token strings (`[CLS]`, `the`, `##ing`, `Ġquick`, `▁fox`, `[SEP]`, …).
     pub tokens: Vec<String>,
     /// Vocabulary ids.
     pub ids: Vec<u32>,
-    /// Segment of each token: 0 for sentence A (and its [CLS]/[SEP]), 1 for sentence B.
+    /// Token type ids as the tokenizer gives them (0 for sentence A and its special tokens, 1
+    /// for sentence B, in BERT; all 0 in RoBERTa's pairs).
     pub type_ids: Vec<u32>,
-    /// Whether each token is a special token.
+    /// Which sentence each token belongs to: 0 for the text, 1 for the pair (see
+    /// [`crate::attention::Units::segments`]).
+    pub segments: Vec<u32>,
+    /// What each token is, from the tokenizer's special tokens and words (see
+    /// [`crate::attention::Role`]).
+    pub roles: Vec<Role>,
+    /// Whether each token is a special token (its role is one of the special ones).
     pub special: Vec<bool>,
     /// Word index of each token, `None` for special tokens. Numbered across the whole input:
-    /// the words of sentence B continue after those of sentence A.
+    /// the words of sentence B continue after those of sentence A. The tokenizer's word ids,
+    /// also split where a token follows whitespace (which a SentencePiece tokenizer without
+    /// word splitting, such as Llama's, does not mark).
     pub word_ids: Vec<Option<usize>>,
-    /// Token count of the full input when it was truncated to fit.
+    /// The text each token stands for (its offsets' slice of its sentence), for word labels.
+    pub surfaces: Vec<String>,
+    /// Token count of the full input when it was truncated to fit (of the input cut to
+    /// [`byte_limit`] when `bytes_cut`).
     pub truncated_from: Option<usize>,
+    /// Whether the text (or the pair) was first cut to [`byte_limit`] bytes (`truncate` only).
+    pub bytes_cut: bool,
 }
 
-/// A BERT tokenizer, from tokenizer.json or vocab.txt.
+/// A model's tokenizer, from tokenizer.json or (BERT) vocab.txt, with its special tokens by role.
 #[derive(Clone)]
 pub struct TextTokenizer {
     tokenizer: Tokenizer,
     source: PathBuf,
+    specials: SpecialIds,
 }
 
 impl std::fmt::Debug for TextTokenizer {
@@ -109,11 +166,6 @@ impl TextTokenizer {
         Err(Error::Missing(dir.to_path_buf()))
     }
 
-    /// A tokenizer built by other code (such as [`smiles`]), read from `source`.
-    pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Self {
-        TextTokenizer { tokenizer, source }
-    }
-
     /// Load a `tokenizer.json`, switching off its saved padding and truncation.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self, Error> {
         let mut tokenizer = Tokenizer::from_file(path).map_err(|e| Error::Load {
@@ -124,10 +176,48 @@ impl TextTokenizer {
         tokenizer
             .with_truncation(None)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(TextTokenizer {
+        Ok(Self::from_tokenizer(tokenizer, path.to_path_buf()))
+    }
+
+    /// A tokenizer built by other code (such as [`smiles`]), read from `source`: its special
+    /// tokens are named by the tokenizer_config.json and special_tokens_map.json beside
+    /// `source`, if any, and by its post-processor.
+    pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Self {
+        let names = source.parent().map(TokenNames::read).unwrap_or_default();
+        Self::with_names(tokenizer, source, &names)
+    }
+
+    /// A tokenizer built by other code, with its special tokens named by `names` (a GGUF file
+    /// states its BOS and EOS ids rather than shipping tokenizer_config.json).
+    pub fn with_names(tokenizer: Tokenizer, source: PathBuf, names: &TokenNames) -> Self {
+        let specials = SpecialIds::of(&tokenizer, names);
+        TextTokenizer {
             tokenizer,
-            source: path.to_path_buf(),
-        })
+            source,
+            specials,
+        }
+    }
+
+    /// The ids of the special tokens, by role.
+    pub fn specials(&self) -> &SpecialIds {
+        &self.specials
+    }
+
+    /// The tokens with `role` (`[CLS]`; `<s>`), by id: how a view names them when it has no
+    /// input to read them from (corpus mode's table).
+    pub fn role_tokens(&self, role: Role) -> Vec<String> {
+        let ids = match role {
+            Role::Start => &self.specials.start,
+            Role::End => &self.specials.end,
+            Role::Pad => &self.specials.pad,
+            Role::Special => &self.specials.other,
+            Role::Word | Role::Piece => return Vec::new(),
+        };
+        let mut ids: Vec<u32> = ids.iter().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| self.tokenizer.id_to_token(id))
+            .collect()
     }
 
     /// Build BERT's WordPiece tokenizer from `dir/vocab.txt`, with the options of
@@ -176,10 +266,14 @@ impl TextTokenizer {
         tokenizer
             .add_special_tokens(specials)
             .map_err(|e| load_err(e.to_string()))?;
-        Ok(TextTokenizer {
-            tokenizer,
-            source: vocab,
-        })
+        let names = TokenNames {
+            start: vec![opts.cls.clone()],
+            end: vec![opts.sep.clone()],
+            pad: vec![opts.pad.clone()],
+            ordinary: vec![opts.unk.clone(), opts.mask.clone()],
+            other: Vec::new(),
+        };
+        Ok(Self::with_names(tokenizer, vocab, &names))
     }
 
     /// The file the tokenizer came from (tokenizer.json or vocab.txt).
@@ -187,7 +281,7 @@ impl TextTokenizer {
         &self.source
     }
 
-    /// Tokenize `text` (and `pair`) with [CLS]/[SEP]. At most `max_len` tokens: a longer input
+    /// Tokenize `text` (and `pair`) with the model's special tokens. At most `max_len` tokens: a longer input
     /// is an error, or with `truncate` is cut (longest sequence first) and `truncated_from`
     /// says how long it was.
     pub fn encode(
@@ -205,6 +299,25 @@ impl TextTokenizer {
                 which: "pair sentence",
             });
         }
+        // Bound the work before tokenizing: a huge input is refused, or cut, by its bytes.
+        let limit = byte_limit(max_len);
+        let mut bytes_cut = false;
+        for (part, which) in [(Some(text), "text"), (pair, "pair sentence")] {
+            let bytes = part.map_or(0, str::len);
+            if bytes > limit {
+                if !truncate {
+                    return Err(Error::TooManyBytes {
+                        which,
+                        bytes,
+                        limit,
+                        max: max_len,
+                    });
+                }
+                bytes_cut = true;
+            }
+        }
+        let text = cut_to_bytes(text, limit);
+        let pair = pair.map(|p| cut_to_bytes(p, limit));
         let input = |t: &str, p: Option<&str>| -> EncodeInput {
             match p {
                 Some(p) => (t.to_string(), p.to_string()).into(),
@@ -221,9 +334,10 @@ impl TextTokenizer {
                 return Err(Error::NoTokens { which });
             }
         }
+        let texts: Vec<&str> = std::iter::once(text).chain(pair).collect();
         let tokens = full.len();
         if tokens <= max_len {
-            return Ok(to_encoded(&full, None));
+            return Ok(self.to_encoded(&full, &texts, None, bytes_cut));
         }
         if !truncate {
             return Err(Error::TooLong {
@@ -243,42 +357,41 @@ impl TextTokenizer {
         let cut = cutter
             .encode(input(text, pair), true)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(to_encoded(&cut, Some(tokens)))
+        Ok(self.to_encoded(&cut, &texts, Some(tokens), bytes_cut))
     }
-}
 
-fn to_encoded(enc: &tokenizers::Encoding, truncated_from: Option<usize>) -> Encoded {
-    let sequences = enc.get_sequence_ids();
-    // Word ids restart at 0 in sentence B; shift them past sentence A's.
-    let words_in_a = enc
-        .get_word_ids()
-        .iter()
-        .zip(&sequences)
-        .filter(|(_, s)| **s == Some(0))
-        .filter_map(|(w, _)| *w)
-        .max()
-        .map_or(0, |w| w as usize + 1);
-    let word_ids = enc
-        .get_word_ids()
-        .iter()
-        .zip(&sequences)
-        .map(|(w, s)| match (w, s) {
-            (Some(w), Some(1)) => Some(*w as usize + words_in_a),
-            (Some(w), Some(_)) => Some(*w as usize),
-            _ => None,
-        })
-        .collect();
-    Encoded {
-        tokens: enc.get_tokens().to_vec(),
-        ids: enc.get_ids().to_vec(),
-        type_ids: enc.get_type_ids().to_vec(),
-        special: enc
-            .get_special_tokens_mask()
+    fn to_encoded(
+        &self,
+        enc: &tokenizers::Encoding,
+        texts: &[&str],
+        truncated_from: Option<usize>,
+        bytes_cut: bool,
+    ) -> Encoded {
+        let info = roles::token_info(enc, texts, &self.specials);
+        // A token's label is its vocabulary entry, as transformers' `convert_ids_to_tokens` gives
+        // it: a SentencePiece (Unigram) tokenizer reports an unknown piece by its text (`東`)
+        // while the model sees the unknown token (`<unk>`).
+        let tokens = enc
+            .get_tokens()
             .iter()
-            .map(|&m| m != 0)
-            .collect(),
-        word_ids,
-        truncated_from,
+            .zip(enc.get_ids())
+            .map(|(t, &id)| match self.tokenizer.id_to_token(id) {
+                Some(entry) if entry != *t => entry,
+                _ => t.clone(),
+            })
+            .collect();
+        Encoded {
+            tokens,
+            ids: enc.get_ids().to_vec(),
+            type_ids: enc.get_type_ids().to_vec(),
+            special: info.roles.iter().map(|r| r.is_special()).collect(),
+            segments: info.segments,
+            roles: info.roles,
+            word_ids: info.word_ids,
+            surfaces: info.surfaces,
+            truncated_from,
+            bytes_cut,
+        }
     }
 }
 
@@ -333,5 +446,23 @@ impl VocabOptions {
             pad: token("pad_token", "[PAD]"),
             mask: token("mask_token", "[MASK]"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_at_a_character_boundary() {
+        assert_eq!(cut_to_bytes("abc", 10), "abc");
+        assert_eq!(cut_to_bytes("abc", 2), "ab");
+        // "é" is two bytes: a cut inside it keeps the character out.
+        assert_eq!(cut_to_bytes("aé", 2), "a");
+        assert_eq!(cut_to_bytes("aé", 3), "aé");
+        // four-byte emoji
+        assert_eq!(cut_to_bytes("🚀🚀", 7), "🚀");
+        assert_eq!(byte_limit(512), 131_072);
+        assert_eq!(byte_limit(usize::MAX), usize::MAX);
     }
 }

@@ -1,4 +1,5 @@
-//! `attnviz::threads::configure`: `--threads`, then `RAYON_NUM_THREADS`, then the physical cores.
+//! `attnviz::threads::configure`: `--threads`, then `RAYON_NUM_THREADS`, then the physical cores,
+//! capped at four threads per CPU.
 //! A test binary of its own, because it writes the process environment.
 
 use attnviz::threads::{configure, default_threads};
@@ -21,4 +22,12 @@ fn request_then_environment_then_cores() {
     );
     std::env::set_var("RAYON_NUM_THREADS", "not a number");
     assert_eq!(configure(None), default_threads());
+
+    // Huge requests (and variables) are capped at four threads per available CPU.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(attnviz::threads::max_threads(), 4 * cpus);
+    assert_eq!(configure(Some(10_000)), 4 * cpus);
+    assert_eq!(configure(Some(usize::MAX)), 4 * cpus);
+    std::env::set_var("RAYON_NUM_THREADS", "1000000");
+    assert_eq!(configure(None), 4 * cpus);
 }

@@ -13,6 +13,10 @@ const L = meta.model.layers;
 const H = meta.model.heads;
 const D = meta.model.head_dim;
 const isPair = meta.sentence_b_start !== null && meta.sentence_b_start !== undefined;
+/** Whether token i is a special token, by its role (never by its label). */
+const SPECIAL = meta.roles.map(isSpecialRole);
+/** A causal mask: query q cannot see a key after it (token positions). */
+const CAUSAL = meta.mask === 'causal';
 const analysis = meta.analysis || { stats: [], head_labels: null, matrices: [] };
 const stats = analysis.stats || [];
 const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats'];
@@ -70,7 +74,7 @@ function decodeSection(raw, s) {
 }
 
 async function loadPayload() {
-  if (meta.format !== 1) throw new Error('This report has format ' + meta.format + '; this page reads format 1.');
+  if (meta.format !== 2) throw new Error('This report has format ' + meta.format + '; this page reads format 2.');
   const el = $('attnviz-data');
   let raw = base64ToBytes(el.textContent);
   el.textContent = ''; // free the base64 text
@@ -101,30 +105,41 @@ const state = {
   thumbStyle: N <= 64 ? 'lines' : 'heatmap',
   matrixScale: 'max',
   matrixRight: 'mean',
-  neuronQuery: Math.max(0, meta.special.findIndex((s) => !s)),
+  neuronQuery: Math.max(0, SPECIAL.findIndex((s) => !s)),
   stat: stats.length ? stats[0].id : null,
   theme: 'auto',
 };
 
-const canHideSpecial = !meta.special_excluded && meta.special.some(Boolean) && meta.special.some((s) => !s);
+const canHideSpecial = !meta.special_excluded && SPECIAL.some(Boolean) && SPECIAL.some((s) => !s);
+
+/**
+ * How the page names the special tokens: the labels of the start and end tokens (`[CLS]/[SEP]`,
+ * `<s>/</s>`), else "special tokens".
+ */
+const SPECIAL_NAMES = (() => {
+  const names = [];
+  for (const role of ['start', 'end', 'pad', 'special']) {
+    const labels = [];
+    meta.roles.forEach((r, i) => { if (r === role && !labels.includes(meta.tokens[i])) labels.push(meta.tokens[i]); });
+    if (labels.length) names.push(labels.join('/'));
+  }
+  return names.length && names.length <= 3 ? names.join('/') : 'special tokens';
+})();
 state.hideSpecial = Boolean(meta.initial.hide_special) && canHideSpecial;
 
-/** Tokens kept: all, or all but [CLS]/[SEP] when they are hidden. */
+/** Tokens kept: all, or all but the special tokens when they are hidden. */
 let keptCache = null;
 function keptTokens() {
   if (!keptCache || keptCache.hide !== state.hideSpecial) {
     const list = [];
-    for (let i = 0; i < N; i++) if (!(state.hideSpecial && meta.special[i])) list.push(i);
+    for (let i = 0; i < N; i++) if (!(state.hideSpecial && SPECIAL[i])) list.push(i);
     keptCache = { hide: state.hideSpecial, list };
   }
   return keptCache.list;
 }
 
-/** Word key of token i (segment and word id), or null for tokens that stand alone. */
-function wordKey(i) {
-  const w = meta.word_ids[i];
-  return w === null || w === undefined || meta.special[i] ? null : meta.segments[i] + ':' + w;
-}
+/** Word key of token i (see words.js), or null for tokens that stand alone. */
+function wordKey(i) { return wordKeyOf(meta, i); }
 const canMergeWords = meta.level === 'token' &&
   meta.tokens.some((_, i) => i > 0 && wordKey(i) !== null && wordKey(i) === wordKey(i - 1));
 state.words = Boolean(meta.initial.words) && canMergeWords;
@@ -136,21 +151,14 @@ state.words = Boolean(meta.initial.words) && canMergeWords;
 let unitsCache = null;
 function units() {
   if (!unitsCache || unitsCache.hide !== state.hideSpecial || unitsCache.words !== state.words) {
-    const list = [];
+    const list = groupUnits(meta, keptTokens(), state.words);
     const ofToken = new Int32Array(N).fill(-1);
-    let prev = null;
-    for (const i of keptTokens()) {
-      const key = state.words ? wordKey(i) : null;
-      if (key !== null && key === prev) {
-        const u = list[list.length - 1];
-        u.tokens.push(i);
-        u.label += tokenLabel(i).replace(/^##/, '');
-      } else {
-        list.push({ label: tokenLabel(i), tokens: [i], special: meta.special[i], seg: segmentOf(i) });
-      }
-      ofToken[i] = list.length - 1;
-      prev = key;
-    }
+    list.forEach((u, a) => {
+      const first = u.tokens[0];
+      u.special = SPECIAL[first];
+      u.seg = segmentOf(first);
+      for (const i of u.tokens) ofToken[i] = a;
+    });
     unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken };
   }
   return unitsCache;
@@ -243,6 +251,17 @@ function unitMatrix(l, h, cache = true) {
 }
 
 function segmentOf(i) { return meta.segments[i] === 0 ? 'A' : 'B'; }
+
+/**
+ * Whether query unit a could not see key unit b: under a causal mask, a key that starts after
+ * the query ends (token positions). The views ask this rather than assume every cell is visible.
+ */
+function unitMasked(a, b) {
+  if (!CAUSAL) return false;
+  const list = units().list;
+  const q = list[a].tokens;
+  return list[b].tokens[0] > q[q.length - 1];
+}
 
 /** Query and key units allowed by the pair filter. */
 function pairSides() {

@@ -106,7 +106,7 @@ function renderHead() {
       const ya = y[a];
       for (const b of ks) {
         const v = M[row + b];
-        if (v <= 0 || v < thr) continue;
+        if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
         count++;
         if (opposite) {
           const o = hv.side === 'left' ? b : a;

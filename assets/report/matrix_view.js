@@ -18,7 +18,7 @@ function matrixValues(kind, l, h) {
     return out;
   }
   // An analysis matrix, given per token: treated like attention (rows renormalised over kept
-  // tokens when [CLS]/[SEP] are hidden, word pieces merged the same way).
+  // tokens when the special tokens are hidden, word pieces merged the same way).
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   const sec = sections[info.section];
   const base = info.per_layer ? l * N * N : 0;
@@ -78,7 +78,8 @@ function drawMatrixPanel(id, values, caption) {
     bytes[i * 4] = LUT[j];
     bytes[i * 4 + 1] = LUT[j + 1];
     bytes[i * 4 + 2] = LUT[j + 2];
-    bytes[i * 4 + 3] = 255;
+    // A cell the query could not see shows the page behind it, unlike a weight of 0.
+    bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / m), i % m) ? 0 : 255;
   }
   if (matrixPanels[id] && matrixPanels[id].m !== m) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
   const panel = { id, values, m, us, rgba, max, ...matrixLayout(m, us) };
@@ -381,7 +382,7 @@ function storageNote() {
 
 /**
  * Largest possible |shown − exact| of matrix cell (a, c): half a storage step per stored value;
- * with [CLS]/[SEP] hidden, amplified by the renormalisation (a row that keeps little attention
+ * with the special tokens hidden, amplified by the renormalisation (a row that keeps little attention
  * divides the storage error by that small mass); summed over merged key pieces, averaged over
  * query pieces.
  */
@@ -432,7 +433,7 @@ function matrixTip(label, kindOf) {
       '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (±' +
       (Number.isFinite(bound) ? bound.toExponential(1) : '∞') + ': stored in ' + bits + ' bits)';
     if (state.hideSpecial) {
-      t += '\nrow renormalised without [CLS]/[SEP] (the storage error grows as the share a row keeps shrinks)';
+      t += '\nrow renormalised without ' + SPECIAL_NAMES + ' (the storage error grows as the share a row keeps shrinks)';
     }
     if (state.words) t += '\nword pieces merged: sum over key pieces, mean over query pieces';
     return t;

@@ -109,7 +109,7 @@ function drawThumb(canvas, l, h, bg) {
   for (const a of qs) {
     for (const b of ks) {
       const v = M[a * m + b];
-      if (v <= 0 || v < thr) continue;
+      if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
       tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], pos[b]);
     }
   }

@@ -53,14 +53,16 @@ function renderNeuron() {
   }
   missing.hidden = true;
   canvas.hidden = false;
-  if (state.hideSpecial && meta.special[state.neuronQuery]) {
+  if (state.hideSpecial && SPECIAL[state.neuronQuery]) {
     state.neuronQuery = keptTokens()[0];
   }
   const d = neuronData();
   const rh = N <= 64 ? 17 : 14;
   const fontPx = N <= 64 ? 12 : 11;
   const font = fontPx + 'px ' + FONT_FAMILY;
-  const cw = D <= 32 ? 8 : D <= 64 ? 5 : 3;
+  // Wide enough cells that a short vector (a small head) still leaves room for its column's
+  // title and colour scale.
+  const cw = D <= 32 ? Math.min(20, Math.max(8, Math.ceil(160 / D))) : D <= 64 ? 5 : 3;
   let tw = 40;
   for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i), font) + 12);
   tw = Math.min(tw, 150);
@@ -185,7 +187,7 @@ function renderNeuron() {
       ctx.fillStyle = rgbCss(hoverRgb);
       ctx.fillRect(0, y, width, rh);
     }
-    ctx.fillStyle = meta.special[k] ? muted : fg;
+    ctx.fillStyle = SPECIAL[k] ? muted : fg;
     ctx.textAlign = 'right';
     ctx.fillText(tokenLabel(k), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];
@@ -219,7 +221,7 @@ function renderNeuron() {
   $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + ', query ' + describeToken(d.query) +
     ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
     d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
-    (state.hideSpecial ? '; with [CLS]/[SEP] hidden both are taken over the remaining keys.' : '.');
+    (state.hideSpecial ? '; with ' + SPECIAL_NAMES + ' hidden both are taken over the remaining keys.' : '.');
   canvas.dataset.maxDiff = String(d.maxDiff);
 }
 

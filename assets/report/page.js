@@ -15,6 +15,7 @@ function setupControls() {
 
   const hide = $('hide-special');
   hide.disabled = !canHideSpecial;
+  $('hide-special-name').textContent = 'Hide ' + SPECIAL_NAMES;
   hide.addEventListener('change', () => set({ hideSpecial: hide.checked }));
 
   const words = $('merge-words');
@@ -98,7 +99,7 @@ function syncControls() {
   wnote.textContent = meta.level === 'word'
     ? 'Word pieces were merged into words when this report was written: attention to a word is the sum over its pieces, attention from a word the mean over its pieces.'
     : 'Word pieces merged into words: attention to a word is the sum over its pieces, attention from a word the mean over its pieces' +
-      (state.hideSpecial ? ' (rows renormalised without [CLS]/[SEP] first)' : '') +
+      (state.hideSpecial ? ' (rows renormalised without ' + SPECIAL_NAMES + ' first)' : '') +
       '. The neuron view stays per token: query and key vectors exist only for tokens.';
   $('threshold').value = String(state.threshold);
   $('threshold-value').textContent = state.threshold.toFixed(3);
@@ -119,10 +120,10 @@ function syncControls() {
   const note = $('special-note');
   if (meta.special_excluded) {
     note.hidden = false;
-    note.textContent = '[CLS]/[SEP] were removed when this report was written, and every row was renormalised over the remaining tokens: weights are shares of the attention not given to special tokens.';
+    note.textContent = 'The special tokens were removed when this report was written, and every row was renormalised over the remaining tokens: weights are shares of the attention not given to special tokens.';
   } else if (state.hideSpecial) {
     note.hidden = false;
-    note.textContent = '[CLS]/[SEP] hidden: every row is renormalised over the remaining tokens, so weights shown are shares of the attention not given to special tokens (rows that sum to 1 without them).';
+    note.textContent = SPECIAL_NAMES + ' hidden: every row is renormalised over the remaining tokens, so weights shown are shares of the attention not given to special tokens (rows that sum to 1 without them).';
   } else {
     note.hidden = true;
   }
@@ -224,7 +225,7 @@ function fillSummary() {
     ['Special tokens', meta.special_excluded ? 'removed when the report was written; rows renormalised' : 'kept (the page can hide them)'],
     ['Numbering', 'layers and heads from 0'],
     ['Weights', (s.dtype === 'u8' ? '8-bit' : '16-bit') + ' fixed point, each within ' + s.maxError.toExponential(2) +
-      ' of the model\'s f32, shown to ' + (s.dtype === 'u8' ? '3' : '5') + ' decimals; renormalising rows without [CLS]/[SEP] ' +
+      ' of the model\'s f32, shown to ' + (s.dtype === 'u8' ? '3' : '5') + ' decimals; renormalising rows without ' + SPECIAL_NAMES + ' ' +
       'enlarges the error where little attention is left (the matrix view gives each value\'s bound)'],
     ['Storage', (meta.payload.compression === 'gzip' ? 'gzip-compressed, ' : '') + 'base64; ' + fmtBytes(meta.payload.raw_bytes) +
       ' decoded' + (meta.payload.compression === 'gzip' ? '' : ' (' + fmtBytes(b64Len) + ' of text)')],
@@ -267,6 +268,9 @@ async function main() {
     () => state.matrixRight));
   setupMatrixZoom();
   setupNeuronPointer();
+  // The report's embedded font subsets (data: URIs, so this is quick) before the first
+  // drawing, so canvas text and token columns never show fallback boxes.
+  if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
   $('status').hidden = true;
   render();
   timings.interactive = performance.now();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Regenerate every gallery image with the real CLI (the commands listed in README.md here).
-# Run from the repository root after `cargo build --release` and `bash scripts/fetch-minilm.sh`.
+# Run from the repository root after `cargo build --release` and `bash scripts/fetch-minilm.sh`
+# (ATTNVIZ_BIN names another binary, e.g. one built into another CARGO_TARGET_DIR).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-attnviz() { ./target/release/attnviz "$@"; }
+attnviz() { "${ATTNVIZ_BIN:-./target/release/attnviz}" "$@"; }
 
 attnviz -m .cache/models/all-MiniLM-L6-v2 "The quick brown fox jumps over the lazy dog." \
   --layer 2 --head 11 --png docs/gallery/head.png --svg docs/gallery/head.svg -q
@@ -26,7 +27,14 @@ attnviz -m .cache/models/all-MiniLM-L6-v2 "The quick brown fox jumps over the la
 attnviz -m .cache/models/all-MiniLM-L6-v2 "The cat sat on the mat." --pair "It was tired after the long day." \
   --figure layer --layer 2 --theme dark --colormap magma --png docs/gallery/dark-layer.png -q
 
-attnviz -m .cache/models/all-MiniLM-L6-v2 "Café naïve résumé — 東京で寿司を食べた 🍣!" \
-  --layer 0 --head 3 --colormap cividis --png docs/gallery/accents.png -q
+attnviz -m .cache/models/all-MiniLM-L6-v2 "Café naïve — 東京 🍣 서울 🚀 مرحبا שלום नमस्ते สวัสดี Привет" \
+  --layer 0 --head 3 --colormap cividis --png docs/gallery/scripts.png --svg docs/gallery/scripts.svg -q
+
 attnviz -m .cache/models/all-MiniLM-L6-v2 - --layer 2 --head 11 --png docs/gallery/long.png -q \
   < docs/gallery/paragraph.txt
+
+attnviz -m .cache/models/all-MiniLM-L6-v2 - --layer 5 --scale log --png docs/gallery/long-log.png -q \
+  < docs/gallery/paragraph.txt
+
+attnviz -m .cache/models/all-MiniLM-L6-v2 "Attention is all you need." --words --no-special \
+  --layer 3 --png docs/gallery/small-words.png -q

@@ -6,7 +6,8 @@ use rayon::prelude::*;
 
 use crate::attention::Attention;
 
-/// The mean over the heads of every layer: `[layer]` → `n × n`, row = query, column = key.
+/// The mean over the heads of every layer: `[layer]` → `n_query × n_key`, row = query, column =
+/// key.
 pub fn layer_means(att: &Attention) -> Vec<Vec<f32>> {
     (0..att.layers()).map(|l| att.head_mean(l)).collect()
 }
@@ -28,11 +29,13 @@ pub fn layer_means(att: &Attention) -> Vec<Vec<f32>> {
 /// products run in f64 and are stored as f32.
 ///
 /// The identity stands for the residual stream, which exists per token, so this is meant for
-/// token-level attention with [CLS]/[SEP] present; [`super::Analysis::compute_view`] computes it
-/// there and then maps it to words / drops special tokens like any other matrix.
+/// token-level attention with the special tokens present; [`super::Analysis::compute_view`]
+/// computes it there and then maps it to words / drops special tokens like any other matrix.
+/// It is defined for self-attention only (the residual stream runs through the same units): for
+/// cross-attention every layer's matrix is empty.
 pub fn rollout(att: &Attention) -> Vec<Vec<f32>> {
     let (n, layers) = (att.len(), att.layers());
-    if n == 0 {
+    if n == 0 || !att.is_square() {
         return vec![Vec::new(); layers];
     }
     let mut out = Vec::with_capacity(layers);
@@ -113,13 +116,8 @@ mod tests {
             base.model.clone(),
             base.text.clone(),
             None,
-            base.tokens.clone(),
-            base.input_ids.clone(),
-            base.token_type_ids.clone(),
-            base.special.clone(),
-            base.word_ids.clone(),
+            base.queries().clone(),
             weights,
-            None,
         )
         .unwrap()
     }

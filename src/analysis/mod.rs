@@ -18,7 +18,6 @@
 mod aggregate;
 mod special;
 pub mod stats;
-mod units;
 mod words;
 
 use std::borrow::Cow;
@@ -28,17 +27,19 @@ use serde::Serialize;
 pub use aggregate::{layer_means, rollout};
 pub use special::without_special;
 pub use stats::{head_stats, HeadLabel, HeadStats, KeyClasses, Stat};
-pub use words::{to_words, word_label};
+pub use words::{to_words, word_groups, word_label};
 
-use crate::attention::Attention;
-use units::Units;
+use crate::attention::{Attention, Level};
 
 /// Error from an analysis.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
     /// Excluding special tokens would leave nothing.
-    #[error("the input has no tokens besides [CLS]/[SEP], so excluding them leaves nothing; drop --no-special")]
-    NothingLeft,
+    #[error("the input has no tokens besides its special tokens ({names}), so excluding them leaves nothing; drop --no-special")]
+    NothingLeft {
+        /// The special tokens, as the views name them (`[CLS]/[SEP]`).
+        names: String,
+    },
 }
 
 /// Which view of the attention to show: word pieces merged into words, and/or special tokens
@@ -47,7 +48,7 @@ pub enum AnalysisError {
 pub struct ViewOptions {
     /// Merge word pieces into words ([`to_words`]).
     pub words: bool,
-    /// Drop [CLS]/[SEP] and renormalise the rows ([`without_special`]).
+    /// Drop the special tokens and renormalise the rows ([`without_special`]).
     pub no_special: bool,
 }
 
@@ -120,21 +121,24 @@ impl Analysis {
     }
 }
 
-/// Map per-layer matrices over `att`'s units into the units of `view(att, opts)`.
+/// Map per-layer matrices over `att`'s units (square: the rollout) into the units of
+/// `view(att, opts)`, through the same steps as the attention.
 fn map_rollout(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
     let layers = per_layer.len();
-    let mut units = Units::of(att);
+    let mut units = att.queries().clone();
     let mut stack: Vec<f32> = per_layer.into_iter().flatten().collect();
     if opts.no_special {
-        let keep: Vec<usize> = (0..units.len()).filter(|&i| !units.special[i]).collect();
+        let keep: Vec<usize> = (0..units.len()).filter(|&i| !units.is_special(i)).collect();
         if keep.len() < units.len() {
-            stack = special::drop_matrices(&stack, units.len(), &keep);
-            units = special::keep_units(&units, &keep);
+            let n = units.len();
+            stack = special::drop_matrices(&stack, n, n, &keep, &keep);
+            units = units.select(&keep);
         }
     }
-    if opts.words && units.level != crate::attention::Level::Word {
+    if opts.words && att.level != Level::Word {
         let groups = words::word_groups(&units);
-        stack = words::merge_matrices(&stack, units.len(), &groups);
+        let n = units.len();
+        stack = words::merge_matrices(&stack, n, n, &groups, &groups);
         units = words::merge_units(&units, &groups);
     }
     let n2 = units.len() * units.len();
@@ -158,10 +162,10 @@ pub struct StatsSection {
     pub entropy_norm: Vec<Vec<f64>>,
     /// [`HeadStats::distance`].
     pub distance: Vec<Vec<f64>>,
-    /// [`HeadStats::to_cls`].
-    pub to_cls: Vec<Vec<f64>>,
-    /// [`HeadStats::to_sep`].
-    pub to_sep: Vec<Vec<f64>>,
+    /// [`HeadStats::to_start`].
+    pub to_start: Vec<Vec<f64>>,
+    /// [`HeadStats::to_end`].
+    pub to_end: Vec<Vec<f64>>,
     /// [`HeadStats::to_punct`].
     pub to_punct: Vec<Vec<f64>>,
     /// [`HeadStats::to_self`].
@@ -203,8 +207,8 @@ impl StatsSection {
             entropy: grid(|s| s.entropy),
             entropy_norm: grid(|s| s.entropy_norm),
             distance: grid(|s| s.distance),
-            to_cls: grid(|s| s.to_cls),
-            to_sep: grid(|s| s.to_sep),
+            to_start: grid(|s| s.to_start),
+            to_end: grid(|s| s.to_end),
             to_punct: grid(|s| s.to_punct),
             to_self: grid(|s| s.to_self),
             to_prev: grid(|s| s.to_prev),
@@ -245,6 +249,7 @@ mod tests {
         };
         let shown = view(&att, opts).unwrap();
         assert_eq!(*shown, to_words(&without_special(&att).unwrap()));
+        assert_eq!(shown.tokens(), ["unbel", "fox"]);
         assert_eq!(shown.level, Level::Word);
     }
 

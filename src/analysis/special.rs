@@ -1,14 +1,14 @@
-//! Excluding special tokens: drop the rows and columns of [CLS]/[SEP] and renormalise each
+//! Excluding special tokens: drop the rows and columns of the units whose role is special (the
+//! tokens the tokenizer adds: `[CLS]`/`[SEP]`, `<s>`/`</s>`, BOS/EOS, …) and renormalise each
 //! remaining row over the remaining units.
 
 use rayon::prelude::*;
 
-use super::units::Units;
 use super::AnalysisError;
 use crate::attention::Attention;
 
-/// Drop every special unit (those flagged in [`Attention::special`]: [CLS] and [SEP], the tokens
-/// the tokenizer adds) and divide each remaining row by the mass it kept, so it sums to 1 again.
+/// Drop every special unit (by [`crate::attention::Role`], on both sides) and divide each
+/// remaining row by the mass it kept, so it sums to 1 again.
 ///
 /// A row whose mass was *all* on special units has nothing left to renormalise: it stays all
 /// zeros (the statistics skip such rows; see `docs/stats.md`). Real softmax rows are never exactly
@@ -20,56 +20,57 @@ use crate::attention::Attention;
 ///
 /// Fails if nothing but special units is left.
 pub fn without_special(att: &Attention) -> Result<Attention, AnalysisError> {
-    let units = Units::of(att);
-    let keep: Vec<usize> = (0..units.len()).filter(|&i| !units.special[i]).collect();
-    if keep.is_empty() {
-        return Err(AnalysisError::NothingLeft);
+    let ordinary = |units: &crate::attention::Units| -> Vec<usize> {
+        (0..units.len()).filter(|&i| !units.is_special(i)).collect()
+    };
+    let keep_q = ordinary(att.queries());
+    let keep_k = if att.is_square() {
+        keep_q.clone()
+    } else {
+        ordinary(att.keys())
+    };
+    if keep_q.is_empty() || keep_k.is_empty() {
+        return Err(AnalysisError::NothingLeft {
+            names: att.special_names(),
+        });
     }
-    let weights = if keep.len() == units.len() {
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    let weights = if keep_q.len() == nq && keep_k.len() == nk {
         att.weights().to_vec()
     } else {
-        drop_matrices(att.weights(), units.len(), &keep)
+        drop_matrices(att.weights(), nq, nk, &keep_q, &keep_k)
     };
-    Ok(keep_units(&units, &keep).into_attention(att, weights))
+    let queries = att.queries().select(&keep_q);
+    let keys = (!att.is_square()).then(|| att.keys().select(&keep_k));
+    Ok(att
+        .derive(att.level, true, queries, keys, weights)
+        .expect("dropping units keeps units and weights consistent"))
 }
 
-/// The units at indices `keep`, marked as having their special units excluded.
-pub(crate) fn keep_units(units: &Units, keep: &[usize]) -> Units {
-    let pick = |v: &[u32]| keep.iter().map(|&i| v[i]).collect::<Vec<_>>();
-    Units {
-        level: units.level,
-        special_excluded: true,
-        tokens: keep.iter().map(|&i| units.tokens[i].clone()).collect(),
-        input_ids: if units.input_ids.is_empty() {
-            Vec::new()
-        } else {
-            pick(&units.input_ids)
-        },
-        token_type_ids: pick(&units.token_type_ids),
-        special: keep.iter().map(|&i| units.special[i]).collect(),
-        spans: keep.iter().map(|&i| units.spans[i].clone()).collect(),
-        word_ids: keep.iter().map(|&i| units.word_ids[i]).collect(),
-    }
-}
-
-/// Restrict every `n × n` matrix of the stack `weights` to the rows and columns `keep`, and
-/// renormalise each row to sum 1 (rows with no mass left stay zero).
-pub(crate) fn drop_matrices(weights: &[f32], n: usize, keep: &[usize]) -> Vec<f32> {
-    let m = keep.len();
+/// Restrict every `nq × nk` matrix of the stack `weights` to the rows `keep_q` and columns
+/// `keep_k`, and renormalise each row to sum 1 (rows with no mass left stay zero).
+pub(crate) fn drop_matrices(
+    weights: &[f32],
+    nq: usize,
+    nk: usize,
+    keep_q: &[usize],
+    keep_k: &[usize],
+) -> Vec<f32> {
+    let (mq, mk) = (keep_q.len(), keep_k.len());
     // Kept columns as contiguous runs (one or two for BERT inputs), copied slice by slice.
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for &k in keep {
+    for &k in keep_k {
         match runs.last_mut() {
             Some(r) if r.end == k => r.end = k + 1,
             _ => runs.push(k..k + 1),
         }
     }
-    let mut out = vec![0f32; weights.len() / (n * n) * m * m];
-    out.par_chunks_mut(m * m)
-        .zip(weights.par_chunks(n * n))
+    let mut out = vec![0f32; weights.len() / (nq * nk) * mq * mk];
+    out.par_chunks_mut(mq * mk)
+        .zip(weights.par_chunks(nq * nk))
         .for_each(|(kept, matrix)| {
-            for (row_out, &q) in kept.chunks_mut(m).zip(keep) {
-                let row = &matrix[q * n..(q + 1) * n];
+            for (row_out, &q) in kept.chunks_mut(mk).zip(keep_q) {
+                let row = &matrix[q * nk..(q + 1) * nk];
                 let mass: f64 = runs.iter().map(|r| sum_f64(&row[r.clone()])).sum();
                 if mass > 0.0 {
                     let inv = 1.0 / mass;
@@ -113,9 +114,9 @@ mod tests {
         let att = synthetic(&["[CLS]", "a", "b", "c", "[SEP]"], 2, 2);
         let out = without_special(&att).unwrap();
         assert!(out.special_excluded);
-        assert_eq!(out.tokens, ["a", "b", "c"]);
-        assert_eq!(out.spans, vec![1..2, 2..3, 3..4]);
-        assert_eq!(out.input_ids, [1, 2, 3]);
+        assert_eq!(out.tokens(), ["a", "b", "c"]);
+        assert_eq!(out.queries().spans, vec![1..2, 2..3, 3..4]);
+        assert_eq!(out.queries().ids, [1, 2, 3]);
         for l in 0..2 {
             for h in 0..2 {
                 for q in 0..3 {
@@ -135,13 +136,43 @@ mod tests {
         let att = synthetic(&["[CLS]", "[SEP]"], 1, 1);
         let err = without_special(&att).unwrap_err();
         assert!(err.to_string().contains("--no-special"), "{err}");
+        assert!(err.to_string().contains("[CLS]/[SEP]"), "{err}");
+        // Whatever the model calls them.
+        let att = synthetic(&["<s>", "</s>"], 1, 1);
+        let err = without_special(&att).unwrap_err();
+        assert!(err.to_string().contains("<s>/</s>"), "{err}");
+    }
+
+    #[test]
+    fn roles_decide_not_labels() {
+        // A RoBERTa-style input, and an ordinary token that merely looks special.
+        let mut att = synthetic(&["<s>", "Ġa", "Ġb", "</s>"], 1, 1);
+        let mut units = att.queries().clone();
+        units.labels[1] = "[SEP]".into();
+        att = att
+            .derive(att.level, false, units, None, att.weights().to_vec())
+            .unwrap();
+        let out = without_special(&att).unwrap();
+        assert_eq!(out.tokens(), ["[SEP]", "Ġb"]);
     }
 
     #[test]
     fn row_with_all_mass_on_specials_stays_zero() {
-        let out = drop_matrices(&[0.5, 0.0, 0.5, 0.2, 0.3, 0.5, 0.1, 0.1, 0.8], 3, &[1]);
+        let out = drop_matrices(
+            &[0.5, 0.0, 0.5, 0.2, 0.3, 0.5, 0.1, 0.1, 0.8],
+            3,
+            3,
+            &[1],
+            &[1],
+        );
         assert_eq!(out, [1.0]);
-        let out = drop_matrices(&[1.0, 0.0, 0.0, 0.6, 0.0, 0.4, 0.0, 0.5, 0.5], 3, &[1]);
+        let out = drop_matrices(
+            &[1.0, 0.0, 0.0, 0.6, 0.0, 0.4, 0.0, 0.5, 0.5],
+            3,
+            3,
+            &[1],
+            &[1],
+        );
         assert_eq!(out, [0.0]);
     }
 
@@ -157,8 +188,8 @@ mod tests {
         for out in [&a, &b] {
             assert_eq!(out.level, Level::Word);
             assert!(out.special_excluded);
-            assert_eq!(out.tokens, ["unbel", "fox", "ok"]);
-            assert_eq!(out.spans, vec![1..3, 3..4, 5..6]);
+            assert_eq!(out.tokens(), ["unbel", "fox", "ok"]);
+            assert_eq!(out.queries().spans, vec![1..3, 3..4, 5..6]);
         }
         // both are row-stochastic, but weight the pieces differently, so they differ in general
         assert!(a

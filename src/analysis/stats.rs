@@ -2,9 +2,11 @@
 //! Attention", section 3. Definitions, conventions and thresholds: `docs/stats.md`.
 //!
 //! Every statistic is a mean over the query rows of one head's matrix (each row is one query's
-//! distribution over the keys). All rows count, [CLS] and [SEP] rows included, as in Clark et al.;
-//! the only rows skipped are rows with no mass at all, which only special-token exclusion can
-//! produce. Sums run in f64; the `w ln w` terms of the entropy use a vectorisable f32 logarithm
+//! distribution over the keys). All rows count, the special tokens' rows included, as in Clark
+//! et al.; the only rows skipped are rows with no mass at all, which only special-token exclusion
+//! can produce. Which keys are the sequence start and end comes from the units' roles (so the
+//! shares mean the same for `[CLS]`/`[SEP]`, `<s>`/`</s>` and BOS/EOS), and a causal mask
+//! changes what "uniform" means for a row (see [`HeadStats::entropy_norm`]). Sums run in f64; the `w ln w` terms of the entropy use a vectorisable f32 logarithm
 //! (relative error about 1e-7), which keeps 144 heads × 512² weights at tens of milliseconds.
 
 use std::fmt;
@@ -14,14 +16,15 @@ use rayon::prelude::*;
 use serde::Serialize;
 use unicode_categories::UnicodeCategories;
 
-use crate::attention::Attention;
+use crate::attention::{Attention, MaskKind, Role};
 
 /// A head is positional (previous/next) when its share to that token is above this.
 pub const POSITIONAL_THRESHOLD: f64 = 0.5;
 /// A head is broad when its normalised entropy is at least this (its effective number of
 /// attended keys, `exp(entropy)`, is at least `n^0.85`).
 pub const BROAD_THRESHOLD: f64 = 0.85;
-/// A head is a special-token sink when its share to [CLS] plus [SEP] is above this.
+/// A head is a special-token sink when its share to the sequence start plus end tokens is above
+/// this.
 pub const SINK_THRESHOLD: f64 = 0.5;
 
 /// Statistics of one head, each a mean over its query rows. Field names are the JSON names.
@@ -29,22 +32,28 @@ pub const SINK_THRESHOLD: f64 = 0.5;
 pub struct HeadStats {
     /// Mean entropy of the rows, in nats: `−Σ_k a_qk ln a_qk` (with `0 ln 0 = 0`).
     pub entropy: f64,
-    /// `entropy / ln n`: 0 when every query looks at one key, 1 when attention is uniform
-    /// (0 when `n = 1`).
+    /// Normalised entropy: 0 when every query looks at one key, 1 when attention is uniform over
+    /// the keys it can see. Bidirectionally `entropy / ln n` (0 when `n = 1`); under a causal
+    /// mask the mean over rows of `H_q / ln(visible keys of q)`, leaving out rows that see one
+    /// key (their entropy is 0 by force).
     pub entropy_norm: f64,
-    /// Mean attention distance in units: `Σ_k a_qk |q − k|`.
+    /// Mean attention distance in units: `Σ_k a_qk |q − k|` (NaN for cross-attention, whose
+    /// queries and keys are different units).
     pub distance: f64,
-    /// Share of attention to [CLS].
-    pub to_cls: f64,
-    /// Share of attention to [SEP] (all of them, in a pair).
-    pub to_sep: f64,
+    /// Share of attention to the sequence start token (`[CLS]`, `<s>`, BOS: role start).
+    pub to_start: f64,
+    /// Share of attention to the separator/end tokens (`[SEP]`, `</s>`, EOS: role end; all of
+    /// them, in a pair).
+    pub to_end: f64,
     /// Share of attention to punctuation units.
     pub to_punct: f64,
-    /// Share of attention to the query itself (`a_qq`).
+    /// Share of attention to the query itself (`a_qq`; NaN for cross-attention).
     pub to_self: f64,
-    /// Share of attention to the previous unit (`a_q,q−1`; 0 for the first row).
+    /// Share of attention to the previous unit (`a_q,q−1`; 0 for the first row; NaN for
+    /// cross-attention).
     pub to_prev: f64,
-    /// Share of attention to the next unit (`a_q,q+1`; 0 for the last row).
+    /// Share of attention to the next unit (`a_q,q+1`; 0 for the last row; NaN for
+    /// cross-attention).
     pub to_next: f64,
     /// Number of query rows averaged (rows with no mass are skipped).
     pub rows: usize,
@@ -63,7 +72,7 @@ pub enum HeadLabel {
     PositionalNext,
     /// Attention close to uniform: normalised entropy at least [`BROAD_THRESHOLD`].
     Broad,
-    /// More than half of the attention goes to [CLS] and [SEP].
+    /// More than half of the attention goes to the sequence start and end tokens.
     SpecialSink,
     /// None of the above.
     None,
@@ -81,9 +90,9 @@ impl HeadLabel {
 
     /// Label statistics (also averaged ones, e.g. over a corpus):
     /// `to_prev > 0.5` → positional-previous, else `to_next > 0.5` → positional-next,
-    /// else `entropy_norm ≥ 0.85` → broad, else `to_cls + to_sep > 0.5` → special-sink,
+    /// else `entropy_norm ≥ 0.85` → broad, else `to_start + to_end > 0.5` → special-sink,
     /// else none. Broad comes before sink so that a near-uniform head over a short input, where
-    /// [CLS]/[SEP] are a large fraction of the units, is not called a sink.
+    /// the start and end tokens are a large fraction of the units, is not called a sink.
     pub fn classify(s: &HeadStats) -> HeadLabel {
         if s.to_prev > POSITIONAL_THRESHOLD {
             HeadLabel::PositionalPrevious
@@ -91,7 +100,7 @@ impl HeadLabel {
             HeadLabel::PositionalNext
         } else if s.entropy_norm >= BROAD_THRESHOLD {
             HeadLabel::Broad
-        } else if s.to_cls + s.to_sep > SINK_THRESHOLD {
+        } else if s.to_start + s.to_end > SINK_THRESHOLD {
             HeadLabel::SpecialSink
         } else {
             HeadLabel::None
@@ -126,7 +135,7 @@ impl HeadLabel {
             HeadLabel::PositionalPrevious => "previous token",
             HeadLabel::PositionalNext => "next token",
             HeadLabel::Broad => "broad",
-            HeadLabel::SpecialSink => "[CLS]/[SEP] sink",
+            HeadLabel::SpecialSink => "start/end sink",
             HeadLabel::None => "none of these",
         }
     }
@@ -147,10 +156,10 @@ pub enum Stat {
     EntropyNorm,
     /// [`HeadStats::distance`].
     Distance,
-    /// [`HeadStats::to_cls`].
-    ToCls,
-    /// [`HeadStats::to_sep`].
-    ToSep,
+    /// [`HeadStats::to_start`].
+    ToStart,
+    /// [`HeadStats::to_end`].
+    ToEnd,
     /// [`HeadStats::to_punct`].
     ToPunct,
     /// [`HeadStats::to_self`].
@@ -167,8 +176,8 @@ impl Stat {
         Stat::Entropy,
         Stat::EntropyNorm,
         Stat::Distance,
-        Stat::ToCls,
-        Stat::ToSep,
+        Stat::ToStart,
+        Stat::ToEnd,
         Stat::ToPunct,
         Stat::ToSelf,
         Stat::ToPrev,
@@ -181,8 +190,8 @@ impl Stat {
             Stat::Entropy => s.entropy,
             Stat::EntropyNorm => s.entropy_norm,
             Stat::Distance => s.distance,
-            Stat::ToCls => s.to_cls,
-            Stat::ToSep => s.to_sep,
+            Stat::ToStart => s.to_start,
+            Stat::ToEnd => s.to_end,
             Stat::ToPunct => s.to_punct,
             Stat::ToSelf => s.to_self,
             Stat::ToPrev => s.to_prev,
@@ -196,8 +205,8 @@ impl Stat {
             Stat::Entropy => "entropy",
             Stat::EntropyNorm => "entropy_norm",
             Stat::Distance => "distance",
-            Stat::ToCls => "to_cls",
-            Stat::ToSep => "to_sep",
+            Stat::ToStart => "to_start",
+            Stat::ToEnd => "to_end",
             Stat::ToPunct => "to_punct",
             Stat::ToSelf => "to_self",
             Stat::ToPrev => "to_prev",
@@ -211,8 +220,8 @@ impl Stat {
             Stat::Entropy => "entropy (nats)",
             Stat::EntropyNorm => "normalised entropy (entropy / ln n)",
             Stat::Distance => "mean attention distance |q - k|",
-            Stat::ToCls => "share of attention to [CLS]",
-            Stat::ToSep => "share of attention to [SEP]",
+            Stat::ToStart => "share of attention to the sequence start token",
+            Stat::ToEnd => "share of attention to the separator/end tokens",
             Stat::ToPunct => "share of attention to punctuation",
             Stat::ToSelf => "share of attention to the token itself",
             Stat::ToPrev => "share of attention to the previous token",
@@ -228,16 +237,22 @@ impl Stat {
 
 /// Error for an unknown statistic name.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_cls, to_sep, to_punct, to_self, to_prev, to_next")]
+#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next")]
 pub struct UnknownStat(pub String);
 
 impl FromStr for Stat {
     type Err = UnknownStat;
 
-    /// Parse a JSON field name; the `to_` prefix may be left out (`cls`, `prev`, …) and `-` may
-    /// stand for `_`.
+    /// Parse a JSON field name; the `to_` prefix may be left out (`start`, `prev`, …) and `-`
+    /// may stand for `_`. The names of format version 1, `to_cls` and `to_sep` (`cls`, `sep`),
+    /// still mean the start and end shares.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+        let norm = match norm.as_str() {
+            "to_cls" | "cls" => "to_start".to_string(),
+            "to_sep" | "sep" => "to_end".to_string(),
+            _ => norm,
+        };
         Stat::ALL
             .into_iter()
             .find(|st| st.name() == norm || st.name().strip_prefix("to_") == Some(norm.as_str()))
@@ -245,33 +260,70 @@ impl FromStr for Stat {
     }
 }
 
-/// Which keys are [CLS], [SEP] or punctuation, by index.
+/// Which keys are the sequence start, the separator/end tokens or punctuation, by index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyClasses {
-    /// Units that are the special token `[CLS]`.
-    pub cls: Vec<usize>,
-    /// Units that are the special token `[SEP]`.
-    pub sep: Vec<usize>,
-    /// Non-special units whose label is all punctuation.
+    /// Key units whose role is [`Role::Start`].
+    pub start: Vec<usize>,
+    /// Key units whose role is [`Role::End`].
+    pub end: Vec<usize>,
+    /// Ordinary key units whose text is all punctuation.
     pub punct: Vec<usize>,
 }
 
 impl KeyClasses {
-    /// Classify the units of `att` by label: a special unit labelled `[CLS]` or `[SEP]`, or a
-    /// non-special unit made only of punctuation characters (see [`is_punctuation`]).
+    /// Classify the key units of `att` by role, and ordinary ones by the text they stand for
+    /// (their surface, or their label where there is none): punctuation when every character is
+    /// (see [`is_punctuation`]).
     pub fn of(att: &Attention) -> Self {
+        let keys = att.keys();
         let mut classes = KeyClasses::default();
-        for (i, (label, &special)) in att.tokens.iter().zip(&att.special).enumerate() {
-            match (special, label.as_str()) {
-                (true, "[CLS]") => classes.cls.push(i),
-                (true, "[SEP]") => classes.sep.push(i),
-                (false, l) if !l.is_empty() && l.chars().all(is_punctuation) => {
-                    classes.punct.push(i)
+        for i in 0..keys.len() {
+            match keys.roles[i] {
+                Role::Start => classes.start.push(i),
+                Role::End => classes.end.push(i),
+                r if r.is_special() => {}
+                _ => {
+                    let text = if keys.surfaces[i].is_empty() {
+                        keys.labels[i].as_str()
+                    } else {
+                        keys.surfaces[i].trim()
+                    };
+                    if !text.is_empty() && text.chars().all(is_punctuation) {
+                        classes.punct.push(i);
+                    }
                 }
-                _ => {}
             }
         }
         classes
+    }
+}
+
+/// How the rows of a head's matrix relate to its columns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Geometry {
+    /// Queries and keys are the same units (self-attention): position statistics are defined.
+    pub square: bool,
+    /// Under a causal mask, how many keys each query sees; `None`: all of them.
+    pub visible: Option<Vec<usize>>,
+}
+
+impl Geometry {
+    /// The geometry of `att`'s matrices.
+    pub fn of(att: &Attention) -> Self {
+        Geometry {
+            square: att.is_square(),
+            visible: (att.mask == MaskKind::Causal)
+                .then(|| (0..att.n_queries()).map(|q| att.visible_keys(q)).collect()),
+        }
+    }
+
+    /// A square bidirectional matrix (BERT's self-attention).
+    pub fn square() -> Self {
+        Geometry {
+            square: true,
+            visible: None,
+        }
     }
 }
 
@@ -284,35 +336,52 @@ pub fn is_punctuation(c: char) -> bool {
 /// Statistics of every head of `att`, `[layer][head]`, computed in parallel.
 pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
     let classes = KeyClasses::of(att);
-    let n = att.len();
+    let geometry = Geometry::of(att);
+    let nk = att.n_keys();
     let heads = att.heads();
     let flat: Vec<HeadStats> = (0..att.layers() * heads)
         .into_par_iter()
-        .map(|i| matrix_stats(att.head(i / heads, i % heads), n, &classes))
+        .map(|i| matrix_stats(att.head(i / heads, i % heads), nk, &classes, &geometry))
         .collect();
     flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
 }
 
-/// Statistics of one `n × n` row-major attention matrix (row = query).
-pub fn matrix_stats(matrix: &[f32], n: usize, keys: &KeyClasses) -> HeadStats {
+/// Statistics of one row-major attention matrix of `nk` columns (row = query), with the key
+/// classes and geometry of its attention.
+pub fn matrix_stats(
+    matrix: &[f32],
+    nk: usize,
+    keys: &KeyClasses,
+    geometry: &Geometry,
+) -> HeadStats {
+    let nq = matrix.len().checked_div(nk).unwrap_or(0);
+    let n = nk;
     let mut sum = [0f64; 9];
     let mut rows = 0usize;
-    for q in 0..n {
+    // Causal: the normalised entropy's mean over rows that see more than one key.
+    let (mut norm_sum, mut norm_rows) = (0f64, 0usize);
+    for q in 0..nq {
         let row = &matrix[q * n..(q + 1) * n];
         let [mass, entropy, distance] = row_moments(row, q);
         if mass <= 0.0 {
             continue;
         }
         rows += 1;
+        if let Some(visible) = &geometry.visible {
+            if visible[q] > 1 {
+                norm_sum += entropy / (visible[q] as f64).ln();
+                norm_rows += 1;
+            }
+        }
         let share = |idx: &[usize]| idx.iter().map(|&k| row[k] as f64).sum::<f64>();
         let at = |k: Option<usize>| k.filter(|&k| k < n).map_or(0.0, |k| row[k] as f64);
         let values = [
             entropy,
             distance,
-            share(&keys.cls),
-            share(&keys.sep),
+            share(&keys.start),
+            share(&keys.end),
             share(&keys.punct),
-            row[q] as f64,
+            at(Some(q)),
             at(q.checked_sub(1)),
             at(Some(q + 1)),
         ];
@@ -321,21 +390,25 @@ pub fn matrix_stats(matrix: &[f32], n: usize, keys: &KeyClasses) -> HeadStats {
         }
     }
     let mean = |i: usize| if rows > 0 { sum[i] / rows as f64 } else { 0.0 };
+    // Position statistics need queries and keys to be the same units.
+    let positional = |i: usize| if geometry.square { mean(i) } else { f64::NAN };
     let entropy = mean(0);
+    let entropy_norm = match &geometry.visible {
+        Some(_) if norm_rows > 0 => norm_sum / norm_rows as f64,
+        Some(_) => 0.0,
+        None if n > 1 => entropy / (n as f64).ln(),
+        None => 0.0,
+    };
     let mut stats = HeadStats {
         entropy,
-        entropy_norm: if n > 1 {
-            entropy / (n as f64).ln()
-        } else {
-            0.0
-        },
-        distance: mean(1),
-        to_cls: mean(2),
-        to_sep: mean(3),
+        entropy_norm,
+        distance: positional(1),
+        to_start: mean(2),
+        to_end: mean(3),
         to_punct: mean(4),
-        to_self: mean(5),
-        to_prev: mean(6),
-        to_next: mean(7),
+        to_self: positional(5),
+        to_prev: positional(6),
+        to_next: positional(7),
         rows,
         label: HeadLabel::None,
     };
@@ -437,7 +510,7 @@ mod tests {
 
     #[test]
     fn uniform_attention_is_broad_with_entropy_ln_n() {
-        let s = matrix_stats(&uniform(8), 8, &KeyClasses::default());
+        let s = matrix_stats(&uniform(8), 8, &KeyClasses::default(), &Geometry::square());
         assert!((s.entropy - 8f64.ln()).abs() < 1e-6);
         assert!((s.entropy_norm - 1.0).abs() < 1e-6);
         assert_eq!(s.label, HeadLabel::Broad);
@@ -455,12 +528,12 @@ mod tests {
             next[q * n + (q + 1).min(n - 1)] = 1.0;
         }
         let keys = KeyClasses::default();
-        let p = matrix_stats(&prev, n, &keys);
+        let p = matrix_stats(&prev, n, &keys, &Geometry::square());
         assert!((p.to_prev - 5.0 / 6.0).abs() < 1e-12);
         assert!((p.to_self - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(p.entropy, 0.0);
         assert_eq!(p.label, HeadLabel::PositionalPrevious);
-        let x = matrix_stats(&next, n, &keys);
+        let x = matrix_stats(&next, n, &keys, &Geometry::square());
         assert!((x.to_next - 5.0 / 6.0).abs() < 1e-12);
         assert_eq!(x.label, HeadLabel::PositionalNext);
     }
@@ -469,24 +542,24 @@ mod tests {
     fn all_on_cls_is_a_sink_and_zero_rows_are_skipped() {
         let att = synthetic(&["[CLS]", "hello", ",", "world", "[SEP]"], 1, 1);
         let keys = KeyClasses::of(&att);
-        assert_eq!(keys.cls, [0]);
-        assert_eq!(keys.sep, [4]);
+        assert_eq!(keys.start, [0]);
+        assert_eq!(keys.end, [4]);
         assert_eq!(keys.punct, [2]);
         let n = 5;
         let mut m = vec![0f32; n * n];
         for q in 0..4 {
             m[q * n] = 1.0;
         }
-        let s = matrix_stats(&m, n, &keys);
+        let s = matrix_stats(&m, n, &keys, &Geometry::square());
         assert_eq!(s.rows, 4);
-        assert_eq!(s.to_cls, 1.0);
+        assert_eq!(s.to_start, 1.0);
         assert!((s.distance - 1.5).abs() < 1e-12); // (0 + 1 + 2 + 3) / 4
         assert_eq!(s.label, HeadLabel::SpecialSink);
     }
 
     #[test]
     fn labels_follow_rule_order() {
-        let base = matrix_stats(&uniform(4), 4, &KeyClasses::default());
+        let base = matrix_stats(&uniform(4), 4, &KeyClasses::default(), &Geometry::square());
         let with = |f: fn(&mut HeadStats)| {
             let mut s = base;
             f(&mut s);
@@ -495,16 +568,16 @@ mod tests {
         assert_eq!(with(|_| {}), HeadLabel::Broad);
         assert_eq!(
             with(|s| {
-                s.to_cls = 0.4;
-                s.to_sep = 0.2
+                s.to_start = 0.4;
+                s.to_end = 0.2
             }),
             HeadLabel::Broad
         );
         assert_eq!(
             with(|s| {
                 s.entropy_norm = 0.5;
-                s.to_cls = 0.4;
-                s.to_sep = 0.2
+                s.to_start = 0.4;
+                s.to_end = 0.2
             }),
             HeadLabel::SpecialSink
         );
@@ -553,6 +626,9 @@ mod tests {
             assert_eq!(s.name().parse::<Stat>().unwrap(), s);
         }
         assert_eq!("prev".parse::<Stat>().unwrap(), Stat::ToPrev);
+        // Version 1's names still work.
+        assert_eq!("to_cls".parse::<Stat>().unwrap(), Stat::ToStart);
+        assert_eq!("sep".parse::<Stat>().unwrap(), Stat::ToEnd);
         assert_eq!("Entropy-Norm".parse::<Stat>().unwrap(), Stat::EntropyNorm);
         assert!("bogus".parse::<Stat>().is_err());
     }
@@ -563,6 +639,73 @@ mod tests {
         let stats = head_stats(&att);
         assert_eq!((stats.len(), stats[0].len()), (2, 3));
         let keys = KeyClasses::of(&att);
-        assert_eq!(stats[1][2], matrix_stats(att.head(1, 2), 5, &keys));
+        assert_eq!(
+            stats[1][2],
+            matrix_stats(att.head(1, 2), 5, &keys, &Geometry::square())
+        );
+    }
+
+    #[test]
+    fn start_and_end_shares_follow_roles_whatever_the_labels() {
+        // RoBERTa-style labels, and GPT-2 style with none: the same roles give the same classes.
+        let roberta = synthetic(&["<s>", "ĠHello", ",", "Ġworld", "</s>"], 1, 1);
+        let keys = KeyClasses::of(&roberta);
+        assert_eq!(
+            (keys.start, keys.end, keys.punct),
+            (vec![0], vec![4], vec![2])
+        );
+        let gpt2 = synthetic(&["ĠHello", "Ġ,", "Ġworld"], 1, 1);
+        let keys = KeyClasses::of(&gpt2);
+        assert!(keys.start.is_empty() && keys.end.is_empty());
+        assert_eq!(
+            keys.punct,
+            [1],
+            "a byte-level comma with its space is punctuation"
+        );
+        // An ordinary token labelled like a special token is not one.
+        let mut att = synthetic(&["[CLS]", "a", "[SEP]"], 1, 1);
+        let mut units = att.queries().clone();
+        units.roles[2] = Role::Word;
+        att = att
+            .derive(att.level, false, units, None, att.weights().to_vec())
+            .unwrap();
+        assert!(KeyClasses::of(&att).end.is_empty());
+    }
+
+    #[test]
+    fn causal_rows_normalise_entropy_by_what_they_see() {
+        // Uniform over the visible keys: every row (but the first, which sees one key) has
+        // normalised entropy 1.
+        let n = 5;
+        let mut m = vec![0f32; n * n];
+        for q in 0..n {
+            for k in 0..=q {
+                m[q * n + k] = 1.0 / (q + 1) as f32;
+            }
+        }
+        let geometry = Geometry {
+            square: true,
+            visible: Some((1..=n).collect()),
+        };
+        let s = matrix_stats(&m, n, &KeyClasses::default(), &geometry);
+        assert!((s.entropy_norm - 1.0).abs() < 1e-6, "{}", s.entropy_norm);
+        // Bidirectionally the same matrix is far from uniform.
+        let b = matrix_stats(&m, n, &KeyClasses::default(), &Geometry::square());
+        assert!(b.entropy_norm < 0.7, "{}", b.entropy_norm);
+        assert_eq!(s.entropy, b.entropy);
+    }
+
+    #[test]
+    fn cross_attention_has_no_position_statistics() {
+        let geometry = Geometry {
+            square: false,
+            visible: None,
+        };
+        // 2 queries over 3 keys.
+        let m = [0.5, 0.5, 0.0, 0.0, 0.0, 1.0];
+        let s = matrix_stats(&m, 3, &KeyClasses::default(), &geometry);
+        assert_eq!(s.rows, 2);
+        assert!(s.distance.is_nan() && s.to_prev.is_nan() && s.to_self.is_nan());
+        assert!((s.entropy - 2f64.ln() / 2.0).abs() < 1e-6);
     }
 }

@@ -48,9 +48,9 @@ pub struct CorpusStats {
     pub pairs: u64,
     /// Of which truncated to the model's maximum (`--truncate`).
     pub truncated: u64,
-    /// Word-piece tokens, [CLS]/[SEP] included, over all sentences.
+    /// Tokens, special tokens included, over all sentences.
     pub tokens: u64,
-    /// Units of the analysed view (tokens, or words with `--words`; without [CLS]/[SEP] with
+    /// Units of the analysed view (tokens, or words with `--words`; without the special tokens with
     /// `--no-special`) over all sentences.
     pub units: u64,
 }
@@ -197,8 +197,8 @@ impl CorpusStats {
                             entropy: v(0),
                             entropy_norm: v(1),
                             distance: v(2),
-                            to_cls: v(3),
-                            to_sep: v(4),
+                            to_start: v(3),
+                            to_end: v(4),
                             to_punct: v(5),
                             to_self: v(6),
                             to_prev: v(7),
@@ -224,8 +224,8 @@ mod tests {
             entropy: v,
             entropy_norm: v / 10.0,
             distance: 2.0 * v,
-            to_cls: 0.1,
-            to_sep: v / 100.0,
+            to_start: 0.1,
+            to_end: v / 100.0,
             to_punct: 0.0,
             to_self: 0.3,
             to_prev: 0.6,
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(m.label, HeadLabel::PositionalPrevious);
         let s = &acc.sd_per_sentence()[0][0];
         assert!((s.entropy - sd).abs() < 1e-12);
-        assert!(s.to_cls.abs() < 1e-9, "constant statistic has sd 0");
+        assert!(s.to_start.abs() < 1e-9, "constant statistic has sd 0");
         let w = &acc.mean_per_row()[0][0];
         assert!((w.entropy - weighted).abs() < 1e-14);
         assert_eq!(acc.sentences, 3);

@@ -1,23 +1,18 @@
 //! Reading the corpus one line at a time, and telling good lines from bad ones.
 //!
-//! Lines are read as bytes with a cap ([`MAX_LINE_BYTES`]), so a huge line (or a binary file
-//! without newlines) never sits whole in memory. A line ends at `\n`; a `\r` before it and a
-//! UTF-8 byte-order mark at the start of line 1 are dropped.
+//! Lines are read as bytes with a cap (the model's [`crate::tokenize::byte_limit`]), so a huge
+//! line (or a binary file without newlines) never sits whole in memory. A line ends at `\n`; a
+//! `\r` before it and a UTF-8 byte-order mark at the start of line 1 are dropped.
 
 use std::fmt;
 use std::io::{self, BufRead};
-
-/// The longest line kept, in bytes. A longer line is reported as bad and its bytes beyond
-/// this are read and dropped. Far above what a BERT input needs (512 tokens of ordinary text
-/// are a few kilobytes), so only a mistake (a binary file, a file with no newlines) hits it.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// One line of input, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawLine {
     /// Line number, from 1.
     pub number: usize,
-    /// Its bytes without the line ending (at most [`MAX_LINE_BYTES`]).
+    /// Its bytes without the line ending (at most the reader's limit).
     pub bytes: Vec<u8>,
     /// Length of the whole line in bytes (more than `bytes.len()` when cut).
     pub len: usize,
@@ -27,12 +22,20 @@ pub struct RawLine {
 pub struct LineReader<R> {
     reader: R,
     number: usize,
+    max_bytes: usize,
 }
 
 impl<R: BufRead> LineReader<R> {
-    /// Read lines from `reader`.
-    pub fn new(reader: R) -> Self {
-        LineReader { reader, number: 0 }
+    /// Read lines from `reader`, keeping at most `max_bytes` of each: a longer line is
+    /// measured, its bytes beyond that read and dropped, and [`parse`] calls it bad. Far above
+    /// what a model input needs, so only a mistake (a binary file, a file with no newlines)
+    /// hits it.
+    pub fn new(reader: R, max_bytes: usize) -> Self {
+        LineReader {
+            reader,
+            number: 0,
+            max_bytes,
+        }
     }
 
     /// The next line; `None` at the end of the input. A read interrupted by a signal is
@@ -61,7 +64,7 @@ impl<R: BufRead> LineReader<R> {
             any = true;
             let newline = available.iter().position(|&b| b == b'\n');
             let chunk = &available[..newline.unwrap_or(available.len())];
-            let room = MAX_LINE_BYTES.saturating_sub(bytes.len());
+            let room = self.max_bytes.saturating_sub(bytes.len());
             bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
             len += chunk.len();
             let used = newline.map_or(chunk.len(), |i| i + 1);
@@ -71,7 +74,7 @@ impl<R: BufRead> LineReader<R> {
             }
         }
         self.number += 1;
-        if len <= MAX_LINE_BYTES && bytes.last() == Some(&b'\r') {
+        if len <= self.max_bytes && bytes.last() == Some(&b'\r') {
             bytes.pop();
             len -= 1;
         }
@@ -107,14 +110,16 @@ pub enum BadLine {
         /// Byte offset (0-based) of the first invalid byte.
         at: usize,
     },
-    /// Longer than [`MAX_LINE_BYTES`].
+    /// Longer than the byte limit of the model ([`crate::tokenize::byte_limit`]).
     TooManyBytes {
         /// The line's length in bytes.
         len: usize,
+        /// The limit.
+        limit: usize,
     },
     /// More tokens than the model takes, and `--truncate` was not given.
     TooLong {
-        /// Tokens the line needs (with [CLS]/[SEP]).
+        /// Tokens the line needs (with the special tokens).
         tokens: usize,
         /// The model's maximum.
         max: usize,
@@ -158,9 +163,10 @@ impl fmt::Display for BadLine {
                 "{count} tabs; a line holds one sentence, or two separated by one tab"
             ),
             BadLine::InvalidUtf8 { at } => write!(f, "not valid UTF-8 (byte {})", at + 1),
-            BadLine::TooManyBytes { len } => write!(
+            BadLine::TooManyBytes { len, limit } => write!(
                 f,
-                "{len} bytes long, over the limit of {MAX_LINE_BYTES} bytes per line"
+                "{len} bytes long, over the limit of {limit} bytes per line for this model \
+                 (even with --truncate); split it"
             ),
             BadLine::TooLong { tokens, max } => write!(
                 f,
@@ -186,10 +192,13 @@ pub struct Sentence<'a> {
 }
 
 /// Split a line into a sentence or a tab-separated pair, or say why it is bad. Checks
-/// everything that needs no tokenizer.
-pub fn parse(line: &RawLine) -> Result<Sentence<'_>, BadLine> {
-    if line.len > MAX_LINE_BYTES {
-        return Err(BadLine::TooManyBytes { len: line.len });
+/// everything that needs no tokenizer; a line over `max_bytes` is bad.
+pub fn parse(line: &RawLine, max_bytes: usize) -> Result<Sentence<'_>, BadLine> {
+    if line.len > max_bytes {
+        return Err(BadLine::TooManyBytes {
+            len: line.len,
+            limit: max_bytes,
+        });
     }
     let text = std::str::from_utf8(&line.bytes).map_err(|e| BadLine::InvalidUtf8 {
         at: e.valid_up_to(),
@@ -217,8 +226,10 @@ pub fn parse(line: &RawLine) -> Result<Sentence<'_>, BadLine> {
 mod tests {
     use super::*;
 
+    const LIMIT: usize = 1000;
+
     fn read_all(input: &[u8]) -> Vec<RawLine> {
-        let mut r = LineReader::new(io::BufReader::with_capacity(7, input));
+        let mut r = LineReader::new(io::BufReader::with_capacity(7, input), LIMIT);
         let mut out = Vec::new();
         while let Some(l) = r.next_line(|| false).unwrap() {
             out.push(l);
@@ -246,20 +257,24 @@ mod tests {
 
     #[test]
     fn an_overlong_line_is_cut_in_memory_but_measured() {
-        let mut input = vec![b'a'; MAX_LINE_BYTES + 10];
+        let mut input = vec![b'a'; LIMIT + 10];
         input.extend_from_slice(b"\nnext\n");
         let lines = read_all(&input);
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0].bytes.len(), MAX_LINE_BYTES);
-        assert_eq!(lines[0].len, MAX_LINE_BYTES + 10);
+        assert_eq!(lines[0].bytes.len(), LIMIT);
+        assert_eq!(lines[0].len, LIMIT + 10);
         assert_eq!(
-            parse(&lines[0]),
+            parse(&lines[0], LIMIT),
             Err(BadLine::TooManyBytes {
-                len: MAX_LINE_BYTES + 10
+                len: LIMIT + 10,
+                limit: LIMIT
             })
         );
         assert_eq!(lines[1].bytes, b"next");
         assert_eq!(lines[1].number, 2);
+        // Exactly at the limit is fine.
+        let lines = read_all(&vec![b'a'; LIMIT]);
+        assert!(parse(&lines[0], LIMIT).is_ok());
     }
 
     fn raw(bytes: &[u8]) -> RawLine {
@@ -273,32 +288,35 @@ mod tests {
     #[test]
     fn parse_sorts_good_and_bad_lines() {
         assert_eq!(
-            parse(&raw(b"The cat sat.")),
+            parse(&raw(b"The cat sat."), LIMIT),
             Ok(Sentence {
                 text: "The cat sat.",
                 pair: None
             })
         );
         assert_eq!(
-            parse(&raw(b"A.\tB.")),
+            parse(&raw(b"A.\tB."), LIMIT),
             Ok(Sentence {
                 text: "A.",
                 pair: Some("B.")
             })
         );
-        assert_eq!(parse(&raw(b"")), Err(BadLine::Empty));
-        assert_eq!(parse(&raw(b" \t ")), Err(BadLine::Empty));
+        assert_eq!(parse(&raw(b""), LIMIT), Err(BadLine::Empty));
+        assert_eq!(parse(&raw(b" \t "), LIMIT), Err(BadLine::Empty));
         assert_eq!(
-            parse(&raw(b"\tB.")),
+            parse(&raw(b"\tB."), LIMIT),
             Err(BadLine::EmptyPart { which: "first" })
         );
         assert_eq!(
-            parse(&raw(b"A.\t  ")),
+            parse(&raw(b"A.\t  "), LIMIT),
             Err(BadLine::EmptyPart { which: "second" })
         );
-        assert_eq!(parse(&raw(b"a\tb\tc")), Err(BadLine::Tabs { count: 2 }));
         assert_eq!(
-            parse(&raw(b"caf\xC3\xA9 \xFF")),
+            parse(&raw(b"a\tb\tc"), LIMIT),
+            Err(BadLine::Tabs { count: 2 })
+        );
+        assert_eq!(
+            parse(&raw(b"caf\xC3\xA9 \xFF"), LIMIT),
             Err(BadLine::InvalidUtf8 { at: 6 })
         );
         assert_eq!(

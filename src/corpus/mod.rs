@@ -11,7 +11,8 @@
 //!   flight, so memory does not grow with the corpus.
 //! - Bad lines are reported on stderr with their line number and skipped, or, with
 //!   `--on-bad-line stop`, end the run after the lines before them are done. Either way, and on
-//!   Ctrl-C, `corpus_stats.json` is written for what was processed.
+//!   a first Ctrl-C, `corpus_stats.json` is written for what was processed. A second Ctrl-C (or
+//!   SIGTERM) ends the run at once and removes its unfinished files ([`crate::cleanup`]).
 
 mod accumulate;
 mod interrupt;
@@ -29,12 +30,14 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
 
-use crate::analysis::{self, AnalysisError, HeadStats, StatsSection, ViewOptions};
-use crate::cli::{Args, OnBadLine, PerSentence};
+use crate::analysis::Stat;
+use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::model::{self, Model};
-use crate::output::{AtomicFile, OutputError};
-use crate::render::json::{write_json, JsonOptions};
+use crate::output::{write_output_unsynced, OutputError};
+use crate::render::json::JsonSection;
+use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
+use crate::render::ColorChoice;
 use crate::tokenize::{self, Encoded};
 
 pub use accumulate::{CorpusStats, SentenceCounts};
@@ -61,9 +64,6 @@ pub enum CorpusError {
     /// Building the word-level or special-excluded view.
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
-    /// Flags that don't go with corpus mode.
-    #[error("{0}")]
-    Usage(String),
     /// The input cannot be opened or read.
     #[error("cannot read {path}: {source}")]
     Input {
@@ -116,6 +116,76 @@ pub enum CorpusError {
     },
 }
 
+/// What to do with a bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnBadLine {
+    /// Report it with its line number and go on.
+    #[default]
+    Skip,
+    /// Report it and stop; what was written stays, and corpus_stats.json covers it.
+    Stop,
+}
+
+crate::choice!(OnBadLine {
+    Skip => ("skip", "Report it with its line number and go on"),
+    Stop => ("stop", "Report it and stop; what was written stays, and corpus_stats.json covers it"),
+});
+
+/// An output written for each sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerSentence {
+    /// The JSON export with its statistics, as --json writes it (sentences/000042.json).
+    Json,
+    /// No per-sentence files, only the corpus statistics.
+    None,
+}
+
+crate::choice!(PerSentence {
+    Json => ("json", "The JSON export with its statistics, as --json writes it (sentences/000042.json)"),
+    None => ("none", "No per-sentence files, only the corpus statistics"),
+});
+
+impl PerSentence {
+    /// The name on the command line.
+    pub fn as_str(self) -> &'static str {
+        crate::choice::Choice::name(self)
+    }
+}
+
+/// One corpus run as a front end asks for it, its flags already checked (the command line's
+/// plan step): which model, which input and folder, and how to report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CorpusJob {
+    /// Hub repo id or local folder of the model.
+    pub model: String,
+    /// Hub revision.
+    pub revision: String,
+    /// The input file, `-` for standard input.
+    pub input: PathBuf,
+    /// The output folder.
+    pub out_dir: PathBuf,
+    /// Per-sentence outputs, without duplicates; empty for none.
+    pub per_sentence: Vec<PerSentence>,
+    /// Skip bad lines, or stop at the first.
+    pub on_bad_line: OnBadLine,
+    /// Truncate lines longer than the model takes instead of calling them bad.
+    pub truncate: bool,
+    /// Word level and/or special tokens excluded.
+    pub view: ViewOptions,
+    /// Number format of the JSON exports.
+    pub json: JsonOptions,
+    /// Optional sections of the JSON exports.
+    pub json_include: Vec<JsonSection>,
+    /// Replace an earlier run's files in `out_dir`.
+    pub force: bool,
+    /// Print neither the statistics table nor the summary line.
+    pub quiet: bool,
+    /// The statistic the table shows as a heatmap; `None`: the overview.
+    pub stat: Option<Stat>,
+    /// Colour in the table.
+    pub color: ColorChoice,
+}
+
 /// What a corpus run does, apart from the model and the input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CorpusOptions {
@@ -133,6 +203,8 @@ pub struct CorpusOptions {
     pub view: ViewOptions,
     /// Number format of the JSON exports.
     pub json: JsonOptions,
+    /// Optional sections of the JSON exports (`--json-include`).
+    pub json_include: Vec<JsonSection>,
     /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
     /// physical cores).
     pub threads: Option<usize>,
@@ -217,50 +289,46 @@ pub struct Outcome {
     pub summary_path: PathBuf,
 }
 
-/// `--input FILE --out-dir DIR`: check the flags, load the model once, process every line,
-/// print the averaged statistics table on stdout and a one-line summary on stderr (neither with
-/// `--quiet`; warnings about bad lines are always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
-pub fn run(args: &Args) -> Result<(), CorpusError> {
-    check_flags(args)?;
-    let input = args.input.clone().unwrap_or_default();
-    let out_dir = args
-        .out_dir
-        .clone()
-        .ok_or_else(|| CorpusError::Usage("--input needs --out-dir DIR for its outputs".into()))?;
+/// Run `job` (flags already checked by the command line's plan step): load the model once with
+/// `threads` workers, process every line, print the averaged statistics table on stdout and a
+/// one-line summary on stderr (neither with `quiet`; warnings about bad lines are always
+/// printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
+pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
+    let input = &job.input;
+    let out_dir = job.out_dir.clone();
     let from_stdin = input.as_os_str() == "-";
     let input_name = input.display().to_string();
     let reader: Box<dyn BufRead + Send> = if from_stdin {
         Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
     } else {
-        let file = File::open(&input).map_err(|source| CorpusError::Input {
+        let file = File::open(input).map_err(|source| CorpusError::Input {
             path: input_name.clone(),
             source,
         })?;
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
-    let per_sentence = normalise_per_sentence(&args.per_sentence)?;
+    let per_sentence = job.per_sentence.clone();
     prepare_out_dir(&out_dir, &per_sentence)?;
     let progress = io::stderr().is_terminal();
     let total_lines = if progress && !from_stdin {
-        count_lines(&input).ok()
+        count_lines(input).ok()
     } else {
         None
     };
-    let model = Model::load(&args.model, &args.revision)?;
+    let model = Model::load(&job.model, &job.revision)?;
+    if job.force {
+        remove_earlier_run(&out_dir)?;
+    }
     let opts = CorpusOptions {
         input_name,
         out_dir,
         per_sentence,
-        on_bad_line: args.on_bad_line,
-        truncate: args.truncate,
-        view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
-        },
-        json: JsonOptions {
-            full_precision: args.full_precision,
-        },
-        threads: args.threads,
+        on_bad_line: job.on_bad_line,
+        truncate: job.truncate,
+        view: job.view,
+        json: job.json,
+        json_include: job.json_include.clone(),
+        threads: Some(threads),
         progress,
         total_lines,
     };
@@ -269,11 +337,12 @@ pub fn run(args: &Args) -> Result<(), CorpusError> {
     interrupt::uninstall();
     let outcome = outcome?;
 
-    if !args.quiet {
+    if !job.quiet {
         if outcome.stats.sentences > 0 {
-            print_table(&outcome, args)?;
+            print_table(&outcome, job, &model)?;
         }
-        eprintln!("{}", summary_line(&outcome, &opts));
+        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
+        let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
     }
     end_to_result(&outcome, &opts)
 }
@@ -310,7 +379,7 @@ fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Se
     let acc = Mutex::new(CorpusStats::new(info.layers, info.heads));
     let abort = AtomicBool::new(false);
     let mut feed = Feed {
-        lines: LineReader::new(input),
+        lines: LineReader::new(input, tokenize::byte_limit(model.max_positions())),
         model,
         opts,
         log: &log,
@@ -438,7 +507,8 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
 impl<R> Feed<'_, R> {
     /// Parse and tokenize a line, or say why it cannot be used.
     fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
-        let sentence = lines::parse(raw)?;
+        let limit = tokenize::byte_limit(self.model.max_positions());
+        let sentence = lines::parse(raw, limit)?;
         if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
         }
@@ -455,6 +525,9 @@ impl<R> Feed<'_, R> {
                 tokenize::Error::Empty { .. } => BadLine::Empty,
                 tokenize::Error::NoTokens { .. } => BadLine::NoTokens,
                 tokenize::Error::TooLong { tokens, max } => BadLine::TooLong { tokens, max },
+                tokenize::Error::TooManyBytes { bytes, limit, .. } => {
+                    BadLine::TooManyBytes { len: bytes, limit }
+                }
                 other => BadLine::Tokenizer(other.to_string()),
             })?;
         if let Some(from) = encoded.truncated_from {
@@ -526,9 +599,18 @@ impl Worker<'_> {
                 other => other?,
             };
         let tokens = encoding.attention.len();
-        let view = analysis::view(&encoding.attention, self.opts.view)?;
-        let stats = analysis::head_stats(&view);
-        self.write_outputs(item.line, &view, &stats)?;
+        // The means and rollout only when the JSON carries them (the rollout costs L·n³).
+        let (view, analysis) = if self.opts.json_include.is_empty() {
+            (analysis::view(&encoding.attention, self.opts.view)?, None)
+        } else {
+            let (view, a) = Analysis::compute_view(&encoding.attention, self.opts.view)?;
+            (view, Some(a))
+        };
+        let stats = match &analysis {
+            Some(a) => a.stats.clone(),
+            None => analysis::head_stats(&view),
+        };
+        self.write_outputs(item.line, &view, &stats, analysis.as_ref())?;
         let counts = SentenceCounts {
             pair: counts_pair,
             truncated,
@@ -548,6 +630,7 @@ impl Worker<'_> {
         line: usize,
         view: &crate::Attention,
         stats: &[Vec<HeadStats>],
+        analysis: Option<&Analysis>,
     ) -> Result<(), CorpusError> {
         for kind in &self.opts.per_sentence {
             match kind {
@@ -555,8 +638,10 @@ impl Worker<'_> {
                     let path = sentence_path(&self.opts.out_dir, line, "json");
                     let section = serde_json::to_value(StatsSection::new(stats))
                         .expect("statistics serialise");
-                    write_unsynced(&path, |w| {
-                        write_json(view, &[("stats", section)], self.opts.json, w)
+                    let sections =
+                        json_sections(&self.opts.json_include, analysis).unwrap_or_default();
+                    write_output_unsynced(&path, |w| {
+                        write_json_with(view, &[("stats", section)], &sections, self.opts.json, w)
                     })?;
                 }
                 PerSentence::None => {}
@@ -570,19 +655,6 @@ impl Worker<'_> {
 /// digits, so names sort in line order up to 999,999 lines).
 pub fn sentence_path(out_dir: &Path, line: usize, ext: &str) -> PathBuf {
     out_dir.join(SENTENCES_DIR).join(format!("{line:06}.{ext}"))
-}
-
-/// Write `path` atomically without a sync per file (see [`AtomicFile::commit_unsynced`]).
-fn write_unsynced(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> Result<(), OutputError> {
-    let mut file = AtomicFile::create(path)?;
-    write(&mut file).map_err(|source| OutputError {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    file.commit_unsynced()
 }
 
 /// The progress bar, and messages that don't tear it.
@@ -617,53 +689,16 @@ impl Log {
 
     /// A line on stderr, above the bar when there is one.
     fn message(&self, msg: &str) {
+        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
+        let print = || {
+            let _ = writeln!(io::stderr(), "{msg}");
+        };
         if self.bar.is_hidden() {
-            eprintln!("{msg}");
+            print();
         } else {
-            self.bar.suspend(|| eprintln!("{msg}"));
+            self.bar.suspend(print);
         }
     }
-}
-
-/// Flags that make no sense with `--input` get a clear error instead of being ignored.
-fn check_flags(args: &Args) -> Result<(), CorpusError> {
-    let single: [(&str, bool); 6] = [
-        ("--json", args.json.is_some()),
-        ("--png", args.png.is_some()),
-        ("--svg", args.svg.is_some()),
-        ("--html", args.html.is_some()),
-        ("--report", args.report.is_some()),
-        ("--neuron", args.neuron),
-    ];
-    if let Some((flag, _)) = single.iter().find(|(_, set)| *set) {
-        return Err(CorpusError::Usage(format!(
-            "{flag} is for a single input; with --input, per-sentence outputs go into --out-dir \
-             (choose them with --per-sentence)"
-        )));
-    }
-    if args.threads == Some(0) {
-        return Err(CorpusError::Usage("--threads must be at least 1".into()));
-    }
-    Ok(())
-}
-
-/// Drop duplicates; `none` alone means no per-sentence files, and cannot be combined.
-fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, CorpusError> {
-    let mut out: Vec<PerSentence> = Vec::new();
-    for kind in list {
-        if !out.contains(kind) {
-            out.push(*kind);
-        }
-    }
-    if out.contains(&PerSentence::None) {
-        if out.len() > 1 {
-            return Err(CorpusError::Usage(
-                "--per-sentence none cannot be combined with other outputs".into(),
-            ));
-        }
-        return Ok(Vec::new());
-    }
-    Ok(out)
 }
 
 fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), CorpusError> {
@@ -681,6 +716,40 @@ fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), C
     if !per_sentence.is_empty() {
         let dir = out_dir.join(SENTENCES_DIR);
         fs::create_dir_all(&dir).map_err(err(&dir))?;
+    }
+    Ok(())
+}
+
+/// How many entries `DIR/sentences/` holds (an earlier run's outputs; the app layer refuses
+/// to mix two runs unless `--force`).
+pub fn earlier_run_files(out_dir: &Path) -> usize {
+    fs::read_dir(out_dir.join(SENTENCES_DIR)).map_or(0, |rd| rd.count())
+}
+
+/// `--force`: remove an earlier run's per-sentence files (named by line number, as this mode
+/// writes them, or its temporary files) and its summary. Anything else in the folder stays.
+fn remove_earlier_run(out_dir: &Path) -> Result<(), CorpusError> {
+    let dir = out_dir.join(SENTENCES_DIR);
+    let err = |path: PathBuf| move |source| CorpusError::OutDir { path, source };
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry.map_err(err(dir.clone()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = match name.split_once('.') {
+            Some((stem, _)) if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) => true,
+            Some(("", rest)) => rest.ends_with(".tmp"),
+            _ => false,
+        };
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            fs::remove_file(entry.path()).map_err(err(entry.path()))?;
+        }
+    }
+    let summary = out_dir.join(SUMMARY_FILE);
+    if summary.is_file() {
+        fs::remove_file(&summary).map_err(err(summary.clone()))?;
     }
     Ok(())
 }
@@ -703,7 +772,7 @@ fn count_lines(path: &Path) -> io::Result<u64> {
     Ok(lines + u64::from(last != b'\n'))
 }
 
-fn print_table(outcome: &Outcome, args: &Args) -> Result<(), CorpusError> {
+fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), CorpusError> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let n = outcome.stats.sentences;
@@ -714,7 +783,22 @@ fn print_table(outcome: &Outcome, args: &Args) -> Result<(), CorpusError> {
         if n == 1 { "" } else { "s" }
     )
     .and_then(|_| {
-        let opts = StatsTableOptions::for_stdout(args.stat, args.color);
+        let names = |role| {
+            let tokens = model.tokenizer().role_tokens(role);
+            if tokens.is_empty() {
+                "none".to_string()
+            } else {
+                tokens.join("/")
+            }
+        };
+        let opts = StatsTableOptions {
+            token_names: Some(format!(
+                "{}, {}",
+                names(crate::attention::Role::Start),
+                names(crate::attention::Role::End)
+            )),
+            ..StatsTableOptions::for_stdout(job.stat, job.color)
+        };
         write_stats_table(&outcome.stats.mean_per_sentence(), &opts, &mut out)
     })
     .and_then(|_| out.flush());
@@ -858,17 +942,5 @@ mod tests {
             fs::write(&p, text).unwrap();
             assert_eq!(count_lines(&p).unwrap(), want, "{text:?}");
         }
-    }
-
-    #[test]
-    fn per_sentence_none_stands_alone() {
-        assert_eq!(
-            normalise_per_sentence(&[PerSentence::Json, PerSentence::Json]).unwrap(),
-            [PerSentence::Json]
-        );
-        assert!(normalise_per_sentence(&[PerSentence::None])
-            .unwrap()
-            .is_empty());
-        assert!(normalise_per_sentence(&[PerSentence::None, PerSentence::Json]).is_err());
     }
 }

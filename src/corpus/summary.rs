@@ -8,13 +8,12 @@ use serde_json::{json, Map, Value};
 
 use super::{CorpusOptions, End, Outcome, SENTENCES_DIR};
 use crate::analysis::{HeadStats, Stat, StatsSection};
-use crate::cli::OnBadLine;
 use crate::model::Model;
 use crate::output::{write_output, OutputError};
 use crate::render::json::model_json;
 
 /// Version of the layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Write the summary of `outcome` to `path` (atomically, synced).
 pub fn write(
@@ -51,7 +50,7 @@ fn fields(model: &Model, opts: &CorpusOptions, outcome: &Outcome) -> Vec<(&'stat
                 "truncate": opts.truncate,
                 "full_precision": opts.json.full_precision,
                 "per_sentence": per_sentence,
-                "on_bad_line": match opts.on_bad_line { OnBadLine::Skip => "skip", OnBadLine::Stop => "stop" },
+                "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
             }),
         ),
         ("end", json!(end)),
@@ -134,7 +133,7 @@ fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
 /// each value compact (a `[layer][head]` grid on one line).
 fn write_fields(fields: &[(&str, Value)], w: &mut dyn Write) -> io::Result<()> {
     let compact =
-        |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::other);
+        |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::from);
     w.write_all(b"{")?;
     for (i, (name, value)) in fields.iter().enumerate() {
         w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;

@@ -21,6 +21,7 @@ pub mod distilbert;
 pub mod electra;
 pub mod encoder;
 pub mod family;
+pub mod gguf;
 pub mod kernels;
 pub mod layers;
 pub mod pickle;
@@ -32,7 +33,7 @@ pub mod weights;
 
 use std::path::Path;
 
-use crate::attention::{Attention, ModelInfo, QueryKey};
+use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
 pub use bert::BertConfig;
@@ -123,6 +124,8 @@ pub struct Encoding {
     pub hidden: Vec<f32>,
     /// Token count of the full input when it was truncated (`--truncate`); say so to the user.
     pub truncated_from: Option<usize>,
+    /// Whether the text was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
+    pub bytes_cut: bool,
 }
 
 /// A loaded model: its family's network with weights, its tokenizer and description.
@@ -169,6 +172,7 @@ impl Model {
             id: files.id.clone(),
             revision: files.revision.clone(),
             name: Some(source::display_name(files)),
+            family: arch.family.to_string(),
             layers: arch.layers,
             heads: arch.heads,
             hidden_size: arch.hidden_size,
@@ -331,6 +335,10 @@ impl Model {
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
+        // A text cut to the byte limit is recorded as analysed, not as given.
+        let limit = tokenize::byte_limit(self.max_positions());
+        let text = tokenize::cut_to_bytes(text, limit);
+        let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
         self.encode_tokens(text, pair, enc, opts.capture_query_key)
     }
 
@@ -345,28 +353,40 @@ impl Model {
     ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
-        let out = if self.architecture().tokenizer_types {
+        let arch = self.architecture();
+        let out = if arch.tokenizer_types {
             self.forward(&enc.ids, &enc.type_ids, capture_query_key)?
         } else {
             self.forward(&enc.ids, &vec![0; enc.ids.len()], capture_query_key)?
         };
+        let units = Units::tokens(
+            enc.tokens,
+            enc.ids,
+            enc.type_ids,
+            enc.segments,
+            enc.roles,
+            enc.word_ids,
+            enc.surfaces,
+        );
         let attention = Attention::new(
             self.info.clone(),
             text.to_string(),
             pair.map(str::to_string),
-            enc.tokens,
-            enc.ids,
-            enc.type_ids,
-            enc.special,
-            enc.word_ids,
+            units,
             out.weights,
-            out.query_key,
         )
+        // Mask and head map as the network computed them (one source: its Architecture).
+        .and_then(|a| {
+            a.with_mask(arch.mask)
+                .with_kv_heads(arch.kv_head.clone())?
+                .with_query_key(out.query_key)
+        })
         .map_err(|e| Error::Forward(e.to_string()))?;
         Ok(Encoding {
             attention,
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
+            bytes_cut: enc.bytes_cut,
         })
     }
 }

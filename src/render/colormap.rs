@@ -5,7 +5,34 @@
 //! we carry the published 256-entry tables instead (about 4 KB each as text).
 
 use super::colormap_tables as tables;
-use crate::cli::{Colormap, Theme};
+use crate::render::image::Theme;
+
+/// Colour maps for heatmaps (all perceptually uniform except greys, which is monotone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Colormap {
+    /// Blue-green-yellow (default).
+    #[default]
+    Viridis,
+    /// Black-purple-orange-white.
+    Magma,
+    /// Black-purple-orange-yellow.
+    Inferno,
+    /// Blue-purple-yellow.
+    Plasma,
+    /// Colour-blind friendly blue-yellow.
+    Cividis,
+    /// White to black (black to white in dark theme).
+    Greys,
+}
+
+crate::choice!(Colormap {
+    Viridis => ("viridis", "Blue-green-yellow (default)"),
+    Magma => ("magma", "Black-purple-orange-white"),
+    Inferno => ("inferno", "Black-purple-orange-yellow"),
+    Plasma => ("plasma", "Blue-purple-yellow"),
+    Cividis => ("cividis", "Colour-blind friendly blue-yellow"),
+    Greys => ("greys", "White to black (black to white in dark theme)"),
+});
 
 /// An sRGB colour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +82,7 @@ pub(crate) fn viridis(t: f32) -> Rgb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::ValueEnum;
+    use crate::choice::Choice;
 
     /// CIE L* (perceived lightness) of an sRGB colour.
     fn lightness(c: Rgb) -> f64 {
@@ -79,7 +106,7 @@ mod tests {
     fn every_map_is_monotone_in_lightness() {
         // The defining property of these maps: lightness rises steadily from low to high values
         // (falls, for Greys on a light background). A swapped, reversed or garbled table fails.
-        for &map in Colormap::value_variants() {
+        for &map in Colormap::ALL {
             for theme in [Theme::Light, Theme::Dark] {
                 let ramp = Ramp::new(map, theme);
                 let l: Vec<f64> = (0..=255)

@@ -11,9 +11,11 @@
 //! ```
 //! use attnviz::render::html::{write_html, HtmlOptions};
 //! # use attnviz::{Attention, ModelInfo};
-//! # let model = ModelInfo { id: "demo".into(), revision: None, name: None, layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
-//! # let att = Attention::new(model, "Hi".into(), None, vec!["[CLS]".into(), "hi".into()], vec![101, 7632],
-//! #     vec![0, 0], vec![true, false], vec![None, Some(0)], vec![0.5, 0.5, 0.25, 0.75], None).unwrap();
+//! # use attnviz::attention::{Role, Units};
+//! # let model = ModelInfo { id: "demo".into(), revision: None, name: None, family: "BERT".into(), layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
+//! # let units = Units::tokens(vec!["[CLS]".into(), "hi".into()], vec![101, 7632], vec![0, 0], vec![0, 0],
+//! #     vec![Role::Start, Role::Word], vec![None, Some(0)], vec![String::new(), "Hi".into()]);
+//! # let att = Attention::new(model, "Hi".into(), None, units, vec![0.5, 0.5, 0.25, 0.75]).unwrap();
 //! let mut page = Vec::new();
 //! write_html(&att, &HtmlOptions { neuron: false, ..HtmlOptions::default() }, &mut page)?;
 //! assert!(page.starts_with(b"<!DOCTYPE html>"));
@@ -44,13 +46,14 @@
 //! - [`ExtraMatrix`]es, `n × n` per layer (or one for the whole model), over the report's tokens,
 //!   e.g. attention rollout. The matrix view lists them next to "Mean over heads" (which the page
 //!   computes itself); they are stored in the payload like the attention (16-bit over their own
-//!   value range) and follow the page's word-merge and hide-`[CLS]`/`[SEP]` toggles like attention.
+//!   value range) and follow the page's word-merge and hide-special-tokens toggles like attention.
 //!
 //! The analysis engineer only supplies numbers; the page renders whatever is present.
 //!
 //! # Word level and special tokens
 //! The page merges word pieces (attention *to* a word is the sum over its pieces, *from* a word the
-//! mean over its pieces) and hides `[CLS]`/`[SEP]` (rows renormalised first) by itself, reversibly.
+//! mean over its pieces) and hides the special tokens (by role: `[CLS]`/`[SEP]`, `<s>`/`</s>`, …;
+//! rows renormalised first) by itself, reversibly.
 //! For `--words` / `--no-special`, pass the token-level attention and set [`HtmlOptions::words`] /
 //! [`HtmlOptions::hide_special`]. An already derived attention (word level, specials removed) also
 //! renders; the page then says so and its toggles and neuron view are off.
@@ -67,8 +70,11 @@ use base64::Engine;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::attention::Attention;
+use crate::attention::{
+    Attention, AttentionKind, HeadSel, MaskKind, Role, Selection, SelectionError,
+};
 use crate::output::{write_output, OutputError};
+use crate::render::fonts;
 
 use payload::{Dtype, Payload, Section, SectionMeta};
 
@@ -76,11 +82,13 @@ const TEMPLATE: &str = include_str!("../../templates/report.html");
 const CSS: &str = include_str!("../../assets/report.css");
 /// The page's script as written: one file per view plus shared parts (bertviz's "a view per
 /// file"), joined at build time into one function scope, so they share the page state and declare
-/// nothing global. The order matters only for top-level statements: `data.js` (decoding, state,
-/// units) and `common.js` (colours, helpers, the render scheduler) come first, `page.js` (controls
-/// and `main`) last. Reports carry [`script`], this without its comments.
+/// nothing global. The order matters only for top-level statements: `words.js` (the word merge,
+/// pure functions shared with the node test), `data.js` (decoding, state, units) and `common.js`
+/// (colours, helpers, the render scheduler) come first, `page.js` (controls and `main`) last. Reports carry [`script`], this without its comments.
 const JS_SOURCE: &str = concat!(
     "(function () {\n'use strict';\n\n",
+    include_str!("../../assets/report/words.js"),
+    "\n",
     include_str!("../../assets/report/data.js"),
     "\n",
     include_str!("../../assets/report/common.js"),
@@ -143,8 +151,9 @@ fn drop_comment_lines(src: &str) -> String {
     out
 }
 
-/// Version of the metadata layout the page's script reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the metadata layout the page's script reads. Version 2 describes units by role and
+/// segment and carries the attention's kind, mask and head map (`docs/html.md`).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How finely attention weights are stored in the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -164,7 +173,12 @@ impl Precision {
     /// 16 bits up to [`Precision::AUTO_16_BIT_LIMIT`] weights, 8 bits beyond (bert-base beyond
     /// about 420 tokens), so a report stays under 30 MB.
     pub fn auto(layers: usize, heads: usize, tokens: usize) -> Precision {
-        if layers * heads * tokens * tokens > Self::AUTO_16_BIT_LIMIT {
+        Self::auto_for(layers * heads * tokens * tokens)
+    }
+
+    /// [`Precision::auto`] for a count of weights.
+    pub fn auto_for(weights: usize) -> Precision {
+        if weights > Self::AUTO_16_BIT_LIMIT {
             Precision::U8
         } else {
             Precision::U16
@@ -175,6 +189,35 @@ impl Precision {
         match self {
             Precision::U16 => Dtype::U16,
             Precision::U8 => Dtype::U8,
+        }
+    }
+}
+
+/// How to choose the [`Precision`] of a report (`--html-precision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PrecisionChoice {
+    /// [`Precision::auto`]: 16 bits up to 25 million weights, else 8.
+    #[default]
+    Auto,
+    /// Always [`Precision::U16`].
+    Bits16,
+    /// Always [`Precision::U8`].
+    Bits8,
+}
+
+crate::choice!(PrecisionChoice {
+    Auto => ("auto", "16 bits up to 25 million weights (layers × heads × tokens²), 8 bits beyond"),
+    Bits16 => ("16", "16-bit fixed point: each weight within 7.6e-6"),
+    Bits8 => ("8", "8-bit fixed point: each weight within 2e-3"),
+});
+
+impl PrecisionChoice {
+    /// The precision for a report of `layers × heads` heads over `queries × keys` units.
+    pub fn resolve(self, layers: usize, heads: usize, queries: usize, keys: usize) -> Precision {
+        match self {
+            PrecisionChoice::Bits16 => Precision::U16,
+            PrecisionChoice::Bits8 => Precision::U8,
+            PrecisionChoice::Auto => Precision::auto_for(layers * heads * queries * keys),
         }
     }
 }
@@ -265,7 +308,7 @@ pub struct HtmlOptions {
     pub head: usize,
     /// View the page opens on.
     pub view: View,
-    /// Open with `[CLS]`/`[SEP]` hidden and rows renormalised (the `--no-special` flag). The page can
+    /// Open with the special tokens hidden and rows renormalised (the `--no-special` flag). The page can
     /// show them again, so pass the token-level attention and set this rather than removing them.
     pub hide_special: bool,
     /// Open with word pieces merged into words (the `--words` flag). As with `hide_special`, pass
@@ -322,22 +365,9 @@ pub fn default_threshold(tokens: usize) -> f32 {
 /// Options that cannot describe a report for this attention.
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlError {
-    /// `layer` is not a layer of the model.
-    #[error("layer {layer} does not exist: the model has layers 0 to {} (numbered from 0)", layers - 1)]
-    Layer {
-        /// What was asked.
-        layer: usize,
-        /// How many there are.
-        layers: usize,
-    },
-    /// `head` is not a head of the model.
-    #[error("head {head} does not exist: the model has heads 0 to {} (numbered from 0)", heads - 1)]
-    Head {
-        /// What was asked.
-        head: usize,
-        /// How many there are.
-        heads: usize,
-    },
+    /// The initial layer or head is not one of the model's.
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
     /// The threshold is not a weight.
     #[error("threshold {0} is not between 0 and 1")]
     Threshold(f32),
@@ -347,6 +377,15 @@ pub enum HtmlError {
     /// Nothing to show.
     #[error("the attention has no tokens, so there is no report to draw")]
     Empty,
+    /// Queries and keys are different units (cross-attention), which the page's views do not
+    /// lay out yet.
+    #[error("the report draws square self-attention; this attention is {queries} queries × {keys} keys (cross-attention)")]
+    NotSquare {
+        /// Query units.
+        queries: usize,
+        /// Key units.
+        keys: usize,
+    },
 }
 
 impl From<HtmlError> for io::Error {
@@ -362,12 +401,13 @@ pub fn write_html(att: &Attention, opts: &HtmlOptions, w: &mut dyn Write) -> io:
     let payload = Payload::new(sections(att, opts), opts.compress);
     let meta = Meta::new(att, opts, &payload);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
+    let style = format!("{CSS}{}", font_css(att).map_err(io::Error::other)?);
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
-            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy().as_bytes())?,
+            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy(&style).as_bytes())?,
             Piece::Slot(Slot::Title) => w.write_all(escape_html(&meta.title).as_bytes())?,
-            Piece::Slot(Slot::Css) => w.write_all(CSS.as_bytes())?,
+            Piece::Slot(Slot::Css) => w.write_all(style.as_bytes())?,
             Piece::Slot(Slot::Js) => w.write_all(script().as_bytes())?,
             Piece::Slot(Slot::Meta) => {
                 w.write_all(escape_json_for_script(&meta_json).as_bytes())?
@@ -389,21 +429,17 @@ pub fn write_html_file(
 
 fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
     let (layers, heads, n) = (att.layers(), att.heads(), att.len());
-    if n == 0 || layers == 0 || heads == 0 {
+    if att.is_empty() || layers == 0 || heads == 0 {
         return Err(HtmlError::Empty);
     }
-    if opts.layer >= layers {
-        return Err(HtmlError::Layer {
-            layer: opts.layer,
-            layers,
+    if !att.is_square() {
+        return Err(HtmlError::NotSquare {
+            queries: att.n_queries(),
+            keys: att.n_keys(),
         });
     }
-    if opts.head >= heads {
-        return Err(HtmlError::Head {
-            head: opts.head,
-            heads,
-        });
-    }
+    att.model
+        .check_selection(Selection::new(opts.layer, HeadSel::Index(opts.head)))?;
     if let Some(t) = opts.threshold.filter(|t| !(0.0..=1.0).contains(t)) {
         return Err(HtmlError::Threshold(t));
     }
@@ -489,22 +525,30 @@ fn value_range(values: impl Iterator<Item = f32>) -> (f32, f32) {
     (lo, hi)
 }
 
-/// The metadata block the page reads (`meta` in `assets/report/data.js`).
+/// The metadata block the page reads (`meta` in `assets/report/data.js`); its fields are
+/// documented in `docs/html.md`. Any source of attention can fill it: nothing in it is specific
+/// to a model family or to how the attention was computed.
 #[derive(Serialize)]
 struct Meta<'a> {
     format: u32,
     generator: String,
     title: String,
     model: ModelMeta<'a>,
+    kind: AttentionKind,
+    mask: MaskKind,
+    kv_head: &'a [usize],
     text: &'a str,
     pair: Option<&'a str>,
     level: &'static str,
     special_excluded: bool,
     tokens: &'a [String],
     input_ids: &'a [u32],
+    type_ids: &'a [u32],
     segments: &'a [u32],
-    special: &'a [bool],
+    roles: &'a [Role],
     word_ids: &'a [Option<usize>],
+    surfaces: &'a [String],
+    generated: &'a [bool],
     sentence_b_start: Option<usize>,
     settings: &'a [(String, String)],
     initial: Initial,
@@ -517,6 +561,7 @@ struct Meta<'a> {
 struct ModelMeta<'a> {
     id: &'a str,
     revision: Option<&'a str>,
+    family: &'a str,
     layers: usize,
     heads: usize,
     hidden_size: usize,
@@ -566,6 +611,7 @@ struct MatrixMeta<'a> {
 impl<'a> Meta<'a> {
     fn new(att: &'a Attention, opts: &'a HtmlOptions, payload: &Payload) -> Self {
         let m = &att.model;
+        let units = att.queries();
         let title = opts.title.clone().unwrap_or_else(|| {
             let mut t: String = att.text.chars().take(80).collect();
             if att.text.chars().count() > 80 {
@@ -616,21 +662,28 @@ impl<'a> Meta<'a> {
             model: ModelMeta {
                 id: &m.id,
                 revision: m.revision.as_deref(),
+                family: &m.family,
                 layers: m.layers,
                 heads: m.heads,
                 hidden_size: m.hidden_size,
                 head_dim: m.head_dim,
             },
+            kind: att.kind,
+            mask: att.mask,
+            kv_head: att.kv_head(),
             text: &att.text,
             pair: att.pair.as_deref(),
             level: att.level.as_str(),
             special_excluded: att.special_excluded,
-            tokens: &att.tokens,
-            input_ids: &att.input_ids,
-            segments: &att.token_type_ids,
-            special: &att.special,
-            word_ids: &att.word_ids,
-            sentence_b_start: att.sentence_b_start,
+            tokens: &units.labels,
+            input_ids: &units.ids,
+            type_ids: &units.type_ids,
+            segments: &units.segments,
+            roles: &units.roles,
+            word_ids: &units.word_ids,
+            surfaces: &units.surfaces,
+            generated: &units.generated,
+            sentence_b_start: units.segment_b_start(),
             settings: &opts.settings,
             initial: Initial {
                 view: if opts.view == View::Stats && a.stats.is_empty() {
@@ -735,15 +788,43 @@ enum Piece {
 
 /// The page's Content-Security-Policy: nothing may load from anywhere, and only the report's own
 /// inline script and style (listed by hash) may run. So even markup that slipped past escaping
-/// could neither run a script (inline handlers included) nor make a request.
-fn content_security_policy() -> String {
+/// could neither run a script (inline handlers included) nor make a request. Fonts may come
+/// from `data:` URIs only: the subsets [`font_css`] embeds.
+fn content_security_policy(style: &str) -> String {
     let hash = |s: &str| STANDARD.encode(Sha256::digest(s.as_bytes()));
     format!(
-        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; \
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; font-src data:; \
          base-uri 'none'; form-action 'none'",
         hash(script()),
-        hash(CSS)
+        hash(style)
     )
+}
+
+/// Fonts for the report's text: for every character of the tokens, sentences and model name
+/// that is not ASCII, the embedded font that has it, subset to those characters
+/// ([`fonts::subset_for`]) as `@font-face` rules, and `--attnviz-fonts`, the CSS font list the
+/// page's body font ends with. The system's fonts come first, so the page looks native; ours
+/// fill in what the system lacks (a Korean or emoji token on a machine without such fonts shows
+/// as itself, not as an empty box). Empty when every character is ASCII.
+fn font_css(att: &Attention) -> Result<String, fonts::FontError> {
+    let non_ascii = |s: &str| s.chars().filter(|c| !c.is_ascii()).collect::<String>();
+    let mut chars = non_ascii(&att.text);
+    chars.push_str(&non_ascii(att.pair.as_deref().unwrap_or("")));
+    chars.push_str(&non_ascii(&att.model.id));
+    for t in att.tokens().iter().chain(&att.queries().surfaces) {
+        chars.push_str(&non_ascii(t));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    chars.retain(|c| seen.insert(c));
+    let webfonts = fonts::subset_for([(chars.as_str(), false)])?;
+    if webfonts.is_empty() {
+        return Ok(String::new());
+    }
+    Ok(format!(
+        "\n{}:root{{--attnviz-fonts:{}, sans-serif}}\n",
+        fonts::font_face_css(&webfonts),
+        fonts::font_family_list(&webfonts)
+    ))
 }
 
 /// The template cut at its slots. A hand-written splitter rather than a template engine: the

@@ -8,10 +8,27 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 use serde_json::json;
 
+use crate::analysis::Analysis;
 use crate::attention::{Attention, Level, ModelInfo};
 
-/// Version of the JSON layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the JSON layout; bumped on any incompatible change. Version 2 (see `docs/json.md`
+/// for what changed since 1) adds roles, segments, the attention kind, mask and head map, and
+/// names the start/end statistics by role.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// An optional section of the JSON export (`--json-include`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonSection {
+    /// `means[layer][query][key]`: the mean over each layer's heads.
+    Means,
+    /// `rollout[layer][query][key]`: attention rollout (Abnar & Zuidema 2020) through each layer.
+    Rollout,
+}
+
+crate::choice!(JsonSection {
+    Means => ("means", "Each layer's mean over its heads"),
+    Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) through each layer"),
+});
 
 /// How numbers are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,11 +38,12 @@ pub struct JsonOptions {
     pub full_precision: bool,
 }
 
-/// The `model` object of every attnviz JSON file: id, revision and shape.
+/// The `model` object of every attnviz JSON file: id, revision, family and shape.
 pub fn model_json(m: &ModelInfo) -> serde_json::Value {
     json!({
         "id": m.id,
         "revision": m.revision,
+        "family": m.family,
         "layers": m.layers,
         "heads": m.heads,
         "hidden_size": m.hidden_size,
@@ -41,53 +59,103 @@ pub fn write_json(
     opts: JsonOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let m = &att.model;
-    let mut fields: Vec<(&str, serde_json::Value)> = vec![
-        ("format", json!("attnviz-attention")),
-        ("format_version", json!(FORMAT_VERSION)),
-        ("numbering", json!("0-based")),
+    write_json_with(att, extra, &[], opts, w)
+}
+
+/// A section of `n_query × n_key` matrices, one per layer, streamed after `attention` like it:
+/// `name: float[layers][n_query][n_key]` (e.g. the layer means, the rollout).
+#[derive(Clone, Copy, Debug)]
+pub struct MatrixSection<'a> {
+    /// Field name.
+    pub name: &'a str,
+    /// One row-major `n_query × n_key` matrix per layer (row = query).
+    pub layers: &'a [Vec<f32>],
+}
+
+/// The per-unit fields of one side of the attention, each prefixed with `prefix` (`""` for the
+/// queries, which are every unit of self-attention; `"key_"` for cross-attention's keys).
+fn unit_fields(
+    units: &crate::attention::Units,
+    level: Level,
+    prefix: &str,
+) -> Vec<(String, serde_json::Value)> {
+    let mut fields = vec![(format!("{prefix}tokens"), json!(units.labels))];
+    if level == Level::Token {
+        fields.push((format!("{prefix}input_ids"), json!(units.ids)));
+    }
+    let special: Vec<bool> = units.roles.iter().map(|r| r.is_special()).collect();
+    fields.extend([
+        (format!("{prefix}token_type_ids"), json!(units.type_ids)),
+        (format!("{prefix}segments"), json!(units.segments)),
+        (format!("{prefix}roles"), json!(units.roles)),
+        (format!("{prefix}special"), json!(special)),
+        (format!("{prefix}word_ids"), json!(units.word_ids)),
+        (format!("{prefix}surfaces"), json!(units.surfaces)),
         (
-            "precision",
+            format!("{prefix}spans"),
+            json!(units
+                .spans
+                .iter()
+                .map(|s| [s.start, s.end])
+                .collect::<Vec<_>>()),
+        ),
+        (format!("{prefix}generated"), json!(units.generated)),
+        (
+            format!("{prefix}sentence_b_start"),
+            json!(units.segment_b_start()),
+        ),
+    ]);
+    fields
+}
+
+/// [`write_json`] followed by `matrices`, each written after `attention`, in the same number
+/// format.
+pub fn write_json_with(
+    att: &Attention,
+    extra: &[(&str, serde_json::Value)],
+    matrices: &[MatrixSection],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let m = &att.model;
+    let mut fields: Vec<(String, serde_json::Value)> = vec![
+        ("format".into(), json!("attnviz-attention")),
+        ("format_version".into(), json!(FORMAT_VERSION)),
+        ("numbering".into(), json!("0-based")),
+        (
+            "precision".into(),
             json!(if opts.full_precision {
                 "f32"
             } else {
                 "6 significant digits"
             }),
         ),
-        ("model", model_json(m)),
-        ("text", json!(att.text)),
-        ("pair", json!(att.pair)),
-        ("level", json!(att.level.as_str())),
-        ("special_excluded", json!(att.special_excluded)),
-        ("tokens", json!(att.tokens)),
+        ("model".into(), model_json(m)),
+        ("kind".into(), json!(att.kind)),
+        ("mask".into(), json!(att.mask)),
+        ("kv_heads".into(), json!(att.kv_heads())),
+        ("kv_head".into(), json!(att.kv_head())),
+        ("text".into(), json!(att.text)),
+        ("pair".into(), json!(att.pair)),
+        ("level".into(), json!(att.level.as_str())),
+        ("special_excluded".into(), json!(att.special_excluded)),
     ];
-    if att.level == Level::Token {
-        fields.push(("input_ids", json!(att.input_ids)));
+    fields.extend(unit_fields(att.queries(), att.level, ""));
+    if !att.is_square() {
+        fields.extend(unit_fields(att.keys(), att.level, "key_"));
     }
-    fields.extend([
-        ("token_type_ids", json!(att.token_type_ids)),
-        ("special", json!(att.special)),
-        ("word_ids", json!(att.word_ids)),
-        (
-            "spans",
-            json!(att
-                .spans
-                .iter()
-                .map(|s| [s.start, s.end])
-                .collect::<Vec<_>>()),
-        ),
-        ("sentence_b_start", json!(att.sentence_b_start)),
-    ]);
+    let extra = extra.iter().map(|(k, v)| (k.to_string(), v.clone()));
     // One field per line, each value compact: readable, and short even for 512 tokens.
     w.write_all(b"{")?;
-    for (i, (name, value)) in fields.iter().chain(extra).enumerate() {
+    for (i, (name, value)) in fields.into_iter().chain(extra).enumerate() {
         w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
-        serde_json::to_writer(&mut *w, name).map_err(io::Error::other)?;
+        // io::Error::from, not other(): a broken pipe must stay a broken pipe for the caller.
+        serde_json::to_writer(&mut *w, &name).map_err(io::Error::from)?;
         w.write_all(b": ")?;
-        serde_json::to_writer(&mut *w, value).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut *w, &value).map_err(io::Error::from)?;
     }
     w.write_all(b",\n  \"attention\": [")?;
-    let n = att.len();
+    let (nq, n) = (att.n_queries(), att.n_keys());
     for layer in 0..att.layers() {
         let heads: Vec<Vec<u8>> = (0..att.heads())
             .into_par_iter()
@@ -100,12 +168,53 @@ pub fn write_json(
         }
         w.write_all(b"\n    ]")?;
     }
-    w.write_all(b"\n  ]\n}\n")?;
+    w.write_all(b"\n  ]")?;
+    for section in matrices {
+        if section.layers.iter().any(|m| m.len() != nq * n) {
+            return Err(io::Error::other(format!(
+                "the {} matrices are not {nq} × {n}",
+                section.name
+            )));
+        }
+        w.write_all(b",\n  ")?;
+        serde_json::to_writer(&mut *w, section.name).map_err(io::Error::from)?;
+        w.write_all(b": [")?;
+        let formatted: Vec<Vec<u8>> = section
+            .layers
+            .par_iter()
+            .map(|m| format_matrix(m, n, opts))
+            .collect();
+        for (l, buf) in formatted.iter().enumerate() {
+            w.write_all(if l == 0 { b"\n    " } else { b",\n    " })?;
+            w.write_all(buf)?;
+        }
+        w.write_all(b"\n  ]")?;
+    }
+    w.write_all(b"\n}\n")?;
     Ok(())
 }
 
-/// One head's matrix as `[[..],[..]]`, one row per line would be too airy: rows are kept on one
-/// line each, separated by a space.
+/// The matrix sections `include` asks for, from `analysis` (`None` when it is missing).
+pub fn json_sections<'a>(
+    include: &[JsonSection],
+    analysis: Option<&'a Analysis>,
+) -> Option<Vec<MatrixSection<'a>>> {
+    let mut out = Vec::new();
+    for section in include {
+        let a = analysis?;
+        let (name, layers) = match section {
+            JsonSection::Means => ("means", &a.layer_means),
+            JsonSection::Rollout => ("rollout", &a.rollout),
+        };
+        if !out.iter().any(|s: &MatrixSection| s.name == name) {
+            out.push(MatrixSection { name, layers });
+        }
+    }
+    Some(out)
+}
+
+/// One head's matrix (rows of `n` values) as `[[..],[..]]`; one row per line would be too airy:
+/// rows are kept on one line each, separated by a space.
 fn format_matrix(m: &[f32], n: usize, opts: JsonOptions) -> Vec<u8> {
     let mut out = Vec::with_capacity(n * n * 9 + n * 4);
     let mut ryu_buf = ryu::Buffer::new();
@@ -335,5 +444,111 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn matrix_sections_follow_the_attention_with_their_shape() {
+        let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);
+        let means = crate::analysis::layer_means(&att);
+        let rollout = crate::analysis::rollout(&att);
+        let mut out = Vec::new();
+        let sections = [
+            MatrixSection {
+                name: "means",
+                layers: &means,
+            },
+            MatrixSection {
+                name: "rollout",
+                layers: &rollout,
+            },
+        ];
+        write_json_with(&att, &[], &sections, JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        for (name, values) in [("means", &means), ("rollout", &rollout)] {
+            let got = v[name].as_array().unwrap();
+            assert_eq!(got.len(), 2, "{name}: one matrix per layer");
+            for (l, m) in values.iter().enumerate() {
+                for q in 0..4 {
+                    for k in 0..4 {
+                        let g = got[l][q][k].as_f64().unwrap() as f32;
+                        let want = m[q * 4 + k];
+                        assert!(
+                            (g - want).abs() <= want.abs() * 5.1e-6,
+                            "{name}[{l}][{q}][{k}]"
+                        );
+                    }
+                }
+            }
+        }
+        // The mean of a layer is the mean of its heads, from the attention itself.
+        let a = &v["attention"][1];
+        let mean01: f64 = (0..3).map(|h| a[h][0][1].as_f64().unwrap()).sum::<f64>() / 3.0;
+        assert!((v["means"][1][0][1].as_f64().unwrap() - mean01).abs() < 1e-5);
+
+        let wrong = [vec![0.0f32; 3]];
+        let bad = [MatrixSection {
+            name: "bad",
+            layers: &wrong,
+        }];
+        let e = write_json_with(&att, &[], &bad, JsonOptions::default(), &mut Vec::new());
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn version_2_describes_units_by_role_and_the_attention_by_kind() {
+        let att = crate::attention::tests::synthetic_pair(
+            &["<s>", "ĠA", "b", "</s>", "</s>", "ĠC", "</s>"],
+            4,
+            1,
+            2,
+        );
+        let mut out = Vec::new();
+        write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["format_version"], 2);
+        assert_eq!(v["model"]["family"], "BERT");
+        assert_eq!(v["kind"], "self");
+        assert_eq!(v["mask"], "bidirectional");
+        assert_eq!(v["kv_heads"], 2);
+        assert_eq!(v["kv_head"], serde_json::json!([0, 1]));
+        assert_eq!(
+            v["roles"],
+            serde_json::json!(["start", "word", "piece", "end", "end", "word", "end"])
+        );
+        assert_eq!(
+            v["special"],
+            serde_json::json!([true, false, false, true, true, false, true])
+        );
+        assert_eq!(v["segments"], serde_json::json!([0, 0, 0, 0, 1, 1, 1]));
+        assert_eq!(v["sentence_b_start"], 4);
+        assert_eq!(v["surfaces"][1], " A");
+        assert_eq!(v["generated"][0], false);
+        assert!(
+            v.get("key_tokens").is_none(),
+            "self-attention has one list of units"
+        );
+        let words = crate::analysis::to_words(&att);
+        let mut out = Vec::new();
+        write_json(&words, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["tokens"][1], "Ab");
+        assert!(v.get("input_ids").is_none());
+    }
+
+    #[test]
+    fn cross_attention_names_its_keys_and_is_not_square() {
+        use crate::attention::tests::{info, units_for};
+        let q = units_for(&["<s>", "Ġein"]);
+        let k = units_for(&["<s>", "Ġa", "Ġcat", "</s>"]);
+        let att = Attention::cross(info(1, 1), "a cat".into(), None, q, k, vec![0.25; 8]).unwrap();
+        let mut out = Vec::new();
+        write_json(&att, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["kind"], "cross");
+        assert_eq!(v["tokens"].as_array().unwrap().len(), 2);
+        assert_eq!(v["key_tokens"].as_array().unwrap().len(), 4);
+        assert_eq!(v["key_roles"][3], "end");
+        assert_eq!(v["attention"][0][0].as_array().unwrap().len(), 2);
+        assert_eq!(v["attention"][0][0][1].as_array().unwrap().len(), 4);
     }
 }

@@ -15,11 +15,11 @@ use std::io::{self, IsTerminal, Write};
 
 use crate::analysis::stats::{BROAD_THRESHOLD, POSITIONAL_THRESHOLD, SINK_THRESHOLD};
 use crate::analysis::{HeadLabel, HeadStats, Stat};
-use crate::cli::ColorChoice;
 use crate::render::colormap::{viridis, Rgb};
+use crate::render::ColorChoice;
 
 /// How to print the statistics.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StatsTableOptions {
     /// Show this statistic as a layers × heads heatmap; `None` prints the overview.
     pub stat: Option<Stat>,
@@ -27,6 +27,9 @@ pub struct StatsTableOptions {
     pub color: bool,
     /// Widest line to print; wider grids are split into blocks of heads.
     pub max_width: usize,
+    /// The model's own names of the start and end tokens, for the legend (see
+    /// [`token_names`]); `None` keeps the legend generic.
+    pub token_names: Option<String>,
 }
 
 impl Default for StatsTableOptions {
@@ -35,7 +38,22 @@ impl Default for StatsTableOptions {
             stat: None,
             color: false,
             max_width: 100,
+            token_names: None,
         }
+    }
+}
+
+/// How the legend names the start and end tokens of `att`'s input: `[CLS], [SEP]`, `<s>, </s>`,
+/// `none, </s>` (T5 adds no start token), `none` (GPT-2 adds neither).
+pub fn token_names(att: &crate::attention::Attention) -> String {
+    use crate::attention::Role;
+    match (att.role_name(Role::Start), att.role_name(Role::End)) {
+        (None, None) => "none".to_string(),
+        (start, end) => format!(
+            "{}, {}",
+            start.as_deref().unwrap_or("none"),
+            end.as_deref().unwrap_or("none")
+        ),
     }
 }
 
@@ -43,23 +61,25 @@ impl StatsTableOptions {
     /// Options for standard output: colour per `choice` (`auto`: only when stdout is a terminal
     /// and `NO_COLOR` is unset or empty).
     pub fn for_stdout(stat: Option<Stat>, choice: ColorChoice) -> Self {
+        let terminal = io::stdout().is_terminal();
+        // a 12-head heatmap is 92 columns: on a narrower terminal, split it rather than wrap
+        let width = terminal
+            .then(terminal_size::terminal_size)
+            .flatten()
+            .map(|(w, _)| (w.0 as usize).clamp(40, 100));
         StatsTableOptions {
             stat,
-            color: color_enabled(choice, io::stdout().is_terminal()),
-            ..Default::default()
+            color: color_enabled(choice, terminal),
+            max_width: width.unwrap_or(100),
+            token_names: None,
         }
     }
 }
 
-/// Whether to colour output going to a stream that is (or is not) a terminal.
+/// Whether to colour output going to a stream that is (or is not) a terminal (see
+/// [`ColorChoice::enabled`]).
 pub fn color_enabled(choice: ColorChoice, is_terminal: bool) -> bool {
-    match choice {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
-    }
+    choice.enabled(is_terminal)
 }
 
 /// Print `stats` (`[layer][head]`) as described in the module docs.
@@ -103,7 +123,7 @@ fn write_overview(
             writeln!(w)?;
         }
     }
-    write_legend(w)?;
+    write_legend(w, opts)?;
     writeln!(w)?;
 
     // One line per head with every statistic.
@@ -111,8 +131,8 @@ fn write_overview(
         (Stat::Entropy, "H nats"),
         (Stat::EntropyNorm, "H/ln n"),
         (Stat::Distance, "dist"),
-        (Stat::ToCls, "[CLS]"),
-        (Stat::ToSep, "[SEP]"),
+        (Stat::ToStart, "start"),
+        (Stat::ToEnd, "end"),
         (Stat::ToPunct, "punct"),
         (Stat::ToSelf, "self"),
         (Stat::ToPrev, "prev"),
@@ -159,7 +179,7 @@ fn write_heatmap(
         })
         .collect();
     let value_width = texts.iter().flatten().map(String::len).max().unwrap_or(4);
-    let cell = value_width + 2; // separator, value, label symbol
+    let cell = value_width + 3; // separator, value, space, label symbol
     writeln!(
         w,
         "{}; layers x heads, numbered from 0",
@@ -168,13 +188,17 @@ fn write_heatmap(
     let per_block = heads_per_block(opts.max_width, cell, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
-        let header: String = hs.clone().map(|h| format!(" {h:>value_width$} ")).collect();
+        let header: String = hs
+            .clone()
+            .map(|h| format!(" {h:>value_width$}  "))
+            .collect();
         writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
         for (l, layer) in stats.iter().enumerate() {
             write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
             for h in hs.clone() {
                 let s = &layer[h];
-                let text = format!("{:>value_width$}{}", texts[l][h], s.label.symbol());
+                // a space between value and label symbol: "2.16 B", not "2.16B"
+                let text = format!("{:>value_width$} {}", texts[l][h], s.label.symbol());
                 write!(w, " ")?;
                 write_cell(w, &text, stat.value(s) / max, opts.color)?;
             }
@@ -200,14 +224,22 @@ fn write_heatmap(
             hi.1
         )?;
     }
-    write_legend(w)
+    write_legend(w, opts)
 }
 
-fn write_legend(w: &mut dyn Write) -> io::Result<()> {
+fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions) -> io::Result<()> {
     writeln!(
         w,
         "Labels: < prev>{POSITIONAL_THRESHOLD}  > next>{POSITIONAL_THRESHOLD}  \
-         B H/ln n>={BROAD_THRESHOLD}  S [CLS]+[SEP]>{SINK_THRESHOLD}  . none"
+         B H/ln n>={BROAD_THRESHOLD}  S start+end>{SINK_THRESHOLD}  . none"
+    )?;
+    let names = opts
+        .token_names
+        .as_deref()
+        .map_or(String::new(), |n| format!(" ({n})"));
+    writeln!(
+        w,
+        "start, end: shares to the sequence start and end tokens{names}"
     )
 }
 
@@ -229,6 +261,9 @@ fn capitalise(s: &str) -> String {
 }
 
 fn format_value(stat: Stat, v: f64) -> String {
+    if v.is_nan() {
+        return "n/a".to_string();
+    }
     match stat {
         Stat::Distance if v >= 100.0 => format!("{v:.0}"),
         Stat::Distance => format!("{v:.1}"),
@@ -336,17 +371,30 @@ mod tests {
     fn heatmap_shows_value_and_label_symbol() {
         let stats = sample(6, 12);
         let opts = StatsTableOptions {
-            stat: Some(Stat::ToCls),
+            stat: Some(Stat::ToStart),
             ..Default::default()
         };
         let text = render(&stats, opts);
         let row = text.lines().find(|l| l.starts_with("layer 3")).unwrap();
         let cells: Vec<&str> = row["layer 3".len()..].split_whitespace().collect();
-        assert_eq!(cells.len(), 12);
+        // value and symbol are apart: 2 fields per head
+        assert_eq!(cells.len(), 2 * 12);
         let s = &stats[3][7];
-        assert_eq!(cells[7], format!("{:.2}{}", s.to_cls, s.label.symbol()));
+        assert_eq!(cells[14], format!("{:.2}", s.to_start));
+        assert_eq!(cells[15], s.label.symbol().to_string());
+        // the header's head numbers end where the values end
+        let header = text.lines().nth(1).unwrap();
+        let ends = |line: &str| -> Vec<usize> {
+            let b = line.as_bytes();
+            (1..b.len())
+                .filter(|&i| b[i - 1] != b' ' && b[i] == b' ')
+                .chain([b.len()])
+                .collect()
+        };
+        let value_ends: Vec<usize> = ends(row).into_iter().skip(2).step_by(2).collect();
+        assert_eq!(ends(header)[7], value_ends[7], "{header}\n{row}");
         for line in text.lines() {
-            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+            assert!(line.len() <= 100, "{} columns: {line}", line.len());
         }
         assert!(text.contains("min ") && text.contains("max "));
     }

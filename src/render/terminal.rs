@@ -6,11 +6,12 @@
 //! text. Inputs too long to draw one cell per token in the available width get a summary instead:
 //! a heatmap over blocks of tokens, the strongest links, and the most attended tokens.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use crate::attention::{Attention, HeadSel};
+use crate::attention::{Attention, AttentionKind, HeadSel, Selection};
 use crate::render::colormap::{viridis, Rgb};
 
 /// How the terminal view is drawn.
@@ -41,15 +42,25 @@ impl Default for TerminalOptions {
 const LABEL_MAX: usize = 12;
 /// Shade ramp for plain-text cells, lightest to darkest.
 const SHADES: [&str; 5] = [" ·", "░░", "▒▒", "▓▓", "██"];
-/// Write the terminal view of `layer`/`head` of `att`.
+/// A cell the query could not see (a causal mask's future): blank, unlike a weight of 0.
+const MASKED: &str = "  ";
+
+/// Write the terminal view of `selection` (a layer, and a head or the mean) of `att`. A selection
+/// the model does not have is an [`io::ErrorKind::InvalidInput`] error wrapping a
+/// [`crate::attention::SelectionError`].
+///
+/// Rows are the query units and columns the key units (the same list for self-attention);
+/// cells the query could not see ([`Attention::is_masked`]) are left blank.
 pub fn write_view(
     att: &Attention,
-    layer: usize,
-    head: HeadSel,
+    selection: Selection,
     opts: &TerminalOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let n = att.len();
+    let Selection { layer, head } = att
+        .model
+        .check_selection(selection)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let matrix = att.matrix(layer, head);
     let view = View {
         att,
@@ -57,16 +68,18 @@ pub fn write_view(
         opts,
     };
     view.title(layer, head, w)?;
-    let index_w = digits(n.saturating_sub(1));
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    let index_w = digits(nq.max(nk).saturating_sub(1));
     let label_w = att
-        .tokens
+        .tokens()
         .iter()
-        .map(|t| t.width().min(LABEL_MAX))
+        .chain(&att.keys().labels)
+        .map(|t| escape_controls(t).width().min(LABEL_MAX))
         .max()
         .unwrap_or(0);
     let gutter = index_w + 1 + label_w + 2;
-    let divider = usize::from(att.sentence_b_start.is_some());
-    if n <= opts.max_full && gutter + 2 * n + divider <= opts.width {
+    let divider = usize::from(att.keys().segment_b_start().is_some());
+    if nq.max(nk) <= opts.max_full && gutter + 2 * nk + divider <= opts.width {
         view.full(index_w, label_w, w)
     } else {
         view.summary(w)
@@ -80,12 +93,24 @@ struct View<'a> {
 }
 
 impl View<'_> {
-    fn n(&self) -> usize {
-        self.att.len()
+    fn nq(&self) -> usize {
+        self.att.n_queries()
+    }
+
+    fn nk(&self) -> usize {
+        self.att.n_keys()
     }
 
     fn row(&self, q: usize) -> &[f32] {
-        &self.matrix[q * self.n()..(q + 1) * self.n()]
+        &self.matrix[q * self.nk()..(q + 1) * self.nk()]
+    }
+
+    fn query_label(&self, q: usize) -> &str {
+        &self.att.queries().labels[q]
+    }
+
+    fn key_label(&self, k: usize) -> &str {
+        &self.att.keys().labels[k]
     }
 
     fn title(&self, layer: usize, head: HeadSel, w: &mut dyn Write) -> io::Result<()> {
@@ -94,18 +119,28 @@ impl View<'_> {
             HeadSel::Index(h) => format!("head {h}"),
             HeadSel::Mean => format!("mean of {} heads", att.heads()),
         };
-        let unit = match att.level {
-            crate::attention::Level::Token => "tokens",
-            crate::attention::Level::Word => "words",
+        let one = self.nq() == 1 && self.nk() == 1;
+        let unit = match (att.level, one) {
+            (crate::attention::Level::Token, false) => "tokens",
+            (crate::attention::Level::Token, true) => "token",
+            (crate::attention::Level::Word, false) => "words",
+            (crate::attention::Level::Word, true) => "word",
+        };
+        let size = if att.is_square() {
+            format!("{} {unit}", self.nq())
+        } else {
+            format!("{} × {} {unit}", self.nq(), self.nk())
         };
         let mut title = format!(
-            "{} · layer {layer} (0–{}) · {head_desc} · {} {unit}",
-            att.model.name(),
+            "{} · layer {layer} (0–{}) · {head_desc} · {size}",
+            escape_controls(att.model.name()),
             att.layers() - 1,
-            self.n()
         );
+        if att.kind != AttentionKind::SelfAttention {
+            title.push_str(&format!(" · {} attention", att.kind.as_str()));
+        }
         if att.special_excluded {
-            title.push_str(" · [CLS]/[SEP] hidden, rows renormalised");
+            title.push_str(" · special tokens hidden, rows renormalised");
         }
         writeln!(w, "{}", self.bold(&title))?;
         Ok(())
@@ -143,11 +178,16 @@ impl View<'_> {
         let ramp: String = (0..8)
             .map(|i| self.cell(i as f32 / 7.0 * max, max))
             .collect();
+        let masked = if self.att.mask == crate::attention::MaskKind::Causal {
+            " · blank: masked (a later key)"
+        } else {
+            ""
+        };
         writeln!(
             w,
             "{}",
             self.dim(&format!(
-                "rows: query (from) · columns: key (to) · scale 0 {ramp} {}",
+                "rows: query (from) · columns: key (to) · scale 0 {ramp} {}{masked}",
                 weight(max)
             ))
         )
@@ -155,45 +195,57 @@ impl View<'_> {
 
     fn full(&self, index_w: usize, label_w: usize, w: &mut dyn Write) -> io::Result<()> {
         let att = self.att;
-        let n = self.n();
+        let (nq, nk) = (self.nq(), self.nk());
         let max = self.matrix.iter().copied().fold(0.0, f32::max);
         self.legend(max, w)?;
-        let b = att.sentence_b_start;
+        let bq = att.queries().segment_b_start();
+        let bk = att.keys().segment_b_start();
         let gutter = index_w + 1 + label_w + 2;
-        for line in index_header(n, gutter, b) {
+        for line in index_header(nk, gutter, bk) {
             writeln!(w, "{}", self.dim(&line))?;
         }
-        for q in 0..n {
-            if Some(q) == b {
+        for q in 0..nq {
+            if Some(q) == bq {
+                let k = bk.unwrap_or(nk);
                 let rule = format!(
-                    "{}{}┼{}",
+                    "{}{}{}{}",
                     " ".repeat(gutter),
-                    "─".repeat(2 * q),
-                    "─".repeat(2 * (n - q))
+                    "─".repeat(2 * k),
+                    if bk.is_some() { "┼" } else { "" },
+                    "─".repeat(2 * (nk - k))
                 );
                 writeln!(w, "{}", self.dim(&rule))?;
             }
             let mut line = format!(
                 "{:>index_w$} {}  ",
                 q,
-                pad(&fit(&att.tokens[q], label_w), label_w)
+                pad(&fit(self.query_label(q), label_w), label_w)
             );
             for (k, &v) in self.row(q).iter().enumerate() {
-                if Some(k) == b {
+                if Some(k) == bk {
                     line.push_str(&self.dim("│"));
                 }
-                line.push_str(&self.cell(v, max));
+                if att.is_masked(q, k) {
+                    line.push_str(MASKED);
+                } else {
+                    line.push_str(&self.cell(v, max));
+                }
             }
-            writeln!(w, "{line}")?;
+            // Masked cells at the end of a row (a causal mask's future) leave no spaces behind.
+            writeln!(w, "{}", line.trim_end())?;
         }
-        if let Some(b) = b {
+        if let Some(b) = bq.filter(|_| att.is_square()) {
+            let units = match att.level {
+                crate::attention::Level::Token => "tokens",
+                crate::attention::Level::Word => "words",
+            };
             writeln!(
                 w,
                 "{}",
                 self.dim(&format!(
-                    "sentence A: tokens 0–{}, sentence B: tokens {b}–{}",
+                    "sentence A: {units} 0–{}, sentence B: {units} {b}–{}",
                     b - 1,
-                    n - 1
+                    nq - 1
                 ))
             )?;
         }
@@ -202,15 +254,25 @@ impl View<'_> {
             writeln!(
                 w,
                 "{}",
-                self.bold(&format!("Most attended (top {}):", self.opts.top))
+                self.bold(&format!(
+                    "Most attended (top {}):",
+                    self.opts.top.min(self.nk())
+                ))
             )?;
-            for q in 0..n {
-                let entries: Vec<String> = top_k(self.row(q), self.opts.top)
+            for q in 0..nq {
+                let visible: Vec<(usize, f32)> = self
+                    .row(q)
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .filter(|&(k, _)| !att.is_masked(q, k))
+                    .collect();
+                let entries: Vec<String> = top_k(&visible, self.opts.top)
                     .into_iter()
                     .map(|(k, v)| {
                         format!(
                             "{} {}",
-                            pad(&fit(&att.tokens[k], label_w), label_w),
+                            pad(&fit(self.key_label(k), label_w), label_w),
                             weight(v)
                         )
                     })
@@ -219,7 +281,7 @@ impl View<'_> {
                     w,
                     "{:>index_w$} {} → {}",
                     q,
-                    pad(&fit(&att.tokens[q], label_w), label_w),
+                    pad(&fit(self.query_label(q), label_w), label_w),
                     entries.join("  ")
                 )?;
             }
@@ -229,13 +291,18 @@ impl View<'_> {
 
     fn summary(&self, w: &mut dyn Write) -> io::Result<()> {
         let att = self.att;
-        let n = self.n();
+        let (nq, nk) = (self.nq(), self.nk());
         let width = self.opts.width.max(40);
+        let count = if att.is_square() {
+            format!("{nq} tokens are")
+        } else {
+            format!("{nq} × {nk} tokens are")
+        };
         writeln!(
             w,
             "{}",
             self.dim(&format!(
-                "{n} tokens are too many to draw one cell each, so this is a summary.\n\
+                "{count} too many to draw one cell each, so this is a summary.\n\
                  --json, --html and --png show every token."
             ))
         )?;
@@ -243,41 +310,57 @@ impl View<'_> {
         // to keys in block J (mean over the block's queries of the sum over its keys).
         let label_w = 22;
         let max_blocks = ((width - label_w - 2) / 2).clamp(4, 32);
-        let size = n.div_ceil(max_blocks);
-        let blocks = n.div_ceil(size);
-        let mut grid = vec![0f32; blocks * blocks];
-        for q in 0..n {
+        let qsize = nq.div_ceil(max_blocks).max(1);
+        let ksize = nk.div_ceil(max_blocks).max(1);
+        let (qblocks, kblocks) = (nq.div_ceil(qsize), nk.div_ceil(ksize));
+        let mut grid = vec![0f32; qblocks * kblocks];
+        for q in 0..nq {
             for (k, &v) in self.row(q).iter().enumerate() {
-                grid[(q / size) * blocks + k / size] += v;
+                grid[(q / qsize) * kblocks + k / ksize] += v;
             }
         }
-        for bi in 0..blocks {
-            let rows = (n - bi * size).min(size) as f32;
-            for v in &mut grid[bi * blocks..(bi + 1) * blocks] {
+        for bi in 0..qblocks {
+            let rows = (nq - bi * qsize).min(qsize) as f32;
+            for v in &mut grid[bi * kblocks..(bi + 1) * kblocks] {
                 *v /= rows;
             }
         }
         let max = grid.iter().copied().fold(0.0, f32::max);
         writeln!(w)?;
+        let blocks_of = if qsize == ksize {
+            format!("{qsize} tokens")
+        } else {
+            format!("{qsize} query and {ksize} key tokens")
+        };
         writeln!(
             w,
             "{}",
             self.bold(&format!(
-                "Attention between blocks of {size} tokens (row block → column block):"
+                "Attention between blocks of {blocks_of} (row block → column block):"
             ))
         )?;
         self.legend(max, w)?;
-        for line in index_header(blocks, label_w + 2, None) {
+        for line in index_header(kblocks, label_w + 2, None) {
             writeln!(w, "{}", self.dim(&line))?;
         }
-        for bi in 0..blocks {
-            let start = bi * size;
-            let end = (start + size).min(n);
-            let words: Vec<&str> = att.tokens[start..end].iter().map(String::as_str).collect();
+        for bi in 0..qblocks {
+            let start = bi * qsize;
+            let end = (start + qsize).min(nq);
+            let words: Vec<&str> = att.tokens()[start..end]
+                .iter()
+                .map(String::as_str)
+                .collect();
             let label = format!("{:>2} {}", bi % 100, fit(&words.join(" "), label_w - 3));
             let mut line = format!("{}  ", pad(&label, label_w));
-            for bj in 0..blocks {
-                line.push_str(&self.cell(grid[bi * blocks + bj], max));
+            for bj in 0..kblocks {
+                // A block every query of which could see none of its keys is masked.
+                let masked = (start..end)
+                    .all(|q| (bj * ksize..((bj + 1) * ksize).min(nk)).all(|k| att.is_masked(q, k)));
+                if masked {
+                    line.push_str(MASKED);
+                } else {
+                    line.push_str(&self.cell(grid[bi * kblocks + bj], max));
+                }
             }
             writeln!(w, "{line}")?;
         }
@@ -285,14 +368,25 @@ impl View<'_> {
             w,
             "{}",
             self.dim(&format!(
-                "block b covers tokens b×{size} to b×{size}+{}",
-                size - 1
+                "block b covers tokens b×{qsize} to b×{qsize}+{}",
+                qsize - 1
             ))
         )?;
 
-        // strongest individual links
-        let mut links: Vec<(usize, usize, f32)> = (0..n)
-            .flat_map(|q| self.row(q).iter().enumerate().map(move |(k, &v)| (q, k, v)))
+        // strongest individual links between ordinary tokens: in long inputs nearly every query
+        // puts its largest weight on a special token (a "no-op" sink), which says nothing
+        let (queries, keys) = (att.queries(), att.keys());
+        let has_special =
+            (0..nq).any(|q| queries.is_special(q)) || (0..nk).any(|k| keys.is_special(k));
+        let mut links: Vec<(usize, usize, f32)> = (0..nq)
+            .filter(|&q| !queries.is_special(q))
+            .flat_map(|q| {
+                self.row(q)
+                    .iter()
+                    .enumerate()
+                    .filter(move |&(k, _)| !keys.is_special(k) && !att.is_masked(q, k))
+                    .map(move |(k, &v)| (q, k, v))
+            })
             .collect();
         let count = 12.min(links.len());
         if count > 0 {
@@ -304,23 +398,31 @@ impl View<'_> {
             links.sort_by(order);
         }
         writeln!(w)?;
-        writeln!(w, "{}", self.bold("Strongest links (query → key):"))?;
-        let iw = digits(n - 1);
+        let heading = if has_special {
+            format!(
+                "Strongest links between ordinary tokens (query → key; {} left out):",
+                att.special_names()
+            )
+        } else {
+            "Strongest links (query → key):".to_string()
+        };
+        writeln!(w, "{}", self.bold(&heading))?;
+        let iw = digits(nq.max(nk) - 1);
         for (q, k, v) in links {
             writeln!(
                 w,
                 "  {:>iw$} {} → {:>iw$} {}  {}",
                 q,
-                pad(&fit(&att.tokens[q], 14), 14),
+                pad(&fit(self.query_label(q), 14), 14),
                 k,
-                pad(&fit(&att.tokens[k], 14), 14),
+                pad(&fit(self.key_label(k), 14), 14),
                 weight(v)
             )?;
         }
 
         // tokens that receive the most attention overall
-        let mut received = vec![0f32; n];
-        for q in 0..n {
+        let mut received = vec![0f32; nk];
+        for q in 0..nq {
             for (r, &v) in received.iter_mut().zip(self.row(q)) {
                 *r += v;
             }
@@ -332,11 +434,12 @@ impl View<'_> {
             self.bold("Most attended tokens (mean share of every token's attention):")
         )?;
         let mut line = String::from(" ");
+        let received: Vec<(usize, f32)> = received.into_iter().enumerate().collect();
         for (k, total) in top_k(&received, 10) {
             let entry = format!(
                 " {k}:{} {}",
-                fit(&att.tokens[k], 14),
-                weight(total / n as f32)
+                fit(self.key_label(k), 14),
+                weight(total / nq as f32)
             );
             if line.width() + entry.width() + 1 > width {
                 writeln!(w, "{line}")?;
@@ -377,9 +480,9 @@ fn index_header(n: usize, gutter: usize, divider: Option<usize>) -> Vec<String> 
     vec![tens, units]
 }
 
-/// The `k` largest entries of `row` as (index, value), largest first; ties keep index order.
-fn top_k(row: &[f32], k: usize) -> Vec<(usize, f32)> {
-    let mut idx: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
+/// The `k` largest of `(index, value)` entries, largest first; ties keep index order.
+fn top_k(entries: &[(usize, f32)], k: usize) -> Vec<(usize, f32)> {
+    let mut idx = entries.to_vec();
     idx.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     idx.truncate(k);
     idx
@@ -398,15 +501,13 @@ fn digits(n: usize) -> usize {
     n.max(1).ilog10() as usize + 1
 }
 
-/// `s` cut to at most `max` terminal columns, with `…` when cut. Control characters become `?`
-/// so a token can never move the cursor or start an escape sequence.
+/// `s` cut to at most `max` terminal columns, with `…` when cut. Control characters and
+/// bidirectional formatting characters are shown as escapes ([`escape_controls`]), so a token
+/// can never move the cursor, start an escape sequence or reorder the line around it.
 fn fit(s: &str, max: usize) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
+    let clean = escape_controls(s);
     if clean.width() <= max {
-        return clean;
+        return clean.into_owned();
     }
     let mut out = String::new();
     let mut used = 0;
@@ -422,6 +523,30 @@ fn fit(s: &str, max: usize) -> String {
     out
 }
 
+/// Whether `c` changes the direction of the text around it: the embeddings, overrides and
+/// isolates U+202A–U+202E and U+2066–U+2069, and the marks U+200E, U+200F and U+061C.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// `s` with every control character (C0, DEL, C1: ESC, newline, …) and bidirectional
+/// formatting character shown as a visible escape, `<U+202E>`, so text from a token or a file
+/// name reaches the terminal as text.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() || is_bidi_control(c) {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `s` padded with spaces to `width` terminal columns.
 fn pad(s: &str, width: usize) -> String {
     let w = s.width();
@@ -435,7 +560,7 @@ mod tests {
 
     fn render(att: &Attention, head: HeadSel, opts: &TerminalOptions) -> String {
         let mut out = Vec::new();
-        write_view(att, 0, head, opts, &mut out).unwrap();
+        write_view(att, Selection::new(0, head), opts, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -490,10 +615,145 @@ mod tests {
     }
 
     #[test]
+    fn strongest_links_leave_out_special_tokens() {
+        // 300 tokens framed by [CLS] and [SEP]; every query puts 0.6 on [CLS], 0.3 on [SEP] and
+        // 0.1 on the token after it: the list must show those 0.1 links, not "→ [CLS]".
+        let n = 300;
+        let tokens: Vec<String> = (0..n)
+            .map(|i| match i {
+                0 => "[CLS]".to_string(),
+                i if i == n - 1 => "[SEP]".to_string(),
+                i => format!("t{i}"),
+            })
+            .collect();
+        let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        let base = synthetic(&refs, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            weights[q * n] += 0.6;
+            weights[q * n + n - 1] += 0.3;
+            weights[q * n + (q + 1) % n] += 0.1;
+        }
+        let att = Attention::new(
+            base.model.clone(),
+            base.text.clone(),
+            None,
+            base.queries().clone(),
+            weights,
+        )
+        .unwrap();
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        let links: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("Strongest links"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            out.contains(
+                "Strongest links between ordinary tokens (query → key; [CLS]/[SEP] left out)"
+            ),
+            "{out}"
+        );
+        assert_eq!(links.len(), 12, "{links:?}");
+        for l in &links {
+            assert!(!l.contains("[CLS]") && !l.contains("[SEP]"), "{l}");
+            assert!(!l.starts_with("Strongest"), "{l}");
+            assert!(l.ends_with("0.100"), "{l}");
+        }
+        // the first: query 1 (t1) → key 2 (t2)
+        assert!(
+            links[0].contains("1 t1") && links[0].contains("2 t2"),
+            "{}",
+            links[0]
+        );
+    }
+
+    #[test]
     fn labels_are_cut_and_sanitised() {
         assert_eq!(fit("abc", 5), "abc");
         assert_eq!(fit("abcdefgh", 5), "abcd…");
         assert_eq!(fit("東京東京", 5), "東京…");
-        assert_eq!(fit("a\x1b[2Jb", 10), "a?[2Jb");
+        assert_eq!(fit("a\x1b[2Jb", 20), "a<U+001B>[2Jb");
+        // Bidirectional controls could reorder the rest of the line: shown as escapes too.
+        for c in [
+            '\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+        ] {
+            let shown = fit(&format!("x{c}y"), 20);
+            assert_eq!(shown, format!("x<U+{:04X}>y", c as u32));
+            assert!(!shown.chars().any(is_bidi_control));
+        }
+        // Ordinary right-to-left text is left alone.
+        assert_eq!(fit("שלום", 20), "שלום");
+    }
+
+    #[test]
+    fn masked_cells_are_blank_and_never_listed() {
+        use crate::attention::MaskKind;
+        // A causal head: each query spreads over the keys up to itself.
+        let tokens = ["<s>", "ĠThe", "Ġcat", "Ġsat"];
+        let n = tokens.len();
+        let base = synthetic(&tokens, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            for k in 0..=q {
+                weights[q * n + k] = 1.0 / (q + 1) as f32;
+            }
+        }
+        let att = Attention::new(
+            base.model.clone(),
+            base.text.clone(),
+            None,
+            base.queries().clone(),
+            weights,
+        )
+        .unwrap()
+        .with_mask(MaskKind::Causal);
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        assert!(out.contains("blank: masked"), "{out}");
+        let row0 = out.lines().find(|l| l.starts_with("0 <s>")).unwrap();
+        // Query 0 sees key 0 only: one shaded cell, then three blank ones (two columns each).
+        assert!(row0.ends_with("██"), "{row0:?}");
+        let row1 = out
+            .lines()
+            .find(|l| l.starts_with("1 ĠThe") && !l.contains('→'))
+            .unwrap();
+        assert!(
+            !row1.contains(" ·"),
+            "a masked cell is not a zero weight: {row1:?}"
+        );
+        let top = out
+            .lines()
+            .find(|l| l.starts_with("0 <s>") && l.contains('→'))
+            .unwrap();
+        assert!(!top.contains("ĠThe"), "a masked key is never listed: {top}");
+    }
+
+    #[test]
+    fn roberta_style_input_reads_like_bert() {
+        let tokens = ["<s>", "ĠThe", "Ġqu", "ick", "Ġfox", "</s>"];
+        let att = synthetic(&tokens, 1, 2);
+        let out = render(&att, HeadSel::Mean, &TerminalOptions::default());
+        assert!(
+            out.contains("mean of 2 heads") && out.contains("6 tokens"),
+            "{out}"
+        );
+        let words = crate::analysis::to_words(&att);
+        let out = render(&words, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("5 words"), "{out}");
+        assert!(out.lines().any(|l| l.starts_with("2 quick")), "{out}");
+        let plain = crate::analysis::without_special(&att).unwrap();
+        let out = render(&plain, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("special tokens hidden"), "{out}");
+        assert!(!out.contains("<s>"), "{out}");
+    }
+
+    #[test]
+    fn a_single_unit_is_counted_in_the_singular() {
+        let att = synthetic(&["<s>", "Ġfox", "</s>"], 1, 1);
+        let plain = crate::analysis::without_special(&att).unwrap();
+        let out = render(&plain, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("· 1 token ·"), "{out}");
+        assert!(out.contains("Most attended (top 1):"), "{out}");
     }
 }

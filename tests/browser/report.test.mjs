@@ -482,9 +482,11 @@ test('real-paragraph: merging word pieces sums attention to a word and averages 
   await settle(page);
   const labels = await page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));
   assert.equal(labels.length, words.length);
-  const want = words.map((u) => u.map((i) => exp.tokens[i].replace(/^##/, '')).join(''));
+  // A word is labelled with the text it stands for: its tokens' surfaces joined and trimmed
+  // (a special token, which stands for no text, by its label).
+  const want = words.map((u) => u.map((i) => exp.surfaces[i]).join('').trim() || u.map((i) => exp.tokens[i]).join(''));
   assert.deepEqual(labels, want);
-  assert.ok(labels.includes('separator') && labels.includes('visualising'), 'merged words are shown whole');
+  assert.ok(labels.includes('separator') && labels.includes('Visualising'), 'merged words are shown whole');
   assert.match(await page.textContent('#words-note'), /sum over its pieces/);
   const all = range(exp.heads);
   for (const layer of [0, exp.layers - 1]) {

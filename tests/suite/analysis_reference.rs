@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{self, Analysis, HeadStats, ViewOptions};
+use attnviz::attention::{Role, Units};
 use attnviz::{Attention, Level, ModelInfo};
 use candle_core::{Device, Tensor};
 use serde_json::Value;
@@ -65,6 +66,45 @@ fn word_ids(v: &Value) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// The units of a committed BERT input as the tokenizer layer gives them: roles from the special
+/// flags (the first special token opens the input, the others are separators) and the word ids
+/// (a piece continues its word), surfaces from the labels (these inputs are lower-cased BERT
+/// tokens, whose text is the token without its `##`, as the reference script's word labels are).
+fn units(case: &Value) -> Units {
+    let tokens = strings(&case["tokens"]);
+    let special = bools(&case["special"]);
+    let words = word_ids(&case["word_ids"]);
+    let roles = (0..tokens.len())
+        .map(|i| match (special[i], i) {
+            (true, 0) => Role::Start,
+            (true, _) => Role::End,
+            (false, i) if i > 0 && words[i].is_some() && words[i] == words[i - 1] => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .zip(&special)
+        .map(|(t, &s)| {
+            if s {
+                String::new()
+            } else {
+                t.strip_prefix("##").unwrap_or(t).to_string()
+            }
+        })
+        .collect();
+    let types = u32s(&case["token_type_ids"]);
+    Units::tokens(
+        tokens,
+        u32s(&case["input_ids"]),
+        types.clone(),
+        types,
+        roles,
+        words,
+        surfaces,
+    )
+}
+
 /// The committed input of one case as an [`Attention`], built like the engine builds it.
 fn input(case: &Value, tensors: &HashMap<String, Tensor>) -> Attention {
     let name = case["name"].as_str().unwrap();
@@ -75,6 +115,7 @@ fn input(case: &Value, tensors: &HashMap<String, Tensor>) -> Attention {
             id: m["id"].as_str().unwrap().into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers: m["layers"].as_u64().unwrap() as usize,
             heads: m["heads"].as_u64().unwrap() as usize,
             hidden_size: m["hidden_size"].as_u64().unwrap() as usize,
@@ -82,13 +123,8 @@ fn input(case: &Value, tensors: &HashMap<String, Tensor>) -> Attention {
         },
         case["text"].as_str().unwrap().into(),
         case["pair"].as_str().map(String::from),
-        strings(&case["tokens"]),
-        u32s(&case["input_ids"]),
-        u32s(&case["token_type_ids"]),
-        bools(&case["special"]),
-        word_ids(&case["word_ids"]),
+        units(case),
         weights,
-        None,
     )
     .expect("reference input is consistent")
 }
@@ -122,19 +158,21 @@ fn check_units(what: &str, got: &Attention, want: &Value) {
         want["special_excluded"].as_bool().unwrap(),
         "{what}: special_excluded"
     );
-    assert_eq!(got.tokens, strings(&want["tokens"]), "{what}: labels");
+    let units = got.queries();
+    assert_eq!(units.labels, strings(&want["tokens"]), "{what}: labels");
     assert_eq!(
-        got.token_type_ids,
+        units.segments,
         u32s(&want["token_type_ids"]),
         "{what}: segments"
     );
-    assert_eq!(got.special, bools(&want["special"]), "{what}: special");
+    let special: Vec<bool> = units.roles.iter().map(|r| r.is_special()).collect();
+    assert_eq!(special, bools(&want["special"]), "{what}: special");
     assert_eq!(
-        got.word_ids,
+        units.word_ids,
         word_ids(&want["word_ids"]),
         "{what}: word ids"
     );
-    let spans: Vec<[usize; 2]> = got.spans.iter().map(|s| [s.start, s.end]).collect();
+    let spans: Vec<[usize; 2]> = units.spans.iter().map(|s| [s.start, s.end]).collect();
     let want_spans: Vec<[usize; 2]> = serde_json::from_value(want["spans"].clone()).unwrap();
     assert_eq!(spans, want_spans, "{what}: spans");
 }
@@ -145,8 +183,8 @@ fn check_stats(what: &str, got: &[Vec<HeadStats>], want: &Value) {
         ("entropy", |s| s.entropy),
         ("entropy_norm", |s| s.entropy_norm),
         ("distance", |s| s.distance),
-        ("cls", |s| s.to_cls),
-        ("sep", |s| s.to_sep),
+        ("cls", |s| s.to_start),
+        ("sep", |s| s.to_end),
         ("punct", |s| s.to_punct),
         ("self", |s| s.to_self),
         ("prev", |s| s.to_prev),
@@ -262,15 +300,15 @@ fn reference_cases_cover_pairs_pieces_and_punctuation() {
     let tensors = load_tensors("inputs.safetensors");
     let cases = inputs["cases"].as_array().unwrap();
     let pair = input(&cases[1], &tensors);
-    assert_eq!(pair.sentence_b_start, Some(12));
+    assert_eq!(pair.sentence_b_start(), Some(12));
     let words = analysis::to_words(&input(&cases[0], &tensors));
-    assert!(words.tokens.contains(&"unbelievably".to_string()));
+    assert!(words.tokens().contains(&"unbelievably".to_string()));
     let long = analysis::to_words(&input(&cases[2], &tensors));
     assert_eq!(
-        long.tokens[1],
+        long.tokens()[1],
         "pneumonoultramicroscopicsilicovolcanoconiosis"
     );
-    assert_eq!(long.spans[1], 1..18);
+    assert_eq!(long.queries().spans[1], 1..18);
     let keys = analysis::KeyClasses::of(&long);
     assert!(!keys.punct.is_empty());
 }

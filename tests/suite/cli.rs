@@ -4,36 +4,12 @@
 
 use crate::fidelity::reference;
 
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
+
+use crate::cli_support::{assert_clean_failure, attnviz, run, stderr};
 
 use reference::{minilm_dir, Case, Reference, ATTENTION_TOL};
 use serde_json::Value;
-
-fn attnviz() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_attnviz"));
-    cmd.env_remove("ATTNVIZ_MODEL")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("NO_COLOR", "1");
-    cmd
-}
-
-fn run(args: &[&str]) -> Output {
-    attnviz().args(args).output().expect("attnviz runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A failed run: exit status 1, one line on stderr starting with `error:`, no panic.
-fn assert_clean_failure(out: &Output, mentions: &str) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains(mentions), "expected `{mentions}` in: {err}");
-}
 
 fn case<'a>(r: &'a Reference, name: &str) -> &'a Case {
     r.cases
@@ -311,5 +287,80 @@ fn stats_table_moves_to_stderr_when_json_takes_stdout() {
     // one grid row per layer, numbered from 0, in the table on stderr
     for l in 0..layers {
         assert!(err.contains(&format!("layer {l} ")), "{err}");
+    }
+}
+
+#[test]
+fn flags_that_need_another_flag_are_refused_in_one_line_before_any_load() {
+    // No model is loaded (it does not exist), so each line comes from the plan step.
+    let m = "/no/such/model";
+    for (args, mentions) in [
+        (
+            &["--per-sentence", "none"][..],
+            "--per-sentence only applies to corpus mode",
+        ),
+        (&["--out-dir", "x"], "--out-dir only applies to corpus mode"),
+        (
+            &["--on-bad-line", "stop"],
+            "--on-bad-line only applies to corpus mode",
+        ),
+        (&["text", "--neuron"], "--neuron applies to the HTML report"),
+        (
+            &["text", "--colormap", "magma"],
+            "--colormap applies to images",
+        ),
+        (&["text", "--figure", "model"], "--figure applies to --png"),
+        (
+            &["text", "--full-precision"],
+            "--full-precision applies to the JSON",
+        ),
+        (
+            &["text", "--quiet", "--top", "2"],
+            "--top sets the terminal view",
+        ),
+        (&["--force"], "--force only applies to corpus mode"),
+        (
+            &["text", "--out-dir", "x"],
+            "--out-dir only applies to corpus mode",
+        ),
+        (&["--input", "in.txt"], "--input needs --out-dir"),
+        (
+            &["--input", "in.txt", "--out-dir", "o", "--png", "a.png"],
+            "--png is for a single input",
+        ),
+        (
+            &[
+                "--input",
+                "in.txt",
+                "--out-dir",
+                "o",
+                "--per-sentence",
+                "none",
+                "--full-precision",
+            ],
+            "--per-sentence none writes none",
+        ),
+        (
+            &["text", "--svg", "a.svg", "--dpi", "300"],
+            "--dpi applies to PNG images",
+        ),
+        (
+            &["text", "--png", "a.png", "--html-precision", "8"],
+            "--html-precision applies to the HTML report",
+        ),
+        (
+            &["text", "--json-include", "rollout"],
+            "--json-include adds sections to the JSON export",
+        ),
+        (
+            &["text", "--quiet", "--color", "always"],
+            "--color sets the terminal view",
+        ),
+        (&["--pair", "b"], "give TEXT"),
+        (&[], "give TEXT"),
+    ] {
+        let mut argv = vec!["-m", m];
+        argv.extend_from_slice(args);
+        assert_clean_failure(&run(&argv), mentions);
     }
 }

@@ -47,14 +47,18 @@ fn shapes_probabilities_and_tokens() {
         .unwrap();
     let att = &out.attention;
     let n = att.len();
-    assert_eq!(att.tokens.first().map(String::as_str), Some("[CLS]"));
-    assert_eq!(att.tokens.last().map(String::as_str), Some("[SEP]"));
-    assert_eq!(att.special.iter().filter(|&&s| s).count(), 2);
-    assert!(att.token_type_ids.iter().all(|&t| t == 0));
-    assert_eq!(att.sentence_b_start, None);
+    let units = att.queries();
+    assert_eq!(att.tokens().first().map(String::as_str), Some("[CLS]"));
+    assert_eq!(att.tokens().last().map(String::as_str), Some("[SEP]"));
+    assert_eq!(units.roles.first(), Some(&attnviz::attention::Role::Start));
+    assert_eq!(units.roles.last(), Some(&attnviz::attention::Role::End));
+    assert_eq!(units.roles.iter().filter(|r| r.is_special()).count(), 2);
+    assert!(units.type_ids.iter().all(|&t| t == 0));
+    assert_eq!(att.sentence_b_start(), None);
+    assert_eq!(att.model.family, "BERT");
     // Ids and tokens agree with the model's own vocab.txt (line number = id).
     let vocab = vocab();
-    for (tok, &id) in att.tokens.iter().zip(&att.input_ids) {
+    for (tok, &id) in att.tokens().iter().zip(&units.ids) {
         assert_eq!(&vocab[id as usize], tok);
     }
     assert_eq!(att.weights().len(), 6 * 12 * n * n);
@@ -89,10 +93,14 @@ fn pair_has_segments_and_continuing_word_ids() {
     let att = &out.attention;
     // [CLS] the cat sat . [SEP] it was tired . [SEP]
     assert_eq!(att.len(), 11);
-    assert_eq!(att.sentence_b_start, Some(6));
-    assert_eq!(att.token_type_ids, vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+    assert_eq!(att.sentence_b_start(), Some(6));
     assert_eq!(
-        att.word_ids,
+        att.queries().type_ids,
+        vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    );
+    assert_eq!(att.queries().segments, att.queries().type_ids);
+    assert_eq!(
+        att.queries().word_ids,
         vec![
             None,
             Some(0),
@@ -224,9 +232,9 @@ fn length_limit_and_truncation() {
     assert_eq!(out.truncated_from, Some(606));
     let att = &out.attention;
     assert_eq!(att.len(), 512);
-    assert_eq!(att.tokens.last().map(String::as_str), Some("[SEP]"));
+    assert_eq!(att.tokens().last().map(String::as_str), Some("[SEP]"));
     // Longest first: the short pair survives whole.
-    let b: Vec<_> = att.tokens[att.sentence_b_start.unwrap()..].to_vec();
+    let b: Vec<_> = att.tokens()[att.sentence_b_start().unwrap()..].to_vec();
     assert_eq!(b, ["a", "short", "pair", "[SEP]"]);
     for row in att.head(5, 11).chunks(512) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);

@@ -7,9 +7,9 @@ use crate::engine_support;
 
 use std::sync::OnceLock;
 
-use attnviz::cli::{Colormap, Theme};
 use attnviz::model::{EncodeOptions, Model};
 use attnviz::render::image::{figure_size, render_png, render_svg, FigureSpec, ImageOptions};
+use attnviz::render::image::{Colormap, Theme};
 use attnviz::{Attention, HeadSel};
 use engine_support::minilm_dir;
 
@@ -56,7 +56,7 @@ fn every_figure_of_real_attention_renders_and_says_what_it_should() {
         Some("It was tired & hungry, said \"Bob\" <again>."),
     );
     let accents = encode("Café naïve résumé — 東京で寿司を食べた 🍣!", None);
-    assert!(pair.sentence_b_start.is_some());
+    assert!(pair.sentence_b_start().is_some());
     for att in [&pair, &accents] {
         let rollout = att.head_mean(5);
         for options in [
@@ -64,6 +64,7 @@ fn every_figure_of_real_attention_renders_and_says_what_it_should() {
             ImageOptions {
                 colormap: Colormap::Inferno,
                 theme: Theme::Dark,
+                ..ImageOptions::default()
             },
         ] {
             for fig in [
@@ -88,7 +89,7 @@ fn every_figure_of_real_attention_renders_and_says_what_it_should() {
                     .map(str::trim)
                     .collect();
                 if !matches!(fig, FigureSpec::Model) {
-                    for token in &att.tokens {
+                    for token in att.tokens() {
                         assert!(
                             texts.contains(&token.as_str()),
                             "{fig:?}: token {token:?} is not a <text>"

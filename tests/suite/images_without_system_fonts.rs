@@ -21,6 +21,7 @@ fn attention() -> Attention {
             id: "fontless".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers: 1,
             heads: 1,
             hidden_size: 4,
@@ -28,13 +29,8 @@ fn attention() -> Attention {
         },
         "fonts are embedded é".into(),
         None,
-        tokens.iter().map(|t| t.to_string()).collect(),
-        (0..n as u32).collect(),
-        vec![0; n],
-        tokens.iter().map(|t| t.starts_with('[')).collect(),
-        (0..n).map(Some).collect(),
+        crate::support::units_for(&tokens, None),
         weights,
-        None,
     )
     .unwrap()
 }

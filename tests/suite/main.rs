@@ -5,6 +5,7 @@
 //! (`tests/hub_environment.rs`, `tests/thread_count.rs`), because the tests here run in parallel
 //! threads of one process.
 
+mod cli_support;
 mod common;
 mod engine_support;
 mod fidelity;
@@ -20,8 +21,19 @@ mod engine_oracle;
 mod engine_source;
 mod engine_tokenize;
 mod engine_weights;
+mod fonts_in_browsers;
+mod gguf_files;
+mod gguf_smollm2;
 mod hostile;
 mod hostile_families;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;
+mod input_bounds;
+mod interrupts;
+mod output_folders;
+mod output_targets;
+mod report_and_json_sections;
+mod terminal_hygiene;
+mod tokenizer_roles;
+mod word_merge;

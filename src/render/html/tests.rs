@@ -100,15 +100,14 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
     let mut tokens = vec!["[CLS]".to_string()];
     tokens.extend((1..n - 1).map(|i| format!("w{i}")));
     tokens.push("[SEP]".into());
-    let special = (0..n).map(|i| i == 0 || i == n - 1).collect();
-    let word_ids = (0..n)
-        .map(|i| (i > 0 && i < n - 1).then_some(i - 1))
-        .collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let units = crate::attention::tests::units_for(&refs);
     Attention::new(
         ModelInfo {
             id: "test/vectors".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * d,
@@ -116,14 +115,10 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         },
         "w1 w2".into(),
         None,
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        special,
-        word_ids,
+        units,
         weights,
-        Some(QueryKey { queries, keys }),
     )
+    .and_then(|a| a.with_query_key(Some(QueryKey { queries, keys })))
     .unwrap()
 }
 
@@ -399,7 +394,7 @@ fn bad_options_are_refused_before_anything_is_written() {
                 layer: 2,
                 ..HtmlOptions::default()
             },
-            "layer 2 does not exist: the model has layers 0 to 1",
+            "layer 2 does not exist: the model has layers 0–1",
         ),
         (
             HtmlOptions {
@@ -502,4 +497,73 @@ fn escapes() {
         escape_json_for_script("{\"t\":\"</script>&\u{2028}\"}"),
         r#"{"t":"\u003c/script\u003e\u0026\u2028"}"#
     );
+}
+
+#[test]
+fn scripts_the_system_may_lack_get_embedded_font_subsets() {
+    let plain = render(
+        &synthetic(&["[CLS]", "a", "[SEP]"], 1, 1),
+        &HtmlOptions::default(),
+    );
+    assert!(
+        !plain.contains("@font-face"),
+        "an ASCII report embeds no font"
+    );
+    let mut att = synthetic(&["[CLS]", "한국", "🚀", "東", "naïve", "[SEP]"], 1, 1);
+    att.text = "한국 🚀 東 naïve".into();
+    let html = render(&att, &HtmlOptions::default());
+    let csp_start = html.find("Content-Security-Policy\" content=\"").unwrap();
+    let csp = &html[csp_start..][..html[csp_start..].find("\">").unwrap()];
+    assert!(csp.contains("font-src data:;"), "{csp}");
+    let faces = html.matches("@font-face").count();
+    assert_eq!(faces, 4, "Hangul, emoji, CJK and Latin (ï) subsets");
+    for range in ["U+D55C", "U+1F680", "U+6771", "U+EF"] {
+        assert!(html.contains(range), "{range} missing");
+    }
+    assert!(html.contains(
+        ":root{--attnviz-fonts:\"attnviz-sans\", \"attnviz-hangul\", \"attnviz-cjk\", \"attnviz-emoji\", sans-serif}"
+    ));
+    // the page's body font list ends with them
+    assert!(html.contains("Arial, var(--attnviz-fonts, sans-serif)"));
+}
+
+#[test]
+fn metadata_describes_units_by_role_for_any_family() {
+    let att = crate::attention::tests::synthetic_pair(
+        &["<s>", "ĠThe", "Ġc", "at", "</s>", "</s>", "ĠIt", "</s>"],
+        5,
+        1,
+        2,
+    );
+    let meta = meta_of(&render(&att, &HtmlOptions::default()));
+    assert_eq!(meta["format"], 2);
+    assert_eq!(meta["model"]["family"], "BERT");
+    assert_eq!(meta["kind"], "self");
+    assert_eq!(meta["mask"], "bidirectional");
+    assert_eq!(meta["kv_head"], serde_json::json!([0, 1]));
+    assert_eq!(
+        meta["roles"],
+        serde_json::json!(["start", "word", "word", "piece", "end", "end", "word", "end"])
+    );
+    assert_eq!(
+        meta["segments"],
+        serde_json::json!([0, 0, 0, 0, 0, 1, 1, 1])
+    );
+    assert_eq!(meta["sentence_b_start"], 5);
+    assert_eq!(meta["surfaces"][2], " c");
+    assert!(
+        meta.get("special").is_none(),
+        "roles replace the special flags"
+    );
+    let cross = Attention::cross(
+        crate::attention::tests::info(1, 1),
+        "a".into(),
+        None,
+        crate::attention::tests::units_for(&["<s>", "Ġa"]),
+        crate::attention::tests::units_for(&["<s>", "Ġb", "</s>"]),
+        vec![0.5; 6],
+    )
+    .unwrap();
+    let err = write_html(&cross, &HtmlOptions::default(), &mut Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
 }

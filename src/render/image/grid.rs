@@ -3,7 +3,7 @@
 use super::layout::{
     self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
 };
-use super::scale::{resample, Scale};
+use super::scale::{resample, resample_mask, Scale};
 use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
@@ -61,7 +61,8 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
     let (cols, rows) = arrangement(heads.len());
     let grid = panel_grid(n, cols);
     let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
-    let scale = Scale::up_to(shown.iter().flatten());
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    let scale = Scale::up_to(shown.iter().flatten(), style.scale);
     let side = grid.side() as i32;
 
     let label_w = layout::label_extent(axis, &grid, SMALL_SIZE);
@@ -75,7 +76,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         .max(layout::title_width(title))
         .max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let grid_y = top + head_band;
     // The x labels of the bottom row hang below it; rows above need room for theirs only when
     // the row below has a gap under that column (last row not full).
@@ -96,6 +97,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         }));
         items.extend(layout::heatmap(
             values,
+            masked.as_deref(),
             &grid,
             x,
             y,
@@ -139,7 +141,7 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         bar_h,
         &scale,
         &style.ramp,
-        "attention weight",
+        &format!("attention weight{}", scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -173,7 +175,8 @@ pub(crate) fn model_scene(
         .iter()
         .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
         .collect();
-    let scale = Scale::up_to(shown.iter().flatten().flatten());
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
     let side = grid.side() as i32;
     let gap = THUMB_GAP as i32;
     let row_label_w = (0..layers)
@@ -186,7 +189,7 @@ pub(crate) fn model_scene(
     let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
         .max(layout::title_width(title))
         .max(560);
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let col_band = 20;
     let grid_y = top + col_band;
     for h in 0..heads {
@@ -217,6 +220,7 @@ pub(crate) fn model_scene(
             let x = grid_x + h as i32 * (side + gap);
             items.extend(layout::heatmap(
                 values,
+                masked.as_deref(),
                 &grid,
                 x,
                 y,
@@ -237,7 +241,7 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        "attention weight",
+        &format!("attention weight{}", scale.caption_suffix()),
         pal,
     ));
     let bottom = grid_y + grid_h.max(bar_h) + 10;

@@ -157,9 +157,12 @@ pub(crate) fn token_labels(
         .collect()
 }
 
-/// A heatmap block: colour cells with a frame, at `(x, y)`.
+/// A heatmap block: colour cells with a frame, at `(x, y)`. Cells `masked` marks (the query could
+/// not see the key) take the background colour, unlike a weight of 0.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn heatmap(
     values: &[f32],
+    masked: Option<&[bool]>,
     grid: &Grid,
     x: i32,
     y: i32,
@@ -167,7 +170,14 @@ pub(crate) fn heatmap(
     ramp: &Ramp,
     pal: &Palette,
 ) -> Vec<Item> {
-    let colors = scale.colors(ramp, values);
+    let mut colors = scale.colors(ramp, values);
+    if let Some(masked) = masked {
+        for (c, &m) in colors.iter_mut().zip(masked) {
+            if m {
+                *c = pal.background;
+            }
+        }
+    }
     let mut items = vec![Item::Cells(Cells {
         x,
         y,
@@ -338,7 +348,7 @@ pub(crate) fn key_title_right(cols: (i32, i32), min_x: i32) -> i32 {
 
 /// `text` cut with `…` so that it is at most `max_width` pixels wide at `size`.
 pub(crate) fn fit(text: &str, size: f64, bold: bool, max_width: i32) -> String {
-    let fits = |s: &str| font::width(&font::drawable(s), size, bold) as i32 <= max_width;
+    let fits = |s: &str| fits(s, size, bold, max_width);
     if fits(text) {
         return text.to_string();
     }
@@ -361,10 +371,15 @@ pub(crate) fn fit(text: &str, size: f64, bold: bool, max_width: i32) -> String {
         + "…"
 }
 
-/// The title and subtitle lines at the top left; returns the items and the y below them.
+/// Most lines the quoted input may take under the title; a longer quote ends in `…` (the figure
+/// is not the place to read a 400-character input; the notes below it are never cut).
+pub(crate) const SUBTITLE_LINES: usize = 4;
+
+/// The title, the quoted input (wrapped, at most [`SUBTITLE_LINES`]) and the notes on what the
+/// figure shows (wrapped, in full) at the top left; returns the items and the y below them.
 pub(crate) fn title_block(
     title: &str,
-    subtitle: &str,
+    style: &super::Style,
     width: i32,
     pal: &Palette,
 ) -> (Vec<Item>, i32) {
@@ -380,22 +395,29 @@ pub(crate) fn title_block(
         align: Align::Start,
         up: false,
     })];
-    y += (TITLE_SIZE / 2.0) as i32;
-    if !subtitle.is_empty() {
-        y += 8 + (SUBTITLE_SIZE / 2.0) as i32;
+    y += (TITLE_SIZE / 2.0) as i32 + 8;
+    let line_h = SUBTITLE_SIZE as i32 + 4;
+    let mut lines = wrap(&style.subtitle, SUBTITLE_SIZE, false, max);
+    if lines.len() > SUBTITLE_LINES {
+        lines.truncate(SUBTITLE_LINES);
+        let last = lines.pop().unwrap_or_default();
+        lines.push(fit(&format!("{last} …"), SUBTITLE_SIZE, false, max));
+    }
+    lines.extend(wrap(&style.notes, SUBTITLE_SIZE, false, max));
+    for line in lines {
         items.push(Item::Text(Text {
             x: MARGIN,
-            y,
-            text: fit(subtitle, SUBTITLE_SIZE, false, max),
+            y: y + line_h / 2,
+            text: line,
             size: SUBTITLE_SIZE,
             bold: false,
             color: pal.muted,
             align: Align::Start,
             up: false,
         }));
-        y += (SUBTITLE_SIZE / 2.0) as i32;
+        y += line_h;
     }
-    (items, y + 16)
+    (items, y + 12)
 }
 
 /// Width the title needs to show in full.
@@ -403,29 +425,67 @@ pub(crate) fn title_width(title: &str) -> i32 {
     font::width(&font::drawable(title), TITLE_SIZE, true) as i32 + 2 * MARGIN
 }
 
+/// Whether `text` fits in `max_width` pixels at `size`.
+fn fits(text: &str, size: f64, bold: bool, max_width: i32) -> bool {
+    font::width(&font::drawable(text), size, bold) as i32 <= max_width
+}
+
+/// `text` broken into lines of at most `max_width` pixels at `size`: between words where it can,
+/// inside a word only when the word alone is too wide (a long token, or a script written without
+/// spaces such as Chinese). Nothing is dropped; empty text gives no lines.
+pub(crate) fn wrap(text: &str, size: f64, bold: bool, max_width: i32) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let joined = if line.is_empty() {
+            word.to_string()
+        } else {
+            format!("{line} {word}")
+        };
+        if fits(&joined, size, bold, max_width) {
+            line = joined;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        // the word alone: as many characters per line as fit (at least one)
+        let mut rest: Vec<char> = word.chars().collect();
+        loop {
+            let (mut lo, mut hi) = (1, rest.len());
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                if fits(
+                    &rest[..mid].iter().collect::<String>(),
+                    size,
+                    bold,
+                    max_width,
+                ) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            let head: String = rest.drain(..lo).collect();
+            if rest.is_empty() {
+                line = head;
+                break;
+            }
+            lines.push(head);
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// A note in small muted text, wrapped to the canvas `width`, its first line's top at `top`.
 /// Returns the items and the y below the last line.
 pub(crate) fn notes(text: &str, top: i32, width: i32, pal: &Palette) -> (Vec<Item>, i32) {
     let max = width - 2 * MARGIN;
-    let mut lines: Vec<String> = Vec::new();
-    for word in text.split(' ') {
-        match lines.last_mut() {
-            Some(line)
-                if font::width(
-                    &font::drawable(&format!("{line} {word}")),
-                    SMALL_SIZE,
-                    false,
-                ) as i32
-                    <= max =>
-            {
-                line.push(' ');
-                line.push_str(word);
-            }
-            _ => lines.push(fit(word, SMALL_SIZE, false, max)),
-        }
-    }
     let line_h = SMALL_SIZE as i32 + 4;
-    let items = lines
+    let items = wrap(text, SMALL_SIZE, false, max)
         .into_iter()
         .enumerate()
         .map(|(i, line)| {
@@ -475,7 +535,7 @@ mod tests {
 
     #[test]
     fn notes_wrap_to_the_canvas() {
-        let pal = Palette::of(crate::cli::Theme::Light);
+        let pal = Palette::of(crate::render::image::Theme::Light);
         let text = "attention ".repeat(60);
         let (items, bottom) = notes(text.trim(), 100, 600, &pal);
         assert!(items.len() >= 4, "{} lines", items.len());

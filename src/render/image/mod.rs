@@ -9,7 +9,6 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
-#[rustfmt::skip]
 mod font;
 mod grid;
 mod layout;
@@ -22,17 +21,43 @@ mod theme;
 use std::io::Write;
 use std::path::Path;
 
-pub use font::FontError;
-pub use paint::DrawError;
+pub use crate::render::colormap::Colormap;
+pub use crate::render::fonts::FontError;
+pub use paint::{DrawError, SvgError};
+pub use scale::{ColorScale, LOG_DECADES};
+pub use theme::Theme;
 
-use crate::attention::{Attention, HeadSel};
-use crate::cli::{Colormap, Figure, Theme};
+use crate::attention::{Attention, HeadSel, Selection, SelectionError};
 use crate::output::{write_output, OutputError};
 
 use crate::render::colormap::Ramp;
 use layout::Axis;
 use scene::Scene;
 use theme::Palette;
+
+/// Which figure to draw, by name (`--figure`): see [`FigureSpec`] for what each shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Figure {
+    /// One head's query × key heatmap, or the mean over the layer's heads.
+    #[default]
+    Head,
+    /// All heads of a layer in a grid with a shared colour scale.
+    Layer,
+    /// The mean over the heads of a layer.
+    Mean,
+    /// Every layer × head as labelled thumbnails.
+    Model,
+    /// Attention rollout (Abnar & Zuidema 2020) up to a layer.
+    Rollout,
+}
+
+crate::choice!(Figure {
+    Head => ("head", "One head's query × key heatmap (--layer, --head; `--head mean` for the mean)"),
+    Layer => ("layer", "All heads of --layer in a grid with a shared colour scale"),
+    Mean => ("mean", "The mean over the heads of --layer"),
+    Model => ("model", "Every layer × head as labelled thumbnails"),
+    Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to --layer"),
+});
 
 /// What a figure shows.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,9 +92,9 @@ pub enum FigureSpec<'a> {
 }
 
 impl<'a> FigureSpec<'a> {
-    /// The figure the CLI asks for with `--figure`, `--layer` and `--head`. `rollout` is the
-    /// rollout matrix through `layer` (needed only for [`Figure::Rollout`]).
-    pub fn from_cli(
+    /// The figure `figure` of `layer` and `head`. `rollout` is the rollout matrix through
+    /// `layer` (needed only for [`Figure::Rollout`]).
+    pub fn of(
         figure: Figure,
         layer: usize,
         head: HeadSel,
@@ -114,12 +139,18 @@ impl<'a> FigureSpec<'a> {
 }
 
 /// How figures look.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ImageOptions {
     /// Colour map of the cells (viridis by default).
     pub colormap: Colormap,
     /// Light or dark background.
     pub theme: Theme,
+    /// How values map to colours (linear by default).
+    pub scale: ColorScale,
+    /// PNG pixels per layout pixel: 2 doubles the pixels of every side with the same layout,
+    /// for print ([`MIN_SCALE_FACTOR`] to [`MAX_SCALE_FACTOR`]; 1 by default). The PNG states
+    /// its density as 96 × this many pixels per inch. SVG is unaffected.
+    pub scale_factor: f32,
 }
 
 impl Default for ImageOptions {
@@ -127,29 +158,25 @@ impl Default for ImageOptions {
         ImageOptions {
             colormap: Colormap::Viridis,
             theme: Theme::Light,
+            scale: ColorScale::Linear,
+            scale_factor: 1.0,
         }
     }
 }
 
+/// Smallest [`ImageOptions::scale_factor`].
+pub const MIN_SCALE_FACTOR: f32 = 0.5;
+/// Largest [`ImageOptions::scale_factor`].
+pub const MAX_SCALE_FACTOR: f32 = 4.0;
+/// Most pixels a PNG may have (whatever the scale factor): 64 million, 192 MB of RGB.
+pub const MAX_PNG_PIXELS: u64 = 64_000_000;
+
 /// Why an image could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    /// The layer asked for does not exist.
-    #[error("layer {layer} does not exist: the model has {layers} layers, numbered 0 to {}; choose one with --layer", layers.saturating_sub(1))]
-    NoSuchLayer {
-        /// Requested layer.
-        layer: usize,
-        /// Layers in the model.
-        layers: usize,
-    },
-    /// The head asked for does not exist.
-    #[error("head {head} does not exist: each layer has {heads} heads, numbered 0 to {}; choose one with --head, or --head mean", heads.saturating_sub(1))]
-    NoSuchHead {
-        /// Requested head.
-        head: usize,
-        /// Heads per layer.
-        heads: usize,
-    },
+    /// The layer or head asked for does not exist.
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
     /// A matrix figure got a matrix of the wrong size.
     #[error("the matrix for \"{title}\" has {got} values, but {n} tokens need {n} × {n} = {}", n * n)]
     MatrixShape {
@@ -163,9 +190,31 @@ pub enum ImageError {
     /// The rollout figure was asked for without a rollout matrix.
     #[error("the rollout figure needs the attention rollout, which was not computed")]
     NoRollout,
+    /// The scale factor is outside the supported range.
+    #[error("scale factor {0} is out of range: use {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR} (or --dpi 48 to 384)")]
+    ScaleFactor(f32),
+    /// The PNG would be too large.
+    #[error("a scale factor of {factor} would make a {w} × {h} pixel PNG, more than the {} million pixels allowed; use a smaller --scale-factor, or --svg", MAX_PNG_PIXELS / 1_000_000)]
+    TooManyPixels {
+        /// The factor asked for.
+        factor: f32,
+        /// Width it would give.
+        w: u32,
+        /// Height it would give.
+        h: u32,
+    },
     /// The input has no tokens.
     #[error("nothing to draw: the input has no tokens")]
     Empty,
+    /// Queries and keys are different units (cross-attention), which the figures do not lay out
+    /// yet.
+    #[error("the figures draw square self-attention; this attention is {queries} queries × {keys} keys (cross-attention)")]
+    NotSquare {
+        /// Query units.
+        queries: usize,
+        /// Key units.
+        keys: usize,
+    },
     /// The embedded font could not be loaded.
     #[error(transparent)]
     Font(#[from] FontError),
@@ -180,9 +229,17 @@ pub enum ImageError {
 /// Everything about the look of a figure that does not depend on which figure it is.
 pub(crate) struct Style {
     pub ramp: Ramp,
+    /// How values map to colours.
+    pub scale: ColorScale,
     pub palette: Palette,
     /// The input text, shown under the title.
     pub subtitle: String,
+    /// What the figure shows differently from plain token attention (word level, special
+    /// tokens removed), shown in full under the subtitle; empty when nothing.
+    pub notes: String,
+    /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
+    /// `None` when every cell is visible.
+    pub masked: Option<Vec<bool>>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -191,7 +248,16 @@ pub fn render_png(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<Vec<u8>, ImageError> {
-    Ok(paint::png(&build(att, figure, options)?)?)
+    let scene = build(att, figure, options)?;
+    let factor = options.scale_factor;
+    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
+        return Err(ImageError::ScaleFactor(factor));
+    }
+    let (w, h) = paint::scaled_size(&scene, factor);
+    if w as u64 * h as u64 > MAX_PNG_PIXELS {
+        return Err(ImageError::TooManyPixels { factor, w, h });
+    }
+    Ok(paint::png(&scene, factor)?)
 }
 
 /// Render `figure` of `att` as an SVG document.
@@ -200,10 +266,14 @@ pub fn render_svg(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<String, ImageError> {
-    Ok(paint::svg(&build(att, figure, options)?)?)
+    paint::svg(&build(att, figure, options)?).map_err(|e| match e {
+        SvgError::Draw(e) => ImageError::Draw(e),
+        SvgError::Font(e) => ImageError::Font(e),
+    })
 }
 
-/// Width and height in pixels that `figure` of `att` will have (the same for PNG and SVG).
+/// Width and height in layout pixels that `figure` of `att` will have: the SVG's size, and the
+/// PNG's at scale factor 1 (the PNG has `scale_factor` times as many pixels along each side).
 pub fn figure_size(
     att: &Attention,
     figure: &FigureSpec,
@@ -246,40 +316,39 @@ fn build(
     figure: &FigureSpec,
     options: &ImageOptions,
 ) -> Result<Scene, ImageError> {
-    font::ensure_registered()?;
     if att.is_empty() {
         return Err(ImageError::Empty);
     }
+    if !att.is_square() {
+        return Err(ImageError::NotSquare {
+            queries: att.n_queries(),
+            keys: att.n_keys(),
+        });
+    }
     let check_layer = |layer: usize| {
-        if layer < att.layers() {
-            Ok(())
-        } else {
-            Err(ImageError::NoSuchLayer {
-                layer,
-                layers: att.layers(),
-            })
-        }
+        att.model
+            .check_selection(Selection::new(layer, HeadSel::Mean))
+            .map(|_| ())
     };
     let style = Style {
         ramp: Ramp::new(options.colormap, options.theme),
+        scale: options.scale,
         palette: Palette::of(options.theme),
         subtitle: subtitle(att),
+        notes: notes(att),
+        masked: cell_mask(att),
     };
+    let units = att.queries();
     let axis = Axis {
-        labels: att.tokens.clone(),
-        special: att.special.clone(),
-        b_start: att.sentence_b_start.filter(|&b| b > 0 && b < att.len()),
+        labels: units.labels.clone(),
+        special: (0..units.len()).map(|i| units.is_special(i)).collect(),
+        b_start: units.segment_b_start().filter(|&b| b > 0 && b < att.len()),
     };
     let model = model_name(att.model.name.as_deref().unwrap_or(&att.model.id));
     let heads = att.heads();
     let scene = match figure {
         FigureSpec::Head { layer, head } => {
-            check_layer(*layer)?;
-            if let HeadSel::Index(h) = head {
-                if *h >= heads {
-                    return Err(ImageError::NoSuchHead { head: *h, heads });
-                }
-            }
+            att.model.check_selection(Selection::new(*layer, *head))?;
             let title = match head {
                 HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
                 HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
@@ -339,22 +408,34 @@ fn model_name(id: &str) -> String {
 /// The input text for the subtitle: the sentence, or both sentences of a pair.
 fn subtitle(att: &Attention) -> String {
     let text = font::label(&att.text, 400);
-    let mut s = match &att.pair {
+    match &att.pair {
         Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
         None if text.is_empty() => String::new(),
         None => format!("“{text}”"),
-    };
+    }
+}
+
+/// Which cells of `att`'s (square) matrices the query could not see; `None` when all are visible.
+fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
+    let n = att.len();
+    let mask: Vec<bool> = (0..n * n).map(|i| att.is_masked(i / n, i % n)).collect();
+    mask.iter().any(|&m| m).then_some(mask)
+}
+
+/// The notes line under the subtitle: how the attention shown differs from the model's.
+fn notes(att: &Attention) -> String {
     let mut notes = Vec::new();
     if att.level == crate::attention::Level::Word {
-        notes.push("words");
+        notes.push("words: word pieces merged");
     }
     if att.special_excluded {
-        notes.push("[CLS]/[SEP] removed, rows renormalised");
+        notes.push("special tokens removed, rows renormalised");
     }
-    if !notes.is_empty() {
-        s = format!("{s}   ({})", notes.join("; "));
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!("({})", notes.join("; "))
     }
-    s
 }
 
 #[cfg(test)]

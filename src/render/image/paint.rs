@@ -4,11 +4,12 @@ use plotters::coord::Shift;
 use plotters::element::BitMapElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use plotters::style::FontTransform;
+use plotters::style::{FontDesc, FontFamily, FontStyle, FontTransform};
 
 use super::font;
 use super::scene::{Align, Cells, Item, Scene, Text};
 use super::theme::Rgb;
+use crate::render::fonts::{self, FontError};
 
 /// SVG draws a block of cells as one `<rect>` each up to this many cells in the whole figure,
 /// so small heatmaps stay crisp vector graphics; beyond it, cells go in as an embedded PNG
@@ -28,33 +29,100 @@ fn color(c: Rgb) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Target {
-    Png,
-    Svg,
-}
-
-/// Render `scene` as raw RGB pixels, `width × height × 3` bytes.
-pub(crate) fn rgb_pixels(scene: &Scene) -> Result<Vec<u8>, DrawError> {
-    let mut buf = vec![0u8; scene.width as usize * scene.height as usize * 3];
+/// Render `scene` as raw RGB pixels at `factor` PNG pixels per layout pixel: returns the
+/// pixels (`width × height × 3` bytes) and the size. Cells are written straight into the buffer
+/// (nearest neighbour when scaled); boxes and text are drawn over them with plotters and our own
+/// text rasteriser.
+pub(crate) fn rgb_pixels(scene: &Scene, factor: f32) -> Result<(Vec<u8>, u32, u32), DrawError> {
+    let (w, h) = scaled_size(scene, factor);
+    let bg = scene.background;
+    let mut buf = [bg.0, bg.1, bg.2].repeat(w as usize * h as usize);
+    for item in &scene.items {
+        if let Item::Cells(cells) = item {
+            blit_cells(&mut buf, (w, h), cells, factor);
+        }
+    }
     {
-        let root =
-            BitMapBackend::with_buffer(&mut buf, (scene.width, scene.height)).into_drawing_area();
-        paint(&root, scene, Target::Png)?;
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        for item in &scene.items {
+            match item {
+                Item::Fill(r, c) if r.x1 > r.x0 && r.y1 > r.y0 => {
+                    let s = |v: i32| (v as f32 * factor).round() as i32;
+                    let (x0, y0) = (s(r.x0), s(r.y0));
+                    // a one-pixel line stays at least one pixel at any factor
+                    let (x1, y1) = (s(r.x1).max(x0 + 1), s(r.y1).max(y0 + 1));
+                    root.draw(&Rectangle::new([(x0, y0), (x1, y1)], color(*c).filled()))
+                        .map_err(draw_err)?;
+                }
+                Item::Text(t) => paint_png_text(&root, t, factor)?,
+                _ => {}
+            }
+        }
         root.present().map_err(draw_err)?;
     }
-    Ok(buf)
+    Ok((buf, w, h))
 }
 
-/// Render `scene` as a PNG file's bytes. Deterministic: no timestamps, fixed compression.
-pub(crate) fn png(scene: &Scene) -> Result<Vec<u8>, DrawError> {
-    let pixels = rgb_pixels(scene)?;
+/// The PNG size of `scene` at `factor` PNG pixels per layout pixel.
+pub(crate) fn scaled_size(scene: &Scene, factor: f32) -> (u32, u32) {
+    let s = |v: u32| ((v as f32 * factor).round() as u32).max(1);
+    (s(scene.width), s(scene.height))
+}
+
+/// Write `cells` into the RGB buffer `buf` of size `(w, h)`, scaled by `factor` (each output
+/// pixel takes the cell under its centre).
+fn blit_cells(buf: &mut [u8], (w, h): (u32, u32), cells: &Cells, factor: f32) {
+    let span = |from: i32, len: u32, limit: u32| {
+        let a = ((from as f32 * factor).round() as i64).clamp(0, limit as i64) as usize;
+        let b =
+            (((from as f32 + len as f32) * factor).round() as i64).clamp(0, limit as i64) as usize;
+        a..b
+    };
+    // the cell index of every output column and row
+    let index = |p: usize, origin: i32, cell: u32, count: usize| {
+        let source = ((p as f32 + 0.5) / factor).floor() as i64 - origin as i64;
+        (source.max(0) as usize / cell as usize).min(count - 1)
+    };
+    let xs = span(cells.x, cells.width(), w);
+    let ys = span(cells.y, cells.height(), h);
+    let cols: Vec<usize> = xs
+        .clone()
+        .map(|x| index(x, cells.x, cells.cell_w, cells.cols))
+        .collect();
+    let mut row = Vec::with_capacity(cols.len() * 3);
+    let mut last_row = usize::MAX;
+    for y in ys {
+        let r = index(y, cells.y, cells.cell_h, cells.rows);
+        if r != last_row {
+            row.clear();
+            for &c in &cols {
+                let Rgb(a, b, d) = cells.colors[r * cells.cols + c];
+                row.extend_from_slice(&[a, b, d]);
+            }
+            last_row = r;
+        }
+        let at = (y * w as usize + xs.start) * 3;
+        buf[at..at + row.len()].copy_from_slice(&row);
+    }
+}
+
+/// Render `scene` as a PNG file's bytes at `factor` PNG pixels per layout pixel, stating its
+/// density as 96 × `factor` pixels per inch (pHYs), so a 2× image prints at the size of the 1×
+/// one, with twice the detail. Deterministic: no timestamps, fixed compression.
+pub(crate) fn png(scene: &Scene, factor: f32) -> Result<Vec<u8>, DrawError> {
+    let (pixels, w, h) = rgb_pixels(scene, factor)?;
     let mut out = Vec::new();
     {
-        let mut enc = png::Encoder::new(&mut out, scene.width, scene.height);
+        let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
         enc.set_compression(png::Compression::Default);
+        let per_metre = (96.0 * factor as f64 / 0.0254).round() as u32;
+        enc.set_pixel_dims(Some(png::PixelDimensions {
+            xppu: per_metre,
+            yppu: per_metre,
+            unit: png::Unit::Meter,
+        }));
         enc.add_text_chunk("Software".into(), "attnviz".into())
             .map_err(draw_err)?;
         enc.add_itxt_chunk("Title".into(), scene.title.clone())
@@ -66,22 +134,45 @@ pub(crate) fn png(scene: &Scene) -> Result<Vec<u8>, DrawError> {
     Ok(out)
 }
 
-/// Render `scene` as an SVG document.
-pub(crate) fn svg(scene: &Scene) -> Result<String, DrawError> {
+/// Render `scene` as an SVG document, with subsets of the embedded fonts for its text (see
+/// [`fonts::subset_for`]): text stays searchable `<text>`, and every viewer that reads CSS
+/// `@font-face` (browsers, and so most SVG viewers) draws the same glyphs as the PNG.
+pub(crate) fn svg(scene: &Scene) -> Result<String, SvgError> {
+    let webfonts = fonts::subset_for(scene.texts().map(|t| (t.text.as_str(), t.bold)))?;
+    let family = match fonts::font_family_list(&webfonts) {
+        list if list.is_empty() => font::FALLBACK_FAMILIES.to_string(),
+        list => format!("{list}, {}", font::FALLBACK_FAMILIES),
+    };
     let mut out = String::new();
     {
         let root =
             SVGBackend::with_string(&mut out, (scene.width, scene.height)).into_drawing_area();
-        paint(&root, scene, Target::Svg)?;
+        paint_svg(&root, scene, &family)?;
         root.present().map_err(draw_err)?;
     }
-    Ok(finish_svg(out, &scene.title))
+    Ok(finish_svg(
+        out,
+        &scene.title,
+        &fonts::font_face_css(&webfonts),
+    ))
 }
 
-/// Touch up plotters' SVG: add a `<title>`, crisp edges between cells, and fix its embedded
-/// images. plotters 0.3.7 writes `href="data:png;base64,…"`, a media type browsers reject, and
-/// leaves them to be smoothed when scaled; ours are colour cells, so they must stay square.
-fn finish_svg(svg: String, title: &str) -> String {
+/// Why an SVG could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SvgError {
+    /// plotters failed.
+    #[error(transparent)]
+    Draw(#[from] DrawError),
+    /// An embedded font could not be subset.
+    #[error(transparent)]
+    Font(#[from] FontError),
+}
+
+/// Touch up plotters' SVG: add a `<title>`, the embedded fonts (`css`, `@font-face` rules), crisp
+/// edges between cells, and fix its embedded images. plotters 0.3.7 writes
+/// `href="data:png;base64,…"`, a media type browsers reject, and leaves them to be smoothed when
+/// scaled; ours are colour cells, so they must stay square.
+fn finish_svg(svg: String, title: &str, css: &str) -> String {
     let mut escaped = String::new();
     for c in title.chars() {
         match c {
@@ -95,7 +186,13 @@ fn finish_svg(svg: String, title: &str) -> String {
     let svg = svg.replacen(
         open_end,
         &format!(
-            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n"
+            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n{}",
+            if css.is_empty() {
+                String::new()
+            } else {
+                // base64 and these rules hold no `<` or `&`, so no CDATA section is needed
+                format!("<defs><style>\n{css}</style></defs>\n")
+            }
         ),
         1,
     );
@@ -106,13 +203,13 @@ fn finish_svg(svg: String, title: &str) -> String {
     )
 }
 
-fn paint<DB: DrawingBackend>(
+fn paint_svg<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     scene: &Scene,
-    target: Target,
+    family: &str,
 ) -> Result<(), DrawError> {
     root.fill(&color(scene.background)).map_err(draw_err)?;
-    let vector_cells = target == Target::Svg && scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
+    let vector_cells = scene.cell_count() <= SVG_MAX_VECTOR_CELLS;
     for item in &scene.items {
         match item {
             Item::Fill(r, c) => {
@@ -135,7 +232,7 @@ fn paint<DB: DrawingBackend>(
                 .ok_or_else(|| DrawError("cell buffer has the wrong size".into()))?;
                 root.draw(&el).map_err(draw_err)?;
             }
-            Item::Text(t) => paint_text(root, t, target)?,
+            Item::Text(t) => paint_svg_text(root, t, family)?,
         }
     }
     Ok(())
@@ -158,49 +255,64 @@ fn paint_cell_rects<DB: DrawingBackend>(
     Ok(())
 }
 
-fn paint_text<DB: DrawingBackend>(
+/// Where PNG text starts relative to its anchor, in pixels along its reading direction.
+pub(crate) fn start(t: &Text) -> f32 {
+    let len = font::advance(&font::drawable(&t.text), t.size, t.bold);
+    match t.align {
+        Align::Start => 0.0,
+        Align::Middle => -len / 2.0,
+        Align::End => -len,
+    }
+}
+
+fn paint_svg_text<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     t: &Text,
-    target: Target,
+    family: &str,
 ) -> Result<(), DrawError> {
-    match target {
-        Target::Svg => {
-            let h = match t.align {
-                Align::Start => HPos::Left,
-                Align::Middle => HPos::Center,
-                Align::End => HPos::Right,
-            };
-            let mut style = font::desc(t.size, t.bold)
-                .color(&color(t.color))
-                .pos(Pos::new(h, VPos::Center));
-            if t.up {
-                style = style.transform(FontTransform::Rotate270);
-            }
-            root.draw_text(&t.text, &style, (t.x, t.y))
-                .map_err(draw_err)
-        }
-        Target::Png => {
-            let text = font::drawable(&t.text);
-            let len = font::width(&text, t.size, t.bold) as i32;
-            let start = match t.align {
-                Align::Start => 0,
-                Align::Middle => -len / 2,
-                Align::End => -len,
-            };
-            let c = color(t.color);
-            let mut result = Ok(());
-            font::rasterize(&text, t.size, t.bold, |x, y, cov| {
-                let (x, y) = (x + start, y);
-                let at = if t.up {
-                    (t.x + y, t.y - x)
-                } else {
-                    (t.x + x, t.y + y)
-                };
-                if result.is_ok() {
-                    result = root.draw_pixel(at, &c.mix(cov as f64));
-                }
-            });
-            result.map_err(draw_err)
-        }
+    let h = match t.align {
+        Align::Start => HPos::Left,
+        Align::Middle => HPos::Center,
+        Align::End => HPos::Right,
+    };
+    let weight = if t.bold {
+        FontStyle::Bold
+    } else {
+        FontStyle::Normal
+    };
+    let mut style = FontDesc::new(FontFamily::Name(family), t.size, weight)
+        .color(&color(t.color))
+        .pos(Pos::new(h, VPos::Center));
+    if t.up {
+        style = style.transform(FontTransform::Rotate270);
     }
+    root.draw_text(&t.text, &style, (t.x, t.y))
+        .map_err(draw_err)
+}
+
+/// Draw `t` into a PNG at `factor` PNG pixels per layout pixel.
+fn paint_png_text<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    t: &Text,
+    factor: f32,
+) -> Result<(), DrawError> {
+    let text = font::drawable(&t.text);
+    let c = color(t.color);
+    let (ax, ay) = (
+        (t.x as f32 * factor).round() as i32,
+        (t.y as f32 * factor).round() as i32,
+    );
+    let mut result = Ok(());
+    let size = t.size * factor as f64;
+    font::rasterize(&text, size, t.bold, start(t) * factor, |x, y, cov| {
+        let at = if t.up {
+            (ax + y, ay - x)
+        } else {
+            (ax + x, ay + y)
+        };
+        if result.is_ok() {
+            result = root.draw_pixel(at, &c.mix(cov as f64));
+        }
+    });
+    result.map_err(draw_err)
 }

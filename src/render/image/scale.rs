@@ -34,16 +34,57 @@ pub(crate) fn resample(values: &[f32], n: usize, m: usize) -> Vec<f32> {
     out
 }
 
-/// A linear colour scale from 0 to `max`.
+/// Resample an `n × n` cell mask like [`resample`]: a display cell is masked when every matrix
+/// cell under it is.
+pub(crate) fn resample_mask(mask: &[bool], n: usize, m: usize) -> Vec<bool> {
+    let as_values: Vec<f32> = mask.iter().map(|&b| if b { 0.0 } else { 1.0 }).collect();
+    resample(&as_values, n, m)
+        .into_iter()
+        .map(|v| v == 0.0)
+        .collect()
+}
+
+/// How values map to colours (`--scale`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColorScale {
+    /// Colour proportional to the value, from 0 to the largest value shown.
+    #[default]
+    Linear,
+    /// Colour proportional to the square root: weak links become visible, zero stays zero.
+    Sqrt,
+    /// Colour proportional to the logarithm, over [`LOG_DECADES`] decades below the largest
+    /// value; smaller values get the lowest colour.
+    Log,
+}
+
+crate::choice!(ColorScale {
+    Linear => ("linear", "Proportional to the weight"),
+    Sqrt => ("sqrt", "Proportional to the square root of the weight"),
+    Log => ("log", "Logarithmic, three decades below the largest weight"),
+});
+
+impl ColorScale {
+    /// The name on the command line and in captions.
+    pub fn as_str(self) -> &'static str {
+        crate::choice::Choice::name(self)
+    }
+}
+
+/// Decades a log scale spans below its largest value: attention of 512 tokens spread evenly is
+/// 0.002, so three decades below a top weight near 1 still tell "even" from "ignored".
+pub const LOG_DECADES: i32 = 3;
+
+/// A colour scale from 0 (or, on a log scale, `max / 10^LOG_DECADES`) to `max`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scale {
     pub max: f32,
+    pub kind: ColorScale,
 }
 
 impl Scale {
     /// The scale for values whose largest finite value is `max` (0 and non-finite fall back to 1,
     /// so an all-zero matrix still draws).
-    pub(crate) fn up_to<'a>(values: impl IntoIterator<Item = &'a f32>) -> Self {
+    pub(crate) fn up_to<'a>(values: impl IntoIterator<Item = &'a f32>, kind: ColorScale) -> Self {
         let max = values
             .into_iter()
             .copied()
@@ -51,12 +92,33 @@ impl Scale {
             .fold(0f32, f32::max);
         Scale {
             max: if max > 0.0 { max } else { 1.0 },
+            kind,
         }
     }
 
-    /// Position of `v` on the scale, in `[0, 1]`.
+    /// The smallest value the scale tells apart from lower ones.
+    fn floor(&self) -> f64 {
+        match self.kind {
+            ColorScale::Log => self.max as f64 / 10f64.powi(LOG_DECADES),
+            _ => 0.0,
+        }
+    }
+
+    /// Position of `v` on the scale, in `[0, 1]` (NaN at 0).
     pub(crate) fn unit(&self, v: f32) -> f32 {
-        (v / self.max).clamp(0.0, 1.0)
+        let t = (v / self.max).clamp(0.0, 1.0);
+        let t = if t.is_nan() { 0.0 } else { t };
+        match self.kind {
+            ColorScale::Linear => t,
+            ColorScale::Sqrt => t.sqrt(),
+            ColorScale::Log => {
+                if t <= 0.0 {
+                    0.0
+                } else {
+                    (1.0 + t.log10() / LOG_DECADES as f32).clamp(0.0, 1.0)
+                }
+            }
+        }
     }
 
     /// Colours of `values`.
@@ -64,9 +126,27 @@ impl Scale {
         values.iter().map(|&v| ramp.at(self.unit(v))).collect()
     }
 
-    /// Tick values: "nice" round numbers from 0 to at most `max`, 3 to 6 of them, with labels
-    /// that all use the same number of decimals.
+    /// What the colour bar caption adds for this scale.
+    pub(crate) fn caption_suffix(&self) -> &'static str {
+        match self.kind {
+            ColorScale::Linear => "",
+            ColorScale::Sqrt => " (square-root scale)",
+            ColorScale::Log => " (log scale)",
+        }
+    }
+
+    /// Tick values with their labels, at real values wherever the scale puts them: on a linear
+    /// scale "nice" round numbers from 0 to at most `max`, 3 to 6 of them, all with the same
+    /// decimals; on square-root and log scales 1-2-5 numbers (and 0 on square-root) no closer
+    /// than a tenth of the bar to each other.
     pub(crate) fn ticks(&self) -> Vec<(f32, String)> {
+        match self.kind {
+            ColorScale::Linear => self.linear_ticks(),
+            _ => self.spread_ticks(),
+        }
+    }
+
+    fn linear_ticks(&self) -> Vec<(f32, String)> {
         let max = self.max as f64;
         let raw = max / 4.0;
         let mag = 10f64.powf(raw.log10().floor());
@@ -92,6 +172,52 @@ impl Scale {
                 let v = i as f64 * step;
                 (v as f32, format!("{v:.decimals$}"))
             })
+            .collect()
+    }
+
+    fn spread_ticks(&self) -> Vec<(f32, String)> {
+        let max = self.max as f64;
+        let floor = self.floor();
+        let top = max.log10().floor() as i32;
+        // candidates, largest first: 5, 2, 1 × 10^e for every decade down to the floor
+        let mut candidates: Vec<(f64, usize)> = Vec::new();
+        for e in (top - LOG_DECADES - 1..=top).rev() {
+            for m in [5.0, 2.0, 1.0] {
+                let v = m * 10f64.powi(e);
+                if v <= max * (1.0 + 1e-9) && v >= floor * (1.0 - 1e-9) && v > 0.0 {
+                    candidates.push((v, e.min(0).unsigned_abs() as usize));
+                }
+            }
+        }
+        if self.kind == ColorScale::Sqrt {
+            candidates.push((0.0, 0));
+        }
+        // powers of ten first, then 5s, then 2s, so a crowded bar keeps the most telling ticks
+        let rank = |v: f64| {
+            let m = (v / 10f64.powf(v.log10().floor())).round();
+            if v == 0.0 || m == 1.0 {
+                0
+            } else if m == 5.0 {
+                1
+            } else {
+                2
+            }
+        };
+        candidates.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then(b.0.total_cmp(&a.0)));
+        let mut chosen: Vec<(f64, usize)> = Vec::new();
+        for (v, decimals) in candidates {
+            let u = self.unit(v as f32);
+            if chosen
+                .iter()
+                .all(|&(w, _)| (self.unit(w as f32) - u).abs() >= 0.095)
+            {
+                chosen.push((v, decimals));
+            }
+        }
+        chosen.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chosen
+            .into_iter()
+            .map(|(v, d)| (v as f32, format!("{v:.d$}")))
             .collect()
     }
 }
@@ -131,7 +257,13 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_within_range() {
-        let t = |max: f32| Scale { max }.ticks();
+        let t = |max: f32| {
+            Scale {
+                max,
+                kind: ColorScale::Linear,
+            }
+            .ticks()
+        };
         let labels = |max| t(max).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
         assert_eq!(labels(1.0), ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
         assert_eq!(labels(0.93), ["0.0", "0.2", "0.4", "0.6", "0.8"]);
@@ -145,6 +277,73 @@ mod tests {
                 ticks.iter().all(|&(v, _)| v <= max * 1.000_01),
                 "{max}: {ticks:?}"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod scale_kinds {
+    use super::*;
+
+    fn scale(max: f32, kind: ColorScale) -> Scale {
+        Scale { max, kind }
+    }
+
+    #[test]
+    fn sqrt_and_log_put_ticks_at_their_real_values() {
+        for kind in [ColorScale::Sqrt, ColorScale::Log] {
+            for max in [1.0f32, 0.93, 0.3, 0.05, 0.0021] {
+                let s = scale(max, kind);
+                let ticks = s.ticks();
+                assert!(ticks.len() >= 3, "{kind:?} {max}: {ticks:?}");
+                for (v, label) in &ticks {
+                    // the label is the value, and the value is where the scale puts it
+                    let parsed: f32 = label.parse().unwrap();
+                    assert!((parsed - v).abs() <= v * 1e-5, "{label} vs {v}");
+                    assert!(*v <= max * 1.000_01);
+                    let u = s.unit(*v);
+                    let expect = match kind {
+                        ColorScale::Sqrt => (v / max).sqrt(),
+                        _ => 1.0 + (v / max).log10() / LOG_DECADES as f32,
+                    };
+                    assert!((u - expect).abs() < 1e-5, "{kind:?} {v}: {u} vs {expect}");
+                }
+                // ticks are apart on the bar
+                for w in ticks.windows(2) {
+                    assert!(s.unit(w[1].0) - s.unit(w[0].0) >= 0.094, "{ticks:?}");
+                }
+            }
+        }
+        let labels = |t: Vec<(f32, String)>| t.into_iter().map(|(_, l)| l).collect::<Vec<_>>();
+        assert_eq!(
+            labels(scale(1.0, ColorScale::Log).ticks()),
+            ["0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1"]
+        );
+        assert_eq!(
+            labels(scale(1.0, ColorScale::Sqrt).ticks()),
+            ["0", "0.01", "0.1", "0.2", "0.5", "1"]
+        );
+    }
+
+    #[test]
+    fn scales_spread_small_values() {
+        // 512 tokens of even attention (0.002) against a top weight of 0.9: nearly the lowest
+        // colour on a linear scale, a visible step up on sqrt and log
+        let (v, max) = (0.002f32, 0.9f32);
+        assert!(scale(max, ColorScale::Linear).unit(v) < 0.003);
+        assert!(scale(max, ColorScale::Sqrt).unit(v) > 0.04);
+        assert!(scale(max, ColorScale::Log).unit(v) > 0.1);
+        // every scale keeps order, 0 at the bottom, max at the top
+        for kind in [ColorScale::Linear, ColorScale::Sqrt, ColorScale::Log] {
+            let s = scale(max, kind);
+            assert_eq!((s.unit(0.0), s.unit(max)), (0.0, 1.0));
+            assert_eq!(s.unit(f32::NAN), 0.0);
+            let mut last = -1.0;
+            for i in 0..=1000 {
+                let u = s.unit(max * i as f32 / 1000.0);
+                assert!(u >= last);
+                last = u;
+            }
         }
     }
 }

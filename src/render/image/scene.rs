@@ -33,20 +33,28 @@ pub(crate) struct Text {
 
 #[cfg(test)]
 impl Text {
-    /// The box the text occupies, `(x0, y0, x1, y1)`, measured with the embedded font on the
-    /// text as PNG draws it (which is never narrower than what SVG viewers draw).
+    /// The box the text occupies, measured with the embedded fonts on the text as PNG draws it:
+    /// the union of its ink and of its advance box (a line height of `0.84 × size` centred on the
+    /// anchor), so that neither a tall glyph nor a wide space escapes.
     pub(crate) fn bounds(&self) -> Rect {
-        let len = font::width(&font::drawable(&self.text), self.size, self.bold) as i32;
+        let text = font::drawable(&self.text);
+        let start = super::paint::start(self);
+        let len = font::advance(&text, self.size, self.bold);
         let half = (self.size * 0.42).ceil() as i32;
-        let (start, end) = match self.align {
-            Align::Start => (0, len),
-            Align::Middle => (-len / 2, len - len / 2),
-            Align::End => (-len, 0),
-        };
+        let (mut a0, mut b0, mut a1, mut b1) = (
+            start.floor() as i32,
+            -half,
+            (start + len).ceil() as i32,
+            half,
+        );
+        if let Some((x0, y0, x1, y1)) = font::ink(&text, self.size, self.bold, start) {
+            (a0, b0, a1, b1) = (a0.min(x0), b0.min(y0), a1.max(x1), b1.max(y1));
+        }
         if self.up {
-            Rect::new(self.x - half, self.y - end, self.x + half, self.y - start)
+            // paint draws the pixel (x, y) of the text at (anchor.x + y, anchor.y - x)
+            Rect::new(self.x + b0, self.y - a1 + 1, self.x + b1, self.y - a0 + 1)
         } else {
-            Rect::new(self.x + start, self.y - half, self.x + end, self.y + half)
+            Rect::new(self.x + a0, self.y + b0, self.x + a1, self.y + b1)
         }
     }
 }
@@ -155,7 +163,6 @@ pub(crate) struct Scene {
 
 impl Scene {
     /// The texts of the scene.
-    #[cfg(test)]
     pub(crate) fn texts(&self) -> impl Iterator<Item = &Text> {
         self.items.iter().filter_map(|i| match i {
             Item::Text(t) => Some(t),

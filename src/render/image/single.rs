@@ -1,7 +1,7 @@
 //! A figure with one heatmap: one head, the mean of a layer's heads, or any `n × n` matrix.
 
 use super::layout::{self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, LABEL_SIZE, MARGIN};
-use super::scale::{resample, Scale};
+use super::scale::{resample, resample_mask, Scale};
 use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
@@ -39,7 +39,8 @@ pub(crate) fn scene(
     let n = axis.len();
     let grid = grid_for(n);
     let shown = resample(values, n, grid.m);
-    let scale = Scale::up_to(&shown);
+    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    let scale = Scale::up_to(&shown, style.scale);
     let side = grid.side() as i32;
 
     let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
@@ -51,12 +52,13 @@ pub(crate) fn scene(
     let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
-    let (mut items, top) = layout::title_block(title, &style.subtitle, width, pal);
+    let (mut items, top) = layout::title_block(title, style, width, pal);
     let segment_band = if axis.b_start.is_some() { 24 } else { 0 };
     let heat_y = top + segment_band;
 
     items.extend(layout::heatmap(
         &shown,
+        masked.as_deref(),
         &grid,
         heat_x,
         heat_y,
@@ -111,7 +113,7 @@ pub(crate) fn scene(
         bar_h,
         &scale,
         &style.ramp,
-        caption,
+        &format!("{caption}{}", scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(heat_y + bar_h);

@@ -23,14 +23,20 @@ fn one_hot(
             }
         }
     }
-    let type_ids = (0..n)
+    let type_ids: Vec<u32> = (0..n)
         .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
         .collect();
+    let mut units = crate::attention::tests::units_for(tokens);
+    // Every unit a word of its own (the figures' tests count cells, not words).
+    units.word_ids = (0..n).map(Some).collect();
+    units.type_ids = type_ids.clone();
+    units.segments = type_ids;
     Attention::new(
         ModelInfo {
             id: "test-model".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * 4,
@@ -38,16 +44,8 @@ fn one_hot(
         },
         tokens.join(" "),
         b_start.map(|_| "second".to_string()),
-        tokens.iter().map(|t| t.to_string()).collect(),
-        (0..n as u32).collect(),
-        type_ids,
-        tokens
-            .iter()
-            .map(|t| *t == "[CLS]" || *t == "[SEP]")
-            .collect(),
-        (0..n).map(Some).collect(),
+        units,
         weights,
-        None,
     )
     .unwrap()
 }
@@ -167,10 +165,12 @@ fn brightest_cell_is_where_the_weight_sits() {
         ImageOptions {
             colormap: Colormap::Magma,
             theme: Theme::Dark,
+            ..ImageOptions::default()
         },
         ImageOptions {
             colormap: Colormap::Greys,
             theme: Theme::Light,
+            ..ImageOptions::default()
         },
     ] {
         let fig = FigureSpec::Head {
@@ -415,6 +415,7 @@ fn same_input_gives_the_same_bytes() {
     let options = ImageOptions {
         colormap: Colormap::Plasma,
         theme: Theme::Dark,
+        ..ImageOptions::default()
     };
     for fig in [
         FigureSpec::Head {
@@ -447,6 +448,7 @@ fn labels_are_drawn_in_the_png() {
         let options = ImageOptions {
             colormap: Colormap::Viridis,
             theme,
+            ..ImageOptions::default()
         };
         let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
         let pal = Palette::of(theme);
@@ -538,13 +540,21 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
     ] {
         let toks = tokens(n, 7);
         let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
-        let mut att = synthetic(&toks, layers, heads);
-        if pair {
-            let b = n / 2;
-            att.sentence_b_start = Some(b.max(1));
+        let mut att = if pair {
+            let mut att =
+                crate::attention::tests::synthetic_pair(&toks, (n / 2).max(1), layers, heads);
             att.pair = Some("second sentence".into());
-        }
+            att
+        } else {
+            synthetic(&toks, layers, heads)
+        };
         att.text = "a long sentence ".repeat(40);
+        // every other case as --words --no-special would make it: its note must show in full
+        let noted = n % 2 == 0;
+        if noted {
+            att.level = crate::attention::Level::Word;
+            att.special_excluded = true;
+        }
         let values = att.head_mean(0);
         for fig in [
             FigureSpec::Head {
@@ -558,6 +568,16 @@ fn layouts_keep_text_apart_and_inside_at_every_size() {
             let scene = build(&att, &fig, &options).unwrap();
             let what = format!("{n} tokens, {layers}x{heads}, pair {pair}, {fig:?}");
             assert_text_fits(&scene, &what);
+            if noted {
+                let all: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+                let all = all.join(" ");
+                assert!(
+                    all.contains(
+                        "(words: word pieces merged; special tokens removed, rows renormalised)"
+                    ),
+                    "{what}: note missing or cut in {all:?}"
+                );
+            }
             assert!(
                 scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
                 "{what}: {}x{}",
@@ -574,7 +594,7 @@ fn bad_requests_are_errors_not_panics() {
     let options = ImageOptions::default();
     let err = render_png(&att, &FigureSpec::Layer { layer: 2 }, &options).unwrap_err();
     assert!(
-        err.to_string().contains("layer 2 does not exist") && err.to_string().contains("0 to 1"),
+        err.to_string().contains("layer 2 does not exist") && err.to_string().contains("0–1"),
         "{err}"
     );
     let err = render_svg(
@@ -590,7 +610,7 @@ fn bad_requests_are_errors_not_panics() {
     let short = vec![0.0; 10];
     let err = render_png(&att, &FigureSpec::rollout(0, &short), &options).unwrap_err();
     assert!(err.to_string().contains("144"), "{err}");
-    let err = FigureSpec::from_cli(Figure::Rollout, 0, HeadSel::Mean, None).unwrap_err();
+    let err = FigureSpec::of(Figure::Rollout, 0, HeadSel::Mean, None).unwrap_err();
     assert!(matches!(err, ImageError::NoRollout));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing").join("x.png");
@@ -602,7 +622,7 @@ fn bad_requests_are_errors_not_panics() {
 fn write_functions_write_what_render_returns() {
     let att = synthetic(&TWELVE, 1, 2);
     let options = ImageOptions::default();
-    let fig = FigureSpec::from_cli(Figure::Head, 0, HeadSel::Index(1), None).unwrap();
+    let fig = FigureSpec::of(Figure::Head, 0, HeadSel::Index(1), None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let png_path = dir.path().join("head.png");
     let svg_path = dir.path().join("head.svg");
@@ -648,7 +668,7 @@ fn a_report_holds_every_kind_of_figure() {
             _ => Figure::Rollout,
         };
         assert_eq!(
-            FigureSpec::from_cli(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
+            FigureSpec::of(cli, 1, HeadSel::Index(2), Some(&rollout)).unwrap(),
             *fig
         );
         render_png(&att, fig, &ImageOptions::default()).unwrap();
@@ -675,4 +695,287 @@ fn non_finite_weights_still_draw() {
     // 12 + 1 cells
     assert_eq!(bright_cells(&img, &options, 8).len(), 13);
     roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
+
+#[test]
+fn small_figures_show_the_whole_sentence_and_notes() {
+    // The defect: a 2-token figure is 560 px wide, and the subtitle and its "(words; …)" note were
+    // cut with "…". Now they wrap: every word of the sentence and of the note is on the canvas,
+    // and no line is wider than the canvas.
+    let sentence = "Attention is all you need, said the paper, and then everyone \
+                    drew heatmaps of it for years";
+    for n in [1usize, 2, 5] {
+        let toks = tokens(n.max(2), 0);
+        let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+        let mut att = synthetic(&toks[..n], 2, 2);
+        att.text = sentence.into();
+        att.level = crate::attention::Level::Word;
+        att.special_excluded = true;
+        let values = att.head_mean(0);
+        for fig in [
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(1),
+            },
+            FigureSpec::Layer { layer: 1 },
+            FigureSpec::Model,
+            FigureSpec::rollout(0, &values),
+        ] {
+            let scene = build(&att, &fig, &ImageOptions::default()).unwrap();
+            let what = format!("{n} tokens, {fig:?}");
+            assert_text_fits(&scene, &what);
+            let texts: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+            assert!(
+                !texts.iter().any(|t| t.contains('…')),
+                "{what}: something was cut: {texts:?}"
+            );
+            let words: Vec<&str> = texts.iter().flat_map(|t| t.split(' ')).collect();
+            let quote = format!("“{sentence}”");
+            let notes = "(words: word pieces merged; special tokens removed, rows renormalised)";
+            for w in quote.split(' ').chain(notes.split(' ')) {
+                assert!(words.contains(&w), "{what}: {w:?} missing from {texts:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn png_label_ink_is_centred_on_its_cell() {
+    // The defect: PNG labels sat 4-5 px above the centre of their cells (the SVGs were right).
+    // Tokens without ascenders or descenders ink exactly the x-height band, whose middle must be
+    // the middle of the cell: rows on the left (horizontal text), columns below (rotated text).
+    let toks = ["xo", "nu", "ma", "ox", "ran", "sox", "ewe", "zoo"];
+    let att = synthetic(&toks, 1, 1);
+    let options = ImageOptions::default();
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let scene = build(&att, &fig, &options).unwrap();
+    let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+    let cells = scene
+        .items
+        .iter()
+        .find_map(|i| match i {
+            scene::Item::Cells(c) if c.rows == toks.len() => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let bg = rgb(Palette::of(Theme::Light).background);
+    // darkness of a pixel against the background, 0..=1
+    let ink = |x: usize, y: usize| {
+        let p = img.at(x, y);
+        (0..3)
+            .map(|i| (bg[i] as f64 - p[i] as f64).abs())
+            .sum::<f64>()
+            / (3.0 * 255.0)
+    };
+    let cell = cells.cell_h as usize;
+    let (x0, y0) = (cells.x as usize, cells.y as usize);
+    let side = cell * toks.len();
+    for (i, tok) in toks.iter().enumerate() {
+        // row label: left of the heatmap, within the row's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for y in y0 + i * cell..y0 + (i + 1) * cell {
+            for x in x0 - 36..x0 - 2 {
+                sum += (y as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (y0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "row {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "row {i} ({tok}): ink centre {:.2}, cell centre {centre}",
+            sum / w
+        );
+        // column label: below the heatmap, within the column's band
+        let (mut sum, mut w) = (0.0, 0.0);
+        for x in x0 + i * cell..x0 + (i + 1) * cell {
+            for y in y0 + side + 2..y0 + side + 60 {
+                sum += (x as f64 + 0.5) * ink(x, y);
+                w += ink(x, y);
+            }
+        }
+        let centre = (x0 + i * cell) as f64 + cell as f64 / 2.0;
+        assert!(w > 5.0, "column {i}: no ink");
+        assert!(
+            (sum / w - centre).abs() <= 1.0,
+            "column {i} ({tok}): ink centre {:.2}, cell centre {centre}",
+            sum / w
+        );
+    }
+}
+
+#[test]
+fn scale_factor_doubles_pixels_with_the_same_layout() {
+    let att = one_hot(&TWELVE, 1, 1, None, |_, _, q| (q + 1) % 12);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let one = ImageOptions::default();
+    let two = ImageOptions {
+        scale_factor: 2.0,
+        ..one
+    };
+    let a = Image::decode(&render_png(&att, &fig, &one).unwrap());
+    let b = Image::decode(&render_png(&att, &fig, &two).unwrap());
+    assert_eq!((b.w, b.h), (2 * a.w, 2 * a.h));
+    // the same cells, twice the size, in the same place
+    let ca = bright_cells(&a, &one, 8);
+    let cb = bright_cells(&b, &two, 16);
+    assert_eq!(ca.len(), 12);
+    assert_eq!(
+        cb,
+        ca.iter()
+            .map(|&(x0, y0, x1, y1)| (2 * x0, 2 * y0, 2 * x1, 2 * y1))
+            .collect::<Vec<_>>()
+    );
+    // pHYs states 96 and 192 pixels per inch
+    let density = |bytes: &[u8]| {
+        let reader = png::Decoder::new(bytes).read_info().unwrap();
+        let d = reader.info().pixel_dims.unwrap();
+        assert_eq!(d.unit, png::Unit::Meter);
+        (d.xppu as f64 * 0.0254).round() as u32
+    };
+    assert_eq!(density(&render_png(&att, &fig, &one).unwrap()), 96);
+    assert_eq!(density(&render_png(&att, &fig, &two).unwrap()), 192);
+    // out of range, or too many pixels: a clear error, no huge allocation
+    for f in [0.1, 4.5, f32::NAN] {
+        let err = render_png(
+            &att,
+            &fig,
+            &ImageOptions {
+                scale_factor: f,
+                ..one
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
+    }
+    let toks: Vec<String> = (0..2048).map(|i| format!("t{i}")).collect();
+    let toks: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let big = synthetic(&toks, 1, 1);
+    let err = render_png(
+        &big,
+        &fig,
+        &ImageOptions {
+            scale_factor: 4.0,
+            ..one
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("million pixels"), "{err}");
+}
+
+#[test]
+fn log_and_sqrt_scales_colour_weak_links() {
+    // One strong link per row (0.9) and the rest spread evenly: on a linear scale the weak cells
+    // are the lowest colour; on sqrt and log scales they are visibly lifted, and the colour bar
+    // says which scale it is.
+    let n = 12;
+    let mut values = vec![0.1f32 / (n - 1) as f32; n * n];
+    for q in 0..n {
+        values[q * n + q] = 0.9;
+    }
+    let att = synthetic(&TWELVE, 1, 1);
+    let fig = FigureSpec::rollout(0, &values);
+    let weak = |scale: ColorScale| {
+        let options = ImageOptions {
+            scale,
+            ..ImageOptions::default()
+        };
+        let scene = build(&att, &fig, &options).unwrap();
+        let cells = scene
+            .items
+            .iter()
+            .find_map(|i| match i {
+                scene::Item::Cells(c) if c.rows == n => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let captions: Vec<String> = scene.texts().map(|t| t.text.clone()).collect();
+        (cells.colors[1], captions)
+    };
+    let ramp = Ramp::new(Colormap::Viridis, Theme::Light);
+    let (linear, _) = weak(ColorScale::Linear);
+    let (sqrt, sqrt_texts) = weak(ColorScale::Sqrt);
+    let (log, log_texts) = weak(ColorScale::Log);
+    let v = 0.1 / 11.0 / 0.9f32;
+    assert_eq!(linear, ramp.at(v));
+    assert_eq!(sqrt, ramp.at(v.sqrt()));
+    assert_eq!(log, ramp.at(1.0 + v.log10() / LOG_DECADES as f32));
+    assert!(sqrt_texts.iter().any(|t| t == "weight (square-root scale)"));
+    assert!(log_texts.iter().any(|t| t == "weight (log scale)"));
+    assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
+}
+
+#[test]
+fn masked_cells_take_the_background_not_the_lowest_colour() {
+    // A causal head attending to itself: the cells above the diagonal are masked (drawn in the
+    // background colour), those below hold a weight of 0 (the colour map's lowest colour).
+    let att =
+        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
+    let options = ImageOptions::default();
+    let img = Image::decode(
+        &render_png(
+            &att,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let diagonal = bright_cells(&img, &options, 20);
+    assert_eq!(diagonal.len(), 12, "{diagonal:?}");
+    let centre = |(x0, y0, x1, y1): (usize, usize, usize, usize)| ((x0 + x1) / 2, (y0 + y1) / 2);
+    let background = rgb(Palette::of(options.theme).background);
+    let lowest = rgb(Ramp::new(options.colormap, options.theme).at(0.0));
+    for q in 0..12 {
+        for k in 0..12 {
+            let (x, _) = centre(diagonal[k]);
+            let (_, y) = centre(diagonal[q]);
+            let want = match k.cmp(&q) {
+                std::cmp::Ordering::Greater => background,
+                std::cmp::Ordering::Less => lowest,
+                std::cmp::Ordering::Equal => top_color(&options),
+            };
+            assert_eq!(img.at(x, y), want, "cell ({q}, {k})");
+        }
+    }
+    // Without the mask the same weights draw every off-diagonal cell in the lowest colour.
+    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let img = Image::decode(
+        &render_png(
+            &open,
+            &FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(0),
+            },
+            &options,
+        )
+        .unwrap(),
+    );
+    let (x, _) = centre(diagonal[11]);
+    let (_, y) = centre(diagonal[0]);
+    assert_eq!(img.at(x, y), lowest);
+}
+
+#[test]
+fn cross_attention_is_refused_with_a_reason() {
+    use crate::attention::tests::{info, units_for};
+    let att = Attention::cross(
+        info(1, 1),
+        "a".into(),
+        None,
+        units_for(&["<s>", "Ġa"]),
+        units_for(&["<s>", "Ġb", "</s>"]),
+        vec![0.5; 6],
+    )
+    .unwrap();
+    let err = render_png(&att, &FigureSpec::Model, &ImageOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
 }

@@ -1,6 +1,19 @@
 //! Colours of everything that is not a heatmap cell: background, text, frames, dividers.
 
-use crate::cli::Theme;
+/// Light or dark background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Theme {
+    /// Dark text on white.
+    #[default]
+    Light,
+    /// Light text on near-black.
+    Dark,
+}
+
+crate::choice!(Theme {
+    Light => ("light", "Dark text on white"),
+    Dark => ("dark", "Light text on near-black"),
+});
 
 pub(crate) use crate::render::colormap::Rgb;
 

@@ -2,3 +2,4 @@
 
 pub mod minilm;
 pub mod rxnmapper;
+pub mod smollm2;

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use attnviz::attention::{Role, Units};
 use attnviz::render::html::HtmlOptions;
 use attnviz::{Attention, ModelInfo, QueryKey};
 
@@ -49,30 +50,12 @@ pub fn random_attention(
         .collect();
     let keys: Vec<f32> = (0..total).map(|_| 1.7 * rng.next()).collect();
     let weights = softmax_weights(&queries, &keys, layers * heads, n, d);
-    let special: Vec<bool> = tokens
-        .iter()
-        .map(|t| *t == "[CLS]" || *t == "[SEP]")
-        .collect();
-    let mut word = 0;
-    let word_ids = special
-        .iter()
-        .map(|&s| {
-            if s {
-                None
-            } else {
-                word += 1;
-                Some(word - 1)
-            }
-        })
-        .collect();
-    let token_type_ids = (0..n)
-        .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
-        .collect();
     Attention::new(
         ModelInfo {
             id: "test/random-softmax".into(),
             revision: None,
             name: None,
+            family: "BERT".into(),
             layers,
             heads,
             hidden_size: heads * d,
@@ -80,15 +63,54 @@ pub fn random_attention(
         },
         text.into(),
         pair.map(Into::into),
+        units_for(tokens, b_start),
+        weights,
+    )
+    .and_then(|a| a.with_query_key(Some(QueryKey { queries, keys })))
+    .expect("consistent attention")
+}
+
+/// Token units for test labels as a BERT tokenizer would give them: `[CLS]` opens the input and
+/// every other bracketed label is a separator; each other label is a word of its own, standing
+/// for its own text; units from `b_start` on are sentence B.
+pub fn units_for(tokens: &[&str], b_start: Option<usize>) -> Units {
+    let n = tokens.len();
+    let special = |t: &str| t.starts_with('[') && t.ends_with(']');
+    let mut word = 0;
+    let mut roles = Vec::with_capacity(n);
+    let mut word_ids = Vec::with_capacity(n);
+    for (i, t) in tokens.iter().enumerate() {
+        if special(t) {
+            roles.push(if i == 0 { Role::Start } else { Role::End });
+            word_ids.push(None);
+        } else {
+            roles.push(Role::Word);
+            word_ids.push(Some(word));
+            word += 1;
+        }
+    }
+    let segments: Vec<u32> = (0..n)
+        .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| {
+            if special(t) {
+                String::new()
+            } else {
+                t.to_string()
+            }
+        })
+        .collect();
+    Units::tokens(
         tokens.iter().map(|t| t.to_string()).collect(),
         (0..n as u32).map(|i| 1000 + i).collect(),
-        token_type_ids,
-        special,
+        segments.clone(),
+        segments,
+        roles,
         word_ids,
-        weights,
-        Some(QueryKey { queries, keys }),
+        surfaces,
     )
-    .expect("consistent attention")
 }
 
 /// `softmax(q·k/√d)` per head, rows = queries; vectors are `[heads_total, n, d]`.
@@ -129,10 +151,12 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
         "n": att.len(),
         "text": att.text,
         "pair": att.pair,
-        "tokens": att.tokens,
-        "segments": att.token_type_ids,
-        "special": att.special,
-        "word_ids": att.word_ids,
+        "tokens": att.tokens(),
+        "segments": att.queries().segments,
+        "roles": att.queries().roles,
+        "special": att.queries().roles.iter().map(|r| r.is_special()).collect::<Vec<_>>(),
+        "word_ids": att.queries().word_ids,
+        "surfaces": att.queries().surfaces,
         "threshold": opts.threshold_for(att.len()),
         "neuron": opts.neuron && att.query_key.is_some(),
         "weights": att.weights(),

@@ -1,0 +1,320 @@
+//! Command-line arguments (clap): the flags as typed. [`super::plan`] turns them into a checked
+//! plan; nothing else reads them.
+//!
+//! Option values are the library's own types (colour maps, figures, …), parsed by name through
+//! [`attnviz::choice::Choice`] with [`choice`], so each type and its names are defined once, in
+//! the library, and the help text lists them. Flags whose effect depends on another flag
+//! (`--colormap` on an image output, `--top` on the terminal view) are `Option`s without a clap
+//! default, so the plan can tell a flag the user typed from a default and refuse one that would
+//! do nothing; their defaults are the plan's and are named in the help text.
+
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Parser;
+
+use attnviz::analysis::Stat;
+use attnviz::attention::HeadSel;
+use attnviz::choice::Choice;
+use attnviz::corpus::{OnBadLine, PerSentence};
+use attnviz::render::html::PrecisionChoice;
+use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
+use attnviz::render::json::JsonSection;
+use attnviz::render::ColorChoice;
+
+/// See what a Transformer's attention heads look at.
+///
+/// Runs TEXT through the model (our own multi-head attention, agreeing with Hugging Face
+/// transformers) and shows the attention of every layer and head: in the terminal, as JSON, as
+/// PNG/SVG heatmaps and as a self-contained HTML report. Layers and heads are numbered from 0.
+#[derive(Debug, Parser)]
+#[command(name = "attnviz", version, about, long_about = None, max_term_width = 100)]
+#[command(after_help = "Examples:\n  \
+    attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
+    attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
+    attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
+    echo \"Text from a pipe\" | attnviz - --json -\n  \
+    attnviz --input sentences.txt --out-dir corpus --words")]
+pub struct Args {
+    /// The sentence to analyse; `-` reads it from standard input. Not with --input.
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+
+    /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
+    #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
+    pub pair: Option<String>,
+
+    /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
+    #[arg(
+        help_heading = "Model",
+        short,
+        long,
+        value_name = "ID|DIR",
+        env = "ATTNVIZ_MODEL",
+        default_value = "bert-base-uncased"
+    )]
+    pub model: String,
+
+    /// Hub revision (branch, tag or commit) of --model.
+    #[arg(
+        help_heading = "Model",
+        long,
+        value_name = "REV",
+        default_value = "main"
+    )]
+    pub revision: String,
+
+    /// Cut input longer than the model's maximum positions instead of failing.
+    #[arg(help_heading = "Input", long)]
+    pub truncate: bool,
+
+    /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
+    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
+    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
+    pub head: Option<HeadSel>,
+
+    /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
+    #[arg(help_heading = "What to show", long)]
+    pub words: bool,
+
+    /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
+    /// renormalise each row over the remaining tokens.
+    #[arg(help_heading = "What to show", long)]
+    pub no_special: bool,
+
+    /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
+    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
+    /// layer). See docs/json.md.
+    #[arg(
+        help_heading = "Outputs",
+        long,
+        value_name = "LIST",
+        value_parser = choice::<JsonSection>(),
+        value_delimiter = ','
+    )]
+    pub json_include: Vec<JsonSection>,
+
+    /// Write JSON numbers at full f32 precision instead of 6 significant digits.
+    #[arg(help_heading = "Outputs", long)]
+    pub full_precision: bool,
+
+    /// Write a PNG heatmap (see --figure).
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
+
+    /// Write an SVG heatmap (see --figure).
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// What the PNG/SVG shows [default: head].
+    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
+    pub figure: Option<Figure>,
+
+    /// Colour map of heatmaps [default: viridis].
+    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    pub colormap: Option<Colormap>,
+
+    /// Light or dark images [default: light].
+    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    pub theme: Option<Theme>,
+
+    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
+    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
+    /// linear scale. The colour bar's ticks sit at their real values on every scale
+    /// [default: linear].
+    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
+    pub scale: Option<ColorScale>,
+
+    /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
+    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
+    /// [default: 1].
+    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
+    pub scale_factor: Option<f32>,
+
+    /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
+    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    pub dpi: Option<f32>,
+
+    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
+    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Include each head's query and key vectors in the HTML report for its neuron view.
+    #[arg(help_heading = "HTML report", long)]
+    pub neuron: bool,
+
+    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
+    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
+    /// 512-token bert-base report stays under 30 MB). The page states the precision
+    /// [default: auto].
+    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
+    pub html_precision: Option<PrecisionChoice>,
+
+    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
+    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
+    /// punctuation, self, previous and next, and a label per head) as a layers × heads overview.
+    #[arg(help_heading = "Statistics", long)]
+    pub stats: bool,
+
+    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
+    /// entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next.
+    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
+    pub stat: Option<Stat>,
+
+    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
+    /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
+    /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
+    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
+    pub input: Option<PathBuf>,
+
+    /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
+    #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
+    /// [default: skip].
+    #[arg(help_heading = "Corpus mode", long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
+    pub on_bad_line: Option<OnBadLine>,
+
+    /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
+    /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json [default: json].
+    #[arg(
+        help_heading = "Corpus mode",
+        long,
+        value_name = "LIST",
+        value_parser = choice::<PerSentence>(),
+        value_delimiter = ','
+    )]
+    pub per_sentence: Option<Vec<PerSentence>>,
+
+    /// Corpus mode: replace an earlier run's results in --out-dir (its sentences/ files) instead
+    /// of refusing to mix two runs.
+    #[arg(help_heading = "Corpus mode", long)]
+    pub force: bool,
+
+    /// How many most-attended tokens the terminal lists for each token [default: 3].
+    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    pub top: Option<usize>,
+
+    /// Colour in the terminal view and the statistics table [default: auto].
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+
+    /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
+    #[arg(help_heading = "Outputs", short, long)]
+    pub quiet: bool,
+
+    /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
+    /// available].
+    #[arg(help_heading = "Model", long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// A value parser for a library option type: its names (with their descriptions for `--help`),
+/// case-insensitive, mapped to the value.
+pub fn choice<T: Choice + Send + Sync>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|v| PossibleValue::new(v.name()).help(v.describe())),
+    )
+    .map(|name| T::from_name(&name).expect("clap accepted only the listed names"))
+}
+
+fn parse_scale_factor(s: &str) -> Result<f32, String> {
+    use attnviz::render::image::{MAX_SCALE_FACTOR, MIN_SCALE_FACTOR};
+    match s.parse::<f32>() {
+        Ok(f) if (MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "`{s}` is not a scale factor from {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR}"
+        )),
+    }
+}
+
+fn parse_dpi(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(d) if (48.0..=384.0).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a pixel density from 48 to 384 dpi")),
+    }
+}
+
+fn parse_head(s: &str) -> Result<HeadSel, String> {
+    if s.eq_ignore_ascii_case("mean") {
+        return Ok(HeadSel::Mean);
+    }
+    s.parse::<usize>()
+        .map(HeadSel::Index)
+        .map_err(|_| format!("`{s}` is not a head number (0-based) or `mean`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn scale_factor_and_dpi_are_bounded() {
+        assert_eq!(parse_scale_factor("2"), Ok(2.0));
+        assert!(parse_scale_factor("0.1").is_err() && parse_scale_factor("5").is_err());
+        assert!(parse_scale_factor("NaN").is_err() && parse_scale_factor("x").is_err());
+        assert_eq!(parse_dpi("300"), Ok(300.0));
+        assert!(parse_dpi("1000").is_err() && parse_dpi("inf").is_err());
+    }
+
+    #[test]
+    fn head_parses_number_or_mean() {
+        assert_eq!(parse_head("3"), Ok(HeadSel::Index(3)));
+        assert_eq!(parse_head("MEAN"), Ok(HeadSel::Mean));
+        assert!(parse_head("-1").is_err());
+    }
+
+    #[test]
+    fn library_option_types_parse_by_their_names() {
+        let args = Args::try_parse_from([
+            "attnviz",
+            "t",
+            "--colormap",
+            "magma",
+            "--theme",
+            "dark",
+            "--scale",
+            "log",
+            "--figure",
+            "model",
+            "--html-precision",
+            "8",
+            "--json-include",
+            "means,rollout",
+            "--color",
+            "never",
+        ])
+        .unwrap();
+        assert_eq!(args.colormap, Some(Colormap::Magma));
+        assert_eq!(args.theme, Some(Theme::Dark));
+        assert_eq!(args.scale, Some(ColorScale::Log));
+        assert_eq!(args.figure, Some(Figure::Model));
+        assert_eq!(args.html_precision, Some(PrecisionChoice::Bits8));
+        assert_eq!(
+            args.json_include,
+            [JsonSection::Means, JsonSection::Rollout]
+        );
+        assert_eq!(args.color, Some(ColorChoice::Never));
+        let e = Args::try_parse_from(["attnviz", "t", "--colormap", "jet"]).unwrap_err();
+        assert!(e.to_string().contains("viridis"), "{e}");
+    }
+}

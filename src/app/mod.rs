@@ -1,0 +1,7 @@
+//! The application layer: the only code that knows the command line. [`cli`] defines the flags
+//! (clap), [`plan`] checks them into typed library values, and [`run`] carries the plan out with
+//! the library (model, analysis, renderers, corpus mode), which never sees a flag.
+
+pub mod cli;
+pub mod plan;
+pub mod run;

@@ -1,0 +1,765 @@
+//! The plan step: the flags as typed ([`Args`]) become a checked [`Plan`] of library values.
+//!
+//! Every check of the command line lives here, once, and fails with one line that says what to
+//! do: flags that belong to the other mode or that need another flag, outputs that cannot be
+//! written or that collide, the corpus mode's input and output folder ([`plan`], before anything
+//! is loaded, read or written, so a mistake costs no model load and leaves no file), and the
+//! layer and head against the loaded model ([`Single::selection`]). The library below takes the
+//! resulting typed values and never sees a flag.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use attnviz::analysis::{Stat, ViewOptions};
+use attnviz::attention::{HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
+use attnviz::output::{Destination, Identity};
+use attnviz::render::html::PrecisionChoice;
+use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
+use attnviz::render::json::{JsonOptions, JsonSection};
+use attnviz::render::ColorChoice;
+
+use super::cli::Args;
+
+/// Name of the JSON export in a report folder.
+pub const REPORT_JSON: &str = "attention.json";
+/// Name of the HTML report in a report folder.
+pub const REPORT_HTML: &str = "report.html";
+
+/// Every file a report folder (`--report DIR`) holds.
+pub fn report_files() -> Vec<String> {
+    let mut names = vec![REPORT_JSON.to_string(), REPORT_HTML.to_string()];
+    for (stem, _) in FigureSpec::all(0, HeadSel::Mean, Some(&[][..])) {
+        names.extend([format!("{stem}.png"), format!("{stem}.svg")]);
+    }
+    names
+}
+
+/// What one invocation does, checked.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    /// `--threads`, at least 1 (capped later to what the machine has).
+    pub threads: Option<usize>,
+    /// One input, or a corpus.
+    pub mode: Mode,
+}
+
+/// The two modes of the command line.
+#[derive(Debug, PartialEq)]
+pub enum Mode {
+    /// One text (or pair): every output from one forward pass.
+    Single(Box<Single>),
+    /// `--input FILE --out-dir DIR`.
+    Corpus(CorpusJob),
+}
+
+/// A single input and its outputs.
+#[derive(Debug, PartialEq)]
+pub struct Single {
+    /// Hub repo id or local folder.
+    pub model: String,
+    /// Hub revision.
+    pub revision: String,
+    /// The text; `-` reads standard input.
+    pub text: String,
+    /// The pair's second sentence.
+    pub pair: Option<String>,
+    /// Cut what is too long instead of failing.
+    pub truncate: bool,
+    /// `--layer`; `None`: the model's last.
+    layer: Option<usize>,
+    /// `--head`.
+    pub head: HeadSel,
+    /// Word level and/or special tokens excluded.
+    pub view: ViewOptions,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--png`.
+    pub png: Option<PathBuf>,
+    /// `--svg`.
+    pub svg: Option<PathBuf>,
+    /// `--html`.
+    pub html: Option<PathBuf>,
+    /// `--report`.
+    pub report: Option<PathBuf>,
+    /// What `--png`/`--svg` draw.
+    pub figure: Figure,
+    /// How figures look.
+    pub image: ImageOptions,
+    /// JSON number format.
+    pub json_format: JsonOptions,
+    /// Optional JSON sections.
+    pub json_include: Vec<JsonSection>,
+    /// Query/key vectors in the report.
+    pub neuron: bool,
+    /// How the report stores weights.
+    pub html_precision: PrecisionChoice,
+    /// Print the statistics table (`--stats`, or `--stat`).
+    pub stats: bool,
+    /// The statistic the table shows as a heatmap.
+    pub stat: Option<Stat>,
+    /// Print the terminal view: not `--quiet`, and standard output carries no file.
+    pub terminal_view: bool,
+    /// One of the files goes to standard output (so the table goes to standard error).
+    pub stdout_taken: bool,
+    /// Most attended tokens listed per token.
+    pub top: usize,
+    /// Colour in the terminal.
+    pub color: ColorChoice,
+}
+
+impl Single {
+    /// The layer (default: the model's last) and head the single-head views show, checked
+    /// against the model: the one range check of `--layer` and `--head`, worded for them.
+    pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
+        info.check_selection(Selection::new(layer, self.head))
+            .map_err(|e| match e {
+                SelectionError::Layer { layer, layers } => format!(
+                    "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
+                    info.name(),
+                    layers.saturating_sub(1)
+                ),
+                SelectionError::Head { head, heads } => format!(
+                    "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+                     from 0), or use --head mean",
+                    info.name(),
+                    heads.saturating_sub(1)
+                ),
+            })
+    }
+
+    /// Whether an HTML report is written (`--html` or `--report`).
+    pub fn html_report(&self) -> bool {
+        self.html.is_some() || self.report.is_some()
+    }
+}
+
+/// Check `args` and resolve them into a [`Plan`], as the module docs describe.
+pub fn plan(args: &Args) -> Result<Plan, String> {
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1".into());
+    }
+    let mode = if args.input.is_some() {
+        Mode::Corpus(corpus(args)?)
+    } else {
+        Mode::Single(Box::new(single(args)?))
+    };
+    Ok(Plan {
+        threads: args.threads,
+        mode,
+    })
+}
+
+/// The first flag of `flags` that was given, if any.
+fn first_given<'a>(flags: &[(&'a str, bool)]) -> Option<&'a str> {
+    flags
+        .iter()
+        .find(|(_, given)| *given)
+        .map(|(flag, _)| *flag)
+}
+
+/// A single input (TEXT): no corpus-only flags, no flag that needs an output that is not asked
+/// for, and outputs that can be written, each to its own place.
+fn single(args: &Args) -> Result<Single, String> {
+    let corpus_only = [
+        ("--out-dir", args.out_dir.is_some()),
+        ("--on-bad-line", args.on_bad_line.is_some()),
+        ("--per-sentence", args.per_sentence.is_some()),
+        ("--force", args.force),
+    ];
+    if let Some(flag) = first_given(&corpus_only) {
+        return Err(format!(
+            "{flag} only applies to corpus mode; add --input FILE (one sentence per line), or \
+             drop {flag}"
+        ));
+    }
+    let Some(text) = args.text.clone() else {
+        return Err(
+            "give TEXT to analyse (`-` reads standard input), or --input FILE for corpus mode; \
+             see --help"
+                .into(),
+        );
+    };
+    let (json, report) = (args.json.is_some(), args.report.is_some());
+    let (png, svg, html) = (args.png.is_some(), args.svg.is_some(), args.html.is_some());
+    if !args.json_include.is_empty() && !json && !report {
+        return Err(
+            "--json-include adds sections to the JSON export; add --json FILE or --report DIR"
+                .into(),
+        );
+    }
+    let needs = |flag: &str, given: bool, ok: bool, outputs: &str| -> Result<(), String> {
+        if given && !ok {
+            Err(format!(
+                "{flag} applies to {outputs}, and none is written; add one, or drop {flag}"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    needs(
+        "--full-precision",
+        args.full_precision,
+        json || report,
+        "the JSON export (--json FILE or --report DIR)",
+    )?;
+    needs(
+        "--figure",
+        args.figure.is_some(),
+        png || svg,
+        "--png and --svg (a report folder holds every figure)",
+    )?;
+    let look = [
+        ("--colormap", args.colormap.is_some()),
+        ("--theme", args.theme.is_some()),
+        ("--scale", args.scale.is_some()),
+    ];
+    if let Some(flag) = first_given(&look) {
+        needs(
+            flag,
+            true,
+            png || svg || report,
+            "images (--png FILE, --svg FILE or --report DIR)",
+        )?;
+    }
+    let density = [
+        ("--scale-factor", args.scale_factor.is_some()),
+        ("--dpi", args.dpi.is_some()),
+    ];
+    if let Some(flag) = first_given(&density) {
+        needs(
+            flag,
+            true,
+            png || report,
+            "PNG images (--png FILE or --report DIR; SVG has no pixels)",
+        )?;
+    }
+    let report_flags = [
+        ("--neuron", args.neuron),
+        ("--html-precision", args.html_precision.is_some()),
+    ];
+    if let Some(flag) = first_given(&report_flags) {
+        needs(
+            flag,
+            true,
+            html || report,
+            "the HTML report (--html FILE or --report DIR)",
+        )?;
+    }
+    let outputs = output_paths(args);
+    check_outputs(args, &outputs)?;
+    let stdout_taken = outputs
+        .iter()
+        .filter(|(flag, _)| *flag != "--report")
+        .any(|(_, p)| matches!(Destination::of(p), Ok(Destination::Stdout)));
+    let terminal_view = !args.quiet && !stdout_taken;
+    let stats = args.stats || args.stat.is_some();
+    if args.top.is_some() && !terminal_view {
+        return Err(format!(
+            "--top sets the terminal view, which {}; drop --top",
+            if args.quiet {
+                "--quiet turns off"
+            } else {
+                "is not printed while standard output carries a file"
+            }
+        ));
+    }
+    if args.color.is_some() && !terminal_view && !stats {
+        return Err(
+            "--color sets the terminal view and the --stats table, and neither is printed; \
+             drop --color, or add --stats"
+                .into(),
+        );
+    }
+    Ok(Single {
+        model: args.model.clone(),
+        revision: args.revision.clone(),
+        text,
+        pair: args.pair.clone(),
+        truncate: args.truncate,
+        layer: args.layer,
+        head: args.head.unwrap_or(HeadSel::Mean),
+        view: ViewOptions {
+            words: args.words,
+            no_special: args.no_special,
+        },
+        json: args.json.clone(),
+        png: args.png.clone(),
+        svg: args.svg.clone(),
+        html: args.html.clone(),
+        report: args.report.clone(),
+        figure: args.figure.unwrap_or_default(),
+        image: ImageOptions {
+            colormap: args.colormap.unwrap_or_default(),
+            theme: args.theme.unwrap_or_default(),
+            scale: args.scale.unwrap_or(ColorScale::Linear),
+            scale_factor: args
+                .dpi
+                .map_or(args.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
+        },
+        json_format: JsonOptions {
+            full_precision: args.full_precision,
+        },
+        json_include: args.json_include.clone(),
+        neuron: args.neuron,
+        html_precision: args.html_precision.unwrap_or_default(),
+        stats,
+        stat: args.stat,
+        terminal_view,
+        stdout_taken,
+        top: args.top.unwrap_or(3),
+        color: args.color.unwrap_or_default(),
+    })
+}
+
+/// Corpus mode (`--input FILE --out-dir DIR`): no single-input flags; an input that is a file
+/// (or `-`); an output folder that is a folder and holds no earlier run unless `--force`.
+fn corpus(args: &Args) -> Result<CorpusJob, String> {
+    let single_only = [
+        ("--json", args.json.is_some()),
+        ("--png", args.png.is_some()),
+        ("--svg", args.svg.is_some()),
+        ("--html", args.html.is_some()),
+        ("--report", args.report.is_some()),
+        ("--neuron", args.neuron),
+        ("--html-precision", args.html_precision.is_some()),
+        ("--figure", args.figure.is_some()),
+        ("--colormap", args.colormap.is_some()),
+        ("--theme", args.theme.is_some()),
+        ("--scale", args.scale.is_some()),
+        ("--scale-factor", args.scale_factor.is_some()),
+        ("--dpi", args.dpi.is_some()),
+        ("--layer", args.layer.is_some()),
+        ("--head", args.head.is_some()),
+        ("--top", args.top.is_some()),
+    ];
+    if let Some(flag) = first_given(&single_only) {
+        return Err(format!(
+            "{flag} is for a single input; with --input, per-sentence outputs go into --out-dir \
+             (choose them with --per-sentence)"
+        ));
+    }
+    let Some(out_dir) = args.out_dir.clone() else {
+        return Err("--input needs --out-dir DIR for its outputs".into());
+    };
+    let per_sentence =
+        normalise_per_sentence(args.per_sentence.as_deref().unwrap_or(&[PerSentence::Json]))?;
+    if per_sentence.is_empty() {
+        let json_only = [
+            ("--json-include", !args.json_include.is_empty()),
+            ("--full-precision", args.full_precision),
+        ];
+        if let Some(flag) = first_given(&json_only) {
+            return Err(format!(
+                "{flag} sets the per-sentence JSON files, but --per-sentence none writes none; \
+                 drop one of them"
+            ));
+        }
+    }
+    if args.color.is_some() && args.quiet {
+        return Err(
+            "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
+        );
+    }
+    let input = args.input.clone().unwrap_or_else(|| PathBuf::from("-"));
+    if input != Path::new("-") && input.is_dir() {
+        return Err(format!(
+            "--input {} is a folder; give a file with one sentence (or a tab-separated pair) \
+             per line",
+            input.display()
+        ));
+    }
+    if out_dir.exists() && !out_dir.is_dir() {
+        return Err(format!(
+            "--out-dir {} is a file; give a folder (it is created if missing)",
+            out_dir.display()
+        ));
+    }
+    let earlier = attnviz::corpus::earlier_run_files(&out_dir);
+    if earlier > 0 && !args.force {
+        return Err(format!(
+            "{} already holds {earlier} file{} from an earlier run, and mixing two runs would \
+             mislead; give another --out-dir, or add --force to replace them",
+            out_dir.join(attnviz::corpus::SENTENCES_DIR).display(),
+            if earlier == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(CorpusJob {
+        model: args.model.clone(),
+        revision: args.revision.clone(),
+        input,
+        out_dir,
+        per_sentence,
+        on_bad_line: args.on_bad_line.unwrap_or(OnBadLine::Skip),
+        truncate: args.truncate,
+        view: ViewOptions {
+            words: args.words,
+            no_special: args.no_special,
+        },
+        json: JsonOptions {
+            full_precision: args.full_precision,
+        },
+        json_include: args.json_include.clone(),
+        force: args.force,
+        quiet: args.quiet,
+        stat: args.stat,
+        color: args.color.unwrap_or_default(),
+    })
+}
+
+/// Drop duplicates; `none` alone means no per-sentence files, and cannot be combined.
+fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, String> {
+    let mut out: Vec<PerSentence> = Vec::new();
+    for kind in list {
+        if !out.contains(kind) {
+            out.push(*kind);
+        }
+    }
+    if out.contains(&PerSentence::None) {
+        if out.len() > 1 {
+            return Err("--per-sentence none cannot be combined with other outputs".into());
+        }
+        return Ok(Vec::new());
+    }
+    Ok(out)
+}
+
+/// Every output file the arguments name (`-` included), with its flag. A report folder
+/// contributes each file it will hold.
+fn output_paths(args: &Args) -> Vec<(&'static str, PathBuf)> {
+    let mut out: Vec<(&'static str, PathBuf)> = [
+        ("--json", &args.json),
+        ("--png", &args.png),
+        ("--svg", &args.svg),
+        ("--html", &args.html),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| p.clone().map(|p| (flag, p)))
+    .collect();
+    if let Some(dir) = &args.report {
+        out.extend(
+            report_files()
+                .into_iter()
+                .map(|f| ("--report", dir.join(f))),
+        );
+    }
+    out
+}
+
+/// Outputs that can be written, and no two of them to one place: at most one to standard
+/// output (`-`, `/dev/stdout`), no two to one file however spelled (`x`, `./x`, a link to it).
+/// Devices such as `/dev/null` may take several.
+fn check_outputs(args: &Args, paths: &[(&'static str, PathBuf)]) -> Result<(), String> {
+    if let Some(dir) = &args.report {
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "--report {}: that is a file; give a folder (it is created if missing)",
+                dir.display()
+            ));
+        }
+    }
+    let mut outputs = Vec::new();
+    for (flag, path) in paths {
+        let dest = Destination::of(path).map_err(|e| {
+            let reason = match e.source.kind() {
+                std::io::ErrorKind::NotFound => "a folder on the way does not exist".to_string(),
+                _ => e.source.to_string(),
+            };
+            format!("{flag} {}: {reason}", path.display())
+        })?;
+        outputs.push((*flag, path, dest));
+    }
+    let mut seen: HashMap<Identity, (&'static str, &Path)> = HashMap::new();
+    for (flag, path, dest) in &outputs {
+        let Some(id) = dest.identity() else { continue };
+        if let Some((other, other_path)) = seen.get(&id) {
+            if id == Identity::Stdout {
+                return Err(format!(
+                    "{other} and {flag} both write to standard output ({} and {}); only one \
+                     output can",
+                    other_path.display(),
+                    path.display()
+                ));
+            }
+            let both = if other == flag {
+                format!("{flag} twice")
+            } else {
+                format!("{other} and {flag}")
+            };
+            let file = match &id {
+                Identity::File(p) => p.display().to_string(),
+                _ => path.display().to_string(),
+            };
+            return Err(format!(
+                "{both} would both write {file} ({} and {}); give each output its own file",
+                other_path.display(),
+                path.display()
+            ));
+        }
+        seen.insert(id, (flag, path.as_path()));
+    }
+    for (flag, path, dest) in &outputs {
+        let Destination::File { target } = dest else {
+            continue;
+        };
+        // A report folder is created; the folder of any other file must exist.
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| *flag != "--report" && !d.is_dir()) {
+            return Err(format!(
+                "{flag} {}: folder {} does not exist; create it first",
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn check(argv: &[&str]) -> Result<Plan, String> {
+        let args = Args::try_parse_from(std::iter::once("attnviz").chain(argv.iter().copied()))
+            .expect("parses");
+        plan(&args)
+    }
+
+    fn single_plan(argv: &[&str]) -> Single {
+        match check(argv).expect("a valid plan").mode {
+            Mode::Single(s) => *s,
+            Mode::Corpus(_) => panic!("not single"),
+        }
+    }
+
+    #[test]
+    fn corpus_flags_without_input_get_one_line_each() {
+        for flag in [
+            &["--out-dir", "x"][..],
+            &["--on-bad-line", "stop"],
+            &["--per-sentence", "none"],
+            &["--force"],
+        ] {
+            // With a text, and without one (`--per-sentence none` alone used to print clap's
+            // usage for the missing TEXT).
+            for text in [&["text"][..], &[]] {
+                let mut argv = text.to_vec();
+                argv.extend_from_slice(flag);
+                let e = check(&argv).unwrap_err();
+                assert!(
+                    e.starts_with(&format!("{} only applies to corpus mode", flag[0])),
+                    "{e}"
+                );
+                assert!(e.contains("--input FILE") && !e.contains('\n'), "{e}");
+            }
+        }
+        let e = check(&["text", "--json-include", "means"]).unwrap_err();
+        assert!(e.contains("--json FILE"), "{e}");
+        let e = check(&["text", "--threads", "0"]).unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = check(&[]).unwrap_err();
+        assert!(e.starts_with("give TEXT"), "{e}");
+    }
+
+    #[test]
+    fn flags_that_need_an_output_say_which() {
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("a.svg");
+        let svg = svg.to_str().unwrap();
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["t", "--full-precision"],
+                "--full-precision applies to the JSON",
+            ),
+            (&["t", "--figure", "model"], "--figure applies to --png"),
+            (
+                &["t", "--colormap", "magma"],
+                "--colormap applies to images",
+            ),
+            (&["t", "--theme", "dark"], "--theme applies to images"),
+            (&["t", "--scale", "log"], "--scale applies to images"),
+            (
+                &["t", "--scale-factor", "2"],
+                "--scale-factor applies to PNG",
+            ),
+            (&["t", "--svg", svg, "--dpi", "300"], "--dpi applies to PNG"),
+            (&["t", "--neuron"], "--neuron applies to the HTML report"),
+            (
+                &["t", "--html-precision", "8"],
+                "--html-precision applies to the HTML",
+            ),
+            (
+                &["t", "--quiet", "--top", "5"],
+                "--top sets the terminal view",
+            ),
+            (
+                &["t", "--quiet", "--color", "always"],
+                "--color sets the terminal view",
+            ),
+        ];
+        for (argv, want) in cases {
+            let e = check(argv).unwrap_err();
+            assert!(e.starts_with(want), "{argv:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        // With the output they need, they are fine, and land in the plan.
+        let s = single_plan(&[
+            "t",
+            "--svg",
+            svg,
+            "--colormap",
+            "magma",
+            "--figure",
+            "model",
+        ]);
+        assert_eq!(s.figure, Figure::Model);
+        assert_eq!(s.image.colormap, attnviz::render::image::Colormap::Magma);
+        let s = single_plan(&["t", "--quiet", "--stats", "--color", "never"]);
+        assert!(!s.terminal_view && s.stats);
+        assert_eq!(s.color, ColorChoice::Never);
+    }
+
+    #[test]
+    fn corpus_mode_refuses_single_input_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.txt");
+        std::fs::write(&input, "a\n").unwrap();
+        let input = input.to_str().unwrap();
+        let out = dir.path().join("out");
+        let out = out.to_str().unwrap();
+        for flag in [
+            &["--layer", "1"][..],
+            &["--head", "2"],
+            &["--top", "4"],
+            &["--colormap", "magma"],
+            &["--neuron"],
+        ] {
+            let mut argv = vec!["--input", input, "--out-dir", out];
+            argv.extend_from_slice(flag);
+            let e = check(&argv).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{} is for a single input", flag[0])),
+                "{e}"
+            );
+        }
+        let e = check(&["--input", input]).unwrap_err();
+        assert!(e.contains("--out-dir DIR"), "{e}");
+        let e = check(&[
+            "--input",
+            input,
+            "--out-dir",
+            out,
+            "--per-sentence",
+            "none,json",
+        ])
+        .unwrap_err();
+        assert!(e.contains("cannot be combined"), "{e}");
+        let e = check(&[
+            "--input",
+            input,
+            "--out-dir",
+            out,
+            "--per-sentence",
+            "none",
+            "--full-precision",
+        ])
+        .unwrap_err();
+        assert!(
+            e.starts_with("--full-precision sets the per-sentence JSON"),
+            "{e}"
+        );
+        let plan = check(&[
+            "--input",
+            input,
+            "--out-dir",
+            out,
+            "--per-sentence",
+            "json,json",
+        ])
+        .unwrap();
+        let Mode::Corpus(job) = plan.mode else {
+            panic!("corpus mode")
+        };
+        assert_eq!(job.per_sentence, [PerSentence::Json]);
+        assert_eq!(job.on_bad_line, OnBadLine::Skip);
+    }
+
+    #[test]
+    fn selection_is_checked_once_against_the_model() {
+        let info = ModelInfo {
+            id: "m".into(),
+            revision: None,
+            name: None,
+            family: "BERT".into(),
+            layers: 6,
+            heads: 12,
+            hidden_size: 384,
+            head_dim: 32,
+        };
+        let s = single_plan(&["t"]);
+        assert_eq!(s.selection(&info), Ok(Selection::new(5, HeadSel::Mean)));
+        let s = single_plan(&["t", "--layer", "6"]);
+        let e = s.selection(&info).unwrap_err();
+        assert!(
+            e.starts_with("--layer 6 is out of range: m has layers 0–5"),
+            "{e}"
+        );
+        let s = single_plan(&["t", "--head", "12"]);
+        let e = s.selection(&info).unwrap_err();
+        assert!(e.contains("--head mean"), "{e}");
+    }
+
+    #[test]
+    fn two_outputs_on_one_file_are_refused_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let same = format!("{d}/same.json");
+        let dotted = format!("{d}/./same.json");
+        let e = check(&["t", "--json", &same, "--html", &dotted]).unwrap_err();
+        assert!(e.starts_with("--json and --html would both write"), "{e}");
+        // A link to the file is the same file.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("same.json", dir.path().join("link")).unwrap();
+            let link = format!("{d}/link");
+            let e = check(&["t", "--png", &same, "--svg", &link]).unwrap_err();
+            assert!(e.contains("--png and --svg"), "{e}");
+        }
+        // A report folder's files count.
+        let report = format!("{d}/rep");
+        let inside = format!("{d}/rep/report.html");
+        let e = check(&["t", "--report", &report, "--html", &inside]).unwrap_err();
+        assert!(e.contains("--html and --report"), "{e}");
+        // Standard output once, under any name.
+        let e = check(&["t", "--json", "-", "--html", "-"]).unwrap_err();
+        assert!(e.contains("standard output"), "{e}");
+        // Different files are fine.
+        let other = format!("{d}/other.html");
+        check(&["t", "--json", &same, "--html", &other, "--report", &report]).unwrap();
+        // Standard output carrying a file turns the terminal view off.
+        let s = single_plan(&["t", "--json", "-"]);
+        assert!(s.stdout_taken && !s.terminal_view);
+    }
+
+    #[test]
+    fn report_files_match_what_a_report_writes() {
+        let files = report_files();
+        for name in ["attention.json", "report.html", "head.png", "rollout.svg"] {
+            assert!(files.iter().any(|f| f == name), "{name} in {files:?}");
+        }
+    }
+
+    #[test]
+    fn per_sentence_none_stands_alone() {
+        assert_eq!(
+            normalise_per_sentence(&[PerSentence::Json, PerSentence::Json]).unwrap(),
+            [PerSentence::Json]
+        );
+        assert!(normalise_per_sentence(&[PerSentence::None])
+            .unwrap()
+            .is_empty());
+        assert!(normalise_per_sentence(&[PerSentence::None, PerSentence::Json]).is_err());
+    }
+}

@@ -1,0 +1,511 @@
+//! One invocation of the CLI: check the flags into a plan, load the model once, encode once,
+//! then write every requested output.
+
+use std::borrow::Cow;
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::Path;
+
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
+use attnviz::attention::{Attention, HeadSel, Role, Selection};
+use attnviz::model::{EncodeOptions, Model};
+use attnviz::output::{write_output, OutputError, StagedFolder};
+use attnviz::render::html::{
+    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
+};
+use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
+use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
+use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
+use attnviz::render::terminal::{write_view, TerminalOptions};
+use attnviz::tokenize;
+
+use super::cli::Args;
+use super::plan::{self, Mode, Single, REPORT_HTML, REPORT_JSON};
+
+/// Anything that stops a run. Each displays as one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Loading or running the model.
+    #[error(transparent)]
+    Model(#[from] attnviz::model::Error),
+    /// Writing an output file.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Building the word-level or special-excluded view.
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
+    /// Drawing or writing an image.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    /// Arguments that don't fit the model or each other.
+    #[error("{0}")]
+    Usage(String),
+    /// Reading the text from standard input.
+    #[error("cannot read the text from standard input: {0}")]
+    Stdin(io::Error),
+    /// Writing the terminal view or the statistics table.
+    #[error("cannot write to the terminal: {0}")]
+    Stdout(io::Error),
+    /// Corpus mode (`--input`).
+    #[error(transparent)]
+    Corpus(#[from] attnviz::corpus::CorpusError),
+}
+
+impl Error {
+    /// The exit status for this error: 130 for a run stopped by Ctrl-C (as when the signal ends
+    /// it at once), 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { .. }) => 130,
+            _ => 1,
+        }
+    }
+}
+
+/// A line on standard error that must never fail the run (a closed stderr is ignored).
+fn note(msg: &str) {
+    let _ = writeln!(io::stderr(), "{msg}");
+}
+
+/// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
+/// so when a request was capped.
+fn configure_threads(flag: Option<usize>) -> usize {
+    let asked = flag.or_else(attnviz::threads::from_env);
+    let threads = attnviz::threads::configure(flag);
+    if let Some(asked) = asked.filter(|&n| n > threads) {
+        let source = if flag.is_some() {
+            "--threads"
+        } else {
+            "RAYON_NUM_THREADS"
+        };
+        note(&format!(
+            "note: {source} {asked} is more than {} × the {} CPUs available; using {threads}",
+            attnviz::threads::MAX_THREADS_PER_CPU,
+            threads / attnviz::threads::MAX_THREADS_PER_CPU,
+        ));
+    }
+    threads
+}
+
+/// Run the command line described by `args`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    // Everything that needs no model first: a mistake costs no load and leaves no file.
+    let plan = plan::plan(args).map_err(Error::Usage)?;
+    let threads = configure_threads(plan.threads);
+    match plan.mode {
+        // Corpus mode lives in its own module.
+        Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
+        Mode::Single(single) => run_single(&single),
+    }
+}
+
+/// One text (or pair): load, encode once, write every output.
+fn run_single(plan: &Single) -> Result<(), Error> {
+    let model = Model::load(&plan.model, &plan.revision)?;
+    let selection = plan.selection(model.info()).map_err(Error::Usage)?;
+    let Selection { layer, head } = selection;
+    let limit = tokenize::byte_limit(model.max_positions());
+    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
+    let opts = EncodeOptions {
+        truncate: plan.truncate,
+        capture_query_key: plan.neuron,
+    };
+    let encoding = model.encode(&text, plan.pair.as_deref(), &opts)?;
+    let bytes_cut = stdin_cut || encoding.bytes_cut;
+    if bytes_cut {
+        note(&format!(
+            "note: the input is over {limit} bytes; only its first {limit} bytes were read \
+             (--truncate)"
+        ));
+    }
+    if let Some(from) = encoding.truncated_from {
+        let what = if bytes_cut {
+            "those bytes were"
+        } else {
+            "the input was"
+        };
+        note(&format!(
+            "note: {what} {from} tokens; truncated to the model's maximum of {} (--truncate)",
+            encoding.attention.len()
+        ));
+    }
+
+    // The view every output shows (word level and/or special tokens excluded), and the analyses
+    // the requested outputs need, each computed once.
+    let view_opts = plan.view;
+    let needs_rollout = plan.report.is_some()
+        || !plan.json_include.is_empty()
+        || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
+    let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
+        let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
+        (view, Some(analysis))
+    } else {
+        (analysis::view(&encoding.attention, view_opts)?, None)
+    };
+    let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
+    let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
+        Some(a) => Some(Cow::Borrowed(&a.stats)),
+        None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
+    };
+    let rollout = analysis.as_ref().map(|a| a.rollout[layer].as_slice());
+
+    let outputs = Outputs {
+        att: &att,
+        stats: stats.as_deref().unwrap_or_default(),
+        sections: json_sections(&plan.json_include, analysis.as_ref()).unwrap_or_default(),
+        json: plan.json_format,
+        image: plan.image,
+    };
+    if let Some(path) = &plan.json {
+        outputs.json(path)?;
+    }
+    if plan.png.is_some() || plan.svg.is_some() {
+        let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
+        if let Some(path) = &plan.png {
+            image::write_png(&att, &figure, &outputs.image, path)?;
+        }
+        if let Some(path) = &plan.svg {
+            image::write_svg(&att, &figure, &outputs.image, path)?;
+        }
+    }
+    // The report gets the token-level attention (and rollout): the page merges words and hides
+    // special tokens itself, reversibly.
+    let html = plan.html_report().then(|| {
+        let token_rollout = match &analysis {
+            Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
+            _ => Cow::Owned(analysis::rollout(&encoding.attention)),
+        };
+        html_options(
+            plan,
+            &encoding.attention,
+            selection,
+            outputs.stats,
+            &token_rollout,
+        )
+    });
+    if let (Some(path), Some(opts)) = (&plan.html, &html) {
+        write_html_file(&encoding.attention, opts, path)?;
+    }
+    if let (Some(dir), Some(opts)) = (&plan.report, &html) {
+        // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
+        let staged = StagedFolder::create(dir)?;
+        let build = || -> Result<(), Error> {
+            outputs.report(staged.staging(), layer, head, rollout)?;
+            write_html_file(
+                &encoding.attention,
+                opts,
+                &staged.staging().join(REPORT_HTML),
+            )?;
+            Ok(())
+        };
+        // Errors name the file in DIR, not in the hidden staging folder.
+        build().map_err(|e| match e {
+            Error::Output(o) => Error::Output(staged.rename_error(o)),
+            Error::Image(ImageError::Output(o)) => {
+                Error::Image(ImageError::Output(staged.rename_error(o)))
+            }
+            other => other,
+        })?;
+        let written = staged.commit()?;
+        note(&format!(
+            "wrote {} files into {}",
+            written.len(),
+            dir.display()
+        ));
+    }
+
+    if plan.terminal_view {
+        let opts = terminal_options(plan);
+        to_stdout(|w| write_view(&att, selection, &opts, w))?;
+    }
+    if plan.stats {
+        if plan.stdout_taken {
+            // Standard output carries a file (`--json -`): the table goes to standard error.
+            let opts = StatsTableOptions {
+                stat: plan.stat,
+                color: plan.color.enabled(io::stderr().is_terminal()),
+                token_names: Some(token_names(&encoding.attention)),
+                ..StatsTableOptions::default()
+            };
+            let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
+            match res {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(Error::Stdout(e)),
+                _ => {}
+            }
+        } else {
+            let opts = StatsTableOptions {
+                token_names: Some(token_names(&encoding.attention)),
+                ..StatsTableOptions::for_stdout(plan.stat, plan.color)
+            };
+            let blank = plan.terminal_view;
+            to_stdout(|w| {
+                if blank {
+                    writeln!(w)?;
+                }
+                write_stats_table(outputs.stats, &opts, w)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The files a run can write, from one encoded input.
+struct Outputs<'a> {
+    att: &'a Attention,
+    stats: &'a [Vec<HeadStats>],
+    /// Optional JSON sections (`--json-include`).
+    sections: Vec<MatrixSection<'a>>,
+    json: JsonOptions,
+    image: ImageOptions,
+}
+
+impl Outputs<'_> {
+    fn json(&self, path: &Path) -> Result<(), Error> {
+        let section = serde_json::to_value(StatsSection::new(self.stats))
+            .expect("statistics serialise to JSON");
+        write_output(path, |w| {
+            write_json_with(
+                self.att,
+                &[("stats", section)],
+                &self.sections,
+                self.json,
+                w,
+            )
+        })?;
+        Ok(())
+    }
+
+    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder.
+    fn report(
+        &self,
+        dir: &Path,
+        layer: usize,
+        head: HeadSel,
+        rollout: Option<&[f32]>,
+    ) -> Result<(), Error> {
+        self.json(&dir.join(REPORT_JSON))?;
+        // With `--head mean` the mean has its own figure: the head figure shows the layer's most
+        // focused head (lowest mean entropy) instead, and says so in its title.
+        let focused = (head == HeadSel::Mean)
+            .then(|| most_focused_head(self.stats, layer))
+            .flatten();
+        for (name, figure) in FigureSpec::all(layer, head, rollout) {
+            let figure = match (name, focused) {
+                ("head", Some(h)) => FigureSpec::Matrix {
+                    title: format!("layer {layer} · head {h} (most focused)"),
+                    values: self.att.head(layer, h),
+                },
+                _ => figure,
+            };
+            image::write_png(
+                self.att,
+                &figure,
+                &self.image,
+                &dir.join(format!("{name}.png")),
+            )?;
+            image::write_svg(
+                self.att,
+                &figure,
+                &self.image,
+                &dir.join(format!("{name}.svg")),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// Report options from the command line. The report gets the token-level attention and opens on
+/// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
+fn html_options(
+    plan: &Single,
+    att: &Attention,
+    selection: Selection,
+    stats: &[Vec<HeadStats>],
+    rollout: &[Vec<f32>],
+) -> HtmlOptions {
+    let precision = plan
+        .html_precision
+        .resolve(att.layers(), att.heads(), att.len(), att.len());
+    let specials = att.special_names();
+    let unit = format!(
+        "{}, {specials} {}",
+        if plan.view.words { "words" } else { "tokens" },
+        if plan.view.no_special {
+            "excluded"
+        } else {
+            "included"
+        }
+    );
+    let (start, end) = (
+        att.role_name(Role::Start)
+            .unwrap_or_else(|| "the start token".into()),
+        att.role_name(Role::End)
+            .unwrap_or_else(|| "the end token".into()),
+    );
+    let statistics = Stat::ALL
+        .iter()
+        .map(|&stat| HeadStatistic {
+            id: stat.name().to_string(),
+            label: match stat {
+                Stat::ToStart => format!("share of attention to the start token ({start})"),
+                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
+                _ => stat.title().to_string(),
+            },
+            description: format!(
+                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
+                 the attention on the previous/next token, sink = over half on the start and \
+                 end tokens ({start}, {end}), broad = entropy near uniform.",
+                capitalise(stat.title())
+            ),
+            values: stats
+                .iter()
+                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
+                .collect(),
+        })
+        .collect();
+    let head_labels = stats
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|s| {
+                    // Short tags that fit a grid cell; the description explains them.
+                    match s.label {
+                        HeadLabel::PositionalPrevious => "previous",
+                        HeadLabel::PositionalNext => "next",
+                        HeadLabel::Broad => "broad",
+                        HeadLabel::SpecialSink => "sink",
+                        HeadLabel::None => "",
+                    }
+                    .to_string()
+                })
+                .collect()
+        })
+        .collect();
+    let mut settings = vec![
+        ("model".to_string(), plan.model.clone()),
+        ("statistics computed on".to_string(), unit),
+    ];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.insert(1, ("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    HtmlOptions {
+        neuron: plan.neuron,
+        precision,
+        layer: selection.layer,
+        head: match selection.head {
+            HeadSel::Index(h) => h,
+            HeadSel::Mean => 0,
+        },
+        hide_special: plan.view.no_special,
+        words: plan.view.words,
+        settings,
+        analysis: HtmlAnalysis {
+            stats: statistics,
+            head_labels: Some(head_labels),
+            matrices: vec![ExtraMatrix {
+                id: "rollout".to_string(),
+                label: "Attention rollout".to_string(),
+                description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
+                    renormalised, multiplied through the layers up to this one"
+                    .to_string(),
+                layers: rollout.to_vec(),
+            }],
+        },
+        ..HtmlOptions::default()
+    }
+}
+
+/// The head of `layer` with the lowest mean entropy (ties: the lowest number).
+fn most_focused_head(stats: &[Vec<HeadStats>], layer: usize) -> Option<usize> {
+    stats
+        .get(layer)?
+        .iter()
+        .enumerate()
+        .min_by(|(_, a), (_, b)| a.entropy.total_cmp(&b.entropy))
+        .map(|(h, _)| h)
+}
+
+/// `text`, or standard input when it is `-`, read up to `limit` bytes (the model's
+/// [`tokenize::byte_limit`]): more is an error, or with `truncate` is cut (at a character
+/// boundary) and left unread. Returns the text and whether it was cut.
+fn read_text(
+    text: &str,
+    limit: usize,
+    truncate: bool,
+    max_positions: usize,
+) -> Result<(String, bool), Error> {
+    if text != "-" {
+        // An argument is already in memory; the tokenizer bounds its own work by the same limit.
+        return Ok((text.to_string(), false));
+    }
+    let mut buf = Vec::new();
+    io::stdin()
+        .lock()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(Error::Stdin)?;
+    let cut = buf.len() > limit;
+    if cut {
+        if !truncate {
+            return Err(Error::Usage(format!(
+                "standard input holds more than {limit} bytes, more than a model of \
+                 {max_positions} positions can take; shorten it, or pass --truncate to analyse \
+                 its beginning"
+            )));
+        }
+        buf.truncate(limit);
+    }
+    let text = match String::from_utf8(buf) {
+        Ok(s) => s,
+        // The cut fell inside a character: drop its first bytes.
+        Err(e) if cut && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(Error::Usage(format!(
+                "standard input is not valid UTF-8 (byte {}); give UTF-8 text",
+                e.utf8_error().valid_up_to() + 1
+            )))
+        }
+    };
+    Ok((text.trim_end_matches(['\n', '\r']).to_string(), cut))
+}
+
+/// Write to standard output; a reader that stops early (`| head`) is not an error.
+fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match write(&mut out).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::Stdout(e)),
+        _ => Ok(()),
+    }
+}
+
+fn terminal_options(plan: &Single) -> TerminalOptions {
+    let is_tty = io::stdout().is_terminal();
+    let color = plan.color.enabled(is_tty);
+    let width = terminal_size::terminal_size()
+        .map(|(w, _)| w.0 as usize)
+        .filter(|_| is_tty)
+        .or_else(|| std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()))
+        .unwrap_or(80);
+    TerminalOptions {
+        color,
+        width,
+        top: plan.top,
+        ..TerminalOptions::default()
+    }
+}

@@ -1,0 +1,261 @@
+use super::*;
+
+/// Roles, word ids and surfaces for test labels, standing in for a tokenizer (which is what
+/// gives them in real use; see `crate::tokenize`). The convention, for tests only:
+/// - a label in brackets or angle brackets is a special token: `[PAD]`/`<pad>` padding, the
+///   first unit a sequence start, any other an end (`[CLS] … [SEP]`, `<s> … </s>`);
+/// - WordPiece style: `##x` continues the word before it;
+/// - byte-level or SentencePiece style (when some label starts with `Ġ` or `▁`): a label
+///   starting with the marker starts a word and the others continue it.
+///
+/// Surfaces are the labels without the marks (`Ġ`/`▁` become a space).
+pub fn units_for(tokens: &[&str]) -> Units {
+    let is_special = |t: &str| {
+        (t.starts_with('[') && t.ends_with(']') && t.len() > 2)
+            || (t.starts_with('<') && t.ends_with('>') && t.len() > 2)
+    };
+    let marker = tokens
+        .iter()
+        .find_map(|t| ['Ġ', '▁'].into_iter().find(|&m| t.starts_with(m)));
+    let mut roles = Vec::new();
+    let mut surfaces = Vec::new();
+    let mut word_ids = Vec::new();
+    let mut word = 0usize;
+    let mut prev_ordinary = false;
+    for (i, t) in tokens.iter().enumerate() {
+        if is_special(t) {
+            let lower = t.to_ascii_lowercase();
+            roles.push(if lower.contains("pad") {
+                Role::Pad
+            } else if i == 0 {
+                Role::Start
+            } else {
+                Role::End
+            });
+            surfaces.push(String::new());
+            word_ids.push(None);
+            prev_ordinary = false;
+            continue;
+        }
+        let (continues, surface) = match (marker, t.strip_prefix("##")) {
+            (_, Some(rest)) => (true, rest.to_string()),
+            (Some(m), None) => match t.strip_prefix(m) {
+                Some(rest) => (false, format!(" {rest}")),
+                None => (prev_ordinary, t.to_string()),
+            },
+            (None, None) => (false, t.to_string()),
+        };
+        if !(continues && prev_ordinary) {
+            word += 1;
+        }
+        roles.push(if continues && prev_ordinary {
+            Role::Piece
+        } else {
+            Role::Word
+        });
+        surfaces.push(surface);
+        word_ids.push(Some(word - 1));
+        prev_ordinary = true;
+    }
+    let n = tokens.len();
+    Units::tokens(
+        tokens.iter().map(|t| t.to_string()).collect(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids,
+        surfaces,
+    )
+}
+
+/// A model description for tests.
+pub fn info(layers: usize, heads: usize) -> ModelInfo {
+    ModelInfo {
+        id: "synthetic".into(),
+        revision: None,
+        name: None,
+        family: "BERT".into(),
+        layers,
+        heads,
+        hidden_size: heads * 4,
+        head_dim: 4,
+    }
+}
+
+/// A small, deterministic attention value for unit tests of analyses and renderers:
+/// `layers × heads` heads over `tokens` (roles as [`units_for`] gives them); head `h` of layer
+/// `l` puts most of each row on key `(q + l + h) % n`, the rest spread evenly.
+pub fn synthetic(tokens: &[&str], layers: usize, heads: usize) -> Attention {
+    let n = tokens.len();
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    for l in 0..layers {
+        for h in 0..heads {
+            for q in 0..n {
+                let peak = (q + l + h) % n;
+                for k in 0..n {
+                    let rest = if n > 1 { 0.3 / (n - 1) as f32 } else { 0.0 };
+                    weights.push(if k == peak {
+                        0.7 + if n == 1 { 0.3 } else { 0.0 }
+                    } else {
+                        rest
+                    });
+                }
+            }
+        }
+    }
+    Attention::new(
+        info(layers, heads),
+        tokens.join(" "),
+        None,
+        units_for(tokens),
+        weights,
+    )
+    .expect("synthetic attention is consistent")
+}
+
+/// [`synthetic`] as a pair: units from `b_start` on are sentence B.
+pub fn synthetic_pair(tokens: &[&str], b_start: usize, layers: usize, heads: usize) -> Attention {
+    let att = synthetic(tokens, layers, heads);
+    let mut units = att.queries().clone();
+    for (i, s) in units.segments.iter_mut().enumerate() {
+        *s = u32::from(i >= b_start);
+    }
+    units.type_ids = units.segments.clone();
+    att.derive(Level::Token, false, units, None, att.weights().to_vec())
+        .expect("same shape")
+}
+
+#[test]
+fn indexing_follows_layer_head_query_key() {
+    let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);
+    // layer 1, head 2, query 0 peaks at key (0+1+2)%4 = 3
+    assert!((att.weight(1, 2, 0, 3) - 0.7).abs() < 1e-6);
+    assert_eq!(att.head(1, 2).len(), 16);
+    assert_eq!(att.layer(1).len(), 48);
+}
+
+#[test]
+fn head_mean_averages_heads() {
+    let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 1, 2);
+    let mean = att.head_mean(0);
+    for q in 0..4 {
+        for k in 0..4 {
+            let want = (att.weight(0, 0, q, k) + att.weight(0, 1, q, k)) / 2.0;
+            assert!((mean[q * 4 + k] - want).abs() < 1e-7);
+        }
+    }
+}
+
+#[test]
+fn model_name_is_short_for_folders() {
+    let mut info = synthetic(&["a"], 1, 1).model;
+    info.id = "/models/all-MiniLM-L6-v2/".into();
+    assert_eq!(info.name(), "all-MiniLM-L6-v2");
+    info.id = "sentence-transformers/all-MiniLM-L6-v2".into();
+    info.revision = Some("main".into());
+    assert_eq!(info.name(), "sentence-transformers/all-MiniLM-L6-v2");
+}
+
+#[test]
+fn rejects_wrong_weight_count_and_unit_vectors() {
+    let att = synthetic(&["a", "b"], 1, 1);
+    let err = Attention::new(
+        att.model.clone(),
+        String::new(),
+        None,
+        att.queries().clone(),
+        vec![0.0; 3],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("expected 1 layers"), "{err}");
+    let mut units = att.queries().clone();
+    units.roles.pop();
+    let err =
+        Attention::new(att.model.clone(), String::new(), None, units, vec![0.0; 4]).unwrap_err();
+    assert!(err.to_string().contains("roles has 1 entries"), "{err}");
+}
+
+#[test]
+fn cross_attention_is_not_square_and_never_masked() {
+    let q = units_for(&["<s>", "Ġein", "</s>"]);
+    let k = units_for(&["<s>", "Ġa", "Ġcat", "</s>"]);
+    let weights = vec![0.25f32; 3 * 4 * 2];
+    let att = Attention::cross(info(1, 2), "a cat".into(), None, q, k, weights)
+        .unwrap()
+        .with_mask(MaskKind::Bidirectional);
+    assert_eq!((att.n_queries(), att.n_keys()), (3, 4));
+    assert!(!att.is_square());
+    assert_eq!(att.head(0, 1).len(), 12);
+    assert_eq!(att.weight(0, 1, 2, 3), 0.25);
+    assert!(!att.is_masked(0, 3));
+    assert_eq!(att.keys().labels[2], "Ġcat");
+    // A cross value cannot pretend to be self-attention.
+    assert!(att.clone().with_kind(AttentionKind::Encoder).is_err());
+}
+
+#[test]
+fn causal_mask_hides_later_keys_by_token_position() {
+    let att = synthetic(&["<s>", "Ġa", "b", "Ġc"], 1, 1).with_mask(MaskKind::Causal);
+    assert!(!att.is_masked(1, 1) && !att.is_masked(1, 0));
+    assert!(att.is_masked(1, 2) && att.is_masked(0, 3));
+    assert_eq!(att.visible_keys(0), 1);
+    assert_eq!(att.visible_keys(3), 4);
+    // Merged into words, a word sees keys that start before it ends.
+    let words = crate::analysis::to_words(&att);
+    assert_eq!(words.tokens(), ["<s>", "ab", "c"]);
+    assert!(!words.is_masked(1, 1) && words.is_masked(1, 2));
+}
+
+#[test]
+fn grouped_query_heads_read_their_key_value_head() {
+    // 1 layer, 4 query heads over 2 key/value heads, 2 tokens, head_dim 4.
+    let base = synthetic(&["a", "b"], 1, 4);
+    let queries: Vec<f32> = (0..4 * 2 * 4).map(|i| i as f32).collect();
+    let keys: Vec<f32> = (0..2 * 2 * 4).map(|i| 100.0 + i as f32).collect();
+    let att = base
+        .with_kv_heads(vec![0, 0, 1, 1])
+        .unwrap()
+        .with_query_key(Some(QueryKey { queries, keys }))
+        .unwrap();
+    assert_eq!(att.kv_heads(), 2);
+    assert_eq!(att.query(0, 3, 1).unwrap()[0], ((3 * 2 + 1) * 4) as f32);
+    // Heads 2 and 3 share key/value head 1.
+    assert_eq!(att.key(0, 2, 1), att.key(0, 3, 1));
+    assert_eq!(att.key(0, 3, 1).unwrap()[0], 100.0 + ((2 + 1) * 4) as f32);
+    assert!(att.clone().with_kv_heads(vec![0, 1]).is_err());
+}
+
+#[test]
+fn special_tokens_are_named_by_their_labels_and_roles() {
+    let bert = synthetic(&["[CLS]", "a", "[SEP]", "b", "[SEP]"], 1, 1);
+    assert_eq!(bert.role_name(Role::Start).as_deref(), Some("[CLS]"));
+    assert_eq!(bert.special_names(), "[CLS]/[SEP]");
+    let roberta = synthetic(&["<s>", "Ġa", "</s>"], 1, 1);
+    assert_eq!(roberta.special_names(), "<s>/</s>");
+    let gpt2 = synthetic(&["Ġa", "b"], 1, 1);
+    assert_eq!(gpt2.special_names(), "special tokens");
+    assert_eq!(gpt2.role_name(Role::End), None);
+}
+
+#[test]
+fn selections_are_checked_against_the_model() {
+    let m = info(2, 3);
+    assert!(m
+        .check_selection(Selection::new(1, HeadSel::Index(2)))
+        .is_ok());
+    assert_eq!(
+        m.check_selection(Selection::new(2, HeadSel::Mean)),
+        Err(SelectionError::Layer {
+            layer: 2,
+            layers: 2
+        })
+    );
+    let e = m
+        .check_selection(Selection::new(0, HeadSel::Index(3)))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "head 3 does not exist: the model has heads 0–2 per layer (numbered from 0)"
+    );
+}

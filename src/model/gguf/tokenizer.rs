@@ -1,0 +1,587 @@
+//! The tokenizer a GGUF file describes in its `tokenizer.ggml.*` metadata, built with the
+//! tokenizers crate.
+//!
+//! - `tokenizer.ggml.model = "gpt2"`, byte-level BPE: the vocabulary and merges from the file,
+//!   the pre-tokenizer regexes llama.cpp uses for the file's `tokenizer.ggml.pre` name (SmolLM's
+//!   `smollm` splits digits one by one before GPT-2's regex; `llama-bpe` is Llama 3's regex, …).
+//! - `tokenizer.ggml.model = "llama"`, SentencePiece BPE (Llama 2, TinyLlama): byte fallback,
+//!   `▁` for spaces, merges implied by the pieces' scores, as transformers builds it.
+//!
+//! Both: control tokens (`token_type` 3) and the BOS/EOS/UNK/padding tokens are special added
+//! tokens, user-defined ones (4) plain added tokens, and BOS/EOS are added when
+//! `add_bos_token`/`add_eos_token` say so (else llama.cpp's default: BOS for SentencePiece and
+//! Llama 3).
+//!
+//! candle's `quantized::tokenizer::TokenizerFromGguf` covers part of this, but treats every
+//! `pre` it does not know (SmolLM's `smollm` among them) as GPT-2, reads the unknown-token id from
+//! a key llama.cpp does not write (`unk_token_id` for `unknown_token_id`), respells no vocabulary
+//! entry written outside the byte alphabet, and has no SentencePiece; hence our own.
+
+use tokenizers::decoders::byte_fallback::ByteFallback;
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::decoders::fuse::Fuse;
+use tokenizers::decoders::sequence::Sequence as DecoderSequence;
+use tokenizers::decoders::strip::Strip;
+use tokenizers::decoders::DecoderWrapper;
+use tokenizers::models::bpe::{Vocab, BPE};
+use tokenizers::normalizers::replace::Replace;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer};
+
+use candle_core::quantized::gguf_file::Value;
+
+use super::GgufFile;
+
+/// A tokenizer built from GGUF metadata, with the special token ids the file states.
+#[derive(Clone)]
+pub struct GgufTokenizer {
+    /// The tokenizer: `encode(text, true)` adds BOS/EOS as the file asks.
+    pub tokenizer: Tokenizer,
+    /// `tokenizer.ggml.model` (`gpt2` or `llama`).
+    pub model: String,
+    /// `tokenizer.ggml.pre`, or `default` when the file has none (unused for `llama`).
+    pub pre: String,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos_token_id: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos_token_id: Option<u32>,
+    /// `tokenizer.ggml.padding_token_id`.
+    pub pad_token_id: Option<u32>,
+    /// `tokenizer.ggml.unknown_token_id`.
+    pub unk_token_id: Option<u32>,
+    /// Whether encoding adds BOS: `tokenizer.ggml.add_bos_token`, else llama.cpp's default for
+    /// the pre-tokenizer (true for Llama 3's).
+    pub add_bos_token: bool,
+    /// Whether encoding adds EOS: `tokenizer.ggml.add_eos_token`, else false.
+    pub add_eos_token: bool,
+}
+
+impl std::fmt::Debug for GgufTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufTokenizer")
+            .field("model", &self.model)
+            .field("pre", &self.pre)
+            .field("vocab", &self.tokenizer.get_vocab_size(true))
+            .field("bos_token_id", &self.bos_token_id)
+            .field("eos_token_id", &self.eos_token_id)
+            .field("add_bos_token", &self.add_bos_token)
+            .finish()
+    }
+}
+
+impl GgufTokenizer {
+    /// The vocabulary entry of `id`, as the file spells it (`Ġthe`, `▁the`).
+    pub fn token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+}
+
+/// GPT-2's split (llama.cpp's spelling: no trailing `|\s+`; text it leaves unmatched still
+/// becomes its own piece).
+const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+/// Llama 3's split (and DBRX's, Smaug's, ChatGLM 4's): numbers in groups of up to three.
+const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen 2's split: Llama 3's with single digits.
+const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Mistral's Tekken split, as its tokenizer.json writes it.
+const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// GPT-4o's split (Llama 4's), as its tokenizer.json writes it.
+const GPT4O: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// How llama.cpp pre-tokenizes for a `tokenizer.ggml.pre` name: the regexes, applied in turn
+/// (each splits the pieces of the one before), whether a piece found whole in the vocabulary
+/// skips the merges, and whether BOS is added when the file does not say.
+struct PreTokenizer {
+    splits: &'static [&'static str],
+    ignore_merges: bool,
+    add_bos: bool,
+}
+
+/// The `tokenizer.ggml.pre` names supported, grouped as llama.cpp's `llama-vocab.cpp` groups them.
+fn pre_tokenizer(pre: &str) -> Option<PreTokenizer> {
+    let (splits, ignore_merges, add_bos): (&'static [&'static str], bool, bool) =
+        match pre {
+            // A file without the key: transformers reads it as GPT-2's byte-level BPE.
+            "default" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
+            | "jina-v2-de" | "a.x-4.0" | "mellum" | "modern-bert" | "jina-v1-en"
+            | "jina-v2-code" | "roberta-bpe" | "exaone4" | "mpt" | "olmo" | "jais" | "trillion"
+            | "granite-docling" => (&[GPT2], false, false),
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone"
+            | "minerva-7b" => (&[r"\p{N}", GPT2], false, false),
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
+            | "midm-2.0" | "lfm2" | "jina-v5-nano" => (&[LLAMA3], true, true),
+            "dbrx" | "smaug-bpe" | "chatglm-bpe" | "glm4" => (&[LLAMA3], false, false),
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" | "stablelm2" => {
+                (&[QWEN2], false, false)
+            }
+            "tekken" => (&[TEKKEN], true, true),
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => (&[GPT4O], false, false),
+            _ => return None,
+        };
+    Some(PreTokenizer {
+        splits,
+        ignore_merges,
+        add_bos,
+    })
+}
+
+/// The names [`pre_tokenizer`] knows, for the error message.
+const KNOWN_PRE: &str = "gpt-2, smollm, starcoder, llama-bpe (llama3), qwen2, dbrx, smaug-bpe, tekken, gpt-4o and their aliases";
+
+/// GPT-2's byte alphabet: the printable character standing for each byte.
+fn byte_alphabet() -> [char; 256] {
+    let mut table = ['\0'; 256];
+    let mut extra = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        table[b as usize] = if printable {
+            char::from(b)
+        } else {
+            extra += 1;
+            char::from_u32(255 + extra).unwrap_or('\u{FFFD}')
+        };
+    }
+    table
+}
+
+pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
+    let model = gguf
+        .get_str("tokenizer.ggml.model")
+        .map_err(|e| e.to_string())?
+        .ok_or("metadata tokenizer.ggml.model is missing; the file carries no tokenizer")?
+        .to_string();
+    if model != "gpt2" && model != "llama" {
+        let what = match model.as_str() {
+            "bert" => "WordPiece",
+            "t5" => "Unigram",
+            "rwkv" => "RWKV's",
+            _ => "a tokenizer type",
+        };
+        return Err(format!(
+            "tokenizer.ggml.model is \"{model}\", {what}, which attnviz does not build from GGUF metadata (only \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE); use the model's Hugging Face folder with its tokenizer.json instead"
+        ));
+    }
+    let byte_level = model == "gpt2";
+    let pre_name = gguf
+        .get_str("tokenizer.ggml.pre")
+        .map_err(|e| e.to_string())?
+        .unwrap_or("default")
+        .to_string();
+    let pre = if byte_level {
+        pre_tokenizer(&pre_name).ok_or_else(|| {
+            format!(
+                "tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer attnviz does not know (known: {KNOWN_PRE})"
+            )
+        })?
+    } else {
+        // SentencePiece: llama.cpp ignores `pre` and adds BOS unless the file says otherwise.
+        PreTokenizer {
+            splits: &[],
+            ignore_merges: false,
+            add_bos: true,
+        }
+    };
+
+    let tokens = string_array(gguf, "tokenizer.ggml.tokens")?
+        .ok_or("metadata tokenizer.ggml.tokens is missing")?;
+    let merges = string_array(gguf, "tokenizer.ggml.merges")?;
+    let token_types = match gguf.metadata().get("tokenizer.ggml.token_type") {
+        None => Vec::new(),
+        Some(Value::Array(values)) => values
+            .iter()
+            .map(|v| match *v {
+                Value::I32(t) => Ok(t),
+                Value::U32(t) => Ok(t as i32),
+                Value::I8(t) => Ok(i32::from(t)),
+                Value::U8(t) => Ok(i32::from(t)),
+                _ => Err("metadata tokenizer.ggml.token_type holds a non-integer value"),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("metadata tokenizer.ggml.token_type is not an array".into()),
+    };
+    if !token_types.is_empty() && token_types.len() != tokens.len() {
+        return Err(format!(
+            "metadata tokenizer.ggml.token_type has {} entries for {} tokens",
+            token_types.len(),
+            tokens.len()
+        ));
+    }
+    let id = |key: &str| -> Result<Option<u32>, String> {
+        let id = gguf.get_u64(key).map_err(|e| e.to_string())?;
+        match id {
+            Some(id) if id as usize >= tokens.len() => Err(format!(
+                "metadata {key} is {id}, outside the {} tokens",
+                tokens.len()
+            )),
+            Some(id) => Ok(Some(id as u32)),
+            None => Ok(None),
+        }
+    };
+    let bos = id("tokenizer.ggml.bos_token_id")?;
+    let eos = id("tokenizer.ggml.eos_token_id")?;
+    let pad = id("tokenizer.ggml.padding_token_id")?;
+    let unk = id("tokenizer.ggml.unknown_token_id")?;
+    let flag = |key: &str| gguf.get_bool(key).map_err(|e| e.to_string());
+    let add_bos = flag("tokenizer.ggml.add_bos_token")?.unwrap_or(pre.add_bos);
+    let add_eos = flag("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
+
+    // Byte-level vocabulary entries are spelled in GPT-2's byte alphabet; one written otherwise
+    // (a raw space, say) is respelled from its UTF-8 bytes, as transformers does.
+    let alphabet = byte_alphabet();
+    let in_alphabet = |t: &str| !byte_level || t.chars().all(|c| alphabet.contains(&c));
+    let spelled: Vec<String> = tokens
+        .iter()
+        .map(|t| {
+            if in_alphabet(t) {
+                t.clone()
+            } else {
+                t.bytes().map(|b| alphabet[b as usize]).collect()
+            }
+        })
+        .collect();
+    let vocab: Vocab = spelled
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    let mut tokenizer = if byte_level {
+        let merges = merges
+            .ok_or("metadata tokenizer.ggml.merges is missing; byte-level BPE needs them")?
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                m.split_once(' ')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .ok_or_else(|| {
+                        format!("metadata tokenizer.ggml.merges entry {i} ({m:?}) is not two tokens separated by a space")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .ignore_merges(pre.ignore_merges)
+            .build()
+            .map_err(|e| format!("BPE from tokenizer.ggml.tokens and merges: {e}"))?;
+        let mut tokenizer = Tokenizer::new(bpe);
+        let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
+        for regex in pre.splits {
+            let split = Split::new(
+                SplitPattern::Regex((*regex).to_string()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| format!("pre-tokenizer regex for {pre_name}: {e}"))?;
+            steps.push(split.into());
+        }
+        steps.push(ByteLevel::new(false, false, false).into());
+        tokenizer.with_pre_tokenizer(Some(Sequence::new(steps)));
+        tokenizer.with_decoder(Some(ByteLevelDecoder::new(false, false, false)));
+        tokenizer
+    } else {
+        sentencepiece(gguf, &tokens, vocab, merges)?
+    };
+
+    // Control tokens are special (never split, skipped when decoding with skip_special_tokens);
+    // user-defined ones are matched whole but are ordinary text. A control token spelled outside
+    // the byte alphabet is a llama.cpp mislabel: adding it would create a new id, so it is left
+    // out, as transformers leaves it out.
+    let mut special = Vec::new();
+    let mut user = Vec::new();
+    for (i, (&kind, token)) in token_types.iter().zip(&tokens).enumerate() {
+        match kind {
+            3 if in_alphabet(token) => {
+                special.push(AddedToken::from(token.clone(), true).normalized(false))
+            }
+            4 => user.push(AddedToken::from(spelled[i].clone(), false).normalized(false)),
+            _ => {}
+        }
+    }
+    // The ids llama.cpp treats as special are special whatever their type says.
+    for id in [bos, eos, pad, unk].into_iter().flatten() {
+        let token = &tokens[id as usize];
+        if in_alphabet(token) && !special.iter().any(|t| t.content == *token) {
+            special.push(AddedToken::from(token.clone(), true).normalized(false));
+        }
+    }
+    tokenizer
+        .add_special_tokens(special)
+        .map_err(|e| format!("special tokens: {e}"))?;
+    tokenizer
+        .add_tokens(user)
+        .map_err(|e| format!("user-defined tokens: {e}"))?;
+
+    if add_bos || add_eos {
+        let need = |wanted: bool,
+                    id: Option<u32>,
+                    what: &str|
+         -> Result<Option<(String, u32)>, String> {
+            if !wanted {
+                return Ok(None);
+            }
+            let id = id.ok_or_else(|| {
+                format!("tokenizer.ggml.add_{what}_token is true but tokenizer.ggml.{what}_token_id is missing")
+            })?;
+            Ok(Some((tokens[id as usize].clone(), id)))
+        };
+        let bos_token = need(add_bos, bos, "bos")?;
+        let eos_token = need(add_eos, eos, "eos")?;
+        let (mut single, mut pair) = (Vec::new(), Vec::new());
+        for (seq, side) in [(0, "A"), (1, "B")] {
+            if let Some((token, _)) = &bos_token {
+                pair.push(format!("{token}:{seq}"));
+                if seq == 0 {
+                    single.push(token.clone());
+                }
+            }
+            pair.push(format!("${side}:{seq}"));
+            if seq == 0 {
+                single.push("$A".to_string());
+            }
+            if let Some((token, _)) = &eos_token {
+                pair.push(format!("{token}:{seq}"));
+                if seq == 0 {
+                    single.push(token.clone());
+                }
+            }
+        }
+        let mut specials: Vec<(String, u32)> = bos_token.into_iter().chain(eos_token).collect();
+        specials.dedup();
+        let template = TemplateProcessing::builder()
+            .try_single(single)
+            .and_then(|b| b.try_pair(pair))
+            .map_err(|e| format!("BOS/EOS template: {e}"))?
+            .special_tokens(specials)
+            .build()
+            .map_err(|e| format!("BOS/EOS template: {e}"))?;
+        tokenizer.with_post_processor(Some(template));
+    }
+
+    Ok(GgufTokenizer {
+        tokenizer,
+        model,
+        pre: pre_name,
+        bos_token_id: bos,
+        eos_token_id: eos,
+        pad_token_id: pad,
+        unk_token_id: unk,
+        add_bos_token: add_bos,
+        add_eos_token: add_eos,
+    })
+}
+
+/// SentencePiece BPE (`tokenizer.ggml.model = "llama"`: Llama 2, TinyLlama, Mistral v0.1), as
+/// transformers builds it from a GGUF: a BPE model with byte fallback over the file's pieces, its
+/// merges those the file lists or, usually, those its scores imply (transformers'
+/// `generate_merges`), `▁` for spaces with one prepended to the text (unless
+/// `tokenizer.ggml.add_space_prefix` is false), and the matching decoder.
+fn sentencepiece(
+    gguf: &GgufFile,
+    tokens: &[String],
+    vocab: Vocab,
+    merges: Option<Vec<String>>,
+) -> Result<Tokenizer, String> {
+    let merges = match merges {
+        Some(merges) => merges
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                m.split_once(' ')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .ok_or_else(|| {
+                        format!("metadata tokenizer.ggml.merges entry {i} is not two tokens")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => {
+            let scores = match gguf.metadata().get("tokenizer.ggml.scores") {
+                Some(Value::Array(values)) if values.len() == tokens.len() => values
+                    .iter()
+                    .map(|v| match *v {
+                        Value::F32(x) => Ok(x),
+                        _ => Err("metadata tokenizer.ggml.scores holds a non-float value"),
+                    })
+                    .collect::<Result<Vec<f32>, _>>()?,
+                Some(_) => {
+                    return Err(format!(
+                        "metadata tokenizer.ggml.scores is not an array of {} floats",
+                        tokens.len()
+                    ))
+                }
+                None => {
+                    return Err(
+                        "metadata tokenizer.ggml.scores is missing; a SentencePiece vocabulary needs them (or merges)".into(),
+                    )
+                }
+            };
+            merges_from_scores(tokens, &scores)
+        }
+    };
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .byte_fallback(true)
+        .fuse_unk(true)
+        .build()
+        .map_err(|e| format!("BPE from tokenizer.ggml.tokens and scores: {e}"))?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    let prefix = gguf
+        .get_bool("tokenizer.ggml.add_space_prefix")
+        .map_err(|e| e.to_string())?
+        .unwrap_or(true);
+    let scheme = if prefix {
+        PrependScheme::First
+    } else {
+        PrependScheme::Never
+    };
+    tokenizer.with_pre_tokenizer(Some(Metaspace::new('\u{2581}', scheme, false)));
+    let mut decoders: Vec<DecoderWrapper> = vec![
+        Replace::new("\u{2581}", " ")
+            .map_err(|e| format!("decoder: {e}"))?
+            .into(),
+        ByteFallback::new().into(),
+        Fuse::new().into(),
+    ];
+    if prefix {
+        decoders.push(Strip::new(' ', 1, 0).into());
+    }
+    tokenizer.with_decoder(Some(DecoderSequence::new(decoders)));
+    Ok(tokenizer)
+}
+
+/// transformers' `generate_merges(vocab, scores)`: every split of every piece into two pieces of
+/// the vocabulary is a merge, ranked by the merged piece's score (highest first), then by the
+/// longer left and right parts; splits of one piece in vocabulary order of their parts.
+fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Vec<(String, String)> {
+    let index: std::collections::HashMap<&str, usize> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.as_str(), i))
+        .collect(); // the last id wins for a duplicated piece, as in transformers' vocab dict
+                    // Python's dict(zip(tokens, scores)) keeps each piece once, at its first position, with
+                    // its last score.
+    let mut seen = std::collections::HashMap::new();
+    let mut pieces: Vec<(&str, f32)> = Vec::new();
+    for (t, &score) in tokens.iter().zip(scores) {
+        match seen.get(t.as_str()) {
+            Some(&at) => pieces[at] = (t.as_str(), score),
+            None => {
+                seen.insert(t.as_str(), pieces.len());
+                pieces.push((t.as_str(), score));
+            }
+        }
+    }
+    let mut merges: Vec<(&str, &str, f32)> = Vec::new();
+    for (piece, score) in pieces {
+        let mut local: Vec<(&str, &str, f32)> = piece
+            .char_indices()
+            .skip(1)
+            .map(|(at, _)| (&piece[..at], &piece[at..], score))
+            .filter(|(l, r, _)| index.contains_key(l) && index.contains_key(r))
+            .collect();
+        local.sort_by_key(|(l, r, _)| (index[l], index[r]));
+        merges.extend(local);
+    }
+    // Python's sorted(..., reverse=True) is stable: equal keys keep their order.
+    merges.sort_by(|a, b| {
+        let key = |m: &(&str, &str, f32)| (m.2, m.0.chars().count(), m.1.chars().count());
+        let (ka, kb) = (key(a), key(b));
+        kb.0.total_cmp(&ka.0)
+            .then(kb.1.cmp(&ka.1))
+            .then(kb.2.cmp(&ka.2))
+    });
+    merges
+        .into_iter()
+        .map(|(l, r, _)| (l.to_string(), r.to_string()))
+        .collect()
+}
+
+/// An array of strings from the metadata; `None` when absent.
+fn string_array(gguf: &GgufFile, key: &str) -> Result<Option<Vec<String>>, String> {
+    match gguf.metadata().get(key) {
+        None => Ok(None),
+        Some(Value::Array(values)) => values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                _ => Err(format!("metadata {key} entry {i} is not a string")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("metadata {key} is not an array")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer as _};
+
+    fn pieces(pre: &str, text: &str) -> Vec<String> {
+        let pre = pre_tokenizer(pre).unwrap();
+        let mut steps: Vec<PreTokenizerWrapper> = pre
+            .splits
+            .iter()
+            .map(|r| {
+                Split::new(
+                    SplitPattern::Regex((*r).to_string()),
+                    SplitDelimiterBehavior::Isolated,
+                    false,
+                )
+                .unwrap()
+                .into()
+            })
+            .collect();
+        steps.push(ByteLevel::new(false, false, false).into());
+        let mut s = PreTokenizedString::from(text);
+        Sequence::new(steps).pre_tokenize(&mut s).unwrap();
+        s.get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(p, _, _)| p.to_string())
+            .collect()
+    }
+
+    /// The splits below are those of each model's own tokenizer.json (HF tokenizers), which
+    /// llama.cpp's regexes reproduce.
+    #[test]
+    fn digits_split_by_pre_tokenizer() {
+        // SmolLM (Digits(individual) then ByteLevel): one digit per piece.
+        assert_eq!(pieces("smollm", " 2024!"), ["Ġ", "2", "0", "2", "4", "!"]);
+        // Llama 3: groups of up to three.
+        assert_eq!(pieces("llama-bpe", " 2024!"), ["Ġ", "202", "4", "!"]);
+        // Qwen 2: single digits, the space kept on its own.
+        assert_eq!(pieces("qwen2", " 2024!"), ["Ġ", "2", "0", "2", "4", "!"]);
+        // GPT-2: the number whole, with its space.
+        assert_eq!(pieces("gpt-2", " 2024!"), ["Ġ2024", "!"]);
+    }
+
+    #[test]
+    fn whitespace_runs_follow_gpt2() {
+        assert_eq!(
+            pieces("gpt-2", "a  b\n\n\tc "),
+            ["a", "Ġ", "Ġb", "ĊĊ", "ĉ", "c", "Ġ"]
+        );
+    }
+
+    #[test]
+    fn unknown_pre_tokenizer_is_none() {
+        assert!(pre_tokenizer("no-such-pre").is_none());
+    }
+
+    #[test]
+    fn byte_alphabet_is_gpt2s() {
+        let a = byte_alphabet();
+        assert_eq!(a[b' ' as usize], 'Ġ');
+        assert_eq!(a[b'\n' as usize], 'Ċ');
+        assert_eq!(a[b'\t' as usize], 'ĉ');
+        assert_eq!(a[b'A' as usize], 'A');
+        assert_eq!(a[0xAD], 'Ń');
+        let mut sorted = a.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 256);
+    }
+}
