@@ -81,7 +81,7 @@ impl DistilBertConfig {
                 c.max_position_embeddings
             )));
         }
-        if c.dim % c.n_heads != 0 {
+        if !c.dim.is_multiple_of(c.n_heads) {
             return Err(file.invalid(format!(
                 "dim {} is not divisible by n_heads {}",
                 c.dim, c.n_heads

@@ -13,7 +13,7 @@ use super::config::{ConfigError, ConfigFile};
 use super::family::{Architecture, Batch, Network};
 use super::kernels::positions::Positions;
 use super::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Mask, Operand, Output,
+    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Mask, Operand,
 };
 use super::layers::{Linear, Norm};
 use super::weights::{Checkpoint, Weight, WeightsError};
@@ -119,7 +119,7 @@ impl EncoderConfig {
                 None => d.pad_token_id,
             },
         };
-        if cfg.hidden_size % cfg.num_attention_heads != 0 {
+        if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(file.invalid(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 cfg.hidden_size, cfg.num_attention_heads
@@ -158,9 +158,8 @@ pub struct LayerNames {
 /// One encoder layer: multi-head self-attention, then the position-wise feed-forward block,
 /// each followed by its residual connection and LayerNorm.
 pub struct EncoderLayer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+    /// The query, key and value projections, side by side.
+    qkv: Linear,
     output: Linear,
     attention_norm: Norm,
     expand: Linear,
@@ -180,9 +179,12 @@ impl EncoderLayer {
         eps: f64,
     ) -> Result<EncoderLayer, WeightsError> {
         Ok(EncoderLayer {
-            query: Linear::load(ckpt, &names.query, hidden, hidden)?,
-            key: Linear::load(ckpt, &names.key, hidden, hidden)?,
-            value: Linear::load(ckpt, &names.value, hidden, hidden)?,
+            qkv: Linear::load_stacked(
+                ckpt,
+                &[&names.query, &names.key, &names.value],
+                hidden,
+                hidden,
+            )?,
             output: Linear::load(ckpt, &names.output, hidden, hidden)?,
             attention_norm: Norm::layer(ckpt, &names.attention_norm, hidden, eps)?,
             expand: Linear::load(ckpt, &names.expand, hidden, intermediate)?,
@@ -204,18 +206,7 @@ impl EncoderLayer {
         let rows = batch.lengths.len() * batch.tokens;
 
         // Q, K and V side by side in one buffer: each row is [q | k | v], heads side by side.
-        let mut qkv = vec![0f32; rows * 3 * hidden];
-        for (i, map) in [&self.query, &self.key, &self.value]
-            .into_iter()
-            .enumerate()
-        {
-            let out = Output {
-                data: &mut qkv,
-                stride: 3 * hidden,
-                col0: i * hidden,
-            };
-            map.forward_into(x, rows, out, Activation::Identity);
-        }
+        let qkv = self.qkv.forward(x, rows, Activation::Identity);
 
         // For each head, in one fused kernel: scores = Q·Kᵀ/√d_k, masked where padding is;
         // P = softmax(scores); context = P·V, heads concatenated back to [b·n, hidden].

@@ -472,11 +472,12 @@ impl LlamaConfig {
                 let m = format!("{p}.mlp");
                 Ok(DecoderLayer {
                     attention_norm: rms(&format!("{p}.input_layernorm"))?,
-                    qkv: vec![
+                    // One stacked map: long inputs run q, k and v as one product.
+                    qkv: vec![Linear::stack(vec![
                         out_in_linear(t, &format!("{a}.q_proj"), hidden, q_out, self.qkv_bias)?,
                         out_in_linear(t, &format!("{a}.k_proj"), hidden, kv_out, self.qkv_bias)?,
                         out_in_linear(t, &format!("{a}.v_proj"), hidden, kv_out, self.qkv_bias)?,
-                    ],
+                    ])],
                     output: out_in_linear(
                         t,
                         &format!("{a}.o_proj"),

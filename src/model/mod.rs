@@ -37,7 +37,7 @@ pub mod weights;
 
 use std::path::Path;
 
-use crate::attention::{Attention, MaskKind, ModelInfo, QueryKey, Units};
+use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
 pub use bert::BertConfig;
@@ -770,12 +770,8 @@ impl Model {
         query_key: Option<QueryKey>,
     ) -> Result<Attention, crate::attention::ShapeError> {
         let arch = self.architecture();
-        let mask = match arch.mask {
-            Mask::Bidirectional => MaskKind::Bidirectional,
-            Mask::Causal => MaskKind::Causal,
-        };
         attention
-            .with_mask(mask)
+            .with_mask(arch.mask)
             .with_kv_heads(arch.kv_head.clone())?
             .with_query_key(query_key)
     }

@@ -378,7 +378,7 @@ impl Checkpoint {
                 if cfg!(target_endian = "little")
                     && view.dtype() == safetensors::Dtype::F32
                     && bytes.len() == count * 4
-                    && (bytes.as_ptr() as usize) % std::mem::align_of::<f32>() == 0
+                    && (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
                 {
                     let weight = Weight {
                         ptr: bytes.as_ptr().cast::<f32>(),

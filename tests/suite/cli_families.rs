@@ -50,10 +50,12 @@ fn attention(json: &Value) -> Vec<f32> {
 
 /// Everything the CLI offers, for the model in fixture `folder`, checked against the family's
 /// references `label`.
-fn every_surface(folder: &str, label: &str) {
+fn every_surface(folder: &str, label: &str, family: &str) {
     let model = fixture(folder);
     let model = model.to_str().unwrap();
     let reference = FamilyReference::load(label);
+    let special_id = |name: &str| reference.special_tokens.get(name).map(|(_, id)| *id);
+    let (start_id, end_id) = (special_id("cls_token"), special_id("sep_token"));
     let tmp = tempfile::tempdir().unwrap();
     let at = |name: &str| tmp.path().join(name);
 
@@ -67,6 +69,7 @@ fn every_surface(folder: &str, label: &str) {
             "--json",
             path.to_str().unwrap(),
             "--full-precision",
+            "--stats",
             "-q",
         ];
         if let Some(pair) = &case.pair {
@@ -76,6 +79,38 @@ fn every_surface(folder: &str, label: &str) {
         let j = json(&path);
         let ids: Vec<u32> = serde_json::from_value(j["input_ids"].clone()).unwrap();
         assert_eq!(ids, case.input_ids, "[{folder}] {}", case.name);
+        // What ran, and each token's role, against the family and HF's special-token mask.
+        let what = format!("[{folder}] {}", case.name);
+        assert_eq!(j["model"]["family"], family, "{what}");
+        assert_eq!(j["kind"], "self", "{what}");
+        assert_eq!(j["mask"], "bidirectional", "{what}");
+        let heads = j["model"]["heads"].as_u64().unwrap();
+        assert_eq!(j["kv_heads"], heads, "{what}");
+        let kv_head: Vec<u64> = serde_json::from_value(j["kv_head"].clone()).unwrap();
+        assert_eq!(kv_head, (0..heads).collect::<Vec<_>>(), "{what}");
+        let special: Vec<bool> = serde_json::from_value(j["special"].clone()).unwrap();
+        let roles: Vec<String> = serde_json::from_value(j["roles"].clone()).unwrap();
+        for (i, (&id, &mask)) in case
+            .input_ids
+            .iter()
+            .zip(&case.special_tokens_mask)
+            .enumerate()
+        {
+            assert_eq!(special[i], mask == 1, "{what}: token {i}");
+            let want = match () {
+                _ if Some(id) == start_id && i == 0 => "start",
+                _ if Some(id) == end_id => "end",
+                _ if mask == 1 => "special",
+                _ => "",
+            };
+            match want {
+                "" => assert!(
+                    ["word", "piece"].contains(&roles[i].as_str()),
+                    "{what}: {i}"
+                ),
+                want => assert_eq!(roles[i], want, "{what}: token {i}"),
+            }
+        }
         let theirs = reference.values(&case.tensors["attentions"]);
         let ours = attention(&j);
         assert_eq!(ours.len(), theirs.len(), "[{folder}] {}", case.name);
@@ -93,6 +128,32 @@ fn every_surface(folder: &str, label: &str) {
             "[{folder}] {}: {worst:e}",
             case.name
         );
+
+        // Shares to the sequence start and end, whatever their text: from HF's attention, by
+        // HF's special token ids.
+        let n = case.n;
+        let heads = heads as usize;
+        for (stat, id) in [("to_start", start_id), ("to_end", end_id)] {
+            let keys: Vec<usize> = (0..n)
+                .filter(|&k| Some(case.input_ids[k]) == id && (stat == "to_end" || k == 0))
+                .collect();
+            assert!(!keys.is_empty(), "{what}: no {stat} token");
+            let table: Vec<Vec<f64>> = serde_json::from_value(j["stats"][stat].clone())
+                .unwrap_or_else(|e| panic!("{what}: stats.{stat}: {e}"));
+            for (l, row) in table.iter().enumerate() {
+                for (h, &got) in row.iter().enumerate() {
+                    let head = &theirs[(l * heads + h) * n * n..][..n * n];
+                    let want = (0..n)
+                        .map(|q| keys.iter().map(|&k| head[q * n + k] as f64).sum::<f64>())
+                        .sum::<f64>()
+                        / n as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-5,
+                        "{what}: {stat} layer {l} head {h}: {got} vs HF {want}"
+                    );
+                }
+            }
+        }
     }
 
     let pair = reference
@@ -217,27 +278,27 @@ fn every_surface(folder: &str, label: &str) {
 
 #[test]
 fn roberta_through_every_surface() {
-    every_surface("tiny-roberta", "tiny-roberta");
+    every_surface("tiny-roberta", "tiny-roberta", "RoBERTa");
 }
 
 #[test]
 fn xlm_roberta_through_every_surface() {
-    every_surface("tiny-xlm-roberta", "tiny-xlm-roberta");
+    every_surface("tiny-xlm-roberta", "tiny-xlm-roberta", "XLM-RoBERTa");
 }
 
 #[test]
 fn distilbert_through_every_surface() {
-    every_surface("tiny-distilbert-mlm", "tiny-distilbert");
+    every_surface("tiny-distilbert-mlm", "tiny-distilbert", "DistilBERT");
 }
 
 #[test]
 fn albert_through_every_surface() {
-    every_surface("tiny-albert-groups", "tiny-albert-groups");
+    every_surface("tiny-albert-groups", "tiny-albert-groups", "ALBERT");
 }
 
 #[test]
 fn electra_through_every_surface() {
-    every_surface("tiny-electra-mlm", "tiny-electra");
+    every_surface("tiny-electra-mlm", "tiny-electra", "ELECTRA");
 }
 
 #[test]
@@ -273,6 +334,13 @@ fn rxnmapper_smiles_through_the_cli() {
     );
     let j = json(&path);
     assert_eq!(j["tokens"], case["tokens"]);
+    assert_eq!(j["model"]["family"], "ALBERT");
+    assert_eq!(j["mask"], "bidirectional");
+    // rxnmapper's tokenizer wraps the reaction in [CLS] … [SEP].
+    let roles = j["roles"].as_array().unwrap();
+    assert_eq!(roles.first().unwrap(), "start");
+    assert_eq!(roles.last().unwrap(), "end");
+    assert!(roles[1..roles.len() - 1].iter().all(|r| r == "word"));
     let tensors = candle_core::safetensors::load(
         crate::fidelity::reference::repo().join("tests/reference/rxnmapper.safetensors"),
         &candle_core::Device::Cpu,

@@ -19,14 +19,10 @@ use rayon::prelude::*;
 
 use super::{exp, SharedMut, LANES};
 
-/// Which keys each query may see.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mask {
-    /// Every (non-padding) key: encoders.
-    Bidirectional,
-    /// Keys up to the query's own position: decoders.
-    Causal,
-}
+/// Which keys each query may see: every (non-padding) key (encoders), or keys up to the query's
+/// own position (decoders). The same type the captured value carries, so that what the kernel
+/// computed is what the views are told.
+pub use crate::attention::MaskKind as Mask;
 
 /// A bias added to the attention scores (after scaling, before the mask and the softmax).
 pub trait ScoreBias: Sync {

@@ -409,6 +409,8 @@ mod x86 {
     /// `R` rows of x × `O` rows of w, 16 lanes; the tail of `k` through masked loads.
     #[target_feature(enable = "avx512f")]
     #[inline]
+    // Indices name the register block's row and column; iterators would hide that.
+    #[allow(clippy::needless_range_loop)]
     unsafe fn block_avx512<const R: usize, const O: usize>(
         x: *const f32,
         w: *const f32,
@@ -470,6 +472,8 @@ mod x86 {
     /// `R` rows of x × `O` rows of w, 8 lanes; the tail of `k` through masked loads.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
+    // Indices name the register block's row and column; iterators would hide that.
+    #[allow(clippy::needless_range_loop)]
     unsafe fn block_avx2<const R: usize, const O: usize>(
         x: *const f32,
         w: *const f32,

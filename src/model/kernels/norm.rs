@@ -93,7 +93,7 @@ fn run(x: &[f32], residual: Option<&[f32]>, norm: Norm<'_>, eps: f32, out: &mut 
     assert!(
         x.len() == out.len()
             && residual.is_none_or(|r| r.len() == out.len())
-            && out.len() % width == 0,
+            && out.len().is_multiple_of(width),
         "normalisation input shape"
     );
     if out.len() < PARALLEL_MIN {

@@ -61,6 +61,8 @@ pub struct FamilyReference {
     pub label: String,
     pub model_type: String,
     pub config: HashMap<String, serde_json::Value>,
+    /// HF's special tokens: name (`cls_token`) → (token, id).
+    pub special_tokens: HashMap<String, (String, u32)>,
     /// The unknown token's id.
     pub unk: Option<u32>,
     pub cases: Vec<FamilyCase>,
@@ -87,6 +89,7 @@ impl FamilyReference {
             model_type: m.model_type,
             config: m.config,
             unk: m.special_tokens.get("unk_token").map(|(_, id)| *id),
+            special_tokens: m.special_tokens.clone(),
             cases: m.cases,
             tensors,
         }
