@@ -113,7 +113,10 @@ impl Progress {
             let _ = write!(err, "\rgenerating: {done}/{} tokens", self.total);
             let _ = err.flush();
             self.shown = true;
-        } else if self.total >= Self::LONG && done < self.total && done % (self.total / 4) == 0 {
+        } else if self.total >= Self::LONG
+            && done < self.total
+            && done.is_multiple_of(self.total / 4)
+        {
             let _ = writeln!(err, "generating: {done}/{} tokens", self.total);
         }
     }

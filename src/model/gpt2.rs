@@ -81,7 +81,7 @@ impl Gpt2Config {
                 .unwrap_or(false),
             tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
         };
-        if c.n_embd % c.n_head != 0 {
+        if !c.n_embd.is_multiple_of(c.n_head) {
             return Err(file.invalid(format!(
                 "n_embd {} is not divisible by n_head {}",
                 c.n_embd, c.n_head

@@ -363,8 +363,8 @@ impl LlamaConfig {
         let heads = p.num_attention_heads;
         if heads == 0
             || p.num_key_value_heads == 0
-            || heads % p.num_key_value_heads != 0
-            || p.head_dim % 2 != 0
+            || !heads.is_multiple_of(p.num_key_value_heads)
+            || !p.head_dim.is_multiple_of(2)
             || p.head_dim == 0
         {
             return refuse(format!(

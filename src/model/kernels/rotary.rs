@@ -55,7 +55,7 @@ impl Rope {
     /// The frequencies for heads of `head_dim` (even) values, base `theta`.
     pub fn new(head_dim: usize, theta: f64, scaling: RopeScaling) -> Rope {
         assert!(
-            head_dim >= 2 && head_dim % 2 == 0,
+            head_dim >= 2 && head_dim.is_multiple_of(2),
             "rotary head size {head_dim}"
         );
         let dim = head_dim as f32;
