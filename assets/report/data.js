@@ -12,6 +12,9 @@ const N = meta.tokens.length;
 const L = meta.model.layers;
 const H = meta.model.heads;
 const D = meta.model.head_dim;
+/** The key/value head each query head reads, and how many there are (grouped-query attention). */
+const KV_HEAD = meta.kv_head || Array.from({ length: H }, (_, h) => h);
+const KV_HEADS = Math.max(...KV_HEAD) + 1;
 /** The model's number of each captured layer (`--layers` may capture some only). */
 const LAYER_NUMBERS = meta.layer_numbers || Array.from({ length: L }, (_, l) => l);
 /** How a layer is named on the page: its number in the model. */

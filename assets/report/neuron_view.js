@@ -11,12 +11,15 @@ function neuronData(l = state.layer, h = state.head, q = state.neuronQuery) {
   if (!sections.query) return null;
   const T = N; // vectors exist per token only (never at word level)
   const off = (t) => ((l * H + h) * T + t) * D;
+  // Keys are stored per key/value head: query head h reads kv_head[h] (grouped-query attention).
+  const offK = (t) => ((l * KV_HEADS + KV_HEAD[h]) * T + t) * D;
   const Q = sections.query.values;
   const K = sections.key.values;
   const qv = Q.subarray(off(q), off(q) + D);
-  const keys = keptTokens();
+  // Under a causal mask the query sees only itself and the keys before it.
+  const keys = keptTokens().filter((k) => !CAUSAL || k <= q);
   const inv = 1 / Math.sqrt(D);
-  const kv = keys.map((k) => K.subarray(off(k), off(k) + D));
+  const kv = keys.map((k) => K.subarray(offK(k), offK(k) + D));
   const scores = kv.map((k) => { let s = 0; for (let i = 0; i < D; i++) s += qv[i] * k[i]; return s * inv; });
   const top = Math.max(...scores);
   const ex = scores.map((s) => Math.exp(s - top));
