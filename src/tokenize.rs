@@ -476,14 +476,15 @@ impl VocabOptions {
 /// of generated tokens.
 impl TextTokenizer {
     /// `prompt` followed by the `generated` ids, with a label, role, word id and surface for each
-    /// new token: special tokens by their role (EOS ends), ordinary ones from their text as the
-    /// prompt's would be (a word starts after whitespace, after a special token, and where a
-    /// letter, digit or other character follows one of another class, as GPT-2's pre-tokenizer
-    /// splits words). Their segment and type id are the text's.
+    /// new token: special tokens by their role (EOS ends), ordinary ones by their text, split into
+    /// words as the tokenizer splits a prompt (its normalizer and pre-tokenizer on the generated
+    /// text, and the same whitespace rules as [`roles::token_info`]). Their segment and type id are
+    /// the text's.
     pub fn continuation(&self, prompt: &Encoded, generated: &[u32]) -> Encoded {
         let mut out = prompt.clone();
         // Decoding after the last ordinary prompt token keeps the first generated token's
-        // leading space (SentencePiece decoders strip one at the start of a text).
+        // leading space (SentencePiece decoders strip one at the start of a text) and lets the
+        // pre-tokenizer see what the generated text continues.
         let base: Vec<u32> = prompt
             .ids
             .iter()
@@ -496,54 +497,92 @@ impl TextTokenizer {
             let ids: Vec<u32> = base.iter().chain(&generated[..n]).copied().collect();
             self.tokenizer.decode(&ids, false).unwrap_or_default()
         };
-        let mut words = prompt.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        // Each generated token's text and where it starts in the decoded text (bytes of one
+        // character may come in several tokens: the character goes to the token that completes
+        // it).
+        let mut spans = Vec::with_capacity(generated.len());
         let mut before = decoded(0);
-        let mut prev_surface: Option<String> = prompt
+        for i in 0..generated.len() {
+            let after = decoded(i + 1);
+            let kept = before.trim_end_matches('\u{fffd}');
+            let surface = after
+                .strip_prefix(kept)
+                .unwrap_or("")
+                .trim_end_matches('\u{fffd}')
+                .to_string();
+            spans.push((kept.len(), surface));
+            before = after;
+        }
+        let starts = self.word_starts(&before);
+
+        let mut words = prompt.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        // The previous ordinary token's text, when it is the one just before.
+        let mut prev: Option<String> = prompt
             .roles
             .last()
             .filter(|r| !r.is_special())
             .and_then(|_| prompt.surfaces.last().cloned());
-        for (i, &id) in generated.iter().enumerate() {
-            let after = decoded(i + 1);
-            let label = self.tokenizer.id_to_token(id).unwrap_or_default();
-            out.tokens.push(label);
+        for (&id, (at, surface)) in generated.iter().zip(spans) {
+            out.tokens
+                .push(self.tokenizer.id_to_token(id).unwrap_or_default());
             out.ids.push(id);
             out.type_ids.push(0);
             out.segments.push(0);
-            let special = self.specials.role(id, self.is_special(id), false);
-            if let Some(role) = special {
+            if let Some(role) = self.specials.role(id, self.is_special(id), false) {
                 out.roles.push(role);
                 out.special.push(true);
                 out.word_ids.push(None);
                 out.surfaces.push(String::new());
-                prev_surface = None;
-            } else {
-                // The text this token adds (bytes of one character may come in several tokens:
-                // the character goes to the token that completes it).
-                let surface = after
-                    .strip_prefix(before.trim_end_matches('\u{fffd}'))
-                    .unwrap_or("")
-                    .trim_end_matches('\u{fffd}')
-                    .to_string();
-                let new_word = match &prev_surface {
-                    None => true,
-                    Some(prev) => starts_word(prev, &surface),
-                };
-                if new_word {
-                    words += 1;
-                }
-                out.roles
-                    .push(if new_word { Role::Word } else { Role::Piece });
-                out.special.push(false);
-                out.word_ids.push(Some(words - 1));
-                out.surfaces.push(surface.clone());
-                if !surface.is_empty() {
-                    prev_surface = Some(surface);
-                }
+                prev = None;
+                continue;
             }
-            before = after;
+            let new_word = match &prev {
+                None => true,
+                Some(p) => {
+                    // As for a prompt: a word of the pre-tokenizer starts with this token, or
+                    // the token starts with whitespace after a token that is not a lone space
+                    // (which belongs to the word after it).
+                    let lone_space = !p.is_empty() && p.chars().all(char::is_whitespace);
+                    starts.as_ref().is_some_and(|s| s.contains(&at))
+                        || (surface.starts_with(char::is_whitespace) && !lone_space)
+                }
+            };
+            if new_word {
+                words += 1;
+            }
+            out.roles
+                .push(if new_word { Role::Word } else { Role::Piece });
+            out.special.push(false);
+            out.word_ids.push(Some(words.max(1) - 1));
+            if !surface.is_empty() {
+                prev = Some(surface.clone());
+            }
+            out.surfaces.push(surface);
         }
         out
+    }
+
+    /// Where the tokenizer's pre-tokenizer starts a word in `text` (byte offsets, after its
+    /// normalizer), or `None` when it has no pre-tokenizer (Llama 2's SentencePiece: whitespace
+    /// decides).
+    fn word_starts(&self, text: &str) -> Option<std::collections::HashSet<usize>> {
+        use tokenizers::{
+            NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString,
+            PreTokenizer,
+        };
+        let pre = self.tokenizer.get_pre_tokenizer()?;
+        let mut normalized = NormalizedString::from(text);
+        if let Some(n) = self.tokenizer.get_normalizer() {
+            n.normalize(&mut normalized).ok()?;
+        }
+        let mut pts = PreTokenizedString::from(normalized);
+        pre.pre_tokenize(&mut pts).ok()?;
+        Some(
+            pts.get_splits(OffsetReferential::Original, OffsetType::Byte)
+                .iter()
+                .map(|(_, (start, _), _)| *start)
+                .collect(),
+        )
     }
 
     /// The text `ids` stand for (special tokens written out).
@@ -575,29 +614,6 @@ impl TextTokenizer {
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| Error::Encode(e.to_string()))
     }
-}
-
-/// Whether a token whose text is `surface` starts a new word after one whose text is `prev`.
-fn starts_word(prev: &str, surface: &str) -> bool {
-    #[derive(PartialEq)]
-    enum Class {
-        Letter,
-        Digit,
-        Other,
-    }
-    let class = |c: char| {
-        if c.is_alphabetic() {
-            Class::Letter
-        } else if c.is_numeric() {
-            Class::Digit
-        } else {
-            Class::Other
-        }
-    };
-    let (Some(first), Some(last)) = (surface.chars().next(), prev.chars().last()) else {
-        return false;
-    };
-    first.is_whitespace() || last.is_whitespace() || class(first) != class(last)
 }
 
 #[cfg(test)]

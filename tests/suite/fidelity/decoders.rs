@@ -26,6 +26,7 @@ const LOGITS_TOL: f32 = 1e-4;
 #[derive(Debug, Deserialize)]
 struct GenerationCase {
     name: String,
+    text: String,
     input_ids: Vec<u32>,
     generated_ids: Vec<u32>,
     sequence: Vec<u32>,
@@ -299,4 +300,76 @@ fn decoders_refuse_pairs_and_too_long_generations() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("only decoder models"), "{err}");
+}
+
+/// The units of generated tokens (labels, roles, word ids, surfaces) match what the tokenizer
+/// gives when the whole text is read as a prompt, wherever reading it back gives the same ids
+/// (the tiny random models often generate token sequences the tokenizer would spell otherwise;
+/// SmolLM2's generations read back exactly).
+#[test]
+fn generated_units_match_the_tokenizers_own_reading() {
+    // Compare, returning whether the text read back to the same ids.
+    let compare = |model: &Model, what: &str, prompt_text: &str, plain: bool, generated: &[u32]| {
+        let tok = model.tokenizer();
+        let prompt = if plain {
+            ok(tok.encode_without_specials(prompt_text, 4096, false), what)
+        } else {
+            ok(tok.encode(prompt_text, None, 4096, false), what)
+        };
+        let ours = tok.continuation(&prompt, generated);
+        // Read back: the prompt's text followed by the generated tokens' surfaces.
+        let text = format!(
+            "{prompt_text}{}",
+            ours.surfaces[prompt.ids.len()..].concat()
+        );
+        let reread = if plain {
+            tok.encode_without_specials(&text, 4096, false)
+        } else {
+            tok.encode(&text, None, 4096, false)
+        };
+        match reread {
+            Ok(r) if r.ids == ours.ids => {
+                assert_eq!(ours.tokens, r.tokens, "{what}");
+                assert_eq!(ours.roles, r.roles, "{what}: roles");
+                assert_eq!(ours.word_ids, r.word_ids, "{what}: word ids");
+                assert_eq!(ours.surfaces, r.surfaces, "{what}: surfaces");
+                true
+            }
+            _ => {
+                eprintln!("{what}: reads back to other ids");
+                false
+            }
+        }
+    };
+    let mut compared = 0;
+    for (folder, label) in [
+        ("tiny-gpt2", "tiny-gpt2"),
+        ("tiny-llama", "tiny-llama"),
+        ("tiny-qwen2", "tiny-qwen2"),
+        ("tiny-llama-tied", "tiny-llama-tied"),
+    ] {
+        let model = ok(Model::from_dir(&fixture(folder)), folder);
+        for g in generations(label) {
+            let what = format!("[{folder}] {}", g.name);
+            compared += usize::from(compare(&model, &what, &g.text, false, &g.generated_ids));
+        }
+    }
+    let smollm2 = ok(
+        Model::from_gguf(&crate::common::smollm2::smollm2_gguf()),
+        "SmolLM2",
+    );
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(super::reference::repo().join("tests/reference/smollm2.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut smol = 0;
+    for g in reference["generations"].as_array().unwrap() {
+        let generated: Vec<u32> = serde_json::from_value(g["generated_ids"].clone()).unwrap();
+        let what = format!("[smollm2] {}", g["name"]);
+        let text = g["prompt_text"].as_str().unwrap();
+        smol += usize::from(compare(&smollm2, &what, text, true, &generated));
+    }
+    eprintln!("{compared} tiny and {smol} SmolLM2 generations read back to the same ids, compared");
+    assert_eq!(smol, 3, "SmolLM2's generations read back exactly");
 }
