@@ -610,7 +610,7 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Merge(_) => panic!("not single"),
         }
     }
 

@@ -182,6 +182,8 @@ impl<R> LineReader<R> {
 pub enum BadLine {
     /// Empty, or only whitespace.
     Empty,
+    /// A JSON Lines record whose `text` is empty or only whitespace.
+    EmptyText,
     /// One side of a tab-separated pair is empty or only whitespace.
     EmptyPart {
         /// `first` or `second`.
@@ -268,7 +270,7 @@ impl BadLine {
     /// A short fixed name for counting, as used in `corpus_stats.json`.
     pub fn kind(&self) -> &'static str {
         match self {
-            BadLine::Empty | BadLine::EmptyPart { .. } => "empty",
+            BadLine::Empty | BadLine::EmptyText | BadLine::EmptyPart { .. } => "empty",
             BadLine::Tabs { .. } => "tabs",
             BadLine::InvalidUtf8 { .. } => "invalid-utf8",
             BadLine::TooManyBytes { .. } | BadLine::TooLong { .. } => "too-long",
@@ -288,6 +290,7 @@ impl fmt::Display for BadLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BadLine::Empty => f.write_str("empty line"),
+            BadLine::EmptyText => f.write_str("empty \"text\""),
             BadLine::EmptyPart { which } => {
                 write!(f, "the {which} sentence of the tab-separated pair is empty")
             }
@@ -463,7 +466,7 @@ pub fn parse_json(
         if a.trim().is_empty() {
             return Err(match &record.pair {
                 Some(_) => BadLine::EmptyPart { which: "first" },
-                None => BadLine::Empty,
+                None => BadLine::EmptyText,
             });
         }
         if record.pair.as_ref().is_some_and(|b| b.trim().is_empty()) {

@@ -422,6 +422,8 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         .map_err(CorpusError::Fingerprint)?;
     if job.force {
         remove_earlier_run(&out_dir)?;
+    } else if job.resume {
+        remove_temporaries(&out_dir)?;
     }
     let text_limit = tokenize::byte_limit(model.max_positions());
     let opened = input::open(
@@ -1230,6 +1232,26 @@ fn remove_earlier_run(out_dir: &Path) -> Result<(), CorpusError> {
         }
     }
     journal::remove_all(out_dir).map_err(err(out_dir.to_path_buf()))?;
+    Ok(())
+}
+
+/// `--resume`: remove the temporary files a killed run left in `DIR/sentences/` (a kill that
+/// leaves no time to clean up: `SIGKILL`, a lost node).
+fn remove_temporaries(out_dir: &Path) -> Result<(), CorpusError> {
+    let dir = out_dir.join(SENTENCES_DIR);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.ends_with(".tmp") && entry.file_type().is_ok_and(|t| t.is_file()) {
+            fs::remove_file(entry.path()).map_err(|source| CorpusError::OutDir {
+                path: entry.path(),
+                source,
+            })?;
+        }
+    }
     Ok(())
 }
 

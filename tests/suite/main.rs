@@ -14,6 +14,7 @@ mod support;
 mod analysis_reference;
 mod cli;
 mod corpus;
+mod corpus_shards;
 mod engine_formats;
 mod engine_minilm;
 mod engine_oracle;
