@@ -12,6 +12,7 @@
 //! ```sh
 //! cargo bench --bench shards                  # 100,000 sentences, 4 shards
 //! cargo bench --bench shards -- 10000 4       # sentences, shards
+//! cargo bench --bench shards -- fingerprint   # only: hashing the model's files
 //! ```
 //!
 //! Needs the model at `$ATTNVIZ_MINILM_DIR` or `.cache/models/all-MiniLM-L6-v2`
@@ -30,6 +31,10 @@ mod minilm;
 use minilm::minilm_dir as minilm;
 
 fn main() {
+    if std::env::args().any(|a| a == "fingerprint") {
+        fingerprint();
+        return;
+    }
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -152,6 +157,32 @@ fn main() {
         times[0]
     );
     let _ = fs::remove_dir_all(&work);
+}
+
+/// How long the partial file's provenance costs: SHA-256 of MiniLM's config, weights and
+/// tokenizer files (page cache warm after the first round).
+fn fingerprint() {
+    let dir = minilm();
+    let files = attnviz::model::source::from_dir(&dir, "all-MiniLM-L6-v2").unwrap();
+    let bytes: u64 = files
+        .weights
+        .iter()
+        .chain([&files.config])
+        .map(|p| fs::metadata(p).unwrap().len())
+        .sum();
+    println!("{}", machine());
+    for round in 0..5 {
+        let start = Instant::now();
+        let v = attnviz::corpus::provenance::fingerprint(&files).unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "round {round}: fingerprint of {:.1} MB in {:.3} s ({:.0} MB/s); weights sha256 {}",
+            bytes as f64 / 1e6,
+            secs,
+            bytes as f64 / 1e6 / secs,
+            v["weights"][0]["sha256"]
+        );
+    }
 }
 
 fn summary(dir: &Path) -> serde_json::Value {

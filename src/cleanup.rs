@@ -12,8 +12,10 @@
 //! [`Tracked::commit`]), so a path is never on disk without being registered, and a committed
 //! file is never removed.
 //!
-//! Corpus mode asks for a graceful first Ctrl-C ([`set_graceful`]): the first SIGINT only sets a
-//! flag ([`stop_requested`]) that the run polls; a second one cleans up and exits as above.
+//! Corpus mode asks for a graceful first Ctrl-C or SIGTERM ([`set_graceful`]): the first SIGINT
+//! or SIGTERM only sets a flag ([`stop_requested`]) that the run polls (schedulers send SIGTERM
+//! before they kill a job, and the run can then write its partial file for `--resume`); a second
+//! signal cleans up and exits as above.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -179,9 +179,11 @@ pub struct Args {
     #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 
-    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
-    /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
-    /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
+    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
+    /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
+    /// DIR/sentences/NNNNNN.json (NNNNNN = line number, or the id), DIR/corpus_stats.json (the
+    /// per-head statistics averaged over the sentences) and DIR/corpus_partial.json (exact sums,
+    /// for `attnviz merge` and --resume), and prints the averaged --stats table.
     #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
@@ -342,8 +344,8 @@ mod tests {
         let args = Args::try_parse_from(["attnviz", "The cat sat."]).unwrap();
         assert_eq!(args.text.as_deref(), Some("The cat sat."));
         assert!(args.command.is_none());
-        let args = Args::try_parse_from(["attnviz", "merge", "a.json", "b", "--out", "x.json"])
-            .unwrap();
+        let args =
+            Args::try_parse_from(["attnviz", "merge", "a.json", "b", "--out", "x.json"]).unwrap();
         let Some(Command::Merge(m)) = args.command else {
             panic!("merge")
         };
@@ -359,9 +361,7 @@ mod tests {
         assert_eq!(args.shard, Some(Shard::new(2, 5).unwrap()));
         let e = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "0/5"]).unwrap_err();
         assert!(e.to_string().contains("JOB_COMPLETION_INDEX"), "{e}");
-        assert!(
-            Args::try_parse_from(["attnviz", "--input", "f", "--resume", "--force"]).is_err()
-        );
+        assert!(Args::try_parse_from(["attnviz", "--input", "f", "--resume", "--force"]).is_err());
     }
 
     #[test]

@@ -441,7 +441,10 @@ fn merge(m: &MergeArgs) -> Result<MergeJob, String> {
             } else if p.exists() {
                 format!("{} is not a file; give partial files to merge", p.display())
             } else {
-                format!("{} does not exist; give partial files to merge", p.display())
+                format!(
+                    "{} does not exist; give partial files to merge",
+                    p.display()
+                )
             });
         }
         partials.push(file);

@@ -197,7 +197,13 @@ impl CorpusStats {
             return Err(format!("sums: {layers} layers × {heads} heads"));
         }
         let mut out = CorpusStats::new(layers, heads);
-        [out.sentences, out.pairs, out.truncated, out.tokens, out.units] = counts;
+        [
+            out.sentences,
+            out.pairs,
+            out.truncated,
+            out.tokens,
+            out.units,
+        ] = counts;
         let cells = |v: &Value, what: &str| -> Result<Vec<Value>, String> {
             let rows = v
                 .as_array()
@@ -213,14 +219,20 @@ impl CorpusStats {
             }
             Ok(out)
         };
-        for (i, v) in cells(&sums["head_sentences"], "head_sentences")?.iter().enumerate() {
+        for (i, v) in cells(&sums["head_sentences"], "head_sentences")?
+            .iter()
+            .enumerate()
+        {
             out.sums[i].sentences = num(v, "head_sentences")?;
         }
         for (i, v) in cells(&sums["rows"], "rows")?.iter().enumerate() {
             out.sums[i].rows = num(v, "rows")?;
         }
         for (field, pick) in [
-            ("sum", (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; 9]),
+            (
+                "sum",
+                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; 9],
+            ),
             ("sum_sq", |h| &mut h.sum_sq),
             ("sum_rows", |h| &mut h.sum_rows),
         ] {
@@ -425,9 +437,8 @@ mod tests {
             acc.add(&[row.clone(), row], counts);
         }
         let text = acc.sums_json().to_string();
-        let back =
-            CorpusStats::from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts())
-                .unwrap();
+        let back = CorpusStats::from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts())
+            .unwrap();
         assert_eq!(back, acc);
         assert!(text.contains(&format!("\"{}\"", acc.sums[0].sum[0])));
         let mut broken: Value = serde_json::from_str(&text).unwrap();

@@ -63,7 +63,10 @@ impl fmt::Display for BadId {
                 "id is {n} bytes long, over the limit of {MAX_ID_BYTES}; {RULE}"
             ),
             BadId::Character { id, ch } => write!(f, "id \"{id}\" holds {ch:?}; {RULE}"),
-            BadId::Ends(id) => write!(f, "id \"{id}\" cannot name a file; {RULE}, not ending with '.'"),
+            BadId::Ends(id) => write!(
+                f,
+                "id \"{id}\" cannot name a file; {RULE}, not ending with '.'"
+            ),
         }
     }
 }
@@ -81,10 +84,7 @@ impl Id {
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
         {
-            return Err(BadId::Character {
-                id: shorten(s),
-                ch,
-            });
+            return Err(BadId::Character { id: shorten(s), ch });
         }
         let first_ok = s.as_bytes()[0].is_ascii_alphanumeric();
         if !first_ok || s.ends_with('.') {

@@ -212,7 +212,11 @@ fn read_first_content_line<R: BufRead>(reader: &mut R, limit: usize) -> io::Resu
 }
 
 /// Append one line (through its `\n`) to `out`, at most `cap` bytes; the bytes appended.
-fn read_line_capped<R: BufRead>(reader: &mut R, out: &mut Vec<u8>, cap: usize) -> io::Result<usize> {
+fn read_line_capped<R: BufRead>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<usize> {
     let mut n = 0;
     while n < cap {
         let buf = match reader.fill_buf() {
@@ -278,7 +282,8 @@ mod tests {
     #[test]
     fn compression_and_format_come_from_the_content() {
         let text = b"The cat sat.\nA dog.\tIt ran.\n".to_vec();
-        let jsonl = b"\n  \n{\"text\": \"The cat sat.\", \"id\": \"a\"}\n{\"text\": \"x\"}\n".to_vec();
+        let jsonl =
+            b"\n  \n{\"text\": \"The cat sat.\", \"id\": \"a\"}\n{\"text\": \"x\"}\n".to_vec();
         let zstd = |d: &[u8]| zstd::stream::encode_all(d, 3).unwrap();
         for (data, want_format) in [(&text, InputFormat::Text), (&jsonl, InputFormat::Jsonl)] {
             for (bytes, want_comp) in [
@@ -294,17 +299,28 @@ mod tests {
             }
         }
         // Told, not detected.
-        let opened = open(Box::new(Cursor::new(jsonl.clone())), InputFormat::Text, 1000).unwrap();
+        let opened = open(
+            Box::new(Cursor::new(jsonl.clone())),
+            InputFormat::Text,
+            1000,
+        )
+        .unwrap();
         assert_eq!(opened.format, InputFormat::Text);
         assert_eq!(read_all(opened), jsonl);
     }
 
     #[test]
     fn text_that_starts_with_a_brace_is_text() {
-        assert_eq!(detect_format(b"{not json} said the poet\n"), InputFormat::Text);
+        assert_eq!(
+            detect_format(b"{not json} said the poet\n"),
+            InputFormat::Text
+        );
         assert_eq!(detect_format(b"[\"an array\"]\n"), InputFormat::Text);
         assert_eq!(detect_format(b""), InputFormat::Text);
-        assert_eq!(detect_format(b"\xEF\xBB\xBF{\"text\":\"a\"}"), InputFormat::Jsonl);
+        assert_eq!(
+            detect_format(b"\xEF\xBB\xBF{\"text\":\"a\"}"),
+            InputFormat::Jsonl
+        );
     }
 
     #[test]
@@ -318,7 +334,8 @@ mod tests {
     #[test]
     fn tiny_and_empty_inputs_open() {
         for data in [&b""[..], b"a", b"\x1f", b"ab\n"] {
-            let opened = open(Box::new(Cursor::new(data.to_vec())), InputFormat::Auto, 100).unwrap();
+            let opened =
+                open(Box::new(Cursor::new(data.to_vec())), InputFormat::Auto, 100).unwrap();
             assert_eq!(opened.compression, Compression::None);
             assert_eq!(read_all(opened), data);
         }

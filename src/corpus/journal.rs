@@ -376,7 +376,12 @@ mod tests {
         };
         let s = &stats[0][0];
         for (i, stat) in Stat::ALL.iter().enumerate() {
-            assert_eq!(values(s)[i].to_bits(), stat.value(s).to_bits(), "{}", stat.name());
+            assert_eq!(
+                values(s)[i].to_bits(),
+                stat.value(s).to_bits(),
+                "{}",
+                stat.name()
+            );
         }
     }
 

@@ -150,10 +150,12 @@ impl PartialEq for InputDigest {
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 impl<R> LineReader<R> {
@@ -607,7 +609,10 @@ mod tests {
         let ok = parse_json(&line, LIMIT, LIMIT).unwrap();
         assert_eq!(ok.id.unwrap().as_str(), "x-1");
         let s = ok.sentence.unwrap();
-        assert_eq!((s.text.as_ref(), s.pair.as_deref()), ("A \"cat\".", Some("B\tC")));
+        assert_eq!(
+            (s.text.as_ref(), s.pair.as_deref()),
+            ("A \"cat\".", Some("B\tC"))
+        );
         let line = raw(br#"{"text": "a", "id": 17}"#);
         let numeric = parse_json(&line, LIMIT, LIMIT).unwrap();
         assert_eq!(numeric.id.unwrap().as_str(), "17");

@@ -153,7 +153,8 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         let t = total.as_mut().expect("set with the first file");
         t.stats.merge(&p.tally.stats);
         t.bad.merge(&p.tally.bad);
-        t.truncated_lines.extend(p.tally.truncated_lines.iter().copied());
+        t.truncated_lines
+            .extend(p.tally.truncated_lines.iter().copied());
         t.truncated_lines.sort_unstable();
         t.truncated_lines.truncate(LISTED_BAD_LINES);
     }

@@ -527,10 +527,12 @@ pub fn process(
     let mut names = Names::new();
     skip_done(&mut lines, &mut names, opts, &tally, &log)?;
 
-    let journal_err = |e: io::Error| CorpusError::Failed(format!(
-        "cannot write the journal in {}: {e}",
-        opts.out_dir.display()
-    ));
+    let journal_err = |e: io::Error| {
+        CorpusError::Failed(format!(
+            "cannot write the journal in {}: {e}",
+            opts.out_dir.display()
+        ))
+    };
     let journal = journal::Journal::create(&opts.out_dir, resumed.iter().map(|(l, e)| (*l, e)))
         .map_err(journal_err)?;
     let ledger = Mutex::new(Ledger::new(tally, opts.shard, resumed, Some(journal)));
@@ -771,7 +773,10 @@ impl Checkpoints {
     /// A checkpoint, if the last one is [`CHECKPOINT_EVERY`] old and no other thread is writing
     /// one.
     fn maybe(&self, ledger: &Mutex<Ledger>) -> Result<(), CorpusError> {
-        let due = self.last.lock().map_or(false, |t| t.elapsed() >= CHECKPOINT_EVERY);
+        let due = self
+            .last
+            .lock()
+            .is_ok_and(|t| t.elapsed() >= CHECKPOINT_EVERY);
         if !due || self.busy.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -1245,7 +1250,10 @@ fn remove_temporaries(out_dir: &Path) -> Result<(), CorpusError> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') && name.ends_with(".tmp") && entry.file_type().is_ok_and(|t| t.is_file()) {
+        if name.starts_with('.')
+            && name.ends_with(".tmp")
+            && entry.file_type().is_ok_and(|t| t.is_file())
+        {
             fs::remove_file(entry.path()).map_err(|source| CorpusError::OutDir {
                 path: entry.path(),
                 source,
@@ -1380,7 +1388,9 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
     };
     let lines_read = outcome.tally.lines;
     match &outcome.end {
-        End::Complete if outcome.tally.stats.sentences == 0 && !no_lines_of_shard(outcome, opts) => {
+        End::Complete
+            if outcome.tally.stats.sentences == 0 && !no_lines_of_shard(outcome, opts) =>
+        {
             Err(CorpusError::NothingUsable(if lines_read == 0 {
                 format!(
                     "{} has no lines; give one sentence (or a tab-separated pair) per line",

@@ -65,7 +65,12 @@ impl RunIdentity {
     /// The first difference that forbids combining run `a` (this one) with run `b` (merge:
     /// other shards of one corpus; resume, `same_shard`: the same shard again), in words that
     /// name the runs by `labels` and say which value differs; `None` when they agree.
-    pub fn conflict(&self, b: &RunIdentity, labels: (&str, &str), same_shard: bool) -> Option<String> {
+    pub fn conflict(
+        &self,
+        b: &RunIdentity,
+        labels: (&str, &str),
+        same_shard: bool,
+    ) -> Option<String> {
         let (la, lb) = labels;
         if self.attnviz != b.attnviz {
             return Some(format!(
@@ -100,7 +105,10 @@ impl RunIdentity {
             ));
         }
         if same_shard && self.shard != b.shard {
-            return Some(format!("{la} is shard {}, {lb} shard {}", self.shard, b.shard));
+            return Some(format!(
+                "{la} is shard {}, {lb} shard {}",
+                self.shard, b.shard
+            ));
         }
         None
     }
@@ -169,7 +177,10 @@ fn fields(
         ("lines", json!(tally.lines)),
         ("input_bytes", json!(tally.digest.bytes)),
         ("input_sha256", json!(tally.digest.hex())),
-        ("lines_in_shard", json!(lines_in_shard(id.shard, tally.lines))),
+        (
+            "lines_in_shard",
+            json!(lines_in_shard(id.shard, tally.lines)),
+        ),
         ("sentences", json!(s.sentences)),
         ("skipped", json!(tally.bad.count)),
         ("pairs", json!(s.pairs)),
@@ -260,22 +271,12 @@ fn parse(v: &Value) -> Result<Partial, String> {
         shard,
         threads: num(&v["threads"], "threads")?,
     };
-    let counts = [
-        "sentences",
-        "pairs",
-        "truncated",
-        "tokens",
-        "units",
-    ]
-    .map(|k| v[k].as_u64());
+    let counts = ["sentences", "pairs", "truncated", "tokens", "units"].map(|k| v[k].as_u64());
     let counts = counts
         .iter()
         .map(|c| c.ok_or_else(|| "a sentence count is missing".to_string()))
         .collect::<Result<Vec<u64>, String>>()?;
-    let stats = CorpusStats::from_sums_json(
-        &v["sums"],
-        counts.try_into().expect("five counts"),
-    )?;
+    let stats = CorpusStats::from_sums_json(&v["sums"], counts.try_into().expect("five counts"))?;
     let mut bad = BadLines {
         count: num(&v["bad_lines"]["count"], "bad_lines.count")?,
         ..BadLines::default()
@@ -423,7 +424,10 @@ mod tests {
         assert_eq!(e, "a.json is shard 1/3, b.json shard 2/3");
         b.options["words"] = json!(true);
         let e = a.conflict(&b, labels, false).unwrap();
-        assert_eq!(e, "a.json was run with words = false, b.json with words = true");
+        assert_eq!(
+            e,
+            "a.json was run with words = false, b.json with words = true"
+        );
         b.options = json!({"words": false, "truncate": true, "extra": 1});
         let e = a.conflict(&b, labels, false).unwrap();
         assert!(e.contains("extra = null"), "{e}");
@@ -442,7 +446,11 @@ mod tests {
         assert!(read(&p).unwrap_err().contains("corpus_partial.json"));
         std::fs::write(&p, "nope").unwrap();
         assert!(read(&p).unwrap_err().starts_with("not JSON"));
-        std::fs::write(&p, format!("{{\"format\": \"{FORMAT}\", \"format_version\": 99}}")).unwrap();
+        std::fs::write(
+            &p,
+            format!("{{\"format\": \"{FORMAT}\", \"format_version\": 99}}"),
+        )
+        .unwrap();
         assert!(read(&p).unwrap_err().contains("format version 99"));
         assert!(read(dir.path()).unwrap_err().contains("not a file"));
     }

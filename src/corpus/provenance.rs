@@ -163,10 +163,18 @@ mod tests {
 
     #[test]
     fn a_different_file_is_named() {
-        let f = |sha: &str| json!({"config": {"file": "config.json", "bytes": 1, "sha256": "aa"},
-            "weights": [{"file": "model.safetensors", "bytes": 9, "sha256": sha}], "tokenizer": []});
-        assert_eq!(difference(&f("0123456789abcdef"), &f("0123456789abcdef")), None);
+        let f = |sha: &str| {
+            json!({"config": {"file": "config.json", "bytes": 1, "sha256": "aa"},
+            "weights": [{"file": "model.safetensors", "bytes": 9, "sha256": sha}], "tokenizer": []})
+        };
+        assert_eq!(
+            difference(&f("0123456789abcdef"), &f("0123456789abcdef")),
+            None
+        );
         let d = difference(&f("0123456789abcdef"), &f("fedcba9876543210")).unwrap();
-        assert!(d.contains("model weights") && d.contains("0123456789ab"), "{d}");
+        assert!(
+            d.contains("model weights") && d.contains("0123456789ab"),
+            "{d}"
+        );
     }
 }

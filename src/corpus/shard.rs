@@ -71,7 +71,9 @@ impl FromStr for Shard {
         };
         let num = |v: &str, what: &str| {
             v.trim().parse::<usize>().map_err(|_| {
-                format!("`{s}` is not a shard: {what} `{v}` is not a whole number; write K/N, e.g. 3/8")
+                format!(
+                    "`{s}` is not a shard: {what} `{v}` is not a whole number; write K/N, e.g. 3/8"
+                )
             })
         };
         Shard::new(num(k, "K")?, num(n, "N")?)

@@ -140,7 +140,11 @@ fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
 
 /// One top-level field per line; the fields of objects whose name starts with one of `nested`
 /// one per line too, each value compact (a `[layer][head]` grid on one line).
-pub fn write_fields(fields: &[(&str, Value)], nested: &[&str], w: &mut dyn Write) -> io::Result<()> {
+pub fn write_fields(
+    fields: &[(&str, Value)],
+    nested: &[&str],
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let compact =
         |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::from);
     w.write_all(b"{")?;

@@ -51,12 +51,14 @@ fn json(path: &Path) -> serde_json::Value {
 /// kinds, and lines too long for the model (truncated with `--truncate`).
 fn mixed_corpus(lines: usize, long: usize) -> String {
     let words = [
-        "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "cat", "sat", "on",
-        "mat", "where", "did", "it", "run", ",", ".", "!", "?",
+        "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "cat", "sat", "on", "mat",
+        "where", "did", "it", "run", ",", ".", "!", "?",
     ];
     let mut seed = 7u64;
     let mut next = |n: usize| {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (seed >> 33) as usize % n
     };
     let mut out = String::new();
@@ -67,7 +69,11 @@ fn mixed_corpus(lines: usize, long: usize) -> String {
             5 => String::new(),
             9 => "a\tb\tc".to_string(),
             13 => vec!["fox jumps over the dog ."; long].join(" "),
-            3 | 11 => format!("{}\t{}", sentence.join(" "), sentence[..len / 2 + 1].join(" ")),
+            3 | 11 => format!(
+                "{}\t{}",
+                sentence.join(" "),
+                sentence[..len / 2 + 1].join(" ")
+            ),
             _ => sentence.join(" "),
         };
         out.push_str(&line);
@@ -97,7 +103,14 @@ fn merged_shards_are_byte_identical_to_one_run_for_1_3_and_7_shards() {
     let input = dir.path().join("corpus.txt");
     // 100 lines: 76 sentences and pairs, 6 empty, 6 with two tabs, 6 over 512 tokens (cut).
     fs::write(&input, mixed_corpus(100, 120)).unwrap();
-    let flags = ["--threads", "2", "--per-sentence", "none", "--truncate", "-q"];
+    let flags = [
+        "--threads",
+        "2",
+        "--per-sentence",
+        "none",
+        "--truncate",
+        "-q",
+    ];
     let single = dir.path().join("single");
     ok(&run(&model, &input, &single, &flags));
     let want = fs::read(single.join("corpus_stats.json")).unwrap();
@@ -213,16 +226,28 @@ fn merge_refuses_shards_that_do_not_add_up_and_names_the_file() {
 
     let out = merge(&[p[0].clone(), p[2].clone()], &merged);
     refused(&out, &["1 of the 3 shards is missing: 2/3"], &merged);
-    let out = merge(&[p[0].clone(), p[1].clone(), p[1].clone(), p[2].clone()], &merged);
+    let out = merge(
+        &[p[0].clone(), p[1].clone(), p[1].clone(), p[2].clone()],
+        &merged,
+    );
     refused(&out, &["shard 2/3 is given twice"], &merged);
 
     // Other options: shard 2 with --words.
     let words = d.join("words");
-    let out_w = run(&tiny(), &input, &words, &[&flags[..], &["--shard", "2/3", "--words"]].concat());
+    let out_w = run(
+        &tiny(),
+        &input,
+        &words,
+        &[&flags[..], &["--shard", "2/3", "--words"]].concat(),
+    );
     ok(&out_w);
     let wp = words.join("corpus_partial.json");
     let out = merge(&[p[0].clone(), wp.clone(), p[2].clone()], &merged);
-    refused(&out, &[&wp.display().to_string(), "words = true", "words = false"], &merged);
+    refused(
+        &out,
+        &[&wp.display().to_string(), "words = true", "words = false"],
+        &merged,
+    );
 
     // Another model: the same weights with another config.json.
     let other_model = d.join("model");
@@ -233,30 +258,63 @@ fn merge_refuses_shards_that_do_not_add_up_and_names_the_file() {
         .unwrap();
     cfg.write_all(b"\n").unwrap();
     let om = d.join("other-model");
-    ok(&run(&other_model, &input, &om, &[&flags[..], &["--shard", "2/3"]].concat()));
-    let out = merge(&[p[0].clone(), om.join("corpus_partial.json"), p[2].clone()], &merged);
-    refused(&out, &["other-model", "model config", "config.json sha256"], &merged);
+    ok(&run(
+        &other_model,
+        &input,
+        &om,
+        &[&flags[..], &["--shard", "2/3"]].concat(),
+    ));
+    let out = merge(
+        &[p[0].clone(), om.join("corpus_partial.json"), p[2].clone()],
+        &merged,
+    );
+    refused(
+        &out,
+        &["other-model", "model config", "config.json sha256"],
+        &merged,
+    );
 
     // Another input with as many lines.
     let other_input = d.join("other.txt");
     fs::write(&other_input, mixed_corpus(30, 30).replace("fox", "cat")).unwrap();
     let oi = d.join("other-input");
-    ok(&run(&tiny(), &other_input, &oi, &[&flags[..], &["--shard", "2/3"]].concat()));
-    let out = merge(&[p[0].clone(), oi.join("corpus_partial.json"), p[2].clone()], &merged);
+    ok(&run(
+        &tiny(),
+        &other_input,
+        &oi,
+        &[&flags[..], &["--shard", "2/3"]].concat(),
+    ));
+    let out = merge(
+        &[p[0].clone(), oi.join("corpus_partial.json"), p[2].clone()],
+        &merged,
+    );
     refused(&out, &["other-input", "read another input"], &merged);
 
     // Another split.
     let four = d.join("four");
-    ok(&run(&tiny(), &input, &four, &[&flags[..], &["--shard", "2/4"]].concat()));
+    ok(&run(
+        &tiny(),
+        &input,
+        &four,
+        &[&flags[..], &["--shard", "2/4"]].concat(),
+    ));
     let out = merge(&[p[0].clone(), four.join("corpus_partial.json")], &merged);
     refused(&out, &["shard 2/4", "one split"], &merged);
 
     // A shard that has not finished.
     let running = d.join("running.json");
     let text = fs::read_to_string(&p[1]).unwrap();
-    fs::write(&running, text.replace("\"end\": \"complete\"", "\"end\": \"running\"")).unwrap();
+    fs::write(
+        &running,
+        text.replace("\"end\": \"complete\"", "\"end\": \"running\""),
+    )
+    .unwrap();
     let out = merge(&[p[0].clone(), running, p[2].clone()], &merged);
-    refused(&out, &["running.json", "still running", "--resume"], &merged);
+    refused(
+        &out,
+        &["running.json", "still running", "--resume"],
+        &merged,
+    );
 
     // Not a partial file; a partial file as the output.
     let summary = p[1].with_file_name("corpus_stats.json");
@@ -356,7 +414,10 @@ fn a_killed_run_resumes_to_the_same_result() {
             assert_eq!(partial["end"], "interrupted");
             assert!(partial["lines"].as_u64().unwrap() > 0);
             let err = stderr(&end);
-            assert!(err.contains("terminated (SIGTERM)") && err.contains("--resume"), "{err}");
+            assert!(
+                err.contains("terminated (SIGTERM)") && err.contains("--resume"),
+                "{err}"
+            );
             assert!(temp_files(&out).is_empty(), "{:?}", tree(&out));
         } else {
             assert_eq!(partial["end"], "running");
@@ -367,14 +428,26 @@ fn a_killed_run_resumes_to_the_same_result() {
         assert!(
             fs::read(out.join("corpus_stats.json")).unwrap() == want_summary,
             "resumed after signal {sig}:\n{}",
-            first_difference(&out.join("corpus_stats.json"), &full.join("corpus_stats.json"))
+            first_difference(
+                &out.join("corpus_stats.json"),
+                &full.join("corpus_stats.json")
+            )
         );
-        assert!(sentence_files(&out) == want_files, "per-sentence files differ");
+        assert!(
+            sentence_files(&out) == want_files,
+            "per-sentence files differ"
+        );
         assert_eq!(json(&out.join("corpus_partial.json"))["end"], "complete");
         // Nothing of the run's bookkeeping is left: no journal, no temporary file.
         let left: Vec<String> = tree(&out)
             .into_iter()
-            .filter(|p| Path::new(p).file_name().unwrap().to_string_lossy().starts_with('.'))
+            .filter(|p| {
+                Path::new(p)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with('.')
+            })
             .collect();
         assert!(left.is_empty(), "{left:?}");
         // Resuming a finished run changes nothing.
@@ -477,14 +550,23 @@ fn json_lines_gzip_and_zstd_are_told_from_the_content() {
     let text = "the cat sat on the mat .\nwhere did the dog sit ?\tthe dog sat .\nthe lazy dog\n\n\n\n\n\n\n\n\nkept , the dog\n";
     let text_in = d.join("plain.txt");
     fs::write(&text_in, text).unwrap();
-    ok(&run(&tiny(), &text_in, &d.join("text"), &["-q", "--threads", "1"]));
+    ok(&run(
+        &tiny(),
+        &text_in,
+        &d.join("text"),
+        &["-q", "--threads", "1"],
+    ));
     let from_text = json(&d.join("text/corpus_stats.json"));
 
     // Names that say nothing about the content: detection is by content only.
     let inputs = [
         ("plain.data", jsonl.as_bytes().to_vec(), "none"),
         ("gz.txt", gzip(jsonl.as_bytes()), "gzip"),
-        ("zst.json", zstd::stream::encode_all(jsonl.as_bytes(), 3).unwrap(), "zstd"),
+        (
+            "zst.json",
+            zstd::stream::encode_all(jsonl.as_bytes(), 3).unwrap(),
+            "zstd",
+        ),
     ];
     for (name, bytes, compression) in inputs {
         let input = d.join(name);
@@ -531,10 +613,22 @@ fn json_lines_gzip_and_zstd_are_told_from_the_content() {
     let brace = d.join("brace.txt");
     fs::write(&brace, "{the cat} sat .\nthe dog .\n").unwrap();
     ok(&run(&tiny(), &brace, &d.join("brace"), &["-q"]));
-    assert_eq!(json(&d.join("brace/corpus_stats.json"))["input_format"], "text");
-    let res = run(&tiny(), &brace, &d.join("forced"), &["-q", "--input-format", "jsonl"]);
+    assert_eq!(
+        json(&d.join("brace/corpus_stats.json"))["input_format"],
+        "text"
+    );
+    let res = run(
+        &tiny(),
+        &brace,
+        &d.join("forced"),
+        &["-q", "--input-format", "jsonl"],
+    );
     assert!(!res.status.success());
-    assert!(stderr(&res).contains("none of the 2 lines"), "{}", stderr(&res));
+    assert!(
+        stderr(&res).contains("none of the 2 lines"),
+        "{}",
+        stderr(&res)
+    );
 }
 
 #[test]
@@ -562,7 +656,11 @@ fn json_lines_ids_are_unique_across_shards_as_in_one_run() {
     let single = d.join("single");
     ok(&run(&tiny(), &input, &single, &flags));
     let s = json(&single.join("corpus_stats.json"));
-    assert_eq!(s["bad_lines"]["by_kind"]["duplicate-id"], 2, "{}", s["bad_lines"]);
+    assert_eq!(
+        s["bad_lines"]["by_kind"]["duplicate-id"], 2,
+        "{}",
+        s["bad_lines"]
+    );
     let partials = run_shards(&tiny(), &input, d, 3, &flags);
     let merged = d.join("merged.json");
     ok(&merge(&partials, &merged));
@@ -584,6 +682,8 @@ fn a_decompression_bomb_is_read_in_bounded_memory() {
     let input = dir.path().join("bomb.gz");
     fs::write(&input, e.finish().unwrap()).unwrap();
     assert!(fs::metadata(&input).unwrap().len() < 2 << 20);
+    // Reaped by wait4 (which also gives the peak RSS).
+    #[allow(clippy::zombie_processes)]
     let child = attnviz()
         .arg("-m")
         .arg(tiny())
@@ -623,8 +723,8 @@ fn wait_with_peak(pid: u32) -> (i32, i64) {
 /// The shell code of the recipe marked `<!-- recipe: NAME -->` in docs/corpus.md: the fenced
 /// block that follows the marker.
 fn recipe(name: &str) -> String {
-    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/corpus.md"))
-        .unwrap();
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/corpus.md")).unwrap();
     let marker = format!("<!-- recipe: {name} -->");
     let after = &doc[doc.find(&marker).unwrap_or_else(|| panic!("no {marker}")) + marker.len()..];
     let start = after.find("```").unwrap();
@@ -636,7 +736,11 @@ fn recipe(name: &str) -> String {
 /// A shell with the attnviz under test first on PATH and the recipe's variables set.
 fn shell(program: &str, script: &str, vars: &[(&str, &str)]) -> Output {
     let bin = Path::new(env!("CARGO_BIN_EXE_attnviz")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut cmd = Command::new(program);
     cmd.arg("-c")
         .arg(script)
@@ -656,7 +760,12 @@ fn shell(program: &str, script: &str, vars: &[(&str, &str)]) -> Output {
 /// The single run every recipe's merged result must equal.
 fn reference(dir: &Path, input: &Path) -> Vec<u8> {
     let single = dir.join("single");
-    ok(&run(&tiny(), input, &single, &["--threads", "1", "--per-sentence", "none", "-q"]));
+    ok(&run(
+        &tiny(),
+        input,
+        &single,
+        &["--threads", "1", "--per-sentence", "none", "-q"],
+    ));
     fs::read(single.join("corpus_stats.json")).unwrap()
 }
 
@@ -775,7 +884,9 @@ fn yaml_block(yaml: &str, key: &str) -> String {
     let first = lines.next().expect("a `- |` line");
     assert_eq!(first.trim(), "- |", "{key} holds a literal block");
     let body: Vec<&str> = lines
-        .take_while(|l| l.trim().is_empty() || l.starts_with(&" ".repeat(first.find('-').unwrap() + 2)))
+        .take_while(|l| {
+            l.trim().is_empty() || l.starts_with(&" ".repeat(first.find('-').unwrap() + 2))
+        })
         .collect();
     let indent = body
         .iter()
