@@ -191,7 +191,8 @@ pub struct Args {
     #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8;
+    /// in JSON Lines also no "text", an id that cannot name a file, or an id used before)
     /// [default: skip].
     #[arg(help_heading = "Corpus mode", long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
     pub on_bad_line: Option<OnBadLine>,

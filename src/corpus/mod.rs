@@ -103,6 +103,14 @@ pub enum CorpusError {
         /// Why.
         source: io::Error,
     },
+    /// The output folder is in use, or holds another run's results.
+    #[error("--out-dir {}: {reason}", path.display())]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// A bad line with `--on-bad-line stop`.
     #[error("line {line}: {reason}; stopped (--on-bad-line stop). {done}")]
     Stopped {
@@ -405,6 +413,10 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
     };
     let raw = input::open_path(input).map_err(input_err)?;
     prepare_out_dir(&out_dir, &job.per_sentence)?;
+    let _lock = FolderLock::take(&out_dir)?;
+    if !job.force {
+        check_same_shard(&out_dir, job.shard)?;
+    }
     if job.resume {
         check_resumable(&out_dir)?;
     }
@@ -470,6 +482,70 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
     }
     end_to_result(&outcome, &opts)
+}
+
+/// An exclusive lock on an output folder for the length of a run, so that two runs (two shards
+/// given the same `--out-dir` by mistake) cannot write into one folder at once. The lock file
+/// (`DIR/.corpus.lock`) is removed when the run ends; the kernel releases the lock of a killed
+/// run.
+struct FolderLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl FolderLock {
+    fn take(dir: &Path) -> Result<FolderLock, CorpusError> {
+        let path = dir.join(".corpus.lock");
+        let err = |source| CorpusError::OutDir {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(err)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor we hold open; it only takes an advisory lock.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                return Err(CorpusError::Folder {
+                    path: dir.to_path_buf(),
+                    reason: "another attnviz run is writing into it; give each run (each shard) \
+                             its own --out-dir"
+                        .into(),
+                });
+            }
+        }
+        Ok(FolderLock { path, _file: file })
+    }
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Refuse to overwrite another shard's results in `out_dir` (a shard given another's
+/// `--out-dir`): its partial file names its shard.
+fn check_same_shard(out_dir: &Path, shard: Shard) -> Result<(), CorpusError> {
+    let Ok(earlier) = partial::read(&out_dir.join(PARTIAL_FILE)) else {
+        return Ok(());
+    };
+    if earlier.identity.shard != shard {
+        return Err(CorpusError::Folder {
+            path: out_dir.to_path_buf(),
+            reason: format!(
+                "it holds the results of shard {}, and this run is shard {shard}; give each \
+                 shard its own --out-dir, or add --force to replace them",
+                earlier.identity.shard
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// `--resume` into `out_dir`: refuse a folder holding per-sentence files that no partial file

@@ -496,7 +496,7 @@ fn resume_refuses_another_run_and_starts_when_there_is_nothing_to_resume() {
     );
     check(
         &run(&tiny(), &input, &out, &["-q", "--resume", "--shard", "1/2"]),
-        &["cannot resume", "shard 1/1", "shard 1/2"],
+        &["holds the results of shard 1/1", "this run is shard 1/2"],
     );
     let changed = d.join("changed.txt");
     fs::write(&changed, mixed_corpus(30, 30).replacen("the", "a", 1)).unwrap();
@@ -519,6 +519,63 @@ fn resume_refuses_another_run_and_starts_when_there_is_nothing_to_resume() {
     // --force starts over.
     ok(&run(&tiny(), &input, &out, &["-q", "--force"]));
     assert!(fs::read(out.join("corpus_stats.json")).unwrap() == first);
+    // Another shard's folder is not overwritten.
+    let other = run(
+        &tiny(),
+        &input,
+        &out,
+        &["-q", "--shard", "2/2", "--per-sentence", "none"],
+    );
+    check(
+        &other,
+        &["holds the results of shard 1/1", "this run is shard 2/2"],
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn two_runs_cannot_write_into_one_folder_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = d.join("corpus.txt");
+    fs::write(&input, mixed_corpus(30, 30)).unwrap();
+    let out = d.join("out");
+    let flags = ["-q", "--per-sentence", "none", "--threads", "1"];
+    // Shards 1 and 2 given one --out-dir by mistake: the second is refused while the first runs
+    // (reading its standard input, which stays open until the test closes it).
+    let mut first = attnviz()
+        .arg("-m")
+        .arg(tiny())
+        .args(["--input", "-", "--shard", "1/2", "--out-dir"])
+        .arg(&out)
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = first.stdin.take().unwrap();
+    stdin.write_all(b"the cat sat .\nthe dog .\n").unwrap();
+    wait_for("the first run's lock", LIMIT, || {
+        out.join(".corpus.lock").exists()
+    });
+    let second = run(
+        &tiny(),
+        &input,
+        &out,
+        &[&flags[..], &["--shard", "2/2"]].concat(),
+    );
+    let err = stderr(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("another attnviz run is writing into it"),
+        "{err}"
+    );
+    drop(stdin);
+    let end = first.wait_with_output().unwrap();
+    assert!(end.status.success(), "{}", stderr(&end));
+    assert!(!out.join(".corpus.lock").exists());
+    assert_eq!(json(&out.join("corpus_partial.json"))["shard"]["index"], 1);
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
