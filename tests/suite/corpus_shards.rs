@@ -520,12 +520,7 @@ fn resume_refuses_another_run_and_starts_when_there_is_nothing_to_resume() {
     ok(&run(&tiny(), &input, &out, &["-q", "--force"]));
     assert!(fs::read(out.join("corpus_stats.json")).unwrap() == first);
     // Another shard's folder is not overwritten.
-    let other = run(
-        &tiny(),
-        &input,
-        &out,
-        &["-q", "--shard", "2/2", "--per-sentence", "none"],
-    );
+    let other = run(&tiny(), &input, &out, &["-q", "--shard", "2/2", "--resume"]);
     check(
         &other,
         &["holds the results of shard 1/1", "this run is shard 2/2"],
