@@ -734,42 +734,29 @@ fn a_decompression_bomb_is_read_in_bounded_memory() {
     let input = dir.path().join("bomb.gz");
     fs::write(&input, e.finish().unwrap()).unwrap();
     assert!(fs::metadata(&input).unwrap().len() < 2 << 20);
-    // Reaped by wait4 (which also gives the peak RSS).
-    #[allow(clippy::zombie_processes)]
-    let child = attnviz()
-        .arg("-m")
+    let mut cmd = attnviz();
+    cmd.arg("-m")
         .arg(tiny())
         .arg("--input")
         .arg(&input)
         .arg("--out-dir")
         .arg(dir.path().join("out"))
-        .args(["-q", "--threads", "1"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (status, peak_kib) = wait_with_peak(child.id());
-    assert_eq!(status, 0);
+        .args(["-q", "--threads", "1"]);
+    let r = crate::input_bounds::measured(cmd, Vec::new());
+    eprintln!(
+        "a 256 MiB gzip-compressed line: {:.2?}, max RSS {:.0} MB",
+        r.elapsed, r.max_rss_mb
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     let summary = json(&dir.path().join("out/corpus_stats.json"));
     assert_eq!(summary["sentences"], 1);
     assert_eq!(summary["bad_lines"]["by_kind"]["too-long"], 1);
     assert_eq!(summary["compression"], "gzip");
     assert!(
-        peak_kib < 128 * 1024,
-        "peak RSS {} MiB for a 256 MiB line",
-        peak_kib / 1024
+        r.max_rss_mb < 128.0,
+        "peak RSS {:.0} MiB for a 256 MiB line",
+        r.max_rss_mb
     );
-}
-
-#[cfg(unix)]
-#[allow(clippy::zombie_processes)]
-fn wait_with_peak(pid: u32) -> (i32, i64) {
-    let mut status = 0;
-    // SAFETY: waiting for our own child; rusage is plain data.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let r = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid as libc::pid_t);
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
 
 /// The shell code of the recipe marked `<!-- recipe: NAME -->` in docs/corpus.md: the fenced
