@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
 use attnviz::attention::{layer_list, HeadSel, ModelInfo, Selection, SelectionError};
-use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
+use attnviz::corpus::merge::MergeJob;
+use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 
-use super::cli::Args;
+use super::cli::{Args, Command, MergeArgs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -44,13 +45,15 @@ pub struct Plan {
     pub mode: Mode,
 }
 
-/// The two modes of the command line.
+/// The modes of the command line.
 #[derive(Debug, PartialEq)]
 pub enum Mode {
     /// One text (or pair): every output from one forward pass.
     Single(Box<Single>),
     /// `--input FILE --out-dir DIR`.
     Corpus(CorpusJob),
+    /// `attnviz merge PARTIAL... --out FILE`.
+    Merge(MergeJob),
 }
 
 /// A single input and its outputs.
@@ -181,7 +184,9 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
-    let mode = if args.input.is_some() {
+    let mode = if let Some(Command::Merge(m)) = &args.command {
+        Mode::Merge(merge(m)?)
+    } else if args.input.is_some() {
         Mode::Corpus(corpus(args)?)
     } else {
         Mode::Single(Box::new(single(args)?))
@@ -208,6 +213,9 @@ fn single(args: &Args) -> Result<Single, String> {
         ("--on-bad-line", args.on_bad_line.is_some()),
         ("--per-sentence", args.per_sentence.is_some()),
         ("--force", args.force),
+        ("--shard", args.shard.is_some()),
+        ("--resume", args.resume),
+        ("--input-format", args.input_format.is_some()),
     ];
     if let Some(flag) = first_given(&corpus_only) {
         return Err(format!(
@@ -439,10 +447,11 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ));
     }
     let earlier = attnviz::corpus::earlier_run_files(&out_dir);
-    if earlier > 0 && !args.force {
+    if earlier > 0 && !args.force && !args.resume {
         return Err(format!(
             "{} already holds {earlier} file{} from an earlier run, and mixing two runs would \
-             mislead; give another --out-dir, or add --force to replace them",
+             mislead; give another --out-dir, add --resume to continue that run, or --force to \
+             replace it",
             out_dir.join(attnviz::corpus::SENTENCES_DIR).display(),
             if earlier == 1 { "" } else { "s" }
         ));
@@ -464,9 +473,83 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         },
         json_include: args.json_include.clone(),
         force: args.force,
+        resume: args.resume,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        input_format: args.input_format.unwrap_or(InputFormat::Auto),
         quiet: args.quiet,
         stat: args.stat,
         color: args.color.unwrap_or_default(),
+    })
+}
+
+/// `attnviz merge`: the partial files exist (a shard's output folder stands for its
+/// corpus_partial.json), and the summary goes to a new place, not over one of them.
+fn merge(m: &MergeArgs) -> Result<MergeJob, String> {
+    let mut partials = Vec::with_capacity(m.partials.len());
+    for p in &m.partials {
+        let file = if p.is_dir() {
+            p.join(attnviz::corpus::PARTIAL_FILE)
+        } else {
+            p.clone()
+        };
+        if !file.is_file() {
+            return Err(if p.is_dir() {
+                format!(
+                    "{} holds no {}; give the output folders (or partial files) of runs with \
+                     --input",
+                    p.display(),
+                    attnviz::corpus::PARTIAL_FILE
+                )
+            } else if p.exists() {
+                format!("{} is not a file; give partial files to merge", p.display())
+            } else {
+                format!(
+                    "{} does not exist; give partial files to merge",
+                    p.display()
+                )
+            });
+        }
+        partials.push(file);
+    }
+    let out = &m.out;
+    if out.as_os_str() != "-" {
+        if out.is_dir() {
+            return Err(format!(
+                "--out {} is a folder; give the file to write, e.g. {}",
+                out.display(),
+                out.join("corpus_stats.json").display()
+            ));
+        }
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(format!(
+                "--out {}: folder {} does not exist; create it first",
+                out.display(),
+                dir.display()
+            ));
+        }
+        let target = attnviz::output::absolute(out);
+        if let Some(p) = partials
+            .iter()
+            .find(|p| attnviz::output::absolute(p) == target)
+        {
+            return Err(format!(
+                "--out {} is one of the partial files being merged; write the summary elsewhere",
+                p.display()
+            ));
+        }
+    }
+    if m.color.is_some() && m.quiet {
+        return Err(
+            "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
+        );
+    }
+    Ok(MergeJob {
+        partials,
+        out: out.clone(),
+        quiet: m.quiet,
+        stat: m.stat,
+        color: m.color.unwrap_or_default(),
     })
 }
 
@@ -592,7 +675,7 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Merge(_) => panic!("not single"),
         }
     }
 
