@@ -7,6 +7,9 @@
 
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 
+/// How many statistics each head sums.
+const STATS: usize = Stat::ALL.len();
+
 /// Fractional bits of the fixed-point sums.
 const FRACTION_BITS: i32 = 64;
 
@@ -28,11 +31,11 @@ struct HeadSums {
     /// Query rows averaged over all those sentences.
     rows: u64,
     /// Σ over sentences of each statistic (order of [`Stat::ALL`]).
-    sum: [i128; 9],
+    sum: [i128; STATS],
     /// Σ over sentences of each statistic squared.
-    sum_sq: [i128; 9],
+    sum_sq: [i128; STATS],
     /// Σ over sentences of `rows × statistic` (the token-weighted numerators).
-    sum_rows: [i128; 9],
+    sum_rows: [i128; STATS],
 }
 
 /// Per-head statistics of many sentences, summed; `layers × heads` entries whatever the number
@@ -130,7 +133,7 @@ impl CorpusStats {
         for (a, b) in self.sums.iter_mut().zip(&other.sums) {
             a.sentences += b.sentences;
             a.rows += b.rows;
-            for i in 0..9 {
+            for i in 0..STATS {
                 a.sum[i] = a.sum[i].saturating_add(b.sum[i]);
                 a.sum_sq[i] = a.sum_sq[i].saturating_add(b.sum_sq[i]);
                 a.sum_rows[i] = a.sum_rows[i].saturating_add(b.sum_rows[i]);
@@ -193,21 +196,10 @@ impl CorpusStats {
                                 value(acc, i)
                             }
                         };
-                        let mut s = HeadStats {
-                            entropy: v(0),
-                            entropy_norm: v(1),
-                            distance: v(2),
-                            to_start: v(3),
-                            to_end: v(4),
-                            to_punct: v(5),
-                            to_self: v(6),
-                            to_prev: v(7),
-                            to_next: v(8),
-                            rows: acc.rows as usize,
-                            label: HeadLabel::None,
-                        };
-                        s.label = HeadLabel::classify(&s);
-                        s
+                        HeadStats::from_values(
+                            |stat| v(Stat::ALL.iter().position(|&s| s == stat).unwrap_or(0)),
+                            acc.rows as usize,
+                        )
                     })
                     .collect()
             })
@@ -226,6 +218,7 @@ mod tests {
             distance: 2.0 * v,
             to_start: 0.1,
             to_end: v / 100.0,
+            to_first: 0.2,
             to_punct: 0.0,
             to_self: 0.3,
             to_prev: 0.6,

@@ -123,21 +123,26 @@ fn write_overview(
             writeln!(w)?;
         }
     }
-    write_legend(w, opts)?;
+    write_legend(w, opts, causal(stats))?;
     writeln!(w)?;
 
-    // One line per head with every statistic.
-    let columns = [
+    // One line per head with every statistic the attention defines (a cross-attention has no
+    // position statistics, a causal model no next-token share and only it a first-token share).
+    let columns: Vec<(Stat, &str)> = [
         (Stat::Entropy, "H nats"),
         (Stat::EntropyNorm, "H/ln n"),
         (Stat::Distance, "dist"),
         (Stat::ToStart, "start"),
         (Stat::ToEnd, "end"),
+        (Stat::ToFirst, "first"),
         (Stat::ToPunct, "punct"),
         (Stat::ToSelf, "self"),
         (Stat::ToPrev, "prev"),
         (Stat::ToNext, "next"),
-    ];
+    ]
+    .into_iter()
+    .filter(|(stat, _)| defined(stats, *stat))
+    .collect();
     let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
     write!(w, "layer head label ")?;
     for (_, title) in &columns {
@@ -224,14 +229,35 @@ fn write_heatmap(
             hi.1
         )?;
     }
-    write_legend(w, opts)
+    write_legend(w, opts, causal(stats))
 }
 
-fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions) -> io::Result<()> {
+/// Whether `stat` has a value for some head (cross-attention has no position statistics; only
+/// causal attention has a first-token share, and it has no next-token share).
+fn defined(stats: &[Vec<HeadStats>], stat: Stat) -> bool {
+    stats.iter().flatten().any(|s| !stat.value(s).is_nan())
+}
+
+/// Whether the statistics are those of causal attention: they have a first-token share.
+fn causal(stats: &[Vec<HeadStats>]) -> bool {
+    defined(stats, Stat::ToFirst)
+}
+
+fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io::Result<()> {
+    let next = if causal {
+        String::new()
+    } else {
+        format!("  > next>{POSITIONAL_THRESHOLD}")
+    };
+    let first = if causal {
+        format!("  F first>{SINK_THRESHOLD}")
+    } else {
+        String::new()
+    };
     writeln!(
         w,
-        "Labels: < prev>{POSITIONAL_THRESHOLD}  > next>{POSITIONAL_THRESHOLD}  \
-         B H/ln n>={BROAD_THRESHOLD}  S start+end>{SINK_THRESHOLD}  . none"
+        "Labels: < prev>{POSITIONAL_THRESHOLD}{next}  B H/ln n>={BROAD_THRESHOLD}{first}  \
+         S start+end>{SINK_THRESHOLD}  . none"
     )?;
     let names = opts
         .token_names
@@ -240,7 +266,15 @@ fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions) -> io::Result<()> {
     writeln!(
         w,
         "start, end: shares to the sequence start and end tokens{names}"
-    )
+    )?;
+    if causal {
+        writeln!(
+            w,
+            "first: share to the first token, the attention sink where causal heads park\n\
+             attention they do not need; rows that see a single key are left out"
+        )?;
+    }
+    Ok(())
 }
 
 fn short_label(label: HeadLabel) -> &'static str {
@@ -248,6 +282,7 @@ fn short_label(label: HeadLabel) -> &'static str {
         HeadLabel::PositionalPrevious => "prev",
         HeadLabel::PositionalNext => "next",
         HeadLabel::Broad => "broad",
+        HeadLabel::FirstTokenSink => "first",
         HeadLabel::SpecialSink => "sink",
         HeadLabel::None => "-",
     }
