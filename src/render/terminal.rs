@@ -430,7 +430,7 @@ impl View<'_> {
                     line.push_str(&self.cell(grid[bi * kblocks + bj], max));
                 }
             }
-            writeln!(w, "{line}")?;
+            writeln!(w, "{}", line.trim_end())?;
         }
         writeln!(
             w,
