@@ -96,15 +96,15 @@ function headRgb(h) {
         list.push(readable(baseHeadColor(i)));
         continue;
       }
+      // Group g's hue: evenly spaced around the OKLab hue circle; its heads spread over at most
+      // a third of the gap to the next group, and a step apart in lightness.
       const members = headsOfKv(KV[i]);
       const j = members.indexOf(i);
-      const ok = toOklab(readable(baseHeadColor(KV[i])));
-      const step = Math.min(0.1, 0.3 / Math.max(1, members.length - 1));
-      ok[0] += (dark ? 1 : -1) * j * step;
-      const turn = (j - (members.length - 1) / 2) * 0.25;
-      const [a, b] = [ok[1], ok[2]];
-      ok[1] = a * Math.cos(turn) - b * Math.sin(turn);
-      ok[2] = a * Math.sin(turn) + b * Math.cos(turn);
+      const gap = (2 * Math.PI) / KVH;
+      const spread = Math.min(0.5, gap / 3);
+      const hue = 4.1 + KV[i] * gap + (members.length > 1 ? (j / (members.length - 1) - 0.5) * spread : 0);
+      const ok = toOklab(readable(fromOklab([0.62, 0.13 * Math.cos(hue), 0.13 * Math.sin(hue)])));
+      ok[0] += (dark ? 1 : -1) * j * Math.min(0.08, 0.24 / Math.max(1, members.length - 1));
       list.push(readable(fromOklab(ok)));
     }
     themeColors = { bg, list, css: list.map((c) => rgbCss(c)), grouped: state.groupKv };
