@@ -259,3 +259,56 @@ fn selections_are_checked_against_the_model() {
         "head 3 does not exist: the model has heads 0–2 per layer (numbered from 0)"
     );
 }
+
+#[test]
+fn the_sink_is_the_first_position_of_a_causal_value() {
+    let causal = synthetic(&["ĠThe", "Ġc", "at", "Ġsat"], 1, 1).with_mask(MaskKind::Causal);
+    assert_eq!(causal.sink(), Some(0));
+    // Merged into words, the word holding token 0.
+    assert_eq!(crate::analysis::to_words(&causal).sink(), Some(0));
+    // A BOS token is the first position: it is the sink; removed, there is none.
+    let bos = synthetic(&["<s>", "Ġa", "Ġb"], 1, 1).with_mask(MaskKind::Causal);
+    assert_eq!(bos.sink(), Some(0));
+    let without = crate::analysis::without_special(&bos).unwrap();
+    assert_eq!(without.sink(), None);
+    // Bidirectional attention has no sink.
+    assert_eq!(synthetic(&["[CLS]", "a"], 1, 1).sink(), None);
+}
+
+#[test]
+fn kv_notes_name_the_shared_key_value_head() {
+    let att = synthetic(&["a", "b"], 1, 6)
+        .with_kv_heads(vec![0, 0, 0, 1, 1, 1])
+        .unwrap();
+    assert!(att.is_grouped());
+    assert_eq!(att.heads_of_kv(1), [3, 4, 5]);
+    assert_eq!(
+        att.kv_note(4).as_deref(),
+        Some("kv head 1, shared with heads 3, 5")
+    );
+    let pairs = att.with_kv_heads(vec![0, 0, 1, 1, 2, 2]).unwrap();
+    assert_eq!(
+        pairs.kv_note(0).as_deref(),
+        Some("kv head 0, shared with head 1")
+    );
+    let plain = synthetic(&["a", "b"], 1, 2);
+    assert!(!plain.is_grouped());
+    assert_eq!(plain.kv_note(1), None);
+}
+
+#[test]
+fn position_scheme_and_generated_units_travel_with_derived_values() {
+    let base = synthetic(&["Ġa", "b", "Ġc"], 1, 1);
+    let mut units = base.queries().clone();
+    units.generated[2] = true;
+    let att = base
+        .derive(Level::Token, false, units, None, base.weights().to_vec())
+        .unwrap()
+        .with_positions(PositionScheme::Rotary);
+    assert_eq!(att.first_generated(), Some(2));
+    let words = crate::analysis::to_words(&att);
+    assert_eq!(words.positions, PositionScheme::Rotary);
+    assert_eq!(words.tokens(), ["ab", "c"]);
+    assert_eq!(words.first_generated(), Some(1));
+    assert_eq!(PositionScheme::Rotary.as_str(), "rotary");
+}

@@ -467,4 +467,37 @@ mod tests {
         assert!(!color_enabled(ColorChoice::Never, true));
         assert!(!color_enabled(ColorChoice::Auto, false));
     }
+
+    #[test]
+    fn causal_overview_has_a_first_column_no_next_column_and_names_the_sink() {
+        let tokens = ["ĠThe", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġmat", "."];
+        let att = synthetic(&tokens, 2, 12).with_mask(crate::attention::MaskKind::Causal);
+        let stats = head_stats(&att);
+        let text = render(&stats, StatsTableOptions::default());
+        for line in text.lines() {
+            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+        }
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("layer head label"))
+            .unwrap();
+        let titles: Vec<&str> = header.split_whitespace().skip(3).collect();
+        assert_eq!(
+            titles,
+            ["H", "nats", "H/ln", "n", "dist", "start", "end", "first", "punct", "self", "prev"]
+        );
+        assert!(text.contains("F first>0.5"), "{text}");
+        assert!(!text.contains("> next>"), "{text}");
+        assert!(text.contains("the attention sink"), "{text}");
+        let s = &stats[1][2];
+        let line = text.lines().find(|l| l.starts_with("    1    2 ")).unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[8], format!("{:.2}", s.to_first));
+        // A bidirectional value keeps its next column and has no first column.
+        let text = render(&sample(1, 2), StatsTableOptions::default());
+        assert!(
+            text.contains("   next") && !text.contains(" first "),
+            "{text}"
+        );
+    }
 }
