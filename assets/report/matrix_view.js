@@ -215,33 +215,24 @@ function paintMatrix(p, hoverCell) {
   ctx.beginPath();
   ctx.rect(p.x0, p.x0, p.plot, p.plot);
   ctx.clip();
-  if (isPair) {
-    const b = p.us.findIndex((u) => u.seg === 'B');
-    if (b > 0) {
-      ctx.strokeStyle = cssVar('--bg');
-      ctx.lineWidth = 1.5;
-      ctx.beginPath();
-      ctx.moveTo(p.x0 + (b - ox) * cell, p.x0);
-      ctx.lineTo(p.x0 + (b - ox) * cell, plotEnd);
-      ctx.moveTo(p.x0, p.x0 + (b - oy) * cell);
-      ctx.lineTo(plotEnd, p.x0 + (b - oy) * cell);
-      ctx.stroke();
-    }
-  }
-  const g = units().firstGen;
-  if (g > 0) {
-    // Prompt | generated: a dashed line before the first generated row and column.
+  // A line before a unit, across the plot both ways: sentence B's first (solid), the first
+  // generated unit (dashed).
+  const divide = (u, dash) => {
     ctx.strokeStyle = cssVar('--bg');
     ctx.lineWidth = 1.5;
-    ctx.setLineDash([4, 3]);
+    ctx.setLineDash(dash);
     ctx.beginPath();
-    ctx.moveTo(p.x0 + (g - ox) * cell, p.x0);
-    ctx.lineTo(p.x0 + (g - ox) * cell, plotEnd);
-    ctx.moveTo(p.x0, p.x0 + (g - oy) * cell);
-    ctx.lineTo(plotEnd, p.x0 + (g - oy) * cell);
+    ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
+    ctx.lineTo(p.x0 + (u - ox) * cell, plotEnd);
+    ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
+    ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
     ctx.stroke();
     ctx.setLineDash([]);
-  }
+  };
+  const b = isPair ? p.us.findIndex((u) => u.seg === 'B') : -1;
+  if (b > 0) divide(b, []);
+  const g = units().firstGen;
+  if (g > 0) divide(g, [4, 3]);
   if (hoverCell) {
     // The hovered cell, outlined (at least 3 px, so tiny cells still show).
     ctx.strokeStyle = '#ff3b30';

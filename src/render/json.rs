@@ -539,18 +539,9 @@ mod tests {
 
     #[test]
     fn a_decoder_value_gives_its_mask_positions_sink_kv_map_and_generated_units() {
-        use crate::attention::{MaskKind, PositionScheme};
-        let base = crate::attention::tests::synthetic(&["ĠThe", "Ġcat", "Ġsat", "."], 1, 4);
-        let mut units = base.queries().clone();
-        units.generated[2] = true;
-        units.generated[3] = true;
-        let att = base
-            .derive(base.level, false, units, None, base.weights().to_vec())
-            .unwrap()
-            .with_mask(MaskKind::Causal)
-            .with_positions(PositionScheme::Rotary)
-            .with_kv_heads(vec![0, 0, 1, 1])
-            .unwrap();
+        let tokens = ["ĠThe", "Ġcat", "Ġsat", "."];
+        let att = crate::attention::tests::decoder(&tokens, 1, vec![0, 0, 1, 1], 2);
+        let base = crate::attention::tests::synthetic(&tokens, 1, 4);
         let section =
             serde_json::to_value(crate::analysis::Analysis::compute(&att).stats_section()).unwrap();
         let mut out = Vec::new();

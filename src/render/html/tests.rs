@@ -570,17 +570,9 @@ fn metadata_describes_units_by_role_for_any_family() {
 
 #[test]
 fn metadata_of_a_decoder_gives_mask_positions_sink_kv_map_and_generated_units() {
-    use crate::attention::{MaskKind, PositionScheme};
-    let base = crate::attention::tests::synthetic(&["ĠThe", "Ġcat", "Ġsat", "."], 1, 4);
-    let mut units = base.queries().clone();
-    units.generated[3] = true;
-    let att = base
-        .derive(base.level, false, units, None, base.weights().to_vec())
-        .unwrap()
-        .with_mask(MaskKind::Causal)
-        .with_positions(PositionScheme::Rotary)
-        .with_kv_heads(vec![0, 0, 1, 1])
-        .unwrap();
+    let tokens = ["ĠThe", "Ġcat", "Ġsat", "."];
+    let att = crate::attention::tests::decoder(&tokens, 1, vec![0, 0, 1, 1], 3);
+    let base = crate::attention::tests::synthetic(&tokens, 1, 4);
     let meta = meta_of(&render(&att, &HtmlOptions::default()));
     assert_eq!(meta["mask"], "causal");
     assert_eq!(meta["positions"], "rotary");

@@ -211,21 +211,7 @@ pub(crate) fn divider(
     reach: i32,
     pal: &Palette,
 ) -> Vec<Item> {
-    let side = grid.side() as i32;
-    let at = grid.offset_of(b_start);
-    let (halo, core) = if grid.cell >= 6 { (2, 1) } else { (1, 0) };
-    let mut items = Vec::new();
-    for (w, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
-        items.push(Item::Fill(
-            Rect::new(x + at - w, y - reach, x + at + w.max(1), y + side + reach),
-            color,
-        ));
-        items.push(Item::Fill(
-            Rect::new(x - reach, y + at - w, x + side + reach, y + at + w.max(1)),
-            color,
-        ));
-    }
-    items
+    cross_lines(grid, b_start, (x, y), reach, None, pal)
 }
 
 /// The dashed line across a heatmap at `(x, y)` before the first generated unit `gen_start`:
@@ -239,10 +225,24 @@ pub(crate) fn gen_divider(
     reach: i32,
     pal: &Palette,
 ) -> Vec<Item> {
+    let dashes = if grid.side() >= 120 { (6, 4) } else { (3, 2) };
+    cross_lines(grid, gen_start, (x, y), reach, Some(dashes), pal)
+}
+
+/// A vertical and a horizontal line across the heatmap at `(x, y)` before unit `at_unit`, white
+/// with a black halo, solid or in `(dash, gap)` dashes, reaching `reach` pixels past the edges.
+fn cross_lines(
+    grid: &Grid,
+    at_unit: usize,
+    (x, y): (i32, i32),
+    reach: i32,
+    dashes: Option<(i32, i32)>,
+    pal: &Palette,
+) -> Vec<Item> {
     let side = grid.side() as i32;
-    let at = grid.offset_of(gen_start);
+    let at = grid.offset_of(at_unit);
     let (halo, core) = if grid.cell >= 6 { (2, 1) } else { (1, 0) };
-    let (dash, gap) = if side >= 120 { (6, 4) } else { (3, 2) };
+    let (dash, gap) = dashes.unwrap_or((side + 2 * reach, 0));
     let mut items = Vec::new();
     let mut from = -reach;
     while from < side + reach {
