@@ -195,6 +195,9 @@ impl Anchor {
             hello["transformers"].as_str().unwrap_or("?"),
             hello["threads"]
         );
+        if let Some(policy) = hello["omp_wait_policy"].as_str() {
+            anchor.version += &format!(", OMP_WAIT_POLICY={policy}");
+        }
         Ok(anchor)
     }
 
