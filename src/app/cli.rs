@@ -14,7 +14,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Parser;
 
 use attnviz::analysis::Stat;
-use attnviz::attention::HeadSel;
+use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
 use attnviz::corpus::{OnBadLine, PerSentence};
 use attnviz::render::html::PrecisionChoice;
@@ -35,7 +35,12 @@ use attnviz::render::ColorChoice;
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
     echo \"Text from a pipe\" | attnviz - --json -\n  \
     attnviz --input sentences.txt --out-dir corpus --words")]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// Draw attention you already have instead of running a model.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// The sentence to analyse; `-` reads it from standard input. Not with --input.
     #[arg(value_name = "TEXT")]
     pub text: Option<String>,
@@ -69,24 +74,30 @@ pub struct Args {
     pub truncate: bool,
 
     /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
-    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    #[arg(
+        help_heading = "What to show",
+        short,
+        long,
+        value_name = "N",
+        global = true
+    )]
     pub layer: Option<usize>,
 
     /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
-    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
+    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head, global = true)]
     pub head: Option<HeadSel>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
-    #[arg(help_heading = "What to show", long)]
+    #[arg(help_heading = "What to show", long, global = true)]
     pub words: bool,
 
     /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
     /// renormalise each row over the remaining tokens.
-    #[arg(help_heading = "What to show", long)]
+    #[arg(help_heading = "What to show", long, global = true)]
     pub no_special: bool,
 
     /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
-    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    #[arg(help_heading = "Outputs", long, value_name = "FILE", global = true)]
     pub json: Option<PathBuf>,
 
     /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
@@ -97,53 +108,54 @@ pub struct Args {
         long,
         value_name = "LIST",
         value_parser = choice::<JsonSection>(),
-        value_delimiter = ','
+        value_delimiter = ',',
+        global = true
     )]
     pub json_include: Vec<JsonSection>,
 
     /// Write JSON numbers at full f32 precision instead of 6 significant digits.
-    #[arg(help_heading = "Outputs", long)]
+    #[arg(help_heading = "Outputs", long, global = true)]
     pub full_precision: bool,
 
     /// Write a PNG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    #[arg(help_heading = "Images", long, value_name = "FILE", global = true)]
     pub png: Option<PathBuf>,
 
     /// Write an SVG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    #[arg(help_heading = "Images", long, value_name = "FILE", global = true)]
     pub svg: Option<PathBuf>,
 
     /// What the PNG/SVG shows [default: head].
-    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
+    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>(), global = true)]
     pub figure: Option<Figure>,
 
     /// Colour map of heatmaps [default: viridis].
-    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>(), global = true)]
     pub colormap: Option<Colormap>,
 
     /// Light or dark images [default: light].
-    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>(), global = true)]
     pub theme: Option<Theme>,
 
     /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
     /// log (three decades below the largest weight). Long inputs are nearly one colour on a
     /// linear scale. The colour bar's ticks sit at their real values on every scale
     /// [default: linear].
-    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
+    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>(), global = true)]
     pub scale: Option<ColorScale>,
 
     /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
     /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
     /// [default: 1].
-    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
+    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor, global = true)]
     pub scale_factor: Option<f32>,
 
     /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
-    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi, global = true)]
     pub dpi: Option<f32>,
 
     /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
-    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
+    #[arg(help_heading = "HTML report", long, value_name = "FILE", global = true)]
     pub html: Option<PathBuf>,
 
     /// Include each head's query and key vectors in the HTML report for its neuron view.
@@ -154,21 +166,21 @@ pub struct Args {
     /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
     /// 512-token bert-base report stays under 30 MB). The page states the precision
     /// [default: auto].
-    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
+    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>(), global = true)]
     pub html_precision: Option<PrecisionChoice>,
 
     /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
-    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
+    #[arg(help_heading = "Outputs", long, value_name = "DIR", global = true)]
     pub report: Option<PathBuf>,
 
     /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
     /// punctuation, self, previous and next, and a label per head) as a layers × heads overview.
-    #[arg(help_heading = "Statistics", long)]
+    #[arg(help_heading = "Statistics", long, global = true)]
     pub stats: bool,
 
     /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
     /// entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next.
-    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
+    #[arg(help_heading = "Statistics", long, value_name = "NAME", global = true)]
     pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
@@ -203,21 +215,53 @@ pub struct Args {
     pub force: bool,
 
     /// How many most-attended tokens the terminal lists for each token [default: 3].
-    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    #[arg(help_heading = "Terminal view", long, value_name = "K", global = true)]
     pub top: Option<usize>,
 
     /// Colour in the terminal view and the statistics table [default: auto].
-    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>(), global = true)]
     pub color: Option<ColorChoice>,
 
     /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
-    #[arg(help_heading = "Outputs", short, long)]
+    #[arg(help_heading = "Outputs", short, long, global = true)]
     pub quiet: bool,
 
     /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
     /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
+}
+
+/// Subcommands. Without one, attnviz runs a model on TEXT (a text that is a subcommand's name
+/// is given after `--`: `attnviz -- render`).
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Draw attention from a file: an attnviz JSON export (any format version), or an .npz /
+    /// .safetensors file with an `attention` array [layers, heads, queries, keys] and its
+    /// `tokens` (see docs/render.md). Every output flag works as for TEXT.
+    #[command(after_help = "Examples:\n  \
+        attnviz render attention.json --html report.html\n  \
+        attnviz render outputs.npz --png head.png --layer 3 --head 7\n  \
+        attnviz render weights.safetensors --tokens tokens.txt --stats")]
+    Render(RenderArgs),
+}
+
+/// `attnviz render FILE`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// An attnviz JSON export, or an .npz / .safetensors file with `attention` and `tokens`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// The tokens of FILE's attention, one per line (or a JSON array of strings), when FILE has
+    /// none or others should label it.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+
+    /// Which attention of an encoder–decoder file to draw (FILE holds several) [default: the
+    /// only one FILE holds].
+    #[arg(long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
 }
 
 /// A value parser for a library option type: its names (with their descriptions for `--help`),

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection, SelectionError};
 use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
@@ -19,7 +19,7 @@ use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 
-use super::cli::Args;
+use super::cli::{Args, Command};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -44,13 +44,29 @@ pub struct Plan {
     pub mode: Mode,
 }
 
-/// The two modes of the command line.
+/// The modes of the command line.
 #[derive(Debug, PartialEq)]
 pub enum Mode {
     /// One text (or pair): every output from one forward pass.
     Single(Box<Single>),
     /// `--input FILE --out-dir DIR`.
     Corpus(CorpusJob),
+    /// `attnviz render FILE`: attention from a file, drawn like a single input's.
+    Render(Box<Render>),
+}
+
+/// `attnviz render FILE`: where the attention comes from, and the outputs (checked as for a
+/// single input; `out.text` is FILE, and the model fields are not used).
+#[derive(Debug, PartialEq)]
+pub struct Render {
+    /// The file to read.
+    pub file: PathBuf,
+    /// `--tokens FILE`.
+    pub tokens: Option<PathBuf>,
+    /// `--kind`.
+    pub kind: Option<AttentionKind>,
+    /// The outputs.
+    pub out: Single,
 }
 
 /// A single input and its outputs.
@@ -140,7 +156,14 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
-    let mode = if args.input.is_some() {
+    let mode = if let Some(Command::Render(r)) = &args.command {
+        Mode::Render(Box::new(Render {
+            file: r.file.clone(),
+            tokens: r.tokens.clone(),
+            kind: r.kind,
+            out: single(args)?,
+        }))
+    } else if args.input.is_some() {
         Mode::Corpus(corpus(args)?)
     } else {
         Mode::Single(Box::new(single(args)?))
@@ -174,12 +197,16 @@ fn single(args: &Args) -> Result<Single, String> {
              drop {flag}"
         ));
     }
-    let Some(text) = args.text.clone() else {
-        return Err(
-            "give TEXT to analyse (`-` reads standard input), or --input FILE for corpus mode; \
-             see --help"
-                .into(),
-        );
+    let text = match (&args.command, &args.text) {
+        (Some(Command::Render(r)), _) => r.file.display().to_string(),
+        (None, Some(text)) => text.clone(),
+        (None, None) => {
+            return Err(
+                "give TEXT to analyse (`-` reads standard input), --input FILE for corpus \
+                 mode, or `attnviz render FILE` to draw attention you have; see --help"
+                    .into(),
+            )
+        }
     };
     let (json, report) = (args.json.is_some(), args.report.is_some());
     let (png, svg, html) = (args.png.is_some(), args.svg.is_some(), args.html.is_some());

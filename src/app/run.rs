@@ -16,10 +16,10 @@ use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions}
 use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
-use attnviz::tokenize;
+use attnviz::{import, tokenize};
 
 use super::cli::Args;
-use super::plan::{self, Mode, Single, REPORT_HTML, REPORT_JSON};
+use super::plan::{self, Mode, Render, Single, REPORT_HTML, REPORT_JSON};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +48,9 @@ pub enum Error {
     /// Corpus mode (`--input`).
     #[error(transparent)]
     Corpus(#[from] attnviz::corpus::CorpusError),
+    /// Reading attention from a file (`attnviz render`).
+    #[error(transparent)]
+    Import(#[from] attnviz::import::ImportError),
 }
 
 impl Error {
@@ -95,6 +98,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         // Corpus mode lives in its own module.
         Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
         Mode::Single(single) => run_single(&single),
+        Mode::Render(render) => run_render(&render),
     }
 }
 
@@ -102,7 +106,6 @@ pub fn run(args: &Args) -> Result<(), Error> {
 fn run_single(plan: &Single) -> Result<(), Error> {
     let model = Model::load(&plan.model, &plan.revision)?;
     let selection = plan.selection(model.info()).map_err(Error::Usage)?;
-    let Selection { layer, head } = selection;
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
@@ -129,6 +132,65 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ));
     }
 
+    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.push(("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    write_outputs(plan, &encoding.attention, selection, settings)
+}
+
+/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
+/// output as for a single input.
+fn run_render(render: &Render) -> Result<(), Error> {
+    let tokens = match &render.tokens {
+        Some(path) => Some(import::read_token_file(path)?),
+        None => None,
+    };
+    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    for w in &imported.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let file = render.file.display();
+    let att = match render.kind {
+        Some(kind) => imported.kind(kind).ok_or_else(|| {
+            Error::Usage(format!(
+                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
+                kind.as_str(),
+                imported.kinds_in_words()
+            ))
+        })?,
+        None => match imported.kinds.as_slice() {
+            [one] => one,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{file} holds {} attention; choose one with --kind {}",
+                    imported.kinds_in_words(),
+                    imported.kind_names().join("|")
+                )))
+            }
+        },
+    };
+    let selection = render.out.selection(&att.model).map_err(Error::Usage)?;
+    let settings = vec![
+        ("source".to_string(), file.to_string()),
+        ("format".to_string(), imported.format.clone()),
+    ];
+    write_outputs(&render.out, att, selection, settings)
+}
+
+/// Write every output `plan` asks for from token-level attention `token_att`: the view
+/// (`--words`, `--no-special`), its analyses, the files and the terminal views. `settings` go
+/// into the report's "About" panel.
+fn write_outputs(
+    plan: &Single,
+    token_att: &Attention,
+    selection: Selection,
+    settings: Vec<(String, String)>,
+) -> Result<(), Error> {
+    let Selection { layer, head } = selection;
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once.
     let view_opts = plan.view;
@@ -136,10 +198,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         || !plan.json_include.is_empty()
         || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
     let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
-        let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
+        let (view, analysis) = Analysis::compute_view(token_att, view_opts)?;
         (view, Some(analysis))
     } else {
-        (analysis::view(&encoding.attention, view_opts)?, None)
+        (analysis::view(token_att, view_opts)?, None)
     };
     let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
     let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
@@ -172,29 +234,26 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let html = plan.html_report().then(|| {
         let token_rollout = match &analysis {
             Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
-            _ => Cow::Owned(analysis::rollout(&encoding.attention)),
+            _ => Cow::Owned(analysis::rollout(token_att)),
         };
         html_options(
             plan,
-            &encoding.attention,
+            token_att,
             selection,
             outputs.stats,
             &token_rollout,
+            settings,
         )
     });
     if let (Some(path), Some(opts)) = (&plan.html, &html) {
-        write_html_file(&encoding.attention, opts, path)?;
+        write_html_file(token_att, opts, path)?;
     }
     if let (Some(dir), Some(opts)) = (&plan.report, &html) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
             outputs.report(staged.staging(), layer, head, rollout)?;
-            write_html_file(
-                &encoding.attention,
-                opts,
-                &staged.staging().join(REPORT_HTML),
-            )?;
+            write_html_file(token_att, opts, &staged.staging().join(REPORT_HTML))?;
             Ok(())
         };
         // Errors name the file in DIR, not in the hidden staging folder.
@@ -223,7 +282,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             let opts = StatsTableOptions {
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
-                token_names: Some(token_names(&encoding.attention)),
+                token_names: Some(token_names(token_att)),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -233,7 +292,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             }
         } else {
             let opts = StatsTableOptions {
-                token_names: Some(token_names(&encoding.attention)),
+                token_names: Some(token_names(token_att)),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -329,6 +388,7 @@ fn html_options(
     selection: Selection,
     stats: &[Vec<HeadStats>],
     rollout: &[Vec<f32>],
+    mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
     let precision = plan
         .html_precision
@@ -388,16 +448,7 @@ fn html_options(
                 .collect()
         })
         .collect();
-    let mut settings = vec![
-        ("model".to_string(), plan.model.clone()),
-        ("statistics computed on".to_string(), unit),
-    ];
-    if !std::path::Path::new(&plan.model).is_dir() {
-        settings.insert(1, ("revision".to_string(), plan.revision.clone()));
-    }
-    if plan.truncate {
-        settings.push(("truncate".to_string(), "yes".to_string()));
-    }
+    settings.push(("statistics computed on".to_string(), unit));
     HtmlOptions {
         neuron: plan.neuron,
         precision,

@@ -191,6 +191,13 @@ pub enum AttentionKind {
     Cross,
 }
 
+crate::choice!(AttentionKind {
+    SelfAttention => ("self", "The self-attention of an encoder-only or decoder-only model"),
+    Encoder => ("encoder", "An encoder–decoder's encoder self-attention"),
+    Decoder => ("decoder", "An encoder–decoder's decoder self-attention (causal)"),
+    Cross => ("cross", "Cross-attention: decoder tokens over encoder tokens"),
+});
+
 impl AttentionKind {
     /// The name in JSON and the HTML report (`self`, `encoder`, `decoder`, `cross`).
     pub fn as_str(self) -> &'static str {

@@ -285,7 +285,7 @@ fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
         kv_head: doc.kv_head,
     };
     let arrays = Arrays {
-        name: "attention".to_string(),
+        name: format!("{shown}: attention"),
         kind,
         shape,
         weights: flat.values,

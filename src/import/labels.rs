@@ -159,7 +159,11 @@ pub fn text_of(units: &Units, segment: u32) -> String {
             continue;
         }
         let s = &units.surfaces[i];
-        let joins = units.roles[i] == Role::Piece;
+        // Pieces join their word; punctuation joins the word before it (as transformers'
+        // `clean_up_tokenization_spaces` puts WordPiece text back together).
+        let joins = units.roles[i] == Role::Piece
+            || s.starts_with(['.', ',', '?', '!', ';', ':', ')', ']', '}', '\''])
+            || s == "n't";
         if !text.is_empty()
             && !joins
             && !s.starts_with(char::is_whitespace)

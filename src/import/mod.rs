@@ -193,6 +193,15 @@ impl Imported {
     pub fn kind_names(&self) -> Vec<&'static str> {
         self.kinds.iter().map(|a| a.kind.as_str()).collect()
     }
+
+    /// The kinds in words: `encoder, decoder and cross`.
+    pub fn kinds_in_words(&self) -> String {
+        match self.kind_names().as_slice() {
+            [] => String::new(),
+            [one] => one.to_string(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        }
+    }
 }
 
 /// How to read a file.
@@ -303,10 +312,8 @@ fn kind_order(kind: AttentionKind) -> u8 {
 /// line (a final newline is not a token).
 pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
     let shown = path.display().to_string();
-    let meta = std::fs::metadata(path).map_err(|source| ImportError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ImportError::invalid(format!("--tokens {shown}: {e}")))?;
     // Tokens of the longest input, written one per line, are far under this.
     const LIMIT: u64 = 64 << 20;
     if !meta.is_file() || meta.len() > LIMIT {
@@ -315,9 +322,12 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
              a JSON array of strings"
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
-        path: shown.clone(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ImportError::invalid(if e.kind() == std::io::ErrorKind::InvalidData {
+            format!("--tokens {shown} is not UTF-8 text; give one token per line, or a JSON array of strings")
+        } else {
+            format!("--tokens {shown}: {e}")
+        })
     })?;
     // A JSON array of strings opens with `[` then `"` (or is empty); a first line `[CLS]` does not.
     let json = text

@@ -138,7 +138,7 @@ fn arrays(
     };
     let shape = squeeze_batch(shown, name, &shape)?;
     Ok(Arrays {
-        name: name.to_string(),
+        name: format!("{shown}: {name}"),
         kind,
         shape,
         weights: values,
