@@ -5,13 +5,11 @@ use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
-use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
-use attnviz::attention::{Attention, HeadSel, Role, Selection};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
+use attnviz::attention::{Attention, HeadSel, Selection};
 use attnviz::model::{EncodeOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
-use attnviz::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
-};
+use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
@@ -372,14 +370,6 @@ impl Outputs<'_> {
     }
 }
 
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(
@@ -393,62 +383,10 @@ fn html_options(
     let precision = plan
         .html_precision
         .resolve(att.layers(), att.heads(), att.len(), att.len());
-    let specials = att.special_names();
-    let unit = format!(
-        "{}, {specials} {}",
-        if plan.view.words { "words" } else { "tokens" },
-        if plan.view.no_special {
-            "excluded"
-        } else {
-            "included"
-        }
-    );
-    let (start, end) = (
-        att.role_name(Role::Start)
-            .unwrap_or_else(|| "the start token".into()),
-        att.role_name(Role::End)
-            .unwrap_or_else(|| "the end token".into()),
-    );
-    let statistics = Stat::ALL
-        .iter()
-        .map(|&stat| HeadStatistic {
-            id: stat.name().to_string(),
-            label: match stat {
-                Stat::ToStart => format!("share of attention to the start token ({start})"),
-                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
-                _ => stat.title().to_string(),
-            },
-            description: format!(
-                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
-                 the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}), broad = entropy near uniform.",
-                capitalise(stat.title())
-            ),
-            values: stats
-                .iter()
-                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
-                .collect(),
-        })
-        .collect();
-    let head_labels = stats
-        .iter()
-        .map(|l| {
-            l.iter()
-                .map(|s| {
-                    // Short tags that fit a grid cell; the description explains them.
-                    match s.label {
-                        HeadLabel::PositionalPrevious => "previous",
-                        HeadLabel::PositionalNext => "next",
-                        HeadLabel::Broad => "broad",
-                        HeadLabel::SpecialSink => "sink",
-                        HeadLabel::None => "",
-                    }
-                    .to_string()
-                })
-                .collect()
-        })
-        .collect();
-    settings.push(("statistics computed on".to_string(), unit));
+    settings.push((
+        "statistics computed on".to_string(),
+        statistics_unit(att, plan.view),
+    ));
     HtmlOptions {
         neuron: plan.neuron,
         precision,
@@ -460,18 +398,7 @@ fn html_options(
         hide_special: plan.view.no_special,
         words: plan.view.words,
         settings,
-        analysis: HtmlAnalysis {
-            stats: statistics,
-            head_labels: Some(head_labels),
-            matrices: vec![ExtraMatrix {
-                id: "rollout".to_string(),
-                label: "Attention rollout".to_string(),
-                description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
-                    renormalised, multiplied through the layers up to this one"
-                    .to_string(),
-                layers: rollout.to_vec(),
-            }],
-        },
+        analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
     }
 }

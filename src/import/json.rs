@@ -360,5 +360,6 @@ fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens
         sentence_b_start,
         spans: u.spans.map(|s| s.into_iter().map(|[a, b]| a..b).collect()),
         generated: u.generated,
+        prettify: false,
     })
 }

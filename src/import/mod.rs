@@ -40,7 +40,7 @@ use crate::attention::{
     Attention, AttentionKind, AttentionParts, Level, MaskKind, ModelInfo, Role, Units,
 };
 
-pub use check::{RowSums, ROW_SUM_TOLERANCE};
+pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
 
 /// The most weights (layers × heads × queries × keys) one attention array may hold: 2²⁸, 1 GiB
 /// as f32. More than any view can show usefully; a bigger file is refused before it is read.
@@ -115,6 +115,9 @@ pub struct Tokens {
     pub spans: Option<Vec<Range<usize>>>,
     /// Whether each token was generated; `None`: none was.
     pub generated: Option<Vec<bool>>,
+    /// Show each label as bertviz's `prettify_tokens` does (`Ġ` and `▁` as spaces, `</w>`
+    /// dropped), after its role was read from the label as given.
+    pub prettify: bool,
 }
 
 impl Tokens {
@@ -517,8 +520,17 @@ fn units(tokens: Tokens, word_level: bool) -> Units {
         (None, true) => tokens.labels.clone(),
         (None, false) => inferred.surfaces,
     };
+    let labels = if tokens.prettify {
+        tokens
+            .labels
+            .iter()
+            .map(|t| t.replace(['Ġ', '▁'], " ").replace("</w>", ""))
+            .collect()
+    } else {
+        tokens.labels
+    };
     let mut u = Units::tokens(
-        tokens.labels,
+        labels,
         if word_level {
             Vec::new()
         } else {
