@@ -182,7 +182,7 @@ class Report:
         return _write_text(path, self.html(view, **options))
 
     def png(self, path: Any, figure: str = "head", **options: Any) -> Path:
-        """Write a PNG figure: ``figure`` is head, mean, model, heads, rollout or stats (see
+        """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
         colormap, theme, scale, scale_factor."""
         return self._image(path, "png", figure, options)
