@@ -557,8 +557,34 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Render(_) => panic!("not single"),
         }
+    }
+
+    #[test]
+    fn render_takes_the_output_flags_and_keeps_text_working() {
+        let plan = check(&[
+            "render", "a.npz", "--words", "--layer", "1", "--kind", "cross",
+        ])
+        .unwrap();
+        let Mode::Render(r) = plan.mode else {
+            panic!("render mode")
+        };
+        assert_eq!(r.file, PathBuf::from("a.npz"));
+        assert_eq!(r.kind, Some(AttentionKind::Cross));
+        assert!(r.out.view.words);
+        // Flags go after the subcommand: before it they would belong to a model run.
+        assert!(Args::try_parse_from(["attnviz", "--stats", "render", "a.npz"]).is_err());
+        // A text is still a text; a text that is the subcommand's name goes after `--`.
+        assert!(matches!(
+            check(&["The cat."]).unwrap().mode,
+            Mode::Single(_)
+        ));
+        let s = single_plan(&["--", "render"]);
+        assert_eq!(s.text, "render");
+        // A text and the subcommand together are refused by clap.
+        let args = Args::try_parse_from(["attnviz", "text", "render", "a.npz"]);
+        assert!(args.is_err());
     }
 
     #[test]

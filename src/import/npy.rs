@@ -128,7 +128,7 @@ fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<V
         .map_err(|_| bad("truncated header".into()))?;
     // Version 1 and 2 headers are latin-1 (ASCII in practice), version 3 UTF-8.
     let text = String::from_utf8_lossy(&text);
-    let header = parse_header(&text).map_err(|e| bad(e))?;
+    let header = parse_header(&text).map_err(&bad)?;
     let count = header
         .shape
         .iter()
@@ -161,7 +161,7 @@ fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<V
             data.len()
         )));
     }
-    decode(&header, &data, count).map_err(|m| bad(m))
+    decode(&header, &data, count).map_err(bad)
 }
 
 /// The element at C-order position `i` of an array stored in Fortran order.

@@ -244,7 +244,7 @@ fn tokens(
         None => None,
         Some(v) => Some(
             v.into_iter()
-                .map(|i| u32::try_from(i))
+                .map(u32::try_from)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|_| {
                     ImportError::invalid(format!(
