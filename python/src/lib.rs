@@ -50,8 +50,10 @@ fn choice<T: Choice>(what: &str, name: &str) -> PyResult<T> {
 
 /// Models loaded in this process, by (model, revision): a notebook runs many sentences through
 /// one model, and loading it is most of a short run's time.
-fn models() -> &'static Mutex<HashMap<(String, String), Arc<Model>>> {
-    static MODELS: OnceLock<Mutex<HashMap<(String, String), Arc<Model>>>> = OnceLock::new();
+type ModelCache = Mutex<HashMap<(String, String), Arc<Model>>>;
+
+fn models() -> &'static ModelCache {
+    static MODELS: OnceLock<ModelCache> = OnceLock::new();
     MODELS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
