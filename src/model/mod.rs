@@ -1,5 +1,9 @@
-//! The model: find its files, read its config and weights, tokenize, and run our BERT encoder,
-//! capturing the attention of every layer and head.
+//! The model: find its files, read its config and weights, tokenize, and run our implementation
+//! of the model's family, capturing the attention of every layer and head.
+//!
+//! Families (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA) sit behind one seam,
+//! [`family::Network`], chosen by config.json's `model_type` ([`family::FAMILIES`]); their shared
+//! math is in [`kernels`]. `docs/architecture.md` describes the pipeline and how to add a family.
 //!
 //! ```no_run
 //! use attnviz::model::{EncodeOptions, Model};
@@ -9,23 +13,34 @@
 //! # Ok::<(), attnviz::model::Error>(())
 //! ```
 
+pub mod albert;
 pub mod bert;
+pub mod capture;
 pub mod config;
+pub mod distilbert;
+pub mod electra;
+pub mod encoder;
+pub mod family;
 pub mod gguf;
 pub mod kernels;
+pub mod layers;
 pub mod pickle;
 pub mod pytorch;
+pub mod roberta;
 pub mod source;
 pub mod validate;
 pub mod weights;
 
 use std::path::Path;
 
-use crate::attention::{Attention, MaskKind, ModelInfo, QueryKey, Units};
+use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
-pub use bert::Bert;
-pub use config::{BertConfig, ConfigError};
+pub use bert::BertConfig;
+pub use capture::SequenceCapture;
+pub use config::ConfigError;
+pub use family::{Architecture, Batch, Network};
+pub use kernels::Mask;
 pub use source::{Hub, ModelFiles, SourceError};
 pub use validate::BadRow;
 pub use weights::{Checkpoint, WeightsError};
@@ -113,10 +128,10 @@ pub struct Encoding {
     pub bytes_cut: bool,
 }
 
-/// A loaded BERT model: encoder weights, tokenizer and description.
+/// A loaded model: its family's network with weights, its tokenizer and description.
 pub struct Model {
     info: ModelInfo,
-    bert: Bert,
+    network: Box<dyn Network>,
     tokenizer: TextTokenizer,
 }
 
@@ -141,25 +156,31 @@ impl Model {
 
     /// Load a model from its located files.
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
-        let config = config::load(&files.config)?;
-        let checkpoint = Checkpoint::open(&files.weights)?;
-        let (dims, counts) = bert::config_checks(&config);
-        validate::config_matches(&files.config, &checkpoint, &dims, &counts)?;
-        let bert = Bert::load(&config, &checkpoint)?;
-        let tokenizer = TextTokenizer::from_dir(&files.tokenizer_dir)?;
+        // The tokenizer loads on a thread of its own while the weights are read: reading the
+        // weights in place is mostly waiting on page mappings, which leaves a core free.
+        let (network, tokenizer) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| TextTokenizer::from_dir(&files.tokenizer_dir));
+            let network = family::load(&files.config, &files.weights);
+            let tokenizer = tokenizer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (network, tokenizer)
+        });
+        let (network, tokenizer) = (network?, tokenizer?);
+        let arch = network.architecture();
         let info = ModelInfo {
             id: files.id.clone(),
             revision: files.revision.clone(),
             name: Some(source::display_name(files)),
-            family: "BERT".to_string(),
-            layers: config.num_hidden_layers,
-            heads: config.num_attention_heads,
-            hidden_size: config.hidden_size,
-            head_dim: config.head_dim(),
+            family: arch.family.to_string(),
+            layers: arch.layers,
+            heads: arch.heads,
+            hidden_size: arch.hidden_size,
+            head_dim: arch.head_dim,
         };
         Ok(Model {
             info,
-            bert,
+            network,
             tokenizer,
         })
     }
@@ -169,14 +190,25 @@ impl Model {
         &self.info
     }
 
-    /// The encoder's configuration.
-    pub fn config(&self) -> &BertConfig {
-        self.bert.config()
+    /// The network's shape in family-independent terms: family, layers, heads, key/value
+    /// heads and the query-head → key/value-head map, mask kind, limits.
+    pub fn architecture(&self) -> &Architecture {
+        self.network.architecture()
     }
 
-    /// The longest input the model takes, in tokens (with [CLS]/[SEP]).
+    /// The model family's name (`RoBERTa`).
+    pub fn family(&self) -> &'static str {
+        self.network.architecture().family
+    }
+
+    /// Whether the model can encode sentence pairs (BERT with a single segment type cannot).
+    pub fn accepts_pairs(&self) -> bool {
+        self.network.architecture().accepts_pairs()
+    }
+
+    /// The longest input the model takes, in tokens (with its special tokens).
     pub fn max_positions(&self) -> usize {
-        self.bert.config().max_position_embeddings
+        self.network.architecture().max_positions
     }
 
     /// The model's tokenizer.
@@ -206,9 +238,9 @@ impl Model {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let cfg = self.bert.config();
+        let arch = self.network.architecture();
         for (i, (ids, types)) in batch.iter().enumerate() {
-            self.check_input(i, ids, types, cfg)?;
+            check_input(arch, i, ids, types)?;
         }
         let lengths: Vec<usize> = batch.iter().map(|(ids, _)| ids.len()).collect();
         let n = *lengths.iter().max().unwrap_or(&0);
@@ -223,23 +255,31 @@ impl Model {
         self.check_capture_size(&lengths, capture_query_key)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
-        let out = self
-            .bert
-            .forward(&ids, &types, &lengths, capture_query_key)?;
+        let mut captures: Vec<SequenceCapture> = lengths
+            .iter()
+            .map(|&len| SequenceCapture::new(arch, len, len, capture_query_key))
+            .collect();
+        let hidden = self.network.forward(
+            &Batch {
+                ids: &ids,
+                types: &types,
+                lengths: &lengths,
+                tokens: n,
+            },
+            &mut captures,
+        );
         let info = &self.info;
-        for capture in &out.sequences {
-            validate::check_rows(&capture.probs, info.layers, info.heads, capture.len())?;
+        for capture in &captures {
+            validate::check_rows(&capture.probs, info.layers, info.heads, capture.queries())?;
         }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
-        let hidden_size = self.info.hidden_size;
-        let hidden = out.hidden.flatten_all()?.to_vec1::<f32>()?;
-        let results = out
-            .sequences
+        let hidden_size = arch.hidden_size;
+        let results = captures
             .into_iter()
             .enumerate()
             .map(|(s, capture)| {
-                let len = capture.len();
+                let len = capture.queries();
                 Forward {
                     weights: capture.probs,
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
@@ -284,56 +324,7 @@ impl Model {
         Ok(())
     }
 
-    fn check_input(
-        &self,
-        index: usize,
-        ids: &[u32],
-        types: &[u32],
-        cfg: &BertConfig,
-    ) -> Result<(), Error> {
-        let which = if index == 0 {
-            String::new()
-        } else {
-            format!(" (sequence {index})")
-        };
-        if ids.is_empty() {
-            return Err(Error::Input(format!("no input tokens{which}")));
-        }
-        if ids.len() != types.len() {
-            return Err(Error::Input(format!(
-                "{} input ids but {} token type ids{which}",
-                ids.len(),
-                types.len()
-            )));
-        }
-        if ids.len() > cfg.max_position_embeddings {
-            return Err(Error::Input(format!(
-                "{} tokens{which}, but the model takes at most {}; pass --truncate",
-                ids.len(),
-                cfg.max_position_embeddings
-            )));
-        }
-        if let Some(id) = ids.iter().find(|&&id| id as usize >= cfg.vocab_size) {
-            return Err(Error::Input(format!(
-                "token id {id}{which} is outside the vocabulary of {} tokens; does the tokenizer belong to this model?",
-                cfg.vocab_size
-            )));
-        }
-        if let Some(t) = types.iter().find(|&&t| t as usize >= cfg.type_vocab_size) {
-            return Err(Error::Input(format!(
-                "token type id {t}{which} is outside the model's {} segment types{}",
-                cfg.type_vocab_size,
-                if cfg.type_vocab_size == 1 {
-                    "; this model cannot encode sentence pairs"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Ok(())
-    }
-
-    /// Tokenize `text` (and `pair`) and run it through the encoder: the [`Attention`] of every
+    /// Tokenize `text` (and `pair`) and run it through the model: the [`Attention`] of every
     /// layer and head, with the tokens, segments and word ids that label it.
     pub fn encode(
         &self,
@@ -360,7 +351,14 @@ impl Model {
         enc: tokenize::Encoded,
         capture_query_key: bool,
     ) -> Result<Encoding, Error> {
-        let out = self.forward(&enc.ids, &enc.type_ids, capture_query_key)?;
+        // Segment ids reach the model only where transformers passes them (see
+        // `Architecture::tokenizer_types`); the views still get the tokenizer's.
+        let arch = self.architecture();
+        let out = if arch.tokenizer_types {
+            self.forward(&enc.ids, &enc.type_ids, capture_query_key)?
+        } else {
+            self.forward(&enc.ids, &vec![0; enc.ids.len()], capture_query_key)?
+        };
         let units = Units::tokens(
             enc.tokens,
             enc.ids,
@@ -370,7 +368,6 @@ impl Model {
             enc.word_ids,
             enc.surfaces,
         );
-        // Bidirectional, every head its own key/value head: what this encoder computes.
         let attention = Attention::new(
             self.info.clone(),
             text.to_string(),
@@ -378,8 +375,10 @@ impl Model {
             units,
             out.weights,
         )
+        // Mask and head map as the network computed them (one source: its Architecture).
         .and_then(|a| {
-            a.with_mask(MaskKind::Bidirectional)
+            a.with_mask(arch.mask)
+                .with_kv_heads(arch.kv_head.clone())?
                 .with_query_key(out.query_key)
         })
         .map_err(|e| Error::Forward(e.to_string()))?;
@@ -390,4 +389,51 @@ impl Model {
             bytes_cut: enc.bytes_cut,
         })
     }
+}
+
+/// Refuse input the network cannot take, with a message that says why.
+fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) -> Result<(), Error> {
+    let which = if index == 0 {
+        String::new()
+    } else {
+        format!(" (sequence {index})")
+    };
+    if ids.is_empty() {
+        return Err(Error::Input(format!("no input tokens{which}")));
+    }
+    if ids.len() != types.len() {
+        return Err(Error::Input(format!(
+            "{} input ids but {} token type ids{which}",
+            ids.len(),
+            types.len()
+        )));
+    }
+    if ids.len() > arch.max_positions {
+        return Err(Error::Input(format!(
+            "{} tokens{which}, but the model takes at most {}; pass --truncate",
+            ids.len(),
+            arch.max_positions
+        )));
+    }
+    if let Some(id) = ids.iter().find(|&&id| id as usize >= arch.vocab_size) {
+        return Err(Error::Input(format!(
+            "token id {id}{which} is outside the vocabulary of {} tokens; does the tokenizer belong to this model?",
+            arch.vocab_size
+        )));
+    }
+    // A model without segment embeddings ignores the ids.
+    if arch.token_types > 0 {
+        if let Some(t) = types.iter().find(|&&t| t as usize >= arch.token_types) {
+            return Err(Error::Input(format!(
+                "token type id {t}{which} is outside the model's {} segment types{}",
+                arch.token_types,
+                if arch.token_types == 1 {
+                    "; this model cannot encode sentence pairs"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(())
 }

@@ -488,7 +488,7 @@ impl Machine<'_> {
 
     /// Add `(key, value)` pairs to the dict on top of the stack.
     fn extend_dict(&mut self, flat: Vec<Value>) -> Result<(), PickleError> {
-        if flat.len() % 2 != 0 {
+        if !flat.len().is_multiple_of(2) {
             return Err(self.malformed("SETITEMS with an odd number of values"));
         }
         let added = flat.len() as u64;

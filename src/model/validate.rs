@@ -112,20 +112,25 @@ pub fn config_matches(
 /// The index of the first NaN or ±inf in `values`, if any.
 ///
 /// Blocks of 64 Ki values are counted by a vectorised kernel ([`kernels::count_non_finite`],
-/// AVX-512, AVX2 or SSE2 as the CPU allows); only a block that holds one is searched element by
-/// element. On bert-base's 435 MB of weights this takes about 40 ms (see `cargo bench --bench
-/// engine`).
+/// AVX-512, AVX2 or SSE2 as the CPU allows), in parallel for large tensors; only a block that
+/// holds one is searched element by element. On bert-base's 435 MB of weights this takes about
+/// 40 ms on one thread (see `cargo bench --bench engine`). For weights read in place it is also
+/// the first touch of their pages.
 pub fn first_non_finite(values: &[f32]) -> Option<usize> {
+    use rayon::prelude::*;
     const BLOCK: usize = 1 << 16;
-    for (b, block) in values.chunks(BLOCK).enumerate() {
+    let holds = |block: &[f32]| {
         let mut count = 0;
         kernels::count_non_finite(block, &mut count);
-        if count != 0 {
-            let i = block.iter().position(|v| !v.is_finite())?;
-            return Some(b * BLOCK + i);
-        }
-    }
-    None
+        count != 0
+    };
+    let b = if values.len() >= 8 * BLOCK {
+        values.par_chunks(BLOCK).position_first(holds)?
+    } else {
+        values.chunks(BLOCK).position(holds)?
+    };
+    let i = values[b * BLOCK..].iter().position(|v| !v.is_finite())?;
+    Some(b * BLOCK + i)
 }
 
 /// How far a row of attention probabilities may sum from 1 (f32 softmax over up to a few

@@ -8,17 +8,24 @@
 //! whose tensors share storage could otherwise make a small file load as a huge model, so
 //! reading more than [`READ_BUDGET_FACTOR`] times the files' size is refused.
 //!
-//! Key layouts: tensors named with or without a prefix (`bert.` for checkpoints saved from
-//! `BertForMaskedLM` and friends), detected from the word-embedding tensor's name; LayerNorm
-//! parameters as `weight/bias` or the original TensorFlow port's `gamma/beta`. Everything else
-//! in the file (`embeddings.position_ids`, `cls.*`, the pooler) is never read.
+//! Key layouts: tensors named with or without a prefix (`bert.`, `roberta.`, `albert.` … for
+//! checkpoints saved from `*ForMaskedLM` and friends), detected from the name of a tensor every
+//! checkpoint of the family has (its *anchor*, such as `embeddings.word_embeddings.weight`);
+//! LayerNorm parameters as `weight/bias` or the original TensorFlow port's `gamma/beta`.
+//! Everything else in the file (`embeddings.position_ids`, `cls.*`, the pooler) is never read.
+//!
+//! Tensors are [`Weight`]s: f32 tensors of a safetensors file are read in place from its memory
+//! map (nothing is copied; the pages come from the page cache as the forward pass first touches
+//! them, after the NaN/inf scan has touched them once), everything else is converted into
+//! memory of our own.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use candle_core::safetensors::MmapedSafetensors;
-use candle_core::{CpuStorage, DType, Device, Storage, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use super::candle_message;
 use super::pytorch::{self, TorchFile};
@@ -27,9 +34,6 @@ use super::validate::first_non_finite;
 /// Reading more than this many times the weight files' size is refused (see the module doc).
 /// f16 checkpoints read as f32 take twice their size; 4 leaves room for that and more.
 pub const READ_BUDGET_FACTOR: u64 = 4;
-
-/// The tensor every BERT checkpoint has; its name reveals the key prefix.
-const ANCHOR: &str = "embeddings.word_embeddings.weight";
 
 /// An error reading weights.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +54,17 @@ pub enum WeightsError {
         /// What failed.
         reason: String,
     },
-    /// No BERT word embeddings: not a BERT checkpoint.
-    #[error("{} has no tensor named {ANCHOR} (with or without a prefix such as 'bert.'); is it a BERT checkpoint?", path.display())]
-    NotBert {
+    /// The tensor every checkpoint of the family has is absent: another kind of checkpoint.
+    #[error("{} has no tensor named {anchor} (with or without a prefix such as '{example}.'); is it a {family} checkpoint, as config.json says?", path.display())]
+    NoAnchor {
         /// The weight file.
         path: PathBuf,
+        /// The tensor looked for.
+        anchor: String,
+        /// The family config.json names.
+        family: String,
+        /// A typical prefix of the family's checkpoints (`roberta`).
+        example: String,
     },
     /// A tensor the encoder needs is absent.
     #[error("tensor {name} is missing from {}", path.display())]
@@ -117,17 +127,17 @@ pub enum WeightsError {
 }
 
 enum Backend {
-    Safetensors(MmapedSafetensors),
+    Safetensors(Arc<MmapedSafetensors>),
     Torch(TorchFile),
 }
 
-/// An open checkpoint: look tensors up by their name inside the encoder
+/// An open checkpoint: look tensors up by their name inside the base model
 /// (`encoder.layer.0.attention.self.query.weight`), whatever prefix or LayerNorm naming it uses.
 pub struct Checkpoint {
     backend: Backend,
     /// File named in errors (the first shard for sharded checkpoints).
     path: PathBuf,
-    /// Prefix in front of every encoder tensor name: `""` or `"bert."`.
+    /// Prefix in front of every base-model tensor name: `""`, `"bert."`, `"roberta."`, ….
     prefix: String,
     /// Shape of every tensor in the file, by full name.
     shapes: HashMap<String, Vec<usize>>,
@@ -136,9 +146,21 @@ pub struct Checkpoint {
     read_limit: u64,
 }
 
+/// A tensor every checkpoint of a family has, whose stored name reveals the key prefix.
+#[derive(Clone, Copy, Debug)]
+pub struct Anchor {
+    /// Its name without prefix (`embeddings.word_embeddings.weight`).
+    pub tensor: &'static str,
+    /// The family, for the error when it is absent (`RoBERTa`).
+    pub family: &'static str,
+    /// The prefix its task checkpoints usually carry, for that error (`roberta`).
+    pub prefix: &'static str,
+}
+
 impl Checkpoint {
-    /// Open weight files: `.safetensors` (one or the shards of one checkpoint) or one `.bin`.
-    pub fn open(paths: &[PathBuf]) -> Result<Checkpoint, WeightsError> {
+    /// Open weight files: `.safetensors` (one or the shards of one checkpoint) or one `.bin`;
+    /// the key prefix is wherever `anchor` is found.
+    pub fn open(paths: &[PathBuf], anchor: &Anchor) -> Result<Checkpoint, WeightsError> {
         let path = paths.first().cloned().ok_or(WeightsError::NoFiles)?;
         let read_err = |reason: String| WeightsError::Read {
             path: path.clone(),
@@ -157,7 +179,7 @@ impl Checkpoint {
                 .into_iter()
                 .map(|(name, view)| (name, view.shape().to_vec()))
                 .collect();
-            (Backend::Safetensors(st), shapes)
+            (Backend::Safetensors(Arc::new(st)), shapes)
         };
         let mut size = 0u64;
         for p in paths {
@@ -167,11 +189,16 @@ impl Checkpoint {
         }
         let prefix = shapes
             .keys()
-            .filter_map(|k| k.strip_suffix(ANCHOR))
+            .filter_map(|k| k.strip_suffix(anchor.tensor))
             .filter(|p| p.is_empty() || p.ends_with('.'))
             .min_by_key(|p| p.len())
             .map(str::to_string)
-            .ok_or(WeightsError::NotBert { path: path.clone() })?;
+            .ok_or_else(|| WeightsError::NoAnchor {
+                path: path.clone(),
+                anchor: anchor.tensor.to_string(),
+                family: anchor.family.to_string(),
+                example: anchor.prefix.to_string(),
+            })?;
         Ok(Checkpoint {
             backend,
             path,
@@ -308,57 +335,42 @@ impl Checkpoint {
         }
     }
 
-    /// Run `f` on the elements of tensor `name` as f32 (row-major, checked against `shape`, and
-    /// checked to be finite).
+    /// Tensor `name` (without the prefix) as f32, checked against `shape` and checked to be
+    /// finite.
     ///
-    /// A safetensors file that stores the tensor as f32 is read in place, from the memory map:
-    /// the encoder copies (or transposes) its big matrices from there straight into their final
-    /// buffers, one pass instead of two. Any other storage is loaded and converted first.
-    pub fn with_f32<R>(
-        &self,
-        name: &str,
-        shape: &[usize],
-        f: impl FnOnce(&[f32]) -> R,
-    ) -> Result<R, WeightsError> {
+    /// A safetensors file that stores the tensor as aligned little-endian f32 is read in place,
+    /// from the memory map: nothing is copied. Any other storage (a `.bin`, f16, bf16) is loaded
+    /// and converted.
+    pub fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, WeightsError> {
         let full = self.locate(name, shape)?;
         self.charge(&full, shape)?;
+        let count: usize = shape.iter().product();
         if let Backend::Safetensors(st) = &self.backend {
             if let Ok(view) = st.get(&full) {
                 let bytes = view.data();
-                let count: usize = shape.iter().product();
                 if cfg!(target_endian = "little")
                     && view.dtype() == safetensors::Dtype::F32
                     && bytes.len() == count * 4
-                    && (bytes.as_ptr() as usize) % std::mem::align_of::<f32>() == 0
+                    && (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
                 {
-                    // SAFETY: `count` f32 values, aligned, little-endian like the file, inside
-                    // the mapping that `st` keeps alive for this borrow.
-                    let values =
-                        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), count) };
-                    self.check_finite(&full, shape, values)?;
-                    let result = f(values);
-                    release_pages(bytes);
-                    return Ok(result);
+                    let weight = Weight {
+                        ptr: bytes.as_ptr().cast::<f32>(),
+                        len: count,
+                        shape: shape.to_vec(),
+                        _keep: Keep::Mapped(Arc::clone(st)),
+                    };
+                    self.check_finite(&full, shape, &weight)?;
+                    return Ok(weight);
                 }
             }
         }
         let tensor = self.load_f32(&full)?;
-        with_values(&tensor, |values| {
-            self.check_finite(&full, shape, values)?;
-            Ok(f(values))
-        })
-        .map_err(|e| self.error(&e))?
-    }
-
-    /// The tensor `name` (relative to the encoder, without prefix) as contiguous f32, checked
-    /// against `shape` and checked to be finite.
-    pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Tensor, WeightsError> {
-        let full = self.locate(name, shape)?;
-        self.charge(&full, shape)?;
-        let tensor = self.load_f32(&full)?;
-        with_values(&tensor, |values| self.check_finite(&full, shape, values))
-            .map_err(|e| self.error(&e))??;
-        Ok(tensor)
+        let values = tensor
+            .flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| self.error(&e))?;
+        self.check_finite(&full, shape, &values)?;
+        Ok(Weight::owned(values, shape.to_vec()))
     }
 
     /// The stored tensor `full`, as contiguous f32; integer types are refused.
@@ -396,36 +408,93 @@ impl Checkpoint {
     }
 }
 
-/// Run `f` on the elements of an f32 tensor on the CPU, in place when it is contiguous.
-fn with_values<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
-    {
-        let (storage, layout) = t.storage_and_layout();
-        if let (Storage::Cpu(CpuStorage::F32(v)), Some((start, end))) =
-            (&*storage, layout.contiguous_offsets())
-        {
-            return Ok(f(&v[start..end]));
-        }
-    }
-    Ok(f(&t.flatten_all()?.to_vec1::<f32>()?))
+/// What keeps a [`Weight`]'s values alive (held, never read: `Weight::ptr` points into it).
+#[allow(dead_code)]
+enum Keep {
+    /// The memory map of the safetensors file they sit in.
+    Mapped(Arc<MmapedSafetensors>),
+    /// Our own copy (the pointer is into this vector's heap buffer, which never moves).
+    Owned(Vec<f32>),
 }
 
-/// Drop the whole pages of `bytes`, part of a read-only file mapping, from this process's memory
-/// once they have been copied out: they stay in the page cache (a later read maps them again),
-/// but the peak resident size of a load no longer counts the checkpoint twice (the MiniLM CLI
-/// run: 192 → 104 MB).
-fn release_pages(bytes: &[u8]) {
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = (bytes.as_ptr() as usize).next_multiple_of(PAGE);
-        let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: only advice on whole pages inside a read-only file mapping we keep alive;
-            // their contents stay what the file holds.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+/// The f32 values of one tensor, row-major: in place in a checkpoint's memory map, or owned.
+///
+/// Cheap to keep: a mapped weight costs no memory of its own (its pages belong to the page
+/// cache and are shared with every other process reading the file).
+pub struct Weight {
+    ptr: *const f32,
+    len: usize,
+    shape: Vec<usize>,
+    _keep: Keep,
+}
+
+// SAFETY: a Weight is read-only: its values are never written after construction, and what
+// holds them (a read-only file mapping or a Vec that only the Weight owns) lives as long as it.
+unsafe impl Send for Weight {}
+// SAFETY: as for Send; shared references only read.
+unsafe impl Sync for Weight {}
+
+impl Weight {
+    /// Values of our own, of `shape`.
+    pub fn owned(values: Vec<f32>, shape: Vec<usize>) -> Weight {
+        assert_eq!(
+            values.len(),
+            shape.iter().product::<usize>(),
+            "weight shape"
+        );
+        Weight {
+            ptr: values.as_ptr(),
+            len: values.len(),
+            shape,
+            _keep: Keep::Owned(values),
+        }
+    }
+
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Whether the values are read in place from a memory map.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self._keep, Keep::Mapped(_))
+    }
+
+    /// Drop this weight's pages from the process (not from the page cache) when it is read in
+    /// place: after a packed copy has taken over its work, it need not stay resident. Reading it
+    /// again later simply maps the pages again.
+    pub fn release_pages(&self) {
+        #[cfg(target_os = "linux")]
+        if self.is_mapped() {
+            const PAGE: usize = 4096;
+            let start = (self.ptr as usize).next_multiple_of(PAGE);
+            let end = (self.ptr as usize + self.len * 4) / PAGE * PAGE;
+            if end > start {
+                // SAFETY: only advice on whole pages inside a read-only file mapping that
+                // `_keep` keeps alive; their contents stay what the file holds.
+                unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+                }
             }
         }
+    }
+}
+
+impl std::ops::Deref for Weight {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        // SAFETY: `ptr` points at `len` initialised, aligned f32 values that `_keep` keeps
+        // alive and that nothing writes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Weight")
+            .field("shape", &self.shape)
+            .field("mapped", &self.is_mapped())
+            .finish()
     }
 }
 

@@ -1,11 +1,13 @@
 //! The same tiny random BERT saved by PyTorch as safetensors, as a zip `pytorch_model.bin`, and
 //! as a legacy (pre-1.6) pickle `pytorch_model.bin` (the last two with the `bert.` prefix,
 //! gamma/beta names and ignorable extras); written by tests/fixtures/checkpoint_formats/make.py.
-//! All three must give identical encoders.
+//! All three must read as identical tensors, and so give the same encoder.
 
 use std::path::PathBuf;
 
 use attnviz::model::Model;
+
+use crate::engine_support::{assert_same_forward, assert_same_tensors};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -24,14 +26,8 @@ fn safetensors_zip_and_legacy_pickle_agree() {
     };
     let st = run("safetensors");
     assert_eq!(st.weights.len(), 2 * 2 * 13 * 13);
-    assert_eq!(
-        st,
-        run("zip"),
-        "zip pytorch_model.bin differs from safetensors"
-    );
-    assert_eq!(
-        st,
-        run("legacy"),
-        "legacy pytorch_model.bin differs from safetensors"
-    );
+    for name in ["zip", "legacy"] {
+        assert_same_tensors(&fixture("safetensors"), &fixture(name));
+        assert_same_forward(&st, &run(name), name);
+    }
 }

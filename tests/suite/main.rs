@@ -13,6 +13,7 @@ mod support;
 
 mod analysis_reference;
 mod cli;
+mod cli_families;
 mod corpus;
 mod engine_formats;
 mod engine_minilm;
@@ -24,6 +25,7 @@ mod fonts_in_browsers;
 mod gguf_files;
 mod gguf_smollm2;
 mod hostile;
+mod hostile_families;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;

@@ -52,7 +52,7 @@ pub fn type_name(dtype: GgmlDType) -> &'static str {
 /// With `heads` heads of `d = rows / heads` rows each: transformers' row `h·d + j·d/2 + i`
 /// (i < d/2, j ∈ {0, 1}) is stored at row `h·d + 2i + j`.
 pub fn unpermute_rows(rows: usize, heads: usize) -> Option<Vec<usize>> {
-    if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 {
+    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
         return None;
     }
     let d = rows / heads;
@@ -118,7 +118,7 @@ fn rows_to_f32<T: GgmlType>(
     // a well-formed file: the data section and every tensor are 32-byte aligned). Otherwise they
     // are first copied into a buffer aligned for any block type.
     let aligned: Vec<u64>;
-    let source: &[u8] = if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
+    let source: &[u8] = if (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
         bytes
     } else {
         let mut buffer = vec![0u64; bytes.len().div_ceil(8)];

@@ -208,3 +208,62 @@ pub fn assert_one_line(msg: &str) {
         "backtrace in: {msg}"
     );
 }
+
+/// Two loads of the same weights computed the same encoder: to f32 rounding. A weight converted
+/// into memory of our own (a `.bin`, f16) is stored `[in, out]` and multiplied by gemm, one read
+/// in place from a safetensors map by the dot-product kernel for short inputs; the two sum in
+/// different orders, so results differ in the last bits. Pair with [`assert_same_tensors`],
+/// which checks that the values read are identical.
+pub fn assert_same_forward(a: &attnviz::model::Forward, b: &attnviz::model::Forward, what: &str) {
+    assert_eq!(a.weights.len(), b.weights.len(), "{what}: attention shape");
+    let attention = max_diff(&a.weights, &b.weights);
+    let hidden = max_diff(&a.hidden, &b.hidden);
+    assert!(attention <= 1e-6, "{what}: attention max |Δ| {attention:e}");
+    assert!(hidden <= 1e-5, "{what}: hidden max |Δ| {hidden:e}");
+    match (&a.query_key, &b.query_key) {
+        (Some(x), Some(y)) => {
+            let q = max_diff(&x.queries, &y.queries);
+            let k = max_diff(&x.keys, &y.keys);
+            assert!(q <= 1e-5 && k <= 1e-5, "{what}: query {q:e}, key {k:e}");
+        }
+        (None, None) => {}
+        _ => panic!("{what}: query/key vectors in one run only"),
+    }
+}
+
+/// Every tensor of `reference` (a model folder with `model.safetensors`) reads as exactly the
+/// same f32 values from `other` (any weight file attnviz reads, with or without the `bert.`
+/// prefix and gamma/beta names).
+pub fn assert_same_tensors(reference: &Path, other: &Path) {
+    use attnviz::model::weights::Anchor;
+    use attnviz::model::Checkpoint;
+    let anchor = Anchor {
+        tensor: "embeddings.word_embeddings.weight",
+        family: "BERT",
+        prefix: "bert",
+    };
+    let file = |dir: &Path| {
+        ["model.safetensors", "pytorch_model.bin"]
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("no weights in {}", dir.display()))
+    };
+    let bytes = std::fs::read(reference.join("model.safetensors")).unwrap();
+    let names = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let a = Checkpoint::open(&[file(reference)], &anchor).unwrap();
+    let b = Checkpoint::open(&[file(other)], &anchor).unwrap();
+    let mut compared = 0;
+    for (name, view) in names.tensors() {
+        if name.ends_with("position_ids") {
+            continue;
+        }
+        let x = a.weight(&name, view.shape()).unwrap();
+        let y = b
+            .weight(&name, view.shape())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(x[..] == y[..], "{name} differs in {}", other.display());
+        compared += 1;
+    }
+    assert!(compared > 10, "only {compared} tensors compared");
+}

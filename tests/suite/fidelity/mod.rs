@@ -7,8 +7,10 @@
 //! never skip, without it. Run in release (`cargo test --release --test suite fidelity:: -- --nocapture`
 //! prints the max |Δ| of every case).
 
+pub mod families;
 mod oracle;
 pub mod reference;
+mod rxnmapper;
 
 use std::path::Path;
 

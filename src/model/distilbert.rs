@@ -1,0 +1,240 @@
+//! DistilBERT (Sanh et al. 2019): BERT's post-LN layers under their own names, word + position
+//! embeddings (no token types), LayerNorm ε fixed at 1e-12. Mirrors transformers'
+//! `models/distilbert/modeling_distilbert.py` (`DistilBertModel`).
+//!
+//! With `sinusoidal_pos_embds`, transformers initialises the position table with interleaved
+//! sines and cosines; checkpoints store the table anyway, and it is read from there. A checkpoint
+//! without it gets the table transformers would have made.
+
+use super::config::{ConfigError, ConfigFile};
+use super::encoder::{
+    encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
+    PostNormEncoder,
+};
+use super::family::{Family, FamilyConfig, Network};
+use super::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
+use super::kernels::Activation;
+use super::layers::Norm;
+use super::validate::{ConfigCount, ConfigDim};
+use super::weights::{Anchor, Checkpoint, Weight};
+use super::Error;
+
+/// DistilBERT in the family registry.
+pub static FAMILY: Family = Family {
+    name: "DistilBERT",
+    model_types: &["distilbert"],
+    class_prefixes: &["DistilBert"],
+    anchor: Anchor {
+        tensor: "embeddings.word_embeddings.weight",
+        family: "DistilBERT",
+        prefix: "distilbert",
+    },
+    config: |file| Ok(Box::new(DistilBertConfig::read(file)?)),
+};
+
+/// The most rows of a sinusoidal position table computed rather than read.
+const MAX_COMPUTED_POSITIONS: usize = 1 << 16;
+
+/// The LayerNorm ε transformers hard-codes for DistilBERT.
+const EPS: f64 = 1e-12;
+
+/// DistilBERT's config.json fields (`dim`, `n_layers`, …), with transformers' defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistilBertConfig {
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size (`dim`).
+    pub dim: usize,
+    /// Layers (`n_layers`).
+    pub n_layers: usize,
+    /// Heads (`n_heads`).
+    pub n_heads: usize,
+    /// Feed-forward inner size (`hidden_dim`).
+    pub hidden_dim: usize,
+    /// Feed-forward activation (`activation`).
+    pub activation: Activation,
+    /// Rows of the position table.
+    pub max_position_embeddings: usize,
+    /// Whether the position table is sinusoidal.
+    pub sinusoidal_pos_embds: bool,
+}
+
+impl DistilBertConfig {
+    /// Read config.json.
+    pub fn read(file: &ConfigFile) -> Result<DistilBertConfig, ConfigError> {
+        let c = DistilBertConfig {
+            vocab_size: file.positive("vocab_size", 30522)?,
+            dim: file.positive("dim", 768)?,
+            n_layers: file.positive("n_layers", 6)?,
+            n_heads: file.positive("n_heads", 12)?,
+            hidden_dim: file.positive("hidden_dim", 4 * 768)?,
+            activation: file.activation("activation", "gelu")?,
+            max_position_embeddings: file.positive("max_position_embeddings", 512)?,
+            sinusoidal_pos_embds: file.boolean("sinusoidal_pos_embds")?.unwrap_or(false),
+        };
+        // A computed table is sized by config.json alone (nothing in the checkpoint backs it):
+        // keep it bounded.
+        if c.sinusoidal_pos_embds && c.max_position_embeddings > MAX_COMPUTED_POSITIONS {
+            return Err(file.invalid(format!(
+                "max_position_embeddings {} is more than the {MAX_COMPUTED_POSITIONS} positions a \
+                 sinusoidal table is computed for",
+                c.max_position_embeddings
+            )));
+        }
+        if !c.dim.is_multiple_of(c.n_heads) {
+            return Err(file.invalid(format!(
+                "dim {} is not divisible by n_heads {}",
+                c.dim, c.n_heads
+            )));
+        }
+        Ok(c)
+    }
+
+    /// The same numbers in the shared encoder's terms.
+    fn encoder(&self) -> EncoderConfig {
+        EncoderConfig {
+            vocab_size: self.vocab_size,
+            hidden_size: self.dim,
+            embedding_size: self.dim,
+            num_hidden_layers: self.n_layers,
+            num_attention_heads: self.n_heads,
+            intermediate_size: self.hidden_dim,
+            hidden_act: self.activation,
+            max_position_embeddings: self.max_position_embeddings,
+            type_vocab_size: 1,
+            layer_norm_eps: EPS,
+            pad_token_id: None,
+        }
+    }
+}
+
+fn layer_names(i: usize) -> LayerNames {
+    let p = format!("transformer.layer.{i}");
+    LayerNames {
+        query: format!("{p}.attention.q_lin"),
+        key: format!("{p}.attention.k_lin"),
+        value: format!("{p}.attention.v_lin"),
+        output: format!("{p}.attention.out_lin"),
+        attention_norm: format!("{p}.sa_layer_norm"),
+        expand: format!("{p}.ffn.lin1"),
+        project: format!("{p}.ffn.lin2"),
+        output_norm: format!("{p}.output_layer_norm"),
+    }
+}
+
+const POSITIONS: &str = "embeddings.position_embeddings.weight";
+
+impl FamilyConfig for DistilBertConfig {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let dim = |field, value, tensor: &str, axis| ConfigDim {
+            field,
+            value,
+            tensor: tensor.to_string(),
+            axis,
+        };
+        let mut dims = vec![
+            dim(
+                "vocab_size",
+                self.vocab_size,
+                "embeddings.word_embeddings.weight",
+                0,
+            ),
+            dim("dim", self.dim, "embeddings.word_embeddings.weight", 1),
+            dim(
+                "hidden_dim",
+                self.hidden_dim,
+                "transformer.layer.0.ffn.lin1.weight",
+                0,
+            ),
+        ];
+        if !self.sinusoidal_pos_embds {
+            dims.push(dim(
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                POSITIONS,
+                0,
+            ));
+        }
+        let counts = vec![ConfigCount {
+            field: "n_layers",
+            value: self.n_layers,
+            block: "layer",
+            tensor: |i| format!("transformer.layer.{i}.attention.q_lin.weight"),
+        }];
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        let c = self.encoder();
+        let table = [self.max_position_embeddings, self.dim];
+        let position = if self.sinusoidal_pos_embds && ckpt.shape_of(POSITIONS).is_none() {
+            let values = sinusoidal_table(table[0], table[1], SinusoidalLayout::Interleaved);
+            Weight::owned(values, table.to_vec())
+        } else {
+            ckpt.weight(POSITIONS, &table)?
+        };
+        let embeddings = Embeddings {
+            word: ckpt.weight(
+                "embeddings.word_embeddings.weight",
+                &[c.vocab_size, c.hidden_size],
+            )?,
+            position: Some(position),
+            positions: Positions::Absolute,
+            token_type: None,
+            norm: Norm::layer(ckpt, "embeddings.LayerNorm", c.hidden_size, EPS)?,
+            project: None,
+        };
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| {
+                EncoderLayer::load(
+                    ckpt,
+                    &layer_names(i),
+                    c.hidden_size,
+                    c.intermediate_size,
+                    c.hidden_act,
+                    EPS,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(PostNormEncoder {
+            arch: encoder_architecture(
+                FAMILY.name,
+                "distilbert",
+                &c,
+                c.num_hidden_layers,
+                c.max_position_embeddings,
+                0,
+                false,
+            ),
+            embeddings,
+            layers,
+            schedule: plain_schedule(c.num_hidden_layers),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn reads_its_own_field_names_with_defaults() {
+        let file = ConfigFile::parse(
+            r#"{"model_type": "distilbert", "dim": 32, "n_heads": 4, "hidden_dim": 64,
+                "activation": "relu"}"#,
+            Path::new("config.json"),
+        )
+        .unwrap();
+        let c = DistilBertConfig::read(&file).unwrap();
+        assert_eq!((c.dim, c.n_heads, c.n_layers, c.hidden_dim), (32, 4, 6, 64));
+        assert_eq!(c.activation, Activation::Relu);
+        assert_eq!(c.vocab_size, 30522);
+        let file = ConfigFile::parse(r#"{"dim": 30, "n_heads": 4}"#, Path::new("c.json")).unwrap();
+        let err = DistilBertConfig::read(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("dim 30 is not divisible by n_heads 4"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! ELECTRA's discriminator (Clark et al. 2020): BERT's tensors and layers, with embeddings of
+//! `embedding_size` projected to `hidden_size` by `embeddings_project` when the two differ.
+//! Mirrors transformers' `models/electra/modeling_electra.py` (`ElectraModel`): the embedding
+//! LayerNorm runs at the embedding width, before the projection.
+
+use super::bert;
+use super::config::{ConfigError, ConfigFile};
+use super::encoder::{
+    encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
+};
+use super::family::{Family, FamilyConfig, Network};
+use super::kernels::positions::Positions;
+use super::validate::{ConfigCount, ConfigDim};
+use super::weights::{Anchor, Checkpoint};
+use super::Error;
+
+/// ELECTRA in the family registry.
+pub static FAMILY: Family = Family {
+    name: "ELECTRA",
+    model_types: &["electra"],
+    class_prefixes: &["Electra"],
+    anchor: Anchor {
+        tensor: "embeddings.word_embeddings.weight",
+        family: "ELECTRA",
+        prefix: "electra",
+    },
+    config: |file| Ok(Box::new(ElectraConfig::read(file)?)),
+};
+
+/// transformers' `ElectraConfig` defaults.
+const DEFAULTS: EncoderDefaults = EncoderDefaults {
+    vocab_size: 30522,
+    hidden_size: 256,
+    embedding_size: Some(128),
+    num_hidden_layers: 12,
+    num_attention_heads: 4,
+    intermediate_size: 1024,
+    hidden_act: "gelu",
+    max_position_embeddings: 512,
+    type_vocab_size: 2,
+    layer_norm_eps: 1e-12,
+    pad_token_id: Some(0),
+};
+
+/// The projection from the embedding width to the hidden size.
+const PROJECT: &str = "embeddings_project";
+
+/// An ELECTRA config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElectraConfig(pub EncoderConfig);
+
+impl ElectraConfig {
+    /// Read config.json with ELECTRA's defaults.
+    pub fn read(file: &ConfigFile) -> Result<ElectraConfig, ConfigError> {
+        EncoderConfig::read(file, &DEFAULTS).map(ElectraConfig)
+    }
+
+    fn projects(&self) -> bool {
+        self.0.embedding_size != self.0.hidden_size
+    }
+}
+
+impl FamilyConfig for ElectraConfig {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let (mut dims, counts) = bert::config_checks(&self.0);
+        if self.projects() {
+            dims.push(ConfigDim {
+                field: "hidden_size",
+                value: self.0.hidden_size,
+                tensor: format!("{PROJECT}.weight"),
+                axis: 0,
+            });
+        }
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        let c = &self.0;
+        Ok(Box::new(PostNormEncoder {
+            arch: encoder_architecture(
+                FAMILY.name,
+                "electra",
+                c,
+                c.num_hidden_layers,
+                c.max_position_embeddings,
+                c.type_vocab_size,
+                true,
+            ),
+            embeddings: bert::embeddings(
+                ckpt,
+                c,
+                Positions::Absolute,
+                self.projects().then_some(PROJECT),
+            )?,
+            layers: bert::layers(ckpt, c)?,
+            schedule: plain_schedule(c.num_hidden_layers),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn projects_only_when_the_widths_differ() {
+        let read = |t: &str| {
+            ElectraConfig::read(&ConfigFile::parse(t, Path::new("c.json")).unwrap()).unwrap()
+        };
+        // google/electra-small-discriminator: embedding 128, hidden 256.
+        let small =
+            read(r#"{"embedding_size": 128, "hidden_size": 256, "num_attention_heads": 4}"#);
+        assert!(small.projects());
+        // electra-base: both 768.
+        let base =
+            read(r#"{"embedding_size": 768, "hidden_size": 768, "num_attention_heads": 12}"#);
+        assert!(!base.projects());
+        assert_eq!(read("{}").0.embedding_size, 128);
+    }
+}

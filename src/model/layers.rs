@@ -1,0 +1,424 @@
+//! The weighted building blocks every family assembles: linear maps and normalisations, loaded
+//! by name from a checkpoint and run through the shared [`super::kernels`].
+//!
+//! Weights stay where the checkpoint has them ([`Weight`]: in place in the memory map of a
+//! safetensors file). The one layout change is local to [`Linear`]: for long inputs it runs on a
+//! copy packed `[in, out]` for gemm, made the first time such an input comes (see
+//! [`PACK_ROWS`]), with maps of the same input (query, key, value) side by side in one matrix;
+//! weights that had to be converted into memory of our own anyway (`.bin` checkpoints, f16) are
+//! stored that way from the start. A later packing for a custom microkernel belongs here too.
+
+use std::sync::OnceLock;
+
+use super::kernels::{self, Activation, Layout, Matrix, Output};
+use super::weights::{Checkpoint, Weight, WeightsError};
+
+/// From this many rows on (tokens × sequences in one product), linear maps on `[out, in]`
+/// weights run on a packed `[in, out]` copy through gemm; below, our dot-product kernel reads
+/// the weights in place. Measured on bert-base shapes (768 → 768, 768 → 3072, 3072 → 768, two
+/// threads): the in-place kernel is as fast as gemm on a transposed copy up to about 128 rows,
+/// and 10–40 % slower at 512, where gemm's packing pays for itself (`docs/performance.md`).
+pub const PACK_ROWS: usize = 128;
+
+/// A linear map `y = x·Wᵀ + b`, possibly several maps of the same input side by side (the
+/// query, key and value projections), which then run as one product on long inputs.
+pub struct Linear {
+    /// The maps, in the order their outputs sit side by side.
+    parts: Vec<Part>,
+    inputs: usize,
+    /// All parts' outputs together.
+    outputs: usize,
+    /// `[in, out]` copy of all `[out, in]` parts side by side, with their biases, made for the
+    /// first long input.
+    packed: OnceLock<Packed>,
+}
+
+/// One map of a [`Linear`].
+struct Part {
+    weight: Weight,
+    layout: Layout,
+    bias: Option<Weight>,
+    outputs: usize,
+}
+
+/// The parts of a [`Linear`] as one `[in, out]` matrix and one bias.
+struct Packed {
+    weight: Vec<f32>,
+    bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// `{name}.weight` as PyTorch's `nn.Linear` stores it (`[outputs, inputs]`) and
+    /// `{name}.bias` (`[outputs]`).
+    pub fn load(
+        ckpt: &Checkpoint,
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<Linear, WeightsError> {
+        Linear::load_stacked(ckpt, &[name], inputs, outputs)
+    }
+
+    /// Several maps of the same input, each `{name}.weight` (`[outputs, inputs]`) and
+    /// `{name}.bias`, with their outputs side by side: `[y₀ | y₁ | …]`. Long inputs run them as
+    /// one product (one pass over the input instead of one per map).
+    pub fn load_stacked(
+        ckpt: &Checkpoint,
+        names: &[&str],
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<Linear, WeightsError> {
+        let mut parts = Vec::with_capacity(names.len());
+        for name in names {
+            parts.push(Part {
+                weight: ckpt.weight(&format!("{name}.weight"), &[outputs, inputs])?,
+                layout: Layout::OutIn,
+                bias: Some(ckpt.weight(&format!("{name}.bias"), &[outputs])?),
+                outputs,
+            });
+        }
+        if parts.iter().any(|p| p.weight.is_mapped()) {
+            return Ok(Linear::from_parts(parts));
+        }
+        // Weights that had to be converted (a `.bin`, f16) are copies already: store them
+        // transposed and side by side, which gemm reads fast for any number of rows, and never
+        // pack them again.
+        let packed = pack(&parts, inputs);
+        drop(parts);
+        let total = names.len() * outputs;
+        Ok(Linear::new(
+            Weight::owned(packed.weight, vec![inputs, total]),
+            Layout::InOut,
+            packed.bias.map(|b| Weight::owned(b, vec![total])),
+        ))
+    }
+
+    /// A map from its parts: `weight` of shape `[outputs, inputs]` (`OutIn`) or
+    /// `[inputs, outputs]` (`InOut`).
+    pub fn new(weight: Weight, layout: Layout, bias: Option<Weight>) -> Linear {
+        let outputs = match (layout, weight.shape()) {
+            (Layout::OutIn, [o, _]) | (Layout::InOut, [_, o]) => *o,
+            (_, shape) => panic!("a linear map's weight is a matrix, not {shape:?}"),
+        };
+        Linear::from_parts(vec![Part {
+            weight,
+            layout,
+            bias,
+            outputs,
+        }])
+    }
+
+    fn from_parts(parts: Vec<Part>) -> Linear {
+        let inputs = match (parts[0].layout, parts[0].weight.shape()) {
+            (Layout::OutIn, [_, i]) | (Layout::InOut, [i, _]) => *i,
+            (_, shape) => panic!("a linear map's weight is a matrix, not {shape:?}"),
+        };
+        for p in &parts {
+            assert_eq!(p.weight.len(), inputs * p.outputs, "weight shape");
+            assert!(
+                p.bias.as_ref().is_none_or(|b| b.len() == p.outputs),
+                "bias shape"
+            );
+        }
+        Linear {
+            outputs: parts.iter().map(|p| p.outputs).sum(),
+            parts,
+            inputs,
+            packed: OnceLock::new(),
+        }
+    }
+
+    /// Input size.
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    /// Output size (of all parts together).
+    pub fn outputs(&self) -> usize {
+        self.outputs
+    }
+
+    /// `out[r][col0..col0 + outputs] = activation(x[r]·Wᵀ + b)` for the `rows` rows of `x`.
+    pub fn forward_into(&self, x: &[f32], rows: usize, out: Output<'_>, activation: Activation) {
+        let in_place = self.parts.iter().any(|p| p.layout == Layout::OutIn);
+        if in_place && rows >= PACK_ROWS {
+            let packed = self.packed();
+            let matrix = Matrix {
+                data: &packed.weight,
+                inputs: self.inputs,
+                outputs: self.outputs,
+                layout: Layout::InOut,
+            };
+            kernels::linear(x, rows, matrix, packed.bias.as_deref(), out, activation);
+            return;
+        }
+        let Output {
+            data,
+            stride,
+            mut col0,
+        } = out;
+        for p in &self.parts {
+            let matrix = Matrix {
+                data: &p.weight,
+                inputs: self.inputs,
+                outputs: p.outputs,
+                layout: p.layout,
+            };
+            let out = Output {
+                data: &mut *data,
+                stride,
+                col0,
+            };
+            kernels::linear(x, rows, matrix, p.bias.as_deref(), out, activation);
+            col0 += p.outputs;
+        }
+    }
+
+    /// `activation(x·Wᵀ + b)` for the `rows` rows of `x`, as a new `[rows, outputs]` buffer.
+    pub fn forward(&self, x: &[f32], rows: usize, activation: Activation) -> Vec<f32> {
+        let mut out = vec![0f32; rows * self.outputs];
+        self.forward_into(
+            x,
+            rows,
+            Output {
+                data: &mut out,
+                stride: self.outputs,
+                col0: 0,
+            },
+            activation,
+        );
+        out
+    }
+
+    /// The `[in, out]` copy, made on first use; the in-place pages it replaces for long inputs
+    /// are dropped from this process (short inputs map them again when they need them).
+    fn packed(&self) -> &Packed {
+        self.packed.get_or_init(|| {
+            let packed = pack(&self.parts, self.inputs);
+            for p in &self.parts {
+                p.weight.release_pages();
+            }
+            packed
+        })
+    }
+}
+
+/// `parts` side by side as one `[inputs, Σ outputs]` matrix and bias (zeros for a part without
+/// one, `None` when none has one).
+fn pack(parts: &[Part], inputs: usize) -> Packed {
+    let total: usize = parts.iter().map(|p| p.outputs).sum();
+    let mut weight = vec![0f32; inputs * total];
+    let mut col0 = 0;
+    for p in parts {
+        match p.layout {
+            Layout::OutIn => {
+                kernels::transpose_into(&p.weight, p.outputs, inputs, &mut weight, total, col0)
+            }
+            Layout::InOut => {
+                for (dst, src) in weight
+                    .chunks_exact_mut(total)
+                    .zip(p.weight.chunks_exact(p.outputs))
+                {
+                    dst[col0..col0 + p.outputs].copy_from_slice(src);
+                }
+            }
+        }
+        col0 += p.outputs;
+    }
+    let bias = parts.iter().any(|p| p.bias.is_some()).then(|| {
+        parts
+            .iter()
+            .flat_map(|p| match &p.bias {
+                Some(b) => b.to_vec(),
+                None => vec![0.0; p.outputs],
+            })
+            .collect()
+    });
+    Packed { weight, bias }
+}
+
+/// What a normalisation computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormKind {
+    /// `(x − mean)/√(var + ε)·γ + β`.
+    Layer,
+    /// `x/√(mean(x²) + ε)·w` (no mean, no bias).
+    Rms,
+}
+
+/// A normalisation over the last dimension, with its weights.
+pub struct Norm {
+    kind: NormKind,
+    weight: Weight,
+    bias: Option<Weight>,
+    eps: f32,
+}
+
+impl Norm {
+    /// A LayerNorm from `{name}.weight` and `{name}.bias` (or the TensorFlow port's `gamma`
+    /// and `beta`).
+    pub fn layer(
+        ckpt: &Checkpoint,
+        name: &str,
+        size: usize,
+        eps: f64,
+    ) -> Result<Norm, WeightsError> {
+        Ok(Norm {
+            kind: NormKind::Layer,
+            weight: ckpt.weight(&format!("{name}.weight"), &[size])?,
+            bias: Some(ckpt.weight(&format!("{name}.bias"), &[size])?),
+            eps: eps as f32,
+        })
+    }
+
+    /// An RMSNorm from `{name}.weight`.
+    pub fn rms(ckpt: &Checkpoint, name: &str, size: usize, eps: f64) -> Result<Norm, WeightsError> {
+        Ok(Norm {
+            kind: NormKind::Rms,
+            weight: ckpt.weight(&format!("{name}.weight"), &[size])?,
+            bias: None,
+            eps: eps as f32,
+        })
+    }
+
+    /// Width of the rows it normalises.
+    pub fn width(&self) -> usize {
+        self.weight.len()
+    }
+
+    /// LayerNorm's γ, β and ε, for kernels that fuse the normalisation in.
+    pub fn layer_params(&self) -> Option<(&[f32], &[f32], f32)> {
+        match (self.kind, &self.bias) {
+            (NormKind::Layer, Some(b)) => Some((&self.weight, b, self.eps)),
+            _ => None,
+        }
+    }
+
+    /// `norm(x + residual)` (or `norm(x)`) as a new buffer of `x`'s shape.
+    pub fn forward(&self, x: &[f32], residual: Option<&[f32]>) -> Vec<f32> {
+        let mut out = vec![0f32; x.len()];
+        match (self.kind, &self.bias) {
+            (NormKind::Layer, Some(beta)) => {
+                kernels::layer_norm(x, residual, &self.weight, beta, self.eps, &mut out)
+            }
+            _ => kernels::add_rms_norm(x, residual, &self.weight, self.eps, &mut out),
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::weights::Anchor;
+    use safetensors::{serialize_to_file, tensor::TensorView, Dtype};
+
+    const INPUTS: usize = 40;
+    const OUTPUTS: usize = 24;
+    const NAMES: [&str; 3] = ["q", "k", "v"];
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
+            .collect()
+    }
+
+    /// A checkpoint with three maps `q`, `k`, `v` (`[OUTPUTS, INPUTS]` + bias), as f32 (read in
+    /// place) or bf16 (converted into memory of our own).
+    fn checkpoint(dir: &std::path::Path, bf16: bool) -> Checkpoint {
+        let mut tensors: Vec<(String, Vec<f32>, Vec<usize>)> =
+            vec![("anchor".into(), vec![0.0; 4], vec![4])];
+        for (i, name) in NAMES.iter().enumerate() {
+            let w = values(OUTPUTS * INPUTS, i as u32 * 7 + 1);
+            let b = values(OUTPUTS, i as u32 * 7 + 2);
+            tensors.push((format!("{name}.weight"), w, vec![OUTPUTS, INPUTS]));
+            tensors.push((format!("{name}.bias"), b, vec![OUTPUTS]));
+        }
+        let bytes: Vec<Vec<u8>> = tensors
+            .iter()
+            .map(|(_, v, _)| {
+                v.iter()
+                    .flat_map(|&x| {
+                        if bf16 {
+                            // bf16: the upper half of the f32 (rounded toward zero).
+                            ((x.to_bits() >> 16) as u16).to_le_bytes().to_vec()
+                        } else {
+                            x.to_le_bytes().to_vec()
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let dtype = if bf16 { Dtype::BF16 } else { Dtype::F32 };
+        let views: Vec<(String, TensorView<'_>)> = tensors
+            .iter()
+            .zip(&bytes)
+            .map(|((name, _, shape), b)| {
+                (
+                    name.clone(),
+                    TensorView::new(dtype, shape.clone(), b).unwrap(),
+                )
+            })
+            .collect();
+        let path = dir.join("model.safetensors");
+        serialize_to_file(views, None, &path).unwrap();
+        let anchor = Anchor {
+            tensor: "anchor",
+            family: "test",
+            prefix: "test",
+        };
+        Checkpoint::open(&[path], &anchor).unwrap()
+    }
+
+    /// `[x·W_qᵀ + b_q | x·W_kᵀ + b_k | x·W_vᵀ + b_v]` in f64, from the checkpoint's values.
+    fn naive(ckpt: &Checkpoint, x: &[f32], rows: usize) -> Vec<f64> {
+        let maps: Vec<(Weight, Weight)> = NAMES
+            .iter()
+            .map(|name| {
+                let w = ckpt.weight(&format!("{name}.weight"), &[OUTPUTS, INPUTS]);
+                let b = ckpt.weight(&format!("{name}.bias"), &[OUTPUTS]);
+                (w.unwrap(), b.unwrap())
+            })
+            .collect();
+        let mut out = Vec::new();
+        for r in 0..rows {
+            for (w, b) in &maps {
+                for o in 0..OUTPUTS {
+                    let dot: f64 = (0..INPUTS)
+                        .map(|i| x[r * INPUTS + i] as f64 * w[o * INPUTS + i] as f64)
+                        .sum();
+                    out.push(dot + b[o] as f64);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn stacked_maps_equal_their_parts_side_by_side_in_place_packed_and_converted() {
+        for bf16 in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let ckpt = checkpoint(dir.path(), bf16);
+            let stacked = Linear::load_stacked(&ckpt, &NAMES, INPUTS, OUTPUTS).unwrap();
+            assert_eq!(stacked.outputs(), 3 * OUTPUTS);
+            // f32 stays in the map until a long input packs it; bf16 is packed at load.
+            assert_eq!(stacked.parts.len(), if bf16 { 1 } else { 3 });
+            // Short inputs (in place or converted), then long ones (packed), then short again
+            // (in place after the pages were released).
+            let mut long_seen = false;
+            for rows in [1, 5, PACK_ROWS - 1, PACK_ROWS, PACK_ROWS + 9, 7] {
+                let x = values(rows * INPUTS, rows as u32);
+                let got = stacked.forward(&x, rows, Activation::Identity);
+                let want = naive(&ckpt, &x, rows);
+                let worst = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(&g, &w)| (g as f64 - w).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 1e-4, "bf16 {bf16}, {rows} rows: max |Δ| {worst}");
+                long_seen |= rows >= PACK_ROWS;
+                assert_eq!(stacked.packed.get().is_some(), !bf16 && long_seen);
+            }
+        }
+    }
+}

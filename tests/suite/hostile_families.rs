@@ -1,0 +1,134 @@
+//! Hostile config.json values for every family: each size that decides an allocation is checked
+//! against the checkpoint's tensors (or bounded, where no tensor backs it) before anything is
+//! allocated, so a huge value is one line of error, exit status 1, bounded time and memory, and
+//! nothing written.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::fidelity::reference::fixture;
+
+/// Copy a fixture folder to `to`, with config.json's fields changed by `edit`.
+fn variant(folder: &str, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(fixture(folder)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+    let path = to.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, config.to_string()).unwrap();
+}
+
+/// attnviz on `model`, limited to 1 GiB of address space and 60 s: refused with one line that
+/// names `field`, and no output file.
+fn assert_refused(model: &Path, field: &str) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("a.json");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1048576; exec timeout 60 \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_attnviz"))
+        .arg("-m")
+        .arg(model)
+        .arg("the cat sat on the mat")
+        .arg("--json")
+        .arg(&json)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("ATTNVIZ_MODEL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}: {err}", model.display());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(field),
+        "{field}: {err}"
+    );
+    assert!(!json.exists(), "an output was written: {err}");
+}
+
+fn huge_values_are_refused(folder: &str, heads_field: &str, fields: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    for &field in fields {
+        for value in [1_000_000_000u64, 1_000_000_000_000_000_000] {
+            let dir = tmp.path().join(format!("{field}-{value}"));
+            variant(folder, &dir, |c| {
+                c[field] = value.into();
+                // Keep the hidden size divisible by the heads, so the size itself is checked.
+                c[heads_field] = 1.into();
+            });
+            assert_refused(&dir, field);
+        }
+    }
+}
+
+#[test]
+fn roberta_sizes_are_checked_against_the_checkpoint() {
+    huge_values_are_refused(
+        "tiny-roberta-mlm",
+        "num_attention_heads",
+        &[
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ],
+    );
+}
+
+#[test]
+fn distilbert_sizes_are_checked_against_the_checkpoint() {
+    huge_values_are_refused(
+        "tiny-distilbert",
+        "n_heads",
+        &[
+            "dim",
+            "hidden_dim",
+            "vocab_size",
+            "n_layers",
+            "max_position_embeddings",
+        ],
+    );
+}
+
+#[test]
+fn albert_sizes_are_checked_against_the_checkpoint_or_bounded() {
+    huge_values_are_refused(
+        "tiny-albert-groups",
+        "num_attention_heads",
+        &[
+            "embedding_size",
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "num_hidden_groups",
+            "inner_group_num",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ],
+    );
+}
+
+#[test]
+fn electra_sizes_are_checked_against_the_checkpoint() {
+    huge_values_are_refused(
+        "tiny-electra-mlm",
+        "num_attention_heads",
+        &[
+            "embedding_size",
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+        ],
+    );
+}
