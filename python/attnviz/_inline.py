@@ -17,9 +17,9 @@ import html as _html
 #: What an untrusted notebook shows instead of the view.
 UNTRUSTED_NOTE = (
     "attnviz: this view did not load. If the notebook is not trusted, its HTML outputs are "
-    "not shown: trust it (Jupyter: File \u25b8 Trust Notebook, or <code>jupyter trust "
-    "NOTEBOOK.ipynb</code>; VS Code: trust the workspace) and reopen it, or run the cell "
-    "again. The view needs no network access."
+    "not shown: trust it (the Trust Notebook command: File menu in Jupyter Notebook, command "
+    "palette in JupyterLab; or <code>jupyter trust NOTEBOOK.ipynb</code>; VS Code: trust the "
+    "workspace) and reopen it, or run the cell again. The view needs no network access."
 )
 
 
