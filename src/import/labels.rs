@@ -117,10 +117,36 @@ pub fn infer(labels: &[String]) -> Inferred {
         } else {
             Role::Word
         });
+        let surface = match marker {
+            // Byte-level BPE labels spell bytes as characters (GPT-2's table): `Ã¼` is `ü`.
+            Some('Ġ') => byte_level_text(t).unwrap_or(surface),
+            _ => surface,
+        };
         surfaces.push(surface.replace(['Ġ', '▁'], " ").replace('Ċ', "\n"));
         prev_ordinary = true;
     }
     Inferred { roles, surfaces }
+}
+
+/// The byte GPT-2's byte-level BPE spells as `c` (the inverse of its `bytes_to_unicode`: the
+/// printable bytes stand for themselves, the others for 256, 257, … in byte order).
+fn byte_of(c: char) -> Option<u8> {
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let code = c as u32;
+    if code < 256 {
+        return printable(code).then_some(code as u8);
+    }
+    (0u32..256)
+        .filter(|&b| !printable(b))
+        .nth((code - 256) as usize)
+        .map(|b| b as u8)
+}
+
+/// The text a byte-level label spells, when its bytes are whole UTF-8 characters.
+fn byte_level_text(label: &str) -> Option<String> {
+    let bytes: Option<Vec<u8>> = label.chars().map(byte_of).collect();
+    String::from_utf8(bytes?).ok()
 }
 
 /// Word ids from roles: each [`Role::Word`] starts a word, each [`Role::Piece`] continues the one
@@ -237,6 +263,8 @@ mod tests {
         assert_eq!(gpt2.roles, [Start, Word, Word, Piece, Word, Piece]);
         assert_eq!(gpt2.surfaces[2], " qu");
         assert_eq!(gpt2.surfaces[5], "\n");
+        let bytes = infer(&labels(&["ĠÃ¼ber", "Ġcaf", "Ã©", "Ġx"]));
+        assert_eq!(bytes.surfaces, [" über", " caf", "é", " x"]);
         let t5 = infer(&labels(&["▁The", "▁c", "at", "</s>", "<pad>"]));
         assert_eq!(t5.roles, [Word, Word, Piece, End, Pad]);
         let roberta = infer(&labels(&["<s>", "ĠA", "</s>", "</s>", "ĠB", "</s>"]));
