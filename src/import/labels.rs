@@ -16,7 +16,8 @@
 //!   with byte-level BPE's `Ġ` or SentencePiece's `▁`, a label with the mark starts a word and one
 //!   without continues the word before it (the first after a special token starts one). When
 //!   some label ends with `</w>` (CLIP, the original GPT), a word ends there.
-//! - **Surfaces:** the label without those marks, `Ġ`/`▁` read as a space, `Ċ` as a newline.
+//! - **Surfaces:** the label without those marks, `Ġ`/`▁` read as a space, `Ċ` as a newline;
+//!   byte-level labels are decoded through GPT-2's byte table (`Ã¼` is `ü`).
 
 use crate::attention::{Role, Units};
 
