@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
 use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection, SelectionError};
-use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
+use attnviz::corpus::merge::MergeJob;
+use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 
-use super::cli::{Args, Command};
+use super::cli::{Args, Command, MergeArgs, Outputs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -53,6 +54,8 @@ pub enum Mode {
     Corpus(CorpusJob),
     /// `attnviz render FILE`: attention from a file, drawn like a single input's.
     Render(Box<Render>),
+    /// `attnviz merge PARTIAL... --out FILE`.
+    Merge(MergeJob),
 }
 
 /// `attnviz render FILE`: where the attention comes from, and the outputs (checked as for a
@@ -156,17 +159,16 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
-    let mode = if let Some(Command::Render(r)) = &args.command {
-        Mode::Render(Box::new(Render {
+    let mode = match &args.command {
+        Some(Command::Render(r)) => Mode::Render(Box::new(Render {
             file: r.file.clone(),
             tokens: r.tokens.clone(),
             kind: r.kind,
-            out: single(args)?,
-        }))
-    } else if args.input.is_some() {
-        Mode::Corpus(corpus(args)?)
-    } else {
-        Mode::Single(Box::new(single(args)?))
+            out: single(args, &r.out, Some(r.file.display().to_string()))?,
+        })),
+        Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
+        None if args.input.is_some() => Mode::Corpus(corpus(args)?),
+        None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
     };
     Ok(Plan {
         threads: args.threads,
@@ -182,14 +184,18 @@ fn first_given<'a>(flags: &[(&'a str, bool)]) -> Option<&'a str> {
         .map(|(flag, _)| *flag)
 }
 
-/// A single input (TEXT): no corpus-only flags, no flag that needs an output that is not asked
-/// for, and outputs that can be written, each to its own place.
-fn single(args: &Args) -> Result<Single, String> {
+/// A single input (TEXT, or the FILE of `attnviz render` as `text`, with its own output flags
+/// `out`): no corpus-only flags, no flag that needs an output that is not asked for, and outputs
+/// that can be written, each to its own place.
+fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, String> {
     let corpus_only = [
         ("--out-dir", args.out_dir.is_some()),
         ("--on-bad-line", args.on_bad_line.is_some()),
         ("--per-sentence", args.per_sentence.is_some()),
         ("--force", args.force),
+        ("--shard", args.shard.is_some()),
+        ("--resume", args.resume),
+        ("--input-format", args.input_format.is_some()),
     ];
     if let Some(flag) = first_given(&corpus_only) {
         return Err(format!(
@@ -197,20 +203,16 @@ fn single(args: &Args) -> Result<Single, String> {
              drop {flag}"
         ));
     }
-    let text = match (&args.command, &args.text) {
-        (Some(Command::Render(r)), _) => r.file.display().to_string(),
-        (None, Some(text)) => text.clone(),
-        (None, None) => {
-            return Err(
-                "give TEXT to analyse (`-` reads standard input), --input FILE for corpus \
-                 mode, or `attnviz render FILE` to draw attention you have; see --help"
-                    .into(),
-            )
-        }
+    let Some(text) = text else {
+        return Err(
+            "give TEXT to analyse (`-` reads standard input), --input FILE for corpus mode, or \
+             `attnviz render FILE` to draw attention you have; see --help"
+                .into(),
+        );
     };
-    let (json, report) = (args.json.is_some(), args.report.is_some());
-    let (png, svg, html) = (args.png.is_some(), args.svg.is_some(), args.html.is_some());
-    if !args.json_include.is_empty() && !json && !report {
+    let (json, report) = (out.json.is_some(), out.report.is_some());
+    let (png, svg, html) = (out.png.is_some(), out.svg.is_some(), out.html.is_some());
+    if !out.json_include.is_empty() && !json && !report {
         return Err(
             "--json-include adds sections to the JSON export; add --json FILE or --report DIR"
                 .into(),
@@ -227,20 +229,20 @@ fn single(args: &Args) -> Result<Single, String> {
     };
     needs(
         "--full-precision",
-        args.full_precision,
+        out.full_precision,
         json || report,
         "the JSON export (--json FILE or --report DIR)",
     )?;
     needs(
         "--figure",
-        args.figure.is_some(),
+        out.figure.is_some(),
         png || svg,
         "--png and --svg (a report folder holds every figure)",
     )?;
     let look = [
-        ("--colormap", args.colormap.is_some()),
-        ("--theme", args.theme.is_some()),
-        ("--scale", args.scale.is_some()),
+        ("--colormap", out.colormap.is_some()),
+        ("--theme", out.theme.is_some()),
+        ("--scale", out.scale.is_some()),
     ];
     if let Some(flag) = first_given(&look) {
         needs(
@@ -251,8 +253,8 @@ fn single(args: &Args) -> Result<Single, String> {
         )?;
     }
     let density = [
-        ("--scale-factor", args.scale_factor.is_some()),
-        ("--dpi", args.dpi.is_some()),
+        ("--scale-factor", out.scale_factor.is_some()),
+        ("--dpi", out.dpi.is_some()),
     ];
     if let Some(flag) = first_given(&density) {
         needs(
@@ -264,7 +266,7 @@ fn single(args: &Args) -> Result<Single, String> {
     }
     let report_flags = [
         ("--neuron", args.neuron),
-        ("--html-precision", args.html_precision.is_some()),
+        ("--html-precision", out.html_precision.is_some()),
     ];
     if let Some(flag) = first_given(&report_flags) {
         needs(
@@ -274,25 +276,25 @@ fn single(args: &Args) -> Result<Single, String> {
             "the HTML report (--html FILE or --report DIR)",
         )?;
     }
-    let outputs = output_paths(args);
-    check_outputs(args, &outputs)?;
+    let outputs = output_paths(out);
+    check_outputs(out, &outputs)?;
     let stdout_taken = outputs
         .iter()
         .filter(|(flag, _)| *flag != "--report")
         .any(|(_, p)| matches!(Destination::of(p), Ok(Destination::Stdout)));
-    let terminal_view = !args.quiet && !stdout_taken;
-    let stats = args.stats || args.stat.is_some();
-    if args.top.is_some() && !terminal_view {
+    let terminal_view = !out.quiet && !stdout_taken;
+    let stats = out.stats || out.stat.is_some();
+    if out.top.is_some() && !terminal_view {
         return Err(format!(
             "--top sets the terminal view, which {}; drop --top",
-            if args.quiet {
+            if out.quiet {
                 "--quiet turns off"
             } else {
                 "is not printed while standard output carries a file"
             }
         ));
     }
-    if args.color.is_some() && !terminal_view && !stats {
+    if out.color.is_some() && !terminal_view && !stats {
         return Err(
             "--color sets the terminal view and the --stats table, and neither is printed; \
              drop --color, or add --stats"
@@ -305,38 +307,38 @@ fn single(args: &Args) -> Result<Single, String> {
         text,
         pair: args.pair.clone(),
         truncate: args.truncate,
-        layer: args.layer,
-        head: args.head.unwrap_or(HeadSel::Mean),
+        layer: out.layer,
+        head: out.head.unwrap_or(HeadSel::Mean),
         view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
+            words: out.words,
+            no_special: out.no_special,
         },
-        json: args.json.clone(),
-        png: args.png.clone(),
-        svg: args.svg.clone(),
-        html: args.html.clone(),
-        report: args.report.clone(),
-        figure: args.figure.unwrap_or_default(),
+        json: out.json.clone(),
+        png: out.png.clone(),
+        svg: out.svg.clone(),
+        html: out.html.clone(),
+        report: out.report.clone(),
+        figure: out.figure.unwrap_or_default(),
         image: ImageOptions {
-            colormap: args.colormap.unwrap_or_default(),
-            theme: args.theme.unwrap_or_default(),
-            scale: args.scale.unwrap_or(ColorScale::Linear),
-            scale_factor: args
+            colormap: out.colormap.unwrap_or_default(),
+            theme: out.theme.unwrap_or_default(),
+            scale: out.scale.unwrap_or(ColorScale::Linear),
+            scale_factor: out
                 .dpi
-                .map_or(args.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
+                .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
         },
         json_format: JsonOptions {
-            full_precision: args.full_precision,
+            full_precision: out.full_precision,
         },
-        json_include: args.json_include.clone(),
+        json_include: out.json_include.clone(),
         neuron: args.neuron,
-        html_precision: args.html_precision.unwrap_or_default(),
+        html_precision: out.html_precision.unwrap_or_default(),
         stats,
-        stat: args.stat,
+        stat: out.stat,
         terminal_view,
         stdout_taken,
-        top: args.top.unwrap_or(3),
-        color: args.color.unwrap_or_default(),
+        top: out.top.unwrap_or(3),
+        color: out.color.unwrap_or_default(),
     })
 }
 
@@ -344,22 +346,22 @@ fn single(args: &Args) -> Result<Single, String> {
 /// (or `-`); an output folder that is a folder and holds no earlier run unless `--force`.
 fn corpus(args: &Args) -> Result<CorpusJob, String> {
     let single_only = [
-        ("--json", args.json.is_some()),
-        ("--png", args.png.is_some()),
-        ("--svg", args.svg.is_some()),
-        ("--html", args.html.is_some()),
-        ("--report", args.report.is_some()),
+        ("--json", args.out.json.is_some()),
+        ("--png", args.out.png.is_some()),
+        ("--svg", args.out.svg.is_some()),
+        ("--html", args.out.html.is_some()),
+        ("--report", args.out.report.is_some()),
         ("--neuron", args.neuron),
-        ("--html-precision", args.html_precision.is_some()),
-        ("--figure", args.figure.is_some()),
-        ("--colormap", args.colormap.is_some()),
-        ("--theme", args.theme.is_some()),
-        ("--scale", args.scale.is_some()),
-        ("--scale-factor", args.scale_factor.is_some()),
-        ("--dpi", args.dpi.is_some()),
-        ("--layer", args.layer.is_some()),
-        ("--head", args.head.is_some()),
-        ("--top", args.top.is_some()),
+        ("--html-precision", args.out.html_precision.is_some()),
+        ("--figure", args.out.figure.is_some()),
+        ("--colormap", args.out.colormap.is_some()),
+        ("--theme", args.out.theme.is_some()),
+        ("--scale", args.out.scale.is_some()),
+        ("--scale-factor", args.out.scale_factor.is_some()),
+        ("--dpi", args.out.dpi.is_some()),
+        ("--layer", args.out.layer.is_some()),
+        ("--head", args.out.head.is_some()),
+        ("--top", args.out.top.is_some()),
     ];
     if let Some(flag) = first_given(&single_only) {
         return Err(format!(
@@ -374,8 +376,8 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         normalise_per_sentence(args.per_sentence.as_deref().unwrap_or(&[PerSentence::Json]))?;
     if per_sentence.is_empty() {
         let json_only = [
-            ("--json-include", !args.json_include.is_empty()),
-            ("--full-precision", args.full_precision),
+            ("--json-include", !args.out.json_include.is_empty()),
+            ("--full-precision", args.out.full_precision),
         ];
         if let Some(flag) = first_given(&json_only) {
             return Err(format!(
@@ -384,7 +386,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
             ));
         }
     }
-    if args.color.is_some() && args.quiet {
+    if args.out.color.is_some() && args.out.quiet {
         return Err(
             "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
         );
@@ -404,10 +406,11 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ));
     }
     let earlier = attnviz::corpus::earlier_run_files(&out_dir);
-    if earlier > 0 && !args.force {
+    if earlier > 0 && !args.force && !args.resume {
         return Err(format!(
             "{} already holds {earlier} file{} from an earlier run, and mixing two runs would \
-             mislead; give another --out-dir, or add --force to replace them",
+             mislead; give another --out-dir, add --resume to continue that run, or --force to \
+             replace it",
             out_dir.join(attnviz::corpus::SENTENCES_DIR).display(),
             if earlier == 1 { "" } else { "s" }
         ));
@@ -421,17 +424,91 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         on_bad_line: args.on_bad_line.unwrap_or(OnBadLine::Skip),
         truncate: args.truncate,
         view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
+            words: args.out.words,
+            no_special: args.out.no_special,
         },
         json: JsonOptions {
-            full_precision: args.full_precision,
+            full_precision: args.out.full_precision,
         },
-        json_include: args.json_include.clone(),
+        json_include: args.out.json_include.clone(),
         force: args.force,
-        quiet: args.quiet,
-        stat: args.stat,
-        color: args.color.unwrap_or_default(),
+        resume: args.resume,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        input_format: args.input_format.unwrap_or(InputFormat::Auto),
+        quiet: args.out.quiet,
+        stat: args.out.stat,
+        color: args.out.color.unwrap_or_default(),
+    })
+}
+
+/// `attnviz merge`: the partial files exist (a shard's output folder stands for its
+/// corpus_partial.json), and the summary goes to a new place, not over one of them.
+fn merge(m: &MergeArgs) -> Result<MergeJob, String> {
+    let mut partials = Vec::with_capacity(m.partials.len());
+    for p in &m.partials {
+        let file = if p.is_dir() {
+            p.join(attnviz::corpus::PARTIAL_FILE)
+        } else {
+            p.clone()
+        };
+        if !file.is_file() {
+            return Err(if p.is_dir() {
+                format!(
+                    "{} holds no {}; give the output folders (or partial files) of runs with \
+                     --input",
+                    p.display(),
+                    attnviz::corpus::PARTIAL_FILE
+                )
+            } else if p.exists() {
+                format!("{} is not a file; give partial files to merge", p.display())
+            } else {
+                format!(
+                    "{} does not exist; give partial files to merge",
+                    p.display()
+                )
+            });
+        }
+        partials.push(file);
+    }
+    let out = &m.out;
+    if out.as_os_str() != "-" {
+        if out.is_dir() {
+            return Err(format!(
+                "--out {} is a folder; give the file to write, e.g. {}",
+                out.display(),
+                out.join("corpus_stats.json").display()
+            ));
+        }
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(format!(
+                "--out {}: folder {} does not exist; create it first",
+                out.display(),
+                dir.display()
+            ));
+        }
+        let target = attnviz::output::absolute(out);
+        if let Some(p) = partials
+            .iter()
+            .find(|p| attnviz::output::absolute(p) == target)
+        {
+            return Err(format!(
+                "--out {} is one of the partial files being merged; write the summary elsewhere",
+                p.display()
+            ));
+        }
+    }
+    if m.color.is_some() && m.quiet {
+        return Err(
+            "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
+        );
+    }
+    Ok(MergeJob {
+        partials,
+        out: out.clone(),
+        quiet: m.quiet,
+        stat: m.stat,
+        color: m.color.unwrap_or_default(),
     })
 }
 
@@ -454,31 +531,31 @@ fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, Stri
 
 /// Every output file the arguments name (`-` included), with its flag. A report folder
 /// contributes each file it will hold.
-fn output_paths(args: &Args) -> Vec<(&'static str, PathBuf)> {
-    let mut out: Vec<(&'static str, PathBuf)> = [
-        ("--json", &args.json),
-        ("--png", &args.png),
-        ("--svg", &args.svg),
-        ("--html", &args.html),
+fn output_paths(out: &Outputs) -> Vec<(&'static str, PathBuf)> {
+    let mut paths: Vec<(&'static str, PathBuf)> = [
+        ("--json", &out.json),
+        ("--png", &out.png),
+        ("--svg", &out.svg),
+        ("--html", &out.html),
     ]
     .into_iter()
     .filter_map(|(flag, p)| p.clone().map(|p| (flag, p)))
     .collect();
-    if let Some(dir) = &args.report {
-        out.extend(
+    if let Some(dir) = &out.report {
+        paths.extend(
             report_files()
                 .into_iter()
                 .map(|f| ("--report", dir.join(f))),
         );
     }
-    out
+    paths
 }
 
 /// Outputs that can be written, and no two of them to one place: at most one to standard
 /// output (`-`, `/dev/stdout`), no two to one file however spelled (`x`, `./x`, a link to it).
 /// Devices such as `/dev/null` may take several.
-fn check_outputs(args: &Args, paths: &[(&'static str, PathBuf)]) -> Result<(), String> {
-    if let Some(dir) = &args.report {
+fn check_outputs(out: &Outputs, paths: &[(&'static str, PathBuf)]) -> Result<(), String> {
+    if let Some(dir) = &out.report {
         if dir.exists() && !dir.is_dir() {
             return Err(format!(
                 "--report {}: that is a file; give a folder (it is created if missing)",
@@ -557,7 +634,7 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) | Mode::Render(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Render(_) | Mode::Merge(_) => panic!("not single"),
         }
     }
 

@@ -49,14 +49,19 @@ pub enum Error {
     /// Reading attention from a file (`attnviz render`).
     #[error(transparent)]
     Import(#[from] attnviz::import::ImportError),
+    /// `attnviz merge`.
+    #[error(transparent)]
+    Merge(#[from] attnviz::corpus::merge::MergeError),
 }
 
 impl Error {
-    /// The exit status for this error: 130 for a run stopped by Ctrl-C (as when the signal ends
-    /// it at once), 1 for everything else.
+    /// The exit status for this error: 130 for a run stopped by Ctrl-C and 143 by SIGTERM (as
+    /// when the signal ends it at once), 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { .. }) => 130,
+            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { signal, .. }) => {
+                u8::try_from(128 + signal).unwrap_or(130)
+            }
             _ => 1,
         }
     }
@@ -91,10 +96,15 @@ fn configure_threads(flag: Option<usize>) -> usize {
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
+    if let Mode::Merge(job) = &plan.mode {
+        // No model and no threads: merging adds integers.
+        return Ok(attnviz::corpus::merge::run(job)?);
+    }
     let threads = configure_threads(plan.threads);
     match plan.mode {
         // Corpus mode lives in its own module.
         Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
+        Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
         Mode::Single(single) => run_single(&single),
         Mode::Render(render) => run_render(&render),
     }

@@ -304,23 +304,15 @@ impl Attention {
         units: Units,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
-        let heads = model.heads;
-        let att = Attention {
+        Self::build(
             model,
             text,
             pair,
-            kind: AttentionKind::SelfAttention,
-            mask: MaskKind::Bidirectional,
-            level: Level::Token,
-            special_excluded: false,
-            queries: units,
-            keys: None,
-            kv_head: (0..heads).collect(),
+            AttentionKind::SelfAttention,
+            units,
+            None,
             weights,
-            query_key: None,
-        };
-        att.check()?;
-        Ok(att)
+        )
     }
 
     /// Cross-attention: `queries` (the decoder's units) over `keys` (the encoder's), weights
@@ -333,17 +325,39 @@ impl Attention {
         keys: Units,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
+        Self::build(
+            model,
+            text,
+            pair,
+            AttentionKind::Cross,
+            queries,
+            Some(keys),
+            weights,
+        )
+    }
+
+    /// The one place a value is assembled: bidirectional, token level, every head its own
+    /// key/value head; checked before it is returned.
+    fn build(
+        model: ModelInfo,
+        text: String,
+        pair: Option<String>,
+        kind: AttentionKind,
+        queries: Units,
+        keys: Option<Units>,
+        weights: Vec<f32>,
+    ) -> Result<Self, ShapeError> {
         let heads = model.heads;
         let att = Attention {
             model,
             text,
             pair,
-            kind: AttentionKind::Cross,
+            kind,
             mask: MaskKind::Bidirectional,
             level: Level::Token,
             special_excluded: false,
             queries,
-            keys: Some(keys),
+            keys,
             kv_head: (0..heads).collect(),
             weights,
             query_key: None,

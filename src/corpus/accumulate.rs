@@ -5,6 +5,8 @@
 //! and the same corpus always gives the same bits in `corpus_stats.json`. Converting a
 //! statistic to fixed point drops only what lies below 2⁻⁶⁴ (about 5·10⁻²⁰).
 
+use serde_json::{json, Map, Value};
+
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 
 /// Fractional bits of the fixed-point sums.
@@ -141,6 +143,123 @@ impl CorpusStats {
     /// Layers and heads.
     pub fn shape(&self) -> (usize, usize) {
         (self.layers, self.heads)
+    }
+
+    /// The exact sums, for a partial-statistics file: each `[layer][head]`; the fixed-point sums
+    /// as decimal strings (JSON numbers hold 53 bits exactly, these hold 128), the counts as
+    /// numbers. The sentence counts (`sentences`, `pairs`, …) are the caller's to write.
+    pub fn sums_json(&self) -> Value {
+        let grid = |f: &dyn Fn(&HeadSums) -> Value| -> Value {
+            Value::Array(
+                self.sums
+                    .chunks(self.heads.max(1))
+                    .map(|l| Value::Array(l.iter().map(f).collect()))
+                    .collect(),
+            )
+        };
+        let by_stat = |pick: fn(&HeadSums) -> &[i128; 9]| -> Value {
+            let map: Map<String, Value> = Stat::ALL
+                .into_iter()
+                .enumerate()
+                .map(|(i, stat)| {
+                    (
+                        stat.name().to_string(),
+                        grid(&|h: &HeadSums| json!(pick(h)[i].to_string())),
+                    )
+                })
+                .collect();
+            Value::Object(map)
+        };
+        json!({
+            "fraction_bits": FRACTION_BITS,
+            "layers": self.layers,
+            "heads": self.heads,
+            "head_sentences": grid(&|h: &HeadSums| json!(h.sentences)),
+            "rows": grid(&|h: &HeadSums| json!(h.rows)),
+            "sum": by_stat(|h| &h.sum),
+            "sum_sq": by_stat(|h| &h.sum_sq),
+            "sum_rows": by_stat(|h| &h.sum_rows),
+        })
+    }
+
+    /// Read back what [`CorpusStats::sums_json`] wrote, with the sentence counts.
+    pub fn from_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
+        let num = |v: &Value, what: &str| {
+            v.as_u64()
+                .ok_or_else(|| format!("sums: {what} is not a whole number"))
+        };
+        if sums["fraction_bits"].as_i64() != Some(i64::from(FRACTION_BITS)) {
+            return Err(format!("sums: fraction_bits is not {FRACTION_BITS}"));
+        }
+        let layers = num(&sums["layers"], "layers")? as usize;
+        let heads = num(&sums["heads"], "heads")? as usize;
+        if layers == 0 || heads == 0 || layers.saturating_mul(heads) > 1 << 20 {
+            return Err(format!("sums: {layers} layers × {heads} heads"));
+        }
+        let mut out = CorpusStats::new(layers, heads);
+        [
+            out.sentences,
+            out.pairs,
+            out.truncated,
+            out.tokens,
+            out.units,
+        ] = counts;
+        let cells = |v: &Value, what: &str| -> Result<Vec<Value>, String> {
+            let rows = v
+                .as_array()
+                .filter(|r| r.len() == layers)
+                .ok_or_else(|| format!("sums: {what} is not {layers} layers"))?;
+            let mut out = Vec::with_capacity(layers * heads);
+            for r in rows {
+                let r = r
+                    .as_array()
+                    .filter(|r| r.len() == heads)
+                    .ok_or_else(|| format!("sums: {what} is not {heads} heads per layer"))?;
+                out.extend(r.iter().cloned());
+            }
+            Ok(out)
+        };
+        for (i, v) in cells(&sums["head_sentences"], "head_sentences")?
+            .iter()
+            .enumerate()
+        {
+            out.sums[i].sentences = num(v, "head_sentences")?;
+        }
+        for (i, v) in cells(&sums["rows"], "rows")?.iter().enumerate() {
+            out.sums[i].rows = num(v, "rows")?;
+        }
+        for (field, pick) in [
+            (
+                "sum",
+                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; 9],
+            ),
+            ("sum_sq", |h| &mut h.sum_sq),
+            ("sum_rows", |h| &mut h.sum_rows),
+        ] {
+            for (k, stat) in Stat::ALL.into_iter().enumerate() {
+                let what = format!("{field}.{}", stat.name());
+                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
+                    let x = v
+                        .as_str()
+                        .and_then(|s| s.parse::<i128>().ok())
+                        .ok_or_else(|| format!("sums: {what} holds {v}, not an integer string"))?;
+                    pick(&mut out.sums[i])[k] = x;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sentence counts in the order [`CorpusStats::from_sums_json`] takes them: sentences,
+    /// pairs, truncated, tokens, units.
+    pub fn counts(&self) -> [u64; 5] {
+        [
+            self.sentences,
+            self.pairs,
+            self.truncated,
+            self.tokens,
+            self.units,
+        ]
     }
 
     /// Per-sentence means (each sentence weighs the same, as in Clark et al. 2019), `[layer][head]`,
@@ -302,6 +421,30 @@ mod tests {
         let mut merged = halves[1].clone();
         merged.merge(&halves[0]);
         assert_eq!(merged, forward);
+    }
+
+    #[test]
+    fn sums_survive_a_round_trip_through_json_exactly() {
+        let mut acc = CorpusStats::new(2, 3);
+        for v in [0.1, 7.25, 1e-12, 3.0] {
+            let row: Vec<HeadStats> = (0..3).map(|h| stats(v + h as f64, 4 + h)).collect();
+            let counts = SentenceCounts {
+                pair: v > 1.0,
+                truncated: v > 5.0,
+                tokens: 9,
+                units: 7,
+            };
+            acc.add(&[row.clone(), row], counts);
+        }
+        let text = acc.sums_json().to_string();
+        let back = CorpusStats::from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts())
+            .unwrap();
+        assert_eq!(back, acc);
+        assert!(text.contains(&format!("\"{}\"", acc.sums[0].sum[0])));
+        let mut broken: Value = serde_json::from_str(&text).unwrap();
+        broken["sum"]["entropy"][1][2] = json!(1.5);
+        let e = CorpusStats::from_sums_json(&broken, acc.counts()).unwrap_err();
+        assert!(e.contains("sum.entropy"), "{e}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod analysis_reference;
 mod cli;
 mod cli_families;
 mod corpus;
+mod corpus_shards;
 mod engine_formats;
 mod engine_minilm;
 mod engine_oracle;
