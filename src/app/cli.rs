@@ -268,7 +268,7 @@ pub enum Command {
         attnviz render attention.json --html report.html\n  \
         attnviz render outputs.npz --png head.png --layer 3 --head 7\n  \
         attnviz render weights.safetensors --tokens tokens.txt --stats")]
-    Render(RenderArgs),
+    Render(Box<RenderArgs>),
     /// Combine the partial files of corpus shards (`--shard K/N`) into one corpus_stats.json,
     /// exactly as one run over the whole corpus would write it.
     #[command(after_help = "Example:\n  \
