@@ -336,8 +336,7 @@ impl Attention {
         )
     }
 
-    /// The one place a value is assembled: bidirectional, token level, every head its own
-    /// key/value head; checked before it is returned.
+    /// A bidirectional, token-level value whose every head is its own key/value head.
     fn build(
         model: ModelInfo,
         text: String,
@@ -347,8 +346,7 @@ impl Attention {
         keys: Option<Units>,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
-        let heads = model.heads;
-        let att = Attention {
+        Self::from_parts(AttentionParts {
             model,
             text,
             pair,
@@ -358,17 +356,15 @@ impl Attention {
             special_excluded: false,
             queries,
             keys,
-            kv_head: (0..heads).collect(),
+            kv_head: None,
             weights,
-            query_key: None,
-        };
-        att.check()?;
-        Ok(att)
+        })
     }
 
     /// A value of any kind, level and mask from its parts (attention that was not computed here:
     /// a file, or arrays from Python; see [`crate::import`]), checked like [`Attention::new`].
-    /// `keys` must be `None` for every kind but cross-attention.
+    /// `keys` must be `None` for every kind but cross-attention. The one place a value is
+    /// assembled ([`Attention::new`] and [`Attention::cross`] come through here).
     pub fn from_parts(parts: AttentionParts) -> Result<Self, ShapeError> {
         let heads = parts.model.heads;
         let att = Attention {
