@@ -203,8 +203,10 @@ function loadTheme() {
 function fillSummary() {
   const m = meta.model;
   $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
-  $('model-shape').textContent = m.layers + ' layers × ' + m.heads + ' heads · hidden ' + m.hidden_size +
-    ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens');
+  // Attention drawn from a file or arrays has no hidden size or head dim (0): say nothing of them.
+  const dims = m.hidden_size ? ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim : '';
+  $('model-shape').textContent = m.layers + ' layers × ' + m.heads + ' heads' + dims + ' · ' + N +
+    (meta.level === 'word' ? ' words' : ' tokens');
   $('sentence-a').textContent = meta.text;
   if (isPair || meta.pair) {
     $('sentence-a-label').textContent = 'Sentence A';
@@ -215,7 +217,8 @@ function fillSummary() {
   const b64Len = Math.ceil(meta.payload.raw_bytes / 3) * 4;
   const rows = [
     ['Model', m.id + (m.revision ? ' (revision ' + m.revision + ')' : '')],
-    ['Shape', m.layers + ' layers × ' + m.heads + ' heads, hidden size ' + m.hidden_size + ', head dim ' + m.head_dim],
+    ['Shape', m.layers + ' layers × ' + m.heads + ' heads' +
+      (m.hidden_size ? ', hidden size ' + m.hidden_size + ', head dim ' + m.head_dim : '')],
     [isPair ? 'Sentence A' : 'Sentence', meta.text],
   ];
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
