@@ -5,21 +5,19 @@ use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
-use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
-use attnviz::attention::{Attention, HeadSel, Role, Selection};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
+use attnviz::attention::{Attention, HeadSel, Selection};
 use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
-use attnviz::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
-};
+use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
-use attnviz::tokenize;
+use attnviz::{import, tokenize};
 
 use super::cli::Args;
-use super::plan::{self, Mode, Single, REPORT_HTML, REPORT_JSON};
+use super::plan::{self, Mode, Render, Single, REPORT_HTML, REPORT_JSON};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +46,9 @@ pub enum Error {
     /// Corpus mode (`--input`).
     #[error(transparent)]
     Corpus(#[from] attnviz::corpus::CorpusError),
+    /// Reading attention from a file (`attnviz render`).
+    #[error(transparent)]
+    Import(#[from] attnviz::import::ImportError),
     /// `attnviz merge`.
     #[error(transparent)]
     Merge(#[from] attnviz::corpus::merge::MergeError),
@@ -149,6 +150,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
         Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
         Mode::Single(single) => run_single(&single),
+        Mode::Render(render) => run_render(&render),
     }
 }
 
@@ -156,7 +158,6 @@ pub fn run(args: &Args) -> Result<(), Error> {
 fn run_single(plan: &Single) -> Result<(), Error> {
     let model = Model::load(&plan.model, &plan.revision)?;
     let selection = plan.selection(model.info()).map_err(Error::Usage)?;
-    let Selection { layer, head } = selection;
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
@@ -211,6 +212,13 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ));
     }
 
+    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.push(("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
     // Attention rollout multiplies every layer's attention in turn: with only some layers
     // captured (--layers) there is none to show.
     let every_layer = encoding
@@ -219,6 +227,70 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         .iter()
         .copied()
         .eq(0..model.info().layers);
+    write_outputs(plan, &encoding.attention, selection, settings, every_layer)
+}
+
+/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
+/// output as for a single input.
+fn run_render(render: &Render) -> Result<(), Error> {
+    let tokens = match &render.tokens {
+        Some(path) => Some(import::read_token_file(path)?),
+        None => None,
+    };
+    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    for w in &imported.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let file = render.file.display();
+    let att = match render.kind {
+        Some(kind) => imported.kind(kind).ok_or_else(|| {
+            Error::Usage(format!(
+                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
+                kind.as_str(),
+                imported.kinds_in_words()
+            ))
+        })?,
+        None => match imported.kinds.as_slice() {
+            [one] => one,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{file} holds {} attention; choose one with --kind {}",
+                    imported.kinds_in_words(),
+                    imported.kind_names().join("|")
+                )))
+            }
+        },
+    };
+    // A file may hold some layers only (an export made with --layers): --layer names them by
+    // their numbers in the model, as for the run that wrote it.
+    let every_layer = att.layer_numbers().iter().copied().eq(0..att.layers());
+    let selection = if every_layer {
+        render.out.selection(&att.model)
+    } else {
+        render
+            .out
+            .selection_among(&att.model, att.layer_numbers(), "the file's layers")
+    }
+    .map_err(Error::Usage)?;
+    let settings = vec![
+        ("source".to_string(), file.to_string()),
+        ("format".to_string(), imported.format.clone()),
+    ];
+    write_outputs(&render.out, att, selection, settings, every_layer)
+}
+
+/// Write every output `plan` asks for from token-level attention `token_att`: the view
+/// (`--words`, `--no-special`), its analyses, the files and the terminal views. `settings` go
+/// into the report's "About" panel. Without `every_layer` of the model (`--layers`) there is no
+/// attention rollout.
+fn write_outputs(
+    plan: &Single,
+    token_att: &Attention,
+    selection: Selection,
+    settings: Vec<(String, String)>,
+    every_layer: bool,
+) -> Result<(), Error> {
+    let Selection { layer, head } = selection;
     if !every_layer {
         let rollout_asked = (plan.figure == Figure::Rollout
             && (plan.png.is_some() || plan.svg.is_some()))
@@ -234,7 +306,6 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             ));
         }
     }
-
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once.
     let view_opts = plan.view;
@@ -242,10 +313,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         || !plan.json_include.is_empty()
         || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
     let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
-        let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
+        let (view, analysis) = Analysis::compute_view(token_att, view_opts)?;
         (view, Some(analysis))
     } else {
-        (analysis::view(&encoding.attention, view_opts)?, None)
+        (analysis::view(token_att, view_opts)?, None)
     };
     let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
     let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
@@ -282,29 +353,26 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         let token_rollout = match &analysis {
             _ if !every_layer => Cow::Owned(Vec::new()),
             Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
-            _ => Cow::Owned(analysis::rollout(&encoding.attention)),
+            _ => Cow::Owned(analysis::rollout(token_att)),
         };
         html_options(
             plan,
-            &encoding.attention,
+            token_att,
             selection,
             outputs.stats,
             &token_rollout,
+            settings,
         )
     });
     if let (Some(path), Some(opts)) = (&plan.html, &html) {
-        write_html_file(&encoding.attention, opts, path)?;
+        write_html_file(token_att, opts, path)?;
     }
     if let (Some(dir), Some(opts)) = (&plan.report, &html) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
             outputs.report(staged.staging(), layer, head, rollout)?;
-            write_html_file(
-                &encoding.attention,
-                opts,
-                &staged.staging().join(REPORT_HTML),
-            )?;
+            write_html_file(token_att, opts, &staged.staging().join(REPORT_HTML))?;
             Ok(())
         };
         // Errors name the file in DIR, not in the hidden staging folder.
@@ -333,8 +401,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             let opts = StatsTableOptions {
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
-                token_names: Some(token_names(&encoding.attention)),
-                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
+                token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -344,8 +412,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             }
         } else {
             let opts = StatsTableOptions {
-                token_names: Some(token_names(&encoding.attention)),
-                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
+                token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -433,14 +501,6 @@ impl Outputs<'_> {
     }
 }
 
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(
@@ -449,81 +509,15 @@ fn html_options(
     selection: Selection,
     stats: &[Vec<HeadStats>],
     rollout: &[Vec<f32>],
+    mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
     let precision = plan
         .html_precision
         .resolve(att.layers(), att.heads(), att.len(), att.len());
-    let specials = att.special_names();
-    let unit = format!(
-        "{}, {specials} {}",
-        if plan.view.words { "words" } else { "tokens" },
-        if plan.view.no_special {
-            "excluded"
-        } else {
-            "included"
-        }
-    );
-    let (start, end) = (att.role_name(Role::Start), att.role_name(Role::End));
-    // Which tokens the sink tag counts (SmolLM2 and GPT-2 inputs often have neither).
-    let sink_tokens = match (&start, &end) {
-        (None, None) => "this input has neither".to_string(),
-        (s, e) => format!(
-            "{}, {}",
-            s.as_deref().unwrap_or("no start token"),
-            e.as_deref().unwrap_or("no end token")
-        ),
-    };
-    let (start, end) = (
-        start.unwrap_or_else(|| "the start token".into()),
-        end.unwrap_or_else(|| "the end token".into()),
-    );
-    let first = att
-        .sink()
-        .map(|k| {
-            format!(
-                ", first = over half on the first token ({}), the attention sink",
-                att.tokens()[k]
-            )
-        })
-        .unwrap_or_default();
-    let statistics = Stat::ALL
-        .iter()
-        // Only what this attention defines: no next-token share under a causal mask, no
-        // first-token share without one.
-        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
-        .map(|&stat| HeadStatistic {
-            id: stat.name().to_string(),
-            label: match stat {
-                Stat::ToStart => format!("share of attention to the start token ({start})"),
-                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
-                _ => stat.title().to_string(),
-            },
-            description: format!(
-                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
-                 the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({sink_tokens}){first}, broad = entropy near uniform.",
-                capitalise(stat.title())
-            ),
-            values: stats
-                .iter()
-                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
-                .collect(),
-        })
-        .collect();
-    let head_labels = stats
-        .iter()
-        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
-        .collect();
-    let mut settings = vec![
-        ("model".to_string(), plan.model.clone()),
-        ("statistics computed on".to_string(), unit),
-    ];
-    if !std::path::Path::new(&plan.model).is_dir() {
-        settings.insert(1, ("revision".to_string(), plan.revision.clone()));
-    }
-    if plan.truncate {
-        settings.push(("truncate".to_string(), "yes".to_string()));
-    }
+    settings.push((
+        "statistics computed on".to_string(),
+        statistics_unit(att, plan.view),
+    ));
     HtmlOptions {
         neuron: plan.neuron,
         precision,
@@ -535,22 +529,7 @@ fn html_options(
         hide_special: plan.view.no_special,
         words: plan.view.words,
         settings,
-        analysis: HtmlAnalysis {
-            stats: statistics,
-            head_labels: Some(head_labels),
-            // No rollout without every layer (`--layers`).
-            matrices: (!rollout.is_empty())
-                .then(|| ExtraMatrix {
-                    id: "rollout".to_string(),
-                    label: "Attention rollout".to_string(),
-                    description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
-                        renormalised, multiplied through the layers up to this one"
-                        .to_string(),
-                    layers: rollout.to_vec(),
-                })
-                .into_iter()
-                .collect(),
-        },
+        analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
     }
 }

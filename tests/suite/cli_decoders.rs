@@ -226,6 +226,21 @@ fn decoder_surfaces(folder: &str, label: &str, kv_head: &[usize]) {
     let per = full.len() / layers;
     assert!(max_diff(&attention(&j), &full[(layers - 1) * per..]) <= ATTENTION_TOL);
 
+    // `attnviz render` reads that export back as it was: the layer numbers (which --layer
+    // names), the position scheme, the causal mask and the head map.
+    let (back, _) = ok(
+        &run(&["render", one.to_str().unwrap(), "--json", "-", "-q"]),
+        "render",
+    );
+    let back: Value = serde_json::from_str(&back).unwrap();
+    for field in ["layer_numbers", "positions", "mask", "kv_head", "tokens"] {
+        assert_eq!(back[field], j[field], "[{folder}] render keeps {field}");
+    }
+    refused(
+        &run(&["render", one.to_str().unwrap(), "--layer", "0", "-q"]),
+        "not among the file's layers",
+    );
+
     corpus_with_shards(model, folder, text, tmp.path());
 }
 
