@@ -414,6 +414,7 @@ fn run(
             let opts = EncodeOptions {
                 truncate,
                 capture_query_key: neuron,
+                ..EncodeOptions::default()
             };
             Ok(m.encode(text, pair, &opts)
                 .map_err(|e| e.to_string())?

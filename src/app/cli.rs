@@ -35,6 +35,8 @@ use attnviz::render::ColorChoice;
     attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
     echo \"Text from a pipe\" | attnviz - --json -\n  \
+    attnviz -m gpt2 \"The capital of France is\" --generate 16\n  \
+    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"What is attention?\" --chat --generate 32 --html chat.html\n  \
     attnviz --input sentences.txt --out-dir corpus --words\n  \
     attnviz --input corpus.jsonl.gz --out-dir shard-3 --shard 3/8 --resume\n  \
     attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
@@ -138,6 +140,92 @@ pub struct Args {
     /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
+    /// at the model's end-of-sequence token), then show the attention over the prompt and the
+    /// generated tokens, which every view marks.
+    #[arg(help_heading = "Generation", long, value_name = "N")]
+    pub generate: Option<usize>,
+
+    /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
+    /// as chat models expect their input; with --generate, the model answers.
+    #[arg(help_heading = "Generation", long)]
+    pub chat: bool,
+
+    /// Capture only these layers (numbered from 0), e.g. `0,5,10-12`: a long input on a deep
+    /// model needs layers × heads × tokens² × 4 bytes for its attention. Every output shows
+    /// the captured layers under their own numbers.
+    #[arg(help_heading = "Model", long, value_name = "LIST", value_parser = parse_layers)]
+    pub layers: Option<LayerList>,
+
+    /// The most memory the captured attention may take, e.g. `2G`, `512M` (bytes, or with k,
+    /// M, G, T; powers of 1024). A larger capture is refused before the model runs
+    /// [default: half of this machine's memory].
+    #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+}
+
+/// The most layers a `--layers` list may name (far more than any model has).
+const MAX_LAYER_NUMBER: usize = 100_000;
+
+/// The layers `--layers` names, ascending, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerList(pub Vec<usize>);
+
+/// `0,5,10-12` → `[0, 5, 10, 11, 12]`: numbers and inclusive ranges, sorted, each once.
+pub fn parse_layers(s: &str) -> Result<LayerList, String> {
+    let number = |t: &str| -> Result<usize, String> {
+        match t.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_LAYER_NUMBER => Ok(n),
+            Ok(n) => Err(format!("layer {n} is more than any model has")),
+            Err(_) => Err(format!(
+                "`{}` is not a layer number; give numbers and ranges from 0, e.g. 0,5,10-12",
+                t.trim()
+            )),
+        }
+    };
+    let mut layers = Vec::new();
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!("the range {a}-{b} runs backwards; write {b}-{a}"));
+                }
+                layers.extend(a..=b);
+            }
+            None => layers.push(number(part)?),
+        }
+    }
+    layers.sort_unstable();
+    layers.dedup();
+    Ok(LayerList(layers))
+}
+
+/// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || format!("`{s}` is not a memory size; write e.g. 2G, 512M or a number of bytes");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches("ib").trim_end_matches('b');
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024f64.powi(2),
+        "g" => 1024f64.powi(3),
+        "t" => 1024f64.powi(4),
+        _ => return Err(bad()),
+    };
+    let bytes = value * scale;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 2f64.powi(63)) {
+        return Err(format!("`{s}` is not a memory size from 1 byte to 8 EiB"));
+    }
+    Ok(bytes as u64)
 }
 
 /// The output flags: what to show (layer, head, words), the files to write and the terminal
@@ -235,12 +323,14 @@ pub struct Outputs {
     pub report: Option<PathBuf>,
 
     /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
-    /// punctuation, self, previous and next, and a label per head) as a layers × heads overview.
+    /// punctuation, self, previous and next, to the first token in causal models, and a label
+    /// per head) as a layers × heads overview.
     #[arg(help_heading = "Statistics", long)]
     pub stats: bool,
 
     /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
-    /// entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next.
+    /// entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev,
+    /// to_next.
     #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 

@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::attention::{
+    layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
+};
 use attnviz::corpus::merge::MergeJob;
 use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
@@ -125,27 +127,80 @@ pub struct Single {
     pub top: usize,
     /// Colour in the terminal.
     pub color: ColorChoice,
+    /// `--generate N`: tokens to generate after the text (decoders).
+    pub generate: Option<usize>,
+    /// `--chat`: wrap the text in the model's chat template.
+    pub chat: bool,
+    /// `--layers`: the layers to capture, ascending; `None`: all.
+    pub layers: Option<Vec<usize>>,
+    /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
+    pub max_memory: Option<u64>,
 }
 
 impl Single {
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
+    ///
+    /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
+    /// names its place among the captured layers, as the views index them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        if let Some(layers) = &self.layers {
+            if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
+                return Err(format!(
+                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
+                    info.name(),
+                    info.layers.saturating_sub(1)
+                ));
+            }
+            let captured = ModelInfo {
+                layers: layers.len(),
+                ..info.clone()
+            };
+            return self.selection_among(&captured, layers, "the captured --layers");
+        }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        info.check_selection(Selection::new(layer, self.head))
-            .map_err(|e| match e {
-                SelectionError::Layer { layer, layers } => format!(
-                    "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
-                    layers.saturating_sub(1)
-                ),
-                SelectionError::Head { head, heads } => format!(
-                    "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+        self.check(info, Selection::new(layer, self.head))
+    }
+
+    /// The selection over attention that holds only the model's layers `numbers` (`info` has
+    /// that many): `--layer` names one of them (default: the last), and the selection is its
+    /// place among them. `what` names them in the error (`the captured --layers`).
+    pub fn selection_among(
+        &self,
+        info: &ModelInfo,
+        numbers: &[usize],
+        what: &str,
+    ) -> Result<Selection, String> {
+        let layer = self.layer.unwrap_or(*numbers.last().unwrap_or(&0));
+        let Some(slot) = numbers.iter().position(|&l| l == layer) else {
+            return Err(format!(
+                "--layer {layer} is not among {what} {}; pick one of them",
+                layer_list(numbers)
+            ));
+        };
+        let Selection { head, .. } = self.check(info, Selection::new(slot, self.head))?;
+        Ok(Selection::new(slot, head))
+    }
+
+    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+        info.check_selection(selection).map_err(|e| match e {
+            SelectionError::Layer { layer, layers } => format!(
+                "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
+                info.name(),
+                layers.saturating_sub(1)
+            ),
+            SelectionError::Head { head, heads } => format!(
+                "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
                      from 0), or use --head mean",
-                    info.name(),
-                    heads.saturating_sub(1)
-                ),
-            })
+                info.name(),
+                heads.saturating_sub(1)
+            ),
+        })
+    }
+
+    /// Whether the model generates, or wraps the text in its chat template, before capturing.
+    pub fn generates(&self) -> bool {
+        self.generate.is_some() || self.chat
     }
 
     /// Whether an HTML report is written (`--html` or `--report`).
@@ -202,6 +257,19 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
             "{flag} only applies to corpus mode; add --input FILE (one sentence per line), or \
              drop {flag}"
         ));
+    }
+    if args.generate == Some(0) {
+        return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
+    }
+    if args.pair.is_some() {
+        if let Some(flag) = first_given(&[
+            ("--generate", args.generate.is_some()),
+            ("--chat", args.chat),
+        ]) {
+            return Err(format!(
+                "{flag} is for decoder models, which read one text; drop --pair"
+            ));
+        }
     }
     let Some(text) = text else {
         return Err(
@@ -339,6 +407,10 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         stdout_taken,
         top: out.top.unwrap_or(3),
         color: out.color.unwrap_or_default(),
+        generate: args.generate,
+        chat: args.chat,
+        layers: args.layers.clone().map(|l| l.0),
+        max_memory: args.max_memory,
     })
 }
 
@@ -353,6 +425,10 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--report", args.out.report.is_some()),
         ("--neuron", args.neuron),
         ("--html-precision", args.out.html_precision.is_some()),
+        ("--generate", args.generate.is_some()),
+        ("--chat", args.chat),
+        ("--layers", args.layers.is_some()),
+        ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.out.figure.is_some()),
         ("--colormap", args.out.colormap.is_some()),
         ("--theme", args.out.theme.is_some()),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
 use attnviz::attention::{Attention, HeadSel, Selection};
-use attnviz::model::{EncodeOptions, Model};
+use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
@@ -92,6 +92,50 @@ fn configure_threads(flag: Option<usize>) -> usize {
     threads
 }
 
+/// Progress of a generation on standard error: a line redrawn in place after each token when
+/// standard error is a terminal; otherwise, for long generations only (from
+/// [`Progress::LONG`] tokens), a line at each quarter.
+struct Progress {
+    total: usize,
+    terminal: bool,
+    shown: bool,
+}
+
+impl Progress {
+    /// Generations at least this long report progress on a standard error that is no terminal.
+    const LONG: usize = 64;
+
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            terminal: io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn update(&mut self, done: usize) {
+        let mut err = io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\rgenerating: {done}/{} tokens", self.total);
+            let _ = err.flush();
+            self.shown = true;
+        } else if self.total >= Self::LONG
+            && done < self.total
+            && done.is_multiple_of(self.total / 4)
+        {
+            let _ = writeln!(err, "generating: {done}/{} tokens", self.total);
+        }
+    }
+
+    /// Clear the line drawn in place.
+    fn finish(&mut self) {
+        if self.shown {
+            let _ = write!(io::stderr().lock(), "\r\x1b[2K");
+            self.shown = false;
+        }
+    }
+}
+
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
@@ -119,8 +163,36 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let opts = EncodeOptions {
         truncate: plan.truncate,
         capture_query_key: plan.neuron,
+        layers: plan.layers.clone(),
+        max_memory: plan.max_memory,
     };
-    let encoding = model.encode(&text, plan.pair.as_deref(), &opts)?;
+    let encoding = if plan.generates() {
+        let generate = GenerateOptions {
+            max_new_tokens: plan.generate.unwrap_or(0),
+            chat: plan.chat,
+        };
+        let mut progress = Progress::new(generate.max_new_tokens);
+        let encoding =
+            model.encode_generated(&text, &opts, generate, &mut |done| progress.update(done));
+        progress.finish();
+        let encoding = encoding?;
+        if let Some(g) = &encoding.generation {
+            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
+            note(&format!(
+                "generated {} token{}{}: {text:?}",
+                g.generated().len(),
+                if g.generated().len() == 1 { "" } else { "s" },
+                if g.stopped_at_eos {
+                    " (stopped at the end-of-sequence token)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        encoding
+    } else {
+        model.encode(&text, plan.pair.as_deref(), &opts)?
+    };
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -147,7 +219,15 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if plan.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
     }
-    write_outputs(plan, &encoding.attention, selection, settings)
+    // Attention rollout multiplies every layer's attention in turn: with only some layers
+    // captured (--layers) there is none to show.
+    let every_layer = encoding
+        .attention
+        .layer_numbers()
+        .iter()
+        .copied()
+        .eq(0..model.info().layers);
+    write_outputs(plan, &encoding.attention, selection, settings, every_layer)
 }
 
 /// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
@@ -181,24 +261,51 @@ fn run_render(render: &Render) -> Result<(), Error> {
             }
         },
     };
-    let selection = render.out.selection(&att.model).map_err(Error::Usage)?;
+    // A file may hold some layers only (an export made with --layers): --layer names them by
+    // their numbers in the model, as for the run that wrote it.
+    let every_layer = att.layer_numbers().iter().copied().eq(0..att.layers());
+    let selection = if every_layer {
+        render.out.selection(&att.model)
+    } else {
+        render
+            .out
+            .selection_among(&att.model, att.layer_numbers(), "the file's layers")
+    }
+    .map_err(Error::Usage)?;
     let settings = vec![
         ("source".to_string(), file.to_string()),
         ("format".to_string(), imported.format.clone()),
     ];
-    write_outputs(&render.out, att, selection, settings)
+    write_outputs(&render.out, att, selection, settings, every_layer)
 }
 
 /// Write every output `plan` asks for from token-level attention `token_att`: the view
 /// (`--words`, `--no-special`), its analyses, the files and the terminal views. `settings` go
-/// into the report's "About" panel.
+/// into the report's "About" panel. Without `every_layer` of the model (`--layers`) there is no
+/// attention rollout.
 fn write_outputs(
     plan: &Single,
     token_att: &Attention,
     selection: Selection,
     settings: Vec<(String, String)>,
+    every_layer: bool,
 ) -> Result<(), Error> {
     let Selection { layer, head } = selection;
+    if !every_layer {
+        let rollout_asked = (plan.figure == Figure::Rollout
+            && (plan.png.is_some() || plan.svg.is_some()))
+            || plan
+                .json_include
+                .contains(&attnviz::render::json::JsonSection::Rollout);
+        if rollout_asked {
+            return Err(Error::Usage(
+                "attention rollout multiplies every layer's attention, and --layers captures \
+                 only some; drop --layers, or the rollout (--figure rollout, --json-include \
+                 rollout)"
+                    .into(),
+            ));
+        }
+    }
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once.
     let view_opts = plan.view;
@@ -216,7 +323,10 @@ fn write_outputs(
         Some(a) => Some(Cow::Borrowed(&a.stats)),
         None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
     };
-    let rollout = analysis.as_ref().map(|a| a.rollout[layer].as_slice());
+    let rollout = analysis
+        .as_ref()
+        .filter(|_| every_layer)
+        .map(|a| a.rollout[layer].as_slice());
 
     let outputs = Outputs {
         att: &att,
@@ -241,6 +351,7 @@ fn write_outputs(
     // special tokens itself, reversibly.
     let html = plan.html_report().then(|| {
         let token_rollout = match &analysis {
+            _ if !every_layer => Cow::Owned(Vec::new()),
             Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
             _ => Cow::Owned(analysis::rollout(token_att)),
         };
@@ -291,6 +402,7 @@ fn write_outputs(
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
                 token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -301,6 +413,7 @@ fn write_outputs(
         } else {
             let opts = StatsTableOptions {
                 token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -358,7 +471,15 @@ impl Outputs<'_> {
         for (name, figure) in FigureSpec::all(layer, head, rollout) {
             let figure = match (name, focused) {
                 ("head", Some(h)) => FigureSpec::Matrix {
-                    title: format!("layer {layer} · head {h} (most focused)"),
+                    title: format!(
+                        "layer {} · head {h} (most focused{})",
+                        self.att.layer_number(layer),
+                        if self.att.is_grouped() {
+                            format!(", kv head {}", self.att.kv_head()[h])
+                        } else {
+                            String::new()
+                        }
+                    ),
                     values: self.att.head(layer, h),
                 },
                 _ => figure,

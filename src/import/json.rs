@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::attention::{AttentionKind, Level, MaskKind, ModelInfo, Role};
+use crate::attention::{AttentionKind, Level, MaskKind, ModelInfo, PositionScheme, Role};
 
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
@@ -32,6 +32,10 @@ struct Doc {
     kind: Option<AttentionKind>,
     mask: Option<MaskKind>,
     kv_head: Option<Vec<usize>>,
+    #[serde(default)]
+    positions: Option<PositionScheme>,
+    #[serde(default)]
+    layer_numbers: Option<Vec<usize>>,
     text: Option<String>,
     pair: Option<String>,
     level: Option<String>,
@@ -283,6 +287,8 @@ fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
         },
         special_excluded: doc.special_excluded.unwrap_or(false),
         kv_head: doc.kv_head,
+        positions: doc.positions.unwrap_or_default(),
+        layer_numbers: doc.layer_numbers,
     };
     let arrays = Arrays {
         name: format!("{shown}: attention"),

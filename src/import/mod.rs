@@ -37,7 +37,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::attention::{
-    Attention, AttentionKind, AttentionParts, Level, MaskKind, ModelInfo, Role, Units,
+    Attention, AttentionKind, AttentionParts, Level, MaskKind, ModelInfo, PositionScheme, Role,
+    Units,
 };
 
 pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
@@ -172,6 +173,10 @@ pub struct Origin {
     pub special_excluded: bool,
     /// The key/value head of each query head.
     pub kv_head: Option<Vec<usize>>,
+    /// How the model encoded positions (rotary: the vectors were rotated).
+    pub positions: PositionScheme,
+    /// The model's number of each layer in the file (an export made with `--layers`).
+    pub layer_numbers: Option<Vec<usize>>,
 }
 
 /// Attention read from a file: one value per kind it holds, in the order self, encoder,
@@ -426,6 +431,11 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
             .map(|_| labels::text_of(&query_units, 1))
     });
     let key_units = keys.map(|k| units(k, word_level));
+    let (positions, layer_numbers) = origin
+        .as_ref()
+        .map_or((PositionScheme::Absolute, None), |o| {
+            (o.positions, o.layer_numbers.clone())
+        });
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -456,6 +466,11 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         keys: key_units,
         kv_head,
         weights,
+    })
+    .map(|att| att.with_positions(positions))
+    .and_then(|att| match layer_numbers {
+        Some(numbers) => att.with_layer_numbers(numbers),
+        None => Ok(att),
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
     Ok((att, warning))

@@ -13,6 +13,7 @@ mod support;
 
 mod analysis_reference;
 mod cli;
+mod cli_decoders;
 mod cli_families;
 mod corpus;
 mod corpus_shards;

@@ -1,7 +1,7 @@
 //! The analysis panels every full report carries (the CLI's `--html` and the Python package's
 //! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
 
-use crate::analysis::{HeadLabel, HeadStats, Stat, ViewOptions};
+use crate::analysis::{HeadStats, Stat, ViewOptions};
 use crate::attention::{Attention, Role};
 
 use super::{ExtraMatrix, HeadStatistic, HtmlAnalysis};
@@ -37,14 +37,34 @@ pub fn report_analysis(
     rollout: &[Vec<f32>],
 ) -> HtmlAnalysis {
     let unit = statistics_unit(att, view);
+    let (start, end) = (att.role_name(Role::Start), att.role_name(Role::End));
+    // Which tokens the sink tag counts (SmolLM2 and GPT-2 inputs often have neither).
+    let sink_tokens = match (&start, &end) {
+        (None, None) => "this input has neither".to_string(),
+        (s, e) => format!(
+            "{}, {}",
+            s.as_deref().unwrap_or("no start token"),
+            e.as_deref().unwrap_or("no end token")
+        ),
+    };
     let (start, end) = (
-        att.role_name(Role::Start)
-            .unwrap_or_else(|| "the start token".into()),
-        att.role_name(Role::End)
-            .unwrap_or_else(|| "the end token".into()),
+        start.unwrap_or_else(|| "the start token".into()),
+        end.unwrap_or_else(|| "the end token".into()),
     );
+    let first = att
+        .sink()
+        .map(|k| {
+            format!(
+                ", first = over half on the first token ({}), the attention sink",
+                att.tokens()[k]
+            )
+        })
+        .unwrap_or_default();
     let statistics = Stat::ALL
         .iter()
+        // Only what this attention defines: no next-token share under a causal mask, no
+        // first-token share without one.
+        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
         .map(|&stat| HeadStatistic {
             id: stat.name().to_string(),
             label: match stat {
@@ -55,7 +75,7 @@ pub fn report_analysis(
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
                  the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}), broad = entropy near uniform.",
+                 end tokens ({sink_tokens}){first}, broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats
@@ -66,22 +86,9 @@ pub fn report_analysis(
         .collect();
     let head_labels = stats
         .iter()
-        .map(|l| {
-            l.iter()
-                .map(|s| {
-                    // Short tags that fit a grid cell; the description explains them.
-                    match s.label {
-                        HeadLabel::PositionalPrevious => "previous",
-                        HeadLabel::PositionalNext => "next",
-                        HeadLabel::Broad => "broad",
-                        HeadLabel::SpecialSink => "sink",
-                        HeadLabel::None => "",
-                    }
-                    .to_string()
-                })
-                .collect()
-        })
+        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
         .collect();
+    // No rollout without every layer (`--layers`).
     let matrices = if rollout.is_empty() {
         Vec::new()
     } else {

@@ -240,6 +240,8 @@ pub(crate) struct Style {
     /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
     /// `None` when every cell is visible.
     pub masked: Option<Vec<bool>>,
+    /// The model's number of each captured layer (`--layers`), for labels.
+    pub layer_numbers: Vec<usize>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -337,42 +339,71 @@ fn build(
         subtitle: subtitle(att),
         notes: notes(att),
         masked: cell_mask(att),
+        layer_numbers: att.layer_numbers().to_vec(),
     };
     let units = att.queries();
     let axis = Axis {
         labels: units.labels.clone(),
         special: (0..units.len()).map(|i| units.is_special(i)).collect(),
         b_start: units.segment_b_start().filter(|&b| b > 0 && b < att.len()),
+        generated: units.generated.clone(),
+        gen_start: units.first_generated().filter(|&g| g > 0),
     };
     let model = model_name(att.model.name.as_deref().unwrap_or(&att.model.id));
     let heads = att.heads();
+    // Grouped-query attention: each head says which key/value head it reads.
+    let kv = att.is_grouped().then(|| att.kv_head().to_vec());
+    let mean_of = if att.is_grouped() {
+        format!("mean of {heads} heads ({} kv heads)", att.kv_heads())
+    } else {
+        format!("mean of {heads} heads")
+    };
     let scene = match figure {
         FigureSpec::Head { layer, head } => {
             att.model.check_selection(Selection::new(*layer, *head))?;
-            let title = match head {
-                HeadSel::Index(h) => format!("{model} · layer {layer} · head {h}"),
-                HeadSel::Mean => format!("{model} · layer {layer} · mean of {heads} heads"),
+            let number = att.layer_number(*layer);
+            let title = match (head, &kv) {
+                (HeadSel::Index(h), Some(kv)) => {
+                    format!("{model} · layer {number} · head {h} (kv head {})", kv[*h])
+                }
+                (HeadSel::Index(h), None) => format!("{model} · layer {number} · head {h}"),
+                (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
             single::scene(&style, &axis, &title, ATTENTION, &att.matrix(*layer, *head))
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
-            let title = format!("{model} · layer {layer} · mean of {heads} heads");
+            let number = att.layer_number(*layer);
+            let title = format!("{model} · layer {number} · {mean_of}");
             single::scene(&style, &axis, &title, ATTENTION, &att.head_mean(*layer))
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
-            let title = format!("{model} · layer {layer} · all {heads} heads");
+            let number = att.layer_number(*layer);
+            let title = match &kv {
+                Some(_) => format!(
+                    "{model} · layer {number} · all {heads} heads over {} kv heads",
+                    att.kv_heads()
+                ),
+                None => format!("{model} · layer {number} · all {heads} heads"),
+            };
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
-            grid::layer_scene(&style, &axis, &title, &matrices)
+            grid::layer_scene(&style, &axis, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Model => {
-            let title = format!("{model} · all {} layers × {heads} heads", att.layers());
+            let title = if att.layer_numbers().iter().enumerate().all(|(i, &l)| i == l) {
+                format!("{model} · all {} layers × {heads} heads", att.layers())
+            } else {
+                format!(
+                    "{model} · layers {} × {heads} heads",
+                    crate::attention::layer_list(att.layer_numbers())
+                )
+            };
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();
-            grid::model_scene(&style, &axis, &title, &matrices)
+            grid::model_scene(&style, &axis, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Matrix { title, values } => {
             let n = att.len();
@@ -422,14 +453,36 @@ fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
     mask.iter().any(|&m| m).then_some(mask)
 }
 
-/// The notes line under the subtitle: how the attention shown differs from the model's.
+/// The notes under the subtitle: how the attention shown differs from the model's, and how to
+/// read what a causal model's figure adds (hatched cells, generated tokens).
 fn notes(att: &Attention) -> String {
     let mut notes = Vec::new();
     if att.level == crate::attention::Level::Word {
-        notes.push("words: word pieces merged");
+        notes.push("words: word pieces merged".to_string());
     }
     if att.special_excluded {
-        notes.push("special tokens removed, rows renormalised");
+        notes.push("special tokens removed, rows renormalised".to_string());
+    }
+    if att.mask == crate::attention::MaskKind::Causal {
+        notes.push(
+            "causal mask: hatched cells are keys after the query, which it cannot see".into(),
+        );
+    }
+    if let Some(g) = att.first_generated() {
+        let last = att.len() - 1;
+        let unit = if att.level == crate::attention::Level::Word {
+            "word"
+        } else {
+            "token"
+        };
+        let which = if last > g {
+            format!("{unit}s {g}–{last}")
+        } else {
+            format!("{unit} {g}")
+        };
+        notes.push(format!(
+            "{which}, in orange after the dashed line, generated by the model"
+        ));
     }
     if notes.is_empty() {
         String::new()
