@@ -14,7 +14,7 @@
 //!   transposed copy, so loading no longer copies anything. For many rows (where the matrix is
 //!   reused from cache many times) gemm's packing wins, and the caller switches to a packed copy.
 
-use gemm::Parallelism;
+use super::gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::{Activation, SharedMut};
@@ -159,7 +159,7 @@ fn gemm_rows(
     // of `stride` values from column col0, `outputs` wide (col0 + outputs ≤ stride); lhs
     // [rows, inputs] row-major; rhs the inputs × outputs weight in its layout.
     unsafe {
-        gemm::gemm(
+        super::gemm::gemm(
             rows,
             outputs,
             inputs,
@@ -175,9 +175,6 @@ fn gemm_rows(
             rhs_rs,
             1.0,
             1.0,
-            false,
-            false,
-            false,
             Parallelism::Rayon(0),
         );
     }
