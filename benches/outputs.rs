@@ -9,7 +9,6 @@
 //! then does is the OS's business). The attention is synthetic (`support/synthetic.rs`); times
 //! depend on the shape, not on the values.
 
-use std::io::Write;
 use std::time::Instant;
 
 use attnviz::output::write_output;

@@ -8,7 +8,7 @@
 //! - **`[out, in]`** (PyTorch's `nn.Linear`, read in place from the checkpoint's memory map): our
 //!   own dot-product kernel. Each output is the dot product of an input row with a weight row,
 //!   both contiguous, so blocks of 4 input rows × 4 weight rows (AVX-512; 4 × 2 with AVX2) keep
-//!   16 accumulators in registers and stream the weights once. gemm on this layout is 2–9× slower
+//!   16 (8) accumulators in registers and stream the weights once. gemm on this layout is 2–9× slower
 //!   for short inputs (it reads the matrix column by column, 3–12 KB apart), which is why the
 //!   weights used to be transposed at load; for few rows this kernel is as fast as gemm on the
 //!   transposed copy, so loading no longer copies anything. For many rows (where the matrix is
@@ -401,6 +401,8 @@ mod x86 {
     }
 
     band!(band_avx512, block_avx512, "avx512f", 4);
+    // 4 × 2 blocks: 4 × 3 (12 accumulators, 4 x vectors, the weights) spills out of AVX2's
+    // 16 registers and measured 10 % slower (bert-base, 12 tokens, one thread).
     band!(band_avx2, block_avx2, "avx2,fma", 2);
 
     /// `R` rows of x × `O` rows of w, 16 lanes; the tail of `k` through masked loads.
@@ -615,7 +617,9 @@ mod tests {
                     let ways = [(Layout::OutIn, &w), (Layout::InOut, &wt)]
                         .into_iter()
                         .flat_map(|lw| [(lw, linear as LinearFn), (lw, linear_gemm)]);
-                    for ((layout, data), run) in ways {
+                    for (((layout, data), run), isa) in ways.flat_map(|w| {
+                        super::super::isa_levels().into_iter().map(move |isa| (w, isa))
+                    }) {
                         let mut out = vec![0.0; rows * outputs];
                         let m = Matrix {
                             data,
@@ -628,7 +632,7 @@ mod tests {
                             stride: outputs,
                             col0: 0,
                         };
-                        run(&x, rows, m, bias, o, act);
+                        super::super::with_isa(isa, || run(&x, rows, m, bias, o, act));
                         for (k, (&got, &acc)) in out.iter().zip(&want).enumerate() {
                             let want = match act {
                                 Activation::GeluErf => gelu_erf(acc as f32) as f64,
@@ -637,7 +641,7 @@ mod tests {
                             };
                             assert!(
                                 (got as f64 - want).abs() < 1e-4,
-                                "{layout:?} {act:?} bias {} [{}, {}] of {rows}×{inputs}→{outputs}: {got} vs {want}",
+                                "{isa:?} {layout:?} {act:?} bias {} [{}, {}] of {rows}×{inputs}→{outputs}: {got} vs {want}",
                                 bias.is_some(),
                                 k / outputs,
                                 k % outputs
