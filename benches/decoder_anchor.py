@@ -29,6 +29,12 @@ def token_ids(n):
 def main():
     # transformers' GGUF conversion draws a progress bar on stderr; the bench prints its own.
     os.environ.setdefault("TQDM_DISABLE", "1")
+    # OpenMP's worker threads spin while they wait for work (the default, ACTIVE policy). On a
+    # machine whose cores other processes also want, a spinning worker holds a core the other
+    # worker needs, and torch at 2 threads ran 5-30x slower than at 1 (a 128x576x576 matmul:
+    # 12-30 ms against 2.3-3.0 ms) - that would flatter us. PASSIVE workers sleep instead, as
+    # rayon's do; on a quiet machine it costs torch little. Set before torch starts OpenMP.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args()
@@ -48,7 +54,8 @@ def main():
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(),
+                      "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}), flush=True)
     model = None
     for line in sys.stdin:
         cmd = line.split()

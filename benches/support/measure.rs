@@ -220,6 +220,9 @@ impl Anchor {
                 .as_str()
                 .map_or(String::new(), |isa| format!(", {isa}"))
         );
+        if let Some(policy) = hello["omp_wait_policy"].as_str() {
+            anchor.version += &format!(", OMP_WAIT_POLICY={policy}");
+        }
         Ok(anchor)
     }
 

@@ -6,7 +6,7 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 use std::mem::ManuallyDrop;
 
-use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
 use attnviz::attention::{Attention, HeadSel, Role, Selection};
 use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
@@ -410,8 +410,13 @@ impl Outputs<'_> {
             let figure = match (name, focused) {
                 ("head", Some(h)) => FigureSpec::Matrix {
                     title: format!(
-                        "layer {} · head {h} (most focused)",
-                        self.att.layer_number(layer)
+                        "layer {} · head {h} (most focused{})",
+                        self.att.layer_number(layer),
+                        if self.att.is_grouped() {
+                            format!(", kv head {}", self.att.kv_head()[h])
+                        } else {
+                            String::new()
+                        }
                     ),
                     values: self.att.head(layer, h),
                 },
@@ -464,14 +469,34 @@ fn html_options(
             "included"
         }
     );
+    let (start, end) = (att.role_name(Role::Start), att.role_name(Role::End));
+    // Which tokens the sink tag counts (SmolLM2 and GPT-2 inputs often have neither).
+    let sink_tokens = match (&start, &end) {
+        (None, None) => "this input has neither".to_string(),
+        (s, e) => format!(
+            "{}, {}",
+            s.as_deref().unwrap_or("no start token"),
+            e.as_deref().unwrap_or("no end token")
+        ),
+    };
     let (start, end) = (
-        att.role_name(Role::Start)
-            .unwrap_or_else(|| "the start token".into()),
-        att.role_name(Role::End)
-            .unwrap_or_else(|| "the end token".into()),
+        start.unwrap_or_else(|| "the start token".into()),
+        end.unwrap_or_else(|| "the end token".into()),
     );
+    let first = att
+        .sink()
+        .map(|k| {
+            format!(
+                ", first = over half on the first token ({}), the attention sink",
+                att.tokens()[k]
+            )
+        })
+        .unwrap_or_default();
     let statistics = Stat::ALL
         .iter()
+        // Only what this attention defines: no next-token share under a causal mask, no
+        // first-token share without one.
+        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
         .map(|&stat| HeadStatistic {
             id: stat.name().to_string(),
             label: match stat {
@@ -482,7 +507,7 @@ fn html_options(
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
                  the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}), broad = entropy near uniform.",
+                 end tokens ({sink_tokens}){first}, broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats
@@ -493,21 +518,7 @@ fn html_options(
         .collect();
     let head_labels = stats
         .iter()
-        .map(|l| {
-            l.iter()
-                .map(|s| {
-                    // Short tags that fit a grid cell; the description explains them.
-                    match s.label {
-                        HeadLabel::PositionalPrevious => "previous",
-                        HeadLabel::PositionalNext => "next",
-                        HeadLabel::Broad => "broad",
-                        HeadLabel::SpecialSink => "sink",
-                        HeadLabel::None => "",
-                    }
-                    .to_string()
-                })
-                .collect()
-        })
+        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
         .collect();
     let mut settings = vec![
         ("model".to_string(), plan.model.clone()),
