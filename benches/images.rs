@@ -19,7 +19,6 @@ mod synthetic;
 
 use synthetic::attention;
 
-
 /// Median of `runs` timings of `f`, and the last result's size.
 fn time(runs: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
     let mut times = Vec::with_capacity(runs);

@@ -40,7 +40,10 @@ fn main() {
     let threads = attnviz::threads::configure(env_usize("BENCH_THREADS"));
     println!("attnviz outputs benchmark (release build; median (min) of runs)");
     println!("machine: {}", machine());
-    println!("threads: {threads}; load average before: {}", load_average());
+    println!(
+        "threads: {threads}; load average before: {}",
+        load_average()
+    );
     let dir = tempfile::tempdir().expect("scratch folder");
     let path = dir.path().join("attention.json");
     println!(
@@ -76,7 +79,11 @@ fn main() {
                 println!(
                     "{name:<16} {n:>6} {:>22} {:>6.1} MB {:>7.3} ({:.3}) s {:>7.0} ({:.0}) MB/s \
                      {:>7.0} ({:.0}) MB/s {:>7.0} MB/s",
-                    if full_precision { "full precision" } else { "6 digits" },
+                    if full_precision {
+                        "full precision"
+                    } else {
+                        "6 digits"
+                    },
                     bytes / 1e6,
                     med,
                     min,

@@ -32,7 +32,9 @@ pub fn machine() -> String {
 /// lowers it: ATen's own kernels (`ATEN_CPU_CAPABILITY`), MKL's products
 /// (`MKL_ENABLE_INSTRUCTIONS`) and oneDNN's (`ONEDNN_MAX_CPU_ISA`).
 pub fn matching_isa() -> Vec<(&'static str, &'static str)> {
-    let isa = std::env::var("ATTNVIZ_ISA").unwrap_or_default().to_ascii_lowercase();
+    let isa = std::env::var("ATTNVIZ_ISA")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     match isa.as_str() {
         "avx2" => vec![
             ("ATEN_CPU_CAPABILITY", "avx2"),

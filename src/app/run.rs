@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::Path;
 use std::mem::ManuallyDrop;
+use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
 use attnviz::attention::{Attention, HeadSel, Role, Selection};

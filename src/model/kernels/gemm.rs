@@ -49,10 +49,40 @@ pub unsafe fn gemm(
                 // SAFETY: forwarded from the caller; the kernels are gemm's own AVX2+FMA ones,
                 // the ones `gemm::gemm` runs on a CPU without AVX-512.
                 unsafe {
-                    gemm_basic_generic::<_, f32, 8, { ukr::MR_DIV_N * 8 }, { ukr::NR }, { ukr::MR_DIV_N }, { ukr::H_M }, { ukr::H_N }>(
-                        simd, m, n, k, dst, dst_cs, dst_rs, read_dst, lhs, lhs_cs, lhs_rs, rhs,
-                        rhs_cs, rhs_rs, alpha, beta, false, false, false, |a, b, c| a * b + c,
-                        &ukr::UKR, &ukr::H_UKR, false, parallelism,
+                    gemm_basic_generic::<
+                        _,
+                        f32,
+                        8,
+                        { ukr::MR_DIV_N * 8 },
+                        { ukr::NR },
+                        { ukr::MR_DIV_N },
+                        { ukr::H_M },
+                        { ukr::H_N },
+                    >(
+                        simd,
+                        m,
+                        n,
+                        k,
+                        dst,
+                        dst_cs,
+                        dst_rs,
+                        read_dst,
+                        lhs,
+                        lhs_cs,
+                        lhs_rs,
+                        rhs,
+                        rhs_cs,
+                        rhs_rs,
+                        alpha,
+                        beta,
+                        false,
+                        false,
+                        false,
+                        |a, b, c| a * b + c,
+                        &ukr::UKR,
+                        &ukr::H_UKR,
+                        false,
+                        parallelism,
                     )
                 };
                 return;
@@ -61,10 +91,40 @@ pub unsafe fn gemm(
                 use gemm_f32::microkernel::scalar::f32 as ukr;
                 // SAFETY: as above, with gemm's scalar kernels.
                 unsafe {
-                    gemm_basic_generic::<_, f32, 1, { ukr::MR_DIV_N }, { ukr::NR }, { ukr::MR_DIV_N }, { ukr::H_M }, { ukr::H_N }>(
-                        Scalar, m, n, k, dst, dst_cs, dst_rs, read_dst, lhs, lhs_cs, lhs_rs, rhs,
-                        rhs_cs, rhs_rs, alpha, beta, false, false, false, |a, b, c| a * b + c,
-                        &ukr::UKR, &ukr::H_UKR, false, parallelism,
+                    gemm_basic_generic::<
+                        _,
+                        f32,
+                        1,
+                        { ukr::MR_DIV_N },
+                        { ukr::NR },
+                        { ukr::MR_DIV_N },
+                        { ukr::H_M },
+                        { ukr::H_N },
+                    >(
+                        Scalar,
+                        m,
+                        n,
+                        k,
+                        dst,
+                        dst_cs,
+                        dst_rs,
+                        read_dst,
+                        lhs,
+                        lhs_cs,
+                        lhs_rs,
+                        rhs,
+                        rhs_cs,
+                        rhs_rs,
+                        alpha,
+                        beta,
+                        false,
+                        false,
+                        false,
+                        |a, b, c| a * b + c,
+                        &ukr::UKR,
+                        &ukr::H_UKR,
+                        false,
+                        parallelism,
                     )
                 };
                 return;
@@ -107,14 +167,22 @@ mod tests {
     /// and without edge blocks, strided operands and `read_dst`.
     #[test]
     fn every_instruction_set_matches_f64_loops() {
-        for (m, n, k) in [(1, 1, 1), (7, 13, 5), (64, 96, 48), (130, 70, 300), (3, 1000, 17)] {
+        for (m, n, k) in [
+            (1, 1, 1),
+            (7, 13, 5),
+            (64, 96, 48),
+            (130, 70, 300),
+            (3, 1000, 17),
+        ] {
             let a = random(m * k, 1, 1.0); // [m, k] row-major
             let b = random(n * k, 2, 1.0); // [n, k] row-major: read as Bᵀ through strides
             let c0 = random(m * n, 3, 1.0);
             let mut want = vec![0f64; m * n];
             for i in 0..m {
                 for j in 0..n {
-                    let dot: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[j * k + p] as f64).sum();
+                    let dot: f64 = (0..k)
+                        .map(|p| a[i * k + p] as f64 * b[j * k + p] as f64)
+                        .sum();
                     want[i * n + j] = 0.5 * c0[i * n + j] as f64 + 2.0 * dot;
                 }
             }

@@ -618,7 +618,9 @@ mod tests {
                         .into_iter()
                         .flat_map(|lw| [(lw, linear as LinearFn), (lw, linear_gemm)]);
                     for (((layout, data), run), isa) in ways.flat_map(|w| {
-                        super::super::isa_levels().into_iter().map(move |isa| (w, isa))
+                        super::super::isa_levels()
+                            .into_iter()
+                            .map(move |isa| (w, isa))
                     }) {
                         let mut out = vec![0.0; rows * outputs];
                         let m = Matrix {

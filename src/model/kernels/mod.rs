@@ -81,7 +81,11 @@ fn detected() -> Isa {
 
 /// What `ATTNVIZ_ISA` asks for, if it names an instruction set.
 fn requested() -> Option<Isa> {
-    match std::env::var("ATTNVIZ_ISA").ok()?.to_ascii_lowercase().as_str() {
+    match std::env::var("ATTNVIZ_ISA")
+        .ok()?
+        .to_ascii_lowercase()
+        .as_str()
+    {
         "avx512" | "avx-512" => Some(Isa::Avx512),
         "avx2" => Some(Isa::Avx2),
         "baseline" | "sse2" | "none" => Some(Isa::Baseline),
@@ -119,11 +123,7 @@ pub fn instruction_set() -> String {
     if used == best {
         used.name().to_string()
     } else {
-        format!(
-            "{} (ATTNVIZ_ISA; the CPU has {})",
-            used.name(),
-            best.name()
-        )
+        format!("{} (ATTNVIZ_ISA; the CPU has {})", used.name(), best.name())
     }
 }
 
