@@ -7,7 +7,11 @@
 //! goes through `attnviz::output::write_output`, as the CLI writes it: a temporary file in a
 //! scratch folder, renamed into place, not synced (the page cache absorbs it; what the disk
 //! then does is the OS's business). The attention is synthetic (`support/synthetic.rs`); times
-//! depend on the shape, not on the values.
+//! depend on the shape, not on the values. Columns: the JSON written to a file (wall time and
+//! rate); the same JSON formatted into memory (the formatting alone); a plain write of as many
+//! bytes to a file (the page cache's own rate here: a ceiling); and the formatting's megabytes
+//! per CPU-second over all threads (on a busy machine, the figure that says what a quiet one
+//! would do: divide by the threads to get per core).
 
 use std::time::Instant;
 
@@ -20,7 +24,7 @@ mod measure;
 #[path = "support/synthetic.rs"]
 mod synthetic;
 
-use measure::{env_usize, load_average, machine};
+use measure::{cpu_seconds, env_usize, load_average, machine};
 
 /// Median and minimum of `runs` timings of `f`, in seconds.
 fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
@@ -47,8 +51,16 @@ fn main() {
     let dir = tempfile::tempdir().expect("scratch folder");
     let path = dir.path().join("attention.json");
     println!(
-        "\n{:<16} {:>6} {:>22} {:>9} {:>17} {:>19} {:>19} {:>12}",
-        "shape", "tokens", "JSON", "size", "to a file", "rate", "formatting alone", "plain copy"
+        "\n{:<16} {:>6} {:>22} {:>9} {:>17} {:>19} {:>19} {:>12} {:>15}",
+        "shape",
+        "tokens",
+        "JSON",
+        "size",
+        "to a file",
+        "rate",
+        "formatting alone",
+        "plain copy",
+        "per CPU-second"
     );
     let shapes = [("MiniLM 6x12", 6, 12), ("bert-base 12x12", 12, 12)];
     for (name, layers, heads) in shapes {
@@ -62,11 +74,13 @@ fn main() {
                 });
                 let bytes = std::fs::metadata(&path).map_or(0, |m| m.len()) as f64;
                 // The same text into memory: the formatting alone, without the page cache.
+                let cpu = cpu_seconds();
                 let (mem_med, mem_min, _) = time(runs, || {
                     let mut out = Vec::with_capacity(bytes as usize + 4096);
                     write_json(&att, &[], opts, &mut out).expect("JSON formatted");
                     out.len()
                 });
+                let mem_cpu = (cpu_seconds() - cpu) / runs as f64;
                 // A plain copy of as many bytes into a file: the page cache's own speed here.
                 let (copy_med, _, ()) = time(runs, || {
                     write_output(&path, |w| {
@@ -78,7 +92,7 @@ fn main() {
                 let rate = |t: f64| bytes / 1e6 / t;
                 println!(
                     "{name:<16} {n:>6} {:>22} {:>6.1} MB {:>7.3} ({:.3}) s {:>7.0} ({:.0}) MB/s \
-                     {:>7.0} ({:.0}) MB/s {:>7.0} MB/s",
+                     {:>7.0} ({:.0}) MB/s {:>7.0} MB/s {:>10.0} MB/s",
                     if full_precision {
                         "full precision"
                     } else {
@@ -92,6 +106,7 @@ fn main() {
                     rate(mem_med),
                     rate(mem_min),
                     rate(copy_med),
+                    rate(mem_cpu),
                 );
             }
         }

@@ -50,6 +50,19 @@ pub fn matching_isa() -> Vec<(&'static str, &'static str)> {
     }
 }
 
+/// User + system CPU time of this process (all its threads) so far, in seconds: on a shared
+/// machine the work done, where wall time also counts waiting for a core.
+#[allow(dead_code)] // not every bench that includes this file uses it
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain old data; all-zero is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(usage.ru_utime) + s(usage.ru_stime)
+}
+
 /// The 1-, 5- and 15-minute load averages.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
