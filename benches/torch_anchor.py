@@ -14,6 +14,7 @@ On start it prints {"torch": version, "transformers": version, "threads": T}, or
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -41,8 +42,10 @@ def main():
         pass
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS")
+    isa = f"ATen {torch.backends.cpu.get_cpu_capability()}" + (f", MKL {mkl}" if mkl else "")
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(), "isa": isa}), flush=True)
     models = {}
     for line in sys.stdin:
         cmd = line.split()

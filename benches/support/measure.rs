@@ -20,11 +20,47 @@ pub fn machine() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let avx512 = cpuinfo.contains(" avx512f");
     format!(
-        "{model}, {} physical cores, {} logical CPUs{}",
+        "{model}, {} physical cores, {} logical CPUs{}; kernels: {}",
         num_cpus::get_physical(),
         num_cpus::get(),
-        if avx512 { ", AVX-512" } else { "" }
+        if avx512 { ", AVX-512" } else { "" },
+        attnviz::model::kernels::instruction_set()
     )
+}
+
+/// The environment that puts PyTorch on the instruction set ours runs on when `ATTNVIZ_ISA`
+/// lowers it: ATen's own kernels (`ATEN_CPU_CAPABILITY`), MKL's products
+/// (`MKL_ENABLE_INSTRUCTIONS`) and oneDNN's (`ONEDNN_MAX_CPU_ISA`).
+pub fn matching_isa() -> Vec<(&'static str, &'static str)> {
+    let isa = std::env::var("ATTNVIZ_ISA")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    match isa.as_str() {
+        "avx2" => vec![
+            ("ATEN_CPU_CAPABILITY", "avx2"),
+            ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+            ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+        ],
+        "baseline" | "sse2" | "none" => vec![
+            ("ATEN_CPU_CAPABILITY", "default"),
+            ("MKL_ENABLE_INSTRUCTIONS", "SSE4_2"),
+            ("ONEDNN_MAX_CPU_ISA", "SSE41"),
+        ],
+        _ => vec![],
+    }
+}
+
+/// User + system CPU time of this process (all its threads) so far, in seconds: on a shared
+/// machine the work done, where wall time also counts waiting for a core.
+#[allow(dead_code)] // not every bench that includes this file uses it
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain old data; all-zero is a valid value for getrusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(usage.ru_utime) + s(usage.ru_stime)
 }
 
 /// The 1-, 5- and 15-minute load averages.
@@ -172,6 +208,7 @@ impl Anchor {
             .arg("--threads")
             .arg(threads.to_string())
             .env("OMP_NUM_THREADS", threads.to_string())
+            .envs(matching_isa())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -199,10 +236,13 @@ impl Anchor {
             }
         };
         anchor.version = format!(
-            "torch {} / transformers {}, {} threads",
+            "torch {} / transformers {}, {} threads{}",
             hello["torch"].as_str().unwrap_or("?"),
             hello["transformers"].as_str().unwrap_or("?"),
-            hello["threads"]
+            hello["threads"],
+            hello["isa"]
+                .as_str()
+                .map_or(String::new(), |isa| format!(", {isa}"))
         );
         if let Some(policy) = hello["omp_wait_policy"].as_str() {
             anchor.version += &format!(", OMP_WAIT_POLICY={policy}");

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
+use std::mem::ManuallyDrop;
 use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
@@ -156,7 +157,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
 
 /// One text (or pair): load, encode once, write every output.
 fn run_single(plan: &Single) -> Result<(), Error> {
-    let model = Model::load(&plan.model, &plan.revision)?;
+    // The weights, the captured attention and the analyses are left for the OS to reclaim
+    // when the process exits, which it does right after this function: freeing them first
+    // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
+    let model = ManuallyDrop::new(Model::load(&plan.model, &plan.revision)?);
     let selection = plan.selection(model.info()).map_err(Error::Usage)?;
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
@@ -166,7 +170,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         layers: plan.layers.clone(),
         max_memory: plan.max_memory,
     };
-    let encoding = if plan.generates() {
+    let encoding = ManuallyDrop::new(if plan.generates() {
         let generate = GenerateOptions {
             max_new_tokens: plan.generate.unwrap_or(0),
             chat: plan.chat,
@@ -192,7 +196,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         encoding
     } else {
         model.encode(&text, plan.pair.as_deref(), &opts)?
-    };
+    });
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -318,6 +322,8 @@ fn write_outputs(
     } else {
         (analysis::view(token_att, view_opts)?, None)
     };
+    let (att, kept) = (ManuallyDrop::new(att), ManuallyDrop::new(analysis));
+    let analysis: &Option<Analysis> = &kept;
     let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
     let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
         Some(a) => Some(Cow::Borrowed(&a.stats)),

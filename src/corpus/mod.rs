@@ -48,7 +48,7 @@ use rayon::prelude::*;
 use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::model::{self, Model};
-use crate::output::{write_output_unsynced, OutputError};
+use crate::output::{write_output, OutputError};
 use crate::render::json::model_json;
 use crate::render::json::JsonSection;
 use crate::render::json::{json_sections, write_json_with, JsonOptions};
@@ -1197,7 +1197,7 @@ impl Worker<'_> {
                         .expect("statistics serialise");
                     let sections =
                         json_sections(&self.opts.json_include, analysis).unwrap_or_default();
-                    write_output_unsynced(&path, |w| {
+                    write_output(&path, |w| {
                         write_json_with(view, &[("stats", section)], &sections, self.opts.json, w)
                     })?;
                 }

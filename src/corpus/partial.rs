@@ -24,7 +24,7 @@ use super::lines::{BadLine, InputDigest};
 use super::shard::Shard;
 use super::summary::write_fields;
 use super::BadLines;
-use crate::output::{write_output, OutputError};
+use crate::output::{write_output_durable, OutputError};
 
 /// Name of the partial-statistics file in the output folder.
 pub const PARTIAL_FILE: &str = "corpus_partial.json";
@@ -131,7 +131,8 @@ pub struct Partial {
     pub tally: Tally,
 }
 
-/// Write the partial file at `path` (atomically, synced).
+/// Write the partial file at `path` (atomically, and synced to disk: it is the checkpoint
+/// `--resume` continues from, so it must not outlive an OS crash that loses what it counts).
 pub fn write(
     path: &Path,
     identity: &RunIdentity,
@@ -140,7 +141,7 @@ pub fn write(
     end_reason: Option<&str>,
 ) -> Result<(), OutputError> {
     let fields = fields(identity, tally, end, end_reason);
-    write_output(path, |w| write_fields(&fields, &["sums"], w))
+    write_output_durable(path, |w| write_fields(&fields, &["sums"], w))
 }
 
 /// Lines of `shard` among lines `1..=lines`.

@@ -14,7 +14,7 @@
 //!   fused Q|K|V projection of self-attention, or a decoder's queries against an encoder's keys
 //!   and values in cross-attention, where query and key lengths differ).
 
-use gemm::Parallelism;
+use super::gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::{exp, SharedMut, LANES};
@@ -297,7 +297,7 @@ pub fn attention(
         // keys 0..cols (column stride k.stride, d values each) lie inside the operands checked
         // above; dst is the task's [rows, lk] block of `p`, of which columns 0..cols are written.
         unsafe {
-            gemm::gemm(
+            super::gemm::gemm(
                 rows,
                 cols,
                 d,
@@ -313,9 +313,6 @@ pub fn attention(
                 1,
                 0.0,
                 scale,
-                false,
-                false,
-                false,
                 Parallelism::None,
             );
         }
@@ -334,7 +331,7 @@ pub fn attention(
         // alone; lhs is the task's P block (keys 0..cols), rhs V over keys 0..cols (row stride
         // v.stride) lies inside the value operand.
         unsafe {
-            gemm::gemm(
+            super::gemm::gemm(
                 rows,
                 d,
                 cols,
@@ -350,9 +347,6 @@ pub fn attention(
                 v.stride as isize,
                 0.0,
                 1.0,
-                false,
-                false,
-                false,
                 Parallelism::None,
             );
         }
