@@ -29,7 +29,7 @@ pub use special::without_special;
 pub use stats::{head_stats, HeadLabel, HeadStats, KeyClasses, Stat};
 pub use words::{to_words, word_groups, word_label};
 
-use crate::attention::{Attention, Level};
+use crate::attention::{Attention, AttentionSet, Level};
 
 /// Error from an analysis.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +40,10 @@ pub enum AnalysisError {
         /// The special tokens, as the views name them (`[CLS]/[SEP]`).
         names: String,
     },
+    /// The views of an encoder–decoder's three attentions no longer fit together (a bug, not
+    /// an input error: each view treats every side by its own units).
+    #[error(transparent)]
+    Shape(#[from] crate::attention::ShapeError),
 }
 
 /// Which view of the attention to show: word pieces merged into words, and/or special tokens
@@ -65,6 +69,21 @@ pub fn view(att: &Attention, opts: ViewOptions) -> Result<Cow<'_, Attention>, An
         out = Cow::Owned(to_words(&out));
     }
     Ok(out)
+}
+
+/// Apply `opts` to every value of `set` (see [`view`] and, for how each side of cross-attention
+/// follows the encoder's and decoder's units, [`AttentionSet`]). Borrows `set` when there is
+/// nothing to do.
+pub fn view_set(
+    set: &AttentionSet,
+    opts: ViewOptions,
+) -> Result<Cow<'_, AttentionSet>, AnalysisError> {
+    if opts == ViewOptions::default() {
+        return Ok(Cow::Borrowed(set));
+    }
+    Ok(Cow::Owned(
+        set.try_map(|att| view(att, opts).map(Cow::into_owned))?,
+    ))
 }
 
 /// Everything the renderers draw besides the attention itself, over the units of one view.
@@ -281,6 +300,49 @@ mod tests {
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
             }
         }
+    }
+
+    #[test]
+    fn views_of_an_encoder_decoder_keep_its_sides_consistent() {
+        let set = crate::attention::tests::encoder_decoder(
+            &["<s>", "Ġa", "Ġc", "at", "</s>"],
+            &["</s>", "Ġei", "ne", "ĠKat", "ze"],
+            2,
+            1,
+            2,
+            5,
+        );
+        for (words, no_special) in [(true, false), (false, true), (true, true)] {
+            let opts = ViewOptions { words, no_special };
+            let shown = view_set(&set, opts).unwrap();
+            let (enc, dec, cross) = (
+                shown.encoder().unwrap(),
+                shown.decoder().unwrap(),
+                shown.cross().unwrap(),
+            );
+            assert_eq!(cross.queries(), dec.queries());
+            assert_eq!(cross.keys(), enc.queries());
+            let want_src: &[&str] = match (words, no_special) {
+                (true, false) => &["<s>", "a", "cat", "</s>"],
+                (false, true) => &["Ġa", "Ġc", "at"],
+                _ => &["a", "cat"],
+            };
+            assert_eq!(enc.tokens(), want_src);
+            let want_tgt: &[&str] = match (words, no_special) {
+                (true, false) => &["</s>", "eine", "Katze"],
+                (false, true) => &["Ġei", "ne", "ĠKat", "ze"],
+                _ => &["eine", "Katze"],
+            };
+            assert_eq!(dec.tokens(), want_tgt);
+            // Every cross row still sums to 1 over the source units it kept.
+            for row in cross.head(0, 1).chunks(cross.n_keys()) {
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            }
+        }
+        assert!(matches!(
+            view_set(&set, ViewOptions::default()).unwrap(),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -11,11 +11,16 @@
 //! [`AttentionKind`] which attention it is, and a query-head → key/value-head map describes
 //! grouped-query attention. Renderers ask the value ([`Attention::is_masked`], the roles) rather
 //! than assume a square bidirectional matrix of BERT tokens.
+//!
+//! One run gives an [`AttentionSet`]: one self-attention value, or an encoder–decoder's encoder,
+//! decoder and cross-attention values, checked against each other (see [`set`](AttentionSet)).
 
+mod set;
 mod units;
 
 use serde::Serialize;
 
+pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use units::{Role, Units};
 
 /// Which model produced an [`Attention`], and its shape.
