@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection, SelectionError};
 use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
@@ -70,6 +70,9 @@ pub struct Single {
     layer: Option<usize>,
     /// `--head`.
     pub head: HeadSel,
+    /// `--kind`: which attention the terminal, the table and the images show; `None`: the
+    /// run's primary one (cross-attention for an encoder–decoder).
+    pub kind: Option<AttentionKind>,
     /// Word level and/or special tokens excluded.
     pub view: ViewOptions,
     /// `--json`.
@@ -112,18 +115,28 @@ impl Single {
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        self.selection_of(info, AttentionKind::SelfAttention)
+    }
+
+    /// [`Single::selection`] against the attention of `kind`, whose layers and heads are its own
+    /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
+    /// kind.
+    pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
+        let name = match kind {
+            AttentionKind::SelfAttention => info.name().to_string(),
+            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
+            k => format!("{}'s {}", info.name(), k.as_str()),
+        };
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
         info.check_selection(Selection::new(layer, self.head))
             .map_err(|e| match e {
                 SelectionError::Layer { layer, layers } => format!(
-                    "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
+                    "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
                     layers.saturating_sub(1)
                 ),
                 SelectionError::Head { head, heads } => format!(
-                    "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+                    "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
                      from 0), or use --head mean",
-                    info.name(),
                     heads.saturating_sub(1)
                 ),
             })
@@ -139,6 +152,12 @@ impl Single {
 pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
+    }
+    if args.input.is_some() && args.kind.is_some() {
+        return Err(
+            "--kind picks one attention of an encoder–decoder model for a single text; corpus              mode (--input) writes every kind, so drop --kind"
+                .into(),
+        );
     }
     let mode = if args.input.is_some() {
         Mode::Corpus(corpus(args)?)
@@ -280,6 +299,7 @@ fn single(args: &Args) -> Result<Single, String> {
         truncate: args.truncate,
         layer: args.layer,
         head: args.head.unwrap_or(HeadSel::Mean),
+        kind: args.kind,
         view: ViewOptions {
             words: args.words,
             no_special: args.no_special,

@@ -186,7 +186,10 @@ pub fn write_set_json(
         ("text".to_string(), json!(set.text())),
         ("target".to_string(), json!(set.target())),
         ("level".to_string(), json!(first.level.as_str())),
-        ("special_excluded".to_string(), json!(first.special_excluded)),
+        (
+            "special_excluded".to_string(),
+            json!(first.special_excluded),
+        ),
         ("kinds".to_string(), json!(set.kinds())),
     ]);
     w.write_all(b"{")?;
@@ -639,7 +642,10 @@ mod tests {
         write_set_json(&set, &sections, JsonOptions::default(), &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
         assert_eq!(v["format_version"], 3);
-        assert_eq!(v["kinds"], serde_json::json!(["encoder", "decoder", "cross"]));
+        assert_eq!(
+            v["kinds"],
+            serde_json::json!(["encoder", "decoder", "cross"])
+        );
         assert_eq!(v["model"]["encoder_layers"], 2);
         assert_eq!(v["model"]["decoder_layers"], 3);
         assert_eq!(v["target"], "</s> Ġeine ĠKatze");
@@ -681,7 +687,12 @@ mod tests {
         assert!(v["encoder"]["stats"].get("alignment").is_none());
         assert!(v["decoder"]["stats"]["to_next"][0][0].is_null());
         // One section list per kind.
-        let e = write_set_json(&set, &sections[..2], JsonOptions::default(), &mut Vec::new());
+        let e = write_set_json(
+            &set,
+            &sections[..2],
+            JsonOptions::default(),
+            &mut Vec::new(),
+        );
         assert!(e.is_err());
     }
 
@@ -703,7 +714,10 @@ mod tests {
         assert!(text.starts_with(
             "{\n  \"format\": \"attnviz-attention\",\n  \"format_version\": 2,\n  \"numbering\""
         ));
-        assert!(text.contains(",\n  \"attention\": [\n    [\n      [["), "{text}");
+        assert!(
+            text.contains(",\n  \"attention\": [\n    [\n      [["),
+            "{text}"
+        );
         assert!(text.ends_with("]\n  ]\n}\n"), "{text}");
     }
 
