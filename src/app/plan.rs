@@ -114,13 +114,8 @@ pub struct Single {
 impl Single {
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
-    pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
-        self.selection_of(info, AttentionKind::SelfAttention)
-    }
-
-    /// [`Single::selection`] against the attention of `kind`, whose layers and heads are its own
-    /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
-    /// kind.
+    /// The attention of `kind` has its own layers and heads (an encoder–decoder's encoder may
+    /// have other counts than its decoder); errors name the kind.
     pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
         let name = match kind {
             AttentionKind::SelfAttention => info.name().to_string(),
@@ -719,15 +714,22 @@ mod tests {
             head_dim: 32,
         };
         let s = single_plan(&["t"]);
-        assert_eq!(s.selection(&info), Ok(Selection::new(5, HeadSel::Mean)));
+        assert_eq!(
+            s.selection_of(&info, AttentionKind::SelfAttention),
+            Ok(Selection::new(5, HeadSel::Mean))
+        );
         let s = single_plan(&["t", "--layer", "6"]);
-        let e = s.selection(&info).unwrap_err();
+        let e = s
+            .selection_of(&info, AttentionKind::SelfAttention)
+            .unwrap_err();
         assert!(
             e.starts_with("--layer 6 is out of range: m has layers 0–5"),
             "{e}"
         );
         let s = single_plan(&["t", "--head", "12"]);
-        let e = s.selection(&info).unwrap_err();
+        let e = s
+            .selection_of(&info, AttentionKind::SelfAttention)
+            .unwrap_err();
         assert!(e.contains("--head mean"), "{e}");
     }
 
