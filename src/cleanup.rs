@@ -12,12 +12,14 @@
 //! [`Tracked::commit`]), so a path is never on disk without being registered, and a committed
 //! file is never removed.
 //!
-//! Corpus mode asks for a graceful first Ctrl-C ([`set_graceful`]): the first SIGINT only sets a
-//! flag ([`stop_requested`]) that the run polls; a second one cleans up and exits as above.
+//! Corpus mode asks for a graceful first Ctrl-C or SIGTERM ([`set_graceful`]): the first SIGINT
+//! or SIGTERM only sets a flag ([`stop_requested`]) that the run polls (schedulers send SIGTERM
+//! before they kill a job, and the run can then write its partial file for `--resume`); a second
+//! signal cleans up and exits as above.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// What a registered path is, so the cleanup removes it the right way.
@@ -39,6 +41,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 fn registry() -> MutexGuard<'static, Registry> {
     // A panic while the lock was held leaves consistent data (pushes and removals are single
@@ -131,17 +134,25 @@ fn remove_all_and_hold() -> usize {
     removed
 }
 
-/// Corpus mode: make the first SIGINT a request to stop ([`stop_requested`]) instead of an
-/// immediate exit; a second SIGINT (or SIGTERM) still cleans up and exits. `false` restores the
-/// immediate exit.
+/// Corpus mode: make the first SIGINT or SIGTERM a request to stop ([`stop_requested`])
+/// instead of an immediate exit (SIGTERM is what Slurm and Kubernetes send to a job they are
+/// about to kill, 30 s ahead by default); a second signal still cleans up and exits. `false`
+/// restores the immediate exit.
 pub fn set_graceful(on: bool) {
     STOP_REQUESTED.store(false, Ordering::SeqCst);
+    STOP_SIGNAL.store(0, Ordering::SeqCst);
     GRACEFUL.store(on, Ordering::SeqCst);
 }
 
-/// Whether a graceful stop was requested (a first Ctrl-C after [`set_graceful`]`(true)`).
+/// Whether a graceful stop was requested (a first Ctrl-C or SIGTERM after
+/// [`set_graceful`]`(true)`).
 pub fn stop_requested() -> bool {
     STOP_REQUESTED.load(Ordering::Relaxed)
+}
+
+/// The signal that requested the graceful stop (2 for SIGINT, 15 for SIGTERM; 0 if none).
+pub fn stop_signal() -> i32 {
+    STOP_SIGNAL.load(Ordering::SeqCst)
 }
 
 #[cfg(unix)]
@@ -150,7 +161,7 @@ mod unix {
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::sync::Once;
 
-    use super::{remove_all_and_hold, GRACEFUL, STOP_REQUESTED};
+    use super::{remove_all_and_hold, GRACEFUL, STOP_REQUESTED, STOP_SIGNAL};
 
     static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
     static INSTALL: Once = Once::new();
@@ -158,10 +169,11 @@ mod unix {
     pub(super) const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
     extern "C" fn on_signal(sig: libc::c_int) {
-        if sig == libc::SIGINT
+        if (sig == libc::SIGINT || sig == libc::SIGTERM)
             && GRACEFUL.load(Ordering::SeqCst)
             && !STOP_REQUESTED.swap(true, Ordering::SeqCst)
         {
+            STOP_SIGNAL.store(sig, Ordering::SeqCst);
             return;
         }
         let fd = PIPE_WRITE.load(Ordering::SeqCst);

@@ -291,6 +291,29 @@ impl TextTokenizer {
         max_len: usize,
         truncate: bool,
     ) -> Result<Encoded, Error> {
+        self.encode_with(text, pair, max_len, truncate, true)
+    }
+
+    /// [`TextTokenizer::encode`] of one text without the special tokens the tokenizer would add
+    /// around it (BOS): for a prompt a chat template has already wrapped, as transformers'
+    /// `apply_chat_template` tokenizes it. Special tokens written in the text are still read.
+    pub fn encode_without_specials(
+        &self,
+        text: &str,
+        max_len: usize,
+        truncate: bool,
+    ) -> Result<Encoded, Error> {
+        self.encode_with(text, None, max_len, truncate, false)
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        max_len: usize,
+        truncate: bool,
+        add_specials: bool,
+    ) -> Result<Encoded, Error> {
         if text.trim().is_empty() {
             return Err(Error::Empty { which: "text" });
         }
@@ -326,7 +349,7 @@ impl TextTokenizer {
         };
         let full = self
             .tokenizer
-            .encode(input(text, pair), true)
+            .encode(input(text, pair), add_specials)
             .map_err(|e| Error::Encode(e.to_string()))?;
         let sequences = full.get_sequence_ids();
         for (index, which) in [(0, "text"), (1, "pair sentence")] {
@@ -355,7 +378,7 @@ impl TextTokenizer {
             }))
             .map_err(|e| Error::Encode(e.to_string()))?;
         let cut = cutter
-            .encode(input(text, pair), true)
+            .encode(input(text, pair), add_specials)
             .map_err(|e| Error::Encode(e.to_string()))?;
         Ok(self.to_encoded(&cut, &texts, Some(tokens), bytes_cut))
     }
@@ -446,6 +469,150 @@ impl VocabOptions {
             pad: token("pad_token", "[PAD]"),
             mask: token("mask_token", "[MASK]"),
         })
+    }
+}
+
+/// What generation needs from a tokenizer: the text of ids, the label of one id, and the units
+/// of generated tokens.
+impl TextTokenizer {
+    /// `prompt` followed by the `generated` ids, with a label, role, word id and surface for each
+    /// new token: special tokens by their role (EOS ends), ordinary ones by their text, split into
+    /// words as the tokenizer splits a prompt (its normalizer and pre-tokenizer on the generated
+    /// text, and the same whitespace rules as [`roles::token_info`]). Their segment and type id are
+    /// the text's.
+    pub fn continuation(&self, prompt: &Encoded, generated: &[u32]) -> Encoded {
+        let mut out = prompt.clone();
+        // Decoding after the last ordinary prompt token keeps the first generated token's
+        // leading space (SentencePiece decoders strip one at the start of a text) and lets the
+        // pre-tokenizer see what the generated text continues.
+        let base: Vec<u32> = prompt
+            .ids
+            .iter()
+            .zip(&prompt.roles)
+            .rev()
+            .find(|(_, r)| !r.is_special())
+            .map(|(&id, _)| vec![id])
+            .unwrap_or_default();
+        let decoded = |n: usize| -> String {
+            let ids: Vec<u32> = base.iter().chain(&generated[..n]).copied().collect();
+            self.tokenizer.decode(&ids, false).unwrap_or_default()
+        };
+        // Each generated token's text and where it starts in the decoded text (bytes of one
+        // character may come in several tokens: the character goes to the token that completes
+        // it).
+        let mut spans = Vec::with_capacity(generated.len());
+        let mut before = decoded(0);
+        for i in 0..generated.len() {
+            let after = decoded(i + 1);
+            let kept = before.trim_end_matches('\u{fffd}');
+            let surface = after
+                .strip_prefix(kept)
+                .unwrap_or("")
+                .trim_end_matches('\u{fffd}')
+                .to_string();
+            spans.push((kept.len(), surface));
+            before = after;
+        }
+        let starts = self.word_starts(&before);
+
+        let mut words = prompt.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        // The previous ordinary token's text, when it is the one just before.
+        let mut prev: Option<String> = prompt
+            .roles
+            .last()
+            .filter(|r| !r.is_special())
+            .and_then(|_| prompt.surfaces.last().cloned());
+        for (&id, (at, surface)) in generated.iter().zip(spans) {
+            out.tokens
+                .push(self.tokenizer.id_to_token(id).unwrap_or_default());
+            out.ids.push(id);
+            out.type_ids.push(0);
+            out.segments.push(0);
+            if let Some(role) = self.specials.role(id, self.is_special(id), false) {
+                out.roles.push(role);
+                out.special.push(true);
+                out.word_ids.push(None);
+                out.surfaces.push(String::new());
+                prev = None;
+                continue;
+            }
+            let new_word = match &prev {
+                None => true,
+                Some(p) => {
+                    // As for a prompt: a word of the pre-tokenizer starts with this token, or
+                    // the token starts with whitespace after a token that is not a lone space
+                    // (which belongs to the word after it).
+                    let lone_space = !p.is_empty() && p.chars().all(char::is_whitespace);
+                    starts.as_ref().is_some_and(|s| s.contains(&at))
+                        || (surface.starts_with(char::is_whitespace) && !lone_space)
+                }
+            };
+            if new_word {
+                words += 1;
+            }
+            out.roles
+                .push(if new_word { Role::Word } else { Role::Piece });
+            out.special.push(false);
+            out.word_ids.push(Some(words.max(1) - 1));
+            if !surface.is_empty() {
+                prev = Some(surface.clone());
+            }
+            out.surfaces.push(surface);
+        }
+        out
+    }
+
+    /// Where the tokenizer's pre-tokenizer starts a word in `text` (byte offsets, after its
+    /// normalizer), or `None` when it has no pre-tokenizer (Llama 2's SentencePiece: whitespace
+    /// decides).
+    fn word_starts(&self, text: &str) -> Option<std::collections::HashSet<usize>> {
+        use tokenizers::{
+            NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString,
+            PreTokenizer,
+        };
+        let pre = self.tokenizer.get_pre_tokenizer()?;
+        let mut normalized = NormalizedString::from(text);
+        if let Some(n) = self.tokenizer.get_normalizer() {
+            n.normalize(&mut normalized).ok()?;
+        }
+        let mut pts = PreTokenizedString::from(normalized);
+        pre.pre_tokenize(&mut pts).ok()?;
+        Some(
+            pts.get_splits(OffsetReferential::Original, OffsetType::Byte)
+                .iter()
+                .map(|(_, (start, _), _)| *start)
+                .collect(),
+        )
+    }
+
+    /// The text `ids` stand for (special tokens written out).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|e| Error::Encode(e.to_string()))
+    }
+
+    /// The vocabulary entry of `id` (`Ġthe`, `▁the`, `<|im_end|>`).
+    pub fn token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+
+    /// Whether `id` is one of the tokenizer's special tokens (BOS, EOS, `<|im_start|>`, …).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.tokenizer
+            .get_added_tokens_decoder()
+            .get(&id)
+            .is_some_and(|t| t.special)
+    }
+
+    /// Token ids of `text` without the special tokens the tokenizer would add around it (BOS):
+    /// for a prompt that a chat template already wrapped, as transformers' `apply_chat_template`
+    /// tokenizes it.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>, Error> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| Error::Encode(e.to_string()))
     }
 }
 

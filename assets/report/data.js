@@ -12,6 +12,10 @@ const N = meta.tokens.length;
 const L = meta.model.layers;
 const H = meta.model.heads;
 const D = meta.model.head_dim;
+/** The model's number of each captured layer (`--layers` may capture some only). */
+const LAYER_NUMBERS = meta.layer_numbers || Array.from({ length: L }, (_, l) => l);
+/** How a layer is named on the page: its number in the model. */
+const layerName = (l) => String(LAYER_NUMBERS[l]);
 const isPair = meta.sentence_b_start !== null && meta.sentence_b_start !== undefined;
 /** Whether token i is a special token, by its role (never by its label). */
 const SPECIAL = meta.roles.map(isSpecialRole);

@@ -237,7 +237,7 @@ function renderHead() {
   }
   const tintRgb = headRgb(strongest >= 0 ? oppositeHead[strongest] : state.head);
   key.querySelector('.tint').style.background = 'linear-gradient(90deg, ' + rgbCss(tintRgb, 0.05) + ', ' + rgbCss(tintRgb, TINT_MAX) + ')';
-  let info = 'Layer ' + l + ' · ' + shownCount + ' of ' + H + ' heads' + (GROUPED ? ' (' + KVH + ' key/value heads)' : '') +
+  let info = 'Layer ' + layerName(l) + ' · ' + shownCount + ' of ' + H + ' heads' + (GROUPED ? ' (' + KVH + ' key/value heads)' : '') +
     ' · ' + total.toLocaleString('en') + ' lines of weight ≥ ' + thr.toFixed(3) + ' (opacity = weight)';
   if (CAUSAL) info += ' · causal: lines only to the token itself and earlier ones';
   if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeUnit(hv.unit);

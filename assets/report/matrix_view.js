@@ -464,13 +464,13 @@ function matrixTip(label, kindOf) {
 function renderMatrix() {
   const l = state.layer;
   const h = state.head;
-  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + l + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''));
+  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''));
   const kind = state.matrixRight;
   $('matrix-right-select').value = kind;
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   $('matrix-right-desc').textContent = kind === 'mean'
-    ? 'Mean over the ' + H + ' heads of layer ' + l + '.'
-    : info.description + (info.per_layer ? ' (layer ' + l + ')' : '');
+    ? 'Mean over the ' + H + ' heads of layer ' + layerName(l) + '.'
+    : info.description + (info.per_layer ? ' (layer ' + layerName(l) + ')' : '');
   drawMatrixPanel('matrix-right', matrixValues(kind, l, h), null);
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);

@@ -28,10 +28,10 @@ function buildModelGrid() {
   grid.append(el('span', { class: 'axis', text: 'L \\ H' }));
   for (let h = 0; h < H; h++) grid.append(el('span', { class: 'axis', text: String(h) }));
   for (let l = 0; l < L; l++) {
-    grid.append(el('span', { class: 'axis', text: String(l) }));
+    grid.append(el('span', { class: 'axis', text: layerName(l) }));
     for (let h = 0; h < H; h++) {
       const c = el('canvas');
-      const b = el('button', { type: 'button', class: 'thumb', title: 'Layer ' + l + ', head ' + h + (GROUPED ? ' (kv head ' + KV[h] + ')' : '') + ': open in the head view', dataset: { layer: String(l), head: String(h) } }, c);
+      const b = el('button', { type: 'button', class: 'thumb', title: 'Layer ' + layerName(l) + ', head ' + h + (GROUPED ? ' (kv head ' + KV[h] + ')' : '') + ': open in the head view', dataset: { layer: String(l), head: String(h) } }, c);
       b.addEventListener('click', () => openHead(l, h));
       grid.append(b);
     }

@@ -145,7 +145,7 @@ function renderNeuron() {
   }
   ctx.textAlign = 'left';
   ctx.fillStyle = muted;
-  ctx.fillText('query of layer ' + d.layer + ', head ' + d.head + (ROTARY ? ', after RoPE' : '') +
+  ctx.fillText('query of layer ' + layerName(d.layer) + ', head ' + d.head + (ROTARY ? ', after RoPE' : '') +
     (GROUPED ? ' · keys of kv head ' + d.kvHead : ''), cols.qk, qy + rh / 2);
 
   // Scales: what the vector colours mean, and the bars' axes.
@@ -253,7 +253,7 @@ function renderNeuron() {
   ctx.fillStyle = fg;
   ctx.fillRect(Math.round(axisX), y0 - 2, 1, d.keys.length * rh + 4);
   neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width, barW, font, axisX, ticks, legends };
-  $('neuron-check').textContent = 'Layer ' + d.layer + ', head ' + d.head + (GROUPED ? ' (' + kvNote(d.head) + ')' : '') +
+  $('neuron-check').textContent = 'Layer ' + layerName(d.layer) + ', head ' + d.head + (GROUPED ? ' (' + kvNote(d.head) + ')' : '') +
     ', query ' + describeToken(d.query) +
     ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32' + (ROTARY ? ', after the rotary position embedding' : '') +
     '), equals the attention row to within ' + d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +

@@ -6,7 +6,7 @@
 
 function setupControls() {
   const layerSel = $('layer-select');
-  for (let l = 0; l < L; l++) layerSel.append(el('option', { value: String(l), text: String(l) }));
+  for (let l = 0; l < L; l++) layerSel.append(el('option', { value: String(l), text: layerName(l) }));
   layerSel.addEventListener('change', () => set({ layer: Number(layerSel.value) }));
 
   const headSel = $('head-select');
@@ -217,7 +217,9 @@ function loadTheme() {
 function fillSummary() {
   const m = meta.model;
   $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
-  $('model-shape').textContent = m.layers + ' layers × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
+  const subset = LAYER_NUMBERS.some((n, l) => n !== l);
+  const layersText = subset ? 'layers ' + LAYER_NUMBERS.join(', ') : m.layers + ' layers';
+  $('model-shape').textContent = layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
     ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens') +
     (CAUSAL ? ' · causal' : '');
   const generatedText = generatedWords();
@@ -235,7 +237,8 @@ function fillSummary() {
   const b64Len = Math.ceil(meta.payload.raw_bytes / 3) * 4;
   const rows = [
     ['Model', m.id + (m.revision ? ' (revision ' + m.revision + ')' : '')],
-    ['Shape', m.layers + ' layers × ' + m.heads + ' heads, hidden size ' + m.hidden_size + ', head dim ' + m.head_dim],
+    ['Shape', layersText + ' × ' + m.heads + ' heads, hidden size ' + m.hidden_size + ', head dim ' + m.head_dim +
+      (subset ? ' (only these layers were captured)' : '')],
     [isPair ? 'Sentence A' : 'Sentence', meta.text],
   ];
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
@@ -313,8 +316,8 @@ async function main() {
   setupControls();
   fitSummary();
   buildLegend();
-  setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + state.layer + ', head ' + state.head, () => 'head'));
-  setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + state.layer,
+  setupMatrixHover('matrix-left', matrixTip(() => 'Layer ' + layerName(state.layer) + ', head ' + state.head, () => 'head'));
+  setupMatrixHover('matrix-right', matrixTip(() => $('matrix-right-select').selectedOptions[0].textContent + ', layer ' + layerName(state.layer),
     () => state.matrixRight));
   setupMatrixZoom();
   setupNeuronPointer();

@@ -11,12 +11,12 @@
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use attnviz::analysis::Stat;
 use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
-use attnviz::corpus::{OnBadLine, PerSentence};
+use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
 use attnviz::render::json::JsonSection;
@@ -29,13 +29,23 @@ use attnviz::render::ColorChoice;
 /// PNG/SVG heatmaps and as a self-contained HTML report. Layers and heads are numbered from 0.
 #[derive(Debug, Parser)]
 #[command(name = "attnviz", version, about, long_about = None, max_term_width = 100)]
+#[command(args_conflicts_with_subcommands = true)]
 #[command(after_help = "Examples:\n  \
     attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
     attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
     echo \"Text from a pipe\" | attnviz - --json -\n  \
-    attnviz --input sentences.txt --out-dir corpus --words")]
+    attnviz -m gpt2 \"The capital of France is\" --generate 16\n  \
+    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"What is attention?\" --chat --generate 32 --html chat.html\n  \
+    attnviz --input sentences.txt --out-dir corpus --words\n  \
+    attnviz --input corpus.jsonl.gz --out-dir shard-3 --shard 3/8 --resume\n  \
+    attnviz merge shard-*/corpus_partial.json --out corpus_stats.json")]
 pub struct Args {
+    /// A subcommand (`merge`), instead of analysing TEXT. To analyse the text "merge" itself,
+    /// write `attnviz -- merge`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// The sentence to analyse; `-` reads it from standard input. Not with --input.
     #[arg(value_name = "TEXT")]
     pub text: Option<String>,
@@ -179,9 +189,11 @@ pub struct Args {
     #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 
-    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin).
-    /// Writes DIR/sentences/NNNNNN.json (NNNNNN = line number) and DIR/corpus_stats.json (the
-    /// per-head statistics averaged over the sentences), and prints the averaged --stats table.
+    /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
+    /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
+    /// DIR/sentences/NNNNNN.json (NNNNNN = line number, or the id), DIR/corpus_stats.json (the
+    /// per-head statistics averaged over the sentences) and DIR/corpus_partial.json (exact sums,
+    /// for `attnviz merge` and --resume), and prints the averaged --stats table.
     #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
@@ -189,7 +201,8 @@ pub struct Args {
     #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
-    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8)
+    /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8;
+    /// in JSON Lines also no "text", an id that cannot name a file, or an id used before)
     /// [default: skip].
     #[arg(help_heading = "Corpus mode", long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
     pub on_bad_line: Option<OnBadLine>,
@@ -210,6 +223,21 @@ pub struct Args {
     #[arg(help_heading = "Corpus mode", long)]
     pub force: bool,
 
+    /// Corpus mode: process only shard K of N: lines K, K+N, K+2N, … (numbered from 1). Each
+    /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly.
+    #[arg(help_heading = "Corpus mode", long, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+
+    /// Corpus mode: continue the run in --out-dir where it stopped (killed, pre-empted, Ctrl-C),
+    /// skipping the sentences already done; with nothing to continue, start.
+    #[arg(help_heading = "Corpus mode", long, conflicts_with = "force")]
+    pub resume: bool,
+
+    /// Corpus mode: what each line of --input holds. gzip and zstd compression are recognised
+    /// by their content either way [default: auto].
+    #[arg(help_heading = "Corpus mode", long, value_name = "FORMAT", value_parser = choice::<InputFormat>())]
+    pub input_format: Option<InputFormat>,
+
     /// How many most-attended tokens the terminal lists for each token [default: 3].
     #[arg(help_heading = "Terminal view", long, value_name = "K")]
     pub top: Option<usize>,
@@ -226,6 +254,130 @@ pub struct Args {
     /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
+    /// at the model's end-of-sequence token), then show the attention over the prompt and the
+    /// generated tokens, which every view marks.
+    #[arg(help_heading = "Generation", long, value_name = "N")]
+    pub generate: Option<usize>,
+
+    /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
+    /// as chat models expect their input; with --generate, the model answers.
+    #[arg(help_heading = "Generation", long)]
+    pub chat: bool,
+
+    /// Capture only these layers (numbered from 0), e.g. `0,5,10-12`: a long input on a deep
+    /// model needs layers × heads × tokens² × 4 bytes for its attention. Every output shows
+    /// the captured layers under their own numbers.
+    #[arg(help_heading = "Model", long, value_name = "LIST", value_parser = parse_layers)]
+    pub layers: Option<LayerList>,
+
+    /// The most memory the captured attention may take, e.g. `2G`, `512M` (bytes, or with k,
+    /// M, G, T; powers of 1024). A larger capture is refused before the model runs
+    /// [default: half of this machine's memory].
+    #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+}
+
+/// The most layers a `--layers` list may name (far more than any model has).
+const MAX_LAYER_NUMBER: usize = 100_000;
+
+/// The layers `--layers` names, ascending, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerList(pub Vec<usize>);
+
+/// `0,5,10-12` → `[0, 5, 10, 11, 12]`: numbers and inclusive ranges, sorted, each once.
+pub fn parse_layers(s: &str) -> Result<LayerList, String> {
+    let number = |t: &str| -> Result<usize, String> {
+        match t.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_LAYER_NUMBER => Ok(n),
+            Ok(n) => Err(format!("layer {n} is more than any model has")),
+            Err(_) => Err(format!(
+                "`{}` is not a layer number; give numbers and ranges from 0, e.g. 0,5,10-12",
+                t.trim()
+            )),
+        }
+    };
+    let mut layers = Vec::new();
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!("the range {a}-{b} runs backwards; write {b}-{a}"));
+                }
+                layers.extend(a..=b);
+            }
+            None => layers.push(number(part)?),
+        }
+    }
+    layers.sort_unstable();
+    layers.dedup();
+    Ok(LayerList(layers))
+}
+
+/// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || format!("`{s}` is not a memory size; write e.g. 2G, 512M or a number of bytes");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches("ib").trim_end_matches('b');
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024f64.powi(2),
+        "g" => 1024f64.powi(3),
+        "t" => 1024f64.powi(4),
+        _ => return Err(bad()),
+    };
+    let bytes = value * scale;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 2f64.powi(63)) {
+        return Err(format!("`{s}` is not a memory size from 1 byte to 8 EiB"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Combine the partial files of corpus shards (`--shard K/N`) into one corpus_stats.json,
+    /// exactly as one run over the whole corpus would write it.
+    #[command(after_help = "Example:\n  \
+        attnviz merge out/shard-*/corpus_partial.json --out corpus_stats.json")]
+    Merge(MergeArgs),
+}
+
+/// `attnviz merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The partial files (DIR/corpus_partial.json of each shard), or the shards' output folders.
+    #[arg(value_name = "PARTIAL", required = true)]
+    pub partials: Vec<PathBuf>,
+
+    /// Where to write the merged summary; `-` writes it to standard output.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub out: PathBuf,
+
+    /// Print neither the averaged statistics table nor the closing line.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Show one statistic of the table as a layers × heads heatmap.
+    #[arg(long, value_name = "NAME")]
+    pub stat: Option<Stat>,
+
+    /// Colour in the statistics table [default: auto].
+    #[arg(long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    s.parse()
 }
 
 /// A value parser for a library option type: its names (with their descriptions for `--help`),
@@ -282,6 +434,31 @@ mod tests {
         assert!(parse_scale_factor("NaN").is_err() && parse_scale_factor("x").is_err());
         assert_eq!(parse_dpi("300"), Ok(300.0));
         assert!(parse_dpi("1000").is_err() && parse_dpi("inf").is_err());
+    }
+
+    #[test]
+    fn merge_is_a_subcommand_and_text_still_works() {
+        let args = Args::try_parse_from(["attnviz", "The cat sat."]).unwrap();
+        assert_eq!(args.text.as_deref(), Some("The cat sat."));
+        assert!(args.command.is_none());
+        let args =
+            Args::try_parse_from(["attnviz", "merge", "a.json", "b", "--out", "x.json"]).unwrap();
+        let Some(Command::Merge(m)) = args.command else {
+            panic!("merge")
+        };
+        assert_eq!(m.partials, [PathBuf::from("a.json"), PathBuf::from("b")]);
+        assert_eq!(m.out, PathBuf::from("x.json"));
+        // The word itself, after `--`.
+        let args = Args::try_parse_from(["attnviz", "--", "merge"]).unwrap();
+        assert_eq!(args.text.as_deref(), Some("merge"));
+        // Text flags do not mix with the subcommand.
+        assert!(Args::try_parse_from(["attnviz", "--words", "merge", "a", "--out", "x"]).is_err());
+        assert!(Args::try_parse_from(["attnviz", "merge", "--out", "x"]).is_err());
+        let args = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "2/5"]).unwrap();
+        assert_eq!(args.shard, Some(Shard::new(2, 5).unwrap()));
+        let e = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "0/5"]).unwrap_err();
+        assert!(e.to_string().contains("JOB_COMPLETION_INDEX"), "{e}");
+        assert!(Args::try_parse_from(["attnviz", "--input", "f", "--resume", "--force"]).is_err());
     }
 
     #[test]

@@ -11,15 +11,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection, SelectionError};
-use attnviz::corpus::{CorpusJob, OnBadLine, PerSentence};
+use attnviz::attention::{
+    layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
+};
+use attnviz::corpus::merge::MergeJob;
+use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 
-use super::cli::Args;
+use super::cli::{Args, Command, MergeArgs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -44,13 +47,15 @@ pub struct Plan {
     pub mode: Mode,
 }
 
-/// The two modes of the command line.
+/// The modes of the command line.
 #[derive(Debug, PartialEq)]
 pub enum Mode {
     /// One text (or pair): every output from one forward pass.
     Single(Box<Single>),
     /// `--input FILE --out-dir DIR`.
     Corpus(CorpusJob),
+    /// `attnviz merge PARTIAL... --out FILE`.
+    Merge(MergeJob),
 }
 
 /// A single input and its outputs.
@@ -109,13 +114,75 @@ pub struct Single {
     pub top: usize,
     /// Colour in the terminal.
     pub color: ColorChoice,
+    /// `--generate N`: tokens to generate after the text (decoders).
+    pub generate: Option<usize>,
+    /// `--chat`: wrap the text in the model's chat template.
+    pub chat: bool,
+    /// `--layers`: the layers to capture, ascending; `None`: all.
+    pub layers: Option<Vec<usize>>,
+    /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
+    pub max_memory: Option<u64>,
 }
 
 impl Single {
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
-    /// The attention of `kind` has its own layers and heads (an encoder–decoder's encoder may
-    /// have other counts than its decoder); errors name the kind.
+    ///
+    /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
+    /// names its place among the captured layers, as the views index them.
+    pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        if let Some(layers) = &self.layers {
+            if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
+                return Err(format!(
+                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
+                    info.name(),
+                    info.layers.saturating_sub(1)
+                ));
+            }
+            let layer = self.layer.unwrap_or(*layers.last().unwrap_or(&0));
+            let Some(slot) = layers.iter().position(|&l| l == layer) else {
+                return Err(format!(
+                    "--layer {layer} is not among the captured --layers {}; pick one of them",
+                    layer_list(layers)
+                ));
+            };
+            let captured = ModelInfo {
+                layers: layers.len(),
+                ..info.clone()
+            };
+            let Selection { head, .. } = self.check(&captured, Selection::new(slot, self.head))?;
+            return Ok(Selection::new(slot, head));
+        }
+        let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
+        self.check(info, Selection::new(layer, self.head))
+    }
+
+    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+        self.check_named(info, selection, info.name())
+    }
+
+    fn check_named(
+        &self,
+        info: &ModelInfo,
+        selection: Selection,
+        name: &str,
+    ) -> Result<Selection, String> {
+        info.check_selection(selection).map_err(|e| match e {
+            SelectionError::Layer { layer, layers } => format!(
+                "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
+                layers.saturating_sub(1)
+            ),
+            SelectionError::Head { head, heads } => format!(
+                "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
+                     from 0), or use --head mean",
+                heads.saturating_sub(1)
+            ),
+        })
+    }
+
+    /// The selection for an encoder–decoder's attention of `kind`, described by `info` (its own
+    /// layers and heads: the encoder may have other counts than the decoder, whose layers
+    /// cross-attention shares); errors name the kind.
     pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
         let name = match kind {
             AttentionKind::SelfAttention => info.name().to_string(),
@@ -123,18 +190,12 @@ impl Single {
             k => format!("{}'s {}", info.name(), k.as_str()),
         };
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        info.check_selection(Selection::new(layer, self.head))
-            .map_err(|e| match e {
-                SelectionError::Layer { layer, layers } => format!(
-                    "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
-                    layers.saturating_sub(1)
-                ),
-                SelectionError::Head { head, heads } => format!(
-                    "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
-                     from 0), or use --head mean",
-                    heads.saturating_sub(1)
-                ),
-            })
+        self.check_named(info, Selection::new(layer, self.head), &name)
+    }
+
+    /// Whether the model generates, or wraps the text in its chat template, before capturing.
+    pub fn generates(&self) -> bool {
+        self.generate.is_some() || self.chat
     }
 
     /// Whether an HTML report is written (`--html` or `--report`).
@@ -150,11 +211,14 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     }
     if args.input.is_some() && args.kind.is_some() {
         return Err(
-            "--kind picks one attention of an encoder–decoder model for a single text; corpus              mode (--input) writes every kind, so drop --kind"
+            "--kind picks the attention a single TEXT shows; it does not apply to corpus mode \
+             (--input): drop --kind"
                 .into(),
         );
     }
-    let mode = if args.input.is_some() {
+    let mode = if let Some(Command::Merge(m)) = &args.command {
+        Mode::Merge(merge(m)?)
+    } else if args.input.is_some() {
         Mode::Corpus(corpus(args)?)
     } else {
         Mode::Single(Box::new(single(args)?))
@@ -181,12 +245,28 @@ fn single(args: &Args) -> Result<Single, String> {
         ("--on-bad-line", args.on_bad_line.is_some()),
         ("--per-sentence", args.per_sentence.is_some()),
         ("--force", args.force),
+        ("--shard", args.shard.is_some()),
+        ("--resume", args.resume),
+        ("--input-format", args.input_format.is_some()),
     ];
     if let Some(flag) = first_given(&corpus_only) {
         return Err(format!(
             "{flag} only applies to corpus mode; add --input FILE (one sentence per line), or \
              drop {flag}"
         ));
+    }
+    if args.generate == Some(0) {
+        return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
+    }
+    if args.pair.is_some() {
+        if let Some(flag) = first_given(&[
+            ("--generate", args.generate.is_some()),
+            ("--chat", args.chat),
+        ]) {
+            return Err(format!(
+                "{flag} is for decoder models, which read one text; drop --pair"
+            ));
+        }
     }
     let Some(text) = args.text.clone() else {
         return Err(
@@ -325,6 +405,10 @@ fn single(args: &Args) -> Result<Single, String> {
         stdout_taken,
         top: args.top.unwrap_or(3),
         color: args.color.unwrap_or_default(),
+        generate: args.generate,
+        chat: args.chat,
+        layers: args.layers.clone().map(|l| l.0),
+        max_memory: args.max_memory,
     })
 }
 
@@ -339,6 +423,10 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--report", args.report.is_some()),
         ("--neuron", args.neuron),
         ("--html-precision", args.html_precision.is_some()),
+        ("--generate", args.generate.is_some()),
+        ("--chat", args.chat),
+        ("--layers", args.layers.is_some()),
+        ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.figure.is_some()),
         ("--colormap", args.colormap.is_some()),
         ("--theme", args.theme.is_some()),
@@ -392,10 +480,11 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ));
     }
     let earlier = attnviz::corpus::earlier_run_files(&out_dir);
-    if earlier > 0 && !args.force {
+    if earlier > 0 && !args.force && !args.resume {
         return Err(format!(
             "{} already holds {earlier} file{} from an earlier run, and mixing two runs would \
-             mislead; give another --out-dir, or add --force to replace them",
+             mislead; give another --out-dir, add --resume to continue that run, or --force to \
+             replace it",
             out_dir.join(attnviz::corpus::SENTENCES_DIR).display(),
             if earlier == 1 { "" } else { "s" }
         ));
@@ -417,9 +506,83 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         },
         json_include: args.json_include.clone(),
         force: args.force,
+        resume: args.resume,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        input_format: args.input_format.unwrap_or(InputFormat::Auto),
         quiet: args.quiet,
         stat: args.stat,
         color: args.color.unwrap_or_default(),
+    })
+}
+
+/// `attnviz merge`: the partial files exist (a shard's output folder stands for its
+/// corpus_partial.json), and the summary goes to a new place, not over one of them.
+fn merge(m: &MergeArgs) -> Result<MergeJob, String> {
+    let mut partials = Vec::with_capacity(m.partials.len());
+    for p in &m.partials {
+        let file = if p.is_dir() {
+            p.join(attnviz::corpus::PARTIAL_FILE)
+        } else {
+            p.clone()
+        };
+        if !file.is_file() {
+            return Err(if p.is_dir() {
+                format!(
+                    "{} holds no {}; give the output folders (or partial files) of runs with \
+                     --input",
+                    p.display(),
+                    attnviz::corpus::PARTIAL_FILE
+                )
+            } else if p.exists() {
+                format!("{} is not a file; give partial files to merge", p.display())
+            } else {
+                format!(
+                    "{} does not exist; give partial files to merge",
+                    p.display()
+                )
+            });
+        }
+        partials.push(file);
+    }
+    let out = &m.out;
+    if out.as_os_str() != "-" {
+        if out.is_dir() {
+            return Err(format!(
+                "--out {} is a folder; give the file to write, e.g. {}",
+                out.display(),
+                out.join("corpus_stats.json").display()
+            ));
+        }
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(format!(
+                "--out {}: folder {} does not exist; create it first",
+                out.display(),
+                dir.display()
+            ));
+        }
+        let target = attnviz::output::absolute(out);
+        if let Some(p) = partials
+            .iter()
+            .find(|p| attnviz::output::absolute(p) == target)
+        {
+            return Err(format!(
+                "--out {} is one of the partial files being merged; write the summary elsewhere",
+                p.display()
+            ));
+        }
+    }
+    if m.color.is_some() && m.quiet {
+        return Err(
+            "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
+        );
+    }
+    Ok(MergeJob {
+        partials,
+        out: out.clone(),
+        quiet: m.quiet,
+        stat: m.stat,
+        color: m.color.unwrap_or_default(),
     })
 }
 
@@ -545,7 +708,7 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Merge(_) => panic!("not single"),
         }
     }
 
@@ -714,22 +877,15 @@ mod tests {
             head_dim: 32,
         };
         let s = single_plan(&["t"]);
-        assert_eq!(
-            s.selection_of(&info, AttentionKind::SelfAttention),
-            Ok(Selection::new(5, HeadSel::Mean))
-        );
+        assert_eq!(s.selection(&info), Ok(Selection::new(5, HeadSel::Mean)));
         let s = single_plan(&["t", "--layer", "6"]);
-        let e = s
-            .selection_of(&info, AttentionKind::SelfAttention)
-            .unwrap_err();
+        let e = s.selection(&info).unwrap_err();
         assert!(
             e.starts_with("--layer 6 is out of range: m has layers 0–5"),
             "{e}"
         );
         let s = single_plan(&["t", "--head", "12"]);
-        let e = s
-            .selection_of(&info, AttentionKind::SelfAttention)
-            .unwrap_err();
+        let e = s.selection(&info).unwrap_err();
         assert!(e.contains("--head mean"), "{e}");
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
 use attnviz::attention::{Attention, AttentionSet, HeadSel, Role, Selection};
-use attnviz::model::{EncodeOptions, Model};
+use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
@@ -48,14 +48,19 @@ pub enum Error {
     /// Corpus mode (`--input`).
     #[error(transparent)]
     Corpus(#[from] attnviz::corpus::CorpusError),
+    /// `attnviz merge`.
+    #[error(transparent)]
+    Merge(#[from] attnviz::corpus::merge::MergeError),
 }
 
 impl Error {
-    /// The exit status for this error: 130 for a run stopped by Ctrl-C (as when the signal ends
-    /// it at once), 1 for everything else.
+    /// The exit status for this error: 130 for a run stopped by Ctrl-C and 143 by SIGTERM (as
+    /// when the signal ends it at once), 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { .. }) => 130,
+            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { signal, .. }) => {
+                u8::try_from(128 + signal).unwrap_or(130)
+            }
             _ => 1,
         }
     }
@@ -86,14 +91,63 @@ fn configure_threads(flag: Option<usize>) -> usize {
     threads
 }
 
+/// Progress of a generation on standard error: a line redrawn in place after each token when
+/// standard error is a terminal; otherwise, for long generations only (from
+/// [`Progress::LONG`] tokens), a line at each quarter.
+struct Progress {
+    total: usize,
+    terminal: bool,
+    shown: bool,
+}
+
+impl Progress {
+    /// Generations at least this long report progress on a standard error that is no terminal.
+    const LONG: usize = 64;
+
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            terminal: io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn update(&mut self, done: usize) {
+        let mut err = io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\rgenerating: {done}/{} tokens", self.total);
+            let _ = err.flush();
+            self.shown = true;
+        } else if self.total >= Self::LONG
+            && done < self.total
+            && done.is_multiple_of(self.total / 4)
+        {
+            let _ = writeln!(err, "generating: {done}/{} tokens", self.total);
+        }
+    }
+
+    /// Clear the line drawn in place.
+    fn finish(&mut self) {
+        if self.shown {
+            let _ = write!(io::stderr().lock(), "\r\x1b[2K");
+            self.shown = false;
+        }
+    }
+}
+
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
+    if let Mode::Merge(job) = &plan.mode {
+        // No model and no threads: merging adds integers.
+        return Ok(attnviz::corpus::merge::run(job)?);
+    }
     let threads = configure_threads(plan.threads);
     match plan.mode {
         // Corpus mode lives in its own module.
         Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
+        Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
         Mode::Single(single) => run_single(&single),
     }
 }
@@ -101,13 +155,44 @@ pub fn run(args: &Args) -> Result<(), Error> {
 /// One text (or pair): load, encode once, write every output.
 fn run_single(plan: &Single) -> Result<(), Error> {
     let model = Model::load(&plan.model, &plan.revision)?;
+    // Checked before anything is read or run; an encoder–decoder's kinds are checked again
+    // below, each against its own layers and heads.
+    let selection = plan.selection(model.info()).map_err(Error::Usage)?;
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
         truncate: plan.truncate,
         capture_query_key: plan.neuron,
+        layers: plan.layers.clone(),
+        max_memory: plan.max_memory,
     };
-    let encoding = model.encode(&text, plan.pair.as_deref(), &opts)?;
+    let encoding = if plan.generates() {
+        let generate = GenerateOptions {
+            max_new_tokens: plan.generate.unwrap_or(0),
+            chat: plan.chat,
+        };
+        let mut progress = Progress::new(generate.max_new_tokens);
+        let encoding =
+            model.encode_generated(&text, &opts, generate, &mut |done| progress.update(done));
+        progress.finish();
+        let encoding = encoding?;
+        if let Some(g) = &encoding.generation {
+            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
+            note(&format!(
+                "generated {} token{}{}: {text:?}",
+                g.generated().len(),
+                if g.generated().len() == 1 { "" } else { "s" },
+                if g.stopped_at_eos {
+                    " (stopped at the end-of-sequence token)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        encoding
+    } else {
+        model.encode(&text, plan.pair.as_deref(), &opts)?
+    };
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -126,6 +211,31 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             encoding.attention.len()
         ));
     }
+
+    // Attention rollout multiplies every layer's attention in turn: with only some layers
+    // captured (--layers) there is none to show.
+    let every_layer = encoding
+        .attention
+        .layer_numbers()
+        .iter()
+        .copied()
+        .eq(0..model.info().layers);
+    if !every_layer {
+        let rollout_asked = (plan.figure == Figure::Rollout
+            && (plan.png.is_some() || plan.svg.is_some()))
+            || plan
+                .json_include
+                .contains(&attnviz::render::json::JsonSection::Rollout);
+        if rollout_asked {
+            return Err(Error::Usage(
+                "attention rollout multiplies every layer's attention, and --layers captures \
+                 only some; drop --layers, or the rollout (--figure rollout, --json-include \
+                 rollout)"
+                    .into(),
+            ));
+        }
+    }
+
     // Every attention of the run, token level: one value, or an encoder–decoder's three.
     let tokens = AttentionSet::single(encoding.attention);
 
@@ -142,9 +252,12 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         .position(|&k| k == shown_kind)
         .expect("the kind was found");
     let token_att = tokens.kind(shown_kind).expect("the kind was found");
-    let selection = plan
-        .selection_of(&token_att.model, shown_kind)
-        .map_err(Error::Usage)?;
+    let selection = if tokens.is_encoder_decoder() {
+        plan.selection_of(&token_att.model, shown_kind)
+            .map_err(Error::Usage)?
+    } else {
+        selection
+    };
     let Selection { layer, head } = selection;
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
@@ -176,6 +289,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let att = shown.iter().nth(shown_index).expect("one view per kind");
     let rollout = analyses
         .as_ref()
+        .filter(|_| every_layer)
         .and_then(|a| a[shown_index].rollout.get(layer))
         .filter(|m| !m.is_empty())
         .map(Vec::as_slice);
@@ -195,6 +309,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         set: &shown,
         all_stats: stats.iter().map(|s| &**s).collect(),
         analyses: analyses.as_deref(),
+        every_layer,
         include: &plan.json_include,
         json: plan.json_format,
         image: plan.image,
@@ -215,6 +330,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // special tokens itself, reversibly.
     let html = plan.html_report().then(|| {
         let token_rollout = match &analyses {
+            _ if !every_layer => Cow::Owned(Vec::new()),
             Some(a) if view_opts == analysis::ViewOptions::default() => {
                 Cow::Borrowed(&a[shown_index].rollout)
             }
@@ -260,6 +376,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
                 token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -270,6 +387,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         } else {
             let opts = StatsTableOptions {
                 token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -294,6 +412,8 @@ struct Outputs<'a> {
     all_stats: Vec<&'a [Vec<HeadStats>]>,
     /// The analyses of every kind, when they were computed (means, rollout).
     analyses: Option<&'a [Analysis]>,
+    /// Whether every layer was captured (without, there is no rollout).
+    every_layer: bool,
     /// Optional JSON sections (`--json-include`).
     include: &'a [attnviz::render::json::JsonSection],
     json: JsonOptions,
@@ -353,6 +473,7 @@ impl Outputs<'_> {
             let Selection { layer, head } = selection;
             let rollout = self
                 .analyses
+                .filter(|_| self.every_layer)
                 .and_then(|a| a[i].rollout.get(layer))
                 .filter(|m| !m.is_empty())
                 .map(Vec::as_slice);
@@ -364,7 +485,10 @@ impl Outputs<'_> {
             for (name, figure) in FigureSpec::all(layer, head, rollout) {
                 let figure = match (name, focused) {
                     ("head", Some(h)) => FigureSpec::Matrix {
-                        title: format!("layer {layer} · head {h} (most focused)"),
+                        title: format!(
+                            "layer {} · head {h} (most focused)",
+                            att.layer_number(layer)
+                        ),
                         values: att.head(layer, h),
                     },
                     _ => figure,
@@ -484,14 +608,18 @@ fn html_options(
         analysis: HtmlAnalysis {
             stats: statistics,
             head_labels: Some(head_labels),
-            matrices: vec![ExtraMatrix {
-                id: "rollout".to_string(),
-                label: "Attention rollout".to_string(),
-                description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
-                    renormalised, multiplied through the layers up to this one"
-                    .to_string(),
-                layers: rollout.to_vec(),
-            }],
+            // No rollout without every layer (`--layers`).
+            matrices: (!rollout.is_empty())
+                .then(|| ExtraMatrix {
+                    id: "rollout".to_string(),
+                    label: "Attention rollout".to_string(),
+                    description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
+                        renormalised, multiplied through the layers up to this one"
+                        .to_string(),
+                    layers: rollout.to_vec(),
+                })
+                .into_iter()
+                .collect(),
         },
         ..HtmlOptions::default()
     }

@@ -290,11 +290,32 @@ pub struct Attention {
     keys: Option<Units>,
     /// The key/value head each query head reads.
     kv_head: Vec<usize>,
+    /// The model's number of each captured layer (`0, 1, …` unless only some were captured).
+    layer_numbers: Vec<usize>,
     /// Attention probabilities, `[layers, heads, n_query, n_key]` (each row sums to 1 over the
     /// keys it may see).
     weights: Vec<f32>,
     /// Query/key vectors, when the model was asked to keep them (token level only).
     pub query_key: Option<QueryKey>,
+}
+
+/// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
+pub fn layer_list(layers: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < layers.len() {
+        let mut j = i;
+        while j + 1 < layers.len() && layers[j + 1] == layers[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j - i {
+            0 => layers[i].to_string(),
+            1 => format!("{}, {}", layers[i], layers[j]),
+            _ => format!("{}–{}", layers[i], layers[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
 }
 
 /// Error for an [`Attention`] built from inconsistent parts.
@@ -314,24 +335,15 @@ impl Attention {
         units: Units,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
-        let heads = model.heads;
-        let att = Attention {
+        Self::build(
             model,
             text,
             pair,
-            kind: AttentionKind::SelfAttention,
-            mask: MaskKind::Bidirectional,
-            positions: PositionScheme::Absolute,
-            level: Level::Token,
-            special_excluded: false,
-            queries: units,
-            keys: None,
-            kv_head: (0..heads).collect(),
+            AttentionKind::SelfAttention,
+            units,
+            None,
             weights,
-            query_key: None,
-        };
-        att.check()?;
-        Ok(att)
+        )
     }
 
     /// Cross-attention: `queries` (the decoder's units) over `keys` (the encoder's), weights
@@ -344,19 +356,42 @@ impl Attention {
         keys: Units,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
-        let heads = model.heads;
+        Self::build(
+            model,
+            text,
+            pair,
+            AttentionKind::Cross,
+            queries,
+            Some(keys),
+            weights,
+        )
+    }
+
+    /// The one place a value is assembled: bidirectional, token level, every head its own
+    /// key/value head; checked before it is returned.
+    fn build(
+        model: ModelInfo,
+        text: String,
+        pair: Option<String>,
+        kind: AttentionKind,
+        queries: Units,
+        keys: Option<Units>,
+        weights: Vec<f32>,
+    ) -> Result<Self, ShapeError> {
+        let (heads, layers) = (model.heads, model.layers);
         let att = Attention {
             model,
             text,
             pair,
-            kind: AttentionKind::Cross,
+            kind,
             mask: MaskKind::Bidirectional,
             positions: PositionScheme::Absolute,
             level: Level::Token,
             special_excluded: false,
             queries,
-            keys: Some(keys),
+            keys,
             kv_head: (0..heads).collect(),
+            layer_numbers: (0..layers).collect(),
             weights,
             query_key: None,
         };
@@ -399,6 +434,24 @@ impl Attention {
         Ok(self)
     }
 
+    /// The same value with its layers numbered as in the model (`--layers 0,5,10-12` captures
+    /// layers 0, 5, 10, 11 and 12: matrix `i` is layer `numbers[i]`).
+    pub fn with_layer_numbers(mut self, numbers: Vec<usize>) -> Result<Self, ShapeError> {
+        self.layer_numbers = numbers;
+        self.check()?;
+        Ok(self)
+    }
+
+    /// The model's number of captured layer `i` (`i` itself unless only some were captured).
+    pub fn layer_number(&self, i: usize) -> usize {
+        self.layer_numbers[i]
+    }
+
+    /// The model's numbers of the captured layers, ascending.
+    pub fn layer_numbers(&self) -> &[usize] {
+        &self.layer_numbers
+    }
+
     /// The same value with the query/key vectors the model used.
     pub fn with_query_key(mut self, query_key: Option<QueryKey>) -> Result<Self, ShapeError> {
         self.query_key = query_key;
@@ -429,6 +482,7 @@ impl Attention {
             queries,
             keys,
             kv_head: self.kv_head.clone(),
+            layer_numbers: self.layer_numbers.clone(),
             weights,
             query_key: None,
         };
@@ -458,6 +512,16 @@ impl Attention {
                 self.weights.len(),
                 m.layers,
                 m.heads
+            )));
+        }
+        if self.layer_numbers.len() != m.layers
+            || self.layer_numbers.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(ShapeError(format!(
+                "{} layer numbers {:?} for {} captured layers (ascending, each once)",
+                self.layer_numbers.len(),
+                self.layer_numbers,
+                m.layers
             )));
         }
         if self.kv_head.len() != m.heads {

@@ -4,6 +4,13 @@
 //! and associative: the result does not depend on the order in which parallel workers finish,
 //! and the same corpus always gives the same bits in `corpus_stats.json`. Converting a
 //! statistic to fixed point drops only what lies below 2⁻⁶⁴ (about 5·10⁻²⁰).
+//!
+//! A statistic a sentence does not define (NaN: the first-token share of a bidirectional model,
+//! the next-token share under a causal mask, the distances of cross-attention) is left out of
+//! that statistic's sums and counts, so each statistic is averaged over the sentences that define
+//! it, and is NaN (`null` in JSON) where none does.
+
+use serde_json::{json, Map, Value};
 
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 
@@ -36,6 +43,10 @@ struct HeadSums {
     sum_sq: [i128; STATS],
     /// Σ over sentences of `rows × statistic` (the token-weighted numerators).
     sum_rows: [i128; STATS],
+    /// Sentences that define each statistic (not NaN): the denominators of `sum` and `sum_sq`.
+    defined: [u64; STATS],
+    /// Query rows of those sentences: the denominators of `sum_rows`.
+    defined_rows: [u64; STATS],
 }
 
 /// Per-head statistics of many sentences, summed; `layers × heads` entries whatever the number
@@ -110,6 +121,11 @@ impl CorpusStats {
                 acc.rows += s.rows as u64;
                 for (i, stat) in Stat::ALL.into_iter().enumerate() {
                     let v = stat.value(s);
+                    if v.is_nan() {
+                        continue;
+                    }
+                    acc.defined[i] += 1;
+                    acc.defined_rows[i] += s.rows as u64;
                     acc.sum[i] = acc.sum[i].saturating_add(fixed(v));
                     acc.sum_sq[i] = acc.sum_sq[i].saturating_add(fixed(v * v));
                     acc.sum_rows[i] = acc.sum_rows[i].saturating_add(fixed(v * s.rows as f64));
@@ -134,6 +150,8 @@ impl CorpusStats {
             a.sentences += b.sentences;
             a.rows += b.rows;
             for i in 0..STATS {
+                a.defined[i] += b.defined[i];
+                a.defined_rows[i] += b.defined_rows[i];
                 a.sum[i] = a.sum[i].saturating_add(b.sum[i]);
                 a.sum_sq[i] = a.sum_sq[i].saturating_add(b.sum_sq[i]);
                 a.sum_rows[i] = a.sum_rows[i].saturating_add(b.sum_rows[i]);
@@ -146,18 +164,146 @@ impl CorpusStats {
         (self.layers, self.heads)
     }
 
+    /// The exact sums, for a partial-statistics file: each `[layer][head]`; the fixed-point sums
+    /// as decimal strings (JSON numbers hold 53 bits exactly, these hold 128), the counts as
+    /// numbers. The sentence counts (`sentences`, `pairs`, …) are the caller's to write.
+    pub fn sums_json(&self) -> Value {
+        let grid = |f: &dyn Fn(&HeadSums) -> Value| -> Value {
+            Value::Array(
+                self.sums
+                    .chunks(self.heads.max(1))
+                    .map(|l| Value::Array(l.iter().map(f).collect()))
+                    .collect(),
+            )
+        };
+        let by_stat = |cell: &dyn Fn(&HeadSums, usize) -> Value| -> Value {
+            let map: Map<String, Value> = Stat::ALL
+                .into_iter()
+                .enumerate()
+                .map(|(i, stat)| (stat.name().to_string(), grid(&|h: &HeadSums| cell(h, i))))
+                .collect();
+            Value::Object(map)
+        };
+        json!({
+            "fraction_bits": FRACTION_BITS,
+            "layers": self.layers,
+            "heads": self.heads,
+            "head_sentences": grid(&|h: &HeadSums| json!(h.sentences)),
+            "rows": grid(&|h: &HeadSums| json!(h.rows)),
+            "defined": by_stat(&|h, i| json!(h.defined[i])),
+            "defined_rows": by_stat(&|h, i| json!(h.defined_rows[i])),
+            "sum": by_stat(&|h, i| json!(h.sum[i].to_string())),
+            "sum_sq": by_stat(&|h, i| json!(h.sum_sq[i].to_string())),
+            "sum_rows": by_stat(&|h, i| json!(h.sum_rows[i].to_string())),
+        })
+    }
+
+    /// Read back what [`CorpusStats::sums_json`] wrote, with the sentence counts.
+    pub fn from_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
+        let num = |v: &Value, what: &str| {
+            v.as_u64()
+                .ok_or_else(|| format!("sums: {what} is not a whole number"))
+        };
+        if sums["fraction_bits"].as_i64() != Some(i64::from(FRACTION_BITS)) {
+            return Err(format!("sums: fraction_bits is not {FRACTION_BITS}"));
+        }
+        let layers = num(&sums["layers"], "layers")? as usize;
+        let heads = num(&sums["heads"], "heads")? as usize;
+        if layers == 0 || heads == 0 || layers.saturating_mul(heads) > 1 << 20 {
+            return Err(format!("sums: {layers} layers × {heads} heads"));
+        }
+        let mut out = CorpusStats::new(layers, heads);
+        [
+            out.sentences,
+            out.pairs,
+            out.truncated,
+            out.tokens,
+            out.units,
+        ] = counts;
+        let cells = |v: &Value, what: &str| -> Result<Vec<Value>, String> {
+            let rows = v
+                .as_array()
+                .filter(|r| r.len() == layers)
+                .ok_or_else(|| format!("sums: {what} is not {layers} layers"))?;
+            let mut out = Vec::with_capacity(layers * heads);
+            for r in rows {
+                let r = r
+                    .as_array()
+                    .filter(|r| r.len() == heads)
+                    .ok_or_else(|| format!("sums: {what} is not {heads} heads per layer"))?;
+                out.extend(r.iter().cloned());
+            }
+            Ok(out)
+        };
+        for (i, v) in cells(&sums["head_sentences"], "head_sentences")?
+            .iter()
+            .enumerate()
+        {
+            out.sums[i].sentences = num(v, "head_sentences")?;
+        }
+        for (i, v) in cells(&sums["rows"], "rows")?.iter().enumerate() {
+            out.sums[i].rows = num(v, "rows")?;
+        }
+        for (field, pick) in [
+            (
+                "defined",
+                (|h: &mut HeadSums| &mut h.defined) as fn(&mut HeadSums) -> &mut [u64; STATS],
+            ),
+            ("defined_rows", |h| &mut h.defined_rows),
+        ] {
+            for (k, stat) in Stat::ALL.into_iter().enumerate() {
+                let what = format!("{field}.{}", stat.name());
+                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
+                    pick(&mut out.sums[i])[k] = num(v, &what)?;
+                }
+            }
+        }
+        for (field, pick) in [
+            (
+                "sum",
+                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; STATS],
+            ),
+            ("sum_sq", |h| &mut h.sum_sq),
+            ("sum_rows", |h| &mut h.sum_rows),
+        ] {
+            for (k, stat) in Stat::ALL.into_iter().enumerate() {
+                let what = format!("{field}.{}", stat.name());
+                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
+                    let x = v
+                        .as_str()
+                        .and_then(|s| s.parse::<i128>().ok())
+                        .ok_or_else(|| format!("sums: {what} holds {v}, not an integer string"))?;
+                    pick(&mut out.sums[i])[k] = x;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sentence counts in the order [`CorpusStats::from_sums_json`] takes them: sentences,
+    /// pairs, truncated, tokens, units.
+    pub fn counts(&self) -> [u64; 5] {
+        [
+            self.sentences,
+            self.pairs,
+            self.truncated,
+            self.tokens,
+            self.units,
+        ]
+    }
+
     /// Per-sentence means (each sentence weighs the same, as in Clark et al. 2019), `[layer][head]`,
     /// labelled with [`HeadLabel::classify`]. `rows` is the number of query rows behind each
     /// head's figures over the whole corpus.
     pub fn mean_per_sentence(&self) -> Vec<Vec<HeadStats>> {
-        self.grid(|acc, i| float(acc.sum[i]) / acc.sentences as f64)
+        self.grid(|acc, i| float(acc.sum[i]) / acc.defined[i] as f64)
     }
 
     /// Standard deviation over sentences (population, `ddof = 0`) of each statistic; `label` is
     /// [`HeadLabel::None`] and `rows` as in [`CorpusStats::mean_per_sentence`].
     pub fn sd_per_sentence(&self) -> Vec<Vec<HeadStats>> {
         let mut grid = self.grid(|acc, i| {
-            let n = acc.sentences as f64;
+            let n = acc.defined[i] as f64;
             let mean = float(acc.sum[i]) / n;
             (float(acc.sum_sq[i]) / n - mean * mean).max(0.0).sqrt()
         });
@@ -170,7 +316,7 @@ impl CorpusStats {
     /// Means over every query row of the corpus (each sentence weighs by its rows, so long
     /// sentences count more), labelled with [`HeadLabel::classify`].
     pub fn mean_per_row(&self) -> Vec<Vec<HeadStats>> {
-        self.grid(|acc, i| float(acc.sum_rows[i]) / acc.rows as f64)
+        self.grid(|acc, i| float(acc.sum_rows[i]) / acc.defined_rows[i] as f64)
     }
 
     /// Sentences behind each head's figures, `[layer][head]` (equal to [`CorpusStats::sentences`]
@@ -182,6 +328,8 @@ impl CorpusStats {
             .collect()
     }
 
+    /// Each head's statistics from `value(sums, index of the statistic)`, NaN for a statistic no
+    /// sentence defined.
     fn grid(&self, value: impl Fn(&HeadSums, usize) -> f64) -> Vec<Vec<HeadStats>> {
         self.sums
             .chunks(self.heads.max(1))
@@ -189,9 +337,9 @@ impl CorpusStats {
                 layer
                     .iter()
                     .map(|acc| {
-                        let v = |i| {
-                            if acc.sentences == 0 {
-                                0.0
+                        let v = |i: usize| {
+                            if acc.defined[i] == 0 || acc.defined_rows[i] == 0 {
+                                f64::NAN
                             } else {
                                 value(acc, i)
                             }
@@ -298,6 +446,30 @@ mod tests {
     }
 
     #[test]
+    fn sums_survive_a_round_trip_through_json_exactly() {
+        let mut acc = CorpusStats::new(2, 3);
+        for v in [0.1, 7.25, 1e-12, 3.0] {
+            let row: Vec<HeadStats> = (0..3).map(|h| stats(v + h as f64, 4 + h)).collect();
+            let counts = SentenceCounts {
+                pair: v > 1.0,
+                truncated: v > 5.0,
+                tokens: 9,
+                units: 7,
+            };
+            acc.add(&[row.clone(), row], counts);
+        }
+        let text = acc.sums_json().to_string();
+        let back = CorpusStats::from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts())
+            .unwrap();
+        assert_eq!(back, acc);
+        assert!(text.contains(&format!("\"{}\"", acc.sums[0].sum[0])));
+        let mut broken: Value = serde_json::from_str(&text).unwrap();
+        broken["sum"]["entropy"][1][2] = json!(1.5);
+        let e = CorpusStats::from_sums_json(&broken, acc.counts()).unwrap_err();
+        assert!(e.contains("sum.entropy"), "{e}");
+    }
+
+    #[test]
     fn heads_without_rows_are_left_out_of_their_mean() {
         let mut acc = CorpusStats::new(1, 1);
         acc.add(&[vec![stats(2.0, 5)]], SentenceCounts::default());
@@ -305,5 +477,38 @@ mod tests {
         assert_eq!(acc.sentences, 2);
         assert_eq!(acc.sentences_per_head(), vec![vec![1]]);
         assert!((acc.mean_per_sentence()[0][0].entropy - 2.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn undefined_statistics_are_left_out_of_their_own_means_only() {
+        let mut acc = CorpusStats::new(1, 2);
+        let mut bidirectional = stats(2.0, 4);
+        bidirectional.to_first = f64::NAN;
+        let causal = stats(4.0, 6);
+        let mut never = stats(1.0, 3);
+        never.to_first = f64::NAN;
+        acc.add(&[vec![bidirectional, never]], SentenceCounts::default());
+        acc.add(&[vec![causal, never]], SentenceCounts::default());
+        let mean = &acc.mean_per_sentence()[0];
+        // Entropy averages both sentences, the first-token share only the one that defines it.
+        assert!((mean[0].entropy - 3.0).abs() < 1e-15);
+        assert!((mean[0].to_first - 0.2).abs() < 1e-15);
+        assert!(
+            mean[1].to_first.is_nan(),
+            "no sentence defined it: NaN, not 0"
+        );
+        let per_row = &acc.mean_per_row()[0];
+        assert!((per_row[0].entropy - (2.0 * 4.0 + 4.0 * 6.0) / 10.0).abs() < 1e-14);
+        assert!((per_row[0].to_first - 0.2).abs() < 1e-15);
+        assert!(per_row[1].to_first.is_nan());
+        let sd = &acc.sd_per_sentence()[0];
+        assert!(sd[0].to_first.abs() < 1e-9, "one value: sd 0");
+        assert!(sd[1].to_first.is_nan());
+        assert_eq!(mean[0].rows, 10);
+        // The counts survive the partial file, so a merge averages the same way.
+        let back = CorpusStats::from_sums_json(&acc.sums_json(), acc.counts()).unwrap();
+        assert_eq!(back, acc);
+        let summary = serde_json::to_value(mean[1]).unwrap();
+        assert_eq!(summary["to_first"], Value::Null);
     }
 }

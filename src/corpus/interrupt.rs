@@ -4,12 +4,21 @@
 
 use crate::cleanup;
 
-/// Whether Ctrl-C was pressed since [`install`].
+/// Whether Ctrl-C was pressed (or SIGTERM received) since [`install`].
 pub fn requested() -> bool {
     cleanup::stop_requested()
 }
 
-/// Make the next SIGINT a request to stop (the handler is installed if it was not already).
+/// The signal that asked to stop (2: SIGINT, 15: SIGTERM).
+pub fn signal() -> i32 {
+    match cleanup::stop_signal() {
+        0 => 2,
+        s => s,
+    }
+}
+
+/// Make the next SIGINT or SIGTERM a request to stop (the handler is installed if it was not
+/// already).
 pub fn install() {
     cleanup::install();
     cleanup::set_graceful(true);

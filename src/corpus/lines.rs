@@ -2,10 +2,20 @@
 //!
 //! Lines are read as bytes with a cap (the model's [`crate::tokenize::byte_limit`]), so a huge
 //! line (or a binary file without newlines) never sits whole in memory. A line ends at `\n`; a
-//! `\r` before it and a UTF-8 byte-order mark at the start of line 1 are dropped.
+//! `\r` before it and a UTF-8 byte-order mark at the start of line 1 are dropped. Every byte
+//! consumed goes through a SHA-256, so a run can name (and a resumed run check) exactly what it
+//! read.
+//!
+//! A line is plain text (a sentence, or a tab-separated pair: [`parse`]) or a JSON Lines record
+//! (`text`, optional `pair`, optional `id`: [`parse_json`]).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, BufRead};
+
+use sha2::{Digest, Sha256};
+
+use super::ids::{BadId, Id};
 
 /// One line of input, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +33,8 @@ pub struct LineReader<R> {
     reader: R,
     number: usize,
     max_bytes: usize,
+    hash: Sha256,
+    bytes: u64,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -35,6 +47,8 @@ impl<R: BufRead> LineReader<R> {
             reader,
             number: 0,
             max_bytes,
+            hash: Sha256::new(),
+            bytes: 0,
         }
     }
 
@@ -68,6 +82,8 @@ impl<R: BufRead> LineReader<R> {
             bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
             len += chunk.len();
             let used = newline.map_or(chunk.len(), |i| i + 1);
+            self.hash.update(&available[..used]);
+            self.bytes += used as u64;
             self.reader.consume(used);
             if newline.is_some() {
                 break;
@@ -90,11 +106,86 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// The SHA-256 of the input read so far (running, or as an earlier run recorded it), and its
+/// length.
+#[derive(Clone, Debug)]
+pub struct InputDigest {
+    hash: Result<Sha256, String>,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+impl InputDigest {
+    /// Nothing read.
+    pub fn empty() -> Self {
+        InputDigest {
+            hash: Ok(Sha256::new()),
+            bytes: 0,
+        }
+    }
+
+    /// A digest as written down (`hex`, of `bytes` bytes).
+    pub fn recorded(hex: String, bytes: u64) -> Self {
+        InputDigest {
+            hash: Err(hex),
+            bytes,
+        }
+    }
+
+    /// The SHA-256 of the bytes read, in hex (what `sha256sum` prints for them).
+    pub fn hex(&self) -> String {
+        match &self.hash {
+            Ok(h) => hex(&h.clone().finalize()),
+            Err(recorded) => recorded.clone(),
+        }
+    }
+}
+
+impl PartialEq for InputDigest {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes && self.hex() == other.hex()
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+impl<R> LineReader<R> {
+    /// The most bytes of a line kept.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// Lines read so far.
+    pub fn lines(&self) -> usize {
+        self.number
+    }
+
+    /// The SHA-256 and length of every byte consumed so far (through the end of the last line
+    /// returned).
+    pub fn digest(&self) -> InputDigest {
+        InputDigest {
+            hash: Ok(self.hash.clone()),
+            bytes: self.bytes,
+        }
+    }
+}
+
 /// Why a line cannot be used. Displays as the reason, in a few words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BadLine {
     /// Empty, or only whitespace.
     Empty,
+    /// A JSON Lines record whose `text` is empty or only whitespace.
+    EmptyText,
     /// One side of a tab-separated pair is empty or only whitespace.
     EmptyPart {
         /// `first` or `second`.
@@ -133,13 +224,55 @@ pub enum BadLine {
     /// The model's attention for this line is not a set of probability distributions (NaN,
     /// inf, or rows that do not sum to 1: the weights overflow on it).
     Attention(String),
+    /// A JSON Lines record that is not a JSON object with a `text` string.
+    Json(String),
+    /// A bad line as a partial file recorded it: its kind (one of [`BadLine::KINDS`]) and reason.
+    Recorded {
+        /// [`BadLine::kind`].
+        kind: &'static str,
+        /// Its message.
+        reason: String,
+    },
+    /// A JSON Lines record whose `id` cannot name a file.
+    Id(BadId),
+    /// A JSON Lines record whose output name is already taken by an earlier line.
+    DuplicateName {
+        /// The name (the id, or the line number for a record without one).
+        name: String,
+        /// The line that took it.
+        first: usize,
+        /// The name is this line's id (else its line number).
+        this_from_id: bool,
+        /// The name is the id of the first line (else its line number).
+        first_from_id: bool,
+    },
 }
 
 impl BadLine {
+    /// Every [`BadLine::kind`].
+    pub const KINDS: [&'static str; 11] = [
+        "empty",
+        "tabs",
+        "invalid-utf8",
+        "too-long",
+        "no-tokens",
+        "pair-unsupported",
+        "tokenizer",
+        "bad-attention",
+        "bad-json",
+        "bad-id",
+        "duplicate-id",
+    ];
+
+    /// The kind named `kind` (one of [`BadLine::KINDS`]), as a static name.
+    pub fn kind_named(kind: &str) -> Option<&'static str> {
+        Self::KINDS.into_iter().find(|k| *k == kind)
+    }
+
     /// A short fixed name for counting, as used in `corpus_stats.json`.
     pub fn kind(&self) -> &'static str {
         match self {
-            BadLine::Empty | BadLine::EmptyPart { .. } => "empty",
+            BadLine::Empty | BadLine::EmptyText | BadLine::EmptyPart { .. } => "empty",
             BadLine::Tabs { .. } => "tabs",
             BadLine::InvalidUtf8 { .. } => "invalid-utf8",
             BadLine::TooManyBytes { .. } | BadLine::TooLong { .. } => "too-long",
@@ -147,6 +280,10 @@ impl BadLine {
             BadLine::PairUnsupported => "pair-unsupported",
             BadLine::Tokenizer(_) => "tokenizer",
             BadLine::Attention(_) => "bad-attention",
+            BadLine::Json(_) => "bad-json",
+            BadLine::Id(_) => "bad-id",
+            BadLine::DuplicateName { .. } => "duplicate-id",
+            BadLine::Recorded { kind, .. } => kind,
         }
     }
 }
@@ -155,6 +292,7 @@ impl fmt::Display for BadLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BadLine::Empty => f.write_str("empty line"),
+            BadLine::EmptyText => f.write_str("empty \"text\""),
             BadLine::EmptyPart { which } => {
                 write!(f, "the {which} sentence of the tab-separated pair is empty")
             }
@@ -178,17 +316,45 @@ impl fmt::Display for BadLine {
             ),
             BadLine::Tokenizer(e) => write!(f, "tokenization failed: {e}"),
             BadLine::Attention(e) => f.write_str(e),
+            BadLine::Json(e) => f.write_str(e),
+            BadLine::Recorded { reason, .. } => f.write_str(reason),
+            BadLine::Id(e) => write!(f, "{e}"),
+            BadLine::DuplicateName {
+                name,
+                first,
+                this_from_id: true,
+                first_from_id: true,
+            } => write!(
+                f,
+                "id \"{name}\" is already used by line {first} (ids name the output files, so \
+                 they must be unique, ignoring case)"
+            ),
+            BadLine::DuplicateName {
+                name,
+                first,
+                this_from_id: true,
+                ..
+            } => write!(
+                f,
+                "id \"{name}\" is the output name of line {first}, which has no id and is named \
+                 by its number; ids must be unique"
+            ),
+            BadLine::DuplicateName { name, first, .. } => write!(
+                f,
+                "its output name {name} (its line number) is already the id of line {first}; \
+                 give it an id"
+            ),
         }
     }
 }
 
 /// A line's text: one sentence, or a pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sentence<'a> {
     /// The sentence (sentence A of a pair).
-    pub text: &'a str,
-    /// Sentence B of a tab-separated pair.
-    pub pair: Option<&'a str>,
+    pub text: Cow<'a, str>,
+    /// Sentence B of a pair.
+    pub pair: Option<Cow<'a, str>>,
 }
 
 /// Split a line into a sentence or a tab-separated pair, or say why it is bad. Checks
@@ -219,7 +385,101 @@ pub fn parse(line: &RawLine, max_bytes: usize) -> Result<Sentence<'_>, BadLine> 
     if b.is_some_and(|b| b.trim().is_empty()) {
         return Err(BadLine::EmptyPart { which: "second" });
     }
-    Ok(Sentence { text: a, pair: b })
+    Ok(Sentence {
+        text: Cow::Borrowed(a),
+        pair: b.map(Cow::Borrowed),
+    })
+}
+
+/// A JSON Lines record, as far as it was read: the output name it claims comes first, so that
+/// it is claimed whether or not the rest of the record is usable (see [`super::ids`]).
+#[derive(Debug)]
+pub struct JsonLine<'a> {
+    /// `id`, checked; `None` when the record has none (or it is `null`).
+    pub id: Option<Id>,
+    /// The sentence, or why it cannot be used.
+    pub sentence: Result<Sentence<'a>, BadLine>,
+}
+
+#[derive(serde::Deserialize)]
+struct Record<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pair: Option<Cow<'a, str>>,
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+}
+
+/// Read a JSON Lines record: `{"text": "…", "pair": "…", "id": "…"}`, other fields ignored.
+/// `max_line` bounds the record, `max_text` the text and pair together (as a plain line's
+/// `text<TAB>pair`). Errors for what makes the whole record unreadable (so no name is claimed).
+pub fn parse_json(
+    line: &RawLine,
+    max_line: usize,
+    max_text: usize,
+) -> Result<JsonLine<'_>, BadLine> {
+    if line.len > max_line {
+        return Err(BadLine::TooManyBytes {
+            len: line.len,
+            limit: max_line,
+        });
+    }
+    let text = std::str::from_utf8(&line.bytes).map_err(|e| BadLine::InvalidUtf8 {
+        at: e.valid_up_to(),
+    })?;
+    if text.trim().is_empty() {
+        return Err(BadLine::Empty);
+    }
+    if !text.trim_start().starts_with('{') {
+        return Err(BadLine::Json(
+            "not a JSON object; each line is {\"text\": \"…\"} with optional \"pair\" and \"id\""
+                .into(),
+        ));
+    }
+    let record: Record = serde_json::from_str(text).map_err(|e| {
+        BadLine::Json(match e.classify() {
+            serde_json::error::Category::Data => format!(
+                "not a JSON Lines record ({e}); each line is {{\"text\": \"…\"}} with optional \
+                 \"pair\" and \"id\" strings"
+            ),
+            _ => format!("not valid JSON ({e})"),
+        })
+    })?;
+    let id = match record.id {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(Id::from_json(&v).map_err(BadLine::Id)?),
+    };
+    let sentence = (|| {
+        let Some(a) = record.text else {
+            return Err(BadLine::Json(
+                "no \"text\" field; each line is {\"text\": \"…\"} with optional \"pair\" \
+                 and \"id\""
+                    .into(),
+            ));
+        };
+        let len = a.len() + record.pair.as_ref().map_or(0, |b| b.len() + 1);
+        if len > max_text {
+            return Err(BadLine::TooManyBytes {
+                len,
+                limit: max_text,
+            });
+        }
+        if a.trim().is_empty() {
+            return Err(match &record.pair {
+                Some(_) => BadLine::EmptyPart { which: "first" },
+                None => BadLine::EmptyText,
+            });
+        }
+        if record.pair.as_ref().is_some_and(|b| b.trim().is_empty()) {
+            return Err(BadLine::EmptyPart { which: "second" });
+        }
+        Ok(Sentence {
+            text: a,
+            pair: record.pair,
+        })
+    })();
+    Ok(JsonLine { id, sentence })
 }
 
 #[cfg(test)]
@@ -290,15 +550,15 @@ mod tests {
         assert_eq!(
             parse(&raw(b"The cat sat."), LIMIT),
             Ok(Sentence {
-                text: "The cat sat.",
+                text: "The cat sat.".into(),
                 pair: None
             })
         );
         assert_eq!(
             parse(&raw(b"A.\tB."), LIMIT),
             Ok(Sentence {
-                text: "A.",
-                pair: Some("B.")
+                text: "A.".into(),
+                pair: Some("B.".into())
             })
         );
         assert_eq!(parse(&raw(b""), LIMIT), Err(BadLine::Empty));
@@ -323,5 +583,61 @@ mod tests {
             BadLine::InvalidUtf8 { at: 6 }.to_string(),
             "not valid UTF-8 (byte 7)"
         );
+    }
+
+    #[test]
+    fn the_digest_covers_every_byte_consumed() {
+        let input = b"\xEF\xBB\xBFone\r\ntwo\n\nlast";
+        let mut r = LineReader::new(io::BufReader::with_capacity(3, &input[..]), 4);
+        let empty = r.digest().hex();
+        assert_eq!(
+            empty,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        r.next_line(|| false).unwrap();
+        assert_eq!(r.digest().bytes, 8);
+        assert_eq!(r.digest().hex(), hex(&Sha256::digest(&input[..8])));
+        while r.next_line(|| false).unwrap().is_some() {}
+        assert_eq!(r.lines(), 4);
+        assert_eq!(r.digest().bytes, input.len() as u64);
+        assert_eq!(r.digest().hex(), hex(&Sha256::digest(input)));
+    }
+
+    #[test]
+    fn json_lines_records_are_read_and_checked() {
+        let line = raw(br#"{"text": "A \"cat\".", "pair": "B\tC", "id": "x-1", "meta": [1]}"#);
+        let ok = parse_json(&line, LIMIT, LIMIT).unwrap();
+        assert_eq!(ok.id.unwrap().as_str(), "x-1");
+        let s = ok.sentence.unwrap();
+        assert_eq!(
+            (s.text.as_ref(), s.pair.as_deref()),
+            ("A \"cat\".", Some("B\tC"))
+        );
+        let line = raw(br#"{"text": "a", "id": 17}"#);
+        let numeric = parse_json(&line, LIMIT, LIMIT).unwrap();
+        assert_eq!(numeric.id.unwrap().as_str(), "17");
+        let line = raw(br#"{"text": "a", "id": null}"#);
+        assert!(parse_json(&line, LIMIT, LIMIT).unwrap().id.is_none());
+
+        let kind = |line: &[u8]| match parse_json(&raw(line), LIMIT, 20) {
+            Err(bad) => bad.kind(),
+            Ok(j) => j.sentence.err().map_or("ok", |b| b.kind()),
+        };
+        assert_eq!(kind(b"{\"text\": \"a\""), "bad-json");
+        assert_eq!(kind(b"[\"a\"]"), "bad-json");
+        assert_eq!(kind(b"{\"text\": 3}"), "bad-json");
+        assert_eq!(kind(b"{\"txt\": \"a\"}"), "bad-json");
+        assert_eq!(kind(b"{\"text\": \"a\", \"id\": \"../x\"}"), "bad-id");
+        assert_eq!(kind(b"{\"text\": \" \"}"), "empty");
+        assert_eq!(kind(b"{\"text\": \"a\", \"pair\": \"\"}"), "empty");
+        assert_eq!(kind(b"{\"text\": \"aaaaaaaaaaaaaaaaaaaaa\"}"), "too-long");
+        assert_eq!(kind(b"{\"text\": \"caf\xff\"}"), "invalid-utf8");
+        assert_eq!(kind(b""), "empty");
+        // A record too long to read whole claims nothing.
+        assert!(parse_json(&raw(&[b'x'; 30]), 20, 20).is_err());
+        // A bad text keeps the id (it is claimed anyway).
+        let line = raw(br#"{"text": "", "id": "k"}"#);
+        let j = parse_json(&line, LIMIT, LIMIT).unwrap();
+        assert!(j.id.is_some() && j.sentence.is_err());
     }
 }

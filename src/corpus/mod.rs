@@ -13,19 +13,34 @@
 //!   `--on-bad-line stop`, end the run after the lines before them are done. Either way, and on
 //!   a first Ctrl-C, `corpus_stats.json` is written for what was processed. A second Ctrl-C (or
 //!   SIGTERM) ends the run at once and removes its unfinished files ([`crate::cleanup`]).
+//! - `--shard K/N` processes lines K, K + N, … ([`shard`]); every run writes its exact state to
+//!   `corpus_partial.json` ([`partial`]) when it starts, every [`CHECKPOINT_EVERY`] and when it
+//!   ends, and journals each finished sentence ([`journal`]), so `attnviz merge` can combine
+//!   shards exactly ([`merge`]) and `--resume` can continue a killed run where it stopped.
+//! - The input may be plain text or JSON Lines, gzip- or zstd-compressed ([`input`]).
 
 mod accumulate;
+pub mod ids;
+pub mod input;
 mod interrupt;
+mod journal;
+pub mod ledger;
 pub mod lines;
+pub mod merge;
+pub mod partial;
+pub mod provenance;
+pub mod shard;
 mod summary;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{self, BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
@@ -34,6 +49,7 @@ use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::model::{self, Model};
 use crate::output::{write_output_unsynced, OutputError};
+use crate::render::json::model_json;
 use crate::render::json::JsonSection;
 use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
@@ -41,7 +57,12 @@ use crate::render::ColorChoice;
 use crate::tokenize::{self, Encoded};
 
 pub use accumulate::{CorpusStats, SentenceCounts};
-use lines::{BadLine, LineReader, RawLine};
+use ids::Names;
+pub use input::{Compression, InputFormat};
+use ledger::{Event, Ledger, Tally};
+use lines::{BadLine, InputDigest, LineReader, RawLine};
+pub use partial::{RunIdentity, PARTIAL_FILE};
+pub use shard::Shard;
 
 /// Name of the corpus summary in the output folder.
 pub const SUMMARY_FILE: &str = "corpus_stats.json";
@@ -51,6 +72,8 @@ pub const SENTENCES_DIR: &str = "sentences";
 pub const LISTED_BAD_LINES: usize = 1000;
 /// Truncated lines noted one by one on stderr (all are counted).
 const NOTED_TRUNCATIONS: usize = 5;
+/// How often a running corpus writes its partial file (its checkpoint for `--resume`).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 
 /// Anything that ends a corpus run early or makes it fail. One line each, saying what to do.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +103,14 @@ pub enum CorpusError {
         /// Why.
         source: io::Error,
     },
+    /// The output folder is in use, or holds another run's results.
+    #[error("--out-dir {}: {reason}", path.display())]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// A bad line with `--on-bad-line stop`.
     #[error("line {line}: {reason}; stopped (--on-bad-line stop). {done}")]
     Stopped {
@@ -90,12 +121,25 @@ pub enum CorpusError {
         /// What was kept.
         done: String,
     },
-    /// Ctrl-C.
-    #[error("interrupted. {done}")]
+    /// Ctrl-C, or SIGTERM (what schedulers send before they kill a job).
+    #[error("{}. {done}", if *signal == 15 { "terminated (SIGTERM)" } else { "interrupted" })]
     Interrupted {
         /// What was kept.
         done: String,
+        /// The signal (2 for SIGINT, 15 for SIGTERM).
+        signal: i32,
     },
+    /// `--resume` cannot continue the run in the output folder.
+    #[error("cannot resume the run in {}: {reason}", dir.display())]
+    Resume {
+        /// The output folder.
+        dir: PathBuf,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// Hashing the model's files for the partial file.
+    #[error("cannot read the model's files to fingerprint them: {0}")]
+    Fingerprint(io::Error),
     /// Every line was bad, or there were none.
     #[error("{0}")]
     NothingUsable(String),
@@ -178,6 +222,12 @@ pub struct CorpusJob {
     pub json_include: Vec<JsonSection>,
     /// Replace an earlier run's files in `out_dir`.
     pub force: bool,
+    /// Continue the earlier run in `out_dir` (`--resume`).
+    pub resume: bool,
+    /// Which lines to process (`--shard K/N`).
+    pub shard: Shard,
+    /// The input's format, or [`InputFormat::Auto`] to tell it from the content.
+    pub input_format: InputFormat,
     /// Print neither the statistics table nor the summary line.
     pub quiet: bool,
     /// The statistic the table shows as a heatmap; `None`: the overview.
@@ -212,6 +262,65 @@ pub struct CorpusOptions {
     pub progress: bool,
     /// Total number of lines, when known, for the progress bar.
     pub total_lines: Option<u64>,
+    /// Which lines to process.
+    pub shard: Shard,
+    /// The input's format (as detected: text or JSON Lines).
+    pub format: InputFormat,
+    /// The input's compression (as detected).
+    pub compression: Compression,
+    /// The SHA-256 of the model's files ([`provenance::fingerprint`]); `Null` when unknown
+    /// (library use), which no other run's matches.
+    pub model_files: Value,
+    /// Continue from the partial file and journal in `out_dir`, if there are any.
+    pub resume: bool,
+}
+
+/// The summary's `options`: every option that shapes a run's results or files. Runs merged or
+/// resumed together must agree on all of them.
+pub fn options_json(opts: &CorpusOptions) -> Value {
+    let per_sentence: Vec<&str> = opts.per_sentence.iter().map(|k| k.as_str()).collect();
+    let json_include: Vec<&str> = opts
+        .json_include
+        .iter()
+        .map(|s| crate::choice::Choice::name(*s))
+        .collect();
+    json!({
+        "words": opts.view.words,
+        "no_special": opts.view.no_special,
+        "truncate": opts.truncate,
+        "full_precision": opts.json.full_precision,
+        "per_sentence": per_sentence,
+        "json_include": json_include,
+        "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
+        "input_format": opts.format.as_str(),
+    })
+}
+
+/// The identity of a run of `model` with `opts` on `threads` threads (see [`RunIdentity`]).
+pub fn run_identity(model: &Model, opts: &CorpusOptions, threads: usize) -> RunIdentity {
+    let names = |role| {
+        let tokens = model.tokenizer().role_tokens(role);
+        if tokens.is_empty() {
+            "none".to_string()
+        } else {
+            tokens.join("/")
+        }
+    };
+    RunIdentity {
+        attnviz: env!("CARGO_PKG_VERSION").to_string(),
+        model: model_json(model.info()),
+        model_files: opts.model_files.clone(),
+        token_names: (
+            names(crate::attention::Role::Start),
+            names(crate::attention::Role::End),
+        ),
+        input: opts.input_name.clone(),
+        input_format: opts.format.as_str().to_string(),
+        compression: opts.compression.as_str().to_string(),
+        options: options_json(opts),
+        shard: opts.shard,
+        threads,
+    }
 }
 
 /// How a run ended.
@@ -226,10 +335,12 @@ pub enum End {
         /// What is wrong with it.
         reason: BadLine,
     },
-    /// Ctrl-C, after the given line.
+    /// Ctrl-C or SIGTERM, after the given line.
     Interrupted {
         /// The last line handed out (every line up to it is done).
         after_line: usize,
+        /// The signal.
+        signal: i32,
     },
     /// A fatal error (reading the input, writing an output, the model).
     Failed(String),
@@ -247,7 +358,8 @@ pub struct BadLines {
 }
 
 impl BadLines {
-    fn add(&mut self, line: usize, bad: BadLine) {
+    /// Count `bad` (line `line`), and list it if fewer than [`LISTED_BAD_LINES`] are.
+    pub fn add(&mut self, line: usize, bad: BadLine) {
         self.count += 1;
         *self.by_kind.entry(bad.kind()).or_default() += 1;
         if self.listed.len() < LISTED_BAD_LINES {
@@ -255,14 +367,14 @@ impl BadLines {
         }
     }
 
-    /// Add lines found bad by the workers (after the forward pass, so out of order), keeping
-    /// the listed ones the first by line number.
-    fn merge(&mut self, found: Vec<(usize, BadLine)>) {
-        for (_, bad) in &found {
-            self.count += 1;
-            *self.by_kind.entry(bad.kind()).or_default() += 1;
+    /// Add `other`'s bad lines, all after this one's (a later part of the same corpus) or
+    /// interleaved with them (another shard): the listed ones stay the first by line number.
+    pub fn merge(&mut self, other: &BadLines) {
+        self.count += other.count;
+        for (kind, n) in &other.by_kind {
+            *self.by_kind.entry(kind).or_default() += n;
         }
-        self.listed.extend(found);
+        self.listed.extend(other.listed.iter().cloned());
         self.listed.sort_by_key(|(line, _)| *line);
         self.listed.truncate(LISTED_BAD_LINES);
     }
@@ -271,14 +383,8 @@ impl BadLines {
 /// The result of [`process`].
 #[derive(Clone, Debug)]
 pub struct Outcome {
-    /// The accumulated statistics and counts.
-    pub stats: CorpusStats,
-    /// Lines read from the input (good and bad).
-    pub lines_read: usize,
-    /// The bad ones.
-    pub bad: BadLines,
-    /// Line numbers of the first truncated lines (all are counted in `stats.truncated`).
-    pub truncated_lines: Vec<usize>,
+    /// Everything found: statistics, counts, bad and truncated lines (`lines`: lines read).
+    pub tally: Tally,
     /// How it ended.
     pub end: End,
     /// Wall time of the run (model loading excluded).
@@ -287,42 +393,67 @@ pub struct Outcome {
     pub threads: usize,
     /// Where the summary was written.
     pub summary_path: PathBuf,
+    /// Sentences an earlier run had done (`--resume`), among `tally.stats.sentences`.
+    pub done_before: u64,
 }
 
 /// Run `job` (flags already checked by the command line's plan step): load the model once with
-/// `threads` workers, process every line, print the averaged statistics table on stdout and a
-/// one-line summary on stderr (neither with `quiet`; warnings about bad lines are always
-/// printed). Bad lines in stop mode and Ctrl-C end with an error after the summary is written.
+/// `threads` workers, process every line of the shard, print the averaged statistics table on
+/// stdout and a one-line summary on stderr (neither with `quiet`; warnings about bad lines are
+/// always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary and
+/// the partial file are written.
 pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
     let input = &job.input;
     let out_dir = job.out_dir.clone();
     let from_stdin = input.as_os_str() == "-";
     let input_name = input.display().to_string();
-    let reader: Box<dyn BufRead + Send> = if from_stdin {
-        Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
-    } else {
-        let file = File::open(input).map_err(|source| CorpusError::Input {
-            path: input_name.clone(),
-            source,
-        })?;
-        Box::new(BufReader::with_capacity(1 << 16, file))
+    let input_err = |source| CorpusError::Input {
+        path: input_name.clone(),
+        source,
     };
-    let per_sentence = job.per_sentence.clone();
-    prepare_out_dir(&out_dir, &per_sentence)?;
+    let raw = input::open_path(input).map_err(input_err)?;
+    prepare_out_dir(&out_dir, &job.per_sentence)?;
+    let _lock = FolderLock::take(&out_dir)?;
+    if !job.force {
+        check_same_shard(&out_dir, job.shard)?;
+    }
+    if job.resume {
+        check_resumable(&out_dir)?;
+    }
+    let files = model::source::resolve(&job.model, &job.revision, &model::Hub::from_env())
+        .map_err(model::Error::from)?;
+    // The model's files are hashed (for the partial file) while the model loads.
+    let (model, fingerprint) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| provenance::fingerprint(&files));
+        let model = Model::from_files(&files);
+        (model, hashing.join())
+    });
+    let model = model?;
+    let model_files = fingerprint
+        .unwrap_or_else(|_| Err(io::Error::other("the hashing thread failed")))
+        .map_err(CorpusError::Fingerprint)?;
+    if job.force {
+        remove_earlier_run(&out_dir)?;
+    } else if job.resume {
+        remove_temporaries(&out_dir)?;
+    }
+    let text_limit = tokenize::byte_limit(model.max_positions());
+    let opened = input::open(
+        raw,
+        job.input_format,
+        text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
+    )
+    .map_err(input_err)?;
     let progress = io::stderr().is_terminal();
-    let total_lines = if progress && !from_stdin {
+    let total_lines = if progress && !from_stdin && opened.compression == Compression::None {
         count_lines(input).ok()
     } else {
         None
     };
-    let model = Model::load(&job.model, &job.revision)?;
-    if job.force {
-        remove_earlier_run(&out_dir)?;
-    }
     let opts = CorpusOptions {
         input_name,
         out_dir,
-        per_sentence,
+        per_sentence: job.per_sentence.clone(),
         on_bad_line: job.on_bad_line,
         truncate: job.truncate,
         view: job.view,
@@ -331,15 +462,21 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         threads: Some(threads),
         progress,
         total_lines,
+        shard: job.shard,
+        format: opened.format,
+        compression: opened.compression,
+        model_files,
+        resume: job.resume,
     };
     interrupt::install();
-    let outcome = process(&model, &opts, reader);
+    let outcome = process(&model, &opts, opened.reader);
     interrupt::uninstall();
     let outcome = outcome?;
 
     if !job.quiet {
-        if outcome.stats.sentences > 0 {
-            print_table(&outcome, job, &model)?;
+        if outcome.tally.stats.sentences > 0 {
+            let names = run_identity(&model, &opts, outcome.threads).token_names;
+            print_table(&outcome.tally.stats, &names, job.stat, job.color)?;
         }
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
         let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
@@ -347,11 +484,92 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
     end_to_result(&outcome, &opts)
 }
 
-/// Process every line of `input` with `model`: per-sentence outputs into
-/// `opts.out_dir/sentences/`, and the summary into `opts.out_dir/corpus_stats.json` (written
-/// however the run ends, for the sentences that were done). Errors only for what stops the
-/// run before or after the lines (the pool, the summary itself); how the lines went is in the
-/// [`Outcome`].
+/// An exclusive lock on an output folder for the length of a run, so that two runs (two shards
+/// given the same `--out-dir` by mistake) cannot write into one folder at once. The lock file
+/// (`DIR/.corpus.lock`) is removed when the run ends; the kernel releases the lock of a killed
+/// run.
+struct FolderLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl FolderLock {
+    fn take(dir: &Path) -> Result<FolderLock, CorpusError> {
+        let path = dir.join(".corpus.lock");
+        let err = |source| CorpusError::OutDir {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(err)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor we hold open; it only takes an advisory lock.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                return Err(CorpusError::Folder {
+                    path: dir.to_path_buf(),
+                    reason: "another attnviz run is writing into it; give each run (each shard) \
+                             its own --out-dir"
+                        .into(),
+                });
+            }
+        }
+        Ok(FolderLock { path, _file: file })
+    }
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Refuse to overwrite another shard's results in `out_dir` (a shard given another's
+/// `--out-dir`): its partial file names its shard.
+fn check_same_shard(out_dir: &Path, shard: Shard) -> Result<(), CorpusError> {
+    let Ok(earlier) = partial::read(&out_dir.join(PARTIAL_FILE)) else {
+        return Ok(());
+    };
+    if earlier.identity.shard != shard {
+        return Err(CorpusError::Folder {
+            path: out_dir.to_path_buf(),
+            reason: format!(
+                "it holds the results of shard {}, and this run is shard {shard}; give each \
+                 shard its own --out-dir, or add --force to replace them",
+                earlier.identity.shard
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `--resume` into `out_dir`: refuse a folder holding per-sentence files that no partial file
+/// describes (they could not be told apart from this run's).
+fn check_resumable(out_dir: &Path) -> Result<(), CorpusError> {
+    if earlier_run_files(out_dir) > 0 && !out_dir.join(PARTIAL_FILE).exists() {
+        return Err(CorpusError::Resume {
+            dir: out_dir.to_path_buf(),
+            reason: format!(
+                "it holds per-sentence files but no {PARTIAL_FILE} (written by a run of an older \
+                 attnviz, or another program); use --force to start over, or another --out-dir"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Process the lines of `input` that are `opts.shard`'s with `model`: per-sentence outputs into
+/// `opts.out_dir/sentences/`, the exact state into `opts.out_dir/corpus_partial.json` (when the
+/// run starts, every [`CHECKPOINT_EVERY`], and when it ends) and the summary into
+/// `opts.out_dir/corpus_stats.json` (written however the run ends, for the sentences that were
+/// done). With `opts.resume`, start from the partial file and journal already in the folder.
+/// Errors only for what stops the run before or after the lines (the pool, the partial file and
+/// summary themselves, a run that cannot be resumed); how the lines went is in the [`Outcome`].
 pub fn process(
     model: &Model,
     opts: &CorpusOptions,
@@ -367,36 +585,337 @@ pub fn process(
             threads,
             reason: e.to_string(),
         })?;
-    let outcome = pool.install(|| process_in_pool(model, opts, input));
-    summary::write(&opts.out_dir.join(SUMMARY_FILE), model, opts, &outcome)?;
-    Ok(outcome)
+    let start = Instant::now();
+    let identity = run_identity(model, opts, threads);
+    let (tally, resumed) = resume_state(model, opts, &identity)?;
+    let done_before = tally.stats.sentences
+        + resumed
+            .values()
+            .filter(|e| matches!(e, Event::Sentence { .. }))
+            .count() as u64;
+    let log = Log::new(opts.progress, opts.total_lines);
+    let text_limit = tokenize::byte_limit(model.max_positions());
+    let line_limit = match opts.format {
+        InputFormat::Jsonl => text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
+        _ => text_limit,
+    };
+    let mut lines = LineReader::new(input, line_limit);
+    let mut names = Names::new();
+    skip_done(&mut lines, &mut names, opts, &tally, &log)?;
+
+    let journal_err = |e: io::Error| {
+        CorpusError::Failed(format!(
+            "cannot write the journal in {}: {e}",
+            opts.out_dir.display()
+        ))
+    };
+    let journal = journal::Journal::create(&opts.out_dir, resumed.iter().map(|(l, e)| (*l, e)))
+        .map_err(journal_err)?;
+    let ledger = Mutex::new(Ledger::new(tally, opts.shard, resumed, Some(journal)));
+    let checkpoints = Checkpoints {
+        path: opts.out_dir.join(PARTIAL_FILE),
+        identity,
+        sync: (!opts.per_sentence.is_empty()).then(|| opts.out_dir.join(SENTENCES_DIR)),
+        last: Mutex::new(Instant::now()),
+        busy: AtomicBool::new(false),
+    };
+    checkpoints.write(&ledger, "running", None)?;
+
+    let (end, lines_read, digest) =
+        pool.install(|| process_in_pool(model, opts, lines, names, &ledger, &checkpoints, &log));
+    let mut ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
+    ledger.read_through(lines_read, digest);
+    let (end_name, reason) = match &end {
+        End::Complete => ("complete", None),
+        End::Stopped { reason, .. } => ("stopped", Some(reason.to_string())),
+        End::Interrupted { .. } => ("interrupted", None),
+        End::Failed(msg) => ("failed", Some(msg.clone())),
+    };
+    let ledger = Mutex::new(ledger);
+    checkpoints.write(&ledger, end_name, reason.as_deref())?;
+    let ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
+    if end == End::Complete && !ledger.has_gap() {
+        let _ = journal::remove_all(&opts.out_dir);
+    }
+    let stopped_at = match &end {
+        End::Stopped { line, reason } => Some((*line, reason)),
+        _ => None,
+    };
+    let tally = ledger.summary(lines_read, stopped_at);
+    let summary_path = opts.out_dir.join(SUMMARY_FILE);
+    summary::write(
+        &summary_path,
+        &summary::Summary {
+            model: &checkpoints.identity.model,
+            input: &opts.input_name,
+            input_format: opts.format.as_str(),
+            compression: opts.compression.as_str(),
+            shard: (!opts.shard.is_whole()).then_some(opts.shard),
+            options: &checkpoints.identity.options,
+            per_sentence: !opts.per_sentence.is_empty(),
+            end: &end,
+            tally: &tally,
+        },
+    )?;
+    Ok(Outcome {
+        tally,
+        end,
+        elapsed: start.elapsed(),
+        threads,
+        summary_path,
+        done_before,
+    })
 }
 
-fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Send) -> Outcome {
-    let start = Instant::now();
-    let log = Log::new(opts.progress, opts.total_lines);
+/// Where a `--resume` run starts: the partial file's tally and the journal's finished
+/// sentences (those whose outputs are all in place), or nothing when there is nothing to resume.
+fn resume_state(
+    model: &Model,
+    opts: &CorpusOptions,
+    identity: &RunIdentity,
+) -> Result<(Tally, BTreeMap<usize, Event>), CorpusError> {
     let info = model.info();
-    let acc = Mutex::new(CorpusStats::new(info.layers, info.heads));
+    let fresh = Ok((Tally::new(info.layers, info.heads), BTreeMap::new()));
+    let path = opts.out_dir.join(PARTIAL_FILE);
+    if !opts.resume || !path.exists() {
+        return fresh;
+    }
+    let err = |reason: String| CorpusError::Resume {
+        dir: opts.out_dir.clone(),
+        reason,
+    };
+    let earlier = partial::read(&path).map_err(|e| {
+        err(format!(
+            "{PARTIAL_FILE}: {e}; use --force to start over, or another --out-dir"
+        ))
+    })?;
+    if let Some(c) = earlier
+        .identity
+        .conflict(identity, ("the earlier run", "this run"), true)
+    {
+        return Err(err(format!(
+            "{c}; resume with what the earlier run used, or use --force to start over"
+        )));
+    }
+    if earlier.identity.threads != identity.threads {
+        let _ = writeln!(
+            io::stderr(),
+            "note: the earlier run used {} threads and this one {}: the statistics agree to \
+             about 1e-6, not bit for bit, with those of a run with one thread count",
+            earlier.identity.threads,
+            identity.threads
+        );
+    }
+    let mut resumed = journal::read_all(&opts.out_dir, info.layers, info.heads);
+    resumed.retain(|line, event| {
+        *line > earlier.tally.lines && opts.shard.owns(*line) && outputs_in_place(opts, event)
+    });
+    Ok((earlier.tally, resumed))
+}
+
+/// Whether the per-sentence files of a journaled sentence are all there (a crash can lose
+/// files the journal survived; those sentences are computed again).
+fn outputs_in_place(opts: &CorpusOptions, event: &Event) -> bool {
+    let Event::Sentence { name, .. } = event else {
+        return true;
+    };
+    opts.per_sentence.iter().all(|kind| match kind {
+        PerSentence::Json => sentence_file(&opts.out_dir, name, "json")
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() > 0),
+        PerSentence::None => true,
+    })
+}
+
+/// Read past the lines an earlier run finished (a `--resume`), checking that they are the ones
+/// it read: the SHA-256 of the input through its last line must be the one it recorded.
+fn skip_done<R: BufRead>(
+    lines: &mut LineReader<R>,
+    names: &mut Names,
+    opts: &CorpusOptions,
+    done: &Tally,
+    log: &Log,
+) -> Result<(), CorpusError> {
+    if done.lines == 0 {
+        return Ok(());
+    }
+    let err = |reason: String| CorpusError::Resume {
+        dir: opts.out_dir.clone(),
+        reason,
+    };
+    let text_limit = lines_text_limit(opts, lines);
+    while lines.lines() < done.lines {
+        match lines.next_line(interrupt::requested) {
+            Ok(Some(raw)) => {
+                claim_name(names, opts, &raw, text_limit);
+                log.bar.inc(1);
+            }
+            Ok(None) if interrupt::requested() => {
+                return Err(CorpusError::Interrupted {
+                    done: "Nothing was changed.".into(),
+                    signal: interrupt::signal(),
+                })
+            }
+            Ok(None) => {
+                return Err(err(format!(
+                    "{} has {} lines, and the earlier run had done {}; resume with the same input",
+                    opts.input_name,
+                    thousands(lines.lines() as u64),
+                    thousands(done.lines as u64)
+                )))
+            }
+            Err(source) => {
+                return Err(CorpusError::Input {
+                    path: opts.input_name.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    let now = lines.digest();
+    if now != done.digest {
+        return Err(err(format!(
+            "the first {} lines of {} are not the ones the earlier run read (SHA-256 {}, {} \
+             bytes; the earlier run's: {}, {} bytes); resume with the same input, or use \
+             --force to start over",
+            thousands(done.lines as u64),
+            opts.input_name,
+            &now.hex()[..16],
+            now.bytes,
+            &done.digest.hex()[..16.min(done.digest.hex().len())],
+            done.digest.bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The text limit for reading `opts`'s lines (the line limit is `lines`').
+fn lines_text_limit<R>(opts: &CorpusOptions, lines: &LineReader<R>) -> usize {
+    match opts.format {
+        InputFormat::Jsonl => lines.max_bytes() / input::JSONL_BYTES_PER_TEXT_BYTE,
+        _ => lines.max_bytes(),
+    }
+}
+
+/// A JSON Lines record claims its output name whether or not this run processes it (see
+/// [`ids`]), so every shard names files as one run over the whole corpus would.
+fn claim_name(names: &mut Names, opts: &CorpusOptions, raw: &RawLine, text_limit: usize) {
+    if opts.format == InputFormat::Jsonl {
+        if let Ok(record) = lines::parse_json(
+            raw,
+            text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
+            text_limit,
+        ) {
+            let _ = names.claim(raw.number, record.id.as_ref());
+        }
+    }
+}
+
+/// Writes the partial file: when the run starts, every [`CHECKPOINT_EVERY`] (by whichever
+/// worker finishes a sentence after that), and when it ends.
+struct Checkpoints {
+    path: PathBuf,
+    identity: RunIdentity,
+    /// The per-sentence folder, whose file system is synced before each checkpoint so that every
+    /// file the checkpoint counts is on disk.
+    sync: Option<PathBuf>,
+    last: Mutex<Instant>,
+    busy: AtomicBool,
+}
+
+impl Checkpoints {
+    fn write(
+        &self,
+        ledger: &Mutex<Ledger>,
+        end: &str,
+        reason: Option<&str>,
+    ) -> Result<(), CorpusError> {
+        let lock = || ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let tally = lock().checkpoint().map_err(|e| {
+            CorpusError::Failed(format!(
+                "cannot write the journal beside {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        if let Some(dir) = &self.sync {
+            sync_file_system(dir);
+        }
+        partial::write(&self.path, &self.identity, &tally, end, reason)?;
+        lock().prune_journal();
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        Ok(())
+    }
+
+    /// A checkpoint, if the last one is [`CHECKPOINT_EVERY`] old and no other thread is writing
+    /// one.
+    fn maybe(&self, ledger: &Mutex<Ledger>) -> Result<(), CorpusError> {
+        let due = self
+            .last
+            .lock()
+            .is_ok_and(|t| t.elapsed() >= CHECKPOINT_EVERY);
+        if !due || self.busy.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let res = self.write(ledger, "running", None);
+        self.busy.store(false, Ordering::Release);
+        res
+    }
+}
+
+/// Flush the file system holding `dir` to disk (per-sentence files are renamed into place
+/// without a sync each; one `syncfs` per checkpoint makes them durable before the checkpoint
+/// counts them).
+fn sync_file_system(dir: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(d) = File::open(dir) {
+            // SAFETY: syncfs on a descriptor we hold open; it only flushes caches.
+            unsafe { libc::syncfs(d.as_raw_fd()) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        // SAFETY: sync(2) takes no arguments and only flushes caches.
+        #[cfg(unix)]
+        unsafe {
+            libc::sync()
+        };
+    }
+}
+
+/// The lines, in the pool: how the run ended, the lines read, and the input's digest through
+/// them.
+fn process_in_pool<R: BufRead + Send>(
+    model: &Model,
+    opts: &CorpusOptions,
+    lines: LineReader<R>,
+    names: Names,
+    ledger: &Mutex<Ledger>,
+    checkpoints: &Checkpoints,
+    log: &Log,
+) -> (End, usize, InputDigest) {
     let abort = AtomicBool::new(false);
+    let text_limit = lines_text_limit(opts, &lines);
     let mut feed = Feed {
-        lines: LineReader::new(input, tokenize::byte_limit(model.max_positions())),
+        lines,
+        names,
+        text_limit,
         model,
         opts,
-        log: &log,
+        log,
+        ledger,
         abort: &abort,
-        lines_read: 0,
-        bad: BadLines::default(),
-        truncated_lines: Vec::new(),
         truncations: 0,
         end: None,
     };
-    let found_bad = Mutex::new(Vec::new());
     let worker = Worker {
         model,
         opts,
-        acc: &acc,
-        log: &log,
-        bad: &found_bad,
+        ledger,
+        checkpoints,
+        log,
     };
     let result = (&mut feed).par_bridge().try_for_each(|item| {
         let res = worker.process(item);
@@ -408,27 +927,13 @@ fn process_in_pool(model: &Model, opts: &CorpusOptions, input: impl BufRead + Se
         res
     });
     log.bar.finish_and_clear();
-    let mut found_bad = found_bad.into_inner().unwrap_or_else(|e| e.into_inner());
     let end = match (result, feed.end.take()) {
-        (Err(CorpusError::Stopped { line, reason, .. }), _) => {
-            found_bad.push((line, reason.clone()));
-            End::Stopped { line, reason }
-        }
+        (Err(CorpusError::Stopped { line, reason, .. }), _) => End::Stopped { line, reason },
         (Err(e), _) => End::Failed(e.to_string()),
         (Ok(()), Some(end)) => end,
         (Ok(()), None) => End::Complete,
     };
-    feed.bad.merge(found_bad);
-    Outcome {
-        stats: acc.into_inner().unwrap_or_else(|e| e.into_inner()),
-        lines_read: feed.lines_read,
-        bad: feed.bad,
-        truncated_lines: feed.truncated_lines,
-        end,
-        elapsed: start.elapsed(),
-        threads: rayon::current_num_threads(),
-        summary_path: opts.out_dir.join(SUMMARY_FILE),
-    }
+    (end, feed.lines.lines(), feed.lines.digest())
 }
 
 /// A good line on its way to a worker.
@@ -437,20 +942,31 @@ struct Item {
     text: String,
     pair: Option<String>,
     encoded: Encoded,
+    /// Its output name (line number or id).
+    name: String,
+    /// The input's digest through this line.
+    digest: InputDigest,
 }
 
-/// Reads lines in order, reports bad ones, and hands out good ones (tokenized) to the workers.
+/// Reads lines in order, reports bad ones, and hands out good ones of this shard (tokenized) to
+/// the workers.
 struct Feed<'a, R> {
     lines: LineReader<R>,
+    names: Names,
+    text_limit: usize,
     model: &'a Model,
     opts: &'a CorpusOptions,
     log: &'a Log,
+    ledger: &'a Mutex<Ledger>,
     abort: &'a AtomicBool,
-    lines_read: usize,
-    bad: BadLines,
-    truncated_lines: Vec<usize>,
     truncations: usize,
     end: Option<End>,
+}
+
+impl<R> Feed<'_, R> {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl<R: BufRead> Iterator for Feed<'_, R> {
@@ -463,7 +979,8 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
             }
             if interrupt::requested() {
                 self.end = Some(End::Interrupted {
-                    after_line: self.lines_read,
+                    after_line: self.lines.lines(),
+                    signal: interrupt::signal(),
                 });
                 return None;
             }
@@ -482,22 +999,30 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
                     return None;
                 }
             };
-            self.lines_read = raw.number;
+            let line = raw.number;
+            let resumed = self.opts.shard.owns(line) && self.ledger().is_resumed(line);
+            if !self.opts.shard.owns(line) || resumed {
+                claim_name(&mut self.names, self.opts, &raw, self.text_limit);
+                if resumed {
+                    let digest = self.lines.digest();
+                    self.ledger().take_resumed(line, digest);
+                }
+                self.log.bar.inc(1);
+                continue;
+            }
             match self.check(&raw) {
                 Ok(item) => return Some(item),
                 Err(bad) => {
                     self.log.bar.inc(1);
                     if self.opts.on_bad_line == OnBadLine::Stop {
-                        self.bad.add(raw.number, bad.clone());
-                        self.end = Some(End::Stopped {
-                            line: raw.number,
-                            reason: bad,
-                        });
+                        self.end = Some(End::Stopped { line, reason: bad });
                         return None;
                     }
                     self.log
-                        .message(&format!("warning: line {}: {bad}; skipped", raw.number));
-                    self.bad.add(raw.number, bad);
+                        .message(&format!("warning: line {line}: {bad}; skipped"));
+                    let digest = self.lines.digest();
+                    // Not journaled (a rerun finds it again), so it cannot fail.
+                    let _ = self.ledger().record(line, Event::Bad(bad), digest, false);
                 }
             }
         }
@@ -507,8 +1032,22 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
 impl<R> Feed<'_, R> {
     /// Parse and tokenize a line, or say why it cannot be used.
     fn check(&mut self, raw: &RawLine) -> Result<Item, BadLine> {
-        let limit = tokenize::byte_limit(self.model.max_positions());
-        let sentence = lines::parse(raw, limit)?;
+        let limit = self.text_limit;
+        let (sentence, name) = match self.opts.format {
+            InputFormat::Jsonl => {
+                let record = lines::parse_json(
+                    raw,
+                    limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
+                    limit,
+                )?;
+                self.names.claim(raw.number, record.id.as_ref())?;
+                let name = record
+                    .id
+                    .map_or_else(|| ids::line_name(raw.number), |id| id.as_str().to_string());
+                (record.sentence?, name)
+            }
+            _ => (lines::parse(raw, limit)?, ids::line_name(raw.number)),
+        };
         if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
         }
@@ -516,8 +1055,8 @@ impl<R> Feed<'_, R> {
             .model
             .tokenizer()
             .encode(
-                sentence.text,
-                sentence.pair,
+                &sentence.text,
+                sentence.pair.as_deref(),
                 self.model.max_positions(),
                 self.opts.truncate,
             )
@@ -532,9 +1071,6 @@ impl<R> Feed<'_, R> {
             })?;
         if let Some(from) = encoded.truncated_from {
             self.truncations += 1;
-            if self.truncated_lines.len() < LISTED_BAD_LINES {
-                self.truncated_lines.push(raw.number);
-            }
             if self.truncations <= NOTED_TRUNCATIONS {
                 let more = if self.truncations == NOTED_TRUNCATIONS {
                     " (further truncations are counted in corpus_stats.json, not listed here)"
@@ -550,26 +1086,41 @@ impl<R> Feed<'_, R> {
         }
         Ok(Item {
             line: raw.number,
-            text: sentence.text.to_string(),
-            pair: sentence.pair.map(str::to_string),
+            text: sentence.text.into_owned(),
+            pair: sentence.pair.map(|p| p.into_owned()),
             encoded,
+            name,
+            digest: self.lines.digest(),
         })
     }
 }
 
-/// What each worker needs: shared, read-only, except the accumulator and the bad lines found.
+/// What each worker needs: shared, read-only, except the ledger.
 struct Worker<'a> {
     model: &'a Model,
     opts: &'a CorpusOptions,
-    acc: &'a Mutex<CorpusStats>,
+    ledger: &'a Mutex<Ledger>,
+    checkpoints: &'a Checkpoints,
     log: &'a Log,
-    /// Lines whose attention came out bad (found after the forward pass, out of order).
-    bad: &'a Mutex<Vec<(usize, BadLine)>>,
 }
 
 impl Worker<'_> {
-    /// Forward pass, view, statistics, per-sentence outputs, accumulate. The same steps as
-    /// the single-sentence CLI, so each JSON file equals what `attnviz TEXT --json` writes.
+    fn record(&self, line: usize, event: Event, digest: InputDigest) -> Result<(), CorpusError> {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(line, event, digest, true)
+            .map_err(|e| {
+                CorpusError::Failed(format!(
+                    "cannot write the journal in {}: {e}",
+                    self.opts.out_dir.display()
+                ))
+            })
+    }
+
+    /// Forward pass, view, statistics, per-sentence outputs, then the result into the ledger.
+    /// The same steps as the single-sentence CLI, so each JSON file equals what
+    /// `attnviz TEXT --json` writes.
     fn process(&self, item: Item) -> Result<(), CorpusError> {
         let counts_pair = item.pair.is_some();
         let truncated = item.encoded.truncated_from.is_some();
@@ -590,11 +1141,7 @@ impl Worker<'_> {
                     }
                     self.log
                         .message(&format!("warning: line {}: {bad}; skipped", item.line));
-                    self.bad
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((item.line, bad));
-                    return Ok(());
+                    return self.record(item.line, Event::Bad(bad), item.digest);
                 }
                 other => other?,
             };
@@ -606,28 +1153,30 @@ impl Worker<'_> {
             let (view, a) = Analysis::compute_view(&encoding.attention, self.opts.view)?;
             (view, Some(a))
         };
-        let stats = match &analysis {
-            Some(a) => a.stats.clone(),
+        let stats = match analysis {
+            Some(ref a) => a.stats.clone(),
             None => analysis::head_stats(&view),
         };
-        self.write_outputs(item.line, &view, &stats, analysis.as_ref())?;
+        self.write_outputs(&item.name, &view, &stats, analysis.as_ref())?;
         let counts = SentenceCounts {
             pair: counts_pair,
             truncated,
             tokens,
             units: view.len(),
         };
-        self.acc
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(&stats, counts);
-        Ok(())
+        let event = Event::Sentence {
+            stats,
+            counts,
+            name: item.name,
+        };
+        self.record(item.line, event, item.digest)?;
+        self.checkpoints.maybe(self.ledger)
     }
 
-    /// Every per-sentence output asked for, named by line number.
+    /// Every per-sentence output asked for, named `name` (line number or id).
     fn write_outputs(
         &self,
-        line: usize,
+        name: &str,
         view: &crate::Attention,
         stats: &[Vec<HeadStats>],
         analysis: Option<&Analysis>,
@@ -635,7 +1184,7 @@ impl Worker<'_> {
         for kind in &self.opts.per_sentence {
             match kind {
                 PerSentence::Json => {
-                    let path = sentence_path(&self.opts.out_dir, line, "json");
+                    let path = sentence_file(&self.opts.out_dir, name, "json");
                     let section = serde_json::to_value(StatsSection::new(stats))
                         .expect("statistics serialise");
                     let sections =
@@ -654,7 +1203,13 @@ impl Worker<'_> {
 /// Where line `line`'s output of kind `ext` goes: `DIR/sentences/000042.ext` (at least six
 /// digits, so names sort in line order up to 999,999 lines).
 pub fn sentence_path(out_dir: &Path, line: usize, ext: &str) -> PathBuf {
-    out_dir.join(SENTENCES_DIR).join(format!("{line:06}.{ext}"))
+    sentence_file(out_dir, &ids::line_name(line), ext)
+}
+
+/// Where the output of kind `ext` named `name` (a line number's name, or a JSON Lines id) goes:
+/// `DIR/sentences/NAME.ext`.
+pub fn sentence_file(out_dir: &Path, name: &str, ext: &str) -> PathBuf {
+    out_dir.join(SENTENCES_DIR).join(format!("{name}.{ext}"))
 }
 
 /// The progress bar, and messages that don't tear it.
@@ -731,28 +1286,60 @@ pub fn earlier_run_files(out_dir: &Path) -> usize {
 fn remove_earlier_run(out_dir: &Path) -> Result<(), CorpusError> {
     let dir = out_dir.join(SENTENCES_DIR);
     let err = |path: PathBuf| move |source| CorpusError::OutDir { path, source };
+    if let Ok(entries) = fs::read_dir(&dir) {
+        for entry in entries {
+            let entry = entry.map_err(err(dir.clone()))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            // Our outputs are NAME.ext with NAME a line number or a JSON Lines id, or our
+            // temporary files (.NAME.ext.XXXXXX.tmp).
+            let ours = match name.rsplit_once('.') {
+                Some((stem, ext)) if PER_SENTENCE_EXTENSIONS.contains(&ext) => {
+                    ids::Id::parse(stem).is_ok()
+                }
+                Some((_, "tmp")) => name.starts_with('.'),
+                _ => false,
+            };
+            if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+                fs::remove_file(entry.path()).map_err(err(entry.path()))?;
+            }
+        }
+    }
+    for name in [SUMMARY_FILE, PARTIAL_FILE] {
+        let path = out_dir.join(name);
+        if path.is_file() {
+            fs::remove_file(&path).map_err(err(path.clone()))?;
+        }
+    }
+    journal::remove_all(out_dir).map_err(err(out_dir.to_path_buf()))?;
+    Ok(())
+}
+
+/// `--resume`: remove the temporary files a killed run left in `DIR/sentences/` (a kill that
+/// leaves no time to clean up: `SIGKILL`, a lost node).
+fn remove_temporaries(out_dir: &Path) -> Result<(), CorpusError> {
+    let dir = out_dir.join(SENTENCES_DIR);
     let Ok(entries) = fs::read_dir(&dir) else {
         return Ok(());
     };
-    for entry in entries {
-        let entry = entry.map_err(err(dir.clone()))?;
+    for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = match name.split_once('.') {
-            Some((stem, _)) if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) => true,
-            Some(("", rest)) => rest.ends_with(".tmp"),
-            _ => false,
-        };
-        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
-            fs::remove_file(entry.path()).map_err(err(entry.path()))?;
+        if name.starts_with('.')
+            && name.ends_with(".tmp")
+            && entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            fs::remove_file(entry.path()).map_err(|source| CorpusError::OutDir {
+                path: entry.path(),
+                source,
+            })?;
         }
-    }
-    let summary = out_dir.join(SUMMARY_FILE);
-    if summary.is_file() {
-        fs::remove_file(&summary).map_err(err(summary.clone()))?;
     }
     Ok(())
 }
+
+/// Extensions of the per-sentence files this mode writes, or will (`--force` removes them).
+const PER_SENTENCE_EXTENSIONS: [&str; 4] = ["json", "png", "svg", "html"];
 
 /// Number of lines in a file (a last line without a newline counts), for the progress bar.
 fn count_lines(path: &Path) -> io::Result<u64> {
@@ -772,10 +1359,16 @@ fn count_lines(path: &Path) -> io::Result<u64> {
     Ok(lines + u64::from(last != b'\n'))
 }
 
-fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), CorpusError> {
+/// Print the averaged statistics table on stdout (`token_names`: the start and end tokens).
+pub fn print_table(
+    stats: &CorpusStats,
+    token_names: &(String, String),
+    stat: Option<Stat>,
+    color: ColorChoice,
+) -> Result<(), CorpusError> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    let n = outcome.stats.sentences;
+    let n = stats.sentences;
     let res = writeln!(
         out,
         "Per-head statistics averaged over {} sentence{} (each sentence weighs the same):\n",
@@ -783,23 +1376,11 @@ fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), 
         if n == 1 { "" } else { "s" }
     )
     .and_then(|_| {
-        let names = |role| {
-            let tokens = model.tokenizer().role_tokens(role);
-            if tokens.is_empty() {
-                "none".to_string()
-            } else {
-                tokens.join("/")
-            }
-        };
         let opts = StatsTableOptions {
-            token_names: Some(format!(
-                "{}, {}",
-                names(crate::attention::Role::Start),
-                names(crate::attention::Role::End)
-            )),
-            ..StatsTableOptions::for_stdout(job.stat, job.color)
+            token_names: Some(format!("{}, {}", token_names.0, token_names.1)),
+            ..StatsTableOptions::for_stdout(stat, color)
         };
-        write_stats_table(&outcome.stats.mean_per_sentence(), &opts, &mut out)
+        write_stats_table(&stats.mean_per_sentence(), &opts, &mut out)
     })
     .and_then(|_| out.flush());
     match res {
@@ -810,28 +1391,38 @@ fn print_table(outcome: &Outcome, job: &CorpusJob, model: &Model) -> Result<(), 
 
 /// The closing line on stderr: what was done, how fast, where it went.
 fn summary_line(outcome: &Outcome, opts: &CorpusOptions) -> String {
-    let s = &outcome.stats;
+    let s = &outcome.tally.stats;
+    let lines_read = outcome.tally.lines;
     let secs = outcome.elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        s.sentences as f64 / secs
+    let new = s.sentences.saturating_sub(outcome.done_before);
+    let rate = if secs > 0.0 { new as f64 / secs } else { 0.0 };
+    let shard = if opts.shard.is_whole() {
+        String::new()
     } else {
-        0.0
+        format!(" (shard {})", opts.shard)
     };
     let mut line = format!(
-        "Analysed {} sentence{} ({} tokens) of {} line{} in {:.1} s ({:.1} sentences/s, {} thread{})",
+        "Analysed {} sentence{} ({} tokens) of {} line{}{shard} in {:.1} s ({:.1} sentences/s, {} thread{})",
         thousands(s.sentences),
         if s.sentences == 1 { "" } else { "s" },
         thousands(s.tokens),
-        thousands(outcome.lines_read as u64),
-        if outcome.lines_read == 1 { "" } else { "s" },
+        thousands(lines_read as u64),
+        if lines_read == 1 { "" } else { "s" },
         secs,
         rate,
         outcome.threads,
         if outcome.threads == 1 { "" } else { "s" },
     );
+    if outcome.done_before > 0 {
+        line += &format!(
+            "; {} of them done by the earlier run (--resume)",
+            thousands(outcome.done_before)
+        );
+    }
+    let bad = &outcome.tally.bad;
     let skipped = match outcome.end {
-        End::Stopped { .. } => outcome.bad.count.saturating_sub(1),
-        _ => outcome.bad.count,
+        End::Stopped { .. } => bad.count.saturating_sub(1),
+        _ => bad.count,
     };
     if skipped > 0 {
         line += &format!(
@@ -850,7 +1441,7 @@ fn summary_line(outcome: &Outcome, opts: &CorpusOptions) -> String {
 /// Turn an early end into the error `main` prints.
 fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusError> {
     let kept = |which: &str| {
-        let n = outcome.stats.sentences;
+        let n = outcome.tally.stats.sentences;
         let (noun, verb) = if n == 1 {
             ("sentence", "is")
         } else {
@@ -870,18 +1461,26 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
             outcome.summary_path.display()
         )
     };
+    let lines_read = outcome.tally.lines;
     match &outcome.end {
-        End::Complete if outcome.stats.sentences == 0 => {
-            Err(CorpusError::NothingUsable(if outcome.lines_read == 0 {
+        End::Complete
+            if outcome.tally.stats.sentences == 0 && !no_lines_of_shard(outcome, opts) =>
+        {
+            Err(CorpusError::NothingUsable(if lines_read == 0 {
                 format!(
                     "{} has no lines; give one sentence (or a tab-separated pair) per line",
                     opts.input_name
                 )
             } else {
                 format!(
-                    "none of the {} lines of {} could be used (see the warnings above)",
-                    thousands(outcome.lines_read as u64),
-                    opts.input_name
+                    "none of the {} lines of {}{} could be used (see the warnings above)",
+                    thousands(partial::lines_in_shard(opts.shard, lines_read) as u64),
+                    opts.input_name,
+                    if opts.shard.is_whole() {
+                        String::new()
+                    } else {
+                        format!(" in shard {}", opts.shard)
+                    }
                 )
             }))
         }
@@ -891,8 +1490,12 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
             reason: reason.clone(),
             done: kept("before it"),
         }),
-        End::Interrupted { after_line } => Err(CorpusError::Interrupted {
-            done: kept(&format!("up to line {after_line}")),
+        End::Interrupted { after_line, signal } => Err(CorpusError::Interrupted {
+            done: format!(
+                "{}; continue with the same command and --resume",
+                kept(&format!("up to line {after_line}"))
+            ),
+            signal: *signal,
         }),
         End::Failed(msg) => Err(CorpusError::Failed(format!(
             "{msg}. {}",
@@ -901,8 +1504,15 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
     }
 }
 
+/// A shard with no lines at all (more shards than lines) is not an error: it has nothing to do.
+fn no_lines_of_shard(outcome: &Outcome, opts: &CorpusOptions) -> bool {
+    !opts.shard.is_whole()
+        && outcome.tally.lines > 0
+        && partial::lines_in_shard(opts.shard, outcome.tally.lines) == 0
+}
+
 /// `12345` → `12,345`.
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

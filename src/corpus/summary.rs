@@ -6,79 +6,88 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::{CorpusOptions, End, Outcome, SENTENCES_DIR};
+use super::ledger::Tally;
+use super::partial::bad_lines_json;
+use super::shard::Shard;
+use super::{End, SENTENCES_DIR};
 use crate::analysis::{HeadStats, Stat, StatsSection};
-use crate::model::Model;
 use crate::output::{write_output, OutputError};
-use crate::render::json::model_json;
 
 /// Version of the layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 2;
 
-/// Write the summary of `outcome` to `path` (atomically, synced).
-pub fn write(
-    path: &Path,
-    model: &Model,
-    opts: &CorpusOptions,
-    outcome: &Outcome,
-) -> Result<(), OutputError> {
-    let fields = fields(model, opts, outcome);
-    write_output(path, |w| write_fields(&fields, w))
+/// What the summary says: a run's (or a merge's) results and how it went.
+#[derive(Clone, Copy, Debug)]
+pub struct Summary<'a> {
+    /// The model, as `model_json` gives it.
+    pub model: &'a Value,
+    /// The input's name.
+    pub input: &'a str,
+    /// `text` or `jsonl`.
+    pub input_format: &'a str,
+    /// `none`, `gzip` or `zstd`.
+    pub compression: &'a str,
+    /// The shard this run processed; `None` for the whole corpus (a single run, or a merge).
+    pub shard: Option<Shard>,
+    /// The options (see [`super::options_json`]).
+    pub options: &'a Value,
+    /// Whether per-sentence files were written.
+    pub per_sentence: bool,
+    /// How the run ended.
+    pub end: &'a End,
+    /// What was done.
+    pub tally: &'a Tally,
 }
 
-fn fields(model: &Model, opts: &CorpusOptions, outcome: &Outcome) -> Vec<(&'static str, Value)> {
-    let m = model.info();
-    let s = &outcome.stats;
-    let (end, stopped_at, reason) = match &outcome.end {
+/// Write `summary` to `path` (atomically, synced).
+pub fn write(path: &Path, summary: &Summary) -> Result<(), OutputError> {
+    let fields = fields(summary);
+    write_output(path, |w| write_fields(&fields, &["stats"], w))
+}
+
+fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
+    let s = &sm.tally.stats;
+    let (end, stopped_at, reason) = match sm.end {
         End::Complete => ("complete", None, None),
         End::Stopped { line, reason } => ("stopped", Some(*line), Some(reason.to_string())),
-        End::Interrupted { after_line } => ("interrupted", Some(*after_line), None),
+        End::Interrupted { after_line, .. } => ("interrupted", Some(*after_line), None),
         End::Failed(msg) => ("failed", None, Some(msg.clone())),
     };
-    let per_sentence: Vec<&str> = opts.per_sentence.iter().map(|k| k.as_str()).collect();
+    let names = if sm.input_format == "jsonl" {
+        format!(
+            "{SENTENCES_DIR}/ID.<ext> for a JSON Lines record with an id, else \
+             {SENTENCES_DIR}/NNNNNN.<ext>, NNNNNN = line number (from 1, at least 6 digits)"
+        )
+    } else {
+        format!("{SENTENCES_DIR}/NNNNNN.<ext>, NNNNNN = line number (from 1, at least 6 digits)")
+    };
     let mut fields: Vec<(&'static str, Value)> = vec![
         ("format", json!("attnviz-corpus-stats")),
         ("format_version", json!(FORMAT_VERSION)),
         ("numbering", json!("0-based")),
-        ("model", model_json(m)),
-        ("input", json!(opts.input_name)),
-        (
-            "options",
-            json!({
-                "words": opts.view.words,
-                "no_special": opts.view.no_special,
-                "truncate": opts.truncate,
-                "full_precision": opts.json.full_precision,
-                "per_sentence": per_sentence,
-                "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
-            }),
-        ),
+        ("model", sm.model.clone()),
+        ("input", json!(sm.input)),
+        ("input_format", json!(sm.input_format)),
+        ("compression", json!(sm.compression)),
+        ("shard", json!(sm.shard.map(|s| s.to_string()))),
+        ("options", sm.options.clone()),
         ("end", json!(end)),
         ("end_line", json!(stopped_at)),
         ("end_reason", json!(reason)),
-        ("lines_read", json!(outcome.lines_read)),
+        ("lines_read", json!(sm.tally.lines)),
         ("sentences", json!(s.sentences)),
         ("pairs", json!(s.pairs)),
         ("truncated", json!(s.truncated)),
-        ("truncated_lines", json!(outcome.truncated_lines)),
+        ("truncated_lines", json!(sm.tally.truncated_lines)),
         ("tokens", json!(s.tokens)),
         ("units", json!(s.units)),
-        (
-            "bad_lines",
-            json!({
-                "count": outcome.bad.count,
-                "by_kind": outcome.bad.by_kind,
-                "listed": outcome.bad.listed.iter().map(|(line, bad)| json!({
-                    "line": line, "kind": bad.kind(), "reason": bad.to_string(),
-                })).collect::<Vec<_>>(),
-            }),
-        ),
+        ("bad_lines", bad_lines_json(&sm.tally.bad)),
         (
             "sentence_files",
-            if opts.per_sentence.is_empty() {
-                Value::Null
+            if sm.per_sentence {
+                json!(names)
             } else {
-                json!(format!("{SENTENCES_DIR}/NNNNNN.<ext>, NNNNNN = line number (from 1, at least 6 digits)"))
+                Value::Null
             },
         ),
         (
@@ -115,7 +124,7 @@ fn fields(model: &Model, opts: &CorpusOptions, outcome: &Outcome) -> Vec<(&'stat
     fields
 }
 
-/// The nine statistics of `grid` as `[layer][head]` arrays.
+/// The statistics of `grid` as `[layer][head]` arrays.
 fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
     Stat::ALL
         .into_iter()
@@ -129,9 +138,13 @@ fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
         .collect()
 }
 
-/// One top-level field per line; the fields of the statistics sections one per line too,
-/// each value compact (a `[layer][head]` grid on one line).
-fn write_fields(fields: &[(&str, Value)], w: &mut dyn Write) -> io::Result<()> {
+/// One top-level field per line; the fields of objects whose name starts with one of `nested`
+/// one per line too, each value compact (a `[layer][head]` grid on one line).
+pub fn write_fields(
+    fields: &[(&str, Value)],
+    nested: &[&str],
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let compact =
         |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::from);
     w.write_all(b"{")?;
@@ -140,7 +153,7 @@ fn write_fields(fields: &[(&str, Value)], w: &mut dyn Write) -> io::Result<()> {
         compact(w, &json!(name))?;
         w.write_all(b": ")?;
         match value {
-            Value::Object(map) if name.starts_with("stats") => {
+            Value::Object(map) if nested.iter().any(|n| name.starts_with(n)) => {
                 w.write_all(b"{")?;
                 for (j, (key, v)) in map.iter().enumerate() {
                     w.write_all(if j == 0 { b"\n    " } else { b",\n    " })?;

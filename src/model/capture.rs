@@ -1,28 +1,61 @@
 //! What a forward pass captures for one sequence: buffers of their final size, which the
-//! attention kernel fills in place, layer by layer.
+//! attention kernel fills in place, layer by layer. A capture may keep only some layers
+//! (`--layers`): the others run without keeping their probabilities.
 
 use super::family::Architecture;
 use super::kernels::{capture_buffer, CaptureSink};
 
 /// Everything captured for one sequence.
 pub struct SequenceCapture {
-    /// Attention probabilities `[layers, heads, queries, keys]`: row = query, column = key.
+    /// Attention probabilities `[captured layers, heads, queries, keys]`: row = query, column =
+    /// key.
     pub probs: Vec<f32>,
-    /// Query vectors `[layers, heads, queries, head_dim]` and key vectors `[layers, kv_heads,
-    /// keys, head_dim]`, as the scores used them (before the scale), when asked for.
+    /// Query vectors `[captured layers, heads, queries, head_dim]` and key vectors `[captured
+    /// layers, kv_heads, keys, head_dim]`, as the scores used them (before the scale), when
+    /// asked for.
     pub query_key: Option<(Vec<f32>, Vec<f32>)>,
     queries: usize,
     keys: usize,
     per_layer: usize,
     q_per_layer: usize,
     k_per_layer: usize,
+    /// Where each of the network's layers goes in the buffers; `None`: not captured.
+    slots: Vec<Option<usize>>,
 }
 
 impl SequenceCapture {
     /// Zeroed buffers for `queries` query tokens over `keys` key tokens (the same count for
     /// self-attention) of a network shaped as `arch`.
     pub fn new(arch: &Architecture, queries: usize, keys: usize, query_key: bool) -> Self {
-        let (layers, heads, kv, d) = (arch.layers, arch.heads, arch.kv_heads, arch.head_dim);
+        Self::for_layers(
+            arch,
+            queries,
+            keys,
+            query_key,
+            &(0..arch.layers).collect::<Vec<_>>(),
+        )
+    }
+
+    /// [`SequenceCapture::new`] for the network's layers `captured` only (ascending, each below
+    /// `arch.layers`).
+    pub fn for_layers(
+        arch: &Architecture,
+        queries: usize,
+        keys: usize,
+        query_key: bool,
+        captured: &[usize],
+    ) -> Self {
+        assert!(
+            captured.windows(2).all(|w| w[0] < w[1])
+                && captured.last().is_none_or(|&l| l < arch.layers),
+            "captured layers {captured:?} of {}",
+            arch.layers
+        );
+        let mut slots = vec![None; arch.layers];
+        for (slot, &l) in captured.iter().enumerate() {
+            slots[l] = Some(slot);
+        }
+        let (layers, heads, kv, d) = (captured.len(), arch.heads, arch.kv_heads, arch.head_dim);
         let q_per_layer = heads * queries * d;
         let k_per_layer = kv * keys * d;
         SequenceCapture {
@@ -38,19 +71,36 @@ impl SequenceCapture {
             per_layer: heads * queries * keys,
             q_per_layer,
             k_per_layer,
+            slots,
         }
     }
 
-    /// The part of the buffers that layer `l` writes.
+    /// The part of the buffers that the network's layer `l` writes (nothing when it is not
+    /// captured).
     pub fn layer(&mut self, l: usize) -> CaptureSink<'_> {
+        let Some(slot) = self.slots[l] else {
+            return CaptureSink {
+                probs: None,
+                query_key: None,
+            };
+        };
         let (q, k) = (self.q_per_layer, self.k_per_layer);
         CaptureSink {
-            probs: &mut self.probs[l * self.per_layer..(l + 1) * self.per_layer],
-            query_key: self
-                .query_key
-                .as_mut()
-                .map(|(qs, ks)| (&mut qs[l * q..(l + 1) * q], &mut ks[l * k..(l + 1) * k])),
+            probs: Some(&mut self.probs[slot * self.per_layer..(slot + 1) * self.per_layer]),
+            query_key: self.query_key.as_mut().map(|(qs, ks)| {
+                (
+                    &mut qs[slot * q..(slot + 1) * q],
+                    &mut ks[slot * k..(slot + 1) * k],
+                )
+            }),
         }
+    }
+
+    /// The network's layers this capture keeps, ascending.
+    pub fn captured_layers(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&l| self.slots[l].is_some())
+            .collect()
     }
 
     /// Query tokens.

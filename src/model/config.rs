@@ -128,6 +128,12 @@ impl ConfigFile {
         self.fields.get(field).filter(|v| !v.is_null())
     }
 
+    /// Whether the file has `field` at all, even as `null` (where null and absent mean
+    /// different things: Mistral's `sliding_window`).
+    pub fn has_field(&self, field: &str) -> bool {
+        self.fields.contains_key(field)
+    }
+
     /// A count: a whole number ≥ 0 (JSON `12`, or `12.0`).
     pub fn count(&self, field: &str) -> Result<Option<usize>, ConfigError> {
         let Some(v) = self.get(field) else {

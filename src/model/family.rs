@@ -19,10 +19,12 @@ use std::path::PathBuf;
 
 use super::capture::SequenceCapture;
 use super::config::{ConfigError, ConfigFile};
+use super::decoder::CausalLm;
 use super::kernels::Mask;
 use super::validate::{self, ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
-use super::{albert, bert, distilbert, electra, roberta, Error};
+use super::{albert, bert, distilbert, electra, gpt2, llama, roberta, Error};
+use crate::attention::PositionScheme;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
 /// file, one line here, and its tests (`docs/architecture.md` has the checklist).
@@ -33,6 +35,10 @@ pub static FAMILIES: &[&Family] = &[
     &distilbert::FAMILY,
     &albert::FAMILY,
     &electra::FAMILY,
+    &gpt2::FAMILY,
+    &llama::LLAMA,
+    &llama::QWEN2,
+    &llama::MISTRAL,
 ];
 
 /// One model family: how to recognise its config and read its checkpoints.
@@ -94,6 +100,11 @@ pub struct Architecture {
     pub tokenizer_types: bool,
     /// Which keys a query sees.
     pub mask: Mask,
+    /// The sliding attention window of a decoder that has one (Mistral): a query sees at most
+    /// this many keys. attnviz computes full causal attention, so longer inputs are refused.
+    pub sliding_window: Option<usize>,
+    /// How the model encodes positions (rotary: the captured q and k are the rotated ones).
+    pub positions: PositionScheme,
 }
 
 impl Architecture {
@@ -105,7 +116,14 @@ impl Architecture {
     /// Whether the model can tell the two sentences of a pair apart: by segment ids, or by the
     /// separators its tokenizer puts between them when it takes no segment ids.
     pub fn accepts_pairs(&self) -> bool {
-        !self.tokenizer_types || self.token_types >= 2
+        self.mask == Mask::Bidirectional && (!self.tokenizer_types || self.token_types >= 2)
+    }
+
+    /// The longest input the network runs exactly: its positions, and its sliding window where
+    /// it has one.
+    pub fn longest_input(&self) -> usize {
+        self.sliding_window
+            .map_or(self.max_positions, |w| w.min(self.max_positions))
     }
 }
 
@@ -132,6 +150,12 @@ pub trait Network: Send + Sync {
     /// [`SequenceCapture::new`] for its length) in place. Returns the last hidden state,
     /// `[sequences · tokens, hidden_size]` (rows of padding included).
     fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32>;
+
+    /// The next-token side of a decoder (logits, a KV cache) for generation; `None` for
+    /// encoders.
+    fn causal_lm(&self) -> Option<&dyn CausalLm> {
+        None
+    }
 }
 
 /// The family config.json describes.
@@ -215,6 +239,10 @@ mod tests {
         );
         assert_eq!(family(r#"{"model_type": "albert"}"#).unwrap(), "ALBERT");
         assert_eq!(family(r#"{"model_type": "electra"}"#).unwrap(), "ELECTRA");
+        assert_eq!(family(r#"{"model_type": "gpt2"}"#).unwrap(), "GPT-2");
+        assert_eq!(family(r#"{"model_type": "llama"}"#).unwrap(), "Llama");
+        assert_eq!(family(r#"{"model_type": "qwen2"}"#).unwrap(), "Qwen2");
+        assert_eq!(family(r#"{"model_type": "mistral"}"#).unwrap(), "Mistral");
     }
 
     #[test]
@@ -232,17 +260,21 @@ mod tests {
             family(r#"{"architectures": ["DistilBertForMaskedLM"]}"#).unwrap(),
             "DistilBERT"
         );
-        let err = family(r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap_err();
+        assert_eq!(
+            family(r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap(),
+            "GPT-2"
+        );
+        let err = family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
 
     #[test]
     fn unsupported_types_get_one_line_listing_the_supported_ones() {
-        let err = family(r#"{"model_type": "gpt2"}"#).unwrap_err();
+        let err = family(r#"{"model_type": "t5"}"#).unwrap_err();
         assert!(
             err.contains(
-                "model_type 'gpt2' is not supported; attnviz runs model types bert, roberta, \
-                 xlm-roberta, distilbert, albert, electra"
+                "model_type 't5' is not supported; attnviz runs model types bert, roberta, \
+                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral"
             ),
             "{err}"
         );

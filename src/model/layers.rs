@@ -6,7 +6,9 @@
 //! copy packed `[in, out]` for gemm, made the first time such an input comes (see
 //! [`PACK_ROWS`]), with maps of the same input (query, key, value) side by side in one matrix;
 //! weights that had to be converted into memory of our own anyway (`.bin` checkpoints, f16) are
-//! stored that way from the start. A later packing for a custom microkernel belongs here too.
+//! stored that way from the start. Owned `[out, in]` weights (dequantised from GGUF) are never
+//! copied: long inputs run gemm on them through strides (see [`kernels::linear::linear_gemm`]).
+//! A later packing for a custom microkernel belongs here too.
 
 use std::sync::OnceLock;
 
@@ -128,6 +130,17 @@ impl Linear {
         }
     }
 
+    /// Several maps of the same input as one, their outputs side by side in the order given
+    /// (a decoder's q, k and v projections).
+    pub fn stack(maps: Vec<Linear>) -> Linear {
+        let inputs = maps.first().map_or(0, |m| m.inputs);
+        assert!(
+            !maps.is_empty() && maps.iter().all(|m| m.inputs == inputs),
+            "stacked maps share their input"
+        );
+        Linear::from_parts(maps.into_iter().flat_map(|m| m.parts).collect())
+    }
+
     /// Input size.
     pub fn inputs(&self) -> usize {
         self.inputs
@@ -141,6 +154,32 @@ impl Linear {
     /// `out[r][col0..col0 + outputs] = activation(x[r]·Wᵀ + b)` for the `rows` rows of `x`.
     pub fn forward_into(&self, x: &[f32], rows: usize, out: Output<'_>, activation: Activation) {
         let in_place = self.parts.iter().any(|p| p.layout == Layout::OutIn);
+        let owned = self.parts.iter().all(|p| !p.weight.is_mapped());
+        if in_place && rows >= PACK_ROWS && owned {
+            // Our own memory already (dequantised from GGUF): gemm reads each part as it is
+            // rather than through a second, packed copy of the whole model.
+            let Output {
+                data,
+                stride,
+                mut col0,
+            } = out;
+            for p in &self.parts {
+                let matrix = Matrix {
+                    data: &p.weight,
+                    inputs: self.inputs,
+                    outputs: p.outputs,
+                    layout: p.layout,
+                };
+                let out = Output {
+                    data: &mut *data,
+                    stride,
+                    col0,
+                };
+                kernels::linear::linear_gemm(x, rows, matrix, p.bias.as_deref(), out, activation);
+                col0 += p.outputs;
+            }
+            return;
+        }
         if in_place && rows >= PACK_ROWS {
             let packed = self.packed();
             let matrix = Matrix {
@@ -279,6 +318,25 @@ impl Norm {
             bias: None,
             eps: eps as f32,
         })
+    }
+
+    /// A normalisation from weights already read: RMSNorm when `bias` is `None`, LayerNorm
+    /// otherwise (both `[width]`).
+    pub fn from_weights(weight: Weight, bias: Option<Weight>, eps: f64) -> Norm {
+        assert!(
+            bias.as_ref().is_none_or(|b| b.len() == weight.len()),
+            "normalisation weights"
+        );
+        Norm {
+            kind: if bias.is_some() {
+                NormKind::Layer
+            } else {
+                NormKind::Rms
+            },
+            weight,
+            bias,
+            eps: eps as f32,
+        }
     }
 
     /// Width of the rows it normalises.

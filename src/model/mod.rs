@@ -17,13 +17,17 @@ pub mod albert;
 pub mod bert;
 pub mod capture;
 pub mod config;
+pub mod decoder;
 pub mod distilbert;
 pub mod electra;
 pub mod encoder;
 pub mod family;
+pub mod generate;
 pub mod gguf;
+pub mod gpt2;
 pub mod kernels;
 pub mod layers;
+pub mod llama;
 pub mod pickle;
 pub mod pytorch;
 pub mod roberta;
@@ -39,7 +43,9 @@ use crate::tokenize::{self, TextTokenizer};
 pub use bert::BertConfig;
 pub use capture::SequenceCapture;
 pub use config::ConfigError;
+pub use decoder::{CausalLm, KvCache};
 pub use family::{Architecture, Batch, Network};
+pub use generate::{Generation, GenerationConfig};
 pub use kernels::Mask;
 pub use source::{Hub, ModelFiles, SourceError};
 pub use validate::BadRow;
@@ -58,6 +64,9 @@ pub enum Error {
     /// Reading the weights.
     #[error(transparent)]
     Weights(#[from] WeightsError),
+    /// Reading a GGUF file.
+    #[error(transparent)]
+    Gguf(#[from] gguf::GgufError),
     /// Loading the tokenizer or tokenizing.
     #[error(transparent)]
     Tokenize(#[from] tokenize::Error),
@@ -96,12 +105,23 @@ pub(crate) fn candle_message(e: &candle_core::Error) -> String {
 }
 
 /// Options for [`Model::encode`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EncodeOptions {
     /// Cut input longer than the model's maximum positions instead of failing.
     pub truncate: bool,
     /// Keep each head's query and key vectors (for the neuron view).
     pub capture_query_key: bool,
+    /// Capture only these layers (ascending, numbered from 0); `None`: every layer.
+    pub layers: Option<Vec<usize>>,
+    /// The most bytes the captured attention may take; `None`: [`default_capture_budget`].
+    pub max_memory: Option<u64>,
+}
+
+/// The capture budget when none is given: half of this machine's memory (`MemTotal` in
+/// /proc/meminfo), which leaves room for the weights and for the outputs made from the capture;
+/// 4 GiB where the system does not say.
+pub fn default_capture_budget() -> u64 {
+    validate::total_memory().map_or(4 << 30, |m| m / 2)
 }
 
 /// Raw forward outputs for one sequence.
@@ -126,6 +146,18 @@ pub struct Encoding {
     pub truncated_from: Option<usize>,
     /// Whether the text was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
     pub bytes_cut: bool,
+    /// What was generated ([`Model::encode_generated`]).
+    pub generation: Option<Generation>,
+}
+
+/// What [`Model::encode_generated`] generates before it captures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// The most tokens to generate (fewer when an EOS token comes first).
+    pub max_new_tokens: usize,
+    /// Wrap the text in the checkpoint's chat template, as one user message with the
+    /// assistant's turn opened.
+    pub chat: bool,
 }
 
 /// A loaded model: its family's network with weights, its tokenizer and description.
@@ -133,6 +165,10 @@ pub struct Model {
     info: ModelInfo,
     network: Box<dyn Network>,
     tokenizer: TextTokenizer,
+    /// EOS tokens and chat template (decoders).
+    generation: GenerationConfig,
+    /// The tokenizer's `model_max_length` (tokenizer_config.json), when it says.
+    model_max_length: Option<usize>,
 }
 
 impl Model {
@@ -144,6 +180,14 @@ impl Model {
 
     /// [`Model::load`] with explicit hub settings.
     pub fn load_with(model: &str, revision: &str, hub: &Hub) -> Result<Model, Error> {
+        let path = Path::new(model);
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+            && !path.is_dir()
+        {
+            return Self::from_gguf(path);
+        }
         let files = source::resolve(model, revision, hub)?;
         Self::from_files(&files)
     }
@@ -167,22 +211,171 @@ impl Model {
             (network, tokenizer)
         });
         let (network, tokenizer) = (network?, tokenizer?);
+        let generation = if network.causal_lm().is_some() {
+            GenerationConfig::from_dir(&files.config, &files.tokenizer_dir)
+        } else {
+            GenerationConfig::none(&files.tokenizer_dir.display().to_string())
+        };
+        Ok(Self::assemble(
+            files.id.clone(),
+            files.revision.clone(),
+            source::display_name(files),
+            network,
+            tokenizer,
+            generation,
+            model_max_length(&files.tokenizer_dir),
+        ))
+    }
+
+    fn assemble(
+        id: String,
+        revision: Option<String>,
+        name: String,
+        network: Box<dyn Network>,
+        tokenizer: TextTokenizer,
+        generation: GenerationConfig,
+        model_max_length: Option<usize>,
+    ) -> Model {
         let arch = network.architecture();
         let info = ModelInfo {
-            id: files.id.clone(),
-            revision: files.revision.clone(),
-            name: Some(source::display_name(files)),
+            id,
+            revision,
+            name: Some(name),
             family: arch.family.to_string(),
             layers: arch.layers,
             heads: arch.heads,
             hidden_size: arch.hidden_size,
             head_dim: arch.head_dim,
         };
-        Ok(Model {
+        Model {
             info,
             network,
             tokenizer,
-        })
+            generation,
+            model_max_length,
+        }
+    }
+
+    /// Load a GGUF file of the llama architecture: its tensors dequantised to f32 (in
+    /// transformers' layout) for the Llama network, the tokenizer and chat template from its
+    /// metadata.
+    pub fn from_gguf(path: &Path) -> Result<Model, Error> {
+        let file = gguf::GgufFile::open(path)?;
+        let origin = path.display().to_string();
+        let params = file.decoder_params()?;
+        let config = llama::LlamaConfig::from_gguf(&params, &origin)?;
+        // The tokenizer is built on a thread of its own while the tensors are dequantised.
+        let (tensors, tokenizer) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| file.tokenizer());
+            let tensors = file.dequantize_all();
+            let tokenizer = tokenizer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (tensors, tokenizer)
+        });
+        let (tensors, tokenizer) = (tensors?, tokenizer?);
+        let tensors = tensors
+            .into_iter()
+            .filter_map(|(name, t)| Some((gguf::hf_tensor_name(&name)?, (t.shape, t.data))))
+            .collect();
+        let network = config.build_from(&decoder::TensorMap::new(tensors, origin.clone()))?;
+        let eos_token_ids = tokenizer
+            .eos_token_id
+            .or(params.eos_token_id)
+            .into_iter()
+            .collect();
+        let generation = GenerationConfig {
+            eos_token_ids,
+            chat_template: file.chat_template().map_err(|e| e.to_string()),
+        };
+        // The file states its special tokens by id.
+        let named = |id: Option<u32>| id.and_then(|id| tokenizer.token(id)).into_iter().collect();
+        let names = tokenize::TokenNames {
+            start: named(tokenizer.bos_token_id),
+            end: named(tokenizer.eos_token_id),
+            pad: named(tokenizer.pad_token_id),
+            ordinary: named(tokenizer.unk_token_id),
+            other: Vec::new(),
+        };
+        let name = path
+            .file_name()
+            .map_or_else(|| origin.clone(), |n| n.to_string_lossy().into_owned());
+        Ok(Self::assemble(
+            origin,
+            None,
+            name,
+            Box::new(network),
+            TextTokenizer::with_names(tokenizer.tokenizer.clone(), path.to_path_buf(), &names),
+            generation,
+            None,
+        ))
+    }
+
+    /// What the checkpoint says about generating: EOS tokens and the chat template.
+    pub fn generation_config(&self) -> &GenerationConfig {
+        &self.generation
+    }
+
+    /// The prompt `text` wrapped in the checkpoint's chat template as one user message, with
+    /// the assistant's turn opened (`--chat`); an error when the checkpoint has none.
+    pub fn chat_prompt(&self, text: &str) -> Result<String, Error> {
+        let template = self
+            .generation
+            .chat_template
+            .as_ref()
+            .map_err(|why| Error::Input(why.clone()))?;
+        template
+            .render_user_message(text)
+            .map_err(|e| Error::Input(e.to_string()))
+    }
+
+    /// The logits `[vocab]` a decoder gives for the token after `ids`.
+    pub fn next_token_logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
+        let arch = self.network.architecture();
+        let lm = self.network.causal_lm().ok_or_else(|| {
+            Error::Input(format!(
+                "{} is an encoder ({}); only decoder models predict the next token",
+                self.info.name(),
+                arch.family
+            ))
+        })?;
+        check_input(arch, 0, ids, &vec![0; ids.len()])?;
+        let mut cache = lm.new_cache(ids.len());
+        lm.step(ids, &mut cache)
+    }
+
+    /// Greedy generation of up to `max_new_tokens` after `prompt` (token ids), with a KV cache,
+    /// stopping after an EOS token; `progress` is told how many tokens are done after each.
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        max_new_tokens: usize,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Generation, Error> {
+        let arch = self.network.architecture();
+        let Some(lm) = self.network.causal_lm() else {
+            return Err(Error::Input(format!(
+                "{} is an encoder ({}); only decoder models (GPT-2, Llama, …) generate text",
+                self.info.name(),
+                arch.family
+            )));
+        };
+        check_input(arch, 0, prompt, &vec![0; prompt.len()])?;
+        let longest = self.max_positions();
+        if prompt.len() + max_new_tokens > longest {
+            return Err(Error::Input(format!(
+                "the prompt is {} tokens and {max_new_tokens} more were asked for, but the model takes at most {longest}; generate at most {} tokens or shorten the prompt",
+                prompt.len(),
+                longest.saturating_sub(prompt.len())
+            )));
+        }
+        generate::greedy(
+            lm,
+            prompt,
+            max_new_tokens,
+            &self.generation.eos_token_ids,
+            progress,
+        )
     }
 
     /// Which model this is, and its shape.
@@ -206,9 +399,11 @@ impl Model {
         self.network.architecture().accepts_pairs()
     }
 
-    /// The longest input the model takes, in tokens (with its special tokens).
+    /// The longest input the model takes, in tokens (with its special tokens): its positions,
+    /// its sliding attention window if it has one, and the tokenizer's `model_max_length`.
     pub fn max_positions(&self) -> usize {
-        self.network.architecture().max_positions
+        let longest = self.network.architecture().longest_input();
+        self.model_max_length.map_or(longest, |m| m.min(longest))
     }
 
     /// The model's tokenizer.
@@ -235,6 +430,19 @@ impl Model {
         batch: &[(&[u32], &[u32])],
         capture_query_key: bool,
     ) -> Result<Vec<Forward>, Error> {
+        self.forward_batch_with(batch, capture_query_key, None, None)
+    }
+
+    /// [`Model::forward_batch`] capturing only `layers` (ascending; `None`: all), refused when
+    /// the capture would need more than `max_memory` bytes (`None`:
+    /// [`default_capture_budget`]).
+    pub fn forward_batch_with(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+        layers: Option<&[usize]>,
+        max_memory: Option<u64>,
+    ) -> Result<Vec<Forward>, Error> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -252,12 +460,23 @@ impl Model {
             }
             flat
         };
-        self.check_capture_size(&lengths, capture_query_key)?;
+        let all: Vec<usize>;
+        let layers = match layers {
+            Some(l) => {
+                self.check_layers(l)?;
+                l
+            }
+            None => {
+                all = (0..arch.layers).collect();
+                &all
+            }
+        };
+        self.check_capture_size(&lengths, capture_query_key, layers.len(), max_memory)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let mut captures: Vec<SequenceCapture> = lengths
             .iter()
-            .map(|&len| SequenceCapture::new(arch, len, len, capture_query_key))
+            .map(|&len| SequenceCapture::for_layers(arch, len, len, capture_query_key, layers))
             .collect();
         let hidden = self.network.forward(
             &Batch {
@@ -270,7 +489,7 @@ impl Model {
         );
         let info = &self.info;
         for capture in &captures {
-            validate::check_rows(&capture.probs, info.layers, info.heads, capture.queries())?;
+            validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
         }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
@@ -292,36 +511,77 @@ impl Model {
         Ok(results)
     }
 
-    /// Refuse a batch whose captured attention would not fit in this machine's memory (or
-    /// whose size overflows), before allocating it.
-    fn check_capture_size(&self, lengths: &[usize], query_key: bool) -> Result<(), Error> {
+    /// Check a list of layers to capture: ascending, without repeats, each a layer of the model.
+    pub fn check_layers(&self, layers: &[usize]) -> Result<(), Error> {
+        let n = self.info.layers;
+        if layers.is_empty() {
+            return Err(Error::Input("no layers to capture".into()));
+        }
+        if let Some(&l) = layers.iter().find(|&&l| l >= n) {
+            return Err(Error::Input(format!(
+                "layer {l} is out of range: {} has layers 0–{} (numbered from 0)",
+                self.info.name(),
+                n - 1
+            )));
+        }
+        if layers.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::Input(format!(
+                "layers {layers:?} must be listed in ascending order, each once"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The bytes a capture of `layers` layers takes for sequences of `lengths` tokens, or
+    /// `None` when the count overflows.
+    pub fn capture_bytes(&self, lengths: &[usize], layers: usize, query_key: bool) -> Option<u64> {
         let info = &self.info;
         let shape = validate::CaptureShape {
-            layers: info.layers,
+            layers,
             heads: info.heads,
             head_dim: info.head_dim,
             query_key,
         };
+        validate::capture_bytes(shape, lengths)
+    }
+
+    /// Refuse a batch whose captured attention would take more than `max_memory` bytes (or
+    /// overflows), before allocating it: one line that says how much, and what to do.
+    fn check_capture_size(
+        &self,
+        lengths: &[usize],
+        query_key: bool,
+        layers: usize,
+        max_memory: Option<u64>,
+    ) -> Result<(), Error> {
+        let info = &self.info;
         let tokens = lengths.iter().max().copied().unwrap_or(0);
-        let too_big = |needs: String| {
-            Error::TooBig(format!(
-                "capturing the attention of {} layers × {} heads for {tokens} tokens needs {needs}; use a shorter input",
-                info.layers, info.heads
-            ))
-        };
-        let Some(bytes) = validate::capture_bytes(shape, lengths) else {
-            return Err(too_big("more bytes than a computer can address".into()));
-        };
-        if let Some(memory) = validate::physical_memory() {
-            if bytes > memory / 4 * 3 {
-                return Err(too_big(format!(
-                    "{:.1} GB, more than this machine's {:.1} GB of memory can spare",
-                    bytes as f64 / 1e9,
-                    memory as f64 / 1e9
-                )));
-            }
+        let budget = max_memory.unwrap_or_else(default_capture_budget);
+        let needs = self.capture_bytes(lengths, layers, query_key);
+        if needs.is_some_and(|b| b <= budget) {
+            return Ok(());
         }
-        Ok(())
+        let needs = needs.map_or_else(
+            || "more bytes than a computer can address".to_string(),
+            format_bytes,
+        );
+        let which = match max_memory {
+            Some(_) => "the --max-memory budget".to_string(),
+            None => {
+                "the default budget (half of this machine's memory; raise it with --max-memory)"
+                    .to_string()
+            }
+        };
+        let fewer = if layers > 1 {
+            " capture fewer layers with --layers (e.g. --layers 0,5), or"
+        } else {
+            ""
+        };
+        Err(Error::TooBig(format!(
+            "capturing the attention of {layers} layers × {} heads for {tokens} tokens needs {needs}, more than {} of {which};{fewer} use a shorter input",
+            info.heads,
+            format_bytes(budget)
+        )))
     }
 
     /// Tokenize `text` (and `pair`) and run it through the model: the [`Attention`] of every
@@ -332,6 +592,14 @@ impl Model {
         pair: Option<&str>,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        if pair.is_some() && self.architecture().mask == Mask::Causal {
+            return Err(Error::Input(format!(
+                "{} is a decoder ({}), which reads one text: sentence pairs (--pair) are for \
+                 encoders such as BERT",
+                self.info.name(),
+                self.family()
+            )));
+        }
         let enc = self
             .tokenizer
             .encode(text, pair, self.max_positions(), opts.truncate)?;
@@ -339,7 +607,7 @@ impl Model {
         let limit = tokenize::byte_limit(self.max_positions());
         let text = tokenize::cut_to_bytes(text, limit);
         let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
-        self.encode_tokens(text, pair, enc, opts.capture_query_key)
+        self.encode_tokens_with(text, pair, enc, opts, 0)
     }
 
     /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
@@ -351,15 +619,43 @@ impl Model {
         enc: tokenize::Encoded,
         capture_query_key: bool,
     ) -> Result<Encoding, Error> {
+        let opts = EncodeOptions {
+            capture_query_key,
+            ..EncodeOptions::default()
+        };
+        self.encode_tokens_with(text, pair, enc, &opts, 0)
+    }
+
+    /// Run tokenized input (of which the tokens from `prompt_len` on, when it is above 0, were
+    /// generated) and label its attention.
+    fn encode_tokens_with(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        enc: tokenize::Encoded,
+        opts: &EncodeOptions,
+        prompt_len: usize,
+    ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
-        let arch = self.architecture();
-        let out = if arch.tokenizer_types {
-            self.forward(&enc.ids, &enc.type_ids, capture_query_key)?
+        let zeros;
+        let types = if self.architecture().tokenizer_types {
+            &enc.type_ids
         } else {
-            self.forward(&enc.ids, &vec![0; enc.ids.len()], capture_query_key)?
+            zeros = vec![0; enc.ids.len()];
+            &zeros
         };
-        let units = Units::tokens(
+        let layers = opts.layers.as_deref();
+        let out = self
+            .forward_batch_with(
+                &[(&enc.ids, types)],
+                opts.capture_query_key,
+                layers,
+                opts.max_memory,
+            )?
+            .remove(0);
+        let n = enc.ids.len();
+        let mut units = Units::tokens(
             enc.tokens,
             enc.ids,
             enc.type_ids,
@@ -368,27 +664,139 @@ impl Model {
             enc.word_ids,
             enc.surfaces,
         );
+        if prompt_len > 0 {
+            units.generated = (0..n).map(|i| i >= prompt_len).collect();
+        }
+        let numbers = layers.map_or_else(|| (0..self.info.layers).collect(), <[usize]>::to_vec);
+        let info = ModelInfo {
+            layers: numbers.len(),
+            ..self.info.clone()
+        };
         let attention = Attention::new(
-            self.info.clone(),
+            info,
             text.to_string(),
             pair.map(str::to_string),
             units,
             out.weights,
         )
-        // Mask and head map as the network computed them (one source: its Architecture).
-        .and_then(|a| {
-            a.with_mask(arch.mask)
-                .with_kv_heads(arch.kv_head.clone())?
-                .with_query_key(out.query_key)
-        })
+        .and_then(|a| a.with_layer_numbers(numbers))
+        .and_then(|a| self.describe(a, out.query_key))
         .map_err(|e| Error::Forward(e.to_string()))?;
         Ok(Encoding {
             attention,
             hidden: out.hidden,
             truncated_from: enc.truncated_from,
             bytes_cut: enc.bytes_cut,
+            generation: None,
         })
     }
+
+    /// Generate up to `generate.max_new_tokens` tokens greedily after `text` (wrapped in the
+    /// checkpoint's chat template with `generate.chat`), then capture the attention over prompt
+    /// and generated tokens (these marked [`Units::generated`]) in one pass over the whole
+    /// sequence. The capture's size is checked before generating. `progress` is told how many
+    /// tokens are done after each.
+    pub fn encode_generated(
+        &self,
+        text: &str,
+        opts: &EncodeOptions,
+        generate: GenerateOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Encoding, Error> {
+        let arch = self.architecture();
+        if self.network.causal_lm().is_none() {
+            return Err(Error::Input(format!(
+                "{} is an encoder ({}); only decoder models (GPT-2, Llama, …) generate text or \
+                 have a chat template",
+                self.info.name(),
+                arch.family
+            )));
+        }
+        let new = generate.max_new_tokens;
+        let longest = self.max_positions();
+        if new >= longest {
+            return Err(Error::Input(format!(
+                "{new} new tokens leave no room for a prompt: the model takes at most {longest} \
+                 tokens; generate fewer"
+            )));
+        }
+        // The prompt leaves room for the generated tokens (and with --truncate is cut to it).
+        let room = longest - new;
+        let prompt_text = if generate.chat {
+            self.chat_prompt(text)?
+        } else {
+            text.to_string()
+        };
+        let enc = if generate.chat {
+            self.tokenizer
+                .encode_without_specials(&prompt_text, room, opts.truncate)
+        } else {
+            self.tokenizer
+                .encode(&prompt_text, None, room, opts.truncate)
+        };
+        let enc = enc.map_err(|e| match e {
+            tokenize::Error::TooLong { tokens, .. } if new > 0 => Error::Input(format!(
+                "the prompt is {tokens} tokens and {new} more were asked for, but the model \
+                 takes at most {longest}; generate at most {} tokens, shorten the prompt, or \
+                 pass --truncate to cut it",
+                longest.saturating_sub(tokens)
+            )),
+            other => other.into(),
+        })?;
+        let prompt_len = enc.ids.len();
+        let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
+        self.check_capture_size(
+            &[prompt_len + new],
+            opts.capture_query_key,
+            layers,
+            opts.max_memory,
+        )?;
+        let generation = self.generate(&enc.ids, new, progress)?;
+        let full = self.tokenizer.continuation(&enc, generation.generated());
+        let limit = tokenize::byte_limit(room);
+        let recorded = tokenize::cut_to_bytes(&prompt_text, limit).to_string();
+        let mut encoding = self.encode_tokens_with(&recorded, None, full, opts, prompt_len)?;
+        encoding.generation = Some(generation);
+        Ok(encoding)
+    }
+}
+
+impl Model {
+    /// `attention` with what the network computed: its mask, its query-head → key/value-head
+    /// map, and the query/key vectors.
+    fn describe(
+        &self,
+        attention: Attention,
+        query_key: Option<QueryKey>,
+    ) -> Result<Attention, crate::attention::ShapeError> {
+        let arch = self.architecture();
+        attention
+            .with_mask(arch.mask)
+            .with_positions(arch.positions)
+            .with_kv_heads(arch.kv_head.clone())?
+            .with_query_key(query_key)
+    }
+}
+
+/// `bytes` for people: `4.5 GB`, `512 MB`.
+pub fn format_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.0} MB", b / 1e6)
+    } else {
+        format!("{:.0} kB", (b / 1e3).max(1.0))
+    }
+}
+
+/// The tokenizer's `model_max_length` in `dir/tokenizer_config.json`, when it states a real
+/// one (transformers writes 10³⁰ for "none").
+fn model_max_length(dir: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let n = value.get("model_max_length")?.as_f64()?;
+    (1.0..1e15).contains(&n).then_some(n as usize)
 }
 
 /// Refuse input the network cannot take, with a message that says why.
@@ -406,6 +814,12 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
             "{} input ids but {} token type ids{which}",
             ids.len(),
             types.len()
+        )));
+    }
+    if let Some(window) = arch.sliding_window.filter(|&w| ids.len() > w) {
+        return Err(Error::Input(format!(
+            "{} tokens{which}, longer than the model's sliding attention window of {window}; attnviz computes full causal attention, exact only within the window: shorten the input or pass --truncate",
+            ids.len()
         )));
     }
     if ids.len() > arch.max_positions {

@@ -234,6 +234,19 @@ pub fn capture_bytes(shape: CaptureShape, lengths: &[usize]) -> Option<u64> {
     })
 }
 
+/// This machine's memory in bytes: `MemTotal` in /proc/meminfo (which a container's limits
+/// may lower), else the physical memory the system reports.
+pub fn total_memory() -> Option<u64> {
+    let from_meminfo = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+    from_meminfo.or_else(physical_memory)
+}
+
 /// This machine's physical memory in bytes, where the system says.
 pub fn physical_memory() -> Option<u64> {
     #[cfg(target_os = "linux")]

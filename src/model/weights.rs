@@ -343,6 +343,33 @@ impl Checkpoint {
     /// and converted.
     pub fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, WeightsError> {
         let full = self.locate(name, shape)?;
+        self.read_tensor(full, shape)
+    }
+
+    /// Tensor `name` stored outside the base model, under exactly that name whatever the
+    /// prefix (a causal LM's `lm_head.weight` beside `model.*`), read as [`Checkpoint::weight`]
+    /// reads; `None` when the file has no such tensor.
+    pub fn top_level_weight(
+        &self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<Option<Weight>, WeightsError> {
+        let Some(found) = self.shapes.get(name) else {
+            return Ok(None);
+        };
+        if found.as_slice() != shape {
+            return Err(WeightsError::Shape {
+                name: name.to_string(),
+                path: self.path.clone(),
+                expected: shape.to_vec(),
+                found: found.clone(),
+            });
+        }
+        self.read_tensor(name.to_string(), shape).map(Some)
+    }
+
+    /// The stored tensor `full`, whose shape was checked to be `shape`.
+    fn read_tensor(&self, full: String, shape: &[usize]) -> Result<Weight, WeightsError> {
         self.charge(&full, shape)?;
         let count: usize = shape.iter().product();
         if let Backend::Safetensors(st) = &self.backend {

@@ -261,6 +261,7 @@ fn write_body(
         ("sink".into(), json!(att.sink())),
         ("kv_heads".into(), json!(att.kv_heads())),
         ("kv_head".into(), json!(att.kv_head())),
+        ("layer_numbers".into(), json!(att.layer_numbers())),
         ("text".into(), json!(att.text)),
         ("pair".into(), json!(att.pair)),
         ("level".into(), json!(att.level.as_str())),

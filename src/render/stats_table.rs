@@ -30,6 +30,19 @@ pub struct StatsTableOptions {
     /// The model's own names of the start and end tokens, for the legend (see
     /// [`token_names`]); `None` keeps the legend generic.
     pub token_names: Option<String>,
+    /// The model's number of each row of statistics when only some layers were captured
+    /// (`--layers`); `None`: rows are layers 0, 1, ….
+    pub layer_numbers: Option<Vec<usize>>,
+}
+
+impl StatsTableOptions {
+    /// The model's number of statistics row `l`.
+    fn layer(&self, l: usize) -> usize {
+        self.layer_numbers
+            .as_ref()
+            .and_then(|n| n.get(l).copied())
+            .unwrap_or(l)
+    }
 }
 
 impl Default for StatsTableOptions {
@@ -39,6 +52,7 @@ impl Default for StatsTableOptions {
             color: false,
             max_width: 100,
             token_names: None,
+            layer_numbers: None,
         }
     }
 }
@@ -72,6 +86,7 @@ impl StatsTableOptions {
             color: color_enabled(choice, terminal),
             max_width: width.unwrap_or(100),
             token_names: None,
+            layer_numbers: None,
         }
     }
 }
@@ -116,7 +131,7 @@ fn write_overview(
         }
         writeln!(w)?;
         for (l, layer) in stats.iter().enumerate() {
-            write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
+            write!(w, "{:<ROW_LABEL$}", format!("layer {}", opts.layer(l)))?;
             for s in &layer[hs.clone()] {
                 write!(w, "  {}", s.label.symbol())?;
             }
@@ -151,7 +166,12 @@ fn write_overview(
     writeln!(w)?;
     for (l, layer) in stats.iter().enumerate() {
         for (h, s) in layer.iter().enumerate() {
-            write!(w, "{l:>5} {h:>4} {:<5} ", short_label(s.label))?;
+            write!(
+                w,
+                "{:>5} {h:>4} {:<5} ",
+                opts.layer(l),
+                short_label(s.label)
+            )?;
             for ((stat, _), max) in columns.iter().zip(&scales) {
                 let v = stat.value(s);
                 let text = format!("{:>6}", format_value(*stat, v));
@@ -199,7 +219,7 @@ fn write_heatmap(
             .collect();
         writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
         for (l, layer) in stats.iter().enumerate() {
-            write!(w, "{:<ROW_LABEL$}", format!("layer {l}"))?;
+            write!(w, "{:<ROW_LABEL$}", format!("layer {}", opts.layer(l)))?;
             for h in hs.clone() {
                 let s = &layer[h];
                 // a space between value and label symbol: "2.16 B", not "2.16B"
@@ -222,10 +242,10 @@ fn write_heatmap(
             w,
             "min {} (layer {} head {}), max {} (layer {} head {})",
             format_value(stat, stat.value(lo.2)),
-            lo.0,
+            opts.layer(lo.0),
             lo.1,
             format_value(stat, stat.value(hi.2)),
-            hi.0,
+            opts.layer(hi.0),
             hi.1
         )?;
     }

@@ -149,9 +149,10 @@ impl View<'_> {
             kind => format!(" · {}", kind.as_str()),
         };
         let mut title = format!(
-            "{}{kind} · layer {layer} (0–{}) · {head_desc} · {size}",
+            "{}{kind} · layer {} ({}) · {head_desc} · {size}",
             escape_controls(att.model.name()),
-            att.layers() - 1,
+            att.layer_number(layer),
+            crate::attention::layer_list(att.layer_numbers()),
         );
         if att.mask == MaskKind::Causal {
             title.push_str(" · causal");

@@ -176,7 +176,7 @@ impl SpecialIds {
     /// specials found in the text), or `None` for one that stands for text. `first` says
     /// whether it opens its sequence: a token that is both start and end (GPT-2's
     /// `<|endoftext|>`) starts a sequence there and ends one anywhere else.
-    fn role(&self, id: u32, marked: bool, first: bool) -> Option<Role> {
+    pub(crate) fn role(&self, id: u32, marked: bool, first: bool) -> Option<Role> {
         let (start, end) = (self.start.contains(&id), self.end.contains(&id));
         if start && (first || !end) {
             Some(Role::Start)

@@ -474,6 +474,36 @@ for (const name of ['real-pair', 'real-injection', 'real-paragraph']) {
   });
 }
 
+test('real-decoder: a causal, grouped-query SmolLM2 report with generated tokens and some layers loads clean', async () => {
+  const { page, context, exp, log } = await open('real-decoder');
+  // The layer picker names the captured layers by their numbers in the model.
+  const options = await page.$$eval('#layer-select option', (os) => os.map((o) => o.textContent));
+  assert.deepEqual(options, ['0', '14', '15', '29']);
+  await shot(page, 'real-decoder-head');
+  // Neuron view: softmax(q·k/√d) over the keys a query may see, from the captured vectors (keys
+  // read through each query head's key/value head), equals the stored attention.
+  const worst = await page.evaluate(({ L, H, n }) => {
+    let w = 0;
+    for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (const q of [0, 1, Math.floor(n / 2), n - 1]) {
+      const d = window.attnviz.neuronData(l, h, q);
+      if (d.keys.length !== q + 1) return Infinity;
+      w = Math.max(w, d.maxDiff);
+    }
+    return w;
+  }, { L: exp.layers, H: exp.heads, n: exp.n });
+  console.log('  real-decoder: max |softmax(q·k/√d) − attention| = ' + worst.toExponential(2));
+  assert.ok(worst < 1e-5, 'neuron view of a GQA decoder: ' + worst);
+  await page.click('#tab-neuron');
+  await shot(page, 'real-decoder-neuron');
+  await page.click('#tab-model');
+  await settle(page);
+  assert.equal(await page.locator('#model-grid .thumb').count(), exp.layers * exp.heads);
+  await shot(page, 'real-decoder-model');
+  assert.deepEqual(log.errors, []);
+  assert.deepEqual(log.requests, []);
+  await context.close();
+});
+
 test('real-paragraph: merging word pieces sums attention to a word and averages it from a word', async () => {
   const { page, context, exp, log } = await open('real-paragraph');
   const words = expectedUnits(exp, { words: true });

@@ -169,6 +169,7 @@ fn captured_queries_and_keys_reproduce_the_attention() {
             &EncodeOptions {
                 truncate: false,
                 capture_query_key: true,
+                ..EncodeOptions::default()
             },
         )
         .unwrap();
@@ -226,6 +227,7 @@ fn length_limit_and_truncation() {
             &EncodeOptions {
                 truncate: true,
                 capture_query_key: false,
+                ..EncodeOptions::default()
             },
         )
         .unwrap();

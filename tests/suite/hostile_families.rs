@@ -132,3 +132,38 @@ fn electra_sizes_are_checked_against_the_checkpoint() {
         ],
     );
 }
+
+#[test]
+fn gpt2_sizes_are_checked_against_the_checkpoint() {
+    huge_values_are_refused(
+        "tiny-gpt2",
+        "n_head",
+        &["n_embd", "n_inner", "vocab_size", "n_layer", "n_positions"],
+    );
+}
+
+#[test]
+fn llama_sizes_are_checked_against_the_checkpoint_or_bounded() {
+    // head_dim is explicit in tiny-llama, so a huge head count is checked against q_proj/k_proj
+    // (with one key/value head, any head count divides).
+    huge_values_are_refused(
+        "tiny-llama",
+        "num_key_value_heads",
+        &[
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "max_position_embeddings",
+            "head_dim",
+        ],
+    );
+    // Too many key/value heads for the query heads.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kv");
+    variant("tiny-qwen2", &dir, |c| {
+        c["num_key_value_heads"] = 1_000_000_000u64.into();
+    });
+    assert_refused(&dir, "num_key_value_heads");
+}

@@ -295,6 +295,7 @@ fn write_real_cases(dir: &Path) {
     let opts = EncodeOptions {
         truncate: false,
         capture_query_key: true,
+        ..EncodeOptions::default()
     };
     let cases: [(&str, &str, Option<&str>); 3] = [
         (
@@ -351,6 +352,34 @@ fn write_real_cases(dir: &Path) {
     }
 }
 
+/// A report of the real SmolLM2 (GGUF, 9 query heads over 3 key/value heads, causal) after
+/// generating 8 tokens, with its query/key vectors after RoPE, capturing layers 0, 14, 15 and
+/// 29 only.
+fn write_decoder_case(dir: &Path) {
+    let model = Model::from_gguf(&crate::common::smollm2::smollm2_gguf()).expect("SmolLM2");
+    let opts = EncodeOptions {
+        capture_query_key: true,
+        layers: Some(vec![0, 14, 15, 29]),
+        ..EncodeOptions::default()
+    };
+    let generate = attnviz::model::GenerateOptions {
+        max_new_tokens: 8,
+        chat: false,
+    };
+    let enc = model
+        .encode_generated("The capital of France is", &opts, generate, &mut |_| {})
+        .expect("generate");
+    write_case(
+        dir,
+        "real-decoder",
+        &enc.attention,
+        &HtmlOptions {
+            neuron: true,
+            ..HtmlOptions::default()
+        },
+    );
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -360,6 +389,7 @@ fn artifacts() -> &'static Path {
         write_cases(&dir);
         write_causal_cases(&dir);
         write_real_cases(&dir);
+        write_decoder_case(&dir);
         dir
     })
 }

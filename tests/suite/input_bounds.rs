@@ -15,12 +15,12 @@ use serde_json::Value;
 use crate::cli_support::{assert_clean_failure, attnviz, minilm, run, stderr, tiny, tree};
 
 /// What a measured run gives back.
-struct Measured {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-    max_rss_mb: f64,
-    elapsed: Duration,
+pub(crate) struct Measured {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: String,
+    pub(crate) max_rss_mb: f64,
+    pub(crate) elapsed: Duration,
 }
 
 /// The peak resident memory (VmHWM) of process `pid` so far, in MiB.
@@ -35,7 +35,7 @@ fn peak_mb(pid: u32) -> Option<f64> {
 /// sampling its peak memory every 2 ms until it exits. (The child's own VmHWM: getrusage's
 /// maxrss would also count the test process's memory, which a spawned child inherits until
 /// exec.)
-fn measured(mut cmd: Command, input: Vec<u8>) -> Measured {
+pub(crate) fn measured(mut cmd: Command, input: Vec<u8>) -> Measured {
     let start = Instant::now();
     let mut child = cmd
         .stdin(Stdio::piped())

@@ -13,8 +13,10 @@ mod support;
 
 mod analysis_reference;
 mod cli;
+mod cli_decoders;
 mod cli_families;
 mod corpus;
+mod corpus_shards;
 mod engine_formats;
 mod engine_minilm;
 mod engine_oracle;

@@ -53,6 +53,7 @@ fn a_rerun_into_an_earlier_runs_folder_is_refused_unless_forced() {
     assert_eq!(
         first,
         [
+            "corpus_partial.json",
             "corpus_stats.json",
             "sentences",
             "sentences/000001.json",
@@ -78,6 +79,7 @@ fn a_rerun_into_an_earlier_runs_folder_is_refused_unless_forced() {
     assert_eq!(
         tree(&out_dir),
         [
+            "corpus_partial.json",
             "corpus_stats.json",
             "sentences",
             "sentences/000001.json",

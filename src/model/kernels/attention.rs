@@ -104,8 +104,10 @@ pub fn capture_buffer(len: usize) -> Vec<f32> {
 
 /// Where one sequence's captured values for one layer go.
 pub struct CaptureSink<'a> {
-    /// Attention probabilities `[heads, queries, keys]`, row = query, column = key.
-    pub probs: &'a mut [f32],
+    /// Attention probabilities `[heads, queries, keys]`, row = query, column = key; `None` when
+    /// they are not kept (a layer left out of the capture, or a generation step), and each task
+    /// then works in a buffer of its own block's size.
+    pub probs: Option<&'a mut [f32]>,
     /// Query vectors `[heads, queries, head_dim]` and key vectors `[kv_heads, keys, head_dim]`,
     /// as the scores used them (before the scale), when asked for.
     pub query_key: Option<(&'a mut [f32], &'a mut [f32])>,
@@ -234,7 +236,9 @@ pub fn attention(
             mask == Mask::Bidirectional || lk >= lq,
             "a causal mask needs at least as many keys as queries"
         );
-        assert_eq!(sink.probs.len(), heads * lq * lk, "probability buffer");
+        if let Some(probs) = &sink.probs {
+            assert_eq!(probs.len(), heads * lq * lk, "probability buffer");
+        }
         if let Some((qs, ks)) = &sink.query_key {
             assert!(
                 qs.len() == heads * lq * d && ks.len() == kv_heads * lk * d,
@@ -253,9 +257,9 @@ pub fn attention(
             }
         }
     }
-    let probs: Vec<SharedMut> = sinks
+    let probs: Vec<Option<SharedMut>> = sinks
         .iter_mut()
-        .map(|k| SharedMut(k.probs.as_mut_ptr()))
+        .map(|k| k.probs.as_mut().map(|p| SharedMut(p.as_mut_ptr())))
         .collect();
     // Padding query rows: zero context.
     for (s, &len) in query_lengths.iter().enumerate() {
@@ -277,10 +281,17 @@ pub fn attention(
         let qp = &q.data[(s * nq + r0) * q.stride + q.offset + h * d..];
         let kp = &k.data[s * nk * k.stride + k.offset + g * d..];
         let vp = &v.data[s * nk * v.stride + v.offset + g * d..];
-        // SAFETY: tasks own disjoint rows r0..r1 of head h of sequence s, inside sink s's
-        // [heads, lq, lk] buffer (checked above).
-        let p: &mut [f32] = unsafe {
-            std::slice::from_raw_parts_mut(probs[s].ptr().add((h * lq + r0) * lk), rows * lk)
+        let mut scratch = Vec::new();
+        let p: &mut [f32] = match probs[s] {
+            // SAFETY: tasks own disjoint rows r0..r1 of head h of sequence s, inside sink s's
+            // [heads, lq, lk] buffer (checked above).
+            Some(buf) => unsafe {
+                std::slice::from_raw_parts_mut(buf.ptr().add((h * lq + r0) * lk), rows * lk)
+            },
+            None => {
+                scratch.resize(rows * lk, 0.0);
+                &mut scratch
+            }
         };
         // SAFETY: lhs rows r0..r1 of Q (row stride q.stride, d values each) and rhs Kᵀ over
         // keys 0..cols (column stride k.stride, d values each) lie inside the operands checked
@@ -537,7 +548,7 @@ mod tests {
         let mut sinks: Vec<CaptureSink> = bufs
             .iter_mut()
             .map(|(p, q, k)| CaptureSink {
-                probs: p,
+                probs: Some(p),
                 query_key: Some((q, k)),
             })
             .collect();
@@ -751,7 +762,7 @@ mod tests {
             let mut probs = vec![0.0; heads * n * n];
             let mut context = vec![0.0; n * hidden];
             let mut sinks = [CaptureSink {
-                probs: &mut probs,
+                probs: Some(&mut probs),
                 query_key: None,
             }];
             attention(

@@ -52,7 +52,8 @@ pub struct Output<'a> {
 }
 
 /// `out[r][col0..col0 + outputs] = activation(x[r] · W + bias)` for `rows` rows of `x`
-/// (`[rows, inputs]`, row-major). Without a bias, `x · W`.
+/// (`[rows, inputs]`, row-major). Without a bias, `x · W`. gemm for `[in, out]` weights, our
+/// dot-product kernel for `[out, in]` ones.
 pub fn linear(
     x: &[f32],
     rows: usize,
@@ -60,6 +61,34 @@ pub fn linear(
     bias: Option<&[f32]>,
     out: Output<'_>,
     activation: Activation,
+) {
+    run_linear(x, rows, w, bias, out, activation, w.layout == Layout::InOut)
+}
+
+/// [`linear`] through gemm whatever the layout: on an `[out, in]` weight gemm reads Wᵀ with
+/// strides and packs it block by block itself. For many rows this is within about 10 % of gemm on
+/// an `[in, out]` copy (576 → 1536 at 512 rows, two threads: 8.8 against 8.6 ms, the dot kernel
+/// 9.5), without the copy; for a weight that is already our own memory (dequantised from GGUF)
+/// that saves holding it twice.
+pub fn linear_gemm(
+    x: &[f32],
+    rows: usize,
+    w: Matrix<'_>,
+    bias: Option<&[f32]>,
+    out: Output<'_>,
+    activation: Activation,
+) {
+    run_linear(x, rows, w, bias, out, activation, true)
+}
+
+fn run_linear(
+    x: &[f32],
+    rows: usize,
+    w: Matrix<'_>,
+    bias: Option<&[f32]>,
+    out: Output<'_>,
+    activation: Activation,
+    gemm: bool,
 ) {
     let Matrix {
         inputs, outputs, ..
@@ -88,9 +117,10 @@ pub fn linear(
             }
         }
     } else {
-        match w.layout {
-            Layout::InOut => gemm_in_out(x, rows, w, bias, out, stride, col0),
-            Layout::OutIn => dot_out_in(x, rows, w, bias, out, stride, col0),
+        if gemm {
+            gemm_rows(x, rows, w, bias, out, stride, col0);
+        } else {
+            dot_out_in(x, rows, w, bias, out, stride, col0);
         }
     }
     if col0 == 0 && stride == outputs {
@@ -102,9 +132,10 @@ pub fn linear(
     }
 }
 
-/// gemm on an `[in, out]` weight. The bias is written first and gemm adds the product onto it
-/// (`bias + x·W` rounds exactly as `x·W + bias`), saving a pass.
-fn gemm_in_out(
+/// gemm on a weight in either layout (an `[out, in]` one read as Wᵀ through strides). The bias
+/// is written first and gemm adds the product onto it (`bias + x·W` rounds exactly as `x·W +
+/// bias`), saving a pass.
+fn gemm_rows(
     x: &[f32],
     rows: usize,
     w: Matrix<'_>,
@@ -119,9 +150,14 @@ fn gemm_in_out(
             row[col0..col0 + outputs].copy_from_slice(bias);
         }
     }
+    // Wᵀ's element (i, o): W[i][o] for [in, out]; W[o][i] for [out, in].
+    let (rhs_cs, rhs_rs) = match w.layout {
+        Layout::InOut => (1, outputs as isize),
+        Layout::OutIn => (inputs as isize, 1),
+    };
     // SAFETY: every pointer/stride pair addresses only the slices checked in `linear`: dst rows
     // of `stride` values from column col0, `outputs` wide (col0 + outputs ≤ stride); lhs
-    // [rows, inputs] row-major; rhs [inputs, outputs] row-major.
+    // [rows, inputs] row-major; rhs the inputs × outputs weight in its layout.
     unsafe {
         gemm::gemm(
             rows,
@@ -135,8 +171,8 @@ fn gemm_in_out(
             1,
             inputs as isize,
             w.data.as_ptr(),
-            1,
-            outputs as isize,
+            rhs_cs,
+            rhs_rs,
             1.0,
             1.0,
             false,
@@ -558,6 +594,8 @@ mod tests {
         t
     }
 
+    type LinearFn = fn(&[f32], usize, Matrix<'_>, Option<&[f32]>, Output<'_>, Activation);
+
     #[test]
     fn both_layouts_match_naive_loops() {
         // Widths with and without a vector tail, rows with and without a 4-row tail, output
@@ -577,7 +615,10 @@ mod tests {
             for bias in [Some(b.as_slice()), None] {
                 let want = naive(&x, rows, &w, bias, inputs, outputs);
                 for act in [Activation::Identity, Activation::GeluErf, Activation::Relu] {
-                    for (layout, data) in [(Layout::OutIn, &w), (Layout::InOut, &wt)] {
+                    let ways = [(Layout::OutIn, &w), (Layout::InOut, &wt)]
+                        .into_iter()
+                        .flat_map(|lw| [(lw, linear as LinearFn), (lw, linear_gemm)]);
+                    for ((layout, data), run) in ways {
                         let mut out = vec![0.0; rows * outputs];
                         let m = Matrix {
                             data,
@@ -590,7 +631,7 @@ mod tests {
                             stride: outputs,
                             col0: 0,
                         };
-                        linear(&x, rows, m, bias, o, act);
+                        run(&x, rows, m, bias, o, act);
                         for (k, (&got, &acc)) in out.iter().zip(&want).enumerate() {
                             let want = match act {
                                 Activation::GeluErf => gelu_erf(acc as f32) as f64,

@@ -11,7 +11,9 @@
 //! - [`norm`]: LayerNorm and RMSNorm, with the residual add fused in;
 //! - [`activation`]: GELU (erf and tanh), SiLU, ReLU, and SwiGLU gating;
 //! - [`positions`] and [`embed`]: position schemes (learned absolute, RoBERTa's padding offset,
-//!   sinusoidal tables) and the embedding gather.
+//!   sinusoidal tables) and the embedding gather;
+//! - [`rotary`]: rotary position embeddings (Llama and its relatives), applied to q and k in
+//!   place.
 //!
 //! Why they exist instead of candle's own operations (MiniLM, 512 tokens, 2 threads; figures in
 //! `docs/performance.md`):
@@ -112,6 +114,7 @@ pub mod embed;
 pub mod linear;
 pub mod norm;
 pub mod positions;
+pub mod rotary;
 
 pub use activation::Activation;
 pub use attention::{
@@ -120,6 +123,7 @@ pub use attention::{
 pub use embed::{embed, EmbeddingTables};
 pub use linear::{linear, transpose_into, Layout, Matrix, Output};
 pub use norm::{add_layer_norm, add_rms_norm, layer_norm};
+pub use rotary::{Rope, RopeScaling, RopeTable};
 
 ///
 /// Cephes' `expf`: `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `eʳ`, and

@@ -7,11 +7,10 @@
 //! - [`sinusoidal_table`]: the fixed sine/cosine table of DistilBERT's `sinusoidal_pos_embds`
 //!   (interleaved) and of Marian (halves), computed in f64 as numpy does, then rounded to f32.
 //!
-//! Schemes that act inside attention rather than on the embeddings go beside these as they
-//! arrive: rotary embeddings (Llama, issue 10) rotate the query and key vectors of the fused
-//! projection's output in place, before [`super::attention()`] reads them, so that the captured
-//! q/k are the rotated ones; relative position biases (T5, issue 11) are a
-//! [`super::ScoreBias`] added to the scores.
+//! Schemes that act inside attention rather than on the embeddings live elsewhere: rotary
+//! embeddings ([`super::rotary`]) rotate the query and key vectors in place before
+//! [`super::attention()`] reads them, so that the captured q/k are the rotated ones; relative
+//! position biases (T5, issue 11) are a [`super::ScoreBias`] added to the scores.
 
 /// How token positions map to rows of a learned position table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

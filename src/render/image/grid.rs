@@ -241,7 +241,10 @@ pub(crate) fn model_scene(
     let (side, thumb_h) = (col_grid.side() as i32, grid.side() as i32);
     let gap = THUMB_GAP as i32;
     let row_label_w = (0..layers)
-        .map(|l| crate::render::image::font::width(&format!("layer {l}"), SMALL_SIZE, false) as i32)
+        .map(|l| {
+            let number = style.layer_numbers.get(l).copied().unwrap_or(l);
+            crate::render::image::font::width(&format!("layer {number}"), SMALL_SIZE, false) as i32
+        })
         .max()
         .unwrap_or(0);
     let grid_x = MARGIN + row_label_w + 10;
@@ -300,7 +303,7 @@ pub(crate) fn model_scene(
         items.push(Item::Text(Text {
             x: grid_x - 10,
             y: y + thumb_h / 2,
-            text: format!("layer {l}"),
+            text: format!("layer {}", style.layer_numbers.get(l).copied().unwrap_or(l)),
             size: SMALL_SIZE,
             bold: false,
             color: pal.text,

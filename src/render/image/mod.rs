@@ -233,6 +233,8 @@ pub(crate) struct Style {
     /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
     /// `None` when every cell is visible.
     pub masked: Option<Vec<bool>>,
+    /// The model's number of each captured layer (`--layers`), for labels.
+    pub layer_numbers: Vec<usize>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -324,6 +326,7 @@ fn build(
         subtitle: subtitle(att),
         notes: notes(att),
         masked: cell_mask(att),
+        layer_numbers: att.layer_numbers().to_vec(),
     };
     let axis_of = |units: &crate::attention::Units| Axis {
         labels: units.labels.clone(),
@@ -367,12 +370,13 @@ fn build(
     let scene = match figure {
         FigureSpec::Head { layer, head } => {
             att.model.check_selection(Selection::new(*layer, *head))?;
+            let number = att.layer_number(*layer);
             let title = match (head, &kv) {
                 (HeadSel::Index(h), Some(kv)) => {
-                    format!("{model} · layer {layer} · head {h} (kv head {})", kv[*h])
+                    format!("{model} · layer {number} · head {h} (kv head {})", kv[*h])
                 }
-                (HeadSel::Index(h), None) => format!("{model} · layer {layer} · head {h}"),
-                (HeadSel::Mean, _) => format!("{model} · layer {layer} · {mean_of}"),
+                (HeadSel::Index(h), None) => format!("{model} · layer {number} · head {h}"),
+                (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
             single::scene(
                 &style,
@@ -384,24 +388,33 @@ fn build(
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
-            let title = format!("{model} · layer {layer} · {mean_of}");
+            let number = att.layer_number(*layer);
+            let title = format!("{model} · layer {number} · {mean_of}");
             single::scene(&style, &sides, &title, ATTENTION, &att.head_mean(*layer))
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
+            let number = att.layer_number(*layer);
             let title = match &kv {
                 Some(_) => format!(
-                    "{model} · layer {layer} · all {heads} heads over {} kv heads",
+                    "{model} · layer {number} · all {heads} heads over {} kv heads",
                     att.kv_heads()
                 ),
-                None => format!("{model} · layer {layer} · all {heads} heads"),
+                None => format!("{model} · layer {number} · all {heads} heads"),
             };
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
             grid::layer_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Model => {
-            let title = format!("{model} · all {} layers × {heads} heads", att.layers());
+            let title = if att.layer_numbers().iter().enumerate().all(|(i, &l)| i == l) {
+                format!("{model} · all {} layers × {heads} heads", att.layers())
+            } else {
+                format!(
+                    "{model} · layers {} × {heads} heads",
+                    crate::attention::layer_list(att.layer_numbers())
+                )
+            };
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();

@@ -229,9 +229,20 @@ fn check_tokenization(
             .zip(&b)
             .map(|(w, &b)| w.map(|w| if b { w + words_in_a } else { w }))
             .collect();
+        // Equal, or (a SentencePiece tokenizer without word splitting, as Llama's, for which
+        // HF gives the whole text one word id) split further only where a token starts after
+        // whitespace: every word boundary HF has, ours has.
+        let refines = enc.word_ids.len() == hf_words.len()
+            && (1..hf_words.len()).all(|i| {
+                let (ours, hf) = (&enc.word_ids, &hf_words);
+                let starts = |w: &[Option<usize>]| w[i].is_some() && w[i] != w[i - 1];
+                (ours[i].is_none() == hf[i].is_none())
+                    && (!starts(hf) || starts(ours))
+                    && (!starts(ours) || starts(hf) || enc.tokens[i].starts_with(['▁', 'Ġ', ' ']))
+            });
         expect(
             "word ids",
-            enc.word_ids == hf_words,
+            enc.word_ids == hf_words || refines,
             format!("{:?}", enc.word_ids),
             format!("{hf_words:?}"),
         );
@@ -329,6 +340,7 @@ pub fn check_fixture(folder: &str, label: &str) {
         let opts = EncodeOptions {
             truncate: case.truncate,
             capture_query_key: false,
+            ..EncodeOptions::default()
         };
         if let Ok(enc) = model.encode(&case.text, case.pair.as_deref(), &opts) {
             let out = Forward {

@@ -7,10 +7,12 @@
 //! never skip, without it. Run in release (`cargo test --release --test suite fidelity:: -- --nocapture`
 //! prints the max |Δ| of every case).
 
+mod decoders;
 pub mod families;
 mod oracle;
 pub mod reference;
 mod rxnmapper;
+mod smollm2;
 
 use std::path::Path;
 

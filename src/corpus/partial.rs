@@ -1,0 +1,460 @@
+//! `corpus_partial.json`: the exact state of a run (or a shard of one), for `attnviz merge` and
+//! `--resume`.
+//!
+//! Where `corpus_stats.json` holds means (floating point, for people), the partial file holds the
+//! fixed-point sums and every count and list they come from, so partial files add up exactly:
+//! merging the N shards of a corpus gives, bit for bit, the statistics of one run over it. With
+//! them it records what must agree for that to hold (the run's identity: attnviz version, model
+//! and the SHA-256 of its files, options, input format, shard) and how far the run got (`end`,
+//! `lines`, and the SHA-256 of the input through that line).
+//!
+//! A run writes it when it starts, every [`super::CHECKPOINT_EVERY`] while it runs (`"end":
+//! "running"`), and when it ends. It always describes a prefix of the input: every line up to
+//! `lines` (see [`super::ledger`]). The layout is documented in `docs/corpus.md`.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::accumulate::CorpusStats;
+use super::ledger::Tally;
+use super::lines::{BadLine, InputDigest};
+use super::shard::Shard;
+use super::summary::write_fields;
+use super::BadLines;
+use crate::output::{write_output, OutputError};
+
+/// Name of the partial-statistics file in the output folder.
+pub const PARTIAL_FILE: &str = "corpus_partial.json";
+/// `format` of a partial file.
+pub const FORMAT: &str = "attnviz-corpus-partial";
+/// Version of the layout; bumped on any incompatible change.
+/// 2: ten statistics, each with the sentences and rows that define it (`defined`,
+/// `defined_rows`).
+pub const FORMAT_VERSION: u64 = 2;
+/// Largest partial file read (a real one is tens to hundreds of KB).
+const MAX_BYTES: u64 = 64 << 20;
+
+/// Everything that must agree for two partial files to be merged, or for a run to resume
+/// another.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunIdentity {
+    /// attnviz version that wrote it.
+    pub attnviz: String,
+    /// The model as the summary names it (id, revision, family, shape).
+    pub model: Value,
+    /// SHA-256 of the model's config, weights and tokenizer files ([`super::provenance`]).
+    pub model_files: Value,
+    /// The start and end tokens' names, for the statistics table.
+    pub token_names: (String, String),
+    /// The input's name as given.
+    pub input: String,
+    /// `text` or `jsonl`.
+    pub input_format: String,
+    /// `none`, `gzip` or `zstd`.
+    pub compression: String,
+    /// The options that shape the results (the summary's `options`).
+    pub options: Value,
+    /// Which shard.
+    pub shard: Shard,
+    /// Worker threads (the engine's matrix products may round differently with another count).
+    pub threads: usize,
+}
+
+impl RunIdentity {
+    /// The first difference that forbids combining run `a` (this one) with run `b` (merge:
+    /// other shards of one corpus; resume, `same_shard`: the same shard again), in words that
+    /// name the runs by `labels` and say which value differs; `None` when they agree.
+    pub fn conflict(
+        &self,
+        b: &RunIdentity,
+        labels: (&str, &str),
+        same_shard: bool,
+    ) -> Option<String> {
+        let (la, lb) = labels;
+        if self.attnviz != b.attnviz {
+            return Some(format!(
+                "{la} is from attnviz {}, {lb} from attnviz {}",
+                self.attnviz, b.attnviz
+            ));
+        }
+        if let Some(d) = super::provenance::difference(&self.model_files, &b.model_files) {
+            return Some(format!("{la} and {lb} used {d}"));
+        }
+        let empty = serde_json::Map::new();
+        let (oa, ob) = (
+            self.options.as_object().unwrap_or(&empty),
+            b.options.as_object().unwrap_or(&empty),
+        );
+        let keys = oa.keys().chain(ob.keys().filter(|k| !oa.contains_key(*k)));
+        for key in keys {
+            let (va, vb) = (
+                oa.get(key).unwrap_or(&Value::Null),
+                ob.get(key).unwrap_or(&Value::Null),
+            );
+            if va != vb {
+                return Some(format!(
+                    "{la} was run with {key} = {va}, {lb} with {key} = {vb}"
+                ));
+            }
+        }
+        if self.shard.count != b.shard.count {
+            return Some(format!(
+                "{la} is shard {}, {lb} shard {}: merge the shards of one split",
+                self.shard, b.shard
+            ));
+        }
+        if same_shard && self.shard != b.shard {
+            return Some(format!(
+                "{la} is shard {}, {lb} shard {}",
+                self.shard, b.shard
+            ));
+        }
+        None
+    }
+}
+
+/// A partial file, read back.
+#[derive(Clone, Debug)]
+pub struct Partial {
+    /// What run wrote it.
+    pub identity: RunIdentity,
+    /// `running`, `complete`, `interrupted`, `stopped` or `failed`.
+    pub end: String,
+    /// Why it stopped or failed.
+    pub end_reason: Option<String>,
+    /// Lines of this shard among `tally.lines`.
+    pub lines_in_shard: usize,
+    /// The exact state through line `tally.lines`.
+    pub tally: Tally,
+}
+
+/// Write the partial file at `path` (atomically, synced).
+pub fn write(
+    path: &Path,
+    identity: &RunIdentity,
+    tally: &Tally,
+    end: &str,
+    end_reason: Option<&str>,
+) -> Result<(), OutputError> {
+    let fields = fields(identity, tally, end, end_reason);
+    write_output(path, |w| write_fields(&fields, &["sums"], w))
+}
+
+/// Lines of `shard` among lines `1..=lines`.
+pub fn lines_in_shard(shard: Shard, lines: usize) -> usize {
+    (lines + shard.count - shard.index) / shard.count
+}
+
+fn fields(
+    id: &RunIdentity,
+    tally: &Tally,
+    end: &str,
+    end_reason: Option<&str>,
+) -> Vec<(&'static str, Value)> {
+    let s = &tally.stats;
+    vec![
+        ("format", json!(FORMAT)),
+        ("format_version", json!(FORMAT_VERSION)),
+        ("attnviz", json!(id.attnviz)),
+        (
+            "shard",
+            json!({"index": id.shard.index, "count": id.shard.count}),
+        ),
+        ("model", id.model.clone()),
+        ("model_files", id.model_files.clone()),
+        (
+            "token_names",
+            json!({"start": id.token_names.0, "end": id.token_names.1}),
+        ),
+        ("input", json!(id.input)),
+        ("input_format", json!(id.input_format)),
+        ("compression", json!(id.compression)),
+        ("options", id.options.clone()),
+        ("threads", json!(id.threads)),
+        ("end", json!(end)),
+        ("end_reason", json!(end_reason)),
+        ("lines", json!(tally.lines)),
+        ("input_bytes", json!(tally.digest.bytes)),
+        ("input_sha256", json!(tally.digest.hex())),
+        (
+            "lines_in_shard",
+            json!(lines_in_shard(id.shard, tally.lines)),
+        ),
+        ("sentences", json!(s.sentences)),
+        ("skipped", json!(tally.bad.count)),
+        ("pairs", json!(s.pairs)),
+        ("truncated", json!(s.truncated)),
+        ("tokens", json!(s.tokens)),
+        ("units", json!(s.units)),
+        ("truncated_lines", json!(tally.truncated_lines)),
+        ("bad_lines", bad_lines_json(&tally.bad)),
+        ("sums", s.sums_json()),
+    ]
+}
+
+/// The `bad_lines` object of the summary and the partial file.
+pub fn bad_lines_json(bad: &BadLines) -> Value {
+    json!({
+        "count": bad.count,
+        "by_kind": bad.by_kind,
+        "listed": bad.listed.iter().map(|(line, bad)| json!({
+            "line": line, "kind": bad.kind(), "reason": bad.to_string(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Read the partial file at `path`. Errors say what is wrong in one line (without the path,
+/// which the caller adds).
+pub fn read(path: &Path) -> Result<Partial, String> {
+    let meta = fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a file".into());
+    }
+    let mut text = String::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "over {} MiB, far more than a partial file holds",
+            MAX_BYTES >> 20
+        ));
+    }
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
+    parse(&v)
+}
+
+fn parse(v: &Value) -> Result<Partial, String> {
+    if v["format"] != FORMAT {
+        return Err(match v["format"].as_str() {
+            Some("attnviz-corpus-stats") => "this is a corpus summary (corpus_stats.json); merge \
+                the partial files (corpus_partial.json) beside them"
+                .into(),
+            _ => format!("not an attnviz partial-statistics file (no \"format\": \"{FORMAT}\")"),
+        });
+    }
+    if v["format_version"].as_u64() != Some(FORMAT_VERSION) {
+        return Err(format!(
+            "format version {} (this attnviz reads {FORMAT_VERSION}); merge with the attnviz \
+             that wrote it",
+            v["format_version"]
+        ));
+    }
+    let str_of = |key: &str| {
+        v[key]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("no \"{key}\" string"))
+    };
+    let num = |v: &Value, key: &str| {
+        v.as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("\"{key}\" is not a whole number"))
+    };
+    let shard = Shard::new(
+        num(&v["shard"]["index"], "shard.index")?,
+        num(&v["shard"]["count"], "shard.count")?,
+    )?;
+    let identity = RunIdentity {
+        attnviz: str_of("attnviz")?,
+        model: v["model"].clone(),
+        model_files: v["model_files"].clone(),
+        token_names: (
+            v["token_names"]["start"].as_str().unwrap_or("").to_string(),
+            v["token_names"]["end"].as_str().unwrap_or("").to_string(),
+        ),
+        input: str_of("input")?,
+        input_format: str_of("input_format")?,
+        compression: str_of("compression")?,
+        options: v["options"].clone(),
+        shard,
+        threads: num(&v["threads"], "threads")?,
+    };
+    let counts = ["sentences", "pairs", "truncated", "tokens", "units"].map(|k| v[k].as_u64());
+    let counts = counts
+        .iter()
+        .map(|c| c.ok_or_else(|| "a sentence count is missing".to_string()))
+        .collect::<Result<Vec<u64>, String>>()?;
+    let stats = CorpusStats::from_sums_json(&v["sums"], counts.try_into().expect("five counts"))?;
+    let mut bad = BadLines {
+        count: num(&v["bad_lines"]["count"], "bad_lines.count")?,
+        ..BadLines::default()
+    };
+    if let Some(map) = v["bad_lines"]["by_kind"].as_object() {
+        for (kind, n) in map {
+            let k = BadLine::kind_named(kind)
+                .ok_or_else(|| format!("unknown bad-line kind \"{kind}\""))?;
+            bad.by_kind.insert(k, num(n, "bad_lines.by_kind")?);
+        }
+    }
+    for item in v["bad_lines"]["listed"].as_array().into_iter().flatten() {
+        let kind = item["kind"].as_str().and_then(BadLine::kind_named);
+        let kind = kind.ok_or_else(|| format!("unknown bad-line kind {}", item["kind"]))?;
+        bad.listed.push((
+            num(&item["line"], "bad_lines.listed.line")?,
+            BadLine::Recorded {
+                kind,
+                reason: item["reason"].as_str().unwrap_or("").to_string(),
+            },
+        ));
+    }
+    let truncated_lines = v["truncated_lines"]
+        .as_array()
+        .ok_or("no \"truncated_lines\"")?
+        .iter()
+        .map(|l| num(l, "truncated_lines"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lines = num(&v["lines"], "lines")?;
+    let tally = Tally {
+        stats,
+        lines,
+        digest: InputDigest::recorded(
+            str_of("input_sha256")?,
+            v["input_bytes"].as_u64().ok_or("no \"input_bytes\"")?,
+        ),
+        bad,
+        truncated_lines,
+    };
+    Ok(Partial {
+        identity,
+        end: str_of("end")?,
+        end_reason: v["end_reason"].as_str().map(str::to_string),
+        lines_in_shard: num(&v["lines_in_shard"], "lines_in_shard")?,
+        tally,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{HeadLabel, HeadStats};
+    use crate::corpus::ledger::Event;
+    use crate::corpus::SentenceCounts;
+
+    pub(crate) fn identity(shard: Shard) -> RunIdentity {
+        RunIdentity {
+            attnviz: "0.1.0".into(),
+            model: json!({"id": "m", "layers": 1, "heads": 2}),
+            model_files: json!({"config": {"file": "config.json", "bytes": 2, "sha256": "ab"},
+                "weights": [], "tokenizer": []}),
+            token_names: ("[CLS]".into(), "[SEP]".into()),
+            input: "in.txt".into(),
+            input_format: "text".into(),
+            compression: "none".into(),
+            options: json!({"words": false, "truncate": true}),
+            shard,
+            threads: 2,
+        }
+    }
+
+    #[test]
+    fn a_partial_file_reads_back_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PARTIAL_FILE);
+        let mut tally = Tally::new(1, 2);
+        let s = HeadStats {
+            entropy: 0.3,
+            entropy_norm: 0.1,
+            distance: 1.25,
+            to_start: 0.5,
+            to_end: 0.25,
+            to_first: f64::NAN,
+            to_punct: 0.0,
+            to_self: 0.1,
+            to_prev: 0.2,
+            to_next: 0.7,
+            rows: 5,
+            label: HeadLabel::PositionalNext,
+        };
+        let counts = SentenceCounts {
+            pair: true,
+            truncated: true,
+            tokens: 7,
+            units: 5,
+        };
+        tally.apply(
+            3,
+            &Event::Sentence {
+                stats: vec![vec![s, s]],
+                counts,
+                name: "000003".into(),
+            },
+        );
+        tally.apply(6, &Event::Bad(BadLine::Tabs { count: 2 }));
+        tally.lines = 7;
+        let shard = Shard::new(3, 3).unwrap();
+        write(&path, &identity(shard), &tally, "complete", None).unwrap();
+        let back = read(&path).unwrap();
+        assert_eq!(back.identity, identity(shard));
+        assert_eq!(back.end, "complete");
+        assert_eq!(back.tally.stats, tally.stats);
+        assert_eq!(back.tally.lines, 7);
+        assert_eq!(back.lines_in_shard, 2); // lines 3 and 6
+        assert_eq!(back.tally.truncated_lines, [3]);
+        assert_eq!(back.tally.bad.count, 1);
+        assert_eq!(back.tally.bad.listed[0].0, 6);
+        assert_eq!(back.tally.bad.listed[0].1.kind(), "tabs");
+        assert_eq!(
+            back.tally.bad.listed[0].1.to_string(),
+            BadLine::Tabs { count: 2 }.to_string()
+        );
+        assert_eq!(back.tally.digest, tally.digest);
+    }
+
+    #[test]
+    fn lines_in_shard_counts_the_round_robin_lines() {
+        for count in 1..5 {
+            for index in 1..=count {
+                let shard = Shard::new(index, count).unwrap();
+                for lines in 0..15 {
+                    let want = (1..=lines).filter(|&l| shard.owns(l)).count();
+                    assert_eq!(lines_in_shard(shard, lines), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conflicts_name_what_differs() {
+        let labels = ("a.json", "b.json");
+        let a = identity(Shard::new(1, 3).unwrap());
+        let mut b = identity(Shard::new(2, 3).unwrap());
+        assert_eq!(a.conflict(&b, labels, false), None);
+        let e = a.conflict(&b, labels, true).unwrap();
+        assert_eq!(e, "a.json is shard 1/3, b.json shard 2/3");
+        b.options["words"] = json!(true);
+        let e = a.conflict(&b, labels, false).unwrap();
+        assert_eq!(
+            e,
+            "a.json was run with words = false, b.json with words = true"
+        );
+        b.options = json!({"words": false, "truncate": true, "extra": 1});
+        let e = a.conflict(&b, labels, false).unwrap();
+        assert!(e.contains("extra = null"), "{e}");
+        let mut c = identity(Shard::new(2, 4).unwrap());
+        assert!(a.conflict(&c, labels, false).unwrap().contains("2/4"));
+        c.attnviz = "9.9.9".into();
+        let e = a.conflict(&c, labels, false).unwrap();
+        assert!(e.contains("b.json from attnviz 9.9.9"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_files_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        std::fs::write(&p, "{\"format\": \"attnviz-corpus-stats\"}").unwrap();
+        assert!(read(&p).unwrap_err().contains("corpus_partial.json"));
+        std::fs::write(&p, "nope").unwrap();
+        assert!(read(&p).unwrap_err().starts_with("not JSON"));
+        std::fs::write(
+            &p,
+            format!("{{\"format\": \"{FORMAT}\", \"format_version\": 99}}"),
+        )
+        .unwrap();
+        assert!(read(&p).unwrap_err().contains("format version 99"));
+        assert!(read(dir.path()).unwrap_err().contains("not a file"));
+    }
+}

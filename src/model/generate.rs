@@ -1,0 +1,221 @@
+//! Greedy generation with a KV cache, and what a checkpoint says about it: the tokens that end a
+//! generation (EOS) and the chat template that wraps a prompt.
+//!
+//! Decoding is transformers' `generate(do_sample=False, num_beams=1)`: the prompt runs once
+//! (prefill), then each step feeds the token just chosen against the cache of every earlier
+//! token's keys and values, and takes the most likely next token (the first, on a tie, as
+//! `torch.argmax`). It stops after the requested number of tokens, or after an EOS token, which
+//! is kept, as transformers keeps it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::decoder::CausalLm;
+use super::gguf::ChatTemplate;
+use super::Error;
+
+/// What a checkpoint says about generating from it.
+#[derive(Clone, Debug)]
+pub struct GenerationConfig {
+    /// The tokens that end a generation: `generation_config.json`'s `eos_token_id` (one or a
+    /// list), else config.json's, else the tokenizer's EOS.
+    pub eos_token_ids: Vec<u32>,
+    /// The chat template, or why there is none usable (the message `--chat` gives).
+    pub chat_template: Result<ChatTemplate, String>,
+}
+
+impl GenerationConfig {
+    /// Nothing known: no EOS, no chat template (encoders).
+    pub fn none(origin: &str) -> GenerationConfig {
+        GenerationConfig {
+            eos_token_ids: Vec::new(),
+            chat_template: Err(no_template(origin)),
+        }
+    }
+
+    /// Read from a model folder: `generation_config.json` and `config.json` for EOS,
+    /// `tokenizer_config.json` (`chat_template`, `bos_token`, `eos_token`) or
+    /// `chat_template.jinja` (transformers 5 saves it there) for the template. Files that are
+    /// missing or unreadable leave their part empty; a template that does not compile is
+    /// reported when `--chat` asks for it.
+    pub fn from_dir(config: &Path, tokenizer_dir: &Path) -> GenerationConfig {
+        let read = |path: &Path| -> Option<serde_json::Map<String, Value>> {
+            let text = std::fs::read_to_string(path).ok()?;
+            match serde_json::from_str(&text).ok()? {
+                Value::Object(map) => Some(map),
+                _ => None,
+            }
+        };
+        let dir = config.parent().unwrap_or(Path::new("."));
+        let eos_of = |map: &serde_json::Map<String, Value>| -> Option<Vec<u32>> {
+            match map.get("eos_token_id")? {
+                Value::Array(ids) => Some(ids.iter().filter_map(token_id).collect()),
+                v => token_id(v).map(|id| vec![id]),
+            }
+        };
+        let eos_token_ids = read(&dir.join("generation_config.json"))
+            .as_ref()
+            .and_then(eos_of)
+            .or_else(|| read(config).as_ref().and_then(eos_of))
+            .unwrap_or_default();
+
+        let tokenizer_config = read(&tokenizer_dir.join("tokenizer_config.json"));
+        let origin = tokenizer_dir.join("tokenizer_config.json");
+        let special = |key: &str| -> Option<String> {
+            match tokenizer_config.as_ref()?.get(key)? {
+                Value::String(s) => Some(s.clone()),
+                Value::Object(o) => o.get("content")?.as_str().map(str::to_string),
+                _ => None,
+            }
+        };
+        let jinja = tokenizer_dir.join("chat_template.jinja");
+        let source = match tokenizer_config
+            .as_ref()
+            .and_then(|c| c.get("chat_template"))
+        {
+            Some(Value::String(s)) => Some((origin.display().to_string(), s.clone())),
+            // A list of named templates: the one named "default".
+            Some(Value::Array(named)) => named
+                .iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+                .and_then(|t| t.get("template")?.as_str())
+                .map(|s| (origin.display().to_string(), s.to_string())),
+            _ => std::fs::read_to_string(&jinja)
+                .ok()
+                .map(|s| (jinja.display().to_string(), s)),
+        };
+        let chat_template = match source {
+            Some((origin, source)) => {
+                ChatTemplate::new(origin, source, special("bos_token"), special("eos_token"))
+                    .map_err(|e| e.to_string())
+            }
+            None => Err(no_template(&tokenizer_dir.display().to_string())),
+        };
+        GenerationConfig {
+            eos_token_ids,
+            chat_template,
+        }
+    }
+}
+
+fn token_id(v: &Value) -> Option<u32> {
+    v.as_u64().and_then(|id| u32::try_from(id).ok())
+}
+
+fn no_template(origin: &str) -> String {
+    format!(
+        "{origin} carries no chat template (tokenizer_config.json's chat_template, or \
+         chat_template.jinja), so --chat cannot wrap the prompt; run without --chat"
+    )
+}
+
+/// A prompt and what greedy decoding added to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generation {
+    /// The prompt's ids followed by the generated ones.
+    pub ids: Vec<u32>,
+    /// How many of `ids` are the prompt.
+    pub prompt_len: usize,
+    /// Whether it ended on an EOS token (the last id) rather than at the requested count.
+    pub stopped_at_eos: bool,
+}
+
+impl Generation {
+    /// The generated ids.
+    pub fn generated(&self) -> &[u32] {
+        &self.ids[self.prompt_len..]
+    }
+}
+
+/// The index of the largest logit (the first of equal ones); NaN logits are an error.
+pub fn argmax(logits: &[f32]) -> Result<u32, Error> {
+    let mut best = 0;
+    for (i, &x) in logits.iter().enumerate() {
+        if x.is_nan() {
+            return Err(Error::Forward(format!(
+                "the model's logits hold NaN (token {i}); the weights overflow on this input"
+            )));
+        }
+        if x > logits[best] {
+            best = i;
+        }
+    }
+    Ok(best as u32)
+}
+
+/// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos`.
+/// `progress` is told the number of tokens generated after each one. The caller checks that
+/// `prompt.len() + max_new_tokens` fits the model.
+pub fn greedy(
+    lm: &dyn CausalLm,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    eos: &[u32],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Generation, Error> {
+    let mut ids = prompt.to_vec();
+    let mut stopped_at_eos = false;
+    if max_new_tokens > 0 {
+        let mut cache = lm.new_cache(prompt.len() + max_new_tokens);
+        let mut logits = lm.step(prompt, &mut cache)?;
+        for n in 1..=max_new_tokens {
+            let next = argmax(&logits)?;
+            ids.push(next);
+            progress(n);
+            if eos.contains(&next) {
+                stopped_at_eos = true;
+                break;
+            }
+            if n < max_new_tokens {
+                logits = lm.step(&[next], &mut cache)?;
+            }
+        }
+    }
+    Ok(Generation {
+        ids,
+        prompt_len: prompt.len(),
+        stopped_at_eos,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_of_equal_maxima() {
+        assert_eq!(argmax(&[0.1, 3.0, -1.0, 3.0]).unwrap(), 1);
+        assert_eq!(argmax(&[f32::NEG_INFINITY, -5.0]).unwrap(), 1);
+        assert!(argmax(&[0.0, f32::NAN]).is_err());
+    }
+
+    #[test]
+    fn eos_and_chat_template_come_from_the_model_folder() {
+        let dir = std::env::temp_dir().join(format!("attnviz-gen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.json");
+        std::fs::write(&config, r#"{"eos_token_id": 7}"#).unwrap();
+        let g = GenerationConfig::from_dir(&config, &dir);
+        assert_eq!(g.eos_token_ids, vec![7]);
+        let err = g.chat_template.unwrap_err();
+        assert!(err.contains("carries no chat template"), "{err}");
+        // generation_config.json wins, and may list several.
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"eos_token_id": [2, 9]}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("tokenizer_config.json"),
+            r#"{"bos_token": {"content": "<s>"}, "chat_template":
+                "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}"}"#,
+        )
+        .unwrap();
+        let g = GenerationConfig::from_dir(&config, &dir);
+        assert_eq!(g.eos_token_ids, vec![2, 9]);
+        let prompt = g.chat_template.unwrap().render_user_message("hi").unwrap();
+        assert_eq!(prompt, "<s>[user] hi[assistant]");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

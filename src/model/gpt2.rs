@@ -1,0 +1,256 @@
+//! GPT-2 (Radford et al. 2019), and distilgpt2 and gpt2-medium through the same code: learned
+//! absolute positions, pre-LayerNorm blocks, Conv1D weights stored `[in, out]` (`c_attn` packs
+//! q, k and v along its output axis), tanh GELU (`gelu_new`), causal self-attention, and the
+//! output projection tied to the token embeddings. Mirrors transformers'
+//! `models/gpt2/modeling_gpt2.py` (`GPT2Model`, `GPT2LMHeadModel`).
+//!
+//! Checkpoints are read with the `transformer.` prefix (`GPT2LMHeadModel`) and without it (the
+//! hub's `gpt2` stores `GPT2Model`'s keys: `h.0.attn.c_attn.weight`, `wte.weight`).
+
+use super::config::{ConfigError, ConfigFile};
+use super::decoder::{DecoderLayer, DecoderStack, FeedForward, LmHead, Positional, Tensors};
+use super::family::{Architecture, Family, FamilyConfig, Network};
+use super::kernels::{Activation, Layout, Mask};
+use super::layers::{Linear, Norm};
+use super::validate::{ConfigCount, ConfigDim};
+use super::weights::{Anchor, Checkpoint};
+use super::Error;
+use crate::attention::PositionScheme;
+
+/// GPT-2 in the family registry.
+pub static FAMILY: Family = Family {
+    name: "GPT-2",
+    model_types: &["gpt2"],
+    class_prefixes: &["GPT2"],
+    anchor: Anchor {
+        tensor: "wte.weight",
+        family: "GPT-2",
+        prefix: "transformer",
+    },
+    config: |file| Ok(Box::new(Gpt2Config::read(file)?)),
+};
+
+/// GPT-2's config.json fields, with transformers' defaults (those of the 124M `gpt2`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gpt2Config {
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size (`n_embd`).
+    pub n_embd: usize,
+    /// Layers (`n_layer`).
+    pub n_layer: usize,
+    /// Heads (`n_head`).
+    pub n_head: usize,
+    /// Feed-forward inner size (`n_inner`; `4 · n_embd` when null).
+    pub n_inner: usize,
+    /// Rows of the position table (`n_positions`): the longest input.
+    pub n_positions: usize,
+    /// LayerNorm ε (`layer_norm_epsilon`).
+    pub layer_norm_epsilon: f64,
+    /// Feed-forward activation (`activation_function`).
+    pub activation: Activation,
+    /// Whether scores are divided by `√head_dim` (`scale_attn_weights`).
+    pub scale_attn_weights: bool,
+    /// Whether layer `i`'s scores are also divided by `i + 1`
+    /// (`scale_attn_by_inverse_layer_idx`).
+    pub scale_attn_by_inverse_layer_idx: bool,
+    /// Whether the output projection is the token embedding matrix (`tie_word_embeddings`).
+    pub tie_word_embeddings: bool,
+}
+
+impl Gpt2Config {
+    /// Read config.json.
+    pub fn read(file: &ConfigFile) -> Result<Gpt2Config, ConfigError> {
+        let n_embd = file.positive("n_embd", 768)?;
+        let c = Gpt2Config {
+            vocab_size: file.positive("vocab_size", 50257)?,
+            n_embd,
+            n_layer: file.positive("n_layer", 12)?,
+            n_head: file.positive("n_head", 12)?,
+            n_inner: match file.count("n_inner")? {
+                Some(n) => n,
+                None => n_embd
+                    .checked_mul(4)
+                    .ok_or_else(|| file.invalid(format!("n_embd {n_embd} is too large")))?,
+            },
+            n_positions: file.positive("n_positions", 1024)?,
+            layer_norm_epsilon: file.epsilon("layer_norm_epsilon", 1e-5)?,
+            activation: file.activation("activation_function", "gelu_new")?,
+            scale_attn_weights: file.boolean("scale_attn_weights")?.unwrap_or(true),
+            scale_attn_by_inverse_layer_idx: file
+                .boolean("scale_attn_by_inverse_layer_idx")?
+                .unwrap_or(false),
+            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
+        };
+        if !c.n_embd.is_multiple_of(c.n_head) {
+            return Err(file.invalid(format!(
+                "n_embd {} is not divisible by n_head {}",
+                c.n_embd, c.n_head
+            )));
+        }
+        if file.boolean("add_cross_attention")? == Some(true) {
+            return Err(file.unsupported(
+                "add_cross_attention is true: GPT-2 as the decoder of an encoder-decoder model is \
+                 not supported; attnviz runs GPT-2 language models",
+            ));
+        }
+        Ok(c)
+    }
+
+    fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head
+    }
+
+    /// Its shape in family-independent terms.
+    pub fn architecture(&self) -> Architecture {
+        Architecture {
+            family: FAMILY.name,
+            model_type: "gpt2".to_string(),
+            layers: self.n_layer,
+            heads: self.n_head,
+            kv_heads: self.n_head,
+            kv_head: Architecture::identity_heads(self.n_head),
+            head_dim: self.head_dim(),
+            hidden_size: self.n_embd,
+            vocab_size: self.vocab_size,
+            max_positions: self.n_positions,
+            token_types: 0,
+            tokenizer_types: false,
+            mask: Mask::Causal,
+            sliding_window: None,
+            positions: PositionScheme::Absolute,
+        }
+    }
+
+    /// Layer `i`'s factor on `q·k`.
+    fn scale(&self, i: usize) -> f32 {
+        let mut scale = 1.0f64;
+        if self.scale_attn_weights {
+            scale = (self.head_dim() as f64).powf(-0.5);
+        }
+        if self.scale_attn_by_inverse_layer_idx {
+            scale /= (i + 1) as f64;
+        }
+        scale as f32
+    }
+}
+
+/// A Conv1D map (`[inputs, outputs]` weight and a bias).
+fn conv1d(ckpt: &Checkpoint, name: &str, inputs: usize, outputs: usize) -> Result<Linear, Error> {
+    let weight = ckpt.weight(&format!("{name}.weight"), &[inputs, outputs])?;
+    let bias = ckpt.weight(&format!("{name}.bias"), &[outputs])?;
+    Ok(Linear::new(weight, Layout::InOut, Some(bias)))
+}
+
+impl FamilyConfig for Gpt2Config {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let dim = |field, value, tensor: &str, axis| ConfigDim {
+            field,
+            value,
+            tensor: tensor.to_string(),
+            axis,
+        };
+        let dims = vec![
+            dim("vocab_size", self.vocab_size, "wte.weight", 0),
+            dim("n_embd", self.n_embd, "wte.weight", 1),
+            dim("n_positions", self.n_positions, "wpe.weight", 0),
+            dim("n_inner", self.n_inner, "h.0.mlp.c_fc.weight", 1),
+        ];
+        let counts = vec![ConfigCount {
+            field: "n_layer",
+            value: self.n_layer,
+            block: "layer",
+            tensor: |i| format!("h.{i}.attn.c_attn.weight"),
+        }];
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        let (hidden, eps) = (self.n_embd, self.layer_norm_epsilon);
+        let layers = (0..self.n_layer)
+            .map(|i| {
+                let p = format!("h.{i}");
+                Ok(DecoderLayer {
+                    attention_norm: Norm::layer(ckpt, &format!("{p}.ln_1"), hidden, eps)?,
+                    qkv: vec![conv1d(
+                        ckpt,
+                        &format!("{p}.attn.c_attn"),
+                        hidden,
+                        3 * hidden,
+                    )?],
+                    output: conv1d(ckpt, &format!("{p}.attn.c_proj"), hidden, hidden)?,
+                    ffn_norm: Norm::layer(ckpt, &format!("{p}.ln_2"), hidden, eps)?,
+                    ffn: FeedForward::Plain {
+                        expand: conv1d(ckpt, &format!("{p}.mlp.c_fc"), hidden, self.n_inner)?,
+                        activation: self.activation,
+                        project: conv1d(ckpt, &format!("{p}.mlp.c_proj"), self.n_inner, hidden)?,
+                    },
+                    scale: self.scale(i),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let lm_head = if self.tie_word_embeddings {
+            LmHead::Tied
+        } else {
+            match Tensors::lm_head(ckpt, &[self.vocab_size, hidden])? {
+                Some(w) => LmHead::Separate(Linear::new(w, Layout::OutIn, None)),
+                None => LmHead::Missing,
+            }
+        };
+        Ok(Box::new(DecoderStack {
+            arch: self.architecture(),
+            embed: ckpt.weight("wte.weight", &[self.vocab_size, hidden])?,
+            positional: Positional::Learned(
+                ckpt.weight("wpe.weight", &[self.n_positions, hidden])?,
+            ),
+            layers,
+            final_norm: Norm::layer(ckpt, "ln_f", hidden, eps)?,
+            lm_head,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn read(text: &str) -> Result<Gpt2Config, String> {
+        let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();
+        Gpt2Config::read(&file).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_gpt2_small() {
+        let c = read(r#"{"model_type": "gpt2"}"#).unwrap();
+        assert_eq!(
+            (c.n_embd, c.n_layer, c.n_head, c.n_inner, c.n_positions),
+            (768, 12, 12, 3072, 1024)
+        );
+        assert_eq!(c.activation, Activation::GeluTanh);
+        assert!(c.tie_word_embeddings);
+        assert_eq!(c.scale(0), (64f64).powf(-0.5) as f32);
+        // gpt2-medium's shape, with n_inner null as the hub's config writes it.
+        let m = read(r#"{"n_embd": 1024, "n_head": 16, "n_layer": 24, "n_inner": null}"#).unwrap();
+        assert_eq!((m.head_dim(), m.n_inner), (64, 4096));
+        let arch = m.architecture();
+        assert_eq!(arch.mask, Mask::Causal);
+        assert!(!arch.accepts_pairs());
+    }
+
+    #[test]
+    fn layer_scaling_and_refusals() {
+        let c = read(r#"{"n_embd": 32, "n_head": 4, "scale_attn_by_inverse_layer_idx": true}"#)
+            .unwrap();
+        assert_eq!(c.scale(3), ((8f64).powf(-0.5) / 4.0) as f32);
+        let err = read(r#"{"n_embd": 30, "n_head": 4}"#).unwrap_err();
+        assert!(
+            err.contains("n_embd 30 is not divisible by n_head 4"),
+            "{err}"
+        );
+        let err = read(r#"{"add_cross_attention": true}"#).unwrap_err();
+        assert!(err.contains("add_cross_attention"), "{err}");
+        let err = read(r#"{"activation_function": "quick_gelu"}"#).unwrap_err();
+        assert!(err.contains("activation_function 'quick_gelu'"), "{err}");
+    }
+}

@@ -1,0 +1,273 @@
+//! Rotary position embeddings (RoPE, Su et al. 2021) as transformers' Llama computes them: the
+//! "rotate half" convention, where dimension `i` of a head pairs with `i + head_dim/2`, and the
+//! inverse frequencies of the `default`, `linear` and `llama3` rope types
+//! (`transformers/modeling_rope_utils.py`).
+//!
+//! The rotation is applied in place to the query and key vectors of the fused projection's output,
+//! before [`super::attention()`] reads them, so the captured q/k are the rotated ones: the vectors
+//! whose dot product the softmax saw.
+//!
+//! Arithmetic follows transformers' float32 steps: `inv_freq = 1 / θ^(2i/d)` in f32, the angle
+//! `position · inv_freq` as one f32 product, its cosine and sine rounded to f32, then
+//! `x·cos + rotate_half(x)·sin` with each product rounded before the sum.
+
+use rayon::prelude::*;
+
+use super::PARALLEL_MIN;
+
+/// How the inverse frequencies are scaled (transformers' `rope_type`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// `default`: none.
+    None,
+    /// `linear`: every frequency divided by `factor` (positions interpolated).
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
+    /// `llama3`: low frequencies divided by `factor`, high ones kept, those between blended.
+    Llama3 {
+        /// The divisor of the low frequencies.
+        factor: f64,
+        /// Wavelengths above `original / low_freq_factor` are divided by `factor`.
+        low_freq_factor: f64,
+        /// Wavelengths below `original / high_freq_factor` are kept.
+        high_freq_factor: f64,
+        /// The context length of pre-training.
+        original_max_position_embeddings: f64,
+    },
+}
+
+/// The inverse frequencies of one model's rotary embedding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rope {
+    inv_freq: Vec<f32>,
+}
+
+/// Cosines and sines for a list of positions: `[positions, head_dim/2]` each.
+pub struct RopeTable {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    half: usize,
+}
+
+impl Rope {
+    /// The frequencies for heads of `head_dim` (even) values, base `theta`.
+    pub fn new(head_dim: usize, theta: f64, scaling: RopeScaling) -> Rope {
+        assert!(
+            head_dim >= 2 && head_dim.is_multiple_of(2),
+            "rotary head size {head_dim}"
+        );
+        let dim = head_dim as f32;
+        let base = theta as f32;
+        let mut inv_freq: Vec<f32> = (0..head_dim / 2)
+            .map(|i| {
+                // base ** (arange(0, dim, 2).float() / dim), in f32.
+                let exponent = (2 * i) as f32 / dim;
+                let pow = (base as f64).powf(exponent as f64) as f32;
+                1.0 / pow
+            })
+            .collect();
+        match scaling {
+            RopeScaling::None => {}
+            RopeScaling::Linear { factor } => {
+                let factor = factor as f32;
+                inv_freq.iter_mut().for_each(|f| *f /= factor);
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: old,
+            } => {
+                let low_wavelen = old / low_freq_factor;
+                let high_wavelen = old / high_freq_factor;
+                let (factor, low, high, old) = (
+                    factor as f32,
+                    low_freq_factor as f32,
+                    high_freq_factor as f32,
+                    old as f32,
+                );
+                for f in &mut inv_freq {
+                    let wavelen = (2.0 * std::f64::consts::PI) as f32 / *f;
+                    let w = wavelen as f64;
+                    let scaled = if w > low_wavelen { *f / factor } else { *f };
+                    // Neither below the high-frequency bound nor above the low one (as transformers writes it).
+                    let medium = (high_wavelen..=low_wavelen).contains(&w);
+                    if medium {
+                        let smooth = (old / wavelen - low) / (high - low);
+                        *f = (1.0 - smooth) * scaled / factor + smooth * scaled;
+                    } else {
+                        *f = scaled;
+                    }
+                }
+            }
+        }
+        Rope { inv_freq }
+    }
+
+    /// The rotated size of a head.
+    pub fn head_dim(&self) -> usize {
+        2 * self.inv_freq.len()
+    }
+
+    /// The inverse frequencies, `head_dim/2` of them.
+    pub fn inv_freq(&self) -> &[f32] {
+        &self.inv_freq
+    }
+
+    /// Cosines and sines at `positions`.
+    pub fn table(&self, positions: impl IntoIterator<Item = usize>) -> RopeTable {
+        let half = self.inv_freq.len();
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for p in positions {
+            for &f in &self.inv_freq {
+                let angle = p as f32 * f;
+                cos.push((angle as f64).cos() as f32);
+                sin.push((angle as f64).sin() as f32);
+            }
+        }
+        RopeTable { cos, sin, half }
+    }
+}
+
+impl RopeTable {
+    /// Positions in the table.
+    pub fn len(&self) -> usize {
+        self.cos.len() / self.half.max(1)
+    }
+
+    /// Whether it has no positions.
+    pub fn is_empty(&self) -> bool {
+        self.cos.is_empty()
+    }
+
+    /// Rotate `heads` head vectors of each row of `data` in place: row `r` (of `stride` values,
+    /// heads from column `offset`) at the table's position `r`.
+    pub fn rotate(&self, data: &mut [f32], stride: usize, offset: usize, heads: usize) {
+        let half = self.half;
+        let d = 2 * half;
+        let rows = self.len();
+        assert!(
+            offset + heads * d <= stride && data.len() >= rows * stride,
+            "rotary operand shape"
+        );
+        let run = |r: usize, row: &mut [f32]| {
+            let (c, s) = (&self.cos[r * half..][..half], &self.sin[r * half..][..half]);
+            for h in 0..heads {
+                let x = &mut row[offset + h * d..][..d];
+                let (a, b) = x.split_at_mut(half);
+                for i in 0..half {
+                    let (x1, x2) = (a[i], b[i]);
+                    a[i] = x1 * c[i] - x2 * s[i];
+                    b[i] = x2 * c[i] + x1 * s[i];
+                }
+            }
+        };
+        let data = &mut data[..rows * stride];
+        if data.len() < PARALLEL_MIN {
+            data.chunks_exact_mut(stride)
+                .enumerate()
+                .for_each(|(r, row)| run(r, row));
+        } else {
+            data.par_chunks_exact_mut(stride)
+                .enumerate()
+                .for_each(|(r, row)| run(r, row));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::random;
+    use super::*;
+
+    #[test]
+    fn default_frequencies_follow_theta() {
+        let rope = Rope::new(8, 10000.0, RopeScaling::None);
+        let want = [1.0, 0.1, 0.01, 0.001];
+        for (f, w) in rope.inv_freq().iter().zip(want) {
+            assert!((*f as f64 - w).abs() <= w * 1e-6, "{f} vs {w}");
+        }
+        let linear = Rope::new(8, 10000.0, RopeScaling::Linear { factor: 2.0 });
+        for (a, b) in linear.inv_freq().iter().zip(rope.inv_freq()) {
+            assert_eq!(*a, b / 2.0);
+        }
+    }
+
+    #[test]
+    fn llama3_scaling_keeps_high_divides_low_and_blends_between() {
+        // head_dim 8, θ 5000: wavelengths 2π·5000^(i/4) = 6.3, 53, 444, 3736. With original
+        // context 64, low factor 1 and high factor 4, the zones are: wavelength < 16 kept,
+        // > 64 divided by 8, between blended (tiny-llama-tied's configuration).
+        let plain = Rope::new(8, 5000.0, RopeScaling::None);
+        let rope = Rope::new(
+            8,
+            5000.0,
+            RopeScaling::Llama3 {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 64.0,
+            },
+        );
+        let (p, r) = (plain.inv_freq(), rope.inv_freq());
+        assert_eq!(r[0], p[0], "high frequency kept");
+        assert_eq!(r[2], p[2] / 8.0, "low frequency divided");
+        assert_eq!(r[3], p[3] / 8.0, "low frequency divided");
+        // Medium: smooth = (64/λ − 1)/3 with λ = 2π/f.
+        let f = p[1] as f64;
+        let smooth = (64.0 / (2.0 * std::f64::consts::PI / f) - 1.0) / 3.0;
+        let want = (1.0 - smooth) * f / 8.0 + smooth * f;
+        assert!(
+            (r[1] as f64 - want).abs() < 1e-6 * want,
+            "{} vs {want}",
+            r[1]
+        );
+    }
+
+    #[test]
+    fn rotation_matches_rotate_half_in_f64() {
+        let (rows, heads, d) = (70, 3, 16);
+        let stride = 5 * d + 3; // other columns around the rotated heads stay untouched
+        let offset = 2 * d;
+        let x = random(rows * stride, 21, 2.0);
+        let rope = Rope::new(d, 10000.0, RopeScaling::None);
+        let positions: Vec<usize> = (0..rows).map(|r| 5 + 3 * r).collect();
+        let mut ours = x.clone();
+        rope.table(positions.iter().copied())
+            .rotate(&mut ours, stride, offset, heads);
+        let half = d / 2;
+        let mut worst: f64 = 0.0;
+        for r in 0..rows {
+            for col in 0..stride {
+                let got = ours[r * stride + col] as f64;
+                if col < offset || col >= offset + heads * d {
+                    assert_eq!(got, x[r * stride + col] as f64, "column {col} untouched");
+                    continue;
+                }
+                let within = (col - offset) % d;
+                let base = col - within;
+                let i = within % half;
+                // The angle as one f32 product, as transformers forms it.
+                let angle = (positions[r] as f32 * rope.inv_freq()[i]) as f64;
+                let (c, s) = (angle.cos(), angle.sin());
+                let (x1, x2) = (
+                    x[r * stride + base + i] as f64,
+                    x[r * stride + base + half + i] as f64,
+                );
+                let want = if within < half {
+                    x1 * c - x2 * s
+                } else {
+                    x2 * c + x1 * s
+                };
+                worst = worst.max((got - want).abs());
+            }
+        }
+        assert!(worst < 1e-5, "rotation off by {worst:e}");
+        // Position 0 is the identity.
+        let mut one = x[..stride].to_vec();
+        rope.table([0]).rotate(&mut one, stride, offset, heads);
+        assert_eq!(one, x[..stride]);
+    }
+}

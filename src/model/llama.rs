@@ -1,0 +1,742 @@
+//! The Llama family: Llama 1–3, SmolLM2, TinyLlama, and through the same code Qwen2/2.5 (q/k/v
+//! biases) and Mistral (within its sliding window). RMSNorm, rotary position embeddings with
+//! `rope_theta` (and `linear` or `llama3` scaling), SwiGLU, grouped-query attention
+//! (`num_key_value_heads`), and a tied or separate output projection. Mirrors transformers'
+//! `models/llama/modeling_llama.py` (and `qwen2`, `mistral`).
+//!
+//! Checkpoints are the `ForCausalLM` classes' (`model.` prefix, `lm_head.weight` outside it) or
+//! the bare model's (no prefix, no head: shown, but it cannot generate); a GGUF file of the
+//! `llama` architecture comes through [`LlamaConfig::from_gguf`] and [`LlamaConfig::build_from`]
+//! with its tensors dequantised.
+
+use serde_json::Value;
+
+use super::config::{ConfigError, ConfigFile};
+use super::decoder::{
+    out_in_linear, DecoderLayer, DecoderStack, FeedForward, LmHead, Positional, Tensors,
+};
+use super::family::{Architecture, Family, FamilyConfig, Network};
+use super::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use super::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
+use super::layers::{Linear, Norm};
+use super::validate::{ConfigCount, ConfigDim};
+use super::weights::{Anchor, Checkpoint};
+use super::Error;
+use crate::attention::PositionScheme;
+
+const ANCHOR: Anchor = Anchor {
+    tensor: "embed_tokens.weight",
+    family: "Llama",
+    prefix: "model",
+};
+
+/// Llama (and SmolLM2, TinyLlama) in the family registry.
+pub static LLAMA: Family = Family {
+    name: "Llama",
+    model_types: &["llama"],
+    class_prefixes: &["Llama"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Llama)?)),
+};
+
+/// Qwen2 and Qwen2.5 in the family registry.
+pub static QWEN2: Family = Family {
+    name: "Qwen2",
+    model_types: &["qwen2"],
+    class_prefixes: &["Qwen2"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen2)?)),
+};
+
+/// Mistral in the family registry.
+pub static MISTRAL: Family = Family {
+    name: "Mistral",
+    model_types: &["mistral"],
+    class_prefixes: &["Mistral"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Mistral)?)),
+};
+
+/// The most positions a rotary model is taken to have: no tensor backs
+/// `max_position_embeddings`, so it is bounded here (Qwen2.5-1M has 1,010,000).
+pub const MAX_ROTARY_POSITIONS: usize = 1 << 20;
+
+/// Which member of the family a config describes: its defaults and its biases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `llama` (SmolLM2, TinyLlama, Llama 1–3).
+    Llama,
+    /// `qwen2`: q, k and v projections with biases.
+    Qwen2,
+    /// `mistral`: a sliding attention window.
+    Mistral,
+}
+
+impl Variant {
+    fn family(self) -> &'static Family {
+        match self {
+            Variant::Llama => &LLAMA,
+            Variant::Qwen2 => &QWEN2,
+            Variant::Mistral => &MISTRAL,
+        }
+    }
+}
+
+/// A Llama-family config, with the defaults of transformers' config class for each variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    /// Which member.
+    pub variant: Variant,
+    /// `model_type` as written.
+    pub model_type: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// SwiGLU inner size.
+    pub intermediate_size: usize,
+    /// Layers.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than the query heads).
+    pub num_key_value_heads: usize,
+    /// Size of one head (`head_dim`, else `hidden_size / num_attention_heads`).
+    pub head_dim: usize,
+    /// The gate's activation (`hidden_act`).
+    pub hidden_act: Activation,
+    /// The longest input.
+    pub max_position_embeddings: usize,
+    /// RMSNorm ε.
+    pub rms_norm_eps: f64,
+    /// RoPE base (`rope_theta`).
+    pub rope_theta: f64,
+    /// RoPE frequency scaling.
+    pub rope_scaling: RopeScaling,
+    /// Whether the output projection is the token embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Whether the q, k and v projections have biases (Qwen2; Llama's `attention_bias`).
+    pub qkv_bias: bool,
+    /// Whether the output projection has a bias (Llama's `attention_bias`).
+    pub output_bias: bool,
+    /// Whether the feed-forward projections have biases (`mlp_bias`).
+    pub mlp_bias: bool,
+    /// The sliding attention window, when one applies.
+    pub sliding_window: Option<usize>,
+}
+
+/// The RoPE settings of a config: `rope_parameters` (transformers 5) or `rope_theta` with
+/// `rope_scaling` (4.x), both spellings of the type (`rope_type`, `type`).
+fn read_rope(file: &ConfigFile) -> Result<(f64, RopeScaling), ConfigError> {
+    let params = match file
+        .get("rope_parameters")
+        .or_else(|| file.get("rope_scaling"))
+    {
+        None => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(other) => {
+            return Err(file.invalid(format!(
+                "rope_parameters/rope_scaling is {other}; it must be an object"
+            )))
+        }
+    };
+    let number = |key: &str| -> Result<Option<f64>, ConfigError> {
+        match params.and_then(|p| p.get(key)).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+                _ => Err(file.invalid(format!("rope {key} is {v}; it must be a positive number"))),
+            },
+        }
+    };
+    let theta = match number("rope_theta")? {
+        Some(t) => t,
+        None => match file.number("rope_theta")? {
+            Some(t) if t.is_finite() && t > 0.0 => t,
+            Some(t) => {
+                return Err(file.invalid(format!("rope_theta is {t}; it must be a positive number")))
+            }
+            None => 10000.0,
+        },
+    };
+    let kind = params
+        .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
+        .filter(|v| !v.is_null());
+    let kind = match kind {
+        None => "default".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => return Err(file.invalid(format!("rope type {other} is not a name"))),
+    };
+    if let Some(f) = number("partial_rotary_factor")? {
+        if f != 1.0 {
+            return Err(file.unsupported(format!(
+                "partial_rotary_factor {f} (RoPE on part of each head) is not supported"
+            )));
+        }
+    }
+    let required = |key: &str| -> Result<f64, ConfigError> {
+        number(key)?.ok_or_else(|| {
+            file.invalid(format!("rope type '{kind}' needs {key} in rope_parameters"))
+        })
+    };
+    let scaling = match kind.as_str() {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear {
+            factor: required("factor")?,
+        },
+        "llama3" => {
+            let s = RopeScaling::Llama3 {
+                factor: required("factor")?,
+                low_freq_factor: required("low_freq_factor")?,
+                high_freq_factor: required("high_freq_factor")?,
+                original_max_position_embeddings: required("original_max_position_embeddings")?,
+            };
+            if let RopeScaling::Llama3 {
+                low_freq_factor,
+                high_freq_factor,
+                ..
+            } = s
+            {
+                if high_freq_factor <= low_freq_factor {
+                    return Err(file.invalid(format!(
+                        "llama3 rope scaling needs high_freq_factor ({high_freq_factor}) above \
+                         low_freq_factor ({low_freq_factor})"
+                    )));
+                }
+            }
+            s
+        }
+        other => {
+            return Err(file.unsupported(format!(
+                "RoPE scaling type '{other}' is not supported; attnviz runs default, linear \
+                 and llama3 rotary embeddings"
+            )))
+        }
+    };
+    Ok((theta, scaling))
+}
+
+impl LlamaConfig {
+    /// Read config.json for `variant`.
+    pub fn read(file: &ConfigFile, variant: Variant) -> Result<LlamaConfig, ConfigError> {
+        let (vocab, inter, max_pos, kv_default) = match variant {
+            Variant::Llama => (32000, 11008, 2048, None),
+            Variant::Qwen2 => (151936, 22016, 32768, None),
+            Variant::Mistral => (32000, 14336, 4096 * 32, Some(8)),
+        };
+        let hidden_size = file.positive("hidden_size", 4096)?;
+        let heads = file.positive("num_attention_heads", 32)?;
+        let kv = file.positive("num_key_value_heads", kv_default.unwrap_or(heads))?;
+        let head_dim = match file.count("head_dim")? {
+            Some(0) => return Err(file.invalid("head_dim is 0")),
+            Some(d) => d,
+            None => {
+                if hidden_size % heads != 0 {
+                    return Err(file.invalid(format!(
+                        "hidden_size {hidden_size} is not divisible by num_attention_heads {heads}"
+                    )));
+                }
+                hidden_size / heads
+            }
+        };
+        if heads % kv != 0 {
+            return Err(file.invalid(format!(
+                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+            )));
+        }
+        if head_dim % 2 != 0 {
+            return Err(file.invalid(format!(
+                "head_dim {head_dim} is odd; rotary embeddings rotate pairs of dimensions"
+            )));
+        }
+        if heads.checked_mul(head_dim).is_none() {
+            return Err(file.invalid(format!(
+                "num_attention_heads {heads} × head_dim {head_dim} is too large"
+            )));
+        }
+        let max_position_embeddings = file.positive("max_position_embeddings", max_pos)?;
+        if max_position_embeddings > MAX_ROTARY_POSITIONS {
+            return Err(file.invalid(format!(
+                "max_position_embeddings {max_position_embeddings} is more than the \
+                 {MAX_ROTARY_POSITIONS} positions attnviz runs a rotary model for"
+            )));
+        }
+        let (rope_theta, rope_scaling) = read_rope(file)?;
+        let attention_bias = file.boolean("attention_bias")?.unwrap_or(false);
+        let sliding_window = match variant {
+            Variant::Llama => None,
+            Variant::Mistral => match file.get("sliding_window") {
+                // Absent: MistralConfig's default; null: none.
+                None if file.has_field("sliding_window") => None,
+                None => Some(4096),
+                Some(_) => file.count("sliding_window")?,
+            },
+            Variant::Qwen2 => {
+                let uses = file.boolean("use_sliding_window")?.unwrap_or(false);
+                let window = if file.has_field("sliding_window") {
+                    file.count("sliding_window")?
+                } else {
+                    Some(4096)
+                };
+                let layers = file.positive("num_hidden_layers", 32)?;
+                let sliding_layers = match file.strings("layer_types")? {
+                    Some(types) => types.iter().any(|t| t == "sliding_attention"),
+                    None => layers > file.count("max_window_layers")?.unwrap_or(28),
+                };
+                window.filter(|_| uses && sliding_layers)
+            }
+        };
+        if sliding_window == Some(0) {
+            return Err(file.invalid("sliding_window is 0"));
+        }
+        Ok(LlamaConfig {
+            variant,
+            model_type: file
+                .model_type()?
+                .unwrap_or_else(|| variant.family().model_types[0].to_string()),
+            vocab_size: file.positive("vocab_size", vocab)?,
+            hidden_size,
+            intermediate_size: file.positive("intermediate_size", inter)?,
+            num_hidden_layers: file.positive("num_hidden_layers", 32)?,
+            num_attention_heads: heads,
+            num_key_value_heads: kv,
+            head_dim,
+            hidden_act: file.activation("hidden_act", "silu")?,
+            max_position_embeddings,
+            rms_norm_eps: file.epsilon("rms_norm_eps", 1e-6)?,
+            rope_theta,
+            rope_scaling,
+            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(false),
+            qkv_bias: variant == Variant::Qwen2 || attention_bias,
+            output_bias: variant == Variant::Llama && attention_bias,
+            mlp_bias: variant == Variant::Llama && file.boolean("mlp_bias")?.unwrap_or(false),
+            sliding_window,
+        })
+    }
+
+    /// The config a GGUF file's metadata describes, for the `llama` architecture (whose q/k
+    /// rows the GGUF reader un-permutes for transformers' rotary convention) and `qwen2` (stored
+    /// unpermuted, with q/k/v biases). `origin` names the file in errors.
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<LlamaConfig, Error> {
+        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let variant = match p.architecture.as_str() {
+            "llama" => Variant::Llama,
+            // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
+            "qwen2" => Variant::Qwen2,
+            other => {
+                return refuse(format!(
+                    "GGUF architecture '{other}' is not supported; attnviz runs GGUF files of the \
+                     llama architecture (Llama, SmolLM2, TinyLlama, …) and qwen2"
+                ))
+            }
+        };
+        let scaling = match &p.rope_scaling {
+            None => RopeScaling::None,
+            Some(GgufRopeScaling::Linear { factor }) => RopeScaling::Linear { factor: *factor },
+            Some(GgufRopeScaling::Yarn { .. }) => {
+                return refuse(
+                    "RoPE scaling type 'yarn' is not supported; attnviz runs default, linear \
+                     and llama3 rotary embeddings"
+                        .into(),
+                )
+            }
+            Some(GgufRopeScaling::Other { kind, .. }) => {
+                return refuse(format!(
+                    "RoPE scaling type '{kind}' is not supported; attnviz runs default, linear \
+                     and llama3 rotary embeddings"
+                ))
+            }
+        };
+        if p.rope_freqs_tensor {
+            return refuse(
+                "per-frequency RoPE factors (rope_freqs.weight, Llama 3.1's scaling) in GGUF \
+                 files are not supported yet; load the model's safetensors checkpoint instead"
+                    .into(),
+            );
+        }
+        if p.rope_dimension_count != p.head_dim {
+            return refuse(format!(
+                "RoPE rotates {} of each head's {} dimensions; partial rotary embeddings are not \
+                 supported",
+                p.rope_dimension_count, p.head_dim
+            ));
+        }
+        let heads = p.num_attention_heads;
+        if heads == 0
+            || p.num_key_value_heads == 0
+            || !heads.is_multiple_of(p.num_key_value_heads)
+            || !p.head_dim.is_multiple_of(2)
+            || p.head_dim == 0
+        {
+            return refuse(format!(
+                "{heads} heads over {} key/value heads of size {} cannot be run",
+                p.num_key_value_heads, p.head_dim
+            ));
+        }
+        if p.max_position_embeddings == 0 || p.max_position_embeddings > MAX_ROTARY_POSITIONS {
+            return refuse(format!(
+                "context_length {} is outside 1–{MAX_ROTARY_POSITIONS}",
+                p.max_position_embeddings
+            ));
+        }
+        if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
+            return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
+        }
+        Ok(LlamaConfig {
+            variant,
+            model_type: p.architecture.clone(),
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: p.num_hidden_layers,
+            num_attention_heads: heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            hidden_act: Activation::Silu,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            rope_scaling: scaling,
+            tie_word_embeddings: p.tie_word_embeddings,
+            qkv_bias: p.attention_bias,
+            output_bias: false,
+            mlp_bias: false,
+            sliding_window: p.sliding_window,
+        })
+    }
+
+    /// Its shape in family-independent terms.
+    pub fn architecture(&self) -> Architecture {
+        let group = self.num_attention_heads / self.num_key_value_heads;
+        Architecture {
+            family: self.variant.family().name,
+            model_type: self.model_type.clone(),
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            kv_head: (0..self.num_attention_heads).map(|h| h / group).collect(),
+            head_dim: self.head_dim,
+            hidden_size: self.hidden_size,
+            vocab_size: self.vocab_size,
+            max_positions: self.max_position_embeddings,
+            token_types: 0,
+            tokenizer_types: false,
+            mask: Mask::Causal,
+            sliding_window: self.sliding_window,
+            positions: PositionScheme::Rotary,
+        }
+    }
+
+    /// Build the network from tensors named as inside transformers' base model.
+    pub fn build_from(&self, t: &dyn Tensors) -> Result<DecoderStack, Error> {
+        let (hidden, eps) = (self.hidden_size, self.rms_norm_eps);
+        let (q_out, kv_out) = (
+            self.num_attention_heads * self.head_dim,
+            self.num_key_value_heads * self.head_dim,
+        );
+        let rms = |name: &str| -> Result<Norm, Error> {
+            Ok(Norm::from_weights(
+                t.weight(&format!("{name}.weight"), &[hidden])?,
+                None,
+                eps,
+            ))
+        };
+        // The head counts decide the q/k/v sizes: checked against layer 0's tensors, so that the
+        // error names them rather than a tensor.
+        for (name, field, heads, rows) in [
+            (
+                "q_proj",
+                "num_attention_heads",
+                self.num_attention_heads,
+                q_out,
+            ),
+            (
+                "k_proj",
+                "num_key_value_heads",
+                self.num_key_value_heads,
+                kv_out,
+            ),
+        ] {
+            let tensor = format!("layers.0.self_attn.{name}.weight");
+            if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
+                return Err(Error::Input(format!(
+                    "{field} {heads} × head_dim {} makes {rows} rows, but tensor {tensor} has \
+                     shape {shape:?}; the config does not describe these weights",
+                    self.head_dim
+                )));
+            }
+        }
+        let inter = self.intermediate_size;
+        let layers = (0..self.num_hidden_layers)
+            .map(|i| {
+                let p = format!("layers.{i}");
+                let a = format!("{p}.self_attn");
+                let m = format!("{p}.mlp");
+                Ok(DecoderLayer {
+                    attention_norm: rms(&format!("{p}.input_layernorm"))?,
+                    // One stacked map: long inputs run q, k and v as one product.
+                    qkv: vec![Linear::stack(vec![
+                        out_in_linear(t, &format!("{a}.q_proj"), hidden, q_out, self.qkv_bias)?,
+                        out_in_linear(t, &format!("{a}.k_proj"), hidden, kv_out, self.qkv_bias)?,
+                        out_in_linear(t, &format!("{a}.v_proj"), hidden, kv_out, self.qkv_bias)?,
+                    ])],
+                    output: out_in_linear(
+                        t,
+                        &format!("{a}.o_proj"),
+                        q_out,
+                        hidden,
+                        self.output_bias,
+                    )?,
+                    ffn_norm: rms(&format!("{p}.post_attention_layernorm"))?,
+                    ffn: FeedForward::Gated {
+                        gate: out_in_linear(
+                            t,
+                            &format!("{m}.gate_proj"),
+                            hidden,
+                            inter,
+                            self.mlp_bias,
+                        )?,
+                        up: out_in_linear(
+                            t,
+                            &format!("{m}.up_proj"),
+                            hidden,
+                            inter,
+                            self.mlp_bias,
+                        )?,
+                        activation: self.hidden_act,
+                        down: out_in_linear(
+                            t,
+                            &format!("{m}.down_proj"),
+                            inter,
+                            hidden,
+                            self.mlp_bias,
+                        )?,
+                    },
+                    scale: (self.head_dim as f64).powf(-0.5) as f32,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let lm_head = if self.tie_word_embeddings {
+            LmHead::Tied
+        } else {
+            match t.lm_head(&[self.vocab_size, hidden])? {
+                Some(w) => LmHead::Separate(Linear::new(w, Layout::OutIn, None)),
+                None => LmHead::Missing,
+            }
+        };
+        Ok(DecoderStack {
+            arch: self.architecture(),
+            embed: t.weight("embed_tokens.weight", &[self.vocab_size, hidden])?,
+            positional: Positional::Rotary(Rope::new(
+                self.head_dim,
+                self.rope_theta,
+                self.rope_scaling,
+            )),
+            layers,
+            final_norm: rms("norm")?,
+            lm_head,
+        })
+    }
+}
+
+impl FamilyConfig for LlamaConfig {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let dim = |field, value, tensor: &str, axis| ConfigDim {
+            field,
+            value,
+            tensor: tensor.to_string(),
+            axis,
+        };
+        let dims = vec![
+            dim("vocab_size", self.vocab_size, "embed_tokens.weight", 0),
+            dim("hidden_size", self.hidden_size, "embed_tokens.weight", 1),
+            dim(
+                "intermediate_size",
+                self.intermediate_size,
+                "layers.0.mlp.gate_proj.weight",
+                0,
+            ),
+        ];
+        let counts = vec![ConfigCount {
+            field: "num_hidden_layers",
+            value: self.num_hidden_layers,
+            block: "layer",
+            tensor: |i| format!("layers.{i}.self_attn.q_proj.weight"),
+        }];
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(ckpt)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn read(text: &str, variant: Variant) -> Result<LlamaConfig, String> {
+        let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();
+        LlamaConfig::read(&file, variant).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn both_rope_spellings_are_read() {
+        // transformers 4.x (TinyLlama's config): rope_theta + rope_scaling {type}.
+        let old = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 20000.0,
+                "rope_scaling": {"type": "linear", "factor": 2.0}}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        assert_eq!(old.rope_theta, 20000.0);
+        assert_eq!(old.rope_scaling, RopeScaling::Linear { factor: 2.0 });
+        // transformers 5: rope_parameters {rope_type, rope_theta, …}.
+        let new = read(
+            r#"{"hidden_size": 48, "num_attention_heads": 6, "head_dim": 8,
+                "rope_parameters": {"rope_type": "llama3", "rope_theta": 5000.0, "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        assert_eq!(new.rope_theta, 5000.0);
+        assert!(matches!(new.rope_scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
+        let plain = read(r#"{"rope_scaling": null}"#, Variant::Llama).unwrap();
+        assert_eq!(
+            (plain.rope_theta, plain.rope_scaling),
+            (10000.0, RopeScaling::None)
+        );
+    }
+
+    #[test]
+    fn other_rope_types_get_one_clear_error() {
+        for kind in ["yarn", "dynamic", "longrope"] {
+            let err = read(
+                &format!(r#"{{"rope_scaling": {{"rope_type": "{kind}", "factor": 4.0}}}}"#),
+                Variant::Llama,
+            )
+            .unwrap_err();
+            assert!(
+                err.contains(&format!("RoPE scaling type '{kind}' is not supported")),
+                "{err}"
+            );
+            assert!(!err.contains('\n'));
+        }
+        let err = read(r#"{"rope_scaling": {"type": "linear"}}"#, Variant::Llama).unwrap_err();
+        assert!(err.contains("needs factor"), "{err}");
+    }
+
+    fn smollm2_params() -> DecoderParams {
+        DecoderParams {
+            architecture: "llama".into(),
+            num_hidden_layers: 30,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_attention_heads: 9,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            rope_dimension_count: 64,
+            rope_theta: 100000.0,
+            rope_scaling: None,
+            rope_freqs_tensor: false,
+            rms_norm_eps: 1e-5,
+            max_position_embeddings: 8192,
+            sliding_window: None,
+            vocab_size: 49152,
+            tie_word_embeddings: true,
+            attention_bias: false,
+            bos_token_id: Some(1),
+            eos_token_id: Some(2),
+            pad_token_id: Some(2),
+        }
+    }
+
+    #[test]
+    fn gguf_metadata_becomes_a_config_or_one_clear_refusal() {
+        let c = LlamaConfig::from_gguf(&smollm2_params(), "f.gguf").unwrap();
+        assert_eq!(c.architecture().kv_head, vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(
+            (c.rope_theta, c.rope_scaling),
+            (100000.0, RopeScaling::None)
+        );
+        let mut p = smollm2_params();
+        p.rope_scaling = Some(GgufRopeScaling::Linear { factor: 4.0 });
+        let c = LlamaConfig::from_gguf(&p, "f.gguf").unwrap();
+        assert_eq!(c.rope_scaling, RopeScaling::Linear { factor: 4.0 });
+        type Edit = fn(&mut DecoderParams);
+        let refusals: [(Edit, &str); 5] = [
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Yarn {
+                        factor: 4.0,
+                        original_max_position_embeddings: Some(4096),
+                    })
+                },
+                "RoPE scaling type 'yarn' is not supported",
+            ),
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Other {
+                        kind: "longrope".into(),
+                        factor: None,
+                    })
+                },
+                "RoPE scaling type 'longrope' is not supported",
+            ),
+            (|p| p.rope_freqs_tensor = true, "rope_freqs.weight"),
+            (|p| p.architecture = "phi3".into(), "architecture 'phi3'"),
+            (|p| p.rope_dimension_count = 32, "partial rotary"),
+        ];
+        for (edit, needle) in refusals {
+            let mut p = smollm2_params();
+            edit(&mut p);
+            let err = LlamaConfig::from_gguf(&p, "f.gguf")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("f.gguf: ") && err.contains(needle), "{err}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn variants_have_their_defaults_biases_and_windows() {
+        let q = read(
+            r#"{"hidden_size": 32, "num_attention_heads": 4}"#,
+            Variant::Qwen2,
+        )
+        .unwrap();
+        assert!(q.qkv_bias && !q.output_bias);
+        assert_eq!(
+            q.sliding_window, None,
+            "use_sliding_window is false by default"
+        );
+        assert_eq!(q.vocab_size, 151936);
+        let m = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 8}"#,
+            Variant::Mistral,
+        )
+        .unwrap();
+        assert_eq!(m.sliding_window, Some(4096));
+        assert_eq!(m.num_key_value_heads, 8);
+        let m = read(r#"{"sliding_window": null}"#, Variant::Mistral).unwrap();
+        assert_eq!(m.sliding_window, None);
+        let l = read(
+            r#"{"num_attention_heads": 32, "num_key_value_heads": 8}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        let arch = l.architecture();
+        assert_eq!(arch.kv_head[0..5], [0, 0, 0, 0, 1]);
+        assert_eq!(arch.kv_head[31], 7);
+        let err = read(
+            r#"{"num_attention_heads": 8, "num_key_value_heads": 3}"#,
+            Variant::Llama,
+        )
+        .unwrap_err();
+        assert!(err.contains("not a multiple"), "{err}");
+        let err = read(r#"{"max_position_embeddings": 100000000}"#, Variant::Llama).unwrap_err();
+        assert!(err.contains("max_position_embeddings 100000000"), "{err}");
+    }
+}
