@@ -21,9 +21,10 @@ use super::capture::SequenceCapture;
 use super::config::{ConfigError, ConfigFile};
 use super::decoder::CausalLm;
 use super::kernels::Mask;
+use super::seq2seq::Seq2SeqNet;
 use super::validate::{self, ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
-use super::{albert, bert, distilbert, electra, gpt2, llama, roberta, Error};
+use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5, Error};
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
 /// file, one line here, and its tests (`docs/architecture.md` has the checklist).
@@ -38,6 +39,10 @@ pub static FAMILIES: &[&Family] = &[
     &llama::LLAMA,
     &llama::QWEN2,
     &llama::MISTRAL,
+    &bart::BART,
+    &bart::MBART,
+    &bart::MARIAN,
+    &t5::FAMILY,
 ];
 
 /// One model family: how to recognise its config and read its checkpoints.
@@ -151,6 +156,12 @@ pub trait Network: Send + Sync {
     /// The next-token side of a decoder (logits, a KV cache) for generation; `None` for
     /// encoders.
     fn causal_lm(&self) -> Option<&dyn CausalLm> {
+        None
+    }
+
+    /// The encoder–decoder side (encoder, decoder with cross-attention, head) of BART, T5 and
+    /// Marian; `None` for the others.
+    fn seq2seq(&self) -> Option<&Seq2SeqNet> {
         None
     }
 }
