@@ -325,8 +325,8 @@ impl Seq2SeqNet {
         }
     }
 
-    /// The encoder over a padded batch, each sequence's attention into its capture (when
-    /// given); returns its output `[sequences · tokens, hidden]`.
+    /// The encoder over a padded batch, each sequence's attention into its capture (one per
+    /// sequence, or none at all); returns its output `[sequences · tokens, hidden]`.
     pub fn run_encoder(
         &self,
         ids: &[u32],
@@ -348,8 +348,17 @@ impl Seq2SeqNet {
             self.sublayer(&mut h, &block.norm, |x| {
                 let qkv = block.qkv.forward(x, rows, Activation::Identity);
                 let mut context = vec![0f32; rows * hd];
-                let mut sinks: Vec<CaptureSink> =
-                    captures.iter_mut().map(|c| c.layer(l)).collect();
+                // Without captures (generation), every sequence gets an empty sink.
+                let mut sinks: Vec<CaptureSink> = if captures.is_empty() {
+                    (0..lengths.len())
+                        .map(|_| CaptureSink {
+                            probs: None,
+                            query_key: None,
+                        })
+                        .collect()
+                } else {
+                    captures.iter_mut().map(|c| c.layer(l)).collect()
+                };
                 let spec = self.spec(
                     arch,
                     lengths.len(),
