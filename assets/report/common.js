@@ -72,24 +72,42 @@ function baseHeadColor(h) {
 }
 
 /** Head colours for the current theme, made darker (light theme) or lighter (dark theme) in
- *  OKLab lightness until each stands out from the background by MIN_CONTRAST. */
+ *  OKLab lightness until each stands out from the background by MIN_CONTRAST. Heads grouped by
+ *  key/value head (state.groupKv) share their group's hue: the group's colour, then each member a
+ *  step further from the background (darker on light, lighter on dark) and a little turned in hue,
+ *  so the heads of a group read as one family and still apart. */
 let themeColors = null;
 function resetThemeColors() { themeColors = null; }
 function headRgb(h) {
-  if (!themeColors) {
+  if (!themeColors || themeColors.grouped !== state.groupKv) {
     const bg = parseRgb(cssVar('--bg'));
     const dark = luminance(bg) < 0.18;
-    const list = [];
-    for (let i = 0; i < H; i++) {
-      let c = baseHeadColor(i);
+    const readable = (c) => {
       const ok = toOklab(c);
       for (let step = 0; step < 100 && contrast(c, bg) < MIN_CONTRAST; step++) {
         ok[0] += dark ? 0.005 : -0.005;
         c = fromOklab(ok);
       }
-      list.push(c);
+      return c;
+    };
+    const list = [];
+    for (let i = 0; i < H; i++) {
+      if (!state.groupKv) {
+        list.push(readable(baseHeadColor(i)));
+        continue;
+      }
+      // Group g's hue: evenly spaced around the OKLab hue circle; its heads spread over at most
+      // a third of the gap to the next group, and a step apart in lightness.
+      const members = headsOfKv(KV[i]);
+      const j = members.indexOf(i);
+      const gap = (2 * Math.PI) / KVH;
+      const spread = Math.min(0.5, gap / 3);
+      const hue = 4.1 + KV[i] * gap + (members.length > 1 ? (j / (members.length - 1) - 0.5) * spread : 0);
+      const ok = toOklab(readable(fromOklab([0.62, 0.13 * Math.cos(hue), 0.13 * Math.sin(hue)])));
+      ok[0] += (dark ? 1 : -1) * j * Math.min(0.08, 0.24 / Math.max(1, members.length - 1));
+      list.push(readable(fromOklab(ok)));
     }
-    themeColors = { bg, list, css: list.map((c) => rgbCss(c)) };
+    themeColors = { bg, list, css: list.map((c) => rgbCss(c)), grouped: state.groupKv };
   }
   return themeColors.list[h];
 }
@@ -158,14 +176,49 @@ function fmtNum(v, digits) {
 }
 function tokenLabel(i) { return meta.tokens[i]; }
 function describeToken(i) {
-  return '"' + tokenLabel(i) + '" (#' + i + (isPair ? ', ' + segmentOf(i) : '') + ')';
+  return '"' + tokenLabel(i) + '" (#' + i + (isPair ? ', ' + segmentOf(i) : '') + (GENERATED[i] ? ', generated' : '') +
+    (i === SINK ? ', the attention sink' : '') + ')';
 }
-/** A unit as text: its label and the token numbers it covers. */
+/** A unit as text: its label and the token numbers it covers, and whether the model generated
+ *  it or it is the attention sink. */
 function describeUnit(a) {
   const u = units().list[a];
   const t = u.tokens;
   const where = t.length === 1 ? '#' + t[0] : 'tokens #' + t[0] + '–' + t[t.length - 1];
-  return '"' + u.label + '" (' + where + (isPair ? ', ' + u.seg : '') + ')';
+  return '"' + u.label + '" (' + where + (isPair ? ', ' + u.seg : '') + (u.generated ? ', generated' : '') +
+    (u.sink ? ', the attention sink' : '') + ')';
+}
+/** What the sink tag means, for titles. */
+const SINK_NOTE = 'The attention sink: the first token, which every query of a causal model sees and where heads park the attention they do not need.';
+
+/** Hatch the rectangle (x, y, w, h) of a 2D context (CSS px): thin diagonal lines in --hatch,
+ *  4 px apart, over what is there (the page background). */
+function hatchRect(ctx, x, y, w, h) {
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, y, w, h);
+  ctx.clip();
+  ctx.strokeStyle = cssVar('--hatch');
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let d = -h; d < w; d += 4) {
+    ctx.moveTo(x + d, y + h);
+    ctx.lineTo(x + d + h, y);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
+/** Paint the hatch of masked cells into a small canvas (the keys beside the colour bars). */
+function drawMaskKey(canvas) {
+  const s = 14;
+  canvas.width = s;
+  canvas.height = s;
+  const ctx = canvas.getContext('2d');
+  ctx.fillStyle = cssVar('--bg');
+  ctx.fillRect(0, 0, s, s);
+  ctx.fillStyle = cssVar('--hatch');
+  for (let y = 0; y < s; y++) for (let x = 0; x < s; x++) if ((x + y) % 4 === 0) ctx.fillRect(x, y, 1, 1);
 }
 function fmtBytes(b) {
   if (b < 1024) return b + ' B';
@@ -275,11 +328,15 @@ function set(patch) {
   Object.assign(state, patch);
   if (patch.head !== undefined && patch.headPicked === undefined) state.headPicked = true;
   if (state.hideSpecial !== before.hideSpecial || state.words !== before.words) invalidateWeights();
+  if (state.groupKv !== before.groupKv) {
+    resetThemeColors();
+    buildLegend();
+  }
   if (state.layer !== before.layer || state.words !== before.words || state.hideSpecial !== before.hideSpecial) {
     state.hover = null;
   }
   if (patch.theme !== undefined) applyTheme();
-  if (['threshold', 'pair', 'thumbStyle', 'hideSpecial', 'words', 'theme'].some((k) => state[k] !== before[k])) {
+  if (['threshold', 'pair', 'thumbStyle', 'hideSpecial', 'words', 'theme', 'groupKv'].some((k) => state[k] !== before[k])) {
     modelGrid.dirty = true;
   }
   renderNow();

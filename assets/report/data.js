@@ -12,9 +12,6 @@ const N = meta.tokens.length;
 const L = meta.model.layers;
 const H = meta.model.heads;
 const D = meta.model.head_dim;
-/** The key/value head each query head reads, and how many there are (grouped-query attention). */
-const KV_HEAD = meta.kv_head || Array.from({ length: H }, (_, h) => h);
-const KV_HEADS = Math.max(...KV_HEAD) + 1;
 /** The model's number of each captured layer (`--layers` may capture some only). */
 const LAYER_NUMBERS = meta.layer_numbers || Array.from({ length: L }, (_, l) => l);
 /** How a layer is named on the page: its number in the model. */
@@ -24,6 +21,17 @@ const isPair = meta.sentence_b_start !== null && meta.sentence_b_start !== undef
 const SPECIAL = meta.roles.map(isSpecialRole);
 /** A causal mask: query q cannot see a key after it (token positions). */
 const CAUSAL = meta.mask === 'causal';
+/** The key/value head each query head reads; several share one under grouped-query attention. */
+const KV = Array.isArray(meta.kv_head) && meta.kv_head.length === H ? meta.kv_head : Array.from({ length: H }, (_, h) => h);
+const KVH = Math.max(...KV) + 1;
+const GROUPED = KVH < H;
+/** Rotary position embeddings: the query and key vectors are the rotated ones. */
+const ROTARY = meta.positions === 'rotary';
+/** Which units the model generated (they follow the prompt), and the first of them (-1: none). */
+const GENERATED = (meta.generated || []).map(Boolean);
+const FIRST_GEN = GENERATED.indexOf(true);
+/** The attention sink of a causal model, the unit at the model's first position; null if none. */
+const SINK = meta.sink === undefined ? null : meta.sink;
 const analysis = meta.analysis || { stats: [], head_labels: null, matrices: [] };
 const stats = analysis.stats || [];
 const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats'];
@@ -112,7 +120,10 @@ const state = {
   thumbStyle: N <= 64 ? 'lines' : 'heatmap',
   matrixScale: 'max',
   matrixRight: 'mean',
-  neuronQuery: Math.max(0, SPECIAL.findIndex((s) => !s)),
+  groupKv: false,
+  // The first ordinary token; under a causal mask the last, which sees every key.
+  neuronQuery: CAUSAL ? Math.max(0, N - 1 - SPECIAL.slice().reverse().findIndex((s) => !s)) % N
+    : Math.max(0, SPECIAL.findIndex((s) => !s)),
   stat: stats.length ? stats[0].id : null,
   theme: 'auto',
 };
@@ -164,9 +175,12 @@ function units() {
       const first = u.tokens[0];
       u.special = SPECIAL[first];
       u.seg = segmentOf(first);
+      u.generated = Boolean(GENERATED[first]);
+      u.sink = SINK !== null && u.tokens.includes(SINK);
       for (const i of u.tokens) ofToken[i] = a;
     });
-    unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken };
+    const firstGen = list.findIndex((u) => u.generated);
+    unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken, firstGen };
   }
   return unitsCache;
 }
@@ -268,6 +282,17 @@ function unitMasked(a, b) {
   const list = units().list;
   const q = list[a].tokens;
   return list[b].tokens[0] > q[q.length - 1];
+}
+
+/** The query heads that read key/value head g. */
+function headsOfKv(g) { return KV.map((k, h) => (k === g ? h : -1)).filter((h) => h >= 0); }
+
+/** How the page names head h's key/value head: "kv head 1, shared with heads 3, 5"; '' without
+ *  grouped-query attention. */
+function kvNote(h) {
+  if (!GROUPED) return '';
+  const others = headsOfKv(KV[h]).filter((o) => o !== h);
+  return 'kv head ' + KV[h] + (others.length ? ', shared with head' + (others.length > 1 ? 's ' : ' ') + others.join(', ') : '');
 }
 
 /** Query and key units allowed by the pair filter. */

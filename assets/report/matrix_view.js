@@ -138,6 +138,16 @@ function paintMatrix(p, hoverCell) {
   ctx.putImageData(p.image, x0, x0);
   p.x0 = x0 / dpr;
   p.dpr = dpr;
+  if (CAUSAL) {
+    // Masked cells were left transparent: hatch them (lines, then the background, both drawn
+    // under what is there).
+    ctx.save();
+    ctx.globalCompositeOperation = 'destination-over';
+    hatchRect(ctx, p.x0, p.x0, p.plot, p.plot);
+    ctx.fillStyle = cssVar('--bg');
+    ctx.fillRect(p.x0, p.x0, p.plot, p.plot);
+    ctx.restore();
+  }
 
   const cell = matrixCell(p);
   const { ox, oy } = matrixZoom;
@@ -147,6 +157,8 @@ function paintMatrix(p, hoverCell) {
   const last = (o) => Math.min(p.m - 1, Math.floor(o + p.plot / cell));
   const fg = cssVar('--fg');
   const muted = cssVar('--muted');
+  const generated = cssVar('--generated');
+  const labelColor = (u, hot) => (hot ? fg : u.generated ? generated : u.special ? muted : fg);
   ctx.textBaseline = 'middle';
   if (cell >= MATRIX_LABEL_CELL) {
     // Every visible row and column named, in a font that fits the cell (8 to 12 px); the hovered
@@ -160,7 +172,7 @@ function paintMatrix(p, hoverCell) {
       const hot = hoverCell && hoverCell[0] === a;
       if (!inside(at(a, oy))) continue;
       ctx.font = (hot ? 'bold ' : '') + px;
-      ctx.fillStyle = hot || !u.special ? fg : muted;
+      ctx.fillStyle = labelColor(u, hot);
       ctx.textAlign = 'right';
       ctx.fillText(u.label, p.x0 - 4, at(a, oy), p.margin - 6);
     }
@@ -173,7 +185,7 @@ function paintMatrix(p, hoverCell) {
       ctx.rotate(-Math.PI / 2);
       ctx.textAlign = 'left';
       ctx.font = (hot ? 'bold ' : '') + px;
-      ctx.fillStyle = hot || !u.special ? fg : muted;
+      ctx.fillStyle = labelColor(u, hot);
       ctx.fillText(u.label, 0, 0, p.margin - 6);
       ctx.restore();
     }
@@ -203,19 +215,24 @@ function paintMatrix(p, hoverCell) {
   ctx.beginPath();
   ctx.rect(p.x0, p.x0, p.plot, p.plot);
   ctx.clip();
-  if (isPair) {
-    const b = p.us.findIndex((u) => u.seg === 'B');
-    if (b > 0) {
-      ctx.strokeStyle = cssVar('--bg');
-      ctx.lineWidth = 1.5;
-      ctx.beginPath();
-      ctx.moveTo(p.x0 + (b - ox) * cell, p.x0);
-      ctx.lineTo(p.x0 + (b - ox) * cell, plotEnd);
-      ctx.moveTo(p.x0, p.x0 + (b - oy) * cell);
-      ctx.lineTo(plotEnd, p.x0 + (b - oy) * cell);
-      ctx.stroke();
-    }
-  }
+  // A line before a unit, across the plot both ways: sentence B's first (solid), the first
+  // generated unit (dashed).
+  const divide = (u, dash) => {
+    ctx.strokeStyle = cssVar('--bg');
+    ctx.lineWidth = 1.5;
+    ctx.setLineDash(dash);
+    ctx.beginPath();
+    ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
+    ctx.lineTo(p.x0 + (u - ox) * cell, plotEnd);
+    ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
+    ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
+    ctx.stroke();
+    ctx.setLineDash([]);
+  };
+  const b = isPair ? p.us.findIndex((u) => u.seg === 'B') : -1;
+  if (b > 0) divide(b, []);
+  const g = units().firstGen;
+  if (g > 0) divide(g, [4, 3]);
   if (hoverCell) {
     // The hovered cell, outlined (at least 3 px, so tiny cells still show).
     ctx.strokeStyle = '#ff3b30';
@@ -427,6 +444,10 @@ function cellBound(kind, l, h, a, c) {
 
 function matrixTip(label, kindOf) {
   return (p, a, c) => {
+    if (CAUSAL && unitMasked(a, c)) {
+      return label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
+        '\nmasked: the key comes after the query, which cannot see it (causal mask); not a weight of 0';
+    }
     const bound = cellBound(kindOf(), state.layer, state.head, a, c);
     const bits = sections.attention.dtype === 'u8' ? '8' : '16';
     let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
@@ -443,7 +464,7 @@ function matrixTip(label, kindOf) {
 function renderMatrix() {
   const l = state.layer;
   const h = state.head;
-  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + layerName(l) + ' · head ' + h);
+  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''));
   const kind = state.matrixRight;
   $('matrix-right-select').value = kind;
   const info = (analysis.matrices || []).find((x) => x.id === kind);
@@ -453,4 +474,6 @@ function renderMatrix() {
   drawMatrixPanel('matrix-right', matrixValues(kind, l, h), null);
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
+  document.querySelectorAll('#view-matrix .mask-key, #view-matrix .mask-key-label').forEach((k) => { k.hidden = !CAUSAL; });
+  if (CAUSAL) document.querySelectorAll('#view-matrix canvas.mask-key').forEach(drawMaskKey);
 }

@@ -13,13 +13,25 @@ function thumbSize() {
 function buildModelGrid() {
   const grid = $('model-grid');
   grid.textContent = '';
+  if (GROUPED) {
+    // A band over each run of neighbouring heads that read one key/value head.
+    grid.append(el('span', { class: 'axis' }));
+    for (let h = 0; h < H;) {
+      let end = h;
+      while (end + 1 < H && KV[end + 1] === KV[h]) end++;
+      const band = el('span', { class: 'axis kv-band', text: 'kv ' + KV[h], title: 'Heads ' + h + '–' + end + ' read key/value head ' + KV[h] });
+      band.style.gridColumn = 'span ' + (end - h + 1);
+      grid.append(band);
+      h = end + 1;
+    }
+  }
   grid.append(el('span', { class: 'axis', text: 'L \\ H' }));
   for (let h = 0; h < H; h++) grid.append(el('span', { class: 'axis', text: String(h) }));
   for (let l = 0; l < L; l++) {
     grid.append(el('span', { class: 'axis', text: layerName(l) }));
     for (let h = 0; h < H; h++) {
       const c = el('canvas');
-      const b = el('button', { type: 'button', class: 'thumb', title: 'Layer ' + layerName(l) + ', head ' + h + ': open in the head view', dataset: { layer: String(l), head: String(h) } }, c);
+      const b = el('button', { type: 'button', class: 'thumb', title: 'Layer ' + layerName(l) + ', head ' + h + (GROUPED ? ' (kv head ' + KV[h] + ')' : '') + ': open in the head view', dataset: { layer: String(l), head: String(h) } }, c);
       b.addEventListener('click', () => openHead(l, h));
       grid.append(b);
     }
@@ -93,8 +105,10 @@ function drawThumb(canvas, l, h, bg) {
   ctx.fillRect(0, 0, s, s);
   const m = units().list.length;
   if (state.thumbStyle === 'heatmap') {
+    if (CAUSAL) hatchRect(ctx, 0, 0, s, s);
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(heatThumb(l, h, Math.min(s, m)), 0, 0, s, s);
+    generatedEdges(ctx, s, (a) => (a * s) / m, s / m, true);
     return;
   }
   const M = unitMatrix(l, h, false);
@@ -130,6 +144,24 @@ function drawThumb(canvas, l, h, bg) {
     ctx.stroke();
   }
   ctx.globalAlpha = 1;
+  generatedEdges(ctx, s, (a) => pos[a] - spacing / 2, spacing, false);
+}
+
+/**
+ * Mark the generated units on a thumbnail of side s: an orange bar along the left edge over their
+ * rows, and along the top (heatmap: their columns) or the right edge (lines: the keys).
+ * `start(a)` is where unit a's band begins, `size` its width.
+ */
+function generatedEdges(ctx, s, start, size, heatmap) {
+  const g = units().firstGen;
+  if (g < 0) return;
+  const m = units().list.length;
+  const from = Math.max(0, start(g));
+  const to = Math.min(s, start(m - 1) + size);
+  ctx.fillStyle = cssVar('--generated');
+  ctx.fillRect(0, from, 2, to - from);
+  if (heatmap) ctx.fillRect(from, 0, to - from, 2);
+  else ctx.fillRect(s - 2, from, 2, to - from);
 }
 
 /**
@@ -145,12 +177,17 @@ function heatThumb(l, h, px) {
   const M = unitMatrix(l, h, false);
   const img = new ImageData(px, px);
   const pooled = new Float64Array(px * px);
+  // Pixels every cell of which is masked (a causal model's future) stay transparent: the
+  // thumbnail's hatch shows through them.
+  const seen = new Uint8Array(px * px);
   let max = 0;
   for (let a = 0; a < m; a++) {
     const r = Math.floor((a * px) / m) * px;
     for (let c = 0; c < m; c++) {
+      if (CAUSAL && unitMasked(a, c)) continue;
       const v = M[a * m + c];
       const idx = r + Math.floor((c * px) / m);
+      seen[idx] = 1;
       if (v > pooled[idx]) pooled[idx] = v;
     }
   }
@@ -160,7 +197,7 @@ function heatThumb(l, h, px) {
     img.data[i * 4] = LUT[j];
     img.data[i * 4 + 1] = LUT[j + 1];
     img.data[i * 4 + 2] = LUT[j + 2];
-    img.data[i * 4 + 3] = 255;
+    img.data[i * 4 + 3] = seen[i] ? 255 : 0;
   }
   const off = document.createElement('canvas');
   off.width = px;

@@ -6,29 +6,38 @@
 
 let neuronLayout = null;
 
-/** Everything the neuron view shows for the current layer, head and query token. */
+/**
+ * Everything the neuron view shows for the current layer, head and query token. Queries are laid
+ * out [layers, heads, tokens, D], keys [layers, kv heads, tokens, D]: head h reads the keys of its
+ * key/value head KV[h] (grouped-query attention). Under a causal mask the keys after the query
+ * are masked: no score, no share of the softmax (`masked[i]`; their scores are null).
+ */
 function neuronData(l = state.layer, h = state.head, q = state.neuronQuery) {
   if (!sections.query) return null;
   const T = N; // vectors exist per token only (never at word level)
-  const off = (t) => ((l * H + h) * T + t) * D;
-  // Keys are stored per key/value head: query head h reads kv_head[h] (grouped-query attention).
-  const offK = (t) => ((l * KV_HEADS + KV_HEAD[h]) * T + t) * D;
+  const offQ = (t) => ((l * H + h) * T + t) * D;
+  const offK = (t) => ((l * KVH + KV[h]) * T + t) * D;
   const Q = sections.query.values;
   const K = sections.key.values;
-  const qv = Q.subarray(off(q), off(q) + D);
-  // Under a causal mask the query sees only itself and the keys before it.
-  const keys = keptTokens().filter((k) => !CAUSAL || k <= q);
+  const qv = Q.subarray(offQ(q), offQ(q) + D);
+  const keys = keptTokens();
   const inv = 1 / Math.sqrt(D);
   const kv = keys.map((k) => K.subarray(offK(k), offK(k) + D));
-  const scores = kv.map((k) => { let s = 0; for (let i = 0; i < D; i++) s += qv[i] * k[i]; return s * inv; });
-  const top = Math.max(...scores);
-  const ex = scores.map((s) => Math.exp(s - top));
+  const masked = keys.map((k) => CAUSAL && k > q);
+  const scores = kv.map((k, i) => {
+    if (masked[i]) return null;
+    let s = 0;
+    for (let j = 0; j < D; j++) s += qv[j] * k[j];
+    return s * inv;
+  });
+  const top = Math.max(...scores.filter((s) => s !== null));
+  const ex = scores.map((s) => (s === null ? 0 : Math.exp(s - top)));
   const z = ex.reduce((a, b) => a + b, 0);
   const softmax = ex.map((e) => e / z);
   const stored = keys.map((k) => weight(l, h, q, k));
   let maxDiff = 0;
-  softmax.forEach((p, i) => { maxDiff = Math.max(maxDiff, Math.abs(p - stored[i])); });
-  return { layer: l, head: h, query: q, keys, q: Array.from(qv), k: kv.map((v) => Array.from(v)), scores, softmax, stored, maxDiff };
+  softmax.forEach((p, i) => { if (!masked[i]) maxDiff = Math.max(maxDiff, Math.abs(p - stored[i])); });
+  return { layer: l, head: h, kvHead: KV[h], query: q, keys, masked, q: Array.from(qv), k: kv.map((v) => Array.from(v)), scores, softmax, stored, maxDiff };
 }
 
 /** Vector entries: red for positive, blue for negative, deeper for larger magnitudes, fading to
@@ -81,9 +90,15 @@ function renderNeuron() {
   cols.stored = cols.softNum + gap;
   cols.delta = cols.stored + 70 + gap;
   const width = cols.delta + 56;
-  // Header: column titles, the query vector, then the scales (colour legends and bar axes).
-  const titleY = 9;
-  const qy = 20;
+  // Header: what the vectors are (RoPE, the shared key/value head), column titles, the query
+  // vector, then the scales (colour legends and bar axes).
+  const banner = [];
+  if (ROTARY) banner.push('q and k after the rotary position embedding (RoPE): each rotated by its position, the vectors whose dot product the softmax saw');
+  if (GROUPED) banner.push('Head ' + d.head + ' reads the keys of ' + kvNote(d.head) + ' (grouped-query attention)');
+  if (CAUSAL) banner.push('Causal mask: keys after the query are masked, with no score and no share of the softmax');
+  const bannerH = banner.length * 15;
+  const titleY = 9 + bannerH;
+  const qy = 20 + bannerH;
   const legendY = qy + rh + 6;
   const y0 = legendY + 22;
   const height = y0 + d.keys.length * rh + 8;
@@ -99,16 +114,18 @@ function renderNeuron() {
   for (const x of d.q) vmax = Math.max(vmax, Math.abs(x));
   for (const k of d.k) for (const x of k) vmax = Math.max(vmax, Math.abs(x));
   let pmax = 0;
-  for (const k of d.k) for (let i = 0; i < D; i++) pmax = Math.max(pmax, Math.abs(d.q[i] * k[i]));
+  d.k.forEach((k, r) => { if (!d.masked[r]) for (let i = 0; i < D; i++) pmax = Math.max(pmax, Math.abs(d.q[i] * k[i])); });
   // q·k/√d bars grow from a zero axis, right for positive and left for negative scores.
-  const lo = Math.min(0, ...d.scores);
-  const hi = Math.max(0, ...d.scores);
+  const seen = d.scores.filter((v) => v !== null);
+  const lo = Math.min(0, ...seen);
+  const hi = Math.max(0, ...seen);
   const scoreX = (v) => cols.score + (hi > lo ? ((v - lo) / (hi - lo)) * barW : 0);
   const axisX = scoreX(0);
   const softMax = Math.max(...d.softmax);
 
   ctx.fillStyle = muted;
   ctx.textAlign = 'left';
+  banner.forEach((line, i) => ctx.fillText(line, cols.token, 9 + i * 15));
   ctx.fillText('key', cols.token, titleY);
   ctx.fillText('k (key vector, d = ' + D + ')', cols.k, titleY);
   ctx.fillText('q ∘ k (elementwise)', cols.qk, titleY);
@@ -128,7 +145,8 @@ function renderNeuron() {
   }
   ctx.textAlign = 'left';
   ctx.fillStyle = muted;
-  ctx.fillText('query of layer ' + layerName(d.layer) + ', head ' + d.head, cols.qk, qy + rh / 2);
+  ctx.fillText('query of layer ' + layerName(d.layer) + ', head ' + d.head + (ROTARY ? ', after RoPE' : '') +
+    (GROUPED ? ' · keys of kv head ' + d.kvHead : ''), cols.qk, qy + rh / 2);
 
   // Scales: what the vector colours mean, and the bars' axes.
   const small = (fontPx - 1) + 'px ' + FONT_FAMILY;
@@ -190,10 +208,24 @@ function renderNeuron() {
       ctx.fillStyle = rgbCss(hoverRgb);
       ctx.fillRect(0, y, width, rh);
     }
-    ctx.fillStyle = SPECIAL[k] ? muted : fg;
+    ctx.fillStyle = GENERATED[k] ? cssVar('--generated') : SPECIAL[k] || d.masked[r] ? muted : fg;
     ctx.textAlign = 'right';
     ctx.fillText(tokenLabel(k), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];
+    if (d.masked[r]) {
+      // A key after the query: its vector, faint; nothing the attention computed.
+      ctx.globalAlpha = 0.3;
+      for (let i = 0; i < D; i++) {
+        ctx.fillStyle = divergingColor(kv[i], vmax, base);
+        ctx.fillRect(cols.k + i * cw, y + 1, cw - 1, rh - 2);
+      }
+      ctx.globalAlpha = 1;
+      hatchRect(ctx, cols.qk, y + 1, vecW, rh - 2);
+      ctx.fillStyle = muted;
+      ctx.textAlign = 'left';
+      ctx.fillText('masked: after the query', cols.score, y + rh / 2);
+      return;
+    }
     for (let i = 0; i < D; i++) {
       ctx.fillStyle = divergingColor(kv[i], vmax, base);
       ctx.fillRect(cols.k + i * cw, y + 1, cw - 1, rh - 2);
@@ -221,9 +253,11 @@ function renderNeuron() {
   ctx.fillStyle = fg;
   ctx.fillRect(Math.round(axisX), y0 - 2, 1, d.keys.length * rh + 4);
   neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width, barW, font, axisX, ticks, legends };
-  $('neuron-check').textContent = 'Layer ' + layerName(d.layer) + ', head ' + d.head + ', query ' + describeToken(d.query) +
-    ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32), equals the attention row to within ' +
-    d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
+  $('neuron-check').textContent = 'Layer ' + layerName(d.layer) + ', head ' + d.head + (GROUPED ? ' (' + kvNote(d.head) + ')' : '') +
+    ', query ' + describeToken(d.query) +
+    ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32' + (ROTARY ? ', after the rotary position embedding' : '') +
+    '), equals the attention row to within ' + d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
+    (CAUSAL ? '; keys after the query are masked and take no part' : '') +
     (state.hideSpecial ? '; with ' + SPECIAL_NAMES + ' hidden both are taken over the remaining keys.' : '.');
   canvas.dataset.maxDiff = String(d.maxDiff);
 }
@@ -248,11 +282,15 @@ function setupNeuronPointer() {
     const dim = Math.floor((at.x - p.cols.k) / p.cw);
     const dim2 = Math.floor((at.x - p.cols.qk) / p.cw);
     let text = null;
+    const rope = ROTARY ? ' (after RoPE)' : '';
     if (at.inQ && dim >= 0 && dim < D) {
-      text = 'q[' + dim + '] of ' + describeToken(d.query) + ' = ' + d.q[dim].toFixed(5);
+      text = 'q[' + dim + '] of ' + describeToken(d.query) + rope + ' = ' + d.q[dim].toFixed(5);
+    } else if (at.row >= 0 && d.masked[at.row]) {
+      text = describeToken(p.keys[at.row]) + ' comes after the query: masked (causal), no score' +
+        (dim >= 0 && dim < D ? '\nk[' + dim + ']' + rope + ' = ' + d.k[at.row][dim].toFixed(5) : '');
     } else if (at.row >= 0) {
       const k = p.keys[at.row];
-      if (dim >= 0 && dim < D) text = 'k[' + dim + '] of ' + describeToken(k) + ' = ' + d.k[at.row][dim].toFixed(5);
+      if (dim >= 0 && dim < D) text = 'k[' + dim + '] of ' + describeToken(k) + rope + (GROUPED ? ', kv head ' + d.kvHead : '') + ' = ' + d.k[at.row][dim].toFixed(5);
       else if (dim2 >= 0 && dim2 < D) text = 'q[' + dim2 + '] × k[' + dim2 + '] for ' + describeToken(k) + ' = ' + (d.q[dim2] * d.k[at.row][dim2]).toFixed(5);
       else text = describeToken(d.query) + ' → ' + describeToken(k) + '\nq·k/√d   ' + d.scores[at.row].toFixed(5) +
         '\nsoftmax  ' + d.softmax[at.row].toFixed(6) + '\nstored   ' + fmtWeight(d.stored[at.row]) + '  (' + storageNote() + ')\nclick to make this token the query';

@@ -25,6 +25,15 @@ function setupControls() {
     : ' — no word in this input is split into pieces';
   words.addEventListener('change', () => set({ words: words.checked }));
 
+  const groupKv = $('group-kv');
+  groupKv.addEventListener('change', () => set({ groupKv: groupKv.checked }));
+  $('head-causal-hint').hidden = !CAUSAL;
+  const extra = [];
+  if (CAUSAL) extra.push('Hatched: masked cells, keys after the query (causal mask).');
+  if (FIRST_GEN >= 0) extra.push('Orange edges mark the tokens the model generated.');
+  if (GROUPED) extra.push('Heads sharing a key/value head are bracketed above the columns.');
+  $('model-extra-hint').textContent = extra.length ? ' ' + extra.join(' ') : '';
+
   const thr = $('threshold');
   thr.value = String(state.threshold);
   thr.addEventListener('input', () => set({ threshold: Number(thr.value) }));
@@ -50,7 +59,9 @@ function setupControls() {
   right.addEventListener('change', () => set({ matrixRight: right.value }));
 
   const nq = $('neuron-query');
-  for (let i = 0; i < N; i++) nq.append(el('option', { value: String(i), text: i + ': ' + tokenLabel(i) }));
+  for (let i = 0; i < N; i++) {
+    nq.append(el('option', { value: String(i), text: i + ': ' + tokenLabel(i) + (GENERATED[i] ? ' (generated)' : '') + (i === SINK ? ' (sink)' : '') }));
+  }
   nq.addEventListener('change', () => set({ neuronQuery: Number(nq.value) }));
 
   const statSel = $('stat-select');
@@ -94,6 +105,7 @@ function syncControls() {
   $('head-select').value = String(state.head);
   $('hide-special').checked = state.hideSpecial;
   $('merge-words').checked = state.words;
+  $('group-kv').checked = state.groupKv;
   const wnote = $('words-note');
   wnote.hidden = !(state.words || meta.level === 'word');
   wnote.textContent = meta.level === 'word'
@@ -113,6 +125,7 @@ function syncControls() {
   const v = state.view;
   $('head-control').hidden = !(v === 'matrix' || v === 'neuron');
   $('threshold-control').hidden = !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
+  $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   $('layer-select').disabled = v === 'model' || v === 'stats';
   $('neuron-query').value = String(state.neuronQuery);
@@ -152,6 +165,7 @@ function onKey(e) {
     if (v !== 'stats' || stats.length) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
+  else if (k === 'g' && GROUPED) set({ groupKv: !state.groupKv });
   else if (k === 't') $('theme-toggle').click();
   else if (state.view === 'matrix' && (k === '+' || k === '=')) zoomMatrixCentre(2);
   else if (state.view === 'matrix' && k === '-') zoomMatrixCentre(0.5);
@@ -205,8 +219,14 @@ function fillSummary() {
   $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
   const subset = LAYER_NUMBERS.some((n, l) => n !== l);
   const layersText = subset ? 'layers ' + LAYER_NUMBERS.join(', ') : m.layers + ' layers';
-  $('model-shape').textContent = layersText + ' × ' + m.heads + ' heads · hidden ' + m.hidden_size +
-    ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens');
+  $('model-shape').textContent = layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
+    ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens') +
+    (CAUSAL ? ' · causal' : '');
+  const generatedText = generatedWords();
+  if (generatedText !== null) {
+    $('generated-line').hidden = false;
+    $('generated-text').textContent = generatedText;
+  }
   $('sentence-a').textContent = meta.text;
   if (isPair || meta.pair) {
     $('sentence-a-label').textContent = 'Sentence A';
@@ -222,6 +242,25 @@ function fillSummary() {
     [isPair ? 'Sentence A' : 'Sentence', meta.text],
   ];
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
+  rows.push(['Attention', (meta.kind === 'self' ? 'self-attention' : meta.kind + ' attention') + (CAUSAL
+    ? ', causal: a token sees itself and the tokens before it; the views hatch (matrix, model) or leave out (head view) the keys after it'
+    : ', bidirectional: every token sees every token')]);
+  if (GROUPED) {
+    const groups = [];
+    for (let g = 0; g < KVH; g++) groups.push('kv ' + g + ': heads ' + headsOfKv(g).join(', '));
+    rows.push(['Key/value heads', KVH + ' (grouped-query attention: each is read by several query heads, and every query head has its own attention) · ' + groups.join(' · ')]);
+  }
+  if (meta.positions) {
+    rows.push(['Positions', ROTARY
+      ? 'rotary (RoPE): every layer rotates queries and keys by their position; the neuron view shows the rotated vectors, whose dot products the softmax saw'
+      : meta.positions === 'relative' ? 'relative: a learned bias on the scores by distance, in neither query nor key'
+        : 'absolute: position vectors added to the token embeddings']);
+  }
+  if (FIRST_GEN >= 0) {
+    const last = GENERATED.lastIndexOf(true);
+    rows.push(['Generated', (meta.level === 'word' ? 'words' : 'tokens') + ' #' + FIRST_GEN + '–' + last + ', written by the model after the prompt: "' + generatedWords() + '"']);
+  }
+  if (SINK !== null) rows.push(['Attention sink', describeToken(SINK) + ': ' + SINK_NOTE]);
   rows.push(
     ['Units', N + ' ' + (meta.level === 'word' ? 'words (word pieces merged: attention to a word sums its pieces, from a word averages them)' : 'tokens')],
     ['Tokens', meta.tokens.join(' ')],
@@ -239,6 +278,17 @@ function fillSummary() {
   for (const [k, v] of meta.settings) rows.push([k, v]);
   const table = $('about-table');
   for (const [k, v] of rows) table.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
+}
+
+/** The text the model generated (its units' surfaces; a special token by its label), or null
+ *  when it generated nothing. */
+function generatedWords() {
+  if (FIRST_GEN < 0) return null;
+  const parts = [];
+  for (let i = FIRST_GEN; i < N; i++) {
+    if (GENERATED[i]) parts.push(meta.surfaces && meta.surfaces[i] ? meta.surfaces[i] : SPECIAL[i] ? meta.tokens[i] : '');
+  }
+  return (meta.level === 'word' ? parts.join(' ') : parts.join('')).trim();
 }
 
 /** The model and sentence lines take one line each until expanded; the toggle shows only when

@@ -15,7 +15,7 @@ function renderStats() {
   grid.textContent = '';
   grid.style.gridTemplateColumns = '28px repeat(' + H + ', auto)';
   grid.append(el('span', { class: 'axis', text: 'L \\ H' }));
-  for (let h = 0; h < H; h++) grid.append(el('span', { class: 'axis', text: String(h) }));
+  for (let h = 0; h < H; h++) grid.append(el('span', { class: 'axis', text: String(h), title: 'Head ' + h + (GROUPED ? ' (' + kvNote(h) + ')' : '') }));
   const labels = analysis.head_labels;
   for (let l = 0; l < L; l++) {
     grid.append(el('span', { class: 'axis', text: layerName(l) }));
@@ -36,7 +36,7 @@ function renderStats() {
       cell.classList.toggle('current', state.headPicked && l === state.layer && h === state.head);
       cell.addEventListener('click', () => openHead(l, h));
       cell.addEventListener('mousemove', (e) => {
-        let t = 'Layer ' + layerName(l) + ', head ' + h + (tag ? ' — ' + tag : '');
+        let t = 'Layer ' + layerName(l) + ', head ' + h + (GROUPED ? ' (' + kvNote(h) + ')' : '') + (tag ? ' — ' + tag : '');
         for (const s of stats) t += '\n' + s.label + ': ' + fmtNum(s.values[l][h], 4);
         showTip(t, e.clientX, e.clientY);
       });

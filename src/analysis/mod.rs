@@ -166,6 +166,8 @@ pub struct StatsSection {
     pub to_start: Vec<Vec<f64>>,
     /// [`HeadStats::to_end`].
     pub to_end: Vec<Vec<f64>>,
+    /// [`HeadStats::to_first`] (NaN, written as null, unless the mask is causal).
+    pub to_first: Vec<Vec<f64>>,
     /// [`HeadStats::to_punct`].
     pub to_punct: Vec<Vec<f64>>,
     /// [`HeadStats::to_self`].
@@ -209,6 +211,7 @@ impl StatsSection {
             distance: grid(|s| s.distance),
             to_start: grid(|s| s.to_start),
             to_end: grid(|s| s.to_end),
+            to_first: grid(|s| s.to_first),
             to_punct: grid(|s| s.to_punct),
             to_self: grid(|s| s.to_self),
             to_prev: grid(|s| s.to_prev),

@@ -3,11 +3,14 @@
 //!
 //! Every statistic is a mean over the query rows of one head's matrix (each row is one query's
 //! distribution over the keys). All rows count, the special tokens' rows included, as in Clark
-//! et al.; the only rows skipped are rows with no mass at all, which only special-token exclusion
-//! can produce. Which keys are the sequence start and end comes from the units' roles (so the
-//! shares mean the same for `[CLS]`/`[SEP]`, `<s>`/`</s>` and BOS/EOS), and a causal mask
-//! changes what "uniform" means for a row (see [`HeadStats::entropy_norm`]). Sums run in f64; the `w ln w` terms of the entropy use a vectorisable f32 logarithm
-//! (relative error about 1e-7), which keeps 144 heads × 512² weights at tens of milliseconds.
+//! et al.; the rows skipped are rows with no mass at all, which only special-token exclusion
+//! can produce, and under a causal mask rows that see a single key (the first query has no
+//! choice). Which keys are the sequence start and end comes from the units' roles (so the
+//! shares mean the same for `[CLS]`/`[SEP]`, `<s>`/`</s>` and BOS/EOS); a causal mask changes
+//! what "uniform" means for a row (see [`HeadStats::entropy_norm`]) and adds the share to the
+//! attention sink ([`HeadStats::to_first`]). Sums run in f64; the `w ln w` terms of the entropy
+//! use a vectorisable f32 logarithm (relative error about 1e-7), which keeps 144 heads × 512²
+//! weights at tens of milliseconds.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,18 +27,20 @@ pub const POSITIONAL_THRESHOLD: f64 = 0.5;
 /// attended keys, `exp(entropy)`, is at least `n^0.85`).
 pub const BROAD_THRESHOLD: f64 = 0.85;
 /// A head is a special-token sink when its share to the sequence start plus end tokens is above
-/// this.
+/// this, and (causal models) a first-token sink when its share to the first token is.
 pub const SINK_THRESHOLD: f64 = 0.5;
 
 /// Statistics of one head, each a mean over its query rows. Field names are the JSON names.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+///
+/// A statistic the attention does not define is NaN (`null` in JSON); two `HeadStats` are equal
+/// when every value is, an undefined one equal to an undefined one.
+#[derive(Clone, Copy, Debug, Serialize)]
 pub struct HeadStats {
     /// Mean entropy of the rows, in nats: `−Σ_k a_qk ln a_qk` (with `0 ln 0 = 0`).
     pub entropy: f64,
     /// Normalised entropy: 0 when every query looks at one key, 1 when attention is uniform over
     /// the keys it can see. Bidirectionally `entropy / ln n` (0 when `n = 1`); under a causal
-    /// mask the mean over rows of `H_q / ln(visible keys of q)`, leaving out rows that see one
-    /// key (their entropy is 0 by force).
+    /// mask the mean over rows of `H_q / ln(visible keys of q)` (`ln(q + 1)` for token `q`).
     pub entropy_norm: f64,
     /// Mean attention distance in units: `Σ_k a_qk |q − k|` (NaN for cross-attention, whose
     /// queries and keys are different units).
@@ -45,6 +50,10 @@ pub struct HeadStats {
     /// Share of attention to the separator/end tokens (`[SEP]`, `</s>`, EOS: role end; all of
     /// them, in a pair).
     pub to_end: f64,
+    /// Share of attention to the first token, the attention sink of a causal model (see
+    /// [`crate::attention::Attention::sink`]); NaN for bidirectional attention, cross-attention,
+    /// and views without the first token.
+    pub to_first: f64,
     /// Share of attention to punctuation units.
     pub to_punct: f64,
     /// Share of attention to the query itself (`a_qq`; NaN for cross-attention).
@@ -53,12 +62,48 @@ pub struct HeadStats {
     /// cross-attention).
     pub to_prev: f64,
     /// Share of attention to the next unit (`a_q,q+1`; 0 for the last row; NaN for
-    /// cross-attention).
+    /// cross-attention, and under a causal mask, which hides every next unit).
     pub to_next: f64,
-    /// Number of query rows averaged (rows with no mass are skipped).
+    /// Number of query rows averaged (rows with no mass, and under a causal mask rows that see
+    /// a single key, are skipped).
     pub rows: usize,
     /// What the head clearly does, if anything.
     pub label: HeadLabel,
+}
+
+impl PartialEq for HeadStats {
+    fn eq(&self, other: &Self) -> bool {
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        self.rows == other.rows
+            && self.label == other.label
+            && Stat::ALL
+                .into_iter()
+                .all(|stat| same(stat.value(self), stat.value(other)))
+    }
+}
+
+impl HeadStats {
+    /// Statistics from each [`Stat`]'s value (`value(stat)`) and the rows behind them, labelled
+    /// with [`HeadLabel::classify`]: how averaged statistics (corpus mode) are put together,
+    /// whatever the order of the fields.
+    pub fn from_values(value: impl Fn(Stat) -> f64, rows: usize) -> HeadStats {
+        let mut s = HeadStats {
+            entropy: value(Stat::Entropy),
+            entropy_norm: value(Stat::EntropyNorm),
+            distance: value(Stat::Distance),
+            to_start: value(Stat::ToStart),
+            to_end: value(Stat::ToEnd),
+            to_first: value(Stat::ToFirst),
+            to_punct: value(Stat::ToPunct),
+            to_self: value(Stat::ToSelf),
+            to_prev: value(Stat::ToPrev),
+            to_next: value(Stat::ToNext),
+            rows,
+            label: HeadLabel::None,
+        };
+        s.label = HeadLabel::classify(&s);
+        s
+    }
 }
 
 /// What a head clearly does, following Clark et al. (2019). The first rule that holds wins, in
@@ -72,6 +117,9 @@ pub enum HeadLabel {
     PositionalNext,
     /// Attention close to uniform: normalised entropy at least [`BROAD_THRESHOLD`].
     Broad,
+    /// Causal models: more than half of the attention goes to the first token, the attention
+    /// sink (whether or not it is a BOS token).
+    FirstTokenSink,
     /// More than half of the attention goes to the sequence start and end tokens.
     SpecialSink,
     /// None of the above.
@@ -80,19 +128,23 @@ pub enum HeadLabel {
 
 impl HeadLabel {
     /// Every label, in rule order.
-    pub const ALL: [HeadLabel; 5] = [
+    pub const ALL: [HeadLabel; 6] = [
         HeadLabel::PositionalPrevious,
         HeadLabel::PositionalNext,
         HeadLabel::Broad,
+        HeadLabel::FirstTokenSink,
         HeadLabel::SpecialSink,
         HeadLabel::None,
     ];
 
     /// Label statistics (also averaged ones, e.g. over a corpus):
     /// `to_prev > 0.5` → positional-previous, else `to_next > 0.5` → positional-next,
-    /// else `entropy_norm ≥ 0.85` → broad, else `to_start + to_end > 0.5` → special-sink,
-    /// else none. Broad comes before sink so that a near-uniform head over a short input, where
-    /// the start and end tokens are a large fraction of the units, is not called a sink.
+    /// else `entropy_norm ≥ 0.85` → broad, else `to_first > 0.5` → first-token-sink (causal
+    /// models only: elsewhere `to_first` is NaN), else `to_start + to_end > 0.5` →
+    /// special-sink, else none. Broad comes before the sinks so that a near-uniform head over a
+    /// short input, where the start and end tokens are a large fraction of the units, is not
+    /// called a sink; the first-token sink comes before the special sink because in a causal
+    /// model a BOS token is the first token, and sinks by its position.
     pub fn classify(s: &HeadStats) -> HeadLabel {
         if s.to_prev > POSITIONAL_THRESHOLD {
             HeadLabel::PositionalPrevious
@@ -100,6 +152,8 @@ impl HeadLabel {
             HeadLabel::PositionalNext
         } else if s.entropy_norm >= BROAD_THRESHOLD {
             HeadLabel::Broad
+        } else if s.to_first > SINK_THRESHOLD {
+            HeadLabel::FirstTokenSink
         } else if s.to_start + s.to_end > SINK_THRESHOLD {
             HeadLabel::SpecialSink
         } else {
@@ -113,6 +167,7 @@ impl HeadLabel {
             HeadLabel::PositionalPrevious => "positional-previous",
             HeadLabel::PositionalNext => "positional-next",
             HeadLabel::Broad => "broad",
+            HeadLabel::FirstTokenSink => "first-token-sink",
             HeadLabel::SpecialSink => "special-sink",
             HeadLabel::None => "none",
         }
@@ -124,6 +179,7 @@ impl HeadLabel {
             HeadLabel::PositionalPrevious => '<',
             HeadLabel::PositionalNext => '>',
             HeadLabel::Broad => 'B',
+            HeadLabel::FirstTokenSink => 'F',
             HeadLabel::SpecialSink => 'S',
             HeadLabel::None => '.',
         }
@@ -135,8 +191,21 @@ impl HeadLabel {
             HeadLabel::PositionalPrevious => "previous token",
             HeadLabel::PositionalNext => "next token",
             HeadLabel::Broad => "broad",
+            HeadLabel::FirstTokenSink => "first-token sink",
             HeadLabel::SpecialSink => "start/end sink",
             HeadLabel::None => "none of these",
+        }
+    }
+
+    /// A tag short enough for a grid cell (`previous`, `first`, `sink`); empty for none.
+    pub fn tag(self) -> &'static str {
+        match self {
+            HeadLabel::PositionalPrevious => "previous",
+            HeadLabel::PositionalNext => "next",
+            HeadLabel::Broad => "broad",
+            HeadLabel::FirstTokenSink => "first",
+            HeadLabel::SpecialSink => "sink",
+            HeadLabel::None => "",
         }
     }
 }
@@ -160,6 +229,8 @@ pub enum Stat {
     ToStart,
     /// [`HeadStats::to_end`].
     ToEnd,
+    /// [`HeadStats::to_first`].
+    ToFirst,
     /// [`HeadStats::to_punct`].
     ToPunct,
     /// [`HeadStats::to_self`].
@@ -172,12 +243,13 @@ pub enum Stat {
 
 impl Stat {
     /// Every statistic, in the order of [`HeadStats`]'s fields.
-    pub const ALL: [Stat; 9] = [
+    pub const ALL: [Stat; 10] = [
         Stat::Entropy,
         Stat::EntropyNorm,
         Stat::Distance,
         Stat::ToStart,
         Stat::ToEnd,
+        Stat::ToFirst,
         Stat::ToPunct,
         Stat::ToSelf,
         Stat::ToPrev,
@@ -192,6 +264,7 @@ impl Stat {
             Stat::Distance => s.distance,
             Stat::ToStart => s.to_start,
             Stat::ToEnd => s.to_end,
+            Stat::ToFirst => s.to_first,
             Stat::ToPunct => s.to_punct,
             Stat::ToSelf => s.to_self,
             Stat::ToPrev => s.to_prev,
@@ -207,6 +280,7 @@ impl Stat {
             Stat::Distance => "distance",
             Stat::ToStart => "to_start",
             Stat::ToEnd => "to_end",
+            Stat::ToFirst => "to_first",
             Stat::ToPunct => "to_punct",
             Stat::ToSelf => "to_self",
             Stat::ToPrev => "to_prev",
@@ -222,6 +296,7 @@ impl Stat {
             Stat::Distance => "mean attention distance |q - k|",
             Stat::ToStart => "share of attention to the sequence start token",
             Stat::ToEnd => "share of attention to the separator/end tokens",
+            Stat::ToFirst => "share of attention to the first token (the attention sink)",
             Stat::ToPunct => "share of attention to punctuation",
             Stat::ToSelf => "share of attention to the token itself",
             Stat::ToPrev => "share of attention to the previous token",
@@ -237,7 +312,7 @@ impl Stat {
 
 /// Error for an unknown statistic name.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next")]
+#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev, to_next")]
 pub struct UnknownStat(pub String);
 
 impl FromStr for Stat {
@@ -306,6 +381,8 @@ pub struct Geometry {
     pub square: bool,
     /// Under a causal mask, how many keys each query sees; `None`: all of them.
     pub visible: Option<Vec<usize>>,
+    /// The attention sink's key unit (causal models: the first token), if the view has it.
+    pub sink: Option<usize>,
 }
 
 impl Geometry {
@@ -315,6 +392,7 @@ impl Geometry {
             square: att.is_square(),
             visible: (att.mask == MaskKind::Causal)
                 .then(|| (0..att.n_queries()).map(|q| att.visible_keys(q)).collect()),
+            sink: att.sink(),
         }
     }
 
@@ -323,6 +401,16 @@ impl Geometry {
         Geometry {
             square: true,
             visible: None,
+            sink: None,
+        }
+    }
+
+    /// A square causal matrix over `n` tokens: query `q` sees keys `0..=q`, key 0 is the sink.
+    pub fn causal(n: usize) -> Self {
+        Geometry {
+            square: true,
+            visible: Some((1..=n).collect()),
+            sink: (n > 0).then_some(0),
         }
     }
 }
@@ -358,20 +446,22 @@ pub fn matrix_stats(
     let n = nk;
     let mut sum = [0f64; 9];
     let mut rows = 0usize;
-    // Causal: the normalised entropy's mean over rows that see more than one key.
-    let (mut norm_sum, mut norm_rows) = (0f64, 0usize);
+    // Causal: the sum of each row's entropy over the log of the keys it sees.
+    let mut norm_sum = 0f64;
     for q in 0..nq {
+        // A row that sees a single key has no choice (causal: the first query): skipped.
+        let visible = geometry.visible.as_ref().map(|v| v[q]);
+        if visible.is_some_and(|v| v <= 1) {
+            continue;
+        }
         let row = &matrix[q * n..(q + 1) * n];
         let [mass, entropy, distance] = row_moments(row, q);
         if mass <= 0.0 {
             continue;
         }
         rows += 1;
-        if let Some(visible) = &geometry.visible {
-            if visible[q] > 1 {
-                norm_sum += entropy / (visible[q] as f64).ln();
-                norm_rows += 1;
-            }
+        if let Some(v) = visible {
+            norm_sum += entropy / (v as f64).ln();
         }
         let share = |idx: &[usize]| idx.iter().map(|&k| row[k] as f64).sum::<f64>();
         let at = |k: Option<usize>| k.filter(|&k| k < n).map_or(0.0, |k| row[k] as f64);
@@ -380,6 +470,7 @@ pub fn matrix_stats(
             distance,
             share(&keys.start),
             share(&keys.end),
+            at(geometry.sink),
             share(&keys.punct),
             at(Some(q)),
             at(q.checked_sub(1)),
@@ -392,12 +483,13 @@ pub fn matrix_stats(
     let mean = |i: usize| if rows > 0 { sum[i] / rows as f64 } else { 0.0 };
     // Position statistics need queries and keys to be the same units.
     let positional = |i: usize| if geometry.square { mean(i) } else { f64::NAN };
+    let causal = geometry.visible.is_some();
     let entropy = mean(0);
-    let entropy_norm = match &geometry.visible {
-        Some(_) if norm_rows > 0 => norm_sum / norm_rows as f64,
-        Some(_) => 0.0,
-        None if n > 1 => entropy / (n as f64).ln(),
-        None => 0.0,
+    let entropy_norm = match causal {
+        true if rows > 0 => norm_sum / rows as f64,
+        true => 0.0,
+        false if n > 1 => entropy / (n as f64).ln(),
+        false => 0.0,
     };
     let mut stats = HeadStats {
         entropy,
@@ -405,10 +497,16 @@ pub fn matrix_stats(
         distance: positional(1),
         to_start: mean(2),
         to_end: mean(3),
-        to_punct: mean(4),
-        to_self: positional(5),
-        to_prev: positional(6),
-        to_next: positional(7),
+        to_first: if geometry.sink.is_some() {
+            mean(4)
+        } else {
+            f64::NAN
+        },
+        to_punct: mean(5),
+        to_self: positional(6),
+        to_prev: positional(7),
+        // Under a causal mask the next unit is always hidden: nothing to measure.
+        to_next: if causal { f64::NAN } else { positional(8) },
         rows,
         label: HeadLabel::None,
     };
@@ -674,8 +772,8 @@ mod tests {
 
     #[test]
     fn causal_rows_normalise_entropy_by_what_they_see() {
-        // Uniform over the visible keys: every row (but the first, which sees one key) has
-        // normalised entropy 1.
+        // Uniform over the visible keys: every row (but the first, which sees one key and is
+        // left out) has normalised entropy 1.
         let n = 5;
         let mut m = vec![0f32; n * n];
         for q in 0..n {
@@ -683,16 +781,65 @@ mod tests {
                 m[q * n + k] = 1.0 / (q + 1) as f32;
             }
         }
-        let geometry = Geometry {
-            square: true,
-            visible: Some((1..=n).collect()),
-        };
-        let s = matrix_stats(&m, n, &KeyClasses::default(), &geometry);
+        let s = matrix_stats(&m, n, &KeyClasses::default(), &Geometry::causal(n));
         assert!((s.entropy_norm - 1.0).abs() < 1e-6, "{}", s.entropy_norm);
-        // Bidirectionally the same matrix is far from uniform.
+        assert_eq!(s.rows, n - 1);
+        // ln 2 + ln 3 + ln 4 + ln 5 over the four rows that had a choice.
+        let want = (2f64.ln() + 3f64.ln() + 4f64.ln() + 5f64.ln()) / 4.0;
+        assert!((s.entropy - want).abs() < 1e-6, "{}", s.entropy);
+        // Bidirectionally the same matrix is far from uniform, and every row counts.
         let b = matrix_stats(&m, n, &KeyClasses::default(), &Geometry::square());
         assert!(b.entropy_norm < 0.7, "{}", b.entropy_norm);
-        assert_eq!(s.entropy, b.entropy);
+        assert_eq!(b.rows, n);
+        assert!(b.to_first.is_nan(), "no sink without a causal mask");
+    }
+
+    #[test]
+    fn causal_first_token_share_and_sink_label() {
+        // Every query but the first puts 0.8 on the first token and the rest on itself.
+        let n = 6;
+        let mut m = vec![0f32; n * n];
+        m[0] = 1.0;
+        for q in 1..n {
+            m[q * n] = 0.8;
+            m[q * n + q] = 0.2;
+        }
+        let s = matrix_stats(&m, n, &KeyClasses::default(), &Geometry::causal(n));
+        assert_eq!(s.rows, n - 1, "the first row has no choice and is left out");
+        assert!((s.to_first - 0.8).abs() < 1e-6, "{}", s.to_first);
+        assert!((s.to_self - 0.2).abs() < 1e-6, "{}", s.to_self);
+        assert!(s.to_next.is_nan(), "a causal mask hides every next token");
+        assert_eq!(s.label, HeadLabel::FirstTokenSink);
+        // The same first token as a BOS start token: the first-token sink comes first.
+        let keys = KeyClasses {
+            start: vec![0],
+            ..KeyClasses::default()
+        };
+        let bos = matrix_stats(&m, n, &keys, &Geometry::causal(n));
+        assert!((bos.to_start - 0.8).abs() < 1e-6);
+        assert_eq!(bos.label, HeadLabel::FirstTokenSink);
+        // Without the sink in the view (special tokens removed) there is no share to it.
+        let without = Geometry {
+            sink: None,
+            ..Geometry::causal(n)
+        };
+        let s = matrix_stats(&m, n, &KeyClasses::default(), &without);
+        assert!(s.to_first.is_nan());
+        assert_ne!(s.label, HeadLabel::FirstTokenSink);
+    }
+
+    #[test]
+    fn causal_geometry_comes_from_the_value() {
+        use crate::attention::MaskKind;
+        let att = synthetic(&["Ġa", "b", "Ġc", "Ġd"], 1, 1).with_mask(MaskKind::Causal);
+        let g = Geometry::of(&att);
+        assert_eq!(g, Geometry::causal(4));
+        let words = crate::analysis::to_words(&att);
+        let g = Geometry::of(&words);
+        // "ab" covers tokens 0–1: it sees only itself, "c" sees two words, "d" three.
+        assert_eq!(g.visible, Some(vec![1, 2, 3]));
+        assert_eq!(g.sink, Some(0));
+        assert_eq!(Geometry::of(&synthetic(&["a", "b"], 1, 1)).sink, None);
     }
 
     #[test]
@@ -700,6 +847,7 @@ mod tests {
         let geometry = Geometry {
             square: false,
             visible: None,
+            sink: None,
         };
         // 2 queries over 3 keys.
         let m = [0.5, 0.5, 0.0, 0.0, 0.0, 1.0];

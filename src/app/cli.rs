@@ -172,12 +172,14 @@ pub struct Args {
     pub report: Option<PathBuf>,
 
     /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
-    /// punctuation, self, previous and next, and a label per head) as a layers × heads overview.
+    /// punctuation, self, previous and next, to the first token in causal models, and a label
+    /// per head) as a layers × heads overview.
     #[arg(help_heading = "Statistics", long)]
     pub stats: bool,
 
     /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
-    /// entropy, entropy_norm, distance, to_start, to_end, to_punct, to_self, to_prev, to_next.
+    /// entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev,
+    /// to_next.
     #[arg(help_heading = "Statistics", long, value_name = "NAME")]
     pub stat: Option<Stat>,
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
-use attnviz::analysis::{self, Analysis, AnalysisError, HeadLabel, HeadStats, Stat, StatsSection};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
 use attnviz::attention::{Attention, HeadSel, Role, Selection};
 use attnviz::model::{EncodeOptions, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
@@ -464,8 +464,20 @@ fn html_options(
         att.role_name(Role::End)
             .unwrap_or_else(|| "the end token".into()),
     );
+    let first = att
+        .sink()
+        .map(|k| {
+            format!(
+                ", first = over half on the first token ({}), the attention sink",
+                att.tokens()[k]
+            )
+        })
+        .unwrap_or_default();
     let statistics = Stat::ALL
         .iter()
+        // Only what this attention defines: no next-token share under a causal mask, no
+        // first-token share without one.
+        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
         .map(|&stat| HeadStatistic {
             id: stat.name().to_string(),
             label: match stat {
@@ -476,7 +488,7 @@ fn html_options(
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
                  the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}), broad = entropy near uniform.",
+                 end tokens ({start}, {end}){first}, broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats
@@ -487,21 +499,7 @@ fn html_options(
         .collect();
     let head_labels = stats
         .iter()
-        .map(|l| {
-            l.iter()
-                .map(|s| {
-                    // Short tags that fit a grid cell; the description explains them.
-                    match s.label {
-                        HeadLabel::PositionalPrevious => "previous",
-                        HeadLabel::PositionalNext => "next",
-                        HeadLabel::Broad => "broad",
-                        HeadLabel::SpecialSink => "sink",
-                        HeadLabel::None => "",
-                    }
-                    .to_string()
-                })
-                .collect()
-        })
+        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
         .collect();
     let mut settings = vec![
         ("model".to_string(), plan.model.clone()),

@@ -173,6 +173,35 @@ impl MaskKind {
     }
 }
 
+/// How the model tells positions apart, as far as the views need to know: whether the query and
+/// key vectors it captured carry the positions themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PositionScheme {
+    /// Position vectors added to the token embeddings before the first layer (learned: BERT,
+    /// GPT-2, BART; sinusoidal: Marian): a layer's queries and keys are projections of hidden
+    /// states, with no rotation of their own.
+    #[default]
+    Absolute,
+    /// Rotary position embeddings (RoPE: Llama, Qwen2, Mistral, SmolLM2): every layer rotates
+    /// each query and key by its position before the dot product, so the captured vectors are
+    /// the rotated ones, whose products the softmax saw.
+    Rotary,
+    /// A learned bias added to the scores by relative distance (T5): it is in neither q nor k.
+    Relative,
+}
+
+impl PositionScheme {
+    /// The name in JSON and the HTML report (`absolute`, `rotary`, `relative`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PositionScheme::Absolute => "absolute",
+            PositionScheme::Rotary => "rotary",
+            PositionScheme::Relative => "relative",
+        }
+    }
+}
+
 /// Which attention of the model a value holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
 pub enum AttentionKind {
@@ -237,6 +266,9 @@ pub struct Attention {
     pub kind: AttentionKind,
     /// Which cells a query could not see.
     pub mask: MaskKind,
+    /// How the model encodes positions: with [`PositionScheme::Rotary`] the query/key vectors
+    /// are the rotated ones.
+    pub positions: PositionScheme,
     /// Whether units are tokens or words.
     pub level: Level,
     /// Whether the special tokens were removed and the rows renormalised.
@@ -341,6 +373,7 @@ impl Attention {
             pair,
             kind,
             mask: MaskKind::Bidirectional,
+            positions: PositionScheme::Absolute,
             level: Level::Token,
             special_excluded: false,
             queries,
@@ -357,6 +390,13 @@ impl Attention {
     /// The same value with `mask`.
     pub fn with_mask(mut self, mask: MaskKind) -> Self {
         self.mask = mask;
+        self
+    }
+
+    /// The same value with the model's position scheme (say [`PositionScheme::Rotary`] for a
+    /// model whose captured queries and keys are rotated).
+    pub fn with_positions(mut self, positions: PositionScheme) -> Self {
+        self.positions = positions;
         self
     }
 
@@ -424,6 +464,7 @@ impl Attention {
             pair: self.pair.clone(),
             kind: self.kind,
             mask: self.mask,
+            positions: self.positions,
             level,
             special_excluded,
             queries,
@@ -575,6 +616,57 @@ impl Attention {
     /// Number of key/value heads per layer.
     pub fn kv_heads(&self) -> usize {
         self.kv_head.iter().max().map_or(0, |&m| m + 1)
+    }
+
+    /// Whether several query heads share a key/value head (grouped- or multi-query attention).
+    pub fn is_grouped(&self) -> bool {
+        self.kv_heads() < self.heads()
+    }
+
+    /// The query heads that read key/value head `kv`, in order.
+    pub fn heads_of_kv(&self, kv: usize) -> Vec<usize> {
+        (0..self.heads())
+            .filter(|&h| self.kv_head[h] == kv)
+            .collect()
+    }
+
+    /// How a view names query head `head` under grouped-query attention: `"kv head 1, shared
+    /// with heads 3, 5"`; `None` when every head has its own key/value head.
+    pub fn kv_note(&self, head: usize) -> Option<String> {
+        if !self.is_grouped() {
+            return None;
+        }
+        let kv = self.kv_head[head];
+        let others: Vec<String> = self
+            .heads_of_kv(kv)
+            .into_iter()
+            .filter(|&h| h != head)
+            .map(|h| h.to_string())
+            .collect();
+        Some(match others.len() {
+            0 => format!("kv head {kv}, its own"),
+            1 => format!("kv head {kv}, shared with head {}", others[0]),
+            _ => format!("kv head {kv}, shared with heads {}", others.join(", ")),
+        })
+    }
+
+    /// The attention sink: under a causal mask, the unit at the model's first position (token
+    /// 0), whatever token it is (a BOS token, or GPT-2's first word). Every query can see it,
+    /// and causal models learn to park there the attention a head does not need (Xiao et al.
+    /// 2023, "Efficient Streaming Language Models with Attention Sinks", arXiv:2309.17453: the
+    /// effect follows the position, not the token). `None` for bidirectional attention and
+    /// cross-attention, and when that unit was removed (special tokens excluded).
+    pub fn sink(&self) -> Option<usize> {
+        if self.mask != MaskKind::Causal || !self.is_square() {
+            return None;
+        }
+        self.queries.spans.iter().position(|s| s.start == 0)
+    }
+
+    /// The first unit the model generated rather than read (generated units follow the
+    /// prompt), if any.
+    pub fn first_generated(&self) -> Option<usize> {
+        self.queries.first_generated()
     }
 
     /// All weights, `[layers, heads, n_query, n_key]` row-major.

@@ -152,6 +152,11 @@ impl Units {
         }
     }
 
+    /// The first generated unit, if any.
+    pub fn first_generated(&self) -> Option<usize> {
+        self.generated.iter().position(|&g| g)
+    }
+
     /// The distinct labels of the units with `role`, in order of appearance (`["[CLS]"]`,
     /// `["</s>"]`): how the views name the model's own special tokens.
     pub fn labels_of(&self, role: Role) -> Vec<&str> {

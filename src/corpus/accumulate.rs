@@ -4,10 +4,18 @@
 //! and associative: the result does not depend on the order in which parallel workers finish,
 //! and the same corpus always gives the same bits in `corpus_stats.json`. Converting a
 //! statistic to fixed point drops only what lies below 2⁻⁶⁴ (about 5·10⁻²⁰).
+//!
+//! A statistic a sentence does not define (NaN: the first-token share of a bidirectional model,
+//! the next-token share under a causal mask, the distances of cross-attention) is left out of
+//! that statistic's sums and counts, so each statistic is averaged over the sentences that define
+//! it, and is NaN (`null` in JSON) where none does.
 
 use serde_json::{json, Map, Value};
 
 use crate::analysis::{HeadLabel, HeadStats, Stat};
+
+/// How many statistics each head sums.
+const STATS: usize = Stat::ALL.len();
 
 /// Fractional bits of the fixed-point sums.
 const FRACTION_BITS: i32 = 64;
@@ -30,11 +38,15 @@ struct HeadSums {
     /// Query rows averaged over all those sentences.
     rows: u64,
     /// Σ over sentences of each statistic (order of [`Stat::ALL`]).
-    sum: [i128; 9],
+    sum: [i128; STATS],
     /// Σ over sentences of each statistic squared.
-    sum_sq: [i128; 9],
+    sum_sq: [i128; STATS],
     /// Σ over sentences of `rows × statistic` (the token-weighted numerators).
-    sum_rows: [i128; 9],
+    sum_rows: [i128; STATS],
+    /// Sentences that define each statistic (not NaN): the denominators of `sum` and `sum_sq`.
+    defined: [u64; STATS],
+    /// Query rows of those sentences: the denominators of `sum_rows`.
+    defined_rows: [u64; STATS],
 }
 
 /// Per-head statistics of many sentences, summed; `layers × heads` entries whatever the number
@@ -109,6 +121,11 @@ impl CorpusStats {
                 acc.rows += s.rows as u64;
                 for (i, stat) in Stat::ALL.into_iter().enumerate() {
                     let v = stat.value(s);
+                    if v.is_nan() {
+                        continue;
+                    }
+                    acc.defined[i] += 1;
+                    acc.defined_rows[i] += s.rows as u64;
                     acc.sum[i] = acc.sum[i].saturating_add(fixed(v));
                     acc.sum_sq[i] = acc.sum_sq[i].saturating_add(fixed(v * v));
                     acc.sum_rows[i] = acc.sum_rows[i].saturating_add(fixed(v * s.rows as f64));
@@ -132,7 +149,9 @@ impl CorpusStats {
         for (a, b) in self.sums.iter_mut().zip(&other.sums) {
             a.sentences += b.sentences;
             a.rows += b.rows;
-            for i in 0..9 {
+            for i in 0..STATS {
+                a.defined[i] += b.defined[i];
+                a.defined_rows[i] += b.defined_rows[i];
                 a.sum[i] = a.sum[i].saturating_add(b.sum[i]);
                 a.sum_sq[i] = a.sum_sq[i].saturating_add(b.sum_sq[i]);
                 a.sum_rows[i] = a.sum_rows[i].saturating_add(b.sum_rows[i]);
@@ -157,16 +176,11 @@ impl CorpusStats {
                     .collect(),
             )
         };
-        let by_stat = |pick: fn(&HeadSums) -> &[i128; 9]| -> Value {
+        let by_stat = |cell: &dyn Fn(&HeadSums, usize) -> Value| -> Value {
             let map: Map<String, Value> = Stat::ALL
                 .into_iter()
                 .enumerate()
-                .map(|(i, stat)| {
-                    (
-                        stat.name().to_string(),
-                        grid(&|h: &HeadSums| json!(pick(h)[i].to_string())),
-                    )
-                })
+                .map(|(i, stat)| (stat.name().to_string(), grid(&|h: &HeadSums| cell(h, i))))
                 .collect();
             Value::Object(map)
         };
@@ -176,9 +190,11 @@ impl CorpusStats {
             "heads": self.heads,
             "head_sentences": grid(&|h: &HeadSums| json!(h.sentences)),
             "rows": grid(&|h: &HeadSums| json!(h.rows)),
-            "sum": by_stat(|h| &h.sum),
-            "sum_sq": by_stat(|h| &h.sum_sq),
-            "sum_rows": by_stat(|h| &h.sum_rows),
+            "defined": by_stat(&|h, i| json!(h.defined[i])),
+            "defined_rows": by_stat(&|h, i| json!(h.defined_rows[i])),
+            "sum": by_stat(&|h, i| json!(h.sum[i].to_string())),
+            "sum_sq": by_stat(&|h, i| json!(h.sum_sq[i].to_string())),
+            "sum_rows": by_stat(&|h, i| json!(h.sum_rows[i].to_string())),
         })
     }
 
@@ -230,8 +246,22 @@ impl CorpusStats {
         }
         for (field, pick) in [
             (
+                "defined",
+                (|h: &mut HeadSums| &mut h.defined) as fn(&mut HeadSums) -> &mut [u64; STATS],
+            ),
+            ("defined_rows", |h| &mut h.defined_rows),
+        ] {
+            for (k, stat) in Stat::ALL.into_iter().enumerate() {
+                let what = format!("{field}.{}", stat.name());
+                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
+                    pick(&mut out.sums[i])[k] = num(v, &what)?;
+                }
+            }
+        }
+        for (field, pick) in [
+            (
                 "sum",
-                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; 9],
+                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; STATS],
             ),
             ("sum_sq", |h| &mut h.sum_sq),
             ("sum_rows", |h| &mut h.sum_rows),
@@ -266,14 +296,14 @@ impl CorpusStats {
     /// labelled with [`HeadLabel::classify`]. `rows` is the number of query rows behind each
     /// head's figures over the whole corpus.
     pub fn mean_per_sentence(&self) -> Vec<Vec<HeadStats>> {
-        self.grid(|acc, i| float(acc.sum[i]) / acc.sentences as f64)
+        self.grid(|acc, i| float(acc.sum[i]) / acc.defined[i] as f64)
     }
 
     /// Standard deviation over sentences (population, `ddof = 0`) of each statistic; `label` is
     /// [`HeadLabel::None`] and `rows` as in [`CorpusStats::mean_per_sentence`].
     pub fn sd_per_sentence(&self) -> Vec<Vec<HeadStats>> {
         let mut grid = self.grid(|acc, i| {
-            let n = acc.sentences as f64;
+            let n = acc.defined[i] as f64;
             let mean = float(acc.sum[i]) / n;
             (float(acc.sum_sq[i]) / n - mean * mean).max(0.0).sqrt()
         });
@@ -286,7 +316,7 @@ impl CorpusStats {
     /// Means over every query row of the corpus (each sentence weighs by its rows, so long
     /// sentences count more), labelled with [`HeadLabel::classify`].
     pub fn mean_per_row(&self) -> Vec<Vec<HeadStats>> {
-        self.grid(|acc, i| float(acc.sum_rows[i]) / acc.rows as f64)
+        self.grid(|acc, i| float(acc.sum_rows[i]) / acc.defined_rows[i] as f64)
     }
 
     /// Sentences behind each head's figures, `[layer][head]` (equal to [`CorpusStats::sentences`]
@@ -298,6 +328,8 @@ impl CorpusStats {
             .collect()
     }
 
+    /// Each head's statistics from `value(sums, index of the statistic)`, NaN for a statistic no
+    /// sentence defined.
     fn grid(&self, value: impl Fn(&HeadSums, usize) -> f64) -> Vec<Vec<HeadStats>> {
         self.sums
             .chunks(self.heads.max(1))
@@ -305,28 +337,17 @@ impl CorpusStats {
                 layer
                     .iter()
                     .map(|acc| {
-                        let v = |i| {
-                            if acc.sentences == 0 {
-                                0.0
+                        let v = |i: usize| {
+                            if acc.defined[i] == 0 || acc.defined_rows[i] == 0 {
+                                f64::NAN
                             } else {
                                 value(acc, i)
                             }
                         };
-                        let mut s = HeadStats {
-                            entropy: v(0),
-                            entropy_norm: v(1),
-                            distance: v(2),
-                            to_start: v(3),
-                            to_end: v(4),
-                            to_punct: v(5),
-                            to_self: v(6),
-                            to_prev: v(7),
-                            to_next: v(8),
-                            rows: acc.rows as usize,
-                            label: HeadLabel::None,
-                        };
-                        s.label = HeadLabel::classify(&s);
-                        s
+                        HeadStats::from_values(
+                            |stat| v(Stat::ALL.iter().position(|&s| s == stat).unwrap_or(0)),
+                            acc.rows as usize,
+                        )
                     })
                     .collect()
             })
@@ -345,6 +366,7 @@ mod tests {
             distance: 2.0 * v,
             to_start: 0.1,
             to_end: v / 100.0,
+            to_first: 0.2,
             to_punct: 0.0,
             to_self: 0.3,
             to_prev: 0.6,
@@ -455,5 +477,38 @@ mod tests {
         assert_eq!(acc.sentences, 2);
         assert_eq!(acc.sentences_per_head(), vec![vec![1]]);
         assert!((acc.mean_per_sentence()[0][0].entropy - 2.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn undefined_statistics_are_left_out_of_their_own_means_only() {
+        let mut acc = CorpusStats::new(1, 2);
+        let mut bidirectional = stats(2.0, 4);
+        bidirectional.to_first = f64::NAN;
+        let causal = stats(4.0, 6);
+        let mut never = stats(1.0, 3);
+        never.to_first = f64::NAN;
+        acc.add(&[vec![bidirectional, never]], SentenceCounts::default());
+        acc.add(&[vec![causal, never]], SentenceCounts::default());
+        let mean = &acc.mean_per_sentence()[0];
+        // Entropy averages both sentences, the first-token share only the one that defines it.
+        assert!((mean[0].entropy - 3.0).abs() < 1e-15);
+        assert!((mean[0].to_first - 0.2).abs() < 1e-15);
+        assert!(
+            mean[1].to_first.is_nan(),
+            "no sentence defined it: NaN, not 0"
+        );
+        let per_row = &acc.mean_per_row()[0];
+        assert!((per_row[0].entropy - (2.0 * 4.0 + 4.0 * 6.0) / 10.0).abs() < 1e-14);
+        assert!((per_row[0].to_first - 0.2).abs() < 1e-15);
+        assert!(per_row[1].to_first.is_nan());
+        let sd = &acc.sd_per_sentence()[0];
+        assert!(sd[0].to_first.abs() < 1e-9, "one value: sd 0");
+        assert!(sd[1].to_first.is_nan());
+        assert_eq!(mean[0].rows, 10);
+        // The counts survive the partial file, so a merge averages the same way.
+        let back = CorpusStats::from_sums_json(&acc.sums_json(), acc.counts()).unwrap();
+        assert_eq!(back, acc);
+        let summary = serde_json::to_value(mean[1]).unwrap();
+        assert_eq!(summary["to_first"], Value::Null);
     }
 }

@@ -255,6 +255,7 @@ mod tests {
             distance: v,
             to_start: 0.25,
             to_end: 0.125,
+            to_first: f64::NAN,
             to_punct: 0.0,
             to_self: 0.5,
             to_prev: 0.1,

@@ -31,7 +31,9 @@ pub const PARTIAL_FILE: &str = "corpus_partial.json";
 /// `format` of a partial file.
 pub const FORMAT: &str = "attnviz-corpus-partial";
 /// Version of the layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u64 = 1;
+/// 2: ten statistics, each with the sentences and rows that define it (`defined`,
+/// `defined_rows`).
+pub const FORMAT_VERSION: u64 = 2;
 /// Largest partial file read (a real one is tens to hundreds of KB).
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -359,6 +361,7 @@ mod tests {
             distance: 1.25,
             to_start: 0.5,
             to_end: 0.25,
+            to_first: f64::NAN,
             to_punct: 0.0,
             to_self: 0.1,
             to_prev: 0.2,

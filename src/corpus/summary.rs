@@ -124,7 +124,7 @@ fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
     fields
 }
 
-/// The nine statistics of `grid` as `[layer][head]` arrays.
+/// The statistics of `grid` as `[layer][head]` arrays.
 fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
     Stat::ALL
         .into_iter()

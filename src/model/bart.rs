@@ -26,6 +26,7 @@ use super::seq2seq::{
 use super::validate::{ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint, Weight};
 use super::Error;
+use crate::attention::PositionScheme;
 
 /// BART in the family registry.
 pub static BART: Family = Family {
@@ -211,6 +212,7 @@ impl BartConfig {
             tokenizer_types: false,
             mask,
             sliding_window: None,
+            positions: PositionScheme::Absolute,
         }
     }
 

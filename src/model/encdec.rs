@@ -10,7 +10,7 @@ use std::path::Path;
 use super::generate::Generation;
 use super::seq2seq::Seq2SeqNet;
 use super::{format_bytes, EncodeOptions, Error, Forward, Model};
-use crate::attention::{Attention, AttentionKind, ModelInfo, Units};
+use crate::attention::{Attention, AttentionKind, ModelInfo, PositionScheme, Units};
 use crate::tokenize::{self, Encoded};
 
 /// transformers' default `max_length` for generation: 20 decoder tokens, the start token
@@ -380,6 +380,7 @@ impl Model {
             units(&source),
             out.encoder.weights,
         )
+        .map(|a| a.with_positions(net.encoder_arch.positions))
         .and_then(|a| a.with_kind(AttentionKind::Encoder))
         .and_then(|a| a.with_query_key(out.encoder.query_key))
         .map_err(shape)?;
@@ -390,6 +391,7 @@ impl Model {
             decoder_units.clone(),
             out.decoder.weights,
         )
+        .map(|a| a.with_positions(net.decoder_arch.positions))
         .and_then(|a| a.with_kind(AttentionKind::Decoder))
         .map(|a| a.with_mask(crate::attention::MaskKind::Causal))
         .and_then(|a| a.with_query_key(out.decoder.query_key))
@@ -402,6 +404,8 @@ impl Model {
             units(&source),
             out.cross.weights,
         )
+        // Cross-attention's scores are q·k alone: T5 adds no position bias to them.
+        .map(|a| a.with_positions(PositionScheme::Absolute))
         .and_then(|a| a.with_query_key(out.cross.query_key))
         .map_err(shape)?;
         Ok(Seq2SeqEncoding {

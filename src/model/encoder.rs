@@ -17,6 +17,7 @@ use super::kernels::{
 };
 use super::layers::{Linear, Norm};
 use super::weights::{Checkpoint, Weight, WeightsError};
+use crate::attention::PositionScheme;
 
 /// The config.json fields of a BERT-style encoder, with a family's defaults where they are
 /// missing or null.
@@ -351,5 +352,6 @@ pub fn encoder_architecture(
         tokenizer_types,
         mask: Mask::Bidirectional,
         sliding_window: None,
+        positions: PositionScheme::Absolute,
     }
 }

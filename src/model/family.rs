@@ -25,6 +25,7 @@ use super::seq2seq::Seq2SeqNet;
 use super::validate::{self, ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
 use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5, Error};
+use crate::attention::PositionScheme;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
 /// file, one line here, and its tests (`docs/architecture.md` has the checklist).
@@ -107,6 +108,8 @@ pub struct Architecture {
     /// The sliding attention window of a decoder that has one (Mistral): a query sees at most
     /// this many keys. attnviz computes full causal attention, so longer inputs are refused.
     pub sliding_window: Option<usize>,
+    /// How the model encodes positions (rotary: the captured q and k are the rotated ones).
+    pub positions: PositionScheme,
 }
 
 impl Architecture {

@@ -15,6 +15,7 @@ use super::layers::{Linear, Norm};
 use super::validate::{ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
 use super::Error;
+use crate::attention::PositionScheme;
 
 /// GPT-2 in the family registry.
 pub static FAMILY: Family = Family {
@@ -117,6 +118,7 @@ impl Gpt2Config {
             tokenizer_types: false,
             mask: Mask::Causal,
             sliding_window: None,
+            positions: PositionScheme::Absolute,
         }
     }
 

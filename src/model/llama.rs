@@ -22,6 +22,7 @@ use super::layers::{Linear, Norm};
 use super::validate::{ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
 use super::Error;
+use crate::attention::PositionScheme;
 
 const ANCHOR: Anchor = Anchor {
     tensor: "embed_tokens.weight",
@@ -422,6 +423,7 @@ impl LlamaConfig {
             tokenizer_types: false,
             mask: Mask::Causal,
             sliding_window: self.sliding_window,
+            positions: PositionScheme::Rotary,
         }
     }
 

@@ -777,6 +777,7 @@ impl Model {
         let arch = self.architecture();
         attention
             .with_mask(arch.mask)
+            .with_positions(arch.positions)
             .with_kv_heads(arch.kv_head.clone())?
             .with_query_key(query_key)
     }

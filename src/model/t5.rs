@@ -26,6 +26,7 @@ use super::seq2seq::{
 use super::validate::{ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
 use super::Error;
+use crate::attention::PositionScheme;
 
 /// T5 in the family registry.
 pub static FAMILY: Family = Family {
@@ -167,6 +168,7 @@ impl T5Config {
             tokenizer_types: false,
             mask,
             sliding_window: None,
+            positions: PositionScheme::Relative,
         }
     }
 

@@ -71,7 +71,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::attention::{
-    Attention, AttentionKind, HeadSel, MaskKind, Role, Selection, SelectionError,
+    Attention, AttentionKind, HeadSel, MaskKind, PositionScheme, Role, Selection, SelectionError,
 };
 use crate::output::{write_output, OutputError};
 use crate::render::fonts;
@@ -536,6 +536,8 @@ struct Meta<'a> {
     model: ModelMeta<'a>,
     kind: AttentionKind,
     mask: MaskKind,
+    positions: PositionScheme,
+    sink: Option<usize>,
     kv_head: &'a [usize],
     layer_numbers: &'a [usize],
     text: &'a str,
@@ -671,6 +673,8 @@ impl<'a> Meta<'a> {
             },
             kind: att.kind,
             mask: att.mask,
+            positions: att.positions,
+            sink: att.sink(),
             kv_head: att.kv_head(),
             layer_numbers: att.layer_numbers(),
             text: &att.text,

@@ -133,6 +133,8 @@ pub fn write_json_with(
         ("model".into(), model_json(m)),
         ("kind".into(), json!(att.kind)),
         ("mask".into(), json!(att.mask)),
+        ("positions".into(), json!(att.positions)),
+        ("sink".into(), json!(att.sink())),
         ("kv_heads".into(), json!(att.kv_heads())),
         ("kv_head".into(), json!(att.kv_head())),
         ("layer_numbers".into(), json!(att.layer_numbers())),
@@ -534,6 +536,42 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["tokens"][1], "Ab");
         assert!(v.get("input_ids").is_none());
+    }
+
+    #[test]
+    fn a_decoder_value_gives_its_mask_positions_sink_kv_map_and_generated_units() {
+        let tokens = ["ĠThe", "Ġcat", "Ġsat", "."];
+        let att = crate::attention::tests::decoder(&tokens, 1, vec![0, 0, 1, 1], 2);
+        let base = crate::attention::tests::synthetic(&tokens, 1, 4);
+        let section =
+            serde_json::to_value(crate::analysis::Analysis::compute(&att).stats_section()).unwrap();
+        let mut out = Vec::new();
+        write_json(
+            &att,
+            &[("stats", section)],
+            JsonOptions::default(),
+            &mut out,
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["mask"], "causal");
+        assert_eq!(v["positions"], "rotary");
+        assert_eq!(v["sink"], 0);
+        assert_eq!(v["kv_heads"], 2);
+        assert_eq!(v["kv_head"], serde_json::json!([0, 0, 1, 1]));
+        assert_eq!(
+            v["generated"],
+            serde_json::json!([false, false, true, true])
+        );
+        // Causal statistics: a share to the sink, no next-token share (null).
+        assert!(v["stats"]["to_first"][0][0].is_number());
+        assert!(v["stats"]["to_next"][0][0].is_null());
+        // A bidirectional value has no sink, and absolute positions.
+        let mut out = Vec::new();
+        write_json(&base, &[], JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v["sink"].is_null());
+        assert_eq!(v["positions"], "absolute");
     }
 
     #[test]

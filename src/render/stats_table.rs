@@ -138,21 +138,26 @@ fn write_overview(
             writeln!(w)?;
         }
     }
-    write_legend(w, opts)?;
+    write_legend(w, opts, causal(stats))?;
     writeln!(w)?;
 
-    // One line per head with every statistic.
-    let columns = [
+    // One line per head with every statistic the attention defines (a cross-attention has no
+    // position statistics, a causal model no next-token share and only it a first-token share).
+    let columns: Vec<(Stat, &str)> = [
         (Stat::Entropy, "H nats"),
         (Stat::EntropyNorm, "H/ln n"),
         (Stat::Distance, "dist"),
         (Stat::ToStart, "start"),
         (Stat::ToEnd, "end"),
+        (Stat::ToFirst, "first"),
         (Stat::ToPunct, "punct"),
         (Stat::ToSelf, "self"),
         (Stat::ToPrev, "prev"),
         (Stat::ToNext, "next"),
-    ];
+    ]
+    .into_iter()
+    .filter(|(stat, _)| defined(stats, *stat))
+    .collect();
     let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
     write!(w, "layer head label ")?;
     for (_, title) in &columns {
@@ -244,14 +249,35 @@ fn write_heatmap(
             hi.1
         )?;
     }
-    write_legend(w, opts)
+    write_legend(w, opts, causal(stats))
 }
 
-fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions) -> io::Result<()> {
+/// Whether `stat` has a value for some head (cross-attention has no position statistics; only
+/// causal attention has a first-token share, and it has no next-token share).
+fn defined(stats: &[Vec<HeadStats>], stat: Stat) -> bool {
+    stats.iter().flatten().any(|s| !stat.value(s).is_nan())
+}
+
+/// Whether the statistics are those of causal attention: they have a first-token share.
+fn causal(stats: &[Vec<HeadStats>]) -> bool {
+    defined(stats, Stat::ToFirst)
+}
+
+fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io::Result<()> {
+    let next = if causal {
+        String::new()
+    } else {
+        format!("  > next>{POSITIONAL_THRESHOLD}")
+    };
+    let first = if causal {
+        format!("  F first>{SINK_THRESHOLD}")
+    } else {
+        String::new()
+    };
     writeln!(
         w,
-        "Labels: < prev>{POSITIONAL_THRESHOLD}  > next>{POSITIONAL_THRESHOLD}  \
-         B H/ln n>={BROAD_THRESHOLD}  S start+end>{SINK_THRESHOLD}  . none"
+        "Labels: < prev>{POSITIONAL_THRESHOLD}{next}  B H/ln n>={BROAD_THRESHOLD}{first}  \
+         S start+end>{SINK_THRESHOLD}  . none"
     )?;
     let names = opts
         .token_names
@@ -260,7 +286,15 @@ fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions) -> io::Result<()> {
     writeln!(
         w,
         "start, end: shares to the sequence start and end tokens{names}"
-    )
+    )?;
+    if causal {
+        writeln!(
+            w,
+            "first: share to the first token, the attention sink where causal heads park\n\
+             attention they do not need; rows that see a single key are left out"
+        )?;
+    }
+    Ok(())
 }
 
 fn short_label(label: HeadLabel) -> &'static str {
@@ -268,6 +302,7 @@ fn short_label(label: HeadLabel) -> &'static str {
         HeadLabel::PositionalPrevious => "prev",
         HeadLabel::PositionalNext => "next",
         HeadLabel::Broad => "broad",
+        HeadLabel::FirstTokenSink => "first",
         HeadLabel::SpecialSink => "sink",
         HeadLabel::None => "-",
     }
@@ -451,5 +486,38 @@ mod tests {
         assert!(color_enabled(ColorChoice::Always, false));
         assert!(!color_enabled(ColorChoice::Never, true));
         assert!(!color_enabled(ColorChoice::Auto, false));
+    }
+
+    #[test]
+    fn causal_overview_has_a_first_column_no_next_column_and_names_the_sink() {
+        let tokens = ["ĠThe", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġmat", "."];
+        let att = synthetic(&tokens, 2, 12).with_mask(crate::attention::MaskKind::Causal);
+        let stats = head_stats(&att);
+        let text = render(&stats, StatsTableOptions::default());
+        for line in text.lines() {
+            assert!(line.len() <= 80, "{} columns: {line}", line.len());
+        }
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("layer head label"))
+            .unwrap();
+        let titles: Vec<&str> = header.split_whitespace().skip(3).collect();
+        assert_eq!(
+            titles,
+            ["H", "nats", "H/ln", "n", "dist", "start", "end", "first", "punct", "self", "prev"]
+        );
+        assert!(text.contains("F first>0.5"), "{text}");
+        assert!(!text.contains("> next>"), "{text}");
+        assert!(text.contains("the attention sink"), "{text}");
+        let s = &stats[1][2];
+        let line = text.lines().find(|l| l.starts_with("    1    2 ")).unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[8], format!("{:.2}", s.to_first));
+        // A bidirectional value keeps its next column and has no first column.
+        let text = render(&sample(1, 2), StatsTableOptions::default());
+        assert!(
+            text.contains("   next") && !text.contains(" first "),
+            "{text}"
+        );
     }
 }

@@ -59,6 +59,12 @@ export function expectedMatrix(exp, l, h, opts = {}, e = 0.5 / 65535) {
   return { us, m, M, B };
 }
 
+/** Whether the report's attention is causal and key unit `kb` starts after query unit `qa` ends
+ *  (units as token lists): a cell no view may draw as a weight. */
+export function isMasked(exp, qa, kb) {
+  return exp.mask === 'causal' && kb[0] > qa[qa.length - 1];
+}
+
 /** Number of lines the head view should draw (fromQ/toK: hovered unit). */
 export function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = false, words = false, fromQ = null, toK = null }) {
   const seg = (u) => (exp.segments[u[0]] === 0 ? 'A' : 'B');
@@ -72,7 +78,7 @@ export function expectedLines(exp, { layer, heads, thr, pair = 'all', hide = fal
         if (toK !== null && b !== toK) continue;
         if (pair !== 'all' && seg(us[b]) !== pair[1]) continue;
         const w = M[a * m + b];
-        if (w > 0 && w >= thr) count++;
+        if (w > 0 && w >= thr && !isMasked(exp, us[a], us[b])) count++;
       }
     }
   }
@@ -122,32 +128,58 @@ export function contrastRatio(a, b) {
 /** WCAG's minimum contrast for graphical objects needed to understand content (SC 1.4.11). */
 export const MIN_GRAPHIC_CONTRAST = 3;
 
+/** Offsets of head (l, h)'s query and key vectors of token t in the vectors sidecar: queries are
+ *  [layers, heads, n, d], keys [layers, kv heads, n, d], head h reading key/value head kv_head[h]. */
+function vectorOffsets(exp, l, h) {
+  const d = exp.head_dim;
+  const kv = exp.kv_head || range(exp.heads);
+  const kvHeads = Math.max(...kv) + 1;
+  return {
+    q: (t) => ((l * exp.heads + h) * exp.n + t) * d,
+    k: (t) => ((l * kvHeads + kv[h]) * exp.n + t) * d,
+  };
+}
+
 /** q·k/√d of query q against every key of head (l, h), from the vectors sidecar (f64 sums). */
 export function expectedScores(exp, vec, l, h, q) {
   const d = exp.head_dim;
-  const off = (t) => ((l * exp.heads + h) * exp.n + t) * d;
+  const off = vectorOffsets(exp, l, h);
   const scores = [];
   for (let k = 0; k < exp.n; k++) {
     let s = 0;
-    for (let i = 0; i < d; i++) s += vec.queries[off(q) + i] * vec.keys[off(k) + i];
+    for (let i = 0; i < d; i++) s += vec.queries[off.q(q) + i] * vec.keys[off.k(k) + i];
     scores.push(s / Math.sqrt(d));
   }
   return scores;
+}
+
+/** softmax(q·k/√d) of query q over the keys it sees (all, or under a causal mask keys 0..q), from
+ *  the vectors sidecar; masked keys get null. */
+export function expectedSoftmax(exp, vec, l, h, q) {
+  const scores = expectedScores(exp, vec, l, h, q);
+  const seen = scores.map((_, k) => !(exp.mask === 'causal' && k > q));
+  const top = Math.max(...scores.filter((_, k) => seen[k]));
+  const ex = scores.map((s, k) => (seen[k] ? Math.exp(s - top) : 0));
+  const z = ex.reduce((a, b) => a + b, 0);
+  return ex.map((e, k) => (seen[k] ? e / z : null));
 }
 
 /** Largest |entry| of q and of every key of head (l, h) (the neuron view's vector colour scale),
  *  and of q∘k (its product scale). */
 export function expectedVectorScales(exp, vec, l, h, q) {
   const d = exp.head_dim;
-  const off = (t) => ((l * exp.heads + h) * exp.n + t) * d;
+  const o = vectorOffsets(exp, l, h);
+  const off = (t) => o.q(t);
+  const offK = (t) => o.k(t);
   let v = 0;
   let p = 0;
   for (let i = 0; i < d; i++) v = Math.max(v, Math.abs(vec.queries[off(q) + i]));
   for (let k = 0; k < exp.n; k++) {
     for (let i = 0; i < d; i++) {
-      const x = vec.keys[off(k) + i];
+      const x = vec.keys[offK(k) + i];
       v = Math.max(v, Math.abs(x));
-      p = Math.max(p, Math.abs(x * vec.queries[off(q) + i]));
+      // A masked key (causal: after the query) has no product in the view.
+      if (!(exp.mask === 'causal' && k > q)) p = Math.max(p, Math.abs(x * vec.queries[off(q) + i]));
     }
   }
   return { vector: v, product: p };
@@ -158,4 +190,22 @@ export function maxWeight(exp, l, h) {
   let m = 0;
   for (let q = 0; q < exp.n; q++) for (let k = 0; k < exp.n; k++) m = Math.max(m, rawWeight(exp, l, h, q, k));
   return m;
+}
+
+/** OKLab hue angle (radians) of an sRGB colour (Ottosson 2020). */
+export function oklabHue([r, g, b]) {
+  const lin = (c) => { c /= 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const [R, G, B] = [lin(r), lin(g), lin(b)];
+  const l = Math.cbrt(0.4122214708 * R + 0.5363325363 * G + 0.0514459929 * B);
+  const m = Math.cbrt(0.2119034982 * R + 0.6806995451 * G + 0.1073969566 * B);
+  const s = Math.cbrt(0.0883024619 * R + 0.2817188376 * G + 0.6299787005 * B);
+  const a = 1.9779984951 * l - 2.4285922050 * m + 0.4505937099 * s;
+  const bb = 0.0259040371 * l + 0.7827717662 * m - 0.8086757660 * s;
+  return Math.atan2(bb, a);
+}
+
+/** Angle between two hues, 0…π. */
+export function hueDistance(x, y) {
+  const d = Math.abs(x - y) % (2 * Math.PI);
+  return d > Math.PI ? 2 * Math.PI - d : d;
 }

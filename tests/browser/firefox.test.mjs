@@ -12,10 +12,11 @@ import { pathToFileURL } from 'node:url';
 import puppeteer from 'puppeteer-core';
 import {
   expectedLines, safeThreshold, range, rawWeight, parseColor, contrastRatio, MIN_GRAPHIC_CONTRAST,
-  expectedScores, maxWeight,
+  expectedScores, maxWeight, expectedSoftmax,
 } from './expect.mjs';
 import {
   thumbnails, startThumbWatch, stopThumbWatch, neuronPixel, topbarLayout, sentenceLayout, contentWidth,
+  matrixCellColours,
 } from './page_checks.mjs';
 
 const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
@@ -83,6 +84,41 @@ for (const name of ['single', 'pair', 'injection']) {
     await page.close();
   });
 }
+
+test('firefox causal: masked cells hatched and never linked, heads grouped by kv head, the neuron view reads kv heads', async () => {
+  const { page, exp, log } = await open('causal-junk');
+  await setThreshold(page, 0);
+  assert.equal(await lines(page), exp.heads * exp.n * (exp.n + 1) / 2);
+  await page.click('#tab-matrix');
+  await settle(page);
+  const bg = (await page.evaluate(() => getComputedStyle(document.body).backgroundColor)).match(/\d+/g).slice(0, 3).join(',');
+  const masked = await page.evaluate(matrixCellColours, ['matrix-left', 2, 7]);
+  assert.ok(masked.length >= 2 && masked.includes(bg), 'hatched: ' + masked);
+  assert.equal((await page.evaluate(matrixCellColours, ['matrix-left', 7, 2])).length, 1);
+  await page.screenshot({ path: join(SCREENS, 'firefox-causal-junk-matrix.png') });
+  assert.deepEqual(log.errors, []);
+  await page.close();
+
+  const real = await open('causal');
+  const vec = JSON.parse(readFileSync(join(ART, 'causal.vectors.json'), 'utf8'));
+  await real.page.click('#group-kv');
+  await settle(real.page);
+  assert.equal(await real.page.$$eval('#head-legend .kv-group', (gs) => gs.length), 3);
+  await real.page.click('#tab-neuron');
+  await settle(real.page);
+  for (const h of [0, 4, 8]) {
+    const d = await real.page.evaluate((hd) => window.attnviz.neuronData(2, hd, 6), h);
+    const want = expectedSoftmax(real.exp, vec, 2, h, 6);
+    for (let k = 0; k < real.exp.n; k++) {
+      if (k > 6) assert.equal(d.scores[k], null);
+      else assert.ok(Math.abs(d.softmax[k] - want[k]) < 1e-6, 'head ' + h + ' key ' + k);
+    }
+  }
+  await real.page.screenshot({ path: join(SCREENS, 'firefox-causal-neuron.png') });
+  assert.deepEqual(real.log.errors, []);
+  assert.deepEqual(real.log.requests, []);
+  await real.page.close();
+});
 
 /* ------------------------------------------------- layout, legibility and state (issue 8) */
 

@@ -112,3 +112,66 @@ export function contentWidth() {
   const cs = getComputedStyle(m);
   return m.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
 }
+
+/** The distinct colours ("r,g,b") inside matrix cell (row a, column c) of panel `id`, 2 CSS px in
+ *  from its edges (so the hover outline and neighbours stay out), as the canvas shows them. */
+export function matrixCellColours([id, a, c]) {
+  const canvas = document.getElementById(id);
+  const g = window.attnviz.matrixGeometry(id);
+  const s = canvas.width / canvas.getBoundingClientRect().width;
+  const x0 = Math.ceil((g.margin + (c - g.ox) * g.cell + 2) * s);
+  const y0 = Math.ceil((g.margin + (a - g.oy) * g.cell + 2) * s);
+  const w = Math.max(1, Math.floor((g.cell - 4) * s));
+  const scratch = document.createElement('canvas');
+  scratch.width = w;
+  scratch.height = w;
+  const sctx = scratch.getContext('2d', { willReadFrequently: true });
+  sctx.fillStyle = getComputedStyle(document.body).backgroundColor;
+  sctx.fillRect(0, 0, w, w);
+  sctx.drawImage(canvas, x0, y0, w, w, 0, 0, w, w);
+  const px = sctx.getImageData(0, 0, w, w).data;
+  const out = new Set();
+  for (let i = 0; i < px.length; i += 4) out.add(px[i] + ',' + px[i + 1] + ',' + px[i + 2]);
+  return Array.from(out);
+}
+
+/** The colours ("r,g,b") of the label of matrix row a (left of the plot) of panel `id`. */
+export function matrixRowLabelColours([id, a]) {
+  const canvas = document.getElementById(id);
+  const g = window.attnviz.matrixGeometry(id);
+  const s = canvas.width / canvas.getBoundingClientRect().width;
+  const y0 = Math.floor((g.margin + (a - g.oy) * g.cell + g.cell / 2 - 5) * s);
+  const h = Math.ceil(10 * s);
+  const w = Math.floor((g.margin - 4) * s);
+  const scratch = document.createElement('canvas');
+  scratch.width = w;
+  scratch.height = h;
+  const sctx = scratch.getContext('2d', { willReadFrequently: true });
+  sctx.drawImage(canvas, 0, y0, w, h, 0, 0, w, h);
+  const px = sctx.getImageData(0, 0, w, h).data;
+  const out = new Set();
+  // Un-premultiplied: an edge pixel of a glyph keeps the text colour at a lower alpha.
+  for (let i = 0; i < px.length; i += 4) if (px[i + 3] >= 64) out.add(px[i] + ',' + px[i + 1] + ',' + px[i + 2]);
+  return Array.from(out);
+}
+
+/** The colours ("r,g,b") of a strip of a model-view thumbnail's canvas: `edge` 'left' (x 0–1),
+ *  'top' (y 0–1) or 'corner' (the 6 × 6 CSS px square 6 px in from the top-right corner), over its
+ *  height or width from fraction `from` to `to`. */
+export function thumbStrip([layer, head, edge, from, to]) {
+  const c = document.querySelector('.thumb[data-layer="' + layer + '"][data-head="' + head + '"] canvas');
+  const s = c.width / c.getBoundingClientRect().width;
+  const side = c.width;
+  const rect = edge === 'left' ? [0, Math.ceil(from * side), Math.max(1, Math.floor(s)), Math.floor((to - from) * side)]
+    : edge === 'top' ? [Math.ceil(from * side), 0, Math.floor((to - from) * side), Math.max(1, Math.floor(s))]
+      : [side - Math.ceil(12 * s), Math.ceil(6 * s), Math.floor(6 * s), Math.floor(6 * s)];
+  const scratch = document.createElement('canvas');
+  scratch.width = rect[2];
+  scratch.height = rect[3];
+  const sctx = scratch.getContext('2d', { willReadFrequently: true });
+  sctx.drawImage(c, rect[0], rect[1], rect[2], rect[3], 0, 0, rect[2], rect[3]);
+  const px = sctx.getImageData(0, 0, rect[2], rect[3]).data;
+  const out = new Set();
+  for (let i = 0; i < px.length; i += 4) out.add(px[i] + ',' + px[i + 1] + ',' + px[i + 2]);
+  return Array.from(out);
+}

@@ -14,9 +14,11 @@ import { chromium } from 'playwright-core';
 import {
   rawWeight, expectedUnits, expectedMatrix, expectedLines, safeThreshold, range,
   parseColor, contrastRatio, MIN_GRAPHIC_CONTRAST, expectedScores, expectedVectorScales, maxWeight,
+  expectedSoftmax, oklabHue, hueDistance,
 } from './expect.mjs';
 import {
   thumbnails, startThumbWatch, stopThumbWatch, neuronPixel, topbarLayout, sentenceLayout, contentWidth,
+  matrixCellColours, matrixRowLabelColours, thumbStrip,
 } from './page_checks.mjs';
 
 const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
@@ -918,6 +920,230 @@ test('real-paragraph: a two-finger pinch zooms the matrix (touch)', async () => 
   await touch('touchEnd', 0);
   const z = await geometry(page, 'matrix-left');
   assert.ok(z.zoom > 3 && z.zoom < 5, 'fingers 40 → 160 px apart zoom about ×4: ' + z.zoom);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+/* ------------------------------------------------------- decoder reports (causal, GQA, generated) */
+
+const cssColor = (page, name) => page.evaluate((n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim(), name);
+const rgbOf = (css) => parseColor(css).slice(0, 3);
+const near = (a, b, tol) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]) <= tol;
+const triple = (s) => s.split(',').map(Number);
+
+test('causal: the summary and About name the causal mask, kv heads, RoPE, the sink and the generated text', async () => {
+  const { page, context, exp, log } = await open('causal');
+  assert.equal(exp.mask, 'causal');
+  const shape = await page.textContent('#model-shape');
+  assert.match(shape, /9 heads over 3 key\/value heads/);
+  assert.match(shape, /causal/);
+  assert.equal(await page.isVisible('#generated-line'), true);
+  const gen = exp.surfaces.filter((_, i) => exp.generated[i]).join('').trim();
+  assert.equal(await page.textContent('#generated-text'), gen);
+  const about = await page.$$eval('#about-table tr', (rs) => Object.fromEntries(rs.map((r) => [r.cells[0].textContent, r.cells[1].textContent])));
+  assert.match(about['Attention'], /causal: a token sees itself and the tokens before it/);
+  assert.match(about['Key/value heads'], /kv 1: heads 3, 4, 5/);
+  assert.match(about['Positions'], /rotary \(RoPE\)/);
+  assert.match(about['Generated'], /tokens #7–9/);
+  assert.match(about['Attention sink'], /"The" \(#0/);
+  // The sink is tagged in both token columns; its title says why.
+  const tags = await page.$$eval('#view-head .tok.sink', (ts) => ts.map((t) => [t.dataset.unit, t.querySelector('.tag').textContent, t.title]));
+  assert.equal(tags.length, 2);
+  for (const [unit, text, title] of tags) {
+    assert.equal(unit, '0');
+    assert.equal(text, 'sink');
+    assert.match(title, /attention sink/);
+  }
+  assert.equal(await page.isVisible('#head-causal-hint'), true);
+  await shot(page, 'causal-head');
+  assert.deepEqual(log.errors, []);
+  assert.deepEqual(log.requests, []);
+  await context.close();
+});
+
+test('causal-junk: the head view draws no masked link, even where the weight is large', async () => {
+  const { page, context, exp, log } = await open('causal-junk');
+  // Every weight of this report is above zero (a bidirectional softmax), and the value is flagged
+  // causal: what the view leaves out, it leaves out because the cell is masked.
+  assert.ok(exp.weights.every((w) => w > 0));
+  await setThreshold(page, 0);
+  const all = range(exp.heads);
+  const n = exp.n;
+  assert.equal(await lines(page), all.length * n * (n + 1) / 2);
+  const thr = safeThreshold(exp, 0.05);
+  await setThreshold(page, thr);
+  for (const layer of range(exp.layers)) {
+    await page.selectOption('#layer-select', String(layer));
+    assert.equal(await lines(page), expectedLines(exp, { layer, heads: all, thr }));
+  }
+  // Hovering a key keeps only the queries that may see it: those at or after it.
+  await page.hover('#hv-right .tok[data-unit="4"]');
+  assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: all, thr, toK: 4 }));
+  await page.mouse.move(0, 0);
+  // Merged into words and with [CLS]/[SEP] hidden, the mask still follows token positions.
+  await page.check('#hide-special');
+  const thrHidden = safeThreshold(exp, 0.05, { hide: true });
+  await setThreshold(page, thrHidden);
+  assert.equal(await lines(page), expectedLines(exp, { layer: exp.layers - 1, heads: all, thr: thrHidden, hide: true }));
+  await shot(page, 'causal-junk-head');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('causal-junk: masked matrix cells are hatched, not coloured by their weight; thumbnails too', async () => {
+  const { page, context, exp, log } = await open('causal-junk');
+  await page.click('#tab-matrix');
+  await settle(page);
+  const bg = (await page.evaluate(() => getComputedStyle(document.body).backgroundColor)).match(/\d+/g).slice(0, 3).join(',');
+  for (const id of ['matrix-left', 'matrix-right']) {
+    for (const [a, c] of [[2, 7], [0, 11], [9, 10]]) {
+      const colours = await page.evaluate(matrixCellColours, [id, a, c]);
+      assert.ok(colours.length >= 2 && colours.includes(bg), id + ' masked (' + a + ', ' + c + ') is hatched: ' + colours);
+    }
+    for (const [a, c] of [[7, 2], [11, 0], [10, 10]]) {
+      const colours = await page.evaluate(matrixCellColours, [id, a, c]);
+      assert.equal(colours.length, 1, id + ' visible (' + a + ', ' + c + ') is one colour: ' + colours);
+      assert.notEqual(colours[0], bg);
+    }
+  }
+  assert.match(await hoverCell(page, 'matrix-left', 3, 8), /masked: the key comes after the query/);
+  assert.equal(await page.locator('#view-matrix canvas.mask-key').first().isVisible(), true);
+  await shot(page, 'causal-junk-matrix');
+  // Heatmap thumbnails: the top-right corner (masked) is hatched, never a colour of the map.
+  await page.click('#tab-model');
+  await page.selectOption('#thumb-style', 'heatmap');
+  await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+  const corner = await page.evaluate(thumbStrip, [0, 1, 'corner']);
+  assert.ok(corner.includes(bg) && corner.length >= 2, 'hatched corner: ' + corner);
+  await shot(page, 'causal-junk-model');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('causal: heads group by the key/value head they share', async () => {
+  const { page, context, exp, log } = await open('causal');
+  assert.deepEqual(exp.kv_head, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+  // The toggle exists for grouped-query attention only, and every head names its kv head.
+  assert.equal(await page.isVisible('#kv-control'), true);
+  const titles = await page.$$eval('#head-legend button[data-head]', (bs) => bs.map((b) => b.title));
+  assert.match(titles[4], /kv head 1, shared with heads 3, 5/);
+  await page.check('#group-kv');
+  await settle(page);
+  const groups = await page.$$eval('#head-legend .kv-group', (gs) => gs.map((g) => Array.from(g.querySelectorAll('button[data-head]'), (b) => Number(b.dataset.head))));
+  assert.deepEqual(groups, [[0, 1, 2], [3, 4, 5], [6, 7, 8]]);
+  // One colour family per group: every head is closer in hue to its group than to any other.
+  const colours = await page.$$eval('#head-legend button[data-head] .swatch', (ss) => ss.map((s) => getComputedStyle(s).backgroundColor));
+  const hues = colours.map((c) => oklabHue(parseColor(c)));
+  for (let h = 0; h < exp.heads; h++) {
+    const mine = exp.kv_head[h];
+    const inGroup = range(exp.heads).filter((o) => o !== h && exp.kv_head[o] === mine).map((o) => hueDistance(hues[h], hues[o]));
+    const outside = range(exp.heads).filter((o) => exp.kv_head[o] !== mine).map((o) => hueDistance(hues[h], hues[o]));
+    assert.ok(Math.max(...inGroup) < Math.min(...outside), 'head ' + h + ': ' + colours);
+  }
+  // A group's button shows only its heads; again, all of them.
+  const thr = safeThreshold(exp, 0.05);
+  await setThreshold(page, thr);
+  await page.click('#head-legend button[data-kv-group="1"]');
+  await settle(page);
+  const shown = await page.evaluate(() => window.attnviz.state.shown);
+  assert.deepEqual(shown, range(exp.heads).map((h) => exp.kv_head[h] === 1));
+  assert.equal(await lines(page), expectedLines(exp, { layer: 2, heads: [3, 4, 5], thr }));
+  assert.match(await page.textContent('#head-status'), /key\/value head 1/);
+  await shot(page, 'causal-grouped');
+  await page.click('#head-legend button[data-kv-group="1"]');
+  await settle(page);
+  assert.deepEqual(await page.evaluate(() => window.attnviz.state.shown), range(exp.heads).map(() => true));
+  // The model grid brackets the groups; g turns grouping off.
+  await page.click('#tab-model');
+  await settle(page);
+  const bands = await page.$$eval('#model-grid .kv-band', (bs) => bs.map((b) => [b.textContent, b.style.gridColumn]));
+  assert.deepEqual(bands, [['kv 0', 'span 3'], ['kv 1', 'span 3'], ['kv 2', 'span 3']]);
+  await page.keyboard.press('g');
+  await settle(page);
+  assert.equal(await page.evaluate(() => window.attnviz.state.groupKv), false);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('causal: generated tokens are marked in every view', async () => {
+  const { page, context, exp, log } = await open('causal');
+  const genIdx = range(exp.n).filter((i) => exp.generated[i]);
+  assert.deepEqual(genIdx, [7, 8, 9]);
+  const generated = rgbOf(await cssColor(page, '--generated'));
+  // Head view: both token columns, the first generated token under a dashed line.
+  for (const side of ['left', 'right']) {
+    const marked = await page.$$eval('#hv-' + side + ' .tok.generated', (ts) => ts.map((t) => Number(t.dataset.unit)));
+    assert.deepEqual(marked, genIdx);
+    assert.equal(await page.$eval('#hv-' + side + ' .tok.gen-first', (t) => Number(t.dataset.unit)), 7);
+    const colour = await page.$eval('#hv-' + side + ' .tok[data-unit="8"]', (t) => getComputedStyle(t).color);
+    assert.ok(near(rgbOf(colour), generated, 2), colour);
+  }
+  // Matrix view: generated rows are labelled in the generated colour, the others not.
+  await page.click('#tab-matrix');
+  await settle(page);
+  for (let a = 0; a < exp.n; a++) {
+    const colours = (await page.evaluate(matrixRowLabelColours, ['matrix-left', a])).map(triple);
+    const orange = colours.some((c) => near(c, generated, 40));
+    assert.equal(orange, exp.generated[a], 'row label ' + a + ': ' + colours.length + ' colours');
+  }
+  // Model view: an edge in the generated colour over the generated rows only.
+  await page.click('#tab-model');
+  await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+  for (const style of ['lines', 'heatmap']) {
+    await page.selectOption('#thumb-style', style);
+    await page.waitForFunction(() => document.getElementById('model-grid').dataset.complete !== '');
+    const genEdge = (await page.evaluate(thumbStrip, [1, 4, 'left', 0.8, 0.95])).map(triple);
+    assert.ok(genEdge.every((c) => near(c, generated, 2)), style + ': ' + genEdge);
+    const promptEdge = (await page.evaluate(thumbStrip, [1, 4, 'left', 0.1, 0.6])).map(triple);
+    assert.ok(!promptEdge.some((c) => near(c, generated, 2)), style + ': ' + promptEdge);
+  }
+  // Neuron view: the query menu says which tokens were generated.
+  const options = await page.$$eval('#neuron-query option', (os) => os.map((o) => o.textContent));
+  genIdx.forEach((i) => assert.match(options[i], /\(generated\)$/));
+  assert.match(options[0], /\(sink\)$/);
+  await page.click('#tab-neuron');
+  await shot(page, 'causal-neuron');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('causal: the neuron view reads each head\'s key/value head, after RoPE, and leaves masked keys out', async () => {
+  const { page, context, exp, log } = await open('causal');
+  const vec = JSON.parse(readFileSync(join(ART, 'causal.vectors.json'), 'utf8'));
+  // Keys are [layers, kv heads, n, d]: 3 of them per layer, not 9.
+  assert.equal(vec.keys.length, exp.layers * 3 * exp.n * exp.head_dim);
+  await page.click('#tab-neuron');
+  await settle(page);
+  // The last token is the query on load: it sees every key.
+  assert.equal(await page.evaluate(() => window.attnviz.state.neuronQuery), exp.n - 1);
+  let worst = 0;
+  let worstStored = 0;
+  for (let l = 0; l < exp.layers; l++) for (let h = 0; h < exp.heads; h++) for (const q of [0, 3, 6, 9]) {
+    const d = await page.evaluate(([L, Hd, Q]) => window.attnviz.neuronData(L, Hd, Q), [l, h, q]);
+    const want = expectedSoftmax(exp, vec, l, h, q);
+    assert.equal(d.kvHead, exp.kv_head[h]);
+    for (let k = 0; k < exp.n; k++) {
+      assert.equal(d.masked[k], k > q, 'masked ' + [l, h, q, k]);
+      if (k > q) {
+        assert.equal(d.scores[k], null);
+        assert.equal(d.softmax[k], 0);
+        continue;
+      }
+      worst = Math.max(worst, Math.abs(d.softmax[k] - want[k]));
+      worstStored = Math.max(worstStored, Math.abs(d.softmax[k] - rawWeight(exp, l, h, q, k)));
+    }
+  }
+  console.log('  causal: max |page softmax − sidecar softmax| = ' + worst.toExponential(2) +
+    ', vs transformers\' attention ' + worstStored.toExponential(2));
+  assert.ok(worst < 1e-6, 'page vs sidecar vectors: ' + worst);
+  assert.ok(worstStored < 1e-5, 'softmax of the captured (RoPE) vectors vs attention: ' + worstStored);
+  await page.selectOption('#head-select', '4');
+  const check = await page.textContent('#neuron-check');
+  assert.match(check, /kv head 1, shared with heads 3, 5/);
+  assert.match(check, /after the rotary position embedding/);
+  assert.match(check, /keys after the query are masked/);
+  await page.selectOption('#neuron-query', '3');
+  await shot(page, 'causal-neuron-q3');
   assert.deepEqual(log.errors, []);
   await context.close();
 });

@@ -11,7 +11,10 @@ numpy alone and straight from the definitions in docs/stats.md:
 * special-token exclusion (drop [CLS]/[SEP] rows and columns, renormalise rows);
 
 for five views of every input: token, word, no-special, no-special then word (the order the CLI
-uses) and word then no-special. Writes
+uses) and word then no-special. Also, for causal attention (a decoder's, where a query sees only
+the keys up to its own position), the statistics of the real SmolLM2-135M attentions committed
+in ../smollm2.safetensors (transformers' eager attention, see make_real.py), token and word
+views, as "causal_cases". Writes
 
     tests/reference/analysis/expected.json          view metadata, statistics, labels
     tests/reference/analysis/expected.safetensors   "<case>/<view>/weights|layer_means|rollout|rollout_own"
@@ -214,6 +217,152 @@ def head_statistics(view):
     }
 
 
+def causal_head_statistics(view):
+    """Statistics under a causal mask (docs/stats.md, "Kinds and masks").
+
+    Key k is masked for query q when it starts at or after the end of q (token spans). A row that
+    sees one key has no choice and is left out of every mean; the normalised entropy of row q is
+    H_q / ln(keys q sees); the next-token share is not defined (always masked: NaN); the share
+    to the first token (the unit starting at token 0, the attention sink) is.
+    """
+    att = view["att"]
+    L, H, m, _ = att.shape
+    starts = np.array([s[0] for s in view["spans"]])
+    ends = np.array([s[1] for s in view["spans"]])
+    visible = (starts[None, :] < ends[:, None]).sum(axis=-1)  # [m]
+    assert np.all(np.where(starts[None, :] >= ends[:, None], att, 0.0) == 0.0), "masked mass"
+    special = np.array(view["special"], dtype=bool)
+    # A unit's text is its surface without surrounding whitespace, or its label when it has no
+    # surface (docs/stats.md, "Which keys are which").
+    texts = [s.strip() if s else t for s, t in zip(view["surfaces"], view["tokens"])]
+    punct_cols = punctuation_mask(texts, special)
+    first = (starts == 0).astype(np.float64)
+    counted = (att.sum(axis=-1) > 0) & (visible > 1)[None, None, :]  # [L, H, m]
+    n_rows = counted.sum(axis=-1)
+
+    def row_mean(per_row):
+        total = np.where(counted, per_row, 0.0).sum(axis=-1)
+        return np.divide(total, n_rows, out=np.zeros_like(total), where=n_rows > 0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(att > 0, att * np.log(np.where(att > 0, att, 1.0)), 0.0)
+        row_h = -plogp.sum(axis=-1)
+        norm_h = np.where(visible > 1, row_h / np.log(np.maximum(visible, 2)), 0.0)
+    q = np.arange(m)
+    dist = np.abs(q[:, None] - q[None, :]).astype(np.float64)
+    shift = lambda k: np.eye(m, m, k)  # noqa: E731
+    stats = {
+        "entropy": row_mean(row_h),
+        "entropy_norm": row_mean(norm_h),
+        "distance": row_mean((att * dist).sum(axis=-1)),
+        "cls": row_mean(att @ np.array([r == "start" for r in view["roles"]], dtype=np.float64)),
+        "sep": row_mean(att @ np.array([r == "end" for r in view["roles"]], dtype=np.float64)),
+        "first": row_mean(att @ first),
+        "punct": row_mean(att @ punct_cols.astype(np.float64)),
+        "self": row_mean((att * shift(0)).sum(axis=-1)),
+        "prev": row_mean((att * shift(-1)).sum(axis=-1)),
+        "next": np.full((L, H), np.nan),
+    }
+    label = np.full((L, H), "none", dtype=object)
+    for l in range(L):
+        for h in range(H):
+            if stats["prev"][l, h] > POSITIONAL:
+                label[l, h] = "positional-previous"
+            elif stats["entropy_norm"][l, h] >= BROAD:
+                label[l, h] = "broad"
+            elif stats["first"][l, h] > SINK:
+                label[l, h] = "first-token-sink"
+            elif stats["cls"][l, h] + stats["sep"][l, h] > SINK:
+                label[l, h] = "special-sink"
+    stats["rows"] = n_rows.astype(np.float64)
+    stats["label"] = label.tolist()
+    return stats
+
+
+def byte_level_surfaces(tokens):
+    """The text of each byte-level BPE token (GPT-2's byte-to-character table undone): a token
+    holding only part of a character stands for no text of its own (empty), the one that
+    completes it for the whole character."""
+    chars = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in chars:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + extra)] = b
+            extra += 1
+    out, pending = [], b""
+    for t in tokens:
+        pending += bytes(table[c] for c in t)
+        try:
+            out.append(pending.decode("utf-8"))
+            pending = b""
+        except UnicodeDecodeError:
+            out.append("")
+    return out
+
+
+CAUSAL_CASES = ["fox", "unicode"]
+
+
+def causal_cases(tensors):
+    real = json.loads((HERE.parent / "smollm2.json").read_text())
+    weights = load_file(str(HERE.parent / "smollm2.safetensors"))
+    cases = []
+    for case in real["cases"]:
+        if case["name"] not in CAUSAL_CASES:
+            continue
+        n = case["n"]
+        att = weights[case["attentions"]["tensor"]].astype(np.float64)
+        base = {
+            "level": "token",
+            "special_excluded": False,
+            "tokens": case["tokens"],
+            "token_type_ids": [0] * n,
+            "special": [bool(s) for s in case["special_tokens_mask"]],
+            "roles": ["special" if s else ("piece" if i > 0 and case["word_ids"][i] == case["word_ids"][i - 1] else "word")
+                      for i, s in enumerate(case["special_tokens_mask"])],
+            "word_ids": case["word_ids"],
+            "surfaces": byte_level_surfaces(case["tokens"]),
+            "spans": [[i, i + 1] for i in range(n)],
+            "att": att,
+        }
+        views = {}
+        for vname, fns in [("token", []), ("word", [to_words])]:
+            v = base
+            for fn in fns:
+                v = fn(v)
+            if vname == "word":
+                groups = [[i for i in range(n) if base["spans"][i][0] >= s[0] and base["spans"][i][1] <= s[1]]
+                          for s in v["spans"]]
+                v["roles"] = [base["roles"][g[0]] for g in groups]
+                v["surfaces"] = ["".join(base["surfaces"][i] for i in g).strip() for g in groups]
+            stats = causal_head_statistics(v)
+            views[vname] = {
+                "level": v["level"],
+                "spans": v["spans"],
+                "stats": {k: (x if k == "label" else [[None if np.isnan(y) else y for y in row] for row in x.tolist()])
+                          for k, x in stats.items()},
+            }
+            tensors[f"causal/{case['name']}/{vname}/weights"] = v["att"].astype(np.float32)
+        cases.append({
+            "name": case["name"],
+            "source": "smollm2.safetensors " + case["attentions"]["tensor"],
+            "text": case["text"],
+            "tokens": case["tokens"],
+            "input_ids": case["input_ids"],
+            "word_ids": case["word_ids"],
+            "roles": base["roles"],
+            "surfaces": base["surfaces"],
+            "model": {"layers": real["config"]["layers"], "heads": real["config"]["heads"],
+                      "kv_heads": real["config"]["kv_heads"], "head_dim": real["config"]["head_dim"],
+                      "hidden_size": real["config"]["hidden_size"]},
+            "views": views,
+        })
+    return cases
+
+
 # ---------------------------------------------------------------------------------------------
 # Aggregates.
 
@@ -290,6 +439,7 @@ def main():
                 tensors[f"{key}/rollout"] = map_through(fns, base, token_rollout)
             tensors[f"{key}/rollout_own"] = rollout(v["att"])
         expected["cases"].append({"name": name, "views": views})
+    expected["causal_cases"] = causal_cases(tensors)
     with open(HERE / "expected.json", "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
@@ -303,6 +453,12 @@ def main():
             for lab in row:
                 counts[lab] = counts.get(lab, 0) + 1
         print(case["name"], counts)
+    for case in expected["causal_cases"]:
+        counts = {}
+        for row in case["views"]["token"]["stats"]["label"]:
+            for lab in row:
+                counts[lab] = counts.get(lab, 0) + 1
+        print("causal", case["name"], counts)
 
 
 if __name__ == "__main__":

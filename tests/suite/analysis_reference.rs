@@ -312,3 +312,138 @@ fn reference_cases_cover_pairs_pieces_and_punctuation() {
     let keys = analysis::KeyClasses::of(&long);
     assert!(!keys.punct.is_empty());
 }
+
+/// A statistic's `[layer][head]` grid from the reference, `null` (not defined) as NaN.
+fn grid_or_nan(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// Causal statistics against the numpy reference, on real SmolLM2-135M attention (transformers,
+/// eager) committed in `tests/reference/smollm2.safetensors`: rows that see one key left out,
+/// `entropy / ln(visible keys)`, no next-token share, the share to the first token (the attention
+/// sink) and the first-token-sink label, at token and word level.
+#[test]
+fn causal_statistics_match_numpy_reference() {
+    use attnviz::attention::MaskKind;
+    let expected = load_json("expected.json");
+    let want = load_tensors("expected.safetensors");
+    let real: HashMap<String, Tensor> =
+        candle_core::safetensors::load(dir().join("../smollm2.safetensors"), &Device::Cpu)
+            .expect("SmolLM2 reference tensors are committed");
+    let cases = expected["causal_cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    let mut sinks = 0;
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let tokens = strings(&case["tokens"]);
+        let n = tokens.len();
+        let roles = strings(&case["roles"])
+            .iter()
+            .map(|r| Role::from_name(r).unwrap())
+            .collect();
+        let units = Units::tokens(
+            tokens,
+            u32s(&case["input_ids"]),
+            vec![0; n],
+            vec![0; n],
+            roles,
+            word_ids(&case["word_ids"]),
+            strings(&case["surfaces"]),
+        );
+        let m = &case["model"];
+        let size = |k: &str| m[k].as_u64().unwrap() as usize;
+        let (heads, kv) = (size("heads"), size("kv_heads"));
+        let weights: Vec<f32> = real[&format!("{name}.attentions")]
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let att = Attention::new(
+            ModelInfo {
+                id: "SmolLM2-135M-Instruct".into(),
+                revision: None,
+                name: None,
+                family: "Llama".into(),
+                layers: size("layers"),
+                heads,
+                hidden_size: size("hidden_size"),
+                head_dim: size("head_dim"),
+            },
+            case["text"].as_str().unwrap().into(),
+            None,
+            units,
+            weights,
+        )
+        .unwrap()
+        .with_mask(MaskKind::Causal)
+        .with_kv_heads((0..heads).map(|h| h / (heads / kv)).collect())
+        .unwrap();
+        for (vname, shown) in [("token", att.clone()), ("word", analysis::to_words(&att))] {
+            let what = format!("causal {name}/{vname}");
+            let want_view = &case["views"][vname];
+            let spans: Vec<[usize; 2]> = shown
+                .queries()
+                .spans
+                .iter()
+                .map(|s| [s.start, s.end])
+                .collect();
+            let want_spans: Vec<[usize; 2]> =
+                serde_json::from_value(want_view["spans"].clone()).unwrap();
+            assert_eq!(spans, want_spans, "{what}: spans");
+            assert_close(
+                &format!("{what}: weights"),
+                shown.weights().iter().map(|&w| w as f64),
+                &flat_f64(&want[&format!("causal/{name}/{vname}/weights")]),
+            );
+            let stats = analysis::head_stats(&shown);
+            let st = &want_view["stats"];
+            type Field = (&'static str, fn(&HeadStats) -> f64);
+            let fields: [Field; 9] = [
+                ("entropy", |s| s.entropy),
+                ("entropy_norm", |s| s.entropy_norm),
+                ("distance", |s| s.distance),
+                ("cls", |s| s.to_start),
+                ("sep", |s| s.to_end),
+                ("first", |s| s.to_first),
+                ("punct", |s| s.to_punct),
+                ("self", |s| s.to_self),
+                ("prev", |s| s.to_prev),
+            ];
+            for (field, get) in fields {
+                assert_close(
+                    &format!("{what}: stat {field}"),
+                    stats.iter().flatten().map(get),
+                    &grid_or_nan(&st[field]),
+                );
+            }
+            assert!(grid_or_nan(&st["next"]).iter().all(|v| v.is_nan()));
+            assert!(
+                stats.iter().flatten().all(|s| s.to_next.is_nan()),
+                "{what}: next"
+            );
+            assert_close(
+                &format!("{what}: rows"),
+                stats.iter().flatten().map(|s| s.rows as f64),
+                &grid_or_nan(&st["rows"]),
+            );
+            let want_labels: Vec<Vec<String>> =
+                serde_json::from_value(st["label"].clone()).unwrap();
+            for (l, (g, w)) in stats.iter().zip(&want_labels).enumerate() {
+                let g: Vec<&str> = g.iter().map(|s| s.label.as_str()).collect();
+                assert_eq!(g, *w, "{what}: labels of layer {l}");
+            }
+            sinks += stats
+                .iter()
+                .flatten()
+                .filter(|s| s.label == analysis::HeadLabel::FirstTokenSink)
+                .count();
+        }
+    }
+    // The real model parks most of its attention on the first token: most heads are sinks.
+    assert!(sinks > 2 * 270, "{sinks} first-token sinks");
+}

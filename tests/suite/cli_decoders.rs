@@ -1,7 +1,7 @@
 //! The decoder families through the `attnviz` binary, on the tiny random checkpoints and the real
 //! SmolLM2 GGUF: the JSON export against transformers (causal mask, key/value-head map), every
 //! figure and the HTML report with the neuron view (q/k after RoPE over fewer key/value heads),
-//! statistics, `--words`, corpus mode, `--generate` (the same tokens as transformers' `generate`
+//! statistics, `--words`, corpus mode (with shards and `attnviz merge`), `--generate` (the same tokens as transformers' `generate`
 //! and the attention over prompt + generated tokens, flagged), `--chat`, `--layers` and
 //! `--max-memory`.
 
@@ -228,7 +228,11 @@ fn decoder_surfaces(folder: &str, label: &str, kv_head: &[usize]) {
 
     // Corpus mode; a pair line is refused as a bad line (decoders read one text).
     let input = at("corpus.txt");
-    std::fs::write(&input, format!("{text}\n{text}\tand a pair\n")).unwrap();
+    std::fs::write(
+        &input,
+        format!("{text}\n{text}\tand a pair\nA second line.\nAnd a third, longer one.\n"),
+    )
+    .unwrap();
     let out_dir = at("corpus");
     let (_, err) = ok(
         &run(&[
@@ -244,6 +248,60 @@ fn decoder_surfaces(folder: &str, label: &str, kv_head: &[usize]) {
     assert!(err.contains("line 2"), "{err}");
     assert!(out_dir.join("sentences/000001.json").is_file());
     assert!(!out_dir.join("sentences/000002.json").exists());
+    assert!(out_dir.join("sentences/000004.json").is_file());
+    // The causal statistics survive averaging: the first-token share is defined for every head,
+    // the next-token share for none (null, not 0).
+    let summary_path = out_dir.join("corpus_stats.json");
+    let summary = json(&summary_path);
+    for section in ["stats", "stats_sd", "stats_per_row"] {
+        let cells = |stat: &str| -> Vec<Value> {
+            summary[section][stat]
+                .as_array()
+                .unwrap_or_else(|| panic!("[{folder}] {section}.{stat}"))
+                .iter()
+                .flat_map(|l| l.as_array().unwrap().clone())
+                .collect()
+        };
+        assert!(
+            cells("to_first").iter().all(Value::is_number),
+            "[{folder}] {section}"
+        );
+        assert!(
+            cells("to_next").iter().all(Value::is_null),
+            "[{folder}] {section}"
+        );
+    }
+
+    // Two shards (lines 1 and 3; 2, the bad one, and 4) merged give one run's summary byte for
+    // byte.
+    let mut partials = Vec::new();
+    for k in 1..=2 {
+        let shard_dir = at(&format!("shard{k}"));
+        ok(
+            &run(&[
+                "-m",
+                model,
+                "--input",
+                input.to_str().unwrap(),
+                "--out-dir",
+                shard_dir.to_str().unwrap(),
+                "--shard",
+                &format!("{k}/2"),
+                "-q",
+            ]),
+            "corpus --shard",
+        );
+        partials.push(shard_dir.join("corpus_partial.json"));
+    }
+    let merged = at("merged.json");
+    let mut args = vec!["merge"];
+    args.extend(partials.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["--out", merged.to_str().unwrap(), "-q"]);
+    ok(&run(&args), "merge");
+    assert!(
+        std::fs::read(&merged).unwrap() == std::fs::read(&summary_path).unwrap(),
+        "[{folder}] merged shards differ from one run"
+    );
 }
 
 #[test]

@@ -173,6 +173,122 @@ fn write_cases(dir: &Path) {
     );
 }
 
+/// Real SmolLM2-135M attention on "The quick brown fox jumps over the lazy dog." as
+/// transformers computed it (`tests/reference/smollm2.safetensors`, `make_real.py`): layers 0,
+/// 15 and 29 with their query and key vectors after RoPE (9 query heads over 3 key/value heads),
+/// causal. The test marks the last three tokens as generated, to check how every view shows
+/// generated tokens (the reference text was read, not generated).
+fn smollm2_causal() -> Attention {
+    use attnviz::attention::{MaskKind, PositionScheme, Role, Units};
+    use attnviz::{ModelInfo, QueryKey};
+    let dir = repo().join("tests/reference");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
+    let tensors =
+        candle_core::safetensors::load(dir.join("smollm2.safetensors"), &candle_core::Device::Cpu)
+            .unwrap();
+    let flat = |name: &str| -> Vec<f32> { tensors[name].flatten_all().unwrap().to_vec1().unwrap() };
+    let case = &meta["cases"][0];
+    assert_eq!(case["name"], "fox");
+    let labels: Vec<String> = case["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    let n = labels.len();
+    let surfaces = labels.iter().map(|t| t.replace('Ġ', " ")).collect();
+    let mut units = Units::tokens(
+        labels,
+        case["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap() as u32)
+            .collect(),
+        vec![0; n],
+        vec![0; n],
+        vec![Role::Word; n],
+        (0..n).map(Some).collect(),
+        surfaces,
+    );
+    for g in &mut units.generated[n - 3..] {
+        *g = true;
+    }
+    let (heads, kv, d) = (9, 3, 64);
+    let layers: Vec<usize> = case["qk_layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_u64().unwrap() as usize)
+        .collect();
+    let all = flat("fox.attentions");
+    let per = heads * n * n;
+    let weights = layers
+        .iter()
+        .flat_map(|&l| all[l * per..(l + 1) * per].to_vec())
+        .collect();
+    Attention::new(
+        ModelInfo {
+            id: "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
+            revision: None,
+            name: Some("SmolLM2-135M-Instruct (layers 0, 15, 29)".into()),
+            family: "Llama".into(),
+            layers: layers.len(),
+            heads,
+            hidden_size: 576,
+            head_dim: d,
+        },
+        case["text"].as_str().unwrap().into(),
+        None,
+        units,
+        weights,
+    )
+    .unwrap()
+    .with_mask(MaskKind::Causal)
+    .with_positions(PositionScheme::Rotary)
+    .with_kv_heads((0..heads).map(|h| h / (heads / kv)).collect())
+    .unwrap()
+    .with_query_key(Some(QueryKey {
+        queries: flat("fox.query"),
+        keys: flat("fox.key"),
+    }))
+    .unwrap()
+}
+
+/// Decoder reports: real SmolLM2 attention (causal, grouped-query attention, RoPE, generated
+/// tokens marked), and an encoder's random attention flagged causal, whose masked cells hold
+/// weights well above zero: what the views leave out or hatch there, they leave out because the
+/// value says the cells are masked, not because they are 0.
+fn write_causal_cases(dir: &Path) {
+    let causal = smollm2_causal();
+    write_vectors(dir, "causal", &causal);
+    write_case(
+        dir,
+        "causal",
+        &causal,
+        &HtmlOptions {
+            neuron: true,
+            layer: 2,
+            ..HtmlOptions::default()
+        },
+    );
+    let sentence = [
+        "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ".",
+        "[SEP]",
+    ];
+    let junk = random_attention(
+        "The quick brown fox jumps over the lazy dog.",
+        None,
+        &sentence,
+        None,
+        (2, 4, 16),
+        5,
+    )
+    .with_mask(attnviz::attention::MaskKind::Causal);
+    write_case(dir, "causal-junk", &junk, &HtmlOptions::default());
+}
+
 /// Reports of the real all-MiniLM-L6-v2 on real sentences, with its captured query/key vectors.
 fn write_real_cases(dir: &Path) {
     let model = Model::from_dir(&minilm_dir()).expect("load all-MiniLM-L6-v2");
@@ -271,6 +387,7 @@ fn artifacts() -> &'static Path {
         let dir = repo().join("tests/artifacts/html");
         std::fs::create_dir_all(dir.join("screens")).unwrap();
         write_cases(&dir);
+        write_causal_cases(&dir);
         write_real_cases(&dir);
         write_decoder_case(&dir);
         dir

@@ -567,3 +567,23 @@ fn metadata_describes_units_by_role_for_any_family() {
     let err = write_html(&cross, &HtmlOptions::default(), &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
 }
+
+#[test]
+fn metadata_of_a_decoder_gives_mask_positions_sink_kv_map_and_generated_units() {
+    let tokens = ["ĠThe", "Ġcat", "Ġsat", "."];
+    let att = crate::attention::tests::decoder(&tokens, 1, vec![0, 0, 1, 1], 3);
+    let base = crate::attention::tests::synthetic(&tokens, 1, 4);
+    let meta = meta_of(&render(&att, &HtmlOptions::default()));
+    assert_eq!(meta["mask"], "causal");
+    assert_eq!(meta["positions"], "rotary");
+    assert_eq!(meta["sink"], 0);
+    assert_eq!(meta["kv_head"], serde_json::json!([0, 0, 1, 1]));
+    assert_eq!(
+        meta["generated"],
+        serde_json::json!([false, false, false, true])
+    );
+    // An encoder's report: no sink, absolute positions.
+    let meta = meta_of(&render(&base, &HtmlOptions::default()));
+    assert!(meta["sink"].is_null());
+    assert_eq!(meta["positions"], "absolute");
+}

@@ -4,7 +4,7 @@ use super::layout::{
     self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
 };
 use super::scale::{resample, resample_mask, Scale};
-use super::scene::{Align, Item, Scene, Text};
+use super::scene::{Align, Item, Rect, Scene, Text};
 use super::Style;
 
 /// Smallest and largest side of a panel in the layer figure: panels grow from the smallest to
@@ -54,11 +54,30 @@ fn arrangement(heads: usize) -> (usize, usize) {
     (cols, heads.div_ceil(cols))
 }
 
+/// Under grouped-query attention, one row of panels per key/value head, when the heads that
+/// share one are neighbours and few enough (2 to 8) to fill a row: columns × rows.
+fn grouped_arrangement(kv: &[usize]) -> Option<(usize, usize)> {
+    let groups = kv.iter().max()? + 1;
+    let size = kv.len() / groups;
+    let neighbours = kv.iter().enumerate().all(|(h, &g)| g == h / size.max(1));
+    (size * groups == kv.len() && (2..=8).contains(&size) && neighbours).then_some((size, groups))
+}
+
 /// All heads of a layer, with one colour scale. `heads[h]` is head `h`'s `n × n` matrix.
-pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<f32>]) -> Scene {
+/// With grouped-query attention, `kv[h]` is the key/value head head `h` reads, named in its
+/// panel's title.
+pub(crate) fn layer_scene(
+    style: &Style,
+    axis: &Axis,
+    title: &str,
+    heads: &[Vec<f32>],
+    kv: Option<&[usize]>,
+) -> Scene {
     let pal = &style.palette;
     let n = axis.len();
-    let (cols, rows) = arrangement(heads.len());
+    let (cols, rows) = kv
+        .and_then(grouped_arrangement)
+        .unwrap_or_else(|| arrangement(heads.len()));
     let grid = panel_grid(n, cols);
     let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
     let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
@@ -88,7 +107,10 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         items.push(Item::Text(Text {
             x: x + side / 2,
             y: y - head_band / 2 - 1,
-            text: format!("head {h}"),
+            text: match kv {
+                Some(kv) => format!("head {h} · kv head {}", kv[h]),
+                None => format!("head {h}"),
+            },
             size: SMALL_SIZE,
             bold: true,
             color: pal.text,
@@ -107,6 +129,9 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         ));
         if let Some(b) = axis.b_start {
             items.extend(layout::divider(&grid, b, x, y, 0, pal));
+        }
+        if let Some(g) = axis.gen_start {
+            items.extend(layout::gen_divider(&grid, g, x, y, 0, pal));
         }
         if c == 0 {
             items.extend(layout::token_labels(
@@ -145,6 +170,11 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
+    if style.masked.is_some() {
+        let (key, below) = layout::mask_key(bar_x, grid_y + bar_h + 16, pal);
+        items.extend(key);
+        bottom = bottom.max(below);
+    }
     if let Some(text) = super::single::thinning_note(&grid) {
         let (lines, below) = layout::notes(&text, bottom + 12, width, pal);
         items.extend(lines);
@@ -160,11 +190,15 @@ pub(crate) fn layer_scene(style: &Style, axis: &Axis, title: &str, heads: &[Vec<
 }
 
 /// Every layer × head as thumbnails on one colour scale. `matrices[l][h]` is `n × n`.
+///
+/// With grouped-query attention, `kv[h]` is the key/value head head `h` reads: a band above the
+/// head numbers brackets the heads that share one.
 pub(crate) fn model_scene(
     style: &Style,
     axis: &Axis,
     title: &str,
     matrices: &[Vec<&[f32]>],
+    kv: Option<&[usize]>,
 ) -> Scene {
     let pal = &style.palette;
     let n = axis.len();
@@ -194,7 +228,37 @@ pub(crate) fn model_scene(
         .max(560);
     let (mut items, top) = layout::title_block(title, style, width, pal);
     let col_band = 20;
-    let grid_y = top + col_band;
+    let kv_band = if kv.is_some() { 22 } else { 0 };
+    let grid_y = top + kv_band + col_band;
+    if let Some(kv) = kv {
+        // One bracket per run of neighbouring heads that read the same key/value head.
+        let mut h = 0;
+        while h < heads {
+            let g = kv[h];
+            let end = (h..heads).take_while(|&j| kv[j] == g).last().unwrap_or(h);
+            let x0 = grid_x + h as i32 * (side + gap);
+            let x1 = grid_x + end as i32 * (side + gap) + side;
+            let y = top + kv_band - 4;
+            items.push(Item::Fill(Rect::new(x0 + 2, y, x1 - 2, y + 1), pal.muted));
+            let label = format!("kv head {g}");
+            let text = if layout::fit(&label, SMALL_SIZE, false, x1 - x0) == label {
+                label
+            } else {
+                format!("kv {g}")
+            };
+            items.push(Item::Text(Text {
+                x: (x0 + x1) / 2,
+                y: y - 9,
+                text,
+                size: SMALL_SIZE,
+                bold: false,
+                color: pal.muted,
+                align: Align::Middle,
+                up: false,
+            }));
+            h = end + 1;
+        }
+    }
     for h in 0..heads {
         items.push(Item::Text(Text {
             x: grid_x + h as i32 * (side + gap) + side / 2,
@@ -234,6 +298,9 @@ pub(crate) fn model_scene(
             if let Some(b) = axis.b_start {
                 items.extend(layout::divider(&grid, b, x, y, 0, pal));
             }
+            if let Some(g) = axis.gen_start {
+                items.extend(layout::gen_divider(&grid, g, x, y, 0, pal));
+            }
         }
     }
     let grid_h = layers as i32 * (side + gap) - gap;
@@ -247,7 +314,12 @@ pub(crate) fn model_scene(
         &format!("attention weight{}", scale.caption_suffix()),
         pal,
     ));
-    let bottom = grid_y + grid_h.max(bar_h) + 10;
+    let mut bottom = grid_y + grid_h.max(bar_h) + 10;
+    if style.masked.is_some() {
+        let (key, below) = layout::mask_key(bar_x, grid_y + bar_h + 16, pal);
+        items.extend(key);
+        bottom = bottom.max(below + 10);
+    }
     let mut explain = String::from(
         "In each thumbnail, rows are query tokens (attending from), columns key tokens (attended to)",
     );
@@ -280,6 +352,14 @@ mod tests {
         assert_eq!(arrangement(8), (4, 2));
         assert_eq!(arrangement(1), (1, 1));
         assert_eq!(arrangement(3), (2, 2));
+        // Grouped-query attention: a row per key/value head (SmolLM2: 9 heads over 3).
+        let kv: Vec<usize> = (0..9).map(|h| h / 3).collect();
+        assert_eq!(grouped_arrangement(&kv), Some((3, 3)));
+        let kv: Vec<usize> = (0..32).map(|h| h / 4).collect();
+        assert_eq!(grouped_arrangement(&kv), Some((4, 8)));
+        // Too many per group, or groups that are not neighbours: the usual arrangement.
+        assert_eq!(grouped_arrangement(&[0; 16]), None);
+        assert_eq!(grouped_arrangement(&[0, 1, 0, 1]), None);
     }
 
     #[test]

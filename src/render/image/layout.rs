@@ -2,7 +2,7 @@
 
 use super::font;
 use super::scale::Scale;
-use super::scene::{frame, Align, Cells, Item, Rect, Text};
+use super::scene::{frame, Align, Cells, Hatch, Item, Rect, Text};
 use super::theme::{Palette, Rgb};
 use crate::render::colormap::Ramp;
 
@@ -37,6 +37,10 @@ pub(crate) struct Axis {
     pub special: Vec<bool>,
     /// First unit of sentence B.
     pub b_start: Option<usize>,
+    /// Units the model generated get labels in the palette's generated colour.
+    pub generated: Vec<bool>,
+    /// First generated unit, where a dashed line divides prompt and generation.
+    pub gen_start: Option<usize>,
 }
 
 impl Axis {
@@ -127,7 +131,13 @@ pub(crate) fn token_labels(
     grid.labelled()
         .map(|(p, u)| {
             let centre = (p as u32 * grid.cell + grid.cell / 2) as i32;
-            let color = if axis.special[u] { pal.muted } else { pal.text };
+            let color = if axis.generated.get(u).copied().unwrap_or(false) {
+                pal.generated
+            } else if axis.special[u] {
+                pal.muted
+            } else {
+                pal.text
+            };
             let text = label_text(axis, grid, u);
             let t = if rows {
                 Text {
@@ -158,7 +168,7 @@ pub(crate) fn token_labels(
 }
 
 /// A heatmap block: colour cells with a frame, at `(x, y)`. Cells `masked` marks (the query could
-/// not see the key) take the background colour, unlike a weight of 0.
+/// not see the key) are hatched, unlike any weight (0 included) in any colour map.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn heatmap(
     values: &[f32],
@@ -170,14 +180,12 @@ pub(crate) fn heatmap(
     ramp: &Ramp,
     pal: &Palette,
 ) -> Vec<Item> {
-    let mut colors = scale.colors(ramp, values);
-    if let Some(masked) = masked {
-        for (c, &m) in colors.iter_mut().zip(masked) {
-            if m {
-                *c = pal.background;
-            }
-        }
-    }
+    let colors = scale.colors(ramp, values);
+    let hatch = masked.filter(|m| m.iter().any(|&b| b)).map(|m| Hatch {
+        cells: m.to_vec(),
+        background: pal.background,
+        line: pal.hatch,
+    });
     let mut items = vec![Item::Cells(Cells {
         x,
         y,
@@ -186,6 +194,7 @@ pub(crate) fn heatmap(
         cell_w: grid.cell,
         cell_h: grid.cell,
         colors,
+        hatch,
     })];
     let side = grid.side() as i32;
     items.extend(frame(Rect::new(x, y, x + side, y + side), pal.frame));
@@ -202,21 +211,87 @@ pub(crate) fn divider(
     reach: i32,
     pal: &Palette,
 ) -> Vec<Item> {
+    cross_lines(grid, b_start, (x, y), reach, None, pal)
+}
+
+/// The dashed line across a heatmap at `(x, y)` before the first generated unit `gen_start`:
+/// white dashes with a black halo, like the A/B divider but broken, reaching `reach` pixels past
+/// the edges.
+pub(crate) fn gen_divider(
+    grid: &Grid,
+    gen_start: usize,
+    x: i32,
+    y: i32,
+    reach: i32,
+    pal: &Palette,
+) -> Vec<Item> {
+    let dashes = if grid.side() >= 120 { (6, 4) } else { (3, 2) };
+    cross_lines(grid, gen_start, (x, y), reach, Some(dashes), pal)
+}
+
+/// A vertical and a horizontal line across the heatmap at `(x, y)` before unit `at_unit`, white
+/// with a black halo, solid or in `(dash, gap)` dashes, reaching `reach` pixels past the edges.
+fn cross_lines(
+    grid: &Grid,
+    at_unit: usize,
+    (x, y): (i32, i32),
+    reach: i32,
+    dashes: Option<(i32, i32)>,
+    pal: &Palette,
+) -> Vec<Item> {
     let side = grid.side() as i32;
-    let at = grid.offset_of(b_start);
+    let at = grid.offset_of(at_unit);
     let (halo, core) = if grid.cell >= 6 { (2, 1) } else { (1, 0) };
+    let (dash, gap) = dashes.unwrap_or((side + 2 * reach, 0));
     let mut items = Vec::new();
-    for (w, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
-        items.push(Item::Fill(
-            Rect::new(x + at - w, y - reach, x + at + w.max(1), y + side + reach),
-            color,
-        ));
-        items.push(Item::Fill(
-            Rect::new(x - reach, y + at - w, x + side + reach, y + at + w.max(1)),
-            color,
-        ));
+    let mut from = -reach;
+    while from < side + reach {
+        let to = (from + dash).min(side + reach);
+        for (w, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
+            items.push(Item::Fill(
+                Rect::new(x + at - w, y + from, x + at + w.max(1), y + to),
+                color,
+            ));
+            items.push(Item::Fill(
+                Rect::new(x + from, y + at - w, x + to, y + at + w.max(1)),
+                color,
+            ));
+        }
+        from = to + gap;
     }
     items
+}
+
+/// The key to hatched cells, at `(x, y)`: a hatched square and "masked". Returns the items and
+/// the y below them.
+pub(crate) fn mask_key(x: i32, y: i32, pal: &Palette) -> (Vec<Item>, i32) {
+    let side = BAR_WIDTH;
+    let mut items = vec![Item::Cells(Cells {
+        x,
+        y,
+        rows: 1,
+        cols: 1,
+        cell_w: side as u32,
+        cell_h: side as u32,
+        colors: vec![pal.background],
+        hatch: Some(Hatch {
+            cells: vec![true],
+            background: pal.background,
+            line: pal.hatch,
+        }),
+    })];
+    items.extend(frame(Rect::new(x, y, x + side, y + side), pal.frame));
+    items.push(Item::Text(Text {
+        x: x + side + 6,
+        y: y + side / 2,
+        text: "masked".into(),
+        size: SMALL_SIZE,
+        bold: false,
+        color: pal.text,
+        align: Align::Start,
+        up: false,
+    }));
+    (items, y + side)
 }
 
 /// Width of the colour bar with its ticks and caption.
@@ -252,6 +327,7 @@ pub(crate) fn colorbar(
         cell_w: BAR_WIDTH as u32,
         cell_h: 1,
         colors,
+        hatch: None,
     })];
     items.extend(frame(
         Rect::new(x, y, x + BAR_WIDTH, y + h as i32),

@@ -7,7 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontDesc, FontFamily, FontStyle, FontTransform};
 
 use super::font;
-use super::scene::{Align, Cells, Item, Scene, Text};
+use super::scene::{Align, Cells, Hatch, Item, Scene, Text, HATCH_PERIOD};
 use super::theme::Rgb;
 use crate::render::fonts::{self, FontError};
 
@@ -91,19 +91,56 @@ fn blit_cells(buf: &mut [u8], (w, h): (u32, u32), cells: &Cells, factor: f32) {
         .collect();
     let mut row = Vec::with_capacity(cols.len() * 3);
     let mut last_row = usize::MAX;
+    // Hatch lines keep their spacing and width at every scale factor.
+    let period = (HATCH_PERIOD as f32 * factor).round().max(2.0) as i64;
+    let width = factor.round().max(1.0) as i64;
+    let mut hatched: Vec<usize> = Vec::new();
     for y in ys {
         let r = index(y, cells.y, cells.cell_h, cells.rows);
         if r != last_row {
             row.clear();
-            for &c in &cols {
+            hatched.clear();
+            for (i, &c) in cols.iter().enumerate() {
                 let Rgb(a, b, d) = cells.colors[r * cells.cols + c];
                 row.extend_from_slice(&[a, b, d]);
+                if cells.hatched(r * cells.cols + c) {
+                    hatched.push(i);
+                }
             }
             last_row = r;
         }
         let at = (y * w as usize + xs.start) * 3;
         buf[at..at + row.len()].copy_from_slice(&row);
+        if let Some(hatch) = &cells.hatch {
+            for &i in &hatched {
+                let x = xs.start + i;
+                let Rgb(a, b, d) = hatch.color_at(x as i64, y as i64, period, width);
+                buf[at + i * 3..at + i * 3 + 3].copy_from_slice(&[a, b, d]);
+            }
+        }
     }
+}
+
+/// The colour SVG's vector cells are first written in where they are hatched; [`finish_svg`]
+/// fills them with the hatch pattern instead. No colour map or palette holds it (a unit test
+/// checks), so nothing else is ever replaced.
+pub(crate) const HATCH_SENTINEL: Rgb = Rgb(0x01, 0x02, 0x03);
+
+/// The SVG pattern hatched cells are filled with: the same lines as the PNG's, one every
+/// [`HATCH_PERIOD`] pixels along the figure's diagonals.
+fn hatch_pattern(hatch: &Hatch) -> String {
+    let p = HATCH_PERIOD;
+    let hex = |c: Rgb| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+    format!(
+        "<pattern id=\"attnviz-masked\" patternUnits=\"userSpaceOnUse\" width=\"{p}\" height=\"{p}\">\
+         <rect width=\"{p}\" height=\"{p}\" fill=\"{bg}\"/>\
+         <path d=\"M0,{p} L{p},0 M-1,1 L1,-1 M{a},{b} L{b},{a}\" stroke=\"{line}\" stroke-width=\"1\"/>\
+         </pattern>",
+        bg = hex(hatch.background),
+        line = hex(hatch.line),
+        a = p - 1,
+        b = p + 1,
+    )
 }
 
 /// Render `scene` as a PNG file's bytes at `factor` PNG pixels per layout pixel, stating its
@@ -150,10 +187,15 @@ pub(crate) fn svg(scene: &Scene) -> Result<String, SvgError> {
         paint_svg(&root, scene, &family)?;
         root.present().map_err(draw_err)?;
     }
+    let hatch = scene.items.iter().find_map(|i| match i {
+        Item::Cells(c) => c.hatch.as_ref(),
+        _ => None,
+    });
     Ok(finish_svg(
         out,
         &scene.title,
         &fonts::font_face_css(&webfonts),
+        hatch,
     ))
 }
 
@@ -172,7 +214,7 @@ pub enum SvgError {
 /// edges between cells, and fix its embedded images. plotters 0.3.7 writes
 /// `href="data:png;base64,…"`, a media type browsers reject, and leaves them to be smoothed when
 /// scaled; ours are colour cells, so they must stay square.
-fn finish_svg(svg: String, title: &str, css: &str) -> String {
+fn finish_svg(svg: String, title: &str, css: &str, hatch: Option<&Hatch>) -> String {
     let mut escaped = String::new();
     for c in title.chars() {
         match c {
@@ -183,19 +225,33 @@ fn finish_svg(svg: String, title: &str, css: &str) -> String {
         }
     }
     let open_end = "xmlns=\"http://www.w3.org/2000/svg\">\n";
+    let sentinel = format!(
+        "fill=\"#{:02X}{:02X}{:02X}\"",
+        HATCH_SENTINEL.0, HATCH_SENTINEL.1, HATCH_SENTINEL.2
+    );
+    let pattern = hatch
+        .filter(|_| svg.contains(&sentinel))
+        .map(hatch_pattern)
+        .unwrap_or_default();
+    let style = if css.is_empty() {
+        String::new()
+    } else {
+        // base64 and these rules hold no `<` or `&`, so no CDATA section is needed
+        format!("<style>\n{css}</style>")
+    };
+    let defs = if style.is_empty() && pattern.is_empty() {
+        String::new()
+    } else {
+        format!("<defs>{style}{pattern}</defs>\n")
+    };
     let svg = svg.replacen(
         open_end,
         &format!(
-            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n{}",
-            if css.is_empty() {
-                String::new()
-            } else {
-                // base64 and these rules hold no `<` or `&`, so no CDATA section is needed
-                format!("<defs><style>\n{css}</style></defs>\n")
-            }
+            "xmlns=\"http://www.w3.org/2000/svg\" shape-rendering=\"crispEdges\">\n<title>{escaped}</title>\n{defs}"
         ),
         1,
     );
+    let svg = svg.replace(&sentinel, "fill=\"url(#attnviz-masked)\"");
     // Token text is escaped (`"` becomes `&quot;`), so this attribute text cannot come from a label.
     svg.replace(
         "href=\"data:png;base64,",
@@ -247,7 +303,12 @@ fn paint_cell_rects<DB: DrawingBackend>(
         for c in 0..cells.cols {
             let x = cells.x + c as i32 * w;
             let y = cells.y + r as i32 * h;
-            let fill = color(cells.colors[r * cells.cols + c]).filled();
+            let i = r * cells.cols + c;
+            let fill = if cells.hatched(i) {
+                color(HATCH_SENTINEL).filled()
+            } else {
+                color(cells.colors[i]).filled()
+            };
             root.draw(&Rectangle::new([(x, y), (x + w, y + h)], fill))
                 .map_err(draw_err)?;
         }

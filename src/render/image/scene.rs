@@ -99,6 +99,36 @@ pub(crate) struct Cells {
     pub cell_h: u32,
     /// Row-major, `rows × cols`.
     pub colors: Vec<Rgb>,
+    /// Cells drawn hatched instead of in their colour (a causal mask's hidden cells).
+    pub hatch: Option<Hatch>,
+}
+
+/// One hatch line every this many pixels (at scale factor 1).
+pub(crate) const HATCH_PERIOD: u32 = 6;
+
+/// How hatched cells look: the background crossed by one-pixel diagonal lines (`/`), continuous
+/// from cell to cell (they follow the figure's pixel grid), so a block of masked cells reads as
+/// one textured area that no colour of any colour map can be mistaken for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Hatch {
+    /// Row-major, `rows × cols`: which cells are hatched.
+    pub cells: Vec<bool>,
+    /// Between the lines.
+    pub background: Rgb,
+    /// The lines.
+    pub line: Rgb,
+}
+
+impl Hatch {
+    /// The colour of figure pixel `(x, y)` inside a hatched cell, with lines every `period`
+    /// pixels, `width` pixels wide.
+    pub(crate) fn color_at(&self, x: i64, y: i64, period: i64, width: i64) -> Rgb {
+        if (x + y).rem_euclid(period.max(1)) < width {
+            self.line
+        } else {
+            self.background
+        }
+    }
 }
 
 impl Cells {
@@ -109,7 +139,12 @@ impl Cells {
         self.rows as u32 * self.cell_h
     }
 
-    /// The cells as `width × height` RGB pixels.
+    /// Whether cell `i` (row-major) is hatched.
+    pub(crate) fn hatched(&self, i: usize) -> bool {
+        self.hatch.as_ref().is_some_and(|h| h.cells[i])
+    }
+
+    /// The cells as `width × height` RGB pixels (hatched cells hatched in figure coordinates).
     pub(crate) fn pixels(&self) -> Vec<u8> {
         let (w, h) = (self.width() as usize, self.height() as usize);
         let mut out = Vec::with_capacity(w * h * 3);
@@ -121,8 +156,24 @@ impl Cells {
                     row.extend_from_slice(&[c.0, c.1, c.2]);
                 }
             }
-            for _ in 0..self.cell_h {
+            let hatched: Vec<usize> = (0..self.cols)
+                .filter(|&c| self.hatched(r * self.cols + c))
+                .collect();
+            for py in 0..self.cell_h {
+                let start = out.len();
                 out.extend_from_slice(&row);
+                if let Some(hatch) = &self.hatch {
+                    let y = self.y as i64 + (r as u32 * self.cell_h + py) as i64;
+                    for &c in &hatched {
+                        for px in 0..self.cell_w {
+                            let x = c as u32 * self.cell_w + px;
+                            let Rgb(a, b, d) =
+                                hatch.color_at(self.x as i64 + x as i64, y, HATCH_PERIOD as i64, 1);
+                            let at = start + x as usize * 3;
+                            out[at..at + 3].copy_from_slice(&[a, b, d]);
+                        }
+                    }
+                }
             }
         }
         out

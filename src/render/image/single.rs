@@ -53,7 +53,11 @@ pub(crate) fn scene(
     let width = content_w.max(layout::title_width(title)).max(560);
 
     let (mut items, top) = layout::title_block(title, style, width, pal);
-    let segment_band = if axis.b_start.is_some() { 24 } else { 0 };
+    let segment_band = if axis.b_start.is_some() || axis.gen_start.is_some() {
+        24
+    } else {
+        0
+    };
     let heat_y = top + segment_band;
 
     items.extend(layout::heatmap(
@@ -66,27 +70,38 @@ pub(crate) fn scene(
         &style.ramp,
         pal,
     ));
+    // The band above the columns names the parts the dividers separate: the sentences of a
+    // pair, or the prompt and what the model generated.
+    let mut band: Vec<(i32, i32, &str, &str)> = Vec::new();
     if let Some(b) = axis.b_start {
         items.extend(layout::divider(&grid, b, heat_x, heat_y, 5, pal));
         let at = grid.offset_of(b);
-        for (from, to, name) in [(0, at, "A"), (at, side, "B")] {
-            let word = format!("sentence {name}");
-            let text = if layout::fit(&word, layout::SMALL_SIZE, false, to - from) == word {
-                word
-            } else {
-                name.to_string()
-            };
-            items.push(Item::Text(Text {
-                x: heat_x + (from + to) / 2,
-                y: heat_y - 12,
-                text,
-                size: layout::SMALL_SIZE,
-                bold: false,
-                color: pal.muted,
-                align: Align::Middle,
-                up: false,
-            }));
+        band.extend([(0, at, "sentence A", "A"), (at, side, "sentence B", "B")]);
+    }
+    if let Some(g) = axis.gen_start {
+        items.extend(layout::gen_divider(&grid, g, heat_x, heat_y, 5, pal));
+        if band.is_empty() {
+            let at = grid.offset_of(g);
+            band.extend([(0, at, "prompt", "p"), (at, side, "generated", "g")]);
         }
+    }
+    for (i, (from, to, word, short)) in band.into_iter().enumerate() {
+        let text = if layout::fit(word, layout::SMALL_SIZE, false, to - from) == word {
+            word
+        } else {
+            short
+        };
+        let generated = axis.b_start.is_none() && i == 1;
+        items.push(Item::Text(Text {
+            x: heat_x + (from + to) / 2,
+            y: heat_y - 12,
+            text: text.to_string(),
+            size: layout::SMALL_SIZE,
+            bold: false,
+            color: if generated { pal.generated } else { pal.muted },
+            align: Align::Middle,
+            up: false,
+        }));
     }
     items.extend(layout::token_labels(
         axis, &grid, heat_x, heat_y, true, LABEL_SIZE, pal,
@@ -117,6 +132,11 @@ pub(crate) fn scene(
         pal,
     ));
     bottom = bottom.max(heat_y + bar_h);
+    if style.masked.is_some() {
+        let (key, below) = layout::mask_key(bar_x, heat_y + bar_h + 16, pal);
+        items.extend(key);
+        bottom = bottom.max(below);
+    }
 
     if let Some(text) = thinning_note(&grid) {
         let (lines, below) = layout::notes(&text, bottom + 12, width, pal);

@@ -911,57 +911,287 @@ fn log_and_sqrt_scales_colour_weak_links() {
     assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
 }
 
-#[test]
-fn masked_cells_take_the_background_not_the_lowest_colour() {
-    // A causal head attending to itself: the cells above the diagonal are masked (drawn in the
-    // background colour), those below hold a weight of 0 (the colour map's lowest colour).
-    let att =
-        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
-    let options = ImageOptions::default();
-    let img = Image::decode(
-        &render_png(
-            &att,
-            &FigureSpec::Head {
-                layer: 0,
-                head: HeadSel::Index(0),
-            },
-            &options,
-        )
-        .unwrap(),
-    );
-    let diagonal = bright_cells(&img, &options, 20);
-    assert_eq!(diagonal.len(), 12, "{diagonal:?}");
-    let centre = |(x0, y0, x1, y1): (usize, usize, usize, usize)| ((x0 + x1) / 2, (y0 + y1) / 2);
-    let background = rgb(Palette::of(options.theme).background);
-    let lowest = rgb(Ramp::new(options.colormap, options.theme).at(0.0));
-    for q in 0..12 {
-        for k in 0..12 {
-            let (x, _) = centre(diagonal[k]);
-            let (_, y) = centre(diagonal[q]);
-            let want = match k.cmp(&q) {
-                std::cmp::Ordering::Greater => background,
-                std::cmp::Ordering::Less => lowest,
-                std::cmp::Ordering::Equal => top_color(&options),
-            };
-            assert_eq!(img.at(x, y), want, "cell ({q}, {k})");
+/// The distinct colours inside the cell centred at `(x, y)`, `half` pixels each way.
+fn cell_colours(img: &Image, (x, y): (usize, usize), half: usize) -> Vec<[u8; 3]> {
+    let mut out: Vec<[u8; 3]> = Vec::new();
+    for yy in y - half..=y + half {
+        for xx in x - half..=x + half {
+            let c = img.at(xx, yy);
+            if !out.contains(&c) {
+                out.push(c);
+            }
         }
     }
-    // Without the mask the same weights draw every off-diagonal cell in the lowest colour.
-    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
-    let img = Image::decode(
-        &render_png(
-            &open,
-            &FigureSpec::Head {
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn masked_cells_are_hatched_unlike_any_weight() {
+    // A causal head attending to itself: the cells above the diagonal are masked (hatched: the
+    // background crossed by grey lines), those below hold a weight of 0 (the colour map's
+    // lowest colour, one flat colour). With greys on white, that lowest colour is the
+    // background itself: the hatch still tells them apart.
+    let att =
+        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
+    for colormap in [Colormap::Viridis, Colormap::Greys] {
+        for theme in [Theme::Light, Theme::Dark] {
+            let options = ImageOptions {
+                colormap,
+                theme,
+                ..ImageOptions::default()
+            };
+            let fig = FigureSpec::Head {
                 layer: 0,
                 head: HeadSel::Index(0),
-            },
-            &options,
-        )
-        .unwrap(),
+            };
+            let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
+            let diagonal = bright_cells(&img, &options, 20);
+            assert_eq!(diagonal.len(), 12, "{diagonal:?}");
+            let centre =
+                |(x0, y0, x1, y1): (usize, usize, usize, usize)| ((x0 + x1) / 2, (y0 + y1) / 2);
+            let pal = Palette::of(theme);
+            let mut hatch = vec![rgb(pal.background), rgb(pal.hatch)];
+            hatch.sort_unstable();
+            let lowest = rgb(Ramp::new(colormap, theme).at(0.0));
+            for q in 0..12 {
+                for k in 0..12 {
+                    let at = (centre(diagonal[k]).0, centre(diagonal[q]).1);
+                    let want = match k.cmp(&q) {
+                        std::cmp::Ordering::Greater => hatch.clone(),
+                        std::cmp::Ordering::Less => vec![lowest],
+                        std::cmp::Ordering::Equal => vec![top_color(&options)],
+                    };
+                    assert_eq!(
+                        cell_colours(&img, at, 10),
+                        want,
+                        "{colormap:?} {theme:?} cell ({q}, {k})"
+                    );
+                }
+            }
+            // The key beside the colour bar says what the hatch means.
+            let scene = build(&att, &fig, &options).unwrap();
+            assert!(scene.texts().any(|t| t.text == "masked"));
+            let all: Vec<&str> = scene.texts().map(|t| t.text.as_str()).collect();
+            assert!(
+                all.join(" ")
+                    .contains("causal mask: hatched cells are keys after the query"),
+                "{all:?}"
+            );
+        }
+    }
+    // Without the mask the same weights draw every off-diagonal cell in the lowest colour, and
+    // there is no key.
+    let options = ImageOptions::default();
+    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let img = Image::decode(&render_png(&open, &fig, &options).unwrap());
+    let diagonal = bright_cells(&img, &options, 20);
+    let at = (
+        (diagonal[11].0 + diagonal[11].2) / 2,
+        (diagonal[0].1 + diagonal[0].3) / 2,
     );
-    let (x, _) = centre(diagonal[11]);
-    let (_, y) = centre(diagonal[0]);
-    assert_eq!(img.at(x, y), lowest);
+    let lowest = rgb(Ramp::new(options.colormap, options.theme).at(0.0));
+    assert_eq!(cell_colours(&img, at, 10), vec![lowest]);
+    assert!(!build(&open, &fig, &options)
+        .unwrap()
+        .texts()
+        .any(|t| t.text == "masked"));
+}
+
+#[test]
+fn svg_fills_masked_cells_with_the_hatch_pattern() {
+    let causal =
+        one_hot(&TWELVE, 1, 1, None, |_, _, q| q).with_mask(crate::attention::MaskKind::Causal);
+    let fig = FigureSpec::Head {
+        layer: 0,
+        head: HeadSel::Index(0),
+    };
+    let svg = render_svg(&causal, &fig, &ImageOptions::default()).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("valid XML");
+    assert_eq!(
+        doc.descendants()
+            .filter(|n| n.has_tag_name("pattern"))
+            .count(),
+        1
+    );
+    // 66 masked cells above the diagonal, and the key's square.
+    let hatched = doc
+        .descendants()
+        .filter(|n| n.attribute("fill") == Some("url(#attnviz-masked)"))
+        .count();
+    assert_eq!(hatched, 66 + 1);
+    let sentinel = paint::HATCH_SENTINEL;
+    assert!(!svg.contains(&format!(
+        "#{:02X}{:02X}{:02X}",
+        sentinel.0, sentinel.1, sentinel.2
+    )));
+    let open = one_hot(&TWELVE, 1, 1, None, |_, _, q| q);
+    let svg = render_svg(&open, &fig, &ImageOptions::default()).unwrap();
+    assert!(!svg.contains("<pattern") && !svg.contains("attnviz-masked"));
+}
+
+#[test]
+fn the_hatch_sentinel_is_no_colour_a_figure_uses() {
+    use crate::choice::Choice;
+    let sentinel = paint::HATCH_SENTINEL;
+    for &map in Colormap::ALL {
+        for theme in [Theme::Light, Theme::Dark] {
+            let ramp = Ramp::new(map, theme);
+            for i in 0..=255 {
+                assert_ne!(ramp.at(i as f32 / 255.0), sentinel, "{map:?} {theme:?} {i}");
+            }
+            let p = Palette::of(theme);
+            for c in [
+                p.background,
+                p.text,
+                p.muted,
+                p.frame,
+                p.divider_halo,
+                p.divider,
+                p.hatch,
+                p.generated,
+            ] {
+                assert_ne!(c, sentinel);
+            }
+        }
+    }
+}
+
+/// `att` as a causal model's attention with `heads / group` key/value heads (neighbouring heads
+/// share one) and the units from `generated` on generated.
+fn decoder_like(att: Attention, group: usize, generated: usize) -> Attention {
+    let heads = att.heads();
+    let mut units = att.queries().clone();
+    for g in &mut units.generated[generated..] {
+        *g = true;
+    }
+    att.derive(att.level, false, units, None, att.weights().to_vec())
+        .unwrap()
+        .with_mask(crate::attention::MaskKind::Causal)
+        .with_kv_heads((0..heads).map(|h| h / group).collect())
+        .unwrap()
+}
+
+#[test]
+fn decoder_figures_name_kv_heads_and_mark_generated_tokens() {
+    let toks = ["ĠThe", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġmat", "."];
+    let att = decoder_like(synthetic(&toks, 2, 6), 3, 5);
+    let options = ImageOptions::default();
+    let pal = Palette::of(options.theme);
+    let head = build(
+        &att,
+        &FigureSpec::Head {
+            layer: 1,
+            head: HeadSel::Index(4),
+        },
+        &options,
+    )
+    .unwrap();
+    assert!(
+        head.title.ends_with("layer 1 · head 4 (kv head 1)"),
+        "{}",
+        head.title
+    );
+    // Generated tokens' labels (rows and columns) in the generated colour, the others not.
+    for t in head.texts() {
+        match t.text.as_str() {
+            "Ġmat" | "." => assert_eq!(t.color, pal.generated, "{}", t.text),
+            "Ġsat" | "ĠThe" => assert_ne!(t.color, pal.generated, "{}", t.text),
+            _ => {}
+        }
+    }
+    let texts: Vec<&str> = head.texts().map(|t| t.text.as_str()).collect();
+    assert!(
+        texts.contains(&"prompt") && texts.contains(&"generated"),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .join(" ")
+            .contains("tokens 5–6, in orange after the dashed line, generated by the model"),
+        "{texts:?}"
+    );
+    let mean = build(&att, &FigureSpec::Mean { layer: 0 }, &options).unwrap();
+    assert!(
+        mean.title.ends_with("mean of 6 heads (2 kv heads)"),
+        "{}",
+        mean.title
+    );
+    let layer = build(&att, &FigureSpec::Layer { layer: 0 }, &options).unwrap();
+    let texts: Vec<&str> = layer.texts().map(|t| t.text.as_str()).collect();
+    assert!(texts.contains(&"head 4 · kv head 1"), "{texts:?}");
+    let model = build(&att, &FigureSpec::Model, &options).unwrap();
+    let texts: Vec<&str> = model.texts().map(|t| t.text.as_str()).collect();
+    assert!(
+        texts.contains(&"kv head 0") && texts.contains(&"kv head 1"),
+        "{texts:?}"
+    );
+    // The dashed divider: on the generated boundary, broken into dashes (more boxes than the
+    // A/B divider's four).
+    let single = build(&synthetic(&toks, 1, 1), &FigureSpec::Model, &options).unwrap();
+    let marked = build(
+        &decoder_like(synthetic(&toks, 1, 1), 1, 5),
+        &FigureSpec::Model,
+        &options,
+    )
+    .unwrap();
+    let fills = |s: &Scene| {
+        s.items
+            .iter()
+            .filter(|i| matches!(i, scene::Item::Fill(_, c) if *c == pal.divider))
+            .count()
+    };
+    assert_eq!(fills(&single), 0);
+    assert!(fills(&marked) > 8, "{}", fills(&marked));
+}
+
+#[test]
+fn decoder_layouts_keep_text_apart_and_inside() {
+    let options = ImageOptions::default();
+    for &(n, layers, heads, group, generated) in &[
+        (1usize, 1usize, 1usize, 1usize, 0usize),
+        (2, 1, 2, 2, 1),
+        (10, 30, 9, 3, 7),
+        (24, 2, 14, 7, 20),
+        (130, 1, 8, 4, 100),
+        (600, 1, 4, 2, 590),
+    ] {
+        let toks: Vec<String> = (0..n)
+            .map(|i| {
+                if i % 9 == 0 {
+                    "Ġinternationalisation".to_string()
+                } else {
+                    format!("Ġw{i}")
+                }
+            })
+            .collect();
+        let toks: Vec<&str> = toks.iter().map(String::as_str).collect();
+        let att = decoder_like(synthetic(&toks, layers, heads), group, generated);
+        for fig in [
+            FigureSpec::Head {
+                layer: 0,
+                head: HeadSel::Index(heads - 1),
+            },
+            FigureSpec::Mean { layer: 0 },
+            FigureSpec::Layer { layer: 0 },
+            FigureSpec::Model,
+        ] {
+            let scene = build(&att, &fig, &options).unwrap();
+            let what =
+                format!("{n} tokens, {layers}x{heads}/{group}, generated {generated}, {fig:?}");
+            assert_text_fits(&scene, &what);
+            assert!(
+                scene.width <= MAX_PIXELS && scene.height <= MAX_PIXELS,
+                "{what}: {}x{}",
+                scene.width,
+                scene.height
+            );
+        }
+    }
 }
 
 #[test]

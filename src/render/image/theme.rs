@@ -32,6 +32,10 @@ pub(crate) struct Palette {
     pub divider_halo: Rgb,
     /// Inner stroke of the segment A/B divider.
     pub divider: Rgb,
+    /// Lines of the hatch over masked cells.
+    pub hatch: Rgb,
+    /// Labels of the tokens the model generated.
+    pub generated: Rgb,
 }
 
 impl Palette {
@@ -45,6 +49,8 @@ impl Palette {
                 frame: Rgb(0x5a, 0x5a, 0x5a),
                 divider_halo: Rgb(0x00, 0x00, 0x00),
                 divider: Rgb(0xff, 0xff, 0xff),
+                hatch: Rgb(0x9a, 0x9a, 0x9a),
+                generated: Rgb(0xb3, 0x4d, 0x00),
             },
             Theme::Dark => Palette {
                 background: Rgb(0x16, 0x18, 0x1c),
@@ -53,6 +59,8 @@ impl Palette {
                 frame: Rgb(0x9a, 0x9e, 0xa6),
                 divider_halo: Rgb(0x00, 0x00, 0x00),
                 divider: Rgb(0xff, 0xff, 0xff),
+                hatch: Rgb(0x6e, 0x73, 0x7c),
+                generated: Rgb(0xff, 0xa6, 0x57),
             },
         }
     }
