@@ -14,7 +14,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 use attnviz::analysis::Stat;
-use attnviz::attention::HeadSel;
+use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
 use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::render::html::PrecisionChoice;
@@ -85,6 +85,12 @@ pub struct Args {
     /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
     #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
     pub head: Option<HeadSel>,
+
+    /// Which attention of an encoder–decoder model (BART, T5, Marian) the terminal view, the
+    /// statistics table and PNG/SVG show [default: cross]; JSON and the HTML report hold all
+    /// three. Other models have one, `self`.
+    #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
     #[arg(help_heading = "What to show", long)]

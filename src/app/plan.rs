@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions};
-use attnviz::attention::{layer_list, HeadSel, ModelInfo, Selection, SelectionError};
+use attnviz::attention::{
+    layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
+};
 use attnviz::corpus::merge::MergeJob;
 use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
@@ -73,6 +75,9 @@ pub struct Single {
     layer: Option<usize>,
     /// `--head`.
     pub head: HeadSel,
+    /// `--kind`: which attention the terminal, the table and the images show; `None`: the
+    /// run's primary one (cross-attention for an encoder–decoder).
+    pub kind: Option<AttentionKind>,
     /// Word level and/or special tokens excluded.
     pub view: ViewOptions,
     /// `--json`.
@@ -126,11 +131,22 @@ impl Single {
     /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
     /// names its place among the captured layers, as the views index them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        self.selection_of(info, AttentionKind::SelfAttention)
+    }
+
+    /// [`Single::selection`] against the attention of `kind`, whose layers and heads are its own
+    /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
+    /// kind.
+    pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
+        let name = match kind {
+            AttentionKind::SelfAttention => info.name().to_string(),
+            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
+            k => format!("{}'s {}", info.name(), k.as_str()),
+        };
         if let Some(layers) = &self.layers {
             if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
                 return Err(format!(
-                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
+                    "--layers {l} is out of range: {name} has layers 0–{} (numbered from 0)",
                     info.layers.saturating_sub(1)
                 ));
             }
@@ -145,24 +161,22 @@ impl Single {
                 layers: layers.len(),
                 ..info.clone()
             };
-            let Selection { head, .. } = self.check(&captured, Selection::new(slot, self.head))?;
+            let Selection { head, .. } = self.check(&name, &captured, Selection::new(slot, self.head))?;
             return Ok(Selection::new(slot, head));
         }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        self.check(info, Selection::new(layer, self.head))
+        self.check(&name, info, Selection::new(layer, self.head))
     }
 
-    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+    fn check(&self, name: &str, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
         info.check_selection(selection).map_err(|e| match e {
             SelectionError::Layer { layer, layers } => format!(
-                "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-                info.name(),
+                "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
                 layers.saturating_sub(1)
             ),
             SelectionError::Head { head, heads } => format!(
-                "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+                "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
                      from 0), or use --head mean",
-                info.name(),
                 heads.saturating_sub(1)
             ),
         })
@@ -183,6 +197,13 @@ impl Single {
 pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
+    }
+    if args.input.is_some() && args.kind.is_some() {
+        return Err(
+            "--kind picks one attention of an encoder–decoder model for a single text; corpus \
+             mode (--input) writes every kind, so drop --kind"
+                .into(),
+        );
     }
     let mode = if let Some(Command::Merge(m)) = &args.command {
         Mode::Merge(merge(m)?)
@@ -342,6 +363,7 @@ fn single(args: &Args) -> Result<Single, String> {
         truncate: args.truncate,
         layer: args.layer,
         head: args.head.unwrap_or(HeadSel::Mean),
+        kind: args.kind,
         view: ViewOptions {
             words: args.words,
             no_special: args.no_special,

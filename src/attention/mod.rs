@@ -11,11 +11,16 @@
 //! [`AttentionKind`] which attention it is, and a query-head → key/value-head map describes
 //! grouped-query attention. Renderers ask the value ([`Attention::is_masked`], the roles) rather
 //! than assume a square bidirectional matrix of BERT tokens.
+//!
+//! One run gives an [`AttentionSet`]: one self-attention value, or an encoder–decoder's encoder,
+//! decoder and cross-attention values, checked against each other (see [`set`](AttentionSet)).
 
+mod set;
 mod units;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use units::{Role, Units};
 
 /// Which model produced an [`Attention`], and its shape.
@@ -203,7 +208,7 @@ impl PositionScheme {
 }
 
 /// Which attention of the model a value holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum AttentionKind {
     /// The self-attention of an encoder-only or decoder-only model (BERT, GPT-2).
     #[default]
@@ -219,6 +224,13 @@ pub enum AttentionKind {
     #[serde(rename = "cross")]
     Cross,
 }
+
+crate::choice!(AttentionKind {
+    SelfAttention => ("self", "The self-attention of an encoder-only or decoder-only model"),
+    Encoder => ("encoder", "An encoder–decoder's encoder self-attention"),
+    Decoder => ("decoder", "An encoder–decoder's decoder self-attention (causal)"),
+    Cross => ("cross", "Cross-attention: decoder tokens over encoder tokens"),
+});
 
 impl AttentionKind {
     /// The name in JSON and the HTML report (`self`, `encoder`, `decoder`, `cross`).
