@@ -118,6 +118,8 @@ pub struct Single {
     pub generate: Option<usize>,
     /// `--chat`: wrap the text in the model's chat template.
     pub chat: bool,
+    /// `--target TEXT`: the output an encoder–decoder is teacher-forced with.
+    pub target: Option<String>,
     /// `--layers`: the layers to capture, ascending; `None`: all.
     pub layers: Option<Vec<usize>>,
     /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
@@ -247,10 +249,21 @@ fn single(args: &Args) -> Result<Single, String> {
     if args.generate == Some(0) {
         return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
     }
+    if args.target.is_some() && args.chat {
+        return Err(
+            "--chat wraps a decoder model's prompt in its chat template; --target is for \
+             encoder–decoder models, which have none: drop one of them"
+                .into(),
+        );
+    }
+    if args.target.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err("--target is empty; give the output to teacher-force".into());
+    }
     if args.pair.is_some() {
         if let Some(flag) = first_given(&[
             ("--generate", args.generate.is_some()),
             ("--chat", args.chat),
+            ("--target", args.target.is_some()),
         ]) {
             return Err(format!(
                 "{flag} is for decoder models, which read one text; drop --pair"
@@ -396,6 +409,7 @@ fn single(args: &Args) -> Result<Single, String> {
         color: args.color.unwrap_or_default(),
         generate: args.generate,
         chat: args.chat,
+        target: args.target.clone(),
         layers: args.layers.clone().map(|l| l.0),
         max_memory: args.max_memory,
     })
@@ -414,6 +428,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--html-precision", args.html_precision.is_some()),
         ("--generate", args.generate.is_some()),
         ("--chat", args.chat),
+        ("--target", args.target.is_some()),
         ("--layers", args.layers.is_some()),
         ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.figure.is_some()),
