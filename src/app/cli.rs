@@ -266,7 +266,12 @@ pub struct Args {
     /// Encoder–decoder models (BART, T5, Marian): the output to teacher-force. TEXT is the
     /// source; the decoder reads this target shifted right behind its start token, as
     /// transformers does in training.
-    #[arg(help_heading = "Generation", long, value_name = "TEXT", conflicts_with = "generate")]
+    #[arg(
+        help_heading = "Generation",
+        long,
+        value_name = "TEXT",
+        conflicts_with = "generate"
+    )]
     pub target: Option<String>,
 
     /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),

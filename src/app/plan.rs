@@ -163,14 +163,20 @@ impl Single {
                 layers: layers.len(),
                 ..info.clone()
             };
-            let Selection { head, .. } = self.check(&name, &captured, Selection::new(slot, self.head))?;
+            let Selection { head, .. } =
+                self.check(&name, &captured, Selection::new(slot, self.head))?;
             return Ok(Selection::new(slot, head));
         }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
         self.check(&name, info, Selection::new(layer, self.head))
     }
 
-    fn check(&self, name: &str, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+    fn check(
+        &self,
+        name: &str,
+        info: &ModelInfo,
+        selection: Selection,
+    ) -> Result<Selection, String> {
         info.check_selection(selection).map_err(|e| match e {
             SelectionError::Layer { layer, layers } => format!(
                 "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",

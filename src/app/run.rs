@@ -466,10 +466,10 @@ fn run_seq2seq(
     let set = AttentionSet::encoder_decoder(encoder, decoder, cross, plan.target.clone())
         .map_err(|e| Error::Usage(e.to_string()))?;
     let kind = plan.kind.unwrap_or(AttentionKind::Cross);
-    let att = set.get(Some(kind)).map_err(|e| Error::Usage(e.to_string()))?;
-    let selection = plan
-        .selection_of(&att.model, kind)
-        .map_err(Error::Usage)?;
+    let att = set
+        .get(Some(kind))
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let selection = plan.selection_of(&att.model, kind).map_err(Error::Usage)?;
     let encoding = Encoding {
         attention: att.clone(),
         hidden: out.decoder_hidden,

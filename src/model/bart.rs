@@ -239,11 +239,7 @@ impl BartConfig {
         Ok(match self.variant {
             Variant::Marian => StackPositions::Table {
                 table: Weight::owned(
-                    sinusoidal_table(
-                        self.max_position_embeddings,
-                        d,
-                        SinusoidalLayout::Halves,
-                    ),
+                    sinusoidal_table(self.max_position_embeddings, d, SinusoidalLayout::Halves),
                     vec![self.max_position_embeddings, d],
                 ),
                 offset: 0,
@@ -338,7 +334,7 @@ impl FamilyConfig for BartConfig {
             tensor: tensor.to_string(),
             axis,
         };
-        let dims = vec![
+        let mut dims = vec![
             dim("vocab_size", self.vocab_size, "shared.weight", 0),
             dim("d_model", self.d_model, "shared.weight", 1),
             dim(
@@ -354,6 +350,17 @@ impl FamilyConfig for BartConfig {
                 0,
             ),
         ];
+        if self.variant != Variant::Marian {
+            // Learned positions: two rows before position 0's.
+            for stack in ["encoder", "decoder"] {
+                dims.push(dim(
+                    "max_position_embeddings",
+                    self.max_position_embeddings.saturating_add(2),
+                    &format!("{stack}.embed_positions.weight"),
+                    0,
+                ));
+            }
+        }
         let counts = vec![
             ConfigCount {
                 field: "encoder_layers",
@@ -418,14 +425,22 @@ mod tests {
     fn defaults_are_transformers() {
         let c = read(r#"{"model_type": "bart"}"#, Variant::Bart).unwrap();
         assert_eq!(
-            (c.vocab_size, c.d_model, c.encoder_layers, c.encoder_attention_heads),
+            (
+                c.vocab_size,
+                c.d_model,
+                c.encoder_layers,
+                c.encoder_attention_heads
+            ),
             (50265, 1024, 12, 16)
         );
         assert_eq!((c.pad_token_id, c.decoder_start_token_id), (1, 2));
         assert_eq!(c.activation, Activation::GeluErf);
         assert!(!c.scale_embedding);
         let m = read(r#"{"model_type": "marian"}"#, Variant::Marian).unwrap();
-        assert_eq!((m.vocab_size, m.pad_token_id, m.decoder_start_token_id), (58101, 58100, 58100));
+        assert_eq!(
+            (m.vocab_size, m.pad_token_id, m.decoder_start_token_id),
+            (58101, 58100, 58100)
+        );
         // No decoder_start_token_id: the BOS token, as generate() falls back to it.
         let mb = read(r#"{"bos_token_id": 0}"#, Variant::MBart).unwrap();
         assert_eq!(mb.decoder_start_token_id, 0);
@@ -435,16 +450,28 @@ mod tests {
 
     #[test]
     fn refusals() {
-        let err = read(r#"{"d_model": 30, "decoder_attention_heads": 4}"#, Variant::Bart)
-            .unwrap_err();
-        assert!(err.contains("d_model 30 is not divisible by decoder_attention_heads 4"), "{err}");
-        let err = read(r#"{"share_encoder_decoder_embeddings": false}"#, Variant::Marian)
-            .unwrap_err();
+        let err = read(
+            r#"{"d_model": 30, "decoder_attention_heads": 4}"#,
+            Variant::Bart,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("d_model 30 is not divisible by decoder_attention_heads 4"),
+            "{err}"
+        );
+        let err = read(
+            r#"{"share_encoder_decoder_embeddings": false}"#,
+            Variant::Marian,
+        )
+        .unwrap_err();
         assert!(err.contains("share_encoder_decoder_embeddings"), "{err}");
         let err = read(r#"{"max_position_embeddings": 1e12}"#, Variant::Marian).unwrap_err();
         assert!(err.contains("too large"), "{err}");
-        let err = read(r#"{"vocab_size": 10, "decoder_start_token_id": 10}"#, Variant::Bart)
-            .unwrap_err();
+        let err = read(
+            r#"{"vocab_size": 10, "decoder_start_token_id": 10}"#,
+            Variant::Bart,
+        )
+        .unwrap_err();
         assert!(err.contains("decoder_start_token_id 10"), "{err}");
         let err = read(r#"{"activation_function": "quick_gelu"}"#, Variant::Bart).unwrap_err();
         assert!(err.contains("quick_gelu"), "{err}");

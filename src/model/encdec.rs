@@ -97,10 +97,7 @@ impl Model {
     /// The longest decoder input: the decoder's positions and the tokenizer's
     /// `model_max_length`.
     pub fn max_target_positions(&self) -> usize {
-        let longest = self
-            .network
-            .seq2seq()
-            .map_or(0, |n| n.decoder_positions());
+        let longest = self.network.seq2seq().map_or(0, |n| n.decoder_positions());
         self.model_max_length.map_or(longest, |m| m.min(longest))
     }
 
@@ -318,9 +315,7 @@ impl Model {
             )));
         }
         let longest = self.max_positions();
-        let source = self
-            .tokenizer
-            .encode(text, None, longest, opts.truncate)?;
+        let source = self.tokenizer.encode(text, None, longest, opts.truncate)?;
         let limit = tokenize::byte_limit(longest);
         let recorded = tokenize::cut_to_bytes(text, limit).to_string();
         let (decoder, labels, generation, target_truncated_from, target_cut) = match input {

@@ -20,11 +20,11 @@
 
 use super::capture::SequenceCapture;
 use super::decoder::{add_in_place, part, FeedForward};
+use super::encdec::Seq2SeqForward;
 use super::family::{Architecture, Batch, Network};
+use super::generate::{argmax, Generation};
 use super::kernels::{self, Activation, AttentionSpec, CaptureSink, Layout, Mask, Matrix, Output};
 use super::layers::{Linear, Norm};
-use super::encdec::Seq2SeqForward;
-use super::generate::{argmax, Generation};
 use super::weights::Weight;
 use super::{validate, Error, Forward};
 use crate::attention::QueryKey;
@@ -393,7 +393,11 @@ impl Seq2SeqNet {
     pub fn start(&self, encoder_output: &[f32], source: usize, capacity: usize) -> Seq2SeqCache {
         let arch = &self.decoder_arch;
         let hd = arch.heads * arch.head_dim;
-        assert_eq!(encoder_output.len(), source * self.hidden(), "encoder output");
+        assert_eq!(
+            encoder_output.len(),
+            source * self.hidden(),
+            "encoder output"
+        );
         let cross = self
             .decoder
             .layers
@@ -437,7 +441,10 @@ impl Seq2SeqNet {
             "{rows} decoder tokens after {past} in a cache of {}",
             cache.capacity
         );
-        assert!(captures.is_none() || past == 0, "captures cover a whole run");
+        assert!(
+            captures.is_none() || past == 0,
+            "captures cover a whole run"
+        );
         let total = past + rows;
         let hd = arch.heads * arch.head_dim;
         let width = 3 * hd;

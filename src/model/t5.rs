@@ -99,7 +99,11 @@ impl T5Config {
             }
         };
         // transformers: "gated-gelu" means the tanh approximation (gelu_new).
-        let act = if proj == "gated-gelu" { "gelu_new" } else { act };
+        let act = if proj == "gated-gelu" {
+            "gelu_new"
+        } else {
+            act
+        };
         let activation = Activation::from_hf_name(act).ok_or_else(|| {
             file.unsupported(format!(
                 "feed_forward_proj '{proj}': activation '{act}' is not supported; use {}",
@@ -286,6 +290,13 @@ impl FamilyConfig for T5Config {
                 bias,
                 0,
             ),
+            // The inner size, heads × d_kv, is the query map's rows.
+            dim(
+                "d_kv",
+                self.num_heads * self.d_kv,
+                "encoder.block.0.layer.0.SelfAttention.q.weight",
+                0,
+            ),
             dim(
                 "d_ff",
                 self.d_ff,
@@ -358,7 +369,14 @@ mod tests {
     fn defaults_are_t5_small() {
         let c = read(r#"{"model_type": "t5"}"#).unwrap();
         assert_eq!(
-            (c.d_model, c.d_kv, c.d_ff, c.num_layers, c.num_decoder_layers, c.num_heads),
+            (
+                c.d_model,
+                c.d_kv,
+                c.d_ff,
+                c.num_layers,
+                c.num_decoder_layers,
+                c.num_heads
+            ),
             (512, 64, 2048, 6, 6, 8)
         );
         assert_eq!((c.activation, c.gated), (Activation::Relu, false));
@@ -372,7 +390,8 @@ mod tests {
         assert!(!v11.scale_decoder_outputs);
         assert_eq!(v11.decoder_architecture().layers, 3);
         // transformers 5 writes the scale explicitly (and tie_word_embeddings true).
-        let saved = read(r#"{"scale_decoder_outputs": false, "tie_word_embeddings": true}"#).unwrap();
+        let saved =
+            read(r#"{"scale_decoder_outputs": false, "tie_word_embeddings": true}"#).unwrap();
         assert!(!saved.scale_decoder_outputs);
         let silu = read(r#"{"feed_forward_proj": "gated-silu"}"#).unwrap();
         assert_eq!(silu.activation, Activation::Silu);
@@ -381,11 +400,20 @@ mod tests {
     #[test]
     fn refusals() {
         for (config, want) in [
-            (r#"{"feed_forward_proj": "gated-gelu-x"}"#, "is not of the form"),
-            (r#"{"feed_forward_proj": "swiglu2"}"#, "activation 'swiglu2'"),
+            (
+                r#"{"feed_forward_proj": "gated-gelu-x"}"#,
+                "is not of the form",
+            ),
+            (
+                r#"{"feed_forward_proj": "swiglu2"}"#,
+                "activation 'swiglu2'",
+            ),
             (r#"{"relative_attention_num_buckets": 2}"#, "below 4"),
             (r#"{"num_heads": 1e15, "d_kv": 1e15}"#, "too large"),
-            (r#"{"vocab_size": 5, "pad_token_id": 9}"#, "decoder_start_token_id 9"),
+            (
+                r#"{"vocab_size": 5, "pad_token_id": 9}"#,
+                "decoder_start_token_id 9",
+            ),
         ] {
             let err = read(config).unwrap_err();
             assert!(err.contains(want), "{config}: {err}");

@@ -179,22 +179,24 @@ pub fn check_rect_rows(
         .par_chunks(queries * keys)
         .enumerate()
         .find_map_first(|(h, head)| {
-            head.chunks_exact(keys).enumerate().find_map(|(row, values)| {
-                let sum = lane_sum(values);
-                if (sum - 1.0).abs() <= ROW_SUM_TOLERANCE {
-                    return None;
-                }
-                let problem = match first_non_finite(values) {
-                    Some(k) => format!("holds {} at key {k}", values[k]),
-                    None => format!("sums to {sum}, not 1"),
-                };
-                Some(BadRow {
-                    layer: h / heads,
-                    head: h % heads,
-                    row,
-                    problem,
+            head.chunks_exact(keys)
+                .enumerate()
+                .find_map(|(row, values)| {
+                    let sum = lane_sum(values);
+                    if (sum - 1.0).abs() <= ROW_SUM_TOLERANCE {
+                        return None;
+                    }
+                    let problem = match first_non_finite(values) {
+                        Some(k) => format!("holds {} at key {k}", values[k]),
+                        None => format!("sums to {sum}, not 1"),
+                    };
+                    Some(BadRow {
+                        layer: h / heads,
+                        head: h % heads,
+                        row,
+                        problem,
+                    })
                 })
-            })
         });
     bad.map_or(Ok(()), Err)
 }

@@ -80,7 +80,12 @@ impl Reference {
 
 /// Attention of `shape` `[layers, heads, queries, keys]`, row by row: the worst |Δ|, and a line
 /// for every row over the tolerance naming its layer, head and query.
-fn compare_rows(ours: &[f32], theirs: &[f32], shape: &[usize], what: &str) -> (MaxDiff, Vec<String>) {
+fn compare_rows(
+    ours: &[f32],
+    theirs: &[f32],
+    shape: &[usize],
+    what: &str,
+) -> (MaxDiff, Vec<String>) {
     assert_eq!(ours.len(), theirs.len(), "{what}: sizes differ");
     let (heads, queries, keys) = (shape[1], shape[2], shape[3]);
     let mut worst = MaxDiff::default();
@@ -127,7 +132,12 @@ fn compare_case(
         let shape = &case.tensors[&format!("{kind}.attentions")].shape;
         let (d, lines) = compare_rows(&forward.weights, &want, shape, kind);
         line += &format!(" {kind} {:.1e}", d.value);
-        problems.extend(lines.into_iter().take(3).map(|l| format!("[{label}] {} {l}", case.name)));
+        problems.extend(
+            lines
+                .into_iter()
+                .take(3)
+                .map(|l| format!("[{label}] {} {l}", case.name)),
+        );
         if let (Some(qk), Some(q), Some(k)) = (
             &forward.query_key,
             reference.values(case, &format!("{kind}.query")),
@@ -152,7 +162,11 @@ fn compare_case(
         let want = reference.values(case, kind).expect(kind);
         let d = MaxDiff::of(ours, &want);
         line += &format!(" {kind} {:.1e}", d.value);
-        let tol = if kind == "logits" { LOGITS_TOL } else { HIDDEN_TOL };
+        let tol = if kind == "logits" {
+            LOGITS_TOL
+        } else {
+            HIDDEN_TOL
+        };
         if d.exceeds(tol) {
             problems.push(format!(
                 "[{label}] {} {kind}: max |Δ| {:.3e} > {tol:e}",
@@ -183,7 +197,10 @@ fn check_network(label: &str) {
     };
     let mut problems = Vec::new();
     let m = &reference.manifest;
-    assert!(m.cases.len() >= 4 && m.generations.len() >= 3, "[{label}] references");
+    assert!(
+        m.cases.len() >= 4 && m.generations.len() >= 3,
+        "[{label}] references"
+    );
     for case in m.cases.iter().chain(&m.generations) {
         let out = ok(
             s2s.forward_ids(&case.input_ids, &case.decoder_input_ids, true),
@@ -208,7 +225,12 @@ fn check_network(label: &str) {
                 g.name, out.ids, g.decoder_input_ids
             ));
         }
-        assert_eq!(Some(out.stopped_at_eos), g.stopped_at_eos, "[{label}] {}", g.name);
+        assert_eq!(
+            Some(out.stopped_at_eos),
+            g.stopped_at_eos,
+            "[{label}] {}",
+            g.name
+        );
     }
     assert!(
         problems.is_empty(),
@@ -240,15 +262,44 @@ fn check_model(label: &str) {
         let [encoder, decoder, cross] = &enc.attentions[..] else {
             panic!("three attentions")
         };
-        assert_eq!(encoder.queries().ids, case.input_ids, "{label} {} source", case.name);
-        assert_eq!(encoder.tokens(), case.tokens, "{label} {} source tokens", case.name);
-        assert_eq!(enc.labels.as_ref(), case.labels.as_ref(), "{label} {} labels", case.name);
-        assert_eq!(decoder.queries().ids, case.decoder_input_ids, "{label} {}", case.name);
-        assert_eq!(decoder.tokens(), case.decoder_tokens, "{label} {}", case.name);
+        assert_eq!(
+            encoder.queries().ids,
+            case.input_ids,
+            "{label} {} source",
+            case.name
+        );
+        assert_eq!(
+            encoder.tokens(),
+            case.tokens,
+            "{label} {} source tokens",
+            case.name
+        );
+        assert_eq!(
+            enc.labels.as_ref(),
+            case.labels.as_ref(),
+            "{label} {} labels",
+            case.name
+        );
+        assert_eq!(
+            decoder.queries().ids,
+            case.decoder_input_ids,
+            "{label} {}",
+            case.name
+        );
+        assert_eq!(
+            decoder.tokens(),
+            case.decoder_tokens,
+            "{label} {}",
+            case.name
+        );
         assert_eq!(cross.queries().ids, case.decoder_input_ids);
         assert_eq!(cross.keys().ids, case.input_ids);
         assert_eq!(
-            (encoder.kind.as_str(), decoder.kind.as_str(), cross.kind.as_str()),
+            (
+                encoder.kind.as_str(),
+                decoder.kind.as_str(),
+                cross.kind.as_str()
+            ),
             ("encoder", "decoder", "cross")
         );
         assert_eq!(decoder.mask.as_str(), "causal");
@@ -276,11 +327,20 @@ fn check_model(label: &str) {
     let g = &reference.manifest.generations[0];
     let want = g.generated_ids.as_ref().expect("generated ids");
     let enc = ok(
-        model.encode_seq2seq(&g.text, DecoderInput::Generate(want.len()), &opts, &mut |_| {}),
+        model.encode_seq2seq(
+            &g.text,
+            DecoderInput::Generate(want.len()),
+            &opts,
+            &mut |_| {},
+        ),
         &g.name,
     );
     let decoder = &enc.attentions[1];
-    assert_eq!(decoder.queries().ids, g.decoder_input_ids, "{label} generation");
+    assert_eq!(
+        decoder.queries().ids,
+        g.decoder_input_ids,
+        "{label} generation"
+    );
     assert!(!decoder.queries().generated[0] && decoder.queries().generated[1..].iter().all(|&g| g));
     assert!(
         problems.is_empty(),
