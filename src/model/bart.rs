@@ -451,12 +451,12 @@ mod tests {
     #[test]
     fn refusals() {
         let err = read(
-            r#"{"d_model": 30, "decoder_attention_heads": 4}"#,
+            r#"{"d_model": 32, "decoder_attention_heads": 3}"#,
             Variant::Bart,
         )
         .unwrap_err();
         assert!(
-            err.contains("d_model 30 is not divisible by decoder_attention_heads 4"),
+            err.contains("d_model 32 is not divisible by decoder_attention_heads 3"),
             "{err}"
         );
         let err = read(

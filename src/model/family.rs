@@ -275,17 +275,24 @@ mod tests {
             family(r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap(),
             "GPT-2"
         );
-        let err = family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap_err();
+        assert_eq!(
+            family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap(),
+            "T5"
+        );
+        let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
 
     #[test]
     fn unsupported_types_get_one_line_listing_the_supported_ones() {
-        let err = family(r#"{"model_type": "t5"}"#).unwrap_err();
+        assert_eq!(family(r#"{"model_type": "t5"}"#).unwrap(), "T5");
+        assert_eq!(family(r#"{"model_type": "mbart"}"#).unwrap(), "mBART");
+        let err = family(r#"{"model_type": "whisper"}"#).unwrap_err();
         assert!(
             err.contains(
-                "model_type 't5' is not supported; attnviz runs model types bert, roberta, \
-                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral"
+                "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
+                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral, bart, \
+                 mbart, marian, t5"
             ),
             "{err}"
         );
