@@ -257,9 +257,22 @@ pub struct Args {
 
     /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
     /// at the model's end-of-sequence token), then show the attention over the prompt and the
-    /// generated tokens, which every view marks.
+    /// generated tokens, which every view marks. Encoder–decoder models (BART, T5, Marian):
+    /// TEXT is the source, and the decoder generates up to N tokens [default: 19, or the
+    /// checkpoint's max_length less one when smaller].
     #[arg(help_heading = "Generation", long, value_name = "N")]
     pub generate: Option<usize>,
+
+    /// Encoder–decoder models (BART, T5, Marian): the output to teacher-force. TEXT is the
+    /// source; the decoder reads this target shifted right behind its start token, as
+    /// transformers does in training.
+    #[arg(
+        help_heading = "Generation",
+        long,
+        value_name = "TEXT",
+        conflicts_with = "generate"
+    )]
+    pub target: Option<String>,
 
     /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
     /// as chat models expect their input; with --generate, the model answers.

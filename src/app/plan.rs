@@ -118,6 +118,8 @@ pub struct Single {
     pub generate: Option<usize>,
     /// `--chat`: wrap the text in the model's chat template.
     pub chat: bool,
+    /// `--target TEXT`: the output an encoder–decoder is teacher-forced with.
+    pub target: Option<String>,
     /// `--layers`: the layers to capture, ascending; `None`: all.
     pub layers: Option<Vec<usize>>,
     /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
@@ -131,11 +133,22 @@ impl Single {
     /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
     /// names its place among the captured layers, as the views index them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        self.selection_of(info, AttentionKind::SelfAttention)
+    }
+
+    /// [`Single::selection`] against the attention of `kind`, whose layers and heads are its own
+    /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
+    /// kind.
+    pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
+        let name = match kind {
+            AttentionKind::SelfAttention => info.name().to_string(),
+            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
+            k => format!("{}'s {}", info.name(), k.as_str()),
+        };
         if let Some(layers) = &self.layers {
             if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
                 return Err(format!(
-                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
+                    "--layers {l} is out of range: {name} has layers 0–{} (numbered from 0)",
                     info.layers.saturating_sub(1)
                 ));
             }
@@ -150,22 +163,19 @@ impl Single {
                 layers: layers.len(),
                 ..info.clone()
             };
-            let Selection { head, .. } = self.check(&captured, Selection::new(slot, self.head))?;
+            let Selection { head, .. } =
+                self.check(&name, &captured, Selection::new(slot, self.head))?;
             return Ok(Selection::new(slot, head));
         }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        self.check(info, Selection::new(layer, self.head))
+        self.check(&name, info, Selection::new(layer, self.head))
     }
 
-    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
-        self.check_named(info, selection, info.name())
-    }
-
-    fn check_named(
+    fn check(
         &self,
+        name: &str,
         info: &ModelInfo,
         selection: Selection,
-        name: &str,
     ) -> Result<Selection, String> {
         info.check_selection(selection).map_err(|e| match e {
             SelectionError::Layer { layer, layers } => format!(
@@ -178,19 +188,6 @@ impl Single {
                 heads.saturating_sub(1)
             ),
         })
-    }
-
-    /// The selection for an encoder–decoder's attention of `kind`, described by `info` (its own
-    /// layers and heads: the encoder may have other counts than the decoder, whose layers
-    /// cross-attention shares); errors name the kind.
-    pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
-        let name = match kind {
-            AttentionKind::SelfAttention => info.name().to_string(),
-            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
-            k => format!("{}'s {}", info.name(), k.as_str()),
-        };
-        let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        self.check_named(info, Selection::new(layer, self.head), &name)
     }
 
     /// Whether the model generates, or wraps the text in its chat template, before capturing.
@@ -258,10 +255,21 @@ fn single(args: &Args) -> Result<Single, String> {
     if args.generate == Some(0) {
         return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
     }
+    if args.target.is_some() && args.chat {
+        return Err(
+            "--chat wraps a decoder model's prompt in its chat template; --target is for \
+             encoder–decoder models, which have none: drop one of them"
+                .into(),
+        );
+    }
+    if args.target.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err("--target is empty; give the output to teacher-force".into());
+    }
     if args.pair.is_some() {
         if let Some(flag) = first_given(&[
             ("--generate", args.generate.is_some()),
             ("--chat", args.chat),
+            ("--target", args.target.is_some()),
         ]) {
             return Err(format!(
                 "{flag} is for decoder models, which read one text; drop --pair"
@@ -407,6 +415,7 @@ fn single(args: &Args) -> Result<Single, String> {
         color: args.color.unwrap_or_default(),
         generate: args.generate,
         chat: args.chat,
+        target: args.target.clone(),
         layers: args.layers.clone().map(|l| l.0),
         max_memory: args.max_memory,
     })
@@ -425,6 +434,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--html-precision", args.html_precision.is_some()),
         ("--generate", args.generate.is_some()),
         ("--chat", args.chat),
+        ("--target", args.target.is_some()),
         ("--layers", args.layers.is_some()),
         ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.figure.is_some()),

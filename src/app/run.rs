@@ -6,8 +6,9 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
-use attnviz::attention::{Attention, AttentionSet, HeadSel, Role, Selection};
-use attnviz::model::{EncodeOptions, GenerateOptions, Model};
+use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Role, Selection};
+use attnviz::model::encdec::DecoderInput;
+use attnviz::model::{EncodeOptions, Encoding, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
@@ -155,9 +156,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
 /// One text (or pair): load, encode once, write every output.
 fn run_single(plan: &Single) -> Result<(), Error> {
     let model = Model::load(&plan.model, &plan.revision)?;
-    // Checked before anything is read or run; an encoder–decoder's kinds are checked again
-    // below, each against its own layers and heads.
-    let selection = plan.selection(model.info()).map_err(Error::Usage)?;
+    // Checked before anything is read or run; an encoder–decoder's is checked per kind once
+    // its attentions exist, each against its own layers and heads.
+    let selection = if model.is_seq2seq() {
+        Selection::new(0, HeadSel::Mean)
+    } else {
+        plan.selection(model.info()).map_err(Error::Usage)?
+    };
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
@@ -166,33 +171,31 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         layers: plan.layers.clone(),
         max_memory: plan.max_memory,
     };
-    let encoding = if plan.generates() {
-        let generate = GenerateOptions {
-            max_new_tokens: plan.generate.unwrap_or(0),
-            chat: plan.chat,
-        };
-        let mut progress = Progress::new(generate.max_new_tokens);
-        let encoding =
-            model.encode_generated(&text, &opts, generate, &mut |done| progress.update(done));
-        progress.finish();
-        let encoding = encoding?;
-        if let Some(g) = &encoding.generation {
-            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
-            note(&format!(
-                "generated {} token{}{}: {text:?}",
-                g.generated().len(),
-                if g.generated().len() == 1 { "" } else { "s" },
-                if g.stopped_at_eos {
-                    " (stopped at the end-of-sequence token)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        encoding
+    // An encoder–decoder's run gives three attentions; the views below show the one --kind
+    // picks (cross-attention by default).
+    let (encoding, selection, seq2seq) = if model.is_seq2seq() {
+        let (encoding, selection, set) = run_seq2seq(plan, &model, &text, &opts)?;
+        (encoding, selection, Some(set))
+    } else if plan.target.is_some() {
+        return Err(Error::Usage(format!(
+            "--target is for encoder–decoder models (BART, T5, Marian); {} is a {} model: drop \
+             --target{}",
+            model.info().name(),
+            model.family(),
+            if model.architecture().mask == attnviz::model::Mask::Causal {
+                ", or use --generate"
+            } else {
+                ""
+            }
+        )));
     } else {
-        model.encode(&text, plan.pair.as_deref(), &opts)?
+        (
+            single_encoding(plan, &model, &text, &opts)?,
+            selection,
+            None,
+        )
     };
+    let Selection { layer, head } = selection;
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -214,12 +217,17 @@ fn run_single(plan: &Single) -> Result<(), Error> {
 
     // Attention rollout multiplies every layer's attention in turn: with only some layers
     // captured (--layers) there is none to show.
-    let every_layer = encoding
-        .attention
-        .layer_numbers()
-        .iter()
-        .copied()
-        .eq(0..model.info().layers);
+    // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
+    // --layers picks some.)
+    let every_layer = match &seq2seq {
+        Some(_) => plan.layers.is_none(),
+        None => encoding
+            .attention
+            .layer_numbers()
+            .iter()
+            .copied()
+            .eq(0..model.info().layers),
+    };
     if !every_layer {
         let rollout_asked = (plan.figure == Figure::Rollout
             && (plan.png.is_some() || plan.svg.is_some()))
@@ -237,7 +245,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     }
 
     // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = AttentionSet::single(encoding.attention);
+    let tokens = match seq2seq {
+        Some(set) => set,
+        None => AttentionSet::single(encoding.attention),
+    };
 
     // The kind the terminal view, the table and the images show (--kind; default: the run's
     // primary one, cross-attention for an encoder–decoder), and the layer/head selection,
@@ -252,13 +263,15 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         .position(|&k| k == shown_kind)
         .expect("the kind was found");
     let token_att = tokens.kind(shown_kind).expect("the kind was found");
-    let selection = if tokens.is_encoder_decoder() {
-        plan.selection_of(&token_att.model, shown_kind)
-            .map_err(Error::Usage)?
-    } else {
-        selection
-    };
-    let Selection { layer, head } = selection;
+
+    if plan.html_report() && !token_att.is_square() {
+        return Err(Error::Usage(
+            "the HTML report does not show cross-attention yet: add --kind encoder or --kind \
+             decoder for a report of that attention (the terminal, --png/--svg and --json show \
+             cross-attention)"
+                .into(),
+        ));
+    }
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once per kind.
@@ -400,6 +413,129 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The encoding of a decoder-only or encoder-only model: generated (`--generate`, `--chat`) or
+/// of the text (and pair) as given.
+fn single_encoding(
+    plan: &Single,
+    model: &Model,
+    text: &str,
+    opts: &EncodeOptions,
+) -> Result<Encoding, Error> {
+    let encoding = if plan.generates() {
+        let generate = GenerateOptions {
+            max_new_tokens: plan.generate.unwrap_or(0),
+            chat: plan.chat,
+        };
+        let mut progress = Progress::new(generate.max_new_tokens);
+        let encoding =
+            model.encode_generated(text, opts, generate, &mut |done| progress.update(done));
+        progress.finish();
+        let encoding = encoding?;
+        if let Some(g) = &encoding.generation {
+            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
+            note(&format!(
+                "generated {} token{}{}: {text:?}",
+                g.generated().len(),
+                if g.generated().len() == 1 { "" } else { "s" },
+                if g.stopped_at_eos {
+                    " (stopped at the end-of-sequence token)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        encoding
+    } else {
+        model.encode(text, plan.pair.as_deref(), opts)?
+    };
+    Ok(encoding)
+}
+
+/// An encoder–decoder's run: TEXT as the source, the decoder teacher-forced with `--target` or
+/// generating (`--generate N`, or the checkpoint's default length, said on stderr); the
+/// encoding of the attention `--kind` picks (cross by default) and the selection checked
+/// against that attention's layers and heads.
+fn run_seq2seq(
+    plan: &Single,
+    model: &Model,
+    text: &str,
+    opts: &EncodeOptions,
+) -> Result<(Encoding, Selection, AttentionSet), Error> {
+    let name = model.info().name();
+    if plan.chat {
+        return Err(Error::Usage(format!(
+            "--chat: {name} is an encoder–decoder model ({}), with no chat template; give the \
+             source as TEXT and --target or --generate",
+            model.family()
+        )));
+    }
+    if plan.pair.is_some() {
+        return Err(Error::Usage(format!(
+            "--pair: {name} is an encoder–decoder model ({}), which reads one source text; give \
+             the output with --target",
+            model.family()
+        )));
+    }
+    let input = match (&plan.target, plan.generate) {
+        (Some(target), _) => DecoderInput::Target(target),
+        (None, Some(n)) => DecoderInput::Generate(n),
+        (None, None) => {
+            let n = model.default_generation_length();
+            note(&format!(
+                "{name} is an encoder–decoder model: TEXT is the source, and with neither \
+                 --target nor --generate the decoder generates up to {n} tokens greedily \
+                 (--target TEXT teacher-forces an output; --generate N sets the length)"
+            ));
+            DecoderInput::Generate(n)
+        }
+    };
+    let total = match input {
+        DecoderInput::Generate(n) => n,
+        DecoderInput::Target(_) => 0,
+    };
+    let mut progress = Progress::new(total);
+    let out = model.encode_seq2seq(text, input, opts, &mut |done| progress.update(done));
+    progress.finish();
+    let out = out?;
+    if let Some(g) = &out.generation {
+        let generated = model.tokenizer().decode(g.generated()).unwrap_or_default();
+        note(&format!(
+            "generated {} token{}{}: {generated:?}",
+            g.generated().len(),
+            if g.generated().len() == 1 { "" } else { "s" },
+            if g.stopped_at_eos {
+                " (stopped at the end-of-sequence token)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(from) = out.target_truncated_from {
+        note(&format!(
+            "note: the target was {from} tokens; truncated to the decoder's maximum (--truncate)"
+        ));
+    }
+    let [encoder, decoder, cross]: [Attention; 3] = out
+        .attentions
+        .try_into()
+        .map_err(|_| Error::Usage("an encoder–decoder run gives three attentions".into()))?;
+    let set = AttentionSet::encoder_decoder(encoder, decoder, cross, plan.target.clone())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let kind = plan.kind.unwrap_or(AttentionKind::Cross);
+    let att = set
+        .get(Some(kind))
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let selection = plan.selection_of(&att.model, kind).map_err(Error::Usage)?;
+    let encoding = Encoding {
+        attention: att.clone(),
+        hidden: out.decoder_hidden,
+        truncated_from: out.truncated_from,
+        bytes_cut: out.bytes_cut,
+        generation: out.generation,
+    };
+    Ok((encoding, selection, set))
 }
 
 /// The files a run can write, from one encoded input.
