@@ -8,7 +8,9 @@
 #     (without it, and without root or sudo, that test says loudly that it was skipped);
 #   - headless Chromium and Firefox ESR, with apt-get (as root, or through sudo);
 #   - the browser drivers in tests/browser, with `npm ci`.
-# Then it runs the whole suite in release mode (a debug forward pass is 35-55x slower).
+# Then it runs the whole suite in release mode (a debug forward pass is 35-55x slower), and the
+# Python package's tests (python/tests/run.sh: wheel built with maturin, installed into a fresh
+# venv, pytest, examples/quickstart.ipynb executed and opened in Chromium).
 #
 # ATTNVIZ_SKIP_BROWSER=1 skips the browser suites (the HTML report in Chromium and in Firefox, and
 # the embedded fonts in both): they stay "ignored" in cargo's summary and
@@ -65,8 +67,10 @@ if [[ -z "$skip_browser" ]]; then
         (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
     fi
     cargo test --release "$@" -- --include-ignored
+    bash python/tests/run.sh
 else
     cargo test --release "$@"
+    bash python/tests/run.sh
     printf '\n%s\n%s\n%s\n' \
         "############################################################################" \
         "##  BROWSER SUITES SKIPPED (ATTNVIZ_SKIP_BROWSER is set): the HTML report  ##" \

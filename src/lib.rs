@@ -12,6 +12,7 @@ pub mod attention;
 pub mod choice;
 pub mod cleanup;
 pub mod corpus;
+pub mod import;
 pub mod model;
 pub mod output;
 pub mod render;

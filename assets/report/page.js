@@ -219,8 +219,10 @@ function fillSummary() {
   $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
   const subset = LAYER_NUMBERS.some((n, l) => n !== l);
   const layersText = subset ? 'layers ' + LAYER_NUMBERS.join(', ') : m.layers + ' layers';
+  // Attention drawn from a file or arrays has no hidden size or head dim (0): say nothing of them.
+  const dims = m.hidden_size ? ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim : '';
   $('model-shape').textContent = layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
-    ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens') +
+    dims + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens') +
     (CAUSAL ? ' · causal' : '');
   const generatedText = generatedWords();
   if (generatedText !== null) {
@@ -237,7 +239,8 @@ function fillSummary() {
   const b64Len = Math.ceil(meta.payload.raw_bytes / 3) * 4;
   const rows = [
     ['Model', m.id + (m.revision ? ' (revision ' + m.revision + ')' : '')],
-    ['Shape', layersText + ' × ' + m.heads + ' heads, hidden size ' + m.hidden_size + ', head dim ' + m.head_dim +
+    ['Shape', layersText + ' × ' + m.heads + ' heads' +
+      (m.hidden_size ? ', hidden size ' + m.hidden_size + ', head dim ' + m.head_dim : '') +
       (subset ? ' (only these layers were captured)' : '')],
     [isPair ? 'Sentence A' : 'Sentence', meta.text],
   ];

@@ -39,10 +39,11 @@ use attnviz::render::ColorChoice;
     attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"What is attention?\" --chat --generate 32 --html chat.html\n  \
     attnviz --input sentences.txt --out-dir corpus --words\n  \
     attnviz --input corpus.jsonl.gz --out-dir shard-3 --shard 3/8 --resume\n  \
-    attnviz merge shard-*/corpus_partial.json --out corpus_stats.json")]
+    attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
+    attnviz render outputs.npz --html report.html")]
 pub struct Args {
-    /// A subcommand (`merge`), instead of analysing TEXT. To analyse the text "merge" itself,
-    /// write `attnviz -- merge`.
+    /// A subcommand (`render`, `merge`) instead of analysing TEXT. To analyse a text that is a
+    /// subcommand's name, write it after `--`: `attnviz -- merge`.
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -78,116 +79,13 @@ pub struct Args {
     #[arg(help_heading = "Input", long)]
     pub truncate: bool,
 
-    /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
-    #[arg(help_heading = "What to show", short, long, value_name = "N")]
-    pub layer: Option<usize>,
-
-    /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
-    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
-    pub head: Option<HeadSel>,
-
-    /// Which attention of an encoder–decoder model (BART, T5, Marian) the terminal view, the
-    /// statistics table and PNG/SVG show [default: cross]; JSON and the HTML report hold all
-    /// three. Other models have one, `self`.
-    #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
-    pub kind: Option<AttentionKind>,
-
-    /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
-    #[arg(help_heading = "What to show", long)]
-    pub words: bool,
-
-    /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
-    /// renormalise each row over the remaining tokens.
-    #[arg(help_heading = "What to show", long)]
-    pub no_special: bool,
-
-    /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
-    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
-    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
-    /// layer). See docs/json.md.
-    #[arg(
-        help_heading = "Outputs",
-        long,
-        value_name = "LIST",
-        value_parser = choice::<JsonSection>(),
-        value_delimiter = ','
-    )]
-    pub json_include: Vec<JsonSection>,
-
-    /// Write JSON numbers at full f32 precision instead of 6 significant digits.
-    #[arg(help_heading = "Outputs", long)]
-    pub full_precision: bool,
-
-    /// Write a PNG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
-    pub png: Option<PathBuf>,
-
-    /// Write an SVG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-
-    /// What the PNG/SVG shows [default: head].
-    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
-    pub figure: Option<Figure>,
-
-    /// Colour map of heatmaps [default: viridis].
-    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
-    pub colormap: Option<Colormap>,
-
-    /// Light or dark images [default: light].
-    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
-    pub theme: Option<Theme>,
-
-    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
-    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
-    /// linear scale. The colour bar's ticks sit at their real values on every scale
-    /// [default: linear].
-    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
-    pub scale: Option<ColorScale>,
-
-    /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
-    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
-    /// [default: 1].
-    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
-    pub scale_factor: Option<f32>,
-
-    /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
-    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
-    pub dpi: Option<f32>,
-
-    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
-    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    /// What to show and where: the output flags, shared with `attnviz render`.
+    #[command(flatten)]
+    pub out: Outputs,
 
     /// Include each head's query and key vectors in the HTML report for its neuron view.
     #[arg(help_heading = "HTML report", long)]
     pub neuron: bool,
-
-    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
-    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
-    /// 512-token bert-base report stays under 30 MB). The page states the precision
-    /// [default: auto].
-    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
-    pub html_precision: Option<PrecisionChoice>,
-
-    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
-    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
-    pub report: Option<PathBuf>,
-
-    /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
-    /// punctuation, self, previous and next, to the first token in causal models, and a label
-    /// per head) as a layers × heads overview.
-    #[arg(help_heading = "Statistics", long)]
-    pub stats: bool,
-
-    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
-    /// entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev,
-    /// to_next.
-    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
-    pub stat: Option<Stat>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
@@ -238,18 +136,6 @@ pub struct Args {
     #[arg(help_heading = "Corpus mode", long, value_name = "FORMAT", value_parser = choice::<InputFormat>())]
     pub input_format: Option<InputFormat>,
 
-    /// How many most-attended tokens the terminal lists for each token [default: 3].
-    #[arg(help_heading = "Terminal view", long, value_name = "K")]
-    pub top: Option<usize>,
-
-    /// Colour in the terminal view and the statistics table [default: auto].
-    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
-    pub color: Option<ColorChoice>,
-
-    /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
-    #[arg(help_heading = "Outputs", short, long)]
-    pub quiet: bool,
-
     /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
     /// available].
     #[arg(help_heading = "Model", long, value_name = "N")]
@@ -290,6 +176,131 @@ pub struct Args {
     /// [default: half of this machine's memory].
     #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+}
+
+/// The output flags: what to show (layer, head, words), the files to write and the terminal
+/// view. TEXT and `attnviz render FILE` take them alike; a subcommand's flags come after its
+/// name (`attnviz render a.npz --html r.html`), and `attnviz merge` has its own.
+#[derive(Debug, clap::Args)]
+pub struct Outputs {
+    /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
+    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
+    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
+    pub head: Option<HeadSel>,
+
+    /// Which attention of an encoder–decoder model (BART, T5, Marian) or file the terminal
+    /// view, the statistics table and PNG/SVG show [default: cross, or the only kind a file
+    /// holds]; JSON and the HTML report hold all three. Other models have one, `self`.
+    #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
+
+    /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
+    #[arg(help_heading = "What to show", long)]
+    pub words: bool,
+
+    /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
+    /// renormalise each row over the remaining tokens.
+    #[arg(help_heading = "What to show", long)]
+    pub no_special: bool,
+
+    /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
+    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
+    /// layer). See docs/json.md.
+    #[arg(
+        help_heading = "Outputs",
+        long,
+        value_name = "LIST",
+        value_parser = choice::<JsonSection>(),
+        value_delimiter = ',',
+    )]
+    pub json_include: Vec<JsonSection>,
+
+    /// Write JSON numbers at full f32 precision instead of 6 significant digits.
+    #[arg(help_heading = "Outputs", long)]
+    pub full_precision: bool,
+
+    /// Write a PNG heatmap (see --figure).
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
+
+    /// Write an SVG heatmap (see --figure).
+    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// What the PNG/SVG shows [default: head].
+    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
+    pub figure: Option<Figure>,
+
+    /// Colour map of heatmaps [default: viridis].
+    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    pub colormap: Option<Colormap>,
+
+    /// Light or dark images [default: light].
+    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    pub theme: Option<Theme>,
+
+    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
+    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
+    /// linear scale. The colour bar's ticks sit at their real values on every scale
+    /// [default: linear].
+    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
+    pub scale: Option<ColorScale>,
+
+    /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
+    /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
+    /// [default: 1].
+    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
+    pub scale_factor: Option<f32>,
+
+    /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
+    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    pub dpi: Option<f32>,
+
+    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
+    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
+    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
+    /// 512-token bert-base report stays under 30 MB). The page states the precision
+    /// [default: auto].
+    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
+    pub html_precision: Option<PrecisionChoice>,
+
+    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
+    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
+    /// punctuation, self, previous and next, to the first token in causal models, and a label
+    /// per head) as a layers × heads overview.
+    #[arg(help_heading = "Statistics", long)]
+    pub stats: bool,
+
+    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
+    /// entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev,
+    /// to_next.
+    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
+    pub stat: Option<Stat>,
+
+    /// How many most-attended tokens the terminal lists for each token [default: 3].
+    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    pub top: Option<usize>,
+
+    /// Colour in the terminal view and the statistics table [default: auto].
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+
+    /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
+    #[arg(help_heading = "Outputs", short, long)]
+    pub quiet: bool,
 }
 
 /// The most layers a `--layers` list may name (far more than any model has).
@@ -355,14 +366,40 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// Subcommands.
+/// Subcommands. Without one, attnviz runs a model on TEXT (a text that is a subcommand's name
+/// is given after `--`: `attnviz -- render`).
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Draw attention from a file: an attnviz JSON export (any format version), or an .npz /
+    /// .safetensors file with an `attention` array [layers, heads, queries, keys] and its
+    /// `tokens` (see docs/render.md). Every output flag works as for TEXT.
+    #[command(after_help = "Examples:\n  \
+        attnviz render attention.json --html report.html\n  \
+        attnviz render outputs.npz --png head.png --layer 3 --head 7\n  \
+        attnviz render weights.safetensors --tokens tokens.txt --stats")]
+    Render(Box<RenderArgs>),
     /// Combine the partial files of corpus shards (`--shard K/N`) into one corpus_stats.json,
     /// exactly as one run over the whole corpus would write it.
     #[command(after_help = "Example:\n  \
         attnviz merge out/shard-*/corpus_partial.json --out corpus_stats.json")]
     Merge(MergeArgs),
+}
+
+/// `attnviz render FILE`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// An attnviz JSON export, or an .npz / .safetensors file with `attention` and `tokens`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// The tokens of FILE's attention, one per line (or a JSON array of strings), when FILE has
+    /// none or others should label it.
+    #[arg(help_heading = "Input", long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+
+    /// What to show and where, as for TEXT.
+    #[command(flatten)]
+    pub out: Outputs,
 }
 
 /// `attnviz merge`.
@@ -475,6 +512,55 @@ mod tests {
     }
 
     #[test]
+    fn each_subcommand_takes_only_its_own_flags() {
+        // render: the output flags, after its name; no model flags.
+        let args = Args::try_parse_from([
+            "attnviz", "render", "a.npz", "--html", "r.html", "--stats", "-q", "--tokens", "t",
+        ])
+        .unwrap();
+        let Some(Command::Render(r)) = args.command else {
+            panic!("render")
+        };
+        assert_eq!(r.out.html, Some(PathBuf::from("r.html")));
+        assert!(r.out.stats && r.out.quiet);
+        assert_eq!(r.tokens, Some(PathBuf::from("t")));
+        assert!(args.out.html.is_none());
+        for model_flag in [
+            &["-m", "x"][..],
+            &["--pair", "x"],
+            &["--neuron"],
+            &["--input", "f"],
+        ] {
+            let argv = ["attnviz", "render", "a.npz"].iter().chain(model_flag);
+            assert!(Args::try_parse_from(argv).is_err(), "{model_flag:?}");
+        }
+        // merge: its own --quiet/--stat/--color, and none of the output flags.
+        let args = Args::try_parse_from([
+            "attnviz", "merge", "a", "--out", "x", "-q", "--stat", "entropy", "--color", "never",
+        ])
+        .unwrap();
+        let Some(Command::Merge(m)) = args.command else {
+            panic!("merge")
+        };
+        assert!(m.quiet && m.stat == Some(Stat::Entropy));
+        assert_eq!(m.color, Some(ColorChoice::Never));
+        for output_flag in [
+            &["--html", "r.html"][..],
+            &["--layer", "1"],
+            &["--words"],
+            &["--top", "2"],
+        ] {
+            let argv = ["attnviz", "merge", "a", "--out", "x"]
+                .iter()
+                .chain(output_flag);
+            assert!(Args::try_parse_from(argv).is_err(), "{output_flag:?}");
+        }
+        let args = Args::try_parse_from(["attnviz", "--", "render"]).unwrap();
+        assert_eq!(args.text.as_deref(), Some("render"));
+        assert!(args.command.is_none());
+    }
+
+    #[test]
     fn head_parses_number_or_mean() {
         assert_eq!(parse_head("3"), Ok(HeadSel::Index(3)));
         assert_eq!(parse_head("MEAN"), Ok(HeadSel::Mean));
@@ -502,16 +588,16 @@ mod tests {
             "never",
         ])
         .unwrap();
-        assert_eq!(args.colormap, Some(Colormap::Magma));
-        assert_eq!(args.theme, Some(Theme::Dark));
-        assert_eq!(args.scale, Some(ColorScale::Log));
-        assert_eq!(args.figure, Some(Figure::Model));
-        assert_eq!(args.html_precision, Some(PrecisionChoice::Bits8));
+        assert_eq!(args.out.colormap, Some(Colormap::Magma));
+        assert_eq!(args.out.theme, Some(Theme::Dark));
+        assert_eq!(args.out.scale, Some(ColorScale::Log));
+        assert_eq!(args.out.figure, Some(Figure::Model));
+        assert_eq!(args.out.html_precision, Some(PrecisionChoice::Bits8));
         assert_eq!(
-            args.json_include,
+            args.out.json_include,
             [JsonSection::Means, JsonSection::Rollout]
         );
-        assert_eq!(args.color, Some(ColorChoice::Never));
+        assert_eq!(args.out.color, Some(ColorChoice::Never));
         let e = Args::try_parse_from(["attnviz", "t", "--colormap", "jet"]).unwrap_err();
         assert!(e.to_string().contains("viridis"), "{e}");
     }

@@ -22,7 +22,7 @@ use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 
-use super::cli::{Args, Command, MergeArgs};
+use super::cli::{Args, Command, MergeArgs, Outputs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -54,8 +54,22 @@ pub enum Mode {
     Single(Box<Single>),
     /// `--input FILE --out-dir DIR`.
     Corpus(CorpusJob),
+    /// `attnviz render FILE`: attention from a file, drawn like a single input's.
+    Render(Box<Render>),
     /// `attnviz merge PARTIAL... --out FILE`.
     Merge(MergeJob),
+}
+
+/// `attnviz render FILE`: where the attention comes from, and the outputs (checked as for a
+/// single input; `out.text` is FILE, and the model fields are not used).
+#[derive(Debug, PartialEq)]
+pub struct Render {
+    /// The file to read.
+    pub file: PathBuf,
+    /// `--tokens FILE`.
+    pub tokens: Option<PathBuf>,
+    /// The outputs.
+    pub out: Single,
 }
 
 /// A single input and its outputs.
@@ -206,19 +220,36 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
-    if args.input.is_some() && args.kind.is_some() {
+    if args.input.is_some() && args.out.kind.is_some() {
         return Err(
             "--kind picks the attention a single TEXT shows; it does not apply to corpus mode \
              (--input): drop --kind"
                 .into(),
         );
     }
-    let mode = if let Some(Command::Merge(m)) = &args.command {
-        Mode::Merge(merge(m)?)
-    } else if args.input.is_some() {
-        Mode::Corpus(corpus(args)?)
-    } else {
-        Mode::Single(Box::new(single(args)?))
+    let mode = match &args.command {
+        Some(Command::Render(r)) => {
+            let model_only = [
+                ("--generate", args.generate.is_some()),
+                ("--target", args.target.is_some()),
+                ("--chat", args.chat),
+                ("--layers", args.layers.is_some()),
+                ("--max-memory", args.max_memory.is_some()),
+            ];
+            if let Some(flag) = first_given(&model_only) {
+                return Err(format!(
+                    "{flag} runs a model; `attnviz render` draws attention from a file: drop {flag}"
+                ));
+            }
+            Mode::Render(Box::new(Render {
+                file: r.file.clone(),
+                tokens: r.tokens.clone(),
+                out: single(args, &r.out, Some(r.file.display().to_string()))?,
+            }))
+        }
+        Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
+        None if args.input.is_some() => Mode::Corpus(corpus(args)?),
+        None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
     };
     Ok(Plan {
         threads: args.threads,
@@ -234,9 +265,10 @@ fn first_given<'a>(flags: &[(&'a str, bool)]) -> Option<&'a str> {
         .map(|(flag, _)| *flag)
 }
 
-/// A single input (TEXT): no corpus-only flags, no flag that needs an output that is not asked
-/// for, and outputs that can be written, each to its own place.
-fn single(args: &Args) -> Result<Single, String> {
+/// A single input (TEXT, or the FILE of `attnviz render` as `text`, with its own output flags
+/// `out`): no corpus-only flags, no flag that needs an output that is not asked for, and outputs
+/// that can be written, each to its own place.
+fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, String> {
     let corpus_only = [
         ("--out-dir", args.out_dir.is_some()),
         ("--on-bad-line", args.on_bad_line.is_some()),
@@ -276,16 +308,16 @@ fn single(args: &Args) -> Result<Single, String> {
             ));
         }
     }
-    let Some(text) = args.text.clone() else {
+    let Some(text) = text else {
         return Err(
-            "give TEXT to analyse (`-` reads standard input), or --input FILE for corpus mode; \
-             see --help"
+            "give TEXT to analyse (`-` reads standard input), --input FILE for corpus mode, or \
+             `attnviz render FILE` to draw attention you have; see --help"
                 .into(),
         );
     };
-    let (json, report) = (args.json.is_some(), args.report.is_some());
-    let (png, svg, html) = (args.png.is_some(), args.svg.is_some(), args.html.is_some());
-    if !args.json_include.is_empty() && !json && !report {
+    let (json, report) = (out.json.is_some(), out.report.is_some());
+    let (png, svg, html) = (out.png.is_some(), out.svg.is_some(), out.html.is_some());
+    if !out.json_include.is_empty() && !json && !report {
         return Err(
             "--json-include adds sections to the JSON export; add --json FILE or --report DIR"
                 .into(),
@@ -302,20 +334,20 @@ fn single(args: &Args) -> Result<Single, String> {
     };
     needs(
         "--full-precision",
-        args.full_precision,
+        out.full_precision,
         json || report,
         "the JSON export (--json FILE or --report DIR)",
     )?;
     needs(
         "--figure",
-        args.figure.is_some(),
+        out.figure.is_some(),
         png || svg,
         "--png and --svg (a report folder holds every figure)",
     )?;
     let look = [
-        ("--colormap", args.colormap.is_some()),
-        ("--theme", args.theme.is_some()),
-        ("--scale", args.scale.is_some()),
+        ("--colormap", out.colormap.is_some()),
+        ("--theme", out.theme.is_some()),
+        ("--scale", out.scale.is_some()),
     ];
     if let Some(flag) = first_given(&look) {
         needs(
@@ -326,8 +358,8 @@ fn single(args: &Args) -> Result<Single, String> {
         )?;
     }
     let density = [
-        ("--scale-factor", args.scale_factor.is_some()),
-        ("--dpi", args.dpi.is_some()),
+        ("--scale-factor", out.scale_factor.is_some()),
+        ("--dpi", out.dpi.is_some()),
     ];
     if let Some(flag) = first_given(&density) {
         needs(
@@ -339,7 +371,7 @@ fn single(args: &Args) -> Result<Single, String> {
     }
     let report_flags = [
         ("--neuron", args.neuron),
-        ("--html-precision", args.html_precision.is_some()),
+        ("--html-precision", out.html_precision.is_some()),
     ];
     if let Some(flag) = first_given(&report_flags) {
         needs(
@@ -349,25 +381,25 @@ fn single(args: &Args) -> Result<Single, String> {
             "the HTML report (--html FILE or --report DIR)",
         )?;
     }
-    let outputs = output_paths(args);
-    check_outputs(args, &outputs)?;
+    let outputs = output_paths(out);
+    check_outputs(out, &outputs)?;
     let stdout_taken = outputs
         .iter()
         .filter(|(flag, _)| *flag != "--report")
         .any(|(_, p)| matches!(Destination::of(p), Ok(Destination::Stdout)));
-    let terminal_view = !args.quiet && !stdout_taken;
-    let stats = args.stats || args.stat.is_some();
-    if args.top.is_some() && !terminal_view {
+    let terminal_view = !out.quiet && !stdout_taken;
+    let stats = out.stats || out.stat.is_some();
+    if out.top.is_some() && !terminal_view {
         return Err(format!(
             "--top sets the terminal view, which {}; drop --top",
-            if args.quiet {
+            if out.quiet {
                 "--quiet turns off"
             } else {
                 "is not printed while standard output carries a file"
             }
         ));
     }
-    if args.color.is_some() && !terminal_view && !stats {
+    if out.color.is_some() && !terminal_view && !stats {
         return Err(
             "--color sets the terminal view and the --stats table, and neither is printed; \
              drop --color, or add --stats"
@@ -380,39 +412,39 @@ fn single(args: &Args) -> Result<Single, String> {
         text,
         pair: args.pair.clone(),
         truncate: args.truncate,
-        layer: args.layer,
-        head: args.head.unwrap_or(HeadSel::Mean),
-        kind: args.kind,
+        layer: out.layer,
+        head: out.head.unwrap_or(HeadSel::Mean),
+        kind: out.kind,
         view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
+            words: out.words,
+            no_special: out.no_special,
         },
-        json: args.json.clone(),
-        png: args.png.clone(),
-        svg: args.svg.clone(),
-        html: args.html.clone(),
-        report: args.report.clone(),
-        figure: args.figure.unwrap_or_default(),
+        json: out.json.clone(),
+        png: out.png.clone(),
+        svg: out.svg.clone(),
+        html: out.html.clone(),
+        report: out.report.clone(),
+        figure: out.figure.unwrap_or_default(),
         image: ImageOptions {
-            colormap: args.colormap.unwrap_or_default(),
-            theme: args.theme.unwrap_or_default(),
-            scale: args.scale.unwrap_or(ColorScale::Linear),
-            scale_factor: args
+            colormap: out.colormap.unwrap_or_default(),
+            theme: out.theme.unwrap_or_default(),
+            scale: out.scale.unwrap_or(ColorScale::Linear),
+            scale_factor: out
                 .dpi
-                .map_or(args.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
+                .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
         },
         json_format: JsonOptions {
-            full_precision: args.full_precision,
+            full_precision: out.full_precision,
         },
-        json_include: args.json_include.clone(),
+        json_include: out.json_include.clone(),
         neuron: args.neuron,
-        html_precision: args.html_precision.unwrap_or_default(),
+        html_precision: out.html_precision.unwrap_or_default(),
         stats,
-        stat: args.stat,
+        stat: out.stat,
         terminal_view,
         stdout_taken,
-        top: args.top.unwrap_or(3),
-        color: args.color.unwrap_or_default(),
+        top: out.top.unwrap_or(3),
+        color: out.color.unwrap_or_default(),
         generate: args.generate,
         chat: args.chat,
         target: args.target.clone(),
@@ -425,27 +457,27 @@ fn single(args: &Args) -> Result<Single, String> {
 /// (or `-`); an output folder that is a folder and holds no earlier run unless `--force`.
 fn corpus(args: &Args) -> Result<CorpusJob, String> {
     let single_only = [
-        ("--json", args.json.is_some()),
-        ("--png", args.png.is_some()),
-        ("--svg", args.svg.is_some()),
-        ("--html", args.html.is_some()),
-        ("--report", args.report.is_some()),
+        ("--json", args.out.json.is_some()),
+        ("--png", args.out.png.is_some()),
+        ("--svg", args.out.svg.is_some()),
+        ("--html", args.out.html.is_some()),
+        ("--report", args.out.report.is_some()),
         ("--neuron", args.neuron),
-        ("--html-precision", args.html_precision.is_some()),
+        ("--html-precision", args.out.html_precision.is_some()),
         ("--generate", args.generate.is_some()),
         ("--chat", args.chat),
         ("--target", args.target.is_some()),
         ("--layers", args.layers.is_some()),
         ("--max-memory", args.max_memory.is_some()),
-        ("--figure", args.figure.is_some()),
-        ("--colormap", args.colormap.is_some()),
-        ("--theme", args.theme.is_some()),
-        ("--scale", args.scale.is_some()),
-        ("--scale-factor", args.scale_factor.is_some()),
-        ("--dpi", args.dpi.is_some()),
-        ("--layer", args.layer.is_some()),
-        ("--head", args.head.is_some()),
-        ("--top", args.top.is_some()),
+        ("--figure", args.out.figure.is_some()),
+        ("--colormap", args.out.colormap.is_some()),
+        ("--theme", args.out.theme.is_some()),
+        ("--scale", args.out.scale.is_some()),
+        ("--scale-factor", args.out.scale_factor.is_some()),
+        ("--dpi", args.out.dpi.is_some()),
+        ("--layer", args.out.layer.is_some()),
+        ("--head", args.out.head.is_some()),
+        ("--top", args.out.top.is_some()),
     ];
     if let Some(flag) = first_given(&single_only) {
         return Err(format!(
@@ -460,8 +492,8 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         normalise_per_sentence(args.per_sentence.as_deref().unwrap_or(&[PerSentence::Json]))?;
     if per_sentence.is_empty() {
         let json_only = [
-            ("--json-include", !args.json_include.is_empty()),
-            ("--full-precision", args.full_precision),
+            ("--json-include", !args.out.json_include.is_empty()),
+            ("--full-precision", args.out.full_precision),
         ];
         if let Some(flag) = first_given(&json_only) {
             return Err(format!(
@@ -470,7 +502,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
             ));
         }
     }
-    if args.color.is_some() && args.quiet {
+    if args.out.color.is_some() && args.out.quiet {
         return Err(
             "--color sets the statistics table, which --quiet turns off; drop one of them".into(),
         );
@@ -508,20 +540,20 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         on_bad_line: args.on_bad_line.unwrap_or(OnBadLine::Skip),
         truncate: args.truncate,
         view: ViewOptions {
-            words: args.words,
-            no_special: args.no_special,
+            words: args.out.words,
+            no_special: args.out.no_special,
         },
         json: JsonOptions {
-            full_precision: args.full_precision,
+            full_precision: args.out.full_precision,
         },
-        json_include: args.json_include.clone(),
+        json_include: args.out.json_include.clone(),
         force: args.force,
         resume: args.resume,
         shard: args.shard.unwrap_or(Shard::WHOLE),
         input_format: args.input_format.unwrap_or(InputFormat::Auto),
-        quiet: args.quiet,
-        stat: args.stat,
-        color: args.color.unwrap_or_default(),
+        quiet: args.out.quiet,
+        stat: args.out.stat,
+        color: args.out.color.unwrap_or_default(),
     })
 }
 
@@ -615,31 +647,31 @@ fn normalise_per_sentence(list: &[PerSentence]) -> Result<Vec<PerSentence>, Stri
 
 /// Every output file the arguments name (`-` included), with its flag. A report folder
 /// contributes each file it will hold.
-fn output_paths(args: &Args) -> Vec<(&'static str, PathBuf)> {
-    let mut out: Vec<(&'static str, PathBuf)> = [
-        ("--json", &args.json),
-        ("--png", &args.png),
-        ("--svg", &args.svg),
-        ("--html", &args.html),
+fn output_paths(out: &Outputs) -> Vec<(&'static str, PathBuf)> {
+    let mut paths: Vec<(&'static str, PathBuf)> = [
+        ("--json", &out.json),
+        ("--png", &out.png),
+        ("--svg", &out.svg),
+        ("--html", &out.html),
     ]
     .into_iter()
     .filter_map(|(flag, p)| p.clone().map(|p| (flag, p)))
     .collect();
-    if let Some(dir) = &args.report {
-        out.extend(
+    if let Some(dir) = &out.report {
+        paths.extend(
             report_files()
                 .into_iter()
                 .map(|f| ("--report", dir.join(f))),
         );
     }
-    out
+    paths
 }
 
 /// Outputs that can be written, and no two of them to one place: at most one to standard
 /// output (`-`, `/dev/stdout`), no two to one file however spelled (`x`, `./x`, a link to it).
 /// Devices such as `/dev/null` may take several.
-fn check_outputs(args: &Args, paths: &[(&'static str, PathBuf)]) -> Result<(), String> {
-    if let Some(dir) = &args.report {
+fn check_outputs(out: &Outputs, paths: &[(&'static str, PathBuf)]) -> Result<(), String> {
+    if let Some(dir) = &out.report {
         if dir.exists() && !dir.is_dir() {
             return Err(format!(
                 "--report {}: that is a file; give a folder (it is created if missing)",
@@ -718,8 +750,34 @@ mod tests {
     fn single_plan(argv: &[&str]) -> Single {
         match check(argv).expect("a valid plan").mode {
             Mode::Single(s) => *s,
-            Mode::Corpus(_) | Mode::Merge(_) => panic!("not single"),
+            Mode::Corpus(_) | Mode::Render(_) | Mode::Merge(_) => panic!("not single"),
         }
+    }
+
+    #[test]
+    fn render_takes_the_output_flags_and_keeps_text_working() {
+        let plan = check(&[
+            "render", "a.npz", "--words", "--layer", "1", "--kind", "cross",
+        ])
+        .unwrap();
+        let Mode::Render(r) = plan.mode else {
+            panic!("render mode")
+        };
+        assert_eq!(r.file, PathBuf::from("a.npz"));
+        assert_eq!(r.out.kind, Some(AttentionKind::Cross));
+        assert!(r.out.view.words);
+        // Flags go after the subcommand: before it they would belong to a model run.
+        assert!(Args::try_parse_from(["attnviz", "--stats", "render", "a.npz"]).is_err());
+        // A text is still a text; a text that is the subcommand's name goes after `--`.
+        assert!(matches!(
+            check(&["The cat."]).unwrap().mode,
+            Mode::Single(_)
+        ));
+        let s = single_plan(&["--", "render"]);
+        assert_eq!(s.text, "render");
+        // A text and the subcommand together are refused by clap.
+        let args = Args::try_parse_from(["attnviz", "text", "render", "a.npz"]);
+        assert!(args.is_err());
     }
 
     #[test]

@@ -5,22 +5,20 @@ use std::borrow::Cow;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 
-use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, Stat, StatsSection};
-use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Role, Selection};
+use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
+use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::model::encdec::DecoderInput;
 use attnviz::model::{EncodeOptions, Encoding, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
-use attnviz::render::html::{
-    write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
-};
+use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
-use attnviz::tokenize;
+use attnviz::{import, tokenize};
 
 use super::cli::Args;
-use super::plan::{self, Mode, Single, REPORT_HTML, REPORT_JSON};
+use super::plan::{self, Mode, Render, Single, REPORT_HTML, REPORT_JSON};
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +47,9 @@ pub enum Error {
     /// Corpus mode (`--input`).
     #[error(transparent)]
     Corpus(#[from] attnviz::corpus::CorpusError),
+    /// Reading attention from a file (`attnviz render`).
+    #[error(transparent)]
+    Import(#[from] attnviz::import::ImportError),
     /// `attnviz merge`.
     #[error(transparent)]
     Merge(#[from] attnviz::corpus::merge::MergeError),
@@ -150,6 +151,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
         Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
         Mode::Single(single) => run_single(&single),
+        Mode::Render(render) => run_render(&render),
     }
 }
 
@@ -195,7 +197,6 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             None,
         )
     };
-    let Selection { layer, head } = selection;
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -250,6 +251,105 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         None => AttentionSet::single(encoding.attention),
     };
 
+    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.push(("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    write_outputs(plan, &tokens, selection, every_layer, settings)
+}
+
+/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
+/// output as for a single input. A file of an encoder–decoder run (JSON version 3, or arrays of
+/// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
+/// gets all three.
+fn run_render(render: &Render) -> Result<(), Error> {
+    let plan = &render.out;
+    let tokens = match &render.tokens {
+        Some(path) => Some(import::read_token_file(path)?),
+        None => None,
+    };
+    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    for w in &imported.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let file = render.file.display();
+    if let Some(kind) = plan.kind {
+        if imported.kind(kind).is_none() {
+            return Err(Error::Usage(format!(
+                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
+                kind.as_str(),
+                imported.kinds_in_words()
+            )));
+        }
+    }
+    let set = match imported.kinds.as_slice() {
+        [one] => Some(AttentionSet::single(one.clone())),
+        [enc, dec, cross]
+            if [enc.kind, dec.kind, cross.kind] == attnviz::attention::ENCODER_DECODER_KINDS =>
+        {
+            // Arrays without texts (.npz, .safetensors) label each side by its own tokens:
+            // every value of a run carries the source as its text, and the decoder's is the
+            // target.
+            let target = imported
+                .target
+                .clone()
+                .or_else(|| (dec.text != enc.text).then(|| dec.text.clone()));
+            let source = |a: &Attention| {
+                let mut a = a.clone();
+                a.text = enc.text.clone();
+                a.pair = None;
+                a
+            };
+            AttentionSet::encoder_decoder(enc.clone(), source(dec), source(cross), target).ok()
+        }
+        _ => None,
+    };
+    let set = match set {
+        Some(set) => set,
+        // Kinds that are not one run's whole set: draw the one --kind picks.
+        None => match plan.kind {
+            Some(kind) => AttentionSet::single(imported.kind(kind).expect("checked").clone()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "{file} holds {} attention; choose one with --kind {}",
+                    imported.kinds_in_words(),
+                    imported.kind_names().join("|")
+                )))
+            }
+        },
+    };
+    let shown = set
+        .get(plan.kind)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let selection = plan
+        .selection_of(&shown.model, shown.kind)
+        .map_err(Error::Usage)?;
+    let every_layer = set
+        .iter()
+        .all(|a| a.layer_numbers().iter().copied().eq(0..a.layers()));
+    let settings = vec![
+        ("source".to_string(), file.to_string()),
+        ("format".to_string(), imported.format.clone()),
+    ];
+    write_outputs(plan, &set, selection, every_layer, settings)
+}
+
+/// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an
+/// encoder–decoder's three): the view (`--words`, `--no-special`), its analyses, the files and
+/// the terminal views, of the kind `--kind` picks where an output shows one. `selection` was
+/// checked against that kind; `every_layer`: whether every layer was captured (else there is no
+/// rollout). `settings` go into the report's "About" panel.
+fn write_outputs(
+    plan: &Single,
+    tokens: &AttentionSet,
+    selection: Selection,
+    every_layer: bool,
+    settings: Vec<(String, String)>,
+) -> Result<(), Error> {
+    let Selection { layer, head } = selection;
     // The kind the terminal view, the table and the images show (--kind; default: the run's
     // primary one, cross-attention for an encoder–decoder), and the layer/head selection,
     // checked against that kind's own layers and heads.
@@ -279,7 +379,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let needs_rollout = plan.report.is_some()
         || !plan.json_include.is_empty()
         || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
-    let shown = analysis::view_set(&tokens, view_opts)?;
+    let shown = analysis::view_set(tokens, view_opts)?;
     let analyses: Option<Vec<Analysis>> = needs_rollout.then(|| {
         tokens
             .iter()
@@ -349,7 +449,14 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             }
             _ => Cow::Owned(analysis::rollout(token_att)),
         };
-        html_options(plan, token_att, selection, outputs.stats, &token_rollout)
+        html_options(
+            plan,
+            token_att,
+            selection,
+            outputs.stats,
+            &token_rollout,
+            settings,
+        )
     });
     if let (Some(path), Some(opts)) = (&plan.html, &html) {
         write_html_file(token_att, opts, path)?;
@@ -647,14 +754,6 @@ impl Outputs<'_> {
     }
 }
 
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(
@@ -663,73 +762,15 @@ fn html_options(
     selection: Selection,
     stats: &[Vec<HeadStats>],
     rollout: &[Vec<f32>],
+    mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
     let precision = plan
         .html_precision
         .resolve(att.layers(), att.heads(), att.len(), att.len());
-    let specials = att.special_names();
-    let unit = format!(
-        "{}, {specials} {}",
-        if plan.view.words { "words" } else { "tokens" },
-        if plan.view.no_special {
-            "excluded"
-        } else {
-            "included"
-        }
-    );
-    let (start, end) = (
-        att.role_name(Role::Start)
-            .unwrap_or_else(|| "the start token".into()),
-        att.role_name(Role::End)
-            .unwrap_or_else(|| "the end token".into()),
-    );
-    let first = att
-        .sink()
-        .map(|k| {
-            format!(
-                ", first = over half on the first token ({}), the attention sink",
-                att.tokens()[k]
-            )
-        })
-        .unwrap_or_default();
-    let statistics = Stat::ALL
-        .iter()
-        // Only what this attention defines: no next-token share under a causal mask, no
-        // first-token share without one.
-        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
-        .map(|&stat| HeadStatistic {
-            id: stat.name().to_string(),
-            label: match stat {
-                Stat::ToStart => format!("share of attention to the start token ({start})"),
-                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
-                _ => stat.title().to_string(),
-            },
-            description: format!(
-                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
-                 the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}){first}, broad = entropy near uniform.",
-                capitalise(stat.title())
-            ),
-            values: stats
-                .iter()
-                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
-                .collect(),
-        })
-        .collect();
-    let head_labels = stats
-        .iter()
-        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
-        .collect();
-    let mut settings = vec![
-        ("model".to_string(), plan.model.clone()),
-        ("statistics computed on".to_string(), unit),
-    ];
-    if !std::path::Path::new(&plan.model).is_dir() {
-        settings.insert(1, ("revision".to_string(), plan.revision.clone()));
-    }
-    if plan.truncate {
-        settings.push(("truncate".to_string(), "yes".to_string()));
-    }
+    settings.push((
+        "statistics computed on".to_string(),
+        statistics_unit(att, plan.view),
+    ));
     HtmlOptions {
         neuron: plan.neuron,
         precision,
@@ -741,22 +782,7 @@ fn html_options(
         hide_special: plan.view.no_special,
         words: plan.view.words,
         settings,
-        analysis: HtmlAnalysis {
-            stats: statistics,
-            head_labels: Some(head_labels),
-            // No rollout without every layer (`--layers`).
-            matrices: (!rollout.is_empty())
-                .then(|| ExtraMatrix {
-                    id: "rollout".to_string(),
-                    label: "Attention rollout".to_string(),
-                    description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
-                        renormalised, multiplied through the layers up to this one"
-                        .to_string(),
-                    layers: rollout.to_vec(),
-                })
-                .into_iter()
-                .collect(),
-        },
+        analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
     }
 }

@@ -158,7 +158,7 @@ impl ModelInfo {
 }
 
 /// Which cells of an attention matrix a query could attend to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MaskKind {
     /// Every key (encoders, cross-attention).
@@ -318,6 +318,35 @@ pub fn layer_list(layers: &[usize]) -> String {
     parts.join(", ")
 }
 
+/// Everything an [`Attention`] is made of, for [`Attention::from_parts`].
+#[derive(Clone, Debug)]
+pub struct AttentionParts {
+    /// Which model produced it (for attention from elsewhere, a description of the source).
+    pub model: ModelInfo,
+    /// Sentence A.
+    pub text: String,
+    /// Sentence B, if any.
+    pub pair: Option<String>,
+    /// Which attention it is.
+    pub kind: AttentionKind,
+    /// Which cells a query could not see.
+    pub mask: MaskKind,
+    /// How the model encodes positions.
+    pub positions: PositionScheme,
+    /// Whether units are tokens or words.
+    pub level: Level,
+    /// Whether special tokens were removed and rows renormalised.
+    pub special_excluded: bool,
+    /// The query units.
+    pub queries: Units,
+    /// The key units: `None` unless this is cross-attention.
+    pub keys: Option<Units>,
+    /// The key/value head of each query head; `None`: every head its own.
+    pub kv_head: Option<Vec<usize>>,
+    /// `[layers, heads, n_query, n_key]`, row-major.
+    pub weights: Vec<f32>,
+}
+
 /// Error for an [`Attention`] built from inconsistent parts.
 #[derive(Debug, thiserror::Error)]
 #[error("inconsistent attention: {0}")]
@@ -367,8 +396,7 @@ impl Attention {
         )
     }
 
-    /// The one place a value is assembled: bidirectional, token level, every head its own
-    /// key/value head; checked before it is returned.
+    /// A bidirectional, token-level value whose every head is its own key/value head.
     fn build(
         model: ModelInfo,
         text: String,
@@ -378,8 +406,7 @@ impl Attention {
         keys: Option<Units>,
         weights: Vec<f32>,
     ) -> Result<Self, ShapeError> {
-        let (heads, layers) = (model.heads, model.layers);
-        let att = Attention {
+        Self::from_parts(AttentionParts {
             model,
             text,
             pair,
@@ -390,11 +417,38 @@ impl Attention {
             special_excluded: false,
             queries,
             keys,
-            kv_head: (0..heads).collect(),
-            layer_numbers: (0..layers).collect(),
+            kv_head: None,
             weights,
+        })
+    }
+
+    /// A value of any kind, level and mask from its parts (attention that was not computed here:
+    /// a file, or arrays from Python; see [`crate::import`]), checked like [`Attention::new`].
+    /// `keys` must be `None` for every kind but cross-attention. The one place a value is
+    /// assembled ([`Attention::new`] and [`Attention::cross`] come through here).
+    pub fn from_parts(parts: AttentionParts) -> Result<Self, ShapeError> {
+        let (heads, layers) = (parts.model.heads, parts.model.layers);
+        let att = Attention {
+            model: parts.model,
+            text: parts.text,
+            pair: parts.pair,
+            kind: parts.kind,
+            mask: parts.mask,
+            positions: parts.positions,
+            level: parts.level,
+            special_excluded: parts.special_excluded,
+            queries: parts.queries,
+            keys: parts.keys,
+            kv_head: parts.kv_head.unwrap_or_else(|| (0..heads).collect()),
+            layer_numbers: (0..layers).collect(),
+            weights: parts.weights,
             query_key: None,
         };
+        if att.kind == AttentionKind::Cross && att.keys.is_none() {
+            return Err(ShapeError(
+                "cross-attention needs its own key units (the encoder's)".into(),
+            ));
+        }
         att.check()?;
         Ok(att)
     }

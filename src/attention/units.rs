@@ -70,7 +70,8 @@ pub struct Units {
     /// Display label: the token as the tokenizer gave it (`[CLS]`, `##ly`, `Ġquick`), or at word
     /// level the word's text.
     pub labels: Vec<String>,
-    /// Vocabulary id of each token; empty at word level.
+    /// Vocabulary id of each token; empty at word level, and for tokens whose ids are unknown
+    /// (attention imported with its labels only, see [`crate::import`]).
     pub ids: Vec<u32>,
     /// Token type (segment) id the tokenizer gave each token (its first token at word level).
     pub type_ids: Vec<u32>,
@@ -191,7 +192,8 @@ impl Units {
         }
     }
 
-    /// Check that every vector has one entry per unit (`ids` too when `token_level`).
+    /// Check that every vector has one entry per unit (`ids` too when `token_level` and they are
+    /// known).
     pub(crate) fn check(&self, side: &str, token_level: bool) -> Result<(), String> {
         let n = self.len();
         let lens = [
@@ -208,7 +210,7 @@ impl Units {
                 return Err(format!("{side} {name} has {len} entries for {n} units"));
             }
         }
-        if token_level && self.ids.len() != n {
+        if token_level && !self.ids.is_empty() && self.ids.len() != n {
             return Err(format!(
                 "{side} ids has {} entries for {n} tokens",
                 self.ids.len()

@@ -58,7 +58,10 @@
 //! [`HtmlOptions::hide_special`]. An already derived attention (word level, specials removed) also
 //! renders; the page then says so and its toggles and neuron view are off.
 
+mod panels;
 mod payload;
+
+pub use panels::{report_analysis, statistics_unit};
 
 use std::fmt;
 use std::io::{self, Write};

@@ -85,7 +85,7 @@ fn unit_fields(
     prefix: &str,
 ) -> Vec<(String, serde_json::Value)> {
     let mut fields = vec![(format!("{prefix}tokens"), json!(units.labels))];
-    if level == Level::Token {
+    if level == Level::Token && !units.ids.is_empty() {
         fields.push((format!("{prefix}input_ids"), json!(units.ids)));
     }
     let special: Vec<bool> = units.roles.iter().map(|r| r.is_special()).collect();

@@ -8,7 +8,7 @@
 mod cli_support;
 mod common;
 mod engine_support;
-mod fidelity;
+pub mod fidelity;
 mod support;
 
 mod analysis_reference;
@@ -36,6 +36,7 @@ mod input_bounds;
 mod interrupts;
 mod output_folders;
 mod output_targets;
+mod render;
 mod report_and_json_sections;
 mod terminal_hygiene;
 mod tokenizer_roles;

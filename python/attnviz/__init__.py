@@ -1,0 +1,606 @@
+"""attnviz: see what a Transformer's attention heads look at, inline in a notebook.
+
+Three ways in:
+
+- ``attnviz.run(text, model=...)`` runs a model (attnviz's own implementation of its attention,
+  agreeing with Hugging Face transformers to about 1e-5) and returns a :class:`Report`.
+- ``attnviz.head_view(attention, tokens)`` and ``attnviz.model_view(...)`` draw attention you
+  already have (transformers' ``outputs.attentions``, numpy arrays), with bertviz's arguments:
+  ``from attnviz import head_view`` is the whole migration.
+- ``attnviz.render(path)`` reads an attnviz JSON export, an ``.npz`` or a ``.safetensors`` file.
+
+A :class:`Report` shows itself inline (``_repr_html_``): the self-contained report, with its head,
+model, matrix, neuron and statistics views, in an isolated iframe that needs no network. Every
+computation happens in the attnviz Rust library; this package only converts arguments.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import os
+import warnings as _warnings
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from . import _inline
+from . import _native
+
+__all__ = [
+    "Report",
+    "Views",
+    "run",
+    "render",
+    "head_view",
+    "model_view",
+    "from_arrays",
+    "clear_cache",
+    "AttnvizWarning",
+]
+
+__version__ = _native.version()
+
+#: The model ``run`` uses when none is given: ``$ATTNVIZ_MODEL``, else this (as the CLI).
+DEFAULT_MODEL = "bert-base-uncased"
+
+_VIEWS = ("head", "model", "matrix", "neuron", "stats")
+
+
+class AttnvizWarning(UserWarning):
+    """Something about the attention worth knowing (rows that don't sum to 1)."""
+
+
+def clear_cache() -> None:
+    """Forget the models ``run`` keeps loaded (after changing a model folder on disk)."""
+    _native.clear_cache()
+
+
+class Report:
+    """Attention of every layer and head for one input, and its views.
+
+    Displaying it in a notebook shows the interactive report inline. ``attention`` is a
+    read-only numpy array ``[layers, heads, queries, keys]`` over the report's own memory (no
+    copy); ``attention[l, h, q, k]`` is how much query ``q`` attends to key ``k``.
+    """
+
+    def __init__(
+        self,
+        native: Any,
+        *,
+        view: str = "head",
+        layer: Optional[int] = None,
+        head: Optional[int] = None,
+        words: bool = False,
+        no_special: bool = False,
+        settings: Sequence[tuple] = (),
+        title: Optional[str] = None,
+        height: Optional[int] = None,
+    ):
+        if view not in _VIEWS:
+            raise ValueError(f"view {view!r} is not one of {', '.join(_VIEWS)}")
+        self._native = native
+        self._view = view
+        self._layer = layer
+        self._head = head
+        self._words = words
+        self._no_special = no_special
+        self._settings = [(str(k), str(v)) for k, v in settings]
+        self._title = title
+        self._height = height
+        self._stats = None
+
+    # -- the data --------------------------------------------------------------------------
+
+    @property
+    def attention(self) -> np.ndarray:
+        """``[layers, heads, queries, keys]`` float32, read-only, without a copy."""
+        return self._native.weights()
+
+    @property
+    def tokens(self) -> list:
+        """The query tokens (every token, for self-attention)."""
+        return self._native.tokens
+
+    @property
+    def key_tokens(self) -> list:
+        """The key tokens (the encoder's for cross-attention; else the same as ``tokens``)."""
+        return self._native.key_tokens
+
+    @property
+    def roles(self) -> list:
+        """Each token's role: start, end, pad, special, word or piece."""
+        return self._native.roles
+
+    @property
+    def kind(self) -> str:
+        """``self``, ``encoder``, ``decoder`` or ``cross``."""
+        return self._native.kind
+
+    @property
+    def mask(self) -> str:
+        """``bidirectional`` or ``causal``."""
+        return self._native.mask
+
+    @property
+    def text(self) -> str:
+        return self._native.text
+
+    @property
+    def pair(self) -> Optional[str]:
+        return self._native.pair
+
+    @property
+    def sentence_b_start(self) -> Optional[int]:
+        return self._native.sentence_b_start
+
+    @property
+    def model(self) -> str:
+        """The model (hub id or folder), or the source of imported attention."""
+        return self._native.model_id
+
+    @property
+    def shape(self) -> tuple:
+        """``(layers, heads, queries, keys)``."""
+        return self._native.shape
+
+    @property
+    def stats(self) -> dict:
+        """Per-head statistics (docs/stats.md): each a ``[layers, heads]`` numpy array
+        (``label`` holds strings), computed on the report's view (``words``/``no_special``)."""
+        if self._stats is None:
+            raw = _json.loads(self._native.stats(words=self._words, no_special=self._no_special))
+            out = {}
+            for name, value in raw.items():
+                if name in ("reference", "thresholds"):
+                    out[name] = value
+                elif name == "label":
+                    out[name] = np.array(value, dtype=str)
+                else:
+                    out[name] = np.array(value)
+            self._stats = out
+        return self._stats
+
+    # -- the views -------------------------------------------------------------------------
+
+    def html(self, view: Optional[str] = None, **options: Any) -> str:
+        """The self-contained HTML report (a whole page) opened on ``view``."""
+        opts = dict(
+            view=view or self._view,
+            layer=self._layer,
+            head=self._head,
+            words=self._words,
+            no_special=self._no_special,
+            title=self._title,
+            settings=self._settings,
+        )
+        opts.update(options)
+        return self._native.html(**opts)
+
+    def save(self, path: Any, view: Optional[str] = None, **options: Any) -> Path:
+        """Write the HTML report to ``path`` (written aside, then renamed into place)."""
+        return _write_text(path, self.html(view, **options))
+
+    def png(self, path: Any, figure: str = "head", **options: Any) -> Path:
+        """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
+        ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
+        colormap, theme, scale, scale_factor."""
+        return self._image(path, "png", figure, options)
+
+    def svg(self, path: Any, figure: str = "head", **options: Any) -> Path:
+        """Write an SVG figure (the same options as :meth:`png`, without scale_factor)."""
+        return self._image(path, "svg", figure, options)
+
+    def _image(self, path: Any, fmt: str, figure: str, options: dict) -> Path:
+        opts = dict(layer=self._layer, words=self._words, no_special=self._no_special)
+        opts.update(options)
+        path = Path(path)
+        self._native.image(str(path), format=fmt, figure=figure, **opts)
+        return path
+
+    def json(self, path: Any = None, full_precision: bool = False, include: Iterable[str] = ()) -> Optional[str]:
+        """The JSON export (docs/json.md): returned as a string, or written to ``path``."""
+        text = self._native.json(
+            full_precision=full_precision,
+            words=self._words,
+            no_special=self._no_special,
+            include=list(include),
+        )
+        if path is None:
+            return text
+        _write_text(path, text)
+        return None
+
+    def terminal(self, layer: Optional[int] = None, head: Optional[int] = None, top: int = 3, width: int = 100) -> str:
+        """The terminal view of one layer and head (``head=None``: the mean over heads)."""
+        return self._native.terminal(
+            layer=self._layer if layer is None else layer,
+            head=head,
+            words=self._words,
+            no_special=self._no_special,
+            top=top,
+            width=width,
+        )
+
+    def __str__(self) -> str:
+        return self.terminal()
+
+    def __repr__(self) -> str:
+        l, h, q, k = self.shape
+        size = f"{q} tokens" if self.kind != "cross" else f"{q} × {k} tokens"
+        return f"<attnviz.Report {self.kind} attention of {self._native.model_name}: {l} layers × {h} heads · {size}>"
+
+    @property
+    def data(self) -> str:
+        """The inline HTML (what IPython's ``HTML(...).data`` holds; bertviz's ``html_action='return'``)."""
+        return self._repr_html_()
+
+    def _repr_html_(self) -> str:
+        height = self._height or _inline.default_height(max(self.shape[2], self.shape[3]))
+        if self._view == "model":
+            height = max(height, 640)
+        title = self._title or f"attnviz: {self._view} view of {self._native.model_name}"
+        return _inline.iframe(self.html(), height, title)
+
+
+class Views:
+    """Several reports shown together, each under a heading (an encoder–decoder's encoder,
+    decoder and cross-attention), with notes on what could not be drawn."""
+
+    def __init__(self, parts: Sequence[tuple]):
+        #: ``(heading, Report or None, note or None)`` for each part.
+        self.parts = list(parts)
+
+    def __getitem__(self, heading: str) -> Report:
+        for h, report, _ in self.parts:
+            if report is not None and h.lower() == heading.lower():
+                return report
+        raise KeyError(heading)
+
+    @property
+    def data(self) -> str:
+        return self._repr_html_()
+
+    def _repr_html_(self) -> str:
+        out = []
+        for heading, report, note in self.parts:
+            # Cross-attention is not square: the page cannot lay it out yet (see the note).
+            drawable = report is not None and report.kind != "cross"
+            body = report._repr_html_() if drawable else ""
+            if note:
+                body += _inline.notice(note)
+            out.append(_inline.section(heading, body))
+        return "".join(out)
+
+    def save(self, path: Any) -> Path:
+        """Write one page holding every part (each still an isolated frame)."""
+        page = (
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>attnviz</title></head>"
+            f"<body>{self._repr_html_()}</body></html>"
+        )
+        return _write_text(path, page)
+
+    def __repr__(self) -> str:
+        return f"<attnviz.Views {', '.join(h for h, _, _ in self.parts)}>"
+
+
+def _write_text(path: Any, text: str) -> Path:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.attnviz-tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def _warn(message: Optional[str]) -> None:
+    if message:
+        _warnings.warn(message, AttnvizWarning, stacklevel=3)
+
+
+# -- running a model -------------------------------------------------------------------------
+
+
+def run(
+    text: str,
+    model: Optional[str] = None,
+    pair: Optional[str] = None,
+    *,
+    revision: str = "main",
+    truncate: bool = False,
+    neuron: bool = False,
+    words: bool = False,
+    no_special: bool = False,
+    view: str = "head",
+    layer: Optional[int] = None,
+    head: Optional[int] = None,
+) -> Report:
+    """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
+    attention.
+
+    ``model`` is a Hugging Face repo id or a local folder (default: ``$ATTNVIZ_MODEL``, else
+    bert-base-uncased); it is loaded once per process. ``neuron`` keeps the query/key vectors
+    for the neuron view; ``words``/``no_special`` open the views on words and without the
+    special tokens (the page can switch back); ``view``, ``layer`` and ``head`` choose what the
+    report opens on.
+    """
+    model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
+    native = _native.run(text, model, revision=revision, pair=pair, truncate=truncate, neuron=neuron)
+    settings = [("model", model)]
+    if not Path(model).is_dir():
+        settings.append(("revision", revision))
+    return Report(
+        native,
+        view=view,
+        layer=layer,
+        head=head,
+        words=words,
+        no_special=no_special,
+        settings=settings,
+    )
+
+
+def render(path: Any, tokens: Optional[Sequence[str]] = None, kind: Optional[str] = None, **options: Any) -> Report:
+    """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
+    ``.safetensors`` file with ``attention`` and ``tokens`` (docs/render.md). ``kind`` picks one
+    of an encoder–decoder file's kinds; ``options`` are :class:`Report`'s."""
+    natives, warns, fmt = _native.read(str(path), None if tokens is None else list(tokens))
+    for w in warns:
+        _warn(w)
+    if kind is not None:
+        chosen = [n for n in natives if n.kind == kind]
+        if not chosen:
+            raise ValueError(f"{path} holds no {kind} attention (it holds {', '.join(n.kind for n in natives)})")
+    elif len(natives) > 1:
+        raise ValueError(
+            f"{path} holds {', '.join(n.kind for n in natives)} attention; choose one with kind="
+        )
+    else:
+        chosen = natives
+    settings = [("source", str(path)), ("format", fmt)]
+    return Report(chosen[0], settings=settings, **options)
+
+
+# -- attention you already have (bertviz's API) ----------------------------------------------
+
+
+def _layers(attention: Any, name: str, include_layers: Optional[Sequence[int]], include_heads: Optional[Sequence[int]]) -> np.ndarray:
+    """``[layers, heads, queries, keys]`` float32 from a tuple of per-layer tensors/arrays
+    (transformers' ``outputs.attentions``, batch of 1) or one array."""
+    if attention is None:
+        raise ValueError(f"{name} is None")
+    if isinstance(attention, (list, tuple)):
+        if len(attention) == 0 or any(a is None for a in attention):
+            raise ValueError(
+                f"{name} is empty: transformers returns attention weights only with "
+                "output_attentions=True and eager attention; load the model with "
+                'attn_implementation="eager"'
+            )
+        layers = [_array(a) for a in attention]
+        for i, a in enumerate(layers):
+            if a.ndim == 4:
+                if a.shape[0] != 1:
+                    raise ValueError(
+                        f"{name}[{i}] has a batch of {a.shape[0]} inputs ({list(a.shape)}); "
+                        "give one (a batch of 1, or a[i:i+1])"
+                    )
+                layers[i] = a[0]
+            elif a.ndim != 3:
+                raise ValueError(
+                    f"{name}[{i}] has {a.ndim} dimensions ({list(a.shape)}); each layer must be "
+                    "(batch 1, heads, queries, keys): set output_attentions=True"
+                )
+        shapes = {a.shape for a in layers}
+        if len(shapes) > 1:
+            raise ValueError(f"{name}'s layers have different shapes: {sorted(shapes)}")
+        stacked = np.stack(layers)
+    else:
+        stacked = _array(attention)
+        if stacked.ndim == 5 and stacked.shape[1] == 1:
+            stacked = stacked[:, 0]
+        if stacked.ndim != 4:
+            raise ValueError(
+                f"{name} has {stacked.ndim} dimensions ({list(stacked.shape)}); give a tuple of "
+                "(1, heads, queries, keys) tensors, one per layer, or one [layers, heads, "
+                "queries, keys] array"
+            )
+    if include_layers is not None:
+        stacked = stacked[list(include_layers)]
+    if include_heads is not None:
+        stacked = stacked[:, list(include_heads)]
+    return np.ascontiguousarray(stacked, dtype=np.float32)
+
+
+def _array(a: Any) -> np.ndarray:
+    # torch tensors (any dtype or device) without importing torch.
+    if hasattr(a, "detach") and hasattr(a, "cpu"):
+        a = a.detach().cpu()
+        if hasattr(a, "float"):
+            a = a.float()
+        return a.numpy()
+    return np.asarray(a)
+
+
+def _native_view(weights, tokens, *, kind="self", key_tokens=None, sentence_b_start=None, prettify=True, name="attention"):
+    if tokens is None:
+        raise ValueError(f"{name} needs its tokens")
+    native, warning = _native.from_arrays(
+        weights,
+        [str(t) for t in tokens],
+        kind=kind,
+        key_tokens=None if key_tokens is None else [str(t) for t in key_tokens],
+        sentence_b_start=sentence_b_start,
+        name=name,
+        prettify=prettify,
+    )
+    _warn(warning)
+    return native
+
+
+def from_arrays(
+    attention: Any,
+    tokens: Sequence[str],
+    sentence_b_start: Optional[int] = None,
+    *,
+    prettify_tokens: bool = False,
+    **options: Any,
+) -> Report:
+    """A :class:`Report` from attention you have: a tuple of per-layer ``(1, heads, n, n)``
+    tensors or arrays, or one ``[layers, heads, n, n]`` array, and its tokens."""
+    weights = _layers(attention, "attention", None, None)
+    native = _native_view(weights, tokens, sentence_b_start=sentence_b_start, prettify=prettify_tokens)
+    return Report(native, settings=[("source", "arrays")], **options)
+
+
+def _show(result: Any, html_action: str) -> Any:
+    if html_action == "return":
+        return result
+    if html_action != "view":
+        raise ValueError(f"html_action {html_action!r} is not 'view' or 'return'")
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return result
+    if get_ipython() is None:
+        return result
+    display(result)
+    return None
+
+
+def _bertviz_view(
+    view: str,
+    attention,
+    tokens,
+    sentence_b_start,
+    prettify_tokens,
+    layer,
+    heads,
+    encoder_attention,
+    decoder_attention,
+    cross_attention,
+    encoder_tokens,
+    decoder_tokens,
+    include_layers,
+    include_heads,
+    html_action,
+):
+    settings = [("source", "arrays")]
+    if include_layers is not None:
+        include_layers = list(include_layers)
+        settings.append(("layers shown", ", ".join(map(str, include_layers)) + f" (numbered 0–{len(include_layers) - 1} here)"))
+        if layer is not None:
+            if layer not in include_layers:
+                raise ValueError(f"layer {layer} is not in include_layers: {include_layers}")
+            layer = include_layers.index(layer)
+    if include_heads is not None:
+        include_heads = list(include_heads)
+        settings.append(("heads shown", ", ".join(map(str, include_heads)) + f" (numbered 0–{len(include_heads) - 1} here)"))
+    head = None
+    if heads:
+        heads = list(heads)
+        head = heads[0] if include_heads is None else include_heads.index(heads[0])
+    opts = dict(view=view, layer=layer, head=head, settings=settings)
+
+    if attention is not None:
+        if any(x is not None for x in (encoder_attention, decoder_attention, cross_attention, encoder_tokens, decoder_tokens)):
+            raise ValueError(
+                "If you specify 'attention' you may not specify any encoder-decoder arguments. "
+                "This argument is only for self-attention models."
+            )
+        if tokens is None:
+            raise ValueError("'tokens' is required")
+        weights = _layers(attention, "attention", include_layers, include_heads)
+        native = _native_view(weights, tokens, sentence_b_start=sentence_b_start, prettify=prettify_tokens)
+        return _show(Report(native, **opts), html_action)
+
+    if encoder_attention is None and decoder_attention is None and cross_attention is None:
+        raise ValueError("You must specify at least one attention argument.")
+    parts = []
+    for heading, arr, kind, toks, name in (
+        ("Encoder", encoder_attention, "encoder", encoder_tokens, "encoder_attention"),
+        ("Decoder", decoder_attention, "decoder", decoder_tokens, "decoder_attention"),
+    ):
+        if arr is None:
+            continue
+        if toks is None:
+            raise ValueError(f"'{name.split('_')[0]}_tokens' required if '{name}' is not None")
+        weights = _layers(arr, name, include_layers, include_heads)
+        native = _native_view(weights, toks, kind=kind, prettify=prettify_tokens, name=name)
+        parts.append((heading, Report(native, **opts), None))
+    if cross_attention is not None:
+        if encoder_tokens is None or decoder_tokens is None:
+            raise ValueError("'encoder_tokens' and 'decoder_tokens' are required if 'cross_attention' is not None")
+        weights = _layers(cross_attention, "cross_attention", include_layers, include_heads)
+        native = _native_view(
+            weights, decoder_tokens, kind="cross", key_tokens=encoder_tokens, prettify=prettify_tokens, name="cross_attention"
+        )
+        report = Report(native, **opts)
+        # The page lays out square attention only; cross-attention's views arrive with the
+        # encoder-decoder models. Its weights, statistics, terminal view and JSON work now.
+        note = (
+            f"Cross-attention ({native.shape[2]} decoder × {native.shape[3]} encoder tokens) is "
+            "checked and kept (views['Cross'].attention, .json(), print(...)), but this version's "
+            "interactive page draws square attention only."
+        )
+        parts.append(("Cross", report, note))
+    return _show(Views(parts), html_action)
+
+
+def head_view(
+    attention=None,
+    tokens=None,
+    sentence_b_start=None,
+    prettify_tokens=True,
+    layer=None,
+    heads=None,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers=None,
+    html_action="view",
+):
+    """bertviz's ``head_view``, drawn by attnviz: the same arguments, and the whole attnviz
+    report (head, model, matrix and statistics views) opened on the head view, inline and
+    offline. ``attention`` is transformers' ``outputs.attentions`` (a tuple of ``(1, heads, n,
+    n)`` torch tensors or numpy arrays) or one ``[layers, heads, n, n]`` array. ``heads``: the
+    first is the head the matrix view opens on (the head view shows every head, with toggles).
+    ``html_action='view'`` displays it in a notebook (and returns it elsewhere); ``'return'``
+    returns it (``.data`` is the HTML, ``.save(path)`` writes it)."""
+    return _bertviz_view(
+        "head", attention, tokens, sentence_b_start, prettify_tokens, layer, heads,
+        encoder_attention, decoder_attention, cross_attention, encoder_tokens, decoder_tokens,
+        include_layers, None, html_action,
+    )
+
+
+def model_view(
+    attention=None,
+    tokens=None,
+    sentence_b_start=None,
+    prettify_tokens=True,
+    display_mode="dark",
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers=None,
+    include_heads=None,
+    html_action="view",
+):
+    """bertviz's ``model_view``, drawn by attnviz (every layer × head as thumbnails; see
+    :func:`head_view`). ``display_mode`` is accepted for compatibility: the report follows the
+    system's light or dark theme and has its own switch."""
+    if display_mode not in ("dark", "light"):
+        raise ValueError(f"display_mode {display_mode!r} is not 'dark' or 'light'")
+    return _bertviz_view(
+        "model", attention, tokens, sentence_b_start, prettify_tokens, None, None,
+        encoder_attention, decoder_attention, cross_attention, encoder_tokens, decoder_tokens,
+        include_layers, include_heads, html_action,
+    )

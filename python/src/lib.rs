@@ -1,0 +1,551 @@
+//! `attnviz._native`: the Python package's bridge to the attnviz library. Everything is done by
+//! the library (models, import checks, analyses, every renderer); this module only converts
+//! Python values to the library's types and back. The public API is `python/attnviz/`.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use numpy::ndarray::ArrayView4;
+use numpy::{PyArray4, PyReadonlyArray4};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use attnviz::analysis::{self, Analysis, ViewOptions};
+use attnviz::attention::{Attention, AttentionKind, HeadSel, Selection};
+use attnviz::choice::Choice;
+use attnviz::import::{self, Arrays, ImportError, Tokens};
+use attnviz::model::{EncodeOptions, Model};
+use attnviz::render::html::{self, report_analysis, HtmlOptions, PrecisionChoice, View};
+use attnviz::render::image::{self, ColorScale, Colormap, Figure, FigureSpec, ImageOptions, Theme};
+use attnviz::render::json::{json_sections, write_json_with, JsonOptions, JsonSection};
+use attnviz::render::terminal::{write_view, TerminalOptions};
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn import_error(e: ImportError) -> PyErr {
+    match e {
+        ImportError::Io { .. } => PyOSError::new_err(e.to_string()),
+        ImportError::Invalid(m) => PyValueError::new_err(m),
+    }
+}
+
+/// A library option type by name, or an error that lists the names.
+fn choice<T: Choice>(what: &str, name: &str) -> PyResult<T> {
+    T::from_name(name).ok_or_else(|| {
+        value_error(format!(
+            "{what} `{name}` is not one of: {}",
+            T::ALL
+                .iter()
+                .map(|v| v.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
+/// Models loaded in this process, by (model, revision): a notebook runs many sentences through
+/// one model, and loading it is most of a short run's time.
+type ModelCache = Mutex<HashMap<(String, String), Arc<Model>>>;
+
+fn models() -> &'static ModelCache {
+    static MODELS: OnceLock<ModelCache> = OnceLock::new();
+    MODELS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// How many models stay loaded (the oldest is dropped beyond this).
+const MODEL_CACHE: usize = 4;
+
+fn model(id: &str, revision: &str) -> Result<Arc<Model>, String> {
+    let key = (id.to_string(), revision.to_string());
+    if let Some(m) = models().lock().map_err(|e| e.to_string())?.get(&key) {
+        return Ok(m.clone());
+    }
+    let loaded = Arc::new(Model::load(id, revision).map_err(|e| e.to_string())?);
+    let mut cache = models().lock().map_err(|e| e.to_string())?;
+    if cache.len() >= MODEL_CACHE {
+        let first = cache.keys().next().cloned();
+        if let Some(k) = first {
+            cache.remove(&k);
+        }
+    }
+    cache.insert(key, loaded.clone());
+    Ok(loaded)
+}
+
+/// Forget every loaded model (after changing a model folder on disk).
+#[pyfunction]
+fn clear_cache() -> PyResult<()> {
+    models()
+        .lock()
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
+        .clear();
+    Ok(())
+}
+
+/// Captured attention, with everything that labels it; the views are its methods.
+#[pyclass(frozen, module = "attnviz._native", name = "Attention")]
+struct PyAttention {
+    att: Attention,
+}
+
+fn selection(att: &Attention, layer: Option<usize>, head: Option<usize>) -> PyResult<Selection> {
+    let layer = layer.unwrap_or(att.layers().saturating_sub(1));
+    let head = head.map_or(HeadSel::Mean, HeadSel::Index);
+    att.model
+        .check_selection(Selection::new(layer, head))
+        .map_err(value_error)
+}
+
+fn view_options(words: bool, no_special: bool) -> ViewOptions {
+    ViewOptions { words, no_special }
+}
+
+#[pymethods]
+impl PyAttention {
+    /// `(layers, heads, queries, keys)`.
+    #[getter]
+    fn shape(&self) -> (usize, usize, usize, usize) {
+        let a = &self.att;
+        (a.layers(), a.heads(), a.n_queries(), a.n_keys())
+    }
+
+    /// The weights as a read-only numpy array over this object's own memory (no copy).
+    fn weights<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray4<f32>>> {
+        let this = slf.get();
+        let view = ArrayView4::from_shape(this.shape(), this.att.weights()).map_err(value_error)?;
+        // SAFETY: the array borrows `this.att`'s weights, which live as long as the Python
+        // object `slf` (the array's base, kept alive by numpy) and never change: the class is
+        // frozen and `Attention` has no mutating method reachable from Python. The array is
+        // made read-only below, so numpy never writes through the shared pointer.
+        let array = unsafe { PyArray4::borrow_from_array(&view, slf.clone().into_any()) };
+        array.getattr("flags")?.setattr("writeable", false)?;
+        Ok(array)
+    }
+
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.att.kind.as_str()
+    }
+    #[getter]
+    fn mask(&self) -> &'static str {
+        self.att.mask.as_str()
+    }
+    #[getter]
+    fn level(&self) -> &'static str {
+        self.att.level.as_str()
+    }
+    #[getter]
+    fn text(&self) -> String {
+        self.att.text.clone()
+    }
+    #[getter]
+    fn pair(&self) -> Option<String> {
+        self.att.pair.clone()
+    }
+    #[getter]
+    fn tokens(&self) -> Vec<String> {
+        self.att.queries().labels.clone()
+    }
+    #[getter]
+    fn key_tokens(&self) -> Vec<String> {
+        self.att.keys().labels.clone()
+    }
+    #[getter]
+    fn roles(&self) -> Vec<&'static str> {
+        self.att
+            .queries()
+            .roles
+            .iter()
+            .map(|r| r.as_str())
+            .collect()
+    }
+    #[getter]
+    fn key_roles(&self) -> Vec<&'static str> {
+        self.att.keys().roles.iter().map(|r| r.as_str()).collect()
+    }
+    #[getter]
+    fn sentence_b_start(&self) -> Option<usize> {
+        self.att.sentence_b_start()
+    }
+    #[getter]
+    fn model_id(&self) -> String {
+        self.att.model.id.clone()
+    }
+    #[getter]
+    fn model_name(&self) -> String {
+        self.att.model.name().to_string()
+    }
+    #[getter]
+    fn family(&self) -> String {
+        self.att.model.family.clone()
+    }
+
+    /// Per-head statistics of the view, as the JSON export's `stats` object (a JSON string).
+    #[pyo3(signature = (words=false, no_special=false))]
+    fn stats(&self, py: Python<'_>, words: bool, no_special: bool) -> PyResult<String> {
+        let att = &self.att;
+        py.detach(|| {
+            let shown = analysis::view(att, view_options(words, no_special))?;
+            let stats = analysis::head_stats(&shown);
+            Ok::<_, analysis::AnalysisError>(
+                serde_json::to_string(&analysis::StatsSection::new(&stats))
+                    .expect("statistics serialise"),
+            )
+        })
+        .map_err(value_error)
+    }
+
+    /// The self-contained HTML report, opened on `view` (head, model, matrix, neuron, stats).
+    #[pyo3(signature = (view="head", layer=None, head=None, words=false, no_special=false,
+        precision="auto", title=None, settings=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
+    fn html(
+        &self,
+        py: Python<'_>,
+        view: &str,
+        layer: Option<usize>,
+        head: Option<usize>,
+        words: bool,
+        no_special: bool,
+        precision: &str,
+        title: Option<String>,
+        settings: Vec<(String, String)>,
+    ) -> PyResult<String> {
+        let att = &self.att;
+        let opened = match view {
+            "head" => View::Head,
+            "model" => View::Model,
+            "matrix" => View::Matrix,
+            "neuron" => View::Neuron,
+            "stats" => View::Stats,
+            other => {
+                return Err(value_error(format!(
+                    "view `{other}` is not one of: head, model, matrix, neuron, stats"
+                )))
+            }
+        };
+        let precision: PrecisionChoice = choice("precision", precision)?;
+        let layer = layer.unwrap_or(0);
+        att.model
+            .check_selection(Selection::new(layer, HeadSel::Index(head.unwrap_or(0))))
+            .map_err(value_error)?;
+        let bytes = py
+            .detach(|| -> Result<Vec<u8>, String> {
+                let opts = view_options(words, no_special);
+                let (_, analysis) = Analysis::compute_view(att, opts).map_err(|e| e.to_string())?;
+                let rollout = if opts == ViewOptions::default() {
+                    analysis.rollout.clone()
+                } else {
+                    analysis::rollout(att)
+                };
+                let mut settings = settings;
+                settings.push((
+                    "statistics computed on".into(),
+                    html::statistics_unit(att, opts),
+                ));
+                let html_opts = HtmlOptions {
+                    title,
+                    neuron: att.query_key.is_some(),
+                    precision: precision.resolve(
+                        att.layers(),
+                        att.heads(),
+                        att.n_queries(),
+                        att.n_keys(),
+                    ),
+                    layer,
+                    head: head.unwrap_or(0),
+                    view: opened,
+                    hide_special: no_special,
+                    words,
+                    settings,
+                    analysis: report_analysis(att, opts, &analysis.stats, &rollout),
+                    ..HtmlOptions::default()
+                };
+                let mut out = Vec::new();
+                html::write_html(att, &html_opts, &mut out).map_err(|e| e.to_string())?;
+                Ok(out)
+            })
+            .map_err(value_error)?;
+        String::from_utf8(bytes).map_err(value_error)
+    }
+
+    /// Write a PNG or SVG figure to `path`.
+    #[pyo3(signature = (path, format="png", figure="head", layer=None, head=None,
+        words=false, no_special=false, colormap="viridis", theme="light", scale="linear",
+        scale_factor=1.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn image(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        format: &str,
+        figure: &str,
+        layer: Option<usize>,
+        head: Option<usize>,
+        words: bool,
+        no_special: bool,
+        colormap: &str,
+        theme: &str,
+        scale: &str,
+        scale_factor: f32,
+    ) -> PyResult<()> {
+        let figure: Figure = choice("figure", figure)?;
+        let opts = ImageOptions {
+            colormap: choice::<Colormap>("colormap", colormap)?,
+            theme: choice::<Theme>("theme", theme)?,
+            scale: choice::<ColorScale>("scale", scale)?,
+            scale_factor,
+        };
+        if !(image::MIN_SCALE_FACTOR..=image::MAX_SCALE_FACTOR).contains(&scale_factor) {
+            return Err(value_error(format!(
+                "scale_factor {scale_factor} is not from {} to {}",
+                image::MIN_SCALE_FACTOR,
+                image::MAX_SCALE_FACTOR
+            )));
+        }
+        let png = match format {
+            "png" => true,
+            "svg" => false,
+            other => return Err(value_error(format!("format `{other}` is not png or svg"))),
+        };
+        let att = &self.att;
+        let Selection { layer, head } = selection(att, layer, head)?;
+        py.detach(|| -> Result<(), String> {
+            let (shown, analysis) = Analysis::compute_view(att, view_options(words, no_special))
+                .map_err(|e| e.to_string())?;
+            let rollout = analysis.rollout.get(layer).map(Vec::as_slice);
+            let spec = FigureSpec::of(figure, layer, head, rollout).map_err(|e| e.to_string())?;
+            if png {
+                image::write_png(&shown, &spec, &opts, &path)
+            } else {
+                image::write_svg(&shown, &spec, &opts, &path)
+            }
+            .map_err(|e| e.to_string())
+        })
+        .map_err(value_error)
+    }
+
+    /// The JSON export (`docs/json.md`) as a string.
+    #[pyo3(signature = (full_precision=false, words=false, no_special=false, include=Vec::new()))]
+    fn json(
+        &self,
+        py: Python<'_>,
+        full_precision: bool,
+        words: bool,
+        no_special: bool,
+        include: Vec<String>,
+    ) -> PyResult<String> {
+        let include = include
+            .iter()
+            .map(|n| choice::<JsonSection>("include", n))
+            .collect::<PyResult<Vec<_>>>()?;
+        let att = &self.att;
+        let bytes = py
+            .detach(|| -> Result<Vec<u8>, String> {
+                let (shown, analysis) =
+                    Analysis::compute_view(att, view_options(words, no_special))
+                        .map_err(|e| e.to_string())?;
+                let stats =
+                    serde_json::to_value(analysis.stats_section()).map_err(|e| e.to_string())?;
+                let sections = json_sections(&include, Some(&analysis)).unwrap_or_default();
+                let mut out = Vec::new();
+                write_json_with(
+                    &shown,
+                    &[("stats", stats)],
+                    &sections,
+                    JsonOptions { full_precision },
+                    &mut out,
+                )
+                .map_err(|e| e.to_string())?;
+                Ok(out)
+            })
+            .map_err(value_error)?;
+        String::from_utf8(bytes).map_err(value_error)
+    }
+
+    /// The terminal view of one layer and head (or the mean), as text.
+    #[pyo3(signature = (layer=None, head=None, words=false, no_special=false, top=3, width=100, color=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn terminal(
+        &self,
+        layer: Option<usize>,
+        head: Option<usize>,
+        words: bool,
+        no_special: bool,
+        top: usize,
+        width: usize,
+        color: bool,
+    ) -> PyResult<String> {
+        let sel = selection(&self.att, layer, head)?;
+        let shown =
+            analysis::view(&self.att, view_options(words, no_special)).map_err(value_error)?;
+        let opts = TerminalOptions {
+            color,
+            width,
+            top,
+            ..TerminalOptions::default()
+        };
+        let mut out = Vec::new();
+        write_view(&shown, sel, &opts, &mut out).map_err(value_error)?;
+        String::from_utf8(out).map_err(value_error)
+    }
+}
+
+/// Run `text` (and `pair`) through `model` (a hub id or a local folder; loaded once per process).
+#[pyfunction]
+#[pyo3(signature = (text, model, revision="main", pair=None, truncate=false, neuron=false))]
+fn run(
+    py: Python<'_>,
+    text: &str,
+    model: &str,
+    revision: &str,
+    pair: Option<&str>,
+    truncate: bool,
+    neuron: bool,
+) -> PyResult<PyAttention> {
+    let att = py
+        .detach(|| -> Result<Attention, String> {
+            let m = self::model(model, revision)?;
+            let opts = EncodeOptions {
+                truncate,
+                capture_query_key: neuron,
+            };
+            Ok(m.encode(text, pair, &opts)
+                .map_err(|e| e.to_string())?
+                .attention)
+        })
+        .map_err(PyRuntimeError::new_err)?;
+    Ok(PyAttention { att })
+}
+
+fn tokens(
+    labels: Vec<String>,
+    roles: Option<Vec<String>>,
+    sentence_b_start: Option<usize>,
+) -> PyResult<Tokens> {
+    let roles = match roles {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|n| {
+                    attnviz::attention::Role::from_name(n).ok_or_else(|| {
+                        value_error(format!(
+                            "role `{n}` is not one of start, end, pad, special, word, piece"
+                        ))
+                    })
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+        ),
+    };
+    Ok(Tokens {
+        labels,
+        roles,
+        sentence_b_start,
+        ..Tokens::default()
+    })
+}
+
+/// Attention from arrays: `weights` [layers, heads, queries, keys] (copied once, into the
+/// value), checked like a file's. Returns the value and the row-sum warning, if any.
+#[pyfunction]
+#[pyo3(signature = (weights, tokens, kind="self", key_tokens=None, sentence_b_start=None,
+    roles=None, key_roles=None, source="arrays", text=None, pair=None, name="attention",
+    prettify=false))]
+#[allow(clippy::too_many_arguments)]
+fn from_arrays(
+    py: Python<'_>,
+    weights: PyReadonlyArray4<'_, f32>,
+    tokens: Vec<String>,
+    kind: &str,
+    key_tokens: Option<Vec<String>>,
+    sentence_b_start: Option<usize>,
+    roles: Option<Vec<String>>,
+    key_roles: Option<Vec<String>>,
+    source: &str,
+    text: Option<String>,
+    pair: Option<String>,
+    name: &str,
+    prettify: bool,
+) -> PyResult<(PyAttention, Option<String>)> {
+    let kind: AttentionKind = choice("kind", kind)?;
+    let view = weights.as_array();
+    let dims = view.shape();
+    let shape = [dims[0], dims[1], dims[2], dims[3]];
+    import::check_size(name, &shape).map_err(import_error)?;
+    let values: Vec<f32> = match weights.as_slice() {
+        Ok(s) => s.to_vec(),
+        Err(_) => view.iter().copied().collect(),
+    };
+    let mut queries = self::tokens(tokens, roles, sentence_b_start)?;
+    queries.prettify = prettify;
+    let keys = match key_tokens {
+        Some(k) => {
+            let mut k = self::tokens(k, key_roles, None)?;
+            k.prettify = prettify;
+            Some(k)
+        }
+        None => None,
+    };
+    let arrays = Arrays {
+        name: name.to_string(),
+        kind,
+        shape,
+        weights: values,
+        queries,
+        keys,
+        mask: None,
+        text,
+        pair,
+        source: source.to_string(),
+        tolerance: import::ROW_SUM_TOLERANCE,
+        origin: None,
+    };
+    let (att, warning) = py.detach(|| import::build(arrays)).map_err(import_error)?;
+    Ok((PyAttention { att }, warning.map(|w| w.to_string())))
+}
+
+/// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
+/// kind of file it was.
+#[pyfunction]
+#[pyo3(signature = (path, tokens=None))]
+fn read(
+    py: Python<'_>,
+    path: PathBuf,
+    tokens: Option<Vec<String>>,
+) -> PyResult<(Vec<PyAttention>, Vec<String>, String)> {
+    let imported = py
+        .detach(|| import::read(&path, &import::ReadOptions { tokens }))
+        .map_err(import_error)?;
+    Ok((
+        imported
+            .kinds
+            .into_iter()
+            .map(|att| PyAttention { att })
+            .collect(),
+        imported.warnings.iter().map(|w| w.to_string()).collect(),
+        imported.format,
+    ))
+}
+
+/// The attnviz version this module was built from.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAttention>()?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! Checks of imported weights: size, values, row sums, and whether a mask is causal.
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+use super::{ImportError, MAX_WEIGHTS};
+
+/// How far from 1 a row may sum before [`row_sums`] reports it, for f32 input: JSON rounded to
+/// 6 significant digits stays within 1e-5 of f32; a model's own softmax within about 1e-6.
+pub const ROW_SUM_TOLERANCE: f32 = 1e-3;
+
+/// `[2, 3, 4, 4]`.
+pub fn shape_str(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Refuse a shape with more than [`MAX_WEIGHTS`] weights, before anything is allocated.
+pub fn size(name: &str, shape: &[usize]) -> Result<(), ImportError> {
+    let total = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&t| t <= MAX_WEIGHTS);
+    match total {
+        Some(_) => Ok(()),
+        None => {
+            let approx: f64 = shape.iter().map(|&d| d as f64).product();
+            Err(ImportError::invalid(format!(
+                "{name} {} holds {} weights, more than attnviz draws ({} million, 1 GiB as \
+                 f32); save fewer layers or a shorter input (a[:, :, :512, :512])",
+                shape_str(shape),
+                human_count(approx),
+                MAX_WEIGHTS / 1_000_000
+            )))
+        }
+    }
+}
+
+fn human_count(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.1} billion", x / 1e9)
+    } else {
+        format!("{:.0} million", x / 1e6)
+    }
+}
+
+/// Where `flat` falls in `shape`, as the views number it.
+fn position(shape: &[usize; 4], flat: usize) -> String {
+    let [_, h, q, k] = *shape;
+    let (key, rest) = (flat % k, flat / k);
+    let (query, rest) = (rest % q, rest / q);
+    let (head, layer) = (rest % h, rest / h);
+    format!("layer {layer}, head {head}, query {query}, key {key}")
+}
+
+/// Every weight finite and a probability (0 to 1, with a little room for rounding).
+pub fn values(name: &str, shape: &[usize; 4], weights: &[f32]) -> Result<(), ImportError> {
+    const ROOM: f32 = 1e-3;
+    let bad = weights
+        .par_iter()
+        .position_first(|&w| !(w.is_finite() && (-ROOM..=1.0 + ROOM).contains(&w)));
+    let Some(i) = bad else { return Ok(()) };
+    let w = weights[i];
+    let at = position(shape, i);
+    Err(ImportError::invalid(if w.is_nan() {
+        format!("{name} holds NaN at {at}; give finite attention probabilities")
+    } else if w.is_infinite() {
+        format!("{name} holds infinity at {at}; give finite attention probabilities")
+    } else if w < 0.0 {
+        format!(
+            "{name} holds a negative weight ({w}) at {at}; give attention probabilities (after \
+             the softmax), not scores"
+        )
+    } else {
+        format!(
+            "{name} holds {w} at {at}, more than 1; give attention probabilities (after the \
+             softmax), not scores"
+        )
+    }))
+}
+
+/// Whether a square array is causal: more than one token, and every weight above the diagonal
+/// exactly 0 (what a decoder's mask leaves).
+pub fn is_causal(shape: &[usize; 4], weights: &[f32]) -> bool {
+    let [_, _, q, k] = *shape;
+    if q != k || q < 2 {
+        return false;
+    }
+    weights.par_chunks(q * k).all(|m| {
+        m.chunks_exact(k)
+            .enumerate()
+            .all(|(row, r)| r[row + 1..].iter().all(|&w| w == 0.0))
+    })
+}
+
+/// Rows that don't sum to 1: how many, and the furthest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowSums {
+    /// Rows further than the tolerance from 1.
+    pub off: usize,
+    /// All rows.
+    pub rows: usize,
+    /// The tolerance used.
+    pub tolerance: f32,
+    /// The furthest row: layer, head, query.
+    pub worst: (usize, usize, usize),
+    /// Its sum.
+    pub worst_sum: f64,
+}
+
+impl fmt::Display for RowSums {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (l, h, q) = self.worst;
+        write!(
+            f,
+            "{} of {} rows don't sum to 1 (by more than {}); the furthest, layer {l} head {h} \
+             query {q}, sums to {:.6} (off by {:.2e}). They are drawn as given; softmax them if \
+             they should be probabilities",
+            self.off,
+            self.rows,
+            self.tolerance,
+            self.worst_sum,
+            (self.worst_sum - 1.0).abs()
+        )
+    }
+}
+
+/// Check that every row sums to 1 within `tolerance`; `None` when they all do.
+pub fn row_sums(shape: &[usize; 4], weights: &[f32], tolerance: f32) -> Option<RowSums> {
+    let [_, h, q, k] = *shape;
+    let tol = f64::from(tolerance);
+    // (off, index of the worst row, its sum)
+    let (off, worst, worst_sum) = weights
+        .par_chunks(k)
+        .enumerate()
+        .map(|(row, r)| {
+            let s: f64 = r.iter().map(|&w| f64::from(w)).sum();
+            (usize::from((s - 1.0).abs() > tol), row, s)
+        })
+        .reduce(
+            || (0, 0, 1.0),
+            |a, b| {
+                let worse = if (b.2 - 1.0).abs() > (a.2 - 1.0).abs() {
+                    b
+                } else {
+                    a
+                };
+                (a.0 + b.0, worse.1, worse.2)
+            },
+        );
+    (off > 0).then(|| RowSums {
+        off,
+        rows: weights.len() / k.max(1),
+        tolerance,
+        worst: (worst / (h * q), worst / q % h, worst % q),
+        worst_sum,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_name_where_and_what() {
+        let shape = [2, 2, 2, 2];
+        let mut w = vec![0.5f32; 16];
+        assert!(values("attention", &shape, &w).is_ok());
+        w[13] = f32::NAN;
+        let e = values("attention", &shape, &w).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "attention holds NaN at layer 1, head 1, query 0, key 1; give finite attention \
+             probabilities"
+        );
+        w[13] = f32::INFINITY;
+        assert!(values("a", &shape, &w)
+            .unwrap_err()
+            .to_string()
+            .contains("infinity"));
+        w[13] = -0.5;
+        assert!(values("a", &shape, &w)
+            .unwrap_err()
+            .to_string()
+            .contains("not scores"));
+        w[13] = 3.0;
+        assert!(values("a", &shape, &w)
+            .unwrap_err()
+            .to_string()
+            .contains("more than 1"));
+    }
+
+    #[test]
+    fn row_sums_report_the_furthest_row() {
+        let shape = [1, 2, 2, 2];
+        let mut w = vec![0.5f32; 8];
+        assert_eq!(row_sums(&shape, &w, 1e-3), None);
+        w[6] = 0.2; // layer 0, head 1, query 1 sums to 0.7
+        w[0] = 0.49; // layer 0, head 0, query 0 sums to 0.99
+        let s = row_sums(&shape, &w, 1e-3).unwrap();
+        assert_eq!((s.off, s.rows, s.worst), (2, 4, (0, 1, 1)));
+        assert!((s.worst_sum - 0.7).abs() < 1e-6);
+        let text = s.to_string();
+        assert!(text.starts_with("2 of 4 rows don't sum to 1"), "{text}");
+        assert!(text.contains("off by 3.00e-1"), "{text}");
+    }
+
+    #[test]
+    fn causal_means_nothing_above_the_diagonal() {
+        let shape = [1, 1, 3, 3];
+        let causal = [1.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.2, 0.3, 0.5];
+        assert!(is_causal(&shape, &causal));
+        let mut full = causal;
+        full[2] = 0.1;
+        assert!(!is_causal(&shape, &full));
+        assert!(!is_causal(&[1, 1, 1, 1], &[1.0]));
+    }
+
+    #[test]
+    fn sizes_beyond_the_limit_are_refused_without_overflow() {
+        assert!(size("a", &[12, 12, 512, 512]).is_ok());
+        let e = size("a", &[32, 32, 4096, 4096]).unwrap_err().to_string();
+        assert!(e.contains("17.2 billion weights"), "{e}");
+        assert!(size("a", &[usize::MAX, 2, 2, 2]).is_err());
+    }
+}

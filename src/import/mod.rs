@@ -1,0 +1,583 @@
+//! Attention from elsewhere: our own JSON export (every format version), `.npz` and
+//! `.safetensors` files, and arrays handed over in memory (the Python package). Each becomes an
+//! [`Attention`], checked, so every renderer draws it like attention the model computed.
+//!
+//! What a file holds (`docs/render.md` has the full description):
+//!
+//! - **attnviz JSON** (`--json`), format version 1 or 2: everything, read as written. The
+//!   attention array is streamed into one flat buffer, never built as a tree of values.
+//! - **`.npz`** (numpy's `np.savez` / `np.savez_compressed`): an `attention` array `[layers,
+//!   heads, queries, keys]` (float16/32/64; `[layers, 1, heads, queries, keys]`, what stacking
+//!   transformers' `outputs.attentions` gives, is accepted too) and `tokens`, a string array.
+//!   Optional: `sentence_b_start` (an integer), `roles` and `text`/`pair`. An encoder–decoder's
+//!   `encoder_attention`, `decoder_attention` and `cross_attention` with `encoder_tokens` and
+//!   `decoder_tokens` (bertviz's names) give one [`Attention`] per kind.
+//! - **`.safetensors`**: the same arrays as tensors; the tokens (and the optional fields) as
+//!   JSON strings in the header's `__metadata__` (`{"tokens": "[\"[CLS]\", …]"}`).
+//!
+//! Tokens given by label alone get their roles, words and surfaces from the labels
+//! ([`labels::infer`]): the only place attnviz reads meaning into label text, because nothing
+//! else is known. Roles given in the file win.
+//!
+//! Every check fails with one line that names the array and says what to do: wrong rank, tokens
+//! that don't match the array, NaN or infinity, weights outside [0, 1]. Rows that don't sum to 1
+//! are drawn as given, with a [`Warning`] that says by how much. Sizes are checked from the
+//! file's headers before anything is allocated, and no array may hold more than
+//! [`MAX_WEIGHTS`] weights.
+
+mod check;
+mod json;
+pub mod labels;
+mod npy;
+mod store;
+mod tensors;
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use crate::attention::{
+    Attention, AttentionKind, AttentionParts, Level, MaskKind, ModelInfo, PositionScheme, Role,
+    Units,
+};
+
+pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
+
+/// The most weights (layers × heads × queries × keys) one attention array may hold: 2²⁸, 1 GiB
+/// as f32. More than any view can show usefully; a bigger file is refused before it is read.
+pub const MAX_WEIGHTS: usize = 1 << 28;
+
+/// The most tokens one side may have (the longest context a view can label is far shorter).
+pub const MAX_TOKENS: usize = 1 << 20;
+
+/// Why attention could not be imported. Each displays as one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The file or the arrays are not what attnviz can draw; the message says what and how to
+    /// fix it.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ImportError {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        ImportError::Invalid(msg.into())
+    }
+}
+
+/// Something worth telling the user about attention that was still imported.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Warning {
+    /// Rows that don't sum to 1.
+    RowSums {
+        /// Which array (`attention`, `cross_attention`).
+        array: String,
+        /// What was found.
+        sums: RowSums,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::RowSums { array, sums } => write!(f, "{array}: {sums}"),
+        }
+    }
+}
+
+/// The tokens along one side of an attention array, as a file or a caller gives them: labels,
+/// and whatever else is known.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tokens {
+    /// Label of each token.
+    pub labels: Vec<String>,
+    /// Role of each token; `None`: inferred from the labels ([`labels::infer`]).
+    pub roles: Option<Vec<Role>>,
+    /// Word index of each token (`None` for special tokens); `None`: inferred.
+    pub word_ids: Option<Vec<Option<usize>>>,
+    /// Vocabulary ids, if known.
+    pub ids: Option<Vec<u32>>,
+    /// Token type ids, if known; `None`: the segments.
+    pub type_ids: Option<Vec<u32>>,
+    /// The text each token stands for; `None`: from the labels.
+    pub surfaces: Option<Vec<String>>,
+    /// First token of the pair's second sentence, if the input was a pair.
+    pub sentence_b_start: Option<usize>,
+    /// The tokens each unit covers, for units that are words (a JSON export at word level);
+    /// `None`: one token each.
+    pub spans: Option<Vec<Range<usize>>>,
+    /// Whether each token was generated; `None`: none was.
+    pub generated: Option<Vec<bool>>,
+    /// Show each label as bertviz's `prettify_tokens` does (`Ġ` and `▁` as spaces, `</w>`
+    /// dropped), after its role was read from the label as given.
+    pub prettify: bool,
+}
+
+impl Tokens {
+    /// Tokens known by label only.
+    pub fn labels(labels: Vec<String>) -> Tokens {
+        Tokens {
+            labels,
+            ..Tokens::default()
+        }
+    }
+}
+
+/// One attention array with its tokens, before checking.
+#[derive(Clone, Debug)]
+pub struct Arrays {
+    /// Name of the array for messages (`attention`, `encoder_attention`).
+    pub name: String,
+    /// Which attention it is.
+    pub kind: AttentionKind,
+    /// `[layers, heads, queries, keys]`.
+    pub shape: [usize; 4],
+    /// The weights, row-major in `shape`.
+    pub weights: Vec<f32>,
+    /// The query tokens (every token, for self-attention).
+    pub queries: Tokens,
+    /// The key tokens of cross-attention; `None` for every other kind.
+    pub keys: Option<Tokens>,
+    /// Which cells a query could not see; `None`: found from the weights (a square array whose
+    /// every weight above the diagonal is 0 is causal; encoder and cross-attention never are).
+    pub mask: Option<MaskKind>,
+    /// Sentence A; `None`: the query tokens' text.
+    pub text: Option<String>,
+    /// Sentence B.
+    pub pair: Option<String>,
+    /// What the attention came from (a file's path, `arrays`), as the model id in titles.
+    pub source: String,
+    /// Row sums further than this from 1 are reported ([`ROW_SUM_TOLERANCE`] for f32 input; more
+    /// for f16).
+    pub tolerance: f32,
+    /// What attnviz's own JSON says about the run that wrote it; `None` for plain arrays.
+    pub origin: Option<Origin>,
+}
+
+/// What an attnviz JSON export records beyond the arrays.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    /// The model that computed the attention (its layers and heads are the array's).
+    pub model: ModelInfo,
+    /// Tokens or words.
+    pub level: Level,
+    /// Whether the special tokens were removed.
+    pub special_excluded: bool,
+    /// The key/value head of each query head.
+    pub kv_head: Option<Vec<usize>>,
+    /// How the model encoded positions.
+    pub positions: PositionScheme,
+    /// The model's number of each captured layer (`--layers`); `None`: every layer.
+    pub layer_numbers: Option<Vec<usize>>,
+    /// The teacher-forced target of an encoder–decoder run (version 3).
+    pub target: Option<String>,
+}
+
+/// Attention read from a file: one value per kind it holds, in the order self, encoder,
+/// decoder, cross.
+#[derive(Debug)]
+pub struct Imported {
+    /// The attention of each kind.
+    pub kinds: Vec<Attention>,
+    /// What the user should know (rows that don't sum to 1).
+    pub warnings: Vec<Warning>,
+    /// What kind of file it was (`attnviz JSON, format version 1`, `.npz`).
+    pub format: String,
+    /// The teacher-forced target of an encoder–decoder run, when the file says.
+    pub target: Option<String>,
+}
+
+impl Imported {
+    /// The attention of `kind`, if the file holds it.
+    pub fn kind(&self, kind: AttentionKind) -> Option<&Attention> {
+        self.kinds.iter().find(|a| a.kind == kind)
+    }
+
+    /// The kinds the file holds, by name (`self`, `encoder`, …).
+    pub fn kind_names(&self) -> Vec<&'static str> {
+        self.kinds.iter().map(|a| a.kind.as_str()).collect()
+    }
+
+    /// The kinds in words: `encoder, decoder and cross`.
+    pub fn kinds_in_words(&self) -> String {
+        match self.kind_names().as_slice() {
+            [] => String::new(),
+            [one] => one.to_string(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        }
+    }
+}
+
+/// How to read a file.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Labels for the tokens of a self-attention array, replacing (or standing in for) the
+    /// file's (`--tokens FILE`).
+    pub tokens: Option<Vec<String>>,
+}
+
+/// Read attention from `path`: attnviz JSON (`.json`), `.npz` or `.safetensors`, chosen by the
+/// file's first bytes (the extension only names what was expected in messages).
+pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
+    let shown = path.display().to_string();
+    let io = |source| ImportError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(ImportError::invalid(format!(
+            "{shown} is a folder; give an attnviz JSON export, an .npz or a .safetensors file"
+        )));
+    }
+    if !meta.is_file() {
+        // A FIFO or a device would block or never end; only regular files are read.
+        return Err(ImportError::invalid(format!(
+            "{shown} is not a regular file; give an attnviz JSON export, an .npz or a \
+             .safetensors file"
+        )));
+    }
+    let mut head = [0u8; 16];
+    let got = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let mut n = 0;
+        while n < head.len() {
+            match f.read(&mut head[n..]).map_err(io)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
+    };
+    let head = &head[..got];
+    let (format, mut arrays) = if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+    {
+        (".npz".to_string(), npy::read_npz(path, &shown)?)
+    } else if head
+        .first()
+        .is_some_and(|b| b.is_ascii_whitespace() || *b == b'{')
+    {
+        let (version, arrays) = json::read(path, &shown)?;
+        (format!("attnviz JSON, format version {version}"), arrays)
+    } else if tensors::looks_like_safetensors(head, meta.len()) {
+        (".safetensors".to_string(), tensors::read(path, &shown)?)
+    } else if head.starts_with(b"\x93NUMPY") {
+        return Err(ImportError::invalid(format!(
+            "{shown} is a single .npy array: save the attention and its tokens together with \
+             np.savez(FILE, attention=a, tokens=np.array(tokens))"
+        )));
+    } else {
+        return Err(ImportError::invalid(format!(
+            "{shown} is not an attnviz JSON export, an .npz or a .safetensors file (it starts \
+             with neither `{{`, a zip header nor a safetensors header)"
+        )));
+    };
+    if let Some(tokens) = &opts.tokens {
+        match arrays.as_mut_slice() {
+            [one] if one.kind.is_self() && one.keys.is_none() => {
+                one.queries = Tokens::labels(tokens.clone());
+                one.text = None;
+                one.pair = None;
+            }
+            _ => {
+                return Err(ImportError::invalid(format!(
+                    "--tokens labels one self-attention array, but {shown} holds encoder–decoder \
+                     attention; store encoder_tokens and decoder_tokens in the file instead"
+                )))
+            }
+        }
+    }
+    let target = arrays
+        .iter()
+        .find_map(|a| a.origin.as_ref().and_then(|o| o.target.clone()));
+    let mut kinds = Vec::new();
+    let mut warnings = Vec::new();
+    for a in arrays {
+        let (att, warning) = build(a)?;
+        kinds.push(att);
+        warnings.extend(warning);
+    }
+    kinds.sort_by_key(|a| kind_order(a.kind));
+    Ok(Imported {
+        kinds,
+        warnings,
+        target,
+        format,
+    })
+}
+
+fn kind_order(kind: AttentionKind) -> u8 {
+    match kind {
+        AttentionKind::SelfAttention => 0,
+        AttentionKind::Encoder => 1,
+        AttentionKind::Decoder => 2,
+        AttentionKind::Cross => 3,
+    }
+}
+
+/// Read token labels from a file (`--tokens FILE`): a JSON array of strings, or one token per
+/// line (a final newline is not a token).
+pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ImportError::invalid(format!("--tokens {shown}: {e}")))?;
+    // Tokens of the longest input, written one per line, are far under this.
+    const LIMIT: u64 = 64 << 20;
+    if !meta.is_file() || meta.len() > LIMIT {
+        return Err(ImportError::invalid(format!(
+            "--tokens {shown}: give a regular file of at most 64 MiB with one token per line, or \
+             a JSON array of strings"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ImportError::invalid(if e.kind() == std::io::ErrorKind::InvalidData {
+            format!("--tokens {shown} is not UTF-8 text; give one token per line, or a JSON array of strings")
+        } else {
+            format!("--tokens {shown}: {e}")
+        })
+    })?;
+    // A JSON array of strings opens with `[` then `"` (or is empty); a first line `[CLS]` does not.
+    let json = text
+        .trim_start()
+        .strip_prefix('[')
+        .is_some_and(|rest| rest.trim_start().starts_with(['"', ']']));
+    if json {
+        return serde_json::from_str::<Vec<String>>(&text).map_err(|e| {
+            ImportError::invalid(format!(
+                "--tokens {shown} starts like a JSON array but is not one of strings: {e}"
+            ))
+        });
+    }
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let body = body.strip_suffix('\r').unwrap_or(body);
+    if body.is_empty() {
+        return Err(ImportError::invalid(format!("--tokens {shown} is empty")));
+    }
+    Ok(body
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+        .collect())
+}
+
+/// Check `arrays` and build the [`Attention`] it describes, with a warning when rows don't sum
+/// to 1.
+pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError> {
+    let Arrays {
+        name,
+        kind,
+        shape,
+        weights,
+        queries,
+        keys,
+        mask,
+        text,
+        pair,
+        source,
+        tolerance,
+        origin,
+    } = arrays;
+    let [layers, heads, nq, nk] = shape;
+    check::size(&name, &shape)?;
+    if weights.len() != layers * heads * nq * nk {
+        return Err(ImportError::invalid(format!(
+            "{name} holds {} values, not the {} its shape {} needs",
+            weights.len(),
+            layers * heads * nq * nk,
+            check::shape_str(&shape)
+        )));
+    }
+    if layers == 0 || heads == 0 || nq == 0 || nk == 0 {
+        return Err(ImportError::invalid(format!(
+            "{name} is empty (shape {}): nothing to draw",
+            check::shape_str(&shape)
+        )));
+    }
+    let cross = kind == AttentionKind::Cross;
+    if !cross && nq != nk {
+        return Err(ImportError::invalid(format!(
+            "{name} is {nq} queries × {nk} keys, but {} attention has the same tokens on both \
+             sides; give a square array (or cross_attention for decoder × encoder)",
+            kind.as_str()
+        )));
+    }
+    check_tokens(
+        &name,
+        "queries",
+        nq,
+        &queries,
+        if cross { "decoder_tokens" } else { "tokens" },
+    )?;
+    if let Some(k) = &keys {
+        check_tokens(&name, "keys", nk, k, "encoder_tokens")?;
+    }
+    check::values(&name, &shape, &weights)?;
+    let mask = mask.unwrap_or_else(|| match kind {
+        AttentionKind::Encoder | AttentionKind::Cross => MaskKind::Bidirectional,
+        _ if check::is_causal(&shape, &weights) => MaskKind::Causal,
+        _ => MaskKind::Bidirectional,
+    });
+    let sums = check::row_sums(&shape, &weights, tolerance);
+    let warning = sums.map(|sums| Warning::RowSums {
+        array: name.clone(),
+        sums,
+    });
+    let word_level = origin.as_ref().is_some_and(|o| o.level == Level::Word);
+    let query_units = units(queries, word_level);
+    let text = text.unwrap_or_else(|| labels::text_of(&query_units, 0));
+    let pair = pair.or_else(|| {
+        query_units
+            .segment_b_start()
+            .map(|_| labels::text_of(&query_units, 1))
+    });
+    let key_units = keys.map(|k| units(k, word_level));
+    let (positions, layer_numbers) = origin
+        .as_ref()
+        .map(|o| (o.positions, o.layer_numbers.clone()))
+        .unwrap_or_default();
+    let (model, level, special_excluded, kv_head) = match origin {
+        Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
+        None => (
+            ModelInfo {
+                id: source.clone(),
+                revision: None,
+                name: Some(labels::source_name(&source)),
+                family: String::new(),
+                layers,
+                heads,
+                hidden_size: 0,
+                head_dim: 0,
+            },
+            Level::Token,
+            false,
+            None,
+        ),
+    };
+    let att = Attention::from_parts(AttentionParts {
+        model,
+        text,
+        pair,
+        kind,
+        mask,
+        positions,
+        level,
+        special_excluded,
+        queries: query_units,
+        keys: key_units,
+        kv_head,
+        weights,
+    })
+    .and_then(|a| match layer_numbers {
+        Some(numbers) => a.with_layer_numbers(numbers),
+        None => Ok(a),
+    })
+    .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
+    Ok((att, warning))
+}
+
+fn check_tokens(
+    name: &str,
+    side: &str,
+    n: usize,
+    tokens: &Tokens,
+    field: &str,
+) -> Result<(), ImportError> {
+    let got = tokens.labels.len();
+    if got != n {
+        return Err(ImportError::invalid(format!(
+            "{name} has {n} {side} but {got} {field} are given; give one token per row{}",
+            if side == "keys" { " and column" } else { "" }
+        )));
+    }
+    let extra = [
+        ("roles", tokens.roles.as_ref().map(Vec::len)),
+        ("word_ids", tokens.word_ids.as_ref().map(Vec::len)),
+        ("input_ids", tokens.ids.as_ref().map(Vec::len)),
+        ("surfaces", tokens.surfaces.as_ref().map(Vec::len)),
+        ("token_type_ids", tokens.type_ids.as_ref().map(Vec::len)),
+        ("spans", tokens.spans.as_ref().map(Vec::len)),
+        ("generated", tokens.generated.as_ref().map(Vec::len)),
+    ];
+    for (what, len) in extra {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return Err(ImportError::invalid(format!(
+                "{field}: {len} {what} for {n} tokens; give one per token"
+            )));
+        }
+    }
+    if let Some(b) = tokens.sentence_b_start.filter(|&b| b == 0 || b >= n) {
+        return Err(ImportError::invalid(format!(
+            "sentence_b_start {b} is not inside the {n} tokens: give the index of the first \
+             token of sentence B (1 to {})",
+            n.saturating_sub(1)
+        )));
+    }
+    Ok(())
+}
+
+/// Units for `tokens`: given fields as they are, the rest inferred from the labels. Labels of
+/// words (`word_level`) are their text.
+fn units(tokens: Tokens, word_level: bool) -> Units {
+    let inferred = labels::infer(&tokens.labels);
+    let n = tokens.labels.len();
+    let segments: Vec<u32> = match tokens.sentence_b_start {
+        Some(b) => (0..n).map(|i| u32::from(i >= b)).collect(),
+        None => vec![0; n],
+    };
+    let roles = tokens.roles.unwrap_or(inferred.roles);
+    let word_ids = match tokens.word_ids {
+        Some(w) => w,
+        None => labels::word_ids(&roles, &segments),
+    };
+    let surfaces = match (tokens.surfaces, word_level) {
+        (Some(s), _) => s,
+        (None, true) => tokens.labels.clone(),
+        (None, false) => inferred.surfaces,
+    };
+    let labels = if tokens.prettify {
+        tokens
+            .labels
+            .iter()
+            .map(|t| t.replace(['Ġ', '▁'], " ").replace("</w>", ""))
+            .collect()
+    } else {
+        tokens.labels
+    };
+    let mut u = Units::tokens(
+        labels,
+        if word_level {
+            Vec::new()
+        } else {
+            tokens.ids.unwrap_or_default()
+        },
+        tokens.type_ids.unwrap_or_else(|| segments.clone()),
+        segments,
+        roles,
+        word_ids,
+        surfaces,
+    );
+    if let Some(spans) = tokens.spans {
+        u.spans = spans;
+    }
+    if let Some(generated) = tokens.generated {
+        u.generated = generated;
+    }
+    // Special tokens stand for no text, whatever a file says.
+    for i in 0..n {
+        if u.roles[i].is_special() {
+            u.surfaces[i].clear();
+        }
+    }
+    u
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,445 @@
+//! `.npz` files: a zip of `.npy` arrays (numpy's `np.savez`, or `np.savez_compressed`).
+//!
+//! A small reader of the `.npy` format (version 1 to 3: magic, header length, a Python dict
+//! literal with `descr`, `fortran_order` and `shape`, then the raw data) rather than a crate: the
+//! maintained crates for it bring their own, older zip (npyz: zip 0.6; ndarray-npy: ndarray),
+//! while the zip already in the tree (for `pytorch_model.bin`) reads the archive, and bounding
+//! memory needs the shape before any data is read, which a small reader gives directly. Only
+//! what attention files need: little- or big-endian floats and integers, bool, and numpy's
+//! fixed-width unicode strings (`<U7`); object arrays (pickles) are refused.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use super::store::{Store, Value};
+use super::{check, Arrays, ImportError};
+
+/// The most bytes a `.npy` header may have (numpy writes under 200).
+const MAX_HEADER: usize = 1 << 16;
+
+/// Read the attention arrays of the `.npz` at `path`.
+pub fn read_npz(path: &Path, shown: &str) -> Result<Vec<Arrays>, ImportError> {
+    let file = File::open(path).map_err(|source| ImportError::Io {
+        path: shown.to_string(),
+        source,
+    })?;
+    let archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| {
+        ImportError::invalid(format!("{shown} is not a readable .npz (zip) file: {e}"))
+    })?;
+    let mut store = NpzStore {
+        archive,
+        shown: shown.to_string(),
+    };
+    super::store::assemble(&mut store, shown)
+}
+
+struct NpzStore {
+    archive: zip::ZipArchive<BufReader<File>>,
+    shown: String,
+}
+
+impl Store for NpzStore {
+    fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError> {
+        let entry = format!("{name}.npy");
+        let shown = &self.shown;
+        let file = match self.archive.by_name(&entry) {
+            Ok(f) => f,
+            Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+            Err(e) => {
+                return Err(ImportError::invalid(format!(
+                    "{shown}: cannot read {entry}: {e}"
+                )))
+            }
+        };
+        let declared = file.size();
+        read_npy(file, declared, &format!("{shown}: {name}"), name).map(Some)
+    }
+}
+
+/// The element type of an array, from its `descr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dtype {
+    /// Float of this many bytes.
+    Float(usize),
+    /// Signed integer of this many bytes.
+    Int(usize),
+    /// Unsigned integer of this many bytes.
+    Uint(usize),
+    /// numpy bool (one byte).
+    Bool,
+    /// Fixed-width UCS-4 string of this many characters.
+    Unicode(usize),
+}
+
+impl Dtype {
+    fn item_size(self) -> usize {
+        match self {
+            Dtype::Float(b) | Dtype::Int(b) | Dtype::Uint(b) => b,
+            Dtype::Bool => 1,
+            Dtype::Unicode(n) => 4 * n,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct Header {
+    dtype: Dtype,
+    big_endian: bool,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// Read one `.npy` array of `declared` bytes from `r`; `what` names it in messages.
+fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<Value, ImportError> {
+    let bad = |msg: String| ImportError::invalid(format!("{what}: {msg}"));
+    let mut pre = [0u8; 8];
+    r.read_exact(&mut pre)
+        .map_err(|_| bad("too short to be a .npy array".into()))?;
+    if &pre[..6] != b"\x93NUMPY" {
+        return Err(bad("not a .npy array (no NUMPY magic)".into()));
+    }
+    let header_len = match pre[6] {
+        1 => {
+            let mut b = [0u8; 2];
+            r.read_exact(&mut b)
+                .map_err(|_| bad("truncated header".into()))?;
+            u16::from_le_bytes(b) as usize
+        }
+        2 | 3 => {
+            let mut b = [0u8; 4];
+            r.read_exact(&mut b)
+                .map_err(|_| bad("truncated header".into()))?;
+            u32::from_le_bytes(b) as usize
+        }
+        v => {
+            return Err(bad(format!(
+                ".npy format version {v} is not known (1 to 3 are)"
+            )))
+        }
+    };
+    if header_len > MAX_HEADER {
+        return Err(bad(format!(
+            "a {header_len}-byte header is not a real .npy header"
+        )));
+    }
+    let mut text = vec![0u8; header_len];
+    r.read_exact(&mut text)
+        .map_err(|_| bad("truncated header".into()))?;
+    // Version 1 and 2 headers are latin-1 (ASCII in practice), version 3 UTF-8.
+    let text = String::from_utf8_lossy(&text);
+    let header = parse_header(&text).map_err(&bad)?;
+    let count = header
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&c| c <= super::MAX_WEIGHTS)
+        .ok_or_else(|| match check::size(name, &header.shape) {
+            Err(ImportError::Invalid(m)) => ImportError::invalid(format!("{what}: {m}")),
+            _ => bad("too many elements".into()),
+        })?;
+    let bytes = count
+        .checked_mul(header.dtype.item_size())
+        .filter(|&b| b as u64 <= declared)
+        .ok_or_else(|| {
+            bad(format!(
+                "its header promises {} elements of {} bytes, more than the {declared} bytes \
+                 stored",
+                count,
+                header.dtype.item_size()
+            ))
+        })?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(bytes)
+        .map_err(|_| bad(format!("cannot allocate {bytes} bytes")))?;
+    r.take(bytes as u64)
+        .read_to_end(&mut data)
+        .map_err(|e| bad(format!("cannot read the data: {e}")))?;
+    if data.len() != bytes {
+        return Err(bad(format!(
+            "the data stops after {} of {bytes} bytes",
+            data.len()
+        )));
+    }
+    decode(&header, &data, count).map_err(bad)
+}
+
+/// The element at C-order position `i` of an array stored in Fortran order.
+fn fortran_index(shape: &[usize], i: usize) -> usize {
+    let mut rest = i;
+    let mut idx = vec![0usize; shape.len()];
+    for (d, &n) in shape.iter().enumerate().rev() {
+        idx[d] = rest % n.max(1);
+        rest /= n.max(1);
+    }
+    let mut f = 0usize;
+    for (d, &n) in shape.iter().enumerate().rev() {
+        f = f * n + idx[d];
+    }
+    f
+}
+
+fn decode(h: &Header, data: &[u8], count: usize) -> Result<Value, String> {
+    let size = h.dtype.item_size();
+    let item = |i: usize| -> &[u8] {
+        let j = if h.fortran_order && h.shape.len() > 1 {
+            fortran_index(&h.shape, i)
+        } else {
+            i
+        };
+        &data[j * size..(j + 1) * size]
+    };
+    let bytes = |b: &[u8], out: &mut [u8]| {
+        out.copy_from_slice(b);
+        if h.big_endian {
+            out.reverse();
+        }
+    };
+    let shape = h.shape.clone();
+    Ok(match h.dtype {
+        Dtype::Float(n) => {
+            let mut values = Vec::with_capacity(count);
+            for i in 0..count {
+                let v = match n {
+                    2 => {
+                        let mut b = [0u8; 2];
+                        bytes(item(i), &mut b);
+                        half::f16::from_le_bytes(b).to_f32()
+                    }
+                    4 => {
+                        let mut b = [0u8; 4];
+                        bytes(item(i), &mut b);
+                        f32::from_le_bytes(b)
+                    }
+                    _ => {
+                        let mut b = [0u8; 8];
+                        bytes(item(i), &mut b);
+                        f64::from_le_bytes(b) as f32
+                    }
+                };
+                values.push(v);
+            }
+            Value::Floats {
+                shape,
+                values,
+                half: n == 2,
+            }
+        }
+        Dtype::Int(_) | Dtype::Uint(_) | Dtype::Bool => {
+            let signed = matches!(h.dtype, Dtype::Int(_));
+            let mut values = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut b = [0u8; 8];
+                let src = item(i);
+                let mut le = src.to_vec();
+                if h.big_endian {
+                    le.reverse();
+                }
+                b[..size].copy_from_slice(&le);
+                let negative = signed && le[size - 1] & 0x80 != 0;
+                if negative {
+                    b[size..].fill(0xff);
+                }
+                values.push(i64::from_le_bytes(b));
+            }
+            Value::Ints { shape, values }
+        }
+        Dtype::Unicode(chars) => {
+            let mut values = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut s = String::new();
+                for c in item(i).chunks_exact(4) {
+                    let mut b = [0u8; 4];
+                    bytes(c, &mut b);
+                    let code = u32::from_le_bytes(b);
+                    if code == 0 {
+                        break;
+                    }
+                    s.push(char::from_u32(code).ok_or_else(|| {
+                        format!("string {i} holds {code:#x}, which is not a character")
+                    })?);
+                }
+                values.push(s);
+            }
+            let _ = chars;
+            Value::Strings { shape, values }
+        }
+    })
+}
+
+/// Parse the header dict: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
+fn parse_header(text: &str) -> Result<Header, String> {
+    let field = |key: &str| -> Result<&str, String> {
+        let at = text
+            .find(&format!("'{key}'"))
+            .ok_or_else(|| format!("its header has no '{key}'"))?;
+        let rest = &text[at + key.len() + 2..];
+        let rest = rest.trim_start();
+        let rest = rest
+            .strip_prefix(':')
+            .ok_or_else(|| format!("its header's '{key}' has no value"))?;
+        Ok(rest.trim_start())
+    };
+    let descr = field("descr")?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|d| d.split('\'').next())
+        .ok_or_else(|| {
+            "it is a structured or object array (a descr that is not a string); save plain \
+             numbers and strings (np.array(tokens, dtype=str))"
+                .to_string()
+        })?;
+    let (order, code) = descr.split_at(descr.len().min(1));
+    let big_endian = order == ">";
+    if !matches!(order, "<" | ">" | "|" | "=") {
+        return Err(format!("dtype {descr} is not one attnviz reads"));
+    }
+    if code.starts_with('O') {
+        return Err(
+            "it is an object array, which only pickle can read; save strings as \
+             np.array(tokens, dtype=str)"
+                .into(),
+        );
+    }
+    let (kind, width) = code.split_at(code.len().min(1));
+    let width: usize = width
+        .parse()
+        .map_err(|_| format!("dtype {descr} is not one attnviz reads"))?;
+    let dtype = match (kind, width) {
+        ("f", 2 | 4 | 8) => Dtype::Float(width),
+        ("i", 1 | 2 | 4 | 8) => Dtype::Int(width),
+        ("u", 1 | 2 | 4 | 8) => Dtype::Uint(width),
+        ("b", 1) => Dtype::Bool,
+        ("U", 1..=65536) => Dtype::Unicode(width),
+        _ => {
+            return Err(format!(
+                "dtype {descr} is not one attnviz reads (floats, integers, bool, unicode strings)"
+            ))
+        }
+    };
+    let fortran = field("fortran_order")?;
+    let fortran_order = if fortran.starts_with("True") {
+        true
+    } else if fortran.starts_with("False") {
+        false
+    } else {
+        return Err("its header's 'fortran_order' is neither True nor False".into());
+    };
+    let shape = field("shape")?;
+    let inner = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| "its header's 'shape' is not a tuple".to_string())?;
+    let shape = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|d| {
+            d.trim_end_matches('L')
+                .parse::<usize>()
+                .map_err(|_| format!("its shape has a dimension `{d}` that is not a size"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Header {
+        dtype,
+        big_endian,
+        fortran_order,
+        shape,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = format!(
+            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+            if fortran { "True" } else { "False" }
+        );
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    fn read(bytes: &[u8]) -> Result<Value, ImportError> {
+        read_npy(bytes, bytes.len() as u64, "t.npz: a", "a")
+    }
+
+    #[test]
+    fn floats_ints_and_strings() {
+        let data: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        match read(&npy("<f4", false, "(2, 3)", &data)).unwrap() {
+            Value::Floats {
+                shape,
+                values,
+                half,
+            } => {
+                assert_eq!(shape, [2, 3]);
+                assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+                assert!(!half);
+            }
+            v => panic!("{v:?}"),
+        }
+        // Fortran order: the same logical array stored column-major.
+        let f: Vec<u8> = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        match read(&npy(">f8", true, "(2, 3)", &f)).unwrap() {
+            Value::Floats { values, .. } => assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            v => panic!("{v:?}"),
+        }
+        let ints: Vec<u8> = [-1i16, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        match read(&npy("<i2", false, "(2,)", &ints)).unwrap() {
+            Value::Ints { values, .. } => assert_eq!(values, [-1, 7]),
+            v => panic!("{v:?}"),
+        }
+        let mut s = Vec::new();
+        for word in ["[CLS]", "é"] {
+            let mut chars: Vec<u32> = word.chars().map(|c| c as u32).collect();
+            chars.resize(5, 0);
+            s.extend(chars.iter().flat_map(|c| c.to_le_bytes()));
+        }
+        match read(&npy("<U5", false, "(2,)", &s)).unwrap() {
+            Value::Strings { values, .. } => assert_eq!(values, ["[CLS]", "é"]),
+            v => panic!("{v:?}"),
+        }
+        match read(&npy("<i8", false, "()", &5i64.to_le_bytes())).unwrap() {
+            Value::Ints { shape, values } => assert_eq!((shape.len(), values), (0, vec![5])),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_arrays_get_one_line() {
+        let e = read(&npy("|O", false, "(2,)", &[0; 16]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.npz: a: it is an object array"), "{e}");
+        // A header that promises more than is stored is refused before allocating.
+        let e = read(&npy("<f4", false, "(1000, 1000)", &[0; 16]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the"), "{e}");
+        let e = read(&npy("<f4", false, "(100000, 100000, 100)", &[0; 16]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than attnviz draws"), "{e}");
+        let e = read(&npy("<c8", false, "(2,)", &[0; 16]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not one attnviz reads"), "{e}");
+        let e = read(b"\x93NUMPY\x01").unwrap_err().to_string();
+        assert!(e.contains("too short"), "{e}");
+    }
+}

@@ -1,0 +1,291 @@
+//! The arrays of an `.npz` or `.safetensors` file, by name, and how they become [`Arrays`].
+//!
+//! Names (bertviz's, where it has them):
+//!
+//! | name | what |
+//! | --- | --- |
+//! | `attention` | self-attention `[layers, heads, queries, keys]` |
+//! | `tokens` | its tokens (strings) |
+//! | `encoder_attention`, `decoder_attention`, `cross_attention` | an encoder–decoder's three kinds |
+//! | `encoder_tokens`, `decoder_tokens` | their tokens (cross-attention: decoder queries × encoder keys) |
+//! | `sentence_b_start` | optional: first token of sentence B (an integer) |
+//! | `roles`, `encoder_roles`, `decoder_roles` | optional: each token's role (`start`, `end`, `pad`, `special`, `word`, `piece`) |
+//! | `word_ids`, `encoder_word_ids`, `decoder_word_ids` | optional: each token's word index, −1 for none |
+//! | `input_ids`, `encoder_input_ids`, `decoder_input_ids` | optional: vocabulary ids |
+//! | `text`, `pair` | optional: the sentences |
+//!
+//! Arrays may also be `[layers, 1, heads, queries, keys]` (transformers' `outputs.attentions`
+//! stacked, batch of one).
+
+use crate::attention::{AttentionKind, Role};
+
+use super::{check, Arrays, ImportError, Tokens, ROW_SUM_TOLERANCE};
+
+/// One array of a file.
+#[derive(Debug, PartialEq)]
+pub enum Value {
+    /// Floating point, converted to f32.
+    Floats {
+        /// Its shape.
+        shape: Vec<usize>,
+        /// Its values, row-major.
+        values: Vec<f32>,
+        /// Whether it was stored in 16 bits (rows then sum to 1 less exactly).
+        half: bool,
+    },
+    /// Integers (and bools).
+    Ints {
+        /// Its shape.
+        shape: Vec<usize>,
+        /// Its values.
+        values: Vec<i64>,
+    },
+    /// Strings.
+    Strings {
+        /// Its shape.
+        shape: Vec<usize>,
+        /// Its values.
+        values: Vec<String>,
+    },
+}
+
+/// A file's arrays by name.
+pub trait Store {
+    /// The array `name`, read (after its size was checked), or `None` when the file has none.
+    fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError>;
+}
+
+/// Row sums of 16-bit weights are off by up to about this much.
+const HALF_TOLERANCE: f32 = 2e-2;
+
+/// The attention arrays of `store` with their tokens (see the module docs).
+pub fn assemble(store: &mut dyn Store, shown: &str) -> Result<Vec<Arrays>, ImportError> {
+    let text = string(store, shown, "text")?;
+    let pair = string(store, shown, "pair")?;
+    let mut out = Vec::new();
+    if let Some(a) = store.get("attention")? {
+        let queries = tokens(store, shown, "", "tokens", "attention")?;
+        out.push(arrays(
+            shown,
+            "attention",
+            AttentionKind::SelfAttention,
+            a,
+            queries,
+            None,
+        )?);
+    }
+    let kinds = [
+        ("encoder_attention", AttentionKind::Encoder),
+        ("decoder_attention", AttentionKind::Decoder),
+        ("cross_attention", AttentionKind::Cross),
+    ];
+    for (name, kind) in kinds {
+        let Some(a) = store.get(name)? else { continue };
+        if !out.is_empty() && out[0].kind == AttentionKind::SelfAttention {
+            return Err(ImportError::invalid(format!(
+                "{shown} holds both `attention` and `{name}`: give a self-attention model's \
+                 `attention`, or an encoder–decoder's encoder/decoder/cross arrays, not both"
+            )));
+        }
+        let (queries, keys) = match kind {
+            AttentionKind::Encoder => (
+                tokens(store, shown, "encoder_", "encoder_tokens", name)?,
+                None,
+            ),
+            AttentionKind::Decoder => (
+                tokens(store, shown, "decoder_", "decoder_tokens", name)?,
+                None,
+            ),
+            _ => (
+                tokens(store, shown, "decoder_", "decoder_tokens", name)?,
+                Some(tokens(store, shown, "encoder_", "encoder_tokens", name)?),
+            ),
+        };
+        out.push(arrays(shown, name, kind, a, queries, keys)?);
+    }
+    if out.is_empty() {
+        return Err(ImportError::invalid(format!(
+            "{shown} has no `attention` array (nor encoder_attention, decoder_attention or \
+             cross_attention); store the weights as `attention` [layers, heads, queries, keys]"
+        )));
+    }
+    for a in &mut out {
+        if a.kind != AttentionKind::Cross {
+            a.text.clone_from(&text);
+            a.pair.clone_from(&pair);
+        }
+    }
+    Ok(out)
+}
+
+fn arrays(
+    shown: &str,
+    name: &str,
+    kind: AttentionKind,
+    value: Value,
+    queries: Tokens,
+    keys: Option<Tokens>,
+) -> Result<Arrays, ImportError> {
+    let Value::Floats {
+        shape,
+        values,
+        half,
+    } = value
+    else {
+        return Err(ImportError::invalid(format!(
+            "{shown}: {name} holds integers or strings; give float attention probabilities"
+        )));
+    };
+    let shape = squeeze_batch(shown, name, &shape)?;
+    Ok(Arrays {
+        name: format!("{shown}: {name}"),
+        kind,
+        shape,
+        weights: values,
+        queries,
+        keys,
+        mask: None,
+        text: None,
+        pair: None,
+        source: shown.to_string(),
+        tolerance: if half {
+            HALF_TOLERANCE
+        } else {
+            ROW_SUM_TOLERANCE
+        },
+        origin: None,
+    })
+}
+
+/// `[layers, heads, queries, keys]` from a rank-4 shape, or a rank-5 one with a batch of 1.
+pub fn squeeze_batch(shown: &str, name: &str, shape: &[usize]) -> Result<[usize; 4], ImportError> {
+    match *shape {
+        [l, h, q, k] => Ok([l, h, q, k]),
+        [l, 1, h, q, k] => Ok([l, h, q, k]),
+        [_, b, _, _, _] => Err(ImportError::invalid(format!(
+            "{shown}: {name} {} holds a batch of {b} inputs; save one: a[:, 0]",
+            check::shape_str(shape)
+        ))),
+        _ => Err(ImportError::invalid(format!(
+            "{shown}: {name} has rank {} (shape {}); give [layers, heads, queries, keys]{}",
+            shape.len(),
+            check::shape_str(shape),
+            if shape.len() == 3 {
+                " (one layer: a[None])"
+            } else {
+                ""
+            }
+        ))),
+    }
+}
+
+fn string(store: &mut dyn Store, shown: &str, name: &str) -> Result<Option<String>, ImportError> {
+    match store.get(name)? {
+        None => Ok(None),
+        Some(Value::Strings { values, .. }) if values.len() == 1 => Ok(values.into_iter().next()),
+        // A safetensors metadata string that happens to read as a number.
+        Some(Value::Ints { shape, values }) if shape.is_empty() => Ok(Some(values[0].to_string())),
+        Some(_) => Err(ImportError::invalid(format!(
+            "{shown}: `{name}` must be one string"
+        ))),
+    }
+}
+
+fn strings(
+    store: &mut dyn Store,
+    shown: &str,
+    name: &str,
+) -> Result<Option<Vec<String>>, ImportError> {
+    match store.get(name)? {
+        None => Ok(None),
+        Some(Value::Strings { shape, values }) if shape.len() == 1 => Ok(Some(values)),
+        Some(_) => Err(ImportError::invalid(format!(
+            "{shown}: `{name}` must be a 1-D array of strings (np.array(tokens, dtype=str))"
+        ))),
+    }
+}
+
+fn ints(store: &mut dyn Store, shown: &str, name: &str) -> Result<Option<Vec<i64>>, ImportError> {
+    match store.get(name)? {
+        None => Ok(None),
+        Some(Value::Ints { shape, values }) if shape.len() <= 1 => Ok(Some(values)),
+        Some(_) => Err(ImportError::invalid(format!(
+            "{shown}: `{name}` must be integers"
+        ))),
+    }
+}
+
+/// The tokens `field` (with the optional `{prefix}roles`, …) that label `array`.
+fn tokens(
+    store: &mut dyn Store,
+    shown: &str,
+    prefix: &str,
+    field: &str,
+    array: &str,
+) -> Result<Tokens, ImportError> {
+    let Some(labels) = strings(store, shown, field)? else {
+        return Err(ImportError::invalid(format!(
+            "{shown} has `{array}` but no `{field}`; store the tokens as a string array \
+             (np.array(tokens, dtype=str)){}",
+            if field == "tokens" {
+                ", or give them with --tokens FILE"
+            } else {
+                ""
+            }
+        )));
+    };
+    let roles = match strings(store, shown, &format!("{prefix}roles"))? {
+        None => None,
+        Some(names) => Some(parse_roles(shown, &names)?),
+    };
+    let word_ids = ints(store, shown, &format!("{prefix}word_ids"))?
+        .map(|w| w.into_iter().map(|i| usize::try_from(i).ok()).collect());
+    let ids = match ints(store, shown, &format!("{prefix}input_ids"))? {
+        None => None,
+        Some(v) => Some(
+            v.into_iter()
+                .map(u32::try_from)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| {
+                    ImportError::invalid(format!(
+                        "{shown}: `{prefix}input_ids` holds a value that is not a token id"
+                    ))
+                })?,
+        ),
+    };
+    let sentence_b_start = if prefix.is_empty() {
+        match ints(store, shown, "sentence_b_start")? {
+            None => None,
+            Some(v) if v.len() == 1 && v[0] >= 0 => Some(v[0] as usize),
+            Some(_) => {
+                return Err(ImportError::invalid(format!(
+                    "{shown}: `sentence_b_start` must be one non-negative integer"
+                )))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Tokens {
+        labels,
+        roles,
+        word_ids,
+        ids,
+        sentence_b_start,
+        ..Tokens::default()
+    })
+}
+
+/// Roles by name (`start`, `end`, `pad`, `special`, `word`, `piece`).
+pub fn parse_roles(shown: &str, names: &[String]) -> Result<Vec<Role>, ImportError> {
+    names
+        .iter()
+        .map(|n| {
+            Role::from_name(n).ok_or_else(|| {
+                ImportError::invalid(format!(
+                    "{shown}: role `{n}` is not one of start, end, pad, special, word, piece"
+                ))
+            })
+        })
+        .collect()
+}

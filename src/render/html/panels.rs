@@ -1,0 +1,102 @@
+//! The analysis panels every full report carries (the CLI's `--html` and the Python package's
+//! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
+
+use crate::analysis::{HeadStats, Stat, ViewOptions};
+use crate::attention::{Attention, Role};
+
+use super::{ExtraMatrix, HeadStatistic, HtmlAnalysis};
+
+/// What the statistics were computed on, in words (`tokens, [CLS]/[SEP] included`).
+pub fn statistics_unit(att: &Attention, view: ViewOptions) -> String {
+    format!(
+        "{}, {} {}",
+        if view.words { "words" } else { "tokens" },
+        att.special_names(),
+        if view.no_special {
+            "excluded"
+        } else {
+            "included"
+        }
+    )
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// The statistics panel (every [`Stat`], `stats[layer][head]` computed on the `view` of `att`),
+/// the head tags, and the rollout (`rollout[layer]`, over `att`'s tokens) for the matrix view;
+/// statistics this attention does not define (all NaN) are left out, and so is an empty
+/// rollout (not every layer captured).
+pub fn report_analysis(
+    att: &Attention,
+    view: ViewOptions,
+    stats: &[Vec<HeadStats>],
+    rollout: &[Vec<f32>],
+) -> HtmlAnalysis {
+    let unit = statistics_unit(att, view);
+    let (start, end) = (
+        att.role_name(Role::Start)
+            .unwrap_or_else(|| "the start token".into()),
+        att.role_name(Role::End)
+            .unwrap_or_else(|| "the end token".into()),
+    );
+    let first = att
+        .sink()
+        .map(|k| {
+            format!(
+                ", first = over half on the first token ({}), the attention sink",
+                att.tokens()[k]
+            )
+        })
+        .unwrap_or_default();
+    let statistics = Stat::ALL
+        .iter()
+        // Only what this attention defines: no next-token share under a causal mask, no
+        // first-token share without one.
+        .filter(|&&stat| stats.iter().flatten().any(|s| !stat.value(s).is_nan()))
+        .map(|&stat| HeadStatistic {
+            id: stat.name().to_string(),
+            label: match stat {
+                Stat::ToStart => format!("share of attention to the start token ({start})"),
+                Stat::ToEnd => format!("share of attention to the end tokens ({end})"),
+                _ => stat.title().to_string(),
+            },
+            description: format!(
+                "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
+                 the attention on the previous/next token, sink = over half on the start and \
+                 end tokens ({start}, {end}){first}, broad = entropy near uniform.",
+                capitalise(stat.title())
+            ),
+            values: stats
+                .iter()
+                .map(|l| l.iter().map(|s| stat.value(s) as f32).collect())
+                .collect(),
+        })
+        .collect();
+    let head_labels = stats
+        .iter()
+        .map(|l| l.iter().map(|s| s.label.tag().to_string()).collect())
+        .collect();
+    let matrices = if rollout.is_empty() {
+        Vec::new()
+    } else {
+        vec![ExtraMatrix {
+            id: "rollout".to_string(),
+            label: "Attention rollout".to_string(),
+            description: "Abnar & Zuidema 2020: heads averaged, identity added, rows \
+                renormalised, multiplied through the layers up to this one"
+                .to_string(),
+            layers: rollout.to_vec(),
+        }]
+    };
+    HtmlAnalysis {
+        stats: statistics,
+        head_labels: Some(head_labels),
+        matrices,
+    }
+}
