@@ -192,8 +192,9 @@ pub struct Outputs {
     pub head: Option<HeadSel>,
 
     /// Which attention of an encoder–decoder model (BART, T5, Marian) or file the terminal
-    /// view, the statistics table and PNG/SVG show [default: cross, or the only kind a file
-    /// holds]; JSON and the HTML report hold all three. Other models have one, `self`.
+    /// view, the statistics table, PNG/SVG and the HTML report show [default: cross, or the
+    /// only kind a file holds]; JSON holds all three. The report shows encoder or decoder only,
+    /// for now. Other models have one, `self`.
     #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
     pub kind: Option<AttentionKind>,
 
