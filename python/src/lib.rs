@@ -414,6 +414,9 @@ fn run(
             let opts = EncodeOptions {
                 truncate,
                 capture_query_key: neuron,
+                // Every layer, within the default memory budget, as the CLI without --layers.
+                layers: None,
+                max_memory: None,
             };
             Ok(m.encode(text, pair, &opts)
                 .map_err(|e| e.to_string())?
