@@ -19,4 +19,4 @@ pub mod render;
 pub mod threads;
 pub mod tokenize;
 
-pub use attention::{Attention, HeadSel, Level, ModelInfo, QueryKey};
+pub use attention::{Attention, AttentionSet, HeadSel, Level, ModelInfo, QueryKey};

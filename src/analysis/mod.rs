@@ -26,10 +26,12 @@ use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
 pub use special::without_special;
-pub use stats::{head_stats, HeadLabel, HeadStats, KeyClasses, Stat};
+pub use stats::{
+    alignment_stats, head_stats, AlignmentStats, HeadLabel, HeadStats, KeyClasses, Stat,
+};
 pub use words::{to_words, word_groups, word_label};
 
-use crate::attention::{Attention, Level};
+use crate::attention::{Attention, AttentionSet, Level};
 
 /// Error from an analysis.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,10 @@ pub enum AnalysisError {
         /// The special tokens, as the views name them (`[CLS]/[SEP]`).
         names: String,
     },
+    /// The views of an encoder–decoder's three attentions no longer fit together (a bug, not
+    /// an input error: each view treats every side by its own units).
+    #[error(transparent)]
+    Shape(#[from] crate::attention::ShapeError),
 }
 
 /// Which view of the attention to show: word pieces merged into words, and/or special tokens
@@ -67,6 +73,21 @@ pub fn view(att: &Attention, opts: ViewOptions) -> Result<Cow<'_, Attention>, An
     Ok(out)
 }
 
+/// Apply `opts` to every value of `set` (see [`view`] and, for how each side of cross-attention
+/// follows the encoder's and decoder's units, [`AttentionSet`]). Borrows `set` when there is
+/// nothing to do.
+pub fn view_set(
+    set: &AttentionSet,
+    opts: ViewOptions,
+) -> Result<Cow<'_, AttentionSet>, AnalysisError> {
+    if opts == ViewOptions::default() {
+        return Ok(Cow::Borrowed(set));
+    }
+    Ok(Cow::Owned(
+        set.try_map(|att| view(att, opts).map(Cow::into_owned))?,
+    ))
+}
+
 /// Everything the renderers draw besides the attention itself, over the units of one view.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Analysis {
@@ -77,8 +98,12 @@ pub struct Analysis {
     /// Mean over each layer's heads: `[layer]` → `n × n` row-major (row = query).
     pub layer_means: Vec<Vec<f32>>,
     /// Attention rollout up to and including each layer: `[layer]` → `n × n` row-major
-    /// (row = unit after that layer, column = input unit); see [`rollout`].
+    /// (row = unit after that layer, column = input unit); see [`rollout`]. Empty matrices for
+    /// cross-attention, which has no residual path through its own units.
     pub rollout: Vec<Vec<f32>>,
+    /// Cross-attention's alignment figures `[layer][head]` ([`alignment_stats`]); `None` for
+    /// every other kind.
+    pub alignment: Option<Vec<Vec<AlignmentStats>>>,
 }
 
 impl Analysis {
@@ -93,6 +118,7 @@ impl Analysis {
             stats: head_stats(att),
             layer_means: layer_means(att),
             rollout: rollout(att),
+            alignment: alignment_stats(att),
         }
     }
 
@@ -105,19 +131,26 @@ impl Analysis {
         opts: ViewOptions,
     ) -> Result<(Cow<'_, Attention>, Analysis), AnalysisError> {
         let shown = view(att, opts)?;
-        let rollout = map_rollout(att, rollout(att), opts);
-        let analysis = Analysis {
-            n: shown.len(),
-            stats: head_stats(&shown),
-            layer_means: layer_means(&shown),
-            rollout,
-        };
+        let analysis = Analysis::of_view(att, &shown, opts);
         Ok((shown, analysis))
+    }
+
+    /// The analysis of `shown`, the view `opts` of the token-level `att` (as [`view`] made it):
+    /// what [`Analysis::compute_view`] returns, for a view built already (each value of an
+    /// [`AttentionSet`] after [`view_set`]).
+    pub fn of_view(att: &Attention, shown: &Attention, opts: ViewOptions) -> Analysis {
+        Analysis {
+            n: shown.len(),
+            stats: head_stats(shown),
+            layer_means: layer_means(shown),
+            rollout: map_rollout(att, rollout(att), opts),
+            alignment: alignment_stats(shown),
+        }
     }
 
     /// The `stats` section of the JSON export (see `docs/stats.md`).
     pub fn stats_section(&self) -> StatsSection {
-        StatsSection::new(&self.stats)
+        StatsSection::new(&self.stats).with_alignment(self.alignment.as_deref())
     }
 }
 
@@ -125,6 +158,10 @@ impl Analysis {
 /// `view(att, opts)`, through the same steps as the attention.
 fn map_rollout(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
     let layers = per_layer.len();
+    if per_layer.iter().all(Vec::is_empty) {
+        // Nothing to map: cross-attention has no rollout.
+        return per_layer;
+    }
     let mut units = att.queries().clone();
     let mut stack: Vec<f32> = per_layer.into_iter().flatten().collect();
     if opts.no_special {
@@ -180,6 +217,41 @@ pub struct StatsSection {
     pub rows: Vec<Vec<usize>>,
     /// [`HeadStats::label`].
     pub label: Vec<Vec<HeadLabel>>,
+    /// Cross-attention only: its alignment figures ([`AlignmentStats`]), each `[layer][head]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<AlignmentSection>,
+}
+
+/// The `stats.alignment` section of cross-attention (`docs/stats.md`, "Alignment"): each
+/// figure as a `[layer][head]` array.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AlignmentSection {
+    /// [`AlignmentStats::entropy`].
+    pub entropy: Vec<Vec<f64>>,
+    /// [`AlignmentStats::entropy_norm`].
+    pub entropy_norm: Vec<Vec<f64>>,
+    /// [`AlignmentStats::argmax_share`].
+    pub argmax_share: Vec<Vec<f64>>,
+    /// [`AlignmentStats::rows`].
+    pub rows: Vec<Vec<usize>>,
+}
+
+impl AlignmentSection {
+    /// Columnar form of `stats` (`[layer][head]`).
+    pub fn new(stats: &[Vec<AlignmentStats>]) -> Self {
+        let grid = |f: fn(&AlignmentStats) -> f64| -> Vec<Vec<f64>> {
+            stats.iter().map(|l| l.iter().map(f).collect()).collect()
+        };
+        AlignmentSection {
+            entropy: grid(|s| s.entropy),
+            entropy_norm: grid(|s| s.entropy_norm),
+            argmax_share: grid(|s| s.argmax_share),
+            rows: stats
+                .iter()
+                .map(|l| l.iter().map(|s| s.rows).collect())
+                .collect(),
+        }
+    }
 }
 
 /// The label thresholds, as written into the JSON.
@@ -224,7 +296,14 @@ impl StatsSection {
                 .iter()
                 .map(|l| l.iter().map(|s| s.label).collect())
                 .collect(),
+            alignment: None,
         }
+    }
+
+    /// The same section with cross-attention's alignment figures (`None`: other kinds).
+    pub fn with_alignment(mut self, alignment: Option<&[Vec<AlignmentStats>]>) -> Self {
+        self.alignment = alignment.map(AlignmentSection::new);
+        self
     }
 }
 
@@ -281,6 +360,49 @@ mod tests {
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
             }
         }
+    }
+
+    #[test]
+    fn views_of_an_encoder_decoder_keep_its_sides_consistent() {
+        let set = crate::attention::tests::encoder_decoder(
+            &["<s>", "Ġa", "Ġc", "at", "</s>"],
+            &["</s>", "Ġei", "ne", "ĠKat", "ze"],
+            2,
+            1,
+            2,
+            5,
+        );
+        for (words, no_special) in [(true, false), (false, true), (true, true)] {
+            let opts = ViewOptions { words, no_special };
+            let shown = view_set(&set, opts).unwrap();
+            let (enc, dec, cross) = (
+                shown.encoder().unwrap(),
+                shown.decoder().unwrap(),
+                shown.cross().unwrap(),
+            );
+            assert_eq!(cross.queries(), dec.queries());
+            assert_eq!(cross.keys(), enc.queries());
+            let want_src: &[&str] = match (words, no_special) {
+                (true, false) => &["<s>", "a", "cat", "</s>"],
+                (false, true) => &["Ġa", "Ġc", "at"],
+                _ => &["a", "cat"],
+            };
+            assert_eq!(enc.tokens(), want_src);
+            let want_tgt: &[&str] = match (words, no_special) {
+                (true, false) => &["</s>", "eine", "Katze"],
+                (false, true) => &["Ġei", "ne", "ĠKat", "ze"],
+                _ => &["eine", "Katze"],
+            };
+            assert_eq!(dec.tokens(), want_tgt);
+            // Every cross row still sums to 1 over the source units it kept.
+            for row in cross.head(0, 1).chunks(cross.n_keys()) {
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            }
+        }
+        assert!(matches!(
+            view_set(&set, ViewOptions::default()).unwrap(),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -434,6 +434,66 @@ pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
     flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
 }
 
+/// Alignment figures of one cross-attention head: how sharply each decoder unit picks its
+/// source units, as word-alignment studies read cross-attention (docs/stats.md, "Alignment").
+/// Each is a mean over the decoder rows that have mass.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct AlignmentStats {
+    /// Mean entropy of the rows over the source units, in nats: `−Σ_k a_qk ln a_qk`.
+    pub entropy: f64,
+    /// `entropy / ln n_source` (0 when there is one source unit): 0 when every output unit
+    /// attends to one source unit, 1 when it spreads evenly.
+    pub entropy_norm: f64,
+    /// Mean over the rows of the largest weight, the share on the row's argmax source unit (the
+    /// source unit a hard alignment would pick): 1 for one-hot rows, `1 / n_source` for uniform
+    /// ones.
+    pub argmax_share: f64,
+    /// Number of rows averaged.
+    pub rows: usize,
+}
+
+/// The alignment figures of every head of `att`, `[layer][head]`; `None` unless `att` is
+/// cross-attention.
+pub fn alignment_stats(att: &Attention) -> Option<Vec<Vec<AlignmentStats>>> {
+    if att.kind != crate::attention::AttentionKind::Cross {
+        return None;
+    }
+    let nk = att.n_keys();
+    let heads = att.heads();
+    let flat: Vec<AlignmentStats> = (0..att.layers() * heads)
+        .into_par_iter()
+        .map(|i| matrix_alignment(att.head(i / heads, i % heads), nk))
+        .collect();
+    Some(flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect())
+}
+
+/// [`AlignmentStats`] of one row-major matrix of `nk` columns.
+pub fn matrix_alignment(matrix: &[f32], nk: usize) -> AlignmentStats {
+    let mut rows = 0usize;
+    let (mut entropy, mut peak) = (0f64, 0f64);
+    for row in matrix.chunks_exact(nk.max(1)) {
+        let [mass, h, _] = row_moments(row, 0);
+        if mass <= 0.0 {
+            continue;
+        }
+        rows += 1;
+        entropy += h;
+        peak += row.iter().fold(0f32, |m, &w| m.max(w)) as f64;
+    }
+    let mean = |x: f64| if rows > 0 { x / rows as f64 } else { 0.0 };
+    let entropy = mean(entropy);
+    AlignmentStats {
+        entropy,
+        entropy_norm: if nk > 1 {
+            entropy / (nk as f64).ln()
+        } else {
+            0.0
+        },
+        argmax_share: mean(peak),
+        rows,
+    }
+}
+
 /// Statistics of one row-major attention matrix of `nk` columns (row = query), with the key
 /// classes and geometry of its attention.
 pub fn matrix_stats(
@@ -682,6 +742,46 @@ mod tests {
         assert_eq!(with(|s| s.to_prev = 0.51), HeadLabel::PositionalPrevious);
         assert_eq!(with(|s| s.to_next = 0.51), HeadLabel::PositionalNext);
         assert_eq!(with(|s| s.entropy_norm = 0.5), HeadLabel::None);
+    }
+
+    #[test]
+    fn alignment_of_one_hot_and_uniform_rows() {
+        // 2 decoder rows over 4 source units: one one-hot, one uniform.
+        let m = [0.0, 1.0, 0.0, 0.0, 0.25, 0.25, 0.25, 0.25];
+        let a = matrix_alignment(&m, 4);
+        assert_eq!(a.rows, 2);
+        assert!((a.argmax_share - (1.0 + 0.25) / 2.0).abs() < 1e-12);
+        assert!((a.entropy - 4f64.ln() / 2.0).abs() < 1e-6);
+        assert!((a.entropy_norm - 0.5).abs() < 1e-6);
+        // A row without mass (special tokens excluded) is skipped.
+        let a = matrix_alignment(&[0.0, 0.0, 0.5, 0.5], 2);
+        assert_eq!(a.rows, 1);
+        assert!((a.argmax_share - 0.5).abs() < 1e-12);
+        assert!((a.entropy_norm - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn alignment_is_defined_for_cross_attention_only() {
+        let set = crate::attention::tests::encoder_decoder(
+            &["<s>", "Ġa", "Ġb", "</s>"],
+            &["</s>", "Ġx", "Ġy"],
+            1,
+            2,
+            3,
+            3,
+        );
+        assert!(alignment_stats(set.encoder().unwrap()).is_none());
+        assert!(alignment_stats(set.decoder().unwrap()).is_none());
+        let cross = set.cross().unwrap();
+        let a = alignment_stats(cross).unwrap();
+        assert_eq!((a.len(), a[0].len()), (2, 3));
+        // peaked(): every row puts 0.7 on one source unit, 0.1 on each of the 3 others.
+        let want_h = -(0.7f64 * 0.7f64.ln() + 3.0 * 0.1 * 0.1f64.ln());
+        for s in a.iter().flatten() {
+            assert_eq!(s.rows, 3);
+            assert!((s.argmax_share - 0.7).abs() < 1e-6);
+            assert!((s.entropy - want_h).abs() < 1e-5);
+        }
     }
 
     #[test]

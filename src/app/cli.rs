@@ -143,9 +143,22 @@ pub struct Args {
 
     /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
     /// at the model's end-of-sequence token), then show the attention over the prompt and the
-    /// generated tokens, which every view marks.
+    /// generated tokens, which every view marks. Encoder–decoder models (BART, T5, Marian):
+    /// TEXT is the source, and the decoder generates up to N tokens [default: 19, or the
+    /// checkpoint's max_length less one when smaller].
     #[arg(help_heading = "Generation", long, value_name = "N")]
     pub generate: Option<usize>,
+
+    /// Encoder–decoder models (BART, T5, Marian): the output to teacher-force. TEXT is the
+    /// source; the decoder reads this target shifted right behind its start token, as
+    /// transformers does in training.
+    #[arg(
+        help_heading = "Generation",
+        long,
+        value_name = "TEXT",
+        conflicts_with = "generate"
+    )]
+    pub target: Option<String>,
 
     /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
     /// as chat models expect their input; with --generate, the model answers.
@@ -165,69 +178,6 @@ pub struct Args {
     pub max_memory: Option<u64>,
 }
 
-/// The most layers a `--layers` list may name (far more than any model has).
-const MAX_LAYER_NUMBER: usize = 100_000;
-
-/// The layers `--layers` names, ascending, each once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LayerList(pub Vec<usize>);
-
-/// `0,5,10-12` → `[0, 5, 10, 11, 12]`: numbers and inclusive ranges, sorted, each once.
-pub fn parse_layers(s: &str) -> Result<LayerList, String> {
-    let number = |t: &str| -> Result<usize, String> {
-        match t.trim().parse::<usize>() {
-            Ok(n) if n <= MAX_LAYER_NUMBER => Ok(n),
-            Ok(n) => Err(format!("layer {n} is more than any model has")),
-            Err(_) => Err(format!(
-                "`{}` is not a layer number; give numbers and ranges from 0, e.g. 0,5,10-12",
-                t.trim()
-            )),
-        }
-    };
-    let mut layers = Vec::new();
-    for part in s.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if a > b {
-                    return Err(format!("the range {a}-{b} runs backwards; write {b}-{a}"));
-                }
-                layers.extend(a..=b);
-            }
-            None => layers.push(number(part)?),
-        }
-    }
-    layers.sort_unstable();
-    layers.dedup();
-    Ok(LayerList(layers))
-}
-
-/// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let bad = || format!("`{s}` is not a memory size; write e.g. 2G, 512M or a number of bytes");
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit.trim_end_matches("ib").trim_end_matches('b');
-    let scale: f64 = match unit {
-        "" => 1.0,
-        "k" => 1024.0,
-        "m" => 1024f64.powi(2),
-        "g" => 1024f64.powi(3),
-        "t" => 1024f64.powi(4),
-        _ => return Err(bad()),
-    };
-    let bytes = value * scale;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 2f64.powi(63)) {
-        return Err(format!("`{s}` is not a memory size from 1 byte to 8 EiB"));
-    }
-    Ok(bytes as u64)
-}
-
 /// The output flags: what to show (layer, head, words), the files to write and the terminal
 /// view. TEXT and `attnviz render FILE` take them alike; a subcommand's flags come after its
 /// name (`attnviz render a.npz --html r.html`), and `attnviz merge` has its own.
@@ -240,6 +190,13 @@ pub struct Outputs {
     /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
     #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
     pub head: Option<HeadSel>,
+
+    /// Which attention of an encoder–decoder model (BART, T5, Marian) or file the terminal
+    /// view, the statistics table, PNG/SVG and the HTML report show [default: cross, or the
+    /// only kind a file holds]; JSON holds all three. The report shows encoder or decoder only,
+    /// for now. Other models have one, `self`.
+    #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
     #[arg(help_heading = "What to show", long)]
@@ -347,6 +304,69 @@ pub struct Outputs {
     pub quiet: bool,
 }
 
+/// The most layers a `--layers` list may name (far more than any model has).
+const MAX_LAYER_NUMBER: usize = 100_000;
+
+/// The layers `--layers` names, ascending, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerList(pub Vec<usize>);
+
+/// `0,5,10-12` → `[0, 5, 10, 11, 12]`: numbers and inclusive ranges, sorted, each once.
+pub fn parse_layers(s: &str) -> Result<LayerList, String> {
+    let number = |t: &str| -> Result<usize, String> {
+        match t.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_LAYER_NUMBER => Ok(n),
+            Ok(n) => Err(format!("layer {n} is more than any model has")),
+            Err(_) => Err(format!(
+                "`{}` is not a layer number; give numbers and ranges from 0, e.g. 0,5,10-12",
+                t.trim()
+            )),
+        }
+    };
+    let mut layers = Vec::new();
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!("the range {a}-{b} runs backwards; write {b}-{a}"));
+                }
+                layers.extend(a..=b);
+            }
+            None => layers.push(number(part)?),
+        }
+    }
+    layers.sort_unstable();
+    layers.dedup();
+    Ok(LayerList(layers))
+}
+
+/// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || format!("`{s}` is not a memory size; write e.g. 2G, 512M or a number of bytes");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches("ib").trim_end_matches('b');
+    let scale: f64 = match unit {
+        "" => 1.0,
+        "k" => 1024.0,
+        "m" => 1024f64.powi(2),
+        "g" => 1024f64.powi(3),
+        "t" => 1024f64.powi(4),
+        _ => return Err(bad()),
+    };
+    let bytes = value * scale;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 2f64.powi(63)) {
+        return Err(format!("`{s}` is not a memory size from 1 byte to 8 EiB"));
+    }
+    Ok(bytes as u64)
+}
+
 /// Subcommands. Without one, attnviz runs a model on TEXT (a text that is a subcommand's name
 /// is given after `--`: `attnviz -- render`).
 #[derive(Debug, Subcommand)]
@@ -377,11 +397,6 @@ pub struct RenderArgs {
     /// none or others should label it.
     #[arg(help_heading = "Input", long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
-
-    /// Which attention of an encoder–decoder file to draw (FILE holds several) [default: the
-    /// only one FILE holds].
-    #[arg(help_heading = "Input", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
-    pub kind: Option<AttentionKind>,
 
     /// What to show and where, as for TEXT.
     #[command(flatten)]

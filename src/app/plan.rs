@@ -68,8 +68,6 @@ pub struct Render {
     pub file: PathBuf,
     /// `--tokens FILE`.
     pub tokens: Option<PathBuf>,
-    /// `--kind`.
-    pub kind: Option<AttentionKind>,
     /// The outputs.
     pub out: Single,
 }
@@ -91,6 +89,9 @@ pub struct Single {
     layer: Option<usize>,
     /// `--head`.
     pub head: HeadSel,
+    /// `--kind`: which attention the terminal, the table and the images show; `None`: the
+    /// run's primary one (cross-attention for an encoder–decoder).
+    pub kind: Option<AttentionKind>,
     /// Word level and/or special tokens excluded.
     pub view: ViewOptions,
     /// `--json`.
@@ -131,6 +132,8 @@ pub struct Single {
     pub generate: Option<usize>,
     /// `--chat`: wrap the text in the model's chat template.
     pub chat: bool,
+    /// `--target TEXT`: the output an encoder–decoder is teacher-forced with.
+    pub target: Option<String>,
     /// `--layers`: the layers to capture, ascending; `None`: all.
     pub layers: Option<Vec<usize>>,
     /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
@@ -144,11 +147,22 @@ impl Single {
     /// With `--layers`, `--layer` must be one of them (default: the last), and the selection
     /// names its place among the captured layers, as the views index them.
     pub fn selection(&self, info: &ModelInfo) -> Result<Selection, String> {
+        self.selection_of(info, AttentionKind::SelfAttention)
+    }
+
+    /// [`Single::selection`] against the attention of `kind`, whose layers and heads are its own
+    /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
+    /// kind.
+    pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
+        let name = match kind {
+            AttentionKind::SelfAttention => info.name().to_string(),
+            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
+            k => format!("{}'s {}", info.name(), k.as_str()),
+        };
         if let Some(layers) = &self.layers {
             if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
                 return Err(format!(
-                    "--layers {l} is out of range: {} has layers 0–{} (numbered from 0)",
-                    info.name(),
+                    "--layers {l} is out of range: {name} has layers 0–{} (numbered from 0)",
                     info.layers.saturating_sub(1)
                 ));
             }
@@ -156,10 +170,10 @@ impl Single {
                 layers: layers.len(),
                 ..info.clone()
             };
-            return self.selection_among(&captured, layers, "the captured --layers");
+            return self.among(&name, &captured, layers, "the captured --layers");
         }
         let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        self.check(info, Selection::new(layer, self.head))
+        self.check(&name, info, Selection::new(layer, self.head))
     }
 
     /// The selection over attention that holds only the model's layers `numbers` (`info` has
@@ -171,6 +185,17 @@ impl Single {
         numbers: &[usize],
         what: &str,
     ) -> Result<Selection, String> {
+        self.among(info.name(), info, numbers, what)
+    }
+
+    /// [`Single::selection_among`], errors naming the attention `name`.
+    fn among(
+        &self,
+        name: &str,
+        info: &ModelInfo,
+        numbers: &[usize],
+        what: &str,
+    ) -> Result<Selection, String> {
         let layer = self.layer.unwrap_or(*numbers.last().unwrap_or(&0));
         let Some(slot) = numbers.iter().position(|&l| l == layer) else {
             return Err(format!(
@@ -178,21 +203,24 @@ impl Single {
                 layer_list(numbers)
             ));
         };
-        let Selection { head, .. } = self.check(info, Selection::new(slot, self.head))?;
+        let Selection { head, .. } = self.check(name, info, Selection::new(slot, self.head))?;
         Ok(Selection::new(slot, head))
     }
 
-    fn check(&self, info: &ModelInfo, selection: Selection) -> Result<Selection, String> {
+    fn check(
+        &self,
+        name: &str,
+        info: &ModelInfo,
+        selection: Selection,
+    ) -> Result<Selection, String> {
         info.check_selection(selection).map_err(|e| match e {
             SelectionError::Layer { layer, layers } => format!(
-                "--layer {layer} is out of range: {} has layers 0–{} (numbered from 0)",
-                info.name(),
+                "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
                 layers.saturating_sub(1)
             ),
             SelectionError::Head { head, heads } => format!(
-                "--head {head} is out of range: {} has heads 0–{} per layer (numbered \
+                "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
                      from 0), or use --head mean",
-                info.name(),
                 heads.saturating_sub(1)
             ),
         })
@@ -214,13 +242,33 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
+    if args.input.is_some() && args.out.kind.is_some() {
+        return Err(
+            "--kind picks the attention a single TEXT shows; it does not apply to corpus mode \
+             (--input): drop --kind"
+                .into(),
+        );
+    }
     let mode = match &args.command {
-        Some(Command::Render(r)) => Mode::Render(Box::new(Render {
-            file: r.file.clone(),
-            tokens: r.tokens.clone(),
-            kind: r.kind,
-            out: single(args, &r.out, Some(r.file.display().to_string()))?,
-        })),
+        Some(Command::Render(r)) => {
+            let model_only = [
+                ("--generate", args.generate.is_some()),
+                ("--target", args.target.is_some()),
+                ("--chat", args.chat),
+                ("--layers", args.layers.is_some()),
+                ("--max-memory", args.max_memory.is_some()),
+            ];
+            if let Some(flag) = first_given(&model_only) {
+                return Err(format!(
+                    "{flag} runs a model; `attnviz render` draws attention from a file: drop {flag}"
+                ));
+            }
+            Mode::Render(Box::new(Render {
+                file: r.file.clone(),
+                tokens: r.tokens.clone(),
+                out: single(args, &r.out, Some(r.file.display().to_string()))?,
+            }))
+        }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
         None if args.input.is_some() => Mode::Corpus(corpus(args)?),
         None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
@@ -261,10 +309,21 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     if args.generate == Some(0) {
         return Err("--generate 0 generates nothing; give the number of tokens to generate".into());
     }
+    if args.target.is_some() && args.chat {
+        return Err(
+            "--chat wraps a decoder model's prompt in its chat template; --target is for \
+             encoder–decoder models, which have none: drop one of them"
+                .into(),
+        );
+    }
+    if args.target.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err("--target is empty; give the output to teacher-force".into());
+    }
     if args.pair.is_some() {
         if let Some(flag) = first_given(&[
             ("--generate", args.generate.is_some()),
             ("--chat", args.chat),
+            ("--target", args.target.is_some()),
         ]) {
             return Err(format!(
                 "{flag} is for decoder models, which read one text; drop --pair"
@@ -377,6 +436,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         truncate: args.truncate,
         layer: out.layer,
         head: out.head.unwrap_or(HeadSel::Mean),
+        kind: out.kind,
         view: ViewOptions {
             words: out.words,
             no_special: out.no_special,
@@ -409,6 +469,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         color: out.color.unwrap_or_default(),
         generate: args.generate,
         chat: args.chat,
+        target: args.target.clone(),
         layers: args.layers.clone().map(|l| l.0),
         max_memory: args.max_memory,
     })
@@ -427,6 +488,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--html-precision", args.out.html_precision.is_some()),
         ("--generate", args.generate.is_some()),
         ("--chat", args.chat),
+        ("--target", args.target.is_some()),
         ("--layers", args.layers.is_some()),
         ("--max-memory", args.max_memory.is_some()),
         ("--figure", args.out.figure.is_some()),
@@ -724,7 +786,7 @@ mod tests {
             panic!("render mode")
         };
         assert_eq!(r.file, PathBuf::from("a.npz"));
-        assert_eq!(r.kind, Some(AttentionKind::Cross));
+        assert_eq!(r.out.kind, Some(AttentionKind::Cross));
         assert!(r.out.view.words);
         // Flags go after the subcommand: before it they would belong to a model run.
         assert!(Args::try_parse_from(["attnviz", "--stats", "render", "a.npz"]).is_err());

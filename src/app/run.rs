@@ -7,12 +7,13 @@ use std::mem::ManuallyDrop;
 use std::path::Path;
 
 use attnviz::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection};
-use attnviz::attention::{Attention, HeadSel, Selection};
-use attnviz::model::{EncodeOptions, GenerateOptions, Model};
+use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::model::encdec::DecoderInput;
+use attnviz::model::{EncodeOptions, Encoding, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
-use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
+use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
 use attnviz::{import, tokenize};
@@ -161,7 +162,13 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // when the process exits, which it does right after this function: freeing them first
     // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
     let model = ManuallyDrop::new(Model::load(&plan.model, &plan.revision)?);
-    let selection = plan.selection(model.info()).map_err(Error::Usage)?;
+    // Checked before anything is read or run; an encoder–decoder's is checked per kind once
+    // its attentions exist, each against its own layers and heads.
+    let selection = if model.is_seq2seq() {
+        Selection::new(0, HeadSel::Mean)
+    } else {
+        plan.selection(model.info()).map_err(Error::Usage)?
+    };
     let limit = tokenize::byte_limit(model.max_positions());
     let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
     let opts = EncodeOptions {
@@ -170,33 +177,30 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         layers: plan.layers.clone(),
         max_memory: plan.max_memory,
     };
-    let encoding = ManuallyDrop::new(if plan.generates() {
-        let generate = GenerateOptions {
-            max_new_tokens: plan.generate.unwrap_or(0),
-            chat: plan.chat,
-        };
-        let mut progress = Progress::new(generate.max_new_tokens);
-        let encoding =
-            model.encode_generated(&text, &opts, generate, &mut |done| progress.update(done));
-        progress.finish();
-        let encoding = encoding?;
-        if let Some(g) = &encoding.generation {
-            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
-            note(&format!(
-                "generated {} token{}{}: {text:?}",
-                g.generated().len(),
-                if g.generated().len() == 1 { "" } else { "s" },
-                if g.stopped_at_eos {
-                    " (stopped at the end-of-sequence token)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        encoding
+    // An encoder–decoder's run gives three attentions; the views below show the one --kind
+    // picks (cross-attention by default).
+    let (encoding, selection, seq2seq) = if model.is_seq2seq() {
+        let (encoding, selection, set) = run_seq2seq(plan, &model, &text, &opts)?;
+        (encoding, selection, Some(set))
+    } else if plan.target.is_some() {
+        return Err(Error::Usage(format!(
+            "--target is for encoder–decoder models (BART, T5, Marian); {} is a {} model: drop \
+             --target{}",
+            model.info().name(),
+            model.family(),
+            if model.architecture().mask == attnviz::model::Mask::Causal {
+                ", or use --generate"
+            } else {
+                ""
+            }
+        )));
     } else {
-        model.encode(&text, plan.pair.as_deref(), &opts)?
-    });
+        (
+            single_encoding(plan, &model, &text, &opts)?,
+            selection,
+            None,
+        )
+    };
     let bytes_cut = stdin_cut || encoding.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -216,85 +220,19 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ));
     }
 
-    let mut settings = vec![("model".to_string(), plan.model.clone())];
-    if !std::path::Path::new(&plan.model).is_dir() {
-        settings.push(("revision".to_string(), plan.revision.clone()));
-    }
-    if plan.truncate {
-        settings.push(("truncate".to_string(), "yes".to_string()));
-    }
     // Attention rollout multiplies every layer's attention in turn: with only some layers
     // captured (--layers) there is none to show.
-    let every_layer = encoding
-        .attention
-        .layer_numbers()
-        .iter()
-        .copied()
-        .eq(0..model.info().layers);
-    write_outputs(plan, &encoding.attention, selection, settings, every_layer)
-}
-
-/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
-/// output as for a single input.
-fn run_render(render: &Render) -> Result<(), Error> {
-    let tokens = match &render.tokens {
-        Some(path) => Some(import::read_token_file(path)?),
-        None => None,
+    // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
+    // --layers picks some.)
+    let every_layer = match &seq2seq {
+        Some(_) => plan.layers.is_none(),
+        None => encoding
+            .attention
+            .layer_numbers()
+            .iter()
+            .copied()
+            .eq(0..model.info().layers),
     };
-    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
-    for w in &imported.warnings {
-        note(&format!("warning: {w}"));
-    }
-    let file = render.file.display();
-    let att = match render.kind {
-        Some(kind) => imported.kind(kind).ok_or_else(|| {
-            Error::Usage(format!(
-                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
-                kind.as_str(),
-                imported.kinds_in_words()
-            ))
-        })?,
-        None => match imported.kinds.as_slice() {
-            [one] => one,
-            _ => {
-                return Err(Error::Usage(format!(
-                    "{file} holds {} attention; choose one with --kind {}",
-                    imported.kinds_in_words(),
-                    imported.kind_names().join("|")
-                )))
-            }
-        },
-    };
-    // A file may hold some layers only (an export made with --layers): --layer names them by
-    // their numbers in the model, as for the run that wrote it.
-    let every_layer = att.layer_numbers().iter().copied().eq(0..att.layers());
-    let selection = if every_layer {
-        render.out.selection(&att.model)
-    } else {
-        render
-            .out
-            .selection_among(&att.model, att.layer_numbers(), "the file's layers")
-    }
-    .map_err(Error::Usage)?;
-    let settings = vec![
-        ("source".to_string(), file.to_string()),
-        ("format".to_string(), imported.format.clone()),
-    ];
-    write_outputs(&render.out, att, selection, settings, every_layer)
-}
-
-/// Write every output `plan` asks for from token-level attention `token_att`: the view
-/// (`--words`, `--no-special`), its analyses, the files and the terminal views. `settings` go
-/// into the report's "About" panel. Without `every_layer` of the model (`--layers`) there is no
-/// attention rollout.
-fn write_outputs(
-    plan: &Single,
-    token_att: &Attention,
-    selection: Selection,
-    settings: Vec<(String, String)>,
-    every_layer: bool,
-) -> Result<(), Error> {
-    let Selection { layer, head } = selection;
     if !every_layer {
         let rollout_asked = (plan.figure == Figure::Rollout
             && (plan.png.is_some() || plan.svg.is_some()))
@@ -310,34 +248,192 @@ fn write_outputs(
             ));
         }
     }
+
+    // Every attention of the run, token level: one value, or an encoder–decoder's three.
+    let tokens = ManuallyDrop::new(match seq2seq {
+        Some(set) => set,
+        None => AttentionSet::single(encoding.attention),
+    });
+
+    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.push(("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    write_outputs(plan, &tokens, selection, every_layer, settings)
+}
+
+/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
+/// output as for a single input. A file of an encoder–decoder run (JSON version 3, or arrays of
+/// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
+/// gets all three.
+fn run_render(render: &Render) -> Result<(), Error> {
+    let plan = &render.out;
+    let tokens = match &render.tokens {
+        Some(path) => Some(import::read_token_file(path)?),
+        None => None,
+    };
+    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    for w in &imported.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let file = render.file.display();
+    if let Some(kind) = plan.kind {
+        if imported.kind(kind).is_none() {
+            return Err(Error::Usage(format!(
+                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
+                kind.as_str(),
+                imported.kinds_in_words()
+            )));
+        }
+    }
+    let set = match imported.kinds.as_slice() {
+        [one] => Some(AttentionSet::single(one.clone())),
+        [enc, dec, cross]
+            if [enc.kind, dec.kind, cross.kind] == attnviz::attention::ENCODER_DECODER_KINDS =>
+        {
+            // Arrays without texts (.npz, .safetensors) label each side by its own tokens:
+            // every value of a run carries the source as its text, and the decoder's is the
+            // target.
+            let target = imported
+                .target
+                .clone()
+                .or_else(|| (dec.text != enc.text).then(|| dec.text.clone()));
+            let source = |a: &Attention| {
+                let mut a = a.clone();
+                a.text = enc.text.clone();
+                a.pair = None;
+                a
+            };
+            AttentionSet::encoder_decoder(enc.clone(), source(dec), source(cross), target).ok()
+        }
+        _ => None,
+    };
+    let set = match set {
+        Some(set) => set,
+        // Kinds that are not one run's whole set: draw the one --kind picks.
+        None => match plan.kind {
+            Some(kind) => AttentionSet::single(imported.kind(kind).expect("checked").clone()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "{file} holds {} attention; choose one with --kind {}",
+                    imported.kinds_in_words(),
+                    imported.kind_names().join("|")
+                )))
+            }
+        },
+    };
+    let shown = set
+        .get(plan.kind)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    // A file may hold some layers only (an export made with --layers): --layer names them by
+    // their numbers in the model, as for the run that wrote it.
+    let selection = if shown.layer_numbers().iter().copied().eq(0..shown.layers()) {
+        plan.selection_of(&shown.model, shown.kind)
+    } else {
+        plan.selection_among(&shown.model, shown.layer_numbers(), "the file's layers")
+    }
+    .map_err(Error::Usage)?;
+    let every_layer = set
+        .iter()
+        .all(|a| a.layer_numbers().iter().copied().eq(0..a.layers()));
+    let settings = vec![
+        ("source".to_string(), file.to_string()),
+        ("format".to_string(), imported.format.clone()),
+    ];
+    write_outputs(plan, &set, selection, every_layer, settings)
+}
+
+/// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an
+/// encoder–decoder's three): the view (`--words`, `--no-special`), its analyses, the files and
+/// the terminal views, of the kind `--kind` picks where an output shows one. `selection` was
+/// checked against that kind; `every_layer`: whether every layer was captured (else there is no
+/// rollout). `settings` go into the report's "About" panel.
+fn write_outputs(
+    plan: &Single,
+    tokens: &AttentionSet,
+    selection: Selection,
+    every_layer: bool,
+    settings: Vec<(String, String)>,
+) -> Result<(), Error> {
+    let Selection { layer, head } = selection;
+    // The kind the terminal view, the table and the images show (--kind; default: the run's
+    // primary one, cross-attention for an encoder–decoder), and the layer/head selection,
+    // checked against that kind's own layers and heads.
+    let shown_kind = tokens
+        .get(plan.kind)
+        .map_err(|e| Error::Usage(e.to_string()))?
+        .kind;
+    let shown_index = tokens
+        .kinds()
+        .iter()
+        .position(|&k| k == shown_kind)
+        .expect("the kind was found");
+    let token_att = tokens.kind(shown_kind).expect("the kind was found");
+
+    if plan.html_report() && !token_att.is_square() {
+        return Err(Error::Usage(
+            "the HTML report does not show cross-attention yet: add --kind encoder or --kind \
+             decoder for a report of that attention (the terminal, --png/--svg and --json show \
+             cross-attention)"
+                .into(),
+        ));
+    }
+
     // The view every output shows (word level and/or special tokens excluded), and the analyses
-    // the requested outputs need, each computed once.
+    // the requested outputs need, each computed once per kind.
     let view_opts = plan.view;
     let needs_rollout = plan.report.is_some()
         || !plan.json_include.is_empty()
         || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
-    let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
-        let (view, analysis) = Analysis::compute_view(token_att, view_opts)?;
-        (view, Some(analysis))
-    } else {
-        (analysis::view(token_att, view_opts)?, None)
-    };
-    let (att, kept) = (ManuallyDrop::new(att), ManuallyDrop::new(analysis));
-    let analysis: &Option<Analysis> = &kept;
+    let shown = ManuallyDrop::new(analysis::view_set(tokens, view_opts)?);
+    let kept = ManuallyDrop::new(needs_rollout.then(|| {
+        tokens
+            .iter()
+            .zip(shown.iter())
+            .map(|(t, v)| Analysis::of_view(t, v, view_opts))
+            .collect::<Vec<Analysis>>()
+    }));
+    let analyses: &Option<Vec<Analysis>> = &kept;
     let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
-    let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
-        Some(a) => Some(Cow::Borrowed(&a.stats)),
-        None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
+    let stats: Vec<Cow<'_, [Vec<HeadStats>]>> = match &analyses {
+        Some(all) => all
+            .iter()
+            .map(|a| Cow::Borrowed(a.stats.as_slice()))
+            .collect(),
+        None if needs_stats => shown
+            .iter()
+            .map(|v| Cow::Owned(analysis::head_stats(v)))
+            .collect(),
+        None => shown.iter().map(|_| Cow::Borrowed(&[][..])).collect(),
     };
-    let rollout = analysis
+    let att = shown.iter().nth(shown_index).expect("one view per kind");
+    let rollout = analyses
         .as_ref()
         .filter(|_| every_layer)
-        .map(|a| a.rollout[layer].as_slice());
+        .and_then(|a| a[shown_index].rollout.get(layer))
+        .filter(|m| !m.is_empty())
+        .map(Vec::as_slice);
+    if plan.figure == Figure::Rollout
+        && (plan.png.is_some() || plan.svg.is_some())
+        && rollout.is_none()
+    {
+        return Err(Error::Usage(format!(
+            "--figure rollout follows the residual stream through one side's own units; {} \
+             attention has none: choose --kind encoder or decoder, or another --figure",
+            shown_kind.as_str()
+        )));
+    }
 
     let outputs = Outputs {
-        att: &att,
-        stats: stats.as_deref().unwrap_or_default(),
-        sections: json_sections(&plan.json_include, analysis.as_ref()).unwrap_or_default(),
+        stats: &stats[shown_index],
+        set: &shown,
+        all_stats: stats.iter().map(|s| &**s).collect(),
+        analyses: analyses.as_deref(),
+        every_layer,
+        include: &plan.json_include,
         json: plan.json_format,
         image: plan.image,
     };
@@ -347,18 +443,20 @@ fn write_outputs(
     if plan.png.is_some() || plan.svg.is_some() {
         let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
         if let Some(path) = &plan.png {
-            image::write_png(&att, &figure, &outputs.image, path)?;
+            image::write_png(att, &figure, &outputs.image, path)?;
         }
         if let Some(path) = &plan.svg {
-            image::write_svg(&att, &figure, &outputs.image, path)?;
+            image::write_svg(att, &figure, &outputs.image, path)?;
         }
     }
     // The report gets the token-level attention (and rollout): the page merges words and hides
     // special tokens itself, reversibly.
     let html = plan.html_report().then(|| {
-        let token_rollout = match &analysis {
+        let token_rollout = match &analyses {
             _ if !every_layer => Cow::Owned(Vec::new()),
-            Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
+            Some(a) if view_opts == analysis::ViewOptions::default() => {
+                Cow::Borrowed(&a[shown_index].rollout)
+            }
             _ => Cow::Owned(analysis::rollout(token_att)),
         };
         html_options(
@@ -377,7 +475,7 @@ fn write_outputs(
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
-            outputs.report(staged.staging(), layer, head, rollout)?;
+            outputs.report(staged.staging(), plan, selection)?;
             write_html_file(token_att, opts, &staged.staging().join(REPORT_HTML))?;
             Ok(())
         };
@@ -399,7 +497,7 @@ fn write_outputs(
 
     if plan.terminal_view {
         let opts = terminal_options(plan);
-        to_stdout(|w| write_view(&att, selection, &opts, w))?;
+        to_stdout(|w| write_view(att, selection, &opts, w))?;
     }
     if plan.stats {
         if plan.stdout_taken {
@@ -434,74 +532,238 @@ fn write_outputs(
     Ok(())
 }
 
+/// The encoding of a decoder-only or encoder-only model: generated (`--generate`, `--chat`) or
+/// of the text (and pair) as given.
+fn single_encoding(
+    plan: &Single,
+    model: &Model,
+    text: &str,
+    opts: &EncodeOptions,
+) -> Result<Encoding, Error> {
+    let encoding = if plan.generates() {
+        let generate = GenerateOptions {
+            max_new_tokens: plan.generate.unwrap_or(0),
+            chat: plan.chat,
+        };
+        let mut progress = Progress::new(generate.max_new_tokens);
+        let encoding =
+            model.encode_generated(text, opts, generate, &mut |done| progress.update(done));
+        progress.finish();
+        let encoding = encoding?;
+        if let Some(g) = &encoding.generation {
+            let text = model.tokenizer().decode(g.generated()).unwrap_or_default();
+            note(&format!(
+                "generated {} token{}{}: {text:?}",
+                g.generated().len(),
+                if g.generated().len() == 1 { "" } else { "s" },
+                if g.stopped_at_eos {
+                    " (stopped at the end-of-sequence token)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        encoding
+    } else {
+        model.encode(text, plan.pair.as_deref(), opts)?
+    };
+    Ok(encoding)
+}
+
+/// An encoder–decoder's run: TEXT as the source, the decoder teacher-forced with `--target` or
+/// generating (`--generate N`, or the checkpoint's default length, said on stderr); the
+/// encoding of the attention `--kind` picks (cross by default) and the selection checked
+/// against that attention's layers and heads.
+fn run_seq2seq(
+    plan: &Single,
+    model: &Model,
+    text: &str,
+    opts: &EncodeOptions,
+) -> Result<(Encoding, Selection, AttentionSet), Error> {
+    let name = model.info().name();
+    if plan.chat {
+        return Err(Error::Usage(format!(
+            "--chat: {name} is an encoder–decoder model ({}), with no chat template; give the \
+             source as TEXT and --target or --generate",
+            model.family()
+        )));
+    }
+    if plan.pair.is_some() {
+        return Err(Error::Usage(format!(
+            "--pair: {name} is an encoder–decoder model ({}), which reads one source text; give \
+             the output with --target",
+            model.family()
+        )));
+    }
+    let input = match (&plan.target, plan.generate) {
+        (Some(target), _) => DecoderInput::Target(target),
+        (None, Some(n)) => DecoderInput::Generate(n),
+        (None, None) => {
+            let n = model.default_generation_length();
+            note(&format!(
+                "{name} is an encoder–decoder model: TEXT is the source, and with neither \
+                 --target nor --generate the decoder generates up to {n} tokens greedily \
+                 (--target TEXT teacher-forces an output; --generate N sets the length)"
+            ));
+            DecoderInput::Generate(n)
+        }
+    };
+    let total = match input {
+        DecoderInput::Generate(n) => n,
+        DecoderInput::Target(_) => 0,
+    };
+    let mut progress = Progress::new(total);
+    let out = model.encode_seq2seq(text, input, opts, &mut |done| progress.update(done));
+    progress.finish();
+    let out = out?;
+    if let Some(g) = &out.generation {
+        let generated = model.tokenizer().decode(g.generated()).unwrap_or_default();
+        note(&format!(
+            "generated {} token{}{}: {generated:?}",
+            g.generated().len(),
+            if g.generated().len() == 1 { "" } else { "s" },
+            if g.stopped_at_eos {
+                " (stopped at the end-of-sequence token)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(from) = out.target_truncated_from {
+        note(&format!(
+            "note: the target was {from} tokens; truncated to the decoder's maximum (--truncate)"
+        ));
+    }
+    let [encoder, decoder, cross]: [Attention; 3] = out
+        .attentions
+        .try_into()
+        .map_err(|_| Error::Usage("an encoder–decoder run gives three attentions".into()))?;
+    let set = AttentionSet::encoder_decoder(encoder, decoder, cross, plan.target.clone())
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let kind = plan.kind.unwrap_or(AttentionKind::Cross);
+    let att = set
+        .get(Some(kind))
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let selection = plan.selection_of(&att.model, kind).map_err(Error::Usage)?;
+    let encoding = Encoding {
+        attention: att.clone(),
+        hidden: out.decoder_hidden,
+        truncated_from: out.truncated_from,
+        bytes_cut: out.bytes_cut,
+        generation: out.generation,
+    };
+    Ok((encoding, selection, set))
+}
+
 /// The files a run can write, from one encoded input.
 struct Outputs<'a> {
-    att: &'a Attention,
+    /// The statistics of the value the views show (the `--kind` chosen).
     stats: &'a [Vec<HeadStats>],
+    /// Every kind, in the view asked for.
+    set: &'a AttentionSet,
+    /// The statistics of every kind, in the order of `set`.
+    all_stats: Vec<&'a [Vec<HeadStats>]>,
+    /// The analyses of every kind, when they were computed (means, rollout).
+    analyses: Option<&'a [Analysis]>,
+    /// Whether every layer was captured (without, there is no rollout).
+    every_layer: bool,
     /// Optional JSON sections (`--json-include`).
-    sections: Vec<MatrixSection<'a>>,
+    include: &'a [attnviz::render::json::JsonSection],
     json: JsonOptions,
     image: ImageOptions,
 }
 
 impl Outputs<'_> {
     fn json(&self, path: &Path) -> Result<(), Error> {
-        let section = serde_json::to_value(StatsSection::new(self.stats))
-            .expect("statistics serialise to JSON");
-        write_output(path, |w| {
-            write_json_with(
-                self.att,
-                &[("stats", section)],
-                &self.sections,
-                self.json,
-                w,
-            )
-        })?;
+        let sections: Vec<KindSections> = self
+            .set
+            .iter()
+            .enumerate()
+            .map(|(i, att)| {
+                let analysis = self.analyses.map(|a| &a[i]);
+                let alignment = match analysis {
+                    Some(a) => a.alignment.clone(),
+                    None => analysis::alignment_stats(att),
+                };
+                let section = serde_json::to_value(
+                    StatsSection::new(self.all_stats[i]).with_alignment(alignment.as_deref()),
+                )
+                .expect("statistics serialise to JSON");
+                // Cross-attention has no rollout: its section is left out, not written empty.
+                let matrices = json_sections(self.include, analysis)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
+                    .collect();
+                KindSections {
+                    extra: vec![("stats", section)],
+                    matrices,
+                }
+            })
+            .collect();
+        write_output(path, |w| write_set_json(self.set, &sections, self.json, w))?;
         Ok(())
     }
 
-    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder.
-    fn report(
-        &self,
-        dir: &Path,
-        layer: usize,
-        head: HeadSel,
-        rollout: Option<&[f32]>,
-    ) -> Result<(), Error> {
+    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder: the
+    /// figures of the one attention of most models (`head.png`, …), of each kind of an
+    /// encoder–decoder (`cross-head.png`, `encoder-head.png`, …; each at the selection, or its
+    /// last layer and the head mean where the selection is out of its range).
+    fn report(&self, dir: &Path, plan: &Single, selection: Selection) -> Result<(), Error> {
         self.json(&dir.join(REPORT_JSON))?;
-        // With `--head mean` the mean has its own figure: the head figure shows the layer's most
-        // focused head (lowest mean entropy) instead, and says so in its title.
-        let focused = (head == HeadSel::Mean)
-            .then(|| most_focused_head(self.stats, layer))
-            .flatten();
-        for (name, figure) in FigureSpec::all(layer, head, rollout) {
-            let figure = match (name, focused) {
-                ("head", Some(h)) => FigureSpec::Matrix {
-                    title: format!(
-                        "layer {} · head {h} (most focused{})",
-                        self.att.layer_number(layer),
-                        if self.att.is_grouped() {
-                            format!(", kv head {}", self.att.kv_head()[h])
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    values: self.att.head(layer, h),
-                },
-                _ => figure,
+        let several = self.set.is_encoder_decoder();
+        for (i, att) in self.set.iter().enumerate() {
+            let (prefix, selection) = if several {
+                (
+                    format!("{}-", att.kind.as_str()),
+                    plan.selection_of(&att.model, att.kind).unwrap_or_else(|_| {
+                        Selection::new(att.layers().saturating_sub(1), HeadSel::Mean)
+                    }),
+                )
+            } else {
+                (String::new(), selection)
             };
-            image::write_png(
-                self.att,
-                &figure,
-                &self.image,
-                &dir.join(format!("{name}.png")),
-            )?;
-            image::write_svg(
-                self.att,
-                &figure,
-                &self.image,
-                &dir.join(format!("{name}.svg")),
-            )?;
+            let Selection { layer, head } = selection;
+            let rollout = self
+                .analyses
+                .filter(|_| self.every_layer)
+                .and_then(|a| a[i].rollout.get(layer))
+                .filter(|m| !m.is_empty())
+                .map(Vec::as_slice);
+            // With `--head mean` the mean has its own figure: the head figure shows the layer's
+            // most focused head (lowest mean entropy) instead, and says so in its title.
+            let focused = (head == HeadSel::Mean)
+                .then(|| most_focused_head(self.all_stats[i], layer))
+                .flatten();
+            for (name, figure) in FigureSpec::all(layer, head, rollout) {
+                let figure = match (name, focused) {
+                    ("head", Some(h)) => FigureSpec::Matrix {
+                        title: format!(
+                            "layer {} · head {h} (most focused{})",
+                            att.layer_number(layer),
+                            if att.is_grouped() {
+                                format!(", kv head {}", att.kv_head()[h])
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        values: att.head(layer, h),
+                    },
+                    _ => figure,
+                };
+                image::write_png(
+                    att,
+                    &figure,
+                    &self.image,
+                    &dir.join(format!("{prefix}{name}.png")),
+                )?;
+                image::write_svg(
+                    att,
+                    &figure,
+                    &self.image,
+                    &dir.join(format!("{prefix}{name}.svg")),
+                )?;
+            }
         }
         Ok(())
     }

@@ -11,11 +11,16 @@
 //! [`AttentionKind`] which attention it is, and a query-head → key/value-head map describes
 //! grouped-query attention. Renderers ask the value ([`Attention::is_masked`], the roles) rather
 //! than assume a square bidirectional matrix of BERT tokens.
+//!
+//! One run gives an [`AttentionSet`]: one self-attention value, or an encoder–decoder's encoder,
+//! decoder and cross-attention values, checked against each other (see [`set`](AttentionSet)).
 
+mod set;
 mod units;
 
 use serde::{Deserialize, Serialize};
 
+pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use units::{Role, Units};
 
 /// Which model produced an [`Attention`], and its shape.
@@ -326,6 +331,8 @@ pub struct AttentionParts {
     pub kind: AttentionKind,
     /// Which cells a query could not see.
     pub mask: MaskKind,
+    /// How the model encodes positions.
+    pub positions: PositionScheme,
     /// Whether units are tokens or words.
     pub level: Level,
     /// Whether special tokens were removed and rows renormalised.
@@ -405,6 +412,7 @@ impl Attention {
             pair,
             kind,
             mask: MaskKind::Bidirectional,
+            positions: PositionScheme::Absolute,
             level: Level::Token,
             special_excluded: false,
             queries,
@@ -426,7 +434,7 @@ impl Attention {
             pair: parts.pair,
             kind: parts.kind,
             mask: parts.mask,
-            positions: PositionScheme::Absolute,
+            positions: parts.positions,
             level: parts.level,
             special_excluded: parts.special_excluded,
             queries: parts.queries,

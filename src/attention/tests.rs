@@ -142,6 +142,94 @@ pub fn decoder(tokens: &[&str], layers: usize, kv: Vec<usize>, generated: usize)
         .expect("a head map for every head")
 }
 
+/// Weights for tests: `layers × heads` matrices of `nq × nk`; head `h` of layer `l` puts most
+/// of row `q` on key `(q + l + h) % visible` (`visible`: the keys the row sees, all of them
+/// unless `causal`, then `q + 1`), the rest spread evenly over the other visible keys.
+pub fn peaked(layers: usize, heads: usize, nq: usize, nk: usize, causal: bool) -> Vec<f32> {
+    let mut weights = Vec::with_capacity(layers * heads * nq * nk);
+    for l in 0..layers {
+        for h in 0..heads {
+            for q in 0..nq {
+                let visible = if causal { (q + 1).min(nk) } else { nk };
+                let peak = (q + l + h) % visible;
+                let rest = if visible > 1 {
+                    0.3 / (visible - 1) as f32
+                } else {
+                    0.0
+                };
+                for k in 0..nk {
+                    weights.push(if k >= visible {
+                        0.0
+                    } else if k == peak {
+                        if visible == 1 {
+                            1.0
+                        } else {
+                            0.7
+                        }
+                    } else {
+                        rest
+                    });
+                }
+            }
+        }
+    }
+    weights
+}
+
+/// An encoder–decoder's three values for tests: the encoder over `source` (`enc_layers` layers),
+/// the causal decoder over `target` and cross-attention (`dec_layers` layers), `heads` heads
+/// each, weights from [`peaked`]; target units from `generated` on are flagged as generated
+/// (`target.len()`: none, and the set carries the target text).
+pub fn encoder_decoder(
+    source: &[&str],
+    target: &[&str],
+    enc_layers: usize,
+    dec_layers: usize,
+    heads: usize,
+    generated: usize,
+) -> AttentionSet {
+    let (ns, nt) = (source.len(), target.len());
+    let mut model = info(enc_layers, heads);
+    model.family = "BART".into();
+    let text = source.join(" ");
+    let src = units_for(source);
+    let mut tgt = units_for(target);
+    for g in &mut tgt.generated[generated.min(nt)..] {
+        *g = true;
+    }
+    let encoder = Attention::new(
+        model.clone(),
+        text.clone(),
+        None,
+        src.clone(),
+        peaked(enc_layers, heads, ns, ns, false),
+    )
+    .and_then(|a| a.with_kind(AttentionKind::Encoder))
+    .expect("encoder");
+    model.layers = dec_layers;
+    let decoder = Attention::new(
+        model.clone(),
+        text.clone(),
+        None,
+        tgt.clone(),
+        peaked(dec_layers, heads, nt, nt, true),
+    )
+    .and_then(|a| a.with_kind(AttentionKind::Decoder))
+    .expect("decoder")
+    .with_mask(MaskKind::Causal);
+    let cross = Attention::cross(
+        model,
+        text,
+        None,
+        tgt,
+        src,
+        peaked(dec_layers, heads, nt, ns, false),
+    )
+    .expect("cross");
+    let target_text = (generated >= nt).then(|| target.join(" "));
+    AttentionSet::encoder_decoder(encoder, decoder, cross, target_text).expect("consistent")
+}
+
 #[test]
 fn indexing_follows_layer_head_query_key() {
     let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 3);

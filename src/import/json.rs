@@ -1,4 +1,6 @@
-//! attnviz's own JSON export (`docs/json.md`), format versions 1 and 2, read back.
+//! attnviz's own JSON export (`docs/json.md`), format versions 1 to 3, read back. A version-3
+//! document (an encoder–decoder run) holds one version-2 body per kind (`encoder`, `decoder`,
+//! `cross`); each is read as a version-2 document would be.
 //!
 //! The document is deserialised in one streaming pass: the metadata into small structs, the
 //! `attention` array straight into one flat `Vec<f32>` (its shape checked as it arrives, never
@@ -22,7 +24,7 @@ use crate::attention::{AttentionKind, Level, MaskKind, ModelInfo, PositionScheme
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
 /// The newest format version this reader knows.
-const NEWEST: u32 = crate::render::json::FORMAT_VERSION;
+const NEWEST: u32 = crate::render::json::ENCODER_DECODER_VERSION;
 
 #[derive(Deserialize)]
 struct Doc {
@@ -32,10 +34,6 @@ struct Doc {
     kind: Option<AttentionKind>,
     mask: Option<MaskKind>,
     kv_head: Option<Vec<usize>>,
-    #[serde(default)]
-    positions: Option<PositionScheme>,
-    #[serde(default)]
-    layer_numbers: Option<Vec<usize>>,
     text: Option<String>,
     pair: Option<String>,
     level: Option<String>,
@@ -70,6 +68,13 @@ struct Doc {
     means: Option<IgnoredAny>,
     #[serde(default)]
     rollout: Option<IgnoredAny>,
+    positions: Option<String>,
+    layer_numbers: Option<Vec<usize>>,
+    // Version 3: the teacher-forced target, and one body per kind.
+    target: Option<String>,
+    encoder: Option<Box<Doc>>,
+    decoder: Option<Box<Doc>>,
+    cross: Option<Box<Doc>>,
 }
 
 #[derive(Deserialize)]
@@ -203,7 +208,7 @@ pub fn read(path: &Path, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError>
     from_doc(doc, shown)
 }
 
-fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
+fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
     let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
     if doc.format.as_deref() != Some("attnviz-attention") {
         return Err(bad(
@@ -219,6 +224,44 @@ fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
              attnviz wrote it, so update attnviz"
         )));
     }
+    if version >= 3 {
+        let target = doc.target.take();
+        let bodies = [
+            (AttentionKind::Encoder, doc.encoder.take()),
+            (AttentionKind::Decoder, doc.decoder.take()),
+            (AttentionKind::Cross, doc.cross.take()),
+        ];
+        let mut arrays = Vec::new();
+        for (kind, body) in bodies {
+            let Some(mut body) = body else {
+                return Err(bad(format!(
+                    "a version-3 document holds `encoder`, `decoder` and `cross`; it has no `{}`",
+                    kind.as_str()
+                )));
+            };
+            if body.kind.is_some_and(|k| k != kind) {
+                return Err(bad(format!(
+                    "its `{}` object is of kind `{}`",
+                    kind.as_str(),
+                    body.kind.map(|k| k.as_str()).unwrap_or_default()
+                )));
+            }
+            body.kind = Some(kind);
+            let mut a = body_arrays(*body, version, &format!("{shown}: {}", kind.as_str()))?;
+            if let Some(o) = a.origin.as_mut() {
+                o.target = target.clone();
+            }
+            arrays.push(a);
+        }
+        return Ok((version, arrays));
+    }
+    Ok((version, vec![body_arrays(doc, version, shown)?]))
+}
+
+/// One kind's attention from a version-1/2 document, or a version-3 document's body of one kind
+/// (`shown` names it in messages).
+fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
     let Some(flat) = doc.attention else {
         return Err(bad("it has no `attention` array".into()));
     };
@@ -287,8 +330,18 @@ fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
         },
         special_excluded: doc.special_excluded.unwrap_or(false),
         kv_head: doc.kv_head,
-        positions: doc.positions.unwrap_or_default(),
+        positions: match doc.positions.as_deref() {
+            None | Some("absolute") => PositionScheme::Absolute,
+            Some("rotary") => PositionScheme::Rotary,
+            Some("relative") => PositionScheme::Relative,
+            Some(other) => {
+                return Err(bad(format!(
+                    "positions `{other}` is not absolute, rotary or relative"
+                )))
+            }
+        },
         layer_numbers: doc.layer_numbers,
+        target: None,
     };
     let arrays = Arrays {
         name: format!("{shown}: attention"),
@@ -304,7 +357,7 @@ fn from_doc(doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
         tolerance: ROW_SUM_TOLERANCE,
         origin: Some(origin),
     };
-    Ok((version, vec![arrays]))
+    Ok(arrays)
 }
 
 fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens, ImportError> {

@@ -173,10 +173,12 @@ pub struct Origin {
     pub special_excluded: bool,
     /// The key/value head of each query head.
     pub kv_head: Option<Vec<usize>>,
-    /// How the model encoded positions (rotary: the vectors were rotated).
+    /// How the model encoded positions.
     pub positions: PositionScheme,
-    /// The model's number of each layer in the file (an export made with `--layers`).
+    /// The model's number of each captured layer (`--layers`); `None`: every layer.
     pub layer_numbers: Option<Vec<usize>>,
+    /// The teacher-forced target of an encoder–decoder run (version 3).
+    pub target: Option<String>,
 }
 
 /// Attention read from a file: one value per kind it holds, in the order self, encoder,
@@ -189,6 +191,8 @@ pub struct Imported {
     pub warnings: Vec<Warning>,
     /// What kind of file it was (`attnviz JSON, format version 1`, `.npz`).
     pub format: String,
+    /// The teacher-forced target of an encoder–decoder run, when the file says.
+    pub target: Option<String>,
 }
 
 impl Imported {
@@ -292,6 +296,9 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
             }
         }
     }
+    let target = arrays
+        .iter()
+        .find_map(|a| a.origin.as_ref().and_then(|o| o.target.clone()));
     let mut kinds = Vec::new();
     let mut warnings = Vec::new();
     for a in arrays {
@@ -303,6 +310,7 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
     Ok(Imported {
         kinds,
         warnings,
+        target,
         format,
     })
 }
@@ -433,9 +441,8 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     let key_units = keys.map(|k| units(k, word_level));
     let (positions, layer_numbers) = origin
         .as_ref()
-        .map_or((PositionScheme::Absolute, None), |o| {
-            (o.positions, o.layer_numbers.clone())
-        });
+        .map(|o| (o.positions, o.layer_numbers.clone()))
+        .unwrap_or_default();
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -460,6 +467,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         pair,
         kind,
         mask,
+        positions,
         level,
         special_excluded,
         queries: query_units,
@@ -467,10 +475,9 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         kv_head,
         weights,
     })
-    .map(|att| att.with_positions(positions))
-    .and_then(|att| match layer_numbers {
-        Some(numbers) => att.with_layer_numbers(numbers),
-        None => Ok(att),
+    .and_then(|a| match layer_numbers {
+        Some(numbers) => a.with_layer_numbers(numbers),
+        None => Ok(a),
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
     Ok((att, warning))

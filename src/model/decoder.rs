@@ -167,7 +167,8 @@ pub enum FeedForward {
 }
 
 impl FeedForward {
-    fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
+    /// `rows` rows of `x` through the block.
+    pub(crate) fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
         match self {
             FeedForward::Plain {
                 expand,
@@ -319,7 +320,8 @@ impl DecoderLayer {
     }
 }
 
-fn part(data: &[f32], offset: usize, stride: usize) -> Operand<'_> {
+/// An operand of the attention kernel: rows of `stride` values, heads from `offset` on.
+pub(crate) fn part(data: &[f32], offset: usize, stride: usize) -> Operand<'_> {
     Operand {
         data,
         offset,
@@ -329,7 +331,7 @@ fn part(data: &[f32], offset: usize, stride: usize) -> Operand<'_> {
 
 /// `h[i] += delta[i]` (the residual connection; transformers adds in the same order, and f32
 /// addition is commutative, so the sums agree bit for bit).
-fn add_in_place(h: &mut [f32], delta: &[f32]) {
+pub(crate) fn add_in_place(h: &mut [f32], delta: &[f32]) {
     assert_eq!(h.len(), delta.len(), "residual shapes");
     for (a, b) in h.iter_mut().zip(delta) {
         *a += b;

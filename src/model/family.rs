@@ -21,9 +21,10 @@ use super::capture::SequenceCapture;
 use super::config::{ConfigError, ConfigFile};
 use super::decoder::CausalLm;
 use super::kernels::Mask;
+use super::seq2seq::Seq2SeqNet;
 use super::validate::{self, ConfigCount, ConfigDim};
 use super::weights::{Anchor, Checkpoint};
-use super::{albert, bert, distilbert, electra, gpt2, llama, roberta, Error};
+use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5, Error};
 use crate::attention::PositionScheme;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
@@ -39,6 +40,10 @@ pub static FAMILIES: &[&Family] = &[
     &llama::LLAMA,
     &llama::QWEN2,
     &llama::MISTRAL,
+    &bart::BART,
+    &bart::MBART,
+    &bart::MARIAN,
+    &t5::FAMILY,
 ];
 
 /// One model family: how to recognise its config and read its checkpoints.
@@ -156,6 +161,12 @@ pub trait Network: Send + Sync {
     fn causal_lm(&self) -> Option<&dyn CausalLm> {
         None
     }
+
+    /// The encoder–decoder side (encoder, decoder with cross-attention, head) of BART, T5 and
+    /// Marian; `None` for the others.
+    fn seq2seq(&self) -> Option<&Seq2SeqNet> {
+        None
+    }
 }
 
 /// The family config.json describes.
@@ -264,17 +275,24 @@ mod tests {
             family(r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap(),
             "GPT-2"
         );
-        let err = family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap_err();
+        assert_eq!(
+            family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap(),
+            "T5"
+        );
+        let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
 
     #[test]
     fn unsupported_types_get_one_line_listing_the_supported_ones() {
-        let err = family(r#"{"model_type": "t5"}"#).unwrap_err();
+        assert_eq!(family(r#"{"model_type": "t5"}"#).unwrap(), "T5");
+        assert_eq!(family(r#"{"model_type": "mbart"}"#).unwrap(), "mBART");
+        let err = family(r#"{"model_type": "whisper"}"#).unwrap_err();
         assert!(
             err.contains(
-                "model_type 't5' is not supported; attnviz runs model types bert, roberta, \
-                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral"
+                "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
+                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral, bart, \
+                 mbart, marian, t5"
             ),
             "{err}"
         );

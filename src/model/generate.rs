@@ -23,6 +23,14 @@ pub struct GenerationConfig {
     pub eos_token_ids: Vec<u32>,
     /// The chat template, or why there is none usable (the message `--chat` gives).
     pub chat_template: Result<ChatTemplate, String>,
+    /// The longest generation an encoder–decoder makes by default, decoder start token
+    /// included (`max_length`; transformers' default is 20).
+    pub max_length: Option<usize>,
+    /// The token forced as the first generated one (`forced_bos_token_id`: BART).
+    pub forced_bos_token_id: Option<u32>,
+    /// The token forced as the last one when the length limit is reached
+    /// (`forced_eos_token_id`).
+    pub forced_eos_token_id: Option<u32>,
 }
 
 impl GenerationConfig {
@@ -31,6 +39,9 @@ impl GenerationConfig {
         GenerationConfig {
             eos_token_ids: Vec::new(),
             chat_template: Err(no_template(origin)),
+            max_length: None,
+            forced_bos_token_id: None,
+            forced_eos_token_id: None,
         }
     }
 
@@ -54,11 +65,23 @@ impl GenerationConfig {
                 v => token_id(v).map(|id| vec![id]),
             }
         };
-        let eos_token_ids = read(&dir.join("generation_config.json"))
+        let generation_file = read(&dir.join("generation_config.json"));
+        let config_file = read(config);
+        let eos_token_ids = generation_file
             .as_ref()
             .and_then(eos_of)
-            .or_else(|| read(config).as_ref().and_then(eos_of))
+            .or_else(|| config_file.as_ref().and_then(eos_of))
             .unwrap_or_default();
+        // generation_config.json first, then config.json.
+        let id_of = |key: &str| -> Option<u32> {
+            [&generation_file, &config_file]
+                .into_iter()
+                .flatten()
+                .find_map(|m| m.get(key).and_then(token_id))
+        };
+        let max_length = id_of("max_length").map(|n| n as usize);
+        let forced_bos_token_id = id_of("forced_bos_token_id");
+        let forced_eos_token_id = id_of("forced_eos_token_id");
 
         let tokenizer_config = read(&tokenizer_dir.join("tokenizer_config.json"));
         let origin = tokenizer_dir.join("tokenizer_config.json");
@@ -95,6 +118,9 @@ impl GenerationConfig {
         GenerationConfig {
             eos_token_ids,
             chat_template,
+            max_length,
+            forced_bos_token_id,
+            forced_eos_token_id,
         }
     }
 }

@@ -14,12 +14,14 @@
 //! ```
 
 pub mod albert;
+pub mod bart;
 pub mod bert;
 pub mod capture;
 pub mod config;
 pub mod decoder;
 pub mod distilbert;
 pub mod electra;
+pub mod encdec;
 pub mod encoder;
 pub mod family;
 pub mod generate;
@@ -31,7 +33,9 @@ pub mod llama;
 pub mod pickle;
 pub mod pytorch;
 pub mod roberta;
+pub mod seq2seq;
 pub mod source;
+pub mod t5;
 pub mod validate;
 pub mod weights;
 
@@ -217,7 +221,7 @@ impl Model {
             (network, tokenizer)
         });
         let (network, tokenizer) = (network?, tokenizer?);
-        let generation = if network.causal_lm().is_some() {
+        let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
             GenerationConfig::from_dir(&files.config, &files.tokenizer_dir)
         } else {
             GenerationConfig::none(&files.tokenizer_dir.display().to_string())
@@ -293,6 +297,7 @@ impl Model {
         let generation = GenerationConfig {
             eos_token_ids,
             chat_template: file.chat_template().map_err(|e| e.to_string()),
+            ..GenerationConfig::none(&origin)
         };
         // The file states its special tokens by id.
         let named = |id: Option<u32>| id.and_then(|id| tokenizer.token(id)).into_iter().collect();

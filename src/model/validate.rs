@@ -158,31 +158,45 @@ pub struct BadRow {
 /// the sum NaN or infinite, so only a row whose sum is off is looked at again, to say why.
 /// Heads are checked in parallel.
 pub fn check_rows(probs: &[f32], layers: usize, heads: usize, n: usize) -> Result<(), BadRow> {
+    check_rect_rows(probs, layers, heads, n, n)
+}
+
+/// [`check_rows`] for `[layers, heads, queries, keys]` (cross-attention: decoder queries over
+/// encoder keys).
+pub fn check_rect_rows(
+    probs: &[f32],
+    layers: usize,
+    heads: usize,
+    queries: usize,
+    keys: usize,
+) -> Result<(), BadRow> {
     use rayon::prelude::*;
-    if n == 0 {
+    if queries == 0 || keys == 0 {
         return Ok(());
     }
-    let len = (layers * heads * n * n).min(probs.len());
+    let len = (layers * heads * queries * keys).min(probs.len());
     let bad = probs[..len]
-        .par_chunks(n * n)
+        .par_chunks(queries * keys)
         .enumerate()
         .find_map_first(|(h, head)| {
-            head.chunks_exact(n).enumerate().find_map(|(row, values)| {
-                let sum = lane_sum(values);
-                if (sum - 1.0).abs() <= ROW_SUM_TOLERANCE {
-                    return None;
-                }
-                let problem = match first_non_finite(values) {
-                    Some(k) => format!("holds {} at key {k}", values[k]),
-                    None => format!("sums to {sum}, not 1"),
-                };
-                Some(BadRow {
-                    layer: h / heads,
-                    head: h % heads,
-                    row,
-                    problem,
+            head.chunks_exact(keys)
+                .enumerate()
+                .find_map(|(row, values)| {
+                    let sum = lane_sum(values);
+                    if (sum - 1.0).abs() <= ROW_SUM_TOLERANCE {
+                        return None;
+                    }
+                    let problem = match first_non_finite(values) {
+                        Some(k) => format!("holds {} at key {k}", values[k]),
+                        None => format!("sums to {sum}, not 1"),
+                    };
+                    Some(BadRow {
+                        layer: h / heads,
+                        head: h % heads,
+                        row,
+                        problem,
+                    })
                 })
-            })
         });
     bad.map_or(Ok(()), Err)
 }

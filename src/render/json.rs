@@ -9,12 +9,17 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::analysis::Analysis;
-use crate::attention::{Attention, Level, ModelInfo};
+use crate::attention::{Attention, AttentionSet, Level, ModelInfo};
 
 /// Version of the JSON layout; bumped on any incompatible change. Version 2 (see `docs/json.md`
 /// for what changed since 1) adds roles, segments, the attention kind, mask and head map, and
 /// names the start/end statistics by role.
 pub const FORMAT_VERSION: u32 = 2;
+
+/// Version of the encoder–decoder layout (`docs/json.md`): one object per kind, each laid out as
+/// a version-2 body. A single-kind document keeps [`FORMAT_VERSION`]'s layout and number, so
+/// every reader of version 2 still reads it.
+pub const ENCODER_DECODER_VERSION: u32 = 3;
 
 /// An optional section of the JSON export (`--json-include`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,10 +122,94 @@ pub fn write_json_with(
     opts: JsonOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let m = &att.model;
-    let mut fields: Vec<(String, serde_json::Value)> = vec![
+    w.write_all(b"{")?;
+    write_fields(header(FORMAT_VERSION, opts), w, "  ", true)?;
+    write_body(att, extra, matrices, opts, w, "  ")?;
+    w.write_all(b"\n}\n")?;
+    Ok(())
+}
+
+/// What one kind of an encoder–decoder document carries besides its attention: its `stats`
+/// and other sections, and its matrix sections (`means`, `rollout`).
+#[derive(Clone, Debug, Default)]
+pub struct KindSections<'a> {
+    /// Extra fields (`("stats", value)`), written before `attention`.
+    pub extra: Vec<(&'a str, serde_json::Value)>,
+    /// Matrix sections written after `attention`.
+    pub matrices: Vec<MatrixSection<'a>>,
+}
+
+/// Write a run's attention: a single value as [`write_json_with`] does (format version 2, the
+/// layout every reader of version 2 reads), an encoder–decoder's three values as a version-3
+/// document (`docs/json.md`): the shared metadata, `kinds`, then one object per kind
+/// (`encoder`, `decoder`, `cross`), each laid out as a version-2 document's body. `sections`
+/// has one entry per value of `set`, in its order.
+pub fn write_set_json(
+    set: &AttentionSet,
+    sections: &[KindSections],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    if sections.len() != set.iter().count() {
+        return Err(io::Error::other(format!(
+            "{} section lists for {} attentions",
+            sections.len(),
+            set.iter().count()
+        )));
+    }
+    if !set.is_encoder_decoder() {
+        let s = &sections[0];
+        return write_json_with(set.primary(), &s.extra, &s.matrices, opts, w);
+    }
+    let first = set.primary();
+    let (enc, dec) = (
+        set.encoder().expect("an encoder–decoder set"),
+        set.decoder().expect("an encoder–decoder set"),
+    );
+    let m = &enc.model;
+    let mut fields = header(ENCODER_DECODER_VERSION, opts);
+    fields.extend([
+        (
+            "model".to_string(),
+            json!({
+                "id": m.id,
+                "revision": m.revision,
+                "family": m.family,
+                "hidden_size": m.hidden_size,
+                "head_dim": m.head_dim,
+                "encoder_layers": enc.layers(),
+                "encoder_heads": enc.heads(),
+                "decoder_layers": dec.layers(),
+                "decoder_heads": dec.heads(),
+            }),
+        ),
+        ("text".to_string(), json!(set.text())),
+        ("target".to_string(), json!(set.target())),
+        ("level".to_string(), json!(first.level.as_str())),
+        (
+            "special_excluded".to_string(),
+            json!(first.special_excluded),
+        ),
+        ("kinds".to_string(), json!(set.kinds())),
+    ]);
+    w.write_all(b"{")?;
+    write_fields(fields, w, "  ", true)?;
+    for (att, s) in set.iter().zip(sections) {
+        w.write_all(b",\n  ")?;
+        serde_json::to_writer(&mut *w, att.kind.as_str()).map_err(io::Error::from)?;
+        w.write_all(b": {")?;
+        write_body(att, &s.extra, &s.matrices, opts, w, "    ")?;
+        w.write_all(b"\n  }")?;
+    }
+    w.write_all(b"\n}\n")?;
+    Ok(())
+}
+
+/// The fields that open every document.
+fn header(version: u32, opts: JsonOptions) -> Vec<(String, serde_json::Value)> {
+    vec![
         ("format".into(), json!("attnviz-attention")),
-        ("format_version".into(), json!(FORMAT_VERSION)),
+        ("format_version".into(), json!(version)),
         ("numbering".into(), json!("0-based")),
         (
             "precision".into(),
@@ -130,6 +219,41 @@ pub fn write_json_with(
                 "6 significant digits"
             }),
         ),
+    ]
+}
+
+/// `"name": value` pairs, one per line at `indent`, each value compact (readable, and short even
+/// for 512 tokens); `first`: no comma before the first.
+fn write_fields(
+    fields: impl IntoIterator<Item = (String, serde_json::Value)>,
+    w: &mut dyn Write,
+    indent: &str,
+    first: bool,
+) -> io::Result<()> {
+    for (i, (name, value)) in fields.into_iter().enumerate() {
+        w.write_all(if i == 0 && first { b"\n" } else { b",\n" })?;
+        w.write_all(indent.as_bytes())?;
+        // io::Error::from, not other(): a broken pipe must stay a broken pipe for the caller.
+        serde_json::to_writer(&mut *w, &name).map_err(io::Error::from)?;
+        w.write_all(b": ")?;
+        serde_json::to_writer(&mut *w, &value).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// One value's fields (everything a version-2 document holds after its header), at `indent`,
+/// each preceded by a comma except the first: the model, kind, mask, units, `extra`, the
+/// attention and `matrices`.
+fn write_body(
+    att: &Attention,
+    extra: &[(&str, serde_json::Value)],
+    matrices: &[MatrixSection],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+    indent: &str,
+) -> io::Result<()> {
+    let m = &att.model;
+    let mut fields: Vec<(String, serde_json::Value)> = vec![
         ("model".into(), model_json(m)),
         ("kind".into(), json!(att.kind)),
         ("mask".into(), json!(att.mask)),
@@ -148,16 +272,13 @@ pub fn write_json_with(
         fields.extend(unit_fields(att.keys(), att.level, "key_"));
     }
     let extra = extra.iter().map(|(k, v)| (k.to_string(), v.clone()));
-    // One field per line, each value compact: readable, and short even for 512 tokens.
-    w.write_all(b"{")?;
-    for (i, (name, value)) in fields.into_iter().chain(extra).enumerate() {
-        w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
-        // io::Error::from, not other(): a broken pipe must stay a broken pipe for the caller.
-        serde_json::to_writer(&mut *w, &name).map_err(io::Error::from)?;
-        w.write_all(b": ")?;
-        serde_json::to_writer(&mut *w, &value).map_err(io::Error::from)?;
-    }
-    w.write_all(b",\n  \"attention\": [")?;
+    // The header, if any, came before: every field here follows a comma, except in a nested
+    // object, which opens with its first field.
+    let nested = indent.len() > 2;
+    write_fields(fields.into_iter().chain(extra), w, indent, nested)?;
+    let inner = format!("{indent}  ");
+    let deeper = format!("{indent}    ");
+    write!(w, ",\n{indent}\"attention\": [")?;
     let (nq, n) = (att.n_queries(), att.n_keys());
     // Each head's text goes into a buffer kept from layer to layer (fresh megabytes per head
     // would cost a page fault per 4 KB), and the pool formats layer l + 1 while this thread
@@ -177,7 +298,7 @@ pub fn write_json_with(
         let more = layer + 1 < att.layers();
         let written = std::thread::scope(|scope| {
             let ahead = more.then(|| scope.spawn(|| fill(layer + 1, &mut spare)));
-            let written = write_layer(w, layer, &current);
+            let written = write_layer(w, layer, &current, &inner, &deeper);
             if let Some(ahead) = ahead {
                 ahead.join().expect("formatting a layer does not panic");
             }
@@ -186,7 +307,7 @@ pub fn write_json_with(
         written?;
         std::mem::swap(&mut current, &mut spare);
     }
-    w.write_all(b"\n  ]")?;
+    write!(w, "\n{indent}]")?;
     for section in matrices {
         if section.layers.iter().any(|m| m.len() != nq * n) {
             return Err(io::Error::other(format!(
@@ -194,7 +315,7 @@ pub fn write_json_with(
                 section.name
             )));
         }
-        w.write_all(b",\n  ")?;
+        write!(w, ",\n{indent}")?;
         serde_json::to_writer(&mut *w, section.name).map_err(io::Error::from)?;
         w.write_all(b": [")?;
         let formatted: Vec<Vec<u8>> = section
@@ -203,23 +324,28 @@ pub fn write_json_with(
             .map(|m| format_matrix(m, n, opts))
             .collect();
         for (l, buf) in formatted.iter().enumerate() {
-            w.write_all(if l == 0 { b"\n    " } else { b",\n    " })?;
+            write!(w, "{}\n{inner}", if l == 0 { "" } else { "," })?;
             w.write_all(buf)?;
         }
-        w.write_all(b"\n  ]")?;
+        write!(w, "\n{indent}]")?;
     }
-    w.write_all(b"\n}\n")?;
     Ok(())
 }
 
 /// One layer of the `attention` array: its heads' formatted matrices.
-fn write_layer(w: &mut dyn Write, layer: usize, heads: &[Vec<u8>]) -> io::Result<()> {
-    w.write_all(if layer == 0 { b"\n    [" } else { b",\n    [" })?;
+fn write_layer(
+    w: &mut dyn Write,
+    layer: usize,
+    heads: &[Vec<u8>],
+    inner: &str,
+    deeper: &str,
+) -> io::Result<()> {
+    write!(w, "{}\n{inner}[", if layer == 0 { "" } else { "," })?;
     for (h, buf) in heads.iter().enumerate() {
-        w.write_all(if h == 0 { b"\n      " } else { b",\n      " })?;
+        write!(w, "{}\n{deeper}", if h == 0 { "" } else { "," })?;
         w.write_all(buf)?;
     }
-    w.write_all(b"\n    ]")
+    write!(w, "\n{inner}]")
 }
 
 /// The matrix sections `include` asks for, from `analysis` (`None` when it is missing).
@@ -551,6 +677,111 @@ mod tests {
         }];
         let e = write_json_with(&att, &[], &bad, JsonOptions::default(), &mut Vec::new());
         assert!(e.is_err());
+    }
+
+    #[test]
+    fn encoder_decoder_is_version_3_with_one_object_per_kind() {
+        let set = crate::attention::tests::encoder_decoder(
+            &["<s>", "Ġa", "Ġcat", "</s>"],
+            &["</s>", "Ġeine", "ĠKatze"],
+            2,
+            3,
+            2,
+            3,
+        );
+        let analyses: Vec<crate::analysis::Analysis> =
+            set.iter().map(crate::analysis::Analysis::compute).collect();
+        let sections: Vec<KindSections> = analyses
+            .iter()
+            .map(|a| KindSections {
+                extra: vec![("stats", serde_json::to_value(a.stats_section()).unwrap())],
+                matrices: vec![MatrixSection {
+                    name: "means",
+                    layers: &a.layer_means,
+                }],
+            })
+            .collect();
+        let mut out = Vec::new();
+        write_set_json(&set, &sections, JsonOptions::default(), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(v["format_version"], 3);
+        assert_eq!(
+            v["kinds"],
+            serde_json::json!(["encoder", "decoder", "cross"])
+        );
+        assert_eq!(v["model"]["encoder_layers"], 2);
+        assert_eq!(v["model"]["decoder_layers"], 3);
+        assert_eq!(v["target"], "</s> Ġeine ĠKatze");
+        // No top-level attention: a version-2 reader cannot mistake the document for one kind.
+        assert!(v.get("attention").is_none());
+        for att in &set {
+            let o = &v[att.kind.as_str()];
+            assert_eq!(o["kind"], att.kind.as_str());
+            assert_eq!(o["mask"], att.mask.as_str());
+            assert_eq!(o["model"]["layers"], att.layers());
+            assert_eq!(
+                o["tokens"],
+                serde_json::json!(att.queries().labels),
+                "{:?}",
+                att.kind
+            );
+            let a = &o["attention"];
+            assert_eq!(a.as_array().unwrap().len(), att.layers());
+            for l in 0..att.layers() {
+                for h in 0..att.heads() {
+                    for q in 0..att.n_queries() {
+                        for k in 0..att.n_keys() {
+                            let got = a[l][h][q][k].as_f64().unwrap() as f32;
+                            let want = att.weight(l, h, q, k);
+                            assert!((got - want).abs() <= want.abs() * 5.1e-6);
+                        }
+                    }
+                }
+            }
+            assert_eq!(o["means"].as_array().unwrap().len(), att.layers());
+        }
+        let cross = &v["cross"];
+        assert_eq!(cross["key_tokens"], v["encoder"]["tokens"]);
+        assert_eq!(cross["tokens"], v["decoder"]["tokens"]);
+        assert_eq!(cross["attention"][0][0].as_array().unwrap().len(), 3);
+        assert_eq!(cross["attention"][0][0][0].as_array().unwrap().len(), 4);
+        let align = &cross["stats"]["alignment"];
+        assert_eq!(align["argmax_share"].as_array().unwrap().len(), 3);
+        assert!(v["encoder"]["stats"].get("alignment").is_none());
+        assert!(v["decoder"]["stats"]["to_next"][0][0].is_null());
+        // One section list per kind.
+        let e = write_set_json(
+            &set,
+            &sections[..2],
+            JsonOptions::default(),
+            &mut Vec::new(),
+        );
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn a_single_kind_set_writes_the_version_2_document_byte_for_byte() {
+        let att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 2);
+        let stats = [("stats", serde_json::json!({"x": 1}))];
+        let mut plain = Vec::new();
+        write_json_with(&att, &stats, &[], JsonOptions::default(), &mut plain).unwrap();
+        let mut via_set = Vec::new();
+        let sections = [KindSections {
+            extra: stats.to_vec(),
+            matrices: Vec::new(),
+        }];
+        let set = AttentionSet::single(att);
+        write_set_json(&set, &sections, JsonOptions::default(), &mut via_set).unwrap();
+        assert_eq!(plain, via_set);
+        let text = String::from_utf8(plain).unwrap();
+        assert!(text.starts_with(
+            "{\n  \"format\": \"attnviz-attention\",\n  \"format_version\": 2,\n  \"numbering\""
+        ));
+        assert!(
+            text.contains(",\n  \"attention\": [\n    [\n      [["),
+            "{text}"
+        );
+        assert!(text.ends_with("]\n  ]\n}\n"), "{text}");
     }
 
     #[test]

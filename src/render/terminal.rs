@@ -79,7 +79,11 @@ pub fn write_view(
         .unwrap_or(0);
     let gutter = index_w + 1 + label_w + 2;
     let dividers = column_dividers(att).len();
-    if nq.max(nk) <= opts.max_full && gutter + 2 * nk + dividers <= opts.width {
+    let fits = nq.max(nk) <= opts.max_full && gutter + 2 * nk + dividers <= opts.width;
+    if att.kind == AttentionKind::Cross {
+        return view.cross(fits, index_w, label_w, w);
+    }
+    if fits {
         view.full(index_w, label_w, w)
     } else {
         view.summary(w)
@@ -137,17 +141,20 @@ impl View<'_> {
         let size = if att.is_square() {
             format!("{} {unit}", self.nq())
         } else {
+            // Which side is which: the legend line below names them.
             format!("{} × {} {unit}", self.nq(), self.nk())
         };
+        // An encoder–decoder's kind comes first: it decides what rows and columns are.
+        let kind = match att.kind {
+            AttentionKind::SelfAttention => String::new(),
+            kind => format!(" · {}", kind.as_str()),
+        };
         let mut title = format!(
-            "{} · layer {} ({}) · {head_desc} · {size}",
+            "{}{kind} · layer {} ({}) · {head_desc} · {size}",
             escape_controls(att.model.name()),
             att.layer_number(layer),
             crate::attention::layer_list(att.layer_numbers()),
         );
-        if att.kind != AttentionKind::SelfAttention {
-            title.push_str(&format!(" · {} attention", att.kind.as_str()));
-        }
         if att.mask == MaskKind::Causal {
             title.push_str(" · causal");
         }
@@ -209,7 +216,12 @@ impl View<'_> {
             w,
             "{}",
             self.dim(&format!(
-                "rows: query (from) · columns: key (to) · scale 0 {ramp} {}",
+                "{} · scale 0 {ramp} {}",
+                if self.att.is_square() {
+                    "rows: query (from) · columns: key (to)"
+                } else {
+                    "rows: target (decoder) · columns: source"
+                },
                 weight(max)
             ))
         )?;
@@ -357,6 +369,135 @@ impl View<'_> {
                     entries.join("  ")
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    /// Cross-attention: the heatmap (target rows, source columns) when it fits, then always
+    /// the alignment: for each target (decoder) unit, the source units it attends to most, with
+    /// their weights, one line each however long the source is.
+    fn cross(
+        &self,
+        fits: bool,
+        index_w: usize,
+        label_w: usize,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        let att = self.att;
+        let nk = self.nk();
+        let figures = crate::analysis::stats::matrix_alignment(self.matrix, nk);
+        writeln!(
+            w,
+            "{}",
+            self.dim(&format!(
+                "alignment: share on the argmax source {} {:.2} · normalised entropy {:.2}",
+                units_word(att, false),
+                figures.argmax_share,
+                figures.entropy_norm
+            ))
+        )?;
+        if fits {
+            let opts = TerminalOptions {
+                top: 0,
+                ..self.opts.clone()
+            };
+            View {
+                att,
+                matrix: self.matrix,
+                opts: &opts,
+            }
+            .full(index_w, label_w, w)?;
+        } else {
+            writeln!(
+                w,
+                "{}",
+                self.dim(&format!(
+                    "{nk} source {}: too many to draw here; the alignment only (--png, \
+                     --html draw it)",
+                    units_word(att, true)
+                ))
+            )?;
+            self.unit_notes(false, w)?;
+        }
+        self.alignment(w)
+    }
+
+    /// For each target unit, its `top` source units (at least one), strongest first.
+    fn alignment(&self, w: &mut dyn Write) -> io::Result<()> {
+        let att = self.att;
+        let (nq, nk) = (self.nq(), self.nk());
+        let top = self.opts.top.clamp(1, nk.max(1));
+        let index_w = digits(nq.saturating_sub(1));
+        let label_w = att
+            .tokens()
+            .iter()
+            .map(|t| escape_controls(t).width().min(LABEL_MAX))
+            .max()
+            .unwrap_or(0);
+        // The source labels of each entry share one width, so the weights line up.
+        let key_w = att
+            .keys()
+            .labels
+            .iter()
+            .map(|t| escape_controls(t).width().min(LABEL_MAX))
+            .max()
+            .unwrap_or(0);
+        let kw = digits(nk.saturating_sub(1));
+        let entry_w = kw + 1 + key_w + 1 + 5 + 2;
+        let room = self.opts.width.saturating_sub(index_w + 1 + label_w + 3);
+        let top = top.min((room / entry_w).max(1));
+        writeln!(w)?;
+        writeln!(
+            w,
+            "{}",
+            self.bold(&format!(
+                "Alignment: each target {} → the source {} it attends to most (top {top})",
+                units_word(att, false),
+                units_word(att, top > 1)
+            ))
+        )?;
+        writeln!(
+            w,
+            "{}",
+            self.dim("a row is a decoder position: it reads its token and predicts the next")
+        )?;
+        let generated = att.first_generated();
+        for q in 0..nq {
+            if Some(q) == generated {
+                writeln!(
+                    w,
+                    "{}",
+                    self.dim(&format!("{}┄ generated", " ".repeat(index_w)))
+                )?;
+            }
+            let row: Vec<(usize, f32)> = self.row(q).iter().copied().enumerate().collect();
+            let max = row.iter().map(|&(_, v)| v).fold(0.0, f32::max);
+            let entries: Vec<String> = top_k(&row, top)
+                .into_iter()
+                .map(|(k, v)| {
+                    let label = pad(&fit(self.key_label(k), key_w), key_w);
+                    let value = if self.opts.color {
+                        // The weight on its colour, scaled to the row's strongest.
+                        let Rgb(r, g, b) = viridis(if max > 0.0 { v / max } else { 0.0 });
+                        let fg = if r as u32 + g as u32 + b as u32 > 380 {
+                            "30"
+                        } else {
+                            "97"
+                        };
+                        format!("\x1b[48;2;{r};{g};{b};{fg}m{}\x1b[0m", weight(v))
+                    } else {
+                        weight(v)
+                    };
+                    format!("{k:>kw$} {label} {value}")
+                })
+                .collect();
+            writeln!(
+                w,
+                "{:>index_w$} {} → {}",
+                q,
+                pad(&fit(self.query_label(q), label_w), label_w),
+                entries.join("  ")
+            )?;
         }
         Ok(())
     }
@@ -980,6 +1121,75 @@ mod tests {
         );
         for line in out.lines() {
             assert!(line.width() <= 80, "too wide ({}): {line}", line.width());
+        }
+    }
+
+    fn cross_of(source: &[&str], target: &[&str]) -> Attention {
+        let set = crate::attention::tests::encoder_decoder(source, target, 1, 2, 2, target.len());
+        set.cross().unwrap().clone()
+    }
+
+    #[test]
+    fn cross_attention_is_an_alignment_of_target_to_source_tokens() {
+        let att = cross_of(
+            &["<s>", "Ġthe", "Ġcat", "Ġsat", ".", "</s>"],
+            &["</s>", "Ġdie", "ĠKatze", "Ġsaß"],
+        );
+        let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
+        assert!(out.starts_with("synthetic · cross · layer 0"), "{out}");
+        assert!(
+            out.contains("rows: target (decoder) · columns: source"),
+            "{out}"
+        );
+        assert!(out.contains("4 × 6 tokens"), "{out}");
+        // peaked(): row q of head 0, layer 0 puts 0.7 on source unit q.
+        assert!(
+            out.contains("alignment: share on the argmax source token 0.70"),
+            "{out}"
+        );
+        let line = |label: &str| {
+            out.lines()
+                .rev()
+                .find(|l| l.contains(label) && l.contains('→'))
+                .unwrap_or_else(|| panic!("no alignment line for {label}: {out}"))
+                .to_string()
+        };
+        let katze = line("ĠKatze");
+        let after = katze.split('→').nth(1).unwrap();
+        assert!(after.trim_start().starts_with("2 Ġcat"), "{katze}");
+        assert!(after.contains("0.700"), "{katze}");
+        for l in out.lines() {
+            assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
+        }
+    }
+
+    #[test]
+    fn a_long_source_is_listed_not_drawn_and_a_long_target_keeps_a_line_each() {
+        let long: Vec<String> = (0..70).map(|i| format!("Ġw{i}")).collect();
+        let mut source: Vec<&str> = vec!["<s>"];
+        source.extend(long.iter().map(String::as_str));
+        source.push("</s>");
+        let att = cross_of(&source, &["</s>", "Ġkurz"]);
+        let out = render(&att, HeadSel::Mean, &TerminalOptions::default());
+        assert!(out.contains("the alignment only"), "{out}");
+        assert!(!out.contains("summary"), "{out}");
+        let aligned = |out: &str| {
+            out.lines()
+                .filter(|l| {
+                    l.contains(" → ") && l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+                })
+                .count()
+        };
+        assert_eq!(aligned(&out), 2, "{out}");
+        // The reverse: a long target over a short source, drawn, one alignment line per row.
+        let mut target: Vec<&str> = vec!["</s>"];
+        target.extend(long[..40].iter().map(String::as_str));
+        let att = cross_of(&["<s>", "Ġhi", "</s>"], &target);
+        let out = render(&att, HeadSel::Index(1), &TerminalOptions::default());
+        assert!(!out.contains("the alignment only"), "{out}");
+        assert_eq!(aligned(&out), 41, "{out}");
+        for l in out.lines() {
+            assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
         }
     }
 }

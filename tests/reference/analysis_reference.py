@@ -11,7 +11,10 @@ numpy alone and straight from the definitions in docs/stats.md:
 * special-token exclusion (drop [CLS]/[SEP] rows and columns, renormalise rows);
 
 for five views of every input: token, word, no-special, no-special then word (the order the CLI
-uses) and word then no-special. Also, for causal attention (a decoder's, where a query sees only
+uses) and word then no-special. Also, for cross-attention ("cross_cases"), the alignment figures
+(entropy, normalised entropy, share on the argmax source unit) and the shares of real tiny BART,
+Marian and T5 cross-attentions (transformers eager, make_families.py), each side merged into words
+by its own units, special tokens excluded on both sides. Also, for causal attention (a decoder's, where a query sees only
 the keys up to its own position), the statistics of the real SmolLM2-135M attentions committed
 in ../smollm2.safetensors (transformers' eager attention, see make_real.py), token and word
 views, as "causal_cases". Writes
@@ -364,6 +367,197 @@ def causal_cases(tensors):
 
 
 # ---------------------------------------------------------------------------------------------
+# Cross-attention (encoder–decoder models): decoder units (rows) over source units (columns).
+# Real attentions of the tiny random BART, Marian and T5 checkpoints that transformers computed
+# (make_families.py): teacher-forced, long source vs short target and the reverse.
+
+CROSS_MODELS = ["tiny-bart", "tiny-marian", "tiny-t5"]
+CROSS_CASES = ["long_source", "long_target"]
+
+
+def sentencepiece_surfaces(tokens, special):
+    return ["" if s else t.replace("\u2581", " ") for t, s in zip(tokens, special)]
+
+
+def side(tokens, special, word_ids, surfaces):
+    """One side's units at token level: roles by position (a special unit first in the sequence
+    starts it, any other special unit ends it or pads it), words as given."""
+    roles = []
+    for i, (t, s) in enumerate(zip(tokens, special)):
+        if not s:
+            same = i > 0 and not special[i - 1] and word_ids[i] is not None and word_ids[i] == word_ids[i - 1]
+            roles.append("piece" if same else "word")
+        elif "pad" in t:
+            roles.append("pad")
+        else:
+            roles.append("start" if i == 0 else "end")
+    return {"tokens": list(tokens), "special": [bool(x) for x in special], "roles": roles,
+            "word_ids": list(word_ids), "surfaces": list(surfaces),
+            "spans": [[i, i + 1] for i in range(len(tokens))]}
+
+
+def marker_word_ids(tokens, special, marker):
+    """Word ids of target tokens: a token starting with the model's word marker (Ġ, ▁) starts a
+    word, any other ordinary token continues the one before (a special token breaks words)."""
+    out, word, prev = [], -1, False
+    for t, s in zip(tokens, special):
+        if s:
+            out.append(None)
+            prev = False
+            continue
+        if not prev or t.startswith(marker):
+            word += 1
+        out.append(word)
+        prev = True
+    return out
+
+
+def membership(units):
+    """M[w, t] = 1 when token t belongs to word w (a word: consecutive ordinary units with one
+    word id; each special unit alone)."""
+    groups = []
+    for i in range(len(units["tokens"])):
+        joins = (i > 0 and not units["special"][i] and not units["special"][i - 1]
+                 and units["word_ids"][i] is not None and units["word_ids"][i] == units["word_ids"][i - 1])
+        if joins:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    M = np.zeros((len(groups), len(units["tokens"])))
+    for w, g in enumerate(groups):
+        M[w, g] = 1.0
+    return M, groups
+
+
+def merge_side(units, groups):
+    return {
+        "tokens": ["".join(units["surfaces"][i] for i in g).strip() or "".join(units["tokens"][i] for i in g)
+                   for g in groups],
+        "special": [units["special"][g[0]] for g in groups],
+        "roles": [units["roles"][g[0]] for g in groups],
+        "word_ids": [units["word_ids"][g[0]] for g in groups],
+        "surfaces": ["".join(units["surfaces"][i] for i in g) for g in groups],
+        "spans": [[units["spans"][g[0]][0], units["spans"][g[-1]][1]] for g in groups],
+    }
+
+
+def cross_to_words(view):
+    """R_q · A · C_k with the rows merged by the decoder's words and the columns by the source's;
+    piece rows without mass left out of their word's mean."""
+    Mq, gq = membership(view["q"])
+    Mk, gk = membership(view["k"])
+    att = view["att"]
+    live = (att.sum(axis=-1) > 0).astype(np.float64)
+    summed = np.einsum("lhqk,wk->lhqw", att, Mk)
+    numer = np.einsum("uq,lhq,lhqw->lhuw", Mq, live, summed)
+    count = np.einsum("uq,lhq->lhu", Mq, live)[..., None]
+    merged = np.divide(numer, count, out=np.zeros_like(numer), where=count > 0)
+    return {"q": merge_side(view["q"], gq), "k": merge_side(view["k"], gk), "att": merged}
+
+
+def cross_without_special(view):
+    keep_q = ~np.array(view["q"]["special"])
+    keep_k = ~np.array(view["k"]["special"])
+    sub = view["att"][:, :, keep_q][:, :, :, keep_k]
+    mass = sub.sum(axis=-1, keepdims=True)
+    att = np.where(mass > 0, sub / np.where(mass > 0, mass, 1.0), 0.0)
+    pick = lambda units, keep: {k: [x for x, f in zip(v, keep) if f] for k, v in units.items()}  # noqa: E731
+    return {"q": pick(view["q"], keep_q), "k": pick(view["k"], keep_k), "att": att}
+
+
+def cross_statistics(view):
+    """Alignment figures (docs/stats.md, "Alignment") and the shares cross-attention defines."""
+    att = view["att"]  # [L, H, m, n]
+    n = att.shape[-1]
+    live = att.sum(axis=-1) > 0
+    n_live = live.sum(axis=-1)
+
+    def row_mean(per_row):
+        total = np.where(live, per_row, 0.0).sum(axis=-1)
+        return np.divide(total, n_live, out=np.zeros_like(total), where=n_live > 0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(att > 0, att * np.log(np.where(att > 0, att, 1.0)), 0.0)
+    entropy = row_mean(-plogp.sum(axis=-1))
+    k = view["k"]
+    texts = [s.strip() if s else t for s, t in zip(k["surfaces"], k["tokens"])]
+    punct = punctuation_mask(texts, k["special"]).astype(np.float64)
+    start = np.array([r == "start" for r in k["roles"]], dtype=np.float64)
+    end = np.array([r == "end" for r in k["roles"]], dtype=np.float64)
+    return {
+        "entropy": entropy,
+        "entropy_norm": entropy / np.log(n) if n > 1 else np.zeros_like(entropy),
+        "argmax_share": row_mean(att.max(axis=-1)),
+        "to_start": row_mean(att @ start),
+        "to_end": row_mean(att @ end),
+        "to_punct": row_mean(att @ punct),
+        "rows": n_live.astype(np.float64),
+    }
+
+
+CROSS_VIEWS = {
+    "token": [],
+    "word": [cross_to_words],
+    "nospecial": [cross_without_special],
+    "nospecial_word": [cross_without_special, cross_to_words],
+}
+
+
+def cross_cases(tensors):
+    cases = []
+    for model in CROSS_MODELS:
+        meta = json.loads((HERE.parent / f"{model}.json").read_text())
+        weights = load_file(str(HERE.parent / f"{model}.safetensors"))
+        specials = {v[0] for k, v in meta["special_tokens"].items() if k != "unk_token"}
+        byte_level = meta["family"] == "bart"
+        for case in meta["cases"]:
+            if case["name"] not in CROSS_CASES:
+                continue
+            src_special = [bool(x) for x in case["special_tokens_mask"]]
+            tgt = case["decoder_tokens"]
+            tgt_special = [t in specials for t in tgt]
+            if byte_level:
+                src_surf = [("" if s else x) for x, s in zip(byte_level_surfaces(case["tokens"]), src_special)]
+                tgt_surf = [("" if s else x) for x, s in zip(byte_level_surfaces(tgt), tgt_special)]
+                marker = "\u0120"
+            else:
+                src_surf = sentencepiece_surfaces(case["tokens"], src_special)
+                tgt_surf = sentencepiece_surfaces(tgt, tgt_special)
+                marker = "\u2581"
+            base = {
+                "q": side(tgt, tgt_special, marker_word_ids(tgt, tgt_special, marker), tgt_surf),
+                "k": side(case["tokens"], src_special,
+                          case["word_ids"] or marker_word_ids(case["tokens"], src_special, marker),
+                          src_surf),
+                "att": weights[f"{case['name']}.cross.attentions"].astype(np.float64),
+            }
+            name = f"{model}/{case['name']}"
+            views = {}
+            for vname, fns in CROSS_VIEWS.items():
+                v = base
+                for fn in fns:
+                    v = fn(v)
+                stats = cross_statistics(v)
+                views[vname] = {
+                    "queries": v["q"]["tokens"],
+                    "keys": v["k"]["tokens"],
+                    "stats": {k: x.tolist() for k, x in stats.items()},
+                }
+                tensors[f"cross/{name}/{vname}/weights"] = v["att"].astype(np.float32)
+            cases.append({
+                "name": name,
+                "source": f"{model}.safetensors {case['name']}.cross.attentions",
+                "layers": meta["config"]["decoder_layers"] if "decoder_layers" in meta["config"]
+                else meta["config"].get("num_decoder_layers", meta["config"].get("num_layers")),
+                "heads": int(base["att"].shape[1]),
+                "decoder": base["q"],
+                "encoder": base["k"],
+                "views": views,
+            })
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 # Aggregates.
 
 
@@ -440,6 +634,7 @@ def main():
             tensors[f"{key}/rollout_own"] = rollout(v["att"])
         expected["cases"].append({"name": name, "views": views})
     expected["causal_cases"] = causal_cases(tensors)
+    expected["cross_cases"] = cross_cases(tensors)
     with open(HERE / "expected.json", "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
@@ -459,6 +654,9 @@ def main():
             for lab in row:
                 counts[lab] = counts.get(lab, 0) + 1
         print("causal", case["name"], counts)
+    for case in expected["cross_cases"]:
+        a = np.array(case["views"]["token"]["stats"]["argmax_share"])
+        print("cross", case["name"], "argmax share %.3f-%.3f" % (a.min(), a.max()))
 
 
 if __name__ == "__main__":

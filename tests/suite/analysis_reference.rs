@@ -447,3 +447,120 @@ fn causal_statistics_match_numpy_reference() {
     // The real model parks most of its attention on the first token: most heads are sinks.
     assert!(sinks > 2 * 270, "{sinks} first-token sinks");
 }
+
+/// One side of a committed cross-attention case, as the reference script gives its units.
+fn side_units(v: &Value) -> Units {
+    let tokens = strings(&v["tokens"]);
+    let n = tokens.len();
+    let roles = v["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| Role::from_name(r.as_str().unwrap()).expect("a role name"))
+        .collect();
+    Units::tokens(
+        tokens,
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids(&v["word_ids"]),
+        strings(&v["surfaces"]),
+    )
+}
+
+#[test]
+fn cross_attention_alignment_matches_numpy_reference() {
+    use attnviz::attention::AttentionKind;
+    let expected = load_json("expected.json");
+    let want = load_tensors("expected.safetensors");
+    let cases = expected["cross_cases"].as_array().unwrap();
+    assert_eq!(
+        cases.len(),
+        6,
+        "BART, Marian and T5, long source and long target"
+    );
+    let mut long_source = 0;
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let token = &want[&format!("cross/{name}/token/weights")];
+        let weights: Vec<f32> = token.flatten_all().unwrap().to_vec1().unwrap();
+        let (queries, keys) = (side_units(&case["decoder"]), side_units(&case["encoder"]));
+        if keys.len() > 2 * queries.len() {
+            long_source += 1;
+        }
+        let layers = case["layers"].as_u64().unwrap() as usize;
+        let heads = case["heads"].as_u64().unwrap() as usize;
+        let model = ModelInfo {
+            id: name.into(),
+            revision: None,
+            name: None,
+            family: "BART".into(),
+            layers,
+            heads,
+            hidden_size: 32,
+            head_dim: 32 / heads,
+        };
+        let att = Attention::cross(model, "source".into(), None, queries, keys, weights).unwrap();
+        assert_eq!(att.kind, AttentionKind::Cross);
+        for (vname, words, no_special) in [
+            ("token", false, false),
+            ("word", true, false),
+            ("nospecial", false, true),
+            ("nospecial_word", true, true),
+        ] {
+            let what = format!("cross {name}/{vname}");
+            let view = &case["views"][vname];
+            let opts = ViewOptions { words, no_special };
+            let (shown, a) = Analysis::compute_view(&att, opts).unwrap();
+            assert_eq!(shown.queries().labels, strings(&view["queries"]), "{what}");
+            assert_eq!(shown.keys().labels, strings(&view["keys"]), "{what}");
+            assert_close(
+                &format!("{what}: weights"),
+                shown.weights().iter().map(|&w| w as f64),
+                &flat_f64(&want[&format!("cross/{name}/{vname}/weights")]),
+            );
+            let st = &view["stats"];
+            let align = a
+                .alignment
+                .as_ref()
+                .expect("cross-attention has alignment figures");
+            type Field = (&'static str, fn(&analysis::AlignmentStats) -> f64);
+            let fields: [Field; 4] = [
+                ("entropy", |s| s.entropy),
+                ("entropy_norm", |s| s.entropy_norm),
+                ("argmax_share", |s| s.argmax_share),
+                ("rows", |s| s.rows as f64),
+            ];
+            for (field, get) in fields {
+                assert_close(
+                    &format!("{what}: {field}"),
+                    align.iter().flatten().map(get),
+                    &grid_or_nan(&st[field]),
+                );
+            }
+            // The head statistics cross-attention defines agree too; the position ones are
+            // undefined.
+            type Shared = (&'static str, fn(&HeadStats) -> f64);
+            let shared: [Shared; 4] = [
+                ("entropy", |s| s.entropy),
+                ("to_start", |s| s.to_start),
+                ("to_end", |s| s.to_end),
+                ("to_punct", |s| s.to_punct),
+            ];
+            for (field, get) in shared {
+                assert_close(
+                    &format!("{what}: stat {field}"),
+                    a.stats.iter().flatten().map(get),
+                    &grid_or_nan(&st[field]),
+                );
+            }
+            assert!(a.stats.iter().flatten().all(|s| s.distance.is_nan()
+                && s.to_self.is_nan()
+                && s.to_prev.is_nan()
+                && s.to_next.is_nan()));
+            assert!(a.rollout.iter().all(Vec::is_empty), "{what}: no rollout");
+        }
+    }
+    assert_eq!(long_source, 3, "one long-source case per model");
+}

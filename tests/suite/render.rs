@@ -303,14 +303,25 @@ fn encoder_decoder_files_choose_a_kind() {
     assert_eq!(cross.queries().labels[0], "</s>");
     let file = fixture("tiny-bart-single.npz");
     let f = file.to_str().unwrap();
-    let out = run(&["render", f]);
-    assert_clean_failure(
-        &out,
-        "holds encoder, decoder and cross attention; choose one with --kind",
-    );
-    let out = run(&["render", f, "--kind", "cross"]);
+    // Without --kind, cross-attention, as for a model run; --kind picks another.
+    for argv in [&["render", f][..], &["render", f, "--kind", "cross"]] {
+        let out = run(argv);
+        assert!(out.status.success(), "{argv:?}: {}", stderr(&out));
+        let title = String::from_utf8_lossy(&out.stdout);
+        let title = title.lines().next().unwrap_or_default();
+        assert!(
+            title.contains(" · cross · ") && title.contains("32 × 30 tokens"),
+            "{argv:?}: {title}"
+        );
+    }
+    let out = run(&["render", f, "--kind", "encoder"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("32 × 30 tokens · cross attention"));
+    let title = String::from_utf8_lossy(&out.stdout);
+    let title = title.lines().next().unwrap_or_default();
+    assert!(
+        title.contains(" · encoder · ") && title.contains("· 30 tokens"),
+        "{title}"
+    );
     let out = run(&[
         "render",
         fixture("tiny-bert-pair.npz").to_str().unwrap(),
@@ -318,6 +329,114 @@ fn encoder_decoder_files_choose_a_kind() {
         "cross",
     ]);
     assert_clean_failure(&out, "holds no cross attention (it holds self)");
+}
+
+/// The tiny random BART checkpoint.
+fn tiny_bart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bart")
+}
+
+#[test]
+fn encoder_decoder_json_version_3_renders_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let model = tiny_bart();
+    // A long source over a short target: cross-attention is far from square.
+    let out = run(&[
+        "-m",
+        model.to_str().unwrap(),
+        "The quick brown fox jumps over a dog.",
+        "--target",
+        "A fox.",
+        "--json",
+        &p("run.json"),
+        "--full-precision",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&[
+        "render",
+        &p("run.json"),
+        "--json",
+        &p("again.json"),
+        "--full-precision",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "nothing to warn about");
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_slice(&fs::read(dir.path().join(f)).unwrap()).unwrap()
+    };
+    let (a, b) = (read("run.json"), read("again.json"));
+    assert_eq!(a["format_version"], 3);
+    for field in ["format_version", "text", "target", "level", "kinds"] {
+        assert_eq!(a[field], b[field], "{field}");
+    }
+    for kind in ["encoder", "decoder", "cross"] {
+        for field in [
+            "kind",
+            "mask",
+            "positions",
+            "layer_numbers",
+            "text",
+            "tokens",
+            "roles",
+            "word_ids",
+            "generated",
+            "key_tokens",
+            "key_roles",
+            "stats",
+            "attention",
+        ] {
+            assert_eq!(a[kind][field], b[kind][field], "{kind}.{field}");
+        }
+    }
+    let (nt, ns) = (
+        a["cross"]["tokens"].as_array().unwrap().len(),
+        a["cross"]["key_tokens"].as_array().unwrap().len(),
+    );
+    assert!(ns > nt + 10, "a long source: {ns} over {nt}");
+    // The single-kind surfaces draw the kind --kind picks (cross-attention without it).
+    let file = p("run.json");
+    let cases = [
+        (None, " · cross · ", format!("· {nt} × {ns} tokens")),
+        (
+            Some("cross"),
+            " · cross · ",
+            format!("· {nt} × {ns} tokens"),
+        ),
+        (Some("encoder"), " · encoder · ", format!("· {ns} tokens")),
+        (
+            Some("decoder"),
+            " · decoder · ",
+            format!("· {nt} tokens · causal"),
+        ),
+    ];
+    for (kind, name, size) in cases {
+        let png = p(&format!("{}.png", kind.unwrap_or("default")));
+        let mut argv = vec!["render", &file, "--png", &png, "--stats"];
+        if let Some(k) = kind {
+            argv.extend(["--kind", k]);
+        }
+        let out = run(&argv);
+        assert!(out.status.success(), "{kind:?}: {}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let title = stdout.lines().next().unwrap_or_default();
+        assert!(
+            title.contains(name) && title.contains(&size),
+            "{kind:?}: {name} and {size} in {title}"
+        );
+        assert!(stdout.contains("Head labels; layers x heads"), "{kind:?}");
+        assert!(fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    }
+    // --kind is checked against the file.
+    let out = run(&[
+        "render",
+        fixture("tiny-bert-pair.npz").to_str().unwrap(),
+        "--kind",
+        "encoder",
+    ]);
+    assert_clean_failure(&out, "holds no encoder attention (it holds self)");
 }
 
 #[test]

@@ -29,7 +29,9 @@ fn capitalise(s: &str) -> String {
 }
 
 /// The statistics panel (every [`Stat`], `stats[layer][head]` computed on the `view` of `att`),
-/// the head tags, and the rollout (`rollout[layer]`, over `att`'s tokens) for the matrix view.
+/// the head tags, and the rollout (`rollout[layer]`, over `att`'s tokens) for the matrix view;
+/// statistics this attention does not define (all NaN) are left out, and so is an empty
+/// rollout (not every layer captured).
 pub fn report_analysis(
     att: &Attention,
     view: ViewOptions,

@@ -12,6 +12,7 @@ pub mod families;
 mod oracle;
 pub mod reference;
 mod rxnmapper;
+mod seq2seq;
 mod smollm2;
 
 use std::path::Path;
