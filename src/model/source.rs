@@ -562,6 +562,11 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
             .filter(|f| has(f))
             .map(|f| f.to_string()),
     );
+    // What a checkpoint says about generating (EOS, an encoder–decoder's max_length and forced
+    // tokens), when it has it.
+    if has("generation_config.json") {
+        wanted.push("generation_config.json".to_string());
+    }
 
     let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();
