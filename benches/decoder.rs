@@ -17,7 +17,10 @@
 //!   (`benches/decoder_anchor.py`; default `python3`, skipped without them).
 //!
 //! The machine is shared and noisy: our timings and the anchor's alternate round by round in
-//! one run, and each figure is the median (minimum) over its repetitions.
+//! one run, and each figure is the median (minimum) over its repetitions. Beside the wall time,
+//! forward and generation also print each side's CPU time over the same calls (user + system,
+//! every thread, from `getrusage`): the work done, which other processes' load changes far less
+//! than the wall time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +44,26 @@ const GENERATE: usize = 32;
 /// The ids both sides run for an input of `n` tokens (the anchor builds the same).
 fn token_ids(n: usize) -> Vec<u32> {
     (0..n).map(|i| 1000 + (37 * i as u32) % 40000).collect()
+}
+
+/// CPU time of this process so far, every thread, user + system.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one plain struct we own; zeroed is a valid initial value.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The anchor's `cpu` list.
+fn anchor_cpu(v: &serde_json::Value) -> Vec<f64> {
+    v["cpu"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
+        .unwrap_or_default()
 }
 
 fn ratio(ours: &[f64], theirs: &[f64]) -> String {
@@ -82,9 +105,10 @@ fn main() {
         .arg(PROMPT);
     let runs = measure_runs(&mut cmd, if quick { 4 } else { 10 }, Duration::from_secs(1));
     println!(
-        "end to end, `attnviz --model {} \"{PROMPT}\"` (terminal view): {}, peak {}\n",
+        "end to end, `attnviz --model {} \"{PROMPT}\"` (terminal view): {}, CPU {}, peak {}\n",
         gguf.file_name().unwrap_or_default().to_string_lossy(),
         runs.wall(),
+        runs.cpu(),
         runs.rss()
     );
 
@@ -144,24 +168,26 @@ fn main() {
         let types = vec![0u32; n];
         model.forward(&ids, &types, false).expect("forward");
         let mut ours = Vec::new();
+        let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
         let mut theirs: Result<Vec<f64>, String> = Ok(Vec::new());
         if let Ok(a) = anchor.as_mut() {
             let _ = a.call(&format!("forward {n} 1"));
         }
         for _ in 0..rounds {
             for _ in 0..reps {
-                let start = Instant::now();
+                let (start, start_cpu) = (Instant::now(), cpu_seconds());
                 let out = model.forward(&ids, &types, false).expect("forward");
                 std::hint::black_box(&out);
                 drop(out);
                 ours.push(start.elapsed().as_secs_f64());
+                our_cpu.push(cpu_seconds() - start_cpu);
             }
             match (anchor.as_mut(), theirs.as_mut()) {
                 (Ok(a), Ok(acc)) => {
-                    match a
-                        .call(&format!("forward {n} {reps}"))
-                        .and_then(|v| Anchor::times(&v))
-                    {
+                    match a.call(&format!("forward {n} {reps}")).and_then(|v| {
+                        their_cpu.extend(anchor_cpu(&v));
+                        Anchor::times(&v)
+                    }) {
                         Ok(t) => acc.extend(t),
                         Err(e) => theirs = Err(e),
                     }
@@ -181,6 +207,13 @@ fn main() {
             fmt_stats(&theirs, 1e3, "ms"),
             ratio(&ours, &theirs)
         );
+        println!(
+            "{:>6} {:>24} {:>24} {:>13}",
+            "CPU",
+            fmt_stats(&our_cpu, 1e3, "ms"),
+            fmt_stats(&their_cpu, 1e3, "ms"),
+            ratio(&our_cpu, &their_cpu)
+        );
     }
 
     // ── generation ──
@@ -195,6 +228,7 @@ fn main() {
     );
     let (rounds, reps) = if quick { (2, 1) } else { (5, 2) };
     let mut ours = Vec::new();
+    let (mut our_cpu, mut their_cpu) = (Vec::new(), Vec::new());
     let mut our_ids = Vec::new();
     let mut theirs: Result<Vec<f64>, String> = Ok(Vec::new());
     let mut their_ids = Vec::new();
@@ -205,16 +239,18 @@ fn main() {
         .join(",");
     for _ in 0..rounds {
         for _ in 0..reps {
-            let start = Instant::now();
+            let (start, start_cpu) = (Instant::now(), cpu_seconds());
             let g = model
                 .generate(&prompt, GENERATE, &mut |_| {})
                 .expect("generate");
             ours.push(start.elapsed().as_secs_f64());
+            our_cpu.push(cpu_seconds() - start_cpu);
             our_ids = g.generated().to_vec();
         }
         if let (Ok(a), Ok(acc)) = (anchor.as_mut(), theirs.as_mut()) {
             match a.call(&format!("generate {GENERATE} {reps} {csv}")) {
                 Ok(v) => {
+                    their_cpu.extend(anchor_cpu(&v));
                     their_ids = v["ids"]
                         .as_array()
                         .map(|a| {
@@ -247,6 +283,13 @@ fn main() {
         fmt_stats(&ours, 1e3, "ms"),
         fmt_stats(&theirs, 1e3, "ms"),
         ratio(&ours, &theirs)
+    );
+    println!(
+        "{:>6} {:>24} {:>24} {:>13}",
+        "CPU",
+        fmt_stats(&our_cpu, 1e3, "ms"),
+        fmt_stats(&their_cpu, 1e3, "ms"),
+        ratio(&our_cpu, &their_cpu)
     );
     let text = model
         .tokenizer()

@@ -7,8 +7,11 @@ It runs as a child of the bench and answers one command per line on stdin with o
 stdout, so the bench can alternate its own timings with these in the same run:
 
     load FILE.gguf                 -> {"load_s": seconds}
-    forward N REPS                 -> {"times": [...]}   forward with output_attentions=True
-    generate NEW REPS ID,ID,...    -> {"times": [...], "ids": [...]}   greedy generate
+    forward N REPS                 -> {"times": [...], "cpu": [...]}   forward, output_attentions=True
+    generate NEW REPS ID,ID,...    -> {"times": [...], "cpu": [...], "ids": [...]}   greedy generate
+
+`times` are wall seconds, `cpu` the process's CPU seconds (user + system, all threads) over the
+same calls.
     quit
 
 On start it prints {"torch": version, "transformers": version, "threads": T}, or
@@ -17,8 +20,15 @@ On start it prints {"torch": version, "transformers": version, "threads": T}, or
 import argparse
 import json
 import os
+import resource
 import sys
 import time
+
+
+def cpu_seconds():
+    """CPU time of this process so far, every thread, user + system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def token_ids(n):
@@ -29,6 +39,12 @@ def token_ids(n):
 def main():
     # transformers' GGUF conversion draws a progress bar on stderr; the bench prints its own.
     os.environ.setdefault("TQDM_DISABLE", "1")
+    # OpenMP's worker threads spin while they wait for work (the default, ACTIVE policy). On a
+    # machine whose cores other processes also want, a spinning worker holds a core the other
+    # worker needs, and torch at 2 threads ran 5-30x slower than at 1 (a 128x576x576 matmul:
+    # 12-30 ms against 2.3-3.0 ms) - that would flatter us. PASSIVE workers sleep instead, as
+    # rayon's do; on a quiet machine it costs torch little. Set before torch starts OpenMP.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args()
@@ -48,7 +64,8 @@ def main():
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(),
+                      "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}), flush=True)
     model = None
     for line in sys.stdin:
         cmd = line.split()
@@ -67,27 +84,29 @@ def main():
         elif cmd[0] == "forward":
             n, reps = int(cmd[1]), int(cmd[2])
             ids = torch.tensor([token_ids(n)])
-            times = []
+            times, cpu = [], []
             with torch.inference_mode():
                 for _ in range(reps):
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), cpu_seconds()
                     out = model.model(input_ids=ids, output_attentions=True)
                     times.append(time.perf_counter() - start)
+                    cpu.append(cpu_seconds() - start_cpu)
                     assert len(out.attentions) == model.config.num_hidden_layers
-            print(json.dumps({"times": times}), flush=True)
+            print(json.dumps({"times": times, "cpu": cpu}), flush=True)
         elif cmd[0] == "generate":
             new, reps = int(cmd[1]), int(cmd[2])
             prompt = torch.tensor([[int(i) for i in cmd[3].split(",")]])
-            times = []
+            times, cpu = [], []
             with torch.inference_mode():
                 for _ in range(reps):
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), cpu_seconds()
                     out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
                                          do_sample=False, num_beams=1, max_new_tokens=new,
                                          pad_token_id=model.config.eos_token_id)
                     times.append(time.perf_counter() - start)
+                    cpu.append(cpu_seconds() - start_cpu)
             ids = out[0, prompt.shape[1]:].tolist()
-            print(json.dumps({"times": times, "ids": ids}), flush=True)
+            print(json.dumps({"times": times, "cpu": cpu, "ids": ids}), flush=True)
         else:
             print(json.dumps({"error": f"unknown command {cmd[0]}"}), flush=True)
 

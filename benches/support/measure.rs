@@ -71,9 +71,11 @@ pub fn fmt_stats(xs: &[f64], scale: f64, unit: &str) -> String {
     )
 }
 
-/// Wall times and peak resident sets of several runs of one command.
+/// Wall times, CPU times and peak resident sets of several runs of one command.
 pub struct Runs {
     pub walls: Vec<f64>,
+    /// User + system seconds of each child, every thread.
+    pub cpus: Vec<f64>,
     pub peaks_kib: Vec<f64>,
     pub status: Option<i32>,
 }
@@ -81,6 +83,10 @@ pub struct Runs {
 impl Runs {
     pub fn wall(&self) -> String {
         fmt_stats(&self.walls, 1.0, "s")
+    }
+
+    pub fn cpu(&self) -> String {
+        fmt_stats(&self.cpus, 1.0, "s")
     }
 
     pub fn rss(&self) -> String {
@@ -98,6 +104,7 @@ pub fn measure_runs(cmd: &mut Command, runs: usize, pause: Duration) -> Runs {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut out = Runs {
         walls: vec![],
+        cpus: vec![],
         peaks_kib: vec![],
         status: None,
     };
@@ -139,6 +146,8 @@ pub fn measure_runs(cmd: &mut Command, runs: usize, pause: Duration) -> Runs {
         }
         if i > 0 {
             out.walls.push(wall);
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            out.cpus.push(secs(usage.ru_utime) + secs(usage.ru_stime));
             out.peaks_kib.push(usage.ru_maxrss as f64);
         }
     }
@@ -195,6 +204,9 @@ impl Anchor {
             hello["transformers"].as_str().unwrap_or("?"),
             hello["threads"]
         );
+        if let Some(policy) = hello["omp_wait_policy"].as_str() {
+            anchor.version += &format!(", OMP_WAIT_POLICY={policy}");
+        }
         Ok(anchor)
     }
 

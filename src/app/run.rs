@@ -524,8 +524,13 @@ impl Outputs<'_> {
             let figure = match (name, focused) {
                 ("head", Some(h)) => FigureSpec::Matrix {
                     title: format!(
-                        "layer {} · head {h} (most focused)",
-                        self.att.layer_number(layer)
+                        "layer {} · head {h} (most focused{})",
+                        self.att.layer_number(layer),
+                        if self.att.is_grouped() {
+                            format!(", kv head {}", self.att.kv_head()[h])
+                        } else {
+                            String::new()
+                        }
                     ),
                     values: self.att.head(layer, h),
                 },
@@ -578,11 +583,19 @@ fn html_options(
             "included"
         }
     );
+    let (start, end) = (att.role_name(Role::Start), att.role_name(Role::End));
+    // Which tokens the sink tag counts (SmolLM2 and GPT-2 inputs often have neither).
+    let sink_tokens = match (&start, &end) {
+        (None, None) => "this input has neither".to_string(),
+        (s, e) => format!(
+            "{}, {}",
+            s.as_deref().unwrap_or("no start token"),
+            e.as_deref().unwrap_or("no end token")
+        ),
+    };
     let (start, end) = (
-        att.role_name(Role::Start)
-            .unwrap_or_else(|| "the start token".into()),
-        att.role_name(Role::End)
-            .unwrap_or_else(|| "the end token".into()),
+        start.unwrap_or_else(|| "the start token".into()),
+        end.unwrap_or_else(|| "the end token".into()),
     );
     let first = att
         .sink()
@@ -608,7 +621,7 @@ fn html_options(
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
                  the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({start}, {end}){first}, broad = entropy near uniform.",
+                 end tokens ({sink_tokens}){first}, broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats

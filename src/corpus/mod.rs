@@ -420,14 +420,22 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
     if job.resume {
         check_resumable(&out_dir)?;
     }
-    let files = model::source::resolve(&job.model, &job.revision, &model::Hub::from_env())
-        .map_err(model::Error::from)?;
     // The model's files are hashed (for the partial file) while the model loads.
-    let (model, fingerprint) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| provenance::fingerprint(&files));
-        let model = Model::from_files(&files);
-        (model, hashing.join())
-    });
+    let (model, fingerprint) = if let Some(path) = model::gguf_file(&job.model) {
+        std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| provenance::fingerprint_gguf(path));
+            let model = Model::from_gguf(path);
+            (model, hashing.join())
+        })
+    } else {
+        let files = model::source::resolve(&job.model, &job.revision, &model::Hub::from_env())
+            .map_err(model::Error::from)?;
+        std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| provenance::fingerprint(&files));
+            let model = Model::from_files(&files);
+            (model, hashing.join())
+        })
+    };
     let model = model?;
     let model_files = fingerprint
         .unwrap_or_else(|_| Err(io::Error::other("the hashing thread failed")))

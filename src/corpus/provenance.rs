@@ -11,7 +11,7 @@
 //! instructions).
 //!
 //! The config (`config.json`) and every tokenizer file present are hashed too: either changes
-//! what the statistics mean.
+//! what the statistics mean. A GGUF file holds all three, and is hashed once.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -104,6 +104,14 @@ pub fn fingerprint(files: &ModelFiles) -> io::Result<Value> {
         "weights": weights.iter().map(FileHash::json).collect::<Vec<_>>(),
         "tokenizer": tokenizer.iter().map(FileHash::json).collect::<Vec<_>>(),
     }))
+}
+
+/// The hash of a GGUF file, which holds the config, the weights and the tokenizer in one:
+/// `{"config": null, "weights": [{file, bytes, sha256}], "tokenizer": []}`.
+pub fn fingerprint_gguf(path: &Path) -> io::Result<Value> {
+    let file = hash_file(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    Ok(json!({"config": null, "weights": [file.json()], "tokenizer": []}))
 }
 
 /// The first difference between two fingerprints, in words (`None`: the same model).

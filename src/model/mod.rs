@@ -177,6 +177,17 @@ pub struct Model {
     model_max_length: Option<usize>,
 }
 
+/// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
+/// [`Model::load`] reads with [`Model::from_gguf`]; `None` for a folder or a hub id.
+pub fn gguf_file(model: &str) -> Option<&Path> {
+    let path = Path::new(model);
+    (path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        && !path.is_dir())
+    .then_some(path)
+}
+
 impl Model {
     /// Load a model from a local folder or a Hugging Face repo id at `revision`, using the hub
     /// settings of the environment ([`Hub::from_env`]).
@@ -186,12 +197,7 @@ impl Model {
 
     /// [`Model::load`] with explicit hub settings.
     pub fn load_with(model: &str, revision: &str, hub: &Hub) -> Result<Model, Error> {
-        let path = Path::new(model);
-        if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-            && !path.is_dir()
-        {
+        if let Some(path) = gguf_file(model) {
             return Self::from_gguf(path);
         }
         let files = source::resolve(model, revision, hub)?;

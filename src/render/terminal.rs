@@ -339,6 +339,10 @@ impl View<'_> {
                 ))
             )?;
             for q in 0..nq {
+                if Some(q) == gq && q > 0 {
+                    let rule = "┄".repeat(index_w + 1 + label_w);
+                    writeln!(w, "{}", self.dim(&format!("{rule} generated")))?;
+                }
                 let visible: Vec<(usize, f32)> = self
                     .row(q)
                     .iter()
@@ -1065,6 +1069,20 @@ mod tests {
             .find(|l| l.starts_with("6 .") && !l.contains('→'))
             .unwrap();
         assert_eq!(row6.matches('┊').count(), 1, "{row6}");
+        // The top-3 list marks the generated rows too.
+        let top = lines
+            .iter()
+            .position(|l| l.starts_with("Most attended"))
+            .unwrap();
+        let list_rule = top
+            + lines[top..]
+                .iter()
+                .position(|l| l.ends_with("┄ generated"))
+                .unwrap();
+        assert!(
+            lines[list_rule - 1].starts_with("4 Ġthe")
+                && lines[list_rule + 1].starts_with("5 Ġmat")
+        );
         let mean = render(&att, HeadSel::Mean, &TerminalOptions::default());
         assert!(mean.contains("mean of 6 heads (2 kv heads)"), "{mean}");
         // Without grouped-query attention or generation, none of it.

@@ -480,13 +480,15 @@ test('real-decoder: a causal, grouped-query SmolLM2 report with generated tokens
   const options = await page.$$eval('#layer-select option', (os) => os.map((o) => o.textContent));
   assert.deepEqual(options, ['0', '14', '15', '29']);
   await shot(page, 'real-decoder-head');
-  // Neuron view: softmax(q·k/√d) over the keys a query may see, from the captured vectors (keys
-  // read through each query head's key/value head), equals the stored attention.
+  // Neuron view: softmax(q·k/√d) over the keys a query may see (the later ones listed, masked),
+  // from the captured vectors (keys read through each query head's key/value head), equals the
+  // stored attention.
   const worst = await page.evaluate(({ L, H, n }) => {
     let w = 0;
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (const q of [0, 1, Math.floor(n / 2), n - 1]) {
       const d = window.attnviz.neuronData(l, h, q);
-      if (d.keys.length !== q + 1) return Infinity;
+      // Every key is listed; exactly those after the query are masked.
+      if (d.keys.length !== n || d.keys.some((k, i) => d.masked[i] !== (k > q))) return Infinity;
       w = Math.max(w, d.maxDiff);
     }
     return w;

@@ -226,7 +226,14 @@ fn decoder_surfaces(folder: &str, label: &str, kv_head: &[usize]) {
     let per = full.len() / layers;
     assert!(max_diff(&attention(&j), &full[(layers - 1) * per..]) <= ATTENTION_TOL);
 
-    // Corpus mode; a pair line is refused as a bad line (decoders read one text).
+    corpus_with_shards(model, folder, text, tmp.path());
+}
+
+/// Corpus mode on `model` (a pair line is refused as a bad line: decoders read one text), its
+/// causal statistics averaged (first-token share defined, next-token share null), and two
+/// shards merged into one run's summary byte for byte.
+fn corpus_with_shards(model: &str, folder: &str, text: &str, tmp: &Path) {
+    let at = |name: &str| tmp.join(name);
     let input = at("corpus.txt");
     std::fs::write(
         &input,
@@ -476,4 +483,23 @@ fn smollm2_gguf_generates_transformers_tokens_through_the_cli() {
         let flags: Vec<bool> = serde_json::from_value(j["generated"].clone()).unwrap();
         assert_eq!(flags.iter().filter(|&&f| f).count(), 16);
     }
+}
+
+#[test]
+fn smollm2_gguf_in_corpus_mode_with_shards() {
+    let gguf = smollm2_gguf();
+    let tmp = tempfile::tempdir().unwrap();
+    corpus_with_shards(
+        gguf.to_str().unwrap(),
+        "smollm2",
+        "The capital of France is Paris.",
+        tmp.path(),
+    );
+    // The partial file identifies the model by the GGUF file itself (config, weights and
+    // tokenizer in one).
+    let part = json(&tmp.path().join("shard1/corpus_partial.json"));
+    let weights = &part["model_files"]["weights"][0];
+    assert_eq!(weights["file"], crate::common::smollm2::SMOLLM2_FILE);
+    assert_eq!(weights["bytes"], std::fs::metadata(&gguf).unwrap().len());
+    assert_eq!(weights["sha256"].as_str().map(str::len), Some(64));
 }
