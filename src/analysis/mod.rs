@@ -131,15 +131,21 @@ impl Analysis {
         opts: ViewOptions,
     ) -> Result<(Cow<'_, Attention>, Analysis), AnalysisError> {
         let shown = view(att, opts)?;
-        let rollout = map_rollout(att, rollout(att), opts);
-        let analysis = Analysis {
-            n: shown.len(),
-            stats: head_stats(&shown),
-            layer_means: layer_means(&shown),
-            rollout,
-            alignment: alignment_stats(&shown),
-        };
+        let analysis = Analysis::of_view(att, &shown, opts);
         Ok((shown, analysis))
+    }
+
+    /// The analysis of `shown`, the view `opts` of the token-level `att` (as [`view`] made it):
+    /// what [`Analysis::compute_view`] returns, for a view built already (each value of an
+    /// [`AttentionSet`] after [`view_set`]).
+    pub fn of_view(att: &Attention, shown: &Attention, opts: ViewOptions) -> Analysis {
+        Analysis {
+            n: shown.len(),
+            stats: head_stats(shown),
+            layer_means: layer_means(shown),
+            rollout: map_rollout(att, rollout(att), opts),
+            alignment: alignment_stats(shown),
+        }
     }
 
     /// The `stats` section of the JSON export (see `docs/stats.md`).

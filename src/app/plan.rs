@@ -208,8 +208,8 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     }
     if args.input.is_some() && args.kind.is_some() {
         return Err(
-            "--kind picks one attention of an encoder–decoder model for a single text; corpus \
-             mode (--input) writes every kind, so drop --kind"
+            "--kind picks the attention a single TEXT shows; it does not apply to corpus mode \
+             (--input): drop --kind"
                 .into(),
         );
     }

@@ -14,7 +14,7 @@ use attnviz::render::html::{
     write_html_file, ExtraMatrix, HeadStatistic, HtmlAnalysis, HtmlOptions,
 };
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
-use attnviz::render::json::{json_sections, write_json_with, JsonOptions, MatrixSection};
+use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
 use attnviz::tokenize;
@@ -156,8 +156,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
 /// One text (or pair): load, encode once, write every output.
 fn run_single(plan: &Single) -> Result<(), Error> {
     let model = Model::load(&plan.model, &plan.revision)?;
+    // Checked before anything is read or run; an encoder–decoder's is checked per kind once
+    // its attentions exist, each against its own layers and heads.
     let selection = if model.is_seq2seq() {
-        Selection::new(0, HeadSel::Mean) // checked per kind below
+        Selection::new(0, HeadSel::Mean)
     } else {
         plan.selection(model.info()).map_err(Error::Usage)?
     };
@@ -171,8 +173,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     };
     // An encoder–decoder's run gives three attentions; the views below show the one --kind
     // picks (cross-attention by default).
-    let (encoding, selection) = if model.is_seq2seq() {
-        run_seq2seq(plan, &model, &text, &opts)?
+    let (encoding, selection, seq2seq) = if model.is_seq2seq() {
+        let (encoding, selection, set) = run_seq2seq(plan, &model, &text, &opts)?;
+        (encoding, selection, Some(set))
     } else if plan.target.is_some() {
         return Err(Error::Usage(format!(
             "--target is for encoder–decoder models (BART, T5, Marian); {} is a {} model: drop \
@@ -186,7 +189,11 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             }
         )));
     } else {
-        (single_encoding(plan, &model, &text, &opts)?, selection)
+        (
+            single_encoding(plan, &model, &text, &opts)?,
+            selection,
+            None,
+        )
     };
     let Selection { layer, head } = selection;
     let bytes_cut = stdin_cut || encoding.bytes_cut;
@@ -210,12 +217,17 @@ fn run_single(plan: &Single) -> Result<(), Error> {
 
     // Attention rollout multiplies every layer's attention in turn: with only some layers
     // captured (--layers) there is none to show.
-    let every_layer = encoding
-        .attention
-        .layer_numbers()
-        .iter()
-        .copied()
-        .eq(0..model.info().layers);
+    // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
+    // --layers picks some.)
+    let every_layer = match &seq2seq {
+        Some(_) => plan.layers.is_none(),
+        None => encoding
+            .attention
+            .layer_numbers()
+            .iter()
+            .copied()
+            .eq(0..model.info().layers),
+    };
     if !every_layer {
         let rollout_asked = (plan.figure == Figure::Rollout
             && (plan.png.is_some() || plan.svg.is_some()))
@@ -232,32 +244,86 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
     }
 
+    // Every attention of the run, token level: one value, or an encoder–decoder's three.
+    let tokens = match seq2seq {
+        Some(set) => set,
+        None => AttentionSet::single(encoding.attention),
+    };
+
+    // The kind the terminal view, the table and the images show (--kind; default: the run's
+    // primary one, cross-attention for an encoder–decoder), and the layer/head selection,
+    // checked against that kind's own layers and heads.
+    let shown_kind = tokens
+        .get(plan.kind)
+        .map_err(|e| Error::Usage(e.to_string()))?
+        .kind;
+    let shown_index = tokens
+        .kinds()
+        .iter()
+        .position(|&k| k == shown_kind)
+        .expect("the kind was found");
+    let token_att = tokens.kind(shown_kind).expect("the kind was found");
+
+    if plan.html_report() && !token_att.is_square() {
+        return Err(Error::Usage(
+            "the HTML report does not show cross-attention yet: add --kind encoder or --kind \
+             decoder for a report of that attention (the terminal, --png/--svg and --json show \
+             cross-attention)"
+                .into(),
+        ));
+    }
+
     // The view every output shows (word level and/or special tokens excluded), and the analyses
-    // the requested outputs need, each computed once.
+    // the requested outputs need, each computed once per kind.
     let view_opts = plan.view;
     let needs_rollout = plan.report.is_some()
         || !plan.json_include.is_empty()
         || (plan.figure == Figure::Rollout && (plan.png.is_some() || plan.svg.is_some()));
-    let (att, analysis): (Cow<'_, Attention>, Option<Analysis>) = if needs_rollout {
-        let (view, analysis) = Analysis::compute_view(&encoding.attention, view_opts)?;
-        (view, Some(analysis))
-    } else {
-        (analysis::view(&encoding.attention, view_opts)?, None)
-    };
+    let shown = analysis::view_set(&tokens, view_opts)?;
+    let analyses: Option<Vec<Analysis>> = needs_rollout.then(|| {
+        tokens
+            .iter()
+            .zip(shown.iter())
+            .map(|(t, v)| Analysis::of_view(t, v, view_opts))
+            .collect()
+    });
     let needs_stats = plan.json.is_some() || plan.html_report() || plan.stats;
-    let stats: Option<Cow<'_, [Vec<HeadStats>]>> = match &analysis {
-        Some(a) => Some(Cow::Borrowed(&a.stats)),
-        None => needs_stats.then(|| Cow::Owned(analysis::head_stats(&att))),
+    let stats: Vec<Cow<'_, [Vec<HeadStats>]>> = match &analyses {
+        Some(all) => all
+            .iter()
+            .map(|a| Cow::Borrowed(a.stats.as_slice()))
+            .collect(),
+        None if needs_stats => shown
+            .iter()
+            .map(|v| Cow::Owned(analysis::head_stats(v)))
+            .collect(),
+        None => shown.iter().map(|_| Cow::Borrowed(&[][..])).collect(),
     };
-    let rollout = analysis
+    let att = shown.iter().nth(shown_index).expect("one view per kind");
+    let rollout = analyses
         .as_ref()
         .filter(|_| every_layer)
-        .map(|a| a.rollout[layer].as_slice());
+        .and_then(|a| a[shown_index].rollout.get(layer))
+        .filter(|m| !m.is_empty())
+        .map(Vec::as_slice);
+    if plan.figure == Figure::Rollout
+        && (plan.png.is_some() || plan.svg.is_some())
+        && rollout.is_none()
+    {
+        return Err(Error::Usage(format!(
+            "--figure rollout follows the residual stream through one side's own units; {} \
+             attention has none: choose --kind encoder or decoder, or another --figure",
+            shown_kind.as_str()
+        )));
+    }
 
     let outputs = Outputs {
-        att: &att,
-        stats: stats.as_deref().unwrap_or_default(),
-        sections: json_sections(&plan.json_include, analysis.as_ref()).unwrap_or_default(),
+        stats: &stats[shown_index],
+        set: &shown,
+        all_stats: stats.iter().map(|s| &**s).collect(),
+        analyses: analyses.as_deref(),
+        every_layer,
+        include: &plan.json_include,
         json: plan.json_format,
         image: plan.image,
     };
@@ -267,41 +333,33 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if plan.png.is_some() || plan.svg.is_some() {
         let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
         if let Some(path) = &plan.png {
-            image::write_png(&att, &figure, &outputs.image, path)?;
+            image::write_png(att, &figure, &outputs.image, path)?;
         }
         if let Some(path) = &plan.svg {
-            image::write_svg(&att, &figure, &outputs.image, path)?;
+            image::write_svg(att, &figure, &outputs.image, path)?;
         }
     }
     // The report gets the token-level attention (and rollout): the page merges words and hides
     // special tokens itself, reversibly.
     let html = plan.html_report().then(|| {
-        let token_rollout = match &analysis {
+        let token_rollout = match &analyses {
             _ if !every_layer => Cow::Owned(Vec::new()),
-            Some(a) if view_opts == analysis::ViewOptions::default() => Cow::Borrowed(&a.rollout),
-            _ => Cow::Owned(analysis::rollout(&encoding.attention)),
+            Some(a) if view_opts == analysis::ViewOptions::default() => {
+                Cow::Borrowed(&a[shown_index].rollout)
+            }
+            _ => Cow::Owned(analysis::rollout(token_att)),
         };
-        html_options(
-            plan,
-            &encoding.attention,
-            selection,
-            outputs.stats,
-            &token_rollout,
-        )
+        html_options(plan, token_att, selection, outputs.stats, &token_rollout)
     });
     if let (Some(path), Some(opts)) = (&plan.html, &html) {
-        write_html_file(&encoding.attention, opts, path)?;
+        write_html_file(token_att, opts, path)?;
     }
     if let (Some(dir), Some(opts)) = (&plan.report, &html) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
-            outputs.report(staged.staging(), layer, head, rollout)?;
-            write_html_file(
-                &encoding.attention,
-                opts,
-                &staged.staging().join(REPORT_HTML),
-            )?;
+            outputs.report(staged.staging(), plan, selection)?;
+            write_html_file(token_att, opts, &staged.staging().join(REPORT_HTML))?;
             Ok(())
         };
         // Errors name the file in DIR, not in the hidden staging folder.
@@ -322,7 +380,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
 
     if plan.terminal_view {
         let opts = terminal_options(plan);
-        to_stdout(|w| write_view(&att, selection, &opts, w))?;
+        to_stdout(|w| write_view(att, selection, &opts, w))?;
     }
     if plan.stats {
         if plan.stdout_taken {
@@ -330,8 +388,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             let opts = StatsTableOptions {
                 stat: plan.stat,
                 color: plan.color.enabled(io::stderr().is_terminal()),
-                token_names: Some(token_names(&encoding.attention)),
-                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
+                token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -341,8 +399,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             }
         } else {
             let opts = StatsTableOptions {
-                token_names: Some(token_names(&encoding.attention)),
-                layer_numbers: Some(encoding.attention.layer_numbers().to_vec()),
+                token_names: Some(token_names(token_att)),
+                layer_numbers: Some(token_att.layer_numbers().to_vec()),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -404,7 +462,7 @@ fn run_seq2seq(
     model: &Model,
     text: &str,
     opts: &EncodeOptions,
-) -> Result<(Encoding, Selection), Error> {
+) -> Result<(Encoding, Selection, AttentionSet), Error> {
     let name = model.info().name();
     if plan.chat {
         return Err(Error::Usage(format!(
@@ -477,77 +535,118 @@ fn run_seq2seq(
         bytes_cut: out.bytes_cut,
         generation: out.generation,
     };
-    Ok((encoding, selection))
+    Ok((encoding, selection, set))
 }
 
 /// The files a run can write, from one encoded input.
 struct Outputs<'a> {
-    att: &'a Attention,
+    /// The statistics of the value the views show (the `--kind` chosen).
     stats: &'a [Vec<HeadStats>],
+    /// Every kind, in the view asked for.
+    set: &'a AttentionSet,
+    /// The statistics of every kind, in the order of `set`.
+    all_stats: Vec<&'a [Vec<HeadStats>]>,
+    /// The analyses of every kind, when they were computed (means, rollout).
+    analyses: Option<&'a [Analysis]>,
+    /// Whether every layer was captured (without, there is no rollout).
+    every_layer: bool,
     /// Optional JSON sections (`--json-include`).
-    sections: Vec<MatrixSection<'a>>,
+    include: &'a [attnviz::render::json::JsonSection],
     json: JsonOptions,
     image: ImageOptions,
 }
 
 impl Outputs<'_> {
     fn json(&self, path: &Path) -> Result<(), Error> {
-        let section = serde_json::to_value(StatsSection::new(self.stats))
-            .expect("statistics serialise to JSON");
-        write_output(path, |w| {
-            write_json_with(
-                self.att,
-                &[("stats", section)],
-                &self.sections,
-                self.json,
-                w,
-            )
-        })?;
+        let sections: Vec<KindSections> = self
+            .set
+            .iter()
+            .enumerate()
+            .map(|(i, att)| {
+                let analysis = self.analyses.map(|a| &a[i]);
+                let alignment = match analysis {
+                    Some(a) => a.alignment.clone(),
+                    None => analysis::alignment_stats(att),
+                };
+                let section = serde_json::to_value(
+                    StatsSection::new(self.all_stats[i]).with_alignment(alignment.as_deref()),
+                )
+                .expect("statistics serialise to JSON");
+                // Cross-attention has no rollout: its section is left out, not written empty.
+                let matrices = json_sections(self.include, analysis)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
+                    .collect();
+                KindSections {
+                    extra: vec![("stats", section)],
+                    matrices,
+                }
+            })
+            .collect();
+        write_output(path, |w| write_set_json(self.set, &sections, self.json, w))?;
         Ok(())
     }
 
-    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder.
-    fn report(
-        &self,
-        dir: &Path,
-        layer: usize,
-        head: HeadSel,
-        rollout: Option<&[f32]>,
-    ) -> Result<(), Error> {
+    /// The JSON export and every kind of figure as PNG and SVG, in one (staging) folder: the
+    /// figures of the one attention of most models (`head.png`, …), of each kind of an
+    /// encoder–decoder (`cross-head.png`, `encoder-head.png`, …; each at the selection, or its
+    /// last layer and the head mean where the selection is out of its range).
+    fn report(&self, dir: &Path, plan: &Single, selection: Selection) -> Result<(), Error> {
         self.json(&dir.join(REPORT_JSON))?;
-        // With `--head mean` the mean has its own figure: the head figure shows the layer's most
-        // focused head (lowest mean entropy) instead, and says so in its title.
-        let focused = (head == HeadSel::Mean)
-            .then(|| most_focused_head(self.stats, layer))
-            .flatten();
-        for (name, figure) in FigureSpec::all(layer, head, rollout) {
-            let figure = match (name, focused) {
-                ("head", Some(h)) => FigureSpec::Matrix {
-                    title: format!(
-                        "layer {} · head {h} (most focused{})",
-                        self.att.layer_number(layer),
-                        if self.att.is_grouped() {
-                            format!(", kv head {}", self.att.kv_head()[h])
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    values: self.att.head(layer, h),
-                },
-                _ => figure,
+        let several = self.set.is_encoder_decoder();
+        for (i, att) in self.set.iter().enumerate() {
+            let (prefix, selection) = if several {
+                (
+                    format!("{}-", att.kind.as_str()),
+                    plan.selection_of(&att.model, att.kind).unwrap_or_else(|_| {
+                        Selection::new(att.layers().saturating_sub(1), HeadSel::Mean)
+                    }),
+                )
+            } else {
+                (String::new(), selection)
             };
-            image::write_png(
-                self.att,
-                &figure,
-                &self.image,
-                &dir.join(format!("{name}.png")),
-            )?;
-            image::write_svg(
-                self.att,
-                &figure,
-                &self.image,
-                &dir.join(format!("{name}.svg")),
-            )?;
+            let Selection { layer, head } = selection;
+            let rollout = self
+                .analyses
+                .filter(|_| self.every_layer)
+                .and_then(|a| a[i].rollout.get(layer))
+                .filter(|m| !m.is_empty())
+                .map(Vec::as_slice);
+            // With `--head mean` the mean has its own figure: the head figure shows the layer's
+            // most focused head (lowest mean entropy) instead, and says so in its title.
+            let focused = (head == HeadSel::Mean)
+                .then(|| most_focused_head(self.all_stats[i], layer))
+                .flatten();
+            for (name, figure) in FigureSpec::all(layer, head, rollout) {
+                let figure = match (name, focused) {
+                    ("head", Some(h)) => FigureSpec::Matrix {
+                        title: format!(
+                            "layer {} · head {h} (most focused{})",
+                            att.layer_number(layer),
+                            if att.is_grouped() {
+                                format!(", kv head {}", att.kv_head()[h])
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        values: att.head(layer, h),
+                    },
+                    _ => figure,
+                };
+                image::write_png(
+                    att,
+                    &figure,
+                    &self.image,
+                    &dir.join(format!("{prefix}{name}.png")),
+                )?;
+                image::write_svg(
+                    att,
+                    &figure,
+                    &self.image,
+                    &dir.join(format!("{prefix}{name}.svg")),
+                )?;
+            }
         }
         Ok(())
     }

@@ -141,7 +141,8 @@ impl View<'_> {
         let size = if att.is_square() {
             format!("{} {unit}", self.nq())
         } else {
-            format!("{} target × {} source {unit}", self.nq(), self.nk())
+            // Which side is which: the legend line below names them.
+            format!("{} × {} {unit}", self.nq(), self.nk())
         };
         // An encoder–decoder's kind comes first: it decides what rows and columns are.
         let kind = match att.kind {
@@ -1140,7 +1141,7 @@ mod tests {
             out.contains("rows: target (decoder) · columns: source"),
             "{out}"
         );
-        assert!(out.contains("4 target × 6 source tokens"), "{out}");
+        assert!(out.contains("4 × 6 tokens"), "{out}");
         // peaked(): row q of head 0, layer 0 puts 0.7 on source unit q.
         assert!(
             out.contains("alignment: share on the argmax source token 0.70"),

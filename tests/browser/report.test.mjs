@@ -487,8 +487,8 @@ test('real-decoder: a causal, grouped-query SmolLM2 report with generated tokens
     let w = 0;
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (const q of [0, 1, Math.floor(n / 2), n - 1]) {
       const d = window.attnviz.neuronData(l, h, q);
-      // Every key is listed; exactly those after the query are masked.
-      if (d.keys.length !== n || d.keys.some((k, i) => d.masked[i] !== (k > q))) return Infinity;
+      // The keys a causal query sees: itself and those before it (masked ones are flagged).
+      if (d.keys.filter((_, i) => !d.masked[i]).length !== q + 1) return Infinity;
       w = Math.max(w, d.maxDiff);
     }
     return w;

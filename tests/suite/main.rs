@@ -17,6 +17,7 @@ mod cli_decoders;
 mod cli_families;
 mod corpus;
 mod corpus_shards;
+mod encdec_views;
 mod engine_formats;
 mod engine_minilm;
 mod engine_oracle;

@@ -1,9 +1,9 @@
 //! Figures with many heatmaps: all heads of one layer, and every layer × head of the model.
 
 use super::layout::{
-    self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
+    self, Grid, Sides, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
 };
-use super::scale::{resample, resample_mask, Scale};
+use super::scale::{resample2, resample_mask, Scale};
 use super::scene::{Align, Item, Rect, Scene, Text};
 use super::Style;
 
@@ -68,23 +68,31 @@ fn grouped_arrangement(kv: &[usize]) -> Option<(usize, usize)> {
 /// panel's title.
 pub(crate) fn layer_scene(
     style: &Style,
-    axis: &Axis,
+    sides: &Sides,
     title: &str,
     heads: &[Vec<f32>],
     kv: Option<&[usize]>,
 ) -> Scene {
     let pal = &style.palette;
-    let n = axis.len();
+    let (nq, nk) = (sides.rows.len(), sides.cols.len());
     let (cols, rows) = kv
         .and_then(grouped_arrangement)
         .unwrap_or_else(|| arrangement(heads.len()));
-    let grid = panel_grid(n, cols);
-    let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample(m, n, grid.m)).collect();
-    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    // Each side spans the panel on its own (cells may be oblong), so that a short side never
+    // makes panels too narrow for their titles.
+    let (grid, col_grid) = (panel_grid(nq, cols), panel_grid(nk, cols));
+    let dims = ((nq, nk), (grid.m, col_grid.m));
+    let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample2(m, dims.0, dims.1)).collect();
+    let masked = style
+        .masked
+        .as_deref()
+        .map(|m| resample_mask(m, dims.0, dims.1));
     let scale = Scale::up_to(shown.iter().flatten(), style.scale);
-    let side = grid.side() as i32;
+    // Panel width (columns) and height (rows).
+    let (side, panel_h) = (col_grid.side() as i32, grid.side() as i32);
 
-    let label_w = layout::label_extent(axis, &grid, SMALL_SIZE);
+    let label_w = layout::label_extent(&sides.rows, &grid, SMALL_SIZE);
+    let col_label_w = layout::label_extent(&sides.cols, &col_grid, SMALL_SIZE);
     let gap_x = 18;
     let head_band = 22;
     let gap_y = head_band + 10;
@@ -99,7 +107,7 @@ pub(crate) fn layer_scene(
     let grid_y = top + head_band;
     // The x labels of the bottom row hang below it; rows above need room for theirs only when
     // the row below has a gap under that column (last row not full).
-    let row_pitch = side + gap_y;
+    let row_pitch = panel_h + gap_y;
     for (h, values) in shown.iter().enumerate() {
         let (c, r) = (h % cols, h / cols);
         let x = grid_x + c as i32 * (side + gap_x);
@@ -120,36 +128,45 @@ pub(crate) fn layer_scene(
         items.extend(layout::heatmap(
             values,
             masked.as_deref(),
-            &grid,
+            (&grid, &col_grid),
             x,
             y,
             &scale,
             &style.ramp,
             pal,
         ));
-        if let Some(b) = axis.b_start {
-            items.extend(layout::divider(&grid, b, x, y, 0, pal));
-        }
-        if let Some(g) = axis.gen_start {
-            items.extend(layout::gen_divider(&grid, g, x, y, 0, pal));
-        }
+        items.extend(dividers(sides, (&grid, &col_grid), x, y, pal));
         if c == 0 {
             items.extend(layout::token_labels(
-                axis, &grid, x, y, true, SMALL_SIZE, pal,
+                &sides.rows,
+                &grid,
+                x,
+                y,
+                true,
+                SMALL_SIZE,
+                pal,
+                panel_h,
             ));
         }
         let last_in_column = h + cols >= heads.len();
         if last_in_column {
             items.extend(layout::token_labels(
-                axis, &grid, x, y, false, SMALL_SIZE, pal,
+                &sides.cols,
+                &col_grid,
+                x,
+                y,
+                false,
+                SMALL_SIZE,
+                pal,
+                panel_h,
             ));
         }
     }
     let last_row_y = grid_y + (rows as i32 - 1) * row_pitch;
-    let grid_h = last_row_y + side - grid_y;
+    let grid_h = last_row_y + panel_h - grid_y;
     // Columns whose last panel is in the row above the bottom one hang their labels into the
     // bottom row's band; make the bottom row's labels the lowest thing.
-    let below = last_row_y + side + LABEL_GAP + label_w + 14;
+    let below = last_row_y + panel_h + LABEL_GAP + col_label_w + 14;
     let (titles, mut bottom) = layout::axis_titles(
         MARGIN,
         (grid_y, grid_y + grid_h),
@@ -157,6 +174,7 @@ pub(crate) fn layer_scene(
         below,
         MARGIN + AXIS_TITLE_SIZE as i32 + 12,
         pal,
+        sides.titles(),
     );
     items.extend(titles);
     let bar_h = grid_h.max(layout::MIN_BAR_HEIGHT);
@@ -175,7 +193,9 @@ pub(crate) fn layer_scene(
         items.extend(key);
         bottom = bottom.max(below);
     }
-    if let Some(text) = super::single::thinning_note(&grid) {
+    if let Some(text) =
+        super::single::thinning_note(&grid).or_else(|| super::single::thinning_note(&col_grid))
+    {
         let (lines, below) = layout::notes(&text, bottom + 12, width, pal);
         items.extend(lines);
         bottom = below;
@@ -195,23 +215,30 @@ pub(crate) fn layer_scene(
 /// head numbers brackets the heads that share one.
 pub(crate) fn model_scene(
     style: &Style,
-    axis: &Axis,
+    sides: &Sides,
     title: &str,
     matrices: &[Vec<&[f32]>],
     kv: Option<&[usize]>,
 ) -> Scene {
     let pal = &style.palette;
-    let n = axis.len();
+    let (nq, nk) = (sides.rows.len(), sides.cols.len());
     let layers = matrices.len();
     let heads = matrices.first().map_or(0, |l| l.len());
-    let grid = grid_for(n, thumb_side(layers, heads), 2);
+    let target = thumb_side(layers, heads);
+    // Each side spans the thumbnail on its own (cells may be oblong): thumbnails keep one size.
+    let (grid, col_grid) = (grid_for(nq, target, 2), grid_for(nk, target, 2));
+    let dims = ((nq, nk), (grid.m, col_grid.m));
     let shown: Vec<Vec<Vec<f32>>> = matrices
         .iter()
-        .map(|layer| layer.iter().map(|m| resample(m, n, grid.m)).collect())
+        .map(|layer| layer.iter().map(|m| resample2(m, dims.0, dims.1)).collect())
         .collect();
-    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    let masked = style
+        .masked
+        .as_deref()
+        .map(|m| resample_mask(m, dims.0, dims.1));
     let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
-    let side = grid.side() as i32;
+    // Thumbnail width (columns) and height (rows).
+    let (side, thumb_h) = (col_grid.side() as i32, grid.side() as i32);
     let gap = THUMB_GAP as i32;
     let row_label_w = (0..layers)
         .map(|l| {
@@ -272,10 +299,10 @@ pub(crate) fn model_scene(
         }));
     }
     for (l, layer) in shown.iter().enumerate() {
-        let y = grid_y + l as i32 * (side + gap);
+        let y = grid_y + l as i32 * (thumb_h + gap);
         items.push(Item::Text(Text {
             x: grid_x - 10,
-            y: y + side / 2,
+            y: y + thumb_h / 2,
             text: format!("layer {}", style.layer_numbers.get(l).copied().unwrap_or(l)),
             size: SMALL_SIZE,
             bold: false,
@@ -288,22 +315,17 @@ pub(crate) fn model_scene(
             items.extend(layout::heatmap(
                 values,
                 masked.as_deref(),
-                &grid,
+                (&grid, &col_grid),
                 x,
                 y,
                 &scale,
                 &style.ramp,
                 pal,
             ));
-            if let Some(b) = axis.b_start {
-                items.extend(layout::divider(&grid, b, x, y, 0, pal));
-            }
-            if let Some(g) = axis.gen_start {
-                items.extend(layout::gen_divider(&grid, g, x, y, 0, pal));
-            }
+            items.extend(dividers(sides, (&grid, &col_grid), x, y, pal));
         }
     }
-    let grid_h = layers as i32 * (side + gap) - gap;
+    let grid_h = layers as i32 * (thumb_h + gap) - gap;
     let bar_h = grid_h.max(layout::MIN_BAR_HEIGHT);
     items.extend(layout::colorbar(
         bar_x,
@@ -320,13 +342,19 @@ pub(crate) fn model_scene(
         items.extend(key);
         bottom = bottom.max(below + 10);
     }
-    let mut explain = String::from(
-        "In each thumbnail, rows are query tokens (attending from), columns key tokens (attended to)",
-    );
-    if grid.m < grid.n {
-        let per = grid.n as f64 / grid.m as f64;
+    let mut explain = String::from(if sides.cross {
+        "In each thumbnail, rows are target (decoder) tokens (attending from), columns source \
+         (encoder) tokens (attended to)"
+    } else {
+        "In each thumbnail, rows are query tokens (attending from), columns key tokens (attended to)"
+    });
+    if grid.m < grid.n || col_grid.m < col_grid.n {
+        let (pr, pc) = (
+            grid.n as f64 / grid.m as f64,
+            col_grid.n as f64 / col_grid.m as f64,
+        );
         explain.push_str(&format!(
-            "; each pixel shows the largest weight among about {per:.1} × {per:.1} tokens"
+            "; each pixel shows the largest weight among about {pr:.1} × {pc:.1} tokens"
         ));
     }
     explain.push('.');
@@ -339,6 +367,27 @@ pub(crate) fn model_scene(
         title: title.to_string(),
         items,
     }
+}
+
+/// The dividers of one panel or thumbnail at `(x, y)`: sentence B's (self-attention) and the
+/// generated units' (rows and columns of self-attention; the rows of cross-attention, whose
+/// columns, the source, the model read).
+fn dividers(
+    sides: &Sides,
+    grids: (&Grid, &Grid),
+    x: i32,
+    y: i32,
+    pal: &super::Palette,
+) -> Vec<Item> {
+    let mut items = Vec::new();
+    if let Some(b) = sides.cols.b_start.filter(|_| !sides.cross) {
+        items.extend(layout::divider(grids.1, b, x, y, 0, pal));
+    }
+    let (row_gen, col_gen) = (sides.rows.gen_start, sides.cols.gen_start);
+    if row_gen.is_some() || col_gen.is_some() {
+        items.extend(layout::gen_divider(grids, (row_gen, col_gen), x, y, 0, pal));
+    }
+    items
 }
 
 #[cfg(test)]

@@ -49,6 +49,80 @@ impl Axis {
     }
 }
 
+/// The two axes of a heatmap and their titles: rows (the queries, attending from) and columns
+/// (the keys, attended to); the same units for self-attention, the decoder's (target) and the
+/// encoder's (source) units for cross-attention.
+#[derive(Clone, Debug)]
+pub(crate) struct Sides {
+    pub rows: Axis,
+    pub cols: Axis,
+    /// Title of the row axis (read upwards at the left).
+    pub row_title: String,
+    /// Title of the column axis (under the columns).
+    pub col_title: String,
+    /// Rows and columns are different units (cross-attention).
+    pub cross: bool,
+}
+
+impl Sides {
+    /// Self-attention: one axis along both sides, titled by `side` (`""`, `"source "`,
+    /// `"target "`).
+    pub(crate) fn square(axis: Axis, side: &str) -> Sides {
+        let cap = |s: &str| {
+            let mut c = s.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        };
+        Sides {
+            rows: axis.clone(),
+            cols: axis,
+            row_title: cap(&format!("{side}{QUERY_TITLE_TAIL}")),
+            col_title: cap(&format!("{side}{KEY_TITLE_TAIL}")),
+            cross: false,
+        }
+    }
+
+    /// Cross-attention: the decoder's (target) units along the rows, the encoder's (source)
+    /// units along the columns.
+    pub(crate) fn cross(rows: Axis, cols: Axis) -> Sides {
+        Sides {
+            rows,
+            cols,
+            row_title: "Target · decoder (attending from)".into(),
+            col_title: "Source · encoder (attended to)".into(),
+            cross: true,
+        }
+    }
+
+    /// The titles, rows first.
+    pub(crate) fn titles(&self) -> (&str, &str) {
+        (&self.row_title, &self.col_title)
+    }
+}
+
+/// The grids of an `nq × nk` heatmap: one cell size for both axes (square cells), chosen by
+/// `grid_for` for the longer side; where that side is pooled into fewer cells than units, each
+/// axis is gridded on its own by `grid_for`.
+pub(crate) fn grids(nq: usize, nk: usize, grid_for: impl Fn(usize) -> Grid) -> (Grid, Grid) {
+    let g = grid_for(nq.max(nk));
+    if nq == nk {
+        return (g, g);
+    }
+    if g.m == g.n {
+        let pitch = g.stride as u32 * g.cell;
+        let axis = |n: usize| Grid {
+            n,
+            m: n,
+            cell: g.cell,
+            stride: pitch.div_ceil(g.cell).max(1) as usize,
+        };
+        (axis(nq), axis(nk))
+    } else {
+        (grid_for(nq), grid_for(nk))
+    }
+}
+
 /// How an `n`-unit axis maps onto pixels: `m` display cells of `cell` pixels each, and which of
 /// them carry a label (every `stride`-th).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +191,8 @@ pub(crate) fn label_extent(axis: &Axis, grid: &Grid, size: f64) -> i32 {
 }
 
 /// Token labels along the left edge (`rows`) or below the bottom edge (columns, rotated) of a
-/// heatmap whose top-left corner is `(x, y)`.
+/// heatmap whose top-left corner is `(x, y)` and whose height is `height`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn token_labels(
     axis: &Axis,
     grid: &Grid,
@@ -126,8 +201,9 @@ pub(crate) fn token_labels(
     rows: bool,
     size: f64,
     pal: &Palette,
+    height: i32,
 ) -> Vec<Item> {
-    let side = grid.side() as i32;
+    let side = height;
     grid.labelled()
         .map(|(p, u)| {
             let centre = (p as u32 * grid.cell + grid.cell / 2) as i32;
@@ -173,7 +249,7 @@ pub(crate) fn token_labels(
 pub(crate) fn heatmap(
     values: &[f32],
     masked: Option<&[bool]>,
-    grid: &Grid,
+    (grid, cols): (&Grid, &Grid),
     x: i32,
     y: i32,
     scale: &Scale,
@@ -190,19 +266,19 @@ pub(crate) fn heatmap(
         x,
         y,
         rows: grid.m,
-        cols: grid.m,
-        cell_w: grid.cell,
+        cols: cols.m,
+        cell_w: cols.cell,
         cell_h: grid.cell,
         colors,
         hatch,
     })];
-    let side = grid.side() as i32;
-    items.extend(frame(Rect::new(x, y, x + side, y + side), pal.frame));
+    let (w, h) = (cols.side() as i32, grid.side() as i32);
+    items.extend(frame(Rect::new(x, y, x + w, y + h), pal.frame));
     items
 }
 
-/// The segment A/B divider across a heatmap at `(x, y)`: a white line with a black halo, so it
-/// shows on every colour of every map, reaching `reach` pixels past the edges.
+/// The segment A/B divider across a square heatmap at `(x, y)`: a white line with a black halo,
+/// so it shows on every colour of every map, reaching `reach` pixels past the edges.
 pub(crate) fn divider(
     grid: &Grid,
     b_start: usize,
@@ -211,53 +287,85 @@ pub(crate) fn divider(
     reach: i32,
     pal: &Palette,
 ) -> Vec<Item> {
-    cross_lines(grid, b_start, (x, y), reach, None, pal)
+    cross_lines(
+        (grid, grid),
+        (Some(b_start), Some(b_start)),
+        (x, y),
+        reach,
+        None,
+        pal,
+    )
 }
 
-/// The dashed line across a heatmap at `(x, y)` before the first generated unit `gen_start`:
-/// white dashes with a black halo, like the A/B divider but broken, reaching `reach` pixels past
-/// the edges.
+/// The dashed lines across a heatmap at `(x, y)` before the first generated row and column
+/// (`None`: no line on that side): white dashes with a black halo, like the A/B divider but
+/// broken, reaching `reach` pixels past the edges.
 pub(crate) fn gen_divider(
-    grid: &Grid,
-    gen_start: usize,
+    grids: (&Grid, &Grid),
+    gen_start: (Option<usize>, Option<usize>),
     x: i32,
     y: i32,
     reach: i32,
     pal: &Palette,
 ) -> Vec<Item> {
-    let dashes = if grid.side() >= 120 { (6, 4) } else { (3, 2) };
-    cross_lines(grid, gen_start, (x, y), reach, Some(dashes), pal)
+    let dashes = if grids.0.side().min(grids.1.side()) >= 120 {
+        (6, 4)
+    } else {
+        (3, 2)
+    };
+    cross_lines(grids, gen_start, (x, y), reach, Some(dashes), pal)
 }
 
-/// A vertical and a horizontal line across the heatmap at `(x, y)` before unit `at_unit`, white
-/// with a black halo, solid or in `(dash, gap)` dashes, reaching `reach` pixels past the edges.
+/// A horizontal line before row `at.0` and a vertical line before column `at.1` (either may be
+/// absent) across the heatmap of `rows × cols` grids at `(x, y)`, white with a black halo, solid
+/// or in `(dash, gap)` dashes, reaching `reach` pixels past the edges.
 fn cross_lines(
-    grid: &Grid,
-    at_unit: usize,
+    (rows, cols): (&Grid, &Grid),
+    at: (Option<usize>, Option<usize>),
     (x, y): (i32, i32),
     reach: i32,
     dashes: Option<(i32, i32)>,
     pal: &Palette,
 ) -> Vec<Item> {
-    let side = grid.side() as i32;
-    let at = grid.offset_of(at_unit);
-    let (halo, core) = if grid.cell >= 6 { (2, 1) } else { (1, 0) };
-    let (dash, gap) = dashes.unwrap_or((side + 2 * reach, 0));
+    let (w, h) = (cols.side() as i32, rows.side() as i32);
+    let (halo, core) = if rows.cell.min(cols.cell) >= 6 {
+        (2, 1)
+    } else {
+        (1, 0)
+    };
     let mut items = Vec::new();
-    let mut from = -reach;
-    while from < side + reach {
-        let to = (from + dash).min(side + reach);
-        for (w, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
-            items.push(Item::Fill(
-                Rect::new(x + at - w, y + from, x + at + w.max(1), y + to),
-                color,
-            ));
-            items.push(Item::Fill(
-                Rect::new(x + from, y + at - w, x + to, y + at + w.max(1)),
-                color,
-            ));
+    // Halos first, then the white cores, so that where the lines cross both stay white.
+    for (wd, color) in [(halo, pal.divider_halo), (core, pal.divider)] {
+        // Along each line, from -reach to its length + reach, in dashes.
+        let spans = |len: i32| {
+            let (dash, gap) = dashes.unwrap_or((len + 2 * reach, 0));
+            let mut out = Vec::new();
+            let mut from = -reach;
+            while from < len + reach {
+                let to = (from + dash).min(len + reach);
+                out.push((from, to));
+                from = to + gap;
+            }
+            out
+        };
+        if let Some(c) = at.1 {
+            let at = cols.offset_of(c);
+            for (from, to) in spans(h) {
+                items.push(Item::Fill(
+                    Rect::new(x + at - wd, y + from, x + at + wd.max(1), y + to),
+                    color,
+                ));
+            }
         }
-        from = to + gap;
+        if let Some(r) = at.0 {
+            let at = rows.offset_of(r);
+            for (from, to) in spans(w) {
+                items.push(Item::Fill(
+                    Rect::new(x + from, y + at - wd, x + to, y + at + wd.max(1)),
+                    color,
+                ));
+            }
+        }
     }
     items
 }
@@ -365,15 +473,17 @@ pub(crate) fn colorbar(
     items
 }
 
-/// Title of the query axis (rows).
-pub(crate) const QUERY_TITLE: &str = "Query (attending from)";
-/// Title of the key axis (columns).
-pub(crate) const KEY_TITLE: &str = "Key (attended to)";
+/// The query axis title after a side's name (`Query (attending from)`, `Source query
+/// (attending from)`).
+const QUERY_TITLE_TAIL: &str = "query (attending from)";
+/// The key title after a side's name.
+const KEY_TITLE_TAIL: &str = "key (attended to)";
 
 /// The axis titles of a heatmap (or grid of them) whose rows span `rows` and columns `cols`:
 /// the query title reads upwards at `x`, centred on the rows (or starting at the top row when
 /// the rows are shorter than the title); the key title sits centred under the columns at `below`,
 /// never left of `min_x`. Returns the items and the lowest y they reach.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn axis_titles(
     x: i32,
     rows: (i32, i32),
@@ -381,15 +491,16 @@ pub(crate) fn axis_titles(
     below: i32,
     min_x: i32,
     pal: &Palette,
+    (q_title, k_title): (&str, &str),
 ) -> (Vec<Item>, i32) {
-    let q_len = font::width(QUERY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+    let q_len = font::width(q_title, AXIS_TITLE_SIZE, false) as i32;
     let span = (rows.1 - rows.0).max(q_len + 4);
     let half = AXIS_TITLE_SIZE as i32 / 2;
     let items = vec![
         Item::Text(Text {
             x: x + half,
             y: rows.0 + span / 2,
-            text: QUERY_TITLE.into(),
+            text: q_title.into(),
             size: AXIS_TITLE_SIZE,
             bold: false,
             color: pal.text,
@@ -397,9 +508,9 @@ pub(crate) fn axis_titles(
             up: true,
         }),
         Item::Text(Text {
-            x: key_title_centre(cols, min_x),
+            x: key_title_centre(cols, min_x, k_title),
             y: below + half,
-            text: KEY_TITLE.into(),
+            text: k_title.into(),
             size: AXIS_TITLE_SIZE,
             bold: false,
             color: pal.text,
@@ -411,15 +522,15 @@ pub(crate) fn axis_titles(
 }
 
 /// Where the key axis title is centred: under the columns, but never starting left of `min_x`.
-fn key_title_centre(cols: (i32, i32), min_x: i32) -> i32 {
-    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
+fn key_title_centre(cols: (i32, i32), min_x: i32, title: &str) -> i32 {
+    let k_len = font::width(title, AXIS_TITLE_SIZE, false) as i32;
     ((cols.0 + cols.1) / 2).max(min_x + k_len / 2 + 2)
 }
 
 /// The right end of the key axis title (see [`axis_titles`]).
-pub(crate) fn key_title_right(cols: (i32, i32), min_x: i32) -> i32 {
-    let k_len = font::width(KEY_TITLE, AXIS_TITLE_SIZE, false) as i32;
-    key_title_centre(cols, min_x) + k_len - k_len / 2
+pub(crate) fn key_title_right(cols: (i32, i32), min_x: i32, title: &str) -> i32 {
+    let k_len = font::width(title, AXIS_TITLE_SIZE, false) as i32;
+    key_title_centre(cols, min_x, title) + k_len - k_len / 2
 }
 
 /// `text` cut with `…` so that it is at most `max_width` pixels wide at `size`.

@@ -27,11 +27,11 @@ pub use paint::{DrawError, SvgError};
 pub use scale::{ColorScale, LOG_DECADES};
 pub use theme::Theme;
 
-use crate::attention::{Attention, HeadSel, Selection, SelectionError};
+use crate::attention::{Attention, AttentionKind, HeadSel, Selection, SelectionError};
 use crate::output::{write_output, OutputError};
 
 use crate::render::colormap::Ramp;
-use layout::Axis;
+use layout::{Axis, Sides};
 use scene::Scene;
 use theme::Palette;
 
@@ -178,14 +178,16 @@ pub enum ImageError {
     #[error(transparent)]
     Selection(#[from] SelectionError),
     /// A matrix figure got a matrix of the wrong size.
-    #[error("the matrix for \"{title}\" has {got} values, but {n} tokens need {n} × {n} = {}", n * n)]
+    #[error("the matrix for \"{title}\" has {got} values, but {queries} × {keys} units need {}", queries * keys)]
     MatrixShape {
         /// The figure's title.
         title: String,
         /// Values given.
         got: usize,
-        /// Tokens of the attention.
-        n: usize,
+        /// Query units (rows) of the attention.
+        queries: usize,
+        /// Key units (columns).
+        keys: usize,
     },
     /// The rollout figure was asked for without a rollout matrix.
     #[error("the rollout figure needs the attention rollout, which was not computed")]
@@ -206,15 +208,6 @@ pub enum ImageError {
     /// The input has no tokens.
     #[error("nothing to draw: the input has no tokens")]
     Empty,
-    /// Queries and keys are different units (cross-attention), which the figures do not lay out
-    /// yet.
-    #[error("the figures draw square self-attention; this attention is {queries} queries × {keys} keys (cross-attention)")]
-    NotSquare {
-        /// Query units.
-        queries: usize,
-        /// Key units.
-        keys: usize,
-    },
     /// The embedded font could not be loaded.
     #[error(transparent)]
     Font(#[from] FontError),
@@ -321,12 +314,6 @@ fn build(
     if att.is_empty() {
         return Err(ImageError::Empty);
     }
-    if !att.is_square() {
-        return Err(ImageError::NotSquare {
-            queries: att.n_queries(),
-            keys: att.n_keys(),
-        });
-    }
     let check_layer = |layer: usize| {
         att.model
             .check_selection(Selection::new(layer, HeadSel::Mean))
@@ -341,15 +328,37 @@ fn build(
         masked: cell_mask(att),
         layer_numbers: att.layer_numbers().to_vec(),
     };
-    let units = att.queries();
-    let axis = Axis {
+    let axis_of = |units: &crate::attention::Units| Axis {
         labels: units.labels.clone(),
         special: (0..units.len()).map(|i| units.is_special(i)).collect(),
-        b_start: units.segment_b_start().filter(|&b| b > 0 && b < att.len()),
+        b_start: units
+            .segment_b_start()
+            .filter(|&b| b > 0 && b < units.len()),
         generated: units.generated.clone(),
         gen_start: units.first_generated().filter(|&g| g > 0),
     };
-    let model = model_name(att.model.name.as_deref().unwrap_or(&att.model.id));
+    // Rows and columns, titled by side: an encoder–decoder's encoder reads the source, its
+    // decoder the target, and cross-attention has target rows over source columns.
+    let sides = match att.kind {
+        AttentionKind::Cross => Sides::cross(axis_of(att.queries()), axis_of(att.keys())),
+        AttentionKind::Encoder => Sides::square(axis_of(att.queries()), "source "),
+        AttentionKind::Decoder => Sides::square(axis_of(att.queries()), "target "),
+        AttentionKind::SelfAttention => Sides::square(axis_of(att.queries()), ""),
+    };
+    let model = match att.kind {
+        AttentionKind::SelfAttention => {
+            model_name(att.model.name.as_deref().unwrap_or(&att.model.id))
+        }
+        AttentionKind::Cross => format!(
+            "{} · cross-attention",
+            model_name(att.model.name.as_deref().unwrap_or(&att.model.id))
+        ),
+        kind => format!(
+            "{} · {}",
+            model_name(att.model.name.as_deref().unwrap_or(&att.model.id)),
+            kind.as_str()
+        ),
+    };
     let heads = att.heads();
     // Grouped-query attention: each head says which key/value head it reads.
     let kv = att.is_grouped().then(|| att.kv_head().to_vec());
@@ -369,13 +378,19 @@ fn build(
                 (HeadSel::Index(h), None) => format!("{model} · layer {number} · head {h}"),
                 (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
-            single::scene(&style, &axis, &title, ATTENTION, &att.matrix(*layer, *head))
+            single::scene(
+                &style,
+                &sides,
+                &title,
+                ATTENTION,
+                &att.matrix(*layer, *head),
+            )
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
             let number = att.layer_number(*layer);
             let title = format!("{model} · layer {number} · {mean_of}");
-            single::scene(&style, &axis, &title, ATTENTION, &att.head_mean(*layer))
+            single::scene(&style, &sides, &title, ATTENTION, &att.head_mean(*layer))
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
@@ -389,7 +404,7 @@ fn build(
             };
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
-            grid::layer_scene(&style, &axis, &title, &matrices, kv.as_deref())
+            grid::layer_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Model => {
             let title = if att.layer_numbers().iter().enumerate().all(|(i, &l)| i == l) {
@@ -403,19 +418,20 @@ fn build(
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();
-            grid::model_scene(&style, &axis, &title, &matrices, kv.as_deref())
+            grid::model_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Matrix { title, values } => {
-            let n = att.len();
-            if values.len() != n * n {
+            let (queries, keys) = (att.n_queries(), att.n_keys());
+            if values.len() != queries * keys {
                 return Err(ImageError::MatrixShape {
                     title: title.clone(),
                     got: values.len(),
-                    n,
+                    queries,
+                    keys,
                 });
             }
             let title = format!("{model} · {}", font::label(title, 120));
-            single::scene(&style, &axis, &title, "weight", values)
+            single::scene(&style, &sides, &title, "weight", values)
         }
     };
     Ok(scene)
@@ -442,14 +458,18 @@ fn subtitle(att: &Attention) -> String {
     match &att.pair {
         Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
         None if text.is_empty() => String::new(),
+        // An encoder–decoder's values carry the source; the target is on the axes.
+        None if att.kind != AttentionKind::SelfAttention => format!("source: “{text}”"),
         None => format!("“{text}”"),
     }
 }
 
-/// Which cells of `att`'s (square) matrices the query could not see; `None` when all are visible.
+/// Which cells of `att`'s matrices the query could not see; `None` when all are visible.
 fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
-    let n = att.len();
-    let mask: Vec<bool> = (0..n * n).map(|i| att.is_masked(i / n, i % n)).collect();
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    let mask: Vec<bool> = (0..nq * nk)
+        .map(|i| att.is_masked(i / nk, i % nk))
+        .collect();
     mask.iter().any(|&m| m).then_some(mask)
 }
 
@@ -469,7 +489,7 @@ fn notes(att: &Attention) -> String {
         );
     }
     if let Some(g) = att.first_generated() {
-        let last = att.len() - 1;
+        let last = att.n_queries() - 1;
         let unit = if att.level == crate::attention::Level::Word {
             "word"
         } else {

@@ -9,23 +9,37 @@ use crate::render::colormap::Ramp;
 /// of matrix cells it covers. Averaging would dim a sharp pattern (a previous-token diagonal
 /// pooled 5 × 5 keeps a fifth of its weight) until it looks like a broad head; the maximum keeps
 /// sharp heads bright and broad heads dim, which is what an overview must show.
+#[cfg(test)]
 pub(crate) fn resample(values: &[f32], n: usize, m: usize) -> Vec<f32> {
-    debug_assert_eq!(values.len(), n * n);
-    if m == n {
+    resample2(values, (n, n), (m, m))
+}
+
+/// [`resample`] of an `nq × nk` matrix into `mq × mk` display cells.
+pub(crate) fn resample2(
+    values: &[f32],
+    (nq, nk): (usize, usize),
+    (mq, mk): (usize, usize),
+) -> Vec<f32> {
+    debug_assert_eq!(values.len(), nq * nk);
+    if mq == nq && mk == nk {
         return values.to_vec();
     }
-    let span = |p: usize| {
-        let a = p * n / m;
-        let b = ((p + 1) * n / m).max(a + 1).min(n);
-        a..b
+    let spans = |n: usize, m: usize| -> Vec<std::ops::Range<usize>> {
+        (0..m)
+            .map(|p| {
+                let a = p * n / m;
+                let b = ((p + 1) * n / m).max(a + 1).min(n);
+                a..b
+            })
+            .collect()
     };
-    let spans: Vec<_> = (0..m).map(span).collect();
-    let mut out = Vec::with_capacity(m * m);
-    for rows in &spans {
-        for cols in &spans {
+    let (row_spans, col_spans) = (spans(nq, mq), spans(nk, mk));
+    let mut out = Vec::with_capacity(mq * mk);
+    for rows in &row_spans {
+        for cols in &col_spans {
             let mut max = f32::NEG_INFINITY;
             for r in rows.clone() {
-                let row = &values[r * n..(r + 1) * n];
+                let row = &values[r * nk..(r + 1) * nk];
                 max = row[cols.clone()].iter().copied().fold(max, f32::max);
             }
             out.push(max);
@@ -36,9 +50,9 @@ pub(crate) fn resample(values: &[f32], n: usize, m: usize) -> Vec<f32> {
 
 /// Resample an `n × n` cell mask like [`resample`]: a display cell is masked when every matrix
 /// cell under it is.
-pub(crate) fn resample_mask(mask: &[bool], n: usize, m: usize) -> Vec<bool> {
+pub(crate) fn resample_mask(mask: &[bool], n: (usize, usize), m: (usize, usize)) -> Vec<bool> {
     let as_values: Vec<f32> = mask.iter().map(|&b| if b { 0.0 } else { 1.0 }).collect();
-    resample(&as_values, n, m)
+    resample2(&as_values, n, m)
         .into_iter()
         .map(|v| v == 0.0)
         .collect()

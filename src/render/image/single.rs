@@ -1,7 +1,8 @@
-//! A figure with one heatmap: one head, the mean of a layer's heads, or any `n × n` matrix.
+//! A figure with one heatmap: one head, the mean of a layer's heads, or any matrix over the
+//! attention's units (`n_query × n_key`).
 
-use super::layout::{self, Axis, Grid, AXIS_TITLE_SIZE, LABEL_GAP, LABEL_SIZE, MARGIN};
-use super::scale::{resample, resample_mask, Scale};
+use super::layout::{self, Grid, Sides, AXIS_TITLE_SIZE, LABEL_GAP, LABEL_SIZE, MARGIN};
+use super::scale::{resample2, resample_mask, Scale};
 use super::scene::{Align, Item, Scene, Text};
 use super::Style;
 
@@ -26,34 +27,41 @@ pub(crate) fn grid_for(n: usize) -> Grid {
     }
 }
 
-/// Lay out the figure: `values` is `n × n` row-major over `axis`; `caption` names what the colour
-/// bar measures.
+/// Lay out the figure: `values` is `nq × nk` row-major over the rows and columns of `sides`;
+/// `caption` names what the colour bar measures.
 pub(crate) fn scene(
     style: &Style,
-    axis: &Axis,
+    sides: &Sides,
     title: &str,
     caption: &str,
     values: &[f32],
 ) -> Scene {
     let pal = &style.palette;
-    let n = axis.len();
-    let grid = grid_for(n);
-    let shown = resample(values, n, grid.m);
-    let masked = style.masked.as_deref().map(|m| resample_mask(m, n, grid.m));
+    let (rows_axis, cols_axis) = (&sides.rows, &sides.cols);
+    let (nq, nk) = (rows_axis.len(), cols_axis.len());
+    let (rows, cols) = layout::grids(nq, nk, grid_for);
+    let shown = resample2(values, (nq, nk), (rows.m, cols.m));
+    let masked = style
+        .masked
+        .as_deref()
+        .map(|m| resample_mask(m, (nq, nk), (rows.m, cols.m)));
     let scale = Scale::up_to(&shown, style.scale);
-    let side = grid.side() as i32;
+    let (w, h) = (cols.side() as i32, rows.side() as i32);
 
-    let label_w = layout::label_extent(axis, &grid, LABEL_SIZE);
+    let label_w = layout::label_extent(rows_axis, &rows, LABEL_SIZE);
+    let col_label_w = layout::label_extent(cols_axis, &cols, LABEL_SIZE);
     let axis_title_w = AXIS_TITLE_SIZE as i32;
     let heat_x = MARGIN + axis_title_w + 12 + label_w + LABEL_GAP;
     let title_min_x = MARGIN + axis_title_w + 12;
-    let bar_x = (heat_x + side + 28)
-        .max(layout::key_title_right((heat_x, heat_x + side), title_min_x) + 16);
+    let bar_x = (heat_x + w + 28)
+        .max(layout::key_title_right((heat_x, heat_x + w), title_min_x, &sides.col_title) + 16);
     let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
     let (mut items, top) = layout::title_block(title, style, width, pal);
-    let segment_band = if axis.b_start.is_some() || axis.gen_start.is_some() {
+    // The band above the columns names the parts the column dividers separate.
+    let col_gen = cols_axis.gen_start;
+    let segment_band = if cols_axis.b_start.is_some() || col_gen.is_some() {
         24
     } else {
         0
@@ -63,7 +71,7 @@ pub(crate) fn scene(
     items.extend(layout::heatmap(
         &shown,
         masked.as_deref(),
-        &grid,
+        (&rows, &cols),
         heat_x,
         heat_y,
         &scale,
@@ -73,16 +81,24 @@ pub(crate) fn scene(
     // The band above the columns names the parts the dividers separate: the sentences of a
     // pair, or the prompt and what the model generated.
     let mut band: Vec<(i32, i32, &str, &str)> = Vec::new();
-    if let Some(b) = axis.b_start {
-        items.extend(layout::divider(&grid, b, heat_x, heat_y, 5, pal));
-        let at = grid.offset_of(b);
-        band.extend([(0, at, "sentence A", "A"), (at, side, "sentence B", "B")]);
+    if let Some(b) = cols_axis.b_start.filter(|_| !sides.cross) {
+        items.extend(layout::divider(&cols, b, heat_x, heat_y, 5, pal));
+        let at = cols.offset_of(b);
+        band.extend([(0, at, "sentence A", "A"), (at, w, "sentence B", "B")]);
     }
-    if let Some(g) = axis.gen_start {
-        items.extend(layout::gen_divider(&grid, g, heat_x, heat_y, 5, pal));
-        if band.is_empty() {
-            let at = grid.offset_of(g);
-            band.extend([(0, at, "prompt", "p"), (at, side, "generated", "g")]);
+    let row_gen = rows_axis.gen_start;
+    if row_gen.is_some() || col_gen.is_some() {
+        items.extend(layout::gen_divider(
+            (&rows, &cols),
+            (row_gen, col_gen),
+            heat_x,
+            heat_y,
+            5,
+            pal,
+        ));
+        if let (Some(g), true) = (col_gen, band.is_empty()) {
+            let at = cols.offset_of(g);
+            band.extend([(0, at, "prompt", "p"), (at, w, "generated", "g")]);
         }
     }
     for (i, (from, to, word, short)) in band.into_iter().enumerate() {
@@ -91,7 +107,7 @@ pub(crate) fn scene(
         } else {
             short
         };
-        let generated = axis.b_start.is_none() && i == 1;
+        let generated = cols_axis.b_start.is_none() && i == 1;
         items.push(Item::Text(Text {
             x: heat_x + (from + to) / 2,
             y: heat_y - 12,
@@ -104,24 +120,25 @@ pub(crate) fn scene(
         }));
     }
     items.extend(layout::token_labels(
-        axis, &grid, heat_x, heat_y, true, LABEL_SIZE, pal,
+        rows_axis, &rows, heat_x, heat_y, true, LABEL_SIZE, pal, h,
     ));
     items.extend(layout::token_labels(
-        axis, &grid, heat_x, heat_y, false, LABEL_SIZE, pal,
+        cols_axis, &cols, heat_x, heat_y, false, LABEL_SIZE, pal, h,
     ));
 
-    let below = heat_y + side + LABEL_GAP + label_w + 14;
+    let below = heat_y + h + LABEL_GAP + col_label_w + 14;
     let (titles, mut bottom) = layout::axis_titles(
         MARGIN,
-        (heat_y, heat_y + side),
-        (heat_x, heat_x + side),
+        (heat_y, heat_y + h),
+        (heat_x, heat_x + w),
         below,
         title_min_x,
         pal,
+        sides.titles(),
     );
     items.extend(titles);
 
-    let bar_h = side.max(layout::MIN_BAR_HEIGHT);
+    let bar_h = h.max(layout::MIN_BAR_HEIGHT);
     items.extend(layout::colorbar(
         bar_x,
         heat_y,
@@ -138,8 +155,18 @@ pub(crate) fn scene(
         bottom = bottom.max(below);
     }
 
-    if let Some(text) = thinning_note(&grid) {
-        let (lines, below) = layout::notes(&text, bottom + 12, width, pal);
+    let thinned = [(&rows, "target "), (&cols, "source ")]
+        .into_iter()
+        .filter_map(|(g, side)| thinning_note(g).map(|t| (t, side)))
+        .map(|(t, side)| if sides.cross { format!("{side}{t}") } else { t })
+        .collect::<Vec<_>>();
+    let thinned = if sides.cross {
+        thinned
+    } else {
+        thinned.into_iter().take(1).collect()
+    };
+    if !thinned.is_empty() {
+        let (lines, below) = layout::notes(&thinned.join(" "), bottom + 12, width, pal);
         items.extend(lines);
         bottom = below;
     }

@@ -1194,18 +1194,78 @@ fn decoder_layouts_keep_text_apart_and_inside() {
     }
 }
 
+/// Cross-attention figures: target rows over source columns, both axes labelled by side, for a
+/// long source over a short target and the reverse, in every figure; nothing overlaps.
 #[test]
-fn cross_attention_is_refused_with_a_reason() {
-    use crate::attention::tests::{info, units_for};
-    let att = Attention::cross(
-        info(1, 1),
-        "a".into(),
-        None,
-        units_for(&["<s>", "Ġa"]),
-        units_for(&["<s>", "Ġb", "</s>"]),
-        vec![0.5; 6],
-    )
-    .unwrap();
-    let err = render_png(&att, &FigureSpec::Model, &ImageOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
+fn cross_attention_figures_label_both_sides_for_long_and_short_inputs() {
+    let words: Vec<String> = (0..40).map(|i| format!("Ġw{i}")).collect();
+    let long: Vec<&str> = std::iter::once("<s>")
+        .chain(words.iter().map(String::as_str))
+        .chain(std::iter::once("</s>"))
+        .collect();
+    let short = ["</s>", "Ġein", "ĠSatz"];
+    for (source, target) in [(&long[..], &short[..]), (&short[..], &long[..])] {
+        let set = crate::attention::tests::encoder_decoder(source, target, 2, 3, 4, target.len());
+        let cross = set.cross().unwrap();
+        for figure in [
+            FigureSpec::Head {
+                layer: 1,
+                head: HeadSel::Index(2),
+            },
+            FigureSpec::Mean { layer: 2 },
+            FigureSpec::Layer { layer: 0 },
+            FigureSpec::Model,
+        ] {
+            let scene = build(cross, &figure, &ImageOptions::default()).unwrap();
+            let texts: Vec<&str> = scene
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    scene::Item::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(scene.title.contains("cross-attention"), "{}", scene.title);
+            if !matches!(figure, FigureSpec::Model) {
+                assert!(
+                    texts.contains(&"Target · decoder (attending from)"),
+                    "{texts:?}"
+                );
+                assert!(
+                    texts.contains(&"Source · encoder (attended to)"),
+                    "{texts:?}"
+                );
+                assert!(texts.contains(&"w39") || texts.iter().any(|t| t.ends_with("w39")));
+            }
+            assert!(
+                texts.iter().any(|t| t.starts_with("source: “")),
+                "{texts:?}"
+            );
+            // Every cell block is target rows × source columns.
+            let cells = scene
+                .items
+                .iter()
+                .find_map(|i| match i {
+                    scene::Item::Cells(c) if c.rows > 1 || c.cols > 1 => Some(c),
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!((cells.rows, cells.cols), (target.len(), source.len()));
+            if matches!(figure, FigureSpec::Head { .. } | FigureSpec::Mean { .. }) {
+                assert_eq!(cells.cell_w, cells.cell_h, "square cells");
+            }
+            assert_text_fits(
+                &scene,
+                &format!("{figure:?} {}×{}", target.len(), source.len()),
+            );
+            render_png(cross, &figure, &ImageOptions::default()).unwrap();
+            render_svg(cross, &figure, &ImageOptions::default()).unwrap();
+        }
+        let enc = build(
+            set.encoder().unwrap(),
+            &FigureSpec::Model,
+            &ImageOptions::default(),
+        );
+        assert!(enc.unwrap().title.contains("· encoder"));
+    }
 }
