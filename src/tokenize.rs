@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod marian;
 mod roles;
 pub mod smiles;
 
@@ -155,6 +156,9 @@ impl TextTokenizer {
         let json = dir.join("tokenizer.json");
         if json.is_file() {
             return Self::from_tokenizer_json(&json);
+        }
+        if let Some(marian) = marian::from_dir(dir, "source.spm")? {
+            return Ok(marian);
         }
         let vocab = dir.join("vocab.txt");
         if vocab.is_file() {

@@ -181,8 +181,9 @@ impl BartConfig {
                 || cells.is_none_or(|n| n > 1 << 28)
             {
                 return Err(file.invalid(format!(
-                    "max_position_embeddings {} is too large for a sinusoidal table of width \
-                     {d_model} (at most {MAX_SINUSOIDAL_POSITIONS} rows)",
+                    "max_position_embeddings {} × d_model {d_model} is too large for a \
+                     sinusoidal position table (at most {MAX_SINUSOIDAL_POSITIONS} rows, 2²⁸ \
+                     values)",
                     c.max_position_embeddings
                 )));
             }

@@ -223,7 +223,7 @@ impl Model {
     /// tokenizer's special tokens, mBART's target-language code in place of the source's.
     pub fn target_labels(&self, target: &str, truncate: bool) -> Result<Encoded, Error> {
         let mut enc = self
-            .tokenizer
+            .target_side()
             .encode(target, None, self.max_target_positions(), truncate)
             .map_err(|e| match e {
                 tokenize::Error::Empty { .. } => {
@@ -241,6 +241,11 @@ impl Model {
             }
         }
         Ok(enc)
+    }
+
+    /// The tokenizer of the target side: Marian's target.spm, else the model's one tokenizer.
+    pub fn target_side(&self) -> &crate::tokenize::TextTokenizer {
+        self.target_tokenizer.as_ref().unwrap_or(&self.tokenizer)
     }
 
     /// mBART's `src_lang` and `tgt_lang` (tokenizer_config.json), when both are set.
@@ -292,7 +297,7 @@ impl Model {
             truncated_from: None,
             bytes_cut: false,
         };
-        self.tokenizer.continuation(&empty, &[start])
+        self.target_side().continuation(&empty, &[start])
     }
 
     /// Tokenize `text` as the source, run the decoder over `input` (a target, teacher-forced, or
@@ -334,7 +339,9 @@ impl Model {
                 )?;
                 let generation = self.generate_seq2seq(&source.ids, new, progress)?;
                 let start = self.start_unit(generation.ids[0]);
-                let decoder = self.tokenizer.continuation(&start, generation.generated());
+                let decoder = self
+                    .target_side()
+                    .continuation(&start, generation.generated());
                 (decoder, None, Some(generation), None, false)
             }
         };

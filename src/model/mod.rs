@@ -169,6 +169,8 @@ pub struct Model {
     info: ModelInfo,
     network: Box<dyn Network>,
     tokenizer: TextTokenizer,
+    /// The target side's tokenizer where it differs from the source's (Marian's target.spm).
+    target_tokenizer: Option<TextTokenizer>,
     /// EOS tokens and chat template (decoders).
     generation: GenerationConfig,
     /// The tokenizer's `model_max_length` (tokenizer_config.json), when it says.
@@ -226,7 +228,7 @@ impl Model {
         } else {
             GenerationConfig::none(&files.tokenizer_dir.display().to_string())
         };
-        Ok(Self::assemble(
+        let mut model = Self::assemble(
             files.id.clone(),
             files.revision.clone(),
             source::display_name(files),
@@ -234,7 +236,9 @@ impl Model {
             tokenizer,
             generation,
             model_max_length(&files.tokenizer_dir),
-        ))
+        );
+        model.target_tokenizer = tokenize::marian::from_dir(&files.tokenizer_dir, "target.spm")?;
+        Ok(model)
     }
 
     fn assemble(
@@ -261,6 +265,7 @@ impl Model {
             info,
             network,
             tokenizer,
+            target_tokenizer: None,
             generation,
             model_max_length,
         }

@@ -397,7 +397,10 @@ fn is_generic_folder(name: &str) -> bool {
 }
 
 fn has_tokenizer(dir: &Path) -> Result<bool, SourceError> {
-    Ok(probe_file(dir, "tokenizer.json")?.is_some() || probe_file(dir, "vocab.txt")?.is_some())
+    Ok(probe_file(dir, "tokenizer.json")?.is_some()
+        || probe_file(dir, "vocab.txt")?.is_some()
+        // Marian (opus-mt): SentencePiece models and one vocabulary.
+        || (probe_file(dir, "source.spm")?.is_some() && probe_file(dir, "vocab.json")?.is_some()))
 }
 
 /// The weight files in `dir`, by preference; `None` if there are none.
@@ -547,6 +550,14 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
     // tokenizer.json is complete by itself; vocab.txt needs the options beside it.
     let tokenizer_files: &[&str] = if has("tokenizer.json") {
         &["tokenizer.json"]
+    } else if has("source.spm") && has("vocab.json") {
+        &[
+            "source.spm",
+            "target.spm",
+            "vocab.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ]
     } else if has("vocab.txt") {
         &[
             "vocab.txt",
@@ -562,6 +573,11 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
             .filter(|f| has(f))
             .map(|f| f.to_string()),
     );
+    // What a checkpoint says about generating (EOS, an encoder–decoder's max_length and forced
+    // tokens), when it has it.
+    if has("generation_config.json") {
+        wanted.push("generation_config.json".to_string());
+    }
 
     let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();

@@ -377,3 +377,59 @@ fn missing_repo_is_reported() {
     );
     assert!(err.to_string().contains("HF_TOKEN"), "{err}");
 }
+
+/// An encoder–decoder from the stand-in hub: the tiny T5 (config, weights, tokenizer and
+/// generation_config.json, whose EOS generation stops at) downloads, loads, and runs a
+/// teacher-forced target and a generation; offline, the cached copy loads without a request.
+#[test]
+fn encoder_decoder_downloads_and_runs() {
+    use attnviz::model::encdec::DecoderInput;
+    use attnviz::model::EncodeOptions;
+    const T5_FILES: [&str; 4] = [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "generation_config.json",
+    ];
+    let src = crate::fidelity::reference::fixture("tiny-t5");
+    let fake = fake_hub("org/t5-tiny", &T5_FILES, src.clone(), None);
+    let cache = tempfile::tempdir().unwrap();
+    let model = Model::load_with(
+        "org/t5-tiny",
+        "main",
+        &hub(cache.path(), &fake.endpoint, false),
+    )
+    .unwrap();
+    assert!(model.is_seq2seq());
+    assert_eq!(model.family(), "T5");
+    let snapshot = cache
+        .path()
+        .join("models--org--t5-tiny/snapshots")
+        .join(COMMIT);
+    assert!(snapshot.join("generation_config.json").is_file());
+    let opts = EncodeOptions::default();
+    let run = model
+        .encode_seq2seq(
+            "The house is small.",
+            DecoderInput::Target("Das Haus ist klein."),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap();
+    let kinds: Vec<&str> = run.attentions.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["encoder", "decoder", "cross"]);
+    let requests = fake.log.lock().unwrap().len();
+    // Offline: from the cache, no request.
+    let offline =
+        Model::load_with("org/t5-tiny", "main", &hub(cache.path(), &refused(), true)).unwrap();
+    let generated = offline
+        .encode_seq2seq(
+            "The house is small.",
+            DecoderInput::Generate(4),
+            &opts,
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(generated.generation.unwrap().ids.len(), 5);
+    assert_eq!(fake.log.lock().unwrap().len(), requests);
+}

@@ -377,4 +377,6 @@ fn tiny_t5_v1_1_matches_hf() {
 #[test]
 fn tiny_marian_matches_hf() {
     check_network("tiny-marian");
+    // source.spm and target.spm through vocab.json, as MarianTokenizer.
+    check_model("tiny-marian");
 }

@@ -1,0 +1,258 @@
+//! Marian's tokenizers (opus-mt): no tokenizer.json, but two SentencePiece models
+//! (`source.spm`, `target.spm`) and one `vocab.json` that numbers the pieces of both.
+//!
+//! transformers' `MarianTokenizer` segments the text with the side's SentencePiece model, looks
+//! each piece up in `vocab.json` (`<unk>` when absent) and appends `</s>`. This builds the same
+//! as a `tokenizers` pipeline: the model's normalizer (its precompiled character map, and
+//! runs of spaces collapsed), `▁` before each word, a unigram model over the side's pieces with
+//! their scores, numbered as in `vocab.json`, and `</s>` after the text. Entries of `vocab.json`
+//! the side's model does not have (the other side's pieces) get a score far below any of its
+//! own, so they are only chosen where the model has no piece at all: for a character its model
+//! does not know, whose text SentencePiece passes through and `vocab.json` may still number.
+//!
+//! The `.spm` files are protobuf (`sentencepiece_model.proto`); the few fields needed are read
+//! here (the pieces with their scores and types, and the normalizer's character map) rather
+//! than through a protobuf crate.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tokenizers::models::unigram::Unigram;
+use tokenizers::normalizers::{precompiled::Precompiled, Replace, Sequence};
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{AddedToken, DecoderWrapper, NormalizerWrapper, Tokenizer};
+
+use super::{Error, TextTokenizer};
+
+/// The score per character of a `vocab.json` entry the side's model lacks.
+const FOREIGN_SCORE: f64 = -1e6;
+
+/// The tokenizer of `dir` for one side (`source.spm` or `target.spm`), when the folder is a
+/// Marian one (that file and `vocab.json`); `None` otherwise.
+pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
+    let (model_path, vocab_path) = (dir.join(spm), dir.join("vocab.json"));
+    if !model_path.is_file() || !vocab_path.is_file() {
+        return Ok(None);
+    }
+    let err = |path: &Path, reason: String| Error::Load {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let vocab_text =
+        std::fs::read_to_string(&vocab_path).map_err(|e| err(&vocab_path, e.to_string()))?;
+    let vocab: HashMap<String, u32> =
+        serde_json::from_str(&vocab_text).map_err(|e| err(&vocab_path, e.to_string()))?;
+    let mut by_id = vec![None; vocab.len()];
+    for (piece, &id) in &vocab {
+        match by_id.get_mut(id as usize) {
+            Some(slot @ None) => *slot = Some(piece.clone()),
+            _ => {
+                return Err(err(
+                    &vocab_path,
+                    format!("ids are not 0–{} each once (id {id})", vocab.len() - 1),
+                ))
+            }
+        }
+    }
+    let bytes = std::fs::read(&model_path).map_err(|e| err(&model_path, e.to_string()))?;
+    let model = SpmModel::parse(&bytes).map_err(|e| err(&model_path, e))?;
+    let unk = *vocab
+        .get("<unk>")
+        .ok_or_else(|| err(&vocab_path, "has no <unk>".into()))?;
+    let eos = *vocab
+        .get("</s>")
+        .ok_or_else(|| err(&vocab_path, "has no </s>".into()))?;
+    let pieces: Vec<(String, f64)> = by_id
+        .into_iter()
+        .map(|p| {
+            let p = p.expect("every id filled");
+            // Per character: a foreign piece of several characters never beats its characters
+            // one by one (SentencePiece passes unknown characters through one at a time).
+            let score = model
+                .scores
+                .get(&p)
+                .copied()
+                .unwrap_or(FOREIGN_SCORE * p.chars().count().max(1) as f64);
+            (p, score)
+        })
+        .collect();
+    let unigram = Unigram::from(pieces, Some(unk as usize), false)
+        .map_err(|e| err(&model_path, e.to_string()))?;
+    let mut tokenizer = Tokenizer::new(unigram);
+    let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
+    if !model.charsmap.is_empty() {
+        let precompiled =
+            Precompiled::from(&model.charsmap).map_err(|e| err(&model_path, e.to_string()))?;
+        normalizers.push(precompiled.into());
+    }
+    normalizers.push(
+        Replace::new(
+            tokenizers::normalizers::replace::ReplacePattern::Regex(" {2,}".into()),
+            " ",
+        )
+        .map_err(|e| err(&model_path, e.to_string()))?
+        .into(),
+    );
+    tokenizer
+        .with_normalizer(Some(Sequence::new(normalizers)))
+        .map_err(|e| err(&model_path, e.to_string()))?;
+    tokenizer.with_pre_tokenizer(Some(Metaspace::new(
+        '\u{2581}',
+        PrependScheme::Always,
+        true,
+    )));
+    tokenizer.with_decoder(Some(DecoderWrapper::Metaspace(
+        tokenizers::decoders::metaspace::Metaspace::new('\u{2581}', PrependScheme::Always, true),
+    )));
+    let post = TemplateProcessing::builder()
+        .try_single("$A </s>")
+        .and_then(|b| b.try_pair("$A $B </s>"))
+        .map_err(|e| err(&model_path, e.to_string()))?
+        .special_tokens(vec![("</s>", eos)])
+        .build()
+        .map_err(|e| err(&model_path, e.to_string()))?;
+    tokenizer.with_post_processor(Some(post));
+    let specials: Vec<AddedToken> = ["</s>", "<unk>", "<pad>"]
+        .into_iter()
+        .filter(|t| vocab.contains_key(*t))
+        .map(|t| AddedToken::from(t, true))
+        .collect();
+    tokenizer
+        .add_special_tokens(specials)
+        .map_err(|e| err(&model_path, e.to_string()))?;
+    Ok(Some(TextTokenizer::from_tokenizer(tokenizer, model_path)))
+}
+
+/// What attnviz reads of a SentencePiece model.
+struct SpmModel {
+    /// Ordinary and user-defined pieces, with their scores.
+    scores: HashMap<String, f64>,
+    /// The normalizer's precompiled character map (empty: none).
+    charsmap: Vec<u8>,
+}
+
+impl SpmModel {
+    /// `ModelProto`: field 1 the pieces (`SentencePiece`: 1 piece, 2 score, 3 type), field 3
+    /// the normalizer spec (2: precompiled_charsmap).
+    fn parse(bytes: &[u8]) -> Result<SpmModel, String> {
+        let mut scores = HashMap::new();
+        let mut charsmap = Vec::new();
+        for field in Fields::new(bytes) {
+            match field? {
+                (1, Value::Bytes(piece)) => {
+                    let (mut text, mut score, mut kind) = (None, 0f32, 1u64);
+                    for f in Fields::new(piece) {
+                        match f? {
+                            (1, Value::Bytes(b)) => {
+                                text = Some(String::from_utf8(b.to_vec()).map_err(|_| {
+                                    "a piece is not UTF-8; is this a SentencePiece model?"
+                                        .to_string()
+                                })?)
+                            }
+                            (2, Value::Fixed32(bits)) => score = f32::from_bits(bits),
+                            (3, Value::Varint(k)) => kind = k,
+                            _ => {}
+                        }
+                    }
+                    // NORMAL (1) and USER_DEFINED (4); not UNKNOWN, CONTROL, UNUSED or BYTE.
+                    if let (Some(text), 1 | 4) = (text, kind) {
+                        scores.insert(text, score as f64);
+                    }
+                }
+                (3, Value::Bytes(spec)) => {
+                    for f in Fields::new(spec) {
+                        if let (2, Value::Bytes(map)) = f? {
+                            charsmap = map.to_vec();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if scores.is_empty() {
+            return Err("holds no pieces; is this a SentencePiece model?".into());
+        }
+        Ok(SpmModel { scores, charsmap })
+    }
+}
+
+/// One protobuf field value.
+enum Value<'a> {
+    Varint(u64),
+    Fixed32(u32),
+    Fixed64,
+    Bytes(&'a [u8]),
+}
+
+/// The fields of one protobuf message, in order.
+struct Fields<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn new(data: &'a [u8]) -> Fields<'a> {
+        Fields { data, at: 0 }
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self
+                .data
+                .get(self.at)
+                .ok_or("ends inside a number; the file is damaged")?;
+            self.at += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("holds a number of more than 64 bits; the file is damaged".into())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or("ends inside a field; the file is damaged")?;
+        let out = &self.data[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u64, Value<'a>), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.data.len() {
+            return None;
+        }
+        let field = (|| {
+            let key = self.varint()?;
+            let value = match key & 7 {
+                0 => Value::Varint(self.varint()?),
+                1 => {
+                    self.take(8)?;
+                    Value::Fixed64
+                }
+                2 => {
+                    let n = usize::try_from(self.varint()?).map_err(|_| "a field is too long")?;
+                    Value::Bytes(self.take(n)?)
+                }
+                5 => Value::Fixed32(u32::from_le_bytes(
+                    self.take(4)?.try_into().expect("four bytes"),
+                )),
+                t => return Err(format!("has a field of wire type {t}; the file is damaged")),
+            };
+            Ok((key >> 3, value))
+        })();
+        if field.is_err() {
+            self.at = self.data.len();
+        }
+        Some(field)
+    }
+}
