@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use super::kernels::{self, Activation, Layout, Matrix, Output};
 use super::weights::{Checkpoint, Weight, WeightsError};
 
+/// A linear kernel: [`kernels::linear`] or [`kernels::linear::linear_gemm`].
+type LinearKernel = fn(&[f32], usize, Matrix<'_>, Option<&[f32]>, Output<'_>, Activation);
 /// From this many rows on (tokens × sequences in one product), linear maps on `[out, in]`
 /// weights run on a packed `[in, out]` copy through gemm; below, our dot-product kernel reads
 /// the weights in place. Measured on bert-base shapes (768 → 768, 768 → 3072, 3072 → 768, two
@@ -158,26 +160,7 @@ impl Linear {
         if in_place && rows >= PACK_ROWS && owned {
             // Our own memory already (dequantised from GGUF): gemm reads each part as it is
             // rather than through a second, packed copy of the whole model.
-            let Output {
-                data,
-                stride,
-                mut col0,
-            } = out;
-            for p in &self.parts {
-                let matrix = Matrix {
-                    data: &p.weight,
-                    inputs: self.inputs,
-                    outputs: p.outputs,
-                    layout: p.layout,
-                };
-                let out = Output {
-                    data: &mut *data,
-                    stride,
-                    col0,
-                };
-                kernels::linear::linear_gemm(x, rows, matrix, p.bias.as_deref(), out, activation);
-                col0 += p.outputs;
-            }
+            self.each_part(x, rows, out, activation, kernels::linear::linear_gemm);
             return;
         }
         if in_place && rows >= PACK_ROWS {
@@ -191,6 +174,18 @@ impl Linear {
             kernels::linear(x, rows, matrix, packed.bias.as_deref(), out, activation);
             return;
         }
+        self.each_part(x, rows, out, activation, kernels::linear);
+    }
+
+    /// Each part's outputs by `kernel`, side by side from `out`'s first column.
+    fn each_part(
+        &self,
+        x: &[f32],
+        rows: usize,
+        out: Output<'_>,
+        activation: Activation,
+        kernel: LinearKernel,
+    ) {
         let Output {
             data,
             stride,
@@ -208,7 +203,7 @@ impl Linear {
                 stride,
                 col0,
             };
-            kernels::linear(x, rows, matrix, p.bias.as_deref(), out, activation);
+            kernel(x, rows, matrix, p.bias.as_deref(), out, activation);
             col0 += p.outputs;
         }
     }
