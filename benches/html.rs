@@ -74,6 +74,7 @@ fn bert_base_shaped(mini: &Attention) -> Attention {
         QueryKey {
             queries: widen(&qk.queries),
             keys: widen(&qk.keys),
+            scale: qk.scale,
         }
     });
     Attention::new(

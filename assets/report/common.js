@@ -174,18 +174,21 @@ function fmtNum(v, digits) {
   if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
   return v.toFixed(digits === undefined ? 3 : digits);
 }
-function tokenLabel(i) { return meta.tokens[i]; }
-function describeToken(i) {
-  return '"' + tokenLabel(i) + '" (#' + i + (isPair ? ', ' + segmentOf(i) : '') + (GENERATED[i] ? ', generated' : '') +
-    (i === SINK ? ', the attention sink' : '') + ')';
+/** Token i's label on a side (the query side unless given). */
+function tokenLabel(i, side = QSIDE) { return side.data.tokens[i]; }
+/** Which side a token is on, in words, when the sides are other units (cross-attention). */
+function sideTag(side) { return SQUARE ? '' : (side === QSIDE ? SIDE_NAMES[0] : SIDE_NAMES[1]) + ' '; }
+function describeToken(i, side = QSIDE) {
+  return '"' + tokenLabel(i, side) + '" (' + sideTag(side) + '#' + i + (isPair ? ', ' + segmentOf(i, side) : '') + (side.generated[i] ? ', generated' : '') +
+    (side === QSIDE && i === SINK ? ', the attention sink' : '') + ')';
 }
 /** A unit as text: its label and the token numbers it covers, and whether the model generated
- *  it or it is the attention sink. */
-function describeUnit(a) {
-  const u = units().list[a];
+ *  it or it is the attention sink. `side`: the query side (rows) unless given. */
+function describeUnit(a, side = QSIDE) {
+  const u = units(side).list[a];
   const t = u.tokens;
   const where = t.length === 1 ? '#' + t[0] : 'tokens #' + t[0] + '–' + t[t.length - 1];
-  return '"' + u.label + '" (' + where + (isPair ? ', ' + u.seg : '') + (u.generated ? ', generated' : '') +
+  return '"' + u.label + '" (' + sideTag(side) + where + (isPair ? ', ' + u.seg : '') + (u.generated ? ', generated' : '') +
     (u.sink ? ', the attention sink' : '') + ')';
 }
 /** What the sink tag means, for titles. */

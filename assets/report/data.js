@@ -7,8 +7,32 @@
  */
 
 const $ = (id) => document.getElementById(id);
-const meta = JSON.parse($('attnviz-meta').textContent);
+const META = JSON.parse($('attnviz-meta').textContent);
+/** The page's place in the URL fragment: `#kind=cross&view=matrix` (kind and view). */
+const HASH = new URLSearchParams(location.hash.replace(/^#/, ''));
+/**
+ * The kinds of a report of several (an encoder–decoder's encoder, decoder and cross-attention),
+ * each with its own units, layers, heads and sections; null for a report of one. The page shows
+ * one kind at a time: `meta` is the chosen kind laid over the shared fields, so every view reads
+ * `meta` alone; switching kinds reloads the page at the new fragment.
+ */
+const KINDS = Array.isArray(META.kinds) && META.kinds.length ? META.kinds : null;
+const meta = KINDS
+  ? Object.assign({}, META, KINDS.find((k) => k.kind === HASH.get('kind')) ||
+    KINDS.find((k) => k.kind === META.open_kind) || KINDS[0])
+  : META;
+/** Whether keys are other units than the queries (cross-attention: decoder × encoder). */
+const SQUARE = !meta.keys;
+/** The key side's metadata (tokens, roles, …): the query side's unless the keys differ. */
+const KMETA = SQUARE ? meta : Object.assign({ level: meta.level }, meta.keys);
+/** Query units (rows) and key units (columns). */
 const N = meta.tokens.length;
+const NK = KMETA.tokens.length;
+/** What the two sides are called: query/key, or for cross-attention decoder/encoder. */
+const SIDE_NAMES = SQUARE ? ['query', 'key'] : ['decoder', 'encoder'];
+/** How the page names a kind. */
+const KIND_LABELS = { encoder: 'Encoder', decoder: 'Decoder', cross: 'Cross', self: 'Self' };
+const SECTION_NAMES = meta.sections || { attention: 'attention', query: 'query', key: 'key' };
 const L = meta.model.layers;
 const H = meta.model.heads;
 const D = meta.model.head_dim;
@@ -19,6 +43,12 @@ const layerName = (l) => String(LAYER_NUMBERS[l]);
 const isPair = meta.sentence_b_start !== null && meta.sentence_b_start !== undefined;
 /** Whether token i is a special token, by its role (never by its label). */
 const SPECIAL = meta.roles.map(isSpecialRole);
+/**
+ * The two sides of the attention: queries (rows) and keys (columns), one object when they are
+ * the same units. Each holds its metadata, token count, special flags and its caches.
+ */
+const QSIDE = { data: meta, n: N, special: SPECIAL, generated: (meta.generated || []).map(Boolean), keptCache: null, unitsCache: null };
+const KSIDE = SQUARE ? QSIDE : { data: KMETA, n: NK, special: KMETA.roles.map(isSpecialRole), generated: (KMETA.generated || []).map(Boolean), keptCache: null, unitsCache: null };
 /** A causal mask: query q cannot see a key after it (token positions). */
 const CAUSAL = meta.mask === 'causal';
 /** The key/value head each query head reads; several share one under grouped-query attention. */
@@ -89,7 +119,7 @@ function decodeSection(raw, s) {
 }
 
 async function loadPayload() {
-  if (meta.format !== 2) throw new Error('This report has format ' + meta.format + '; this page reads format 2.');
+  if (META.format !== 2) throw new Error('This report has format ' + meta.format + '; this page reads format 2.');
   const el = $('attnviz-data');
   let raw = base64ToBytes(el.textContent);
   el.textContent = ''; // free the base64 text
@@ -97,7 +127,12 @@ async function loadPayload() {
   if (raw.length !== meta.payload.raw_bytes) {
     throw new Error('The report data is damaged: ' + raw.length + ' bytes instead of ' + meta.payload.raw_bytes + '.');
   }
-  for (const s of meta.payload.sections) sections[s.name] = decodeSection(raw, s);
+  // Only this kind's sections (a report of several kinds holds theirs too).
+  const own = new Set([SECTION_NAMES.attention, SECTION_NAMES.query, SECTION_NAMES.key,
+    ...((meta.analysis && meta.analysis.matrices) || []).map((m) => m.section)]);
+  for (const s of META.payload.sections) {
+    if (own.has(s.name)) sections[s.name.split(':')[0] === 'matrix' ? s.name : s.name.split(':')[0]] = decodeSection(raw, s);
+  }
   att = sections.attention.values;
   attStep = sections.attention.step;
 }
@@ -105,9 +140,9 @@ async function loadPayload() {
 /* ----------------------------------------------------------------- state */
 
 const state = {
-  view: VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
-  layer: meta.initial.layer,
-  head: meta.initial.head,
+  view: VIEWS.includes(HASH.get('view')) ? HASH.get('view') : VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
+  layer: Math.min(L - 1, Math.max(0, meta.initial.layer)),
+  head: Math.min(H - 1, Math.max(0, meta.initial.head)),
   // No head is picked on load (the head view shows them all); a click, ← → or a head menu picks
   // one, and only then is it outlined.
   headPicked: false,
@@ -117,7 +152,7 @@ const state = {
   threshold: meta.initial.threshold,
   pair: 'all',
   hover: null, // {side: 'left' | 'right', unit}
-  thumbStyle: N <= 64 ? 'lines' : 'heatmap',
+  thumbStyle: Math.max(N, NK) <= 64 ? 'lines' : 'heatmap',
   matrixScale: 'max',
   matrixRight: 'mean',
   groupKv: false,
@@ -128,7 +163,8 @@ const state = {
   theme: 'auto',
 };
 
-const canHideSpecial = !meta.special_excluded && SPECIAL.some(Boolean) && SPECIAL.some((s) => !s);
+const canHideSpecial = !meta.special_excluded &&
+  [QSIDE, KSIDE].some((sd) => sd.special.some(Boolean)) && QSIDE.special.some((s) => !s) && KSIDE.special.some((s) => !s);
 
 /**
  * How the page names the special tokens: the labels of the start and end tokens (`[CLS]/[SEP]`,
@@ -138,52 +174,59 @@ const SPECIAL_NAMES = (() => {
   const names = [];
   for (const role of ['start', 'end', 'pad', 'special']) {
     const labels = [];
-    meta.roles.forEach((r, i) => { if (r === role && !labels.includes(meta.tokens[i])) labels.push(meta.tokens[i]); });
+    for (const d of SQUARE ? [meta] : [meta, KMETA]) {
+      d.roles.forEach((r, i) => { if (r === role && !labels.includes(d.tokens[i])) labels.push(d.tokens[i]); });
+    }
     if (labels.length) names.push(labels.join('/'));
   }
   return names.length && names.length <= 3 ? names.join('/') : 'special tokens';
 })();
 state.hideSpecial = Boolean(meta.initial.hide_special) && canHideSpecial;
 
-/** Tokens kept: all, or all but the special tokens when they are hidden. */
-let keptCache = null;
-function keptTokens() {
-  if (!keptCache || keptCache.hide !== state.hideSpecial) {
+/** Tokens kept on a side (the query side unless given): all, or all but the special tokens
+ *  when they are hidden. */
+function keptTokens(side = QSIDE) {
+  if (!side.keptCache || side.keptCache.hide !== state.hideSpecial) {
     const list = [];
-    for (let i = 0; i < N; i++) if (!(state.hideSpecial && SPECIAL[i])) list.push(i);
-    keptCache = { hide: state.hideSpecial, list };
+    for (let i = 0; i < side.n; i++) if (!(state.hideSpecial && side.special[i])) list.push(i);
+    side.keptCache = { hide: state.hideSpecial, list };
   }
-  return keptCache.list;
+  return side.keptCache.list;
 }
 
-/** Word key of token i (see words.js), or null for tokens that stand alone. */
-function wordKey(i) { return wordKeyOf(meta, i); }
-const canMergeWords = meta.level === 'token' &&
-  meta.tokens.some((_, i) => i > 0 && wordKey(i) !== null && wordKey(i) === wordKey(i - 1));
+/** Word key of token i (see words.js) on a side, or null for tokens that stand alone. */
+function wordKey(i, side = QSIDE) { return wordKeyOf(side.data, i); }
+const canMerge = (side) => side.data.tokens.some((_, i) => i > 0 && wordKey(i, side) !== null && wordKey(i, side) === wordKey(i - 1, side));
+const canMergeWords = meta.level === 'token' && (canMerge(QSIDE) || canMerge(KSIDE));
 state.words = Boolean(meta.initial.words) && canMergeWords;
 
 /**
- * The rows and columns every view but the neuron view shows ("units"): one per kept token, or,
- * with word pieces merged, one per word. `ofToken[i]` is the unit of token i (-1 if hidden).
+ * The rows (query side, the default) or columns (key side) every view but the neuron view shows
+ * ("units"): one per kept token, or, with word pieces merged, one per word. `ofToken[i]` is the
+ * unit of token i (-1 if hidden).
  */
-let unitsCache = null;
-function units() {
-  if (!unitsCache || unitsCache.hide !== state.hideSpecial || unitsCache.words !== state.words) {
-    const list = groupUnits(meta, keptTokens(), state.words);
-    const ofToken = new Int32Array(N).fill(-1);
+function units(side = QSIDE) {
+  const c = side.unitsCache;
+  if (!c || c.hide !== state.hideSpecial || c.words !== state.words) {
+    const d = side.data;
+    const list = groupUnits(d, keptTokens(side), state.words);
+    const ofToken = new Int32Array(side.n).fill(-1);
     list.forEach((u, a) => {
       const first = u.tokens[0];
-      u.special = SPECIAL[first];
-      u.seg = segmentOf(first);
-      u.generated = Boolean(GENERATED[first]);
-      u.sink = SINK !== null && u.tokens.includes(SINK);
+      u.special = side.special[first];
+      u.seg = d.segments[first] === 0 ? 'A' : 'B';
+      u.generated = Boolean(side.generated[first]);
+      u.sink = side === QSIDE && SINK !== null && u.tokens.includes(SINK);
       for (const i of u.tokens) ofToken[i] = a;
     });
     const firstGen = list.findIndex((u) => u.generated);
-    unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken, firstGen };
+    side.unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken, firstGen };
   }
-  return unitsCache;
+  return side.unitsCache;
 }
+
+/** The key units (columns): the query units themselves unless the keys are other units. */
+function keyUnits() { return units(KSIDE); }
 
 /** Per-row factor turning a stored integer into the shown weight for head (l, h): the
  *  quantisation step, divided by the row's mass on kept keys when special tokens are hidden. */
@@ -196,11 +239,11 @@ function rowScale(l, h) {
   if (!state.hideSpecial) {
     rs.fill(attStep);
   } else {
-    const kept = keptTokens();
-    const base = key * N * N;
+    const kept = keptTokens(KSIDE);
+    const base = key * N * NK;
     for (let q = 0; q < N; q++) {
       let sum = 0;
-      const row = base + q * N;
+      const row = base + q * NK;
       for (const k of kept) sum += att[row + k];
       rs[q] = sum > 0 ? 1 / sum : 0;
     }
@@ -211,55 +254,61 @@ function rowScale(l, h) {
 
 /** The shown token-level weight: how much token q attends to token k in layer l, head h. */
 function weight(l, h, q, k) {
-  return att[((l * H + h) * N + q) * N + k] * rowScale(l, h)[q];
+  return att[((l * H + h) * N + q) * NK + k] * rowScale(l, h)[q];
 }
 
 /**
- * A units × units matrix from token rows. `readRow(q, buf)` writes the shown weight of token q
- * to each kept token k into buf[k]. Attention *to* a word is the sum over its pieces, attention
- * *from* a word the mean over its pieces (rows renormalised first when specials are hidden).
+ * A query units × key units matrix from token rows. `readRow(q, buf)` writes the shown weight of
+ * token q to each kept key token k into buf[k]. Attention *to* a word is the sum over its pieces,
+ * attention *from* a word the mean over its pieces (rows renormalised first when specials are
+ * hidden).
  */
-const rowBuf = new Float64Array(N);
+const rowBuf = new Float64Array(NK);
 function unitsFromTokens(readRow) {
-  const { list, ofToken } = units();
+  const { list } = units();
+  const { list: klist, ofToken } = keyUnits();
   const m = list.length;
-  const kept = keptTokens();
-  const out = new Float32Array(m * m);
+  const mk = klist.length;
+  const kept = keptTokens(KSIDE);
+  const out = new Float32Array(m * mk);
   for (let a = 0; a < m; a++) {
     const u = list[a];
-    const base = a * m;
+    const base = a * mk;
     for (const q of u.tokens) {
       readRow(q, rowBuf);
       for (const k of kept) out[base + ofToken[k]] += rowBuf[k];
     }
-    if (u.tokens.length > 1) for (let b = 0; b < m; b++) out[base + b] /= u.tokens.length;
+    if (u.tokens.length > 1) for (let b = 0; b < mk; b++) out[base + b] /= u.tokens.length;
   }
   return out;
 }
 
-/** Head (l, h) over the shown units, row = query. Cached for the current layer. */
+/** Head (l, h) over the shown units, row = query unit, column = key unit (m × mk, row-major).
+ *  Cached for the current layer. */
 const unitCache = new Map();
 function unitMatrix(l, h, cache = true) {
   const key = l * H + h;
   if (cache && unitCache.has(key)) return unitCache.get(key);
   const rs = rowScale(l, h);
-  const base = key * N * N;
+  const base = key * N * NK;
   let out;
   if (!state.words) {
     // Fast path: units are the kept tokens themselves.
     const kept = keptTokens();
+    const keptK = keptTokens(KSIDE);
     const m = kept.length;
-    out = new Float32Array(m * m);
+    const mk = keptK.length;
+    out = new Float32Array(m * mk);
     for (let a = 0; a < m; a++) {
-      const row = base + kept[a] * N;
+      const row = base + kept[a] * NK;
       const s = rs[kept[a]];
-      const o = a * m;
-      for (let b = 0; b < m; b++) out[o + b] = att[row + kept[b]] * s;
+      const o = a * mk;
+      for (let b = 0; b < mk; b++) out[o + b] = att[row + keptK[b]] * s;
     }
   } else {
-    const kept = keptTokens();
+    const kept = keptTokens(KSIDE);
     out = unitsFromTokens((q, buf) => {
-      const row = base + q * N;
+      const row = base + q * NK;
       const s = rs[q];
       for (const k of kept) buf[k] = att[row + k] * s;
     });
@@ -271,7 +320,7 @@ function unitMatrix(l, h, cache = true) {
   return out;
 }
 
-function segmentOf(i) { return meta.segments[i] === 0 ? 'A' : 'B'; }
+function segmentOf(i, side = QSIDE) { return side.data.segments[i] === 0 ? 'A' : 'B'; }
 
 /**
  * Whether query unit a could not see key unit b: under a causal mask, a key that starts after
@@ -281,7 +330,7 @@ function unitMasked(a, b) {
   if (!CAUSAL) return false;
   const list = units().list;
   const q = list[a].tokens;
-  return list[b].tokens[0] > q[q.length - 1];
+  return keyUnits().list[b].tokens[0] > q[q.length - 1];
 }
 
 /** The query heads that read key/value head g. */
@@ -298,6 +347,7 @@ function kvNote(h) {
 /** Query and key units allowed by the pair filter. */
 function pairSides() {
   const all = units().list.map((_, a) => a);
+  if (!SQUARE) return [all, keyUnits().list.map((_, b) => b)];
   if (state.pair === 'all') return [all, all];
   const want = (s) => all.filter((a) => units().list[a].seg === s);
   return [want(state.pair[0]), want(state.pair[1])];

@@ -4,12 +4,14 @@
 
 /* ------------------------------------------------------------- matrix view */
 
-/** The shown matrix (units × units) for the matrix view: a head, the mean, or an analysis matrix. */
+/** The shown matrix (query units × key units) for the matrix view: a head, the mean, or an
+ *  analysis matrix. */
 function matrixValues(kind, l, h) {
   const m = units().list.length;
+  const mk = keyUnits().list.length;
   if (kind === 'head') return unitMatrix(l, h);
   if (kind === 'mean') {
-    const out = new Float64Array(m * m);
+    const out = new Float64Array(m * mk);
     for (let hh = 0; hh < H; hh++) {
       const M = unitMatrix(l, hh);
       for (let i = 0; i < out.length; i++) out[i] += M[i];
@@ -21,12 +23,12 @@ function matrixValues(kind, l, h) {
   // tokens when the special tokens are hidden, word pieces merged the same way).
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   const sec = sections[info.section];
-  const base = info.per_layer ? l * N * N : 0;
-  const kept = keptTokens();
+  const base = info.per_layer ? l * N * NK : 0;
+  const kept = keptTokens(KSIDE);
   return unitsFromTokens((q, buf) => {
     let sum = 0;
     for (const k of kept) {
-      buf[k] = sec.lo + sec.values[base + q * N + k] * sec.step;
+      buf[k] = sec.lo + sec.values[base + q * NK + k] * sec.step;
       sum += buf[k];
     }
     if (state.hideSpecial && sum > 0) for (const k of kept) buf[k] /= sum;
@@ -46,10 +48,12 @@ const MATRIX_LABEL_CELL = 9;
 
 /**
  * Lay one panel out for the space the view has: side by side when two panels of 360 px fit, else
- * stacked; square, no taller than the window. The label margin is sized for the longest label
- * even while the labels are hidden (too many to read), so zooming in does not move the plot.
+ * stacked; no taller than the window. Cells are square: an m × mk matrix (cross-attention) is a
+ * plot of mk × m cells, its longer side fitted to the space. The label margin is sized for the
+ * longest label even while the labels are hidden (too many to read), so zooming in does not move
+ * the plot.
  */
-function matrixLayout(m, us) {
+function matrixLayout(m, mk, us) {
   const width = contentWidth();
   const twoUp = width >= 2 * 360 + 24;
   const panelW = twoUp ? Math.floor((width - 24) / 2) : width;
@@ -58,31 +62,35 @@ function matrixLayout(m, us) {
   let margin = 34;
   for (const u of us) margin = Math.max(margin, textWidth(u.label, labelFont) + 10);
   margin = Math.ceil(Math.min(margin, 130, Math.max(34, 0.22 * side)));
-  const plot = Math.max(40, side - margin - 4);
-  return { side, margin, plot, cell0: plot / m };
+  const box = Math.max(40, side - margin - 4);
+  const cell0 = box / Math.max(m, mk);
+  // The plot's width (columns, keys) and height (rows, queries), CSS px.
+  return { side, margin, plot: cell0 * mk, plotH: cell0 * m, cell0 };
 }
 
 function drawMatrixPanel(id, values, caption) {
   const us = units().list;
+  const ks = keyUnits().list;
   const m = us.length;
+  const mk = ks.length;
   let max = 0;
   for (const v of values) if (v > max) max = v;
   const scale = state.matrixScale;
   const top = scale === 'one' ? 1 : max || 1;
   const map = scale === 'sqrt' ? (v) => Math.sqrt(Math.max(0, v) / top) : (v) => v / top;
   // One colour per cell, as the 32-bit RGBA the image buffer holds.
-  const rgba = new Uint32Array(m * m);
+  const rgba = new Uint32Array(m * mk);
   const bytes = new Uint8Array(rgba.buffer);
-  for (let i = 0; i < m * m; i++) {
+  for (let i = 0; i < m * mk; i++) {
     const j = lutIndex(map(values[i])) * 3;
     bytes[i * 4] = LUT[j];
     bytes[i * 4 + 1] = LUT[j + 1];
     bytes[i * 4 + 2] = LUT[j + 2];
     // A cell the query could not see shows the page behind it, unlike a weight of 0.
-    bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / m), i % m) ? 0 : 255;
+    bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / mk), i % mk) ? 0 : 255;
   }
-  if (matrixPanels[id] && matrixPanels[id].m !== m) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
-  const panel = { id, values, m, us, rgba, max, ...matrixLayout(m, us) };
+  if (matrixPanels[id] && (matrixPanels[id].m !== m || matrixPanels[id].mk !== mk)) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
+  const panel = { id, values, m, mk, us, ks, rgba, max, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
   matrixPanels[id] = panel;
   $(id + '-min').textContent = '0';
   $(id + '-max').textContent = scale === 'one' ? '1' : (scale === 'sqrt' ? '√ ' : '') + fmtWeight(max);
@@ -95,9 +103,9 @@ function matrixCell(p) { return p.cell0 * matrixZoom.z; }
 function clampMatrixZoom(p) {
   const zMax = Math.max(1, MATRIX_MAX_CELL / p.cell0);
   matrixZoom.z = Math.min(zMax, Math.max(1, matrixZoom.z));
-  const span = p.m / matrixZoom.z; // cells in view
-  matrixZoom.ox = Math.min(p.m - span, Math.max(0, matrixZoom.ox));
-  matrixZoom.oy = Math.min(p.m - span, Math.max(0, matrixZoom.oy));
+  // cells in view: the zoom divides both sides alike
+  matrixZoom.ox = Math.min(p.mk - p.mk / matrixZoom.z, Math.max(0, matrixZoom.ox));
+  matrixZoom.oy = Math.min(p.m - p.m / matrixZoom.z, Math.max(0, matrixZoom.oy));
 }
 
 /**
@@ -105,28 +113,29 @@ function clampMatrixZoom(p) {
  * in device px), and the pointer over pixel i reports that same column, so hover is exact at
  * every zoom.
  */
-function matrixIndex(p, dpr, n, offset) {
+function matrixIndex(p, dpr, n, offset, count) {
   const cellDev = matrixCell(p) * dpr;
   const idx = new Int32Array(n);
-  for (let i = 0; i < n; i++) idx[i] = Math.min(p.m - 1, Math.floor(offset + (i + 0.5) / cellDev));
+  for (let i = 0; i < n; i++) idx[i] = Math.min(count - 1, Math.floor(offset + (i + 0.5) / cellDev));
   return idx;
 }
 
 function paintMatrix(p, hoverCell) {
   const canvas = $(p.id);
-  const w = p.side;
-  const ctx = sizeCanvas(canvas, w, w);
   const dpr = Math.min(window.devicePixelRatio || 1, 2);
   const x0 = Math.round(p.margin * dpr); // plot origin, device px
-  const n = Math.round(p.plot * dpr);
-  const key = [matrixZoom.z, matrixZoom.ox, matrixZoom.oy, n].join();
+  const n = Math.max(1, Math.round(p.plot * dpr));
+  const nh = Math.max(1, Math.round(p.plotH * dpr));
+  // As wide as the plot and its labels; as tall (a short cross-attention matrix leaves no gap).
+  const ctx = sizeCanvas(canvas, Math.ceil(p.margin + p.plot + 4), Math.ceil(p.margin + p.plotH + 4));
+  const key = [matrixZoom.z, matrixZoom.ox, matrixZoom.oy, n, nh].join();
   if (!p.image || p.imageKey !== key) {
-    const cols = matrixIndex(p, dpr, n, matrixZoom.ox);
-    const rows = matrixIndex(p, dpr, n, matrixZoom.oy);
-    const img = new ImageData(n, n);
+    const cols = matrixIndex(p, dpr, n, matrixZoom.ox, p.mk);
+    const rows = matrixIndex(p, dpr, nh, matrixZoom.oy, p.m);
+    const img = new ImageData(n, nh);
     const out = new Uint32Array(img.data.buffer);
-    for (let y = 0; y < n; y++) {
-      const r = rows[y] * p.m;
+    for (let y = 0; y < nh; y++) {
+      const r = rows[y] * p.mk;
       const o = y * n;
       for (let x = 0; x < n; x++) out[o + x] = p.rgba[r + cols[x]];
     }
@@ -143,18 +152,20 @@ function paintMatrix(p, hoverCell) {
     // under what is there).
     ctx.save();
     ctx.globalCompositeOperation = 'destination-over';
-    hatchRect(ctx, p.x0, p.x0, p.plot, p.plot);
+    hatchRect(ctx, p.x0, p.x0, p.plot, p.plotH);
     ctx.fillStyle = cssVar('--bg');
-    ctx.fillRect(p.x0, p.x0, p.plot, p.plot);
+    ctx.fillRect(p.x0, p.x0, p.plot, p.plotH);
     ctx.restore();
   }
 
   const cell = matrixCell(p);
   const { ox, oy } = matrixZoom;
   const plotEnd = p.x0 + p.plot;
+  const plotBottom = p.x0 + p.plotH;
   const at = (a, o) => p.x0 + (a - o + 0.5) * cell; // centre of row/column a, CSS px
   const first = (o) => Math.floor(o);
-  const last = (o) => Math.min(p.m - 1, Math.floor(o + p.plot / cell));
+  const lastRow = (o) => Math.min(p.m - 1, Math.floor(o + p.plotH / cell));
+  const lastCol = (o) => Math.min(p.mk - 1, Math.floor(o + p.plot / cell));
   const fg = cssVar('--fg');
   const muted = cssVar('--muted');
   const generated = cssVar('--generated');
@@ -166,20 +177,20 @@ function paintMatrix(p, hoverCell) {
     p.labels = 'tokens';
     p.labelPx = Math.min(12, Math.floor(cell) - 1);
     const px = p.labelPx + 'px ' + FONT_FAMILY;
-    const inside = (x) => x >= p.x0 && x <= plotEnd;
-    for (let a = first(oy); a <= last(oy); a++) {
+    const inside = (x, end) => x >= p.x0 && x <= end;
+    for (let a = first(oy); a <= lastRow(oy); a++) {
       const u = p.us[a];
       const hot = hoverCell && hoverCell[0] === a;
-      if (!inside(at(a, oy))) continue;
+      if (!inside(at(a, oy), plotBottom)) continue;
       ctx.font = (hot ? 'bold ' : '') + px;
       ctx.fillStyle = labelColor(u, hot);
       ctx.textAlign = 'right';
       ctx.fillText(u.label, p.x0 - 4, at(a, oy), p.margin - 6);
     }
-    for (let c = first(ox); c <= last(ox); c++) {
-      const u = p.us[c];
+    for (let c = first(ox); c <= lastCol(ox); c++) {
+      const u = p.ks[c];
       const hot = hoverCell && hoverCell[1] === c;
-      if (!inside(at(c, ox))) continue;
+      if (!inside(at(c, ox), plotEnd)) continue;
       ctx.save();
       ctx.translate(at(c, ox), p.x0 - 4);
       ctx.rotate(-Math.PI / 2);
@@ -196,12 +207,12 @@ function paintMatrix(p, hoverCell) {
     ctx.font = '10px ' + FONT_FAMILY;
     ctx.fillStyle = muted;
     const every = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000].find((e) => e * cell >= 28) || 2000;
-    for (let a = Math.ceil(oy / every) * every; a <= last(oy); a += every) {
+    for (let a = Math.ceil(oy / every) * every; a <= lastRow(oy); a += every) {
       ctx.textAlign = 'right';
       ctx.fillText(String(a), p.x0 - 4, at(a, oy));
     }
     ctx.textBaseline = 'bottom';
-    for (let c = Math.ceil(ox / every) * every; c <= last(ox); c += every) {
+    for (let c = Math.ceil(ox / every) * every; c <= lastCol(ox); c += every) {
       ctx.textAlign = 'center';
       ctx.fillText(String(c), at(c, ox), p.x0 - 3);
     }
@@ -213,26 +224,31 @@ function paintMatrix(p, hoverCell) {
   }
   ctx.save();
   ctx.beginPath();
-  ctx.rect(p.x0, p.x0, p.plot, p.plot);
+  ctx.rect(p.x0, p.x0, p.plot, p.plotH);
   ctx.clip();
-  // A line before a unit, across the plot both ways: sentence B's first (solid), the first
-  // generated unit (dashed).
-  const divide = (u, dash) => {
+  // A line before a unit, across the plot (down before a column, across before a row): sentence
+  // B's first (solid), the first generated unit (dashed). Rows and columns are the same units
+  // unless the keys are other units (cross-attention: only the decoder's rows were generated).
+  const divide = (u, dash, rows, cols) => {
     ctx.strokeStyle = cssVar('--bg');
     ctx.lineWidth = 1.5;
     ctx.setLineDash(dash);
     ctx.beginPath();
-    ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
-    ctx.lineTo(p.x0 + (u - ox) * cell, plotEnd);
-    ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
-    ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
+    if (cols) {
+      ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
+      ctx.lineTo(p.x0 + (u - ox) * cell, plotBottom);
+    }
+    if (rows) {
+      ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
+      ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
+    }
     ctx.stroke();
     ctx.setLineDash([]);
   };
   const b = isPair ? p.us.findIndex((u) => u.seg === 'B') : -1;
-  if (b > 0) divide(b, []);
+  if (b > 0) divide(b, [], true, SQUARE);
   const g = units().firstGen;
-  if (g > 0) divide(g, [4, 3]);
+  if (g > 0) divide(g, [4, 3], true, SQUARE);
   if (hoverCell) {
     // The hovered cell, outlined (at least 3 px, so tiny cells still show).
     ctx.strokeStyle = '#ff3b30';
@@ -243,7 +259,7 @@ function paintMatrix(p, hoverCell) {
   ctx.restore();
   ctx.strokeStyle = cssVar('--border');
   ctx.lineWidth = 1;
-  ctx.strokeRect(p.x0 - 0.5, p.x0 - 0.5, p.plot + 1, p.plot + 1);
+  ctx.strokeRect(p.x0 - 0.5, p.x0 - 0.5, p.plot + 1, p.plotH + 1);
   canvas.style.touchAction = matrixZoom.z > 1 ? 'none' : 'pan-x pan-y';
 }
 
@@ -285,7 +301,7 @@ function zoomMatrix(factor, px, py) {
 }
 function zoomMatrixCentre(factor) {
   const p = matrixPanels['matrix-left'];
-  if (p) zoomMatrix(factor, p.plot / 2, p.plot / 2);
+  if (p) zoomMatrix(factor, p.plot / 2, p.plotH / 2);
 }
 function resetMatrixZoom() {
   Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
@@ -405,7 +421,8 @@ function storageNote() {
  */
 function cellBound(kind, l, h, a, c) {
   const { list } = units();
-  const kept = keptTokens();
+  const klist = keyUnits().list;
+  const kept = keptTokens(KSIDE);
   const nk = kept.length;
   const tokenBound = (e, r, S) => {
     if (!state.hideSpecial) return e;
@@ -413,13 +430,13 @@ function cellBound(kind, l, h, a, c) {
     return den > 0 ? (e + r * nk * e) / den : Infinity;
   };
   const headBound = (hh) => {
-    const base = (l * H + hh) * N * N;
+    const base = (l * H + hh) * N * NK;
     const rs = rowScale(l, hh);
     const e = sections.attention.maxError;
     let sum = 0;
     for (const q of list[a].tokens) {
       const S = state.hideSpecial ? attStep / rs[q] : 1;
-      for (const k of list[c].tokens) sum += tokenBound(e, att[base + q * N + k] * rs[q], S);
+      for (const k of klist[c].tokens) sum += tokenBound(e, att[base + q * NK + k] * rs[q], S);
     }
     return sum / list[a].tokens.length;
   };
@@ -431,13 +448,13 @@ function cellBound(kind, l, h, a, c) {
   }
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   const sec = sections[info.section];
-  const base = info.per_layer ? l * N * N : 0;
-  const value = (q, k) => sec.lo + sec.values[base + q * N + k] * sec.step;
+  const base = info.per_layer ? l * N * NK : 0;
+  const value = (q, k) => sec.lo + sec.values[base + q * NK + k] * sec.step;
   let sum = 0;
   for (const q of list[a].tokens) {
     let S = 0;
     for (const k of kept) S += value(q, k);
-    for (const k of list[c].tokens) sum += tokenBound(sec.maxError, state.hideSpecial ? value(q, k) / S : 0, S);
+    for (const k of klist[c].tokens) sum += tokenBound(sec.maxError, state.hideSpecial ? value(q, k) / S : 0, S);
   }
   return sum / list[a].tokens.length;
 }
@@ -445,13 +462,13 @@ function cellBound(kind, l, h, a, c) {
 function matrixTip(label, kindOf) {
   return (p, a, c) => {
     if (CAUSAL && unitMasked(a, c)) {
-      return label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
+      return label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c, KSIDE) +
         '\nmasked: the key comes after the query, which cannot see it (causal mask); not a weight of 0';
     }
     const bound = cellBound(kindOf(), state.layer, state.head, a, c);
     const bits = sections.attention.dtype === 'u8' ? '8' : '16';
-    let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c) +
-      '\nweight ' + fmtWeight(p.values[a * p.m + c]) + '  (±' +
+    let t = label() + '\nquery  ' + describeUnit(a) + '\nkey    ' + describeUnit(c, KSIDE) +
+      '\nweight ' + fmtWeight(p.values[a * p.mk + c]) + '  (±' +
       (Number.isFinite(bound) ? bound.toExponential(1) : '∞') + ': stored in ' + bits + ' bits)';
     if (state.hideSpecial) {
       t += '\nrow renormalised without ' + SPECIAL_NAMES + ' (the storage error grows as the share a row keeps shrinks)';
@@ -461,10 +478,19 @@ function matrixTip(label, kindOf) {
   };
 }
 
+/** What a unit is called on the page. */
+function unitWord() { return state.words || meta.level === 'word' ? 'words' : 'tokens'; }
+
 function renderMatrix() {
   const l = state.layer;
   const h = state.head;
   drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''));
+  const axes = $('matrix-axes');
+  axes.hidden = SQUARE;
+  if (!SQUARE) {
+    axes.textContent = 'Cross-attention: rows are the ' + units().list.length + ' decoder (target) ' + unitWord() +
+      ', the queries; columns the ' + keyUnits().list.length + ' encoder (source) ' + unitWord() + ', the keys.';
+  }
   const kind = state.matrixRight;
   $('matrix-right-select').value = kind;
   const info = (analysis.matrices || []).find((x) => x.id === kind);

@@ -52,9 +52,10 @@ function fitModelGrid() {
   modelGrid.size = size;
   const grid = $('model-grid');
   grid.style.gridTemplateColumns = '28px repeat(' + H + ', ' + (size + 2) + 'px)';
+  const [w, h] = thumbDims(size);
   for (const c of grid.querySelectorAll('.thumb canvas')) {
-    c.style.width = size + 'px';
-    c.style.height = size + 'px';
+    c.style.width = w + 'px';
+    c.style.height = h + 'px';
   }
   modelGrid.dirty = true;
   return true;
@@ -98,33 +99,56 @@ function renderModel() {
  */
 const THUMB_LINE_MAX = 2.2;
 
+/**
+ * A thumbnail's width and height (CSS px) in a grid of side s: square, except a heatmap of
+ * cross-attention, which keeps the matrix's shape (columns: encoder units, rows: decoder units;
+ * the longer side s, the shorter at least a fifth of it).
+ */
+function thumbDims(s) {
+  if (SQUARE || state.thumbStyle !== 'heatmap') return [s, s];
+  const m = units().list.length;
+  const mk = keyUnits().list.length;
+  const short = (a, b) => Math.max(Math.round(s / 5), Math.round((s * a) / b));
+  return mk >= m ? [s, short(m, mk)] : [short(mk, m), s];
+}
+
+/** Evenly spaced positions of n units along a side of s px, 5 px in from each end. */
+function thumbPositions(n, s, pad) {
+  const pos = new Float64Array(n);
+  const spacing = n > 1 ? (s - 2 * pad) / (n - 1) : s;
+  for (let a = 0; a < n; a++) pos[a] = pad + (n > 1 ? a * spacing : (s - 2 * pad) / 2);
+  return { pos, spacing };
+}
+
 function drawThumb(canvas, l, h, bg) {
   const s = modelGrid.size;
-  const ctx = sizeCanvas(canvas, s, s);
+  const [w, ht] = thumbDims(s);
+  const ctx = sizeCanvas(canvas, w, ht);
   ctx.fillStyle = bg;
-  ctx.fillRect(0, 0, s, s);
+  ctx.fillRect(0, 0, w, ht);
   const m = units().list.length;
+  const mk = keyUnits().list.length;
   if (state.thumbStyle === 'heatmap') {
-    if (CAUSAL) hatchRect(ctx, 0, 0, s, s);
+    if (CAUSAL) hatchRect(ctx, 0, 0, w, ht);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(heatThumb(l, h, Math.min(s, m)), 0, 0, s, s);
-    generatedEdges(ctx, s, (a) => (a * s) / m, s / m, true);
+    ctx.drawImage(heatThumb(l, h, Math.min(w, mk), Math.min(ht, m)), 0, 0, w, ht);
+    generatedEdges(ctx, ht, (a) => (a * ht) / m, ht / m, true, w);
     return;
   }
   const M = unitMatrix(l, h, false);
   const [qs, ks] = pairSides();
-  const pos = new Float64Array(m);
   const pad = 5;
-  const spacing = m > 1 ? (s - 2 * pad) / (m - 1) : s;
-  for (let a = 0; a < m; a++) pos[a] = pad + (m > 1 ? a * spacing : (s - 2 * pad) / 2);
+  // Queries on the left edge, keys on the right: the same units unless the keys are other units.
+  const { pos, spacing } = thumbPositions(m, s, pad);
+  const kpos = SQUARE ? pos : thumbPositions(mk, s, pad).pos;
   const nb = 32;
   const tb = Array.from({ length: nb }, () => []);
   const thr = state.threshold;
   for (const a of qs) {
     for (const b of ks) {
-      const v = M[a * m + b];
+      const v = M[a * mk + b];
       if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
-      tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], pos[b]);
+      tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], kpos[b]);
     }
   }
   const dpr = Math.min(window.devicePixelRatio || 1, 2);
@@ -144,7 +168,7 @@ function drawThumb(canvas, l, h, bg) {
     ctx.stroke();
   }
   ctx.globalAlpha = 1;
-  generatedEdges(ctx, s, (a) => pos[a] - spacing / 2, spacing, false);
+  generatedEdges(ctx, s, (a) => pos[a] - spacing / 2, spacing, false, s);
 }
 
 /**
@@ -152,7 +176,7 @@ function drawThumb(canvas, l, h, bg) {
  * rows, and along the top (heatmap: their columns) or the right edge (lines: the keys).
  * `start(a)` is where unit a's band begins, `size` its width.
  */
-function generatedEdges(ctx, s, start, size, heatmap) {
+function generatedEdges(ctx, s, start, size, heatmap, w) {
   const g = units().firstGen;
   if (g < 0) return;
   const m = units().list.length;
@@ -160,8 +184,10 @@ function generatedEdges(ctx, s, start, size, heatmap) {
   const to = Math.min(s, start(m - 1) + size);
   ctx.fillStyle = cssVar('--generated');
   ctx.fillRect(0, from, 2, to - from);
+  // The keys are the generated units too only when they are the query units.
+  if (!SQUARE) return;
   if (heatmap) ctx.fillRect(from, 0, to - from, 2);
-  else ctx.fillRect(s - 2, from, 2, to - from);
+  else ctx.fillRect(w - 2, from, 2, to - from);
 }
 
 /**
@@ -169,24 +195,25 @@ function generatedEdges(ctx, s, start, size, heatmap) {
  * square-root scale: long inputs spread attention thin, and the root keeps it visible. Cached until
  * the weights change (a resize only scales it).
  */
-function heatThumb(l, h, px) {
+function heatThumb(l, h, px, py) {
   const key = l * H + h;
   const hit = modelGrid.heat.get(key);
-  if (hit && hit.width === px) return hit;
+  if (hit && hit.width === px && hit.height === py) return hit;
   const m = units().list.length;
+  const mk = keyUnits().list.length;
   const M = unitMatrix(l, h, false);
-  const img = new ImageData(px, px);
-  const pooled = new Float64Array(px * px);
+  const img = new ImageData(px, py);
+  const pooled = new Float64Array(px * py);
   // Pixels every cell of which is masked (a causal model's future) stay transparent: the
   // thumbnail's hatch shows through them.
-  const seen = new Uint8Array(px * px);
+  const seen = new Uint8Array(px * py);
   let max = 0;
   for (let a = 0; a < m; a++) {
-    const r = Math.floor((a * px) / m) * px;
-    for (let c = 0; c < m; c++) {
+    const r = Math.floor((a * py) / m) * px;
+    for (let c = 0; c < mk; c++) {
       if (CAUSAL && unitMasked(a, c)) continue;
-      const v = M[a * m + c];
-      const idx = r + Math.floor((c * px) / m);
+      const v = M[a * mk + c];
+      const idx = r + Math.floor((c * px) / mk);
       seen[idx] = 1;
       if (v > pooled[idx]) pooled[idx] = v;
     }
@@ -201,7 +228,7 @@ function heatThumb(l, h, px) {
   }
   const off = document.createElement('canvas');
   off.width = px;
-  off.height = px;
+  off.height = py;
   off.getContext('2d').putImageData(img, 0, 0);
   modelGrid.heat.set(key, off);
   return off;

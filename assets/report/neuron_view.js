@@ -5,6 +5,14 @@
 /* ------------------------------------------------------------- neuron view */
 
 let neuronLayout = null;
+/** The factor on q·k before the softmax: the report's (T5: 1), else 1/√d. */
+const SCALE = typeof meta.scale === 'number' ? meta.scale : 1 / Math.sqrt(D);
+const USUAL_SCALE = Math.abs(SCALE * Math.sqrt(D) - 1) < 1e-6;
+/** How the page writes the score. */
+const SCORE_NAME = USUAL_SCALE ? 'q·k/√d' : SCALE === 1 ? 'q·k' : 'q·k×' + SCALE.toPrecision(4);
+const SCALE_NOTE = USUAL_SCALE ? '' : SCALE === 1 ? 'this model does not scale q·k by 1/√d' : 'this model scales q·k by ' + SCALE.toPrecision(6);
+/** A learned relative-position bias is added to the scores (T5's self-attention). */
+const BIASED = meta.positions === 'relative';
 
 /**
  * Everything the neuron view shows for the current layer, head and query token. Queries are laid
@@ -14,14 +22,14 @@ let neuronLayout = null;
  */
 function neuronData(l = state.layer, h = state.head, q = state.neuronQuery) {
   if (!sections.query) return null;
-  const T = N; // vectors exist per token only (never at word level)
-  const offQ = (t) => ((l * H + h) * T + t) * D;
-  const offK = (t) => ((l * KVH + KV[h]) * T + t) * D;
+  // Vectors exist per token only (never at word level): N query tokens, NK key tokens.
+  const offQ = (t) => ((l * H + h) * N + t) * D;
+  const offK = (t) => ((l * KVH + KV[h]) * NK + t) * D;
   const Q = sections.query.values;
   const K = sections.key.values;
   const qv = Q.subarray(offQ(q), offQ(q) + D);
-  const keys = keptTokens();
-  const inv = 1 / Math.sqrt(D);
+  const keys = keptTokens(KSIDE);
+  const inv = SCALE;
   const kv = keys.map((k) => K.subarray(offK(k), offK(k) + D));
   const masked = keys.map((k) => CAUSAL && k > q);
   const scores = kv.map((k, i) => {
@@ -76,7 +84,7 @@ function renderNeuron() {
   // title and colour scale.
   const cw = D <= 32 ? Math.min(20, Math.max(8, Math.ceil(160 / D))) : D <= 64 ? 5 : 3;
   let tw = 40;
-  for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i), font) + 12);
+  for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i, KSIDE), font) + 12);
   tw = Math.min(tw, 150);
   const vecW = cw * D;
   const gap = 18;
@@ -96,6 +104,8 @@ function renderNeuron() {
   if (ROTARY) banner.push('q and k after the rotary position embedding (RoPE): each rotated by its position, the vectors whose dot product the softmax saw');
   if (GROUPED) banner.push('Head ' + d.head + ' reads the keys of ' + kvNote(d.head) + ' (grouped-query attention)');
   if (CAUSAL) banner.push('Causal mask: keys after the query are masked, with no score and no share of the softmax');
+  if (!SQUARE) banner.push('Cross-attention: the query is a decoder (target) token, the keys are the encoder (source) tokens');
+  if (BIASED) banner.push('This attention adds a relative-position bias to the scores (T5), in neither q nor k: the recomputed softmax leaves it out');
   const bannerH = banner.length * 15;
   const titleY = 9 + bannerH;
   const qy = 20 + bannerH;
@@ -129,7 +139,7 @@ function renderNeuron() {
   ctx.fillText('key', cols.token, titleY);
   ctx.fillText('k (key vector, d = ' + D + ')', cols.k, titleY);
   ctx.fillText('q ∘ k (elementwise)', cols.qk, titleY);
-  ctx.fillText('q · k / √d', cols.score, titleY);
+  ctx.fillText(SCORE_NAME.replace(/·/g, ' · ').replace('/', ' / '), cols.score, titleY);
   ctx.fillText('softmax', cols.soft, titleY);
   ctx.textAlign = 'right';
   ctx.fillText('attention', cols.stored + 70, titleY);
@@ -210,7 +220,7 @@ function renderNeuron() {
     }
     ctx.fillStyle = GENERATED[k] ? cssVar('--generated') : SPECIAL[k] || d.masked[r] ? muted : fg;
     ctx.textAlign = 'right';
-    ctx.fillText(tokenLabel(k), cols.k - 6, y + rh / 2, tw - 8);
+    ctx.fillText(tokenLabel(k, KSIDE), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];
     if (d.masked[r]) {
       // A key after the query: its vector, faint; nothing the attention computed.
@@ -255,8 +265,10 @@ function renderNeuron() {
   neuronLayout = { cols, y0, rh, cw, keys: d.keys, data: d, qy, width, barW, font, axisX, ticks, legends };
   $('neuron-check').textContent = 'Layer ' + layerName(d.layer) + ', head ' + d.head + (GROUPED ? ' (' + kvNote(d.head) + ')' : '') +
     ', query ' + describeToken(d.query) +
-    ': softmax(q·k/√d), recomputed here from the captured vectors (exact f32' + (ROTARY ? ', after the rotary position embedding' : '') +
-    '), equals the attention row to within ' + d.maxDiff.toExponential(2) + '; the row is ' + storageNote() +
+    ': softmax(' + SCORE_NAME + '), recomputed here from the captured vectors (exact f32' + (ROTARY ? ', after the rotary position embedding' : '') +
+    (SCALE_NOTE ? '; ' + SCALE_NOTE : '') + '), ' + (BIASED
+      ? 'differs from the attention row by up to ' + d.maxDiff.toExponential(2) + ': this attention adds a learned relative-position bias to the scores (T5), which is in neither vector, so the recomputation leaves it out; the row is '
+      : 'equals the attention row to within ' + d.maxDiff.toExponential(2) + '; the row is ') + storageNote() +
     (CAUSAL ? '; keys after the query are masked and take no part' : '') +
     (state.hideSpecial ? '; with ' + SPECIAL_NAMES + ' hidden both are taken over the remaining keys.' : '.');
   canvas.dataset.maxDiff = String(d.maxDiff);
@@ -286,14 +298,15 @@ function setupNeuronPointer() {
     if (at.inQ && dim >= 0 && dim < D) {
       text = 'q[' + dim + '] of ' + describeToken(d.query) + rope + ' = ' + d.q[dim].toFixed(5);
     } else if (at.row >= 0 && d.masked[at.row]) {
-      text = describeToken(p.keys[at.row]) + ' comes after the query: masked (causal), no score' +
+      text = describeToken(p.keys[at.row], KSIDE) + ' comes after the query: masked (causal), no score' +
         (dim >= 0 && dim < D ? '\nk[' + dim + ']' + rope + ' = ' + d.k[at.row][dim].toFixed(5) : '');
     } else if (at.row >= 0) {
       const k = p.keys[at.row];
-      if (dim >= 0 && dim < D) text = 'k[' + dim + '] of ' + describeToken(k) + rope + (GROUPED ? ', kv head ' + d.kvHead : '') + ' = ' + d.k[at.row][dim].toFixed(5);
-      else if (dim2 >= 0 && dim2 < D) text = 'q[' + dim2 + '] × k[' + dim2 + '] for ' + describeToken(k) + ' = ' + (d.q[dim2] * d.k[at.row][dim2]).toFixed(5);
-      else text = describeToken(d.query) + ' → ' + describeToken(k) + '\nq·k/√d   ' + d.scores[at.row].toFixed(5) +
-        '\nsoftmax  ' + d.softmax[at.row].toFixed(6) + '\nstored   ' + fmtWeight(d.stored[at.row]) + '  (' + storageNote() + ')\nclick to make this token the query';
+      if (dim >= 0 && dim < D) text = 'k[' + dim + '] of ' + describeToken(k, KSIDE) + rope + (GROUPED ? ', kv head ' + d.kvHead : '') + ' = ' + d.k[at.row][dim].toFixed(5);
+      else if (dim2 >= 0 && dim2 < D) text = 'q[' + dim2 + '] × k[' + dim2 + '] for ' + describeToken(k, KSIDE) + ' = ' + (d.q[dim2] * d.k[at.row][dim2]).toFixed(5);
+      else text = describeToken(d.query) + ' → ' + describeToken(k, KSIDE) + '\n' + SCORE_NAME + '   ' + d.scores[at.row].toFixed(5) +
+        '\nsoftmax  ' + d.softmax[at.row].toFixed(6) + '\nstored   ' + fmtWeight(d.stored[at.row]) + '  (' + storageNote() + ')' +
+        (SQUARE ? '\nclick to make this token the query' : '');
     }
     if (text) showTip(text, e.clientX, e.clientY);
     else hideTip();
@@ -301,6 +314,7 @@ function setupNeuronPointer() {
   canvas.addEventListener('mouseleave', hideTip);
   canvas.addEventListener('click', (e) => {
     const at = locate(e);
-    if (at && at.row >= 0) set({ neuronQuery: neuronLayout.keys[at.row] });
+    // A key is a query too only when keys and queries are the same tokens.
+    if (SQUARE && at && at.row >= 0) set({ neuronQuery: neuronLayout.keys[at.row] });
   });
 }

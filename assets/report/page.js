@@ -4,7 +4,36 @@
 
 /* --------------------------------------------------------------- controls */
 
+/** The Encoder / Decoder / Cross selector of a report of several kinds. A choice reloads the
+ *  page at `#kind=…&view=…` (the fragment keeps it across reloads and in links). */
+function setupKinds() {
+  const box = $('kind-select');
+  if (!KINDS) return;
+  box.hidden = false;
+  $('help-kinds').hidden = false;
+  for (const k of KINDS) {
+    const what = k.kind === 'cross' ? 'cross-attention: decoder tokens (queries) × encoder tokens (keys)'
+      : k.kind + ' self-attention' + (k.mask === 'causal' ? ' (causal)' : '');
+    const b = el('button', {
+      type: 'button', dataset: { kind: k.kind },
+      title: KIND_LABELS[k.kind] + ': ' + what + ' (' + k.kind[0].toUpperCase() + ')',
+    }, KIND_LABELS[k.kind] || k.kind);
+    b.setAttribute('aria-pressed', String(k.kind === meta.kind));
+    b.addEventListener('click', () => switchKind(k.kind));
+    box.append(b);
+  }
+}
+function switchKind(kind) {
+  if (!KINDS || kind === meta.kind || !KINDS.some((k) => k.kind === kind)) return;
+  const p = new URLSearchParams();
+  p.set('kind', kind);
+  p.set('view', state.view);
+  location.hash = p.toString();
+  location.reload();
+}
+
 function setupControls() {
+  setupKinds();
   const layerSel = $('layer-select');
   for (let l = 0; l < L; l++) layerSel.append(el('option', { value: String(l), text: layerName(l) }));
   layerSel.addEventListener('change', () => set({ layer: Number(layerSel.value) }));
@@ -63,6 +92,13 @@ function setupControls() {
     nq.append(el('option', { value: String(i), text: i + ': ' + tokenLabel(i) + (GENERATED[i] ? ' (generated)' : '') + (i === SINK ? ' (sink)' : '') }));
   }
   nq.addEventListener('change', () => set({ neuronQuery: Number(nq.value) }));
+  if (!SQUARE) $('neuron-query-label').textContent = 'Query token (decoder)';
+  if (!USUAL_SCALE) {
+    $('neuron-hint').textContent = 'How one head turns a query and the keys into attention: q, each k, q∘k (elementwise), ' +
+      SCORE_NAME + ' (' + SCALE_NOTE + ') and its softmax.' + (SQUARE ? ' Click a key row to make that token the query.' : '');
+  } else if (!SQUARE) {
+    $('neuron-hint').textContent = 'How one head turns a decoder query and the encoder keys into attention: q, each k, q∘k (elementwise), q·k/√d and its softmax.';
+  }
 
   const statSel = $('stat-select');
   for (const s of stats) statSel.append(el('option', { value: s.id, text: s.label }));
@@ -167,6 +203,7 @@ function onKey(e) {
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'g' && GROUPED) set({ groupKv: !state.groupKv });
   else if (k === 't') $('theme-toggle').click();
+  else if (KINDS && (k === 'e' || k === 'd' || k === 'c')) switchKind({ e: 'encoder', d: 'decoder', c: 'cross' }[k]);
   else if (state.view === 'matrix' && (k === '+' || k === '=')) zoomMatrixCentre(2);
   else if (state.view === 'matrix' && k === '-') zoomMatrixCentre(0.5);
   else if (state.view === 'matrix' && k === '0') resetMatrixZoom();
@@ -221,14 +258,22 @@ function fillSummary() {
   const layersText = subset ? 'layers ' + LAYER_NUMBERS.join(', ') : m.layers + ' layers';
   // Attention drawn from a file or arrays has no hidden size or head dim (0): say nothing of them.
   const dims = m.hidden_size ? ' · hidden ' + m.hidden_size + ' · head dim ' + m.head_dim : '';
-  $('model-shape').textContent = layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
-    dims + ' · ' + N + (meta.level === 'word' ? ' words' : ' tokens') + (CAUSAL ? ' · causal' : '');
+  const unitName = meta.level === 'word' ? ' words' : ' tokens';
+  $('model-shape').textContent = (KINDS ? kindName(meta.kind) + ': ' : '') + layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
+    dims + ' · ' + (SQUARE ? N + unitName : N + ' decoder × ' + NK + ' encoder' + unitName) + (CAUSAL ? ' · causal' : '');
+  const target = targetText();
+  if (target !== null && FIRST_GEN < 0) {
+    $('sentence-b-label').textContent = 'Target';
+    $('sentence-b-line').hidden = false;
+    $('sentence-b').textContent = target;
+  }
   const generatedText = generatedWords();
   if (generatedText !== null) {
     $('generated-line').hidden = false;
     $('generated-text').textContent = generatedText;
   }
   $('sentence-a').textContent = meta.text;
+  if (KINDS) $('sentence-a-label').textContent = 'Source';
   if (isPair || meta.pair) {
     $('sentence-a-label').textContent = 'Sentence A';
     $('sentence-b-line').hidden = false;
@@ -241,12 +286,19 @@ function fillSummary() {
     ['Shape', layersText + ' × ' + m.heads + ' heads' +
       (m.hidden_size ? ', hidden size ' + m.hidden_size + ', head dim ' + m.head_dim : '') +
       (subset ? ' (only these layers were captured)' : '')],
-    [isPair ? 'Sentence A' : 'Sentence', meta.text],
+    [isPair ? 'Sentence A' : KINDS ? 'Source' : 'Sentence', meta.text],
   ];
+  if (KINDS) {
+    rows.push(['Kinds', KINDS.map((k) => kindName(k.kind) + ' (' + k.model.layers + ' layers × ' + k.model.heads + ' heads, ' +
+      (k.keys ? k.tokens.length + ' decoder × ' + k.keys.tokens.length + ' encoder' : k.tokens.length) + unitName + ')').join(' · ') +
+      '; the selector above the views switches between them (keys e, d, c)']);
+    if (target !== null) rows.push([FIRST_GEN < 0 ? 'Target' : 'Decoder tokens', target]);
+  }
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
-  rows.push(['Attention', (meta.kind === 'self' ? 'self-attention' : meta.kind + ' attention') + (CAUSAL
+  rows.push(['Attention', (meta.kind === 'self' ? 'self-attention' : kindName(meta.kind)) + (CAUSAL
     ? ', causal: a token sees itself and the tokens before it; the views hatch (matrix, model) or leave out (head view) the keys after it'
-    : ', bidirectional: every token sees every token')]);
+    : SQUARE ? ', bidirectional: every token sees every token'
+      : ': every decoder (target) token, the query, sees every encoder (source) token, the keys')]);
   if (GROUPED) {
     const groups = [];
     for (let g = 0; g < KVH; g++) groups.push('kv ' + g + ': heads ' + headsOfKv(g).join(', '));
@@ -265,7 +317,8 @@ function fillSummary() {
   if (SINK !== null) rows.push(['Attention sink', describeToken(SINK) + ': ' + SINK_NOTE]);
   rows.push(
     ['Units', N + ' ' + (meta.level === 'word' ? 'words (word pieces merged: attention to a word sums its pieces, from a word averages them)' : 'tokens')],
-    ['Tokens', meta.tokens.join(' ')],
+    [SQUARE ? 'Tokens' : 'Decoder tokens (rows)', meta.tokens.join(' ')],
+    ...(SQUARE ? [] : [['Encoder tokens (columns)', KMETA.tokens.join(' ')]]),
     ['Special tokens', meta.special_excluded ? 'removed when the report was written; rows renormalised' : 'kept (the page can hide them)'],
     ['Numbering', 'layers and heads from 0'],
     ['Weights', (s.dtype === 'u8' ? '8-bit' : '16-bit') + ' fixed point, each within ' + s.maxError.toExponential(2) +
@@ -280,6 +333,20 @@ function fillSummary() {
   for (const [k, v] of meta.settings) rows.push([k, v]);
   const table = $('about-table');
   for (const [k, v] of rows) table.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
+}
+
+/** How the page names a kind in prose. */
+function kindName(kind) {
+  return { encoder: 'encoder self-attention', decoder: 'decoder self-attention', cross: 'cross-attention', self: 'self-attention' }[kind] || kind;
+}
+
+/** The decoder's text (its units' surfaces) of a report of several kinds, or null. */
+function targetText() {
+  if (typeof META.target === 'string') return META.target;
+  const dec = KINDS && KINDS.find((k) => k.kind === 'decoder');
+  if (!dec) return null;
+  const parts = dec.tokens.map((t, i) => (isSpecialRole(dec.roles[i]) ? '' : dec.surfaces && dec.surfaces[i] ? dec.surfaces[i] : ''));
+  return (dec.level === 'word' ? parts.join(' ') : parts.join('')).trim();
 }
 
 /** The text the model generated (its units' surfaces; a special token by its label), or null

@@ -11,7 +11,9 @@ use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Select
 use attnviz::model::encdec::DecoderInput;
 use attnviz::model::{EncodeOptions, Encoding, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
-use attnviz::render::html::{report_analysis, statistics_unit, write_html_file, HtmlOptions};
+use attnviz::render::html::{
+    report_analysis, statistics_unit, write_html_kinds_file, HtmlOptions,
+};
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
@@ -373,15 +375,6 @@ fn write_outputs(
         .expect("the kind was found");
     let token_att = tokens.kind(shown_kind).expect("the kind was found");
 
-    if plan.html_report() && !token_att.is_square() {
-        return Err(Error::Usage(
-            "the HTML report does not show cross-attention yet: add --kind encoder or --kind \
-             decoder for a report of that attention (the terminal, --png/--svg and --json show \
-             cross-attention)"
-                .into(),
-        ));
-    }
-
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once per kind.
     let view_opts = plan.view;
@@ -450,33 +443,56 @@ fn write_outputs(
         }
     }
     // The report gets the token-level attention (and rollout): the page merges words and hides
-    // special tokens itself, reversibly.
-    let html = plan.html_report().then(|| {
-        let token_rollout = match &analyses {
-            _ if !every_layer => Cow::Owned(Vec::new()),
-            Some(a) if view_opts == analysis::ViewOptions::default() => {
-                Cow::Borrowed(&a[shown_index].rollout)
-            }
-            _ => Cow::Owned(analysis::rollout(token_att)),
-        };
-        html_options(
-            plan,
-            token_att,
-            selection,
-            outputs.stats,
-            &token_rollout,
-            settings,
-        )
-    });
-    if let (Some(path), Some(opts)) = (&plan.html, &html) {
-        write_html_file(token_att, opts, path)?;
+    // special tokens itself, reversibly. An encoder–decoder's report holds all three kinds,
+    // each at the selection (or, out of its range, its last layer), opening on the --kind one.
+    let html: Vec<HtmlOptions> = if plan.html_report() {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, kind_att)| {
+                let kind_selection = if i == shown_index {
+                    selection
+                } else {
+                    plan.selection_of(&kind_att.model, kind_att.kind)
+                        .unwrap_or_else(|_| {
+                            Selection::new(kind_att.layers().saturating_sub(1), HeadSel::Mean)
+                        })
+                };
+                let token_rollout = match &analyses {
+                    _ if !every_layer || !kind_att.is_square() => Cow::Owned(Vec::new()),
+                    Some(a) if view_opts == analysis::ViewOptions::default() => {
+                        Cow::Borrowed(&a[i].rollout)
+                    }
+                    _ => Cow::Owned(analysis::rollout(kind_att)),
+                };
+                html_options(
+                    plan,
+                    kind_att,
+                    kind_selection,
+                    &stats[i],
+                    &token_rollout,
+                    settings.clone(),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let html_kinds: Vec<(&Attention, &HtmlOptions)> = tokens.iter().zip(&html).collect();
+    if let Some(path) = plan.html.as_ref().filter(|_| !html.is_empty()) {
+        write_html_kinds_file(&html_kinds, shown_index, tokens.target(), path)?;
     }
-    if let (Some(dir), Some(opts)) = (&plan.report, &html) {
+    if let Some(dir) = plan.report.as_ref().filter(|_| !html.is_empty()) {
         // Built aside and moved into place whole: a failure or Ctrl-C leaves no partial folder.
         let staged = StagedFolder::create(dir)?;
         let build = || -> Result<(), Error> {
             outputs.report(staged.staging(), plan, selection)?;
-            write_html_file(token_att, opts, &staged.staging().join(REPORT_HTML))?;
+            write_html_kinds_file(
+                &html_kinds,
+                shown_index,
+                tokens.target(),
+                &staged.staging().join(REPORT_HTML),
+            )?;
             Ok(())
         };
         // Errors name the file in DIR, not in the hidden staging folder.
@@ -781,7 +797,7 @@ fn html_options(
 ) -> HtmlOptions {
     let precision = plan
         .html_precision
-        .resolve(att.layers(), att.heads(), att.len(), att.len());
+        .resolve(att.layers(), att.heads(), att.n_queries(), att.n_keys());
     settings.push((
         "statistics computed on".to_string(),
         statistics_unit(att, plan.view),

@@ -260,6 +260,9 @@ pub struct QueryKey {
     pub queries: Vec<f32>,
     /// Key vectors, `[layers, kv_heads, key tokens, head_dim]`.
     pub keys: Vec<f32>,
+    /// The factor on `q·k` before the softmax when it is not `1/√head_dim` (T5 has none: 1);
+    /// `None` for the usual `1/√head_dim`.
+    pub scale: Option<f32>,
 }
 
 /// The attention of every layer and head for one input, with everything a view needs to label it.

@@ -320,7 +320,11 @@ fn grouped_query_heads_read_their_key_value_head() {
     let att = base
         .with_kv_heads(vec![0, 0, 1, 1])
         .unwrap()
-        .with_query_key(Some(QueryKey { queries, keys }))
+        .with_query_key(Some(QueryKey {
+            queries,
+            keys,
+            scale: None,
+        }))
         .unwrap();
     assert_eq!(att.kv_heads(), 2);
     assert_eq!(att.query(0, 3, 1).unwrap()[0], ((3 * 2 + 1) * 4) as f32);

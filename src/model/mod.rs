@@ -520,7 +520,11 @@ impl Model {
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
                     query_key: capture
                         .query_key
-                        .map(|(queries, keys)| QueryKey { queries, keys }),
+                        .map(|(queries, keys)| QueryKey {
+                            queries,
+                            keys,
+                            scale: None,
+                        }),
                 }
             })
             .collect();

@@ -590,7 +590,11 @@ impl Seq2SeqNet {
             hidden,
             query_key: cap
                 .query_key
-                .map(|(queries, keys)| QueryKey { queries, keys }),
+                .map(|(queries, keys)| QueryKey {
+                    queries,
+                    keys,
+                    scale: Some(self.scale),
+                }),
         };
         Ok(Seq2SeqForward {
             encoder: forward(enc_cap, encoder_hidden),

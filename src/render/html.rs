@@ -400,11 +400,68 @@ impl From<HtmlError> for io::Error {
 /// Write the report for `att` to `w`. Validates `opts` first, so nothing is written when they
 /// don't fit `att` (the error is an [`io::ErrorKind::InvalidInput`] wrapping an [`HtmlError`]).
 pub fn write_html(att: &Attention, opts: &HtmlOptions, w: &mut dyn Write) -> io::Result<()> {
-    check(att, opts)?;
-    let payload = Payload::new(sections(att, opts), opts.compress);
-    let meta = Meta::new(att, opts, &payload);
+    write_report(&[(att, opts)], 0, None, w)
+}
+
+/// Write one report holding several kinds of attention of one run (an encoder–decoder's
+/// encoder, decoder and cross-attention), each with its own options (initial layer and head,
+/// analysis, neuron vectors); the page opens on `kinds[open]` and has an Encoder / Decoder /
+/// Cross selector. The options shared by the page (title, view, precision, compression,
+/// settings) are those of the opened kind. Each kind is validated as by [`write_html`], and
+/// the kinds must differ. `target` is the teacher-forced target text, shown beside the source.
+pub fn write_html_kinds(
+    kinds: &[(&Attention, &HtmlOptions)],
+    open: usize,
+    target: Option<&str>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    if kinds.is_empty() || open >= kinds.len() {
+        return Err(HtmlError::Empty.into());
+    }
+    for (i, (a, _)) in kinds.iter().enumerate() {
+        if kinds[..i].iter().any(|(b, _)| b.kind == a.kind) {
+            return Err(HtmlError::Analysis(format!("the kind {} is given twice", a.kind.as_str())).into());
+        }
+    }
+    write_report(kinds, open, target, w)
+}
+
+/// [`write_html_kinds`] into `path`, atomically (`-` means standard output).
+pub fn write_html_kinds_file(
+    kinds: &[(&Attention, &HtmlOptions)],
+    open: usize,
+    target: Option<&str>,
+    path: &Path,
+) -> Result<(), OutputError> {
+    write_output(path, |w| write_html_kinds(kinds, open, target, w))
+}
+
+fn write_report(
+    kinds: &[(&Attention, &HtmlOptions)],
+    open: usize,
+    target: Option<&str>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    for (att, opts) in kinds {
+        check(att, opts)?;
+    }
+    let several = kinds.len() > 1;
+    let mut all_sections = Vec::new();
+    for (att, opts) in kinds {
+        let suffix = if several {
+            format!(":{}", att.kind.as_str())
+        } else {
+            String::new()
+        };
+        all_sections.extend(sections(att, opts, &suffix));
+    }
+    let payload = Payload::new(all_sections, kinds[open].1.compress);
+    let meta = Meta::new(kinds, open, target, &payload);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
-    let style = format!("{CSS}{}", font_css(att).map_err(io::Error::other)?);
+    let style = format!(
+        "{CSS}{}",
+        font_css(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?
+    );
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
@@ -431,15 +488,10 @@ pub fn write_html_file(
 }
 
 fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
-    let (layers, heads, n) = (att.layers(), att.heads(), att.len());
-    if att.is_empty() || layers == 0 || heads == 0 {
+    let (layers, heads) = (att.layers(), att.heads());
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    if att.is_empty() || nk == 0 || layers == 0 || heads == 0 {
         return Err(HtmlError::Empty);
-    }
-    if !att.is_square() {
-        return Err(HtmlError::NotSquare {
-            queries: att.n_queries(),
-            keys: att.n_keys(),
-        });
     }
     att.model
         .check_selection(Selection::new(opts.layer, HeadSel::Index(opts.head)))?;
@@ -472,9 +524,9 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
                 m.layers.len()
             ));
         }
-        if m.layers.iter().any(|l| l.len() != n * n) {
+        if m.layers.iter().any(|l| l.len() != nq * nk) {
             return bad(format!(
-                "matrix `{}` must be {n} × {n} (the report's units) in every layer",
+                "matrix `{}` must be {nq} × {nk} (the report's units) in every layer",
                 m.id
             ));
         }
@@ -488,9 +540,10 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
     Ok(())
 }
 
-fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions) -> Vec<Section<'a>> {
+/// The payload sections of one kind; `suffix` (`:cross`) tells the kinds of a report apart.
+fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions, suffix: &str) -> Vec<Section<'a>> {
     let mut sections = vec![Section {
-        name: "attention".into(),
+        name: format!("attention{suffix}"),
         dtype: opts.precision.dtype(),
         lo: 0.0,
         hi: 1.0,
@@ -499,7 +552,7 @@ fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions) -> Vec<Section<'a>> {
     if let (true, Some(qk)) = (opts.neuron, &att.query_key) {
         for (name, values) in [("query", &qk.queries), ("key", &qk.keys)] {
             sections.push(Section {
-                name: name.into(),
+                name: format!("{name}{suffix}"),
                 dtype: Dtype::F32,
                 lo: 0.0,
                 hi: 0.0,
@@ -510,7 +563,7 @@ fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions) -> Vec<Section<'a>> {
     for m in &opts.analysis.matrices {
         let (lo, hi) = value_range(m.layers.iter().flatten().copied());
         sections.push(Section {
-            name: format!("matrix:{}", m.id),
+            name: format!("matrix:{}{suffix}", m.id),
             dtype: opts.precision.dtype(),
             lo,
             hi,
@@ -530,23 +583,57 @@ fn value_range(values: impl Iterator<Item = f32>) -> (f32, f32) {
 
 /// The metadata block the page reads (`meta` in `assets/report/data.js`); its fields are
 /// documented in `docs/html.md`. Any source of attention can fill it: nothing in it is specific
-/// to a model family or to how the attention was computed.
+/// to a model family or to how the attention was computed. A report of one kind has that kind's
+/// fields at the top level; a report of several kinds lists them in `kinds` instead, and the page
+/// lays the chosen one over the top level.
 #[derive(Serialize)]
 struct Meta<'a> {
     format: u32,
     generator: String,
     title: String,
-    model: ModelMeta<'a>,
+    text: &'a str,
+    pair: Option<&'a str>,
+    /// The teacher-forced target of an encoder–decoder run.
+    target: Option<&'a str>,
+    settings: &'a [(String, String)],
+    payload: PayloadMeta,
+    #[serde(flatten)]
+    one: Option<KindMeta<'a>>,
+    /// Every kind of a report of several, in selector order.
+    kinds: Option<Vec<KindMeta<'a>>>,
+    /// The kind the page opens on (a report of several kinds).
+    open_kind: Option<AttentionKind>,
+}
+
+/// What the page needs of one kind of attention.
+#[derive(Serialize)]
+struct KindMeta<'a> {
     kind: AttentionKind,
+    model: ModelMeta<'a>,
     mask: MaskKind,
     positions: PositionScheme,
     sink: Option<usize>,
     kv_head: &'a [usize],
     layer_numbers: &'a [usize],
-    text: &'a str,
-    pair: Option<&'a str>,
     level: &'static str,
     special_excluded: bool,
+    #[serde(flatten)]
+    queries: UnitsMeta<'a>,
+    /// The key units when they are not the query units (cross-attention: the encoder's).
+    keys: Option<UnitsMeta<'a>>,
+    /// Names of this kind's payload sections.
+    sections: SectionNames,
+    /// The factor on q·k before the softmax, for the neuron view (`1/√head_dim` unless the
+    /// model says otherwise: T5's is 1).
+    scale: f32,
+    initial: Initial,
+    neuron: Neuron,
+    analysis: Option<AnalysisMeta<'a>>,
+}
+
+/// One side's units (the queries' or the keys').
+#[derive(Serialize)]
+struct UnitsMeta<'a> {
     tokens: &'a [String],
     input_ids: &'a [u32],
     type_ids: &'a [u32],
@@ -556,11 +643,29 @@ struct Meta<'a> {
     surfaces: &'a [String],
     generated: &'a [bool],
     sentence_b_start: Option<usize>,
-    settings: &'a [(String, String)],
-    initial: Initial,
-    neuron: Neuron,
-    payload: PayloadMeta,
-    analysis: Option<AnalysisMeta<'a>>,
+}
+
+impl<'a> UnitsMeta<'a> {
+    fn of(units: &'a crate::attention::Units) -> Self {
+        UnitsMeta {
+            tokens: &units.labels,
+            input_ids: &units.ids,
+            type_ids: &units.type_ids,
+            segments: &units.segments,
+            roles: &units.roles,
+            word_ids: &units.word_ids,
+            surfaces: &units.surfaces,
+            generated: &units.generated,
+            sentence_b_start: units.segment_b_start(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SectionNames {
+    attention: String,
+    query: String,
+    key: String,
 }
 
 #[derive(Serialize)]
@@ -615,9 +720,13 @@ struct MatrixMeta<'a> {
 }
 
 impl<'a> Meta<'a> {
-    fn new(att: &'a Attention, opts: &'a HtmlOptions, payload: &Payload) -> Self {
-        let m = &att.model;
-        let units = att.queries();
+    fn new(
+        kinds: &[(&'a Attention, &'a HtmlOptions)],
+        open: usize,
+        target: Option<&'a str>,
+        payload: &Payload,
+    ) -> Self {
+        let (att, opts) = kinds[open];
         let title = opts.title.clone().unwrap_or_else(|| {
             let mut t: String = att.text.chars().take(80).collect();
             if att.text.chars().count() > 80 {
@@ -625,6 +734,44 @@ impl<'a> Meta<'a> {
             }
             format!("attnviz — {t}")
         });
+        let several = kinds.len() > 1;
+        let mut list: Vec<KindMeta<'a>> = kinds
+            .iter()
+            .map(|&(a, o)| KindMeta::new(a, o, several))
+            .collect();
+        let (one, kinds_meta) = if several {
+            (None, Some(list))
+        } else {
+            (list.pop(), None)
+        };
+        Meta {
+            format: FORMAT_VERSION,
+            generator: format!("attnviz {}", env!("CARGO_PKG_VERSION")),
+            title,
+            text: &att.text,
+            pair: att.pair.as_deref(),
+            target,
+            settings: &opts.settings,
+            payload: PayloadMeta {
+                compression: if opts.compress { "gzip" } else { "none" },
+                raw_bytes: payload.raw_len(),
+                sections: payload.meta(),
+            },
+            one,
+            kinds: kinds_meta,
+            open_kind: several.then_some(att.kind),
+        }
+    }
+}
+
+impl<'a> KindMeta<'a> {
+    fn new(att: &'a Attention, opts: &'a HtmlOptions, several: bool) -> Self {
+        let m = &att.model;
+        let suffix = if several {
+            format!(":{}", att.kind.as_str())
+        } else {
+            String::new()
+        };
         let neuron = match (opts.neuron, &att.query_key) {
             (true, Some(_)) => Neuron {
                 available: true,
@@ -657,14 +804,12 @@ impl<'a> Meta<'a> {
                     label: &x.label,
                     description: &x.description,
                     per_layer: x.layers.len() == att.layers() && att.layers() > 1,
-                    section: format!("matrix:{}", x.id),
+                    section: format!("matrix:{}{suffix}", x.id),
                 })
                 .collect(),
         });
-        Meta {
-            format: FORMAT_VERSION,
-            generator: format!("attnviz {}", env!("CARGO_PKG_VERSION")),
-            title,
+        KindMeta {
+            kind: att.kind,
             model: ModelMeta {
                 id: &m.id,
                 revision: m.revision.as_deref(),
@@ -674,26 +819,25 @@ impl<'a> Meta<'a> {
                 hidden_size: m.hidden_size,
                 head_dim: m.head_dim,
             },
-            kind: att.kind,
             mask: att.mask,
             positions: att.positions,
             sink: att.sink(),
             kv_head: att.kv_head(),
             layer_numbers: att.layer_numbers(),
-            text: &att.text,
-            pair: att.pair.as_deref(),
             level: att.level.as_str(),
             special_excluded: att.special_excluded,
-            tokens: &units.labels,
-            input_ids: &units.ids,
-            type_ids: &units.type_ids,
-            segments: &units.segments,
-            roles: &units.roles,
-            word_ids: &units.word_ids,
-            surfaces: &units.surfaces,
-            generated: &units.generated,
-            sentence_b_start: units.segment_b_start(),
-            settings: &opts.settings,
+            queries: UnitsMeta::of(att.queries()),
+            keys: (!att.is_square()).then(|| UnitsMeta::of(att.keys())),
+            scale: att
+                .query_key
+                .as_ref()
+                .and_then(|qk| qk.scale)
+                .unwrap_or(1.0 / (m.head_dim.max(1) as f32).sqrt()),
+            sections: SectionNames {
+                attention: format!("attention{suffix}"),
+                query: format!("query{suffix}"),
+                key: format!("key{suffix}"),
+            },
             initial: Initial {
                 view: if opts.view == View::Stats && a.stats.is_empty() {
                     View::Head
@@ -702,16 +846,11 @@ impl<'a> Meta<'a> {
                 },
                 layer: opts.layer,
                 head: opts.head,
-                threshold: opts.threshold_for(att.len()),
+                threshold: opts.threshold_for(att.n_queries().max(att.n_keys())),
                 hide_special: opts.hide_special,
                 words: opts.words,
             },
             neuron,
-            payload: PayloadMeta {
-                compression: if opts.compress { "gzip" } else { "none" },
-                raw_bytes: payload.raw_len(),
-                sections: payload.meta(),
-            },
             analysis,
         }
     }
@@ -815,13 +954,18 @@ fn content_security_policy(style: &str) -> String {
 /// page's body font ends with. The system's fonts come first, so the page looks native; ours
 /// fill in what the system lacks (a Korean or emoji token on a machine without such fonts shows
 /// as itself, not as an empty box). Empty when every character is ASCII.
-fn font_css(att: &Attention) -> Result<String, fonts::FontError> {
+fn font_css<'a>(atts: impl Iterator<Item = &'a Attention>) -> Result<String, fonts::FontError> {
     let non_ascii = |s: &str| s.chars().filter(|c| !c.is_ascii()).collect::<String>();
-    let mut chars = non_ascii(&att.text);
-    chars.push_str(&non_ascii(att.pair.as_deref().unwrap_or("")));
-    chars.push_str(&non_ascii(&att.model.id));
-    for t in att.tokens().iter().chain(&att.queries().surfaces) {
-        chars.push_str(&non_ascii(t));
+    let mut chars = String::new();
+    for att in atts {
+        chars.push_str(&non_ascii(&att.text));
+        chars.push_str(&non_ascii(att.pair.as_deref().unwrap_or("")));
+        chars.push_str(&non_ascii(&att.model.id));
+        for units in [att.queries(), att.keys()] {
+            for t in units.labels.iter().chain(&units.surfaces) {
+                chars.push_str(&non_ascii(t));
+            }
+        }
     }
     let mut seen = std::collections::BTreeSet::new();
     chars.retain(|c| seen.insert(c));

@@ -252,6 +252,7 @@ fn smollm2_causal() -> Attention {
     .with_query_key(Some(QueryKey {
         queries: flat("fox.query"),
         keys: flat("fox.key"),
+        scale: None,
     }))
     .unwrap()
 }

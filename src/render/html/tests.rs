@@ -118,7 +118,11 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         units,
         weights,
     )
-    .and_then(|a| a.with_query_key(Some(QueryKey { queries, keys })))
+    .and_then(|a| a.with_query_key(Some(QueryKey {
+        queries,
+        keys,
+        scale: None,
+    })))
     .unwrap()
 }
 
