@@ -380,15 +380,6 @@ pub enum HtmlError {
     /// Nothing to show.
     #[error("the attention has no tokens, so there is no report to draw")]
     Empty,
-    /// Queries and keys are different units (cross-attention), which the page's views do not
-    /// lay out yet.
-    #[error("the report draws square self-attention; this attention is {queries} queries × {keys} keys (cross-attention)")]
-    NotSquare {
-        /// Query units.
-        queries: usize,
-        /// Key units.
-        keys: usize,
-    },
 }
 
 impl From<HtmlError> for io::Error {

@@ -568,8 +568,148 @@ fn metadata_describes_units_by_role_for_any_family() {
         vec![0.5; 6],
     )
     .unwrap();
-    let err = write_html(&cross, &HtmlOptions::default(), &mut Vec::new()).unwrap_err();
-    assert!(err.to_string().contains("2 queries × 3 keys"), "{err}");
+    // Cross-attention alone draws too: its key units travel beside the query units.
+    let meta = meta_of(&render(&cross, &HtmlOptions::default()));
+    assert_eq!(meta["tokens"], serde_json::json!(["<s>", "Ġa"]));
+    assert_eq!(meta["keys"]["tokens"], serde_json::json!(["<s>", "Ġb", "</s>"]));
+    assert_eq!(meta["payload"]["sections"][0]["length"], 6);
+}
+
+/// The three kinds of an encoder–decoder run, each with its own options, in one report.
+fn render_set(set: &crate::attention::AttentionSet, open: usize, neuron: bool) -> String {
+    let opts: Vec<HtmlOptions> = set
+        .iter()
+        .map(|a| HtmlOptions {
+            neuron,
+            layer: a.layers() - 1,
+            ..HtmlOptions::default()
+        })
+        .collect();
+    let kinds: Vec<(&Attention, &HtmlOptions)> = set.iter().zip(&opts).collect();
+    let mut out = Vec::new();
+    write_html_kinds(&kinds, open, set.target(), &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn an_encoder_decoder_report_holds_every_kind_with_its_own_units_and_shape() {
+    let source = ["<s>", "ĠThe", "Ġcat", "Ġsat", "Ġdown", "</s>"];
+    let target = ["</s>", "<s>", "ĠDie", "ĠKatze", "</s>"];
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 2, 3, 2, target.len());
+    let html = render_set(&set, 2, false);
+    let meta = meta_of(&html);
+    // No single kind at the top level: the page lays the chosen kind over the shared fields.
+    assert!(meta.get("tokens").is_none() && meta.get("kind").is_none());
+    assert_eq!(meta["open_kind"], "cross");
+    assert_eq!(meta["target"], "</s> <s> ĠDie ĠKatze </s>");
+    assert_eq!(meta["text"], source.join(" "));
+    let kinds = meta["kinds"].as_array().unwrap();
+    let names: Vec<&str> = kinds.iter().map(|k| k["kind"].as_str().unwrap()).collect();
+    assert_eq!(names, ["encoder", "decoder", "cross"]);
+    // (layers, heads, query units, key units, mask) per kind, from the set itself.
+    let raw = raw_payload(&html, &meta);
+    for (k, att) in kinds.iter().zip(set.iter()) {
+        let (nq, nk) = (att.n_queries(), att.n_keys());
+        assert_eq!(k["model"]["layers"], att.layers());
+        assert_eq!(k["model"]["heads"], att.heads());
+        assert_eq!(k["tokens"].as_array().unwrap().len(), nq);
+        assert_eq!(k["mask"], att.mask.as_str());
+        let keys = if att.is_square() {
+            assert!(k["keys"].is_null(), "{}: keys are the queries", att.kind.as_str());
+            &k["tokens"]
+        } else {
+            &k["keys"]["tokens"]
+        };
+        assert_eq!(keys.as_array().unwrap().len(), nk);
+        // Each kind's weights are its own section, [layers, heads, queries, keys] in order.
+        let name = k["sections"]["attention"].as_str().unwrap();
+        assert_eq!(name, format!("attention:{}", att.kind.as_str()));
+        let got = section(&raw, &meta, name);
+        assert_eq!(got.len(), att.layers() * att.heads() * nq * nk);
+        let worst = got
+            .iter()
+            .zip(att.weights())
+            .map(|(g, &w)| (g - w as f64).abs())
+            .fold(0.0, f64::max);
+        assert!(worst <= 0.5 / 65535.0 + 1e-12, "{name}: {worst}");
+        // Statistics-free options: the head opened is the kind's last layer.
+        assert_eq!(k["initial"]["layer"], att.layers() - 1);
+    }
+    assert_eq!(kinds[0]["tokens"], serde_json::json!(source));
+    assert_eq!(kinds[1]["tokens"], serde_json::json!(target));
+    assert_eq!(kinds[2]["tokens"], serde_json::json!(target));
+    assert_eq!(kinds[2]["keys"]["tokens"], serde_json::json!(source));
+    assert_eq!(kinds[1]["mask"], "causal");
+    // No vectors asked for: each kind says so.
+    for k in kinds {
+        assert_eq!(k["neuron"]["available"], false);
+    }
+    // The same kind twice is refused, and nothing is written.
+    let opts = HtmlOptions::default();
+    let enc = set.iter().next().unwrap();
+    let mut out = Vec::new();
+    let err = write_html_kinds(&[(enc, &opts), (enc, &opts)], 0, None, &mut out).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn an_encoder_decoder_report_escapes_user_text_in_every_token_list() {
+    let bad = INJECTION;
+    let source = ["<s>", bad, "Ġ</script>", "</s>"];
+    let target = ["</s>", "<!--", bad, "</s>"];
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 1, 1, 1, target.len());
+    let html = render_set(&set, 0, false);
+    // The page's markup holds no token: every one is in the escaped metadata.
+    assert_eq!(html.matches("</script>").count(), 3, "only the three script elements end");
+    assert!(!html.contains("<img"));
+    let meta = meta_of(&html);
+    let kinds = meta["kinds"].as_array().unwrap();
+    // Decoded, each list holds the very text (escaping changed only its spelling).
+    assert_eq!(kinds[0]["tokens"][1], bad);
+    assert_eq!(kinds[1]["tokens"][2], bad);
+    assert_eq!(kinds[2]["tokens"][1], "<!--");
+    assert_eq!(kinds[2]["keys"]["tokens"][2], "Ġ</script>");
+    assert!(meta["target"].as_str().unwrap().contains(bad));
+    let title = html.split("<title>").nth(1).unwrap().split("</title>").next().unwrap();
+    assert!(!title.contains('<'), "{title}");
+}
+
+#[test]
+fn neuron_scale_travels_per_kind() {
+    let source = ["<s>", "Ġa", "Ġb", "</s>"];
+    let target = ["</s>", "Ġc", "</s>"];
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 1, 1, 1, target.len());
+    let mut atts: Vec<Attention> = set.iter().cloned().collect();
+    let d = atts[0].model.head_dim;
+    for (i, a) in atts.iter_mut().enumerate() {
+        let (nq, nk) = (a.n_queries(), a.n_keys());
+        let qk = QueryKey {
+            queries: vec![0.5; a.layers() * a.heads() * nq * d],
+            keys: vec![0.25; a.layers() * a.kv_heads() * nk * d],
+            // T5's kinds say 1; the others leave the usual 1/√d.
+            scale: (i == 2).then_some(1.0),
+        };
+        *a = a.clone().with_query_key(Some(qk)).unwrap();
+    }
+    let opts = HtmlOptions {
+        neuron: true,
+        ..HtmlOptions::default()
+    };
+    let kinds: Vec<(&Attention, &HtmlOptions)> = atts.iter().map(|a| (a, &opts)).collect();
+    let mut out = Vec::new();
+    write_html_kinds(&kinds, 1, None, &mut out).unwrap();
+    let html = String::from_utf8(out).unwrap();
+    let meta = meta_of(&html);
+    let kinds = meta["kinds"].as_array().unwrap();
+    let usual = 1.0 / (d as f64).sqrt();
+    assert!((kinds[0]["scale"].as_f64().unwrap() - usual).abs() < 1e-7);
+    assert_eq!(kinds[2]["scale"], 1.0);
+    assert_eq!(kinds[2]["neuron"]["available"], true);
+    // Cross-attention's keys are the encoder's tokens: 4 of them, its queries the 3 decoder's.
+    let raw = raw_payload(&html, &meta);
+    assert_eq!(section(&raw, &meta, "key:cross").len(), 4 * d);
+    assert_eq!(section(&raw, &meta, "query:cross").len(), 3 * d);
 }
 
 #[test]
