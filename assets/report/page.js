@@ -415,7 +415,7 @@ window.attnviz = {
     const p = matrixPanels[id];
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and
     // row at the plot's corner, in cells (zoomed and panned); all CSS px.
-    return p ? { margin: p.x0, cell: matrixCell(p), m: p.m, plot: p.plot, side: p.side, zoom: matrixZoom.z, ox: matrixZoom.ox, oy: matrixZoom.oy, labels: p.labels, labelPx: p.labelPx } : null;
+    return p ? { margin: p.x0, cell: matrixCell(p), m: p.m, mk: p.mk, plot: p.plot, plotH: p.plotH, side: p.side, zoom: matrixZoom.z, ox: matrixZoom.ox, oy: matrixZoom.oy, labels: p.labels, labelPx: p.labelPx } : null;
   },
   neuronGeometry: () => {
     const p = neuronLayout;

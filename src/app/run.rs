@@ -12,7 +12,7 @@ use attnviz::model::encdec::DecoderInput;
 use attnviz::model::{EncodeOptions, Encoding, GenerateOptions, Model};
 use attnviz::output::{write_output, OutputError, StagedFolder};
 use attnviz::render::html::{
-    report_analysis, statistics_unit, write_html_kinds_file, HtmlOptions,
+    alignment_statistics, report_analysis, statistics_unit, write_html_kinds_file, HtmlOptions,
 };
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
@@ -465,14 +465,27 @@ fn write_outputs(
                     }
                     _ => Cow::Owned(analysis::rollout(kind_att)),
                 };
-                html_options(
+                let mut opts = html_options(
                     plan,
                     kind_att,
                     kind_selection,
                     &stats[i],
                     &token_rollout,
                     settings.clone(),
-                )
+                );
+                // Cross-attention's alignment figures lead its statistics.
+                let view_att = shown.iter().nth(i).expect("one view per kind");
+                let align = match analyses.as_ref().and_then(|a| a[i].alignment.clone()) {
+                    Some(a) => Some(a),
+                    None => analysis::alignment_stats(view_att),
+                };
+                if let Some(align) = align {
+                    let unit = statistics_unit(kind_att, plan.view);
+                    let mut all = alignment_statistics(&align, &unit);
+                    all.append(&mut opts.analysis.stats);
+                    opts.analysis.stats = all;
+                }
+                opts
             })
             .collect()
     } else {
@@ -795,9 +808,9 @@ fn html_options(
     rollout: &[Vec<f32>],
     mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
-    let precision = plan
-        .html_precision
-        .resolve(att.layers(), att.heads(), att.n_queries(), att.n_keys());
+    let precision =
+        plan.html_precision
+            .resolve(att.layers(), att.heads(), att.n_queries(), att.n_keys());
     settings.push((
         "statistics computed on".to_string(),
         statistics_unit(att, plan.view),

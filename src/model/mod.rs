@@ -518,13 +518,11 @@ impl Model {
                 Forward {
                     weights: capture.probs,
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
-                    query_key: capture
-                        .query_key
-                        .map(|(queries, keys)| QueryKey {
-                            queries,
-                            keys,
-                            scale: None,
-                        }),
+                    query_key: capture.query_key.map(|(queries, keys)| QueryKey {
+                        queries,
+                        keys,
+                        scale: None,
+                    }),
                 }
             })
             .collect();

@@ -588,13 +588,11 @@ impl Seq2SeqNet {
         let forward = |cap: SequenceCapture, hidden: Vec<f32>| Forward {
             weights: cap.probs,
             hidden,
-            query_key: cap
-                .query_key
-                .map(|(queries, keys)| QueryKey {
-                    queries,
-                    keys,
-                    scale: Some(self.scale),
-                }),
+            query_key: cap.query_key.map(|(queries, keys)| QueryKey {
+                queries,
+                keys,
+                scale: Some(self.scale),
+            }),
         };
         Ok(Seq2SeqForward {
             encoder: forward(enc_cap, encoder_hidden),

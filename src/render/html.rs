@@ -61,7 +61,7 @@
 mod panels;
 mod payload;
 
-pub use panels::{report_analysis, statistics_unit};
+pub use panels::{alignment_statistics, report_analysis, statistics_unit};
 
 use std::fmt;
 use std::io::{self, Write};
@@ -411,7 +411,11 @@ pub fn write_html_kinds(
     }
     for (i, (a, _)) in kinds.iter().enumerate() {
         if kinds[..i].iter().any(|(b, _)| b.kind == a.kind) {
-            return Err(HtmlError::Analysis(format!("the kind {} is given twice", a.kind.as_str())).into());
+            return Err(HtmlError::Analysis(format!(
+                "the kind {} is given twice",
+                a.kind.as_str()
+            ))
+            .into());
         }
     }
     write_report(kinds, open, target, w)

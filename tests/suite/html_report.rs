@@ -381,6 +381,54 @@ fn write_decoder_case(dir: &Path) {
     );
 }
 
+/// Reports of encoder–decoder runs on the tiny random BART and T5, written by the CLI, each with
+/// the CLI's JSON export of the same run (full precision) for `encdec.test.mjs` to expect from:
+/// a long source over a short target, the reverse (generated), and T5 (no 1/√d scaling).
+fn write_encoder_decoder_cases(dir: &Path) {
+    let fixture = |m: &str| repo().join("tests/fixtures").join(m);
+    let cases: [(&str, &str, &str, &[&str]); 3] = [
+        (
+            "encdec-long-source",
+            "tiny-bart",
+            "The quick brown fox jumps over the lazy dog.",
+            &["--target", "Der Hund."],
+        ),
+        (
+            "encdec-long-target",
+            "tiny-bart",
+            "Hi there.",
+            &["--generate", "26"],
+        ),
+        (
+            "encdec-t5",
+            "tiny-t5",
+            "Hello world, how are you?",
+            &["--target", "Hallo Welt.", "--kind", "encoder"],
+        ),
+    ];
+    for (name, model, text, extra) in cases {
+        let html = dir.join(format!("{name}.html"));
+        let json = dir.join(format!("{name}.json"));
+        let out = crate::cli_support::attnviz()
+            .arg("-m")
+            .arg(fixture(model))
+            .arg(text)
+            .args(extra)
+            .arg("--html")
+            .arg(&html)
+            .arg("--json")
+            .arg(&json)
+            .args(["--full-precision", "--neuron", "-q"])
+            .output()
+            .expect("attnviz runs");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -391,6 +439,7 @@ fn artifacts() -> &'static Path {
         write_causal_cases(&dir);
         write_real_cases(&dir);
         write_decoder_case(&dir);
+        write_encoder_decoder_cases(&dir);
         dir
     })
 }
@@ -433,6 +482,16 @@ fn run_browser_suite(file: &str, browser: &str, apt: &str) {
 fn report_views_in_headless_chromium() {
     run_browser_suite(
         "report.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn encoder_decoder_report_in_headless_chromium_and_firefox() {
+    run_browser_suite(
+        "encdec.test.mjs",
         "/usr/bin/chromium",
         "chromium chromium-driver",
     );

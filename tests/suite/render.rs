@@ -518,3 +518,141 @@ fn render_takes_output_flags_but_not_model_flags() {
     ]);
     assert_clean_failure(&out, "--tokens");
 }
+
+/// The metadata block of an HTML report.
+fn html_meta(html: &str) -> serde_json::Value {
+    let open = "id=\"attnviz-meta\">";
+    let start = html.find(open).expect("a metadata block") + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end]).unwrap()
+}
+
+#[test]
+fn encoder_decoder_html_report_holds_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let model = tiny_bart();
+    // No --kind: the report holds all three and opens on cross-attention; the JSON of the same
+    // run (another writer) says what each kind holds.
+    let out = run(&[
+        "-m",
+        model.to_str().unwrap(),
+        "The quick brown fox jumps over a dog.",
+        "--target",
+        "A <b>fox</b>.",
+        "--html",
+        &p("run.html"),
+        "--json",
+        &p("run.json"),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value =
+        serde_json::from_slice(&fs::read(p("run.json")).unwrap()).unwrap();
+    let html = fs::read_to_string(p("run.html")).unwrap();
+    assert!(!html.contains("<b>fox"), "user text is escaped");
+    let meta = html_meta(&html);
+    assert_eq!(meta["open_kind"], "cross");
+    assert_eq!(meta["target"], "A <b>fox</b>.");
+    let kinds = meta["kinds"].as_array().expect("every kind");
+    let names: Vec<&str> = kinds.iter().map(|k| k["kind"].as_str().unwrap()).collect();
+    assert_eq!(names, ["encoder", "decoder", "cross"]);
+    let sections = meta["payload"]["sections"].as_array().unwrap();
+    for k in kinds {
+        let kind = k["kind"].as_str().unwrap();
+        let j = &json[kind];
+        assert_eq!(k["tokens"], j["tokens"], "{kind}");
+        let (keys, want_keys) = if kind == "cross" {
+            (&k["keys"]["tokens"], &j["key_tokens"])
+        } else {
+            assert!(k["keys"].is_null(), "{kind}: keys are its queries");
+            (&k["tokens"], &j["tokens"])
+        };
+        assert_eq!(keys, want_keys, "{kind}");
+        let (nq, nk) = (
+            k["tokens"].as_array().unwrap().len(),
+            keys.as_array().unwrap().len(),
+        );
+        let (l, h) = (
+            k["model"]["layers"].as_u64().unwrap() as usize,
+            k["model"]["heads"].as_u64().unwrap() as usize,
+        );
+        let name = format!("attention:{kind}");
+        let s = sections
+            .iter()
+            .find(|s| s["name"] == name.as_str())
+            .unwrap();
+        assert_eq!(
+            s["length"].as_u64().unwrap() as usize,
+            l * h * nq * nk,
+            "{kind}"
+        );
+        // Statistics per kind; cross-attention leads with its alignment figures.
+        let stats = k["analysis"]["stats"].as_array().unwrap();
+        assert_eq!(stats[0]["values"].as_array().unwrap().len(), l, "{kind}");
+        if kind == "cross" {
+            assert_eq!(stats[0]["id"], "argmax_share");
+            let want = &j["stats"]["alignment"]["argmax_share"];
+            let got = &stats[0]["values"];
+            for (gl, wl) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+                for (g, w) in gl.as_array().unwrap().iter().zip(wl.as_array().unwrap()) {
+                    assert!((g.as_f64().unwrap() - w.as_f64().unwrap()).abs() < 1e-5);
+                }
+            }
+        }
+    }
+    assert!(
+        kinds[2]["tokens"].as_array().unwrap().len()
+            < kinds[2]["keys"]["tokens"].as_array().unwrap().len()
+    );
+    // --kind picks the kind the page opens on; `render` of the JSON writes the same report.
+    for argv in [
+        vec![
+            "-m",
+            model.to_str().unwrap(),
+            "The quick brown fox.",
+            "--target",
+            "A fox.",
+            "--kind",
+            "decoder",
+            "--html",
+            &p("dec.html"),
+            "-q",
+        ],
+        vec![
+            "render",
+            &p("run.json"),
+            "--kind",
+            "decoder",
+            "--html",
+            &p("dec.html"),
+            "-q",
+        ],
+    ] {
+        let out = run(&argv);
+        assert!(out.status.success(), "{argv:?}: {}", stderr(&out));
+        let meta = html_meta(&fs::read_to_string(p("dec.html")).unwrap());
+        assert_eq!(meta["open_kind"], "decoder", "{argv:?}");
+        assert_eq!(meta["kinds"].as_array().unwrap().len(), 3, "{argv:?}");
+    }
+    // --report: the page with every kind, and each kind's figures.
+    let out = run(&[
+        "-m",
+        model.to_str().unwrap(),
+        "The quick brown fox.",
+        "--generate",
+        "5",
+        "--report",
+        &p("rep"),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta = html_meta(&fs::read_to_string(dir.path().join("rep/report.html")).unwrap());
+    assert_eq!(meta["kinds"].as_array().unwrap().len(), 3);
+    for kind in ["encoder", "decoder", "cross"] {
+        assert!(
+            dir.path().join(format!("rep/{kind}-head.png")).exists(),
+            "{kind}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The analysis panels every full report carries (the CLI's `--html` and the Python package's
 //! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
 
-use crate::analysis::{HeadStats, Stat, ViewOptions};
+use crate::analysis::{AlignmentStats, HeadStats, Stat, ViewOptions};
 use crate::attention::{Attention, Role};
 
 use super::{ExtraMatrix, HeadStatistic, HtmlAnalysis};
@@ -108,4 +108,30 @@ pub fn report_analysis(
         head_labels: Some(head_labels),
         matrices,
     }
+}
+
+/// Cross-attention's alignment figure that the statistics of every kind lack, for the stats panel,
+/// from `align[layer][head]` (computed on the view described by `unit`, see
+/// [`statistics_unit`]): the share on each output unit's argmax source unit (what a hard
+/// alignment keeps). The entropy over the source, plain and normalised, is among every kind's
+/// statistics already.
+pub fn alignment_statistics(align: &[Vec<AlignmentStats>], unit: &str) -> Vec<HeadStatistic> {
+    let grid = |f: fn(&AlignmentStats) -> f64| -> Vec<Vec<f32>> {
+        align
+            .iter()
+            .map(|l| l.iter().map(|a| f(a) as f32).collect())
+            .collect()
+    };
+    vec![
+        HeadStatistic {
+            id: "argmax_share".into(),
+            label: "alignment: share on the argmax source token".into(),
+            description: format!(
+                "Mean over the decoder (target) rows of the largest weight, the share each \
+                 output unit gives the one source unit a hard alignment would pick: 1 for a \
+                 sharp alignment, 1 / source units for uniform rows ({unit})."
+            ),
+            values: grid(|a| a.argmax_share),
+        },
+    ]
 }

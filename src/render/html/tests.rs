@@ -118,11 +118,13 @@ fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
         units,
         weights,
     )
-    .and_then(|a| a.with_query_key(Some(QueryKey {
-        queries,
-        keys,
-        scale: None,
-    })))
+    .and_then(|a| {
+        a.with_query_key(Some(QueryKey {
+            queries,
+            keys,
+            scale: None,
+        }))
+    })
     .unwrap()
 }
 
@@ -571,7 +573,10 @@ fn metadata_describes_units_by_role_for_any_family() {
     // Cross-attention alone draws too: its key units travel beside the query units.
     let meta = meta_of(&render(&cross, &HtmlOptions::default()));
     assert_eq!(meta["tokens"], serde_json::json!(["<s>", "Ġa"]));
-    assert_eq!(meta["keys"]["tokens"], serde_json::json!(["<s>", "Ġb", "</s>"]));
+    assert_eq!(
+        meta["keys"]["tokens"],
+        serde_json::json!(["<s>", "Ġb", "</s>"])
+    );
     assert_eq!(meta["payload"]["sections"][0]["length"], 6);
 }
 
@@ -615,7 +620,11 @@ fn an_encoder_decoder_report_holds_every_kind_with_its_own_units_and_shape() {
         assert_eq!(k["tokens"].as_array().unwrap().len(), nq);
         assert_eq!(k["mask"], att.mask.as_str());
         let keys = if att.is_square() {
-            assert!(k["keys"].is_null(), "{}: keys are the queries", att.kind.as_str());
+            assert!(
+                k["keys"].is_null(),
+                "{}: keys are the queries",
+                att.kind.as_str()
+            );
             &k["tokens"]
         } else {
             &k["keys"]["tokens"]
@@ -661,7 +670,11 @@ fn an_encoder_decoder_report_escapes_user_text_in_every_token_list() {
     let set = crate::attention::tests::encoder_decoder(&source, &target, 1, 1, 1, target.len());
     let html = render_set(&set, 0, false);
     // The page's markup holds no token: every one is in the escaped metadata.
-    assert_eq!(html.matches("</script>").count(), 3, "only the three script elements end");
+    assert_eq!(
+        html.matches("</script>").count(),
+        3,
+        "only the three script elements end"
+    );
     assert!(!html.contains("<img"));
     let meta = meta_of(&html);
     let kinds = meta["kinds"].as_array().unwrap();
@@ -671,7 +684,13 @@ fn an_encoder_decoder_report_escapes_user_text_in_every_token_list() {
     assert_eq!(kinds[2]["tokens"][1], "<!--");
     assert_eq!(kinds[2]["keys"]["tokens"][2], "Ġ</script>");
     assert!(meta["target"].as_str().unwrap().contains(bad));
-    let title = html.split("<title>").nth(1).unwrap().split("</title>").next().unwrap();
+    let title = html
+        .split("<title>")
+        .nth(1)
+        .unwrap()
+        .split("</title>")
+        .next()
+        .unwrap();
     assert!(!title.contains('<'), "{title}");
 }
 

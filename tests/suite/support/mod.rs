@@ -66,11 +66,13 @@ pub fn random_attention(
         units_for(tokens, b_start),
         weights,
     )
-    .and_then(|a| a.with_query_key(Some(QueryKey {
-        queries,
-        keys,
-        scale: None,
-    })))
+    .and_then(|a| {
+        a.with_query_key(Some(QueryKey {
+            queries,
+            keys,
+            scale: None,
+        }))
+    })
     .expect("consistent attention")
 }
 
