@@ -62,8 +62,9 @@ async function open(name, { width = 1280, height = 900, hash = '' } = {}) {
 
 async function columns(page) {
   return page.evaluate(() => ({
-    left: [...document.querySelectorAll('#hv-left .tok')].map((t) => t.textContent),
-    right: [...document.querySelectorAll('#hv-right .tok')].map((t) => t.textContent),
+    // Each token's own text (a decoder's first token also carries a "sink" tag).
+    left: [...document.querySelectorAll('#hv-left .tok')].map((t) => [...t.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('')),
+    right: [...document.querySelectorAll('#hv-right .tok')].map((t) => [...t.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('')),
     leftX: document.getElementById('hv-left').getBoundingClientRect().left,
     rightX: document.getElementById('hv-right').getBoundingClientRect().left,
     headings: document.getElementById('hv-heads').hidden ? null
@@ -142,12 +143,13 @@ test('cross-attention: decoder tokens left, encoder tokens right, every line and
   await Promise.all([page.waitForEvent('load'), page.click('#kind-select button[data-kind="encoder"]')]);
   await ready(page);
   assert.match(await page.evaluate(() => location.hash), /kind=encoder/);
+  assert.equal(await page.evaluate(() => window.attnviz.state.view), 'neuron', 'the view is kept');
+  await page.evaluate(() => window.attnviz.set({ view: 'head' }));
   c = await columns(page);
   assert.deepEqual(c.pressed, ['encoder']);
   assert.deepEqual(c.left, exp.encoder.tokens);
   assert.deepEqual(c.right, exp.encoder.tokens);
   assert.equal(c.headings, null, 'self-attention: no side headings');
-  assert.equal(await page.evaluate(() => window.attnviz.state.view), 'neuron', 'the view is kept');
   await Promise.all([page.waitForEvent('load'), page.keyboard.press('d')]);
   await ready(page);
   c = await columns(page);
