@@ -61,10 +61,9 @@ function layoutHead() {
   let maxW = 20;
   const tagW = textWidth('sink', '9px ' + FONT_FAMILY) + 6;
   for (const u of lists.left.concat(lists.right)) maxW = Math.max(maxW, textWidth(u.label, font) + (u.sink ? tagW : 0));
-  // Cross-attention's columns are headed "decoder (target) · m" and "encoder (source) · mk";
-  // a column is at least as wide as its heading.
+  // Cross-attention's columns are headed "decoder (target) · m" and "encoder (source) · mk",
+  // over the outer edge of each column and reaching into the lines between them.
   const headings = SQUARE ? [] : ['decoder (target) · ' + m, 'encoder (source) · ' + mk];
-  for (const t of headings) maxW = Math.max(maxW, textWidth(t, '600 12px ' + FONT_FAMILY) - 8);
   const colW = Math.ceil(Math.min(maxW, 260)) + 16;
   const pad = 6;
   const ys = {};
@@ -83,7 +82,7 @@ function layoutHead() {
   const heads = $('hv-heads');
   heads.hidden = SQUARE;
   if (!SQUARE) {
-    heads.style.gridTemplateColumns = colW + 'px ' + width + 'px ' + colW + 'px';
+    heads.style.width = (2 * colW + width) + 'px';
     $('hv-head-left').textContent = headings[0];
     $('hv-head-right').textContent = headings[1];
   }

@@ -77,8 +77,8 @@ function renderNeuron() {
     state.neuronQuery = keptTokens()[0];
   }
   const d = neuronData();
-  const rh = N <= 64 ? 17 : 14;
-  const fontPx = N <= 64 ? 12 : 11;
+  const rh = NK <= 64 ? 17 : 14;
+  const fontPx = NK <= 64 ? 12 : 11;
   const font = fontPx + 'px ' + FONT_FAMILY;
   // Wide enough cells that a short vector (a small head) still leaves room for its column's
   // title and colour scale.
@@ -218,7 +218,7 @@ function renderNeuron() {
       ctx.fillStyle = rgbCss(hoverRgb);
       ctx.fillRect(0, y, width, rh);
     }
-    ctx.fillStyle = GENERATED[k] ? cssVar('--generated') : SPECIAL[k] || d.masked[r] ? muted : fg;
+    ctx.fillStyle = KSIDE.generated[k] ? cssVar('--generated') : KSIDE.special[k] || d.masked[r] ? muted : fg;
     ctx.textAlign = 'right';
     ctx.fillText(tokenLabel(k, KSIDE), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];

@@ -618,9 +618,9 @@ struct KindMeta<'a> {
     keys: Option<UnitsMeta<'a>>,
     /// Names of this kind's payload sections.
     sections: SectionNames,
-    /// The factor on q·k before the softmax, for the neuron view (`1/√head_dim` unless the
-    /// model says otherwise: T5's is 1).
-    scale: f32,
+    /// The factor on q·k before the softmax, for the neuron view, where the model gives it
+    /// (T5: 1); absent, the page uses `1/√head_dim`.
+    scale: Option<f32>,
     initial: Initial,
     neuron: Neuron,
     analysis: Option<AnalysisMeta<'a>>,
@@ -823,11 +823,7 @@ impl<'a> KindMeta<'a> {
             special_excluded: att.special_excluded,
             queries: UnitsMeta::of(att.queries()),
             keys: (!att.is_square()).then(|| UnitsMeta::of(att.keys())),
-            scale: att
-                .query_key
-                .as_ref()
-                .and_then(|qk| qk.scale)
-                .unwrap_or(1.0 / (m.head_dim.max(1) as f32).sqrt()),
+            scale: att.query_key.as_ref().and_then(|qk| qk.scale),
             sections: SectionNames {
                 attention: format!("attention{suffix}"),
                 query: format!("query{suffix}"),

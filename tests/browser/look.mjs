@@ -5,7 +5,8 @@
 //
 // Writes OUT_DIR/<browser>-<report>-<theme>-<width>-<view>.png (the window, 900 px tall).
 // Options through the environment: LOOK_BROWSERS=chromium,firefox LOOK_WIDTHS=1400,600
-// LOOK_THEMES=light,dark LOOK_VIEWS=head,model,matrix,neuron,stats.
+// LOOK_THEMES=light,dark LOOK_VIEWS=head,model,matrix,neuron,stats; LOOK_KINDS=encoder,decoder,cross
+// opens each kind of an encoder–decoder report (its `#kind=` fragment; <report>-<kind> in the name).
 
 import { mkdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
@@ -24,14 +25,17 @@ const browsers = list('LOOK_BROWSERS', 'chromium,firefox');
 const widths = list('LOOK_WIDTHS', '1400,600').map(Number);
 const themes = list('LOOK_THEMES', 'light,dark');
 const views = list('LOOK_VIEWS', 'head,model,matrix,neuron,stats');
+const kinds = list('LOOK_KINDS', '');
 const HEIGHT = 900;
 
-async function shoot(page, file, errors) {
-  const stem = basename(file, '.html');
+async function shoot(page, file, errors, kind) {
+  const stem = basename(file, '.html') + (kind ? '-' + kind : '');
   for (const theme of themes) {
     for (const width of widths) {
       await page.setViewport({ width, height: HEIGHT });
-      await page.goto(pathToFileURL(resolve(file)).href);
+      // A fresh load per kind: about:blank first, as a changed fragment alone does not reload.
+      await page.goto('about:blank');
+      await page.goto(pathToFileURL(resolve(file)).href + (kind ? '#kind=' + kind : ''));
       await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
         document.querySelector('#status.error'), { timeout: 60000 });
       for (const view of views) {
@@ -69,7 +73,7 @@ for (const name of browsers) {
       evaluate: (f, a) => page.evaluate(f, a),
       screenshot: (o) => page.screenshot(o),
     };
-    for (const f of files) await shoot(p, f, errors);
+    for (const f of files) for (const k of kinds.length ? kinds : ['']) await shoot(p, f, errors, k);
     await browser.close();
   } else {
     const browser = await puppeteer.launch({
@@ -86,7 +90,7 @@ for (const name of browsers) {
       evaluate: (f, a) => page.evaluate(f, a),
       screenshot: (o) => page.screenshot(o),
     };
-    for (const f of files) await shoot(p, f, errors);
+    for (const f of files) for (const k of kinds.length ? kinds : ['']) await shoot(p, f, errors, k);
     await browser.close();
   }
 }

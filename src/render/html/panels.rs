@@ -122,16 +122,14 @@ pub fn alignment_statistics(align: &[Vec<AlignmentStats>], unit: &str) -> Vec<He
             .map(|l| l.iter().map(|a| f(a) as f32).collect())
             .collect()
     };
-    vec![
-        HeadStatistic {
-            id: "argmax_share".into(),
-            label: "alignment: share on the argmax source token".into(),
-            description: format!(
-                "Mean over the decoder (target) rows of the largest weight, the share each \
+    vec![HeadStatistic {
+        id: "argmax_share".into(),
+        label: "alignment: share on the argmax source token".into(),
+        description: format!(
+            "Mean over the decoder (target) rows of the largest weight, the share each \
                  output unit gives the one source unit a hard alignment would pick: 1 for a \
                  sharp alignment, 1 / source units for uniform rows ({unit})."
-            ),
-            values: grid(|a| a.argmax_share),
-        },
-    ]
+        ),
+        values: grid(|a| a.argmax_share),
+    }]
 }
