@@ -244,12 +244,15 @@ class Report:
 
 
 class Views:
-    """Several reports shown together, each under a heading (an encoder–decoder's encoder,
-    decoder and cross-attention), with notes on what could not be drawn."""
+    """Several kinds of attention of one run shown together (an encoder–decoder's encoder,
+    decoder and cross-attention): one page with an Encoder / Decoder / Cross selector, opened on
+    cross-attention when there is one. ``views["Cross"]`` is that kind's :class:`Report`."""
 
-    def __init__(self, parts: Sequence[tuple]):
+    def __init__(self, parts: Sequence[tuple], *, target: Optional[str] = None, **options: Any):
         #: ``(heading, Report or None, note or None)`` for each part.
         self.parts = list(parts)
+        self._target = target
+        self._options = options
 
     def __getitem__(self, heading: str) -> Report:
         for h, report, _ in self.parts:
@@ -257,28 +260,44 @@ class Views:
                 return report
         raise KeyError(heading)
 
+    def _reports(self) -> list:
+        return [r for _, r, _ in self.parts if r is not None]
+
+    def html(self, view: Optional[str] = None, **options: Any) -> str:
+        """The self-contained HTML report holding every kind (a whole page), opened on
+        cross-attention when there is one, else the first kind, and on ``view``."""
+        reports = self._reports()
+        kinds = [r.kind for r in reports]
+        opts = dict(view=view or self._options.get("view", "head"))
+        for k in ("layer", "head", "words", "no_special", "title", "settings"):
+            if self._options.get(k) is not None:
+                opts[k] = self._options[k]
+        opts.update(options)
+        open_at = kinds.index("cross") if "cross" in kinds else 0
+        return _native.html_kinds([r._native for r in reports], open=open_at, target=self._target, **opts)
+
     @property
     def data(self) -> str:
         return self._repr_html_()
 
     def _repr_html_(self) -> str:
-        out = []
-        for heading, report, note in self.parts:
-            # Cross-attention is not square: the page cannot lay it out yet (see the note).
-            drawable = report is not None and report.kind != "cross"
-            body = report._repr_html_() if drawable else ""
+        reports = self._reports()
+        out = ""
+        if reports:
+            rows = max(max(r.shape[2], r.shape[3]) for r in reports)
+            height = _inline.default_height(rows)
+            if self._options.get("view") == "model":
+                height = max(height, 640)
+            names = ", ".join(h for h, r, _ in self.parts if r is not None)
+            out = _inline.iframe(self.html(), height, f"attnviz: {names} attention of {reports[0]._native.model_name}")
+        for _, _, note in self.parts:
             if note:
-                body += _inline.notice(note)
-            out.append(_inline.section(heading, body))
-        return "".join(out)
+                out += _inline.notice(note)
+        return out
 
     def save(self, path: Any) -> Path:
-        """Write one page holding every part (each still an isolated frame)."""
-        page = (
-            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>attnviz</title></head>"
-            f"<body>{self._repr_html_()}</body></html>"
-        )
-        return _write_text(path, page)
+        """Write the page holding every kind to ``path`` (written aside, then renamed)."""
+        return _write_text(path, self.html())
 
     def __repr__(self) -> str:
         return f"<attnviz.Views {', '.join(h for h, _, _ in self.parts)}>"
@@ -343,24 +362,27 @@ def run(
     )
 
 
-def render(path: Any, tokens: Optional[Sequence[str]] = None, kind: Optional[str] = None, **options: Any) -> Report:
+def render(path: Any, tokens: Optional[Sequence[str]] = None, kind: Optional[str] = None, **options: Any):
     """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
-    ``.safetensors`` file with ``attention`` and ``tokens`` (docs/render.md). ``kind`` picks one
-    of an encoder–decoder file's kinds; ``options`` are :class:`Report`'s."""
+    ``.safetensors`` file with ``attention`` and ``tokens`` (docs/render.md). A file of an
+    encoder–decoder run gives :class:`Views` of every kind (one page with an Encoder / Decoder /
+    Cross selector); ``kind`` picks one of them as a :class:`Report`. ``options`` are
+    :class:`Report`'s."""
     natives, warns, fmt = _native.read(str(path), None if tokens is None else list(tokens))
     for w in warns:
         _warn(w)
+    settings = [("source", str(path)), ("format", fmt)]
     if kind is not None:
         chosen = [n for n in natives if n.kind == kind]
         if not chosen:
             raise ValueError(f"{path} holds no {kind} attention (it holds {', '.join(n.kind for n in natives)})")
     elif len(natives) > 1:
-        raise ValueError(
-            f"{path} holds {', '.join(n.kind for n in natives)} attention; choose one with kind="
-        )
+        # Every kind of an encoder–decoder file, in one page with a selector.
+        opts = dict(options, settings=settings)
+        parts = [(n.kind.capitalize(), Report(n, **opts), None) for n in natives]
+        return Views(parts, **opts)
     else:
         chosen = natives
-    settings = [("source", str(path)), ("format", fmt)]
     return Report(chosen[0], settings=settings, **options)
 
 
@@ -538,16 +560,8 @@ def _bertviz_view(
         native = _native_view(
             weights, decoder_tokens, kind="cross", key_tokens=encoder_tokens, prettify=prettify_tokens, name="cross_attention"
         )
-        report = Report(native, **opts)
-        # The page lays out square attention only; cross-attention's views arrive with the
-        # encoder-decoder models. Its weights, statistics, terminal view and JSON work now.
-        note = (
-            f"Cross-attention ({native.shape[2]} decoder × {native.shape[3]} encoder tokens) is "
-            "checked and kept (views['Cross'].attention, .json(), print(...)), but this version's "
-            "interactive page draws square attention only."
-        )
-        parts.append(("Cross", report, note))
-    return _show(Views(parts), html_action)
+        parts.append(("Cross", Report(native, **opts), None))
+    return _show(Views(parts, **opts), html_action)
 
 
 def head_view(

@@ -217,18 +217,7 @@ impl PyAttention {
         settings: Vec<(String, String)>,
     ) -> PyResult<String> {
         let att = &self.att;
-        let opened = match view {
-            "head" => View::Head,
-            "model" => View::Model,
-            "matrix" => View::Matrix,
-            "neuron" => View::Neuron,
-            "stats" => View::Stats,
-            other => {
-                return Err(value_error(format!(
-                    "view `{other}` is not one of: head, model, matrix, neuron, stats"
-                )))
-            }
-        };
+        let opened = view_of(view)?;
         let precision: PrecisionChoice = choice("precision", precision)?;
         let layer = layer.unwrap_or(0);
         att.model
@@ -236,36 +225,9 @@ impl PyAttention {
             .map_err(value_error)?;
         let bytes = py
             .detach(|| -> Result<Vec<u8>, String> {
-                let opts = view_options(words, no_special);
-                let (_, analysis) = Analysis::compute_view(att, opts).map_err(|e| e.to_string())?;
-                let rollout = if opts == ViewOptions::default() {
-                    analysis.rollout.clone()
-                } else {
-                    analysis::rollout(att)
-                };
-                let mut settings = settings;
-                settings.push((
-                    "statistics computed on".into(),
-                    html::statistics_unit(att, opts),
-                ));
-                let html_opts = HtmlOptions {
-                    title,
-                    neuron: att.query_key.is_some(),
-                    precision: precision.resolve(
-                        att.layers(),
-                        att.heads(),
-                        att.n_queries(),
-                        att.n_keys(),
-                    ),
-                    layer,
-                    head: head.unwrap_or(0),
-                    view: opened,
-                    hide_special: no_special,
-                    words,
-                    settings,
-                    analysis: report_analysis(att, opts, &analysis.stats, &rollout),
-                    ..HtmlOptions::default()
-                };
+                let html_opts = report_options(
+                    att, opened, layer, head, words, no_special, precision, title, settings,
+                )?;
                 let mut out = Vec::new();
                 html::write_html(att, &html_opts, &mut out).map_err(|e| e.to_string())?;
                 Ok(out)
@@ -534,6 +496,125 @@ fn read(
     ))
 }
 
+fn view_of(view: &str) -> PyResult<View> {
+    Ok(match view {
+        "head" => View::Head,
+        "model" => View::Model,
+        "matrix" => View::Matrix,
+        "neuron" => View::Neuron,
+        "stats" => View::Stats,
+        other => {
+            return Err(value_error(format!(
+                "view `{other}` is not one of: head, model, matrix, neuron, stats"
+            )))
+        }
+    })
+}
+
+/// The report's options for `att`: its analysis (statistics, rollout, and cross-attention's
+/// alignment figure) on the `words`/`no_special` view.
+#[allow(clippy::too_many_arguments)]
+fn report_options(
+    att: &Attention,
+    opened: View,
+    layer: usize,
+    head: Option<usize>,
+    words: bool,
+    no_special: bool,
+    precision: PrecisionChoice,
+    title: Option<String>,
+    mut settings: Vec<(String, String)>,
+) -> Result<HtmlOptions, String> {
+    let opts = view_options(words, no_special);
+    let (view, analysis) = Analysis::compute_view(att, opts).map_err(|e| e.to_string())?;
+    let rollout = if !att.is_square() {
+        Vec::new()
+    } else if opts == ViewOptions::default() {
+        analysis.rollout.clone()
+    } else {
+        analysis::rollout(att)
+    };
+    let unit = html::statistics_unit(att, opts);
+    settings.push(("statistics computed on".into(), unit.clone()));
+    let mut report = report_analysis(att, opts, &analysis.stats, &rollout);
+    let align = analysis
+        .alignment
+        .clone()
+        .or_else(|| analysis::alignment_stats(&view));
+    if let Some(align) = align {
+        let mut stats = html::alignment_statistics(&align, &unit);
+        stats.append(&mut report.stats);
+        report.stats = stats;
+    }
+    Ok(HtmlOptions {
+        title,
+        neuron: att.query_key.is_some(),
+        precision: precision.resolve(att.layers(), att.heads(), att.n_queries(), att.n_keys()),
+        layer,
+        head: head.unwrap_or(0),
+        view: opened,
+        hide_special: no_special,
+        words,
+        settings,
+        analysis: report,
+        ..HtmlOptions::default()
+    })
+}
+
+/// One report holding several kinds (an encoder–decoder's encoder, decoder and
+/// cross-attention), opened on `kinds[open]`, with an Encoder / Decoder / Cross selector; each
+/// kind at `layer` (clamped to its own layers) and `head`.
+#[pyfunction]
+#[pyo3(signature = (kinds, open=0, target=None, view="head", layer=None, head=None, words=false,
+    no_special=false, precision="auto", title=None, settings=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
+fn html_kinds(
+    py: Python<'_>,
+    kinds: Vec<PyRef<'_, PyAttention>>,
+    open: usize,
+    target: Option<String>,
+    view: &str,
+    layer: Option<usize>,
+    head: Option<usize>,
+    words: bool,
+    no_special: bool,
+    precision: &str,
+    title: Option<String>,
+    settings: Vec<(String, String)>,
+) -> PyResult<String> {
+    let opened = view_of(view)?;
+    let precision: PrecisionChoice = choice("precision", precision)?;
+    let atts: Vec<&Attention> = kinds.iter().map(|k| &k.att).collect();
+    let bytes = py
+        .detach(|| -> Result<Vec<u8>, String> {
+            let opts = atts
+                .iter()
+                .map(|att| {
+                    let l = layer.unwrap_or(0).min(att.layers().saturating_sub(1));
+                    let h = head.map(|h| h.min(att.heads().saturating_sub(1)));
+                    report_options(
+                        att,
+                        opened,
+                        l,
+                        h,
+                        words,
+                        no_special,
+                        precision,
+                        title.clone(),
+                        settings.clone(),
+                    )
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let pairs: Vec<(&Attention, &HtmlOptions)> = atts.iter().copied().zip(&opts).collect();
+            let mut out = Vec::new();
+            html::write_html_kinds(&pairs, open, target.as_deref(), &mut out)
+                .map_err(|e| e.to_string())?;
+            Ok(out)
+        })
+        .map_err(value_error)?;
+    String::from_utf8(bytes).map_err(value_error)
+}
+
 /// The attnviz version this module was built from.
 #[pyfunction]
 fn version() -> &'static str {
@@ -546,6 +627,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(html_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())

@@ -271,9 +271,22 @@ def test_encoder_decoder_arguments():
     assert v["Cross"].shape == (3, 4, 32, 30) and v["Cross"].key_tokens[0] == et[0]
     inline = v._repr_html_()
     pages = srcdoc_of(inline)
-    assert len(pages) == 2, "encoder and decoder drawn"
-    assert [page_parts(p)[0]["kind"] for p in pages] == ["encoder", "decoder"]
-    assert "Cross-attention (32 decoder × 30 encoder tokens)" in inline
+    assert len(pages) == 1, "one page holds every kind"
+    meta, sections = page_parts(pages[0])
+    assert [k["kind"] for k in meta["kinds"]] == ["encoder", "decoder", "cross"]
+    assert meta["open_kind"] == "cross"
+    ck = meta["kinds"][2]
+    assert ck["tokens"] == dt and ck["keys"]["tokens"] == et, "decoder rows, encoder columns"
+    # transformers' cross-attention, stored within the documented error.
+    values, max_error = sections["attention:cross"]
+    assert values.shape == (3 * 4 * 32 * 30,) == (cross.size,)
+    assert np.abs(values - cross.reshape(-1)).max() <= max_error * (1 + 1e-6)
+    assert [s["id"] for s in ck["analysis"]["stats"]][0] == "argmax_share"
+    only_cross = attnviz.model_view(
+        cross_attention=layers(cross), encoder_tokens=et, decoder_tokens=dt, html_action="return"
+    )
+    meta, _ = page_parts(srcdoc_of(only_cross._repr_html_())[0])
+    assert meta["kind"] == "cross" and meta["keys"]["tokens"] == et and meta["initial"]["view"] == "model"
     with pytest.raises(ValueError, match="may not specify any encoder-decoder"):
         attnviz.head_view(enc, et, encoder_attention=enc)
     with pytest.raises(ValueError, match="decoder_tokens"):
@@ -307,8 +320,11 @@ def test_render_reads_every_format(tmp_path):
     assert np.array_equal(v1.attention, as_array(doc["attention"]))
     cross = attnviz.render(FIXTURES / "tiny-bart-single.npz", kind="cross")
     assert cross.kind == "cross"
-    with pytest.raises(ValueError, match="choose one with kind="):
-        attnviz.render(FIXTURES / "tiny-bart-single.npz")
+    every = attnviz.render(FIXTURES / "tiny-bart-single.npz")
+    assert isinstance(every, attnviz.Views)
+    assert np.array_equal(every["Cross"].attention, cross.attention)
+    meta, _ = page_parts(every.html())
+    assert [k["kind"] for k in meta["kinds"]] == ["encoder", "decoder", "cross"]
     with pytest.raises(OSError):
         attnviz.render(tmp_path / "missing.npz")
 
