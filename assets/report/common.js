@@ -306,6 +306,8 @@ function settled() {
 }
 
 function render() {
+  // A kind switched away from draws no more (its frames and timers may still be queued).
+  if (ABORT.signal.aborted) return;
   const t0 = performance.now();
   syncControls();
   if (state.view === 'head') renderHead();

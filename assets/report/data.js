@@ -14,11 +14,14 @@ const HASH = new URLSearchParams(location.hash.replace(/^#/, ''));
  * The kinds of a report of several (an encoder–decoder's encoder, decoder and cross-attention),
  * each with its own units, layers, heads and sections; null for a report of one. The page shows
  * one kind at a time: `meta` is the chosen kind laid over the shared fields, so every view reads
- * `meta` alone; switching kinds reloads the page at the new fragment.
+ * `meta` alone; switching kinds boots the page again for the new kind (see src/render/html.rs).
  */
 const KINDS = Array.isArray(META.kinds) && META.kinds.length ? META.kinds : null;
+/** The kind and view asked for: carried over from the kind switched from, else the fragment. */
+const ASKED_KIND = carry.kind || HASH.get('kind');
+const ASKED_VIEW = carry.view || HASH.get('view');
 const meta = KINDS
-  ? Object.assign({}, META, KINDS.find((k) => k.kind === HASH.get('kind')) ||
+  ? Object.assign({}, META, KINDS.find((k) => k.kind === ASKED_KIND) ||
     KINDS.find((k) => k.kind === META.open_kind) || KINDS[0])
   : META;
 /** Whether keys are other units than the queries (cross-attention: decoder × encoder). */
@@ -120,13 +123,17 @@ function decodeSection(raw, s) {
 
 async function loadPayload() {
   if (META.format !== 2) throw new Error('This report has format ' + meta.format + '; this page reads format 2.');
-  const el = $('attnviz-data');
-  let raw = base64ToBytes(el.textContent);
-  el.textContent = ''; // free the base64 text
-  if (meta.payload.compression === 'gzip') raw = await gunzip(raw);
-  if (raw.length !== meta.payload.raw_bytes) {
-    throw new Error('The report data is damaged: ' + raw.length + ' bytes instead of ' + meta.payload.raw_bytes + '.');
+  if (!RAW) {
+    const el = $('attnviz-data');
+    let raw = base64ToBytes(el.textContent);
+    el.textContent = ''; // free the base64 text
+    if (meta.payload.compression === 'gzip') raw = await gunzip(raw);
+    if (raw.length !== meta.payload.raw_bytes) {
+      throw new Error('The report data is damaged: ' + raw.length + ' bytes instead of ' + meta.payload.raw_bytes + '.');
+    }
+    RAW = raw;
   }
+  const raw = RAW;
   // Only this kind's sections (a report of several kinds holds theirs too).
   const own = new Set([SECTION_NAMES.attention, SECTION_NAMES.query, SECTION_NAMES.key,
     ...((meta.analysis && meta.analysis.matrices) || []).map((m) => m.section)]);
@@ -140,7 +147,7 @@ async function loadPayload() {
 /* ----------------------------------------------------------------- state */
 
 const state = {
-  view: VIEWS.includes(HASH.get('view')) ? HASH.get('view') : VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
+  view: VIEWS.includes(ASKED_VIEW) ? ASKED_VIEW : VIEWS.includes(meta.initial.view) ? meta.initial.view : 'head',
   layer: Math.min(L - 1, Math.max(0, meta.initial.layer)),
   head: Math.min(H - 1, Math.max(0, meta.initial.head)),
   // No head is picked on load (the head view shows them all); a click, ← → or a head menu picks

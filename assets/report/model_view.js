@@ -79,7 +79,7 @@ function renderModel() {
   drawn.thumbs = 0;
   let next = 0;
   const step = () => {
-    if (job !== modelGrid.job) return;
+    if (job !== modelGrid.job || ABORT.signal.aborted) return;
     const t0 = performance.now();
     while (next < thumbs.length && performance.now() - t0 < 30) {
       const b = thumbs[next++];

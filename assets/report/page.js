@@ -28,8 +28,19 @@ function switchKind(kind) {
   const p = new URLSearchParams();
   p.set('kind', kind);
   p.set('view', state.view);
-  location.hash = p.toString();
-  location.reload();
+  // The fragment keeps the choice for a reload or a link; a notebook's about:srcdoc frame has
+  // no address to keep it in.
+  if (location.protocol !== 'about:') {
+    try { history.replaceState(null, '', '#' + p.toString()); } catch (e) { /* no history: keep going */ }
+  }
+  const view = state.view;
+  const focusKind = document.activeElement && document.activeElement.dataset && document.activeElement.dataset.kind;
+  // This run's listeners go, the markup is the page's as loaded, and the page boots again.
+  ABORT.abort();
+  hideTip();
+  document.documentElement.dataset.ready = 'false';
+  document.body.innerHTML = SHELL;
+  boot({ kind, view, focus: Boolean(focusKind) });
 }
 
 function setupControls() {
@@ -116,13 +127,14 @@ function setupControls() {
     fitSummary();
     schedule();
   });
+  const signal = ABORT.signal;
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
     if (state.theme === 'auto') { resetThemeColors(); modelGrid.dirty = true; schedule(); }
-  });
-  document.addEventListener('keydown', onKey);
+  }, { signal });
+  document.addEventListener('keydown', onKey, { signal });
   window.addEventListener('scroll', () => {
     if (state.view === 'head' && headLayout && headLayout.virtual) schedule();
-  }, { passive: true });
+  }, { passive: true, signal });
   // A resize stretches what is drawn at once (the model grid refits its thumbnails) and redraws
   // at the new size 100 ms after the last resize event. The head view's token columns do not
   // depend on the window (only its canvas does, redrawn on every render), so they stay.
@@ -132,7 +144,7 @@ function setupControls() {
     fitModelGrid();
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => { modelGrid.dirty = true; schedule(); }, 100);
-  });
+  }, { signal });
 }
 
 /** Bring every shared control in line with the state. */
@@ -380,6 +392,8 @@ async function main() {
   loadTheme();
   timings.start = performance.now();
   await loadPayload();
+  // The markup as loaded (the payload's text already dropped), for booting another kind.
+  if (SHELL === null) SHELL = document.body.innerHTML;
   timings.decoded = performance.now();
   fillSummary();
   setupControls();
@@ -395,6 +409,10 @@ async function main() {
   if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
   $('status').hidden = true;
   render();
+  if (carry.focus) {
+    const b = document.querySelector('#kind-select button[aria-pressed="true"]');
+    if (b) b.focus();
+  }
   timings.interactive = performance.now();
   document.documentElement.dataset.ready = 'true';
   // When the first drawing has been rasterised and shown.

@@ -88,8 +88,18 @@ const CSS: &str = include_str!("../../assets/report.css");
 /// nothing global. The order matters only for top-level statements: `words.js` (the word merge,
 /// pure functions shared with the node test), `data.js` (decoding, state, units) and `common.js`
 /// (colours, helpers, the render scheduler) come first, `page.js` (controls and `main`) last. Reports carry [`script`], this without its comments.
+///
+/// The files run inside `boot(carry)`, which the wrapper calls once on load. A report of several
+/// kinds switches kind by running `boot` again for the new kind over a fresh copy of the page's
+/// markup (`SHELL`), after aborting the old run's window and document listeners (`BOOT`): no
+/// reload (which an `about:srcdoc` frame in a notebook cannot do in every browser), and the
+/// payload is decoded from base64 once (`RAW`).
 const JS_SOURCE: &str = concat!(
     "(function () {\n'use strict';\n\n",
+    "/* Shared by every boot: the page's markup as loaded, the decoded payload, the live boot. */\n",
+    "let SHELL = null;\nlet RAW = null;\nlet BOOT = null;\n\n",
+    "function boot(carry) {\n",
+    "const ABORT = new AbortController();\nBOOT = ABORT;\n",
     include_str!("../../assets/report/words.js"),
     "\n",
     include_str!("../../assets/report/data.js"),
@@ -107,7 +117,7 @@ const JS_SOURCE: &str = concat!(
     include_str!("../../assets/report/stats_view.js"),
     "\n",
     include_str!("../../assets/report/page.js"),
-    "})();\n"
+    "}\n\nboot({});\n})();\n"
 );
 
 /// The script every report carries (and the Content-Security-Policy hashes): [`JS_SOURCE`] less

@@ -8,7 +8,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, existsSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -44,6 +44,12 @@ async function ready(page) {
     document.querySelector('#status.error'), null, { timeout: 20000 });
   const failure = await page.$eval('#status', (s) => (s.classList.contains('error') ? s.textContent : ''));
   assert.equal(failure, '', 'the page reported an error');
+}
+
+/** Switch kind with `action` (a click or a key) and wait for the page to boot on it. */
+async function switchKind(page, action) {
+  await action();
+  await ready(page);
 }
 
 async function open(name, { width = 1280, height = 900, hash = '' } = {}) {
@@ -140,8 +146,7 @@ test('cross-attention: decoder tokens left, encoder tokens right, every line and
   assert.ok(diff < 2e-5, 'BART cross-attention softmax off by ' + diff);
   assert.equal(await page.$$eval('#neuron-query option', (o) => o.length), nt, 'queries: the decoder tokens');
   // The selector switches kinds (a click, then the keyboard), and the fragment remembers it.
-  await Promise.all([page.waitForEvent('load'), page.click('#kind-select button[data-kind="encoder"]')]);
-  await ready(page);
+  await switchKind(page, () => page.click('#kind-select button[data-kind="encoder"]'));
   assert.match(await page.evaluate(() => location.hash), /kind=encoder/);
   assert.equal(await page.evaluate(() => window.attnviz.state.view), 'neuron', 'the view is kept');
   await page.evaluate(() => window.attnviz.set({ view: 'head' }));
@@ -150,8 +155,7 @@ test('cross-attention: decoder tokens left, encoder tokens right, every line and
   assert.deepEqual(c.left, exp.encoder.tokens);
   assert.deepEqual(c.right, exp.encoder.tokens);
   assert.equal(c.headings, null, 'self-attention: no side headings');
-  await Promise.all([page.waitForEvent('load'), page.keyboard.press('d')]);
-  await ready(page);
+  await switchKind(page, () => page.keyboard.press('d'));
   c = await columns(page);
   assert.deepEqual(c.pressed, ['decoder']);
   assert.deepEqual(c.left, exp.decoder.tokens);
@@ -187,8 +191,7 @@ test('T5: no 1/√d scaling, and the relative-position bias said', async () => {
   const diff = Number(await page.$eval('#neuron-canvas', (cv) => cv.dataset.maxDiff));
   assert.ok(diff < 2e-5, 'T5 cross-attention softmax (scale 1) off by ' + diff);
   assert.match(await page.textContent('#neuron-check'), /softmax\(q·k\)/);
-  await Promise.all([page.waitForEvent('load'), page.keyboard.press('e')]);
-  await ready(page);
+  await switchKind(page, () => page.keyboard.press('e'));
   assert.match(await page.textContent('#neuron-check'), /relative-position bias/);
   assert.deepEqual(log, []);
   await context.close();
@@ -209,10 +212,30 @@ test('Firefox: the selector and the cross-attention columns', async () => {
     const count = (sel) => page.$$eval(sel, (t) => t.length);
     assert.equal(await count('#hv-left .tok'), exp.cross.tokens.length);
     assert.equal(await count('#hv-right .tok'), exp.cross.key_tokens.length);
-    await Promise.all([page.waitForNavigation(), page.click('#kind-select button[data-kind="encoder"]')]);
+    await page.click('#kind-select button[data-kind="encoder"]');
     await wait();
     assert.equal(await count('#hv-left .tok'), exp.encoder.tokens.length);
     assert.equal(await count('#hv-right .tok'), exp.encoder.tokens.length);
+    // In a notebook the page is an about:srcdoc frame, which Firefox cannot reload at a new
+    // fragment: the switch happens in the page.
+    const page2 = readFileSync(join(ART, 'encdec-long-source.html'), 'utf8').replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+    const wrapper = join(ART, 'encdec-frame.html');
+    writeFileSync(wrapper, '<!DOCTYPE html><html><body><iframe sandbox="allow-scripts" style="width:1200px;height:800px" srcdoc="' + page2 + '"></iframe></body></html>');
+    await page.goto(pathToFileURL(wrapper).href);
+    const frame = async () => {
+      for (let i = 0; i < 200; i++) {
+        const f = page.frames().find((x) => x !== page.mainFrame());
+        if (f && await f.evaluate(() => document.documentElement.dataset.ready === 'true').catch(() => false)) return f;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('the framed report did not load');
+    };
+    let f = await frame();
+    await f.evaluate(() => document.querySelector('#kind-select button[data-kind="decoder"]').click());
+    f = await frame();
+    const pressed = await f.evaluate(() => [...document.querySelectorAll('#kind-select button[aria-pressed="true"]')].map((b) => b.dataset.kind));
+    assert.deepEqual(pressed, ['decoder']);
+    assert.equal(await f.evaluate(() => document.querySelectorAll('#hv-left .tok').length), exp.decoder.tokens.length);
     assert.deepEqual(log, []);
   } finally {
     await ff.close();
