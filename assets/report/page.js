@@ -274,10 +274,14 @@ function fillSummary() {
   $('model-shape').textContent = (KINDS ? kindName(meta.kind) + ': ' : '') + layersText + ' × ' + m.heads + ' heads' + (GROUPED ? ' over ' + KVH + ' key/value heads' : '') +
     dims + ' · ' + (SQUARE ? N + unitName : N + ' decoder × ' + NK + ' encoder' + unitName) + (CAUSAL ? ' · causal' : '');
   const target = targetText();
-  if (target !== null && FIRST_GEN < 0) {
+  if (target !== null && FIRST_GEN < 0 && typeof META.target === 'string') {
     $('sentence-b-label').textContent = 'Target';
     $('sentence-b-line').hidden = false;
     $('sentence-b').textContent = target;
+  } else if (target !== null && FIRST_GEN < 0) {
+    // The encoder's kind of a run whose decoder generated its text: say so, as its kinds do.
+    $('generated-line').hidden = false;
+    $('generated-text').textContent = target;
   }
   const generatedText = generatedWords();
   if (generatedText !== null) {
@@ -304,7 +308,7 @@ function fillSummary() {
     rows.push(['Kinds', KINDS.map((k) => kindName(k.kind) + ' (' + k.model.layers + ' layers × ' + k.model.heads + ' heads, ' +
       (k.keys ? k.tokens.length + ' decoder × ' + k.keys.tokens.length + ' encoder' : k.tokens.length) + unitName + ')').join(' · ') +
       '; the selector above the views switches between them (keys e, d, c)']);
-    if (target !== null) rows.push([FIRST_GEN < 0 ? 'Target' : 'Decoder tokens', target]);
+    if (target !== null) rows.push([typeof META.target === 'string' ? 'Target' : 'Generated', target]);
   }
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
   rows.push(['Attention', (meta.kind === 'self' ? 'self-attention' : kindName(meta.kind)) + (CAUSAL
