@@ -48,10 +48,26 @@ fn panel_grid(n: usize, cols: usize) -> Grid {
     grid_for(n, target, 1)
 }
 
-/// Columns × rows for `heads` panels: a little wider than tall.
-fn arrangement(heads: usize) -> (usize, usize) {
-    let cols = ((heads as f64 * 4.0 / 3.0).sqrt().ceil() as usize).clamp(1, heads.max(1));
+/// Columns × rows for `heads` panels `aspect` times as wide as tall: the whole grid a little
+/// wider than tall (square panels: 4 heads in 3 + 1, 12 in 4 × 3; cross-attention's wide
+/// panels of a long source over a short target: 4 heads in 2 × 2).
+fn arrangement(heads: usize, aspect: f64) -> (usize, usize) {
+    let cols = ((heads as f64 * 4.0 / 3.0 / aspect).sqrt().ceil() as usize).clamp(1, heads.max(1));
     (cols, heads.div_ceil(cols))
+}
+
+/// [`arrangement`] for panels over `nq` rows and `nk` columns of units, whose shape depends on
+/// how many panels share a row: the arrangement of square panels first, then of panels of the
+/// shape that gives.
+fn panel_arrangement(heads: usize, nq: usize, nk: usize) -> (usize, usize) {
+    let first = arrangement(heads, 1.0);
+    if nq == nk {
+        return first;
+    }
+    let aspect = |cols: usize| {
+        panel_grid(nk, cols).side().max(1) as f64 / panel_grid(nq, cols).side().max(1) as f64
+    };
+    arrangement(heads, aspect(first.0))
 }
 
 /// Under grouped-query attention, one row of panels per key/value head, when the heads that
@@ -77,7 +93,7 @@ pub(crate) fn layer_scene(
     let (nq, nk) = (sides.rows.len(), sides.cols.len());
     let (cols, rows) = kv
         .and_then(grouped_arrangement)
-        .unwrap_or_else(|| arrangement(heads.len()));
+        .unwrap_or_else(|| panel_arrangement(heads.len(), nq, nk));
     // Each side spans the panel on its own (cells may be oblong), so that a short side never
     // makes panels too narrow for their titles.
     let (grid, col_grid) = (panel_grid(nq, cols), panel_grid(nk, cols));
@@ -396,11 +412,18 @@ mod tests {
 
     #[test]
     fn heads_are_arranged_a_little_wider_than_tall() {
-        assert_eq!(arrangement(12), (4, 3));
-        assert_eq!(arrangement(16), (5, 4));
-        assert_eq!(arrangement(8), (4, 2));
-        assert_eq!(arrangement(1), (1, 1));
-        assert_eq!(arrangement(3), (2, 2));
+        assert_eq!(arrangement(12, 1.0), (4, 3));
+        assert_eq!(arrangement(16, 1.0), (5, 4));
+        assert_eq!(arrangement(8, 1.0), (4, 2));
+        assert_eq!(arrangement(1, 1.0), (1, 1));
+        assert_eq!(arrangement(3, 1.0), (2, 2));
+        // Self-attention's panels are square whatever the length.
+        assert_eq!(panel_arrangement(12, 40, 40), (4, 3));
+        // Cross-attention: wide panels (a long source) stack in fewer columns, tall ones (a
+        // long target) spread over more; the panels themselves keep their shapes.
+        assert_eq!(panel_arrangement(4, 8, 32), (2, 2));
+        assert_eq!(panel_arrangement(8, 8, 60), (3, 3));
+        assert_eq!(panel_arrangement(8, 60, 8), (5, 2));
         // Grouped-query attention: a row per key/value head (SmolLM2: 9 heads over 3).
         let kv: Vec<usize> = (0..9).map(|h| h / 3).collect();
         assert_eq!(grouped_arrangement(&kv), Some((3, 3)));

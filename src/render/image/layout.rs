@@ -479,10 +479,29 @@ const QUERY_TITLE_TAIL: &str = "query (attending from)";
 /// The key title after a side's name.
 const KEY_TITLE_TAIL: &str = "key (attended to)";
 
+/// The row axis title, shortened until it fits along rows `span` pixels tall: the whole title
+/// (`Target · decoder (attending from)`), without its parenthesis (`Target · decoder`), its first
+/// part (`Target`). Returns the title and its length in pixels.
+fn row_title_within(title: &str, span: i32) -> (String, i32) {
+    let short = title.split(" (").next().unwrap_or(title);
+    let shortest = short.split(" · ").next().unwrap_or(short);
+    let mut last = (String::new(), 0);
+    for candidate in [title, short, shortest] {
+        let len = font::width(candidate, AXIS_TITLE_SIZE, false) as i32;
+        last = (candidate.to_string(), len);
+        if len + 4 <= span {
+            break;
+        }
+    }
+    last
+}
+
 /// The axis titles of a heatmap (or grid of them) whose rows span `rows` and columns `cols`:
-/// the query title reads upwards at `x`, centred on the rows (or starting at the top row when
-/// the rows are shorter than the title); the key title sits centred under the columns at `below`,
-/// never left of `min_x`. Returns the items and the lowest y they reach.
+/// the query title reads upwards at `x`, centred on the rows, shortened to fit along them (see
+/// [`row_title_within`]; where even the shortest is longer than the rows, it starts at the top
+/// row and runs on beside the column labels below, never up into the title block); the key title
+/// sits centred under the columns at `below`, never left of `min_x`. Returns the items and the
+/// lowest y they reach.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn axis_titles(
     x: i32,
@@ -493,14 +512,14 @@ pub(crate) fn axis_titles(
     pal: &Palette,
     (q_title, k_title): (&str, &str),
 ) -> (Vec<Item>, i32) {
-    let q_len = font::width(q_title, AXIS_TITLE_SIZE, false) as i32;
+    let (q_title, q_len) = row_title_within(q_title, rows.1 - rows.0);
     let span = (rows.1 - rows.0).max(q_len + 4);
     let half = AXIS_TITLE_SIZE as i32 / 2;
     let items = vec![
         Item::Text(Text {
             x: x + half,
             y: rows.0 + span / 2,
-            text: q_title.into(),
+            text: q_title,
             size: AXIS_TITLE_SIZE,
             bold: false,
             color: pal.text,
