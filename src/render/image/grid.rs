@@ -56,18 +56,25 @@ fn arrangement(heads: usize, aspect: f64) -> (usize, usize) {
     (cols, heads.div_ceil(cols))
 }
 
-/// [`arrangement`] for panels over `nq` rows and `nk` columns of units, whose shape depends on
-/// how many panels share a row: the arrangement of square panels first, then of panels of the
-/// shape that gives.
+/// The arrangement of panels over `nq` rows and `nk` columns of units: [`arrangement`] for
+/// square panels; for oblong ones (cross-attention), the columns whose grid comes closest to a
+/// little wider than tall, each empty slot counting against it (so 4 tall panels sit in one row
+/// rather than 3 + 1, and 4 wide ones in 2 × 2).
 fn panel_arrangement(heads: usize, nq: usize, nk: usize) -> (usize, usize) {
-    let first = arrangement(heads, 1.0);
-    if nq == nk {
-        return first;
+    if nq == nk || heads <= 1 {
+        return arrangement(heads, 1.0);
     }
-    let aspect = |cols: usize| {
-        panel_grid(nk, cols).side().max(1) as f64 / panel_grid(nq, cols).side().max(1) as f64
+    let score = |cols: usize| {
+        let rows = heads.div_ceil(cols);
+        let (w, h) = (panel_grid(nk, cols).side(), panel_grid(nq, cols).side());
+        let aspect = (cols as f64 * w.max(1) as f64) / (rows as f64 * h.max(1) as f64);
+        let empty = (cols * rows - heads) as f64 / heads as f64;
+        (aspect / (4.0 / 3.0)).ln().abs() + empty
     };
-    arrangement(heads, aspect(first.0))
+    let cols = (1..=heads)
+        .min_by(|&a, &b| score(a).total_cmp(&score(b)))
+        .unwrap_or(1);
+    (cols, heads.div_ceil(cols))
 }
 
 /// Under grouped-query attention, one row of panels per key/value head, when the heads that
@@ -422,8 +429,10 @@ mod tests {
         // Cross-attention: wide panels (a long source) stack in fewer columns, tall ones (a
         // long target) spread over more; the panels themselves keep their shapes.
         assert_eq!(panel_arrangement(4, 8, 32), (2, 2));
+        assert_eq!(panel_arrangement(4, 32, 8), (4, 1));
         assert_eq!(panel_arrangement(8, 8, 60), (3, 3));
-        assert_eq!(panel_arrangement(8, 60, 8), (5, 2));
+        assert_eq!(panel_arrangement(12, 8, 60), (3, 4));
+        assert_eq!(panel_arrangement(8, 60, 8), (4, 2));
         // Grouped-query attention: a row per key/value head (SmolLM2: 9 heads over 3).
         let kv: Vec<usize> = (0..9).map(|h| h / 3).collect();
         assert_eq!(grouped_arrangement(&kv), Some((3, 3)));
