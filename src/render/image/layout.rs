@@ -577,6 +577,9 @@ pub(crate) fn fit(text: &str, size: f64, bold: bool, max_width: i32) -> String {
         + "…"
 }
 
+/// What separates the two quotes of a subtitle (`A: “…”  ·  B: “…”`).
+pub(crate) const SUBTITLE_PARTS: &str = "  ·  ";
+
 /// Most lines the quoted input may take under the title; a longer quote ends in `…` (the figure
 /// is not the place to read a 400-character input; the notes below it are never cut).
 pub(crate) const SUBTITLE_LINES: usize = 4;
@@ -603,12 +606,31 @@ pub(crate) fn title_block(
     })];
     y += (TITLE_SIZE / 2.0) as i32 + 8;
     let line_h = SUBTITLE_SIZE as i32 + 4;
-    let mut lines = wrap(&style.subtitle, SUBTITLE_SIZE, false, max);
-    if lines.len() > SUBTITLE_LINES {
-        lines.truncate(SUBTITLE_LINES);
-        let last = lines.pop().unwrap_or_default();
-        lines.push(fit(&format!("{last} …"), SUBTITLE_SIZE, false, max));
-    }
+    // At most `most` lines of `text`, the last cut with `…` when there were more.
+    let wrap_at_most = |text: &str, most: usize| {
+        let mut lines = wrap(text, SUBTITLE_SIZE, false, max);
+        if lines.len() > most {
+            lines.truncate(most);
+            let last = lines.pop().unwrap_or_default();
+            lines.push(fit(&format!("{last} …"), SUBTITLE_SIZE, false, max));
+        }
+        lines
+    };
+    // Two quotes (a pair's sentences, an encoder–decoder's target and source) that do not fit on
+    // one line start a line each and share the lines, so that a long one cannot push the other
+    // out; unless that takes more lines than running them on.
+    let run_on = wrap(&style.subtitle, SUBTITLE_SIZE, false, max).len();
+    let parts: Vec<&str> = style.subtitle.split(SUBTITLE_PARTS).collect();
+    let share = (SUBTITLE_LINES / parts.len()).max(1);
+    let apart: Vec<String> = parts
+        .iter()
+        .flat_map(|part| wrap_at_most(part, share))
+        .collect();
+    let mut lines = if run_on > 1 && parts.len() > 1 && apart.len() <= run_on.min(SUBTITLE_LINES) {
+        apart
+    } else {
+        wrap_at_most(&style.subtitle, SUBTITLE_LINES)
+    };
     lines.extend(wrap(&style.notes, SUBTITLE_SIZE, false, max));
     for line in lines {
         items.push(Item::Text(Text {

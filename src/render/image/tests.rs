@@ -1246,6 +1246,13 @@ fn cross_attention_figures_label_both_sides_for_long_and_short_inputs() {
             let all = texts.join(" ");
             let (t, s) = (all.find("target: “"), all.find("source: “"));
             assert!(t.is_some() && s.is_some() && t < s, "{texts:?}");
+            // Both on one line, or the source starts a line of its own.
+            assert!(
+                texts
+                    .iter()
+                    .any(|t| t.starts_with("source: “") || t.contains("” · source: “")),
+                "{texts:?}"
+            );
             // Every cell block is target rows × source columns.
             let cells = scene
                 .items
