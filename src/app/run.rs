@@ -216,9 +216,13 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         } else {
             "the input was"
         };
+        // An encoder–decoder's input is its source: the encoder's tokens, whatever --kind shows.
+        let kept = match seq2seq.as_ref().and_then(AttentionSet::encoder) {
+            Some(encoder) => encoder.len(),
+            None => encoding.attention.len(),
+        };
         note(&format!(
-            "note: {what} {from} tokens; truncated to the model's maximum of {} (--truncate)",
-            encoding.attention.len()
+            "note: {what} {from} tokens; truncated to the model's maximum of {kept} (--truncate)"
         ));
     }
 
@@ -624,12 +628,14 @@ fn run_seq2seq(
             model.family()
         )));
     }
+    // The default length is said once the run holds up (a bad source gets its one line).
+    let mut default_note = None;
     let input = match (&plan.target, plan.generate) {
         (Some(target), _) => DecoderInput::Target(target),
         (None, Some(n)) => DecoderInput::Generate(n),
         (None, None) => {
             let n = model.default_generation_length();
-            note(&format!(
+            default_note = Some(format!(
                 "{name} is an encoder–decoder model: TEXT is the source, and with neither \
                  --target nor --generate the decoder generates up to {n} tokens greedily \
                  (--target TEXT teacher-forces an output; --generate N sets the length)"
@@ -645,6 +651,9 @@ fn run_seq2seq(
     let out = model.encode_seq2seq(text, input, opts, &mut |done| progress.update(done));
     progress.finish();
     let out = out?;
+    if let Some(line) = default_note {
+        note(&line);
+    }
     if let Some(g) = &out.generation {
         let generated = model.tokenizer().decode(g.generated()).unwrap_or_default();
         note(&format!(
@@ -659,8 +668,11 @@ fn run_seq2seq(
         ));
     }
     if let Some(from) = out.target_truncated_from {
+        // The decoder reads the target shifted right: as many tokens as the labels kept.
+        let kept = out.labels.as_ref().map_or(0, Vec::len);
         note(&format!(
-            "note: the target was {from} tokens; truncated to the decoder's maximum (--truncate)"
+            "note: the target was {from} tokens; truncated to the decoder's maximum of {kept} \
+             (--truncate)"
         ));
     }
     let [encoder, decoder, cross]: [Attention; 3] = out

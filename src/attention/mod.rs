@@ -277,6 +277,10 @@ pub struct Attention {
     pub text: String,
     /// The second sentence of a pair, if any.
     pub pair: Option<String>,
+    /// An encoder–decoder's decoder text, on its decoder and cross-attention values: the
+    /// teacher-forced target, or what the model generated (decoded). `text` stays the source,
+    /// the same on every kind of one run; views that quote what the rows read quote this.
+    pub target_text: Option<String>,
     /// Which attention this is.
     pub kind: AttentionKind,
     /// Which cells a query could not see.
@@ -435,6 +439,7 @@ impl Attention {
             model: parts.model,
             text: parts.text,
             pair: parts.pair,
+            target_text: None,
             kind: parts.kind,
             mask: parts.mask,
             positions: parts.positions,
@@ -454,6 +459,12 @@ impl Attention {
         }
         att.check()?;
         Ok(att)
+    }
+
+    /// The same value with its decoder text (see [`Attention::target_text`]).
+    pub fn with_target_text(mut self, target_text: Option<String>) -> Self {
+        self.target_text = target_text;
+        self
     }
 
     /// The same value with `mask`.
@@ -531,6 +542,7 @@ impl Attention {
             model: self.model.clone(),
             text: self.text.clone(),
             pair: self.pair.clone(),
+            target_text: self.target_text.clone(),
             kind: self.kind,
             mask: self.mask,
             positions: self.positions,

@@ -101,6 +101,16 @@ impl AttentionSet {
         cross: Attention,
         target: Option<String>,
     ) -> Result<AttentionSet, ShapeError> {
+        // The decoder's and cross-attention's rows read the target: they quote it unless they
+        // carry a decoder text already (a generation's).
+        let quote = |att: Attention| match (&att.target_text, &target) {
+            (None, Some(t)) => {
+                let t = t.clone();
+                att.with_target_text(Some(t))
+            }
+            _ => att,
+        };
+        let (decoder, cross) = (quote(decoder), quote(cross));
         let set = AttentionSet {
             values: vec![encoder, decoder, cross],
             target,

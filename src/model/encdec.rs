@@ -139,7 +139,8 @@ impl Model {
         );
         Err(Error::TooBig(format!(
             "capturing the encoder, decoder and cross-attention for {n} source and {m} decoder \
-             tokens needs {needs}, more than {} of the {}; use a shorter input",
+             tokens needs {needs}, more than {} of the {}; use a shorter source, target or \
+             --generate",
             format_bytes(budget),
             if max_memory.is_some() {
                 "--max-memory budget"
@@ -147,6 +148,19 @@ impl Model {
                 "default budget (half of this machine's memory; raise it with --max-memory)"
             }
         )))
+    }
+
+    /// `max_new_tokens` and the start token within the decoder's positions.
+    fn check_generation_length(&self, max_new_tokens: usize) -> Result<(), Error> {
+        let longest = self.max_target_positions();
+        if max_new_tokens >= longest {
+            return Err(Error::Input(format!(
+                "{max_new_tokens} new tokens and the start token are more than the decoder's \
+                 {longest} positions; generate at most {}",
+                longest.saturating_sub(1)
+            )));
+        }
+        Ok(())
     }
 
     fn check_ids(&self, which: &str, ids: &[u32], longest: usize) -> Result<(), Error> {
@@ -201,14 +215,7 @@ impl Model {
     ) -> Result<Generation, Error> {
         let net = self.seq2seq_net()?;
         self.check_ids("source", source, self.max_positions())?;
-        let longest = self.max_target_positions();
-        if max_new_tokens + 1 > longest {
-            return Err(Error::Input(format!(
-                "{max_new_tokens} new tokens and the start token are more than the decoder's \
-                 {longest} positions; generate at most {}",
-                longest.saturating_sub(1)
-            )));
-        }
+        self.check_generation_length(max_new_tokens)?;
         let g = &self.generation;
         net.greedy(
             source,
@@ -229,6 +236,19 @@ impl Model {
                 tokenize::Error::Empty { .. } => {
                     Error::Input("the target is empty; give --target some text".into())
                 }
+                // The tokenizer's messages speak of the input: say it is the target.
+                tokenize::Error::TooLong { tokens, max } => Error::Input(format!(
+                    "the target is {tokens} tokens long (with the special tokens) but the \
+                     decoder takes at most {max}; shorten --target or pass --truncate"
+                )),
+                tokenize::Error::TooManyBytes { bytes, limit, .. } => Error::Input(format!(
+                    "the target is {bytes} bytes long, more than the decoder can take (at most \
+                     {limit} bytes are read); shorten --target or pass --truncate"
+                )),
+                tokenize::Error::NoTokens { .. } => Error::Input(
+                    "the target contains no tokens the model can read; give --target some text"
+                        .into(),
+                ),
                 other => other.into(),
             })?;
         if let Some((source, target)) = self.language_codes() {
@@ -331,6 +351,8 @@ impl Model {
                 (decoder, Some(labels.ids), None, from, cut)
             }
             DecoderInput::Generate(new) => {
+                // The length first: it says how many tokens the decoder can take at all.
+                self.check_generation_length(new)?;
                 self.check_seq2seq_capture(
                     source.ids.len(),
                     new + 1,
@@ -370,6 +392,13 @@ impl Model {
                 e.surfaces.clone(),
             )
         };
+        // What the decoder's rows read, for views to quote: the target, or the generation
+        // decoded (as `generate` prints it).
+        let target_text = match (input, &generation) {
+            (DecoderInput::Target(target), _) => Some(target.to_string()),
+            (_, Some(g)) => self.tokenizer.decode(g.generated()).ok(),
+            _ => None,
+        };
         let mut decoder_units = units(&decoder);
         if generation.is_some() {
             decoder_units.generated = (0..decoder.ids.len()).map(|i| i >= 1).collect();
@@ -396,6 +425,7 @@ impl Model {
         .map(|a| a.with_positions(net.decoder_arch.positions))
         .and_then(|a| a.with_kind(AttentionKind::Decoder))
         .map(|a| a.with_mask(crate::attention::MaskKind::Causal))
+        .map(|a| a.with_target_text(target_text.clone()))
         .and_then(|a| a.with_query_key(out.decoder.query_key))
         .map_err(shape)?;
         let cross = Attention::cross(
@@ -408,6 +438,7 @@ impl Model {
         )
         // Cross-attention's scores are q·k alone: T5 adds no position bias to them.
         .map(|a| a.with_positions(PositionScheme::Absolute))
+        .map(|a| a.with_target_text(target_text))
         .and_then(|a| a.with_query_key(out.cross.query_key))
         .map_err(shape)?;
         Ok(Seq2SeqEncoding {

@@ -161,7 +161,7 @@ impl View<'_> {
         if att.special_excluded {
             title.push_str(" · special tokens hidden, rows renormalised");
         }
-        writeln!(w, "{}", self.bold(&title))?;
+        self.say(&title, Self::bold, w)?;
         if let HeadSel::Index(h) = head {
             if att.is_grouped() {
                 let kv = att.kv_head()[h];
@@ -194,6 +194,20 @@ impl View<'_> {
         } else {
             s.to_string()
         }
+    }
+
+    /// Write `text` (plain, one paragraph) wrapped at spaces to the view's width, each line
+    /// styled by `style` ([`View::bold`], [`View::dim`]).
+    fn say(
+        &self,
+        text: &str,
+        style: fn(&Self, &str) -> String,
+        w: &mut dyn Write,
+    ) -> io::Result<()> {
+        for line in wrap_words(text, self.opts.width.max(40)) {
+            writeln!(w, "{}", style(self, &line))?;
+        }
+        Ok(())
     }
 
     /// A two-column cell for `v` on a scale whose top is `max`.
@@ -240,13 +254,13 @@ impl View<'_> {
     fn unit_notes(&self, full: bool, w: &mut dyn Write) -> io::Result<()> {
         let att = self.att;
         if let Some(s) = att.sink() {
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!(
+            self.say(
+                &format!(
                     "sink: {s} {}: the first token, where causal heads park unused attention",
                     fit(self.query_label(s), LABEL_MAX)
-                ))
+                ),
+                Self::dim,
+                w,
             )?;
         }
         if let Some(g) = att.first_generated() {
@@ -408,14 +422,14 @@ impl View<'_> {
             }
             .full(index_w, label_w, w)?;
         } else {
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!(
+            self.say(
+                &format!(
                     "{nk} source {}: too many to draw here; the alignment only (--png, \
                      --html draw it)",
                     units_word(att, true)
-                ))
+                ),
+                Self::dim,
+                w,
             )?;
             self.unit_notes(false, w)?;
         }
@@ -626,7 +640,7 @@ impl View<'_> {
             Some(what) => format!("Strongest links between ordinary tokens (query → key; {what}):"),
             None => "Strongest links (query → key):".to_string(),
         };
-        writeln!(w, "{}", self.bold(&heading))?;
+        self.say(&heading, Self::bold, w)?;
         let iw = digits(nq.max(nk) - 1);
         for (q, k, v) in links {
             writeln!(
@@ -791,6 +805,23 @@ pub fn escape_controls(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// `text` broken at spaces into lines of at most `width` terminal columns (a word wider than
+/// that keeps a line of its own; [`fit`] cuts labels, this never drops text).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.width() + 1 + word.width() > width {
+            lines.push(std::mem::take(&mut line));
+        } else if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
 }
 
 /// `s` padded with spaces to `width` terminal columns.
@@ -1173,6 +1204,10 @@ mod tests {
         let out = render(&att, HeadSel::Mean, &TerminalOptions::default());
         assert!(out.contains("the alignment only"), "{out}");
         assert!(!out.contains("summary"), "{out}");
+        // The note that the matrix is left out, 81 columns as one line, wraps.
+        for l in out.lines() {
+            assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
+        }
         let aligned = |out: &str| {
             out.lines()
                 .filter(|l| {
@@ -1191,5 +1226,19 @@ mod tests {
         for l in out.lines() {
             assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
         }
+    }
+
+    #[test]
+    fn notes_wrap_at_spaces_to_the_width() {
+        let text =
+            "Strongest links between ordinary tokens (query → key; <pad> and the sink left out):";
+        assert!(text.width() > 80);
+        let lines = wrap_words(text, 80);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.width() <= 80 && !l.starts_with(' ')));
+        assert_eq!(lines.join(" "), text);
+        // A word wider than the line keeps a line of its own; nothing is dropped.
+        assert_eq!(wrap_words("a bbbbbb c", 4), ["a", "bbbbbb", "c"]);
+        assert_eq!(wrap_words("short", 80), ["short"]);
     }
 }

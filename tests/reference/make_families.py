@@ -224,6 +224,7 @@ class Family:
     legacy_config: dict | None = None  # a 4.x-style config.json written instead (see llama)
     only_cases: tuple[str, ...] = ()  # a subset of the cases, to keep a large variant small
     use_cache: bool = True  # generate() with its KV cache (see t5-v1_1)
+    untie_head: bool = False  # give lm_head weights of its own (see t5-v1_1)
 
 
 SAFE = Layout("", "base", "safetensors", "the bare model, HF key names without prefix")
@@ -665,12 +666,16 @@ FAMILIES: list[Family] = [
         [FULL_SAFE],
         gains=Gains(qk=0.8),
         use_cache=False,
+        untie_head=True,
         notes=dict(
             layers="2 encoder layers, 3 decoder layers (num_decoder_layers != num_layers); "
             "transformers 5.24's generate() with its KV cache fails on such a T5 (IndexError in the "
             "cache, sized by num_layers), so this family's generations ran with use_cache=False",
             ffn="gated-gelu: wo(gelu_new(wi_0 x) * wi_1 x)",
-            tied="untied: lm_head.weight separate, no d_model ** -0.5 rescale",
+            tied="untied: lm_head.weight saved beside shared.weight with values of its own (transformers "
+            "5 forces tie_word_embeddings=True in T5Config, so the script gives lm_head its own "
+            "parameter; from_pretrained keeps the two apart), and no d_model ** -0.5 rescale "
+            "(scale_decoder_outputs=False, from tie_word_embeddings=False)",
         ),
     ),
     Family(
@@ -728,6 +733,8 @@ def build(family: Family, seed: int) -> tuple[object, object, list[tuple[Layout,
     config = family.config(tok)
     config._attn_implementation = "eager"
     full = family.model_class(config).eval()
+    if family.untie_head:
+        untie_head(full)
     randomise(full, seed, family.gains)
     folders = []
     for layout in family.layouts:
@@ -747,6 +754,17 @@ def build(family: Family, seed: int) -> tuple[object, object, list[tuple[Layout,
             rewrite_legacy_config(folder / "config.json", family.legacy_config)
         folders.append((layout, folder))
     return tok, full, folders
+
+
+def untie_head(model) -> None:
+    """A separate lm_head, as T5 v1.1 and Flan-T5 checkpoints store it. transformers 5's T5Config
+    turns `tie_word_embeddings=False` into `scale_decoder_outputs=False` and then forces
+    `tie_word_embeddings=True`, so the model it builds shares lm_head with `shared`. Giving lm_head
+    a parameter of its own (randomise then draws it last, after every other parameter) saves both
+    tensors; from_pretrained keeps them apart when "both are present in the checkpoints with
+    different values", as it does for the real google/t5-v1_1-* and google/flan-t5-* files."""
+    model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
+    assert model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
 
 
 def rewrite_legacy_config(path: Path, legacy: dict) -> None:
@@ -955,6 +973,11 @@ def make_family(family: Family, seed: int) -> None:
     model = load(family, first)
     model64 = load(family, first, torch.float64)
     same_as_built(family, _full, model, tok)
+    if family.untie_head:
+        for m in (model, model64):
+            head, shared = m.lm_head.weight, m.get_input_embeddings().weight
+            assert head.data_ptr() != shared.data_ptr() and not torch.equal(head, shared), family.name
+            assert not m.config.scale_decoder_outputs, family.name
     runner, runner64 = Runner(family, model), Runner(family, model64)
     others = [(folder, Runner(family, load(family, folder))) for _l, folder in folders[1:]]
     cfg = model.config

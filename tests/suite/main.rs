@@ -15,6 +15,7 @@ mod analysis_reference;
 mod cli;
 mod cli_decoders;
 mod cli_families;
+mod cli_seq2seq;
 mod corpus;
 mod corpus_shards;
 mod encdec_views;

@@ -48,9 +48,32 @@ fn panel_grid(n: usize, cols: usize) -> Grid {
     grid_for(n, target, 1)
 }
 
-/// Columns × rows for `heads` panels: a little wider than tall.
-fn arrangement(heads: usize) -> (usize, usize) {
-    let cols = ((heads as f64 * 4.0 / 3.0).sqrt().ceil() as usize).clamp(1, heads.max(1));
+/// Columns × rows for `heads` panels `aspect` times as wide as tall: the whole grid a little
+/// wider than tall (square panels: 4 heads in 3 + 1, 12 in 4 × 3; cross-attention's wide
+/// panels of a long source over a short target: 4 heads in 2 × 2).
+fn arrangement(heads: usize, aspect: f64) -> (usize, usize) {
+    let cols = ((heads as f64 * 4.0 / 3.0 / aspect).sqrt().ceil() as usize).clamp(1, heads.max(1));
+    (cols, heads.div_ceil(cols))
+}
+
+/// The arrangement of panels over `nq` rows and `nk` columns of units: [`arrangement`] for
+/// square panels; for oblong ones (cross-attention), the columns whose grid comes closest to a
+/// little wider than tall, each empty slot counting against it (so 4 tall panels sit in one row
+/// rather than 3 + 1, and 4 wide ones in 2 × 2).
+fn panel_arrangement(heads: usize, nq: usize, nk: usize) -> (usize, usize) {
+    if nq == nk || heads <= 1 {
+        return arrangement(heads, 1.0);
+    }
+    let score = |cols: usize| {
+        let rows = heads.div_ceil(cols);
+        let (w, h) = (panel_grid(nk, cols).side(), panel_grid(nq, cols).side());
+        let aspect = (cols as f64 * w.max(1) as f64) / (rows as f64 * h.max(1) as f64);
+        let empty = (cols * rows - heads) as f64 / heads as f64;
+        (aspect / (4.0 / 3.0)).ln().abs() + empty
+    };
+    let cols = (1..=heads)
+        .min_by(|&a, &b| score(a).total_cmp(&score(b)))
+        .unwrap_or(1);
     (cols, heads.div_ceil(cols))
 }
 
@@ -77,7 +100,7 @@ pub(crate) fn layer_scene(
     let (nq, nk) = (sides.rows.len(), sides.cols.len());
     let (cols, rows) = kv
         .and_then(grouped_arrangement)
-        .unwrap_or_else(|| arrangement(heads.len()));
+        .unwrap_or_else(|| panel_arrangement(heads.len(), nq, nk));
     // Each side spans the panel on its own (cells may be oblong), so that a short side never
     // makes panels too narrow for their titles.
     let (grid, col_grid) = (panel_grid(nq, cols), panel_grid(nk, cols));
@@ -396,11 +419,20 @@ mod tests {
 
     #[test]
     fn heads_are_arranged_a_little_wider_than_tall() {
-        assert_eq!(arrangement(12), (4, 3));
-        assert_eq!(arrangement(16), (5, 4));
-        assert_eq!(arrangement(8), (4, 2));
-        assert_eq!(arrangement(1), (1, 1));
-        assert_eq!(arrangement(3), (2, 2));
+        assert_eq!(arrangement(12, 1.0), (4, 3));
+        assert_eq!(arrangement(16, 1.0), (5, 4));
+        assert_eq!(arrangement(8, 1.0), (4, 2));
+        assert_eq!(arrangement(1, 1.0), (1, 1));
+        assert_eq!(arrangement(3, 1.0), (2, 2));
+        // Self-attention's panels are square whatever the length.
+        assert_eq!(panel_arrangement(12, 40, 40), (4, 3));
+        // Cross-attention: wide panels (a long source) stack in fewer columns, tall ones (a
+        // long target) spread over more; the panels themselves keep their shapes.
+        assert_eq!(panel_arrangement(4, 8, 32), (2, 2));
+        assert_eq!(panel_arrangement(4, 32, 8), (4, 1));
+        assert_eq!(panel_arrangement(8, 8, 60), (3, 3));
+        assert_eq!(panel_arrangement(12, 8, 60), (3, 4));
+        assert_eq!(panel_arrangement(8, 60, 8), (4, 2));
         // Grouped-query attention: a row per key/value head (SmolLM2: 9 heads over 3).
         let kv: Vec<usize> = (0..9).map(|h| h / 3).collect();
         assert_eq!(grouped_arrangement(&kv), Some((3, 3)));

@@ -479,10 +479,29 @@ const QUERY_TITLE_TAIL: &str = "query (attending from)";
 /// The key title after a side's name.
 const KEY_TITLE_TAIL: &str = "key (attended to)";
 
+/// The row axis title, shortened until it fits along rows `span` pixels tall: the whole title
+/// (`Target · decoder (attending from)`), without its parenthesis (`Target · decoder`), its first
+/// part (`Target`). Returns the title and its length in pixels.
+fn row_title_within(title: &str, span: i32) -> (String, i32) {
+    let short = title.split(" (").next().unwrap_or(title);
+    let shortest = short.split(" · ").next().unwrap_or(short);
+    let mut last = (String::new(), 0);
+    for candidate in [title, short, shortest] {
+        let len = font::width(candidate, AXIS_TITLE_SIZE, false) as i32;
+        last = (candidate.to_string(), len);
+        if len + 4 <= span {
+            break;
+        }
+    }
+    last
+}
+
 /// The axis titles of a heatmap (or grid of them) whose rows span `rows` and columns `cols`:
-/// the query title reads upwards at `x`, centred on the rows (or starting at the top row when
-/// the rows are shorter than the title); the key title sits centred under the columns at `below`,
-/// never left of `min_x`. Returns the items and the lowest y they reach.
+/// the query title reads upwards at `x`, centred on the rows, shortened to fit along them (see
+/// [`row_title_within`]; where even the shortest is longer than the rows, it starts at the top
+/// row and runs on beside the column labels below, never up into the title block); the key title
+/// sits centred under the columns at `below`, never left of `min_x`. Returns the items and the
+/// lowest y they reach.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn axis_titles(
     x: i32,
@@ -493,14 +512,14 @@ pub(crate) fn axis_titles(
     pal: &Palette,
     (q_title, k_title): (&str, &str),
 ) -> (Vec<Item>, i32) {
-    let q_len = font::width(q_title, AXIS_TITLE_SIZE, false) as i32;
+    let (q_title, q_len) = row_title_within(q_title, rows.1 - rows.0);
     let span = (rows.1 - rows.0).max(q_len + 4);
     let half = AXIS_TITLE_SIZE as i32 / 2;
     let items = vec![
         Item::Text(Text {
             x: x + half,
             y: rows.0 + span / 2,
-            text: q_title.into(),
+            text: q_title,
             size: AXIS_TITLE_SIZE,
             bold: false,
             color: pal.text,
@@ -558,6 +577,9 @@ pub(crate) fn fit(text: &str, size: f64, bold: bool, max_width: i32) -> String {
         + "…"
 }
 
+/// What separates the two quotes of a subtitle (`A: “…”  ·  B: “…”`).
+pub(crate) const SUBTITLE_PARTS: &str = "  ·  ";
+
 /// Most lines the quoted input may take under the title; a longer quote ends in `…` (the figure
 /// is not the place to read a 400-character input; the notes below it are never cut).
 pub(crate) const SUBTITLE_LINES: usize = 4;
@@ -584,12 +606,31 @@ pub(crate) fn title_block(
     })];
     y += (TITLE_SIZE / 2.0) as i32 + 8;
     let line_h = SUBTITLE_SIZE as i32 + 4;
-    let mut lines = wrap(&style.subtitle, SUBTITLE_SIZE, false, max);
-    if lines.len() > SUBTITLE_LINES {
-        lines.truncate(SUBTITLE_LINES);
-        let last = lines.pop().unwrap_or_default();
-        lines.push(fit(&format!("{last} …"), SUBTITLE_SIZE, false, max));
-    }
+    // At most `most` lines of `text`, the last cut with `…` when there were more.
+    let wrap_at_most = |text: &str, most: usize| {
+        let mut lines = wrap(text, SUBTITLE_SIZE, false, max);
+        if lines.len() > most {
+            lines.truncate(most);
+            let last = lines.pop().unwrap_or_default();
+            lines.push(fit(&format!("{last} …"), SUBTITLE_SIZE, false, max));
+        }
+        lines
+    };
+    // Two quotes (a pair's sentences, an encoder–decoder's target and source) that do not fit on
+    // one line start a line each and share the lines, so that a long one cannot push the other
+    // out; unless that takes more lines than running them on.
+    let run_on = wrap(&style.subtitle, SUBTITLE_SIZE, false, max).len();
+    let parts: Vec<&str> = style.subtitle.split(SUBTITLE_PARTS).collect();
+    let share = (SUBTITLE_LINES / parts.len()).max(1);
+    let apart: Vec<String> = parts
+        .iter()
+        .flat_map(|part| wrap_at_most(part, share))
+        .collect();
+    let mut lines = if run_on > 1 && parts.len() > 1 && apart.len() <= run_on.min(SUBTITLE_LINES) {
+        apart
+    } else {
+        wrap_at_most(&style.subtitle, SUBTITLE_LINES)
+    };
     lines.extend(wrap(&style.notes, SUBTITLE_SIZE, false, max));
     for line in lines {
         items.push(Item::Text(Text {

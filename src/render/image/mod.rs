@@ -452,15 +452,32 @@ fn model_name(id: &str) -> String {
     font::label(&name, 60)
 }
 
-/// The input text for the subtitle: the sentence, or both sentences of a pair.
+/// The input text for the subtitle: the sentence, or both sentences of a pair. An
+/// encoder–decoder's figures quote what their axes read: the encoder's the source, the decoder's
+/// the target (or what was generated), cross-attention's both, target (the rows) first.
 fn subtitle(att: &Attention) -> String {
     let text = font::label(&att.text, 400);
-    match &att.pair {
-        Some(pair) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
-        None if text.is_empty() => String::new(),
-        // An encoder–decoder's values carry the source; the target is on the axes.
-        None if att.kind != AttentionKind::SelfAttention => format!("source: “{text}”"),
-        None => format!("“{text}”"),
+    let source = || format!("source: “{text}”");
+    let target = || {
+        let side = if att.first_generated().is_some() {
+            "generated"
+        } else {
+            "target"
+        };
+        att.target_text
+            .as_deref()
+            .map(|t| format!("{side}: “{}”", font::label(t, 400)))
+    };
+    match (&att.pair, att.kind) {
+        (Some(pair), _) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
+        (None, AttentionKind::SelfAttention) if text.is_empty() => String::new(),
+        (None, AttentionKind::SelfAttention) => format!("“{text}”"),
+        (None, AttentionKind::Encoder) => source(),
+        (None, AttentionKind::Decoder) => target().unwrap_or_default(),
+        (None, AttentionKind::Cross) => match target() {
+            Some(t) => format!("{t}  ·  {}", source()),
+            None => source(),
+        },
     }
 }
 

@@ -53,9 +53,17 @@ pub(crate) fn scene(
     let axis_title_w = AXIS_TITLE_SIZE as i32;
     let heat_x = MARGIN + axis_title_w + 12 + label_w + LABEL_GAP;
     let title_min_x = MARGIN + axis_title_w + 12;
-    let bar_x = (heat_x + w + 28)
-        .max(layout::key_title_right((heat_x, heat_x + w), title_min_x, &sides.col_title) + 16);
-    let content_w = bar_x + layout::colorbar_width(&scale) + MARGIN;
+    // The colour bar stands beside the heatmap. A key title wider than a narrow heatmap runs on
+    // under the bar, unless a bar taller than the heatmap (a short one) reaches down to it.
+    let key_right = layout::key_title_right((heat_x, heat_x + w), title_min_x, &sides.col_title);
+    let key_top = h + LABEL_GAP + col_label_w + 14;
+    let mask_key = if style.masked.is_some() { 16 + 24 } else { 0 };
+    let bar_x = if h.max(layout::MIN_BAR_HEIGHT) + mask_key + 4 < key_top {
+        heat_x + w + 28
+    } else {
+        (heat_x + w + 28).max(key_right + 16)
+    };
+    let content_w = (bar_x + layout::colorbar_width(&scale)).max(key_right) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
 
     let (mut items, top) = layout::title_block(title, style, width, pal);

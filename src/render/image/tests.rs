@@ -1227,18 +1227,30 @@ fn cross_attention_figures_label_both_sides_for_long_and_short_inputs() {
                 .collect();
             assert!(scene.title.contains("cross-attention"), "{}", scene.title);
             if !matches!(figure, FigureSpec::Model) {
-                assert!(
-                    texts.contains(&"Target · decoder (attending from)"),
-                    "{texts:?}"
-                );
+                // The row title in full along long rows, shortened along a single heatmap's
+                // three short ones (a grid's rows of panels are tall enough for it).
+                let single = matches!(figure, FigureSpec::Head { .. } | FigureSpec::Mean { .. });
+                let row_title = if target.len() > source.len() || !single {
+                    "Target · decoder (attending from)"
+                } else {
+                    "Target"
+                };
+                assert!(texts.contains(&row_title), "{texts:?}");
                 assert!(
                     texts.contains(&"Source · encoder (attended to)"),
                     "{texts:?}"
                 );
                 assert!(texts.contains(&"w39") || texts.iter().any(|t| t.ends_with("w39")));
             }
+            // The subtitle quotes what both axes read: the target (rows), then the source.
+            let all = texts.join(" ");
+            let (t, s) = (all.find("target: “"), all.find("source: “"));
+            assert!(t.is_some() && s.is_some() && t < s, "{texts:?}");
+            // Both on one line, or the source starts a line of its own.
             assert!(
-                texts.iter().any(|t| t.starts_with("source: “")),
+                texts
+                    .iter()
+                    .any(|t| t.starts_with("source: “") || t.contains("” · source: “")),
                 "{texts:?}"
             );
             // Every cell block is target rows × source columns.
@@ -1253,6 +1265,25 @@ fn cross_attention_figures_label_both_sides_for_long_and_short_inputs() {
             assert_eq!((cells.rows, cells.cols), (target.len(), source.len()));
             if matches!(figure, FigureSpec::Head { .. } | FigureSpec::Mean { .. }) {
                 assert_eq!(cells.cell_w, cells.cell_h, "square cells");
+                // The row title reads along the rows: centred on them when it fits, else
+                // starting at the top row (never up into the title block).
+                let title = scene
+                    .texts()
+                    .find(|t| t.up && t.text.starts_with("Target"))
+                    .expect("a row title");
+                let b = title.bounds();
+                let (top, bottom) = (cells.y, cells.y + cells.height() as i32);
+                assert!(
+                    b.y0 >= top - 2,
+                    "{figure:?}: {b:?} above rows {top}..{bottom}"
+                );
+                if b.y1 - b.y0 <= bottom - top {
+                    let (mid, rows_mid) = ((b.y0 + b.y1) / 2, (top + bottom) / 2);
+                    assert!(
+                        (mid - rows_mid).abs() <= 3,
+                        "{figure:?}: {b:?} vs {top}..{bottom}"
+                    );
+                }
             }
             assert_text_fits(
                 &scene,
@@ -1268,4 +1299,31 @@ fn cross_attention_figures_label_both_sides_for_long_and_short_inputs() {
         );
         assert!(enc.unwrap().title.contains("· encoder"));
     }
+}
+
+/// An encoder–decoder's figures quote what their rows read: the encoder's the source, the
+/// decoder's the target (or what the model generated), cross-attention's the target, then the
+/// source its columns read.
+#[test]
+fn each_kind_quotes_the_text_its_rows_read() {
+    let source = ["<s>", "Ġa", "Ġcat", "</s>"];
+    let target = ["</s>", "Ġeine", "ĠKatze"];
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 2, 2, 2, 3);
+    let src = "source: “<s> Ġa Ġcat </s>”";
+    let tgt = "target: “</s> Ġeine ĠKatze”";
+    assert_eq!(subtitle(set.encoder().unwrap()), src);
+    assert_eq!(subtitle(set.decoder().unwrap()), tgt);
+    assert_eq!(subtitle(set.cross().unwrap()), format!("{tgt}  ·  {src}"));
+    // A generation: the decoded tokens, named as generated.
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 2, 2, 2, 1);
+    let generated = set
+        .decoder()
+        .unwrap()
+        .clone()
+        .with_target_text(Some("eine Katze".into()));
+    assert_eq!(subtitle(&generated), "generated: “eine Katze”");
+    // No decoder text (attention read from a file without one): nothing is quoted rather than
+    // the source, which is not what the rows read.
+    assert_eq!(subtitle(set.decoder().unwrap()), "");
+    assert_eq!(subtitle(set.cross().unwrap()), src);
 }

@@ -380,3 +380,59 @@ fn tiny_marian_matches_hf() {
     // source.spm and target.spm through vocab.json, as MarianTokenizer.
     check_model("tiny-marian");
 }
+
+/// T5 v1.1 and Flan-T5 keep `lm_head.weight` apart from `shared.weight` and scale nothing
+/// before it. transformers 5 builds every T5 tied (its T5Config forces
+/// `tie_word_embeddings=True`), so the reference script gives the head weights of its own and
+/// transformers loads them apart; this checks the fixture really holds two different matrices
+/// (so `tiny_t5_v1_1_matches_hf` runs the untied head) and that the rescale tied T5 applies
+/// would move the logits far past the tolerance (so that test would catch it).
+#[test]
+fn tiny_t5_v1_1_has_its_own_unscaled_head() {
+    let dir = fixture("tiny-t5-v1_1");
+    let tensors = ok(
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu),
+        "tiny-t5-v1_1",
+    );
+    let matrix = |name: &str| {
+        let t = tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} in the fixture"));
+        ok(t.flatten_all().and_then(|t| t.to_vec1::<f32>()), name)
+    };
+    let (head, shared) = (matrix("lm_head.weight"), matrix("shared.weight"));
+    assert_eq!(head.len(), shared.len());
+    assert!(MaxDiff::of(&head, &shared).value > 0.1, "the head is tied");
+    let config: serde_json::Value = ok(
+        serde_json::from_str(&ok(
+            std::fs::read_to_string(dir.join("config.json")),
+            "config.json",
+        )),
+        "config.json",
+    );
+    assert_eq!(config["scale_decoder_outputs"], false);
+
+    // The same checkpoint read as if the head were tied T5's (scaled by d_model^-0.5).
+    let tmp = tempfile::tempdir().unwrap();
+    let mut scaled = config.clone();
+    scaled["scale_decoder_outputs"] = true.into();
+    let config_path = tmp.path().join("config.json");
+    std::fs::write(&config_path, scaled.to_string()).unwrap();
+    let reference = Reference::load("tiny-t5-v1_1");
+    let case = &reference.manifest.cases[0];
+    let want = reference.values(case, "logits").expect("logits");
+    let logits = |config: &std::path::Path| {
+        let net = ok(family::load(config, &[weights_file(&dir)]), "tiny-t5-v1_1");
+        let s2s = net.seq2seq().expect("an encoder-decoder network");
+        ok(
+            s2s.forward_ids(&case.input_ids, &case.decoder_input_ids, false),
+            &case.name,
+        )
+        .logits
+    };
+    let right = MaxDiff::of(&logits(&dir.join("config.json")), &want).value;
+    let wrong = MaxDiff::of(&logits(&config_path), &want).value;
+    eprintln!("logits max |Δ|: unscaled {right:.1e}, scaled as tied T5 {wrong:.1e}");
+    assert!(right <= LOGITS_TOL, "{right}");
+    assert!(wrong > 100.0 * LOGITS_TOL, "{wrong}");
+}
