@@ -17,6 +17,11 @@ $ATTNVIZ_MINILM_DIR or .cache/models/all-MiniLM-L6-v2.
 """
 
 import os
+
+# OpenMP workers sleep while they wait, as rayon's do (see benches/torch_anchor.py); set before
+# torch starts OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import resource
 import sys
 import time
@@ -41,7 +46,8 @@ def main():
     model = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
     load = time.perf_counter() - start
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
         f"{len(lines)} lines; import+load {load:.1f} s"
     )
 
@@ -49,29 +55,31 @@ def main():
     tokens = sum(len(e["input_ids"]) for e in enc)
 
     with torch.inference_mode():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for e in enc:
             ids = torch.tensor([e["input_ids"]])
             types = torch.tensor([e["token_type_ids"]])
             out = model(input_ids=ids, token_type_ids=types, output_attentions=True)
             assert len(out.attentions) == 6
-        per_sentence = time.perf_counter() - start
+        per_sentence, cpu = time.perf_counter() - start, time.process_time() - cpu
         print(
             f"per sentence: {per_sentence:.1f} s, {len(enc) / per_sentence:.1f} sentences/s, "
-            f"{tokens / per_sentence:.0f} tokens/s"
+            f"{tokens / per_sentence:.0f} tokens/s; CPU {cpu:.1f} s, "
+            f"{len(enc) / cpu:.1f} sentences per CPU-second"
         )
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for w in range(0, len(enc), 256):
             window = sorted(enc[w : w + 256], key=lambda e: len(e["input_ids"]))
             for b in range(0, len(window), 32):
                 batch = tok.pad(window[b : b + 32], return_tensors="pt")
                 out = model(**batch, output_attentions=True)
                 assert len(out.attentions) == 6
-        batched = time.perf_counter() - start
+        batched, cpu = time.perf_counter() - start, time.process_time() - cpu
         print(
             f"batched (32, sorted): {batched:.1f} s, {len(enc) / batched:.1f} sentences/s, "
-            f"{tokens / batched:.0f} tokens/s"
+            f"{tokens / batched:.0f} tokens/s; CPU {cpu:.1f} s, "
+            f"{len(enc) / cpu:.1f} sentences per CPU-second"
         )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak:.0f} MiB")

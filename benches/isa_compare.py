@@ -2,16 +2,20 @@
 """Forward + capture, attnviz against PyTorch eager, side by side on one instruction set.
 
     python3 benches/isa_compare.py FORWARD_CPU_BIN --model minilm=DIR --model base=DIR \\
-        [--isa avx2|avx512] [--threads 1,2] [--sizes 12,128,512] [--rounds 8] [--torch PYTHON]
+        [--isa native,avx2] [--threads 1,2] [--sizes 12,128,512] [--rounds 8] [--torch PYTHON]
 
 FORWARD_CPU_BIN is the `benches/forward_cpu.rs` executable (`cargo bench --no-run --bench
-forward_cpu` prints its path). `--isa avx2` runs ours with `ATTNVIZ_ISA=avx2` (every kernel and
+forward_cpu` prints its path). `--isa` takes a comma-separated list of paths, alternated round by
+round: `native` (each side's own best: AVX-512 here), and `avx2`, which runs ours with `ATTNVIZ_ISA=avx2` (every kernel and
 gemm on AVX2+FMA, as on a CPU without AVX-512) and PyTorch with `ATEN_CPU_CAPABILITY=avx2`,
 `MKL_ENABLE_INSTRUCTIONS=AVX2` and `ONEDNN_MAX_CPU_ISA=AVX2` (ATen's kernels, MKL's sgemm and
 oneDNN on AVX2). Each round runs, per model, thread count and size, one fresh attnviz process
 (`reps` forward passes after a warm-up) and then the same number of passes in a PyTorch process
 that stays up (`benches/torch_anchor.py`), so both sample the same moments of a shared machine.
-Prints median (min) milliseconds of wall time per forward pass and ours/PyTorch of the medians.
+PyTorch's OpenMP workers sleep while waiting (OMP_WAIT_POLICY=PASSIVE, set by the anchor).
+Prints, per path, median (min) milliseconds per forward pass of wall time and of CPU time (the
+process's user + system time over all its threads: on a busy machine the steadier figure), and
+ours/PyTorch of the medians, with the load average before and after.
 """
 import argparse
 import json
@@ -24,7 +28,7 @@ REPS = {12: 20, 128: 6, 512: 2}
 
 def torch_env(isa, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    if isa == "avx2":
+    if isa == "avx2":  # anything else: each library's own choice
         env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
                    ONEDNN_MAX_CPU_ISA="AVX2")
     return env
@@ -52,11 +56,12 @@ class Torch:
 
 def ours(binary, model_dir, isa, threads, size, reps):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    if isa:
+    if isa and isa != "native":
         env["ATTNVIZ_ISA"] = isa
     out = subprocess.run([binary, model_dir, "1", f"{size}:{reps}"], env=env, check=True,
                          capture_output=True, text=True).stdout
-    return [float(p.split()[2]) for p in out.splitlines() if p.startswith("fwd ")]
+    rows = [p.split() for p in out.splitlines() if p.startswith("fwd ")]
+    return [float(r[2]) for r in rows], [float(r[3]) for r in rows]
 
 
 def fmt(xs):
@@ -67,7 +72,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary")
     ap.add_argument("--model", action="append", required=True, help="NAME=DIR")
-    ap.add_argument("--isa", default="")
+    ap.add_argument("--isa", default="native")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--sizes", default="12,128,512")
     ap.add_argument("--rounds", type=int, default=8)
@@ -76,31 +81,40 @@ def main():
     models = dict(m.split("=", 1) for m in a.model)
     threads = [int(t) for t in a.threads.split(",")]
     sizes = [int(s) for s in a.sizes.split(",")]
-    anchors = {t: Torch(a.torch, a.isa, t) for t in threads}
-    for t, anchor in anchors.items():
-        print(f"PyTorch {t} thread(s): {anchor.hello}")
+    isas = a.isa.split(",")
+    load_before = open("/proc/loadavg").read().split()[:3]
+    anchors = {(i, t): Torch(a.torch, i, t) for i in isas for t in threads}
+    for (i, t), anchor in anchors.items():
+        print(f"PyTorch {i}, {t} thread(s): {anchor.hello}", flush=True)
         for name, d in models.items():
             anchor.ask(f"load {name} {d}")
             for n in sizes:
                 anchor.ask(f"time {name} {n} 1")  # warm-up
     res = {}
     for _ in range(a.rounds):
-        for t in threads:
-            for name, d in models.items():
-                for n in sizes:
-                    reps = REPS.get(n, 2)
-                    key = (name, t, n)
-                    o, p = res.setdefault(key, ([], []))
-                    o += [x for x in ours(a.binary, d, a.isa, t, n, reps)]
-                    p += [x * 1e3 for x in anchors[t].ask(f"time {name} {n} {reps}")["times"]]
+        for i in isas:
+            for t in threads:
+                for name, d in models.items():
+                    for n in sizes:
+                        reps = REPS.get(n, 2)
+                        ow, oc, pw, pc = res.setdefault((i, name, t, n), ([], [], [], []))
+                        wall, cpu = ours(a.binary, d, i, t, n, reps)
+                        ow += wall
+                        oc += cpu
+                        r = anchors[(i, t)].ask(f"time {name} {n} {reps}")
+                        pw += [x * 1e3 for x in r["times"]]
+                        pc += [x * 1e3 for x in r["cpu"]]
     for anchor in anchors.values():
         anchor.close()
-    print(f"isa {a.isa or 'native'}; load average {open('/proc/loadavg').read().split()[:3]}")
-    print(f"{'model':8} {'thr':>3} {'tokens':>6} {'attnviz ms':>20} {'PyTorch ms':>20} ratio")
-    for (name, t, n), (o, p) in res.items():
-        r = statistics.median(o) / statistics.median(p)
-        print(f"{name:8} {t:3} {n:6} {fmt(o):>20} {fmt(p):>20} {r:5.2f}")
-
+    load_after = open("/proc/loadavg").read().split()[:3]
+    print(f"{a.rounds} rounds; load average before {load_before}, after {load_after}")
+    print(f"{'isa':6} {'model':8} {'thr':>3} {'tokens':>6} {'attnviz wall ms':>20} "
+          f"{'PyTorch wall ms':>20} ratio {'attnviz CPU ms':>20} {'PyTorch CPU ms':>20} ratio")
+    for (i, name, t, n), (ow, oc, pw, pc) in res.items():
+        rw = statistics.median(ow) / statistics.median(pw)
+        rc = statistics.median(oc) / statistics.median(pc)
+        print(f"{i:6} {name:8} {t:3} {n:6} {fmt(ow):>20} {fmt(pw):>20} {rw:5.2f} "
+              f"{fmt(oc):>20} {fmt(pc):>20} {rc:5.2f}")
 
 if __name__ == "__main__":
     main()

@@ -6,10 +6,16 @@ It runs as a child of the bench and answers one command per line on stdin with o
 stdout, so the bench can alternate its own timings with these in the same run:
 
     load NAME DIR          -> {"load_s": seconds}     (model and tokenizer, as attnviz loads both)
-    time NAME N REPS       -> {"times": [seconds, ...]}   (forward + attentions, N tokens)
+    time NAME N REPS       -> {"times": [seconds, ...], "cpu": [seconds, ...]}
+                              (forward + attentions, N tokens; wall and process CPU time)
     quit
 
-On start it prints {"torch": version, "transformers": version, "threads": T}, or
+OpenMP's workers sleep while they wait (OMP_WAIT_POLICY=PASSIVE unless the caller sets it), as
+rayon's do and as in benches/decoder_anchor.py: spinning workers on a shared 2-core machine hold
+the core the other worker needs and make PyTorch's wall time 5-30x worse, which would flatter us.
+
+On start it prints {"torch": version, "transformers": version, "threads": T, "isa": ...,
+"omp_wait_policy": ...}, or
 {"error": "..."} and exits when torch or transformers cannot be imported.
 """
 import argparse
@@ -25,6 +31,8 @@ def token_ids(n):
 
 
 def main():
+    # Set before torch starts OpenMP (see the module doc).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args()
@@ -45,7 +53,8 @@ def main():
     mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS")
     isa = f"ATen {torch.backends.cpu.get_cpu_capability()}" + (f", MKL {mkl}" if mkl else "")
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
-                      "threads": torch.get_num_threads(), "isa": isa}), flush=True)
+                      "threads": torch.get_num_threads(), "isa": isa,
+                      "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}), flush=True)
     models = {}
     for line in sys.stdin:
         cmd = line.split()
@@ -66,15 +75,16 @@ def main():
             ids = torch.tensor([token_ids(n)])
             types = torch.zeros_like(ids)
             mask = torch.ones_like(ids)
-            times = []
+            times, cpu = [], []
             with torch.inference_mode():
                 for _ in range(reps):
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     out = model(input_ids=ids, token_type_ids=types, attention_mask=mask,
                                 output_attentions=True)
                     times.append(time.perf_counter() - start)
+                    cpu.append(time.process_time() - start_cpu)
                     assert len(out.attentions) == model.config.num_hidden_layers
-            print(json.dumps({"times": times}), flush=True)
+            print(json.dumps({"times": times, "cpu": cpu}), flush=True)
         else:
             print(json.dumps({"error": f"unknown command {cmd[0]}"}), flush=True)
 

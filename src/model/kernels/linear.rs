@@ -375,6 +375,10 @@ mod x86 {
                     let on = (outs - o).min($o);
                     let b = bias.map(|b| b.add(o));
                     let mut r = 0;
+                    // The weight rows after this block, which each pass over it prefetches a
+                    // stretch of (see `prefetch_next`): a pointer only, maybe past the band's
+                    // end, hence wrapping arithmetic; prefetches never fault.
+                    let mut pf = w.wrapping_add((o + on) * k);
                     while r < rows {
                         let rn = (rows - r).min($r);
                         let (xp, wp, op) = (x.add(r * k), w.add(o * k), out.add(r * os + o));
@@ -382,16 +386,17 @@ mod x86 {
                         // caller vouched for.
                         unsafe {
                             match (rn, on) {
-                                (4, $o) => $block::<4, $o>(xp, wp, k, b, op, os),
-                                (3, $o) => $block::<3, $o>(xp, wp, k, b, op, os),
-                                (2, $o) => $block::<2, $o>(xp, wp, k, b, op, os),
-                                (1, $o) => $block::<1, $o>(xp, wp, k, b, op, os),
-                                (4, _) => $block::<4, 1>(xp, wp, k, b, op, os),
-                                (3, _) => $block::<3, 1>(xp, wp, k, b, op, os),
-                                (2, _) => $block::<2, 1>(xp, wp, k, b, op, os),
-                                _ => $block::<1, 1>(xp, wp, k, b, op, os),
+                                (4, $o) => $block::<4, $o>(xp, wp, k, b, op, os, pf),
+                                (3, $o) => $block::<3, $o>(xp, wp, k, b, op, os, pf),
+                                (2, $o) => $block::<2, $o>(xp, wp, k, b, op, os, pf),
+                                (1, $o) => $block::<1, $o>(xp, wp, k, b, op, os, pf),
+                                (4, _) => $block::<4, 1>(xp, wp, k, b, op, os, pf),
+                                (3, _) => $block::<3, 1>(xp, wp, k, b, op, os, pf),
+                                (2, _) => $block::<2, 1>(xp, wp, k, b, op, os, pf),
+                                _ => $block::<1, 1>(xp, wp, k, b, op, os, pf),
                             }
                         }
+                        pf = pf.wrapping_add(PREFETCH_PER_PASS * k);
                         r += $r;
                     }
                     o += if on == $o { $o } else { 1 };
@@ -413,6 +418,7 @@ mod x86 {
     #[inline]
     // Indices name the register block's row and column; iterators would hide that.
     #[allow(clippy::needless_range_loop)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block_avx512<const R: usize, const O: usize>(
         x: *const f32,
         w: *const f32,
@@ -420,6 +426,7 @@ mod x86 {
         bias: Option<*const f32>,
         out: *mut f32,
         os: usize,
+        pf: *const f32,
     ) {
         // SAFETY: reads x rows 0..R and w rows 0..O at columns < k (the masked tail loads
         // nothing past k), writes out at r·os + o for r < R, o < O: the block the caller owns.
@@ -431,6 +438,7 @@ mod x86 {
                 for (r, v) in xv.iter_mut().enumerate() {
                     *v = _mm512_loadu_ps(x.add(r * k + i));
                 }
+                prefetch_next(pf, i);
                 for o in 0..O {
                     let wv = _mm512_loadu_ps(w.add(o * k + i));
                     for r in 0..R {
@@ -461,6 +469,32 @@ mod x86 {
         }
     }
 
+    /// Weight rows (`PREFETCH_PER_PASS` of them, `k` values each) that one pass of a block over
+    /// its `k` columns prefetches, ahead of the block after it.
+    ///
+    /// Short inputs stream each weight from memory once: the first pass of input rows over a
+    /// block of weight rows waits for memory, the next ones (the same weights, from cache) keep
+    /// the FMA units busy but leave the memory bus idle, since no cache miss trains the hardware
+    /// prefetcher. Prefetching the next block's lines from every pass overlaps the two.
+    /// `PREFETCH_PER_PASS` lines (16 values each) per 16 columns: a pass covers that many weight
+    /// rows' worth of lines.
+    const PREFETCH_PER_PASS: usize = 1;
+
+    /// Prefetches the `PREFETCH_PER_PASS` lines at `pf + PREFETCH_PER_PASS·i` into L1 (the pointer need not be valid: a prefetch never
+    /// faults, and it is computed with wrapping arithmetic).
+    #[inline(always)]
+    fn prefetch_next(pf: *const f32, i: usize) {
+        for line in 0..PREFETCH_PER_PASS {
+            // SAFETY: _mm_prefetch is a hint that never faults and reads nothing
+            // architecturally, whatever the address; SSE is part of x86_64's baseline.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    pf.wrapping_add(PREFETCH_PER_PASS * i + 16 * line) as *const i8
+                )
+            }
+        }
+    }
+
     /// The sum of a vector's eight lanes.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
@@ -476,6 +510,7 @@ mod x86 {
     #[inline]
     // Indices name the register block's row and column; iterators would hide that.
     #[allow(clippy::needless_range_loop)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block_avx2<const R: usize, const O: usize>(
         x: *const f32,
         w: *const f32,
@@ -483,6 +518,7 @@ mod x86 {
         bias: Option<*const f32>,
         out: *mut f32,
         os: usize,
+        pf: *const f32,
     ) {
         // SAFETY: as block_avx512: reads inside the R × k and O × k blocks (masked loads read
         // nothing past k), writes inside the R × O block of out.
@@ -493,6 +529,9 @@ mod x86 {
                 let mut xv = [_mm256_setzero_ps(); R];
                 for (r, v) in xv.iter_mut().enumerate() {
                     *v = _mm256_loadu_ps(x.add(r * k + i));
+                }
+                if i % 16 == 0 {
+                    prefetch_next(pf, i);
                 }
                 for o in 0..O {
                     let wv = _mm256_loadu_ps(w.add(o * k + i));
