@@ -667,13 +667,22 @@ fn run_seq2seq(
             }
         ));
     }
-    if let Some(from) = out.target_truncated_from {
-        // The decoder reads the target shifted right: as many tokens as the labels kept.
-        let kept = out.labels.as_ref().map_or(0, Vec::len);
-        note(&format!(
+    // The decoder reads the target shifted right: as many tokens as the labels kept.
+    let kept = out.labels.as_ref().map_or(0, Vec::len);
+    match (out.target_bytes_cut, out.target_truncated_from) {
+        (false, Some(from)) => note(&format!(
             "note: the target was {from} tokens; truncated to the decoder's maximum of {kept} \
              (--truncate)"
-        ));
+        )),
+        (true, Some(from)) => note(&format!(
+            "note: the target is longer than the decoder could use: its first bytes were read, \
+             {from} tokens, truncated to the decoder's maximum of {kept} (--truncate)"
+        )),
+        (true, None) => note(
+            "note: the target is longer than the decoder could use; only its first bytes were \
+             read (--truncate)",
+        ),
+        (false, None) => {}
     }
     let [encoder, decoder, cross]: [Attention; 3] = out
         .attentions

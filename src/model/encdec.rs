@@ -57,8 +57,10 @@ pub struct Seq2SeqEncoding {
     pub truncated_from: Option<usize>,
     /// Token count of the target's labels when they were truncated.
     pub target_truncated_from: Option<usize>,
-    /// Whether the source or target was first cut to [`tokenize::byte_limit`] bytes.
+    /// Whether the source was first cut to [`tokenize::byte_limit`] bytes (`--truncate`).
     pub bytes_cut: bool,
+    /// Whether the target was first cut to the decoder's byte limit (`--truncate`).
+    pub target_bytes_cut: bool,
 }
 
 impl Model {
@@ -449,7 +451,8 @@ impl Model {
             generation,
             truncated_from: source.truncated_from,
             target_truncated_from,
-            bytes_cut: source.bytes_cut || target_cut,
+            bytes_cut: source.bytes_cut,
+            target_bytes_cut: target_cut,
         })
     }
 }

@@ -353,3 +353,31 @@ fn a_generation_is_quoted_as_generated_and_words_merge_marian_pieces() {
         "tokens vs words: {lens:?}"
     );
 }
+
+#[test]
+fn a_target_cut_to_the_decoders_bytes_is_not_called_the_input() {
+    // 20 000 bytes of target over a 32-position decoder: cut to its byte limit, then to 32
+    // tokens; the source ("Hi") was read whole, so no note speaks of the input.
+    let target = "word ".repeat(4000);
+    let bart = fixture("tiny-bart");
+    let out = run(&["-m", path(&bart), "Hi", "--target", &target, "--quiet"]);
+    assert_clean_failure(&out, "the target is 20000 bytes long");
+    let out = run(&[
+        "-m",
+        path(&bart),
+        "Hi",
+        "--target",
+        &target,
+        "--truncate",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the target is longer than the decoder could use"),
+        "{err}"
+    );
+    assert!(err.contains("maximum of 32"), "{err}");
+    assert!(!err.contains("input"), "{err}");
+}
