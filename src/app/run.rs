@@ -307,10 +307,13 @@ fn run_render(render: &Render) -> Result<(), Error> {
                 .target
                 .clone()
                 .or_else(|| (dec.text != enc.text).then(|| dec.text.clone()));
+            // A generated run's decoder text is what it generated (a target, if any, is
+            // quoted by `encoder_decoder`).
             let source = |a: &Attention| {
                 let mut a = a.clone();
                 a.text = enc.text.clone();
                 a.pair = None;
+                a.target_text = imported.generated_text.clone();
                 a
             };
             AttentionSet::encoder_decoder(enc.clone(), source(dec), source(cross), target).ok()

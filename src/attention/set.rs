@@ -254,6 +254,15 @@ impl AttentionSet {
         self.target.as_deref()
     }
 
+    /// What the decoder generated (decoded), when it generated its units instead of reading a
+    /// teacher-forced target: the decoder value's [`Attention::target_text`].
+    pub fn generated_text(&self) -> Option<&str> {
+        match self.values.as_slice() {
+            [_, dec, _] if self.target.is_none() => dec.target_text.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The source text: what the user gave (every value's [`Attention::text`]).
     pub fn text(&self) -> &str {
         &self.values[0].text

@@ -72,6 +72,7 @@ struct Doc {
     layer_numbers: Option<Vec<usize>>,
     // Version 3: the teacher-forced target, and one body per kind.
     target: Option<String>,
+    generated_text: Option<String>,
     encoder: Option<Box<Doc>>,
     decoder: Option<Box<Doc>>,
     cross: Option<Box<Doc>>,
@@ -226,6 +227,7 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
     }
     if version >= 3 {
         let target = doc.target.take();
+        let generated_text = doc.generated_text.take();
         let bodies = [
             (AttentionKind::Encoder, doc.encoder.take()),
             (AttentionKind::Decoder, doc.decoder.take()),
@@ -250,6 +252,7 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
             let mut a = body_arrays(*body, version, &format!("{shown}: {}", kind.as_str()))?;
             if let Some(o) = a.origin.as_mut() {
                 o.target = target.clone();
+                o.generated_text = generated_text.clone();
             }
             arrays.push(a);
         }
@@ -342,6 +345,7 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
         },
         layer_numbers: doc.layer_numbers,
         target: None,
+        generated_text: None,
     };
     let arrays = Arrays {
         name: format!("{shown}: attention"),

@@ -179,6 +179,8 @@ pub struct Origin {
     pub layer_numbers: Option<Vec<usize>>,
     /// The teacher-forced target of an encoder–decoder run (version 3).
     pub target: Option<String>,
+    /// What an encoder–decoder run's decoder generated, decoded (version 3).
+    pub generated_text: Option<String>,
 }
 
 /// Attention read from a file: one value per kind it holds, in the order self, encoder,
@@ -193,6 +195,8 @@ pub struct Imported {
     pub format: String,
     /// The teacher-forced target of an encoder–decoder run, when the file says.
     pub target: Option<String>,
+    /// What an encoder–decoder run's decoder generated, decoded, when the file says.
+    pub generated_text: Option<String>,
 }
 
 impl Imported {
@@ -299,6 +303,9 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
     let target = arrays
         .iter()
         .find_map(|a| a.origin.as_ref().and_then(|o| o.target.clone()));
+    let generated_text = arrays
+        .iter()
+        .find_map(|a| a.origin.as_ref().and_then(|o| o.generated_text.clone()));
     let mut kinds = Vec::new();
     let mut warnings = Vec::new();
     for a in arrays {
@@ -311,6 +318,7 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         kinds,
         warnings,
         target,
+        generated_text,
         format,
     })
 }

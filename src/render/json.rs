@@ -185,6 +185,7 @@ pub fn write_set_json(
         ),
         ("text".to_string(), json!(set.text())),
         ("target".to_string(), json!(set.target())),
+        ("generated_text".to_string(), json!(set.generated_text())),
         ("level".to_string(), json!(first.level.as_str())),
         (
             "special_excluded".to_string(),

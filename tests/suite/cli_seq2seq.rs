@@ -301,6 +301,8 @@ fn a_generation_is_quoted_as_generated_and_words_merge_marian_pieces() {
         "decoder",
         "--svg",
         path(&svg),
+        "--json",
+        path(&json),
         "--quiet",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -319,6 +321,39 @@ fn a_generation_is_quoted_as_generated_and_words_merge_marian_pieces() {
         .join(" ");
     assert!(words.contains("generated: “"), "{words}");
     assert!(words.contains(said.trim()), "{said:?} in {words}");
+
+    // The JSON keeps what was generated (no target), and the figure drawn again from it by
+    // `attnviz render` quotes the same text as the run's own.
+    let doc: serde_json::Value = serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
+    assert!(doc["target"].is_null(), "{}", doc["target"]);
+    assert_eq!(
+        doc["generated_text"].as_str().map(str::trim),
+        Some(said.trim())
+    );
+    let again = tmp.path().join("again.svg");
+    let out = run(&[
+        "render",
+        path(&json),
+        "--kind",
+        "decoder",
+        "--svg",
+        path(&again),
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let subtitle = |svg: &Path| {
+        svg_texts(&fs::read_to_string(svg).unwrap())
+            .into_iter()
+            .map(|t| t.0)
+            .filter(|t| t.starts_with("generated: "))
+            .collect::<Vec<_>>()
+    };
+    assert!(!subtitle(&svg).is_empty());
+    assert_eq!(subtitle(&again), subtitle(&svg));
 
     // --words on SentencePiece pieces (source.spm and target.spm): both sides merge.
     let mut lens = Vec::new();
