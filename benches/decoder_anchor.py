@@ -24,6 +24,8 @@ import resource
 import sys
 import time
 
+from torch_setup import start_torch
+
 
 def cpu_seconds():
     """CPU time of this process so far, every thread, user + system."""
@@ -39,30 +41,21 @@ def token_ids(n):
 def main():
     # transformers' GGUF conversion draws a progress bar on stderr; the bench prints its own.
     os.environ.setdefault("TQDM_DISABLE", "1")
-    # OpenMP's worker threads spin while they wait for work (the default, ACTIVE policy). On a
-    # machine whose cores other processes also want, a spinning worker holds a core the other
-    # worker needs, and torch at 2 threads ran 5-30x slower than at 1 (a 128x576x576 matmul:
-    # 12-30 ms against 2.3-3.0 ms) - that would flatter us. PASSIVE workers sleep instead, as
-    # rayon's do; on a quiet machine it costs torch little. Set before torch starts OpenMP.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args()
     try:
         import gguf  # noqa: F401 - transformers needs it for GGUF files
-        import torch
-        import transformers
-        from transformers import AutoModelForCausalLM
     except Exception as e:  # noqa: BLE001 - any import failure means "no anchor"
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return
-    torch.set_num_threads(args.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
+    # OpenMP's workers sleep while they wait: a 128x576x576 matmul at 2 threads on the busy
+    # machine took 12-30 ms with spinning workers against 2.3-3.0 ms (see torch_setup.py).
+    started = start_torch(args.threads)
+    if started is None:
+        return
+    torch, transformers = started
+    from transformers import AutoModelForCausalLM
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
                       "threads": torch.get_num_threads(),
                       "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}), flush=True)

@@ -13,7 +13,10 @@ torch or transformers missing it prints {"error": ...}.
 """
 import argparse
 import json
+import os
 import time
+
+from torch_setup import start_torch
 
 START = time.perf_counter()
 
@@ -26,19 +29,11 @@ def main():
     parser.add_argument("--target", required=True)
     parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args()
-    try:
-        import torch
-        import transformers
-        from transformers import AutoTokenizer, T5ForConditionalGeneration
-    except Exception as e:  # noqa: BLE001 - any import failure means "no anchor"
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+    started = start_torch(args.threads)
+    if started is None:
         return
-    torch.set_num_threads(args.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    transformers.logging.set_verbosity_error()
+    torch, transformers = started
+    from transformers import AutoTokenizer, T5ForConditionalGeneration
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(args.model)
     model = T5ForConditionalGeneration.from_pretrained(
@@ -64,6 +59,7 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
         "load_s": load_s,
         "first_run_s": first_run_s,
         "decoder_tokens": m,

@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+from torch_setup import start_torch
+
 
 def token_ids(n):
     """The same ids the Rust bench uses: [CLS] 1000+(37·i mod 20000) … [SEP]."""
@@ -31,25 +33,14 @@ def token_ids(n):
 
 
 def main():
-    # Set before torch starts OpenMP (see the module doc).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     args = parser.parse_args()
-    try:
-        import torch
-        import transformers
-        from transformers import AutoTokenizer, BertModel
-    except Exception as e:  # noqa: BLE001 - any import failure means "no anchor"
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+    started = start_torch(args.threads)
+    if started is None:
         return
-    torch.set_num_threads(args.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
+    torch, transformers = started
+    from transformers import AutoTokenizer, BertModel
     mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS")
     isa = f"ATen {torch.backends.cpu.get_cpu_capability()}" + (f", MKL {mkl}" if mkl else "")
     print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
