@@ -453,12 +453,7 @@ fn write_report(
     let several = kinds.len() > 1;
     let mut all_sections = Vec::new();
     for (att, opts) in kinds {
-        let suffix = if several {
-            format!(":{}", att.kind.as_str())
-        } else {
-            String::new()
-        };
-        all_sections.extend(sections(att, opts, &suffix));
+        all_sections.extend(sections(att, opts, &section_suffix(att, several)));
     }
     let payload = Payload::new(all_sections, kinds[open].1.compress);
     let meta = Meta::new(kinds, open, target, &payload);
@@ -543,6 +538,16 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
         return bad(format!("id `{}` is used twice", w[0]));
     }
     Ok(())
+}
+
+/// What tells one kind's payload sections apart in a report of several kinds (`:cross`); a
+/// report of one kind keeps the plain names.
+fn section_suffix(att: &Attention, several: bool) -> String {
+    if several {
+        format!(":{}", att.kind.as_str())
+    } else {
+        String::new()
+    }
 }
 
 /// The payload sections of one kind; `suffix` (`:cross`) tells the kinds of a report apart.
@@ -772,11 +777,7 @@ impl<'a> Meta<'a> {
 impl<'a> KindMeta<'a> {
     fn new(att: &'a Attention, opts: &'a HtmlOptions, several: bool) -> Self {
         let m = &att.model;
-        let suffix = if several {
-            format!(":{}", att.kind.as_str())
-        } else {
-            String::new()
-        };
+        let suffix = section_suffix(att, several);
         let neuron = match (opts.neuron, &att.query_key) {
             (true, Some(_)) => Neuron {
                 available: true,
