@@ -14,8 +14,11 @@ fn main() -> ExitCode {
     match app::run::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // Not eprintln!: a closed stderr must not turn an error into a panic.
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            // Not eprintln!: a closed stderr must not turn an error into a panic. A message may
+            // quote text from a file (a GGUF's metadata, a template's exception): its control
+            // characters are shown, not sent to the terminal, and the error stays one line.
+            let line = attnviz::render::terminal::escape_controls(&e.to_string()).into_owned();
+            let _ = writeln!(std::io::stderr(), "error: {line}");
             ExitCode::from(e.exit_code())
         }
     }

@@ -494,7 +494,7 @@ pub fn open_direct(path: &Path, node: Node, wait: Duration) -> io::Result<File> 
                         io::stderr(),
                         "note: waiting up to {} s for a reader on the FIFO {}",
                         wait.as_secs(),
-                        path.display()
+                        crate::render::terminal::escape_controls(&path.display().to_string())
                     );
                 }
                 std::thread::sleep(Duration::from_millis(20));

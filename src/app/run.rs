@@ -17,7 +17,7 @@ use attnviz::render::html::{
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
-use attnviz::render::terminal::{write_view, TerminalOptions};
+use attnviz::render::terminal::{escape_controls, write_view, TerminalOptions};
 use attnviz::{import, tokenize};
 
 use super::cli::Args;
@@ -73,7 +73,8 @@ impl Error {
 
 /// A line on standard error that must never fail the run (a closed stderr is ignored).
 fn note(msg: &str) {
-    let _ = writeln!(io::stderr(), "{msg}");
+    // Notes quote file contents and names too: escaped as errors are (`main`).
+    let _ = writeln!(io::stderr(), "{}", escape_controls(msg));
 }
 
 /// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
