@@ -618,6 +618,54 @@ mod tests {
     }
 
     #[test]
+    fn merging_refuses_to_wrap_and_sums_read_back_are_checked() {
+        let mut a = CorpusStats::new(1, 1);
+        a.add(&[vec![stats(1.0, 3)]], SentenceCounts::default());
+        let mut b = a.clone();
+        b.tokens = u64::MAX;
+        a.tokens = 2;
+        let before = a.clone();
+        let e = a.merge(&b).unwrap_err();
+        assert_eq!(e, "tokens: the sum of the files' values overflows 64 bits");
+        assert_eq!(a, before, "a refused merge adds nothing");
+        let mut c = before.clone();
+        c.sums[0].sum[0] = i128::MAX;
+        let mut d = before.clone();
+        let e = d.merge(&c).unwrap_err();
+        assert!(e.starts_with("sums: sum.entropy of layer 0, head 0"), "{e}");
+        let e = a.merge(&CorpusStats::new(2, 1)).unwrap_err();
+        assert!(e.contains("2 layers × 1 heads"), "{e}");
+        // Read back: a negative sum, a sum its count cannot reach, more pairs than sentences.
+        for ((field, stat, value), words) in [
+            (("sum", "to_self", "-1000000000000000000000"), "below 0"),
+            (
+                ("sum", "distance", "1000000000000000000000000000000000"),
+                "can add up to",
+            ),
+            (("sum_sq", "entropy", "-1"), "below 0"),
+        ] {
+            let mut v = before.sums_json();
+            v[field][stat][0][0] = json!(value);
+            let e = CorpusStats::from_sums_json(&v, before.counts()).unwrap_err();
+            assert!(e.contains(words) && e.contains(stat), "{e}");
+        }
+        let e = CorpusStats::from_sums_json(&before.sums_json(), [1, 2, 0, 3, 3]).unwrap_err();
+        assert_eq!(e, "pairs is 2, more than the 1 sentences");
+        // What a sentence cannot hold.
+        assert!(impossible_value(Stat::Entropy, f64::INFINITY).is_some());
+        assert!(impossible_value(Stat::ToSelf, -0.1).is_some());
+        assert!(impossible_value(Stat::Distance, 1e30).is_some());
+        assert!(
+            impossible_value(Stat::Entropy, -1e-7).is_none(),
+            "rounding below 0"
+        );
+        assert!(
+            impossible_value(Stat::ToFirst, f64::NAN).is_none(),
+            "undefined"
+        );
+    }
+
+    #[test]
     fn heads_without_rows_are_left_out_of_their_mean() {
         let mut acc = CorpusStats::new(1, 1);
         acc.add(&[vec![stats(2.0, 5)]], SentenceCounts::default());

@@ -300,7 +300,12 @@ impl OutFolder {
         if durable {
             temp.file.sync_all().map_err(err)?;
         }
-        temp.commit(name).map_err(err)
+        temp.commit(name).map_err(|e| match dir.kind(name) {
+            Ok(Some(Kind::Folder)) => err(io::Error::other(
+                "a folder of that name is in the way; move it",
+            )),
+            _ => err(e),
+        })
     }
 
     /// Create `name` in `place` anew for writing (a journal): whatever had the name is removed

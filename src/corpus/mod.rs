@@ -824,7 +824,7 @@ fn skip_done<R: BufRead>(
         match lines.next_line(interrupt::requested) {
             Ok(Some(raw)) => {
                 claim_name(names, opts, &raw, text_limit);
-                log.bar.inc(1);
+                log.inc();
             }
             Ok(None) if interrupt::requested() => {
                 return Err(CorpusError::Interrupted {
@@ -1053,7 +1053,7 @@ fn process_in_pool<R: BufRead + Send>(
         if res.is_err() {
             abort.store(true, Ordering::Relaxed);
         } else {
-            log.bar.inc(1);
+            log.inc();
         }
         res
     });
@@ -1139,13 +1139,13 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
                     let digest = self.lines.digest();
                     self.ledger().take_resumed(line, digest);
                 }
-                self.log.bar.inc(1);
+                self.log.inc();
                 continue;
             }
             match self.check(&raw) {
                 Ok(item) => return Some(item),
                 Err(bad) => {
-                    self.log.bar.inc(1);
+                    self.log.inc();
                     if self.opts.on_bad_line == OnBadLine::Stop {
                         self.end = Some(End::Stopped { line, reason: bad });
                         return None;
@@ -1346,6 +1346,8 @@ pub fn sentence_file(out_dir: &Path, name: &str, ext: &str) -> PathBuf {
 /// The progress bar, and messages that don't tear it.
 struct Log {
     bar: ProgressBar,
+    /// Whether the bar is drawn (asking the bar costs a lock).
+    shown: bool,
     /// Per kind of bad line: warnings printed, and bad lines not warned about one by one.
     warned: Mutex<BTreeMap<&'static str, (usize, usize)>>,
 }
@@ -1373,8 +1375,17 @@ impl Log {
             bar.enable_steady_tick(Duration::from_millis(120));
         }
         Log {
+            shown: !bar.is_hidden(),
             bar,
             warned: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// One more line done, on the bar (nothing when the bar is hidden: counting costs a clock
+    /// read, which a corpus of millions of empty lines would feel).
+    fn inc(&self) {
+        if self.shown {
+            self.bar.inc(1);
         }
     }
 
@@ -1724,6 +1735,102 @@ mod tests {
         assert_eq!(p, Path::new("out/sentences/000042.json"));
         let p = sentence_path(Path::new("out"), 1234567, "png");
         assert_eq!(p, Path::new("out/sentences/1234567.png"));
+    }
+
+    fn options(out_dir: &Path) -> CorpusOptions {
+        CorpusOptions {
+            input_name: "in.txt".into(),
+            out_dir: out_dir.to_path_buf(),
+            per_sentence: vec![],
+            on_bad_line: OnBadLine::Skip,
+            truncate: false,
+            view: ViewOptions::default(),
+            json: JsonOptions::default(),
+            json_include: vec![],
+            threads: Some(1),
+            progress: false,
+            total_lines: None,
+            shard: Shard::WHOLE,
+            format: InputFormat::Text,
+            compression: Compression::None,
+            model_files: Value::Null,
+            resume: true,
+        }
+    }
+
+    /// What an earlier run journaled for `lines` of `input`: each line's digest, as the run
+    /// read it.
+    fn journaled(input: &[u8], lines: &[usize]) -> BTreeMap<usize, Journaled> {
+        let mut reader = LineReader::new(input, 1000);
+        let mut out = BTreeMap::new();
+        while let Some(raw) = reader.next_line(|| false).unwrap() {
+            if lines.contains(&raw.number) {
+                let digest = reader.digest();
+                let digest = InputDigest::recorded(digest.hex(), digest.bytes);
+                out.insert(
+                    raw.number,
+                    Journaled {
+                        event: Event::Bad(BadLine::Attention("x".into())),
+                        digest,
+                    },
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_resumed_run_checks_every_journaled_line_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path());
+        let input = b"one\ntwo\nthree\nfour\nfive\n";
+        fn check<'a>(
+            opts: &CorpusOptions,
+            new: &'a [u8],
+            resumed: &mut BTreeMap<usize, Journaled>,
+        ) -> Result<Source<&'a [u8]>, CorpusError> {
+            let mut source = Source::new(LineReader::new(new, 1000));
+            check_journaled(&mut source, opts, resumed).map(|()| source)
+        }
+        // The same input: lines 1 to 4 are read ahead, kept for the run, with their digests.
+        let mut resumed = journaled(input, &[2, 4]);
+        let mut source = check(&opts, input, &mut resumed).unwrap();
+        assert_eq!(source.ahead.len(), 4);
+        assert_eq!(resumed.len(), 2);
+        let mut seen = Vec::new();
+        while let Some(raw) = source.next_line(|| false).unwrap() {
+            seen.push((raw.number, source.digest().bytes));
+        }
+        assert_eq!(seen, [(1, 4), (2, 8), (3, 14), (4, 19), (5, 24)]);
+        // A line after the last checkpoint changed: refused, naming it.
+        let changed = b"one\ntwo\nthree\nFOUR\nfive\n";
+        let e = check(&opts, changed, &mut journaled(input, &[2, 4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("line 4 of in.txt is not the one the earlier run read"),
+            "{e}"
+        );
+        // A line before a journaled one changed (its digest covers everything before it).
+        let earlier = b"one\nTWO\nthree\nfour\nfive\n";
+        let e = check(&opts, earlier, &mut journaled(input, &[4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("line 4 of in.txt"), "{e}");
+        // A shorter input.
+        let e = check(&opts, b"one\ntwo\n", &mut journaled(input, &[4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("has 2 lines, but the earlier run had finished line 4"),
+            "{e}"
+        );
+        // Nothing journaled: nothing read ahead.
+        let source = check(&opts, changed, &mut BTreeMap::new()).unwrap();
+        assert!(source.ahead.is_empty());
     }
 
     #[test]

@@ -561,6 +561,66 @@ mod tests {
     }
 
     #[test]
+    fn counts_no_run_writes_are_refused_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
+        let mut tally = Tally::new(1, 2);
+        tally.apply(1, &Event::Bad(BadLine::Empty));
+        tally.apply(2, &Event::Bad(BadLine::Tabs { count: 3 }));
+        tally.lines = 2;
+        tally.digest = InputDigest::recorded("ab".repeat(32), 10);
+        write(&folder, &identity(Shard::WHOLE), &tally, "complete", None).unwrap();
+        let path = dir.path().join(PARTIAL_FILE);
+        let good: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert!(parse(&good).is_ok());
+        for (field, value, words) in [
+            (
+                "lines",
+                json!(1_000_000_000_000_000_000u64),
+                "\"lines\" is 1,000,000,000,000,000,000",
+            ),
+            (
+                "lines",
+                json!(3),
+                "\"lines_in_shard\" is 2, but shard 1/1 has 3",
+            ),
+            ("lines_in_shard", json!(5), "\"lines_in_shard\" is 5"),
+            (
+                "sentences",
+                json!(4),
+                "\"sentences\" (4) and \"bad_lines.count\" (2) do not add up",
+            ),
+            ("threads", json!(0), "\"threads\" is 0"),
+            (
+                "truncated_lines",
+                json!([1]),
+                "\"truncated_lines\" lists 1 lines",
+            ),
+        ] {
+            let mut v = good.clone();
+            v[field] = value;
+            let e = parse(&v).unwrap_err();
+            assert!(e.contains(words), "{field}: {e}");
+        }
+        let mut v = good.clone();
+        v["bad_lines"]["listed"][0]["line"] = json!(9);
+        let e = parse(&v).unwrap_err();
+        assert!(e.contains("\"bad_lines.listed\" lists line 9"), "{e}");
+        let mut v = good.clone();
+        v["bad_lines"]["by_kind"]["empty"] = json!(5);
+        assert!(parse(&v).unwrap_err().contains("by_kind"));
+        // A number JSON cannot hold: the field is named from the line it is on.
+        let text = fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"tokens\": 0", "\"tokens\": 1e999");
+        let e = parse_bytes(text.as_bytes()).unwrap_err();
+        assert!(
+            e.starts_with("not JSON") && e.ends_with("in \"tokens\")"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn unreadable_files_say_why() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.json");
