@@ -264,8 +264,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
             super::print_table(s, &merged.identity.token_names, job.stat, job.color)
                 .map_err(|e| MergeError(e.to_string()))?;
         }
-        let _ = writeln!(
-            io::stderr(),
+        let line = format!(
             "Merged {} shard{}: {} sentences ({} tokens) of {} lines, {} bad line{} skipped, in \
              {:.2} s. Summary in {}",
             merged.shards,
@@ -278,6 +277,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
             merged.elapsed.as_secs_f64(),
             job.out.display()
         );
+        let _ = writeln!(io::stderr(), "{}", escape_controls(&line));
     }
     Ok(())
 }

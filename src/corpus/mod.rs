@@ -623,18 +623,8 @@ pub fn process(
     };
     checkpoints.write(&ledger, "running", None)?;
 
-    let (end, lines_read, digest) = pool.install(|| {
-        process_in_pool(
-            model,
-            opts,
-            folder,
-            lines,
-            names,
-            &ledger,
-            &checkpoints,
-            &log,
-        )
-    });
+    let (end, lines_read, digest) =
+        pool.install(|| process_in_pool(model, opts, lines, names, &ledger, &checkpoints, &log));
     let mut ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
     ledger.read_through(lines_read, digest);
     let (end_name, reason) = match &end {
@@ -730,8 +720,7 @@ fn resume_state(
             identity.threads
         );
     }
-    let mut resumed =
-        journal::read_all(folder, info.layers, info.heads).map_err(|e| err(format!("{e}")))?;
+    let mut resumed = journal::read_all(folder, info.layers, info.heads).map_err(err)?;
     resumed.retain(|line, j| {
         *line > earlier.tally.lines
             && opts.shard.owns(*line)
@@ -1019,7 +1008,6 @@ impl Checkpoints {
 fn process_in_pool<R: BufRead + Send>(
     model: &Model,
     opts: &CorpusOptions,
-    folder: &OutFolder,
     lines: Source<R>,
     names: Names,
     ledger: &Mutex<Ledger>,
@@ -1043,7 +1031,7 @@ fn process_in_pool<R: BufRead + Send>(
     let worker = Worker {
         model,
         opts,
-        folder,
+        folder: &checkpoints.folder,
         ledger,
         checkpoints,
         log,

@@ -385,14 +385,13 @@ fn a_journal_record_holding_inf_is_refused_naming_the_field() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
+        .find(|p| {
             p.file_name()
                 .unwrap()
                 .to_string_lossy()
                 .starts_with(".corpus_journal.")
                 && fs::metadata(p).unwrap().len() > 0
-        })
-        .next();
+        });
     let Some(journal) = journal else {
         // A checkpoint covered both sentences before the kill: nothing journaled to damage.
         eprintln!("skipped: the checkpoint covered every sentence before the kill");
