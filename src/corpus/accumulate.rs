@@ -20,6 +20,33 @@ const STATS: usize = Stat::ALL.len();
 /// Fractional bits of the fixed-point sums.
 const FRACTION_BITS: i32 = 64;
 
+/// The largest value any statistic takes, with room to spare: a distance is at most the
+/// sequence's length, an entropy at most its logarithm, a share at most 1; 2²⁴ positions is far
+/// beyond any model's. Values read back (a journal) above it are refused, so sums cannot
+/// overflow.
+pub const MAX_STAT: f64 = (1u64 << 24) as f64;
+/// The most query rows one head of one sentence can have (see [`MAX_STAT`]).
+pub const MAX_ROWS: u64 = 1 << 24;
+/// How far below 0 a statistic may fall through rounding: the entropy's `w ln w` uses an f32
+/// logarithm, whose value at a weight of exactly 1 may be about −1.2·10⁻⁷ instead of 0.
+pub const NEGATIVE_SLACK: f64 = 1e-6;
+
+/// Why `v` cannot be the value of `stat` for one sentence (`None`: it can). NaN (undefined)
+/// can; infinities, values below 0 (beyond rounding) and values over [`MAX_STAT`] cannot.
+pub fn impossible_value(stat: Stat, v: f64) -> Option<String> {
+    if v.is_nan() || (-NEGATIVE_SLACK..=MAX_STAT).contains(&v) {
+        return None;
+    }
+    let why = if v.is_infinite() {
+        "not a finite number"
+    } else if v < 0.0 {
+        "below 0"
+    } else {
+        "larger than any sequence allows"
+    };
+    Some(format!("{} is {v}: {why}", stat.name()))
+}
+
 /// `v` in fixed point (non-negative statistics; anything else is clamped into range).
 fn fixed(v: f64) -> i128 {
     // `as` saturates and maps NaN to 0.
@@ -134,29 +161,63 @@ impl CorpusStats {
         }
     }
 
-    /// Add everything `other` holds (same model shape).
-    pub fn merge(&mut self, other: &CorpusStats) {
-        assert_eq!(
-            (self.layers, self.heads),
-            (other.layers, other.heads),
-            "shape"
-        );
-        self.sentences += other.sentences;
-        self.pairs += other.pairs;
-        self.truncated += other.truncated;
-        self.tokens += other.tokens;
-        self.units += other.units;
-        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
-            a.sentences += b.sentences;
-            a.rows += b.rows;
+    /// Add everything `other` holds: exactly, or not at all. Another model shape, or a count or
+    /// sum that would overflow (only a damaged or edited partial file holds such numbers), is
+    /// refused naming the field, and `self` is left as it was.
+    pub fn merge(&mut self, other: &CorpusStats) -> Result<(), String> {
+        if (self.layers, self.heads) != (other.layers, other.heads) {
+            return Err(format!(
+                "sums: {} layers × {} heads, but the other files' are {} × {}",
+                other.layers, other.heads, self.layers, self.heads
+            ));
+        }
+        let mut out = self.clone();
+        let add = |a: &mut u64, b: u64, what: &dyn Fn() -> String| {
+            *a = a.checked_add(b).ok_or_else(|| {
+                format!("{}: the sum of the files' values overflows 64 bits", what())
+            })?;
+            Ok::<(), String>(())
+        };
+        add(&mut out.sentences, other.sentences, &|| "sentences".into())?;
+        add(&mut out.pairs, other.pairs, &|| "pairs".into())?;
+        add(&mut out.truncated, other.truncated, &|| "truncated".into())?;
+        add(&mut out.tokens, other.tokens, &|| "tokens".into())?;
+        add(&mut out.units, other.units, &|| "units".into())?;
+        let heads = self.heads.max(1);
+        for (cell, (a, b)) in out.sums.iter_mut().zip(&other.sums).enumerate() {
+            let at = |field: &str, i: Option<usize>| {
+                let stat = i.map_or(String::new(), |i| format!(".{}", Stat::ALL[i].name()));
+                format!(
+                    "sums: {field}{stat} of layer {}, head {}",
+                    cell / heads,
+                    cell % heads
+                )
+            };
+            add(&mut a.sentences, b.sentences, &|| {
+                at("head_sentences", None)
+            })?;
+            add(&mut a.rows, b.rows, &|| at("rows", None))?;
             for i in 0..STATS {
-                a.defined[i] += b.defined[i];
-                a.defined_rows[i] += b.defined_rows[i];
-                a.sum[i] = a.sum[i].saturating_add(b.sum[i]);
-                a.sum_sq[i] = a.sum_sq[i].saturating_add(b.sum_sq[i]);
-                a.sum_rows[i] = a.sum_rows[i].saturating_add(b.sum_rows[i]);
+                add(&mut a.defined[i], b.defined[i], &|| at("defined", Some(i)))?;
+                add(&mut a.defined_rows[i], b.defined_rows[i], &|| {
+                    at("defined_rows", Some(i))
+                })?;
+                for (field, x, y) in [
+                    ("sum", &mut a.sum[i], b.sum[i]),
+                    ("sum_sq", &mut a.sum_sq[i], b.sum_sq[i]),
+                    ("sum_rows", &mut a.sum_rows[i], b.sum_rows[i]),
+                ] {
+                    *x = x.checked_add(y).ok_or_else(|| {
+                        format!(
+                            "{}: the sum of the files' values overflows 128 bits",
+                            at(field, Some(i))
+                        )
+                    })?;
+                }
             }
         }
+        *self = out;
+        Ok(())
     }
 
     /// Layers and heads.
@@ -198,8 +259,95 @@ impl CorpusStats {
         })
     }
 
-    /// Read back what [`CorpusStats::sums_json`] wrote, with the sentence counts.
+    /// Read back what [`CorpusStats::sums_json`] wrote, with the sentence counts, and check that
+    /// the numbers can be those of a run ([`CorpusStats::check`]).
     pub fn from_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
+        let out = Self::parse_sums_json(sums, counts)?;
+        out.check()?;
+        Ok(out)
+    }
+
+    /// Refuse numbers no run writes (a damaged or edited partial file), naming the field: more
+    /// pairs or truncated sentences than sentences, a head in more sentences than there are, a
+    /// statistic defined more often than its head has sentences (or rows), and sums below 0 (beyond
+    /// rounding) or above [`MAX_STAT`] times their count.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, n) in [("pairs", self.pairs), ("truncated", self.truncated)] {
+            if n > self.sentences {
+                return Err(format!(
+                    "{name} is {n}, more than the {} sentences",
+                    self.sentences
+                ));
+            }
+        }
+        let heads = self.heads.max(1);
+        let limit = |per: f64, count: u64| -> (i128, Option<i128>) {
+            let one = fixed(per);
+            let low = -(fixed(NEGATIVE_SLACK) + 1).saturating_mul(i128::from(count));
+            (low, one.checked_mul(i128::from(count)))
+        };
+        for (cell, h) in self.sums.iter().enumerate() {
+            let at = |field: &str, i: Option<usize>| {
+                let stat = i.map_or(String::new(), |i| format!(".{}", Stat::ALL[i].name()));
+                format!(
+                    "sums: {field}{stat} of layer {}, head {}",
+                    cell / heads,
+                    cell % heads
+                )
+            };
+            if h.sentences > self.sentences {
+                return Err(format!(
+                    "{} is {}, more than the {} sentences",
+                    at("head_sentences", None),
+                    h.sentences,
+                    self.sentences
+                ));
+            }
+            for i in 0..STATS {
+                if h.defined[i] > h.sentences {
+                    return Err(format!(
+                        "{} is {}, more than the head's {} sentences",
+                        at("defined", Some(i)),
+                        h.defined[i],
+                        h.sentences
+                    ));
+                }
+                if h.defined_rows[i] > h.rows {
+                    return Err(format!(
+                        "{} is {}, more than the head's {} rows",
+                        at("defined_rows", Some(i)),
+                        h.defined_rows[i],
+                        h.rows
+                    ));
+                }
+                let (low, high) = limit(MAX_STAT, h.defined[i]);
+                let (_, high_sq) = limit(MAX_STAT * MAX_STAT, h.defined[i]);
+                let (low_rows, high_rows) = limit(MAX_STAT, h.defined_rows[i]);
+                for (field, x, low, high) in [
+                    ("sum", h.sum[i], low, high),
+                    ("sum_sq", h.sum_sq[i], 0, high_sq),
+                    ("sum_rows", h.sum_rows[i], low_rows, high_rows),
+                ] {
+                    if x < low {
+                        return Err(format!(
+                            "{} is {x}, below 0: no statistic is negative",
+                            at(field, Some(i))
+                        ));
+                    }
+                    if high.is_some_and(|high| x > high) {
+                        return Err(format!(
+                            "{} is {x}, more than its {} sentences (or rows) can add up to",
+                            at(field, Some(i)),
+                            h.defined[i]
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
         let num = |v: &Value, what: &str| {
             v.as_u64()
                 .ok_or_else(|| format!("sums: {what} is not a whole number"))
@@ -441,7 +589,7 @@ mod tests {
             halves[i % 2].add(&[vec![stats(v, 3)]], SentenceCounts::default());
         }
         let mut merged = halves[1].clone();
-        merged.merge(&halves[0]);
+        merged.merge(&halves[0]).unwrap();
         assert_eq!(merged, forward);
     }
 
@@ -467,6 +615,54 @@ mod tests {
         broken["sum"]["entropy"][1][2] = json!(1.5);
         let e = CorpusStats::from_sums_json(&broken, acc.counts()).unwrap_err();
         assert!(e.contains("sum.entropy"), "{e}");
+    }
+
+    #[test]
+    fn merging_refuses_to_wrap_and_sums_read_back_are_checked() {
+        let mut a = CorpusStats::new(1, 1);
+        a.add(&[vec![stats(1.0, 3)]], SentenceCounts::default());
+        let mut b = a.clone();
+        b.tokens = u64::MAX;
+        a.tokens = 2;
+        let before = a.clone();
+        let e = a.merge(&b).unwrap_err();
+        assert_eq!(e, "tokens: the sum of the files' values overflows 64 bits");
+        assert_eq!(a, before, "a refused merge adds nothing");
+        let mut c = before.clone();
+        c.sums[0].sum[0] = i128::MAX;
+        let mut d = before.clone();
+        let e = d.merge(&c).unwrap_err();
+        assert!(e.starts_with("sums: sum.entropy of layer 0, head 0"), "{e}");
+        let e = a.merge(&CorpusStats::new(2, 1)).unwrap_err();
+        assert!(e.contains("2 layers × 1 heads"), "{e}");
+        // Read back: a negative sum, a sum its count cannot reach, more pairs than sentences.
+        for ((field, stat, value), words) in [
+            (("sum", "to_self", "-1000000000000000000000"), "below 0"),
+            (
+                ("sum", "distance", "1000000000000000000000000000000000"),
+                "can add up to",
+            ),
+            (("sum_sq", "entropy", "-1"), "below 0"),
+        ] {
+            let mut v = before.sums_json();
+            v[field][stat][0][0] = json!(value);
+            let e = CorpusStats::from_sums_json(&v, before.counts()).unwrap_err();
+            assert!(e.contains(words) && e.contains(stat), "{e}");
+        }
+        let e = CorpusStats::from_sums_json(&before.sums_json(), [1, 2, 0, 3, 3]).unwrap_err();
+        assert_eq!(e, "pairs is 2, more than the 1 sentences");
+        // What a sentence cannot hold.
+        assert!(impossible_value(Stat::Entropy, f64::INFINITY).is_some());
+        assert!(impossible_value(Stat::ToSelf, -0.1).is_some());
+        assert!(impossible_value(Stat::Distance, 1e30).is_some());
+        assert!(
+            impossible_value(Stat::Entropy, -1e-7).is_none(),
+            "rounding below 0"
+        );
+        assert!(
+            impossible_value(Stat::ToFirst, f64::NAN).is_none(),
+            "undefined"
+        );
     }
 
     #[test]

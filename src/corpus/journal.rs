@@ -10,70 +10,90 @@
 //! the journal holds about one checkpoint interval of sentences, whatever the size of the run.
 //!
 //! A record is `length (u32) · CRC-32 (u32) · payload`, little-endian; the payload holds the line,
-//! the output name, the counts and each head's statistics (in the order of
-//! [`crate::analysis::Stat::ALL`]) as the bits of their `f64`s (so the sums rebuilt from it are
-//! exact, and an undefined statistic stays NaN). Records are not synced one by one: a killed process
-//! loses nothing (the kernel holds what was written); after a machine crash a torn or missing
-//! tail fails its CRC and those sentences are simply computed again.
+//! the length and SHA-256 of the input through that line (so a resumed run proves that the line
+//! it skips is the one the earlier run read), the output name, the counts and each head's
+//! statistics (in the order of [`crate::analysis::Stat::ALL`]) as the bits of their `f64`s (so the
+//! sums rebuilt from it are exact, and an undefined statistic stays NaN). Records are not synced
+//! one by one: a killed process loses nothing (the kernel holds what was written); after a
+//! machine crash a torn or missing tail fails its CRC and those sentences are simply computed
+//! again.
+//!
+//! Reading back is bounded: a record over [`MAX_RECORD`] bytes, or anything after
+//! [`MAX_JOURNAL_BYTES`] in all, is not read (those sentences are computed again); a journal that
+//! is not a regular file (a FIFO, a device, a link) is refused, never opened for a blocking read;
+//! and a record that passes its CRC but holds a number no sentence has (an infinite entropy, a
+//! negative share) is refused naming the field, since only an edited file holds one.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
 
+use super::accumulate::{impossible_value, MAX_ROWS};
+use super::folder::{OutFolder, Place, JOURNAL_PREFIX};
 use super::ledger::Event;
-use super::lines::BadLine;
+use super::lines::{BadLine, InputDigest};
 use super::SentenceCounts;
 use crate::analysis::{HeadStats, Stat};
 
-const PREFIX: &str = ".corpus_journal.";
-/// Bumped whenever the payload changes (2: ten statistics per head).
-const VERSION: u8 = 2;
+/// Bumped whenever the payload changes (2: ten statistics per head; 3: the input's digest).
+const VERSION: u8 = 3;
 const SENTENCE: u8 = 0;
 const BAD_ATTENTION: u8 = 1;
 /// Largest record read back (a model of 4,096 heads; anything larger is corrupt).
-const MAX_RECORD: usize = 4096 * 8 * (1 + Stat::ALL.len()) + 4096;
+pub const MAX_RECORD: usize = 4096 * 8 * (1 + Stat::ALL.len()) + 4096;
+/// Most bytes of journal read back in all. A journal holds about one checkpoint interval of
+/// sentences (a few MB); what lies beyond this is computed again.
+pub const MAX_JOURNAL_BYTES: u64 = 256 << 20;
+
+/// A result read back from the journal: what the line came to, and the input's digest through
+/// it (checked against the input when a resumed run reads the line again).
+#[derive(Clone, Debug)]
+pub struct Journaled {
+    /// The line's result.
+    pub event: Event,
+    /// The length and SHA-256 of the input through the end of the line.
+    pub digest: InputDigest,
+}
 
 /// The journal being appended to.
 #[derive(Debug)]
 pub struct Journal {
-    dir: PathBuf,
+    folder: OutFolder,
     generation: u64,
     file: File,
 }
 
-fn path_of(dir: &Path, generation: u64) -> PathBuf {
-    dir.join(format!("{PREFIX}{generation}"))
+fn name_of(generation: u64) -> String {
+    format!("{JOURNAL_PREFIX}{generation}")
 }
 
-/// The journal files in `dir`, with their generations, oldest first.
-pub fn files(dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut out: Vec<(u64, PathBuf)> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name();
-                    let g = name.to_str()?.strip_prefix(PREFIX)?.parse().ok()?;
-                    Some((g, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+/// The journal files in `folder`, with their generations, oldest first.
+pub fn files(folder: &OutFolder) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let _ = folder.for_each(Place::Top, |name, _| {
+        if let Some(g) = name
+            .strip_prefix(JOURNAL_PREFIX)
+            .and_then(|g| g.parse().ok())
+        {
+            out.push((g, name.to_string()));
+        }
+        Ok(())
+    });
     out.sort();
     out
 }
 
 impl Journal {
-    /// Start a new journal generation in `dir` after every existing one, holding `records`.
+    /// Start a new journal generation in `folder` after every existing one, holding `records`.
     pub fn create<'a>(
-        dir: &Path,
-        records: impl Iterator<Item = (usize, &'a Event)>,
+        folder: &OutFolder,
+        records: impl Iterator<Item = (usize, &'a Event, &'a InputDigest)>,
     ) -> io::Result<Journal> {
-        let generation = files(dir).last().map_or(0, |(g, _)| g + 1);
+        let generation = files(folder).last().map_or(0, |(g, _)| g + 1);
         let mut journal = Journal {
-            dir: dir.to_path_buf(),
+            folder: folder.clone(),
             generation,
-            file: open_new(&path_of(dir, generation))?,
+            file: folder.create_new(Place::Top, &name_of(generation))?,
         };
         journal.write_records(records)?;
         Ok(journal)
@@ -81,19 +101,19 @@ impl Journal {
 
     fn write_records<'a>(
         &mut self,
-        records: impl Iterator<Item = (usize, &'a Event)>,
+        records: impl Iterator<Item = (usize, &'a Event, &'a InputDigest)>,
     ) -> io::Result<()> {
         let mut buf = Vec::new();
-        for (line, event) in records {
-            encode(line, event, &mut buf);
+        for (line, event, digest) in records {
+            encode(line, event, digest, &mut buf);
         }
         self.file.write_all(&buf)
     }
 
-    /// Append one result.
-    pub fn append(&mut self, line: usize, event: &Event) -> io::Result<()> {
+    /// Append one result (`digest`: the input through its line).
+    pub fn append(&mut self, line: usize, event: &Event, digest: &InputDigest) -> io::Result<()> {
         let mut buf = Vec::new();
-        encode(line, event, &mut buf);
+        encode(line, event, digest, &mut buf);
         self.file.write_all(&buf)
     }
 
@@ -101,63 +121,103 @@ impl Journal {
     /// written does not cover). The older generations stay until [`Journal::remove_older`].
     pub fn restart<'a>(
         &mut self,
-        records: impl Iterator<Item = (usize, &'a Event)>,
+        records: impl Iterator<Item = (usize, &'a Event, &'a InputDigest)>,
     ) -> io::Result<()> {
         let generation = self.generation + 1;
-        self.file = open_new(&path_of(&self.dir, generation))?;
+        self.file = self.folder.create_new(Place::Top, &name_of(generation))?;
         self.generation = generation;
         self.write_records(records)
     }
 
     /// Remove the generations before the current one.
     pub fn remove_older(&self) {
-        for (g, path) in files(&self.dir) {
+        for (g, name) in files(&self.folder) {
             if g < self.generation {
-                let _ = fs::remove_file(path);
+                let _ = self.folder.remove(Place::Top, &name);
             }
         }
     }
 }
 
-fn open_new(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)
-}
-
-/// Remove every journal in `dir` (a finished run, or `--force`).
-pub fn remove_all(dir: &Path) -> io::Result<()> {
-    for (_, path) in files(dir) {
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+/// Remove every journal in `folder` (a finished run, or `--force`).
+pub fn remove_all(folder: &OutFolder) -> io::Result<()> {
+    for (_, name) in files(folder) {
+        folder.remove(Place::Top, &name)?;
     }
     Ok(())
 }
 
-/// Every result in the journals of `dir` for a model of `layers × heads`, by line. A record
+/// Every result in the journals of `folder` for a model of `layers × heads`, by line. A record
 /// that is torn, corrupt or of another shape ends its file's reading (what follows it is
-/// computed again).
-pub fn read_all(dir: &Path, layers: usize, heads: usize) -> BTreeMap<usize, Event> {
+/// computed again). Errors, in words that follow the folder's name: a journal that is not a
+/// regular file, or a sound record holding a number no sentence has.
+pub fn read_all(
+    folder: &OutFolder,
+    layers: usize,
+    heads: usize,
+) -> Result<BTreeMap<usize, Journaled>, String> {
     let mut out = BTreeMap::new();
-    for (_, path) in files(dir) {
-        let Ok(bytes) = fs::read(&path) else { continue };
-        let mut rest = &bytes[..];
-        while let Some((line, event, used)) = decode(rest, layers, heads) {
-            out.insert(line, event);
-            rest = &rest[used..];
+    let mut budget = MAX_JOURNAL_BYTES;
+    for (_, name) in files(folder) {
+        let file = match folder.open_regular(Place::Top, &name) {
+            Ok(Some(f)) => f,
+            Ok(None) => continue,
+            Err(e) => return Err(format!("its journal {name} {e}")),
+        };
+        let mut reader = BufReader::new(file.take(budget));
+        loop {
+            match read_record(&mut reader, layers, heads) {
+                Ok(Some((line, journaled, used))) => {
+                    budget -= used.min(budget);
+                    out.insert(line, journaled);
+                }
+                Ok(None) => break,
+                Err(e) => return Err(format!("its journal {name}: {e}")),
+            }
+        }
+        if budget == 0 {
+            break;
         }
     }
-    out
+    Ok(out)
 }
 
-fn encode(line: usize, event: &Event, out: &mut Vec<u8>) {
+/// The next record of `r`: `None` at its end or at a record that is torn, fails its CRC or is
+/// of another shape; an error for a sound record with impossible numbers, or a failed read.
+fn read_record(
+    r: &mut impl Read,
+    layers: usize,
+    heads: usize,
+) -> Result<Option<(usize, Journaled, u64)>, String> {
+    let mut head = [0u8; 8];
+    match r.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(format!("cannot be read: {e}")),
+    }
+    let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+    if len > MAX_RECORD {
+        return Ok(None);
+    }
+    let mut payload = vec![0u8; len];
+    match r.read_exact(&mut payload) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(format!("cannot be read: {e}")),
+    }
+    if crc32fast::hash(&payload) != crc {
+        return Ok(None);
+    }
+    Ok(decode(&payload, layers, heads)?.map(|(line, j)| (line, j, 8 + len as u64)))
+}
+
+fn encode(line: usize, event: &Event, digest: &InputDigest, out: &mut Vec<u8>) {
     let mut p = Vec::with_capacity(64);
     p.push(VERSION);
     p.extend_from_slice(&(line as u64).to_le_bytes());
+    p.extend_from_slice(&digest.bytes.to_le_bytes());
+    p.extend_from_slice(&digest.sha256().unwrap_or([0; 32]));
     match event {
         Event::Sentence {
             stats,
@@ -226,74 +286,119 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The first record of `bytes` and the bytes it takes, if it is whole and sound.
-fn decode(bytes: &[u8], layers: usize, heads: usize) -> Option<(usize, Event, usize)> {
-    let mut c = Cursor(bytes);
-    let len = c.u32()? as usize;
-    let crc = c.u32()?;
-    if len > MAX_RECORD {
-        return None;
-    }
-    let payload = c.take(len)?;
-    if crc32fast::hash(payload) != crc {
-        return None;
-    }
+/// A record's payload, if it is of this version and shape (`Ok(None)` if not); an error names
+/// a number no sentence has.
+fn decode(
+    payload: &[u8],
+    layers: usize,
+    heads: usize,
+) -> Result<Option<(usize, Journaled)>, String> {
     let mut p = Cursor(payload);
-    if p.u8()? != VERSION {
-        return None;
-    }
-    let line = usize::try_from(p.u64()?).ok()?;
-    let event = match p.u8()? {
-        SENTENCE => {
-            let name = p.str()?;
-            let flags = p.u8()?;
-            let tokens = usize::try_from(p.u64()?).ok()?;
-            let units = usize::try_from(p.u64()?).ok()?;
-            let (l, h) = (p.u32()? as usize, p.u32()? as usize);
-            if (l, h) != (layers, heads) {
-                return None;
-            }
-            let mut stats = Vec::with_capacity(l);
-            for _ in 0..l {
-                let mut row = Vec::with_capacity(h);
-                for _ in 0..h {
-                    let rows = usize::try_from(p.u64()?).ok()?;
-                    let mut v = [0f64; Stat::ALL.len()];
-                    for x in &mut v {
-                        *x = f64::from_bits(p.u64()?);
-                    }
-                    let s = HeadStats::from_values(
-                        |stat| v[Stat::ALL.iter().position(|&s| s == stat).unwrap_or(0)],
-                        rows,
-                    );
-                    row.push(s);
-                }
-                stats.push(row);
-            }
-            Event::Sentence {
-                stats,
-                counts: SentenceCounts {
-                    pair: flags & 1 != 0,
-                    truncated: flags & 2 != 0,
-                    tokens,
-                    units,
-                },
-                name,
-            }
+    let Some((line, digest, kind)) = (|| {
+        if p.u8()? != VERSION {
+            return None;
         }
-        BAD_ATTENTION => Event::Bad(BadLine::Attention(p.str()?)),
-        _ => return None,
+        let line = usize::try_from(p.u64()?).ok()?;
+        let bytes = p.u64()?;
+        let sha: [u8; 32] = p.take(32)?.try_into().ok()?;
+        Some((line, InputDigest::from_sha256(&sha, bytes), p.u8()?))
+    })() else {
+        return Ok(None);
+    };
+    let event = match kind {
+        SENTENCE => match decode_sentence(&mut p, line, layers, heads)? {
+            Some(e) => e,
+            None => return Ok(None),
+        },
+        BAD_ATTENTION => match p.str() {
+            Some(s) => Event::Bad(BadLine::Attention(s)),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
     };
     if !p.0.is_empty() {
-        return None;
+        return Ok(None);
     }
-    Some((line, event, 8 + len))
+    Ok(Some((line, Journaled { event, digest })))
+}
+
+fn decode_sentence(
+    p: &mut Cursor,
+    line: usize,
+    layers: usize,
+    heads: usize,
+) -> Result<Option<Event>, String> {
+    let Some((name, flags, tokens, units)) = (|| {
+        let name = p.str()?;
+        let flags = p.u8()?;
+        let tokens = p.u64()?;
+        let units = p.u64()?;
+        let (l, h) = (p.u32()? as usize, p.u32()? as usize);
+        ((l, h) == (layers, heads)).then_some((name, flags, tokens, units))
+    })() else {
+        return Ok(None);
+    };
+    let refuse = |what: String| {
+        format!(
+            "line {line}: {what}, which no sentence has; the journal is damaged or was edited \
+             (use --force to start over)"
+        )
+    };
+    if tokens > MAX_ROWS || units > tokens {
+        return Err(refuse(format!("{tokens} tokens and {units} units")));
+    }
+    if super::ids::Id::parse(&name).is_err() {
+        return Err(refuse(format!(
+            "the output name {:?}",
+            crate::tokenize::cut_to_bytes(&name, 40)
+        )));
+    }
+    let mut stats = Vec::with_capacity(layers);
+    for layer in 0..layers {
+        let mut row = Vec::with_capacity(heads);
+        for head in 0..heads {
+            let Some(rows) = p.u64() else {
+                return Ok(None);
+            };
+            if rows > MAX_ROWS {
+                return Err(refuse(format!(
+                    "rows of layer {layer}, head {head} is {rows}"
+                )));
+            }
+            let mut v = [0f64; Stat::ALL.len()];
+            for (x, stat) in v.iter_mut().zip(Stat::ALL) {
+                let Some(bits) = p.u64() else {
+                    return Ok(None);
+                };
+                *x = f64::from_bits(bits);
+                if let Some(why) = impossible_value(stat, *x) {
+                    return Err(refuse(format!("{why} (layer {layer}, head {head})")));
+                }
+            }
+            row.push(HeadStats::from_values(
+                |stat| v[Stat::ALL.iter().position(|&s| s == stat).unwrap_or(0)],
+                rows as usize,
+            ));
+        }
+        stats.push(row);
+    }
+    Ok(Some(Event::Sentence {
+        stats,
+        counts: SentenceCounts {
+            pair: flags & 1 != 0,
+            truncated: flags & 2 != 0,
+            tokens: tokens as usize,
+            units: units as usize,
+        },
+        name,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::HeadLabel;
+    use std::fs;
 
     fn event(v: f64) -> Event {
         let mut s = HeadStats {
@@ -352,49 +457,114 @@ mod tests {
         }
     }
 
+    fn digest(n: u64) -> InputDigest {
+        InputDigest::from_sha256(&[n as u8; 32], n)
+    }
+
+    fn read(folder: &OutFolder, layers: usize, heads: usize) -> BTreeMap<usize, Journaled> {
+        read_all(folder, layers, heads).unwrap()
+    }
+
     #[test]
     fn records_round_trip_exactly_and_a_torn_tail_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
         let bad = Event::Bad(BadLine::Attention("layer 0, head 1: NaN".into()));
-        let mut j = Journal::create(dir.path(), [(3, &event(0.5))].into_iter()).unwrap();
-        j.append(9, &bad).unwrap();
-        j.append(12, &event(2.25)).unwrap();
-        let read = read_all(dir.path(), 2, 2);
-        assert_eq!(read.keys().copied().collect::<Vec<_>>(), [3, 9, 12]);
-        assert!(same(&read[&3], &event(0.5)));
-        assert!(same(&read[&9], &bad));
-        assert!(same(&read[&12], &event(2.25)));
+        let first = event(0.5);
+        let d3 = digest(3);
+        let mut j = Journal::create(&folder, [(3, &first, &d3)].into_iter()).unwrap();
+        j.append(9, &bad, &digest(9)).unwrap();
+        j.append(12, &event(2.25), &digest(12)).unwrap();
+        let back = read(&folder, 2, 2);
+        assert_eq!(back.keys().copied().collect::<Vec<_>>(), [3, 9, 12]);
+        assert!(same(&back[&3].event, &event(0.5)));
+        assert!(same(&back[&9].event, &bad));
+        assert!(same(&back[&12].event, &event(2.25)));
+        assert_eq!(back[&12].digest, digest(12));
+        assert_eq!(back[&3].digest, d3);
         // Another model shape reads nothing.
-        assert!(read_all(dir.path(), 2, 3).is_empty());
+        assert!(read(&folder, 2, 3).is_empty());
         // A torn last record (a crash mid-write) is dropped; the ones before it stay.
-        let path = &files(dir.path())[0].1;
-        let len = fs::metadata(path).unwrap().len();
-        let f = OpenOptions::new().write(true).open(path).unwrap();
+        let path = dir.path().join(&files(&folder)[0].1);
+        let len = fs::metadata(&path).unwrap().len();
+        let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len - 5).unwrap();
-        assert_eq!(read_all(dir.path(), 2, 2).len(), 2);
+        assert_eq!(read(&folder, 2, 2).len(), 2);
         // A flipped bit fails the CRC.
-        let mut bytes = fs::read(path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
         bytes[20] ^= 1;
-        fs::write(path, bytes).unwrap();
-        assert!(read_all(dir.path(), 2, 2).is_empty());
+        fs::write(&path, bytes).unwrap();
+        assert!(read(&folder, 2, 2).is_empty());
     }
 
     #[test]
     fn a_restart_keeps_what_it_is_given_and_pruning_removes_older_generations() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = Journal::create(dir.path(), std::iter::empty()).unwrap();
-        j.append(1, &event(1.0)).unwrap();
-        j.append(2, &event(2.0)).unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
+        let mut j = Journal::create(&folder, std::iter::empty()).unwrap();
+        j.append(1, &event(1.0), &digest(1)).unwrap();
+        j.append(2, &event(2.0), &digest(2)).unwrap();
         let keep = event(2.0);
-        j.restart([(2, &keep)].into_iter()).unwrap();
-        j.append(4, &event(4.0)).unwrap();
+        let d2 = digest(2);
+        j.restart([(2, &keep, &d2)].into_iter()).unwrap();
+        j.append(4, &event(4.0), &digest(4)).unwrap();
         // Before pruning both generations are read (a crash between the two steps).
-        assert_eq!(read_all(dir.path(), 2, 2).len(), 3);
+        assert_eq!(read(&folder, 2, 2).len(), 3);
         j.remove_older();
-        let read = read_all(dir.path(), 2, 2);
-        assert_eq!(read.keys().copied().collect::<Vec<_>>(), [2, 4]);
-        assert_eq!(files(dir.path()).len(), 1);
-        remove_all(dir.path()).unwrap();
-        assert!(files(dir.path()).is_empty());
+        let back = read(&folder, 2, 2);
+        assert_eq!(back.keys().copied().collect::<Vec<_>>(), [2, 4]);
+        assert_eq!(files(&folder).len(), 1);
+        remove_all(&folder).unwrap();
+        assert!(files(&folder).is_empty());
+    }
+
+    #[test]
+    fn a_sound_record_with_an_impossible_number_is_refused_naming_it() {
+        for (field, value) in [
+            ("entropy", f64::INFINITY),
+            ("to_self", -0.5),
+            ("distance", 1e300),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let folder = OutFolder::open(dir.path(), false).unwrap();
+            let mut e = event(1.0);
+            if let Event::Sentence { stats, .. } = &mut e {
+                let s = &mut stats[1][0];
+                match field {
+                    "entropy" => s.entropy = value,
+                    "to_self" => s.to_self = value,
+                    _ => s.distance = value,
+                }
+            }
+            let mut j = Journal::create(&folder, std::iter::empty()).unwrap();
+            j.append(7, &e, &digest(7)).unwrap();
+            let err = read_all(&folder, 2, 2).unwrap_err();
+            assert!(
+                err.contains(&format!("line 7: {field} is {value}"))
+                    && err.contains("layer 1, head 0"),
+                "{err}"
+            );
+            assert_eq!(err.lines().count(), 1);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_journal_that_is_a_fifo_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
+        let c =
+            std::ffi::CString::new(dir.path().join(".corpus_journal.4").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path in our temporary folder.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_all(&folder, 2, 2).unwrap_err();
+        assert!(err.contains(".corpus_journal.4 is a FIFO"), "{err}");
+        // Writing never goes into it either: a new generation is made after it, and removing
+        // the journals removes the FIFO itself.
+        let mut j = Journal::create(&folder, std::iter::empty()).unwrap();
+        j.append(1, &event(1.0), &digest(1)).unwrap();
+        assert_eq!(files(&folder).last().unwrap().1, ".corpus_journal.5");
+        remove_all(&folder).unwrap();
+        assert!(files(&folder).is_empty());
     }
 }

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use super::journal::Journal;
+use super::journal::{Journal, Journaled};
 use super::lines::{BadLine, InputDigest};
 use super::shard::Shard;
 use super::{BadLines, CorpusStats, SentenceCounts, LISTED_BAD_LINES};
@@ -98,7 +98,7 @@ pub struct Ledger {
     next: usize,
     pending: BTreeMap<usize, Pending>,
     /// Results of an earlier run's journal, waiting for the reader to pass their lines.
-    resumed: BTreeMap<usize, Event>,
+    resumed: BTreeMap<usize, Journaled>,
     journal: Option<Journal>,
 }
 
@@ -116,7 +116,7 @@ impl Ledger {
     pub fn new(
         tally: Tally,
         shard: Shard,
-        resumed: BTreeMap<usize, Event>,
+        resumed: BTreeMap<usize, Journaled>,
         journal: Option<Journal>,
     ) -> Ledger {
         let next = next_own_after(shard, tally.lines);
@@ -142,10 +142,10 @@ impl Ledger {
     }
 
     /// The earlier run's result for `line`, now that the reader has passed it (`digest`: the
-    /// input through it).
+    /// input through it, which the journal's record was checked against before the run began).
     pub fn take_resumed(&mut self, line: usize, digest: InputDigest) {
-        if let Some(event) = self.resumed.remove(&line) {
-            self.insert(line, event, digest, true);
+        if let Some(j) = self.resumed.remove(&line) {
+            self.insert(line, j.event, digest, true);
         }
     }
 
@@ -160,7 +160,7 @@ impl Ledger {
     ) -> io::Result<()> {
         if journaled {
             if let Some(j) = &mut self.journal {
-                j.append(line, &event)?;
+                j.append(line, &event, &digest)?;
             }
         }
         self.insert(line, event, digest, journaled);
@@ -168,14 +168,23 @@ impl Ledger {
     }
 
     fn insert(&mut self, line: usize, event: Event, digest: InputDigest, journaled: bool) {
-        self.pending.insert(
-            line,
-            Pending {
-                event,
-                digest,
-                journaled,
-            },
-        );
+        if line == self.next {
+            // The common case (every line before it is done): applied at once, without a
+            // detour through the map.
+            self.tally.apply(line, &event);
+            self.tally.lines = line;
+            self.tally.digest = digest;
+            self.next += self.shard.count;
+        } else {
+            self.pending.insert(
+                line,
+                Pending {
+                    event,
+                    digest,
+                    journaled,
+                },
+            );
+        }
         while let Some(p) = self.pending.remove(&self.next) {
             self.tally.apply(self.next, &p.event);
             self.tally.lines = self.next;
@@ -201,8 +210,8 @@ impl Ledger {
                 .pending
                 .iter()
                 .filter(|(_, p)| p.journaled)
-                .map(|(l, p)| (*l, &p.event))
-                .chain(self.resumed.iter().map(|(l, e)| (*l, e)));
+                .map(|(l, p)| (*l, &p.event, &p.digest))
+                .chain(self.resumed.iter().map(|(l, j)| (*l, &j.event, &j.digest)));
             j.restart(waiting)?;
         }
         Ok(self.tally.clone())

@@ -132,6 +132,29 @@ impl InputDigest {
         }
     }
 
+    /// The SHA-256 of the bytes read (`None` for a recorded digest that is not 64 hex digits).
+    pub fn sha256(&self) -> Option<[u8; 32]> {
+        match &self.hash {
+            Ok(h) => Some(h.clone().finalize().into()),
+            Err(recorded) => {
+                let bytes = recorded.as_bytes();
+                if bytes.len() != 64 {
+                    return None;
+                }
+                let mut out = [0u8; 32];
+                for (o, pair) in out.iter_mut().zip(bytes.chunks(2)) {
+                    *o = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+                }
+                Some(out)
+            }
+        }
+    }
+
+    /// A digest as a journal records it: the SHA-256 of `bytes` bytes.
+    pub fn from_sha256(sha256: &[u8; 32], bytes: u64) -> Self {
+        InputDigest::recorded(hex(sha256), bytes)
+    }
+
     /// The SHA-256 of the bytes read, in hex (what `sha256sum` prints for them).
     pub fn hex(&self) -> String {
         match &self.hash {

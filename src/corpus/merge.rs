@@ -11,6 +11,7 @@
 //! is refused naming the file. Missing and duplicate shards are refused too. Files are read one
 //! at a time, so merging a thousand shards needs the memory of one.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use super::shard::Shard;
 use super::summary::{self, Summary};
 use super::{thousands, End, LISTED_BAD_LINES};
 use crate::output::OutputError;
+use crate::render::terminal::escape_controls;
 
 /// Why a merge was refused. One line that names the file and says what to do.
 #[derive(Debug)]
@@ -66,7 +68,9 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     };
     let label = |p: &Path| p.display().to_string();
     let mut first: Option<(RunIdentity, Tally)> = None;
-    let mut seen: Vec<Option<PathBuf>> = Vec::new();
+    // Shard index → its file. A map, not a vector of `count` entries: a damaged file may claim
+    // any count.
+    let mut seen: BTreeMap<usize, PathBuf> = BTreeMap::new();
     let mut notes = Vec::new();
     let mut total: Option<Tally> = None;
     for path in paths {
@@ -90,7 +94,6 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         }
         match &first {
             None => {
-                seen = vec![None; p.identity.shard.count];
                 let (layers, heads) = p.tally.stats.shape();
                 let mut t = Tally::new(layers, heads);
                 t.lines = p.tally.lines;
@@ -141,7 +144,7 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
             }
         }
         let index = p.identity.shard.index;
-        if let Some(other) = &seen[index - 1] {
+        if let Some(other) = seen.get(&index) {
             return Err(MergeError(format!(
                 "shard {} is given twice: {} and {}; give each shard once",
                 p.identity.shard,
@@ -149,10 +152,16 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
                 path.display()
             )));
         }
-        seen[index - 1] = Some(path.clone());
+        seen.insert(index, path.clone());
         let t = total.as_mut().expect("set with the first file");
-        t.stats.merge(&p.tally.stats);
-        t.bad.merge(&p.tally.bad);
+        let damaged = |e: String| {
+            MergeError(format!(
+                "{}: {e}; the file is damaged or was edited, so the shards cannot be merged",
+                path.display()
+            ))
+        };
+        t.stats.merge(&p.tally.stats).map_err(damaged)?;
+        t.bad.merge(&p.tally.bad).map_err(damaged)?;
         t.truncated_lines
             .extend(p.tally.truncated_lines.iter().copied());
         t.truncated_lines.sort_unstable();
@@ -160,27 +169,28 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     }
     let (identity, _) = first.expect("at least one file");
     let count = identity.shard.count;
-    let missing: Vec<usize> = (1..=count).filter(|k| seen[k - 1].is_none()).collect();
-    if !missing.is_empty() {
-        let shown: Vec<String> = missing
-            .iter()
+    let missing = count - seen.len();
+    if missing > 0 {
+        let shown: Vec<String> = (1..=count)
+            .filter(|k| !seen.contains_key(k))
             .take(20)
             .map(|k| format!("{k}/{count}"))
             .collect();
-        let more = if missing.len() > 20 {
-            format!(" and {} more", missing.len() - 20)
+        let more = if missing > 20 {
+            format!(" and {} more", thousands(missing as u64 - 20))
         } else {
             String::new()
         };
         return Err(MergeError(format!(
-            "{} of the {count} shards {} missing: {}{more}; run {} (or give {} partial file{}) \
+            "{} of the {} shards {} missing: {}{more}; run {} (or give {} partial file{}) \
              and merge again",
-            missing.len(),
-            if missing.len() == 1 { "is" } else { "are" },
+            thousands(missing as u64),
+            thousands(count as u64),
+            if missing == 1 { "is" } else { "are" },
             shown.join(", "),
-            if missing.len() == 1 { "it" } else { "them" },
-            if missing.len() == 1 { "its" } else { "their" },
-            if missing.len() == 1 { "" } else { "s" },
+            if missing == 1 { "it" } else { "them" },
+            if missing == 1 { "its" } else { "their" },
+            if missing == 1 { "" } else { "s" },
         )));
     }
     Ok(Merged {
@@ -242,7 +252,9 @@ pub struct MergeJob {
 pub fn run(job: &MergeJob) -> Result<(), MergeError> {
     let merged = merge_files(&job.partials)?;
     for note in &merged.notes {
-        let _ = writeln!(io::stderr(), "{note}");
+        // A note quotes the files (their model ids, input names): shown, not sent to the
+        // terminal.
+        let _ = writeln!(io::stderr(), "{}", escape_controls(note));
     }
     write_summary(&merged, &job.out)?;
     let to_stdout = job.out.as_os_str() == "-";
@@ -252,8 +264,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
             super::print_table(s, &merged.identity.token_names, job.stat, job.color)
                 .map_err(|e| MergeError(e.to_string()))?;
         }
-        let _ = writeln!(
-            io::stderr(),
+        let line = format!(
             "Merged {} shard{}: {} sentences ({} tokens) of {} lines, {} bad line{} skipped, in \
              {:.2} s. Summary in {}",
             merged.shards,
@@ -266,6 +277,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
             merged.elapsed.as_secs_f64(),
             job.out.display()
         );
+        let _ = writeln!(io::stderr(), "{}", escape_controls(&line));
     }
     Ok(())
 }

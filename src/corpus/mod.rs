@@ -20,6 +20,7 @@
 //! - The input may be plain text or JSON Lines, gzip- or zstd-compressed ([`input`]).
 
 mod accumulate;
+pub mod folder;
 pub mod ids;
 pub mod input;
 mod interrupt;
@@ -32,7 +33,7 @@ pub mod provenance;
 pub mod shard;
 mod summary;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File};
 use std::io::{self, BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -48,17 +49,21 @@ use rayon::prelude::*;
 use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::model::{self, Model};
-use crate::output::{write_output, OutputError};
+use crate::output::OutputError;
 use crate::render::json::model_json;
 use crate::render::json::JsonSection;
 use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
+use crate::render::terminal::escape_controls;
 use crate::render::ColorChoice;
 use crate::tokenize::{self, Encoded};
 
 pub use accumulate::{CorpusStats, SentenceCounts};
+pub use folder::OutFolder;
+use folder::Place;
 use ids::Names;
 pub use input::{Compression, InputFormat};
+use journal::Journaled;
 use ledger::{Event, Ledger, Tally};
 use lines::{BadLine, InputDigest, LineReader, RawLine};
 pub use partial::{RunIdentity, PARTIAL_FILE};
@@ -72,6 +77,15 @@ pub const SENTENCES_DIR: &str = "sentences";
 pub const LISTED_BAD_LINES: usize = 1000;
 /// Truncated lines noted one by one on stderr (all are counted).
 const NOTED_TRUNCATIONS: usize = 5;
+/// Bad lines of each kind warned about one by one on stderr; the others of that kind are
+/// counted in one line at the end (all are counted in the summary).
+pub const WARNED_PER_KIND: usize = 10;
+/// Most input a resumed run reads ahead, past its checkpoint, to check the journal's lines
+/// against the input before it starts (bytes of the lines, plus [`READ_AHEAD_LINE_COST`] per
+/// line). Journaled lines beyond it are computed again rather than checked.
+const READ_AHEAD_BYTES: usize = 64 << 20;
+/// What one line read ahead costs besides its bytes (its digest and bookkeeping).
+const READ_AHEAD_LINE_COST: usize = 200;
 /// How often a running corpus writes its partial file (its checkpoint for `--resume`).
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 
@@ -368,15 +382,27 @@ impl BadLines {
     }
 
     /// Add `other`'s bad lines, all after this one's (a later part of the same corpus) or
-    /// interleaved with them (another shard): the listed ones stay the first by line number.
-    pub fn merge(&mut self, other: &BadLines) {
-        self.count += other.count;
+    /// interleaved with them (another shard): the listed ones stay the first by line number. A
+    /// count that would overflow (a damaged file) is refused naming it, and nothing is added.
+    pub fn merge(&mut self, other: &BadLines) -> Result<(), String> {
+        let overflow = |what: &str| format!("{what}: the sum of the files' counts overflows");
+        let count = self
+            .count
+            .checked_add(other.count)
+            .ok_or_else(|| overflow("bad_lines.count"))?;
+        let mut by_kind = self.by_kind.clone();
         for (kind, n) in &other.by_kind {
-            *self.by_kind.entry(kind).or_default() += n;
+            let k = by_kind.entry(kind).or_default();
+            *k = k
+                .checked_add(*n)
+                .ok_or_else(|| overflow(&format!("bad_lines.by_kind.{kind}")))?;
         }
+        self.count = count;
+        self.by_kind = by_kind;
         self.listed.extend(other.listed.iter().cloned());
         self.listed.sort_by_key(|(line, _)| *line);
         self.listed.truncate(LISTED_BAD_LINES);
+        Ok(())
     }
 }
 
@@ -412,13 +438,13 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         source,
     };
     let raw = input::open_path(input).map_err(input_err)?;
-    prepare_out_dir(&out_dir, &job.per_sentence)?;
-    let _lock = FolderLock::take(&out_dir)?;
+    let folder = prepare_out_dir(&out_dir, &job.per_sentence)?;
+    let _lock = folder.lock()?;
     if !job.force {
-        check_same_shard(&out_dir, job.shard)?;
+        check_same_shard(&folder, job.shard)?;
     }
     if job.resume {
-        check_resumable(&out_dir)?;
+        check_resumable(&folder)?;
     }
     // The model's files are hashed (for the partial file) while the model loads.
     let (model, fingerprint) = if let Some(path) = model::gguf_file(&job.model) {
@@ -441,9 +467,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         .unwrap_or_else(|_| Err(io::Error::other("the hashing thread failed")))
         .map_err(CorpusError::Fingerprint)?;
     if job.force {
-        remove_earlier_run(&out_dir)?;
-    } else if job.resume {
-        remove_temporaries(&out_dir)?;
+        remove_earlier_run(&folder)?;
     }
     let text_limit = tokenize::byte_limit(model.max_positions());
     let opened = input::open(
@@ -453,7 +477,9 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
     )
     .map_err(input_err)?;
     let progress = io::stderr().is_terminal();
-    let total_lines = if progress && !from_stdin && opened.compression == Compression::None {
+    // Counted only in a regular file: a FIFO or device given as the input is read once.
+    let regular = !from_stdin && fs::metadata(input).is_ok_and(|m| m.is_file());
+    let total_lines = if progress && regular && opened.compression == Compression::None {
         count_lines(input).ok()
     } else {
         None
@@ -477,7 +503,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         resume: job.resume,
     };
     interrupt::install();
-    let outcome = process(&model, &opts, opened.reader);
+    let outcome = process(&model, &opts, &folder, opened.reader);
     interrupt::uninstall();
     let outcome = outcome?;
 
@@ -487,65 +513,21 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
             print_table(&outcome.tally.stats, &names, job.stat, job.color)?;
         }
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
-        let _ = writeln!(io::stderr(), "{}", summary_line(&outcome, &opts));
+        let line = summary_line(&outcome, &opts);
+        let _ = writeln!(io::stderr(), "{}", escape_controls(&line));
     }
     end_to_result(&outcome, &opts)
 }
 
-/// An exclusive lock on an output folder for the length of a run, so that two runs (two shards
-/// given the same `--out-dir` by mistake) cannot write into one folder at once. The lock file
-/// (`DIR/.corpus.lock`) is removed when the run ends; the kernel releases the lock of a killed
-/// run.
-struct FolderLock {
-    path: PathBuf,
-    _file: File,
-}
-
-impl FolderLock {
-    fn take(dir: &Path) -> Result<FolderLock, CorpusError> {
-        let path = dir.join(".corpus.lock");
-        let err = |source| CorpusError::OutDir {
-            path: dir.to_path_buf(),
-            source,
-        };
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(err)?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock on a descriptor we hold open; it only takes an advisory lock.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                return Err(CorpusError::Folder {
-                    path: dir.to_path_buf(),
-                    reason: "another attnviz run is writing into it; give each run (each shard) \
-                             its own --out-dir"
-                        .into(),
-                });
-            }
-        }
-        Ok(FolderLock { path, _file: file })
-    }
-}
-
-impl Drop for FolderLock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// Refuse to overwrite another shard's results in `out_dir` (a shard given another's
+/// Refuse to overwrite another shard's results in `folder` (a shard given another's
 /// `--out-dir`): its partial file names its shard.
-fn check_same_shard(out_dir: &Path, shard: Shard) -> Result<(), CorpusError> {
-    let Ok(earlier) = partial::read(&out_dir.join(PARTIAL_FILE)) else {
+fn check_same_shard(folder: &OutFolder, shard: Shard) -> Result<(), CorpusError> {
+    let Ok(Some(earlier)) = partial::read_in(folder) else {
         return Ok(());
     };
     if earlier.identity.shard != shard {
         return Err(CorpusError::Folder {
-            path: out_dir.to_path_buf(),
+            path: folder.path().to_path_buf(),
             reason: format!(
                 "it holds the results of shard {}, and this run is shard {shard}; give each \
                  shard its own --out-dir, or add --force to replace them",
@@ -556,12 +538,15 @@ fn check_same_shard(out_dir: &Path, shard: Shard) -> Result<(), CorpusError> {
     Ok(())
 }
 
-/// `--resume` into `out_dir`: refuse a folder holding per-sentence files that no partial file
+/// `--resume` into `folder`: refuse a folder holding per-sentence files that no partial file
 /// describes (they could not be told apart from this run's).
-fn check_resumable(out_dir: &Path) -> Result<(), CorpusError> {
-    if earlier_run_files(out_dir) > 0 && !out_dir.join(PARTIAL_FILE).exists() {
+fn check_resumable(folder: &OutFolder) -> Result<(), CorpusError> {
+    let has_partial = folder
+        .kind(Place::Top, PARTIAL_FILE)
+        .is_ok_and(|k| k.is_some());
+    if earlier_run_files(folder.path()) > 0 && !has_partial {
         return Err(CorpusError::Resume {
-            dir: out_dir.to_path_buf(),
+            dir: folder.path().to_path_buf(),
             reason: format!(
                 "it holds per-sentence files but no {PARTIAL_FILE} (written by a run of an older \
                  attnviz, or another program); use --force to start over, or another --out-dir"
@@ -581,6 +566,7 @@ fn check_resumable(out_dir: &Path) -> Result<(), CorpusError> {
 pub fn process(
     model: &Model,
     opts: &CorpusOptions,
+    folder: &OutFolder,
     input: impl BufRead + Send,
 ) -> Result<Outcome, CorpusError> {
     let threads = opts
@@ -595,21 +581,26 @@ pub fn process(
         })?;
     let start = Instant::now();
     let identity = run_identity(model, opts, threads);
-    let (tally, resumed) = resume_state(model, opts, &identity)?;
-    let done_before = tally.stats.sentences
-        + resumed
-            .values()
-            .filter(|e| matches!(e, Event::Sentence { .. }))
-            .count() as u64;
+    let (tally, mut resumed) = resume_state(model, opts, folder, &identity)?;
     let log = Log::new(opts.progress, opts.total_lines);
     let text_limit = tokenize::byte_limit(model.max_positions());
     let line_limit = match opts.format {
         InputFormat::Jsonl => text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
         _ => text_limit,
     };
-    let mut lines = LineReader::new(input, line_limit);
+    let mut lines = Source::new(LineReader::new(input, line_limit));
     let mut names = Names::new();
     skip_done(&mut lines, &mut names, opts, &tally, &log)?;
+    check_journaled(&mut lines, opts, &mut resumed)?;
+    if opts.resume {
+        // Only once the earlier run is known to be resumable: a refused resume changes nothing.
+        remove_temporaries(folder)?;
+    }
+    let done_before = tally.stats.sentences
+        + resumed
+            .values()
+            .filter(|j| matches!(j.event, Event::Sentence { .. }))
+            .count() as u64;
 
     let journal_err = |e: io::Error| {
         CorpusError::Failed(format!(
@@ -617,13 +608,16 @@ pub fn process(
             opts.out_dir.display()
         ))
     };
-    let journal = journal::Journal::create(&opts.out_dir, resumed.iter().map(|(l, e)| (*l, e)))
-        .map_err(journal_err)?;
+    let journal = journal::Journal::create(
+        folder,
+        resumed.iter().map(|(l, j)| (*l, &j.event, &j.digest)),
+    )
+    .map_err(journal_err)?;
     let ledger = Mutex::new(Ledger::new(tally, opts.shard, resumed, Some(journal)));
     let checkpoints = Checkpoints {
-        path: opts.out_dir.join(PARTIAL_FILE),
+        folder: folder.clone(),
         identity,
-        sync: (!opts.per_sentence.is_empty()).then(|| opts.out_dir.join(SENTENCES_DIR)),
+        sync: !opts.per_sentence.is_empty(),
         last: Mutex::new(Instant::now()),
         busy: AtomicBool::new(false),
     };
@@ -643,7 +637,7 @@ pub fn process(
     checkpoints.write(&ledger, end_name, reason.as_deref())?;
     let ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
     if end == End::Complete && !ledger.has_gap() {
-        let _ = journal::remove_all(&opts.out_dir);
+        let _ = journal::remove_all(folder);
     }
     let stopped_at = match &end {
         End::Stopped { line, reason } => Some((*line, reason)),
@@ -651,8 +645,8 @@ pub fn process(
     };
     let tally = ledger.summary(lines_read, stopped_at);
     let summary_path = opts.out_dir.join(SUMMARY_FILE);
-    summary::write(
-        &summary_path,
+    summary::write_in(
+        folder,
         &summary::Summary {
             model: &checkpoints.identity.model,
             input: &opts.input_name,
@@ -680,29 +674,41 @@ pub fn process(
 fn resume_state(
     model: &Model,
     opts: &CorpusOptions,
+    folder: &OutFolder,
     identity: &RunIdentity,
-) -> Result<(Tally, BTreeMap<usize, Event>), CorpusError> {
+) -> Result<(Tally, BTreeMap<usize, Journaled>), CorpusError> {
     let info = model.info();
     let fresh = Ok((Tally::new(info.layers, info.heads), BTreeMap::new()));
-    let path = opts.out_dir.join(PARTIAL_FILE);
-    if !opts.resume || !path.exists() {
+    if !opts.resume {
         return fresh;
     }
     let err = |reason: String| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason,
     };
-    let earlier = partial::read(&path).map_err(|e| {
-        err(format!(
-            "{PARTIAL_FILE}: {e}; use --force to start over, or another --out-dir"
-        ))
-    })?;
+    let earlier = match partial::read_in(folder) {
+        Ok(Some(p)) => p,
+        Ok(None) => return fresh,
+        Err(e) => {
+            return Err(err(format!(
+                "{PARTIAL_FILE}: {e}; use --force to start over, or another --out-dir"
+            )))
+        }
+    };
     if let Some(c) = earlier
         .identity
         .conflict(identity, ("the earlier run", "this run"), true)
     {
         return Err(err(format!(
             "{c}; resume with what the earlier run used, or use --force to start over"
+        )));
+    }
+    if earlier.tally.stats.shape() != (info.layers, info.heads) {
+        let (l, h) = earlier.tally.stats.shape();
+        return Err(err(format!(
+            "{PARTIAL_FILE} holds sums for {l} layers × {h} heads, and the model has {} × {}; \
+             the file is damaged or was edited: use --force to start over",
+            info.layers, info.heads
         )));
     }
     if earlier.identity.threads != identity.threads {
@@ -714,31 +720,82 @@ fn resume_state(
             identity.threads
         );
     }
-    let mut resumed = journal::read_all(&opts.out_dir, info.layers, info.heads);
-    resumed.retain(|line, event| {
-        *line > earlier.tally.lines && opts.shard.owns(*line) && outputs_in_place(opts, event)
+    let mut resumed = journal::read_all(folder, info.layers, info.heads).map_err(err)?;
+    resumed.retain(|line, j| {
+        *line > earlier.tally.lines
+            && opts.shard.owns(*line)
+            && outputs_in_place(opts, folder, &j.event)
     });
     Ok((earlier.tally, resumed))
 }
 
 /// Whether the per-sentence files of a journaled sentence are all there (a crash can lose
 /// files the journal survived; those sentences are computed again).
-fn outputs_in_place(opts: &CorpusOptions, event: &Event) -> bool {
+fn outputs_in_place(opts: &CorpusOptions, folder: &OutFolder, event: &Event) -> bool {
     let Event::Sentence { name, .. } = event else {
         return true;
     };
     opts.per_sentence.iter().all(|kind| match kind {
-        PerSentence::Json => sentence_file(&opts.out_dir, name, "json")
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.len() > 0),
+        PerSentence::Json => folder.has_nonempty_file(Place::Sentences, &format!("{name}.json")),
         PerSentence::None => true,
     })
+}
+
+/// The lines of the input, in order: first those a resumed run read ahead to check the
+/// journal against the input ([`check_journaled`]), then the rest.
+struct Source<R> {
+    reader: LineReader<R>,
+    ahead: VecDeque<(RawLine, InputDigest)>,
+    /// The number of the last line handed out, and its digest when it came from `ahead` (else
+    /// the reader's own digest is that of the last line).
+    last: (usize, Option<InputDigest>),
+}
+
+impl<R: BufRead> Source<R> {
+    fn new(reader: LineReader<R>) -> Self {
+        Source {
+            last: (reader.lines(), None),
+            reader,
+            ahead: VecDeque::new(),
+        }
+    }
+
+    fn next_line(&mut self, stop: impl Fn() -> bool) -> io::Result<Option<RawLine>> {
+        if let Some((raw, digest)) = self.ahead.pop_front() {
+            self.last = (raw.number, Some(digest));
+            return Ok(Some(raw));
+        }
+        let raw = self.reader.next_line(stop)?;
+        if let Some(raw) = &raw {
+            self.last = (raw.number, None);
+        }
+        Ok(raw)
+    }
+}
+
+impl<R> Source<R> {
+    /// Lines handed out so far.
+    fn lines(&self) -> usize {
+        self.last.0
+    }
+
+    /// The input's digest through the last line handed out.
+    fn digest(&self) -> InputDigest {
+        match &self.last.1 {
+            Some(d) => d.clone(),
+            None => self.reader.digest(),
+        }
+    }
+
+    fn max_bytes(&self) -> usize {
+        self.reader.max_bytes()
+    }
 }
 
 /// Read past the lines an earlier run finished (a `--resume`), checking that they are the ones
 /// it read: the SHA-256 of the input through its last line must be the one it recorded.
 fn skip_done<R: BufRead>(
-    lines: &mut LineReader<R>,
+    lines: &mut Source<R>,
     names: &mut Names,
     opts: &CorpusOptions,
     done: &Tally,
@@ -756,7 +813,7 @@ fn skip_done<R: BufRead>(
         match lines.next_line(interrupt::requested) {
             Ok(Some(raw)) => {
                 claim_name(names, opts, &raw, text_limit);
-                log.bar.inc(1);
+                log.inc();
             }
             Ok(None) if interrupt::requested() => {
                 return Err(CorpusError::Interrupted {
@@ -790,15 +847,91 @@ fn skip_done<R: BufRead>(
             opts.input_name,
             &now.hex()[..16],
             now.bytes,
-            &done.digest.hex()[..16.min(done.digest.hex().len())],
+            short_hex(&done.digest),
             done.digest.bytes
         )));
     }
     Ok(())
 }
 
+fn short_hex(d: &InputDigest) -> String {
+    let hex = d.hex();
+    hex[..16.min(hex.len())].to_string()
+}
+
+/// A resumed run, past its checkpoint: read ahead through the last line the journal holds and
+/// check every journaled line against the input (the SHA-256 of the input through that line must
+/// be the one the earlier run journaled), before anything is written. The lines read ahead are
+/// kept in `lines` for the run. A changed or shorter input is refused. If reading ahead would
+/// hold more than [`READ_AHEAD_BYTES`], the journaled lines beyond are dropped from `resumed`
+/// (computed again).
+fn check_journaled<R: BufRead>(
+    lines: &mut Source<R>,
+    opts: &CorpusOptions,
+    resumed: &mut BTreeMap<usize, Journaled>,
+) -> Result<(), CorpusError> {
+    let Some(&last) = resumed.keys().next_back() else {
+        return Ok(());
+    };
+    let err = |reason: String| CorpusError::Resume {
+        dir: opts.out_dir.clone(),
+        reason,
+    };
+    let mut held = 0usize;
+    while lines.reader.lines() < last {
+        if held > READ_AHEAD_BYTES {
+            let through = lines.reader.lines();
+            resumed.retain(|line, _| *line <= through);
+            break;
+        }
+        let raw = match lines.reader.next_line(interrupt::requested) {
+            Ok(Some(raw)) => raw,
+            Ok(None) if interrupt::requested() => {
+                return Err(CorpusError::Interrupted {
+                    done: "Nothing was changed.".into(),
+                    signal: interrupt::signal(),
+                })
+            }
+            Ok(None) => {
+                return Err(err(format!(
+                    "{} has {} lines, but the earlier run had finished line {} (its journal \
+                     says so); resume with the same input, or use --force to start over",
+                    opts.input_name,
+                    thousands(lines.reader.lines() as u64),
+                    thousands(last as u64)
+                )))
+            }
+            Err(source) => {
+                return Err(CorpusError::Input {
+                    path: opts.input_name.clone(),
+                    source,
+                })
+            }
+        };
+        let digest = lines.reader.digest();
+        if let Some(j) = resumed.get(&raw.number) {
+            if j.digest != digest {
+                return Err(err(format!(
+                    "line {} of {} is not the one the earlier run read (the input through it: \
+                     SHA-256 {}, {} bytes; the earlier run's journal: {}, {} bytes); resume with \
+                     the same input, or use --force to start over",
+                    thousands(raw.number as u64),
+                    opts.input_name,
+                    short_hex(&digest),
+                    digest.bytes,
+                    short_hex(&j.digest),
+                    j.digest.bytes
+                )));
+            }
+        }
+        held = held.saturating_add(raw.bytes.len() + READ_AHEAD_LINE_COST);
+        lines.ahead.push_back((raw, digest));
+    }
+    Ok(())
+}
+
 /// The text limit for reading `opts`'s lines (the line limit is `lines`').
-fn lines_text_limit<R>(opts: &CorpusOptions, lines: &LineReader<R>) -> usize {
+fn lines_text_limit<R>(opts: &CorpusOptions, lines: &Source<R>) -> usize {
     match opts.format {
         InputFormat::Jsonl => lines.max_bytes() / input::JSONL_BYTES_PER_TEXT_BYTE,
         _ => lines.max_bytes(),
@@ -822,11 +955,11 @@ fn claim_name(names: &mut Names, opts: &CorpusOptions, raw: &RawLine, text_limit
 /// Writes the partial file: when the run starts, every [`CHECKPOINT_EVERY`] (by whichever
 /// worker finishes a sentence after that), and when it ends.
 struct Checkpoints {
-    path: PathBuf,
+    folder: OutFolder,
     identity: RunIdentity,
-    /// The per-sentence folder, whose file system is synced before each checkpoint so that every
-    /// file the checkpoint counts is on disk.
-    sync: Option<PathBuf>,
+    /// Whether per-sentence files are written: their file system is synced before each
+    /// checkpoint so that every file the checkpoint counts is on disk.
+    sync: bool,
     last: Mutex<Instant>,
     busy: AtomicBool,
 }
@@ -841,14 +974,14 @@ impl Checkpoints {
         let lock = || ledger.lock().unwrap_or_else(|e| e.into_inner());
         let tally = lock().checkpoint().map_err(|e| {
             CorpusError::Failed(format!(
-                "cannot write the journal beside {}: {e}",
-                self.path.display()
+                "cannot write the journal in {}: {e}",
+                self.folder.path().display()
             ))
         })?;
-        if let Some(dir) = &self.sync {
-            sync_file_system(dir);
+        if self.sync {
+            self.folder.sync();
         }
-        partial::write(&self.path, &self.identity, &tally, end, reason)?;
+        partial::write(&self.folder, &self.identity, &tally, end, reason)?;
         lock().prune_journal();
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         Ok(())
@@ -870,35 +1003,12 @@ impl Checkpoints {
     }
 }
 
-/// Flush the file system holding `dir` to disk (per-sentence files are renamed into place
-/// without a sync each; one `syncfs` per checkpoint makes them durable before the checkpoint
-/// counts them).
-fn sync_file_system(dir: &Path) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        if let Ok(d) = File::open(dir) {
-            // SAFETY: syncfs on a descriptor we hold open; it only flushes caches.
-            unsafe { libc::syncfs(d.as_raw_fd()) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = dir;
-        // SAFETY: sync(2) takes no arguments and only flushes caches.
-        #[cfg(unix)]
-        unsafe {
-            libc::sync()
-        };
-    }
-}
-
 /// The lines, in the pool: how the run ended, the lines read, and the input's digest through
 /// them.
 fn process_in_pool<R: BufRead + Send>(
     model: &Model,
     opts: &CorpusOptions,
-    lines: LineReader<R>,
+    lines: Source<R>,
     names: Names,
     ledger: &Mutex<Ledger>,
     checkpoints: &Checkpoints,
@@ -921,6 +1031,7 @@ fn process_in_pool<R: BufRead + Send>(
     let worker = Worker {
         model,
         opts,
+        folder: &checkpoints.folder,
         ledger,
         checkpoints,
         log,
@@ -930,11 +1041,12 @@ fn process_in_pool<R: BufRead + Send>(
         if res.is_err() {
             abort.store(true, Ordering::Relaxed);
         } else {
-            log.bar.inc(1);
+            log.inc();
         }
         res
     });
     log.bar.finish_and_clear();
+    log.withheld_counts();
     let end = match (result, feed.end.take()) {
         (Err(CorpusError::Stopped { line, reason, .. }), _) => End::Stopped { line, reason },
         (Err(e), _) => End::Failed(e.to_string()),
@@ -959,7 +1071,7 @@ struct Item {
 /// Reads lines in order, reports bad ones, and hands out good ones of this shard (tokenized) to
 /// the workers.
 struct Feed<'a, R> {
-    lines: LineReader<R>,
+    lines: Source<R>,
     names: Names,
     text_limit: usize,
     model: &'a Model,
@@ -1015,19 +1127,18 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
                     let digest = self.lines.digest();
                     self.ledger().take_resumed(line, digest);
                 }
-                self.log.bar.inc(1);
+                self.log.inc();
                 continue;
             }
             match self.check(&raw) {
                 Ok(item) => return Some(item),
                 Err(bad) => {
-                    self.log.bar.inc(1);
+                    self.log.inc();
                     if self.opts.on_bad_line == OnBadLine::Stop {
                         self.end = Some(End::Stopped { line, reason: bad });
                         return None;
                     }
-                    self.log
-                        .message(&format!("warning: line {line}: {bad}; skipped"));
+                    self.log.bad_line(line, &bad);
                     let digest = self.lines.digest();
                     // Not journaled (a rerun finds it again), so it cannot fail.
                     let _ = self.ledger().record(line, Event::Bad(bad), digest, false);
@@ -1107,6 +1218,7 @@ impl<R> Feed<'_, R> {
 struct Worker<'a> {
     model: &'a Model,
     opts: &'a CorpusOptions,
+    folder: &'a OutFolder,
     ledger: &'a Mutex<Ledger>,
     checkpoints: &'a Checkpoints,
     log: &'a Log,
@@ -1147,8 +1259,7 @@ impl Worker<'_> {
                             done: String::new(),
                         });
                     }
-                    self.log
-                        .message(&format!("warning: line {}: {bad}; skipped", item.line));
+                    self.log.bad_line(item.line, &bad);
                     return self.record(item.line, Event::Bad(bad), item.digest);
                 }
                 other => other?,
@@ -1192,12 +1303,12 @@ impl Worker<'_> {
         for kind in &self.opts.per_sentence {
             match kind {
                 PerSentence::Json => {
-                    let path = sentence_file(&self.opts.out_dir, name, "json");
                     let section = serde_json::to_value(StatsSection::new(stats))
                         .expect("statistics serialise");
                     let sections =
                         json_sections(&self.opts.json_include, analysis).unwrap_or_default();
-                    write_output(&path, |w| {
+                    let file = format!("{name}.json");
+                    self.folder.write(Place::Sentences, &file, false, |w| {
                         write_json_with(view, &[("stats", section)], &sections, self.opts.json, w)
                     })?;
                 }
@@ -1223,6 +1334,10 @@ pub fn sentence_file(out_dir: &Path, name: &str, ext: &str) -> PathBuf {
 /// The progress bar, and messages that don't tear it.
 struct Log {
     bar: ProgressBar,
+    /// Whether the bar is drawn (asking the bar costs a lock).
+    shown: bool,
+    /// Per kind of bad line: warnings printed, and bad lines not warned about one by one.
+    warned: Mutex<BTreeMap<&'static str, (usize, usize)>>,
 }
 
 impl Log {
@@ -1247,11 +1362,67 @@ impl Log {
         if !bar.is_hidden() {
             bar.enable_steady_tick(Duration::from_millis(120));
         }
-        Log { bar }
+        Log {
+            shown: !bar.is_hidden(),
+            bar,
+            warned: Mutex::new(BTreeMap::new()),
+        }
     }
 
-    /// A line on stderr, above the bar when there is one.
+    /// One more line done, on the bar (nothing when the bar is hidden: counting costs a clock
+    /// read, which a corpus of millions of empty lines would feel).
+    fn inc(&self) {
+        if self.shown {
+            self.bar.inc(1);
+        }
+    }
+
+    /// Warn about bad line `line`: the first [`WARNED_PER_KIND`] of each kind one by one, the
+    /// others counted for [`Log::withheld_counts`] (as compilers do), so that a corpus of a
+    /// million empty lines does not bury the terminal.
+    fn bad_line(&self, line: usize, bad: &BadLine) {
+        let shown = {
+            let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+            let (shown, withheld) = warned.entry(bad.kind()).or_default();
+            if *shown < WARNED_PER_KIND {
+                *shown += 1;
+                Some(*shown)
+            } else {
+                *withheld += 1;
+                None
+            }
+        };
+        match shown {
+            Some(n) if n == WARNED_PER_KIND => self.message(&format!(
+                "warning: line {line}: {bad}; skipped (further `{}` lines are counted at the \
+                 end, not shown)",
+                bad.kind()
+            )),
+            Some(_) => self.message(&format!("warning: line {line}: {bad}; skipped")),
+            None => {}
+        }
+    }
+
+    /// One line per kind of bad line that was not shown one by one: how many more were skipped.
+    fn withheld_counts(&self) {
+        let warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        for (kind, &(shown, withheld)) in warned.iter() {
+            if withheld > 0 {
+                self.message(&format!(
+                    "warning: {} more `{kind}` line{} skipped ({} in all; every bad line is \
+                     counted in {SUMMARY_FILE})",
+                    thousands(withheld as u64),
+                    if withheld == 1 { "" } else { "s" },
+                    thousands((shown + withheld) as u64)
+                ));
+            }
+        }
+    }
+
+    /// A line on stderr, above the bar when there is one. It may quote the input (a bad id, a
+    /// line's text): control characters are shown (`<U+001B>`), not sent to the terminal.
     fn message(&self, msg: &str) {
+        let msg = escape_controls(msg);
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
         let print = || {
             let _ = writeln!(io::stderr(), "{msg}");
@@ -1264,84 +1435,84 @@ impl Log {
     }
 }
 
-fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<(), CorpusError> {
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CorpusError::OutDir { path, source }
-    };
-    if out_dir.exists() && !out_dir.is_dir() {
-        return Err(CorpusError::OutDir {
-            path: out_dir.to_path_buf(),
-            source: io::Error::other("it is a file; give a folder"),
-        });
+/// Create and open the output folder, and refuse it (before the model loads) if a name the run
+/// writes or reads in it is a link, a FIFO, a device, or anything but a regular file (see
+/// [`folder`]).
+fn prepare_out_dir(out_dir: &Path, per_sentence: &[PerSentence]) -> Result<OutFolder, CorpusError> {
+    let folder = OutFolder::open(out_dir, !per_sentence.is_empty())?;
+    folder.check(is_output_name)?;
+    Ok(folder)
+}
+
+/// Whether `name` (in `sentences/`) is the name of a per-sentence output: `NAME.ext` with NAME
+/// a line number or a JSON Lines id and `ext` one of [`PER_SENTENCE_EXTENSIONS`].
+fn is_output_name(name: &str) -> bool {
+    match name.rsplit_once('.') {
+        Some((stem, ext)) => PER_SENTENCE_EXTENSIONS.contains(&ext) && ids::Id::parse(stem).is_ok(),
+        None => false,
     }
-    fs::create_dir_all(out_dir).map_err(err(out_dir))?;
-    if !per_sentence.is_empty() {
-        let dir = out_dir.join(SENTENCES_DIR);
-        fs::create_dir_all(&dir).map_err(err(&dir))?;
-    }
-    Ok(())
 }
 
 /// How many entries `DIR/sentences/` holds (an earlier run's outputs; the app layer refuses
-/// to mix two runs unless `--force`).
+/// to mix two runs unless `--force`). A `sentences` that is a link is not looked into (the run
+/// refuses it, saying so).
 pub fn earlier_run_files(out_dir: &Path) -> usize {
-    fs::read_dir(out_dir.join(SENTENCES_DIR)).map_or(0, |rd| rd.count())
+    let dir = out_dir.join(SENTENCES_DIR);
+    if !fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return 0;
+    }
+    fs::read_dir(dir).map_or(0, |rd| rd.count())
 }
 
 /// `--force`: remove an earlier run's per-sentence files (named by line number, as this mode
 /// writes them, or its temporary files) and its summary. Anything else in the folder stays.
-fn remove_earlier_run(out_dir: &Path) -> Result<(), CorpusError> {
-    let dir = out_dir.join(SENTENCES_DIR);
+fn remove_earlier_run(folder: &OutFolder) -> Result<(), CorpusError> {
     let err = |path: PathBuf| move |source| CorpusError::OutDir { path, source };
-    if let Ok(entries) = fs::read_dir(&dir) {
-        for entry in entries {
-            let entry = entry.map_err(err(dir.clone()))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
+    let mut ours = Vec::new();
+    folder
+        .for_each(Place::Sentences, |name, kind| {
             // Our outputs are NAME.ext with NAME a line number or a JSON Lines id, or our
             // temporary files (.NAME.ext.XXXXXX.tmp).
-            let ours = match name.rsplit_once('.') {
-                Some((stem, ext)) if PER_SENTENCE_EXTENSIONS.contains(&ext) => {
-                    ids::Id::parse(stem).is_ok()
-                }
-                Some((_, "tmp")) => name.starts_with('.'),
-                _ => false,
-            };
-            if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
-                fs::remove_file(entry.path()).map_err(err(entry.path()))?;
+            let temporary = name.starts_with('.') && name.ends_with(".tmp");
+            if kind == folder::Kind::File && (is_output_name(name) || temporary) {
+                ours.push(name.to_string());
             }
-        }
+            Ok(())
+        })
+        .map_err(err(folder.path_of(Place::Sentences, "")))?;
+    for name in ours {
+        folder
+            .remove(Place::Sentences, &name)
+            .map_err(err(folder.path_of(Place::Sentences, &name)))?;
     }
     for name in [SUMMARY_FILE, PARTIAL_FILE] {
-        let path = out_dir.join(name);
-        if path.is_file() {
-            fs::remove_file(&path).map_err(err(path.clone()))?;
+        if folder.kind(Place::Top, name).ok().flatten() == Some(folder::Kind::File) {
+            folder
+                .remove(Place::Top, name)
+                .map_err(err(folder.path_of(Place::Top, name)))?;
         }
     }
-    journal::remove_all(out_dir).map_err(err(out_dir.to_path_buf()))?;
+    journal::remove_all(folder).map_err(err(folder.path().to_path_buf()))?;
     Ok(())
 }
 
 /// `--resume`: remove the temporary files a killed run left in `DIR/sentences/` (a kill that
 /// leaves no time to clean up: `SIGKILL`, a lost node).
-fn remove_temporaries(out_dir: &Path) -> Result<(), CorpusError> {
-    let dir = out_dir.join(SENTENCES_DIR);
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.')
-            && name.ends_with(".tmp")
-            && entry.file_type().is_ok_and(|t| t.is_file())
-        {
-            fs::remove_file(entry.path()).map_err(|source| CorpusError::OutDir {
-                path: entry.path(),
+fn remove_temporaries(folder: &OutFolder) -> Result<(), CorpusError> {
+    let mut temporaries = Vec::new();
+    let _ = folder.for_each(Place::Sentences, |name, kind| {
+        if name.starts_with('.') && name.ends_with(".tmp") && kind == folder::Kind::File {
+            temporaries.push(name.to_string());
+        }
+        Ok(())
+    });
+    for name in temporaries {
+        folder
+            .remove(Place::Sentences, &name)
+            .map_err(|source| CorpusError::OutDir {
+                path: folder.path_of(Place::Sentences, &name),
                 source,
             })?;
-        }
     }
     Ok(())
 }
@@ -1384,8 +1555,10 @@ pub fn print_table(
         if n == 1 { "" } else { "s" }
     )
     .and_then(|_| {
+        // The names come from the model (or a partial file): shown, not sent to the terminal.
+        let names = format!("{}, {}", token_names.0, token_names.1);
         let opts = StatsTableOptions {
-            token_names: Some(format!("{}, {}", token_names.0, token_names.1)),
+            token_names: Some(escape_controls(&names).into_owned()),
             ..StatsTableOptions::for_stdout(stat, color)
         };
         write_stats_table(&stats.mean_per_sentence(), &opts, &mut out)
@@ -1550,6 +1723,102 @@ mod tests {
         assert_eq!(p, Path::new("out/sentences/000042.json"));
         let p = sentence_path(Path::new("out"), 1234567, "png");
         assert_eq!(p, Path::new("out/sentences/1234567.png"));
+    }
+
+    fn options(out_dir: &Path) -> CorpusOptions {
+        CorpusOptions {
+            input_name: "in.txt".into(),
+            out_dir: out_dir.to_path_buf(),
+            per_sentence: vec![],
+            on_bad_line: OnBadLine::Skip,
+            truncate: false,
+            view: ViewOptions::default(),
+            json: JsonOptions::default(),
+            json_include: vec![],
+            threads: Some(1),
+            progress: false,
+            total_lines: None,
+            shard: Shard::WHOLE,
+            format: InputFormat::Text,
+            compression: Compression::None,
+            model_files: Value::Null,
+            resume: true,
+        }
+    }
+
+    /// What an earlier run journaled for `lines` of `input`: each line's digest, as the run
+    /// read it.
+    fn journaled(input: &[u8], lines: &[usize]) -> BTreeMap<usize, Journaled> {
+        let mut reader = LineReader::new(input, 1000);
+        let mut out = BTreeMap::new();
+        while let Some(raw) = reader.next_line(|| false).unwrap() {
+            if lines.contains(&raw.number) {
+                let digest = reader.digest();
+                let digest = InputDigest::recorded(digest.hex(), digest.bytes);
+                out.insert(
+                    raw.number,
+                    Journaled {
+                        event: Event::Bad(BadLine::Attention("x".into())),
+                        digest,
+                    },
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_resumed_run_checks_every_journaled_line_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path());
+        let input = b"one\ntwo\nthree\nfour\nfive\n";
+        fn check<'a>(
+            opts: &CorpusOptions,
+            new: &'a [u8],
+            resumed: &mut BTreeMap<usize, Journaled>,
+        ) -> Result<Source<&'a [u8]>, CorpusError> {
+            let mut source = Source::new(LineReader::new(new, 1000));
+            check_journaled(&mut source, opts, resumed).map(|()| source)
+        }
+        // The same input: lines 1 to 4 are read ahead, kept for the run, with their digests.
+        let mut resumed = journaled(input, &[2, 4]);
+        let mut source = check(&opts, input, &mut resumed).unwrap();
+        assert_eq!(source.ahead.len(), 4);
+        assert_eq!(resumed.len(), 2);
+        let mut seen = Vec::new();
+        while let Some(raw) = source.next_line(|| false).unwrap() {
+            seen.push((raw.number, source.digest().bytes));
+        }
+        assert_eq!(seen, [(1, 4), (2, 8), (3, 14), (4, 19), (5, 24)]);
+        // A line after the last checkpoint changed: refused, naming it.
+        let changed = b"one\ntwo\nthree\nFOUR\nfive\n";
+        let e = check(&opts, changed, &mut journaled(input, &[2, 4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("line 4 of in.txt is not the one the earlier run read"),
+            "{e}"
+        );
+        // A line before a journaled one changed (its digest covers everything before it).
+        let earlier = b"one\nTWO\nthree\nfour\nfive\n";
+        let e = check(&opts, earlier, &mut journaled(input, &[4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("line 4 of in.txt"), "{e}");
+        // A shorter input.
+        let e = check(&opts, b"one\ntwo\n", &mut journaled(input, &[4]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("has 2 lines, but the earlier run had finished line 4"),
+            "{e}"
+        );
+        // Nothing journaled: nothing read ahead.
+        let source = check(&opts, changed, &mut BTreeMap::new()).unwrap();
+        assert!(source.ahead.is_empty());
     }
 
     #[test]

@@ -13,18 +13,18 @@
 //! `lines` (see [`super::ledger`]). The layout is documented in `docs/corpus.md`.
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::{json, Value};
 
 use super::accumulate::CorpusStats;
+use super::folder::{read_bounded, OutFolder, Place};
 use super::ledger::Tally;
 use super::lines::{BadLine, InputDigest};
 use super::shard::Shard;
 use super::summary::write_fields;
-use super::BadLines;
-use crate::output::{write_output_durable, OutputError};
+use super::{thousands, BadLines, LISTED_BAD_LINES};
+use crate::output::OutputError;
 
 /// Name of the partial-statistics file in the output folder.
 pub const PARTIAL_FILE: &str = "corpus_partial.json";
@@ -131,22 +131,28 @@ pub struct Partial {
     pub tally: Tally,
 }
 
-/// Write the partial file at `path` (atomically, and synced to disk: it is the checkpoint
+/// Write the partial file into `folder` (atomically, and synced to disk: it is the checkpoint
 /// `--resume` continues from, so it must not outlive an OS crash that loses what it counts).
 pub fn write(
-    path: &Path,
+    folder: &OutFolder,
     identity: &RunIdentity,
     tally: &Tally,
     end: &str,
     end_reason: Option<&str>,
 ) -> Result<(), OutputError> {
     let fields = fields(identity, tally, end, end_reason);
-    write_output_durable(path, |w| write_fields(&fields, &["sums"], w))
+    folder.write(Place::Top, PARTIAL_FILE, true, |w| {
+        write_fields(&fields, &["sums"], w)
+    })
 }
 
 /// Lines of `shard` among lines `1..=lines`.
 pub fn lines_in_shard(shard: Shard, lines: usize) -> usize {
-    (lines + shard.count - shard.index) / shard.count
+    if lines < shard.index {
+        0
+    } else {
+        (lines - shard.index) / shard.count + 1
+    }
 }
 
 fn fields(
@@ -207,24 +213,48 @@ pub fn bad_lines_json(bad: &BadLines) -> Value {
     })
 }
 
-/// Read the partial file at `path`. Errors say what is wrong in one line (without the path,
+/// Read the partial file at `path` (a path given on the command line: a link to it is
+/// followed). It is opened without blocking and must be a regular file (a FIFO or a device is
+/// refused at once) of at most 64 MiB. Errors say what is wrong in one line (without the path,
 /// which the caller adds).
 pub fn read(path: &Path) -> Result<Partial, String> {
-    let meta = fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
+    let mut opts = fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path).map_err(|e| e.to_string())?;
+    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
         return Err("not a file".into());
     }
-    let mut text = String::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "over {} MiB, far more than a partial file holds",
-            MAX_BYTES >> 20
-        ));
+    parse_bytes(&read_bounded(file, MAX_BYTES).map_err(|e| e.to_string())?)
+}
+
+/// Read the partial file of the run in `folder`, if there is one (see [`OutFolder`]: never
+/// through a link, never blocking).
+pub fn read_in(folder: &OutFolder) -> Result<Option<Partial>, String> {
+    match folder.read_regular(Place::Top, PARTIAL_FILE, MAX_BYTES) {
+        Ok(Some(bytes)) => parse_bytes(&bytes).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
+}
+
+/// A partial file's bytes, parsed and checked.
+pub fn parse_bytes(bytes: &[u8]) -> Result<Partial, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 ({e})"))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        // One field per line: name the field the error is in (a number out of range, NaN).
+        let field = text
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .and_then(|l| l.trim_start().strip_prefix('"'))
+            .and_then(|l| l.split_once('"'))
+            .map_or(String::new(), |(key, _)| format!(", in \"{key}\""));
+        format!("not JSON ({e}{field})")
+    })?;
     parse(&v)
 }
 
@@ -274,10 +304,13 @@ fn parse(v: &Value) -> Result<Partial, String> {
         shard,
         threads: num(&v["threads"], "threads")?,
     };
-    let counts = ["sentences", "pairs", "truncated", "tokens", "units"].map(|k| v[k].as_u64());
-    let counts = counts
+    let counts = ["sentences", "pairs", "truncated", "tokens", "units"]
         .iter()
-        .map(|c| c.ok_or_else(|| "a sentence count is missing".to_string()))
+        .map(|k| {
+            v[*k]
+                .as_u64()
+                .ok_or_else(|| format!("\"{k}\" is not a whole number"))
+        })
         .collect::<Result<Vec<u64>, String>>()?;
     let stats = CorpusStats::from_sums_json(&v["sums"], counts.try_into().expect("five counts"))?;
     let mut bad = BadLines {
@@ -309,6 +342,9 @@ fn parse(v: &Value) -> Result<Partial, String> {
         .map(|l| num(l, "truncated_lines"))
         .collect::<Result<Vec<_>, _>>()?;
     let lines = num(&v["lines"], "lines")?;
+    if identity.threads == 0 {
+        return Err("\"threads\" is 0".into());
+    }
     let tally = Tally {
         stats,
         lines,
@@ -319,13 +355,93 @@ fn parse(v: &Value) -> Result<Partial, String> {
         bad,
         truncated_lines,
     };
-    Ok(Partial {
+    let partial = Partial {
         identity,
         end: str_of("end")?,
         end_reason: v["end_reason"].as_str().map(str::to_string),
         lines_in_shard: num(&v["lines_in_shard"], "lines_in_shard")?,
         tally,
-    })
+    };
+    check_counts(&partial)?;
+    Ok(partial)
+}
+
+/// Refuse counts no run writes (a damaged or edited file), naming the field. A partial file
+/// describes the lines `1..=lines` exactly: each of the shard's lines among them is a sentence
+/// or a bad line, each line takes at least one byte of input, and the listed lines are among
+/// them.
+fn check_counts(p: &Partial) -> Result<(), String> {
+    let t = &p.tally;
+    let shard = p.identity.shard;
+    let own = lines_in_shard(shard, t.lines);
+    if t.lines as u64 > t.digest.bytes {
+        return Err(format!(
+            "\"lines\" is {}, but \"input_bytes\" is {}: every line takes at least one byte",
+            thousands(t.lines as u64),
+            thousands(t.digest.bytes)
+        ));
+    }
+    if p.lines_in_shard != own {
+        return Err(format!(
+            "\"lines_in_shard\" is {}, but shard {shard} has {} of the first {} lines",
+            thousands(p.lines_in_shard as u64),
+            thousands(own as u64),
+            thousands(t.lines as u64)
+        ));
+    }
+    let accounted = t.stats.sentences.checked_add(t.bad.count as u64);
+    if accounted != Some(own as u64) {
+        return Err(format!(
+            "\"sentences\" ({}) and \"bad_lines.count\" ({}) do not add up to the {} lines of \
+             shard {shard} among the first {} (\"lines\"): each line is a sentence or a bad line",
+            thousands(t.stats.sentences),
+            thousands(t.bad.count as u64),
+            thousands(own as u64),
+            thousands(t.lines as u64)
+        ));
+    }
+    let by_kind = t
+        .bad
+        .by_kind
+        .values()
+        .try_fold(0usize, |a, &n| a.checked_add(n));
+    if by_kind != Some(t.bad.count) {
+        return Err(format!(
+            "\"bad_lines.by_kind\" does not add up to \"bad_lines.count\" ({})",
+            thousands(t.bad.count as u64)
+        ));
+    }
+    let listed_ok = |name: &str, lines: &mut dyn Iterator<Item = usize>, most: usize| {
+        let mut n = 0;
+        for line in lines {
+            n += 1;
+            if !shard.owns(line) || line > t.lines {
+                return Err(format!(
+                    "\"{name}\" lists line {line}, which is not one of the {} lines of shard \
+                     {shard} among the first {}",
+                    thousands(own as u64),
+                    thousands(t.lines as u64)
+                ));
+            }
+        }
+        if n > most {
+            return Err(format!(
+                "\"{name}\" lists {n} lines, more than the {most} it can hold"
+            ));
+        }
+        Ok(())
+    };
+    listed_ok(
+        "bad_lines.listed",
+        &mut t.bad.listed.iter().map(|(l, _)| *l),
+        t.bad.count.min(LISTED_BAD_LINES),
+    )?;
+    listed_ok(
+        "truncated_lines",
+        &mut t.truncated_lines.iter().copied(),
+        (t.stats.truncated as usize).min(LISTED_BAD_LINES),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -354,6 +470,7 @@ mod tests {
     #[test]
     fn a_partial_file_reads_back_what_was_written() {
         let dir = tempfile::tempdir().unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
         let path = dir.path().join(PARTIAL_FILE);
         let mut tally = Tally::new(1, 2);
         let s = HeadStats {
@@ -386,8 +503,9 @@ mod tests {
         );
         tally.apply(6, &Event::Bad(BadLine::Tabs { count: 2 }));
         tally.lines = 7;
+        tally.digest = InputDigest::recorded("ab".repeat(32), 70);
         let shard = Shard::new(3, 3).unwrap();
-        write(&path, &identity(shard), &tally, "complete", None).unwrap();
+        write(&folder, &identity(shard), &tally, "complete", None).unwrap();
         let back = read(&path).unwrap();
         assert_eq!(back.identity, identity(shard));
         assert_eq!(back.end, "complete");
@@ -440,6 +558,66 @@ mod tests {
         c.attnviz = "9.9.9".into();
         let e = a.conflict(&c, labels, false).unwrap();
         assert!(e.contains("b.json from attnviz 9.9.9"), "{e}");
+    }
+
+    #[test]
+    fn counts_no_run_writes_are_refused_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = OutFolder::open(dir.path(), false).unwrap();
+        let mut tally = Tally::new(1, 2);
+        tally.apply(1, &Event::Bad(BadLine::Empty));
+        tally.apply(2, &Event::Bad(BadLine::Tabs { count: 3 }));
+        tally.lines = 2;
+        tally.digest = InputDigest::recorded("ab".repeat(32), 10);
+        write(&folder, &identity(Shard::WHOLE), &tally, "complete", None).unwrap();
+        let path = dir.path().join(PARTIAL_FILE);
+        let good: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert!(parse(&good).is_ok());
+        for (field, value, words) in [
+            (
+                "lines",
+                json!(1_000_000_000_000_000_000u64),
+                "\"lines\" is 1,000,000,000,000,000,000",
+            ),
+            (
+                "lines",
+                json!(3),
+                "\"lines_in_shard\" is 2, but shard 1/1 has 3",
+            ),
+            ("lines_in_shard", json!(5), "\"lines_in_shard\" is 5"),
+            (
+                "sentences",
+                json!(4),
+                "\"sentences\" (4) and \"bad_lines.count\" (2) do not add up",
+            ),
+            ("threads", json!(0), "\"threads\" is 0"),
+            (
+                "truncated_lines",
+                json!([1]),
+                "\"truncated_lines\" lists 1 lines",
+            ),
+        ] {
+            let mut v = good.clone();
+            v[field] = value;
+            let e = parse(&v).unwrap_err();
+            assert!(e.contains(words), "{field}: {e}");
+        }
+        let mut v = good.clone();
+        v["bad_lines"]["listed"][0]["line"] = json!(9);
+        let e = parse(&v).unwrap_err();
+        assert!(e.contains("\"bad_lines.listed\" lists line 9"), "{e}");
+        let mut v = good.clone();
+        v["bad_lines"]["by_kind"]["empty"] = json!(5);
+        assert!(parse(&v).unwrap_err().contains("by_kind"));
+        // A number JSON cannot hold: the field is named from the line it is on.
+        let text = fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"tokens\": 0", "\"tokens\": 1e999");
+        let e = parse_bytes(text.as_bytes()).unwrap_err();
+        assert!(
+            e.starts_with("not JSON") && e.ends_with("in \"tokens\")"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use super::folder::{OutFolder, Place};
 use super::ledger::Tally;
 use super::partial::bad_lines_json;
 use super::shard::Shard;
-use super::{End, SENTENCES_DIR};
+use super::{End, SENTENCES_DIR, SUMMARY_FILE};
 use crate::analysis::{HeadStats, Stat, StatsSection};
 use crate::output::{write_output, OutputError};
 
@@ -39,10 +40,19 @@ pub struct Summary<'a> {
     pub tally: &'a Tally,
 }
 
-/// Write `summary` to `path` (atomically, synced).
+/// Write `summary` to `path` (a path given on the command line, `attnviz merge --out`: written as
+/// every output file of attnviz is, see [`crate::output`]).
 pub fn write(path: &Path, summary: &Summary) -> Result<(), OutputError> {
     let fields = fields(summary);
     write_output(path, |w| write_fields(&fields, &["stats"], w))
+}
+
+/// Write `summary` as the `corpus_stats.json` of the run in `folder` (never through a link).
+pub fn write_in(folder: &OutFolder, summary: &Summary) -> Result<(), OutputError> {
+    let fields = fields(summary);
+    folder.write(Place::Top, SUMMARY_FILE, false, |w| {
+        write_fields(&fields, &["stats"], w)
+    })
 }
 
 fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {

@@ -17,6 +17,7 @@ mod cli_decoders;
 mod cli_families;
 mod cli_seq2seq;
 mod corpus;
+mod corpus_hostile;
 mod corpus_shards;
 mod encdec_views;
 mod engine_formats;
