@@ -213,6 +213,17 @@ impl<'a> QuantMatrix<'a> {
     }
 }
 
+/// Which of [`linear_quant`]'s two ways to run a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantPath {
+    /// The few-rows kernel below [`TILED_ROWS`] rows, decoded tiles through gemm from there.
+    Auto,
+    /// The few-rows kernel (decode a stretch into L1, register-blocked f32 multiply-adds).
+    FewRows,
+    /// Decoded tiles through gemm.
+    Tiled,
+}
+
 /// `out[r][col0..col0 + outputs] = activation(x[r] · Wᵀ + bias)` for the `rows` rows of `x`
 /// (`[rows, inputs]`, row-major), `W` a [`QuantMatrix`]: the contract of [`super::linear`],
 /// with the weights decoded on the fly. Sizes are checked, and a mismatch is an error, never a
@@ -225,7 +236,25 @@ pub fn linear_quant(
     out: Output<'_>,
     activation: Activation,
 ) -> Result<(), QuantError> {
+    linear_quant_on(QuantPath::Auto, x, rows, w, bias, out, activation)
+}
+
+/// [`linear_quant`] on the path given (benchmarks compare them; both compute the same thing).
+pub fn linear_quant_on(
+    path: QuantPath,
+    x: &[f32],
+    rows: usize,
+    w: QuantMatrix<'_>,
+    bias: Option<&[f32]>,
+    out: Output<'_>,
+    activation: Activation,
+) -> Result<(), QuantError> {
     check(x, rows, &w, bias, &out)?;
+    let tiled = match path {
+        QuantPath::Auto => rows >= TILED_ROWS,
+        QuantPath::FewRows => false,
+        QuantPath::Tiled => true,
+    };
     let (inputs, outputs) = (w.inputs, w.outputs);
     if rows == 0 || outputs == 0 {
         return Ok(());
@@ -238,7 +267,7 @@ pub fn linear_quant(
             layout: Layout::OutIn,
         };
         // The f32 kernels' own choice: dot kernel for few rows, gemm through strides for many.
-        if rows >= TILED_ROWS {
+        if tiled {
             super::linear::linear_gemm(x, rows, matrix, bias, out, activation);
         } else {
             super::linear(x, rows, matrix, bias, out, activation);
@@ -264,7 +293,7 @@ pub fn linear_quant(
             col0,
         };
         with_block!(w.dtype, B => {
-            if rows >= TILED_ROWS {
+            if tiled {
                 tiled::run::<B>(&job, data);
             } else {
                 small::run::<B>(&job, data);
@@ -281,14 +310,24 @@ pub fn linear_quant(
     Ok(())
 }
 
-/// The instruction set [`super::isa`] picked, read once per product on the calling thread and
-/// handed to its tasks (a test's choice, [`super::with_isa`], holds for its own thread only).
+/// The instruction set [`super::isa`] picked, and whether the CPU converts halves (F16C,
+/// used on the vector paths only), read once per product on the calling thread and handed to
+/// its tasks (a test's choice, [`super::with_isa`], holds for its own thread only).
 #[derive(Clone, Copy)]
-struct Cpu(#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] super::Isa);
+struct Cpu {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    isa: super::Isa,
+    f16c: bool,
+}
 
 impl Cpu {
     fn get() -> Cpu {
-        Cpu(super::isa())
+        let isa = super::isa();
+        #[cfg(target_arch = "x86_64")]
+        let f16c = isa != super::Isa::Baseline && std::is_x86_feature_detected!("f16c");
+        #[cfg(not(target_arch = "x86_64"))]
+        let f16c = false;
+        Cpu { isa, f16c }
     }
 }
 

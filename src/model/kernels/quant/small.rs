@@ -4,16 +4,17 @@
 //! input row passes over a stretch before the next one is decoded, so each weight is decoded
 //! once per call, and its bytes are read once, in their compact form.
 //!
-//! The partial sums of each (input row, weight row) pair live in `L` lanes across stretches, so
-//! the result is the same whatever the stretch length; the lanes are added pairwise at the end,
-//! then the bias, as in [`super::super::linear`]'s dot kernel.
+//! The partial sums of each (input row, weight row) pair live in a vector's lanes across
+//! stretches, so the result is the same whatever the stretch length; the lanes are added
+//! pairwise at the end, then the bias, as in [`super::super::linear`]'s dot kernel.
 //!
-//! One body, compiled for each instruction set with its own block shape (see [`band`]): the
-//! compiler vectorises the lane loops, and `mul_add` becomes one FMA where the CPU has it.
+//! One body, compiled for each instruction set with its own vector type and block shape (see
+//! [`band_for_cpu`]); the decoders are plain loops the compiler vectorises with the same
+//! features.
 
 use rayon::prelude::*;
 
-use super::blocks::Block;
+use super::blocks::{decode_with, Block, Fused, MulAdd, Split};
 use super::{Cpu, Job};
 use crate::model::kernels::SharedMut;
 
@@ -21,30 +22,6 @@ use crate::model::kernels::SharedMut;
 /// the others), so stretches hold whole blocks. `O × CHUNK` f32 (16 KiB with `O = 4`) stay in
 /// L1 while the input rows pass over them.
 const CHUNK: usize = 1024;
-
-/// Multiply-add of one lane: fused where the instruction set has FMA, else a multiply and an
-/// add (`mul_add` without hardware FMA is a slow library call).
-trait MulAdd {
-    fn mul_add(a: f32, b: f32, c: f32) -> f32;
-}
-
-/// `a·b + c` rounded once (an FMA instruction in functions compiled with `fma`).
-struct Fused;
-impl MulAdd for Fused {
-    #[inline(always)]
-    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
-}
-
-/// `a·b + c` rounded twice.
-struct Split;
-impl MulAdd for Split {
-    #[inline(always)]
-    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-        a * b + c
-    }
-}
 
 /// Runs the product of `job` into `out` (its checked `[rows, stride]` buffer).
 pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
@@ -56,14 +33,14 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     let bands = outputs.div_ceil(band);
     let dst = SharedMut(out.as_mut_ptr());
     // Chosen here, on the calling thread (a test's forced choice is per thread).
-    let isa = Cpu::get();
+    let cpu = Cpu::get();
     let work = |b: usize| {
         let o0 = b * band;
         let o1 = (o0 + band).min(outputs);
         // SAFETY: this task writes only columns col0 + o0 .. col0 + o1 of each row of `out`
         // ([rows, stride], col0 + outputs ≤ stride, checked by `linear_quant`), and bands are
         // disjoint, so no two tasks write the same element.
-        unsafe { band_for_cpu::<B>(isa, job, o0, o1, dst) };
+        unsafe { band_for_cpu::<B>(cpu, job, o0, o1, dst) };
     };
     if bands == 1 || rows * outputs * inputs < 64 * 1024 {
         (0..bands).for_each(work);
@@ -72,63 +49,119 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     }
 }
 
-/// The band kernel for this CPU: AVX-512 blocks of 4 rows × 4 weight rows × 16 lanes (16 of 32
-/// registers accumulate), AVX2 3 × 4 × 8 (12 of 16, as the f32 dot kernel), baseline 2 × 2 × 8
-/// (8 of SSE2's 16) without FMA.
+/// The band kernel for this CPU: AVX-512 blocks of 4 rows × 4 weight rows (16 of 32 vector
+/// registers accumulate), AVX2 3 × 4 (12 of 16, as the f32 dot kernel), baseline 2 × 2 on
+/// 4-lane arrays without FMA.
 ///
 /// # Safety
-/// As [`band`]; `isa` must be one the CPU has ([`Cpu::get`]).
-unsafe fn band_for_cpu<B: Block>(isa: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+/// As [`band`]; `cpu` must describe this CPU ([`Cpu::get`]).
+unsafe fn band_for_cpu<B: Block>(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+    let f16c = cpu.f16c;
     #[cfg(target_arch = "x86_64")]
     {
         use crate::model::kernels::Isa;
 
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-        unsafe fn avx512<B: Block>(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
-            // SAFETY: forwarded from the caller.
-            unsafe { band::<B, Fused, 16, 4, 4>(job, o0, o1, dst) }
+        unsafe fn avx512<B: Block>(job: &Job<'_>, o0: usize, o1: usize, d: SharedMut, h: bool) {
+            // SAFETY: forwarded from the caller; the CPU has AVX-512 (the caller checked).
+            unsafe { band::<B, x86::Avx512, 4, 4>(job, o0, o1, d, h) }
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<B: Block>(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
-            // SAFETY: forwarded from the caller.
-            unsafe { band::<B, Fused, 8, 3, 4>(job, o0, o1, dst) }
+        unsafe fn avx2<B: Block>(job: &Job<'_>, o0: usize, o1: usize, d: SharedMut, h: bool) {
+            // SAFETY: forwarded from the caller; the CPU has AVX2 and FMA (the caller checked).
+            unsafe { band::<B, x86::Avx2, 3, 4>(job, o0, o1, d, h) }
         }
-        match isa.0 {
-            // SAFETY: `isa()` checked at run time that the CPU has these features; the rest is
-            // forwarded from the caller.
-            Isa::Avx512 => return unsafe { avx512::<B>(job, o0, o1, dst) },
+        match cpu.isa {
+            // SAFETY: `Cpu::get` checked at run time that the CPU has these features; the rest
+            // is forwarded from the caller.
+            Isa::Avx512 => return unsafe { avx512::<B>(job, o0, o1, dst, f16c) },
             // SAFETY: as above.
-            Isa::Avx2 => return unsafe { avx2::<B>(job, o0, o1, dst) },
+            Isa::Avx2 => return unsafe { avx2::<B>(job, o0, o1, dst, f16c) },
             Isa::Baseline => {}
         }
     }
     // SAFETY: forwarded from the caller.
-    unsafe { band::<B, Split, 8, 2, 2>(job, o0, o1, dst) }
+    unsafe { band::<B, Portable, 2, 2>(job, o0, o1, dst, f16c) }
 }
 
-/// Outputs `o0..o1` of every row: `dst[r·stride + col0 + o] = bias[o] + x[r] · W[o]`.
+/// The vector operations the kernel needs, on one instruction set's registers.
+///
+/// # Safety
+/// Implementations may use instructions the CPU must have; callers run them only in functions
+/// compiled for (and dispatched to) that instruction set.
+unsafe trait Simd {
+    /// Lanes per vector (at most [`MAX_LANES`]).
+    const LANES: usize;
+    /// How the decoders multiply and add on this instruction set.
+    type M: MulAdd;
+    type V: Copy;
+    /// All lanes zero.
+    unsafe fn zero() -> Self::V;
+    /// `LANES` values from `p` (any alignment).
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// `LANES` values to `p` (any alignment).
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// `a·b + c`, lane by lane.
+    unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+}
+
+/// The widest vector, in lanes: the size of a stored accumulator.
+const MAX_LANES: usize = 16;
+
+/// One (input row, weight row) pair's partial sums between stretches: a vector's lanes, and
+/// the tail of a row whose length is not a multiple of the lanes (float formats) in one value.
+#[derive(Clone, Copy)]
+struct Partial {
+    lanes: [f32; MAX_LANES],
+    tail: f32,
+}
+
+const ZERO: Partial = Partial {
+    lanes: [0.0; MAX_LANES],
+    tail: 0.0,
+};
+
+impl Partial {
+    /// The lanes' sum, pairwise (the same order for every instruction set with the same
+    /// lanes), then the tail.
+    fn sum(&self, lanes: usize) -> f32 {
+        let mut v = self.lanes;
+        let mut width = lanes;
+        while width > 1 {
+            width /= 2;
+            for l in 0..width {
+                v[l] += v[l + width];
+            }
+        }
+        v[0] + self.tail
+    }
+}
+
+/// Outputs `o0..o1` of every row: `dst[r·stride + col0 + o] = bias[o] + x[r] · W[o]`, in
+/// blocks of `R` input rows × `O` weight rows.
 ///
 /// # Safety
 /// `dst` must point at the checked `[rows, stride]` output of `job` and the caller must own
 /// columns `col0 + o0 .. col0 + o1` of it (no other thread reads or writes them meanwhile);
-/// `o0 ≤ o1 ≤ outputs`.
+/// `o0 ≤ o1 ≤ outputs`; the CPU must have `S`'s instruction set, and F16C if `f16c`.
 #[inline(always)]
-unsafe fn band<B: Block, M: MulAdd, const L: usize, const R: usize, const O: usize>(
+unsafe fn band<B: Block, S: Simd, const R: usize, const O: usize>(
     job: &Job<'_>,
     o0: usize,
     o1: usize,
     dst: SharedMut,
+    f16c: bool,
 ) {
     let (rows, k) = (job.rows, job.w.inputs);
     let row_bytes = job.w.row_bytes();
     // Whole blocks per stretch (floats: any length).
     let chunk = (CHUNK / B::VALUES).max(1) * B::VALUES;
     let mut decoded = vec![0f32; O * chunk];
-    let mut acc = vec![[[0f32; L]; O]; rows];
+    let mut acc = vec![[ZERO; O]; rows];
     let mut g0 = o0;
     while g0 < o1 {
         let on = (o1 - g0).min(O);
-        acc.fill([[0.0; L]; O]);
+        acc.fill([ZERO; O]);
         let mut c0 = 0;
         while c0 < k {
             let cn = (k - c0).min(chunk);
@@ -136,7 +169,8 @@ unsafe fn band<B: Block, M: MulAdd, const L: usize, const R: usize, const O: usi
                 let buf = &mut buf[..cn];
                 if o < on {
                     let start = (g0 + o) * row_bytes + c0 / B::VALUES * B::BYTES;
-                    B::decode(&job.w.bytes[start..][..cn / B::VALUES * B::BYTES], buf);
+                    let src = &job.w.bytes[start..][..cn / B::VALUES * B::BYTES];
+                    decode_with::<B, S::M>(f16c, src, buf);
                 } else {
                     // Rows past the band's end (its last group only): zeros, never written out.
                     buf.fill(0.0);
@@ -149,13 +183,14 @@ unsafe fn band<B: Block, M: MulAdd, const L: usize, const R: usize, const O: usi
                 let xp = job.x[r * k + c0..].as_ptr();
                 let a = &mut acc[r..r + rn];
                 // SAFETY: rows r..r + rn of x have k values from column c0 ≥ cn (x is [rows,
-                // k]); the O decoded rows have `chunk` ≥ cn values each; `a` has rn entries.
+                // k]); the O decoded rows have `chunk` ≥ cn values each; `a` has rn entries;
+                // the CPU has S's instructions (the caller's contract).
                 unsafe {
                     match rn {
-                        n if n == R => block::<M, L, R, O>(xp, k, w, chunk, cn, a),
-                        3 => block::<M, L, 3, O>(xp, k, w, chunk, cn, a),
-                        2 => block::<M, L, 2, O>(xp, k, w, chunk, cn, a),
-                        _ => block::<M, L, 1, O>(xp, k, w, chunk, cn, a),
+                        n if n == R => block::<S, R, O>(xp, k, w, chunk, cn, a),
+                        3 => block::<S, 3, O>(xp, k, w, chunk, cn, a),
+                        2 => block::<S, 2, O>(xp, k, w, chunk, cn, a),
+                        _ => block::<S, 1, O>(xp, k, w, chunk, cn, a),
                     }
                 }
                 r += rn;
@@ -164,79 +199,170 @@ unsafe fn band<B: Block, M: MulAdd, const L: usize, const R: usize, const O: usi
         }
         let out = dst.ptr();
         for (r, acc) in acc.iter().enumerate() {
-            for (o, lanes) in acc.iter().enumerate().take(on) {
+            for (o, partial) in acc.iter().enumerate().take(on) {
                 let b = job.bias.map_or(0.0, |b| b[g0 + o]);
                 // SAFETY: row r < rows, column col0 + g0 + o with o0 ≤ g0 + o < o1: inside the
                 // output and inside this band's columns (the caller's contract).
-                unsafe { *out.add(r * job.stride + job.col0 + g0 + o) = b + sum_lanes(*lanes) };
+                unsafe { *out.add(r * job.stride + job.col0 + g0 + o) = b + partial.sum(S::LANES) };
             }
         }
         g0 += on;
     }
 }
 
-/// The lanes' sum, pairwise (the same order for every instruction set with the same `L`).
-#[inline(always)]
-fn sum_lanes<const L: usize>(mut v: [f32; L]) -> f32 {
-    let mut width = L;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            v[l] += v[l + width];
-        }
-    }
-    v[0]
-}
-
-/// `acc[r][o][lane] += Σ x[r][i]·w[o][i]` over `i < n`, `i ≡ lane (mod L)`, for the `RN` input
-/// rows at `x` (stride `xs`) and the `O` decoded rows at `w` (stride `ws`). A tail shorter
-/// than `L` (float formats only) goes into lane 0.
+/// `acc[r][o] += x[r][..n] · w[o][..n]` for the `RN` input rows at `x` (stride `xs`) and the
+/// `O` decoded rows at `w` (stride `ws`): lane `l` of the partial sums takes the products at
+/// `i ≡ l (mod LANES)`, a tail shorter than `LANES` (float formats only) goes to `tail`.
 ///
 /// # Safety
 /// `x` must be readable at `r·xs + i` and `w` at `o·ws + i` for `r < RN`, `o < O`, `i < n`;
-/// `acc` must have at least `RN` entries.
+/// `acc` must have at least `RN` entries; the CPU must have `S`'s instruction set.
 #[inline(always)]
-// Indices name the register block's row, column and lane; iterators would hide that.
+// Indices name the register block's row and column; iterators would hide that.
 #[allow(clippy::needless_range_loop)]
-unsafe fn block<M: MulAdd, const L: usize, const RN: usize, const O: usize>(
+unsafe fn block<S: Simd, const RN: usize, const O: usize>(
     x: *const f32,
     xs: usize,
     w: *const f32,
     ws: usize,
     n: usize,
-    acc: &mut [[[f32; L]; O]],
+    acc: &mut [[Partial; O]],
 ) {
-    let mut a = [[[0f32; L]; O]; RN];
-    a.copy_from_slice(&acc[..RN]);
-    let full = n / L * L;
-    let mut i = 0;
-    // SAFETY (every read below): indices r·xs + i + l and o·ws + i + l with r < RN, o < O and
-    // i + l < n, inside what the caller vouched for; unaligned reads of plain f32s.
+    // SAFETY (every load and store below): indices r·xs + i + l and o·ws + i + l with r < RN,
+    // o < O and i + l < n, inside what the caller vouched for; the accumulators' lanes are
+    // MAX_LANES ≥ LANES values each.
     unsafe {
+        let mut a = [[S::zero(); O]; RN];
+        for r in 0..RN {
+            for o in 0..O {
+                a[r][o] = S::load(acc[r][o].lanes.as_ptr());
+            }
+        }
+        let full = n / S::LANES * S::LANES;
+        let mut i = 0;
         while i < full {
-            let mut xv = [[0f32; L]; RN];
+            let mut xv = [S::zero(); RN];
             for r in 0..RN {
-                xv[r] = std::ptr::read_unaligned(x.add(r * xs + i).cast::<[f32; L]>());
+                xv[r] = S::load(x.add(r * xs + i));
             }
             for o in 0..O {
-                let wv = std::ptr::read_unaligned(w.add(o * ws + i).cast::<[f32; L]>());
+                let wv = S::load(w.add(o * ws + i));
                 for r in 0..RN {
-                    for l in 0..L {
-                        a[r][o][l] = M::mul_add(xv[r][l], wv[l], a[r][o][l]);
-                    }
+                    a[r][o] = S::mul_add(xv[r], wv, a[r][o]);
                 }
             }
-            i += L;
+            i += S::LANES;
         }
-        while i < n {
-            for r in 0..RN {
-                let xv = *x.add(r * xs + i);
-                for o in 0..O {
-                    a[r][o][0] = M::mul_add(xv, *w.add(o * ws + i), a[r][o][0]);
+        for r in 0..RN {
+            for o in 0..O {
+                S::store(acc[r][o].lanes.as_mut_ptr(), a[r][o]);
+                for j in full..n {
+                    acc[r][o].tail += *x.add(r * xs + j) * *w.add(o * ws + j);
                 }
             }
-            i += 1;
         }
     }
-    acc[..RN].copy_from_slice(&a);
+}
+
+/// Four lanes in plain arrays, a multiply and an add each (the compiler vectorises them with
+/// SSE2; `mul_add` without hardware FMA would be a slow library call).
+struct Portable;
+
+// SAFETY: plain Rust on arrays; nothing the baseline lacks.
+unsafe impl Simd for Portable {
+    const LANES: usize = 4;
+    type M = Split;
+    type V = [f32; 4];
+    #[inline(always)]
+    unsafe fn zero() -> [f32; 4] {
+        [0.0; 4]
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> [f32; 4] {
+        // SAFETY: the caller vouches for 4 readable values at p.
+        unsafe { std::ptr::read_unaligned(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: [f32; 4]) {
+        // SAFETY: the caller vouches for 4 writable values at p.
+        unsafe { std::ptr::write_unaligned(p.cast(), v) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: [f32; 4], b: [f32; 4], c: [f32; 4]) -> [f32; 4] {
+        std::array::from_fn(|l| a[l] * b[l] + c[l])
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::Simd;
+
+    /// 8 lanes of AVX2 with FMA. The methods carry the target features themselves (an
+    /// intrinsic is inlined only into a function compiled with its features; without them,
+    /// each would stay a call that passes vectors through memory).
+    pub(super) struct Avx2;
+
+    // SAFETY: AVX2 and FMA instructions only; the kernels dispatch here only on a CPU that has
+    // them (`isa()`), from functions compiled with them.
+    unsafe impl Simd for Avx2 {
+        const LANES: usize = 8;
+        type M = super::Fused;
+        type V = __m256;
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn load(p: *const f32) -> __m256 {
+            // SAFETY: 8 readable values at p (the caller's contract); unaligned load.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn store(p: *mut f32, v: __m256) {
+            // SAFETY: 8 writable values at p (the caller's contract); unaligned store.
+            unsafe { _mm256_storeu_ps(p, v) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
+            _mm256_fmadd_ps(a, b, c)
+        }
+    }
+
+    /// 16 lanes of AVX-512.
+    pub(super) struct Avx512;
+
+    // SAFETY: AVX-512F instructions only; dispatched here only on a CPU that has them.
+    unsafe impl Simd for Avx512 {
+        const LANES: usize = 16;
+        type M = super::Fused;
+        type V = __m512;
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn zero() -> __m512 {
+            _mm512_setzero_ps()
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn load(p: *const f32) -> __m512 {
+            // SAFETY: 16 readable values at p (the caller's contract); unaligned load.
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn store(p: *mut f32, v: __m512) {
+            // SAFETY: 16 writable values at p (the caller's contract); unaligned store.
+            unsafe { _mm512_storeu_ps(p, v) }
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
+            _mm512_fmadd_ps(a, b, c)
+        }
+    }
 }

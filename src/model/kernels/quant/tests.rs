@@ -288,6 +288,7 @@ fn relative(got: f32, (want, mag): (f64, f64)) -> f64 {
 #[allow(clippy::too_many_arguments)]
 fn product(
     isa: crate::model::kernels::Isa,
+    path: QuantPath,
     x: &[f32],
     rows: usize,
     w: QuantMatrix<'_>,
@@ -303,7 +304,10 @@ fn product(
         stride,
         col0,
     };
-    with_isa(isa, || linear_quant(x, rows, w, bias, o, activation)).unwrap();
+    with_isa(isa, || {
+        linear_quant_on(path, x, rows, w, bias, o, activation)
+    })
+    .unwrap();
     let mut mine = Vec::with_capacity(rows * outputs);
     for row in out.chunks_exact(stride) {
         for (c, v) in row.iter().enumerate() {
@@ -319,7 +323,8 @@ fn product(
     mine
 }
 
-/// Every format on every instruction set here, both paths (few rows, tiled), against f64 on
+/// Every format on every instruction set here, both paths (few rows, tiled) at every row count,
+/// against f64 on
 /// candle's dequantised weights: within 10⁻⁵ of the sums' scale `Σ|x·w| + |b|` (f32 rounding
 /// in another order; the weights themselves are exact). Shapes with one block per row, a
 /// single row, row counts that leave partial register blocks, output counts that leave
@@ -354,13 +359,17 @@ fn products_match_f64_on_candles_dequantised_weights() {
                 let b = random(outputs, seed + 2, 0.5);
                 let bias = (rows % 2 == 1).then_some(b.as_slice());
                 let want = naive(&x, rows, &wf, bias, inputs, outputs);
-                for isa in isa_levels() {
-                    let got = product(isa, &x, rows, w, bias, 3, outputs + 5, Activation::Identity);
+                let ways = isa_levels()
+                    .into_iter()
+                    .flat_map(|isa| [(isa, QuantPath::FewRows), (isa, QuantPath::Tiled)]);
+                for (isa, path) in ways {
+                    let id = Activation::Identity;
+                    let got = product(isa, path, &x, rows, w, bias, 3, outputs + 5, id);
                     for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
                         let e = relative(g, wv);
                         assert!(
                             e <= 1e-5,
-                            "{dtype:?} {isa:?} {rows}×{inputs}→{outputs} [{}, {}]: {g} vs {} (error {e:.2e} of {:.3e})",
+                            "{dtype:?} {isa:?} {path:?} {rows}×{inputs}→{outputs} [{}, {}]: {g} vs {} (error {e:.2e} of {:.3e})",
                             i / outputs,
                             i % outputs,
                             wv.0,
@@ -388,7 +397,17 @@ fn tiled_products_span_several_tiles() {
         let want = naive(&x, rows, &wf, Some(&b), inputs, outputs);
         for isa in isa_levels() {
             for activation in [Activation::Identity, Activation::Silu] {
-                let got = product(isa, &x, rows, w, Some(&b), 2, outputs + 3, activation);
+                let got = product(
+                    isa,
+                    QuantPath::Auto,
+                    &x,
+                    rows,
+                    w,
+                    Some(&b),
+                    2,
+                    outputs + 3,
+                    activation,
+                );
                 for (i, (&g, &(v, mag))) in got.iter().zip(&want).enumerate() {
                     let (v, mag) = match activation {
                         // silu's slope is below 1.1 everywhere, so the bound carries over.
@@ -438,7 +457,17 @@ fn realistic_weights_stay_within_1e_5() {
             let want = naive(&x, rows, &wf, None, inputs, outputs);
             let largest = want.iter().map(|v| v.0.abs()).fold(0.0, f64::max);
             for isa in isa_levels() {
-                let got = product(isa, &x, rows, w, None, 0, outputs, Activation::Identity);
+                let got = product(
+                    isa,
+                    QuantPath::Auto,
+                    &x,
+                    rows,
+                    w,
+                    None,
+                    0,
+                    outputs,
+                    Activation::Identity,
+                );
                 let mut worst = 0f64;
                 for (&g, &wv) in got.iter().zip(&want) {
                     assert!(relative(g, wv) <= 1e-5, "{dtype:?} {isa:?} {rows} rows");
@@ -462,8 +491,28 @@ fn activations_apply_to_the_product() {
     let x = random(rows * inputs, 13, 1.0);
     let want = naive(&x, rows, &wf, None, inputs, outputs);
     let isa = isa_levels()[0];
-    let gelu = product(isa, &x, rows, w, None, 0, outputs, Activation::GeluErf);
-    let relu = product(isa, &x, rows, w, None, 1, outputs + 1, Activation::Relu);
+    let gelu = product(
+        isa,
+        QuantPath::Auto,
+        &x,
+        rows,
+        w,
+        None,
+        0,
+        outputs,
+        Activation::GeluErf,
+    );
+    let relu = product(
+        isa,
+        QuantPath::Tiled,
+        &x,
+        rows,
+        w,
+        None,
+        1,
+        outputs + 1,
+        Activation::Relu,
+    );
     for ((g, r), (v, _)) in gelu.iter().zip(&relu).zip(&want) {
         assert!((g - gelu_erf(*v as f32)).abs() <= 1e-5 * v.abs().max(1.0) as f32);
         assert!((r - v.max(0.0) as f32).abs() <= 1e-5 * v.abs().max(1.0) as f32);
@@ -587,7 +636,17 @@ fn misaligned_f32_weights_are_decoded() {
         let m = QuantMatrix::new(bytes, GgmlDType::F32, outputs, inputs).unwrap();
         assert_eq!(m.as_f32().is_some(), bytes.as_ptr() as usize % 4 == 0);
         for isa in isa_levels() {
-            let got = product(isa, &x, rows, m, None, 0, outputs, Activation::Identity);
+            let got = product(
+                isa,
+                QuantPath::Auto,
+                &x,
+                rows,
+                m,
+                None,
+                0,
+                outputs,
+                Activation::Identity,
+            );
             for (&g, &wv) in got.iter().zip(&want) {
                 assert!(relative(g, wv) <= 1e-5, "{g} vs {}", wv.0);
             }

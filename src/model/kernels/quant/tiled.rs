@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::blocks::Block;
+use super::blocks::{decode_with, Block, Fused, Split};
 use super::{Cpu, Job};
 use crate::model::kernels::gemm::{gemm, Parallelism};
 
@@ -30,7 +30,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     }
     let row_bytes = job.w.row_bytes();
     // Chosen here, on the calling thread (a test's forced choice is per thread).
-    let isa = Cpu::get();
+    let cpu = Cpu::get();
     let mut t0 = 0;
     while t0 < n {
         let tn = (n - t0).min(tile);
@@ -40,7 +40,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
         let per_task = (16_384 / k).max(1);
         buf.par_chunks_mut(per_task * k)
             .zip(src.par_chunks(per_task * row_bytes))
-            .for_each(|(dst, src)| decode_rows_on::<B>(isa, src, dst));
+            .for_each(|(dst, src)| decode_rows_on::<B>(cpu, src, dst));
         // SAFETY: dst addresses rows of `stride` values from column col0 + t0, tn wide
         // (col0 + n ≤ stride and t0 + tn ≤ n, checked by `linear_quant`), inside `out`
         // ([rows, stride]); lhs is x, [rows, k] row-major; rhs is the decoded tile [tn, k]
@@ -76,27 +76,28 @@ pub(super) fn decode_rows<B: Block>(src: &[u8], out: &mut [f32]) {
     decode_rows_on::<B>(Cpu::get(), src, out)
 }
 
-/// [`decode_rows`] on `isa`.
-fn decode_rows_on<B: Block>(isa: Cpu, src: &[u8], out: &mut [f32]) {
+/// [`decode_rows`] on `cpu`.
+fn decode_rows_on<B: Block>(cpu: Cpu, src: &[u8], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::model::kernels::Isa;
 
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-        unsafe fn avx512<B: Block>(src: &[u8], out: &mut [f32]) {
-            B::decode(src, out)
+        unsafe fn avx512<B: Block>(f16c: bool, src: &[u8], out: &mut [f32]) {
+            decode_with::<B, Fused>(f16c, src, out)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<B: Block>(src: &[u8], out: &mut [f32]) {
-            B::decode(src, out)
+        unsafe fn avx2<B: Block>(f16c: bool, src: &[u8], out: &mut [f32]) {
+            decode_with::<B, Fused>(f16c, src, out)
         }
-        match isa.0 {
-            // SAFETY: `Cpu::get` checked at run time that the CPU has these features.
-            Isa::Avx512 => return unsafe { avx512::<B>(src, out) },
+        match cpu.isa {
+            // SAFETY: `Cpu::get` checked at run time that the CPU has these features (and
+            // F16C, where `f16c` says so).
+            Isa::Avx512 => return unsafe { avx512::<B>(cpu.f16c, src, out) },
             // SAFETY: as above.
-            Isa::Avx2 => return unsafe { avx2::<B>(src, out) },
+            Isa::Avx2 => return unsafe { avx2::<B>(cpu.f16c, src, out) },
             Isa::Baseline => {}
         }
     }
-    B::decode(src, out)
+    decode_with::<B, Split>(cpu.f16c, src, out)
 }
