@@ -10,7 +10,9 @@
 //! 8 bits per value first (`docs/performance.md`, "Quantized weights", measures what that costs).
 //!
 //! Two ways to run, by the number of input rows (see [`TILED_ROWS`]):
-//! - **Few rows** (generation, short prompts; [`small`]): each task owns a band of outputs; for
+//! - **One row** (a generated token), in the common formats on x86 with AVX2 (`fused`): the
+//!   weights are decoded in registers and multiplied there, four weight rows at a time.
+//! - **Few rows** (short prompts, and one row otherwise; [`small`]): each task owns a band of outputs; for
 //!   each group of weight rows it decodes a stretch of them into a buffer that stays in L1, and
 //!   a register-blocked f32 kernel runs every input row over it before the next stretch is
 //!   decoded. Each weight is decoded once per call and read from memory once, in its compact
@@ -23,6 +25,8 @@
 //! map puts them at an f32-aligned address, which GGUF's 32-byte alignment does).
 
 pub(crate) mod blocks;
+#[cfg(target_arch = "x86_64")]
+mod fused;
 mod small;
 mod tiled;
 
