@@ -251,8 +251,11 @@ fn child() {
     );
     let flush = Flush::new();
     if sweep {
-        println!("\n| shape | type | rows | few-rows kernel | tiled gemm | few-rows / tiled |");
-        println!("|---|---|--:|--:|--:|--:|");
+        println!(
+            "\n| shape | type | rows | few-rows kernel | tiled gemm | few-rows / tiled | \
+             few-rows CPU | tiled CPU | CPU ratio |"
+        );
+        println!("|---|---|--:|--:|--:|--:|--:|--:|--:|");
     } else {
         println!(
             "\n| shape | type | rows | ours | candle QMatMul | f32 (dequantised) | ours / candle | \
@@ -317,11 +320,14 @@ fn child() {
                         }
                     }
                     println!(
-                        "| {name} | {} | {rows} | {} | {} | {} |",
+                        "| {name} | {} | {rows} | {} | {} | {} | {} | {} | {} |",
                         type_name(dtype),
                         few.ms(),
                         tiled.ms(),
-                        ratio(&few.walls, &tiled.walls)
+                        ratio(&few.walls, &tiled.walls),
+                        few.cpu_ms(),
+                        tiled.cpu_ms(),
+                        ratio(&few.cpus, &tiled.cpus)
                     );
                     std::io::stdout().flush().ok();
                     continue;

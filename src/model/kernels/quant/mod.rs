@@ -10,14 +10,14 @@
 //! 8 bits per value first (`docs/performance.md`, "Quantized weights", measures what that costs).
 //!
 //! Two ways to run, by the number of input rows (see [`TILED_ROWS`]):
-//! - **One row** (a generated token), in the common formats on x86 with AVX2 (`fused`): the
-//!   weights are decoded in registers and multiplied there, four weight rows at a time.
-//! - **Few rows** (short prompts, and one row otherwise; [`small`]): each task owns a band of outputs; for
-//!   each group of weight rows it decodes a stretch of them into a buffer that stays in L1, and
-//!   a register-blocked f32 kernel runs every input row over it before the next stretch is
-//!   decoded. Each weight is decoded once per call and read from memory once, in its compact
-//!   form: 4–8× fewer bytes than f32 weights.
-//! - **Many rows** (prompt processing; [`tiled`]): tiles of weight rows are decoded into an f32
+//! - **Few rows** (a generated token, prompts of up to a few hundred tokens; [`small`]): each
+//!   task owns a band of outputs; for each group of weight rows it decodes a stretch of them
+//!   into a buffer that stays in L1, and a register-blocked f32 kernel runs every input row over
+//!   it before the next stretch is decoded. Each weight is decoded once per call and read from
+//!   memory once, in its compact form: 2–8× fewer bytes than f32 weights. For one row in the
+//!   common formats on x86 with AVX2, `fused` decodes in registers instead, with no buffer
+//!   between decoding and the multiply-adds.
+//! - **Many rows** (long prompts; [`tiled`]): tiles of weight rows are decoded into an f32
 //!   buffer and gemm multiplies them, as it does f32 weights; decoding costs one pass per weight
 //!   against `rows` multiply-adds per weight.
 //!
@@ -36,8 +36,16 @@ use super::{Activation, Layout, Matrix, Output};
 use blocks::with_block;
 
 /// From this many input rows on, [`linear_quant`] decodes tiles for gemm; below, the few-rows
-/// kernel runs. Measured on Llama-shaped matrices (`benches/quant.rs`, `docs/performance.md`).
-pub const TILED_ROWS: usize = 48;
+/// kernel runs. `BENCH_SWEEP=1 cargo bench --bench quant` (`docs/performance.md`, "Quantized
+/// weights"): the few-rows kernel took 0.5–0.8× the tiled path's CPU time from 1 to 256 rows
+/// on 2048 → 2048 and 4096 → 4096 (Q4_0, Q4_K, Q6_K, Q8_0, F16; 1 and 2 threads); at 512
+/// rows it was 1.2–1.5× slower on 4096 inputs (its stretch of every row's input, 2 MiB, no
+/// longer stays in L2) and 0.9× on 2048.
+pub const TILED_ROWS: usize = 384;
+
+/// From this many rows on, GGUF's F32 matrices run through gemm rather than the f32 dot
+/// kernel: the f32 kernels' own switch (`layers::PACK_ROWS`, measured on bert-base shapes).
+const F32_GEMM_ROWS: usize = 128;
 
 /// A weight matrix of a map `inputs → outputs` in a ggml storage format, borrowed (typically
 /// from a memory-mapped GGUF file): `outputs` rows of `inputs` weights each, row-major, as GGUF
@@ -222,7 +230,8 @@ impl<'a> QuantMatrix<'a> {
 pub enum QuantPath {
     /// The few-rows kernel below [`TILED_ROWS`] rows, decoded tiles through gemm from there.
     Auto,
-    /// The few-rows kernel (decode a stretch into L1, register-blocked f32 multiply-adds).
+    /// The few-rows kernel (decode a stretch into L1, register-blocked f32 multiply-adds; for
+    /// one row, decoded in registers where there is a kernel for the format).
     FewRows,
     /// Decoded tiles through gemm.
     Tiled,
@@ -254,8 +263,8 @@ pub fn linear_quant_on(
     activation: Activation,
 ) -> Result<(), QuantError> {
     check(x, rows, &w, bias, &out)?;
-    let tiled = match path {
-        QuantPath::Auto => rows >= TILED_ROWS,
+    let tiled = |switch: usize| match path {
+        QuantPath::Auto => rows >= switch,
         QuantPath::FewRows => false,
         QuantPath::Tiled => true,
     };
@@ -271,7 +280,7 @@ pub fn linear_quant_on(
             layout: Layout::OutIn,
         };
         // The f32 kernels' own choice: dot kernel for few rows, gemm through strides for many.
-        if tiled {
+        if tiled(F32_GEMM_ROWS) {
             super::linear::linear_gemm(x, rows, matrix, bias, out, activation);
         } else {
             super::linear(x, rows, matrix, bias, out, activation);
@@ -297,7 +306,7 @@ pub fn linear_quant_on(
             col0,
         };
         with_block!(w.dtype, B => {
-            if tiled {
+            if tiled(TILED_ROWS) {
                 tiled::run::<B>(&job, data);
             } else {
                 small::run::<B>(&job, data);

@@ -110,8 +110,8 @@ fn blocks_of(dtype: GgmlDType, count: usize, seed: u64, wide: bool) -> Vec<u8> {
                     (true, false) => 100 + v % 40,
                     _ => 119 + v % 13,
                 } as u32;
-                let bits = ((v >> 9) & 1) as u32 * 0x8000_0000
-                    | exponent << 23
+                let bits = (((v >> 9) & 1) as u32 * 0x8000_0000)
+                    | (exponent << 23)
                     | ((v >> 12) & 0x7f_ffff) as u32;
                 block.copy_from_slice(&bits.to_le_bytes());
             }
@@ -624,7 +624,7 @@ fn misaligned_f32_weights_are_decoded() {
     let aligned: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
     let mut shifted = vec![0u8; aligned.len() + 8];
     let offset = (1..8)
-        .find(|o| (shifted.as_ptr() as usize + o) % 4 != 0)
+        .find(|o| !(shifted.as_ptr() as usize + o).is_multiple_of(4))
         .unwrap();
     shifted[offset..offset + aligned.len()].copy_from_slice(&aligned);
     let mut copy = vec![0f32; w.len()];
@@ -634,7 +634,10 @@ fn misaligned_f32_weights_are_decoded() {
         unsafe { std::slice::from_raw_parts(copy.as_ptr().cast::<u8>(), copy.len() * 4) };
     for bytes in [in_place, &shifted[offset..offset + aligned.len()]] {
         let m = QuantMatrix::new(bytes, GgmlDType::F32, outputs, inputs).unwrap();
-        assert_eq!(m.as_f32().is_some(), bytes.as_ptr() as usize % 4 == 0);
+        assert_eq!(
+            m.as_f32().is_some(),
+            (bytes.as_ptr() as usize).is_multiple_of(4)
+        );
         for isa in isa_levels() {
             let got = product(
                 isa,
