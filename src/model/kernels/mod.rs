@@ -190,6 +190,7 @@ pub mod gemm;
 pub mod linear;
 pub mod norm;
 pub mod positions;
+pub mod quant;
 pub mod rotary;
 
 pub use activation::Activation;

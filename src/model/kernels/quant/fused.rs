@@ -1,0 +1,380 @@
+//! One input row (a generated token) against the weights, decoded in registers: no buffer
+//! between decoding and the multiply-adds. For the formats a model's linear maps mostly come in
+//! (Q4_0, Q4_K, Q6_K, Q8_0, F16, BF16); the others take [`super::small`]'s path, which decodes
+//! through an L1 buffer (about 1.5× slower for one row: the store and the load back per vector
+//! are a third of the work; `docs/performance.md`).
+//!
+//! Every weight is decoded exactly as [`super::blocks`] decodes it (the same exact products, one
+//! rounding in the same place), so only the order of the sums differs from the other paths.
+//! Each group of 4 weight rows keeps two accumulators per row (8 FMA chains, enough to cover
+//! the FMA's latency), and asks for the next group's bytes as it reads its own.
+//!
+//! AVX2 with FMA and F16C (256-bit vectors): what every AVX2 CPU has, and every AVX-512 one
+//! runs too; AVX-512 CPUs use these kernels as they are.
+
+use std::arch::x86_64::*;
+
+use candle_core::quantized::GgmlDType;
+
+use super::{Cpu, Job};
+use crate::model::kernels::{Isa, SharedMut};
+
+/// Whether [`band`] has a kernel for `dtype` on `cpu`.
+pub(super) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
+    use GgmlDType as D;
+    cpu.isa != Isa::Baseline
+        && cpu.f16c
+        && matches!(
+            dtype,
+            D::Q4_0 | D::Q4K | D::Q6K | D::Q8_0 | D::F16 | D::BF16
+        )
+}
+
+/// Outputs `o0..o1` of the product of `job`'s one input row.
+///
+/// # Safety
+/// `available(cpu, job.w.dtype)` for this CPU's [`Cpu::get`]; `job.rows == 1`; `dst` points
+/// at the checked `[1, stride]` output of `job`, whose columns `col0 + o0 .. col0 + o1` the
+/// caller owns; `o0 ≤ o1 ≤ outputs`.
+pub(super) unsafe fn band(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+    use GgmlDType as D;
+    // SAFETY (each arm): `available` saw AVX2, FMA and F16C; the rest is the caller's contract.
+    unsafe {
+        match job.w.dtype {
+            D::Q4_0 => rows::<Q4_0>(job, o0, o1, dst),
+            D::Q4K => rows::<Q4K>(job, o0, o1, dst),
+            D::Q6K => rows::<Q6K>(job, o0, o1, dst),
+            D::Q8_0 => rows::<Q8_0>(job, o0, o1, dst),
+            D::F16 => rows::<F16>(job, o0, o1, dst),
+            D::BF16 => rows::<BF16>(job, o0, o1, dst),
+            _ => {}
+        }
+    }
+}
+
+/// A format's block, decoded into vectors and multiplied into a row's accumulators.
+trait Fused {
+    /// Weights per step (a block; 16 values for the float formats).
+    const VALUES: usize;
+    /// Bytes per step.
+    const BYTES: usize;
+    /// `acc[0] += …, acc[1] += …`: the step's weights at `w` times the inputs at `x`,
+    /// alternating between the two accumulators vector by vector.
+    ///
+    /// # Safety
+    /// `w` readable for `BYTES`, `x` for `VALUES` values; AVX2, FMA and F16C.
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]);
+    /// One weight of a tail shorter than a step (float formats only: a quantised row holds
+    /// whole blocks, and blocks are steps).
+    ///
+    /// # Safety
+    /// `w` readable for one value.
+    unsafe fn one(w: *const u8) -> f32;
+}
+
+/// The rows of a band, four at a time.
+///
+/// # Safety
+/// As [`band`], with `F` the matrix's format.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows<F: Fused>(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+    let k = job.w.inputs;
+    let rb = job.w.row_bytes();
+    let steps = k / F::VALUES;
+    let base = job.w.bytes.as_ptr();
+    let x = job.x.as_ptr();
+    let mut g = o0;
+    while g < o1 {
+        let on = (o1 - g).min(4);
+        // Rows past the band's end (its last group only) repeat its last row; never written.
+        let row: [*const u8; 4] = std::array::from_fn(|r| {
+            // SAFETY: g + min(r, on − 1) < o1 ≤ outputs: a row of the matrix.
+            unsafe { base.add((g + r.min(on - 1)) * rb) }
+        });
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+        for s in 0..steps {
+            let (off, xs) = (s * F::BYTES, s * F::VALUES);
+            for r in 0..4 {
+                // The next group's row at the same place, a line per 64 bytes.
+                let ahead = row[r].wrapping_add(4 * rb + off);
+                if (off & 63) < F::BYTES || F::BYTES >= 64 {
+                    let mut at = 0;
+                    while at < F::BYTES {
+                        // SAFETY: a prefetch never faults, whatever the address (computed
+                        // with wrapping arithmetic).
+                        _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(at).cast());
+                        at += 64;
+                    }
+                }
+                // SAFETY: step s of row r: bytes off..off + BYTES ≤ rb of a matrix row, inputs
+                // xs..xs + VALUES ≤ k of the input row.
+                unsafe { F::step(row[r].add(off), x.add(xs), &mut acc[r]) };
+            }
+        }
+        let out = dst.ptr();
+        for (r, acc) in acc.iter().enumerate().take(on) {
+            let mut sum = sum8(_mm256_add_ps(acc[0], acc[1]));
+            for i in steps * F::VALUES..k {
+                // SAFETY: value i < k of row r and of the input row.
+                sum += unsafe { F::one(row[r].add(i * F::BYTES / F::VALUES)) * *x.add(i) };
+            }
+            let b = job.bias.map_or(0.0, |b| b[g + r]);
+            // SAFETY: column col0 + g + r, o0 ≤ g + r < o1, of the output's one row: the
+            // caller's columns.
+            unsafe { *out.add(job.col0 + g + r) = b + sum };
+        }
+        g += on;
+    }
+}
+
+/// The sum of a vector's eight lanes, pairwise.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn sum8(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    _mm_cvtss_f32(s)
+}
+
+/// An f16 at `p`, broadcast: exact (F16C).
+///
+/// # Safety
+/// `p` readable for 2 bytes; F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn half_at(p: *const u8) -> __m256 {
+    // SAFETY: 2 readable bytes (the caller's contract).
+    let bits = unsafe { std::ptr::read_unaligned(p.cast::<u16>()) };
+    _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// `acc[i % 2] += x[8i..8i + 8] · w` for four vectors of weights.
+///
+/// # Safety
+/// `x` readable for 32 values; AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn fma4(w: [__m256; 4], x: *const f32, acc: &mut [__m256; 2]) {
+    // SAFETY: 32 readable values at x (the caller's contract); unaligned loads.
+    unsafe {
+        acc[0] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(x), acc[0]);
+        acc[1] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(x.add(8)), acc[1]);
+        acc[0] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x.add(16)), acc[0]);
+        acc[1] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x.add(24)), acc[1]);
+    }
+}
+
+/// Bytes 0..8 of `v` as eight i32 (zero-extended).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn low8_u(v: __m128i) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))
+}
+
+struct Q4_0;
+impl Fused for Q4_0 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 18;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 18 readable bytes at w and 32 values at x (the caller's contract).
+        unsafe {
+            let d = half_at(w);
+            let q = _mm_loadu_si128(w.add(2).cast());
+            let m = _mm_set1_epi8(0x0f);
+            let eight = _mm256_set1_ps(8.0);
+            let (lo, hi) = (_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
+            // (q − 8)·d: q − 8 is exact in f32, and so is its product with d.
+            let w = |v: __m128i| _mm256_mul_ps(_mm256_sub_ps(low8_u(v), eight), d);
+            let ws = [
+                w(lo),
+                w(_mm_srli_si128(lo, 8)),
+                w(hi),
+                w(_mm_srli_si128(hi, 8)),
+            ];
+            fma4(ws, x, acc);
+        }
+    }
+    unsafe fn one(_: *const u8) -> f32 {
+        0.0
+    }
+}
+
+struct Q8_0;
+impl Fused for Q8_0 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 34;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 34 readable bytes at w and 32 values at x (the caller's contract).
+        unsafe {
+            let d = half_at(w);
+            let w = |i: usize| {
+                let q = _mm_loadl_epi64(w.add(2 + 8 * i).cast());
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d)
+            };
+            fma4([w(0), w(1), w(2), w(3)], x, acc);
+        }
+    }
+    unsafe fn one(_: *const u8) -> f32 {
+        0.0
+    }
+}
+
+/// The 6-bit scale and min of group `j` (of 8) in a Q4_K block's 12 scale bytes (as
+/// [`super::blocks`]).
+#[inline(always)]
+fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+struct Q4K;
+impl Fused for Q4K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 144;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 144 readable bytes at w and 256 values at x (the caller's contract).
+        unsafe {
+            let d = _mm256_cvtss_f32(half_at(w));
+            let min = _mm256_cvtss_f32(half_at(w.add(2)));
+            let scales = &*w.add(4).cast::<[u8; 12]>();
+            let m = _mm256_set1_epi8(0x0f);
+            for j in 0..4 {
+                let (s1, m1) = scale_min_k4(2 * j, scales);
+                let (s2, m2) = scale_min_k4(2 * j + 1, scales);
+                // d·s and dmin·m are exact; d·s·q − dmin·m rounds once, as candle's does.
+                let (d1, m1) = (
+                    _mm256_set1_ps(d * s1 as f32),
+                    _mm256_set1_ps(min * m1 as f32),
+                );
+                let (d2, m2) = (
+                    _mm256_set1_ps(d * s2 as f32),
+                    _mm256_set1_ps(min * m2 as f32),
+                );
+                let q = _mm256_loadu_si256(w.add(16 + 32 * j).cast());
+                let lo = _mm256_and_si256(q, m);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+                let xs = x.add(64 * j);
+                let four = |v: __m256i, d: __m256, m: __m256| {
+                    let (a, b) = (_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                    let w = |v: __m128i| _mm256_fmsub_ps(low8_u(v), d, m);
+                    [w(a), w(_mm_srli_si128(a, 8)), w(b), w(_mm_srli_si128(b, 8))]
+                };
+                fma4(four(lo, d1, m1), xs, acc);
+                fma4(four(hi, d2, m2), xs.add(32), acc);
+            }
+        }
+    }
+    unsafe fn one(_: *const u8) -> f32 {
+        0.0
+    }
+}
+
+struct Q6K;
+impl Fused for Q6K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 210;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 210 readable bytes at w and 256 values at x (the caller's contract).
+        unsafe {
+            let d = _mm256_cvtss_f32(half_at(w.add(208)));
+            let m4 = _mm256_set1_epi8(0x0f);
+            let m2 = _mm256_set1_epi8(0x03);
+            let bias = _mm256_set1_epi8(32);
+            for half in 0..2 {
+                let qh = _mm256_loadu_si256(w.add(128 + 32 * half).cast());
+                let sc = w.add(192 + 8 * half);
+                // Quarter k: weights 128·half + 32k + l from the low (k < 2) or high nibble of
+                // ql[64·half + 32(k mod 2) + l] and bits 2k, 2k + 1 of qh[l]; scale sc[2k]
+                // for l < 16, sc[2k + 1] above.
+                for k in 0..4 {
+                    let ql = _mm256_loadu_si256(w.add(64 * half + 32 * (k % 2)).cast());
+                    let nibble = if k < 2 {
+                        _mm256_and_si256(ql, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                    };
+                    let shift = _mm_cvtsi32_si128(2 * k as i32);
+                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), m2);
+                    let q =
+                        _mm256_sub_epi8(_mm256_or_si256(nibble, _mm256_slli_epi16(high, 4)), bias);
+                    let s0 = _mm256_set1_ps(d * *sc.add(2 * k) as i8 as f32);
+                    let s1 = _mm256_set1_ps(d * *sc.add(2 * k + 1) as i8 as f32);
+                    let (a, b) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+                    let w = |v: __m128i, s: __m256| {
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), s)
+                    };
+                    let ws = [
+                        w(a, s0),
+                        w(_mm_srli_si128(a, 8), s0),
+                        w(b, s1),
+                        w(_mm_srli_si128(b, 8), s1),
+                    ];
+                    fma4(ws, x.add(128 * half + 32 * k), acc);
+                }
+            }
+        }
+    }
+    unsafe fn one(_: *const u8) -> f32 {
+        0.0
+    }
+}
+
+struct F16;
+impl Fused for F16 {
+    const VALUES: usize = 16;
+    const BYTES: usize = 32;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 32 readable bytes at w and 16 values at x (the caller's contract).
+        unsafe {
+            let w0 = _mm256_cvtph_ps(_mm_loadu_si128(w.cast()));
+            let w1 = _mm256_cvtph_ps(_mm_loadu_si128(w.add(16).cast()));
+            acc[0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), acc[0]);
+            acc[1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x.add(8)), acc[1]);
+        }
+    }
+    unsafe fn one(w: *const u8) -> f32 {
+        // SAFETY: 2 readable bytes (the caller's contract).
+        super::blocks::f16_to_f32(unsafe { std::ptr::read_unaligned(w.cast::<u16>()) })
+    }
+}
+
+struct BF16;
+impl Fused for BF16 {
+    const VALUES: usize = 16;
+    const BYTES: usize = 32;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 32 readable bytes at w and 16 values at x (the caller's contract).
+        unsafe {
+            let widen = |p: *const u8| {
+                let h = _mm_loadu_si128(p.cast());
+                _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+            };
+            acc[0] = _mm256_fmadd_ps(widen(w), _mm256_loadu_ps(x), acc[0]);
+            acc[1] = _mm256_fmadd_ps(widen(w.add(16)), _mm256_loadu_ps(x.add(8)), acc[1]);
+        }
+    }
+    unsafe fn one(w: *const u8) -> f32 {
+        // SAFETY: 2 readable bytes (the caller's contract).
+        let bits = unsafe { std::ptr::read_unaligned(w.cast::<u16>()) };
+        f32::from_bits((bits as u32) << 16)
+    }
+}
