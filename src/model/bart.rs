@@ -13,9 +13,13 @@
 //! when the checkpoint stores one of its own), and `final_logits_bias` added to the logits.
 //! Checkpoints are read with and without the `model.` prefix.
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{out_in_linear, FeedForward, Tensors};
+use super::decoder::{out_in_linear, FeedForward};
+use super::error::Error;
 use super::family::{Architecture, Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::tensors::Tensors;
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint, Weight};
 use super::kernels::positions::{sinusoidal_table, SinusoidalLayout};
 use super::kernels::{Activation, Layout, Mask};
 use super::layers::{Linear, Norm};
@@ -23,9 +27,6 @@ use super::seq2seq::{
     CrossAttention, Placement, SelfAttention, Seq2SeqHead, Seq2SeqLayer, Seq2SeqNet, Stack,
     StackPositions,
 };
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint, Weight};
-use super::Error;
 use crate::attention::PositionScheme;
 
 /// BART in the family registry.

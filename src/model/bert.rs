@@ -4,17 +4,17 @@
 //! Its tensor names (`encoder.layer.N.attention.self.query`, …) are shared by RoBERTa, XLM-R
 //! and ELECTRA, whose files use [`layer_names`] and [`config_checks`] from here.
 
-use super::config::{ConfigError, ConfigFile};
 use super::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer,
     LayerNames, PostNormEncoder,
 };
+use super::error::Error;
 use super::family::{Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::positions::Positions;
 use super::layers::Norm;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 
 /// BERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -72,7 +72,7 @@ pub fn layer_names(i: usize) -> LayerNames {
 
 /// The config.json values that size BERT's tensors, as the tensor dimensions they must equal,
 /// and the layer count as blocks the checkpoint must hold: checked against the checkpoint
-/// before anything is allocated (see [`super::validate::config_matches`]). RoBERTa, XLM-R and
+/// before anything is allocated (see [`super::formats::validate::config_matches`]). RoBERTa, XLM-R and
 /// ELECTRA have the same tensors.
 pub fn config_checks(c: &EncoderConfig) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
     let dim = |field, value, tensor: &str, axis| ConfigDim {

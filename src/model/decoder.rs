@@ -14,107 +14,16 @@
 //! Both go through the same layer code; keys are cached after the rotary embedding, as
 //! transformers caches them.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
-
 use super::capture::SequenceCapture;
+use super::error::Error;
 use super::family::{Architecture, Batch, Network};
+use super::formats::tensors::Tensors;
+use super::formats::weights::Weight;
 use super::kernels::{
     self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Operand, Output,
     Rope, RopeTable,
 };
 use super::layers::{Linear, Norm};
-use super::weights::{Checkpoint, Weight};
-use super::Error;
-
-/// Where a family reads its tensors, by the names transformers gives them inside the base model
-/// (`layers.0.self_attn.q_proj.weight`): a checkpoint (whatever its key prefix) or a GGUF file's
-/// dequantised tensors.
-pub trait Tensors {
-    /// Tensor `name`, checked to have `shape` and to be finite.
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error>;
-    /// The shape of tensor `name`, if the source has it.
-    fn shape(&self, name: &str) -> Option<Vec<usize>>;
-    /// The language-model head stored outside the base model (`lm_head.weight`), when present.
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error>;
-}
-
-impl Tensors for Checkpoint {
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
-        Ok(Checkpoint::weight(self, name, shape)?)
-    }
-
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.shape_of(name).map(|(_, shape)| shape.to_vec())
-    }
-
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        Ok(self.top_level_weight("lm_head.weight", shape)?)
-    }
-}
-
-/// Tensors by name: shape and row-major values.
-pub type NamedTensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
-
-/// Tensors already in memory (a GGUF file's, dequantised), taken out by name as they are used,
-/// under transformers' names with the base model's `model.` prefix.
-pub struct TensorMap {
-    tensors: RefCell<NamedTensors>,
-    /// Named in errors.
-    origin: String,
-}
-
-impl TensorMap {
-    /// `tensors` by transformers' full name (`model.layers.0.self_attn.q_proj.weight`), from
-    /// `origin` (a file, for messages).
-    pub fn new(tensors: NamedTensors, origin: String) -> TensorMap {
-        TensorMap {
-            tensors: RefCell::new(tensors),
-            origin,
-        }
-    }
-
-    fn take(&self, full: &str, shape: &[usize]) -> Result<Weight, Error> {
-        let (found, values) = self
-            .tensors
-            .borrow_mut()
-            .remove(full)
-            .ok_or_else(|| Error::Input(format!("{} has no tensor {full}", self.origin)))?;
-        if found != shape {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} has shape {found:?}, expected {shape:?}",
-                self.origin
-            )));
-        }
-        if let Some(i) = super::validate::first_non_finite(&values) {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} holds {} at index {i}; the file is damaged",
-                self.origin, values[i]
-            )));
-        }
-        Ok(Weight::owned(values, shape.to_vec()))
-    }
-}
-
-impl Tensors for TensorMap {
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
-        self.take(&format!("model.{name}"), shape)
-    }
-
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.tensors
-            .borrow()
-            .get(&format!("model.{name}"))
-            .map(|(shape, _)| shape.clone())
-    }
-
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        if !self.tensors.borrow().contains_key("lm_head.weight") {
-            return Ok(None);
-        }
-        self.take("lm_head.weight", shape).map(Some)
-    }
-}
 
 /// A linear map on a weight stored `[outputs, inputs]` (PyTorch's `nn.Linear`), with an optional
 /// bias.

@@ -6,18 +6,18 @@
 //! sines and cosines; checkpoints store the table anyway, and it is read from there. A checkpoint
 //! without it gets the table transformers would have made.
 
-use super::config::{ConfigError, ConfigFile};
 use super::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
+use super::error::Error;
 use super::family::{Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint, Weight};
 use super::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
 use super::kernels::Activation;
 use super::layers::Norm;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint, Weight};
-use super::Error;
 
 /// DistilBERT in the family registry.
 pub static FAMILY: Family = Family {

@@ -4,15 +4,15 @@
 //! LayerNorm runs at the embedding width, before the projection.
 
 use super::bert;
-use super::config::{ConfigError, ConfigFile};
 use super::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
+use super::error::Error;
 use super::family::{Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::positions::Positions;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 
 /// ELECTRA in the family registry.
 pub static FAMILY: Family = Family {

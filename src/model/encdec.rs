@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
+use super::error::Error;
 use super::generate::Generation;
 use super::seq2seq::Seq2SeqNet;
-use super::{format_bytes, EncodeOptions, Error, Forward, Model};
+use super::{format_bytes, EncodeOptions, Forward, Model};
 use crate::attention::{Attention, AttentionKind, ModelInfo, PositionScheme, Units};
 use crate::tokenize::{self, Encoded};
 

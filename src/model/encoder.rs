@@ -9,14 +9,14 @@
 //! shared kernels in [`super::kernels`].
 
 use super::capture::SequenceCapture;
-use super::config::{ConfigError, ConfigFile};
 use super::family::{Architecture, Batch, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::weights::{Checkpoint, Weight, WeightsError};
 use super::kernels::positions::Positions;
 use super::kernels::{
     self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Mask, Operand,
 };
 use super::layers::{Linear, Norm};
-use super::weights::{Checkpoint, Weight, WeightsError};
 use crate::attention::PositionScheme;
 
 /// The config.json fields of a BERT-style encoder, with a family's defaults where they are

@@ -18,13 +18,14 @@
 use std::path::PathBuf;
 
 use super::capture::SequenceCapture;
-use super::config::{ConfigError, ConfigFile};
 use super::decoder::CausalLm;
+use super::error::Error;
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::validate::{self, ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::Mask;
 use super::seq2seq::Seq2SeqNet;
-use super::validate::{self, ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5, Error};
+use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
 use crate::attention::PositionScheme;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its

@@ -12,8 +12,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::decoder::CausalLm;
-use super::gguf::ChatTemplate;
-use super::Error;
+use super::error::Error;
+use super::formats::gguf::ChatTemplate;
 
 /// What a checkpoint says about generating from it.
 #[derive(Clone, Debug)]

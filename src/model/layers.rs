@@ -12,8 +12,8 @@
 
 use std::sync::OnceLock;
 
+use super::formats::weights::{Checkpoint, Weight, WeightsError};
 use super::kernels::{self, Activation, Layout, Matrix, Output};
-use super::weights::{Checkpoint, Weight, WeightsError};
 
 /// A linear kernel: [`kernels::linear`] or [`kernels::linear::linear_gemm`].
 type LinearKernel = fn(&[f32], usize, Matrix<'_>, Option<&[f32]>, Output<'_>, Activation);
@@ -363,7 +363,7 @@ impl Norm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::weights::Anchor;
+    use crate::model::formats::weights::Anchor;
     use safetensors::{serialize_to_file, tensor::TensorView, Dtype};
 
     const INPUTS: usize = 40;

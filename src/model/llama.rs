@@ -11,17 +11,16 @@
 
 use serde_json::Value;
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{
-    out_in_linear, DecoderLayer, DecoderStack, FeedForward, LmHead, Positional, Tensors,
-};
+use super::decoder::{out_in_linear, DecoderLayer, DecoderStack, FeedForward, LmHead, Positional};
+use super::error::Error;
 use super::family::{Architecture, Family, FamilyConfig, Network};
-use super::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use super::formats::tensors::Tensors;
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
 use super::layers::{Linear, Norm};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 use crate::attention::PositionScheme;
 
 const ANCHOR: Anchor = Anchor {

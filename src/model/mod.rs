@@ -17,96 +17,41 @@ pub mod albert;
 pub mod bart;
 pub mod bert;
 pub mod capture;
-pub mod config;
 pub mod decoder;
 pub mod distilbert;
 pub mod electra;
 pub mod encdec;
 pub mod encoder;
+pub mod error;
 pub mod family;
+pub mod formats;
 pub mod generate;
-pub mod gguf;
 pub mod gpt2;
 pub mod kernels;
 pub mod layers;
 pub mod llama;
-pub mod pickle;
-pub mod pytorch;
 pub mod roberta;
 pub mod seq2seq;
-pub mod source;
 pub mod t5;
-pub mod validate;
-pub mod weights;
 
 use std::path::Path;
 
 use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
+// The modules and items code outside `model/` reaches by their old paths.
 pub use bert::BertConfig;
 pub use capture::SequenceCapture;
-pub use config::ConfigError;
 pub use decoder::{CausalLm, KvCache};
+pub use error::Error;
 pub use family::{Architecture, Batch, Network};
+pub use formats::config::ConfigError;
+pub use formats::source::{Hub, ModelFiles, SourceError};
+pub use formats::validate::BadRow;
+pub use formats::weights::{Checkpoint, WeightsError};
+pub use formats::{config, gguf, pickle, pytorch, source, validate, weights};
 pub use generate::{Generation, GenerationConfig};
 pub use kernels::Mask;
-pub use source::{Hub, ModelFiles, SourceError};
-pub use validate::BadRow;
-pub use weights::{Checkpoint, WeightsError};
-
-/// Anything that can go wrong loading or running a model. Every variant displays as one line
-/// that says what was wrong and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Finding the model's files.
-    #[error(transparent)]
-    Source(#[from] SourceError),
-    /// Reading config.json.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// Reading the weights.
-    #[error(transparent)]
-    Weights(#[from] WeightsError),
-    /// Reading a GGUF file.
-    #[error(transparent)]
-    Gguf(#[from] gguf::GgufError),
-    /// Loading the tokenizer or tokenizing.
-    #[error(transparent)]
-    Tokenize(#[from] tokenize::Error),
-    /// Invalid input to a forward pass.
-    #[error("{0}")]
-    Input(String),
-    /// The captured attention is not a set of probability distributions (the weights overflow
-    /// on this input); nothing is written from it.
-    #[error(transparent)]
-    Attention(#[from] BadRow),
-    /// The captured attention would not fit in memory.
-    #[error("{0}")]
-    TooBig(String),
-    /// The tensor computation failed (a bug; the message says where).
-    #[error("forward pass failed: {0}")]
-    Forward(String),
-}
-
-impl From<candle_core::Error> for Error {
-    fn from(e: candle_core::Error) -> Self {
-        Error::Forward(candle_message(&e))
-    }
-}
-
-/// A candle error as one line, without the backtrace that candle appends to its Display when
-/// `RUST_BACKTRACE` is set.
-pub(crate) fn candle_message(e: &candle_core::Error) -> String {
-    use candle_core::Error as E;
-    let text = match e {
-        E::WithBacktrace { inner, .. } => return candle_message(inner),
-        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
-        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
-        other => other.to_string(),
-    };
-    text.lines().next().unwrap_or_default().trim().to_string()
-}
 
 /// Options for [`Model::encode`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -293,7 +238,8 @@ impl Model {
             .into_iter()
             .filter_map(|(name, t)| Some((gguf::hf_tensor_name(&name)?, (t.shape, t.data))))
             .collect();
-        let network = config.build_from(&decoder::TensorMap::new(tensors, origin.clone()))?;
+        let network =
+            config.build_from(&formats::tensors::TensorMap::new(tensors, origin.clone()))?;
         let eos_token_ids = tokenizer
             .eos_token_id
             .or(params.eos_token_id)

@@ -9,15 +9,15 @@
 //! (`type_vocab_size` is 1), so every token reads type row 0.
 
 use super::bert;
-use super::config::{ConfigError, ConfigFile};
 use super::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
+use super::error::Error;
 use super::family::{Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::positions::Positions;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 
 /// RoBERTa in the family registry.
 pub static ROBERTA: Family = Family {

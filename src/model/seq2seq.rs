@@ -21,12 +21,14 @@
 use super::capture::SequenceCapture;
 use super::decoder::{add_in_place, part, FeedForward};
 use super::encdec::Seq2SeqForward;
+use super::error::Error;
 use super::family::{Architecture, Batch, Network};
+use super::formats::validate;
+use super::formats::weights::Weight;
 use super::generate::{argmax, Generation};
 use super::kernels::{self, Activation, AttentionSpec, CaptureSink, Layout, Mask, Matrix, Output};
 use super::layers::{Linear, Norm};
-use super::weights::Weight;
-use super::{validate, Error, Forward};
+use super::Forward;
 use crate::attention::QueryKey;
 
 /// Where a sublayer's normalisation sits.

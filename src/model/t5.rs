@@ -14,18 +14,19 @@
 //!   decoder output is multiplied by `d_model^-0.5` first when the head is tied (transformers 5
 //!   writes this as `scale_decoder_outputs`; older configs say it with `tie_word_embeddings`).
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{out_in_linear, FeedForward, Tensors};
+use super::decoder::{out_in_linear, FeedForward};
+use super::error::Error;
 use super::family::{Architecture, Family, FamilyConfig, Network};
+use super::formats::config::{ConfigError, ConfigFile};
+use super::formats::tensors::Tensors;
+use super::formats::validate::{ConfigCount, ConfigDim};
+use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::{Activation, Layout, Mask};
 use super::layers::{Linear, Norm};
 use super::seq2seq::{
     CrossAttention, Placement, RelativeBuckets, SelfAttention, Seq2SeqHead, Seq2SeqLayer,
     Seq2SeqNet, Stack, StackPositions,
 };
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 use crate::attention::PositionScheme;
 
 /// T5 in the family registry.

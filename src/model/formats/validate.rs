@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use super::config::ConfigError;
-use super::kernels;
 use super::weights::Checkpoint;
+use crate::model::kernels;
 
 /// A config.json value that must equal one dimension of a tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]
