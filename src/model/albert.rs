@@ -8,17 +8,18 @@
 //! layers in turn. Every inner layer run is one captured attention map, as transformers returns
 //! them: `num_hidden_layers × inner_group_num` maps per input.
 
-use super::encoder::{
+use super::blocks::encoder::{
     encoder_architecture, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::layers::{Linear, Norm};
+use super::blocks::network::Network;
 use super::error::Error;
-use super::family::{Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::positions::Positions;
-use super::layers::{Linear, Norm};
 
 /// ALBERT in the family registry.
 pub static FAMILY: Family = Family {

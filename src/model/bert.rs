@@ -4,17 +4,18 @@
 //! Its tensor names (`encoder.layer.N.attention.self.query`, …) are shared by RoBERTa, XLM-R
 //! and ELECTRA, whose files use [`layer_names`] and [`config_checks`] from here.
 
-use super::encoder::{
+use super::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer,
     LayerNames, PostNormEncoder,
 };
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::layers::Norm;
+use super::blocks::network::Network;
 use super::error::Error;
-use super::family::{Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::positions::Positions;
-use super::layers::Norm;
 
 /// BERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -154,7 +155,12 @@ pub fn embeddings(
         )?),
         norm: Norm::layer(ckpt, "embeddings.LayerNorm", e, c.layer_norm_eps)?,
         project: match project {
-            Some(name) => Some(super::layers::Linear::load(ckpt, name, e, c.hidden_size)?),
+            Some(name) => Some(super::blocks::layers::Linear::load(
+                ckpt,
+                name,
+                e,
+                c.hidden_size,
+            )?),
             None => None,
         },
     })

@@ -6,18 +6,19 @@
 //! sines and cosines; checkpoints store the table anyway, and it is read from there. A checkpoint
 //! without it gets the table transformers would have made.
 
-use super::encoder::{
+use super::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::layers::Norm;
+use super::blocks::network::Network;
 use super::error::Error;
-use super::family::{Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint, Weight};
 use super::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
 use super::kernels::Activation;
-use super::layers::Norm;
 
 /// DistilBERT in the family registry.
 pub static FAMILY: Family = Family {

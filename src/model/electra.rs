@@ -4,11 +4,12 @@
 //! LayerNorm runs at the embedding width, before the projection.
 
 use super::bert;
-use super::encoder::{
+use super::blocks::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::network::Network;
 use super::error::Error;
-use super::family::{Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};

@@ -17,16 +17,13 @@
 
 use std::path::PathBuf;
 
-use super::capture::SequenceCapture;
-use super::decoder::CausalLm;
+use super::blocks::family::Family;
+use super::blocks::network::Network;
 use super::error::Error;
 use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate::{self, ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::Mask;
-use super::seq2seq::Seq2SeqNet;
+use super::formats::validate;
+use super::formats::weights::Checkpoint;
 use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
-use crate::attention::PositionScheme;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
 /// file, one line here, and its tests (`docs/architecture.md` has the checklist).
@@ -46,129 +43,6 @@ pub static FAMILIES: &[&Family] = &[
     &bart::MARIAN,
     &t5::FAMILY,
 ];
-
-/// One model family: how to recognise its config and read its checkpoints.
-pub struct Family {
-    /// Its name for people (`RoBERTa`).
-    pub name: &'static str,
-    /// The `model_type` values it runs (`roberta`).
-    pub model_types: &'static [&'static str],
-    /// Class-name prefixes in `architectures` that mark its configs when `model_type` is
-    /// missing (`Roberta` for `RobertaForMaskedLM`).
-    pub class_prefixes: &'static [&'static str],
-    /// The tensor whose stored name reveals the checkpoint's key prefix.
-    pub anchor: Anchor,
-    /// Read its config from config.json.
-    pub config: fn(&ConfigFile) -> Result<Box<dyn FamilyConfig>, ConfigError>,
-}
-
-/// A family's configuration, read and checked.
-pub trait FamilyConfig {
-    /// The config values that size tensors, as the tensor dimensions they must equal, and the
-    /// counts of numbered blocks the checkpoint must hold.
-    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>);
-
-    /// Build the network from the checkpoint (after [`FamilyConfig::checks`] passed), reading
-    /// and checking every tensor it needs.
-    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error>;
-}
-
-/// What a network is, in terms every family shares: what callers need to size, check and label
-/// its inputs and captures.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Architecture {
-    /// The family's name (`ALBERT`).
-    pub family: &'static str,
-    /// config.json's `model_type` (`albert`).
-    pub model_type: String,
-    /// Attention maps captured per input: one per layer run (ALBERT runs `inner_group_num`
-    /// layers per hidden layer, and each counts).
-    pub layers: usize,
-    /// Query heads per layer.
-    pub heads: usize,
-    /// Key/value heads per layer (`heads` unless grouped-query attention).
-    pub kv_heads: usize,
-    /// The key/value head each query head reads (the identity unless grouped-query attention).
-    pub kv_head: Vec<usize>,
-    /// Size of one head's vectors.
-    pub head_dim: usize,
-    /// Width of the hidden state.
-    pub hidden_size: usize,
-    /// Vocabulary size: token ids must be below it.
-    pub vocab_size: usize,
-    /// The longest input in tokens, special tokens included.
-    pub max_positions: usize,
-    /// Segment (token type) ids the model takes; 0 when it has none (DistilBERT).
-    pub token_types: usize,
-    /// Whether transformers passes the tokenizer's segment ids to this model. When not (its
-    /// tokenizer returns no `token_type_ids` in transformers 5: RoBERTa, XLM-R, ALBERT), the
-    /// model sees zeros, and so it does here.
-    pub tokenizer_types: bool,
-    /// Which keys a query sees.
-    pub mask: Mask,
-    /// The sliding attention window of a decoder that has one (Mistral): a query sees at most
-    /// this many keys. attnviz computes full causal attention, so longer inputs are refused.
-    pub sliding_window: Option<usize>,
-    /// How the model encodes positions (rotary: the captured q and k are the rotated ones).
-    pub positions: PositionScheme,
-}
-
-impl Architecture {
-    /// `heads` query heads, each with its own key/value head.
-    pub fn identity_heads(heads: usize) -> Vec<usize> {
-        (0..heads).collect()
-    }
-
-    /// Whether the model can tell the two sentences of a pair apart: by segment ids, or by the
-    /// separators its tokenizer puts between them when it takes no segment ids.
-    pub fn accepts_pairs(&self) -> bool {
-        self.mask == Mask::Bidirectional && (!self.tokenizer_types || self.token_types >= 2)
-    }
-
-    /// The longest input the network runs exactly: its positions, and its sliding window where
-    /// it has one.
-    pub fn longest_input(&self) -> usize {
-        self.sliding_window
-            .map_or(self.max_positions, |w| w.min(self.max_positions))
-    }
-}
-
-/// One padded batch of token ids.
-#[derive(Clone, Copy, Debug)]
-pub struct Batch<'a> {
-    /// Token ids `[sequences · tokens]`, each sequence right-padded to `tokens`.
-    pub ids: &'a [u32],
-    /// Segment ids, laid out as `ids`.
-    pub types: &'a [u32],
-    /// Each sequence's real length (at least 1).
-    pub lengths: &'a [usize],
-    /// The padded length.
-    pub tokens: usize,
-}
-
-/// A family's network with its weights.
-pub trait Network: Send + Sync {
-    /// Its shape, in family-independent terms.
-    fn architecture(&self) -> &Architecture;
-
-    /// Run a batch whose ids, types and lengths the caller checked against
-    /// [`Network::architecture`], filling one capture per sequence (sized by
-    /// [`SequenceCapture::new`] for its length) in place. Returns the last hidden state,
-    /// `[sequences · tokens, hidden_size]` (rows of padding included).
-    fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32>;
-
-    /// The next-token side of a decoder (logits, a KV cache) for generation; `None` for
-    /// encoders.
-    fn causal_lm(&self) -> Option<&dyn CausalLm> {
-        None
-    }
-
-    /// The encoder–decoder side (encoder, decoder with cross-attention, head) of BART, T5 and
-    /// Marian; `None` for the others.
-    fn seq2seq(&self) -> Option<&Seq2SeqNet> {
-        None
-    }
-}
 
 /// The family config.json describes.
 pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {

@@ -7,15 +7,17 @@
 //! Checkpoints are read with the `transformer.` prefix (`GPT2LMHeadModel`) and without it (the
 //! hub's `gpt2` stores `GPT2Model`'s keys: `h.0.attn.c_attn.weight`, `wte.weight`).
 
-use super::decoder::{DecoderLayer, DecoderStack, FeedForward, LmHead, Positional};
+use super::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::layers::FeedForward;
+use super::blocks::layers::{Linear, Norm};
+use super::blocks::network::{Architecture, Network};
 use super::error::Error;
-use super::family::{Architecture, Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::tensors::Tensors;
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::{Activation, Layout, Mask};
-use super::layers::{Linear, Norm};
 use crate::attention::PositionScheme;
 
 /// GPT-2 in the family registry.

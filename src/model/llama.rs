@@ -11,16 +11,18 @@
 
 use serde_json::Value;
 
-use super::decoder::{out_in_linear, DecoderLayer, DecoderStack, FeedForward, LmHead, Positional};
+use super::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::layers::{out_in_linear, FeedForward};
+use super::blocks::layers::{Linear, Norm};
+use super::blocks::network::{Architecture, Network};
 use super::error::Error;
-use super::family::{Architecture, Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use super::formats::tensors::Tensors;
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};
 use super::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
-use super::layers::{Linear, Norm};
 use crate::attention::PositionScheme;
 
 const ANCHOR: Anchor = Anchor {

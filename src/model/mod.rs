@@ -16,22 +16,17 @@
 pub mod albert;
 pub mod bart;
 pub mod bert;
-pub mod capture;
-pub mod decoder;
+pub mod blocks;
 pub mod distilbert;
 pub mod electra;
 pub mod encdec;
-pub mod encoder;
 pub mod error;
 pub mod family;
 pub mod formats;
-pub mod generate;
 pub mod gpt2;
 pub mod kernels;
-pub mod layers;
 pub mod llama;
 pub mod roberta;
-pub mod seq2seq;
 pub mod t5;
 
 use std::path::Path;
@@ -41,16 +36,16 @@ use crate::tokenize::{self, TextTokenizer};
 
 // The modules and items code outside `model/` reaches by their old paths.
 pub use bert::BertConfig;
-pub use capture::SequenceCapture;
-pub use decoder::{CausalLm, KvCache};
+pub use blocks::capture::SequenceCapture;
+pub use blocks::generate::{Generation, GenerationConfig};
+pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::Error;
-pub use family::{Architecture, Batch, Network};
 pub use formats::config::ConfigError;
 pub use formats::source::{Hub, ModelFiles, SourceError};
 pub use formats::validate::BadRow;
 pub use formats::weights::{Checkpoint, WeightsError};
 pub use formats::{config, gguf, pickle, pytorch, source, validate, weights};
-pub use generate::{Generation, GenerationConfig};
 pub use kernels::Mask;
 
 /// Options for [`Model::encode`].
@@ -71,17 +66,6 @@ pub struct EncodeOptions {
 /// 4 GiB where the system does not say.
 pub fn default_capture_budget() -> u64 {
     validate::total_memory().map_or(4 << 30, |m| m / 2)
-}
-
-/// Raw forward outputs for one sequence.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Forward {
-    /// Attention probabilities `[layers, heads, n, n]`, row-major; row = query, column = key.
-    pub weights: Vec<f32>,
-    /// Last hidden state `[n, hidden]`.
-    pub hidden: Vec<f32>,
-    /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
-    pub query_key: Option<QueryKey>,
 }
 
 /// The result of [`Model::encode`].
@@ -331,11 +315,18 @@ impl Model {
                 longest.saturating_sub(prompt.len())
             )));
         }
+        // The cache is made when the first step runs (no step runs for 0 new tokens).
+        let mut cache = None;
+        let mut step = |ids: &[u32]| {
+            let cache = cache.get_or_insert_with(|| lm.new_cache(prompt.len() + max_new_tokens));
+            lm.step(ids, cache)
+        };
         generate::greedy(
-            lm,
             prompt,
             max_new_tokens,
             &self.generation.eos_token_ids,
+            (None, None),
+            &mut step,
             progress,
         )
     }

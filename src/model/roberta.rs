@@ -9,11 +9,12 @@
 //! (`type_vocab_size` is 1), so every token reads type row 0.
 
 use super::bert;
-use super::encoder::{
+use super::blocks::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
+use super::blocks::family::{Family, FamilyConfig};
+use super::blocks::network::Network;
 use super::error::Error;
-use super::family::{Family, FamilyConfig, Network};
 use super::formats::config::{ConfigError, ConfigFile};
 use super::formats::validate::{ConfigCount, ConfigDim};
 use super::formats::weights::{Anchor, Checkpoint};

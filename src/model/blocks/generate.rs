@@ -2,18 +2,18 @@
 //! generation (EOS) and the chat template that wraps a prompt.
 //!
 //! Decoding is transformers' `generate(do_sample=False, num_beams=1)`: the prompt runs once
-//! (prefill), then each step feeds the token just chosen against the cache of every earlier
-//! token's keys and values, and takes the most likely next token (the first, on a tie, as
-//! `torch.argmax`). It stops after the requested number of tokens, or after an EOS token, which
-//! is kept, as transformers keeps it.
+//! (prefill; an encoder–decoder's prompt is its decoder start token), then each step feeds the
+//! token just chosen against the cache of every earlier token's keys and values, and takes the
+//! most likely next token (the first, on a tie, as `torch.argmax`). It stops after the requested
+//! number of tokens, or after an EOS token, which is kept, as transformers keeps it. One loop
+//! ([`greedy`]) serves both kinds of model.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::decoder::CausalLm;
-use super::error::Error;
-use super::formats::gguf::ChatTemplate;
+use crate::model::error::Error;
+use crate::model::formats::gguf::ChatTemplate;
 
 /// What a checkpoint says about generating from it.
 #[derive(Clone, Debug)]
@@ -170,23 +170,35 @@ pub fn argmax(logits: &[f32]) -> Result<u32, Error> {
     Ok(best as u32)
 }
 
-/// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos`.
-/// `progress` is told the number of tokens generated after each one. The caller checks that
-/// `prompt.len() + max_new_tokens` fits the model.
+/// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos` (which
+/// is kept), for decoders and encoder–decoders alike. `step` runs tokens the model has not seen
+/// yet (first the whole prompt, then each token as it is chosen) and returns the logits `[vocab]`
+/// after the last of them; it is not called after the last token. `forced` is
+/// (`forced_bos_token_id`, `forced_eos_token_id`): the first generated token, and a last one at
+/// the length limit, as transformers' logits processors force them (ids outside the vocabulary
+/// are not forced; NaN logits are an error even where a token is forced). `progress` is told
+/// the number of tokens generated after each one. The caller checks that the prompt and
+/// `max_new_tokens` fit the model.
 pub fn greedy(
-    lm: &dyn CausalLm,
     prompt: &[u32],
     max_new_tokens: usize,
     eos: &[u32],
+    forced: (Option<u32>, Option<u32>),
+    step: &mut dyn FnMut(&[u32]) -> Result<Vec<f32>, Error>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Generation, Error> {
     let mut ids = prompt.to_vec();
     let mut stopped_at_eos = false;
     if max_new_tokens > 0 {
-        let mut cache = lm.new_cache(prompt.len() + max_new_tokens);
-        let mut logits = lm.step(prompt, &mut cache)?;
+        let mut logits = step(prompt)?;
         for n in 1..=max_new_tokens {
-            let next = argmax(&logits)?;
+            let best = argmax(&logits)?;
+            let vocab = logits.len();
+            let next = match forced {
+                (Some(first), _) if n == 1 && (first as usize) < vocab => first,
+                (_, Some(last)) if n == max_new_tokens && (last as usize) < vocab => last,
+                _ => best,
+            };
             ids.push(next);
             progress(n);
             if eos.contains(&next) {
@@ -194,7 +206,7 @@ pub fn greedy(
                 break;
             }
             if n < max_new_tokens {
-                logits = lm.step(&[next], &mut cache)?;
+                logits = step(&[next])?;
             }
         }
     }

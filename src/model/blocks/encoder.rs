@@ -6,18 +6,16 @@
 //!
 //! Shapes: `b` sequences in a batch, `n` tokens (padded), `h` heads of size `d`, hidden `h·d`.
 //! Everything is f32 on the CPU, in plain buffers; the arithmetic of each step is one of the
-//! shared kernels in [`super::kernels`].
+//! shared kernels in [`crate::model::kernels`].
 
 use super::capture::SequenceCapture;
-use super::family::{Architecture, Batch, Network};
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::weights::{Checkpoint, Weight, WeightsError};
-use super::kernels::positions::Positions;
-use super::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Mask, Operand,
-};
-use super::layers::{Linear, Norm};
+use super::layers::{part, Linear, Norm};
+use super::network::{Architecture, Batch, Network};
 use crate::attention::PositionScheme;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::weights::{Checkpoint, Weight, WeightsError};
+use crate::model::kernels::positions::Positions;
+use crate::model::kernels::{self, Activation, CaptureSink, EmbeddingTables, Mask};
 
 /// The config.json fields of a BERT-style encoder, with a family's defaults where they are
 /// missing or null.
@@ -212,28 +210,13 @@ impl EncoderLayer {
         // For each head, in one fused kernel: scores = Q·Kᵀ/√d_k, masked where padding is;
         // P = softmax(scores); context = P·V, heads concatenated back to [b·n, hidden].
         // ── capture ── the kernel writes P (and Q, K on request) straight into `capture`.
-        let spec = AttentionSpec {
-            batch: batch.lengths.len(),
-            query_tokens: batch.tokens,
-            key_tokens: batch.tokens,
-            heads: arch.heads,
-            kv_heads: arch.kv_heads,
-            kv_head: &arch.kv_head,
-            head_dim: arch.head_dim,
-            scale: 1.0 / (arch.head_dim as f32).sqrt(),
-            mask: arch.mask,
-            bias: None,
-        };
-        let part = |p: usize| Operand {
-            data: &qkv,
-            offset: p * hidden,
-            stride: 3 * hidden,
-        };
+        let spec = arch.attention(batch.lengths.len(), batch.tokens, batch.tokens);
+        let third = |p: usize| part(&qkv, p * hidden, 3 * hidden);
         let mut context = vec![0f32; rows * hidden];
         kernels::attention(
-            part(0),
-            part(1),
-            part(2),
+            third(0),
+            third(1),
+            third(2),
             &spec,
             batch.lengths,
             batch.lengths,
