@@ -13,21 +13,12 @@
 //! # Ok::<(), attnviz::model::Error>(())
 //! ```
 
-pub mod albert;
-pub mod bart;
-pub mod bert;
 pub mod blocks;
-pub mod distilbert;
-pub mod electra;
 pub mod encdec;
 pub mod error;
-pub mod family;
+pub mod families;
 pub mod formats;
-pub mod gpt2;
 pub mod kernels;
-pub mod llama;
-pub mod roberta;
-pub mod t5;
 
 use std::path::Path;
 
@@ -35,12 +26,15 @@ use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
 // The modules and items code outside `model/` reaches by their old paths.
-pub use bert::BertConfig;
 pub use blocks::capture::SequenceCapture;
+pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::Error;
+pub use families::bert::BertConfig;
+pub use families::registry as family;
+pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
 pub use formats::config::ConfigError;
 pub use formats::source::{Hub, ModelFiles, SourceError};
 pub use formats::validate::BadRow;

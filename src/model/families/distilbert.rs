@@ -6,19 +6,19 @@
 //! sines and cosines; checkpoints store the table anyway, and it is read from there. A checkpoint
 //! without it gets the table transformers would have made.
 
-use super::blocks::encoder::{
+use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::Norm;
-use super::blocks::network::Network;
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint, Weight};
-use super::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
-use super::kernels::Activation;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::Norm;
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::model::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
+use crate::model::kernels::Activation;
 
 /// DistilBERT in the family registry.
 pub static FAMILY: Family = Family {

@@ -1,4 +1,4 @@
-//! T5, T5 v1.1 and Flan-T5: the encoder–decoder stack ([`super::blocks::seq2seq`]) with T5's parts.
+//! T5, T5 v1.1 and Flan-T5: the encoder–decoder stack ([`crate::model::blocks::seq2seq`]) with T5's parts.
 //! Mirrors transformers' `models/t5/modeling_t5.py` (`T5ForConditionalGeneration`):
 //!
 //! - pre-norm sublayers with T5's layer norm (RMS: no mean subtraction, no bias) and a final
@@ -14,21 +14,21 @@
 //!   decoder output is multiplied by `d_model^-0.5` first when the head is tied (transformers 5
 //!   writes this as `scale_decoder_outputs`; older configs say it with `tie_word_embeddings`).
 
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::{out_in_linear, FeedForward};
-use super::blocks::layers::{Linear, Norm};
-use super::blocks::network::{Architecture, Network};
-use super::blocks::seq2seq::{
+use crate::attention::PositionScheme;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::{out_in_linear, FeedForward};
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::blocks::seq2seq::{
     CrossAttention, Placement, RelativeBuckets, SelfAttention, Seq2SeqHead, Seq2SeqLayer,
     Seq2SeqNet, Stack, StackPositions,
 };
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::tensors::Tensors;
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::{Activation, Layout, Mask};
-use crate::attention::PositionScheme;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Tensors;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask};
 
 /// T5 in the family registry.
 pub static FAMILY: Family = Family {

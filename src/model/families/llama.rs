@@ -11,19 +11,19 @@
 
 use serde_json::Value;
 
-use super::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::{out_in_linear, FeedForward};
-use super::blocks::layers::{Linear, Norm};
-use super::blocks::network::{Architecture, Network};
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
-use super::formats::tensors::Tensors;
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
 use crate::attention::PositionScheme;
+use crate::model::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::{out_in_linear, FeedForward};
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use crate::model::formats::tensors::Tensors;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
 
 const ANCHOR: Anchor = Anchor {
     tensor: "embed_tokens.weight",

@@ -1,4 +1,4 @@
-//! BART, mBART and Marian: the encoder–decoder stack ([`super::blocks::seq2seq`]) with BART's tensor
+//! BART, mBART and Marian: the encoder–decoder stack ([`crate::model::blocks::seq2seq`]) with BART's tensor
 //! names. Mirrors transformers' `models/bart/modeling_bart.py`, `models/mbart/modeling_mbart.py`
 //! and `models/marian/modeling_marian.py`:
 //!
@@ -13,22 +13,22 @@
 //! when the checkpoint stores one of its own), and `final_logits_bias` added to the logits.
 //! Checkpoints are read with and without the `model.` prefix.
 
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::{out_in_linear, FeedForward};
-use super::blocks::layers::{Linear, Norm};
-use super::blocks::network::{Architecture, Network};
-use super::blocks::seq2seq::{
+use crate::attention::PositionScheme;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::{out_in_linear, FeedForward};
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::blocks::seq2seq::{
     CrossAttention, Placement, SelfAttention, Seq2SeqHead, Seq2SeqLayer, Seq2SeqNet, Stack,
     StackPositions,
 };
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::tensors::Tensors;
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint, Weight};
-use super::kernels::positions::{sinusoidal_table, SinusoidalLayout};
-use super::kernels::{Activation, Layout, Mask};
-use crate::attention::PositionScheme;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Tensors;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::model::kernels::positions::{sinusoidal_table, SinusoidalLayout};
+use crate::model::kernels::{Activation, Layout, Mask};
 
 /// BART in the family registry.
 pub static BART: Family = Family {

@@ -17,13 +17,13 @@
 
 use std::path::PathBuf;
 
-use super::blocks::family::Family;
-use super::blocks::network::Network;
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate;
-use super::formats::weights::Checkpoint;
 use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
+use crate::model::blocks::family::Family;
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate;
+use crate::model::formats::weights::Checkpoint;
 
 /// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
 /// file, one line here, and its tests (`docs/architecture.md` has the checklist).

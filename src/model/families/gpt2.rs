@@ -7,18 +7,18 @@
 //! Checkpoints are read with the `transformer.` prefix (`GPT2LMHeadModel`) and without it (the
 //! hub's `gpt2` stores `GPT2Model`'s keys: `h.0.attn.c_attn.weight`, `wte.weight`).
 
-use super::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::FeedForward;
-use super::blocks::layers::{Linear, Norm};
-use super::blocks::network::{Architecture, Network};
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::tensors::Tensors;
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::{Activation, Layout, Mask};
 use crate::attention::PositionScheme;
+use crate::model::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::FeedForward;
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Tensors;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask};
 
 /// GPT-2 in the family registry.
 pub static FAMILY: Family = Family {

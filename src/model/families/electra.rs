@@ -4,16 +4,16 @@
 //! LayerNorm runs at the embedding width, before the projection.
 
 use super::bert;
-use super::blocks::encoder::{
+use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::network::Network;
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::positions::Positions;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// ELECTRA in the family registry.
 pub static FAMILY: Family = Family {

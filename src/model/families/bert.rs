@@ -4,18 +4,18 @@
 //! Its tensor names (`encoder.layer.N.attention.self.query`, …) are shared by RoBERTa, XLM-R
 //! and ELECTRA, whose files use [`layer_names`] and [`config_checks`] from here.
 
-use super::blocks::encoder::{
+use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer,
     LayerNames, PostNormEncoder,
 };
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::Norm;
-use super::blocks::network::Network;
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::positions::Positions;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::Norm;
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// BERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -73,7 +73,7 @@ pub fn layer_names(i: usize) -> LayerNames {
 
 /// The config.json values that size BERT's tensors, as the tensor dimensions they must equal,
 /// and the layer count as blocks the checkpoint must hold: checked against the checkpoint
-/// before anything is allocated (see [`super::formats::validate::config_matches`]). RoBERTa, XLM-R and
+/// before anything is allocated (see [`crate::model::formats::validate::config_matches`]). RoBERTa, XLM-R and
 /// ELECTRA have the same tensors.
 pub fn config_checks(c: &EncoderConfig) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
     let dim = |field, value, tensor: &str, axis| ConfigDim {
@@ -155,7 +155,7 @@ pub fn embeddings(
         )?),
         norm: Norm::layer(ckpt, "embeddings.LayerNorm", e, c.layer_norm_eps)?,
         project: match project {
-            Some(name) => Some(super::blocks::layers::Linear::load(
+            Some(name) => Some(crate::model::blocks::layers::Linear::load(
                 ckpt,
                 name,
                 e,

@@ -8,18 +8,18 @@
 //! layers in turn. Every inner layer run is one captured attention map, as transformers returns
 //! them: `num_hidden_layers × inner_group_num` maps per input.
 
-use super::blocks::encoder::{
+use crate::model::blocks::encoder::{
     encoder_architecture, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
-use super::blocks::family::{Family, FamilyConfig};
-use super::blocks::layers::{Linear, Norm};
-use super::blocks::network::Network;
-use super::error::Error;
-use super::formats::config::{ConfigError, ConfigFile};
-use super::formats::validate::{ConfigCount, ConfigDim};
-use super::formats::weights::{Anchor, Checkpoint};
-use super::kernels::positions::Positions;
+use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// ALBERT in the family registry.
 pub static FAMILY: Family = Family {
