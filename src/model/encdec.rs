@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use super::blocks::family::DecoderStart;
 use super::blocks::generate::Generation;
 use super::blocks::network::{Architecture, Seq2Seq};
 use super::error::Error;
@@ -259,9 +260,10 @@ impl Model {
         self.target_tokenizer.as_ref().unwrap_or(&self.tokenizer)
     }
 
-    /// mBART's `src_lang` and `tgt_lang` (tokenizer_config.json), when both are set.
+    /// The source and target language codes (tokenizer_config.json's `src_lang` and
+    /// `tgt_lang`) of a family whose target labels end with one, when both are set.
     fn language_codes(&self) -> Option<(String, String)> {
-        if self.family() != "mBART" {
+        if !self.family.quirks.target_language_code {
             return None;
         }
         let dir = self.tokenizer.source().parent().unwrap_or(Path::new("."));
@@ -276,10 +278,9 @@ impl Model {
     /// wrapped to the front), the last label dropped, as transformers' `shift_tokens_right`.
     pub fn decoder_input(&self, labels: &Encoded) -> Result<Encoded, Error> {
         let net = self.seq2seq_net()?;
-        let start = if self.family() == "mBART" {
-            *labels.ids.last().unwrap_or(&net.decoder_start())
-        } else {
-            net.decoder_start()
+        let start = match self.family.quirks.decoder_start {
+            DecoderStart::LastLabel => *labels.ids.last().unwrap_or(&net.decoder_start()),
+            DecoderStart::Config => net.decoder_start(),
         };
         let mut out = self.start_unit(start);
         let keep = labels.ids.len().saturating_sub(1);

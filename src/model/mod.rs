@@ -25,6 +25,9 @@ use std::path::Path;
 use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
+use families::registry;
+use formats::tensors::TensorMap;
+
 // The modules and items code outside `model/` reaches by their old paths.
 pub use blocks::capture::SequenceCapture;
 pub use blocks::family::{Family, FamilyConfig};
@@ -39,8 +42,27 @@ pub use formats::config::ConfigError;
 pub use formats::source::{Hub, ModelFiles, SourceError};
 pub use formats::validate::BadRow;
 pub use formats::weights::{Checkpoint, WeightsError};
-pub use formats::{config, gguf, pickle, pytorch, source, validate, weights};
+pub use formats::{config, gguf, pickle, pytorch, validate, weights};
 pub use kernels::Mask;
+
+/// Finding a model's files ([`formats::source`]), with the tokenizer files its family reads
+/// (its quirks' `tokenizer_files`, by config.json).
+pub mod source {
+    pub use super::formats::source::*;
+
+    use super::families::registry;
+
+    /// Find the files of `model`: a local folder if one exists at that path, else a hub repo
+    /// id at `revision`, from the cache or downloaded ([`resolve_with`]).
+    pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+        resolve_with(model, revision, hub, &registry::tokenizer_files)
+    }
+
+    /// The files of a model in a local folder ([`from_dir_with`]).
+    pub fn from_dir(dir: &std::path::Path, id: &str) -> Result<ModelFiles, SourceError> {
+        from_dir_with(dir, id, &registry::tokenizer_files)
+    }
+}
 
 /// Options for [`Model::encode`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,6 +112,8 @@ pub struct GenerateOptions {
 /// A loaded model: its family's network with weights, its tokenizer and description.
 pub struct Model {
     info: ModelInfo,
+    /// Its family, whose quirks say what the shared code does differently for it.
+    family: &'static Family,
     network: Box<dyn Network>,
     tokenizer: TextTokenizer,
     /// The target side's tokenizer where it differs from the source's (Marian's target.spm).
@@ -137,15 +161,15 @@ impl Model {
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
         // The tokenizer loads on a thread of its own while the weights are read: reading the
         // weights in place is mostly waiting on page mappings, which leaves a core free.
-        let (network, tokenizer) = std::thread::scope(|scope| {
+        let (loaded, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| TextTokenizer::from_dir(&files.tokenizer_dir));
-            let network = family::load(&files.config, &files.weights);
+            let loaded = registry::load_family(&files.config, &files.weights);
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (network, tokenizer)
+            (loaded, tokenizer)
         });
-        let (network, tokenizer) = (network?, tokenizer?);
+        let ((family, network), tokenizer) = (loaded?, tokenizer?);
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
             GenerationConfig::from_dir(&files.config, &files.tokenizer_dir)
         } else {
@@ -155,12 +179,15 @@ impl Model {
             files.id.clone(),
             files.revision.clone(),
             source::display_name(files),
+            family,
             network,
             tokenizer,
             generation,
-            model_max_length(&files.tokenizer_dir),
         );
-        model.target_tokenizer = tokenize::marian::from_dir(&files.tokenizer_dir, "target.spm")?;
+        model.model_max_length = model_max_length(&files.tokenizer_dir);
+        if let Some(target) = family.quirks.target_tokenizer {
+            model.target_tokenizer = target(&files.tokenizer_dir)?;
+        }
         Ok(model)
     }
 
@@ -168,10 +195,10 @@ impl Model {
         id: String,
         revision: Option<String>,
         name: String,
+        family: &'static Family,
         network: Box<dyn Network>,
         tokenizer: TextTokenizer,
         generation: GenerationConfig,
-        model_max_length: Option<usize>,
     ) -> Model {
         let arch = network.architecture();
         let info = ModelInfo {
@@ -186,22 +213,24 @@ impl Model {
         };
         Model {
             info,
+            family,
             network,
             tokenizer,
             target_tokenizer: None,
             generation,
-            model_max_length,
+            model_max_length: None,
         }
     }
 
-    /// Load a GGUF file of the llama architecture: its tensors dequantised to f32 (in
-    /// transformers' layout) for the Llama network, the tokenizer and chat template from its
-    /// metadata.
+    /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its tensors
+    /// dequantised to f32 (in transformers' layout) for the family's network, the tokenizer and
+    /// chat template from its metadata.
     pub fn from_gguf(path: &Path) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
         let params = file.decoder_params()?;
-        let config = llama::LlamaConfig::from_gguf(&params, &origin)?;
+        let (family, reader) = registry::gguf_family(&params.architecture, &origin)?;
+        let config = (reader.config)(&params, &origin)?;
         // The tokenizer is built on a thread of its own while the tensors are dequantised.
         let (tensors, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
@@ -216,8 +245,7 @@ impl Model {
             .into_iter()
             .filter_map(|(name, t)| Some((gguf::hf_tensor_name(&name)?, (t.shape, t.data))))
             .collect();
-        let network =
-            config.build_from(&formats::tensors::TensorMap::new(tensors, origin.clone()))?;
+        let network = config.build(&TensorMap::new(tensors, origin.clone()))?;
         let eos_token_ids = tokenizer
             .eos_token_id
             .or(params.eos_token_id)
@@ -244,10 +272,10 @@ impl Model {
             origin,
             None,
             name,
-            Box::new(network),
+            family,
+            network,
             TextTokenizer::with_names(tokenizer.tokenizer.clone(), path.to_path_buf(), &names),
             generation,
-            None,
         ))
     }
 

@@ -12,7 +12,7 @@ use crate::model::blocks::encoder::{
     encoder_architecture, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::{Linear, Norm};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
@@ -32,6 +32,7 @@ pub static FAMILY: Family = Family {
         prefix: "albert",
     },
     config: |file| Ok(Box::new(AlbertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `AlbertConfig` defaults.

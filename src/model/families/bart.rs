@@ -14,7 +14,7 @@
 //! Checkpoints are read with and without the `model.` prefix.
 
 use crate::attention::PositionScheme;
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{DecoderStart, Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward};
 use crate::model::blocks::layers::{Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network};
@@ -24,11 +24,15 @@ use crate::model::blocks::seq2seq::{
 };
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::{
+    TokenizerFiles, TOKENIZERS_WITH_SETTINGS, TOKENIZER_JSON_WITH_SETTINGS, VOCAB_TXT,
+};
 use crate::model::formats::tensors::Tensors;
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
 use crate::model::kernels::positions::{sinusoidal_table, SinusoidalLayout};
 use crate::model::kernels::{Activation, Layout, Mask};
+use crate::tokenize;
 
 /// BART in the family registry.
 pub static BART: Family = Family {
@@ -37,6 +41,10 @@ pub static BART: Family = Family {
     class_prefixes: &["Bart"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::Bart)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// mBART in the family registry.
@@ -46,6 +54,12 @@ pub static MBART: Family = Family {
     class_prefixes: &["MBart"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::MBart)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        decoder_start: DecoderStart::LastLabel,
+        target_language_code: true,
+        ..Quirks::NONE
+    },
 };
 
 /// Marian in the family registry.
@@ -55,6 +69,22 @@ pub static MARIAN: Family = Family {
     class_prefixes: &["Marian"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::Marian)?)),
+    quirks: Quirks {
+        tokenizer_files: &[TOKENIZER_JSON_WITH_SETTINGS, MARIAN_SPM, VOCAB_TXT],
+        target_tokenizer: Some(|dir| tokenize::marian::from_dir(dir, "target.spm")),
+        ..Quirks::NONE
+    },
+};
+
+/// Marian's tokenizers (opus-mt): one SentencePiece model per side and one vocabulary that
+/// numbers both (`tokenize::marian`).
+const MARIAN_SPM: TokenizerFiles = TokenizerFiles {
+    required: &["source.spm", "vocab.json"],
+    optional: &[
+        "target.spm",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ],
 };
 
 const ANCHOR: Anchor = Anchor {

@@ -8,7 +8,7 @@ use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer,
     LayerNames, PostNormEncoder,
 };
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::Norm;
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
@@ -28,6 +28,7 @@ pub static FAMILY: Family = Family {
         prefix: "bert",
     },
     config: |file| Ok(Box::new(BertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `BertConfig` defaults.

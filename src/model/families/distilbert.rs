@@ -10,7 +10,7 @@ use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
     PostNormEncoder,
 };
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::Norm;
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
@@ -31,6 +31,7 @@ pub static FAMILY: Family = Family {
         prefix: "distilbert",
     },
     config: |file| Ok(Box::new(DistilBertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// The most rows of a sinusoidal position table computed rather than read.

@@ -7,7 +7,7 @@ use super::bert;
 use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -26,6 +26,7 @@ pub static FAMILY: Family = Family {
         prefix: "electra",
     },
     config: |file| Ok(Box::new(ElectraConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `ElectraConfig` defaults.

@@ -9,12 +9,13 @@
 
 use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::FeedForward;
 use crate::model::blocks::layers::{Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network};
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::model::formats::tensors::Tensors;
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint};
@@ -31,6 +32,10 @@ pub static FAMILY: Family = Family {
         prefix: "transformer",
     },
     config: |file| Ok(Box::new(Gpt2Config::read(file)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// GPT-2's config.json fields, with transformers' defaults (those of the 124M `gpt2`).

@@ -13,14 +13,15 @@ use serde_json::Value;
 
 use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{DecoderLayer, DecoderStack, LmHead, Positional};
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward};
 use crate::model::blocks::layers::{Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network};
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
 use crate::model::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
-use crate::model::formats::tensors::Tensors;
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::model::formats::tensors::{TensorMap, Tensors};
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint};
 use crate::model::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
@@ -38,6 +39,11 @@ pub static LLAMA: Family = Family {
     class_prefixes: &["Llama"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Llama)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_LLAMA),
+        ..Quirks::NONE
+    },
 };
 
 /// Qwen2 and Qwen2.5 in the family registry.
@@ -47,6 +53,11 @@ pub static QWEN2: Family = Family {
     class_prefixes: &["Qwen2"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen2)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN2),
+        ..Quirks::NONE
+    },
 };
 
 /// Mistral in the family registry.
@@ -56,7 +67,27 @@ pub static MISTRAL: Family = Family {
     class_prefixes: &["Mistral"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Mistral)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
+
+/// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
+const GGUF_LLAMA: GgufReader = GgufReader {
+    architectures: &["llama"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `qwen2` architecture.
+const GGUF_QWEN2: GgufReader = GgufReader {
+    architectures: &["qwen2"],
+    config: gguf_config,
+};
+
+fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
+    Ok(Box::new(LlamaConfig::from_gguf(p, origin)?))
+}
 
 /// The most positions a rotary model is taken to have: no tensor backs
 /// `max_position_embeddings`, so it is bounded here (Qwen2.5-1M has 1,010,000).
@@ -537,6 +568,12 @@ impl LlamaConfig {
             final_norm: rms("norm")?,
             lm_head,
         })
+    }
+}
+
+impl GgufConfig for LlamaConfig {
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
     }
 }
 

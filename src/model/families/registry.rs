@@ -1,27 +1,29 @@
-//! The model-family seam: every family (BERT, RoBERTa, ALBERT, …) is one file behind the
-//! [`Network`] trait, listed once in [`FAMILIES`] and chosen by config.json's `model_type`.
+//! The registry: the one list of the families attnviz runs ([`FAMILIES`]), and the lookups
+//! over it. It is only a table; each family is a file of its own behind the seam of
+//! [`crate::model::blocks::family`] and [`crate::model::blocks::network`].
 //!
-//! Loading goes the same way for every family (`load`):
+//! Loading goes the same way for every family ([`load`]):
 //! 1. config.json's `model_type` (or, in configs older than transformers 2, the class names in
 //!    `architectures`) picks the [`Family`]; anything else is refused with one line listing the
 //!    supported types;
-//! 2. the family reads its own fields ([`Family::config`]), with transformers' defaults;
-//! 3. the checkpoint is opened, its key prefix found from the family's [`Anchor`];
+//! 2. the family reads its own fields (`Family::config`), with transformers' defaults;
+//! 3. the checkpoint is opened, its key prefix found from the family's anchor;
 //! 4. the config values that size tensors are checked against the checkpoint before anything
-//!    is allocated ([`FamilyConfig::checks`], [`validate::config_matches`]);
-//! 5. the family builds its network from named tensors ([`FamilyConfig::build`]), read in place
+//!    is allocated (`FamilyConfig::checks`, [`validate::config_matches`]);
+//! 5. the family builds its network from named tensors (`FamilyConfig::build`), read in place
 //!    from the memory map where the file allows, each checked to be finite.
 //!
-//! The rest of the pipeline sees only [`Architecture`] (the numbers a caller needs: layers,
-//! heads, key/value heads and the head map, mask, limits) and [`Network::forward`].
+//! The rest of the pipeline sees only the network's `Architecture` and its `forward`, and the
+//! family's quirks as data.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
-use crate::model::blocks::family::Family;
+use crate::model::blocks::family::{Family, GgufReader};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::{TokenizerFiles, TOKENIZERS};
 use crate::model::formats::validate;
 use crate::model::formats::weights::Checkpoint;
 
@@ -43,6 +45,10 @@ pub static FAMILIES: &[&Family] = &[
     &bart::MARIAN,
     &t5::FAMILY,
 ];
+
+/// The family of a config that names none (neither `model_type` nor `architectures`): BERT's
+/// configs before transformers 2.
+static UNNAMED: &Family = &bert::FAMILY;
 
 /// The family config.json describes.
 pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
@@ -69,7 +75,7 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
             // which family, and a file that names none is a BERT config.
             let classes = config.architectures()?;
             if classes.is_empty() {
-                return Ok(&bert::FAMILY);
+                return Ok(UNNAMED);
             }
             FAMILIES
                 .iter()
@@ -91,14 +97,53 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
 
 /// Load the network described by `config` from the checkpoint `weights`, following the steps
 /// in the module documentation.
-pub fn load(config: &std::path::Path, weights: &[PathBuf]) -> Result<Box<dyn Network>, Error> {
+pub fn load(config: &Path, weights: &[PathBuf]) -> Result<Box<dyn Network>, Error> {
+    load_family(config, weights).map(|(_, network)| network)
+}
+
+/// [`load`], with the family the config named.
+pub fn load_family(
+    config: &Path,
+    weights: &[PathBuf],
+) -> Result<(&'static Family, Box<dyn Network>), Error> {
     let file = ConfigFile::load(config)?;
     let family = family_of(&file)?;
     let family_config = (family.config)(&file)?;
     let ckpt = Checkpoint::open(weights, &family.anchor)?;
     let (dims, counts) = family_config.checks();
     validate::config_matches(config, &ckpt, &dims, &counts)?;
-    family_config.build(&ckpt)
+    Ok((family, family_config.build(&ckpt)?))
+}
+
+/// The ways the tokenizer of the model whose config.json is at `config` may be stored: its
+/// family's; the common ones ([`TOKENIZERS`]) when config.json cannot be read or names no
+/// family (loading it says why).
+pub fn tokenizer_files(config: &Path) -> &'static [TokenizerFiles] {
+    ConfigFile::load(config)
+        .ok()
+        .and_then(|file| family_of(&file).ok())
+        .map_or(TOKENIZERS, |f| f.quirks.tokenizer_files)
+}
+
+/// The family that reads GGUF files of `architecture` (`general.architecture`), and how; an
+/// error naming the file (`origin`) and the architectures attnviz reads otherwise.
+pub fn gguf_family(
+    architecture: &str,
+    origin: &str,
+) -> Result<(&'static Family, GgufReader), Error> {
+    let readers = || FAMILIES.iter().filter_map(|f| Some((*f, f.quirks.gguf?)));
+    readers()
+        .find(|(_, r)| r.architectures.contains(&architecture))
+        .ok_or_else(|| {
+            let known: Vec<&str> = readers()
+                .flat_map(|(_, r)| r.architectures.iter().copied())
+                .collect();
+            Error::Input(format!(
+                "{origin}: GGUF architecture '{architecture}' is not supported; attnviz runs \
+                 GGUF files of the architectures {}",
+                known.join(", ")
+            ))
+        })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::bert;
 use crate::model::blocks::encoder::{
     encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
 };
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -31,6 +31,7 @@ pub static ROBERTA: Family = Family {
         prefix: "roberta",
     },
     config: |file| Ok(Box::new(RobertaConfig::read(file, Variant::Roberta)?)),
+    quirks: Quirks::NONE,
 };
 
 /// XLM-RoBERTa in the family registry.
@@ -44,6 +45,7 @@ pub static XLM_ROBERTA: Family = Family {
         prefix: "roberta",
     },
     config: |file| Ok(Box::new(RobertaConfig::read(file, Variant::XlmRoberta)?)),
+    quirks: Quirks::NONE,
 };
 
 /// Which of the two configs.

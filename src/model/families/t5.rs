@@ -15,7 +15,7 @@
 //!   writes this as `scale_decoder_outputs`; older configs say it with `tie_word_embeddings`).
 
 use crate::attention::PositionScheme;
-use crate::model::blocks::family::{Family, FamilyConfig};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward};
 use crate::model::blocks::layers::{Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network};
@@ -25,6 +25,7 @@ use crate::model::blocks::seq2seq::{
 };
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::model::formats::tensors::Tensors;
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint};
@@ -41,6 +42,10 @@ pub static FAMILY: Family = Family {
         prefix: "",
     },
     config: |file| Ok(Box::new(T5Config::read(file)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// The longest input T5 is run on: relative positions set no limit, the tokenizer's
