@@ -15,9 +15,10 @@
 //! transformers caches them.
 
 use super::capture::SequenceCapture;
-use super::layers::{add_in_place, part, FeedForward, Linear, Norm};
+use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, Norm};
 use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
 use crate::model::error::Error;
+use crate::model::formats::tensors::Name;
 use crate::model::formats::weights::Weight;
 use crate::model::kernels::{
     self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Output, Rope,
@@ -30,6 +31,21 @@ pub enum Positional {
     Learned(Weight),
     /// Rotary embeddings of q and k inside attention (Llama).
     Rotary(Rope),
+}
+
+/// Where a pre-norm decoder layer's tensors are (module paths, inside the base model).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecoderLayerNames {
+    /// Normalisation before attention.
+    pub attention_norm: Name,
+    /// The q, k and v projections: one fused map (GPT-2's `c_attn`) or three.
+    pub qkv: Vec<Name>,
+    /// The output projection.
+    pub output: Name,
+    /// Normalisation before the feed-forward block.
+    pub ffn_norm: Name,
+    /// The feed-forward block.
+    pub ffn: FfnNames,
 }
 
 /// One pre-norm decoder layer.

@@ -13,7 +13,7 @@
 use std::sync::OnceLock;
 
 use crate::model::error::Error;
-use crate::model::formats::tensors::Tensors;
+use crate::model::formats::tensors::{Name, Tensors};
 use crate::model::formats::weights::{Checkpoint, Weight, WeightsError};
 use crate::model::kernels::{self, Activation, Layout, Matrix, Operand, Output};
 
@@ -366,18 +366,61 @@ impl Norm {
 /// bias.
 pub fn out_in_linear(
     t: &dyn Tensors,
-    name: &str,
+    name: &Name,
     inputs: usize,
     outputs: usize,
     bias: bool,
 ) -> Result<Linear, Error> {
-    let weight = t.weight(&format!("{name}.weight"), &[outputs, inputs])?;
+    let weight = t.weight(&name.weight(), &[outputs, inputs])?;
     let bias = if bias {
-        Some(t.weight(&format!("{name}.bias"), &[outputs])?)
+        Some(t.weight(&name.bias(), &[outputs])?)
     } else {
         None
     };
     Ok(Linear::new(weight, Layout::OutIn, bias))
+}
+
+/// Reads one linear map of a block: `(name, inputs, outputs)` → the map, as the family stores it
+/// (PyTorch's `nn.Linear`, GPT-2's Conv1D; with or without biases).
+pub type LinearReader<'a> = &'a dyn Fn(&Name, usize, usize) -> Result<Linear, Error>;
+
+/// Where a feed-forward block's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FfnNames {
+    /// `project(act(expand(x)))`.
+    Plain {
+        /// To the inner size.
+        expand: Name,
+        /// Back to the hidden size.
+        project: Name,
+    },
+    /// `down(act(gate(x)) · up(x))`.
+    Gated {
+        /// The gate.
+        gate: Name,
+        /// The linear half.
+        up: Name,
+        /// Back to the hidden size.
+        down: Name,
+    },
+}
+
+impl FfnNames {
+    /// The map into the inner size (`expand`, or `gate`), whose shape the config checks read.
+    pub fn first(&self) -> &Name {
+        match self {
+            FfnNames::Plain { expand, .. } => expand,
+            FfnNames::Gated { gate, .. } => gate,
+        }
+    }
+
+    /// The map back to the hidden size (`project`, or `down`).
+    pub fn last(&self) -> &Name {
+        match self {
+            FfnNames::Plain { project, .. } => project,
+            FfnNames::Gated { down, .. } => down,
+        }
+    }
 }
 
 /// The position-wise feed-forward block.
@@ -405,6 +448,30 @@ pub enum FeedForward {
 }
 
 impl FeedForward {
+    /// The block `names` gives, `hidden → inner → hidden` with `activation`, each map read by
+    /// `linear`.
+    pub fn load(
+        names: &FfnNames,
+        hidden: usize,
+        inner: usize,
+        activation: Activation,
+        linear: LinearReader<'_>,
+    ) -> Result<FeedForward, Error> {
+        Ok(match names {
+            FfnNames::Plain { expand, project } => FeedForward::Plain {
+                expand: linear(expand, hidden, inner)?,
+                activation,
+                project: linear(project, inner, hidden)?,
+            },
+            FfnNames::Gated { gate, up, down } => FeedForward::Gated {
+                gate: linear(gate, hidden, inner)?,
+                up: linear(up, hidden, inner)?,
+                activation,
+                down: linear(down, inner, hidden)?,
+            },
+        })
+    }
+
     /// `rows` rows of `x` through the block.
     pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
         match self {

@@ -20,10 +20,11 @@
 
 use super::capture::SequenceCapture;
 use super::generate::{self, Generation};
-use super::layers::{add_in_place, part, FeedForward, Linear, Norm};
+use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, LinearReader, Norm};
 use super::network::{Architecture, Batch, Forward, KvCache, Network, Seq2Seq, Seq2SeqForward};
 use crate::attention::QueryKey;
 use crate::model::error::Error;
+use crate::model::formats::tensors::Name;
 use crate::model::formats::validate;
 use crate::model::formats::weights::Weight;
 use crate::model::kernels::{
@@ -132,6 +133,105 @@ impl kernels::ScoreBias for RelativeBias {
         for (k, s) in scores.iter_mut().enumerate() {
             *s += row[(k as i64 - q - self.low) as usize];
         }
+    }
+}
+
+/// One of the two stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The encoder.
+    Encoder,
+    /// The decoder.
+    Decoder,
+}
+
+impl Side {
+    /// Its module in the checkpoints of BART and T5 (`encoder`, `decoder`).
+    pub fn module(self) -> &'static str {
+        match self {
+            Side::Encoder => "encoder",
+            Side::Decoder => "decoder",
+        }
+    }
+}
+
+/// Where an attention sublayer's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionNames {
+    /// Queries.
+    pub q: Name,
+    /// Keys.
+    pub k: Name,
+    /// Values.
+    pub v: Name,
+    /// The output map.
+    pub output: Name,
+    /// The sublayer's normalisation.
+    pub norm: Name,
+}
+
+/// Where one layer's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seq2SeqLayerNames {
+    /// Self-attention.
+    pub self_attention: AttentionNames,
+    /// Cross-attention (decoder layers).
+    pub cross: Option<AttentionNames>,
+    /// The feed-forward block.
+    pub ffn: FfnNames,
+    /// Its normalisation.
+    pub ffn_norm: Name,
+}
+
+/// Reads a normalisation of a block by name, as the family stores it (LayerNorm or RMSNorm).
+pub type NormReader<'a> = &'a dyn Fn(&Name) -> Result<Norm, Error>;
+
+/// The sizes of one layer's maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerShape {
+    /// The hidden size.
+    pub hidden: usize,
+    /// Heads × head size (the hidden size but for T5's `d_kv`).
+    pub inner: usize,
+    /// The feed-forward block's inner size.
+    pub ffn: usize,
+    /// Its activation.
+    pub activation: Activation,
+}
+
+impl Seq2SeqLayer {
+    /// The layer `names` gives, of `shape`, its maps read by `linear` and its norms by `norm`.
+    pub fn load(
+        names: &Seq2SeqLayerNames,
+        shape: LayerShape,
+        linear: LinearReader<'_>,
+        norm: NormReader<'_>,
+    ) -> Result<Seq2SeqLayer, Error> {
+        let (d, inner) = (shape.hidden, shape.inner);
+        let a = &names.self_attention;
+        let cross = match &names.cross {
+            Some(c) => Some(CrossAttention {
+                q: linear(&c.q, d, inner)?,
+                kv: Linear::stack(vec![linear(&c.k, d, inner)?, linear(&c.v, d, inner)?]),
+                output: linear(&c.output, inner, d)?,
+                norm: norm(&c.norm)?,
+            }),
+            None => None,
+        };
+        Ok(Seq2SeqLayer {
+            self_attention: SelfAttention {
+                qkv: Linear::stack(vec![
+                    linear(&a.q, d, inner)?,
+                    linear(&a.k, d, inner)?,
+                    linear(&a.v, d, inner)?,
+                ]),
+                output: linear(&a.output, inner, d)?,
+                norm: norm(&a.norm)?,
+            },
+            cross,
+            ffn: FeedForward::load(&names.ffn, d, shape.ffn, shape.activation, linear)?,
+            ffn_norm: norm(&names.ffn_norm)?,
+        })
     }
 }
 
