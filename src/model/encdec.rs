@@ -5,8 +5,6 @@
 //! [`Attention`] values: encoder self-attention, decoder self-attention (causal) and
 //! cross-attention (decoder tokens × encoder tokens).
 
-use std::path::Path;
-
 use super::blocks::family::DecoderStart;
 use super::blocks::generate::Generation;
 use super::blocks::network::{Architecture, Seq2Seq};
@@ -266,10 +264,8 @@ impl Model {
         if !self.family.quirks.target_language_code {
             return None;
         }
-        let dir = self.tokenizer.source().parent().unwrap_or(Path::new("."));
-        let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let code = |k: &str| value.get(k)?.as_str().map(str::to_string);
+        let settings = self.tokenizer.settings();
+        let code = |k: &str| settings.string(k).map(str::to_string);
         Some((code("src_lang")?, code("tgt_lang")?))
     }
 

@@ -171,7 +171,11 @@ impl Model {
         });
         let ((family, network), tokenizer) = (loaded?, tokenizer?);
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
-            GenerationConfig::from_dir(&files.config, &files.tokenizer_dir)
+            GenerationConfig::with_settings(
+                &files.config,
+                &files.tokenizer_dir,
+                tokenizer.settings(),
+            )
         } else {
             GenerationConfig::none(&files.tokenizer_dir.display().to_string())
         };
@@ -184,7 +188,7 @@ impl Model {
             tokenizer,
             generation,
         );
-        model.model_max_length = model_max_length(&files.tokenizer_dir);
+        model.model_max_length = model.tokenizer.settings().model_max_length();
         if let Some(target) = family.quirks.target_tokenizer {
             model.target_tokenizer = target(&files.tokenizer_dir)?;
         }
@@ -765,15 +769,6 @@ pub fn format_bytes(bytes: u64) -> String {
     } else {
         format!("{:.0} kB", (b / 1e3).max(1.0))
     }
-}
-
-/// The tokenizer's `model_max_length` in `dir/tokenizer_config.json`, when it states a real
-/// one (transformers writes 10³⁰ for "none").
-fn model_max_length(dir: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let n = value.get("model_max_length")?.as_f64()?;
-    (1.0..1e15).contains(&n).then_some(n as usize)
 }
 
 /// Refuse input the network cannot take, with a message that says why.

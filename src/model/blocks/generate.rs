@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::model::error::Error;
 use crate::model::formats::gguf::ChatTemplate;
+use crate::tokenize::TokenizerConfig;
 
 /// What a checkpoint says about generating from it.
 #[derive(Clone, Debug)]
@@ -51,6 +52,16 @@ impl GenerationConfig {
     /// missing or unreadable leave their part empty; a template that does not compile is
     /// reported when `--chat` asks for it.
     pub fn from_dir(config: &Path, tokenizer_dir: &Path) -> GenerationConfig {
+        let settings = TokenizerConfig::read(tokenizer_dir).unwrap_or_default();
+        Self::with_settings(config, tokenizer_dir, &settings)
+    }
+
+    /// [`GenerationConfig::from_dir`] with the tokenizer's settings already read.
+    pub fn with_settings(
+        config: &Path,
+        tokenizer_dir: &Path,
+        settings: &TokenizerConfig,
+    ) -> GenerationConfig {
         let read = |path: &Path| -> Option<serde_json::Map<String, Value>> {
             let text = std::fs::read_to_string(path).ok()?;
             match serde_json::from_str(&text).ok()? {
@@ -83,36 +94,25 @@ impl GenerationConfig {
         let forced_bos_token_id = id_of("forced_bos_token_id");
         let forced_eos_token_id = id_of("forced_eos_token_id");
 
-        let tokenizer_config = read(&tokenizer_dir.join("tokenizer_config.json"));
-        let origin = tokenizer_dir.join("tokenizer_config.json");
-        let special = |key: &str| -> Option<String> {
-            match tokenizer_config.as_ref()?.get(key)? {
-                Value::String(s) => Some(s.clone()),
-                Value::Object(o) => o.get("content")?.as_str().map(str::to_string),
-                _ => None,
-            }
-        };
+        let origin = settings.path().map_or_else(
+            || tokenizer_dir.join("tokenizer_config.json"),
+            Path::to_path_buf,
+        );
         let jinja = tokenizer_dir.join("chat_template.jinja");
-        let source = match tokenizer_config
-            .as_ref()
-            .and_then(|c| c.get("chat_template"))
-        {
-            Some(Value::String(s)) => Some((origin.display().to_string(), s.clone())),
-            // A list of named templates: the one named "default".
-            Some(Value::Array(named)) => named
-                .iter()
-                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
-                .and_then(|t| t.get("template")?.as_str())
-                .map(|s| (origin.display().to_string(), s.to_string())),
-            _ => std::fs::read_to_string(&jinja)
+        let source = match settings.chat_template() {
+            Some(s) => Some((origin.display().to_string(), s.to_string())),
+            None => std::fs::read_to_string(&jinja)
                 .ok()
                 .map(|s| (jinja.display().to_string(), s)),
         };
         let chat_template = match source {
-            Some((origin, source)) => {
-                ChatTemplate::new(origin, source, special("bos_token"), special("eos_token"))
-                    .map_err(|e| e.to_string())
-            }
+            Some((origin, source)) => ChatTemplate::new(
+                origin,
+                source,
+                settings.special("bos_token"),
+                settings.special("eos_token"),
+            )
+            .map_err(|e| e.to_string()),
             None => Err(no_template(&tokenizer_dir.display().to_string())),
         };
         GenerationConfig {
