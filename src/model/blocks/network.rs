@@ -36,9 +36,11 @@ pub struct Architecture {
     pub max_positions: usize,
     /// Segment (token type) ids the model takes; 0 when it has none (DistilBERT).
     pub token_types: usize,
-    /// Whether transformers passes the tokenizer's segment ids to this model. When not (its
-    /// tokenizer returns no `token_type_ids` in transformers 5: RoBERTa, XLM-R, ALBERT), the
-    /// model sees zeros, and so it does here.
+    /// Whether the model gets the tokenizer's segment ids: where it was pre-trained with
+    /// segments and has segment embeddings to tell two sentences apart (BERT, ELECTRA; ALBERT
+    /// with `type_vocab_size` 2, though transformers 5's tokenizer no longer returns them).
+    /// When not (RoBERTa and XLM-R, pre-trained without them; DistilBERT, which has none), the
+    /// model sees zeros, as in transformers.
     pub tokenizer_types: bool,
     /// Which keys a query sees.
     pub mask: Mask,

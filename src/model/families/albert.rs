@@ -7,6 +7,11 @@
 //! (a float division, as `AlbertTransformer` computes it), that is all of the group's inner
 //! layers in turn. Every inner layer run is one captured attention map, as transformers returns
 //! them: `num_hidden_layers × inner_group_num` maps per input.
+//!
+//! Segments: ALBERT was pre-trained with segment ids (sentence-order prediction), so a pair's
+//! second sentence gets segment 1 whenever the config has two segment types, as transformers
+//! computes it when `token_type_ids` are passed (its version 5 tokenizer no longer returns
+//! them, so a transformers 5 pipeline feeds zeros unless asked).
 
 use crate::model::blocks::encoder::{
     encoder_architecture, encoder_dims, EmbeddingNames, Embeddings, EncoderConfig, EncoderDefaults,
@@ -172,6 +177,9 @@ impl FamilyConfig for AlbertConfig {
         }
         let schedule = self.schedule();
         Ok(Box::new(PostNormEncoder {
+            // Pre-trained with segment ids (sentence-order prediction): the model gets them
+            // whenever it has segment embeddings to tell two sentences apart, though
+            // transformers 5's tokenizer no longer returns them.
             arch: encoder_architecture(
                 FAMILY.name,
                 "albert",
@@ -179,7 +187,7 @@ impl FamilyConfig for AlbertConfig {
                 schedule.len(),
                 c.max_position_embeddings,
                 c.type_vocab_size,
-                false,
+                c.type_vocab_size > 1,
             ),
             embeddings,
             layers,
