@@ -897,6 +897,30 @@ fn first_line(s: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn tokenizer_ways_are_chosen_in_order_and_named_in_errors() {
+        assert_eq!(describe(TOKENIZERS), "tokenizer.json or vocab.txt");
+        let spm = TokenizerFiles {
+            required: &["source.spm", "vocab.json"],
+            optional: &[],
+        };
+        let marian = [TOKENIZER_JSON, spm];
+        assert_eq!(
+            describe(&marian),
+            "tokenizer.json, or source.spm and vocab.json"
+        );
+        let has = |f: &str| ["vocab.txt", "source.spm", "vocab.json"].contains(&f);
+        assert_eq!(first_way(TOKENIZERS, has), Some(VOCAB_TXT));
+        assert_eq!(first_way(&marian, has), Some(spm));
+        assert_eq!(first_way(&marian[..1], has), None);
+        let only_source = |f: &str| f == "source.spm";
+        assert_eq!(
+            first_way(&marian, only_source),
+            None,
+            "both files are needed"
+        );
+    }
+
     fn hub_with(vars: &[(&str, &str)]) -> Hub {
         Hub::from_vars(|k| {
             vars.iter()
