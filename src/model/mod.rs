@@ -1,9 +1,20 @@
 //! The model: find its files, read its config and weights, tokenize, and run our implementation
 //! of the model's family, capturing the attention of every layer and head.
 //!
-//! Families (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA) sit behind one seam,
-//! [`family::Network`], chosen by config.json's `model_type` ([`family::FAMILIES`]); their shared
-//! math is in [`kernels`]. `docs/architecture.md` describes the pipeline and how to add a family.
+//! Three layers, each importing only those below it, as candle's core / nn / transformers:
+//!
+//! - [`formats`]: model files as stored (the `-m` value's files, config.json, safetensors and
+//!   `.bin` checkpoints, GGUF, tensors by name, the checks that bound hostile files);
+//! - [`blocks`]: what networks are made of (the encoder, decoder and encoder–decoder stacks,
+//!   layers, capture, generation) and the seam they sit behind ([`blocks::network::Network`],
+//!   [`blocks::family::Family`]);
+//! - [`families`]: one file per family, a table of its tensor names, its config and its quirks
+//!   as data, and the [`families::registry`] that lists them, chosen by config.json's
+//!   `model_type`.
+//!
+//! [`kernels`] holds the arithmetic they all run. [`Model`] (this file, and [`encdec`] for
+//! encoder–decoders) sits on top and names no family. `docs/architecture.md` describes the
+//! pipeline and how to add a family.
 //!
 //! ```no_run
 //! use attnviz::model::{EncodeOptions, Model};

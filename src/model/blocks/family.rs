@@ -87,8 +87,11 @@ pub struct GgufReader {
     /// `general.architecture` values (`llama`).
     pub architectures: &'static [&'static str],
     /// The config of a file's metadata (`origin` names the file in errors).
-    pub config: fn(&DecoderParams, &str) -> Result<Box<dyn GgufConfig>, Error>,
+    pub config: GgufConfigReader,
 }
+
+/// Reads a family's config from a GGUF file's metadata (`origin` names the file in errors).
+pub type GgufConfigReader = fn(&DecoderParams, &str) -> Result<Box<dyn GgufConfig>, Error>;
 
 /// A family's config read from a GGUF file's metadata.
 pub trait GgufConfig: Send + Sync {

@@ -170,6 +170,10 @@ pub fn argmax(logits: &[f32]) -> Result<u32, Error> {
     Ok(best as u32)
 }
 
+/// One decoding step: runs the tokens the model has not seen yet and returns the logits
+/// `[vocab]` after the last of them.
+pub type Step<'a> = dyn FnMut(&[u32]) -> Result<Vec<f32>, Error> + 'a;
+
 /// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos` (which
 /// is kept), for decoders and encoder–decoders alike. `step` runs tokens the model has not seen
 /// yet (first the whole prompt, then each token as it is chosen) and returns the logits `[vocab]`
@@ -184,7 +188,7 @@ pub fn greedy(
     max_new_tokens: usize,
     eos: &[u32],
     forced: (Option<u32>, Option<u32>),
-    step: &mut dyn FnMut(&[u32]) -> Result<Vec<f32>, Error>,
+    step: &mut Step<'_>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Generation, Error> {
     let mut ids = prompt.to_vec();
