@@ -8,11 +8,14 @@
 //! unless the caller asks to truncate, and then we say by how much.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+pub mod config;
 pub mod marian;
 mod roles;
 pub mod smiles;
 
+pub use config::TokenizerConfig;
 pub use roles::{SpecialIds, TokenInfo, TokenNames};
 
 use crate::attention::Role;
@@ -140,6 +143,8 @@ pub struct TextTokenizer {
     tokenizer: Tokenizer,
     source: PathBuf,
     specials: SpecialIds,
+    /// The folder's tokenizer_config.json and special_tokens_map.json.
+    settings: Arc<TokenizerConfig>,
 }
 
 impl std::fmt::Debug for TextTokenizer {
@@ -180,15 +185,26 @@ impl TextTokenizer {
         tokenizer
             .with_truncation(None)
             .map_err(|e| Error::Encode(e.to_string()))?;
-        Ok(Self::from_tokenizer(tokenizer, path.to_path_buf()))
+        Self::from_tokenizer(tokenizer, path.to_path_buf())
     }
 
     /// A tokenizer built by other code (such as [`smiles`]), read from `source`: its special
     /// tokens are named by the tokenizer_config.json and special_tokens_map.json beside
     /// `source`, if any, and by its post-processor.
-    pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Self {
-        let names = source.parent().map(TokenNames::read).unwrap_or_default();
-        Self::with_names(tokenizer, source, &names)
+    pub fn from_tokenizer(tokenizer: Tokenizer, source: PathBuf) -> Result<Self, Error> {
+        let settings = match source.parent() {
+            Some(dir) => TokenizerConfig::read(dir)?,
+            None => TokenizerConfig::default(),
+        };
+        Ok(Self::with_settings(tokenizer, source, settings))
+    }
+
+    /// A tokenizer built by other code, with the settings of its folder, which name its
+    /// special tokens.
+    pub fn with_settings(tokenizer: Tokenizer, source: PathBuf, settings: TokenizerConfig) -> Self {
+        let mut t = Self::with_names(tokenizer, source, &TokenNames::from_config(&settings));
+        t.settings = Arc::new(settings);
+        t
     }
 
     /// A tokenizer built by other code, with its special tokens named by `names` (a GGUF file
@@ -199,7 +215,14 @@ impl TextTokenizer {
             tokenizer,
             source,
             specials,
+            settings: Arc::default(),
         }
+    }
+
+    /// The settings of the tokenizer's folder (tokenizer_config.json and
+    /// special_tokens_map.json; empty for a tokenizer read from a GGUF file).
+    pub fn settings(&self) -> &TokenizerConfig {
+        &self.settings
     }
 
     /// The ids of the special tokens, by role.
@@ -228,7 +251,8 @@ impl TextTokenizer {
     /// `dir/tokenizer_config.json` (and special token names from `special_tokens_map.json`).
     pub fn from_vocab(dir: &Path) -> Result<Self, Error> {
         let vocab = dir.join("vocab.txt");
-        let opts = VocabOptions::read(dir)?;
+        let settings = TokenizerConfig::read(dir)?;
+        let opts = VocabOptions::of(&settings);
         let load_err = |reason: String| Error::Load {
             path: vocab.clone(),
             reason,
@@ -277,7 +301,9 @@ impl TextTokenizer {
             ordinary: vec![opts.unk.clone(), opts.mask.clone()],
             other: Vec::new(),
         };
-        Ok(Self::with_names(tokenizer, vocab, &names))
+        let mut t = Self::with_names(tokenizer, vocab, &names);
+        t.settings = Arc::new(settings);
+        Ok(t)
     }
 
     /// The file the tokenizer came from (tokenizer.json or vocab.txt).
@@ -436,43 +462,19 @@ struct VocabOptions {
 }
 
 impl VocabOptions {
-    fn read(dir: &Path) -> Result<Self, Error> {
-        let read = |name: &str| -> Result<serde_json::Value, Error> {
-            let path = dir.join(name);
-            match std::fs::read_to_string(&path) {
-                Ok(text) => serde_json::from_str(&text).map_err(|e| Error::Load {
-                    path,
-                    reason: e.to_string(),
-                }),
-                Err(_) => Ok(serde_json::Value::Null),
-            }
-        };
-        let config = read("tokenizer_config.json")?;
-        let map = read("special_tokens_map.json")?;
-        let flag = |key: &str| config.get(key).and_then(|v| v.as_bool());
-        // A special token is a string or {"content": "..."}; tokenizer_config.json wins.
-        let token = |key: &str, default: &str| {
-            [&config, &map]
-                .iter()
-                .filter_map(|src| {
-                    let v = src.get(key)?;
-                    v.as_str()
-                        .or_else(|| v.get("content")?.as_str())
-                        .map(str::to_string)
-                })
-                .next()
-                .unwrap_or_else(|| default.to_string())
-        };
-        Ok(VocabOptions {
-            do_lower_case: flag("do_lower_case").unwrap_or(true),
-            strip_accents: flag("strip_accents"),
-            tokenize_chinese_chars: flag("tokenize_chinese_chars").unwrap_or(true),
+    fn of(settings: &TokenizerConfig) -> Self {
+        let token =
+            |key: &str, default: &str| settings.special(key).unwrap_or_else(|| default.to_string());
+        VocabOptions {
+            do_lower_case: settings.flag("do_lower_case").unwrap_or(true),
+            strip_accents: settings.flag("strip_accents"),
+            tokenize_chinese_chars: settings.flag("tokenize_chinese_chars").unwrap_or(true),
             unk: token("unk_token", "[UNK]"),
             sep: token("sep_token", "[SEP]"),
             cls: token("cls_token", "[CLS]"),
             pad: token("pad_token", "[PAD]"),
             mask: token("mask_token", "[MASK]"),
-        })
+        }
     }
 }
 

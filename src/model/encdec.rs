@@ -5,11 +5,11 @@
 //! [`Attention`] values: encoder self-attention, decoder self-attention (causal) and
 //! cross-attention (decoder tokens × encoder tokens).
 
-use std::path::Path;
-
-use super::generate::Generation;
-use super::seq2seq::Seq2SeqNet;
-use super::{format_bytes, EncodeOptions, Error, Forward, Model};
+use super::blocks::family::DecoderStart;
+use super::blocks::generate::Generation;
+use super::blocks::network::{Architecture, Seq2Seq};
+use super::error::Error;
+use super::{format_bytes, EncodeOptions, Model};
 use crate::attention::{Attention, AttentionKind, ModelInfo, PositionScheme, Units};
 use crate::tokenize::{self, Encoded};
 
@@ -26,19 +26,7 @@ pub enum DecoderInput<'a> {
     Generate(usize),
 }
 
-/// The raw outputs of one encoder–decoder run over token ids.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Seq2SeqForward {
-    /// Encoder self-attention `[layers, heads, n, n]`, the encoder's output `[n, hidden]`.
-    pub encoder: Forward,
-    /// Decoder self-attention `[layers, heads, m, m]`, the decoder's output `[m, hidden]`.
-    pub decoder: Forward,
-    /// Cross-attention `[layers, heads, m, n]` (no hidden state); query vectors are the
-    /// decoder's, key vectors the encoder's.
-    pub cross: Forward,
-    /// The logits `[vocab]` after the last decoder token.
-    pub logits: Vec<f32>,
-}
+pub use super::blocks::network::Seq2SeqForward;
 
 /// The result of [`Model::encode_seq2seq`].
 #[derive(Clone, Debug)]
@@ -65,7 +53,7 @@ pub struct Seq2SeqEncoding {
 
 impl Model {
     /// The encoder–decoder network, or an error naming what this model is.
-    fn seq2seq_net(&self) -> Result<&Seq2SeqNet, Error> {
+    fn seq2seq_net(&self) -> Result<&dyn Seq2Seq, Error> {
         self.network.seq2seq().ok_or_else(|| {
             Error::Input(format!(
                 "{} is not an encoder–decoder model ({}); --target is for BART, T5 and Marian",
@@ -82,7 +70,7 @@ impl Model {
 
     /// The token the decoder starts from (`decoder_start_token_id`), for encoder–decoders.
     pub fn decoder_start(&self) -> Option<u32> {
-        self.network.seq2seq().map(|n| n.decoder_start)
+        self.network.seq2seq().map(|n| n.decoder_start())
     }
 
     /// How many tokens an encoder–decoder generates when not told: the checkpoint's
@@ -107,7 +95,7 @@ impl Model {
     /// overflow.
     pub fn seq2seq_capture_bytes(&self, n: usize, m: usize, query_key: bool) -> Option<u64> {
         let net = self.network.seq2seq()?;
-        let (enc, dec) = (&net.encoder_arch, &net.decoder_arch);
+        let (enc, dec) = (net.encoder_architecture(), net.decoder_architecture());
         let part = |layers: usize, heads: usize, d: usize, q: usize, k: usize| -> Option<u64> {
             let mut per_head = (q as u64).checked_mul(k as u64)?;
             if query_key {
@@ -270,15 +258,14 @@ impl Model {
         self.target_tokenizer.as_ref().unwrap_or(&self.tokenizer)
     }
 
-    /// mBART's `src_lang` and `tgt_lang` (tokenizer_config.json), when both are set.
+    /// The source and target language codes (tokenizer_config.json's `src_lang` and
+    /// `tgt_lang`) of a family whose target labels end with one, when both are set.
     fn language_codes(&self) -> Option<(String, String)> {
-        if self.family() != "mBART" {
+        if !self.family.quirks.target_language_code {
             return None;
         }
-        let dir = self.tokenizer.source().parent().unwrap_or(Path::new("."));
-        let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
-        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let code = |k: &str| value.get(k)?.as_str().map(str::to_string);
+        let settings = self.tokenizer.settings();
+        let code = |k: &str| settings.string(k).map(str::to_string);
         Some((code("src_lang")?, code("tgt_lang")?))
     }
 
@@ -287,10 +274,9 @@ impl Model {
     /// wrapped to the front), the last label dropped, as transformers' `shift_tokens_right`.
     pub fn decoder_input(&self, labels: &Encoded) -> Result<Encoded, Error> {
         let net = self.seq2seq_net()?;
-        let start = if self.family() == "mBART" {
-            *labels.ids.last().unwrap_or(&net.decoder_start)
-        } else {
-            net.decoder_start
+        let start = match self.family.quirks.decoder_start {
+            DecoderStart::LastLabel => *labels.ids.last().unwrap_or(&net.decoder_start()),
+            DecoderStart::Config => net.decoder_start(),
         };
         let mut out = self.start_unit(start);
         let keep = labels.ids.len().saturating_sub(1);
@@ -376,7 +362,7 @@ impl Model {
             opts.max_memory,
         )?;
         let net = self.seq2seq_net()?;
-        let info = |arch: &super::Architecture| ModelInfo {
+        let info = |arch: &Architecture| ModelInfo {
             layers: arch.layers,
             heads: arch.heads,
             head_dim: arch.head_dim,
@@ -407,31 +393,31 @@ impl Model {
         }
         let shape = |e: crate::attention::ShapeError| Error::Forward(e.to_string());
         let encoder = Attention::new(
-            info(&net.encoder_arch),
+            info(net.encoder_architecture()),
             recorded.clone(),
             None,
             units(&source),
             out.encoder.weights,
         )
-        .map(|a| a.with_positions(net.encoder_arch.positions))
+        .map(|a| a.with_positions(net.encoder_architecture().positions))
         .and_then(|a| a.with_kind(AttentionKind::Encoder))
         .and_then(|a| a.with_query_key(out.encoder.query_key))
         .map_err(shape)?;
         let decoder_attention = Attention::new(
-            info(&net.decoder_arch),
+            info(net.decoder_architecture()),
             recorded.clone(),
             None,
             decoder_units.clone(),
             out.decoder.weights,
         )
-        .map(|a| a.with_positions(net.decoder_arch.positions))
+        .map(|a| a.with_positions(net.decoder_architecture().positions))
         .and_then(|a| a.with_kind(AttentionKind::Decoder))
         .map(|a| a.with_mask(crate::attention::MaskKind::Causal))
         .map(|a| a.with_target_text(target_text.clone()))
         .and_then(|a| a.with_query_key(out.decoder.query_key))
         .map_err(shape)?;
         let cross = Attention::cross(
-            info(&net.decoder_arch),
+            info(net.decoder_architecture()),
             recorded,
             None,
             decoder_units,

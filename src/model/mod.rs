@@ -1,9 +1,20 @@
 //! The model: find its files, read its config and weights, tokenize, and run our implementation
 //! of the model's family, capturing the attention of every layer and head.
 //!
-//! Families (BERT, RoBERTa, XLM-R, DistilBERT, ALBERT, ELECTRA) sit behind one seam,
-//! [`family::Network`], chosen by config.json's `model_type` ([`family::FAMILIES`]); their shared
-//! math is in [`kernels`]. `docs/architecture.md` describes the pipeline and how to add a family.
+//! Three layers, each importing only those below it, as candle's core / nn / transformers:
+//!
+//! - [`formats`]: model files as stored (the `-m` value's files, config.json, safetensors and
+//!   `.bin` checkpoints, GGUF, tensors by name, the checks that bound hostile files);
+//! - [`blocks`]: what networks are made of (the encoder, decoder and encoder–decoder stacks,
+//!   layers, capture, generation) and the seam they sit behind ([`blocks::network::Network`],
+//!   [`blocks::family::Family`]);
+//! - [`families`]: one file per family, a table of its tensor names, its config and its quirks
+//!   as data, and the [`families::registry`] that lists them, chosen by config.json's
+//!   `model_type`.
+//!
+//! [`kernels`] holds the arithmetic they all run. [`Model`] (this file, and [`encdec`] for
+//! encoder–decoders) sits on top and names no family. `docs/architecture.md` describes the
+//! pipeline and how to add a family.
 //!
 //! ```no_run
 //! use attnviz::model::{EncodeOptions, Model};
@@ -13,99 +24,55 @@
 //! # Ok::<(), attnviz::model::Error>(())
 //! ```
 
-pub mod albert;
-pub mod bart;
-pub mod bert;
-pub mod capture;
-pub mod config;
-pub mod decoder;
-pub mod distilbert;
-pub mod electra;
+pub mod blocks;
 pub mod encdec;
-pub mod encoder;
-pub mod family;
-pub mod generate;
-pub mod gguf;
-pub mod gpt2;
+pub mod error;
+pub mod families;
+pub mod formats;
 pub mod kernels;
-pub mod layers;
-pub mod llama;
-pub mod pickle;
-pub mod pytorch;
-pub mod roberta;
-pub mod seq2seq;
-pub mod source;
-pub mod t5;
-pub mod validate;
-pub mod weights;
 
 use std::path::Path;
 
 use crate::attention::{Attention, ModelInfo, QueryKey, Units};
 use crate::tokenize::{self, TextTokenizer};
 
-pub use bert::BertConfig;
-pub use capture::SequenceCapture;
-pub use config::ConfigError;
-pub use decoder::{CausalLm, KvCache};
-pub use family::{Architecture, Batch, Network};
-pub use generate::{Generation, GenerationConfig};
+use families::registry;
+use formats::tensors::TensorMap;
+
+// The modules and items code outside `model/` reaches by their old paths.
+pub use blocks::capture::SequenceCapture;
+pub use blocks::family::{Family, FamilyConfig};
+pub use blocks::generate::{Generation, GenerationConfig};
+pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
+pub use error::Error;
+pub use families::bert::BertConfig;
+pub use families::registry as family;
+pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
+pub use formats::config::ConfigError;
+pub use formats::source::{Hub, ModelFiles, SourceError};
+pub use formats::validate::BadRow;
+pub use formats::weights::{Checkpoint, WeightsError};
+pub use formats::{config, gguf, pickle, pytorch, validate, weights};
 pub use kernels::Mask;
-pub use source::{Hub, ModelFiles, SourceError};
-pub use validate::BadRow;
-pub use weights::{Checkpoint, WeightsError};
 
-/// Anything that can go wrong loading or running a model. Every variant displays as one line
-/// that says what was wrong and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Finding the model's files.
-    #[error(transparent)]
-    Source(#[from] SourceError),
-    /// Reading config.json.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// Reading the weights.
-    #[error(transparent)]
-    Weights(#[from] WeightsError),
-    /// Reading a GGUF file.
-    #[error(transparent)]
-    Gguf(#[from] gguf::GgufError),
-    /// Loading the tokenizer or tokenizing.
-    #[error(transparent)]
-    Tokenize(#[from] tokenize::Error),
-    /// Invalid input to a forward pass.
-    #[error("{0}")]
-    Input(String),
-    /// The captured attention is not a set of probability distributions (the weights overflow
-    /// on this input); nothing is written from it.
-    #[error(transparent)]
-    Attention(#[from] BadRow),
-    /// The captured attention would not fit in memory.
-    #[error("{0}")]
-    TooBig(String),
-    /// The tensor computation failed (a bug; the message says where).
-    #[error("forward pass failed: {0}")]
-    Forward(String),
-}
+/// Finding a model's files ([`formats::source`]), with the tokenizer files its family reads
+/// (its quirks' `tokenizer_files`, by config.json).
+pub mod source {
+    pub use super::formats::source::*;
 
-impl From<candle_core::Error> for Error {
-    fn from(e: candle_core::Error) -> Self {
-        Error::Forward(candle_message(&e))
+    use super::families::registry;
+
+    /// Find the files of `model`: a local folder if one exists at that path, else a hub repo
+    /// id at `revision`, from the cache or downloaded ([`resolve_with`]).
+    pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+        resolve_with(model, revision, hub, &registry::tokenizer_files)
     }
-}
 
-/// A candle error as one line, without the backtrace that candle appends to its Display when
-/// `RUST_BACKTRACE` is set.
-pub(crate) fn candle_message(e: &candle_core::Error) -> String {
-    use candle_core::Error as E;
-    let text = match e {
-        E::WithBacktrace { inner, .. } => return candle_message(inner),
-        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
-        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
-        other => other.to_string(),
-    };
-    text.lines().next().unwrap_or_default().trim().to_string()
+    /// The files of a model in a local folder ([`from_dir_with`]).
+    pub fn from_dir(dir: &std::path::Path, id: &str) -> Result<ModelFiles, SourceError> {
+        from_dir_with(dir, id, &registry::tokenizer_files)
+    }
 }
 
 /// Options for [`Model::encode`].
@@ -126,17 +93,6 @@ pub struct EncodeOptions {
 /// 4 GiB where the system does not say.
 pub fn default_capture_budget() -> u64 {
     validate::total_memory().map_or(4 << 30, |m| m / 2)
-}
-
-/// Raw forward outputs for one sequence.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Forward {
-    /// Attention probabilities `[layers, heads, n, n]`, row-major; row = query, column = key.
-    pub weights: Vec<f32>,
-    /// Last hidden state `[n, hidden]`.
-    pub hidden: Vec<f32>,
-    /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
-    pub query_key: Option<QueryKey>,
 }
 
 /// The result of [`Model::encode`].
@@ -167,6 +123,8 @@ pub struct GenerateOptions {
 /// A loaded model: its family's network with weights, its tokenizer and description.
 pub struct Model {
     info: ModelInfo,
+    /// Its family, whose quirks say what the shared code does differently for it.
+    family: &'static Family,
     network: Box<dyn Network>,
     tokenizer: TextTokenizer,
     /// The target side's tokenizer where it differs from the source's (Marian's target.spm).
@@ -214,17 +172,21 @@ impl Model {
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
         // The tokenizer loads on a thread of its own while the weights are read: reading the
         // weights in place is mostly waiting on page mappings, which leaves a core free.
-        let (network, tokenizer) = std::thread::scope(|scope| {
+        let (loaded, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| TextTokenizer::from_dir(&files.tokenizer_dir));
-            let network = family::load(&files.config, &files.weights);
+            let loaded = registry::load_family(&files.config, &files.weights);
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (network, tokenizer)
+            (loaded, tokenizer)
         });
-        let (network, tokenizer) = (network?, tokenizer?);
+        let ((family, network), tokenizer) = (loaded?, tokenizer?);
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
-            GenerationConfig::from_dir(&files.config, &files.tokenizer_dir)
+            GenerationConfig::with_settings(
+                &files.config,
+                &files.tokenizer_dir,
+                tokenizer.settings(),
+            )
         } else {
             GenerationConfig::none(&files.tokenizer_dir.display().to_string())
         };
@@ -232,12 +194,15 @@ impl Model {
             files.id.clone(),
             files.revision.clone(),
             source::display_name(files),
+            family,
             network,
             tokenizer,
             generation,
-            model_max_length(&files.tokenizer_dir),
         );
-        model.target_tokenizer = tokenize::marian::from_dir(&files.tokenizer_dir, "target.spm")?;
+        model.model_max_length = model.tokenizer.settings().model_max_length();
+        if let Some(target) = family.quirks.target_tokenizer {
+            model.target_tokenizer = target(&files.tokenizer_dir)?;
+        }
         Ok(model)
     }
 
@@ -245,10 +210,10 @@ impl Model {
         id: String,
         revision: Option<String>,
         name: String,
+        family: &'static Family,
         network: Box<dyn Network>,
         tokenizer: TextTokenizer,
         generation: GenerationConfig,
-        model_max_length: Option<usize>,
     ) -> Model {
         let arch = network.architecture();
         let info = ModelInfo {
@@ -263,22 +228,24 @@ impl Model {
         };
         Model {
             info,
+            family,
             network,
             tokenizer,
             target_tokenizer: None,
             generation,
-            model_max_length,
+            model_max_length: None,
         }
     }
 
-    /// Load a GGUF file of the llama architecture: its tensors dequantised to f32 (in
-    /// transformers' layout) for the Llama network, the tokenizer and chat template from its
-    /// metadata.
+    /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its tensors
+    /// dequantised to f32 (in transformers' layout) for the family's network, the tokenizer and
+    /// chat template from its metadata.
     pub fn from_gguf(path: &Path) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
         let params = file.decoder_params()?;
-        let config = llama::LlamaConfig::from_gguf(&params, &origin)?;
+        let (family, reader) = registry::gguf_family(&params.architecture, &origin)?;
+        let config = (reader.config)(&params, &origin)?;
         // The tokenizer is built on a thread of its own while the tensors are dequantised.
         let (tensors, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
@@ -293,7 +260,7 @@ impl Model {
             .into_iter()
             .filter_map(|(name, t)| Some((gguf::hf_tensor_name(&name)?, (t.shape, t.data))))
             .collect();
-        let network = config.build_from(&decoder::TensorMap::new(tensors, origin.clone()))?;
+        let network = config.build(&TensorMap::new(tensors, origin.clone()))?;
         let eos_token_ids = tokenizer
             .eos_token_id
             .or(params.eos_token_id)
@@ -320,10 +287,10 @@ impl Model {
             origin,
             None,
             name,
-            Box::new(network),
+            family,
+            network,
             TextTokenizer::with_names(tokenizer.tokenizer.clone(), path.to_path_buf(), &names),
             generation,
-            None,
         ))
     }
 
@@ -385,11 +352,18 @@ impl Model {
                 longest.saturating_sub(prompt.len())
             )));
         }
+        // The cache is made when the first step runs (no step runs for 0 new tokens).
+        let mut cache = None;
+        let mut step = |ids: &[u32]| {
+            let cache = cache.get_or_insert_with(|| lm.new_cache(prompt.len() + max_new_tokens));
+            lm.step(ids, cache)
+        };
         generate::greedy(
-            lm,
             prompt,
             max_new_tokens,
             &self.generation.eos_token_ids,
+            (None, None),
+            &mut step,
             progress,
         )
     }
@@ -806,15 +780,6 @@ pub fn format_bytes(bytes: u64) -> String {
     } else {
         format!("{:.0} kB", (b / 1e3).max(1.0))
     }
-}
-
-/// The tokenizer's `model_max_length` in `dir/tokenizer_config.json`, when it states a real
-/// one (transformers writes 10³⁰ for "none").
-fn model_max_length(dir: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let n = value.get("model_max_length")?.as_f64()?;
-    (1.0..1e15).contains(&n).then_some(n as usize)
 }
 
 /// Refuse input the network cannot take, with a message that says why.

@@ -121,7 +121,7 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
     tokenizer
         .add_special_tokens(specials)
         .map_err(|e| err(&model_path, e.to_string()))?;
-    Ok(Some(TextTokenizer::from_tokenizer(tokenizer, model_path)))
+    TextTokenizer::from_tokenizer(tokenizer, model_path).map(Some)
 }
 
 /// What attnviz reads of a SentencePiece model.

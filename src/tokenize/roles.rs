@@ -13,10 +13,11 @@
 //! those marks.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use serde_json::Value;
 use tokenizers::{Encoding, Tokenizer};
+
+use super::config::TokenizerConfig;
 
 use crate::attention::Role;
 
@@ -53,51 +54,18 @@ pub struct TokenNames {
 }
 
 impl TokenNames {
-    /// Read the names from the JSON files in `dir` (missing files give no names; a file that is
-    /// not JSON is reported by whoever reads it for its other settings).
-    pub fn read(dir: &Path) -> TokenNames {
-        let read = |name: &str| -> Value {
-            std::fs::read_to_string(dir.join(name))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(Value::Null)
-        };
-        Self::from_json(&[
-            read("tokenizer_config.json"),
-            read("special_tokens_map.json"),
-        ])
-    }
-
-    /// The names in `sources`, the first that names a key winning.
-    pub fn from_json(sources: &[Value]) -> TokenNames {
-        let content = |v: &Value| -> Option<String> {
-            v.as_str()
-                .or_else(|| v.get("content")?.as_str())
-                .map(str::to_string)
-        };
-        let one = |key: &str| -> Vec<String> {
-            sources
-                .iter()
-                .find_map(|src| content(src.get(key)?))
-                .into_iter()
-                .collect()
-        };
-        let list = |key: &str| -> Vec<String> {
-            sources
-                .iter()
-                .filter_map(|src| src.get(key)?.as_array())
-                .flatten()
-                .filter_map(content)
-                .collect()
-        };
+    /// The names a tokenizer folder's settings give (tokenizer_config.json first, then
+    /// special_tokens_map.json).
+    pub fn from_config(config: &TokenizerConfig) -> TokenNames {
+        let one = |key: &str| -> Vec<String> { config.special(key).into_iter().collect() };
         TokenNames {
             start: [one("cls_token"), one("bos_token")].concat(),
             end: [one("sep_token"), one("eos_token")].concat(),
             pad: one("pad_token"),
             ordinary: [one("unk_token"), one("mask_token")].concat(),
             other: [
-                list("additional_special_tokens"),
-                list("extra_special_tokens"),
+                config.specials("additional_special_tokens"),
+                config.specials("extra_special_tokens"),
             ]
             .concat(),
         }

@@ -18,7 +18,7 @@ use std::path::Path;
 use serde_json::json;
 use tokenizers::Tokenizer;
 
-use super::{Error, TextTokenizer};
+use super::{Error, TextTokenizer, TokenizerConfig};
 
 /// rxnmapper's `SMI_REGEX_PATTERN` (rxnmapper 0.4.3, `smiles_utils.py`).
 pub const PATTERN: &str = r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\.|=|#|-|\+|\\|\/|:|~|@|\?|>>?|\*|\$|\%[0-9]{2}|[0-9])";
@@ -34,29 +34,9 @@ struct Specials {
 }
 
 impl Specials {
-    fn read(dir: &Path) -> Specials {
-        let read = |name: &str| -> serde_json::Value {
-            std::fs::read_to_string(dir.join(name))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(serde_json::Value::Null)
-        };
-        let (config, map) = (
-            read("tokenizer_config.json"),
-            read("special_tokens_map.json"),
-        );
-        let token = |key: &str, default: &str| {
-            [&config, &map]
-                .iter()
-                .filter_map(|src| {
-                    let v = src.get(key)?;
-                    v.as_str()
-                        .or_else(|| v.get("content")?.as_str())
-                        .map(str::to_string)
-                })
-                .next()
-                .unwrap_or_else(|| default.to_string())
-        };
+    fn of(settings: &TokenizerConfig) -> Specials {
+        let token =
+            |key: &str, default: &str| settings.special(key).unwrap_or_else(|| default.to_string());
         Specials {
             unk: token("unk_token", "[UNK]"),
             cls: token("cls_token", "[CLS]"),
@@ -102,12 +82,15 @@ pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
         .lines()
         .map(|l| l.trim_end_matches('\r').to_string())
         .collect();
-    let specials = Specials::read(dir);
+    let settings = TokenizerConfig::read(dir)?;
+    let specials = Specials::of(&settings);
     if !is_smiles_vocabulary(&vocab, &specials) {
         return Ok(None);
     }
     let tokenizer = build(&vocab, &specials).map_err(load_err)?;
-    Ok(Some(TextTokenizer::from_tokenizer(tokenizer, path)))
+    Ok(Some(TextTokenizer::with_settings(
+        tokenizer, path, settings,
+    )))
 }
 
 /// The tokenizer, assembled as a tokenizer.json document (the library's own format for each

@@ -225,6 +225,10 @@ class Family:
     only_cases: tuple[str, ...] = ()  # a subset of the cases, to keep a large variant small
     use_cache: bool = True  # generate() with its KV cache (see t5-v1_1)
     untie_head: bool = False  # give lm_head weights of its own (see t5-v1_1)
+    # Pre-trained with segment ids (ALBERT's sentence-order prediction, type_vocab_size 2), whose
+    # tokenizer no longer returns them in transformers 5: token_type_ids are asked for and passed
+    # to the model explicitly (sentence A and its [CLS]/[SEP] 0, sentence B and its [SEP] 1).
+    segments: bool = False
 
 
 SAFE = Layout("", "base", "safetensors", "the bare model, HF key names without prefix")
@@ -336,10 +340,14 @@ FAMILIES: list[Family] = [
         lambda f: tt.albert(f, 40),
         [SAFE, MLM_BIN],
         base_kwargs=dict(add_pooling_layer=False),
+        segments=True,
         notes=dict(
             sharing="one set of layer weights (encoder.albert_layer_groups.0.albert_layers.0) applied "
             "num_hidden_layers times; embeddings of size embedding_size projected to hidden_size by "
             "encoder.embedding_hidden_mapping_in",
+            segments="token_type_ids asked for (return_token_type_ids=True) and passed to the model: "
+            "ALBERT was pre-trained with segment ids (sentence-order prediction, type_vocab_size 2), "
+            "which transformers 5's tokenizer leaves out by default",
         ),
     ),
     Family(
@@ -362,6 +370,7 @@ FAMILIES: list[Family] = [
         lambda f: tt.albert(f, 40),
         [SAFE],
         base_kwargs=dict(add_pooling_layer=False),
+        segments=True,
         only_cases=("single", "pair"),
         notes=dict(
             sharing="num_hidden_layers 4, num_hidden_groups 2, inner_group_num 2: layer i uses group "
@@ -794,7 +803,9 @@ def load(family: Family, folder: Path, dtype=torch.float32):
 # --------------------------------------------------------------------------------------------
 
 
-def encode(tok, case: dict, max_len: int) -> dict:
+def encode(tok, case: dict, max_len: int, segments: bool = False) -> dict:
+    """HF's tokenization of a case; with `segments`, the segment ids asked for explicitly (the
+    tokenizer's default may leave them out, as transformers 5's ALBERT tokenizer does)."""
     args = (case["text"],) + ((case["pair"],) if case.get("pair") is not None else ())
     truncate = case.get("truncate", False)
     enc = tok(
@@ -802,7 +813,7 @@ def encode(tok, case: dict, max_len: int) -> dict:
         truncation="longest_first" if truncate else False,
         max_length=max_len if truncate else None,
         return_special_tokens_mask=True,
-        return_token_type_ids=None,
+        return_token_type_ids=True if segments else None,
     )
     n_full = len(tok(*args)["input_ids"])
     ids = enc["input_ids"]
@@ -997,7 +1008,10 @@ def make_family(family: Family, seed: int) -> None:
         for case in ENCODER_CASES if family.kind == "encoder" else DECODER_CASES:
             if family.only_cases and case["name"] not in family.only_cases:
                 continue
-            entry = encode(tok, case, max_len)
+            entry = encode(tok, case, max_len, family.segments)
+            if family.segments and case.get("pair") is not None:
+                types = entry["token_type_ids"]
+                assert types and 0 in types and 1 in types, (family.name, case["name"], types)
             args = (entry["input_ids"], entry["token_type_ids"])
             ref, ref64 = runner.run(*args), runner64.run(*args)
             check_others(ref, *args)

@@ -433,3 +433,49 @@ fn encoder_decoder_downloads_and_runs() {
     assert_eq!(generated.generation.unwrap().ids.len(), 5);
     assert_eq!(fake.log.lock().unwrap().len(), requests);
 }
+
+/// A decoder's family reads the settings beside its tokenizer.json: from the stand-in hub, its
+/// tokenizer_config.json comes down with it, and with it the chat template, so `--chat` works on
+/// a hub model as on a local folder (an encoder fetches tokenizer.json alone, as above).
+#[test]
+fn a_hub_decoder_brings_its_chat_template() {
+    const LLAMA_FILES: [&str; 5] = [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ];
+    let src = tempfile::tempdir().unwrap();
+    let fixture = crate::fidelity::reference::fixture("tiny-llama");
+    for f in LLAMA_FILES {
+        std::fs::copy(fixture.join(f), src.path().join(f)).unwrap();
+    }
+    let settings = src.path().join("tokenizer_config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    config["chat_template"] = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\
+        {% if add_generation_prompt %}<assistant>{% endif %}"
+        .into();
+    std::fs::write(&settings, config.to_string()).unwrap();
+    let fake = fake_hub(
+        "org/tiny-llama",
+        &LLAMA_FILES,
+        src.path().to_path_buf(),
+        None,
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let model = Model::load_with(
+        "org/tiny-llama",
+        "main",
+        &hub(cache.path(), &fake.endpoint, false),
+    )
+    .unwrap();
+    assert_eq!(model.family(), "Llama");
+    let snapshot = cache
+        .path()
+        .join("models--org--tiny-llama/snapshots")
+        .join(COMMIT);
+    assert!(snapshot.join("tokenizer_config.json").is_file());
+    assert_eq!(model.chat_prompt("hi").unwrap(), "<user>hi<assistant>");
+}

@@ -462,6 +462,57 @@ fn tiny_albert_mlm_bin_with_prefix_matches_hf() {
     check_fixture("tiny-albert-mlm", "tiny-albert");
 }
 
+/// ALBERT was pre-trained with segment ids (sentence-order prediction, `type_vocab_size` 2):
+/// a pair's second sentence and its `[SEP]` get segment 1, as in transformers when
+/// `token_type_ids` are passed (`make_families.py` passes them; transformers 5's tokenizer no
+/// longer returns them). `Model::encode` matches that reference on the pair, and the same ids
+/// run with zeros miss it by far more than the tolerance: the match is the segments' doing.
+#[test]
+fn tiny_albert_pairs_get_segment_ids() {
+    for label in ["tiny-albert", "tiny-albert-groups"] {
+        let reference = FamilyReference::load(label);
+        let model = load(&fixture(label));
+        assert!(model.architecture().tokenizer_types, "[{label}]");
+        let case = reference
+            .cases
+            .iter()
+            .find(|c| c.name == "pair")
+            .expect("a pair case");
+        let types = case
+            .token_type_ids
+            .as_ref()
+            .expect("segment ids passed to HF");
+        assert!(
+            types.contains(&0) && types.contains(&1),
+            "[{label}] {types:?}"
+        );
+        let enc = ok(
+            model.encode(&case.text, case.pair.as_deref(), &EncodeOptions::default()),
+            format!("[{label}] encode"),
+        );
+        assert_eq!(
+            &enc.attention.queries().type_ids,
+            types,
+            "[{label}] segment ids"
+        );
+        let out = Forward {
+            weights: enc.attention.weights().to_vec(),
+            hidden: enc.hidden,
+            query_key: None,
+        };
+        let problems = compare(label, &reference, case, &out, " (encode)");
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        let zeros = ok(
+            model.forward(&case.input_ids, &vec![0; case.n], false),
+            format!("[{label}] forward with zeros"),
+        );
+        let attn_ref = reference.tensor(case, "attentions").unwrap();
+        let off = MaxDiff::of(&zeros.weights, &attn_ref).value;
+        eprintln!("[{label}] pair run with zeros for segments: attention max |Δ| {off:.2e}");
+        assert!(off > 100.0 * ATTENTION_TOL, "[{label}] zeros give {off:e}");
+    }
+}
+
 #[test]
 fn tiny_albert_with_layer_groups_matches_hf() {
     // 4 layers over 2 groups of 2 inner layers: 8 attention maps per input.

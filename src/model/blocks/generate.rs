@@ -2,18 +2,19 @@
 //! generation (EOS) and the chat template that wraps a prompt.
 //!
 //! Decoding is transformers' `generate(do_sample=False, num_beams=1)`: the prompt runs once
-//! (prefill), then each step feeds the token just chosen against the cache of every earlier
-//! token's keys and values, and takes the most likely next token (the first, on a tie, as
-//! `torch.argmax`). It stops after the requested number of tokens, or after an EOS token, which
-//! is kept, as transformers keeps it.
+//! (prefill; an encoder–decoder's prompt is its decoder start token), then each step feeds the
+//! token just chosen against the cache of every earlier token's keys and values, and takes the
+//! most likely next token (the first, on a tie, as `torch.argmax`). It stops after the requested
+//! number of tokens, or after an EOS token, which is kept, as transformers keeps it. One loop
+//! ([`greedy`]) serves both kinds of model.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::decoder::CausalLm;
-use super::gguf::ChatTemplate;
-use super::Error;
+use crate::model::error::Error;
+use crate::model::formats::gguf::ChatTemplate;
+use crate::tokenize::TokenizerConfig;
 
 /// What a checkpoint says about generating from it.
 #[derive(Clone, Debug)]
@@ -51,6 +52,16 @@ impl GenerationConfig {
     /// missing or unreadable leave their part empty; a template that does not compile is
     /// reported when `--chat` asks for it.
     pub fn from_dir(config: &Path, tokenizer_dir: &Path) -> GenerationConfig {
+        let settings = TokenizerConfig::read(tokenizer_dir).unwrap_or_default();
+        Self::with_settings(config, tokenizer_dir, &settings)
+    }
+
+    /// [`GenerationConfig::from_dir`] with the tokenizer's settings already read.
+    pub fn with_settings(
+        config: &Path,
+        tokenizer_dir: &Path,
+        settings: &TokenizerConfig,
+    ) -> GenerationConfig {
         let read = |path: &Path| -> Option<serde_json::Map<String, Value>> {
             let text = std::fs::read_to_string(path).ok()?;
             match serde_json::from_str(&text).ok()? {
@@ -83,36 +94,25 @@ impl GenerationConfig {
         let forced_bos_token_id = id_of("forced_bos_token_id");
         let forced_eos_token_id = id_of("forced_eos_token_id");
 
-        let tokenizer_config = read(&tokenizer_dir.join("tokenizer_config.json"));
-        let origin = tokenizer_dir.join("tokenizer_config.json");
-        let special = |key: &str| -> Option<String> {
-            match tokenizer_config.as_ref()?.get(key)? {
-                Value::String(s) => Some(s.clone()),
-                Value::Object(o) => o.get("content")?.as_str().map(str::to_string),
-                _ => None,
-            }
-        };
+        let origin = settings.path().map_or_else(
+            || tokenizer_dir.join("tokenizer_config.json"),
+            Path::to_path_buf,
+        );
         let jinja = tokenizer_dir.join("chat_template.jinja");
-        let source = match tokenizer_config
-            .as_ref()
-            .and_then(|c| c.get("chat_template"))
-        {
-            Some(Value::String(s)) => Some((origin.display().to_string(), s.clone())),
-            // A list of named templates: the one named "default".
-            Some(Value::Array(named)) => named
-                .iter()
-                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
-                .and_then(|t| t.get("template")?.as_str())
-                .map(|s| (origin.display().to_string(), s.to_string())),
-            _ => std::fs::read_to_string(&jinja)
+        let source = match settings.chat_template() {
+            Some(s) => Some((origin.display().to_string(), s.to_string())),
+            None => std::fs::read_to_string(&jinja)
                 .ok()
                 .map(|s| (jinja.display().to_string(), s)),
         };
         let chat_template = match source {
-            Some((origin, source)) => {
-                ChatTemplate::new(origin, source, special("bos_token"), special("eos_token"))
-                    .map_err(|e| e.to_string())
-            }
+            Some((origin, source)) => ChatTemplate::new(
+                origin,
+                source,
+                settings.special("bos_token"),
+                settings.special("eos_token"),
+            )
+            .map_err(|e| e.to_string()),
             None => Err(no_template(&tokenizer_dir.display().to_string())),
         };
         GenerationConfig {
@@ -170,23 +170,39 @@ pub fn argmax(logits: &[f32]) -> Result<u32, Error> {
     Ok(best as u32)
 }
 
-/// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos`.
-/// `progress` is told the number of tokens generated after each one. The caller checks that
-/// `prompt.len() + max_new_tokens` fits the model.
+/// One decoding step: runs the tokens the model has not seen yet and returns the logits
+/// `[vocab]` after the last of them.
+pub type Step<'a> = dyn FnMut(&[u32]) -> Result<Vec<f32>, Error> + 'a;
+
+/// Greedy decoding of up to `max_new_tokens` after `prompt`, stopping after any of `eos` (which
+/// is kept), for decoders and encoder–decoders alike. `step` runs tokens the model has not seen
+/// yet (first the whole prompt, then each token as it is chosen) and returns the logits `[vocab]`
+/// after the last of them; it is not called after the last token. `forced` is
+/// (`forced_bos_token_id`, `forced_eos_token_id`): the first generated token, and a last one at
+/// the length limit, as transformers' logits processors force them (ids outside the vocabulary
+/// are not forced; NaN logits are an error even where a token is forced). `progress` is told
+/// the number of tokens generated after each one. The caller checks that the prompt and
+/// `max_new_tokens` fit the model.
 pub fn greedy(
-    lm: &dyn CausalLm,
     prompt: &[u32],
     max_new_tokens: usize,
     eos: &[u32],
+    forced: (Option<u32>, Option<u32>),
+    step: &mut Step<'_>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Generation, Error> {
     let mut ids = prompt.to_vec();
     let mut stopped_at_eos = false;
     if max_new_tokens > 0 {
-        let mut cache = lm.new_cache(prompt.len() + max_new_tokens);
-        let mut logits = lm.step(prompt, &mut cache)?;
+        let mut logits = step(prompt)?;
         for n in 1..=max_new_tokens {
-            let next = argmax(&logits)?;
+            let best = argmax(&logits)?;
+            let vocab = logits.len();
+            let next = match forced {
+                (Some(first), _) if n == 1 && (first as usize) < vocab => first,
+                (_, Some(last)) if n == max_new_tokens && (last as usize) < vocab => last,
+                _ => best,
+            };
             ids.push(next);
             progress(n);
             if eos.contains(&next) {
@@ -194,7 +210,7 @@ pub fn greedy(
                 break;
             }
             if n < max_new_tokens {
-                logits = lm.step(&[next], &mut cache)?;
+                logits = step(&[next])?;
             }
         }
     }

@@ -3,16 +3,18 @@
 //! Mirrors transformers' `models/electra/modeling_electra.py` (`ElectraModel`): the embedding
 //! LayerNorm runs at the embedding width, before the projection.
 
-use super::bert;
-use super::config::{ConfigError, ConfigFile};
-use super::encoder::{
-    encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
+use crate::model::blocks::encoder::{
+    encoder_architecture, plain_schedule, EmbeddingNames, Embeddings, EncoderConfig,
+    EncoderDefaults, EncoderNames, PostNormEncoder,
 };
-use super::family::{Family, FamilyConfig, Network};
-use super::kernels::positions::Positions;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Name;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// ELECTRA in the family registry.
 pub static FAMILY: Family = Family {
@@ -25,6 +27,7 @@ pub static FAMILY: Family = Family {
         prefix: "electra",
     },
     config: |file| Ok(Box::new(ElectraConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `ElectraConfig` defaults.
@@ -42,9 +45,6 @@ const DEFAULTS: EncoderDefaults = EncoderDefaults {
     pad_token_id: Some(0),
 };
 
-/// The projection from the embedding width to the hidden size.
-const PROJECT: &str = "embeddings_project";
-
 /// An ELECTRA config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ElectraConfig(pub EncoderConfig);
@@ -58,24 +58,26 @@ impl ElectraConfig {
     fn projects(&self) -> bool {
         self.0.embedding_size != self.0.hidden_size
     }
+
+    /// The projection from the embedding width to the hidden size, where the widths differ.
+    fn projection(&self) -> Option<Name> {
+        self.projects()
+            .then(|| Name::root().pp("embeddings_project"))
+    }
 }
 
 impl FamilyConfig for ElectraConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let (mut dims, counts) = bert::config_checks(&self.0);
-        if self.projects() {
-            dims.push(ConfigDim {
-                field: "hidden_size",
-                value: self.0.hidden_size,
-                tensor: format!("{PROJECT}.weight"),
-                axis: 0,
-            });
-        }
-        (dims, counts)
+        EncoderNames::BERT.checks(&self.0, self.projection().as_ref())
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let c = &self.0;
+        let names = EncoderNames::BERT;
+        let embeddings = EmbeddingNames {
+            project: self.projection(),
+            ..(names.embeddings)()
+        };
         Ok(Box::new(PostNormEncoder {
             arch: encoder_architecture(
                 FAMILY.name,
@@ -86,13 +88,8 @@ impl FamilyConfig for ElectraConfig {
                 c.type_vocab_size,
                 true,
             ),
-            embeddings: bert::embeddings(
-                ckpt,
-                c,
-                Positions::Absolute,
-                self.projects().then_some(PROJECT),
-            )?,
-            layers: bert::layers(ckpt, c)?,
+            embeddings: Embeddings::load(ckpt, &embeddings, c, Positions::Absolute)?,
+            layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
         }))
     }
@@ -102,6 +99,11 @@ impl FamilyConfig for ElectraConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(FAMILY.anchor.tensor, EmbeddingNames::bert().word.weight());
+    }
 
     #[test]
     fn projects_only_when_the_widths_differ() {

@@ -1,4 +1,4 @@
-//! BART, mBART and Marian: the encoder–decoder stack ([`super::seq2seq`]) with BART's tensor
+//! BART, mBART and Marian: the encoder–decoder stack ([`crate::model::blocks::seq2seq`]) with BART's tensor
 //! names. Mirrors transformers' `models/bart/modeling_bart.py`, `models/mbart/modeling_mbart.py`
 //! and `models/marian/modeling_marian.py`:
 //!
@@ -13,20 +13,25 @@
 //! when the checkpoint stores one of its own), and `final_logits_bias` added to the logits.
 //! Checkpoints are read with and without the `model.` prefix.
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{out_in_linear, FeedForward, Tensors};
-use super::family::{Architecture, Family, FamilyConfig, Network};
-use super::kernels::positions::{sinusoidal_table, SinusoidalLayout};
-use super::kernels::{Activation, Layout, Mask};
-use super::layers::{Linear, Norm};
-use super::seq2seq::{
-    CrossAttention, Placement, SelfAttention, Seq2SeqHead, Seq2SeqLayer, Seq2SeqNet, Stack,
-    StackPositions,
-};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint, Weight};
-use super::Error;
 use crate::attention::PositionScheme;
+use crate::model::blocks::family::{DecoderStart, Family, FamilyConfig, Quirks};
+use crate::model::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::blocks::seq2seq::{
+    AttentionNames, LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames,
+    Seq2SeqNet, Side, Stack, StackPositions,
+};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::{
+    TokenizerFiles, TOKENIZERS_WITH_SETTINGS, TOKENIZER_JSON_WITH_SETTINGS, VOCAB_TXT,
+};
+use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::model::kernels::positions::{sinusoidal_table, SinusoidalLayout};
+use crate::model::kernels::{Activation, Layout, Mask};
+use crate::tokenize;
 
 /// BART in the family registry.
 pub static BART: Family = Family {
@@ -35,6 +40,10 @@ pub static BART: Family = Family {
     class_prefixes: &["Bart"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::Bart)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// mBART in the family registry.
@@ -44,6 +53,12 @@ pub static MBART: Family = Family {
     class_prefixes: &["MBart"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::MBart)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        decoder_start: DecoderStart::LastLabel,
+        target_language_code: true,
+        ..Quirks::NONE
+    },
 };
 
 /// Marian in the family registry.
@@ -53,6 +68,22 @@ pub static MARIAN: Family = Family {
     class_prefixes: &["Marian"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(BartConfig::read(file, Variant::Marian)?)),
+    quirks: Quirks {
+        tokenizer_files: &[TOKENIZER_JSON_WITH_SETTINGS, MARIAN_SPM, VOCAB_TXT],
+        target_tokenizer: Some(|dir| tokenize::marian::from_dir(dir, "target.spm")),
+        ..Quirks::NONE
+    },
+};
+
+/// Marian's tokenizers (opus-mt): one SentencePiece model per side and one vocabulary that
+/// numbers both (`tokenize::marian`).
+const MARIAN_SPM: TokenizerFiles = TokenizerFiles {
+    required: &["source.spm", "vocab.json"],
+    optional: &[
+        "target.spm",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ],
 };
 
 const ANCHOR: Anchor = Anchor {
@@ -235,7 +266,7 @@ impl BartConfig {
         )
     }
 
-    fn positions(&self, ckpt: &Checkpoint, stack: &str) -> Result<StackPositions, Error> {
+    fn positions(&self, ckpt: &Checkpoint, side: Side) -> Result<StackPositions, Error> {
         let d = self.d_model;
         Ok(match self.variant {
             Variant::Marian => StackPositions::Table {
@@ -247,7 +278,7 @@ impl BartConfig {
             },
             Variant::Bart | Variant::MBart => StackPositions::Table {
                 table: ckpt.weight(
-                    &format!("{stack}.embed_positions.weight"),
+                    &Names::stack(side).positions.weight(),
                     &[self.max_position_embeddings + 2, d],
                 )?,
                 offset: 2,
@@ -255,126 +286,144 @@ impl BartConfig {
         })
     }
 
-    fn stack(&self, ckpt: &Checkpoint, stack: &str) -> Result<Stack, Error> {
+    fn stack(&self, ckpt: &Checkpoint, side: Side) -> Result<Stack, Error> {
         let d = self.d_model;
         let eps = 1e-5;
-        let decoder = stack == "decoder";
-        let (layers, ffn_dim) = if decoder {
-            (self.decoder_layers, self.decoder_ffn_dim)
-        } else {
-            (self.encoder_layers, self.encoder_ffn_dim)
+        let (layers, ffn) = match side {
+            Side::Decoder => (self.decoder_layers, self.decoder_ffn_dim),
+            Side::Encoder => (self.encoder_layers, self.encoder_ffn_dim),
         };
-        let linear = |name: String, i, o| out_in_linear(ckpt, &name, i, o, true);
-        let qkv = |p: &str| -> Result<Linear, Error> {
-            Ok(Linear::stack(vec![
-                linear(format!("{p}.q_proj"), d, d)?,
-                linear(format!("{p}.k_proj"), d, d)?,
-                linear(format!("{p}.v_proj"), d, d)?,
-            ]))
+        let linear = |name: &Name, i, o| out_in_linear(ckpt, name, i, o, true);
+        let norm = |name: &Name| Ok(Norm::layer(ckpt, name, d, eps)?);
+        let shape = LayerShape {
+            hidden: d,
+            inner: d,
+            ffn,
+            activation: self.activation,
         };
         let layers = (0..layers)
-            .map(|i| {
-                let p = format!("{stack}.layers.{i}");
-                let cross = if decoder {
-                    let a = format!("{p}.encoder_attn");
-                    Some(CrossAttention {
-                        q: linear(format!("{a}.q_proj"), d, d)?,
-                        kv: Linear::stack(vec![
-                            linear(format!("{a}.k_proj"), d, d)?,
-                            linear(format!("{a}.v_proj"), d, d)?,
-                        ]),
-                        output: linear(format!("{a}.out_proj"), d, d)?,
-                        norm: Norm::layer(ckpt, &format!("{p}.encoder_attn_layer_norm"), d, eps)?,
-                    })
-                } else {
-                    None
-                };
-                Ok(Seq2SeqLayer {
-                    self_attention: SelfAttention {
-                        qkv: qkv(&format!("{p}.self_attn"))?,
-                        output: linear(format!("{p}.self_attn.out_proj"), d, d)?,
-                        norm: Norm::layer(ckpt, &format!("{p}.self_attn_layer_norm"), d, eps)?,
-                    },
-                    cross,
-                    ffn: FeedForward::Plain {
-                        expand: linear(format!("{p}.fc1"), d, ffn_dim)?,
-                        activation: self.activation,
-                        project: linear(format!("{p}.fc2"), ffn_dim, d)?,
-                    },
-                    ffn_norm: Norm::layer(ckpt, &format!("{p}.final_layer_norm"), d, eps)?,
-                })
-            })
+            .map(|i| Seq2SeqLayer::load(&Names::layer(side, i), shape, &linear, &norm))
             .collect::<Result<Vec<_>, Error>>()?;
+        let names = Names::stack(side);
         let embed_norm = match self.variant {
             Variant::Marian => None,
-            Variant::Bart | Variant::MBart => Some(Norm::layer(
-                ckpt,
-                &format!("{stack}.layernorm_embedding"),
-                d,
-                eps,
-            )?),
+            Variant::Bart | Variant::MBart => Some(norm(&names.embed_norm)?),
         };
         let final_norm = match self.variant {
-            Variant::MBart => Some(Norm::layer(ckpt, &format!("{stack}.layer_norm"), d, eps)?),
+            Variant::MBart => Some(norm(&names.final_norm)?),
             Variant::Bart | Variant::Marian => None,
         };
         Ok(Stack {
             layers,
-            positions: self.positions(ckpt, stack)?,
+            positions: self.positions(ckpt, side)?,
             embed_norm,
             final_norm,
         })
     }
 }
 
+/// BART's tensor names (`encoder.layers.3.self_attn.q_proj`, `shared`), which mBART and Marian
+/// share, inside the base model: one table, built from parts, that the config checks and the
+/// loading read.
+struct Names {
+    /// Learned positions (`embed_positions`).
+    positions: Name,
+    /// The LayerNorm after the embeddings (`layernorm_embedding`).
+    embed_norm: Name,
+    /// The LayerNorm after the last layer (mBART's `layer_norm`).
+    final_norm: Name,
+}
+
+impl Names {
+    /// The token embeddings both stacks share.
+    fn shared() -> Name {
+        Name::root().pp("shared")
+    }
+
+    /// A stack's own tensors.
+    fn stack(side: Side) -> Names {
+        let stack = Name::root().pp(side.module());
+        Names {
+            positions: stack.pp("embed_positions"),
+            embed_norm: stack.pp("layernorm_embedding"),
+            final_norm: stack.pp("layer_norm"),
+        }
+    }
+
+    /// Layer `i` of a stack.
+    fn layer(side: Side, i: usize) -> Seq2SeqLayerNames {
+        let layer = Name::root().pp(side.module()).pp("layers").pp(i);
+        let attention = |module: &str| {
+            let a = layer.pp(module);
+            AttentionNames {
+                q: a.pp("q_proj"),
+                k: a.pp("k_proj"),
+                v: a.pp("v_proj"),
+                output: a.pp("out_proj"),
+                norm: layer.pp(format!("{module}_layer_norm")),
+            }
+        };
+        Seq2SeqLayerNames {
+            self_attention: attention("self_attn"),
+            cross: (side == Side::Decoder).then(|| attention("encoder_attn")),
+            ffn: FfnNames::Plain {
+                expand: layer.pp("fc1"),
+                project: layer.pp("fc2"),
+            },
+            ffn_norm: layer.pp("final_layer_norm"),
+        }
+    }
+}
+
 impl FamilyConfig for BartConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
+        let shared = Names::shared().weight();
+        let ffn = |side| Names::layer(side, 0).ffn.first().weight();
         let mut dims = vec![
-            dim("vocab_size", self.vocab_size, "shared.weight", 0),
-            dim("d_model", self.d_model, "shared.weight", 1),
-            dim(
+            ConfigDim::new("vocab_size", self.vocab_size, &shared, 0),
+            ConfigDim::new("d_model", self.d_model, &shared, 1),
+            ConfigDim::new(
                 "encoder_ffn_dim",
                 self.encoder_ffn_dim,
-                "encoder.layers.0.fc1.weight",
+                ffn(Side::Encoder),
                 0,
             ),
-            dim(
+            ConfigDim::new(
                 "decoder_ffn_dim",
                 self.decoder_ffn_dim,
-                "decoder.layers.0.fc1.weight",
+                ffn(Side::Decoder),
                 0,
             ),
         ];
         if self.variant != Variant::Marian {
             // Learned positions: two rows before position 0's.
-            for stack in ["encoder", "decoder"] {
-                dims.push(dim(
+            for side in [Side::Encoder, Side::Decoder] {
+                dims.push(ConfigDim::new(
                     "max_position_embeddings",
                     self.max_position_embeddings.saturating_add(2),
-                    &format!("{stack}.embed_positions.weight"),
+                    Names::stack(side).positions.weight(),
                     0,
                 ));
             }
         }
+        let count = |field, value, block, side| {
+            ConfigCount::new(field, value, block, move |i| {
+                Names::layer(side, i).ffn.first().weight()
+            })
+        };
         let counts = vec![
-            ConfigCount {
-                field: "encoder_layers",
-                value: self.encoder_layers,
-                block: "encoder layer",
-                tensor: |i| format!("encoder.layers.{i}.fc1.weight"),
-            },
-            ConfigCount {
-                field: "decoder_layers",
-                value: self.decoder_layers,
-                block: "decoder layer",
-                tensor: |i| format!("decoder.layers.{i}.fc1.weight"),
-            },
+            count(
+                "encoder_layers",
+                self.encoder_layers,
+                "encoder layer",
+                Side::Encoder,
+            ),
+            count(
+                "decoder_layers",
+                self.decoder_layers,
+                "decoder layer",
+                Side::Decoder,
+            ),
         ];
         (dims, counts)
     }
@@ -391,7 +440,7 @@ impl FamilyConfig for BartConfig {
             scale: (encoder_arch.head_dim as f64).powf(-0.5) as f32,
             decoder_arch: self.decoder_architecture(),
             encoder_arch,
-            shared: ckpt.weight("shared.weight", &[vocab, d])?,
+            shared: ckpt.weight(&Names::shared().weight(), &[vocab, d])?,
             embed_scale: if self.scale_embedding {
                 (d as f64).sqrt() as f32
             } else {
@@ -401,8 +450,8 @@ impl FamilyConfig for BartConfig {
                 Variant::MBart => Placement::Pre,
                 Variant::Bart | Variant::Marian => Placement::Post,
             },
-            encoder: self.stack(ckpt, "encoder")?,
-            decoder: self.stack(ckpt, "decoder")?,
+            encoder: self.stack(ckpt, Side::Encoder)?,
+            decoder: self.stack(ckpt, Side::Decoder)?,
             head,
             output_scale: 1.0,
             logits_bias,
@@ -416,6 +465,13 @@ impl FamilyConfig for BartConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(BART.anchor.tensor, Names::shared().weight());
+        assert_eq!(MBART.anchor.tensor, Names::shared().weight());
+        assert_eq!(MARIAN.anchor.tensor, Names::shared().weight());
+    }
 
     fn read(text: &str, variant: Variant) -> Result<BartConfig, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();

@@ -7,18 +7,24 @@
 //! (a float division, as `AlbertTransformer` computes it), that is all of the group's inner
 //! layers in turn. Every inner layer run is one captured attention map, as transformers returns
 //! them: `num_hidden_layers × inner_group_num` maps per input.
+//!
+//! Segments: ALBERT was pre-trained with segment ids (sentence-order prediction), so a pair's
+//! second sentence gets segment 1 whenever the config has two segment types, as transformers
+//! computes it when `token_type_ids` are passed (its version 5 tokenizer no longer returns
+//! them, so a transformers 5 pipeline feeds zeros unless asked).
 
-use super::config::{ConfigError, ConfigFile};
-use super::encoder::{
-    encoder_architecture, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer, LayerNames,
-    PostNormEncoder,
+use crate::model::blocks::encoder::{
+    encoder_architecture, encoder_dims, EmbeddingNames, Embeddings, EncoderConfig, EncoderDefaults,
+    EncoderLayer, LayerNames, PostNormEncoder,
 };
-use super::family::{Family, FamilyConfig, Network};
-use super::kernels::positions::Positions;
-use super::layers::{Linear, Norm};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Name;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// ALBERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -31,6 +37,7 @@ pub static FAMILY: Family = Family {
         prefix: "albert",
     },
     config: |file| Ok(Box::new(AlbertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `AlbertConfig` defaults.
@@ -107,130 +114,72 @@ impl AlbertConfig {
     }
 }
 
+/// ALBERT's embeddings: BERT's tables, projected to the hidden size by
+/// `encoder.embedding_hidden_mapping_in`.
+fn embedding_names() -> EmbeddingNames {
+    EmbeddingNames {
+        project: Some(Name::root().pp("encoder").pp("embedding_hidden_mapping_in")),
+        ..EmbeddingNames::bert()
+    }
+}
+
+/// The tensors of inner layer `inner` of layer group `group`
+/// (`encoder.albert_layer_groups.{group}.albert_layers.{inner}.attention.query`, …).
 fn layer_names(group: usize, inner: usize) -> LayerNames {
-    let p = format!("encoder.albert_layer_groups.{group}.albert_layers.{inner}");
+    let layer = Name::root()
+        .pp("encoder")
+        .pp("albert_layer_groups")
+        .pp(group)
+        .pp("albert_layers")
+        .pp(inner);
+    let attention = layer.pp("attention");
     LayerNames {
-        query: format!("{p}.attention.query"),
-        key: format!("{p}.attention.key"),
-        value: format!("{p}.attention.value"),
-        output: format!("{p}.attention.dense"),
-        attention_norm: format!("{p}.attention.LayerNorm"),
-        expand: format!("{p}.ffn"),
-        project: format!("{p}.ffn_output"),
-        output_norm: format!("{p}.full_layer_layer_norm"),
+        query: attention.pp("query"),
+        key: attention.pp("key"),
+        value: attention.pp("value"),
+        output: attention.pp("dense"),
+        attention_norm: attention.pp("LayerNorm"),
+        expand: layer.pp("ffn"),
+        project: layer.pp("ffn_output"),
+        output_norm: layer.pp("full_layer_layer_norm"),
     }
 }
 
 impl FamilyConfig for AlbertConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
         let c = &self.encoder;
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
-        let first = "encoder.albert_layer_groups.0.albert_layers.0";
-        let dims = vec![
-            dim(
-                "vocab_size",
-                c.vocab_size,
-                "embeddings.word_embeddings.weight",
-                0,
-            ),
-            dim(
-                "embedding_size",
-                c.embedding_size,
-                "embeddings.word_embeddings.weight",
-                1,
-            ),
-            dim(
-                "max_position_embeddings",
-                c.max_position_embeddings,
-                "embeddings.position_embeddings.weight",
-                0,
-            ),
-            dim(
-                "type_vocab_size",
-                c.type_vocab_size,
-                "embeddings.token_type_embeddings.weight",
-                0,
-            ),
-            dim(
-                "hidden_size",
-                c.hidden_size,
-                "encoder.embedding_hidden_mapping_in.weight",
-                0,
-            ),
-            dim(
-                "intermediate_size",
-                c.intermediate_size,
-                &format!("{first}.ffn.weight"),
-                0,
-            ),
-        ];
+        let dims = encoder_dims(c, &embedding_names(), &layer_names(0, 0));
         let counts = vec![
-            ConfigCount {
-                field: "num_hidden_groups",
-                value: self.num_hidden_groups,
-                block: "layer group",
-                tensor: |g| {
-                    format!(
-                        "encoder.albert_layer_groups.{g}.albert_layers.0.attention.query.weight"
-                    )
-                },
-            },
-            ConfigCount {
-                field: "inner_group_num",
-                value: self.inner_group_num,
-                block: "inner layer",
-                tensor: |j| {
-                    format!(
-                        "encoder.albert_layer_groups.0.albert_layers.{j}.attention.query.weight"
-                    )
-                },
-            },
+            ConfigCount::new(
+                "num_hidden_groups",
+                self.num_hidden_groups,
+                "layer group",
+                |g| layer_names(g, 0).query.weight(),
+            ),
+            ConfigCount::new(
+                "inner_group_num",
+                self.inner_group_num,
+                "inner layer",
+                |j| layer_names(0, j).query.weight(),
+            ),
         ];
         (dims, counts)
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let c = &self.encoder;
-        let e = c.embedding_size;
-        let embeddings = Embeddings {
-            word: ckpt.weight("embeddings.word_embeddings.weight", &[c.vocab_size, e])?,
-            position: Some(ckpt.weight(
-                "embeddings.position_embeddings.weight",
-                &[c.max_position_embeddings, e],
-            )?),
-            positions: Positions::Absolute,
-            token_type: Some(ckpt.weight(
-                "embeddings.token_type_embeddings.weight",
-                &[c.type_vocab_size, e],
-            )?),
-            norm: Norm::layer(ckpt, "embeddings.LayerNorm", e, c.layer_norm_eps)?,
-            project: Some(Linear::load(
-                ckpt,
-                "encoder.embedding_hidden_mapping_in",
-                e,
-                c.hidden_size,
-            )?),
-        };
+        let embeddings = Embeddings::load(ckpt, &embedding_names(), c, Positions::Absolute)?;
         let mut layers = Vec::with_capacity(self.num_hidden_groups * self.inner_group_num);
         for g in 0..self.num_hidden_groups {
             for j in 0..self.inner_group_num {
-                layers.push(EncoderLayer::load(
-                    ckpt,
-                    &layer_names(g, j),
-                    c.hidden_size,
-                    c.intermediate_size,
-                    c.hidden_act,
-                    c.layer_norm_eps,
-                )?);
+                layers.push(EncoderLayer::load(ckpt, &layer_names(g, j), c)?);
             }
         }
         let schedule = self.schedule();
         Ok(Box::new(PostNormEncoder {
+            // Pre-trained with segment ids (sentence-order prediction): the model gets them
+            // whenever it has segment embeddings to tell two sentences apart, though
+            // transformers 5's tokenizer no longer returns them.
             arch: encoder_architecture(
                 FAMILY.name,
                 "albert",
@@ -238,7 +187,7 @@ impl FamilyConfig for AlbertConfig {
                 schedule.len(),
                 c.max_position_embeddings,
                 c.type_vocab_size,
-                false,
+                c.type_vocab_size > 1,
             ),
             embeddings,
             layers,
@@ -251,6 +200,11 @@ impl FamilyConfig for AlbertConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(FAMILY.anchor.tensor, embedding_names().word.weight());
+    }
 
     fn read(text: &str) -> Result<AlbertConfig, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();

@@ -12,6 +12,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::model::kernels::Activation;
+
 /// An error reading config.json.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -234,12 +236,7 @@ impl ConfigFile {
     }
 
     /// The activation named by `field` (transformers' `ACT2FN` names), else `default`.
-    pub fn activation(
-        &self,
-        field: &str,
-        default: &str,
-    ) -> Result<super::kernels::Activation, ConfigError> {
-        use super::kernels::Activation;
+    pub fn activation(&self, field: &str, default: &str) -> Result<Activation, ConfigError> {
         let name = match self.get(field) {
             None => default.to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),

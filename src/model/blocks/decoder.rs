@@ -14,125 +14,16 @@
 //! Both go through the same layer code; keys are cached after the rotary embedding, as
 //! transformers caches them.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
-
 use super::capture::SequenceCapture;
-use super::family::{Architecture, Batch, Network};
-use super::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Operand, Output,
-    Rope, RopeTable,
+use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, Norm};
+use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
+use crate::model::error::Error;
+use crate::model::formats::tensors::Name;
+use crate::model::formats::weights::Weight;
+use crate::model::kernels::{
+    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Output, Rope,
+    RopeTable,
 };
-use super::layers::{Linear, Norm};
-use super::weights::{Checkpoint, Weight};
-use super::Error;
-
-/// Where a family reads its tensors, by the names transformers gives them inside the base model
-/// (`layers.0.self_attn.q_proj.weight`): a checkpoint (whatever its key prefix) or a GGUF file's
-/// dequantised tensors.
-pub trait Tensors {
-    /// Tensor `name`, checked to have `shape` and to be finite.
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error>;
-    /// The shape of tensor `name`, if the source has it.
-    fn shape(&self, name: &str) -> Option<Vec<usize>>;
-    /// The language-model head stored outside the base model (`lm_head.weight`), when present.
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error>;
-}
-
-impl Tensors for Checkpoint {
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
-        Ok(Checkpoint::weight(self, name, shape)?)
-    }
-
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.shape_of(name).map(|(_, shape)| shape.to_vec())
-    }
-
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        Ok(self.top_level_weight("lm_head.weight", shape)?)
-    }
-}
-
-/// Tensors by name: shape and row-major values.
-pub type NamedTensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
-
-/// Tensors already in memory (a GGUF file's, dequantised), taken out by name as they are used,
-/// under transformers' names with the base model's `model.` prefix.
-pub struct TensorMap {
-    tensors: RefCell<NamedTensors>,
-    /// Named in errors.
-    origin: String,
-}
-
-impl TensorMap {
-    /// `tensors` by transformers' full name (`model.layers.0.self_attn.q_proj.weight`), from
-    /// `origin` (a file, for messages).
-    pub fn new(tensors: NamedTensors, origin: String) -> TensorMap {
-        TensorMap {
-            tensors: RefCell::new(tensors),
-            origin,
-        }
-    }
-
-    fn take(&self, full: &str, shape: &[usize]) -> Result<Weight, Error> {
-        let (found, values) = self
-            .tensors
-            .borrow_mut()
-            .remove(full)
-            .ok_or_else(|| Error::Input(format!("{} has no tensor {full}", self.origin)))?;
-        if found != shape {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} has shape {found:?}, expected {shape:?}",
-                self.origin
-            )));
-        }
-        if let Some(i) = super::validate::first_non_finite(&values) {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} holds {} at index {i}; the file is damaged",
-                self.origin, values[i]
-            )));
-        }
-        Ok(Weight::owned(values, shape.to_vec()))
-    }
-}
-
-impl Tensors for TensorMap {
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
-        self.take(&format!("model.{name}"), shape)
-    }
-
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.tensors
-            .borrow()
-            .get(&format!("model.{name}"))
-            .map(|(shape, _)| shape.clone())
-    }
-
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        if !self.tensors.borrow().contains_key("lm_head.weight") {
-            return Ok(None);
-        }
-        self.take("lm_head.weight", shape).map(Some)
-    }
-}
-
-/// A linear map on a weight stored `[outputs, inputs]` (PyTorch's `nn.Linear`), with an optional
-/// bias.
-pub fn out_in_linear(
-    t: &dyn Tensors,
-    name: &str,
-    inputs: usize,
-    outputs: usize,
-    bias: bool,
-) -> Result<Linear, Error> {
-    let weight = t.weight(&format!("{name}.weight"), &[outputs, inputs])?;
-    let bias = if bias {
-        Some(t.weight(&format!("{name}.bias"), &[outputs])?)
-    } else {
-        None
-    };
-    Ok(Linear::new(weight, Layout::OutIn, bias))
-}
 
 /// How positions reach the model.
 pub enum Positional {
@@ -142,56 +33,19 @@ pub enum Positional {
     Rotary(Rope),
 }
 
-/// The position-wise feed-forward block.
-pub enum FeedForward {
-    /// `project(act(expand(x)))` (GPT-2's `c_fc`, `c_proj`).
-    Plain {
-        /// To the inner size, with the activation.
-        expand: Linear,
-        /// Its activation.
-        activation: Activation,
-        /// Back to the hidden size.
-        project: Linear,
-    },
-    /// `down(act(gate(x)) · up(x))` (SwiGLU: Llama's `gate_proj`, `up_proj`, `down_proj`).
-    Gated {
-        /// The gate, through the activation.
-        gate: Linear,
-        /// The linear half.
-        up: Linear,
-        /// The gate's activation.
-        activation: Activation,
-        /// Back to the hidden size.
-        down: Linear,
-    },
-}
-
-impl FeedForward {
-    /// `rows` rows of `x` through the block.
-    pub(crate) fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        match self {
-            FeedForward::Plain {
-                expand,
-                activation,
-                project,
-            } => {
-                let inner = expand.forward(x, rows, *activation);
-                project.forward(&inner, rows, Activation::Identity)
-            }
-            FeedForward::Gated {
-                gate,
-                up,
-                activation,
-                down,
-            } => {
-                let mut g = gate.forward(x, rows, Activation::Identity);
-                let u = up.forward(x, rows, Activation::Identity);
-                kernels::activation::gate(&mut g, &u, *activation);
-                drop(u);
-                down.forward(&g, rows, Activation::Identity)
-            }
-        }
-    }
+/// Where a pre-norm decoder layer's tensors are (module paths, inside the base model).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecoderLayerNames {
+    /// Normalisation before attention.
+    pub attention_norm: Name,
+    /// The q, k and v projections: one fused map (GPT-2's `c_attn`) or three.
+    pub qkv: Vec<Name>,
+    /// The output projection.
+    pub output: Name,
+    /// Normalisation before the feed-forward block.
+    pub ffn_norm: Name,
+    /// The feed-forward block.
+    pub ffn: FfnNames,
 }
 
 /// One pre-norm decoder layer.
@@ -217,7 +71,7 @@ enum Keys<'a> {
     Batch(&'a Batch<'a>),
     /// A cache holding `past` earlier tokens' keys and values, to which this call's are added.
     Cache {
-        layer: &'a mut CachedLayer,
+        layer: &'a mut LayerCache,
         past: usize,
     },
 }
@@ -256,7 +110,10 @@ impl DecoderLayer {
         // ── capture ── the kernel writes P (and Q, K on request) straight into `sinks`.
         match keys {
             Keys::Batch(batch) => {
-                let spec = self.spec(arch, batch.lengths.len(), batch.tokens, batch.tokens);
+                let spec = AttentionSpec {
+                    scale: self.scale,
+                    ..arch.attention(batch.lengths.len(), batch.tokens, batch.tokens)
+                };
                 kernels::attention(
                     part(&qkv, 0, width),
                     part(&qkv, heads * d, width),
@@ -270,13 +127,12 @@ impl DecoderLayer {
             }
             Keys::Cache { layer, past } => {
                 let kw = kv * d;
-                for (r, row) in qkv.chunks_exact(width).enumerate() {
-                    let at = (past + r) * kw;
-                    layer.keys[at..at + kw].copy_from_slice(&row[heads * d..][..kw]);
-                    layer.values[at..at + kw].copy_from_slice(&row[(heads + kv) * d..][..kw]);
-                }
+                layer.store(past, &qkv, width, heads * d, kw);
                 let total = past + rows;
-                let spec = self.spec(arch, 1, rows, total);
+                let spec = AttentionSpec {
+                    scale: self.scale,
+                    ..arch.attention(1, rows, total)
+                };
                 kernels::attention(
                     part(&qkv, 0, width),
                     part(&layer.keys, 0, kw),
@@ -296,45 +152,6 @@ impl DecoderLayer {
         let x = self.ffn_norm.forward(h, None);
         let out = self.ffn.forward(&x, rows);
         add_in_place(h, &out);
-    }
-
-    fn spec<'a>(
-        &self,
-        arch: &'a Architecture,
-        batch: usize,
-        queries: usize,
-        keys: usize,
-    ) -> AttentionSpec<'a> {
-        AttentionSpec {
-            batch,
-            query_tokens: queries,
-            key_tokens: keys,
-            heads: arch.heads,
-            kv_heads: arch.kv_heads,
-            kv_head: &arch.kv_head,
-            head_dim: arch.head_dim,
-            scale: self.scale,
-            mask: arch.mask,
-            bias: None,
-        }
-    }
-}
-
-/// An operand of the attention kernel: rows of `stride` values, heads from `offset` on.
-pub(crate) fn part(data: &[f32], offset: usize, stride: usize) -> Operand<'_> {
-    Operand {
-        data,
-        offset,
-        stride,
-    }
-}
-
-/// `h[i] += delta[i]` (the residual connection; transformers adds in the same order, and f32
-/// addition is commutative, so the sums agree bit for bit).
-pub(crate) fn add_in_place(h: &mut [f32], delta: &[f32]) {
-    assert_eq!(h.len(), delta.len(), "residual shapes");
-    for (a, b) in h.iter_mut().zip(delta) {
-        *a += b;
     }
 }
 
@@ -362,49 +179,6 @@ pub struct DecoderStack {
     pub final_norm: Norm,
     /// The language-model head.
     pub lm_head: LmHead,
-}
-
-/// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.
-pub struct CachedLayer {
-    keys: Vec<f32>,
-    values: Vec<f32>,
-}
-
-/// The keys and values of the tokens a sequence has run so far, every layer, after the rotary
-/// embedding (a KV cache).
-pub struct KvCache {
-    layers: Vec<CachedLayer>,
-    len: usize,
-    capacity: usize,
-}
-
-impl KvCache {
-    /// Tokens cached.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether no token is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The most tokens it can hold.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-}
-
-/// A decoder that can predict the next token, one step at a time against a [`KvCache`].
-pub trait CausalLm: Sync {
-    /// An empty cache for up to `capacity` tokens.
-    fn new_cache(&self, capacity: usize) -> KvCache;
-
-    /// Run `ids` (at least one; together with those cached at most the cache's capacity and
-    /// the model's positions) after the tokens in `cache`, adding theirs to it, and return the
-    /// logits `[vocab]` that follow the last of them. Fails when the model has no
-    /// language-model head.
-    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error>;
 }
 
 impl DecoderStack {
@@ -502,18 +276,7 @@ impl Network for DecoderStack {
 impl CausalLm for DecoderStack {
     fn new_cache(&self, capacity: usize) -> KvCache {
         let width = self.arch.kv_heads * self.arch.head_dim;
-        KvCache {
-            layers: self
-                .layers
-                .iter()
-                .map(|_| CachedLayer {
-                    keys: vec![0f32; capacity * width],
-                    values: vec![0f32; capacity * width],
-                })
-                .collect(),
-            len: 0,
-            capacity,
-        }
+        KvCache::new(self.layers.len(), capacity, width)
     }
 
     fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error> {

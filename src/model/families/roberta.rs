@@ -1,4 +1,5 @@
-//! RoBERTa (Liu et al. 2019) and XLM-RoBERTa (Conneau et al. 2020): BERT's tensors and layers,
+//! RoBERTa (Liu et al. 2019) and XLM-RoBERTa (Conneau et al. 2020): BERT's tensor names
+//! (`EncoderNames::BERT`) and layers,
 //! with positions offset past the padding row. Mirrors transformers'
 //! `models/roberta/modeling_roberta.py` and `models/xlm_roberta/modeling_xlm_roberta.py`, which
 //! are the same network.
@@ -8,16 +9,17 @@
 //! the longest input (514 for roberta-base's 512 tokens). Token types: the tokenizer gives none
 //! (`type_vocab_size` is 1), so every token reads type row 0.
 
-use super::bert;
-use super::config::{ConfigError, ConfigFile};
-use super::encoder::{
-    encoder_architecture, plain_schedule, EncoderConfig, EncoderDefaults, PostNormEncoder,
+use crate::model::blocks::encoder::{
+    encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderNames,
+    PostNormEncoder,
 };
-use super::family::{Family, FamilyConfig, Network};
-use super::kernels::positions::Positions;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// RoBERTa in the family registry.
 pub static ROBERTA: Family = Family {
@@ -30,6 +32,7 @@ pub static ROBERTA: Family = Family {
         prefix: "roberta",
     },
     config: |file| Ok(Box::new(RobertaConfig::read(file, Variant::Roberta)?)),
+    quirks: Quirks::NONE,
 };
 
 /// XLM-RoBERTa in the family registry.
@@ -43,6 +46,7 @@ pub static XLM_ROBERTA: Family = Family {
         prefix: "roberta",
     },
     config: |file| Ok(Box::new(RobertaConfig::read(file, Variant::XlmRoberta)?)),
+    quirks: Quirks::NONE,
 };
 
 /// Which of the two configs.
@@ -130,11 +134,12 @@ impl RobertaConfig {
 
 impl FamilyConfig for RobertaConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        bert::config_checks(&self.encoder)
+        EncoderNames::BERT.checks(&self.encoder, None)
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let c = &self.encoder;
+        let names = EncoderNames::BERT;
         let positions = self.positions();
         Ok(Box::new(PostNormEncoder {
             arch: encoder_architecture(
@@ -146,8 +151,8 @@ impl FamilyConfig for RobertaConfig {
                 c.type_vocab_size,
                 false,
             ),
-            embeddings: bert::embeddings(ckpt, c, positions, None)?,
-            layers: bert::layers(ckpt, c)?,
+            embeddings: Embeddings::load(ckpt, &(names.embeddings)(), c, positions)?,
+            layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
         }))
     }
@@ -157,6 +162,18 @@ impl FamilyConfig for RobertaConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(
+            ROBERTA.anchor.tensor,
+            (EncoderNames::BERT.embeddings)().word.weight()
+        );
+        assert_eq!(
+            XLM_ROBERTA.anchor.tensor,
+            (EncoderNames::BERT.embeddings)().word.weight()
+        );
+    }
 
     fn p(text: &str, v: Variant) -> Result<RobertaConfig, ConfigError> {
         RobertaConfig::read(&ConfigFile::parse(text, Path::new("config.json"))?, v)

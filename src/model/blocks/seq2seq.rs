@@ -19,15 +19,17 @@
 //! same layer code.
 
 use super::capture::SequenceCapture;
-use super::decoder::{add_in_place, part, FeedForward};
-use super::encdec::Seq2SeqForward;
-use super::family::{Architecture, Batch, Network};
-use super::generate::{argmax, Generation};
-use super::kernels::{self, Activation, AttentionSpec, CaptureSink, Layout, Mask, Matrix, Output};
-use super::layers::{Linear, Norm};
-use super::weights::Weight;
-use super::{validate, Error, Forward};
+use super::generate::{self, Generation};
+use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, LinearReader, Norm};
+use super::network::{Architecture, Batch, Forward, KvCache, Network, Seq2Seq, Seq2SeqForward};
 use crate::attention::QueryKey;
+use crate::model::error::Error;
+use crate::model::formats::tensors::Name;
+use crate::model::formats::validate;
+use crate::model::formats::weights::Weight;
+use crate::model::kernels::{
+    self, Activation, AttentionSpec, CaptureSink, Layout, Mask, Matrix, Output,
+};
 
 /// Where a sublayer's normalisation sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +136,105 @@ impl kernels::ScoreBias for RelativeBias {
     }
 }
 
+/// One of the two stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The encoder.
+    Encoder,
+    /// The decoder.
+    Decoder,
+}
+
+impl Side {
+    /// Its module in the checkpoints of BART and T5 (`encoder`, `decoder`).
+    pub fn module(self) -> &'static str {
+        match self {
+            Side::Encoder => "encoder",
+            Side::Decoder => "decoder",
+        }
+    }
+}
+
+/// Where an attention sublayer's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionNames {
+    /// Queries.
+    pub q: Name,
+    /// Keys.
+    pub k: Name,
+    /// Values.
+    pub v: Name,
+    /// The output map.
+    pub output: Name,
+    /// The sublayer's normalisation.
+    pub norm: Name,
+}
+
+/// Where one layer's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seq2SeqLayerNames {
+    /// Self-attention.
+    pub self_attention: AttentionNames,
+    /// Cross-attention (decoder layers).
+    pub cross: Option<AttentionNames>,
+    /// The feed-forward block.
+    pub ffn: FfnNames,
+    /// Its normalisation.
+    pub ffn_norm: Name,
+}
+
+/// Reads a normalisation of a block by name, as the family stores it (LayerNorm or RMSNorm).
+pub type NormReader<'a> = &'a dyn Fn(&Name) -> Result<Norm, Error>;
+
+/// The sizes of one layer's maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerShape {
+    /// The hidden size.
+    pub hidden: usize,
+    /// Heads × head size (the hidden size but for T5's `d_kv`).
+    pub inner: usize,
+    /// The feed-forward block's inner size.
+    pub ffn: usize,
+    /// Its activation.
+    pub activation: Activation,
+}
+
+impl Seq2SeqLayer {
+    /// The layer `names` gives, of `shape`, its maps read by `linear` and its norms by `norm`.
+    pub fn load(
+        names: &Seq2SeqLayerNames,
+        shape: LayerShape,
+        linear: LinearReader<'_>,
+        norm: NormReader<'_>,
+    ) -> Result<Seq2SeqLayer, Error> {
+        let (d, inner) = (shape.hidden, shape.inner);
+        let a = &names.self_attention;
+        let cross = match &names.cross {
+            Some(c) => Some(CrossAttention {
+                q: linear(&c.q, d, inner)?,
+                kv: Linear::stack(vec![linear(&c.k, d, inner)?, linear(&c.v, d, inner)?]),
+                output: linear(&c.output, inner, d)?,
+                norm: norm(&c.norm)?,
+            }),
+            None => None,
+        };
+        Ok(Seq2SeqLayer {
+            self_attention: SelfAttention {
+                qkv: Linear::stack(vec![
+                    linear(&a.q, d, inner)?,
+                    linear(&a.k, d, inner)?,
+                    linear(&a.v, d, inner)?,
+                ]),
+                output: linear(&a.output, inner, d)?,
+                norm: norm(&a.norm)?,
+            },
+            cross,
+            ffn: FeedForward::load(&names.ffn, d, shape.ffn, shape.activation, linear)?,
+            ffn_norm: norm(&names.ffn_norm)?,
+        })
+    }
+}
+
 /// Self-attention: q, k and v side by side from one input, and the output map.
 pub struct SelfAttention {
     /// q | k | v, `[hidden] → [3 · heads · head_dim]`.
@@ -224,22 +325,20 @@ pub struct Seq2SeqNet {
 pub struct Seq2SeqCache {
     /// Per decoder layer, `[source, 2 · heads · head_dim]`: k | v.
     cross: Vec<Vec<f32>>,
-    /// Per decoder layer, keys and values `[capacity, heads · head_dim]`.
-    own: Vec<(Vec<f32>, Vec<f32>)>,
+    /// The decoder's own keys and values, `[capacity, heads · head_dim]` per layer.
+    own: KvCache,
     source: usize,
-    len: usize,
-    capacity: usize,
 }
 
 impl Seq2SeqCache {
     /// Decoder tokens cached.
     pub fn len(&self) -> usize {
-        self.len
+        self.own.len()
     }
 
     /// Whether no decoder token is cached yet.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.own.is_empty()
     }
 
     /// Source tokens the cross-attention reads.
@@ -302,29 +401,6 @@ impl Seq2SeqNet {
         }
     }
 
-    fn spec<'a>(
-        &self,
-        arch: &'a Architecture,
-        batch: usize,
-        queries: usize,
-        keys: usize,
-        mask: Mask,
-        bias: Option<&'a dyn kernels::ScoreBias>,
-    ) -> AttentionSpec<'a> {
-        AttentionSpec {
-            batch,
-            query_tokens: queries,
-            key_tokens: keys,
-            heads: arch.heads,
-            kv_heads: arch.kv_heads,
-            kv_head: &arch.kv_head,
-            head_dim: arch.head_dim,
-            scale: self.scale,
-            mask,
-            bias,
-        }
-    }
-
     /// The encoder over a padded batch, each sequence's attention into its capture (one per
     /// sequence, or none at all); returns its output `[sequences · tokens, hidden]`.
     pub fn run_encoder(
@@ -359,14 +435,12 @@ impl Seq2SeqNet {
                 } else {
                     captures.iter_mut().map(|c| c.layer(l)).collect()
                 };
-                let spec = self.spec(
-                    arch,
-                    lengths.len(),
-                    tokens,
-                    tokens,
-                    Mask::Bidirectional,
-                    bias.as_ref().map(|b| b as &dyn kernels::ScoreBias),
-                );
+                let spec = AttentionSpec {
+                    scale: self.scale,
+                    mask: Mask::Bidirectional,
+                    bias: bias.as_ref().map(|b| b as &dyn kernels::ScoreBias),
+                    ..arch.attention(lengths.len(), tokens, tokens)
+                };
                 // ── capture ── encoder self-attention.
                 kernels::attention(
                     part(&qkv, 0, width),
@@ -409,18 +483,10 @@ impl Seq2SeqNet {
                     .forward(encoder_output, source, Activation::Identity)
             })
             .collect();
-        let own = self
-            .decoder
-            .layers
-            .iter()
-            .map(|_| (vec![0f32; capacity * hd], vec![0f32; capacity * hd]))
-            .collect();
         Seq2SeqCache {
             cross,
-            own,
+            own: KvCache::new(self.decoder.layers.len(), capacity, hd),
             source,
-            len: 0,
-            capacity,
         }
     }
 
@@ -435,11 +501,11 @@ impl Seq2SeqNet {
         mut captures: Option<(&mut SequenceCapture, &mut SequenceCapture)>,
     ) -> Vec<f32> {
         let arch = &self.decoder_arch;
-        let (past, rows, source) = (cache.len, ids.len(), cache.source);
+        let (past, rows, source) = (cache.own.len, ids.len(), cache.source);
         assert!(
-            rows > 0 && past + rows <= cache.capacity,
+            rows > 0 && past + rows <= cache.own.capacity,
             "{rows} decoder tokens after {past} in a cache of {}",
-            cache.capacity
+            cache.own.capacity
         );
         assert!(
             captures.is_none() || past == 0,
@@ -459,28 +525,22 @@ impl Seq2SeqNet {
         let mut h = self.embed(&self.decoder, ids, rows, past);
         for (l, layer) in self.decoder.layers.iter().enumerate() {
             let block = &layer.self_attention;
-            let (keys, values) = &mut cache.own[l];
+            let own = &mut cache.own.layers[l];
             self.sublayer(&mut h, &block.norm, |x| {
                 let qkv = block.qkv.forward(x, rows, Activation::Identity);
-                for (r, row) in qkv.chunks_exact(width).enumerate() {
-                    let at = (past + r) * hd;
-                    keys[at..at + hd].copy_from_slice(&row[hd..2 * hd]);
-                    values[at..at + hd].copy_from_slice(&row[2 * hd..]);
-                }
+                own.store(past, &qkv, width, hd, hd);
                 let mut context = vec![0f32; rows * hd];
-                let spec = self.spec(
-                    arch,
-                    1,
-                    rows,
-                    total,
-                    Mask::Causal,
-                    bias.as_ref().map(|b| b as &dyn kernels::ScoreBias),
-                );
+                let spec = AttentionSpec {
+                    scale: self.scale,
+                    mask: Mask::Causal,
+                    bias: bias.as_ref().map(|b| b as &dyn kernels::ScoreBias),
+                    ..arch.attention(1, rows, total)
+                };
                 // ── capture ── decoder self-attention (causal).
                 kernels::attention(
                     part(&qkv, 0, width),
-                    part(keys, 0, hd),
-                    part(values, 0, hd),
+                    part(&own.keys, 0, hd),
+                    part(&own.values, 0, hd),
                     &spec,
                     &[rows],
                     &[total],
@@ -494,7 +554,11 @@ impl Seq2SeqNet {
             self.sublayer(&mut h, &cross.norm, |x| {
                 let q = cross.q.forward(x, rows, Activation::Identity);
                 let mut context = vec![0f32; rows * hd];
-                let spec = self.spec(arch, 1, rows, source, Mask::Bidirectional, None);
+                let spec = AttentionSpec {
+                    scale: self.scale,
+                    mask: Mask::Bidirectional,
+                    ..arch.attention(1, rows, source)
+                };
                 // ── capture ── cross-attention: decoder queries over encoder keys.
                 kernels::attention(
                     part(&q, 0, hd),
@@ -510,7 +574,7 @@ impl Seq2SeqNet {
             });
             self.sublayer(&mut h, &layer.ffn_norm, |x| layer.ffn.forward(x, rows));
         }
-        cache.len = total;
+        cache.own.len = total;
         match &self.decoder.final_norm {
             Some(norm) => norm.forward(&h, None),
             None => h,
@@ -554,18 +618,26 @@ impl Seq2SeqNet {
         }
         out
     }
-
-    /// The longest decoder input (its positions; T5's relative positions have no limit).
-    pub fn decoder_positions(&self) -> usize {
-        self.decoder_arch.max_positions
-    }
 }
 
-impl Seq2SeqNet {
-    /// Run `source` ids through the encoder and `decoder` ids through the decoder (teacher
-    /// forcing: the decoder input as given), capturing all three kinds of attention, each row
-    /// checked to be a distribution. The caller checked the ids and the capture's size.
-    pub fn forward_ids(
+impl Seq2Seq for Seq2SeqNet {
+    fn encoder_architecture(&self) -> &Architecture {
+        &self.encoder_arch
+    }
+
+    fn decoder_architecture(&self) -> &Architecture {
+        &self.decoder_arch
+    }
+
+    fn decoder_start(&self) -> u32 {
+        self.decoder_start
+    }
+
+    fn decoder_positions(&self) -> usize {
+        self.decoder_arch.max_positions
+    }
+
+    fn forward_ids(
         &self,
         source: &[u32],
         decoder: &[u32],
@@ -602,12 +674,7 @@ impl Seq2SeqNet {
         })
     }
 
-    /// Greedy decoding of up to `max_new_tokens` after the decoder start token, with the
-    /// decoder's self-attention and cross-attention keys and values cached; stops after any of
-    /// `eos` (kept). `forced` is (`forced_bos_token_id`, `forced_eos_token_id`): the first
-    /// token, and a last one at the length limit, as transformers' logits processors force
-    /// them. The ids start with the start token (`prompt_len` 1).
-    pub fn greedy(
+    fn greedy(
         &self,
         source: &[u32],
         max_new_tokens: usize,
@@ -618,32 +685,19 @@ impl Seq2SeqNet {
         let n = source.len();
         let encoder_hidden = self.run_encoder(source, &[n], n, &mut []);
         let mut cache = self.start(&encoder_hidden, n, max_new_tokens + 1);
-        let vocab = self.decoder_arch.vocab_size;
-        let mut ids = vec![self.decoder_start];
-        let mut stopped_at_eos = false;
-        for step in 1..=max_new_tokens {
-            let last = *ids.last().expect("the start token");
-            let out = self.run_decoder(&[last], &mut cache, None);
-            let logits = self.logits(&out);
-            // NaN logits are an error even where a token is forced.
-            let best = argmax(&logits)?;
-            let next = match forced {
-                (Some(bos), _) if step == 1 && (bos as usize) < vocab => bos,
-                (_, Some(e)) if step == max_new_tokens && (e as usize) < vocab => e,
-                _ => best,
-            };
-            ids.push(next);
-            progress(step);
-            if eos.contains(&next) {
-                stopped_at_eos = true;
-                break;
-            }
-        }
-        Ok(Generation {
-            ids,
-            prompt_len: 1,
-            stopped_at_eos,
-        })
+        let width = self.hidden();
+        let mut step = |ids: &[u32]| {
+            let out = self.run_decoder(ids, &mut cache, None);
+            Ok(self.logits(&out[(ids.len() - 1) * width..]))
+        };
+        generate::greedy(
+            &[self.decoder_start],
+            max_new_tokens,
+            eos,
+            forced,
+            &mut step,
+            progress,
+        )
     }
 }
 
@@ -658,7 +712,7 @@ impl Network for Seq2SeqNet {
         self.run_encoder(batch.ids, batch.lengths, batch.tokens, &mut refs)
     }
 
-    fn seq2seq(&self) -> Option<&Seq2SeqNet> {
+    fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
         Some(self)
     }
 }

@@ -7,15 +7,20 @@
 //! Checkpoints are read with the `transformer.` prefix (`GPT2LMHeadModel`) and without it (the
 //! hub's `gpt2` stores `GPT2Model`'s keys: `h.0.attn.c_attn.weight`, `wte.weight`).
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{DecoderLayer, DecoderStack, FeedForward, LmHead, Positional, Tensors};
-use super::family::{Architecture, Family, FamilyConfig, Network};
-use super::kernels::{Activation, Layout, Mask};
-use super::layers::{Linear, Norm};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 use crate::attention::PositionScheme;
+use crate::model::blocks::decoder::{
+    DecoderLayer, DecoderLayerNames, DecoderStack, LmHead, Positional,
+};
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::layers::{FeedForward, FfnNames, Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask};
 
 /// GPT-2 in the family registry.
 pub static FAMILY: Family = Family {
@@ -28,6 +33,10 @@ pub static FAMILY: Family = Family {
         prefix: "transformer",
     },
     config: |file| Ok(Box::new(Gpt2Config::read(file)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// GPT-2's config.json fields, with transformers' defaults (those of the 124M `gpt2`).
@@ -135,56 +144,83 @@ impl Gpt2Config {
     }
 }
 
+/// GPT-2's tensors outside its layers, inside the base model: one table, built from parts, that
+/// the config checks and the loading read.
+struct Names {
+    /// Token embeddings.
+    wte: Name,
+    /// Position embeddings.
+    wpe: Name,
+    /// The final LayerNorm.
+    ln_f: Name,
+}
+
+impl Names {
+    fn new() -> Names {
+        let root = Name::root();
+        Names {
+            wte: root.pp("wte"),
+            wpe: root.pp("wpe"),
+            ln_f: root.pp("ln_f"),
+        }
+    }
+
+    /// Layer `i`'s tensors (`h.{i}.attn.c_attn`, …).
+    fn layer(i: usize) -> DecoderLayerNames {
+        let h = Name::root().pp("h").pp(i);
+        DecoderLayerNames {
+            attention_norm: h.pp("ln_1"),
+            qkv: vec![h.pp("attn").pp("c_attn")],
+            output: h.pp("attn").pp("c_proj"),
+            ffn_norm: h.pp("ln_2"),
+            ffn: FfnNames::Plain {
+                expand: h.pp("mlp").pp("c_fc"),
+                project: h.pp("mlp").pp("c_proj"),
+            },
+        }
+    }
+}
+
 /// A Conv1D map (`[inputs, outputs]` weight and a bias).
-fn conv1d(ckpt: &Checkpoint, name: &str, inputs: usize, outputs: usize) -> Result<Linear, Error> {
-    let weight = ckpt.weight(&format!("{name}.weight"), &[inputs, outputs])?;
-    let bias = ckpt.weight(&format!("{name}.bias"), &[outputs])?;
+fn conv1d(ckpt: &Checkpoint, name: &Name, inputs: usize, outputs: usize) -> Result<Linear, Error> {
+    let weight = ckpt.weight(&name.weight(), &[inputs, outputs])?;
+    let bias = ckpt.weight(&name.bias(), &[outputs])?;
     Ok(Linear::new(weight, Layout::InOut, Some(bias)))
 }
 
 impl FamilyConfig for Gpt2Config {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
+        let names = Names::new();
         let dims = vec![
-            dim("vocab_size", self.vocab_size, "wte.weight", 0),
-            dim("n_embd", self.n_embd, "wte.weight", 1),
-            dim("n_positions", self.n_positions, "wpe.weight", 0),
-            dim("n_inner", self.n_inner, "h.0.mlp.c_fc.weight", 1),
+            ConfigDim::new("vocab_size", self.vocab_size, names.wte.weight(), 0),
+            ConfigDim::new("n_embd", self.n_embd, names.wte.weight(), 1),
+            ConfigDim::new("n_positions", self.n_positions, names.wpe.weight(), 0),
+            ConfigDim::new(
+                "n_inner",
+                self.n_inner,
+                Names::layer(0).ffn.first().weight(),
+                1,
+            ),
         ];
-        let counts = vec![ConfigCount {
-            field: "n_layer",
-            value: self.n_layer,
-            block: "layer",
-            tensor: |i| format!("h.{i}.attn.c_attn.weight"),
-        }];
+        let counts = vec![ConfigCount::new("n_layer", self.n_layer, "layer", |i| {
+            Names::layer(i).qkv[0].weight()
+        })];
         (dims, counts)
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let (hidden, eps) = (self.n_embd, self.layer_norm_epsilon);
+        let names = Names::new();
+        let conv = |name: &Name, inputs, outputs| conv1d(ckpt, name, inputs, outputs);
         let layers = (0..self.n_layer)
             .map(|i| {
-                let p = format!("h.{i}");
+                let n = Names::layer(i);
                 Ok(DecoderLayer {
-                    attention_norm: Norm::layer(ckpt, &format!("{p}.ln_1"), hidden, eps)?,
-                    qkv: vec![conv1d(
-                        ckpt,
-                        &format!("{p}.attn.c_attn"),
-                        hidden,
-                        3 * hidden,
-                    )?],
-                    output: conv1d(ckpt, &format!("{p}.attn.c_proj"), hidden, hidden)?,
-                    ffn_norm: Norm::layer(ckpt, &format!("{p}.ln_2"), hidden, eps)?,
-                    ffn: FeedForward::Plain {
-                        expand: conv1d(ckpt, &format!("{p}.mlp.c_fc"), hidden, self.n_inner)?,
-                        activation: self.activation,
-                        project: conv1d(ckpt, &format!("{p}.mlp.c_proj"), self.n_inner, hidden)?,
-                    },
+                    attention_norm: Norm::layer(ckpt, &n.attention_norm, hidden, eps)?,
+                    qkv: vec![conv(&n.qkv[0], hidden, 3 * hidden)?],
+                    output: conv(&n.output, hidden, hidden)?,
+                    ffn_norm: Norm::layer(ckpt, &n.ffn_norm, hidden, eps)?,
+                    ffn: FeedForward::load(&n.ffn, hidden, self.n_inner, self.activation, &conv)?,
                     scale: self.scale(i),
                 })
             })
@@ -199,12 +235,12 @@ impl FamilyConfig for Gpt2Config {
         };
         Ok(Box::new(DecoderStack {
             arch: self.architecture(),
-            embed: ckpt.weight("wte.weight", &[self.vocab_size, hidden])?,
+            embed: ckpt.weight(&names.wte.weight(), &[self.vocab_size, hidden])?,
             positional: Positional::Learned(
-                ckpt.weight("wpe.weight", &[self.n_positions, hidden])?,
+                ckpt.weight(&names.wpe.weight(), &[self.n_positions, hidden])?,
             ),
             layers,
-            final_norm: Norm::layer(ckpt, "ln_f", hidden, eps)?,
+            final_norm: Norm::layer(ckpt, &names.ln_f, hidden, eps)?,
             lm_head,
         }))
     }
@@ -214,6 +250,11 @@ impl FamilyConfig for Gpt2Config {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(FAMILY.anchor.tensor, Names::new().wte.weight());
+    }
 
     fn read(text: &str) -> Result<Gpt2Config, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();

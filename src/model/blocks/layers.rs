@@ -1,5 +1,5 @@
 //! The weighted building blocks every family assembles: linear maps and normalisations, loaded
-//! by name from a checkpoint and run through the shared [`super::kernels`].
+//! by name from a checkpoint and run through the shared [`crate::model::kernels`].
 //!
 //! Weights stay where the checkpoint has them ([`Weight`]: in place in the memory map of a
 //! safetensors file). The one layout change is local to [`Linear`]: for long inputs it runs on a
@@ -12,8 +12,10 @@
 
 use std::sync::OnceLock;
 
-use super::kernels::{self, Activation, Layout, Matrix, Output};
-use super::weights::{Checkpoint, Weight, WeightsError};
+use crate::model::error::Error;
+use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::weights::{Checkpoint, Weight, WeightsError};
+use crate::model::kernels::{self, Activation, Layout, Matrix, Operand, Output};
 
 /// A linear kernel: [`kernels::linear`] or [`kernels::linear::linear_gemm`].
 type LinearKernel = fn(&[f32], usize, Matrix<'_>, Option<&[f32]>, Output<'_>, Activation);
@@ -360,10 +362,165 @@ impl Norm {
     }
 }
 
+/// A linear map on a weight stored `[outputs, inputs]` (PyTorch's `nn.Linear`), with an optional
+/// bias.
+pub fn out_in_linear(
+    t: &dyn Tensors,
+    name: &Name,
+    inputs: usize,
+    outputs: usize,
+    bias: bool,
+) -> Result<Linear, Error> {
+    let weight = t.weight(&name.weight(), &[outputs, inputs])?;
+    let bias = if bias {
+        Some(t.weight(&name.bias(), &[outputs])?)
+    } else {
+        None
+    };
+    Ok(Linear::new(weight, Layout::OutIn, bias))
+}
+
+/// Reads one linear map of a block: `(name, inputs, outputs)` → the map, as the family stores it
+/// (PyTorch's `nn.Linear`, GPT-2's Conv1D; with or without biases).
+pub type LinearReader<'a> = &'a dyn Fn(&Name, usize, usize) -> Result<Linear, Error>;
+
+/// Where a feed-forward block's tensors are (module paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FfnNames {
+    /// `project(act(expand(x)))`.
+    Plain {
+        /// To the inner size.
+        expand: Name,
+        /// Back to the hidden size.
+        project: Name,
+    },
+    /// `down(act(gate(x)) · up(x))`.
+    Gated {
+        /// The gate.
+        gate: Name,
+        /// The linear half.
+        up: Name,
+        /// Back to the hidden size.
+        down: Name,
+    },
+}
+
+impl FfnNames {
+    /// The map into the inner size (`expand`, or `gate`), whose shape the config checks read.
+    pub fn first(&self) -> &Name {
+        match self {
+            FfnNames::Plain { expand, .. } => expand,
+            FfnNames::Gated { gate, .. } => gate,
+        }
+    }
+
+    /// The map back to the hidden size (`project`, or `down`).
+    pub fn last(&self) -> &Name {
+        match self {
+            FfnNames::Plain { project, .. } => project,
+            FfnNames::Gated { down, .. } => down,
+        }
+    }
+}
+
+/// The position-wise feed-forward block.
+pub enum FeedForward {
+    /// `project(act(expand(x)))` (GPT-2's `c_fc`, `c_proj`).
+    Plain {
+        /// To the inner size, with the activation.
+        expand: Linear,
+        /// Its activation.
+        activation: Activation,
+        /// Back to the hidden size.
+        project: Linear,
+    },
+    /// `down(act(gate(x)) · up(x))` (SwiGLU: Llama's `gate_proj`, `up_proj`, `down_proj`).
+    Gated {
+        /// The gate, through the activation.
+        gate: Linear,
+        /// The linear half.
+        up: Linear,
+        /// The gate's activation.
+        activation: Activation,
+        /// Back to the hidden size.
+        down: Linear,
+    },
+}
+
+impl FeedForward {
+    /// The block `names` gives, `hidden → inner → hidden` with `activation`, each map read by
+    /// `linear`.
+    pub fn load(
+        names: &FfnNames,
+        hidden: usize,
+        inner: usize,
+        activation: Activation,
+        linear: LinearReader<'_>,
+    ) -> Result<FeedForward, Error> {
+        Ok(match names {
+            FfnNames::Plain { expand, project } => FeedForward::Plain {
+                expand: linear(expand, hidden, inner)?,
+                activation,
+                project: linear(project, inner, hidden)?,
+            },
+            FfnNames::Gated { gate, up, down } => FeedForward::Gated {
+                gate: linear(gate, hidden, inner)?,
+                up: linear(up, hidden, inner)?,
+                activation,
+                down: linear(down, inner, hidden)?,
+            },
+        })
+    }
+
+    /// `rows` rows of `x` through the block.
+    pub fn forward(&self, x: &[f32], rows: usize) -> Vec<f32> {
+        match self {
+            FeedForward::Plain {
+                expand,
+                activation,
+                project,
+            } => {
+                let inner = expand.forward(x, rows, *activation);
+                project.forward(&inner, rows, Activation::Identity)
+            }
+            FeedForward::Gated {
+                gate,
+                up,
+                activation,
+                down,
+            } => {
+                let mut g = gate.forward(x, rows, Activation::Identity);
+                let u = up.forward(x, rows, Activation::Identity);
+                kernels::activation::gate(&mut g, &u, *activation);
+                drop(u);
+                down.forward(&g, rows, Activation::Identity)
+            }
+        }
+    }
+}
+
+/// An operand of the attention kernel: rows of `stride` values, heads from `offset` on.
+pub(crate) fn part(data: &[f32], offset: usize, stride: usize) -> Operand<'_> {
+    Operand {
+        data,
+        offset,
+        stride,
+    }
+}
+
+/// `h[i] += delta[i]` (the residual connection; transformers adds in the same order, and f32
+/// addition is commutative, so the sums agree bit for bit).
+pub(crate) fn add_in_place(h: &mut [f32], delta: &[f32]) {
+    assert_eq!(h.len(), delta.len(), "residual shapes");
+    for (a, b) in h.iter_mut().zip(delta) {
+        *a += b;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::weights::Anchor;
+    use crate::model::formats::weights::Anchor;
     use safetensors::{serialize_to_file, tensor::TensorView, Dtype};
 
     const INPUTS: usize = 40;

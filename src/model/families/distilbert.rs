@@ -6,18 +6,20 @@
 //! sines and cosines; checkpoints store the table anyway, and it is read from there. A checkpoint
 //! without it gets the table transformers would have made.
 
-use super::config::{ConfigError, ConfigFile};
-use super::encoder::{
-    encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderLayer, LayerNames,
-    PostNormEncoder,
+use crate::model::blocks::encoder::{
+    encoder_architecture, plain_schedule, EmbeddingNames, Embeddings, EncoderConfig, EncoderLayer,
+    LayerNames, PostNormEncoder,
 };
-use super::family::{Family, FamilyConfig, Network};
-use super::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
-use super::kernels::Activation;
-use super::layers::Norm;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint, Weight};
-use super::Error;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::layers::Norm;
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Name;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::model::kernels::positions::{sinusoidal_table, Positions, SinusoidalLayout};
+use crate::model::kernels::Activation;
 
 /// DistilBERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -30,6 +32,7 @@ pub static FAMILY: Family = Family {
         prefix: "distilbert",
     },
     config: |file| Ok(Box::new(DistilBertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// The most rows of a sinusoidal position table computed rather than read.
@@ -108,93 +111,78 @@ impl DistilBertConfig {
     }
 }
 
-fn layer_names(i: usize) -> LayerNames {
-    let p = format!("transformer.layer.{i}");
-    LayerNames {
-        query: format!("{p}.attention.q_lin"),
-        key: format!("{p}.attention.k_lin"),
-        value: format!("{p}.attention.v_lin"),
-        output: format!("{p}.attention.out_lin"),
-        attention_norm: format!("{p}.sa_layer_norm"),
-        expand: format!("{p}.ffn.lin1"),
-        project: format!("{p}.ffn.lin2"),
-        output_norm: format!("{p}.output_layer_norm"),
+/// DistilBERT's embeddings: BERT's tables without token types.
+fn embedding_names() -> EmbeddingNames {
+    EmbeddingNames {
+        token_type: None,
+        ..EmbeddingNames::bert()
     }
 }
 
-const POSITIONS: &str = "embeddings.position_embeddings.weight";
+/// Layer `i`'s tensors (`transformer.layer.{i}.attention.q_lin`, …).
+fn layer_names(i: usize) -> LayerNames {
+    let layer = Name::root().pp("transformer").pp("layer").pp(i);
+    let attention = layer.pp("attention");
+    LayerNames {
+        query: attention.pp("q_lin"),
+        key: attention.pp("k_lin"),
+        value: attention.pp("v_lin"),
+        output: attention.pp("out_lin"),
+        attention_norm: layer.pp("sa_layer_norm"),
+        expand: layer.pp("ffn").pp("lin1"),
+        project: layer.pp("ffn").pp("lin2"),
+        output_norm: layer.pp("output_layer_norm"),
+    }
+}
 
 impl FamilyConfig for DistilBertConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
+        let names = embedding_names();
         let mut dims = vec![
-            dim(
-                "vocab_size",
-                self.vocab_size,
-                "embeddings.word_embeddings.weight",
-                0,
-            ),
-            dim("dim", self.dim, "embeddings.word_embeddings.weight", 1),
-            dim(
+            ConfigDim::new("vocab_size", self.vocab_size, names.word.weight(), 0),
+            ConfigDim::new("dim", self.dim, names.word.weight(), 1),
+            ConfigDim::new(
                 "hidden_dim",
                 self.hidden_dim,
-                "transformer.layer.0.ffn.lin1.weight",
+                layer_names(0).expand.weight(),
                 0,
             ),
         ];
         if !self.sinusoidal_pos_embds {
-            dims.push(dim(
+            dims.push(ConfigDim::new(
                 "max_position_embeddings",
                 self.max_position_embeddings,
-                POSITIONS,
+                names.position.weight(),
                 0,
             ));
         }
-        let counts = vec![ConfigCount {
-            field: "n_layers",
-            value: self.n_layers,
-            block: "layer",
-            tensor: |i| format!("transformer.layer.{i}.attention.q_lin.weight"),
-        }];
+        let counts = vec![ConfigCount::new("n_layers", self.n_layers, "layer", |i| {
+            layer_names(i).query.weight()
+        })];
         (dims, counts)
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let c = self.encoder();
+        let names = embedding_names();
+        let positions = names.position.weight();
         let table = [self.max_position_embeddings, self.dim];
-        let position = if self.sinusoidal_pos_embds && ckpt.shape_of(POSITIONS).is_none() {
+        let position = if self.sinusoidal_pos_embds && ckpt.shape_of(&positions).is_none() {
             let values = sinusoidal_table(table[0], table[1], SinusoidalLayout::Interleaved);
             Weight::owned(values, table.to_vec())
         } else {
-            ckpt.weight(POSITIONS, &table)?
+            ckpt.weight(&positions, &table)?
         };
         let embeddings = Embeddings {
-            word: ckpt.weight(
-                "embeddings.word_embeddings.weight",
-                &[c.vocab_size, c.hidden_size],
-            )?,
+            word: ckpt.weight(&names.word.weight(), &[c.vocab_size, c.hidden_size])?,
             position: Some(position),
             positions: Positions::Absolute,
             token_type: None,
-            norm: Norm::layer(ckpt, "embeddings.LayerNorm", c.hidden_size, EPS)?,
+            norm: Norm::layer(ckpt, &names.norm, c.hidden_size, EPS)?,
             project: None,
         };
         let layers = (0..c.num_hidden_layers)
-            .map(|i| {
-                EncoderLayer::load(
-                    ckpt,
-                    &layer_names(i),
-                    c.hidden_size,
-                    c.intermediate_size,
-                    c.hidden_act,
-                    EPS,
-                )
-            })
+            .map(|i| EncoderLayer::load(ckpt, &layer_names(i), &c))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Box::new(PostNormEncoder {
             arch: encoder_architecture(
@@ -217,6 +205,11 @@ impl FamilyConfig for DistilBertConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(FAMILY.anchor.tensor, embedding_names().word.weight());
+    }
 
     #[test]
     fn reads_its_own_field_names_with_defaults() {

@@ -11,18 +11,22 @@
 
 use serde_json::Value;
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{
-    out_in_linear, DecoderLayer, DecoderStack, FeedForward, LmHead, Positional, Tensors,
-};
-use super::family::{Architecture, Family, FamilyConfig, Network};
-use super::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
-use super::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
-use super::layers::{Linear, Norm};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 use crate::attention::PositionScheme;
+use crate::model::blocks::decoder::{
+    DecoderLayer, DecoderLayerNames, DecoderStack, LmHead, Positional,
+};
+use crate::model::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
+use crate::model::blocks::layers::{out_in_linear, FeedForward, FfnNames};
+use crate::model::blocks::layers::{Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::model::formats::tensors::{Name, TensorMap, Tensors};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
 
 const ANCHOR: Anchor = Anchor {
     tensor: "embed_tokens.weight",
@@ -37,6 +41,11 @@ pub static LLAMA: Family = Family {
     class_prefixes: &["Llama"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Llama)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_LLAMA),
+        ..Quirks::NONE
+    },
 };
 
 /// Qwen2 and Qwen2.5 in the family registry.
@@ -46,6 +55,11 @@ pub static QWEN2: Family = Family {
     class_prefixes: &["Qwen2"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen2)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN2),
+        ..Quirks::NONE
+    },
 };
 
 /// Mistral in the family registry.
@@ -55,7 +69,27 @@ pub static MISTRAL: Family = Family {
     class_prefixes: &["Mistral"],
     anchor: ANCHOR,
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Mistral)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
+
+/// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
+const GGUF_LLAMA: GgufReader = GgufReader {
+    architectures: &["llama"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `qwen2` architecture.
+const GGUF_QWEN2: GgufReader = GgufReader {
+    architectures: &["qwen2"],
+    config: gguf_config,
+};
+
+fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
+    Ok(Box::new(LlamaConfig::from_gguf(p, origin)?))
+}
 
 /// The most positions a rotary model is taken to have: no tensor backs
 /// `max_position_embeddings`, so it is bounded here (Qwen2.5-1M has 1,010,000).
@@ -430,34 +464,36 @@ impl LlamaConfig {
     /// Build the network from tensors named as inside transformers' base model.
     pub fn build_from(&self, t: &dyn Tensors) -> Result<DecoderStack, Error> {
         let (hidden, eps) = (self.hidden_size, self.rms_norm_eps);
+        let names = Names::new();
         let (q_out, kv_out) = (
             self.num_attention_heads * self.head_dim,
             self.num_key_value_heads * self.head_dim,
         );
-        let rms = |name: &str| -> Result<Norm, Error> {
+        let rms = |name: &Name| -> Result<Norm, Error> {
             Ok(Norm::from_weights(
-                t.weight(&format!("{name}.weight"), &[hidden])?,
+                t.weight(&name.weight(), &[hidden])?,
                 None,
                 eps,
             ))
         };
         // The head counts decide the q/k/v sizes: checked against layer 0's tensors, so that the
         // error names them rather than a tensor.
+        let first = Names::layer(0);
         for (name, field, heads, rows) in [
             (
-                "q_proj",
+                &first.qkv[0],
                 "num_attention_heads",
                 self.num_attention_heads,
                 q_out,
             ),
             (
-                "k_proj",
+                &first.qkv[1],
                 "num_key_value_heads",
                 self.num_key_value_heads,
                 kv_out,
             ),
         ] {
-            let tensor = format!("layers.0.self_attn.{name}.weight");
+            let tensor = name.weight();
             if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
                 return Err(Error::Input(format!(
                     "{field} {heads} × head_dim {} makes {rows} rows, but tensor {tensor} has \
@@ -466,52 +502,37 @@ impl LlamaConfig {
                 )));
             }
         }
-        let inter = self.intermediate_size;
+        let linear = |bias: bool| {
+            move |name: &Name, inputs, outputs| out_in_linear(t, name, inputs, outputs, bias)
+        };
+        let (qkv, output, mlp) = (
+            linear(self.qkv_bias),
+            linear(self.output_bias),
+            linear(self.mlp_bias),
+        );
         let layers = (0..self.num_hidden_layers)
             .map(|i| {
-                let p = format!("layers.{i}");
-                let a = format!("{p}.self_attn");
-                let m = format!("{p}.mlp");
+                let n = Names::layer(i);
+                let sizes = [q_out, kv_out, kv_out];
                 Ok(DecoderLayer {
-                    attention_norm: rms(&format!("{p}.input_layernorm"))?,
+                    attention_norm: rms(&n.attention_norm)?,
                     // One stacked map: long inputs run q, k and v as one product.
-                    qkv: vec![Linear::stack(vec![
-                        out_in_linear(t, &format!("{a}.q_proj"), hidden, q_out, self.qkv_bias)?,
-                        out_in_linear(t, &format!("{a}.k_proj"), hidden, kv_out, self.qkv_bias)?,
-                        out_in_linear(t, &format!("{a}.v_proj"), hidden, kv_out, self.qkv_bias)?,
-                    ])],
-                    output: out_in_linear(
-                        t,
-                        &format!("{a}.o_proj"),
-                        q_out,
+                    qkv: vec![Linear::stack(
+                        n.qkv
+                            .iter()
+                            .zip(sizes)
+                            .map(|(name, rows)| qkv(name, hidden, rows))
+                            .collect::<Result<_, _>>()?,
+                    )],
+                    output: output(&n.output, q_out, hidden)?,
+                    ffn_norm: rms(&n.ffn_norm)?,
+                    ffn: FeedForward::load(
+                        &n.ffn,
                         hidden,
-                        self.output_bias,
+                        self.intermediate_size,
+                        self.hidden_act,
+                        &mlp,
                     )?,
-                    ffn_norm: rms(&format!("{p}.post_attention_layernorm"))?,
-                    ffn: FeedForward::Gated {
-                        gate: out_in_linear(
-                            t,
-                            &format!("{m}.gate_proj"),
-                            hidden,
-                            inter,
-                            self.mlp_bias,
-                        )?,
-                        up: out_in_linear(
-                            t,
-                            &format!("{m}.up_proj"),
-                            hidden,
-                            inter,
-                            self.mlp_bias,
-                        )?,
-                        activation: self.hidden_act,
-                        down: out_in_linear(
-                            t,
-                            &format!("{m}.down_proj"),
-                            inter,
-                            hidden,
-                            self.mlp_bias,
-                        )?,
-                    },
                     scale: (self.head_dim as f64).powf(-0.5) as f32,
                 })
             })
@@ -526,43 +547,80 @@ impl LlamaConfig {
         };
         Ok(DecoderStack {
             arch: self.architecture(),
-            embed: t.weight("embed_tokens.weight", &[self.vocab_size, hidden])?,
+            embed: t.weight(&names.embed.weight(), &[self.vocab_size, hidden])?,
             positional: Positional::Rotary(Rope::new(
                 self.head_dim,
                 self.rope_theta,
                 self.rope_scaling,
             )),
             layers,
-            final_norm: rms("norm")?,
+            final_norm: rms(&names.norm)?,
             lm_head,
         })
     }
 }
 
+/// The Llama family's tensors outside its layers, inside the base model (`embed_tokens`,
+/// `norm`): one table, built from parts, that the config checks and the loading read.
+struct Names {
+    /// Token embeddings.
+    embed: Name,
+    /// The final RMSNorm.
+    norm: Name,
+}
+
+impl Names {
+    fn new() -> Names {
+        let root = Name::root();
+        Names {
+            embed: root.pp("embed_tokens"),
+            norm: root.pp("norm"),
+        }
+    }
+
+    /// Layer `i`'s tensors (`layers.{i}.self_attn.q_proj`, …).
+    fn layer(i: usize) -> DecoderLayerNames {
+        let layer = Name::root().pp("layers").pp(i);
+        let (a, m) = (layer.pp("self_attn"), layer.pp("mlp"));
+        DecoderLayerNames {
+            attention_norm: layer.pp("input_layernorm"),
+            qkv: vec![a.pp("q_proj"), a.pp("k_proj"), a.pp("v_proj")],
+            output: a.pp("o_proj"),
+            ffn_norm: layer.pp("post_attention_layernorm"),
+            ffn: FfnNames::Gated {
+                gate: m.pp("gate_proj"),
+                up: m.pp("up_proj"),
+                down: m.pp("down_proj"),
+            },
+        }
+    }
+}
+
+impl GgufConfig for LlamaConfig {
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
+    }
+}
+
 impl FamilyConfig for LlamaConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
+        let names = Names::new();
         let dims = vec![
-            dim("vocab_size", self.vocab_size, "embed_tokens.weight", 0),
-            dim("hidden_size", self.hidden_size, "embed_tokens.weight", 1),
-            dim(
+            ConfigDim::new("vocab_size", self.vocab_size, names.embed.weight(), 0),
+            ConfigDim::new("hidden_size", self.hidden_size, names.embed.weight(), 1),
+            ConfigDim::new(
                 "intermediate_size",
                 self.intermediate_size,
-                "layers.0.mlp.gate_proj.weight",
+                Names::layer(0).ffn.first().weight(),
                 0,
             ),
         ];
-        let counts = vec![ConfigCount {
-            field: "num_hidden_layers",
-            value: self.num_hidden_layers,
-            block: "layer",
-            tensor: |i| format!("layers.{i}.self_attn.q_proj.weight"),
-        }];
+        let counts = vec![ConfigCount::new(
+            "num_hidden_layers",
+            self.num_hidden_layers,
+            "layer",
+            |i| Names::layer(i).qkv[0].weight(),
+        )];
         (dims, counts)
     }
 
@@ -575,6 +633,13 @@ impl FamilyConfig for LlamaConfig {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(LLAMA.anchor.tensor, Names::new().embed.weight());
+        assert_eq!(QWEN2.anchor.tensor, Names::new().embed.weight());
+        assert_eq!(MISTRAL.anchor.tensor, Names::new().embed.weight());
+    }
 
     fn read(text: &str, variant: Variant) -> Result<LlamaConfig, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();

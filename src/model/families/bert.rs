@@ -1,20 +1,20 @@
 //! BERT (Devlin et al. 2019): word + position + token type embeddings, then post-LN encoder
 //! layers. Mirrors transformers' `models/bert/modeling_bert.py` (`BertModel`).
 //!
-//! Its tensor names (`encoder.layer.N.attention.self.query`, …) are shared by RoBERTa, XLM-R
-//! and ELECTRA, whose files use [`layer_names`] and [`config_checks`] from here.
+//! Its tensor names (`encoder.layer.N.attention.self.query`, …), which RoBERTa, XLM-R and
+//! ELECTRA checkpoints share, are the shared encoder's `EncoderNames::BERT`.
 
-use super::config::{ConfigError, ConfigFile};
-use super::encoder::{
-    encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderLayer,
-    LayerNames, PostNormEncoder,
+use crate::model::blocks::encoder::{
+    encoder_architecture, plain_schedule, Embeddings, EncoderConfig, EncoderDefaults, EncoderNames,
+    PostNormEncoder,
 };
-use super::family::{Family, FamilyConfig, Network};
-use super::kernels::positions::Positions;
-use super::layers::Norm;
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::network::Network;
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::positions::Positions;
 
 /// BERT in the family registry.
 pub static FAMILY: Family = Family {
@@ -27,6 +27,7 @@ pub static FAMILY: Family = Family {
         prefix: "bert",
     },
     config: |file| Ok(Box::new(BertConfig::read(file)?)),
+    quirks: Quirks::NONE,
 };
 
 /// transformers' `BertConfig` defaults.
@@ -55,135 +56,14 @@ impl BertConfig {
     }
 }
 
-/// The tensor names of BERT's layer `i` (shared by RoBERTa, XLM-R and ELECTRA).
-pub fn layer_names(i: usize) -> LayerNames {
-    let p = format!("encoder.layer.{i}");
-    LayerNames {
-        query: format!("{p}.attention.self.query"),
-        key: format!("{p}.attention.self.key"),
-        value: format!("{p}.attention.self.value"),
-        output: format!("{p}.attention.output.dense"),
-        attention_norm: format!("{p}.attention.output.LayerNorm"),
-        expand: format!("{p}.intermediate.dense"),
-        project: format!("{p}.output.dense"),
-        output_norm: format!("{p}.output.LayerNorm"),
-    }
-}
-
-/// The config.json values that size BERT's tensors, as the tensor dimensions they must equal,
-/// and the layer count as blocks the checkpoint must hold: checked against the checkpoint
-/// before anything is allocated (see [`super::validate::config_matches`]). RoBERTa, XLM-R and
-/// ELECTRA have the same tensors.
-pub fn config_checks(c: &EncoderConfig) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-    let dim = |field, value, tensor: &str, axis| ConfigDim {
-        field,
-        value,
-        tensor: tensor.to_string(),
-        axis,
-    };
-    let dims = vec![
-        dim(
-            "vocab_size",
-            c.vocab_size,
-            "embeddings.word_embeddings.weight",
-            0,
-        ),
-        dim(
-            if c.embedding_size == c.hidden_size {
-                "hidden_size"
-            } else {
-                "embedding_size"
-            },
-            c.embedding_size,
-            "embeddings.word_embeddings.weight",
-            1,
-        ),
-        dim(
-            "max_position_embeddings",
-            c.max_position_embeddings,
-            "embeddings.position_embeddings.weight",
-            0,
-        ),
-        dim(
-            "type_vocab_size",
-            c.type_vocab_size,
-            "embeddings.token_type_embeddings.weight",
-            0,
-        ),
-        dim(
-            "hidden_size",
-            c.hidden_size,
-            "encoder.layer.0.attention.self.query.weight",
-            0,
-        ),
-        dim(
-            "intermediate_size",
-            c.intermediate_size,
-            "encoder.layer.0.intermediate.dense.weight",
-            0,
-        ),
-    ];
-    let counts = vec![ConfigCount {
-        field: "num_hidden_layers",
-        value: c.num_hidden_layers,
-        block: "layer",
-        tensor: |i| format!("encoder.layer.{i}.attention.self.query.weight"),
-    }];
-    (dims, counts)
-}
-
-/// BERT's embeddings (`embeddings.*`) with the given position scheme, and the projection to the
-/// hidden size when `project` names one (ELECTRA).
-pub fn embeddings(
-    ckpt: &Checkpoint,
-    c: &EncoderConfig,
-    positions: Positions,
-    project: Option<&str>,
-) -> Result<Embeddings, Error> {
-    let e = c.embedding_size;
-    Ok(Embeddings {
-        word: ckpt.weight("embeddings.word_embeddings.weight", &[c.vocab_size, e])?,
-        position: Some(ckpt.weight(
-            "embeddings.position_embeddings.weight",
-            &[c.max_position_embeddings, e],
-        )?),
-        positions,
-        token_type: Some(ckpt.weight(
-            "embeddings.token_type_embeddings.weight",
-            &[c.type_vocab_size, e],
-        )?),
-        norm: Norm::layer(ckpt, "embeddings.LayerNorm", e, c.layer_norm_eps)?,
-        project: match project {
-            Some(name) => Some(super::layers::Linear::load(ckpt, name, e, c.hidden_size)?),
-            None => None,
-        },
-    })
-}
-
-/// BERT's layers `0..num_hidden_layers`, by [`layer_names`].
-pub fn layers(ckpt: &Checkpoint, c: &EncoderConfig) -> Result<Vec<EncoderLayer>, Error> {
-    (0..c.num_hidden_layers)
-        .map(|i| {
-            EncoderLayer::load(
-                ckpt,
-                &layer_names(i),
-                c.hidden_size,
-                c.intermediate_size,
-                c.hidden_act,
-                c.layer_norm_eps,
-            )
-            .map_err(Error::from)
-        })
-        .collect()
-}
-
 impl FamilyConfig for BertConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        config_checks(&self.0)
+        EncoderNames::BERT.checks(&self.0, None)
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         let c = &self.0;
+        let names = EncoderNames::BERT;
         Ok(Box::new(PostNormEncoder {
             arch: encoder_architecture(
                 FAMILY.name,
@@ -194,8 +74,8 @@ impl FamilyConfig for BertConfig {
                 c.type_vocab_size,
                 true,
             ),
-            embeddings: embeddings(ckpt, c, Positions::Absolute, None)?,
-            layers: layers(ckpt, c)?,
+            embeddings: Embeddings::load(ckpt, &(names.embeddings)(), c, Positions::Absolute)?,
+            layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
         }))
     }
@@ -205,6 +85,17 @@ impl FamilyConfig for BertConfig {
 mod tests {
     use super::*;
     use crate::model::kernels::Activation;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(
+            FAMILY.anchor.tensor,
+            crate::model::blocks::encoder::EmbeddingNames::bert()
+                .word
+                .weight()
+        );
+    }
+
     use std::path::Path;
 
     fn p(text: &str) -> Result<EncoderConfig, ConfigError> {

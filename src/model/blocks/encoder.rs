@@ -6,18 +6,18 @@
 //!
 //! Shapes: `b` sequences in a batch, `n` tokens (padded), `h` heads of size `d`, hidden `h·d`.
 //! Everything is f32 on the CPU, in plain buffers; the arithmetic of each step is one of the
-//! shared kernels in [`super::kernels`].
+//! shared kernels in [`crate::model::kernels`].
 
 use super::capture::SequenceCapture;
-use super::config::{ConfigError, ConfigFile};
-use super::family::{Architecture, Batch, Network};
-use super::kernels::positions::Positions;
-use super::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Mask, Operand,
-};
-use super::layers::{Linear, Norm};
-use super::weights::{Checkpoint, Weight, WeightsError};
+use super::layers::{part, Linear, Norm};
+use super::network::{Architecture, Batch, Network};
 use crate::attention::PositionScheme;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::tensors::Name;
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Checkpoint, Weight, WeightsError};
+use crate::model::kernels::positions::Positions;
+use crate::model::kernels::{self, Activation, CaptureSink, EmbeddingTables, Mask};
 
 /// The config.json fields of a BERT-style encoder, with a family's defaults where they are
 /// missing or null.
@@ -135,25 +135,182 @@ impl EncoderConfig {
     }
 }
 
-/// The checkpoint names of one encoder layer's tensors (each a module path: `.weight` and
+/// Where an encoder's embedding tensors are in its checkpoint (module paths; `.weight` and
 /// `.bias` are appended).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbeddingNames {
+    /// Word embeddings, `[vocab, embedding width]`.
+    pub word: Name,
+    /// Position embeddings, `[rows, embedding width]`.
+    pub position: Name,
+    /// Token type embeddings, `[type_vocab, embedding width]`; `None`: the family has none.
+    pub token_type: Option<Name>,
+    /// The LayerNorm over their sum.
+    pub norm: Name,
+    /// The projection from the embedding width to the hidden size (ALBERT, ELECTRA), when the
+    /// checkpoint has one.
+    pub project: Option<Name>,
+}
+
+impl EmbeddingNames {
+    /// BERT's (`embeddings.word_embeddings`, …), which RoBERTa, XLM-R, DistilBERT, ALBERT and
+    /// ELECTRA checkpoints share.
+    pub fn bert() -> EmbeddingNames {
+        let e = Name::root().pp("embeddings");
+        EmbeddingNames {
+            word: e.pp("word_embeddings"),
+            position: e.pp("position_embeddings"),
+            token_type: Some(e.pp("token_type_embeddings")),
+            norm: e.pp("LayerNorm"),
+            project: None,
+        }
+    }
+}
+
+/// Where one encoder layer's tensors are in its checkpoint (module paths; `.weight` and `.bias`
+/// are appended).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerNames {
     /// Query projection.
-    pub query: String,
+    pub query: Name,
     /// Key projection.
-    pub key: String,
+    pub key: Name,
     /// Value projection.
-    pub value: String,
+    pub value: Name,
     /// Attention output projection.
-    pub output: String,
+    pub output: Name,
     /// LayerNorm after attention.
-    pub attention_norm: String,
+    pub attention_norm: Name,
     /// Feed-forward expansion.
-    pub expand: String,
+    pub expand: Name,
     /// Feed-forward projection back.
-    pub project: String,
+    pub project: Name,
     /// LayerNorm after the feed-forward block.
-    pub output_norm: String,
+    pub output_norm: Name,
+}
+
+impl LayerNames {
+    /// BERT's layer `i` (`encoder.layer.{i}.attention.self.query`, …), which RoBERTa, XLM-R
+    /// and ELECTRA checkpoints share.
+    pub fn bert(i: usize) -> LayerNames {
+        let layer = Name::root().pp("encoder").pp("layer").pp(i);
+        let attention = layer.pp("attention");
+        LayerNames {
+            query: attention.pp("self").pp("query"),
+            key: attention.pp("self").pp("key"),
+            value: attention.pp("self").pp("value"),
+            output: attention.pp("output").pp("dense"),
+            attention_norm: attention.pp("output").pp("LayerNorm"),
+            expand: layer.pp("intermediate").pp("dense"),
+            project: layer.pp("output").pp("dense"),
+            output_norm: layer.pp("output").pp("LayerNorm"),
+        }
+    }
+}
+
+/// A post-LN encoder's tensor names: the one table its config checks ([`EncoderNames::checks`])
+/// and its loading ([`Embeddings::load`], [`EncoderLayer::load`]) both read.
+#[derive(Clone, Copy, Debug)]
+pub struct EncoderNames {
+    /// The embedding tables.
+    pub embeddings: fn() -> EmbeddingNames,
+    /// Layer `i`'s tensors.
+    pub layer: fn(usize) -> LayerNames,
+}
+
+impl EncoderNames {
+    /// BERT's names, which RoBERTa, XLM-R and ELECTRA checkpoints share.
+    pub const BERT: EncoderNames = EncoderNames {
+        embeddings: EmbeddingNames::bert,
+        layer: LayerNames::bert,
+    };
+
+    /// The config values (BERT's field names) that size the encoder's tensors, as the tensor
+    /// dimensions they must equal, and `num_hidden_layers` as the layers the checkpoint must
+    /// hold: checked against the checkpoint before anything is allocated (see
+    /// [`crate::model::formats::validate::config_matches`]). `project`: the embedding
+    /// projection, when the checkpoint has one.
+    pub fn checks(
+        &self,
+        c: &EncoderConfig,
+        project: Option<&Name>,
+    ) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let embeddings = EmbeddingNames {
+            project: project.cloned(),
+            ..(self.embeddings)()
+        };
+        let dims = encoder_dims(c, &embeddings, &(self.layer)(0));
+        let layer = self.layer;
+        let counts = vec![ConfigCount::new(
+            "num_hidden_layers",
+            c.num_hidden_layers,
+            "layer",
+            move |i| layer(i).query.weight(),
+        )];
+        (dims, counts)
+    }
+
+    /// Layers `0..num_hidden_layers`.
+    pub fn layers(
+        &self,
+        ckpt: &Checkpoint,
+        c: &EncoderConfig,
+    ) -> Result<Vec<EncoderLayer>, WeightsError> {
+        (0..c.num_hidden_layers)
+            .map(|i| EncoderLayer::load(ckpt, &(self.layer)(i), c))
+            .collect()
+    }
+}
+
+/// The config values (BERT's field names) that size an encoder's embedding tables and its
+/// layers' tensors, as dimensions of the tensors `embeddings` and `layer` (the first layer, or
+/// any) name.
+pub fn encoder_dims(
+    c: &EncoderConfig,
+    embeddings: &EmbeddingNames,
+    layer: &LayerNames,
+) -> Vec<ConfigDim> {
+    let width = if c.embedding_size == c.hidden_size {
+        "hidden_size"
+    } else {
+        "embedding_size"
+    };
+    let mut dims = vec![
+        ConfigDim::new("vocab_size", c.vocab_size, embeddings.word.weight(), 0),
+        ConfigDim::new(width, c.embedding_size, embeddings.word.weight(), 1),
+        ConfigDim::new(
+            "max_position_embeddings",
+            c.max_position_embeddings,
+            embeddings.position.weight(),
+            0,
+        ),
+    ];
+    if let Some(types) = &embeddings.token_type {
+        dims.push(ConfigDim::new(
+            "type_vocab_size",
+            c.type_vocab_size,
+            types.weight(),
+            0,
+        ));
+    }
+    if let Some(project) = &embeddings.project {
+        dims.push(ConfigDim::new(
+            "hidden_size",
+            c.hidden_size,
+            project.weight(),
+            0,
+        ));
+    }
+    dims.extend([
+        ConfigDim::new("hidden_size", c.hidden_size, layer.query.weight(), 0),
+        ConfigDim::new(
+            "intermediate_size",
+            c.intermediate_size,
+            layer.expand.weight(),
+            0,
+        ),
+    ]);
+    dims
 }
 
 /// One encoder layer: multi-head self-attention, then the position-wise feed-forward block,
@@ -170,15 +327,13 @@ pub struct EncoderLayer {
 }
 
 impl EncoderLayer {
-    /// Load a layer's tensors by `names`.
+    /// Load a layer's tensors by `names`, sized by `c`.
     pub fn load(
         ckpt: &Checkpoint,
         names: &LayerNames,
-        hidden: usize,
-        intermediate: usize,
-        activation: Activation,
-        eps: f64,
+        c: &EncoderConfig,
     ) -> Result<EncoderLayer, WeightsError> {
+        let (hidden, intermediate, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
         Ok(EncoderLayer {
             qkv: Linear::load_stacked(
                 ckpt,
@@ -189,7 +344,7 @@ impl EncoderLayer {
             output: Linear::load(ckpt, &names.output, hidden, hidden)?,
             attention_norm: Norm::layer(ckpt, &names.attention_norm, hidden, eps)?,
             expand: Linear::load(ckpt, &names.expand, hidden, intermediate)?,
-            activation,
+            activation: c.hidden_act,
             project: Linear::load(ckpt, &names.project, intermediate, hidden)?,
             output_norm: Norm::layer(ckpt, &names.output_norm, hidden, eps)?,
         })
@@ -212,28 +367,13 @@ impl EncoderLayer {
         // For each head, in one fused kernel: scores = Q·Kᵀ/√d_k, masked where padding is;
         // P = softmax(scores); context = P·V, heads concatenated back to [b·n, hidden].
         // ── capture ── the kernel writes P (and Q, K on request) straight into `capture`.
-        let spec = AttentionSpec {
-            batch: batch.lengths.len(),
-            query_tokens: batch.tokens,
-            key_tokens: batch.tokens,
-            heads: arch.heads,
-            kv_heads: arch.kv_heads,
-            kv_head: &arch.kv_head,
-            head_dim: arch.head_dim,
-            scale: 1.0 / (arch.head_dim as f32).sqrt(),
-            mask: arch.mask,
-            bias: None,
-        };
-        let part = |p: usize| Operand {
-            data: &qkv,
-            offset: p * hidden,
-            stride: 3 * hidden,
-        };
+        let spec = arch.attention(batch.lengths.len(), batch.tokens, batch.tokens);
+        let third = |p: usize| part(&qkv, p * hidden, 3 * hidden);
         let mut context = vec![0f32; rows * hidden];
         kernels::attention(
-            part(0),
-            part(1),
-            part(2),
+            third(0),
+            third(1),
+            third(2),
             &spec,
             batch.lengths,
             batch.lengths,
@@ -270,6 +410,32 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
+    /// The tables `names` gives, of `c.embedding_size` columns, with positions read as
+    /// `positions`, their LayerNorm (ε `c.layer_norm_eps`), and the projection to the hidden
+    /// size when `names` has one.
+    pub fn load(
+        ckpt: &Checkpoint,
+        names: &EmbeddingNames,
+        c: &EncoderConfig,
+        positions: Positions,
+    ) -> Result<Embeddings, WeightsError> {
+        let e = c.embedding_size;
+        Ok(Embeddings {
+            word: ckpt.weight(&names.word.weight(), &[c.vocab_size, e])?,
+            position: Some(ckpt.weight(&names.position.weight(), &[c.max_position_embeddings, e])?),
+            positions,
+            token_type: match &names.token_type {
+                Some(t) => Some(ckpt.weight(&t.weight(), &[c.type_vocab_size, e])?),
+                None => None,
+            },
+            norm: Norm::layer(ckpt, &names.norm, e, c.layer_norm_eps)?,
+            project: match &names.project {
+                Some(p) => Some(Linear::load(ckpt, p, e, c.hidden_size)?),
+                None => None,
+            },
+        })
+    }
+
     /// `[b·n, hidden]` for the batch.
     fn forward(&self, batch: &Batch<'_>) -> Vec<f32> {
         let width = self.norm.width();

@@ -15,6 +15,67 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+/// One way a model folder stores its tokenizer: the files it must have, and the files fetched
+/// and read beside them when the folder (or the hub repo) has them. A family lists its ways
+/// (`Family`'s quirks), by preference; the first one a folder has is the one it uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenizerFiles {
+    /// Files that must all be there (`tokenizer.json`; Marian's `source.spm` and `vocab.json`).
+    pub required: &'static [&'static str],
+    /// Files read beside them when present (`tokenizer_config.json`, …).
+    pub optional: &'static [&'static str],
+}
+
+/// A `tokenizer.json`, complete by itself.
+pub const TOKENIZER_JSON: TokenizerFiles = TokenizerFiles {
+    required: &["tokenizer.json"],
+    optional: &[],
+};
+
+/// A `tokenizer.json` with the settings beside it: `model_max_length`, special-token names and
+/// language codes in tokenizer_config.json, and the chat template (there or in
+/// `chat_template.jinja`).
+pub const TOKENIZER_JSON_WITH_SETTINGS: TokenizerFiles = TokenizerFiles {
+    required: &["tokenizer.json"],
+    optional: &[
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "chat_template.jinja",
+    ],
+};
+
+/// BERT's WordPiece vocabulary (or a SMILES one), with the options beside it.
+pub const VOCAB_TXT: TokenizerFiles = TokenizerFiles {
+    required: &["vocab.txt"],
+    optional: &["tokenizer_config.json", "special_tokens_map.json"],
+};
+
+/// What most families' checkpoints ship: tokenizer.json, else vocab.txt.
+pub const TOKENIZERS: &[TokenizerFiles] = &[TOKENIZER_JSON, VOCAB_TXT];
+
+/// tokenizer.json with its settings (decoders' chat templates, encoder–decoders' limits), else
+/// vocab.txt.
+pub const TOKENIZERS_WITH_SETTINGS: &[TokenizerFiles] = &[TOKENIZER_JSON_WITH_SETTINGS, VOCAB_TXT];
+
+/// Which ways of storing a tokenizer the model whose config.json is at the path may use: its
+/// family's (the caller reads config.json; [`TOKENIZERS`] when it cannot tell).
+pub type TokenizerFilesOf<'a> = &'a dyn Fn(&Path) -> &'static [TokenizerFiles];
+
+/// The alternatives for messages: `tokenizer.json or vocab.txt`; `tokenizer.json, or
+/// source.spm and vocab.json`.
+fn describe(ways: &[TokenizerFiles]) -> String {
+    let one = ways.iter().all(|w| w.required.len() == 1);
+    let each: Vec<String> = ways.iter().map(|w| w.required.join(" and ")).collect();
+    each.join(if one { " or " } else { ", or " })
+}
+
+/// The first of `ways` whose required files `has`.
+fn first_way(ways: &[TokenizerFiles], has: impl Fn(&str) -> bool) -> Option<TokenizerFiles> {
+    ways.iter()
+        .copied()
+        .find(|w| w.required.iter().all(|f| has(f)))
+}
+
 /// Weight files we can read, in order of preference.
 pub const WEIGHT_FILES: [&str; 3] = [
     "model.safetensors",
@@ -98,7 +159,7 @@ pub enum SourceError {
         status: u16,
     },
     /// The repo exists but lacks the files we need.
-    #[error("hub model '{model}' has no {what}; attnviz needs a BERT checkpoint with config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt")]
+    #[error("hub model '{model}' has no {what}; attnviz needs config.json, the weights (model.safetensors or pytorch_model.bin) and the tokenizer's files")]
     RepoLacks {
         /// Repo id.
         model: String,
@@ -197,11 +258,17 @@ impl Hub {
 }
 
 /// Find the files of `model`: a local folder if one exists at that path, else a hub repo id at
-/// `revision`, from the cache or downloaded.
-pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+/// `revision`, from the cache or downloaded. `tokenizers` says which tokenizer files the
+/// model's family reads, from its config.json.
+pub fn resolve_with(
+    model: &str,
+    revision: &str,
+    hub: &Hub,
+    tokenizers: TokenizerFilesOf<'_>,
+) -> Result<ModelFiles, SourceError> {
     let path = Path::new(model);
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => return from_dir(path, model),
+        Ok(m) if m.is_dir() => return from_dir_with(path, model, tokenizers),
         Ok(_) => return Err(SourceError::NotAFolder(path.to_path_buf())),
         // Nothing there (or, for something shaped like `org/name`, a file named `org`): a
         // repo id, if it looks like one.
@@ -219,7 +286,7 @@ pub fn resolve(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Sou
     if !is_repo_id(model) {
         return Err(SourceError::NotAModel(model.to_string()));
     }
-    from_hub(model, revision, hub)
+    from_hub(model, revision, hub, tokenizers)
 }
 
 /// `dir/name` if it is a file; `None` if nothing is there; an error naming the real problem
@@ -278,8 +345,13 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// The files of a model in a local folder.
-pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
+/// The files of a model in a local folder; `tokenizers` says which tokenizer files its family
+/// reads, from its config.json.
+pub fn from_dir_with(
+    dir: &Path,
+    id: &str,
+    tokenizers: TokenizerFilesOf<'_>,
+) -> Result<ModelFiles, SourceError> {
     let missing = |what: &str| SourceError::MissingFile {
         dir: dir.to_path_buf(),
         what: what.to_string(),
@@ -287,8 +359,9 @@ pub fn from_dir(dir: &Path, id: &str) -> Result<ModelFiles, SourceError> {
     let config = probe_file(dir, "config.json")?.ok_or_else(|| missing("config.json"))?;
     let weights =
         local_weights(dir)?.ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
-    if !has_tokenizer(dir)? {
-        return Err(missing("tokenizer.json or vocab.txt"));
+    let ways = tokenizers(&config);
+    if !has_tokenizer(dir, ways)? {
+        return Err(missing(&describe(ways)));
     }
     Ok(ModelFiles {
         id: id.to_string(),
@@ -396,11 +469,18 @@ fn is_generic_folder(name: &str) -> bool {
     numbered || hash || name.is_empty() || name == "." || name == ".."
 }
 
-fn has_tokenizer(dir: &Path) -> Result<bool, SourceError> {
-    Ok(probe_file(dir, "tokenizer.json")?.is_some()
-        || probe_file(dir, "vocab.txt")?.is_some()
-        // Marian (opus-mt): SentencePiece models and one vocabulary.
-        || (probe_file(dir, "source.spm")?.is_some() && probe_file(dir, "vocab.json")?.is_some()))
+/// Whether `dir` holds the required files of one of `ways`.
+fn has_tokenizer(dir: &Path, ways: &[TokenizerFiles]) -> Result<bool, SourceError> {
+    for way in ways {
+        let mut all = true;
+        for file in way.required {
+            all &= probe_file(dir, file)?.is_some();
+        }
+        if all {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The weight files in `dir`, by preference; `None` if there are none.
@@ -512,9 +592,14 @@ fn cached_snapshot(hub: &Hub, model: &str, revision: &str) -> Option<PathBuf> {
     snapshot.is_dir().then_some(snapshot)
 }
 
-fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, SourceError> {
+fn from_hub(
+    model: &str,
+    revision: &str,
+    hub: &Hub,
+    tokenizers: TokenizerFilesOf<'_>,
+) -> Result<ModelFiles, SourceError> {
     if let Some(snapshot) = cached_snapshot(hub, model, revision) {
-        match from_dir(&snapshot, model) {
+        match from_dir_with(&snapshot, model, tokenizers) {
             Ok(mut files) => {
                 files.revision = Some(revision.to_string());
                 return Ok(files);
@@ -546,29 +631,15 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
     if !has("config.json") {
         return Err(lacks("config.json"));
     }
-    let mut wanted = vec!["config.json".to_string(), weight.to_string()];
-    // tokenizer.json is complete by itself; vocab.txt needs the options beside it.
-    let tokenizer_files: &[&str] = if has("tokenizer.json") {
-        &["tokenizer.json"]
-    } else if has("source.spm") && has("vocab.json") {
-        &[
-            "source.spm",
-            "target.spm",
-            "vocab.json",
-            "tokenizer_config.json",
-            "special_tokens_map.json",
-        ]
-    } else if has("vocab.txt") {
-        &[
-            "vocab.txt",
-            "tokenizer_config.json",
-            "special_tokens_map.json",
-        ]
-    } else {
-        return Err(lacks("tokenizer.json or vocab.txt"));
-    };
+    let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
+    // config.json first: its family says which tokenizer files to fetch.
+    let config = downloader.fetch("config.json", &snapshot)?;
+    let ways = tokenizers(&config);
+    let way = first_way(ways, has).ok_or_else(|| lacks(&describe(ways)))?;
+    let mut wanted = vec![weight.to_string()];
+    wanted.extend(way.required.iter().map(|f| f.to_string()));
     wanted.extend(
-        tokenizer_files
+        way.optional
             .iter()
             .filter(|f| has(f))
             .map(|f| f.to_string()),
@@ -578,23 +649,20 @@ fn from_hub(model: &str, revision: &str, hub: &Hub) -> Result<ModelFiles, Source
     if has("generation_config.json") {
         wanted.push("generation_config.json".to_string());
     }
-
-    let snapshot = repo_folder(hub, model).join("snapshots").join(&listing.sha);
     let mut fetched = Vec::new();
     for file in &wanted {
         fetched.push(downloader.fetch(file, &snapshot)?);
     }
-    let config = fetched[0].clone();
     let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
     let weights = if weight.ends_with(".index.json") {
-        let shards = shard_names(&fetched[1])?;
+        let shards = shard_names(&fetched[0])?;
         let mut paths = Vec::new();
         for shard in shards {
             paths.push(downloader.fetch(&shard, &snapshot)?);
         }
         paths
     } else {
-        vec![fetched[1].clone()]
+        vec![fetched[0].clone()]
     };
     Ok(ModelFiles {
         id: model.to_string(),
@@ -828,6 +896,30 @@ fn first_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokenizer_ways_are_chosen_in_order_and_named_in_errors() {
+        assert_eq!(describe(TOKENIZERS), "tokenizer.json or vocab.txt");
+        let spm = TokenizerFiles {
+            required: &["source.spm", "vocab.json"],
+            optional: &[],
+        };
+        let marian = [TOKENIZER_JSON, spm];
+        assert_eq!(
+            describe(&marian),
+            "tokenizer.json, or source.spm and vocab.json"
+        );
+        let has = |f: &str| ["vocab.txt", "source.spm", "vocab.json"].contains(&f);
+        assert_eq!(first_way(TOKENIZERS, has), Some(VOCAB_TXT));
+        assert_eq!(first_way(&marian, has), Some(spm));
+        assert_eq!(first_way(&marian[..1], has), None);
+        let only_source = |f: &str| f == "source.spm";
+        assert_eq!(
+            first_way(&marian, only_source),
+            None,
+            "both files are needed"
+        );
+    }
 
     fn hub_with(vars: &[(&str, &str)]) -> Hub {
         Hub::from_vars(|k| {

@@ -1,4 +1,4 @@
-//! T5, T5 v1.1 and Flan-T5: the encoder–decoder stack ([`super::seq2seq`]) with T5's parts.
+//! T5, T5 v1.1 and Flan-T5: the encoder–decoder stack ([`crate::model::blocks::seq2seq`]) with T5's parts.
 //! Mirrors transformers' `models/t5/modeling_t5.py` (`T5ForConditionalGeneration`):
 //!
 //! - pre-norm sublayers with T5's layer norm (RMS: no mean subtraction, no bias) and a final
@@ -14,19 +14,21 @@
 //!   decoder output is multiplied by `d_model^-0.5` first when the head is tied (transformers 5
 //!   writes this as `scale_decoder_outputs`; older configs say it with `tie_word_embeddings`).
 
-use super::config::{ConfigError, ConfigFile};
-use super::decoder::{out_in_linear, FeedForward, Tensors};
-use super::family::{Architecture, Family, FamilyConfig, Network};
-use super::kernels::{Activation, Layout, Mask};
-use super::layers::{Linear, Norm};
-use super::seq2seq::{
-    CrossAttention, Placement, RelativeBuckets, SelfAttention, Seq2SeqHead, Seq2SeqLayer,
-    Seq2SeqNet, Stack, StackPositions,
-};
-use super::validate::{ConfigCount, ConfigDim};
-use super::weights::{Anchor, Checkpoint};
-use super::Error;
 use crate::attention::PositionScheme;
+use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
+use crate::model::blocks::network::{Architecture, Network};
+use crate::model::blocks::seq2seq::{
+    AttentionNames, LayerShape, Placement, RelativeBuckets, Seq2SeqHead, Seq2SeqLayer,
+    Seq2SeqLayerNames, Seq2SeqNet, Side, Stack, StackPositions,
+};
+use crate::model::error::Error;
+use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::validate::{ConfigCount, ConfigDim};
+use crate::model::formats::weights::{Anchor, Checkpoint};
+use crate::model::kernels::{Activation, Layout, Mask};
 
 /// T5 in the family registry.
 pub static FAMILY: Family = Family {
@@ -39,6 +41,10 @@ pub static FAMILY: Family = Family {
         prefix: "",
     },
     config: |file| Ok(Box::new(T5Config::read(file)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
 };
 
 /// The longest input T5 is run on: relative positions set no limit, the tokenizer's
@@ -186,70 +192,28 @@ impl T5Config {
         self.arch(self.num_decoder_layers, Mask::Causal)
     }
 
-    fn stack(&self, ckpt: &Checkpoint, stack: &str) -> Result<Stack, Error> {
-        let (d, inner, eps) = (
-            self.d_model,
-            self.num_heads * self.d_kv,
-            self.layer_norm_epsilon,
-        );
-        let decoder = stack == "decoder";
-        let layers = if decoder {
-            self.num_decoder_layers
-        } else {
-            self.num_layers
+    fn stack(&self, ckpt: &Checkpoint, side: Side) -> Result<Stack, Error> {
+        let (d, eps) = (self.d_model, self.layer_norm_epsilon);
+        let layers = match side {
+            Side::Decoder => self.num_decoder_layers,
+            Side::Encoder => self.num_layers,
         };
-        let linear = |name: String, i, o| out_in_linear(ckpt, &name, i, o, false);
+        let linear = |name: &Name, i, o| out_in_linear(ckpt, name, i, o, false);
+        let norm = |name: &Name| Ok(Norm::rms(ckpt, name, d, eps)?);
+        let shape = LayerShape {
+            hidden: d,
+            inner: self.num_heads * self.d_kv,
+            ffn: self.d_ff,
+            activation: self.activation,
+        };
         let layers = (0..layers)
             .map(|i| {
-                let p = format!("{stack}.block.{i}.layer");
-                let a = format!("{p}.0.SelfAttention");
-                let cross = if decoder {
-                    let c = format!("{p}.1.EncDecAttention");
-                    Some(CrossAttention {
-                        q: linear(format!("{c}.q"), d, inner)?,
-                        kv: Linear::stack(vec![
-                            linear(format!("{c}.k"), d, inner)?,
-                            linear(format!("{c}.v"), d, inner)?,
-                        ]),
-                        output: linear(format!("{c}.o"), inner, d)?,
-                        norm: Norm::rms(ckpt, &format!("{p}.1.layer_norm"), d, eps)?,
-                    })
-                } else {
-                    None
-                };
-                let f = format!("{p}.{}", if decoder { 2 } else { 1 });
-                let ffn = if self.gated {
-                    FeedForward::Gated {
-                        gate: linear(format!("{f}.DenseReluDense.wi_0"), d, self.d_ff)?,
-                        up: linear(format!("{f}.DenseReluDense.wi_1"), d, self.d_ff)?,
-                        activation: self.activation,
-                        down: linear(format!("{f}.DenseReluDense.wo"), self.d_ff, d)?,
-                    }
-                } else {
-                    FeedForward::Plain {
-                        expand: linear(format!("{f}.DenseReluDense.wi"), d, self.d_ff)?,
-                        activation: self.activation,
-                        project: linear(format!("{f}.DenseReluDense.wo"), self.d_ff, d)?,
-                    }
-                };
-                Ok(Seq2SeqLayer {
-                    self_attention: SelfAttention {
-                        qkv: Linear::stack(vec![
-                            linear(format!("{a}.q"), d, inner)?,
-                            linear(format!("{a}.k"), d, inner)?,
-                            linear(format!("{a}.v"), d, inner)?,
-                        ]),
-                        output: linear(format!("{a}.o"), inner, d)?,
-                        norm: Norm::rms(ckpt, &format!("{p}.0.layer_norm"), d, eps)?,
-                    },
-                    cross,
-                    ffn,
-                    ffn_norm: Norm::rms(ckpt, &format!("{f}.layer_norm"), d, eps)?,
-                })
+                let names = Names::layer(side, i, self.gated);
+                Seq2SeqLayer::load(&names, shape, &linear, &norm)
             })
             .collect::<Result<Vec<_>, Error>>()?;
         let table = ckpt.weight(
-            &format!("{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+            &Names::relative_bias(side).weight(),
             &[self.relative_attention_num_buckets, self.num_heads],
         )?;
         Ok(Stack {
@@ -258,65 +222,121 @@ impl T5Config {
                 table,
                 buckets: self.relative_attention_num_buckets,
                 max_distance: self.relative_attention_max_distance,
-                bidirectional: !decoder,
+                bidirectional: side == Side::Encoder,
             }),
             embed_norm: None,
-            final_norm: Some(Norm::rms(
-                ckpt,
-                &format!("{stack}.final_layer_norm"),
-                d,
-                eps,
-            )?),
+            final_norm: Some(norm(&Names::final_norm(side))?),
         })
+    }
+}
+
+/// T5's tensor names (`encoder.block.3.layer.0.SelfAttention.q`, `shared`), inside the base
+/// model: one table, built from parts, that the config checks and the loading read.
+struct Names;
+
+impl Names {
+    /// The token embeddings both stacks share.
+    fn shared() -> Name {
+        Name::root().pp("shared")
+    }
+
+    /// Block `i`'s sublayers (`encoder.block.{i}.layer`): self-attention, cross-attention
+    /// (decoder), the feed-forward block.
+    fn sublayers(side: Side, i: usize) -> Name {
+        Name::root().pp(side.module()).pp("block").pp(i).pp("layer")
+    }
+
+    /// Block `i` of a stack, with a gated feed-forward block or not.
+    fn layer(side: Side, i: usize, gated: bool) -> Seq2SeqLayerNames {
+        let p = Names::sublayers(side, i);
+        let attention = |sublayer: usize, module: &str| {
+            let a = p.pp(sublayer).pp(module);
+            AttentionNames {
+                q: a.pp("q"),
+                k: a.pp("k"),
+                v: a.pp("v"),
+                output: a.pp("o"),
+                norm: p.pp(sublayer).pp("layer_norm"),
+            }
+        };
+        let decoder = side == Side::Decoder;
+        let f = p.pp(if decoder { 2 } else { 1 });
+        let dense = f.pp("DenseReluDense");
+        Seq2SeqLayerNames {
+            self_attention: attention(0, "SelfAttention"),
+            cross: decoder.then(|| attention(1, "EncDecAttention")),
+            ffn: if gated {
+                FfnNames::Gated {
+                    gate: dense.pp("wi_0"),
+                    up: dense.pp("wi_1"),
+                    down: dense.pp("wo"),
+                }
+            } else {
+                FfnNames::Plain {
+                    expand: dense.pp("wi"),
+                    project: dense.pp("wo"),
+                }
+            },
+            ffn_norm: f.pp("layer_norm"),
+        }
+    }
+
+    /// The relative position buckets' biases, in a stack's first block.
+    fn relative_bias(side: Side) -> Name {
+        Names::sublayers(side, 0)
+            .pp(0)
+            .pp("SelfAttention")
+            .pp("relative_attention_bias")
+    }
+
+    /// The RMSNorm after a stack's last block.
+    fn final_norm(side: Side) -> Name {
+        Name::root().pp(side.module()).pp("final_layer_norm")
     }
 }
 
 impl FamilyConfig for T5Config {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
-        let dim = |field, value, tensor: &str, axis| ConfigDim {
-            field,
-            value,
-            tensor: tensor.to_string(),
-            axis,
-        };
-        let bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+        let shared = Names::shared().weight();
+        let bias = Names::relative_bias(Side::Encoder).weight();
+        let first = Names::layer(Side::Encoder, 0, self.gated);
         let dims = vec![
-            dim("vocab_size", self.vocab_size, "shared.weight", 0),
-            dim("d_model", self.d_model, "shared.weight", 1),
-            dim("num_heads", self.num_heads, bias, 1),
-            dim(
+            ConfigDim::new("vocab_size", self.vocab_size, &shared, 0),
+            ConfigDim::new("d_model", self.d_model, &shared, 1),
+            ConfigDim::new("num_heads", self.num_heads, &bias, 1),
+            ConfigDim::new(
                 "relative_attention_num_buckets",
                 self.relative_attention_num_buckets,
-                bias,
+                &bias,
                 0,
             ),
             // The inner size, heads × d_kv, is the query map's rows.
-            dim(
+            ConfigDim::new(
                 "d_kv",
                 self.num_heads * self.d_kv,
-                "encoder.block.0.layer.0.SelfAttention.q.weight",
+                first.self_attention.q.weight(),
                 0,
             ),
-            dim(
-                "d_ff",
-                self.d_ff,
-                "encoder.block.0.layer.1.DenseReluDense.wo.weight",
-                1,
-            ),
+            ConfigDim::new("d_ff", self.d_ff, first.ffn.last().weight(), 1),
         ];
+        let count = |field, value, block, side| {
+            ConfigCount::new(field, value, block, move |i| {
+                Names::layer(side, i, false).self_attention.q.weight()
+            })
+        };
         let counts = vec![
-            ConfigCount {
-                field: "num_layers",
-                value: self.num_layers,
-                block: "encoder block",
-                tensor: |i| format!("encoder.block.{i}.layer.0.SelfAttention.q.weight"),
-            },
-            ConfigCount {
-                field: "num_decoder_layers",
-                value: self.num_decoder_layers,
-                block: "decoder block",
-                tensor: |i| format!("decoder.block.{i}.layer.0.SelfAttention.q.weight"),
-            },
+            count(
+                "num_layers",
+                self.num_layers,
+                "encoder block",
+                Side::Encoder,
+            ),
+            count(
+                "num_decoder_layers",
+                self.num_decoder_layers,
+                "decoder block",
+                Side::Decoder,
+            ),
         ];
         (dims, counts)
     }
@@ -326,7 +346,10 @@ impl FamilyConfig for T5Config {
         // The inner size (heads × d_kv) is backed by the query map's rows.
         let inner = self.num_heads * self.d_kv;
         ckpt.check_shape(
-            "encoder.block.0.layer.0.SelfAttention.q.weight",
+            &Names::layer(Side::Encoder, 0, self.gated)
+                .self_attention
+                .q
+                .weight(),
             &[inner, d],
         )?;
         let head = match Tensors::lm_head(ckpt, &[vocab, d])? {
@@ -336,12 +359,12 @@ impl FamilyConfig for T5Config {
         Ok(Box::new(Seq2SeqNet {
             encoder_arch: self.encoder_architecture(),
             decoder_arch: self.decoder_architecture(),
-            shared: ckpt.weight("shared.weight", &[vocab, d])?,
+            shared: ckpt.weight(&Names::shared().weight(), &[vocab, d])?,
             embed_scale: 1.0,
             placement: Placement::Pre,
             scale: 1.0,
-            encoder: self.stack(ckpt, "encoder")?,
-            decoder: self.stack(ckpt, "decoder")?,
+            encoder: self.stack(ckpt, Side::Encoder)?,
+            decoder: self.stack(ckpt, Side::Decoder)?,
             head,
             output_scale: if self.scale_decoder_outputs {
                 (d as f64).powf(-0.5) as f32
@@ -359,6 +382,11 @@ impl FamilyConfig for T5Config {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(FAMILY.anchor.tensor, Names::shared().weight());
+    }
 
     fn read(text: &str) -> Result<T5Config, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();

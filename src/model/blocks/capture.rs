@@ -2,8 +2,8 @@
 //! attention kernel fills in place, layer by layer. A capture may keep only some layers
 //! (`--layers`): the others run without keeping their probabilities.
 
-use super::family::Architecture;
-use super::kernels::{capture_buffer, CaptureSink};
+use super::network::Architecture;
+use crate::model::kernels::{capture_buffer, CaptureSink};
 
 /// Everything captured for one sequence.
 pub struct SequenceCapture {

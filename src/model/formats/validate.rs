@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use super::config::ConfigError;
-use super::kernels;
 use super::weights::Checkpoint;
+use crate::model::kernels;
 
 /// A config.json value that must equal one dimension of a tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +29,18 @@ pub struct ConfigDim {
     pub axis: usize,
 }
 
+impl ConfigDim {
+    /// `field`'s `value` must be dimension `axis` of `tensor`.
+    pub fn new(field: &'static str, value: usize, tensor: impl Into<String>, axis: usize) -> Self {
+        ConfigDim {
+            field,
+            value,
+            tensor: tensor.into(),
+            axis,
+        }
+    }
+}
+
 /// A config.json count of numbered blocks (`num_hidden_layers`) whose tensors the checkpoint
 /// must hold: block `i` is present when the tensor `tensor(i)` is.
 pub struct ConfigCount {
@@ -38,8 +50,26 @@ pub struct ConfigCount {
     pub value: usize,
     /// What a block is called, singular (`layer`).
     pub block: &'static str,
-    /// A tensor every block has, by block index.
-    pub tensor: fn(usize) -> String,
+    /// A tensor every block has, by block index (from the family's table of names).
+    pub tensor: Box<dyn Fn(usize) -> String>,
+}
+
+impl ConfigCount {
+    /// `field`'s `value` blocks, each called a `block`, must be in the checkpoint: block `i`
+    /// has the tensor `tensor(i)`.
+    pub fn new(
+        field: &'static str,
+        value: usize,
+        block: &'static str,
+        tensor: impl Fn(usize) -> String + 'static,
+    ) -> Self {
+        ConfigCount {
+            field,
+            value,
+            block,
+            tensor: Box::new(tensor),
+        }
+    }
 }
 
 /// Check `dims` and `counts` against the tensors in `ckpt`, before anything is allocated from

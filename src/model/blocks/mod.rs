@@ -1,0 +1,23 @@
+//! The middle layer of `model/`: the pieces every family's network is assembled from, and the
+//! seam they sit behind. A block reads its settings and its tensors' names as data a family
+//! gives it; no block names a family.
+//!
+//! - [`network`]: the seam ([`network::Network`], [`network::CausalLm`], [`network::Seq2Seq`])
+//!   and what crosses it ([`network::Architecture`], [`network::Batch`], the raw outputs);
+//! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
+//! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
+//!   encoder–decoder stack;
+//! - [`capture`]: the buffers a forward pass writes the attention into;
+//! - [`generate`]: greedy decoding (one loop for decoders and encoder–decoders) and what a
+//!   checkpoint says about generating;
+//! - [`family`]: what a family is ([`family::Family`], [`family::FamilyConfig`]), as data the
+//!   shared code reads.
+
+pub mod capture;
+pub mod decoder;
+pub mod encoder;
+pub mod family;
+pub mod generate;
+pub mod layers;
+pub mod network;
+pub mod seq2seq;

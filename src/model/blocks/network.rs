@@ -1,0 +1,272 @@
+//! The seam every family's network sits behind: what it is ([`Architecture`]), what it runs
+//! ([`Network::forward`] on a padded [`Batch`]), and, for the families that have them, its
+//! next-token side ([`CausalLm`], with a [`KvCache`]) and its encoder–decoder side
+//! ([`Seq2Seq`]). The rest of `model/` sees these and never a family's own types.
+
+use super::capture::SequenceCapture;
+use super::generate::Generation;
+use crate::attention::{PositionScheme, QueryKey};
+use crate::model::error::Error;
+use crate::model::kernels::{AttentionSpec, Mask};
+
+/// What a network is, in terms every family shares: what callers need to size, check and label
+/// its inputs and captures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Architecture {
+    /// The family's name (`ALBERT`).
+    pub family: &'static str,
+    /// config.json's `model_type` (`albert`).
+    pub model_type: String,
+    /// Attention maps captured per input: one per layer run (ALBERT runs `inner_group_num`
+    /// layers per hidden layer, and each counts).
+    pub layers: usize,
+    /// Query heads per layer.
+    pub heads: usize,
+    /// Key/value heads per layer (`heads` unless grouped-query attention).
+    pub kv_heads: usize,
+    /// The key/value head each query head reads (the identity unless grouped-query attention).
+    pub kv_head: Vec<usize>,
+    /// Size of one head's vectors.
+    pub head_dim: usize,
+    /// Width of the hidden state.
+    pub hidden_size: usize,
+    /// Vocabulary size: token ids must be below it.
+    pub vocab_size: usize,
+    /// The longest input in tokens, special tokens included.
+    pub max_positions: usize,
+    /// Segment (token type) ids the model takes; 0 when it has none (DistilBERT).
+    pub token_types: usize,
+    /// Whether the model gets the tokenizer's segment ids: where it was pre-trained with
+    /// segments and has segment embeddings to tell two sentences apart (BERT, ELECTRA; ALBERT
+    /// with `type_vocab_size` 2, though transformers 5's tokenizer no longer returns them).
+    /// When not (RoBERTa and XLM-R, pre-trained without them; DistilBERT, which has none), the
+    /// model sees zeros, as in transformers.
+    pub tokenizer_types: bool,
+    /// Which keys a query sees.
+    pub mask: Mask,
+    /// The sliding attention window of a decoder that has one (Mistral): a query sees at most
+    /// this many keys. attnviz computes full causal attention, so longer inputs are refused.
+    pub sliding_window: Option<usize>,
+    /// How the model encodes positions (rotary: the captured q and k are the rotated ones).
+    pub positions: PositionScheme,
+}
+
+impl Architecture {
+    /// `heads` query heads, each with its own key/value head.
+    pub fn identity_heads(heads: usize) -> Vec<usize> {
+        (0..heads).collect()
+    }
+
+    /// Whether the model can tell the two sentences of a pair apart: by segment ids, or by the
+    /// separators its tokenizer puts between them when it takes no segment ids.
+    pub fn accepts_pairs(&self) -> bool {
+        self.mask == Mask::Bidirectional && (!self.tokenizer_types || self.token_types >= 2)
+    }
+
+    /// The longest input the network runs exactly: its positions, and its sliding window where
+    /// it has one.
+    pub fn longest_input(&self) -> usize {
+        self.sliding_window
+            .map_or(self.max_positions, |w| w.min(self.max_positions))
+    }
+
+    /// The attention kernel's settings for `batch` sequences of `queries` query tokens over
+    /// `keys` key tokens with every head of this shape: its mask, scores scaled by
+    /// `1/√head_dim`, no bias. A block with another scale, mask or bias sets those over it
+    /// (`AttentionSpec { scale, ..arch.attention(b, n, n) }`).
+    pub fn attention(&self, batch: usize, queries: usize, keys: usize) -> AttentionSpec<'_> {
+        AttentionSpec {
+            batch,
+            query_tokens: queries,
+            key_tokens: keys,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            kv_head: &self.kv_head,
+            head_dim: self.head_dim,
+            scale: 1.0 / (self.head_dim as f32).sqrt(),
+            mask: self.mask,
+            bias: None,
+        }
+    }
+}
+
+/// One padded batch of token ids.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// Token ids `[sequences · tokens]`, each sequence right-padded to `tokens`.
+    pub ids: &'a [u32],
+    /// Segment ids, laid out as `ids`.
+    pub types: &'a [u32],
+    /// Each sequence's real length (at least 1).
+    pub lengths: &'a [usize],
+    /// The padded length.
+    pub tokens: usize,
+}
+
+/// A family's network with its weights.
+pub trait Network: Send + Sync {
+    /// Its shape, in family-independent terms.
+    fn architecture(&self) -> &Architecture;
+
+    /// Run a batch whose ids, types and lengths the caller checked against
+    /// [`Network::architecture`], filling one capture per sequence (sized by
+    /// [`SequenceCapture::new`] for its length) in place. Returns the last hidden state,
+    /// `[sequences · tokens, hidden_size]` (rows of padding included).
+    fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32>;
+
+    /// The next-token side of a decoder (logits, a KV cache) for generation; `None` for
+    /// encoders.
+    fn causal_lm(&self) -> Option<&dyn CausalLm> {
+        None
+    }
+
+    /// The encoder–decoder side (encoder, decoder with cross-attention, head) of BART, T5 and
+    /// Marian; `None` for the others.
+    fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
+        None
+    }
+}
+
+/// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.
+pub struct LayerCache {
+    pub(crate) keys: Vec<f32>,
+    pub(crate) values: Vec<f32>,
+}
+
+impl LayerCache {
+    /// Copy the keys and values of `rows` tokens after the `past` cached ones from `qkv`
+    /// (rows of `width` values, each holding `kv_width` key values from `keys_at` on and as
+    /// many value values right after them).
+    pub(crate) fn store(
+        &mut self,
+        past: usize,
+        qkv: &[f32],
+        width: usize,
+        keys_at: usize,
+        kv_width: usize,
+    ) {
+        for (r, row) in qkv.chunks_exact(width).enumerate() {
+            let at = (past + r) * kv_width;
+            self.keys[at..at + kv_width].copy_from_slice(&row[keys_at..][..kv_width]);
+            self.values[at..at + kv_width].copy_from_slice(&row[keys_at + kv_width..][..kv_width]);
+        }
+    }
+}
+
+/// The keys and values of the tokens a sequence has run so far, every layer, after the rotary
+/// embedding (a KV cache).
+pub struct KvCache {
+    pub(crate) layers: Vec<LayerCache>,
+    pub(crate) len: usize,
+    pub(crate) capacity: usize,
+}
+
+impl KvCache {
+    /// An empty cache of `layers` layers for up to `capacity` tokens of `width` key (and
+    /// value) values each.
+    pub fn new(layers: usize, capacity: usize, width: usize) -> KvCache {
+        KvCache {
+            layers: (0..layers)
+                .map(|_| LayerCache {
+                    keys: vec![0f32; capacity * width],
+                    values: vec![0f32; capacity * width],
+                })
+                .collect(),
+            len: 0,
+            capacity,
+        }
+    }
+
+    /// Tokens cached.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no token is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most tokens it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// A decoder that can predict the next token, one step at a time against a [`KvCache`].
+pub trait CausalLm: Sync {
+    /// An empty cache for up to `capacity` tokens.
+    fn new_cache(&self, capacity: usize) -> KvCache;
+
+    /// Run `ids` (at least one; together with those cached at most the cache's capacity and
+    /// the model's positions) after the tokens in `cache`, adding theirs to it, and return the
+    /// logits `[vocab]` that follow the last of them. Fails when the model has no
+    /// language-model head.
+    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error>;
+}
+
+/// Raw forward outputs for one sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// Attention probabilities `[layers, heads, n, n]`, row-major; row = query, column = key.
+    pub weights: Vec<f32>,
+    /// Last hidden state `[n, hidden]`.
+    pub hidden: Vec<f32>,
+    /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
+    pub query_key: Option<QueryKey>,
+}
+
+/// The raw outputs of one encoder–decoder run over token ids.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seq2SeqForward {
+    /// Encoder self-attention `[layers, heads, n, n]`, the encoder's output `[n, hidden]`.
+    pub encoder: Forward,
+    /// Decoder self-attention `[layers, heads, m, m]`, the decoder's output `[m, hidden]`.
+    pub decoder: Forward,
+    /// Cross-attention `[layers, heads, m, n]` (no hidden state); query vectors are the
+    /// decoder's, key vectors the encoder's.
+    pub cross: Forward,
+    /// The logits `[vocab]` after the last decoder token.
+    pub logits: Vec<f32>,
+}
+
+/// The encoder–decoder side of a network: its two shapes, teacher-forced runs with every
+/// attention captured, and greedy generation.
+pub trait Seq2Seq: Sync {
+    /// The encoder's shape (what [`Network::architecture`] reports: its forward pass runs the
+    /// encoder alone).
+    fn encoder_architecture(&self) -> &Architecture;
+
+    /// The decoder's shape (mask causal); cross-attention has the decoder's layers and heads.
+    fn decoder_architecture(&self) -> &Architecture;
+
+    /// The token the decoder starts from (`decoder_start_token_id`).
+    fn decoder_start(&self) -> u32;
+
+    /// The longest decoder input (its positions; T5's relative positions have no limit).
+    fn decoder_positions(&self) -> usize;
+
+    /// Run `source` ids through the encoder and `decoder` ids through the decoder (teacher
+    /// forcing: the decoder input as given), capturing all three kinds of attention, each row
+    /// checked to be a distribution. The caller checked the ids and the capture's size.
+    fn forward_ids(
+        &self,
+        source: &[u32],
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error>;
+
+    /// Greedy decoding of up to `max_new_tokens` after the decoder start token, with the
+    /// decoder's self-attention and cross-attention keys and values cached; stops after any of
+    /// `eos` (kept). `forced` is (`forced_bos_token_id`, `forced_eos_token_id`): the first
+    /// token, and a last one at the length limit, as transformers' logits processors force
+    /// them. The ids start with the start token (`prompt_len` 1).
+    fn greedy(
+        &self,
+        source: &[u32],
+        max_new_tokens: usize,
+        eos: &[u32],
+        forced: (Option<u32>, Option<u32>),
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Generation, Error>;
+}
