@@ -257,10 +257,18 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     }
 
     // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = ManuallyDrop::new(match seq2seq {
-        Some(set) => set,
-        None => AttentionSet::single(encoding.attention),
-    });
+    // Labelled for people by the rules of the tokenizers that made them (`Ġ`, `▁`, bytes).
+    let schemes = (
+        model.tokenizer().label_scheme(),
+        model.target_side().label_scheme(),
+    );
+    let tokens = ManuallyDrop::new(
+        match seq2seq {
+            Some(set) => set,
+            None => AttentionSet::single(encoding.attention),
+        }
+        .relabel(schemes.0, schemes.1),
+    );
 
     let mut settings = vec![("model".to_string(), plan.model.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
@@ -850,6 +858,7 @@ fn html_options(
         },
         hide_special: plan.view.no_special,
         words: plan.view.words,
+        raw_tokens: plan.raw_tokens,
         settings,
         analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
@@ -937,6 +946,7 @@ fn terminal_options(plan: &Single) -> TerminalOptions {
         color,
         width,
         top: plan.top,
+        raw_tokens: plan.raw_tokens,
         ..TerminalOptions::default()
     }
 }

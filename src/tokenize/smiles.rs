@@ -107,7 +107,10 @@ pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
         return Ok(None);
     }
     let tokenizer = build(&vocab, &specials).map_err(load_err)?;
-    Ok(Some(TextTokenizer::from_tokenizer(tokenizer, path)))
+    Ok(Some(
+        TextTokenizer::from_tokenizer(tokenizer, path)
+            .with_label_scheme(crate::attention::LabelScheme::Smiles),
+    ))
 }
 
 /// The tokenizer, assembled as a tokenizer.json document (the library's own format for each

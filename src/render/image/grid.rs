@@ -207,7 +207,7 @@ pub(crate) fn layer_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("attention weight{}", scale.caption_suffix()),
+        &format!("{}{}", crate::render::WEIGHT_CAPTION, scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -356,7 +356,7 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("attention weight{}", scale.caption_suffix()),
+        &format!("{}{}", crate::render::WEIGHT_CAPTION, scale.caption_suffix()),
         pal,
     ));
     let mut bottom = grid_y + grid_h.max(bar_h) + 10;
@@ -402,10 +402,14 @@ fn dividers(
     y: i32,
     pal: &super::Palette,
 ) -> Vec<Item> {
-    let mut items = Vec::new();
-    if let Some(b) = sides.cols.b_start.filter(|_| !sides.cross) {
-        items.extend(layout::divider(grids.1, b, x, y, 0, pal));
-    }
+    let mut items = layout::dividers(
+        grids,
+        (&sides.rows, &sides.cols),
+        !sides.cross,
+        (x, y),
+        0,
+        pal,
+    );
     let (row_gen, col_gen) = (sides.rows.gen_start, sides.cols.gen_start);
     if row_gen.is_some() || col_gen.is_some() {
         items.extend(layout::gen_divider(grids, (row_gen, col_gen), x, y, 0, pal));

@@ -31,12 +31,17 @@ pub(crate) const MIN_BAR_HEIGHT: i32 = 180;
 /// The tokens along one axis of a heatmap, as the figure labels them.
 #[derive(Clone, Debug)]
 pub(crate) struct Axis {
-    /// Display label of each unit.
+    /// Label of each unit (its display text, or its raw label).
     pub labels: Vec<String>,
+    /// [`Axis::labels`] with the position of each label that repeats (`C₇`), for axes that
+    /// label every unit.
+    pub named: Vec<String>,
     /// Special tokens get muted labels.
     pub special: Vec<bool>,
     /// First unit of sentence B.
     pub b_start: Option<usize>,
+    /// Reaction arrows (`>>` in reaction SMILES): a divider before each, as before sentence B.
+    pub arrows: Vec<usize>,
     /// Units the model generated get labels in the palette's generated colour.
     pub generated: Vec<bool>,
     /// First generated unit, where a dashed line divides prompt and generation.
@@ -172,13 +177,12 @@ impl Grid {
 }
 
 /// Label text of unit `u`: the token, prefixed by its index when the axis is thinned (a reader
-/// cannot count to token 300).
+/// cannot count to token 300), else followed by its index where its label repeats (`C₇`).
 pub(crate) fn label_text(axis: &Axis, grid: &Grid, u: usize) -> String {
-    let token = font::label(&axis.labels[u], LABEL_CHARS);
     if grid.thinned() {
-        format!("{u} {token}")
+        format!("{u} {}", font::label(&axis.labels[u], LABEL_CHARS))
     } else {
-        token
+        font::label(&axis.named[u], LABEL_CHARS + 3)
     }
 }
 
@@ -295,6 +299,29 @@ pub(crate) fn divider(
         None,
         pal,
     )
+}
+
+/// The solid dividers of a heatmap at `(x, y)`: before sentence B (square heatmaps) and before
+/// each reaction arrow, on the rows of `rows` and the columns of `cols`, as [`divider`] draws.
+pub(crate) fn dividers(
+    (rows, cols): (&Grid, &Grid),
+    (row_axis, col_axis): (&Axis, &Axis),
+    square: bool,
+    (x, y): (i32, i32),
+    reach: i32,
+    pal: &Palette,
+) -> Vec<Item> {
+    let mut items = Vec::new();
+    if let Some(b) = col_axis.b_start.filter(|_| square) {
+        items.extend(divider(cols, b, x, y, reach, pal));
+    }
+    for &a in &row_axis.arrows {
+        items.extend(cross_lines((rows, cols), (Some(a), None), (x, y), reach, None, pal));
+    }
+    for &a in &col_axis.arrows {
+        items.extend(cross_lines((rows, cols), (None, Some(a)), (x, y), reach, None, pal));
+    }
+    items
 }
 
 /// The dashed lines across a heatmap at `(x, y)` before the first generated row and column
@@ -475,9 +502,9 @@ pub(crate) fn colorbar(
 
 /// The query axis title after a side's name (`Query (attending from)`, `Source query
 /// (attending from)`).
-const QUERY_TITLE_TAIL: &str = "query (attending from)";
+const QUERY_TITLE_TAIL: &str = crate::render::QUERY_AXIS;
 /// The key title after a side's name.
-const KEY_TITLE_TAIL: &str = "key (attended to)";
+const KEY_TITLE_TAIL: &str = crate::render::KEY_AXIS;
 
 /// The row axis title, shortened until it fits along rows `span` pixels tall: the whole title
 /// (`Target · decoder (attending from)`), without its parenthesis (`Target · decoder`), its first

@@ -61,8 +61,12 @@ pub(crate) fn resample_mask(mask: &[bool], n: (usize, usize), m: (usize, usize))
 /// How values map to colours (`--scale`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ColorScale {
-    /// Colour proportional to the value, from 0 to the largest value shown.
+    /// [`ColorScale::Sqrt`] where a linear scale would show one colour, else
+    /// [`ColorScale::Linear`]: see [`ColorScale::resolve`]. The figure says which it chose, and
+    /// why.
     #[default]
+    Auto,
+    /// Colour proportional to the value, from 0 to the largest value shown.
     Linear,
     /// Colour proportional to the square root: weak links become visible, zero stays zero.
     Sqrt,
@@ -72,15 +76,78 @@ pub enum ColorScale {
 }
 
 crate::choice!(ColorScale {
+    Auto => ("auto", "Square root over 64 tokens, or when the first token holds most of the attention; else linear"),
     Linear => ("linear", "Proportional to the weight"),
     Sqrt => ("sqrt", "Proportional to the square root of the weight"),
     Log => ("log", "Logarithmic, three decades below the largest weight"),
 });
 
+/// Over this many units (rows or columns), [`ColorScale::Auto`] draws on a square-root scale: a
+/// weight spread over 65 keys is about 0.015, a sixtieth of the colour range on a linear scale.
+pub const AUTO_SQRT_UNITS: usize = 64;
+
+/// [`ColorScale::Auto`] also draws on a square-root scale when the first column (a causal
+/// model's attention sink, BERT's `[CLS]`) holds more than this share of every row on average:
+/// the rest of the matrix is then nearly one colour on a linear scale.
+pub const AUTO_SQRT_FIRST_SHARE: f64 = 0.5;
+
 impl ColorScale {
     /// The name on the command line and in captions.
     pub fn as_str(self) -> &'static str {
         crate::choice::Choice::name(self)
+    }
+
+    /// The scale to draw `matrices` (each `nq × nk`, row-major) on, and why when
+    /// [`ColorScale::Auto`] chose it: square root when there are more than [`AUTO_SQRT_UNITS`]
+    /// rows or columns (`why`: "over 64 tokens"), or when the first column holds more than
+    /// [`AUTO_SQRT_FIRST_SHARE`] of the rows' attention on average ("the first token holds 81%
+    /// of the attention"); else linear, with no reason. Any other scale is itself, with no
+    /// reason. `unit` names a row ("token", "word").
+    pub fn resolve<'a>(
+        self,
+        matrices: impl IntoIterator<Item = &'a [f32]>,
+        (nq, nk): (usize, usize),
+        unit: &str,
+    ) -> (ColorScale, Option<String>) {
+        if self != ColorScale::Auto {
+            return (self, None);
+        }
+        if nq.max(nk) > AUTO_SQRT_UNITS {
+            return (
+                ColorScale::Sqrt,
+                Some(format!("over {AUTO_SQRT_UNITS} {unit}s")),
+            );
+        }
+        let share = first_column_share(matrices, nk);
+        if share > AUTO_SQRT_FIRST_SHARE {
+            return (
+                ColorScale::Sqrt,
+                Some(format!(
+                    "the first {unit} holds {:.0}% of the attention",
+                    share * 100.0
+                )),
+            );
+        }
+        (ColorScale::Linear, None)
+    }
+}
+
+/// The mean, over every row of every matrix, of the row's weight in the first column.
+pub fn first_column_share<'a>(matrices: impl IntoIterator<Item = &'a [f32]>, nk: usize) -> f64 {
+    if nk == 0 {
+        return 0.0;
+    }
+    let (mut sum, mut rows) = (0f64, 0usize);
+    for m in matrices {
+        for row in m.chunks_exact(nk) {
+            sum += row[0] as f64;
+            rows += 1;
+        }
+    }
+    if rows == 0 {
+        0.0
+    } else {
+        sum / rows as f64
     }
 }
 
@@ -123,7 +190,7 @@ impl Scale {
         let t = (v / self.max).clamp(0.0, 1.0);
         let t = if t.is_nan() { 0.0 } else { t };
         match self.kind {
-            ColorScale::Linear => t,
+            ColorScale::Linear | ColorScale::Auto => t,
             ColorScale::Sqrt => t.sqrt(),
             ColorScale::Log => {
                 if t <= 0.0 {
@@ -143,7 +210,7 @@ impl Scale {
     /// What the colour bar caption adds for this scale.
     pub(crate) fn caption_suffix(&self) -> &'static str {
         match self.kind {
-            ColorScale::Linear => "",
+            ColorScale::Linear | ColorScale::Auto => "",
             ColorScale::Sqrt => " (square-root scale)",
             ColorScale::Log => " (log scale)",
         }
@@ -155,7 +222,7 @@ impl Scale {
     /// than a tenth of the bar to each other.
     pub(crate) fn ticks(&self) -> Vec<(f32, String)> {
         match self.kind {
-            ColorScale::Linear => self.linear_ticks(),
+            ColorScale::Linear | ColorScale::Auto => self.linear_ticks(),
             _ => self.spread_ticks(),
         }
     }
