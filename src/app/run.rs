@@ -793,15 +793,16 @@ impl Outputs<'_> {
                 .filter(|m| !m.is_empty())
                 .map(Vec::as_slice);
             // With `--head mean` the mean has its own figure: the head figure shows the layer's
-            // most focused head (lowest mean entropy) instead, and says so in its title.
+            // most focused head (lowest mean entropy, sinks left out) instead, and says so, and
+            // how it was picked, in its title.
             let focused = (head == HeadSel::Mean)
-                .then(|| most_focused_head(self.all_stats[i], layer))
+                .then(|| analysis::most_focused_head(self.all_stats[i], layer))
                 .flatten();
             for (name, figure) in FigureSpec::all(layer, head, rollout) {
                 let figure = match (name, focused) {
-                    ("head", Some(h)) => FigureSpec::Matrix {
+                    ("head", Some((h, how))) => FigureSpec::Matrix {
                         title: format!(
-                            "layer {} · head {h} (most focused{})",
+                            "layer {} · head {h} (most focused: {how}{})",
                             att.layer_number(layer),
                             if att.is_grouped() {
                                 format!(", kv head {}", att.kv_head()[h])
@@ -863,16 +864,6 @@ fn html_options(
         analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
     }
-}
-
-/// The head of `layer` with the lowest mean entropy (ties: the lowest number).
-fn most_focused_head(stats: &[Vec<HeadStats>], layer: usize) -> Option<usize> {
-    stats
-        .get(layer)?
-        .iter()
-        .enumerate()
-        .min_by(|(_, a), (_, b)| a.entropy.total_cmp(&b.entropy))
-        .map(|(h, _)| h)
 }
 
 /// `text`, or standard input when it is `-`, read up to `limit` bytes (the model's

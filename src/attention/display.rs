@@ -105,6 +105,20 @@ pub fn display_label(piece: &str, role: Role, scheme: LabelScheme) -> String {
     present(&items)
 }
 
+/// The text a piece stands for, before anything is made visible: a byte-level piece's bytes and
+/// a SentencePiece byte piece's byte decoded as UTF-8 (bytes of no whole character as U+FFFD, as
+/// the tokenizers' own decoders write them), `▁` as a space; other pieces as they are.
+pub fn piece_text(piece: &str, scheme: LabelScheme) -> String {
+    match scheme {
+        LabelScheme::ByteLevel => String::from_utf8_lossy(&byte_level_bytes(piece)).into_owned(),
+        LabelScheme::SentencePiece => match byte_fallback(piece) {
+            Some(b) => String::from_utf8_lossy(&[b]).into_owned(),
+            None => piece.replace('\u{2581}', " "),
+        },
+        _ => piece.to_string(),
+    }
+}
+
 /// `text` with what a reader cannot see made visible: the word-initial space dropped when there is
 /// anything else, other spaces that are not between two visible characters as `·`, `↵` for a
 /// line feed, `⇥` for a tab, `⟨U+XXXX⟩` for other control, format and unusual space characters.

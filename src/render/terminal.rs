@@ -259,11 +259,12 @@ impl View<'_> {
             "rows: target · decoder (attending from) · columns: source · encoder (attended to)"
                 .to_string()
         };
+        self.say(&axes, Self::dim, w)?;
         writeln!(
             w,
             "{}",
             self.dim(&format!(
-                "{axes} · {} 0 {ramp} {}",
+                "{} 0 {ramp} {}",
                 crate::render::WEIGHT_CAPTION,
                 crate::render::scale_number(max)
             ))
@@ -1245,7 +1246,7 @@ mod tests {
         let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
         assert!(out.starts_with("synthetic · cross · layer 0"), "{out}");
         assert!(
-            out.contains("rows: target (decoder) · columns: source"),
+            out.contains("rows: target · decoder (attending from) · columns: source"),
             "{out}"
         );
         assert!(out.contains("4 × 6 tokens"), "{out}");

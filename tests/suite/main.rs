@@ -18,6 +18,7 @@ mod cli_families;
 mod cli_seq2seq;
 mod corpus;
 mod corpus_shards;
+mod display_labels;
 mod encdec_views;
 mod engine_formats;
 mod engine_minilm;

@@ -33,10 +33,45 @@ pub(crate) fn resample2(
             })
             .collect()
     };
-    let (row_spans, col_spans) = (spans(nq, mq), spans(nk, mk));
+    resample_spans(values, nk, &spans(nq, mq), &spans(nk, mk))
+}
+
+/// [`resample2`] onto the cells of two grids (which may give a segment more cells than its
+/// share: [`super::layout::Grid::segmented`]).
+pub(crate) fn resample_grids(
+    values: &[f32],
+    (rows, cols): (&super::layout::Grid, &super::layout::Grid),
+) -> Vec<f32> {
+    if rows.split.is_none() && cols.split.is_none() {
+        return resample2(values, (rows.n, cols.n), (rows.m, cols.m));
+    }
+    let spans = |g: &super::layout::Grid| (0..g.m).map(|p| g.span(p)).collect::<Vec<_>>();
+    resample_spans(values, cols.n, &spans(rows), &spans(cols))
+}
+
+/// [`resample_mask`] onto the cells of two grids.
+pub(crate) fn resample_mask_grids(
+    mask: &[bool],
+    grids: (&super::layout::Grid, &super::layout::Grid),
+) -> Vec<bool> {
+    let as_values: Vec<f32> = mask.iter().map(|&b| if b { 0.0 } else { 1.0 }).collect();
+    resample_grids(&as_values, grids)
+        .into_iter()
+        .map(|v| v == 0.0)
+        .collect()
+}
+
+/// Each display cell the largest value of the matrix cells under it.
+fn resample_spans(
+    values: &[f32],
+    nk: usize,
+    row_spans: &[std::ops::Range<usize>],
+    col_spans: &[std::ops::Range<usize>],
+) -> Vec<f32> {
+    let (mq, mk) = (row_spans.len(), col_spans.len());
     let mut out = Vec::with_capacity(mq * mk);
-    for rows in &row_spans {
-        for cols in &col_spans {
+    for rows in row_spans {
+        for cols in col_spans {
             let mut max = f32::NEG_INFINITY;
             for r in rows.clone() {
                 let row = &values[r * nk..(r + 1) * nk];
@@ -274,9 +309,12 @@ impl Scale {
             candidates.push((0.0, 0));
         }
         // powers of ten first, then 5s, then 2s, so a crowded bar keeps the most telling ticks
+        // (0 on a square-root scale before everything: a tick close above it gives way.)
         let rank = |v: f64| {
             let m = (v / 10f64.powf(v.log10().floor())).round();
-            if v == 0.0 || m == 1.0 {
+            if v == 0.0 {
+                -1
+            } else if m == 1.0 {
                 0
             } else if m == 5.0 {
                 1
