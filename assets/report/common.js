@@ -195,6 +195,15 @@ function fmtNum(v, digits) {
 /** Token i's label on a side (the query side unless given): its display text, or its raw piece
  *  while raw tokens are shown. */
 function tokenLabel(i, side = QSIDE) { return state.rawTokens ? side.data.tokens[i] : side.display[i]; }
+/** Token i's label with its number where the label repeats on its side (`C₇`): how the token
+ *  lists name tokens (the neuron view's keys). */
+function tokenName(i, side = QSIDE) {
+  if (!side.namesCache || side.namesCache.raw !== state.rawTokens) {
+    const labels = Array.from({ length: side.n }, (_, t) => tokenLabel(t, side));
+    side.namesCache = { raw: state.rawTokens, names: positionedLabels(labels, labels.map((_, t) => t)) };
+  }
+  return side.namesCache.names[i];
+}
 /** Which side a token is on, in words, when the sides are other units (cross-attention). */
 function sideTag(side) { return SQUARE ? '' : (side === QSIDE ? SIDE_NAMES[0] : SIDE_NAMES[1]) + ' '; }
 function describeToken(i, side = QSIDE) {

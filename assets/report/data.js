@@ -56,7 +56,7 @@ const sideOf = (d, special) => ({
   display: Array.isArray(d.display) && d.display.length === d.tokens.length ? d.display : d.tokens.map(visibleText),
   // Reaction arrows (`>>` in reaction SMILES): the views draw a divider before each.
   arrows: new Set(d.arrows || []),
-  keptCache: null, unitsCache: null,
+  keptCache: null, unitsCache: null, namesCache: null,
 });
 const QSIDE = sideOf(meta, SPECIAL);
 const KSIDE = SQUARE ? QSIDE : sideOf(KMETA, KMETA.roles.map(isSpecialRole));

@@ -193,10 +193,10 @@ function renderHead() {
   const dpr = Math.min(window.devicePixelRatio || 1, 2);
   const lineW = total <= 3000 ? 2 : 1 / dpr;
   ctx.lineWidth = lineW;
-  // Lanes of a shared link: a line's width apart (at least a device pixel), all of them within
-  // most of a row.
+  // Lanes of a shared link: a line's width and a pixel apart, all of them within most of a row
+  // (at least a device pixel apart).
   const laneOf = new Uint8Array(m * mk);
-  const lane = (k) => Math.max(1 / dpr, Math.min(Math.max(lineW, 1), (0.8 * headLayout.rh) / k));
+  const lane = (k) => Math.max(1 / dpr, Math.min(Math.max(lineW, 1) + 1, (0.8 * headLayout.rh) / k));
   for (let h = 0; h < H; h++) {
     const buckets = headBuckets[h];
     for (const bk of buckets) bk.length = 0;

@@ -576,8 +576,10 @@ fn units(tokens: Tokens, word_level: bool) -> Units {
         word_ids,
         surfaces,
     );
-    if let (Some(scheme), false) = (tokens.scheme, word_level) {
-        u = u.relabel(scheme);
+    // Labels from a tokenizer of a known kind are shown as its rules say: the kind the file
+    // names, else the one the labels' marks point to (`Ġ`, `▁`, `##`).
+    if !word_level {
+        u = u.relabel(tokens.scheme.unwrap_or(inferred.scheme));
     }
     if let Some(spans) = tokens.spans {
         u.spans = spans;

@@ -1149,3 +1149,86 @@ test('causal: the neuron view reads each head\'s key/value head, after RoPE, and
   assert.deepEqual(log.errors, []);
   await context.close();
 });
+
+/* ------------------------------------------------- shared links, labels (issue 20) */
+
+/**
+ * The colours on the head view's canvas along the vertical line through the middle of the lines,
+ * within `dy` CSS px of `y` (canvas CSS px), each [r, g, b, a].
+ */
+async function columnColours(page, y, dy) {
+  await settle(page);
+  return page.$eval('#hv-canvas', (c, [y, dy]) => {
+    const ctx = c.getContext('2d');
+    const scale = c.width / c.getBoundingClientRect().width;
+    const x = Math.round(c.width / 2);
+    const out = [];
+    for (let py = Math.max(0, Math.round((y - dy) * scale)); py <= Math.min(c.height - 1, Math.round((y + dy) * scale)); py++) {
+      const d = ctx.getImageData(x, py, 1, 1).data;
+      out.push([d[0], d[1], d[2], d[3]]);
+    }
+    return out;
+  }, [y, dy]);
+}
+
+test('shared-links: two heads that share a link both show, side by side, and the picked one is drawn last', async () => {
+  const { page, context, exp, log } = await open('shared-links');
+  // Heads 0 and 1 put every row wholly on token 0: each link q → 0 is drawn by both.
+  for (let q = 0; q < exp.n; q++) {
+    assert.equal(exp.weights[(0 * exp.n + q) * exp.n], 1);
+    assert.equal(exp.weights[(1 * exp.n + q) * exp.n], 1);
+  }
+  await page.evaluate(() => window.attnviz.set({ shown: [true, true, false] }));
+  assert.equal(await lines(page), 2 * exp.n);
+  const swatch = async (h) => parseColor(await page.$eval('#head-legend button[data-head="' + h + '"] .swatch', (s) => getComputedStyle(s).backgroundColor));
+  const colours = [await swatch(0), await swatch(1)];
+  const hues = colours.map(oklabHue);
+  assert.ok(hueDistance(hues[0], hues[1]) > 0.5, 'the two heads have distinct hues');
+  // Where each shared link crosses the middle of the canvas: halfway between the query's and
+  // the key's rows.
+  const rowY = async (side, a) => page.$eval('#hv-' + side + ' .tok[data-unit="' + a + '"]', (t) => {
+    const c = document.getElementById('hv-canvas').getBoundingClientRect();
+    const r = t.getBoundingClientRect();
+    return r.top + r.height / 2 - c.top;
+  });
+  const y0 = await rowY('right', 0);
+  const near = (rgb, target) => Math.max(...rgb.slice(0, 3).map((v, i) => Math.abs(v - target[i]))) <= 40;
+  const seen = async (q) => {
+    const mid = ((await rowY('left', q)) + y0) / 2;
+    const px = (await columnColours(page, mid, 6)).filter((p) => p[3] > 200);
+    return colours.map((c) => px.some((p) => near(p, c)));
+  };
+  for (const q of [2, 5]) assert.deepEqual(await seen(q), [true, true], 'both heads visible on link ' + q + ' → 0');
+  // Picking head 0 draws it last; both stay visible.
+  await page.evaluate(() => window.attnviz.set({ head: 0, headPicked: true }));
+  assert.deepEqual(await page.evaluate(() => window.attnviz.drawn.order), [1, 0]);
+  assert.deepEqual(await seen(5), [true, true]);
+  // Hovering head 1 in the legend draws it last instead.
+  await page.hover('#head-legend button[data-head="1"]');
+  await settle(page);
+  assert.deepEqual(await page.evaluate(() => window.attnviz.drawn.order), [0, 1]);
+  await page.mouse.move(0, 0);
+  await settle(page);
+  assert.match(await page.$eval('#hv-info', (e) => e.textContent), /drawn once per head, side by side/);
+  await shot(page, 'shared-links-head');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('shared-links: tokens are shown as read, repeated ones with their position, raw on request', async () => {
+  const { page, context, log } = await open('shared-links');
+  const column = () => page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));
+  assert.deepEqual(await column(), ['The', 'cat₁', 'sat', 'on', 'the', 'cat₅']);
+  await page.check('#raw-tokens');
+  await settle(page);
+  assert.deepEqual(await column(), ['The', 'Ġcat₁', 'Ġsat', 'Ġon', 'Ġthe', 'Ġcat₅']);
+  await page.keyboard.press('r');
+  await settle(page);
+  assert.deepEqual(await column(), ['The', 'cat₁', 'sat', 'on', 'the', 'cat₅']);
+  // The matrix view labels its rows the same way.
+  await page.evaluate(() => window.attnviz.set({ view: 'matrix' }));
+  await settle(page);
+  assert.match(await page.$eval('#matrix-left-scale', (e) => e.textContent), /attention weight/);
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
