@@ -746,6 +746,36 @@ mod tests {
     }
 
     #[test]
+    fn the_most_focused_head_is_never_a_sink() {
+        let head = |entropy: f64, to_first: f64| {
+            HeadStats::from_values(
+                |s| match s {
+                    Stat::Entropy => entropy,
+                    Stat::EntropyNorm => 0.3,
+                    Stat::ToFirst => to_first,
+                    _ => 0.0,
+                },
+                10,
+            )
+        };
+        // Head 0 is the sharpest, but it is a first-token sink; head 2 is the sharpest reader.
+        let layer = vec![head(0.1, 0.9), head(1.5, 0.1), head(0.8, 0.2), head(0.8, 0.0)];
+        assert_eq!(layer[0].label, HeadLabel::FirstTokenSink);
+        let stats = vec![layer];
+        assert_eq!(
+            most_focused_head(&stats, 0),
+            Some((2, "lowest entropy, sink heads left out"))
+        );
+        // Every head a sink: the lowest entropy of them all, said so.
+        let sinks = vec![vec![head(0.5, 0.9), head(0.2, 0.8)]];
+        assert_eq!(
+            most_focused_head(&sinks, 0),
+            Some((1, "lowest entropy; every head is a sink"))
+        );
+        assert_eq!(most_focused_head(&stats, 3), None);
+    }
+
+    #[test]
     fn labels_follow_rule_order() {
         let base = matrix_stats(&uniform(4), 4, &KeyClasses::default(), &Geometry::square());
         let with = |f: fn(&mut HeadStats)| {

@@ -381,15 +381,21 @@ impl View<'_> {
         }
         if !arrows.is_empty() {
             let at: Vec<String> = arrows.iter().map(|a| a.to_string()).collect();
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!(
-                    "reaction: the lines at {} {} divide reactants, reagents and products",
-                    units_word(att, arrows.len() > 1),
+            let line = if arrows.len() == 1 {
+                format!(
+                    "reaction: the line before {} {} ({}) divides reactants from products",
+                    units_word(att, false),
+                    at[0],
+                    self.query_label(arrows[0])
+                )
+            } else {
+                format!(
+                    "reaction: the lines before {} {} divide reactants, reagents and products",
+                    units_word(att, true),
                     at.join(", ")
-                ))
-            )?;
+                )
+            };
+            writeln!(w, "{}", self.dim(&line))?;
         }
         if self.opts.top > 0 {
             writeln!(w)?;

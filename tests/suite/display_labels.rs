@@ -225,7 +225,19 @@ fn repeated_tokens_carry_their_position_and_reactions_their_arrow() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let view = String::from_utf8_lossy(&out.stdout);
-    // Nine carbons and four oxygens: each label says which one it is.
-    assert!(view.contains("C₁ ") && view.contains("O₄"), "{view}");
-    assert!(view.contains("reaction: the lines at token"), "{view}");
+    // Nine carbons and four oxygens (`[CLS]` is token 0): each label says which one it is;
+    // the one `>>` is not repeated, and a line divides reactants from products before it.
+    for name in ["C₁", "C₂", "O₅", "O₇", "O₉", "C₁₃", "O₂₁"] {
+        assert!(view.contains(&format!(" {name} ")), "{name}: {view}");
+    }
+    assert!(view.contains("12 >> ") && !view.contains(">>₁₂"), "{view}");
+    assert!(
+        view.contains("reaction: the line before token 12 (>>) divides reactants from products"),
+        "{view}"
+    );
+    let rule = view
+        .lines()
+        .position(|l| l.trim_start().starts_with("12 >>"))
+        .unwrap();
+    assert!(view.lines().nth(rule - 1).unwrap().contains('─'), "{view}");
 }

@@ -598,7 +598,7 @@ fn notes(att: &Attention) -> Vec<String> {
         ));
     }
     if !att.queries().reaction_arrows().is_empty() || !att.keys().reaction_arrows().is_empty() {
-        notes.push("reaction: the lines at >> divide reactants from products".into());
+        notes.push("reaction: a line before >> divides reactants from products".into());
     }
     notes
 }
