@@ -484,10 +484,12 @@ fn label_scheme_of(tokenizer: &Tokenizer) -> LabelScheme {
     let pre = tokenizer
         .get_pre_tokenizer()
         .and_then(|p| serde_json::to_value(p).ok());
-    of(decoder).or_else(|| of(pre)).unwrap_or(match tokenizer.get_model() {
-        tokenizers::ModelWrapper::WordPiece(_) => LabelScheme::WordPiece,
-        _ => LabelScheme::Plain,
-    })
+    of(decoder)
+        .or_else(|| of(pre))
+        .unwrap_or(match tokenizer.get_model() {
+            tokenizers::ModelWrapper::WordPiece(_) => LabelScheme::WordPiece,
+            _ => LabelScheme::Plain,
+        })
 }
 
 /// The options of BERT's tokenizer from tokenizer_config.json and special_tokens_map.json,

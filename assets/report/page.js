@@ -409,12 +409,10 @@ function generatedWords() {
   return (meta.level === 'word' ? parts.join(' ') : parts.join('')).trim();
 }
 
-/** Put `text` in summary line `id`: as it is (its line breaks kept) for the expanded summary,
- *  on one line with each line break shown as ↵ for the collapsed one. */
+/** Put `text` in summary line `id`, its line breaks kept: the expanded summary shows them (the
+ *  collapsed one, one line each, runs them on; fitSummary offers the toggle for them). */
 function setSentence(id, text) {
-  const box = $(id);
-  box.textContent = '';
-  box.append(el('span', { class: 'oneline', text: String(text).replace(/\r?\n/g, '↵ ') }), el('span', { class: 'full', text: String(text) }));
+  $(id).textContent = String(text);
 }
 
 /** The model and sentence lines take one line each until expanded; the toggle shows only when

@@ -759,7 +759,12 @@ mod tests {
             )
         };
         // Head 0 is the sharpest, but it is a first-token sink; head 2 is the sharpest reader.
-        let layer = vec![head(0.1, 0.9), head(1.5, 0.1), head(0.8, 0.2), head(0.8, 0.0)];
+        let layer = vec![
+            head(0.1, 0.9),
+            head(1.5, 0.1),
+            head(0.8, 0.2),
+            head(0.8, 0.0),
+        ];
         assert_eq!(layer[0].label, HeadLabel::FirstTokenSink);
         let stats = vec![layer];
         assert_eq!(

@@ -254,10 +254,12 @@ fn is_invisible(c: char) -> bool {
     c.is_control() || c.is_other_format() || c.is_whitespace()
 }
 
-/// `piece` with only invisible characters escaped (special tokens keep their names).
-fn escape_invisible(piece: &str) -> String {
-    let mut out = String::with_capacity(piece.len());
-    for c in piece.chars() {
+/// `text` with only what cannot be seen escaped, its spaces as they are: a line feed as `↵`, a
+/// tab as `⇥`, control, format and unusual space characters as `⟨U+XXXX⟩`. Special tokens keep
+/// their names this way, and the figures quote a text this way.
+pub fn escape_invisible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
         match c {
             '\n' => out.push('↵'),
             '\t' => out.push('⇥'),

@@ -132,9 +132,7 @@ pub fn infer(labels: &[String]) -> Inferred {
     let scheme = match marker {
         Some('Ġ') => LabelScheme::ByteLevel,
         Some(_) => LabelScheme::SentencePiece,
-        None if labels.iter().any(|t| ordinary(t) && t.starts_with("##")) => {
-            LabelScheme::WordPiece
-        }
+        None if labels.iter().any(|t| ordinary(t) && t.starts_with("##")) => LabelScheme::WordPiece,
         None => LabelScheme::Plain,
     };
     Inferred {

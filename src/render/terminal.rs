@@ -713,7 +713,9 @@ impl View<'_> {
             (false, false) => None,
         };
         let heading = match left_out {
-            Some(what) => format!("Strongest links between ordinary {units} (query → key; {what}):"),
+            Some(what) => {
+                format!("Strongest links between ordinary {units} (query → key; {what}):")
+            }
             None => "Strongest links (query → key):".to_string(),
         };
         self.say(&heading, Self::bold, w)?;

@@ -159,7 +159,11 @@ fn every_output_shows_display_texts_and_raw_tokens_on_request() {
         "--color",
         "never",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let view = String::from_utf8_lossy(&out.stdout).into_owned();
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     // The JSON keeps both: the raw pieces and what a reader sees.
@@ -185,7 +189,10 @@ fn every_output_shows_display_texts_and_raw_tokens_on_request() {
         "never",
     ]);
     let raw_view = String::from_utf8_lossy(&raw.stdout);
-    assert!(raw_view.contains("Ġ") && raw_view.contains('Ċ'), "{raw_view}");
+    assert!(
+        raw_view.contains("Ġ") && raw_view.contains('Ċ'),
+        "{raw_view}"
+    );
     // `attnviz render` reads the JSON back with its kind: the same display texts.
     let back = run(&[
         "render",
@@ -194,10 +201,13 @@ fn every_output_shows_display_texts_and_raw_tokens_on_request() {
         dir.path().join("b.json").to_str().unwrap(),
         "-q",
     ]);
-    assert!(back.status.success(), "{}", String::from_utf8_lossy(&back.stderr));
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
     let again: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b.json")).unwrap()).unwrap();
     assert_eq!(again["display"], doc["display"]);
     assert_eq!(again["tokens"], doc["tokens"]);
     // --raw-tokens with no output that labels tokens does nothing, and says so.
@@ -223,7 +233,11 @@ fn repeated_tokens_carry_their_position_and_reactions_their_arrow() {
         "--color",
         "never",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let view = String::from_utf8_lossy(&out.stdout);
     // Nine carbons and four oxygens (`[CLS]` is token 0): each label says which one it is;
     // the one `>>` is not repeated, and a line divides reactants from products before it.

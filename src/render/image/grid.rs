@@ -209,7 +209,11 @@ pub(crate) fn layer_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("{}{}", crate::render::WEIGHT_CAPTION, scale.caption_suffix()),
+        &format!(
+            "{}{}",
+            crate::render::WEIGHT_CAPTION,
+            scale.caption_suffix()
+        ),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -362,7 +366,11 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("{}{}", crate::render::WEIGHT_CAPTION, scale.caption_suffix()),
+        &format!(
+            "{}{}",
+            crate::render::WEIGHT_CAPTION,
+            scale.caption_suffix()
+        ),
         pal,
     ));
     let mut bottom = grid_y + grid_h.max(bar_h) + 10;
@@ -390,7 +398,10 @@ pub(crate) fn model_scene(
             break;
         }
     }
-    if grid.split.is_none() && col_grid.split.is_none() && (grid.m < grid.n || col_grid.m < col_grid.n) {
+    if grid.split.is_none()
+        && col_grid.split.is_none()
+        && (grid.m < grid.n || col_grid.m < col_grid.n)
+    {
         let (pr, pc) = (
             grid.n as f64 / grid.m as f64,
             col_grid.n as f64 / col_grid.m as f64,

@@ -161,7 +161,13 @@ impl Grid {
     /// pixels but never fewer than `min` of them: a three-token sentence B after 300 tokens of A
     /// keeps a strip a reader can see and point at, rather than a line that reads as a frame.
     /// `None` when `at` splits nothing or `side` has no room for two strips of `min`.
-    pub(crate) fn segmented(n: usize, side: usize, at: usize, min: usize, pitch: u32) -> Option<Self> {
+    pub(crate) fn segmented(
+        n: usize,
+        side: usize,
+        at: usize,
+        min: usize,
+        pitch: u32,
+    ) -> Option<Self> {
         if at == 0 || at >= n || side < 2 * min {
             return None;
         }
@@ -361,10 +367,24 @@ pub(crate) fn dividers(
         items.extend(divider(cols, b, x, y, reach, pal));
     }
     for &a in &row_axis.arrows {
-        items.extend(cross_lines((rows, cols), (Some(a), None), (x, y), reach, None, pal));
+        items.extend(cross_lines(
+            (rows, cols),
+            (Some(a), None),
+            (x, y),
+            reach,
+            None,
+            pal,
+        ));
     }
     for &a in &col_axis.arrows {
-        items.extend(cross_lines((rows, cols), (None, Some(a)), (x, y), reach, None, pal));
+        items.extend(cross_lines(
+            (rows, cols),
+            (None, Some(a)),
+            (x, y),
+            reach,
+            None,
+            pal,
+        ));
     }
     items
 }
@@ -828,7 +848,10 @@ mod tests {
         // 300 tokens of A, 3 of B over 112 pixels: evenly, B would get 1 pixel; it gets 11.
         let g = Grid::segmented(303, 112, 300, 11, 14).unwrap();
         assert_eq!(g.offset_of(300), 101);
-        assert_eq!((g.span(100), g.span(101), g.span(111)), (297..300, 300..301, 302..303));
+        assert_eq!(
+            (g.span(100), g.span(101), g.span(111)),
+            (297..300, 300..301, 302..303)
+        );
         // every unit is under some cell, in order
         let covered: Vec<usize> = (0..g.m).flat_map(|p| g.span(p)).collect();
         assert!(covered.windows(2).all(|w| w[0] <= w[1]));

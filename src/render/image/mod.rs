@@ -484,10 +484,14 @@ fn model_name(id: &str) -> String {
     font::label(&name, 60)
 }
 
-/// `text` for a quote in a figure: line feeds and tabs shown (`↵`, `⇥`), other runs of
-/// whitespace one space, cut at `max_chars`.
+/// `text` for a quote in a figure: line feeds and tabs shown (`↵`, `⇥`), control and format
+/// characters as `⟨U+XXXX⟩` (as every view shows them in tokens), runs of spaces one space, cut
+/// at `max_chars`.
 fn quote(text: &str, max_chars: usize) -> String {
-    font::label(&text.replace('\n', "↵").replace('\t', "⇥"), max_chars)
+    font::label(
+        &crate::attention::display::escape_invisible(text),
+        max_chars,
+    )
 }
 
 /// What a decoder-only model generated: the text of its generated units (a special token by its

@@ -342,9 +342,13 @@ fn svg_is_valid_xml_with_every_token_as_text() {
             .and_then(|n| n.text())
             .unwrap();
         assert!(title.starts_with("org/<model>&\""), "{title}");
-        assert!(texts
-            .iter()
-            .any(|t| t.contains("x < y & \"z\" \u{FFFD} </title>")));
+        // The control character is named, as in the tokens, and the rest is quoted as typed.
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains("x < y & \"z\" ⟨U+0001⟩ </title>")),
+            "{texts:?}"
+        );
     }
 }
 
@@ -912,7 +916,9 @@ fn log_and_sqrt_scales_colour_weak_links() {
     assert!(sqrt_texts
         .iter()
         .any(|t| t == "attention weight (square-root scale)"));
-    assert!(log_texts.iter().any(|t| t == "attention weight (log scale)"));
+    assert!(log_texts
+        .iter()
+        .any(|t| t == "attention weight (log scale)"));
     assert!(log_texts.iter().any(|t| t == "0.001"), "{log_texts:?}");
 }
 
