@@ -133,8 +133,10 @@ function drawMatrixPanel(id, values, caption, scale, sharedMax) {
   matrixPanels[id] = panel;
   $(id + '-min').textContent = scale.kind === 'log' ? scaleNumber(top / 10 ** MATRIX_LOG_DECADES) : '0';
   $(id + '-max').textContent = scaleNumber(top);
-  const name = { linear: 'linear', one: 'linear, 0 to 1', sqrt: 'square-root scale', log: 'log scale, ' + MATRIX_LOG_DECADES + ' decades' }[scale.kind];
-  $(id + '-scale').textContent = WEIGHT_CAPTION + ' · ' + name + (scale.why ? ': ' + scale.why : '') + (sharedMax !== null ? ' · one scale for both panels' : '');
+  // Worded as the PNG/SVG colour bars are: "attention weight (square-root scale)".
+  const name = { linear: '', one: '0 to 1', sqrt: 'square-root scale', log: 'log scale, ' + MATRIX_LOG_DECADES + ' decades' }[scale.kind];
+  const notes = [name && scale.why ? name + ': ' + scale.why : name, sharedMax !== null ? 'one scale for both panels' : ''].filter(Boolean);
+  $(id + '-scale').textContent = WEIGHT_CAPTION + (notes.length ? ' (' + notes.join('; ') + ')' : '');
   if (caption !== null) $(id + '-caption').textContent = caption;
 }
 
