@@ -18,7 +18,7 @@ pub mod smiles;
 pub use config::TokenizerConfig;
 pub use roles::{SpecialIds, TokenInfo, TokenNames};
 
-use crate::attention::Role;
+use crate::attention::{LabelScheme, Role};
 
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::wordpiece::WordPiece;
@@ -145,6 +145,7 @@ pub struct TextTokenizer {
     specials: SpecialIds,
     /// The folder's tokenizer_config.json and special_tokens_map.json.
     settings: Arc<TokenizerConfig>,
+    scheme: LabelScheme,
 }
 
 impl std::fmt::Debug for TextTokenizer {
@@ -211,11 +212,13 @@ impl TextTokenizer {
     /// states its BOS and EOS ids rather than shipping tokenizer_config.json).
     pub fn with_names(tokenizer: Tokenizer, source: PathBuf, names: &TokenNames) -> Self {
         let specials = SpecialIds::of(&tokenizer, names);
+        let scheme = label_scheme_of(&tokenizer);
         TextTokenizer {
             tokenizer,
             source,
             specials,
             settings: Arc::default(),
+            scheme,
         }
     }
 
@@ -223,6 +226,20 @@ impl TextTokenizer {
     /// special_tokens_map.json; empty for a tokenizer read from a GGUF file).
     pub fn settings(&self) -> &TokenizerConfig {
         &self.settings
+    }
+
+    /// The same tokenizer, its pieces shown by `scheme`'s rules (a tokenizer built for one
+    /// notation, such as [`smiles`], says which).
+    pub fn with_label_scheme(mut self, scheme: LabelScheme) -> Self {
+        self.scheme = scheme;
+        self
+    }
+
+    /// The kind of tokenizer this is, for showing its pieces to a person
+    /// ([`crate::attention::display`]): byte-level BPE, SentencePiece or WordPiece, from its
+    /// decoder, pre-tokenizer and model.
+    pub fn label_scheme(&self) -> LabelScheme {
+        self.scheme
     }
 
     /// The ids of the special tokens, by role.
@@ -446,6 +463,59 @@ impl TextTokenizer {
             bytes_cut,
         }
     }
+}
+
+/// The kind of `tokenizer` for display: its decoder says how pieces become text (`ByteLevel`;
+/// `Metaspace`, or `Replace(▁)` with `ByteFallback` as Llama's; `WordPiece`), else its
+/// pre-tokenizer (`ByteLevel`, `Metaspace`), else its model (WordPiece).
+fn label_scheme_of(tokenizer: &Tokenizer) -> LabelScheme {
+    fn types(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(t) = map.get("type").and_then(|t| t.as_str()) {
+                    out.push(t.to_string());
+                }
+                if map.get("type").and_then(|t| t.as_str()) == Some("Replace")
+                    && v.to_string().contains('\u{2581}')
+                {
+                    out.push("Metaspace".into());
+                }
+                map.values().for_each(|v| types(v, out));
+            }
+            serde_json::Value::Array(list) => list.iter().for_each(|v| types(v, out)),
+            _ => {}
+        }
+    }
+    let of = |value: Option<serde_json::Value>| {
+        let mut found = Vec::new();
+        if let Some(v) = value {
+            types(&v, &mut found);
+        }
+        if found.iter().any(|t| t == "ByteLevel") {
+            Some(LabelScheme::ByteLevel)
+        } else if found
+            .iter()
+            .any(|t| t == "Metaspace" || t == "ByteFallback")
+        {
+            Some(LabelScheme::SentencePiece)
+        } else if found.iter().any(|t| t == "WordPiece") {
+            Some(LabelScheme::WordPiece)
+        } else {
+            None
+        }
+    };
+    let decoder = tokenizer
+        .get_decoder()
+        .and_then(|d| serde_json::to_value(d).ok());
+    let pre = tokenizer
+        .get_pre_tokenizer()
+        .and_then(|p| serde_json::to_value(p).ok());
+    of(decoder)
+        .or_else(|| of(pre))
+        .unwrap_or(match tokenizer.get_model() {
+            tokenizers::ModelWrapper::WordPiece(_) => LabelScheme::WordPiece,
+            _ => LabelScheme::Plain,
+        })
 }
 
 /// The options of BERT's tokenizer from tokenizer_config.json and special_tokens_map.json,

@@ -165,6 +165,24 @@ function el(tag, props, ...children) {
   return e;
 }
 
+/** The caption of every colour bar of attention weights, and the axis names: the words the PNG
+ *  figures and the terminal use (src/render/mod.rs). */
+const WEIGHT_CAPTION = 'attention weight';
+const QUERY_AXIS = 'query (attending from)';
+const KEY_AXIS = 'key (attended to)';
+
+/** A colour-scale end for people: three significant digits, trailing zeros dropped (1, 0.5,
+ *  0.512, 0.0213; below 0.001 1.2e-4), as src/render/mod.rs's scale_number. */
+function scaleNumber(v) {
+  const a = Math.abs(v);
+  if (a === 0 || !Number.isFinite(a)) return a === 0 ? '0' : String(v);
+  if (a < 1e-3) return v.toExponential(1).replace('.0e', 'e');
+  const decimals = Math.max(0, 2 - Math.floor(Math.log10(a)));
+  let s = v.toFixed(decimals);
+  if (s.includes('.')) s = s.replace(/0+$/, '').replace(/\.$/, '');
+  return s;
+}
+
 function fmtWeight(v) {
   return sections.attention.dtype === 'u8' ? v.toFixed(3) : v.toFixed(5);
 }
@@ -174,8 +192,18 @@ function fmtNum(v, digits) {
   if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
   return v.toFixed(digits === undefined ? 3 : digits);
 }
-/** Token i's label on a side (the query side unless given). */
-function tokenLabel(i, side = QSIDE) { return side.data.tokens[i]; }
+/** Token i's label on a side (the query side unless given): its display text, or its raw piece
+ *  while raw tokens are shown. */
+function tokenLabel(i, side = QSIDE) { return state.rawTokens ? side.data.tokens[i] : side.display[i]; }
+/** Token i's label with its number where the label repeats on its side (`C₇`): how the token
+ *  lists name tokens (the neuron view's keys). */
+function tokenName(i, side = QSIDE) {
+  if (!side.namesCache || side.namesCache.raw !== state.rawTokens) {
+    const labels = Array.from({ length: side.n }, (_, t) => tokenLabel(t, side));
+    side.namesCache = { raw: state.rawTokens, names: positionedLabels(labels, labels.map((_, t) => t)) };
+  }
+  return side.namesCache.names[i];
+}
 /** Which side a token is on, in words, when the sides are other units (cross-attention). */
 function sideTag(side) { return SQUARE ? '' : (side === QSIDE ? SIDE_NAMES[0] : SIDE_NAMES[1]) + ' '; }
 function describeToken(i, side = QSIDE) {
@@ -188,7 +216,7 @@ function describeUnit(a, side = QSIDE) {
   const u = units(side).list[a];
   const t = u.tokens;
   const where = t.length === 1 ? '#' + t[0] : 'tokens #' + t[0] + '–' + t[t.length - 1];
-  return '"' + u.label + '" (' + sideTag(side) + where + (isPair ? ', ' + u.seg : '') + (u.generated ? ', generated' : '') +
+  return '"' + u.text + '" (' + sideTag(side) + where + (isPair ? ', ' + u.seg : '') + (u.generated ? ', generated' : '') +
     (u.sink ? ', the attention sink' : '') + ')';
 }
 /** What the sink tag means, for titles. */
@@ -333,6 +361,11 @@ function set(patch) {
   Object.assign(state, patch);
   if (patch.head !== undefined && patch.headPicked === undefined) state.headPicked = true;
   if (state.hideSpecial !== before.hideSpecial || state.words !== before.words) invalidateWeights();
+  if (state.rawTokens !== before.rawTokens) {
+    headLayout = null;
+    modelGrid.dirty = true;
+    refreshTokenMenus();
+  }
   if (state.groupKv !== before.groupKv) {
     resetThemeColors();
     buildLegend();

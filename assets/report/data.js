@@ -50,8 +50,16 @@ const SPECIAL = meta.roles.map(isSpecialRole);
  * The two sides of the attention: queries (rows) and keys (columns), one object when they are
  * the same units. Each holds its metadata, token count, special flags and its caches.
  */
-const QSIDE = { data: meta, n: N, special: SPECIAL, generated: (meta.generated || []).map(Boolean), keptCache: null, unitsCache: null };
-const KSIDE = SQUARE ? QSIDE : { data: KMETA, n: NK, special: KMETA.roles.map(isSpecialRole), generated: (KMETA.generated || []).map(Boolean), keptCache: null, unitsCache: null };
+const sideOf = (d, special) => ({
+  data: d, n: d.tokens.length, special, generated: (d.generated || []).map(Boolean),
+  // Display texts (src/attention/display.rs); a report without them shows its labels made visible.
+  display: Array.isArray(d.display) && d.display.length === d.tokens.length ? d.display : d.tokens.map(visibleText),
+  // Reaction arrows (`>>` in reaction SMILES): the views draw a divider before each.
+  arrows: new Set(d.arrows || []),
+  keptCache: null, unitsCache: null, namesCache: null,
+});
+const QSIDE = sideOf(meta, SPECIAL);
+const KSIDE = SQUARE ? QSIDE : sideOf(KMETA, KMETA.roles.map(isSpecialRole));
 /** A causal mask: query q cannot see a key after it (token positions). */
 const CAUSAL = meta.mask === 'causal';
 /** The key/value head each query head reads; several share one under grouped-query attention. */
@@ -159,10 +167,17 @@ const state = {
   threshold: meta.initial.threshold,
   pair: 'all',
   hover: null, // {side: 'left' | 'right', unit}
+  hoverHead: null, // the head under the pointer in the head view's legend
   thumbStyle: Math.max(N, NK) <= 64 ? 'lines' : 'heatmap',
-  matrixScale: 'max',
+  // The matrix view's colour scale: auto (square root over 64 units or when the first column
+  // holds most of the attention, else linear), max (linear to the largest value), one, sqrt, log.
+  matrixScale: 'auto',
+  // One colour scale for both matrix panels (the largest value of either).
+  matrixShared: false,
   matrixRight: 'mean',
   groupKv: false,
+  // Label tokens by their raw vocabulary pieces (`Ġquick`) instead of their display texts.
+  rawTokens: Boolean(meta.initial.raw_tokens),
   // The first ordinary token; under a causal mask the last, which sees every key.
   neuronQuery: CAUSAL ? Math.max(0, N - 1 - SPECIAL.slice().reverse().findIndex((s) => !s)) % N
     : Math.max(0, SPECIAL.findIndex((s) => !s)),
@@ -214,20 +229,28 @@ state.words = Boolean(meta.initial.words) && canMergeWords;
  */
 function units(side = QSIDE) {
   const c = side.unitsCache;
-  if (!c || c.hide !== state.hideSpecial || c.words !== state.words) {
+  if (!c || c.hide !== state.hideSpecial || c.words !== state.words || c.raw !== state.rawTokens) {
     const d = side.data;
     const list = groupUnits(d, keptTokens(side), state.words);
     const ofToken = new Int32Array(side.n).fill(-1);
+    // What each unit is called: its raw label or display text (a merged word's text made
+    // visible), then, where that repeats on this side, its first token's number (`C₇`).
+    const shown = { tokens: state.rawTokens ? d.tokens : side.display, surfaces: d.surfaces };
     list.forEach((u, a) => {
       const first = u.tokens[0];
+      u.text = state.words ? wordLabel(shown, u.tokens) : shown.tokens[first];
+      if (state.words && !state.rawTokens) u.text = visibleText(u.text);
       u.special = side.special[first];
       u.seg = d.segments[first] === 0 ? 'A' : 'B';
       u.generated = Boolean(side.generated[first]);
       u.sink = side === QSIDE && SINK !== null && u.tokens.includes(SINK);
+      u.arrow = u.tokens.some((i) => side.arrows.has(i));
       for (const i of u.tokens) ofToken[i] = a;
     });
+    const names = positionedLabels(list.map((u) => u.text), list.map((u) => u.tokens[0]));
+    list.forEach((u, a) => { u.label = names[a]; });
     const firstGen = list.findIndex((u) => u.generated);
-    side.unitsCache = { hide: state.hideSpecial, words: state.words, list, ofToken, firstGen };
+    side.unitsCache = { hide: state.hideSpecial, words: state.words, raw: state.rawTokens, list, ofToken, firstGen };
   }
   return side.unitsCache;
 }

@@ -18,6 +18,9 @@ function buildLegend() {
     const b = el('button', { type: 'button', title: 'Head ' + h + (kv ? ' (' + kv + ')' : '') + ': click to toggle, double-click to show only this head', dataset: { head: String(h), kv: String(KV[h]) } }, sw, String(h));
     b.addEventListener('click', () => toggleHead(h));
     b.addEventListener('dblclick', () => soloHead(h));
+    // The head under the pointer is drawn last, on top of the others.
+    b.addEventListener('mouseenter', () => set({ hoverHead: h }));
+    b.addEventListener('mouseleave', () => { if (state.hoverHead === h) set({ hoverHead: null }); });
     return b;
   };
   if (!(GROUPED && state.groupKv)) {
@@ -98,7 +101,8 @@ function layoutHead() {
     list.forEach((u, a) => {
       const t = el('div', {
         class: 'tok' + (u.special ? ' special' : '') + (u.seg === 'B' ? ' segB' : '') +
-          (u.generated ? ' generated' : '') + (a === firstGen && a > 0 ? ' gen-first' : '') + (u.sink ? ' sink' : ''),
+          (u.generated ? ' generated' : '') + (a === firstGen && a > 0 ? ' gen-first' : '') + (u.sink ? ' sink' : '') +
+          (u.arrow && a > 0 ? ' arrow-first' : '') + (u.seg === 'B' && a > 0 && list[a - 1].seg === 'A' ? ' seg-first' : ''),
         text: u.label,
         dataset: { unit: String(a), token: String(u.tokens[0]) },
       });
@@ -153,40 +157,74 @@ function renderHead() {
   // Per unit of the side opposite the hovered one: its strongest shown weight and that head.
   const opposite = hv ? new Float64Array(hv.side === 'left' ? mk : m) : null;
   const oppositeHead = hv ? new Int32Array(opposite.length).fill(-1) : null;
+  // The links each shown head draws, and how many heads draw each link: a link several heads
+  // share is drawn once per head, side by side (a lane each, in head order), so that no head's
+  // line hides another's.
+  const sharing = new Uint8Array(m * mk);
+  const links = new Array(H).fill(null);
   for (let h = 0; h < H; h++) {
-    const buckets = headBuckets[h];
-    for (const b of buckets) b.length = 0;
     drawn.perHead[h] = 0;
     if (!state.shown[h]) continue;
     const M = unitMatrix(l, h);
-    let count = 0;
+    const mine = [];
     for (const a of qs) {
       const row = a * mk;
       const ya = y[a];
       for (const b of ks) {
         const v = M[row + b];
         if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
-        count++;
         if (opposite) {
           const o = hv.side === 'left' ? b : a;
           if (v > opposite[o]) { opposite[o] = v; oppositeHead[o] = h; }
         }
+        drawn.perHead[h]++;
         const yb = yk[b];
         // Lines that never cross the visible band are counted but not drawn.
         if ((ya < top && yb < top) || (ya > bottom && yb > bottom)) continue;
-        buckets[Math.min(LINE_BUCKETS - 1, (v * LINE_BUCKETS) | 0)].push(ya, yb);
+        mine.push(row + b, v);
+        if (sharing[row + b] < 255) sharing[row + b]++;
       }
     }
-    drawn.perHead[h] = count;
-    total += count;
+    links[h] = mine;
+    total += drawn.perHead[h];
   }
   // bertviz draws 2 px lines. Software canvases draw one-device-pixel (hairline) lines many
   // times faster than anything wider, so busy views use those.
   const dpr = Math.min(window.devicePixelRatio || 1, 2);
-  ctx.lineWidth = total <= 3000 ? 2 : 1 / dpr;
+  const lineW = total <= 3000 ? 2 : 1 / dpr;
+  ctx.lineWidth = lineW;
+  // Lanes of a shared link: a line's width and a pixel apart, all of them within most of a row
+  // (at least a device pixel apart).
+  const laneOf = new Uint8Array(m * mk);
+  const lane = (k) => Math.max(1 / dpr, Math.min(Math.max(lineW, 1) + 1, (0.8 * headLayout.rh) / k));
+  for (let h = 0; h < H; h++) {
+    const buckets = headBuckets[h];
+    for (const bk of buckets) bk.length = 0;
+    const mine = links[h];
+    if (!mine) continue;
+    for (let i = 0; i < mine.length; i += 2) {
+      const cell = mine[i];
+      const k = sharing[cell];
+      let off = 0;
+      if (k > 1) {
+        off = (laneOf[cell] - (k - 1) / 2) * lane(k);
+        laneOf[cell]++;
+      }
+      const a = (cell / mk) | 0;
+      const b = cell - a * mk;
+      buckets[Math.min(LINE_BUCKETS - 1, (mine[i + 1] * LINE_BUCKETS) | 0)].push(y[a] + off, yk[b] + off);
+    }
+  }
+  drawn.shared = sharing.reduce((n, k) => n + (k > 1 ? 1 : 0), 0);
   const x0 = 2;
   const x1 = width - 2;
-  for (let h = 0; h < H; h++) {
+  // The picked head, then the head under the pointer in the legend, are drawn last: on top.
+  const order = [];
+  for (let h = 0; h < H; h++) if (h !== state.hoverHead && !(state.headPicked && h === state.head)) order.push(h);
+  if (state.headPicked && state.head !== state.hoverHead) order.push(state.head);
+  if (state.hoverHead !== null && state.hoverHead !== undefined) order.push(state.hoverHead);
+  drawn.order = order.filter((h) => state.shown[h]);
+  for (const h of order) {
     if (!state.shown[h]) continue;
     ctx.strokeStyle = headColor(h);
     const buckets = headBuckets[h];
@@ -267,6 +305,7 @@ function renderHead() {
   key.querySelector('.tint').style.background = 'linear-gradient(90deg, ' + rgbCss(tintRgb, 0.05) + ', ' + rgbCss(tintRgb, TINT_MAX) + ')';
   let info = 'Layer ' + layerName(l) + ' · ' + shownCount + ' of ' + H + ' heads' + (GROUPED ? ' (' + KVH + ' key/value heads)' : '') +
     ' · ' + total.toLocaleString('en') + ' lines of weight ≥ ' + thr.toFixed(3) + ' (opacity = weight)';
+  if (drawn.shared) info += ' · a link several heads share is drawn once per head, side by side; the outlined or pointed-at head on top';
   if (CAUSAL) info += ' · causal: lines only to the token itself and earlier ones';
   if (!SQUARE) info += ' · cross-attention: decoder tokens (left) attend to encoder tokens (right)';
   if (hv) info += ' · only ' + (hv.side === 'left' ? 'from ' : 'to ') + describeUnit(hv.unit, hv.side === 'left' ? QSIDE : KSIDE);

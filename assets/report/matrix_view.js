@@ -68,16 +68,55 @@ function matrixLayout(m, mk, us) {
   return { side, margin, plot: cell0 * mk, plotH: cell0 * m, cell0 };
 }
 
-function drawMatrixPanel(id, values, caption) {
+/** The largest of `values` (0 when empty). */
+function maxOf(values) {
+  let max = 0;
+  for (const v of values) if (v > max) max = v;
+  return max;
+}
+
+/** Above this many rows or columns the automatic colour scale is a square root (as in the
+ *  PNG figures: src/render/image/scale.rs). */
+const AUTO_SQRT_UNITS = 64;
+/** … and when the first column holds more than this share of the rows' attention on average. */
+const AUTO_SQRT_FIRST_SHARE = 0.5;
+
+/**
+ * The colour scale the matrix panels use now: `kind` (linear, sqrt, log or one) and, when the
+ * automatic choice picked a square root, why. `panels` are the value arrays it is chosen for
+ * (both panels when they share one scale).
+ */
+function matrixScaleOf(panels, m, mk) {
+  const asked = state.matrixScale;
+  if (asked === 'max') return { kind: 'linear', why: '' };
+  if (asked !== 'auto') return { kind: asked, why: '' };
+  const unit = unitWord().replace(/s$/, '');
+  if (Math.max(m, mk) > AUTO_SQRT_UNITS) return { kind: 'sqrt', why: 'over ' + AUTO_SQRT_UNITS + ' ' + unit + 's' };
+  let sum = 0;
+  let rows = 0;
+  for (const values of panels) {
+    for (let a = 0; a < m; a++) { sum += values[a * mk]; rows++; }
+  }
+  const share = rows ? sum / rows : 0;
+  if (share > AUTO_SQRT_FIRST_SHARE) {
+    return { kind: 'sqrt', why: 'the first ' + unit + ' holds ' + Math.round(share * 100) + '% of the attention' };
+  }
+  return { kind: 'linear', why: '' };
+}
+
+/** Decades a log scale spans below its top (as the PNG figures' `--scale log`). */
+const MATRIX_LOG_DECADES = 3;
+
+function drawMatrixPanel(id, values, caption, scale, sharedMax) {
   const us = units().list;
   const ks = keyUnits().list;
   const m = us.length;
   const mk = ks.length;
-  let max = 0;
-  for (const v of values) if (v > max) max = v;
-  const scale = state.matrixScale;
-  const top = scale === 'one' ? 1 : max || 1;
-  const map = scale === 'sqrt' ? (v) => Math.sqrt(Math.max(0, v) / top) : (v) => v / top;
+  const max = sharedMax === null ? maxOf(values) : sharedMax;
+  const top = scale.kind === 'one' ? 1 : max || 1;
+  const map = scale.kind === 'sqrt' ? (v) => Math.sqrt(Math.max(0, v) / top)
+    : scale.kind === 'log' ? (v) => (v <= 0 ? 0 : Math.min(1, Math.max(0, 1 + Math.log10(v / top) / MATRIX_LOG_DECADES)))
+      : (v) => v / top;
   // One colour per cell, as the 32-bit RGBA the image buffer holds.
   const rgba = new Uint32Array(m * mk);
   const bytes = new Uint8Array(rgba.buffer);
@@ -90,10 +129,14 @@ function drawMatrixPanel(id, values, caption) {
     bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / mk), i % mk) ? 0 : 255;
   }
   if (matrixPanels[id] && (matrixPanels[id].m !== m || matrixPanels[id].mk !== mk)) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
-  const panel = { id, values, m, mk, us, ks, rgba, max, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
+  const panel = { id, values, m, mk, us, ks, rgba, max, top, scale: scale.kind, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
   matrixPanels[id] = panel;
-  $(id + '-min').textContent = '0';
-  $(id + '-max').textContent = scale === 'one' ? '1' : (scale === 'sqrt' ? '√ ' : '') + fmtWeight(max);
+  $(id + '-min').textContent = scale.kind === 'log' ? scaleNumber(top / 10 ** MATRIX_LOG_DECADES) : '0';
+  $(id + '-max').textContent = scaleNumber(top);
+  // Worded as the PNG/SVG colour bars are: "attention weight (square-root scale)".
+  const name = { linear: '', one: '0 to 1', sqrt: 'square-root scale', log: 'log scale, ' + MATRIX_LOG_DECADES + ' decades' }[scale.kind];
+  const notes = [name && scale.why ? name + ': ' + scale.why : name, sharedMax !== null ? 'one scale for both panels' : ''].filter(Boolean);
+  $(id + '-scale').textContent = WEIGHT_CAPTION + (notes.length ? ' (' + notes.join('; ') + ')' : '');
   if (caption !== null) $(id + '-caption').textContent = caption;
 }
 
@@ -229,24 +272,31 @@ function paintMatrix(p, hoverCell) {
   // A line before a unit, across the plot (down before a column, across before a row): sentence
   // B's first (solid), the first generated unit (dashed). Rows and columns are the same units
   // unless the keys are other units (cross-attention: only the decoder's rows were generated).
+  // White with a dark halo, as the PNG figures draw them: visible on every colour of the map and
+  // on either theme's background.
   const divide = (u, dash, rows, cols) => {
-    ctx.strokeStyle = cssVar('--bg');
-    ctx.lineWidth = 1.5;
-    ctx.setLineDash(dash);
-    ctx.beginPath();
-    if (cols) {
-      ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
-      ctx.lineTo(p.x0 + (u - ox) * cell, plotBottom);
+    for (const [color, width] of [['rgba(0,0,0,0.8)', 3.5], ['#ffffff', 1.5]]) {
+      ctx.strokeStyle = color;
+      ctx.lineWidth = width;
+      ctx.setLineDash(dash);
+      ctx.beginPath();
+      if (cols) {
+        ctx.moveTo(p.x0 + (u - ox) * cell, p.x0);
+        ctx.lineTo(p.x0 + (u - ox) * cell, plotBottom);
+      }
+      if (rows) {
+        ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
+        ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
+      }
+      ctx.stroke();
     }
-    if (rows) {
-      ctx.moveTo(p.x0, p.x0 + (u - oy) * cell);
-      ctx.lineTo(plotEnd, p.x0 + (u - oy) * cell);
-    }
-    ctx.stroke();
     ctx.setLineDash([]);
   };
   const b = isPair ? p.us.findIndex((u) => u.seg === 'B') : -1;
   if (b > 0) divide(b, [], true, SQUARE);
+  // Reaction arrows (`>>`): a divider before each, on the side whose units they are.
+  p.us.forEach((u, a) => { if (u.arrow && a > 0) divide(a, [], true, false); });
+  p.ks.forEach((u, c) => { if (u.arrow && c > 0) divide(c, [], false, true); });
   const g = units().firstGen;
   if (g > 0) divide(g, [4, 3], true, SQUARE);
   if (hoverCell) {
@@ -484,20 +534,33 @@ function unitWord() { return state.words || meta.level === 'word' ? 'words' : 't
 function renderMatrix() {
   const l = state.layer;
   const h = state.head;
-  drawMatrixPanel('matrix-left', matrixValues('head', l, h), 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''));
-  const axes = $('matrix-axes');
-  axes.hidden = SQUARE;
-  if (!SQUARE) {
-    axes.textContent = 'Cross-attention: rows are the ' + units().list.length + ' decoder (target) ' + unitWord() +
-      ', the queries; columns the ' + keyUnits().list.length + ' encoder (source) ' + unitWord() + ', the keys.';
-  }
+  const m = units().list.length;
+  const mk = keyUnits().list.length;
   const kind = state.matrixRight;
+  const left = matrixValues('head', l, h);
+  const right = matrixValues(kind, l, h);
+  // One scale for both panels (their largest value), or one each.
+  const shared = state.matrixShared ? Math.max(maxOf(left), maxOf(right)) : null;
+  const scaleBoth = matrixScaleOf([left, right], m, mk);
+  const scaleOf = (values) => (state.matrixShared ? scaleBoth : matrixScaleOf([values], m, mk));
+  drawMatrixPanel('matrix-left', left, 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''), scaleOf(left), shared);
+  const axes = $('matrix-axes');
+  const decoderRows = meta.kind === 'cross' || meta.kind === 'decoder';
+  axes.hidden = SQUARE && !decoderRows;
+  const shifted = ' Rows are the decoder\'s inputs, the target shifted right by one: row i reads ' + unitWord().replace(/s$/, '') +
+    ' i and predicts the next.';
+  if (!SQUARE) {
+    axes.textContent = 'Cross-attention: rows are the ' + m + ' decoder (target) ' + unitWord() +
+      ', the queries; columns the ' + mk + ' encoder (source) ' + unitWord() + ', the keys.' + shifted;
+  } else if (decoderRows) {
+    axes.textContent = shifted.trim();
+  }
   $('matrix-right-select').value = kind;
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   $('matrix-right-desc').textContent = kind === 'mean'
     ? 'Mean over the ' + H + ' heads of layer ' + layerName(l) + '.'
     : info.description + (info.per_layer ? ' (layer ' + layerName(l) + ')' : '');
-  drawMatrixPanel('matrix-right', matrixValues(kind, l, h), null);
+  drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared);
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
   document.querySelectorAll('#view-matrix .mask-key, #view-matrix .mask-key-label').forEach((k) => { k.hidden = !CAUSAL; });

@@ -84,7 +84,7 @@ function renderNeuron() {
   // title and colour scale.
   const cw = D <= 32 ? Math.min(20, Math.max(8, Math.ceil(160 / D))) : D <= 64 ? 5 : 3;
   let tw = 40;
-  for (const i of d.keys) tw = Math.max(tw, textWidth(tokenLabel(i, KSIDE), font) + 12);
+  for (const i of d.keys) tw = Math.max(tw, textWidth(tokenName(i, KSIDE), font) + 12);
   tw = Math.min(tw, 150);
   const vecW = cw * D;
   const gap = 18;
@@ -220,7 +220,7 @@ function renderNeuron() {
     }
     ctx.fillStyle = KSIDE.generated[k] ? cssVar('--generated') : KSIDE.special[k] || d.masked[r] ? muted : fg;
     ctx.textAlign = 'right';
-    ctx.fillText(tokenLabel(k, KSIDE), cols.k - 6, y + rh / 2, tw - 8);
+    ctx.fillText(tokenName(k, KSIDE), cols.k - 6, y + rh / 2, tw - 8);
     const kv = d.k[r];
     if (d.masked[r]) {
       // A key after the query: its vector, faint; nothing the attention computed.

@@ -65,6 +65,11 @@ function setupControls() {
     : ' — no word in this input is split into pieces';
   words.addEventListener('change', () => set({ words: words.checked }));
 
+  const raw = $('raw-tokens');
+  raw.disabled = !canToggleRaw;
+  if (!canToggleRaw) $('raw-control').title += ' — every token here reads the same either way';
+  raw.addEventListener('change', () => set({ rawTokens: raw.checked }));
+
   const groupKv = $('group-kv');
   groupKv.addEventListener('change', () => set({ groupKv: groupKv.checked }));
   $('head-causal-hint').hidden = !CAUSAL;
@@ -91,7 +96,9 @@ function setupControls() {
 
   $('thumb-style').value = state.thumbStyle;
   $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
+  $('matrix-scale').value = state.matrixScale;
   $('matrix-scale').addEventListener('change', (e) => set({ matrixScale: e.target.value }));
+  $('matrix-shared').addEventListener('change', (e) => set({ matrixShared: e.target.checked }));
 
   const right = $('matrix-right-select');
   right.append(el('option', { value: 'mean', text: 'Mean over heads' }));
@@ -99,9 +106,8 @@ function setupControls() {
   right.addEventListener('change', () => set({ matrixRight: right.value }));
 
   const nq = $('neuron-query');
-  for (let i = 0; i < N; i++) {
-    nq.append(el('option', { value: String(i), text: i + ': ' + tokenLabel(i) + (GENERATED[i] ? ' (generated)' : '') + (i === SINK ? ' (sink)' : '') }));
-  }
+  for (let i = 0; i < N; i++) nq.append(el('option', { value: String(i) }));
+  refreshTokenMenus();
   nq.addEventListener('change', () => set({ neuronQuery: Number(nq.value) }));
   if (!SQUARE) $('neuron-query-label').textContent = 'Query token (decoder)';
   if (!USUAL_SCALE) {
@@ -153,6 +159,7 @@ function syncControls() {
   $('head-select').value = String(state.head);
   $('hide-special').checked = state.hideSpecial;
   $('merge-words').checked = state.words;
+  $('raw-tokens').checked = state.rawTokens;
   $('group-kv').checked = state.groupKv;
   const wnote = $('words-note');
   wnote.hidden = !(state.words || meta.level === 'word');
@@ -175,7 +182,8 @@ function syncControls() {
   $('threshold-control').hidden = !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
-  $('layer-select').disabled = v === 'model' || v === 'stats';
+  // The model and stats views show every layer at once: no layer to choose there.
+  $('layer-control').hidden = v === 'model' || v === 'stats';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -213,6 +221,7 @@ function onKey(e) {
     if (v !== 'stats' || stats.length) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
+  else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });
   else if (k === 'g' && GROUPED) set({ groupKv: !state.groupKv });
   else if (k === 't') $('theme-toggle').click();
   else if (KINDS && (k === 'e' || k === 'd' || k === 'c')) switchKind({ e: 'encoder', d: 'decoder', c: 'cross' }[k]);
@@ -265,7 +274,8 @@ function loadTheme() {
 
 function fillSummary() {
   const m = meta.model;
-  $('model-name').textContent = m.id + (m.revision ? ' @ ' + m.revision : '');
+  // The model's name (a hub id, or a local folder's or file's name), never a whole local path.
+  $('model-name').textContent = (m.name || m.id) + (m.revision ? ' @ ' + m.revision : '');
   const subset = LAYER_NUMBERS.some((n, l) => n !== l);
   const layersText = subset ? 'layers ' + LAYER_NUMBERS.join(', ') : m.layers + ' layers';
   // Attention drawn from a file or arrays has no hidden size or head dim (0): say nothing of them.
@@ -277,28 +287,28 @@ function fillSummary() {
   if (target !== null && FIRST_GEN < 0 && typeof META.target === 'string') {
     $('sentence-b-label').textContent = 'Target';
     $('sentence-b-line').hidden = false;
-    $('sentence-b').textContent = target;
+    setSentence('sentence-b', target);
   } else if (target !== null && FIRST_GEN < 0) {
     // The encoder's kind of a run whose decoder generated its text: say so, as its kinds do.
     $('generated-line').hidden = false;
-    $('generated-text').textContent = target;
+    setSentence('generated-text', target);
   }
   const generatedText = generatedWords();
   if (generatedText !== null) {
     $('generated-line').hidden = false;
-    $('generated-text').textContent = generatedText;
+    setSentence('generated-text', generatedText);
   }
-  $('sentence-a').textContent = meta.text;
+  setSentence('sentence-a', meta.text);
   if (KINDS) $('sentence-a-label').textContent = 'Source';
   if (isPair || meta.pair) {
     $('sentence-a-label').textContent = 'Sentence A';
     $('sentence-b-line').hidden = false;
-    $('sentence-b').textContent = meta.pair || '';
+    setSentence('sentence-b', meta.pair || '');
   }
   const s = sections.attention;
   const b64Len = Math.ceil(meta.payload.raw_bytes / 3) * 4;
   const rows = [
-    ['Model', m.id + (m.revision ? ' (revision ' + m.revision + ')' : '')],
+    ['Model', (m.name || m.id) + (m.revision ? ' (revision ' + m.revision + ')' : '')],
     ['Shape', layersText + ' × ' + m.heads + ' heads' +
       (m.hidden_size ? ', hidden size ' + m.hidden_size + ', head dim ' + m.head_dim : '') +
       (subset ? ' (only these layers were captured)' : '')],
@@ -333,8 +343,11 @@ function fillSummary() {
   if (SINK !== null) rows.push(['Attention sink', describeToken(SINK) + ': ' + SINK_NOTE]);
   rows.push(
     ['Units', N + ' ' + (meta.level === 'word' ? 'words (word pieces merged: attention to a word sums its pieces, from a word averages them)' : 'tokens')],
-    [SQUARE ? 'Tokens' : 'Decoder tokens (rows)', meta.tokens.join(' ')],
-    ...(SQUARE ? [] : [['Encoder tokens (columns)', KMETA.tokens.join(' ')]]),
+    [SQUARE ? 'Tokens' : 'Decoder tokens (rows)', QSIDE.display.join(' ')],
+    ...(SQUARE ? [] : [['Encoder tokens (columns)', KSIDE.display.join(' ')]]),
+    [SQUARE ? 'Raw tokens' : 'Raw decoder tokens', meta.tokens.join(' ')],
+    ...(SQUARE ? [] : [['Raw encoder tokens', KMETA.tokens.join(' ')]]),
+    ['Labels', labelSchemeNote()],
     ['Special tokens', meta.special_excluded ? 'removed when the report was written; rows renormalised' : 'kept (the page can hide them)'],
     ['Numbering', 'layers and heads from 0'],
     ['Weights', (s.dtype === 'u8' ? '8-bit' : '16-bit') + ' fixed point, each within ' + s.maxError.toExponential(2) +
@@ -349,6 +362,26 @@ function fillSummary() {
   for (const [k, v] of meta.settings) rows.push([k, v]);
   const table = $('about-table');
   for (const [k, v] of rows) table.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
+}
+
+/** Whether raw and display labels differ anywhere (else the toggle has nothing to do). */
+const canToggleRaw = [QSIDE, KSIDE].some((sd) => sd.display.some((t, i) => t !== sd.data.tokens[i]));
+
+/** The labels of the menus that name tokens, in the current labelling. */
+function refreshTokenMenus() {
+  const nq = $('neuron-query');
+  [...nq.options].forEach((o, i) => {
+    o.textContent = i + ': ' + tokenLabel(i) + (GENERATED[i] ? ' (generated)' : '') + (i === SINK ? ' (sink)' : '');
+  });
+}
+
+/** How the About panel explains the labels. */
+function labelSchemeNote() {
+  const names = { 'byte-level': 'byte-level BPE', sentencepiece: 'SentencePiece', wordpiece: 'WordPiece', smiles: 'SMILES', plain: 'as given' };
+  const scheme = names[meta.label_scheme] || 'as given';
+  return 'tokens are shown as read (tokenizer: ' + scheme + '): a word-initial space (Ġ, ▁) dropped, other spaces as ·, ' +
+    'line feeds as ↵, tabs as ⇥, bytes that are only part of a character as ⟨C3⟩, invisible characters as ⟨U+202E⟩; ' +
+    'where a label repeats, its token number follows in subscript (C₇). The Raw tokens toggle (r) shows the vocabulary\'s own pieces.';
 }
 
 /** How the page names a kind in prose. */
@@ -376,11 +409,19 @@ function generatedWords() {
   return (meta.level === 'word' ? parts.join(' ') : parts.join('')).trim();
 }
 
+/** Put `text` in summary line `id`, its line breaks kept: the expanded summary shows them (the
+ *  collapsed one, one line each, runs them on; fitSummary offers the toggle for them). */
+function setSentence(id, text) {
+  $(id).textContent = String(text);
+}
+
 /** The model and sentence lines take one line each until expanded; the toggle shows only when
  *  something is cut off (or to collapse again). */
 function fitSummary() {
   const box = $('summary');
-  const cut = [...box.querySelectorAll('.summary-line:not([hidden]) .value')].some((v) => v.scrollWidth > v.clientWidth + 1);
+  const lines = [...box.querySelectorAll('.summary-line:not([hidden]) .value')];
+  // Cut off, or holding line breaks that only the expanded summary shows.
+  const cut = lines.some((v) => v.scrollWidth > v.clientWidth + 1 || v.textContent.includes('\n'));
   $('summary-toggle').hidden = box.classList.contains('collapsed') && !cut;
 }
 

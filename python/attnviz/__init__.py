@@ -108,6 +108,12 @@ class Report:
         return self._native.key_tokens
 
     @property
+    def display_tokens(self) -> list:
+        """The query tokens as a person reads them (``Ġquick`` → ``quick``, ``Ċ`` → ``↵``); every
+        view shows these unless given ``raw_tokens=True``."""
+        return self._native.display_tokens
+
+    @property
     def roles(self) -> list:
         """Each token's role: start, end, pad, special, word or piece."""
         return self._native.roles
@@ -184,7 +190,7 @@ class Report:
     def png(self, path: Any, figure: str = "head", **options: Any) -> Path:
         """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
-        colormap, theme, scale, scale_factor."""
+        colormap, theme, scale, scale_factor, raw_tokens."""
         return self._image(path, "png", figure, options)
 
     def svg(self, path: Any, figure: str = "head", **options: Any) -> Path:
@@ -211,8 +217,9 @@ class Report:
         _write_text(path, text)
         return None
 
-    def terminal(self, layer: Optional[int] = None, head: Optional[int] = None, top: int = 3, width: int = 100) -> str:
-        """The terminal view of one layer and head (``head=None``: the mean over heads)."""
+    def terminal(self, layer: Optional[int] = None, head: Optional[int] = None, top: int = 3, width: int = 100, raw_tokens: bool = False) -> str:
+        """The terminal view of one layer and head (``head=None``: the mean over heads);
+        ``raw_tokens=True`` labels tokens as the vocabulary spells them (``Ġquick``)."""
         return self._native.terminal(
             layer=self._layer if layer is None else layer,
             head=head,
@@ -220,6 +227,7 @@ class Report:
             no_special=self._no_special,
             top=top,
             width=width,
+            raw_tokens=raw_tokens,
         )
 
     def __str__(self) -> str:

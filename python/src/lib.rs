@@ -155,6 +155,15 @@ impl PyAttention {
     fn key_tokens(&self) -> Vec<String> {
         self.att.keys().labels.clone()
     }
+    /// The tokens as a person reads them (`Ġquick` → `quick`, `Ċ` → `↵`).
+    #[getter]
+    fn display_tokens(&self) -> Vec<String> {
+        self.att.queries().display.clone()
+    }
+    #[getter]
+    fn key_display_tokens(&self) -> Vec<String> {
+        self.att.keys().display.clone()
+    }
     #[getter]
     fn roles(&self) -> Vec<&'static str> {
         self.att
@@ -202,7 +211,7 @@ impl PyAttention {
 
     /// The self-contained HTML report, opened on `view` (head, model, matrix, neuron, stats).
     #[pyo3(signature = (view="head", layer=None, head=None, words=false, no_special=false,
-        precision="auto", title=None, settings=Vec::new()))]
+        precision="auto", title=None, settings=Vec::new(), raw_tokens=false))]
     #[allow(clippy::too_many_arguments)]
     fn html(
         &self,
@@ -215,6 +224,7 @@ impl PyAttention {
         precision: &str,
         title: Option<String>,
         settings: Vec<(String, String)>,
+        raw_tokens: bool,
     ) -> PyResult<String> {
         let att = &self.att;
         let opened = view_of(view)?;
@@ -225,9 +235,12 @@ impl PyAttention {
             .map_err(value_error)?;
         let bytes = py
             .detach(|| -> Result<Vec<u8>, String> {
-                let html_opts = report_options(
-                    att, opened, layer, head, words, no_special, precision, title, settings,
-                )?;
+                let html_opts = HtmlOptions {
+                    raw_tokens,
+                    ..report_options(
+                        att, opened, layer, head, words, no_special, precision, title, settings,
+                    )?
+                };
                 let mut out = Vec::new();
                 html::write_html(att, &html_opts, &mut out).map_err(|e| e.to_string())?;
                 Ok(out)
@@ -238,8 +251,8 @@ impl PyAttention {
 
     /// Write a PNG or SVG figure to `path`.
     #[pyo3(signature = (path, format="png", figure="head", layer=None, head=None,
-        words=false, no_special=false, colormap="viridis", theme="light", scale="linear",
-        scale_factor=1.0))]
+        words=false, no_special=false, colormap="viridis", theme="light", scale="auto",
+        scale_factor=1.0, raw_tokens=false))]
     #[allow(clippy::too_many_arguments)]
     fn image(
         &self,
@@ -255,6 +268,7 @@ impl PyAttention {
         theme: &str,
         scale: &str,
         scale_factor: f32,
+        raw_tokens: bool,
     ) -> PyResult<()> {
         let figure: Figure = choice("figure", figure)?;
         let opts = ImageOptions {
@@ -262,6 +276,7 @@ impl PyAttention {
             theme: choice::<Theme>("theme", theme)?,
             scale: choice::<ColorScale>("scale", scale)?,
             scale_factor,
+            raw_tokens,
         };
         if !(image::MIN_SCALE_FACTOR..=image::MAX_SCALE_FACTOR).contains(&scale_factor) {
             return Err(value_error(format!(
@@ -331,7 +346,7 @@ impl PyAttention {
     }
 
     /// The terminal view of one layer and head (or the mean), as text.
-    #[pyo3(signature = (layer=None, head=None, words=false, no_special=false, top=3, width=100, color=false))]
+    #[pyo3(signature = (layer=None, head=None, words=false, no_special=false, top=3, width=100, color=false, raw_tokens=false))]
     #[allow(clippy::too_many_arguments)]
     fn terminal(
         &self,
@@ -342,6 +357,7 @@ impl PyAttention {
         top: usize,
         width: usize,
         color: bool,
+        raw_tokens: bool,
     ) -> PyResult<String> {
         let sel = selection(&self.att, layer, head)?;
         let shown =
@@ -350,6 +366,7 @@ impl PyAttention {
             color,
             width,
             top,
+            raw_tokens,
             ..TerminalOptions::default()
         };
         let mut out = Vec::new();
@@ -378,9 +395,11 @@ fn run(
                 capture_query_key: neuron,
                 ..EncodeOptions::default()
             };
+            let scheme = m.tokenizer().label_scheme();
             Ok(m.encode(text, pair, &opts)
                 .map_err(|e| e.to_string())?
-                .attention)
+                .attention
+                .relabel(scheme, scheme))
         })
         .map_err(PyRuntimeError::new_err)?;
     Ok(PyAttention { att })
@@ -566,7 +585,7 @@ fn report_options(
 /// kind at `layer` (clamped to its own layers) and `head`.
 #[pyfunction]
 #[pyo3(signature = (kinds, open=0, target=None, view="head", layer=None, head=None, words=false,
-    no_special=false, precision="auto", title=None, settings=Vec::new()))]
+    no_special=false, precision="auto", title=None, settings=Vec::new(), raw_tokens=false))]
 #[allow(clippy::too_many_arguments)]
 fn html_kinds(
     py: Python<'_>,
@@ -581,6 +600,7 @@ fn html_kinds(
     precision: &str,
     title: Option<String>,
     settings: Vec<(String, String)>,
+    raw_tokens: bool,
 ) -> PyResult<String> {
     let opened = view_of(view)?;
     let precision: PrecisionChoice = choice("precision", precision)?;
@@ -603,6 +623,7 @@ fn html_kinds(
                         title.clone(),
                         settings.clone(),
                     )
+                    .map(|o| HtmlOptions { raw_tokens, ..o })
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             let pairs: Vec<(&Attention, &HtmlOptions)> = atts.iter().copied().zip(&opts).collect();

@@ -27,7 +27,8 @@ use serde::Serialize;
 pub use aggregate::{layer_means, rollout};
 pub use special::without_special;
 pub use stats::{
-    alignment_stats, head_stats, AlignmentStats, HeadLabel, HeadStats, KeyClasses, Stat,
+    alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,
+    KeyClasses, Stat,
 };
 pub use words::{to_words, word_groups, word_label};
 

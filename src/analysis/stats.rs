@@ -197,22 +197,52 @@ impl HeadLabel {
         }
     }
 
-    /// A tag short enough for a grid cell (`previous`, `first`, `sink`); empty for none.
+    /// A tag short enough for a grid cell (`previous`, `sink`, `start/end`); empty for none.
+    /// `sink` is the first-token sink: the views tag the first token of a causal model "sink",
+    /// so a head tagged `sink` parks its attention on the token tagged so; a head that parks it on
+    /// the start and end tokens is tagged `start/end`, whatever the model.
     pub fn tag(self) -> &'static str {
         match self {
             HeadLabel::PositionalPrevious => "previous",
             HeadLabel::PositionalNext => "next",
             HeadLabel::Broad => "broad",
-            HeadLabel::FirstTokenSink => "first",
-            HeadLabel::SpecialSink => "sink",
+            HeadLabel::FirstTokenSink => "sink",
+            HeadLabel::SpecialSink => "start/end",
             HeadLabel::None => "",
         }
+    }
+
+    /// Whether the head parks most of its attention on one place (the first token, or the start
+    /// and end tokens) rather than reading the input.
+    pub fn is_sink(self) -> bool {
+        matches!(self, HeadLabel::FirstTokenSink | HeadLabel::SpecialSink)
     }
 }
 
 impl fmt::Display for HeadLabel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The head a figure shows as a layer's "most focused": the head of `layer` with the lowest mean
+/// entropy among those not tagged as a sink ([`HeadLabel::is_sink`]: a head that parks its
+/// attention on the first token or the start and end tokens has low entropy and shows nothing of
+/// the input), ties to the lowest number; when every head is a sink, the lowest entropy of all.
+/// Returns the head and how it was picked, in words for a title.
+pub fn most_focused_head(stats: &[Vec<HeadStats>], layer: usize) -> Option<(usize, &'static str)> {
+    let heads = stats.get(layer)?;
+    let lowest = |sinks_too: bool| {
+        heads
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| sinks_too || !s.label.is_sink())
+            .min_by(|(_, a), (_, b)| a.entropy.total_cmp(&b.entropy))
+            .map(|(h, _)| h)
+    };
+    match lowest(false) {
+        Some(h) => Some((h, "lowest entropy, sink heads left out")),
+        None => lowest(true).map(|h| (h, "lowest entropy; every head is a sink")),
     }
 }
 
@@ -713,6 +743,41 @@ mod tests {
         assert_eq!(s.to_start, 1.0);
         assert!((s.distance - 1.5).abs() < 1e-12); // (0 + 1 + 2 + 3) / 4
         assert_eq!(s.label, HeadLabel::SpecialSink);
+    }
+
+    #[test]
+    fn the_most_focused_head_is_never_a_sink() {
+        let head = |entropy: f64, to_first: f64| {
+            HeadStats::from_values(
+                |s| match s {
+                    Stat::Entropy => entropy,
+                    Stat::EntropyNorm => 0.3,
+                    Stat::ToFirst => to_first,
+                    _ => 0.0,
+                },
+                10,
+            )
+        };
+        // Head 0 is the sharpest, but it is a first-token sink; head 2 is the sharpest reader.
+        let layer = vec![
+            head(0.1, 0.9),
+            head(1.5, 0.1),
+            head(0.8, 0.2),
+            head(0.8, 0.0),
+        ];
+        assert_eq!(layer[0].label, HeadLabel::FirstTokenSink);
+        let stats = vec![layer];
+        assert_eq!(
+            most_focused_head(&stats, 0),
+            Some((2, "lowest entropy, sink heads left out"))
+        );
+        // Every head a sink: the lowest entropy of them all, said so.
+        let sinks = vec![vec![head(0.5, 0.9), head(0.2, 0.8)]];
+        assert_eq!(
+            most_focused_head(&sinks, 0),
+            Some((1, "lowest entropy; every head is a sink"))
+        );
+        assert_eq!(most_focused_head(&stats, 3), None);
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub(crate) fn merge_units(units: &Units, groups: &[Range<usize>]) -> Units {
             .iter()
             .map(|g| word_label(&units.labels[g.clone()], &units.surfaces[g.clone()]))
             .collect(),
+        display: groups
+            .iter()
+            .map(|g| word_label(&units.display[g.clone()], &units.surfaces[g.clone()]))
+            .map(|label| crate::attention::display::visible(&label))
+            .collect(),
+        scheme: units.scheme,
         ids: Vec::new(),
         type_ids: pick(&units.type_ids),
         segments: pick(&units.segments),

@@ -192,15 +192,21 @@ pub struct Outputs {
     pub head: Option<HeadSel>,
 
     /// Which attention of an encoder–decoder model (BART, T5, Marian) or file the terminal
-    /// view, the statistics table, PNG/SVG and the HTML report show [default: cross, or the
-    /// only kind a file holds]; JSON holds all three. The report shows encoder or decoder only,
-    /// for now. Other models have one, `self`.
+    /// view, the statistics table and PNG/SVG show, and the kind the HTML report opens on
+    /// [default: cross, or the only kind a file holds]; the report and JSON hold all three.
+    /// Other models have one, `self`.
     #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
     pub kind: Option<AttentionKind>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
     #[arg(help_heading = "What to show", long)]
     pub words: bool,
+
+    /// Label tokens as the tokenizer's vocabulary spells them (`Ġquick`, `▁fox`, `Ċ`, `Ã©`)
+    /// instead of as a reader reads them (`quick`, `fox`, `↵`, `é`), in the terminal view, the
+    /// images and the HTML report (whose page can switch back). JSON holds both.
+    #[arg(help_heading = "What to show", long)]
+    pub raw_tokens: bool,
 
     /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
     /// renormalise each row over the remaining tokens.
@@ -247,10 +253,11 @@ pub struct Outputs {
     #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
     pub theme: Option<Theme>,
 
-    /// How attention maps to colour in images: linear; sqrt (weak links show, zero stays zero);
-    /// log (three decades below the largest weight). Long inputs are nearly one colour on a
-    /// linear scale. The colour bar's ticks sit at their real values on every scale
-    /// [default: linear].
+    /// How attention maps to colour in images: auto (square root for inputs over 64 tokens or
+    /// when the first token holds most of the attention, else linear; the figure says which and
+    /// why); linear; sqrt (weak links show, zero stays zero); log (three decades below the
+    /// largest weight). The colour bar's ticks sit at their real values on every scale
+    /// [default: auto].
     #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
     pub scale: Option<ColorScale>,
 

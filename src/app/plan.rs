@@ -94,6 +94,8 @@ pub struct Single {
     pub kind: Option<AttentionKind>,
     /// Word level and/or special tokens excluded.
     pub view: ViewOptions,
+    /// `--raw-tokens`: label tokens by their raw vocabulary pieces.
+    pub raw_tokens: bool,
     /// `--json`.
     pub json: Option<PathBuf>,
     /// `--png`.
@@ -421,6 +423,14 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
             }
         ));
     }
+    if out.raw_tokens && !(terminal_view || png || svg || html || report) {
+        return Err(
+            "--raw-tokens sets how the terminal view, the images and the HTML report label \
+             tokens, and none of them is written; the JSON export holds both the raw pieces and \
+             the display texts: drop --raw-tokens"
+                .into(),
+        );
+    }
     if out.color.is_some() && !terminal_view && !stats {
         return Err(
             "--color sets the terminal view and the --stats table, and neither is printed; \
@@ -441,6 +451,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
             words: out.words,
             no_special: out.no_special,
         },
+        raw_tokens: out.raw_tokens,
         json: out.json.clone(),
         png: out.png.clone(),
         svg: out.svg.clone(),
@@ -450,7 +461,8 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         image: ImageOptions {
             colormap: out.colormap.unwrap_or_default(),
             theme: out.theme.unwrap_or_default(),
-            scale: out.scale.unwrap_or(ColorScale::Linear),
+            scale: out.scale.unwrap_or(ColorScale::Auto),
+            raw_tokens: out.raw_tokens,
             scale_factor: out
                 .dpi
                 .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),

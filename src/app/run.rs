@@ -257,10 +257,18 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     }
 
     // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = ManuallyDrop::new(match seq2seq {
-        Some(set) => set,
-        None => AttentionSet::single(encoding.attention),
-    });
+    // Labelled for people by the rules of the tokenizers that made them (`Ġ`, `▁`, bytes).
+    let schemes = (
+        model.tokenizer().label_scheme(),
+        model.target_side().label_scheme(),
+    );
+    let tokens = ManuallyDrop::new(
+        match seq2seq {
+            Some(set) => set,
+            None => AttentionSet::single(encoding.attention),
+        }
+        .relabel(schemes.0, schemes.1),
+    );
 
     let mut settings = vec![("model".to_string(), plan.model.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
@@ -785,15 +793,16 @@ impl Outputs<'_> {
                 .filter(|m| !m.is_empty())
                 .map(Vec::as_slice);
             // With `--head mean` the mean has its own figure: the head figure shows the layer's
-            // most focused head (lowest mean entropy) instead, and says so in its title.
+            // most focused head (lowest mean entropy, sinks left out) instead, and says so, and
+            // how it was picked, in its title.
             let focused = (head == HeadSel::Mean)
-                .then(|| most_focused_head(self.all_stats[i], layer))
+                .then(|| analysis::most_focused_head(self.all_stats[i], layer))
                 .flatten();
             for (name, figure) in FigureSpec::all(layer, head, rollout) {
                 let figure = match (name, focused) {
-                    ("head", Some(h)) => FigureSpec::Matrix {
+                    ("head", Some((h, how))) => FigureSpec::Matrix {
                         title: format!(
-                            "layer {} · head {h} (most focused{})",
+                            "layer {} · head {h} (most focused: {how}{})",
                             att.layer_number(layer),
                             if att.is_grouped() {
                                 format!(", kv head {}", att.kv_head()[h])
@@ -850,20 +859,11 @@ fn html_options(
         },
         hide_special: plan.view.no_special,
         words: plan.view.words,
+        raw_tokens: plan.raw_tokens,
         settings,
         analysis: report_analysis(att, plan.view, stats, rollout),
         ..HtmlOptions::default()
     }
-}
-
-/// The head of `layer` with the lowest mean entropy (ties: the lowest number).
-fn most_focused_head(stats: &[Vec<HeadStats>], layer: usize) -> Option<usize> {
-    stats
-        .get(layer)?
-        .iter()
-        .enumerate()
-        .min_by(|(_, a), (_, b)| a.entropy.total_cmp(&b.entropy))
-        .map(|(h, _)| h)
 }
 
 /// `text`, or standard input when it is `-`, read up to `limit` bytes (the model's
@@ -937,6 +937,7 @@ fn terminal_options(plan: &Single) -> TerminalOptions {
         color,
         width,
         top: plan.top,
+        raw_tokens: plan.raw_tokens,
         ..TerminalOptions::default()
     }
 }

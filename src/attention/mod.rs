@@ -15,11 +15,13 @@
 //! One run gives an [`AttentionSet`]: one self-attention value, or an encoder–decoder's encoder,
 //! decoder and cross-attention values, checked against each other (see [`set`](AttentionSet)).
 
+pub mod display;
 mod set;
 mod units;
 
 use serde::{Deserialize, Serialize};
 
+pub use display::LabelScheme;
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use units::{Role, Units};
 
@@ -464,6 +466,18 @@ impl Attention {
     /// The same value with its decoder text (see [`Attention::target_text`]).
     pub fn with_target_text(mut self, target_text: Option<String>) -> Self {
         self.target_text = target_text;
+        self
+    }
+
+    /// The same value with the display texts of its token-level units by the rules of the
+    /// tokenizers that made them: `queries` for the rows, `keys` for the columns of
+    /// cross-attention (an encoder–decoder's target and source tokenizers; the same for
+    /// self-attention). Word-level units keep theirs (a word's text is what it shows).
+    pub fn relabel(mut self, queries: LabelScheme, keys: LabelScheme) -> Self {
+        if self.level == Level::Token {
+            self.queries = self.queries.relabel(queries);
+            self.keys = self.keys.map(|k| k.relabel(keys));
+        }
         self
     }
 

@@ -263,6 +263,25 @@ impl AttentionSet {
         }
     }
 
+    /// The same set with display texts by the rules of the tokenizers that made its units
+    /// ([`Attention::relabel`]): `source` for an encoder–decoder's source units (and for the one
+    /// value of other models), `target` for its target units.
+    pub fn relabel(self, source: super::LabelScheme, target: super::LabelScheme) -> AttentionSet {
+        let values = self
+            .values
+            .into_iter()
+            .map(|a| match a.kind {
+                AttentionKind::Decoder => a.relabel(target, target),
+                AttentionKind::Cross => a.relabel(target, source),
+                _ => a.relabel(source, source),
+            })
+            .collect();
+        AttentionSet {
+            values,
+            target: self.target,
+        }
+    }
+
     /// The source text: what the user gave (every value's [`Attention::text`]).
     pub fn text(&self) -> &str {
         &self.values[0].text

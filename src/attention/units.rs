@@ -5,6 +5,8 @@ use std::ops::Range;
 
 use serde::Serialize;
 
+use super::display::{self, LabelScheme};
+
 /// What a unit is, as the tokenizer defines it (from its special tokens, its post-processor and
 /// its word ids; see [`crate::tokenize`]), never from matching label text. Every view, statistic
 /// and export asks this, whatever the model family calls its tokens.
@@ -67,9 +69,15 @@ impl Role {
 /// unit, except [`Units::ids`], which is empty at word level.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Units {
-    /// Display label: the token as the tokenizer gave it (`[CLS]`, `##ly`, `Ġquick`), or at word
-    /// level the word's text.
+    /// The raw label: the token as the tokenizer's vocabulary has it (`[CLS]`, `##ly`, `Ġquick`),
+    /// or at word level the word's text.
     pub labels: Vec<String>,
+    /// What a person reads for each unit: the label decoded by [`Units::scheme`]'s rules
+    /// (`Ġquick` → `quick`, `Ċ` → `↵`; see [`display`]). Views show these unless asked for the
+    /// raw labels.
+    pub display: Vec<String>,
+    /// The kind of tokenizer the labels come from, which decides [`Units::display`].
+    pub scheme: LabelScheme,
     /// Vocabulary id of each token; empty at word level, and for tokens whose ids are unknown
     /// (attention imported with its labels only, see [`crate::import`]).
     pub ids: Vec<u32>,
@@ -98,8 +106,9 @@ pub struct Units {
 
 impl Units {
     /// Token-level units: `labels`, `ids`, `type_ids`, `segments`, `roles`, `word_ids` and
-    /// `surfaces` as the tokenizer gave them, one per token; spans `i..i+1`, none generated.
-    /// Lengths are checked when the units go into an [`super::Attention`].
+    /// `surfaces` as the tokenizer gave them, one per token; spans `i..i+1`, none generated;
+    /// display texts by the [`LabelScheme::Plain`] rules until [`Units::relabel`] names the
+    /// tokenizer's kind. Lengths are checked when the units go into an [`super::Attention`].
     #[allow(clippy::too_many_arguments)]
     pub fn tokens(
         labels: Vec<String>,
@@ -111,8 +120,15 @@ impl Units {
         surfaces: Vec<String>,
     ) -> Units {
         let n = labels.len();
+        let display = labels
+            .iter()
+            .zip(&roles)
+            .map(|(l, &r)| display::display_label(l, r, LabelScheme::Plain))
+            .collect();
         Units {
             labels,
+            display,
+            scheme: LabelScheme::Plain,
             ids,
             type_ids,
             segments,
@@ -122,6 +138,46 @@ impl Units {
             spans: (0..n).map(|i| i..i + 1).collect(),
             generated: vec![false; n],
         }
+    }
+
+    /// The same token-level units with display texts by `scheme`'s rules (see [`display`]).
+    pub fn relabel(mut self, scheme: LabelScheme) -> Units {
+        self.display = self
+            .labels
+            .iter()
+            .zip(&self.roles)
+            .map(|(l, &r)| display::display_label(l, r, scheme))
+            .collect();
+        self.scheme = scheme;
+        self
+    }
+
+    /// The labels a view shows: the display texts, or with `raw` the tokenizer's own labels.
+    pub fn shown(&self, raw: bool) -> &[String] {
+        if raw {
+            &self.labels
+        } else {
+            &self.display
+        }
+    }
+
+    /// [`Units::shown`] with each label that occurs more than once followed by the unit's index
+    /// in subscript digits (`C₇`), so that repeated tokens are told apart
+    /// ([`display::positioned`]).
+    pub fn named(&self, raw: bool) -> Vec<String> {
+        let shown = self.shown(raw);
+        display::positioned(shown, &(0..shown.len()).collect::<Vec<_>>())
+    }
+
+    /// The units before which a view draws a reaction divider: in reaction SMILES, each `>>` (and
+    /// `>`, which separates reagents) between reactants and products. Empty for other text.
+    pub fn reaction_arrows(&self) -> Vec<usize> {
+        if self.scheme != LabelScheme::Smiles {
+            return Vec::new();
+        }
+        (1..self.len())
+            .filter(|&i| !self.is_special(i) && matches!(self.labels[i].as_str(), ">>" | ">"))
+            .collect()
     }
 
     /// Number of units.
@@ -177,6 +233,8 @@ impl Units {
         }
         Units {
             labels: pick(&self.labels, keep),
+            display: pick(&self.display, keep),
+            scheme: self.scheme,
             ids: if self.ids.is_empty() {
                 Vec::new()
             } else {
@@ -197,6 +255,7 @@ impl Units {
     pub(crate) fn check(&self, side: &str, token_level: bool) -> Result<(), String> {
         let n = self.len();
         let lens = [
+            ("display", self.display.len()),
             ("type_ids", self.type_ids.len()),
             ("segments", self.segments.len()),
             ("roles", self.roles.len()),

@@ -1264,6 +1264,12 @@ impl Worker<'_> {
                 }
                 other => other?,
             };
+        // Labelled for people as the single-sentence CLI labels them (`Ġ`, `▁`, bytes).
+        let scheme = self.model.tokenizer().label_scheme();
+        let encoding = model::Encoding {
+            attention: encoding.attention.relabel(scheme, scheme),
+            ..encoding
+        };
         let tokens = encoding.attention.len();
         // The means and rollout only when the JSON carries them (the rollout costs L·n³).
         let (view, analysis) = if self.opts.json_include.is_empty() {

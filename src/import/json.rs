@@ -19,7 +19,9 @@ use std::path::Path;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::attention::{AttentionKind, Level, MaskKind, ModelInfo, PositionScheme, Role};
+use crate::attention::{
+    AttentionKind, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
+};
 
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
@@ -60,6 +62,8 @@ struct Doc {
     key_spans: Option<Vec<[usize; 2]>>,
     #[serde(default)]
     key_generated: Option<Vec<bool>>,
+    #[serde(default)]
+    key_label_scheme: Option<String>,
     attention: Option<Flat>,
     // Skipped without building them.
     #[serde(default)]
@@ -101,6 +105,7 @@ struct UnitsJson {
     surfaces: Option<Vec<String>>,
     spans: Option<Vec<[usize; 2]>>,
     generated: Option<Vec<bool>>,
+    label_scheme: Option<String>,
 }
 
 /// The attention array, flattened as it is read: `[layers][heads][queries][keys]`.
@@ -307,6 +312,7 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
             surfaces: doc.key_surfaces,
             spans: doc.key_spans,
             generated: doc.key_generated,
+            label_scheme: doc.key_label_scheme,
         };
         Some(units(k, version, shown, "key_")?)
     } else {
@@ -424,5 +430,7 @@ fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens
         spans: u.spans.map(|s| s.into_iter().map(|[a, b]| a..b).collect()),
         generated: u.generated,
         prettify: false,
+        // An unknown name (a later attnviz's) shows the labels as they are.
+        scheme: u.label_scheme.as_deref().and_then(LabelScheme::from_name),
     })
 }

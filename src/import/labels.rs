@@ -19,7 +19,7 @@
 //! - **Surfaces:** the label without those marks, `Ġ`/`▁` read as a space, `Ċ` as a newline;
 //!   byte-level labels are decoded through GPT-2's byte table (`Ã¼` is `ü`).
 
-use crate::attention::{Role, Units};
+use crate::attention::{display, LabelScheme, Role, Units};
 
 /// Roles and surfaces inferred from labels.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +28,9 @@ pub struct Inferred {
     pub roles: Vec<Role>,
     /// The text each label stands for (empty for special tokens).
     pub surfaces: Vec<String>,
+    /// The tokenizer the marks point to (`Ġ`: byte-level BPE, `▁`: SentencePiece, `##`:
+    /// WordPiece), for showing the labels; [`LabelScheme::Plain`] when none does.
+    pub scheme: LabelScheme,
 }
 
 /// Whether `label` is written like a special token (see the module docs).
@@ -126,28 +129,24 @@ pub fn infer(labels: &[String]) -> Inferred {
         surfaces.push(surface.replace(['Ġ', '▁'], " ").replace('Ċ', "\n"));
         prev_ordinary = true;
     }
-    Inferred { roles, surfaces }
-}
-
-/// The byte GPT-2's byte-level BPE spells as `c` (the inverse of its `bytes_to_unicode`: the
-/// printable bytes stand for themselves, the others for 256, 257, … in byte order).
-fn byte_of(c: char) -> Option<u8> {
-    let printable =
-        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
-    let code = c as u32;
-    if code < 256 {
-        return printable(code).then_some(code as u8);
+    let scheme = match marker {
+        Some('Ġ') => LabelScheme::ByteLevel,
+        Some(_) => LabelScheme::SentencePiece,
+        None if labels.iter().any(|t| ordinary(t) && t.starts_with("##")) => LabelScheme::WordPiece,
+        None => LabelScheme::Plain,
+    };
+    Inferred {
+        roles,
+        surfaces,
+        scheme,
     }
-    (0u32..256)
-        .filter(|&b| !printable(b))
-        .nth((code - 256) as usize)
-        .map(|b| b as u8)
 }
 
-/// The text a byte-level label spells, when its bytes are whole UTF-8 characters.
+/// The text a byte-level label spells, when its bytes are whole UTF-8 characters (GPT-2's byte
+/// table, as every view decodes it: [`display::piece_text`]).
 fn byte_level_text(label: &str) -> Option<String> {
-    let bytes: Option<Vec<u8>> = label.chars().map(byte_of).collect();
-    String::from_utf8(bytes?).ok()
+    let text = display::piece_text(label, LabelScheme::ByteLevel);
+    (!text.contains('\u{FFFD}')).then_some(text)
 }
 
 /// Word ids from roles: each [`Role::Word`] starts a word, each [`Role::Piece`] continues the one

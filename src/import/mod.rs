@@ -37,8 +37,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::attention::{
-    Attention, AttentionKind, AttentionParts, Level, MaskKind, ModelInfo, PositionScheme, Role,
-    Units,
+    Attention, AttentionKind, AttentionParts, LabelScheme, Level, MaskKind, ModelInfo,
+    PositionScheme, Role, Units,
 };
 
 pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
@@ -119,6 +119,10 @@ pub struct Tokens {
     /// Show each label as bertviz's `prettify_tokens` does (`Ġ` and `▁` as spaces, `</w>`
     /// dropped), after its role was read from the label as given.
     pub prettify: bool,
+    /// The kind of tokenizer the labels come from, when known (a JSON export says): the
+    /// display texts follow its rules ([`crate::attention::display`]); `None`: the labels are
+    /// shown as they are.
+    pub scheme: Option<LabelScheme>,
 }
 
 impl Tokens {
@@ -572,6 +576,11 @@ fn units(tokens: Tokens, word_level: bool) -> Units {
         word_ids,
         surfaces,
     );
+    // Labels from a tokenizer of a known kind are shown as its rules say: the kind the file
+    // names, else the one the labels' marks point to (`Ġ`, `▁`, `##`).
+    if !word_level {
+        u = u.relabel(tokens.scheme.unwrap_or(inferred.scheme));
+    }
     if let Some(spans) = tokens.spans {
         u.spans = spans;
     }

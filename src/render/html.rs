@@ -102,6 +102,8 @@ const JS_SOURCE: &str = concat!(
     "const ABORT = new AbortController();\nBOOT = ABORT;\n",
     include_str!("../../assets/report/words.js"),
     "\n",
+    include_str!("../../assets/report/labels.js"),
+    "\n",
     include_str!("../../assets/report/data.js"),
     "\n",
     include_str!("../../assets/report/common.js"),
@@ -327,6 +329,9 @@ pub struct HtmlOptions {
     /// Open with word pieces merged into words (the `--words` flag). As with `hide_special`, pass
     /// the token-level attention and set this: the page merges, and can split again.
     pub words: bool,
+    /// Open with the tokens labelled as the tokenizer's vocabulary spells them (`Ġquick`)
+    /// instead of their display texts (`quick`); the page has a toggle either way.
+    pub raw_tokens: bool,
     /// Extra settings shown in the page's "About" panel (for example the command line), as
     /// label/value pairs. Escaped like every other string.
     pub settings: Vec<(String, String)>,
@@ -347,6 +352,7 @@ impl Default for HtmlOptions {
             view: View::Head,
             hide_special: false,
             words: false,
+            raw_tokens: false,
             settings: Vec::new(),
             analysis: HtmlAnalysis::default(),
         }
@@ -645,6 +651,11 @@ struct KindMeta<'a> {
 #[derive(Serialize)]
 struct UnitsMeta<'a> {
     tokens: &'a [String],
+    /// What a person reads for each unit ([`crate::attention::display`]).
+    display: &'a [String],
+    label_scheme: &'static str,
+    /// Units before which the views draw a reaction divider (`>>` in reaction SMILES).
+    arrows: Vec<usize>,
     input_ids: &'a [u32],
     type_ids: &'a [u32],
     segments: &'a [u32],
@@ -659,6 +670,9 @@ impl<'a> UnitsMeta<'a> {
     fn of(units: &'a crate::attention::Units) -> Self {
         UnitsMeta {
             tokens: &units.labels,
+            display: &units.display,
+            label_scheme: units.scheme.as_str(),
+            arrows: units.reaction_arrows(),
             input_ids: &units.ids,
             type_ids: &units.type_ids,
             segments: &units.segments,
@@ -681,6 +695,9 @@ struct SectionNames {
 #[derive(Serialize)]
 struct ModelMeta<'a> {
     id: &'a str,
+    /// How the page names the model: a hub id, or a local folder's or file's name, never the
+    /// whole local path.
+    name: &'a str,
     revision: Option<&'a str>,
     family: &'a str,
     layers: usize,
@@ -697,6 +714,7 @@ struct Initial {
     threshold: f32,
     hide_special: bool,
     words: bool,
+    raw_tokens: bool,
 }
 
 #[derive(Serialize)]
@@ -818,6 +836,7 @@ impl<'a> KindMeta<'a> {
             kind: att.kind,
             model: ModelMeta {
                 id: &m.id,
+                name: m.name(),
                 revision: m.revision.as_deref(),
                 family: &m.family,
                 layers: m.layers,
@@ -851,6 +870,7 @@ impl<'a> KindMeta<'a> {
                 threshold: opts.threshold_for(att.n_queries().max(att.n_keys())),
                 hide_special: opts.hide_special,
                 words: opts.words,
+                raw_tokens: opts.raw_tokens,
             },
             neuron,
             analysis,

@@ -84,7 +84,14 @@ fn unit_fields(
     level: Level,
     prefix: &str,
 ) -> Vec<(String, serde_json::Value)> {
-    let mut fields = vec![(format!("{prefix}tokens"), json!(units.labels))];
+    let mut fields = vec![
+        (format!("{prefix}tokens"), json!(units.labels)),
+        (format!("{prefix}display"), json!(units.display)),
+        (
+            format!("{prefix}label_scheme"),
+            json!(units.scheme.as_str()),
+        ),
+    ];
     if level == Level::Token && !units.ids.is_empty() {
         fields.push((format!("{prefix}input_ids"), json!(units.ids)));
     }

@@ -270,14 +270,14 @@ fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io
         format!("  > next>{POSITIONAL_THRESHOLD}")
     };
     let first = if causal {
-        format!("  F first>{SINK_THRESHOLD}")
+        format!("  F sink>{SINK_THRESHOLD}")
     } else {
         String::new()
     };
     writeln!(
         w,
         "Labels: < prev>{POSITIONAL_THRESHOLD}{next}  B H/ln n>={BROAD_THRESHOLD}{first}  \
-         S start+end>{SINK_THRESHOLD}  . none"
+         S ends>{SINK_THRESHOLD}  . none"
     )?;
     let names = opts
         .token_names
@@ -291,7 +291,9 @@ fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io
         writeln!(
             w,
             "first: share to the first token, the attention sink where causal heads park\n\
-             attention they do not need; rows that see a single key are left out"
+             attention they do not need; rows that see a single key are left out\n\
+             sink (F): a head with over half on the first token, the one the views tag sink;\n\
+             ends (S): over half on the sequence start and end tokens"
         )?;
     }
     Ok(())
@@ -302,8 +304,8 @@ fn short_label(label: HeadLabel) -> &'static str {
         HeadLabel::PositionalPrevious => "prev",
         HeadLabel::PositionalNext => "next",
         HeadLabel::Broad => "broad",
-        HeadLabel::FirstTokenSink => "first",
-        HeadLabel::SpecialSink => "sink",
+        HeadLabel::FirstTokenSink => "sink",
+        HeadLabel::SpecialSink => "ends",
         HeadLabel::None => "-",
     }
 }
@@ -400,7 +402,7 @@ mod tests {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 f.len() == 12
                     && f[..2].iter().all(|x| x.parse::<usize>().is_ok())
-                    && ["prev", "next", "broad", "sink", "-"].contains(&f[2])
+                    && ["prev", "next", "broad", "sink", "ends", "-"].contains(&f[2])
             })
             .count();
         assert_eq!(head_lines, 72);
@@ -506,7 +508,7 @@ mod tests {
             titles,
             ["H", "nats", "H/ln", "n", "dist", "start", "end", "first", "punct", "self", "prev"]
         );
-        assert!(text.contains("F first>0.5"), "{text}");
+        assert!(text.contains("F sink>0.5"), "{text}");
         assert!(!text.contains("> next>"), "{text}");
         assert!(text.contains("the attention sink"), "{text}");
         let s = &stats[1][2];

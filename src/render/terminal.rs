@@ -25,6 +25,9 @@ pub struct TerminalOptions {
     pub top: usize,
     /// Above this many tokens the summary replaces the full view, even if it would fit.
     pub max_full: usize,
+    /// Label tokens as the tokenizer's vocabulary has them (`Ġquick`) rather than as a reader
+    /// reads them (`quick`; see [`crate::attention::display`]).
+    pub raw_tokens: bool,
 }
 
 impl Default for TerminalOptions {
@@ -34,6 +37,7 @@ impl Default for TerminalOptions {
             width: 80,
             top: 3,
             max_full: 48,
+            raw_tokens: false,
         }
     }
 }
@@ -62,18 +66,20 @@ pub fn write_view(
         .check_selection(selection)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let matrix = att.matrix(layer, head);
+    let names = Names::of(att, opts.raw_tokens);
     let view = View {
         att,
         matrix: &matrix,
         opts,
+        names: &names,
     };
     view.title(layer, head, w)?;
     let (nq, nk) = (att.n_queries(), att.n_keys());
     let index_w = digits(nq.max(nk).saturating_sub(1));
-    let label_w = att
-        .tokens()
+    let label_w = names
+        .queries
         .iter()
-        .chain(&att.keys().labels)
+        .chain(&names.keys)
         .map(|t| escape_controls(t).width().min(LABEL_MAX))
         .max()
         .unwrap_or(0);
@@ -94,6 +100,23 @@ struct View<'a> {
     att: &'a Attention,
     matrix: &'a [f32],
     opts: &'a TerminalOptions,
+    names: &'a Names,
+}
+
+/// How the view names each query and key unit: its label (display text or raw) with, where the
+/// same label occurs more than once on its side, its index (`C₇`).
+struct Names {
+    queries: Vec<String>,
+    keys: Vec<String>,
+}
+
+impl Names {
+    fn of(att: &Attention, raw: bool) -> Names {
+        Names {
+            queries: att.queries().named(raw),
+            keys: att.keys().named(raw),
+        }
+    }
 }
 
 impl View<'_> {
@@ -110,11 +133,11 @@ impl View<'_> {
     }
 
     fn query_label(&self, q: usize) -> &str {
-        &self.att.queries().labels[q]
+        &self.names.queries[q]
     }
 
     fn key_label(&self, k: usize) -> &str {
-        &self.att.keys().labels[k]
+        &self.names.keys[k]
     }
 
     fn title(&self, layer: usize, head: HeadSel, w: &mut dyn Write) -> io::Result<()> {
@@ -226,17 +249,24 @@ impl View<'_> {
         let ramp: String = (0..8)
             .map(|i| self.cell(i as f32 / 7.0 * max, max))
             .collect();
+        let axes = if self.att.is_square() {
+            format!(
+                "rows: {} · columns: {}",
+                crate::render::QUERY_AXIS,
+                crate::render::KEY_AXIS
+            )
+        } else {
+            "rows: target · decoder (attending from) · columns: source · encoder (attended to)"
+                .to_string()
+        };
+        self.say(&axes, Self::dim, w)?;
         writeln!(
             w,
             "{}",
             self.dim(&format!(
-                "{} · scale 0 {ramp} {}",
-                if self.att.is_square() {
-                    "rows: query (from) · columns: key (to)"
-                } else {
-                    "rows: target (decoder) · columns: source"
-                },
-                weight(max)
+                "{} 0 {ramp} {}",
+                crate::render::WEIGHT_CAPTION,
+                crate::render::scale_number(max)
             ))
         )?;
         if self.att.mask == MaskKind::Causal {
@@ -256,8 +286,9 @@ impl View<'_> {
         if let Some(s) = att.sink() {
             self.say(
                 &format!(
-                    "sink: {s} {}: the first token, where causal heads park unused attention",
-                    fit(self.query_label(s), LABEL_MAX)
+                    "sink: {s} {}: the first {}, where causal heads park unused attention",
+                    fit(self.query_label(s), LABEL_MAX),
+                    units_word(att, false)
                 ),
                 Self::dim,
                 w,
@@ -289,6 +320,10 @@ impl View<'_> {
         self.unit_notes(true, w)?;
         let bq = att.queries().segment_b_start();
         let gq = att.first_generated();
+        let arrows = att.queries().reaction_arrows();
+        let mut row_rules: Vec<(usize, &str)> = bq.into_iter().map(|b| (b, "─")).collect();
+        row_rules.extend(arrows.iter().map(|&a| (a, "─")));
+        row_rules.extend(gq.map(|g| (g, "┄")));
         let cols = column_dividers(att);
         let gutter = index_w + 1 + label_w + 2;
         let at: Vec<usize> = cols.iter().map(|&(k, _)| k).collect();
@@ -296,9 +331,10 @@ impl View<'_> {
             writeln!(w, "{}", self.dim(&line))?;
         }
         for q in 0..nq {
-            // A rule above sentence B's first row (solid) and the first generated row (dotted).
-            for (row, glyph) in [(bq, "─"), (gq, "┄")] {
-                if Some(q) != row {
+            // A rule above sentence B's first row and each reaction arrow (solid), and the first
+            // generated row (dotted).
+            for &(row, glyph) in &row_rules {
+                if q != row {
                     continue;
                 }
                 let mut rule = " ".repeat(gutter);
@@ -342,6 +378,24 @@ impl View<'_> {
                     nq - 1
                 ))
             )?;
+        }
+        if !arrows.is_empty() {
+            let at: Vec<String> = arrows.iter().map(|a| a.to_string()).collect();
+            let line = if arrows.len() == 1 {
+                format!(
+                    "reaction: the line before {} {} ({}) divides reactants from products",
+                    units_word(att, false),
+                    at[0],
+                    self.query_label(arrows[0])
+                )
+            } else {
+                format!(
+                    "reaction: the lines before {} {} divide reactants, reagents and products",
+                    units_word(att, true),
+                    at.join(", ")
+                )
+            };
+            writeln!(w, "{}", self.dim(&line))?;
         }
         if self.opts.top > 0 {
             writeln!(w)?;
@@ -419,6 +473,7 @@ impl View<'_> {
                 att,
                 matrix: self.matrix,
                 opts: &opts,
+                names: self.names,
             }
             .full(index_w, label_w, w)?;
         } else {
@@ -442,16 +497,17 @@ impl View<'_> {
         let (nq, nk) = (self.nq(), self.nk());
         let top = self.opts.top.clamp(1, nk.max(1));
         let index_w = digits(nq.saturating_sub(1));
-        let label_w = att
-            .tokens()
+        let label_w = self
+            .names
+            .queries
             .iter()
             .map(|t| escape_controls(t).width().min(LABEL_MAX))
             .max()
             .unwrap_or(0);
         // The source labels of each entry share one width, so the weights line up.
-        let key_w = att
-            .keys()
-            .labels
+        let key_w = self
+            .names
+            .keys
             .iter()
             .map(|t| escape_controls(t).width().min(LABEL_MAX))
             .max()
@@ -520,17 +576,19 @@ impl View<'_> {
         let att = self.att;
         let (nq, nk) = (self.nq(), self.nk());
         let width = self.opts.width.max(40);
+        let units = units_word(att, true);
+        let unit = units_word(att, false);
         let count = if att.is_square() {
-            format!("{nq} tokens are")
+            format!("{nq} {units} are")
         } else {
-            format!("{nq} × {nk} tokens are")
+            format!("{nq} × {nk} {units} are")
         };
         writeln!(
             w,
             "{}",
             self.dim(&format!(
                 "{count} too many to draw one cell each, so this is a summary.\n\
-                 --json, --html and --png show every token."
+                 --json, --html and --png show every {unit}."
             ))
         )?;
         // Heatmap over blocks: cell (I, J) is the share of attention that queries in block I give
@@ -555,9 +613,9 @@ impl View<'_> {
         let max = grid.iter().copied().fold(0.0, f32::max);
         writeln!(w)?;
         let blocks_of = if qsize == ksize {
-            format!("{qsize} tokens")
+            format!("{qsize} {units}")
         } else {
-            format!("{qsize} query and {ksize} key tokens")
+            format!("{qsize} query and {ksize} key {units}")
         };
         writeln!(
             w,
@@ -571,10 +629,28 @@ impl View<'_> {
         for line in index_header(kblocks, label_w + 2, &[]) {
             writeln!(w, "{}", self.dim(&line))?;
         }
+        let generated = att.first_generated().filter(|&g| g > 0);
         for bi in 0..qblocks {
             let start = bi * qsize;
             let end = (start + qsize).min(nq);
-            let words: Vec<&str> = att.tokens()[start..end]
+            // Where the model's own tokens begin: a dotted rule before the block that holds the
+            // first of them.
+            if let Some(g) = generated.filter(|g| (start..end).contains(g)) {
+                let within = if g == start {
+                    String::new()
+                } else {
+                    format!(", {} into block {bi}", g - start)
+                };
+                writeln!(
+                    w,
+                    "{}",
+                    self.dim(&format!(
+                        "{} generated from {unit} {g} on{within}",
+                        "┄".repeat(label_w)
+                    ))
+                )?;
+            }
+            let words: Vec<&str> = att.queries().shown(self.opts.raw_tokens)[start..end]
                 .iter()
                 .map(String::as_str)
                 .collect();
@@ -596,7 +672,7 @@ impl View<'_> {
             w,
             "{}",
             self.dim(&format!(
-                "block b covers tokens b×{qsize} to b×{qsize}+{}",
+                "block b covers {units} b×{qsize} to b×{qsize}+{}",
                 qsize - 1
             ))
         )?;
@@ -637,7 +713,9 @@ impl View<'_> {
             (false, false) => None,
         };
         let heading = match left_out {
-            Some(what) => format!("Strongest links between ordinary tokens (query → key; {what}):"),
+            Some(what) => {
+                format!("Strongest links between ordinary {units} (query → key; {what}):")
+            }
             None => "Strongest links (query → key):".to_string(),
         };
         self.say(&heading, Self::bold, w)?;
@@ -665,7 +743,9 @@ impl View<'_> {
         writeln!(
             w,
             "{}",
-            self.bold("Most attended tokens (mean share of every token's attention):")
+            self.bold(&format!(
+                "Most attended {units} (mean share of every {unit}'s attention):"
+            ))
         )?;
         let mut line = String::from(" ");
         let received: Vec<(usize, f32)> = received.into_iter().enumerate().collect();
@@ -692,6 +772,11 @@ fn column_dividers(att: &Attention) -> Vec<(usize, &'static str)> {
     let mut cols = Vec::new();
     if let Some(b) = att.keys().segment_b_start() {
         cols.push((b, "│"));
+    }
+    for a in att.keys().reaction_arrows() {
+        if !cols.iter().any(|&(c, _)| c == a) {
+            cols.push((a, "│"));
+        }
     }
     if let Some(g) = att.keys().first_generated() {
         if !cols.iter().any(|&(c, _)| c == g) {
@@ -1169,7 +1254,7 @@ mod tests {
         let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
         assert!(out.starts_with("synthetic · cross · layer 0"), "{out}");
         assert!(
-            out.contains("rows: target (decoder) · columns: source"),
+            out.contains("rows: target · decoder (attending from) · columns: source"),
             "{out}"
         );
         assert!(out.contains("4 × 6 tokens"), "{out}");

@@ -88,9 +88,10 @@ pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
         return Ok(None);
     }
     let tokenizer = build(&vocab, &specials).map_err(load_err)?;
-    Ok(Some(TextTokenizer::with_settings(
-        tokenizer, path, settings,
-    )))
+    Ok(Some(
+        TextTokenizer::with_settings(tokenizer, path, settings)
+            .with_label_scheme(crate::attention::LabelScheme::Smiles),
+    ))
 }
 
 /// The tokenizer, assembled as a tokenizer.json document (the library's own format for each

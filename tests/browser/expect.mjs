@@ -13,6 +13,15 @@ export function shownWeight(exp, l, h, q, k, hide) {
   return sum > 0 ? w / sum : 0;
 }
 
+/** How the page names units with labels `labels` whose first tokens are `positions`: a label
+ *  that occurs more than once is followed by its position in subscript digits (`C₇`), as
+ *  tests/display_label_cases.json says. */
+export function named(labels, positions = labels.map((_, i) => i)) {
+  const sub = (n) => String(n).split('').map((d) => '₀₁₂₃₄₅₆₇₈₉'[Number(d)]).join('');
+  const count = (l) => labels.filter((x) => x === l).length;
+  return labels.map((l, i) => (count(l) > 1 ? l + sub(positions[i]) : l));
+}
+
 /** The units the page should show: token indices per row, pieces merged into words if asked. */
 export function expectedUnits(exp, { hide = false, words = false } = {}) {
   const list = [];

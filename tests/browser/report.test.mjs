@@ -14,7 +14,7 @@ import { chromium } from 'playwright-core';
 import {
   rawWeight, expectedUnits, expectedMatrix, expectedLines, safeThreshold, range,
   parseColor, contrastRatio, MIN_GRAPHIC_CONTRAST, expectedScores, expectedVectorScales, maxWeight,
-  expectedSoftmax, oklabHue, hueDistance,
+  expectedSoftmax, oklabHue, hueDistance, named,
 } from './expect.mjs';
 import {
   thumbnails, startThumbWatch, stopThumbWatch, neuronPixel, topbarLayout, sentenceLayout, contentWidth,
@@ -323,6 +323,41 @@ test('pair: the pair filter keeps only the chosen segment pairs', async () => {
   await context.close();
 });
 
+test('pair: in the dark theme the matrix view divides A from B with a white line in a dark halo', async () => {
+  const { page, context, exp, log } = await open('pair', { colorScheme: 'dark' });
+  await page.click('#tab-matrix');
+  await settle(page);
+  const b = exp.segments.indexOf(1);
+  assert.ok(b > 0, 'the pair case has a sentence B');
+  // A vertical strip of pixels across the line before row b, in the middle of column 0's cells.
+  const strip = await page.evaluate(([id, b]) => {
+    const c = document.getElementById(id);
+    const g = window.attnviz.matrixGeometry(id);
+    const s = c.width / c.getBoundingClientRect().width;
+    const copy = document.createElement('canvas');
+    copy.width = c.width;
+    copy.height = c.height;
+    const ctx = copy.getContext('2d', { willReadFrequently: true });
+    ctx.drawImage(c, 0, 0);
+    const x = Math.round((g.margin + (0.5 - g.ox) * g.cell) * s);
+    const y = (g.margin + (b - g.oy) * g.cell) * s;
+    const from = Math.max(0, Math.floor(y - 4 * s));
+    const d = ctx.getImageData(x, from, 1, Math.ceil(8 * s)).data;
+    const out = [];
+    for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2]]);
+    return out;
+  }, ['matrix-left', b]);
+  const bg = parseColor(await page.evaluate(() => getComputedStyle(document.body).backgroundColor));
+  const white = strip.filter((p) => Math.min(...p) >= 235);
+  assert.ok(white.length > 0, 'a white line: ' + JSON.stringify(strip));
+  assert.ok(contrastRatio(white[0], bg) >= MIN_GRAPHIC_CONTRAST, 'the line stands out from the dark background');
+  // The halo: darker than any colour of the map (viridis never goes below a channel maximum of 84).
+  assert.ok(strip.some((p) => Math.max(...p) <= 40), 'a dark halo beside it: ' + JSON.stringify(strip));
+  await shot(page, 'pair-matrix-dark-divider');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
 test('pair: stats grid shows every head and opens the clicked one', async () => {
   const { page, context, exp, log } = await open('pair');
   assert.equal(await page.isVisible('#tab-stats'), true);
@@ -376,7 +411,7 @@ test('injection: the script-injection sentence shows as text and runs nothing', 
   await page.click('#tab-head');
   await settle(page);
   const toks = await page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));
-  assert.deepEqual(toks, exp.tokens);
+  assert.deepEqual(toks, named(exp.display));
   await page.click('#tab-neuron');
   await page.selectOption('#neuron-query', '1');
   await page.click('#tab-matrix');
@@ -518,7 +553,8 @@ test('real-paragraph: merging word pieces sums attention to a word and averages 
   assert.equal(labels.length, words.length);
   // A word is labelled with the text it stands for: its tokens' surfaces joined and trimmed
   // (a special token, which stands for no text, by its label).
-  const want = words.map((u) => u.map((i) => exp.surfaces[i]).join('').trim() || u.map((i) => exp.tokens[i]).join(''));
+  // Where a word repeats, its first token's number follows in subscript.
+  const want = named(words.map((u) => u.map((i) => exp.surfaces[i]).join('').trim() || u.map((i) => exp.tokens[i]).join('')), words.map((u) => u[0]));
   assert.deepEqual(labels, want);
   assert.ok(labels.includes('separator') && labels.includes('Visualising'), 'merged words are shown whole');
   assert.match(await page.textContent('#words-note'), /sum over its pieces/);
@@ -641,8 +677,8 @@ test('real-paragraph: the matrix zooms (buttons, keys, Ctrl+wheel), pans, fits a
   const c = Math.floor(g3.ox) + 11;
   for (const [fx, fy] of [[0.5, 0.5], [0.1, 0.1], [0.9, 0.9], [0.1, 0.9]]) {
     const tip = await hoverCell(page, 'matrix-left', a, c, fx, fy);
-    assert.match(tip, new RegExp('query +"' + exp.tokens[a].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + a + '\\)'));
-    assert.match(tip, new RegExp('key +"' + exp.tokens[c].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + c + '\\)'));
+    assert.match(tip, new RegExp('query +"' + exp.display[a].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + a + '\\)'));
+    assert.match(tip, new RegExp('key +"' + exp.display[c].replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '" \\(#' + c + '\\)'));
     assert.ok(Math.abs(weightIn(tip) - rawWeight(exp, 2, 4, a, c)) <= 1.3e-5);
   }
   await shot(page, 'real-paragraph-matrix-zoomed');
@@ -1146,6 +1182,96 @@ test('causal: the neuron view reads each head\'s key/value head, after RoPE, and
   assert.match(check, /keys after the query are masked/);
   await page.selectOption('#neuron-query', '3');
   await shot(page, 'causal-neuron-q3');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+/* ------------------------------------------------- shared links, labels (issue 20) */
+
+/**
+ * The colours on the head view's canvas along the vertical line through the middle of the lines,
+ * within `dy` CSS px of `y` (canvas CSS px), each [r, g, b, a].
+ */
+async function columnColours(page, y, dy) {
+  await settle(page);
+  return page.$eval('#hv-canvas', (c, [y, dy]) => {
+    // A copy to read from, so the page's own canvas is never read back.
+    const copy = document.createElement('canvas');
+    copy.width = c.width;
+    copy.height = c.height;
+    const ctx = copy.getContext('2d', { willReadFrequently: true });
+    ctx.drawImage(c, 0, 0);
+    const scale = c.width / c.getBoundingClientRect().width;
+    const x = Math.round(c.width / 2);
+    const from = Math.max(0, Math.round((y - dy) * scale));
+    const to = Math.min(c.height - 1, Math.round((y + dy) * scale));
+    const d = ctx.getImageData(x, from, 1, to - from + 1).data;
+    const out = [];
+    for (let i = 0; i < d.length; i += 4) out.push([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+    return out;
+  }, [y, dy]);
+}
+
+test('shared-links: two heads that share a link both show, side by side, and the picked one is drawn last', async () => {
+  const { page, context, exp, log } = await open('shared-links');
+  // Heads 0 and 1 put every row wholly on token 0: each link q → 0 is drawn by both.
+  for (let q = 0; q < exp.n; q++) {
+    assert.equal(exp.weights[(0 * exp.n + q) * exp.n], 1);
+    assert.equal(exp.weights[(1 * exp.n + q) * exp.n], 1);
+  }
+  await page.evaluate(() => window.attnviz.set({ shown: [true, true, false] }));
+  assert.equal(await lines(page), 2 * exp.n);
+  const swatch = async (h) => parseColor(await page.$eval('#head-legend button[data-head="' + h + '"] .swatch', (s) => getComputedStyle(s).backgroundColor));
+  const colours = [await swatch(0), await swatch(1)];
+  const hues = colours.map(oklabHue);
+  assert.ok(hueDistance(hues[0], hues[1]) > 0.5, 'the two heads have distinct hues');
+  // Where each shared link crosses the middle of the canvas: halfway between the query's and
+  // the key's rows.
+  const rowY = async (side, a) => page.$eval('#hv-' + side + ' .tok[data-unit="' + a + '"]', (t) => {
+    const c = document.getElementById('hv-canvas').getBoundingClientRect();
+    const r = t.getBoundingClientRect();
+    return r.top + r.height / 2 - c.top;
+  });
+  const y0 = await rowY('right', 0);
+  const near = (rgb, target) => Math.max(...rgb.slice(0, 3).map((v, i) => Math.abs(v - target[i]))) <= 40;
+  const seen = async (q) => {
+    const mid = ((await rowY('left', q)) + y0) / 2;
+    const px = (await columnColours(page, mid, 6)).filter((p) => p[3] > 200);
+    return colours.map((c) => px.some((p) => near(p, c)));
+  };
+  for (const q of [2, 5]) assert.deepEqual(await seen(q), [true, true], 'both heads visible on link ' + q + ' → 0');
+  // Picking head 0 draws it last; both stay visible.
+  await page.evaluate(() => window.attnviz.set({ head: 0, headPicked: true }));
+  assert.deepEqual(await page.evaluate(() => window.attnviz.drawn.order), [1, 0]);
+  assert.deepEqual(await seen(5), [true, true]);
+  // Hovering head 1 in the legend draws it last instead.
+  await page.hover('#head-legend button[data-head="1"]');
+  await settle(page);
+  assert.deepEqual(await page.evaluate(() => window.attnviz.drawn.order), [0, 1]);
+  await page.mouse.move(0, 0);
+  await settle(page);
+  assert.match(await page.$eval('#hv-info', (e) => e.textContent), /drawn once per head, side by side/);
+  await shot(page, 'shared-links-head');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
+test('shared-links: tokens are shown as read, repeated ones with their position, raw on request', async () => {
+  const { page, context, log } = await open('shared-links');
+  const column = () => page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));
+  assert.deepEqual(await column(), ['The', 'cat₁', 'sat', 'on', 'the', 'cat₅']);
+  await page.check('#raw-tokens');
+  await settle(page);
+  assert.deepEqual(await column(), ['The', 'Ġcat₁', 'Ġsat', 'Ġon', 'Ġthe', 'Ġcat₅']);
+  // The key r toggles back (once the checkbox has let go of the keyboard).
+  await page.locator('#raw-tokens').blur();
+  await page.keyboard.press('r');
+  await settle(page);
+  assert.deepEqual(await column(), ['The', 'cat₁', 'sat', 'on', 'the', 'cat₅']);
+  // The matrix view labels its rows the same way.
+  await page.evaluate(() => window.attnviz.set({ view: 'matrix' }));
+  await settle(page);
+  assert.match(await page.$eval('#matrix-left-scale', (e) => e.textContent), /attention weight/);
   assert.deepEqual(log.errors, []);
   await context.close();
 });

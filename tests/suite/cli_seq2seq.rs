@@ -247,7 +247,8 @@ fn figures_quote_their_rows_and_lay_out_one_by_sixty_and_sixty_by_one() {
     let words = all(&texts);
     let (t, s) = (words.find("target: “a”"), words.find("source: “This is"));
     assert!(t.is_some() && s.is_some() && t < s, "{words}");
-    let (top, bottom) = row_label_span(&texts, "<pad>", "▁a");
+    // (`▁a` shown as a reader reads it: `a`)
+    let (top, bottom) = row_label_span(&texts, "<pad>", "a");
     let title = texts
         .iter()
         .find(|t| t.3 && t.0.starts_with("Target"))

@@ -173,6 +173,55 @@ fn write_cases(dir: &Path) {
     );
 }
 
+/// Heads that share links, over byte-level pieces with a repeated word: heads 0 and 1 put all of
+/// every row on the first token (the links they share), head 2 all on the token itself. The
+/// browser test reads the head view's pixels where the two heads share a link, and the labels.
+fn write_shared_links_case(dir: &Path) {
+    use attnviz::attention::{LabelScheme, Role, Units};
+    let tokens = ["The", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġcat"];
+    let n = tokens.len();
+    let units = Units::tokens(
+        tokens.iter().map(|t| t.to_string()).collect(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        vec![Role::Word; n],
+        (0..n).map(Some).collect(),
+        ["The", " cat", " sat", " on", " the", " cat"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
+    )
+    .relabel(LabelScheme::ByteLevel);
+    let mut weights = Vec::new();
+    for h in 0..3 {
+        for q in 0..n {
+            for k in 0..n {
+                let on = if h < 2 { k == 0 } else { k == q };
+                weights.push(if on { 1.0 } else { 0.0 });
+            }
+        }
+    }
+    let att = Attention::new(
+        attnviz::ModelInfo {
+            id: "test/shared-links".into(),
+            revision: None,
+            name: None,
+            family: "GPT-2".into(),
+            layers: 1,
+            heads: 3,
+            hidden_size: 12,
+            head_dim: 4,
+        },
+        "The cat sat on the cat".into(),
+        None,
+        units,
+        weights,
+    )
+    .unwrap();
+    write_case(dir, "shared-links", &att, &HtmlOptions::default());
+}
+
 /// Real SmolLM2-135M attention on "The quick brown fox jumps over the lazy dog." as
 /// transformers computed it (`tests/reference/smollm2.safetensors`, `make_real.py`): layers 0,
 /// 15 and 29 with their query and key vectors after RoPE (9 query heads over 3 key/value heads),
@@ -436,6 +485,7 @@ fn artifacts() -> &'static Path {
         let dir = repo().join("tests/artifacts/html");
         std::fs::create_dir_all(dir.join("screens")).unwrap();
         write_cases(&dir);
+        write_shared_links_case(&dir);
         write_causal_cases(&dir);
         write_real_cases(&dir);
         write_decoder_case(&dir);

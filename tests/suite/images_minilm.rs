@@ -89,7 +89,9 @@ fn every_figure_of_real_attention_renders_and_says_what_it_should() {
                     .map(str::trim)
                     .collect();
                 if !matches!(fig, FigureSpec::Model) {
-                    for token in att.tokens() {
+                    // Each token as the axes name it: its display text, with its position
+                    // where the text repeats (`the₇`).
+                    for token in att.queries().named(false) {
                         assert!(
                             texts.contains(&token.as_str()),
                             "{fig:?}: token {token:?} is not a <text>"

@@ -19,6 +19,7 @@ mod cli_seq2seq;
 mod corpus;
 mod corpus_hostile;
 mod corpus_shards;
+mod display_labels;
 mod encdec_views;
 mod engine_formats;
 mod engine_minilm;

@@ -23,8 +23,8 @@ fn report_with_the_default_head_mean_draws_the_most_focused_head() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("wrote 12 files"), "{}", stderr(&out));
-    // The head the figure names is the one with the lowest mean entropy in the last layer,
-    // by the statistics in the report's own JSON.
+    // The head the figure names is the one with the lowest mean entropy in the last layer among
+    // the heads not labelled a sink, by the statistics in the report's own JSON.
     let json: Value =
         serde_json::from_slice(&fs::read(rep.join("attention.json")).unwrap()).unwrap();
     let entropy: Vec<f64> = json["stats"]["entropy"][5]
@@ -33,12 +33,23 @@ fn report_with_the_default_head_mean_draws_the_most_focused_head() {
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
+    let labels: Vec<&str> = json["stats"]["label"][5]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let sink = |h: usize| matches!(labels[h], "first-token-sink" | "special-sink");
     let focused = (0..entropy.len())
+        .filter(|&h| !sink(h))
         .min_by(|&a, &b| entropy[a].total_cmp(&entropy[b]))
         .unwrap();
+    assert!(labels.iter().any(|l| l.ends_with("sink")), "{labels:?}");
     let svg = fs::read_to_string(rep.join("head.svg")).unwrap();
     assert!(
-        svg.contains(&format!("layer 5 · head {focused} (most focused)")),
+        svg.contains(&format!(
+            "layer 5 · head {focused} (most focused: lowest entropy, sink heads left out)"
+        )),
         "head.svg does not name head {focused}"
     );
     assert!(fs::read(rep.join("head.png"))

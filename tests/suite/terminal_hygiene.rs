@@ -186,11 +186,22 @@ fn bidirectional_controls_reach_the_terminal_as_escapes() {
         );
         let shown = String::from_utf8(out.stdout).unwrap();
         assert!(!shown.chars().any(is_bidi), "raw bidi control in: {shown}");
-        // The tokens and the model's name, as escapes.
-        assert!(shown.contains("<U+202E>"), "{shown}");
-        assert!(shown.contains("x<U+2066>y"), "{shown}");
+        // The tokens as every view shows them (`src/attention/display.rs`) and the model's
+        // name as the terminal escapes it.
+        assert!(shown.contains("⟨U+202E⟩"), "{shown}");
+        assert!(shown.contains("x⟨U+2066⟩y"), "{shown}");
         assert!(shown.contains("tiny<U+202E>bert"), "{shown}");
     }
+    // The raw tokens, escaped by the terminal view itself.
+    let out = attnviz()
+        .arg("-m")
+        .arg(&model)
+        .args([text, "--raw-tokens"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(!shown.chars().any(is_bidi), "raw bidi control in: {shown}");
+    assert!(shown.contains("x<U+2066>y"), "{shown}");
     // The JSON keeps the tokens as they are (JSON strings are data, not terminal text).
     let out = attnviz()
         .arg("-m")

@@ -57,8 +57,9 @@ pub fn report_analysis(
         .sink()
         .map(|k| {
             format!(
-                ", first = over half on the first token ({}), the attention sink",
-                att.tokens()[k]
+                ", sink = over half on the first token ({}), the attention sink the head view \
+                 tags so",
+                att.queries().display[k]
             )
         })
         .unwrap_or_default();
@@ -76,8 +77,8 @@ pub fn report_analysis(
             },
             description: format!(
                 "{}, averaged over the query rows ({unit}). Tags: previous/next = over half \
-                 the attention on the previous/next token, sink = over half on the start and \
-                 end tokens ({sink_tokens}){first}, broad = entropy near uniform.",
+                 the attention on the previous/next token{first}, start/end = over half on the \
+                 start and end tokens ({sink_tokens}), broad = entropy near uniform.",
                 capitalise(stat.title())
             ),
             values: stats

@@ -3,7 +3,7 @@
 use super::layout::{
     self, Grid, Sides, AXIS_TITLE_SIZE, LABEL_GAP, MARGIN, SMALL_PITCH, SMALL_SIZE,
 };
-use super::scale::{resample2, resample_mask, Scale};
+use super::scale::{resample_grids, resample_mask_grids, Scale};
 use super::scene::{Align, Item, Rect, Scene, Text};
 use super::Style;
 
@@ -103,13 +103,15 @@ pub(crate) fn layer_scene(
         .unwrap_or_else(|| panel_arrangement(heads.len(), nq, nk));
     // Each side spans the panel on its own (cells may be oblong), so that a short side never
     // makes panels too narrow for their titles.
-    let (grid, col_grid) = (panel_grid(nq, cols), panel_grid(nk, cols));
-    let dims = ((nq, nk), (grid.m, col_grid.m));
-    let shown: Vec<Vec<f32>> = heads.iter().map(|m| resample2(m, dims.0, dims.1)).collect();
+    let (grid, col_grid) = with_strips(sides, (panel_grid(nq, cols), panel_grid(nk, cols)));
+    let shown: Vec<Vec<f32>> = heads
+        .iter()
+        .map(|m| resample_grids(m, (&grid, &col_grid)))
+        .collect();
     let masked = style
         .masked
         .as_deref()
-        .map(|m| resample_mask(m, dims.0, dims.1));
+        .map(|m| resample_mask_grids(m, (&grid, &col_grid)));
     let scale = Scale::up_to(shown.iter().flatten(), style.scale);
     // Panel width (columns) and height (rows).
     let (side, panel_h) = (col_grid.side() as i32, grid.side() as i32);
@@ -207,7 +209,11 @@ pub(crate) fn layer_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("attention weight{}", scale.caption_suffix()),
+        &format!(
+            "{}{}",
+            crate::render::WEIGHT_CAPTION,
+            scale.caption_suffix()
+        ),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -249,16 +255,20 @@ pub(crate) fn model_scene(
     let heads = matrices.first().map_or(0, |l| l.len());
     let target = thumb_side(layers, heads);
     // Each side spans the thumbnail on its own (cells may be oblong): thumbnails keep one size.
-    let (grid, col_grid) = (grid_for(nq, target, 2), grid_for(nk, target, 2));
-    let dims = ((nq, nk), (grid.m, col_grid.m));
+    let (grid, col_grid) = with_strips(sides, (grid_for(nq, target, 2), grid_for(nk, target, 2)));
     let shown: Vec<Vec<Vec<f32>>> = matrices
         .iter()
-        .map(|layer| layer.iter().map(|m| resample2(m, dims.0, dims.1)).collect())
+        .map(|layer| {
+            layer
+                .iter()
+                .map(|m| resample_grids(m, (&grid, &col_grid)))
+                .collect()
+        })
         .collect();
     let masked = style
         .masked
         .as_deref()
-        .map(|m| resample_mask(m, dims.0, dims.1));
+        .map(|m| resample_mask_grids(m, (&grid, &col_grid)));
     let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
     // Thumbnail width (columns) and height (rows).
     let (side, thumb_h) = (col_grid.side() as i32, grid.side() as i32);
@@ -356,7 +366,11 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("attention weight{}", scale.caption_suffix()),
+        &format!(
+            "{}{}",
+            crate::render::WEIGHT_CAPTION,
+            scale.caption_suffix()
+        ),
         pal,
     ));
     let mut bottom = grid_y + grid_h.max(bar_h) + 10;
@@ -371,7 +385,23 @@ pub(crate) fn model_scene(
     } else {
         "In each thumbnail, rows are query tokens (attending from), columns key tokens (attended to)"
     });
-    if grid.m < grid.n || col_grid.m < col_grid.n {
+    for (axis, g) in [(&sides.rows, &grid), (&sides.cols, &col_grid)] {
+        if g.split.is_some() && !(sides.cross && std::ptr::eq(axis, &sides.cols)) {
+            let what = if axis.b_start.is_some() && !sides.cross {
+                "sentence B keeps"
+            } else {
+                "the generated tokens keep"
+            };
+            explain.push_str(&format!(
+                "; {what} a strip of at least {STRIP_MIN} pixels, wider than its share"
+            ));
+            break;
+        }
+    }
+    if grid.split.is_none()
+        && col_grid.split.is_none()
+        && (grid.m < grid.n || col_grid.m < col_grid.n)
+    {
         let (pr, pc) = (
             grid.n as f64 / grid.m as f64,
             col_grid.n as f64 / col_grid.m as f64,
@@ -392,6 +422,30 @@ pub(crate) fn model_scene(
     }
 }
 
+/// The fewest pixels a thumbnail or panel gives a segment (sentence B, the generated tokens).
+const STRIP_MIN: usize = 12;
+
+/// `grids` for a figure's small heatmaps, each axis that a divider splits (sentence B, or where
+/// generation starts) given a strip of at least [`STRIP_MIN`] pixels per side of the divider
+/// ([`Grid::segmented`]) where its share would be less.
+fn with_strips(sides: &Sides, (rows, cols): (Grid, Grid)) -> (Grid, Grid) {
+    let strip = |axis: &layout::Axis, g: Grid| {
+        let at = if sides.cross {
+            axis.gen_start
+        } else {
+            axis.b_start.or(axis.gen_start)
+        };
+        let Some(at) = at else { return g };
+        let side = g.side() as usize;
+        let smaller = at.min(g.n - at.min(g.n)) * side / g.n.max(1);
+        if smaller >= STRIP_MIN {
+            return g;
+        }
+        Grid::segmented(g.n, side, at, STRIP_MIN, SMALL_PITCH).unwrap_or(g)
+    };
+    (strip(&sides.rows, rows), strip(&sides.cols, cols))
+}
+
 /// The dividers of one panel or thumbnail at `(x, y)`: sentence B's (self-attention) and the
 /// generated units' (rows and columns of self-attention; the rows of cross-attention, whose
 /// columns, the source, the model read).
@@ -402,10 +456,14 @@ fn dividers(
     y: i32,
     pal: &super::Palette,
 ) -> Vec<Item> {
-    let mut items = Vec::new();
-    if let Some(b) = sides.cols.b_start.filter(|_| !sides.cross) {
-        items.extend(layout::divider(grids.1, b, x, y, 0, pal));
-    }
+    let mut items = layout::dividers(
+        grids,
+        (&sides.rows, &sides.cols),
+        !sides.cross,
+        (x, y),
+        0,
+        pal,
+    );
     let (row_gen, col_gen) = (sides.rows.gen_start, sides.cols.gen_start);
     if row_gen.is_some() || col_gen.is_some() {
         items.extend(layout::gen_divider(grids, (row_gen, col_gen), x, y, 0, pal));

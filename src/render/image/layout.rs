@@ -31,12 +31,17 @@ pub(crate) const MIN_BAR_HEIGHT: i32 = 180;
 /// The tokens along one axis of a heatmap, as the figure labels them.
 #[derive(Clone, Debug)]
 pub(crate) struct Axis {
-    /// Display label of each unit.
+    /// Label of each unit (its display text, or its raw label).
     pub labels: Vec<String>,
+    /// [`Axis::labels`] with the position of each label that repeats (`C₇`), for axes that
+    /// label every unit.
+    pub named: Vec<String>,
     /// Special tokens get muted labels.
     pub special: Vec<bool>,
     /// First unit of sentence B.
     pub b_start: Option<usize>,
+    /// Reaction arrows (`>>` in reaction SMILES): a divider before each, as before sentence B.
+    pub arrows: Vec<usize>,
     /// Units the model generated get labels in the palette's generated colour.
     pub generated: Vec<bool>,
     /// First generated unit, where a dashed line divides prompt and generation.
@@ -116,6 +121,7 @@ pub(crate) fn grids(nq: usize, nk: usize, grid_for: impl Fn(usize) -> Grid) -> (
             m: n,
             cell: g.cell,
             stride: pitch.div_ceil(g.cell).max(1) as usize,
+            split: None,
         };
         (axis(nq), axis(nk))
     } else {
@@ -131,6 +137,9 @@ pub(crate) struct Grid {
     pub m: usize,
     pub cell: u32,
     pub stride: usize,
+    /// `(u, p)`: units `0..u` fill cells `0..p` and units `u..n` cells `p..m`, each part evenly
+    /// ([`Grid::segmented`]); `None`: all units evenly over all cells.
+    pub split: Option<(usize, usize)>,
 }
 
 impl Grid {
@@ -138,7 +147,46 @@ impl Grid {
     /// unit), labelled no denser than one label per `pitch` pixels.
     pub(crate) fn new(n: usize, m: usize, cell: u32, pitch: u32) -> Self {
         let stride = pitch.div_ceil(cell).max(1) as usize;
-        Grid { n, m, cell, stride }
+        Grid {
+            n,
+            m,
+            cell,
+            stride,
+            split: None,
+        }
+    }
+
+    /// An axis of `n` units over `side` one-pixel cells, the units before `at` (sentence A, a
+    /// prompt) and from `at` on (sentence B, what was generated) each on their share of the
+    /// pixels but never fewer than `min` of them: a three-token sentence B after 300 tokens of A
+    /// keeps a strip a reader can see and point at, rather than a line that reads as a frame.
+    /// `None` when `at` splits nothing or `side` has no room for two strips of `min`.
+    pub(crate) fn segmented(
+        n: usize,
+        side: usize,
+        at: usize,
+        min: usize,
+        pitch: u32,
+    ) -> Option<Self> {
+        if at == 0 || at >= n || side < 2 * min {
+            return None;
+        }
+        let first = (side * at / n).clamp(min, side - min);
+        Some(Grid {
+            split: Some((at, first)),
+            ..Grid::new(n, side, 1, pitch)
+        })
+    }
+
+    /// The units display cell `p` covers (at least one).
+    pub(crate) fn span(&self, p: usize) -> std::ops::Range<usize> {
+        let a = self.unit_of(p);
+        let b = if p + 1 >= self.m {
+            self.n
+        } else {
+            self.unit_of(p + 1)
+        };
+        a..b.max(a + 1).min(self.n)
     }
 
     /// Side in pixels.
@@ -153,13 +201,21 @@ impl Grid {
 
     /// First unit covered by display cell `p`.
     pub(crate) fn unit_of(&self, p: usize) -> usize {
-        p * self.n / self.m
+        match self.split {
+            Some((u, q)) if p >= q => u + (p - q) * (self.n - u) / (self.m - q),
+            Some((u, q)) => p * u / q,
+            None => p * self.n / self.m,
+        }
     }
 
     /// Pixel offset of the boundary before unit `u` (for the A/B divider).
     pub(crate) fn offset_of(&self, u: usize) -> i32 {
         // the first display cell whose block starts at or after u
-        let p = (u * self.m).div_ceil(self.n);
+        let p = match self.split {
+            Some((s, q)) if u >= s => q + ((u - s) * (self.m - q)).div_ceil(self.n - s),
+            Some((s, q)) => (u * q).div_ceil(s),
+            None => (u * self.m).div_ceil(self.n),
+        };
         (p as u32 * self.cell) as i32
     }
 
@@ -172,13 +228,12 @@ impl Grid {
 }
 
 /// Label text of unit `u`: the token, prefixed by its index when the axis is thinned (a reader
-/// cannot count to token 300).
+/// cannot count to token 300), else followed by its index where its label repeats (`C₇`).
 pub(crate) fn label_text(axis: &Axis, grid: &Grid, u: usize) -> String {
-    let token = font::label(&axis.labels[u], LABEL_CHARS);
     if grid.thinned() {
-        format!("{u} {token}")
+        format!("{u} {}", font::label(&axis.labels[u], LABEL_CHARS))
     } else {
-        token
+        font::label(&axis.named[u], LABEL_CHARS + 3)
     }
 }
 
@@ -295,6 +350,43 @@ pub(crate) fn divider(
         None,
         pal,
     )
+}
+
+/// The solid dividers of a heatmap at `(x, y)`: before sentence B (square heatmaps) and before
+/// each reaction arrow, on the rows of `rows` and the columns of `cols`, as [`divider`] draws.
+pub(crate) fn dividers(
+    (rows, cols): (&Grid, &Grid),
+    (row_axis, col_axis): (&Axis, &Axis),
+    square: bool,
+    (x, y): (i32, i32),
+    reach: i32,
+    pal: &Palette,
+) -> Vec<Item> {
+    let mut items = Vec::new();
+    if let Some(b) = col_axis.b_start.filter(|_| square) {
+        items.extend(divider(cols, b, x, y, reach, pal));
+    }
+    for &a in &row_axis.arrows {
+        items.extend(cross_lines(
+            (rows, cols),
+            (Some(a), None),
+            (x, y),
+            reach,
+            None,
+            pal,
+        ));
+    }
+    for &a in &col_axis.arrows {
+        items.extend(cross_lines(
+            (rows, cols),
+            (None, Some(a)),
+            (x, y),
+            reach,
+            None,
+            pal,
+        ));
+    }
+    items
 }
 
 /// The dashed lines across a heatmap at `(x, y)` before the first generated row and column
@@ -475,9 +567,9 @@ pub(crate) fn colorbar(
 
 /// The query axis title after a side's name (`Query (attending from)`, `Source query
 /// (attending from)`).
-const QUERY_TITLE_TAIL: &str = "query (attending from)";
+const QUERY_TITLE_TAIL: &str = crate::render::QUERY_AXIS;
 /// The key title after a side's name.
-const KEY_TITLE_TAIL: &str = "key (attended to)";
+const KEY_TITLE_TAIL: &str = crate::render::KEY_AXIS;
 
 /// The row axis title, shortened until it fits along rows `span` pixels tall: the whole title
 /// (`Target · decoder (attending from)`), without its parenthesis (`Target · decoder`), its first
@@ -749,6 +841,26 @@ mod tests {
         let g = Grid::new(3000, 1500, 1, 16);
         assert_eq!(g.unit_of(10), 20);
         assert_eq!(g.offset_of(21), 11);
+    }
+
+    #[test]
+    fn a_short_segment_keeps_a_strip_of_its_own() {
+        // 300 tokens of A, 3 of B over 112 pixels: evenly, B would get 1 pixel; it gets 11.
+        let g = Grid::segmented(303, 112, 300, 11, 14).unwrap();
+        assert_eq!(g.offset_of(300), 101);
+        assert_eq!(
+            (g.span(100), g.span(101), g.span(111)),
+            (297..300, 300..301, 302..303)
+        );
+        // every unit is under some cell, in order
+        let covered: Vec<usize> = (0..g.m).flat_map(|p| g.span(p)).collect();
+        assert!(covered.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!((covered[0], *covered.last().unwrap()), (0, 302));
+        for u in 0..303 {
+            assert!(covered.contains(&u), "unit {u}");
+        }
+        assert!(Grid::segmented(10, 112, 0, 11, 14).is_none());
+        assert!(Grid::segmented(10, 20, 5, 11, 14).is_none());
     }
 
     #[test]

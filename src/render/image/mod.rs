@@ -151,6 +151,9 @@ pub struct ImageOptions {
     /// for print ([`MIN_SCALE_FACTOR`] to [`MAX_SCALE_FACTOR`]; 1 by default). The PNG states
     /// its density as 96 × this many pixels per inch. SVG is unaffected.
     pub scale_factor: f32,
+    /// Label the axes with the tokenizer's own pieces (`Ġquick`) rather than the display texts
+    /// (`quick`; see [`crate::attention::display`]).
+    pub raw_tokens: bool,
 }
 
 impl Default for ImageOptions {
@@ -158,8 +161,9 @@ impl Default for ImageOptions {
         ImageOptions {
             colormap: Colormap::Viridis,
             theme: Theme::Light,
-            scale: ColorScale::Linear,
+            scale: ColorScale::Auto,
             scale_factor: 1.0,
+            raw_tokens: false,
         }
     }
 }
@@ -303,7 +307,7 @@ pub fn write_svg(
 }
 
 /// Colour bar caption of figures that show attention probabilities.
-const ATTENTION: &str = "attention weight";
+const ATTENTION: &str = crate::render::WEIGHT_CAPTION;
 
 /// Lay out `figure`, checking what it asks for against `att`.
 fn build(
@@ -319,21 +323,48 @@ fn build(
             .check_selection(Selection::new(layer, HeadSel::Mean))
             .map(|_| ())
     };
-    let style = Style {
-        ramp: Ramp::new(options.colormap, options.theme),
-        scale: options.scale,
-        palette: Palette::of(options.theme),
-        subtitle: subtitle(att),
-        notes: notes(att),
-        masked: cell_mask(att),
-        layer_numbers: att.layer_numbers().to_vec(),
+    let notes = notes(att);
+    let style_with = |scale: ColorScale, why: Option<String>| {
+        let mut notes = notes.clone();
+        if let Some(why) = why {
+            notes.push(format!("square-root colour scale: {why}"));
+        }
+        Style {
+            ramp: Ramp::new(options.colormap, options.theme),
+            scale,
+            palette: Palette::of(options.theme),
+            subtitle: subtitle(att),
+            notes: if notes.is_empty() {
+                String::new()
+            } else {
+                format!("({})", notes.join("; "))
+            },
+            masked: cell_mask(att),
+            layer_numbers: att.layer_numbers().to_vec(),
+        }
     };
+    // The scale a figure of these matrices is drawn on (`--scale auto` decides per figure).
+    let unit = match att.level {
+        crate::attention::Level::Token => "token",
+        crate::attention::Level::Word => "word",
+    };
+    let style_for = |matrices: &[&[f32]]| {
+        let (scale, why) = options.scale.resolve(
+            matrices.iter().copied(),
+            (att.n_queries(), att.n_keys()),
+            unit,
+        );
+        style_with(scale, why)
+    };
+    let raw = options.raw_tokens;
     let axis_of = |units: &crate::attention::Units| Axis {
-        labels: units.labels.clone(),
+        labels: units.shown(raw).to_vec(),
+        named: units.named(raw),
         special: (0..units.len()).map(|i| units.is_special(i)).collect(),
         b_start: units
             .segment_b_start()
             .filter(|&b| b > 0 && b < units.len()),
+        arrows: units.reaction_arrows(),
         generated: units.generated.clone(),
         gen_start: units.first_generated().filter(|&g| g > 0),
     };
@@ -378,19 +409,17 @@ fn build(
                 (HeadSel::Index(h), None) => format!("{model} · layer {number} · head {h}"),
                 (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
-            single::scene(
-                &style,
-                &sides,
-                &title,
-                ATTENTION,
-                &att.matrix(*layer, *head),
-            )
+            let values = att.matrix(*layer, *head);
+            let style = style_for(&[&values]);
+            single::scene(&style, &sides, &title, ATTENTION, &values)
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
             let number = att.layer_number(*layer);
             let title = format!("{model} · layer {number} · {mean_of}");
-            single::scene(&style, &sides, &title, ATTENTION, &att.head_mean(*layer))
+            let values = att.head_mean(*layer);
+            let style = style_for(&[&values]);
+            single::scene(&style, &sides, &title, ATTENTION, &values)
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
@@ -404,6 +433,7 @@ fn build(
             };
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
+            let style = style_for(&matrices.iter().map(Vec::as_slice).collect::<Vec<_>>());
             grid::layer_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Model => {
@@ -418,6 +448,7 @@ fn build(
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();
+            let style = style_for(&matrices.concat());
             grid::model_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Matrix { title, values } => {
@@ -431,7 +462,8 @@ fn build(
                 });
             }
             let title = format!("{model} · {}", font::label(title, 120));
-            single::scene(&style, &sides, &title, "weight", values)
+            let style = style_for(&[values]);
+            single::scene(&style, &sides, &title, ATTENTION, values)
         }
     };
     Ok(scene)
@@ -452,11 +484,45 @@ fn model_name(id: &str) -> String {
     font::label(&name, 60)
 }
 
-/// The input text for the subtitle: the sentence, or both sentences of a pair. An
-/// encoder–decoder's figures quote what their axes read: the encoder's the source, the decoder's
-/// the target (or what was generated), cross-attention's both, target (the rows) first.
+/// `text` for a quote in a figure: line feeds and tabs shown (`↵`, `⇥`), control and format
+/// characters as `⟨U+XXXX⟩` (as every view shows them in tokens), runs of spaces one space, cut
+/// at `max_chars`.
+fn quote(text: &str, max_chars: usize) -> String {
+    font::label(
+        &crate::attention::display::escape_invisible(text),
+        max_chars,
+    )
+}
+
+/// What a decoder-only model generated: the text of its generated units (a special token by its
+/// label), or `None` when it generated nothing.
+pub(crate) fn generated_text(att: &Attention) -> Option<String> {
+    let g = att.first_generated()?;
+    let units = att.queries();
+    let text: String = (g..units.len())
+        .filter(|&i| units.generated[i])
+        .map(|i| {
+            if units.is_special(i) {
+                units.labels[i].as_str()
+            } else {
+                units.surfaces[i].as_str()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(if att.level == crate::attention::Level::Word {
+            " "
+        } else {
+            ""
+        });
+    Some(text.trim().to_string())
+}
+
+/// The input text for the subtitle: the sentence, or both sentences of a pair; a decoder that
+/// generated, the prompt and what it generated. An encoder–decoder's figures quote what their
+/// axes read: the encoder's the source, the decoder's the target (or what was generated),
+/// cross-attention's both, target (the rows) first.
 fn subtitle(att: &Attention) -> String {
-    let text = font::label(&att.text, 400);
+    let text = quote(&att.text, 400);
     let source = || format!("source: “{text}”");
     let target = || {
         let side = if att.first_generated().is_some() {
@@ -466,12 +532,19 @@ fn subtitle(att: &Attention) -> String {
         };
         att.target_text
             .as_deref()
-            .map(|t| format!("{side}: “{}”", font::label(t, 400)))
+            .map(|t| format!("{side}: “{}”", quote(t, 400)))
     };
     match (&att.pair, att.kind) {
-        (Some(pair), _) => format!("A: “{text}”  ·  B: “{}”", font::label(pair, 400)),
+        (Some(pair), _) => format!("A: “{text}”  ·  B: “{}”", quote(pair, 400)),
         (None, AttentionKind::SelfAttention) if text.is_empty() => String::new(),
-        (None, AttentionKind::SelfAttention) => format!("“{text}”"),
+        (None, AttentionKind::SelfAttention) => match generated_text(att) {
+            Some(generated) => format!(
+                "prompt: “{text}”{}generated: “{}”",
+                layout::SUBTITLE_PARTS,
+                quote(&generated, 400)
+            ),
+            None => format!("“{text}”"),
+        },
         (None, AttentionKind::Encoder) => source(),
         (None, AttentionKind::Decoder) => target().unwrap_or_default(),
         (None, AttentionKind::Cross) => match target() {
@@ -491,14 +564,26 @@ fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
 }
 
 /// The notes under the subtitle: how the attention shown differs from the model's, and how to
-/// read what a causal model's figure adds (hatched cells, generated tokens).
-fn notes(att: &Attention) -> String {
+/// read what a causal model's or an encoder–decoder's figure adds (hatched cells, generated
+/// tokens, rows that are decoder inputs, reaction arrows).
+fn notes(att: &Attention) -> Vec<String> {
     let mut notes = Vec::new();
+    let unit = if att.level == crate::attention::Level::Word {
+        "word"
+    } else {
+        "token"
+    };
     if att.level == crate::attention::Level::Word {
         notes.push("words: word pieces merged".to_string());
     }
     if att.special_excluded {
         notes.push("special tokens removed, rows renormalised".to_string());
+    }
+    if matches!(att.kind, AttentionKind::Cross | AttentionKind::Decoder) {
+        notes.push(format!(
+            "rows are the decoder's inputs, the target shifted right by one: row i reads {unit} \
+             i and predicts the next"
+        ));
     }
     if att.mask == crate::attention::MaskKind::Causal {
         notes.push(
@@ -507,11 +592,6 @@ fn notes(att: &Attention) -> String {
     }
     if let Some(g) = att.first_generated() {
         let last = att.n_queries() - 1;
-        let unit = if att.level == crate::attention::Level::Word {
-            "word"
-        } else {
-            "token"
-        };
         let which = if last > g {
             format!("{unit}s {g}–{last}")
         } else {
@@ -521,11 +601,10 @@ fn notes(att: &Attention) -> String {
             "{which}, in orange after the dashed line, generated by the model"
         ));
     }
-    if notes.is_empty() {
-        String::new()
-    } else {
-        format!("({})", notes.join("; "))
+    if !att.queries().reaction_arrows().is_empty() || !att.keys().reaction_arrows().is_empty() {
+        notes.push("reaction: a line before >> divides reactants from products".into());
     }
+    notes
 }
 
 #[cfg(test)]

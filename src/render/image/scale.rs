@@ -33,10 +33,45 @@ pub(crate) fn resample2(
             })
             .collect()
     };
-    let (row_spans, col_spans) = (spans(nq, mq), spans(nk, mk));
+    resample_spans(values, nk, &spans(nq, mq), &spans(nk, mk))
+}
+
+/// [`resample2`] onto the cells of two grids (which may give a segment more cells than its
+/// share: [`super::layout::Grid::segmented`]).
+pub(crate) fn resample_grids(
+    values: &[f32],
+    (rows, cols): (&super::layout::Grid, &super::layout::Grid),
+) -> Vec<f32> {
+    if rows.split.is_none() && cols.split.is_none() {
+        return resample2(values, (rows.n, cols.n), (rows.m, cols.m));
+    }
+    let spans = |g: &super::layout::Grid| (0..g.m).map(|p| g.span(p)).collect::<Vec<_>>();
+    resample_spans(values, cols.n, &spans(rows), &spans(cols))
+}
+
+/// [`resample_mask`] onto the cells of two grids.
+pub(crate) fn resample_mask_grids(
+    mask: &[bool],
+    grids: (&super::layout::Grid, &super::layout::Grid),
+) -> Vec<bool> {
+    let as_values: Vec<f32> = mask.iter().map(|&b| if b { 0.0 } else { 1.0 }).collect();
+    resample_grids(&as_values, grids)
+        .into_iter()
+        .map(|v| v == 0.0)
+        .collect()
+}
+
+/// Each display cell the largest value of the matrix cells under it.
+fn resample_spans(
+    values: &[f32],
+    nk: usize,
+    row_spans: &[std::ops::Range<usize>],
+    col_spans: &[std::ops::Range<usize>],
+) -> Vec<f32> {
+    let (mq, mk) = (row_spans.len(), col_spans.len());
     let mut out = Vec::with_capacity(mq * mk);
-    for rows in &row_spans {
-        for cols in &col_spans {
+    for rows in row_spans {
+        for cols in col_spans {
             let mut max = f32::NEG_INFINITY;
             for r in rows.clone() {
                 let row = &values[r * nk..(r + 1) * nk];
@@ -61,8 +96,12 @@ pub(crate) fn resample_mask(mask: &[bool], n: (usize, usize), m: (usize, usize))
 /// How values map to colours (`--scale`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ColorScale {
-    /// Colour proportional to the value, from 0 to the largest value shown.
+    /// [`ColorScale::Sqrt`] where a linear scale would show one colour, else
+    /// [`ColorScale::Linear`]: see [`ColorScale::resolve`]. The figure says which it chose, and
+    /// why.
     #[default]
+    Auto,
+    /// Colour proportional to the value, from 0 to the largest value shown.
     Linear,
     /// Colour proportional to the square root: weak links become visible, zero stays zero.
     Sqrt,
@@ -72,15 +111,78 @@ pub enum ColorScale {
 }
 
 crate::choice!(ColorScale {
+    Auto => ("auto", "Square root over 64 tokens, or when the first token holds most of the attention; else linear"),
     Linear => ("linear", "Proportional to the weight"),
     Sqrt => ("sqrt", "Proportional to the square root of the weight"),
     Log => ("log", "Logarithmic, three decades below the largest weight"),
 });
 
+/// Over this many units (rows or columns), [`ColorScale::Auto`] draws on a square-root scale: a
+/// weight spread over 65 keys is about 0.015, a sixtieth of the colour range on a linear scale.
+pub const AUTO_SQRT_UNITS: usize = 64;
+
+/// [`ColorScale::Auto`] also draws on a square-root scale when the first column (a causal
+/// model's attention sink, BERT's `[CLS]`) holds more than this share of every row on average:
+/// the rest of the matrix is then nearly one colour on a linear scale.
+pub const AUTO_SQRT_FIRST_SHARE: f64 = 0.5;
+
 impl ColorScale {
     /// The name on the command line and in captions.
     pub fn as_str(self) -> &'static str {
         crate::choice::Choice::name(self)
+    }
+
+    /// The scale to draw `matrices` (each `nq × nk`, row-major) on, and why when
+    /// [`ColorScale::Auto`] chose it: square root when there are more than [`AUTO_SQRT_UNITS`]
+    /// rows or columns (`why`: "over 64 tokens"), or when the first column holds more than
+    /// [`AUTO_SQRT_FIRST_SHARE`] of the rows' attention on average ("the first token holds 81%
+    /// of the attention"); else linear, with no reason. Any other scale is itself, with no
+    /// reason. `unit` names a row ("token", "word").
+    pub fn resolve<'a>(
+        self,
+        matrices: impl IntoIterator<Item = &'a [f32]>,
+        (nq, nk): (usize, usize),
+        unit: &str,
+    ) -> (ColorScale, Option<String>) {
+        if self != ColorScale::Auto {
+            return (self, None);
+        }
+        if nq.max(nk) > AUTO_SQRT_UNITS {
+            return (
+                ColorScale::Sqrt,
+                Some(format!("over {AUTO_SQRT_UNITS} {unit}s")),
+            );
+        }
+        let share = first_column_share(matrices, nk);
+        if share > AUTO_SQRT_FIRST_SHARE {
+            return (
+                ColorScale::Sqrt,
+                Some(format!(
+                    "the first {unit} holds {:.0}% of the attention",
+                    share * 100.0
+                )),
+            );
+        }
+        (ColorScale::Linear, None)
+    }
+}
+
+/// The mean, over every row of every matrix, of the row's weight in the first column.
+pub fn first_column_share<'a>(matrices: impl IntoIterator<Item = &'a [f32]>, nk: usize) -> f64 {
+    if nk == 0 {
+        return 0.0;
+    }
+    let (mut sum, mut rows) = (0f64, 0usize);
+    for m in matrices {
+        for row in m.chunks_exact(nk) {
+            sum += row[0] as f64;
+            rows += 1;
+        }
+    }
+    if rows == 0 {
+        0.0
+    } else {
+        sum / rows as f64
     }
 }
 
@@ -123,7 +225,7 @@ impl Scale {
         let t = (v / self.max).clamp(0.0, 1.0);
         let t = if t.is_nan() { 0.0 } else { t };
         match self.kind {
-            ColorScale::Linear => t,
+            ColorScale::Linear | ColorScale::Auto => t,
             ColorScale::Sqrt => t.sqrt(),
             ColorScale::Log => {
                 if t <= 0.0 {
@@ -143,7 +245,7 @@ impl Scale {
     /// What the colour bar caption adds for this scale.
     pub(crate) fn caption_suffix(&self) -> &'static str {
         match self.kind {
-            ColorScale::Linear => "",
+            ColorScale::Linear | ColorScale::Auto => "",
             ColorScale::Sqrt => " (square-root scale)",
             ColorScale::Log => " (log scale)",
         }
@@ -155,7 +257,7 @@ impl Scale {
     /// than a tenth of the bar to each other.
     pub(crate) fn ticks(&self) -> Vec<(f32, String)> {
         match self.kind {
-            ColorScale::Linear => self.linear_ticks(),
+            ColorScale::Linear | ColorScale::Auto => self.linear_ticks(),
             _ => self.spread_ticks(),
         }
     }
@@ -207,9 +309,12 @@ impl Scale {
             candidates.push((0.0, 0));
         }
         // powers of ten first, then 5s, then 2s, so a crowded bar keeps the most telling ticks
+        // (0 on a square-root scale before everything: a tick close above it gives way.)
         let rank = |v: f64| {
             let m = (v / 10f64.powf(v.log10().floor())).round();
-            if v == 0.0 || m == 1.0 {
+            if v == 0.0 {
+                -1
+            } else if m == 1.0 {
                 0
             } else if m == 5.0 {
                 1

@@ -89,8 +89,15 @@ pub(crate) fn scene(
     // The band above the columns names the parts the dividers separate: the sentences of a
     // pair, or the prompt and what the model generated.
     let mut band: Vec<(i32, i32, &str, &str)> = Vec::new();
+    items.extend(layout::dividers(
+        (&rows, &cols),
+        (rows_axis, cols_axis),
+        !sides.cross,
+        (heat_x, heat_y),
+        5,
+        pal,
+    ));
     if let Some(b) = cols_axis.b_start.filter(|_| !sides.cross) {
-        items.extend(layout::divider(&cols, b, heat_x, heat_y, 5, pal));
         let at = cols.offset_of(b);
         band.extend([(0, at, "sentence A", "A"), (at, w, "sentence B", "B")]);
     }

@@ -158,6 +158,7 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
         "text": att.text,
         "pair": att.pair,
         "tokens": att.tokens(),
+        "display": att.queries().display,
         "segments": att.queries().segments,
         "roles": att.queries().roles,
         "special": att.queries().roles.iter().map(|r| r.is_special()).collect::<Vec<_>>(),
