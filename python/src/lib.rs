@@ -476,14 +476,24 @@ fn from_arrays(
 /// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
 /// kind of file it was.
 #[pyfunction]
-#[pyo3(signature = (path, tokens=None))]
+#[pyo3(signature = (path, tokens=None, max_memory=None))]
 fn read(
     py: Python<'_>,
     path: PathBuf,
     tokens: Option<Vec<String>>,
+    max_memory: Option<u64>,
 ) -> PyResult<(Vec<PyAttention>, Vec<String>, String)> {
     let imported = py
-        .detach(|| import::read(&path, &import::ReadOptions { tokens }))
+        .detach(|| {
+            import::read(
+                &path,
+                &import::ReadOptions {
+                    tokens,
+                    max_memory,
+                    ..import::ReadOptions::default()
+                },
+            )
+        })
         .map_err(import_error)?;
     Ok((
         imported

