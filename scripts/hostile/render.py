@@ -13,8 +13,12 @@ Files that declare 2**28 weights (1 GiB as f32) in 1 to 3 MB, as deflate squeeze
   as f32, as f64 (2 GiB inflated), and as f32 in Fortran order; drawn in the terminal.
 - npz-f32-html / npz-f32-png: the f32 file with `--html` / `--png`.
 - npz-three: encoder, decoder and cross-attention of 2**28 weights each (3 GiB), `--kind
-  encoder`, the terminal only.
+  encoder`, the terminal view.
+- npz-three-json: the same with `--json` (every kind).
 - npz-max-memory: the f32 file with `--max-memory 256M`.
+- npz-f32-quiet / npz-f64-quiet / npz-fortran-quiet / npz-three-quiet: the same files with
+  `-q` (no view: the weights alone fit the budget), read whole; the last decodes the encoder
+  only.
 - npz-wide-tokens: 16 tokens of 65,536 characters each declared (`<U65536`, 4 MiB), with a
   small attention: labels no view can show.
 
@@ -82,11 +86,21 @@ def big_npz(path, descr="<f4", fortran=False, kinds=("attention",)):
             write_strings(zf, "decoder_tokens", tokens(N, "d"))
 
 
+MADE = {}
+
+
 def case(out, name, args, files):
+    """A case folder `name` with `args` and `files` (file name: a function that writes it; the
+    same function's file is written once and hard-linked into every case that uses it)."""
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     for fname, make in files.items():
-        make(os.path.join(d, fname))
+        path = os.path.join(d, fname)
+        if make in MADE:
+            os.link(MADE[make], path)
+        else:
+            make(path)
+            MADE[make] = path
     with open(os.path.join(d, "args"), "w", encoding="utf-8") as f:
         f.write("\n".join(args) + "\n")
 
@@ -123,14 +137,23 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     r = ["render", "{case}/a.npz"]
+    f64 = lambda p: big_npz(p, "<f8")  # noqa: E731
+    fortran = lambda p: big_npz(p, fortran=True)  # noqa: E731
+    three = ("encoder_attention", "decoder_attention", "cross_attention")
+    enc_dec = lambda p: big_npz(p, kinds=three)  # noqa: E731
     case(out, "npz-f32", r, {"a.npz": big_npz})
-    case(out, "npz-f64", r, {"a.npz": lambda p: big_npz(p, "<f8")})
-    case(out, "npz-fortran", r, {"a.npz": lambda p: big_npz(p, fortran=True)})
+    case(out, "npz-f64", r, {"a.npz": f64})
+    case(out, "npz-fortran", r, {"a.npz": fortran})
     case(out, "npz-f32-html", r + ["--html", "{out}/a.html"], {"a.npz": big_npz})
     case(out, "npz-f32-png", r + ["--png", "{out}/a.png"], {"a.npz": big_npz})
-    three = ("encoder_attention", "decoder_attention", "cross_attention")
-    case(out, "npz-three", r + ["--kind", "encoder"], {"a.npz": lambda p: big_npz(p, kinds=three)})
+    case(out, "npz-three", r + ["--kind", "encoder"], {"a.npz": enc_dec})
+    case(out, "npz-three-json", r + ["--json", "{out}/a.json"], {"a.npz": enc_dec})
     case(out, "npz-max-memory", r + ["--max-memory", "256M"], {"a.npz": big_npz})
+    # What fits: the weights alone (-q: no view), read in bounded memory.
+    case(out, "npz-f32-quiet", r + ["-q"], {"a.npz": big_npz})
+    case(out, "npz-f64-quiet", r + ["-q"], {"a.npz": f64})
+    case(out, "npz-fortran-quiet", r + ["-q"], {"a.npz": fortran})
+    case(out, "npz-three-quiet", r + ["--kind", "encoder", "-q"], {"a.npz": enc_dec})
 
     def wide(path):
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:

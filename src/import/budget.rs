@@ -96,7 +96,7 @@ pub struct Declared {
     pub shape: Vec<usize>,
     /// Bytes once decoded (4 per float, 8 per integer, the strings' worst case).
     pub decoded: u64,
-    /// Bytes held while it is read (a memory-mapped tensor's data; 0 for a stream).
+    /// Bytes held while it is read (a memory-mapped tensor's data, a stream's chunk).
     pub transient: u64,
 }
 
@@ -114,6 +114,8 @@ impl Declared {
 #[derive(Clone, Debug, Default)]
 pub struct Estimate {
     bytes: u64,
+    /// Arrays are read one after the other: the most any one holds while it is read.
+    transient: u64,
     weights: u64,
     cells: u64,
     largest: Option<(String, Vec<usize>)>,
@@ -122,10 +124,8 @@ pub struct Estimate {
 impl Estimate {
     /// An array that is read but not drawn (tokens, roles, ids).
     pub fn add(&mut self, array: &Declared) {
-        self.bytes = self
-            .bytes
-            .saturating_add(array.decoded)
-            .saturating_add(array.transient);
+        self.bytes = self.bytes.saturating_add(array.decoded);
+        self.transient = self.transient.max(array.transient);
     }
 
     /// An attention array `name` of `[layers, heads, queries, keys]` (or with a batch axis).
@@ -150,6 +150,7 @@ impl Estimate {
     /// The estimate with the outputs' `cost`.
     pub fn total(&self, cost: Cost) -> u64 {
         self.bytes
+            .saturating_add(self.transient)
             .saturating_add(self.weights.saturating_mul(cost.per_weight))
             .saturating_add(self.cells.saturating_mul(cost.per_cell))
     }

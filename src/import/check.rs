@@ -153,7 +153,12 @@ pub fn kv_heads(name: &str, kv_head: &[usize], heads: usize) -> Result<(), Impor
 
 /// Spans (the tokens `[start, end)` each unit covers) must be non-empty, in order, apart, and
 /// inside the longest input attnviz reads; at token level each covers one token.
-pub fn spans(field: &str, spans: &[Range<usize>], token_level: bool) -> Result<(), ImportError> {
+pub fn spans(
+    name: &str,
+    field: &str,
+    spans: &[Range<usize>],
+    token_level: bool,
+) -> Result<(), ImportError> {
     let mut end = 0usize;
     for (i, s) in spans.iter().enumerate() {
         let why = if s.start >= s.end {
@@ -169,7 +174,8 @@ pub fn spans(field: &str, spans: &[Range<usize>], token_level: bool) -> Result<(
             continue;
         };
         return Err(ImportError::invalid(format!(
-            "{field}: span {i} [{}, {}] {why}; give each unit's tokens as [start, end), in order",
+            "{name}: span {i} of {field}, [{}, {}], {why}; give each unit's tokens as [start, \
+             end), in order",
             s.start, s.end
         )));
     }
@@ -177,7 +183,7 @@ pub fn spans(field: &str, spans: &[Range<usize>], token_level: bool) -> Result<(
 }
 
 /// Word ids index the words, of which there are at most as many as units.
-pub fn word_ids(field: &str, ids: &[Option<usize>]) -> Result<(), ImportError> {
+pub fn word_ids(name: &str, field: &str, ids: &[Option<usize>]) -> Result<(), ImportError> {
     let n = ids.len();
     match ids
         .iter()
@@ -186,8 +192,8 @@ pub fn word_ids(field: &str, ids: &[Option<usize>]) -> Result<(), ImportError> {
     {
         None => Ok(()),
         Some((i, w)) => Err(ImportError::invalid(format!(
-            "{field}: unit {i} has word id {}, but {n} units hold at most {n} words (ids 0 to \
-             {}); give each unit's word index, or none for special tokens",
+            "{name}: unit {i} of {field} has word id {}, but {n} units hold at most {n} words \
+             (ids 0 to {}); give each unit's word index, or none for special tokens",
             w.unwrap_or(0),
             n.saturating_sub(1)
         ))),

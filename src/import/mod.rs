@@ -329,7 +329,7 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         )));
     };
     let store::Assembled {
-        arrays: mut arrays,
+        mut arrays,
         skipped,
         mut held,
     } = assembled;
@@ -615,10 +615,10 @@ fn check_tokens(
         }
     }
     if let Some(spans) = &tokens.spans {
-        check::spans(&format!("{field} spans"), spans, !word_level)?;
+        check::spans(name, field, spans, !word_level)?;
     }
     if let Some(ids) = &tokens.word_ids {
-        check::word_ids(&format!("{field} word_ids"), ids)?;
+        check::word_ids(name, field, ids)?;
     }
     if let Some(b) = tokens.sentence_b_start.filter(|&b| b == 0 || b >= n) {
         return Err(ImportError::invalid(format!(

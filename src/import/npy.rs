@@ -126,7 +126,9 @@ impl Header {
             shape: self.shape.clone(),
             decoded: (count as u64).saturating_mul(self.dtype.decoded_size()),
             // Decoded as it streams in, a chunk at a time.
-            transient: CHUNK as u64,
+            transient: (count as u64)
+                .saturating_mul(self.dtype.item_size() as u64)
+                .min(CHUNK as u64),
         }
     }
 }
