@@ -58,7 +58,10 @@ async function check(name, evaluate, frames) {
         error: status && status.classList.contains('error') ? status.textContent : '',
         pwned: document.documentElement.dataset.pwned || document.body.dataset.pwned || null,
         title: document.title,
-        injected: document.querySelectorAll('img, script:not([type]), script[src]').length,
+        // Images, scripts from elsewhere, and any script but the report's own (one without a
+        // type; its data blocks are typed).
+        injected: document.querySelectorAll('img, script[src]').length
+          + Math.max(0, document.querySelectorAll('script:not([type])').length - 1),
         labels: labels.map((l) => l.textContent),
         labelChildren: labels.reduce((n, l) => n + l.querySelectorAll('*:not(.tag)').length, 0),
         text: document.body.innerText,

@@ -91,9 +91,11 @@ def test_hostile_tokens_stay_text_in_the_page_and_the_frame():
         plain = make(att, [f"t{i}" for i in range(len(tokens))], prettify_tokens=False, html_action="return")
         assert elements(page).tags == elements(plain.html()).tags
         assert meta_of(page)["tokens"] == tokens
+        # No token appears raw (the page's template may hold `<!--` itself: as often as a page
+        # of plain tokens does).
         for t in tokens:
             if "<" in t or "\u2028" in t:
-                assert t not in page, f"{t!r} appears raw in the page"
+                assert page.count(t) == plain.html().count(t), f"{t!r} appears raw in the page"
 
 
 def test_encoder_decoder_views_and_titles_keep_hostile_text_as_text():
