@@ -83,6 +83,8 @@ fn address_space_limit() -> Option<u64> {
         if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0
             && limit.rlim_cur != libc::RLIM_INFINITY
         {
+            // rlim_t is u64 here, not on every target.
+            #[allow(clippy::unnecessary_cast)]
             return Some(limit.rlim_cur as u64);
         }
     }

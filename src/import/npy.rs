@@ -261,6 +261,9 @@ impl Order {
     }
 }
 
+/// What [`read_data`] calls for every element: its bytes and its position in C order.
+type Visit<'a> = dyn FnMut(&[u8], usize) -> Result<(), String> + 'a;
+
 /// The `count` elements after the header, read and decoded a chunk at a time (never the whole
 /// data at once), put in C order.
 fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String> {
@@ -271,7 +274,7 @@ fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String
     let mut order = Order::new(&h.shape, h.fortran_order);
     let big_endian = h.big_endian;
     // `visit(item, position)` for every element, in storage order.
-    let mut each = |visit: &mut dyn FnMut(&[u8], usize) -> Result<(), String>| {
+    let mut each = |visit: &mut Visit<'_>| {
         let mut done = 0usize;
         while done < count {
             let n = per_chunk.min(count - done);

@@ -435,11 +435,11 @@ fn a_file_over_the_budget_is_refused_from_its_headers() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.ends_with(&format!(
+        e.ends_with(
             "b.npz: its attention (96 weights, attention [2, 3, 4, 4]) needs about 1 kB of \
              memory to read and draw, more than the memory budget of 1 kB; save a part of it \
              (fewer layers or heads, a shorter input: a[:, :, :512, :512]) or raise the budget"
-        )),
+        ),
         "{e}"
     );
     // The outputs' cost: 10 bytes a weight and 100 a cell of one 4 × 4 matrix.
