@@ -76,9 +76,14 @@ class Report:
         settings: Sequence[tuple] = (),
         title: Optional[str] = None,
         height: Optional[int] = None,
+        _of_several: bool = False,
     ):
         if view not in _VIEWS:
             raise ValueError(f"view {view!r} is not one of {', '.join(_VIEWS)}")
+        # One kind of several (Views) takes the selection clamped to its own layers and heads.
+        layers, heads = (1 << 62, 1 << 62) if _of_several else native.shape[:2]
+        _check_index("layer", layer, layers, "layers")
+        _check_index("head", head, heads, "heads")
         self._native = native
         self._view = view
         self._layer = layer
@@ -311,6 +316,17 @@ class Views:
         return f"<attnviz.Views {', '.join(h for h, _, _ in self.parts)}>"
 
 
+def _check_index(name: str, value: Any, count: int, what: str) -> None:
+    """``value`` is None or an index among ``count`` (layers, heads): a ValueError that says
+    which exist, not a numpy IndexError or an OverflowError from deep inside."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer index, not {type(value).__name__} {value!r}")
+    if not 0 <= int(value) < count:
+        raise ValueError(f"{name} {int(value)} does not exist: there are {count} {what} (0 to {count - 1})")
+
+
 def _write_text(path: Any, text: str) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.attnviz-tmp")
@@ -370,13 +386,26 @@ def run(
     )
 
 
-def render(path: Any, tokens: Optional[Sequence[str]] = None, kind: Optional[str] = None, **options: Any):
+def render(
+    path: Any,
+    tokens: Optional[Sequence[str]] = None,
+    kind: Optional[str] = None,
+    *,
+    max_memory: Optional[int] = None,
+    **options: Any,
+):
     """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
     ``.safetensors`` file with ``attention`` and ``tokens`` (docs/render.md). A file of an
     encoder–decoder run gives :class:`Views` of every kind (one page with an Encoder / Decoder /
-    Cross selector); ``kind`` picks one of them as a :class:`Report`. ``options`` are
+    Cross selector); ``kind`` picks one of them as a :class:`Report`. ``max_memory`` (bytes)
+    bounds what reading the file may take, checked from its headers before anything is read
+    (default: half of this machine's memory); a bigger file raises MemoryError. ``options`` are
     :class:`Report`'s."""
-    natives, warns, fmt = _native.read(str(path), None if tokens is None else list(tokens))
+    if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 0):
+        raise ValueError(f"max_memory must be a number of bytes, not {max_memory!r}")
+    natives, warns, fmt = _native.read(
+        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory
+    )
     for w in warns:
         _warn(w)
     settings = [("source", str(path)), ("format", fmt)]
@@ -387,7 +416,7 @@ def render(path: Any, tokens: Optional[Sequence[str]] = None, kind: Optional[str
     elif len(natives) > 1:
         # Every kind of an encoder–decoder file, in one page with a selector.
         opts = dict(options, settings=settings)
-        parts = [(n.kind.capitalize(), Report(n, **opts), None) for n in natives]
+        parts = [(n.kind.capitalize(), Report(n, **opts, _of_several=True), None) for n in natives]
         return Views(parts, **opts)
     else:
         chosen = natives
@@ -426,6 +455,7 @@ def _layers(attention: Any, name: str, include_layers: Optional[Sequence[int]], 
         shapes = {a.shape for a in layers}
         if len(shapes) > 1:
             raise ValueError(f"{name}'s layers have different shapes: {sorted(shapes)}")
+        _native.check_size(name, [len(layers), *[int(d) for d in layers[0].shape]])
         stacked = np.stack(layers)
     else:
         stacked = _array(attention)
@@ -437,10 +467,23 @@ def _layers(attention: Any, name: str, include_layers: Optional[Sequence[int]], 
                 "(1, heads, queries, keys) tensors, one per layer, or one [layers, heads, "
                 "queries, keys] array"
             )
+    shape = [int(d) for d in stacked.shape]
     if include_layers is not None:
-        stacked = stacked[list(include_layers)]
+        include_layers = list(include_layers)
+        for i in include_layers:
+            _check_index("include_layers", i, shape[0], "layers")
+        shape[0] = len(include_layers)
     if include_heads is not None:
-        stacked = stacked[:, list(include_heads)]
+        include_heads = list(include_heads)
+        for i in include_heads:
+            _check_index("include_heads", i, shape[1], "heads")
+        shape[1] = len(include_heads)
+    # Before any copy: a broadcast view can stand for more than memory holds.
+    _native.check_size(name, shape)
+    if include_layers is not None:
+        stacked = stacked[include_layers]
+    if include_heads is not None:
+        stacked = stacked[:, include_heads]
     return np.ascontiguousarray(stacked, dtype=np.float32)
 
 
@@ -454,14 +497,23 @@ def _array(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
+def _token_list(name: str, tokens: Any) -> list:
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError(f"{name} must be a list of strings, one per token, not one string")
+    return [str(t) for t in tokens]
+
+
 def _native_view(weights, tokens, *, kind="self", key_tokens=None, sentence_b_start=None, prettify=True, name="attention"):
     if tokens is None:
         raise ValueError(f"{name} needs its tokens")
+    if sentence_b_start is not None:
+        _check_index("sentence_b_start", sentence_b_start, weights.shape[2], "tokens")
+        sentence_b_start = int(sentence_b_start)
     native, warning = _native.from_arrays(
         weights,
-        [str(t) for t in tokens],
+        _token_list("tokens", tokens),
         kind=kind,
-        key_tokens=None if key_tokens is None else [str(t) for t in key_tokens],
+        key_tokens=None if key_tokens is None else _token_list("encoder_tokens", key_tokens),
         sentence_b_start=sentence_b_start,
         name=name,
         prettify=prettify,
@@ -532,6 +584,8 @@ def _bertviz_view(
     head = None
     if heads:
         heads = list(heads)
+        if include_heads is not None and heads[0] not in include_heads:
+            raise ValueError(f"heads[0] {heads[0]!r} is not in include_heads: {include_heads}")
         head = heads[0] if include_heads is None else include_heads.index(heads[0])
     opts = dict(view=view, layer=layer, head=head, settings=settings)
 
@@ -560,7 +614,7 @@ def _bertviz_view(
             raise ValueError(f"'{name.split('_')[0]}_tokens' required if '{name}' is not None")
         weights = _layers(arr, name, include_layers, include_heads)
         native = _native_view(weights, toks, kind=kind, prettify=prettify_tokens, name=name)
-        parts.append((heading, Report(native, **opts), None))
+        parts.append((heading, Report(native, **opts, _of_several=True), None))
     if cross_attention is not None:
         if encoder_tokens is None or decoder_tokens is None:
             raise ValueError("'encoder_tokens' and 'decoder_tokens' are required if 'cross_attention' is not None")
@@ -568,7 +622,7 @@ def _bertviz_view(
         native = _native_view(
             weights, decoder_tokens, kind="cross", key_tokens=encoder_tokens, prettify=prettify_tokens, name="cross_attention"
         )
-        parts.append(("Cross", Report(native, **opts), None))
+        parts.append(("Cross", Report(native, **opts, _of_several=True), None))
     return _show(Views(parts, **opts), html_action)
 
 

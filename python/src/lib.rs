@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use numpy::ndarray::ArrayView4;
 use numpy::{PyArray4, PyReadonlyArray4};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use attnviz::analysis::{self, Analysis, ViewOptions};
@@ -21,16 +21,30 @@ use attnviz::model::{EncodeOptions, Model};
 use attnviz::render::html::{self, report_analysis, HtmlOptions, PrecisionChoice, View};
 use attnviz::render::image::{self, ColorScale, Colormap, Figure, FigureSpec, ImageOptions, Theme};
 use attnviz::render::json::{json_sections, write_json_with, JsonOptions, JsonSection};
-use attnviz::render::terminal::{write_view, TerminalOptions};
+use attnviz::render::terminal::{escape_controls, write_view, TerminalOptions};
+
+/// A message for Python: quoted file contents, token labels and names reach a notebook or a
+/// terminal's traceback with their control and bidirectional characters shown as escapes
+/// (`<U+001B>`), as on the CLI's error line.
+fn message(e: impl std::fmt::Display) -> String {
+    escape_controls(&e.to_string()).into_owned()
+}
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    PyValueError::new_err(message(e))
+}
+
+fn runtime_error(e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(message(e))
 }
 
 fn import_error(e: ImportError) -> PyErr {
     match e {
-        ImportError::Io { .. } => PyOSError::new_err(e.to_string()),
-        ImportError::Invalid(m) => PyValueError::new_err(m),
+        ImportError::Io { .. } => PyOSError::new_err(message(e)),
+        ImportError::Invalid(m) => PyValueError::new_err(message(m)),
+        ImportError::TooBig { .. } => {
+            PyMemoryError::new_err(message(format!("{e} (max_memory=BYTES)")))
+        }
     }
 }
 
@@ -80,10 +94,7 @@ fn model(id: &str, revision: &str) -> Result<Arc<Model>, String> {
 /// Forget every loaded model (after changing a model folder on disk).
 #[pyfunction]
 fn clear_cache() -> PyResult<()> {
-    models()
-        .lock()
-        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
-        .clear();
+    models().lock().map_err(runtime_error)?.clear();
     Ok(())
 }
 
@@ -401,7 +412,7 @@ fn run(
                 .attention
                 .relabel(scheme, scheme))
         })
-        .map_err(PyRuntimeError::new_err)?;
+        .map_err(runtime_error)?;
     Ok(PyAttention { att })
 }
 
@@ -489,20 +500,30 @@ fn from_arrays(
         origin: None,
     };
     let (att, warning) = py.detach(|| import::build(arrays)).map_err(import_error)?;
-    Ok((PyAttention { att }, warning.map(|w| w.to_string())))
+    Ok((PyAttention { att }, warning.map(message)))
 }
 
 /// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
 /// kind of file it was.
 #[pyfunction]
-#[pyo3(signature = (path, tokens=None))]
+#[pyo3(signature = (path, tokens=None, max_memory=None))]
 fn read(
     py: Python<'_>,
     path: PathBuf,
     tokens: Option<Vec<String>>,
+    max_memory: Option<u64>,
 ) -> PyResult<(Vec<PyAttention>, Vec<String>, String)> {
     let imported = py
-        .detach(|| import::read(&path, &import::ReadOptions { tokens }))
+        .detach(|| {
+            import::read(
+                &path,
+                &import::ReadOptions {
+                    tokens,
+                    max_memory,
+                    ..import::ReadOptions::default()
+                },
+            )
+        })
         .map_err(import_error)?;
     Ok((
         imported
@@ -510,7 +531,7 @@ fn read(
             .into_iter()
             .map(|att| PyAttention { att })
             .collect(),
-        imported.warnings.iter().map(|w| w.to_string()).collect(),
+        imported.warnings.iter().map(message).collect(),
         imported.format,
     ))
 }
@@ -636,6 +657,13 @@ fn html_kinds(
     String::from_utf8(bytes).map_err(value_error)
 }
 
+/// Refuse a `[layers, heads, queries, keys]` shape with more weights than attnviz draws, before
+/// anything is copied (the same check and words as for a file).
+#[pyfunction]
+fn check_size(name: &str, shape: Vec<usize>) -> PyResult<()> {
+    import::check_size(name, &shape).map_err(import_error)
+}
+
 /// The attnviz version this module was built from.
 #[pyfunction]
 fn version() -> &'static str {
@@ -650,6 +678,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read, m)?)?;
     m.add_function(wrap_pyfunction!(html_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(check_size, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

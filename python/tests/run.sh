@@ -7,7 +7,8 @@
 #   4. execute examples/quickstart.ipynb offline with nbconvert (the model is the local
 #      all-MiniLM-L6-v2) and, unless ATTNVIZ_SKIP_BROWSER is set, open the executed notebook's
 #      HTML in headless Chromium (tests/browser/notebook.mjs): the views are drawn and nothing is
-#      requested from the network.
+#      requested from the network; and inline views over hostile tokens (python/tests/
+#      hostile_page.py) in Chromium and Firefox: nothing in the tokens runs as markup or script.
 # Needs: python3 with venv and pip, the release binary (cargo test --release builds it), the
 # MiniLM model (scripts/fetch-minilm.sh), and for step 4's browser check chromium and
 # tests/browser/node_modules (scripts/test.sh installs both).
@@ -53,6 +54,9 @@ echo "python: examples/quickstart.ipynb executed ($(wc -c <"$run_dir/quickstart.
 if [[ -z ${ATTNVIZ_SKIP_BROWSER:-} ]]; then
     shots="$repo/tests/artifacts/notebook"
     (cd tests/browser && node notebook.mjs "$run_dir/quickstart.html" "$shots")
+    # Inline views over hostile tokens, in Chromium and Firefox (python/tests/hostile_page.*).
+    "$cache/test/bin/python" python/tests/hostile_page.py "$run_dir/hostile.html"
+    (cd tests/browser && node ../../python/tests/hostile_page.mjs "$run_dir/hostile.html" "$shots")
 else
     echo "python: ATTNVIZ_SKIP_BROWSER is set: the executed notebook was NOT opened in Chromium" >&2
 fi

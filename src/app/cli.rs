@@ -405,6 +405,12 @@ pub struct RenderArgs {
     #[arg(help_heading = "Input", long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
 
+    /// The most memory reading and drawing FILE may take, e.g. `2G`, `512M` (bytes, or with k,
+    /// M, G, T; powers of 1024). Checked from the file's headers before anything is read
+    /// [default: half of this machine's memory, or of the address-space limit].
+    #[arg(help_heading = "Input", long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+
     /// What to show and where, as for TEXT.
     #[command(flatten)]
     pub out: Outputs,

@@ -68,6 +68,9 @@ pub struct Render {
     pub file: PathBuf,
     /// `--tokens FILE`.
     pub tokens: Option<PathBuf>,
+    /// `render --max-memory`: what reading and drawing the file may take; `None`: the
+    /// library's default.
+    pub max_memory: Option<u64>,
     /// The outputs.
     pub out: Single,
 }
@@ -268,6 +271,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             Mode::Render(Box::new(Render {
                 file: r.file.clone(),
                 tokens: r.tokens.clone(),
+                max_memory: r.max_memory,
                 out: single(args, &r.out, Some(r.file.display().to_string()))?,
             }))
         }

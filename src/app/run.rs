@@ -290,7 +290,19 @@ fn run_render(render: &Render) -> Result<(), Error> {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,
     };
-    let imported = import::read(&render.file, &import::ReadOptions { tokens })?;
+    let opts = import::ReadOptions {
+        tokens,
+        max_memory: render.max_memory,
+        cost: render_cost(plan),
+        // Outputs that show one kind need only its weights (JSON and the report hold every
+        // kind of an encoder–decoder file).
+        only: (plan.json.is_none() && !plan.html_report())
+            .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
+    };
+    let mut imported = import::read(&render.file, &opts).map_err(|e| match e {
+        e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
+        e => Error::Import(e),
+    })?;
     for w in &imported.warnings {
         note(&format!("warning: {w}"));
     }
@@ -305,7 +317,8 @@ fn run_render(render: &Render) -> Result<(), Error> {
         }
     }
     let set = match imported.kinds.as_slice() {
-        [one] => Some(AttentionSet::single(one.clone())),
+        // Moved, not copied: the weights are most of the memory.
+        [_] => imported.kinds.pop().map(AttentionSet::single),
         [enc, dec, cross]
             if [enc.kind, dec.kind, cross.kind] == attnviz::attention::ENCODER_DECODER_KINDS =>
         {
@@ -362,6 +375,47 @@ fn run_render(render: &Render) -> Result<(), Error> {
         ("format".to_string(), imported.format.clone()),
     ];
     write_outputs(plan, &set, selection, every_layer, settings)
+}
+
+/// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per
+/// cell of one layer-and-head matrix: the peak resident memory of each output over the
+/// reading alone, fitted on files shaped [1, 1, 2048, 2048], [16, 16, 128, 128] and
+/// [4, 4, 1024, 1024] and checked on [2, 2, 3000, 3000] and [8, 12, 700, 700], rounded up
+/// (docs/render.md, "Memory"). Outputs asked for together add up.
+fn render_cost(plan: &Single) -> import::Cost {
+    let mut cost = import::Cost::default();
+    let mut add = |per_weight: u64, per_cell: u64| {
+        cost.per_weight += per_weight;
+        cost.per_cell += per_cell;
+    };
+    if plan.terminal_view {
+        // The strongest links of the shown matrix, sorted (24 bytes a cell), and the mean.
+        add(0, 28);
+    }
+    if plan.png.is_some() || plan.svg.is_some() {
+        add(0, 8);
+        if plan.figure == Figure::Rollout {
+            add(4, 24);
+        }
+    }
+    if plan.html.is_some() {
+        add(2, 20);
+    }
+    if plan.report.is_some() {
+        add(9, 20);
+    }
+    if plan.json.is_some() {
+        add(7, 7);
+    }
+    if plan.view.words || plan.view.no_special {
+        // The view's own copy of the weights.
+        add(4, 0);
+    }
+    if plan.json.is_some() || plan.html_report() {
+        // Every kind of an encoder–decoder file, copied into its set.
+        add(4, 0);
+    }
+    cost
 }
 
 /// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an

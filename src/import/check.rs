@@ -1,8 +1,11 @@
 //! Checks of imported weights: size, values, row sums, and whether a mask is causal.
 
 use std::fmt;
+use std::ops::Range;
 
 use rayon::prelude::*;
+
+use crate::attention::MaskKind;
 
 use super::{ImportError, MAX_WEIGHTS};
 
@@ -92,6 +95,109 @@ pub fn is_causal(shape: &[usize; 4], weights: &[f32]) -> bool {
             .enumerate()
             .all(|(row, r)| r[row + 1..].iter().all(|&w| w == 0.0))
     })
+}
+
+/// A file that says its mask is causal must have nothing above the diagonal: drawing such a
+/// mask hides those weights. `Ok` when `mask` is not causal or the weights agree.
+pub fn stated_mask(
+    name: &str,
+    mask: Option<MaskKind>,
+    shape: &[usize; 4],
+    weights: &[f32],
+) -> Result<(), ImportError> {
+    if mask != Some(MaskKind::Causal) {
+        return Ok(());
+    }
+    let [_, _, q, k] = *shape;
+    if q != k {
+        return Err(ImportError::invalid(format!(
+            "{name} says its mask is causal, but it is {q} queries × {k} keys; a causal mask is \
+             square (drop \"mask\" or give \"bidirectional\")"
+        )));
+    }
+    let above = weights
+        .par_chunks(q * k)
+        .enumerate()
+        .find_map_first(|(m, matrix)| {
+            matrix.chunks_exact(k).enumerate().find_map(|(row, r)| {
+                r[row + 1..]
+                    .iter()
+                    .position(|&w| w != 0.0)
+                    .map(|c| (m, row, row + 1 + c, r[row + 1 + c]))
+            })
+        });
+    match above {
+        None => Ok(()),
+        Some((m, row, key, w)) => Err(ImportError::invalid(format!(
+            "{name} says its mask is causal, but {} attends to the later key {key} with weight \
+             {w}; drawn as causal, that weight would be hidden: drop \"mask\" (it is found from \
+             the weights) or give \"bidirectional\"",
+            position(shape, (m * q + row) * k + key)
+                .rsplit_once(", key")
+                .map_or(String::new(), |(at, _)| at.to_string())
+        ))),
+    }
+}
+
+/// The key/value head of each query head must be one of the heads.
+pub fn kv_heads(name: &str, kv_head: &[usize], heads: usize) -> Result<(), ImportError> {
+    match kv_head.iter().enumerate().find(|&(_, &g)| g >= heads) {
+        None => Ok(()),
+        Some((h, g)) => Err(ImportError::invalid(format!(
+            "{name}: kv_head says head {h} reads key/value head {g}, but there are {heads} heads \
+             (0 to {}); give each head's key/value head, or drop kv_head",
+            heads - 1
+        ))),
+    }
+}
+
+/// Spans (the tokens `[start, end)` each unit covers) must be non-empty, in order, apart, and
+/// inside the longest input attnviz reads; at token level each covers one token.
+pub fn spans(
+    name: &str,
+    field: &str,
+    spans: &[Range<usize>],
+    token_level: bool,
+) -> Result<(), ImportError> {
+    let mut end = 0usize;
+    for (i, s) in spans.iter().enumerate() {
+        let why = if s.start >= s.end {
+            "is empty or reversed"
+        } else if s.start < end {
+            "overlaps the unit before it"
+        } else if s.end > super::MAX_TOKENS {
+            "ends past the longest input attnviz reads (2^20 tokens)"
+        } else if token_level && s.end - s.start != 1 {
+            "covers more than one token at token level"
+        } else {
+            end = s.end;
+            continue;
+        };
+        return Err(ImportError::invalid(format!(
+            "{name}: span {i} of {field}, [{}, {}], {why}; give each unit's tokens as [start, \
+             end), in order",
+            s.start, s.end
+        )));
+    }
+    Ok(())
+}
+
+/// Word ids index the words, of which there are at most as many as units.
+pub fn word_ids(name: &str, field: &str, ids: &[Option<usize>]) -> Result<(), ImportError> {
+    let n = ids.len();
+    match ids
+        .iter()
+        .enumerate()
+        .find(|(_, w)| w.is_some_and(|w| w >= n))
+    {
+        None => Ok(()),
+        Some((i, w)) => Err(ImportError::invalid(format!(
+            "{name}: unit {i} of {field} has word id {}, but {n} units hold at most {n} words \
+             (ids 0 to {}); give each unit's word index, or none for special tokens",
+            w.unwrap_or(0),
+            n.saturating_sub(1)
+        ))),
+    }
 }
 
 /// Rows that don't sum to 1: how many, and the furthest.

@@ -11,6 +11,7 @@
 //! start, end and padding tokens, other special tokens [`Role::Special`], and a token continues
 //! a word when its word id is its predecessor's. Its `token_type_ids` are the segments.
 
+use std::cell::Cell;
 use std::fmt;
 use std::fs::File;
 use std::io::BufReader;
@@ -23,6 +24,8 @@ use crate::attention::{
     AttentionKind, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
 };
 
+use super::budget::{Declared, Estimate};
+use super::store::Plan;
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
 /// The newest format version this reader knows.
@@ -158,8 +161,10 @@ impl<'de> Visitor<'de> for Depth<'_> {
         let depth = self.depth;
         let mut len = 0usize;
         if depth == 3 {
+            let allowed = ALLOWANCE.with(|a| a.get());
             while let Some(v) = seq.next_element::<Option<f64>>()? {
-                if self.flat.values.len() >= MAX_WEIGHTS {
+                if len >= allowed {
+                    EXCEEDED.with(|e| e.set(true));
                     return Err(de::Error::custom(format!(
                         "attention holds more than {MAX_WEIGHTS} weights, more than attnviz draws"
                     )));
@@ -168,6 +173,7 @@ impl<'de> Visitor<'de> for Depth<'_> {
                 self.flat.values.push(v.map_or(f32::NAN, |v| v as f32));
                 len += 1;
             }
+            ALLOWANCE.with(|a| a.set(allowed - len));
         } else {
             while seq
                 .next_element_seed(Depth {
@@ -199,19 +205,64 @@ impl<'de> Visitor<'de> for Depth<'_> {
     }
 }
 
-/// Read the JSON export at `path`: its format version and its attention.
-pub fn read(path: &Path, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
+thread_local! {
+    /// How many more weights the document being read on this thread may hold, all its bodies
+    /// together: the fewer of [`MAX_WEIGHTS`] and what the memory budget pays for.
+    static ALLOWANCE: Cell<usize> = const { Cell::new(MAX_WEIGHTS) };
+    /// Whether the document held more than its allowance.
+    static EXCEEDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Read the JSON export at `path`: its format version and its attention. The attention is
+/// checked against `plan`'s budget as it streams in (every weight costs its 4 bytes and the
+/// outputs' cost), and again with its shape once read.
+pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>), ImportError> {
     let file = File::open(path).map_err(|source| ImportError::Io {
         path: shown.to_string(),
         source,
     })?;
-    let doc: Doc =
-        serde_json::from_reader(BufReader::with_capacity(1 << 16, file)).map_err(|e| {
-            ImportError::invalid(format!(
+    let per_weight = 4u64.saturating_add(plan.cost.per_weight);
+    let paid = usize::try_from(plan.budget.bytes / per_weight).unwrap_or(usize::MAX);
+    let allowance = paid.min(MAX_WEIGHTS);
+    ALLOWANCE.with(|a| a.set(allowance));
+    EXCEEDED.with(|e| e.set(false));
+    let doc: Result<Doc, _> = serde_json::from_reader(BufReader::with_capacity(1 << 16, file));
+    let exceeded = EXCEEDED.with(|e| e.replace(false));
+    ALLOWANCE.with(|a| a.set(MAX_WEIGHTS));
+    let doc = match doc {
+        Err(_) if exceeded && allowance < MAX_WEIGHTS => {
+            return Err(ImportError::TooBig {
+                what: format!(
+                    "{shown}: its attention (more than {} weights)",
+                    super::budget::human(allowance as u64)
+                ),
+                needs: (allowance as u64 + 1).saturating_mul(per_weight),
+                budget: plan.budget,
+            })
+        }
+        Err(e) => {
+            return Err(ImportError::invalid(format!(
                 "{shown} is not a readable attnviz JSON export: {e}"
-            ))
-        })?;
-    from_doc(doc, shown)
+            )))
+        }
+        Ok(doc) => doc,
+    };
+    let (version, arrays) = from_doc(doc, shown)?;
+    let mut estimate = Estimate::default();
+    for a in &arrays {
+        let declared = Declared {
+            shape: a.shape.to_vec(),
+            decoded: 4 * a.weights.len() as u64,
+            transient: 0,
+        };
+        let name = match arrays.len() {
+            1 => "attention".to_string(),
+            _ => format!("{} attention", a.kind.as_str()),
+        };
+        estimate.add_attention(&name, &declared);
+    }
+    estimate.check(shown, plan.cost, plan.budget)?;
+    Ok((version, arrays))
 }
 
 fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {

@@ -25,6 +25,7 @@
 //! file's headers before anything is allocated, and no array may hold more than
 //! [`MAX_WEIGHTS`] weights.
 
+mod budget;
 mod check;
 mod json;
 pub mod labels;
@@ -41,6 +42,7 @@ use crate::attention::{
     PositionScheme, Role, Units,
 };
 
+pub use budget::{default_budget, Budget, Cost};
 pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
 
 /// The most weights (layers × heads × queries × keys) one attention array may hold: 2²⁸, 1 GiB
@@ -65,6 +67,21 @@ pub enum ImportError {
     /// fix it.
     #[error("{0}")]
     Invalid(String),
+    /// Reading and drawing the file would take more memory than the budget; nothing was
+    /// inflated or allocated.
+    #[error(
+        "{what} needs about {} of memory to read and draw, more than {budget}; save a part of it \
+         (fewer layers or heads, a shorter input: a[:, :, :512, :512]) or raise the budget",
+        crate::model::format_bytes(*needs)
+    )]
+    TooBig {
+        /// The file and its largest array.
+        what: String,
+        /// The estimate, in bytes.
+        needs: u64,
+        /// The budget it exceeds.
+        budget: Budget,
+    },
 }
 
 impl ImportError {
@@ -187,12 +204,14 @@ pub struct Origin {
     pub generated_text: Option<String>,
 }
 
-/// Attention read from a file: one value per kind it holds, in the order self, encoder,
-/// decoder, cross.
+/// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
+/// asked for), in the order self, encoder, decoder, cross.
 #[derive(Debug)]
 pub struct Imported {
-    /// The attention of each kind.
+    /// The attention of each kind read.
     pub kinds: Vec<Attention>,
+    /// Every kind the file holds, read or not.
+    pub held: Vec<AttentionKind>,
     /// What the user should know (rows that don't sum to 1).
     pub warnings: Vec<Warning>,
     /// What kind of file it was (`attnviz JSON, format version 1`, `.npz`).
@@ -211,7 +230,7 @@ impl Imported {
 
     /// The kinds the file holds, by name (`self`, `encoder`, …).
     pub fn kind_names(&self) -> Vec<&'static str> {
-        self.kinds.iter().map(|a| a.kind.as_str()).collect()
+        self.held.iter().map(|k| k.as_str()).collect()
     }
 
     /// The kinds in words: `encoder, decoder and cross`.
@@ -230,6 +249,16 @@ pub struct ReadOptions {
     /// Labels for the tokens of a self-attention array, replacing (or standing in for) the
     /// file's (`--tokens FILE`).
     pub tokens: Option<Vec<String>>,
+    /// The memory reading and drawing the file may take, in bytes; `None`: [`default_budget`].
+    /// Checked from the file's headers before anything is inflated or converted.
+    pub max_memory: Option<u64>,
+    /// What the caller's outputs cost beyond the weights (added to the estimate).
+    pub cost: Cost,
+    /// Of a file that holds an encoder–decoder's kinds, decode only this one's weights (the
+    /// outputs that show one kind need no more); the others' tokens are still read and
+    /// checked. `None`, a self-attention file, or a kind the file lacks: every kind. `.npz`
+    /// and `.safetensors` files only (JSON is read whole).
+    pub only: Option<AttentionKind>,
 }
 
 /// Read attention from `path`: attnviz JSON (`.json`), `.npz` or `.safetensors`, chosen by the
@@ -267,17 +296,31 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         n
     };
     let head = &head[..got];
-    let (format, mut arrays) = if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
+    let plan = store::Plan {
+        budget: Budget::new(opts.max_memory),
+        cost: opts.cost,
+        only: opts.only,
+    };
+    let (format, assembled) = if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
     {
-        (".npz".to_string(), npy::read_npz(path, &shown)?)
+        (".npz".to_string(), npy::read_npz(path, &shown, &plan)?)
     } else if head
         .first()
         .is_some_and(|b| b.is_ascii_whitespace() || *b == b'{')
     {
-        let (version, arrays) = json::read(path, &shown)?;
-        (format!("attnviz JSON, format version {version}"), arrays)
+        let (version, arrays) = json::read(path, &shown, &plan)?;
+        let held = arrays.iter().map(|a| a.kind).collect();
+        let assembled = store::Assembled {
+            arrays,
+            skipped: Vec::new(),
+            held,
+        };
+        (format!("attnviz JSON, format version {version}"), assembled)
     } else if tensors::looks_like_safetensors(head, meta.len()) {
-        (".safetensors".to_string(), tensors::read(path, &shown)?)
+        (
+            ".safetensors".to_string(),
+            tensors::read(path, &shown, &plan)?,
+        )
     } else if head.starts_with(b"\x93NUMPY") {
         return Err(ImportError::invalid(format!(
             "{shown} is a single .npy array: save the attention and its tokens together with \
@@ -289,9 +332,14 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
              with neither `{{`, a zip header nor a safetensors header)"
         )));
     };
+    let store::Assembled {
+        mut arrays,
+        skipped,
+        mut held,
+    } = assembled;
     if let Some(tokens) = &opts.tokens {
         match arrays.as_mut_slice() {
-            [one] if one.kind.is_self() && one.keys.is_none() => {
+            [one] if one.kind.is_self() && one.keys.is_none() && skipped.is_empty() => {
                 one.queries = Tokens::labels(tokens.clone());
                 one.text = None;
                 one.pair = None;
@@ -318,13 +366,52 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         warnings.extend(warning);
     }
     kinds.sort_by_key(|a| kind_order(a.kind));
+    held.sort_by_key(|&k| kind_order(k));
+    if !skipped.is_empty() {
+        as_one_run(&mut kinds, &skipped, generated_text.as_deref());
+    }
     Ok(Imported {
         kinds,
+        held,
         warnings,
         target,
         generated_text,
         format,
     })
+}
+
+/// The kinds read of an encoder–decoder file some of whose kinds were not ([`ReadOptions::only`]),
+/// labelled as when the whole run is read: the decoder's and cross-attention's text is the
+/// source (the encoder's), and they quote the decoder's text (what was generated, or the
+/// target) where it differs from it.
+fn as_one_run(kinds: &mut [Attention], skipped: &[store::Skipped], generated: Option<&str>) {
+    let text_of = |kind: AttentionKind| -> Option<String> {
+        if let Some(a) = kinds.iter().find(|a| a.kind == kind) {
+            return Some(a.text.clone());
+        }
+        let s = skipped.iter().find(|s| s.kind == kind)?;
+        Some(
+            s.text
+                .clone()
+                .unwrap_or_else(|| labels::text_of(&units(s.queries.clone(), false), 0)),
+        )
+    };
+    let (Some(source), Some(decoder)) = (
+        text_of(AttentionKind::Encoder),
+        text_of(AttentionKind::Decoder),
+    ) else {
+        return;
+    };
+    let quoted = generated
+        .map(str::to_string)
+        .or_else(|| (decoder != source).then_some(decoder));
+    for a in kinds.iter_mut() {
+        if matches!(a.kind, AttentionKind::Decoder | AttentionKind::Cross) {
+            a.text.clone_from(&source);
+            a.pair = None;
+            a.target_text.clone_from(&quoted);
+        }
+    }
 }
 
 fn kind_order(kind: AttentionKind) -> u8 {
@@ -421,17 +508,23 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
             kind.as_str()
         )));
     }
+    let word_level = origin.as_ref().is_some_and(|o| o.level == Level::Word);
     check_tokens(
         &name,
         "queries",
         nq,
         &queries,
         if cross { "decoder_tokens" } else { "tokens" },
+        word_level,
     )?;
     if let Some(k) = &keys {
-        check_tokens(&name, "keys", nk, k, "encoder_tokens")?;
+        check_tokens(&name, "keys", nk, k, "encoder_tokens", word_level)?;
     }
     check::values(&name, &shape, &weights)?;
+    check::stated_mask(&name, mask, &shape, &weights)?;
+    if let Some(kv) = origin.as_ref().and_then(|o| o.kv_head.as_deref()) {
+        check::kv_heads(&name, kv, heads)?;
+    }
     let mask = mask.unwrap_or_else(|| match kind {
         AttentionKind::Encoder | AttentionKind::Cross => MaskKind::Bidirectional,
         _ if check::is_causal(&shape, &weights) => MaskKind::Causal,
@@ -442,7 +535,6 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         array: name.clone(),
         sums,
     });
-    let word_level = origin.as_ref().is_some_and(|o| o.level == Level::Word);
     let query_units = units(queries, word_level);
     let text = text.unwrap_or_else(|| labels::text_of(&query_units, 0));
     let pair = pair.or_else(|| {
@@ -501,6 +593,7 @@ fn check_tokens(
     n: usize,
     tokens: &Tokens,
     field: &str,
+    word_level: bool,
 ) -> Result<(), ImportError> {
     let got = tokens.labels.len();
     if got != n {
@@ -524,6 +617,12 @@ fn check_tokens(
                 "{field}: {len} {what} for {n} tokens; give one per token"
             )));
         }
+    }
+    if let Some(spans) = &tokens.spans {
+        check::spans(name, field, spans, !word_level)?;
+    }
+    if let Some(ids) = &tokens.word_ids {
+        check::word_ids(name, field, ids)?;
     }
     if let Some(b) = tokens.sentence_b_start.filter(|&b| b == 0 || b >= n) {
         return Err(ImportError::invalid(format!(

@@ -12,14 +12,15 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::store::{Store, Value};
-use super::{check, Arrays, ImportError};
+use super::budget::Declared;
+use super::store::{Assembled, Plan, Store, Value};
+use super::{check, ImportError};
 
 /// The most bytes a `.npy` header may have (numpy writes under 200).
 const MAX_HEADER: usize = 1 << 16;
 
-/// Read the attention arrays of the `.npz` at `path`.
-pub fn read_npz(path: &Path, shown: &str) -> Result<Vec<Arrays>, ImportError> {
+/// Read the attention arrays of the `.npz` at `path`, as `plan` says.
+pub fn read_npz(path: &Path, shown: &str, plan: &Plan) -> Result<Assembled, ImportError> {
     let file = File::open(path).map_err(|source| ImportError::Io {
         path: shown.to_string(),
         source,
@@ -31,7 +32,7 @@ pub fn read_npz(path: &Path, shown: &str) -> Result<Vec<Arrays>, ImportError> {
         archive,
         shown: shown.to_string(),
     };
-    super::store::assemble(&mut store, shown)
+    super::store::assemble(&mut store, shown, plan)
 }
 
 struct NpzStore {
@@ -39,11 +40,16 @@ struct NpzStore {
     shown: String,
 }
 
-impl Store for NpzStore {
-    fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError> {
+impl NpzStore {
+    /// Open `name.npy` and read its header (nothing of the data): what `then` gets.
+    fn with_entry<T>(
+        &mut self,
+        name: &str,
+        then: impl FnOnce(&mut dyn Read, Header, usize, &str) -> Result<T, ImportError>,
+    ) -> Result<Option<T>, ImportError> {
         let entry = format!("{name}.npy");
         let shown = &self.shown;
-        let file = match self.archive.by_name(&entry) {
+        let mut file = match self.archive.by_name(&entry) {
             Ok(f) => f,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
             Err(e) => {
@@ -53,7 +59,21 @@ impl Store for NpzStore {
             }
         };
         let declared = file.size();
-        read_npy(file, declared, &format!("{shown}: {name}"), name).map(Some)
+        let what = format!("{shown}: {name}");
+        let (header, count) = read_header(&mut file, declared, &what, name)?;
+        then(&mut file, header, count, &what).map(Some)
+    }
+}
+
+impl Store for NpzStore {
+    fn declared(&mut self, name: &str) -> Result<Option<Declared>, ImportError> {
+        self.with_entry(name, |_, header, count, _| Ok(header.declared(count)))
+    }
+
+    fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError> {
+        self.with_entry(name, |r, header, count, what| {
+            read_data(r, &header, count).map_err(|m| ImportError::invalid(format!("{what}: {m}")))
+        })
     }
 }
 
@@ -80,6 +100,16 @@ impl Dtype {
             Dtype::Unicode(n) => 4 * n,
         }
     }
+
+    /// The most bytes one element takes once decoded: an f32, an i64, or a `String` of up to
+    /// 4 bytes a character.
+    fn decoded_size(self) -> u64 {
+        match self {
+            Dtype::Float(_) => 4,
+            Dtype::Int(_) | Dtype::Uint(_) | Dtype::Bool => 8,
+            Dtype::Unicode(n) => 24 + 4 * n as u64,
+        }
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -90,8 +120,32 @@ struct Header {
     shape: Vec<usize>,
 }
 
-/// Read one `.npy` array of `declared` bytes from `r`; `what` names it in messages.
-fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<Value, ImportError> {
+impl Header {
+    fn declared(&self, count: usize) -> Declared {
+        Declared {
+            shape: self.shape.clone(),
+            decoded: (count as u64).saturating_mul(self.dtype.decoded_size()),
+            // Decoded as it streams in, a chunk at a time.
+            transient: (count as u64)
+                .saturating_mul(self.dtype.item_size() as u64)
+                .min(CHUNK as u64),
+        }
+    }
+}
+
+/// Bytes read and decoded at a time.
+const CHUNK: usize = 1 << 20;
+
+/// Read a `.npy` header from `r`, an entry of `declared` bytes (once inflated); `what` names
+/// it in messages. The header's shape is checked against [`super::MAX_WEIGHTS`], and the data
+/// it promises against the entry's size, before anything is read beyond it. Returns the header
+/// and the element count.
+fn read_header(
+    r: &mut dyn Read,
+    declared: u64,
+    what: &str,
+    name: &str,
+) -> Result<(Header, usize), ImportError> {
     let bad = |msg: String| ImportError::invalid(format!("{what}: {msg}"));
     let mut pre = [0u8; 8];
     r.read_exact(&mut pre)
@@ -138,7 +192,7 @@ fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<V
             Err(ImportError::Invalid(m)) => ImportError::invalid(format!("{what}: {m}")),
             _ => bad("too many elements".into()),
         })?;
-    let bytes = count
+    count
         .checked_mul(header.dtype.item_size())
         .filter(|&b| b as u64 <= declared)
         .ok_or_else(|| {
@@ -149,76 +203,126 @@ fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<V
                 header.dtype.item_size()
             ))
         })?;
-    let mut data = Vec::new();
-    data.try_reserve_exact(bytes)
-        .map_err(|_| bad(format!("cannot allocate {bytes} bytes")))?;
-    r.take(bytes as u64)
-        .read_to_end(&mut data)
-        .map_err(|e| bad(format!("cannot read the data: {e}")))?;
-    if data.len() != bytes {
-        return Err(bad(format!(
-            "the data stops after {} of {bytes} bytes",
-            data.len()
-        )));
-    }
-    decode(&header, &data, count).map_err(bad)
+    Ok((header, count))
 }
 
-/// The element at C-order position `i` of an array stored in Fortran order.
-fn fortran_index(shape: &[usize], i: usize) -> usize {
-    let mut rest = i;
-    let mut idx = vec![0usize; shape.len()];
-    for (d, &n) in shape.iter().enumerate().rev() {
-        idx[d] = rest % n.max(1);
-        rest /= n.max(1);
-    }
-    let mut f = 0usize;
-    for (d, &n) in shape.iter().enumerate().rev() {
-        f = f * n + idx[d];
-    }
-    f
+/// Read one `.npy` array of `declared` bytes from `r` whole (header and data).
+#[cfg(test)]
+fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<Value, ImportError> {
+    let (header, count) = read_header(&mut r, declared, what, name)?;
+    read_data(&mut r, &header, count).map_err(|m| ImportError::invalid(format!("{what}: {m}")))
 }
 
-fn decode(h: &Header, data: &[u8], count: usize) -> Result<Value, String> {
+/// Where each element read in storage order goes in C order: itself, or for a Fortran-order
+/// array (first axis fastest) the next index of an odometer over the shape.
+struct Order {
+    fortran: bool,
+    shape: Vec<usize>,
+    /// C-order stride of each axis.
+    strides: Vec<usize>,
+    index: Vec<usize>,
+    at: usize,
+    next: usize,
+}
+
+impl Order {
+    fn new(shape: &[usize], fortran: bool) -> Order {
+        let mut strides = vec![1usize; shape.len()];
+        for d in (0..shape.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * shape[d + 1];
+        }
+        Order {
+            fortran: fortran && shape.len() > 1,
+            shape: shape.to_vec(),
+            strides,
+            index: vec![0; shape.len()],
+            at: 0,
+            next: 0,
+        }
+    }
+
+    /// The C-order position of the next element of the storage.
+    fn next(&mut self) -> usize {
+        if !self.fortran {
+            self.next += 1;
+            return self.next - 1;
+        }
+        let here = self.at;
+        for d in 0..self.shape.len() {
+            self.index[d] += 1;
+            self.at += self.strides[d];
+            if self.index[d] < self.shape[d] {
+                break;
+            }
+            self.at -= self.strides[d] * self.shape[d];
+            self.index[d] = 0;
+        }
+        here
+    }
+}
+
+/// What [`read_data`] calls for every element: its bytes and its position in C order.
+type Visit<'a> = dyn FnMut(&[u8], usize) -> Result<(), String> + 'a;
+
+/// The `count` elements after the header, read and decoded a chunk at a time (never the whole
+/// data at once), put in C order.
+fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String> {
     let size = h.dtype.item_size();
-    let item = |i: usize| -> &[u8] {
-        let j = if h.fortran_order && h.shape.len() > 1 {
-            fortran_index(&h.shape, i)
-        } else {
-            i
-        };
-        &data[j * size..(j + 1) * size]
+    let per_chunk = (CHUNK / size.max(1)).max(1);
+    let mut buf = vec![0u8; per_chunk.min(count.max(1)) * size];
+    let total = count * size;
+    let mut order = Order::new(&h.shape, h.fortran_order);
+    let big_endian = h.big_endian;
+    // `visit(item, position)` for every element, in storage order.
+    let mut each = |visit: &mut Visit<'_>| {
+        let mut done = 0usize;
+        while done < count {
+            let n = per_chunk.min(count - done);
+            let chunk = &mut buf[..n * size];
+            let got = read_full(r, chunk).map_err(|e| format!("cannot read the data: {e}"))?;
+            if got < chunk.len() {
+                return Err(format!(
+                    "the data stops after {} of {total} bytes",
+                    done * size + got
+                ));
+            }
+            for item in chunk.chunks_exact(size) {
+                visit(item, order.next())?;
+            }
+            done += n;
+        }
+        Ok(())
     };
-    let bytes = |b: &[u8], out: &mut [u8]| {
-        out.copy_from_slice(b);
-        if h.big_endian {
+    let le = |item: &[u8], out: &mut [u8]| {
+        out.copy_from_slice(item);
+        if big_endian {
             out.reverse();
         }
     };
     let shape = h.shape.clone();
     Ok(match h.dtype {
         Dtype::Float(n) => {
-            let mut values = Vec::with_capacity(count);
-            for i in 0..count {
-                let v = match n {
+            let mut values = zeroed::<f32>(count)?;
+            each(&mut |item, at| {
+                values[at] = match n {
                     2 => {
                         let mut b = [0u8; 2];
-                        bytes(item(i), &mut b);
+                        le(item, &mut b);
                         half::f16::from_le_bytes(b).to_f32()
                     }
                     4 => {
                         let mut b = [0u8; 4];
-                        bytes(item(i), &mut b);
+                        le(item, &mut b);
                         f32::from_le_bytes(b)
                     }
                     _ => {
                         let mut b = [0u8; 8];
-                        bytes(item(i), &mut b);
+                        le(item, &mut b);
                         f64::from_le_bytes(b) as f32
                     }
                 };
-                values.push(v);
-            }
+                Ok(())
+            })?;
             Value::Floats {
                 shape,
                 values,
@@ -227,30 +331,26 @@ fn decode(h: &Header, data: &[u8], count: usize) -> Result<Value, String> {
         }
         Dtype::Int(_) | Dtype::Uint(_) | Dtype::Bool => {
             let signed = matches!(h.dtype, Dtype::Int(_));
-            let mut values = Vec::with_capacity(count);
-            for i in 0..count {
+            let mut values = zeroed::<i64>(count)?;
+            each(&mut |item, at| {
                 let mut b = [0u8; 8];
-                let src = item(i);
-                let mut le = src.to_vec();
-                if h.big_endian {
-                    le.reverse();
-                }
-                b[..size].copy_from_slice(&le);
-                let negative = signed && le[size - 1] & 0x80 != 0;
-                if negative {
+                le(item, &mut b[..size]);
+                if signed && b[size - 1] & 0x80 != 0 {
                     b[size..].fill(0xff);
                 }
-                values.push(i64::from_le_bytes(b));
-            }
+                values[at] = i64::from_le_bytes(b);
+                Ok(())
+            })?;
             Value::Ints { shape, values }
         }
-        Dtype::Unicode(chars) => {
-            let mut values = Vec::with_capacity(count);
-            for i in 0..count {
+        Dtype::Unicode(_) => {
+            let mut values = vec![String::new(); count];
+            let mut i = 0usize;
+            each(&mut |item, at| {
                 let mut s = String::new();
-                for c in item(i).chunks_exact(4) {
+                for c in item.chunks_exact(4) {
                     let mut b = [0u8; 4];
-                    bytes(c, &mut b);
+                    le(c, &mut b);
                     let code = u32::from_le_bytes(b);
                     if code == 0 {
                         break;
@@ -259,12 +359,40 @@ fn decode(h: &Header, data: &[u8], count: usize) -> Result<Value, String> {
                         format!("string {i} holds {code:#x}, which is not a character")
                     })?);
                 }
-                values.push(s);
-            }
-            let _ = chars;
+                values[at] = s;
+                i += 1;
+                Ok(())
+            })?;
             Value::Strings { shape, values }
         }
     })
+}
+
+/// `count` zeros, or a message when they cannot be allocated.
+fn zeroed<T: Clone + Default>(count: usize) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(count).map_err(|_| {
+        format!(
+            "cannot allocate {} bytes for its {count} elements",
+            count.saturating_mul(std::mem::size_of::<T>())
+        )
+    })?;
+    v.resize(count, T::default());
+    Ok(v)
+}
+
+/// Read into `buf` until it is full or the data ends; how many bytes were read.
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Parse the header dict: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.

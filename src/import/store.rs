@@ -19,6 +19,7 @@
 
 use crate::attention::{AttentionKind, Role};
 
+use super::budget::{Budget, Cost, Declared, Estimate};
 use super::{check, Arrays, ImportError, Tokens, ROW_SUM_TOLERANCE};
 
 /// One array of a file.
@@ -51,19 +52,104 @@ pub enum Value {
 
 /// A file's arrays by name.
 pub trait Store {
+    /// What the array `name` will take once read, from the file's header alone (nothing is
+    /// inflated or converted), or `None` when the file has no such array or its cost was paid
+    /// already (a safetensors metadata string, in memory with the header).
+    fn declared(&mut self, name: &str) -> Result<Option<Declared>, ImportError>;
+
     /// The array `name`, read (after its size was checked), or `None` when the file has none.
     fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError>;
 }
 
+/// How to read a file's arrays: the memory they may take with the outputs' cost, and which
+/// kinds of an encoder–decoder file to decode.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// The memory budget.
+    pub budget: Budget,
+    /// What the outputs cost per weight and per cell.
+    pub cost: Cost,
+    /// Decode only this kind's weights of a file that holds several kinds (the others'
+    /// tokens are still read and checked); `None`, or a kind the file lacks: every kind.
+    pub only: Option<AttentionKind>,
+}
+
+/// The attention arrays a file may hold, with their kinds.
+const KINDS: [(&str, AttentionKind); 4] = [
+    ("attention", AttentionKind::SelfAttention),
+    ("encoder_attention", AttentionKind::Encoder),
+    ("decoder_attention", AttentionKind::Decoder),
+    ("cross_attention", AttentionKind::Cross),
+];
+
+/// The optional fields of tokens with `prefix` (``, `encoder_`, `decoder_`).
+const TOKEN_FIELDS: [&str; 4] = ["tokens", "roles", "word_ids", "input_ids"];
+
 /// Row sums of 16-bit weights are off by up to about this much.
 const HALF_TOLERANCE: f32 = 2e-2;
 
-/// The attention arrays of `store` with their tokens (see the module docs).
-pub fn assemble(store: &mut dyn Store, shown: &str) -> Result<Vec<Arrays>, ImportError> {
+/// The arrays of `store` that [`assemble`] reads as `plan` says, and the kinds the file holds:
+/// checked against the budget from the headers alone.
+fn plan_reads(
+    store: &mut dyn Store,
+    shown: &str,
+    plan: &Plan,
+) -> Result<(Vec<AttentionKind>, Vec<AttentionKind>), ImportError> {
+    let mut held = Vec::new();
+    let mut sizes = Vec::new();
+    for (name, kind) in KINDS {
+        if let Some(d) = store.declared(name)? {
+            held.push(kind);
+            sizes.push((name, kind, d));
+        }
+    }
+    let decode: Vec<AttentionKind> = match plan.only {
+        Some(k) if held.len() > 1 && held.contains(&k) => vec![k],
+        _ => held.clone(),
+    };
+    let mut estimate = Estimate::default();
+    for (name, kind, d) in &sizes {
+        if decode.contains(kind) {
+            estimate.add_attention(name, d);
+        }
+    }
+    let mut fields = vec![
+        "text".to_string(),
+        "pair".to_string(),
+        "sentence_b_start".into(),
+    ];
+    for prefix in ["", "encoder_", "decoder_"] {
+        fields.extend(TOKEN_FIELDS.iter().map(|f| format!("{prefix}{f}")));
+    }
+    for field in fields {
+        if let Some(d) = store.declared(&field)? {
+            estimate.add(&d);
+        }
+    }
+    estimate.check(shown, plan.cost, plan.budget)?;
+    Ok((held, decode))
+}
+
+/// The attention arrays of `store` with their tokens (see the module docs), the kinds to
+/// decode chosen and their memory checked by `plan`. Returns them and the kinds the file
+/// holds.
+pub fn assemble(store: &mut dyn Store, shown: &str, plan: &Plan) -> Result<Assembled, ImportError> {
+    let (held, decode) = plan_reads(store, shown, plan)?;
+    if held.contains(&AttentionKind::SelfAttention) {
+        if let Some((name, _)) = KINDS[1..].iter().find(|(_, k)| held.contains(k)) {
+            return Err(ImportError::invalid(format!(
+                "{shown} holds both `attention` and `{name}`: give a self-attention model's \
+                 `attention`, or an encoder–decoder's encoder/decoder/cross arrays, not both"
+            )));
+        }
+    }
     let text = string(store, shown, "text")?;
     let pair = string(store, shown, "pair")?;
     let mut out = Vec::new();
-    if let Some(a) = store.get("attention")? {
+    let mut skipped = Vec::new();
+    if !decode.contains(&AttentionKind::SelfAttention) {
+        // Not read.
+    } else if let Some(a) = store.get("attention")? {
         let queries = tokens(store, shown, "", "tokens", "attention")?;
         out.push(arrays(
             shown,
@@ -80,12 +166,8 @@ pub fn assemble(store: &mut dyn Store, shown: &str) -> Result<Vec<Arrays>, Impor
         ("cross_attention", AttentionKind::Cross),
     ];
     for (name, kind) in kinds {
-        let Some(a) = store.get(name)? else { continue };
-        if !out.is_empty() && out[0].kind == AttentionKind::SelfAttention {
-            return Err(ImportError::invalid(format!(
-                "{shown} holds both `attention` and `{name}`: give a self-attention model's \
-                 `attention`, or an encoder–decoder's encoder/decoder/cross arrays, not both"
-            )));
+        if !held.contains(&kind) {
+            continue;
         }
         let (queries, keys) = match kind {
             AttentionKind::Encoder => (
@@ -101,6 +183,16 @@ pub fn assemble(store: &mut dyn Store, shown: &str) -> Result<Vec<Arrays>, Impor
                 Some(tokens(store, shown, "encoder_", "encoder_tokens", name)?),
             ),
         };
+        if !decode.contains(&kind) {
+            // Its tokens were read and checked; its weights are not needed.
+            skipped.push(Skipped {
+                kind,
+                queries,
+                text: None,
+            });
+            continue;
+        }
+        let Some(a) = store.get(name)? else { continue };
         out.push(arrays(shown, name, kind, a, queries, keys)?);
     }
     if out.is_empty() {
@@ -115,7 +207,38 @@ pub fn assemble(store: &mut dyn Store, shown: &str) -> Result<Vec<Arrays>, Impor
             a.pair.clone_from(&pair);
         }
     }
-    Ok(out)
+    for s in &mut skipped {
+        if s.kind != AttentionKind::Cross {
+            s.text.clone_from(&text);
+        }
+    }
+    Ok(Assembled {
+        arrays: out,
+        skipped,
+        held,
+    })
+}
+
+/// What [`assemble`] read.
+#[derive(Debug)]
+pub struct Assembled {
+    /// The decoded arrays.
+    pub arrays: Vec<Arrays>,
+    /// The kinds the file holds but whose weights were not decoded ([`Plan::only`]).
+    pub skipped: Vec<Skipped>,
+    /// Every kind the file holds.
+    pub held: Vec<AttentionKind>,
+}
+
+/// A kind whose weights were not read: its tokens, and its text if the file gives one.
+#[derive(Debug)]
+pub struct Skipped {
+    /// Which kind.
+    pub kind: AttentionKind,
+    /// Its query tokens.
+    pub queries: Tokens,
+    /// The file's `text`, for kinds other than cross-attention.
+    pub text: Option<String>,
 }
 
 fn arrays(

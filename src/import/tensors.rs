@@ -12,8 +12,9 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use super::store::{Store, Value};
-use super::{check, Arrays, ImportError};
+use super::budget::Declared;
+use super::store::{Assembled, Plan, Store, Value};
+use super::{check, ImportError};
 
 /// Whether the first bytes look like a safetensors header: a little-endian length that fits in
 /// the file, then `{`.
@@ -25,8 +26,8 @@ pub fn looks_like_safetensors(head: &[u8], file_len: u64) -> bool {
     n >= 2 && n <= file_len.saturating_sub(8) && head[8] == b'{'
 }
 
-/// Read the attention arrays of the `.safetensors` file at `path`.
-pub fn read(path: &Path, shown: &str) -> Result<Vec<Arrays>, ImportError> {
+/// Read the attention arrays of the `.safetensors` file at `path`, as `plan` says.
+pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<Assembled, ImportError> {
     let file = File::open(path).map_err(|source| ImportError::Io {
         path: shown.to_string(),
         source,
@@ -48,7 +49,7 @@ pub fn read(path: &Path, shown: &str) -> Result<Vec<Arrays>, ImportError> {
         metadata: meta.metadata().clone().unwrap_or_default(),
         shown: shown.to_string(),
     };
-    super::store::assemble(&mut store, shown)
+    super::store::assemble(&mut store, shown, plan)
 }
 
 struct TensorStore<'a> {
@@ -58,6 +59,26 @@ struct TensorStore<'a> {
 }
 
 impl Store for TensorStore<'_> {
+    fn declared(&mut self, name: &str) -> Result<Option<Declared>, ImportError> {
+        let Ok(t) = self.tensors.tensor(name) else {
+            // Metadata strings are in memory with the header already.
+            return Ok(None);
+        };
+        let shape = t.shape().to_vec();
+        check::size(&format!("{}: {name}", self.shown), &shape)?;
+        let count = shape.iter().map(|&d| d as u64).product::<u64>();
+        let each = match t.dtype() {
+            Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::BF16 => 4,
+            _ => 8,
+        };
+        Ok(Some(Declared {
+            shape,
+            decoded: count.saturating_mul(each),
+            // The mapped data is read in, page by page, as it is converted.
+            transient: t.data().len() as u64,
+        }))
+    }
+
     fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError> {
         let shown = &self.shown;
         if let Ok(t) = self.tensors.tensor(name) {

@@ -12,6 +12,7 @@ pub mod fidelity;
 mod support;
 
 mod analysis_reference;
+mod chat_templates;
 mod cli;
 mod cli_decoders;
 mod cli_families;
@@ -40,6 +41,7 @@ mod interrupts;
 mod output_folders;
 mod output_targets;
 mod render;
+mod render_hostile;
 mod report_and_json_sections;
 mod terminal_hygiene;
 mod tokenizer_roles;

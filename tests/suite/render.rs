@@ -98,6 +98,7 @@ fn tokens_from_a_file_replace_the_files() {
         &fixture("tiny-bert-pair.safetensors"),
         &ReadOptions {
             tokens: Some(upper.clone()),
+            ..ReadOptions::default()
         },
     )
     .unwrap();
@@ -106,6 +107,7 @@ fn tokens_from_a_file_replace_the_files() {
         &fixture("tiny-bert-pair.npz"),
         &ReadOptions {
             tokens: Some(upper[..3].to_vec()),
+            ..ReadOptions::default()
         },
     )
     .unwrap_err()

@@ -7,6 +7,20 @@
 //! globals: `raise_exception(message)` and `strftime_now(format)`. The special tokens are passed
 //! as variables (`bos_token`, `eos_token`). All of that is reproduced here; Python's string
 //! methods (`.strip()`, `.startswith()`, …) come from minijinja-contrib's pycompat.
+//!
+//! A template is part of the checkpoint file, so it is bounded like any other input:
+//!
+//! - **work and memory**: minijinja's fuel charges every instruction and every byte or list slot
+//!   a template creates; a render gets [`BASE_FUEL`] plus a share of the messages' size
+//!   ([`fuel_for`]), which bounds the memory its values can take to a few megabytes.
+//! - **depth**: printing a value, `tojson` and `pprint` refuse one nested more than
+//!   [`MAX_DEPTH`] deep.
+//!   Values deeper than that can still be built (a namespace in a loop), and minijinja compares,
+//!   joins and drops them recursively, so the render runs on a thread of its own whose stack
+//!   holds the deepest value the fuel can build ([`stack_for`]): a hostile template fails with
+//!   one line instead of overflowing the stack.
+//! - **output**: the rendered prompt may not exceed [`max_output`]; `tojson`'s indent is at most
+//!   [`MAX_INDENT`], and `str.format` widths and precisions at most [`MAX_FORMAT_WIDTH`] in all.
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Value, ValueKind};
@@ -54,7 +68,7 @@ impl ChatTemplate {
             bos_token,
             eos_token,
         };
-        let env = environment();
+        let env = environment(1 << 20);
         env.template_from_str(&template.source)
             .map_err(|e| template.error(&format!("does not compile: {}", one_line(&e))))?;
         Ok(template)
@@ -84,11 +98,41 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
-        let env = environment();
+        let fuel = fuel_for(messages);
+        // Its own thread, with a stack that holds the deepest value the fuel can build (module
+        // docs); scoped, so it borrows the messages.
+        let rendered = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("chat-template".into())
+                .stack_size(stack_for(fuel))
+                .spawn_scoped(scope, || {
+                    self.render_here(messages, add_generation_prompt, fuel)
+                })
+                .map(|thread| thread.join())
+        });
+        match rendered {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(self.error("failed to render: its renderer stopped unexpectedly")),
+            Err(e) => Err(self.error(&format!(
+                "could not be rendered: no thread to render it on ({e})"
+            ))),
+        }
+    }
+
+    /// [`ChatTemplate::render`] on the calling thread, with `fuel`.
+    fn render_here(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        fuel: u64,
+    ) -> Result<String, ChatError> {
+        let limit = max_output(messages);
+        let mut env = environment(limit);
+        env.set_fuel(Some(fuel));
         let template = env
             .template_from_str(&self.source)
             .map_err(|e| self.error(&format!("does not compile: {}", one_line(&e))))?;
-        let messages: Vec<Value> = messages
+        let values: Vec<Value> = messages
             .iter()
             .map(|m| {
                 minijinja::context! {
@@ -98,14 +142,35 @@ impl ChatTemplate {
             })
             .collect();
         let ctx = minijinja::context! {
-            messages => messages,
+            messages => values,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_deref(),
             eos_token => self.eos_token.as_deref(),
         };
-        template
-            .render(ctx)
-            .map_err(|e| self.error(&format!("failed to render: {}", one_line(&e))))
+        let mut out = LimitedWriter {
+            bytes: Vec::new(),
+            limit,
+        };
+        let rendered = template.render_captured_to(ctx, &mut out).map(drop);
+        if out.bytes.len() > limit {
+            return Err(self.error(&format!(
+                "failed to render: it writes more than {limit} bytes, far more than a prompt \
+                 of this length needs; the template is broken or hostile"
+            )));
+        }
+        rendered.map_err(|e| self.render_error(&e, fuel))?;
+        String::from_utf8(out.bytes)
+            .map_err(|_| self.error("failed to render: its output is not UTF-8"))
+    }
+
+    fn render_error(&self, e: &minijinja::Error, fuel: u64) -> ChatError {
+        if e.kind() == ErrorKind::OutOfFuel {
+            return self.error(&format!(
+                "failed to render: it takes more work or memory than a chat template needs \
+                 (it ran out of its fuel of {fuel} steps); the template is broken or hostile"
+            ));
+        }
+        self.error(&format!("failed to render: {}", one_line(e)))
     }
 
     fn error(&self, reason: &str) -> ChatError {
@@ -116,12 +181,82 @@ impl ChatTemplate {
     }
 }
 
-/// Instructions a template may execute: a chat template runs a few hundred per message; the
-/// cap bounds a hostile one (a template is part of the checkpoint file).
-const FUEL: u64 = 5_000_000;
+/// The fuel of every render: minijinja charges one per instruction, and one per 64 bytes (or two
+/// list slots) a template creates. A chat template spends a few hundred to a few thousand per
+/// message; this bounds a hostile one to about 6 MB of values.
+pub const BASE_FUEL: u64 = 100_000;
 
-/// minijinja set up as transformers sets up jinja2.
-fn environment<'source>() -> Environment<'source> {
+/// The fuel of a render of `messages`: [`BASE_FUEL`], 1,000 a message and enough for every byte
+/// of the messages to be copied eight times (a template concatenates each message a few times:
+/// Qwen2's `'<|im_start|>' + role + '\n' + content + …` copies it five times).
+pub fn fuel_for(messages: &[ChatMessage]) -> u64 {
+    let bytes: u64 = messages
+        .iter()
+        .map(|m| (m.role.len() + m.content.len()) as u64)
+        .sum();
+    BASE_FUEL
+        .saturating_add(1_000u64.saturating_mul(messages.len() as u64))
+        .saturating_add(bytes / 8)
+}
+
+/// The stack of the rendering thread for `fuel`: room for minijinja's recursion through a value
+/// nested as deep as `fuel` can build (a list level costs 1.5 fuel: an instruction and a slot;
+/// comparing, joining and dropping it take under 400 bytes of stack a level, measured), plus
+/// the ordinary stack of a render.
+pub fn stack_for(fuel: u64) -> usize {
+    const BYTES_PER_LEVEL: u64 = 1024;
+    let levels = fuel.saturating_mul(2) / 3;
+    usize::try_from(levels.saturating_mul(BYTES_PER_LEVEL))
+        .unwrap_or(usize::MAX)
+        .saturating_add(16 << 20)
+}
+
+/// The longest prompt a render of `messages` may write: 1 MiB (system prompts, tool
+/// descriptions) plus twice the messages.
+pub fn max_output(messages: &[ChatMessage]) -> usize {
+    let bytes: usize = messages
+        .iter()
+        .map(|m| m.role.len() + m.content.len())
+        .sum();
+    (1usize << 20).saturating_add(bytes.saturating_mul(2))
+}
+
+/// The deepest value a template may print or pass to `tojson` (tool schemas nest about ten
+/// deep; Python's own `json.dumps` stops near 1,000).
+pub const MAX_DEPTH: usize = 128;
+
+/// The widest `tojson` indent (Python allows any; templates use 2 or 4).
+pub const MAX_INDENT: usize = 64;
+
+/// The most characters the widths and precisions of one `str.format` call may ask for, in all.
+pub const MAX_FORMAT_WIDTH: u64 = 1 << 16;
+
+/// What a template writes, up to `limit` bytes (one chunk beyond it is kept, so the caller sees
+/// that it went over); then writing fails, which stops the render.
+struct LimitedWriter {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for LimitedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() > self.limit {
+            return Err(std::io::Error::other("the chat template writes too much"));
+        }
+        let room = self.limit + 1 - self.bytes.len();
+        let n = buf.len().min(room);
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// minijinja set up as transformers sets up jinja2, with the bounds of the module docs (fuel is
+/// set per render); `tojson` writes at most `max_output` bytes.
+fn environment<'source>(max_output: usize) -> Environment<'source> {
     let mut env = Environment::new();
     let syntax = SyntaxConfig::builder()
         .trim_blocks(true)
@@ -131,9 +266,33 @@ fn environment<'source>() -> Environment<'source> {
     if let Ok(syntax) = syntax {
         env.set_syntax(syntax);
     }
-    env.set_fuel(Some(FUEL));
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_filter("tojson", tojson);
+    env.set_fuel(Some(BASE_FUEL));
+    env.set_unknown_method_callback(|state, value, method, args| {
+        if method == "format" {
+            if let Some(format) = value.as_str() {
+                check_format_widths(format)?;
+            }
+        }
+        minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+    });
+    env.set_formatter(|out, state, value| {
+        check_depth(value, "print")?;
+        minijinja::escape_formatter(out, state, value)
+    });
+    // minijinja's pprint indents every level by four more spaces (a value nested n deep
+    // writes n² bytes) and charges its fuel only afterwards.
+    env.add_filter("pprint", move |value: Value| {
+        let bytes = check_depth(&value, "pprint")?;
+        if bytes > max_output as u64 {
+            return Err(invalid(format!(
+                "pprint would write about {bytes} bytes, more than {max_output}"
+            )));
+        }
+        Ok(minijinja::filters::pprint(&value))
+    });
+    env.add_filter("tojson", move |value: Value, kwargs: Kwargs| {
+        tojson(value, kwargs, max_output)
+    });
     env.add_function(
         "raise_exception",
         |message: String| -> Result<Value, minijinja::Error> {
@@ -157,100 +316,231 @@ fn one_line(e: &minijinja::Error) -> String {
 
 /// Python's `json.dumps(value, ensure_ascii=False, indent=…, sort_keys=…)`: `", "` and `": "`
 /// between items without indent, `","` and newlines with it; non-ASCII text left as is.
-fn tojson(value: Value, kwargs: Kwargs) -> Result<String, minijinja::Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
+/// `indent` may be a number of spaces or a string, as in Python; each is at most [`MAX_INDENT`]
+/// wide, the value at most [`MAX_DEPTH`] deep, and the text at most `limit` bytes (the render's
+/// [`max_output`], checked as it grows).
+fn tojson(value: Value, kwargs: Kwargs, limit: usize) -> Result<String, minijinja::Error> {
+    let indent: Option<Value> = kwargs.get("indent")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     // Accepted and ignored: our output never escapes non-ASCII, as transformers' default.
     let _: Option<bool> = kwargs.get("ensure_ascii")?;
     kwargs.assert_all_used()?;
+    let indent = match indent {
+        None => None,
+        Some(v) if v.is_none() => None,
+        Some(v) => Some(match v.as_str() {
+            Some(s) if s.chars().count() <= MAX_INDENT => s.to_string(),
+            Some(_) => {
+                return Err(invalid(format!(
+                    "tojson's indent string is longer than {MAX_INDENT} characters"
+                )))
+            }
+            None => {
+                // Python indents by nothing (newlines only) for 0 and negative numbers.
+                let n = i64::try_from(v.clone()).map_err(|_| {
+                    invalid(format!(
+                        "tojson's indent `{v}` is neither a number nor a string"
+                    ))
+                })?;
+                if n > MAX_INDENT as i64 {
+                    return Err(invalid(format!(
+                        "tojson's indent of {n} is more than {MAX_INDENT} spaces"
+                    )));
+                }
+                " ".repeat(n.max(0) as usize)
+            }
+        }),
+    };
     let mut out = String::new();
-    write_json(&value, indent, sort_keys.unwrap_or(false), 0, &mut out)?;
+    let json = Json {
+        indent: indent.as_deref(),
+        sort_keys: sort_keys.unwrap_or(false),
+        limit,
+    };
+    json.write(&value, 0, &mut out)?;
     Ok(out)
 }
 
-fn write_json(
-    value: &Value,
-    indent: Option<usize>,
-    sort_keys: bool,
-    level: usize,
-    out: &mut String,
-) -> Result<(), minijinja::Error> {
-    let newline = |out: &mut String, level: usize| {
-        if let Some(n) = indent {
-            out.push('\n');
-            out.push_str(&" ".repeat(n * level));
+fn invalid(message: String) -> minijinja::Error {
+    minijinja::Error::new(ErrorKind::InvalidOperation, message)
+}
+
+/// Refuse a value nested more than [`MAX_DEPTH`] deep before `what` (print, tojson) recurses
+/// into it; walked with a stack of its own, so a deep value cannot overflow this check.
+/// Returns how many bytes `pprint` may write for it: four spaces of indent a level for every
+/// item, and every string escaped (at most 6 bytes a byte).
+fn check_depth(value: &Value, what: &str) -> Result<u64, minijinja::Error> {
+    let mut todo = vec![(value.clone(), 0usize)];
+    let mut pretty: u64 = 0;
+    while let Some((v, depth)) = todo.pop() {
+        pretty = pretty.saturating_add(16 + 4 * depth as u64);
+        if let Some(s) = v.as_str() {
+            pretty = pretty.saturating_add(6 * s.len() as u64);
         }
-    };
-    let item_sep = if indent.is_some() { "," } else { ", " };
-    match value.kind() {
-        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
-        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
-        ValueKind::Number => {
-            if let Ok(i) = i64::try_from(value.clone()) {
-                out.push_str(&i.to_string());
-            } else {
-                let f = f64::try_from(value.clone()).unwrap_or(f64::NAN);
-                out.push_str(&python_float(f));
-            }
+        if !matches!(v.kind(), ValueKind::Seq | ValueKind::Map) {
+            continue;
         }
-        ValueKind::String | ValueKind::Bytes => {
-            let text = value
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| value.to_string());
-            out.push_str(&serde_json::to_string(&text).unwrap_or_default());
+        if depth >= MAX_DEPTH {
+            return Err(invalid(format!(
+                "cannot {what} a value nested more than {MAX_DEPTH} deep"
+            )));
         }
-        ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = value.try_iter()?.collect();
-            if items.is_empty() {
-                out.push_str("[]");
-                return Ok(());
-            }
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
+        let Ok(items) = v.try_iter() else { continue };
+        if v.kind() == ValueKind::Map {
+            for key in items {
+                if let Ok(item) = v.get_item(&key) {
+                    todo.push((item, depth + 1));
                 }
-                newline(out, level + 1);
-                write_json(item, indent, sort_keys, level + 1, out)?;
             }
-            newline(out, level);
-            out.push(']');
-        }
-        ValueKind::Map => {
-            let mut keys: Vec<Value> = value.try_iter()?.collect();
-            if sort_keys {
-                keys.sort();
-            }
-            if keys.is_empty() {
-                out.push_str("{}");
-                return Ok(());
-            }
-            out.push('{');
-            for (i, key) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, level + 1);
-                let name = key
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| key.to_string());
-                out.push_str(&serde_json::to_string(&name).unwrap_or_default());
-                out.push_str(": ");
-                write_json(&value.get_item(key)?, indent, sort_keys, level + 1, out)?;
-            }
-            newline(out, level);
-            out.push('}');
-        }
-        _ => {
-            return Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
-                format!("tojson cannot serialise a {}", value.kind()),
-            ))
+        } else {
+            todo.extend(items.map(|item| (item, depth + 1)));
         }
     }
+    Ok(pretty)
+}
+
+/// Refuse a `str.format` string whose widths and precisions ask for more than
+/// [`MAX_FORMAT_WIDTH`] characters in all (`'{:>4000000000}'`): minijinja formats it without
+/// charging fuel. Every run of digits inside a replacement field counts, which can only
+/// overestimate.
+fn check_format_widths(format: &str) -> Result<(), minijinja::Error> {
+    let mut total: u64 = 0;
+    let mut in_field = false;
+    let mut number: u64 = 0;
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !in_field {
+            if c == '{' {
+                if chars.peek() == Some(&'{') {
+                    chars.next();
+                } else {
+                    in_field = true;
+                }
+            }
+            continue;
+        }
+        if let Some(d) = c.to_digit(10) {
+            number = number.saturating_mul(10).saturating_add(u64::from(d));
+            continue;
+        }
+        total = total.saturating_add(number);
+        number = 0;
+        if c == '}' {
+            in_field = false;
+        }
+    }
+    total = total.saturating_add(number);
+    if total > MAX_FORMAT_WIDTH {
+        return Err(invalid(format!(
+            "str.format asks for widths of {total} characters, more than {MAX_FORMAT_WIDTH}"
+        )));
+    }
     Ok(())
+}
+
+/// How [`tojson`] writes.
+struct Json<'a> {
+    /// What one level indents by; `None`: everything on one line.
+    indent: Option<&'a str>,
+    sort_keys: bool,
+    /// The most bytes the text may have.
+    limit: usize,
+}
+
+impl Json<'_> {
+    fn write(&self, value: &Value, level: usize, out: &mut String) -> Result<(), minijinja::Error> {
+        if level > MAX_DEPTH {
+            return Err(invalid(format!(
+                "cannot tojson a value nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        if out.len() > self.limit {
+            return Err(invalid(format!(
+                "tojson writes more than {} bytes",
+                self.limit
+            )));
+        }
+        let indent = self.indent;
+        let sort_keys = self.sort_keys;
+        let newline = |out: &mut String, level: usize| {
+            if let Some(unit) = indent {
+                out.push('\n');
+                for _ in 0..level {
+                    out.push_str(unit);
+                }
+            }
+        };
+        let item_sep = if indent.is_some() { "," } else { ", " };
+        match value.kind() {
+            ValueKind::Undefined | ValueKind::None => out.push_str("null"),
+            ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+            ValueKind::Number => {
+                if let Ok(i) = i64::try_from(value.clone()) {
+                    out.push_str(&i.to_string());
+                } else {
+                    let f = f64::try_from(value.clone()).unwrap_or(f64::NAN);
+                    out.push_str(&python_float(f));
+                }
+            }
+            ValueKind::String | ValueKind::Bytes => {
+                let text = value
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| value.to_string());
+                out.push_str(&serde_json::to_string(&text).unwrap_or_default());
+            }
+            ValueKind::Seq | ValueKind::Iterable => {
+                let items: Vec<Value> = value.try_iter()?.collect();
+                if items.is_empty() {
+                    out.push_str("[]");
+                    return Ok(());
+                }
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(item_sep);
+                    }
+                    newline(out, level + 1);
+                    self.write(item, level + 1, out)?;
+                }
+                newline(out, level);
+                out.push(']');
+            }
+            ValueKind::Map => {
+                let mut keys: Vec<Value> = value.try_iter()?.collect();
+                if sort_keys {
+                    keys.sort();
+                }
+                if keys.is_empty() {
+                    out.push_str("{}");
+                    return Ok(());
+                }
+                out.push('{');
+                for (i, key) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(item_sep);
+                    }
+                    newline(out, level + 1);
+                    let name = key
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| key.to_string());
+                    out.push_str(&serde_json::to_string(&name).unwrap_or_default());
+                    out.push_str(": ");
+                    self.write(&value.get_item(key)?, level + 1, out)?;
+                }
+                newline(out, level);
+                out.push('}');
+            }
+            _ => {
+                return Err(minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("tojson cannot serialise a {}", value.kind()),
+                ))
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A float as Python's `json.dumps` writes it (`1.0`, `0.5`, `1e-05`, `NaN`).
@@ -433,6 +723,162 @@ mod tests {
             render(source, "").unwrap(),
             "{\"a\": [1, 2.5, null, true], \"é\": \"x\\\"y\"}|\"ü\"|{\"a\": {}, \"b\": 1}|[\n  1,\n  [\n    2\n  ]\n]|1e-05"
         );
+    }
+
+    /// A list nested `depth` deep (ten levels a loop iteration, in two loops: minijinja's
+    /// `range` stops at 100,000), then `then`.
+    fn nested(depth: usize, then: &str) -> String {
+        let iterations = depth / 10;
+        format!(
+            "{{% set ns = namespace(x=[]) %}}{{% for i in range({}) %}}{{% for j in range({}) %}}\
+             {{% set ns.x = [[[[[[[[[[ns.x]]]]]]]]]] %}}{{% endfor %}}{{% endfor %}}{then}",
+            (iterations / 1000).max(1),
+            iterations.min(1000)
+        )
+    }
+
+    fn refused(source: &str, content: &str, mentions: &str) {
+        let err = render(source, content).unwrap_err().to_string();
+        assert!(err.contains(mentions), "expected `{mentions}` in: {err}");
+        assert!(!err.contains('\n'), "{err}");
+        assert!(
+            err.starts_with("test: the chat template failed to render"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tojson_indent_is_bounded_and_takes_python_forms() {
+        refused(
+            "{{ messages | tojson(indent=100000000000) }}",
+            "",
+            "tojson's indent of 100000000000 is more than 64 spaces",
+        );
+        refused(
+            "{{ messages | tojson(indent='x' * 100) }}",
+            "",
+            "indent string is longer than 64",
+        );
+        // Python: a string indents by itself; 0 and negative numbers give newlines only.
+        let source = "{{ [1] | tojson(indent='\t') }}|{{ [1] | tojson(indent=0) }}|{{ [1] | tojson(indent=-3) }}|{{ [1] | tojson(indent=none) }}";
+        assert_eq!(render(source, "").unwrap(), "[\n\t1\n]|[\n1\n]|[\n1\n]|[1]");
+    }
+
+    #[test]
+    fn deep_values_are_refused_where_they_are_printed() {
+        // 10,000 levels (within the fuel): printing and tojson refuse before recursing.
+        refused(
+            &nested(10_000, "{{ ns.x | tojson }}"),
+            "",
+            "cannot tojson a value nested more than 128 deep",
+        );
+        refused(
+            &nested(10_000, "{{ ns.x }}"),
+            "",
+            "cannot print a value nested more than 128 deep",
+        );
+        // pprint indents each level further: n levels would write n² bytes.
+        refused(
+            &nested(10_000, "{{ ns.x | pprint }}"),
+            "",
+            "cannot pprint a value nested more than 128 deep",
+        );
+        refused(
+            "{{ range(90000) | list | pprint | length }}",
+            "",
+            "pprint would write about",
+        );
+        // Under the limit they print: 120 levels around the empty list.
+        let ok = nested(120, "{{ ns.x | tojson | length }}/{{ ns.x | length }}");
+        assert_eq!(render(&ok, "").unwrap(), "242/1");
+    }
+
+    #[test]
+    fn the_deepest_value_the_fuel_builds_is_compared_joined_and_dropped_on_the_renders_stack() {
+        // As deep as the fuel allows (it runs out while building), or built whole and then
+        // compared, joined to a string, sorted or dropped: minijinja recurses through each, and
+        // the rendering thread's stack holds it (a stack overflow would abort this test).
+        for then in [
+            "x",
+            "{{ ns.x == ns.x }}",
+            "{{ (ns.x ~ '') | length }}",
+            "{{ (ns.x | string) | length }}",
+            "{{ [ns.x, ns.x] | sort | length }}",
+            "{{ [ns.x, ns.x] | unique | list | length }}",
+            "{{ ns.x in [ns.x] }}",
+            "{% set ns.x = 0 %}{{ ns.x }}",
+        ] {
+            for depth in [40_000, 10_000_000] {
+                let source = nested(depth, then);
+                match render(&source, "") {
+                    Ok(out) => assert!(depth < 10_000_000, "{then}: {out}"),
+                    Err(e) => {
+                        let e = e.to_string();
+                        assert!(e.contains("ran out of its fuel"), "{then} at {depth}: {e}")
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn format_widths_are_bounded() {
+        refused(
+            "{{ '{:>4000000000}'.format('x') }}",
+            "",
+            "str.format asks for widths of 4000000000 characters, more than 65536",
+        );
+        refused("{{ '{:.1000000000f}'.format(1.5) }}", "", "more than 65536");
+        refused(
+            &format!("{{{{ '{}'.format(1) }}}}", "{:>60000}".repeat(2)),
+            "",
+            "widths of 120000 characters",
+        );
+        // Ordinary formats, and braces that are text.
+        assert_eq!(
+            render("{{ '{:>5}|{:.2f}|{{}}'.format('ab', 1.5) }}", "").unwrap(),
+            "   ab|1.50|{}"
+        );
+    }
+
+    #[test]
+    fn memory_and_output_are_bounded() {
+        // A string doubled 40 times runs out of fuel within a few megabytes.
+        refused(
+            "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+            "",
+            "ran out of its fuel of",
+        );
+        refused(
+            "{% for i in range(40) %}{{ 'x' * 100000000 }}{% endfor %}",
+            "",
+            "ran out of its fuel",
+        );
+        // Output beyond 1 MiB plus twice the message ("user" and ""): stopped as it is
+        // written.
+        refused(
+            "{% for i in range(100) %}{{ 'x' * 20000 }}{% endfor %}",
+            "",
+            "it writes more than 1048584 bytes",
+        );
+    }
+
+    #[test]
+    fn long_messages_get_fuel_and_room_in_proportion() {
+        // Qwen2's template over a 1 MiB message: five copies of it, and 1 MiB of output.
+        let source = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+        let text = "ab ".repeat(350_000);
+        let out = render(source, &text).unwrap();
+        assert_eq!(
+            out.len(),
+            text.len() + "<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n".len()
+        );
+        let messages = [ChatMessage {
+            role: "user".into(),
+            content: text,
+        }];
+        assert_eq!(fuel_for(&messages), BASE_FUEL + 1_000 + (4 + 1_050_000) / 8);
+        assert_eq!(max_output(&messages), (1 << 20) + 2 * 1_050_004);
     }
 
     #[test]
