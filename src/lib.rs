@@ -16,6 +16,7 @@ pub mod import;
 pub mod model;
 pub mod output;
 pub mod render;
+pub mod small_file;
 pub mod threads;
 pub mod tokenize;
 

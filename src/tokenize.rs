@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod bounds;
 pub mod config;
 pub mod marian;
 mod roles;
@@ -160,7 +161,8 @@ impl TextTokenizer {
     /// Load the tokenizer of the model in `dir`: `tokenizer.json` if present, else `vocab.txt`.
     pub fn from_dir(dir: &Path) -> Result<Self, Error> {
         let json = dir.join("tokenizer.json");
-        if json.is_file() {
+        // Not `is_file`: a FIFO or folder there is refused by name, not passed over.
+        if json.exists() {
             return Self::from_tokenizer_json(&json);
         }
         if let Some(marian) = marian::from_dir(dir, "source.spm")? {
@@ -178,10 +180,18 @@ impl TextTokenizer {
 
     /// Load a `tokenizer.json`, switching off its saved padding and truncation.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self, Error> {
-        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| Error::Load {
+        let load = |reason: String| Error::Load {
             path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let bytes = crate::small_file::read_bytes(
+            path,
+            bounds::MAX_TOKENIZER_JSON,
+            "the largest real tokenizer.json is about 35 MB",
+        )
+        .map_err(|e| load(e.to_string()))?;
+        bounds::check_tokenizer_json(&bytes).map_err(load)?;
+        let mut tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| load(e.to_string()))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(None)
@@ -274,6 +284,8 @@ impl TextTokenizer {
             path: vocab.clone(),
             reason,
         };
+        // Checked through the bounded reader first: WordPiece reads any file it is given.
+        vocab_lines(&vocab)?;
         let model = WordPiece::from_file(&vocab.to_string_lossy())
             .unk_token(opts.unk.clone())
             .continuing_subword_prefix("##".into())
@@ -690,6 +702,30 @@ impl TextTokenizer {
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| Error::Encode(e.to_string()))
     }
+}
+
+/// The lines of a vocabulary file (vocab.txt): read through the shared bounded reader, at most
+/// [`bounds::MAX_VOCAB`] of them.
+pub(crate) fn vocab_lines(path: &Path) -> Result<Vec<String>, Error> {
+    let load = |reason: String| Error::Load {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = crate::small_file::read_text(
+        path,
+        bounds::MAX_VOCAB_FILE,
+        "a vocab.txt is a few megabytes",
+    )
+    .map_err(|e| load(e.to_string()))?;
+    let lines = text.lines().count() as u64;
+    if lines > bounds::MAX_VOCAB {
+        return Err(load(bounds::too_many(
+            "the vocabulary",
+            lines,
+            bounds::MAX_VOCAB,
+        )));
+    }
+    Ok(text.lines().map(str::to_string).collect())
 }
 
 #[cfg(test)]

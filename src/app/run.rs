@@ -164,7 +164,12 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // The weights, the captured attention and the analyses are left for the OS to reclaim
     // when the process exits, which it does right after this function: freeing them first
     // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
-    let model = ManuallyDrop::new(Model::load(&plan.model, &plan.revision)?);
+    let model = ManuallyDrop::new(Model::load_within(
+        &plan.model,
+        &plan.revision,
+        &attnviz::model::Hub::from_env(),
+        plan.max_memory,
+    )?);
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once
     // its attentions exist, each against its own layers and heads.
     let selection = if model.is_seq2seq() {

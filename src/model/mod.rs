@@ -155,8 +155,19 @@ impl Model {
 
     /// [`Model::load`] with explicit hub settings.
     pub fn load_with(model: &str, revision: &str, hub: &Hub) -> Result<Model, Error> {
+        Self::load_within(model, revision, hub, None)
+    }
+
+    /// [`Model::load_with`], with the weights of a GGUF file checked against `max_memory`
+    /// bytes before they are read (see [`Model::from_gguf_within`]).
+    pub fn load_within(
+        model: &str,
+        revision: &str,
+        hub: &Hub,
+        max_memory: Option<u64>,
+    ) -> Result<Model, Error> {
         if let Some(path) = gguf_file(model) {
-            return Self::from_gguf(path);
+            return Self::from_gguf_within(path, max_memory);
         }
         let files = source::resolve(model, revision, hub)?;
         Self::from_files(&files)
@@ -186,7 +197,8 @@ impl Model {
                 &files.config,
                 &files.tokenizer_dir,
                 tokenizer.settings(),
-            )
+                network.architecture().vocab_size,
+            )?
         } else {
             GenerationConfig::none(&files.tokenizer_dir.display().to_string())
         };
@@ -241,15 +253,24 @@ impl Model {
     /// dequantised to f32 (in transformers' layout) for the family's network, the tokenizer and
     /// chat template from its metadata.
     pub fn from_gguf(path: &Path) -> Result<Model, Error> {
+        Self::from_gguf_within(path, None)
+    }
+
+    /// [`Model::from_gguf`], refusing before anything is read when the weights would take more
+    /// than `max_memory` bytes (`None`: the memory this process may use).
+    pub fn from_gguf_within(path: &Path, max_memory: Option<u64>) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
         let params = file.decoder_params()?;
         let (family, reader) = registry::gguf_family(&params.architecture, &origin)?;
         let config = (reader.config)(&params, &origin)?;
+        // Only the tensors the network is built from are read.
+        let used = |name: &str| gguf::hf_tensor_name(name).is_some();
+        file.check_memory(used, gguf::Representation::F32, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are dequantised.
         let (tensors, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
-            let tensors = file.dequantize_all();
+            let tensors = file.dequantize_used(used);
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

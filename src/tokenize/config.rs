@@ -4,7 +4,6 @@
 //! template) asks a [`TokenizerConfig`], so each file is parsed in one place, with its size
 //! bounded as config.json's is.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -119,21 +118,15 @@ fn read_object(path: &Path) -> Result<(Option<PathBuf>, Map<String, Value>), Err
         path: path.to_path_buf(),
         reason,
     };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Map::new())),
+    let text = match crate::small_file::read_text(
+        path,
+        MAX_BYTES,
+        "a tokenizer's settings are a few kilobytes",
+    ) {
+        Ok(text) => text,
+        Err(crate::small_file::ReadError::NotFound) => return Ok((None, Map::new())),
         Err(e) => return Err(load(e.to_string())),
     };
-    let mut text = String::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| load(e.to_string()))?;
-    if text.len() as u64 > MAX_BYTES {
-        return Err(load(format!(
-            "it is larger than {} MiB; a tokenizer's settings are a few kilobytes",
-            MAX_BYTES >> 20
-        )));
-    }
     match serde_json::from_str(&text).map_err(|e| load(e.to_string()))? {
         Value::Object(map) => Ok((Some(path.to_path_buf()), map)),
         _ => Err(load("it is not a JSON object".into())),

@@ -39,10 +39,18 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         path: path.to_path_buf(),
         reason,
     };
-    let vocab_text =
-        std::fs::read_to_string(&vocab_path).map_err(|e| err(&vocab_path, e.to_string()))?;
+    let vocab_text = crate::small_file::read_text(
+        &vocab_path,
+        super::bounds::MAX_VOCAB_FILE,
+        "a Marian vocab.json is a few megabytes",
+    )
+    .map_err(|e| err(&vocab_path, e.to_string()))?;
     let vocab: HashMap<String, u32> =
         serde_json::from_str(&vocab_text).map_err(|e| err(&vocab_path, e.to_string()))?;
+    if vocab.len() as u64 > super::bounds::MAX_VOCAB {
+        let why = super::bounds::too_many("it", vocab.len() as u64, super::bounds::MAX_VOCAB);
+        return Err(err(&vocab_path, why));
+    }
     let mut by_id = vec![None; vocab.len()];
     for (piece, &id) in &vocab {
         match by_id.get_mut(id as usize) {
@@ -55,7 +63,12 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
             }
         }
     }
-    let bytes = std::fs::read(&model_path).map_err(|e| err(&model_path, e.to_string()))?;
+    let bytes = crate::small_file::read_bytes(
+        &model_path,
+        super::bounds::MAX_VOCAB_FILE,
+        "a SentencePiece model is a few megabytes",
+    )
+    .map_err(|e| err(&model_path, e.to_string()))?;
     let model = SpmModel::parse(&bytes).map_err(|e| err(&model_path, e))?;
     let unk = *vocab
         .get("<unk>")
@@ -82,6 +95,8 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
     let mut tokenizer = Tokenizer::new(unigram);
     let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
     if !model.charsmap.is_empty() {
+        super::bounds::check_charsmap(&model.charsmap)
+            .map_err(|e| err(&model_path, format!("its precompiled_charsmap {e}")))?;
         let precompiled =
             Precompiled::from(&model.charsmap).map_err(|e| err(&model_path, e.to_string()))?;
         normalizers.push(precompiled.into());

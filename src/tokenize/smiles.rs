@@ -77,9 +77,8 @@ pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
         path: path.clone(),
         reason,
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| load_err(e.to_string()))?;
-    let vocab: Vec<String> = text
-        .lines()
+    let vocab: Vec<String> = super::vocab_lines(&path)?
+        .into_iter()
         .map(|l| l.trim_end_matches('\r').to_string())
         .collect();
     let settings = TokenizerConfig::read(dir)?;

@@ -33,6 +33,7 @@ mod gguf_files;
 mod gguf_smollm2;
 mod hostile;
 mod hostile_families;
+mod hostile_model_files;
 mod html_report;
 mod images_minilm;
 mod images_without_system_fonts;

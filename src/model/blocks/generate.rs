@@ -48,51 +48,99 @@ impl GenerationConfig {
 
     /// Read from a model folder: `generation_config.json` and `config.json` for EOS,
     /// `tokenizer_config.json` (`chat_template`, `bos_token`, `eos_token`) or
-    /// `chat_template.jinja` (transformers 5 saves it there) for the template. Files that are
-    /// missing or unreadable leave their part empty; a template that does not compile is
-    /// reported when `--chat` asks for it.
-    pub fn from_dir(config: &Path, tokenizer_dir: &Path) -> GenerationConfig {
+    /// `chat_template.jinja` (transformers 5 saves it there) for the template. Missing files
+    /// leave their part empty; a file that is there but is not a regular file, too large, or not
+    /// a JSON object, and a token id that is not an id below `vocab_size`, are an error naming
+    /// the file and the field. A template that does not compile is reported when `--chat`
+    /// asks for it.
+    pub fn from_dir(
+        config: &Path,
+        tokenizer_dir: &Path,
+        vocab_size: usize,
+    ) -> Result<GenerationConfig, Error> {
         let settings = TokenizerConfig::read(tokenizer_dir).unwrap_or_default();
-        Self::with_settings(config, tokenizer_dir, &settings)
+        Self::with_settings(config, tokenizer_dir, &settings, vocab_size)
     }
 
     /// [`GenerationConfig::from_dir`] with the tokenizer's settings already read.
+    ///
+    /// transformers falls back to config.json when generation_config.json does not parse, and
+    /// never checks the ids: an EOS outside the vocabulary is never generated, so generation
+    /// runs to its length limit, and a forced BOS/EOS outside it fails with an IndexError
+    /// mid-generation. Both are refused here, up front, with the field named.
     pub fn with_settings(
         config: &Path,
         tokenizer_dir: &Path,
         settings: &TokenizerConfig,
-    ) -> GenerationConfig {
-        let read = |path: &Path| -> Option<serde_json::Map<String, Value>> {
-            let text = std::fs::read_to_string(path).ok()?;
-            match serde_json::from_str(&text).ok()? {
-                Value::Object(map) => Some(map),
-                _ => None,
+        vocab_size: usize,
+    ) -> Result<GenerationConfig, Error> {
+        let read = |path: &Path| -> Result<Option<serde_json::Map<String, Value>>, Error> {
+            let bad = |why: String| Error::Input(format!("{}: {why}", path.display()));
+            let text = match crate::small_file::read_text(
+                path,
+                crate::model::formats::config::MAX_CONFIG_BYTES,
+                "a generation config is a few hundred bytes",
+            ) {
+                Ok(text) => text,
+                Err(crate::small_file::ReadError::NotFound) => return Ok(None),
+                Err(e) => return Err(bad(format!("cannot read it: {e}"))),
+            };
+            match serde_json::from_str(&text) {
+                Ok(Value::Object(map)) => Ok(Some(map)),
+                Ok(_) => Err(bad("it is not a JSON object".into())),
+                Err(e) => Err(bad(format!(
+                    "it is not valid JSON ({e}); fix or remove the file"
+                ))),
             }
         };
         let dir = config.parent().unwrap_or(Path::new("."));
-        let eos_of = |map: &serde_json::Map<String, Value>| -> Option<Vec<u32>> {
-            match map.get("eos_token_id")? {
-                Value::Array(ids) => Some(ids.iter().filter_map(token_id).collect()),
-                v => token_id(v).map(|id| vec![id]),
+        let generation_path = dir.join("generation_config.json");
+        let generation_file = read(&generation_path)?;
+        let config_file = read(config)?;
+        let files = [
+            (&generation_path, &generation_file),
+            (&config.to_path_buf(), &config_file),
+        ];
+        // An id field: the file it comes from first (generation_config.json, then config.json),
+        // each value a token id of the vocabulary.
+        let ids_of = |key: &str, list: bool| -> Result<Option<Vec<u32>>, Error> {
+            for (path, map) in files {
+                let Some(value) = map.as_ref().and_then(|m| m.get(key)) else {
+                    continue;
+                };
+                let values = match value {
+                    Value::Null => continue,
+                    Value::Array(ids) if list => ids.iter().collect(),
+                    v => vec![v],
+                };
+                let ids = values
+                    .into_iter()
+                    .map(|v| match token_id(v) {
+                        Some(id) if (id as usize) < vocab_size => Ok(id),
+                        _ => Err(Error::Input(format!(
+                            "{}: {key} is {v}, not a token id of the model's {vocab_size}-token vocabulary",
+                            path.display()
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok(Some(ids));
             }
+            Ok(None)
         };
-        let generation_file = read(&dir.join("generation_config.json"));
-        let config_file = read(config);
-        let eos_token_ids = generation_file
-            .as_ref()
-            .and_then(eos_of)
-            .or_else(|| config_file.as_ref().and_then(eos_of))
-            .unwrap_or_default();
-        // generation_config.json first, then config.json.
-        let id_of = |key: &str| -> Option<u32> {
-            [&generation_file, &config_file]
-                .into_iter()
-                .flatten()
-                .find_map(|m| m.get(key).and_then(token_id))
+        let eos_token_ids = ids_of("eos_token_id", true)?.unwrap_or_default();
+        let one = |key: &str| -> Result<Option<u32>, Error> {
+            Ok(ids_of(key, false)?.and_then(|ids| ids.first().copied()))
         };
-        let max_length = id_of("max_length").map(|n| n as usize);
-        let forced_bos_token_id = id_of("forced_bos_token_id");
-        let forced_eos_token_id = id_of("forced_eos_token_id");
+        let forced_bos_token_id = one("forced_bos_token_id")?;
+        let forced_eos_token_id = one("forced_eos_token_id")?;
+        let max_length = files
+            .iter()
+            .find_map(|(_, m)| {
+                m.as_ref()
+                    .and_then(|m| m.get("max_length"))
+                    .and_then(token_id)
+            })
+            .map(|n| n as usize);
 
         let origin = settings.path().map_or_else(
             || tokenizer_dir.join("tokenizer_config.json"),
@@ -101,9 +149,20 @@ impl GenerationConfig {
         let jinja = tokenizer_dir.join("chat_template.jinja");
         let source = match settings.chat_template() {
             Some(s) => Some((origin.display().to_string(), s.to_string())),
-            None => std::fs::read_to_string(&jinja)
-                .ok()
-                .map(|s| (jinja.display().to_string(), s)),
+            None => match crate::small_file::read_text(
+                &jinja,
+                crate::model::formats::config::MAX_CONFIG_BYTES,
+                "a chat template is a few kilobytes",
+            ) {
+                Ok(s) => Some((jinja.display().to_string(), s)),
+                Err(crate::small_file::ReadError::NotFound) => None,
+                Err(e) => {
+                    return Err(Error::Input(format!(
+                        "{}: cannot read it: {e}",
+                        jinja.display()
+                    )))
+                }
+            },
         };
         let chat_template = match source {
             Some((origin, source)) => ChatTemplate::new(
@@ -115,13 +174,13 @@ impl GenerationConfig {
             .map_err(|e| e.to_string()),
             None => Err(no_template(&tokenizer_dir.display().to_string())),
         };
-        GenerationConfig {
+        Ok(GenerationConfig {
             eos_token_ids,
             chat_template,
             max_length,
             forced_bos_token_id,
             forced_eos_token_id,
-        }
+        })
     }
 }
 
@@ -238,7 +297,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("config.json");
         std::fs::write(&config, r#"{"eos_token_id": 7}"#).unwrap();
-        let g = GenerationConfig::from_dir(&config, &dir);
+        let g = GenerationConfig::from_dir(&config, &dir, 100).unwrap();
         assert_eq!(g.eos_token_ids, vec![7]);
         let err = g.chat_template.unwrap_err();
         assert!(err.contains("carries no chat template"), "{err}");
@@ -254,7 +313,7 @@ mod tests {
                 "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}"}"#,
         )
         .unwrap();
-        let g = GenerationConfig::from_dir(&config, &dir);
+        let g = GenerationConfig::from_dir(&config, &dir, 100).unwrap();
         assert_eq!(g.eos_token_ids, vec![2, 9]);
         let prompt = g.chat_template.unwrap().render_user_message("hi").unwrap();
         assert_eq!(prompt, "<s>[user] hi[assistant]");

@@ -213,14 +213,18 @@ fn read_rope(file: &ConfigFile) -> Result<(f64, RopeScaling), ConfigError> {
             file.invalid(format!("rope type '{kind}' needs {key} in rope_parameters"))
         })
     };
+    let factor = || -> Result<f64, ConfigError> {
+        let f = required("factor")?;
+        rope_factor_in_range(f)
+            .map_err(|why| file.invalid(format!("rope_scaling.factor {why}")))?;
+        Ok(f)
+    };
     let scaling = match kind.as_str() {
         "default" => RopeScaling::None,
-        "linear" => RopeScaling::Linear {
-            factor: required("factor")?,
-        },
+        "linear" => RopeScaling::Linear { factor: factor()? },
         "llama3" => {
             let s = RopeScaling::Llama3 {
-                factor: required("factor")?,
+                factor: factor()?,
                 low_freq_factor: required("low_freq_factor")?,
                 high_freq_factor: required("high_freq_factor")?,
                 original_max_position_embeddings: required("original_max_position_embeddings")?,
@@ -366,7 +370,13 @@ impl LlamaConfig {
         };
         let scaling = match &p.rope_scaling {
             None => RopeScaling::None,
-            Some(GgufRopeScaling::Linear { factor }) => RopeScaling::Linear { factor: *factor },
+            Some(GgufRopeScaling::Linear { factor }) => {
+                if let Err(why) = rope_factor_in_range(*factor) {
+                    let key = format!("{}.rope.scaling.factor", p.architecture);
+                    return refuse(format!("metadata {key} {why}"));
+                }
+                RopeScaling::Linear { factor: *factor }
+            }
             Some(GgufRopeScaling::Yarn { .. }) => {
                 return refuse(
                     "RoPE scaling type 'yarn' is not supported; attnviz runs default, linear \
@@ -415,6 +425,12 @@ impl LlamaConfig {
         }
         if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
             return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
+        }
+        if !(p.rms_norm_eps > 0.0 && p.rms_norm_eps <= MAX_EPSILON) {
+            return refuse(format!(
+                "metadata {}.attention.layer_norm_rms_epsilon is {:?}; an RMS norm's epsilon is a small positive number (at most {MAX_EPSILON})",
+                p.architecture, p.rms_norm_eps
+            ));
         }
         Ok(LlamaConfig {
             variant,
@@ -626,6 +642,24 @@ impl FamilyConfig for LlamaConfig {
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         Ok(Box::new(self.build_from(ckpt)?))
+    }
+}
+
+/// The largest RMS-norm epsilon accepted from a GGUF file (real ones are 1e-5 or 1e-6).
+const MAX_EPSILON: f64 = 1.0;
+
+/// The largest RoPE scaling factor accepted (real ones are 2–64: positions are divided by it).
+const MAX_ROPE_FACTOR: f64 = 1e6;
+
+/// Why a RoPE scaling factor is unusable: it divides every position, so it must be positive,
+/// finite and not absurdly large (0 gave "weights overflow on this input"; −1e30 was accepted).
+fn rope_factor_in_range(factor: f64) -> Result<(), String> {
+    if factor.is_finite() && factor > 0.0 && factor <= MAX_ROPE_FACTOR {
+        Ok(())
+    } else {
+        Err(format!(
+            "is {factor:?}; a RoPE scaling factor divides the positions, so it must be above 0 and at most {MAX_ROPE_FACTOR:e}"
+        ))
     }
 }
 

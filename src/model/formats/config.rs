@@ -9,7 +9,6 @@
 //! is read; everything else in the file is ignored. What a family cannot run exactly (another
 //! architecture, relative positions, a decoder) is refused with a message, never approximated.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::model::kernels::Activation;
@@ -73,17 +72,12 @@ impl ConfigFile {
             path: path.to_path_buf(),
             reason,
         };
-        let file = std::fs::File::open(path).map_err(|e| read_err(e.to_string()))?;
-        let mut text = String::new();
-        std::io::Read::take(file, MAX_CONFIG_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| read_err(e.to_string()))?;
-        if text.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(read_err(format!(
-                "it is larger than {} MiB; a config.json is a few kilobytes",
-                MAX_CONFIG_BYTES >> 20
-            )));
-        }
+        let text = crate::small_file::read_text(
+            path,
+            MAX_CONFIG_BYTES,
+            "a config.json is a few kilobytes",
+        )
+        .map_err(|e| read_err(e.to_string()))?;
         Self::parse(&text, path)
     }
 

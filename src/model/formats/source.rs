@@ -404,11 +404,15 @@ pub fn display_name(files: &ModelFiles) -> String {
     if let Some(name) = names.iter().take(3).find(|n| !is_generic_folder(n)) {
         return name.clone();
     }
-    let from_config = std::fs::read_to_string(&files.config)
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|json| json.get("_name_or_path")?.as_str().map(str::to_string))
-        .filter(|n| is_repo_id(n));
+    let from_config = crate::small_file::read_text(
+        &files.config,
+        super::config::MAX_CONFIG_BYTES,
+        "a config.json is a few kilobytes",
+    )
+    .ok()
+    .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    .and_then(|json| json.get("_name_or_path")?.as_str().map(str::to_string))
+    .filter(|n| is_repo_id(n));
     from_config
         .or_else(|| names.first().cloned())
         .unwrap_or_else(|| files.id.clone())
@@ -515,16 +519,9 @@ fn shard_names(index: &Path) -> Result<Vec<String>, SourceError> {
         path: index.to_path_buf(),
         reason,
     };
-    let mut text = String::new();
-    std::fs::File::open(index)
-        .and_then(|f| f.take(MAX_INDEX_BYTES + 1).read_to_string(&mut text))
-        .map_err(|e| bad(format!("cannot read it ({e})")))?;
-    if text.len() as u64 > MAX_INDEX_BYTES {
-        return Err(bad(format!(
-            "it is larger than {} MiB",
-            MAX_INDEX_BYTES >> 20
-        )));
-    }
+    let text =
+        crate::small_file::read_text(index, MAX_INDEX_BYTES, "a shard index is tens of kilobytes")
+            .map_err(|e| bad(format!("cannot read it ({e})")))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
     let map = json

@@ -62,8 +62,17 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
 
     let mut values = 0u64;
     let mut alignment = 32u64;
+    // candle keeps the last of two entries with one name, so a second `general.architecture`
+    // or tensor would silently replace the first: both are refused here.
+    let mut keys = std::collections::HashSet::new();
     for _ in 0..kv_count {
         let key = r.string("a metadata key")?;
+        if !keys.insert(key) {
+            return Err(format!(
+                "metadata key {:?} appears twice; a GGUF holds each key once",
+                String::from_utf8_lossy(key)
+            ));
+        }
         let kind = r.u32("a metadata value type")?;
         if key == b"general.alignment" {
             // candle reads the alignment from these six integer types and ignores any other.
@@ -94,8 +103,15 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
             .map_err(|e| format!("metadata {}: {e}", String::from_utf8_lossy(key)))?;
     }
 
+    let mut names = std::collections::HashSet::new();
     for index in 0..tensor_count {
         let name = r.string("a tensor name")?;
+        if !names.insert(name) {
+            return Err(format!(
+                "tensor {:?} appears twice (the second is number {index}); a GGUF holds each tensor once",
+                String::from_utf8_lossy(name)
+            ));
+        }
         let name = String::from_utf8_lossy(name);
         let dims = r.u32("a tensor's dimension count")?;
         if dims > 4 {

@@ -67,6 +67,14 @@ pub enum GgufError {
         /// What is wrong.
         reason: String,
     },
+    /// The weights would take more memory than the run may use.
+    #[error("{}: {reason}", path.display())]
+    Memory {
+        /// The file.
+        path: PathBuf,
+        /// How much, against what.
+        reason: String,
+    },
     /// A tensor the caller asked for is not in the file.
     #[error("{} has no tensor named {name}", path.display())]
     MissingTensor {
@@ -202,6 +210,7 @@ impl GgufFile {
             })?;
             entries.insert(name.clone(), entry);
         }
+        check_overlaps(&entries).map_err(invalid)?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             mmap,
@@ -309,6 +318,7 @@ impl GgufFile {
                     })?,
             },
         };
+        self.check_vocabulary(&key("vocab_size"), vocab_size)?;
         Ok(DecoderParams {
             num_hidden_layers: layers,
             hidden_size: hidden,
@@ -331,6 +341,52 @@ impl GgufFile {
             pad_token_id: self.get_u32("tokenizer.ggml.padding_token_id")?,
             architecture: arch,
         })
+    }
+
+    /// The vocabulary's sizes agree before anything is built from them (a 4M-token vocabulary
+    /// took 28 s and 1.9 GB to become a tokenizer before the embedding's 49k rows said it was
+    /// wrong): at most [`MAX_VOCAB`](crate::tokenize::bounds::MAX_VOCAB) tokens, no more tokens
+    /// than the embedding has rows, and `vocab_size` equal to those rows.
+    fn check_vocabulary(&self, vocab_key: &str, vocab_size: usize) -> Result<(), GgufError> {
+        use crate::tokenize::bounds::{too_many_entries, MAX_VOCAB};
+        const TOKENS: &str = "tokenizer.ggml.tokens";
+        let tokens = match self.metadata().get(TOKENS) {
+            Some(Value::Array(tokens)) => Some(tokens.len()),
+            _ => None,
+        };
+        if let Some(n) = tokens.filter(|&n| n as u64 > MAX_VOCAB) {
+            return Err(self.meta_err(TOKENS, &too_many_entries(n as u64, MAX_VOCAB)));
+        }
+        if vocab_size as u64 > MAX_VOCAB {
+            return Err(self.meta_err(
+                vocab_key,
+                &format!(
+                    "is {vocab_size}, more than the {MAX_VOCAB} tokens any real tokenizer has"
+                ),
+            ));
+        }
+        let Some(rows) = self
+            .entries
+            .get("token_embd.weight")
+            .and_then(|e| e.shape.first().copied())
+        else {
+            return Ok(());
+        };
+        if let Some(n) = tokens.filter(|&n| n > rows) {
+            return Err(self.meta_err(
+                TOKENS,
+                &format!("has {n} tokens, but token_embd.weight has only {rows} rows; the tokenizer does not belong to these weights"),
+            ));
+        }
+        if vocab_size != rows {
+            return Err(self.meta_err(
+                vocab_key,
+                &format!(
+                    "(or the token count) is {vocab_size}, but token_embd.weight has {rows} rows"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn rope_scaling(&self, arch: &str) -> Result<Option<RopeScaling>, GgufError> {
@@ -407,12 +463,64 @@ impl GgufFile {
         })
     }
 
+    /// The memory the tensors named `used` take in `repr`, checked against `budget` bytes
+    /// (`None`: [`default_weight_budget`]) before any is read: an 8B-shaped Q4_0 file aborted
+    /// at 3.4 GB on "memory allocation failed" when dequantised to f32 under an 8 GiB limit.
+    pub fn check_memory(
+        &self,
+        used: impl Fn(&str) -> bool,
+        repr: Representation,
+        budget: Option<u64>,
+    ) -> Result<u64, GgufError> {
+        let (count, need) = self
+            .entries
+            .iter()
+            .filter(|(name, _)| used(name))
+            .fold((0usize, 0u64), |(n, total), (_, e)| {
+                (n + 1, total.saturating_add(repr.bytes(e)))
+            });
+        let (budget, given) = match budget {
+            Some(b) => (Some(b), true),
+            None => (default_weight_budget(self.mmap.len() as u64), false),
+        };
+        if let Some(budget) = budget.filter(|&b| need > b) {
+            let how = match repr {
+                Representation::F32 => "dequantised to f32",
+                Representation::InPlace => "as stored",
+            };
+            let whose = if given {
+                "the memory limit given"
+            } else {
+                "the memory this process may use"
+            };
+            return Err(GgufError::Memory {
+                path: self.path.clone(),
+                reason: format!(
+                    "its {count} tensors take {} {how}, more than {whose} ({}); use a smaller model or allow more memory",
+                    gigabytes(need),
+                    gigabytes(budget)
+                ),
+            });
+        }
+        Ok(need)
+    }
+
     /// Every tensor, dequantised as [`GgufFile::dequantize`] does, in parallel (largest first,
     /// so the big embedding does not finish last), keyed by GGUF name.
     pub fn dequantize_all(&self) -> Result<BTreeMap<String, F32Tensor>, GgufError> {
+        self.dequantize_used(|_| true)
+    }
+
+    /// [`GgufFile::dequantize_all`] for the tensors named `used` only: the others are neither
+    /// read nor dequantised.
+    pub fn dequantize_used(
+        &self,
+        used: impl Fn(&str) -> bool,
+    ) -> Result<BTreeMap<String, F32Tensor>, GgufError> {
         let mut names: Vec<(&String, usize)> = self
             .entries
             .iter()
+            .filter(|(name, _)| used(name))
             .map(|(name, e)| (name, e.shape.iter().product::<usize>()))
             .collect();
         names.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
@@ -641,6 +749,82 @@ fn integer(v: &Value) -> Option<u64> {
         Value::I32(x) => u64::try_from(x).ok(),
         Value::I64(x) => u64::try_from(x).ok(),
         _ => None,
+    }
+}
+
+/// Tensors may not share bytes: llama.cpp writes each once, in order, so two records over one
+/// block can only be a file made to multiply its size (1,000 records on one 8 MB block reached
+/// 7.9 GB when dequantised).
+fn check_overlaps(entries: &BTreeMap<String, Entry>) -> Result<(), String> {
+    let mut spans: Vec<(usize, usize, &str)> = entries
+        .iter()
+        .filter(|(_, e)| e.len > 0)
+        .map(|(name, e)| (e.start, e.start + e.len, name.as_str()))
+        .collect();
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
+        if start < end {
+            return Err(format!(
+                "tensors {a:?} and {b:?} overlap (bytes {start}–{end} belong to both); each tensor must have bytes of its own"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How tensors are held once loaded, for the up-front memory estimate
+/// ([`GgufFile::check_memory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Representation {
+    /// Dequantised to f32 in memory (4 bytes per weight): how every tensor is held today.
+    F32,
+    /// Read in place from the mapping, as stored (a quantised tensor kept quantised): its bytes
+    /// in the file.
+    InPlace,
+}
+
+impl Representation {
+    /// Bytes one tensor takes in this representation.
+    fn bytes(self, entry: &Entry) -> u64 {
+        match self {
+            Representation::F32 => (entry.shape.iter().product::<usize>() as u64).saturating_mul(4),
+            Representation::InPlace => entry.len as u64,
+        }
+    }
+}
+
+/// The memory a run may use for its weights when no budget is given: this machine's memory,
+/// and, under an address-space limit (`ulimit -v`), that limit less the file's own mapping.
+fn default_weight_budget(file_len: u64) -> Option<u64> {
+    let machine = crate::model::formats::validate::total_memory();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    let space = if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY
+    {
+        // Code, stacks and the tokenizer take some too; a quarter of the limit is left to them.
+        Some((limit.rlim_cur / 4 * 3).saturating_sub(file_len))
+    } else {
+        None
+    };
+    match (machine, space) {
+        (Some(m), Some(s)) => Some(m.min(s)),
+        (m, s) => m.or(s),
+    }
+}
+
+/// `1.5 GB`, `850 MB`, `463 KB`.
+fn gigabytes(bytes: u64) -> String {
+    if bytes >= 1_000_000_000 {
+        format!("{:.1} GB", bytes as f64 / 1e9)
+    } else if bytes >= 1_000_000 {
+        format!("{:.0} MB", bytes as f64 / 1e6)
+    } else {
+        format!("{:.0} KB", bytes as f64 / 1e3)
     }
 }
 
