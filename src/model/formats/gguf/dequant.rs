@@ -23,27 +23,7 @@ pub struct F32Tensor {
     pub data: Vec<f32>,
 }
 
-/// The name llama.cpp gives a ggml type (`Q4_K`, not candle's `Q4K`).
-pub fn type_name(dtype: GgmlDType) -> &'static str {
-    use GgmlDType as D;
-    match dtype {
-        D::F32 => "F32",
-        D::F16 => "F16",
-        D::BF16 => "BF16",
-        D::Q4_0 => "Q4_0",
-        D::Q4_1 => "Q4_1",
-        D::Q5_0 => "Q5_0",
-        D::Q5_1 => "Q5_1",
-        D::Q8_0 => "Q8_0",
-        D::Q8_1 => "Q8_1",
-        D::Q2K => "Q2_K",
-        D::Q3K => "Q3_K",
-        D::Q4K => "Q4_K",
-        D::Q5K => "Q5_K",
-        D::Q6K => "Q6_K",
-        D::Q8K => "Q8_K",
-    }
-}
+pub use crate::model::kernels::quant::type_name;
 
 /// The row permutation llama.cpp's converter applies to the q and k projections of llama models
 /// (so that its interleaved RoPE, on pairs (2i, 2i+1), computes what transformers' rotate_half
