@@ -82,15 +82,15 @@ pub enum Error {
         which: &'static str,
     },
     /// Too many tokens for the model.
-    #[error("the input is {tokens} tokens long (with the special tokens) but the model takes at most {max}; shorten it or pass --truncate")]
+    #[error("the input is {tokens} tokens long (with the special tokens) but the model takes at most {max}; shorten it")]
     TooLong {
         /// Tokens the full input needs.
         tokens: usize,
         /// The model's maximum.
         max: usize,
     },
-    /// More bytes than [`byte_limit`] allows, without `--truncate`.
-    #[error("the {which} is {bytes} bytes long, more than a model of {max} positions can take (at most {limit} bytes are read); shorten it or pass --truncate")]
+    /// More bytes than [`byte_limit`] allows, without truncation.
+    #[error("the {which} is {bytes} bytes long, more than a model of {max} positions can take (at most {limit} bytes are read); shorten it")]
     TooManyBytes {
         /// `text` or `pair sentence`.
         which: &'static str,

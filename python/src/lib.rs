@@ -4,6 +4,9 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod tqdm;
+mod words;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,6 +45,12 @@ fn import_error(e: ImportError) -> PyErr {
     match e {
         ImportError::Io { .. } => PyOSError::new_err(message(e)),
         ImportError::Invalid(m) => PyValueError::new_err(message(m)),
+        ImportError::NoTokens { ref field, .. } if field == "tokens" => {
+            PyValueError::new_err(message(format!("{e} with tokens=[...]")))
+        }
+        ImportError::TokenFile { .. }
+        | ImportError::NoTokens { .. }
+        | ImportError::TokensForEncoderDecoder { .. } => PyValueError::new_err(message(e)),
         ImportError::TooBig { .. } => {
             PyMemoryError::new_err(message(format!("{e} (max_memory=BYTES)")))
         }
@@ -79,7 +88,9 @@ fn model(id: &str, revision: &str) -> Result<Arc<Model>, String> {
     if let Some(m) = models().lock().map_err(|e| e.to_string())?.get(&key) {
         return Ok(m.clone());
     }
-    let loaded = Arc::new(Model::load(id, revision).map_err(|e| e.to_string())?);
+    // Downloads are shown with tqdm when it is installed.
+    let hub = attnviz::model::Hub::from_env().with_progress(Arc::new(tqdm::Tqdm::default()));
+    let loaded = Arc::new(Model::load_with(id, revision, &hub).map_err(|e| words::model(&e))?);
     let mut cache = models().lock().map_err(|e| e.to_string())?;
     if cache.len() >= MODEL_CACHE {
         let first = cache.keys().next().cloned();
@@ -305,7 +316,7 @@ impl PyAttention {
         let Selection { layer, head } = selection(att, layer, head)?;
         py.detach(|| -> Result<(), String> {
             let (shown, analysis) = Analysis::compute_view(att, view_options(words, no_special))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| self::words::analysis(&e))?;
             let rollout = analysis.rollout.get(layer).map(Vec::as_slice);
             let spec = FigureSpec::of(figure, layer, head, rollout).map_err(|e| e.to_string())?;
             if png {
@@ -313,7 +324,7 @@ impl PyAttention {
             } else {
                 image::write_svg(&shown, &spec, &opts, &path)
             }
-            .map_err(|e| e.to_string())
+            .map_err(|e| self::words::image(&e))
         })
         .map_err(value_error)
     }
@@ -408,7 +419,7 @@ fn run(
             };
             let scheme = m.tokenizer().label_scheme();
             Ok(m.encode(text, pair, &opts)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| words::model(&e))?
                 .attention
                 .relabel(scheme, scheme))
         })
@@ -566,7 +577,7 @@ fn report_options(
     mut settings: Vec<(String, String)>,
 ) -> Result<HtmlOptions, String> {
     let opts = view_options(words, no_special);
-    let (view, analysis) = Analysis::compute_view(att, opts).map_err(|e| e.to_string())?;
+    let (view, analysis) = Analysis::compute_view(att, opts).map_err(|e| words::analysis(&e))?;
     let rollout = if !att.is_square() {
         Vec::new()
     } else if opts == ViewOptions::default() {

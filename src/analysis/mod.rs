@@ -38,7 +38,7 @@ use crate::attention::{Attention, AttentionSet, Level};
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
     /// Excluding special tokens would leave nothing.
-    #[error("the input has no tokens besides its special tokens ({names}), so excluding them leaves nothing; drop --no-special")]
+    #[error("the input has no tokens besides its special tokens ({names}), so excluding them leaves nothing; keep the special tokens")]
     NothingLeft {
         /// The special tokens, as the views name them (`[CLS]/[SEP]`).
         names: String,

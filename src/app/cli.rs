@@ -242,7 +242,7 @@ pub struct Outputs {
     pub svg: Option<PathBuf>,
 
     /// What the PNG/SVG shows [default: head].
-    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = choice::<Figure>())]
+    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = figure_choice())]
     pub figure: Option<Figure>,
 
     /// Colour map of heatmaps [default: viridis].
@@ -453,6 +453,24 @@ pub fn choice<T: Choice + Send + Sync>() -> impl TypedValueParser<Value = T> {
             .map(|v| PossibleValue::new(v.name()).help(v.describe())),
     )
     .map(|name| T::from_name(&name).expect("clap accepted only the listed names"))
+}
+
+/// The `--figure` names, with help that names the flags each figure reads (the library's
+/// descriptions name none).
+fn figure_choice() -> impl TypedValueParser<Value = Figure> {
+    PossibleValuesParser::new(Figure::ALL.iter().map(|&f| {
+        let help = match f {
+            Figure::Head => {
+                "One head's query × key heatmap (--layer, --head; `--head mean` for the mean)"
+            }
+            Figure::Layer => "All heads of --layer in a grid with a shared colour scale",
+            Figure::Mean => "The mean over the heads of --layer",
+            Figure::Model => f.describe(),
+            Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
+        };
+        PossibleValue::new(f.name()).help(help)
+    }))
+    .map(|name| Figure::from_name(&name).expect("clap accepted only the listed names"))
 }
 
 fn parse_scale_factor(s: &str) -> Result<f32, String> {

@@ -2,6 +2,8 @@
 //! (clap), [`plan`] checks them into typed library values, and [`run`] carries the plan out with
 //! the library (model, analysis, renderers, corpus mode), which never sees a flag.
 
+pub mod bars;
 pub mod cli;
 pub mod plan;
 pub mod run;
+pub mod words;

@@ -20,23 +20,25 @@ use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOpt
 use attnviz::render::terminal::{escape_controls, write_view, TerminalOptions};
 use attnviz::{import, tokenize};
 
+use super::bars::Bars;
 use super::cli::Args;
 use super::plan::{self, Mode, Render, Single, REPORT_HTML, REPORT_JSON};
+use super::words;
 
 /// Anything that stops a run. Each displays as one line that says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Loading or running the model.
-    #[error(transparent)]
+    #[error("{}", words::model(.0))]
     Model(#[from] attnviz::model::Error),
     /// Writing an output file.
     #[error(transparent)]
     Output(#[from] OutputError),
     /// Building the word-level or special-excluded view.
-    #[error(transparent)]
+    #[error("{}", words::analysis(.0))]
     Analysis(#[from] AnalysisError),
     /// Drawing or writing an image.
-    #[error(transparent)]
+    #[error("{}", words::image(.0))]
     Image(#[from] ImageError),
     /// Arguments that don't fit the model or each other.
     #[error("{0}")]
@@ -51,7 +53,7 @@ pub enum Error {
     #[error(transparent)]
     Corpus(#[from] attnviz::corpus::CorpusError),
     /// Reading attention from a file (`attnviz render`).
-    #[error(transparent)]
+    #[error("{}", words::import(.0))]
     Import(#[from] attnviz::import::ImportError),
     /// `attnviz merge`.
     #[error(transparent)]
@@ -167,7 +169,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let model = ManuallyDrop::new(Model::load_within(
         &plan.model,
         &plan.revision,
-        &attnviz::model::Hub::from_env(),
+        &attnviz::model::Hub::from_env().with_progress(std::sync::Arc::new(Bars::default())),
         plan.max_memory,
     )?);
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once
@@ -363,7 +365,7 @@ fn run_render(render: &Render) -> Result<(), Error> {
     };
     let shown = set
         .get(plan.kind)
-        .map_err(|e| Error::Usage(e.to_string()))?;
+        .map_err(|e| Error::Usage(words::kind(&e)))?;
     // A file may hold some layers only (an export made with --layers): --layer names them by
     // their numbers in the model, as for the run that wrote it.
     let selection = if shown.layer_numbers().iter().copied().eq(0..shown.layers()) {
@@ -441,7 +443,7 @@ fn write_outputs(
     // checked against that kind's own layers and heads.
     let shown_kind = tokens
         .get(plan.kind)
-        .map_err(|e| Error::Usage(e.to_string()))?
+        .map_err(|e| Error::Usage(words::kind(&e)))?
         .kind;
     let shown_index = tokens
         .kinds()
@@ -764,7 +766,7 @@ fn run_seq2seq(
     let kind = plan.kind.unwrap_or(AttentionKind::Cross);
     let att = set
         .get(Some(kind))
-        .map_err(|e| Error::Usage(e.to_string()))?;
+        .map_err(|e| Error::Usage(words::kind(&e)))?;
     let selection = plan.selection_of(&att.model, kind).map_err(Error::Usage)?;
     let encoding = Encoding {
         attention: att.clone(),

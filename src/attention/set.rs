@@ -67,13 +67,13 @@ fn kind_error_message(asked: AttentionKind, held: &[AttentionKind]) -> String {
     let names: Vec<&str> = held.iter().map(|k| k.as_str()).collect();
     if held.len() == 1 && held[0] == AttentionKind::SelfAttention {
         format!(
-            "--kind {}: this model has one attention, its self-attention (encoder–decoder models \
-             have encoder, decoder and cross); drop --kind",
+            "no {} attention: this model has one attention, its self-attention (encoder–decoder \
+             models have encoder, decoder and cross); ask for no kind",
             asked.as_str()
         )
     } else {
         format!(
-            "--kind {}: this attention has {}; choose one of them",
+            "no {} attention: this attention has {}; choose one of them",
             asked.as_str(),
             names.join(", ")
         )
@@ -360,7 +360,7 @@ mod tests {
         let err = set.get(Some(AttentionKind::SelfAttention)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "--kind self: this attention has encoder, decoder, cross; choose one of them"
+            "no self attention: this attention has encoder, decoder, cross; choose one of them"
         );
         assert_eq!(set.iter().count(), 3);
         assert!(set.single_value().is_none());
@@ -376,7 +376,14 @@ mod tests {
         assert_eq!(set.single_value(), Some(&att));
         assert!(set.cross().is_none());
         let err = set.get(Some(AttentionKind::Cross)).unwrap_err();
-        assert!(err.to_string().contains("drop --kind"), "{err}");
+        assert_eq!(
+            (err.asked, err.held.as_slice()),
+            (
+                AttentionKind::Cross,
+                [AttentionKind::SelfAttention].as_slice()
+            )
+        );
+        assert!(err.to_string().contains("ask for no kind"), "{err}");
     }
 
     #[test]

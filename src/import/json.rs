@@ -270,7 +270,7 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
     if doc.format.as_deref() != Some("attnviz-attention") {
         return Err(bad(
             "this JSON is not an attnviz export (no \"format\": \"attnviz-attention\"); give a \
-             file written by --json, or arrays in an .npz or .safetensors file"
+             file of attnviz's JSON export, or arrays in an .npz or .safetensors file"
                 .into(),
         ));
     }

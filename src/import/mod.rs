@@ -67,6 +67,30 @@ pub enum ImportError {
     /// fix it.
     #[error("{0}")]
     Invalid(String),
+    /// A file of token labels (for arrays stored without them) cannot be used.
+    #[error("the token file {path}: {problem}")]
+    TokenFile {
+        /// The file, as given.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Token labels given apart from the file, for a file of encoder–decoder attention.
+    #[error("token labels given apart from the file label one self-attention array, but {file} holds encoder–decoder attention; store encoder_tokens and decoder_tokens in the file instead")]
+    TokensForEncoderDecoder {
+        /// The file.
+        file: String,
+    },
+    /// An array stored without the tokens that label it.
+    #[error("{file} has `{array}` but no `{field}`; store the tokens as a string array (np.array(tokens, dtype=str)){}", if *.field == "tokens" { ", or give them apart from the file" } else { "" })]
+    NoTokens {
+        /// The file.
+        file: String,
+        /// The array found.
+        array: String,
+        /// The tokens field missing.
+        field: String,
+    },
     /// Reading and drawing the file would take more memory than the budget; nothing was
     /// inflated or allocated.
     #[error(
@@ -345,10 +369,9 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
                 one.pair = None;
             }
             _ => {
-                return Err(ImportError::invalid(format!(
-                    "--tokens labels one self-attention array, but {shown} holds encoder–decoder \
-                     attention; store encoder_tokens and decoder_tokens in the file instead"
-                )))
+                return Err(ImportError::TokensForEncoderDecoder {
+                    file: shown.to_string(),
+                })
             }
         }
     }
@@ -427,21 +450,25 @@ fn kind_order(kind: AttentionKind) -> u8 {
 /// line (a final newline is not a token).
 pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
     let shown = path.display().to_string();
-    let meta = std::fs::metadata(path)
-        .map_err(|e| ImportError::invalid(format!("--tokens {shown}: {e}")))?;
+    let bad = |problem: String| ImportError::TokenFile {
+        path: shown.clone(),
+        problem,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
     // Tokens of the longest input, written one per line, are far under this.
     const LIMIT: u64 = 64 << 20;
     if !meta.is_file() || meta.len() > LIMIT {
-        return Err(ImportError::invalid(format!(
-            "--tokens {shown}: give a regular file of at most 64 MiB with one token per line, or \
-             a JSON array of strings"
-        )));
+        return Err(bad(
+            "give a regular file of at most 64 MiB with one token per line, or a \
+             JSON array of strings"
+                .to_string(),
+        ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
-        ImportError::invalid(if e.kind() == std::io::ErrorKind::InvalidData {
-            format!("--tokens {shown} is not UTF-8 text; give one token per line, or a JSON array of strings")
+        bad(if e.kind() == std::io::ErrorKind::InvalidData {
+            "not UTF-8 text; give one token per line, or a JSON array of strings".to_string()
         } else {
-            format!("--tokens {shown}: {e}")
+            e.to_string()
         })
     })?;
     // A JSON array of strings opens with `[` then `"` (or is empty); a first line `[CLS]` does not.
@@ -451,15 +478,15 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
         .is_some_and(|rest| rest.trim_start().starts_with(['"', ']']));
     if json {
         return serde_json::from_str::<Vec<String>>(&text).map_err(|e| {
-            ImportError::invalid(format!(
-                "--tokens {shown} starts like a JSON array but is not one of strings: {e}"
+            bad(format!(
+                "starts like a JSON array but is not one of strings: {e}"
             ))
         });
     }
     let body = text.strip_suffix('\n').unwrap_or(&text);
     let body = body.strip_suffix('\r').unwrap_or(body);
     if body.is_empty() {
-        return Err(ImportError::invalid(format!("--tokens {shown} is empty")));
+        return Err(bad("the file is empty".to_string()));
     }
     Ok(body
         .split('\n')

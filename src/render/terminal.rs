@@ -479,8 +479,8 @@ impl View<'_> {
         } else {
             self.say(
                 &format!(
-                    "{nk} source {}: too many to draw here; the alignment only (--png, \
-                     --html draw it)",
+                    "{nk} source {}: too many to draw here; the alignment only (the PNG \
+                     and HTML views draw it)",
                     units_word(att, true)
                 ),
                 Self::dim,
@@ -588,7 +588,7 @@ impl View<'_> {
             "{}",
             self.dim(&format!(
                 "{count} too many to draw one cell each, so this is a summary.\n\
-                 --json, --html and --png show every {unit}."
+                 The JSON, HTML and PNG views show every {unit}."
             ))
         )?;
         // Heatmap over blocks: cell (I, J) is the share of attention that queries in block I give

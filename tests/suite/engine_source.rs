@@ -29,7 +29,7 @@ fn hub(cache: &Path, endpoint: &str, offline: bool) -> Hub {
         token: None,
         request_timeout: Duration::from_secs(10),
         stall_timeout: Duration::from_secs(30),
-        progress: false,
+        progress: attnviz::progress::silent(),
     }
 }
 

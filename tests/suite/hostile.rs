@@ -604,7 +604,17 @@ fn capture_too_big_for_memory_is_refused_before_allocating() {
     let ids = vec![5u32; 100_000];
     let types = vec![0u32; 100_000];
     match model.forward(&ids, &types, false) {
-        Err(Error::TooBig(msg)) => {
+        Err(Error::TooBig(big)) => {
+            assert_eq!(
+                big.capture,
+                attnviz::model::Capture::SelfAttention {
+                    layers: 2,
+                    heads: 32,
+                    tokens: 100_000
+                }
+            );
+            assert_eq!(big.needs, Some(2 * 32 * 100_000 * 100_000 * 4));
+            let msg = big.to_string();
             assert!(
                 msg.contains("2 layers × 32 heads for 100000 tokens needs 2560.0 GB"),
                 "{msg}"

@@ -22,8 +22,8 @@ pub struct GenerationConfig {
     /// The tokens that end a generation: `generation_config.json`'s `eos_token_id` (one or a
     /// list), else config.json's, else the tokenizer's EOS.
     pub eos_token_ids: Vec<u32>,
-    /// The chat template, or why there is none usable (the message `--chat` gives).
-    pub chat_template: Result<ChatTemplate, String>,
+    /// The chat template, or why there is none usable.
+    pub chat_template: Result<ChatTemplate, ChatUnavailable>,
     /// The longest generation an encoder–decoder makes by default, decoder start token
     /// included (`max_length`; transformers' default is 20).
     pub max_length: Option<usize>,
@@ -171,7 +171,7 @@ impl GenerationConfig {
                 settings.special("bos_token"),
                 settings.special("eos_token"),
             )
-            .map_err(|e| e.to_string()),
+            .map_err(|e| ChatUnavailable::Invalid(e.to_string())),
             None => Err(no_template(&tokenizer_dir.display().to_string())),
         };
         Ok(GenerationConfig {
@@ -188,11 +188,25 @@ fn token_id(v: &Value) -> Option<u32> {
     v.as_u64().and_then(|id| u32::try_from(id).ok())
 }
 
-fn no_template(origin: &str) -> String {
-    format!(
-        "{origin} carries no chat template (tokenizer_config.json's chat_template, or \
-         chat_template.jinja), so --chat cannot wrap the prompt; run without --chat"
-    )
+fn no_template(origin: &str) -> ChatUnavailable {
+    ChatUnavailable::Missing {
+        origin: origin.to_string(),
+        searched: "tokenizer_config.json's chat_template, or chat_template.jinja".to_string(),
+    }
+}
+
+/// Why a model has no usable chat template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatUnavailable {
+    /// None was found.
+    Missing {
+        /// The folder or file searched.
+        origin: String,
+        /// Where in it a template would be.
+        searched: String,
+    },
+    /// One was found but cannot be used (the message says why).
+    Invalid(String),
 }
 
 /// A prompt and what greedy decoding added to it.
@@ -300,7 +314,10 @@ mod tests {
         let g = GenerationConfig::from_dir(&config, &dir, 100).unwrap();
         assert_eq!(g.eos_token_ids, vec![7]);
         let err = g.chat_template.unwrap_err();
-        assert!(err.contains("carries no chat template"), "{err}");
+        assert!(
+            matches!(&err, ChatUnavailable::Missing { searched, .. } if searched.contains("chat_template.jinja")),
+            "{err:?}"
+        );
         // generation_config.json wins, and may list several.
         std::fs::write(
             dir.join("generation_config.json"),

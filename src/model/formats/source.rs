@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::progress::{Progress, Stage};
+
 /// One way a model folder stores its tokenizer: the files it must have, and the files fetched
 /// and read beside them when the folder (or the hub repo) has them. A family lists its ways
 /// (`Family`'s quirks), by preference; the first one a folder has is the one it uses.
@@ -87,10 +89,10 @@ pub const WEIGHT_FILES: [&str; 3] = [
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The `-m` value is neither an existing folder nor a valid hub repo id.
-    #[error("model '{0}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' or 'org/name'); pass --model DIR with config.json, weights and tokenizer files")]
+    #[error("model '{0}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' or 'org/name'); a model folder holds config.json, the weights and the tokenizer files")]
     NotAModel(String),
     /// The `-m` value names a file, not a folder.
-    #[error("{} is a file; pass --model the folder that holds config.json, the weights and the tokenizer files", .0.display())]
+    #[error("{} is a file, not the folder that holds config.json, the weights and the tokenizer files", .0.display())]
     NotAFolder(PathBuf),
     /// A file or folder exists but cannot be read (permissions, a loop of links, …).
     #[error("cannot read {}: {reason}", path.display())]
@@ -125,7 +127,7 @@ pub enum SourceError {
         what: String,
     },
     /// Offline (`HF_HUB_OFFLINE`) and the files are not in the cache.
-    #[error("model '{model}' (revision '{revision}') is not in the Hugging Face cache {} and HF_HUB_OFFLINE is set: pass --model DIR with a local copy, or unset HF_HUB_OFFLINE to download it", cache.display())]
+    #[error("model '{model}' (revision '{revision}') is not in the Hugging Face cache {} and HF_HUB_OFFLINE is set: use a local copy, or unset HF_HUB_OFFLINE to download it", cache.display())]
     NotCachedOffline {
         /// Repo id.
         model: String,
@@ -135,7 +137,7 @@ pub enum SourceError {
         cache: PathBuf,
     },
     /// The hub could not be reached and the files are not cached.
-    #[error("cannot reach the Hugging Face hub at {endpoint} ({reason}) and model '{model}' (revision '{revision}') is not in the cache {}: pass --model DIR with a local copy, or fetch the files into that cache on a machine with access (then HF_HUB_OFFLINE=1 skips the network)", cache.display())]
+    #[error("cannot reach the Hugging Face hub at {endpoint} ({reason}) and model '{model}' (revision '{revision}') is not in the cache {}: use a local copy, or fetch the files into that cache on a machine with access (then HF_HUB_OFFLINE=1 skips the network)", cache.display())]
     Unreachable {
         /// Repo id.
         model: String,
@@ -149,7 +151,7 @@ pub enum SourceError {
         reason: String,
     },
     /// The hub answered that the repo or revision does not exist (or is private).
-    #[error("the Hugging Face hub has no model '{model}' at revision '{revision}' (HTTP {status}); check the id and --revision (private or gated repos need HF_TOKEN), or pass --model DIR")]
+    #[error("the Hugging Face hub has no model '{model}' at revision '{revision}' (HTTP {status}); check the id and the revision (private or gated repos need HF_TOKEN), or use a local copy")]
     NotFound {
         /// Repo id.
         model: String,
@@ -167,7 +169,7 @@ pub enum SourceError {
         what: String,
     },
     /// A download failed or stalled.
-    #[error("downloading {file} of '{model}' failed: {reason}; retry, or pass --model DIR with a local copy")]
+    #[error("downloading {file} of '{model}' failed: {reason}; retry, or use a local copy")]
     Download {
         /// Repo id.
         model: String,
@@ -194,7 +196,7 @@ pub struct ModelFiles {
 }
 
 /// Where and how to reach the Hugging Face hub; [`Hub::from_env`] reads the standard variables.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Hub {
     /// The hub cache folder (holding `models--ORG--NAME`).
     pub cache_dir: PathBuf,
@@ -208,8 +210,22 @@ pub struct Hub {
     pub request_timeout: Duration,
     /// A download that receives no byte for this long is abandoned.
     pub stall_timeout: Duration,
-    /// Show a progress bar on stderr while downloading.
-    pub progress: bool,
+    /// Told how a download advances ([`Stage::Download`], in bytes); [`Hub::from_env`] reports
+    /// nowhere, and the application layer passes what draws (the CLI's bar, Python's tqdm).
+    pub progress: Arc<dyn Progress>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("cache_dir", &self.cache_dir)
+            .field("endpoint", &self.endpoint)
+            .field("offline", &self.offline)
+            .field("token", &self.token.as_ref().map(|_| "(set)"))
+            .field("request_timeout", &self.request_timeout)
+            .field("stall_timeout", &self.stall_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Hub {
@@ -252,8 +268,13 @@ impl Hub {
             token,
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(30),
-            progress: true,
+            progress: crate::progress::silent(),
         }
+    }
+
+    /// These settings, with downloads reported to `progress`.
+    pub fn with_progress(self, progress: Arc<dyn Progress>) -> Hub {
+        Hub { progress, ..self }
     }
 }
 
@@ -765,7 +786,7 @@ struct Downloader {
     repo: hf_hub::Repo,
     model: String,
     stall_timeout: Duration,
-    progress: bool,
+    progress: Arc<dyn Progress>,
 }
 
 impl Downloader {
@@ -798,11 +819,12 @@ impl Downloader {
             ),
             model: model.to_string(),
             stall_timeout: hub.stall_timeout,
-            progress: hub.progress,
+            progress: hub.progress.clone(),
         })
     }
 
-    /// `file` from `snapshot` if it is already there, else downloaded (progress bar on stderr).
+    /// `file` from `snapshot` if it is already there, else downloaded (reported to the hub
+    /// settings' [`Progress`]).
     fn fetch(&self, file: &str, snapshot: &Path) -> Result<PathBuf, SourceError> {
         let cached = snapshot.join(file);
         if cached.is_file() {
@@ -816,7 +838,8 @@ impl Downloader {
         // hf-hub sets no timeouts: run the download on a worker thread and give up when no byte
         // has arrived for `stall_timeout`. An abandoned worker ends with the process.
         let watch = Watch {
-            bar: self.progress.then(indicatif::ProgressBar::no_length),
+            progress: self.progress.clone(),
+            file: file.to_string(),
             start: Instant::now(),
             last_ms: Arc::new(AtomicU64::new(0)),
         };
@@ -848,9 +871,10 @@ impl Downloader {
     }
 }
 
-/// Progress for hf-hub: an optional bar on stderr, and the time of the last byte received.
+/// Progress for hf-hub: reported to a [`Progress`], and the time of the last byte received.
 struct Watch {
-    bar: Option<indicatif::ProgressBar>,
+    progress: Arc<dyn Progress>,
+    file: String,
     start: Instant,
     last_ms: Arc<AtomicU64>,
 }
@@ -863,26 +887,21 @@ impl Watch {
 }
 
 impl hf_hub::api::Progress for Watch {
-    fn init(&mut self, size: usize, filename: &str) {
+    fn init(&mut self, size: usize, _filename: &str) {
         self.touch();
-        if let Some(bar) = &mut self.bar {
-            // indicatif draws on stderr, and nothing when stderr is not a terminal.
-            hf_hub::api::Progress::init(bar, size, filename);
-        }
+        let stage = Stage::Download {
+            file: self.file.clone(),
+        };
+        self.progress.start(&stage, Some(size as u64));
     }
 
     fn update(&mut self, size: usize) {
         self.touch();
-        if let Some(bar) = &mut self.bar {
-            bar.inc(size as u64);
-        }
+        self.progress.advance(size as u64);
     }
 
     fn finish(&mut self) {
-        if let Some(bar) = &mut self.bar {
-            // Leave the finished bar on screen: it records what was downloaded.
-            bar.finish();
-        }
+        self.progress.finish();
     }
 }
 

@@ -311,7 +311,7 @@ fn neuron_vectors_are_embedded_exactly_when_asked() {
     assert!(meta["neuron"]["reason"]
         .as_str()
         .unwrap()
-        .contains("--neuron"));
+        .contains("neuron view"));
     assert_eq!(meta["payload"]["sections"].as_array().unwrap().len(), 1);
     // Asked but not captured.
     let plain = synthetic(&["[CLS]", "a", "[SEP]"], 1, 1);

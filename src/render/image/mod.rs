@@ -52,11 +52,11 @@ pub enum Figure {
 }
 
 crate::choice!(Figure {
-    Head => ("head", "One head's query × key heatmap (--layer, --head; `--head mean` for the mean)"),
-    Layer => ("layer", "All heads of --layer in a grid with a shared colour scale"),
-    Mean => ("mean", "The mean over the heads of --layer"),
+    Head => ("head", "One head's query × key heatmap (or the mean over the heads of its layer)"),
+    Layer => ("layer", "All heads of a layer in a grid with a shared colour scale"),
+    Mean => ("mean", "The mean over the heads of a layer"),
     Model => ("model", "Every layer × head as labelled thumbnails"),
-    Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to --layer"),
+    Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to a layer"),
 });
 
 /// What a figure shows.
@@ -197,10 +197,10 @@ pub enum ImageError {
     #[error("the rollout figure needs the attention rollout, which was not computed")]
     NoRollout,
     /// The scale factor is outside the supported range.
-    #[error("scale factor {0} is out of range: use {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR} (or --dpi 48 to 384)")]
+    #[error("scale factor {0} is out of range: use {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR}")]
     ScaleFactor(f32),
     /// The PNG would be too large.
-    #[error("a scale factor of {factor} would make a {w} × {h} pixel PNG, more than the {} million pixels allowed; use a smaller --scale-factor, or --svg", MAX_PNG_PIXELS / 1_000_000)]
+    #[error("a scale factor of {factor} would make a {w} × {h} pixel PNG, more than the {} million pixels allowed; use a smaller scale factor, or SVG", MAX_PNG_PIXELS / 1_000_000)]
     TooManyPixels {
         /// The factor asked for.
         factor: f32,

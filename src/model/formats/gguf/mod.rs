@@ -102,7 +102,7 @@ pub enum GgufError {
         reason: String,
     },
     /// The file has no chat template.
-    #[error("{} carries no chat template (metadata tokenizer.chat_template), so --chat cannot wrap the prompt; run without --chat", path.display())]
+    #[error("{} carries no chat template (metadata tokenizer.chat_template), so the prompt cannot be wrapped as a chat; run it as plain text", path.display())]
     NoChatTemplate {
         /// The file.
         path: PathBuf,

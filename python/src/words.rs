@@ -1,0 +1,71 @@
+//! Python's words for the library's typed errors: the library says what was wrong and names
+//! no option; these add the keyword argument that fixes it (`truncate=True`, `max_memory=`,
+//! `model=`), as the CLI's messages name its flags.
+
+use attnviz::analysis::AnalysisError;
+use attnviz::model::{self, Capture, SourceError, TargetError};
+use attnviz::render::image::ImageError;
+use attnviz::tokenize;
+
+/// A model error as `attnviz.run` raises it.
+pub fn model(e: &model::Error) -> String {
+    use model::Error as E;
+    match e {
+        E::Source(s) => source(s),
+        E::Tokenize(tokenize::Error::TooLong { .. } | tokenize::Error::TooManyBytes { .. })
+        | E::TooManyTokens { .. }
+        | E::BeyondWindow { .. }
+        | E::SideTooLong { .. }
+        | E::PromptTooLong { .. }
+        | E::Target(TargetError::TooLong { .. } | TargetError::TooManyBytes { .. }) => {
+            format!("{e}, or pass truncate=True")
+        }
+        E::TooBig(c) => {
+            let fewer = match c.capture {
+                Capture::SelfAttention { layers, .. } if layers > 1 => {
+                    " or capture fewer layers with layers=[...]"
+                }
+                _ => "",
+            };
+            format!("{e}; raise the budget with max_memory=BYTES{fewer}")
+        }
+        E::NotSeq2Seq { .. } => format!("{e}; target= is for BART, T5 and Marian"),
+        E::PairOnDecoder { .. } => format!("{e}; drop pair="),
+        E::LayersOnSeq2Seq { .. } => format!("{e}; drop layers="),
+        E::NoChatTemplate { .. } => format!("{e}; drop chat=True"),
+        _ => e.to_string(),
+    }
+}
+
+/// Finding the model's files: `model=` a local folder is the way out.
+fn source(e: &SourceError) -> String {
+    match e {
+        SourceError::NotAModel(_)
+        | SourceError::NotAFolder(_)
+        | SourceError::NotCachedOffline { .. }
+        | SourceError::Unreachable { .. }
+        | SourceError::NotFound { .. }
+        | SourceError::Download { .. } => {
+            format!("{e} (model= a folder with config.json, the weights and the tokenizer files)")
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// Building a view with `no_special=True` that leaves nothing.
+pub fn analysis(e: &AnalysisError) -> String {
+    match e {
+        AnalysisError::NothingLeft { .. } => format!("{e} (no_special=False)"),
+        #[allow(unreachable_patterns)]
+        _ => e.to_string(),
+    }
+}
+
+/// Drawing an image: `scale_factor=`, or an SVG.
+pub fn image(e: &ImageError) -> String {
+    match e {
+        ImageError::ScaleFactor(_) => format!("{e} (scale_factor=)"),
+        ImageError::TooManyPixels { .. } => format!("{e} (a smaller scale_factor=, or .svg())"),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,394 @@
+//! The CLI's words for the library's typed errors. The library says what was wrong and never
+//! names a flag; these messages add the flag that fixes it (`--truncate`, `--max-memory`,
+//! `--model DIR`, …), so that a run that fails says what to type next. Errors without a flag to
+//! name display as the library words them.
+
+use attnviz::analysis::AnalysisError;
+use attnviz::attention::{AttentionKind, KindError};
+use attnviz::import::ImportError;
+use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
+use attnviz::render::image::ImageError;
+use attnviz::tokenize;
+
+/// A model error as the CLI shows it.
+pub fn model(e: &model::Error) -> String {
+    use model::Error as E;
+    match e {
+        E::Source(s) => source(s),
+        E::Tokenize(t) => tokenize(t),
+        E::NoChatTemplate { origin, searched } => format!(
+            "{origin} carries no chat template ({searched}), so --chat cannot wrap the prompt; \
+             run without --chat"
+        ),
+        E::TooBig(c) => capture(c),
+        E::NotSeq2Seq { model, family } => format!(
+            "{model} is not an encoder–decoder model ({family}); --target is for BART, T5 and \
+             Marian"
+        ),
+        E::PairOnDecoder { model, family } => format!(
+            "{model} is a decoder ({family}), which reads one text: sentence pairs (--pair) are \
+             for encoders such as BERT"
+        ),
+        E::TooManyTokens { .. } | E::BeyondWindow { .. } | E::SideTooLong { .. } => {
+            format!("{e} or pass --truncate")
+        }
+        E::PromptTooLong {
+            tokens,
+            new,
+            longest,
+        } => format!(
+            "the prompt is {tokens} tokens and {new} more were asked for, but the model takes at \
+             most {longest}; generate at most {} tokens, shorten the prompt, or pass --truncate \
+             to cut it",
+            longest.saturating_sub(*tokens)
+        ),
+        E::LayersOnSeq2Seq { family } => format!(
+            "--layers is not supported for encoder–decoder models ({family}): every layer of the \
+             encoder and the decoder is captured"
+        ),
+        E::Target(t) => target(t),
+        _ => e.to_string(),
+    }
+}
+
+/// Finding the model's files: a local folder given with `--model DIR` is the way out.
+pub fn source(e: &SourceError) -> String {
+    match e {
+        SourceError::NotAModel(m) => format!(
+            "model '{m}' is neither a folder nor a Hugging Face repo id (like 'bert-base-uncased' \
+             or 'org/name'); pass --model DIR with config.json, weights and tokenizer files"
+        ),
+        SourceError::NotAFolder(path) => format!(
+            "{} is a file; pass --model the folder that holds config.json, the weights and the \
+             tokenizer files",
+            path.display()
+        ),
+        SourceError::NotCachedOffline {
+            model,
+            revision,
+            cache,
+        } => format!(
+            "model '{model}' (revision '{revision}') is not in the Hugging Face cache {} and \
+             HF_HUB_OFFLINE is set: pass --model DIR with a local copy, or unset HF_HUB_OFFLINE \
+             to download it",
+            cache.display()
+        ),
+        SourceError::Unreachable {
+            model,
+            revision,
+            cache,
+            endpoint,
+            reason,
+        } => format!(
+            "cannot reach the Hugging Face hub at {endpoint} ({reason}) and model '{model}' \
+             (revision '{revision}') is not in the cache {}: pass --model DIR with a local copy, \
+             or fetch the files into that cache on a machine with access (then HF_HUB_OFFLINE=1 \
+             skips the network)",
+            cache.display()
+        ),
+        SourceError::NotFound {
+            model,
+            revision,
+            status,
+        } => format!(
+            "the Hugging Face hub has no model '{model}' at revision '{revision}' (HTTP \
+             {status}); check the id and --revision (private or gated repos need HF_TOKEN), or \
+             pass --model DIR"
+        ),
+        SourceError::Download {
+            model,
+            file,
+            reason,
+        } => format!(
+            "downloading {file} of '{model}' failed: {reason}; retry, or pass --model DIR with a \
+             local copy"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// Tokenizing the text: too long an input can be cut with `--truncate`.
+pub fn tokenize(e: &tokenize::Error) -> String {
+    match e {
+        tokenize::Error::TooLong { .. } | tokenize::Error::TooManyBytes { .. } => {
+            format!("{e} or pass --truncate")
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The target text of an encoder–decoder (`--target`).
+fn target(e: &TargetError) -> String {
+    match e {
+        TargetError::Empty => "the target is empty; give --target some text".to_string(),
+        TargetError::NoTokens => {
+            "the target contains no tokens the model can read; give --target some text".to_string()
+        }
+        TargetError::TooLong { tokens, max } => format!(
+            "the target is {tokens} tokens long (with the special tokens) but the decoder takes \
+             at most {max}; shorten --target or pass --truncate"
+        ),
+        TargetError::TooManyBytes { bytes, limit } => format!(
+            "the target is {bytes} bytes long, more than the decoder can take (at most {limit} \
+             bytes are read); shorten --target or pass --truncate"
+        ),
+    }
+}
+
+/// A capture over the memory budget: `--max-memory` raises it, `--layers` captures less.
+fn capture(c: &CaptureTooBig) -> String {
+    let budget = model::format_bytes(c.budget);
+    let which = if c.budget_given {
+        "the --max-memory budget"
+    } else {
+        "the default budget (half of this machine's memory; raise it with --max-memory)"
+    };
+    match c.capture {
+        Capture::SelfAttention { layers, .. } => {
+            let fewer = if layers > 1 {
+                " capture fewer layers with --layers (e.g. --layers 0,5), or"
+            } else {
+                ""
+            };
+            format!(
+                "{} needs {}, more than {budget} of {which};{fewer} use a shorter input",
+                c.what(),
+                c.needs_text()
+            )
+        }
+        Capture::EncoderDecoder { .. } => format!(
+            "{} needs {}, more than {budget} of {which}; use a shorter source, target or \
+             --generate",
+            c.what(),
+            c.needs_text()
+        ),
+    }
+}
+
+/// A kind of attention the run does not hold (`--kind`).
+pub fn kind(e: &KindError) -> String {
+    let names: Vec<&str> = e.held.iter().map(|k| k.as_str()).collect();
+    if e.held == [AttentionKind::SelfAttention] {
+        format!(
+            "--kind {}: this model has one attention, its self-attention (encoder–decoder models \
+             have encoder, decoder and cross); drop --kind",
+            e.asked.as_str()
+        )
+    } else {
+        format!(
+            "--kind {}: this attention has {}; choose one of them",
+            e.asked.as_str(),
+            names.join(", ")
+        )
+    }
+}
+
+/// Building the view: only special tokens, with `--no-special`.
+pub fn analysis(e: &AnalysisError) -> String {
+    match e {
+        AnalysisError::NothingLeft { names } => format!(
+            "the input has no tokens besides its special tokens ({names}), so excluding them \
+             leaves nothing; drop --no-special"
+        ),
+        #[allow(unreachable_patterns)]
+        _ => e.to_string(),
+    }
+}
+
+/// Drawing an image: the scale flags and `--svg`.
+pub fn image(e: &ImageError) -> String {
+    match e {
+        ImageError::ScaleFactor(_) => format!("{e} (or --dpi 48 to 384)"),
+        ImageError::TooManyPixels { factor, w, h } => format!(
+            "a scale factor of {factor} would make a {w} × {h} pixel PNG, more than the {} \
+             million pixels allowed; use a smaller --scale-factor, or --svg",
+            attnviz::render::image::MAX_PNG_PIXELS / 1_000_000
+        ),
+        ImageError::Selection(s) => s.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Reading attention from a file (`attnviz render`): token labels come with `--tokens FILE`.
+pub fn import(e: &ImportError) -> String {
+    match e {
+        ImportError::TokenFile { path, problem } => format!("--tokens {path}: {problem}"),
+        ImportError::NoTokens { field, .. } if field == "tokens" => {
+            format!("{e} with --tokens FILE")
+        }
+        ImportError::TokensForEncoderDecoder { file } => format!(
+            "--tokens labels one self-attention array, but {file} holds encoder–decoder \
+             attention; store encoder_tokens and decoder_tokens in the file instead"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// Every flag-worded message keeps the library's facts and adds the flag; the library's
+    /// own message names no flag.
+    fn check(library: &str, cli: &str, flag: &str) {
+        assert!(
+            !library.contains("--"),
+            "the library named a flag: {library}"
+        );
+        assert!(cli.contains(flag), "{cli}");
+        assert!(!cli.contains('\n'), "{cli}");
+    }
+
+    #[test]
+    fn capture_over_budget_names_max_memory_and_layers() {
+        let big = CaptureTooBig {
+            capture: Capture::SelfAttention {
+                layers: 12,
+                heads: 12,
+                tokens: 4096,
+            },
+            needs: Some(3_200_000_000),
+            budget: 2_000_000_000,
+            budget_given: true,
+        };
+        let e = model::Error::TooBig(big.clone());
+        assert_eq!(
+            e.to_string(),
+            "capturing the attention of 12 layers × 12 heads for 4096 tokens needs 3.2 GB, more \
+             than 2.0 GB of the memory budget given; capture fewer layers or use a shorter input"
+        );
+        assert_eq!(
+            model(&e),
+            "capturing the attention of 12 layers × 12 heads for 4096 tokens needs 3.2 GB, more \
+             than 2.0 GB of the --max-memory budget; capture fewer layers with --layers (e.g. \
+             --layers 0,5), or use a shorter input"
+        );
+        let default = model::Error::TooBig(CaptureTooBig {
+            budget_given: false,
+            capture: Capture::EncoderDecoder {
+                source: 10,
+                decoder: 20,
+            },
+            ..big
+        });
+        check(
+            &default.to_string(),
+            &model(&default),
+            "raise it with --max-memory",
+        );
+        assert!(model(&default).contains("--generate"));
+    }
+
+    #[test]
+    fn too_long_inputs_name_truncate() {
+        for e in [
+            model::Error::Tokenize(tokenize::Error::TooLong {
+                tokens: 602,
+                max: 512,
+            }),
+            model::Error::TooManyTokens {
+                tokens: 9,
+                index: 2,
+                max: 8,
+            },
+            model::Error::BeyondWindow {
+                tokens: 9,
+                index: 0,
+                window: 4,
+            },
+            model::Error::PromptTooLong {
+                tokens: 6,
+                new: 4,
+                longest: 8,
+            },
+            model::Error::Target(TargetError::TooLong { tokens: 9, max: 8 }),
+        ] {
+            check(&e.to_string(), &model(&e), "--truncate");
+        }
+        let e = model::Error::Tokenize(tokenize::Error::TooLong {
+            tokens: 602,
+            max: 512,
+        });
+        assert!(
+            model(&e).ends_with("shorten it or pass --truncate"),
+            "{}",
+            model(&e)
+        );
+    }
+
+    #[test]
+    fn model_sources_name_model_dir() {
+        for e in [
+            SourceError::NotAModel("bad name".into()),
+            SourceError::NotCachedOffline {
+                model: "org/m".into(),
+                revision: "main".into(),
+                cache: PathBuf::from("/c"),
+            },
+            SourceError::Download {
+                model: "org/m".into(),
+                file: "config.json".into(),
+                reason: "reset".into(),
+            },
+        ] {
+            check(&e.to_string(), &source(&e), "--model DIR");
+        }
+        let e = SourceError::NotFound {
+            model: "org/m".into(),
+            revision: "v9".into(),
+            status: 404,
+        };
+        check(&e.to_string(), &source(&e), "--revision");
+    }
+
+    #[test]
+    fn other_kinds_of_advice_name_their_flags() {
+        let e = model::Error::NotSeq2Seq {
+            model: "m".into(),
+            family: "BERT".into(),
+        };
+        check(
+            &e.to_string(),
+            &model(&e),
+            "--target is for BART, T5 and Marian",
+        );
+        let e = model::Error::PairOnDecoder {
+            model: "m".into(),
+            family: "GPT-2".into(),
+        };
+        check(&e.to_string(), &model(&e), "(--pair)");
+        let e = model::Error::NoChatTemplate {
+            origin: "m".into(),
+            searched: "metadata tokenizer.chat_template".into(),
+        };
+        check(&e.to_string(), &model(&e), "run without --chat");
+        let e = model::Error::Target(TargetError::Empty);
+        check(&e.to_string(), &model(&e), "give --target some text");
+        let e = KindError {
+            asked: AttentionKind::Cross,
+            held: vec![AttentionKind::SelfAttention],
+        };
+        check(&e.to_string(), &kind(&e), "drop --kind");
+        let e = AnalysisError::NothingLeft {
+            names: "[CLS]/[SEP]".into(),
+        };
+        check(&e.to_string(), &analysis(&e), "drop --no-special");
+        let e = ImageError::TooManyPixels {
+            factor: 4.0,
+            w: 9000,
+            h: 9000,
+        };
+        check(&e.to_string(), &image(&e), "--scale-factor, or --svg");
+        let e = ImportError::TokenFile {
+            path: "t.txt".into(),
+            problem: "the file is empty".into(),
+        };
+        check(
+            &e.to_string(),
+            &import(&e),
+            "--tokens t.txt: the file is empty",
+        );
+    }
+}
