@@ -223,8 +223,16 @@ fn bad_input_gives_one_line_errors_and_keeps_old_files() {
         &run(&["-m", m, "text", "--json", "-", "--png", "-"]),
         "standard output",
     );
-    assert_clean_failure(&run(&["-m", "/no/such/model", "text"]), "/no/such/model");
-    assert_clean_failure(&run(&["-m", "bert-base-uncased", "text"]), "--model");
+    // The library's source errors name no flag; the CLI adds `--model DIR`.
+    let out = run(&["-m", "/no/such/model", "text"]);
+    assert_clean_failure(&out, "/no/such/model");
+    assert!(
+        stderr(&out).contains("pass --model DIR"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["-m", "bert-base-uncased", "text"]);
+    assert_clean_failure(&out, "--model DIR");
     assert_eq!(std::fs::read_to_string(&old).unwrap(), "previous contents");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),

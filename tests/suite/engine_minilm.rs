@@ -212,11 +212,23 @@ fn length_limit_and_truncation() {
     let long = "word ".repeat(600);
     let err = m
         .encode(&long, None, &EncodeOptions::default())
-        .unwrap_err()
-        .to_string();
-    assert_one_line(&err);
+        .unwrap_err();
     assert!(
-        err.contains("602 tokens") && err.contains("at most 512") && err.contains("--truncate"),
+        matches!(
+            err,
+            attnviz::model::Error::Tokenize(attnviz::tokenize::Error::TooLong {
+                tokens: 602,
+                max: 512
+            })
+        ),
+        "{err}"
+    );
+    let err = err.to_string();
+    assert_one_line(&err);
+    // The library says what to do without naming a flag; the CLI adds `--truncate`
+    // (tests/suite/cli.rs).
+    assert!(
+        err.contains("602 tokens") && err.contains("at most 512") && err.contains("shorten it"),
         "{err}"
     );
 

@@ -319,10 +319,22 @@ fn smollm2_layer_subset_and_memory_budget() {
     // A budget smaller than the capture is refused in one line that says what to do.
     let err = model
         .forward_batch_with(&[(&ids, &types)], false, None, Some(1000))
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    let attnviz::model::Error::TooBig(big) = &err else {
+        panic!("not a capture over budget: {err}")
+    };
+    assert_eq!(
+        big.capture,
+        attnviz::model::Capture::SelfAttention {
+            layers: 30,
+            heads: 9,
+            tokens: 5
+        }
+    );
+    assert_eq!((big.budget, big.budget_given), (1000, true));
+    let err = err.to_string();
     assert!(
-        err.contains("--layers") && err.contains("shorter input"),
+        err.contains("capture fewer layers") && err.contains("shorter input"),
         "{err}"
     );
     assert!(!err.contains('\n'));

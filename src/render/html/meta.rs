@@ -1,0 +1,295 @@
+//! The report's metadata: the JSON block the page reads (`meta` in `assets/report/data.js`,
+//! documented in `docs/html.md`), built from the attention and the options. The page around it
+//! (template, script, style, fonts, payload) is `render/html.rs`.
+
+use serde::Serialize;
+
+use super::payload::{Payload, SectionMeta};
+use super::HeadStatistic;
+use super::{section_suffix, HtmlOptions, View, FORMAT_VERSION};
+use crate::attention::{Attention, AttentionKind, MaskKind, PositionScheme, Role};
+
+/// The metadata block the page reads (`meta` in `assets/report/data.js`); its fields are
+/// documented in `docs/html.md`. Any source of attention can fill it: nothing in it is specific
+/// to a model family or to how the attention was computed. A report of one kind has that kind's
+/// fields at the top level; a report of several kinds lists them in `kinds` instead, and the page
+/// lays the chosen one over the top level.
+#[derive(Serialize)]
+pub(super) struct Meta<'a> {
+    format: u32,
+    generator: String,
+    /// The page title (also the `<title>`).
+    pub(super) title: String,
+    text: &'a str,
+    pair: Option<&'a str>,
+    /// The teacher-forced target of an encoder–decoder run.
+    target: Option<&'a str>,
+    settings: &'a [(String, String)],
+    payload: PayloadMeta,
+    #[serde(flatten)]
+    one: Option<KindMeta<'a>>,
+    /// Every kind of a report of several, in selector order.
+    kinds: Option<Vec<KindMeta<'a>>>,
+    /// The kind the page opens on (a report of several kinds).
+    open_kind: Option<AttentionKind>,
+}
+
+/// What the page needs of one kind of attention.
+#[derive(Serialize)]
+struct KindMeta<'a> {
+    kind: AttentionKind,
+    model: ModelMeta<'a>,
+    mask: MaskKind,
+    positions: PositionScheme,
+    sink: Option<usize>,
+    kv_head: &'a [usize],
+    layer_numbers: &'a [usize],
+    level: &'static str,
+    special_excluded: bool,
+    #[serde(flatten)]
+    queries: UnitsMeta<'a>,
+    /// The key units when they are not the query units (cross-attention: the encoder's).
+    keys: Option<UnitsMeta<'a>>,
+    /// Names of this kind's payload sections.
+    sections: SectionNames,
+    /// The factor on q·k before the softmax, for the neuron view, where the model gives it
+    /// (T5: 1); absent, the page uses `1/√head_dim`.
+    scale: Option<f32>,
+    initial: Initial,
+    neuron: Neuron,
+    analysis: Option<AnalysisMeta<'a>>,
+}
+
+/// One side's units (the queries' or the keys').
+#[derive(Serialize)]
+struct UnitsMeta<'a> {
+    tokens: &'a [String],
+    /// What a person reads for each unit ([`crate::attention::display`]).
+    display: &'a [String],
+    label_scheme: &'static str,
+    /// Units before which the views draw a reaction divider (`>>` in reaction SMILES).
+    arrows: Vec<usize>,
+    input_ids: &'a [u32],
+    type_ids: &'a [u32],
+    segments: &'a [u32],
+    roles: &'a [Role],
+    word_ids: &'a [Option<usize>],
+    surfaces: &'a [String],
+    generated: &'a [bool],
+    sentence_b_start: Option<usize>,
+}
+
+impl<'a> UnitsMeta<'a> {
+    fn of(units: &'a crate::attention::Units) -> Self {
+        UnitsMeta {
+            tokens: &units.labels,
+            display: &units.display,
+            label_scheme: units.scheme.as_str(),
+            arrows: units.reaction_arrows(),
+            input_ids: &units.ids,
+            type_ids: &units.type_ids,
+            segments: &units.segments,
+            roles: &units.roles,
+            word_ids: &units.word_ids,
+            surfaces: &units.surfaces,
+            generated: &units.generated,
+            sentence_b_start: units.segment_b_start(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SectionNames {
+    attention: String,
+    query: String,
+    key: String,
+}
+
+#[derive(Serialize)]
+struct ModelMeta<'a> {
+    id: &'a str,
+    /// How the page names the model: a hub id, or a local folder's or file's name, never the
+    /// whole local path.
+    name: &'a str,
+    revision: Option<&'a str>,
+    family: &'a str,
+    layers: usize,
+    heads: usize,
+    hidden_size: usize,
+    head_dim: usize,
+}
+
+#[derive(Serialize)]
+struct Initial {
+    view: View,
+    layer: usize,
+    head: usize,
+    threshold: f32,
+    hide_special: bool,
+    words: bool,
+    raw_tokens: bool,
+}
+
+#[derive(Serialize)]
+struct Neuron {
+    available: bool,
+    /// Why the vectors are missing, for the neuron view to say.
+    reason: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct PayloadMeta {
+    compression: &'static str,
+    raw_bytes: usize,
+    sections: Vec<SectionMeta>,
+}
+
+#[derive(Serialize)]
+struct AnalysisMeta<'a> {
+    stats: &'a [HeadStatistic],
+    head_labels: Option<&'a [Vec<String>]>,
+    matrices: Vec<MatrixMeta<'a>>,
+}
+
+#[derive(Serialize)]
+struct MatrixMeta<'a> {
+    id: &'a str,
+    label: &'a str,
+    description: &'a str,
+    per_layer: bool,
+    section: String,
+}
+
+impl<'a> Meta<'a> {
+    /// The metadata of a report of `kinds`, opening on `kinds[open]`.
+    pub(super) fn new(
+        kinds: &[(&'a Attention, &'a HtmlOptions)],
+        open: usize,
+        target: Option<&'a str>,
+        payload: &Payload,
+    ) -> Self {
+        let (att, opts) = kinds[open];
+        let title = opts.title.clone().unwrap_or_else(|| {
+            let mut t: String = att.text.chars().take(80).collect();
+            if att.text.chars().count() > 80 {
+                t.push('…');
+            }
+            format!("attnviz — {t}")
+        });
+        let several = kinds.len() > 1;
+        let mut list: Vec<KindMeta<'a>> = kinds
+            .iter()
+            .map(|&(a, o)| KindMeta::new(a, o, several))
+            .collect();
+        let (one, kinds_meta) = if several {
+            (None, Some(list))
+        } else {
+            (list.pop(), None)
+        };
+        Meta {
+            format: FORMAT_VERSION,
+            generator: format!("attnviz {}", env!("CARGO_PKG_VERSION")),
+            title,
+            text: &att.text,
+            pair: att.pair.as_deref(),
+            target,
+            settings: &opts.settings,
+            payload: PayloadMeta {
+                compression: if opts.compress { "gzip" } else { "none" },
+                raw_bytes: payload.raw_len(),
+                sections: payload.meta(),
+            },
+            one,
+            kinds: kinds_meta,
+            open_kind: several.then_some(att.kind),
+        }
+    }
+}
+
+impl<'a> KindMeta<'a> {
+    fn new(att: &'a Attention, opts: &'a HtmlOptions, several: bool) -> Self {
+        let m = &att.model;
+        let suffix = section_suffix(att, several);
+        let neuron = match (opts.neuron, &att.query_key) {
+            (true, Some(_)) => Neuron {
+                available: true,
+                reason: None,
+            },
+            (false, _) => Neuron {
+                available: false,
+                reason: Some(
+                    "query/key vectors were not embedded; write the report with the neuron view to see them",
+                ),
+            },
+            (true, None) => Neuron {
+                available: false,
+                reason: Some(
+                    if att.level == crate::attention::Level::Word || att.special_excluded {
+                        "query/key vectors exist per token only: write the report at token level, with the special tokens, to see them"
+                    } else {
+                        "the attention carries no query/key vectors (they were not captured)"
+                    },
+                ),
+            },
+        };
+        let a = &opts.analysis;
+        let analysis = (!a.is_empty()).then(|| AnalysisMeta {
+            stats: &a.stats,
+            head_labels: a.head_labels.as_deref(),
+            matrices: a
+                .matrices
+                .iter()
+                .map(|x| MatrixMeta {
+                    id: &x.id,
+                    label: &x.label,
+                    description: &x.description,
+                    per_layer: x.layers.len() == att.layers() && att.layers() > 1,
+                    section: format!("matrix:{}{suffix}", x.id),
+                })
+                .collect(),
+        });
+        KindMeta {
+            kind: att.kind,
+            model: ModelMeta {
+                id: &m.id,
+                name: m.name(),
+                revision: m.revision.as_deref(),
+                family: &m.family,
+                layers: m.layers,
+                heads: m.heads,
+                hidden_size: m.hidden_size,
+                head_dim: m.head_dim,
+            },
+            mask: att.mask,
+            positions: att.positions,
+            sink: att.sink(),
+            kv_head: att.kv_head(),
+            layer_numbers: att.layer_numbers(),
+            level: att.level.as_str(),
+            special_excluded: att.special_excluded,
+            queries: UnitsMeta::of(att.queries()),
+            keys: (!att.is_square()).then(|| UnitsMeta::of(att.keys())),
+            scale: att.query_key.as_ref().and_then(|qk| qk.scale),
+            sections: SectionNames {
+                attention: format!("attention{suffix}"),
+                query: format!("query{suffix}"),
+                key: format!("key{suffix}"),
+            },
+            initial: Initial {
+                view: if opts.view == View::Stats && a.stats.is_empty() {
+                    View::Head
+                } else {
+                    opts.view
+                },
+                layer: opts.layer,
+                head: opts.head,
+                threshold: opts.threshold_for(att.n_queries().max(att.n_keys())),
+                hide_special: opts.hide_special,
+                words: opts.words,
+                raw_tokens: opts.raw_tokens,
+            },
+            neuron,
+            analysis,
+        }
+    }
+}
