@@ -26,7 +26,7 @@ use std::time::Instant;
 use attnviz::model::Model;
 use rayon::prelude::*;
 
-#[path = "../tests/suite/common/minilm.rs"]
+#[path = "../tests/suite/support/models/minilm.rs"]
 mod minilm;
 use minilm::minilm_dir as minilm;
 

@@ -30,7 +30,7 @@ use attnviz::model::Model;
 
 #[path = "support/measure.rs"]
 mod measure;
-#[path = "../tests/suite/common/smollm2.rs"]
+#[path = "../tests/suite/support/models/smollm2.rs"]
 mod smollm2;
 
 use measure::{env_usize, fmt_stats, measure_runs, median, minimum, Anchor};

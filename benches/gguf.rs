@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use attnviz::model::gguf::GgufFile;
 
-#[path = "../tests/suite/common/smollm2.rs"]
+#[path = "../tests/suite/support/models/smollm2.rs"]
 mod smollm2;
 
 fn main() {

@@ -11,8 +11,6 @@
 //! bert-base's size. Reports are written with the defaults (16-bit weights, no query/key vectors),
 //! and at 512 tokens also with the vectors (`--neuron`) and with 8-bit weights.
 
-#[path = "../tests/suite/common/mod.rs"]
-mod common;
 #[path = "../tests/suite/support/mod.rs"]
 mod support;
 
@@ -110,7 +108,8 @@ fn main() {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = repo.join("tests/artifacts/bench");
     std::fs::create_dir_all(&dir).unwrap();
-    let model = Model::from_dir(&support::minilm_dir()).expect("load all-MiniLM-L6-v2");
+    let model =
+        Model::from_dir(&support::models::minilm::minilm_dir()).expect("load all-MiniLM-L6-v2");
 
     let mut rows = Vec::new();
     for n in [12, 128, 512] {

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-#[path = "../tests/suite/common/minilm.rs"]
+#[path = "../tests/suite/support/models/minilm.rs"]
 mod minilm;
 use minilm::minilm_dir as minilm;
 

@@ -1,13 +1,11 @@
 //! `Model::load` reads the standard Hugging Face variables from the environment. One test in its
 //! own binary, because it changes the process environment.
 
-#[path = "suite/common/mod.rs"]
-mod common;
-#[path = "suite/engine_support/mod.rs"]
-mod engine_support;
+#[path = "suite/support/mod.rs"]
+mod support;
 
 use attnviz::model::{EncodeOptions, Model};
-use engine_support::*;
+use support::engine::*;
 
 #[test]
 fn load_honours_hf_hub_cache_offline_and_hf_home() {

@@ -6,7 +6,7 @@ use crate::fidelity::reference;
 
 use std::process::Stdio;
 
-use crate::cli_support::{assert_clean_failure, attnviz, run, stderr};
+use crate::support::cli::{assert_clean_failure, attnviz, run, stderr};
 
 use reference::{minilm_dir, Case, Reference, ATTENTION_TOL};
 use serde_json::Value;

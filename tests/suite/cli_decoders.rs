@@ -10,9 +10,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::smollm2::smollm2_gguf;
 use crate::fidelity::families::FamilyReference;
 use crate::fidelity::reference::{fixture, ATTENTION_TOL};
+use crate::support::models::smollm2::smollm2_gguf;
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_attnviz"))
@@ -514,7 +514,10 @@ fn smollm2_gguf_in_corpus_mode_with_shards() {
     // tokenizer in one).
     let part = json(&tmp.path().join("shard1/corpus_partial.json"));
     let weights = &part["model_files"]["weights"][0];
-    assert_eq!(weights["file"], crate::common::smollm2::SMOLLM2_FILE);
+    assert_eq!(
+        weights["file"],
+        crate::support::models::smollm2::SMOLLM2_FILE
+    );
     assert_eq!(weights["bytes"], std::fs::metadata(&gguf).unwrap().len());
     assert_eq!(weights["sha256"].as_str().map(str::len), Some(64));
 }

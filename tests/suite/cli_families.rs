@@ -305,7 +305,7 @@ fn electra_through_every_surface() {
 fn rxnmapper_smiles_through_the_cli() {
     // The real ALBERT with its SMILES tokenizer: the JSON carries rxnmapper's tokens and
     // transformers' attention for every layer and head.
-    let dir = crate::common::rxnmapper::rxnmapper_dir();
+    let dir = crate::support::models::rxnmapper::rxnmapper_dir();
     let reference: Value = serde_json::from_str(
         &std::fs::read_to_string(
             crate::fidelity::reference::repo().join("tests/reference/rxnmapper.json"),

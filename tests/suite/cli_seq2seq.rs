@@ -8,8 +8,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::cli_support::{assert_clean_failure, run, tree};
 use crate::fidelity::reference::fixture;
+use crate::support::cli::{assert_clean_failure, run, tree};
 
 const LONG: &str = "This is a very long sentence that goes on and on beyond the maximum length \
                     of the model, so the tokenizer must cut it somewhere before the end.";
@@ -24,7 +24,7 @@ fn path(p: &Path) -> &str {
 /// limit of their own, so a 60-token source or target runs.
 fn t5_without_limit(dir: &Path) -> PathBuf {
     let to = dir.join("t5-512");
-    crate::cli_support::copy_model(&fixture("tiny-t5"), &to);
+    crate::support::cli::copy_model(&fixture("tiny-t5"), &to);
     let config = to.join("tokenizer_config.json");
     let text = fs::read_to_string(&config).unwrap();
     assert!(text.contains("\"model_max_length\": 32"), "{text}");

@@ -19,7 +19,7 @@ fn bin() -> Command {
     c
 }
 
-use crate::common::minilm::minilm_dir as minilm;
+use crate::support::models::minilm::minilm_dir as minilm;
 
 fn tiny() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bert")

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::cli_support::{attnviz, stderr, tiny, tree, wait_for};
+use crate::support::cli::{attnviz, stderr, tiny, tree, wait_for};
 
 const LINES: &str = "the cat sat on the mat .\nwhere did the dog go ?\nthe fox jumps .\n";
 

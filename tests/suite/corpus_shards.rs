@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::cli_support::{attnviz, minilm, stderr, temp_files, tiny, tree, wait_for};
+use crate::support::cli::{attnviz, minilm, stderr, temp_files, tiny, tree, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -251,7 +251,7 @@ fn merge_refuses_shards_that_do_not_add_up_and_names_the_file() {
 
     // Another model: the same weights with another config.json.
     let other_model = d.join("model");
-    crate::cli_support::copy_model(&tiny(), &other_model);
+    crate::support::cli::copy_model(&tiny(), &other_model);
     let mut cfg = fs::OpenOptions::new()
         .append(true)
         .open(other_model.join("config.json"))

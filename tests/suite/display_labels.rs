@@ -13,7 +13,7 @@ use attnviz::attention::display::{display_label, piece_text, positioned, visible
 use attnviz::attention::{LabelScheme, Role};
 use attnviz::tokenize::TextTokenizer;
 
-use crate::cli_support::{minilm, run};
+use crate::support::cli::{minilm, run};
 
 fn cases() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/display_label_cases.json");
@@ -135,11 +135,11 @@ fn each_tokenizer_says_its_kind() {
     assert_eq!(kind(&fixture("tiny-marian")), LabelScheme::SentencePiece);
     assert_eq!(kind(&fixture("tiny-mbart")), LabelScheme::SentencePiece);
     assert_eq!(
-        kind(&crate::common::rxnmapper::rxnmapper_dir()),
+        kind(&crate::support::models::rxnmapper::rxnmapper_dir()),
         LabelScheme::Smiles
     );
     // SmolLM2's tokenizer is built from its GGUF metadata: byte-level BPE.
-    let gguf = crate::common::smollm2::smollm2_gguf();
+    let gguf = crate::support::models::smollm2::smollm2_gguf();
     let model = attnviz::model::Model::load(gguf.to_str().unwrap(), "main").unwrap();
     assert_eq!(model.tokenizer().label_scheme(), LabelScheme::ByteLevel);
 }
@@ -220,12 +220,12 @@ fn every_output_shows_display_texts_and_raw_tokens_on_request() {
         dir.path().join("c.json").to_str().unwrap(),
         "-q",
     ]);
-    crate::cli_support::assert_clean_failure(&useless, "--raw-tokens");
+    crate::support::cli::assert_clean_failure(&useless, "--raw-tokens");
 }
 
 #[test]
 fn repeated_tokens_carry_their_position_and_reactions_their_arrow() {
-    let rxn = crate::common::rxnmapper::rxnmapper_dir();
+    let rxn = crate::support::models::rxnmapper::rxnmapper_dir();
     let out = run(&[
         "-m",
         rxn.to_str().unwrap(),

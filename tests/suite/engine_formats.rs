@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use attnviz::model::Model;
 
-use crate::engine_support::{assert_same_forward, assert_same_tensors};
+use crate::support::engine::{assert_same_forward, assert_same_tensors};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

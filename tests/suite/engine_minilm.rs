@@ -2,7 +2,7 @@
 //! captured query/key vectors and the length limit. (Agreement with Hugging Face transformers is
 //! tested against committed reference outputs in the fidelity tests.)
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use std::sync::OnceLock;
 

@@ -2,7 +2,7 @@
 //! dev-dependency, never in attnviz's forward path), on tiny random checkpoints with each
 //! supported activation.
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use attnviz::model::Model;
 use candle_core::{DType, Device, Tensor};

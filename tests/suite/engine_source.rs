@@ -1,7 +1,7 @@
 //! Model sources: local folders, the Hugging Face cache (offline, cache-first), an unreachable
 //! hub, and downloads from a stand-in hub served on localhost.
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

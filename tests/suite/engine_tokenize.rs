@@ -1,7 +1,7 @@
 //! The tokenizer: tokenizer.json and the vocab.txt route agree on MiniLM, pairs, truncation and
 //! errors.
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! Checkpoint reading: key layouts, formats, and the errors for broken checkpoints.
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use std::path::Path;
 

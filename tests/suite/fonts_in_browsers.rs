@@ -14,7 +14,7 @@ use attnviz::render::html::{write_html_file, HtmlOptions};
 use attnviz::render::image::{write_svg, FigureSpec, ImageOptions};
 use attnviz::HeadSel;
 
-use crate::support::random_attention;
+use crate::support::attention::random_attention;
 
 /// One sample per embedded font that a non-ASCII character calls for: the character that must
 /// draw from it (the report embeds fonts for non-ASCII characters only).

@@ -13,7 +13,7 @@ use attnviz::model::gguf::{F32Tensor, GgufFile, GgufTokenizer};
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 
-use crate::common::smollm2::smollm2_gguf;
+use crate::support::models::smollm2::smollm2_gguf;
 
 /// Largest |Δ| allowed for q/k vectors against transformers (README: q/k ≤ 1e-4).
 const QUERY_KEY_TOL: f32 = 1e-4;

@@ -7,7 +7,7 @@
 //! is also killed after 60 s. Time and peak memory per case are measured, at full size, by
 //! `scripts/measure-hostile.sh` (numbers in docs/hostile.md), not asserted here.
 
-use crate::engine_support::*;
+use crate::support::engine::*;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //! "ignored" rather than "ok"; `scripts/test.sh` installs the browsers and node drivers and runs
 //! them with `--include-ignored`.
 
-use crate::support;
+use crate::support::attention as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -406,7 +406,8 @@ fn write_real_cases(dir: &Path) {
 /// generating 8 tokens, with its query/key vectors after RoPE, capturing layers 0, 14, 15 and
 /// 29 only.
 fn write_decoder_case(dir: &Path) {
-    let model = Model::from_gguf(&crate::common::smollm2::smollm2_gguf()).expect("SmolLM2");
+    let model =
+        Model::from_gguf(&crate::support::models::smollm2::smollm2_gguf()).expect("SmolLM2");
     let opts = EncodeOptions {
         capture_query_key: true,
         layers: Some(vec![0, 14, 15, 29]),
@@ -458,7 +459,7 @@ fn write_encoder_decoder_cases(dir: &Path) {
     for (name, model, text, extra) in cases {
         let html = dir.join(format!("{name}.html"));
         let json = dir.join(format!("{name}.json"));
-        let out = crate::cli_support::attnviz()
+        let out = crate::support::cli::attnviz()
             .arg("-m")
             .arg(fixture(model))
             .arg(text)

@@ -3,7 +3,7 @@
 //! the SVG parses with every token as text, the brightest cell sits at the head's largest weight,
 //! and the pair shows its divider.
 
-use crate::engine_support;
+use crate::support::engine as engine_support;
 
 use std::sync::OnceLock;
 

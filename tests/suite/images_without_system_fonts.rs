@@ -29,7 +29,7 @@ fn attention() -> Attention {
         },
         "fonts are embedded é".into(),
         None,
-        crate::support::units_for(&tokens, None),
+        crate::support::attention::units_for(&tokens, None),
         weights,
     )
     .unwrap()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cli_support::{assert_clean_failure, attnviz, minilm, run, stderr, tiny, tree};
+use crate::support::cli::{assert_clean_failure, attnviz, minilm, run, stderr, tiny, tree};
 
 /// What a measured run gives back.
 pub(crate) struct Measured {

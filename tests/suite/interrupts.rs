@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli_support::{attnviz, long_text, minilm, temp_files, tree, wait_for};
+use crate::support::cli::{attnviz, long_text, minilm, temp_files, tree, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -5,9 +5,6 @@
 //! (`tests/hub_environment.rs`, `tests/thread_count.rs`), because the tests here run in parallel
 //! threads of one process.
 
-mod cli_support;
-mod common;
-mod engine_support;
 pub mod fidelity;
 mod support;
 

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::cli_support::{assert_clean_failure, attnviz, run, stderr, temp_files, tiny, tree};
+use crate::support::cli::{assert_clean_failure, attnviz, run, stderr, temp_files, tiny, tree};
 
 #[test]
 fn corpus_input_that_is_a_folder_fails_before_the_model_loads() {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cli_support::{assert_clean_failure, attnviz, run, stderr, temp_files, tiny, tree};
+use crate::support::cli::{assert_clean_failure, attnviz, run, stderr, temp_files, tiny, tree};
 
 #[cfg(unix)]
 fn c_path(p: &Path) -> std::ffi::CString {

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use attnviz::attention::{AttentionKind, Level, MaskKind, Role};
 use attnviz::import::{self, ReadOptions};
 
-use crate::cli_support::{assert_clean_failure, run, stderr, tiny, tree};
 use crate::fidelity::reference::Reference;
+use crate::support::cli::{assert_clean_failure, run, stderr, tiny, tree};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -6,7 +6,7 @@ use std::fs;
 
 use serde_json::Value;
 
-use crate::cli_support::{assert_clean_failure, attnviz, minilm, run, stderr, tiny};
+use crate::support::cli::{assert_clean_failure, attnviz, minilm, run, stderr, tiny};
 
 #[test]
 fn report_with_the_default_head_mean_draws_the_most_focused_head() {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::cli_support::{attnviz, copy_model, long_text, minilm, tiny};
+use crate::support::cli::{attnviz, copy_model, long_text, minilm, tiny};
 
 /// Run with stdout into a reader that takes 10 bytes and closes the pipe, like `| head -c 10`
 /// (with `merge`, stderr goes into the same pipe, like `2>&1 | head -c 10`); returns attnviz's

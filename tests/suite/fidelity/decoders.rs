@@ -355,7 +355,7 @@ fn generated_units_match_the_tokenizers_own_reading() {
         }
     }
     let smollm2 = ok(
-        Model::from_gguf(&crate::common::smollm2::smollm2_gguf()),
+        Model::from_gguf(&crate::support::models::smollm2::smollm2_gguf()),
         "SmolLM2",
     );
     let reference: serde_json::Value = serde_json::from_str(

@@ -29,7 +29,7 @@ pub fn ok<T, E: Display>(result: Result<T, E>, what: impl Display) -> T {
     }
 }
 
-pub use crate::common::minilm::minilm_dir;
+pub use crate::support::models::minilm::minilm_dir;
 
 /// A test fixture folder under `tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::reference::{layer_head_pos, ok, repo, row_col, MaxDiff, TensorRef};
 use super::reference::{ATTENTION_TOL, HIDDEN_TOL, QUERY_KEY_TOL};
-use crate::common::rxnmapper::rxnmapper_dir;
+use crate::support::models::rxnmapper::rxnmapper_dir;
 
 #[derive(Debug, Deserialize)]
 struct Case {

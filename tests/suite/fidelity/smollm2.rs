@@ -23,7 +23,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use super::reference::{layer_head_pos, ok, repo, MaxDiff, TensorRef, QUERY_KEY_TOL};
-use crate::common::smollm2::smollm2_gguf;
+use crate::support::models::smollm2::smollm2_gguf;
 
 /// Attention tolerance for the real model (README: ≤ 1e-4 over all 30 layers).
 const ATTENTION_TOL: f32 = 1e-4;

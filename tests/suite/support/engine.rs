@@ -7,7 +7,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 #[allow(unused_imports)]
-pub use crate::common::minilm::minilm_dir;
+pub use super::models::minilm::minilm_dir;
 
 /// The shape of a tiny BERT.
 #[derive(Clone, Copy, Debug)]
@@ -41,22 +41,11 @@ pub const TINY_VOCAB: [&str; 24] = [
     "ran", ".", ",", "##s", "##ing", "it", "was", "tired", "and", "big", "red", "!",
 ];
 
-/// Deterministic pseudo-random numbers in [-1, 1) (xorshift64*).
-pub struct Rng(u64);
+/// The suite's one generator ([`super::attention::Rng`], xorshift64*), here also drawing
+/// tensors.
+pub use super::attention::Rng;
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next(&mut self) -> f32 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
-        (x as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-
     pub fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
         let n: usize = shape.iter().product();
         let values: Vec<f32> = (0..n).map(|_| offset + scale * self.next()).collect();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub use crate::common::minilm::minilm_dir as minilm;
+pub use super::models::minilm::minilm_dir as minilm;
 
 /// The release binary, offline, without colour, without a default model from the environment.
 pub fn attnviz() -> Command {
