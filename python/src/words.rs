@@ -21,13 +21,24 @@ pub fn model(e: &model::Error) -> String {
             format!("{e}, or pass truncate=True")
         }
         E::TooBig(c) => {
+            let budget = if c.budget_given {
+                "the max_memory budget"
+            } else {
+                "the default budget (half of this machine's memory; raise it with max_memory=BYTES)"
+            };
             let fewer = match c.capture {
                 Capture::SelfAttention { layers, .. } if layers > 1 => {
-                    " or capture fewer layers with layers=[...]"
+                    " capture fewer layers with layers=[...], or"
                 }
-                _ => "",
+                Capture::SelfAttention { .. } => "",
+                Capture::EncoderDecoder { .. } => " generate fewer tokens, or",
             };
-            format!("{e}; raise the budget with max_memory=BYTES{fewer}")
+            format!(
+                "{} needs {}, more than {} of {budget};{fewer} use a shorter input",
+                c.what(),
+                c.needs_text(),
+                model::format_bytes(c.budget)
+            )
         }
         E::NotSeq2Seq { .. } => format!("{e}; target= is for BART, T5 and Marian"),
         E::PairOnDecoder { .. } => format!("{e}; drop pair="),
