@@ -254,7 +254,7 @@ impl RunRequest {
 
     /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
     /// encoder: corpus mode tokenizes each line once to check it). Neither generation nor
-    /// layers: every layer of the text as given.
+    /// layers: every layer of the text as given (an encoder–decoder's encoder).
     pub fn run_encoded(&self, model: &Model, encoded: Encoded) -> Result<Run, RequestError> {
         self.check(model)?;
         let encoding =

@@ -3,15 +3,13 @@
 //! this model on this text means), read attention from a file (`attnviz render`), run a corpus,
 //! or merge shards; [`super::outputs`] writes what the plan asks for.
 
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
-use std::sync::Mutex;
 
 use attnviz::analysis::AnalysisError;
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::model::Model;
 use attnviz::output::OutputError;
-use attnviz::progress::{Progress, Stage};
 use attnviz::render::image::{Figure, ImageError};
 use attnviz::render::terminal::escape_controls;
 use attnviz::request::{Run, RunRequest};
@@ -20,6 +18,7 @@ use attnviz::{import, tokenize};
 use super::cli::Args;
 use super::outputs::write_outputs;
 use super::plan::{self, Mode, Render, Single};
+use super::progress::{CorpusBar, GenerateBar};
 use super::words;
 
 /// Anything that stops a run. Each displays as one line that says what to do.
@@ -55,6 +54,14 @@ pub enum Error {
     /// `attnviz merge`.
     #[error(transparent)]
     Merge(#[from] attnviz::corpus::merge::MergeError),
+    /// A corpus run stopped by a signal (its message worded for the command line).
+    #[error("{message}")]
+    Interrupted {
+        /// What was kept, and how to continue.
+        message: String,
+        /// The signal (2 for SIGINT, 15 for SIGTERM).
+        signal: i32,
+    },
 }
 
 impl Error {
@@ -62,9 +69,7 @@ impl Error {
     /// when the signal ends it at once), 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Corpus(attnviz::corpus::CorpusError::Interrupted { signal, .. }) => {
-                u8::try_from(128 + signal).unwrap_or(130)
-            }
+            Error::Interrupted { signal, .. } => u8::try_from(128 + signal).unwrap_or(130),
             _ => 1,
         }
     }
@@ -96,75 +101,6 @@ fn configure_threads(flag: Option<usize>) -> usize {
     threads
 }
 
-/// Progress of a generation on standard error: a line redrawn in place after each token when
-/// standard error is a terminal; otherwise, for long generations only (from
-/// [`GenerateBar::LONG`] tokens), a line at each quarter.
-struct GenerateBar {
-    terminal: bool,
-    state: Mutex<BarState>,
-}
-
-#[derive(Default)]
-struct BarState {
-    total: u64,
-    done: u64,
-    shown: bool,
-}
-
-impl GenerateBar {
-    /// Generations at least this long report progress on a standard error that is no terminal.
-    const LONG: u64 = 64;
-
-    fn new() -> GenerateBar {
-        GenerateBar {
-            terminal: io::stderr().is_terminal(),
-            state: Mutex::new(BarState::default()),
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, BarState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Progress for GenerateBar {
-    fn start(&self, stage: &Stage, total: Option<u64>) {
-        if *stage == Stage::Generate {
-            let mut s = self.state();
-            s.total = total.unwrap_or(0);
-            s.done = 0;
-        }
-    }
-
-    fn advance(&self, units: u64) {
-        let mut s = self.state();
-        s.done += units;
-        let (done, total) = (s.done, s.total);
-        let mut err = io::stderr().lock();
-        if self.terminal {
-            let _ = write!(err, "\rgenerating: {done}/{total} tokens");
-            let _ = err.flush();
-            s.shown = true;
-        } else if total >= Self::LONG && done < total && done.is_multiple_of(total / 4) {
-            let _ = writeln!(err, "generating: {done}/{total} tokens");
-        }
-    }
-
-    fn message(&self, line: &str) {
-        self.finish();
-        note(line);
-    }
-
-    /// Clear the line drawn in place.
-    fn finish(&self) {
-        let mut s = self.state();
-        if s.shown {
-            let _ = write!(io::stderr().lock(), "\r\x1b[2K");
-            s.shown = false;
-        }
-    }
-}
-
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
     // Everything that needs no model first: a mistake costs no load and leaves no file.
@@ -176,7 +112,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let threads = configure_threads(plan.threads);
     match plan.mode {
         // Corpus mode lives in its own module.
-        Mode::Corpus(job) => Ok(attnviz::corpus::run(&job, threads)?),
+        Mode::Corpus(job) => {
+            attnviz::corpus::run(&job, threads, &CorpusBar::new()).map_err(words::corpus)
+        }
         Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
         Mode::Single(single) => run_single(&single),
         Mode::Render(render) => run_render(&render),

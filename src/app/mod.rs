@@ -8,4 +8,5 @@ pub mod cli;
 pub mod flows;
 mod outputs;
 pub mod plan;
+mod progress;
 mod words;

@@ -28,6 +28,7 @@ mod journal;
 pub mod ledger;
 pub mod lines;
 pub mod merge;
+pub mod notice;
 pub mod partial;
 pub mod provenance;
 pub mod shard;
@@ -35,7 +36,7 @@ mod summary;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File};
-use std::io::{self, BufRead, IsTerminal, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -43,19 +44,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::prelude::*;
 
 use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
 use crate::model::{self, Model};
 use crate::output::OutputError;
+use crate::progress::Stage;
 use crate::render::json::model_json;
 use crate::render::json::JsonSection;
 use crate::render::json::{json_sections, write_json_with, JsonOptions};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
 use crate::render::terminal::escape_controls;
 use crate::render::ColorChoice;
+use crate::request::{RequestError, RunRequest};
 use crate::tokenize::{self, Encoded};
 
 pub use accumulate::{CorpusStats, SentenceCounts};
@@ -66,6 +68,7 @@ pub use input::{Compression, InputFormat};
 use journal::Journaled;
 use ledger::{Event, Ledger, Tally};
 use lines::{BadLine, InputDigest, LineReader, RawLine};
+pub use notice::{Listener, Notice, Stderr};
 pub use partial::{RunIdentity, PARTIAL_FILE};
 pub use shard::Shard;
 
@@ -118,7 +121,7 @@ pub enum CorpusError {
         source: io::Error,
     },
     /// The output folder is in use, or holds another run's results.
-    #[error("--out-dir {}: {reason}", path.display())]
+    #[error("the output folder {}: {reason}", path.display())]
     Folder {
         /// The folder.
         path: PathBuf,
@@ -126,7 +129,7 @@ pub enum CorpusError {
         reason: String,
     },
     /// A bad line with `--on-bad-line stop`.
-    #[error("line {line}: {reason}; stopped (--on-bad-line stop). {done}")]
+    #[error("line {line}: {reason}; stopped at the first bad line. {done}")]
     Stopped {
         /// Its number, from 1.
         line: usize,
@@ -136,7 +139,7 @@ pub enum CorpusError {
         done: String,
     },
     /// Ctrl-C, or SIGTERM (what schedulers send before they kill a job).
-    #[error("{}. {done}", if *signal == 15 { "terminated (SIGTERM)" } else { "interrupted" })]
+    #[error("{}. {done}; resume it with the same command to continue", if *signal == 15 { "terminated (SIGTERM)" } else { "interrupted" })]
     Interrupted {
         /// What was kept.
         done: String,
@@ -144,12 +147,14 @@ pub enum CorpusError {
         signal: i32,
     },
     /// `--resume` cannot continue the run in the output folder.
-    #[error("cannot resume the run in {}: {reason}", dir.display())]
+    #[error("cannot resume the run in {}: {reason}{fix}", dir.display())]
     Resume {
         /// The output folder.
         dir: PathBuf,
         /// Why, and what to do.
         reason: String,
+        /// What to do about it, when `reason` does not say.
+        fix: ResumeFix,
     },
     /// Hashing the model's files for the partial file.
     #[error("cannot read the model's files to fingerprint them: {0}")]
@@ -172,6 +177,29 @@ pub enum CorpusError {
         /// Why not.
         reason: String,
     },
+}
+
+/// What to do about a run that cannot be resumed, when its reason does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeFix {
+    /// The reason says.
+    None,
+    /// Start over (replacing the folder's files), or use another folder.
+    StartOver,
+    /// Resume with the earlier run's settings, or start over.
+    SameSettings,
+}
+
+impl std::fmt::Display for ResumeFix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResumeFix::None => "",
+            ResumeFix::StartOver => "; start over, replacing the folder's files, or use another folder",
+            ResumeFix::SameSettings => {
+                "; resume with what the earlier run used, or start over, replacing the folder's files"
+            }
+        })
+    }
 }
 
 /// What to do with a bad line.
@@ -199,7 +227,7 @@ pub enum PerSentence {
 }
 
 crate::choice!(PerSentence {
-    Json => ("json", "The JSON export with its statistics, as --json writes it (sentences/000042.json)"),
+    Json => ("json", "The JSON export with its statistics, as a single TEXT's JSON export (sentences/000042.json)"),
     None => ("none", "No per-sentence files, only the corpus statistics"),
 });
 
@@ -272,7 +300,7 @@ pub struct CorpusOptions {
     /// Worker threads; `None`: as many as candle uses (`RAYON_NUM_THREADS`, else the number of
     /// physical cores).
     pub threads: Option<usize>,
-    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
+    /// Report progress to the listener (whose [`Listener::shows_progress`] said so).
     pub progress: bool,
     /// Total number of lines, when known, for the progress bar.
     pub total_lines: Option<u64>,
@@ -421,6 +449,10 @@ pub struct Outcome {
     pub summary_path: PathBuf,
     /// Sentences an earlier run had done (`--resume`), among `tally.stats.sentences`.
     pub done_before: u64,
+    /// The lines processed.
+    pub shard: Shard,
+    /// The output folder.
+    pub out_dir: PathBuf,
 }
 
 /// Run `job` (flags already checked by the command line's plan step): load the model once with
@@ -428,7 +460,7 @@ pub struct Outcome {
 /// stdout and a one-line summary on stderr (neither with `quiet`; warnings about bad lines are
 /// always printed). Bad lines in stop mode and Ctrl-C end with an error after the summary and
 /// the partial file are written.
-pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
+pub fn run(job: &CorpusJob, threads: usize, listener: &dyn Listener) -> Result<(), CorpusError> {
     let input = &job.input;
     let out_dir = job.out_dir.clone();
     let from_stdin = input.as_os_str() == "-";
@@ -476,7 +508,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
     )
     .map_err(input_err)?;
-    let progress = io::stderr().is_terminal();
+    let progress = listener.shows_progress();
     // Counted only in a regular file: a FIFO or device given as the input is read once.
     let regular = !from_stdin && fs::metadata(input).is_ok_and(|m| m.is_file());
     let total_lines = if progress && regular && opened.compression == Compression::None {
@@ -503,7 +535,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
         resume: job.resume,
     };
     interrupt::install();
-    let outcome = process(&model, &opts, &folder, opened.reader);
+    let outcome = process(&model, &opts, &folder, opened.reader, listener);
     interrupt::uninstall();
     let outcome = outcome?;
 
@@ -512,9 +544,7 @@ pub fn run(job: &CorpusJob, threads: usize) -> Result<(), CorpusError> {
             let names = run_identity(&model, &opts, outcome.threads).token_names;
             print_table(&outcome.tally.stats, &names, job.stat, job.color)?;
         }
-        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
-        let line = summary_line(&outcome, &opts);
-        let _ = writeln!(io::stderr(), "{}", escape_controls(&line));
+        listener.notice(&Notice::Summary(&outcome));
     }
     end_to_result(&outcome, &opts)
 }
@@ -549,8 +579,9 @@ fn check_resumable(folder: &OutFolder) -> Result<(), CorpusError> {
             dir: folder.path().to_path_buf(),
             reason: format!(
                 "it holds per-sentence files but no {PARTIAL_FILE} (written by a run of an older \
-                 attnviz, or another program); use --force to start over, or another --out-dir"
+                 attnviz, or another program)"
             ),
+            fix: ResumeFix::StartOver,
         });
     }
     Ok(())
@@ -568,6 +599,7 @@ pub fn process(
     opts: &CorpusOptions,
     folder: &OutFolder,
     input: impl BufRead + Send,
+    listener: &dyn Listener,
 ) -> Result<Outcome, CorpusError> {
     let threads = opts
         .threads
@@ -581,8 +613,8 @@ pub fn process(
         })?;
     let start = Instant::now();
     let identity = run_identity(model, opts, threads);
-    let (tally, mut resumed) = resume_state(model, opts, folder, &identity)?;
-    let log = Log::new(opts.progress, opts.total_lines);
+    let (tally, mut resumed) = resume_state(model, opts, folder, &identity, listener)?;
+    let log = Log::new(listener, opts.progress, opts.total_lines);
     let text_limit = tokenize::byte_limit(model.max_positions());
     let line_limit = match opts.format {
         InputFormat::Jsonl => text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
@@ -666,6 +698,8 @@ pub fn process(
         threads,
         summary_path,
         done_before,
+        shard: opts.shard,
+        out_dir: opts.out_dir.clone(),
     })
 }
 
@@ -676,6 +710,7 @@ fn resume_state(
     opts: &CorpusOptions,
     folder: &OutFolder,
     identity: &RunIdentity,
+    listener: &dyn Listener,
 ) -> Result<(Tally, BTreeMap<usize, Journaled>), CorpusError> {
     let info = model.info();
     let fresh = Ok((Tally::new(info.layers, info.heads), BTreeMap::new()));
@@ -685,23 +720,28 @@ fn resume_state(
     let err = |reason: String| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason,
+        fix: ResumeFix::None,
     };
     let earlier = match partial::read_in(folder) {
         Ok(Some(p)) => p,
         Ok(None) => return fresh,
         Err(e) => {
-            return Err(err(format!(
-                "{PARTIAL_FILE}: {e}; use --force to start over, or another --out-dir"
-            )))
+            return Err(CorpusError::Resume {
+                dir: opts.out_dir.clone(),
+                reason: format!("{PARTIAL_FILE}: {e}"),
+                fix: ResumeFix::StartOver,
+            })
         }
     };
     if let Some(c) = earlier
         .identity
         .conflict(identity, ("the earlier run", "this run"), true)
     {
-        return Err(err(format!(
-            "{c}; resume with what the earlier run used, or use --force to start over"
-        )));
+        return Err(CorpusError::Resume {
+            dir: opts.out_dir.clone(),
+            reason: c.to_string(),
+            fix: ResumeFix::SameSettings,
+        });
     }
     if earlier.tally.stats.shape() != (info.layers, info.heads) {
         let (l, h) = earlier.tally.stats.shape();
@@ -712,13 +752,10 @@ fn resume_state(
         )));
     }
     if earlier.identity.threads != identity.threads {
-        let _ = writeln!(
-            io::stderr(),
-            "note: the earlier run used {} threads and this one {}: the statistics agree to \
-             about 1e-6, not bit for bit, with those of a run with one thread count",
-            earlier.identity.threads,
-            identity.threads
-        );
+        listener.notice(&Notice::ThreadsDiffer {
+            earlier: earlier.identity.threads,
+            now: identity.threads,
+        });
     }
     let mut resumed = journal::read_all(folder, info.layers, info.heads).map_err(err)?;
     resumed.retain(|line, j| {
@@ -799,7 +836,7 @@ fn skip_done<R: BufRead>(
     names: &mut Names,
     opts: &CorpusOptions,
     done: &Tally,
-    log: &Log,
+    log: &Log<'_>,
 ) -> Result<(), CorpusError> {
     if done.lines == 0 {
         return Ok(());
@@ -807,6 +844,7 @@ fn skip_done<R: BufRead>(
     let err = |reason: String| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason,
+        fix: ResumeFix::None,
     };
     let text_limit = lines_text_limit(opts, lines);
     while lines.lines() < done.lines {
@@ -876,6 +914,7 @@ fn check_journaled<R: BufRead>(
     let err = |reason: String| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason,
+        fix: ResumeFix::None,
     };
     let mut held = 0usize;
     while lines.reader.lines() < last {
@@ -1012,7 +1051,7 @@ fn process_in_pool<R: BufRead + Send>(
     names: Names,
     ledger: &Mutex<Ledger>,
     checkpoints: &Checkpoints,
-    log: &Log,
+    log: &Log<'_>,
 ) -> (End, usize, InputDigest) {
     let abort = AtomicBool::new(false);
     let text_limit = lines_text_limit(opts, &lines);
@@ -1045,7 +1084,7 @@ fn process_in_pool<R: BufRead + Send>(
         }
         res
     });
-    log.bar.finish_and_clear();
+    log.finish();
     log.withheld_counts();
     let end = match (result, feed.end.take()) {
         (Err(CorpusError::Stopped { line, reason, .. }), _) => End::Stopped { line, reason },
@@ -1076,7 +1115,7 @@ struct Feed<'a, R> {
     text_limit: usize,
     model: &'a Model,
     opts: &'a CorpusOptions,
-    log: &'a Log,
+    log: &'a Log<'a>,
     ledger: &'a Mutex<Ledger>,
     abort: &'a AtomicBool,
     truncations: usize,
@@ -1191,16 +1230,12 @@ impl<R> Feed<'_, R> {
         if let Some(from) = encoded.truncated_from {
             self.truncations += 1;
             if self.truncations <= NOTED_TRUNCATIONS {
-                let more = if self.truncations == NOTED_TRUNCATIONS {
-                    " (further truncations are counted in corpus_stats.json, not listed here)"
-                } else {
-                    ""
-                };
-                self.log.message(&format!(
-                    "note: line {}: {from} tokens, truncated to {} (--truncate){more}",
-                    raw.number,
-                    encoded.ids.len()
-                ));
+                self.log.listener.notice(&Notice::Truncated {
+                    line: raw.number,
+                    from,
+                    kept: encoded.ids.len(),
+                    last_listed: self.truncations == NOTED_TRUNCATIONS,
+                });
             }
         }
         Ok(Item {
@@ -1221,7 +1256,7 @@ struct Worker<'a> {
     folder: &'a OutFolder,
     ledger: &'a Mutex<Ledger>,
     checkpoints: &'a Checkpoints,
-    log: &'a Log,
+    log: &'a Log<'a>,
 }
 
 impl Worker<'_> {
@@ -1244,38 +1279,39 @@ impl Worker<'_> {
     fn process(&self, item: Item) -> Result<(), CorpusError> {
         let counts_pair = item.pair.is_some();
         let truncated = item.encoded.truncated_from.is_some();
-        let encoding =
-            match self
-                .model
-                .encode_tokens(&item.text, item.pair.as_deref(), item.encoded, false)
-            {
-                // The model's numbers overflow on this sentence: a bad line, like the others.
-                Err(model::Error::Attention(row)) => {
-                    let bad = BadLine::Attention(row.to_string());
-                    if self.opts.on_bad_line == OnBadLine::Stop {
-                        return Err(CorpusError::Stopped {
-                            line: item.line,
-                            reason: bad,
-                            done: String::new(),
-                        });
-                    }
-                    self.log.bad_line(item.line, &bad);
-                    return self.record(item.line, Event::Bad(bad), item.digest);
-                }
-                other => other?,
-            };
-        // Labelled for people as the single-sentence CLI labels them (`Ġ`, `▁`, bytes).
-        let scheme = self.model.tokenizer().label_scheme();
-        let encoding = model::Encoding {
-            attention: encoding.attention.relabel(scheme, scheme),
-            ..encoding
+        // The request of the single-sentence CLI for this line, already tokenized.
+        let request = RunRequest {
+            pair: item.pair,
+            truncate: self.opts.truncate,
+            ..RunRequest::new(item.text)
         };
-        let tokens = encoding.attention.len();
+        let run = match request.run_encoded(self.model, item.encoded) {
+            // The model's numbers overflow on this sentence: a bad line, like the others.
+            Err(RequestError::Model(model::Error::Attention(row))) => {
+                let bad = BadLine::Attention(row.to_string());
+                if self.opts.on_bad_line == OnBadLine::Stop {
+                    return Err(CorpusError::Stopped {
+                        line: item.line,
+                        reason: bad,
+                        done: String::new(),
+                    });
+                }
+                self.log.bad_line(item.line, &bad);
+                return self.record(item.line, Event::Bad(bad), item.digest);
+            }
+            Err(RequestError::Model(e)) => return Err(e.into()),
+            Err(e) => return Err(CorpusError::Failed(e.to_string())),
+            Ok(run) => run,
+        };
+        // Labelled for people as the single-sentence CLI labels them (`Ġ`, `▁`, bytes), by the
+        // request.
+        let attention = run.set.into_values().swap_remove(0);
+        let tokens = attention.len();
         // The means and rollout only when the JSON carries them (the rollout costs L·n³).
         let (view, analysis) = if self.opts.json_include.is_empty() {
-            (analysis::view(&encoding.attention, self.opts.view)?, None)
+            (analysis::view(&attention, self.opts.view)?, None)
         } else {
-            let (view, a) = Analysis::compute_view(&encoding.attention, self.opts.view)?;
+            let (view, a) = Analysis::compute_view(&attention, self.opts.view)?;
             (view, Some(a))
         };
         let stats = match analysis {
@@ -1337,49 +1373,39 @@ pub fn sentence_file(out_dir: &Path, name: &str, ext: &str) -> PathBuf {
     out_dir.join(SENTENCES_DIR).join(format!("{name}.{ext}"))
 }
 
-/// The progress bar, and messages that don't tear it.
-struct Log {
-    bar: ProgressBar,
-    /// Whether the bar is drawn (asking the bar costs a lock).
+/// The run's progress and warnings, told to its [`Listener`] (which draws, or not).
+struct Log<'a> {
+    listener: &'a dyn Listener,
+    /// Whether progress is shown (telling the listener of each line costs it a clock read,
+    /// which a corpus of millions of empty lines would feel).
     shown: bool,
     /// Per kind of bad line: warnings printed, and bad lines not warned about one by one.
     warned: Mutex<BTreeMap<&'static str, (usize, usize)>>,
 }
 
-impl Log {
-    fn new(show: bool, total: Option<u64>) -> Log {
-        let target = if show {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
-        let bar = ProgressBar::with_draw_target(total, target);
-        let template = if total.is_some() {
-            "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {rate} ETA {eta}"
-        } else {
-            "{spinner} {human_pos} lines, {rate}, {elapsed}"
-        };
-        if let Ok(style) = ProgressStyle::with_template(template) {
-            let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = write!(w, "{:.0} lines/s", state.per_sec());
-            };
-            bar.set_style(style.progress_chars("=> ").with_key("rate", rate));
-        }
-        if !bar.is_hidden() {
-            bar.enable_steady_tick(Duration::from_millis(120));
+impl<'a> Log<'a> {
+    fn new(listener: &'a dyn Listener, show: bool, total: Option<u64>) -> Log<'a> {
+        if show {
+            listener.start(&Stage::Corpus, total);
         }
         Log {
-            shown: !bar.is_hidden(),
-            bar,
+            listener,
+            shown: show,
             warned: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// One more line done, on the bar (nothing when the bar is hidden: counting costs a clock
-    /// read, which a corpus of millions of empty lines would feel).
+    /// One more line done.
     fn inc(&self) {
         if self.shown {
-            self.bar.inc(1);
+            self.listener.advance(1);
+        }
+    }
+
+    /// The lines are done: the progress ends.
+    fn finish(&self) {
+        if self.shown {
+            self.listener.finish();
         }
     }
 
@@ -1398,14 +1424,12 @@ impl Log {
                 None
             }
         };
-        match shown {
-            Some(n) if n == WARNED_PER_KIND => self.message(&format!(
-                "warning: line {line}: {bad}; skipped (further `{}` lines are counted at the \
-                 end, not shown)",
-                bad.kind()
-            )),
-            Some(_) => self.message(&format!("warning: line {line}: {bad}; skipped")),
-            None => {}
+        if let Some(n) = shown {
+            self.listener.notice(&Notice::BadLine {
+                line,
+                bad,
+                last_shown: n == WARNED_PER_KIND,
+            });
         }
     }
 
@@ -1414,29 +1438,12 @@ impl Log {
         let warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
         for (kind, &(shown, withheld)) in warned.iter() {
             if withheld > 0 {
-                self.message(&format!(
-                    "warning: {} more `{kind}` line{} skipped ({} in all; every bad line is \
-                     counted in {SUMMARY_FILE})",
-                    thousands(withheld as u64),
-                    if withheld == 1 { "" } else { "s" },
-                    thousands((shown + withheld) as u64)
-                ));
+                self.listener.notice(&Notice::Withheld {
+                    kind,
+                    withheld,
+                    total: shown + withheld,
+                });
             }
-        }
-    }
-
-    /// A line on stderr, above the bar when there is one. It may quote the input (a bad id, a
-    /// line's text): control characters are shown (`<U+001B>`), not sent to the terminal.
-    fn message(&self, msg: &str) {
-        let msg = escape_controls(msg);
-        // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic.
-        let print = || {
-            let _ = writeln!(io::stderr(), "{msg}");
-        };
-        if self.bar.is_hidden() {
-            print();
-        } else {
-            self.bar.suspend(print);
         }
     }
 }
@@ -1576,55 +1583,6 @@ pub fn print_table(
     }
 }
 
-/// The closing line on stderr: what was done, how fast, where it went.
-fn summary_line(outcome: &Outcome, opts: &CorpusOptions) -> String {
-    let s = &outcome.tally.stats;
-    let lines_read = outcome.tally.lines;
-    let secs = outcome.elapsed.as_secs_f64();
-    let new = s.sentences.saturating_sub(outcome.done_before);
-    let rate = if secs > 0.0 { new as f64 / secs } else { 0.0 };
-    let shard = if opts.shard.is_whole() {
-        String::new()
-    } else {
-        format!(" (shard {})", opts.shard)
-    };
-    let mut line = format!(
-        "Analysed {} sentence{} ({} tokens) of {} line{}{shard} in {:.1} s ({:.1} sentences/s, {} thread{})",
-        thousands(s.sentences),
-        if s.sentences == 1 { "" } else { "s" },
-        thousands(s.tokens),
-        thousands(lines_read as u64),
-        if lines_read == 1 { "" } else { "s" },
-        secs,
-        rate,
-        outcome.threads,
-        if outcome.threads == 1 { "" } else { "s" },
-    );
-    if outcome.done_before > 0 {
-        line += &format!(
-            "; {} of them done by the earlier run (--resume)",
-            thousands(outcome.done_before)
-        );
-    }
-    let bad = &outcome.tally.bad;
-    let skipped = match outcome.end {
-        End::Stopped { .. } => bad.count.saturating_sub(1),
-        _ => bad.count,
-    };
-    if skipped > 0 {
-        line += &format!(
-            "; {} bad line{} skipped",
-            thousands(skipped as u64),
-            if skipped == 1 { "" } else { "s" }
-        );
-    }
-    if s.truncated > 0 {
-        line += &format!("; {} truncated", thousands(s.truncated));
-    }
-    line += &format!(". Results in {}", opts.out_dir.display());
-    line
-}
-
 /// Turn an early end into the error `main` prints.
 fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusError> {
     let kept = |which: &str| {
@@ -1678,10 +1636,7 @@ fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(), CorpusEr
             done: kept("before it"),
         }),
         End::Interrupted { after_line, signal } => Err(CorpusError::Interrupted {
-            done: format!(
-                "{}; continue with the same command and --resume",
-                kept(&format!("up to line {after_line}"))
-            ),
+            done: kept(&format!("up to line {after_line}")),
             signal: *signal,
         }),
         End::Failed(msg) => Err(CorpusError::Failed(format!(

@@ -1,0 +1,154 @@
+//! What the CLI draws on standard error while the library works: the library reports through
+//! [`Progress`] (and corpus mode's [`Listener`]); these decide what it looks like.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+
+use attnviz::corpus::{Listener, Notice};
+use attnviz::progress::{Progress, Stage};
+
+use super::flows::note;
+use super::words;
+
+/// Progress of a generation on standard error: a line redrawn in place after each token when
+/// standard error is a terminal; otherwise, for long generations only (from
+/// [`GenerateBar::LONG`] tokens), a line at each quarter.
+pub(super) struct GenerateBar {
+    terminal: bool,
+    state: Mutex<BarState>,
+}
+
+#[derive(Default)]
+struct BarState {
+    total: u64,
+    done: u64,
+    shown: bool,
+}
+
+impl GenerateBar {
+    /// Generations at least this long report progress on a standard error that is no terminal.
+    const LONG: u64 = 64;
+
+    pub(super) fn new() -> GenerateBar {
+        GenerateBar {
+            terminal: io::stderr().is_terminal(),
+            state: Mutex::new(BarState::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BarState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Progress for GenerateBar {
+    fn start(&self, stage: &Stage, total: Option<u64>) {
+        if *stage == Stage::Generate {
+            let mut s = self.state();
+            s.total = total.unwrap_or(0);
+            s.done = 0;
+        }
+    }
+
+    fn advance(&self, units: u64) {
+        let mut s = self.state();
+        s.done += units;
+        let (done, total) = (s.done, s.total);
+        let mut err = io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\rgenerating: {done}/{total} tokens");
+            let _ = err.flush();
+            s.shown = true;
+        } else if total >= Self::LONG && done < total && done.is_multiple_of(total / 4) {
+            let _ = writeln!(err, "generating: {done}/{total} tokens");
+        }
+    }
+
+    fn message(&self, line: &str) {
+        self.finish();
+        note(line);
+    }
+
+    /// Clear the line drawn in place.
+    fn finish(&self) {
+        let mut s = self.state();
+        if s.shown {
+            let _ = write!(io::stderr().lock(), "\r\x1b[2K");
+            s.shown = false;
+        }
+    }
+}
+
+/// Corpus mode's progress bar on a terminal's standard error (nothing elsewhere), with the
+/// warnings printed above it so they don't tear it.
+pub(super) struct CorpusBar {
+    bar: ProgressBar,
+}
+
+impl CorpusBar {
+    pub(super) fn new() -> CorpusBar {
+        let target = if io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        CorpusBar {
+            bar: ProgressBar::with_draw_target(None, target),
+        }
+    }
+}
+
+impl Progress for CorpusBar {
+    fn start(&self, stage: &Stage, total: Option<u64>) {
+        if *stage != Stage::Corpus {
+            return;
+        }
+        let template = if let Some(total) = total {
+            self.bar.set_length(total);
+            "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {rate} ETA {eta}"
+        } else {
+            "{spinner} {human_pos} lines, {rate}, {elapsed}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            let rate = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} lines/s", state.per_sec());
+            };
+            self.bar
+                .set_style(style.progress_chars("=> ").with_key("rate", rate));
+        }
+        if !self.bar.is_hidden() {
+            self.bar.enable_steady_tick(Duration::from_millis(120));
+        }
+    }
+
+    fn advance(&self, units: u64) {
+        self.bar.inc(units);
+    }
+
+    /// A line on stderr, above the bar when there is one. It may quote the input (a bad id, a
+    /// line's text): control characters are shown (`<U+001B>`), not sent to the terminal.
+    fn message(&self, line: &str) {
+        if self.bar.is_hidden() {
+            note(line);
+        } else {
+            self.bar.suspend(|| note(line));
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Listener for CorpusBar {
+    fn shows_progress(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+
+    fn notice(&self, notice: &Notice<'_>) {
+        self.message(&words::notice(notice));
+    }
+}
