@@ -86,28 +86,26 @@ impl Progress for GenerateBar {
 /// warnings printed above it so they don't tear it.
 pub(super) struct CorpusBar {
     bar: ProgressBar,
+    terminal: bool,
 }
 
 impl CorpusBar {
     pub(super) fn new() -> CorpusBar {
-        let target = if io::stderr().is_terminal() {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
+        // Hidden until the run starts: it is shown once its length and style are set, so the
+        // first frame drawn is the finished one.
         CorpusBar {
-            bar: ProgressBar::with_draw_target(None, target),
+            bar: ProgressBar::hidden(),
+            terminal: io::stderr().is_terminal(),
         }
     }
 }
 
 impl Progress for CorpusBar {
     fn start(&self, stage: &Stage, total: Option<u64>) {
-        if *stage != Stage::Corpus {
+        if *stage != Stage::Corpus || !self.terminal {
             return;
         }
-        let template = if let Some(total) = total {
-            self.bar.set_length(total);
+        let template = if total.is_some() {
             "{spinner} {human_pos}/{human_len} lines [{wide_bar}] {rate} ETA {eta}"
         } else {
             "{spinner} {human_pos} lines, {rate}, {elapsed}"
@@ -119,9 +117,11 @@ impl Progress for CorpusBar {
             self.bar
                 .set_style(style.progress_chars("=> ").with_key("rate", rate));
         }
-        if !self.bar.is_hidden() {
-            self.bar.enable_steady_tick(Duration::from_millis(120));
+        if let Some(total) = total {
+            self.bar.set_length(total);
         }
+        self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        self.bar.enable_steady_tick(Duration::from_millis(120));
     }
 
     fn advance(&self, units: u64) {
@@ -145,7 +145,7 @@ impl Progress for CorpusBar {
 
 impl Listener for CorpusBar {
     fn shows_progress(&self) -> bool {
-        !self.bar.is_hidden()
+        self.terminal
     }
 
     fn notice(&self, notice: &Notice<'_>) {
