@@ -129,3 +129,37 @@ def test_bad_keywords_name_the_keyword(kwargs, error, keyword):
     assert keyword in message, message
     assert "--" not in message, f"no CLI flag in a Python error: {message}"
     assert "\n" not in message
+
+
+def test_generation_reports_through_tqdm(monkeypatch):
+    import sys
+    import types
+
+    seen = []
+
+    class FakeTqdm:
+        def __init__(self, total=None, desc=None, unit=None, leave=None):
+            seen.append(("start", desc, total))
+
+        def update(self, n):
+            seen.append(("update", n))
+
+        def close(self):
+            seen.append(("close",))
+
+    auto = types.ModuleType("tqdm.auto")
+    auto.tqdm = FakeTqdm
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", auto)
+    r = attnviz.run("Once upon a time", model=GPT2, generate=4)
+    assert seen[0] == ("start", "generating", 4) and seen[-1] == ("close",)
+    steps = [s[1] for s in seen if s[0] == "update"]
+    assert sum(steps) == sum(r.generated) == 4, seen
+
+
+def test_no_tqdm_is_no_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails
+    r = attnviz.run("Once upon a time", model=GPT2, generate=2)
+    assert sum(r.generated) == 2
