@@ -17,6 +17,7 @@ pub mod model;
 pub mod output;
 pub mod progress;
 pub mod render;
+pub mod request;
 pub mod small_file;
 pub mod threads;
 pub mod tokenize;

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     let args = app::cli::Args::parse();
     // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.
     attnviz::cleanup::install();
-    match app::run::run(&args) {
+    match app::flows::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Not eprintln!: a closed stderr must not turn an error into a panic. A message may

@@ -102,6 +102,30 @@ class Report:
         """``[layers, heads, queries, keys]`` float32, read-only, without a copy."""
         return self._native.weights()
 
+    #: What the model generated (decoded), when it generated (``run(..., generate=N)``).
+    generated_text: Optional[str] = None
+
+    @property
+    def generated(self) -> list:
+        """For each query token, whether the model generated it (``run(..., generate=N)``)
+        rather than read it."""
+        return self._native.generated
+
+    @property
+    def encoder_attention(self) -> Optional[np.ndarray]:
+        """``attention`` when this is an encoder's self-attention, else None."""
+        return self.attention if self.kind == "encoder" else None
+
+    @property
+    def decoder_attention(self) -> Optional[np.ndarray]:
+        """``attention`` when this is a decoder's self-attention, else None."""
+        return self.attention if self.kind == "decoder" else None
+
+    @property
+    def cross_attention(self) -> Optional[np.ndarray]:
+        """``attention`` when this is cross-attention, else None."""
+        return self.attention if self.kind == "cross" else None
+
     @property
     def tokens(self) -> list:
         """The query tokens (every token, for self-attention)."""
@@ -267,6 +291,54 @@ class Views:
         self._target = target
         self._options = options
 
+    #: What the decoder generated (decoded), for an encoder–decoder run that generated.
+    generated_text: Optional[str] = None
+    #: The length an encoder–decoder generated to by default (neither target nor generate).
+    default_generation: Optional[int] = None
+
+    def _kind(self, kind: str) -> Optional[Report]:
+        for _, report, _ in self.parts:
+            if report is not None and report.kind == kind:
+                return report
+        return None
+
+    @property
+    def encoder_attention(self) -> Optional[np.ndarray]:
+        """The encoder's self-attention ``[layers, heads, source, source]``, read-only."""
+        r = self._kind("encoder")
+        return None if r is None else r.attention
+
+    @property
+    def decoder_attention(self) -> Optional[np.ndarray]:
+        """The decoder's self-attention ``[layers, heads, target, target]``, read-only."""
+        r = self._kind("decoder")
+        return None if r is None else r.attention
+
+    @property
+    def cross_attention(self) -> Optional[np.ndarray]:
+        """Cross-attention ``[layers, heads, target, source]``: decoder rows over encoder keys."""
+        r = self._kind("cross")
+        return None if r is None else r.attention
+
+    @property
+    def attention(self) -> np.ndarray:
+        raise AttributeError(
+            "an encoder–decoder run has three kinds of attention: use encoder_attention, "
+            "decoder_attention or cross_attention"
+        )
+
+    @property
+    def generated(self) -> list:
+        """For each decoder token, whether the model generated it (all but the start token when
+        the decoder generated; none when it was teacher-forced)."""
+        r = self._kind("decoder")
+        return [] if r is None else r.generated
+
+    @property
+    def target(self) -> Optional[str]:
+        """The teacher-forced target, or None when the decoder generated."""
+        return self._target
+
     def __getitem__(self, heading: str) -> Report:
         for h, report, _ in self.parts:
             if report is not None and h.lower() == heading.lower():
@@ -347,11 +419,85 @@ def _warn(message: Optional[str]) -> None:
 # -- running a model -------------------------------------------------------------------------
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _max_memory(value: Any) -> Optional[int]:
+    """``max_memory`` as bytes: an int, or a size as the CLI's ``--max-memory`` takes it
+    (``"2G"``, ``"512M"``, ``"1.5GiB"``; k/M/G/T are powers of 1024)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"max_memory must be a number of bytes or a size such as '2G', not {value!r}")
+    if isinstance(value, (int, np.integer)):
+        if int(value) < 1:
+            raise ValueError(f"max_memory must be at least 1 byte, not {int(value)}")
+        return int(value)
+    if not isinstance(value, str):
+        raise TypeError(f"max_memory must be a number of bytes or a size such as '2G', not {type(value).__name__}")
+    t = value.strip().lower()
+    number = t.rstrip("kmgtib")
+    unit = t[len(number):].strip()
+    unit = unit[:-2] if unit.endswith("ib") else unit[:-1] if unit.endswith("b") else unit
+    try:
+        bytes_ = float(number) * _SIZE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise ValueError(f"max_memory {value!r} is not a memory size; write e.g. '2G', '512M' or a number of bytes") from None
+    if not 1 <= bytes_ < 2**63:
+        raise ValueError(f"max_memory {value!r} is not a memory size from 1 byte to 8 EiB")
+    return int(bytes_)
+
+
+def _layer_list(value: Any) -> Optional[list]:
+    """``layers`` as a sorted list: an int, a sequence of ints, or the CLI's ``"0,5,10-12"``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"layers must be layer numbers, not {value!r}")
+    if isinstance(value, (int, np.integer)):
+        value = [value]
+    elif isinstance(value, str):
+        out = []
+        for part in value.split(","):
+            a, dash, b = part.partition("-")
+            try:
+                lo, hi = int(a), int(b) if dash else int(a)
+            except ValueError:
+                raise ValueError(f"layers {value!r}: `{part.strip()}` is not a layer number; give numbers and ranges from 0, e.g. '0,5,10-12'") from None
+            if lo > hi:
+                raise ValueError(f"layers {value!r}: the range {lo}-{hi} runs backwards; write {hi}-{lo}")
+            out.extend(range(lo, hi + 1))
+        value = out
+    try:
+        layers = list(value)
+    except TypeError:
+        raise TypeError(f"layers must be an int, a list of ints or a string such as '0,5,10-12', not {type(value).__name__}") from None
+    for layer in layers:
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            raise TypeError(f"layers must be layer numbers (ints), not {layer!r}")
+        if layer < 0:
+            raise ValueError(f"layers: {int(layer)} is not a layer number; layers are numbered from 0")
+    if not layers:
+        raise ValueError("layers is empty; give the layers to capture, or None for every layer")
+    return sorted({int(layer) for layer in layers})
+
+
+def _optional_str(name: str, value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
 def run(
     text: str,
     model: Optional[str] = None,
     pair: Optional[str] = None,
     *,
+    target: Optional[str] = None,
+    generate: Optional[int] = None,
+    chat: bool = False,
+    layers: Any = None,
+    max_memory: Any = None,
     revision: str = "main",
     truncate: bool = False,
     neuron: bool = False,
@@ -360,30 +506,74 @@ def run(
     view: str = "head",
     layer: Optional[int] = None,
     head: Optional[int] = None,
-) -> Report:
+):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
-    attention.
+    attention, as the CLI runs ``attnviz TEXT`` with the same options (one library run request).
 
     ``model`` is a Hugging Face repo id or a local folder (default: ``$ATTNVIZ_MODEL``, else
-    bert-base-uncased); it is loaded once per process. ``neuron`` keeps the query/key vectors
-    for the neuron view; ``words``/``no_special`` open the views on words and without the
-    special tokens (the page can switch back); ``view``, ``layer`` and ``head`` choose what the
-    report opens on.
+    bert-base-uncased); it is loaded once per process.
+
+    - ``pair``: sentence B of a pair (encoders such as BERT).
+    - ``target``: the output an encoder–decoder (BART, T5, Marian) is teacher-forced with;
+      without it an encoder–decoder generates (``generate`` tokens, else the checkpoint's
+      default length).
+    - ``generate=N``: generate up to N tokens greedily (decoders and encoder–decoders) before
+      capturing; ``chat=True`` wraps the text in a decoder's chat template first. Generated
+      tokens are flagged in ``report.generated``.
+    - ``layers``: capture only these layers (an int, a list, or ``"0,5,10-12"``).
+    - ``max_memory``: the most the captured attention may take (bytes, or ``"2G"``).
+    - ``truncate``: cut input longer than the model takes instead of raising ValueError.
+    - ``neuron`` keeps the query/key vectors for the neuron view; ``words``/``no_special`` open
+      the views on words and without the special tokens (the page can switch back); ``view``,
+      ``layer`` and ``head`` choose what the report opens on.
+
+    Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
+    encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
+    ``decoder_attention``, ``cross_attention``). Bad values raise ValueError or TypeError naming
+    the keyword.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, not {type(text).__name__}")
+    pair = _optional_str("pair", pair)
+    target = _optional_str("target", target)
+    if generate is not None:
+        if isinstance(generate, bool) or not isinstance(generate, (int, np.integer)):
+            raise TypeError(f"generate must be a number of tokens (an int), not {generate!r}")
+        if generate < 1:
+            raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
+        generate = int(generate)
+    for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
-    native = _native.run(text, model, revision=revision, pair=pair, truncate=truncate, neuron=neuron)
+    natives, target_text, generated_text, default_length = _native.run(
+        text,
+        model,
+        revision=revision,
+        pair=pair,
+        target=target,
+        generate=generate,
+        chat=bool(chat),
+        layers=_layer_list(layers),
+        max_memory=_max_memory(max_memory),
+        truncate=bool(truncate),
+        neuron=bool(neuron),
+    )
     settings = [("model", model)]
     if not Path(model).is_dir():
         settings.append(("revision", revision))
-    return Report(
-        native,
-        view=view,
-        layer=layer,
-        head=head,
-        words=words,
-        no_special=no_special,
-        settings=settings,
-    )
+    if truncate:
+        settings.append(("truncate", "yes"))
+    options = dict(view=view, layer=layer, head=head, words=words, no_special=no_special, settings=settings)
+    if len(natives) == 1:
+        report = Report(natives[0], **options)
+        report.generated_text = generated_text
+        return report
+    parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
+    views = Views(parts, target=target_text, **options)
+    views.generated_text = generated_text
+    views.default_generation = default_length
+    return views
 
 
 def render(

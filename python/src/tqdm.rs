@@ -27,7 +27,11 @@ impl Tqdm {
                 kwargs.set_item("unit_divisor", 1024)?;
             }
             Stage::Corpus => kwargs.set_item("unit", "line")?,
-            Stage::Generate => kwargs.set_item("unit", "token")?,
+            Stage::Generate => {
+                kwargs.set_item("desc", "generating")?;
+                kwargs.set_item("unit", "token")?;
+                kwargs.set_item("leave", false)?;
+            }
         }
         Ok(tqdm.call((), Some(&kwargs))?.unbind())
     }

@@ -1,9 +1,12 @@
 //! The application layer: the only code that knows the command line. [`cli`] defines the flags
-//! (clap), [`plan`] checks them into typed library values, and [`run`] carries the plan out with
-//! the library (model, analysis, renderers, corpus mode), which never sees a flag.
+//! (clap), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
+//! the library (a run request, `attnviz render`, corpus mode, merge), [`outputs`] writes a run's
+//! files and views, and [`words`] words the library's typed errors with the flags. The library
+//! never sees a flag.
 
-pub mod bars;
 pub mod cli;
+pub mod flows;
+mod outputs;
 pub mod plan;
-pub mod run;
-pub mod words;
+mod progress;
+mod words;

@@ -231,11 +231,6 @@ impl Single {
         })
     }
 
-    /// Whether the model generates, or wraps the text in its chat template, before capturing.
-    pub fn generates(&self) -> bool {
-        self.generate.is_some() || self.chat
-    }
-
     /// Whether an HTML report is written (`--html` or `--report`).
     pub fn html_report(&self) -> bool {
         self.html.is_some() || self.report.is_some()

@@ -263,6 +263,11 @@ impl AttentionSet {
         }
     }
 
+    /// The values, moved out (one, or the encoder's, decoder's and cross-attention).
+    pub fn into_values(self) -> Vec<Attention> {
+        self.values
+    }
+
     /// The same set with display texts by the rules of the tokenizers that made its units
     /// ([`Attention::relabel`]): `source` for an encoder–decoder's source units (and for the one
     /// value of other models), `target` for its target units.

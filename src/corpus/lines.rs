@@ -327,11 +327,11 @@ impl fmt::Display for BadLine {
             BadLine::TooManyBytes { len, limit } => write!(
                 f,
                 "{len} bytes long, over the limit of {limit} bytes per line for this model \
-                 (even with --truncate); split it"
+                 (even when truncating); split it"
             ),
             BadLine::TooLong { tokens, max } => write!(
                 f,
-                "{tokens} tokens, but the model takes at most {max}; shorten it or pass --truncate"
+                "{tokens} tokens, but the model takes at most {max}; shorten it or truncate it"
             ),
             BadLine::NoTokens => f.write_str("no tokens the model can read"),
             BadLine::PairUnsupported => f.write_str(

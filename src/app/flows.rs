@@ -1,0 +1,471 @@
+//! The flows of one invocation of the CLI: check the flags into a plan, then either load the
+//! model once and run the text through it (a library [`RunRequest`], which decides what running
+//! this model on this text means), read attention from a file (`attnviz render`), run a corpus,
+//! or merge shards; [`super::outputs`] writes what the plan asks for.
+
+use std::io::{self, Read, Write};
+use std::mem::ManuallyDrop;
+
+use attnviz::analysis::AnalysisError;
+use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::model::Model;
+use attnviz::output::OutputError;
+use attnviz::render::image::{Figure, ImageError};
+use attnviz::render::terminal::escape_controls;
+use attnviz::request::{Run, RunRequest};
+use attnviz::{import, tokenize};
+
+use super::cli::Args;
+use super::outputs::write_outputs;
+use super::plan::{self, Mode, Render, Single};
+use super::progress::{Bars, CorpusBar, GenerateBar};
+use super::words;
+
+/// The hub, with downloads drawn as bars on standard error.
+fn hub() -> attnviz::model::Hub {
+    attnviz::model::Hub::from_env().with_progress(std::sync::Arc::new(Bars::default()))
+}
+
+/// Anything that stops a run. Each displays as one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Loading or running the model.
+    #[error("{}", words::model(.0))]
+    Model(#[from] attnviz::model::Error),
+    /// Writing an output file.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Building the word-level or special-excluded view.
+    #[error("{}", words::analysis(.0))]
+    Analysis(#[from] AnalysisError),
+    /// Drawing or writing an image.
+    #[error("{}", words::image(.0))]
+    Image(#[from] ImageError),
+    /// Arguments that don't fit the model or each other.
+    #[error("{0}")]
+    Usage(String),
+    /// Reading the text from standard input.
+    #[error("cannot read the text from standard input: {0}")]
+    Stdin(io::Error),
+    /// Writing the terminal view or the statistics table.
+    #[error("cannot write to the terminal: {0}")]
+    Stdout(io::Error),
+    /// Corpus mode (`--input`).
+    #[error(transparent)]
+    Corpus(#[from] attnviz::corpus::CorpusError),
+    /// Reading attention from a file (`attnviz render`).
+    #[error("{}", words::import(.0))]
+    Import(#[from] attnviz::import::ImportError),
+    /// `attnviz merge`.
+    #[error(transparent)]
+    Merge(#[from] attnviz::corpus::merge::MergeError),
+    /// A corpus run stopped by a signal (its message worded for the command line).
+    #[error("{message}")]
+    Interrupted {
+        /// What was kept, and how to continue.
+        message: String,
+        /// The signal (2 for SIGINT, 15 for SIGTERM).
+        signal: i32,
+    },
+}
+
+impl Error {
+    /// The exit status for this error: 130 for a run stopped by Ctrl-C and 143 by SIGTERM (as
+    /// when the signal ends it at once), 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Interrupted { signal, .. } => u8::try_from(128 + signal).unwrap_or(130),
+            _ => 1,
+        }
+    }
+}
+
+/// A line on standard error that must never fail the run (a closed stderr is ignored).
+pub(super) fn note(msg: &str) {
+    // Notes quote file contents and names too: escaped as errors are (`main`).
+    let _ = writeln!(io::stderr(), "{}", escape_controls(msg));
+}
+
+/// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
+/// so when a request was capped.
+fn configure_threads(flag: Option<usize>) -> usize {
+    let asked = flag.or_else(attnviz::threads::from_env);
+    let threads = attnviz::threads::configure(flag);
+    if let Some(asked) = asked.filter(|&n| n > threads) {
+        let source = if flag.is_some() {
+            "--threads"
+        } else {
+            "RAYON_NUM_THREADS"
+        };
+        note(&format!(
+            "note: {source} {asked} is more than {} × the {} CPUs available; using {threads}",
+            attnviz::threads::MAX_THREADS_PER_CPU,
+            threads / attnviz::threads::MAX_THREADS_PER_CPU,
+        ));
+    }
+    threads
+}
+
+/// Run the command line described by `args`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    // Everything that needs no model first: a mistake costs no load and leaves no file.
+    let plan = plan::plan(args).map_err(Error::Usage)?;
+    if let Mode::Merge(job) = &plan.mode {
+        // No model and no threads: merging adds integers.
+        return Ok(attnviz::corpus::merge::run(job)?);
+    }
+    let threads = configure_threads(plan.threads);
+    match plan.mode {
+        // Corpus mode lives in its own module.
+        Mode::Corpus(job) => {
+            attnviz::corpus::run(&job, &hub(), threads, &CorpusBar::new()).map_err(words::corpus)
+        }
+        Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
+        Mode::Single(single) => run_single(&single),
+        Mode::Render(render) => run_render(&render),
+    }
+}
+
+/// One text (or pair): load, run once, write every output.
+fn run_single(plan: &Single) -> Result<(), Error> {
+    // The weights, the captured attention and the analyses are left for the OS to reclaim
+    // when the process exits, which it does right after this function: freeing them first
+    // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
+    let model = ManuallyDrop::new(Model::load_within(
+        &plan.model,
+        &plan.revision,
+        &hub(),
+        plan.max_memory,
+    )?);
+    // Checked before anything is read or run; an encoder–decoder's is checked per kind once
+    // its attentions exist, each against its own layers and heads.
+    let seq2seq = model.is_seq2seq();
+    let selection = if seq2seq {
+        Selection::new(0, HeadSel::Mean)
+    } else {
+        plan.selection(model.info()).map_err(Error::Usage)?
+    };
+    let limit = tokenize::byte_limit(model.max_positions());
+    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
+    let request = RunRequest {
+        text,
+        pair: plan.pair.clone(),
+        target: plan.target.clone(),
+        generate: plan.generate,
+        chat: plan.chat,
+        layers: plan.layers.clone(),
+        max_memory: plan.max_memory,
+        truncate: plan.truncate,
+        query_key: plan.neuron,
+    };
+    let run = request
+        .run(&model, &GenerateBar::new())
+        .map_err(words::request)?;
+    say_generated(&run, &model);
+    // An encoder–decoder's run gives three attentions; the views show the one --kind picks
+    // (cross-attention by default), with the selection checked against its layers and heads.
+    let selection = if seq2seq {
+        let kind = plan.kind.unwrap_or(AttentionKind::Cross);
+        let att = run
+            .set
+            .get(Some(kind))
+            .map_err(|e| Error::Usage(words::kind(&e)))?;
+        plan.selection_of(&att.model, kind).map_err(Error::Usage)?
+    } else {
+        selection
+    };
+    let bytes_cut = stdin_cut || run.bytes_cut;
+    if bytes_cut {
+        note(&format!(
+            "note: the input is over {limit} bytes; only its first {limit} bytes were read \
+             (--truncate)"
+        ));
+    }
+    if let Some(from) = run.truncated_from {
+        let what = if bytes_cut {
+            "those bytes were"
+        } else {
+            "the input was"
+        };
+        // An encoder–decoder's input is its source: the encoder's tokens, whatever --kind shows.
+        let kept = match run.set.encoder() {
+            Some(encoder) => encoder.len(),
+            None => run.set.primary().len(),
+        };
+        note(&format!(
+            "note: {what} {from} tokens; truncated to the model's maximum of {kept} (--truncate)"
+        ));
+    }
+
+    // Attention rollout multiplies every layer's attention in turn: with only some layers
+    // captured (--layers) there is none to show.
+    // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
+    // --layers picks some.)
+    let every_layer = if seq2seq {
+        plan.layers.is_none()
+    } else {
+        run.set
+            .primary()
+            .layer_numbers()
+            .iter()
+            .copied()
+            .eq(0..model.info().layers)
+    };
+    if !every_layer {
+        let rollout_asked = (plan.figure == Figure::Rollout
+            && (plan.png.is_some() || plan.svg.is_some()))
+            || plan
+                .json_include
+                .contains(&attnviz::render::json::JsonSection::Rollout);
+        if rollout_asked {
+            return Err(Error::Usage(
+                "attention rollout multiplies every layer's attention, and --layers captures \
+                 only some; drop --layers, or the rollout (--figure rollout, --json-include \
+                 rollout)"
+                    .into(),
+            ));
+        }
+    }
+
+    // Every attention of the run, token level: one value, or an encoder–decoder's three.
+    let tokens = ManuallyDrop::new(run.set);
+
+    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    if !std::path::Path::new(&plan.model).is_dir() {
+        settings.push(("revision".to_string(), plan.revision.clone()));
+    }
+    if plan.truncate {
+        settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    write_outputs(plan, &tokens, selection, every_layer, settings)
+}
+
+/// What a run generated, and how an encoder–decoder's target was cut, on stderr, in the order
+/// the run found them.
+fn say_generated(run: &Run, model: &Model) {
+    if let Some(n) = run.default_generation {
+        note(&format!(
+            "{} is an encoder–decoder model: TEXT is the source, and with neither --target nor \
+             --generate the decoder generates up to {n} tokens greedily (--target TEXT \
+             teacher-forces an output; --generate N sets the length)",
+            model.info().name()
+        ));
+    }
+    if let Some(g) = &run.generation {
+        let text = run.generated_text.as_deref().unwrap_or_default();
+        note(&format!(
+            "generated {} token{}{}: {text:?}",
+            g.generated().len(),
+            if g.generated().len() == 1 { "" } else { "s" },
+            if g.stopped_at_eos {
+                " (stopped at the end-of-sequence token)"
+            } else {
+                ""
+            }
+        ));
+    }
+    // The decoder reads the target shifted right: as many tokens as the labels kept.
+    let kept = run.target_kept;
+    match (run.target_bytes_cut, run.target_truncated_from) {
+        (false, Some(from)) => note(&format!(
+            "note: the target was {from} tokens; truncated to the decoder's maximum of {kept} \
+             (--truncate)"
+        )),
+        (true, Some(from)) => note(&format!(
+            "note: the target is longer than the decoder could use: its first bytes were read, \
+             {from} tokens, truncated to the decoder's maximum of {kept} (--truncate)"
+        )),
+        (true, None) => note(
+            "note: the target is longer than the decoder could use; only its first bytes were \
+             read (--truncate)",
+        ),
+        (false, None) => {}
+    }
+}
+
+/// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
+/// output as for a single input. A file of an encoder–decoder run (JSON version 3, or arrays of
+/// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
+/// gets all three.
+fn run_render(render: &Render) -> Result<(), Error> {
+    let plan = &render.out;
+    let tokens = match &render.tokens {
+        Some(path) => Some(import::read_token_file(path)?),
+        None => None,
+    };
+    let opts = import::ReadOptions {
+        tokens,
+        max_memory: render.max_memory,
+        cost: render_cost(plan),
+        // Outputs that show one kind need only its weights (JSON and the report hold every
+        // kind of an encoder–decoder file).
+        only: (plan.json.is_none() && !plan.html_report())
+            .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
+    };
+    let mut imported = import::read(&render.file, &opts).map_err(|e| match e {
+        e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
+        e => Error::Import(e),
+    })?;
+    for w in &imported.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let file = render.file.display();
+    if let Some(kind) = plan.kind {
+        if imported.kind(kind).is_none() {
+            return Err(Error::Usage(format!(
+                "{file} holds no {} attention (it holds {}); choose one of those with --kind",
+                kind.as_str(),
+                imported.kinds_in_words()
+            )));
+        }
+    }
+    let set = match imported.kinds.as_slice() {
+        // Moved, not copied: the weights are most of the memory.
+        [_] => imported.kinds.pop().map(AttentionSet::single),
+        [enc, dec, cross]
+            if [enc.kind, dec.kind, cross.kind] == attnviz::attention::ENCODER_DECODER_KINDS =>
+        {
+            // Arrays without texts (.npz, .safetensors) label each side by its own tokens:
+            // every value of a run carries the source as its text, and the decoder's is the
+            // target.
+            let target = imported
+                .target
+                .clone()
+                .or_else(|| (dec.text != enc.text).then(|| dec.text.clone()));
+            // A generated run's decoder text is what it generated (a target, if any, is
+            // quoted by `encoder_decoder`).
+            let source = |a: &Attention| {
+                let mut a = a.clone();
+                a.text = enc.text.clone();
+                a.pair = None;
+                a.target_text = imported.generated_text.clone();
+                a
+            };
+            AttentionSet::encoder_decoder(enc.clone(), source(dec), source(cross), target).ok()
+        }
+        _ => None,
+    };
+    let set = match set {
+        Some(set) => set,
+        // Kinds that are not one run's whole set: draw the one --kind picks.
+        None => match plan.kind {
+            Some(kind) => AttentionSet::single(imported.kind(kind).expect("checked").clone()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "{file} holds {} attention; choose one with --kind {}",
+                    imported.kinds_in_words(),
+                    imported.kind_names().join("|")
+                )))
+            }
+        },
+    };
+    let shown = set
+        .get(plan.kind)
+        .map_err(|e| Error::Usage(words::kind(&e)))?;
+    // A file may hold some layers only (an export made with --layers): --layer names them by
+    // their numbers in the model, as for the run that wrote it.
+    let selection = if shown.layer_numbers().iter().copied().eq(0..shown.layers()) {
+        plan.selection_of(&shown.model, shown.kind)
+    } else {
+        plan.selection_among(&shown.model, shown.layer_numbers(), "the file's layers")
+    }
+    .map_err(Error::Usage)?;
+    let every_layer = set
+        .iter()
+        .all(|a| a.layer_numbers().iter().copied().eq(0..a.layers()));
+    let settings = vec![
+        ("source".to_string(), file.to_string()),
+        ("format".to_string(), imported.format.clone()),
+    ];
+    write_outputs(plan, &set, selection, every_layer, settings)
+}
+
+/// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per
+/// cell of one layer-and-head matrix: the peak resident memory of each output over the
+/// reading alone, fitted on files shaped [1, 1, 2048, 2048], [16, 16, 128, 128] and
+/// [4, 4, 1024, 1024] and checked on [2, 2, 3000, 3000] and [8, 12, 700, 700], rounded up
+/// (docs/render.md, "Memory"). Outputs asked for together add up.
+fn render_cost(plan: &Single) -> import::Cost {
+    let mut cost = import::Cost::default();
+    let mut add = |per_weight: u64, per_cell: u64| {
+        cost.per_weight += per_weight;
+        cost.per_cell += per_cell;
+    };
+    if plan.terminal_view {
+        // The strongest links of the shown matrix, sorted (24 bytes a cell), and the mean.
+        add(0, 28);
+    }
+    if plan.png.is_some() || plan.svg.is_some() {
+        add(0, 8);
+        if plan.figure == Figure::Rollout {
+            add(4, 24);
+        }
+    }
+    if plan.html.is_some() {
+        add(2, 20);
+    }
+    if plan.report.is_some() {
+        add(9, 20);
+    }
+    if plan.json.is_some() {
+        add(7, 7);
+    }
+    if plan.view.words || plan.view.no_special {
+        // The view's own copy of the weights.
+        add(4, 0);
+    }
+    if plan.json.is_some() || plan.html_report() {
+        // Every kind of an encoder–decoder file, copied into its set.
+        add(4, 0);
+    }
+    cost
+}
+
+/// `text`, or standard input when it is `-`, read up to `limit` bytes (the model's
+/// [`tokenize::byte_limit`]): more is an error, or with `truncate` is cut (at a character
+/// boundary) and left unread. Returns the text and whether it was cut.
+fn read_text(
+    text: &str,
+    limit: usize,
+    truncate: bool,
+    max_positions: usize,
+) -> Result<(String, bool), Error> {
+    if text != "-" {
+        // An argument is already in memory; the tokenizer bounds its own work by the same limit.
+        return Ok((text.to_string(), false));
+    }
+    let mut buf = Vec::new();
+    io::stdin()
+        .lock()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(Error::Stdin)?;
+    let cut = buf.len() > limit;
+    if cut {
+        if !truncate {
+            return Err(Error::Usage(format!(
+                "standard input holds more than {limit} bytes, more than a model of \
+                 {max_positions} positions can take; shorten it, or pass --truncate to analyse \
+                 its beginning"
+            )));
+        }
+        buf.truncate(limit);
+    }
+    let text = match String::from_utf8(buf) {
+        Ok(s) => s,
+        // The cut fell inside a character: drop its first bytes.
+        Err(e) if cut && e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(Error::Usage(format!(
+                "standard input is not valid UTF-8 (byte {}); give UTF-8 text",
+                e.utf8_error().valid_up_to() + 1
+            )))
+        }
+    };
+    Ok((text.trim_end_matches(['\n', '\r']).to_string(), cut))
+}

@@ -1,0 +1,418 @@
+//! One run of a model on one input, as every front end asks for it: the CLI, the Python package
+//! and corpus mode build a [`RunRequest`] and get back a [`Run`] holding the captured
+//! [`AttentionSet`]. What running a model on a text *means* is decided here, once:
+//!
+//! - an encoder–decoder (BART, T5, Marian) reads the text as its source; its decoder is
+//!   teacher-forced with the [`RunRequest::target`], or generates [`RunRequest::generate`] tokens
+//!   greedily (the checkpoint's default length when neither is given); the set holds the encoder,
+//!   decoder and cross-attention;
+//! - a decoder (GPT-2, Llama, …) generates after the text with [`RunRequest::generate`], wrapped
+//!   in its chat template with [`RunRequest::chat`], or reads the text as given;
+//! - an encoder reads the text, or a sentence pair with [`RunRequest::pair`];
+//! - [`RunRequest::layers`] and [`RunRequest::max_memory`] bound what is captured.
+//!
+//! Generated tokens are flagged in the units' `generated` flags of the values that hold them.
+//! Requests that don't fit the model are refused with a [`RequestError`] that names the request's
+//! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
+//! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
+
+use crate::attention::{Attention, AttentionSet, ShapeError};
+use crate::model::encdec::DecoderInput;
+use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, Mask, Model};
+use crate::progress::{Progress, Stage};
+use crate::tokenize::Encoded;
+
+/// What to run through a model, front-end neutral. [`RunRequest::new`] gives a plain run of
+/// `text`; set the other fields as asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunRequest {
+    /// The text: an encoder's sentence, a decoder's prompt, an encoder–decoder's source.
+    pub text: String,
+    /// Sentence B of a pair (encoders only).
+    pub pair: Option<String>,
+    /// The output an encoder–decoder's decoder is teacher-forced with (it takes precedence
+    /// over `generate`).
+    pub target: Option<String>,
+    /// Generate up to this many new tokens greedily (decoders and encoder–decoders); `None`:
+    /// none for a decoder, the checkpoint's default length for an encoder–decoder without a
+    /// target.
+    pub generate: Option<usize>,
+    /// Wrap the text in the checkpoint's chat template, as one user message with the
+    /// assistant's turn opened (decoders).
+    pub chat: bool,
+    /// Capture only these layers (ascending, numbered from 0); `None`: every layer.
+    pub layers: Option<Vec<usize>>,
+    /// The most bytes the captured attention may take; `None`: the model's default budget.
+    pub max_memory: Option<u64>,
+    /// Cut input longer than the model takes instead of refusing it.
+    pub truncate: bool,
+    /// Keep each head's query and key vectors (the neuron view).
+    pub query_key: bool,
+    // An image input joins here when the vision families land.
+}
+
+/// What a request asks that the model cannot do. Each names the fields involved; the front end
+/// words them (`--target` on the command line, `target=` in Python).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Loading or running the model (its own messages).
+    #[error(transparent)]
+    Model(#[from] crate::model::Error),
+    /// A target for a model that is no encoder–decoder.
+    #[error(
+        "a target is for encoder–decoder models (BART, T5, Marian); {model} is a {family} model"
+    )]
+    TargetNeedsEncoderDecoder {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// Whether it is a decoder (which can generate instead).
+        decoder: bool,
+    },
+    /// Chat for an encoder–decoder, which has no chat template.
+    #[error("{model} is an encoder–decoder model ({family}), with no chat template")]
+    ChatForEncoderDecoder {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// A pair for an encoder–decoder, which reads one source text.
+    #[error("{model} is an encoder–decoder model ({family}), which reads one source text")]
+    PairForEncoderDecoder {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// A pair for a decoder, which reads one text.
+    #[error("{model} is a decoder ({family}), which reads one text: sentence pairs are for encoders such as BERT")]
+    PairForDecoder {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// A pair together with generation or chat.
+    #[error("generation reads one text: a pair cannot be generated from")]
+    PairWithGeneration,
+    /// An empty (or whitespace-only) target.
+    #[error("the target is empty; give the output to teacher-force")]
+    EmptyTarget,
+    /// Zero new tokens asked for.
+    #[error("generating 0 tokens generates nothing")]
+    GenerateNothing,
+    /// Layers picked for an encoder–decoder, which captures all of them.
+    #[error("picking layers is not supported for encoder–decoder models ({family}): every layer of the encoder and the decoder is captured")]
+    LayersForEncoderDecoder {
+        /// Its family.
+        family: &'static str,
+    },
+    /// A layer to capture that the model does not have.
+    #[error("layer {layer} does not exist: the model has {layers} layers, numbered from 0")]
+    LayerOutOfRange {
+        /// The layer asked for.
+        layer: usize,
+        /// How many the model has.
+        layers: usize,
+    },
+    /// The three attentions of an encoder–decoder run don't fit together (a bug).
+    #[error("{0}")]
+    Shape(#[from] ShapeError),
+}
+
+/// What a run captured, with what a front end tells its user about it.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// Every attention of the run: one value, or an encoder–decoder's three. Token level,
+    /// labelled for people by the rules of the tokenizers that made them (`Ġ`, `▁`, bytes).
+    pub set: AttentionSet,
+    /// The last hidden state `[n, hidden]` of the primary value's queries (the decoder's for an
+    /// encoder–decoder).
+    pub hidden: Vec<f32>,
+    /// Token count of the input (an encoder–decoder's source) when it was truncated.
+    pub truncated_from: Option<usize>,
+    /// Whether the input was first cut to the model's byte limit.
+    pub bytes_cut: bool,
+    /// What was generated: the prompt's (or the decoder start token's) ids, then the new ones.
+    pub generation: Option<Generation>,
+    /// The generated tokens, decoded.
+    pub generated_text: Option<String>,
+    /// The length an encoder–decoder generated to by default (neither target nor generate
+    /// given); front ends say so.
+    pub default_generation: Option<usize>,
+    /// The target's label count when it was truncated (encoder–decoders).
+    pub target_truncated_from: Option<usize>,
+    /// Whether the target was first cut to the decoder's byte limit.
+    pub target_bytes_cut: bool,
+    /// How many target labels the decoder read (teacher forcing).
+    pub target_kept: usize,
+}
+
+impl RunRequest {
+    /// A plain run of `text`: no pair, no target, no generation, every layer, default budget.
+    pub fn new(text: impl Into<String>) -> RunRequest {
+        RunRequest {
+            text: text.into(),
+            ..RunRequest::default()
+        }
+    }
+
+    /// Whether the request generates tokens after a decoder's prompt (`generate` or `chat`).
+    pub fn generates(&self) -> bool {
+        self.generate.is_some() || self.chat
+    }
+
+    fn encode_options(&self) -> EncodeOptions {
+        EncodeOptions {
+            truncate: self.truncate,
+            capture_query_key: self.query_key,
+            layers: self.layers.clone(),
+            max_memory: self.max_memory,
+        }
+    }
+
+    /// Check the request against `model` without running anything: the combinations of fields
+    /// that the model's kind rules out.
+    pub fn check(&self, model: &Model) -> Result<(), RequestError> {
+        let name = || model.info().name().to_string();
+        let family = model.family();
+        if self.generate == Some(0) {
+            return Err(RequestError::GenerateNothing);
+        }
+        if model.is_seq2seq() {
+            if self.chat {
+                return Err(RequestError::ChatForEncoderDecoder {
+                    model: name(),
+                    family,
+                });
+            }
+            if self.pair.is_some() {
+                return Err(RequestError::PairForEncoderDecoder {
+                    model: name(),
+                    family,
+                });
+            }
+            if self.target.as_deref().is_some_and(|t| t.trim().is_empty()) {
+                return Err(RequestError::EmptyTarget);
+            }
+            if self.layers.is_some() {
+                return Err(RequestError::LayersForEncoderDecoder { family });
+            }
+            return Ok(());
+        }
+        let layers = model.info().layers;
+        if let Some(&layer) = self.layers.iter().flatten().find(|&&l| l >= layers) {
+            return Err(RequestError::LayerOutOfRange { layer, layers });
+        }
+        let decoder = model.architecture().mask == Mask::Causal;
+        if self.target.is_some() {
+            return Err(RequestError::TargetNeedsEncoderDecoder {
+                model: name(),
+                family,
+                decoder,
+            });
+        }
+        if self.pair.is_some() {
+            if self.generates() {
+                return Err(RequestError::PairWithGeneration);
+            }
+            if decoder {
+                return Err(RequestError::PairForDecoder {
+                    model: name(),
+                    family,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Run the request through `model`; generation reports to `progress`.
+    pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
+        self.check(model)?;
+        if model.is_seq2seq() {
+            return self.run_seq2seq(model, progress);
+        }
+        let opts = self.encode_options();
+        let encoding = if self.generates() {
+            let generate = GenerateOptions {
+                max_new_tokens: self.generate.unwrap_or(0),
+                chat: self.chat,
+            };
+            let total = generate.max_new_tokens;
+            let mut report = Generating::new(progress, total);
+            let encoding =
+                model.encode_generated(&self.text, &opts, generate, &mut |d| report.done(d));
+            report.finish();
+            encoding?
+        } else {
+            model.encode(&self.text, self.pair.as_deref(), &opts)?
+        };
+        Ok(single_run(model, encoding))
+    }
+
+    /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
+    /// encoder: corpus mode tokenizes each line once to check it). Neither generation nor
+    /// layers: every layer of the text as given (an encoder–decoder's encoder).
+    pub fn run_encoded(&self, model: &Model, encoded: Encoded) -> Result<Run, RequestError> {
+        self.check(model)?;
+        let encoding =
+            model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
+        Ok(single_run(model, encoding))
+    }
+
+    fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
+        let mut default_generation = None;
+        let input = match (&self.target, self.generate) {
+            (Some(target), _) => DecoderInput::Target(target),
+            (None, Some(n)) => DecoderInput::Generate(n),
+            (None, None) => {
+                let n = model.default_generation_length();
+                default_generation = Some(n);
+                DecoderInput::Generate(n)
+            }
+        };
+        let total = match input {
+            DecoderInput::Generate(n) => n,
+            DecoderInput::Target(_) => 0,
+        };
+        let mut report = Generating::new(progress, total);
+        let out = model.encode_seq2seq(&self.text, input, &self.encode_options(), &mut |d| {
+            report.done(d)
+        });
+        report.finish();
+        let out = out?;
+        let [encoder, decoder, cross]: [Attention; 3] = out
+            .attentions
+            .try_into()
+            .map_err(|_| ShapeError("an encoder–decoder run gives three attentions".to_string()))?;
+        let set = AttentionSet::encoder_decoder(encoder, decoder, cross, self.target.clone())?
+            .relabel(
+                model.tokenizer().label_scheme(),
+                model.target_side().label_scheme(),
+            );
+        let generated_text = out
+            .generation
+            .as_ref()
+            .map(|g| model.tokenizer().decode(g.generated()).unwrap_or_default());
+        Ok(Run {
+            set,
+            hidden: out.decoder_hidden,
+            truncated_from: out.truncated_from,
+            bytes_cut: out.bytes_cut,
+            generation: out.generation,
+            generated_text,
+            default_generation,
+            target_truncated_from: out.target_truncated_from,
+            target_bytes_cut: out.target_bytes_cut,
+            target_kept: out.labels.as_ref().map_or(0, Vec::len),
+        })
+    }
+}
+
+/// The run of a single-kind model's encoding, labelled for people.
+fn single_run(model: &Model, encoding: Encoding) -> Run {
+    let scheme = model.tokenizer().label_scheme();
+    let generated_text = encoding
+        .generation
+        .as_ref()
+        .map(|g| model.tokenizer().decode(g.generated()).unwrap_or_default());
+    Run {
+        set: AttentionSet::single(encoding.attention.relabel(scheme, scheme)),
+        hidden: encoding.hidden,
+        truncated_from: encoding.truncated_from,
+        bytes_cut: encoding.bytes_cut,
+        generation: encoding.generation,
+        generated_text,
+        default_generation: None,
+        target_truncated_from: None,
+        target_bytes_cut: false,
+        target_kept: 0,
+    }
+}
+
+/// A generation's progress: the model counts tokens done, [`Progress`] takes increments.
+struct Generating<'a> {
+    progress: &'a dyn Progress,
+    done: usize,
+    started: bool,
+    total: usize,
+}
+
+impl<'a> Generating<'a> {
+    fn new(progress: &'a dyn Progress, total: usize) -> Self {
+        Generating {
+            progress,
+            done: 0,
+            started: false,
+            total,
+        }
+    }
+
+    fn done(&mut self, done: usize) {
+        if !self.started {
+            self.progress
+                .start(&Stage::Generate, Some(self.total as u64));
+            self.started = true;
+        }
+        if done > self.done {
+            self.progress.advance((done - self.done) as u64);
+            self.done = done;
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.started {
+            self.progress.finish();
+            self.started = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records what it is told.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl Progress for Recorder {
+        fn start(&self, stage: &Stage, total: Option<u64>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("start {stage:?} {total:?}"));
+        }
+        fn advance(&self, units: u64) {
+            self.0.lock().unwrap().push(format!("+{units}"));
+        }
+        fn finish(&self) {
+            self.0.lock().unwrap().push("finish".into());
+        }
+    }
+
+    #[test]
+    fn generation_progress_is_reported_in_increments() {
+        let rec = Recorder::default();
+        let mut g = Generating::new(&rec, 4);
+        for d in [1, 2, 2, 4] {
+            g.done(d);
+        }
+        g.finish();
+        g.finish();
+        assert_eq!(
+            *rec.0.lock().unwrap(),
+            ["start Generate Some(4)", "+1", "+1", "+2", "finish"]
+        );
+    }
+
+    #[test]
+    fn nothing_is_reported_without_generation() {
+        let rec = Recorder::default();
+        Generating::new(&rec, 0).finish();
+        assert!(rec.0.lock().unwrap().is_empty());
+    }
+}
