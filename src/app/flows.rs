@@ -112,7 +112,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {
         // No model and no threads: merging adds integers.
-        return Ok(attnviz::corpus::merge::run(job)?);
+        return attnviz::corpus::merge::run(job).map_err(words::merge);
     }
     let threads = configure_threads(plan.threads);
     match plan.mode {
@@ -120,7 +120,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Mode::Corpus(job) => {
             attnviz::corpus::run(&job, &hub(), threads, &CorpusBar::new()).map_err(words::corpus)
         }
-        Mode::Merge(job) => Ok(attnviz::corpus::merge::run(&job)?),
+        Mode::Merge(job) => attnviz::corpus::merge::run(&job).map_err(words::merge),
         Mode::Single(single) => run_single(&single),
         Mode::Render(render) => run_render(&render),
     }

@@ -242,13 +242,6 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
-    if args.input.is_some() && args.out.kind.is_some() {
-        return Err(
-            "--kind picks the attention a single TEXT shows; it does not apply to corpus mode \
-             (--input): drop --kind"
-                .into(),
-        );
-    }
     let mode = match &args.command {
         Some(Command::Render(r)) => {
             let model_only = [
@@ -587,6 +580,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         quiet: args.out.quiet,
         stat: args.out.stat,
         color: args.out.color.unwrap_or_default(),
+        kind: args.out.kind,
     })
 }
 

@@ -7,6 +7,7 @@ use super::flows::Error;
 use attnviz::analysis::AnalysisError;
 use attnviz::attention::{AttentionKind, KindError};
 use attnviz::corpus::lines::BadLine;
+use attnviz::corpus::merge::MergeError;
 use attnviz::corpus::{self, CorpusError, Notice, ResumeFix};
 use attnviz::import::ImportError;
 use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
@@ -316,6 +317,24 @@ pub(super) fn notice(notice: &Notice<'_>) -> String {
     line
 }
 
+/// A refused merge as the CLI says it: shards of different kinds are told which `--kind` to
+/// rerun with.
+pub(super) fn merge(e: MergeError) -> Error {
+    match e {
+        MergeError::KindsDiffer {
+            file,
+            kind,
+            first,
+            first_kind,
+        } => Error::Usage(format!(
+            "{file} holds the statistics of {kind} attention and {first} those of {first_kind} \
+             attention; cannot merge them: run every shard with the same --kind (and with \
+             targets on every line, or none)"
+        )),
+        e => Error::Merge(e),
+    }
+}
+
 /// A corpus run's error as the CLI says it.
 pub(super) fn corpus(e: CorpusError) -> Error {
     let usage = |s: String| Error::Usage(s);
@@ -351,6 +370,7 @@ pub(super) fn corpus(e: CorpusError) -> Error {
             ),
             signal,
         },
+        CorpusError::Kind(e) => usage(kind(&e)),
         e => Error::Corpus(e),
     }
 }

@@ -242,6 +242,18 @@ pub enum BadLine {
     NoTokens,
     /// A pair, but the model has a single segment type.
     PairUnsupported,
+    /// A pair (JSON Lines' `pair`) for an encoder–decoder, which reads one source text.
+    PairForEncoderDecoder,
+    /// No target, in a run whose lines carry targets (encoder–decoders).
+    NoTarget,
+    /// A target, but the model is no encoder–decoder, or the run's lines carry none (its
+    /// first line had none).
+    TargetUnsupported {
+        /// The model is an encoder–decoder (so the run has no targets).
+        seq2seq: bool,
+    },
+    /// A target the decoder cannot read (empty, too long, no tokens).
+    Target(String),
     /// The tokenizer failed.
     Tokenizer(String),
     /// The model's attention for this line is not a set of probability distributions (NaN,
@@ -273,7 +285,7 @@ pub enum BadLine {
 
 impl BadLine {
     /// Every [`BadLine::kind`].
-    pub const KINDS: [&'static str; 11] = [
+    pub const KINDS: [&'static str; 14] = [
         "empty",
         "tabs",
         "invalid-utf8",
@@ -285,6 +297,9 @@ impl BadLine {
         "bad-json",
         "bad-id",
         "duplicate-id",
+        "no-target",
+        "target-unsupported",
+        "bad-target",
     ];
 
     /// The kind named `kind` (one of [`BadLine::KINDS`]), as a static name.
@@ -300,12 +315,15 @@ impl BadLine {
             BadLine::InvalidUtf8 { .. } => "invalid-utf8",
             BadLine::TooManyBytes { .. } | BadLine::TooLong { .. } => "too-long",
             BadLine::NoTokens => "no-tokens",
-            BadLine::PairUnsupported => "pair-unsupported",
+            BadLine::PairUnsupported | BadLine::PairForEncoderDecoder => "pair-unsupported",
             BadLine::Tokenizer(_) => "tokenizer",
             BadLine::Attention(_) => "bad-attention",
             BadLine::Json(_) => "bad-json",
             BadLine::Id(_) => "bad-id",
             BadLine::DuplicateName { .. } => "duplicate-id",
+            BadLine::NoTarget => "no-target",
+            BadLine::TargetUnsupported { .. } => "target-unsupported",
+            BadLine::Target(_) => "bad-target",
             BadLine::Recorded { kind, .. } => kind,
         }
     }
@@ -337,6 +355,22 @@ impl fmt::Display for BadLine {
             BadLine::PairUnsupported => f.write_str(
                 "a tab-separated pair, but the model has a single segment type and cannot encode pairs",
             ),
+            BadLine::PairForEncoderDecoder => f.write_str(
+                "a \"pair\", but an encoder–decoder model reads one source text: give the \
+                 output to teacher-force as \"target\"",
+            ),
+            BadLine::NoTarget => f.write_str(
+                "no target; the run teacher-forces a target on every line (its first line has \
+                 one): give each line its target after a tab, or as \"target\" in JSON Lines",
+            ),
+            BadLine::TargetUnsupported { seq2seq: false } => f.write_str(
+                "a target, but targets are for encoder–decoder models (BART, T5, Marian)",
+            ),
+            BadLine::TargetUnsupported { seq2seq: true } => f.write_str(
+                "a target, but the run's first line has none, so the run reads no targets: give \
+                 every line a target, or none",
+            ),
+            BadLine::Target(e) => f.write_str(e),
             BadLine::Tokenizer(e) => write!(f, "tokenization failed: {e}"),
             BadLine::Attention(e) => f.write_str(e),
             BadLine::Json(e) => f.write_str(e),
@@ -376,8 +410,11 @@ impl fmt::Display for BadLine {
 pub struct Sentence<'a> {
     /// The sentence (sentence A of a pair).
     pub text: Cow<'a, str>,
-    /// Sentence B of a pair.
+    /// Sentence B of a pair (in plain text: the second column).
     pub pair: Option<Cow<'a, str>>,
+    /// The target an encoder–decoder is teacher-forced with (JSON Lines' `target`; in plain
+    /// text, the second column is read as the target for an encoder–decoder).
+    pub target: Option<Cow<'a, str>>,
 }
 
 /// Split a line into a sentence or a tab-separated pair, or say why it is bad. Checks
@@ -411,6 +448,7 @@ pub fn parse(line: &RawLine, max_bytes: usize) -> Result<Sentence<'_>, BadLine> 
     Ok(Sentence {
         text: Cow::Borrowed(a),
         pair: b.map(Cow::Borrowed),
+        target: None,
     })
 }
 
@@ -430,6 +468,8 @@ struct Record<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pair: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    target: Option<Cow<'a, str>>,
     #[serde(default)]
     id: Option<serde_json::Value>,
 }
@@ -456,7 +496,7 @@ pub fn parse_json(
     }
     if !text.trim_start().starts_with('{') {
         return Err(BadLine::Json(
-            "not a JSON object; each line is {\"text\": \"…\"} with optional \"pair\" and \"id\""
+            "not a JSON object; each line is {\"text\": \"…\"} with optional \"pair\", \"target\" and \"id\""
                 .into(),
         ));
     }
@@ -464,7 +504,7 @@ pub fn parse_json(
         BadLine::Json(match e.classify() {
             serde_json::error::Category::Data => format!(
                 "not a JSON Lines record ({e}); each line is {{\"text\": \"…\"}} with optional \
-                 \"pair\" and \"id\" strings"
+                 \"pair\", \"target\" and \"id\" strings"
             ),
             _ => format!("not valid JSON ({e})"),
         })
@@ -476,12 +516,14 @@ pub fn parse_json(
     let sentence = (|| {
         let Some(a) = record.text else {
             return Err(BadLine::Json(
-                "no \"text\" field; each line is {\"text\": \"…\"} with optional \"pair\" \
-                 and \"id\""
+                "no \"text\" field; each line is {\"text\": \"…\"} with optional \"pair\", \
+                 \"target\" and \"id\""
                     .into(),
             ));
         };
-        let len = a.len() + record.pair.as_ref().map_or(0, |b| b.len() + 1);
+        let len = a.len()
+            + record.pair.as_ref().map_or(0, |b| b.len() + 1)
+            + record.target.as_ref().map_or(0, |t| t.len() + 1);
         if len > max_text {
             return Err(BadLine::TooManyBytes {
                 len,
@@ -497,9 +539,13 @@ pub fn parse_json(
         if record.pair.as_ref().is_some_and(|b| b.trim().is_empty()) {
             return Err(BadLine::EmptyPart { which: "second" });
         }
+        if record.target.as_ref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(BadLine::Target("the \"target\" is empty".into()));
+        }
         Ok(Sentence {
             text: a,
             pair: record.pair,
+            target: record.target,
         })
     })();
     Ok(JsonLine { id, sentence })

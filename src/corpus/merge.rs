@@ -22,16 +22,46 @@ use super::partial::{self, Partial, RunIdentity};
 use super::shard::Shard;
 use super::summary::{self, Summary};
 use super::{thousands, End, LISTED_BAD_LINES};
+use serde_json::Value;
+
 use crate::output::OutputError;
 use crate::render::terminal::escape_controls;
 
 /// Why a merge was refused. One line that names the file and says what to do.
 #[derive(Debug)]
-pub struct MergeError(pub String);
+pub enum MergeError {
+    /// The files cannot be merged, or the merge cannot be written: what and why, in words.
+    Refused(String),
+    /// Two shards accumulated different attentions of an encoder–decoder (encoder, decoder or
+    /// cross-attention).
+    KindsDiffer {
+        /// The file that differs.
+        file: String,
+        /// The kind it accumulated.
+        kind: String,
+        /// The first file.
+        first: String,
+        /// The kind the first file accumulated.
+        first_kind: String,
+    },
+}
 
 impl fmt::Display for MergeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            MergeError::Refused(s) => f.write_str(s),
+            MergeError::KindsDiffer {
+                file,
+                kind,
+                first,
+                first_kind,
+            } => write!(
+                f,
+                "{file} holds the statistics of {kind} attention and {first} those of \
+                 {first_kind} attention; the shards of one corpus must accumulate the same \
+                 attention: cannot merge them"
+            ),
+        }
     }
 }
 
@@ -39,7 +69,7 @@ impl std::error::Error for MergeError {}
 
 impl From<OutputError> for MergeError {
     fn from(e: OutputError) -> Self {
-        MergeError(e.to_string())
+        MergeError::Refused(e.to_string())
     }
 }
 
@@ -62,7 +92,7 @@ pub struct Merged {
 pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let start = Instant::now();
     let Some(first_path) = paths.first() else {
-        return Err(MergeError(
+        return Err(MergeError::Refused(
             "give the partial files to merge (DIR/corpus_partial.json of each shard)".into(),
         ));
     };
@@ -74,14 +104,14 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut notes = Vec::new();
     let mut total: Option<Tally> = None;
     for path in paths {
-        let p: Partial =
-            partial::read(path).map_err(|e| MergeError(format!("{}: {e}", path.display())))?;
+        let p: Partial = partial::read(path)
+            .map_err(|e| MergeError::Refused(format!("{}: {e}", path.display())))?;
         if p.end != "complete" {
             let how = match p.end.as_str() {
                 "running" => "is still running, or was killed".to_string(),
                 other => format!("ended \"{other}\""),
             };
-            return Err(MergeError(format!(
+            return Err(MergeError::Refused(format!(
                 "{}: shard {} {how} after line {}{}; finish it (rerun its command with --resume), \
                  then merge",
                 path.display(),
@@ -103,11 +133,23 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
             }
             Some((id, tally)) => {
                 let labels = (label(path), label(first_path));
+                let kind = |id: &RunIdentity| match id.options.get("kind") {
+                    Some(Value::String(k)) => k.clone(),
+                    _ => "self".to_string(),
+                };
+                if kind(&p.identity) != kind(id) {
+                    return Err(MergeError::KindsDiffer {
+                        file: labels.0,
+                        kind: kind(&p.identity),
+                        first: labels.1,
+                        first_kind: kind(id),
+                    });
+                }
                 if let Some(c) = p.identity.conflict(id, (&labels.0, &labels.1), false) {
-                    return Err(MergeError(format!("{c}; cannot merge them")));
+                    return Err(MergeError::Refused(format!("{c}; cannot merge them")));
                 }
                 if p.tally.lines != tally.lines || p.tally.digest != tally.digest {
-                    return Err(MergeError(format!(
+                    return Err(MergeError::Refused(format!(
                         "{} read another input than {} ({} lines, {} bytes, SHA-256 {}… against \
                          {} lines, {} bytes, {}…); merge the shards of one corpus",
                         labels.0,
@@ -145,7 +187,7 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         }
         let index = p.identity.shard.index;
         if let Some(other) = seen.get(&index) {
-            return Err(MergeError(format!(
+            return Err(MergeError::Refused(format!(
                 "shard {} is given twice: {} and {}; give each shard once",
                 p.identity.shard,
                 other.display(),
@@ -155,7 +197,7 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         seen.insert(index, path.clone());
         let t = total.as_mut().expect("set with the first file");
         let damaged = |e: String| {
-            MergeError(format!(
+            MergeError::Refused(format!(
                 "{}: {e}; the file is damaged or was edited, so the shards cannot be merged",
                 path.display()
             ))
@@ -181,7 +223,7 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         } else {
             String::new()
         };
-        return Err(MergeError(format!(
+        return Err(MergeError::Refused(format!(
             "{} of the {} shards {} missing: {}{more}; run {} (or give {} partial file{}) \
              and merge again",
             thousands(missing as u64),
@@ -262,7 +304,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
         let s = &merged.tally.stats;
         if s.sentences > 0 {
             super::print_table(s, &merged.identity.token_names, job.stat, job.color)
-                .map_err(|e| MergeError(e.to_string()))?;
+                .map_err(|e| MergeError::Refused(e.to_string()))?;
         }
         let line = format!(
             "Merged {} shard{}: {} sentences ({} tokens) of {} lines, {} bad line{} skipped, in \

@@ -51,12 +51,15 @@ use rayon::prelude::*;
 
 use crate::analysis::Stat;
 use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::attention::{AttentionKind, KindError};
 use crate::model::{self, Model};
 use crate::output::OutputError;
 use crate::progress::Stage;
 use crate::render::json::model_json;
 use crate::render::json::JsonSection;
-use crate::render::json::{json_sections, write_json_with, JsonOptions};
+use crate::render::json::{
+    json_sections, write_json_with, write_set_json, JsonOptions, KindSections,
+};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
 use crate::render::terminal::escape_controls;
 use crate::render::ColorChoice;
@@ -165,6 +168,10 @@ pub enum CorpusError {
         /// What to do about it, when `reason` does not say.
         fix: ResumeFix,
     },
+    /// The attention kind asked for is not one the model has (or needs targets the lines
+    /// don't give).
+    #[error(transparent)]
+    Kind(#[from] KindError),
     /// Hashing the model's files for the partial file.
     #[error("cannot read the model's files to fingerprint them: {0}")]
     Fingerprint(io::Error),
@@ -285,6 +292,9 @@ pub struct CorpusJob {
     pub stat: Option<Stat>,
     /// Colour in the table.
     pub color: ColorChoice,
+    /// The attention of an encoder–decoder whose statistics are accumulated; `None`:
+    /// cross-attention when the lines carry targets, else the encoder's.
+    pub kind: Option<AttentionKind>,
 }
 
 /// What a corpus run does, apart from the model and the input.
@@ -324,6 +334,12 @@ pub struct CorpusOptions {
     pub model_files: Value,
     /// Continue from the partial file and journal in `out_dir`, if there are any.
     pub resume: bool,
+    /// Each line carries a target that an encoder–decoder's decoder is teacher-forced with.
+    pub targets: bool,
+    /// The attention whose statistics are accumulated: self-attention for an encoder or a
+    /// decoder; for an encoder–decoder, its encoder's without targets, cross-attention by
+    /// default with them.
+    pub kind: AttentionKind,
 }
 
 /// The summary's `options`: every option that shapes a run's results or files. Runs merged or
@@ -335,7 +351,7 @@ pub fn options_json(opts: &CorpusOptions) -> Value {
         .iter()
         .map(|s| crate::choice::Choice::name(*s))
         .collect();
-    json!({
+    let mut options = json!({
         "words": opts.view.words,
         "no_special": opts.view.no_special,
         "truncate": opts.truncate,
@@ -344,7 +360,13 @@ pub fn options_json(opts: &CorpusOptions) -> Value {
         "json_include": json_include,
         "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
         "input_format": opts.format.as_str(),
-    })
+    });
+    // An encoder–decoder's runs record the attention they accumulate (other models have one).
+    if opts.kind != AttentionKind::SelfAttention {
+        options["kind"] = json!(opts.kind.as_str());
+        options["targets"] = json!(opts.targets);
+    }
+    options
 }
 
 /// The identity of a run of `model` with `opts` on `threads` threads (see [`RunIdentity`]).

@@ -62,6 +62,12 @@ pub fn run(
         text_limit.saturating_mul(input::JSONL_BYTES_PER_TEXT_BYTE),
     )
     .map_err(input_err)?;
+    let (first_target, reader) = if model.is_seq2seq() {
+        first_line_has_target(opened.reader, opened.format, text_limit).map_err(input_err)?
+    } else {
+        (false, opened.reader)
+    };
+    let (targets, kind) = job_kind(&model, job.kind, first_target)?;
     let progress = listener.shows_progress();
     // Counted only in a regular file: a FIFO or device given as the input is read once.
     let regular = !from_stdin && fs::metadata(input).is_ok_and(|m| m.is_file());
@@ -87,9 +93,11 @@ pub fn run(
         compression: opened.compression,
         model_files,
         resume: job.resume,
+        targets,
+        kind,
     };
     interrupt::install();
-    let outcome = process(&model, &opts, &folder, opened.reader, listener);
+    let outcome = process(&model, &opts, &folder, reader, listener);
     interrupt::uninstall();
     let outcome = outcome?;
 
@@ -101,6 +109,73 @@ pub fn run(
         listener.notice(&Notice::Summary(&outcome));
     }
     end_to_result(&outcome, &opts)
+}
+
+/// Whether a run reads targets, and the attention it accumulates: self-attention for an
+/// encoder or a decoder; for an encoder–decoder the `asked` kind (decoder and cross-attention
+/// need targets), else cross-attention when the input's first line carries a target
+/// (`first_target`), the encoder's when it does not.
+pub(super) fn job_kind(
+    model: &Model,
+    asked: Option<AttentionKind>,
+    first_target: bool,
+) -> Result<(bool, AttentionKind), KindError> {
+    use AttentionKind::*;
+    if !model.is_seq2seq() {
+        return match asked {
+            None | Some(SelfAttention) => Ok((false, SelfAttention)),
+            Some(asked) => Err(KindError {
+                asked,
+                held: vec![SelfAttention],
+            }),
+        };
+    }
+    match asked {
+        Some(SelfAttention) => Err(KindError {
+            asked: SelfAttention,
+            held: crate::attention::ENCODER_DECODER_KINDS.to_vec(),
+        }),
+        Some(kind @ (Decoder | Cross)) => Ok((true, kind)),
+        Some(Encoder) => Ok((first_target, Encoder)),
+        None if first_target => Ok((true, Cross)),
+        None => Ok((false, Encoder)),
+    }
+}
+
+/// Whether the first line of `reader` that is not blank carries a target (plain text: a
+/// second, tab-separated column; JSON Lines: a `"target"` string), and the reader with what was
+/// read put back in front. Reads at most about two lines' worth of `line_limit` bytes.
+pub(super) fn first_line_has_target(
+    mut reader: Box<dyn BufRead + Send>,
+    format: InputFormat,
+    line_limit: usize,
+) -> io::Result<(bool, Box<dyn BufRead + Send>)> {
+    let budget = line_limit.saturating_mul(2).max(1 << 16);
+    let mut prefix = Vec::new();
+    let found = loop {
+        let start = prefix.len();
+        let room = (budget.saturating_sub(start) as u64).max(1);
+        let n = (&mut reader).take(room).read_until(b'\n', &mut prefix)?;
+        if n == 0 || prefix.len() >= budget {
+            break false;
+        }
+        let line = &prefix[start..];
+        let line = line
+            .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+            .unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        break match format {
+            InputFormat::Jsonl => serde_json::from_slice::<Value>(line)
+                .ok()
+                .is_some_and(|v| v.get("target").is_some_and(Value::is_string)),
+            _ => line.contains(&b'\t'),
+        };
+    };
+    let rest: Box<dyn BufRead + Send> =
+        Box::new(io::BufReader::new(io::Cursor::new(prefix).chain(reader)));
+    Ok((found, rest))
 }
 
 /// Refuse to overwrite another shard's results in `folder` (a shard given another's
@@ -266,8 +341,8 @@ pub(super) fn resume_state(
     identity: &RunIdentity,
     listener: &dyn Listener,
 ) -> Result<(Tally, BTreeMap<usize, Journaled>), CorpusError> {
-    let info = model.info();
-    let fresh = Ok((Tally::new(info.layers, info.heads), BTreeMap::new()));
+    let (layers, heads) = stats_shape(model, opts);
+    let fresh = Ok((Tally::new(layers, heads), BTreeMap::new()));
     if !opts.resume {
         return fresh;
     }
@@ -297,12 +372,12 @@ pub(super) fn resume_state(
             fix: ResumeFix::SameSettings,
         });
     }
-    if earlier.tally.stats.shape() != (info.layers, info.heads) {
+    if earlier.tally.stats.shape() != (layers, heads) {
         let (l, h) = earlier.tally.stats.shape();
         return Err(err(format!(
             "{PARTIAL_FILE} holds sums for {l} layers × {h} heads, and the model has {} × {}; \
              the file is damaged or was edited: use --force to start over",
-            info.layers, info.heads
+            layers, heads
         )));
     }
     if earlier.identity.threads != identity.threads {
@@ -311,13 +386,25 @@ pub(super) fn resume_state(
             now: identity.threads,
         });
     }
-    let mut resumed = journal::read_all(folder, info.layers, info.heads).map_err(err)?;
+    let mut resumed = journal::read_all(folder, layers, heads).map_err(err)?;
     resumed.retain(|line, j| {
         *line > earlier.tally.lines
             && opts.shard.owns(*line)
             && outputs_in_place(opts, folder, &j.event)
     });
     Ok((earlier.tally, resumed))
+}
+
+/// The layers × heads of the attention the run accumulates (an encoder–decoder's decoder and
+/// cross-attention have the decoder's).
+pub(super) fn stats_shape(model: &Model, opts: &CorpusOptions) -> (usize, usize) {
+    let info = model.info();
+    match opts.kind {
+        AttentionKind::Decoder | AttentionKind::Cross => {
+            model.decoder_shape().unwrap_or((info.layers, info.heads))
+        }
+        _ => (info.layers, info.heads),
+    }
 }
 
 /// Whether the per-sentence files of a journaled sentence are all there (a crash can lose
@@ -659,6 +746,7 @@ pub(super) struct Item {
     line: usize,
     text: String,
     pair: Option<String>,
+    target: Option<String>,
     encoded: Encoded,
     /// Its output name (line number or id).
     name: String,
@@ -765,8 +853,30 @@ impl<R> Feed<'_, R> {
             }
             _ => (lines::parse(raw, limit)?, ids::line_name(raw.number)),
         };
+        let mut sentence = sentence;
+        let seq2seq = self.model.is_seq2seq();
+        // In plain text an encoder–decoder's second column is its target (it reads no pairs).
+        if seq2seq && self.opts.format != InputFormat::Jsonl {
+            sentence.target = sentence.pair.take();
+        }
+        if sentence.pair.is_some() && seq2seq {
+            return Err(BadLine::PairForEncoderDecoder);
+        }
         if sentence.pair.is_some() && !self.model.accepts_pairs() {
             return Err(BadLine::PairUnsupported);
+        }
+        match (&sentence.target, self.opts.targets) {
+            (Some(_), false) => return Err(BadLine::TargetUnsupported { seq2seq }),
+            (None, true) => return Err(BadLine::NoTarget),
+            (Some(target), true) => {
+                self.model
+                    .target_labels(target, self.opts.truncate)
+                    .map_err(|e| match e {
+                        model::Error::Target(e) => BadLine::Target(e.to_string()),
+                        other => BadLine::Tokenizer(other.to_string()),
+                    })?;
+            }
+            (None, false) => {}
         }
         let encoded = self
             .model
@@ -801,6 +911,7 @@ impl<R> Feed<'_, R> {
             line: raw.number,
             text: sentence.text.into_owned(),
             pair: sentence.pair.map(|p| p.into_owned()),
+            target: sentence.target.map(|t| t.into_owned()),
             encoded,
             name,
             digest: self.lines.digest(),
@@ -841,10 +952,17 @@ impl Worker<'_> {
         // The request of the single-sentence CLI for this line, already tokenized.
         let request = RunRequest {
             pair: item.pair,
+            target: item.target,
             truncate: self.opts.truncate,
             ..RunRequest::new(item.text)
         };
-        let run = match request.run_encoded(self.model, item.encoded) {
+        // A target is teacher-forced (the request tokenizes the source and target itself).
+        let run = if request.target.is_some() {
+            request.run(self.model, &crate::progress::Silent)
+        } else {
+            request.run_encoded(self.model, item.encoded)
+        };
+        let run = match run {
             // The model's numbers overflow on this sentence: a bad line, like the others.
             Err(RequestError::Model(model::Error::Attention(row))) => {
                 let bad = BadLine::Attention(row.to_string());
@@ -862,6 +980,16 @@ impl Worker<'_> {
             Err(e) => return Err(CorpusError::Failed(e.to_string())),
             Ok(run) => run,
         };
+        if run.set.is_encoder_decoder() {
+            return self.process_set(
+                item.line,
+                item.name,
+                item.digest,
+                counts_pair,
+                truncated,
+                &run.set,
+            );
+        }
         // Labelled for people as the single-sentence CLI labels them (`Ġ`, `▁`, bytes), by the
         // request.
         let attention = run.set.into_values().swap_remove(0);
@@ -890,6 +1018,88 @@ impl Worker<'_> {
             name: item.name,
         };
         self.record(item.line, event, item.digest)?;
+        self.checkpoints.maybe(self.ledger)
+    }
+
+    /// An encoder–decoder's teacher-forced run: every kind's view and statistics, the JSON
+    /// file as `attnviz TEXT --target TARGET --json` writes it, and the statistics of the
+    /// run's kind into the ledger.
+    fn process_set(
+        &self,
+        line: usize,
+        name: String,
+        digest: InputDigest,
+        pair: bool,
+        truncated: bool,
+        set: &crate::attention::AttentionSet,
+    ) -> Result<(), CorpusError> {
+        let view_opts = self.opts.view;
+        let views = analysis::view_set(set, view_opts)?;
+        let analyses: Option<Vec<Analysis>> = (!self.opts.json_include.is_empty()).then(|| {
+            set.iter()
+                .zip(views.iter())
+                .map(|(t, v)| Analysis::of_view(t, v, view_opts))
+                .collect()
+        });
+        let mut all_stats: Vec<Vec<Vec<HeadStats>>> = match &analyses {
+            Some(all) => all.iter().map(|a| a.stats.clone()).collect(),
+            None => views.iter().map(analysis::head_stats).collect(),
+        };
+        let index = views
+            .iter()
+            .position(|v| v.kind == self.opts.kind)
+            .ok_or_else(|| {
+                CorpusError::Failed(format!(
+                    "the run holds no {} attention",
+                    self.opts.kind.as_str()
+                ))
+            })?;
+        let (tokens, units) = (
+            set.iter().nth(index).map_or(0, |a| a.len()),
+            views.iter().nth(index).map_or(0, |a| a.len()),
+        );
+        if self.opts.per_sentence.contains(&PerSentence::Json) {
+            let sections: Vec<KindSections> = views
+                .iter()
+                .enumerate()
+                .map(|(i, att)| {
+                    let analysis = analyses.as_ref().map(|a| &a[i]);
+                    let alignment = match analysis {
+                        Some(a) => a.alignment.clone(),
+                        None => analysis::alignment_stats(att),
+                    };
+                    let section = serde_json::to_value(
+                        StatsSection::new(&all_stats[i]).with_alignment(alignment.as_deref()),
+                    )
+                    .expect("statistics serialise");
+                    let matrices = json_sections(&self.opts.json_include, analysis)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
+                        .collect();
+                    KindSections {
+                        extra: vec![("stats", section)],
+                        matrices,
+                    }
+                })
+                .collect();
+            let file = format!("{name}.json");
+            self.folder.write(Place::Sentences, &file, false, |w| {
+                write_set_json(&views, &sections, self.opts.json, w)
+            })?;
+        }
+        let counts = SentenceCounts {
+            pair,
+            truncated,
+            tokens,
+            units,
+        };
+        let event = Event::Sentence {
+            stats: all_stats.swap_remove(index),
+            counts,
+            name,
+        };
+        self.record(line, event, digest)?;
         self.checkpoints.maybe(self.ledger)
     }
 
@@ -1051,6 +1261,8 @@ mod tests {
             compression: Compression::None,
             model_files: Value::Null,
             resume: true,
+            targets: false,
+            kind: AttentionKind::SelfAttention,
         }
     }
 

@@ -88,6 +88,13 @@ impl Model {
         self.model_max_length.map_or(longest, |m| m.min(longest))
     }
 
+    /// The decoder's layers and heads (those of its self- and cross-attention), `None` for a
+    /// model that is no encoder–decoder.
+    pub fn decoder_shape(&self) -> Option<(usize, usize)> {
+        let dec = self.network.seq2seq()?.decoder_architecture();
+        Some((dec.layers, dec.heads))
+    }
+
     /// The bytes the three captures take for `n` source and `m` decoder tokens, or `None` on
     /// overflow.
     pub fn seq2seq_capture_bytes(&self, n: usize, m: usize, query_key: bool) -> Option<u64> {

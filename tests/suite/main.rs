@@ -17,6 +17,7 @@ mod cli_seq2seq;
 mod corpus;
 mod corpus_hostile;
 mod corpus_shards;
+mod corpus_targets;
 mod display_labels;
 mod encdec_views;
 mod engine_formats;
