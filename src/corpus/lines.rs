@@ -620,14 +620,16 @@ mod tests {
             parse(&raw(b"The cat sat."), LIMIT),
             Ok(Sentence {
                 text: "The cat sat.".into(),
-                pair: None
+                pair: None,
+                target: None
             })
         );
         assert_eq!(
             parse(&raw(b"A.\tB."), LIMIT),
             Ok(Sentence {
                 text: "A.".into(),
-                pair: Some("B.".into())
+                pair: Some("B.".into()),
+                target: None
             })
         );
         assert_eq!(parse(&raw(b""), LIMIT), Err(BadLine::Empty));
@@ -682,6 +684,18 @@ mod tests {
             (s.text.as_ref(), s.pair.as_deref()),
             ("A \"cat\".", Some("B\tC"))
         );
+        let line = raw(br#"{"text": "src", "target": "tgt"}"#);
+        let s = parse_json(&line, LIMIT, LIMIT).unwrap().sentence.unwrap();
+        assert_eq!(
+            (s.text.as_ref(), s.pair.as_deref(), s.target.as_deref()),
+            ("src", None, Some("tgt"))
+        );
+        let line = raw(br#"{"text": "src", "target": " "}"#);
+        let bad = parse_json(&line, LIMIT, LIMIT)
+            .unwrap()
+            .sentence
+            .unwrap_err();
+        assert_eq!(bad.kind(), "bad-target");
         let line = raw(br#"{"text": "a", "id": 17}"#);
         let numeric = parse_json(&line, LIMIT, LIMIT).unwrap();
         assert_eq!(numeric.id.unwrap().as_str(), "17");
