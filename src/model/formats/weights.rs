@@ -669,6 +669,15 @@ impl StoredMatrix {
     }
 }
 
+impl std::fmt::Debug for StoredMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredMatrix")
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape())
+            .finish()
+    }
+}
+
 /// A matrix weight as a file holds it: f32 ([`Weight`], in place or converted) or in a storage
 /// format the kernels decode on the fly ([`StoredMatrix`]: GGUF blocks, 16-bit floats).
 pub enum MatrixWeight {
