@@ -456,11 +456,7 @@ impl GgufFile {
             None => StoredMatrix::in_map(&self.mmap, range, entry.dtype, outputs, inputs),
             Some(map) => {
                 let bytes = &self.mmap[range];
-                let row = if outputs == 0 {
-                    0
-                } else {
-                    bytes.len() / outputs
-                };
+                let row = bytes.len().checked_div(outputs).unwrap_or(0);
                 let mut owned = Vec::with_capacity(bytes.len());
                 for &r in &map {
                     owned.extend_from_slice(&bytes[r * row..(r + 1) * row]);
