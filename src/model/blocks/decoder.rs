@@ -15,14 +15,13 @@
 //! transformers caches them.
 
 use super::capture::SequenceCapture;
-use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, Norm};
+use super::layers::{add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm};
 use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
 use crate::model::error::Error;
 use crate::model::formats::tensors::Name;
-use crate::model::formats::weights::Weight;
+use crate::model::formats::weights::{MatrixWeight, Weight};
 use crate::model::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Output, Rope,
-    RopeTable,
+    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Output, Rope, RopeTable,
 };
 
 /// How positions reach the model.
@@ -169,8 +168,9 @@ pub enum LmHead {
 pub struct DecoderStack {
     /// Its shape (mask causal).
     pub arch: Architecture,
-    /// Token embeddings `[vocab, hidden]`.
-    pub embed: Weight,
+    /// Token embeddings `[vocab, hidden]` (kept in its block format from a GGUF file: only
+    /// the rows of the tokens run are decoded).
+    pub embed: MatrixWeight,
     /// Learned positions or rotary embeddings.
     pub positional: Positional,
     /// The layers, first to last.
@@ -185,8 +185,18 @@ impl DecoderStack {
     /// Token embeddings (plus learned positions) for `ids` at `positions`.
     fn embed(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
         let width = self.arch.hidden_size;
+        let Some(word) = self.embed.as_f32() else {
+            let mut out = vec![0f32; ids.len() * width];
+            self.embed.gather(ids, &mut out);
+            if let Positional::Learned(table) = &self.positional {
+                for (row, &p) in out.chunks_exact_mut(width).zip(positions) {
+                    add_in_place(row, &table[p * width..][..width]);
+                }
+            }
+            return out;
+        };
         let tables = EmbeddingTables {
-            word: &self.embed,
+            word,
             position: match &self.positional {
                 Positional::Learned(table) => Some(table),
                 Positional::Rotary(_) => None,
@@ -217,19 +227,7 @@ impl DecoderStack {
             col0: 0,
         };
         match &self.lm_head {
-            LmHead::Tied => kernels::linear(
-                row,
-                1,
-                Matrix {
-                    data: &self.embed,
-                    inputs: self.arch.hidden_size,
-                    outputs: vocab,
-                    layout: Layout::OutIn,
-                },
-                None,
-                output,
-                Activation::Identity,
-            ),
+            LmHead::Tied => matrix_forward(&self.embed, row, 1, output),
             LmHead::Separate(head) => head.forward_into(row, 1, output, Activation::Identity),
             LmHead::Missing => {
                 return Err(Error::Input(format!(

@@ -235,7 +235,9 @@ impl FamilyConfig for Gpt2Config {
         };
         Ok(Box::new(DecoderStack {
             arch: self.architecture(),
-            embed: ckpt.weight(&names.wte.weight(), &[self.vocab_size, hidden])?,
+            embed: ckpt
+                .weight(&names.wte.weight(), &[self.vocab_size, hidden])?
+                .into(),
             positional: Positional::Learned(
                 ckpt.weight(&names.wpe.weight(), &[self.n_positions, hidden])?,
             ),

@@ -7,7 +7,7 @@
 //! Checkpoints are the `ForCausalLM` classes' (`model.` prefix, `lm_head.weight` outside it) or
 //! the bare model's (no prefix, no head: shown, but it cannot generate); a GGUF file of the
 //! `llama` architecture comes through [`LlamaConfig::from_gguf`] and [`LlamaConfig::build_from`]
-//! with its tensors dequantised.
+//! with its matrices kept in their block format.
 
 use serde_json::Value;
 
@@ -563,7 +563,7 @@ impl LlamaConfig {
         };
         Ok(DecoderStack {
             arch: self.architecture(),
-            embed: t.weight(&names.embed.weight(), &[self.vocab_size, hidden])?,
+            embed: t.matrix(&names.embed.weight(), &[self.vocab_size, hidden])?,
             positional: Positional::Rotary(Rope::new(
                 self.head_dim,
                 self.rope_theta,
