@@ -154,7 +154,7 @@ impl GemmaConfig {
                 "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
             )));
         }
-        if head_dim % 2 != 0 || heads.checked_mul(head_dim).is_none() {
+        if !head_dim.is_multiple_of(2) || heads.checked_mul(head_dim).is_none() {
             return Err(file.invalid(format!(
                 "head_dim {head_dim} must be even and num_attention_heads × head_dim not too large"
             )));

@@ -146,7 +146,7 @@ impl Phi3Config {
         }
         // transformers: int(head_dim * partial_rotary_factor).
         let rotary_dim = (head_dim as f64 * partial) as usize;
-        if rotary_dim < 2 || rotary_dim % 2 != 0 {
+        if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) {
             return Err(file.invalid(format!(
                 "head_dim {head_dim} × partial_rotary_factor {partial} = {rotary_dim} rotated \
                  values; rotary embeddings rotate an even number of at least 2"
