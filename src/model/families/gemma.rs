@@ -183,7 +183,7 @@ impl GemmaConfig {
                 .max(1);
                 (0..layers).map(|i| (i + 1) % pattern != 0).collect()
             }
-            None => (0..layers).map(|i| (i + 1) % 2 != 0).collect(),
+            None => (0..layers).map(|i| !(i + 1).is_multiple_of(2)).collect(),
         };
         let sliding_window = match file.count("sliding_window")? {
             Some(0) => return Err(file.invalid("sliding_window is 0")),
