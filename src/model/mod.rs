@@ -419,8 +419,8 @@ impl Model {
         self.network.architecture().accepts_pairs()
     }
 
-    /// The longest input the model takes, in tokens (with its special tokens): its positions,
-    /// its sliding attention window if it has one, and the tokenizer's `model_max_length`.
+    /// The longest input the model takes, in tokens (with its special tokens): its positions
+    /// and the tokenizer's `model_max_length`.
     pub fn max_positions(&self) -> usize {
         let longest = self.network.architecture().longest_input();
         self.model_max_length.map_or(longest, |m| m.min(longest))
@@ -769,16 +769,22 @@ impl Model {
 }
 
 impl Model {
-    /// `attention` with what the network computed: its mask, its query-head → key/value-head
-    /// map, and the query/key vectors.
+    /// `attention` with what the network computed: its mask and each layer's sliding window,
+    /// its query-head → key/value-head map, and the query/key vectors.
     fn describe(
         &self,
         attention: Attention,
         query_key: Option<QueryKey>,
     ) -> Result<Attention, crate::attention::ShapeError> {
         let arch = self.architecture();
+        let windows = attention
+            .layer_numbers()
+            .iter()
+            .map(|&l| arch.window(l))
+            .collect();
         attention
             .with_mask(arch.mask)
+            .with_windows(windows)?
             .with_positions(arch.positions)
             .with_kv_heads(arch.kv_head.clone())?
             .with_query_key(query_key)
@@ -801,13 +807,6 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
             ids.len(),
             types.len()
         )));
-    }
-    if let Some(window) = arch.sliding_window.filter(|&w| ids.len() > w) {
-        return Err(Error::BeyondWindow {
-            tokens: ids.len(),
-            index,
-            window,
-        });
     }
     if ids.len() > arch.max_positions {
         return Err(Error::TooManyTokens {

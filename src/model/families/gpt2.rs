@@ -9,7 +9,7 @@
 
 use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{
-    DecoderLayer, DecoderLayerNames, DecoderStack, LmHead, Positional,
+    DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::{FeedForward, FfnNames, Linear, Norm};
@@ -222,6 +222,7 @@ impl FamilyConfig for Gpt2Config {
                     ffn_norm: Norm::layer(ckpt, &n.ffn_norm, hidden, eps)?,
                     ffn: FeedForward::load(&n.ffn, hidden, self.n_inner, self.activation, &conv)?,
                     scale: self.scale(i),
+                    options: LayerOptions::default(),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -244,6 +245,7 @@ impl FamilyConfig for Gpt2Config {
             layers,
             final_norm: Norm::layer(ckpt, &names.ln_f, hidden, eps)?,
             lm_head,
+            options: StackOptions::default(),
         }))
     }
 }
