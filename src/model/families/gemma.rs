@@ -378,7 +378,7 @@ impl GemmaConfig {
         let root = Name::root();
         Ok(DecoderStack {
             arch,
-            embed: t.weight(
+            embed: t.matrix(
                 &root.pp("embed_tokens").weight(),
                 &[self.vocab_size, hidden],
             )?,

@@ -340,7 +340,7 @@ impl Phi3Config {
         let root = Name::root();
         Ok(DecoderStack {
             arch,
-            embed: t.weight(
+            embed: t.matrix(
                 &root.pp("embed_tokens").weight(),
                 &[self.vocab_size, hidden],
             )?,
