@@ -62,6 +62,8 @@ const QSIDE = sideOf(meta, SPECIAL);
 const KSIDE = SQUARE ? QSIDE : sideOf(KMETA, KMETA.roles.map(isSpecialRole));
 /** A causal mask: query q cannot see a key after it (token positions). */
 const CAUSAL = meta.mask === 'causal';
+/** Each captured layer's sliding window (null: none): Mistral, Gemma, Qwen with windows. */
+const WINDOWS = meta.windows || [];
 /** The key/value head each query head reads; several share one under grouped-query attention. */
 const KV = Array.isArray(meta.kv_head) && meta.kv_head.length === H ? meta.kv_head : Array.from({ length: H }, (_, h) => h);
 const KVH = Math.max(...KV) + 1;
@@ -356,11 +358,16 @@ function segmentOf(i, side = QSIDE) { return side.data.segments[i] === 0 ? 'A' :
  * Whether query unit a could not see key unit b: under a causal mask, a key that starts after
  * the query ends (token positions). The views ask this rather than assume every cell is visible.
  */
-function unitMasked(a, b) {
+function unitMasked(a, b, layer = null) {
   if (!CAUSAL) return false;
   const list = units().list;
   const q = list[a].tokens;
-  return keyUnits().list[b].tokens[0] > q[q.length - 1];
+  const k = keyUnits().list[b].tokens;
+  if (k[0] > q[q.length - 1]) return true;
+  // A layer's sliding window: keys whose last token is `w` or more tokens before the query's
+  // first are outside it.
+  const w = layer === null ? null : WINDOWS[layer];
+  return w !== null && w !== undefined && q[0] >= k[k.length - 1] + w;
 }
 
 /** The query heads that read key/value head g. */

@@ -172,7 +172,7 @@ function renderHead() {
       const ya = y[a];
       for (const b of ks) {
         const v = M[row + b];
-        if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
+        if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b, l))) continue;
         if (opposite) {
           const o = hv.side === 'left' ? b : a;
           if (v > opposite[o]) { opposite[o] = v; oppositeHead[o] = h; }

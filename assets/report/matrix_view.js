@@ -107,7 +107,7 @@ function matrixScaleOf(panels, m, mk) {
 /** Decades a log scale spans below its top (as the PNG figures' `--scale log`). */
 const MATRIX_LOG_DECADES = 3;
 
-function drawMatrixPanel(id, values, caption, scale, sharedMax) {
+function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null) {
   const us = units().list;
   const ks = keyUnits().list;
   const m = us.length;
@@ -126,7 +126,7 @@ function drawMatrixPanel(id, values, caption, scale, sharedMax) {
     bytes[i * 4 + 1] = LUT[j + 1];
     bytes[i * 4 + 2] = LUT[j + 2];
     // A cell the query could not see shows the page behind it, unlike a weight of 0.
-    bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / mk), i % mk) ? 0 : 255;
+    bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / mk), i % mk, layer) ? 0 : 255;
   }
   if (matrixPanels[id] && (matrixPanels[id].m !== m || matrixPanels[id].mk !== mk)) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
   const panel = { id, values, m, mk, us, ks, rgba, max, top, scale: scale.kind, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
@@ -543,7 +543,7 @@ function renderMatrix() {
   const shared = state.matrixShared ? Math.max(maxOf(left), maxOf(right)) : null;
   const scaleBoth = matrixScaleOf([left, right], m, mk);
   const scaleOf = (values) => (state.matrixShared ? scaleBoth : matrixScaleOf([values], m, mk));
-  drawMatrixPanel('matrix-left', left, 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''), scaleOf(left), shared);
+  drawMatrixPanel('matrix-left', left, 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''), scaleOf(left), shared, l);
   const axes = $('matrix-axes');
   const decoderRows = meta.kind === 'cross' || meta.kind === 'decoder';
   axes.hidden = SQUARE && !decoderRows;
@@ -560,7 +560,9 @@ function renderMatrix() {
   $('matrix-right-desc').textContent = kind === 'mean'
     ? 'Mean over the ' + H + ' heads of layer ' + layerName(l) + '.'
     : info.description + (info.per_layer ? ' (layer ' + layerName(l) + ')' : '');
-  drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared);
+  // A per-layer matrix has that layer's window; one over layers (rollout) only the causal mask.
+  const rightLayer = kind === 'mean' || (info && info.per_layer) ? l : null;
+  drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared, rightLayer);
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
   document.querySelectorAll('#view-matrix .mask-key, #view-matrix .mask-key-label').forEach((k) => { k.hidden = !CAUSAL; });

@@ -147,7 +147,7 @@ function drawThumb(canvas, l, h, bg) {
   for (const a of qs) {
     for (const b of ks) {
       const v = M[a * mk + b];
-      if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b))) continue;
+      if (v <= 0 || v < thr || (CAUSAL && unitMasked(a, b, l))) continue;
       tb[Math.min(nb - 1, (v * nb) | 0)].push(pos[a], kpos[b]);
     }
   }
@@ -211,7 +211,7 @@ function heatThumb(l, h, px, py) {
   for (let a = 0; a < m; a++) {
     const r = Math.floor((a * py) / m) * px;
     for (let c = 0; c < mk; c++) {
-      if (CAUSAL && unitMasked(a, c)) continue;
+      if (CAUSAL && unitMasked(a, c, l)) continue;
       const v = M[a * mk + c];
       const idx = r + Math.floor((c * px) / mk);
       seen[idx] = 1;

@@ -21,7 +21,6 @@ use attnviz::attention::{Attention, AttentionKind, HeadSel, Selection};
 use attnviz::choice::Choice;
 use attnviz::import::{self, Arrays, ImportError, Tokens};
 use attnviz::model::Model;
-use attnviz::progress::{Progress, Stage};
 use attnviz::render::html::{self, report_analysis, HtmlOptions, PrecisionChoice, View};
 use attnviz::render::image::{self, ColorScale, Colormap, Figure, FigureSpec, ImageOptions, Theme};
 use attnviz::render::json::{json_sections, write_json_with, JsonOptions, JsonSection};

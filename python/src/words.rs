@@ -14,7 +14,6 @@ pub fn model(e: &model::Error) -> String {
         E::Source(s) => source(s),
         E::Tokenize(tokenize::Error::TooLong { .. } | tokenize::Error::TooManyBytes { .. })
         | E::TooManyTokens { .. }
-        | E::BeyondWindow { .. }
         | E::SideTooLong { .. }
         | E::PromptTooLong { .. }
         | E::Target(TargetError::TooLong { .. } | TargetError::TooManyBytes { .. }) => {

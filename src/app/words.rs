@@ -34,7 +34,7 @@ pub fn model(e: &model::Error) -> String {
             "{model} is a decoder ({family}), which reads one text: sentence pairs (--pair) are \
              for encoders such as BERT"
         ),
-        E::TooManyTokens { .. } | E::BeyondWindow { .. } | E::SideTooLong { .. } => {
+        E::TooManyTokens { .. } | E::SideTooLong { .. } => {
             format!("{e} or pass --truncate")
         }
         E::PromptTooLong {
@@ -443,11 +443,6 @@ mod tests {
                 tokens: 9,
                 index: 2,
                 max: 8,
-            },
-            model::Error::BeyondWindow {
-                tokens: 9,
-                index: 0,
-                window: 4,
             },
             model::Error::PromptTooLong {
                 tokens: 6,

@@ -287,6 +287,10 @@ pub struct Attention {
     pub kind: AttentionKind,
     /// Which cells a query could not see.
     pub mask: MaskKind,
+    /// Each captured layer's sliding attention window under a causal mask (`None`: every
+    /// earlier key), as the model ran it: a query sees only the `window` tokens ending at its
+    /// own ([`Attention::is_masked_in`]).
+    windows: Vec<Option<usize>>,
     /// How the model encodes positions: with [`PositionScheme::Rotary`] the query/key vectors
     /// are the rotated ones.
     pub positions: PositionScheme,
@@ -444,6 +448,7 @@ impl Attention {
             target_text: None,
             kind: parts.kind,
             mask: parts.mask,
+            windows: vec![None; layers],
             positions: parts.positions,
             level: parts.level,
             special_excluded: parts.special_excluded,
@@ -485,6 +490,29 @@ impl Attention {
     pub fn with_mask(mut self, mask: MaskKind) -> Self {
         self.mask = mask;
         self
+    }
+
+    /// The same value with each captured layer's sliding window (one entry per layer; a window
+    /// needs a causal mask and square matrices).
+    pub fn with_windows(mut self, windows: Vec<Option<usize>>) -> Result<Self, ShapeError> {
+        self.windows = windows;
+        self.check()?;
+        Ok(self)
+    }
+
+    /// Captured layer `layer`'s sliding window, if it has one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        self.windows.get(layer).copied().flatten()
+    }
+
+    /// Every captured layer's sliding window.
+    pub fn windows(&self) -> &[Option<usize>] {
+        &self.windows
+    }
+
+    /// Whether any captured layer has a sliding window.
+    pub fn has_windows(&self) -> bool {
+        self.windows.iter().any(Option::is_some)
     }
 
     /// The same value with the model's position scheme (say [`PositionScheme::Rotary`] for a
@@ -559,6 +587,7 @@ impl Attention {
             target_text: self.target_text.clone(),
             kind: self.kind,
             mask: self.mask,
+            windows: self.windows.clone(),
             positions: self.positions,
             level,
             special_excluded,
@@ -606,6 +635,22 @@ impl Attention {
                 self.layer_numbers,
                 m.layers
             )));
+        }
+        if self.windows.len() != m.layers {
+            return Err(ShapeError(format!(
+                "{} sliding windows for {} captured layers",
+                self.windows.len(),
+                m.layers
+            )));
+        }
+        if self.has_windows()
+            && (self.mask != MaskKind::Causal
+                || !self.is_square()
+                || self.windows.contains(&Some(0)))
+        {
+            return Err(ShapeError(
+                "a sliding window needs causal self-attention and a width of at least 1".into(),
+            ));
         }
         if self.kv_head.len() != m.heads {
             return Err(ShapeError(format!(
@@ -679,6 +724,25 @@ impl Attention {
             MaskKind::Bidirectional => false,
             MaskKind::Causal => self.keys().spans[key].start >= self.queries.spans[query].end,
         }
+    }
+
+    /// Whether query unit `query` could not see key unit `key` in captured layer `layer`: the
+    /// mask of [`Attention::is_masked`], or the layer's sliding window, which hides every key
+    /// whose last token is `window` or more tokens before the query's first (Mistral, Gemma,
+    /// Qwen with `use_sliding_window`). Renderers drawing one layer ask this; a masked cell
+    /// holds 0.
+    pub fn is_masked_in(&self, layer: usize, query: usize, key: usize) -> bool {
+        self.is_masked(query, key)
+            || self.window(layer).is_some_and(|w| {
+                let (q, k) = (&self.queries.spans[query], &self.keys().spans[key]);
+                q.start >= (k.end.max(1) - 1) + w
+            })
+    }
+
+    /// Whether `key` is hidden from `query` in every captured layer (what a figure over all
+    /// layers, or their mean, may draw as masked).
+    pub fn is_masked_everywhere(&self, query: usize, key: usize) -> bool {
+        self.is_masked(query, key) || (0..self.layers()).all(|l| self.is_masked_in(l, query, key))
     }
 
     /// How many keys query unit `query` could see.

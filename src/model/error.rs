@@ -62,16 +62,6 @@ pub enum Error {
         /// The model's maximum.
         max: usize,
     },
-    /// A token sequence longer than the sliding attention window.
-    #[error("{tokens} tokens{}, longer than the model's sliding attention window of {window}; attnviz computes full causal attention, exact only within the window: shorten the input", sequence_note(*.index))]
-    BeyondWindow {
-        /// Tokens in the sequence.
-        tokens: usize,
-        /// Which sequence of the batch (0: the only or first one).
-        index: usize,
-        /// The window.
-        window: usize,
-    },
     /// One side of an encoder–decoder's input is longer than its positions.
     #[error("the {which} is {tokens} tokens, but the model takes at most {max}; shorten it")]
     SideTooLong {

@@ -249,9 +249,10 @@ impl Model {
         }
     }
 
-    /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its tensors
-    /// dequantised to f32 (in transformers' layout) for the family's network, the tokenizer and
-    /// chat template from its metadata.
+    /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its matrices kept
+    /// in their block format in the memory-mapped file (decoded inside the kernels; the token
+    /// embeddings row by row, for the tokens run), its norms and biases dequantised to f32 (in
+    /// transformers' layout), the tokenizer and chat template from its metadata.
     pub fn from_gguf(path: &Path) -> Result<Model, Error> {
         Self::from_gguf_within(path, None)
     }
@@ -264,24 +265,20 @@ impl Model {
         let params = file.decoder_params()?;
         let (family, reader) = registry::gguf_family(&params.architecture, &origin)?;
         let config = (reader.config)(&params, &origin)?;
-        // Only the tensors the network is built from are read.
+        // Only the tensors the network is built from are read; its matrices stay in the file,
+        // in their block format, and its norms and biases are dequantised.
         let used = |name: &str| gguf::hf_tensor_name(name).is_some();
-        file.check_memory(used, gguf::Representation::F32, max_memory)?;
-        // The tokenizer is built on a thread of its own while the tensors are dequantised.
-        let (tensors, tokenizer) = std::thread::scope(|scope| {
+        file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
+        // The tokenizer is built on a thread of its own while the tensors are read.
+        let (network, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
-            let tensors = file.dequantize_used(used);
+            let network = config.build(&TensorMap::new(&file, origin.clone()));
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (tensors, tokenizer)
+            (network, tokenizer)
         });
-        let (tensors, tokenizer) = (tensors?, tokenizer?);
-        let tensors = tensors
-            .into_iter()
-            .filter_map(|(name, t)| Some((gguf::hf_tensor_name(&name)?, (t.shape, t.data))))
-            .collect();
-        let network = config.build(&TensorMap::new(tensors, origin.clone()))?;
+        let (network, tokenizer) = (network?, tokenizer?);
         let eos_token_ids = tokenizer
             .eos_token_id
             .or(params.eos_token_id)
@@ -422,8 +419,8 @@ impl Model {
         self.network.architecture().accepts_pairs()
     }
 
-    /// The longest input the model takes, in tokens (with its special tokens): its positions,
-    /// its sliding attention window if it has one, and the tokenizer's `model_max_length`.
+    /// The longest input the model takes, in tokens (with its special tokens): its positions
+    /// and the tokenizer's `model_max_length`.
     pub fn max_positions(&self) -> usize {
         let longest = self.network.architecture().longest_input();
         self.model_max_length.map_or(longest, |m| m.min(longest))
@@ -772,16 +769,22 @@ impl Model {
 }
 
 impl Model {
-    /// `attention` with what the network computed: its mask, its query-head → key/value-head
-    /// map, and the query/key vectors.
+    /// `attention` with what the network computed: its mask and each layer's sliding window,
+    /// its query-head → key/value-head map, and the query/key vectors.
     fn describe(
         &self,
         attention: Attention,
         query_key: Option<QueryKey>,
     ) -> Result<Attention, crate::attention::ShapeError> {
         let arch = self.architecture();
+        let windows = attention
+            .layer_numbers()
+            .iter()
+            .map(|&l| arch.window(l))
+            .collect();
         attention
             .with_mask(arch.mask)
+            .with_windows(windows)?
             .with_positions(arch.positions)
             .with_kv_heads(arch.kv_head.clone())?
             .with_query_key(query_key)
@@ -804,13 +807,6 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
             ids.len(),
             types.len()
         )));
-    }
-    if let Some(window) = arch.sliding_window.filter(|&w| ids.len() > w) {
-        return Err(Error::BeyondWindow {
-            tokens: ids.len(),
-            index,
-            window,
-        });
     }
     if ids.len() > arch.max_positions {
         return Err(Error::TooManyTokens {

@@ -255,6 +255,23 @@ fn write_fields(
 /// One value's fields (everything a version-2 document holds after its header), at `indent`,
 /// each preceded by a comma except the first: the model, kind, mask, units, `extra`, the
 /// attention and `matrices`.
+/// Each captured layer's mask as the model ran it: `{"layer", "mask", "window"}`, with mask
+/// `sliding_window` and its width where the layer has one, the value's mask and `null`
+/// otherwise.
+fn layer_masks(att: &Attention) -> serde_json::Value {
+    let layers: Vec<serde_json::Value> = (0..att.layers())
+        .map(|l| {
+            let window = att.window(l);
+            json!({
+                "layer": att.layer_number(l),
+                "mask": if window.is_some() { "sliding_window" } else { att.mask.as_str() },
+                "window": window,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(layers)
+}
+
 fn write_body(
     att: &Attention,
     extra: &[(&str, serde_json::Value)],
@@ -273,6 +290,7 @@ fn write_body(
         ("kv_heads".into(), json!(att.kv_heads())),
         ("kv_head".into(), json!(att.kv_head())),
         ("layer_numbers".into(), json!(att.layer_numbers())),
+        ("layer_masks".into(), layer_masks(att)),
         ("text".into(), json!(att.text)),
         ("pair".into(), json!(att.pair)),
         ("level".into(), json!(att.level.as_str())),

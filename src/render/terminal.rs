@@ -69,6 +69,7 @@ pub fn write_view(
     let names = Names::of(att, opts.raw_tokens);
     let view = View {
         att,
+        layer,
         matrix: &matrix,
         opts,
         names: &names,
@@ -98,6 +99,8 @@ pub fn write_view(
 
 struct View<'a> {
     att: &'a Attention,
+    /// The captured layer shown (its sliding window masks cells too).
+    layer: usize,
     matrix: &'a [f32],
     opts: &'a TerminalOptions,
     names: &'a Names,
@@ -180,6 +183,9 @@ impl View<'_> {
         );
         if att.mask == MaskKind::Causal {
             title.push_str(" · causal");
+        }
+        if let Some(w) = att.window(layer) {
+            title.push_str(&format!(" · sliding window {w}"));
         }
         if att.special_excluded {
             title.push_str(" · special tokens hidden, rows renormalised");
@@ -276,6 +282,16 @@ impl View<'_> {
                 self.dim("causal mask: blank cells are keys after the query, which it cannot see")
             )?;
         }
+        if let Some(win) = self.att.window(self.layer) {
+            writeln!(
+                w,
+                "{}",
+                self.dim(&format!(
+                    "sliding window {win}: blank cells before the diagonal are keys {win} or more \
+                     tokens back, outside the window"
+                ))
+            )?;
+        }
         Ok(())
     }
 
@@ -355,7 +371,7 @@ impl View<'_> {
                 if let Some(&(_, glyph)) = cols.iter().find(|&&(c, _)| c == k) {
                     line.push_str(&self.dim(glyph));
                 }
-                if att.is_masked(q, k) {
+                if att.is_masked_in(self.layer, q, k) {
                     line.push_str(MASKED);
                 } else {
                     line.push_str(&self.cell(v, max));
@@ -417,7 +433,7 @@ impl View<'_> {
                     .iter()
                     .copied()
                     .enumerate()
-                    .filter(|&(k, _)| !att.is_masked(q, k))
+                    .filter(|&(k, _)| !att.is_masked_in(self.layer, q, k))
                     .collect();
                 let entries: Vec<String> = top_k(&visible, self.opts.top)
                     .into_iter()
@@ -471,6 +487,7 @@ impl View<'_> {
             };
             View {
                 att,
+                layer: self.layer,
                 matrix: self.matrix,
                 opts: &opts,
                 names: self.names,
@@ -658,8 +675,10 @@ impl View<'_> {
             let mut line = format!("{}  ", pad(&label, label_w));
             for bj in 0..kblocks {
                 // A block every query of which could see none of its keys is masked.
-                let masked = (start..end)
-                    .all(|q| (bj * ksize..((bj + 1) * ksize).min(nk)).all(|k| att.is_masked(q, k)));
+                let masked = (start..end).all(|q| {
+                    (bj * ksize..((bj + 1) * ksize).min(nk))
+                        .all(|k| att.is_masked_in(self.layer, q, k))
+                });
                 if masked {
                     line.push_str(MASKED);
                 } else {
@@ -691,7 +710,9 @@ impl View<'_> {
                     .iter()
                     .enumerate()
                     .filter(move |&(k, _)| {
-                        !keys.is_special(k) && Some(k) != sink && !att.is_masked(q, k)
+                        !keys.is_special(k)
+                            && Some(k) != sink
+                            && !att.is_masked_in(self.layer, q, k)
                     })
                     .map(move |(k, &v)| (q, k, v))
             })

@@ -39,6 +39,10 @@ from transformers import (
     DistilBertForMaskedLM,
     ElectraConfig,
     ElectraForPreTraining,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GenerationConfig,
     GPT2Config,
     GPT2LMHeadModel,
@@ -52,6 +56,10 @@ from transformers import (
     MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
     RobertaConfig,
     RobertaForMaskedLM,
     T5Config,
@@ -135,6 +143,27 @@ SOURCES = [
     dict(name="gen_weather", text="The weather today is sunny."),
     dict(name="gen_cafe", text="Café in Zürich, 2024."),
 ]
+
+# Gemma 2/3's chat template, as google/gemma-2-2b-it's tokenizer_config.json has it (Gemma 3's
+# differs only in folding a system message into the first user turn).
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}"
+    "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
+)
+
+# Phi-3.5-mini-instruct's chat template (tokenizer_config.json).
+PHI3_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+    "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+    "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"
+)
 
 # --------------------------------------------------------------------------------------------
 # Random weights
@@ -551,6 +580,197 @@ FAMILIES: list[Family] = [
             window="sliding_window 100, longer than every input here (≤ 48 tokens), so attention is "
             "plain causal",
             gqa="4 query heads over 1 key/value head (multi-query)",
+        ),
+    ),
+    Family(
+        "mistral-window",
+        "decoder",
+        MistralForCausalLM,
+        lambda tok: MistralConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=48,
+            sliding_window=6,
+            rms_norm_eps=1e-5,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            tie_word_embeddings=False,
+            hidden_act="silu",
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama2_sentencepiece(f, 48),
+        [FULL_SAFE],
+        notes=dict(
+            window="sliding_window 6 on every layer, shorter than every input: a query sees itself "
+            "and the 5 keys before it",
+        ),
+    ),
+    Family(
+        "qwen3",
+        "decoder",
+        Qwen3ForCausalLM,
+        lambda tok: Qwen3Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
+            tie_word_embeddings=True,
+            use_sliding_window=True,
+            sliding_window=7,
+            max_window_layers=1,
+            hidden_act="silu",
+            bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        lambda f: tt.qwen2(f, 48),
+        [FULL_SAFE],
+        notes=dict(
+            qk_norm="q_norm and k_norm: RMSNorm over each head's 16 values, before RoPE",
+            head_dim="head_dim 16 ≠ hidden_size / heads = 8: q_proj is [64, 32]",
+            window="use_sliding_window with max_window_layers 1: layers 1 and 2 slide (window 7), "
+            "layer 0 is full causal",
+            tokenizer="Qwen2's byte-level BPE (Qwen3 ships the same); ChatML chat template",
+        ),
+    ),
+    Family(
+        "qwen3-128",
+        "decoder",
+        Qwen3ForCausalLM,
+        lambda tok: Qwen3Config(
+            vocab_size=len(tok),
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=128,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
+            tie_word_embeddings=True,
+            hidden_act="silu",
+            bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        lambda f: tt.qwen2(f, 48),
+        [FULL_SAFE],
+        notes=dict(
+            head_dim="head_dim 128 (≠ 64/2), the size transformers' GGUF loader assumes for qwen3 "
+            "(it ignores qwen3.attention.key_length): the source of tests/fixtures/gguf/tiny-qwen3.gguf",
+        ),
+    ),
+    Family(
+        "gemma2",
+        "decoder",
+        Gemma2ForCausalLM,
+        lambda tok: Gemma2Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            query_pre_attn_scalar=24,
+            sliding_window=5,
+            attn_logit_softcapping=2.0,
+            final_logit_softcapping=3.0,
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama2_sentencepiece(f, 48, chat_template=GEMMA_TEMPLATE),
+        [FULL_SAFE],
+        notes=dict(
+            embed="embeddings × √32; RMSNorm as x·(1 + w)",
+            norms="input_layernorm, post_attention_layernorm (on the attention output), "
+            "pre_feedforward_layernorm, post_feedforward_layernorm",
+            scale="scores × query_pre_attn_scalar^-½ = 24^-½ (not head_dim^-½)",
+            softcap="attn_logit_softcapping 2 (small, so the capping bites), final 3",
+            window="layers 0 and 2 slide (window 5), layer 1 is global",
+        ),
+    ),
+    Family(
+        "gemma3",
+        "decoder",
+        Gemma3ForCausalLM,
+        lambda tok: Gemma3TextConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=6,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=16,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(
+                full_attention=dict(rope_type="linear", factor=4.0, rope_theta=100000.0),
+                sliding_attention=dict(rope_type="default", rope_theta=1000.0),
+            ),
+            query_pre_attn_scalar=16,
+            sliding_window=6,
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama2_sentencepiece(f, 48, chat_template=GEMMA_TEMPLATE),
+        [FULL_SAFE],
+        notes=dict(
+            pattern="5 sliding layers (window 6) to 1 global: layer 5 (the last) is global",
+            rope="global layers: rope_theta 1e5 with linear scaling 4; sliding layers: 1e3, none",
+            qk_norm="q_norm and k_norm, Gemma RMSNorm (1 + w) over each head",
+        ),
+    ),
+    Family(
+        "phi3",
+        "decoder",
+        Phi3ForCausalLM,
+        lambda tok: Phi3Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=48,
+            original_max_position_embeddings=16,
+            rms_norm_eps=1e-5,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                partial_rotary_factor=0.5,
+                short_factor=[1.0, 1.5],
+                long_factor=[2.0, 3.5],
+                original_max_position_embeddings=16,
+            ),
+            sliding_window=12,
+            tie_word_embeddings=False,
+            hidden_act="silu",
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama2_sentencepiece(f, 48, chat_template=PHI3_TEMPLATE),
+        [FULL_SAFE],
+        notes=dict(
+            fused="qkv_proj [(4 + 2·2)·8, 32] and gate_up_proj [2·48, 32] (gate rows first)",
+            rope="partial_rotary_factor 0.5: 4 of each head's 8 values rotate; longrope with "
+            "original_max_position_embeddings 16: inputs of at most 16 tokens use short_factor, "
+            "longer ones long_factor; cos/sin × √(1 + ln 3 / ln 16)",
+            window="sliding_window 12 on both layers",
         ),
     ),
     Family(
@@ -1015,7 +1235,7 @@ def make_family(family: Family, seed: int) -> None:
             args = (entry["input_ids"], entry["token_type_ids"])
             ref, ref64 = runner.run(*args), runner64.run(*args)
             check_others(ref, *args)
-            check_qk(family, ref)
+            check_qk(family, ref, cfg)
             entry["n"] = len(entry["input_ids"])
             put_result(store, entry, case["name"], ref, ref64, qk=case["name"] in QK_CASES)
             spreads.append(attention_spread(ref))
@@ -1045,7 +1265,7 @@ def make_family(family: Family, seed: int) -> None:
             args = (entry["input_ids"], None, entry["decoder_input_ids"])
             ref, ref64 = runner.run(*args), runner64.run(*args)
             check_others(ref, *args)
-            check_qk(family, ref)
+            check_qk(family, ref, cfg)
             entry["n"], entry["m"] = len(entry["input_ids"]), len(entry["decoder_input_ids"])
             put_result(store, entry, case["name"], ref, ref64, qk=case["name"] in QK_CASES)
             spreads.append(attention_spread(ref))
@@ -1087,6 +1307,7 @@ def make_family(family: Family, seed: int) -> None:
             for layout, folder in folders
         ],
         config=summarise_config(cfg),
+        layer_windows=layer_windows(cfg) if family.kind == "decoder" else None,
         special_tokens=special_token_table(tok),
         chat_template=getattr(tok, "chat_template", None),
         chat_example=chat_example(tok),
@@ -1187,28 +1408,54 @@ def generate_vs_rerun(gen, ref, seq2seq: bool) -> dict:
         full = ref[f"{kind}.attentions"]
         worst = 0.0
         for step, layers in enumerate(steps):
-            got = torch.stack([a[0] for a in layers])  # [layers, heads, rows, keys]
-            seen = steps_self[step][0].shape[-1]  # decoder positions so far
-            rows = got.shape[2]
-            want = full[:, :, seen - rows : seen, : got.shape[3]]
-            worst = max(worst, max_abs(got, want))
+            # decoder positions so far (a sliding layer's cache may hold only its last keys)
+            seen = max(a.shape[-1] for a in steps_self[step])
+            for layer, a in enumerate(layers):
+                got = a[0]  # [heads, rows, keys]
+                rows, keys = got.shape[1], got.shape[2]
+                if kind == "cross":
+                    want = full[layer, :, seen - rows : seen, :keys]
+                else:
+                    want = full[layer, :, seen - rows : seen, seen - keys : seen]
+                worst = max(worst, max_abs(got, want))
         out[kind] = worst
     return out
 
 
-def check_qk(family: Family, ref: dict) -> None:
-    """softmax(q·kᵀ·scaling + causal mask) from the stored q/k must give the stored attention:
-    the q/k are what the softmax saw (T5 adds a position bias, so it is left out)."""
+def layer_windows(cfg) -> list[int | None]:
+    """Each layer's sliding window as the config describes it (None: full attention): the
+    layer_types of Qwen2/3 and Gemma 2/3, or Mistral's one window on every layer."""
+    layers = cfg.num_hidden_layers
+    window = getattr(cfg, "sliding_window", None)
+    types = getattr(cfg, "layer_types", None)
+    if window is None:
+        return [None] * layers
+    if types is not None and cfg.model_type != "mistral":
+        return [window if t == "sliding_attention" else None for t in types]
+    return [window] * layers
+
+
+def check_qk(family: Family, ref: dict, cfg) -> None:
+    """softmax(softcap(q·kᵀ·scaling) + causal/window mask) from the stored q/k must give the stored
+    attention: the q/k are what the softmax saw (T5 adds a position bias, so it is left out)."""
     if family.model_class is T5ForConditionalGeneration:
         return
+    windows = layer_windows(cfg) if family.kind == "decoder" else None
+    softcap = getattr(cfg, "attn_logit_softcapping", None)
     for key in [k for k in ref if k.endswith(".query")]:
         kind = key.split(".")[0]
         q, k = ref[f"{kind}.query"].double(), ref[f"{kind}.key"].double()
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
         scores = q @ k.transpose(-1, -2) * ref[f"{kind}.scaling"]
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
         if kind == "decoder" or (kind == "self" and family.kind == "decoder"):
             n = scores.shape[-1]
             scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+            for layer, w in enumerate(windows or []):
+                if w is not None:
+                    far = torch.ones(n, n, dtype=torch.bool).tril(-w)
+                    scores[layer] = scores[layer].masked_fill(far, float("-inf"))
         got = scores.softmax(-1)
         assert max_abs(got, ref[f"{kind}.attentions"]) < 1e-5, (family.name, kind)
 

@@ -124,6 +124,8 @@ LAYER_NAMES = {
     "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",
     "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
@@ -138,12 +140,40 @@ def gguf_name(hf: str) -> str:
     return f"blk.{layer}.{LAYER_NAMES[part]}.{suffix}"
 
 
-def write_decoder(folder: str, arch: str, permute_qk: bool, tokenizer) -> dict:
+def llama3_rope_factors(config: dict) -> np.ndarray:
+    """convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors: Llama 3.1's `llama3` scaling as
+    per-frequency divisors (`rope_freqs.weight`): 1 for high frequencies, `factor` for low ones,
+    `1 / ((1 − smooth)/factor + smooth)` between."""
+    import math
+
+    rope = config["rope_parameters"]
+    base = rope["rope_theta"]
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            factors.append(1)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
+
+
+def write_decoder(
+    folder: str, arch: str, permute_qk: bool, tokenizer, name: str | None = None, check_load: bool = True
+) -> dict:
     src = FIXTURES / folder
     config = json.loads((src / "config.json").read_text())
     weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    path = OUT / f"{folder}.gguf"
+    path = OUT / f"{name or folder}.gguf"
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_name(folder)
     writer.add_context_length(config["max_position_embeddings"])
@@ -154,12 +184,18 @@ def write_decoder(folder: str, arch: str, permute_qk: bool, tokenizer) -> dict:
     writer.add_head_count_kv(kv_heads)
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     writer.add_rope_dimension_count(head_dim)
+    if head_dim * heads != config["hidden_size"]:
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
     rope = config.get("rope_parameters") or {"rope_theta": config["rope_theta"], **(config.get("rope_scaling") or {})}
     writer.add_rope_freq_base(rope["rope_theta"])
     kind = rope.get("rope_type") or rope.get("type")
     if kind == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(rope["factor"])
+    elif kind == "llama3":
+        # As llama.cpp's converter: no scaling metadata, the factors as a tensor.
+        writer.add_tensor("rope_freqs.weight", llama3_rope_factors(config))
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_vocab_size(config["vocab_size"])
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -172,6 +208,8 @@ def write_decoder(folder: str, arch: str, permute_qk: bool, tokenizer) -> dict:
             value = permute(value, heads, kv_heads)
         writer.add_tensor(gguf_name(name), np.ascontiguousarray(value, dtype=np.float32))
     finish(writer)
+    if not check_load:
+        return config
 
     # transformers loads the file back to the fixture's weights: the layout is llama.cpp's.
     from transformers import AutoModelForCausalLM
@@ -238,6 +276,32 @@ def bpe_tokenizer(writer: gguf.GGUFWriter, src: Path) -> None:
     writer.add_chat_template((src / "chat_template.jinja").read_text())
 
 
+def json_bpe_tokenizer(writer: gguf.GGUFWriter, src: Path) -> None:
+    """What convert_hf_to_gguf.py's `_set_vocab_gpt2` writes for a Llama 3 tokenizer.json
+    (`llama-bpe`): the BPE vocabulary and merges, added tokens as control tokens, BOS added."""
+    tokenizer = json.loads((src / "tokenizer.json").read_text())
+    vocab = tokenizer["model"]["vocab"]
+    added = {t["id"]: t for t in tokenizer["added_tokens"]}
+    size = max([*vocab.values(), *added]) + 1
+    tokens, types = [""] * size, [gguf.TokenType.NORMAL] * size
+    for token, i in vocab.items():
+        tokens[i] = token
+    for i, t in added.items():
+        tokens[i] = t["content"]
+        types[i] = gguf.TokenType.CONTROL if t["special"] else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tokenizer["model"]["merges"]]
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    ids = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("llama-bpe")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(ids[config["bos_token"]])
+    writer.add_eos_token_id(ids[config["eos_token"]])
+    writer.add_add_bos_token(True)
+
+
 def check_qwen2_tokenizer() -> None:
     """transformers' tokenizer from tiny-qwen2.gguf gives the reference ids (from tokenizer.json)."""
     from transformers import AutoTokenizer
@@ -262,6 +326,12 @@ def main() -> None:
     write_decoder("tiny-llama", "llama", True, spm_tokenizer)
     write_decoder("tiny-qwen2", "qwen2", False, bpe_tokenizer)
     check_qwen2_tokenizer()
+    # qwen3: q/k norms; head_dim 128, which transformers' loader assumes for qwen3.
+    write_decoder("tiny-qwen3-128", "qwen3", False, bpe_tokenizer, name="tiny-qwen3")
+    # Llama 3.1's scaling as rope_freqs.weight. transformers' GGUF loader ignores that tensor, so
+    # the reference is the safetensors fixture with its llama3 rope_parameters (what the factors
+    # were computed from): tests/reference/tiny-llama-tied.json.
+    write_decoder("tiny-llama-tied", "llama", True, json_bpe_tokenizer, check_load=False)
     for path in sorted(OUT.iterdir()):
         print(f"{path.relative_to(FIXTURES.parent.parent)}: {path.stat().st_size} bytes")
 

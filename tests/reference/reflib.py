@@ -7,6 +7,7 @@ attention saw, and writes manifests and tensors.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import re
 import sys
@@ -103,8 +104,13 @@ class AttentionCatcher:
                 module.eager_attention_forward = original
 
     def _wrap(self, original):
-        def wrapper(module, query, key, value, attention_mask, scaling=None, *args, **kwargs):
-            out = original(module, query, key, value, attention_mask, scaling, *args, **kwargs)
+        signature = inspect.signature(original)
+
+        def wrapper(module, query, key, value, attention_mask, *args, **kwargs):
+            out = original(module, query, key, value, attention_mask, *args, **kwargs)
+            # Gemma 2's takes `dropout` before `scaling`: read it by name.
+            bound = signature.bind(module, query, key, value, attention_mask, *args, **kwargs)
+            scaling = bound.arguments.get("scaling")
             self.calls.append(
                 dict(
                     name=self.names.get(id(module), "?"),

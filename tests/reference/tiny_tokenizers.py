@@ -278,9 +278,10 @@ def qwen2(folder: Path, max_len: int):
     return finish(folder, raw, config, added_special=["<|im_start|>", "<|im_end|>"])
 
 
-def llama2_sentencepiece(folder: Path, max_len: int):
+def llama2_sentencepiece(folder: Path, max_len: int, chat_template: str | None = None):
     """Llama 2 / TinyLlama / Mistral v0.1: a SentencePiece BPE tokenizer.model with byte fallback,
-    <unk>=0 <s>=1 </s>=2; the tokenizer adds <s> (BOS) and no </s>."""
+    <unk>=0 <s>=1 </s>=2; the tokenizer adds <s> (BOS) and no </s>. `chat_template`, when given,
+    goes into tokenizer_config.json (Gemma's)."""
     model = sentencepiece_model(
         CORPUS,
         400,
@@ -307,6 +308,8 @@ def llama2_sentencepiece(folder: Path, max_len: int):
         add_eos_token=False,
         legacy=False,
     )
+    if chat_template is not None:
+        config["chat_template"] = chat_template
     return finish(folder, {"tokenizer.model": model}, config)
 
 

@@ -109,6 +109,28 @@ fn decoder_surfaces(folder: &str, label: &str, kv_head: &[usize]) {
             case.name
         );
         assert_eq!(j["mask"], "causal");
+        // Each layer's mask and window, as the reference script read them from the config.
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                crate::fidelity::reference::repo().join(format!("tests/reference/{label}.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        if let Some(windows) = manifest["layer_windows"].as_array() {
+            let masks = j["layer_masks"].as_array().unwrap();
+            assert_eq!(masks.len(), windows.len(), "[{folder}] layer_masks");
+            for (l, (m, w)) in masks.iter().zip(windows).enumerate() {
+                assert_eq!(m["layer"], l);
+                assert_eq!(&m["window"], w, "[{folder}] layer {l}");
+                let kind = if w.is_null() {
+                    "causal"
+                } else {
+                    "sliding_window"
+                };
+                assert_eq!(m["mask"], kind, "[{folder}] layer {l}");
+            }
+        }
         assert_eq!(
             ids(&j["kv_head"]),
             kv_head.iter().map(|&h| h as u32).collect::<Vec<_>>()
@@ -352,25 +374,61 @@ fn mistral_through_every_surface() {
 }
 
 #[test]
+fn mistral_window_through_every_surface() {
+    decoder_surfaces("tiny-mistral-window", "tiny-mistral-window", &[0, 0, 1, 1]);
+}
+
+#[test]
+fn qwen3_through_every_surface() {
+    decoder_surfaces("tiny-qwen3", "tiny-qwen3", &[0, 0, 1, 1]);
+}
+
+#[test]
+fn gemma2_through_every_surface() {
+    decoder_surfaces("tiny-gemma2", "tiny-gemma2", &[0, 0, 1, 1]);
+}
+
+#[test]
+fn gemma3_through_every_surface() {
+    decoder_surfaces("tiny-gemma3", "tiny-gemma3", &[0, 0, 0, 0]);
+}
+
+#[test]
+fn phi3_through_every_surface() {
+    decoder_surfaces("tiny-phi3", "tiny-phi3", &[0, 0, 1, 1]);
+}
+
+#[test]
 fn chat_wraps_the_prompt_in_the_checkpoints_template() {
-    let reference: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            crate::fidelity::reference::repo().join("tests/reference/tiny-qwen2.json"),
+    // ChatML (Qwen2, Qwen3), Gemma's turns (with its BOS in the template) and Phi-3's tags.
+    for label in ["tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-phi3"] {
+        let reference: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                crate::fidelity::reference::repo().join(format!("tests/reference/{label}.json")),
+            )
+            .unwrap(),
         )
-        .unwrap(),
-    )
-    .unwrap();
-    let example = &reference["chat_example"];
-    let user = example["messages"][0]["content"].as_str().unwrap();
-    let model = fixture("tiny-qwen2");
-    let (out, _) = ok(
-        &run(&["-m", model.to_str().unwrap(), user, "--chat", "--json", "-"]),
-        "--chat",
-    );
-    let j: Value = serde_json::from_str(&out).unwrap();
-    // transformers' apply_chat_template(tokenize=True): the same ids, no BOS added.
-    assert_eq!(ids(&j["input_ids"]), ids(&example["input_ids"]));
-    assert_eq!(j["text"], example["text"]);
+        .unwrap();
+        let example = &reference["chat_example"];
+        let user = example["messages"][0]["content"].as_str().unwrap();
+        let model = fixture(label);
+        let want = ids(&example["input_ids"]);
+        // The tiny SentencePiece vocabularies spell Gemma's turn markers letter by letter: 62
+        // tokens, over the fixture's 48, so that one is cut and compared as far as it goes.
+        let mut args = vec!["-m", model.to_str().unwrap(), user, "--chat", "--json", "-"];
+        if want.len() > 48 {
+            args.push("--truncate");
+        }
+        let (out, _) = ok(&run(&args), "--chat");
+        let j: Value = serde_json::from_str(&out).unwrap();
+        // transformers' apply_chat_template(tokenize=True): the same ids, no BOS added.
+        let got = ids(&j["input_ids"]);
+        assert_eq!(got.len(), want.len().min(48), "[{label}]");
+        assert_eq!(got, want[..got.len()], "[{label}]");
+        if want.len() <= 48 {
+            assert_eq!(j["text"], example["text"], "[{label}]");
+        }
+    }
     // A checkpoint without a template says so.
     let gpt2 = fixture("tiny-gpt2");
     refused(

@@ -123,6 +123,40 @@ fn tensor_inventory_and_types() {
     assert!(!gguf().has_tensor("output.weight"));
 }
 
+/// The matrices the model runs on stay in their block format (Q4_1, the Q8_0 embeddings), and
+/// decode to exactly what candle's dequantiser gives, in transformers' row order: q and k with
+/// llama.cpp's permutation undone (their rows copied), the others in place in the map.
+#[test]
+fn stored_matrices_decode_to_the_dequantized_tensors() {
+    for name in [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.0.attn_v.weight",
+        "blk.29.ffn_down.weight",
+        "token_embd.weight",
+    ] {
+        let stored = gguf().stored(name).unwrap();
+        let want = gguf().dequantize(name).unwrap();
+        let info = gguf().tensor_info(name).unwrap();
+        assert_eq!(
+            stored.bytes().len(),
+            info.bytes,
+            "{name} stays {}",
+            info.dtype
+        );
+        assert_eq!(stored.shape().to_vec(), want.shape, "{name}");
+        let mut got = vec![0f32; want.data.len()];
+        assert_eq!(stored.matrix().dequantize_rows(0, &mut got), want.shape[0]);
+        assert!(got == want.data, "{name} decodes to other values");
+    }
+    // A 1-D tensor is no matrix: one line that names it.
+    let err = gguf().stored("output_norm.weight").unwrap_err().to_string();
+    assert!(
+        err.contains("output_norm.weight") && err.contains("not a matrix"),
+        "{err}"
+    );
+}
+
 /// Every text the reference tokenized: ids and tokens exactly transformers', and decoding gives
 /// the text back.
 #[test]

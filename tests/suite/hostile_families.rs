@@ -171,6 +171,25 @@ fn llama_sizes_are_checked_against_the_checkpoint_or_bounded() {
 }
 
 #[test]
+fn qwen3_gemma_and_phi3_sizes_are_checked_against_the_checkpoint_or_bounded() {
+    let fields = [
+        "hidden_size",
+        "intermediate_size",
+        "vocab_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "max_position_embeddings",
+        "head_dim",
+    ];
+    for folder in ["tiny-qwen3", "tiny-gemma2", "tiny-gemma3"] {
+        huge_values_are_refused(folder, "num_key_value_heads", &fields);
+    }
+    // Phi-3's head size follows from hidden_size / heads unless stated, and its fused qkv_proj
+    // has the key/value heads in its shape: a field no tensor depends on is set instead.
+    huge_values_are_refused("tiny-phi3", "resid_pdrop", &fields[..6]);
+}
+
+#[test]
 fn bart_mbart_and_marian_sizes_are_checked_against_the_checkpoint_or_bounded() {
     let fields = [
         "d_model",

@@ -205,20 +205,16 @@ fn the_architecture_quoted_in_a_message_cannot_reach_the_terminal() {
 
 #[test]
 fn weights_over_the_memory_limit_are_refused_before_they_are_read() {
-    // What the tensors take in f32, from their shapes as the file lists them.
+    // What the tensors take as loaded: kept as stored (their bytes, as the file lists them).
     let path = fixture("gguf/tiny-llama.gguf");
     let file = GgufFile::open(&path).unwrap();
-    let elements: usize = file
-        .tensors()
-        .iter()
-        .map(|t| t.shape.iter().product::<usize>())
-        .sum();
-    let kb = (elements * 4) as f64 / 1e3;
+    let bytes: usize = file.tensors().iter().map(|t| t.bytes).sum();
+    let kb = bytes as f64 / 1e3;
     let err = refused(
         &path,
         &["--max-memory", "100K"],
         &[
-            &format!("its 21 tensors take {kb:.0} KB dequantised to f32"),
+            &format!("its 21 tensors take {kb:.0} KB as stored"),
             "more than the memory limit given (102 KB)",
         ],
     );

@@ -15,14 +15,13 @@
 //! transformers caches them.
 
 use super::capture::SequenceCapture;
-use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, Norm};
+use super::layers::{add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm};
 use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
 use crate::model::error::Error;
 use crate::model::formats::tensors::Name;
-use crate::model::formats::weights::Weight;
+use crate::model::formats::weights::{MatrixWeight, Weight};
 use crate::model::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Matrix, Output, Rope,
-    RopeTable,
+    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Output, Rope, RopeTable,
 };
 
 /// How positions reach the model.
@@ -61,8 +60,44 @@ pub struct DecoderLayer {
     pub ffn_norm: Norm,
     /// The feed-forward block.
     pub ffn: FeedForward,
-    /// Factor on `q·k` (`1/√head_dim`; GPT-2 may also divide by the layer number).
+    /// Factor on `q·k` (`1/√head_dim`; GPT-2 may also divide by the layer number; Gemma's
+    /// `query_pre_attn_scalar^-½`).
     pub scale: f32,
+    /// What only some families' layers have (q/k norms, post-norms, a window, soft-capping).
+    pub options: LayerOptions,
+}
+
+/// The parts of a decoder layer that only some families have; `LayerOptions::default()` for a
+/// plain Llama/GPT-2 layer.
+#[derive(Default)]
+pub struct LayerOptions {
+    /// RMSNorms over each query head and each key head (`[head_dim]` weights), before the
+    /// rotary embedding (Qwen3's and Gemma 3's `q_norm`, `k_norm`).
+    pub qk_norm: Option<(Norm, Norm)>,
+    /// Norms of the attention's and of the feed-forward block's outputs, before each is added
+    /// to the residual stream (Gemma 2/3's `post_attention_layernorm`,
+    /// `post_feedforward_layernorm`).
+    pub post_norms: Option<(Norm, Norm)>,
+    /// The sliding attention window of this layer ([`Architecture::window`]).
+    pub window: Option<usize>,
+    /// Soft-capping of the attention scores, `tanh(s/c)·c` (Gemma 2).
+    pub softcap: Option<f32>,
+    /// Whether this layer rotates with the stack's local table
+    /// ([`StackOptions::local_rope`]: Gemma 3's sliding layers) rather than the global one.
+    pub local_rope: bool,
+}
+
+/// The parts of a decoder stack that only some families have; `StackOptions::default()` for
+/// Llama and GPT-2.
+#[derive(Default)]
+pub struct StackOptions {
+    /// A factor on the token embeddings (Gemma's `√hidden_size`).
+    pub embed_scale: Option<f32>,
+    /// Soft-capping of the final logits, `tanh(x/c)·c` (Gemma 2's `final_logit_softcapping`).
+    pub final_softcap: Option<f32>,
+    /// A second rotary embedding for the layers marked [`LayerOptions::local_rope`] (Gemma 3's
+    /// `rope_local_base_freq` on its sliding layers).
+    pub local_rope: Option<Rope>,
 }
 
 /// Where a layer's attention finds its keys and values.
@@ -82,7 +117,7 @@ impl DecoderLayer {
         &self,
         h: &mut [f32],
         rows: usize,
-        rope: Option<&RopeTable>,
+        tables: [Option<&RopeTable>; 2],
         arch: &Architecture,
         keys: Keys<'_>,
         sinks: &mut [CaptureSink<'_>],
@@ -102,6 +137,15 @@ impl DecoderLayer {
             col += map.outputs();
         }
         drop(x);
+        if let Some((qn, kn)) = &self.options.qk_norm {
+            norm_heads(qn, &mut qkv, rows, width, 0, heads * d);
+            norm_heads(kn, &mut qkv, rows, width, heads * d, kv * d);
+        }
+        let rope = if self.options.local_rope {
+            tables[1]
+        } else {
+            tables[0]
+        };
         if let Some(table) = rope {
             table.rotate(&mut qkv, width, 0, heads);
             table.rotate(&mut qkv, width, heads * d, kv);
@@ -112,6 +156,8 @@ impl DecoderLayer {
             Keys::Batch(batch) => {
                 let spec = AttentionSpec {
                     scale: self.scale,
+                    window: self.options.window,
+                    softcap: self.options.softcap,
                     ..arch.attention(batch.lengths.len(), batch.tokens, batch.tokens)
                 };
                 kernels::attention(
@@ -131,6 +177,8 @@ impl DecoderLayer {
                 let total = past + rows;
                 let spec = AttentionSpec {
                     scale: self.scale,
+                    window: self.options.window,
+                    softcap: self.options.softcap,
                     ..arch.attention(1, rows, total)
                 };
                 kernels::attention(
@@ -146,12 +194,31 @@ impl DecoderLayer {
             }
         }
         drop(qkv);
-        let attended = self.output.forward(&context, rows, Activation::Identity);
+        let mut attended = self.output.forward(&context, rows, Activation::Identity);
         drop(context);
+        if let Some((post, _)) = &self.options.post_norms {
+            attended = post.forward(&attended, None);
+        }
         add_in_place(h, &attended);
         let x = self.ffn_norm.forward(h, None);
-        let out = self.ffn.forward(&x, rows);
+        let mut out = self.ffn.forward(&x, rows);
+        if let Some((_, post)) = &self.options.post_norms {
+            out = post.forward(&out, None);
+        }
         add_in_place(h, &out);
+    }
+}
+
+/// Normalise every head vector (`norm.width()` values) in columns `col0..col0 + cols` of each of
+/// `rows` rows of `data` (rows of `stride` values), in place.
+fn norm_heads(norm: &Norm, data: &mut [f32], rows: usize, stride: usize, col0: usize, cols: usize) {
+    let mut gathered = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        gathered.extend_from_slice(&data[r * stride + col0..][..cols]);
+    }
+    let normed = norm.forward(&gathered, None);
+    for r in 0..rows {
+        data[r * stride + col0..][..cols].copy_from_slice(&normed[r * cols..][..cols]);
     }
 }
 
@@ -169,8 +236,9 @@ pub enum LmHead {
 pub struct DecoderStack {
     /// Its shape (mask causal).
     pub arch: Architecture,
-    /// Token embeddings `[vocab, hidden]`.
-    pub embed: Weight,
+    /// Token embeddings `[vocab, hidden]` (kept in its block format from a GGUF file: only
+    /// the rows of the tokens run are decoded).
+    pub embed: MatrixWeight,
     /// Learned positions or rotary embeddings.
     pub positional: Positional,
     /// The layers, first to last.
@@ -179,14 +247,27 @@ pub struct DecoderStack {
     pub final_norm: Norm,
     /// The language-model head.
     pub lm_head: LmHead,
+    /// What only some families' stacks have (embedding scale, logit soft-capping, a local
+    /// rotary embedding).
+    pub options: StackOptions,
 }
 
 impl DecoderStack {
     /// Token embeddings (plus learned positions) for `ids` at `positions`.
     fn embed(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
         let width = self.arch.hidden_size;
+        let Some(word) = self.embed.as_f32() else {
+            let mut out = vec![0f32; ids.len() * width];
+            self.embed.gather(ids, &mut out);
+            if let Positional::Learned(table) = &self.positional {
+                for (row, &p) in out.chunks_exact_mut(width).zip(positions) {
+                    add_in_place(row, &table[p * width..][..width]);
+                }
+            }
+            return out;
+        };
         let tables = EmbeddingTables {
-            word: &self.embed,
+            word,
             position: match &self.positional {
                 Positional::Learned(table) => Some(table),
                 Positional::Rotary(_) => None,
@@ -197,14 +278,24 @@ impl DecoderStack {
         };
         let mut out = vec![0f32; ids.len() * width];
         kernels::embed(&tables, ids, &[], positions, &mut out);
+        if let Some(scale) = self.options.embed_scale {
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
         out
     }
 
-    fn rope_table(&self, positions: &[usize]) -> Option<RopeTable> {
-        match &self.positional {
+    /// The global and the local rotary tables at `positions`.
+    fn rope_tables(&self, positions: &[usize]) -> [Option<RopeTable>; 2] {
+        let global = match &self.positional {
             Positional::Rotary(rope) => Some(rope.table(positions.iter().copied())),
             Positional::Learned(_) => None,
-        }
+        };
+        let local = self
+            .options
+            .local_rope
+            .as_ref()
+            .map(|rope| rope.table(positions.iter().copied()));
+        [global, local]
     }
 
     /// `[vocab]` logits of one final hidden row (after the final norm).
@@ -217,19 +308,7 @@ impl DecoderStack {
             col0: 0,
         };
         match &self.lm_head {
-            LmHead::Tied => kernels::linear(
-                row,
-                1,
-                Matrix {
-                    data: &self.embed,
-                    inputs: self.arch.hidden_size,
-                    outputs: vocab,
-                    layout: Layout::OutIn,
-                },
-                None,
-                output,
-                Activation::Identity,
-            ),
+            LmHead::Tied => matrix_forward(&self.embed, row, 1, output),
             LmHead::Separate(head) => head.forward_into(row, 1, output, Activation::Identity),
             LmHead::Missing => {
                 return Err(Error::Input(format!(
@@ -239,6 +318,9 @@ impl DecoderStack {
                     self.arch.family
                 )))
             }
+        }
+        if let Some(cap) = self.options.final_softcap {
+            out.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
         }
         Ok(out)
     }
@@ -253,13 +335,13 @@ impl Network for DecoderStack {
         let rows = batch.ids.len();
         let positions: Vec<usize> = (0..rows).map(|r| r % batch.tokens).collect();
         let mut h = self.embed(batch.ids, &positions);
-        let table = self.rope_table(&positions);
+        let tables = self.rope_tables(&positions);
         for (l, layer) in self.layers.iter().enumerate() {
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
             layer.forward(
                 &mut h,
                 rows,
-                table.as_ref(),
+                [tables[0].as_ref(), tables[1].as_ref()],
                 &self.arch,
                 Keys::Batch(batch),
                 &mut sinks,
@@ -280,6 +362,24 @@ impl CausalLm for DecoderStack {
     }
 
     fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error> {
+        // LongRoPE switches from its short to its long factors once a sequence is longer than
+        // the original context, and the keys cached under the short ones no longer fit: as
+        // transformers' Phi-3 `prepare_inputs_for_generation`, the first step past that point
+        // runs the whole sequence again.
+        let long_after = match &self.positional {
+            Positional::Rotary(rope) => rope.long_after(),
+            Positional::Learned(_) => None,
+        };
+        if let Some(original) = long_after {
+            let past = cache.len;
+            if past > 0 && past <= original && past + ids.len() > original {
+                let mut all = std::mem::take(&mut cache.ids);
+                all.extend_from_slice(ids);
+                cache.len = 0;
+                return self.step(&all, cache);
+            }
+        }
+        cache.ids.extend_from_slice(ids);
         let (past, rows) = (cache.len, ids.len());
         assert!(
             rows > 0 && past + rows <= cache.capacity && past + rows <= self.arch.max_positions,
@@ -288,7 +388,7 @@ impl CausalLm for DecoderStack {
         );
         let positions: Vec<usize> = (past..past + rows).collect();
         let mut h = self.embed(ids, &positions);
-        let table = self.rope_table(&positions);
+        let tables = self.rope_tables(&positions);
         for (layer, cached) in self.layers.iter().zip(&mut cache.layers) {
             let mut sinks = [CaptureSink {
                 probs: None,
@@ -297,7 +397,7 @@ impl CausalLm for DecoderStack {
             layer.forward(
                 &mut h,
                 rows,
-                table.as_ref(),
+                [tables[0].as_ref(), tables[1].as_ref()],
                 &self.arch,
                 Keys::Cache {
                     layer: cached,

@@ -95,7 +95,8 @@ pub type GgufConfigReader = fn(&DecoderParams, &str) -> Result<Box<dyn GgufConfi
 
 /// A family's config read from a GGUF file's metadata.
 pub trait GgufConfig: Send + Sync {
-    /// Build the network from the file's tensors, dequantised, under transformers' names.
+    /// Build the network from the file's tensors under transformers' names (matrices kept in
+    /// their block format, norms and biases dequantised).
     fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error>;
 }
 

@@ -9,12 +9,17 @@
 //! stored that way from the start. Owned `[out, in]` weights (dequantised from GGUF) are never
 //! copied: long inputs run gemm on them through strides (see [`kernels::linear::linear_gemm`]).
 //! A later packing for a custom microkernel belongs here too.
+//!
+//! Matrices a file keeps in another storage format stay in it ([`MatrixWeight::Stored`]: a
+//! GGUF file's block types, a safetensors file's f16 and bf16) and run through
+//! [`kernels::quant::linear_quant`], which decodes them inside the product; they are never
+//! packed or converted.
 
 use std::sync::OnceLock;
 
 use crate::model::error::Error;
 use crate::model::formats::tensors::{Name, Tensors};
-use crate::model::formats::weights::{Checkpoint, Weight, WeightsError};
+use crate::model::formats::weights::{Checkpoint, MatrixWeight, Weight, WeightsError};
 use crate::model::kernels::{self, Activation, Layout, Matrix, Operand, Output};
 
 /// A linear kernel: [`kernels::linear`] or [`kernels::linear::linear_gemm`].
@@ -41,7 +46,7 @@ pub struct Linear {
 
 /// One map of a [`Linear`].
 struct Part {
-    weight: Weight,
+    weight: MatrixWeight,
     layout: Layout,
     bias: Option<Weight>,
     outputs: usize,
@@ -77,7 +82,7 @@ impl Linear {
         let mut parts = Vec::with_capacity(names.len());
         for name in names {
             parts.push(Part {
-                weight: ckpt.weight(&format!("{name}.weight"), &[outputs, inputs])?,
+                weight: ckpt.matrix(&format!("{name}.weight"), &[outputs, inputs])?,
                 layout: Layout::OutIn,
                 bias: Some(ckpt.weight(&format!("{name}.bias"), &[outputs])?),
                 outputs,
@@ -86,7 +91,7 @@ impl Linear {
         if parts.iter().any(|p| p.weight.is_mapped()) {
             return Ok(Linear::from_parts(parts));
         }
-        // Weights that had to be converted (a `.bin`, f16) are copies already: store them
+        // Weights that had to be converted (a `.bin`) are copies already: store them
         // transposed and side by side, which gemm reads fast for any number of rows, and never
         // pack them again.
         let packed = pack(&parts, inputs);
@@ -100,9 +105,14 @@ impl Linear {
     }
 
     /// A map from its parts: `weight` of shape `[outputs, inputs]` (`OutIn`) or
-    /// `[inputs, outputs]` (`InOut`).
-    pub fn new(weight: Weight, layout: Layout, bias: Option<Weight>) -> Linear {
-        let outputs = match (layout, weight.shape()) {
+    /// `[inputs, outputs]` (`InOut`; f32 only).
+    pub fn new(weight: impl Into<MatrixWeight>, layout: Layout, bias: Option<Weight>) -> Linear {
+        let weight = weight.into();
+        assert!(
+            layout == Layout::OutIn || weight.as_f32().is_some(),
+            "stored matrices are [out, in]"
+        );
+        let outputs = match (layout, weight.shape().as_slice()) {
             (Layout::OutIn, [o, _]) | (Layout::InOut, [_, o]) => *o,
             (_, shape) => panic!("a linear map's weight is a matrix, not {shape:?}"),
         };
@@ -115,12 +125,12 @@ impl Linear {
     }
 
     fn from_parts(parts: Vec<Part>) -> Linear {
-        let inputs = match (parts[0].layout, parts[0].weight.shape()) {
+        let inputs = match (parts[0].layout, parts[0].weight.shape().as_slice()) {
             (Layout::OutIn, [_, i]) | (Layout::InOut, [i, _]) => *i,
             (_, shape) => panic!("a linear map's weight is a matrix, not {shape:?}"),
         };
         for p in &parts {
-            assert_eq!(p.weight.len(), inputs * p.outputs, "weight shape");
+            assert_eq!(p.weight.elements(), inputs * p.outputs, "weight shape");
             assert!(
                 p.bias.as_ref().is_none_or(|b| b.len() == p.outputs),
                 "bias shape"
@@ -159,6 +169,18 @@ impl Linear {
     pub fn forward_into(&self, x: &[f32], rows: usize, out: Output<'_>, activation: Activation) {
         let in_place = self.parts.iter().any(|p| p.layout == Layout::OutIn);
         let owned = self.parts.iter().all(|p| !p.weight.is_mapped());
+        let stored = self.parts.iter().any(|p| p.weight.as_stored().is_some());
+        if stored {
+            // Stored parts are decoded inside their kernel, which picks its own path by the
+            // number of rows; f32 parts beside them run in place, through strides when long.
+            let kernel: LinearKernel = if rows >= PACK_ROWS {
+                kernels::linear::linear_gemm
+            } else {
+                kernels::linear
+            };
+            self.each_part(x, rows, out, activation, kernel);
+            return;
+        }
         if in_place && rows >= PACK_ROWS && owned {
             // Our own memory already (dequantised from GGUF): gemm reads each part as it is
             // rather than through a second, packed copy of the whole model.
@@ -194,18 +216,33 @@ impl Linear {
             mut col0,
         } = out;
         for p in &self.parts {
-            let matrix = Matrix {
-                data: &p.weight,
-                inputs: self.inputs,
-                outputs: p.outputs,
-                layout: p.layout,
-            };
             let out = Output {
                 data: &mut *data,
                 stride,
                 col0,
             };
-            kernel(x, rows, matrix, p.bias.as_deref(), out, activation);
+            match &p.weight {
+                MatrixWeight::F32(w) => {
+                    let matrix = Matrix {
+                        data: w,
+                        inputs: self.inputs,
+                        outputs: p.outputs,
+                        layout: p.layout,
+                    };
+                    kernel(x, rows, matrix, p.bias.as_deref(), out, activation);
+                }
+                MatrixWeight::Stored(m) => {
+                    kernels::quant::linear_quant(
+                        x,
+                        rows,
+                        m.matrix(),
+                        p.bias.as_deref(),
+                        out,
+                        activation,
+                    )
+                    .expect("sizes checked when the map was built");
+                }
+            }
             col0 += p.outputs;
         }
     }
@@ -246,14 +283,15 @@ fn pack(parts: &[Part], inputs: usize) -> Packed {
     let mut weight = vec![0f32; inputs * total];
     let mut col0 = 0;
     for p in parts {
+        let w = p.weight.as_f32().expect("only f32 maps are packed");
         match p.layout {
             Layout::OutIn => {
-                kernels::transpose_into(&p.weight, p.outputs, inputs, &mut weight, total, col0)
+                kernels::transpose_into(w, p.outputs, inputs, &mut weight, total, col0)
             }
             Layout::InOut => {
                 for (dst, src) in weight
                     .chunks_exact_mut(total)
-                    .zip(p.weight.chunks_exact(p.outputs))
+                    .zip(w.chunks_exact(p.outputs))
                 {
                     dst[col0..col0 + p.outputs].copy_from_slice(src);
                 }
@@ -371,13 +409,38 @@ pub fn out_in_linear(
     outputs: usize,
     bias: bool,
 ) -> Result<Linear, Error> {
-    let weight = t.weight(&name.weight(), &[outputs, inputs])?;
+    let weight = t.matrix(&name.weight(), &[outputs, inputs])?;
     let bias = if bias {
         Some(t.weight(&name.bias(), &[outputs])?)
     } else {
         None
     };
     Ok(Linear::new(weight, Layout::OutIn, bias))
+}
+
+/// `x·Wᵀ` into `out` for the `rows` rows of `x`, `W` an `[outputs, inputs]` matrix as the file
+/// holds it, with no bias: a language-model head tied to the token embeddings.
+pub fn matrix_forward(w: &MatrixWeight, x: &[f32], rows: usize, out: Output<'_>) {
+    let [outputs, inputs] = <[usize; 2]>::try_from(w.shape()).expect("a matrix");
+    match w {
+        MatrixWeight::F32(data) => kernels::linear(
+            x,
+            rows,
+            Matrix {
+                data,
+                inputs,
+                outputs,
+                layout: Layout::OutIn,
+            },
+            None,
+            out,
+            Activation::Identity,
+        ),
+        MatrixWeight::Stored(m) => {
+            kernels::quant::linear_quant(x, rows, m.matrix(), None, out, Activation::Identity)
+                .expect("a head of the hidden size, checked at load")
+        }
+    }
 }
 
 /// Reads one linear map of a block: `(name, inputs, outputs)` → the map, as the family stores it
@@ -533,8 +596,8 @@ mod tests {
             .collect()
     }
 
-    /// A checkpoint with three maps `q`, `k`, `v` (`[OUTPUTS, INPUTS]` + bias), as f32 (read in
-    /// place) or bf16 (converted into memory of our own).
+    /// A checkpoint with three maps `q`, `k`, `v` (`[OUTPUTS, INPUTS]` + bias), as f32 or bf16
+    /// (both read in place; bf16 biases converted).
     fn checkpoint(dir: &std::path::Path, bf16: bool) -> Checkpoint {
         let mut tensors: Vec<(String, Vec<f32>, Vec<usize>)> =
             vec![("anchor".into(), vec![0.0; 4], vec![4])];
@@ -611,9 +674,14 @@ mod tests {
             let ckpt = checkpoint(dir.path(), bf16);
             let stacked = Linear::load_stacked(&ckpt, &NAMES, INPUTS, OUTPUTS).unwrap();
             assert_eq!(stacked.outputs(), 3 * OUTPUTS);
-            // f32 stays in the map until a long input packs it; bf16 is packed at load.
-            assert_eq!(stacked.parts.len(), if bf16 { 1 } else { 3 });
-            // Short inputs (in place or converted), then long ones (packed), then short again
+            // f32 stays in the map until a long input packs it; bf16 stays bf16, in the map,
+            // decoded inside the kernel, and is never packed.
+            assert_eq!(stacked.parts.len(), 3);
+            assert_eq!(
+                stacked.parts.iter().all(|p| p.weight.as_stored().is_some()),
+                bf16
+            );
+            // Short inputs (in place), then long ones (packed f32, tiled bf16), then short again
             // (in place after the pages were released).
             let mut long_seen = false;
             for rows in [1, 5, PACK_ROWS - 1, PACK_ROWS, PACK_ROWS + 9, 7] {

@@ -7,6 +7,7 @@
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
+//! - [`rope`]: the rotary embedding's settings read from a config;
 //! - [`capture`]: the buffers a forward pass writes the attention into;
 //! - [`generate`]: greedy decoding (one loop for decoders and encoder–decoders) and what a
 //!   checkpoint says about generating;
@@ -20,4 +21,5 @@ pub mod family;
 pub mod generate;
 pub mod layers;
 pub mod network;
+pub mod rope;
 pub mod seq2seq;

@@ -44,14 +44,47 @@ pub struct Architecture {
     pub tokenizer_types: bool,
     /// Which keys a query sees.
     pub mask: Mask,
-    /// The sliding attention window of a decoder that has one (Mistral): a query sees at most
-    /// this many keys. attnviz computes full causal attention, so longer inputs are refused.
-    pub sliding_window: Option<usize>,
+    /// The sliding attention window of a decoder that has one (Mistral, Gemma 2/3, Qwen with
+    /// `use_sliding_window`): on the layers it covers, a query sees at most this many keys.
+    pub sliding_window: Option<SlidingWindow>,
     /// How the model encodes positions (rotary: the captured q and k are the rotated ones).
     pub positions: PositionScheme,
 }
 
+/// The most layers a config may describe before its per-layer settings (which layers slide) are
+/// laid out: no tensor has been checked yet when they are read, and real models have at most a
+/// few hundred.
+pub const MAX_LAYERS: usize = 1 << 16;
+
+/// A sliding attention window and the layers that use it (the others attend over every earlier
+/// key: Gemma 2 alternates, Gemma 3 has one global layer in six).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlidingWindow {
+    /// How many keys a query sees, its own included.
+    pub size: usize,
+    /// Per layer (as [`Architecture::layers`]), whether it is windowed.
+    pub layers: Vec<bool>,
+}
+
+impl SlidingWindow {
+    /// `size` on every one of `layers` layers (Mistral).
+    pub fn every(size: usize, layers: usize) -> SlidingWindow {
+        SlidingWindow {
+            size,
+            layers: vec![true; layers],
+        }
+    }
+}
+
 impl Architecture {
+    /// The sliding window of layer `layer`, if it has one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        self.sliding_window
+            .as_ref()
+            .filter(|w| w.layers.get(layer).copied().unwrap_or(false))
+            .map(|w| w.size)
+    }
+
     /// `heads` query heads, each with its own key/value head.
     pub fn identity_heads(heads: usize) -> Vec<usize> {
         (0..heads).collect()
@@ -63,11 +96,10 @@ impl Architecture {
         self.mask == Mask::Bidirectional && (!self.tokenizer_types || self.token_types >= 2)
     }
 
-    /// The longest input the network runs exactly: its positions, and its sliding window where
-    /// it has one.
+    /// The longest input the network runs exactly: its positions (a sliding window is
+    /// computed, so it bounds nothing).
     pub fn longest_input(&self) -> usize {
-        self.sliding_window
-            .map_or(self.max_positions, |w| w.min(self.max_positions))
+        self.max_positions
     }
 
     /// The attention kernel's settings for `batch` sequences of `queries` query tokens over
@@ -86,6 +118,8 @@ impl Architecture {
             scale: 1.0 / (self.head_dim as f32).sqrt(),
             mask: self.mask,
             bias: None,
+            window: None,
+            softcap: None,
         }
     }
 }
@@ -159,6 +193,9 @@ pub struct KvCache {
     pub(crate) layers: Vec<LayerCache>,
     pub(crate) len: usize,
     pub(crate) capacity: usize,
+    /// The token ids cached, for a network that must run them again (Phi-3's LongRoPE, when a
+    /// sequence grows past its original context).
+    pub(crate) ids: Vec<u32>,
 }
 
 impl KvCache {
@@ -174,6 +211,7 @@ impl KvCache {
                 .collect(),
             len: 0,
             capacity,
+            ids: Vec::new(),
         }
     }
 

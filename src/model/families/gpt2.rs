@@ -9,7 +9,7 @@
 
 use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{
-    DecoderLayer, DecoderLayerNames, DecoderStack, LmHead, Positional,
+    DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::{FeedForward, FfnNames, Linear, Norm};
@@ -222,6 +222,7 @@ impl FamilyConfig for Gpt2Config {
                     ffn_norm: Norm::layer(ckpt, &n.ffn_norm, hidden, eps)?,
                     ffn: FeedForward::load(&n.ffn, hidden, self.n_inner, self.activation, &conv)?,
                     scale: self.scale(i),
+                    options: LayerOptions::default(),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -235,13 +236,16 @@ impl FamilyConfig for Gpt2Config {
         };
         Ok(Box::new(DecoderStack {
             arch: self.architecture(),
-            embed: ckpt.weight(&names.wte.weight(), &[self.vocab_size, hidden])?,
+            embed: ckpt
+                .weight(&names.wte.weight(), &[self.vocab_size, hidden])?
+                .into(),
             positional: Positional::Learned(
                 ckpt.weight(&names.wpe.weight(), &[self.n_positions, hidden])?,
             ),
             layers,
             final_norm: Norm::layer(ckpt, &names.ln_f, hidden, eps)?,
             lm_head,
+            options: StackOptions::default(),
         }))
     }
 }

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
+use super::{albert, bart, bert, distilbert, electra, gemma, gpt2, llama, phi3, roberta, t5};
 use crate::model::blocks::family::{Family, GgufReader};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
@@ -39,7 +39,11 @@ pub static FAMILIES: &[&Family] = &[
     &gpt2::FAMILY,
     &llama::LLAMA,
     &llama::QWEN2,
+    &llama::QWEN3,
     &llama::MISTRAL,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
+    &phi3::PHI3,
     &bart::BART,
     &bart::MBART,
     &bart::MARIAN,
@@ -211,8 +215,8 @@ mod tests {
         assert!(
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
-                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, mistral, bart, \
-                 mbart, marian, t5"
+                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
+                 gemma2, gemma3_text, phi3, bart, mbart, marian, t5"
             ),
             "{err}"
         );

@@ -1,13 +1,12 @@
-//! Tensors by name, wherever they are stored: a checkpoint ([`Checkpoint`]) or a GGUF file's
-//! dequantised tensors ([`TensorMap`]), behind one trait ([`Tensors`]); and the names themselves,
+//! Tensors by name, wherever they are stored: a checkpoint ([`Checkpoint`]) or a GGUF file
+//! ([`TensorMap`]), behind one trait ([`Tensors`]); and the names themselves,
 //! built from parts ([`Name`]) so that a family writes each of its names once.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt;
 
+use super::gguf::{gguf_tensor_name, GgufFile};
 use super::validate::first_non_finite;
-use super::weights::{Checkpoint, Weight};
+use super::weights::{Checkpoint, MatrixWeight, Weight};
 use crate::model::error::Error;
 
 /// A module path inside a checkpoint, built from parts as candle's `VarBuilder::pp` builds one:
@@ -70,8 +69,15 @@ pub trait Tensors {
     fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error>;
     /// The shape of tensor `name`, if the source has it.
     fn shape(&self, name: &str) -> Option<Vec<usize>>;
-    /// The language-model head stored outside the base model (`lm_head.weight`), when present.
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error>;
+    /// Matrix `name`, checked to have `shape` (`[outputs, inputs]`) and to be finite, as the
+    /// source holds it: f32, or kept in its storage format where the kernels decode that
+    /// (GGUF blocks, 16-bit floats).
+    fn matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixWeight, Error> {
+        self.weight(name, shape).map(MatrixWeight::F32)
+    }
+    /// The language-model head stored outside the base model (`lm_head.weight`), when present,
+    /// as [`Tensors::matrix`] reads it.
+    fn lm_head(&self, shape: &[usize]) -> Result<Option<MatrixWeight>, Error>;
 }
 
 impl Tensors for Checkpoint {
@@ -83,71 +89,94 @@ impl Tensors for Checkpoint {
         self.shape_of(name).map(|(_, shape)| shape.to_vec())
     }
 
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        Ok(self.top_level_weight("lm_head.weight", shape)?)
+    fn matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixWeight, Error> {
+        Ok(Checkpoint::matrix(self, name, shape)?)
+    }
+
+    fn lm_head(&self, shape: &[usize]) -> Result<Option<MatrixWeight>, Error> {
+        Ok(self
+            .top_level_weight("lm_head.weight", shape)?
+            .map(MatrixWeight::F32))
     }
 }
 
-/// Tensors by name: shape and row-major values.
-pub type NamedTensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
-
-/// Tensors already in memory (a GGUF file's, dequantised), taken out by name as they are used,
-/// under transformers' names with the base model's `model.` prefix.
-pub struct TensorMap {
-    tensors: RefCell<NamedTensors>,
+/// A GGUF file's tensors under transformers' names (with the base model's `model.` prefix,
+/// `lm_head.weight` outside it): matrices kept in their block format, in place in the file's
+/// memory map ([`GgufFile::stored`]), everything else (norms, biases) dequantised to f32.
+pub struct TensorMap<'a> {
+    file: &'a GgufFile,
     /// Named in errors.
     origin: String,
 }
 
-impl TensorMap {
-    /// `tensors` by transformers' full name (`model.layers.0.self_attn.q_proj.weight`), from
-    /// `origin` (a file, for messages).
-    pub fn new(tensors: NamedTensors, origin: String) -> TensorMap {
-        TensorMap {
-            tensors: RefCell::new(tensors),
-            origin,
+impl<'a> TensorMap<'a> {
+    /// The tensors of `file`, named `origin` in messages.
+    pub fn new(file: &'a GgufFile, origin: String) -> TensorMap<'a> {
+        TensorMap { file, origin }
+    }
+
+    /// The GGUF name of `full`, checked to be in the file with `shape`.
+    fn locate(&self, full: &str, shape: &[usize]) -> Result<String, Error> {
+        let missing = || Error::Input(format!("{} has no tensor {full}", self.origin));
+        let gguf = gguf_tensor_name(full).ok_or_else(missing)?;
+        let info = self.file.tensor_info(&gguf).ok_or_else(missing)?;
+        if info.shape != shape {
+            return Err(Error::Input(format!(
+                "{}: tensor {full} has shape {:?}, expected {shape:?}",
+                self.origin, info.shape
+            )));
         }
+        Ok(gguf)
+    }
+
+    fn non_finite(&self, full: &str, index: usize, value: f32) -> Error {
+        Error::Input(format!(
+            "{}: tensor {full} holds {value} at index {index}; the file is damaged",
+            self.origin
+        ))
     }
 
     fn take(&self, full: &str, shape: &[usize]) -> Result<Weight, Error> {
-        let (found, values) = self
-            .tensors
-            .borrow_mut()
-            .remove(full)
-            .ok_or_else(|| Error::Input(format!("{} has no tensor {full}", self.origin)))?;
-        if found != shape {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} has shape {found:?}, expected {shape:?}",
-                self.origin
-            )));
+        let gguf = self.locate(full, shape)?;
+        let t = self.file.dequantize(&gguf)?;
+        if let Some(i) = first_non_finite(&t.data) {
+            return Err(self.non_finite(full, i, t.data[i]));
         }
-        if let Some(i) = first_non_finite(&values) {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} holds {} at index {i}; the file is damaged",
-                self.origin, values[i]
-            )));
+        Ok(Weight::owned(t.data, shape.to_vec()))
+    }
+
+    fn take_matrix(&self, full: &str, shape: &[usize]) -> Result<MatrixWeight, Error> {
+        if shape.len() != 2 {
+            return self.take(full, shape).map(MatrixWeight::F32);
         }
-        Ok(Weight::owned(values, shape.to_vec()))
+        let gguf = self.locate(full, shape)?;
+        let m = self.file.stored(&gguf)?;
+        if let Some((i, value)) = m.first_non_finite() {
+            return Err(self.non_finite(full, i, value));
+        }
+        Ok(MatrixWeight::Stored(m))
     }
 }
 
-impl Tensors for TensorMap {
+impl Tensors for TensorMap<'_> {
     fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
         self.take(&format!("model.{name}"), shape)
     }
 
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.tensors
-            .borrow()
-            .get(&format!("model.{name}"))
-            .map(|(shape, _)| shape.clone())
+    fn matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixWeight, Error> {
+        self.take_matrix(&format!("model.{name}"), shape)
     }
 
-    fn lm_head(&self, shape: &[usize]) -> Result<Option<Weight>, Error> {
-        if !self.tensors.borrow().contains_key("lm_head.weight") {
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        let gguf = gguf_tensor_name(&format!("model.{name}"))?;
+        self.file.tensor_info(&gguf).map(|t| t.shape)
+    }
+
+    fn lm_head(&self, shape: &[usize]) -> Result<Option<MatrixWeight>, Error> {
+        if !self.file.has_tensor("output.weight") {
             return Ok(None);
         }
-        self.take("lm_head.weight", shape).map(Some)
+        self.take_matrix("lm_head.weight", shape).map(Some)
     }
 }
 

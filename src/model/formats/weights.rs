@@ -24,12 +24,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use candle_core::quantized::GgmlDType;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 
 use super::candle_message;
 use super::pytorch::{self, TorchFile};
 use super::validate::first_non_finite;
+use crate::model::kernels::quant::{QuantError, QuantMatrix};
 
 /// Reading more than this many times the weight files' size is refused (see the module doc).
 /// f16 checkpoints read as f32 take twice their size; 4 leaves room for that and more.
@@ -542,4 +544,285 @@ fn open_bin(path: &Path) -> Result<(Backend, HashMap<String, Vec<usize>>), Weigh
         .map(|(name, shape)| (name.to_string(), shape.to_vec()))
         .collect();
     Ok((Backend::Torch(file), shapes))
+}
+
+/// What keeps a [`StoredMatrix`]'s bytes alive (held, never read: `StoredMatrix::ptr` points
+/// into it).
+#[allow(dead_code)]
+enum KeepBytes {
+    /// The memory map of the GGUF file they sit in.
+    Gguf(Arc<memmap2::Mmap>),
+    /// The memory map of the safetensors file they sit in.
+    Safetensors(Arc<MmapedSafetensors>),
+    /// Our own copy (a GGUF q/k projection with llama.cpp's row order undone).
+    Owned(Vec<u8>),
+}
+
+/// A weight matrix `[outputs, inputs]` kept in its file's storage format (a GGUF block type,
+/// or 16-bit floats), decoded inside the kernels ([`crate::model::kernels::quant`]): in place
+/// in the file's memory map, or, where rows had to be reordered, a copy of the same bytes.
+pub struct StoredMatrix {
+    ptr: *const u8,
+    len: usize,
+    dtype: GgmlDType,
+    outputs: usize,
+    inputs: usize,
+    _keep: KeepBytes,
+}
+
+// SAFETY: as for `Weight`: read-only bytes kept alive by `_keep`, never written.
+unsafe impl Send for StoredMatrix {}
+// SAFETY: as for Send; shared references only read.
+unsafe impl Sync for StoredMatrix {}
+
+impl StoredMatrix {
+    fn checked(
+        bytes: &[u8],
+        dtype: GgmlDType,
+        outputs: usize,
+        inputs: usize,
+        keep: KeepBytes,
+    ) -> Result<StoredMatrix, QuantError> {
+        QuantMatrix::new(bytes, dtype, outputs, inputs)?;
+        Ok(StoredMatrix {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+            dtype,
+            outputs,
+            inputs,
+            _keep: keep,
+        })
+    }
+
+    /// `bytes` (inside `map`) as an `outputs × inputs` matrix of `dtype`, read in place.
+    pub fn in_map(
+        map: &Arc<memmap2::Mmap>,
+        range: std::ops::Range<usize>,
+        dtype: GgmlDType,
+        outputs: usize,
+        inputs: usize,
+    ) -> Result<StoredMatrix, QuantError> {
+        let bytes = map.get(range).unwrap_or(&[]);
+        StoredMatrix::checked(
+            bytes,
+            dtype,
+            outputs,
+            inputs,
+            KeepBytes::Gguf(Arc::clone(map)),
+        )
+    }
+
+    /// Bytes of our own as an `outputs × inputs` matrix of `dtype`.
+    pub fn owned(
+        bytes: Vec<u8>,
+        dtype: GgmlDType,
+        outputs: usize,
+        inputs: usize,
+    ) -> Result<StoredMatrix, QuantError> {
+        // The pointer is into the vector's heap buffer, which never moves.
+        let (ptr, len) = (bytes.as_ptr(), bytes.len());
+        // SAFETY: `ptr`/`len` describe `bytes`, which the matrix keeps.
+        let view = unsafe { std::slice::from_raw_parts(ptr, len) };
+        StoredMatrix::checked(view, dtype, outputs, inputs, KeepBytes::Owned(bytes))
+    }
+
+    /// The storage format.
+    pub fn dtype(&self) -> GgmlDType {
+        self.dtype
+    }
+
+    /// The stored bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` points at `len` bytes that `_keep` keeps alive and nothing writes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The matrix, for the kernels.
+    pub fn matrix(&self) -> QuantMatrix<'_> {
+        QuantMatrix::new(self.bytes(), self.dtype, self.outputs, self.inputs)
+            .expect("checked when the matrix was made")
+    }
+
+    /// `(outputs, inputs)`.
+    pub fn shape(&self) -> [usize; 2] {
+        [self.outputs, self.inputs]
+    }
+
+    /// The first weight that decodes to NaN or ±inf (row-major index) and its value. Decodes
+    /// every weight once, in parallel stretches of rows, into small buffers.
+    pub fn first_non_finite(&self) -> Option<(usize, f32)> {
+        use rayon::prelude::*;
+        let m = self.matrix();
+        if self.inputs == 0 || self.outputs == 0 {
+            return None;
+        }
+        let rows = (16 * 1024 / self.inputs).max(1);
+        (0..self.outputs.div_ceil(rows))
+            .into_par_iter()
+            .find_map_first(|chunk| {
+                let first = chunk * rows;
+                let n = rows.min(self.outputs - first);
+                let mut buf = vec![0f32; n * self.inputs];
+                m.dequantize_rows(first, &mut buf);
+                first_non_finite(&buf).map(|i| (first * self.inputs + i, buf[i]))
+            })
+    }
+}
+
+impl std::fmt::Debug for StoredMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredMatrix")
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape())
+            .finish()
+    }
+}
+
+/// A matrix weight as a file holds it: f32 ([`Weight`], in place or converted) or in a storage
+/// format the kernels decode on the fly ([`StoredMatrix`]: GGUF blocks, 16-bit floats).
+pub enum MatrixWeight {
+    /// f32 values, `[rows, cols]`.
+    F32(Weight),
+    /// As stored, `[outputs, inputs]`.
+    Stored(StoredMatrix),
+}
+
+impl From<Weight> for MatrixWeight {
+    fn from(w: Weight) -> MatrixWeight {
+        MatrixWeight::F32(w)
+    }
+}
+
+impl From<StoredMatrix> for MatrixWeight {
+    fn from(m: StoredMatrix) -> MatrixWeight {
+        MatrixWeight::Stored(m)
+    }
+}
+
+impl MatrixWeight {
+    /// The tensor's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            MatrixWeight::F32(w) => w.shape().to_vec(),
+            MatrixWeight::Stored(m) => m.shape().to_vec(),
+        }
+    }
+
+    /// Number of weights.
+    pub fn elements(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// The f32 values, when it holds f32.
+    pub fn as_f32(&self) -> Option<&Weight> {
+        match self {
+            MatrixWeight::F32(w) => Some(w),
+            MatrixWeight::Stored(_) => None,
+        }
+    }
+
+    /// The stored matrix, when it is kept in its storage format.
+    pub fn as_stored(&self) -> Option<&StoredMatrix> {
+        match self {
+            MatrixWeight::F32(_) => None,
+            MatrixWeight::Stored(m) => Some(m),
+        }
+    }
+
+    /// Whether nothing of it was converted into memory of our own (in place in a map, or kept
+    /// in its storage format): such a weight is never packed at load.
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            MatrixWeight::F32(w) => w.is_mapped(),
+            MatrixWeight::Stored(_) => true,
+        }
+    }
+
+    /// Rows `ids` of a `[rows, width]` matrix, decoded, one after the other into `out`
+    /// (`ids.len() × width`): an embedding lookup that decodes only the rows it reads. Ids must
+    /// be inside the table (the model checks its inputs first); out of range, this panics.
+    pub fn gather(&self, ids: &[u32], out: &mut [f32]) {
+        let width = self.shape().last().copied().unwrap_or(0);
+        assert_eq!(out.len(), ids.len() * width, "gather output shape");
+        if width == 0 {
+            return;
+        }
+        for (dst, &id) in out.chunks_exact_mut(width).zip(ids) {
+            match self {
+                MatrixWeight::F32(w) => {
+                    dst.copy_from_slice(&w[id as usize * width..][..width]);
+                }
+                MatrixWeight::Stored(m) => {
+                    let got = m.matrix().dequantize_rows(id as usize, dst);
+                    assert_eq!(got, 1, "row {id} of a table of {} rows", m.outputs);
+                }
+            }
+        }
+    }
+
+    /// Drop the pages this weight reads in place from the process (see
+    /// [`Weight::release_pages`]).
+    pub fn release_pages(&self) {
+        if let MatrixWeight::F32(w) = self {
+            w.release_pages();
+        }
+    }
+}
+
+impl Checkpoint {
+    /// Matrix `name` (without the prefix), checked against `shape` and checked to be finite:
+    /// a safetensors file's f16 or bf16 matrix stays 16-bit, in place in its memory map, for the
+    /// kernels to decode ([`StoredMatrix`]); anything else is read as [`Checkpoint::weight`]
+    /// reads it.
+    pub fn matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixWeight, WeightsError> {
+        let full = self.locate(name, shape)?;
+        if let (Backend::Safetensors(st), &[outputs, inputs]) = (&self.backend, shape) {
+            if let Ok(view) = st.get(&full) {
+                let dtype = match view.dtype() {
+                    safetensors::Dtype::F16 => Some(GgmlDType::F16),
+                    safetensors::Dtype::BF16 => Some(GgmlDType::BF16),
+                    _ => None,
+                };
+                if let Some(dtype) = dtype.filter(|_| cfg!(target_endian = "little")) {
+                    self.charge(&full, shape)?;
+                    let bytes = view.data();
+                    if let Some((index, value)) = first_non_finite_half(bytes, dtype) {
+                        return Err(WeightsError::NonFinite {
+                            name: full,
+                            path: self.path.clone(),
+                            value,
+                            index,
+                            shape: shape.to_vec(),
+                        });
+                    }
+                    let keep = KeepBytes::Safetensors(Arc::clone(st));
+                    return StoredMatrix::checked(bytes, dtype, outputs, inputs, keep)
+                        .map(MatrixWeight::Stored)
+                        .map_err(|e| WeightsError::Read {
+                            path: self.path.clone(),
+                            reason: format!("tensor {full}: {e}"),
+                        });
+                }
+            }
+        }
+        self.read_tensor(full, shape).map(MatrixWeight::F32)
+    }
+}
+
+/// The first NaN or ±inf among little-endian 16-bit floats (f16 or bf16): its index and value.
+fn first_non_finite_half(bytes: &[u8], dtype: GgmlDType) -> Option<(usize, f32)> {
+    let (exponent, mantissa) = match dtype {
+        GgmlDType::F16 => (0x7c00u16, 0x03ffu16),
+        _ => (0x7f80, 0x007f),
+    };
+    let index = bytes
+        .chunks_exact(2)
+        .position(|b| u16::from_le_bytes([b[0], b[1]]) & exponent == exponent)?;
+    let bits = u16::from_le_bytes([bytes[2 * index], bytes[2 * index + 1]]);
+    let value = match (bits & mantissa != 0, bits & 0x8000 != 0) {
+        (true, _) => f32::NAN,
+        (false, false) => f32::INFINITY,
+        (false, true) => f32::NEG_INFINITY,
+    };
+    Some((index, value))
 }

@@ -8,6 +8,9 @@
 //!   several query heads ([`AttentionSpec::kv_head`]: the identity for ordinary multi-head
 //!   attention, `h / (heads / kv_heads)` for Llama's GQA);
 //! - **scale**: `1/√d` for most families, 1 for T5;
+//! - **sliding window**: a causal query sees only the `window` keys ending at its own position
+//!   (Mistral, Gemma 2/3, Qwen with `use_sliding_window`); keys before the window get exactly 0;
+//! - **soft-capping**: scores become `tanh(s/c)·c` before the mask and softmax (Gemma 2);
 //! - **score bias**: something added to the scores before the softmax ([`ScoreBias`]: T5's
 //!   relative position buckets);
 //! - **operands**: queries, keys and values are read with strides from wherever they are (the
@@ -67,6 +70,12 @@ pub struct AttentionSpec<'a> {
     pub mask: Mask,
     /// Added to the scores before the softmax, if any.
     pub bias: Option<&'a dyn ScoreBias>,
+    /// A causal sliding window: query `i` sees keys `i − window + 1 ..= i` (transformers'
+    /// `kv_idx > q_idx − sliding_window`); `None`: every earlier key.
+    pub window: Option<usize>,
+    /// Soft-capping of the scaled scores, `tanh(s/c)·c` (Gemma 2's
+    /// `attn_logit_softcapping`), applied before the bias and the mask.
+    pub softcap: Option<f32>,
 }
 
 /// A zeroed buffer of `len` floats for the captured probabilities (75 MB for MiniLM at 512
@@ -210,11 +219,17 @@ pub fn attention(
         scale,
         mask,
         bias,
+        window,
+        softcap,
     } = spec;
     let hidden = heads * d;
     assert!(
         kv_head.len() == heads && kv_head.iter().all(|&g| g < kv_heads),
         "one key/value head below {kv_heads} per query head"
+    );
+    assert!(
+        window.is_none_or(|w| w > 0 && mask == Mask::Causal),
+        "a sliding window is a positive width under a causal mask"
     );
     let fits = |o: &Operand<'_>, rows: usize, width: usize| {
         o.offset + width <= o.stride && o.data.len() >= batch * rows * o.stride
@@ -318,11 +333,21 @@ pub fn attention(
         }
         for (i, row) in p.chunks_exact_mut(lk).enumerate() {
             let query = r0 + i;
+            if let Some(cap) = softcap {
+                for v in &mut row[..cols] {
+                    *v = (*v / cap).tanh() * cap;
+                }
+            }
             if let Some(bias) = bias {
                 bias.add(s, h, query, &mut row[..cols]);
             }
             if mask == Mask::Causal {
                 row[(query + shift + 1).min(cols)..cols].fill(f32::NEG_INFINITY);
+            }
+            if let Some(w) = window {
+                // Keys more than `w − 1` positions before the query's own.
+                let first = (query + shift + 1).saturating_sub(w).min(cols);
+                row[..first].fill(f32::NEG_INFINITY);
             }
             row[cols..].fill(0.0);
         }
@@ -463,6 +488,8 @@ mod tests {
         mask: Mask,
         bias: bool,
         scale: f32,
+        window: Option<usize>,
+        softcap: Option<f32>,
     }
 
     /// Naive attention in f64 for sequence `s`: probabilities `[heads, lq, lk]` and the context
@@ -485,10 +512,16 @@ mod tests {
                             })
                             .sum();
                         let mut score = dot * c.scale as f64;
+                        if let Some(cap) = c.softcap {
+                            score = (score / cap as f64).tanh() * cap as f64;
+                        }
                         if c.bias {
                             score += Wavy::at(h, i, j);
                         }
                         if c.mask == Mask::Causal && j > i + (lk - lq) {
+                            score = f64::NEG_INFINITY;
+                        }
+                        if c.window.is_some_and(|w| i + (lk - lq) >= j + w) {
                             score = f64::NEG_INFINITY;
                         }
                         score
@@ -558,6 +591,8 @@ mod tests {
             scale: c.scale,
             mask: c.mask,
             bias: if c.bias { Some(&Wavy) } else { None },
+            window: c.window,
+            softcap: c.softcap,
         };
         attention(
             op(&q, qw),
@@ -589,6 +624,12 @@ mod tests {
                     for i in 0..lq {
                         for j in i + (lk - lq) + 1..lk {
                             assert_eq!(bufs[s].0[(h * lq + i) * lk + j], 0.0, "masked ({what})");
+                        }
+                        if let Some(w) = c.window {
+                            for j in 0..(i + (lk - lq) + 1).saturating_sub(w) {
+                                let p = bufs[s].0[(h * lq + i) * lk + j];
+                                assert_eq!(p, 0.0, "outside the window ({what})");
+                            }
                         }
                     }
                 }
@@ -637,6 +678,8 @@ mod tests {
                 mask: Mask::Bidirectional,
                 bias: false,
                 scale: 1.0 / (d as f32).sqrt(),
+                window: None,
+                softcap: None,
             });
         }
     }
@@ -655,6 +698,8 @@ mod tests {
                 mask: Mask::Causal,
                 bias: false,
                 scale: 1.0 / (d as f32).sqrt(),
+                window: None,
+                softcap: None,
             });
         }
         // Queries behind a cache of earlier keys: the last query sees every key.
@@ -669,6 +714,44 @@ mod tests {
             mask: Mask::Causal,
             bias: false,
             scale: 0.25,
+            window: None,
+            softcap: None,
+        });
+    }
+
+    #[test]
+    fn sliding_window_and_softcap_match_naive_loops() {
+        // Windows narrower than the input (one of 1 key, the query itself), with padding,
+        // grouped heads, soft-capped scores and queries behind a cache.
+        for (window, softcap) in [(1, None), (4, None), (17, Some(5.0)), (64, Some(50.0))] {
+            check(&Case {
+                q_lens: vec![40, 9],
+                k_lens: vec![40, 9],
+                nq: 40,
+                nk: 40,
+                heads: 4,
+                kv_heads: 2,
+                d: 8,
+                mask: Mask::Causal,
+                bias: false,
+                scale: 1.0 / 8f32.sqrt(),
+                window: Some(window),
+                softcap,
+            });
+        }
+        check(&Case {
+            q_lens: vec![3, 1],
+            k_lens: vec![10, 4],
+            nq: 3,
+            nk: 10,
+            heads: 2,
+            kv_heads: 2,
+            d: 8,
+            mask: Mask::Causal,
+            bias: false,
+            scale: 0.25,
+            window: Some(3),
+            softcap: Some(2.0),
         });
     }
 
@@ -692,6 +775,8 @@ mod tests {
                 mask,
                 bias: false,
                 scale: 1.0 / 8f32.sqrt(),
+                window: None,
+                softcap: None,
             });
         }
     }
@@ -711,6 +796,8 @@ mod tests {
             mask: Mask::Bidirectional,
             bias: true,
             scale: 1.0,
+            window: None,
+            softcap: None,
         });
         check(&Case {
             q_lens: vec![29],
@@ -723,6 +810,8 @@ mod tests {
             mask: Mask::Causal,
             bias: true,
             scale: 1.0,
+            window: None,
+            softcap: None,
         });
     }
 
@@ -751,6 +840,8 @@ mod tests {
             scale: 0.5,
             mask: Mask::Bidirectional,
             bias: None,
+            window: None,
+            softcap: None,
         };
         let run = |ops: [Operand<'_>; 3]| {
             let mut probs = vec![0.0; heads * n * n];

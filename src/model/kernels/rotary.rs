@@ -1,7 +1,9 @@
 //! Rotary position embeddings (RoPE, Su et al. 2021) as transformers' Llama computes them: the
 //! "rotate half" convention, where dimension `i` of a head pairs with `i + head_dim/2`, and the
-//! inverse frequencies of the `default`, `linear` and `llama3` rope types
-//! (`transformers/modeling_rope_utils.py`).
+//! inverse frequencies of the `default`, `linear`, `llama3` and `longrope` rope types
+//! (`transformers/modeling_rope_utils.py`), llama.cpp's per-frequency divisors (a GGUF file's
+//! `rope_freqs.weight`), and partial rotary embeddings (the first `rotary_dim` values of each
+//! head rotated, the rest kept: Phi-3's `partial_rotary_factor`).
 //!
 //! The rotation is applied in place to the query and key vectors of the fused projection's output,
 //! before [`super::attention()`] reads them, so the captured q/k are the rotated ones: the vectors
@@ -42,13 +44,37 @@ pub enum RopeScaling {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rope {
     inv_freq: Vec<f32>,
+    /// The size of a head: the first `2·inv_freq.len()` values are rotated.
+    head_dim: usize,
+    /// LongRoPE's frequencies for sequences longer than the `usize` positions of pre-training
+    /// (`inv_freq` holds the short ones).
+    long: Option<(Vec<f32>, usize)>,
+    /// A factor on the cosines and sines (LongRoPE's attention factor; 1 otherwise).
+    attention_factor: f32,
 }
 
-/// Cosines and sines for a list of positions: `[positions, head_dim/2]` each.
+/// Cosines and sines for a list of positions: `[positions, rotary_dim/2]` each.
 pub struct RopeTable {
     cos: Vec<f32>,
     sin: Vec<f32>,
     half: usize,
+    head_dim: usize,
+}
+
+/// `1 / (factor[i] · θ^(2i/d))` in f32 as transformers' LongRoPE forms it (`factor` 1: the
+/// default frequencies).
+fn frequencies(dim: usize, theta: f64, factors: Option<&[f64]>) -> Vec<f32> {
+    let base = theta as f32;
+    (0..dim / 2)
+        .map(|i| {
+            let exponent = (2 * i) as f32 / dim as f32;
+            let pow = (base as f64).powf(exponent as f64) as f32;
+            match factors {
+                Some(f) => 1.0 / (f[i] as f32 * pow),
+                None => 1.0 / pow,
+            }
+        })
+        .collect()
 }
 
 impl Rope {
@@ -58,16 +84,8 @@ impl Rope {
             head_dim >= 2 && head_dim.is_multiple_of(2),
             "rotary head size {head_dim}"
         );
-        let dim = head_dim as f32;
-        let base = theta as f32;
-        let mut inv_freq: Vec<f32> = (0..head_dim / 2)
-            .map(|i| {
-                // base ** (arange(0, dim, 2).float() / dim), in f32.
-                let exponent = (2 * i) as f32 / dim;
-                let pow = (base as f64).powf(exponent as f64) as f32;
-                1.0 / pow
-            })
-            .collect();
+        // base ** (arange(0, dim, 2).float() / dim), in f32.
+        let mut inv_freq = frequencies(head_dim, theta, None);
         match scaling {
             RopeScaling::None => {}
             RopeScaling::Linear { factor } => {
@@ -103,12 +121,72 @@ impl Rope {
                 }
             }
         }
-        Rope { inv_freq }
+        Rope {
+            inv_freq,
+            head_dim,
+            long: None,
+            attention_factor: 1.0,
+        }
     }
 
-    /// The rotated size of a head.
+    /// LongRoPE (Phi-3.5, Phi-4-mini): frequencies `1/(short[i]·θ^(2i/d))` for sequences of at
+    /// most `original` positions and `1/(long[i]·θ^(2i/d))` for longer ones (chosen per call by
+    /// the largest position, as transformers' `longrope_frequency_update`), cosines and sines
+    /// times `attention_factor`. `short` and `long` hold `rotary_dim/2` factors each.
+    pub fn longrope(
+        rotary_dim: usize,
+        theta: f64,
+        short: &[f64],
+        long: &[f64],
+        original: usize,
+        attention_factor: f64,
+    ) -> Rope {
+        assert!(
+            rotary_dim >= 2
+                && rotary_dim.is_multiple_of(2)
+                && short.len() == rotary_dim / 2
+                && long.len() == rotary_dim / 2,
+            "longrope factors for a rotary size of {rotary_dim}"
+        );
+        Rope {
+            inv_freq: frequencies(rotary_dim, theta, Some(short)),
+            head_dim: rotary_dim,
+            long: Some((frequencies(rotary_dim, theta, Some(long)), original)),
+            attention_factor: attention_factor as f32,
+        }
+    }
+
+    /// The same frequencies, each divided by `factors[i]` (llama.cpp's `rope_freqs.weight`, Llama
+    /// 3.1's scaling as a GGUF file stores it: the angle of frequency `i` is divided by it).
+    pub fn with_freq_factors(mut self, factors: &[f32]) -> Rope {
+        assert_eq!(
+            factors.len(),
+            self.inv_freq.len(),
+            "one factor per frequency"
+        );
+        for (f, d) in self.inv_freq.iter_mut().zip(factors) {
+            *f /= d;
+        }
+        self
+    }
+
+    /// The same rotation inside heads of `head_dim` values, of which it rotates the first
+    /// `rotary_dim` and keeps the rest (partial rotary embeddings).
+    pub fn with_head_dim(mut self, head_dim: usize) -> Rope {
+        assert!(head_dim >= 2 * self.inv_freq.len(), "head of {head_dim}");
+        self.head_dim = head_dim;
+        self
+    }
+
+    /// LongRoPE's original context: sequences longer than this many positions use the long
+    /// factors; `None` for other rotary embeddings.
+    pub fn long_after(&self) -> Option<usize> {
+        self.long.as_ref().map(|(_, original)| *original)
+    }
+
+    /// The size of a head (of which the first `2·inv_freq().len()` values are rotated).
     pub fn head_dim(&self) -> usize {
-        2 * self.inv_freq.len()
+        self.head_dim
     }
 
     /// The inverse frequencies, `head_dim/2` of them.
@@ -118,16 +196,33 @@ impl Rope {
 
     /// Cosines and sines at `positions`.
     pub fn table(&self, positions: impl IntoIterator<Item = usize>) -> RopeTable {
+        let positions: Vec<usize> = positions.into_iter().collect();
         let half = self.inv_freq.len();
+        let longest = positions.iter().max().map_or(0, |&p| p + 1);
+        let inv_freq = match &self.long {
+            Some((long, original)) if longest > *original => long,
+            _ => &self.inv_freq,
+        };
+        let scale = self.attention_factor;
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         for p in positions {
-            for &f in &self.inv_freq {
+            for &f in inv_freq {
                 let angle = p as f32 * f;
-                cos.push((angle as f64).cos() as f32);
-                sin.push((angle as f64).sin() as f32);
+                if scale == 1.0 {
+                    cos.push((angle as f64).cos() as f32);
+                    sin.push((angle as f64).sin() as f32);
+                } else {
+                    cos.push((angle as f64).cos() as f32 * scale);
+                    sin.push((angle as f64).sin() as f32 * scale);
+                }
             }
         }
-        RopeTable { cos, sin, half }
+        RopeTable {
+            cos,
+            sin,
+            half,
+            head_dim: self.head_dim,
+        }
     }
 }
 
@@ -143,10 +238,11 @@ impl RopeTable {
     }
 
     /// Rotate `heads` head vectors of each row of `data` in place: row `r` (of `stride` values,
-    /// heads from column `offset`) at the table's position `r`.
+    /// heads from column `offset`) at the table's position `r`; of each head the first
+    /// `rotary_dim` values (the whole head unless partial).
     pub fn rotate(&self, data: &mut [f32], stride: usize, offset: usize, heads: usize) {
         let half = self.half;
-        let d = 2 * half;
+        let d = self.head_dim;
         let rows = self.len();
         assert!(
             offset + heads * d <= stride && data.len() >= rows * stride,
@@ -155,7 +251,7 @@ impl RopeTable {
         let run = |r: usize, row: &mut [f32]| {
             let (c, s) = (&self.cos[r * half..][..half], &self.sin[r * half..][..half]);
             for h in 0..heads {
-                let x = &mut row[offset + h * d..][..d];
+                let x = &mut row[offset + h * d..][..2 * half];
                 let (a, b) = x.split_at_mut(half);
                 for i in 0..half {
                     let (x1, x2) = (a[i], b[i]);
@@ -223,6 +319,37 @@ mod tests {
             (r[1] as f64 - want).abs() < 1e-6 * want,
             "{} vs {want}",
             r[1]
+        );
+    }
+
+    #[test]
+    fn longrope_factors_partial_rotation_and_freq_factors() {
+        // Short factors up to 16 positions, long ones beyond; cos/sin × the attention factor.
+        let (short, long) = ([1.0, 2.0], [3.0, 5.0]);
+        let rope = Rope::longrope(4, 100.0, &short, &long, 16, 1.5).with_head_dim(6);
+        let plain = Rope::new(4, 100.0, RopeScaling::None);
+        for (i, (s, p)) in rope.inv_freq().iter().zip(plain.inv_freq()).enumerate() {
+            assert!((s * short[i] as f32 - p).abs() <= 1e-7 * p, "{s} {p}");
+        }
+        let within = rope.table([15]);
+        let beyond = rope.table([16]);
+        let angle = |f: f32| (16.0 * f) as f64;
+        assert!(
+            (within.cos[1] as f64 - 1.5 * (15.0 * rope.inv_freq()[1]).cos() as f64).abs() < 1e-6
+        );
+        let long_f = 1.0 / (5.0 * 10f32);
+        assert!((beyond.cos[1] as f64 - 1.5 * angle(long_f).cos()).abs() < 1e-6);
+        // Partial: of each 6-value head the first 4 turn, the last 2 stay.
+        let x: Vec<f32> = (0..12).map(|v| v as f32 + 1.0).collect();
+        let mut y = x.clone();
+        rope.table([3]).rotate(&mut y, 12, 0, 2);
+        assert_eq!((&y[4..6], &y[10..12]), (&x[4..6], &x[10..12]));
+        assert_ne!(&y[0..4], &x[0..4]);
+        // rope_freqs: each frequency divided by its factor.
+        let divided = plain.clone().with_freq_factors(&[1.0, 4.0]);
+        assert_eq!(
+            divided.inv_freq(),
+            &[plain.inv_freq()[0], plain.inv_freq()[1] / 4.0]
         );
     }
 

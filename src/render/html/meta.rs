@@ -40,6 +40,8 @@ struct KindMeta<'a> {
     kind: AttentionKind,
     model: ModelMeta<'a>,
     mask: MaskKind,
+    /// Each captured layer's sliding window (`null`: none).
+    windows: &'a [Option<usize>],
     positions: PositionScheme,
     sink: Option<usize>,
     kv_head: &'a [usize],
@@ -261,6 +263,7 @@ impl<'a> KindMeta<'a> {
                 head_dim: m.head_dim,
             },
             mask: att.mask,
+            windows: att.windows(),
             positions: att.positions,
             sink: att.sink(),
             kv_head: att.kv_head(),

@@ -269,6 +269,15 @@ pub(crate) fn model_scene(
         .masked
         .as_deref()
         .map(|m| resample_mask_grids(m, (&grid, &col_grid)));
+    // Layers with a sliding window hatch their own cells.
+    let layer_masked: Vec<Option<Vec<bool>>> = style
+        .layer_masked
+        .iter()
+        .map(|m| {
+            m.as_deref()
+                .map(|m| resample_mask_grids(m, (&grid, &col_grid)))
+        })
+        .collect();
     let scale = Scale::up_to(shown.iter().flatten().flatten(), style.scale);
     // Thumbnail width (columns) and height (rows).
     let (side, thumb_h) = (col_grid.side() as i32, grid.side() as i32);
@@ -343,11 +352,15 @@ pub(crate) fn model_scene(
             align: Align::End,
             up: false,
         }));
+        let masked = match layer_masked.get(l) {
+            Some(m) => m.as_deref(),
+            None => masked.as_deref(),
+        };
         for (h, values) in layer.iter().enumerate() {
             let x = grid_x + h as i32 * (side + gap);
             items.extend(layout::heatmap(
                 values,
-                masked.as_deref(),
+                masked,
                 (&grid, &col_grid),
                 x,
                 y,

@@ -235,8 +235,12 @@ pub(crate) struct Style {
     /// tokens removed), shown in full under the subtitle; empty when nothing.
     pub notes: String,
     /// Cells the query could not see (`n × n`, row-major), drawn in the background colour;
-    /// `None` when every cell is visible.
+    /// `None` when every cell is visible. For a figure of one layer, that layer's (its sliding
+    /// window included); otherwise the cells masked in every layer.
     pub masked: Option<Vec<bool>>,
+    /// Each captured layer's masked cells, for the figure of every layer; empty when the layers
+    /// all have the mask of `masked`.
+    pub layer_masked: Vec<Option<Vec<bool>>>,
     /// The model's number of each captured layer (`--layers`), for labels.
     pub layer_numbers: Vec<usize>,
 }
@@ -339,9 +343,15 @@ fn build(
             } else {
                 format!("({})", notes.join("; "))
             },
-            masked: cell_mask(att),
+            masked: cell_mask(att, None),
+            layer_masked: Vec::new(),
             layer_numbers: att.layer_numbers().to_vec(),
         }
+    };
+    // A figure of one layer hatches what that layer could not see.
+    let for_layer = |mut style: Style, layer: usize| {
+        style.masked = cell_mask(att, Some(layer));
+        style
     };
     // The scale a figure of these matrices is drawn on (`--scale auto` decides per figure).
     let unit = match att.level {
@@ -410,7 +420,7 @@ fn build(
                 (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
             let values = att.matrix(*layer, *head);
-            let style = style_for(&[&values]);
+            let style = for_layer(style_for(&[&values]), *layer);
             single::scene(&style, &sides, &title, ATTENTION, &values)
         }
         FigureSpec::Mean { layer } => {
@@ -418,7 +428,7 @@ fn build(
             let number = att.layer_number(*layer);
             let title = format!("{model} · layer {number} · {mean_of}");
             let values = att.head_mean(*layer);
-            let style = style_for(&[&values]);
+            let style = for_layer(style_for(&[&values]), *layer);
             single::scene(&style, &sides, &title, ATTENTION, &values)
         }
         FigureSpec::Layer { layer } => {
@@ -433,7 +443,10 @@ fn build(
             };
             let matrices: Vec<Vec<f32>> =
                 (0..heads).map(|h| att.head(*layer, h).to_vec()).collect();
-            let style = style_for(&matrices.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            let style = for_layer(
+                style_for(&matrices.iter().map(Vec::as_slice).collect::<Vec<_>>()),
+                *layer,
+            );
             grid::layer_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Model => {
@@ -448,7 +461,10 @@ fn build(
             let matrices: Vec<Vec<&[f32]>> = (0..att.layers())
                 .map(|l| (0..heads).map(|h| att.head(l, h)).collect())
                 .collect();
-            let style = style_for(&matrices.concat());
+            let mut style = style_for(&matrices.concat());
+            if att.has_windows() {
+                style.layer_masked = (0..att.layers()).map(|l| cell_mask(att, Some(l))).collect();
+            }
             grid::model_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
         FigureSpec::Matrix { title, values } => {
@@ -554,11 +570,15 @@ fn subtitle(att: &Attention) -> String {
     }
 }
 
-/// Which cells of `att`'s matrices the query could not see; `None` when all are visible.
-fn cell_mask(att: &Attention) -> Option<Vec<bool>> {
+/// Which cells of `att`'s matrices the query could not see in captured layer `layer` (its
+/// sliding window included), or with `None` in every layer; `None` when all are visible.
+fn cell_mask(att: &Attention, layer: Option<usize>) -> Option<Vec<bool>> {
     let (nq, nk) = (att.n_queries(), att.n_keys());
     let mask: Vec<bool> = (0..nq * nk)
-        .map(|i| att.is_masked(i / nk, i % nk))
+        .map(|i| match layer {
+            Some(l) => att.is_masked_in(l, i / nk, i % nk),
+            None => att.is_masked_everywhere(i / nk, i % nk),
+        })
         .collect();
     mask.iter().any(|&m| m).then_some(mask)
 }
@@ -589,6 +609,19 @@ fn notes(att: &Attention) -> Vec<String> {
         notes.push(
             "causal mask: hatched cells are keys after the query, which it cannot see".into(),
         );
+    }
+    let windows: Vec<String> = att
+        .windows()
+        .iter()
+        .enumerate()
+        .filter_map(|(l, w)| w.map(|w| (att.layer_number(l), w)))
+        .map(|(n, w)| format!("{n}: {w}"))
+        .collect();
+    if !windows.is_empty() {
+        notes.push(format!(
+            "sliding windows (layer: tokens) {}: hatched cells before the diagonal are outside              the window",
+            windows.join(", ")
+        ));
     }
     if let Some(g) = att.first_generated() {
         let last = att.n_queries() - 1;

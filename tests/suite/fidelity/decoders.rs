@@ -1,4 +1,4 @@
-//! Fidelity of the decoder families (GPT-2, Llama, Qwen2, Mistral) against Hugging Face
+//! Fidelity of the decoder families (GPT-2, Llama, Qwen2, Qwen3, Mistral, Gemma 2/3) against Hugging Face
 //! transformers, on the tiny random checkpoints `tests/reference/make_families.py` made (eager
 //! attention, float32): everything `families::check_fixture` checks for encoders (every layer
 //! and head under the causal mask, the last hidden state, q/k after the rotary embedding, a padded
@@ -247,27 +247,93 @@ fn tiny_qwen2_gguf_matches_hf() {
 }
 
 #[test]
-fn inputs_longer_than_mistrals_window_are_refused_in_one_line() {
-    // tiny-mistral: sliding_window 100, 128 positions, and a tokenizer that stops at 48.
+fn tiny_mistral_window_matches_hf() {
+    // sliding_window 6 on both layers, every input longer than it.
+    check_decoder("tiny-mistral-window", "tiny-mistral-window");
+}
+
+#[test]
+fn tiny_qwen3_matches_hf() {
+    // q/k RMSNorm per head before RoPE, head_dim 16 ≠ 32/4, layers 1 and 2 sliding (window 7).
+    check_decoder("tiny-qwen3", "tiny-qwen3");
+}
+
+#[test]
+fn tiny_gemma2_matches_hf() {
+    // √hidden embeddings, (1 + w) norms, post-norms, GeGLU (tanh), query_pre_attn_scalar,
+    // attention and final soft-capping, layers 0 and 2 sliding (window 5).
+    check_decoder("tiny-gemma2", "tiny-gemma2");
+}
+
+#[test]
+fn tiny_gemma3_matches_hf() {
+    // q/k norms (1 + w), 5 sliding layers (window 6) to 1 global, local and global RoPE bases
+    // (linear scaling on the global layer).
+    check_decoder("tiny-gemma3", "tiny-gemma3");
+}
+
+#[test]
+fn tiny_phi3_matches_hf() {
+    // Fused qkv_proj and gate_up_proj, half of each head rotated, longrope (short factors up to
+    // 16 positions, long beyond: every case is longer, the prompts of generation shorter),
+    // sliding_window 12 on both layers.
+    check_decoder("tiny-phi3", "tiny-phi3");
+}
+
+#[test]
+fn tiny_qwen3_128_and_its_gguf_match_hf() {
+    // head_dim 128 (≠ 64/2); its GGUF (qwen3 architecture, attn_q_norm/attn_k_norm,
+    // key_length 128) loads in transformers to exactly these weights.
+    check_decoder("tiny-qwen3-128", "tiny-qwen3-128");
+    check_gguf("tiny-qwen3.gguf", "tiny-qwen3-128");
+}
+
+#[test]
+fn llama3_rope_freqs_in_gguf_match_hf() {
+    // tiny-llama-tied (llama3 rope scaling) written as llama.cpp's converter writes Llama 3.1:
+    // no scaling metadata, the per-frequency divisors as rope_freqs.weight. transformers' GGUF
+    // loader ignores that tensor, so the reference is the safetensors fixture's (whose
+    // rope_parameters the divisors were computed from).
+    check_gguf("tiny-llama-tied.gguf", "tiny-llama-tied");
+}
+
+#[test]
+fn sliding_windows_are_computed_per_layer_and_recorded() {
+    // tiny-mistral: sliding_window 100 on every layer, 128 positions: a longer input runs.
     let model = ok(Model::from_dir(&fixture("tiny-mistral")), "tiny-mistral");
-    assert_eq!(model.architecture().sliding_window, Some(100));
+    let arch = model.architecture();
+    assert_eq!((arch.window(0), arch.window(1)), (Some(100), Some(100)));
     assert_eq!(
         model.max_positions(),
         48,
         "tokenizer_config's model_max_length"
     );
     let ids = vec![5u32; 101];
-    let err = model
-        .forward(&ids, &vec![0; 101], false)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("101 tokens, longer than the model's sliding attention window of 100"),
-        "{err}"
-    );
-    assert!(!err.contains('\n') && !err.contains("  "), "{err}");
-    // Within the window it runs.
-    assert!(model.forward(&ids[..100], &vec![0; 100], false).is_ok());
+    let out = ok(model.forward(&ids, &vec![0; 101], false), "101 tokens");
+    let n = 101;
+    // The last query sees keys 1..=100 only: key 0 is outside its window, exactly 0.
+    let last = &out.weights[(n - 1) * n..n * n];
+    assert_eq!(last[0], 0.0);
+    assert!(last[1] > 0.0);
+    // Each layer's window as the reference script read the config.
+    for label in [
+        "tiny-qwen3",
+        "tiny-gemma2",
+        "tiny-gemma3",
+        "tiny-mistral-window",
+    ] {
+        let path = super::reference::repo().join(format!("tests/reference/{label}.json"));
+        let text = ok(std::fs::read_to_string(&path), path.display());
+        let json: serde_json::Value = ok(serde_json::from_str(&text), path.display());
+        let want: Vec<Option<usize>> = ok(
+            serde_json::from_value(json["layer_windows"].clone()),
+            "layer_windows",
+        );
+        let model = ok(Model::from_dir(&fixture(label)), label);
+        let arch = model.architecture();
+        let got: Vec<Option<usize>> = (0..arch.layers).map(|l| arch.window(l)).collect();
+        assert_eq!(got, want, "{label}");
+    }
 }
 
 #[test]

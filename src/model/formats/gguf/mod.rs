@@ -1,5 +1,6 @@
-//! GGUF checkpoints (llama.cpp's single-file format): metadata, tensors dequantised to f32, the
-//! tokenizer and the chat template the file carries.
+//! GGUF checkpoints (llama.cpp's single-file format): metadata, tensors kept in their block
+//! format ([`GgufFile::stored`]) or dequantised to f32, the tokenizer and the chat template the
+//! file carries.
 //!
 //! The file is memory-mapped, walked once with bounds checks ([`header`]), parsed with candle's
 //! GGUF reader, and every tensor record is checked against the file size before anything is
@@ -25,6 +26,7 @@ mod tokenizer;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::GgmlDType;
@@ -36,6 +38,7 @@ pub use params::{gguf_tensor_name, hf_tensor_name, DecoderParams, RopeScaling};
 pub use tokenizer::GgufTokenizer;
 
 use super::candle_message;
+use super::weights::StoredMatrix;
 
 /// Anything wrong with a GGUF file or what it describes. Each variant displays as one line
 /// naming the file and the field, tensor or key.
@@ -138,7 +141,7 @@ pub struct TensorInfo {
 /// An open GGUF file: its metadata, and its tensors, dequantised on request.
 pub struct GgufFile {
     path: PathBuf,
-    mmap: memmap2::Mmap,
+    mmap: Arc<memmap2::Mmap>,
     content: Content,
     entries: BTreeMap<String, Entry>,
 }
@@ -213,7 +216,7 @@ impl GgufFile {
         check_overlaps(&entries).map_err(invalid)?;
         Ok(GgufFile {
             path: path.to_path_buf(),
-            mmap,
+            mmap: Arc::new(mmap),
             content,
             entries,
         })
@@ -428,6 +431,41 @@ impl GgufFile {
     pub fn dequantize(&self, name: &str) -> Result<F32Tensor, GgufError> {
         let row_map = self.qk_row_map(name)?;
         self.dequantize_with(name, row_map.as_deref())
+    }
+
+    /// Matrix `name` (a GGUF name, two dimensions) kept in its block format, for the kernels
+    /// to decode inside their products ([`crate::model::kernels::quant`]): in place in the
+    /// memory map, except the q and k projections of `llama` files, whose rows are copied into
+    /// transformers' order (see [`unpermute_rows`]; rows are whole blocks, so moving them is
+    /// exact) and whose mapped pages are then released.
+    pub fn stored(&self, name: &str) -> Result<StoredMatrix, GgufError> {
+        let entry = self.entry(name)?;
+        let tensor_err = |reason: String| GgufError::Tensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+            reason,
+        };
+        let &[outputs, inputs] = entry.shape.as_slice() else {
+            return Err(tensor_err(format!(
+                "has shape {:?}, not a matrix",
+                entry.shape
+            )));
+        };
+        let range = entry.start..entry.start + entry.len;
+        let made = match self.qk_row_map(name)? {
+            None => StoredMatrix::in_map(&self.mmap, range, entry.dtype, outputs, inputs),
+            Some(map) => {
+                let bytes = &self.mmap[range];
+                let row = bytes.len().checked_div(outputs).unwrap_or(0);
+                let mut owned = Vec::with_capacity(bytes.len());
+                for &r in &map {
+                    owned.extend_from_slice(&bytes[r * row..(r + 1) * row]);
+                }
+                release_pages(bytes);
+                StoredMatrix::owned(owned, entry.dtype, outputs, inputs)
+            }
+        };
+        made.map_err(|e| tensor_err(e.to_string()))
     }
 
     /// Tensor `name` dequantised as stored, without undoing any permutation (what gguf-py's

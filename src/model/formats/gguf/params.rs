@@ -80,13 +80,16 @@ pub struct DecoderParams {
 }
 
 /// transformers' name for a llama.cpp tensor name (`blk.3.attn_q.weight` →
-/// `model.layers.3.self_attn.q_proj.weight`), for the Llama-like architectures; `None` for a
-/// name outside that layout (`rope_freqs.weight` has no transformers counterpart).
+/// `model.layers.3.self_attn.q_proj.weight`), for the Llama-like architectures (Qwen3's
+/// `attn_q_norm`/`attn_k_norm` included); `None` for a name outside that layout.
+/// `rope_freqs.weight` (Llama 3.1's per-frequency divisors, which transformers computes from
+/// its config instead) is kept as `model.rope_freqs.weight`.
 pub fn hf_tensor_name(gguf: &str) -> Option<String> {
     let fixed = match gguf {
         "token_embd.weight" => Some("model.embed_tokens.weight"),
         "output_norm.weight" => Some("model.norm.weight"),
         "output.weight" => Some("lm_head.weight"),
+        "rope_freqs.weight" => Some("model.rope_freqs.weight"),
         _ => None,
     };
     if let Some(name) = fixed {
@@ -106,6 +109,8 @@ pub fn hf_tensor_name(gguf: &str) -> Option<String> {
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",
         "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
         "ffn_gate" => "mlp.gate_proj",
         "ffn_up" => "mlp.up_proj",
         "ffn_down" => "mlp.down_proj",
@@ -120,6 +125,7 @@ pub fn gguf_tensor_name(hf: &str) -> Option<String> {
         "model.embed_tokens.weight" => Some("token_embd.weight"),
         "model.norm.weight" => Some("output_norm.weight"),
         "lm_head.weight" => Some("output.weight"),
+        "model.rope_freqs.weight" => Some("rope_freqs.weight"),
         _ => None,
     };
     if let Some(name) = fixed {
@@ -139,6 +145,8 @@ pub fn gguf_tensor_name(hf: &str) -> Option<String> {
         "self_attn.k_proj" => "attn_k",
         "self_attn.v_proj" => "attn_v",
         "self_attn.o_proj" => "attn_output",
+        "self_attn.q_norm" => "attn_q_norm",
+        "self_attn.k_norm" => "attn_k_norm",
         "mlp.gate_proj" => "ffn_gate",
         "mlp.up_proj" => "ffn_up",
         "mlp.down_proj" => "ffn_down",
@@ -174,12 +182,16 @@ mod tests {
                 "blk.3.ffn_down.weight",
                 "model.layers.3.mlp.down_proj.weight",
             ),
+            (
+                "blk.2.attn_k_norm.weight",
+                "model.layers.2.self_attn.k_norm.weight",
+            ),
+            ("rope_freqs.weight", "model.rope_freqs.weight"),
         ] {
             assert_eq!(hf_tensor_name(gguf).as_deref(), Some(hf));
             assert_eq!(gguf_tensor_name(hf).as_deref(), Some(gguf));
         }
         for odd in [
-            "rope_freqs.weight",
             "blk.x.attn_q.weight",
             "blk.0.attn_q.scale",
             "blk.0.unknown.weight",
