@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::cli::stderr;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_attnviz"));
     c.env_remove("ATTNVIZ_MODEL").env("NO_COLOR", "1");
@@ -40,10 +42,6 @@ fn corpus(dir: &Path, name: &str, input: &str, out: &str, flags: &[&str]) -> Out
         .args(flags)
         .output()
         .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn read_json(path: &Path) -> Value {
