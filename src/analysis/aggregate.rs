@@ -82,7 +82,7 @@ fn residual_mean(att: &Attention, layer: usize) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::tests::synthetic;
+    use crate::attention::tests::{irregular, synthetic};
 
     fn matmul(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
         let mut c = vec![0.0; n * n];
@@ -94,32 +94,6 @@ mod tests {
             }
         }
         c
-    }
-
-    /// Rows drawn from a small deterministic generator, so layers don't commute (the synthetic
-    /// value's shifted diagonals do).
-    fn irregular(layers: usize, heads: usize, n: usize) -> Attention {
-        let base = synthetic(&vec!["x"; n], layers, heads);
-        let mut state = 12345u64;
-        let mut weights = Vec::new();
-        for _ in 0..layers * heads * n {
-            let row: Vec<f32> = (0..n)
-                .map(|_| {
-                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    ((state >> 33) % 1000) as f32 + 1.0
-                })
-                .collect();
-            let sum: f32 = row.iter().sum();
-            weights.extend(row.iter().map(|w| w / sum));
-        }
-        Attention::new(
-            base.model.clone(),
-            base.text.clone(),
-            None,
-            base.queries().clone(),
-            weights,
-        )
-        .unwrap()
     }
 
     #[test]

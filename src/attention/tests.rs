@@ -1,3 +1,7 @@
+//! Unit tests of the attention value, and every synthetic attention builder the crate's unit
+//! tests use (analyses and renderers import them from here; the integration tests and benches
+//! have theirs in tests/suite/support/attention.rs, since they cannot see `cfg(test)` code).
+
 use super::*;
 
 /// Roles, word ids and surfaces for test labels, standing in for a tokenizer (which is what
@@ -228,6 +232,178 @@ pub fn encoder_decoder(
     .expect("cross");
     let target_text = (generated >= nt).then(|| target.join(" "));
     AttentionSet::encoder_decoder(encoder, decoder, cross, target_text).expect("consistent")
+}
+
+/// An attention value over `tokens` with `layers × heads` heads; in every head, query `q` puts all
+/// its weight on key `peak(l, h, q)`. Tokens from `b_start` on are sentence B.
+pub fn one_hot(
+    tokens: &[&str],
+    layers: usize,
+    heads: usize,
+    b_start: Option<usize>,
+    peak: impl Fn(usize, usize, usize) -> usize,
+) -> Attention {
+    let n = tokens.len();
+    let mut weights = vec![0f32; layers * heads * n * n];
+    for l in 0..layers {
+        for h in 0..heads {
+            for q in 0..n {
+                weights[((l * heads + h) * n + q) * n + peak(l, h, q)] = 1.0;
+            }
+        }
+    }
+    let type_ids: Vec<u32> = (0..n)
+        .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
+        .collect();
+    let mut units = units_for(tokens);
+    // Every unit a word of its own (the figures' tests count cells, not words).
+    units.word_ids = (0..n).map(Some).collect();
+    units.type_ids = type_ids.clone();
+    units.segments = type_ids;
+    Attention::new(
+        ModelInfo {
+            id: "test-model".into(),
+            revision: None,
+            name: None,
+            family: "BERT".into(),
+            layers,
+            heads,
+            hidden_size: heads * 4,
+            head_dim: 4,
+        },
+        tokens.join(" "),
+        b_start.map(|_| "second".to_string()),
+        units,
+        weights,
+    )
+    .unwrap()
+}
+
+/// `att` as a causal model's attention with `heads / group` key/value heads (neighbouring heads
+/// share one) and the units from `generated` on generated.
+pub fn as_decoder(att: Attention, group: usize, generated: usize) -> Attention {
+    let heads = att.heads();
+    let mut units = att.queries().clone();
+    for g in &mut units.generated[generated..] {
+        *g = true;
+    }
+    att.derive(att.level, false, units, None, att.weights().to_vec())
+        .unwrap()
+        .with_mask(MaskKind::Causal)
+        .with_kv_heads((0..heads).map(|h| h / group).collect())
+        .unwrap()
+}
+
+/// An attention whose weights are the softmax of random query/key vectors, like the encoder's.
+pub fn softmax_of_random(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
+    let mut seed = 0x2545_f491_u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 20_000) as f32 / 10_000.0 - 1.0
+    };
+    let total = layers * heads * n * d;
+    let queries: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
+    let keys: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    for lh in 0..layers * heads {
+        for q in 0..n {
+            let qv = &queries[(lh * n + q) * d..][..d];
+            let scores: Vec<f32> = (0..n)
+                .map(|k| {
+                    let kv = &keys[(lh * n + k) * d..][..d];
+                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() / (d as f32).sqrt()
+                })
+                .collect();
+            let top = scores.iter().cloned().fold(f32::MIN, f32::max);
+            let z: f32 = scores.iter().map(|s| (s - top).exp()).sum();
+            weights.extend(scores.iter().map(|s| (s - top).exp() / z));
+        }
+    }
+    let mut tokens = vec!["[CLS]".to_string()];
+    tokens.extend((1..n - 1).map(|i| format!("w{i}")));
+    tokens.push("[SEP]".into());
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let units = units_for(&refs);
+    Attention::new(
+        ModelInfo {
+            id: "test/vectors".into(),
+            revision: None,
+            name: None,
+            family: "BERT".into(),
+            layers,
+            heads,
+            hidden_size: heads * d,
+            head_dim: d,
+        },
+        "w1 w2".into(),
+        None,
+        units,
+        weights,
+    )
+    .and_then(|a| {
+        a.with_query_key(Some(QueryKey {
+            queries,
+            keys,
+            scale: None,
+        }))
+    })
+    .unwrap()
+}
+
+/// A causal value over `tokens`, `heads` heads over `kv` key/value heads, each query
+/// putting 0.6 on the first token and the rest evenly on the others it sees; the units from
+/// `generated` on generated.
+pub fn sink_causal(tokens: &[&str], heads: usize, kv: usize, generated: usize) -> Attention {
+    let n = tokens.len();
+    let base = synthetic(tokens, 1, heads);
+    let row = |q: usize| {
+        (0..n)
+            .map(move |k| match (q, k) {
+                (0, 0) => 1.0,
+                (_, 0) => 0.6,
+                (q, k) if k <= q => 0.4 / q as f32,
+                _ => 0.0,
+            })
+            .collect::<Vec<f32>>()
+    };
+    let weights: Vec<f32> = (0..heads).flat_map(|_| (0..n).flat_map(row)).collect();
+    let mut units = base.queries().clone();
+    for g in &mut units.generated[generated..] {
+        *g = true;
+    }
+    Attention::new(base.model.clone(), base.text.clone(), None, units, weights)
+        .unwrap()
+        .with_mask(MaskKind::Causal)
+        .with_kv_heads((0..heads).map(|h| h * kv / heads).collect())
+        .unwrap()
+}
+
+/// `layers × heads` heads over `n` tokens whose rows come from a small deterministic generator,
+/// so layers don't commute (the synthetic value's shifted diagonals do).
+pub fn irregular(layers: usize, heads: usize, n: usize) -> Attention {
+    let base = synthetic(&vec!["x"; n], layers, heads);
+    let mut state = 12345u64;
+    let mut weights = Vec::new();
+    for _ in 0..layers * heads * n {
+        let row: Vec<f32> = (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                ((state >> 33) % 1000) as f32 + 1.0
+            })
+            .collect();
+        let sum: f32 = row.iter().sum();
+        weights.extend(row.iter().map(|w| w / sum));
+    }
+    Attention::new(
+        base.model.clone(),
+        base.text.clone(),
+        None,
+        base.queries().clone(),
+        weights,
+    )
+    .unwrap()
 }
 
 #[test]

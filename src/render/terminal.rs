@@ -939,7 +939,7 @@ fn pad(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::tests::synthetic;
+    use crate::attention::tests::{sink_causal, synthetic};
 
     fn render(att: &Attention, head: HeadSel, opts: &TerminalOptions) -> String {
         let mut out = Vec::new();
@@ -1143,39 +1143,10 @@ mod tests {
         assert!(out.contains("Most attended (top 1):"), "{out}");
     }
 
-    /// A causal value over `tokens`, `heads` heads over `kv` key/value heads, each query
-    /// putting 0.6 on the first token and the rest evenly on the others it sees; the units from
-    /// `generated` on generated.
-    fn causal(tokens: &[&str], heads: usize, kv: usize, generated: usize) -> Attention {
-        use crate::attention::MaskKind;
-        let n = tokens.len();
-        let base = synthetic(tokens, 1, heads);
-        let row = |q: usize| {
-            (0..n)
-                .map(move |k| match (q, k) {
-                    (0, 0) => 1.0,
-                    (_, 0) => 0.6,
-                    (q, k) if k <= q => 0.4 / q as f32,
-                    _ => 0.0,
-                })
-                .collect::<Vec<f32>>()
-        };
-        let weights: Vec<f32> = (0..heads).flat_map(|_| (0..n).flat_map(row)).collect();
-        let mut units = base.queries().clone();
-        for g in &mut units.generated[generated..] {
-            *g = true;
-        }
-        Attention::new(base.model.clone(), base.text.clone(), None, units, weights)
-            .unwrap()
-            .with_mask(MaskKind::Causal)
-            .with_kv_heads((0..heads).map(|h| h * kv / heads).collect())
-            .unwrap()
-    }
-
     #[test]
     fn causal_view_names_kv_head_sink_and_generated_tokens() {
         let tokens = ["ĠThe", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġmat", "."];
-        let att = causal(&tokens, 6, 2, 5);
+        let att = sink_causal(&tokens, 6, 2, 5);
         let out = render(&att, HeadSel::Index(4), &TerminalOptions::default());
         for line in out.lines() {
             assert!(line.width() <= 80, "too wide ({}): {line}", line.width());
@@ -1224,7 +1195,7 @@ mod tests {
         let mean = render(&att, HeadSel::Mean, &TerminalOptions::default());
         assert!(mean.contains("mean of 6 heads (2 kv heads)"), "{mean}");
         // Without grouped-query attention or generation, none of it.
-        let plain = causal(&tokens, 2, 2, tokens.len());
+        let plain = sink_causal(&tokens, 2, 2, tokens.len());
         let out = render(&plain, HeadSel::Index(1), &TerminalOptions::default());
         assert!(!out.contains("kv head") && !out.contains("generated") && !out.contains('┊'));
     }
@@ -1233,7 +1204,7 @@ mod tests {
     fn summary_of_a_long_causal_input_leaves_the_sink_out_of_the_strongest_links() {
         let tokens: Vec<String> = (0..200).map(|i| format!("Ġt{i}")).collect();
         let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-        let att = causal(&refs, 2, 1, 190);
+        let att = sink_causal(&refs, 2, 1, 190);
         let out = render(&att, HeadSel::Index(0), &TerminalOptions::default());
         assert!(out.contains("summary"), "{out}");
         assert!(

@@ -34,13 +34,7 @@ fn flat_f64(t: &Tensor) -> Vec<f64> {
         .unwrap()
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
+use crate::support::data::strings;
 
 fn u32s(v: &Value) -> Vec<u32> {
     v.as_array()

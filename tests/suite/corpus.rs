@@ -7,46 +7,23 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::cli::stderr;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_attnviz"));
-    c.env_remove("ATTNVIZ_MODEL").env("NO_COLOR", "1");
-    c
-}
+use crate::support::cli::{attnviz, run_corpus, stderr, tiny};
+use crate::support::data::read_json;
 
 use crate::support::models::minilm::minilm_dir as minilm;
-
-fn tiny() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bert")
-}
 
 /// Run corpus mode on `input` (bytes) with `model` and extra flags; the output folder is
 /// `dir/out`.
 fn corpus(model: &Path, dir: &Path, input: &[u8], flags: &[&str]) -> Output {
     let file = dir.join("input.txt");
     fs::write(&file, input).unwrap();
-    bin()
-        .arg("-m")
-        .arg(model)
-        .arg("--input")
-        .arg(&file)
-        .arg("--out-dir")
-        .arg(dir.join("out"))
-        .args(flags)
-        .output()
-        .unwrap()
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    run_corpus(model, &file, &dir.join("out"), flags)
 }
 
 /// File names in `out/sentences`, sorted.
@@ -92,7 +69,7 @@ fn per_sentence_json_equals_the_single_sentence_cli() {
         );
         for (i, line) in LINES.iter().enumerate() {
             let single = dir.path().join(format!("single{i}.json"));
-            let mut cmd = bin();
+            let mut cmd = attnviz();
             cmd.arg("-m").arg(&model).args(flags).arg("-q");
             match line.split_once('\t') {
                 Some((a, b)) => cmd.arg(a).arg("--pair").arg(b),
@@ -259,16 +236,7 @@ fn corpus_statistics_are_reproducible_and_agree_across_thread_counts() {
     let mut summaries = Vec::new();
     for threads in ["1", "2", "5"] {
         let out_dir = dir.path().join(format!("out{threads}"));
-        let out = bin()
-            .arg("-m")
-            .arg(&model)
-            .arg("--input")
-            .arg(&file)
-            .arg("--out-dir")
-            .arg(&out_dir)
-            .args(["--threads", threads, "-q"])
-            .output()
-            .unwrap();
+        let out = run_corpus(&model, &file, &out_dir, &["--threads", threads, "-q"]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert_eq!(fs::read_dir(out_dir.join("sentences")).unwrap().count(), 60);
         summaries.push(fs::read(out_dir.join("corpus_stats.json")).unwrap());
@@ -278,16 +246,7 @@ fn corpus_statistics_are_reproducible_and_agree_across_thread_counts() {
     // engine's matrix products may block differently (gemm splits its work by thread count),
     // moving weights by about 1e-6, so the statistics agree to that, not bit for bit.
     let again = dir.path().join("out2-again");
-    let out = bin()
-        .arg("-m")
-        .arg(&model)
-        .arg("--input")
-        .arg(&file)
-        .arg("--out-dir")
-        .arg(&again)
-        .args(["--threads", "2", "-q"])
-        .output()
-        .unwrap();
+    let out = run_corpus(&model, &file, &again, &["--threads", "2", "-q"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(summaries[1] == fs::read(again.join("corpus_stats.json")).unwrap());
     let parsed: Vec<serde_json::Value> = summaries
@@ -432,7 +391,7 @@ fn stop_mode_exits_non_zero_and_keeps_what_was_written() {
 #[test]
 fn stdin_input_and_no_per_sentence_files() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = bin()
+    let mut child = attnviz()
         .arg("-m")
         .arg(tiny())
         .args(["--input", "-", "--per-sentence", "none", "--out-dir"])
@@ -480,7 +439,7 @@ fn unusable_input_and_single_input_flags_are_errors() {
         "{}",
         stderr(&out)
     );
-    let out = bin()
+    let out = attnviz()
         .arg("-m")
         .arg(tiny())
         .args(["--input", "/nonexistent/corpus.txt", "--out-dir"])
@@ -500,7 +459,7 @@ fn unusable_input_and_single_input_flags_are_errors() {
 fn ctrl_c_finishes_the_sentences_in_flight_and_writes_the_summary() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
-    let mut child = bin()
+    let mut child = attnviz()
         .arg("-m")
         .arg(tiny())
         .args(["--input", "-", "-q", "--out-dir"])

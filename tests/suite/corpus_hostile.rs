@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::cli::{attnviz, stderr, tiny, tree, wait_for};
+use crate::support::cli::{attnviz, mkfifo, stderr, tiny, tree, wait_for};
 
 const LINES: &str = "the cat sat on the mat .\nwhere did the dog go ?\nthe fox jumps .\n";
 
@@ -98,13 +98,6 @@ fn snapshot(dir: &Path) -> Vec<String> {
             format!("{p} {what}")
         })
         .collect()
-}
-
-#[cfg(unix)]
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo on a NUL-terminated path in the test's temporary folder.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
 /// A character device like `/dev/zero` (1, 5) at `path`; `false` when this process may not make

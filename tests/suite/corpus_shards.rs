@@ -14,18 +14,7 @@ use crate::support::cli::{attnviz, minilm, stderr, temp_files, tiny, tree, wait_
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn run(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Output {
-    attnviz()
-        .arg("-m")
-        .arg(model)
-        .arg("--input")
-        .arg(input)
-        .arg("--out-dir")
-        .arg(out)
-        .args(flags)
-        .output()
-        .unwrap()
-}
+use crate::support::cli::run_corpus as run;
 
 fn ok(out: &Output) {
     assert!(out.status.success(), "{}", stderr(out));

@@ -6,20 +6,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::cli::stderr;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_attnviz"));
-    c.env_remove("ATTNVIZ_MODEL").env("NO_COLOR", "1");
-    c
-}
+use crate::support::cli::{attnviz, fixture, run_corpus, stderr};
+use crate::support::data::read_json;
 
 fn bart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bart")
+    fixture("tiny-bart")
 }
 
 /// Source and target of each line.
@@ -32,21 +27,7 @@ const LINES: &[(&str, &str)] = &[
 fn corpus(dir: &Path, name: &str, input: &str, out: &str, flags: &[&str]) -> Output {
     let file = dir.join(name);
     fs::write(&file, input).unwrap();
-    bin()
-        .arg("-m")
-        .arg(bart())
-        .arg("--input")
-        .arg(&file)
-        .arg("--out-dir")
-        .arg(dir.join(out))
-        .args(flags)
-        .output()
-        .unwrap()
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
+    run_corpus(&bart(), &file, &dir.join(out), flags)
 }
 
 fn tsv() -> String {
@@ -56,7 +37,7 @@ fn tsv() -> String {
 /// The JSON the single-sentence CLI writes for `source` teacher-forced with `target`.
 fn cli_json(dir: &Path, i: usize, source: &str, target: &str, flags: &[&str]) -> (Vec<u8>, Value) {
     let path = dir.join(format!("cli-{i}.json"));
-    let out = bin()
+    let out = attnviz()
         .arg("-m")
         .arg(bart())
         .arg(source)
@@ -267,7 +248,7 @@ fn a_line_without_a_target_is_a_bad_line() {
         "{\"text\": \"a b\"}\n{\"text\": \"a\", \"target\": \"c\"}\n",
     )
     .unwrap();
-    let out = bin()
+    let out = attnviz()
         .arg("-m")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-bert"))
         .arg("--input")
@@ -316,7 +297,7 @@ fn shards_of_different_kinds_are_not_merged() {
     );
     assert!(b.status.success(), "{}", stderr(&b));
     let merged = dir.path().join("merged.json");
-    let out = bin()
+    let out = attnviz()
         .arg("merge")
         .arg(dir.path().join("a"))
         .arg(dir.path().join("b"))
@@ -342,7 +323,7 @@ fn shards_of_different_kinds_are_not_merged() {
         &["--quiet", "--shard", "2/2", "--per-sentence", "none"],
     );
     assert!(c.status.success(), "{}", stderr(&c));
-    let out = bin()
+    let out = attnviz()
         .arg("merge")
         .arg(dir.path().join("a"))
         .arg(dir.path().join("c"))

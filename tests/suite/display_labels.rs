@@ -4,8 +4,7 @@
 //! tokenizers crate's own decoders over whole vocabularies, which kind each real tokenizer is,
 //! and what every output shows by default and with `--raw-tokens`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -13,25 +12,11 @@ use attnviz::attention::display::{display_label, piece_text, positioned, visible
 use attnviz::attention::{LabelScheme, Role};
 use attnviz::tokenize::TextTokenizer;
 
-use crate::support::cli::{minilm, run};
+use crate::support::cli::{fixture, minilm, node_test, run};
+use crate::support::data::{json_file, strings};
 
 fn cases() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/display_label_cases.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
+    json_file("tests/display_label_cases.json")
 }
 
 #[test]
@@ -71,18 +56,7 @@ fn display_texts_meet_the_shared_cases() {
 
 #[test]
 fn the_page_meets_the_same_cases() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
-    let out = Command::new("node")
-        .args(["--test", "--test-reporter=spec", "labels.test.mjs"])
-        .current_dir(&dir)
-        .output()
-        .expect("node (20 or later) runs the page's label test; install it");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "labels.test.mjs failed:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = node_test("labels.test.mjs", &[]);
     assert!(text.contains("visible: "), "{text}");
 }
 

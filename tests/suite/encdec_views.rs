@@ -29,13 +29,7 @@ fn reference(name: &str) -> (Value, HashMap<String, Tensor>) {
     (meta, tensors)
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
+use crate::support::data::strings;
 
 /// Units of one side: roles from the special tokens (a special token first in the sequence
 /// opens it, padding is padding, any other special token ends it), words from the model's word

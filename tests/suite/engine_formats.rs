@@ -10,9 +10,7 @@ use attnviz::model::Model;
 use crate::support::engine::{assert_same_forward, assert_same_tensors};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/checkpoint_formats")
-        .join(name)
+    crate::support::cli::fixture("checkpoint_formats").join(name)
 }
 
 #[test]

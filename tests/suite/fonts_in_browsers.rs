@@ -7,7 +7,6 @@
 //! `#[ignore]`d like the other browser suites; `scripts/test.sh` runs it with `--include-ignored`.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use attnviz::render::fonts::{font_for, FontId};
 use attnviz::render::html::{write_html_file, HtmlOptions};
@@ -15,6 +14,7 @@ use attnviz::render::image::{write_svg, FigureSpec, ImageOptions};
 use attnviz::HeadSel;
 
 use crate::support::attention::random_attention;
+use crate::support::cli::{assert_browsers_ready, node_test};
 
 /// One sample per embedded font that a non-ASCII character calls for: the character that must
 /// draw from it (the report embeds fonts for non-ASCII characters only).
@@ -67,36 +67,9 @@ fn embedded_fonts_load_in_chromium_and_firefox() {
     )
     .unwrap();
 
-    let browser_dir = repo.join("tests/browser");
-    for (browser, apt) in [
+    assert_browsers_ready(&[
         ("/usr/bin/chromium", "chromium"),
         ("/usr/bin/firefox-esr", "firefox-esr"),
-    ] {
-        assert!(
-            std::path::Path::new(browser).exists(),
-            "{browser} is missing: run `apt-get install -y {apt}` (scripts/test.sh does)"
-        );
-    }
-    assert!(
-        browser_dir.join("node_modules/playwright-core").exists()
-            && browser_dir.join("node_modules/puppeteer-core").exists(),
-        "the browser drivers are missing: run `npm ci` in tests/browser (scripts/test.sh does)"
-    );
-    let out = Command::new("node")
-        .args([
-            "--test",
-            "--test-concurrency=1",
-            "--test-reporter=spec",
-            "fonts.test.mjs",
-        ])
-        .current_dir(&browser_dir)
-        .env("ATTNVIZ_FONT_ARTIFACTS", &dir)
-        .output()
-        .expect("node must be installed (Node ≥ 20) to run the browser tests");
-    println!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "fonts.test.mjs failed (output above)");
+    ]);
+    node_test("fonts.test.mjs", &[("ATTNVIZ_FONT_ARTIFACTS", &dir)]);
 }

@@ -11,12 +11,10 @@ use attnviz::model::gguf::{hf_tensor_name, GgufError, GgufFile, RopeScaling};
 use candle_core::{Device, Tensor};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::cli::{fixture, repo};
 
-fn fixture(name: &str) -> PathBuf {
-    repo().join("tests/fixtures/gguf").join(name)
+fn gguf(name: &str) -> PathBuf {
+    fixture("gguf").join(name)
 }
 
 fn open(path: &Path) -> GgufFile {
@@ -38,7 +36,7 @@ fn json(path: PathBuf) -> Value {
 /// Each type candle dequantises (and a file can hold) gives gguf-py's values.
 #[test]
 fn every_type_matches_gguf_py() {
-    let gguf = open(&fixture("types.gguf"));
+    let gguf = open(&gguf("types.gguf"));
     let reference = load(repo().join("tests/reference/gguf-types.safetensors"));
     let types = [
         "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
@@ -67,7 +65,7 @@ fn every_type_matches_gguf_py() {
 
 #[test]
 fn unsupported_type_names_type_and_tensor() {
-    let err = GgufFile::open(&fixture("unsupported.gguf")).unwrap_err();
+    let err = GgufFile::open(&gguf("unsupported.gguf")).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, GgufError::Invalid { .. }), "{text}");
     assert!(text.contains("blk.0.attn_q.weight"), "{text}");
@@ -81,7 +79,7 @@ fn unsupported_type_names_type_and_tensor() {
 /// config.
 #[test]
 fn tiny_llama_round_trips_to_transformers_weights() {
-    let gguf = open(&fixture("tiny-llama.gguf"));
+    let gguf = open(&gguf("tiny-llama.gguf"));
     let config = json(repo().join("tests/fixtures/tiny-llama/config.json"));
     let p = gguf.decoder_params().unwrap();
     assert_eq!(p.architecture, "llama");
@@ -148,7 +146,7 @@ fn tiny_llama_round_trips_to_transformers_weights() {
 /// (tests/reference/tiny-llama.json, from the fixture's tokenizer.json), BOS included.
 #[test]
 fn tiny_llama_sentencepiece_tokenizer_matches_transformers() {
-    let gguf = open(&fixture("tiny-llama.gguf"));
+    let gguf = open(&gguf("tiny-llama.gguf"));
     let tok = gguf.tokenizer().unwrap();
     assert_eq!(tok.model, "llama");
     assert!(tok.add_bos_token && !tok.add_eos_token);
@@ -192,7 +190,7 @@ fn tiny_llama_sentencepiece_tokenizer_matches_transformers() {
 /// transformers fixture and tests/reference/tiny-qwen2.json.
 #[test]
 fn tiny_qwen2_weights_tokenizer_and_chat_template() {
-    let gguf = open(&fixture("tiny-qwen2.gguf"));
+    let gguf = open(&gguf("tiny-qwen2.gguf"));
     let p = gguf.decoder_params().unwrap();
     assert_eq!(p.architecture, "qwen2");
     assert!(p.attention_bias && p.tie_word_embeddings);
@@ -591,7 +589,7 @@ fn hostile_tokenizer_metadata_is_rejected() {
 /// A real file cut short: the tensor that no longer fits is named.
 #[test]
 fn truncated_file_names_the_tensor() {
-    let bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let bytes = std::fs::read(gguf("tiny-llama.gguf")).unwrap();
     rejects(&bytes[..bytes.len() - 100], &["tensor ", "truncated"]);
     rejects(
         &bytes[..5000],

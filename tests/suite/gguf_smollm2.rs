@@ -52,13 +52,7 @@ fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_string())
-        .collect()
-}
+use crate::support::data::strings;
 
 #[test]
 fn hyper_parameters_match_transformers_config() {

@@ -7,11 +7,12 @@
 //! is also killed after 60 s. Time and peak memory per case are measured, at full size, by
 //! `scripts/measure-hostile.sh` (numbers in docs/hostile.md), not asserted here.
 
+use crate::support::cli::run_model_limited;
 use crate::support::engine::*;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use attnviz::model::pickle::Limits;
 use attnviz::model::pytorch::TorchFile;
@@ -195,34 +196,10 @@ fn write_pickle_model(dir: &Path, pickle: &[u8], format: Bin) {
 
 // ---------------------------------------------------------------- running the CLI
 
-/// Run attnviz on `model` with `--json OUT`, limited to 1 GiB of address space and 60 s.
-/// Returns the output and whether the JSON file exists afterwards.
-fn run_limited(model: &Path, extra: &[&str]) -> (Output, bool) {
-    let out_dir = tempfile::tempdir().unwrap();
-    let json = out_dir.path().join("a.json");
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg("ulimit -v 1048576; exec timeout 60 \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_attnviz"))
-        .arg("-m")
-        .arg(model)
-        .arg("the cat sat on the mat")
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("NO_COLOR", "1")
-        .env_remove("ATTNVIZ_MODEL");
-    let out = cmd.output().expect("sh runs");
-    let wrote = json.exists() || std::fs::read_dir(out_dir.path()).unwrap().next().is_some();
-    (out, wrote)
-}
-
 /// Exit status 1, one line on stderr starting with `error:` and naming every `mentions`, no
 /// panic, no abort, nothing written.
 fn assert_refused(model: &Path, mentions: &[&str]) -> String {
-    let (out, wrote) = run_limited(model, &[]);
+    let (out, wrote) = run_model_limited(model, &[]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{}: {err}", model.display());
     assert!(!err.contains("panicked"), "{err}");

@@ -7,64 +7,17 @@
 //! measured by `scripts/measure-hostile.sh` (docs/hostile.md), not asserted here.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use crate::support::cli::{copy_fixture, fixture, mkfifo, run_model_limited};
 
 use attnviz::model::gguf::GgufFile;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::Device;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-/// A copy of fixture folder `name` in a temporary folder.
-fn copy_model(name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture(name)).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    dir
-}
-
-fn mkfifo(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a NUL-terminated path inside our own temporary folder.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
-/// Run attnviz on `model` with `--json OUT` and `extra`, limited to 1 GiB of address space and
-/// 60 s. Returns the output and whether anything was written.
-fn run_limited(model: &Path, extra: &[&str]) -> (Output, bool) {
-    let out_dir = tempfile::tempdir().unwrap();
-    let json = out_dir.path().join("a.json");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 1048576; exec timeout 60 \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_attnviz"))
-        .arg("-m")
-        .arg(model)
-        .arg("the cat sat on the mat")
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("NO_COLOR", "1")
-        .env_remove("ATTNVIZ_MODEL")
-        .output()
-        .expect("sh runs");
-    let wrote = std::fs::read_dir(out_dir.path()).unwrap().next().is_some();
-    (out, wrote)
-}
-
 /// Exit status 1, one line starting with `error:` naming every `mentions`, no panic, nothing
 /// written; returns the line.
 fn refused(model: &Path, extra: &[&str], mentions: &[&str]) -> String {
-    let (out, wrote) = run_limited(model, extra);
+    let (out, wrote) = run_model_limited(model, extra);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{}: {err}", model.display());
     assert!(!err.contains("panicked"), "{err}");
@@ -116,7 +69,7 @@ fn an_unedited_rewrite_still_runs() {
     // The rewriting itself keeps the file usable, so each refusal below is its edit's.
     let dir = tempfile::tempdir().unwrap();
     let path = edited_gguf(dir.path(), |_| {});
-    let (out, wrote) = run_limited(&path, &[]);
+    let (out, wrote) = run_model_limited(&path, &[]);
     assert!(
         out.status.success(),
         "{}",
@@ -220,7 +173,7 @@ fn weights_over_the_memory_limit_are_refused_before_they_are_read() {
     );
     assert!(!err.contains("--max-memory"), "{err}");
     // Under the limit it runs.
-    let (out, _) = run_limited(&path, &["--max-memory", "100M"]);
+    let (out, _) = run_model_limited(&path, &["--max-memory", "100M"]);
     assert!(
         out.status.success(),
         "{}",
@@ -242,7 +195,7 @@ fn a_one_megabyte_piece_rebuilds_its_merges_in_linear_time() {
             }
         }
     });
-    let (out, _) = run_limited(&path, &[]);
+    let (out, _) = run_model_limited(&path, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
 }
@@ -353,7 +306,7 @@ fn overlapping_and_duplicate_tensors_are_refused_at_open() {
 
 /// tiny-t5 with its tokenizer.json's normalizer replaced by `normalizer`.
 fn t5_with_normalizer(normalizer: serde_json::Value) -> tempfile::TempDir {
-    let dir = copy_model("tiny-t5");
+    let dir = copy_fixture("tiny-t5");
     let path = dir.path().join("tokenizer.json");
     let mut json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -429,7 +382,7 @@ fn a_replace_normalizer_that_expands_is_refused() {
 
 #[test]
 fn more_merges_than_any_tokenizer_needs_are_refused_unread() {
-    let dir = copy_model("tiny-gpt2");
+    let dir = copy_fixture("tiny-gpt2");
     let path = dir.path().join("tokenizer.json");
     let mut json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -445,7 +398,7 @@ fn more_merges_than_any_tokenizer_needs_are_refused_unread() {
 
 #[test]
 fn a_vocab_txt_longer_than_any_vocabulary_is_refused() {
-    let dir = copy_model("tiny-bert");
+    let dir = copy_fixture("tiny-bert");
     let _ = std::fs::remove_file(dir.path().join("tokenizer.json"));
     let mut vocab = std::fs::read_to_string(dir.path().join("vocab.txt")).unwrap();
     vocab.push_str(&"x\n".repeat(1 << 21));
@@ -469,7 +422,7 @@ fn fifos_as_small_model_files_are_refused_at_once() {
         "tokenizer.json",
         "config.json",
     ] {
-        let dir = copy_model("tiny-llama");
+        let dir = copy_fixture("tiny-llama");
         mkfifo(&dir.path().join(name));
         refused(dir.path(), &[], &[name, "FIFO", "not a"]);
     }
@@ -507,7 +460,7 @@ fn generation_config_ids_and_syntax_are_checked() {
         ),
     ];
     for (text, file, says) in cases {
-        let dir = copy_model("tiny-bart");
+        let dir = copy_fixture("tiny-bart");
         std::fs::write(dir.path().join(file), text).unwrap();
         let mut mentions = vec![file];
         mentions.extend_from_slice(says);
@@ -518,7 +471,7 @@ fn generation_config_ids_and_syntax_are_checked() {
 #[test]
 fn rope_factors_out_of_range_in_config_json_name_the_field() {
     for factor in ["0", "-1e30"] {
-        let dir = copy_model("tiny-llama");
+        let dir = copy_fixture("tiny-llama");
         let path = dir.path().join("config.json");
         let mut json: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

@@ -14,7 +14,6 @@
 use crate::support::attention as support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use attnviz::model::{EncodeOptions, Model};
@@ -26,9 +25,7 @@ use support::{minilm_dir, random_attention, write_expectations};
 
 const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::cli::{assert_browsers_ready, node_test, repo};
 
 fn write_case(dir: &Path, name: &str, att: &Attention, opts: &HtmlOptions) {
     write_html_file(att, opts, &dir.join(format!("{name}.html"))).unwrap();
@@ -499,33 +496,8 @@ fn artifacts() -> &'static Path {
 /// executable it drives and `apt` the Debian packages that provide it.
 fn run_browser_suite(file: &str, browser: &str, apt: &str) {
     let dir = artifacts();
-    assert!(
-        Path::new(browser).exists(),
-        "{browser} is missing: run `apt-get install -y {apt}` (scripts/test.sh does, as root), \
-         or run `ATTNVIZ_SKIP_BROWSER=1 bash scripts/test.sh` to skip the browser suites knowingly"
-    );
-    let browser_dir = repo().join("tests/browser");
-    let installed = ["playwright-core", "puppeteer-core"]
-        .iter()
-        .all(|p| browser_dir.join("node_modules").join(p).exists());
-    assert!(
-        installed,
-        "the browser drivers are missing: run `npm ci` in tests/browser (scripts/test.sh does)"
-    );
-    let out = Command::new("node")
-        .args([
-            "--test",
-            "--test-concurrency=1",
-            "--test-reporter=spec",
-            file,
-        ])
-        .current_dir(&browser_dir)
-        .env("ATTNVIZ_ARTIFACTS", dir)
-        .output()
-        .expect("node must be installed (Node ≥ 20) to run the browser tests");
-    let text = String::from_utf8_lossy(&out.stdout);
-    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{file} failed (output above)");
+    assert_browsers_ready(&[(browser, apt)]);
+    node_test(file, &[("ATTNVIZ_ARTIFACTS", dir)]);
 }
 
 #[test]

@@ -8,29 +8,10 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-use crate::support::cli::{assert_clean_failure, run, stderr};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/render")
-        .join(name)
-}
-
-/// `attnviz ARGS` under 1 GiB of address space and 60 s.
-fn run_limited(args: &[&str]) -> Output {
-    Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 1048576; exec timeout 60 \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_attnviz"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("sh runs")
-}
+use crate::support::cli::{assert_clean_failure, fixture, run, run_limited, stderr};
 
 fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
@@ -212,7 +193,7 @@ fn only_the_kind_shown_is_decoded() {
 
     // transformers' tiny BART: the kind read alone draws exactly what the whole set draws (an
     // HTML report makes attnviz read every kind).
-    let bart = fixture("tiny-bart-single.npz");
+    let bart = fixture("render/tiny-bart-single.npz");
     let b = bart.to_str().unwrap();
     for kind in ["encoder", "decoder", "cross"] {
         let html = dir.path().join(format!("{kind}.html"));

@@ -3,15 +3,13 @@
 //! `special_tokens_mask`, word ids, the names of the special tokens). Tokenizer level only: the
 //! forward passes of these families are tested elsewhere.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use attnviz::attention::Role;
 use attnviz::tokenize::{Encoded, TextTokenizer};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::cli::repo;
 
 fn reference(model: &str) -> Value {
     let path = repo().join(format!("tests/reference/{model}.json"));

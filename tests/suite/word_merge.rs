@@ -1,25 +1,18 @@
 //! Word merging: the Rust merge (`attnviz::analysis`) and the report page's
 //! (`assets/report/words.js`) against the same expectations, `tests/word_merge_cases.json`.
 
-use std::path::Path;
-use std::process::Command;
-
 use attnviz::analysis::{word_groups, word_label};
 use attnviz::attention::{Role, Units};
 use serde_json::Value;
 
-fn cases() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/word_merge_cases.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["cases"].as_array().unwrap().clone()
-}
+use crate::support::cli::node_test;
+use crate::support::data::{json_file, strings};
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
+fn cases() -> Vec<Value> {
+    json_file("tests/word_merge_cases.json")["cases"]
+        .as_array()
         .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
+        .clone()
 }
 
 fn units(case: &Value) -> Units {
@@ -97,17 +90,6 @@ fn rust_merge_meets_the_shared_cases() {
 
 #[test]
 fn page_merge_meets_the_shared_cases() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
-    let out = Command::new("node")
-        .args(["--test", "--test-reporter=spec", "words.test.mjs"])
-        .current_dir(&dir)
-        .output()
-        .expect("node (20 or later) runs the page's word merge test; install it");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "words.test.mjs failed:\n{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = node_test("words.test.mjs", &[]);
     assert!(text.contains("merge: wordpiece"), "{text}");
 }

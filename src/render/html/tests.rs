@@ -1,8 +1,8 @@
 use std::io::Read;
 
 use super::*;
-use crate::attention::tests::synthetic;
-use crate::attention::{ModelInfo, QueryKey};
+use crate::attention::tests::{softmax_of_random, synthetic};
+use crate::attention::QueryKey;
 
 const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
 
@@ -68,64 +68,6 @@ fn section(raw: &[u8], meta: &serde_json::Value, name: &str) -> Vec<f64> {
             .collect(),
         other => panic!("dtype {other}"),
     }
-}
-
-/// An attention whose weights are the softmax of random query/key vectors, like the encoder's.
-fn with_vectors(n: usize, layers: usize, heads: usize, d: usize) -> Attention {
-    let mut seed = 0x2545_f491_u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % 20_000) as f32 / 10_000.0 - 1.0
-    };
-    let total = layers * heads * n * d;
-    let queries: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
-    let keys: Vec<f32> = (0..total).map(|_| 3.0 * rnd()).collect();
-    let mut weights = Vec::with_capacity(layers * heads * n * n);
-    for lh in 0..layers * heads {
-        for q in 0..n {
-            let qv = &queries[(lh * n + q) * d..][..d];
-            let scores: Vec<f32> = (0..n)
-                .map(|k| {
-                    let kv = &keys[(lh * n + k) * d..][..d];
-                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() / (d as f32).sqrt()
-                })
-                .collect();
-            let top = scores.iter().cloned().fold(f32::MIN, f32::max);
-            let z: f32 = scores.iter().map(|s| (s - top).exp()).sum();
-            weights.extend(scores.iter().map(|s| (s - top).exp() / z));
-        }
-    }
-    let mut tokens = vec!["[CLS]".to_string()];
-    tokens.extend((1..n - 1).map(|i| format!("w{i}")));
-    tokens.push("[SEP]".into());
-    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    let units = crate::attention::tests::units_for(&refs);
-    Attention::new(
-        ModelInfo {
-            id: "test/vectors".into(),
-            revision: None,
-            name: None,
-            family: "BERT".into(),
-            layers,
-            heads,
-            hidden_size: heads * d,
-            head_dim: d,
-        },
-        "w1 w2".into(),
-        None,
-        units,
-        weights,
-    )
-    .and_then(|a| {
-        a.with_query_key(Some(QueryKey {
-            queries,
-            keys,
-            scale: None,
-        }))
-    })
-    .unwrap()
 }
 
 #[test]
@@ -253,7 +195,7 @@ fn csp_lists_the_inline_script_and_style() {
 
 #[test]
 fn payload_holds_the_weights_once_within_the_stated_error() {
-    let att = with_vectors(9, 2, 3, 4);
+    let att = softmax_of_random(9, 2, 3, 4);
     for (compress, precision, bound) in [
         (true, Precision::U16, 0.5 / 65535.0),
         (false, Precision::U16, 0.5 / 65535.0),
@@ -289,7 +231,7 @@ fn payload_holds_the_weights_once_within_the_stated_error() {
 
 #[test]
 fn neuron_vectors_are_embedded_exactly_when_asked() {
-    let att = with_vectors(7, 2, 2, 4);
+    let att = softmax_of_random(7, 2, 2, 4);
     let html = render(
         &att,
         &HtmlOptions {

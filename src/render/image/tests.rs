@@ -2,53 +2,7 @@
 //! valid XML, identical bytes for identical input, and layouts where no text collides.
 
 use super::*;
-use crate::attention::tests::synthetic;
-use crate::attention::ModelInfo;
-
-/// An attention value over `tokens` with `layers × heads` heads; in every head, query `q` puts all
-/// its weight on key `peak(l, h, q)`. Tokens from `b_start` on are sentence B.
-fn one_hot(
-    tokens: &[&str],
-    layers: usize,
-    heads: usize,
-    b_start: Option<usize>,
-    peak: impl Fn(usize, usize, usize) -> usize,
-) -> Attention {
-    let n = tokens.len();
-    let mut weights = vec![0f32; layers * heads * n * n];
-    for l in 0..layers {
-        for h in 0..heads {
-            for q in 0..n {
-                weights[((l * heads + h) * n + q) * n + peak(l, h, q)] = 1.0;
-            }
-        }
-    }
-    let type_ids: Vec<u32> = (0..n)
-        .map(|i| u32::from(b_start.is_some_and(|b| i >= b)))
-        .collect();
-    let mut units = crate::attention::tests::units_for(tokens);
-    // Every unit a word of its own (the figures' tests count cells, not words).
-    units.word_ids = (0..n).map(Some).collect();
-    units.type_ids = type_ids.clone();
-    units.segments = type_ids;
-    Attention::new(
-        ModelInfo {
-            id: "test-model".into(),
-            revision: None,
-            name: None,
-            family: "BERT".into(),
-            layers,
-            heads,
-            hidden_size: heads * 4,
-            head_dim: 4,
-        },
-        tokens.join(" "),
-        b_start.map(|_| "second".to_string()),
-        units,
-        weights,
-    )
-    .unwrap()
-}
+use crate::attention::tests::{as_decoder, one_hot, synthetic};
 
 const TWELVE: [&str; 12] = [
     "[CLS]", "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ".", "[SEP]",
@@ -1072,25 +1026,10 @@ fn the_hatch_sentinel_is_no_colour_a_figure_uses() {
     }
 }
 
-/// `att` as a causal model's attention with `heads / group` key/value heads (neighbouring heads
-/// share one) and the units from `generated` on generated.
-fn decoder_like(att: Attention, group: usize, generated: usize) -> Attention {
-    let heads = att.heads();
-    let mut units = att.queries().clone();
-    for g in &mut units.generated[generated..] {
-        *g = true;
-    }
-    att.derive(att.level, false, units, None, att.weights().to_vec())
-        .unwrap()
-        .with_mask(crate::attention::MaskKind::Causal)
-        .with_kv_heads((0..heads).map(|h| h / group).collect())
-        .unwrap()
-}
-
 #[test]
 fn decoder_figures_name_kv_heads_and_mark_generated_tokens() {
     let toks = ["ĠThe", "Ġcat", "Ġsat", "Ġon", "Ġthe", "Ġmat", "."];
-    let att = decoder_like(synthetic(&toks, 2, 6), 3, 5);
+    let att = as_decoder(synthetic(&toks, 2, 6), 3, 5);
     let options = ImageOptions::default();
     let pal = Palette::of(options.theme);
     let head = build(
@@ -1145,7 +1084,7 @@ fn decoder_figures_name_kv_heads_and_mark_generated_tokens() {
     // A/B divider's four).
     let single = build(&synthetic(&toks, 1, 1), &FigureSpec::Model, &options).unwrap();
     let marked = build(
-        &decoder_like(synthetic(&toks, 1, 1), 1, 5),
+        &as_decoder(synthetic(&toks, 1, 1), 1, 5),
         &FigureSpec::Model,
         &options,
     )
@@ -1181,7 +1120,7 @@ fn decoder_layouts_keep_text_apart_and_inside() {
             })
             .collect();
         let toks: Vec<&str> = toks.iter().map(String::as_str).collect();
-        let att = decoder_like(synthetic(&toks, layers, heads), group, generated);
+        let att = as_decoder(synthetic(&toks, layers, heads), group, generated);
         for fig in [
             FigureSpec::Head {
                 layer: 0,

@@ -16,10 +16,7 @@ pub const HIDDEN_TOL: f32 = 1e-4;
 /// projections of LayerNorm outputs, so they get the hidden state's tolerance.
 pub const QUERY_KEY_TOL: f32 = 1e-4;
 
-/// The repository root (where Cargo.toml is).
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+pub use crate::support::cli::{fixture, repo};
 
 /// Unwraps a result whose error only promises `Display` (the engine's and candle's errors alike).
 pub fn ok<T, E: Display>(result: Result<T, E>, what: impl Display) -> T {
@@ -30,11 +27,6 @@ pub fn ok<T, E: Display>(result: Result<T, E>, what: impl Display) -> T {
 }
 
 pub use crate::support::models::minilm::minilm_dir;
-
-/// A test fixture folder under `tests/fixtures`.
-pub fn fixture(name: &str) -> PathBuf {
-    repo().join("tests/fixtures").join(name)
-}
 
 /// One tensor named in a manifest.
 #[derive(Debug, Deserialize)]

@@ -3,7 +3,9 @@
 //!
 //! - [`attention`]: synthetic attention values (softmax of random query/key vectors) and the
 //!   sidecar the browser tests read;
-//! - [`cli`]: running the `attnviz` binary and checking what it left behind;
+//! - [`cli`]: running the `attnviz` binary (plain or under memory and time limits), the
+//!   fixtures, and checking what a run left behind; the page's node tests;
+//! - [`data`]: the committed JSON that tests compare against;
 //! - [`engine`]: tiny random BERT checkpoints written on the fly, and comparisons of forward
 //!   passes and tensors;
 //! - [`models`]: where the real models of `scripts/fetch-*.sh` live.
@@ -13,5 +15,6 @@
 
 pub mod attention;
 pub mod cli;
+pub mod data;
 pub mod engine;
 pub mod models;
