@@ -267,7 +267,7 @@ impl Model {
         let config = (reader.config)(&params, &origin)?;
         // Only the tensors the network is built from are read; its matrices stay in the file,
         // in their block format, and its norms and biases are dequantised.
-        let used = |name: &str| gguf::hf_tensor_name(name).is_some();
+        let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
         file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
         let (network, tokenizer) = std::thread::scope(|scope| {

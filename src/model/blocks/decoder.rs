@@ -255,6 +255,15 @@ pub struct DecoderStack {
 impl DecoderStack {
     /// Token embeddings (plus learned positions) for `ids` at `positions`.
     fn embed(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
+        let mut out = self.embed_unscaled(ids, positions);
+        // Gemma's √hidden, on stored (GGUF) tables as on f32 ones.
+        if let Some(scale) = self.options.embed_scale {
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
+        out
+    }
+
+    fn embed_unscaled(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
         let width = self.arch.hidden_size;
         let Some(word) = self.embed.as_f32() else {
             let mut out = vec![0f32; ids.len() * width];
@@ -278,9 +287,6 @@ impl DecoderStack {
         };
         let mut out = vec![0f32; ids.len() * width];
         kernels::embed(&tables, ids, &[], positions, &mut out);
-        if let Some(scale) = self.options.embed_scale {
-            out.iter_mut().for_each(|v| *v *= scale);
-        }
         out
     }
 

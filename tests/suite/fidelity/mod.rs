@@ -9,6 +9,7 @@
 
 mod decoders;
 pub mod families;
+mod gguf_quantized;
 mod oracle;
 pub mod reference;
 mod rxnmapper;
