@@ -77,12 +77,22 @@ struct Doc {
     rollout: Option<IgnoredAny>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
+    #[serde(default)]
+    layer_masks: Option<Vec<LayerMaskJson>>,
     // Version 3: the teacher-forced target, and one body per kind.
     target: Option<String>,
     generated_text: Option<String>,
     encoder: Option<Box<Doc>>,
     decoder: Option<Box<Doc>>,
     cross: Option<Box<Doc>>,
+}
+
+/// One entry of `layer_masks`: a captured layer's mask as the model ran it.
+#[derive(Deserialize)]
+struct LayerMaskJson {
+    layer: usize,
+    mask: String,
+    window: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -400,6 +410,12 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
                 )))
             }
         },
+        windows: layer_windows(
+            doc.layer_masks,
+            doc.layer_numbers.as_deref(),
+            shape[0],
+            shown,
+        )?,
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,
@@ -419,6 +435,49 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
         origin: Some(origin),
     };
     Ok(arrays)
+}
+
+/// Each captured layer's sliding window from `layer_masks` (`None` when the document has none,
+/// as before format version 2 recorded them), checked against `layer_numbers`.
+fn layer_windows(
+    masks: Option<Vec<LayerMaskJson>>,
+    numbers: Option<&[usize]>,
+    layers: usize,
+    shown: &str,
+) -> Result<Option<Vec<Option<usize>>>, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let Some(masks) = masks else {
+        return Ok(None);
+    };
+    if masks.len() != layers {
+        return Err(bad(format!(
+            "`layer_masks` has {} entries for {layers} layers; give one per captured layer",
+            masks.len()
+        )));
+    }
+    let mut windows = Vec::with_capacity(layers);
+    for (i, m) in masks.into_iter().enumerate() {
+        let number = numbers.map_or(i, |n| n.get(i).copied().unwrap_or(i));
+        if m.layer != number {
+            return Err(bad(format!(
+                "`layer_masks` entry {i} is for layer {}, but that captured layer is layer \
+                 {number}",
+                m.layer
+            )));
+        }
+        match (m.mask.as_str(), m.window) {
+            ("sliding_window", Some(w)) if w >= 1 => windows.push(Some(w)),
+            ("causal" | "bidirectional", None) => windows.push(None),
+            (mask, window) => {
+                return Err(bad(format!(
+                    "`layer_masks` entry {i} says mask `{mask}` with window {window:?}; a \
+                     layer is `sliding_window` with a window of at least 1, or `causal` / \
+                     `bidirectional` with none"
+                )))
+            }
+        }
+    }
+    Ok(Some(windows))
 }
 
 fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens, ImportError> {

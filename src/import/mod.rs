@@ -222,6 +222,8 @@ pub struct Origin {
     pub positions: PositionScheme,
     /// The model's number of each captured layer (`--layers`); `None`: every layer.
     pub layer_numbers: Option<Vec<usize>>,
+    /// Each captured layer's sliding window (`layer_masks`); `None`: no layer has one.
+    pub windows: Option<Vec<Option<usize>>>,
     /// The teacher-forced target of an encoder–decoder run (version 3).
     pub target: Option<String>,
     /// What an encoder–decoder run's decoder generated, decoded (version 3).
@@ -570,10 +572,13 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
             .map(|_| labels::text_of(&query_units, 1))
     });
     let key_units = keys.map(|k| units(k, word_level));
-    let (positions, layer_numbers) = origin
+    let (positions, layer_numbers, windows) = origin
         .as_ref()
-        .map(|o| (o.positions, o.layer_numbers.clone()))
+        .map(|o| (o.positions, o.layer_numbers.clone(), o.windows.clone()))
         .unwrap_or_default();
+    if let Some(windows) = &windows {
+        check::windows(&name, windows, mask, &shape, &weights)?;
+    }
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -609,6 +614,10 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     .and_then(|a| match layer_numbers {
         Some(numbers) => a.with_layer_numbers(numbers),
         None => Ok(a),
+    })
+    .and_then(|a| match windows {
+        Some(windows) if windows.iter().any(Option::is_some) => a.with_windows(windows),
+        _ => Ok(a),
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
     Ok((att, warning))
