@@ -247,6 +247,18 @@ impl LayerWriter {
 
 impl LayerSink for LayerWriter {
     fn layer(&mut self, layer: CapturedLayer<'_>) -> io::Result<()> {
+        // Write errors name the file: the run reports them as they are.
+        self.write_layer(layer).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write {}: {e}", self.file.path().display()),
+            )
+        })
+    }
+}
+
+impl LayerWriter {
+    fn write_layer(&mut self, layer: CapturedLayer<'_>) -> io::Result<()> {
         let CapturedLayer {
             heads,
             queries,

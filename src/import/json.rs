@@ -544,3 +544,52 @@ fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens
         scheme: u.label_scheme.as_deref().and_then(LabelScheme::from_name),
     })
 }
+
+/// One kind of a saved capture (`crate::save`): its metadata body (a version-2 body without
+/// `attention`, as a JSON string) with the weights read from the file's tensors, `shape`
+/// `[layers kept, heads, queries, keys]`; `keep` are the indices, among the body's layers, of
+/// the layers read. `shown` names the kind in messages.
+pub(super) fn saved_body(
+    body: &str,
+    shown: &str,
+    shape: [usize; 4],
+    weights: Vec<f32>,
+    keep: &[usize],
+) -> Result<Arrays, ImportError> {
+    let mut doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    let pick = |all: Option<Vec<usize>>| {
+        all.map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect())
+    };
+    doc.layer_numbers = pick(doc.layer_numbers);
+    doc.layer_masks = doc.layer_masks.map(|masks| {
+        let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
+        keep.iter()
+            .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
+            .collect()
+    });
+    if let Some(m) = doc.model.as_mut() {
+        m.layers = None;
+    }
+    doc.attention = Some(Flat {
+        values: weights,
+        shape: shape.map(Some),
+    });
+    body_arrays(doc, crate::render::json::FORMAT_VERSION, shown)
+}
+
+/// The query tokens and text of a saved capture's kind whose weights are not read.
+pub(super) fn saved_tokens(
+    body: &str,
+    shown: &str,
+) -> Result<(Tokens, Option<String>), ImportError> {
+    let doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    let text = doc.text.clone();
+    Ok((
+        units(doc.queries, crate::render::json::FORMAT_VERSION, shown, "")?,
+        text,
+    ))
+}

@@ -30,6 +30,7 @@ mod check;
 mod json;
 pub mod labels;
 mod npy;
+mod saved;
 mod store;
 mod tensors;
 
@@ -285,6 +286,10 @@ pub struct ReadOptions {
     /// checked. `None`, a self-attention file, or a kind the file lacks: every kind. `.npz`
     /// and `.safetensors` files only (JSON is read whole).
     pub only: Option<AttentionKind>,
+    /// Of a capture saved layer by layer (`crate::save`), read only these layers (the model's
+    /// numbers); `None`: every layer. The other formats hold one array and are read whole, so
+    /// they refuse a selection.
+    pub layers: Option<Vec<usize>>,
 }
 
 /// Read attention from `path`: attnviz JSON (`.json`), `.npz` or `.safetensors`, chosen by the
@@ -343,10 +348,13 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         };
         (format!("attnviz JSON, format version {version}"), assembled)
     } else if tensors::looks_like_safetensors(head, meta.len()) {
-        (
-            ".safetensors".to_string(),
-            tensors::read(path, &shown, &plan)?,
-        )
+        match saved::read(path, &shown, &plan, opts.layers.as_deref())? {
+            Some(assembled) => ("saved capture (.safetensors)".to_string(), assembled),
+            None => (
+                ".safetensors".to_string(),
+                tensors::read(path, &shown, &plan)?,
+            ),
+        }
     } else if head.starts_with(b"\x93NUMPY") {
         return Err(ImportError::invalid(format!(
             "{shown} is a single .npy array: save the attention and its tokens together with \
@@ -358,6 +366,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
              with neither `{{`, a zip header nor a safetensors header)"
         )));
     };
+    if opts.layers.is_some() && !format.starts_with("saved capture") {
+        return Err(ImportError::invalid(format!(
+            "{shown} ({format}) holds its attention as one array, read whole; reading some \
+             layers only is for a capture saved layer by layer"
+        )));
+    }
     let store::Assembled {
         mut arrays,
         skipped,

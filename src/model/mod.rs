@@ -550,8 +550,10 @@ impl Model {
             .enumerate()
             .map(|(s, capture)| {
                 let len = capture.queries();
+                // A streamed capture's buffer held one layer at a time, all handed over.
+                let streamed = capture.is_streaming();
                 Forward {
-                    weights: capture.probs,
+                    weights: if streamed { Vec::new() } else { capture.probs },
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
                     query_key: capture.query_key.map(|(queries, keys)| QueryKey {
                         queries,
