@@ -18,6 +18,7 @@ pub mod output;
 pub mod progress;
 pub mod render;
 pub mod request;
+pub mod save;
 pub mod small_file;
 pub mod threads;
 pub mod tokenize;

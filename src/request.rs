@@ -18,7 +18,7 @@
 
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
-use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, Mask, Model};
+use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, LayerSink, Mask, Model};
 use crate::progress::{Progress, Stage};
 use crate::tokenize::Encoded;
 
@@ -116,6 +116,13 @@ pub enum RequestError {
         layer: usize,
         /// How many the model has.
         layers: usize,
+    },
+    /// A streamed capture asked of an encoder–decoder, whose three attentions are captured
+    /// together (run it whole, then write its layers).
+    #[error("an encoder–decoder model ({family}) captures its three attentions together; they cannot be streamed layer by layer")]
+    StreamForEncoderDecoder {
+        /// Its family.
+        family: &'static str,
     },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
@@ -230,8 +237,37 @@ impl RunRequest {
 
     /// Run the request through `model`; generation reports to `progress`.
     pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
+        self.run_with(model, progress, None)
+    }
+
+    /// Run the request through `model`, handing each captured layer to `sink` as soon as the
+    /// forward pass computed it, so the capture never has to fit in memory (`max_memory`
+    /// bounds one layer's buffer). The run's set then holds the units, masks and settings and
+    /// no layer of its own (`model.layers` is 0), and no query/key vectors. Encoders and
+    /// decoders (generation included: the final pass over prompt and generated tokens is
+    /// streamed); an encoder–decoder is refused ([`RequestError::StreamForEncoderDecoder`]).
+    pub fn run_into(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        sink: &mut dyn LayerSink,
+    ) -> Result<Run, RequestError> {
+        self.run_with(model, progress, Some(sink))
+    }
+
+    fn run_with(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Run, RequestError> {
         self.check(model)?;
         if model.is_seq2seq() {
+            if sink.is_some() {
+                return Err(RequestError::StreamForEncoderDecoder {
+                    family: model.family(),
+                });
+            }
             return self.run_seq2seq(model, progress);
         }
         let opts = self.encode_options();
@@ -242,12 +278,17 @@ impl RunRequest {
             };
             let total = generate.max_new_tokens;
             let mut report = Generating::new(progress, total);
-            let encoding =
-                model.encode_generated(&self.text, &opts, generate, &mut |d| report.done(d));
+            let encoding = model.encode_generated_into(
+                &self.text,
+                &opts,
+                generate,
+                &mut |d| report.done(d),
+                sink,
+            );
             report.finish();
             encoding?
         } else {
-            model.encode(&self.text, self.pair.as_deref(), &opts)?
+            model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
         Ok(single_run(model, encoding))
     }

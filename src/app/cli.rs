@@ -176,6 +176,18 @@ pub struct Args {
     /// [default: half of this machine's memory].
     #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+
+    /// Save every captured layer's attention to FILE.safetensors, each layer written as the
+    /// model computes it, so the capture need not fit in memory (--max-memory then bounds one
+    /// layer). Draw it later, reading only the layers needed, with `attnviz render
+    /// FILE.safetensors` (docs/save.md).
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
+    pub save_attention: Option<PathBuf>,
+
+    /// The number type --save-attention writes: f32 (exact), or f16 (half the size, within
+    /// 5e-4 relative) [default: f32].
+    #[arg(help_heading = "Output", long, value_name = "TYPE", value_parser = ["f32", "f16"], requires = "save_attention")]
+    pub save_dtype: Option<String>,
 }
 
 /// The output flags: what to show (layer, head, words), the files to write and the terminal
@@ -410,6 +422,11 @@ pub struct RenderArgs {
     /// [default: half of this machine's memory, or of the address-space limit].
     #[arg(help_heading = "Input", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+
+    /// Of a capture saved with --save-attention, read only these layers (numbered as in the
+    /// model), e.g. `3` or `0,5,10-12`; the others are not read at all.
+    #[arg(help_heading = "Input", long, value_name = "LIST", value_parser = parse_layers)]
+    pub layers: Option<LayerList>,
 
     /// What to show and where, as for TEXT.
     #[command(flatten)]

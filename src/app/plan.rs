@@ -21,6 +21,7 @@ use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
+use attnviz::save::SaveDtype;
 
 use super::cli::{Args, Command, MergeArgs, Outputs};
 
@@ -71,6 +72,8 @@ pub struct Render {
     /// `render --max-memory`: what reading and drawing the file may take; `None`: the
     /// library's default.
     pub max_memory: Option<u64>,
+    /// `render --layers`: the layers of a saved capture to read; `None`: all.
+    pub layers: Option<Vec<usize>>,
     /// The outputs.
     pub out: Single,
 }
@@ -143,9 +146,18 @@ pub struct Single {
     pub layers: Option<Vec<usize>>,
     /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
     pub max_memory: Option<u64>,
+    /// `--save-attention FILE`: save the capture layer by layer.
+    pub save: Option<PathBuf>,
+    /// `--save-dtype`.
+    pub save_dtype: SaveDtype,
 }
 
 impl Single {
+    /// `--layer` as given (the model's number), if it was.
+    pub fn layer_number(&self) -> Option<usize> {
+        self.layer
+    }
+
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
     ///
@@ -250,6 +262,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 ("--chat", args.chat),
                 ("--layers", args.layers.is_some()),
                 ("--max-memory", args.max_memory.is_some()),
+                ("--save-attention", args.save_attention.is_some()),
             ];
             if let Some(flag) = first_given(&model_only) {
                 return Err(format!(
@@ -260,11 +273,21 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 file: r.file.clone(),
                 tokens: r.tokens.clone(),
                 max_memory: r.max_memory,
+                layers: r.layers.clone().map(|l| l.0),
                 out: single(args, &r.out, Some(r.file.display().to_string()))?,
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
-        None if args.input.is_some() => Mode::Corpus(corpus(args)?),
+        None if args.input.is_some() => {
+            if args.save_attention.is_some() {
+                return Err(
+                    "--save-attention saves one run's capture; corpus mode (--input) \
+                            writes its own files per sentence: drop --save-attention"
+                        .into(),
+                );
+            }
+            Mode::Corpus(corpus(args)?)
+        }
         None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
     };
     Ok(Plan {
@@ -476,6 +499,11 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         target: args.target.clone(),
         layers: args.layers.clone().map(|l| l.0),
         max_memory: args.max_memory,
+        save: args.save_attention.clone(),
+        save_dtype: match args.save_dtype.as_deref() {
+            Some("f16") => SaveDtype::F16,
+            _ => SaveDtype::F32,
+        },
     })
 }
 

@@ -258,6 +258,9 @@ pub(super) fn request(e: RequestError) -> Error {
         RequestError::PairWithGeneration => usage(
             "--generate and --chat are for decoder models, which read one text; drop --pair".into(),
         ),
+        RequestError::StreamForEncoderDecoder { family } => usage(format!(
+            "--save-attention: an encoder–decoder model ({family}) is saved from its whole run"
+        )),
         RequestError::EmptyTarget => {
             usage("--target is empty; give the output to teacher-force".into())
         }

@@ -756,6 +756,18 @@ impl Attention {
         }
     }
 
+    /// How many keys query unit `query` could see in captured layer `layer`: those of
+    /// [`Attention::visible_keys`] that the layer's sliding window, if any, keeps
+    /// ([`Attention::is_masked_in`]).
+    pub fn visible_keys_in(&self, layer: usize, query: usize) -> usize {
+        if self.window(layer).is_none() {
+            return self.visible_keys(query);
+        }
+        (0..self.n_keys())
+            .filter(|&k| !self.is_masked_in(layer, query, k))
+            .count()
+    }
+
     /// Number of layers.
     pub fn layers(&self) -> usize {
         self.model.layers

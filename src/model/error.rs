@@ -102,6 +102,19 @@ pub enum Error {
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
     Forward(String),
+    /// A streamed capture's sink could not take a layer (its own message, e.g. a write error
+    /// that names the file).
+    #[error("{0}")]
+    Sink(std::io::Error),
+}
+
+impl From<super::blocks::capture::StreamError> for Error {
+    fn from(e: super::blocks::capture::StreamError) -> Self {
+        match e {
+            super::blocks::capture::StreamError::Sink(e) => Error::Sink(e),
+            super::blocks::capture::StreamError::Rows(e) => Error::Attention(e),
+        }
+    }
 }
 
 /// `bytes` for people: `4.5 GB`, `512 MB`.

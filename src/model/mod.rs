@@ -40,7 +40,7 @@ use families::registry;
 use formats::tensors::TensorMap;
 
 // The modules and items code outside `model/` reaches by their old paths.
-pub use blocks::capture::SequenceCapture;
+pub use blocks::capture::{CapturedLayer, LayerSink, SequenceCapture};
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
@@ -463,6 +463,26 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<Vec<Forward>, Error> {
+        self.forward_batch_into(batch, capture_query_key, layers, max_memory, None)
+    }
+
+    /// [`Model::forward_batch_with`], or with a `sink` (one sequence only) each captured layer
+    /// streamed to it as soon as it is computed: the results then hold no weights, and the
+    /// budget is checked for one layer's buffer.
+    fn forward_batch_into(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+        layers: Option<&[usize]>,
+        max_memory: Option<u64>,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Vec<Forward>, Error> {
+        if sink.is_some() && batch.len() != 1 {
+            return Err(Error::Input(
+                "a streamed capture runs one sequence at a time".into(),
+            ));
+        }
+        let capture_query_key = capture_query_key && sink.is_none();
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -491,13 +511,19 @@ impl Model {
                 &all
             }
         };
-        self.check_capture_size(&lengths, capture_query_key, layers.len(), max_memory)?;
+        let kept = if sink.is_some() { 1 } else { layers.len() };
+        self.check_capture_size(&lengths, capture_query_key, kept, max_memory)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
-        let mut captures: Vec<SequenceCapture> = lengths
-            .iter()
-            .map(|&len| SequenceCapture::for_layers(arch, len, len, capture_query_key, layers))
-            .collect();
+        let mut captures: Vec<SequenceCapture> = match sink {
+            Some(sink) => vec![SequenceCapture::streaming(
+                arch, lengths[0], lengths[0], layers, sink,
+            )],
+            None => lengths
+                .iter()
+                .map(|&len| SequenceCapture::for_layers(arch, len, len, capture_query_key, layers))
+                .collect(),
+        };
         let hidden = self.network.forward(
             &Batch {
                 ids: &ids,
@@ -508,8 +534,13 @@ impl Model {
             &mut captures,
         );
         let info = &self.info;
-        for capture in &captures {
-            validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
+        for capture in &mut captures {
+            if capture.is_streaming() {
+                // Each layer was checked as it was handed over.
+                capture.finish()?;
+            } else {
+                validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
+            }
         }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
@@ -519,8 +550,10 @@ impl Model {
             .enumerate()
             .map(|(s, capture)| {
                 let len = capture.queries();
+                // A streamed capture's buffer held one layer at a time, all handed over.
+                let streamed = capture.is_streaming();
                 Forward {
-                    weights: capture.probs,
+                    weights: if streamed { Vec::new() } else { capture.probs },
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
                     query_key: capture.query_key.map(|(queries, keys)| QueryKey {
                         queries,
@@ -602,6 +635,19 @@ impl Model {
         pair: Option<&str>,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        self.encode_into(text, pair, opts, None)
+    }
+
+    /// [`Model::encode`], each captured layer handed to `sink` as soon as it is computed
+    /// (when given): the encoding's attention then holds the units and no layer (its
+    /// `model.layers` is 0), and no query/key vectors.
+    pub fn encode_into(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        opts: &EncodeOptions,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Encoding, Error> {
         if pair.is_some() && self.architecture().mask == Mask::Causal {
             return Err(Error::PairOnDecoder {
                 model: self.info.name().to_string(),
@@ -615,7 +661,7 @@ impl Model {
         let limit = tokenize::byte_limit(self.max_positions());
         let text = tokenize::cut_to_bytes(text, limit);
         let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
-        self.encode_tokens_with(text, pair, enc, opts, 0)
+        self.encode_tokens_with(text, pair, enc, opts, 0, sink)
     }
 
     /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
@@ -631,7 +677,7 @@ impl Model {
             capture_query_key,
             ..EncodeOptions::default()
         };
-        self.encode_tokens_with(text, pair, enc, &opts, 0)
+        self.encode_tokens_with(text, pair, enc, &opts, 0, None)
     }
 
     /// Run tokenized input (of which the tokens from `prompt_len` on, when it is above 0, were
@@ -643,6 +689,7 @@ impl Model {
         enc: tokenize::Encoded,
         opts: &EncodeOptions,
         prompt_len: usize,
+        sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
@@ -654,12 +701,14 @@ impl Model {
             &zeros
         };
         let layers = opts.layers.as_deref();
+        let streamed = sink.is_some();
         let out = self
-            .forward_batch_with(
+            .forward_batch_into(
                 &[(&enc.ids, types)],
                 opts.capture_query_key,
                 layers,
                 opts.max_memory,
+                sink,
             )?
             .remove(0);
         let n = enc.ids.len();
@@ -675,7 +724,12 @@ impl Model {
         if prompt_len > 0 {
             units.generated = (0..n).map(|i| i >= prompt_len).collect();
         }
-        let numbers = layers.map_or_else(|| (0..self.info.layers).collect(), <[usize]>::to_vec);
+        // Streamed: every layer went to the sink, none is kept.
+        let numbers = match (streamed, layers) {
+            (true, _) => Vec::new(),
+            (false, Some(layers)) => layers.to_vec(),
+            (false, None) => (0..self.info.layers).collect(),
+        };
         let info = ModelInfo {
             layers: numbers.len(),
             ..self.info.clone()
@@ -710,6 +764,19 @@ impl Model {
         opts: &EncodeOptions,
         generate: GenerateOptions,
         progress: &mut dyn FnMut(usize),
+    ) -> Result<Encoding, Error> {
+        self.encode_generated_into(text, opts, generate, progress, None)
+    }
+
+    /// [`Model::encode_generated`], the final capture streamed to `sink` when given (as
+    /// [`Model::encode_into`]).
+    pub fn encode_generated_into(
+        &self,
+        text: &str,
+        opts: &EncodeOptions,
+        generate: GenerateOptions,
+        progress: &mut dyn FnMut(usize),
+        sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         let arch = self.architecture();
         if self.network.causal_lm().is_none() {
@@ -751,10 +818,13 @@ impl Model {
             other => other.into(),
         })?;
         let prompt_len = enc.ids.len();
-        let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
+        let layers = match sink {
+            Some(_) => 1,
+            None => opts.layers.as_ref().map_or(self.info.layers, Vec::len),
+        };
         self.check_capture_size(
             &[prompt_len + new],
-            opts.capture_query_key,
+            opts.capture_query_key && sink.is_none(),
             layers,
             opts.max_memory,
         )?;
@@ -762,7 +832,8 @@ impl Model {
         let full = self.tokenizer.continuation(&enc, generation.generated());
         let limit = tokenize::byte_limit(room);
         let recorded = tokenize::cut_to_bytes(&prompt_text, limit).to_string();
-        let mut encoding = self.encode_tokens_with(&recorded, None, full, opts, prompt_len)?;
+        let mut encoding =
+            self.encode_tokens_with(&recorded, None, full, opts, prompt_len, sink)?;
         encoding.generation = Some(generation);
         Ok(encoding)
     }

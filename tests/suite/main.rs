@@ -42,6 +42,8 @@ mod output_targets;
 mod render;
 mod render_hostile;
 mod report_and_json_sections;
+mod save_render;
 mod terminal_hygiene;
 mod tokenizer_roles;
+mod windowed_stats;
 mod word_merge;
