@@ -6,7 +6,8 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 
-use attnviz::analysis::AnalysisError;
+use attnviz::analysis::{reweighted, AnalysisError, Weighting};
+use attnviz::choice::Choice;
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::model::Model;
 use attnviz::output::OutputError;
@@ -157,6 +158,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         max_memory: plan.max_memory,
         truncate: plan.truncate,
         query_key: plan.neuron,
+        value_weighted: plan.weighting != Weighting::Raw,
     };
     let run = request
         .run(&model, &GenerateBar::new())
@@ -227,8 +229,17 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
     }
 
-    // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = ManuallyDrop::new(run.set);
+    // Every attention of the run, token level: one value, or an encoder–decoder's three;
+    // weighted by what it moves when --weighting asks (titles say so).
+    let tokens = ManuallyDrop::new(match &run.value_weighted {
+        Some(weights) if plan.weighting != Weighting::Raw => {
+            let mut att = reweighted(run.set.primary(), weights, plan.weighting)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            att.model.name = Some(format!("{} · {}", att.model.name(), plan.weighting.title()));
+            AttentionSet::single(att)
+        }
+        _ => run.set,
+    });
 
     let mut settings = vec![("model".to_string(), plan.model.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
@@ -236,6 +247,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     }
     if plan.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    if plan.weighting != Weighting::Raw {
+        settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
     }
     write_outputs(plan, &tokens, selection, every_layer, settings)
 }
