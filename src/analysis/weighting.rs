@@ -197,7 +197,7 @@ mod tests {
             (0..n as u32).collect(),
             vec![0; n],
             vec![0; n],
-            vec![crate::attention::Role::Normal; n],
+            vec![crate::attention::Role::Word; n],
             (0..n).map(Some).collect(),
             (0..n).map(|i| format!("t{i}")).collect(),
         );
@@ -221,7 +221,7 @@ mod tests {
         // Off the diagonal α·s·‖N f‖; on it √(α²s²‖Nf‖² + 2αst⟨Nf, Mx⟩ + t²‖Mx‖²).
         let d0 = (0.25f64 * 0.25 + 2.0 * 0.5 * 0.25 * 0.5 + 0.25 * 9.0).sqrt();
         let d1 = (0.75f64 * 0.75 * 4.0 * 9.0 - 2.0 * 0.75 * 4.0 + 4.0 * 16.0).sqrt();
-        let want = [d0, 0.25 * 0.5 * 3.0, 0.25 * 2.0 * 1.0, d1];
+        let want = [d0, 0.5 * 0.5 * 3.0, 0.25 * 2.0 * 1.0, d1];
         for (g, w) in w.norm_aware.iter().zip(want) {
             assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
         }
