@@ -89,7 +89,8 @@ pub fn norm_weights(att: &Attention, values: &[LayerValues]) -> Result<NormWeigh
             && v.normed_norms.len() == heads * nk
             && v.value_scale.len() == nq
             && v.residual_scale.len() == nq
-            && (!with_residual || (v.residual_dot.len() == heads * nq && v.residual_sq.len() == nq));
+            && (!with_residual
+                || (v.residual_dot.len() == heads * nq && v.residual_sq.len() == nq));
         if !ok {
             return Err(ShapeError(format!(
                 "value terms do not fit {heads} heads × {nq} queries × {nk} keys"
@@ -226,7 +227,10 @@ mod tests {
             assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
         }
         let shown = reweighted(&att, &w, Weighting::ValueWeighted).unwrap();
-        assert_eq!(shown.weights(), &[1.0 / 3.0, 2.0 / 3.0, 0.5 / 3.5, 3.0 / 3.5]);
+        assert_eq!(
+            shown.weights(),
+            &[1.0 / 3.0, 2.0 / 3.0, 0.5 / 3.5, 3.0 / 3.5]
+        );
         assert_eq!(reweighted(&att, &w, Weighting::Raw).unwrap(), att);
     }
 

@@ -7,8 +7,8 @@ use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 
 use attnviz::analysis::{reweighted, AnalysisError, Weighting};
-use attnviz::choice::Choice;
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
 use attnviz::render::image::{Figure, ImageError};

@@ -41,10 +41,10 @@ use formats::tensors::TensorMap;
 
 // The modules and items code outside `model/` reaches by their old paths.
 pub use blocks::capture::SequenceCapture;
-pub use blocks::values::LayerValues;
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
 pub use families::bert::BertConfig;

@@ -349,13 +349,29 @@ impl Network for DecoderStack {
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
             let tables = [tables[0].as_ref(), tables[1].as_ref()];
             if !want {
-                layer.forward(&mut h, rows, tables, &self.arch, Keys::Batch(batch), &mut sinks, None);
+                layer.forward(
+                    &mut h,
+                    rows,
+                    tables,
+                    &self.arch,
+                    Keys::Batch(batch),
+                    &mut sinks,
+                    None,
+                );
                 continue;
             }
             let residual = h.clone();
             let mut taps = LayerTaps::default();
             let keys = Keys::Batch(batch);
-            layer.forward(&mut h, rows, tables, &self.arch, keys, &mut sinks, Some(&mut taps));
+            layer.forward(
+                &mut h,
+                rows,
+                tables,
+                &self.arch,
+                keys,
+                &mut sinks,
+                Some(&mut taps),
+            );
             let (heads, kv, d) = (self.arch.heads, self.arch.kv_heads, self.arch.head_dim);
             let after = match &layer.options.post_norms {
                 Some((post, _)) => After::Output(post),

@@ -274,9 +274,14 @@ impl Linear {
         let mut col0 = 0;
         for p in &self.parts {
             match (&p.weight, p.layout) {
-                (MatrixWeight::F32(w), Layout::OutIn) => {
-                    kernels::transpose_into(w, p.outputs, self.inputs, &mut weight, self.outputs, col0)
-                }
+                (MatrixWeight::F32(w), Layout::OutIn) => kernels::transpose_into(
+                    w,
+                    p.outputs,
+                    self.inputs,
+                    &mut weight,
+                    self.outputs,
+                    col0,
+                ),
                 (MatrixWeight::F32(w), Layout::InOut) => {
                     for (dst, src) in weight
                         .chunks_exact_mut(self.outputs)
@@ -289,7 +294,14 @@ impl Linear {
                     let ids: Vec<u32> = (0..p.outputs as u32).collect();
                     let mut rows = vec![0f32; p.outputs * self.inputs];
                     stored.gather(&ids, &mut rows);
-                    kernels::transpose_into(&rows, p.outputs, self.inputs, &mut weight, self.outputs, col0)
+                    kernels::transpose_into(
+                        &rows,
+                        p.outputs,
+                        self.inputs,
+                        &mut weight,
+                        self.outputs,
+                        col0,
+                    )
                 }
             }
             col0 += p.outputs;
