@@ -113,7 +113,9 @@ enum Keys<'a> {
 }
 
 impl DecoderLayer {
-    /// `h += attention(norm(h)); h += ffn(norm(h))` for `rows` rows of `h`.
+    /// `h += attention(norm(h)); h += ffn(norm(h))` for `rows` rows of `h`; `taps` takes the
+    /// values for the norm-based analyses when asked.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
         h: &mut [f32],
