@@ -16,6 +16,7 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
+use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
 use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, LayerSink, Mask, Model};
@@ -48,6 +49,9 @@ pub struct RunRequest {
     pub truncate: bool,
     /// Keep each head's query and key vectors (the neuron view).
     pub query_key: bool,
+    /// Weigh the attention by what it moves: value-weighted and norm-aware attention
+    /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
+    pub value_weighted: bool,
     // An image input joins here when the vision families land.
 }
 
@@ -124,6 +128,12 @@ pub enum RequestError {
         /// Its family.
         family: &'static str,
     },
+    /// Value-weighted attention for an encoder–decoder, which does not keep its value terms yet.
+    #[error("value-weighted and norm-aware attention are not available for encoder–decoder models ({family}) yet; they are for encoders and decoders")]
+    ValueWeightedForEncoderDecoder {
+        /// Its family.
+        family: &'static str,
+    },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -155,6 +165,9 @@ pub struct Run {
     pub target_bytes_cut: bool,
     /// How many target labels the decoder read (teacher forcing).
     pub target_kept: usize,
+    /// Value-weighted and norm-aware attention of the primary value, when
+    /// [`RunRequest::value_weighted`] asked for them.
+    pub value_weighted: Option<NormWeights>,
 }
 
 impl RunRequest {
@@ -175,6 +188,7 @@ impl RunRequest {
         EncodeOptions {
             truncate: self.truncate,
             capture_query_key: self.query_key,
+            capture_values: self.value_weighted,
             layers: self.layers.clone(),
             max_memory: self.max_memory,
         }
@@ -206,6 +220,9 @@ impl RunRequest {
             }
             if self.layers.is_some() {
                 return Err(RequestError::LayersForEncoderDecoder { family });
+            }
+            if self.value_weighted {
+                return Err(RequestError::ValueWeightedForEncoderDecoder { family });
             }
             return Ok(());
         }
@@ -290,7 +307,7 @@ impl RunRequest {
         } else {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
-        Ok(single_run(model, encoding))
+        single_run(model, encoding)
     }
 
     /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
@@ -300,7 +317,7 @@ impl RunRequest {
         self.check(model)?;
         let encoding =
             model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
-        Ok(single_run(model, encoding))
+        single_run(model, encoding)
     }
 
     fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
@@ -348,18 +365,23 @@ impl RunRequest {
             target_truncated_from: out.target_truncated_from,
             target_bytes_cut: out.target_bytes_cut,
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
+            value_weighted: None,
         })
     }
 }
 
 /// The run of a single-kind model's encoding, labelled for people.
-fn single_run(model: &Model, encoding: Encoding) -> Run {
+fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
+    let value_weighted = match &encoding.values {
+        Some(values) => Some(norm_weights(&encoding.attention, values)?),
+        None => None,
+    };
     let scheme = model.tokenizer().label_scheme();
     let generated_text = encoding
         .generation
         .as_ref()
         .map(|g| model.tokenizer().decode(g.generated()).unwrap_or_default());
-    Run {
+    Ok(Run {
         set: AttentionSet::single(encoding.attention.relabel(scheme, scheme)),
         hidden: encoding.hidden,
         truncated_from: encoding.truncated_from,
@@ -370,7 +392,8 @@ fn single_run(model: &Model, encoding: Encoding) -> Run {
         target_truncated_from: None,
         target_bytes_cut: false,
         target_kept: 0,
-    }
+        value_weighted,
+    })
 }
 
 /// A generation's progress: the model counts tokens done, [`Progress`] takes increments.

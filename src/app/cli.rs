@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
-use attnviz::analysis::Stat;
+use attnviz::analysis::{Stat, Weighting};
 use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
 use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
@@ -86,6 +86,11 @@ pub struct Args {
     /// Include each head's query and key vectors in the HTML report for its neuron view.
     #[arg(help_heading = "HTML report", long)]
     pub neuron: bool,
+
+    /// What every view draws: the attention probabilities, or the attention weighted by what
+    /// it moves, as shares of each row (docs/analyses.md) [default: raw].
+    #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
+    pub weighting: Option<Weighting>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes

@@ -6,8 +6,9 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 
-use attnviz::analysis::AnalysisError;
+use attnviz::analysis::{reweighted, AnalysisError, Weighting};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
 use attnviz::render::image::{Figure, ImageError};
@@ -158,6 +159,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         max_memory: plan.max_memory,
         truncate: plan.truncate,
         query_key: plan.neuron,
+        value_weighted: plan.weighting != Weighting::Raw,
     };
     if let Some(path) = &plan.save {
         if !seq2seq {
@@ -245,8 +247,17 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
     }
 
-    // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = ManuallyDrop::new(run.set);
+    // Every attention of the run, token level: one value, or an encoder–decoder's three;
+    // weighted by what it moves when --weighting asks (titles say so).
+    let tokens = ManuallyDrop::new(match &run.value_weighted {
+        Some(weights) if plan.weighting != Weighting::Raw => {
+            let mut att = reweighted(run.set.primary(), weights, plan.weighting)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            att.model.name = Some(format!("{} · {}", att.model.name(), plan.weighting.title()));
+            AttentionSet::single(att)
+        }
+        _ => run.set,
+    });
 
     let mut settings = vec![("model".to_string(), plan.model.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
@@ -254,6 +265,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     }
     if plan.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
+    }
+    if plan.weighting != Weighting::Raw {
+        settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
     }
     write_outputs(plan, &tokens, selection, every_layer, settings)
 }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use attnviz::analysis::{Stat, ViewOptions};
+use attnviz::analysis::{Stat, ViewOptions, Weighting};
 use attnviz::attention::{
     layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
 };
@@ -122,6 +122,8 @@ pub struct Single {
     pub json_include: Vec<JsonSection>,
     /// Query/key vectors in the report.
     pub neuron: bool,
+    /// What every view draws (`--weighting`).
+    pub weighting: Weighting,
     /// How the report stores weights.
     pub html_precision: PrecisionChoice,
     /// Print the statistics table (`--stats`, or `--stat`).
@@ -487,6 +489,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         },
         json_include: out.json_include.clone(),
         neuron: args.neuron,
+        weighting: args.weighting.unwrap_or_default(),
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
         stat: out.stat,

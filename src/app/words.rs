@@ -275,6 +275,10 @@ pub(super) fn request(e: RequestError) -> Error {
             "--layers {layer} is out of range: the model has layers 0–{} (numbered from 0)",
             layers.saturating_sub(1)
         )),
+        RequestError::ValueWeightedForEncoderDecoder { family } => usage(format!(
+            "--weighting: value-weighted and norm-aware attention are not available for \
+             encoder–decoder models ({family}) yet; drop --weighting"
+        )),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

@@ -44,6 +44,7 @@ pub use blocks::capture::{CapturedLayer, LayerSink, SequenceCapture};
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
 pub use families::bert::BertConfig;
@@ -82,6 +83,9 @@ pub struct EncodeOptions {
     pub truncate: bool,
     /// Keep each head's query and key vectors (for the neuron view).
     pub capture_query_key: bool,
+    /// Keep what the norm-based analyses need: each head's value norms and the residual and
+    /// normalisation terms of every captured layer ([`LayerValues`]).
+    pub capture_values: bool,
     /// Capture only these layers (ascending, numbered from 0); `None`: every layer.
     pub layers: Option<Vec<usize>>,
     /// The most bytes the captured attention may take; `None`: [`default_capture_budget`].
@@ -108,6 +112,9 @@ pub struct Encoding {
     pub bytes_cut: bool,
     /// What was generated ([`Model::encode_generated`]).
     pub generation: Option<Generation>,
+    /// Per captured layer, what the norm-based analyses need, when
+    /// [`EncodeOptions::capture_values`] asked for it.
+    pub values: Option<Vec<LayerValues>>,
 }
 
 /// What [`Model::encode_generated`] generates before it captures.
@@ -463,28 +470,51 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<Vec<Forward>, Error> {
-        self.forward_batch_into(batch, capture_query_key, layers, max_memory, None)
+        let (out, _) =
+            self.forward_batch_into(batch, capture_query_key, false, layers, max_memory, None)?;
+        Ok(out)
     }
 
-    /// [`Model::forward_batch_with`], or with a `sink` (one sequence only) each captured layer
-    /// streamed to it as soon as it is computed: the results then hold no weights, and the
-    /// budget is checked for one layer's buffer.
+    /// [`Model::forward_batch_with`], also keeping each sequence's [`LayerValues`] (per
+    /// captured layer) when `values` asks for them.
+    #[allow(clippy::type_complexity)]
+    pub fn forward_batch_values(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+        values: bool,
+        layers: Option<&[usize]>,
+        max_memory: Option<u64>,
+    ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
+        self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)
+    }
+
+    /// [`Model::forward_batch_values`], or with a `sink` (one sequence only) each captured
+    /// layer streamed to it as soon as it is computed: the results then hold no weights, and
+    /// the budget is checked for one layer's buffer.
+    #[allow(clippy::type_complexity)]
     fn forward_batch_into(
         &self,
         batch: &[(&[u32], &[u32])],
         capture_query_key: bool,
+        values: bool,
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
         sink: Option<&mut dyn LayerSink>,
-    ) -> Result<Vec<Forward>, Error> {
+    ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
         if sink.is_some() && batch.len() != 1 {
             return Err(Error::Input(
                 "a streamed capture runs one sequence at a time".into(),
             ));
         }
+        if sink.is_some() && values {
+            return Err(Error::Input(
+                "value-weighted attention needs the whole capture; it cannot be streamed".into(),
+            ));
+        }
         let capture_query_key = capture_query_key && sink.is_none();
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let arch = self.network.architecture();
         for (i, (ids, types)) in batch.iter().enumerate() {
@@ -521,7 +551,14 @@ impl Model {
             )],
             None => lengths
                 .iter()
-                .map(|&len| SequenceCapture::for_layers(arch, len, len, capture_query_key, layers))
+                .map(|&len| {
+                    let c = SequenceCapture::for_layers(arch, len, len, capture_query_key, layers);
+                    if values {
+                        c.with_values(arch)
+                    } else {
+                        c
+                    }
+                })
                 .collect(),
         };
         let hidden = self.network.forward(
@@ -545,6 +582,16 @@ impl Model {
 
         // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = arch.hidden_size;
+        let kept: Vec<Option<Vec<LayerValues>>> = captures
+            .iter_mut()
+            .map(|c| c.values.take().and_then(|v| v.captured(layers)))
+            .collect();
+        if values && kept.iter().any(Option::is_none) {
+            return Err(Error::Forward(format!(
+                "{} does not give the value vectors the norm-based analyses need",
+                arch.family
+            )));
+        }
         let results = captures
             .into_iter()
             .enumerate()
@@ -563,7 +610,7 @@ impl Model {
                 }
             })
             .collect();
-        Ok(results)
+        Ok((results, kept))
     }
 
     /// Check a list of layers to capture: ascending, without repeats, each a layer of the model.
@@ -702,15 +749,15 @@ impl Model {
         };
         let layers = opts.layers.as_deref();
         let streamed = sink.is_some();
-        let out = self
-            .forward_batch_into(
-                &[(&enc.ids, types)],
-                opts.capture_query_key,
-                layers,
-                opts.max_memory,
-                sink,
-            )?
-            .remove(0);
+        let (mut outs, mut kept) = self.forward_batch_into(
+            &[(&enc.ids, types)],
+            opts.capture_query_key,
+            opts.capture_values,
+            layers,
+            opts.max_memory,
+            sink,
+        )?;
+        let (out, values) = (outs.remove(0), kept.remove(0));
         let n = enc.ids.len();
         let mut units = Units::tokens(
             enc.tokens,
@@ -750,6 +797,7 @@ impl Model {
             truncated_from: enc.truncated_from,
             bytes_cut: enc.bytes_cut,
             generation: None,
+            values,
         })
     }
 

@@ -37,6 +37,7 @@ mod images_minilm;
 mod images_without_system_fonts;
 mod input_bounds;
 mod interrupts;
+mod norm_weights;
 mod output_folders;
 mod output_targets;
 mod render;

@@ -8,6 +8,7 @@
 use std::io;
 
 use super::network::Architecture;
+use super::values::ValueCapture;
 use crate::model::formats::validate;
 use crate::model::kernels::{capture_buffer, CaptureSink};
 
@@ -67,6 +68,8 @@ pub struct SequenceCapture<'s> {
     /// layers, kv_heads, keys, head_dim]`, as the scores used them (before the scale), when
     /// asked for.
     pub query_key: Option<(Vec<f32>, Vec<f32>)>,
+    /// What the norm-based analyses need, when asked for ([`SequenceCapture::with_values`]).
+    pub values: Option<ValueCapture>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -120,6 +123,7 @@ impl<'s> SequenceCapture<'s> {
                     vec![0.0; layers * k_per_layer],
                 )
             }),
+            values: None,
             queries,
             keys,
             per_layer: heads * queries * keys,
@@ -230,6 +234,18 @@ impl<'s> SequenceCapture<'s> {
                 )
             }),
         }
+    }
+
+    /// The same capture, also keeping what the norm-based analyses need for its layers
+    /// (`blocks::values`).
+    pub fn with_values(mut self, arch: &Architecture) -> Self {
+        self.values = Some(ValueCapture::new(arch, self.queries, self.keys));
+        self
+    }
+
+    /// Whether the network's layer `l` is captured.
+    pub fn keeps_layer(&self, l: usize) -> bool {
+        self.slots.get(l).is_some_and(Option::is_some)
     }
 
     /// The network's layers this capture keeps, ascending.
