@@ -29,6 +29,7 @@ mod engine_weights;
 mod fonts_in_browsers;
 mod gguf_files;
 mod gguf_smollm2;
+mod gguf_surfaces;
 mod hostile;
 mod hostile_families;
 mod hostile_model_files;
