@@ -108,15 +108,6 @@ pub enum Error {
     Sink(std::io::Error),
 }
 
-impl From<super::blocks::capture::StreamError> for Error {
-    fn from(e: super::blocks::capture::StreamError) -> Self {
-        match e {
-            super::blocks::capture::StreamError::Sink(e) => Error::Sink(e),
-            super::blocks::capture::StreamError::Rows(e) => Error::Attention(e),
-        }
-    }
-}
-
 /// `bytes` for people: `4.5 GB`, `512 MB`.
 pub fn format_bytes(bytes: u64) -> String {
     let b = bytes as f64;

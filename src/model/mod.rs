@@ -574,7 +574,10 @@ impl Model {
         for capture in &mut captures {
             if capture.is_streaming() {
                 // Each layer was checked as it was handed over.
-                capture.finish()?;
+                capture.finish().map_err(|e| match e {
+                    blocks::capture::StreamError::Sink(e) => Error::Sink(e),
+                    blocks::capture::StreamError::Rows(e) => Error::Attention(e),
+                })?;
             } else {
                 validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
             }
