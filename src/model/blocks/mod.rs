@@ -23,3 +23,4 @@ pub mod layers;
 pub mod network;
 pub mod rope;
 pub mod seq2seq;
+pub mod vision;

@@ -16,3 +16,4 @@ pub mod phi3;
 pub mod registry;
 pub mod roberta;
 pub mod t5;
+pub mod vit;
