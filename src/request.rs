@@ -48,7 +48,8 @@ pub struct RunRequest {
     pub truncate: bool,
     /// Keep each head's query and key vectors (the neuron view).
     pub query_key: bool,
-    // An image input joins here when the vision families land.
+    /// An image file for a vision model (ViT, DeiT): then `text` only names it.
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// What a request asks that the model cannot do. Each names the fields involved; the front end
@@ -230,6 +231,17 @@ impl RunRequest {
 
     /// Run the request through `model`; generation reports to `progress`.
     pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
+        if let Some(path) = &self.image {
+            let encoding = model.encode_image(path, &self.encode_options())?;
+            return Ok(single_run(model, encoding));
+        }
+        if model.is_vision() {
+            return Err(RequestError::Model(crate::model::Error::Input(format!(
+                "{} is a vision model ({}); give it an image, not text",
+                model.info().name(),
+                model.family()
+            ))));
+        }
         self.check(model)?;
         if model.is_seq2seq() {
             return self.run_seq2seq(model, progress);

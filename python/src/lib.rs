@@ -496,6 +496,7 @@ fn run(
         max_memory,
         truncate,
         query_key: neuron,
+        image: None,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;

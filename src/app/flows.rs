@@ -146,7 +146,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         plan.selection(model.info()).map_err(Error::Usage)?
     };
     let limit = tokenize::byte_limit(model.max_positions());
-    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
+    let (text, stdin_cut) = match &plan.picture {
+        Some(path) => (path.display().to_string(), false),
+        None => read_text(&plan.text, limit, plan.truncate, model.max_positions())?,
+    };
     let request = RunRequest {
         text,
         pair: plan.pair.clone(),
@@ -157,6 +160,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         max_memory: plan.max_memory,
         truncate: plan.truncate,
         query_key: plan.neuron,
+        image: plan.picture.clone(),
     };
     let run = request
         .run(&model, &GenerateBar::new())
