@@ -44,4 +44,5 @@ mod render_hostile;
 mod report_and_json_sections;
 mod terminal_hygiene;
 mod tokenizer_roles;
+mod vision_cli;
 mod word_merge;

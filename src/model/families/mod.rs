@@ -7,6 +7,8 @@
 pub mod albert;
 pub mod bart;
 pub mod bert;
+pub mod clip;
+pub mod dinov2;
 pub mod distilbert;
 pub mod electra;
 pub mod gemma;

@@ -147,6 +147,16 @@ fn tiny_vit_classifier_with_interpolated_positions_matches_hf() {
 }
 
 #[test]
+fn tiny_dinov2_with_shortest_edge_crop_and_interpolated_positions_matches_hf() {
+    check_family("dinov2", &[Cell::Class]);
+}
+
+#[test]
+fn tiny_clip_vision_matches_hf() {
+    check_family("clip", &[Cell::Class]);
+}
+
+#[test]
 fn tiny_deit_matches_hf() {
     check_family("deit", &[Cell::Class, Cell::Distillation]);
 }
