@@ -15,6 +15,7 @@ pub mod corpus;
 pub mod import;
 pub mod model;
 pub mod output;
+pub mod pixels;
 pub mod progress;
 pub mod render;
 pub mod request;

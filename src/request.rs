@@ -52,7 +52,8 @@ pub struct RunRequest {
     /// Weigh the attention by what it moves: value-weighted and norm-aware attention
     /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
     pub value_weighted: bool,
-    // An image input joins here when the vision families land.
+    /// An image file for a vision model (ViT, DeiT): then `text` only names it.
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// What a request asks that the model cannot do. Each names the fields involved; the front end
@@ -278,6 +279,28 @@ impl RunRequest {
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Run, RequestError> {
+        if let Some(path) = &self.image {
+            if sink.is_some() {
+                return Err(RequestError::Model(crate::model::Error::Input(
+                    "an image run's capture cannot be streamed to a file yet".into(),
+                )));
+            }
+            if self.value_weighted {
+                return Err(RequestError::Model(crate::model::Error::Input(
+                    "value-weighted and norm-aware attention are not available for vision models yet"
+                        .into(),
+                )));
+            }
+            let encoding = model.encode_image(path, &self.encode_options())?;
+            return single_run(model, encoding);
+        }
+        if model.is_vision() {
+            return Err(RequestError::Model(crate::model::Error::Input(format!(
+                "{} is a vision model ({}); give it an image, not text",
+                model.info().name(),
+                model.family()
+            ))));
+        }
         self.check(model)?;
         if model.is_seq2seq() {
             if sink.is_some() {

@@ -507,6 +507,7 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
+        image: None,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;

@@ -51,6 +51,16 @@ pub struct Args {
     #[arg(value_name = "TEXT")]
     pub text: Option<String>,
 
+    /// An image (PNG, JPEG or WebP) for a vision model (ViT, DeiT): its attention over the
+    /// patches, drawn on the picture. TEXT is not needed.
+    #[arg(help_heading = "Input", long, value_name = "FILE")]
+    pub image: Option<PathBuf>,
+
+    /// With --image: the query whose attention the terminal view and figures draw, as the
+    /// patch's ROW,COL on the grid (from 0); default: the class token.
+    #[arg(help_heading = "Input", long, value_name = "ROW,COL")]
+    pub query: Option<String>,
+
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
     #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
     pub pair: Option<String>,

@@ -148,7 +148,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         plan.selection(model.info()).map_err(Error::Usage)?
     };
     let limit = tokenize::byte_limit(model.max_positions());
-    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
+    let (text, stdin_cut) = match &plan.picture {
+        Some(path) => (path.display().to_string(), false),
+        None => read_text(&plan.text, limit, plan.truncate, model.max_positions())?,
+    };
     let request = RunRequest {
         text,
         pair: plan.pair.clone(),
@@ -160,6 +163,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         truncate: plan.truncate,
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
+        image: plan.picture.clone(),
     };
     if let Some(path) = &plan.save {
         if !seq2seq {

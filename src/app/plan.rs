@@ -89,6 +89,10 @@ pub struct Single {
     pub text: String,
     /// The pair's second sentence.
     pub pair: Option<String>,
+    /// `--image FILE`: the picture a vision model reads (then `text` is its path).
+    pub picture: Option<PathBuf>,
+    /// `--query ROW,COL`: the patch whose attention picture views draw; default the class token.
+    pub query: attnviz::render::image::picture::Query,
     /// Cut what is too long instead of failing.
     pub truncate: bool,
     /// `--layer`; `None`: the model's last.
@@ -290,7 +294,13 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             }
             Mode::Corpus(corpus(args)?)
         }
-        None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
+        None => Mode::Single(Box::new(single(
+            args,
+            &args.out,
+            args.text
+                .clone()
+                .or_else(|| args.image.as_ref().map(|p| p.display().to_string())),
+        )?)),
     };
     Ok(Plan {
         threads: args.threads,
@@ -455,11 +465,38 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
                 .into(),
         );
     }
+    let query = match &args.query {
+        None => attnviz::render::image::picture::Query::Cls,
+        Some(q) => {
+            if args.image.is_none() {
+                return Err("--query picks a patch of an image; add --image FILE".into());
+            }
+            let parsed = q.split_once(',').and_then(|(r, c)| {
+                Some((
+                    r.trim().parse::<usize>().ok()?,
+                    c.trim().parse::<usize>().ok()?,
+                ))
+            });
+            match parsed {
+                Some((r, c)) => attnviz::render::image::picture::Query::Patch(r, c),
+                None => {
+                    return Err(format!(
+                        "--query {q:?} is not ROW,COL (two numbers from 0, like --query 3,5)"
+                    ))
+                }
+            }
+        }
+    };
+    if args.image.is_some() && args.text.is_some() {
+        return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
+    }
     Ok(Single {
         model: args.model.clone(),
         revision: args.revision.clone(),
         text,
         pair: args.pair.clone(),
+        picture: args.image.clone(),
+        query,
         truncate: args.truncate,
         layer: out.layer,
         head: out.head.unwrap_or(HeadSel::Mean),

@@ -30,6 +30,7 @@ pub mod error;
 pub mod families;
 pub mod formats;
 pub mod kernels;
+pub mod vision;
 
 use std::path::Path;
 
@@ -140,6 +141,8 @@ pub struct Model {
     generation: GenerationConfig,
     /// The tokenizer's `model_max_length` (tokenizer_config.json), when it says.
     model_max_length: Option<usize>,
+    /// A vision model's image processor (preprocessor_config.json).
+    image_processor: Option<crate::pixels::ImageProcessor>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -198,7 +201,16 @@ impl Model {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (loaded, tokenizer)
         });
-        let ((family, network), tokenizer) = (loaded?, tokenizer?);
+        let (family, network) = loaded?;
+        // A vision model has no tokenizer: its preprocessor_config.json says how an image
+        // becomes its input.
+        let (tokenizer, image_processor) = match network.vision() {
+            Some(_) => (
+                TextTokenizer::none(&files.tokenizer_dir),
+                Some(vision::image_processor(&files.tokenizer_dir)?),
+            ),
+            None => (tokenizer?, None),
+        };
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
             GenerationConfig::with_settings(
                 &files.config,
@@ -219,6 +231,7 @@ impl Model {
             generation,
         );
         model.model_max_length = model.tokenizer.settings().model_max_length();
+        model.image_processor = image_processor;
         if let Some(target) = family.quirks.target_tokenizer {
             model.target_tokenizer = target(&files.tokenizer_dir)?;
         }
@@ -253,6 +266,7 @@ impl Model {
             target_tokenizer: None,
             generation,
             model_max_length: None,
+            image_processor: None,
         }
     }
 
@@ -698,6 +712,13 @@ impl Model {
         opts: &EncodeOptions,
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
+        if self.network.vision().is_some() {
+            return Err(Error::Input(format!(
+                "{} is a vision model ({}); give it an image, not text",
+                self.info.name(),
+                self.family()
+            )));
+        }
         if pair.is_some() && self.architecture().mask == Mask::Causal {
             return Err(Error::PairOnDecoder {
                 model: self.info.name().to_string(),

@@ -289,6 +289,11 @@ pub fn body_fields(att: &Attention) -> Vec<(String, serde_json::Value)> {
         ("level".into(), json!(att.level.as_str())),
         ("special_excluded".into(), json!(att.special_excluded)),
     ];
+    // A vision model's picture: the patch grid, what each token is, the image's size and the
+    // preprocessing applied (`docs/json.md`).
+    if let Some(image) = &att.image {
+        fields.push(("image".into(), json!(image.as_ref())));
+    }
     fields.extend(unit_fields(att.queries(), att.level, ""));
     if !att.is_square() {
         fields.extend(unit_fields(att.keys(), att.level, "key_"));

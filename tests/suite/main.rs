@@ -47,5 +47,6 @@ mod report_and_json_sections;
 mod save_render;
 mod terminal_hygiene;
 mod tokenizer_roles;
+mod vision_cli;
 mod windowed_stats;
 mod word_merge;

@@ -25,3 +25,4 @@ pub mod network;
 pub mod rope;
 pub mod seq2seq;
 pub mod values;
+pub mod vision;

@@ -159,6 +159,12 @@ pub trait Network: Send + Sync {
     fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
         None
     }
+
+    /// The vision side (a forward pass from pixels, the patch grid) of ViT, DeiT, DINOv2 and
+    /// CLIP's vision tower; `None` for text models.
+    fn vision(&self) -> Option<&dyn super::vision::Vision> {
+        None
+    }
 }
 
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.

@@ -15,6 +15,7 @@ pub mod reference;
 mod rxnmapper;
 mod seq2seq;
 mod smollm2;
+mod vision;
 
 use std::path::Path;
 
