@@ -559,10 +559,9 @@ pub(super) fn saved_body(
     let mut doc: Doc = serde_json::from_str(body).map_err(|e| {
         ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
     })?;
-    let pick = |all: Option<Vec<usize>>| {
-        all.map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect())
-    };
-    doc.layer_numbers = pick(doc.layer_numbers);
+    doc.layer_numbers = doc
+        .layer_numbers
+        .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
     doc.layer_masks = doc.layer_masks.map(|masks| {
         let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
         keep.iter()

@@ -108,7 +108,8 @@ fn json_with_wrong_layer_masks_is_refused_in_one_line() {
     );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let cases: [(&str, fn(&mut serde_json::Value)); 3] = [
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 3] = [
         // A window narrower than the one the weights were computed with hides real weights.
         ("outside it", |d| d["layer_masks"][1]["window"] = 2.into()),
         ("entries for 2 layers", |d| {
