@@ -9,33 +9,11 @@
 
 use super::capture::SequenceCapture;
 use super::layers::{part, Linear, Norm};
+pub use super::network::Vision;
 use super::network::{Architecture, Batch, Network};
 use crate::attention::image::Cell;
 use crate::model::formats::weights::Weight;
 use crate::model::kernels::{self, Activation, CaptureSink, Layout};
-
-/// The vision side of a network: what its tokens are on a patch grid, and a forward pass from
-/// pixels.
-pub trait Vision: Sync {
-    /// Patch side in pixels.
-    fn patch_size(&self) -> usize;
-
-    /// The grid `[rows, cols]` its position embeddings were trained on.
-    fn trained_grid(&self) -> [usize; 2];
-
-    /// What each token is for an image of `grid` patches, in the model's order.
-    fn cells(&self, grid: [usize; 2]) -> Vec<Cell>;
-
-    /// Run `[3, height, width]` pixels (each side at least one patch), capturing into
-    /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
-    fn forward_pixels(
-        &self,
-        pixels: &[f32],
-        width: usize,
-        height: usize,
-        capture: &mut SequenceCapture,
-    ) -> Vec<f32>;
-}
 
 /// The feed-forward activation of a vision layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
