@@ -453,6 +453,8 @@ fn request_error(e: RequestError) -> PyErr {
             "weighting=: value-weighted and norm-aware attention are not available for \
              encoder–decoder models ({family}) yet; leave weighting=\"raw\""
         )),
+        // The package never streams a capture; the library's words are right if it ever does.
+        e @ RequestError::StreamForEncoderDecoder { .. } => runtime_error(e),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
