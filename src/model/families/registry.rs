@@ -223,7 +223,8 @@ mod tests {
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
-                 gemma2, gemma3_text, phi3, bart, mbart, marian, t5, vit, deit, dinov2, clip_vision_model"
+                 gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
+                 clip_vision_model"
             ),
             "{err}"
         );
