@@ -158,6 +158,13 @@ class Report:
         return self._native.mask
 
     @property
+    def windows(self) -> list:
+        """Each captured layer's sliding attention window (a query sees its own token and the
+        ``window - 1`` before it; the weights outside it are exactly 0), or None for a layer
+        without one: the JSON export's ``layer_masks``."""
+        return self._native.windows
+
+    @property
     def text(self) -> str:
         return self._native.text
 

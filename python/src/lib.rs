@@ -159,6 +159,10 @@ impl PyAttention {
         self.att.mask.as_str()
     }
     #[getter]
+    fn windows(&self) -> Vec<Option<usize>> {
+        self.att.windows().to_vec()
+    }
+    #[getter]
     fn level(&self) -> &'static str {
         self.att.level.as_str()
     }
