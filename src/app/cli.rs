@@ -418,6 +418,136 @@ pub enum Command {
     #[command(after_help = "Example:\n  \
         attnviz merge out/shard-*/corpus_partial.json --out corpus_stats.json")]
     Merge(MergeArgs),
+    /// Compare two captures (any files `render` reads: attnviz JSON, saved .safetensors
+    /// captures, .npz): A − B per head, and each head's Jensen–Shannon distance as a layers ×
+    /// heads heatmap, ranked (docs/compare.md).
+    #[command(after_help = "Examples:\n  \
+        attnviz diff cat.json dog.json\n  \
+        attnviz diff cat.json dog.json --png distance.png --html compare.html\n  \
+        attnviz diff bert.json roberta.json --words --figure head --layer 1 --head 2 --png head.png\n  \
+        attnviz diff base.json tuned.json --json comparison.json -q")]
+    Diff(Box<DiffArgs>),
+}
+
+/// What `attnviz diff --png/--svg` draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffFigure {
+    /// The layers × heads heatmap of Jensen–Shannon distances, with the farthest heads listed.
+    Distance,
+    /// One head's A, B and A − B side by side.
+    Head,
+    /// Every head of one layer's A − B in a grid.
+    Layer,
+}
+
+/// `attnviz diff A B`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The first capture (A).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The second capture (B).
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Compare at word level even when A and B come from one tokenizer (two tokenizers are
+    /// always compared by words).
+    #[arg(help_heading = "What to compare", long)]
+    pub words: bool,
+
+    /// When A and B have different numbers of layers or heads (two models), compare the layers
+    /// and heads they share, by index.
+    #[arg(help_heading = "What to compare", long)]
+    pub shared: bool,
+
+    /// Of a file with an encoder–decoder's attention, the kind to compare [default: cross].
+    #[arg(help_heading = "What to compare", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
+
+    /// The most memory reading each file may take, e.g. `2G` [default: half of this machine's
+    /// memory].
+    #[arg(help_heading = "What to compare", long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+
+    /// Layer of the head figure, the layer figure and the terminal's head table (0-based)
+    /// [default: the farthest head's].
+    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Head of the head figure and the terminal's head table (0-based) [default: the farthest
+    /// head (of --layer)].
+    #[arg(help_heading = "What to show", long, value_name = "N")]
+    pub head: Option<usize>,
+
+    /// Label tokens as the tokenizer's vocabulary spells them (`Ġquick`).
+    #[arg(help_heading = "What to show", long)]
+    pub raw_tokens: bool,
+
+    /// Write the comparison's numbers as JSON to FILE (docs/json.md, "Comparison"); `-` writes
+    /// to standard output.
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write JSON numbers at full precision instead of 6 significant digits.
+    #[arg(help_heading = "Outputs", long)]
+    pub full_precision: bool,
+
+    /// Write a PNG (see --figure).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
+
+    /// Write an SVG (see --figure).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// What the PNG/SVG shows [default: distance].
+    #[arg(help_heading = "Outputs", long, value_name = "FIGURE", value_parser = diff_figure())]
+    pub figure: Option<DiffFigure>,
+
+    /// Colour map of A, B and the distances (A − B is always blue–white–red) [default: viridis].
+    #[arg(help_heading = "Outputs", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    pub colormap: Option<Colormap>,
+
+    /// Light or dark images [default: light].
+    #[arg(help_heading = "Outputs", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    pub theme: Option<Theme>,
+
+    /// PNG pixels per layout pixel, for print (0.5 to 4) [default: 1].
+    #[arg(help_heading = "Outputs", long, value_name = "F", value_parser = parse_scale_factor)]
+    pub scale_factor: Option<f32>,
+
+    /// Write a self-contained HTML page: A and B side by side, A − B, and the ranked distance
+    /// heatmap (click a head to show it).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// How many heads the terminal ranks, and how many cells its head table lists [default: 10].
+    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    pub top: Option<usize>,
+
+    /// Colour in the terminal view [default: auto].
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+
+    /// Don't print the terminal view.
+    #[arg(help_heading = "Outputs", short, long)]
+    pub quiet: bool,
+}
+
+/// The `--figure` names of `attnviz diff`.
+fn diff_figure() -> impl TypedValueParser<Value = DiffFigure> {
+    PossibleValuesParser::new([
+        PossibleValue::new("distance")
+            .help("The layers × heads heatmap of Jensen–Shannon distances, ranked"),
+        PossibleValue::new("head").help("One head's A, B and A − B (--layer, --head)"),
+        PossibleValue::new("layer").help("Every head of --layer's A − B in a grid"),
+    ])
+    .map(|name| match name.as_str() {
+        "head" => DiffFigure::Head,
+        "layer" => DiffFigure::Layer,
+        _ => DiffFigure::Distance,
+    })
 }
 
 /// `attnviz render FILE`.

@@ -110,6 +110,10 @@ fn configure_threads(flag: Option<usize>) -> usize {
 
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    // `attnviz diff` reads two files and runs no model: its own flow.
+    if let Some(super::cli::Command::Diff(d)) = &args.command {
+        return super::diff::run(d);
+    }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {

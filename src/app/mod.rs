@@ -5,6 +5,7 @@
 //! never sees a flag.
 
 pub mod cli;
+pub mod diff;
 pub mod flows;
 mod outputs;
 pub mod plan;

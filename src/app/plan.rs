@@ -284,6 +284,8 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
+        // Carried out by `super::diff`, before any plan.
+        Some(Command::Diff(_)) => return Err("attnviz diff has no plan of its own".into()),
         None if args.input.is_some() => {
             if args.save_attention.is_some() {
                 return Err(

@@ -3,6 +3,7 @@
 
 pub mod colormap;
 mod colormap_tables;
+pub mod compare;
 pub mod fonts;
 pub mod html;
 pub mod image;

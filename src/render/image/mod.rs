@@ -9,15 +9,15 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
-mod font;
+pub(crate) mod font;
 mod grid;
 mod layout;
-mod paint;
+pub(crate) mod paint;
 pub mod picture;
 mod scale;
-mod scene;
+pub(crate) mod scene;
 mod single;
-mod theme;
+pub(crate) mod theme;
 
 use std::io::Write;
 use std::path::Path;
