@@ -108,6 +108,9 @@ fn configure_threads(flag: Option<usize>) -> usize {
 
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    if let Some(super::cli::Command::Serve(serve)) = &args.command {
+        return super::serve::run(serve);
+    }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {

@@ -264,6 +264,8 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
+        // `attnviz serve` runs its own loop (src/serve), before any plan is made.
+        Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
         None if args.input.is_some() => Mode::Corpus(corpus(args)?),
         None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
     };

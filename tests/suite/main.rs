@@ -42,6 +42,7 @@ mod output_targets;
 mod render;
 mod render_hostile;
 mod report_and_json_sections;
+mod serve;
 mod terminal_hygiene;
 mod tokenizer_roles;
 mod word_merge;
