@@ -7,77 +7,12 @@
 use std::time::{Duration, Instant};
 
 use attnviz::analysis::{self, Analysis, ViewOptions};
-use attnviz::attention::{Role, Units};
 use attnviz::render::html::{write_html, HtmlOptions};
 use attnviz::render::json::{write_json, JsonOptions};
-use attnviz::{Attention, ModelInfo};
 
-fn random_attention(n: usize, layers: usize, heads: usize) -> Attention {
-    let mut state = 0x9e3779b97f4a7c15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 24) as f32
-    };
-    let mut weights = Vec::with_capacity(layers * heads * n * n);
-    let mut row = vec![0f32; n];
-    for _ in 0..layers * heads * n {
-        row.iter_mut().for_each(|x| *x = (6.0 * next()).exp());
-        let sum: f32 = row.iter().sum();
-        weights.extend(row.iter().map(|x| x / sum));
-    }
-    // [CLS] w0 ##p w1 ##p … [SEP]: every other token continues a word
-    let tokens: Vec<String> = (0..n)
-        .map(|i| match i {
-            0 => "[CLS]".into(),
-            i if i == n - 1 => "[SEP]".into(),
-            i if i % 2 == 0 => format!("##p{i}"),
-            i => format!("w{i}"),
-        })
-        .collect();
-    let roles = (0..n)
-        .map(|i| match i {
-            0 => Role::Start,
-            i if i == n - 1 => Role::End,
-            i if i % 2 == 0 => Role::Piece,
-            _ => Role::Word,
-        })
-        .collect();
-    let word_ids = (0..n)
-        .map(|i| (i != 0 && i != n - 1).then_some((i - 1) / 2))
-        .collect();
-    let surfaces = tokens
-        .iter()
-        .map(|t| t.trim_start_matches('#').to_string())
-        .collect();
-    let units = Units::tokens(
-        tokens,
-        (0..n as u32).collect(),
-        vec![0; n],
-        vec![0; n],
-        roles,
-        word_ids,
-        surfaces,
-    );
-    Attention::new(
-        ModelInfo {
-            id: "random".into(),
-            revision: None,
-            name: None,
-            family: "BERT".into(),
-            layers,
-            heads,
-            hidden_size: 768,
-            head_dim: 64,
-        },
-        String::new(),
-        None,
-        units,
-        weights,
-    )
-    .unwrap()
-}
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+use support::attention::random_rows_attention as random_attention;
 
 fn median<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
     let mut times: Vec<Duration> = (0..runs)

@@ -14,10 +14,10 @@ use attnviz::render::image::{render_png, render_svg, FigureSpec, ImageOptions};
 use attnviz::render::image::{Colormap, Theme};
 use attnviz::HeadSel;
 
-#[path = "support/synthetic.rs"]
-mod synthetic;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
 
-use synthetic::attention;
+use support::attention::banded_attention as attention;
 
 /// Median of `runs` timings of `f`, and the last result's size.
 fn time(runs: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {

@@ -6,8 +6,8 @@
 //! Run: `cargo bench --bench outputs` (`BENCH_THREADS=N` for another thread count). The JSON
 //! goes through `attnviz::output::write_output`, as the CLI writes it: a temporary file in a
 //! scratch folder, renamed into place, not synced (the page cache absorbs it; what the disk
-//! then does is the OS's business). The attention is synthetic (`support/synthetic.rs`); times
-//! depend on the shape, not on the values. Columns: the JSON written to a file (wall time and
+//! then does is the OS's business). The attention is synthetic (`banded_attention` of
+//! tests/suite/support/attention.rs); times depend on the shape, not on the values. Columns: the JSON written to a file (wall time and
 //! rate); the same JSON formatted into memory (the formatting alone); a plain write of as many
 //! bytes to a file (the page cache's own rate here: a ceiling); and the formatting's megabytes
 //! per CPU-second over all threads (on a busy machine, the figure that says what a quiet one
@@ -21,8 +21,8 @@ use attnviz::render::json::{write_json, JsonOptions};
 
 #[path = "support/measure.rs"]
 mod measure;
-#[path = "support/synthetic.rs"]
-mod synthetic;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
 
 use measure::{cpu_seconds, env_usize, load_average, machine};
 
@@ -65,7 +65,7 @@ fn main() {
     let shapes = [("MiniLM 6x12", 6, 12), ("bert-base 12x12", 12, 12)];
     for (name, layers, heads) in shapes {
         for n in [128, 512] {
-            let att = synthetic::attention(n, layers, heads);
+            let att = support::attention::banded_attention(n, layers, heads);
             for full_precision in [false, true] {
                 let opts = JsonOptions { full_precision };
                 let runs = if n >= 512 { 5 } else { 9 };
@@ -117,7 +117,7 @@ fn main() {
     );
     for (name, layers, heads) in shapes {
         for n in [128, 512] {
-            let att = synthetic::attention(n, layers, heads);
+            let att = support::attention::banded_attention(n, layers, heads);
             let opts = ImageOptions::default();
             let (med, min, bytes) = time(5, || {
                 render_png(&att, &FigureSpec::Model, &opts).expect("PNG rendered")

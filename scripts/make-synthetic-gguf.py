@@ -8,8 +8,7 @@ files are 0.7-8.5 GB. They go under .cache/synthetic-gguf/ (ignored by git).
 Shapes (from the models' config.json):
   llama-3.2-1b  hidden 2048, 16 layers, 32 heads / 8 KV heads, head 64, FFN 8192, vocab 128256, tied
   qwen3-4b      hidden 2560, 36 layers, 32 heads / 8 KV heads, head 128, FFN 9728, vocab 151936, tied
-                (written under the `qwen2` architecture without q/k norms: Qwen3's sizes, the
-                `qwen3` family was not merged when this was written)
+                (the `qwen3` architecture, with its per-head q/k norms)
   llama-3.1-8b  hidden 4096, 32 layers, 32 heads / 8 KV heads, head 128, FFN 14336, vocab 128256,
                 separate output matrix
 Types: `q4km` is llama.cpp's Q4_K_M mix (Q4_K everywhere, Q6_K for the output matrix and for
@@ -18,8 +17,9 @@ Norms are F32. No `rope_freqs` tensor (Llama 3.1's per-frequency factors change 
 
 Blocks are random bytes with their f16 scales set to small finite values, so the network's
 numbers stay finite (the weights mean nothing). The tokenizer (a real byte-level BPE and chat
-template) is copied from SmolLM2's GGUF (scripts/fetch-smollm2.sh), whose 49,152 tokens are
-fewer than the embedding's rows, as the file format allows.
+template) is copied from SmolLM2's GGUF (scripts/fetch-smollm2.sh), its 49,152 tokens padded to
+the embedding's rows with `[PAD<i>]` tokens of type UNUSED, as llama.cpp's converter pads a
+vocabulary shorter than the model's (llama.cpp refuses a file whose vocabulary is shorter).
 """
 
 import argparse
@@ -34,7 +34,7 @@ from gguf import GGMLQuantizationType as T
 SHAPES = {
     "llama-3.2-1b": dict(arch="llama", hidden=2048, layers=16, heads=32, kv=8, head=64,
                          ffn=8192, vocab=128256, tied=True, theta=500000.0),
-    "qwen3-4b": dict(arch="qwen2", hidden=2560, layers=36, heads=32, kv=8, head=128,
+    "qwen3-4b": dict(arch="qwen3", hidden=2560, layers=36, heads=32, kv=8, head=128,
                      ffn=9728, vocab=151936, tied=True, theta=1000000.0),
     "llama-3.1-8b": dict(arch="llama", hidden=4096, layers=32, heads=32, kv=8, head=128,
                          ffn=14336, vocab=128256, tied=False, theta=500000.0),
@@ -70,6 +70,11 @@ def tensors(s, kind):
             (p + "attn_k.weight", kv, h, base),
             (p + "attn_v.weight", kv, h, T.Q6_K if more else base),
             (p + "attn_output.weight", h, q, base),
+        ]
+        if s["arch"] == "qwen3":
+            out += [(p + "attn_q_norm.weight", 1, s["head"], T.F32),
+                    (p + "attn_k_norm.weight", 1, s["head"], T.F32)]
+        out += [
             (p + "ffn_norm.weight", 1, h, T.F32),
             (p + "ffn_gate.weight", s["ffn"], h, base),
             (p + "ffn_up.weight", s["ffn"], h, base),
@@ -91,13 +96,20 @@ def random_blocks(rng, rows, cols, qtype):
     return blocks.reshape(rows, cols // values * size)
 
 
-def copy_tokenizer(w, path):
+def copy_tokenizer(w, path, vocab):
     r = gguf.GGUFReader(path)
     for key, field in r.fields.items():
         if not key.startswith("tokenizer."):
             continue
         vtype = field.types[0]
         value = field.contents()
+        # Padded to the embedding's rows, as convert_hf_to_gguf.py pads a short vocabulary.
+        if key == "tokenizer.ggml.tokens":
+            value = value + [f"[PAD{i}]" for i in range(len(value), vocab)]
+        elif key == "tokenizer.ggml.token_type":
+            value = value + [int(gguf.TokenType.UNUSED)] * (vocab - len(value))
+        elif key == "tokenizer.ggml.scores":
+            value = value + [-1000.0] * (vocab - len(value))
         if vtype == gguf.GGUFValueType.ARRAY:
             w.add_key_value(key, value, vtype, sub_type=field.types[-1])
         else:
@@ -122,7 +134,7 @@ def write(name, kind, out_dir, tokenizer):
     w.add_rope_freq_base(s["theta"])
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(s["vocab"])
-    copy_tokenizer(w, tokenizer)
+    copy_tokenizer(w, tokenizer, s["vocab"])
     plan = tensors(s, kind)
     for tname, rows, cols, qtype in plan:
         if qtype == T.F32:

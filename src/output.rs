@@ -349,6 +349,13 @@ impl AtomicFile {
         &self.path
     }
 
+    /// The temporary file itself, what was written through [`Write`] flushed to it: for a
+    /// writer that places bytes at offsets (a saved capture's header, after its data).
+    pub fn file(&mut self) -> io::Result<&File> {
+        self.file.flush()?;
+        Ok(self.file.get_ref())
+    }
+
     /// Flush and rename the temporary file onto the destination, without syncing it to disk
     /// (see the module docs for the guarantee that gives).
     pub fn commit(self) -> Result<(), OutputError> {

@@ -16,9 +16,10 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
+use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
-use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, Mask, Model};
+use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, LayerSink, Mask, Model};
 use crate::progress::{Progress, Stage};
 use crate::tokenize::Encoded;
 
@@ -48,7 +49,11 @@ pub struct RunRequest {
     pub truncate: bool,
     /// Keep each head's query and key vectors (the neuron view).
     pub query_key: bool,
-    // An image input joins here when the vision families land.
+    /// Weigh the attention by what it moves: value-weighted and norm-aware attention
+    /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
+    pub value_weighted: bool,
+    /// An image file for a vision model (ViT, DeiT): then `text` only names it.
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// What a request asks that the model cannot do. Each names the fields involved; the front end
@@ -117,6 +122,19 @@ pub enum RequestError {
         /// How many the model has.
         layers: usize,
     },
+    /// A streamed capture asked of an encoder–decoder, whose three attentions are captured
+    /// together (run it whole, then write its layers).
+    #[error("an encoder–decoder model ({family}) captures its three attentions together; they cannot be streamed layer by layer")]
+    StreamForEncoderDecoder {
+        /// Its family.
+        family: &'static str,
+    },
+    /// Value-weighted attention for an encoder–decoder, which does not keep its value terms yet.
+    #[error("value-weighted and norm-aware attention are not available for encoder–decoder models ({family}) yet; they are for encoders and decoders")]
+    ValueWeightedForEncoderDecoder {
+        /// Its family.
+        family: &'static str,
+    },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -148,6 +166,9 @@ pub struct Run {
     pub target_bytes_cut: bool,
     /// How many target labels the decoder read (teacher forcing).
     pub target_kept: usize,
+    /// Value-weighted and norm-aware attention of the primary value, when
+    /// [`RunRequest::value_weighted`] asked for them.
+    pub value_weighted: Option<NormWeights>,
 }
 
 impl RunRequest {
@@ -168,6 +189,7 @@ impl RunRequest {
         EncodeOptions {
             truncate: self.truncate,
             capture_query_key: self.query_key,
+            capture_values: self.value_weighted,
             layers: self.layers.clone(),
             max_memory: self.max_memory,
         }
@@ -200,6 +222,9 @@ impl RunRequest {
             if self.layers.is_some() {
                 return Err(RequestError::LayersForEncoderDecoder { family });
             }
+            if self.value_weighted {
+                return Err(RequestError::ValueWeightedForEncoderDecoder { family });
+            }
             return Ok(());
         }
         let layers = model.info().layers;
@@ -230,8 +255,59 @@ impl RunRequest {
 
     /// Run the request through `model`; generation reports to `progress`.
     pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
+        self.run_with(model, progress, None)
+    }
+
+    /// Run the request through `model`, handing each captured layer to `sink` as soon as the
+    /// forward pass computed it, so the capture never has to fit in memory (`max_memory`
+    /// bounds one layer's buffer). The run's set then holds the units, masks and settings and
+    /// no layer of its own (`model.layers` is 0), and no query/key vectors. Encoders and
+    /// decoders (generation included: the final pass over prompt and generated tokens is
+    /// streamed); an encoder–decoder is refused ([`RequestError::StreamForEncoderDecoder`]).
+    pub fn run_into(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        sink: &mut dyn LayerSink,
+    ) -> Result<Run, RequestError> {
+        self.run_with(model, progress, Some(sink))
+    }
+
+    fn run_with(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Run, RequestError> {
+        if let Some(path) = &self.image {
+            if sink.is_some() {
+                return Err(RequestError::Model(crate::model::Error::Input(
+                    "an image run's capture cannot be streamed to a file yet".into(),
+                )));
+            }
+            if self.value_weighted {
+                return Err(RequestError::Model(crate::model::Error::Input(
+                    "value-weighted and norm-aware attention are not available for vision models yet"
+                        .into(),
+                )));
+            }
+            let encoding = model.encode_image(path, &self.encode_options())?;
+            return single_run(model, encoding);
+        }
+        if model.is_vision() {
+            return Err(RequestError::Model(crate::model::Error::Input(format!(
+                "{} is a vision model ({}); give it an image, not text",
+                model.info().name(),
+                model.family()
+            ))));
+        }
         self.check(model)?;
         if model.is_seq2seq() {
+            if sink.is_some() {
+                return Err(RequestError::StreamForEncoderDecoder {
+                    family: model.family(),
+                });
+            }
             return self.run_seq2seq(model, progress);
         }
         let opts = self.encode_options();
@@ -242,14 +318,19 @@ impl RunRequest {
             };
             let total = generate.max_new_tokens;
             let mut report = Generating::new(progress, total);
-            let encoding =
-                model.encode_generated(&self.text, &opts, generate, &mut |d| report.done(d));
+            let encoding = model.encode_generated_into(
+                &self.text,
+                &opts,
+                generate,
+                &mut |d| report.done(d),
+                sink,
+            );
             report.finish();
             encoding?
         } else {
-            model.encode(&self.text, self.pair.as_deref(), &opts)?
+            model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
-        Ok(single_run(model, encoding))
+        single_run(model, encoding)
     }
 
     /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
@@ -259,7 +340,7 @@ impl RunRequest {
         self.check(model)?;
         let encoding =
             model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
-        Ok(single_run(model, encoding))
+        single_run(model, encoding)
     }
 
     fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
@@ -307,18 +388,23 @@ impl RunRequest {
             target_truncated_from: out.target_truncated_from,
             target_bytes_cut: out.target_bytes_cut,
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
+            value_weighted: None,
         })
     }
 }
 
 /// The run of a single-kind model's encoding, labelled for people.
-fn single_run(model: &Model, encoding: Encoding) -> Run {
+fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
+    let value_weighted = match &encoding.values {
+        Some(values) => Some(norm_weights(&encoding.attention, values)?),
+        None => None,
+    };
     let scheme = model.tokenizer().label_scheme();
     let generated_text = encoding
         .generation
         .as_ref()
         .map(|g| model.tokenizer().decode(g.generated()).unwrap_or_default());
-    Run {
+    Ok(Run {
         set: AttentionSet::single(encoding.attention.relabel(scheme, scheme)),
         hidden: encoding.hidden,
         truncated_from: encoding.truncated_from,
@@ -329,7 +415,8 @@ fn single_run(model: &Model, encoding: Encoding) -> Run {
         target_truncated_from: None,
         target_bytes_cut: false,
         target_kept: 0,
-    }
+        value_weighted,
+    })
 }
 
 /// A generation's progress: the model counts tokens done, [`Progress`] takes increments.

@@ -232,6 +232,21 @@ impl TextTokenizer {
         }
     }
 
+    /// A tokenizer with an empty vocabulary, for a model that reads no text (a vision model,
+    /// whose `source` folder holds its preprocessor_config.json instead).
+    pub fn none(source: &Path) -> Self {
+        let model = tokenizers::models::wordlevel::WordLevel::builder()
+            .vocab(Default::default())
+            .unk_token("[UNK]".into())
+            .build()
+            .unwrap_or_default();
+        Self::with_names(
+            Tokenizer::new(model),
+            source.to_path_buf(),
+            &TokenNames::default(),
+        )
+    }
+
     /// The settings of the tokenizer's folder (tokenizer_config.json and
     /// special_tokens_map.json; empty for a tokenizer read from a GGUF file).
     pub fn settings(&self) -> &TokenizerConfig {

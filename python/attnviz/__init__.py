@@ -501,6 +501,7 @@ def run(
     revision: str = "main",
     truncate: bool = False,
     neuron: bool = False,
+    weighting: str = "raw",
     words: bool = False,
     no_special: bool = False,
     view: str = "head",
@@ -526,6 +527,11 @@ def run(
     - ``neuron`` keeps the query/key vectors for the neuron view; ``words``/``no_special`` open
       the views on words and without the special tokens (the page can switch back); ``view``,
       ``layer`` and ``head`` choose what the report opens on.
+    - ``weighting``: what every view draws: ``"raw"`` attention, ``"value-weighted"``
+      ‖α·f(x)‖ (Kobayashi et al. 2020) or ``"norm-aware"`` (with the residual and the norm
+      after attention, Kobayashi et al. 2021), as shares of each row (encoders and decoders).
+      With either of the last two, ``report.value_weighted`` and ``report.norm_aware`` hold the
+      sizes themselves, arrays ``[layers, heads, queries, keys]`` (docs/analyses.md).
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
@@ -546,7 +552,9 @@ def run(
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
-    natives, target_text, generated_text, default_length = _native.run(
+    if not isinstance(weighting, str):
+        raise TypeError(f"weighting must be a string, not {type(weighting).__name__}")
+    natives, target_text, generated_text, default_length, sizes = _native.run(
         text,
         model,
         revision=revision,
@@ -558,8 +566,11 @@ def run(
         max_memory=_max_memory(max_memory),
         truncate=bool(truncate),
         neuron=bool(neuron),
+        weighting=weighting,
     )
     settings = [("model", model)]
+    if weighting != "raw":
+        settings.append(("weighting", weighting))
     if not Path(model).is_dir():
         settings.append(("revision", revision))
     if truncate:
@@ -568,6 +579,11 @@ def run(
     if len(natives) == 1:
         report = Report(natives[0], **options)
         report.generated_text = generated_text
+        report.value_weighted = report.norm_aware = None
+        if sizes is not None:
+            vw, na, shape = sizes
+            report.value_weighted = np.asarray(vw, dtype=np.float32).reshape(shape)
+            report.norm_aware = np.asarray(na, dtype=np.float32).reshape(shape)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)

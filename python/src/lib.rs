@@ -16,7 +16,7 @@ use numpy::{PyArray4, PyReadonlyArray4};
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use attnviz::analysis::{self, Analysis, ViewOptions};
+use attnviz::analysis::{self, reweighted, Analysis, ViewOptions, Weighting};
 use attnviz::attention::{Attention, AttentionKind, HeadSel, Selection};
 use attnviz::choice::Choice;
 use attnviz::import::{self, Arrays, ImportError, Tokens};
@@ -449,6 +449,12 @@ fn request_error(e: RequestError) -> PyErr {
             "layers=: layer {layer} does not exist; the model has layers 0 to {}",
             layers.saturating_sub(1)
         )),
+        RequestError::ValueWeightedForEncoderDecoder { family } => value(format!(
+            "weighting=: value-weighted and norm-aware attention are not available for \
+             encoder–decoder models ({family}) yet; leave weighting=\"raw\""
+        )),
+        // The package never streams a capture; the library's words are right if it ever does.
+        e @ RequestError::StreamForEncoderDecoder { .. } => runtime_error(e),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -460,13 +466,17 @@ type RunResult = (
     Option<String>,
     Option<String>,
     Option<usize>,
+    Option<NormSizes>,
 );
+
+/// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
+type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 
 /// Run `text` through `model` (a hub id or a local folder; loaded once per process) as the CLI
 /// runs TEXT with the same options (a library `RunRequest`).
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
-    chat=false, layers=None, max_memory=None, truncate=false, neuron=false))]
+    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw"))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -481,7 +491,9 @@ fn run(
     max_memory: Option<u64>,
     truncate: bool,
     neuron: bool,
+    weighting: &str,
 ) -> PyResult<RunResult> {
+    let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
         text: text.to_string(),
         pair,
@@ -496,6 +508,8 @@ fn run(
         max_memory,
         truncate,
         query_key: neuron,
+        value_weighted: weighting != Weighting::Raw,
+        image: None,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -504,12 +518,26 @@ fn run(
             .map_err(request_error)
     })?;
     let target = run.set.target().map(str::to_string);
-    let kinds = run
+    let mut kinds: Vec<PyAttention> = run
         .set
         .iter()
         .map(|att| PyAttention { att: att.clone() })
         .collect();
-    Ok((kinds, target, run.generated_text, run.default_generation))
+    let sizes = run.value_weighted.as_ref().map(|w| {
+        let shape = vec![w.layers.len(), w.heads, w.queries, w.keys];
+        (w.value_weighted.clone(), w.norm_aware.clone(), shape)
+    });
+    if let (Some(w), [only]) = (&run.value_weighted, kinds.as_mut_slice()) {
+        // What every view of the report draws: the weighting's shares of each row.
+        only.att = reweighted(&only.att, w, weighting).map_err(runtime_error)?;
+    }
+    Ok((
+        kinds,
+        target,
+        run.generated_text,
+        run.default_generation,
+        sizes,
+    ))
 }
 
 fn tokens(

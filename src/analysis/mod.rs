@@ -18,6 +18,7 @@
 mod aggregate;
 mod special;
 pub mod stats;
+pub mod weighting;
 mod words;
 
 use std::borrow::Cow;
@@ -30,6 +31,7 @@ pub use stats::{
     alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,
     KeyClasses, Stat,
 };
+pub use weighting::{norm_weights, reweighted, NormWeights, Weighting};
 pub use words::{to_words, word_groups, word_label};
 
 use crate::attention::{Attention, AttentionSet, Level};

@@ -409,19 +409,24 @@ impl KeyClasses {
 pub struct Geometry {
     /// Queries and keys are the same units (self-attention): position statistics are defined.
     pub square: bool,
-    /// Under a causal mask, how many keys each query sees; `None`: all of them.
+    /// Under a causal mask, how many keys each query sees in this layer (its sliding window
+    /// included); `None`: all of them.
     pub visible: Option<Vec<usize>>,
     /// The attention sink's key unit (causal models: the first token), if the view has it.
     pub sink: Option<usize>,
 }
 
 impl Geometry {
-    /// The geometry of `att`'s matrices.
-    pub fn of(att: &Attention) -> Self {
+    /// The geometry of the matrices of `att`'s captured layer `layer`: the keys each query
+    /// sees under the layer's real mask (causal, and its sliding window where it has one).
+    pub fn of(att: &Attention, layer: usize) -> Self {
         Geometry {
             square: att.is_square(),
-            visible: (att.mask == MaskKind::Causal)
-                .then(|| (0..att.n_queries()).map(|q| att.visible_keys(q)).collect()),
+            visible: (att.mask == MaskKind::Causal).then(|| {
+                (0..att.n_queries())
+                    .map(|q| att.visible_keys_in(layer, q))
+                    .collect()
+            }),
             sink: att.sink(),
         }
     }
@@ -454,12 +459,16 @@ pub fn is_punctuation(c: char) -> bool {
 /// Statistics of every head of `att`, `[layer][head]`, computed in parallel.
 pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
     let classes = KeyClasses::of(att);
-    let geometry = Geometry::of(att);
+    // Each layer's own mask: a sliding window changes how many keys a query sees.
+    let geometry: Vec<Geometry> = (0..att.layers()).map(|l| Geometry::of(att, l)).collect();
     let nk = att.n_keys();
     let heads = att.heads();
     let flat: Vec<HeadStats> = (0..att.layers() * heads)
         .into_par_iter()
-        .map(|i| matrix_stats(att.head(i / heads, i % heads), nk, &classes, &geometry))
+        .map(|i| {
+            let l = i / heads;
+            matrix_stats(att.head(l, i % heads), nk, &classes, &geometry[l])
+        })
         .collect();
     flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
 }
@@ -997,14 +1006,26 @@ mod tests {
     fn causal_geometry_comes_from_the_value() {
         use crate::attention::MaskKind;
         let att = synthetic(&["Ġa", "b", "Ġc", "Ġd"], 1, 1).with_mask(MaskKind::Causal);
-        let g = Geometry::of(&att);
+        let g = Geometry::of(&att, 0);
         assert_eq!(g, Geometry::causal(4));
         let words = crate::analysis::to_words(&att);
-        let g = Geometry::of(&words);
+        let g = Geometry::of(&words, 0);
         // "ab" covers tokens 0–1: it sees only itself, "c" sees two words, "d" three.
         assert_eq!(g.visible, Some(vec![1, 2, 3]));
         assert_eq!(g.sink, Some(0));
-        assert_eq!(Geometry::of(&synthetic(&["a", "b"], 1, 1)).sink, None);
+        assert_eq!(Geometry::of(&synthetic(&["a", "b"], 1, 1), 0).sink, None);
+    }
+
+    #[test]
+    fn a_sliding_window_counts_only_the_keys_inside_it() {
+        use crate::attention::MaskKind;
+        let att = synthetic(&["Ġa", "Ġb", "Ġc", "Ġd", "Ġe"], 2, 1)
+            .with_mask(MaskKind::Causal)
+            .with_windows(vec![Some(2), None])
+            .unwrap();
+        // Layer 0 sees its own token and the one before; layer 1 every earlier one.
+        assert_eq!(Geometry::of(&att, 0).visible, Some(vec![1, 2, 2, 2, 2]));
+        assert_eq!(Geometry::of(&att, 1), Geometry::causal(5));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
-use attnviz::analysis::Stat;
+use attnviz::analysis::{Stat, Weighting};
 use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
 use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
@@ -51,6 +51,16 @@ pub struct Args {
     #[arg(value_name = "TEXT")]
     pub text: Option<String>,
 
+    /// An image (PNG, JPEG or WebP) for a vision model (ViT, DeiT): its attention over the
+    /// patches, drawn on the picture. TEXT is not needed.
+    #[arg(help_heading = "Input", long, value_name = "FILE")]
+    pub image: Option<PathBuf>,
+
+    /// With --image: the query whose attention the terminal view and figures draw, as the
+    /// patch's ROW,COL on the grid (from 0); default: the class token.
+    #[arg(help_heading = "Input", long, value_name = "ROW,COL")]
+    pub query: Option<String>,
+
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
     #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
     pub pair: Option<String>,
@@ -86,6 +96,11 @@ pub struct Args {
     /// Include each head's query and key vectors in the HTML report for its neuron view.
     #[arg(help_heading = "HTML report", long)]
     pub neuron: bool,
+
+    /// What every view draws: the attention probabilities, or the attention weighted by what
+    /// it moves, as shares of each row (docs/analyses.md) [default: raw].
+    #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
+    pub weighting: Option<Weighting>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
@@ -176,6 +191,18 @@ pub struct Args {
     /// [default: half of this machine's memory].
     #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+
+    /// Save every captured layer's attention to FILE.safetensors, each layer written as the
+    /// model computes it, so the capture need not fit in memory (--max-memory then bounds one
+    /// layer). Draw it later, reading only the layers needed, with `attnviz render
+    /// FILE.safetensors` (docs/save.md).
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
+    pub save_attention: Option<PathBuf>,
+
+    /// The number type --save-attention writes: f32 (exact), or f16 (half the size, within
+    /// 5e-4 relative) [default: f32].
+    #[arg(help_heading = "Output", long, value_name = "TYPE", value_parser = ["f32", "f16"], requires = "save_attention")]
+    pub save_dtype: Option<String>,
 }
 
 /// The output flags: what to show (layer, head, words), the files to write and the terminal
@@ -461,6 +488,11 @@ pub struct RenderArgs {
     /// [default: half of this machine's memory, or of the address-space limit].
     #[arg(help_heading = "Input", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+
+    /// Of a capture saved with --save-attention, read only these layers (numbered as in the
+    /// model), e.g. `3` or `0,5,10-12`; the others are not read at all.
+    #[arg(help_heading = "Input", long, value_name = "LIST", value_parser = parse_layers)]
+    pub layers: Option<LayerList>,
 
     /// What to show and where, as for TEXT.
     #[command(flatten)]

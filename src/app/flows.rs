@@ -6,13 +6,15 @@
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
 
-use attnviz::analysis::AnalysisError;
+use attnviz::analysis::{reweighted, AnalysisError, Weighting};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
 use attnviz::render::image::{Figure, ImageError};
 use attnviz::render::terminal::escape_controls;
 use attnviz::request::{Run, RunRequest};
+use attnviz::save::LayerWriter;
 use attnviz::{import, tokenize};
 
 use super::cli::Args;
@@ -149,7 +151,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         plan.selection(model.info()).map_err(Error::Usage)?
     };
     let limit = tokenize::byte_limit(model.max_positions());
-    let (text, stdin_cut) = read_text(&plan.text, limit, plan.truncate, model.max_positions())?;
+    let (text, stdin_cut) = match &plan.picture {
+        Some(path) => (path.display().to_string(), false),
+        None => read_text(&plan.text, limit, plan.truncate, model.max_positions())?,
+    };
     let request = RunRequest {
         text,
         pair: plan.pair.clone(),
@@ -160,11 +165,30 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         max_memory: plan.max_memory,
         truncate: plan.truncate,
         query_key: plan.neuron,
+        value_weighted: plan.weighting != Weighting::Raw,
+        image: plan.picture.clone(),
     };
+    if let Some(path) = &plan.save {
+        if !seq2seq {
+            return save_streamed(plan, &model, &request, path);
+        }
+    }
     let run = request
         .run(&model, &GenerateBar::new())
         .map_err(words::request)?;
     say_generated(&run, &model);
+    if let Some(path) = &plan.save {
+        // An encoder–decoder captures its three attentions together: written from the run.
+        let mut writer = LayerWriter::create(path, plan.save_dtype)?;
+        for att in run.set.iter() {
+            writer.write_attention(att).map_err(|source| OutputError {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let kinds: Vec<&Attention> = run.set.iter().collect();
+        writer.finish(&kinds, run_document(&run))?;
+    }
     // An encoder–decoder's run gives three attentions; the views show the one --kind picks
     // (cross-attention by default), with the selection checked against its layers and heads.
     let selection = if seq2seq {
@@ -230,8 +254,17 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
     }
 
-    // Every attention of the run, token level: one value, or an encoder–decoder's three.
-    let tokens = ManuallyDrop::new(run.set);
+    // Every attention of the run, token level: one value, or an encoder–decoder's three;
+    // weighted by what it moves when --weighting asks (titles say so).
+    let tokens = ManuallyDrop::new(match &run.value_weighted {
+        Some(weights) if plan.weighting != Weighting::Raw => {
+            let mut att = reweighted(run.set.primary(), weights, plan.weighting)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            att.model.name = Some(format!("{} · {}", att.model.name(), plan.weighting.title()));
+            AttentionSet::single(att)
+        }
+        _ => run.set,
+    });
 
     let mut settings = vec![("model".to_string(), plan.model.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
@@ -240,7 +273,63 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if plan.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
     }
+    if plan.weighting != Weighting::Raw {
+        settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
+    }
     write_outputs(plan, &tokens, selection, every_layer, settings)
+}
+
+/// `--save-attention` for an encoder or a decoder: each layer streamed to the file as the model
+/// computes it, so no capture of every layer is ever held; then the outputs asked for are drawn
+/// from the saved file, reading only the layer they show when that is all they need.
+fn save_streamed(
+    plan: &Single,
+    model: &Model,
+    request: &RunRequest,
+    path: &std::path::Path,
+) -> Result<(), Error> {
+    let mut writer = LayerWriter::create(path, plan.save_dtype)?;
+    let run = request
+        .run_into(model, &GenerateBar::new(), &mut writer)
+        .map_err(words::request)?;
+    say_generated(&run, model);
+    if let Some(from) = run.truncated_from {
+        note(&format!(
+            "note: the input was {from} tokens; truncated to the model's maximum of {} \
+             (--truncate)",
+            run.set.primary().len()
+        ));
+    }
+    writer.finish(&[run.set.primary()], run_document(&run))?;
+    let draws = plan.terminal_view
+        || plan.stats
+        || plan.json.is_some()
+        || plan.png.is_some()
+        || plan.svg.is_some()
+        || plan.html_report();
+    if !draws {
+        return Ok(());
+    }
+    // The single-layer views need their layer only (--layer, default the last captured).
+    let one_layer = !(plan.stats || plan.json.is_some() || plan.html_report())
+        && matches!(plan.figure, Figure::Head | Figure::Layer | Figure::Mean);
+    let layers = one_layer.then(|| {
+        let last = plan
+            .layers
+            .as_ref()
+            .and_then(|l| l.last().copied())
+            .unwrap_or(model.info().layers.saturating_sub(1));
+        vec![plan.layer_number().unwrap_or(last)]
+    });
+    render_file(path, None, None, layers, plan)
+}
+
+/// The whole run's fields a saved capture records beside its kinds.
+fn run_document(run: &Run) -> serde_json::Value {
+    serde_json::json!({
+        "target": run.set.target(),
+        "generated_text": run.generated_text,
+    })
 }
 
 /// What a run generated, and how an encoder–decoder's target was cut, on stderr, in the order
@@ -291,28 +380,46 @@ fn say_generated(run: &Run, model: &Model) {
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
-    let plan = &render.out;
     let tokens = match &render.tokens {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,
     };
+    render_file(
+        &render.file,
+        tokens,
+        render.max_memory,
+        render.layers.clone(),
+        &render.out,
+    )
+}
+
+/// Read attention from `file` (its `layers` only, for a saved capture) and write `plan`'s
+/// outputs from it.
+fn render_file(
+    file_path: &std::path::Path,
+    tokens: Option<Vec<String>>,
+    max_memory: Option<u64>,
+    layers: Option<Vec<usize>>,
+    plan: &Single,
+) -> Result<(), Error> {
     let opts = import::ReadOptions {
         tokens,
-        max_memory: render.max_memory,
+        max_memory,
+        layers,
         cost: render_cost(plan),
         // Outputs that show one kind need only its weights (JSON and the report hold every
         // kind of an encoder–decoder file).
         only: (plan.json.is_none() && !plan.html_report())
             .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
     };
-    let mut imported = import::read(&render.file, &opts).map_err(|e| match e {
+    let mut imported = import::read(file_path, &opts).map_err(|e| match e {
         e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
         e => Error::Import(e),
     })?;
     for w in &imported.warnings {
         note(&format!("warning: {w}"));
     }
-    let file = render.file.display();
+    let file = file_path.display();
     if let Some(kind) = plan.kind {
         if imported.kind(kind).is_none() {
             return Err(Error::Usage(format!(

@@ -106,7 +106,24 @@ pub(super) fn write_outputs(
     if let Some(path) = &plan.json {
         outputs.json(path)?;
     }
-    if plan.png.is_some() || plan.svg.is_some() {
+    if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
+        use attnviz::render::image::picture::{self, PictureSpec};
+        let spec = match plan.figure {
+            Figure::Head | Figure::Mean => PictureSpec::Head { layer, head },
+            Figure::Layer => PictureSpec::Layer { layer },
+            Figure::Model => PictureSpec::Model,
+            Figure::Rollout => PictureSpec::Rollout {
+                layer,
+                matrix: rollout.ok_or(ImageError::NoRollout)?,
+            },
+        };
+        if let Some(path) = &plan.png {
+            picture::write_png(att, &spec, plan.query, path)?;
+        }
+        if let Some(path) = &plan.svg {
+            picture::write_svg(att, &spec, plan.query, path)?;
+        }
+    } else if plan.png.is_some() || plan.svg.is_some() {
         let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
         if let Some(path) = &plan.png {
             image::write_png(att, &figure, &outputs.image, path)?;
@@ -197,7 +214,12 @@ pub(super) fn write_outputs(
         ));
     }
 
-    if plan.terminal_view {
+    if plan.terminal_view && att.image.is_some() {
+        let color = plan.color.enabled(io::stdout().is_terminal());
+        let view =
+            attnviz::render::image::picture::terminal_view(att, layer, head, plan.query, color)?;
+        to_stdout(|w| w.write_all(view.as_bytes()))?;
+    } else if plan.terminal_view {
         let opts = terminal_options(plan);
         to_stdout(|w| write_view(att, selection, &opts, w))?;
     }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use attnviz::analysis::{Stat, ViewOptions};
+use attnviz::analysis::{Stat, ViewOptions, Weighting};
 use attnviz::attention::{
     layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
 };
@@ -21,6 +21,7 @@ use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
+use attnviz::save::SaveDtype;
 
 use super::cli::{Args, Command, MergeArgs, Outputs};
 
@@ -71,6 +72,8 @@ pub struct Render {
     /// `render --max-memory`: what reading and drawing the file may take; `None`: the
     /// library's default.
     pub max_memory: Option<u64>,
+    /// `render --layers`: the layers of a saved capture to read; `None`: all.
+    pub layers: Option<Vec<usize>>,
     /// The outputs.
     pub out: Single,
 }
@@ -86,6 +89,10 @@ pub struct Single {
     pub text: String,
     /// The pair's second sentence.
     pub pair: Option<String>,
+    /// `--image FILE`: the picture a vision model reads (then `text` is its path).
+    pub picture: Option<PathBuf>,
+    /// `--query ROW,COL`: the patch whose attention picture views draw; default the class token.
+    pub query: attnviz::render::image::picture::Query,
     /// Cut what is too long instead of failing.
     pub truncate: bool,
     /// `--layer`; `None`: the model's last.
@@ -119,6 +126,8 @@ pub struct Single {
     pub json_include: Vec<JsonSection>,
     /// Query/key vectors in the report.
     pub neuron: bool,
+    /// What every view draws (`--weighting`).
+    pub weighting: Weighting,
     /// How the report stores weights.
     pub html_precision: PrecisionChoice,
     /// Print the statistics table (`--stats`, or `--stat`).
@@ -143,9 +152,18 @@ pub struct Single {
     pub layers: Option<Vec<usize>>,
     /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
     pub max_memory: Option<u64>,
+    /// `--save-attention FILE`: save the capture layer by layer.
+    pub save: Option<PathBuf>,
+    /// `--save-dtype`.
+    pub save_dtype: SaveDtype,
 }
 
 impl Single {
+    /// `--layer` as given (the model's number), if it was.
+    pub fn layer_number(&self) -> Option<usize> {
+        self.layer
+    }
+
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
     ///
@@ -250,6 +268,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 ("--chat", args.chat),
                 ("--layers", args.layers.is_some()),
                 ("--max-memory", args.max_memory.is_some()),
+                ("--save-attention", args.save_attention.is_some()),
             ];
             if let Some(flag) = first_given(&model_only) {
                 return Err(format!(
@@ -260,14 +279,30 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 file: r.file.clone(),
                 tokens: r.tokens.clone(),
                 max_memory: r.max_memory,
+                layers: r.layers.clone().map(|l| l.0),
                 out: single(args, &r.out, Some(r.file.display().to_string()))?,
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
         // `attnviz serve` runs its own loop (src/serve), before any plan is made.
         Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
-        None if args.input.is_some() => Mode::Corpus(corpus(args)?),
-        None => Mode::Single(Box::new(single(args, &args.out, args.text.clone())?)),
+        None if args.input.is_some() => {
+            if args.save_attention.is_some() {
+                return Err(
+                    "--save-attention saves one run's capture; corpus mode (--input) \
+                            writes its own files per sentence: drop --save-attention"
+                        .into(),
+                );
+            }
+            Mode::Corpus(corpus(args)?)
+        }
+        None => Mode::Single(Box::new(single(
+            args,
+            &args.out,
+            args.text
+                .clone()
+                .or_else(|| args.image.as_ref().map(|p| p.display().to_string())),
+        )?)),
     };
     Ok(Plan {
         threads: args.threads,
@@ -432,11 +467,38 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
                 .into(),
         );
     }
+    let query = match &args.query {
+        None => attnviz::render::image::picture::Query::Cls,
+        Some(q) => {
+            if args.image.is_none() {
+                return Err("--query picks a patch of an image; add --image FILE".into());
+            }
+            let parsed = q.split_once(',').and_then(|(r, c)| {
+                Some((
+                    r.trim().parse::<usize>().ok()?,
+                    c.trim().parse::<usize>().ok()?,
+                ))
+            });
+            match parsed {
+                Some((r, c)) => attnviz::render::image::picture::Query::Patch(r, c),
+                None => {
+                    return Err(format!(
+                        "--query {q:?} is not ROW,COL (two numbers from 0, like --query 3,5)"
+                    ))
+                }
+            }
+        }
+    };
+    if args.image.is_some() && args.text.is_some() {
+        return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
+    }
     Ok(Single {
         model: args.model.clone(),
         revision: args.revision.clone(),
         text,
         pair: args.pair.clone(),
+        picture: args.image.clone(),
+        query,
         truncate: args.truncate,
         layer: out.layer,
         head: out.head.unwrap_or(HeadSel::Mean),
@@ -466,6 +528,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         },
         json_include: out.json_include.clone(),
         neuron: args.neuron,
+        weighting: args.weighting.unwrap_or_default(),
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
         stat: out.stat,
@@ -478,6 +541,11 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         target: args.target.clone(),
         layers: args.layers.clone().map(|l| l.0),
         max_memory: args.max_memory,
+        save: args.save_attention.clone(),
+        save_dtype: match args.save_dtype.as_deref() {
+            Some("f16") => SaveDtype::F16,
+            _ => SaveDtype::F32,
+        },
     })
 }
 

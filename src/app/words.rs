@@ -258,6 +258,9 @@ pub(super) fn request(e: RequestError) -> Error {
         RequestError::PairWithGeneration => usage(
             "--generate and --chat are for decoder models, which read one text; drop --pair".into(),
         ),
+        RequestError::StreamForEncoderDecoder { family } => usage(format!(
+            "--save-attention: an encoder–decoder model ({family}) is saved from its whole run"
+        )),
         RequestError::EmptyTarget => {
             usage("--target is empty; give the output to teacher-force".into())
         }
@@ -271,6 +274,10 @@ pub(super) fn request(e: RequestError) -> Error {
         RequestError::LayerOutOfRange { layer, layers } => usage(format!(
             "--layers {layer} is out of range: the model has layers 0–{} (numbered from 0)",
             layers.saturating_sub(1)
+        )),
+        RequestError::ValueWeightedForEncoderDecoder { family } => usage(format!(
+            "--weighting: value-weighted and norm-aware attention are not available for \
+             encoder–decoder models ({family}) yet; drop --weighting"
         )),
         RequestError::Shape(e) => usage(e.to_string()),
     }

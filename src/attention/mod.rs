@@ -16,6 +16,7 @@
 //! decoder and cross-attention values, checked against each other (see [`set`](AttentionSet)).
 
 pub mod display;
+pub mod image;
 mod set;
 mod units;
 
@@ -310,6 +311,9 @@ pub struct Attention {
     weights: Vec<f32>,
     /// Query/key vectors, when the model was asked to keep them (token level only).
     pub query_key: Option<QueryKey>,
+    /// The picture a vision model's attention was computed over: its patch grid, what each
+    /// token is, the preprocessing; `None` for text.
+    pub image: Option<std::sync::Arc<image::ImageInput>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -458,6 +462,7 @@ impl Attention {
             layer_numbers: (0..layers).collect(),
             weights: parts.weights,
             query_key: None,
+            image: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeError(
@@ -484,6 +489,19 @@ impl Attention {
             self.keys = self.keys.map(|k| k.relabel(keys));
         }
         self
+    }
+
+    /// The same value with the picture a vision model read (one cell per token).
+    pub fn with_image(mut self, image: image::ImageInput) -> Result<Self, ShapeError> {
+        if image.cells.len() != self.queries.token_count() {
+            return Err(ShapeError(format!(
+                "the image has {} tokens, the attention {}",
+                image.cells.len(),
+                self.queries.token_count()
+            )));
+        }
+        self.image = Some(std::sync::Arc::new(image));
+        Ok(self)
     }
 
     /// The same value with `mask`.
@@ -597,6 +615,7 @@ impl Attention {
             layer_numbers: self.layer_numbers.clone(),
             weights,
             query_key: None,
+            image: self.image.clone(),
         };
         att.check()?;
         Ok(att)
@@ -754,6 +773,18 @@ impl Attention {
                 self.keys().spans.iter().filter(|s| s.start < end).count()
             }
         }
+    }
+
+    /// How many keys query unit `query` could see in captured layer `layer`: those of
+    /// [`Attention::visible_keys`] that the layer's sliding window, if any, keeps
+    /// ([`Attention::is_masked_in`]).
+    pub fn visible_keys_in(&self, layer: usize, query: usize) -> usize {
+        if self.window(layer).is_none() {
+            return self.visible_keys(query);
+        }
+        (0..self.n_keys())
+            .filter(|&k| !self.is_masked_in(layer, query, k))
+            .count()
     }
 
     /// Number of layers.

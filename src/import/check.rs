@@ -139,6 +139,58 @@ pub fn stated_mask(
     }
 }
 
+/// Sliding windows (one per layer of `shape`) need a causal mask, and every weight outside a
+/// layer's window must be 0: a query `q` sees the keys `q − window + 1 ..= q`. Drawn as
+/// masked, a weight outside it would be hidden.
+pub fn windows(
+    name: &str,
+    windows: &[Option<usize>],
+    mask: MaskKind,
+    shape: &[usize; 4],
+    weights: &[f32],
+) -> Result<(), ImportError> {
+    let [layers, heads, q, k] = *shape;
+    if windows.len() != layers {
+        return Err(ImportError::invalid(format!(
+            "{name}: {} layer masks for {layers} layers; give one per layer",
+            windows.len()
+        )));
+    }
+    if windows.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    if mask != MaskKind::Causal || q != k {
+        return Err(ImportError::invalid(format!(
+            "{name} gives sliding windows, which need causal self-attention (\"mask\": \"causal\", \
+             square matrices); drop the windows or give the causal mask"
+        )));
+    }
+    let per_layer = heads * q * k;
+    for (l, w) in windows.iter().enumerate() {
+        let Some(w) = *w else { continue };
+        let layer = &weights[l * per_layer..(l + 1) * per_layer];
+        let outside = layer
+            .par_chunks(q * k)
+            .enumerate()
+            .find_map_first(|(h, m)| {
+                (w..q).find_map(|row| {
+                    m[row * k..row * k + row + 1 - w]
+                        .iter()
+                        .position(|&x| x != 0.0)
+                        .map(|c| (h, row, c, m[row * k + c]))
+                })
+            });
+        if let Some((h, row, key, x)) = outside {
+            return Err(ImportError::invalid(format!(
+                "{name} says layer {l} has a sliding window of {w}, but head {h}, query {row} \
+                 attends to key {key}, outside it, with weight {x}; drawn as masked, that weight \
+                 would be hidden: drop that layer's window or give the right one"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The key/value head of each query head must be one of the heads.
 pub fn kv_heads(name: &str, kv_head: &[usize], heads: usize) -> Result<(), ImportError> {
     match kv_head.iter().enumerate().find(|&(_, &g)| g >= heads) {

@@ -77,12 +77,22 @@ struct Doc {
     rollout: Option<IgnoredAny>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
+    #[serde(default)]
+    layer_masks: Option<Vec<LayerMaskJson>>,
     // Version 3: the teacher-forced target, and one body per kind.
     target: Option<String>,
     generated_text: Option<String>,
     encoder: Option<Box<Doc>>,
     decoder: Option<Box<Doc>>,
     cross: Option<Box<Doc>>,
+}
+
+/// One entry of `layer_masks`: a captured layer's mask as the model ran it.
+#[derive(Deserialize)]
+struct LayerMaskJson {
+    layer: usize,
+    mask: String,
+    window: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -400,6 +410,12 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
                 )))
             }
         },
+        windows: layer_windows(
+            doc.layer_masks,
+            doc.layer_numbers.as_deref(),
+            shape[0],
+            shown,
+        )?,
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,
@@ -419,6 +435,49 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
         origin: Some(origin),
     };
     Ok(arrays)
+}
+
+/// Each captured layer's sliding window from `layer_masks` (`None` when the document has none,
+/// as before format version 2 recorded them), checked against `layer_numbers`.
+fn layer_windows(
+    masks: Option<Vec<LayerMaskJson>>,
+    numbers: Option<&[usize]>,
+    layers: usize,
+    shown: &str,
+) -> Result<Option<Vec<Option<usize>>>, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let Some(masks) = masks else {
+        return Ok(None);
+    };
+    if masks.len() != layers {
+        return Err(bad(format!(
+            "`layer_masks` has {} entries for {layers} layers; give one per captured layer",
+            masks.len()
+        )));
+    }
+    let mut windows = Vec::with_capacity(layers);
+    for (i, m) in masks.into_iter().enumerate() {
+        let number = numbers.map_or(i, |n| n.get(i).copied().unwrap_or(i));
+        if m.layer != number {
+            return Err(bad(format!(
+                "`layer_masks` entry {i} is for layer {}, but that captured layer is layer \
+                 {number}",
+                m.layer
+            )));
+        }
+        match (m.mask.as_str(), m.window) {
+            ("sliding_window", Some(w)) if w >= 1 => windows.push(Some(w)),
+            ("causal" | "bidirectional", None) => windows.push(None),
+            (mask, window) => {
+                return Err(bad(format!(
+                    "`layer_masks` entry {i} says mask `{mask}` with window {window:?}; a \
+                     layer is `sliding_window` with a window of at least 1, or `causal` / \
+                     `bidirectional` with none"
+                )))
+            }
+        }
+    }
+    Ok(Some(windows))
 }
 
 fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens, ImportError> {
@@ -484,4 +543,52 @@ fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens
         // An unknown name (a later attnviz's) shows the labels as they are.
         scheme: u.label_scheme.as_deref().and_then(LabelScheme::from_name),
     })
+}
+
+/// One kind of a saved capture (`crate::save`): its metadata body (a version-2 body without
+/// `attention`, as a JSON string) with the weights read from the file's tensors, `shape`
+/// `[layers kept, heads, queries, keys]`; `keep` are the indices, among the body's layers, of
+/// the layers read. `shown` names the kind in messages.
+pub(super) fn saved_body(
+    body: &str,
+    shown: &str,
+    shape: [usize; 4],
+    weights: Vec<f32>,
+    keep: &[usize],
+) -> Result<Arrays, ImportError> {
+    let mut doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    doc.layer_numbers = doc
+        .layer_numbers
+        .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
+    doc.layer_masks = doc.layer_masks.map(|masks| {
+        let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
+        keep.iter()
+            .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
+            .collect()
+    });
+    if let Some(m) = doc.model.as_mut() {
+        m.layers = None;
+    }
+    doc.attention = Some(Flat {
+        values: weights,
+        shape: shape.map(Some),
+    });
+    body_arrays(doc, crate::render::json::FORMAT_VERSION, shown)
+}
+
+/// The query tokens and text of a saved capture's kind whose weights are not read.
+pub(super) fn saved_tokens(
+    body: &str,
+    shown: &str,
+) -> Result<(Tokens, Option<String>), ImportError> {
+    let doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    let text = doc.text.clone();
+    Ok((
+        units(doc.queries, crate::render::json::FORMAT_VERSION, shown, "")?,
+        text,
+    ))
 }

@@ -30,6 +30,7 @@ mod check;
 mod json;
 pub mod labels;
 mod npy;
+mod saved;
 mod store;
 mod tensors;
 
@@ -222,6 +223,8 @@ pub struct Origin {
     pub positions: PositionScheme,
     /// The model's number of each captured layer (`--layers`); `None`: every layer.
     pub layer_numbers: Option<Vec<usize>>,
+    /// Each captured layer's sliding window (`layer_masks`); `None`: no layer has one.
+    pub windows: Option<Vec<Option<usize>>>,
     /// The teacher-forced target of an encoder–decoder run (version 3).
     pub target: Option<String>,
     /// What an encoder–decoder run's decoder generated, decoded (version 3).
@@ -283,6 +286,10 @@ pub struct ReadOptions {
     /// checked. `None`, a self-attention file, or a kind the file lacks: every kind. `.npz`
     /// and `.safetensors` files only (JSON is read whole).
     pub only: Option<AttentionKind>,
+    /// Of a capture saved layer by layer (`crate::save`), read only these layers (the model's
+    /// numbers); `None`: every layer. The other formats hold one array and are read whole, so
+    /// they refuse a selection.
+    pub layers: Option<Vec<usize>>,
 }
 
 /// Read attention from `path`: attnviz JSON (`.json`), `.npz` or `.safetensors`, chosen by the
@@ -341,10 +348,13 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         };
         (format!("attnviz JSON, format version {version}"), assembled)
     } else if tensors::looks_like_safetensors(head, meta.len()) {
-        (
-            ".safetensors".to_string(),
-            tensors::read(path, &shown, &plan)?,
-        )
+        match saved::read(path, &shown, &plan, opts.layers.as_deref())? {
+            Some(assembled) => ("saved capture (.safetensors)".to_string(), assembled),
+            None => (
+                ".safetensors".to_string(),
+                tensors::read(path, &shown, &plan)?,
+            ),
+        }
     } else if head.starts_with(b"\x93NUMPY") {
         return Err(ImportError::invalid(format!(
             "{shown} is a single .npy array: save the attention and its tokens together with \
@@ -356,6 +366,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
              with neither `{{`, a zip header nor a safetensors header)"
         )));
     };
+    if opts.layers.is_some() && !format.starts_with("saved capture") {
+        return Err(ImportError::invalid(format!(
+            "{shown} ({format}) holds its attention as one array, read whole; reading some \
+             layers only is for a capture saved layer by layer"
+        )));
+    }
     let store::Assembled {
         mut arrays,
         skipped,
@@ -570,10 +586,13 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
             .map(|_| labels::text_of(&query_units, 1))
     });
     let key_units = keys.map(|k| units(k, word_level));
-    let (positions, layer_numbers) = origin
+    let (positions, layer_numbers, windows) = origin
         .as_ref()
-        .map(|o| (o.positions, o.layer_numbers.clone()))
+        .map(|o| (o.positions, o.layer_numbers.clone(), o.windows.clone()))
         .unwrap_or_default();
+    if let Some(windows) = &windows {
+        check::windows(&name, windows, mask, &shape, &weights)?;
+    }
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -609,6 +628,10 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     .and_then(|a| match layer_numbers {
         Some(numbers) => a.with_layer_numbers(numbers),
         None => Ok(a),
+    })
+    .and_then(|a| match windows {
+        Some(windows) if windows.iter().any(Option::is_some) => a.with_windows(windows),
+        _ => Ok(a),
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
     Ok((att, warning))

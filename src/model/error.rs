@@ -102,6 +102,10 @@ pub enum Error {
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
     Forward(String),
+    /// A streamed capture's sink could not take a layer (its own message, e.g. a write error
+    /// that names the file).
+    #[error("{0}")]
+    Sink(std::io::Error),
 }
 
 /// `bytes` for people: `4.5 GB`, `512 MB`.

@@ -30,6 +30,7 @@ pub mod error;
 pub mod families;
 pub mod formats;
 pub mod kernels;
+pub mod vision;
 
 use std::path::Path;
 
@@ -40,10 +41,11 @@ use families::registry;
 use formats::tensors::TensorMap;
 
 // The modules and items code outside `model/` reaches by their old paths.
-pub use blocks::capture::SequenceCapture;
+pub use blocks::capture::{CapturedLayer, LayerSink, SequenceCapture};
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
 pub use families::bert::BertConfig;
@@ -82,6 +84,9 @@ pub struct EncodeOptions {
     pub truncate: bool,
     /// Keep each head's query and key vectors (for the neuron view).
     pub capture_query_key: bool,
+    /// Keep what the norm-based analyses need: each head's value norms and the residual and
+    /// normalisation terms of every captured layer ([`LayerValues`]).
+    pub capture_values: bool,
     /// Capture only these layers (ascending, numbered from 0); `None`: every layer.
     pub layers: Option<Vec<usize>>,
     /// The most bytes the captured attention may take; `None`: [`default_capture_budget`].
@@ -108,6 +113,9 @@ pub struct Encoding {
     pub bytes_cut: bool,
     /// What was generated ([`Model::encode_generated`]).
     pub generation: Option<Generation>,
+    /// Per captured layer, what the norm-based analyses need, when
+    /// [`EncodeOptions::capture_values`] asked for it.
+    pub values: Option<Vec<LayerValues>>,
 }
 
 /// What [`Model::encode_generated`] generates before it captures.
@@ -133,6 +141,8 @@ pub struct Model {
     generation: GenerationConfig,
     /// The tokenizer's `model_max_length` (tokenizer_config.json), when it says.
     model_max_length: Option<usize>,
+    /// A vision model's image processor (preprocessor_config.json).
+    image_processor: Option<crate::pixels::ImageProcessor>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -191,7 +201,16 @@ impl Model {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (loaded, tokenizer)
         });
-        let ((family, network), tokenizer) = (loaded?, tokenizer?);
+        let (family, network) = loaded?;
+        // A vision model has no tokenizer: its preprocessor_config.json says how an image
+        // becomes its input.
+        let (tokenizer, image_processor) = match network.vision() {
+            Some(_) => (
+                TextTokenizer::none(&files.tokenizer_dir),
+                Some(vision::image_processor(&files.tokenizer_dir)?),
+            ),
+            None => (tokenizer?, None),
+        };
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
             GenerationConfig::with_settings(
                 &files.config,
@@ -212,6 +231,7 @@ impl Model {
             generation,
         );
         model.model_max_length = model.tokenizer.settings().model_max_length();
+        model.image_processor = image_processor;
         if let Some(target) = family.quirks.target_tokenizer {
             model.target_tokenizer = target(&files.tokenizer_dir)?;
         }
@@ -246,6 +266,7 @@ impl Model {
             target_tokenizer: None,
             generation,
             model_max_length: None,
+            image_processor: None,
         }
     }
 
@@ -267,7 +288,7 @@ impl Model {
         let config = (reader.config)(&params, &origin)?;
         // Only the tensors the network is built from are read; its matrices stay in the file,
         // in their block format, and its norms and biases are dequantised.
-        let used = |name: &str| gguf::hf_tensor_name(name).is_some();
+        let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
         file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
         let (network, tokenizer) = std::thread::scope(|scope| {
@@ -463,8 +484,51 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<Vec<Forward>, Error> {
+        let (out, _) =
+            self.forward_batch_into(batch, capture_query_key, false, layers, max_memory, None)?;
+        Ok(out)
+    }
+
+    /// [`Model::forward_batch_with`], also keeping each sequence's [`LayerValues`] (per
+    /// captured layer) when `values` asks for them.
+    #[allow(clippy::type_complexity)]
+    pub fn forward_batch_values(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+        values: bool,
+        layers: Option<&[usize]>,
+        max_memory: Option<u64>,
+    ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
+        self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)
+    }
+
+    /// [`Model::forward_batch_values`], or with a `sink` (one sequence only) each captured
+    /// layer streamed to it as soon as it is computed: the results then hold no weights, and
+    /// the budget is checked for one layer's buffer.
+    #[allow(clippy::type_complexity)]
+    fn forward_batch_into(
+        &self,
+        batch: &[(&[u32], &[u32])],
+        capture_query_key: bool,
+        values: bool,
+        layers: Option<&[usize]>,
+        max_memory: Option<u64>,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
+        if sink.is_some() && batch.len() != 1 {
+            return Err(Error::Input(
+                "a streamed capture runs one sequence at a time".into(),
+            ));
+        }
+        if sink.is_some() && values {
+            return Err(Error::Input(
+                "value-weighted attention needs the whole capture; it cannot be streamed".into(),
+            ));
+        }
+        let capture_query_key = capture_query_key && sink.is_none();
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let arch = self.network.architecture();
         for (i, (ids, types)) in batch.iter().enumerate() {
@@ -491,13 +555,26 @@ impl Model {
                 &all
             }
         };
-        self.check_capture_size(&lengths, capture_query_key, layers.len(), max_memory)?;
+        let kept = if sink.is_some() { 1 } else { layers.len() };
+        self.check_capture_size(&lengths, capture_query_key, kept, max_memory)?;
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
-        let mut captures: Vec<SequenceCapture> = lengths
-            .iter()
-            .map(|&len| SequenceCapture::for_layers(arch, len, len, capture_query_key, layers))
-            .collect();
+        let mut captures: Vec<SequenceCapture> = match sink {
+            Some(sink) => vec![SequenceCapture::streaming(
+                arch, lengths[0], lengths[0], layers, sink,
+            )],
+            None => lengths
+                .iter()
+                .map(|&len| {
+                    let c = SequenceCapture::for_layers(arch, len, len, capture_query_key, layers);
+                    if values {
+                        c.with_values(arch)
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        };
         let hidden = self.network.forward(
             &Batch {
                 ids: &ids,
@@ -508,19 +585,39 @@ impl Model {
             &mut captures,
         );
         let info = &self.info;
-        for capture in &captures {
-            validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
+        for capture in &mut captures {
+            if capture.is_streaming() {
+                // Each layer was checked as it was handed over.
+                capture.finish().map_err(|e| match e {
+                    blocks::capture::StreamError::Sink(e) => Error::Sink(e),
+                    blocks::capture::StreamError::Rows(e) => Error::Attention(e),
+                })?;
+            } else {
+                validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
+            }
         }
 
         // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = arch.hidden_size;
+        let kept: Vec<Option<Vec<LayerValues>>> = captures
+            .iter_mut()
+            .map(|c| c.values.take().and_then(|v| v.captured(layers)))
+            .collect();
+        if values && kept.iter().any(Option::is_none) {
+            return Err(Error::Forward(format!(
+                "{} does not give the value vectors the norm-based analyses need",
+                arch.family
+            )));
+        }
         let results = captures
             .into_iter()
             .enumerate()
             .map(|(s, capture)| {
                 let len = capture.queries();
+                // A streamed capture's buffer held one layer at a time, all handed over.
+                let streamed = capture.is_streaming();
                 Forward {
-                    weights: capture.probs,
+                    weights: if streamed { Vec::new() } else { capture.probs },
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
                     query_key: capture.query_key.map(|(queries, keys)| QueryKey {
                         queries,
@@ -530,7 +627,7 @@ impl Model {
                 }
             })
             .collect();
-        Ok(results)
+        Ok((results, kept))
     }
 
     /// Check a list of layers to capture: ascending, without repeats, each a layer of the model.
@@ -602,6 +699,26 @@ impl Model {
         pair: Option<&str>,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        self.encode_into(text, pair, opts, None)
+    }
+
+    /// [`Model::encode`], each captured layer handed to `sink` as soon as it is computed
+    /// (when given): the encoding's attention then holds the units and no layer (its
+    /// `model.layers` is 0), and no query/key vectors.
+    pub fn encode_into(
+        &self,
+        text: &str,
+        pair: Option<&str>,
+        opts: &EncodeOptions,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Encoding, Error> {
+        if self.network.vision().is_some() {
+            return Err(Error::Input(format!(
+                "{} is a vision model ({}); give it an image, not text",
+                self.info.name(),
+                self.family()
+            )));
+        }
         if pair.is_some() && self.architecture().mask == Mask::Causal {
             return Err(Error::PairOnDecoder {
                 model: self.info.name().to_string(),
@@ -615,7 +732,7 @@ impl Model {
         let limit = tokenize::byte_limit(self.max_positions());
         let text = tokenize::cut_to_bytes(text, limit);
         let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
-        self.encode_tokens_with(text, pair, enc, opts, 0)
+        self.encode_tokens_with(text, pair, enc, opts, 0, sink)
     }
 
     /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
@@ -631,7 +748,7 @@ impl Model {
             capture_query_key,
             ..EncodeOptions::default()
         };
-        self.encode_tokens_with(text, pair, enc, &opts, 0)
+        self.encode_tokens_with(text, pair, enc, &opts, 0, None)
     }
 
     /// Run tokenized input (of which the tokens from `prompt_len` on, when it is above 0, were
@@ -643,6 +760,7 @@ impl Model {
         enc: tokenize::Encoded,
         opts: &EncodeOptions,
         prompt_len: usize,
+        sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
@@ -654,14 +772,16 @@ impl Model {
             &zeros
         };
         let layers = opts.layers.as_deref();
-        let out = self
-            .forward_batch_with(
-                &[(&enc.ids, types)],
-                opts.capture_query_key,
-                layers,
-                opts.max_memory,
-            )?
-            .remove(0);
+        let streamed = sink.is_some();
+        let (mut outs, mut kept) = self.forward_batch_into(
+            &[(&enc.ids, types)],
+            opts.capture_query_key,
+            opts.capture_values,
+            layers,
+            opts.max_memory,
+            sink,
+        )?;
+        let (out, values) = (outs.remove(0), kept.remove(0));
         let n = enc.ids.len();
         let mut units = Units::tokens(
             enc.tokens,
@@ -675,7 +795,12 @@ impl Model {
         if prompt_len > 0 {
             units.generated = (0..n).map(|i| i >= prompt_len).collect();
         }
-        let numbers = layers.map_or_else(|| (0..self.info.layers).collect(), <[usize]>::to_vec);
+        // Streamed: every layer went to the sink, none is kept.
+        let numbers = match (streamed, layers) {
+            (true, _) => Vec::new(),
+            (false, Some(layers)) => layers.to_vec(),
+            (false, None) => (0..self.info.layers).collect(),
+        };
         let info = ModelInfo {
             layers: numbers.len(),
             ..self.info.clone()
@@ -696,6 +821,7 @@ impl Model {
             truncated_from: enc.truncated_from,
             bytes_cut: enc.bytes_cut,
             generation: None,
+            values,
         })
     }
 
@@ -710,6 +836,19 @@ impl Model {
         opts: &EncodeOptions,
         generate: GenerateOptions,
         progress: &mut dyn FnMut(usize),
+    ) -> Result<Encoding, Error> {
+        self.encode_generated_into(text, opts, generate, progress, None)
+    }
+
+    /// [`Model::encode_generated`], the final capture streamed to `sink` when given (as
+    /// [`Model::encode_into`]).
+    pub fn encode_generated_into(
+        &self,
+        text: &str,
+        opts: &EncodeOptions,
+        generate: GenerateOptions,
+        progress: &mut dyn FnMut(usize),
+        sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         let arch = self.architecture();
         if self.network.causal_lm().is_none() {
@@ -751,10 +890,13 @@ impl Model {
             other => other.into(),
         })?;
         let prompt_len = enc.ids.len();
-        let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
+        let layers = match sink {
+            Some(_) => 1,
+            None => opts.layers.as_ref().map_or(self.info.layers, Vec::len),
+        };
         self.check_capture_size(
             &[prompt_len + new],
-            opts.capture_query_key,
+            opts.capture_query_key && sink.is_none(),
             layers,
             opts.max_memory,
         )?;
@@ -762,7 +904,8 @@ impl Model {
         let full = self.tokenizer.continuation(&enc, generation.generated());
         let limit = tokenize::byte_limit(room);
         let recorded = tokenize::cut_to_bytes(&prompt_text, limit).to_string();
-        let mut encoding = self.encode_tokens_with(&recorded, None, full, opts, prompt_len)?;
+        let mut encoding =
+            self.encode_tokens_with(&recorded, None, full, opts, prompt_len, sink)?;
         encoding.generation = Some(generation);
         Ok(encoding)
     }

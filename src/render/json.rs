@@ -252,9 +252,6 @@ fn write_fields(
     Ok(())
 }
 
-/// One value's fields (everything a version-2 document holds after its header), at `indent`,
-/// each preceded by a comma except the first: the model, kind, mask, units, `extra`, the
-/// attention and `matrices`.
 /// Each captured layer's mask as the model ran it: `{"layer", "mask", "window"}`, with mask
 /// `sliding_window` and its width where the layer has one, the value's mask and `null`
 /// otherwise.
@@ -272,14 +269,10 @@ fn layer_masks(att: &Attention) -> serde_json::Value {
     serde_json::Value::Array(layers)
 }
 
-fn write_body(
-    att: &Attention,
-    extra: &[(&str, serde_json::Value)],
-    matrices: &[MatrixSection],
-    opts: JsonOptions,
-    w: &mut dyn Write,
-    indent: &str,
-) -> io::Result<()> {
+/// The fields of `att`'s version-2 body before its `attention` array: the model, kind, mask,
+/// layer numbers and masks, texts and every per-unit field (queries, and keys for
+/// cross-attention). A saved capture's metadata holds them for each kind (`crate::save`).
+pub fn body_fields(att: &Attention) -> Vec<(String, serde_json::Value)> {
     let m = &att.model;
     let mut fields: Vec<(String, serde_json::Value)> = vec![
         ("model".into(), model_json(m)),
@@ -296,10 +289,30 @@ fn write_body(
         ("level".into(), json!(att.level.as_str())),
         ("special_excluded".into(), json!(att.special_excluded)),
     ];
+    // A vision model's picture: the patch grid, what each token is, the image's size and the
+    // preprocessing applied (`docs/json.md`).
+    if let Some(image) = &att.image {
+        fields.push(("image".into(), json!(image.as_ref())));
+    }
     fields.extend(unit_fields(att.queries(), att.level, ""));
     if !att.is_square() {
         fields.extend(unit_fields(att.keys(), att.level, "key_"));
     }
+    fields
+}
+
+/// One value's fields (everything a version-2 document holds after its header), at `indent`,
+/// each preceded by a comma except the first: the model, kind, mask, units, `extra`, the
+/// attention and `matrices`.
+fn write_body(
+    att: &Attention,
+    extra: &[(&str, serde_json::Value)],
+    matrices: &[MatrixSection],
+    opts: JsonOptions,
+    w: &mut dyn Write,
+    indent: &str,
+) -> io::Result<()> {
+    let fields = body_fields(att);
     let extra = extra.iter().map(|(k, v)| (k.to_string(), v.clone()));
     // The header, if any, came before: every field here follows a comma, except in a nested
     // object, which opens with its first field.

@@ -5,34 +5,15 @@
 use std::process::Command;
 
 use attnviz::render::image::{render_png, FigureSpec, ImageOptions};
-use attnviz::{Attention, HeadSel, ModelInfo};
+use attnviz::{Attention, HeadSel};
 
 const CHILD: &str = "ATTNVIZ_FONTLESS_CHILD_OUT";
 const NAME: &str = "images_without_system_fonts::renders_identically_with_an_empty_fontconfig";
 
 fn attention() -> Attention {
     let tokens = ["[CLS]", "fonts", "are", "embedded", "é", "[SEP]"];
-    let n = tokens.len();
-    let weights = (0..n * n)
-        .map(|i| if i % n == (i / n + 1) % n { 0.75 } else { 0.05 })
-        .collect();
-    Attention::new(
-        ModelInfo {
-            id: "fontless".into(),
-            revision: None,
-            name: None,
-            family: "BERT".into(),
-            layers: 1,
-            heads: 1,
-            hidden_size: 4,
-            head_dim: 4,
-        },
-        "fonts are embedded é".into(),
-        None,
-        crate::support::attention::units_for(&tokens, None),
-        weights,
-    )
-    .unwrap()
+    let text = "fonts are embedded é";
+    crate::support::attention::random_attention(text, None, &tokens, None, (1, 1, 4), 7)
 }
 
 fn render() -> Vec<u8> {

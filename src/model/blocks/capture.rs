@@ -1,12 +1,66 @@
 //! What a forward pass captures for one sequence: buffers of their final size, which the
 //! attention kernel fills in place, layer by layer. A capture may keep only some layers
-//! (`--layers`): the others run without keeping their probabilities.
+//! (`--layers`): the others run without keeping their probabilities. A streamed capture
+//! ([`SequenceCapture::streaming`]) keeps one layer's buffer and hands each layer to a
+//! [`LayerSink`] as soon as the forward pass has finished it, so the capture never needs to fit
+//! in memory.
+
+use std::io;
 
 use super::network::Architecture;
+use super::values::ValueCapture;
+use crate::model::formats::validate;
 use crate::model::kernels::{capture_buffer, CaptureSink};
 
+/// One layer's attention, handed to a [`LayerSink`] as soon as the forward pass finished it.
+#[derive(Clone, Copy, Debug)]
+pub struct CapturedLayer<'a> {
+    /// The model's number of the layer (from 0).
+    pub layer: usize,
+    /// Its sliding attention window, if it has one (a query sees the `window` tokens ending at
+    /// its own).
+    pub window: Option<usize>,
+    /// Query heads.
+    pub heads: usize,
+    /// Query tokens.
+    pub queries: usize,
+    /// Key tokens.
+    pub keys: usize,
+    /// The probabilities `[heads, queries, keys]`, every row checked (finite, summing to 1).
+    pub probs: &'a [f32],
+}
+
+/// Where a streamed capture puts each layer (a file, a network stream, a reduction): the
+/// library calls [`LayerSink::layer`] once per captured layer, in ascending order, while the
+/// forward pass runs. The buffer is reused for the next layer once the call returns.
+pub trait LayerSink: Send {
+    /// Take one layer. An error stops the capture: the run fails with it.
+    fn layer(&mut self, layer: CapturedLayer<'_>) -> io::Result<()>;
+}
+
+/// A streamed capture's sink and the layer its buffer holds.
+struct Stream<'s> {
+    sink: &'s mut dyn LayerSink,
+    /// The network's layer whose probabilities the buffer holds, not yet handed over.
+    pending: Option<usize>,
+    windows: Vec<Option<usize>>,
+    heads: usize,
+    /// The first failure (the sink's, or a row that is not a distribution); later layers are
+    /// not handed over.
+    failed: Option<StreamError>,
+}
+
+/// Why a streamed capture failed.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The sink could not take a layer.
+    Sink(io::Error),
+    /// A captured row is not a probability distribution (the weights overflow on this input).
+    Rows(validate::BadRow),
+}
+
 /// Everything captured for one sequence.
-pub struct SequenceCapture {
+pub struct SequenceCapture<'s> {
     /// Attention probabilities `[captured layers, heads, queries, keys]`: row = query, column =
     /// key.
     pub probs: Vec<f32>,
@@ -14,6 +68,8 @@ pub struct SequenceCapture {
     /// layers, kv_heads, keys, head_dim]`, as the scores used them (before the scale), when
     /// asked for.
     pub query_key: Option<(Vec<f32>, Vec<f32>)>,
+    /// What the norm-based analyses need, when asked for ([`SequenceCapture::with_values`]).
+    pub values: Option<ValueCapture>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -21,9 +77,10 @@ pub struct SequenceCapture {
     k_per_layer: usize,
     /// Where each of the network's layers goes in the buffers; `None`: not captured.
     slots: Vec<Option<usize>>,
+    stream: Option<Stream<'s>>,
 }
 
-impl SequenceCapture {
+impl<'s> SequenceCapture<'s> {
     /// Zeroed buffers for `queries` query tokens over `keys` key tokens (the same count for
     /// self-attention) of a network shaped as `arch`.
     pub fn new(arch: &Architecture, queries: usize, keys: usize, query_key: bool) -> Self {
@@ -66,18 +123,101 @@ impl SequenceCapture {
                     vec![0.0; layers * k_per_layer],
                 )
             }),
+            values: None,
             queries,
             keys,
             per_layer: heads * queries * keys,
             q_per_layer,
             k_per_layer,
             slots,
+            stream: None,
         }
+    }
+
+    /// A capture of the network's layers `captured` (ascending) that keeps one layer's
+    /// probabilities and hands each captured layer to `sink` once the forward pass has
+    /// finished it (no query/key vectors). Call [`SequenceCapture::finish`] after the forward
+    /// pass: it hands over the last layer and says whether every layer reached the sink.
+    pub fn streaming(
+        arch: &Architecture,
+        queries: usize,
+        keys: usize,
+        captured: &[usize],
+        sink: &'s mut dyn LayerSink,
+    ) -> Self {
+        let mut capture = Self::for_layers(arch, queries, keys, false, &captured[..0]);
+        capture.probs = capture_buffer(arch.heads * queries * keys);
+        for &l in captured {
+            assert!(l < arch.layers, "captured layer {l} of {}", arch.layers);
+            capture.slots[l] = Some(0);
+        }
+        capture.stream = Some(Stream {
+            sink,
+            pending: None,
+            windows: (0..arch.layers).map(|l| arch.window(l)).collect(),
+            heads: arch.heads,
+            failed: None,
+        });
+        capture
+    }
+
+    /// Hand the buffer's layer to the sink, if it holds one not handed over yet.
+    fn flush(&mut self) {
+        let (queries, keys) = (self.queries, self.keys);
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        let Some(layer) = stream.pending.take() else {
+            return;
+        };
+        if stream.failed.is_some() {
+            return;
+        }
+        if let Err(e) = validate::check_rect_rows(&self.probs, 1, stream.heads, queries, keys) {
+            stream.failed = Some(StreamError::Rows(validate::BadRow { layer, ..e }));
+            return;
+        }
+        let handed = stream.sink.layer(CapturedLayer {
+            layer,
+            window: stream.windows[layer],
+            heads: stream.heads,
+            queries,
+            keys,
+            probs: &self.probs,
+        });
+        if let Err(e) = handed {
+            stream.failed = Some(StreamError::Sink(e));
+        }
+        // The kernel writes only the cells a query sees: the next layer starts from zeros.
+        self.probs.fill(0.0);
+    }
+
+    /// After the forward pass of a streamed capture: hand over the last layer, and give the
+    /// first failure, if any. Does nothing for a capture kept in memory.
+    pub fn finish(&mut self) -> Result<(), StreamError> {
+        self.flush();
+        match self.stream.as_mut().and_then(|s| s.failed.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the capture streams its layers to a sink rather than keeping them.
+    pub fn is_streaming(&self) -> bool {
+        self.stream.is_some()
     }
 
     /// The part of the buffers that the network's layer `l` writes (nothing when it is not
     /// captured).
     pub fn layer(&mut self, l: usize) -> CaptureSink<'_> {
+        // A streamed capture's buffer holds the last layer asked for, which is done once the
+        // next one is asked for.
+        if self.slots[l].is_some() && self.stream.is_some() {
+            self.flush();
+            if let Some(stream) = self.stream.as_mut() {
+                stream.pending = Some(l);
+            }
+        }
         let Some(slot) = self.slots[l] else {
             return CaptureSink {
                 probs: None,
@@ -94,6 +234,18 @@ impl SequenceCapture {
                 )
             }),
         }
+    }
+
+    /// The same capture, also keeping what the norm-based analyses need for its layers
+    /// (`blocks::values`).
+    pub fn with_values(mut self, arch: &Architecture) -> Self {
+        self.values = Some(ValueCapture::new(arch, self.queries, self.keys));
+        self
+    }
+
+    /// Whether the network's layer `l` is captured.
+    pub fn keeps_layer(&self, l: usize) -> bool {
+        self.slots.get(l).is_some_and(Option::is_some)
     }
 
     /// The network's layers this capture keeps, ascending.

@@ -17,6 +17,7 @@
 use super::capture::SequenceCapture;
 use super::layers::{add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm};
 use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
+use super::values::{self, After, LayerTaps, Values};
 use crate::model::error::Error;
 use crate::model::formats::tensors::Name;
 use crate::model::formats::weights::{MatrixWeight, Weight};
@@ -112,7 +113,9 @@ enum Keys<'a> {
 }
 
 impl DecoderLayer {
-    /// `h += attention(norm(h)); h += ffn(norm(h))` for `rows` rows of `h`.
+    /// `h += attention(norm(h)); h += ffn(norm(h))` for `rows` rows of `h`; `taps` takes the
+    /// values for the norm-based analyses when asked.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
         h: &mut [f32],
@@ -121,6 +124,7 @@ impl DecoderLayer {
         arch: &Architecture,
         keys: Keys<'_>,
         sinks: &mut [CaptureSink<'_>],
+        taps: Option<&mut LayerTaps>,
     ) {
         let (heads, kv, d) = (arch.heads, arch.kv_heads, arch.head_dim);
         let width = (heads + 2 * kv) * d;
@@ -193,9 +197,15 @@ impl DecoderLayer {
                 );
             }
         }
-        drop(qkv);
         let mut attended = self.output.forward(&context, rows, Activation::Identity);
         drop(context);
+        if let Some(taps) = taps {
+            // The norm-based analyses read the values and a post-norm's input (opt-in).
+            if self.options.post_norms.is_some() {
+                taps.norm_input = Some(attended.clone());
+            }
+            taps.qkv = qkv;
+        }
         if let Some((post, _)) = &self.options.post_norms {
             attended = post.forward(&attended, None);
         }
@@ -255,6 +265,15 @@ pub struct DecoderStack {
 impl DecoderStack {
     /// Token embeddings (plus learned positions) for `ids` at `positions`.
     fn embed(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
+        let mut out = self.embed_unscaled(ids, positions);
+        // Gemma's √hidden, on stored (GGUF) tables as on f32 ones.
+        if let Some(scale) = self.options.embed_scale {
+            out.iter_mut().for_each(|v| *v *= scale);
+        }
+        out
+    }
+
+    fn embed_unscaled(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
         let width = self.arch.hidden_size;
         let Some(word) = self.embed.as_f32() else {
             let mut out = vec![0f32; ids.len() * width];
@@ -278,9 +297,6 @@ impl DecoderStack {
         };
         let mut out = vec![0f32; ids.len() * width];
         kernels::embed(&tables, ids, &[], positions, &mut out);
-        if let Some(scale) = self.options.embed_scale {
-            out.iter_mut().for_each(|v| *v *= scale);
-        }
         out
     }
 
@@ -337,14 +353,52 @@ impl Network for DecoderStack {
         let mut h = self.embed(batch.ids, &positions);
         let tables = self.rope_tables(&positions);
         for (l, layer) in self.layers.iter().enumerate() {
+            let want = values::wanted(captures, l);
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
+            let tables = [tables[0].as_ref(), tables[1].as_ref()];
+            if !want {
+                layer.forward(
+                    &mut h,
+                    rows,
+                    tables,
+                    &self.arch,
+                    Keys::Batch(batch),
+                    &mut sinks,
+                    None,
+                );
+                continue;
+            }
+            let residual = h.clone();
+            let mut taps = LayerTaps::default();
+            let keys = Keys::Batch(batch);
             layer.forward(
                 &mut h,
                 rows,
-                [tables[0].as_ref(), tables[1].as_ref()],
+                tables,
                 &self.arch,
-                Keys::Batch(batch),
+                keys,
                 &mut sinks,
+                Some(&mut taps),
+            );
+            let (heads, kv, d) = (self.arch.heads, self.arch.kv_heads, self.arch.head_dim);
+            let after = match &layer.options.post_norms {
+                Some((post, _)) => After::Output(post),
+                None => After::Nothing,
+            };
+            values::fill(
+                captures,
+                l,
+                &self.arch,
+                batch.tokens,
+                Values {
+                    data: &taps.qkv,
+                    stride: (heads + 2 * kv) * d,
+                    offset: (heads + kv) * d,
+                },
+                &layer.output,
+                Some(&residual),
+                after,
+                taps.norm_input.as_deref(),
             );
         }
         self.final_norm.forward(&h, None)
@@ -404,6 +458,7 @@ impl CausalLm for DecoderStack {
                     past,
                 },
                 &mut sinks,
+                None,
             );
         }
         cache.len += rows;

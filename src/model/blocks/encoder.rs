@@ -11,6 +11,7 @@
 use super::capture::SequenceCapture;
 use super::layers::{part, Linear, Norm};
 use super::network::{Architecture, Batch, Network};
+use super::values::{self, After, LayerTaps, Values};
 use crate::attention::PositionScheme;
 use crate::model::formats::config::{ConfigError, ConfigFile};
 use crate::model::formats::tensors::Name;
@@ -357,6 +358,7 @@ impl EncoderLayer {
         batch: &Batch<'_>,
         arch: &Architecture,
         capture: &mut [CaptureSink<'_>],
+        taps: Option<&mut LayerTaps>,
     ) -> Vec<f32> {
         let hidden = arch.hidden_size;
         let rows = batch.lengths.len() * batch.tokens;
@@ -380,10 +382,15 @@ impl EncoderLayer {
             capture,
             &mut context,
         );
-        drop(qkv);
 
         // Output projection, residual, LayerNorm.
         let projected = self.output.forward(&context, rows, Activation::Identity);
+        if let Some(taps) = taps {
+            // The norm-based analyses read the values and the LayerNorm's input (opt-in).
+            let sum = projected.iter().zip(x).map(|(p, x)| p + x).collect();
+            taps.norm_input = Some(sum);
+            taps.qkv = qkv;
+        }
         let attended = self.attention_norm.forward(&projected, Some(x));
 
         // Feed-forward: expand with the activation, project back, residual, LayerNorm.
@@ -481,8 +488,32 @@ impl Network for PostNormEncoder {
     fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32> {
         let mut x = self.embeddings.forward(batch);
         for (depth, &l) in self.schedule.iter().enumerate() {
+            let want = values::wanted(captures, depth);
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(depth)).collect();
-            x = self.layers[l].forward(&x, batch, &self.arch, &mut sinks);
+            if !want {
+                x = self.layers[l].forward(&x, batch, &self.arch, &mut sinks, None);
+                continue;
+            }
+            let mut taps = LayerTaps::default();
+            let next = self.layers[l].forward(&x, batch, &self.arch, &mut sinks, Some(&mut taps));
+            let hidden = self.arch.hidden_size;
+            let layer = &self.layers[l];
+            values::fill(
+                captures,
+                depth,
+                &self.arch,
+                batch.tokens,
+                Values {
+                    data: &taps.qkv,
+                    stride: 3 * hidden,
+                    offset: 2 * hidden,
+                },
+                &layer.output,
+                Some(&x),
+                After::Residual(&layer.attention_norm),
+                taps.norm_input.as_deref(),
+            );
+            x = next;
         }
         x
     }

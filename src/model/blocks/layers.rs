@@ -263,6 +263,52 @@ impl Linear {
         out
     }
 
+    /// The whole map as one dense `[inputs, outputs]` f32 matrix, parts side by side (a copy;
+    /// stored block types are decoded): what the value-weighted analyses read an output
+    /// projection's per-head slices from (`blocks::values`). Never called on the plain path.
+    pub fn dense_in_out(&self) -> Vec<f32> {
+        if let Some(p) = self.packed.get() {
+            return p.weight.clone();
+        }
+        let mut weight = vec![0f32; self.inputs * self.outputs];
+        let mut col0 = 0;
+        for p in &self.parts {
+            match (&p.weight, p.layout) {
+                (MatrixWeight::F32(w), Layout::OutIn) => kernels::transpose_into(
+                    w,
+                    p.outputs,
+                    self.inputs,
+                    &mut weight,
+                    self.outputs,
+                    col0,
+                ),
+                (MatrixWeight::F32(w), Layout::InOut) => {
+                    for (dst, src) in weight
+                        .chunks_exact_mut(self.outputs)
+                        .zip(w.chunks_exact(p.outputs))
+                    {
+                        dst[col0..col0 + p.outputs].copy_from_slice(src);
+                    }
+                }
+                (stored @ MatrixWeight::Stored(_), _) => {
+                    let ids: Vec<u32> = (0..p.outputs as u32).collect();
+                    let mut rows = vec![0f32; p.outputs * self.inputs];
+                    stored.gather(&ids, &mut rows);
+                    kernels::transpose_into(
+                        &rows,
+                        p.outputs,
+                        self.inputs,
+                        &mut weight,
+                        self.outputs,
+                        col0,
+                    )
+                }
+            }
+            col0 += p.outputs;
+        }
+        weight
+    }
+
     /// The `[in, out]` copy, made on first use; the in-place pages it replaces for long inputs
     /// are dropped from this process (short inputs map them again when they need them).
     fn packed(&self) -> &Packed {
@@ -377,6 +423,13 @@ impl Norm {
     /// Width of the rows it normalises.
     pub fn width(&self) -> usize {
         self.weight.len()
+    }
+
+    /// The scale γ (`[width]`), what normalisation it is and its ε: the linear part of the
+    /// normalisation once a row's mean and spread are fixed, which the norm-aware analysis
+    /// applies to each contribution (`blocks::values`).
+    pub fn linear_part(&self) -> (&[f32], NormKind, f32) {
+        (&self.weight, self.kind, self.eps)
     }
 
     /// LayerNorm's γ, β and ε, for kernels that fuse the normalisation in.

@@ -9,6 +9,7 @@
 //!   encoder–decoder stack;
 //! - [`rope`]: the rotary embedding's settings read from a config;
 //! - [`capture`]: the buffers a forward pass writes the attention into;
+//! - [`values`]: the opt-in capture the norm-based analyses read (value norms, residual terms);
 //! - [`generate`]: greedy decoding (one loop for decoders and encoder–decoders) and what a
 //!   checkpoint says about generating;
 //! - [`family`]: what a family is ([`family::Family`], [`family::FamilyConfig`]), as data the
@@ -23,3 +24,5 @@ pub mod layers;
 pub mod network;
 pub mod rope;
 pub mod seq2seq;
+pub mod values;
+pub mod vision;

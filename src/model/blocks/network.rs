@@ -159,6 +159,35 @@ pub trait Network: Send + Sync {
     fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
         None
     }
+
+    /// The vision side (a forward pass from pixels, the patch grid) of ViT, DeiT, DINOv2 and
+    /// CLIP's vision tower; `None` for text models.
+    fn vision(&self) -> Option<&dyn Vision> {
+        None
+    }
+}
+
+/// The vision side of a network: what its tokens are on a patch grid, and a forward pass from
+/// pixels.
+pub trait Vision: Sync {
+    /// Patch side in pixels.
+    fn patch_size(&self) -> usize;
+
+    /// The grid `[rows, cols]` its position embeddings were trained on.
+    fn trained_grid(&self) -> [usize; 2];
+
+    /// What each token is for an image of `grid` patches, in the model's order.
+    fn cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
+
+    /// Run `[3, height, width]` pixels (each side at least one patch), capturing into
+    /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
+    fn forward_pixels(
+        &self,
+        pixels: &[f32],
+        width: usize,
+        height: usize,
+        capture: &mut SequenceCapture,
+    ) -> Vec<f32>;
 }
 
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.

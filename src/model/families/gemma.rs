@@ -7,6 +7,13 @@
 //! (`rope_local_base_freq`), its global ones with `rope_theta` (and linear scaling).
 //! Mirrors transformers' `models/gemma2/modeling_gemma2.py` and `models/gemma3/modeling_gemma3.py`
 //! (`Gemma3ForCausalLM`, `model_type` `gemma3_text`).
+//!
+//! GGUF files of llama.cpp's `gemma2` and `gemma3` architectures (Gemma 3's text tower: the
+//! converter writes the vision tower to a separate file) come through [`GemmaConfig::from_gguf`]:
+//! their norm weights are stored already plus one (convert_hf_to_gguf.py adds 1 to every
+//! `norm.weight`), and what the metadata does not state is llama.cpp's: scores scaled by
+//! `head_dim^-½` (by `(hidden/heads)^-½` on the 27B shapes), every other layer sliding for Gemma 2
+//! and five in six for Gemma 3, whose sliding layers rotate with base 10,000.
 
 use serde_json::Value;
 
@@ -14,14 +21,15 @@ use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{
     DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
-use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::model::blocks::rope::{read_rope, read_rope_in, MAX_ROTARY_POSITIONS};
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
-use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::tensors::{Name, TensorMap, Tensors};
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
 use crate::model::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
@@ -41,6 +49,10 @@ pub static GEMMA2: Family = Family {
     config: |file| Ok(Box::new(GemmaConfig::read(file, Variant::Gemma2)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GgufReader {
+            architectures: &["gemma2"],
+            config: gguf_config,
+        }),
         ..Quirks::NONE
     },
 };
@@ -54,9 +66,17 @@ pub static GEMMA3: Family = Family {
     config: |file| Ok(Box::new(GemmaConfig::read(file, Variant::Gemma3)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GgufReader {
+            architectures: &["gemma3"],
+            config: gguf_config,
+        }),
         ..Quirks::NONE
     },
 };
+
+fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
+    Ok(Box::new(GemmaConfig::from_gguf(p, origin)?))
+}
 
 /// Which Gemma.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +130,8 @@ pub struct GemmaConfig {
     pub final_softcap: Option<f32>,
     /// Whether the output projection is the token embedding matrix.
     pub tie_word_embeddings: bool,
+    /// Whether the norm weights are stored as `1 + w` (llama.cpp's GGUF files) rather than `w`.
+    pub norms_plus_one: bool,
 }
 
 /// A soft-capping value: absent or null for none, else a positive number.
@@ -276,6 +298,108 @@ impl GemmaConfig {
             attn_softcap: softcap(file, "attn_logit_softcapping", (!gemma3).then_some(50.0))?,
             final_softcap: softcap(file, "final_logit_softcapping", (!gemma3).then_some(30.0))?,
             tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
+            norms_plus_one: false,
+        })
+    }
+
+    /// The config a GGUF file's metadata describes (`gemma2` or `gemma3`), with llama.cpp's
+    /// values for what the metadata leaves out (see the module doc). `origin` names the file
+    /// in errors.
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<GemmaConfig, Error> {
+        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let (variant, model_type, big_layers) = match p.architecture.as_str() {
+            "gemma2" => (Variant::Gemma2, "gemma2", 46),
+            "gemma3" => (Variant::Gemma3, "gemma3_text", 62),
+            other => {
+                return refuse(format!(
+                    "GGUF architecture '{other}' is not supported by the Gemma family; it runs \
+                     the gemma2 and gemma3 architectures"
+                ))
+            }
+        };
+        crate::model::families::llama::check_gguf_shape(p, origin)?;
+        if p.rope_dimension_count != p.head_dim {
+            return refuse(format!(
+                "RoPE rotates {} of each head's {} dimensions; Gemma rotates whole heads",
+                p.rope_dimension_count, p.head_dim
+            ));
+        }
+        let global_scaling = match &p.rope_scaling {
+            None => RopeScaling::None,
+            Some(GgufRopeScaling::Linear { factor }) => {
+                if let Err(why) = crate::model::blocks::rope::rope_factor_in_range(*factor) {
+                    return refuse(format!(
+                        "metadata {}.rope.scaling.factor {why}",
+                        p.architecture
+                    ));
+                }
+                RopeScaling::Linear { factor: *factor }
+            }
+            Some(other) => {
+                return refuse(format!(
+                    "RoPE scaling {other:?} is not supported for Gemma; attnviz runs its default \
+                     and linear rotary embeddings"
+                ))
+            }
+        };
+        let layers = p.num_hidden_layers;
+        let gemma3 = variant == Variant::Gemma3;
+        let pattern = if gemma3 { 6 } else { 2 };
+        let cap = |value: Option<f64>, default: f64, key: &str| -> Result<Option<f32>, Error> {
+            match value.unwrap_or(default) {
+                c if c.is_finite() && c > 0.0 => Ok(Some(c as f32)),
+                c => Err(Error::Input(format!(
+                    "{origin}: metadata {}.{key} is {c}; it must be a positive number",
+                    p.architecture
+                ))),
+            }
+        };
+        let (attn_softcap, final_softcap) = if gemma3 {
+            (None, None)
+        } else {
+            (
+                cap(p.attn_logit_softcapping, 50.0, "attn_logit_softcapping")?,
+                cap(p.final_logit_softcapping, 30.0, "final_logit_softcapping")?,
+            )
+        };
+        let sliding_window = match p.sliding_window {
+            Some(0) => {
+                return refuse(format!(
+                    "metadata {}.attention.sliding_window is 0",
+                    p.architecture
+                ))
+            }
+            Some(w) => w,
+            None => 4096,
+        };
+        // llama.cpp: 1/sqrt(head_dim), except the 27B shapes' 1/sqrt(hidden/heads).
+        let query_pre_attn_scalar = if layers == big_layers {
+            (p.hidden_size / p.num_attention_heads) as f64
+        } else {
+            p.head_dim as f64
+        };
+        Ok(GemmaConfig {
+            variant,
+            model_type: model_type.into(),
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: layers,
+            num_attention_heads: p.num_attention_heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            activation: Activation::GeluTanh,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            query_pre_attn_scalar,
+            rope: (p.rope_theta, global_scaling),
+            local_rope: gemma3.then_some((10_000.0, RopeScaling::None)),
+            sliding_window,
+            sliding_layers: (0..layers).map(|i| i % pattern < pattern - 1).collect(),
+            attn_softcap,
+            final_softcap,
+            tie_word_embeddings: p.tie_word_embeddings,
+            norms_plus_one: true,
         })
     }
 
@@ -319,6 +443,9 @@ impl GemmaConfig {
         // transformers' `1.0 + self.weight.float()`.
         let norm = |name: &Name, width: usize| -> Result<Norm, Error> {
             let w = t.weight(&name.weight(), &[width])?;
+            if self.norms_plus_one {
+                return Ok(Norm::from_weights(w, None, eps));
+            }
             let plus_one = Weight::owned(w.iter().map(|x| 1.0 + x).collect(), vec![width]);
             Ok(Norm::from_weights(plus_one, None, eps))
         };
@@ -411,6 +538,12 @@ fn layer_names(i: usize) -> DecoderLayerNames {
             up: m.pp("up_proj"),
             down: m.pp("down_proj"),
         },
+    }
+}
+
+impl GgufConfig for GemmaConfig {
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
     }
 }
 

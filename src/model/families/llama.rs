@@ -360,33 +360,8 @@ impl LlamaConfig {
                 p.rope_dimension_count, p.head_dim
             ));
         }
+        check_gguf_shape(p, origin)?;
         let heads = p.num_attention_heads;
-        if heads == 0
-            || p.num_key_value_heads == 0
-            || !heads.is_multiple_of(p.num_key_value_heads)
-            || !p.head_dim.is_multiple_of(2)
-            || p.head_dim == 0
-        {
-            return refuse(format!(
-                "{heads} heads over {} key/value heads of size {} cannot be run",
-                p.num_key_value_heads, p.head_dim
-            ));
-        }
-        if p.max_position_embeddings == 0 || p.max_position_embeddings > MAX_ROTARY_POSITIONS {
-            return refuse(format!(
-                "context_length {} is outside 1–{MAX_ROTARY_POSITIONS}",
-                p.max_position_embeddings
-            ));
-        }
-        if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
-            return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
-        }
-        if !(p.rms_norm_eps > 0.0 && p.rms_norm_eps <= MAX_EPSILON) {
-            return refuse(format!(
-                "metadata {}.attention.layer_norm_rms_epsilon is {:?}; an RMS norm's epsilon is a small positive number (at most {MAX_EPSILON})",
-                p.architecture, p.rms_norm_eps
-            ));
-        }
         Ok(LlamaConfig {
             variant,
             model_type: p.architecture.clone(),
@@ -642,6 +617,47 @@ impl FamilyConfig for LlamaConfig {
     }
 }
 
+/// The checks every family makes of a GGUF file's shape and constants before building from
+/// it: head counts that divide, an even head size, a context length and RoPE base in range, a
+/// small positive RMS-norm epsilon. `origin` names the file in errors.
+pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Error> {
+    let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+    let heads = p.num_attention_heads;
+    if heads == 0
+        || p.num_key_value_heads == 0
+        || !heads.is_multiple_of(p.num_key_value_heads)
+        || !p.head_dim.is_multiple_of(2)
+        || p.head_dim == 0
+    {
+        return refuse(format!(
+            "{heads} heads over {} key/value heads of size {} cannot be run",
+            p.num_key_value_heads, p.head_dim
+        ));
+    }
+    if p.max_position_embeddings == 0 || p.max_position_embeddings > MAX_ROTARY_POSITIONS {
+        return refuse(format!(
+            "context_length {} is outside 1–{MAX_ROTARY_POSITIONS}",
+            p.max_position_embeddings
+        ));
+    }
+    if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
+        return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
+    }
+    if !(p.rms_norm_eps > 0.0 && p.rms_norm_eps <= MAX_EPSILON) {
+        return refuse(format!(
+    "metadata {}.attention.layer_norm_rms_epsilon is {:?}; an RMS norm's epsilon is a small positive number (at most {MAX_EPSILON})",
+    p.architecture, p.rms_norm_eps
+    ));
+    }
+    if p.num_hidden_layers > MAX_LAYERS {
+        return refuse(format!(
+            "block_count {} is more than the {MAX_LAYERS} layers attnviz runs",
+            p.num_hidden_layers
+        ));
+    }
+    Ok(())
+}
+
 /// The largest RMS-norm epsilon accepted from a GGUF file (real ones are 1e-5 or 1e-6).
 const MAX_EPSILON: f64 = 1.0;
 
@@ -731,6 +747,11 @@ mod tests {
             bos_token_id: Some(1),
             eos_token_id: Some(2),
             pad_token_id: Some(2),
+            attn_logit_softcapping: None,
+            final_logit_softcapping: None,
+            rope_attn_factor: None,
+            rope_original_context_length: None,
+            rope_factors_tensors: false,
         }
     }
 

@@ -7,6 +7,8 @@
 pub mod albert;
 pub mod bart;
 pub mod bert;
+pub mod clip;
+pub mod dinov2;
 pub mod distilbert;
 pub mod electra;
 pub mod gemma;
@@ -16,3 +18,4 @@ pub mod phi3;
 pub mod registry;
 pub mod roberta;
 pub mod t5;
+pub mod vit;

@@ -4,6 +4,12 @@
 //! scaling (short factors up to `original_max_position_embeddings` positions, long ones beyond,
 //! cosines and sines times the attention factor), and an optional sliding window on every
 //! layer. Mirrors transformers' `models/phi3/modeling_phi3.py`.
+//!
+//! GGUF files of llama.cpp's `phi3` architecture come through [`Phi3Config::from_gguf`]: the
+//! same fused `attn_qkv` and `ffn_up` (gate and up) maps, `rope.dimension_count` rotated values
+//! per head, and LongRoPE's factors as the tensors `rope_factors_short`/`rope_factors_long`
+//! with `rope.scaling.original_context_length` and `.attn_factor` (which factors apply is
+//! chosen by the input's length, as transformers does).
 
 use serde_json::Value;
 
@@ -11,16 +17,17 @@ use crate::attention::PositionScheme;
 use crate::model::blocks::decoder::{
     DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
-use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network, SlidingWindow};
 use crate::model::blocks::rope::{read_rope, MAX_ROTARY_POSITIONS};
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
+use crate::model::formats::gguf::DecoderParams;
 use crate::model::formats::source::TOKENIZERS_WITH_SETTINGS;
-use crate::model::formats::tensors::{Name, Tensors};
+use crate::model::formats::tensors::{Name, TensorMap, Tensors};
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
-use crate::model::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::model::formats::weights::{Anchor, Checkpoint, MatrixWeight, StoredMatrix, Weight};
 use crate::model::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
 
 const ANCHOR: Anchor = Anchor {
@@ -38,6 +45,10 @@ pub static PHI3: Family = Family {
     config: |file| Ok(Box::new(Phi3Config::read(file)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GgufReader {
+            architectures: &["phi3"],
+            config: |p, origin| Ok(Box::new(Phi3Config::from_gguf(p, origin)?)),
+        }),
         ..Quirks::NONE
     },
 };
@@ -53,6 +64,9 @@ pub struct LongRope {
     pub original: usize,
     /// The factor on cosines and sines.
     pub attention_factor: f64,
+    /// Whether the factors are read with the weights (a GGUF file's `rope_factors_short` and
+    /// `rope_factors_long` tensors) rather than given here.
+    pub factors_in_tensors: bool,
 }
 
 /// A Phi-3 config, with the defaults of transformers' `Phi3Config`.
@@ -200,6 +214,7 @@ impl Phi3Config {
                     long_factor: factors("long_factor")?,
                     original,
                     attention_factor,
+                    factors_in_tensors: false,
                 };
                 (theta, Some(l))
             }
@@ -237,6 +252,83 @@ impl Phi3Config {
         })
     }
 
+    /// The config a GGUF file's metadata describes (`phi3`). `origin` names the file in errors.
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<Phi3Config, Error> {
+        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        if p.architecture != "phi3" {
+            return refuse(format!(
+                "GGUF architecture '{}' is not supported by the Phi-3 family",
+                p.architecture
+            ));
+        }
+        crate::model::families::llama::check_gguf_shape(p, origin)?;
+        let rotary_dim = p.rope_dimension_count;
+        if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
+            return refuse(format!(
+                "metadata phi3.rope.dimension_count is {rotary_dim}; RoPE rotates an even number \
+                 of at least 2 and at most the head's {} values",
+                p.head_dim
+            ));
+        }
+        if let Some(kind) = &p.rope_scaling {
+            return refuse(format!(
+                "RoPE scaling {kind:?} is not supported for Phi-3; attnviz runs its default and \
+                 longrope (rope_factors_*) embeddings"
+            ));
+        }
+        let longrope = if p.rope_factors_tensors {
+            let Some(original) = p.rope_original_context_length.filter(|&n| n > 0) else {
+                return refuse(
+                    "metadata phi3.rope.scaling.original_context_length is missing; LongRoPE \
+                     needs it to choose between its short and long factors"
+                        .into(),
+                );
+            };
+            // convert_hf_to_gguf.py's attention factor when the file does not state one.
+            let factor = p.max_position_embeddings as f64 / original as f64;
+            let attention_factor = match p.rope_attn_factor {
+                Some(a) if a.is_finite() && a > 0.0 => a,
+                Some(a) => {
+                    return refuse(format!(
+                        "metadata phi3.rope.scaling.attn_factor is {a}; it must be positive"
+                    ))
+                }
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + factor.ln() / (original as f64).ln()).sqrt(),
+            };
+            Some(LongRope {
+                short_factor: Vec::new(),
+                long_factor: Vec::new(),
+                original,
+                attention_factor,
+                factors_in_tensors: true,
+            })
+        } else {
+            None
+        };
+        Ok(Phi3Config {
+            model_type: "phi3".into(),
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: p.num_hidden_layers,
+            num_attention_heads: p.num_attention_heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            rotary_dim,
+            hidden_act: Activation::Silu,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            longrope,
+            sliding_window: match p.sliding_window {
+                Some(0) => return refuse("metadata phi3.attention.sliding_window is 0".into()),
+                w => w,
+            },
+            tie_word_embeddings: p.tie_word_embeddings,
+        })
+    }
+
     /// Its shape in family-independent terms.
     pub fn architecture(&self) -> Architecture {
         let group = self.num_attention_heads / self.num_key_value_heads;
@@ -261,8 +353,24 @@ impl Phi3Config {
         }
     }
 
-    fn rope(&self) -> Rope {
-        let rope = match &self.longrope {
+    fn rope(&self, t: &dyn Tensors) -> Result<Rope, Error> {
+        let mut longrope = self.longrope.clone();
+        if let Some(l) = longrope.as_mut().filter(|l| l.factors_in_tensors) {
+            let half = self.rotary_dim / 2;
+            let read = |name: &str| -> Result<Vec<f64>, Error> {
+                let w = t.weight(name, &[half])?;
+                match w.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+                    Some(bad) => Err(Error::Input(format!(
+                        "tensor {name} holds {bad}; LongRoPE factors divide the frequencies, so \
+                         each must be a positive number"
+                    ))),
+                    None => Ok(w.iter().map(|&f| f as f64).collect()),
+                }
+            };
+            l.short_factor = read("rope_factors_short.weight")?;
+            l.long_factor = read("rope_factors_long.weight")?;
+        }
+        let rope = match &longrope {
             Some(l) => Rope::longrope(
                 self.rotary_dim,
                 self.rope_theta,
@@ -273,7 +381,7 @@ impl Phi3Config {
             ),
             None => Rope::new(self.rotary_dim, self.rope_theta, RopeScaling::None),
         };
-        rope.with_head_dim(self.head_dim)
+        Ok(rope.with_head_dim(self.head_dim))
     }
 
     /// Build the network from tensors named as inside transformers' base model.
@@ -294,16 +402,11 @@ impl Phi3Config {
                 let FfnNames::Gated { gate, down, .. } = &n.ffn else {
                     unreachable!("Phi-3's block is gated")
                 };
-                // gate_up_proj: [2·inter, hidden], the gate's rows first (`chunk(2, dim=-1)`).
-                let fused = t.weight(&gate.weight(), &[2 * inter, hidden])?;
-                let half = inter * hidden;
-                let part = |range: std::ops::Range<usize>| {
-                    Linear::new(
-                        Weight::owned(fused[range].to_vec(), vec![inter, hidden]),
-                        Layout::OutIn,
-                        None,
-                    )
-                };
+                // gate_up_proj: [2·inter, hidden], the gate's rows first (`chunk(2, dim=-1)`);
+                // a GGUF file's stays in its block format (its rows are whole blocks).
+                let fused = t.matrix(&gate.weight(), &[2 * inter, hidden])?;
+                let (gate_part, up_part) = split_rows(fused, inter, hidden)?;
+                let part = |w: MatrixWeight| Linear::new(w, Layout::OutIn, None);
                 Ok(DecoderLayer {
                     attention_norm: rms(&n.attention_norm)?,
                     qkv: vec![out_in_linear(t, &n.qkv[0], hidden, qkv_rows, false)?],
@@ -316,8 +419,8 @@ impl Phi3Config {
                     )?,
                     ffn_norm: rms(&n.ffn_norm)?,
                     ffn: FeedForward::Gated {
-                        gate: part(0..half),
-                        up: part(half..2 * half),
+                        gate: part(gate_part),
+                        up: part(up_part),
                         activation: self.hidden_act,
                         down: out_in_linear(t, down, inter, hidden, false)?,
                     },
@@ -344,13 +447,39 @@ impl Phi3Config {
                 &root.pp("embed_tokens").weight(),
                 &[self.vocab_size, hidden],
             )?,
-            positional: Positional::Rotary(self.rope()),
+            positional: Positional::Rotary(self.rope(t)?),
             layers,
             final_norm: rms(&root.pp("norm"))?,
             lm_head,
             options: StackOptions::default(),
         })
     }
+}
+
+/// A `[2·inter, hidden]` matrix as its first and last `inter` rows.
+fn split_rows(
+    fused: MatrixWeight,
+    inter: usize,
+    hidden: usize,
+) -> Result<(MatrixWeight, MatrixWeight), Error> {
+    Ok(match fused {
+        MatrixWeight::F32(w) => {
+            let half = inter * hidden;
+            let part =
+                |r: std::ops::Range<usize>| Weight::owned(w[r].to_vec(), vec![inter, hidden]);
+            (part(0..half).into(), part(half..2 * half).into())
+        }
+        MatrixWeight::Stored(m) => {
+            let bytes = m.bytes();
+            let half = bytes.len() / 2;
+            let part = |b: &[u8]| {
+                StoredMatrix::owned(b.to_vec(), m.dtype(), inter, hidden)
+                    .map(MatrixWeight::from)
+                    .map_err(|e| Error::Input(format!("gate_up_proj: {e}")))
+            };
+            (part(&bytes[..half])?, part(&bytes[half..])?)
+        }
+    })
 }
 
 /// Layer `i`'s tensors: one fused q/k/v map, and the fused gate/up map under the gate's name
@@ -368,6 +497,12 @@ fn layer_names(i: usize) -> DecoderLayerNames {
             up: m.pp("gate_up_proj"),
             down: m.pp("down_proj"),
         },
+    }
+}
+
+impl GgufConfig for Phi3Config {
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
     }
 }
 

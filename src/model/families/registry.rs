@@ -18,7 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{albert, bart, bert, distilbert, electra, gemma, gpt2, llama, phi3, roberta, t5};
+use super::{
+    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, phi3, roberta, t5,
+    vit,
+};
 use crate::model::blocks::family::{Family, GgufReader};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
@@ -48,6 +51,10 @@ pub static FAMILIES: &[&Family] = &[
     &bart::MBART,
     &bart::MARIAN,
     &t5::FAMILY,
+    &vit::VIT,
+    &vit::DEIT,
+    &dinov2::DINOV2,
+    &clip::CLIP_VISION,
 ];
 
 /// The family of a config that names none (neither `model_type` nor `architectures`): BERT's
@@ -216,7 +223,7 @@ mod tests {
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
-                 gemma2, gemma3_text, phi3, bart, mbart, marian, t5"
+                 gemma2, gemma3_text, phi3, bart, mbart, marian, t5, vit, deit, dinov2, clip_vision_model"
             ),
             "{err}"
         );

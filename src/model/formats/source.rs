@@ -53,6 +53,13 @@ pub const VOCAB_TXT: TokenizerFiles = TokenizerFiles {
     optional: &["tokenizer_config.json", "special_tokens_map.json"],
 };
 
+/// A vision model's image processor settings: it has no tokenizer (`preprocessor_config.json`
+/// says how an image becomes its input, see [`crate::pixels`]).
+pub const IMAGE_PROCESSOR: &[TokenizerFiles] = &[TokenizerFiles {
+    required: &["preprocessor_config.json"],
+    optional: &[],
+}];
+
 /// What most families' checkpoints ship: tokenizer.json, else vocab.txt.
 pub const TOKENIZERS: &[TokenizerFiles] = &[TOKENIZER_JSON, VOCAB_TXT];
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::gguf::{gguf_tensor_name, GgufFile};
+use super::gguf::{gguf_tensor_name_for, GgufFile};
 use super::validate::first_non_finite;
 use super::weights::{Checkpoint, MatrixWeight, Weight};
 use crate::model::error::Error;
@@ -105,6 +105,8 @@ impl Tensors for Checkpoint {
 /// memory map ([`GgufFile::stored`]), everything else (norms, biases) dequantised to f32.
 pub struct TensorMap<'a> {
     file: &'a GgufFile,
+    /// `general.architecture`, which decides the names' layout.
+    arch: String,
     /// Named in errors.
     origin: String,
 }
@@ -112,13 +114,14 @@ pub struct TensorMap<'a> {
 impl<'a> TensorMap<'a> {
     /// The tensors of `file`, named `origin` in messages.
     pub fn new(file: &'a GgufFile, origin: String) -> TensorMap<'a> {
-        TensorMap { file, origin }
+        let arch = file.architecture().unwrap_or("llama").to_string();
+        TensorMap { file, arch, origin }
     }
 
     /// The GGUF name of `full`, checked to be in the file with `shape`.
     fn locate(&self, full: &str, shape: &[usize]) -> Result<String, Error> {
         let missing = || Error::Input(format!("{} has no tensor {full}", self.origin));
-        let gguf = gguf_tensor_name(full).ok_or_else(missing)?;
+        let gguf = gguf_tensor_name_for(&self.arch, full).ok_or_else(missing)?;
         let info = self.file.tensor_info(&gguf).ok_or_else(missing)?;
         if info.shape != shape {
             return Err(Error::Input(format!(
@@ -168,7 +171,7 @@ impl Tensors for TensorMap<'_> {
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        let gguf = gguf_tensor_name(&format!("model.{name}"))?;
+        let gguf = gguf_tensor_name_for(&self.arch, &format!("model.{name}"))?;
         self.file.tensor_info(&gguf).map(|t| t.shape)
     }
 

@@ -13,6 +13,7 @@ mod font;
 mod grid;
 mod layout;
 mod paint;
+pub mod picture;
 mod scale;
 mod scene;
 mod single;

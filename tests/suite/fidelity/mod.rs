@@ -9,11 +9,13 @@
 
 mod decoders;
 pub mod families;
+mod gguf_quantized;
 mod oracle;
 pub mod reference;
 mod rxnmapper;
 mod seq2seq;
 mod smollm2;
+mod vision;
 
 use std::path::Path;
 

@@ -1,5 +1,8 @@
-//! Helpers shared by integration tests and benchmarks: attention values that look like an
-//! encoder's (softmax of random query/key vectors) and the sidecar the browser tests read.
+//! Every synthetic attention value of the integration tests and benchmarks, and the sidecar the
+//! browser tests read: softmax of random query/key vectors (like an encoder's, vectors kept),
+//! banded heads (a sink and a diagonal, for the output benchmarks) and random softmax rows
+//! (large shapes made cheaply, for the analysis benchmarks). The unit tests' builders are in
+//! src/attention/tests.rs.
 
 use std::path::Path;
 
@@ -179,3 +182,155 @@ pub fn write_expectations(path: &Path, att: &Attention, opts: &HtmlOptions) {
 
 #[allow(unused_imports)]
 pub use super::models::minilm::minilm_dir;
+
+/// An attention shaped like real heads, for the output benchmarks (writing it costs what a real
+/// one does): `layers × heads` heads over `n` tokens, each row a `[CLS]` sink, a diagonal band
+/// and a little noise, summing to 1; WordPiece-like labels.
+pub fn banded_attention(n: usize, layers: usize, heads: usize) -> Attention {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f32 / (1u64 << 53) as f32
+    };
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    for l in 0..layers {
+        for h in 0..heads {
+            let offset = (l + h) % 3;
+            for q in 0..n {
+                let row: Vec<f32> = (0..n)
+                    .map(|k| {
+                        let mut w = 0.02 * rand();
+                        if k == 0 {
+                            w += 0.5;
+                        }
+                        if k + offset == q + 1 {
+                            w += 0.4;
+                        }
+                        w
+                    })
+                    .collect();
+                let sum: f32 = row.iter().sum();
+                weights.extend(row.iter().map(|w| w / sum));
+            }
+        }
+    }
+    let tokens: Vec<String> = (0..n)
+        .map(|i| match i {
+            0 => "[CLS]".into(),
+            i if i == n - 1 => "[SEP]".into(),
+            i => ["the", "attention", "##s", "head", "looks", ",", "at"][i % 7].into(),
+        })
+        .collect();
+    let roles = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match (i, t.starts_with('[')) {
+            (0, _) => Role::Start,
+            (_, true) => Role::End,
+            _ if t.starts_with("##") => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens.clone(),
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        (0..n).map(Some).collect(),
+        surfaces,
+    );
+    Attention::new(
+        ModelInfo {
+            id: "bench".into(),
+            revision: None,
+            name: None,
+            family: "BERT".into(),
+            layers,
+            heads,
+            hidden_size: heads * 32,
+            head_dim: 32,
+        },
+        tokens.join(" "),
+        None,
+        units,
+        weights,
+    )
+    .unwrap()
+}
+
+/// `layers × heads` heads over `n` tokens whose rows are softmaxes of random scores (no query/key
+/// vectors, so large shapes are cheap to make), for the analysis benchmarks; `[CLS] w1 ##p2 …
+/// [SEP]` labels, every other token continuing a word.
+pub fn random_rows_attention(n: usize, layers: usize, heads: usize) -> Attention {
+    let mut state = 0x9e3779b97f4a7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut weights = Vec::with_capacity(layers * heads * n * n);
+    let mut row = vec![0f32; n];
+    for _ in 0..layers * heads * n {
+        row.iter_mut().for_each(|x| *x = (6.0 * next()).exp());
+        let sum: f32 = row.iter().sum();
+        weights.extend(row.iter().map(|x| x / sum));
+    }
+    // [CLS] w0 ##p w1 ##p … [SEP]: every other token continues a word
+    let tokens: Vec<String> = (0..n)
+        .map(|i| match i {
+            0 => "[CLS]".into(),
+            i if i == n - 1 => "[SEP]".into(),
+            i if i % 2 == 0 => format!("##p{i}"),
+            i => format!("w{i}"),
+        })
+        .collect();
+    let roles = (0..n)
+        .map(|i| match i {
+            0 => Role::Start,
+            i if i == n - 1 => Role::End,
+            i if i % 2 == 0 => Role::Piece,
+            _ => Role::Word,
+        })
+        .collect();
+    let word_ids = (0..n)
+        .map(|i| (i != 0 && i != n - 1).then_some((i - 1) / 2))
+        .collect();
+    let surfaces = tokens
+        .iter()
+        .map(|t| t.trim_start_matches('#').to_string())
+        .collect();
+    let units = Units::tokens(
+        tokens,
+        (0..n as u32).collect(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids,
+        surfaces,
+    );
+    Attention::new(
+        ModelInfo {
+            id: "random".into(),
+            revision: None,
+            name: None,
+            family: "BERT".into(),
+            layers,
+            heads,
+            hidden_size: 768,
+            head_dim: 64,
+        },
+        String::new(),
+        None,
+        units,
+        weights,
+    )
+    .unwrap()
+}

@@ -34,7 +34,10 @@ use rayon::prelude::*;
 
 pub use chat::{ChatError, ChatMessage, ChatTemplate};
 pub use dequant::{type_name, unpermute_rows, F32Tensor};
-pub use params::{gguf_tensor_name, hf_tensor_name, DecoderParams, RopeScaling};
+pub use params::{
+    gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name, hf_tensor_name_for, DecoderParams,
+    RopeScaling,
+};
 pub use tokenizer::GgufTokenizer;
 
 use super::candle_message;
@@ -287,9 +290,13 @@ impl GgufFile {
             ));
         }
         let rope_dims = self.get_usize(&key("rope.dimension_count"))?;
-        let head_dim = match self.get_usize(&key("attention.key_length"))?.or(rope_dims) {
+        // llama.cpp's rule: key_length, else hidden / heads. RoPE's dimension count is the
+        // head size only as a last resort: Phi-3 rotates part of each head.
+        let key_length = self.get_usize(&key("attention.key_length"))?;
+        let head_dim = match key_length {
             Some(d) => d,
             None if hidden % heads == 0 => hidden / heads,
+            None if rope_dims.is_some() => rope_dims.unwrap_or(0),
             None => {
                 return Err(self.meta_err(
                     &key("embedding_length"),
@@ -342,6 +349,13 @@ impl GgufFile {
             bos_token_id: self.get_u32("tokenizer.ggml.bos_token_id")?,
             eos_token_id: self.get_u32("tokenizer.ggml.eos_token_id")?,
             pad_token_id: self.get_u32("tokenizer.ggml.padding_token_id")?,
+            attn_logit_softcapping: self.get_f64(&key("attn_logit_softcapping"))?,
+            final_logit_softcapping: self.get_f64(&key("final_logit_softcapping"))?,
+            rope_attn_factor: self.get_f64(&key("rope.scaling.attn_factor"))?,
+            rope_original_context_length: self
+                .get_usize(&key("rope.scaling.original_context_length"))?,
+            rope_factors_tensors: self.has_tensor("rope_factors_long.weight")
+                && self.has_tensor("rope_factors_short.weight"),
             architecture: arch,
         })
     }

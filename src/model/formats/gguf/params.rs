@@ -42,11 +42,11 @@ pub struct DecoderParams {
     pub num_attention_heads: usize,
     /// `{arch}.attention.head_count_kv`; the head count when absent (no GQA).
     pub num_key_value_heads: usize,
-    /// `{arch}.attention.key_length`, else `{arch}.rope.dimension_count`, else
-    /// `hidden_size / num_attention_heads`.
+    /// `{arch}.attention.key_length`, else `hidden_size / num_attention_heads` (llama.cpp's
+    /// rule), else `{arch}.rope.dimension_count`.
     pub head_dim: usize,
     /// `{arch}.rope.dimension_count`: how many dimensions of each head RoPE rotates; `head_dim`
-    /// when absent. Fewer than `head_dim` is partial rotary, which a Llama model never has.
+    /// when absent. Fewer than `head_dim` is partial rotary (Phi-3), which a Llama model never has.
     pub rope_dimension_count: usize,
     /// `{arch}.rope.freq_base`; 10,000 when absent (llama.cpp's default).
     pub rope_theta: f64,
@@ -77,23 +77,115 @@ pub struct DecoderParams {
     pub eos_token_id: Option<u32>,
     /// `tokenizer.ggml.padding_token_id`.
     pub pad_token_id: Option<u32>,
+    /// `{arch}.attn_logit_softcapping` (Gemma 2), when stated.
+    pub attn_logit_softcapping: Option<f64>,
+    /// `{arch}.final_logit_softcapping` (Gemma 2), when stated.
+    pub final_logit_softcapping: Option<f64>,
+    /// `{arch}.rope.scaling.attn_factor` (Phi-3's LongRoPE attention factor), when stated.
+    pub rope_attn_factor: Option<f64>,
+    /// `{arch}.rope.scaling.original_context_length`, when stated (Phi-3's LongRoPE switches
+    /// from its short to its long factors beyond it).
+    pub rope_original_context_length: Option<usize>,
+    /// Whether the file has `rope_factors_long.weight` and `rope_factors_short.weight`: Phi-3's
+    /// LongRoPE factors as llama.cpp's converter writes them.
+    pub rope_factors_tensors: bool,
 }
 
 /// transformers' name for a llama.cpp tensor name (`blk.3.attn_q.weight` →
 /// `model.layers.3.self_attn.q_proj.weight`), for the Llama-like architectures (Qwen3's
 /// `attn_q_norm`/`attn_k_norm` included); `None` for a name outside that layout.
 /// `rope_freqs.weight` (Llama 3.1's per-frequency divisors, which transformers computes from
-/// its config instead) is kept as `model.rope_freqs.weight`.
+/// its config instead) is kept as `model.rope_freqs.weight`. [`hf_tensor_name_for`] knows the
+/// other architectures' layouts.
 pub fn hf_tensor_name(gguf: &str) -> Option<String> {
-    let fixed = match gguf {
-        "token_embd.weight" => Some("model.embed_tokens.weight"),
-        "output_norm.weight" => Some("model.norm.weight"),
-        "output.weight" => Some("lm_head.weight"),
-        "rope_freqs.weight" => Some("model.rope_freqs.weight"),
-        _ => None,
-    };
-    if let Some(name) = fixed {
-        return Some(name.to_string());
+    hf_tensor_name_for("llama", gguf)
+}
+
+/// The llama.cpp name of a transformers tensor name: the inverse of [`hf_tensor_name`].
+pub fn gguf_tensor_name(hf: &str) -> Option<String> {
+    gguf_tensor_name_for("llama", hf)
+}
+
+/// The names outside the layers, the same in every architecture: (GGUF, transformers).
+/// Phi-3's LongRoPE factors (`rope_factors_long`/`_short`, which transformers reads from its
+/// config) are kept under `model.` as `rope_freqs.weight` is.
+const FIXED: [(&str, &str); 6] = [
+    ("token_embd.weight", "model.embed_tokens.weight"),
+    ("output_norm.weight", "model.norm.weight"),
+    ("output.weight", "lm_head.weight"),
+    ("rope_freqs.weight", "model.rope_freqs.weight"),
+    ("rope_factors_long.weight", "model.rope_factors_long.weight"),
+    (
+        "rope_factors_short.weight",
+        "model.rope_factors_short.weight",
+    ),
+];
+
+/// A layer's tensors in architecture `arch`: (GGUF part, transformers part), as llama.cpp's
+/// converter (gguf-py's `tensor_mapping.py`) names them. Gemma's `ffn_norm` is the norm before
+/// the feed-forward block (`pre_feedforward_layernorm`), Llama's the one after the attention
+/// (`post_attention_layernorm`); Phi-3's `ffn_up` is the fused `gate_up_proj`.
+fn layer_parts(arch: &str) -> &'static [(&'static str, &'static str)] {
+    const COMMON: [(&str, &str); 10] = [
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_q_norm", "self_attn.q_norm"),
+        ("attn_k_norm", "self_attn.k_norm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("ffn_up", "mlp.up_proj"),
+    ];
+    const LLAMA: [(&str, &str); 11] =
+        concat_parts(COMMON, [("ffn_norm", "post_attention_layernorm")]);
+    const GEMMA: [(&str, &str); 13] = concat_parts(
+        COMMON,
+        [
+            ("ffn_norm", "pre_feedforward_layernorm"),
+            ("post_attention_norm", "post_attention_layernorm"),
+            ("post_ffw_norm", "post_feedforward_layernorm"),
+        ],
+    );
+    const PHI3: [(&str, &str); 6] = [
+        ("attn_norm", "input_layernorm"),
+        ("attn_qkv", "self_attn.qkv_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("ffn_norm", "post_attention_layernorm"),
+        ("ffn_up", "mlp.gate_up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+    ];
+    match arch {
+        "gemma2" | "gemma3" => &GEMMA,
+        "phi3" => &PHI3,
+        _ => &LLAMA,
+    }
+}
+
+const fn concat_parts<const A: usize, const B: usize, const N: usize>(
+    a: [(&'static str, &'static str); A],
+    b: [(&'static str, &'static str); B],
+) -> [(&'static str, &'static str); N] {
+    let mut out = [("", ""); N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+/// [`hf_tensor_name`] for a file of architecture `arch` (`general.architecture`): Gemma 2/3's
+/// four norms per layer and Phi-3's fused q/k/v and gate/up maps are named as transformers'
+/// `Gemma2ForCausalLM`/`Gemma3ForCausalLM` and `Phi3ForCausalLM` name them.
+pub fn hf_tensor_name_for(arch: &str, gguf: &str) -> Option<String> {
+    if let Some((_, hf)) = FIXED.iter().find(|(g, _)| *g == gguf) {
+        return Some(hf.to_string());
     }
     let rest = gguf.strip_prefix("blk.")?;
     let (layer, rest) = rest.split_once('.')?;
@@ -102,34 +194,15 @@ pub fn hf_tensor_name(gguf: &str) -> Option<String> {
     if suffix != "weight" && suffix != "bias" {
         return None;
     }
-    let hf = match part {
-        "attn_norm" => "input_layernorm",
-        "ffn_norm" => "post_attention_layernorm",
-        "attn_q" => "self_attn.q_proj",
-        "attn_k" => "self_attn.k_proj",
-        "attn_v" => "self_attn.v_proj",
-        "attn_output" => "self_attn.o_proj",
-        "attn_q_norm" => "self_attn.q_norm",
-        "attn_k_norm" => "self_attn.k_norm",
-        "ffn_gate" => "mlp.gate_proj",
-        "ffn_up" => "mlp.up_proj",
-        "ffn_down" => "mlp.down_proj",
-        _ => return None,
-    };
+    let (_, hf) = layer_parts(arch).iter().find(|(g, _)| *g == part)?;
     Some(format!("model.layers.{layer}.{hf}.{suffix}"))
 }
 
-/// The llama.cpp name of a transformers tensor name: the inverse of [`hf_tensor_name`].
-pub fn gguf_tensor_name(hf: &str) -> Option<String> {
-    let fixed = match hf {
-        "model.embed_tokens.weight" => Some("token_embd.weight"),
-        "model.norm.weight" => Some("output_norm.weight"),
-        "lm_head.weight" => Some("output.weight"),
-        "model.rope_freqs.weight" => Some("rope_freqs.weight"),
-        _ => None,
-    };
-    if let Some(name) = fixed {
-        return Some(name.to_string());
+/// The llama.cpp name of a transformers tensor name in architecture `arch`: the inverse of
+/// [`hf_tensor_name_for`].
+pub fn gguf_tensor_name_for(arch: &str, hf: &str) -> Option<String> {
+    if let Some((gguf, _)) = FIXED.iter().find(|(_, h)| *h == hf) {
+        return Some(gguf.to_string());
     }
     let rest = hf.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
@@ -138,20 +211,7 @@ pub fn gguf_tensor_name(hf: &str) -> Option<String> {
     if suffix != "weight" && suffix != "bias" {
         return None;
     }
-    let gguf = match part {
-        "input_layernorm" => "attn_norm",
-        "post_attention_layernorm" => "ffn_norm",
-        "self_attn.q_proj" => "attn_q",
-        "self_attn.k_proj" => "attn_k",
-        "self_attn.v_proj" => "attn_v",
-        "self_attn.o_proj" => "attn_output",
-        "self_attn.q_norm" => "attn_q_norm",
-        "self_attn.k_norm" => "attn_k_norm",
-        "mlp.gate_proj" => "ffn_gate",
-        "mlp.up_proj" => "ffn_up",
-        "mlp.down_proj" => "ffn_down",
-        _ => return None,
-    };
+    let (gguf, _) = layer_parts(arch).iter().find(|(_, h)| *h == part)?;
     Some(format!("blk.{layer}.{gguf}.{suffix}"))
 }
 
@@ -201,6 +261,73 @@ mod tests {
         }
         assert_eq!(
             gguf_tensor_name("model.layers.0.self_attn.rotary_emb.inv_freq"),
+            None
+        );
+    }
+
+    #[test]
+    fn gemma_and_phi3_layouts_are_their_own() {
+        for (arch, gguf, hf) in [
+            (
+                "gemma2",
+                "blk.1.ffn_norm.weight",
+                "model.layers.1.pre_feedforward_layernorm.weight",
+            ),
+            (
+                "gemma3",
+                "blk.0.post_attention_norm.weight",
+                "model.layers.0.post_attention_layernorm.weight",
+            ),
+            (
+                "gemma2",
+                "blk.0.post_ffw_norm.weight",
+                "model.layers.0.post_feedforward_layernorm.weight",
+            ),
+            (
+                "gemma3",
+                "blk.4.attn_k_norm.weight",
+                "model.layers.4.self_attn.k_norm.weight",
+            ),
+            (
+                "phi3",
+                "blk.2.attn_qkv.weight",
+                "model.layers.2.self_attn.qkv_proj.weight",
+            ),
+            (
+                "phi3",
+                "blk.0.ffn_up.weight",
+                "model.layers.0.mlp.gate_up_proj.weight",
+            ),
+            (
+                "phi3",
+                "blk.0.ffn_norm.weight",
+                "model.layers.0.post_attention_layernorm.weight",
+            ),
+            (
+                "phi3",
+                "rope_factors_long.weight",
+                "model.rope_factors_long.weight",
+            ),
+        ] {
+            assert_eq!(
+                hf_tensor_name_for(arch, gguf).as_deref(),
+                Some(hf),
+                "{arch}"
+            );
+            assert_eq!(
+                gguf_tensor_name_for(arch, hf).as_deref(),
+                Some(gguf),
+                "{arch}"
+            );
+        }
+        // Each layout has only its own names.
+        assert_eq!(
+            hf_tensor_name_for("llama", "blk.0.post_ffw_norm.weight"),
+            None
+        );
+        assert_eq!(hf_tensor_name_for("phi3", "blk.0.attn_q.weight"), None);
+        assert_eq!(
+            gguf_tensor_name_for("gemma2", "model.layers.0.mlp.gate_up_proj.weight"),
             None
         );
     }

@@ -1,0 +1,178 @@
+//! The [`Model`] side of the vision families: an image (a file, or pixels already in memory)
+//! through the model's image processor and its vision network, and the attention labelled by
+//! patch: units `CLS`, `DIST`, `REG0`…, and each patch's `row,col`, with the picture, grid and
+//! preprocessing attached ([`crate::attention::image::ImageInput`]).
+
+use std::path::Path;
+
+use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
+use crate::attention::image::{Cell, ImageInput};
+use crate::attention::{Attention, ModelInfo, Role, Units};
+use crate::pixels::{self, ImageProcessor, Rgb};
+
+/// The image processor in a vision model's folder.
+pub fn image_processor(dir: &Path) -> Result<ImageProcessor, Error> {
+    ImageProcessor::load(&dir.join("preprocessor_config.json"))
+        .map_err(|e| Error::Input(e.to_string()))
+}
+
+impl Model {
+    /// Whether the model reads images (a vision family).
+    pub fn is_vision(&self) -> bool {
+        self.network.vision().is_some()
+    }
+
+    /// The model's image processor, for a vision model.
+    pub fn image_processor(&self) -> Option<&ImageProcessor> {
+        self.image_processor.as_ref()
+    }
+
+    /// Decode the image file `path` and run it ([`Model::encode_rgb`]).
+    pub fn encode_image(&self, path: &Path, opts: &EncodeOptions) -> Result<Encoding, Error> {
+        self.vision_or_refuse()?;
+        let rgb = pixels::decode(path).map_err(|e| Error::Input(e.to_string()))?;
+        let source = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        self.encode_rgb(&rgb, &source, opts)
+    }
+
+    fn vision_or_refuse(&self) -> Result<&dyn super::blocks::vision::Vision, Error> {
+        self.network.vision().ok_or_else(|| {
+            Error::Input(format!(
+                "{} is a text model ({}); it reads text, not images",
+                self.info.name(),
+                self.family()
+            ))
+        })
+    }
+
+    /// Preprocess `rgb` as the model's `preprocessor_config.json` says and run it, capturing
+    /// every layer's and head's attention over the patches; `source` names the picture in the
+    /// views.
+    pub fn encode_rgb(
+        &self,
+        rgb: &Rgb,
+        source: &str,
+        opts: &EncodeOptions,
+    ) -> Result<Encoding, Error> {
+        let vision = self.vision_or_refuse()?;
+        let processor = self
+            .image_processor
+            .as_ref()
+            .ok_or_else(|| Error::Input("the model has no image processor".into()))?;
+        let prepared = processor.prepare(rgb);
+        let p = vision.patch_size();
+        if prepared.width < p || prepared.height < p {
+            return Err(Error::Input(format!(
+                "the model's input is {}×{} pixels, smaller than one {p}×{p} patch; its preprocessor_config.json makes no patch grid",
+                prepared.width, prepared.height
+            )));
+        }
+        let grid = [prepared.height / p, prepared.width / p];
+        let cells = vision.cells(grid);
+        let n = cells.len();
+        let arch = self.network.architecture();
+        let all: Vec<usize> = (0..arch.layers).collect();
+        let layers = opts.layers.clone().unwrap_or(all);
+        self.check_layers(&layers)?;
+        self.check_capture_size(&[n], opts.capture_query_key, layers.len(), opts.max_memory)?;
+        let mut capture = SequenceCapture::for_layers(arch, n, n, opts.capture_query_key, &layers);
+        let hidden = vision.forward_pixels(
+            &prepared.pixels,
+            prepared.width,
+            prepared.height,
+            &mut capture,
+        );
+        let mut steps = prepared.steps;
+        let trained = vision.trained_grid();
+        if grid != trained {
+            steps.positions_from = Some(trained);
+        }
+        let labels: Vec<String> = cells.iter().map(|c| c.label()).collect();
+        let roles = cells
+            .iter()
+            .map(|c| match c {
+                Cell::Class => Role::Start,
+                Cell::Patch { .. } => Role::Word,
+                _ => Role::Special,
+            })
+            .collect();
+        let mut word = 0;
+        let word_ids = cells
+            .iter()
+            .map(|c| {
+                c.is_special().not_then(|| {
+                    word += 1;
+                    word - 1
+                })
+            })
+            .collect();
+        let surfaces = cells
+            .iter()
+            .map(|c| {
+                if c.is_special() {
+                    String::new()
+                } else {
+                    c.label()
+                }
+            })
+            .collect();
+        let units = Units::tokens(
+            labels,
+            Vec::new(),
+            vec![0; n],
+            vec![0; n],
+            roles,
+            word_ids,
+            surfaces,
+        );
+        let info = ModelInfo {
+            layers: layers.len(),
+            ..self.info.clone()
+        };
+        let image = ImageInput {
+            source: source.to_string(),
+            original: prepared.original,
+            input: [prepared.width, prepared.height],
+            patch: p,
+            grid,
+            preprocessing: steps,
+            cells,
+            view: prepared.view,
+        };
+        let query_key =
+            capture
+                .query_key
+                .take()
+                .map(|(queries, keys)| crate::attention::QueryKey {
+                    queries,
+                    keys,
+                    scale: None,
+                });
+        let attention = Attention::new(info, source.to_string(), None, units, capture.probs)
+            .and_then(|a| a.with_layer_numbers(layers))
+            .and_then(|a| a.with_query_key(query_key))
+            .and_then(|a| a.with_image(image))
+            .map_err(|e| Error::Forward(e.to_string()))?;
+        Ok(Encoding {
+            attention,
+            hidden,
+            truncated_from: None,
+            bytes_cut: false,
+            generation: None,
+            values: None,
+        })
+    }
+}
+
+trait NotThen {
+    fn not_then<T>(self, f: impl FnOnce() -> T) -> Option<T>;
+}
+
+impl NotThen for bool {
+    fn not_then<T>(self, f: impl FnOnce() -> T) -> Option<T> {
+        (!self).then(f)
+    }
+}

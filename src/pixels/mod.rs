@@ -1,0 +1,578 @@
+//! Image input for the vision families: decode a PNG, JPEG or WebP file with bounded memory,
+//! then make the model's input as transformers' PIL image processors do from the model's
+//! `preprocessor_config.json`: RGB conversion, resize (fixed size or shortest edge; PIL's
+//! filters, [`resample`]), centre crop, rescale and normalise, in that order. The result keeps
+//! the 8-bit picture the model saw, for the views to draw on.
+
+pub mod resample;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::attention::image::{Preprocessing, Resize};
+pub use resample::Filter;
+
+/// The largest side a decoded image may have (the header is read first, so a bigger one is
+/// refused before any pixel is decoded).
+pub const MAX_SIDE: u32 = 16_384;
+/// The most pixels a decoded image may have: 64 megapixels (192 MiB as RGB).
+pub const MAX_PIXELS: u64 = 64 << 20;
+/// The most bytes a decoder may hold at once.
+pub const MAX_DECODE_BYTES: u64 = 512 << 20;
+
+/// Why an image could not be read or prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PixelsError {
+    /// The file cannot be read.
+    #[error("cannot read image {}: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's reason.
+        reason: String,
+    },
+    /// Not a PNG, JPEG or WebP, or damaged.
+    #[error("{} is not a readable image ({reason}); give a PNG, JPEG or WebP file", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's reason.
+        reason: String,
+    },
+    /// Larger than the limits (a decompression bomb, or a huge scan).
+    #[error("{} is {width}×{height} pixels, more than attnviz decodes (at most {MAX_SIDE} a side and {} megapixels); scale it down first", path.display(), MAX_PIXELS >> 20)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its width.
+        width: u64,
+        /// Its height.
+        height: u64,
+    },
+    /// No pixels at all.
+    #[error("{} is an empty image (0×0 pixels)", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// An animation: which frame to read is not obvious.
+    #[error("{} is animated ({format}); give a still image (one frame saved as PNG)", path.display())]
+    Animated {
+        /// The file.
+        path: PathBuf,
+        /// `APNG` or `animated WebP`.
+        format: &'static str,
+    },
+    /// An array that is not an image.
+    #[error("{0}")]
+    Array(String),
+    /// preprocessor_config.json cannot be used.
+    #[error("{}: {reason}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// An 8-bit RGB picture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rgb {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// `width · height · 3` bytes, row-major.
+    pub data: Vec<u8>,
+    /// The colour type it was decoded from (`rgb8`, `l8`, …).
+    pub color: String,
+}
+
+impl Rgb {
+    /// A picture from `height × width × channels` bytes (1: gray, 3: RGB, 4: RGBA, whose alpha
+    /// is composited onto white as transformers' `convert_to_rgb` does).
+    pub fn from_array(
+        data: &[u8],
+        height: usize,
+        width: usize,
+        channels: usize,
+    ) -> Result<Rgb, PixelsError> {
+        let bad = |why: String| PixelsError::Array(why);
+        if width == 0 || height == 0 {
+            return Err(bad("the image array is empty (0 pixels)".into()));
+        }
+        if width as u64 * height as u64 > MAX_PIXELS {
+            return Err(bad(format!(
+                "the image array is {width}×{height} pixels, more than {} megapixels",
+                MAX_PIXELS >> 20
+            )));
+        }
+        if data.len() != width * height * channels {
+            return Err(bad(format!(
+                "the image array holds {} values, not {height}×{width}×{channels}",
+                data.len()
+            )));
+        }
+        let (rgb, color) = match channels {
+            1 => (data.iter().flat_map(|&v| [v, v, v]).collect(), "l8"),
+            3 => (data.to_vec(), "rgb8"),
+            4 => (
+                data.chunks_exact(4)
+                    .flat_map(|p| {
+                        let a = p[3] as u32;
+                        let blend = |c: u8| ((c as u32 * a + 255 * (255 - a) + 127) / 255) as u8;
+                        [blend(p[0]), blend(p[1]), blend(p[2])]
+                    })
+                    .collect(),
+                "rgba8",
+            ),
+            c => {
+                return Err(bad(format!(
+                    "an image array has 1, 3 or 4 channels, not {c}"
+                )))
+            }
+        };
+        Ok(Rgb {
+            width,
+            height,
+            data: rgb,
+            color: color.into(),
+        })
+    }
+}
+
+/// Decode `path` (PNG, JPEG or WebP, by content) to RGB with bounded memory: the header is read
+/// first and an image over [`MAX_SIDE`] a side or [`MAX_PIXELS`] is refused before decoding;
+/// animations are refused.
+pub fn decode(path: &Path) -> Result<Rgb, PixelsError> {
+    let corrupt = |e: image::ImageError| match e {
+        image::ImageError::Limits(_) => PixelsError::TooLarge {
+            path: path.to_path_buf(),
+            width: 0,
+            height: 0,
+        },
+        e => PixelsError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+    };
+    let meta = std::fs::metadata(path).map_err(|e| PixelsError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err(PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: "not a regular file".into(),
+        });
+    }
+    let file = std::fs::File::open(path).map_err(|e| PixelsError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mut reader = image::io::Reader::new(std::io::BufReader::new(file))
+        .with_guessed_format()
+        .map_err(|e| PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let format = reader.format();
+    // Animated files are refused by their own decoders' flags.
+    match format {
+        Some(image::ImageFormat::Png) => {
+            let f = std::fs::File::open(path).map_err(|e| PixelsError::Read {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            let dec =
+                image::codecs::png::PngDecoder::new(std::io::BufReader::new(f)).map_err(corrupt)?;
+            if dec.is_apng() {
+                return Err(PixelsError::Animated {
+                    path: path.to_path_buf(),
+                    format: "APNG",
+                });
+            }
+        }
+        Some(image::ImageFormat::WebP) => {
+            let f = std::fs::File::open(path).map_err(|e| PixelsError::Read {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            let dec = image::codecs::webp::WebPDecoder::new(std::io::BufReader::new(f))
+                .map_err(corrupt)?;
+            if dec.has_animation() {
+                return Err(PixelsError::Animated {
+                    path: path.to_path_buf(),
+                    format: "animated WebP",
+                });
+            }
+        }
+        Some(image::ImageFormat::Jpeg) => {}
+        _ => {
+            return Err(PixelsError::Corrupt {
+                path: path.to_path_buf(),
+                reason: match format {
+                    Some(f) => format!("{f:?} files are not read"),
+                    None => "unknown format".into(),
+                },
+            })
+        }
+    }
+    let (w, h) = reader.into_dimensions().map_err(corrupt)?;
+    check_size(path, w as u64, h as u64)?;
+    reader = image::io::Reader::new(std::io::BufReader::new(std::fs::File::open(path).map_err(
+        |e| PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+    )?))
+    .with_guessed_format()
+    .map_err(|e| PixelsError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mut limits = image::io::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    reader.limits(limits);
+    let img = reader.decode().map_err(corrupt)?;
+    let color = format!("{:?}", img.color()).to_lowercase();
+    let rgb = match img {
+        image::DynamicImage::ImageRgb8(rgb) => rgb,
+        image::DynamicImage::ImageRgba8(rgba) => {
+            let (w, h) = rgba.dimensions();
+            let data = Rgb::from_array(rgba.as_raw(), h as usize, w as usize, 4)?.data;
+            image::RgbImage::from_raw(w, h, data).expect("sized")
+        }
+        other => other.to_rgb8(),
+    };
+    Ok(Rgb {
+        width: rgb.width() as usize,
+        height: rgb.height() as usize,
+        data: rgb.into_raw(),
+        color,
+    })
+}
+
+fn check_size(path: &Path, w: u64, h: u64) -> Result<(), PixelsError> {
+    if w == 0 || h == 0 {
+        return Err(PixelsError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    if w > MAX_SIDE as u64 || h > MAX_SIDE as u64 || w * h > MAX_PIXELS {
+        return Err(PixelsError::TooLarge {
+            path: path.to_path_buf(),
+            width: w,
+            height: h,
+        });
+    }
+    Ok(())
+}
+
+/// How the size of the resized image is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Size {
+    /// Exactly `width × height`.
+    Fixed {
+        /// Width.
+        width: usize,
+        /// Height.
+        height: usize,
+    },
+    /// The shorter side becomes this, the aspect ratio kept (the longer side truncated).
+    ShortestEdge(usize),
+}
+
+/// A model's `preprocessor_config.json`, read with transformers' defaults for the PIL
+/// processors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageProcessor {
+    /// `do_resize` and `size`.
+    pub resize: Option<Size>,
+    /// `resample`.
+    pub filter: Filter,
+    /// `do_center_crop` and `crop_size` (`[width, height]`).
+    pub crop: Option<[usize; 2]>,
+    /// `do_rescale` and `rescale_factor`.
+    pub rescale: Option<f64>,
+    /// `do_normalize`, `image_mean` and `image_std`.
+    pub normalize: Option<[[f64; 3]; 2]>,
+}
+
+/// The largest side a preprocessor may ask for.
+const MAX_INPUT_SIDE: usize = 8192;
+
+impl ImageProcessor {
+    /// Read `path`.
+    pub fn load(path: &Path) -> Result<ImageProcessor, PixelsError> {
+        let text = crate::small_file::read_text(path, 1 << 20, "preprocessor_config.json")
+            .map_err(|e| PixelsError::Config {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        Self::parse(&text).map_err(|reason| PixelsError::Config {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// Parse the text of a `preprocessor_config.json`.
+    pub fn parse(text: &str) -> Result<ImageProcessor, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        let flag = |k: &str, default: bool| v.get(k).and_then(Value::as_bool).unwrap_or(default);
+        let side = |s: &Value, k: &str| -> Result<Option<usize>, String> {
+            match s.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(x) => match x.as_u64() {
+                    Some(n) if n >= 1 && n as usize <= MAX_INPUT_SIDE => Ok(Some(n as usize)),
+                    _ => Err(format!(
+                        "{k} {x} is not a size from 1 to {MAX_INPUT_SIDE} pixels"
+                    )),
+                },
+            }
+        };
+        let size_of = |k: &str| -> Result<Option<Size>, String> {
+            let Some(s) = v.get(k) else { return Ok(None) };
+            if let Some(n) = s.as_u64() {
+                let n = side(&serde_json::json!({ "n": n }), "n")?.unwrap_or(0);
+                return Ok(Some(Size::Fixed {
+                    width: n,
+                    height: n,
+                }));
+            }
+            match (
+                side(s, "height")?,
+                side(s, "width")?,
+                side(s, "shortest_edge")?,
+            ) {
+                (Some(height), Some(width), _) => Ok(Some(Size::Fixed { width, height })),
+                (_, _, Some(e)) => Ok(Some(Size::ShortestEdge(e))),
+                _ => Err(format!(
+                    "{k} {s} has neither height and width nor shortest_edge"
+                )),
+            }
+        };
+        let resize = if flag("do_resize", true) {
+            Some(size_of("size")?.ok_or("do_resize is set but size is missing")?)
+        } else {
+            None
+        };
+        let filter = match v.get("resample") {
+            None | Some(Value::Null) => Filter::Bilinear,
+            Some(x) => x
+                .as_u64()
+                .and_then(Filter::from_pil)
+                .ok_or_else(|| format!("resample {x} is not one of PIL's filters 0–5"))?,
+        };
+        let crop = if flag("do_center_crop", false) {
+            match size_of("crop_size")?.ok_or("do_center_crop is set but crop_size is missing")? {
+                Size::Fixed { width, height } => Some([width, height]),
+                Size::ShortestEdge(_) => return Err("crop_size needs height and width".into()),
+            }
+        } else {
+            None
+        };
+        let rescale = if flag("do_rescale", true) {
+            Some(
+                v.get("rescale_factor")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(1.0 / 255.0),
+            )
+        } else {
+            None
+        };
+        let triple = |k: &str, default: [f64; 3]| -> Result<[f64; 3], String> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(default),
+                Some(Value::Array(a)) if a.len() == 3 => {
+                    let mut out = [0.0; 3];
+                    for (o, x) in out.iter_mut().zip(a) {
+                        *o = x
+                            .as_f64()
+                            .ok_or_else(|| format!("{k} {x} is not a number"))?;
+                    }
+                    Ok(out)
+                }
+                Some(x) if x.is_number() => Ok([x.as_f64().unwrap_or(0.0); 3]),
+                Some(x) => Err(format!("{k} {x} is not three numbers")),
+            }
+        };
+        let normalize = if flag("do_normalize", true) {
+            let mean = triple("image_mean", [0.5; 3])?;
+            let std = triple("image_std", [0.5; 3])?;
+            if std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
+                return Err(format!("image_std {std:?} has a zero or non-finite value"));
+            }
+            Some([mean, std])
+        } else {
+            None
+        };
+        Ok(ImageProcessor {
+            resize,
+            filter,
+            crop,
+            rescale,
+            normalize,
+        })
+    }
+
+    /// The model's input made from `img`: `[3, height, width]` f32 values, the 8-bit picture
+    /// before rescaling, and the steps taken.
+    pub fn prepare(&self, img: &Rgb) -> Prepared {
+        let (mut w, mut h) = (img.width, img.height);
+        let mut data = img.data.clone();
+        let mut steps = Preprocessing {
+            color: img.color.clone(),
+            resize: None,
+            crop: None,
+            rescale: self.rescale,
+            normalize: self.normalize,
+            positions_from: None,
+        };
+        if let Some(size) = self.resize {
+            let (nw, nh) = match size {
+                Size::Fixed { width, height } => (width, height),
+                Size::ShortestEdge(s) => {
+                    // transformers' get_resize_output_image_size: the long side truncated.
+                    let (short, long) = if w <= h { (w, h) } else { (h, w) };
+                    let new_long = (s as f64 * long as f64 / short as f64) as usize;
+                    let new_long = new_long.clamp(1, MAX_INPUT_SIDE * 8);
+                    if w <= h {
+                        (s, new_long)
+                    } else {
+                        (new_long, s)
+                    }
+                }
+            };
+            data = resample::resize(&data, w, h, nw, nh, self.filter);
+            (w, h) = (nw, nh);
+            steps.resize = Some(Resize {
+                width: w,
+                height: h,
+                filter: self.filter.as_str(),
+            });
+        }
+        if let Some([cw, ch]) = self.crop {
+            data = center_crop(&data, w, h, cw, ch);
+            (w, h) = (cw, ch);
+            steps.crop = Some([cw, ch]);
+        }
+        let mut pixels = vec![0f32; 3 * w * h];
+        for (i, px) in data.chunks_exact(3).enumerate() {
+            for c in 0..3 {
+                // As numpy does it: rescale in float64 then to float32, normalise in float32.
+                let mut v = px[c] as f64;
+                if let Some(s) = self.rescale {
+                    v *= s;
+                }
+                let mut v = v as f32;
+                if let Some([mean, std]) = self.normalize {
+                    v = (v - mean[c] as f32) / std[c] as f32;
+                }
+                pixels[c * w * h + i] = v;
+            }
+        }
+        Prepared {
+            pixels,
+            width: w,
+            height: h,
+            view: data,
+            original: [img.width, img.height],
+            steps,
+        }
+    }
+}
+
+/// transformers' `center_crop`: the centre `cw × ch` (top/left rounded down), padded with
+/// zeros where the image is smaller.
+fn center_crop(data: &[u8], w: usize, h: usize, cw: usize, ch: usize) -> Vec<u8> {
+    let mut out = vec![0u8; cw * ch * 3];
+    if cw <= w && ch <= h {
+        let (top, left) = ((h - ch) / 2, (w - cw) / 2);
+        for y in 0..ch {
+            out[y * cw * 3..][..cw * 3]
+                .copy_from_slice(&data[((top + y) * w + left) * 3..][..cw * 3]);
+        }
+        return out;
+    }
+    // Pad to at least the crop, the image centred (ceil), then crop.
+    let (nw, nh) = (cw.max(w), ch.max(h));
+    let (pt, pl) = ((nh - h).div_ceil(2), (nw - w).div_ceil(2));
+    let mut padded = vec![0u8; nw * nh * 3];
+    for y in 0..h {
+        padded[((pt + y) * nw + pl) * 3..][..w * 3].copy_from_slice(&data[y * w * 3..][..w * 3]);
+    }
+    let (top, left) = ((nh - ch) / 2, (nw - cw) / 2);
+    for y in 0..ch {
+        out[y * cw * 3..][..cw * 3]
+            .copy_from_slice(&padded[((top + y) * nw + left) * 3..][..cw * 3]);
+    }
+    out
+}
+
+/// A model's input made from a picture ([`ImageProcessor::prepare`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// `[3, height, width]`, channel-first.
+    pub pixels: Vec<f32>,
+    /// Width.
+    pub width: usize,
+    /// Height.
+    pub height: usize,
+    /// The 8-bit RGB picture after resize and crop, `[height, width, 3]`.
+    pub view: Vec<u8>,
+    /// The picture as given, `[width, height]`.
+    pub original: [usize; 2],
+    /// The steps taken.
+    pub steps: Preprocessing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processor_defaults_and_refusals() {
+        let p = ImageProcessor::parse(r#"{"size": {"height": 224, "width": 224}}"#).unwrap();
+        assert_eq!(
+            p.resize,
+            Some(Size::Fixed {
+                width: 224,
+                height: 224
+            })
+        );
+        assert_eq!(p.filter, Filter::Bilinear);
+        assert_eq!(p.crop, None);
+        assert_eq!(p.normalize, Some([[0.5; 3], [0.5; 3]]));
+        let e = ImageProcessor::parse(r#"{"size": {"height": 0, "width": 3}}"#).unwrap_err();
+        assert!(e.contains("height 0"), "{e}");
+        let e = ImageProcessor::parse(r#"{"resample": 9, "size": 3}"#).unwrap_err();
+        assert!(e.contains("resample 9"), "{e}");
+        let e = ImageProcessor::parse(r#"{"image_std": [0, 1, 1], "size": 3}"#).unwrap_err();
+        assert!(e.contains("zero"), "{e}");
+    }
+
+    #[test]
+    fn shortest_edge_keeps_the_aspect_and_crop_pads_small_images() {
+        let p = ImageProcessor::parse(
+            r#"{"size": {"shortest_edge": 4}, "do_center_crop": true, "crop_size": {"height": 2, "width": 6}, "do_normalize": false, "do_rescale": false}"#,
+        )
+        .unwrap();
+        let img = Rgb::from_array(&[100; 10 * 5 * 3], 5, 10, 3).unwrap();
+        let out = p.prepare(&img);
+        assert_eq!(
+            out.steps.resize.as_ref().map(|r| (r.width, r.height)),
+            Some((8, 4))
+        );
+        assert_eq!((out.width, out.height), (6, 2));
+        assert!(out.pixels.iter().all(|&v| v == 100.0));
+        // A crop wider than the image pads with zeros on both sides.
+        let padded = center_crop(&[9; 2 * 2 * 3], 2, 2, 4, 2);
+        assert_eq!(&padded[..3], &[0, 0, 0]);
+        assert_eq!(&padded[3..6], &[9, 9, 9]);
+    }
+}

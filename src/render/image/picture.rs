@@ -1,0 +1,532 @@
+//! Attention drawn on the picture a vision model saw (the attention's
+//! [`ImageInput`](crate::attention::image::ImageInput)): one query's attention over the patch
+//! grid overlaid on the image with alpha, a layer's heads as a grid of overlays, the whole
+//! model as layers × heads, and rollout over the image. The special tokens' shares (CLS,
+//! distillation, registers) are listed beside each overlay, never dropped. Also the terminal's
+//! version: the patch-grid heatmap beside a coarse rendering of the image.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::font;
+use super::ImageError;
+use crate::attention::image::{Cell, ImageInput};
+use crate::attention::{Attention, HeadSel};
+use crate::output::write_output;
+use crate::pixels::{resample, Filter};
+use crate::render::colormap::viridis;
+
+/// Which query's attention is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Query {
+    /// The class token (or, for a model without one, the first token).
+    #[default]
+    Cls,
+    /// The patch at `row`, `col`.
+    Patch(usize, usize),
+}
+
+/// What a picture figure shows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PictureSpec<'a> {
+    /// One head (or the mean of a layer's heads).
+    Head {
+        /// Captured layer index.
+        layer: usize,
+        /// Head or mean.
+        head: HeadSel,
+    },
+    /// Every head of one layer.
+    Layer {
+        /// Captured layer index.
+        layer: usize,
+    },
+    /// Every layer × head.
+    Model,
+    /// A rollout matrix `[n, n]` up to `layer`.
+    Rollout {
+        /// The layer it runs to.
+        layer: usize,
+        /// The matrix, over the attention's units.
+        matrix: &'a [f32],
+    },
+}
+
+/// Why a picture cannot be drawn.
+fn no_image() -> ImageError {
+    ImageError::Draw(super::paint::DrawError(
+        "this attention has no picture (it is not from a vision model)".into(),
+    ))
+}
+
+/// The unit index of `query`, or an error naming the grid.
+pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
+    let image = att.image.as_deref().ok_or_else(no_image)?;
+    let token = match query {
+        Query::Cls => image
+            .cells
+            .iter()
+            .position(|&c| c == Cell::Class)
+            .unwrap_or(0),
+        Query::Patch(r, c) => image.patch_token(r, c).ok_or_else(|| {
+            ImageError::Draw(super::paint::DrawError(format!(
+                "patch {r},{c} is outside the {}×{} patch grid (rows and columns from 0)",
+                image.grid[0], image.grid[1]
+            )))
+        })?,
+    };
+    let spans = &att.queries().spans;
+    spans.iter().position(|s| s.start == token).ok_or_else(|| {
+        ImageError::Draw(super::paint::DrawError(format!(
+            "the query token {} was left out of this view (special tokens excluded)",
+            image.cells[token].label()
+        )))
+    })
+}
+
+/// One row over the keys, spread back over the model's tokens (a unit left out of the view
+/// gets 0).
+fn row_by_token(att: &Attention, row: &[f32], image: &ImageInput) -> Vec<f32> {
+    let mut out = vec![0f32; image.cells.len()];
+    for (k, s) in att.keys().spans.iter().enumerate() {
+        if let Some(o) = out.get_mut(s.start) {
+            *o = row[k];
+        }
+    }
+    out
+}
+
+/// An RGB canvas.
+struct Canvas {
+    w: usize,
+    h: usize,
+    px: Vec<u8>,
+}
+
+impl Canvas {
+    fn new(w: usize, h: usize) -> Canvas {
+        Canvas {
+            w,
+            h,
+            px: vec![255; w * h * 3],
+        }
+    }
+
+    fn put(&mut self, x: i32, y: i32, rgb: [u8; 3], a: f32) {
+        if x < 0 || y < 0 || x as usize >= self.w || y as usize >= self.h {
+            return;
+        }
+        let i = (y as usize * self.w + x as usize) * 3;
+        for (d, &s) in self.px[i..i + 3].iter_mut().zip(&rgb) {
+            *d = (*d as f32 * (1.0 - a) + s as f32 * a).round() as u8;
+        }
+    }
+
+    fn text(&mut self, s: &str, size: f64, x: i32, y: i32) {
+        font::rasterize(s, size, false, 0.0, |dx, dy, c| {
+            self.put(x + dx, y + dy, [20, 20, 20], c)
+        });
+    }
+
+    fn rect(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
+        for yy in y..y + h {
+            for xx in x..x + w {
+                self.put(xx, yy, rgb, 1.0);
+            }
+        }
+    }
+
+    fn outline(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
+        for t in 0..2 {
+            for xx in x..x + w {
+                self.put(xx, y + t, rgb, 1.0);
+                self.put(xx, y + h - 1 - t, rgb, 1.0);
+            }
+            for yy in y..y + h {
+                self.put(x + t, yy, rgb, 1.0);
+                self.put(x + w - 1 - t, yy, rgb, 1.0);
+            }
+        }
+    }
+}
+
+/// The overlay of one attention row (by token) on the picture, `side` pixels on the longer side,
+/// with the query patch outlined.
+fn overlay(
+    image: &ImageInput,
+    row: &[f32],
+    side: usize,
+    query: Option<usize>,
+) -> (Vec<u8>, usize, usize) {
+    let [iw, ih] = image.input;
+    let scale = side as f64 / iw.max(ih) as f64;
+    let (w, h) = (
+        ((iw as f64 * scale).round() as usize).max(1),
+        ((ih as f64 * scale).round() as usize).max(1),
+    );
+    let base = resample::resize(&image.view, iw, ih, w, h, Filter::Bilinear);
+    let grid = image.on_grid(row);
+    let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
+    let [rows, cols] = image.grid;
+    let p = image.patch as f64 * scale;
+    let mut px = base;
+    for y in 0..h {
+        for x in 0..w {
+            let (r, c) = ((y as f64 / p) as usize, (x as f64 / p) as usize);
+            let i = (y * w + x) * 3;
+            if r >= rows || c >= cols {
+                // Pixels no patch covers (a side not a multiple of the patch): dimmed.
+                for v in &mut px[i..i + 3] {
+                    *v /= 3;
+                }
+                continue;
+            }
+            let t = grid[r * cols + c] / max;
+            let crate::render::colormap::Rgb(cr, cg, cb) = viridis(t);
+            let a = 0.25 + 0.5 * t;
+            let gray =
+                (px[i] as f32 * 0.3 + px[i + 1] as f32 * 0.59 + px[i + 2] as f32 * 0.11) * 0.85;
+            for (k, col) in [cr, cg, cb].into_iter().enumerate() {
+                px[i + k] = (gray * (1.0 - a) + col as f32 * a).round() as u8;
+            }
+        }
+    }
+    if let Some(Cell::Patch { row: qr, col: qc }) = query.and_then(|q| image.cell(q)) {
+        let mut c = Canvas { w, h, px };
+        let (x, y) = ((qc as f64 * p) as i32, (qr as f64 * p) as i32);
+        c.outline(x, y, p.round() as i32, p.round() as i32, [255, 255, 255]);
+        px = c.px;
+    }
+    (px, w, h)
+}
+
+fn blit(canvas: &mut Canvas, src: &[u8], w: usize, h: usize, x0: usize, y0: usize) {
+    for y in 0..h {
+        for x in 0..w {
+            let (cx, cy) = (x0 + x, y0 + y);
+            if cx < canvas.w && cy < canvas.h {
+                let d = (cy * canvas.w + cx) * 3;
+                canvas.px[d..d + 3].copy_from_slice(&src[(y * w + x) * 3..][..3]);
+            }
+        }
+    }
+}
+
+/// The special tokens' shares of `row`, drawn as labelled bars from (`x`, `y`).
+fn specials_panel(canvas: &mut Canvas, image: &ImageInput, row: &[f32], x: i32, y: i32, size: f64) {
+    let step = (size * 1.9) as i32;
+    for (i, (label, v)) in image.specials_of(row).into_iter().enumerate() {
+        let yy = y + i as i32 * step;
+        canvas.text(&format!("{label} {v:.3}"), size, x, yy);
+        let bar = (v.clamp(0.0, 1.0) * 80.0).round() as i32;
+        canvas.rect(
+            x,
+            yy + (size * 0.6) as i32,
+            bar.max(1),
+            (size * 0.4).max(2.0) as i32,
+            [68, 1, 84],
+        );
+    }
+}
+
+fn mean_heads(att: &Attention, layer: usize, unit: usize) -> Vec<f32> {
+    let nk = att.n_keys();
+    let mut out = vec![0f32; nk];
+    for h in 0..att.heads() {
+        let m = att.head(layer, h);
+        for (o, v) in out.iter_mut().zip(&m[unit * nk..(unit + 1) * nk]) {
+            *o += v / att.heads() as f32;
+        }
+    }
+    out
+}
+
+fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f32> {
+    let nk = att.n_keys();
+    match head {
+        HeadSel::Index(h) => att.head(layer, h)[unit * nk..(unit + 1) * nk].to_vec(),
+        HeadSel::Mean => mean_heads(att, layer, unit),
+    }
+}
+
+/// The figure as RGB pixels `(pixels, width, height)`.
+pub fn render_rgb(
+    att: &Attention,
+    spec: &PictureSpec,
+    query: Query,
+) -> Result<(Vec<u8>, usize, usize), ImageError> {
+    let image = att.image.as_deref().ok_or_else(no_image)?;
+    let unit = query_unit(att, query)?;
+    let token = att.queries().spans[unit].start;
+    let qname = image.cells[token].label();
+    let title_size = 15.0;
+    match spec {
+        PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
+            let (row, what) = match spec {
+                PictureSpec::Rollout { matrix, layer } => {
+                    let nk = att.n_keys();
+                    (
+                        matrix[unit * nk..(unit + 1) * nk].to_vec(),
+                        format!("rollout to layer {}", att.layer_number(*layer)),
+                    )
+                }
+                _ => {
+                    let head = match spec {
+                        PictureSpec::Head { head, .. } => *head,
+                        _ => HeadSel::Mean,
+                    };
+                    let what = match head {
+                        HeadSel::Index(h) => format!("layer {} head {h}", att.layer_number(*layer)),
+                        HeadSel::Mean => {
+                            format!("layer {} mean of heads", att.layer_number(*layer))
+                        }
+                    };
+                    (head_row(att, *layer, head, unit), what)
+                }
+            };
+            let row = row_by_token(att, &row, image);
+            let (px, w, h) = overlay(image, &row, 448, Some(token));
+            let panel = 150;
+            let top = 34;
+            let mut c = Canvas::new(w + panel + 16, (h + top + 8).max(top + 200));
+            c.text(
+                &format!("{} · {what} · query {qname}", att.model.name()),
+                title_size,
+                8,
+                14,
+            );
+            blit(&mut c, &px, w, h, 8, top);
+            c.text("special tokens", 12.0, (w + 18) as i32, top as i32 + 8);
+            specials_panel(&mut c, image, &row, (w + 18) as i32, top as i32 + 30, 12.0);
+            Ok((c.px, c.w, c.h))
+        }
+        PictureSpec::Layer { layer } => {
+            let heads = att.heads();
+            let cols = (heads as f64).sqrt().ceil() as usize;
+            let rows = heads.div_ceil(cols);
+            let tile = 200;
+            let label_h = 40;
+            let top = 34;
+            let mut c = Canvas::new(cols * (tile + 12) + 8, top + rows * (tile + label_h + 8));
+            c.text(
+                &format!(
+                    "{} · layer {} · query {qname}",
+                    att.model.name(),
+                    att.layer_number(*layer)
+                ),
+                title_size,
+                8,
+                14,
+            );
+            for h in 0..heads {
+                let row = row_by_token(att, &head_row(att, *layer, HeadSel::Index(h), unit), image);
+                let (px, w, hh) = overlay(image, &row, tile, Some(token));
+                let (x0, y0) = (
+                    8 + (h % cols) * (tile + 12),
+                    top + (h / cols) * (tile + label_h + 8),
+                );
+                c.text(&format!("head {h}"), 11.0, x0 as i32, y0 as i32 + 6);
+                blit(&mut c, &px, w, hh, x0, y0 + 14);
+                let specials: Vec<String> = image
+                    .specials_of(&row)
+                    .into_iter()
+                    .map(|(l, v)| format!("{l} {v:.2}"))
+                    .collect();
+                c.text(
+                    &specials.join("  "),
+                    10.0,
+                    x0 as i32,
+                    (y0 + 14 + hh + 10) as i32,
+                );
+            }
+            Ok((c.px, c.w, c.h))
+        }
+        PictureSpec::Model => {
+            let (layers, heads) = (att.layers(), att.heads());
+            let tile = 96;
+            let label_w = 60;
+            let top = 50;
+            let mut c = Canvas::new(
+                label_w + heads * (tile + 6) + 8,
+                top + layers * (tile + 18) + 8,
+            );
+            c.text(
+                &format!("{} · every layer × head · query {qname}", att.model.name()),
+                title_size,
+                8,
+                14,
+            );
+            for h in 0..heads {
+                c.text(
+                    &format!("H{h}"),
+                    11.0,
+                    (label_w + h * (tile + 6)) as i32,
+                    top as i32 - 10,
+                );
+            }
+            for l in 0..layers {
+                let y0 = top + l * (tile + 18);
+                c.text(
+                    &format!("L{}", att.layer_number(l)),
+                    11.0,
+                    8,
+                    (y0 + tile / 2) as i32,
+                );
+                for h in 0..heads {
+                    let row = row_by_token(att, &head_row(att, l, HeadSel::Index(h), unit), image);
+                    let (px, w, hh) = overlay(image, &row, tile, Some(token));
+                    let x0 = label_w + h * (tile + 6);
+                    blit(&mut c, &px, w, hh, x0, y0);
+                    let cls: Vec<String> = image
+                        .specials_of(&row)
+                        .into_iter()
+                        .take(2)
+                        .map(|(l, v)| format!("{l} {v:.2}"))
+                        .collect();
+                    c.text(&cls.join(" "), 9.0, x0 as i32, (y0 + hh + 8) as i32);
+                }
+            }
+            Ok((c.px, c.w, c.h))
+        }
+    }
+}
+
+fn encode_png(px: &[u8], w: usize, h: usize) -> Result<Vec<u8>, ImageError> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let draw = |e: png::EncodingError| ImageError::Draw(super::paint::DrawError(e.to_string()));
+        let mut writer = enc.write_header().map_err(draw)?;
+        writer.write_image_data(px).map_err(draw)?;
+    }
+    Ok(out)
+}
+
+/// Write the figure as PNG at `path` (atomically; `-`: standard output).
+pub fn write_png(
+    att: &Attention,
+    spec: &PictureSpec,
+    query: Query,
+    path: &Path,
+) -> Result<(), ImageError> {
+    let (px, w, h) = render_rgb(att, spec, query)?;
+    let bytes = encode_png(&px, w, h)?;
+    write_output(path, |f: &mut dyn Write| f.write_all(&bytes))?;
+    Ok(())
+}
+
+/// Write the figure as SVG at `path`: the drawing embedded as a PNG image (it is a picture).
+pub fn write_svg(
+    att: &Attention,
+    spec: &PictureSpec,
+    query: Query,
+    path: &Path,
+) -> Result<(), ImageError> {
+    use base64::Engine;
+    let (px, w, h) = render_rgb(att, spec, query)?;
+    let bytes = encode_png(&px, w, h)?;
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><image width=\"{w}\" height=\"{h}\" href=\"data:image/png;base64,{data}\"/></svg>\n"
+    );
+    write_output(path, |f: &mut dyn Write| f.write_all(svg.as_bytes()))?;
+    Ok(())
+}
+
+/// The terminal view: the query's attention on the patch grid (one cell per patch, two
+/// columns wide, coloured by viridis) beside a coarse rendering of the picture (half blocks,
+/// two pixel rows per line), then the special tokens' shares. `color`: ANSI truecolour.
+pub fn terminal_view(
+    att: &Attention,
+    layer: usize,
+    head: HeadSel,
+    query: Query,
+    color: bool,
+) -> Result<String, ImageError> {
+    let image = att.image.as_deref().ok_or_else(no_image)?;
+    let unit = query_unit(att, query)?;
+    let token = att.queries().spans[unit].start;
+    let row = row_by_token(att, &head_row(att, layer, head, unit), image);
+    let grid = image.on_grid(&row);
+    let [rows, cols] = image.grid;
+    let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
+    let what = match head {
+        HeadSel::Index(h) => format!("head {h}"),
+        HeadSel::Mean => "mean of heads".into(),
+    };
+    let mut out = format!(
+        "{} · {} · layer {} {what} · query {} · {}×{} patches of {}px (image {}×{} → {}×{})\n",
+        att.model.name(),
+        image.source,
+        att.layer_number(layer),
+        image.cells[token].label(),
+        rows,
+        cols,
+        image.patch,
+        image.original[0],
+        image.original[1],
+        image.input[0],
+        image.input[1]
+    );
+    // The picture at cols·2 characters wide, rows lines high (two pixel rows per line).
+    let [iw, ih] = image.input;
+    let (pw, ph) = (cols * 2, rows * 2);
+    let small = resample::resize(&image.view, iw, ih, pw, ph, Filter::Bilinear);
+    let shades = [' ', '░', '▒', '▓', '█'];
+    for r in 0..rows {
+        for c in 0..cols {
+            let t = grid[r * cols + c] / max;
+            let is_q = image.cell(token) == Some(Cell::Patch { row: r, col: c });
+            if color {
+                let crate::render::colormap::Rgb(cr, cg, cb) = viridis(t);
+                let mark = if is_q { "<>" } else { "  " };
+                out.push_str(&format!(
+                    "\x1b[48;2;{cr};{cg};{cb}m\x1b[38;2;255;255;255m{mark}"
+                ));
+            } else {
+                let s = shades[((t * 4.0).round() as usize).min(4)];
+                if is_q {
+                    out.push_str("<>");
+                } else {
+                    out.push(s);
+                    out.push(s);
+                }
+            }
+        }
+        if color {
+            out.push_str("\x1b[0m");
+        }
+        out.push_str("   ");
+        for x in 0..pw {
+            let top = &small[((2 * r) * pw + x) * 3..][..3];
+            let bottom = &small[((2 * r + 1) * pw + x) * 3..][..3];
+            if color {
+                out.push_str(&format!(
+                    "\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m▀",
+                    top[0], top[1], top[2], bottom[0], bottom[1], bottom[2]
+                ));
+            } else {
+                let l = (top[0] as u32
+                    + top[1] as u32
+                    + top[2] as u32
+                    + bottom[0] as u32
+                    + bottom[1] as u32
+                    + bottom[2] as u32)
+                    / 6;
+                out.push(shades[(l as usize * 5 / 256).min(4)]);
+            }
+        }
+        if color {
+            out.push_str("\x1b[0m");
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("patch attention max {max:.4}; special tokens:"));
+    for (label, v) in image.specials_of(&row) {
+        out.push_str(&format!("  {label} {v:.4}"));
+    }
+    out.push('\n');
+    Ok(out)
+}

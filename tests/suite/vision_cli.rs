@@ -1,0 +1,197 @@
+//! The vision families on the command line: `--image` through every output the picture views
+//! cover (terminal, PNG/SVG overlays and grids, JSON's image section), `--query`, and the
+//! one-line refusals (text for a vision model, an image for a text model, a file that is not
+//! an image, an empty, animated or huge one, a patch off the grid).
+
+use std::path::{Path, PathBuf};
+
+use crate::support::cli::{assert_clean_failure, run, stderr};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn deit() -> String {
+    repo()
+        .join("tests/fixtures/tiny-deit")
+        .display()
+        .to_string()
+}
+
+fn image(name: &str) -> String {
+    repo()
+        .join("tests/fixtures/images")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn terminal_view_shows_the_grid_the_picture_and_the_special_tokens() {
+    let out = run(&["-m", &deit(), "--image", &image("wide45x37.png")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("query CLS"), "{text}");
+    assert!(
+        text.contains("4×4 patches of 8px (image 45×37 → 32×32)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CLS 0.") && text.contains("DIST 0."),
+        "{text}"
+    );
+    // Four grid lines, each 4 cells of 2 columns, then 3 spaces and 8 columns of picture.
+    let grid: Vec<&str> = text.lines().skip(1).take(4).collect();
+    assert!(
+        grid.iter().all(|l| l.chars().count() == 8 + 3 + 8),
+        "{grid:?}"
+    );
+    let out = run(&[
+        "-m",
+        &deit(),
+        "--image",
+        &image("wide45x37.png"),
+        "--query",
+        "2,3",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("query 2,3"), "{text}");
+    let line: Vec<char> = text.lines().nth(3).unwrap().chars().collect();
+    assert_eq!(
+        line.windows(2).position(|w| w == ['<', '>']),
+        Some(6),
+        "{text}"
+    );
+}
+
+#[test]
+fn figures_and_json_describe_the_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).display().to_string();
+    for (figure, file) in [
+        ("head", "h.png"),
+        ("layer", "l.png"),
+        ("model", "m.png"),
+        ("rollout", "r.png"),
+    ] {
+        let out = run(&[
+            "-m",
+            &deit(),
+            "--image",
+            &image("big80x64.png"),
+            "--figure",
+            figure,
+            "--png",
+            &at(file),
+            "--quiet",
+        ]);
+        assert!(out.status.success(), "{figure}: {}", stderr(&out));
+        let bytes = std::fs::read(at(file)).unwrap();
+        let decoded = image::load_from_memory(&bytes).unwrap();
+        assert!(decoded.width() > 200 && decoded.height() > 150, "{figure}");
+    }
+    let out = run(&[
+        "-m",
+        &deit(),
+        "--image",
+        &image("big80x64.png"),
+        "--svg",
+        &at("h.svg"),
+        "--json",
+        &at("a.json"),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(at("h.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("data:image/png;base64,"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(at("a.json")).unwrap()).unwrap();
+    let img = &v["image"];
+    assert_eq!(img["grid"], serde_json::json!([4, 4]));
+    assert_eq!(img["original"], serde_json::json!([80, 64]));
+    assert_eq!(img["input"], serde_json::json!([32, 32]));
+    assert_eq!(img["preprocessing"]["resize"]["filter"], "bicubic");
+    assert_eq!(img["cells"][0]["kind"], "class");
+    assert_eq!(img["cells"][1]["kind"], "distillation");
+    assert_eq!(
+        img["cells"][2],
+        serde_json::json!({"kind": "patch", "row": 0, "col": 0})
+    );
+    assert_eq!(v["tokens"][0], "CLS");
+    assert_eq!(v["tokens"][17], "3,3");
+}
+
+#[test]
+fn bad_images_and_mismatched_inputs_get_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| -> String {
+        let p: PathBuf = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let m = deit();
+    let run_img = |path: &str| run(&["-m", &m, "--image", path, "--quiet", "--png", "-"]);
+    assert_clean_failure(
+        &run_img(&write("a.txt", b"hello")),
+        "is not a readable image",
+    );
+    let mut truncated = std::fs::read(image("own32.png")).unwrap();
+    truncated.truncate(60);
+    assert_clean_failure(
+        &run_img(&write("cut.png", &truncated)),
+        "is not a readable image",
+    );
+    // A PNG header that claims 100000 × 100000 pixels: refused from the header alone.
+    let mut bomb = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bomb, 1, 1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.write_header()
+            .unwrap()
+            .write_image_data(&[1, 2, 3])
+            .unwrap();
+    }
+    bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    let out = run_img(&write("bomb.png", &bomb));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !err.contains("panicked") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(
+        err.contains("not a readable image") || err.contains("more than attnviz decodes"),
+        "{err}"
+    );
+    assert_clean_failure(
+        &run(&[
+            "-m",
+            &m,
+            "--image",
+            &image("own32.png"),
+            "--query",
+            "4,0",
+            "--png",
+            "-",
+            "--quiet",
+        ]),
+        "outside the 4×4 patch grid",
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "--image", &image("own32.png"), "--query", "x"]),
+        "is not ROW,COL",
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "a sentence"]),
+        "is a vision model (DeiT); give it an image",
+    );
+    let bert = repo()
+        .join("tests/fixtures/tiny-bert")
+        .display()
+        .to_string();
+    assert_clean_failure(
+        &run(&["-m", &bert, "--image", &image("own32.png")]),
+        "it reads text, not images",
+    );
+}
