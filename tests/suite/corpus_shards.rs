@@ -14,7 +14,7 @@ use crate::support::cli::{attnviz, minilm, stderr, temp_files, tiny, tree, wait_
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-use crate::support::cli::run_corpus as run;
+use crate::support::cli::{corpus_command, run_corpus as run};
 
 fn ok(out: &Output) {
     assert!(out.status.success(), "{}", stderr(out));
@@ -328,14 +328,7 @@ fn merge_refuses_shards_that_do_not_add_up_and_names_the_file() {
 
 /// Start a corpus run in the background.
 fn spawn(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Child {
-    attnviz()
-        .arg("-m")
-        .arg(model)
-        .arg("--input")
-        .arg(input)
-        .arg("--out-dir")
-        .arg(out)
-        .args(flags)
+    corpus_command(model, input, out, flags)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

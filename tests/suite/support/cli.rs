@@ -209,16 +209,22 @@ pub fn assert_browsers_ready(browsers: &[(&str, &str)]) {
     );
 }
 
-/// Corpus mode: `attnviz -m MODEL --input INPUT --out-dir OUT FLAGS`, its output collected.
-pub fn run_corpus(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Output {
-    attnviz()
-        .arg("-m")
+/// Corpus mode: `attnviz -m MODEL --input INPUT --out-dir OUT FLAGS`, not yet run.
+pub fn corpus_command(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Command {
+    let mut cmd = attnviz();
+    cmd.arg("-m")
         .arg(model)
         .arg("--input")
         .arg(input)
         .arg("--out-dir")
         .arg(out)
-        .args(flags)
+        .args(flags);
+    cmd
+}
+
+/// [`corpus_command`] run, its output collected.
+pub fn run_corpus(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Output {
+    corpus_command(model, input, out, flags)
         .output()
         .expect("attnviz runs")
 }
