@@ -1,17 +1,24 @@
 /* attnviz serve: the page. The state (text, pair, target, generate, chat, model, view, layer,
  * head) lives in the address's query, so a link opens the same view for a colleague running the
- * same command. Each change of the text is posted to /api/run after a pause (debounced); the
- * answer names a report, which the frame shows; the report's own script draws every view.
- * Nothing typed here is ever written into markup: it goes into form fields and JSON only. */
+ * same command. A change of the text is posted to /api/run at once when no run is in flight;
+ * changes made while one is in flight are coalesced into one run of the latest text when it
+ * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
+ * not delayed). The answer names a report, which the frame shows; the report's own script draws
+ * every view. Nothing typed here is ever written into markup: it goes into form fields and JSON
+ * only. `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
+ * browser tests and the benchmark. */
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
   const token = params.get('token');
-  const DEBOUNCE_MS = 250;
   let models = [];
-  let timer = 0;
   let seq = 0;
+  let busy = false; // a run posted and not yet answered
+  let dirty = false; // the inputs changed while it was
+  let lastInput = 0; // performance.now() of the latest change
+  const runs = [];
+  window.attnvizServe = { runs };
   let shown = null; // the report path on screen
   const view = { view: params.get('view'), layer: params.get('layer'), head: params.get('head') };
 
@@ -76,26 +83,43 @@
     return b;
   }
 
+  /** The server's Server-Timing header as { name: ms }. */
+  function serverTiming(r) {
+    const out = {};
+    for (const part of (r.headers.get('Server-Timing') || '').split(',')) {
+      const m = /^\s*([\w-]+);dur=([\d.]+)/.exec(part);
+      if (m) out[m[1]] = Number(m[2]);
+    }
+    return out;
+  }
+
   async function runNow() {
     remember();
     if (!$('text').value.trim()) { status('Type a text.'); return; }
     const mine = ++seq;
     status('Running…');
-    const started = performance.now();
+    const record = { text: $('text').value, input: lastInput, sent: performance.now() };
+    busy = true;
+    dirty = false;
     let answer;
     try {
       const r = await fetch(withToken('/api/run'), { method: 'POST', headers: headers(), body: JSON.stringify(body()) });
       answer = await r.json();
+      record.answered = performance.now();
+      record.server = serverTiming(r);
       if (!r.ok) throw new Error(answer.error || ('HTTP ' + r.status));
     } catch (e) {
-      if (mine === seq) status(String(e.message || e), true);
-      return;
+      answer = null;
+      if (!dirty) status(String(e.message || e), true);
     }
-    if (mine !== seq) return; // a newer text was sent meanwhile
+    busy = false;
+    // Changed meanwhile: run the latest text (once) rather than show this one.
+    if (dirty) { runNow(); return; }
+    if (!answer || mine !== seq) return;
     const s = frameState();
     const frame = $('report');
     const fragment = s.view ? '#view=' + encodeURIComponent(s.view) : '';
-    frame.onload = () => onFrame(mine, started, s, answer);
+    frame.onload = () => onFrame(mine, record, s, answer);
     frame.src = withToken(answer.report) + fragment;
     shown = answer.report;
     $('save').href = withToken(answer.report + '?download=1');
@@ -103,7 +127,7 @@
   }
 
   /** Once the report has booted: restore layer and head, record the state. */
-  async function onFrame(mine, started, s, answer) {
+  async function onFrame(mine, record, s, answer) {
     const win = $('report').contentWindow;
     try {
       if (win.attnviz) {
@@ -114,6 +138,8 @@
         if (s.head !== null && s.head !== undefined && Number(s.head) < H) patch.head = Number(s.head);
         if (Object.keys(patch).length) win.attnviz.set(patch);
         await win.attnviz.settled();
+        // Drawn: the frame's next paint has happened.
+        await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
         // The frame's own controls change the view: keep the address in step.
         win.addEventListener('click', () => setTimeout(remember, 0));
         win.addEventListener('keyup', () => setTimeout(remember, 0));
@@ -121,15 +147,20 @@
       }
     } catch (e) { /* the report shows its own error */ }
     if (mine !== seq) return;
+    record.drawn = performance.now();
+    record.tokens = answer.tokens;
+    record.report = answer.report;
+    runs.push(record);
     document.documentElement.dataset.shown = shown;
+    document.documentElement.dataset.runs = String(runs.length);
     const gen = answer.generated ? ' · generated: ' + answer.generated : '';
-    status(answer.tokens + ' tokens · ' + Math.round(performance.now() - started) + ' ms' + gen);
+    status(answer.tokens + ' tokens · ' + Math.round(record.drawn - (record.input || record.sent)) + ' ms' + gen);
     remember();
   }
 
   function schedule() {
-    clearTimeout(timer);
-    timer = setTimeout(runNow, DEBOUNCE_MS);
+    lastInput = performance.now();
+    if (busy) dirty = true; else runNow();
   }
 
   async function main() {
@@ -154,7 +185,7 @@
     for (const id of ['text', 'pair', 'target', 'generate']) $(id).addEventListener('input', schedule);
     $('chat').addEventListener('change', schedule);
     $('model').addEventListener('change', () => { fitInputs(); schedule(); });
-    $('input').addEventListener('submit', (e) => { e.preventDefault(); runNow(); });
+    $('input').addEventListener('submit', (e) => { e.preventDefault(); schedule(); });
     $('share').addEventListener('click', (e) => { e.preventDefault(); remember(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); status('Link copied to the address bar.'); });
     document.documentElement.dataset.ready = 'true';
     if ($('text').value.trim()) runNow(); else status('Type a text.');

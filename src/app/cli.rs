@@ -469,6 +469,11 @@ pub struct ServeArgs {
     /// Worker threads of each forward pass [default: the physical cores].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// For tests: every run, once it has its model's turn, waits for one line on stdin before
+    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    #[arg(long, hide = true)]
+    pub test_hold: bool,
 }
 
 /// `attnviz render FILE`.

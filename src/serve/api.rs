@@ -26,6 +26,9 @@ const MAX_BODY: usize = 64 * 1024;
 const MAX_TEXT: usize = 16 * 1024;
 /// How many reports are kept for the page to show and save.
 const KEPT_REPORTS: usize = 16;
+/// The times of a run's parts, in ms (`run`, `report`, `total`): read by the page's timing
+/// record and the benchmark.
+const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 
 const INDEX: &str = include_str!("../../assets/serve/index.html");
 const APP_JS: &str = include_str!("../../assets/serve/app.js");
@@ -106,7 +109,14 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
                 "only GET and POST are served",
             )
         }
-        Ok(()) => next.run(req).await,
+        // The whole request, its body read included (a client trickling a body is cut off).
+        Ok(()) => match tokio::time::timeout(state.timeout, next.run(req)).await {
+            Ok(response) => response,
+            Err(_) => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the request took longer than this server allows (--timeout)",
+            ),
+        },
     };
     let h = response.headers_mut();
     h.insert(
@@ -122,12 +132,19 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
         .or_insert(HeaderValue::from_static(
             "default-src 'none'; frame-ancestors 'none'",
         ));
+    let total = started.elapsed();
+    if let Some(v) = h.get(SERVER_TIMING).and_then(|v| v.to_str().ok()) {
+        let all = format!("{v}, total;dur={:.3}", total.as_secs_f64() * 1e3);
+        if let Ok(v) = HeaderValue::from_str(&all) {
+            h.insert(SERVER_TIMING, v);
+        }
+    }
     let path = attnviz::render::terminal::escape_controls(&path).into_owned();
     let _ = writeln!(
         std::io::stderr(),
         "{method} {path} {} {} ms",
         response.status().as_u16(),
-        started.elapsed().as_millis()
+        total.as_millis()
     );
     response
 }
@@ -207,73 +224,84 @@ struct RunBody {
     chat: bool,
 }
 
-async fn run(
-    Shared(state): Shared<Arc<State>>,
-    body: Result<Json<RunBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => return error(e.status(), &format!("a run is JSON: {}", e.body_text())),
-    };
-    let Some(served) = state.models.get(body.model) else {
-        return error(
+/// A request refused before anything runs: its status and the one line the client is told.
+type Refused = (StatusCode, String);
+
+/// The checks of a run that need no model: the model's index, an empty text, the size of each
+/// text, the tokens to generate. Blank pairs and targets become none.
+fn check_body(body: &mut RunBody, models: usize, max_generate: usize) -> Result<(), Refused> {
+    if body.model >= models {
+        return Err((
             StatusCode::NOT_FOUND,
-            &format!(
-                "there is no model {}: this server has {}",
-                body.model,
-                state.models.len()
-            ),
-        );
-    };
-    let blank = |s: &Option<String>| s.as_deref().is_some_and(|s| s.trim().is_empty());
-    if body.text.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "the text is empty");
+            format!("there is no model {}: this server has {models}", body.model),
+        ));
     }
-    let pair = if blank(&body.pair) { None } else { body.pair };
-    let target = if blank(&body.target) {
-        None
-    } else {
-        body.target
-    };
-    let longest = [Some(&body.text), pair.as_ref(), target.as_ref()]
+    if body.text.trim().is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "the text is empty".into()));
+    }
+    for field in [&mut body.pair, &mut body.target] {
+        if field.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            *field = None;
+        }
+    }
+    let longest = [Some(&body.text), body.pair.as_ref(), body.target.as_ref()]
         .into_iter()
         .flatten()
         .map(String::len)
         .max()
         .unwrap_or(0);
     if longest > MAX_TEXT {
-        return error(
+        return Err((
             StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("a text may have at most {MAX_TEXT} bytes"),
-        );
+            format!("a text may have at most {MAX_TEXT} bytes"),
+        ));
     }
-    if body.generate.is_some_and(|g| g > state.max_generate) {
-        return error(
+    if body.generate.is_some_and(|g| g > max_generate) {
+        return Err((
             StatusCode::BAD_REQUEST,
-            &format!(
-                "this server generates at most {} tokens",
-                state.max_generate
-            ),
-        );
+            format!("this server generates at most {max_generate} tokens"),
+        ));
     }
+    Ok(())
+}
+
+/// The input tokens of a request (text and pair, with special tokens), against `max_tokens`
+/// and the model's positions.
+fn check_tokens(n: usize, max_tokens: usize, max_positions: usize) -> Result<(), Refused> {
+    let most = max_tokens.min(max_positions);
+    if n > most {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the input is {n} tokens; this server takes at most {most}"),
+        ));
+    }
+    Ok(())
+}
+
+async fn run(
+    Shared(state): Shared<Arc<State>>,
+    body: Result<Json<RunBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(mut body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(e.status(), &format!("a run is JSON: {}", e.body_text())),
+    };
+    if let Err((status, message)) = check_body(&mut body, state.models.len(), state.max_generate) {
+        return error(status, &message);
+    }
+    let served = &state.models[body.model];
+    let (pair, target) = (body.pair, body.target);
     let model = &served.model;
     // The input's tokens, counted before anything runs.
     let tokens = model
         .tokenizer()
         .encode(&body.text, pair.as_deref(), usize::MAX, false)
         .map(|e| e.ids.len());
-    match tokens {
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
-        Ok(n) if n > state.max_tokens || n > model.max_positions() => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "the input is {n} tokens; this server takes at most {}",
-                    state.max_tokens.min(model.max_positions())
-                ),
-            )
-        }
-        Ok(_) => {}
+    let counted = tokens
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+        .and_then(|n| check_tokens(n, state.max_tokens, model.max_positions()));
+    if let Err((status, message)) = counted {
+        return error(status, &message);
     }
     let mut generate = body.generate;
     if model.is_seq2seq() && target.is_none() && generate.is_none() {
@@ -304,35 +332,51 @@ async fn run(
         // is up: it holds the model's turn and its place until then, so the queue stays true.
         tokio::task::spawn_blocking(move || {
             let _held = (permit, admitted);
+            if let Some(hold) = &job.hold {
+                let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            }
             let served = &job.models[index];
+            let started = Instant::now();
             let run = request.run(&served.model, &Silent)?;
+            let ran = started.elapsed();
             let mut settings = vec![("model".to_string(), served.spec.clone())];
             if !std::path::Path::new(&served.spec).is_dir() {
                 settings.push(("revision".to_string(), job.revision.clone()));
             }
+            let started = Instant::now();
             let html = report::report_html(&run.set, &settings).map_err(RunFailure::Report)?;
+            let drew = started.elapsed();
             let id = job
                 .reports
                 .put(html)
                 .ok_or(RunFailure::Report("no random id".into()))?;
-            Ok::<_, RunFailure>((id, run.set.primary().len(), run.generated_text))
+            Ok::<_, RunFailure>((id, run.set.primary().len(), run.generated_text, ran, drew))
         })
         .await
     };
-    match tokio::time::timeout(state.timeout, work).await {
-        Err(_) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the run took longer than this server allows (--timeout)",
-        ),
-        Ok(Err(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run failed"),
-        Ok(Ok(Err(RunFailure::Request(e)))) => error(StatusCode::BAD_REQUEST, &e.to_string()),
-        Ok(Ok(Err(RunFailure::Report(e)))) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
-        Ok(Ok(Ok((id, n, generated)))) => Json(serde_json::json!({
-            "report": format!("/report/{id}"),
-            "tokens": n,
-            "generated": generated,
-        }))
-        .into_response(),
+    // The time bound is the gate's, around the whole request.
+    match work.await {
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run failed"),
+        Ok(Err(RunFailure::Request(e))) => error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Ok(Err(RunFailure::Report(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Ok(Ok((id, n, generated, ran, drew))) => {
+            let mut response = Json(serde_json::json!({
+                "report": format!("/report/{id}"),
+                "tokens": n,
+                "generated": generated,
+            }))
+            .into_response();
+            // The library's share of the request (the run, the report); the gate adds the total.
+            let timing = format!(
+                "run;dur={:.3}, report;dur={:.3}",
+                ran.as_secs_f64() * 1e3,
+                drew.as_secs_f64() * 1e3
+            );
+            if let Ok(v) = HeaderValue::from_str(&timing) {
+                response.headers_mut().insert(SERVER_TIMING, v);
+            }
+            response
+        }
     }
 }
 
@@ -387,4 +431,94 @@ async fn report_page(
         );
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(json: &str) -> Result<RunBody, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    fn checked(json: &str) -> Result<RunBody, Refused> {
+        let mut b = body(json).expect("valid JSON");
+        check_body(&mut b, 2, 64).map(|()| b)
+    }
+
+    #[test]
+    fn a_request_names_no_file_and_nothing_unknown() {
+        assert!(body(r#"{"text": "hi"}"#).is_ok());
+        for bad in [
+            r#"{"text": "hi", "path": "/etc/passwd"}"#,
+            r#"{"text": "hi", "model": "/models/bert"}"#,
+            r#"{"text": "hi", "model": -1}"#,
+            r#"{"text": 3}"#,
+            r#"{"pair": "no text"}"#,
+        ] {
+            assert!(body(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn texts_are_bounded_and_blank_fields_dropped() {
+        let at_limit = "a".repeat(MAX_TEXT);
+        let over = "a".repeat(MAX_TEXT + 1);
+        let json = |field: &str, value: &str| {
+            serde_json::json!({ "text": "hi", field: value }).to_string()
+        };
+        assert!(checked(&serde_json::json!({ "text": at_limit }).to_string()).is_ok());
+        for field in ["text", "pair", "target"] {
+            let refused = checked(&json(field, &over)).err().map(|e| e.0);
+            assert_eq!(refused, Some(StatusCode::PAYLOAD_TOO_LARGE), "{field}");
+        }
+        let b = checked(r#"{"text": "hi", "pair": "  ", "target": ""}"#).unwrap();
+        assert_eq!((b.pair, b.target), (None, None));
+        let b = checked(r#"{"text": "hi", "pair": "there"}"#).unwrap();
+        assert_eq!(b.pair.as_deref(), Some("there"));
+        for empty in [r#"{"text": ""}"#, r#"{"text": " \n\t"}"#] {
+            assert_eq!(
+                checked(empty).err().map(|e| e.0),
+                Some(StatusCode::BAD_REQUEST)
+            );
+        }
+    }
+
+    #[test]
+    fn the_model_index_and_generation_are_bounded() {
+        assert!(checked(r#"{"text": "hi", "model": 1}"#).is_ok());
+        let e = checked(r#"{"text": "hi", "model": 2}"#).err().unwrap();
+        assert_eq!(e.0, StatusCode::NOT_FOUND);
+        assert!(e.1.contains("this server has 2"), "{}", e.1);
+        assert!(checked(r#"{"text": "hi", "generate": 64}"#).is_ok());
+        let e = checked(r#"{"text": "hi", "generate": 65}"#).err().unwrap();
+        assert_eq!(e.0, StatusCode::BAD_REQUEST);
+        assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn input_tokens_are_bounded_by_the_server_and_the_model() {
+        assert!(check_tokens(256, 256, 512).is_ok());
+        let e = check_tokens(257, 256, 512).err().unwrap();
+        assert_eq!(e.0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(e.1.contains("at most 256"), "{}", e.1);
+        let e = check_tokens(65, 256, 64).err().unwrap();
+        assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn reports_are_kept_in_memory_the_newest_sixteen() {
+        let reports = Reports::default();
+        let ids: Vec<String> = (0..KEPT_REPORTS + 2)
+            .map(|i| reports.put(vec![i as u8]).unwrap())
+            .collect();
+        assert_eq!(reports.len(), KEPT_REPORTS);
+        assert!(reports.get(&ids[0]).is_none() && reports.get(&ids[1]).is_none());
+        let last = ids.last().unwrap();
+        assert_eq!(
+            reports.get(last).unwrap().as_slice(),
+            &[(KEPT_REPORTS + 1) as u8]
+        );
+        assert!(reports.get("../../etc/passwd").is_none());
+    }
 }

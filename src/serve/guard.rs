@@ -82,14 +82,19 @@ impl Guard {
         }
         if let Some(token) = &self.token {
             let given = header_token.or(query_token).unwrap_or("");
-            // Constant time: the comparison must not tell an attacker how much of a guess was
-            // right.
-            if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            if !token_matches(given, token) {
                 return Err(Refusal::Token);
             }
         }
         Ok(())
     }
+}
+
+/// Whether `given` is `token`, compared in constant time (subtle's `ct_eq`): how long the
+/// comparison takes does not tell an attacker how much of a guess was right. Only the length,
+/// which is public (48), can end it early.
+pub fn token_matches(given: &str, token: &str) -> bool {
+    bool::from(given.as_bytes().ct_eq(token.as_bytes()))
 }
 
 /// A fresh random token: 24 bytes from the OS, as 48 hex digits.
@@ -180,6 +185,53 @@ mod tests {
         assert_eq!(g.check(host, None, None, Some("abc123")), Ok(()));
         assert_eq!(
             g.check(Some("10.1.2.4:9000"), None, Some("abc123"), None),
+            Err(Refusal::Host)
+        );
+    }
+
+    #[test]
+    fn the_token_must_match_exactly() {
+        let t = new_token().unwrap();
+        assert!(token_matches(&t, &t));
+        let mut last = t.clone().into_bytes();
+        last[47] = if last[47] == b'0' { b'1' } else { b'0' };
+        let mut first = t.clone().into_bytes();
+        first[0] = if first[0] == b'0' { b'1' } else { b'0' };
+        for wrong in [
+            String::from_utf8(last).unwrap(),
+            String::from_utf8(first).unwrap(),
+            t[..47].to_string(),
+            format!("{t}0"),
+            t.to_uppercase(),
+            String::new(),
+        ] {
+            assert!(!token_matches(&wrong, &t), "{wrong} matched {t}");
+        }
+    }
+
+    #[test]
+    fn a_wildcard_address_takes_any_host_but_only_its_own_origin() {
+        let g = Guard::new("0.0.0.0:9000".parse().unwrap(), Some("abc".into()));
+        let ok = |host, origin| g.check(Some(host), origin, Some("abc"), None);
+        assert_eq!(ok("box.lan:9000", None), Ok(()));
+        assert_eq!(ok("box.lan:9000", Some("http://box.lan:9000")), Ok(()));
+        assert_eq!(
+            ok("box.lan:9000", Some("http://evil.example")),
+            Err(Refusal::Origin)
+        );
+        assert_eq!(
+            g.check(Some("box.lan:9000"), None, None, None),
+            Err(Refusal::Token)
+        );
+    }
+
+    #[test]
+    fn ipv6_loopback_hosts_are_bracketed() {
+        let g = Guard::new("[::1]:8750".parse().unwrap(), None);
+        assert_eq!(g.check(Some("[::1]:8750"), None, None, None), Ok(()));
+        assert_eq!(g.check(Some("localhost:8750"), None, None, None), Ok(()));
+        assert_eq!(
+            g.check(Some("::1:8750"), None, None, None),
             Err(Refusal::Host)
         );
     }

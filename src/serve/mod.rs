@@ -15,9 +15,9 @@ pub mod guard;
 pub mod report;
 mod slot;
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use attnviz::model::{Mask, Model};
@@ -57,6 +57,21 @@ pub struct State {
     pub timeout: Duration,
     /// The reports made lately, by id (memory only).
     pub reports: api::Reports,
+    /// `--test-hold`: one message per line read from stdin; each run takes one before its pass.
+    pub hold: Option<Mutex<mpsc::Receiver<()>>>,
+}
+
+/// `--test-hold`: a thread turning each line of stdin into one release.
+fn hold_on_stdin() -> Mutex<mpsc::Receiver<()>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Mutex::new(rx)
 }
 
 /// Load the models, listen, and serve until Ctrl-C or SIGTERM.
@@ -126,6 +141,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
             max_generate: args.max_generate,
             timeout: Duration::from_secs(args.timeout),
             reports: api::Reports::default(),
+            hold: args.test_hold.then(hold_on_stdin),
         });
         let url = match &token {
             Some(t) => format!("http://{addr}/?token={t}"),

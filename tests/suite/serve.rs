@@ -6,22 +6,39 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::support::cli::{attnviz, fixture, tiny};
+use super::support::cli::{
+    assert_browsers_ready, attnviz, fixture, node_test, repo, tiny, wait_for,
+};
 
 /// A server child, killed when dropped.
 struct Server {
     child: Child,
     port: u16,
     url: String,
+    /// Every line it wrote on stderr so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `--test-hold`: let one held run go on to its forward pass.
+    fn release(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("started with --test-hold");
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 }
 
@@ -33,17 +50,21 @@ fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
     }
     cmd.args(["--port", "0", "--threads", "1"]).args(extra);
     let mut child = cmd
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("attnviz serve starts");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lines = Arc::clone(&log);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split("open ").nth(1) {
                 let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
             }
+            lines.lock().unwrap().push(line);
         }
     });
     let url = rx
@@ -55,7 +76,12 @@ fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
         .nth(1)
         .and_then(|p| p.parse().ok())
         .expect("a port in the address");
-    Server { child, port, url }
+    Server {
+        child,
+        port,
+        url,
+        log,
+    }
 }
 
 /// One raw HTTP/1.1 exchange; returns the status (0 when the server closed without one) and
@@ -173,31 +199,18 @@ fn wrong_host_or_origin_is_403_and_the_right_ones_are_served() {
     );
 }
 
-#[test]
-fn the_served_report_is_the_bytes_of_the_html_flag() {
-    let server = serve(&[&tiny()], &[]);
-    let text = "The quick brown fox jumps over the lazy dog.";
-    let (status, answer) = post_run(
-        server.port,
-        &serde_json::json!({ "text": text }).to_string(),
-    );
-    assert_eq!(status, 200, "{answer}");
-    let path = answer["report"].as_str().unwrap().to_string();
-    let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
-    assert_eq!(status, 200);
+/// The report `attnviz -m MODEL TEXT ARGS --html FILE --threads 1` writes.
+fn html_of_the_command_line(model: &std::path::Path, text: &str, args: &[&str]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.html");
-    let model = tiny();
     let out = attnviz()
-        .args([
-            "-m",
-            model.to_str().unwrap(),
-            text,
-            "--html",
-            file.to_str().unwrap(),
-            "--threads",
-            "1",
-        ])
+        .arg("-m")
+        .arg(model)
+        .arg(text)
+        .args(args)
+        .arg("--html")
+        .arg(&file)
+        .args(["--threads", "1"])
         .output()
         .unwrap();
     assert!(
@@ -205,13 +218,54 @@ fn the_served_report_is_the_bytes_of_the_html_flag() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let written = std::fs::read(&file).unwrap();
-    assert!(
-        served == written,
-        "the served report differs from --html's ({} vs {} bytes)",
-        served.len(),
-        written.len()
-    );
+    std::fs::read(&file).unwrap()
+}
+
+#[test]
+fn the_served_report_is_the_bytes_of_the_html_flag() {
+    // An encoder (alone and with a pair), a decoder generating, an encoder–decoder
+    // teacher-forced: "Save report" downloads what the command line writes for that input.
+    let text = "The quick brown fox jumps over the lazy dog.";
+    let cases: [(&str, serde_json::Value, &[&str]); 4] = [
+        ("tiny-bert", serde_json::json!({ "model": 0 }), &[]),
+        (
+            "tiny-bert",
+            serde_json::json!({ "model": 0, "pair": "It was asleep." }),
+            &["--pair", "It was asleep."],
+        ),
+        (
+            "tiny-gpt2",
+            serde_json::json!({ "model": 1, "generate": 4 }),
+            &["--generate", "4"],
+        ),
+        (
+            "tiny-bart",
+            serde_json::json!({ "model": 2, "target": "A fox jumps." }),
+            &["--target", "A fox jumps."],
+        ),
+    ];
+    let models = [
+        fixture("tiny-bert"),
+        fixture("tiny-gpt2"),
+        fixture("tiny-bart"),
+    ];
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    for (name, mut json, args) in cases {
+        json["text"] = text.into();
+        let (status, answer) = post_run(server.port, &json.to_string());
+        assert_eq!(status, 200, "{name} {args:?}: {answer}");
+        let path = answer["report"].as_str().unwrap().to_string();
+        let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let written = html_of_the_command_line(&fixture(name), text, args);
+        assert!(
+            served == written,
+            "{name} {args:?}: the served report differs from --html's ({} vs {} bytes)",
+            served.len(),
+            written.len()
+        );
+    }
 }
 
 #[test]
@@ -225,6 +279,12 @@ fn off_loopback_every_url_needs_the_token() {
         .expect("a token in the printed URL")
         .to_string();
     assert_eq!(token.len(), 48);
+    let log = server.log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("warning: listening on 0.0.0.0:") && l.contains("ssh -L")),
+        "{log:?}"
+    );
     let port = server.port;
     assert_eq!(request(port, "GET", "/api/models", &[], b"").0, 403);
     assert_eq!(
@@ -348,32 +408,122 @@ fn a_client_that_leaves_mid_request_leaves_nothing_behind() {
     assert_eq!(status, 200, "{answer}");
 }
 
+fn in_flight(port: u16) -> u64 {
+    health(port)["in_flight"].as_u64().unwrap()
+}
+
+/// A run posted from another thread; its status and answer come back on join.
+fn post_in_background(port: u16, text: &str) -> std::thread::JoinHandle<(u16, serde_json::Value)> {
+    let json = serde_json::json!({ "text": text }).to_string();
+    std::thread::spawn(move || post_run(port, &json))
+}
+
 #[test]
 fn beyond_the_queue_requests_get_503() {
-    let server = serve(
-        &[&fixture("tiny-gpt2")],
-        &["--queue", "0", "--max-generate", "48"],
-    );
+    // `--test-hold` keeps each run waiting, with its model's turn, until the test releases it:
+    // one run holds the model, one waits in the queue of 1, and the third is refused.
+    let mut server = serve(&[&tiny()], &["--queue", "1", "--test-hold"]);
     let port = server.port;
-    for _burst in 0..5 {
-        let handles: Vec<_> = (0..24)
-            .map(|_| {
-                std::thread::spawn(move || {
-                    post_run(port, r#"{"text": "Once upon a time", "generate": 48}"#).0
-                })
-            })
-            .collect();
-        let statuses: Vec<u16> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        assert!(
-            statuses.iter().all(|s| *s == 200 || *s == 503),
-            "{statuses:?}"
-        );
-        assert!(statuses.contains(&200), "{statuses:?}");
-        if statuses.contains(&503) {
-            return;
-        }
+    let first = post_in_background(port, "the first holds the model");
+    wait_for("the first run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    let second = post_in_background(port, "the second waits");
+    wait_for("the queued run", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    let (status, answer) = post_run(port, r#"{"text": "the third finds the queue full"}"#);
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("queue is full"),
+        "{answer}"
+    );
+    server.release();
+    server.release();
+    for (which, handle) in [("first", first), ("second", second)] {
+        let (status, answer) = handle.join().unwrap();
+        assert_eq!(status, 200, "the {which}: {answer}");
     }
-    panic!("24 simultaneous requests with no queue never got a 503");
+    assert_eq!(in_flight(port), 0);
+    // The queue has room again.
+    let third = post_in_background(port, "the third again");
+    wait_for("the third run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    server.release();
+    assert_eq!(third.join().unwrap().0, 200);
+}
+
+#[test]
+fn sigterm_stops_taking_connections_and_lets_the_run_in_flight_finish() {
+    let mut server = serve(&[&tiny()], &["--test-hold"]);
+    let port = server.port;
+    let running = post_in_background(port, "a run in flight when the signal comes");
+    wait_for("the run", Duration::from_secs(30), || in_flight(port) == 1);
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    wait_for("the listener to close", Duration::from_secs(30), || {
+        TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    server.release();
+    let (status, answer) = running.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let mut exited = None;
+    wait_for("the server to exit", Duration::from_secs(30), || {
+        exited = server.child.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert_eq!(exited.unwrap().code(), Some(0));
+    // The reader thread sees the last lines once the pipe closes.
+    wait_for("the last log line", Duration::from_secs(10), || {
+        server.log().iter().any(|l| l == "attnviz serve: stopped")
+    });
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn each_request_is_one_log_line_without_its_query() {
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    assert_eq!(
+        request(port, "GET", "/api/models?token=secret-value", &[], b"").0,
+        200
+    );
+    assert_eq!(request(port, "GET", "/no/such/page", &[], b"").0, 404);
+    let (status, _) = request(
+        port,
+        "GET",
+        "/api/models",
+        &[("Origin", "http://attacker.example")],
+        b"",
+    );
+    assert_eq!(status, 403);
+    let wanted = [
+        "GET /api/models 200 ",
+        "GET /no/such/page 404 ",
+        "GET /api/models 403 ",
+    ];
+    wait_for("three log lines", Duration::from_secs(10), || {
+        server
+            .log()
+            .iter()
+            .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
+            .count()
+            == 3
+    });
+    let log = server.log();
+    for w in wanted {
+        let line = log.iter().find(|l| l.starts_with(w)).unwrap();
+        assert!(line.ends_with(" ms"), "{line}");
+    }
+    assert!(!log.iter().any(|l| l.contains("secret-value")), "{log:?}");
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -426,5 +576,33 @@ fn a_thousand_requests_from_eight_clients_succeed_with_flat_memory() {
     assert!(
         (after as f64) <= warm as f64 * 1.10,
         "RSS grew from {warm} KiB to {after} KiB"
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn the_app_in_chromium_and_firefox() {
+    assert_browsers_ready(&[
+        ("/usr/bin/chromium", "chromium"),
+        ("/usr/bin/firefox-esr", "firefox-esr"),
+    ]);
+    let text = "The cat sat on the mat.";
+    let server = serve(&[&tiny()], &[]);
+    let dir = repo().join("tests/artifacts/serve");
+    std::fs::create_dir_all(&dir).unwrap();
+    let expected = dir.join("expected.html");
+    std::fs::write(&expected, html_of_the_command_line(&tiny(), text, &[])).unwrap();
+    let case = serde_json::json!({
+        "url": server.url,
+        "text": text,
+        "expected": expected,
+        "screens": dir.join("screens"),
+    });
+    std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
+    node_test("serve.test.mjs", &[("ATTNVIZ_SERVE", &dir)]);
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
+        "{log:?}"
     );
 }
