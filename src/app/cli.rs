@@ -427,6 +427,14 @@ pub enum Command {
         attnviz diff bert.json roberta.json --words --figure head --layer 1 --head 2 --png head.png\n  \
         attnviz diff base.json tuned.json --json comparison.json -q")]
     Diff(Box<DiffArgs>),
+    /// Serve a live local web app: type a text and watch every view of the HTML report follow,
+    /// with the models loaded once. Binds 127.0.0.1 only unless --host says otherwise (then a
+    /// token in the URL is required).
+    #[command(after_help = "Examples:\n  \
+        attnviz serve -m ./all-MiniLM-L6-v2\n  \
+        attnviz serve -m ./all-MiniLM-L6-v2 -m SmolLM2-135M-Instruct.Q4_1.gguf --port 8750\n  \
+        ssh -L 8750:127.0.0.1:8750 remote-host   # then open http://127.0.0.1:8750/ here")]
+    Serve(ServeArgs),
 }
 
 /// What `attnviz diff --png/--svg` draws.
@@ -548,6 +556,54 @@ fn diff_figure() -> impl TypedValueParser<Value = DiffFigure> {
         "layer" => DiffFigure::Layer,
         _ => DiffFigure::Distance,
     })
+}
+
+/// `attnviz serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// A model to serve (hub id, local folder or GGUF file); repeat for several. The first is
+    /// the one the page opens on.
+    #[arg(short, long = "model", value_name = "ID|DIR", required = true)]
+    pub models: Vec<String>,
+
+    /// Hub revision of every --model.
+    #[arg(long, value_name = "REV", default_value = "main")]
+    pub revision: String,
+
+    /// The port to listen on; 0 picks a free one (the address is printed).
+    #[arg(long, value_name = "N", default_value_t = 8750)]
+    pub port: u16,
+
+    /// The address to listen on. Anything but a loopback address requires the token printed
+    /// at start in every URL, and is warned about: anyone who can reach the port and has the
+    /// token can run the models.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+
+    /// The most tokens one request's input may have (text and pair, with special tokens).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_tokens: usize,
+
+    /// The most tokens one request may generate (decoders).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_generate: usize,
+
+    /// Requests that may wait for a model while it runs another; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub queue: usize,
+
+    /// Seconds one request may take, waiting and running; longer ones get 503.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+
+    /// Worker threads of each forward pass [default: the physical cores].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// For tests: every run, once it has its model's turn, waits for one line on stdin before
+    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    #[arg(long, hide = true)]
+    pub test_hold: bool,
 }
 
 /// `attnviz render FILE`.

@@ -46,6 +46,7 @@ mod render;
 mod render_hostile;
 mod report_and_json_sections;
 mod save_render;
+mod serve;
 mod terminal_hygiene;
 mod tokenizer_roles;
 mod vision_cli;
