@@ -178,6 +178,14 @@ impl PyAttention {
     fn tokens(&self) -> Vec<String> {
         self.att.queries().labels.clone()
     }
+    /// A vision model's picture as JSON (the export's `image` object), or `None`.
+    #[getter]
+    fn image_json(&self) -> Option<String> {
+        self.att
+            .image
+            .as_deref()
+            .and_then(|i| serde_json::to_string(i).ok())
+    }
     #[getter]
     fn key_tokens(&self) -> Vec<String> {
         self.att.keys().labels.clone()
@@ -480,7 +488,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 /// runs TEXT with the same options (a library `RunRequest`).
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
-    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw"))]
+    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
+    image=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -496,6 +505,7 @@ fn run(
     truncate: bool,
     neuron: bool,
     weighting: &str,
+    image: Option<std::path::PathBuf>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
@@ -513,7 +523,9 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
-        image: None,
+        // A vision model's picture (a file; the package writes an in-memory one to a
+        // temporary PNG first); then `text` names it.
+        image,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -671,9 +683,10 @@ fn view_of(view: &str) -> PyResult<View> {
         "matrix" => View::Matrix,
         "neuron" => View::Neuron,
         "stats" => View::Stats,
+        "image" => View::Image,
         other => {
             return Err(value_error(format!(
-                "view `{other}` is not one of: head, model, matrix, neuron, stats"
+                "view `{other}` is not one of: head, model, matrix, neuron, stats, image"
             )))
         }
     })

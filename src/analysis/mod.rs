@@ -16,6 +16,7 @@
 //! Formulas, conventions and thresholds are documented in `docs/stats.md`.
 
 mod aggregate;
+pub mod fused_rollout;
 mod special;
 pub mod stats;
 pub mod weighting;
@@ -26,6 +27,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use fused_rollout::{fused_rollout, fused_rollout_of, FusedRolloutError, HeadFusion};
 pub use special::without_special;
 pub use stats::{
     alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,

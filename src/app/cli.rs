@@ -61,6 +61,16 @@ pub struct Args {
     #[arg(help_heading = "Input", long, value_name = "ROW,COL")]
     pub query: Option<String>,
 
+    /// With --image and `--figure rollout`: how each layer's heads are fused before rolling
+    /// out (vit-explain's head_fusion): mean (default), max or min.
+    #[arg(help_heading = "Images", long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
+    pub head_fusion: Option<attnviz::analysis::HeadFusion>,
+
+    /// With --image and `--figure rollout`: the share of each layer's smallest fused weights
+    /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
+    #[arg(help_heading = "Images", long, value_name = "RATIO")]
+    pub discard_ratio: Option<f32>,
+
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
     #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
     pub pair: Option<String>,

@@ -47,6 +47,13 @@ pub(super) fn write_outputs(
         .position(|&k| k == shown_kind)
         .expect("the kind was found");
     let token_att = tokens.kind(shown_kind).expect("the kind was found");
+    // --query ROW,COL off the grid is refused before anything is written, whichever outputs
+    // were asked for (the HTML report and JSON too, not only the pictures).
+    if let (Some(_), attnviz::render::image::picture::Query::Patch(..)) =
+        (&token_att.image, plan.query)
+    {
+        attnviz::render::image::picture::query_unit(token_att, plan.query)?;
+    }
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once per kind.
@@ -108,13 +115,27 @@ pub(super) fn write_outputs(
     }
     if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
         use attnviz::render::image::picture::{self, PictureSpec};
+        // --head-fusion / --discard-ratio: vit-explain's rollout in place of the plain one.
+        let fused = match (plan.figure, plan.image_rollout) {
+            (Figure::Rollout, Some((fusion, ratio))) if every_layer => Some(
+                attnviz::analysis::fused_rollout(att, fusion, ratio).map_err(|e| {
+                    ImageError::Draw(attnviz::render::image::DrawError(e.to_string()))
+                })?,
+            ),
+            _ => None,
+        };
         let spec = match plan.figure {
             Figure::Head | Figure::Mean => PictureSpec::Head { layer, head },
             Figure::Layer => PictureSpec::Layer { layer },
             Figure::Model => PictureSpec::Model,
             Figure::Rollout => PictureSpec::Rollout {
                 layer,
-                matrix: rollout.ok_or(ImageError::NoRollout)?,
+                matrix: match &fused {
+                    Some(f) => f.get(layer).map(Vec::as_slice),
+                    None => rollout,
+                }
+                .ok_or(ImageError::NoRollout)?,
+                fusion: plan.image_rollout,
             },
         };
         if let Some(path) = &plan.png {
@@ -401,8 +422,27 @@ fn html_options(
         raw_tokens: plan.raw_tokens,
         settings,
         analysis: report_analysis(att, plan.view, stats, rollout),
+        // A vision model's report opens on the picture, at --query (CLS by default).
+        view: if att.image.is_some() {
+            attnviz::render::html::View::Image
+        } else {
+            attnviz::render::html::View::Head
+        },
+        query: image_query(plan, att),
         ..HtmlOptions::default()
     }
+}
+
+/// The token the image view draws first: `--query ROW,COL`, or the class token (`None`, where
+/// the model has none: the page picks the centre patch).
+fn image_query(plan: &Single, att: &Attention) -> Option<usize> {
+    use attnviz::attention::image::Cell;
+    use attnviz::render::image::picture::{query_unit, Query};
+    let image = att.image.as_deref()?;
+    if plan.query == Query::Cls && !image.cells.contains(&Cell::Class) {
+        return None;
+    }
+    query_unit(att, plan.query).ok()
 }
 
 /// Write to standard output; a reader that stops early (`| head`) is not an error.

@@ -93,6 +93,9 @@ pub struct Single {
     pub picture: Option<PathBuf>,
     /// `--query ROW,COL`: the patch whose attention picture views draw; default the class token.
     pub query: attnviz::render::image::picture::Query,
+    /// `--head-fusion` and `--discard-ratio` of an image's rollout figure; `None`: the plain
+    /// rollout (mean fusion, nothing discarded).
+    pub image_rollout: Option<(attnviz::analysis::HeadFusion, f32)>,
     /// Cut what is too long instead of failing.
     pub truncate: bool,
     /// `--layer`; `None`: the model's last.
@@ -494,6 +497,26 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     if args.image.is_some() && args.text.is_some() {
         return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
     }
+    let image_rollout = match (args.head_fusion, args.discard_ratio) {
+        (None, None) => None,
+        (fusion, ratio) => {
+            if args.image.is_none() || out.figure != Some(Figure::Rollout) {
+                return Err(
+                    "--head-fusion and --discard-ratio set the rollout drawn over an image; \
+                     add --image FILE and --figure rollout"
+                        .into(),
+                );
+            }
+            let ratio = ratio.unwrap_or(0.0);
+            if !(0.0..1.0).contains(&ratio) {
+                return Err(format!(
+                    "--discard-ratio {ratio} is not between 0 and 1 (0 keeps every weight, 0.9 \
+                     drops the smallest 90 %)"
+                ));
+            }
+            Some((fusion.unwrap_or_default(), ratio))
+        }
+    };
     Ok(Single {
         model: args.model.clone(),
         revision: args.revision.clone(),
@@ -501,6 +524,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         pair: args.pair.clone(),
         picture: args.image.clone(),
         query,
+        image_rollout,
         truncate: args.truncate,
         layer: out.layer,
         head: out.head.unwrap_or(HeadSel::Mean),

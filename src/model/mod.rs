@@ -179,13 +179,15 @@ impl Model {
         if let Some(path) = gguf_file(model) {
             return Self::from_gguf_within(path, max_memory);
         }
-        let files = source::resolve(model, revision, hub)?;
+        let files = source::resolve(model, revision, hub)
+            .map_err(|e| unsupported_first(e, Path::new(model)))?;
         Self::from_files(&files)
     }
 
     /// Load the model in a local folder.
     pub fn from_dir(dir: &Path) -> Result<Model, Error> {
-        let files = source::from_dir(dir, &dir.display().to_string())?;
+        let files = source::from_dir(dir, &dir.display().to_string())
+            .map_err(|e| unsupported_first(e, dir))?;
         Self::from_files(&files)
     }
 
@@ -979,4 +981,15 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
         }
     }
     Ok(())
+}
+
+/// A local folder that lacks a file, whose config.json names a model type attnviz does not
+/// run, gets that said (the tokenizer files asked for were only its family's guess).
+fn unsupported_first(err: SourceError, dir: &Path) -> Error {
+    if matches!(err, SourceError::MissingFile { .. }) {
+        if let Some(e) = families::registry::unsupported(&dir.join("config.json")) {
+            return e.into();
+        }
+    }
+    err.into()
 }

@@ -181,12 +181,16 @@ pub trait Vision: Sync {
 
     /// Run `[3, height, width]` pixels (each side at least one patch), capturing into
     /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
+    /// `norms` gets, for every layer of the network in order, the L2 norm of each token's
+    /// output of that layer (the residual stream after it, before any final LayerNorm): where
+    /// registers' and high-norm patches' artifacts show (Darcet et al. 2023).
     fn forward_pixels(
         &self,
         pixels: &[f32],
         width: usize,
         height: usize,
         capture: &mut SequenceCapture,
+        norms: &mut Vec<Vec<f32>>,
     ) -> Vec<f32>;
 }
 
