@@ -59,7 +59,14 @@ const drawn = (page) => page.evaluate(async () => { await window.attnviz.settled
 /** The main canvas's pixels, as a short fingerprint, and its box on the page. */
 const canvasState = (page) => page.evaluate(() => {
   const c = document.getElementById('image-canvas');
-  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  // Read through a copy made for reading: getImageData on the page's own canvas again and again
+  // makes Chromium warn (willReadFrequently), and the page itself never reads it back.
+  const copy = document.createElement('canvas');
+  copy.width = c.width;
+  copy.height = c.height;
+  const cx = copy.getContext('2d', { willReadFrequently: true });
+  cx.drawImage(c, 0, 0);
+  const d = cx.getImageData(0, 0, c.width, c.height).data;
   let hash = 0;
   for (let i = 0; i < d.length; i += 1) hash = (hash * 31 + d[i]) >>> 0;
   const r = c.getBoundingClientRect();

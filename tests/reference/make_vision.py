@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import safetensors.torch
 import torch
 import transformers
 from PIL import Image
@@ -206,10 +207,15 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
     processor.save_pretrained(out_dir)
     if name == "deit":
         # The same weights as a pickled PyTorch checkpoint (pytorch_model.bin), as older hub
-        # repos ship them.
+        # repos ship them. Taken from the saved safetensors file, not model.state_dict():
+        # transformers 5 names its modules differently inside (layers.0.attention.q_proj) and
+        # converts to the checkpoint names (encoder.layer.0...) only when it saves.
         bin_dir = FIXTURES / "tiny-deit-bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(model.state_dict(), bin_dir / "pytorch_model.bin")
+        saved = safetensors.torch.load_file(out_dir / "model.safetensors")
+        torch.save(saved, bin_dir / "pytorch_model.bin")
+        again = torch.load(bin_dir / "pytorch_model.bin")
+        assert saved.keys() == again.keys() and all(torch.equal(saved[k], again[k]) for k in saved)
         config.save_pretrained(bin_dir)
         processor.save_pretrained(bin_dir)
     size = processor.crop_size if getattr(processor, "do_center_crop", False) else processor.size

@@ -279,7 +279,13 @@ fn a_pytorch_bin_vision_checkpoint_gives_the_safetensors_attention() {
         ok(model.encode_image(&file, &EncodeOptions::default()), dir).attention
     };
     let (bin, st) = (run("tiny-deit-bin"), run("tiny-deit"));
-    assert_eq!(bin.weights(), st.weights());
+    // The tensors read identically (checked in make_vision.py, which writes the .bin from the
+    // safetensors file); a memory-mapped and an owned buffer may take different matmul paths,
+    // so the attention agrees to float rounding, as engine_formats.rs allows the text families.
+    let (a, b) = (bin.weights(), st.weights());
+    assert_eq!(a.len(), b.len());
+    let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    assert!(worst <= 1e-6, "attention max |Δ| {worst:e}");
     assert_eq!(
         bin.image.as_ref().unwrap().cells,
         st.image.as_ref().unwrap().cells
