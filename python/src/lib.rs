@@ -467,6 +467,7 @@ type RunResult = (
     Option<String>,
     Option<usize>,
     Option<NormSizes>,
+    Option<String>,
 );
 
 /// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
@@ -476,7 +477,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 /// runs TEXT with the same options (a library `RunRequest`).
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
-    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw"))]
+    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
+    lens=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -492,6 +494,7 @@ fn run(
     truncate: bool,
     neuron: bool,
     weighting: &str,
+    lens: Option<usize>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
@@ -510,6 +513,7 @@ fn run(
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
         image: None,
+        lens,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -537,6 +541,10 @@ fn run(
         run.generated_text,
         run.default_generation,
         sizes,
+        // The logit lens as its JSON section (`docs/json.md`), which the package reads.
+        run.lens
+            .as_ref()
+            .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
     ))
 }
 

@@ -16,6 +16,8 @@
 //! Formulas, conventions and thresholds are documented in `docs/stats.md`.
 
 mod aggregate;
+pub mod attribution;
+pub mod lens;
 mod special;
 pub mod stats;
 pub mod weighting;
@@ -26,6 +28,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use lens::LogitLens;
 pub use special::without_special;
 pub use stats::{
     alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,
