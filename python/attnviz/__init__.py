@@ -519,6 +519,7 @@ def run(
     truncate: bool = False,
     neuron: bool = False,
     weighting: str = "raw",
+    lens: Any = None,
     words: bool = False,
     no_special: bool = False,
     view: str = "head",
@@ -550,7 +551,11 @@ def run(
       after attention, Kobayashi et al. 2021), as shares of each row (encoders and decoders).
       With either of the last two, ``report.value_weighted`` and ``report.norm_aware`` hold the
       sizes themselves, arrays ``[layers, heads, queries, keys]`` (docs/analyses.md).
-
+    - ``lens``: ``True`` (5 tokens per cell) or a number of tokens: the logit lens (decoders,
+      and encoders with a masked-LM head): ``report.lens`` is a dict with ``stages``
+      (``"embeddings"``, ``"layer 0"``, …), ``positions`` (the input tokens), ``k``, ``top``
+      (``[stage][position]`` → the k most probable tokens as ``{"id", "text", "prob"}``) and the
+      arrays ``ids`` and ``probs`` ``[stages, positions, k]``; ``None`` without ``lens``.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
       ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
@@ -571,7 +576,7 @@ def run(
                 name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
                 max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
                 weighting=weighting, words=words, no_special=no_special,
-                view="image" if view == "head" else view, layer=layer, head=head, _image=path,
+                view="image" if view == "head" else view, layer=layer, head=head, lens=lens, _image=path,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -589,7 +594,17 @@ def run(
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
     if not isinstance(weighting, str):
         raise TypeError(f"weighting must be a string, not {type(weighting).__name__}")
-    natives, target_text, generated_text, default_length, sizes = _native.run(
+    if lens is True:
+        lens = 5
+    elif lens is False:
+        lens = None
+    if lens is not None:
+        if not isinstance(lens, (int, np.integer)) or isinstance(lens, bool):
+            raise TypeError(f"lens must be True or a number of tokens per cell (an int), not {lens!r}")
+        if lens < 1:
+            raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
+        lens = int(lens)
+    natives, target_text, generated_text, default_length, sizes, lens_json = _native.run(
         text,
         model,
         revision=revision,
@@ -603,6 +618,7 @@ def run(
         neuron=bool(neuron),
         weighting=weighting,
         image=_image,
+        lens=lens,
     )
     settings = [("model", model)]
     if weighting != "raw":
@@ -620,6 +636,7 @@ def run(
             vw, na, shape = sizes
             report.value_weighted = np.asarray(vw, dtype=np.float32).reshape(shape)
             report.norm_aware = np.asarray(na, dtype=np.float32).reshape(shape)
+        report.lens = _lens(lens_json)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)
@@ -704,6 +721,19 @@ def _png_bytes(array: np.ndarray) -> bytes:
         + chunk(b"IDAT", zlib.compress(raw, 6))
         + chunk(b"IEND", b"")
     )
+
+
+def _lens(text: Optional[str]) -> Optional[dict]:
+    """The logit lens of a run (its JSON section, docs/json.md), with ``ids`` and ``probs`` as
+    arrays ``[stages, positions, k]`` beside ``top``."""
+    if text is None:
+        return None
+    import json
+
+    lens = json.loads(text)
+    lens["ids"] = np.asarray([[[t["id"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.int64)
+    lens["probs"] = np.asarray([[[t["prob"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.float32)
+    return lens
 
 
 def render(

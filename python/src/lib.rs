@@ -479,6 +479,7 @@ type RunResult = (
     Option<String>,
     Option<usize>,
     Option<NormSizes>,
+    Option<String>,
 );
 
 /// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
@@ -489,7 +490,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None))]
+    image=None, lens=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -506,6 +507,7 @@ fn run(
     neuron: bool,
     weighting: &str,
     image: Option<std::path::PathBuf>,
+    lens: Option<usize>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
@@ -526,6 +528,7 @@ fn run(
         // A vision model's picture (a file; the package writes an in-memory one to a
         // temporary PNG first); then `text` names it.
         image,
+        lens,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -553,6 +556,10 @@ fn run(
         run.generated_text,
         run.default_generation,
         sizes,
+        // The logit lens as its JSON section (`docs/json.md`), which the package reads.
+        run.lens
+            .as_ref()
+            .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
     ))
 }
 

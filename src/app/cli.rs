@@ -112,6 +112,17 @@ pub struct Args {
     #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
     pub weighting: Option<Weighting>,
 
+    /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
+    /// stream predicts through the model's final norm and head, with its probability, as a
+    /// table; `--json` gets a `logit_lens` section, `--figure lens` draws it (decoders, and
+    /// encoders with a masked-LM head).
+    #[arg(help_heading = "Analyses", long)]
+    pub lens: bool,
+
+    /// Tokens kept per logit-lens cell in the JSON export [default: 5].
+    #[arg(help_heading = "Analyses", long, value_name = "K")]
+    pub lens_top: Option<usize>,
+
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
     /// DIR/sentences/NNNNNN.json (NNNNNN = line number, or the id), DIR/corpus_stats.json (the
@@ -695,6 +706,7 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Mean => "The mean over the heads of --layer",
             Figure::Model => f.describe(),
             Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
+            Figure::Lens => "The logit lens: layers × positions, each cell its most probable token",
         };
         PossibleValue::new(f.name()).help(help)
     }))

@@ -32,6 +32,7 @@ pub(super) fn write_outputs(
     selection: Selection,
     every_layer: bool,
     settings: Vec<(String, String)>,
+    run_sections: &[(&'static str, serde_json::Value)],
 ) -> Result<(), Error> {
     let Selection { layer, head } = selection;
     // The kind the terminal view, the table and the images show (--kind; default: the run's
@@ -107,13 +108,17 @@ pub(super) fn write_outputs(
         analyses: analyses.as_deref(),
         every_layer,
         include: &plan.json_include,
+        run_sections,
         json: plan.json_format,
         image: plan.image,
     };
     if let Some(path) = &plan.json {
         outputs.json(path)?;
     }
-    if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
+    // The lens figure is drawn from the run's lens (`flows::lens_outputs`), not from here.
+    let lens_figure = plan.figure == Figure::Lens;
+    if lens_figure {
+    } else if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
         use attnviz::render::image::picture::{self, PictureSpec};
         // --head-fusion / --discard-ratio: vit-explain's rollout in place of the plain one.
         let fused = match (plan.figure, plan.image_rollout) {
@@ -137,6 +142,7 @@ pub(super) fn write_outputs(
                 .ok_or(ImageError::NoRollout)?,
                 fusion: plan.image_rollout,
             },
+            Figure::Lens => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = &plan.png {
             picture::write_png(att, &spec, plan.query, path)?;
@@ -291,6 +297,9 @@ struct Outputs<'a> {
     every_layer: bool,
     /// Optional JSON sections (`--json-include`).
     include: &'a [attnviz::render::json::JsonSection],
+    /// Sections of the whole run (the logit lens), written beside `stats` of a single-kind
+    /// document.
+    run_sections: &'a [(&'static str, serde_json::Value)],
     json: JsonOptions,
     image: ImageOptions,
 }
@@ -317,10 +326,11 @@ impl Outputs<'_> {
                     .into_iter()
                     .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
                     .collect();
-                KindSections {
-                    extra: vec![("stats", section)],
-                    matrices,
+                let mut extra = vec![("stats", section)];
+                if !self.set.is_encoder_decoder() {
+                    extra.extend(self.run_sections.iter().cloned());
                 }
+                KindSections { extra, matrices }
             })
             .collect();
         write_output(path, |w| write_set_json(self.set, &sections, self.json, w))?;
@@ -446,7 +456,7 @@ fn image_query(plan: &Single, att: &Attention) -> Option<usize> {
 }
 
 /// Write to standard output; a reader that stops early (`| head`) is not an error.
-fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
+pub(super) fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match write(&mut out).and_then(|_| out.flush()) {

@@ -131,6 +131,10 @@ pub struct Single {
     pub neuron: bool,
     /// What every view draws (`--weighting`).
     pub weighting: Weighting,
+    /// The logit lens with this many tokens per cell (`--lens`, `--figure lens`).
+    pub lens: Option<usize>,
+    /// Print the logit-lens table (`--lens`).
+    pub lens_table: bool,
     /// How the report stores weights.
     pub html_precision: PrecisionChoice,
     /// Print the statistics table (`--stats`, or `--stat`).
@@ -441,6 +445,15 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     }
     let outputs = output_paths(out);
     check_outputs(out, &outputs)?;
+    if args.lens_top == Some(0) {
+        return Err("--lens-top 0 keeps no token; give 1 or more (default 5)".into());
+    }
+    if args.lens_top.is_some() && !args.lens && out.figure != Some(Figure::Lens) {
+        return Err("--lens-top sets the logit lens; add --lens (or --figure lens)".into());
+    }
+    if out.figure == Some(Figure::Lens) && !(png || svg) {
+        return Err("--figure lens draws the logit lens into --png or --svg; add one".into());
+    }
     let stdout_taken = outputs
         .iter()
         .filter(|(flag, _)| *flag != "--report")
@@ -555,6 +568,9 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         json_include: out.json_include.clone(),
         neuron: args.neuron,
         weighting: args.weighting.unwrap_or_default(),
+        lens: (args.lens || args.out.figure == Some(Figure::Lens))
+            .then(|| args.lens_top.unwrap_or(5)),
+        lens_table: args.lens,
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
         stat: out.stat,

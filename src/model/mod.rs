@@ -30,6 +30,7 @@ pub mod error;
 pub mod families;
 pub mod formats;
 pub mod kernels;
+pub mod lens;
 pub mod vision;
 
 use std::path::Path;
@@ -57,6 +58,7 @@ pub use formats::validate::BadRow;
 pub use formats::weights::{Checkpoint, WeightsError};
 pub use formats::{config, gguf, pickle, pytorch, validate, weights};
 pub use kernels::Mask;
+pub use lens::{AblationForward, AttributionForward, LensForward};
 
 /// Finding a model's files ([`formats::source`]), with the tokenizer files its family reads
 /// (its quirks' `tokenizer_files`, by config.json).

@@ -39,6 +39,8 @@ mod images_minilm;
 mod images_without_system_fonts;
 mod input_bounds;
 mod interrupts;
+mod lens;
+mod lens_attribution;
 mod norm_weights;
 mod output_folders;
 mod output_targets;
