@@ -83,9 +83,9 @@ pub fn write_lens_table(lens: &LogitLens, width: usize, w: &mut dyn Write) -> io
         writeln!(w, "{}", line.trim_end())?;
         for s in 0..stages {
             let mut line = pad(&lens.stages[s], label_w);
-            for p in start..end {
+            for (p, width) in col_w.iter().enumerate().take(end).skip(start) {
                 line.push_str("  ");
-                line.push_str(&pad(&cell(s, p), col_w[p]));
+                line.push_str(&pad(&cell(s, p), *width));
             }
             writeln!(w, "{}", line.trim_end())?;
         }

@@ -696,10 +696,8 @@ impl DecoderStack {
             col0: 0,
         };
         match &self.lm_head {
-            LmHead::Tied => matrix_forward(&self.embed, &normed, rows, output),
-            LmHead::Separate(head) => {
-                head.forward_into(&normed, rows, output, Activation::Identity)
-            }
+            LmHead::Tied => matrix_forward(&self.embed, normed, rows, output),
+            LmHead::Separate(head) => head.forward_into(normed, rows, output, Activation::Identity),
             // `unembedding` hands out no head then.
             LmHead::Missing => {}
         }

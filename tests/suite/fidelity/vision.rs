@@ -284,7 +284,11 @@ fn a_pytorch_bin_vision_checkpoint_gives_the_safetensors_attention() {
     // so the attention agrees to float rounding, as engine_formats.rs allows the text families.
     let (a, b) = (bin.weights(), st.weights());
     assert_eq!(a.len(), b.len());
-    let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    let worst = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
     assert!(worst <= 1e-6, "attention max |Δ| {worst:e}");
     assert_eq!(
         bin.image.as_ref().unwrap().cells,
