@@ -53,7 +53,8 @@ pub struct RunRequest {
     /// Weigh the attention by what it moves: value-weighted and norm-aware attention
     /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
     pub value_weighted: bool,
-    /// An image file for a vision model (ViT, DeiT): then `text` only names it.
+    /// An image file for a vision model (ViT, DeiT): then `text` only names it (the picture's
+    /// `source`, when it is not the path itself; else the file's name).
     pub image: Option<std::path::PathBuf>,
     /// The logit lens with this many tokens per cell ([`Run::lens`]; decoders, and encoders
     /// with a masked-LM head).
@@ -304,7 +305,14 @@ impl RunRequest {
                         .into(),
                 )));
             }
-            let encoding = model.encode_image(path, &self.encode_options())?;
+            let mut encoding = model.encode_image(path, &self.encode_options())?;
+            // A text other than the path names the picture (the Python package's in-memory
+            // images, written to a temporary file first, are "image").
+            if !self.text.is_empty() && std::path::Path::new(&self.text) != path.as_path() {
+                if let Some(image) = encoding.attention.image.as_mut() {
+                    std::sync::Arc::make_mut(image).source = self.text.clone();
+                }
+            }
             return single_run(model, encoding);
         }
         if model.is_vision() {
