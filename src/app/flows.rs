@@ -273,7 +273,21 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if plan.weighting != Weighting::Raw {
         settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
     }
-    write_outputs(plan, &tokens, selection, every_layer, settings)
+    // The head detectors' induction score is the model's: one probe run, when statistics are
+    // shown (the terminal table, the JSON, the report).
+    let induction = if plan.stats || plan.json.is_some() || plan.html_report() {
+        attnviz::request::induction_probe(&model).map_err(words::request)?
+    } else {
+        None
+    };
+    write_outputs(
+        plan,
+        &tokens,
+        selection,
+        every_layer,
+        settings,
+        induction.as_ref(),
+    )
 }
 
 /// `--save-attention` for an encoder or a decoder: each layer streamed to the file as the model
@@ -484,7 +498,8 @@ fn render_file(
         ("source".to_string(), file.to_string()),
         ("format".to_string(), imported.format.clone()),
     ];
-    write_outputs(plan, &set, selection, every_layer, settings)
+    // No model here: the induction probe is left out.
+    write_outputs(plan, &set, selection, every_layer, settings, None)
 }
 
 /// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per

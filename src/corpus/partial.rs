@@ -32,8 +32,9 @@ pub const PARTIAL_FILE: &str = "corpus_partial.json";
 pub const FORMAT: &str = "attnviz-corpus-partial";
 /// Version of the layout; bumped on any incompatible change.
 /// 2: ten statistics, each with the sentences and rows that define it (`defined`,
-/// `defined_rows`).
-pub const FORMAT_VERSION: u64 = 2;
+/// `defined_rows`). 3: twelve statistics (the head detectors' previous-token and
+/// duplicate-token scores added).
+pub const FORMAT_VERSION: u64 = 3;
 /// Largest partial file read (a real one is tens to hundreds of KB).
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -484,6 +485,8 @@ mod tests {
             to_self: 0.1,
             to_prev: 0.2,
             to_next: 0.7,
+            prev_token_score: 0.2,
+            duplicate_token_score: 0.1,
             rows: 5,
             label: HeadLabel::PositionalNext,
         };

@@ -306,6 +306,12 @@ pub fn process(
     };
     let tally = ledger.summary(lines_read, stopped_at);
     let summary_path = opts.out_dir.join(SUMMARY_FILE);
+    // The induction score is the model's, not a sentence's: one probe run for the corpus (a
+    // model it does not apply to, a probe that fails, or an interrupted run leaves it null).
+    let induction = match end {
+        End::Interrupted { .. } => None,
+        _ => crate::request::induction_probe(model).ok().flatten(),
+    };
     summary::write_in(
         folder,
         &summary::Summary {
@@ -318,6 +324,7 @@ pub fn process(
             per_sentence: !opts.per_sentence.is_empty(),
             end: &end,
             tally: &tally,
+            induction: induction.as_ref(),
         },
     )?;
     Ok(Outcome {

@@ -33,6 +33,9 @@ pub struct StatsTableOptions {
     /// The model's number of each row of statistics when only some layers were captured
     /// (`--layers`); `None`: rows are layers 0, 1, ….
     pub layer_numbers: Option<Vec<usize>>,
+    /// The model's induction scores `[layer][head]` (the head detector's probe, one row per row
+    /// of statistics), shown as a last column of the overview; `None`: not measured.
+    pub induction: Option<Vec<Vec<f64>>>,
 }
 
 impl StatsTableOptions {
@@ -53,6 +56,7 @@ impl Default for StatsTableOptions {
             max_width: 100,
             token_names: None,
             layer_numbers: None,
+            induction: None,
         }
     }
 }
@@ -87,6 +91,7 @@ impl StatsTableOptions {
             max_width: width.unwrap_or(100),
             token_names: None,
             layer_numbers: None,
+            induction: None,
         }
     }
 }
@@ -154,14 +159,20 @@ fn write_overview(
         (Stat::ToSelf, "self"),
         (Stat::ToPrev, "prev"),
         (Stat::ToNext, "next"),
+        (Stat::PrevTokenScore, "ptok"),
+        (Stat::DuplicateTokenScore, "dup"),
     ]
     .into_iter()
     .filter(|(stat, _)| defined(stats, *stat))
     .collect();
     let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
+    let induction = opts.induction.as_ref().filter(|g| g.len() == stats.len());
     write!(w, "layer head label ")?;
     for (_, title) in &columns {
         write!(w, " {title:>6}")?;
+    }
+    if induction.is_some() {
+        write!(w, " {:>6}", "induct")?;
     }
     writeln!(w)?;
     for (l, layer) in stats.iter().enumerate() {
@@ -178,12 +189,31 @@ fn write_overview(
                 write!(w, " ")?;
                 write_cell(w, &text, v / max, opts.color)?;
             }
+            if let Some(grid) = induction {
+                let v = grid[l].get(h).copied().unwrap_or(f64::NAN);
+                let text = format!("{:>6}", format_value(Stat::PrevTokenScore, v));
+                write!(w, " ")?;
+                write_cell(w, &text, v, opts.color)?;
+            }
             writeln!(w)?;
         }
     }
+    let detectors = if defined(stats, Stat::PrevTokenScore) {
+        "\nHead detectors (TransformerLens's, share of all attention on the pattern): ptok the \
+         previous token,\ndup other copies of the same token"
+    } else {
+        ""
+    };
+    let induct = if induction.is_some() {
+        ", induct the token after an earlier copy,\nmeasured on the model's repeated \
+         random-token probe, not this input"
+    } else {
+        ""
+    };
     writeln!(
         w,
-        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
+        "Means over query rows; shares are fractions of attention.{detectors}{induct}\n\
+         Details: docs/stats.md"
     )
 }
 
