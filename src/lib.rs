@@ -11,6 +11,7 @@ pub mod analysis;
 pub mod attention;
 pub mod choice;
 pub mod cleanup;
+pub mod compare;
 pub mod corpus;
 pub mod import;
 pub mod model;

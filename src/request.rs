@@ -16,6 +16,7 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
+use crate::analysis::lens::LogitLens;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
@@ -54,6 +55,9 @@ pub struct RunRequest {
     pub value_weighted: bool,
     /// An image file for a vision model (ViT, DeiT): then `text` only names it.
     pub image: Option<std::path::PathBuf>,
+    /// The logit lens with this many tokens per cell ([`Run::lens`]; decoders, and encoders
+    /// with a masked-LM head).
+    pub lens: Option<usize>,
 }
 
 /// What a request asks that the model cannot do. Each names the fields involved; the front end
@@ -169,6 +173,8 @@ pub struct Run {
     /// Value-weighted and norm-aware attention of the primary value, when
     /// [`RunRequest::value_weighted`] asked for them.
     pub value_weighted: Option<NormWeights>,
+    /// The logit lens of the primary value's tokens, when [`RunRequest::lens`] asked for it.
+    pub lens: Option<LogitLens>,
 }
 
 impl RunRequest {
@@ -291,6 +297,13 @@ impl RunRequest {
                         .into(),
                 )));
             }
+            if self.lens.is_some() {
+                return Err(RequestError::Model(crate::model::Error::Input(
+                    "the logit lens is for text models with a language-model or masked-LM head, \
+                     not vision models"
+                        .into(),
+                )));
+            }
             let encoding = model.encode_image(path, &self.encode_options())?;
             return single_run(model, encoding);
         }
@@ -308,7 +321,18 @@ impl RunRequest {
                     family: model.family(),
                 });
             }
+            if self.lens.is_some() {
+                return Err(RequestError::Model(crate::model::Error::Input(format!(
+                    "the logit lens is not available for encoder–decoder models ({}) yet; it \
+                     is for decoders and encoders with a masked-LM head",
+                    model.family()
+                ))));
+            }
             return self.run_seq2seq(model, progress);
+        }
+        if self.lens.is_some() && !model.has_unembedding() {
+            // Refused before the run, with the model's own words.
+            model.logit_lens(&[], &[], 1)?;
         }
         let opts = self.encode_options();
         let encoding = if self.generates() {
@@ -330,7 +354,11 @@ impl RunRequest {
         } else {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
-        single_run(model, encoding)
+        let mut run = single_run(model, encoding)?;
+        if let Some(k) = self.lens {
+            run.lens = Some(lens_of(model, &run, k)?);
+        }
+        Ok(run)
     }
 
     /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
@@ -389,6 +417,7 @@ impl RunRequest {
             target_bytes_cut: out.target_bytes_cut,
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
             value_weighted: None,
+            lens: None,
         })
     }
 }
@@ -416,7 +445,19 @@ fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
         target_bytes_cut: false,
         target_kept: 0,
         value_weighted,
+        lens: None,
     })
+}
+
+/// The logit lens of `run`'s tokens (prompt and generated ones alike), labelled as its views
+/// label them.
+fn lens_of(model: &Model, run: &Run, k: usize) -> Result<LogitLens, RequestError> {
+    let units = run.set.primary().queries();
+    let forward = model.logit_lens(&units.ids, &units.type_ids, k)?;
+    let tokenizer = model.tokenizer();
+    Ok(LogitLens::new(&forward, units.labels.clone(), |id| {
+        tokenizer.decode(&[id]).unwrap_or_default()
+    }))
 }
 
 /// A generation's progress: the model counts tokens done, [`Progress`] takes increments.

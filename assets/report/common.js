@@ -343,6 +343,7 @@ function render() {
   else if (state.view === 'matrix') renderMatrix();
   else if (state.view === 'neuron') renderNeuron();
   else if (state.view === 'stats') renderStats();
+  else if (state.view === 'image') renderImage();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

@@ -93,6 +93,7 @@ function setupControls() {
     t.addEventListener('click', () => set({ view: t.dataset.view }));
   });
   $('tab-stats').hidden = stats.length === 0;
+  $('tab-image').hidden = !IMAGE;
 
   $('thumb-style').value = state.thumbStyle;
   $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
@@ -178,7 +179,7 @@ function syncControls() {
   });
   for (const v of VIEWS) $('view-' + v).hidden = v !== state.view;
   const v = state.view;
-  $('head-control').hidden = !(v === 'matrix' || v === 'neuron');
+  $('head-control').hidden = !(v === 'matrix' || v === 'neuron' || (v === 'image' && state.imageSource === 'head'));
   $('threshold-control').hidden = !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
@@ -216,9 +217,9 @@ function onKey(e) {
   else if (k === ' ') toggleHead(state.head);
   else if (k === 'Enter' || k === 'o') soloHead(state.head);
   else if (k === 'a') set({ shown: new Array(H).fill(true) });
-  else if (k >= '1' && k <= '5') {
+  else if (k >= '1' && k <= '6') {
     const v = VIEWS[Number(k) - 1];
-    if (v !== 'stats' || stats.length) set({ view: v });
+    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE)) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });
@@ -441,6 +442,7 @@ async function main() {
   if (SHELL === null) SHELL = document.body.innerHTML;
   timings.decoded = performance.now();
   fillSummary();
+  imageSummary();
   setupControls();
   fitSummary();
   buildLegend();
@@ -452,6 +454,8 @@ async function main() {
   // The report's embedded font subsets (data: URIs, so this is quick) before the first
   // drawing, so canvas text and token columns never show fallback boxes.
   if (document.fonts) await Promise.all([...document.fonts].map((f) => f.load().catch(() => null)));
+  // A vision model's picture, decoded before the image view first draws on it.
+  await imageLoaded;
   $('status').hidden = true;
   render();
   if (carry.focus) {
@@ -474,6 +478,7 @@ window.attnviz = {
   settled,
   neuronData,
   weight,
+  image: () => imageDrawn,
   matrixGeometry: (id) => {
     const p = matrixPanels[id];
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and

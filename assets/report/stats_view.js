@@ -47,4 +47,5 @@ function renderStats() {
   $('stat-min').textContent = fmtNum(lo, 3);
   $('stat-max').textContent = fmtNum(hi, 3);
   document.querySelectorAll('#view-stats .cbar').forEach(drawColorbar);
+  renderImageNorms();
 }

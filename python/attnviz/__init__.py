@@ -128,6 +128,15 @@ class Report:
         return self.attention if self.kind == "cross" else None
 
     @property
+    def image(self) -> Optional[dict]:
+        """A vision model's picture (``run(image=...)``): ``grid`` ``[rows, cols]``, ``patch``,
+        ``original`` and ``input`` ``[width, height]``, ``preprocessing``, ``cells`` (what each
+        token is: class, distillation, register or the patch at row/col) and ``norms``
+        (``[layers][tokens]``, each token's output norm); ``None`` for text."""
+        text = self._native.image_json
+        return None if text is None else _json.loads(text)
+
+    @property
     def tokens(self) -> list:
         """The query tokens (every token, for self-attention)."""
         return self._native.tokens
@@ -157,6 +166,13 @@ class Report:
     def mask(self) -> str:
         """``bidirectional`` or ``causal``."""
         return self._native.mask
+
+    @property
+    def windows(self) -> list:
+        """Each captured layer's sliding attention window (a query sees its own token and the
+        ``window - 1`` before it; the weights outside it are exactly 0), or None for a layer
+        without one: the JSON export's ``layer_masks``."""
+        return self._native.windows
 
     @property
     def text(self) -> str:
@@ -508,10 +524,11 @@ def induction(model: str, revision: str = "main") -> Optional[dict]:
 
 
 def run(
-    text: str,
+    text: Optional[str] = None,
     model: Optional[str] = None,
     pair: Optional[str] = None,
     *,
+    image: Any = None,
     target: Optional[str] = None,
     generate: Optional[int] = None,
     chat: bool = False,
@@ -521,11 +538,13 @@ def run(
     truncate: bool = False,
     neuron: bool = False,
     weighting: str = "raw",
+    lens: Any = None,
     words: bool = False,
     no_special: bool = False,
     view: str = "head",
     layer: Optional[int] = None,
     head: Optional[int] = None,
+    _image: Optional[str] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
     attention, as the CLI runs ``attnviz TEXT`` with the same options (one library run request).
@@ -551,12 +570,33 @@ def run(
       after attention, Kobayashi et al. 2021), as shares of each row (encoders and decoders).
       With either of the last two, ``report.value_weighted`` and ``report.norm_aware`` hold the
       sizes themselves, arrays ``[layers, heads, queries, keys]`` (docs/analyses.md).
+    - ``lens``: ``True`` (5 tokens per cell) or a number of tokens: the logit lens (decoders,
+      and encoders with a masked-LM head): ``report.lens`` is a dict with ``stages``
+      (``"embeddings"``, ``"layer 0"``, …), ``positions`` (the input tokens), ``k``, ``top``
+      (``[stage][position]`` → the k most probable tokens as ``{"id", "text", "prob"}``) and the
+      arrays ``ids`` and ``probs`` ``[stages, positions, k]``; ``None`` without ``lens``.
+    - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
+      ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
+      ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
+      memory is written losslessly to a temporary PNG, read as the CLI reads ``--image``, and
+      removed. ``report.image`` then describes the picture (grid, special tokens, sizes,
+      preprocessing) and the report opens on its image view.
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
     ``decoder_attention``, ``cross_attention``). Bad values raise ValueError or TypeError naming
     the keyword.
     """
+    if image is not None:
+        if text is not None:
+            raise ValueError("give text or image=, not both: a vision model reads the image")
+        with _image_file(image) as (path, name):
+            return run(
+                name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
+                max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
+                weighting=weighting, words=words, no_special=no_special,
+                view="image" if view == "head" else view, layer=layer, head=head, lens=lens, _image=path,
+            )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
     pair = _optional_str("pair", pair)
@@ -573,7 +613,17 @@ def run(
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
     if not isinstance(weighting, str):
         raise TypeError(f"weighting must be a string, not {type(weighting).__name__}")
-    natives, target_text, generated_text, default_length, sizes = _native.run(
+    if lens is True:
+        lens = 5
+    elif lens is False:
+        lens = None
+    if lens is not None:
+        if not isinstance(lens, (int, np.integer)) or isinstance(lens, bool):
+            raise TypeError(f"lens must be True or a number of tokens per cell (an int), not {lens!r}")
+        if lens < 1:
+            raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
+        lens = int(lens)
+    natives, target_text, generated_text, default_length, sizes, lens_json = _native.run(
         text,
         model,
         revision=revision,
@@ -586,6 +636,8 @@ def run(
         truncate=bool(truncate),
         neuron=bool(neuron),
         weighting=weighting,
+        image=_image,
+        lens=lens,
     )
     settings = [("model", model)]
     if weighting != "raw":
@@ -603,12 +655,104 @@ def run(
             vw, na, shape = sizes
             report.value_weighted = np.asarray(vw, dtype=np.float32).reshape(shape)
             report.norm_aware = np.asarray(na, dtype=np.float32).reshape(shape)
+        report.lens = _lens(lens_json)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)
     views.generated_text = generated_text
     views.default_generation = default_length
     return views
+
+
+class _image_file:
+    """A file for ``run(image=...)``: a path as it is, or a PIL image or numpy array written
+    losslessly to a temporary PNG (removed on exit). Yields ``(path, name)``."""
+
+    def __init__(self, image: Any):
+        self.image = image
+        self.temp: Optional[str] = None
+
+    def __enter__(self):
+        image = self.image
+        if isinstance(image, (str, os.PathLike)):
+            path = os.fspath(image)
+            return path, path
+        if hasattr(image, "save") and hasattr(image, "mode") and hasattr(image, "size"):
+            # A PIL image: PNG keeps every mode a model reads; others become RGB first.
+            if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "I;16", "1"):
+                image = image.convert("RGB")
+            data = None
+        elif isinstance(image, np.ndarray):
+            data = _png_bytes(image)
+        else:
+            raise TypeError(
+                f"image must be a path, a PIL image or a numpy array, not {type(image).__name__}"
+            )
+        import tempfile
+
+        fd, self.temp = tempfile.mkstemp(prefix="attnviz-", suffix=".png")
+        with os.fdopen(fd, "wb") as f:
+            if data is None:
+                image.save(f, format="PNG")
+            else:
+                f.write(data)
+        return self.temp, "image"
+
+    def __exit__(self, *exc):
+        if self.temp is not None:
+            try:
+                os.unlink(self.temp)
+            except OSError:
+                pass
+        return False
+
+
+def _png_bytes(array: np.ndarray) -> bytes:
+    """A numpy image as PNG bytes (zlib and struct only, no imaging library needed)."""
+    import struct
+    import zlib
+
+    a = np.asarray(array)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[2] not in (1, 3, 4) or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(
+            f"image array must be [height, width] gray, [height, width, 3] RGB or [height, width, 4] RGBA, not shape {list(np.shape(array))}"
+        )
+    if a.dtype == np.uint8:
+        pass
+    elif np.issubdtype(a.dtype, np.floating):
+        if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
+            raise ValueError("a float image array must hold values in [0, 1] (or give uint8 0–255)")
+        a = np.round(a * 255).astype(np.uint8)
+    else:
+        raise ValueError(f"image array must be uint8 or float in [0, 1], not {a.dtype}")
+    h, w, c = a.shape
+    color = {1: 0, 3: 2, 4: 6}[c]
+    raw = b"".join(b"\x00" + a[y].tobytes() for y in range(h))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _lens(text: Optional[str]) -> Optional[dict]:
+    """The logit lens of a run (its JSON section, docs/json.md), with ``ids`` and ``probs`` as
+    arrays ``[stages, positions, k]`` beside ``top``."""
+    if text is None:
+        return None
+    import json
+
+    lens = json.loads(text)
+    lens["ids"] = np.asarray([[[t["id"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.int64)
+    lens["probs"] = np.asarray([[[t["prob"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.float32)
+    return lens
 
 
 def render(

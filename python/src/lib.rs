@@ -159,6 +159,10 @@ impl PyAttention {
         self.att.mask.as_str()
     }
     #[getter]
+    fn windows(&self) -> Vec<Option<usize>> {
+        self.att.windows().to_vec()
+    }
+    #[getter]
     fn level(&self) -> &'static str {
         self.att.level.as_str()
     }
@@ -173,6 +177,14 @@ impl PyAttention {
     #[getter]
     fn tokens(&self) -> Vec<String> {
         self.att.queries().labels.clone()
+    }
+    /// A vision model's picture as JSON (the export's `image` object), or `None`.
+    #[getter]
+    fn image_json(&self) -> Option<String> {
+        self.att
+            .image
+            .as_deref()
+            .and_then(|i| serde_json::to_string(i).ok())
     }
     #[getter]
     fn key_tokens(&self) -> Vec<String> {
@@ -467,6 +479,7 @@ type RunResult = (
     Option<String>,
     Option<usize>,
     Option<NormSizes>,
+    Option<String>,
 );
 
 /// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
@@ -476,7 +489,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 /// runs TEXT with the same options (a library `RunRequest`).
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
-    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw"))]
+    chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
+    image=None, lens=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -492,6 +506,8 @@ fn run(
     truncate: bool,
     neuron: bool,
     weighting: &str,
+    image: Option<std::path::PathBuf>,
+    lens: Option<usize>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
@@ -509,7 +525,10 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
-        image: None,
+        // A vision model's picture (a file; the package writes an in-memory one to a
+        // temporary PNG first); then `text` names it.
+        image,
+        lens,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -537,6 +556,10 @@ fn run(
         run.generated_text,
         run.default_generation,
         sizes,
+        // The logit lens as its JSON section (`docs/json.md`), which the package reads.
+        run.lens
+            .as_ref()
+            .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
     ))
 }
 
@@ -682,9 +705,10 @@ fn view_of(view: &str) -> PyResult<View> {
         "matrix" => View::Matrix,
         "neuron" => View::Neuron,
         "stats" => View::Stats,
+        "image" => View::Image,
         other => {
             return Err(value_error(format!(
-                "view `{other}` is not one of: head, model, matrix, neuron, stats"
+                "view `{other}` is not one of: head, model, matrix, neuron, stats, image"
             )))
         }
     })

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's tests, as scripts/test.sh runs them (after the Rust suite):
 #   1. build the wheel with maturin (installed into .cache/python/build, a venv kept between runs);
-#   2. install it into a fresh venv (.cache/python/test) with pytest, nbconvert and ipykernel only
+#   2. install it into a fresh venv (.cache/python/test) with pytest, nbconvert, ipykernel and pillow
+#      (the PIL images run(image=...) takes) only
 #      (no torch: the transformers arrays the tests compare with are committed fixtures);
 #   3. pytest python/tests (arrays equal the CLI's JSON; head_view draws transformers' weights);
 #   4. execute examples/quickstart.ipynb offline with nbconvert (the model is the local
@@ -36,7 +37,7 @@ echo "python: built $(basename "$wheel") in $((SECONDS - start)) s" >&2
 # A fresh environment every run: only what the wheel declares, plus the test tools.
 rm -rf "$cache/test"
 "$python" -m venv "$cache/test"
-"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel
+"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel pillow
 "$cache/test/bin/python" -m pytest -q -p no:cacheprovider python/tests
 
 # The example notebook, executed offline, then looked at in a browser.

@@ -163,3 +163,30 @@ def test_no_tqdm_is_no_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails
     r = attnviz.run("Once upon a time", model=GPT2, generate=2)
     assert sum(r.generated) == 2
+
+
+# The decoder families of issue 22, through the package as through the CLI: safetensors and GGUF,
+# generation (with the family's chat template where the tiny model's 48 positions hold it: the
+# Gemma templates of these character-level tokenizers take 54), the sliding windows of each layer.
+NEW_FAMILIES = [
+    ("tiny-qwen3", True),
+    ("tiny-gemma2", False),
+    ("tiny-gemma3", False),
+    ("tiny-gemma3-mm", False),
+    ("tiny-phi3", True),
+    ("gguf/tiny-gemma3.Q8_0.gguf", False),
+    ("gguf/tiny-phi3.Q8_0.gguf", True),
+]
+
+
+@pytest.mark.parametrize("fixture,chat", NEW_FAMILIES)
+def test_new_decoder_families_generate_as_the_cli(fixture, chat):
+    model = str(FIXTURES / fixture)
+    flags = ["--chat"] if chat else []
+    doc = cli_json("-m", model, "hi there", *flags, "--generate", "3")
+    r = attnviz.run("hi there", model=model, chat=chat, generate=3)
+    assert np.array_equal(r.attention, as_array(doc["attention"])), "bit for bit"
+    assert r.tokens == doc["tokens"] and r.generated == doc["generated"]
+    assert sum(r.generated) == 3
+    assert r.windows == [m["window"] for m in doc["layer_masks"]]
+    assert len(r.windows) == r.attention.shape[0]

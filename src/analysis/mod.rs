@@ -16,7 +16,10 @@
 //! Formulas, conventions and thresholds are documented in `docs/stats.md`.
 
 mod aggregate;
+pub mod attribution;
 pub mod detectors;
+pub mod fused_rollout;
+pub mod lens;
 mod special;
 pub mod stats;
 pub mod weighting;
@@ -27,6 +30,8 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use fused_rollout::{fused_rollout, fused_rollout_of, FusedRolloutError, HeadFusion};
+pub use lens::LogitLens;
 pub use special::without_special;
 pub use stats::{
     alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,

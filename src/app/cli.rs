@@ -61,6 +61,16 @@ pub struct Args {
     #[arg(help_heading = "Input", long, value_name = "ROW,COL")]
     pub query: Option<String>,
 
+    /// With --image and `--figure rollout`: how each layer's heads are fused before rolling
+    /// out (vit-explain's head_fusion): mean (default), max or min.
+    #[arg(help_heading = "Images", long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
+    pub head_fusion: Option<attnviz::analysis::HeadFusion>,
+
+    /// With --image and `--figure rollout`: the share of each layer's smallest fused weights
+    /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
+    #[arg(help_heading = "Images", long, value_name = "RATIO")]
+    pub discard_ratio: Option<f32>,
+
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
     #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
     pub pair: Option<String>,
@@ -101,6 +111,17 @@ pub struct Args {
     /// it moves, as shares of each row (docs/analyses.md) [default: raw].
     #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
     pub weighting: Option<Weighting>,
+
+    /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
+    /// stream predicts through the model's final norm and head, with its probability, as a
+    /// table; `--json` gets a `logit_lens` section, `--figure lens` draws it (decoders, and
+    /// encoders with a masked-LM head).
+    #[arg(help_heading = "Analyses", long)]
+    pub lens: bool,
+
+    /// Tokens kept per logit-lens cell in the JSON export [default: 5].
+    #[arg(help_heading = "Analyses", long, value_name = "K")]
+    pub lens_top: Option<usize>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
@@ -418,6 +439,192 @@ pub enum Command {
     #[command(after_help = "Example:\n  \
         attnviz merge out/shard-*/corpus_partial.json --out corpus_stats.json")]
     Merge(MergeArgs),
+    /// Compare two captures (any files `render` reads: attnviz JSON, saved .safetensors
+    /// captures, .npz): A − B per head, and each head's Jensen–Shannon distance as a layers ×
+    /// heads heatmap, ranked (docs/compare.md).
+    #[command(after_help = "Examples:\n  \
+        attnviz diff cat.json dog.json\n  \
+        attnviz diff cat.json dog.json --png distance.png --html compare.html\n  \
+        attnviz diff bert.json roberta.json --words --figure head --layer 1 --head 2 --png head.png\n  \
+        attnviz diff base.json tuned.json --json comparison.json -q")]
+    Diff(Box<DiffArgs>),
+    /// Serve a live local web app: type a text and watch every view of the HTML report follow,
+    /// with the models loaded once. Binds 127.0.0.1 only unless --host says otherwise (then a
+    /// token in the URL is required).
+    #[command(after_help = "Examples:\n  \
+        attnviz serve -m ./all-MiniLM-L6-v2\n  \
+        attnviz serve -m ./all-MiniLM-L6-v2 -m SmolLM2-135M-Instruct.Q4_1.gguf --port 8750\n  \
+        ssh -L 8750:127.0.0.1:8750 remote-host   # then open http://127.0.0.1:8750/ here")]
+    Serve(ServeArgs),
+}
+
+/// What `attnviz diff --png/--svg` draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffFigure {
+    /// The layers × heads heatmap of Jensen–Shannon distances, with the farthest heads listed.
+    Distance,
+    /// One head's A, B and A − B side by side.
+    Head,
+    /// Every head of one layer's A − B in a grid.
+    Layer,
+}
+
+/// `attnviz diff A B`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The first capture (A).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The second capture (B).
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Compare at word level even when A and B come from one tokenizer (two tokenizers are
+    /// always compared by words).
+    #[arg(help_heading = "What to compare", long)]
+    pub words: bool,
+
+    /// When A and B have different numbers of layers or heads (two models), compare the layers
+    /// and heads they share, by index.
+    #[arg(help_heading = "What to compare", long)]
+    pub shared: bool,
+
+    /// Of a file with an encoder–decoder's attention, the kind to compare [default: cross].
+    #[arg(help_heading = "What to compare", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    pub kind: Option<AttentionKind>,
+
+    /// The most memory reading each file may take, e.g. `2G` [default: half of this machine's
+    /// memory].
+    #[arg(help_heading = "What to compare", long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+
+    /// Layer of the head figure, the layer figure and the terminal's head table (0-based)
+    /// [default: the farthest head's].
+    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Head of the head figure and the terminal's head table (0-based) [default: the farthest
+    /// head (of --layer)].
+    #[arg(help_heading = "What to show", long, value_name = "N")]
+    pub head: Option<usize>,
+
+    /// Label tokens as the tokenizer's vocabulary spells them (`Ġquick`).
+    #[arg(help_heading = "What to show", long)]
+    pub raw_tokens: bool,
+
+    /// Write the comparison's numbers as JSON to FILE (docs/json.md, "Comparison"); `-` writes
+    /// to standard output.
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write JSON numbers at full precision instead of 6 significant digits.
+    #[arg(help_heading = "Outputs", long)]
+    pub full_precision: bool,
+
+    /// Write a PNG (see --figure).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
+
+    /// Write an SVG (see --figure).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// What the PNG/SVG shows [default: distance].
+    #[arg(help_heading = "Outputs", long, value_name = "FIGURE", value_parser = diff_figure())]
+    pub figure: Option<DiffFigure>,
+
+    /// Colour map of A, B and the distances (A − B is always blue–white–red) [default: viridis].
+    #[arg(help_heading = "Outputs", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    pub colormap: Option<Colormap>,
+
+    /// Light or dark images [default: light].
+    #[arg(help_heading = "Outputs", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    pub theme: Option<Theme>,
+
+    /// PNG pixels per layout pixel, for print (0.5 to 4) [default: 1].
+    #[arg(help_heading = "Outputs", long, value_name = "F", value_parser = parse_scale_factor)]
+    pub scale_factor: Option<f32>,
+
+    /// Write a self-contained HTML page: A and B side by side, A − B, and the ranked distance
+    /// heatmap (click a head to show it).
+    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// How many heads the terminal ranks, and how many cells its head table lists [default: 10].
+    #[arg(help_heading = "Terminal view", long, value_name = "K")]
+    pub top: Option<usize>,
+
+    /// Colour in the terminal view [default: auto].
+    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+
+    /// Don't print the terminal view.
+    #[arg(help_heading = "Outputs", short, long)]
+    pub quiet: bool,
+}
+
+/// The `--figure` names of `attnviz diff`.
+fn diff_figure() -> impl TypedValueParser<Value = DiffFigure> {
+    PossibleValuesParser::new([
+        PossibleValue::new("distance")
+            .help("The layers × heads heatmap of Jensen–Shannon distances, ranked"),
+        PossibleValue::new("head").help("One head's A, B and A − B (--layer, --head)"),
+        PossibleValue::new("layer").help("Every head of --layer's A − B in a grid"),
+    ])
+    .map(|name| match name.as_str() {
+        "head" => DiffFigure::Head,
+        "layer" => DiffFigure::Layer,
+        _ => DiffFigure::Distance,
+    })
+}
+
+/// `attnviz serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// A model to serve (hub id, local folder or GGUF file); repeat for several. The first is
+    /// the one the page opens on.
+    #[arg(short, long = "model", value_name = "ID|DIR", required = true)]
+    pub models: Vec<String>,
+
+    /// Hub revision of every --model.
+    #[arg(long, value_name = "REV", default_value = "main")]
+    pub revision: String,
+
+    /// The port to listen on; 0 picks a free one (the address is printed).
+    #[arg(long, value_name = "N", default_value_t = 8750)]
+    pub port: u16,
+
+    /// The address to listen on. Anything but a loopback address requires the token printed
+    /// at start in every URL, and is warned about: anyone who can reach the port and has the
+    /// token can run the models.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+
+    /// The most tokens one request's input may have (text and pair, with special tokens).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_tokens: usize,
+
+    /// The most tokens one request may generate (decoders).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_generate: usize,
+
+    /// Requests that may wait for a model while it runs another; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub queue: usize,
+
+    /// Seconds one request may take, waiting and running; longer ones get 503.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+
+    /// Worker threads of each forward pass [default: the physical cores].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// For tests: every run, once it has its model's turn, waits for one line on stdin before
+    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    #[arg(long, hide = true)]
+    pub test_hold: bool,
 }
 
 /// `attnviz render FILE`.
@@ -499,6 +706,7 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Mean => "The mean over the heads of --layer",
             Figure::Model => f.describe(),
             Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
+            Figure::Lens => "The logit lens: layers × positions, each cell its most probable token",
         };
         PossibleValue::new(f.name()).help(help)
     }))

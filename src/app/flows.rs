@@ -110,6 +110,13 @@ fn configure_threads(flag: Option<usize>) -> usize {
 
 /// Run the command line described by `args`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    // `attnviz diff` reads two files and runs no model: its own flow.
+    if let Some(super::cli::Command::Diff(d)) = &args.command {
+        return super::diff::run(d);
+    }
+    if let Some(super::cli::Command::Serve(serve)) = &args.command {
+        return super::serve::run(serve);
+    }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {
@@ -164,8 +171,16 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
         image: plan.picture.clone(),
+        lens: plan.lens,
     };
     if let Some(path) = &plan.save {
+        if plan.lens.is_some() {
+            return Err(Error::Usage(
+                "--save-attention streams the attention to a file; the logit lens (--lens, \
+                 --figure lens) is not written there: run them separately"
+                    .into(),
+            ));
+        }
         if !seq2seq {
             return save_streamed(plan, &model, &request, path);
         }
@@ -280,14 +295,56 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     } else {
         None
     };
+    let lens_sections: Vec<(&'static str, serde_json::Value)> = match &run.lens {
+        Some(lens) => vec![(
+            "logit_lens",
+            serde_json::to_value(lens).expect("the lens serialises to JSON"),
+        )],
+        None => Vec::new(),
+    };
     write_outputs(
         plan,
         &tokens,
         selection,
         every_layer,
         settings,
+        &lens_sections,
         induction.as_ref(),
-    )
+    )?;
+    match &run.lens {
+        Some(lens) => lens_outputs(plan, lens, &model),
+        None => Ok(()),
+    }
+}
+
+/// The logit lens's own outputs: its figure (`--figure lens`) and its table (`--lens`, on
+/// standard error when standard output carries a file).
+fn lens_outputs(
+    plan: &Single,
+    lens: &attnviz::analysis::LogitLens,
+    model: &Model,
+) -> Result<(), Error> {
+    use attnviz::render::image::lens as figure;
+    if plan.figure == Figure::Lens {
+        let title = format!("Logit lens · {}", model.info().name());
+        if let Some(path) = &plan.png {
+            figure::write_png(lens, &title, &plan.image, path)?;
+        }
+        if let Some(path) = &plan.svg {
+            figure::write_svg(lens, &title, &plan.image, path)?;
+        }
+    }
+    if plan.lens_table {
+        let width = terminal_size::terminal_size().map_or(120, |(w, _)| w.0 as usize);
+        let table =
+            |w: &mut dyn Write| attnviz::render::lens_table::write_lens_table(lens, width, w);
+        if plan.terminal_view {
+            super::outputs::to_stdout(table)?;
+        } else if plan.stdout_taken {
+            table(&mut io::stderr().lock()).map_err(Error::Stdout)?;
+        }
+    }
+    Ok(())
 }
 
 /// `--save-attention` for an encoder or a decoder: each layer streamed to the file as the model
@@ -391,6 +448,13 @@ fn say_generated(run: &Run, model: &Model) {
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
+    if render.out.lens.is_some() {
+        return Err(Error::Usage(
+            "the logit lens runs the model's own head over its residual stream, which an \
+             attention file does not hold; run the model with --lens (and --json to keep it)"
+                .into(),
+        ));
+    }
     let tokens = match &render.tokens {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,
@@ -499,7 +563,7 @@ fn render_file(
         ("format".to_string(), imported.format.clone()),
     ];
     // No model here: the induction probe is left out.
-    write_outputs(plan, &set, selection, every_layer, settings, None)
+    write_outputs(plan, &set, selection, every_layer, settings, &[], None)
 }
 
 /// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per

@@ -1,12 +1,16 @@
 //! The application layer: the only code that knows the command line. [`cli`] defines the flags
 //! (clap), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
-//! the library (a run request, `attnviz render`, corpus mode, merge), [`outputs`] writes a run's
+//! the library (a run request, `attnviz render`, corpus mode, merge; [`serve`] runs the web app), [`outputs`] writes a run's
 //! files and views, and [`words`] words the library's typed errors with the flags. The library
 //! never sees a flag.
 
 pub mod cli;
+pub mod diff;
 pub mod flows;
 mod outputs;
 pub mod plan;
 mod progress;
+/// `attnviz serve`: the live web app (its code lives in src/serve/).
+#[path = "../serve/mod.rs"]
+pub mod serve;
 mod words;

@@ -35,6 +35,7 @@ pub(super) fn write_outputs(
     selection: Selection,
     every_layer: bool,
     settings: Vec<(String, String)>,
+    run_sections: &[(&'static str, serde_json::Value)],
     induction: Option<&Induction>,
 ) -> Result<(), Error> {
     // The probe scores a model's self-attention; an encoder–decoder's kinds get none.
@@ -53,6 +54,13 @@ pub(super) fn write_outputs(
         .position(|&k| k == shown_kind)
         .expect("the kind was found");
     let token_att = tokens.kind(shown_kind).expect("the kind was found");
+    // --query ROW,COL off the grid is refused before anything is written, whichever outputs
+    // were asked for (the HTML report and JSON too, not only the pictures).
+    if let (Some(_), attnviz::render::image::picture::Query::Patch(..)) =
+        (&token_att.image, plan.query)
+    {
+        attnviz::render::image::picture::query_unit(token_att, plan.query)?;
+    }
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once per kind.
@@ -106,6 +114,7 @@ pub(super) fn write_outputs(
         analyses: analyses.as_deref(),
         every_layer,
         include: &plan.json_include,
+        run_sections,
         json: plan.json_format,
         image: plan.image,
         induction,
@@ -113,16 +122,34 @@ pub(super) fn write_outputs(
     if let Some(path) = &plan.json {
         outputs.json(path)?;
     }
-    if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
+    // The lens figure is drawn from the run's lens (`flows::lens_outputs`), not from here.
+    let lens_figure = plan.figure == Figure::Lens;
+    if lens_figure {
+    } else if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
         use attnviz::render::image::picture::{self, PictureSpec};
+        // --head-fusion / --discard-ratio: vit-explain's rollout in place of the plain one.
+        let fused = match (plan.figure, plan.image_rollout) {
+            (Figure::Rollout, Some((fusion, ratio))) if every_layer => Some(
+                attnviz::analysis::fused_rollout(att, fusion, ratio).map_err(|e| {
+                    ImageError::Draw(attnviz::render::image::DrawError(e.to_string()))
+                })?,
+            ),
+            _ => None,
+        };
         let spec = match plan.figure {
             Figure::Head | Figure::Mean => PictureSpec::Head { layer, head },
             Figure::Layer => PictureSpec::Layer { layer },
             Figure::Model => PictureSpec::Model,
             Figure::Rollout => PictureSpec::Rollout {
                 layer,
-                matrix: rollout.ok_or(ImageError::NoRollout)?,
+                matrix: match &fused {
+                    Some(f) => f.get(layer).map(Vec::as_slice),
+                    None => rollout,
+                }
+                .ok_or(ImageError::NoRollout)?,
+                fusion: plan.image_rollout,
             },
+            Figure::Lens => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = &plan.png {
             picture::write_png(att, &spec, plan.query, path)?;
@@ -284,6 +311,9 @@ struct Outputs<'a> {
     every_layer: bool,
     /// Optional JSON sections (`--json-include`).
     include: &'a [attnviz::render::json::JsonSection],
+    /// Sections of the whole run (the logit lens), written beside `stats` of a single-kind
+    /// document.
+    run_sections: &'a [(&'static str, serde_json::Value)],
     json: JsonOptions,
     image: ImageOptions,
     /// The model's induction probe, for the JSON's `stats.induction`.
@@ -314,10 +344,11 @@ impl Outputs<'_> {
                     .into_iter()
                     .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
                     .collect();
-                KindSections {
-                    extra: vec![("stats", section)],
-                    matrices,
+                let mut extra = vec![("stats", section)];
+                if !self.set.is_encoder_decoder() {
+                    extra.extend(self.run_sections.iter().cloned());
                 }
+                KindSections { extra, matrices }
             })
             .collect();
         write_output(path, |w| write_set_json(self.set, &sections, self.json, w))?;
@@ -419,12 +450,31 @@ fn html_options(
         raw_tokens: plan.raw_tokens,
         settings,
         analysis: report_analysis(att, plan.view, stats, rollout),
+        // A vision model's report opens on the picture, at --query (CLS by default).
+        view: if att.image.is_some() {
+            attnviz::render::html::View::Image
+        } else {
+            attnviz::render::html::View::Head
+        },
+        query: image_query(plan, att),
         ..HtmlOptions::default()
     }
 }
 
+/// The token the image view draws first: `--query ROW,COL`, or the class token (`None`, where
+/// the model has none: the page picks the centre patch).
+fn image_query(plan: &Single, att: &Attention) -> Option<usize> {
+    use attnviz::attention::image::Cell;
+    use attnviz::render::image::picture::{query_unit, Query};
+    let image = att.image.as_deref()?;
+    if plan.query == Query::Cls && !image.cells.contains(&Cell::Class) {
+        return None;
+    }
+    query_unit(att, plan.query).ok()
+}
+
 /// Write to standard output; a reader that stops early (`| head`) is not an error.
-fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
+pub(super) fn to_stdout(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Error> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match write(&mut out).and_then(|_| out.flush()) {

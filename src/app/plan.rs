@@ -93,6 +93,9 @@ pub struct Single {
     pub picture: Option<PathBuf>,
     /// `--query ROW,COL`: the patch whose attention picture views draw; default the class token.
     pub query: attnviz::render::image::picture::Query,
+    /// `--head-fusion` and `--discard-ratio` of an image's rollout figure; `None`: the plain
+    /// rollout (mean fusion, nothing discarded).
+    pub image_rollout: Option<(attnviz::analysis::HeadFusion, f32)>,
     /// Cut what is too long instead of failing.
     pub truncate: bool,
     /// `--layer`; `None`: the model's last.
@@ -128,6 +131,10 @@ pub struct Single {
     pub neuron: bool,
     /// What every view draws (`--weighting`).
     pub weighting: Weighting,
+    /// The logit lens with this many tokens per cell (`--lens`, `--figure lens`).
+    pub lens: Option<usize>,
+    /// Print the logit-lens table (`--lens`).
+    pub lens_table: bool,
     /// How the report stores weights.
     pub html_precision: PrecisionChoice,
     /// Print the statistics table (`--stats`, or `--stat`).
@@ -284,6 +291,10 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
+        // Carried out by `super::diff`, before any plan.
+        Some(Command::Diff(_)) => return Err("attnviz diff has no plan of its own".into()),
+        // `attnviz serve` runs its own loop (src/serve), before any plan is made.
+        Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
         None if args.input.is_some() => {
             if args.save_attention.is_some() {
                 return Err(
@@ -434,6 +445,15 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     }
     let outputs = output_paths(out);
     check_outputs(out, &outputs)?;
+    if args.lens_top == Some(0) {
+        return Err("--lens-top 0 keeps no token; give 1 or more (default 5)".into());
+    }
+    if args.lens_top.is_some() && !args.lens && out.figure != Some(Figure::Lens) {
+        return Err("--lens-top sets the logit lens; add --lens (or --figure lens)".into());
+    }
+    if out.figure == Some(Figure::Lens) && !(png || svg) {
+        return Err("--figure lens draws the logit lens into --png or --svg; add one".into());
+    }
     let stdout_taken = outputs
         .iter()
         .filter(|(flag, _)| *flag != "--report")
@@ -490,6 +510,26 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     if args.image.is_some() && args.text.is_some() {
         return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
     }
+    let image_rollout = match (args.head_fusion, args.discard_ratio) {
+        (None, None) => None,
+        (fusion, ratio) => {
+            if args.image.is_none() || out.figure != Some(Figure::Rollout) {
+                return Err(
+                    "--head-fusion and --discard-ratio set the rollout drawn over an image; \
+                     add --image FILE and --figure rollout"
+                        .into(),
+                );
+            }
+            let ratio = ratio.unwrap_or(0.0);
+            if !(0.0..1.0).contains(&ratio) {
+                return Err(format!(
+                    "--discard-ratio {ratio} is not between 0 and 1 (0 keeps every weight, 0.9 \
+                     drops the smallest 90 %)"
+                ));
+            }
+            Some((fusion.unwrap_or_default(), ratio))
+        }
+    };
     Ok(Single {
         model: args.model.clone(),
         revision: args.revision.clone(),
@@ -497,6 +537,7 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         pair: args.pair.clone(),
         picture: args.image.clone(),
         query,
+        image_rollout,
         truncate: args.truncate,
         layer: out.layer,
         head: out.head.unwrap_or(HeadSel::Mean),
@@ -527,6 +568,9 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         json_include: out.json_include.clone(),
         neuron: args.neuron,
         weighting: args.weighting.unwrap_or_default(),
+        lens: (args.lens || args.out.figure == Some(Figure::Lens))
+            .then(|| args.lens_top.unwrap_or(5)),
+        lens_table: args.lens,
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
         stat: out.stat,

@@ -90,6 +90,12 @@ pub struct ImageInput {
     pub preprocessing: Preprocessing,
     /// What each of the model's tokens is, in the model's order.
     pub cells: Vec<Cell>,
+    /// `norms[layer][token]`: the L2 norm of each token's output of each captured layer (the
+    /// residual stream after it, before a final LayerNorm), in the attention's layer order.
+    /// Registers and the high-norm patches of large ViTs stand out here (Darcet et al. 2023).
+    /// Empty when not computed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub norms: Vec<Vec<f32>>,
     /// The pixels the model saw before rescaling and normalising: `input` RGB, row-major, for
     /// drawing on.
     #[serde(skip)]

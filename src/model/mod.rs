@@ -30,6 +30,7 @@ pub mod error;
 pub mod families;
 pub mod formats;
 pub mod kernels;
+pub mod lens;
 pub mod vision;
 
 use std::path::Path;
@@ -57,6 +58,7 @@ pub use formats::validate::BadRow;
 pub use formats::weights::{Checkpoint, WeightsError};
 pub use formats::{config, gguf, pickle, pytorch, validate, weights};
 pub use kernels::Mask;
+pub use lens::{AblationForward, AttributionForward, LensForward};
 
 /// Finding a model's files ([`formats::source`]), with the tokenizer files its family reads
 /// (its quirks' `tokenizer_files`, by config.json).
@@ -179,13 +181,15 @@ impl Model {
         if let Some(path) = gguf_file(model) {
             return Self::from_gguf_within(path, max_memory);
         }
-        let files = source::resolve(model, revision, hub)?;
+        let files = source::resolve(model, revision, hub)
+            .map_err(|e| unsupported_first(e, Path::new(model)))?;
         Self::from_files(&files)
     }
 
     /// Load the model in a local folder.
     pub fn from_dir(dir: &Path) -> Result<Model, Error> {
-        let files = source::from_dir(dir, &dir.display().to_string())?;
+        let files = source::from_dir(dir, &dir.display().to_string())
+            .map_err(|e| unsupported_first(e, dir))?;
         Self::from_files(&files)
     }
 
@@ -979,4 +983,15 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
         }
     }
     Ok(())
+}
+
+/// A local folder that lacks a file, whose config.json names a model type attnviz does not
+/// run, gets that said (the tokenizer files asked for were only its family's guess).
+fn unsupported_first(err: SourceError, dir: &Path) -> Error {
+    if matches!(err, SourceError::MissingFile { .. }) {
+        if let Some(e) = families::registry::unsupported(&dir.join("config.json")) {
+            return e.into();
+        }
+    }
+    err.into()
 }

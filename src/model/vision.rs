@@ -79,12 +79,19 @@ impl Model {
         self.check_layers(&layers)?;
         self.check_capture_size(&[n], opts.capture_query_key, layers.len(), opts.max_memory)?;
         let mut capture = SequenceCapture::for_layers(arch, n, n, opts.capture_query_key, &layers);
+        let mut all_norms = Vec::new();
         let hidden = vision.forward_pixels(
             &prepared.pixels,
             prepared.width,
             prepared.height,
             &mut capture,
+            &mut all_norms,
         );
+        // The captured layers' token norms, as the attention's layers.
+        let norms = layers
+            .iter()
+            .filter_map(|&l| all_norms.get(l).cloned())
+            .collect();
         let mut steps = prepared.steps;
         let trained = vision.trained_grid();
         if grid != trained {
@@ -140,6 +147,7 @@ impl Model {
             grid,
             preprocessing: steps,
             cells,
+            norms,
             view: prepared.view,
         };
         let query_key =

@@ -122,6 +122,8 @@ const JS_SOURCE: &str = concat!(
     "\n",
     include_str!("../../assets/report/stats_view.js"),
     "\n",
+    include_str!("../../assets/report/image_view.js"),
+    "\n",
     include_str!("../../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
 );
@@ -256,6 +258,10 @@ pub enum View {
     Neuron,
     /// Per-head statistics grid (present only with [`HtmlOptions::analysis`] statistics).
     Stats,
+    /// The picture a vision model read, with the attention of the hovered or clicked patch (or
+    /// the class token) drawn over it, and every layer × head as small overlays (present only
+    /// for an attention with an [`crate::attention::image::ImageInput`]; else the head view).
+    Image,
 }
 
 /// One per-head statistic for the stats panel.
@@ -341,6 +347,9 @@ pub struct HtmlOptions {
     pub settings: Vec<(String, String)>,
     /// Analysis results to show; see the module documentation.
     pub analysis: HtmlAnalysis,
+    /// The token whose attention the image view draws first (a vision model's report);
+    /// `None`: the class token, or the centre patch where there is none.
+    pub query: Option<usize>,
 }
 
 impl Default for HtmlOptions {
@@ -359,6 +368,7 @@ impl Default for HtmlOptions {
             raw_tokens: false,
             settings: Vec::new(),
             analysis: HtmlAnalysis::default(),
+            query: None,
         }
     }
 }
@@ -400,6 +410,9 @@ pub enum HtmlError {
     /// Nothing to show.
     #[error("the attention has no tokens, so there is no report to draw")]
     Empty,
+    /// The image view's first query is not one of the tokens.
+    #[error("query token {0} is not one of the {1} tokens")]
+    Query(usize, usize),
 }
 
 impl From<HtmlError> for io::Error {
@@ -475,7 +488,10 @@ fn write_report(
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
-            Piece::Slot(Slot::Csp) => w.write_all(content_security_policy(&style).as_bytes())?,
+            Piece::Slot(Slot::Csp) => {
+                let images = kinds.iter().any(|(a, _)| a.image.is_some());
+                w.write_all(content_security_policy(&style, images).as_bytes())?
+            }
             Piece::Slot(Slot::Title) => w.write_all(escape_html(&meta.title).as_bytes())?,
             Piece::Slot(Slot::Css) => w.write_all(style.as_bytes())?,
             Piece::Slot(Slot::Js) => w.write_all(script().as_bytes())?,
@@ -507,6 +523,9 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
         .check_selection(Selection::new(opts.layer, HeadSel::Index(opts.head)))?;
     if let Some(t) = opts.threshold.filter(|t| !(0.0..=1.0).contains(t)) {
         return Err(HtmlError::Threshold(t));
+    }
+    if let Some(q) = opts.query.filter(|&q| q >= nq) {
+        return Err(HtmlError::Query(q, nq));
     }
     let a = &opts.analysis;
     let bad = |s: String| Err(HtmlError::Analysis(s));
@@ -682,14 +701,16 @@ enum Piece {
 /// The page's Content-Security-Policy: nothing may load from anywhere, and only the report's own
 /// inline script and style (listed by hash) may run. So even markup that slipped past escaping
 /// could neither run a script (inline handlers included) nor make a request. Fonts may come
-/// from `data:` URIs only: the subsets [`font_css`] embeds.
-fn content_security_policy(style: &str) -> String {
+/// from `data:` URIs only: the subsets [`font_css`] embeds; so may images, in a vision model's
+/// report only (`images`): the picture the model read, embedded as a `data:` PNG.
+fn content_security_policy(style: &str, images: bool) -> String {
     let hash = |s: &str| STANDARD.encode(Sha256::digest(s.as_bytes()));
     format!(
         "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; font-src data:; \
-         base-uri 'none'; form-action 'none'",
+         {}base-uri 'none'; form-action 'none'",
         hash(script()),
-        hash(style)
+        hash(style),
+        if images { "img-src data:; " } else { "" }
     )
 }
 

@@ -3,10 +3,12 @@
 
 pub mod colormap;
 mod colormap_tables;
+pub mod compare;
 pub mod fonts;
 pub mod html;
 pub mod image;
 pub mod json;
+pub mod lens_table;
 pub mod stats_table;
 pub mod terminal;
 

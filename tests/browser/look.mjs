@@ -5,7 +5,7 @@
 //
 // Writes OUT_DIR/<browser>-<report>-<theme>-<width>-<view>.png (the window, 900 px tall).
 // Options through the environment: LOOK_BROWSERS=chromium,firefox LOOK_WIDTHS=1400,600
-// LOOK_THEMES=light,dark LOOK_VIEWS=head,model,matrix,neuron,stats; LOOK_KINDS=encoder,decoder,cross
+// LOOK_THEMES=light,dark LOOK_VIEWS=head,model,matrix,neuron,stats,image; LOOK_KINDS=encoder,decoder,cross
 // opens each kind of an encoder–decoder report (its `#kind=` fragment; <report>-<kind> in the name).
 
 import { mkdirSync } from 'node:fs';
@@ -24,7 +24,7 @@ const list = (name, dflt) => (process.env[name] || dflt).split(',').filter(Boole
 const browsers = list('LOOK_BROWSERS', 'chromium,firefox');
 const widths = list('LOOK_WIDTHS', '1400,600').map(Number);
 const themes = list('LOOK_THEMES', 'light,dark');
-const views = list('LOOK_VIEWS', 'head,model,matrix,neuron,stats');
+const views = list('LOOK_VIEWS', 'head,model,matrix,neuron,stats,image');
 const kinds = list('LOOK_KINDS', '');
 const HEIGHT = 900;
 
@@ -39,7 +39,8 @@ async function shoot(page, file, errors, kind) {
       await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
         document.querySelector('#status.error'), { timeout: 60000 });
       for (const view of views) {
-        const has = await page.evaluate((v) => v !== 'stats' || !document.getElementById('tab-stats').hidden, view);
+        const has = await page.evaluate((v) => (v !== 'stats' || !document.getElementById('tab-stats').hidden) &&
+          (v !== 'image' || !document.getElementById('tab-image').hidden), view);
         if (!has) continue;
         await page.evaluate(async ({ t, v }) => {
           window.attnviz.set({ theme: t, view: v });

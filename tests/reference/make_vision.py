@@ -5,6 +5,7 @@ image processors, `*ImageProcessorPil`) and every layer's and head's attention (
 
     /work/venv-ref/bin/python tests/reference/make_vision.py            # every family
     /work/venv-ref/bin/python tests/reference/make_vision.py vit        # some
+    /work/venv-ref/bin/python tests/reference/make_vision.py --rollout  # fused rollouts only
 
 Writes tests/fixtures/tiny-<name>/ (config.json, model.safetensors, preprocessor_config.json),
 tests/fixtures/images/*.png|jpg (synthetic images drawn from a fixed seed) and
@@ -22,16 +23,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import safetensors.torch
 import torch
 import transformers
 from PIL import Image
 from transformers import (
+    CLIPConfig,
+    CLIPModel,
     CLIPVisionConfig,
     CLIPVisionModel,
     DeiTConfig,
     DeiTModel,
     Dinov2Config,
     Dinov2Model,
+    Dinov2WithRegistersConfig,
+    Dinov2WithRegistersModel,
     ViTConfig,
     ViTForImageClassification,
     ViTModel,
@@ -141,23 +147,56 @@ FAMILIES = {
              image_mean=[0.48145466, 0.4578275, 0.40821073], image_std=[0.26862954, 0.26130258, 0.27577711]),
     ),
 }
+# Added after the others, so their seeds (by position) stay.
+# Four register tokens after the class token (Darcet et al. 2023); positions trained on 6×6,
+# interpolated to 4×4 with transformers' antialiased bicubic (this family's own).
+FAMILIES["dinov2-registers"] = (
+    Dinov2WithRegistersConfig,
+    Dinov2WithRegistersModel,
+    dict(image_size=48, patch_size=8, num_register_tokens=4),
+    CLIPImageProcessorPil,
+    dict(size={"shortest_edge": 40}, crop_size={"height": 32, "width": 32}, do_center_crop=True, resample=3,
+         image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]),
+)
+# A whole CLIPModel (text tower, projections and all; model_type "clip", the vision settings in
+# vision_config): attnviz reads its vision tower. Its reference runs model.vision_model.
+FAMILIES["clip-full"] = (
+    CLIPConfig,
+    CLIPModel,
+    dict(image_size=32, patch_size=8, hidden_act="quick_gelu"),
+    CLIPImageProcessorPil,
+    dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}, do_center_crop=True, resample=3,
+         image_mean=[0.48145466, 0.4578275, 0.40821073], image_std=[0.26862954, 0.26130258, 0.27577711]),
+)
 
 
-def run(model, pixels: torch.Tensor, interpolate: bool):
-    kwargs = dict(output_attentions=True)
+def run(model, pixels: torch.Tensor, interpolate: bool, norms: bool = False):
+    kwargs = dict(output_attentions=True, output_hidden_states=norms)
     if interpolate:
         kwargs["interpolate_pos_encoding"] = True
     with torch.no_grad():
         out = model(pixel_values=pixels, **kwargs)
     # Classification models return logits; their attentions come from the base model.
     attn = torch.stack([a[0] for a in out.attentions])
-    return attn
+    if not norms:
+        return attn
+    # Each layer's output per token (hidden_states[l + 1], before any final LayerNorm): its
+    # L2 norm, [layers, n].
+    return attn, torch.stack([h[0].double().norm(dim=-1) for h in out.hidden_states[1:]])
 
 
 def make(name: str, images: dict[str, Path], seed: int) -> None:
     setup_determinism(seed)
     config_cls, model_cls, extra, proc_cls, proc_kw = FAMILIES[name]
-    config = config_cls(**TINY, **extra, attn_implementation="eager")
+    if config_cls is CLIPConfig:
+        text = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)
+        config = CLIPConfig(text_config=text, vision_config=dict(**TINY, **extra), projection_dim=16,
+                            attn_implementation="eager")
+        config.image_size = config.vision_config.image_size
+        config.num_hidden_layers = config.vision_config.num_hidden_layers
+        config.num_attention_heads = config.vision_config.num_attention_heads
+    else:
+        config = config_cls(**TINY, **extra, attn_implementation="eager")
     model = model_cls(config).eval()
     model.config._attn_implementation = "eager"
     randomise(model, seed)
@@ -166,6 +205,19 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
     model.save_pretrained(out_dir, safe_serialization=True)
     processor = proc_cls(**proc_kw)
     processor.save_pretrained(out_dir)
+    if name == "deit":
+        # The same weights as a pickled PyTorch checkpoint (pytorch_model.bin), as older hub
+        # repos ship them. Taken from the saved safetensors file, not model.state_dict():
+        # transformers 5 names its modules differently inside (layers.0.attention.q_proj) and
+        # converts to the checkpoint names (encoder.layer.0...) only when it saves.
+        bin_dir = FIXTURES / "tiny-deit-bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        saved = safetensors.torch.load_file(out_dir / "model.safetensors")
+        torch.save(saved, bin_dir / "pytorch_model.bin")
+        again = torch.load(bin_dir / "pytorch_model.bin")
+        assert saved.keys() == again.keys() and all(torch.equal(saved[k], again[k]) for k in saved)
+        config.save_pretrained(bin_dir)
+        processor.save_pretrained(bin_dir)
     size = processor.crop_size if getattr(processor, "do_center_crop", False) else processor.size
     interpolate = (size["height"], size["width"]) != (config.image_size,) * 2
 
@@ -177,12 +229,14 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
         # The processors of ViT and DeiT leave do_convert_rgb unset, which fails on a gray image;
         # attnviz always converts to RGB (the models take 3 channels), as do_convert_rgb does.
         pixels = processor(images=image, return_tensors="pt", do_convert_rgb=True)["pixel_values"]
-        attn = run(model, pixels, interpolate)
+        runner = model.vision_model if isinstance(model, CLIPModel) else model
+        attn, norms = run(runner, pixels, interpolate, norms=True)
         case = dict(
             image=rel(path),
             image_size=list(image.size),
             pixels=store.put(f"{image_name}.pixels", pixels[0]),
             attention=store.put(f"{image_name}.attention", attn),
+            norms=store.put(f"{image_name}.norms", norms),
         )
         if image_name == "wide45x37":
             # The same image through torch's plain bilinear/bicubic resize (no antialiasing),
@@ -200,7 +254,7 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
             plain = plain.round().clamp(0, 255)[0].permute(1, 2, 0).numpy().astype(np.uint8)
             other = processor(images=Image.fromarray(plain), return_tensors="pt",
                               do_resize=False)["pixel_values"]
-            moved = run(model, other, interpolate)
+            moved = run(runner, other, interpolate)
             case["resize_effect"] = dict(
                 pixel_levels_max=float((other - pixels).abs().max() * 255 * max(processor.image_std)),
                 attention_max=float((moved - attn).abs().max()),
@@ -222,13 +276,76 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
     print(name, [(c["image"], c.get("resize_effect")) for c in cases])
 
 
+def fused_rollout(att: np.ndarray, fusion: str, ratio: float, as_written: bool = False) -> np.ndarray:
+    """vit-explain's rollout (jacobgil/vit-explain, vit_rollout.py), in numpy, through every layer
+    of `att` ([layers, heads, n, n], float64): fuse the heads, zero the `int(n² · ratio)` smallest
+    fused weights (a stable sort; entry 0, the first token's attention to itself, is never
+    zeroed), add the identity, halve, divide by the row sums, and multiply, later layers on the
+    left. `as_written` divides as the script's `a / a.sum(dim=-1)` does in torch: entry (i, j)
+    by row j's sum (broadcast along the columns); attnviz divides each row by its own sum."""
+    n = att.shape[-1]
+    result = np.eye(n)
+    out = []
+    for layer in att:
+        fused = {"mean": layer.mean(0), "max": layer.max(0), "min": layer.min(0)}[fusion].copy()
+        flat = fused.reshape(-1)
+        k = int(flat.size * ratio)
+        drop = np.argsort(flat, kind="stable")[:k]
+        flat[drop[drop != 0]] = 0.0
+        a = (fused + np.eye(n)) / 2
+        a = a / (a.sum(-1)[None, :] if as_written else a.sum(-1, keepdims=True))
+        result = a @ result
+        out.append(result)
+    return np.stack(out)
+
+
+ROLLOUTS = [("mean", 0.0), ("mean", 0.9), ("max", 0.5), ("min", 0.25), ("max", 0.9)]
+
+
+def make_rollouts() -> None:
+    """Fused rollouts of transformers' DeiT attention on big80x64 (read from the committed
+    tiny-deit reference), for tests/suite/fidelity/vision.rs to compare ours with."""
+    import safetensors.numpy
+
+    ref = safetensors.numpy.load_file(REFERENCE / "tiny-deit.safetensors")
+    att = ref["big80x64.attention"].astype(np.float64)
+    store = TensorStore()
+    cases = []
+    for fusion, ratio in ROLLOUTS:
+        # The ratio as attnviz holds it (f32), so both count the same entries to drop.
+        r32 = float(np.float32(ratio))
+        ours = fused_rollout(att, fusion, r32)
+        written = fused_rollout(att, fusion, r32, as_written=True)
+        key = f"{fusion}-{ratio}"
+        cases.append(dict(
+            fusion=fusion,
+            discard_ratio=ratio,
+            rollout=store.put(key, ours),
+            # How far vit-explain's column-wise division moves the CLS row (stated, not tested).
+            as_written_cls_row_max_difference=float(np.abs(written[:, 0] - ours[:, 0]).max()),
+        ))
+    store.save(REFERENCE / "vision-rollout.safetensors")
+    write_json(REFERENCE / "vision-rollout.json", dict(
+        attention="tiny-deit.safetensors:big80x64.attention",
+        cases=cases,
+        versions=versions(),
+    ))
+    print("rollouts", [(c["fusion"], c["discard_ratio"], c["as_written_cls_row_max_difference"]) for c in cases])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--rollout", action="store_true",
+                        help="only the fused rollouts, from the committed tiny-deit reference")
     args = parser.parse_args()
+    if args.rollout:
+        make_rollouts()
+        return
     images = make_images()
     for i, name in enumerate(args.families):
         make(name, images, 7000 + 17 * list(FAMILIES).index(name))
+    make_rollouts()
 
 
 if __name__ == "__main__":

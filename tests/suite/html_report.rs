@@ -476,6 +476,29 @@ fn write_encoder_decoder_cases(dir: &Path) {
     }
 }
 
+/// The report of a vision model's run (tiny random DeiT: CLS, DIST and 4 × 4 patches) on an
+/// 80 × 64 picture, written by the CLI, beside the CLI's JSON export of the same run (full
+/// precision, with the rollout) for `image.test.mjs` to expect from.
+fn write_image_cases(dir: &Path) {
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-deit"))
+        .arg("--image")
+        .arg(repo().join("tests/fixtures/images/big80x64.png"))
+        .arg("--html")
+        .arg(dir.join("image-deit.html"))
+        .arg("--json")
+        .arg(dir.join("image-deit.json"))
+        .args(["--full-precision", "--json-include", "rollout", "-q"])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "image-deit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -488,6 +511,7 @@ fn artifacts() -> &'static Path {
         write_real_cases(&dir);
         write_decoder_case(&dir);
         write_encoder_decoder_cases(&dir);
+        write_image_cases(&dir);
         dir
     })
 }
@@ -524,4 +548,14 @@ fn encoder_decoder_report_in_headless_chromium_and_firefox() {
 #[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
 fn report_views_in_headless_firefox() {
     run_browser_suite("firefox.test.mjs", "/usr/bin/firefox-esr", "firefox-esr");
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn image_report_in_headless_chromium_and_firefox() {
+    run_browser_suite(
+        "image.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
 }

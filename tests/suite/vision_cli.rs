@@ -195,3 +195,132 @@ fn bad_images_and_mismatched_inputs_get_one_line() {
         "it reads text, not images",
     );
 }
+
+#[test]
+fn rollout_over_the_picture_takes_head_fusion_and_a_discard_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).display().to_string();
+    let m = deit();
+    let img = image("big80x64.png");
+    let mut pictures = Vec::new();
+    for (fusion, ratio, file) in [
+        ("mean", "0", "mean.png"),
+        ("max", "0.9", "max.png"),
+        ("min", "0.5", "min.png"),
+    ] {
+        let out = run(&[
+            "-m",
+            &m,
+            "--image",
+            &img,
+            "--figure",
+            "rollout",
+            "--head-fusion",
+            fusion,
+            "--discard-ratio",
+            ratio,
+            "--png",
+            &at(file),
+            "--quiet",
+        ]);
+        assert!(out.status.success(), "{fusion}: {}", stderr(&out));
+        pictures.push(std::fs::read(at(file)).unwrap());
+    }
+    // The fusions draw different maps (the titles differ too, but so do the overlays' sizes
+    // here: compare decoded pixels of the overlay's area only).
+    let overlay = |bytes: &[u8]| {
+        let img = image::load_from_memory(bytes).unwrap().to_rgb8();
+        image::imageops::crop_imm(&img, 8, 40, 440, 440)
+            .to_image()
+            .into_raw()
+    };
+    assert_ne!(overlay(&pictures[0]), overlay(&pictures[1]));
+    assert_ne!(overlay(&pictures[1]), overlay(&pictures[2]));
+    // The plain rollout is mean fusion with nothing discarded: the same overlay.
+    let out = run(&[
+        "-m",
+        &m,
+        "--image",
+        &img,
+        "--figure",
+        "rollout",
+        "--png",
+        &at("plain.png"),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        overlay(&std::fs::read(at("plain.png")).unwrap()),
+        overlay(&pictures[0])
+    );
+    assert_clean_failure(
+        &run(&[
+            "-m",
+            &m,
+            "--image",
+            &img,
+            "--figure",
+            "rollout",
+            "--discard-ratio",
+            "1",
+            "--png",
+            &at("x.png"),
+        ]),
+        "--discard-ratio 1 is not between 0 and 1",
+    );
+    assert_clean_failure(
+        &run(&[
+            "-m",
+            &m,
+            "--image",
+            &img,
+            "--head-fusion",
+            "max",
+            "--png",
+            &at("x.png"),
+        ]),
+        "add --image FILE and --figure rollout",
+    );
+    assert!(!dir.path().join("x.png").exists());
+}
+
+#[test]
+fn an_off_grid_query_is_refused_for_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = run(&[
+        "-m",
+        &deit(),
+        "--image",
+        &image("own32.png"),
+        "--query",
+        "2,7",
+        "--html",
+        &html.display().to_string(),
+        "--quiet",
+    ]);
+    assert_clean_failure(&out, "patch 2,7 is outside the 4×4 patch grid");
+    assert!(!html.exists(), "no report is left behind");
+}
+
+#[test]
+fn an_unknown_vision_model_type_is_named_not_taken_for_a_missing_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo().join("tests/fixtures/tiny-vit");
+    for f in ["model.safetensors", "preprocessor_config.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"model_type": "swin", "architectures": ["SwinModel"], "image_size": 32}"#,
+    )
+    .unwrap();
+    let out = run(&[
+        "-m",
+        &dir.path().display().to_string(),
+        "--image",
+        &image("own32.png"),
+    ]);
+    assert_clean_failure(&out, "model_type 'swin' is not supported");
+    assert!(!stderr(&out).contains("tokenizer"), "{}", stderr(&out));
+}

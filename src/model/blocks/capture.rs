@@ -70,6 +70,9 @@ pub struct SequenceCapture<'s> {
     pub query_key: Option<(Vec<f32>, Vec<f32>)>,
     /// What the norm-based analyses need, when asked for ([`SequenceCapture::with_values`]).
     pub values: Option<ValueCapture>,
+    /// The residual stream `[layers + 1, queries, hidden]` at each stage (the embeddings, then
+    /// every layer's output), when asked for ([`SequenceCapture::with_residual`]).
+    pub residual: Option<Vec<f32>>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -124,6 +127,7 @@ impl<'s> SequenceCapture<'s> {
                 )
             }),
             values: None,
+            residual: None,
             queries,
             keys,
             per_layer: heads * queries * keys,
@@ -240,6 +244,15 @@ impl<'s> SequenceCapture<'s> {
     /// (`blocks::values`).
     pub fn with_values(mut self, arch: &Architecture) -> Self {
         self.values = Some(ValueCapture::new(arch, self.queries, self.keys));
+        self
+    }
+
+    /// The same capture, also keeping the residual stream at every stage (`blocks::lens`).
+    pub fn with_residual(mut self, arch: &Architecture) -> Self {
+        self.residual = Some(vec![
+            0.0;
+            (arch.layers + 1) * self.queries * arch.hidden_size
+        ]);
         self
     }
 

@@ -15,8 +15,14 @@
 //! transformers caches them.
 
 use super::capture::SequenceCapture;
-use super::layers::{add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm};
-use super::network::{Architecture, Batch, CausalLm, KvCache, LayerCache, Network};
+use super::layers::{
+    add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm, NormKind,
+};
+use super::lens;
+use super::network::{
+    Architecture, Batch, CausalLm, HeadOutputs, Interventions, KvCache, LayerCache, Network,
+    Unembedding,
+};
 use super::values::{self, After, LayerTaps, Values};
 use crate::model::error::Error;
 use crate::model::formats::tensors::Name;
@@ -197,11 +203,18 @@ impl DecoderLayer {
                 );
             }
         }
+        let mut taps = taps;
+        if let Some(t) = taps.as_deref_mut() {
+            lens::edit_context(t, &mut context, rows, heads, d);
+            if t.keep_context {
+                t.context = context.clone();
+            }
+        }
         let mut attended = self.output.forward(&context, rows, Activation::Identity);
         drop(context);
         if let Some(taps) = taps {
             // The norm-based analyses read the values and a post-norm's input (opt-in).
-            if self.options.post_norms.is_some() {
+            if self.options.post_norms.is_some() || taps.keep_context {
                 taps.norm_input = Some(attended.clone());
             }
             taps.qkv = qkv;
@@ -352,7 +365,12 @@ impl Network for DecoderStack {
         let positions: Vec<usize> = (0..rows).map(|r| r % batch.tokens).collect();
         let mut h = self.embed(batch.ids, &positions);
         let tables = self.rope_tables(&positions);
+        let residual = lens::wanted(captures);
+        let hidden = self.arch.hidden_size;
         for (l, layer) in self.layers.iter().enumerate() {
+            if residual {
+                lens::keep(captures, l, &h, batch.tokens, hidden);
+            }
             let want = values::wanted(captures, l);
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
             let tables = [tables[0].as_ref(), tables[1].as_ref()];
@@ -401,11 +419,289 @@ impl Network for DecoderStack {
                 taps.norm_input.as_deref(),
             );
         }
+        if residual {
+            lens::keep(captures, self.layers.len(), &h, batch.tokens, hidden);
+        }
         self.final_norm.forward(&h, None)
     }
 
     fn causal_lm(&self) -> Option<&dyn CausalLm> {
         Some(self)
+    }
+
+    fn unembedding(&self) -> Option<&dyn Unembedding> {
+        match self.lm_head {
+            LmHead::Missing => None,
+            _ => Some(self),
+        }
+    }
+
+    fn interventions(&self) -> Option<&dyn Interventions> {
+        match self.lm_head {
+            LmHead::Missing => None,
+            _ => Some(self),
+        }
+    }
+}
+
+impl DecoderStack {
+    /// Run layers `from..` over `h`, the residual stream entering layer `from` of `seqs`
+    /// sequences of `tokens` tokens each, layer `from` with `taps`; `h` becomes the last
+    /// layer's output (before the final norm).
+    fn run_from(
+        &self,
+        h: &mut [f32],
+        seqs: usize,
+        tokens: usize,
+        from: usize,
+        mut taps: Option<&mut LayerTaps>,
+    ) {
+        let rows = seqs * tokens;
+        let positions: Vec<usize> = (0..rows).map(|r| r % tokens).collect();
+        let tables = self.rope_tables(&positions);
+        let ids = vec![0u32; rows];
+        let lengths = vec![tokens; seqs];
+        let batch = Batch {
+            ids: &ids,
+            types: &ids,
+            lengths: &lengths,
+            tokens,
+        };
+        for (l, layer) in self.layers.iter().enumerate().skip(from) {
+            let mut sinks: Vec<CaptureSink> = (0..seqs)
+                .map(|_| CaptureSink {
+                    probs: None,
+                    query_key: None,
+                })
+                .collect();
+            let t = if l == from { taps.take() } else { None };
+            layer.forward(
+                h,
+                rows,
+                [tables[0].as_ref(), tables[1].as_ref()],
+                &self.arch,
+                Keys::Batch(&batch),
+                &mut sinks,
+                t,
+            );
+        }
+    }
+}
+
+impl Interventions for DecoderStack {
+    fn head_outputs(&self, batch: &Batch<'_>, at: usize) -> HeadOutputs {
+        let (heads, d, hidden) = (self.arch.heads, self.arch.head_dim, self.arch.hidden_size);
+        let n = batch.tokens;
+        let positions: Vec<usize> = (0..n).collect();
+        let mut h = self.embed(batch.ids, &positions);
+        let mut out = HeadOutputs {
+            heads: vec![0f32; self.layers.len() * heads * hidden],
+            rest: vec![0f32; self.layers.len() * hidden],
+            residual: Vec::with_capacity((self.layers.len() + 1) * hidden),
+        };
+        out.residual.extend_from_slice(&h[at * hidden..][..hidden]);
+        for l in 0..self.layers.len() {
+            let layer = &self.layers[l];
+            let before = h[at * hidden..][..hidden].to_vec();
+            let mut taps = LayerTaps {
+                keep_context: true,
+                ..LayerTaps::default()
+            };
+            self.run_layer(&mut h, n, l, &mut taps);
+            let ctx = &taps.context[at * heads * d..][..heads * d];
+            let attended = &taps.norm_input.as_deref().expect("kept")[at * hidden..][..hidden];
+            // A norm on the attention output (Gemma's post-norm), frozen at the real output.
+            let post = layer.options.post_norms.as_ref().map(|(post, _)| {
+                let (gamma, kind, eps) = post.linear_part();
+                (gamma, 1.0 / lens::spread(attended, kind, eps))
+            });
+            let weight = layer.output.dense_in_out();
+            for head in 0..heads {
+                let dst = &mut out.heads[(l * heads + head) * hidden..][..hidden];
+                let v = &ctx[head * d..][..d];
+                for (c, &x) in v.iter().enumerate() {
+                    let row = &weight[(head * d + c) * hidden..][..hidden];
+                    for (o, &w) in dst.iter_mut().zip(row) {
+                        *o += x * w;
+                    }
+                }
+                if let Some((gamma, scale)) = post {
+                    dst.iter_mut().zip(gamma).for_each(|(v, g)| *v *= g * scale);
+                }
+            }
+            // The rest of the layer's write: the residual's change less the heads' share.
+            let after = &h[at * hidden..][..hidden];
+            let rest = &mut out.rest[l * hidden..][..hidden];
+            for i in 0..hidden {
+                let mut heads_total = 0f32;
+                for head in 0..heads {
+                    heads_total += out.heads[(l * heads + head) * hidden + i];
+                }
+                rest[i] = after[i] - before[i] - heads_total;
+            }
+            out.residual.extend_from_slice(after);
+        }
+        out
+    }
+
+    fn ablated_logits(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        mean: bool,
+        at: usize,
+    ) -> Vec<f32> {
+        let heads = self.arch.heads;
+        let hidden = self.arch.hidden_size;
+        let mut h = Vec::with_capacity(heads * entering.len());
+        for _ in 0..heads {
+            h.extend_from_slice(entering);
+        }
+        let mut taps = LayerTaps {
+            ablate: (0..heads).map(Some).collect(),
+            ablate_mean: mean,
+            ..LayerTaps::default()
+        };
+        self.run_from(&mut h, heads, tokens, layer, Some(&mut taps));
+        let last: Vec<f32> = (0..heads)
+            .flat_map(|s| h[(s * tokens + at) * hidden..][..hidden].to_vec())
+            .collect();
+        self.logits_of(&last, heads)
+    }
+
+    fn stage(&self, ids: &[u32]) -> Vec<Vec<f32>> {
+        let n = ids.len();
+        let positions: Vec<usize> = (0..n).collect();
+        let mut h = self.embed(ids, &positions);
+        let mut stages = vec![h.clone()];
+        for l in 0..self.layers.len() {
+            let mut taps = LayerTaps::default();
+            self.run_layer(&mut h, n, l, &mut taps);
+            stages.push(h.clone());
+        }
+        stages
+    }
+}
+
+impl DecoderStack {
+    /// Layer `l` alone over one sequence of `n` tokens, with `taps`.
+    fn run_layer(&self, h: &mut [f32], n: usize, l: usize, taps: &mut LayerTaps) {
+        let positions: Vec<usize> = (0..n).collect();
+        let tables = self.rope_tables(&positions);
+        let ids = vec![0u32; n];
+        let batch = Batch {
+            ids: &ids,
+            types: &ids,
+            lengths: &[n],
+            tokens: n,
+        };
+        let mut sinks = [CaptureSink {
+            probs: None,
+            query_key: None,
+        }];
+        self.layers[l].forward(
+            h,
+            n,
+            [tables[0].as_ref(), tables[1].as_ref()],
+            &self.arch,
+            Keys::Batch(&batch),
+            &mut sinks,
+            Some(taps),
+        );
+    }
+
+    /// Logits (soft cap included) of final residual rows.
+    fn logits_of(&self, residual: &[f32], rows: usize) -> Vec<f32> {
+        Unembedding::logits(self, residual, rows)
+    }
+}
+
+impl Unembedding for DecoderStack {
+    fn direct(
+        &self,
+        residual: &[f32],
+        parts: &[f32],
+        rows: usize,
+        tokens: &[u32],
+    ) -> (Vec<f32>, Vec<f32>) {
+        let (gamma, kind, eps) = self.final_norm.linear_part();
+        let scale = 1.0 / lens::spread(residual, kind, eps);
+        let hidden = self.arch.hidden_size;
+        let mut normed = Vec::with_capacity((rows + 1) * hidden);
+        for part in parts.chunks_exact(hidden) {
+            let mean = match kind {
+                NormKind::Layer => part.iter().sum::<f32>() / hidden as f32,
+                NormKind::Rms => 0.0,
+            };
+            normed.extend(part.iter().zip(gamma).map(|(v, g)| (v - mean) * g * scale));
+        }
+        match self.final_norm.layer_params() {
+            Some((_, beta, _)) => normed.extend_from_slice(beta),
+            None => normed.extend(std::iter::repeat_n(0.0, hidden)),
+        }
+        // The unembedding's rows of the tokens, `[tokens, hidden]`.
+        let mut unembed = vec![0f32; tokens.len() * hidden];
+        let rows_of = match &self.lm_head {
+            LmHead::Tied => {
+                self.embed.gather(tokens, &mut unembed);
+                true
+            }
+            LmHead::Separate(head) => head.weight_rows(tokens, &mut unembed),
+            LmHead::Missing => false,
+        };
+        let t = tokens.len();
+        let mut out = vec![0f32; (rows + 1) * t];
+        if rows_of {
+            for (r, row) in normed.chunks_exact(hidden).enumerate() {
+                for (k, u) in unembed.chunks_exact(hidden).enumerate() {
+                    out[r * t + k] = row.iter().zip(u).map(|(a, b)| a * b).sum();
+                }
+            }
+        } else {
+            let vocab = self.arch.vocab_size;
+            let logits = self.head_only(&normed, rows + 1);
+            for r in 0..=rows {
+                for (k, &tok) in tokens.iter().enumerate() {
+                    out[r * t + k] = logits[r * vocab + tok as usize];
+                }
+            }
+        }
+        let bias = out.split_off(rows * t);
+        (out, bias)
+    }
+
+    fn softcap(&self) -> Option<f32> {
+        self.options.final_softcap
+    }
+
+    fn logits(&self, residual: &[f32], rows: usize) -> Vec<f32> {
+        let normed = self.final_norm.forward(residual, None);
+        let mut out = self.head_only(&normed, rows);
+        if let Some(cap) = self.options.final_softcap {
+            out.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+        }
+        out
+    }
+}
+
+impl DecoderStack {
+    /// The head alone over normalised rows: logits `[rows, vocab]`, no soft cap.
+    fn head_only(&self, normed: &[f32], rows: usize) -> Vec<f32> {
+        let vocab = self.arch.vocab_size;
+        let mut out = vec![0f32; rows * vocab];
+        let output = Output {
+            data: &mut out,
+            stride: vocab,
+            col0: 0,
+        };
+        match &self.lm_head {
+            LmHead::Tied => matrix_forward(&self.embed, normed, rows, output),
+            LmHead::Separate(head) => head.forward_into(normed, rows, output, Activation::Identity),
+            // `unembedding` hands out no head then.
+            LmHead::Missing => {}
+        }
+        out
     }
 }
 

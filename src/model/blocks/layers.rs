@@ -263,6 +263,19 @@ impl Linear {
         out
     }
 
+    /// Rows `ids` of the weight of a single `[outputs, inputs]` map, decoded, into `out`
+    /// (`ids.len() × inputs`): a head's unembedding of a few tokens. `false` (nothing written)
+    /// for a map stored otherwise.
+    pub fn weight_rows(&self, ids: &[u32], out: &mut [f32]) -> bool {
+        match self.parts.as_slice() {
+            [p] if p.layout == Layout::OutIn => {
+                p.weight.gather(ids, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The whole map as one dense `[inputs, outputs]` f32 matrix, parts side by side (a copy;
     /// stored block types are decoded): what the value-weighted analyses read an output
     /// projection's per-head slices from (`blocks::values`). Never called on the plain path.

@@ -21,6 +21,7 @@ pub mod encoder;
 pub mod family;
 pub mod generate;
 pub mod layers;
+pub mod lens;
 pub mod network;
 pub mod rope;
 pub mod seq2seq;

@@ -165,6 +165,79 @@ pub trait Network: Send + Sync {
     fn vision(&self) -> Option<&dyn Vision> {
         None
     }
+
+    /// The unembedding (final norm, head, soft cap) that turns its residual stream into
+    /// logits, for the logit lens; `None` when the checkpoint has no head.
+    fn unembedding(&self) -> Option<&dyn Unembedding> {
+        None
+    }
+
+    /// Runs that take a decoder apart (per-head direct logit attribution, head ablation);
+    /// `None` where the network has no such side or no head.
+    fn interventions(&self) -> Option<&dyn Interventions> {
+        None
+    }
+}
+
+/// One sequence's residual stream at one position, taken apart by layer and head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadOutputs {
+    /// Each head's direct write to the residual stream, `[layers, heads, hidden]`: its share of
+    /// the output projection (Σ_j α_ij f_h(x_j), no bias), through the frozen scale of a norm on
+    /// the attention output where the block has one (Gemma).
+    pub heads: Vec<f32>,
+    /// The rest of each layer's write, `[layers, hidden]`: the output projection's bias and the
+    /// feed-forward block (the residual's change less the heads' writes).
+    pub rest: Vec<f32>,
+    /// The residual stream at every stage, `[layers + 1, hidden]` (the embeddings first).
+    pub residual: Vec<f32>,
+}
+
+/// Interventions on a decoder's forward pass, for one sequence (no attention captured).
+pub trait Interventions: Sync {
+    /// The residual stream of `batch` (one sequence) at position `at`, taken apart by layer and
+    /// head.
+    fn head_outputs(&self, batch: &Batch<'_>, at: usize) -> HeadOutputs;
+
+    /// The residual stream at every stage (`[layers + 1]` of `[n, hidden]`) of one sequence.
+    fn stage(&self, ids: &[u32]) -> Vec<Vec<f32>>;
+
+    /// Logits `[heads, vocab]` at position `at` with each head of `layer` ablated in turn
+    /// (zeroed, or with `mean` replaced by its mean over the positions), from `entering`, the
+    /// residual stream `[tokens, hidden]` entering that layer: one batched run of the layers
+    /// from `layer` on over `heads` copies.
+    fn ablated_logits(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        mean: bool,
+        at: usize,
+    ) -> Vec<f32>;
+}
+
+/// What turns a network's residual stream into next-token (or masked-token) logits: the final
+/// normalisation, the head (tied to the token embeddings or not) and any soft cap on the logits
+/// (Gemma 2). Networks without a head (bare base models, sentence encoders) have none.
+pub trait Unembedding: Sync {
+    /// Logits `[rows, vocab]` of residual-stream rows `[rows, hidden]`, one stage of the
+    /// residual stream ([`SequenceCapture::with_residual`]).
+    fn logits(&self, residual: &[f32], rows: usize) -> Vec<f32>;
+
+    /// Direct logits `[rows, tokens]` of the `tokens` for `parts` (rows of vectors that sum to
+    /// the one residual row `residual`) through the final norm frozen at `residual` (its 1/σ
+    /// from the whole row; a LayerNorm's centring applied to each part), without the soft cap;
+    /// and the logits `[tokens]` of the norm's bias (zero for RMSNorm).
+    fn direct(
+        &self,
+        residual: &[f32],
+        parts: &[f32],
+        rows: usize,
+        tokens: &[u32],
+    ) -> (Vec<f32>, Vec<f32>);
+
+    /// The soft cap on the final logits (Gemma 2), if any: `cap · tanh(logit / cap)`.
+    fn softcap(&self) -> Option<f32>;
 }
 
 /// The vision side of a network: what its tokens are on a patch grid, and a forward pass from
@@ -181,12 +254,16 @@ pub trait Vision: Sync {
 
     /// Run `[3, height, width]` pixels (each side at least one patch), capturing into
     /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
+    /// `norms` gets, for every layer of the network in order, the L2 norm of each token's
+    /// output of that layer (the residual stream after it, before any final LayerNorm): where
+    /// registers' and high-norm patches' artifacts show (Darcet et al. 2023).
     fn forward_pixels(
         &self,
         pixels: &[f32],
         width: usize,
         height: usize,
         capture: &mut SequenceCapture,
+        norms: &mut Vec<Vec<f32>>,
     ) -> Vec<f32>;
 }
 

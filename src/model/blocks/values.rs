@@ -89,6 +89,15 @@ pub struct LayerTaps {
     /// The input of the norm that follows attention (post-norm: residual + attention output;
     /// Gemma: the attention output), when the block has one.
     pub norm_input: Option<Vec<f32>>,
+    /// Head ablation (`blocks::lens`): per sequence of the batch, the head whose output is
+    /// removed before the output projection; empty: none.
+    pub ablate: Vec<Option<usize>>,
+    /// An ablated head's output becomes its mean over the sequence's positions, not zero.
+    pub ablate_mean: bool,
+    /// Keep the output projection's input in `context` (head attribution, `blocks::lens`).
+    pub keep_context: bool,
+    /// Each head's Σ_j α_ij v_j, `[rows, heads · head_dim]`, when `keep_context` asked.
+    pub context: Vec<f32>,
 }
 
 /// Which normalisation follows the attention block.

@@ -72,6 +72,9 @@ pub struct VisionEncoder {
     pub positions: Vec<f32>,
     /// The grid the positions were trained on.
     pub trained: [usize; 2],
+    /// Interpolate the positions with antialiasing (torch's `antialias=True`: PIL's bicubic,
+    /// a = −0.5, widened when shrinking), as DINOv2 with registers does; else plain bicubic.
+    pub antialias: bool,
     /// CLIP's LayerNorm before the first layer.
     pub pre_norm: Option<Norm>,
     /// The layers.
@@ -144,14 +147,88 @@ impl VisionEncoder {
             return self.positions.clone();
         }
         let mut out = self.positions[..lead * hidden].to_vec();
-        out.extend(bicubic_grid(
-            &self.positions[lead * hidden..],
-            self.trained,
-            grid,
-            hidden,
-        ));
+        let table = &self.positions[lead * hidden..];
+        out.extend(if self.antialias {
+            bicubic_grid_antialiased(table, self.trained, grid, hidden)
+        } else {
+            bicubic_grid(table, self.trained, grid, hidden)
+        });
         out
     }
+}
+
+/// PyTorch's `interpolate(mode="bicubic", align_corners=False, antialias=True)` of a
+/// `[rows · cols, dim]` table laid out on its grid, to `to`: separable, each output reading
+/// the inputs within `2 · max(scale, 1)` of its centre with the cubic kernel (a = −0.5) at
+/// `1 / max(scale, 1)`, the weights normalised (the same weights as PIL's resampling, in
+/// floating point), columns first, then rows.
+pub fn bicubic_grid_antialiased(
+    table: &[f32],
+    from: [usize; 2],
+    to: [usize; 2],
+    dim: usize,
+) -> Vec<f32> {
+    fn taps(inp: usize, out: usize) -> Vec<(usize, Vec<f64>)> {
+        const A: f64 = -0.5;
+        let cubic = |x: f64| {
+            let x = x.abs();
+            if x < 1.0 {
+                ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+            } else if x < 2.0 {
+                (((x - 5.0) * x + 8.0) * x - 4.0) * A
+            } else {
+                0.0
+            }
+        };
+        let scale = inp as f64 / out as f64;
+        let support = 2.0 * scale.max(1.0);
+        let inv = 1.0 / scale.max(1.0);
+        (0..out)
+            .map(|o| {
+                let center = scale * (o as f64 + 0.5);
+                let lo = ((center - support + 0.5) as i64).max(0) as usize;
+                let hi = ((center + support + 0.5) as i64).min(inp as i64) as usize;
+                let w: Vec<f64> = (lo..hi)
+                    .map(|j| cubic((j as f64 - center + 0.5) * inv))
+                    .collect();
+                let total: f64 = w.iter().sum();
+                (
+                    lo,
+                    w.into_iter()
+                        .map(|v| if total != 0.0 { v / total } else { v })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+    let (ty, tx) = (taps(from[0], to[0]), taps(from[1], to[1]));
+    // Columns: [from rows, to cols, dim].
+    let mut mid = vec![0f64; from[0] * to[1] * dim];
+    for r in 0..from[0] {
+        for (oc, (lo, w)) in tx.iter().enumerate() {
+            let dst = &mut mid[(r * to[1] + oc) * dim..][..dim];
+            for (j, &wj) in w.iter().enumerate() {
+                let src = &table[(r * from[1] + lo + j) * dim..][..dim];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d += wj * *s as f64;
+                }
+            }
+        }
+    }
+    let mut out = vec![0f32; to[0] * to[1] * dim];
+    for (or, (lo, w)) in ty.iter().enumerate() {
+        for c in 0..to[1] {
+            let dst = &mut out[(or * to[1] + c) * dim..][..dim];
+            for (d, dv) in dst.iter_mut().enumerate() {
+                let mut acc = 0f64;
+                for (j, &wj) in w.iter().enumerate() {
+                    acc += wj * mid[((lo + j) * to[1] + c) * dim + d];
+                }
+                *dv = acc as f32;
+            }
+        }
+    }
+    out
 }
 
 /// PyTorch's `interpolate(mode="bicubic", align_corners=False)` (a = −0.75, edges clamped) of a
@@ -278,14 +355,21 @@ impl Vision for VisionEncoder {
         width: usize,
         height: usize,
         capture: &mut SequenceCapture,
+        norms: &mut Vec<Vec<f32>>,
     ) -> Vec<f32> {
         let (mut x, n) = self.embed(pixels, width, height);
         if let Some(norm) = &self.pre_norm {
             x = norm.forward(&x, None);
         }
+        let hidden = self.arch.hidden_size;
         for (l, layer) in self.layers.iter().enumerate() {
             let mut sink = capture.layer(l);
             layer.forward(&mut x, n, &self.arch, &mut sink);
+            norms.push(
+                x.chunks_exact(hidden)
+                    .map(|t| t.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt() as f32)
+                    .collect(),
+            );
         }
         match &self.final_norm {
             Some(norm) => norm.forward(&x, None),

@@ -3,8 +3,9 @@
 //! (`pre_layrnorm`), pre-LayerNorm layers with quick GELU. Mirrors transformers'
 //! `models/clip/modeling_clip.py` (`CLIPVisionModel`, `vision_model.` prefix), eager
 //! attention. The last hidden state is the encoder's (`post_layernorm` only normalises the
-//! pooled class token). A full `CLIPModel` config (`model_type` `clip`, the vision settings
-//! nested in `vision_config`) is not read yet.
+//! pooled class token). A full `CLIPModel` checkpoint (`model_type` `clip`) is read for its
+//! vision tower: the settings nested in `vision_config`, the `vision_model.` tensors; the text
+//! tower and the projections are left unread.
 
 use crate::attention::image::Cell;
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
@@ -23,18 +24,14 @@ use crate::model::formats::weights::{Anchor, Checkpoint};
 /// CLIP's vision tower in the family registry.
 pub static CLIP_VISION: Family = Family {
     name: "CLIP vision",
-    model_types: &["clip_vision_model"],
+    model_types: &["clip_vision_model", "clip"],
     class_prefixes: &["CLIPVision"],
     anchor: Anchor {
         tensor: "embeddings.class_embedding",
         family: "CLIP vision",
         prefix: "vision_model",
     },
-    config: |file| {
-        Ok(Box::new(ClipVisionConfig(VisionConfig::read(
-            file, &DEFAULTS,
-        )?)))
-    },
+    config: |file| Ok(Box::new(ClipVisionConfig::read(file)?)),
     quirks: Quirks {
         tokenizer_files: IMAGE_PROCESSOR,
         ..Quirks::NONE
@@ -58,9 +55,19 @@ const DEFAULTS: VisionDefaults = VisionDefaults {
 pub struct ClipVisionConfig(pub VisionConfig);
 
 impl ClipVisionConfig {
-    /// Read config.json.
+    /// Read config.json: a `CLIPVisionModel`'s, or a whole `CLIPModel`'s (`model_type` `clip`),
+    /// whose vision settings are its `vision_config`.
     pub fn read(file: &ConfigFile) -> Result<ClipVisionConfig, ConfigError> {
-        Ok(ClipVisionConfig(VisionConfig::read(file, &DEFAULTS)?))
+        if file.model_type()?.as_deref() != Some("clip") {
+            return Ok(ClipVisionConfig(VisionConfig::read(file, &DEFAULTS)?));
+        }
+        let nested = match file.get("vision_config") {
+            None | Some(serde_json::Value::Null) => serde_json::Value::Object(Default::default()),
+            Some(v @ serde_json::Value::Object(_)) => v.clone(),
+            Some(_) => return Err(file.invalid("vision_config is not an object".to_string())),
+        };
+        let vision = ConfigFile::parse(&nested.to_string(), file.path())?;
+        Ok(ClipVisionConfig(VisionConfig::read(&vision, &DEFAULTS)?))
     }
 }
 
@@ -166,6 +173,7 @@ impl FamilyConfig for ClipVisionConfig {
                 after_positions: Vec::new(),
             },
             positions,
+            antialias: false,
             trained: [side, side],
             pre_norm: Some(Norm::layer(
                 ckpt,

@@ -4,6 +4,11 @@
 //! `models/dinov2/modeling_dinov2.py` (`Dinov2Model`; `dinov2.` prefix in
 //! `Dinov2ForImageClassification`), eager attention. The SwiGLU variant (`use_swiglu_ffn`,
 //! the giant model) is refused.
+//!
+//! DINOv2 with registers (Darcet et al. 2023, "Vision Transformers Need Registers";
+//! `models/dinov2_with_registers/`): the same layers, with `num_register_tokens` learned
+//! tokens inserted after the class token once positions are added (they have none), and the
+//! positions interpolated with antialiasing (`antialias=True`), as that model does.
 
 use crate::attention::image::Cell;
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
@@ -36,6 +41,26 @@ pub static DINOV2: Family = Family {
     },
 };
 
+/// DINOv2 with registers in the family registry.
+pub static DINOV2_REGISTERS: Family = Family {
+    name: "DINOv2 with registers",
+    model_types: &["dinov2_with_registers"],
+    class_prefixes: &["Dinov2WithRegisters"],
+    anchor: Anchor {
+        tensor: "embeddings.register_tokens",
+        family: "DINOv2 with registers",
+        prefix: "dinov2_with_registers",
+    },
+    config: |file| Ok(Box::new(Dinov2Config::read_with_registers(file)?)),
+    quirks: Quirks {
+        tokenizer_files: IMAGE_PROCESSOR,
+        ..Quirks::NONE
+    },
+};
+
+/// The most register tokens a config may ask for (the released checkpoints have 4).
+const MAX_REGISTERS: usize = 256;
+
 /// transformers' `Dinov2Config` defaults (intermediate size: `mlp_ratio` 4 × hidden).
 const DEFAULTS: VisionDefaults = VisionDefaults {
     hidden_size: 768,
@@ -48,11 +73,23 @@ const DEFAULTS: VisionDefaults = VisionDefaults {
     hidden_act: "gelu",
 };
 
-/// A DINOv2 config.
+/// A DINOv2 config: the tower's, and its register tokens (0 for plain DINOv2).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Dinov2Config(pub VisionConfig);
+pub struct Dinov2Config(pub VisionConfig, pub usize);
 
 impl Dinov2Config {
+    /// Read a DINOv2 with registers config.json (`num_register_tokens`, default 4).
+    pub fn read_with_registers(file: &ConfigFile) -> Result<Dinov2Config, ConfigError> {
+        let Dinov2Config(c, _) = Self::read(file)?;
+        let registers = file.positive("num_register_tokens", 4)?;
+        if registers > MAX_REGISTERS {
+            return Err(file.invalid(format!(
+                "num_register_tokens {registers} is more than {MAX_REGISTERS}"
+            )));
+        }
+        Ok(Dinov2Config(c, registers))
+    }
+
     /// Read config.json.
     pub fn read(file: &ConfigFile) -> Result<Dinov2Config, ConfigError> {
         if file.boolean("use_swiglu_ffn")? == Some(true) {
@@ -63,7 +100,7 @@ impl Dinov2Config {
         if file.boolean("qkv_bias")? == Some(false) {
             return Err(file.unsupported("qkv_bias false is not supported"));
         }
-        Ok(Dinov2Config(VisionConfig::read(file, &DEFAULTS)?))
+        Ok(Dinov2Config(VisionConfig::read(file, &DEFAULTS)?, 0))
     }
 }
 
@@ -80,7 +117,7 @@ impl FamilyConfig for Dinov2Config {
         let c = &self.0;
         let side = c.trained_side();
         let e = embeddings();
-        let dims = vec![
+        let mut dims = vec![
             ConfigDim::new(
                 "hidden_size",
                 c.hidden_size,
@@ -106,6 +143,14 @@ impl FamilyConfig for Dinov2Config {
                 0,
             ),
         ];
+        if self.1 > 0 {
+            dims.push(ConfigDim::new(
+                "num_register_tokens",
+                self.1,
+                e.pp("register_tokens").to_string(),
+                1,
+            ));
+        }
         let counts = vec![ConfigCount::new(
             "num_hidden_layers",
             c.num_hidden_layers,
@@ -116,7 +161,7 @@ impl FamilyConfig for Dinov2Config {
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
-        let c = &self.0;
+        let (c, registers) = (&self.0, self.1);
         let (hidden, p, side) = (c.hidden_size, c.patch_size, c.trained_side());
         let e = embeddings();
         let proj = e.pp("patch_embeddings").pp("projection");
@@ -159,16 +204,36 @@ impl FamilyConfig for Dinov2Config {
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
+        let after_positions = if registers > 0 {
+            let all = ckpt
+                .weight(
+                    &e.pp("register_tokens").to_string(),
+                    &[1, registers, hidden],
+                )?
+                .to_vec();
+            all.chunks_exact(hidden)
+                .enumerate()
+                .map(|(index, v)| (Cell::Register { index }, v.to_vec()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (name, model_type) = if registers > 0 {
+            (DINOV2_REGISTERS.name, "dinov2_with_registers")
+        } else {
+            (DINOV2.name, "dinov2")
+        };
         Ok(Box::new(VisionEncoder {
-            arch: c.architecture(DINOV2.name, "dinov2", 1),
+            arch: c.architecture(name, model_type, 1 + registers),
             patch: p,
             channels: c.num_channels,
             projection,
             specials: Specials {
                 with_positions: vec![(Cell::Class, cls)],
-                after_positions: Vec::new(),
+                after_positions,
             },
             positions,
+            antialias: registers > 0,
             trained: [side, side],
             pre_norm: None,
             layers,

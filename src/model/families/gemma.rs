@@ -6,7 +6,10 @@
 //! each query and key head and rotates its sliding layers with their own RoPE base
 //! (`rope_local_base_freq`), its global ones with `rope_theta` (and linear scaling).
 //! Mirrors transformers' `models/gemma2/modeling_gemma2.py` and `models/gemma3/modeling_gemma3.py`
-//! (`Gemma3ForCausalLM`, `model_type` `gemma3_text`).
+//! (`Gemma3ForCausalLM`, `model_type` `gemma3_text`). A multimodal Gemma 3 checkpoint
+//! (`Gemma3ForConditionalGeneration`, `model_type` `gemma3`) runs as its text tower: the text
+//! model's config is its `text_config`, the weights under `language_model.model.` (or
+//! `model.language_model.`) are found by the anchor, and the vision tower's are not read.
 //!
 //! GGUF files of llama.cpp's `gemma2` and `gemma3` architectures (Gemma 3's text tower: the
 //! converter writes the vision tower to a separate file) come through [`GemmaConfig::from_gguf`]:
@@ -60,10 +63,10 @@ pub static GEMMA2: Family = Family {
 /// Gemma 3's text model in the family registry.
 pub static GEMMA3: Family = Family {
     name: "Gemma 3",
-    model_types: &["gemma3_text"],
-    class_prefixes: &["Gemma3ForCausalLM"],
+    model_types: &["gemma3_text", "gemma3"],
+    class_prefixes: &["Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"],
     anchor: ANCHOR,
-    config: |file| Ok(Box::new(GemmaConfig::read(file, Variant::Gemma3)?)),
+    config: |file| Ok(Box::new(GemmaConfig::read_gemma3(file)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
         gguf: Some(GgufReader {
@@ -154,6 +157,26 @@ fn softcap(
 }
 
 impl GemmaConfig {
+    /// Read a Gemma 3 config.json: a text model's (`gemma3_text`), or a multimodal model's
+    /// (`gemma3`), whose `text_config` (transformers' defaults where it is absent) describes
+    /// the text tower. `tie_word_embeddings` is the text config's, else the outer one's.
+    pub fn read_gemma3(file: &ConfigFile) -> Result<GemmaConfig, ConfigError> {
+        if file.model_type()?.as_deref() != Some("gemma3") {
+            return GemmaConfig::read(file, Variant::Gemma3);
+        }
+        let text = match file.section("text_config")? {
+            Some(text) => text,
+            None => ConfigFile::parse("{}", file.path())?,
+        };
+        let mut config = GemmaConfig::read(&text, Variant::Gemma3)?;
+        if !text.has_field("tie_word_embeddings") {
+            if let Some(tied) = file.boolean("tie_word_embeddings")? {
+                config.tie_word_embeddings = tied;
+            }
+        }
+        Ok(config)
+    }
+
     /// Read config.json for `variant`.
     pub fn read(file: &ConfigFile, variant: Variant) -> Result<GemmaConfig, ConfigError> {
         let gemma3 = variant == Variant::Gemma3;

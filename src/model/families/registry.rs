@@ -54,6 +54,7 @@ pub static FAMILIES: &[&Family] = &[
     &vit::VIT,
     &vit::DEIT,
     &dinov2::DINOV2,
+    &dinov2::DINOV2_REGISTERS,
     &clip::CLIP_VISION,
 ];
 
@@ -134,6 +135,15 @@ pub fn tokenizer_files(config: &Path) -> &'static [TokenizerFiles] {
         .ok()
         .and_then(|file| family_of(&file).ok())
         .map_or(TOKENIZERS, |f| f.quirks.tokenizer_files)
+}
+
+/// Why the config.json at `config` names no family attnviz runs (an unknown `model_type`), or
+/// `None` when it names one or cannot be read. A folder's missing tokenizer is a guess from the
+/// family, so this is what a loader says first.
+pub fn unsupported(config: &Path) -> Option<ConfigError> {
+    ConfigFile::load(config)
+        .ok()
+        .and_then(|file| family_of(&file).err())
 }
 
 /// The family that reads GGUF files of `architecture` (`general.architecture`), and how; an
@@ -223,7 +233,8 @@ mod tests {
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
-                 gemma2, gemma3_text, phi3, bart, mbart, marian, t5, vit, deit, dinov2, clip_vision_model"
+                 gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
+                 dinov2_with_registers, clip_vision_model, clip"
             ),
             "{err}"
         );

@@ -255,6 +255,7 @@ impl FamilyConfig for VitConfig {
                 after_positions: Vec::new(),
             },
             positions,
+            antialias: false,
             trained: [side, side],
             pre_norm: None,
             layers,

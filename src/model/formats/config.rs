@@ -63,6 +63,8 @@ pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 pub struct ConfigFile {
     path: PathBuf,
     fields: serde_json::Map<String, serde_json::Value>,
+    /// The object this is, inside the file (`text_config`), named in errors; `None`: the file.
+    within: Option<String>,
 }
 
 impl ConfigFile {
@@ -95,7 +97,34 @@ impl ConfigFile {
         Ok(ConfigFile {
             path: path.to_path_buf(),
             fields,
+            within: None,
         })
+    }
+
+    /// The object `field` holds (a multimodal model's `text_config`), read as a config of its
+    /// own whose errors name it; `None` when the field is missing or `null`.
+    pub fn section(&self, field: &str) -> Result<Option<ConfigFile>, ConfigError> {
+        let name = match &self.within {
+            Some(outer) => format!("{outer}.{field}"),
+            None => field.to_string(),
+        };
+        match self.get(field) {
+            None => Ok(None),
+            Some(serde_json::Value::Object(fields)) => Ok(Some(ConfigFile {
+                path: self.path.clone(),
+                fields: fields.clone(),
+                within: Some(name),
+            })),
+            Some(other) => Err(self.invalid(format!("{field} is {other}; it must be an object"))),
+        }
+    }
+
+    /// `reason`, naming the object inside the file it is about.
+    fn in_section(&self, reason: String) -> String {
+        match &self.within {
+            Some(name) => format!("in {name}: {reason}"),
+            None => reason,
+        }
     }
 
     /// The file, for messages.
@@ -107,7 +136,7 @@ impl ConfigFile {
     pub fn invalid(&self, reason: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             path: self.path.clone(),
-            reason: reason.into(),
+            reason: self.in_section(reason.into()),
         }
     }
 
@@ -115,7 +144,7 @@ impl ConfigFile {
     pub fn unsupported(&self, reason: impl Into<String>) -> ConfigError {
         ConfigError::Unsupported {
             path: self.path.clone(),
-            reason: reason.into(),
+            reason: self.in_section(reason.into()),
         }
     }
 
@@ -261,6 +290,29 @@ mod tests {
 
     fn p(text: &str) -> ConfigFile {
         ConfigFile::parse(text, Path::new("config.json")).unwrap()
+    }
+
+    #[test]
+    fn a_section_reads_as_a_config_whose_errors_name_it() {
+        let c = p(
+            r#"{"model_type": "gemma3", "text_config": {"hidden_size": 8, "heads": -2,
+                      "inner": {"x": "y"}}, "vision_config": null, "bad": 3}"#,
+        );
+        let text = c.section("text_config").unwrap().unwrap();
+        assert_eq!(text.count("hidden_size").unwrap(), Some(8));
+        assert_eq!(text.model_type().unwrap(), None);
+        let err = text.count("heads").unwrap_err().to_string();
+        assert!(
+            err.contains("in text_config: heads is -2; it must not be negative"),
+            "{err}"
+        );
+        let inner = text.section("inner").unwrap().unwrap();
+        let err = inner.count("x").unwrap_err().to_string();
+        assert!(err.contains("in text_config.inner: x is"), "{err}");
+        assert!(c.section("vision_config").unwrap().is_none());
+        assert!(c.section("missing").unwrap().is_none());
+        let err = c.section("bad").unwrap_err().to_string();
+        assert!(err.contains("bad is 3; it must be an object"), "{err}");
     }
 
     #[test]

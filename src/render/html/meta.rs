@@ -2,11 +2,15 @@
 //! documented in `docs/html.md`), built from the attention and the options. The page around it
 //! (template, script, style, fonts, payload) is `render/html.rs`.
 
+use std::borrow::Cow;
+
+use base64::Engine;
 use serde::Serialize;
 
 use super::payload::{Payload, SectionMeta};
 use super::HeadStatistic;
 use super::{section_suffix, HtmlOptions, View, FORMAT_VERSION};
+use crate::attention::image::{Cell, ImageInput};
 use crate::attention::{Attention, AttentionKind, MaskKind, PositionScheme, Role};
 
 /// The metadata block the page reads (`meta` in `assets/report/data.js`); its fields are
@@ -60,14 +64,52 @@ struct KindMeta<'a> {
     initial: Initial,
     neuron: Neuron,
     analysis: Option<AnalysisMeta<'a>>,
+    /// A vision model's picture (the image view draws on it).
+    image: Option<ImageMeta<'a>>,
+}
+
+/// What the image view needs: the grid, what each token is, the sizes and the preprocessing
+/// (as in the JSON export's `image`), and the pixels the model saw as a `data:` PNG.
+#[derive(Serialize)]
+struct ImageMeta<'a> {
+    #[serde(flatten)]
+    input: &'a ImageInput,
+    /// `data:image/png;base64,…` of the model's input pixels; `null` when there are none.
+    picture: Option<String>,
+}
+
+impl<'a> ImageMeta<'a> {
+    fn of(input: &'a ImageInput) -> Self {
+        let picture = crate::render::image::picture::input_png(input).map(|png| {
+            format!(
+                "data:image/png;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(png)
+            )
+        });
+        ImageMeta { input, picture }
+    }
+}
+
+/// How the page labels a vision model's tokens: a patch by its grid position, `r3c5` (row 3,
+/// column 5, from the top left), the special tokens by name (`CLS`, `DIST`, `REG0`).
+fn image_display(input: &ImageInput) -> Vec<String> {
+    input
+        .cells
+        .iter()
+        .map(|c| match *c {
+            Cell::Patch { row, col } => format!("r{row}c{col}"),
+            c => c.label(),
+        })
+        .collect()
 }
 
 /// One side's units (the queries' or the keys').
 #[derive(Serialize)]
 struct UnitsMeta<'a> {
     tokens: &'a [String],
-    /// What a person reads for each unit ([`crate::attention::display`]).
-    display: &'a [String],
+    /// What a person reads for each unit ([`crate::attention::display`]; a patch's grid
+    /// position, `r3c5`, in a vision model's report).
+    display: Cow<'a, [String]>,
     label_scheme: &'static str,
     /// Units before which the views draw a reaction divider (`>>` in reaction SMILES).
     arrows: Vec<usize>,
@@ -85,7 +127,7 @@ impl<'a> UnitsMeta<'a> {
     fn of(units: &'a crate::attention::Units) -> Self {
         UnitsMeta {
             tokens: &units.labels,
-            display: &units.display,
+            display: Cow::Borrowed(&units.display),
             label_scheme: units.scheme.as_str(),
             arrows: units.reaction_arrows(),
             input_ids: &units.ids,
@@ -130,6 +172,8 @@ struct Initial {
     hide_special: bool,
     words: bool,
     raw_tokens: bool,
+    /// The token the image view draws the attention of first (`null`: the class token).
+    query: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -270,7 +314,17 @@ impl<'a> KindMeta<'a> {
             layer_numbers: att.layer_numbers(),
             level: att.level.as_str(),
             special_excluded: att.special_excluded,
-            queries: UnitsMeta::of(att.queries()),
+            queries: {
+                let mut q = UnitsMeta::of(att.queries());
+                if let Some(image) = att
+                    .image
+                    .as_deref()
+                    .filter(|i| i.cells.len() == q.tokens.len())
+                {
+                    q.display = Cow::Owned(image_display(image));
+                }
+                q
+            },
             keys: (!att.is_square()).then(|| UnitsMeta::of(att.keys())),
             scale: att.query_key.as_ref().and_then(|qk| qk.scale),
             sections: SectionNames {
@@ -279,11 +333,12 @@ impl<'a> KindMeta<'a> {
                 key: format!("key{suffix}"),
             },
             initial: Initial {
-                view: if opts.view == View::Stats && a.stats.is_empty() {
-                    View::Head
-                } else {
-                    opts.view
+                view: match opts.view {
+                    View::Stats if a.stats.is_empty() => View::Head,
+                    View::Image if att.image.is_none() => View::Head,
+                    v => v,
                 },
+                query: opts.query,
                 layer: opts.layer,
                 head: opts.head,
                 threshold: opts.threshold_for(att.n_queries().max(att.n_keys())),
@@ -293,6 +348,7 @@ impl<'a> KindMeta<'a> {
             },
             neuron,
             analysis,
+            image: att.image.as_deref().map(ImageMeta::of),
         }
     }
 }

@@ -692,3 +692,108 @@ fn metadata_of_a_decoder_gives_mask_positions_sink_kv_map_and_generated_units() 
     assert!(meta["sink"].is_null());
     assert_eq!(meta["positions"], "absolute");
 }
+
+/// A 2 × 3 patch grid of 4-pixel patches after a class token, over an 12 × 8 picture whose
+/// pixels are known.
+fn with_picture() -> Attention {
+    use crate::attention::image::{Cell, ImageInput, Preprocessing};
+    let labels = ["CLS", "0,0", "0,1", "0,2", "1,0", "1,1", "1,2"];
+    let att = synthetic(&labels, 2, 3);
+    let mut cells = vec![Cell::Class];
+    for row in 0..2 {
+        for col in 0..3 {
+            cells.push(Cell::Patch { row, col });
+        }
+    }
+    let view: Vec<u8> = (0..12 * 8 * 3).map(|i| (i * 7 % 256) as u8).collect();
+    att.with_image(ImageInput {
+        source: "cat.png".into(),
+        original: [30, 20],
+        input: [12, 8],
+        patch: 4,
+        grid: [2, 3],
+        preprocessing: Preprocessing {
+            color: "rgb8".into(),
+            resize: None,
+            crop: None,
+            rescale: Some(1.0 / 255.0),
+            normalize: None,
+            positions_from: None,
+        },
+        cells,
+        norms: Vec::new(),
+        view,
+    })
+    .unwrap()
+}
+
+#[test]
+fn image_report_embeds_the_picture_and_labels_patches_by_position() {
+    let att = with_picture();
+    let html = render(
+        &att,
+        &HtmlOptions {
+            view: View::Image,
+            query: Some(5),
+            ..HtmlOptions::default()
+        },
+    );
+    let meta = meta_of(&html);
+    assert_eq!(meta["initial"]["view"], "image");
+    assert_eq!(meta["initial"]["query"], 5);
+    assert_eq!(
+        meta["display"],
+        serde_json::json!(["CLS", "r0c0", "r0c1", "r0c2", "r1c0", "r1c1", "r1c2"])
+    );
+    // The raw labels stay the model's (`row,col`, as --query and the JSON export write them).
+    assert_eq!(meta["tokens"][4], "1,0");
+    let image = &meta["image"];
+    assert_eq!(image["grid"], serde_json::json!([2, 3]));
+    assert_eq!(image["cells"][0]["kind"], "class");
+    assert_eq!(
+        image["cells"][6],
+        serde_json::json!({"kind": "patch", "row": 1, "col": 2})
+    );
+    // The picture is the model's input pixels, losslessly, as a data: PNG.
+    let uri = image["picture"].as_str().unwrap();
+    let png = STANDARD
+        .decode(uri.strip_prefix("data:image/png;base64,").unwrap())
+        .unwrap();
+    let decoded = image::load_from_memory(&png).unwrap().to_rgb8();
+    assert_eq!((decoded.width(), decoded.height()), (12, 8));
+    assert_eq!(decoded.as_raw(), &att.image.as_ref().unwrap().view);
+    // Only a picture's report lets data: images in.
+    let csp = |html: &str| {
+        let at = html.find("Content-Security-Policy\" content=\"").unwrap();
+        html[at..][..html[at..].find("\">").unwrap()].to_string()
+    };
+    assert!(csp(&html).contains("img-src data:;"), "{}", csp(&html));
+    let plain = render(&synthetic(&["a", "b"], 1, 1), &HtmlOptions::default());
+    assert!(!csp(&plain).contains("img-src"), "{}", csp(&plain));
+    assert!(meta_of(&plain)["image"].is_null());
+}
+
+#[test]
+fn image_view_falls_back_to_the_head_view_without_a_picture_and_checks_the_query() {
+    let plain = synthetic(&["a", "b"], 1, 1);
+    let html = render(
+        &plain,
+        &HtmlOptions {
+            view: View::Image,
+            ..HtmlOptions::default()
+        },
+    );
+    assert_eq!(meta_of(&html)["initial"]["view"], "head");
+    let mut out = Vec::new();
+    let err = write_html(
+        &with_picture(),
+        &HtmlOptions {
+            query: Some(7),
+            ..HtmlOptions::default()
+        },
+        &mut out,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("query token 7"), "{err}");
+    assert!(out.is_empty());
+}

@@ -9,15 +9,16 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
-mod font;
+pub(crate) mod font;
 mod grid;
 mod layout;
-mod paint;
+pub mod lens;
+pub(crate) mod paint;
 pub mod picture;
 mod scale;
-mod scene;
+pub(crate) mod scene;
 mod single;
-mod theme;
+pub(crate) mod theme;
 
 use std::io::Write;
 use std::path::Path;
@@ -50,6 +51,8 @@ pub enum Figure {
     Model,
     /// Attention rollout (Abnar & Zuidema 2020) up to a layer.
     Rollout,
+    /// The logit lens (drawn from the run's lens, not from the attention: [`lens`]).
+    Lens,
 }
 
 crate::choice!(Figure {
@@ -58,6 +61,7 @@ crate::choice!(Figure {
     Mean => ("mean", "The mean over the heads of a layer"),
     Model => ("model", "Every layer × head as labelled thumbnails"),
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to a layer"),
+    Lens => ("lens", "The logit lens: layers × positions, each cell its most probable token"),
 });
 
 /// What a figure shows.
@@ -107,6 +111,7 @@ impl<'a> FigureSpec<'a> {
             Figure::Mean => FigureSpec::Mean { layer },
             Figure::Model => FigureSpec::Model,
             Figure::Rollout => FigureSpec::rollout(layer, rollout.ok_or(ImageError::NoRollout)?),
+            Figure::Lens => return Err(ImageError::LensNotAttention),
         })
     }
 
@@ -219,6 +224,9 @@ pub enum ImageError {
     /// plotters failed.
     #[error(transparent)]
     Draw(#[from] DrawError),
+    /// The lens figure asked of an attention (it is drawn from a run's logit lens).
+    #[error("the logit lens figure is drawn from a model's run, not from its attention")]
+    LensNotAttention,
     /// The output file could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),

@@ -49,6 +49,9 @@ pub enum PictureSpec<'a> {
         layer: usize,
         /// The matrix, over the attention's units.
         matrix: &'a [f32],
+        /// How it was fused and how much was discarded
+        /// ([`crate::analysis::fused_rollout`]), for the title; `None`: the plain rollout.
+        fusion: Option<(crate::analysis::HeadFusion, f32)>,
     },
 }
 
@@ -136,6 +139,17 @@ impl Canvas {
         }
     }
 
+    fn outline_thin(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
+        for xx in x..x + w {
+            self.put(xx, y, rgb, 1.0);
+            self.put(xx, y + h - 1, rgb, 1.0);
+        }
+        for yy in y..y + h {
+            self.put(x, yy, rgb, 1.0);
+            self.put(x + w - 1, yy, rgb, 1.0);
+        }
+    }
+
     fn outline(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
         for t in 0..2 {
             for xx in x..x + w {
@@ -212,6 +226,49 @@ fn blit(canvas: &mut Canvas, src: &[u8], w: usize, h: usize, x0: usize, y0: usiz
     }
 }
 
+/// A vertical colour bar at (`x`, `y`), `h` pixels tall: viridis from `top_label` (the top, the
+/// overlay's largest patch weight) down to 0, with its caption under it (`caption` lines).
+fn colour_bar(canvas: &mut Canvas, x: i32, y: i32, h: i32, top_label: &str, caption: &[&str]) {
+    let w = 14;
+    for yy in 0..h {
+        let t = 1.0 - yy as f32 / (h - 1).max(1) as f32;
+        let crate::render::colormap::Rgb(r, g, b) = viridis(t);
+        canvas.rect(x, y + yy, w, 1, [r, g, b]);
+    }
+    canvas.outline_thin(x - 1, y - 1, w + 2, h + 2, [120, 120, 120]);
+    canvas.text(top_label, 11.0, x + w + 5, y + 4);
+    canvas.text("0", 11.0, x + w + 5, y + h - 1);
+    for (i, line) in caption.iter().enumerate() {
+        canvas.text(line, 10.0, x - 2, y + h + 16 + 13 * i as i32);
+    }
+}
+
+/// The special tokens' shares of `row` in few words, for a small overlay: CLS and DIST each,
+/// the registers together (`REG×4 0.31`), so none is dropped.
+fn compact_specials(image: &ImageInput, row: &[f32]) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut regs, mut reg_sum) = (0, 0f32);
+    for k in image.special_tokens() {
+        let v = row.get(k).copied().unwrap_or(0.0);
+        match image.cells[k] {
+            Cell::Register { .. } => {
+                regs += 1;
+                reg_sum += v;
+            }
+            c => out.push(format!("{} {v:.2}", c.label())),
+        }
+    }
+    if regs > 0 {
+        out.push(format!("REG×{regs} {reg_sum:.2}"));
+    }
+    out
+}
+
+/// A colour scale end: three significant digits (`0.512`, `0.0213`), as the heatmaps' bars.
+fn bar_number(v: f32) -> String {
+    crate::render::scale_number(v)
+}
+
 /// The special tokens' shares of `row`, drawn as labelled bars from (`x`, `y`).
 fn specials_panel(canvas: &mut Canvas, image: &ImageInput, row: &[f32], x: i32, y: i32, size: f64) {
     let step = (size * 1.9) as i32;
@@ -263,11 +320,27 @@ pub fn render_rgb(
     match spec {
         PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
             let (row, what) = match spec {
-                PictureSpec::Rollout { matrix, layer } => {
+                PictureSpec::Rollout {
+                    matrix,
+                    layer,
+                    fusion,
+                } => {
                     let nk = att.n_keys();
+                    let how = match fusion {
+                        Some((f, r)) => format!(
+                            " ({} fusion{})",
+                            crate::choice::Choice::name(*f),
+                            if *r > 0.0 {
+                                format!(", smallest {}% discarded", (r * 100.0).round())
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        None => String::new(),
+                    };
                     (
                         matrix[unit * nk..(unit + 1) * nk].to_vec(),
-                        format!("rollout to layer {}", att.layer_number(*layer)),
+                        format!("rollout{how} to layer {}", att.layer_number(*layer)),
                     )
                 }
                 _ => {
@@ -286,9 +359,15 @@ pub fn render_rgb(
             };
             let row = row_by_token(att, &row, image);
             let (px, w, h) = overlay(image, &row, 448, Some(token));
-            let panel = 150;
+            let panel = 170;
             let top = 34;
-            let mut c = Canvas::new(w + panel + 16, (h + top + 8).max(top + 200));
+            let specials = image.special_tokens().len() as i32;
+            let bar_y = top as i32 + 30 + specials * 23 + 16;
+            let bar_h = 160;
+            let mut c = Canvas::new(
+                w + panel + 16,
+                (h + top + 8).max(bar_y as usize + bar_h as usize + 50),
+            );
             c.text(
                 &format!("{} · {what} · query {qname}", att.model.name()),
                 title_size,
@@ -296,8 +375,31 @@ pub fn render_rgb(
                 14,
             );
             blit(&mut c, &px, w, h, 8, top);
-            c.text("special tokens", 12.0, (w + 18) as i32, top as i32 + 8);
+            c.text(
+                if specials > 0 {
+                    "special tokens"
+                } else {
+                    "no special tokens"
+                },
+                12.0,
+                (w + 18) as i32,
+                top as i32 + 8,
+            );
             specials_panel(&mut c, image, &row, (w + 18) as i32, top as i32 + 30, 12.0);
+            let max = image.on_grid(&row).into_iter().fold(0f32, f32::max);
+            let caption: &[&str] = if matches!(spec, PictureSpec::Rollout { .. }) {
+                &["rollout weight", "on the patches"]
+            } else {
+                &["attention weight", "on the patches"]
+            };
+            colour_bar(
+                &mut c,
+                (w + 20) as i32,
+                bar_y,
+                bar_h,
+                &bar_number(max),
+                caption,
+            );
             Ok((c.px, c.w, c.h))
         }
         PictureSpec::Layer { layer } => {
@@ -307,7 +409,19 @@ pub fn render_rgb(
             let tile = 200;
             let label_h = 40;
             let top = 34;
-            let mut c = Canvas::new(cols * (tile + 12) + 8, top + rows * (tile + label_h + 8));
+            let grid_w = cols * (tile + 12) + 8;
+            let mut c = Canvas::new(
+                grid_w + 130,
+                (top + rows * (tile + label_h + 8)).max(top + 260),
+            );
+            colour_bar(
+                &mut c,
+                grid_w as i32 + 8,
+                top as i32 + 20,
+                160,
+                "max",
+                &["each overlay: 0 to", "its largest patch", "weight"],
+            );
             c.text(
                 &format!(
                     "{} · layer {} · query {qname}",
@@ -327,11 +441,7 @@ pub fn render_rgb(
                 );
                 c.text(&format!("head {h}"), 11.0, x0 as i32, y0 as i32 + 6);
                 blit(&mut c, &px, w, hh, x0, y0 + 14);
-                let specials: Vec<String> = image
-                    .specials_of(&row)
-                    .into_iter()
-                    .map(|(l, v)| format!("{l} {v:.2}"))
-                    .collect();
+                let specials = compact_specials(image, &row);
                 c.text(
                     &specials.join("  "),
                     10.0,
@@ -346,9 +456,18 @@ pub fn render_rgb(
             let tile = 96;
             let label_w = 60;
             let top = 50;
+            let grid_w = label_w + heads * (tile + 6) + 8;
             let mut c = Canvas::new(
-                label_w + heads * (tile + 6) + 8,
-                top + layers * (tile + 18) + 8,
+                grid_w + 130,
+                (top + layers * (tile + 18) + 8).max(top + 260),
+            );
+            colour_bar(
+                &mut c,
+                grid_w as i32 + 8,
+                top as i32 + 6,
+                160,
+                "max",
+                &["each overlay: 0 to", "its largest patch", "weight"],
             );
             c.text(
                 &format!("{} · every layer × head · query {qname}", att.model.name()),
@@ -377,18 +496,22 @@ pub fn render_rgb(
                     let (px, w, hh) = overlay(image, &row, tile, Some(token));
                     let x0 = label_w + h * (tile + 6);
                     blit(&mut c, &px, w, hh, x0, y0);
-                    let cls: Vec<String> = image
-                        .specials_of(&row)
-                        .into_iter()
-                        .take(2)
-                        .map(|(l, v)| format!("{l} {v:.2}"))
-                        .collect();
+                    let cls = compact_specials(image, &row);
                     c.text(&cls.join(" "), 9.0, x0 as i32, (y0 + hh + 8) as i32);
                 }
             }
             Ok((c.px, c.w, c.h))
         }
     }
+}
+
+/// The pixels the model saw (`image.view`, after resize and crop, before normalising) as a PNG,
+/// for a page or a document to draw on. `None` when the picture holds no pixels.
+pub fn input_png(image: &ImageInput) -> Option<Vec<u8>> {
+    let [w, h] = image.input;
+    (w > 0 && h > 0 && image.view.len() == w * h * 3)
+        .then(|| encode_png(&image.view, w, h).ok())
+        .flatten()
 }
 
 fn encode_png(px: &[u8], w: usize, h: usize) -> Result<Vec<u8>, ImageError> {

@@ -273,6 +273,30 @@ fn tiny_gemma3_matches_hf() {
 }
 
 #[test]
+fn multimodal_gemma3_runs_its_text_tower() {
+    // Gemma3ForConditionalGeneration (model_type gemma3, text_config nested, weights under
+    // language_model.model. beside a SigLIP tower): make_gemma3_multimodal.py built it from
+    // tiny-gemma3's text weights and checked with transformers that its text-only forward pass
+    // is tiny-gemma3's, so tiny-gemma3's references hold for it.
+    let path = super::reference::repo().join("tests/reference/tiny-gemma3-mm.json");
+    let text = ok(std::fs::read_to_string(&path), path.display());
+    let manifest: serde_json::Value = ok(serde_json::from_str(&text), path.display());
+    let checks = manifest["same_as_text_model"].as_array().expect("checks");
+    assert_eq!(checks.len(), 6, "every case and generation of tiny-gemma3");
+    for check in checks {
+        for key in ["attention_max_abs", "last_hidden_max_abs", "logits_max_abs"] {
+            let d = check[key].as_f64().expect(key);
+            assert!(d <= 1e-6, "{check}: {key}");
+        }
+    }
+    let keys = manifest["keys"].as_array().expect("keys");
+    assert!(keys
+        .iter()
+        .any(|k| k.as_str().unwrap().starts_with("vision_tower.")));
+    check_decoder("tiny-gemma3-mm", "tiny-gemma3");
+}
+
+#[test]
 fn tiny_phi3_matches_hf() {
     // Fused qkv_proj and gate_up_proj, half of each head rotated, longrope (short factors up to
     // 16 positions, long beyond: every case is longer, the prompts of generation shorter),

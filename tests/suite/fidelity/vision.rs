@@ -34,6 +34,8 @@ struct Case {
     image_size: [usize; 2],
     pixels: TensorRef,
     attention: TensorRef,
+    /// Each layer's output norm per token, `[layers, n]`.
+    norms: TensorRef,
 }
 
 fn values(tensors: &HashMap<String, candle_core::Tensor>, what: &TensorRef) -> Vec<f32> {
@@ -103,6 +105,23 @@ fn check_family(name: &str, specials: &[Cell]) {
         );
         let image = att.image.as_ref().expect("the image is attached");
         assert_eq!(&image.cells[..specials.len()], specials);
+        // Every layer's token output norms (relative: they are tens).
+        let want_norms = values(&tensors, &case.norms);
+        let dn = image
+            .norms
+            .concat()
+            .iter()
+            .zip(&want_norms)
+            .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+            .fold(0f32, f32::max);
+        assert_eq!(image.norms.concat().len(), want_norms.len());
+        if !is_jpeg {
+            assert!(
+                dn <= 1e-5,
+                "{}: token norms differ by {dn} (relative)",
+                case.image
+            );
+        }
         assert_eq!(
             image.preprocessing.positions_from.is_some(),
             m.interpolate_pos_encoding,
@@ -159,4 +178,120 @@ fn tiny_clip_vision_matches_hf() {
 #[test]
 fn tiny_deit_matches_hf() {
     check_family("deit", &[Cell::Class, Cell::Distillation]);
+}
+
+#[derive(Deserialize)]
+struct RolloutManifest {
+    cases: Vec<RolloutCase>,
+}
+
+#[derive(Deserialize)]
+struct RolloutCase {
+    fusion: String,
+    discard_ratio: f32,
+    rollout: TensorRef,
+}
+
+/// vit-explain's rollout (head fusion mean/max/min, a discard ratio) against the numpy
+/// reimplementation in `make_vision.py --rollout`: on transformers' own DeiT attention (the
+/// algorithm alone), and on ours from the same picture (the whole path).
+#[test]
+fn fused_rollout_matches_the_numpy_reimplementation() {
+    use attnviz::analysis::{fused_rollout, fused_rollout_of, HeadFusion};
+    use attnviz::choice::Choice;
+    let dir = repo().join("tests/reference");
+    let m: RolloutManifest = ok(
+        serde_json::from_str(&ok(
+            std::fs::read_to_string(dir.join("vision-rollout.json")),
+            "vision-rollout.json",
+        )),
+        "vision-rollout.json",
+    );
+    let want_all = ok(
+        candle_core::safetensors::load(dir.join("vision-rollout.safetensors"), &Device::Cpu),
+        "vision-rollout.safetensors",
+    );
+    let deit = ok(
+        candle_core::safetensors::load(dir.join("tiny-deit.safetensors"), &Device::Cpu),
+        "tiny-deit.safetensors",
+    );
+    let theirs = ok(
+        deit["big80x64.attention"]
+            .flatten_all()
+            .and_then(|t| t.to_vec1::<f32>()),
+        "attention",
+    );
+    let (layers, heads, n) = (2, 4, 18);
+    let model = ok(Model::from_dir(&fixture("tiny-deit")), "tiny-deit");
+    let enc = ok(
+        model.encode_image(
+            &repo().join("tests/fixtures/images/big80x64.png"),
+            &EncodeOptions::default(),
+        ),
+        "big80x64",
+    );
+    assert_eq!(m.cases.len(), 5);
+    for case in &m.cases {
+        let fusion = HeadFusion::from_name(&case.fusion).expect("a fusion name");
+        let want = values(&want_all, &case.rollout);
+        let on_theirs =
+            fused_rollout_of(&theirs, layers, heads, n, fusion, case.discard_ratio).unwrap();
+        let d_alg = max_diff(&on_theirs.concat(), &want);
+        let on_ours = fused_rollout(&enc.attention, fusion, case.discard_ratio).unwrap();
+        let d_all = max_diff(&on_ours.concat(), &want);
+        eprintln!(
+            "[rollout {} {}] on transformers' attention max |Δ| {d_alg:.2e}, on ours {d_all:.2e}",
+            fusion.name(),
+            case.discard_ratio
+        );
+        assert!(d_alg <= 1e-6, "{}: {d_alg}", case.rollout.tensor);
+        assert!(d_all <= 1e-5, "{}: {d_all}", case.rollout.tensor);
+    }
+}
+
+#[test]
+fn tiny_dinov2_with_registers_and_antialiased_positions_matches_hf() {
+    check_family(
+        "dinov2-registers",
+        &[
+            Cell::Class,
+            Cell::Register { index: 0 },
+            Cell::Register { index: 1 },
+            Cell::Register { index: 2 },
+            Cell::Register { index: 3 },
+        ],
+    );
+}
+
+#[test]
+fn tiny_full_clip_model_is_read_for_its_vision_tower_and_matches_hf() {
+    check_family("clip-full", &[Cell::Class]);
+}
+
+/// A vision checkpoint as pickled PyTorch weights (`pytorch_model.bin`, written by the
+/// reference script from the same model) loads as the text families' `.bin` files do, and
+/// gives the safetensors checkpoint's attention exactly.
+#[test]
+fn a_pytorch_bin_vision_checkpoint_gives_the_safetensors_attention() {
+    let file = repo().join("tests/fixtures/images/big80x64.png");
+    let run = |dir: &str| {
+        let model = ok(Model::from_dir(&fixture(dir)), dir);
+        ok(model.encode_image(&file, &EncodeOptions::default()), dir).attention
+    };
+    let (bin, st) = (run("tiny-deit-bin"), run("tiny-deit"));
+    // The tensors read identically (checked in make_vision.py, which writes the .bin from the
+    // safetensors file); a memory-mapped and an owned buffer may take different matmul paths,
+    // so the attention agrees to float rounding, as engine_formats.rs allows the text families.
+    let (a, b) = (bin.weights(), st.weights());
+    assert_eq!(a.len(), b.len());
+    let worst = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(worst <= 1e-6, "attention max |Δ| {worst:e}");
+    assert_eq!(
+        bin.image.as_ref().unwrap().cells,
+        st.image.as_ref().unwrap().cells
+    );
 }

@@ -1,0 +1,524 @@
+//! The routes: the page and its script, the models, a run, a report; and the layer every
+//! request passes (guard, security headers, the log line).
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Shared};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use attnviz::progress::Silent;
+use attnviz::request::RunRequest;
+
+use super::{guard, report, State};
+
+/// The largest request body: a text and a pair of a few thousand characters.
+const MAX_BODY: usize = 64 * 1024;
+/// The longest text or pair, in bytes.
+const MAX_TEXT: usize = 16 * 1024;
+/// How many reports are kept for the page to show and save.
+const KEPT_REPORTS: usize = 16;
+/// The times of a run's parts, in ms (`run`, `report`, `total`): read by the page's timing
+/// record and the benchmark.
+const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
+
+const INDEX: &str = include_str!("../../assets/serve/index.html");
+const APP_JS: &str = include_str!("../../assets/serve/app.js");
+const APP_CSS: &str = include_str!("../../assets/serve/app.css");
+/// The app page's policy: its own script and style only, fetches and frames to this server.
+const APP_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; frame-src 'self'; img-src 'self' data:; base-uri 'none'; \
+    form-action 'none'; frame-ancestors 'none'";
+
+/// Reports by id, the newest last; memory only.
+#[derive(Default)]
+pub struct Reports(Mutex<VecDeque<(String, Arc<Vec<u8>>)>>);
+
+impl Reports {
+    fn put(&self, html: Vec<u8>) -> Option<String> {
+        let id = guard::new_token().ok()?;
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= KEPT_REPORTS {
+            kept.pop_front();
+        }
+        kept.push_back((id.clone(), Arc::new(html)));
+        Some(id)
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Vec<u8>>> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.iter()
+            .find(|(k, _)| k == id)
+            .map(|(_, r)| Arc::clone(r))
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// The app's routes, behind the guard.
+pub fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            "/app.css",
+            get(|| async { asset(APP_CSS, "text/css; charset=utf-8") }),
+        )
+        .route("/api/models", get(models))
+        .route("/api/health", get(health))
+        .route("/api/run", post(run))
+        .route("/report/{id}", get(report_page))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such page") })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), gate))
+        .with_state(state)
+}
+
+/// Every request: the guard first, then the handler; security headers on every answer; one
+/// log line on stderr (method, path without the query — it may hold the token —, status, ms).
+async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let headers = req.headers();
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let checked = state.guard.check(
+        text(header::HOST).or(req.uri().authority().map(|a| a.as_str())),
+        text(header::ORIGIN),
+        guard::query_token(req.uri().query()),
+        headers.get("x-attnviz-token").and_then(|v| v.to_str().ok()),
+    );
+    let mut response = match checked {
+        Err(refusal) => error(StatusCode::FORBIDDEN, refusal.message()),
+        Ok(()) if method != Method::GET && method != Method::HEAD && method != Method::POST => {
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only GET and POST are served",
+            )
+        }
+        // The whole request, its body read included (a client trickling a body is cut off).
+        Ok(()) => match tokio::time::timeout(state.timeout, next.run(req)).await {
+            Ok(response) => response,
+            Err(_) => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the request took longer than this server allows (--timeout)",
+            ),
+        },
+    };
+    let h = response.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(
+            "default-src 'none'; frame-ancestors 'none'",
+        ));
+    let total = started.elapsed();
+    if let Some(v) = h.get(SERVER_TIMING).and_then(|v| v.to_str().ok()) {
+        let all = format!("{v}, total;dur={:.3}", total.as_secs_f64() * 1e3);
+        if let Ok(v) = HeaderValue::from_str(&all) {
+            h.insert(SERVER_TIMING, v);
+        }
+    }
+    let path = attnviz::render::terminal::escape_controls(&path).into_owned();
+    let _ = writeln!(
+        std::io::stderr(),
+        "{method} {path} {} {} ms",
+        response.status().as_u16(),
+        total.as_millis()
+    );
+    response
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+fn asset(body: &'static str, kind: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+async fn index() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, APP_CSP),
+        ],
+        INDEX,
+    )
+        .into_response()
+}
+
+#[derive(Serialize)]
+struct ModelEntry<'a> {
+    id: usize,
+    name: &'a str,
+    family: &'static str,
+    kind: &'static str,
+    layers: usize,
+    heads: usize,
+}
+
+async fn models(Shared(state): Shared<Arc<State>>) -> Response {
+    let list: Vec<ModelEntry<'_>> = state
+        .models
+        .iter()
+        .enumerate()
+        .map(|(id, m)| ModelEntry {
+            id,
+            name: &m.name,
+            family: m.model.family(),
+            kind: m.kind,
+            layers: m.model.info().layers,
+            heads: m.model.info().heads,
+        })
+        .collect();
+    Json(serde_json::json!({
+        "models": list,
+        "max_tokens": state.max_tokens,
+        "max_generate": state.max_generate,
+    }))
+    .into_response()
+}
+
+async fn health(Shared(state): Shared<Arc<State>>) -> Response {
+    let in_flight: usize = state.models.iter().map(|m| m.slot.in_flight()).sum();
+    Json(serde_json::json!({ "in_flight": in_flight, "reports": state.reports.len() }))
+        .into_response()
+}
+
+/// What the page asks to run. Models are named by their place in the list: a request never
+/// names a file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunBody {
+    #[serde(default)]
+    model: usize,
+    text: String,
+    #[serde(default)]
+    pair: Option<String>,
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    generate: Option<usize>,
+    #[serde(default)]
+    chat: bool,
+}
+
+/// A request refused before anything runs: its status and the one line the client is told.
+type Refused = (StatusCode, String);
+
+/// The checks of a run that need no model: the model's index, an empty text, the size of each
+/// text, the tokens to generate. Blank pairs and targets become none.
+fn check_body(body: &mut RunBody, models: usize, max_generate: usize) -> Result<(), Refused> {
+    if body.model >= models {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("there is no model {}: this server has {models}", body.model),
+        ));
+    }
+    if body.text.trim().is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "the text is empty".into()));
+    }
+    for field in [&mut body.pair, &mut body.target] {
+        if field.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            *field = None;
+        }
+    }
+    let longest = [Some(&body.text), body.pair.as_ref(), body.target.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(String::len)
+        .max()
+        .unwrap_or(0);
+    if longest > MAX_TEXT {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a text may have at most {MAX_TEXT} bytes"),
+        ));
+    }
+    if body.generate.is_some_and(|g| g > max_generate) {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("this server generates at most {max_generate} tokens"),
+        ));
+    }
+    Ok(())
+}
+
+/// The input tokens of a request (text and pair, with special tokens), against `max_tokens`
+/// and the model's positions.
+fn check_tokens(n: usize, max_tokens: usize, max_positions: usize) -> Result<(), Refused> {
+    let most = max_tokens.min(max_positions);
+    if n > most {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the input is {n} tokens; this server takes at most {most}"),
+        ));
+    }
+    Ok(())
+}
+
+async fn run(
+    Shared(state): Shared<Arc<State>>,
+    body: Result<Json<RunBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(mut body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(e.status(), &format!("a run is JSON: {}", e.body_text())),
+    };
+    if let Err((status, message)) = check_body(&mut body, state.models.len(), state.max_generate) {
+        return error(status, &message);
+    }
+    let served = &state.models[body.model];
+    let (pair, target) = (body.pair, body.target);
+    let model = &served.model;
+    // The input's tokens, counted before anything runs.
+    let tokens = model
+        .tokenizer()
+        .encode(&body.text, pair.as_deref(), usize::MAX, false)
+        .map(|e| e.ids.len());
+    let counted = tokens
+        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+        .and_then(|n| check_tokens(n, state.max_tokens, model.max_positions()));
+    if let Err((status, message)) = counted {
+        return error(status, &message);
+    }
+    let mut generate = body.generate;
+    if model.is_seq2seq() && target.is_none() && generate.is_none() {
+        generate = Some(model.default_generation_length().min(state.max_generate));
+    }
+    let request = RunRequest {
+        text: body.text,
+        pair,
+        target,
+        generate,
+        chat: body.chat,
+        ..RunRequest::default()
+    };
+    if let Err(e) = request.check(model) {
+        return error(StatusCode::BAD_REQUEST, &e.to_string());
+    }
+    let Some(admitted) = served.slot.admit() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is busy and its queue is full; try again in a moment",
+        );
+    };
+    let index = body.model;
+    let job = Arc::clone(&state);
+    let work = async move {
+        let permit = job.models[index].slot.turn().await;
+        // The pass runs to its end on a blocking thread even if the client leaves or the time
+        // is up: it holds the model's turn and its place until then, so the queue stays true.
+        tokio::task::spawn_blocking(move || {
+            let _held = (permit, admitted);
+            if let Some(hold) = &job.hold {
+                let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            }
+            let served = &job.models[index];
+            let started = Instant::now();
+            let run = request.run(&served.model, &Silent)?;
+            let ran = started.elapsed();
+            let mut settings = vec![("model".to_string(), served.spec.clone())];
+            if !std::path::Path::new(&served.spec).is_dir() {
+                settings.push(("revision".to_string(), job.revision.clone()));
+            }
+            let started = Instant::now();
+            let html = report::report_html(&run.set, &settings).map_err(RunFailure::Report)?;
+            let drew = started.elapsed();
+            let id = job
+                .reports
+                .put(html)
+                .ok_or(RunFailure::Report("no random id".into()))?;
+            Ok::<_, RunFailure>((id, run.set.primary().len(), run.generated_text, ran, drew))
+        })
+        .await
+    };
+    // The time bound is the gate's, around the whole request.
+    match work.await {
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run failed"),
+        Ok(Err(RunFailure::Request(e))) => error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Ok(Err(RunFailure::Report(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Ok(Ok((id, n, generated, ran, drew))) => {
+            let mut response = Json(serde_json::json!({
+                "report": format!("/report/{id}"),
+                "tokens": n,
+                "generated": generated,
+            }))
+            .into_response();
+            // The library's share of the request (the run, the report); the gate adds the total.
+            let timing = format!(
+                "run;dur={:.3}, report;dur={:.3}",
+                ran.as_secs_f64() * 1e3,
+                drew.as_secs_f64() * 1e3
+            );
+            if let Ok(v) = HeaderValue::from_str(&timing) {
+                response.headers_mut().insert(SERVER_TIMING, v);
+            }
+            response
+        }
+    }
+}
+
+enum RunFailure {
+    Request(attnviz::request::RequestError),
+    Report(String),
+}
+
+impl From<attnviz::request::RequestError> for RunFailure {
+    fn from(e: attnviz::request::RequestError) -> Self {
+        RunFailure::Request(e)
+    }
+}
+
+#[derive(Deserialize)]
+struct ReportQuery {
+    #[serde(default)]
+    download: Option<String>,
+    // The token travels in the query too; the guard has checked it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    token: Option<String>,
+}
+
+async fn report_page(
+    Shared(state): Shared<Arc<State>>,
+    Path(id): Path<String>,
+    Query(query): Query<ReportQuery>,
+) -> Response {
+    let Some(html) = state.reports.get(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no such report (the server keeps the last 16)",
+        );
+    };
+    let download = query.download.is_some();
+    let mut response = Response::new(Body::from(html.as_ref().clone()));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // The report's own policy is in its markup; this one only lets the app page frame it.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'self'"),
+    );
+    if download {
+        h.insert(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::from_static("attachment; filename=\"attnviz-report.html\""),
+        );
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(json: &str) -> Result<RunBody, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    fn checked(json: &str) -> Result<RunBody, Refused> {
+        let mut b = body(json).expect("valid JSON");
+        check_body(&mut b, 2, 64).map(|()| b)
+    }
+
+    #[test]
+    fn a_request_names_no_file_and_nothing_unknown() {
+        assert!(body(r#"{"text": "hi"}"#).is_ok());
+        for bad in [
+            r#"{"text": "hi", "path": "/etc/passwd"}"#,
+            r#"{"text": "hi", "model": "/models/bert"}"#,
+            r#"{"text": "hi", "model": -1}"#,
+            r#"{"text": 3}"#,
+            r#"{"pair": "no text"}"#,
+        ] {
+            assert!(body(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn texts_are_bounded_and_blank_fields_dropped() {
+        let at_limit = "a".repeat(MAX_TEXT);
+        let over = "a".repeat(MAX_TEXT + 1);
+        let json = |field: &str, value: &str| {
+            serde_json::json!({ "text": "hi", field: value }).to_string()
+        };
+        assert!(checked(&serde_json::json!({ "text": at_limit }).to_string()).is_ok());
+        for field in ["text", "pair", "target"] {
+            let refused = checked(&json(field, &over)).err().map(|e| e.0);
+            assert_eq!(refused, Some(StatusCode::PAYLOAD_TOO_LARGE), "{field}");
+        }
+        let b = checked(r#"{"text": "hi", "pair": "  ", "target": ""}"#).unwrap();
+        assert_eq!((b.pair, b.target), (None, None));
+        let b = checked(r#"{"text": "hi", "pair": "there"}"#).unwrap();
+        assert_eq!(b.pair.as_deref(), Some("there"));
+        for empty in [r#"{"text": ""}"#, r#"{"text": " \n\t"}"#] {
+            assert_eq!(
+                checked(empty).err().map(|e| e.0),
+                Some(StatusCode::BAD_REQUEST)
+            );
+        }
+    }
+
+    #[test]
+    fn the_model_index_and_generation_are_bounded() {
+        assert!(checked(r#"{"text": "hi", "model": 1}"#).is_ok());
+        let e = checked(r#"{"text": "hi", "model": 2}"#).err().unwrap();
+        assert_eq!(e.0, StatusCode::NOT_FOUND);
+        assert!(e.1.contains("this server has 2"), "{}", e.1);
+        assert!(checked(r#"{"text": "hi", "generate": 64}"#).is_ok());
+        let e = checked(r#"{"text": "hi", "generate": 65}"#).err().unwrap();
+        assert_eq!(e.0, StatusCode::BAD_REQUEST);
+        assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn input_tokens_are_bounded_by_the_server_and_the_model() {
+        assert!(check_tokens(256, 256, 512).is_ok());
+        let e = check_tokens(257, 256, 512).err().unwrap();
+        assert_eq!(e.0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(e.1.contains("at most 256"), "{}", e.1);
+        let e = check_tokens(65, 256, 64).err().unwrap();
+        assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn reports_are_kept_in_memory_the_newest_sixteen() {
+        let reports = Reports::default();
+        let ids: Vec<String> = (0..KEPT_REPORTS + 2)
+            .map(|i| reports.put(vec![i as u8]).unwrap())
+            .collect();
+        assert_eq!(reports.len(), KEPT_REPORTS);
+        assert!(reports.get(&ids[0]).is_none() && reports.get(&ids[1]).is_none());
+        let last = ids.last().unwrap();
+        assert_eq!(
+            reports.get(last).unwrap().as_slice(),
+            &[(KEPT_REPORTS + 1) as u8]
+        );
+        assert!(reports.get("../../etc/passwd").is_none());
+    }
+}

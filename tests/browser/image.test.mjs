@@ -1,0 +1,224 @@
+// Browser tests of the image view of a vision model's report (tiny random DeiT: CLS, DIST and a
+// 4 × 4 grid of patches over an 80 × 64 picture resized to 32 × 32): the picture with the
+// attention of the hovered or clicked patch (or CLS) drawn over it, the special tokens beside
+// it, every layer × head as small overlays, and the other views labelling patches r<row>c<col>.
+//
+// Run by `cargo test --release --test suite html_report:: -- --include-ignored`, which writes the
+// report with the CLI into $ATTNVIZ_ARTIFACTS beside the CLI's JSON export of the same run
+// (`--full-precision`): every expected weight and cell here comes from that JSON, not from the
+// page.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
+
+const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
+const SCREENS = join(ART, 'screens');
+mkdirSync(SCREENS, { recursive: true });
+/** Half a 16-bit storage step, the most a shown weight may differ from the model's. */
+const STEP = 0.5 / 65535;
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--no-first-run'],
+  });
+});
+after(async () => { if (browser) await browser.close(); });
+
+function expectations(name) {
+  const file = join(ART, name + '.json');
+  assert.ok(existsSync(file), file + ' missing: run `cargo test --release --test suite html_report:: -- --include-ignored`');
+  return JSON.parse(readFileSync(file, 'utf8'));
+}
+
+/** The token of the patch at (row, col), from the JSON's cells. */
+function patchToken(exp, row, col) {
+  return exp.image.cells.findIndex((c) => c.kind === 'patch' && c.row === row && c.col === col);
+}
+
+function assertRow(got, want, what, tol = STEP + 1e-9) {
+  assert.equal(got.length, want.length, what + ': one weight per token');
+  for (let k = 0; k < want.length; k++) assert.ok(Math.abs(got[k] - want[k]) <= tol, what + ', key ' + k + ': ' + got[k] + ' vs ' + want[k]);
+}
+
+async function ready(page) {
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
+    document.querySelector('#status.error'), null, { timeout: 20000 });
+  const failure = await page.$eval('#status', (s) => (s.classList.contains('error') ? s.textContent : ''));
+  assert.equal(failure, '', 'the page reported an error');
+}
+
+const drawn = (page) => page.evaluate(async () => { await window.attnviz.settled(); return window.attnviz.image(); });
+/** The main canvas's pixels, as a short fingerprint, and its box on the page. */
+const canvasState = (page) => page.evaluate(() => {
+  const c = document.getElementById('image-canvas');
+  // Read through a copy made for reading: getImageData on the page's own canvas again and again
+  // makes Chromium warn (willReadFrequently), and the page itself never reads it back.
+  const copy = document.createElement('canvas');
+  copy.width = c.width;
+  copy.height = c.height;
+  const cx = copy.getContext('2d', { willReadFrequently: true });
+  cx.drawImage(c, 0, 0);
+  const d = cx.getImageData(0, 0, c.width, c.height).data;
+  let hash = 0;
+  for (let i = 0; i < d.length; i += 1) hash = (hash * 31 + d[i]) >>> 0;
+  const r = c.getBoundingClientRect();
+  return { hash, left: r.left, top: r.top, width: r.width, height: r.height };
+});
+/** The page point at the centre of patch (row, col), from the canvas box and the JSON's grid. */
+function patchPoint(box, exp, row, col) {
+  const [iw, ih] = exp.image.input;
+  const p = exp.image.patch;
+  return [box.left + ((col + 0.5) * p * box.width) / iw, box.top + ((row + 0.5) * p * box.height) / ih];
+}
+
+test('image view: CLS over the picture first, a hovered patch redraws the overlay, a click keeps it', async () => {
+  const exp = expectations('image-deit');
+  const [rows, cols] = exp.image.grid;
+  assert.deepEqual([rows, cols], [4, 4]);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  const page = await context.newPage();
+  const log = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log.push(m.type() + ': ' + m.text()); });
+  page.on('pageerror', (e) => log.push('pageerror: ' + e.message));
+  page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('data:')) log.push('request: ' + r.url()); });
+  await page.goto(pathToFileURL(join(ART, 'image-deit.html')).href);
+  await ready(page);
+  // Opens on the image view, its tab shown and selected.
+  assert.equal(await page.getAttribute('#tab-image', 'aria-selected'), 'true');
+  assert.equal(await page.isVisible('#view-image'), true);
+  let d = await drawn(page);
+  const cls = exp.image.cells.findIndex((c) => c.kind === 'class');
+  const dist = exp.image.cells.findIndex((c) => c.kind === 'distillation');
+  assert.equal(d.query, cls, 'CLS is the first query');
+  assert.equal(d.blend, 'pixels', 'the picture was read back and blended as the PNG figures do');
+  const layer = d.layer;
+  assert.equal(layer, exp.attention.length - 1, 'the last layer, as the CLI selects');
+  assertRow(d.row, exp.attention[layer][d.head][cls], 'CLS row');
+  // The overlay's grid holds each patch's weight at its place.
+  const t = patchToken(exp, 1, 2);
+  assert.ok(Math.abs(d.grid[1 * cols + 2] - exp.attention[layer][d.head][cls][t]) <= STEP + 1e-9);
+  // Beside the picture: CLS and DIST, with their shares of the row.
+  assert.deepEqual(d.specials.map((s) => s.label), ['CLS', 'DIST']);
+  assert.ok(Math.abs(d.specials[1].value - exp.attention[layer][d.head][cls][dist]) <= STEP + 1e-9);
+  assert.deepEqual(await page.$$eval('#image-specials button', (b) => b.map((x) => x.textContent)), ['CLS', 'DIST']);
+  // Every layer × head as a small overlay.
+  assert.equal(d.thumbs, exp.attention.length * exp.attention[0].length);
+  const before = await canvasState(page);
+
+  // Hovering patch (2, 1) makes it the query: another row, another drawing, outlined there.
+  const [x, y] = patchPoint(before, exp, 2, 1);
+  await page.mouse.move(x, y);
+  d = await drawn(page);
+  const p21 = patchToken(exp, 2, 1);
+  assert.equal(d.query, p21, 'the hovered patch is the query');
+  assertRow(d.row, exp.attention[layer][d.head][p21], 'hovered patch row');
+  const hovered = await canvasState(page);
+  assert.notEqual(hovered.hash, before.hash, 'the overlay changed with the hovered patch');
+  assert.match(await page.textContent('#image-caption'), /^Query r2c1 \(pointed at\)/);
+  assert.match(await page.textContent('#tooltip'), /Query r2c1/);
+  await page.screenshot({ path: join(SCREENS, 'image-deit-hover.png') });
+  // Another patch, another overlay.
+  const [x2, y2] = patchPoint(before, exp, 0, 3);
+  await page.mouse.move(x2, y2);
+  d = await drawn(page);
+  assert.equal(d.query, patchToken(exp, 0, 3));
+  assert.notEqual((await canvasState(page)).hash, hovered.hash);
+  // Leaving the picture goes back to CLS, with CLS's very drawing.
+  await page.mouse.move(5, 5);
+  d = await drawn(page);
+  assert.equal(d.query, cls);
+  assert.equal((await canvasState(page)).hash, before.hash, 'back to the CLS overlay');
+  // A click keeps the patch as the query after the pointer leaves.
+  await page.mouse.click(x, y);
+  await page.mouse.move(5, 5);
+  d = await drawn(page);
+  assert.equal(d.query, p21, 'the clicked patch stays the query');
+  // The DIST button makes the distillation token the query.
+  await page.click('#image-specials button[data-token="' + dist + '"]');
+  await page.mouse.move(5, 5);
+  d = await drawn(page);
+  assert.equal(d.query, dist);
+  assertRow(d.row, exp.attention[layer][d.head][dist], 'DIST row');
+  // Layer and head: a thumbnail click chooses them.
+  await page.click('#image-grid canvas[data-layer="0"][data-head="1"]');
+  await page.mouse.move(5, 5);
+  d = await drawn(page);
+  assert.deepEqual([d.layer, d.head, d.source], [0, 1, 'head']);
+  assertRow(d.row, exp.attention[0][1][dist], 'layer 0 head 1');
+  assert.equal(await page.inputValue('#layer-select'), '0');
+  assert.equal(await page.isVisible('#head-select'), true, 'the head menu shows for one head');
+  // The mean over heads.
+  await page.selectOption('#image-source', 'mean');
+  d = await drawn(page);
+  const heads = exp.attention[0].length;
+  const mean = exp.attention[0][0][dist].map((_, k) => exp.attention[0].reduce((s, hh) => s + hh[dist][k], 0) / heads);
+  assertRow(d.row, mean, 'mean over heads');
+  assert.equal(await page.isVisible('#head-select'), false, 'no head to choose for the mean');
+  // Rollout, from the analysis.
+  const options = await page.$$eval('#image-source option', (o) => o.map((x) => x.value));
+  assert.ok(options.includes('rollout'), options.join(','));
+  await page.selectOption('#image-source', 'rollout');
+  d = await drawn(page);
+  assert.equal(d.source, 'rollout');
+  assertRow(d.row, exp.rollout[0][dist], 'rollout through layer 0', 1e-5);
+  await page.screenshot({ path: join(SCREENS, 'image-deit-rollout.png') });
+  // The other views label patches by grid position.
+  await page.keyboard.press('4');
+  const menu = await page.$$eval('#neuron-query option', (o) => o.map((x) => x.textContent));
+  assert.equal(menu[p21], p21 + ': r2c1');
+  assert.equal(menu[cls], cls + ': CLS');
+  // The stats view's token norms: one row per layer, CLS and DIST by name, from the JSON.
+  await page.keyboard.press('5');
+  assert.equal(await page.isVisible('#token-norms'), true);
+  const norms = await page.$$eval('#token-norms tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+  assert.deepEqual(norms[0].slice(0, 3), ['Layer', 'CLS', 'DIST']);
+  assert.equal(norms.length, 1 + exp.attention.length);
+  for (let l = 0; l < exp.attention.length; l++) {
+    assert.equal(norms[1 + l][1], exp.image.norms[l][cls].toFixed(2), 'CLS norm, layer ' + l);
+    assert.equal(norms[1 + l][2], exp.image.norms[l][dist].toFixed(2), 'DIST norm, layer ' + l);
+  }
+  await page.screenshot({ path: join(SCREENS, 'image-deit-stats.png'), fullPage: true });
+  await page.keyboard.press('6');
+  assert.equal(await page.isVisible('#view-image'), true, 'key 6 opens the image view');
+  const about = await page.textContent('#about-table');
+  assert.match(about, /80×64 px as given, 32×32 px as the model saw it/);
+  assert.match(about, /4 rows × 4 columns of 8×8 px/);
+  assert.deepEqual(log, [], 'no error, warning or request');
+  await context.close();
+});
+
+test('image view in Firefox: the picture drawn, a hovered patch is the query', async () => {
+  const exp = expectations('image-deit');
+  const ff = await puppeteer.launch({ browser: 'firefox', executablePath: process.env.FIREFOX || '/usr/bin/firefox-esr', headless: true });
+  try {
+    const page = await ff.newPage();
+    const log = [];
+    page.on('pageerror', (e) => log.push(e.message));
+    page.on('console', (m) => { if (m.type() === 'error') log.push(m.text()); });
+    await page.setViewport({ width: 1280, height: 1000 });
+    await page.goto(pathToFileURL(join(ART, 'image-deit.html')).href);
+    await page.waitForFunction(() => document.documentElement.dataset.ready === 'true', { timeout: 20000 });
+    let d = await drawn(page);
+    assert.equal(d.blend, 'pixels');
+    const box = await canvasState(page);
+    const [x, y] = patchPoint(box, exp, 3, 0);
+    await page.mouse.move(x, y);
+    d = await drawn(page);
+    const t = patchToken(exp, 3, 0);
+    assert.equal(d.query, t);
+    assertRow(d.row, exp.attention[d.layer][d.head][t], 'Firefox: hovered patch row');
+    assert.notEqual((await canvasState(page)).hash, box.hash);
+    await page.screenshot({ path: join(SCREENS, 'image-deit-firefox.png') });
+    assert.deepEqual(log, []);
+  } finally {
+    await ff.close();
+  }
+});

@@ -1,0 +1,173 @@
+// `attnviz serve` in headless Chromium (playwright-core) and Firefox (puppeteer-core over WebDriver
+// BiDi), against a server the Rust test started: type a text and see every view follow, keep the
+// view while typing, share the address, save the report (the bytes the CLI's --html wrote for the
+// same text, which the Rust test wrote beside the case).
+//
+// Run by `cargo test --release --test suite serve::the_app_in_chromium_and_firefox -- --include-ignored`,
+// which writes $ATTNVIZ_SERVE/case.json: { url, text, expected (a file), screens (a folder) }.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
+
+const DIR = resolve(process.env.ATTNVIZ_SERVE || '../artifacts/serve');
+const CASE = JSON.parse(readFileSync(join(DIR, 'case.json'), 'utf8'));
+mkdirSync(CASE.screens, { recursive: true });
+const ORIGIN = new URL(CASE.url).origin;
+
+/** One browser behind one small interface (the two drivers differ in argument order). */
+const drivers = {
+  chromium: {
+    async launch() {
+      const b = await chromium.launch({
+        executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+          '--disable-component-update', '--no-first-run'],
+      });
+      return {
+        close: () => b.close(),
+        async page() {
+          const context = await b.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+          return context.newPage();
+        },
+        wait: (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: 30000 }),
+      };
+    },
+  },
+  firefox: {
+    async launch() {
+      const exe = process.env.FIREFOX || '/usr/bin/firefox-esr';
+      assert.ok(existsSync(exe), exe + ' missing: apt-get install -y firefox-esr');
+      const b = await puppeteer.launch({ browser: 'firefox', executablePath: exe, headless: true });
+      return {
+        close: () => b.close(),
+        async page() {
+          const page = await b.newPage();
+          await page.setViewport({ width: 1280, height: 900 });
+          return page;
+        },
+        wait: (page, fn, arg) => page.waitForFunction(fn, { timeout: 30000 }, arg),
+      };
+    },
+  },
+};
+
+/** Console errors, page errors and any request that leaves the server. */
+function watch(page) {
+  const log = [];
+  page.on('console', (m) => { if (m.type() === 'error') log.push('console: ' + m.text()); });
+  page.on('pageerror', (e) => log.push('pageerror: ' + e.message));
+  page.on('request', (r) => {
+    const url = r.url();
+    if (!url.startsWith(ORIGIN) && !url.startsWith('data:') && !url.startsWith('about:')) log.push('request: ' + url);
+  });
+  return log;
+}
+
+/** Wait until the page has drawn the report of what the text box holds now. */
+async function drawnCurrent(b, page) {
+  await b.wait(page, () => {
+    const runs = window.attnvizServe && window.attnvizServe.runs;
+    const last = runs && runs[runs.length - 1];
+    return Boolean(last && last.text === document.getElementById('text').value && last.drawn);
+  });
+}
+
+/** What the frame shows: its tokens, view and drawing count. */
+function frame(page) {
+  return page.evaluate(() => {
+    const a = document.getElementById('report').contentWindow.attnviz;
+    return {
+      tokens: a.meta.tokens,
+      view: a.drawn.view,
+      seq: a.drawn.seq,
+      layer: a.state.layer,
+      // The head view's query column, as drawn.
+      column: [...document.getElementById('report').contentDocument.querySelectorAll('#hv-left .tok')]
+        .map((t) => t.textContent),
+    };
+  });
+}
+
+/** The bytes behind the Save report link. */
+async function savedBytes(page) {
+  const b64 = await page.evaluate(async () => {
+    const r = await fetch(document.getElementById('save').href);
+    const bytes = new Uint8Array(await r.arrayBuffer());
+    let s = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return btoa(s);
+  });
+  return Buffer.from(b64, 'base64');
+}
+
+for (const [name, driver] of Object.entries(drivers)) {
+  let b;
+  test(`${name}: type, every view follows, the address is shareable, Save report is --html's bytes`, async (t) => {
+    b = await driver.launch();
+    t.after(() => b.close());
+    const page = await b.page();
+    const log = watch(page);
+    await page.goto(CASE.url);
+    await b.wait(page, () => document.documentElement.dataset.ready === 'true');
+    assert.equal(await page.evaluate(() => document.getElementById('save').getAttribute('aria-disabled')), 'true');
+
+    // Type the first half, as a person does (one key at a time).
+    const half = CASE.text.slice(0, CASE.text.indexOf(' on '));
+    await page.type('#text', half);
+    await drawnCurrent(b, page);
+    const first = await frame(page);
+    assert.equal(first.view, 'head');
+    assert.ok(first.seq >= 1, 'the head view was drawn');
+    assert.ok(first.tokens.includes('cat') && !first.tokens.includes('mat'), first.tokens.join(' '));
+    assert.ok(first.column.some((c) => c.includes('cat')), first.column.join(' '));
+
+    // Another view, then more text: the new report opens on that view, with the new words.
+    await page.evaluate(() => document.getElementById('report').contentDocument.getElementById('tab-matrix').click());
+    await b.wait(page, () => new URLSearchParams(location.search).get('view') === 'matrix');
+    await page.type('#text', CASE.text.slice(half.length));
+    await drawnCurrent(b, page);
+    const second = await frame(page);
+    assert.equal(second.view, 'matrix', 'the view is kept while typing');
+    assert.ok(second.tokens.includes('mat'), second.tokens.join(' '));
+    assert.notDeepEqual(second.tokens, first.tokens);
+    const runs = await page.evaluate(() => window.attnvizServe.runs.map((r) => r.text));
+    assert.ok(runs.length >= 2, 'one run per pause at least');
+    assert.ok(runs.length <= CASE.text.length, 'never more runs than keystrokes');
+    const status = await page.$eval('#status', (s) => s.textContent);
+    assert.match(status, /^\d+ tokens · \d+ ms/);
+
+    // The address holds the state.
+    const address = new URL(page.url());
+    assert.equal(address.searchParams.get('text'), CASE.text);
+    assert.equal(address.searchParams.get('view'), 'matrix');
+    await page.screenshot({ path: join(CASE.screens, `serve-${name}.png`) });
+
+    // Save report: the same bytes as `attnviz --html` for this text.
+    const expected = readFileSync(CASE.expected);
+    const saved = await savedBytes(page);
+    assert.ok(saved.equals(expected), `saved ${saved.length} bytes, --html wrote ${expected.length}`);
+    if (name === 'chromium') {
+      // The real download, through the link.
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click('#save')]);
+      assert.equal(download.suggestedFilename(), 'attnviz-report.html');
+      assert.ok(readFileSync(await download.path()).equals(expected), 'the downloaded file is --html\'s');
+    }
+
+    // A colleague opens the link: same text, same view, same tokens.
+    const other = await b.page();
+    const otherLog = watch(other);
+    await other.goto(address.href);
+    await drawnCurrent(b, other);
+    assert.equal(await other.$eval('#text', (e) => e.value), CASE.text);
+    const shared = await frame(other);
+    assert.equal(shared.view, 'matrix');
+    assert.deepEqual(shared.tokens, second.tokens);
+
+    assert.deepEqual(log, [], 'no console error, no request off the server');
+    assert.deepEqual(otherLog, []);
+  });
+}

@@ -1,0 +1,156 @@
+//! Per-head direct logit attribution and head ablation against
+//! `tests/reference/make_lens.py`, which catches each attention block's output-projection input
+//! with PyTorch pre-hooks on transformers' modules (split by head, times that head's columns of
+//! W_O, through the final norm frozen at the real residual, onto lm_head's row of the target),
+//! and ablates a head by editing that input and running the model again: the tiny GPT-2 and
+//! Llama (grouped-query attention) fixtures and real SmolLM2-135M (GGUF). Run in release;
+//! `-- --nocapture` prints each case's largest difference.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use attnviz::model::Model;
+
+use crate::support::models::smollm2::smollm2_gguf;
+
+/// |Δ| ≤ TOL · max(1, |reference|).
+const TOL: f64 = 1e-4;
+
+#[derive(Deserialize)]
+struct File {
+    attributions: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    input_ids: Vec<u32>,
+    target: u32,
+    contrast: u32,
+    /// `[layers][heads]`.
+    per_head: Vec<Vec<f64>>,
+    per_head_diff: Vec<Vec<f64>>,
+    logit: f64,
+    base_log_prob: f64,
+    ablate_zero: Vec<Vec<f64>>,
+    ablate_mean: Vec<Vec<f64>>,
+}
+
+fn case(name: &str) -> Case {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/lens.json");
+    let file: File = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    file.attributions
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap()
+}
+
+fn model(name: &str) -> Model {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match name {
+        "smollm2" => Model::from_gguf(&smollm2_gguf()).unwrap(),
+        tiny => Model::from_dir(&root.join("tests/fixtures").join(tiny)).unwrap(),
+    }
+}
+
+/// The largest relative-above-1 difference, after asserting each within TOL.
+fn compare(what: &str, ours: &[f32], want: &[Vec<f64>]) -> f64 {
+    let want: Vec<f64> = want.iter().flatten().copied().collect();
+    assert_eq!(ours.len(), want.len(), "{what}: shape");
+    let mut worst = 0f64;
+    for (i, (&o, &w)) in ours.iter().zip(&want).enumerate() {
+        let d = (o as f64 - w).abs() / w.abs().max(1.0);
+        assert!(d <= TOL, "{what}[{i}]: {o} vs {w}");
+        worst = worst.max(d);
+    }
+    worst
+}
+
+fn attribution(name: &str) {
+    let c = case(name);
+    let model = model(name);
+    // The default target is the model's own prediction, as the reference's.
+    assert_eq!(model.predicted_next(&c.input_ids).unwrap(), c.target);
+    let a = model
+        .head_attribution(&c.input_ids, c.target, None)
+        .unwrap();
+    let worst = compare(&format!("{name} per head"), &a.per_head, &c.per_head);
+    let d = model
+        .head_attribution(&c.input_ids, c.target, Some(c.contrast))
+        .unwrap();
+    let worst_diff = compare(&format!("{name} contrast"), &d.per_head, &c.per_head_diff);
+    // The components add up to the logit of the whole residual, which is the model's.
+    let sum = a.embeddings as f64
+        + a.per_head.iter().map(|&v| v as f64).sum::<f64>()
+        + a.rest.iter().map(|&v| v as f64).sum::<f64>()
+        + a.norm_bias as f64;
+    assert!(
+        (sum - a.total as f64).abs() <= TOL * a.total.abs().max(1.0) as f64,
+        "{name}: the parts sum to {sum}, the logit is {}",
+        a.total
+    );
+    assert!(
+        (a.total as f64 - c.logit).abs() <= TOL * c.logit.abs().max(1.0),
+        "{name}: logit {} vs the reference's {}",
+        a.total,
+        c.logit
+    );
+    println!(
+        "{name}: attribution {worst:.2e}, contrast {worst_diff:.2e}, Σ parts − logit {:.2e}",
+        sum - a.total as f64
+    );
+}
+
+fn ablation(name: &str) {
+    let c = case(name);
+    let model = model(name);
+    let zero = model.head_ablation(&c.input_ids, c.target, false).unwrap();
+    assert!((zero.base as f64 - c.base_log_prob).abs() <= TOL);
+    let wz = compare(&format!("{name} zero"), &zero.delta, &c.ablate_zero);
+    let mean = model.head_ablation(&c.input_ids, c.target, true).unwrap();
+    let wm = compare(&format!("{name} mean"), &mean.delta, &c.ablate_mean);
+    println!("{name}: ablation zero {wz:.2e}, mean {wm:.2e}");
+}
+
+#[test]
+fn tiny_gpt2_attribution_matches_the_hooks() {
+    attribution("tiny-gpt2");
+}
+
+#[test]
+fn tiny_llama_gqa_attribution_matches_the_hooks() {
+    attribution("tiny-llama");
+}
+
+#[test]
+fn smollm2_attribution_matches_the_hooks() {
+    attribution("smollm2");
+}
+
+#[test]
+fn tiny_gpt2_ablation_matches_the_hooks() {
+    ablation("tiny-gpt2");
+}
+
+#[test]
+fn tiny_llama_gqa_ablation_matches_the_hooks() {
+    ablation("tiny-llama");
+}
+
+#[test]
+fn smollm2_ablation_matches_the_hooks() {
+    ablation("smollm2");
+}
+
+#[test]
+fn an_encoder_is_refused_in_one_line() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let model = Model::from_dir(&root.join("tests/fixtures/tiny-bert")).unwrap();
+    let err = model
+        .head_attribution(&[1, 2], 1, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is for decoders"), "{err}");
+    assert!(!err.contains('\n'));
+}

@@ -1,0 +1,608 @@
+//! `attnviz serve` against a running server on a free loopback port: the guard (Host, Origin,
+//! token), the report it serves (the bytes `--html` writes), a fuzz of malformed requests, a
+//! client that leaves mid-request, the bounded queue, and a bounded load test (printed
+//! latencies; only success and a flat RSS are asserted).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::support::cli::{
+    assert_browsers_ready, attnviz, fixture, node_test, repo, tiny, wait_for,
+};
+
+/// A server child, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+    url: String,
+    /// Every line it wrote on stderr so far.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `--test-hold`: let one held run go on to its forward pass.
+    fn release(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("started with --test-hold");
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
+    let mut cmd = attnviz();
+    cmd.arg("serve");
+    for m in models {
+        cmd.arg("-m").arg(m);
+    }
+    cmd.args(["--port", "0", "--threads", "1"]).args(extra);
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("attnviz serve starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lines = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("open ").nth(1) {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+            }
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the server prints its address");
+    let port = url
+        .trim_start_matches("http://")
+        .split(['/', ':'])
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("a port in the address");
+    Server {
+        child,
+        port,
+        url,
+        log,
+    }
+}
+
+/// One raw HTTP/1.1 exchange; returns the status (0 when the server closed without one) and
+/// the body.
+fn exchange(port: u16, raw: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let _ = s.write_all(raw);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| out[i + 4..].to_vec())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let mut raw =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    raw.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = raw.into_bytes();
+    bytes.extend_from_slice(body);
+    exchange(port, &bytes)
+}
+
+fn post_run(port: u16, json: &str) -> (u16, serde_json::Value) {
+    let (status, body) = request(
+        port,
+        "POST",
+        "/api/run",
+        &[("Content-Type", "application/json")],
+        json.as_bytes(),
+    );
+    (
+        status,
+        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn health(port: u16) -> serde_json::Value {
+    let (status, body) = request(port, "GET", "/api/health", &[], b"");
+    assert_eq!(status, 200);
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn wrong_host_or_origin_is_403_and_the_right_ones_are_served() {
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    let raw = |host: &str, origin: Option<&str>| {
+        let origin = origin
+            .map(|o| format!("Origin: {o}\r\n"))
+            .unwrap_or_default();
+        exchange(
+            port,
+            format!(
+                "GET /api/models HTTP/1.1\r\nHost: {host}\r\n{origin}Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .0
+    };
+    assert_eq!(raw(&format!("127.0.0.1:{port}"), None), 200);
+    assert_eq!(
+        raw(
+            &format!("localhost:{port}"),
+            Some(&format!("http://localhost:{port}"))
+        ),
+        200
+    );
+    // DNS rebinding: a name the attacker controls, resolved to 127.0.0.1.
+    assert_eq!(raw(&format!("attacker.example:{port}"), None), 403);
+    assert_eq!(raw("127.0.0.1", None), 403);
+    // CSRF: another site's page posting to the server.
+    assert_eq!(
+        raw(
+            &format!("127.0.0.1:{port}"),
+            Some("http://attacker.example")
+        ),
+        403
+    );
+    assert_eq!(raw(&format!("127.0.0.1:{port}"), Some("null")), 403);
+    let (status, _) = request(
+        port,
+        "POST",
+        "/api/run",
+        &[
+            ("Origin", "http://attacker.example"),
+            ("Content-Type", "application/json"),
+        ],
+        br#"{"text":"hello"}"#,
+    );
+    assert_eq!(status, 403);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+}
+
+/// The report `attnviz -m MODEL TEXT ARGS --html FILE --threads 1` writes.
+fn html_of_the_command_line(model: &std::path::Path, text: &str, args: &[&str]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.html");
+    let out = attnviz()
+        .arg("-m")
+        .arg(model)
+        .arg(text)
+        .args(args)
+        .arg("--html")
+        .arg(&file)
+        .args(["--threads", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(&file).unwrap()
+}
+
+#[test]
+fn the_served_report_is_the_bytes_of_the_html_flag() {
+    // An encoder (alone and with a pair), a decoder generating, an encoder–decoder
+    // teacher-forced: "Save report" downloads what the command line writes for that input.
+    let text = "The quick brown fox jumps over the lazy dog.";
+    let cases: [(&str, serde_json::Value, &[&str]); 4] = [
+        ("tiny-bert", serde_json::json!({ "model": 0 }), &[]),
+        (
+            "tiny-bert",
+            serde_json::json!({ "model": 0, "pair": "It was asleep." }),
+            &["--pair", "It was asleep."],
+        ),
+        (
+            "tiny-gpt2",
+            serde_json::json!({ "model": 1, "generate": 4 }),
+            &["--generate", "4"],
+        ),
+        (
+            "tiny-bart",
+            serde_json::json!({ "model": 2, "target": "A fox jumps." }),
+            &["--target", "A fox jumps."],
+        ),
+    ];
+    let models = [
+        fixture("tiny-bert"),
+        fixture("tiny-gpt2"),
+        fixture("tiny-bart"),
+    ];
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    for (name, mut json, args) in cases {
+        json["text"] = text.into();
+        let (status, answer) = post_run(server.port, &json.to_string());
+        assert_eq!(status, 200, "{name} {args:?}: {answer}");
+        let path = answer["report"].as_str().unwrap().to_string();
+        let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let written = html_of_the_command_line(&fixture(name), text, args);
+        assert!(
+            served == written,
+            "{name} {args:?}: the served report differs from --html's ({} vs {} bytes)",
+            served.len(),
+            written.len()
+        );
+    }
+}
+
+#[test]
+fn off_loopback_every_url_needs_the_token() {
+    // 0.0.0.0 listens on loopback too, so the test reaches it there.
+    let server = serve(&[&tiny()], &["--host", "0.0.0.0"]);
+    let token = server
+        .url
+        .split("token=")
+        .nth(1)
+        .expect("a token in the printed URL")
+        .to_string();
+    assert_eq!(token.len(), 48);
+    let log = server.log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("warning: listening on 0.0.0.0:") && l.contains("ssh -L")),
+        "{log:?}"
+    );
+    let port = server.port;
+    assert_eq!(request(port, "GET", "/api/models", &[], b"").0, 403);
+    assert_eq!(
+        request(port, "GET", "/api/models?token=nope", &[], b"").0,
+        403
+    );
+    assert_eq!(
+        request(port, "GET", &format!("/api/models?token={token}"), &[], b"").0,
+        200
+    );
+    assert_eq!(
+        request(
+            port,
+            "GET",
+            "/api/models",
+            &[("X-Attnviz-Token", &token)],
+            b""
+        )
+        .0,
+        200
+    );
+}
+
+#[test]
+fn a_thousand_malformed_requests_each_get_a_4xx_and_the_server_stays_up() {
+    let server = serve(&[&tiny()], &["--max-tokens", "32"]);
+    let port = server.port;
+    let host = format!("Host: 127.0.0.1:{port}\r\n");
+    let long = "word ".repeat(200);
+    let mut cases: Vec<Vec<u8>> = vec![
+        format!("BREW /api/run HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes(),
+        format!("DELETE / HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes(),
+        format!("PUT /api/run HTTP/1.1\r\n{host}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}").into_bytes(),
+        format!("GET /nothing/here HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes(),
+        format!("GET /report/0123 HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes(),
+        format!("GET /../../etc/passwd HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes(),
+        format!("GET /api/models HTTP/1.1\r\n{host}X-Big: {}\r\nConnection: close\r\n\r\n", "a".repeat(512 * 1024)).into_bytes(),
+        format!("POST /api/run HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: 10000000\r\nConnection: close\r\n\r\n{}", "x".repeat(100_000)).into_bytes(),
+        b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec(),
+        b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage\r\n\r\n".to_vec(),
+    ];
+    let bodies: Vec<Vec<u8>> = vec![
+        b"{".to_vec(),
+        b"not json".to_vec(),
+        b"[]".to_vec(),
+        br#"{"text": 3}"#.to_vec(),
+        br#"{"text": "hi", "model": 7}"#.to_vec(),
+        br#"{"text": "hi", "model": -1}"#.to_vec(),
+        br#"{"text": "hi", "path": "/etc/passwd"}"#.to_vec(),
+        br#"{"text": ""}"#.to_vec(),
+        br#"{"text": "   "}"#.to_vec(),
+        br#"{"text": "hi", "generate": 5}"#.to_vec(),
+        br#"{"text": "hi", "target": "x"}"#.to_vec(),
+        br#"{"text": "hi", "chat": true}"#.to_vec(),
+        b"{\"text\": \"\xff\xfe bad utf-8\"}".to_vec(),
+        format!(r#"{{"text": "{long}"}}"#).into_bytes(),
+        format!(r#"{{"text": "hi", "pair": "{long}"}}"#).into_bytes(),
+        format!(r#"{{"text": "{}"}}"#, "a".repeat(40_000)).into_bytes(),
+    ];
+    for b in &bodies {
+        let mut raw = format!(
+            "POST /api/run HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            b.len()
+        )
+        .into_bytes();
+        raw.extend_from_slice(b);
+        cases.push(raw);
+    }
+    // The same JSON without its content type.
+    cases.push(format!("POST /api/run HTTP/1.1\r\n{host}Content-Length: 15\r\nConnection: close\r\n\r\n{{\"text\": \"hi\"}}").into_bytes());
+    let mut seen = std::collections::BTreeMap::new();
+    for i in 0..1000 {
+        let raw = &cases[i % cases.len()];
+        let (status, _) = exchange(port, raw);
+        assert!(
+            (400..500).contains(&status),
+            "case {} got {status}: {}",
+            i % cases.len(),
+            String::from_utf8_lossy(&raw[..raw.len().min(120)])
+        );
+        *seen.entry(status).or_insert(0) += 1;
+    }
+    println!("malformed requests by status: {seen:?}");
+    let (status, answer) = post_run(port, r#"{"text": "still up"}"#);
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn a_client_that_leaves_mid_request_leaves_nothing_behind() {
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    for _ in 0..20 {
+        // Headers, half a body, gone.
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = s.write_all(
+            format!("POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"text\": \"the cat")
+                .as_bytes(),
+        );
+        drop(s);
+        // The whole request, gone before the answer.
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let body = r#"{"text": "the cat sat on the mat"}"#;
+        let _ = s.write_all(
+            format!("POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                .as_bytes(),
+        );
+        drop(s);
+    }
+    let started = Instant::now();
+    while health(port)["in_flight"] != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "requests stay in flight: {}",
+            health(port)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let h = health(port);
+    assert!(h["reports"].as_u64().unwrap() <= 16, "{h}");
+    let (status, answer) = post_run(port, r#"{"text": "after them"}"#);
+    assert_eq!(status, 200, "{answer}");
+}
+
+fn in_flight(port: u16) -> u64 {
+    health(port)["in_flight"].as_u64().unwrap()
+}
+
+/// A run posted from another thread; its status and answer come back on join.
+fn post_in_background(port: u16, text: &str) -> std::thread::JoinHandle<(u16, serde_json::Value)> {
+    let json = serde_json::json!({ "text": text }).to_string();
+    std::thread::spawn(move || post_run(port, &json))
+}
+
+#[test]
+fn beyond_the_queue_requests_get_503() {
+    // `--test-hold` keeps each run waiting, with its model's turn, until the test releases it:
+    // one run holds the model, one waits in the queue of 1, and the third is refused.
+    let mut server = serve(&[&tiny()], &["--queue", "1", "--test-hold"]);
+    let port = server.port;
+    let first = post_in_background(port, "the first holds the model");
+    wait_for("the first run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    let second = post_in_background(port, "the second waits");
+    wait_for("the queued run", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    let (status, answer) = post_run(port, r#"{"text": "the third finds the queue full"}"#);
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("queue is full"),
+        "{answer}"
+    );
+    server.release();
+    server.release();
+    for (which, handle) in [("first", first), ("second", second)] {
+        let (status, answer) = handle.join().unwrap();
+        assert_eq!(status, 200, "the {which}: {answer}");
+    }
+    assert_eq!(in_flight(port), 0);
+    // The queue has room again.
+    let third = post_in_background(port, "the third again");
+    wait_for("the third run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    server.release();
+    assert_eq!(third.join().unwrap().0, 200);
+}
+
+#[test]
+fn sigterm_stops_taking_connections_and_lets_the_run_in_flight_finish() {
+    let mut server = serve(&[&tiny()], &["--test-hold"]);
+    let port = server.port;
+    let running = post_in_background(port, "a run in flight when the signal comes");
+    wait_for("the run", Duration::from_secs(30), || in_flight(port) == 1);
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    wait_for("the listener to close", Duration::from_secs(30), || {
+        TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    server.release();
+    let (status, answer) = running.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let mut exited = None;
+    wait_for("the server to exit", Duration::from_secs(30), || {
+        exited = server.child.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert_eq!(exited.unwrap().code(), Some(0));
+    // The reader thread sees the last lines once the pipe closes.
+    wait_for("the last log line", Duration::from_secs(10), || {
+        server.log().iter().any(|l| l == "attnviz serve: stopped")
+    });
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn each_request_is_one_log_line_without_its_query() {
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    assert_eq!(
+        request(port, "GET", "/api/models?token=secret-value", &[], b"").0,
+        200
+    );
+    assert_eq!(request(port, "GET", "/no/such/page", &[], b"").0, 404);
+    let (status, _) = request(
+        port,
+        "GET",
+        "/api/models",
+        &[("Origin", "http://attacker.example")],
+        b"",
+    );
+    assert_eq!(status, 403);
+    let wanted = [
+        "GET /api/models 200 ",
+        "GET /no/such/page 404 ",
+        "GET /api/models 403 ",
+    ];
+    wait_for("three log lines", Duration::from_secs(10), || {
+        server
+            .log()
+            .iter()
+            .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
+            .count()
+            == 3
+    });
+    let log = server.log();
+    for w in wanted {
+        let line = log.iter().find(|l| l.starts_with(w)).unwrap();
+        assert!(line.ends_with(" ms"), "{line}");
+    }
+    assert!(!log.iter().any(|l| l.contains("secret-value")), "{log:?}");
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_thousand_requests_from_eight_clients_succeed_with_flat_memory() {
+    let server = serve(&[&tiny()], &["--queue", "16"]);
+    let port = server.port;
+    let pid = server.child.id();
+    let round = |n: usize| -> Vec<Duration> {
+        let handles: Vec<_> = (0..8)
+            .map(|c| {
+                std::thread::spawn(move || {
+                    (0..n / 8)
+                        .map(|i| {
+                            let text = format!("client {c} sends request number {i}");
+                            let started = Instant::now();
+                            let (status, answer) =
+                                post_run(port, &serde_json::json!({ "text": text }).to_string());
+                            assert_eq!(status, 200, "{answer}");
+                            started.elapsed()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    };
+    round(200); // warm-up
+    let warm = rss_kib(pid);
+    let mut times = round(1000);
+    let after = rss_kib(pid);
+    times.sort();
+    let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+    println!(
+        "serve load: 1000 requests, 8 clients, tiny-bert: p50 {:.1} ms, p99 {:.1} ms; RSS {warm} KiB after warm-up, {after} KiB after",
+        p(0.5),
+        p(0.99)
+    );
+    assert!(
+        (after as f64) <= warm as f64 * 1.10,
+        "RSS grew from {warm} KiB to {after} KiB"
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn the_app_in_chromium_and_firefox() {
+    assert_browsers_ready(&[
+        ("/usr/bin/chromium", "chromium"),
+        ("/usr/bin/firefox-esr", "firefox-esr"),
+    ]);
+    let text = "The cat sat on the mat.";
+    let server = serve(&[&tiny()], &[]);
+    let dir = repo().join("tests/artifacts/serve");
+    std::fs::create_dir_all(&dir).unwrap();
+    let expected = dir.join("expected.html");
+    std::fs::write(&expected, html_of_the_command_line(&tiny(), text, &[])).unwrap();
+    let case = serde_json::json!({
+        "url": server.url,
+        "text": text,
+        "expected": expected,
+        "screens": dir.join("screens"),
+    });
+    std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
+    node_test("serve.test.mjs", &[("ATTNVIZ_SERVE", &dir)]);
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
+        "{log:?}"
+    );
+}
