@@ -943,10 +943,14 @@ mod tests {
         let stats = head_stats(&att);
         assert_eq!((stats.len(), stats[0].len()), (2, 3));
         let keys = KeyClasses::of(&att);
-        assert_eq!(
-            stats[1][2],
-            matrix_stats(att.head(1, 2), 5, &keys, &Geometry::square())
-        );
+        // The head detectors' scores need the units, so `head_stats` adds them to what
+        // `matrix_stats` measures of the matrix alone.
+        let mut expected = matrix_stats(att.head(1, 2), 5, &keys, &Geometry::square());
+        let (prev, duplicate) = super::super::detectors::token_scores(&att).unwrap()[1][2];
+        expected.prev_token_score = prev;
+        expected.duplicate_token_score = duplicate;
+        assert!(prev.is_finite() && duplicate.is_finite());
+        assert_eq!(stats[1][2], expected);
     }
 
     #[test]

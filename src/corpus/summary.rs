@@ -39,8 +39,8 @@ pub struct Summary<'a> {
     /// What was done.
     pub tally: &'a Tally,
     /// The model's induction scores, measured once for the corpus on the head detector's
-    /// repeated random-token probe (`None`: not measured, as by a merge, or not defined).
-    pub induction: Option<&'a crate::analysis::detectors::Induction>,
+    /// repeated random-token probe, as JSON (`null`: not defined for the model).
+    pub induction: &'a Value,
 }
 
 /// Write `summary` to `path` (a path given on the command line, `attnviz merge --out`: written as
@@ -114,10 +114,7 @@ fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
             }),
         ),
     ];
-    fields.push((
-        "induction",
-        serde_json::to_value(sm.induction).expect("scores serialise"),
-    ));
+    fields.push(("induction", sm.induction.clone()));
     if s.sentences == 0 {
         fields.extend([
             ("stats", Value::Null),

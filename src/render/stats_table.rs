@@ -159,16 +159,58 @@ fn write_overview(
         (Stat::ToSelf, "self"),
         (Stat::ToPrev, "prev"),
         (Stat::ToNext, "next"),
+    ]
+    .into_iter()
+    .filter(|(stat, _)| defined(stats, *stat))
+    .collect();
+    write_columns(w, stats, opts, &columns, None)?;
+    writeln!(
+        w,
+        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
+    )?;
+
+    // The head detectors in a table of their own, so that the overview keeps to 80 columns.
+    let detectors: Vec<(Stat, &str)> = [
         (Stat::PrevTokenScore, "ptok"),
         (Stat::DuplicateTokenScore, "dup"),
     ]
     .into_iter()
     .filter(|(stat, _)| defined(stats, *stat))
     .collect();
-    let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
     let induction = opts.induction.as_ref().filter(|g| g.len() == stats.len());
+    if detectors.is_empty() && induction.is_none() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Head detectors (TransformerLens's; share of all attention on the pattern)"
+    )?;
+    write_columns(w, stats, opts, &detectors, induction)?;
+    let induct = if induction.is_some() {
+        ",\ninduct the token after an earlier copy, measured on the model's repeated random-token \
+         probe, not this input"
+    } else {
+        ""
+    };
+    writeln!(
+        w,
+        "ptok the previous token, dup other copies of the same token{induct}.\nDetails: \
+         docs/stats.md"
+    )
+}
+
+/// One line per head: `columns` of `stats`, then (when given) the induction score `[layer][head]`.
+fn write_columns(
+    w: &mut dyn Write,
+    stats: &[Vec<HeadStats>],
+    opts: &StatsTableOptions,
+    columns: &[(Stat, &str)],
+    induction: Option<&Vec<Vec<f64>>>,
+) -> io::Result<()> {
+    let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
     write!(w, "layer head label ")?;
-    for (_, title) in &columns {
+    for (_, title) in columns {
         write!(w, " {title:>6}")?;
     }
     if induction.is_some() {
@@ -198,23 +240,7 @@ fn write_overview(
             writeln!(w)?;
         }
     }
-    let detectors = if defined(stats, Stat::PrevTokenScore) {
-        "\nHead detectors (TransformerLens's, share of all attention on the pattern): ptok the \
-         previous token,\ndup other copies of the same token"
-    } else {
-        ""
-    };
-    let induct = if induction.is_some() {
-        ", induct the token after an earlier copy,\nmeasured on the model's repeated \
-         random-token probe, not this input"
-    } else {
-        ""
-    };
-    writeln!(
-        w,
-        "Means over query rows; shares are fractions of attention.{detectors}{induct}\n\
-         Details: docs/stats.md"
-    )
+    Ok(())
 }
 
 fn write_heatmap(
