@@ -506,6 +506,96 @@ impl<'a> Generating<'a> {
     }
 }
 
+/// The induction probe of TransformerLens's head detector (`docs/stats.md`, "Head
+/// detectors"): run `model` on [`detectors::INDUCTION_PERIOD`] random ordinary tokens repeated
+/// twice ([`detectors::repeated_sequence`], seed [`detectors::INDUCTION_SEED`]; fewer tokens
+/// when the model's context is shorter), wrapped in the special tokens its tokenizer puts around
+/// a text, and score every head on it. `None` for models it does not apply to: encoder–decoders
+/// and vision models. One extra forward pass of about 50 tokens, once per model.
+pub fn induction_probe(
+    model: &Model,
+) -> Result<Option<crate::analysis::detectors::Induction>, RequestError> {
+    use crate::analysis::detectors::{self, Induction};
+    if model.is_seq2seq() || model.is_vision() {
+        return Ok(None);
+    }
+    let tok = model.tokenizer();
+    let max = model.max_positions();
+    // The special tokens the tokenizer wraps a text in: those before and after "x".
+    let wrap = tok
+        .encode("x", None, max, false)
+        .map_err(crate::model::Error::from)?;
+    let lead = wrap.roles.iter().take_while(|r| r.is_special()).count();
+    let trail = wrap.roles[lead..]
+        .iter()
+        .rev()
+        .take_while(|r| r.is_special())
+        .count();
+    let keep = |range: std::ops::Range<usize>| -> Vec<usize> { range.collect() };
+    let around: Vec<usize> = keep(0..lead)
+        .into_iter()
+        .chain(keep(wrap.ids.len() - trail..wrap.ids.len()))
+        .collect();
+    let period = detectors::INDUCTION_PERIOD.min(max.saturating_sub(around.len()) / 2);
+    let specials = tok.specials();
+    let vocab = model.architecture().vocab_size;
+    let body = detectors::repeated_sequence(vocab, period, detectors::INDUCTION_SEED, |id| {
+        tok.token(id).is_some()
+            && !tok.is_special(id)
+            && ![
+                &specials.start,
+                &specials.end,
+                &specials.pad,
+                &specials.other,
+                &specials.ordinary,
+            ]
+            .iter()
+            .any(|set| set.contains(&id))
+    });
+    if body.len() < 4 {
+        return Ok(None);
+    }
+    let mut enc = Encoded {
+        tokens: Vec::new(),
+        ids: Vec::new(),
+        type_ids: Vec::new(),
+        segments: Vec::new(),
+        roles: Vec::new(),
+        special: Vec::new(),
+        word_ids: Vec::new(),
+        surfaces: Vec::new(),
+        truncated_from: None,
+        bytes_cut: false,
+    };
+    let mut push = |token: String, id: u32, role: crate::attention::Role, word: Option<usize>| {
+        enc.surfaces.push(token.clone());
+        enc.tokens.push(token);
+        enc.ids.push(id);
+        enc.type_ids.push(0);
+        enc.segments.push(0);
+        enc.special.push(role.is_special());
+        enc.roles.push(role);
+        enc.word_ids.push(word);
+    };
+    for &i in &around[..lead] {
+        push(wrap.tokens[i].clone(), wrap.ids[i], wrap.roles[i], None);
+    }
+    for (w, &id) in body.iter().enumerate() {
+        let token = tok.token(id).unwrap_or_default();
+        push(token, id, crate::attention::Role::Word, Some(w));
+    }
+    for &i in &around[lead..] {
+        push(wrap.tokens[i].clone(), wrap.ids[i], wrap.roles[i], None);
+    }
+    let text = enc.tokens.join(" ");
+    let encoding = model.encode_tokens(&text, None, enc, false)?;
+    Ok(Induction::of(
+        &encoding.attention,
+        period,
+        detectors::INDUCTION_SEED,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

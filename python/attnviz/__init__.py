@@ -31,6 +31,7 @@ __all__ = [
     "Report",
     "Views",
     "run",
+    "induction",
     "render",
     "head_view",
     "model_view",
@@ -502,6 +503,24 @@ def _optional_str(name: str, value: Any) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{name} must be a string, not {type(value).__name__}")
     return value
+
+
+def induction(model: str, revision: str = "main") -> Optional[dict]:
+    """The head detector's induction scores of ``model`` (docs/stats.md, "Head detectors"):
+    TransformerLens's induction pattern measured on a repeated random-token probe the library
+    builds, one run. A dict with ``score`` (a ``[layers, heads]`` numpy array), ``input_ids``
+    (the probe), ``period``, ``seed``, ``layers`` and ``reference``; ``None`` for models it does
+    not apply to (encoder–decoders, vision models). The previous-token and duplicate-token scores
+    are per input, in ``report.stats``."""
+    for name, value in (("model", model), ("revision", revision)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    raw = _native.induction(model, revision=revision)
+    if raw is None:
+        return None
+    out = _json.loads(raw)
+    out["score"] = np.array(out["score"], dtype=float)
+    return out
 
 
 def run(

@@ -563,6 +563,21 @@ fn run(
     ))
 }
 
+/// The head detector's induction scores of `model` (its repeated random-token probe,
+/// `docs/stats.md`), as the JSON's `stats.induction` object (a JSON string); `None` for models
+/// the probe does not apply to (encoder–decoders, vision models).
+#[pyfunction]
+#[pyo3(signature = (model, revision="main"))]
+fn induction(py: Python<'_>, model: &str, revision: &str) -> PyResult<Option<String>> {
+    let probe = py.detach(|| -> PyResult<_> {
+        let m = self::model(model, revision).map_err(runtime_error)?;
+        attnviz::request::induction_probe(&m).map_err(request_error)
+    })?;
+    probe
+        .map(|p| serde_json::to_string(&p).map_err(runtime_error))
+        .transpose()
+}
+
 fn tokens(
     labels: Vec<String>,
     roles: Option<Vec<String>>,
@@ -822,6 +837,7 @@ fn version() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAttention>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(induction, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
     m.add_function(wrap_pyfunction!(html_kinds, m)?)?;

@@ -17,6 +17,7 @@
 
 mod aggregate;
 pub mod attribution;
+pub mod detectors;
 pub mod fused_rollout;
 pub mod lens;
 mod special;
@@ -221,6 +222,10 @@ pub struct StatsSection {
     pub to_prev: Vec<Vec<f64>>,
     /// [`HeadStats::to_next`].
     pub to_next: Vec<Vec<f64>>,
+    /// [`HeadStats::prev_token_score`] (null for cross-attention).
+    pub prev_token_score: Vec<Vec<f64>>,
+    /// [`HeadStats::duplicate_token_score`] (null for cross-attention).
+    pub duplicate_token_score: Vec<Vec<f64>>,
     /// [`HeadStats::rows`].
     pub rows: Vec<Vec<usize>>,
     /// [`HeadStats::label`].
@@ -228,6 +233,10 @@ pub struct StatsSection {
     /// Cross-attention only: its alignment figures ([`AlignmentStats`]), each `[layer][head]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alignment: Option<AlignmentSection>,
+    /// The model's induction scores on its repeated random-token probe, when they were measured
+    /// ([`detectors::Induction`]: a property of the model, not of this input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub induction: Option<detectors::Induction>,
 }
 
 /// The `stats.alignment` section of cross-attention (`docs/stats.md`, "Alignment"): each
@@ -296,6 +305,8 @@ impl StatsSection {
             to_self: grid(|s| s.to_self),
             to_prev: grid(|s| s.to_prev),
             to_next: grid(|s| s.to_next),
+            prev_token_score: grid(|s| s.prev_token_score),
+            duplicate_token_score: grid(|s| s.duplicate_token_score),
             rows: stats
                 .iter()
                 .map(|l| l.iter().map(|s| s.rows).collect())
@@ -305,7 +316,14 @@ impl StatsSection {
                 .map(|l| l.iter().map(|s| s.label).collect())
                 .collect(),
             alignment: None,
+            induction: None,
         }
+    }
+
+    /// The same section with the model's induction scores (`None`: not measured).
+    pub fn with_induction(mut self, induction: Option<detectors::Induction>) -> Self {
+        self.induction = induction;
+        self
     }
 
     /// The same section with cross-attention's alignment figures (`None`: other kinds).

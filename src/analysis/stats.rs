@@ -64,6 +64,12 @@ pub struct HeadStats {
     /// Share of attention to the next unit (`a_q,q+1`; 0 for the last row; NaN for
     /// cross-attention, and under a causal mask, which hides every next unit).
     pub to_next: f64,
+    /// Previous-token score (TransformerLens's head detector): `Σ_q a_q,q−1 / Σ a` over every
+    /// row, the first one included (NaN for cross-attention); see [`super::detectors`].
+    pub prev_token_score: f64,
+    /// Duplicate-token score (TransformerLens's head detector): the share of attention on other
+    /// positions of the query's own token (NaN for cross-attention); see [`super::detectors`].
+    pub duplicate_token_score: f64,
     /// Number of query rows averaged (rows with no mass, and under a causal mask rows that see
     /// a single key, are skipped).
     pub rows: usize,
@@ -98,6 +104,8 @@ impl HeadStats {
             to_self: value(Stat::ToSelf),
             to_prev: value(Stat::ToPrev),
             to_next: value(Stat::ToNext),
+            prev_token_score: value(Stat::PrevTokenScore),
+            duplicate_token_score: value(Stat::DuplicateTokenScore),
             rows,
             label: HeadLabel::None,
         };
@@ -269,11 +277,15 @@ pub enum Stat {
     ToPrev,
     /// [`HeadStats::to_next`].
     ToNext,
+    /// [`HeadStats::prev_token_score`].
+    PrevTokenScore,
+    /// [`HeadStats::duplicate_token_score`].
+    DuplicateTokenScore,
 }
 
 impl Stat {
     /// Every statistic, in the order of [`HeadStats`]'s fields.
-    pub const ALL: [Stat; 10] = [
+    pub const ALL: [Stat; 12] = [
         Stat::Entropy,
         Stat::EntropyNorm,
         Stat::Distance,
@@ -284,6 +296,8 @@ impl Stat {
         Stat::ToSelf,
         Stat::ToPrev,
         Stat::ToNext,
+        Stat::PrevTokenScore,
+        Stat::DuplicateTokenScore,
     ];
 
     /// The value of this statistic in `s`.
@@ -299,6 +313,8 @@ impl Stat {
             Stat::ToSelf => s.to_self,
             Stat::ToPrev => s.to_prev,
             Stat::ToNext => s.to_next,
+            Stat::PrevTokenScore => s.prev_token_score,
+            Stat::DuplicateTokenScore => s.duplicate_token_score,
         }
     }
 
@@ -315,6 +331,8 @@ impl Stat {
             Stat::ToSelf => "to_self",
             Stat::ToPrev => "to_prev",
             Stat::ToNext => "to_next",
+            Stat::PrevTokenScore => "prev_token_score",
+            Stat::DuplicateTokenScore => "duplicate_token_score",
         }
     }
 
@@ -331,6 +349,8 @@ impl Stat {
             Stat::ToSelf => "share of attention to the token itself",
             Stat::ToPrev => "share of attention to the previous token",
             Stat::ToNext => "share of attention to the next token",
+            Stat::PrevTokenScore => "previous-token score (head detector)",
+            Stat::DuplicateTokenScore => "duplicate-token score (head detector)",
         }
     }
 
@@ -342,7 +362,7 @@ impl Stat {
 
 /// Error for an unknown statistic name.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev, to_next")]
+#[error("unknown statistic `{0}`; use one of: entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev, to_next, prev_token_score, duplicate_token_score")]
 pub struct UnknownStat(pub String);
 
 impl FromStr for Stat {
@@ -470,7 +490,16 @@ pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
             matrix_stats(att.head(l, i % heads), nk, &classes, &geometry[l])
         })
         .collect();
-    flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
+    let mut grid: Vec<Vec<HeadStats>> = flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect();
+    if let Some(scores) = super::detectors::token_scores(att) {
+        for (layer, scores) in grid.iter_mut().zip(scores) {
+            for (s, (prev, duplicate)) in layer.iter_mut().zip(scores) {
+                s.prev_token_score = prev;
+                s.duplicate_token_score = duplicate;
+            }
+        }
+    }
+    grid
 }
 
 /// Alignment figures of one cross-attention head: how sharply each decoder unit picks its
@@ -606,6 +635,9 @@ pub fn matrix_stats(
         to_prev: positional(7),
         // Under a causal mask the next unit is always hidden: nothing to measure.
         to_next: if causal { f64::NAN } else { positional(8) },
+        // The head detectors need the units: `head_stats` fills them in.
+        prev_token_score: f64::NAN,
+        duplicate_token_score: f64::NAN,
         rows,
         label: HeadLabel::None,
     };
@@ -911,10 +943,14 @@ mod tests {
         let stats = head_stats(&att);
         assert_eq!((stats.len(), stats[0].len()), (2, 3));
         let keys = KeyClasses::of(&att);
-        assert_eq!(
-            stats[1][2],
-            matrix_stats(att.head(1, 2), 5, &keys, &Geometry::square())
-        );
+        // The head detectors' scores need the units, so `head_stats` adds them to what
+        // `matrix_stats` measures of the matrix alone.
+        let mut expected = matrix_stats(att.head(1, 2), 5, &keys, &Geometry::square());
+        let (prev, duplicate) = super::super::detectors::token_scores(&att).unwrap()[1][2];
+        expected.prev_token_score = prev;
+        expected.duplicate_token_score = duplicate;
+        assert!(prev.is_finite() && duplicate.is_finite());
+        assert_eq!(stats[1][2], expected);
     }
 
     #[test]

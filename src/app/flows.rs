@@ -288,6 +288,13 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if plan.weighting != Weighting::Raw {
         settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
     }
+    // The head detectors' induction score is the model's: one probe run, when statistics are
+    // shown (the terminal table, the JSON, the report).
+    let induction = if plan.stats || plan.json.is_some() || plan.html_report() {
+        attnviz::request::induction_probe(&model).map_err(words::request)?
+    } else {
+        None
+    };
     let lens_sections: Vec<(&'static str, serde_json::Value)> = match &run.lens {
         Some(lens) => vec![(
             "logit_lens",
@@ -302,6 +309,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         every_layer,
         settings,
         &lens_sections,
+        induction.as_ref(),
     )?;
     match &run.lens {
         Some(lens) => lens_outputs(plan, lens, &model),
@@ -554,7 +562,8 @@ fn render_file(
         ("source".to_string(), file.to_string()),
         ("format".to_string(), imported.format.clone()),
     ];
-    write_outputs(plan, &set, selection, every_layer, settings, &[])
+    // No model here: the induction probe is left out.
+    write_outputs(plan, &set, selection, every_layer, settings, &[], None)
 }
 
 /// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per

@@ -6,11 +6,13 @@ use std::io::{self, IsTerminal, Write};
 use std::mem::ManuallyDrop;
 use std::path::Path;
 
+use attnviz::analysis::detectors::Induction;
 use attnviz::analysis::{self, Analysis, HeadStats, StatsSection};
 use attnviz::attention::{Attention, AttentionSet, HeadSel, Selection};
 use attnviz::output::{write_output, StagedFolder};
 use attnviz::render::html::{
-    alignment_statistics, report_analysis, statistics_unit, write_html_kinds_file, HtmlOptions,
+    alignment_statistics, induction_statistic, report_analysis, statistics_unit,
+    write_html_kinds_file, HtmlOptions,
 };
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
 use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
@@ -25,7 +27,8 @@ use super::words;
 /// encoder–decoder's three): the view (`--words`, `--no-special`), its analyses, the files and
 /// the terminal views, of the kind `--kind` picks where an output shows one. `selection` was
 /// checked against that kind; `every_layer`: whether every layer was captured (else there is no
-/// rollout). `settings` go into the report's "About" panel.
+/// rollout). `settings` go into the report's "About" panel; `induction`, the model's head
+/// detector probe (when it was run), joins the statistics of its self-attention.
 pub(super) fn write_outputs(
     plan: &Single,
     tokens: &AttentionSet,
@@ -33,7 +36,10 @@ pub(super) fn write_outputs(
     every_layer: bool,
     settings: Vec<(String, String)>,
     run_sections: &[(&'static str, serde_json::Value)],
+    induction: Option<&Induction>,
 ) -> Result<(), Error> {
+    // The probe scores a model's self-attention; an encoder–decoder's kinds get none.
+    let induction = induction.filter(|_| !tokens.is_encoder_decoder());
     let Selection { layer, head } = selection;
     // The kind the terminal view, the table and the images show (--kind; default: the run's
     // primary one, cross-attention for an encoder–decoder), and the layer/head selection,
@@ -111,6 +117,7 @@ pub(super) fn write_outputs(
         run_sections,
         json: plan.json_format,
         image: plan.image,
+        induction,
     };
     if let Some(path) = &plan.json {
         outputs.json(path)?;
@@ -202,6 +209,11 @@ pub(super) fn write_outputs(
                     all.append(&mut opts.analysis.stats);
                     opts.analysis.stats = all;
                 }
+                if let Some(probe) = induction {
+                    opts.analysis
+                        .stats
+                        .push(induction_statistic(probe, kind_att.layer_numbers()));
+                }
                 opts
             })
             .collect()
@@ -258,6 +270,7 @@ pub(super) fn write_outputs(
                 color: plan.color.enabled(io::stderr().is_terminal()),
                 token_names: Some(token_names(token_att)),
                 layer_numbers: Some(token_att.layer_numbers().to_vec()),
+                induction: induction.map(|p| p.rows_for(token_att.layer_numbers())),
                 ..StatsTableOptions::default()
             };
             let res = write_stats_table(outputs.stats, &opts, &mut io::stderr().lock());
@@ -269,6 +282,7 @@ pub(super) fn write_outputs(
             let opts = StatsTableOptions {
                 token_names: Some(token_names(token_att)),
                 layer_numbers: Some(token_att.layer_numbers().to_vec()),
+                induction: induction.map(|p| p.rows_for(token_att.layer_numbers())),
                 ..StatsTableOptions::for_stdout(plan.stat, plan.color)
             };
             let blank = plan.terminal_view;
@@ -302,6 +316,8 @@ struct Outputs<'a> {
     run_sections: &'a [(&'static str, serde_json::Value)],
     json: JsonOptions,
     image: ImageOptions,
+    /// The model's induction probe, for the JSON's `stats.induction`.
+    induction: Option<&'a Induction>,
 }
 
 impl Outputs<'_> {
@@ -317,7 +333,9 @@ impl Outputs<'_> {
                     None => analysis::alignment_stats(att),
                 };
                 let section = serde_json::to_value(
-                    StatsSection::new(self.all_stats[i]).with_alignment(alignment.as_deref()),
+                    StatsSection::new(self.all_stats[i])
+                        .with_alignment(alignment.as_deref())
+                        .with_induction(self.induction.cloned()),
                 )
                 .expect("statistics serialise to JSON");
                 // Cross-attention has no rollout: its section is left out, not written empty.

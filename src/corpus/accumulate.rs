@@ -519,6 +519,8 @@ mod tests {
             to_self: 0.3,
             to_prev: 0.6,
             to_next: 1e-9 * v,
+            prev_token_score: 1e-10 * v,
+            duplicate_token_score: 1e-11 * v,
             rows,
             label: HeadLabel::None,
         }

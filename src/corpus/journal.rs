@@ -35,8 +35,9 @@ use super::lines::{BadLine, InputDigest};
 use super::SentenceCounts;
 use crate::analysis::{HeadStats, Stat};
 
-/// Bumped whenever the payload changes (2: ten statistics per head; 3: the input's digest).
-const VERSION: u8 = 3;
+/// Bumped whenever the payload changes (2: ten statistics per head; 3: the input's digest; 4:
+/// twelve statistics, the head detectors' two added).
+const VERSION: u8 = 4;
 const SENTENCE: u8 = 0;
 const BAD_ATTENTION: u8 = 1;
 /// Largest record read back (a model of 4,096 heads; anything larger is corrupt).
@@ -412,6 +413,8 @@ mod tests {
             to_self: 0.3,
             to_prev: 0.7,
             to_next: 0.0,
+            prev_token_score: 0.65,
+            duplicate_token_score: 0.05,
             rows: 12,
             label: HeadLabel::None,
         };

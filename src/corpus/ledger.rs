@@ -269,6 +269,8 @@ mod tests {
             to_self: 0.5,
             to_prev: 0.1,
             to_next: 0.2,
+            prev_token_score: 0.1,
+            duplicate_token_score: 0.0,
             rows: 3,
             label: HeadLabel::None,
         }]]

@@ -269,6 +269,8 @@ pub fn write_summary(merged: &Merged, out: &Path) -> Result<(), MergeError> {
             per_sentence,
             end: &End::Complete,
             tally: &merged.tally,
+            // Every shard measured the same (their identities agree).
+            induction: &id.induction,
         },
     )?;
     Ok(())

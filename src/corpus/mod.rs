@@ -393,6 +393,8 @@ pub fn run_identity(model: &Model, opts: &CorpusOptions, threads: usize) -> RunI
         options: options_json(opts),
         shard: opts.shard,
         threads,
+        // Measured once per run, by `run::process`.
+        induction: Value::Null,
     }
 }
 

@@ -32,8 +32,9 @@ pub const PARTIAL_FILE: &str = "corpus_partial.json";
 pub const FORMAT: &str = "attnviz-corpus-partial";
 /// Version of the layout; bumped on any incompatible change.
 /// 2: ten statistics, each with the sentences and rows that define it (`defined`,
-/// `defined_rows`).
-pub const FORMAT_VERSION: u64 = 2;
+/// `defined_rows`). 3: twelve statistics (the head detectors' previous-token and
+/// duplicate-token scores added).
+pub const FORMAT_VERSION: u64 = 3;
 /// Largest partial file read (a real one is tens to hundreds of KB).
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -61,6 +62,10 @@ pub struct RunIdentity {
     pub shard: Shard,
     /// Worker threads (the engine's matrix products may round differently with another count).
     pub threads: usize,
+    /// The model's induction scores on the head detector's probe, as the summary writes them
+    /// (`null`: not measured): a property of the model and the threads, so equal across the
+    /// shards of one corpus, and the merge takes them from its files.
+    pub induction: Value,
 }
 
 impl RunIdentity {
@@ -99,6 +104,12 @@ impl RunIdentity {
                     "{la} was run with {key} = {va}, {lb} with {key} = {vb}"
                 ));
             }
+        }
+        if self.induction != b.induction {
+            return Some(format!(
+                "{la} and {lb} measured different induction scores on the model's probe: run \
+                 every shard with the same attnviz and --threads"
+            ));
         }
         if self.shard.count != b.shard.count {
             return Some(format!(
@@ -181,6 +192,7 @@ fn fields(
         ("compression", json!(id.compression)),
         ("options", id.options.clone()),
         ("threads", json!(id.threads)),
+        ("induction", id.induction.clone()),
         ("end", json!(end)),
         ("end_reason", json!(end_reason)),
         ("lines", json!(tally.lines)),
@@ -303,6 +315,7 @@ fn parse(v: &Value) -> Result<Partial, String> {
         options: v["options"].clone(),
         shard,
         threads: num(&v["threads"], "threads")?,
+        induction: v["induction"].clone(),
     };
     let counts = ["sentences", "pairs", "truncated", "tokens", "units"]
         .iter()
@@ -464,6 +477,7 @@ mod tests {
             options: json!({"words": false, "truncate": true}),
             shard,
             threads: 2,
+            induction: Value::Null,
         }
     }
 
@@ -484,6 +498,8 @@ mod tests {
             to_self: 0.1,
             to_prev: 0.2,
             to_next: 0.7,
+            prev_token_score: 0.2,
+            duplicate_token_score: 0.1,
             rows: 5,
             label: HeadLabel::PositionalNext,
         };

@@ -241,7 +241,12 @@ pub fn process(
             reason: e.to_string(),
         })?;
     let start = Instant::now();
-    let identity = run_identity(model, opts, threads);
+    let mut identity = run_identity(model, opts, threads);
+    // The induction score is the model's, not a sentence's: one probe run for the corpus, on the
+    // corpus's threads (a model it does not apply to, or a probe that fails, leaves it null). It
+    // goes into the per-sentence files as into `attnviz TEXT --json`, and into the summary.
+    let probe = pool.install(|| crate::request::induction_probe(model).ok().flatten());
+    identity.induction = serde_json::to_value(probe).expect("scores serialise");
     let (tally, mut resumed) = resume_state(model, opts, folder, &identity, listener)?;
     let log = Log::new(listener, opts.progress, opts.total_lines);
     let text_limit = tokenize::byte_limit(model.max_positions());
@@ -318,6 +323,7 @@ pub fn process(
             per_sentence: !opts.per_sentence.is_empty(),
             end: &end,
             tally: &tally,
+            induction: &checkpoints.identity.induction,
         },
     )?;
     Ok(Outcome {
@@ -1068,10 +1074,15 @@ impl Worker<'_> {
                         Some(a) => a.alignment.clone(),
                         None => analysis::alignment_stats(att),
                     };
-                    let section = serde_json::to_value(
+                    let mut section = serde_json::to_value(
                         StatsSection::new(&all_stats[i]).with_alignment(alignment.as_deref()),
                     )
                     .expect("statistics serialise");
+                    // As `attnviz TEXT --json` writes it: the probe's scores, for self-attention.
+                    let induction = &self.checkpoints.identity.induction;
+                    if !induction.is_null() && !views.is_encoder_decoder() {
+                        section["induction"] = induction.clone();
+                    }
                     let matrices = json_sections(&self.opts.json_include, analysis)
                         .unwrap_or_default()
                         .into_iter()
@@ -1114,8 +1125,13 @@ impl Worker<'_> {
         for kind in &self.opts.per_sentence {
             match kind {
                 PerSentence::Json => {
-                    let section = serde_json::to_value(StatsSection::new(stats))
+                    let mut section = serde_json::to_value(StatsSection::new(stats))
                         .expect("statistics serialise");
+                    // As `attnviz TEXT --json` writes it: the model's probe scores.
+                    let induction = &self.checkpoints.identity.induction;
+                    if !induction.is_null() {
+                        section["induction"] = induction.clone();
+                    }
                     let sections =
                         json_sections(&self.opts.json_include, analysis).unwrap_or_default();
                     let file = format!("{name}.json");

@@ -38,6 +38,9 @@ pub struct Summary<'a> {
     pub end: &'a End,
     /// What was done.
     pub tally: &'a Tally,
+    /// The model's induction scores, measured once for the corpus on the head detector's
+    /// repeated random-token probe, as JSON (`null`: not defined for the model).
+    pub induction: &'a Value,
 }
 
 /// Write `summary` to `path` (a path given on the command line, `attnviz merge --out`: written as
@@ -111,6 +114,7 @@ fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
             }),
         ),
     ];
+    fields.push(("induction", sm.induction.clone()));
     if s.sentences == 0 {
         fields.extend([
             ("stats", Value::Null),

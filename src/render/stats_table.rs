@@ -33,6 +33,9 @@ pub struct StatsTableOptions {
     /// The model's number of each row of statistics when only some layers were captured
     /// (`--layers`); `None`: rows are layers 0, 1, ….
     pub layer_numbers: Option<Vec<usize>>,
+    /// The model's induction scores `[layer][head]` (the head detector's probe, one row per row
+    /// of statistics), shown as a last column of the overview; `None`: not measured.
+    pub induction: Option<Vec<Vec<f64>>>,
 }
 
 impl StatsTableOptions {
@@ -53,6 +56,7 @@ impl Default for StatsTableOptions {
             max_width: 100,
             token_names: None,
             layer_numbers: None,
+            induction: None,
         }
     }
 }
@@ -87,6 +91,7 @@ impl StatsTableOptions {
             max_width: width.unwrap_or(100),
             token_names: None,
             layer_numbers: None,
+            induction: None,
         }
     }
 }
@@ -158,10 +163,58 @@ fn write_overview(
     .into_iter()
     .filter(|(stat, _)| defined(stats, *stat))
     .collect();
+    write_columns(w, stats, opts, &columns, None)?;
+    writeln!(
+        w,
+        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
+    )?;
+
+    // The head detectors in a table of their own, so that the overview keeps to 80 columns.
+    let detectors: Vec<(Stat, &str)> = [
+        (Stat::PrevTokenScore, "ptok"),
+        (Stat::DuplicateTokenScore, "dup"),
+    ]
+    .into_iter()
+    .filter(|(stat, _)| defined(stats, *stat))
+    .collect();
+    let induction = opts.induction.as_ref().filter(|g| g.len() == stats.len());
+    if detectors.is_empty() && induction.is_none() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Head detectors (TransformerLens's; share of all attention on the pattern)"
+    )?;
+    write_columns(w, stats, opts, &detectors, induction)?;
+    let induct = if induction.is_some() {
+        ",\ninduct the token after an earlier copy, measured on the model's repeated random-token \
+         probe, not this input"
+    } else {
+        ""
+    };
+    writeln!(
+        w,
+        "ptok the previous token, dup other copies of the same token{induct}.\nDetails: \
+         docs/stats.md"
+    )
+}
+
+/// One line per head: `columns` of `stats`, then (when given) the induction score `[layer][head]`.
+fn write_columns(
+    w: &mut dyn Write,
+    stats: &[Vec<HeadStats>],
+    opts: &StatsTableOptions,
+    columns: &[(Stat, &str)],
+    induction: Option<&Vec<Vec<f64>>>,
+) -> io::Result<()> {
     let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
     write!(w, "layer head label ")?;
-    for (_, title) in &columns {
+    for (_, title) in columns {
         write!(w, " {title:>6}")?;
+    }
+    if induction.is_some() {
+        write!(w, " {:>6}", "induct")?;
     }
     writeln!(w)?;
     for (l, layer) in stats.iter().enumerate() {
@@ -178,13 +231,16 @@ fn write_overview(
                 write!(w, " ")?;
                 write_cell(w, &text, v / max, opts.color)?;
             }
+            if let Some(grid) = induction {
+                let v = grid[l].get(h).copied().unwrap_or(f64::NAN);
+                let text = format!("{:>6}", format_value(Stat::PrevTokenScore, v));
+                write!(w, " ")?;
+                write_cell(w, &text, v, opts.color)?;
+            }
             writeln!(w)?;
         }
     }
-    writeln!(
-        w,
-        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
-    )
+    Ok(())
 }
 
 fn write_heatmap(

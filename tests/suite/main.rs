@@ -18,6 +18,7 @@ mod corpus;
 mod corpus_hostile;
 mod corpus_shards;
 mod corpus_targets;
+mod detectors;
 mod diff;
 mod display_labels;
 mod encdec_views;

@@ -1,6 +1,7 @@
 //! The analysis panels every full report carries (the CLI's `--html` and the Python package's
 //! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
 
+use crate::analysis::detectors::Induction;
 use crate::analysis::{AlignmentStats, HeadStats, Stat, ViewOptions};
 use crate::attention::{Attention, Role};
 
@@ -133,4 +134,26 @@ pub fn alignment_statistics(align: &[Vec<AlignmentStats>], unit: &str) -> Vec<He
         ),
         values: grid(|a| a.argmax_share),
     }]
+}
+
+/// The model's induction score for the stats panel, one row per layer of `numbers` (the
+/// report's captured layers): measured on the head detector's repeated random-token probe, not
+/// on the report's input, and said so.
+pub fn induction_statistic(probe: &Induction, numbers: &[usize]) -> HeadStatistic {
+    HeadStatistic {
+        id: "induction_score".into(),
+        label: "induction score (head detector, on a repeated random sequence)".into(),
+        description: format!(
+            "TransformerLens's head detector: the share of all attention that goes to the \
+             token after an earlier copy of the current token, measured on {} random tokens \
+             repeated twice (the model's own probe, not this input). A perfect induction head \
+             scores just under one half: the first copy has nothing to look back at.",
+            probe.period
+        ),
+        values: probe
+            .rows_for(numbers)
+            .iter()
+            .map(|l| l.iter().map(|&v| v as f32).collect())
+            .collect(),
+    }
 }
