@@ -389,6 +389,51 @@ fn post_compare(port: u16, json: &str) -> (u16, serde_json::Value) {
 }
 
 #[test]
+fn a_client_that_sends_its_headers_slowly_is_dropped() {
+    // Half a request line and one header, then nothing ("slowloris"): the server closes the
+    // connection after its header-read bound (10 s), answers others meanwhile, and holds
+    // nothing for it afterwards. A client trickling a byte a second is dropped the same way.
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    let started = Instant::now();
+    let mut stalled = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stalled
+        .write_all(format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n").as_bytes())
+        .unwrap();
+    let trickler = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        let request = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ");
+        for b in request.bytes().chain(std::iter::repeat(b'a').take(60)) {
+            if s.write_all(&[b]).is_err() {
+                return true; // the server hung up
+            }
+            std::thread::sleep(Duration::from_millis(1000));
+        }
+        false
+    });
+    // Others are served while those two wait.
+    assert_eq!(health(port)["in_flight"], 0);
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut out = Vec::new();
+    let read = stalled.read_to_end(&mut out);
+    let waited = started.elapsed();
+    assert!(
+        read.is_ok() && !String::from_utf8_lossy(&out).contains(" 200 "),
+        "the stalled connection was closed without an answer: {read:?} {:?}",
+        String::from_utf8_lossy(&out)
+    );
+    // Closed by the bound, not by the read timeout of this test.
+    assert!(waited < Duration::from_secs(60), "{waited:?}");
+    assert!(trickler.join().unwrap(), "the trickling client was dropped");
+    assert_eq!(health(port)["in_flight"], 0);
+    let (status, _) = request(port, "GET", "/", &[], b"");
+    assert_eq!(status, 200, "the server is still up");
+}
+
+#[test]
 fn off_loopback_every_url_needs_the_token() {
     // 0.0.0.0 listens on loopback too, so the test reaches it there.
     let server = serve(&[&tiny()], &["--host", "0.0.0.0"]);
