@@ -156,6 +156,21 @@
     $('save').setAttribute('aria-disabled', 'false');
   }
 
+  /** Where the frame's time went, on this page's clock: its document fetched (`fetched`),
+   * parsed (`parsed`: DOM interactive), loaded (`loaded`: the load event's end), and its size. */
+  function frameTiming(win) {
+    try {
+      const nav = win.performance.getEntriesByType('navigation')[0];
+      const shift = win.performance.timeOrigin - performance.timeOrigin;
+      return {
+        fetched: nav.responseEnd + shift,
+        parsed: nav.domInteractive + shift,
+        loaded: nav.loadEventEnd + shift,
+        bytes: nav.decodedBodySize,
+      };
+    } catch (e) { return null; }
+  }
+
   /** Once the report has booted: restore layer and head, record the state. */
   async function onFrame(mine, record, s, answer) {
     const win = $('report').contentWindow;
@@ -180,6 +195,7 @@
     } catch (e) { /* the report shows its own error */ }
     if (mine !== seq) return;
     record.drawn = performance.now();
+    record.frame = frameTiming(win);
     record.tokens = answer.tokens;
     record.report = answer.report;
     runs.push(record);
