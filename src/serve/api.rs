@@ -288,9 +288,9 @@ type Prepared = (usize, RunRequest);
 
 /// The checks of one run against its model (index, sizes, input tokens, the request itself);
 /// an encoder–decoder with neither target nor generation generates its default length.
-fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Response> {
+fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
     if let Err((status, message)) = check_body(&mut body, state.models.len(), state.max_generate) {
-        return Err(error(status, &message));
+        return Err((status, message));
     }
     let served = &state.models[body.model];
     let (pair, target) = (body.pair, body.target);
@@ -304,7 +304,7 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Response> {
         .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
         .and_then(|n| check_tokens(n, state.max_tokens, model.max_positions()));
     if let Err((status, message)) = counted {
-        return Err(error(status, &message));
+        return Err((status, message));
     }
     let mut generate = body.generate;
     if model.is_seq2seq() && target.is_none() && generate.is_none() {
@@ -319,7 +319,7 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Response> {
         ..RunRequest::default()
     };
     if let Err(e) = request.check(model) {
-        return Err(error(StatusCode::BAD_REQUEST, &e.to_string()));
+        return Err((StatusCode::BAD_REQUEST, e.to_string()));
     }
     Ok((body.model, request))
 }
@@ -331,11 +331,11 @@ async fn execute<T: Send + 'static>(
     state: &Arc<State>,
     (index, request): Prepared,
     then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
-) -> Result<T, Response> {
+) -> Result<T, Refused> {
     let Some(admitted) = state.models[index].slot.admit() else {
-        return Err(error(
+        return Err((
             StatusCode::SERVICE_UNAVAILABLE,
-            "the model is busy and its queue is full; try again in a moment",
+            "the model is busy and its queue is full; try again in a moment".into(),
         ));
     };
     let job = Arc::clone(state);
@@ -352,9 +352,9 @@ async fn execute<T: Send + 'static>(
     })
     .await;
     match done {
-        Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "the run failed")),
-        Ok(Err(RunFailure::Request(e))) => Err(error(StatusCode::BAD_REQUEST, &e.to_string())),
-        Ok(Err(RunFailure::Report(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, &e)),
+        Err(_) => Err((StatusCode::INTERNAL_SERVER_ERROR, "the run failed".into())),
+        Ok(Err(RunFailure::Request(e))) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        Ok(Err(RunFailure::Report(e))) => Err((StatusCode::INTERNAL_SERVER_ERROR, e)),
         Ok(Ok(t)) => Ok(t),
     }
 }
@@ -392,7 +392,7 @@ async fn run(
     };
     let prepared = match prepare(&state, body) {
         Ok(p) => p,
-        Err(refused) => return refused,
+        Err((status, message)) => return error(status, &message),
     };
     let index = prepared.0;
     let made = execute(&state, prepared, move |job, run, ran| {
@@ -409,7 +409,7 @@ async fn run(
     .await;
     // The time bound is the gate's, around the whole request.
     match made {
-        Err(refused) => refused,
+        Err((status, message)) => error(status, &message),
         Ok((id, n, generated, ran, drew)) => {
             let response = Json(serde_json::json!({
                 "report": format!("/report/{id}"),
@@ -467,16 +467,18 @@ async fn compare_runs(
     };
     let (a, b) = match (prepare(&state, body.a), prepare(&state, body.b)) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err(refused), _) | (_, Err(refused)) => return refused,
+        (Err((status, message)), _) | (_, Err((status, message))) => {
+            return error(status, &message)
+        }
     };
     let keep = |_: &State, run: Run, ran: Duration| Ok((run, ran));
     let (run_a, ran_a) = match execute(&state, a, keep).await {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err((status, message)) => return error(status, &message),
     };
     let (run_b, ran_b) = match execute(&state, b, keep).await {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err((status, message)) => return error(status, &message),
     };
     let job = Arc::clone(&state);
     let made = tokio::task::spawn_blocking(move || {

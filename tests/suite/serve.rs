@@ -306,6 +306,9 @@ fn diff_of_the_command_line(
     std::fs::read(dir.path().join("c.html")).unwrap()
 }
 
+/// One comparison case: model A, text A, model B, text B, diff's flags, the basis expected.
+type Case<'a> = (usize, &'a str, usize, &'a str, &'a [&'a str], &'a str);
+
 #[test]
 fn the_served_comparison_is_the_bytes_of_diff_html() {
     // Two inputs on one model (tokens aligned), one input on two models of one tokenizer (the
@@ -321,7 +324,7 @@ fn the_served_comparison_is_the_bytes_of_diff_html() {
     let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
     let server = serve(&refs, &[]);
     let (cat, dog) = ("The cat sat on the mat.", "The dog sat on the red mat.");
-    let cases: [(usize, &str, usize, &str, &[&str], &str); 4] = [
+    let cases: [Case; 4] = [
         (0, cat, 0, dog, &[], "aligned_tokens"),
         (1, cat, 2, cat, &[], "same_units"),
         (2, cat, 3, cat, &[], "words"),
@@ -404,7 +407,7 @@ fn a_client_that_sends_its_headers_slowly_is_dropped() {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
         let request = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ");
-        for b in request.bytes().chain(std::iter::repeat(b'a').take(60)) {
+        for b in request.bytes().chain(std::iter::repeat_n(b'a', 60)) {
             if s.write_all(&[b]).is_err() {
                 return true; // the server hung up
             }
