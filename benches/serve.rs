@@ -282,6 +282,18 @@ fn main() {
             line("  keystroke → answer", &col("keystroke_to_answer"))
         );
         println!("{}", line("  page draw (frame)", &col("page_draw")));
+        for (label, key) in [
+            ("    frame: fetch", "frame_fetch"),
+            ("    frame: parse", "frame_parse"),
+            ("    frame: to load event", "frame_load"),
+            ("    frame: boot + draw", "frame_boot_draw"),
+        ] {
+            println!("{}", line(label, &col(key)));
+        }
+        println!(
+            "    report size              {:.0} KiB",
+            median(&col("report_kib"))
+        );
         println!("{}", line("  library run (in page)", &col("library_run")));
         println!("{}", line("server round trip", &trips));
         println!("{}", line("  library run", &runs));

@@ -5,7 +5,11 @@
  * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
  * not delayed). The answer names a report, which the frame shows; the report's own script draws
  * every view. Nothing typed here is ever written into markup: it goes into form fields and JSON
- * only. `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
+ * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
+ * the same text, on model B) to /api/compare; the library compares them and draws its comparison
+ * page (the bytes `attnviz diff A.json B.json --html` writes), which the frame shows. The
+ * comparison's state (compare, textb, modelb, words, shared) is in the address too.
+ * `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
  * browser tests and the benchmark. */
 'use strict';
 (function () {
@@ -35,6 +39,7 @@
     $('status').classList.toggle('error', Boolean(isError));
   }
   function current() { return models[Number($('model').value)] || models[0]; }
+  function comparing() { return $('compare').checked; }
 
   /** Show the inputs the model takes. */
   function fitInputs() {
@@ -42,6 +47,7 @@
     $('pair-line').hidden = !m || m.kind !== 'encoder';
     $('target-line').hidden = !m || m.kind !== 'encoder-decoder';
     $('gen-line').hidden = !m || m.kind !== 'decoder';
+    $('b-line').hidden = !comparing();
   }
 
   /** The report frame's view, layer and head, where it has booted. */
@@ -64,6 +70,13 @@
       if (Number($('generate').value) > 0) p.set('generate', $('generate').value);
       if ($('chat').checked) p.set('chat', '1');
     }
+    if (comparing()) {
+      p.set('compare', '1');
+      p.set('modelb', $('model-b').value);
+      if ($('text-b').value) p.set('textb', $('text-b').value);
+      if ($('words').checked) p.set('words', '1');
+      if ($('shared').checked) p.set('shared', '1');
+    }
     const s = frameState();
     for (const k of ['view', 'layer', 'head']) if (s[k] !== null && s[k] !== undefined) p.set(k, String(s[k]));
     const url = location.pathname + '?' + p.toString();
@@ -83,6 +96,20 @@
     return b;
   }
 
+  /** The comparison's body: A is the run above; B is text B (or the same text) on model B,
+   * with A's pair, target or generation where model B takes the same inputs. */
+  function compareBody() {
+    const a = body();
+    const b = Object.assign({}, a, { model: Number($('model-b').value) });
+    if ($('text-b').value.trim()) b.text = $('text-b').value;
+    const mb = models[b.model];
+    if (!mb || mb.kind !== current().kind) for (const k of ['pair', 'target', 'generate', 'chat']) delete b[k];
+    const out = { a, b };
+    if ($('words').checked) out.words = true;
+    if ($('shared').checked) out.shared = true;
+    return out;
+  }
+
   /** The server's Server-Timing header as { name: ms }. */
   function serverTiming(r) {
     const out = {};
@@ -98,12 +125,15 @@
     if (!$('text').value.trim()) { status('Type a text.'); return; }
     const mine = ++seq;
     status('Running…');
-    const record = { text: $('text').value, input: lastInput, sent: performance.now() };
+    const compareMode = comparing();
+    const record = { text: $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
+    if (compareMode) record.textB = $('text-b').value;
     busy = true;
     dirty = false;
     let answer;
     try {
-      const r = await fetch(withToken('/api/run'), { method: 'POST', headers: headers(), body: JSON.stringify(body()) });
+      const [route, sent] = compareMode ? ['/api/compare', compareBody()] : ['/api/run', body()];
+      const r = await fetch(withToken(route), { method: 'POST', headers: headers(), body: JSON.stringify(sent) });
       answer = await r.json();
       record.answered = performance.now();
       record.server = serverTiming(r);
@@ -118,7 +148,7 @@
     if (!answer || mine !== seq) return;
     const s = frameState();
     const frame = $('report');
-    const fragment = s.view ? '#view=' + encodeURIComponent(s.view) : '';
+    const fragment = s.view && !compareMode ? '#view=' + encodeURIComponent(s.view) : '';
     frame.onload = () => onFrame(mine, record, s, answer);
     frame.src = withToken(answer.report) + fragment;
     shown = answer.report;
@@ -126,11 +156,28 @@
     $('save').setAttribute('aria-disabled', 'false');
   }
 
+  /** Where the frame's time went, on this page's clock: its document fetched (`fetched`),
+   * parsed (`parsed`: DOM interactive), loaded (`loaded`: the load event's end), and its size. */
+  function frameTiming(win) {
+    try {
+      const nav = win.performance.getEntriesByType('navigation')[0];
+      const shift = win.performance.timeOrigin - performance.timeOrigin;
+      return {
+        fetched: nav.responseEnd + shift,
+        parsed: nav.domInteractive + shift,
+        loaded: nav.loadEventEnd + shift,
+        bytes: nav.decodedBodySize,
+      };
+    } catch (e) { return null; }
+  }
+
   /** Once the report has booted: restore layer and head, record the state. */
   async function onFrame(mine, record, s, answer) {
     const win = $('report').contentWindow;
     try {
-      if (win.attnviz) {
+      if (record.compare) {
+        await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
+      } else if (win.attnviz) {
         await win.attnviz.ready;
         const patch = {};
         const L = win.attnviz.meta.model.layers, H = win.attnviz.meta.model.heads;
@@ -148,13 +195,21 @@
     } catch (e) { /* the report shows its own error */ }
     if (mine !== seq) return;
     record.drawn = performance.now();
+    record.frame = frameTiming(win);
     record.tokens = answer.tokens;
     record.report = answer.report;
     runs.push(record);
     document.documentElement.dataset.shown = shown;
     document.documentElement.dataset.runs = String(runs.length);
-    const gen = answer.generated ? ' · generated: ' + answer.generated : '';
-    status(answer.tokens + ' tokens · ' + Math.round(record.drawn - (record.input || record.sent)) + ' ms' + gen);
+    const ms = Math.round(record.drawn - (record.input || record.sent)) + ' ms';
+    if (record.compare) {
+      const f = answer.farthest;
+      const far = f ? ' · farthest: layer ' + f.layer + ' head ' + f.head + ' (' + f.distance.toFixed(3) + ')' : '';
+      status('compared ' + answer.tokens[0] + ' and ' + answer.tokens[1] + ' tokens at ' + answer.level + ' level' + far + ' · ' + ms);
+    } else {
+      const gen = answer.generated ? ' · generated: ' + answer.generated : '';
+      status(answer.tokens + ' tokens · ' + ms + gen);
+    }
     remember();
   }
 
@@ -168,13 +223,22 @@
     const info = await r.json();
     if (!r.ok) { status(info.error || 'cannot list the models', true); return; }
     models = info.models;
-    for (const m of models) {
-      const o = document.createElement('option');
-      o.value = String(m.id);
-      o.textContent = m.name + ' (' + m.family + ', ' + m.layers + ' × ' + m.heads + ')';
-      $('model').appendChild(o);
+    for (const select of ['model', 'model-b']) {
+      for (const m of models) {
+        const o = document.createElement('option');
+        o.value = String(m.id);
+        o.textContent = m.name + ' (' + m.family + ', ' + m.layers + ' × ' + m.heads + ')';
+        $(select).appendChild(o);
+      }
     }
     if (params.has('model') && models[Number(params.get('model'))]) $('model').value = params.get('model');
+    // Model B: the address's, else the second model (one input on two models), else the first.
+    const mb = params.has('modelb') ? params.get('modelb') : String(Math.min(1, models.length - 1));
+    if (models[Number(mb)]) $('model-b').value = mb;
+    $('compare').checked = params.get('compare') === '1';
+    $('text-b').value = params.get('textb') || '';
+    $('words').checked = params.get('words') === '1';
+    $('shared').checked = params.get('shared') === '1';
     $('text').value = params.get('text') || '';
     $('pair').value = params.get('pair') || '';
     $('target').value = params.get('target') || '';
@@ -182,8 +246,9 @@
     $('generate').max = String(info.max_generate);
     $('chat').checked = params.get('chat') === '1';
     fitInputs();
-    for (const id of ['text', 'pair', 'target', 'generate']) $(id).addEventListener('input', schedule);
-    $('chat').addEventListener('change', schedule);
+    for (const id of ['text', 'pair', 'target', 'generate', 'text-b']) $(id).addEventListener('input', schedule);
+    for (const id of ['chat', 'words', 'shared', 'model-b']) $(id).addEventListener('change', schedule);
+    $('compare').addEventListener('change', () => { fitInputs(); schedule(); });
     $('model').addEventListener('change', () => { fitInputs(); schedule(); });
     $('input').addEventListener('submit', (e) => { e.preventDefault(); schedule(); });
     $('share').addEventListener('click', (e) => { e.preventDefault(); remember(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); status('Link copied to the address bar.'); });

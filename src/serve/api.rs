@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Shared};
@@ -15,8 +15,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use attnviz::attention::{Attention, AttentionKind, AttentionSet};
+use attnviz::compare::{compare, CompareError, CompareOptions};
 use attnviz::progress::Silent;
-use attnviz::request::RunRequest;
+use attnviz::render::compare::html::{write_compare_html, CompareHtmlOptions};
+use attnviz::request::{Run, RunRequest};
+use serde_json::json;
 
 use super::{guard, report, State};
 
@@ -80,6 +84,7 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/api/models", get(models))
         .route("/api/health", get(health))
         .route("/api/run", post(run))
+        .route("/api/compare", post(compare_runs))
         .route("/report/{id}", get(report_page))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such page") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -278,16 +283,14 @@ fn check_tokens(n: usize, max_tokens: usize, max_positions: usize) -> Result<(),
     Ok(())
 }
 
-async fn run(
-    Shared(state): Shared<Arc<State>>,
-    body: Result<Json<RunBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let Json(mut body) = match body {
-        Ok(b) => b,
-        Err(e) => return error(e.status(), &format!("a run is JSON: {}", e.body_text())),
-    };
+/// A run checked and ready: the model's index and the library's request.
+type Prepared = (usize, RunRequest);
+
+/// The checks of one run against its model (index, sizes, input tokens, the request itself);
+/// an encoder–decoder with neither target nor generation generates its default length.
+fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
     if let Err((status, message)) = check_body(&mut body, state.models.len(), state.max_generate) {
-        return error(status, &message);
+        return Err((status, message));
     }
     let served = &state.models[body.model];
     let (pair, target) = (body.pair, body.target);
@@ -301,7 +304,7 @@ async fn run(
         .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
         .and_then(|n| check_tokens(n, state.max_tokens, model.max_positions()));
     if let Err((status, message)) = counted {
-        return error(status, &message);
+        return Err((status, message));
     }
     let mut generate = body.generate;
     if model.is_seq2seq() && target.is_none() && generate.is_none() {
@@ -316,67 +319,220 @@ async fn run(
         ..RunRequest::default()
     };
     if let Err(e) = request.check(model) {
-        return error(StatusCode::BAD_REQUEST, &e.to_string());
+        return Err((StatusCode::BAD_REQUEST, e.to_string()));
     }
-    let Some(admitted) = served.slot.admit() else {
-        return error(
+    Ok((body.model, request))
+}
+
+/// Run a prepared request with its model's turn (503 when its queue is full), then `then` on
+/// the run, on the same blocking thread. The pass runs to its end even if the client leaves or
+/// the time is up: it holds the model's turn and its place until then, so the queue stays true.
+async fn execute<T: Send + 'static>(
+    state: &Arc<State>,
+    (index, request): Prepared,
+    then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
+) -> Result<T, Refused> {
+    let Some(admitted) = state.models[index].slot.admit() else {
+        return Err((
             StatusCode::SERVICE_UNAVAILABLE,
-            "the model is busy and its queue is full; try again in a moment",
-        );
+            "the model is busy and its queue is full; try again in a moment".into(),
+        ));
     };
-    let index = body.model;
-    let job = Arc::clone(&state);
-    let work = async move {
-        let permit = job.models[index].slot.turn().await;
-        // The pass runs to its end on a blocking thread even if the client leaves or the time
-        // is up: it holds the model's turn and its place until then, so the queue stays true.
-        tokio::task::spawn_blocking(move || {
-            let _held = (permit, admitted);
-            if let Some(hold) = &job.hold {
-                let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
-            }
-            let served = &job.models[index];
-            let started = Instant::now();
-            let run = request.run(&served.model, &Silent)?;
-            let ran = started.elapsed();
-            let mut settings = vec![("model".to_string(), served.spec.clone())];
-            if !std::path::Path::new(&served.spec).is_dir() {
-                settings.push(("revision".to_string(), job.revision.clone()));
-            }
-            let started = Instant::now();
-            let html = report::report_html(&run.set, &settings).map_err(RunFailure::Report)?;
-            let drew = started.elapsed();
-            let id = job
-                .reports
-                .put(html)
-                .ok_or(RunFailure::Report("no random id".into()))?;
-            Ok::<_, RunFailure>((id, run.set.primary().len(), run.generated_text, ran, drew))
-        })
-        .await
+    let job = Arc::clone(state);
+    let permit = job.models[index].slot.turn().await;
+    let done = tokio::task::spawn_blocking(move || {
+        let _held = (permit, admitted);
+        if let Some(hold) = &job.hold {
+            let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        }
+        let started = Instant::now();
+        let run = request.run(&job.models[index].model, &Silent)?;
+        let ran = started.elapsed();
+        then(&job, run, ran)
+    })
+    .await;
+    match done {
+        Err(_) => Err((StatusCode::INTERNAL_SERVER_ERROR, "the run failed".into())),
+        Ok(Err(RunFailure::Request(e))) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        Ok(Err(RunFailure::Report(e))) => Err((StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Ok(Ok(t)) => Ok(t),
+    }
+}
+
+/// The About panel's settings of a served model, as the command line writes them.
+fn settings_of(state: &State, index: usize) -> Vec<(String, String)> {
+    let served = &state.models[index];
+    let mut settings = vec![("model".to_string(), served.spec.clone())];
+    if !std::path::Path::new(&served.spec).is_dir() {
+        settings.push(("revision".to_string(), state.revision.clone()));
+    }
+    settings
+}
+
+/// The `Server-Timing` header of a run: the library's parts (the gate adds the total).
+fn with_timing(mut response: Response, parts: &[(&str, Duration)]) -> Response {
+    let timing = parts
+        .iter()
+        .map(|(name, d)| format!("{name};dur={:.3}", d.as_secs_f64() * 1e3))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Ok(v) = HeaderValue::from_str(&timing) {
+        response.headers_mut().insert(SERVER_TIMING, v);
+    }
+    response
+}
+
+async fn run(
+    Shared(state): Shared<Arc<State>>,
+    body: Result<Json<RunBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(e.status(), &format!("a run is JSON: {}", e.body_text())),
     };
+    let prepared = match prepare(&state, body) {
+        Ok(p) => p,
+        Err((status, message)) => return error(status, &message),
+    };
+    let index = prepared.0;
+    let made = execute(&state, prepared, move |job, run, ran| {
+        let started = Instant::now();
+        let html =
+            report::report_html(&run.set, &settings_of(job, index)).map_err(RunFailure::Report)?;
+        let drew = started.elapsed();
+        let id = job
+            .reports
+            .put(html)
+            .ok_or(RunFailure::Report("no random id".into()))?;
+        Ok((id, run.set.primary().len(), run.generated_text, ran, drew))
+    })
+    .await;
     // The time bound is the gate's, around the whole request.
-    match work.await {
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run failed"),
-        Ok(Err(RunFailure::Request(e))) => error(StatusCode::BAD_REQUEST, &e.to_string()),
-        Ok(Err(RunFailure::Report(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
-        Ok(Ok((id, n, generated, ran, drew))) => {
-            let mut response = Json(serde_json::json!({
+    match made {
+        Err((status, message)) => error(status, &message),
+        Ok((id, n, generated, ran, drew)) => {
+            let response = Json(serde_json::json!({
                 "report": format!("/report/{id}"),
                 "tokens": n,
                 "generated": generated,
             }))
             .into_response();
-            // The library's share of the request (the run, the report); the gate adds the total.
-            let timing = format!(
-                "run;dur={:.3}, report;dur={:.3}",
-                ran.as_secs_f64() * 1e3,
-                drew.as_secs_f64() * 1e3
-            );
-            if let Ok(v) = HeaderValue::from_str(&timing) {
-                response.headers_mut().insert(SERVER_TIMING, v);
-            }
-            response
+            with_timing(response, &[("run", ran), ("report", drew)])
         }
+    }
+}
+
+/// What the page asks to compare: two runs (two inputs on one model, or one input on two
+/// models), and the library's two choices.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareBody {
+    a: RunBody,
+    b: RunBody,
+    /// Compare at word level even with one tokenizer.
+    #[serde(default)]
+    words: bool,
+    /// Compare the layers and heads both have, by index.
+    #[serde(default)]
+    shared: bool,
+}
+
+/// The attention `attnviz diff` compares from a run's export: its only kind, or the
+/// cross-attention of an encoder–decoder.
+fn compared_kind(set: &AttentionSet) -> &Attention {
+    set.get(Some(AttentionKind::Cross))
+        .ok()
+        .filter(|_| set.iter().count() > 1)
+        .unwrap_or_else(|| set.primary())
+}
+
+/// Two runs compared by the library and drawn by its comparison page: the bytes
+/// `attnviz diff A.json B.json --html` writes for the two runs' exports (`A.json`, `B.json`).
+async fn compare_runs(
+    Shared(state): Shared<Arc<State>>,
+    body: Result<Json<CompareBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                e.status(),
+                &format!("a comparison is JSON: {}", e.body_text()),
+            )
+        }
+    };
+    let opts = CompareOptions {
+        words: body.words,
+        shared_only: body.shared,
+    };
+    let (a, b) = match (prepare(&state, body.a), prepare(&state, body.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err((status, message)), _) | (_, Err((status, message))) => {
+            return error(status, &message)
+        }
+    };
+    let keep = |_: &State, run: Run, ran: Duration| Ok((run, ran));
+    let (run_a, ran_a) = match execute(&state, a, keep).await {
+        Ok(r) => r,
+        Err((status, message)) => return error(status, &message),
+    };
+    let (run_b, ran_b) = match execute(&state, b, keep).await {
+        Ok(r) => r,
+        Err((status, message)) => return error(status, &message),
+    };
+    let job = Arc::clone(&state);
+    let made = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let (att_a, att_b) = (compared_kind(&run_a.set), compared_kind(&run_b.set));
+        let c = compare(att_a, att_b, opts).map_err(|e| (StatusCode::BAD_REQUEST, worded(&e)))?;
+        let mut html = Vec::new();
+        write_compare_html(
+            &c,
+            (Some("A.json"), Some("B.json")),
+            &CompareHtmlOptions::default(),
+            &mut html,
+        )
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let drew = started.elapsed();
+        let id = job.reports.put(html).ok_or((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no random id".to_string(),
+        ))?;
+        let farthest = c.ranked().first().map(|h| {
+            json!({
+                "layer": h.layer, "head": h.head, "distance": h.distance,
+            })
+        });
+        let answer = json!({
+            "report": format!("/report/{id}"),
+            "level": c.level.as_str(),
+            "basis": c.basis.as_str(),
+            "layers": c.layers,
+            "heads": c.heads,
+            "farthest": farthest,
+            "tokens": [att_a.len(), att_b.len()],
+            "generated": [run_a.generated_text, run_b.generated_text],
+        });
+        Ok::<_, (StatusCode, String)>((answer, drew))
+    })
+    .await;
+    match made {
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the comparison failed"),
+        Ok(Err((status, message))) => error(status, &message),
+        Ok(Ok((answer, drew))) => with_timing(
+            Json(answer).into_response(),
+            &[("run", ran_a + ran_b), ("report", drew)],
+        ),
+    }
+}
+
+/// The library's comparison error, worded for the page (its two choices are checkboxes).
+fn worded(e: &CompareError) -> String {
+    match e {
+        CompareError::Shape { .. } | CompareError::LayerNumbers { .. } => {
+            format!("{e} (tick “shared layers”)")
+        }
+        e => e.to_string(),
     }
 }
 

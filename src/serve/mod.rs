@@ -11,6 +11,7 @@
 //! list, never a file, and reports live in memory only. Ctrl-C or SIGTERM stops it gracefully.
 
 mod api;
+mod conn;
 pub mod guard;
 pub mod report;
 mod slot;
@@ -164,10 +165,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        axum::serve(listener, api::router(state))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Usage(format!("the server stopped: {e}")))?;
+        conn::serve(listener, api::router(state), shutdown).await;
         let _ = writeln!(std::io::stderr(), "attnviz serve: stopped");
         Ok(())
     })

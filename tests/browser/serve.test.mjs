@@ -1,10 +1,13 @@
 // `attnviz serve` in headless Chromium (playwright-core) and Firefox (puppeteer-core over WebDriver
 // BiDi), against a server the Rust test started: type a text and see every view follow, keep the
 // view while typing, share the address, save the report (the bytes the CLI's --html wrote for the
-// same text, which the Rust test wrote beside the case).
+// same text, which the Rust test wrote beside the case); then switch to compare, type sentence B,
+// see the difference view change, and save the comparison (the bytes `attnviz diff A.json
+// B.json --html` wrote for the two sentences).
 //
 // Run by `cargo test --release --test suite serve::the_app_in_chromium_and_firefox -- --include-ignored`,
-// which writes $ATTNVIZ_SERVE/case.json: { url, text, expected (a file), screens (a folder) }.
+// which writes $ATTNVIZ_SERVE/case.json: { url, text, expected (a file), screens (a folder),
+// text_b, compare_expected (a file) }.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -73,6 +76,39 @@ async function drawnCurrent(b, page) {
     const runs = window.attnvizServe && window.attnvizServe.runs;
     const last = runs && runs[runs.length - 1];
     return Boolean(last && last.text === document.getElementById('text').value && last.drawn);
+  });
+}
+
+/** Wait until the page has drawn the comparison of what the two text boxes hold now. */
+async function drawnCompare(b, page) {
+  await b.wait(page, () => {
+    const runs = window.attnvizServe && window.attnvizServe.runs;
+    const last = runs && runs[runs.length - 1];
+    return Boolean(last && last.compare && last.drawn && last.text === document.getElementById('text').value
+      && last.textB === document.getElementById('text-b').value);
+  });
+}
+
+/** What the comparison frame shows: the ranking, the notes, and how many A − B pixels are not
+ * blank. */
+function compareFrame(page) {
+  return page.evaluate(() => {
+    const doc = document.getElementById('report').contentDocument;
+    const canvas = doc.getElementById('matrix-d');
+    // Read through a copy (a canvas read back directly makes Chromium warn).
+    const copy = document.createElement('canvas');
+    copy.width = canvas.width;
+    copy.height = canvas.height;
+    const g = copy.getContext('2d');
+    g.drawImage(canvas, 0, 0);
+    const px = g.getImageData(0, 0, copy.width, copy.height).data;
+    let diffPixels = 0;
+    for (let i = 3; i < px.length; i += 4) if (px[i] > 0) diffPixels++;
+    return {
+      ranked: [...doc.querySelectorAll('#ranked button')].map((x) => x.textContent),
+      notes: doc.getElementById('notes').textContent,
+      diffPixels,
+    };
   });
 }
 
@@ -169,5 +205,36 @@ for (const [name, driver] of Object.entries(drivers)) {
 
     assert.deepEqual(log, [], 'no console error, no request off the server');
     assert.deepEqual(otherLog, []);
+
+    // Compare: the same text on the same model first (nothing differs), then sentence B typed.
+    await page.click('#compare');
+    await drawnCompare(b, page);
+    const same = await compareFrame(page);
+    assert.ok(same.ranked.length > 0, 'the ranking is drawn');
+    assert.ok(same.ranked.every((r) => r.endsWith('· 0.0000')), same.ranked.join(' | '));
+    assert.match(await page.$eval('#status', (s) => s.textContent), /^compared \d+ and \d+ tokens at token level/);
+    await page.type('#text-b', CASE.text_b);
+    await drawnCompare(b, page);
+    const diff = await compareFrame(page);
+    assert.notDeepEqual(diff.ranked, same.ranked, 'the difference view follows text B');
+    assert.ok(diff.ranked.some((r) => !r.endsWith('· 0.0000')), diff.ranked.join(' | '));
+    assert.ok(diff.notes.includes('Only in'), diff.notes);
+    assert.ok(diff.diffPixels > 0, 'the A − B canvas is drawn');
+    const there = new URL(page.url());
+    assert.equal(there.searchParams.get('compare'), '1');
+    assert.equal(there.searchParams.get('textb'), CASE.text_b);
+    await page.screenshot({ path: join(CASE.screens, `serve-compare-${name}.png`) });
+    const compared = await savedBytes(page);
+    const wanted = readFileSync(CASE.compare_expected);
+    assert.ok(compared.equals(wanted), `saved ${compared.length} bytes, diff --html wrote ${wanted.length}`);
+
+    // The compare link opens the same comparison.
+    const third = await b.page();
+    const thirdLog = watch(third);
+    await third.goto(there.href);
+    await drawnCompare(b, third);
+    assert.deepEqual((await compareFrame(third)).ranked, diff.ranked);
+    assert.deepEqual(log, [], 'no console error in compare mode');
+    assert.deepEqual(thirdLog, []);
   });
 }

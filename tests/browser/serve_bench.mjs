@@ -45,6 +45,13 @@ for (let i = 0; i < job.warmup + job.rounds; i++) {
       keystroke_to_drawn: r.drawn - r.input,
       keystroke_to_answer: r.answered - r.input,
       page_draw: r.drawn - r.answered,
+      // The frame's parts: its document's fetch, parse (HTML and inline data up to DOM
+      // interactive), scripts and fonts up to the load event, then booting and drawing the view.
+      frame_fetch: r.frame ? r.frame.fetched - r.answered : null,
+      frame_parse: r.frame ? r.frame.parsed - r.frame.fetched : null,
+      frame_load: r.frame ? r.frame.loaded - r.frame.parsed : null,
+      frame_boot_draw: r.frame ? r.drawn - r.frame.loaded : null,
+      report_kib: r.frame ? r.frame.bytes / 1024 : null,
       server_total: r.server.total,
       library_run: r.server.run,
       library_report: r.server.report,

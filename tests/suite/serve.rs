@@ -268,6 +268,174 @@ fn the_served_report_is_the_bytes_of_the_html_flag() {
     }
 }
 
+/// What `attnviz diff A.json B.json ARGS --html` writes, A.json and B.json being the command
+/// line's full-precision exports of `(model, text)` on each side, in a folder of their own
+/// (so the page names them `A.json` and `B.json`, as the served comparison does).
+fn diff_of_the_command_line(
+    a: (&std::path::Path, &str),
+    b: (&std::path::Path, &str),
+    args: &[&str],
+) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, (model, text)) in [("A.json", a), ("B.json", b)] {
+        let out = attnviz()
+            .arg("-m")
+            .arg(model)
+            .arg(text)
+            .args(["--json", name, "--full-precision", "--threads", "1", "-q"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = attnviz()
+        .args(["diff", "A.json", "B.json", "--html", "c.html", "-q"])
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(dir.path().join("c.html")).unwrap()
+}
+
+/// One comparison case: model A, text A, model B, text B, diff's flags, the basis expected.
+type Case<'a> = (usize, &'a str, usize, &'a str, &'a [&'a str], &'a str);
+
+#[test]
+fn the_served_comparison_is_the_bytes_of_diff_html() {
+    // Two inputs on one model (tokens aligned), one input on two models of one tokenizer (the
+    // same units), on two tokenizers (words), and on models of different shapes (refused with
+    // one line, then compared on the shared layers when asked).
+    let names = [
+        "tiny-bert",
+        "tiny-distilbert",
+        "tiny-electra",
+        "tiny-roberta",
+    ];
+    let models: Vec<std::path::PathBuf> = names.iter().map(|n| fixture(n)).collect();
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    let (cat, dog) = ("The cat sat on the mat.", "The dog sat on the red mat.");
+    let cases: [Case; 4] = [
+        (0, cat, 0, dog, &[], "aligned_tokens"),
+        (1, cat, 2, cat, &[], "same_units"),
+        (2, cat, 3, cat, &[], "words"),
+        (0, cat, 2, dog, &["--shared"], "aligned_tokens"),
+    ];
+    for (ma, ta, mb, tb, args, basis) in cases {
+        let mut json = serde_json::json!({
+            "a": { "model": ma, "text": ta },
+            "b": { "model": mb, "text": tb },
+        });
+        if args.contains(&"--shared") {
+            let (status, answer) = post_compare(server.port, &json.to_string());
+            assert_eq!(status, 400, "{answer}");
+            let message = answer["error"].as_str().unwrap();
+            assert!(
+                message.contains("3 layers") && !message.contains('\n'),
+                "{message}"
+            );
+            json["shared"] = true.into();
+        }
+        let (status, answer) = post_compare(server.port, &json.to_string());
+        assert_eq!(status, 200, "{json}: {answer}");
+        assert_eq!(answer["basis"], basis, "{json}: {answer}");
+        let path = answer["report"].as_str().unwrap().to_string();
+        let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let written = diff_of_the_command_line((&models[ma], ta), (&models[mb], tb), args);
+        assert!(
+            served == written,
+            "{json}: the served comparison differs from diff --html's ({} vs {} bytes)",
+            served.len(),
+            written.len()
+        );
+    }
+    // The farthest head the answer names is the one the page ranks first.
+    let json = serde_json::json!({ "a": { "text": cat }, "b": { "text": dog } });
+    let (_, answer) = post_compare(server.port, &json.to_string());
+    let d = answer["farthest"]["distance"].as_f64().unwrap();
+    assert!(d > 0.0 && d <= 1.0, "{answer}");
+    // Malformed comparisons: one line each, 4xx.
+    for bad in [
+        r#"{"a": {"text": "hi"}}"#,
+        r#"{"a": {"text": "hi"}, "b": {"text": ""}}"#,
+        r#"{"a": {"text": "hi"}, "b": {"text": "hi", "model": 9}}"#,
+        r#"{"a": {"text": "hi"}, "b": {"text": "hi"}, "path": "/etc/passwd"}"#,
+    ] {
+        let (status, answer) = post_compare(server.port, bad);
+        assert!((400..500).contains(&status), "{bad}: {status} {answer}");
+        assert!(answer["error"].is_string(), "{bad}: {answer}");
+    }
+}
+
+fn post_compare(port: u16, json: &str) -> (u16, serde_json::Value) {
+    let (status, body) = request(
+        port,
+        "POST",
+        "/api/compare",
+        &[("Content-Type", "application/json")],
+        json.as_bytes(),
+    );
+    (
+        status,
+        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn a_client_that_sends_its_headers_slowly_is_dropped() {
+    // Half a request line and one header, then nothing ("slowloris"): the server closes the
+    // connection after its header-read bound (10 s), answers others meanwhile, and holds
+    // nothing for it afterwards. A client trickling a byte a second is dropped the same way.
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    let started = Instant::now();
+    let mut stalled = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stalled
+        .write_all(format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n").as_bytes())
+        .unwrap();
+    let trickler = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        let request = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ");
+        for b in request.bytes().chain(std::iter::repeat_n(b'a', 60)) {
+            if s.write_all(&[b]).is_err() {
+                return true; // the server hung up
+            }
+            std::thread::sleep(Duration::from_millis(1000));
+        }
+        false
+    });
+    // Others are served while those two wait.
+    assert_eq!(health(port)["in_flight"], 0);
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut out = Vec::new();
+    let read = stalled.read_to_end(&mut out);
+    let waited = started.elapsed();
+    assert!(
+        read.is_ok() && !String::from_utf8_lossy(&out).contains(" 200 "),
+        "the stalled connection was closed without an answer: {read:?} {:?}",
+        String::from_utf8_lossy(&out)
+    );
+    // Closed by the bound, not by the read timeout of this test.
+    assert!(waited < Duration::from_secs(60), "{waited:?}");
+    assert!(trickler.join().unwrap(), "the trickling client was dropped");
+    assert_eq!(health(port)["in_flight"], 0);
+    let (status, _) = request(port, "GET", "/", &[], b"");
+    assert_eq!(status, 200, "the server is still up");
+}
+
 #[test]
 fn off_loopback_every_url_needs_the_token() {
     // 0.0.0.0 listens on loopback too, so the test reaches it there.
@@ -592,17 +760,24 @@ fn the_app_in_chromium_and_firefox() {
     std::fs::create_dir_all(&dir).unwrap();
     let expected = dir.join("expected.html");
     std::fs::write(&expected, html_of_the_command_line(&tiny(), text, &[])).unwrap();
+    let text_b = "The dog sat on the red mat.";
+    let compare_expected = dir.join("compare-expected.html");
+    let compared = diff_of_the_command_line((&tiny(), text), (&tiny(), text_b), &[]);
+    std::fs::write(&compare_expected, compared).unwrap();
     let case = serde_json::json!({
         "url": server.url,
         "text": text,
         "expected": expected,
         "screens": dir.join("screens"),
+        "text_b": text_b,
+        "compare_expected": compare_expected,
     });
     std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
     node_test("serve.test.mjs", &[("ATTNVIZ_SERVE", &dir)]);
     let log = server.log();
     assert!(
-        log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
+        log.iter().any(|l| l.starts_with("POST /api/run 200 "))
+            && log.iter().any(|l| l.starts_with("POST /api/compare 200 ")),
         "{log:?}"
     );
 }
