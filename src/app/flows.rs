@@ -289,9 +289,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         settings.push(("weighting".to_string(), plan.weighting.name().to_string()));
     }
     // The head detectors' induction score is the model's: one probe run, when statistics are
-    // shown (the terminal table, the JSON, the report).
-    let induction = if plan.stats || plan.json.is_some() || plan.html_report() {
-        attnviz::request::induction_probe(&model).map_err(words::request)?
+    // asked for (the terminal table, the JSON). A model the probe cannot be built for (a
+    // tokenizer with no ordinary token for it, as rxnmapper's) goes without, as in corpus mode.
+    let induction = if plan.stats || plan.json.is_some() {
+        attnviz::request::induction_probe(&model).ok().flatten()
     } else {
         None
     };
