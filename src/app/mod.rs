@@ -10,7 +10,6 @@ pub mod flows;
 mod outputs;
 pub mod plan;
 mod progress;
-/// `attnviz serve`: the live web app (its code lives in src/serve/).
-#[path = "../serve/mod.rs"]
+/// `attnviz serve`: the live web app.
 pub mod serve;
 mod words;

@@ -7,8 +7,7 @@
 
 use std::io;
 
-use super::network::Architecture;
-use super::values::ValueCapture;
+use super::architecture::Architecture;
 use crate::model::formats::validate;
 use crate::model::kernels::{capture_buffer, CaptureSink};
 
@@ -276,5 +275,56 @@ impl<'s> SequenceCapture<'s> {
     /// Key tokens.
     pub fn keys(&self) -> usize {
         self.keys
+    }
+}
+
+/// What one layer kept for one sequence (see [`super::values`] for the formulas).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerValues {
+    /// ‖f_h(x_j)‖, `[heads, keys]`.
+    pub value_norms: Vec<f32>,
+    /// ‖N f_h(x_j)‖, `[heads, keys]`.
+    pub normed_norms: Vec<f32>,
+    /// ⟨N f_h(x_i), M x_i⟩, `[heads, queries]`; empty without a residual (cross-attention).
+    pub residual_dot: Vec<f32>,
+    /// ‖M x_i‖², `[queries]`; empty without a residual.
+    pub residual_sq: Vec<f32>,
+    /// s_i, `[queries]`: the normalisation's 1/σ_i on the attention's contributions.
+    pub value_scale: Vec<f32>,
+    /// t_i, `[queries]`: its factor on the residual.
+    pub residual_scale: Vec<f32>,
+}
+
+/// Per captured layer, what [`super::values::fill`] kept for one sequence; `None` where a layer was not run
+/// with it (yet).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueCapture {
+    /// Query heads.
+    pub heads: usize,
+    /// Query tokens.
+    pub queries: usize,
+    /// Key tokens.
+    pub keys: usize,
+    /// One entry per layer of the network; filled for the captured ones.
+    pub layers: Vec<Option<LayerValues>>,
+}
+
+impl ValueCapture {
+    /// Empty, for a network shaped as `arch`.
+    pub fn new(arch: &Architecture, queries: usize, keys: usize) -> ValueCapture {
+        ValueCapture {
+            heads: arch.heads,
+            queries,
+            keys,
+            layers: vec![None; arch.layers],
+        }
+    }
+
+    /// The captured layers' values in order, or `None` when one is missing.
+    pub fn captured(&self, layers: &[usize]) -> Option<Vec<LayerValues>> {
+        layers
+            .iter()
+            .map(|&l| self.layers.get(l).cloned().flatten())
+            .collect()
     }
 }

@@ -3,7 +3,8 @@
 //! gives it; no block names a family.
 //!
 //! - [`network`]: the seam ([`network::Network`], [`network::CausalLm`], [`network::Seq2Seq`])
-//!   and what crosses it ([`network::Architecture`], [`network::Batch`], the raw outputs);
+//!   and what crosses it ([`network::Batch`], the raw outputs);
+//! - [`architecture`]: what a network is ([`architecture::Architecture`]), which every block reads;
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
@@ -15,6 +16,7 @@
 //! - [`family`]: what a family is ([`family::Family`], [`family::FamilyConfig`]), as data the
 //!   shared code reads.
 
+pub mod architecture;
 pub mod capture;
 pub mod decoder;
 pub mod encoder;

@@ -24,61 +24,11 @@
 //! A norm on the attention output alone before the residual (Gemma's post-norm) gives N = its
 //! γ, s = its 1/σ, M = identity, t = 1.
 
+use super::architecture::Architecture;
 use super::capture::SequenceCapture;
+pub use super::capture::{LayerValues, ValueCapture};
 use super::layers::{Linear, Norm, NormKind};
-use super::network::Architecture;
 use crate::model::kernels::{self, Activation, Layout, Matrix, Output};
-
-/// What one layer kept for one sequence (see the module's doc for the formulas).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LayerValues {
-    /// ‖f_h(x_j)‖, `[heads, keys]`.
-    pub value_norms: Vec<f32>,
-    /// ‖N f_h(x_j)‖, `[heads, keys]`.
-    pub normed_norms: Vec<f32>,
-    /// ⟨N f_h(x_i), M x_i⟩, `[heads, queries]`; empty without a residual (cross-attention).
-    pub residual_dot: Vec<f32>,
-    /// ‖M x_i‖², `[queries]`; empty without a residual.
-    pub residual_sq: Vec<f32>,
-    /// s_i, `[queries]`: the normalisation's 1/σ_i on the attention's contributions.
-    pub value_scale: Vec<f32>,
-    /// t_i, `[queries]`: its factor on the residual.
-    pub residual_scale: Vec<f32>,
-}
-
-/// Per captured layer, what [`fill`] kept for one sequence; `None` where a layer was not run
-/// with it (yet).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ValueCapture {
-    /// Query heads.
-    pub heads: usize,
-    /// Query tokens.
-    pub queries: usize,
-    /// Key tokens.
-    pub keys: usize,
-    /// One entry per layer of the network; filled for the captured ones.
-    pub layers: Vec<Option<LayerValues>>,
-}
-
-impl ValueCapture {
-    /// Empty, for a network shaped as `arch`.
-    pub fn new(arch: &Architecture, queries: usize, keys: usize) -> ValueCapture {
-        ValueCapture {
-            heads: arch.heads,
-            queries,
-            keys,
-            layers: vec![None; arch.layers],
-        }
-    }
-
-    /// The captured layers' values in order, or `None` when one is missing.
-    pub fn captured(&self, layers: &[usize]) -> Option<Vec<LayerValues>> {
-        layers
-            .iter()
-            .map(|&l| self.layers.get(l).cloned().flatten())
-            .collect()
-    }
-}
 
 /// What a layer hands over when its values are asked for (moved, never copied on the plain
 /// path).

@@ -14,7 +14,6 @@ use std::path::Path;
 
 use super::config::ConfigError;
 use super::weights::Checkpoint;
-use crate::model::kernels;
 
 /// A config.json value that must equal one dimension of a tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,29 +138,7 @@ pub fn config_matches(
     Ok(())
 }
 
-/// The index of the first NaN or ±inf in `values`, if any.
-///
-/// Blocks of 64 Ki values are counted by a vectorised kernel ([`kernels::count_non_finite`],
-/// AVX-512, AVX2 or SSE2 as the CPU allows), in parallel for large tensors; only a block that
-/// holds one is searched element by element. On bert-base's 435 MB of weights this takes about
-/// 40 ms on one thread (see `cargo bench --bench engine`). For weights read in place it is also
-/// the first touch of their pages.
-pub fn first_non_finite(values: &[f32]) -> Option<usize> {
-    use rayon::prelude::*;
-    const BLOCK: usize = 1 << 16;
-    let holds = |block: &[f32]| {
-        let mut count = 0;
-        kernels::count_non_finite(block, &mut count);
-        count != 0
-    };
-    let b = if values.len() >= 8 * BLOCK {
-        values.par_chunks(BLOCK).position_first(holds)?
-    } else {
-        values.chunks(BLOCK).position(holds)?
-    };
-    let i = values[b * BLOCK..].iter().position(|v| !v.is_finite())?;
-    Some(b * BLOCK + i)
-}
+pub use crate::model::kernels::first_non_finite;
 
 /// How far a row of attention probabilities may sum from 1 (f32 softmax over up to a few
 /// thousand keys rounds to about 1e-5).

@@ -30,7 +30,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::candle_message;
 use super::pytorch::{self, TorchFile};
-use super::validate::first_non_finite;
+use crate::model::kernels::first_non_finite;
 use crate::model::kernels::quant::{QuantError, QuantMatrix};
 
 /// Reading more than this many times the weight files' size is refused (see the module doc).

@@ -34,9 +34,9 @@ const KEPT_REPORTS: usize = 16;
 /// record and the benchmark.
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
 
-const INDEX: &str = include_str!("../../assets/serve/index.html");
-const APP_JS: &str = include_str!("../../assets/serve/app.js");
-const APP_CSS: &str = include_str!("../../assets/serve/app.css");
+const INDEX: &str = include_str!("../../../assets/serve/index.html");
+const APP_JS: &str = include_str!("../../../assets/serve/app.js");
+const APP_CSS: &str = include_str!("../../../assets/serve/app.css");
 /// The app page's policy: its own script and style only, fetches and frames to this server.
 const APP_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     connect-src 'self'; frame-src 'self'; img-src 'self' data:; base-uri 'none'; \
