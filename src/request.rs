@@ -463,7 +463,9 @@ fn lens_of(model: &Model, run: &Run, k: usize) -> Result<LogitLens, RequestError
     let units = run.set.primary().queries();
     let forward = model.logit_lens(&units.ids, &units.type_ids, k)?;
     let tokenizer = model.tokenizer();
-    Ok(LogitLens::new(&forward, units.labels.clone(), |id| {
+    // The positions as every view shows tokens (`capital`, not the vocabulary's `Ġcapital`;
+    // repeats told apart by their index).
+    Ok(LogitLens::new(&forward, units.named(false), |id| {
         tokenizer.decode(&[id]).unwrap_or_default()
     }))
 }

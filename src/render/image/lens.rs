@@ -56,8 +56,13 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
     let heat_y = MARGIN + 2 * TITLE as i32 + 8;
     let (w, h) = (cols as u32 * cell_w, rows as u32 * CELL_H);
     let bar_x = heat_x + w as i32 + 24;
+    let subtitle = format!(
+        "most probable token through the final norm and head; colour: its probability (top {} in the JSON and report)",
+        lens.k
+    );
     let width = (bar_x + 14 + 8 + font::width("1.0", LABEL, false) as i32 + MARGIN)
         .max(MARGIN * 2 + font::width(title, TITLE, true) as i32)
+        .max(MARGIN * 2 + font::width(&subtitle, LABEL, false) as i32)
         .max(360);
     let height = heat_y + h as i32 + 8 + col_label_h + 14 + LABEL as i32 + MARGIN;
 
@@ -74,10 +79,7 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
     items.push(Item::Text(Text {
         x: MARGIN,
         y: MARGIN + TITLE as i32 + 10,
-        text: format!(
-            "most probable token through the final norm and head; colour: its probability (top {} in the JSON and report)",
-            lens.k
-        ),
+        text: subtitle.clone(),
         size: LABEL,
         bold: false,
         color: pal.muted,
