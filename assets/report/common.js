@@ -344,6 +344,7 @@ function render() {
   else if (state.view === 'neuron') renderNeuron();
   else if (state.view === 'stats') renderStats();
   else if (state.view === 'image') renderImage();
+  else if (state.view === 'lens') renderLens();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

@@ -94,6 +94,7 @@ function setupControls() {
   });
   $('tab-stats').hidden = stats.length === 0;
   $('tab-image').hidden = !IMAGE;
+  $('tab-lens').hidden = !LENS;
 
   $('thumb-style').value = state.thumbStyle;
   $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
@@ -184,7 +185,7 @@ function syncControls() {
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   // The model and stats views show every layer at once: no layer to choose there.
-  $('layer-control').hidden = v === 'model' || v === 'stats';
+  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -217,9 +218,9 @@ function onKey(e) {
   else if (k === ' ') toggleHead(state.head);
   else if (k === 'Enter' || k === 'o') soloHead(state.head);
   else if (k === 'a') set({ shown: new Array(H).fill(true) });
-  else if (k >= '1' && k <= '6') {
+  else if (k >= '1' && k <= '7') {
     const v = VIEWS[Number(k) - 1];
-    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE)) set({ view: v });
+    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS)) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });

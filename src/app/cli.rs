@@ -114,8 +114,8 @@ pub struct Args {
 
     /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
     /// stream predicts through the model's final norm and head, with its probability, as a
-    /// table; `--json` gets a `logit_lens` section, `--figure lens` draws it (decoders, and
-    /// encoders with a masked-LM head).
+    /// table; `--json` gets a `logit_lens` section, `--html` a lens view (the report opens on
+    /// it), `--figure lens` draws it (decoders with a language-model head).
     #[arg(help_heading = "Analyses", long)]
     pub lens: bool,
 

@@ -18,7 +18,7 @@ use attnviz::save::LayerWriter;
 use attnviz::{import, tokenize};
 
 use super::cli::Args;
-use super::outputs::write_outputs;
+use super::outputs::{write_outputs, FromModel};
 use super::plan::{self, Mode, Render, Single};
 use super::progress::{Bars, CorpusBar, GenerateBar};
 use super::words;
@@ -309,8 +309,11 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         selection,
         every_layer,
         settings,
-        &lens_sections,
-        induction.as_ref(),
+        &FromModel {
+            sections: &lens_sections,
+            induction: induction.as_ref(),
+            lens: run.lens.as_ref(),
+        },
     )?;
     match &run.lens {
         Some(lens) => lens_outputs(plan, lens, &model),
@@ -564,7 +567,14 @@ fn render_file(
         ("format".to_string(), imported.format.clone()),
     ];
     // No model here: the induction probe is left out.
-    write_outputs(plan, &set, selection, every_layer, settings, &[], None)
+    write_outputs(
+        plan,
+        &set,
+        selection,
+        every_layer,
+        settings,
+        &FromModel::default(),
+    )
 }
 
 /// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per

@@ -23,21 +23,38 @@ use super::flows::{note, Error};
 use super::plan::{Single, REPORT_HTML, REPORT_JSON};
 use super::words;
 
+/// What a run measured beyond the attention, for the outputs that show it (none when the
+/// attention was read from a file).
+#[derive(Clone, Copy, Default)]
+pub(super) struct FromModel<'a> {
+    /// JSON sections of the run (`logit_lens`).
+    pub sections: &'a [(&'static str, serde_json::Value)],
+    /// The model's head detector probe, when it was run: it joins the statistics of its
+    /// self-attention.
+    pub induction: Option<&'a Induction>,
+    /// The logit lens, for the HTML report's lens view.
+    pub lens: Option<&'a attnviz::analysis::LogitLens>,
+}
+
 /// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an
 /// encoder–decoder's three): the view (`--words`, `--no-special`), its analyses, the files and
 /// the terminal views, of the kind `--kind` picks where an output shows one. `selection` was
 /// checked against that kind; `every_layer`: whether every layer was captured (else there is no
-/// rollout). `settings` go into the report's "About" panel; `induction`, the model's head
-/// detector probe (when it was run), joins the statistics of its self-attention.
+/// rollout). `settings` go into the report's "About" panel; `from_model`, what the run measured
+/// beyond the attention.
 pub(super) fn write_outputs(
     plan: &Single,
     tokens: &AttentionSet,
     selection: Selection,
     every_layer: bool,
     settings: Vec<(String, String)>,
-    run_sections: &[(&'static str, serde_json::Value)],
-    induction: Option<&Induction>,
+    from_model: &FromModel<'_>,
 ) -> Result<(), Error> {
+    let FromModel {
+        sections: run_sections,
+        induction,
+        lens,
+    } = *from_model;
     // The probe scores a model's self-attention; an encoder–decoder's kinds get none.
     let induction = induction.filter(|_| !tokens.is_encoder_decoder());
     let Selection { layer, head } = selection;
@@ -213,6 +230,12 @@ pub(super) fn write_outputs(
                     opts.analysis
                         .stats
                         .push(induction_statistic(probe, kind_att.layer_numbers()));
+                }
+                // The lens reads the primary value's tokens (a decoder's, an encoder's).
+                // A report asked for with the lens opens on it.
+                if i == 0 && !tokens.is_encoder_decoder() && lens.is_some() {
+                    opts.analysis.lens = lens.cloned();
+                    opts.view = attnviz::render::html::View::Lens;
                 }
                 opts
             })

@@ -38,12 +38,23 @@ impl Model {
     pub fn logit_lens(&self, ids: &[u32], types: &[u32], k: usize) -> Result<LensForward, Error> {
         let arch = self.network.architecture();
         let Some(head) = self.network.unembedding() else {
-            return Err(Error::Input(format!(
-                "{} has no language-model or masked-LM head in its checkpoint (as a sentence \
-                 encoder or a bare base model): the logit lens needs one; use a checkpoint \
-                 that has it (…ForCausalLM, …ForMaskedLM)",
-                self.info.name()
-            )));
+            // Encoders' masked-LM heads are not read yet, whether the checkpoint has one or not.
+            return Err(Error::Input(
+                if arch.mask == crate::model::Mask::Bidirectional {
+                    format!(
+                        "the logit lens is for decoders with a language-model head; {} is an \
+                     encoder ({}), and attnviz does not read masked-LM heads yet",
+                        self.info.name(),
+                        arch.family
+                    )
+                } else {
+                    format!(
+                        "{} has no language-model head in its checkpoint (a bare base model): the \
+                     logit lens needs one; use a checkpoint that has it (…ForCausalLM)",
+                        self.info.name()
+                    )
+                },
+            ));
         };
         let zeros;
         let types = if arch.tokenizer_types {

@@ -124,6 +124,8 @@ const JS_SOURCE: &str = concat!(
     "\n",
     include_str!("../../assets/report/image_view.js"),
     "\n",
+    include_str!("../../assets/report/lens_view.js"),
+    "\n",
     include_str!("../../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
 );
@@ -262,6 +264,10 @@ pub enum View {
     /// the class token) drawn over it, and every layer × head as small overlays (present only
     /// for an attention with an [`crate::attention::image::ImageInput`]; else the head view).
     Image,
+    /// The logit lens: stages × positions, each cell the most probable token, coloured by its
+    /// probability, the hovered cell's top k beside it (present only with
+    /// [`HtmlAnalysis::lens`]; else the head view).
+    Lens,
 }
 
 /// One per-head statistic for the stats panel.
@@ -301,11 +307,16 @@ pub struct HtmlAnalysis {
     pub head_labels: Option<Vec<Vec<String>>>,
     /// Extra matrices for the matrix view.
     pub matrices: Vec<ExtraMatrix>,
+    /// The logit lens of the report's tokens, for the lens view.
+    pub lens: Option<crate::analysis::LogitLens>,
 }
 
 impl HtmlAnalysis {
     fn is_empty(&self) -> bool {
-        self.stats.is_empty() && self.head_labels.is_none() && self.matrices.is_empty()
+        self.stats.is_empty()
+            && self.head_labels.is_none()
+            && self.matrices.is_empty()
+            && self.lens.is_none()
     }
 }
 
@@ -557,6 +568,18 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
             return bad(format!(
                 "matrix `{}` must be {nq} × {nk} (the report's units) in every layer",
                 m.id
+            ));
+        }
+    }
+    if let Some(lens) = &a.lens {
+        let cells_ok = lens.top.len() == lens.stages.len()
+            && lens
+                .top
+                .iter()
+                .all(|row| row.len() == lens.positions.len() && row.iter().all(|c| !c.is_empty()));
+        if lens.positions.len() != nq || !cells_ok {
+            return bad(format!(
+                "the logit lens must have {nq} positions (the report's units), each with at least one token per stage"
             ));
         }
     }

@@ -143,6 +143,7 @@ fn write_cases(dir: &Path) {
                     description: "The mean over heads, computed in Rust.".into(),
                     layers: mean,
                 }],
+                lens: None,
             },
             ..HtmlOptions::default()
         },
@@ -499,6 +500,40 @@ fn write_image_cases(dir: &Path) {
     );
 }
 
+/// Reports written with the logit lens (a tiny GPT-2, a tiny Llama), beside the
+/// CLI's JSON export of the same run for `lens.test.mjs` to expect from, and one without it.
+fn write_lens_cases(dir: &Path) {
+    for (name, model, text, lens) in [
+        ("lens-gpt2", "tiny-gpt2", "the cat sat on the mat", true),
+        ("lens-llama", "tiny-llama", "the cat sat on the mat", true),
+        (
+            "lens-gpt2-none",
+            "tiny-gpt2",
+            "the cat sat on the mat",
+            false,
+        ),
+    ] {
+        let mut cmd = crate::support::cli::attnviz();
+        cmd.arg("-m")
+            .arg(repo().join("tests/fixtures").join(model))
+            .arg(text)
+            .arg("--html")
+            .arg(dir.join(format!("{name}.html")))
+            .arg("--json")
+            .arg(dir.join(format!("{name}.json")))
+            .args(["--full-precision", "-q"]);
+        if lens {
+            cmd.arg("--lens");
+        }
+        let out = cmd.output().expect("attnviz runs");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -512,6 +547,7 @@ fn artifacts() -> &'static Path {
         write_decoder_case(&dir);
         write_encoder_decoder_cases(&dir);
         write_image_cases(&dir);
+        write_lens_cases(&dir);
         dir
     })
 }
@@ -555,6 +591,16 @@ fn report_views_in_headless_firefox() {
 fn image_report_in_headless_chromium_and_firefox() {
     run_browser_suite(
         "image.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn lens_report_in_headless_chromium_and_firefox() {
+    run_browser_suite(
+        "lens.test.mjs",
         "/usr/bin/chromium",
         "chromium chromium-driver",
     );

@@ -195,6 +195,9 @@ struct AnalysisMeta<'a> {
     stats: &'a [HeadStatistic],
     head_labels: Option<&'a [Vec<String>]>,
     matrices: Vec<MatrixMeta<'a>>,
+    /// The logit lens, as the JSON export's `logit_lens` (docs/json.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lens: Option<&'a crate::analysis::LogitLens>,
 }
 
 #[derive(Serialize)]
@@ -293,6 +296,7 @@ impl<'a> KindMeta<'a> {
                     section: format!("matrix:{}{suffix}", x.id),
                 })
                 .collect(),
+            lens: a.lens.as_ref(),
         });
         KindMeta {
             kind: att.kind,
@@ -336,6 +340,7 @@ impl<'a> KindMeta<'a> {
                 view: match opts.view {
                     View::Stats if a.stats.is_empty() => View::Head,
                     View::Image if att.image.is_none() => View::Head,
+                    View::Lens if a.lens.is_none() => View::Head,
                     v => v,
                 },
                 query: opts.query,

@@ -109,6 +109,7 @@ pub fn report_analysis(
         stats: statistics,
         head_labels: Some(head_labels),
         matrices,
+        lens: None,
     }
 }
 

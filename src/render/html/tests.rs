@@ -305,6 +305,7 @@ fn analysis_matrices_and_stats_travel_to_the_page() {
                     layers: odd.clone(),
                 },
             ],
+            lens: None,
         },
         ..HtmlOptions::default()
     };
@@ -387,6 +388,29 @@ fn bad_options_are_refused_before_anything_is_written() {
                 ..HtmlOptions::default()
             },
             "matrix `m` must be 3 × 3",
+        ),
+        (
+            HtmlOptions {
+                analysis: HtmlAnalysis {
+                    // Two positions for a report of three units.
+                    lens: Some(crate::analysis::LogitLens {
+                        stages: vec!["embeddings".into()],
+                        positions: vec!["a".into(), "b".into()],
+                        k: 1,
+                        top: vec![vec![
+                            vec![crate::analysis::lens::LensToken {
+                                id: 0,
+                                text: "a".into(),
+                                prob: 1.0,
+                            }];
+                            2
+                        ]],
+                    }),
+                    ..HtmlAnalysis::default()
+                },
+                ..HtmlOptions::default()
+            },
+            "the logit lens must have 3 positions",
         ),
         (
             HtmlOptions {
