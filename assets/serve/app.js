@@ -24,6 +24,7 @@
   const runs = [];
   window.attnvizServe = { runs };
   let shown = null; // the report path on screen
+  let frameShell = null; // the shell of the run report booted in the frame (null: none)
   const view = { view: params.get('view'), layer: params.get('layer'), head: params.get('head') };
 
   function withToken(path) {
@@ -142,18 +143,39 @@
       answer = null;
       if (!dirty) status(String(e.message || e), true);
     }
-    busy = false;
     // Changed meanwhile: run the latest text (once) rather than show this one.
-    if (dirty) { runNow(); return; }
-    if (!answer || mine !== seq) return;
-    const s = frameState();
+    if (dirty || !answer || mine !== seq) {
+      busy = false;
+      if (dirty) runNow();
+      return;
+    }
     const frame = $('report');
+    const win = frame.contentWindow;
+    $('save').href = withToken(answer.report + '?download=1');
+    $('save').download = answer.filename;
+    $('save').setAttribute('aria-disabled', 'false');
+    shown = answer.report;
+    // A run whose report has the frame's shell (style, fonts, images): its data is drawn in
+    // place by the booted report, keeping its view, layer, head and settings; the page stays
+    // busy until it is drawn, so two never overlap. Anything else (the first run, a
+    // comparison, new characters needing other fonts) loads the whole page.
+    if (!compareMode && frameShell === answer.shell && win && typeof win.attnvizLoad === 'function') {
+      record.inPlace = true;
+      try {
+        await win.attnvizLoad(answer.meta, answer.data);
+        await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
+      } catch (e) { /* the report shows its own error */ }
+      finish(mine, record, answer);
+      busy = false;
+      if (dirty) runNow();
+      return;
+    }
+    busy = false;
+    const s = frameState();
     const fragment = s.view && !compareMode ? '#view=' + encodeURIComponent(s.view) : '';
+    frameShell = null;
     frame.onload = () => onFrame(mine, record, s, answer);
     frame.src = withToken(answer.report) + fragment;
-    shown = answer.report;
-    $('save').href = withToken(answer.report + '?download=1');
-    $('save').setAttribute('aria-disabled', 'false');
   }
 
   /** Where the frame's time went, on this page's clock: its document fetched (`fetched`),
@@ -192,10 +214,16 @@
         win.addEventListener('keyup', () => setTimeout(remember, 0));
         win.addEventListener('change', () => setTimeout(remember, 0));
       }
+      frameShell = answer.shell || null;
     } catch (e) { /* the report shows its own error */ }
+    record.frame = frameTiming(win);
+    finish(mine, record, answer);
+  }
+
+  /** A run drawn: record it and say so. */
+  function finish(mine, record, answer) {
     if (mine !== seq) return;
     record.drawn = performance.now();
-    record.frame = frameTiming(win);
     record.tokens = answer.tokens;
     record.report = answer.report;
     runs.push(record);

@@ -77,9 +77,11 @@ fn hold_on_stdin() -> Mutex<mpsc::Receiver<()>> {
 
 /// Load the models, listen, and serve until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<(), Error> {
-    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 {
+    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 || args.max_connections == 0
+    {
         return Err(Error::Usage(
-            "--max-tokens and --timeout must be at least 1, --queue at most 1024".into(),
+            "--max-tokens, --timeout and --max-connections must be at least 1, --queue at most 1024"
+                .into(),
         ));
     }
     attnviz::threads::configure(args.threads);
@@ -165,7 +167,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        conn::serve(listener, api::router(state), shutdown).await;
+        conn::serve(listener, api::router(state), args.max_connections, shutdown).await;
         let _ = writeln!(std::io::stderr(), "attnviz serve: stopped");
         Ok(())
     })
