@@ -161,6 +161,7 @@
     // comparison, new characters needing other fonts) loads the whole page.
     if (!compareMode && frameShell === answer.shell && win && typeof win.attnvizLoad === 'function') {
       record.inPlace = true;
+      record.dataBytes = answer.meta.length + answer.data.length;
       try {
         await win.attnvizLoad(answer.meta, answer.data);
         await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));

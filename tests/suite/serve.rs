@@ -554,7 +554,10 @@ fn beyond_the_connection_bound_a_client_gets_503_and_the_server_stays_up() {
         assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
         let answer: serde_json::Value = serde_json::from_slice(&body).expect("a JSON error");
         assert!(
-            answer["error"].as_str().unwrap().contains("too many connections"),
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("too many connections"),
             "{answer}"
         );
     }

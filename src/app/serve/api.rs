@@ -82,7 +82,9 @@ impl Reports {
 
     fn get(&self, id: &str) -> Option<Arc<Kept>> {
         let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        all.iter().find(|(k, _)| k == id).map(|(_, r)| Arc::clone(r))
+        all.iter()
+            .find(|(k, _)| k == id)
+            .map(|(_, r)| Arc::clone(r))
     }
 
     fn len(&self) -> usize {
@@ -529,8 +531,14 @@ async fn compare_runs(
         shared_only: body.shared,
     };
     let filename = compare_filename(
-        (&body.a.text, &state.models.get(body.a.model).map_or("", |m| &m.name)),
-        (&body.b.text, &state.models.get(body.b.model).map_or("", |m| &m.name)),
+        (
+            &body.a.text,
+            &state.models.get(body.a.model).map_or("", |m| &m.name),
+        ),
+        (
+            &body.b.text,
+            &state.models.get(body.b.model).map_or("", |m| &m.name),
+        ),
     );
     let (a, b) = match (prepare(&state, body.a), prepare(&state, body.b)) {
         (Ok(a), Ok(b)) => (a, b),

@@ -77,8 +77,7 @@ fn hold_on_stdin() -> Mutex<mpsc::Receiver<()>> {
 
 /// Load the models, listen, and serve until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<(), Error> {
-    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 || args.max_connections == 0
-    {
+    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 || args.max_connections == 0 {
         return Err(Error::Usage(
             "--max-tokens, --timeout and --max-connections must be at least 1, --queue at most 1024"
                 .into(),

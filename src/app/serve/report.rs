@@ -24,7 +24,10 @@ pub fn report_html(set: &AttentionSet, settings: &[(String, String)]) -> Result<
 /// What a frame already showing a report of the same shell needs to draw this one in place:
 /// [`report_html`]'s metadata and payload, the payload not compressed (it travels on loopback,
 /// and gzip is most of the server's own time on a longer input).
-pub fn report_data(set: &AttentionSet, settings: &[(String, String)]) -> Result<ReportData, String> {
+pub fn report_data(
+    set: &AttentionSet,
+    settings: &[(String, String)],
+) -> Result<ReportData, String> {
     with_kinds(set, settings, false, html_kinds_data)
 }
 
