@@ -533,11 +533,11 @@ async fn compare_runs(
     let filename = compare_filename(
         (
             &body.a.text,
-            &state.models.get(body.a.model).map_or("", |m| &m.name),
+            state.models.get(body.a.model).map_or("", |m| &m.name),
         ),
         (
             &body.b.text,
-            &state.models.get(body.b.model).map_or("", |m| &m.name),
+            state.models.get(body.b.model).map_or("", |m| &m.name),
         ),
     );
     let (a, b) = match (prepare(&state, body.a), prepare(&state, body.b)) {
