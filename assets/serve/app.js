@@ -3,8 +3,10 @@
  * same command. A change of the text is posted to /api/run at once when no run is in flight;
  * changes made while one is in flight are coalesced into one run of the latest text when it
  * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
- * not delayed). The answer names a report, which the frame shows; the report's own script draws
- * every view. Nothing typed here is ever written into markup: it goes into form fields and JSON
+ * not delayed). The first answer's report is loaded into the frame; each later one's data (its
+ * metadata and payload) is handed to that booted report (window.attnvizLoad), which redraws in
+ * place keeping its view, layer and head, unless its shell (policy: style, fonts, images)
+ * differs, when the whole report is loaded again. Nothing typed here is ever written into markup: it goes into form fields and JSON
  * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
  * the same text, on model B) to /api/compare; the library compares them and draws its comparison
  * page (the bytes `attnviz diff A.json B.json --html` writes), which the frame shows. The

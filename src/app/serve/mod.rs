@@ -1,8 +1,9 @@
 //! `attnviz serve`: a live local web app over the library's run request. The models are loaded
 //! once; the page (`assets/serve/`) posts each text to `/api/run`, which runs it through
-//! [`attnviz::request::RunRequest`] on a blocking thread and answers JSON naming the report it
-//! made, and the page shows that report (the very bytes `--html` writes, served from memory at
-//! `/report/ID`) in a frame.
+//! [`attnviz::request::RunRequest`] on a blocking thread, keeps the run in memory and answers
+//! JSON with the run's report data; the page loads the first report (the very bytes `--html`
+//! writes, written on demand at `/report/ID`) into a frame and hands each later run's data to
+//! that report, which redraws in place. Save asks for the kept run's report.
 //!
 //! Safe by default: it binds 127.0.0.1; another address needs the random token printed at start
 //! in every URL. Every request's Host and Origin must be the served address ([`guard`]); bodies,
