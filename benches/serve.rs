@@ -9,7 +9,7 @@
 //! - Keystroke to drawn view is measured in the browser (tests/browser/serve_bench.mjs): the
 //!   page's own record from the input event of one typed key to the report frame's next paint
 //!   after the view is drawn; split into "to answer" (the request) and "page draw" (the booted
-//!   report drawing the run's data in place, `window.attnvizLoad`; the rounds drawn so are
+//!   report drawing the run's data in place, `window.attnviz.load`; the rounds drawn so are
 //!   counted, and the frame's load parts are printed only for rounds that loaded a document).
 //! - The server's overhead is a loopback client's round trip minus the library's share, which
 //!   the server reports in `Server-Timing` (`run`: the run request; `report`: building the

@@ -224,7 +224,7 @@ const canMerge = (side) => side.data.tokens.some((_, i) => i > 0 && wordKey(i, s
 const canMergeWords = meta.level === 'token' && (canMerge(QSIDE) || canMerge(KSIDE));
 state.words = Boolean(meta.initial.words) && canMergeWords;
 
-/* New data drawn in place (window.attnvizLoad, page.js) keeps the reader's place where it still
+/* New data drawn in place (window.attnviz.load, page.js) keeps the reader's place where it still
  * fits: layer and head (the heads shown where their number is the same), the toggles, the matrix
  * settings, the statistic, the theme. */
 if (carry.keep) {

@@ -4,7 +4,7 @@
  * changes made while one is in flight are coalesced into one run of the latest text when it
  * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
  * not delayed). The first answer's report is loaded into the frame; each later one's data (its
- * metadata and payload) is handed to that booted report (window.attnvizLoad), which redraws in
+ * metadata and payload) is handed to that booted report (window.attnviz.load), which redraws in
  * place keeping its view, layer and head, unless its shell (policy: style, fonts, images)
  * differs, when the whole report is loaded again. Nothing typed here is ever written into markup: it goes into form fields and JSON
  * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
@@ -161,11 +161,11 @@
     // place by the booted report, keeping its view, layer, head and settings; the page stays
     // busy until it is drawn, so two never overlap. Anything else (the first run, a
     // comparison, new characters needing other fonts) loads the whole page.
-    if (!compareMode && frameShell === answer.shell && win && typeof win.attnvizLoad === 'function') {
+    if (!compareMode && frameShell === answer.shell && win && win.attnviz && typeof win.attnviz.load === 'function') {
       record.inPlace = true;
       record.dataBytes = answer.meta.length + answer.data.length;
       try {
-        await win.attnvizLoad(answer.meta, answer.data);
+        await win.attnviz.load(answer.meta, answer.data);
         await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
       } catch (e) { /* the report shows its own error */ }
       finish(mine, record, answer);

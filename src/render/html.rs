@@ -455,7 +455,7 @@ pub fn write_html_kinds(
 }
 
 /// What a page already showing a report needs to draw another one in place (the page's
-/// `window.attnvizLoad(meta, data)`): the metadata and payload blocks a report of `kinds` would
+/// `window.attnviz.load(meta, data)`): the metadata and payload blocks a report of `kinds` would
 /// carry, and `shell`, a digest of everything else that differs between reports (the style with
 /// its font subsets, whether images may load), which the page's policy pins: a page may take the
 /// data in place only when its shell is the same, else it must load the whole report.

@@ -1,7 +1,7 @@
 // Keystroke to drawn view in `attnviz serve`, measured in headless Chromium: the page's own
 // record (window.attnvizServe.runs, performance.now() of the page) from the input event of one
 // typed key to the report frame's next paint after it has drawn the view. After the first run
-// the booted report draws each new run's data in place (window.attnvizLoad); `in_place` says
+// the booted report draws each new run's data in place (window.attnviz.load); `in_place` says
 // whether a round was drawn so (the frame's parts are then null: no document was loaded). Called by
 // `cargo bench --bench serve` with a JSON job as argument:
 //   { url, model, text, rounds, warmup }
