@@ -8,11 +8,13 @@
 //!
 //! - Keystroke to drawn view is measured in the browser (tests/browser/serve_bench.mjs): the
 //!   page's own record from the input event of one typed key to the report frame's next paint
-//!   after the view is drawn; split into "to answer" (the request) and "page draw" (loading and
-//!   drawing the report in the frame).
+//!   after the view is drawn; split into "to answer" (the request) and "page draw" (the booted
+//!   report drawing the run's data in place, `window.attnviz.load`; the rounds drawn so are
+//!   counted, and the frame's load parts are printed only for rounds that loaded a document).
 //! - The server's overhead is a loopback client's round trip minus the library's share, which
-//!   the server reports in `Server-Timing` (`run`: the run request; `report`: building the HTML
-//!   report): printed as total − run (the goal's "total minus the library run") and as
+//!   the server reports in `Server-Timing` (`run`: the run request; `report`: building the
+//!   report's data, its metadata and payload — the whole HTML is written only for the frame's
+//!   first load and for Save): printed as total − run (the goal's "total minus the library run") and as
 //!   total − run − report (the HTTP stack alone). The server's CPU time per request is read from
 //!   /proc.
 //! - Anchor: what a user does without the server, `attnviz -m MODEL TEXT --html FILE --threads 2`
@@ -258,14 +260,9 @@ fn main() {
             String::from_utf8_lossy(&out.stderr)
         );
         let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let col = |k: &str| -> Vec<f64> {
-            page["rows"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r[k].as_f64().unwrap())
-                .collect()
-        };
+        let rows = page["rows"].as_array().unwrap();
+        let col = |k: &str| -> Vec<f64> { rows.iter().filter_map(|r| r[k].as_f64()).collect() };
+        let in_place = rows.iter().filter(|r| r["in_place"] == true).count();
         let drawn = col("keystroke_to_drawn");
         println!("\n{name}, {tokens} tokens: {text:?}");
         println!(
@@ -281,20 +278,25 @@ fn main() {
             "{}",
             line("  keystroke → answer", &col("keystroke_to_answer"))
         );
-        println!("{}", line("  page draw (frame)", &col("page_draw")));
+        println!("{}", line("  page draw (in place)", &col("page_draw")));
+        println!("    rounds drawn in place    {in_place} of {}", rows.len());
         for (label, key) in [
             ("    frame: fetch", "frame_fetch"),
             ("    frame: parse", "frame_parse"),
             ("    frame: to load event", "frame_load"),
             ("    frame: boot + draw", "frame_boot_draw"),
         ] {
-            println!("{}", line(label, &col(key)));
+            let xs = col(key);
+            if !xs.is_empty() {
+                println!("{}", line(label, &xs));
+            }
         }
-        println!(
-            "    report size              {:.0} KiB",
-            median(&col("report_kib"))
-        );
+        let data = col("data_kib");
+        if !data.is_empty() {
+            println!("    data per run             {:.0} KiB", median(&data));
+        }
         println!("{}", line("  library run (in page)", &col("library_run")));
+        println!("{}", line("  server: report data", &col("library_report")));
         println!("{}", line("server round trip", &trips));
         println!("{}", line("  library run", &runs));
         println!(

@@ -224,6 +224,27 @@ const canMerge = (side) => side.data.tokens.some((_, i) => i > 0 && wordKey(i, s
 const canMergeWords = meta.level === 'token' && (canMerge(QSIDE) || canMerge(KSIDE));
 state.words = Boolean(meta.initial.words) && canMergeWords;
 
+/* New data drawn in place (window.attnviz.load, page.js) keeps the reader's place where it still
+ * fits: layer and head (the heads shown where their number is the same), the toggles, the matrix
+ * settings, the statistic, the theme. */
+if (carry.keep) {
+  const k = carry.keep;
+  state.layer = Math.min(L - 1, Math.max(0, k.layer));
+  state.head = Math.min(H - 1, Math.max(0, k.head));
+  state.headPicked = k.headPicked;
+  if (Array.isArray(k.shown) && k.shown.length === H) state.shown = k.shown.slice();
+  state.hideSpecial = k.hideSpecial && canHideSpecial;
+  state.words = k.words && canMergeWords;
+  state.rawTokens = k.rawTokens;
+  state.groupKv = k.groupKv && KVH < H;
+  state.threshold = k.threshold;
+  if (isPair) state.pair = k.pair;
+  state.matrixScale = k.matrixScale;
+  state.matrixShared = k.matrixShared;
+  state.matrixRight = k.matrixRight;
+  if (stats.some((s) => s.id === k.stat)) state.stat = k.stat;
+}
+
 /**
  * The rows (query side, the default) or columns (key side) every view but the neuron view shows
  * ("units"): one per kept token, or, with word pieces merged, one per word. `ofToken[i]` is the

@@ -469,8 +469,39 @@ async function main() {
   requestAnimationFrame(() => setTimeout(() => { timings.painted = performance.now(); }, 0));
 }
 
-/** Read-only window onto the page for the browser tests and the benchmark. */
+/** Draw another report's data in place (`window.attnviz.load`; `attnviz serve`: the app gets a new run's
+ *  metadata and payload, the blocks its report would carry, and hands them over as text): the
+ *  markup as loaded, the new blocks, and the page boots again, keeping the kind, view, layer,
+ *  head and settings where they fit. No reload, no request: the page's policy is unchanged, so
+ *  the caller gives new data only to a page whose style and images are the same (the server's
+ *  `shell`). Resolves once the new data is drawn. */
+function loadInPlace(metaText, dataText) {
+  const keep = {
+    layer: state.layer, head: state.head, headPicked: state.headPicked, shown: state.shown,
+    hideSpecial: state.hideSpecial, words: state.words, rawTokens: state.rawTokens, groupKv: state.groupKv,
+    threshold: state.threshold, pair: state.pair, matrixScale: state.matrixScale,
+    matrixShared: state.matrixShared, matrixRight: state.matrixRight, stat: state.stat,
+  };
+  const view = state.view;
+  const kind = KINDS ? meta.kind : null;
+  ABORT.abort();
+  hideTip();
+  document.documentElement.dataset.ready = 'false';
+  document.body.innerHTML = SHELL;
+  $('attnviz-meta').textContent = metaText;
+  $('attnviz-data').textContent = dataText;
+  SHELL = null;
+  RAW = null;
+  boot({ kind, view, keep });
+  const fresh = window.attnviz;
+  if (typeof fresh.meta.title === 'string') document.title = fresh.meta.title;
+  return fresh.ready.then(() => fresh.settled());
+}
+
+/** Read-only window onto the page for the browser tests and the benchmark, and `load`, which
+ *  draws another report's data in place (the page's one global name). */
 window.attnviz = {
+  load: loadInPlace,
   meta,
   state,
   drawn,

@@ -3,8 +3,10 @@
  * same command. A change of the text is posted to /api/run at once when no run is in flight;
  * changes made while one is in flight are coalesced into one run of the latest text when it
  * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
- * not delayed). The answer names a report, which the frame shows; the report's own script draws
- * every view. Nothing typed here is ever written into markup: it goes into form fields and JSON
+ * not delayed). The first answer's report is loaded into the frame; each later one's data (its
+ * metadata and payload) is handed to that booted report (window.attnviz.load), which redraws in
+ * place keeping its view, layer and head, unless its shell (policy: style, fonts, images)
+ * differs, when the whole report is loaded again. Nothing typed here is ever written into markup: it goes into form fields and JSON
  * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
  * the same text, on model B) to /api/compare; the library compares them and draws its comparison
  * page (the bytes `attnviz diff A.json B.json --html` writes), which the frame shows. The
@@ -24,6 +26,7 @@
   const runs = [];
   window.attnvizServe = { runs };
   let shown = null; // the report path on screen
+  let frameShell = null; // the shell of the run report booted in the frame (null: none)
   const view = { view: params.get('view'), layer: params.get('layer'), head: params.get('head') };
 
   function withToken(path) {
@@ -142,18 +145,40 @@
       answer = null;
       if (!dirty) status(String(e.message || e), true);
     }
-    busy = false;
     // Changed meanwhile: run the latest text (once) rather than show this one.
-    if (dirty) { runNow(); return; }
-    if (!answer || mine !== seq) return;
-    const s = frameState();
+    if (dirty || !answer || mine !== seq) {
+      busy = false;
+      if (dirty) runNow();
+      return;
+    }
     const frame = $('report');
+    const win = frame.contentWindow;
+    $('save').href = withToken(answer.report + '?download=1');
+    $('save').download = answer.filename;
+    $('save').setAttribute('aria-disabled', 'false');
+    shown = answer.report;
+    // A run whose report has the frame's shell (style, fonts, images): its data is drawn in
+    // place by the booted report, keeping its view, layer, head and settings; the page stays
+    // busy until it is drawn, so two never overlap. Anything else (the first run, a
+    // comparison, new characters needing other fonts) loads the whole page.
+    if (!compareMode && frameShell === answer.shell && win && win.attnviz && typeof win.attnviz.load === 'function') {
+      record.inPlace = true;
+      record.dataBytes = answer.meta.length + answer.data.length;
+      try {
+        await win.attnviz.load(answer.meta, answer.data);
+        await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
+      } catch (e) { /* the report shows its own error */ }
+      finish(mine, record, answer);
+      busy = false;
+      if (dirty) runNow();
+      return;
+    }
+    busy = false;
+    const s = frameState();
     const fragment = s.view && !compareMode ? '#view=' + encodeURIComponent(s.view) : '';
+    frameShell = null;
     frame.onload = () => onFrame(mine, record, s, answer);
     frame.src = withToken(answer.report) + fragment;
-    shown = answer.report;
-    $('save').href = withToken(answer.report + '?download=1');
-    $('save').setAttribute('aria-disabled', 'false');
   }
 
   /** Where the frame's time went, on this page's clock: its document fetched (`fetched`),
@@ -192,10 +217,16 @@
         win.addEventListener('keyup', () => setTimeout(remember, 0));
         win.addEventListener('change', () => setTimeout(remember, 0));
       }
+      frameShell = answer.shell || null;
     } catch (e) { /* the report shows its own error */ }
+    record.frame = frameTiming(win);
+    finish(mine, record, answer);
+  }
+
+  /** A run drawn: record it and say so. */
+  function finish(mine, record, answer) {
     if (mine !== seq) return;
     record.drawn = performance.now();
-    record.frame = frameTiming(win);
     record.tokens = answer.tokens;
     record.report = answer.report;
     runs.push(record);

@@ -613,6 +613,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub queue: usize,
 
+    /// Connections open at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_connections: usize,
+
     /// Seconds one request may take, waiting and running; longer ones get 503.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,

@@ -465,6 +465,94 @@ pub fn write_html_kinds(
     write_report(kinds, open, target, w)
 }
 
+/// What a page already showing a report needs to draw another one in place (the page's
+/// `window.attnviz.load(meta, data)`): the metadata and payload blocks a report of `kinds` would
+/// carry, and `shell`, a digest of everything else that differs between reports (the style with
+/// its font subsets, whether images may load), which the page's policy pins: a page may take the
+/// data in place only when its shell is the same, else it must load the whole report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportData {
+    /// The metadata block's JSON (`<script id="attnviz-meta">`), as text.
+    pub meta: String,
+    /// The payload block's base64 (`<script id="attnviz-data">`).
+    pub data: String,
+    /// Hex digest of the page's policy (script, style and image hashes).
+    pub shell: String,
+}
+
+/// The in-place parts of the report [`write_html_kinds`] writes for the same arguments, and the
+/// shell digest [`html_shell`] gives that report. Validated as [`write_html_kinds`] is.
+pub fn html_kinds_data(
+    kinds: &[(&Attention, &HtmlOptions)],
+    open: usize,
+    target: Option<&str>,
+) -> io::Result<ReportData> {
+    if kinds.is_empty() || open >= kinds.len() {
+        return Err(HtmlError::Empty.into());
+    }
+    let prepared = prepare(kinds, open, target)?;
+    let mut data = Vec::new();
+    prepared.payload.write_base64(&mut data)?;
+    let shell = prepared.shell();
+    Ok(ReportData {
+        meta: prepared.meta_json,
+        data: String::from_utf8(data).map_err(io::Error::other)?,
+        shell,
+    })
+}
+
+/// A report's payload, metadata and style, before they are written.
+struct Prepared<'a> {
+    payload: Payload<'a>,
+    meta: Meta<'a>,
+    meta_json: String,
+    style: String,
+    images: bool,
+}
+
+impl Prepared<'_> {
+    fn csp(&self) -> String {
+        content_security_policy(&self.style, self.images)
+    }
+
+    fn shell(&self) -> String {
+        Sha256::digest(self.csp().as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+fn prepare<'a>(
+    kinds: &[(&'a Attention, &'a HtmlOptions)],
+    open: usize,
+    target: Option<&'a str>,
+) -> io::Result<Prepared<'a>> {
+    for (att, opts) in kinds {
+        check(att, opts)?;
+    }
+    let several = kinds.len() > 1;
+    let mut all_sections = Vec::new();
+    for (att, opts) in kinds {
+        all_sections.extend(sections(att, opts, &section_suffix(att, several)));
+    }
+    let payload = Payload::new(all_sections, kinds[open].1.compress);
+    let meta = Meta::new(kinds, open, target, &payload);
+    let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
+    let style = format!(
+        "{CSS}{}",
+        font_css(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?
+    );
+    let images = kinds.iter().any(|(a, _)| a.image.is_some());
+    Ok(Prepared {
+        payload,
+        meta,
+        meta_json,
+        style,
+        images,
+    })
+}
+
 /// [`write_html_kinds`] into `path`, atomically (`-` means standard output).
 pub fn write_html_kinds_file(
     kinds: &[(&Attention, &HtmlOptions)],
@@ -481,35 +569,18 @@ fn write_report(
     target: Option<&str>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    for (att, opts) in kinds {
-        check(att, opts)?;
-    }
-    let several = kinds.len() > 1;
-    let mut all_sections = Vec::new();
-    for (att, opts) in kinds {
-        all_sections.extend(sections(att, opts, &section_suffix(att, several)));
-    }
-    let payload = Payload::new(all_sections, kinds[open].1.compress);
-    let meta = Meta::new(kinds, open, target, &payload);
-    let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
-    let style = format!(
-        "{CSS}{}",
-        font_css(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?
-    );
+    let p = prepare(kinds, open, target)?;
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
-            Piece::Slot(Slot::Csp) => {
-                let images = kinds.iter().any(|(a, _)| a.image.is_some());
-                w.write_all(content_security_policy(&style, images).as_bytes())?
-            }
-            Piece::Slot(Slot::Title) => w.write_all(escape_html(&meta.title).as_bytes())?,
-            Piece::Slot(Slot::Css) => w.write_all(style.as_bytes())?,
+            Piece::Slot(Slot::Csp) => w.write_all(p.csp().as_bytes())?,
+            Piece::Slot(Slot::Title) => w.write_all(escape_html(&p.meta.title).as_bytes())?,
+            Piece::Slot(Slot::Css) => w.write_all(p.style.as_bytes())?,
             Piece::Slot(Slot::Js) => w.write_all(script().as_bytes())?,
             Piece::Slot(Slot::Meta) => {
-                w.write_all(escape_json_for_script(&meta_json).as_bytes())?
+                w.write_all(escape_json_for_script(&p.meta_json).as_bytes())?
             }
-            Piece::Slot(Slot::Data) => payload.write_base64(w)?,
+            Piece::Slot(Slot::Data) => p.payload.write_base64(w)?,
         }
     }
     w.flush()

@@ -121,6 +121,9 @@ function frame(page) {
       view: a.drawn.view,
       seq: a.drawn.seq,
       layer: a.state.layer,
+      head: a.state.head,
+      // Set on the frame's window after the first run: still there when nothing reloaded it.
+      marker: document.getElementById('report').contentWindow.attnvizMarker,
       // The head view's query column, as drawn.
       column: [...document.getElementById('report').contentDocument.querySelectorAll('#hv-left .tok')]
         .map((t) => t.textContent),
@@ -161,13 +164,28 @@ for (const [name, driver] of Object.entries(drivers)) {
     assert.ok(first.tokens.includes('cat') && !first.tokens.includes('mat'), first.tokens.join(' '));
     assert.ok(first.column.some((c) => c.includes('cat')), first.column.join(' '));
 
-    // Another view, then more text: the new report opens on that view, with the new words.
-    await page.evaluate(() => document.getElementById('report').contentDocument.getElementById('tab-matrix').click());
+    // Another view, layer and head, then more text: the booted report draws the new run in
+    // place (the same window: the marker set on it survives), on that view, layer and head.
+    const lastHead = await page.evaluate(() => {
+      const win = document.getElementById('report').contentWindow;
+      win.attnvizMarker = 'kept';
+      win.document.getElementById('tab-matrix').click();
+      // Neither the layer nor the head a new report opens on (the last layer, head 0).
+      win.attnviz.set({ layer: 0, head: win.attnviz.meta.model.heads - 1 });
+      return win.attnviz.meta.model.heads - 1;
+    });
     await b.wait(page, () => new URLSearchParams(location.search).get('view') === 'matrix');
+    const firstSrc = await page.$eval('#report', (f) => f.src);
     await page.type('#text', CASE.text.slice(half.length));
     await drawnCurrent(b, page);
     const second = await frame(page);
     assert.equal(second.view, 'matrix', 'the view is kept while typing');
+    assert.equal(second.marker, 'kept', 'the frame was not reloaded');
+    assert.equal(await page.$eval('#report', (f) => f.src), firstSrc, 'the frame still shows its first document');
+    assert.ok(lastHead > 0, 'the model has more than one head');
+    assert.deepEqual([second.layer, second.head], [0, lastHead], 'layer and head are kept');
+    const inPlace = await page.evaluate(() => window.attnvizServe.runs.slice(1).map((r) => Boolean(r.inPlace)));
+    assert.ok(inPlace.length >= 1 && inPlace.every(Boolean), 'every run after the first is drawn in place: ' + inPlace);
     assert.ok(second.tokens.includes('mat'), second.tokens.join(' '));
     assert.notDeepEqual(second.tokens, first.tokens);
     const runs = await page.evaluate(() => window.attnvizServe.runs.map((r) => r.text));
@@ -227,6 +245,16 @@ for (const [name, driver] of Object.entries(drivers)) {
     const compared = await savedBytes(page);
     const wanted = readFileSync(CASE.compare_expected);
     assert.ok(compared.equals(wanted), `saved ${compared.length} bytes, diff --html wrote ${wanted.length}`);
+    // Saved under a name that says what was compared (the link's and the server's name agree).
+    const slug = (t) => t.split(/[^A-Za-z0-9]+/).filter(Boolean).reduce((out, w) =>
+      (out.done || out.s.length + w.length > 24 ? { s: out.s, done: true } : { s: out.s ? out.s + '-' + w.toLowerCase() : w.toLowerCase() }), { s: '' }).s;
+    const compareName = `attnviz-compare-${slug(CASE.text)}-vs-${slug(CASE.text_b)}.html`;
+    assert.equal(await page.$eval('#save', (a) => a.download), compareName);
+    if (name === 'chromium') {
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click('#save')]);
+      assert.equal(download.suggestedFilename(), compareName);
+      assert.ok(readFileSync(await download.path()).equals(wanted), 'the downloaded comparison is diff --html\'s');
+    }
 
     // The compare link opens the same comparison.
     const third = await b.page();

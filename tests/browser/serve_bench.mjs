@@ -1,6 +1,8 @@
 // Keystroke to drawn view in `attnviz serve`, measured in headless Chromium: the page's own
 // record (window.attnvizServe.runs, performance.now() of the page) from the input event of one
-// typed key to the report frame's next paint after it has drawn the view. Called by
+// typed key to the report frame's next paint after it has drawn the view. After the first run
+// the booted report draws each new run's data in place (window.attnviz.load); `in_place` says
+// whether a round was drawn so (the frame's parts are then null: no document was loaded). Called by
 // `cargo bench --bench serve` with a JSON job as argument:
 //   { url, model, text, rounds, warmup }
 // It types the text's last character into the text box holding the rest, `warmup + rounds`
@@ -42,6 +44,7 @@ for (let i = 0; i < job.warmup + job.rounds; i++) {
   if (i >= job.warmup) {
     rows.push({
       tokens: r.tokens,
+      in_place: Boolean(r.inPlace),
       keystroke_to_drawn: r.drawn - r.input,
       keystroke_to_answer: r.answered - r.input,
       page_draw: r.drawn - r.answered,
@@ -52,6 +55,8 @@ for (let i = 0; i < job.warmup + job.rounds; i++) {
       frame_load: r.frame ? r.frame.loaded - r.frame.parsed : null,
       frame_boot_draw: r.frame ? r.drawn - r.frame.loaded : null,
       report_kib: r.frame ? r.frame.bytes / 1024 : null,
+      // The run's metadata and payload as handed to the frame (characters).
+      data_kib: r.dataBytes ? r.dataBytes / 1024 : null,
       server_total: r.server.total,
       library_run: r.server.run,
       library_report: r.server.report,

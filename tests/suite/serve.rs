@@ -541,6 +541,42 @@ fn a_thousand_malformed_requests_each_get_a_4xx_and_the_server_stays_up() {
 }
 
 #[test]
+fn beyond_the_connection_bound_a_client_gets_503_and_the_server_stays_up() {
+    let server = serve(&[&tiny()], &["--max-connections", "4"]);
+    let port = server.port;
+    // Four idle connections take every place (the accept loop takes them in order, so they
+    // hold their places before the fifth is accepted).
+    let idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connects"))
+        .collect();
+    for _ in 0..3 {
+        let (status, body) = request(port, "GET", "/api/health", &[], b"");
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+        let answer: serde_json::Value = serde_json::from_slice(&body).expect("a JSON error");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("too many connections"),
+            "{answer}"
+        );
+    }
+    // The idle ones leave: their places come back (once the server has seen them go).
+    drop(idle);
+    let mut status = 0;
+    for _ in 0..200 {
+        status = request(port, "GET", "/api/health", &[], b"").0;
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(status, 200, "the places of closed connections are freed");
+    let (status, _) = post_run(port, r#"{"text": "the cat sat"}"#);
+    assert_eq!(status, 200);
+}
+
+#[test]
 fn a_client_that_leaves_mid_request_leaves_nothing_behind() {
     let server = serve(&[&tiny()], &[]);
     let port = server.port;

@@ -42,24 +42,47 @@ const APP_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
     connect-src 'self'; frame-src 'self'; img-src 'self' data:; base-uri 'none'; \
     form-action 'none'; frame-ancestors 'none'";
 
-/// Reports by id, the newest last; memory only.
+/// What the server keeps of a run or a comparison, for the frame's first load and "Save report":
+/// a run as the library gave it (its report is written only when asked for), a comparison as
+/// its page; with the name a download gets.
+pub enum Kept {
+    /// A run's attention and its About panel's settings.
+    Run {
+        set: AttentionSet,
+        settings: Vec<(String, String)>,
+    },
+    /// A comparison page, written.
+    Page { html: Vec<u8>, filename: String },
+}
+
+impl Kept {
+    /// The name "Save report" gives the file.
+    fn filename(&self) -> &str {
+        match self {
+            Kept::Run { .. } => "attnviz-report.html",
+            Kept::Page { filename, .. } => filename,
+        }
+    }
+}
+
+/// Kept runs and pages by id, the newest last; memory only.
 #[derive(Default)]
-pub struct Reports(Mutex<VecDeque<(String, Arc<Vec<u8>>)>>);
+pub struct Reports(Mutex<VecDeque<(String, Arc<Kept>)>>);
 
 impl Reports {
-    fn put(&self, html: Vec<u8>) -> Option<String> {
+    fn put(&self, kept: Kept) -> Option<String> {
         let id = guard::new_token().ok()?;
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.len() >= KEPT_REPORTS {
-            kept.pop_front();
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if all.len() >= KEPT_REPORTS {
+            all.pop_front();
         }
-        kept.push_back((id.clone(), Arc::new(html)));
+        all.push_back((id.clone(), Arc::new(kept)));
         Some(id)
     }
 
-    fn get(&self, id: &str) -> Option<Arc<Vec<u8>>> {
-        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        kept.iter()
+    fn get(&self, id: &str) -> Option<Arc<Kept>> {
+        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        all.iter()
             .find(|(k, _)| k == id)
             .map(|(_, r)| Arc::clone(r))
     }
@@ -67,6 +90,40 @@ impl Reports {
     fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
+}
+
+/// A file name's part for a text: its first few ASCII words, lower case, joined by `-` (none:
+/// `fallback`).
+fn slug(text: &str, fallback: &str) -> String {
+    let mut out = String::new();
+    for word in text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if out.len() + word.len() > 24 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&word.to_ascii_lowercase());
+    }
+    if out.is_empty() {
+        fallback.to_string()
+    } else {
+        out
+    }
+}
+
+/// The file name of a comparison: `attnviz-compare-A-vs-B.html`, each side named by its text,
+/// or by its model when the texts are the same.
+fn compare_filename(a: (&str, &str), b: (&str, &str)) -> String {
+    let (sa, sb) = if a.0 == b.0 {
+        (slug(a.1, "a"), slug(b.1, "b"))
+    } else {
+        (slug(a.0, "a"), slug(b.0, "b"))
+    };
+    format!("attnviz-compare-{sa}-vs-{sb}.html")
 }
 
 /// The app's routes, behind the guard.
@@ -397,24 +454,32 @@ async fn run(
     let index = prepared.0;
     let made = execute(&state, prepared, move |job, run, ran| {
         let started = Instant::now();
-        let html =
-            report::report_html(&run.set, &settings_of(job, index)).map_err(RunFailure::Report)?;
+        let settings = settings_of(job, index);
+        let data = report::report_data(&run.set, &settings).map_err(RunFailure::Report)?;
         let drew = started.elapsed();
+        let n = run.set.primary().len();
         let id = job
             .reports
-            .put(html)
+            .put(Kept::Run {
+                set: run.set,
+                settings,
+            })
             .ok_or(RunFailure::Report("no random id".into()))?;
-        Ok((id, run.set.primary().len(), run.generated_text, ran, drew))
+        Ok((id, n, run.generated_text, data, ran, drew))
     })
     .await;
     // The time bound is the gate's, around the whole request.
     match made {
         Err((status, message)) => error(status, &message),
-        Ok((id, n, generated, ran, drew)) => {
+        Ok((id, n, generated, data, ran, drew)) => {
             let response = Json(serde_json::json!({
                 "report": format!("/report/{id}"),
+                "filename": "attnviz-report.html",
                 "tokens": n,
                 "generated": generated,
+                "shell": data.shell,
+                "meta": data.meta,
+                "data": data.data,
             }))
             .into_response();
             with_timing(response, &[("run", ran), ("report", drew)])
@@ -465,6 +530,16 @@ async fn compare_runs(
         words: body.words,
         shared_only: body.shared,
     };
+    let filename = compare_filename(
+        (
+            &body.a.text,
+            state.models.get(body.a.model).map_or("", |m| &m.name),
+        ),
+        (
+            &body.b.text,
+            state.models.get(body.b.model).map_or("", |m| &m.name),
+        ),
+    );
     let (a, b) = match (prepare(&state, body.a), prepare(&state, body.b)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err((status, message)), _) | (_, Err((status, message))) => {
@@ -494,7 +569,8 @@ async fn compare_runs(
         )
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let drew = started.elapsed();
-        let id = job.reports.put(html).ok_or((
+        let saved_as = filename.clone();
+        let id = job.reports.put(Kept::Page { html, filename }).ok_or((
             StatusCode::INTERNAL_SERVER_ERROR,
             "no random id".to_string(),
         ))?;
@@ -505,6 +581,7 @@ async fn compare_runs(
         });
         let answer = json!({
             "report": format!("/report/{id}"),
+            "filename": saved_as,
             "level": c.level.as_str(),
             "basis": c.basis.as_str(),
             "layers": c.layers,
@@ -562,14 +639,26 @@ async fn report_page(
     Path(id): Path<String>,
     Query(query): Query<ReportQuery>,
 ) -> Response {
-    let Some(html) = state.reports.get(&id) else {
+    let Some(kept) = state.reports.get(&id) else {
         return error(
             StatusCode::NOT_FOUND,
             "no such report (the server keeps the last 16)",
         );
     };
     let download = query.download.is_some();
-    let mut response = Response::new(Body::from(html.as_ref().clone()));
+    // A run's report is written now, when the frame first loads it or Save asks for it.
+    let page = Arc::clone(&kept);
+    let html = tokio::task::spawn_blocking(move || match page.as_ref() {
+        Kept::Run { set, settings } => report::report_html(set, settings),
+        Kept::Page { html, .. } => Ok(html.clone()),
+    })
+    .await;
+    let html = match html {
+        Ok(Ok(html)) => html,
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the report failed"),
+    };
+    let mut response = Response::new(Body::from(html));
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -581,10 +670,10 @@ async fn report_page(
         HeaderValue::from_static("frame-ancestors 'self'"),
     );
     if download {
-        h.insert(
-            header::CONTENT_DISPOSITION,
-            HeaderValue::from_static("attachment; filename=\"attnviz-report.html\""),
-        );
+        let disposition = format!("attachment; filename=\"{}\"", kept.filename());
+        if let Ok(v) = HeaderValue::from_str(&disposition) {
+            h.insert(header::CONTENT_DISPOSITION, v);
+        }
     }
     response
 }
@@ -665,16 +754,40 @@ mod tests {
     #[test]
     fn reports_are_kept_in_memory_the_newest_sixteen() {
         let reports = Reports::default();
+        let page = |i: usize| Kept::Page {
+            html: vec![i as u8],
+            filename: String::new(),
+        };
         let ids: Vec<String> = (0..KEPT_REPORTS + 2)
-            .map(|i| reports.put(vec![i as u8]).unwrap())
+            .map(|i| reports.put(page(i)).unwrap())
             .collect();
         assert_eq!(reports.len(), KEPT_REPORTS);
         assert!(reports.get(&ids[0]).is_none() && reports.get(&ids[1]).is_none());
-        let last = ids.last().unwrap();
-        assert_eq!(
-            reports.get(last).unwrap().as_slice(),
-            &[(KEPT_REPORTS + 1) as u8]
-        );
+        let last = reports.get(ids.last().unwrap()).unwrap();
+        let Kept::Page { html, .. } = last.as_ref() else {
+            panic!("a page was kept")
+        };
+        assert_eq!(html.as_slice(), &[(KEPT_REPORTS + 1) as u8]);
         assert!(reports.get("../../etc/passwd").is_none());
+    }
+
+    #[test]
+    fn a_comparison_is_saved_under_its_texts_or_models() {
+        assert_eq!(
+            compare_filename(("The cat sat.", "m"), ("The dog sat!", "m")),
+            "attnviz-compare-the-cat-sat-vs-the-dog-sat.html"
+        );
+        assert_eq!(
+            compare_filename(("same", "all-MiniLM-L6-v2"), ("same", "SmolLM2 135M")),
+            "attnviz-compare-all-minilm-l6-v2-vs-smollm2-135m.html"
+        );
+        // Nothing but punctuation or other scripts, and a quote that could end the header's
+        // quoted name: neither reaches the name.
+        assert_eq!(
+            compare_filename(("\"；", "m"), ("猫", "m")),
+            "attnviz-compare-a-vs-b.html"
+        );
+        let long = slug(&"word ".repeat(40), "x");
+        assert!(long.len() <= 24, "{long}");
     }
 }

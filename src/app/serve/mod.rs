@@ -1,8 +1,9 @@
 //! `attnviz serve`: a live local web app over the library's run request. The models are loaded
 //! once; the page (`assets/serve/`) posts each text to `/api/run`, which runs it through
-//! [`attnviz::request::RunRequest`] on a blocking thread and answers JSON naming the report it
-//! made, and the page shows that report (the very bytes `--html` writes, served from memory at
-//! `/report/ID`) in a frame.
+//! [`attnviz::request::RunRequest`] on a blocking thread, keeps the run in memory and answers
+//! JSON with the run's report data; the page loads the first report (the very bytes `--html`
+//! writes, written on demand at `/report/ID`) into a frame and hands each later run's data to
+//! that report, which redraws in place. Save asks for the kept run's report.
 //!
 //! Safe by default: it binds 127.0.0.1; another address needs the random token printed at start
 //! in every URL. Every request's Host and Origin must be the served address ([`guard`]); bodies,
@@ -77,9 +78,10 @@ fn hold_on_stdin() -> Mutex<mpsc::Receiver<()>> {
 
 /// Load the models, listen, and serve until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<(), Error> {
-    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 {
+    if args.max_tokens == 0 || args.queue > 1024 || args.timeout == 0 || args.max_connections == 0 {
         return Err(Error::Usage(
-            "--max-tokens and --timeout must be at least 1, --queue at most 1024".into(),
+            "--max-tokens, --timeout and --max-connections must be at least 1, --queue at most 1024"
+                .into(),
         ));
     }
     attnviz::threads::configure(args.threads);
@@ -165,7 +167,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        conn::serve(listener, api::router(state), shutdown).await;
+        conn::serve(listener, api::router(state), args.max_connections, shutdown).await;
         let _ = writeln!(std::io::stderr(), "attnviz serve: stopped");
         Ok(())
     })

@@ -8,12 +8,36 @@ use std::borrow::Cow;
 use attnviz::analysis::{self, ViewOptions};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::render::html::{
-    alignment_statistics, report_analysis, statistics_unit, write_html_kinds, HtmlOptions,
-    PrecisionChoice,
+    alignment_statistics, html_kinds_data, report_analysis, statistics_unit, write_html_kinds,
+    HtmlOptions, PrecisionChoice, ReportData,
 };
 
 /// The report of `set` (a run's token-level attention), with `settings` in its About panel.
 pub fn report_html(set: &AttentionSet, settings: &[(String, String)]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    with_kinds(set, settings, true, |kinds, open, target| {
+        write_html_kinds(kinds, open, target, &mut out)
+    })?;
+    Ok(out)
+}
+
+/// What a frame already showing a report of the same shell needs to draw this one in place:
+/// [`report_html`]'s metadata and payload, the payload not compressed (it travels on loopback,
+/// and gzip is most of the server's own time on a longer input).
+pub fn report_data(
+    set: &AttentionSet,
+    settings: &[(String, String)],
+) -> Result<ReportData, String> {
+    with_kinds(set, settings, false, html_kinds_data)
+}
+
+/// `f` on the kinds of `set` with the command line's default options, opening as it does.
+fn with_kinds<T>(
+    set: &AttentionSet,
+    settings: &[(String, String)],
+    compress: bool,
+    f: impl FnOnce(&[(&Attention, &HtmlOptions)], usize, Option<&str>) -> std::io::Result<T>,
+) -> Result<T, String> {
     let view = ViewOptions::default();
     let shown = analysis::view_set(set, view).map_err(|e| e.to_string())?;
     let open_kind = set
@@ -29,12 +53,13 @@ pub fn report_html(set: &AttentionSet, settings: &[(String, String)]) -> Result<
     let options: Vec<HtmlOptions> = set
         .iter()
         .zip(shown.iter())
-        .map(|(att, view_att)| options(att, view_att, view, settings.to_vec()))
+        .map(|(att, view_att)| HtmlOptions {
+            compress,
+            ..options(att, view_att, view, settings.to_vec())
+        })
         .collect();
     let kinds: Vec<(&Attention, &HtmlOptions)> = set.iter().zip(&options).collect();
-    let mut out = Vec::new();
-    write_html_kinds(&kinds, open, set.target(), &mut out).map_err(|e| e.to_string())?;
-    Ok(out)
+    f(&kinds, open, set.target()).map_err(|e| e.to_string())
 }
 
 /// One kind's options, as the command line's defaults give them.

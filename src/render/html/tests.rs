@@ -821,3 +821,45 @@ fn image_view_falls_back_to_the_head_view_without_a_picture_and_checks_the_query
     assert!(err.to_string().contains("query token 7"), "{err}");
     assert!(out.is_empty());
 }
+
+#[test]
+fn the_in_place_data_is_the_blocks_the_report_carries_and_its_policy_is_the_shell() {
+    let source = ["<s>", "ĠThe", "Ġcat", "Ġsat", "</s>"];
+    let target = ["</s>", "<s>", "ĠDie", "ĠKatze", "</s>"];
+    let set = crate::attention::tests::encoder_decoder(&source, &target, 2, 3, 2, target.len());
+    let opts: Vec<HtmlOptions> = set.iter().map(|_| HtmlOptions::default()).collect();
+    let kinds: Vec<(&Attention, &HtmlOptions)> = set.iter().zip(&opts).collect();
+    let mut out = Vec::new();
+    write_html_kinds(&kinds, 1, set.target(), &mut out).unwrap();
+    let html = String::from_utf8(out).unwrap();
+    let data = html_kinds_data(&kinds, 1, set.target()).unwrap();
+    // The page reads both blocks as text: the same JSON and the same base64.
+    let block: serde_json::Value = meta_of(&html);
+    let given: serde_json::Value = serde_json::from_str(&data.meta).unwrap();
+    assert_eq!(given, block);
+    assert_eq!(data.data, script_block(&html, "attnviz-data"));
+    // The shell is the digest of the page's policy, as written in its markup.
+    let open = "http-equiv=\"Content-Security-Policy\" content=\"";
+    let start = html.find(open).unwrap() + open.len();
+    let csp = &html[start..start + html[start..].find('"').unwrap()];
+    let hex: String = Sha256::digest(csp.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(data.shell, hex);
+    // Another text of the same characters has the same shell; one that needs a font does not.
+    let other = crate::attention::tests::encoder_decoder(&source[..4], &target, 2, 3, 2, 5);
+    let other_opts: Vec<HtmlOptions> = other.iter().map(|_| HtmlOptions::default()).collect();
+    let other_kinds: Vec<(&Attention, &HtmlOptions)> = other.iter().zip(&other_opts).collect();
+    let same = html_kinds_data(&other_kinds, 1, other.target()).unwrap();
+    assert_eq!(same.shell, data.shell);
+    assert_ne!(same.data, data.data);
+    let korean = ["<s>", "Ġ고양이", "</s>"];
+    let far = crate::attention::tests::encoder_decoder(&korean, &target, 2, 3, 2, 5);
+    let far_opts: Vec<HtmlOptions> = far.iter().map(|_| HtmlOptions::default()).collect();
+    let far_kinds: Vec<(&Attention, &HtmlOptions)> = far.iter().zip(&far_opts).collect();
+    assert_ne!(
+        html_kinds_data(&far_kinds, 1, far.target()).unwrap().shell,
+        data.shell
+    );
+}
