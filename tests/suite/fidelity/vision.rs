@@ -36,6 +36,9 @@ struct Case {
     attention: TensorRef,
     /// Each layer's output norm per token, `[layers, n]`.
     norms: TensorRef,
+    /// SigLIP's attention-pooling head, `[heads, n]`.
+    #[serde(default)]
+    pooling: Option<TensorRef>,
 }
 
 fn values(tensors: &HashMap<String, candle_core::Tensor>, what: &TensorRef) -> Vec<f32> {
@@ -152,7 +155,41 @@ fn check_family(name: &str, specials: &[Cell]) {
             "{}: attention differs by {da}",
             case.image
         );
+        // The pooling head, one more attention: every head's probe row.
+        assert_eq!(
+            image.pooling.is_some(),
+            case.pooling.is_some(),
+            "{}",
+            case.image
+        );
+        if let (Some(pooling), Some(want)) = (&image.pooling, &case.pooling) {
+            assert_eq!(pooling.label, "attention-pooling head");
+            assert_eq!(pooling.heads, m.heads);
+            let want = values(&tensors, want);
+            let dq = max_diff(&pooling.weights.concat(), &want);
+            eprintln!(
+                "[tiny-{name}] {}: pooling head max |Δ| {dq:.2e}",
+                case.image
+            );
+            assert!(
+                dq <= ATTENTION_TOL,
+                "{}: the pooling head differs by {dq}",
+                case.image
+            );
+        }
     }
+}
+
+#[test]
+fn tiny_siglip_vision_with_its_pooling_head_matches_hf() {
+    check_family("siglip", &[]);
+}
+
+/// A whole `SiglipModel` read for its vision tower, at 48×48 from positions trained on 4×4
+/// (interpolated, plain bicubic), with bilinear resizing.
+#[test]
+fn tiny_full_siglip_model_with_interpolated_positions_matches_hf() {
+    check_family("siglip-full", &[]);
 }
 
 #[test]
