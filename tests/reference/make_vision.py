@@ -160,10 +160,6 @@ FAMILIES = {
 FAMILIES["dinov2-registers"] = (
     Dinov2WithRegistersConfig,
     Dinov2WithRegistersModel,
-    SiglipConfig,
-    SiglipModel,
-    SiglipVisionConfig,
-    SiglipVisionModel,
     dict(image_size=48, patch_size=8, num_register_tokens=4),
     CLIPImageProcessorPil,
     dict(size={"shortest_edge": 40}, crop_size={"height": 32, "width": 32}, do_center_crop=True, resample=3,

@@ -340,7 +340,6 @@ fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f3
 
 /// One overlay (`row` by token) with the special tokens' panel and the colour bar beside it.
 fn single_overlay(
-    att: &Attention,
     image: &ImageInput,
     row: &[f32],
     token: Option<usize>,
@@ -348,7 +347,6 @@ fn single_overlay(
     query: &str,
     rollout: bool,
 ) -> (Vec<u8>, usize, usize) {
-    let _ = att;
     let (px, w, h) = overlay(image, row, 448, token);
     let panel = 170;
     let top = 34;
@@ -456,7 +454,6 @@ pub fn render_rgb(
             }
             PictureSpec::Head { head, .. } => {
                 return Ok(single_overlay(
-                    att,
                     image,
                     &pooling_row(pooling, *head),
                     None,
@@ -525,7 +522,6 @@ pub fn render_rgb(
             };
             let row = row_by_token(att, &row, image);
             Ok(single_overlay(
-                att,
                 image,
                 &row,
                 Some(token),
