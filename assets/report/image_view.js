@@ -37,7 +37,8 @@ if (IMAGE) {
   Object.assign(state, {
     imageQuery: Number.isInteger(asked) && asked >= 0 && asked < N ? asked : cls >= 0 ? cls : Math.max(0, centre),
     imageHover: null,
-    imageSource: 'head',
+    // A model without a class token that has an attention-pooling head (SigLIP) opens on it.
+    imageSource: IMAGE.pooling && cls < 0 && !Number.isInteger(asked) ? 'pool' : 'head',
     imageOpacity: 1,
   });
 } else if (state.view === 'image') {
@@ -85,7 +86,12 @@ function greyPicture(w, h) {
  *  matrix (its id), as the shown weights (renormalised when special tokens are hidden). */
 function imageRow(l, h, q, source) {
   const row = new Float64Array(N);
-  if (source === 'head') {
+  if (source === 'pool' || source === 'pool-mean') {
+    // The pooling head's probe is no token: its row does not depend on q or l.
+    const p = IMAGE.pooling;
+    const heads = source === 'pool' ? [Math.min(h, p.heads - 1)] : [...Array(p.heads).keys()];
+    for (const hh of heads) for (let k = 0; k < N; k++) row[k] += (p.weights[hh][k] || 0) / heads.length;
+  } else if (source === 'head') {
     for (let k = 0; k < N; k++) row[k] = weight(l, h, q, k);
   } else if (source === 'mean') {
     for (let hh = 0; hh < H; hh++) for (let k = 0; k < N; k++) row[k] += weight(l, hh, q, k) / H;
@@ -195,6 +201,8 @@ function imageQueryNow() { return state.imageHover !== null ? state.imageHover :
 
 /** How the view names where the colours come from. */
 function imageSourceName(source, l, h) {
+  if (source === 'pool') return 'attention-pooling head (after the last layer), head ' + Math.min(h, IMAGE.pooling.heads - 1);
+  if (source === 'pool-mean') return 'attention-pooling head (after the last layer), mean over ' + IMAGE.pooling.heads + ' heads';
   if (source === 'head') return 'layer ' + layerName(l) + ', head ' + h;
   if (source === 'mean') return 'layer ' + layerName(l) + ', mean over ' + H + ' heads';
   const m = (analysis.matrices || []).find((x) => x.id === source);
@@ -215,6 +223,10 @@ function setupImageView() {
   const src = $('image-source');
   src.append(el('option', { value: 'head', text: 'one head (choose above)' }));
   src.append(el('option', { value: 'mean', text: 'mean over heads' }));
+  if (IMAGE.pooling) {
+    src.append(el('option', { value: 'pool', text: 'attention-pooling head (choose the head above)' }));
+    src.append(el('option', { value: 'pool-mean', text: 'attention-pooling head, mean over heads' }));
+  }
   for (const m of analysis.matrices || []) src.append(el('option', { value: m.id, text: m.label }));
   src.addEventListener('change', () => set({ imageSource: src.value }));
   const op = $('image-opacity');
@@ -287,8 +299,9 @@ function renderImage() {
   const hh = iw >= ih ? Math.round((side * ih) / iw) : side;
   const row = imageRow(l, h, q, source);
   const { grid, max } = onGrid(row);
-  const blend = drawOverlay($('image-canvas'), w, hh, grid, max, q);
-  $('image-caption').textContent = 'Query ' + cellName(q) + (state.imageHover !== null ? ' (pointed at)' : '') +
+  const pooled = source === 'pool' || source === 'pool-mean';
+  const blend = drawOverlay($('image-canvas'), w, hh, grid, max, pooled ? -1 : q);
+  $('image-caption').textContent = (pooled ? 'Query: the probe' : 'Query ' + cellName(q) + (state.imageHover !== null ? ' (pointed at)' : '')) +
     ' · ' + imageSourceName(source, l, h) + ' · colour: its attention to each patch (key), 0 to the largest patch weight';
   $('image-min').textContent = '0';
   $('image-max').textContent = scaleNumber(max);

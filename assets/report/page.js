@@ -180,7 +180,7 @@ function syncControls() {
   });
   for (const v of VIEWS) $('view-' + v).hidden = v !== state.view;
   const v = state.view;
-  $('head-control').hidden = !(v === 'matrix' || v === 'neuron' || (v === 'image' && state.imageSource === 'head'));
+  $('head-control').hidden = !(v === 'matrix' || v === 'neuron' || (v === 'image' && (state.imageSource === 'head' || state.imageSource === 'pool')));
   $('threshold-control').hidden = !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));

@@ -132,7 +132,9 @@ class Report:
         """A vision model's picture (``run(image=...)``): ``grid`` ``[rows, cols]``, ``patch``,
         ``original`` and ``input`` ``[width, height]``, ``preprocessing``, ``cells`` (what each
         token is: class, distillation, register or the patch at row/col) and ``norms``
-        (``[layers][tokens]``, each token's output norm); ``None`` for text."""
+        (``[layers][tokens]``, each token's output norm), and for SigLIP ``pooling``: its
+        attention-pooling head (``label``, ``query`` ``"probe"``, ``heads``, ``weights``
+        ``[heads][tokens]``); ``None`` for text."""
         text = self._native.image_json
         return None if text is None else _json.loads(text)
 

@@ -57,8 +57,9 @@ pub struct Args {
     pub image: Option<PathBuf>,
 
     /// With --image: the query whose attention the terminal view and figures draw, as the
-    /// patch's ROW,COL on the grid (from 0); default: the class token.
-    #[arg(help_heading = "Input", long, value_name = "ROW,COL")]
+    /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
+    /// (SigLIP); default: the class token, or the pooling head on a model without one.
+    #[arg(help_heading = "Input", long, value_name = "ROW,COL|pool")]
     pub query: Option<String>,
 
     /// With --image and `--figure rollout`: how each layer's heads are fused before rolling

@@ -78,6 +78,10 @@ pub(super) fn write_outputs(
     {
         attnviz::render::image::picture::query_unit(token_att, plan.query)?;
     }
+    // --query pool on a model without an attention-pooling head, likewise.
+    if token_att.image.is_some() {
+        attnviz::render::image::picture::pooling_of(token_att, plan.query)?;
+    }
 
     // The view every output shows (word level and/or special tokens excluded), and the analyses
     // the requested outputs need, each computed once per kind.

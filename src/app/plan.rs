@@ -499,10 +499,13 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
             });
             match parsed {
                 Some((r, c)) => attnviz::render::image::picture::Query::Patch(r, c),
+                None if q.trim().eq_ignore_ascii_case("pool") => {
+                    attnviz::render::image::picture::Query::Pool
+                }
                 None => {
                     return Err(format!(
-                        "--query {q:?} is not ROW,COL (two numbers from 0, like --query 3,5)"
-                    ))
+                    "--query {q:?} is not ROW,COL (two numbers from 0, like --query 3,5) or pool"
+                ))
                 }
             }
         }

@@ -73,6 +73,55 @@ pub struct Preprocessing {
     pub positions_from: Option<[usize; 2]>,
 }
 
+/// An attention-pooling head's attention: one learned query (the probe) over the model's
+/// tokens, per head (SigLIP's `SiglipMultiheadAttentionPoolingHead`, `nn.MultiheadAttention`
+/// over the last hidden state, after the last layer and `post_layernorm`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Pooling {
+    /// What it is, for every view: `attention-pooling head`.
+    pub label: &'static str,
+    /// Its query: `probe`, a learned vector, not one of the model's tokens.
+    pub query: &'static str,
+    /// Heads.
+    pub heads: usize,
+    /// `weights[head][token]`: each head's attention over the model's tokens (in `cells`' order),
+    /// each row summing to 1.
+    pub weights: Vec<Vec<f32>>,
+}
+
+impl Pooling {
+    /// The label every view shows the pooling head by.
+    pub const LABEL: &'static str = "attention-pooling head";
+
+    /// From `[heads, n]` weights.
+    pub fn new(weights: &[f32], heads: usize) -> Pooling {
+        let n = weights.len() / heads.max(1);
+        Pooling {
+            label: Pooling::LABEL,
+            query: "probe",
+            heads,
+            weights: weights.chunks(n.max(1)).map(<[f32]>::to_vec).collect(),
+        }
+    }
+
+    /// One head's row, or the mean over the heads.
+    pub fn row(&self, head: crate::attention::HeadSel) -> Option<Vec<f32>> {
+        match head {
+            crate::attention::HeadSel::Index(h) => self.weights.get(h).cloned(),
+            crate::attention::HeadSel::Mean => {
+                let n = self.weights.first()?.len();
+                let mut out = vec![0f32; n];
+                for w in &self.weights {
+                    for (o, v) in out.iter_mut().zip(w) {
+                        *o += v / self.heads as f32;
+                    }
+                }
+                Some(out)
+            }
+        }
+    }
+}
+
 /// The image a vision model's attention was computed over.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ImageInput {
@@ -96,6 +145,10 @@ pub struct ImageInput {
     /// Empty when not computed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub norms: Vec<Vec<f32>>,
+    /// The attention of the model's pooling head (SigLIP's probe query over the last hidden
+    /// state), when it has one: one more attention beside the layers' self-attention.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<Pooling>,
     /// The pixels the model saw before rescaling and normalising: `input` RGB, row-major, for
     /// drawing on.
     #[serde(skip)]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
-use crate::attention::image::{Cell, ImageInput};
+use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, ModelInfo, Role, Units};
 use crate::pixels::{self, ImageProcessor, Rgb};
 
@@ -87,6 +87,9 @@ impl Model {
             &mut capture,
             &mut all_norms,
         );
+        let pooling = vision
+            .pooling(&hidden)
+            .map(|w| Pooling::new(&w, arch.heads));
         // The captured layers' token norms, as the attention's layers.
         let norms = layers
             .iter()
@@ -148,6 +151,7 @@ impl Model {
             preprocessing: steps,
             cells,
             norms,
+            pooling,
             view: prepared.view,
         };
         let query_key =

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny random vision checkpoints (ViT, DeiT, DINOv2, CLIP's vision tower) and Hugging Face
+"""Tiny random vision checkpoints (ViT, DeiT, DINOv2, the vision towers of CLIP and SigLIP) and Hugging Face
 transformers' reference outputs for them: the preprocessed pixels of each test image (the PIL
 image processors, `*ImageProcessorPil`) and every layer's and head's attention (eager, float32).
 
@@ -11,7 +11,9 @@ Writes tests/fixtures/tiny-<name>/ (config.json, model.safetensors, preprocessor
 tests/fixtures/images/*.png|jpg (synthetic images drawn from a fixed seed) and
 tests/reference/tiny-<name>.{json,safetensors}. Each case records the image, the pixel values
 transformers' processor made from it (`pixels`, [3, H, W]) and the attention from those pixels
-(`attention`, [layers, heads, n, n]). `resize_effect` states how far the attention moves when
+(`attention`, [layers, heads, n, n]); for SigLIP also its attention-pooling head's
+(`pooling`, [heads, n]: the probe's nn.MultiheadAttention weights over the last hidden state,
+per head). `resize_effect` states how far the attention moves when
 the same image is resized with torch's plain (non-antialiased) bilinear in place of PIL's: what a
 resize that does not match PIL costs.
 """
@@ -38,11 +40,16 @@ from transformers import (
     Dinov2Model,
     Dinov2WithRegistersConfig,
     Dinov2WithRegistersModel,
+    SiglipConfig,
+    SiglipModel,
+    SiglipVisionConfig,
+    SiglipVisionModel,
     ViTConfig,
     ViTForImageClassification,
     ViTModel,
 )
 from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -169,6 +176,37 @@ FAMILIES["clip-full"] = (
          image_mean=[0.48145466, 0.4578275, 0.40821073], image_std=[0.26862954, 0.26130258, 0.27577711]),
 )
 
+# SigLIP's vision tower (no class token, GELU-tanh, post_layernorm, the attention-pooling head),
+# at the model's own size: 32×32, bicubic, mean and std 0.5, no crop.
+FAMILIES["siglip"] = (
+    SiglipVisionConfig,
+    SiglipVisionModel,
+    dict(image_size=32, patch_size=8),
+    SiglipImageProcessorPil,
+    dict(size={"height": 32, "width": 32}, resample=3, image_mean=[0.5] * 3, image_std=[0.5] * 3),
+)
+# A whole SiglipModel (model_type "siglip", the vision settings in vision_config; attnviz reads
+# its vision tower, the reference runs model.vision_model) whose processor makes 48×48 with
+# bilinear: a 6×6 grid from positions trained on 4×4, interpolated (plain bicubic).
+FAMILIES["siglip-full"] = (
+    SiglipConfig,
+    SiglipModel,
+    dict(image_size=32, patch_size=8),
+    SiglipImageProcessorPil,
+    dict(size={"height": 48, "width": 48}, resample=2, image_mean=[0.5] * 3, image_std=[0.5] * 3),
+)
+
+
+def pooling_attention(runner, pixels: torch.Tensor, interpolate: bool) -> torch.Tensor:
+    """SigLIP's attention-pooling head: the probe's attention over the last hidden state (after
+    post_layernorm), per head, as torch's nn.MultiheadAttention computes it, [heads, n]."""
+    with torch.no_grad():
+        last = runner(pixel_values=pixels, interpolate_pos_encoding=interpolate).last_hidden_state
+        head = runner.head
+        probe = head.probe.repeat(last.shape[0], 1, 1)
+        _, weights = head.attention(probe, last, last, need_weights=True, average_attn_weights=False)
+    return weights[0, :, 0]
+
 
 def run(model, pixels: torch.Tensor, interpolate: bool, norms: bool = False):
     kwargs = dict(output_attentions=True, output_hidden_states=norms)
@@ -188,7 +226,11 @@ def run(model, pixels: torch.Tensor, interpolate: bool, norms: bool = False):
 def make(name: str, images: dict[str, Path], seed: int) -> None:
     setup_determinism(seed)
     config_cls, model_cls, extra, proc_cls, proc_kw = FAMILIES[name]
-    if config_cls is CLIPConfig:
+    if config_cls is SiglipConfig:
+        text = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99,
+                    bos_token_id=None, eos_token_id=None, pad_token_id=1)
+        config = SiglipConfig(text_config=text, vision_config=dict(**TINY, **extra), attn_implementation="eager")
+    elif config_cls is CLIPConfig:
         text = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=99)
         config = CLIPConfig(text_config=text, vision_config=dict(**TINY, **extra), projection_dim=16,
                             attn_implementation="eager")
@@ -219,7 +261,8 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
         config.save_pretrained(bin_dir)
         processor.save_pretrained(bin_dir)
     size = processor.crop_size if getattr(processor, "do_center_crop", False) else processor.size
-    interpolate = (size["height"], size["width"]) != (config.image_size,) * 2
+    vision_config = config.vision_config if config_cls is SiglipConfig else config
+    interpolate = (size["height"], size["width"]) != (vision_config.image_size,) * 2
 
     store = TensorStore()
     cases = []
@@ -229,7 +272,7 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
         # The processors of ViT and DeiT leave do_convert_rgb unset, which fails on a gray image;
         # attnviz always converts to RGB (the models take 3 channels), as do_convert_rgb does.
         pixels = processor(images=image, return_tensors="pt", do_convert_rgb=True)["pixel_values"]
-        runner = model.vision_model if isinstance(model, CLIPModel) else model
+        runner = model.vision_model if isinstance(model, (CLIPModel, SiglipModel)) else model
         attn, norms = run(runner, pixels, interpolate, norms=True)
         case = dict(
             image=rel(path),
@@ -238,6 +281,8 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
             attention=store.put(f"{image_name}.attention", attn),
             norms=store.put(f"{image_name}.norms", norms),
         )
+        if isinstance(runner, SiglipVisionModel):
+            case["pooling"] = store.put(f"{image_name}.pooling", pooling_attention(runner, pixels, interpolate))
         if image_name == "wide45x37":
             # The same image through torch's plain bilinear/bicubic resize (no antialiasing),
             # then the same crop and normalisation: what a resize that is not PIL's moves.
@@ -266,8 +311,8 @@ def make(name: str, images: dict[str, Path], seed: int) -> None:
         checkpoint=rel(out_dir),
         tensors=f"tiny-{name}.safetensors",
         interpolate_pos_encoding=interpolate,
-        layers=config.num_hidden_layers,
-        heads=config.num_attention_heads,
+        layers=vision_config.num_hidden_layers,
+        heads=vision_config.num_attention_heads,
         cases=cases,
         versions=versions(),
     )

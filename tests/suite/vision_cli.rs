@@ -324,3 +324,130 @@ fn an_unknown_vision_model_type_is_named_not_taken_for_a_missing_tokenizer() {
     assert_clean_failure(&out, "model_type 'swin' is not supported");
     assert!(!stderr(&out).contains("tokenizer"), "{}", stderr(&out));
 }
+
+fn siglip() -> String {
+    repo()
+        .join("tests/fixtures/tiny-siglip")
+        .display()
+        .to_string()
+}
+
+/// SigLIP has no class token: every view opens on its attention-pooling head (the probe's
+/// attention over the patches, one more attention after the last layer), labelled as such;
+/// JSON records it beside the layers, with transformers' weights (make_vision.py).
+#[test]
+fn siglip_views_show_the_attention_pooling_head() {
+    let out = run(&[
+        "-m",
+        &siglip(),
+        "--image",
+        &image("own32.png"),
+        "--head",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("attention-pooling head head 2 · query probe"),
+        "{text}"
+    );
+    assert!(text.contains("no special tokens"), "{text}");
+    let out = run(&[
+        "-m",
+        &siglip(),
+        "--image",
+        &image("own32.png"),
+        "--query",
+        "1,2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("layer 1 mean of heads · query 1,2"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let mut args = vec![
+        "-m".to_string(),
+        siglip(),
+        "--image".into(),
+        image("own32.png"),
+        "--json".into(),
+        json.display().to_string(),
+        "--quiet".into(),
+    ];
+    for f in ["head", "layer", "model"] {
+        args.extend([
+            "--figure".into(),
+            f.into(),
+            "--png".into(),
+            dir.path().join(format!("{f}.png")).display().to_string(),
+        ]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&refs);
+        assert!(out.status.success(), "{f}: {}", stderr(&out));
+        let png = std::fs::read(dir.path().join(format!("{f}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{f}");
+        args.truncate(7);
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pooling = &doc["image"]["pooling"];
+    assert_eq!(pooling["label"], "attention-pooling head");
+    assert_eq!(pooling["query"], "probe");
+    assert_eq!(pooling["heads"], 4);
+    let got: Vec<f32> = pooling["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+        })
+        .collect();
+    let reference = candle_core::safetensors::load(
+        repo().join("tests/reference/tiny-siglip.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let want: Vec<f32> = reference["own32.pooling"]
+        .flatten_all()
+        .and_then(|t| t.to_vec1())
+        .unwrap();
+    assert_eq!(got.len(), want.len());
+    let d = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    // JSON keeps the weights at the export's precision.
+    assert!(d <= 1e-4, "the pooling head in JSON differs by {d}");
+}
+
+#[test]
+fn the_pooling_head_is_refused_where_there_is_none_and_for_rollout() {
+    let out = run(&[
+        "-m",
+        &deit(),
+        "--image",
+        &image("own32.png"),
+        "--query",
+        "pool",
+    ]);
+    assert_clean_failure(&out, "no attention-pooling head");
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("r.png");
+    let out = run(&[
+        "-m",
+        &siglip(),
+        "--image",
+        &image("own32.png"),
+        "--figure",
+        "rollout",
+        "--png",
+        &png.display().to_string(),
+        "--quiet",
+    ]);
+    assert_clean_failure(&out, "pooling head's probe is no token");
+    assert!(!png.exists());
+}

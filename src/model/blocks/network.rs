@@ -150,6 +150,13 @@ pub trait Vision: Sync {
         capture: &mut SequenceCapture,
         norms: &mut Vec<Vec<f32>>,
     ) -> Vec<f32>;
+
+    /// The attention of the model's pooling head (SigLIP's probe query) over the tokens of the
+    /// last hidden state `hidden` (`[n, hidden]`, as [`Vision::forward_pixels`] returned it),
+    /// `[heads, n]`; `None` for a model without one.
+    fn pooling(&self, _hidden: &[f32]) -> Option<Vec<f32>> {
+        None
+    }
 }
 
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.

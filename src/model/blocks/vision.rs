@@ -4,7 +4,8 @@
 //! distillation token) put in front, position embeddings added — interpolated bicubically, as
 //! transformers' `interpolate_pos_encoding` does, when the patch grid is not the one they were
 //! trained on — then DINOv2's registers inserted after the class token; then
-//! `h += attn(norm(h)); h += mlp(norm(h))` per layer, with DINOv2's layer scales. Names and
+//! `h += attn(norm(h)); h += mlp(norm(h))` per layer, with DINOv2's layer scales, and SigLIP's
+//! attention-pooling head over the last hidden state ([`PoolingHead`]). Names and
 //! options come in as data; no family is named here.
 
 use super::capture::SequenceCapture;
@@ -81,6 +82,48 @@ pub struct VisionEncoder {
     pub layers: Vec<VisionLayer>,
     /// The final LayerNorm (last hidden state), when the model has one.
     pub final_norm: Option<Norm>,
+    /// SigLIP's attention-pooling head over the last hidden state, when the model has one.
+    pub pooling: Option<PoolingHead>,
+}
+
+/// A multihead attention-pooling head (SigLIP's `SiglipMultiheadAttentionPoolingHead`, after
+/// Lee et al. 2019): one learned probe query attends over the last hidden state with
+/// `nn.MultiheadAttention`, the model's number of heads. Only its attention is computed here;
+/// the pooled vector (its output projection, LayerNorm and MLP) feeds no attention.
+pub struct PoolingHead {
+    /// The probe `[hidden]`.
+    pub probe: Vec<f32>,
+    /// The query projection (the first third of `in_proj_weight`, with its bias).
+    pub query: Linear,
+    /// The key and value projections side by side (the other two thirds).
+    pub key_value: Linear,
+}
+
+impl PoolingHead {
+    /// The probe's attention over `n` tokens of `hidden` (the last hidden state), `[heads, n]`.
+    pub fn attention(&self, hidden: &[f32], n: usize, arch: &Architecture) -> Vec<f32> {
+        let d = arch.hidden_size;
+        let q = self.query.forward(&self.probe, 1, Activation::Identity);
+        let kv = self.key_value.forward(hidden, n, Activation::Identity);
+        let spec = arch.attention(1, 1, n);
+        let mut probs = vec![0f32; arch.heads * n];
+        let mut context = vec![0f32; d];
+        let mut sink = CaptureSink {
+            probs: Some(&mut probs),
+            query_key: None,
+        };
+        kernels::attention(
+            part(&q, 0, d),
+            part(&kv, 0, 2 * d),
+            part(&kv, d, 2 * d),
+            &spec,
+            &[1],
+            &[n],
+            std::slice::from_mut(&mut sink),
+            &mut context,
+        );
+        probs
+    }
 }
 
 impl VisionEncoder {
@@ -375,6 +418,11 @@ impl Vision for VisionEncoder {
             Some(norm) => norm.forward(&x, None),
             None => x,
         }
+    }
+
+    fn pooling(&self, hidden: &[f32]) -> Option<Vec<f32>> {
+        let n = hidden.len() / self.arch.hidden_size;
+        Some(self.pooling.as_ref()?.attention(hidden, n, &self.arch))
     }
 }
 

@@ -183,6 +183,7 @@ impl FamilyConfig for ClipVisionConfig {
             )?),
             layers,
             final_norm: None,
+            pooling: None,
         }))
     }
 }

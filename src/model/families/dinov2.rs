@@ -243,6 +243,7 @@ impl FamilyConfig for Dinov2Config {
                 hidden,
                 eps,
             )?),
+            pooling: None,
         }))
     }
 }

@@ -17,5 +17,6 @@ pub mod llama;
 pub mod phi3;
 pub mod registry;
 pub mod roberta;
+pub mod siglip;
 pub mod t5;
 pub mod vit;

@@ -19,8 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, phi3, roberta, t5,
-    vit,
+    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, phi3, roberta,
+    siglip, t5, vit,
 };
 use crate::model::blocks::family::{Family, GgufReader};
 use crate::model::blocks::network::Network;
@@ -56,6 +56,7 @@ pub static FAMILIES: &[&Family] = &[
     &dinov2::DINOV2,
     &dinov2::DINOV2_REGISTERS,
     &clip::CLIP_VISION,
+    &siglip::SIGLIP_VISION,
 ];
 
 /// The family of a config that names none (neither `model_type` nor `architectures`): BERT's
@@ -234,7 +235,7 @@ mod tests {
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
-                 dinov2_with_registers, clip_vision_model, clip"
+                 dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip"
             ),
             "{err}"
         );

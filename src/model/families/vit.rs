@@ -265,6 +265,7 @@ impl FamilyConfig for VitConfig {
                 hidden,
                 eps,
             )?),
+            pooling: None,
         }))
     }
 }

@@ -746,6 +746,7 @@ fn with_picture() -> Attention {
         },
         cells,
         norms: Vec::new(),
+        pooling: None,
         view,
     })
     .unwrap()

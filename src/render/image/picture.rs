@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::font;
 use super::ImageError;
-use crate::attention::image::{Cell, ImageInput};
+use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, HeadSel};
 use crate::output::write_output;
 use crate::pixels::{resample, Filter};
@@ -24,6 +24,35 @@ pub enum Query {
     Cls,
     /// The patch at `row`, `col`.
     Patch(usize, usize),
+    /// The attention-pooling head's probe (SigLIP): its attention over the patches, one more
+    /// attention after the last layer ([`crate::attention::image::Pooling`]).
+    Pool,
+}
+
+/// The pooling head `query` draws: its own, or the default query's on a model without a class
+/// token that has one (SigLIP: the pooling head is its summary of the image, as CLS is ViT's).
+pub fn pooling_of(att: &Attention, query: Query) -> Result<Option<&Pooling>, ImageError> {
+    let image = att.image.as_deref().ok_or_else(no_image)?;
+    match (query, &image.pooling) {
+        (Query::Pool, None) => Err(ImageError::Draw(super::paint::DrawError(
+            "this model has no attention-pooling head; pick the class token or a patch".into(),
+        ))),
+        (Query::Pool, Some(p)) => Ok(Some(p)),
+        (Query::Cls, Some(p)) if !image.cells.contains(&Cell::Class) => Ok(Some(p)),
+        _ => Ok(None),
+    }
+}
+
+/// The pooling head's row for `head`, spread over the model's tokens.
+fn pooling_row(pooling: &Pooling, head: HeadSel) -> Vec<f32> {
+    pooling.row(head).unwrap_or_default()
+}
+
+fn pooling_what(head: HeadSel) -> String {
+    match head {
+        HeadSel::Index(h) => format!("{} · head {h}", Pooling::LABEL),
+        HeadSel::Mean => format!("{} · mean of heads", Pooling::LABEL),
+    }
 }
 
 /// What a picture figure shows.
@@ -66,6 +95,9 @@ fn no_image() -> ImageError {
 pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
     let image = att.image.as_deref().ok_or_else(no_image)?;
     let token = match query {
+        // The pooling head's probe is no token; figures that need a token row (the layers of
+        // the model figure) read the first one.
+        Query::Pool => 0,
         Query::Cls => image
             .cells
             .iter()
@@ -306,6 +338,101 @@ fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f3
     }
 }
 
+/// One overlay (`row` by token) with the special tokens' panel and the colour bar beside it.
+fn single_overlay(
+    image: &ImageInput,
+    row: &[f32],
+    token: Option<usize>,
+    title: &str,
+    query: &str,
+    rollout: bool,
+) -> (Vec<u8>, usize, usize) {
+    let (px, w, h) = overlay(image, row, 448, token);
+    let panel = 170;
+    let top = 34;
+    let specials = image.special_tokens().len() as i32;
+    let bar_y = top as i32 + 30 + specials * 23 + 16;
+    let bar_h = 160;
+    let mut c = Canvas::new(
+        w + panel + 16,
+        (h + top + 8).max(bar_y as usize + bar_h as usize + 50),
+    );
+    c.text(&format!("{title} · {query}"), 15.0, 8, 14);
+    blit(&mut c, &px, w, h, 8, top);
+    c.text(
+        if specials > 0 {
+            "special tokens"
+        } else {
+            "no special tokens"
+        },
+        12.0,
+        (w + 18) as i32,
+        top as i32 + 8,
+    );
+    specials_panel(&mut c, image, row, (w + 18) as i32, top as i32 + 30, 12.0);
+    let max = image.on_grid(row).into_iter().fold(0f32, f32::max);
+    let caption: &[&str] = if rollout {
+        &["rollout weight", "on the patches"]
+    } else {
+        &["attention weight", "on the patches"]
+    };
+    colour_bar(
+        &mut c,
+        (w + 20) as i32,
+        bar_y,
+        bar_h,
+        &bar_number(max),
+        caption,
+    );
+    (c.px, c.w, c.h)
+}
+
+/// One overlay per head (`rows[h]` by token) in a grid, each on its own scale.
+fn heads_grid(
+    image: &ImageInput,
+    rows_by_head: &[Vec<f32>],
+    token: Option<usize>,
+    title: &str,
+) -> (Vec<u8>, usize, usize) {
+    let heads = rows_by_head.len();
+    let cols = (heads as f64).sqrt().ceil().max(1.0) as usize;
+    let rows = heads.div_ceil(cols);
+    let tile = 200;
+    let label_h = 40;
+    let top = 34;
+    let grid_w = cols * (tile + 12) + 8;
+    let mut c = Canvas::new(
+        grid_w + 130,
+        (top + rows * (tile + label_h + 8)).max(top + 260),
+    );
+    colour_bar(
+        &mut c,
+        grid_w as i32 + 8,
+        top as i32 + 20,
+        160,
+        "max",
+        &["each overlay: 0 to", "its largest patch", "weight"],
+    );
+    c.text(title, 15.0, 8, 14);
+    for (h, row) in rows_by_head.iter().enumerate() {
+        let (px, w, hh) = overlay(image, row, tile, token);
+        let (x0, y0) = (
+            8 + (h % cols) * (tile + 12),
+            top + (h / cols) * (tile + label_h + 8),
+        );
+        c.text(&format!("head {h}"), 11.0, x0 as i32, y0 as i32 + 6);
+        blit(&mut c, &px, w, hh, x0, y0 + 14);
+        let specials = compact_specials(image, row);
+        c.text(
+            &specials.join("  "),
+            10.0,
+            x0 as i32,
+            (y0 + 14 + hh + 10) as i32,
+        );
+    }
+    (c.px, c.w, c.h)
+}
+
 /// The figure as RGB pixels `(pixels, width, height)`.
 pub fn render_rgb(
     att: &Attention,
@@ -313,10 +440,46 @@ pub fn render_rgb(
     query: Query,
 ) -> Result<(Vec<u8>, usize, usize), ImageError> {
     let image = att.image.as_deref().ok_or_else(no_image)?;
+    let pooling = pooling_of(att, query)?;
     let unit = query_unit(att, query)?;
     let token = att.queries().spans[unit].start;
     let qname = image.cells[token].label();
     let title_size = 15.0;
+    if let Some(pooling) = pooling {
+        match spec {
+            PictureSpec::Rollout { .. } => {
+                return Err(ImageError::Draw(super::paint::DrawError(
+                    "rollout runs through the layers' token rows, and the attention-pooling head's probe is no token; pick a patch for the rollout".into(),
+                )))
+            }
+            PictureSpec::Head { head, .. } => {
+                return Ok(single_overlay(
+                    image,
+                    &pooling_row(pooling, *head),
+                    None,
+                    &format!("{} · {}", att.model.name(), pooling_what(*head)),
+                    "query probe",
+                    false,
+                ))
+            }
+            PictureSpec::Layer { .. } => {
+                let rows: Vec<Vec<f32>> = (0..pooling.heads)
+                    .map(|h| pooling_row(pooling, HeadSel::Index(h)))
+                    .collect();
+                return Ok(heads_grid(
+                    image,
+                    &rows,
+                    None,
+                    &format!(
+                        "{} · {} (after the last layer) · query probe",
+                        att.model.name(),
+                        Pooling::LABEL
+                    ),
+                ));
+            }
+            PictureSpec::Model => {}
+        }
+    }
     match spec {
         PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
             let (row, what) = match spec {
@@ -358,108 +521,42 @@ pub fn render_rgb(
                 }
             };
             let row = row_by_token(att, &row, image);
-            let (px, w, h) = overlay(image, &row, 448, Some(token));
-            let panel = 170;
-            let top = 34;
-            let specials = image.special_tokens().len() as i32;
-            let bar_y = top as i32 + 30 + specials * 23 + 16;
-            let bar_h = 160;
-            let mut c = Canvas::new(
-                w + panel + 16,
-                (h + top + 8).max(bar_y as usize + bar_h as usize + 50),
-            );
-            c.text(
-                &format!("{} · {what} · query {qname}", att.model.name()),
-                title_size,
-                8,
-                14,
-            );
-            blit(&mut c, &px, w, h, 8, top);
-            c.text(
-                if specials > 0 {
-                    "special tokens"
-                } else {
-                    "no special tokens"
-                },
-                12.0,
-                (w + 18) as i32,
-                top as i32 + 8,
-            );
-            specials_panel(&mut c, image, &row, (w + 18) as i32, top as i32 + 30, 12.0);
-            let max = image.on_grid(&row).into_iter().fold(0f32, f32::max);
-            let caption: &[&str] = if matches!(spec, PictureSpec::Rollout { .. }) {
-                &["rollout weight", "on the patches"]
-            } else {
-                &["attention weight", "on the patches"]
-            };
-            colour_bar(
-                &mut c,
-                (w + 20) as i32,
-                bar_y,
-                bar_h,
-                &bar_number(max),
-                caption,
-            );
-            Ok((c.px, c.w, c.h))
+            Ok(single_overlay(
+                image,
+                &row,
+                Some(token),
+                &format!("{} · {what}", att.model.name()),
+                &format!("query {qname}"),
+                matches!(spec, PictureSpec::Rollout { .. }),
+            ))
         }
         PictureSpec::Layer { layer } => {
-            let heads = att.heads();
-            let cols = (heads as f64).sqrt().ceil() as usize;
-            let rows = heads.div_ceil(cols);
-            let tile = 200;
-            let label_h = 40;
-            let top = 34;
-            let grid_w = cols * (tile + 12) + 8;
-            let mut c = Canvas::new(
-                grid_w + 130,
-                (top + rows * (tile + label_h + 8)).max(top + 260),
-            );
-            colour_bar(
-                &mut c,
-                grid_w as i32 + 8,
-                top as i32 + 20,
-                160,
-                "max",
-                &["each overlay: 0 to", "its largest patch", "weight"],
-            );
-            c.text(
+            let rows: Vec<Vec<f32>> = (0..att.heads())
+                .map(|h| row_by_token(att, &head_row(att, *layer, HeadSel::Index(h), unit), image))
+                .collect();
+            Ok(heads_grid(
+                image,
+                &rows,
+                Some(token),
                 &format!(
                     "{} · layer {} · query {qname}",
                     att.model.name(),
                     att.layer_number(*layer)
                 ),
-                title_size,
-                8,
-                14,
-            );
-            for h in 0..heads {
-                let row = row_by_token(att, &head_row(att, *layer, HeadSel::Index(h), unit), image);
-                let (px, w, hh) = overlay(image, &row, tile, Some(token));
-                let (x0, y0) = (
-                    8 + (h % cols) * (tile + 12),
-                    top + (h / cols) * (tile + label_h + 8),
-                );
-                c.text(&format!("head {h}"), 11.0, x0 as i32, y0 as i32 + 6);
-                blit(&mut c, &px, w, hh, x0, y0 + 14);
-                let specials = compact_specials(image, &row);
-                c.text(
-                    &specials.join("  "),
-                    10.0,
-                    x0 as i32,
-                    (y0 + 14 + hh + 10) as i32,
-                );
-            }
-            Ok((c.px, c.w, c.h))
+            ))
         }
         PictureSpec::Model => {
             let (layers, heads) = (att.layers(), att.heads());
+            // The pooling head, where the model has one, as a last row under the layers.
+            let pool = image.pooling.as_ref();
+            let rows_drawn = layers + usize::from(pool.is_some());
             let tile = 96;
             let label_w = 60;
             let top = 50;
             let grid_w = label_w + heads * (tile + 6) + 8;
             let mut c = Canvas::new(
                 grid_w + 130,
-                (top + layers * (tile + 18) + 8).max(top + 260),
+                (top + rows_drawn * (tile + 18) + 8).max(top + 260),
             );
             colour_bar(
                 &mut c,
@@ -469,12 +566,20 @@ pub fn render_rgb(
                 "max",
                 &["each overlay: 0 to", "its largest patch", "weight"],
             );
-            c.text(
-                &format!("{} · every layer × head · query {qname}", att.model.name()),
-                title_size,
-                8,
-                14,
-            );
+            let title = match (pool, pooling.is_some()) {
+                (Some(_), true) => format!(
+                    "{} · every layer × head · layers: query {qname} · last row: {} (query probe)",
+                    att.model.name(),
+                    Pooling::LABEL
+                ),
+                (Some(_), false) => format!(
+                    "{} · every layer × head · query {qname} · last row: {} (query probe)",
+                    att.model.name(),
+                    Pooling::LABEL
+                ),
+                _ => format!("{} · every layer × head · query {qname}", att.model.name()),
+            };
+            c.text(&title, title_size, 8, 14);
             for h in 0..heads {
                 c.text(
                     &format!("H{h}"),
@@ -498,6 +603,15 @@ pub fn render_rgb(
                     blit(&mut c, &px, w, hh, x0, y0);
                     let cls = compact_specials(image, &row);
                     c.text(&cls.join(" "), 9.0, x0 as i32, (y0 + hh + 8) as i32);
+                }
+            }
+            if let Some(pool) = pool {
+                let y0 = top + layers * (tile + 18);
+                c.text("pool", 11.0, 8, (y0 + tile / 2) as i32);
+                for h in 0..pool.heads.min(heads) {
+                    let row = pooling_row(pool, HeadSel::Index(h));
+                    let (px, w, hh) = overlay(image, &row, tile, None);
+                    blit(&mut c, &px, w, hh, label_w + h * (tile + 6), y0);
                 }
             }
             Ok((c.px, c.w, c.h))
@@ -569,9 +683,17 @@ pub fn terminal_view(
     color: bool,
 ) -> Result<String, ImageError> {
     let image = att.image.as_deref().ok_or_else(no_image)?;
+    let pooling = pooling_of(att, query)?;
     let unit = query_unit(att, query)?;
-    let token = att.queries().spans[unit].start;
-    let row = row_by_token(att, &head_row(att, layer, head, unit), image);
+    // The query patch to mark; none for the pooling head's probe.
+    let token = match pooling {
+        Some(_) => usize::MAX,
+        None => att.queries().spans[unit].start,
+    };
+    let row = match pooling {
+        Some(p) => pooling_row(p, head),
+        None => row_by_token(att, &head_row(att, layer, head, unit), image),
+    };
     let grid = image.on_grid(&row);
     let [rows, cols] = image.grid;
     let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
@@ -579,12 +701,17 @@ pub fn terminal_view(
         HeadSel::Index(h) => format!("head {h}"),
         HeadSel::Mean => "mean of heads".into(),
     };
+    let (at, qname) = match pooling {
+        Some(_) => (format!("{} {what}", Pooling::LABEL), "probe".to_string()),
+        None => (
+            format!("layer {} {what}", att.layer_number(layer)),
+            image.cells[token].label(),
+        ),
+    };
     let mut out = format!(
-        "{} · {} · layer {} {what} · query {} · {}×{} patches of {}px (image {}×{} → {}×{})\n",
+        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{})\n",
         att.model.name(),
         image.source,
-        att.layer_number(layer),
-        image.cells[token].label(),
         rows,
         cols,
         image.patch,
@@ -646,8 +773,13 @@ pub fn terminal_view(
         }
         out.push('\n');
     }
-    out.push_str(&format!("patch attention max {max:.4}; special tokens:"));
-    for (label, v) in image.specials_of(&row) {
+    let specials = image.specials_of(&row);
+    if specials.is_empty() {
+        out.push_str(&format!("patch attention max {max:.4}; no special tokens"));
+    } else {
+        out.push_str(&format!("patch attention max {max:.4}; special tokens:"));
+    }
+    for (label, v) in specials {
         out.push_str(&format!("  {label} {v:.4}"));
     }
     out.push('\n');
