@@ -8,6 +8,7 @@ pub mod fonts;
 pub mod html;
 pub mod image;
 pub mod json;
+pub mod heads_table;
 pub mod lens_table;
 pub mod stats_table;
 pub mod terminal;
