@@ -172,7 +172,10 @@ pub enum RequestError {
         family: &'static str,
     },
     /// A target or contrast token that is not one token of the model's vocabulary.
-    #[error("{token:?} is not one token of {model}'s vocabulary: {}", describe_pieces(pieces))]
+    #[error(
+        "{token:?} is not one token of {model}'s vocabulary: {}",
+        describe_pieces(pieces)
+    )]
     NotOneToken {
         /// Which token of the request.
         role: TokenRole,
@@ -456,7 +459,10 @@ impl RunRequest {
     /// Refuse head attribution and ablation for a model without the pass they need, and
     /// resolve the target and contrast tokens to ids, before anything runs: `None` when
     /// neither is asked for, else the target (`None`: the model's prediction) and contrast.
-    fn head_tokens(&self, model: &Model) -> Result<Option<(Option<u32>, Option<u32>)>, RequestError> {
+    fn head_tokens(
+        &self,
+        model: &Model,
+    ) -> Result<Option<(Option<u32>, Option<u32>)>, RequestError> {
         if !self.wants_heads() {
             return Ok(None);
         }
@@ -624,7 +630,9 @@ fn one_token(model: &Model, role: TokenRole, token: &str) -> Result<u32, Request
     if token.is_empty() {
         return Err(refuse(Vec::new()));
     }
-    let ids = tokenizer.encode_plain(token).map_err(crate::model::Error::from)?;
+    let ids = tokenizer
+        .encode_plain(token)
+        .map_err(crate::model::Error::from)?;
     let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
     if let [id] = ids[..] {
         // A text read as the unknown token is not known, unless it is that token.

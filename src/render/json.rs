@@ -42,7 +42,10 @@ pub enum JsonSection {
 impl JsonSection {
     /// Whether the section comes from a run of the model rather than from its attention.
     pub fn from_model(self) -> bool {
-        matches!(self, JsonSection::HeadAttribution | JsonSection::HeadAblation)
+        matches!(
+            self,
+            JsonSection::HeadAttribution | JsonSection::HeadAblation
+        )
     }
 }
 

@@ -106,7 +106,13 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
     let step = (28 / cell).max(1) as usize;
     for head in (0..heads).step_by(step) {
         let x = heat_x + head as i32 * cell + cell / 2;
-        items.push(text(x, top + LABEL as i32 / 2, head.to_string(), pal.text, Align::Middle));
+        items.push(text(
+            x,
+            top + LABEL as i32 / 2,
+            head.to_string(),
+            pal.text,
+            Align::Middle,
+        ));
     }
     let row_step = (14 / cell).max(1) as usize;
     for (l, label) in row_labels.iter().enumerate().step_by(row_step) {

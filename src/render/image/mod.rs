@@ -11,8 +11,8 @@
 
 pub(crate) mod font;
 mod grid;
-mod layout;
 pub mod heads;
+mod layout;
 pub mod lens;
 pub(crate) mod paint;
 pub mod picture;
