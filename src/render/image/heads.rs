@@ -136,13 +136,6 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
             up: false,
         }));
     }
-    items.push(text(
-        heat_x,
-        heat_y + h + 8 + LABEL as i32 / 2,
-        "head →   (numbers: the heads ranked by |value|)".into(),
-        pal.muted,
-        Align::Start,
-    ));
     // The colour bar: +m at the top, −m at the bottom, 0 in the middle.
     let bar_x = heat_x + w + 24;
     let steps = 101usize;
@@ -177,8 +170,16 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
     }
     items.push(text(
         bar_x,
-        bar_end + 8 + LABEL as i32 / 2,
+        top + LABEL as i32 / 2,
         g.unit.into(),
+        pal.muted,
+        Align::Start,
+    ));
+    let below = (heat_y + h).max(bar_end) + 8;
+    items.push(text(
+        heat_x,
+        below + LABEL as i32 / 2,
+        "columns: heads · numbers in cells: the heads ranked by |value|".into(),
         pal.muted,
         Align::Start,
     ));
@@ -202,6 +203,15 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
         items.push(text(list_x, y, line, pal.text, Align::Start));
     }
     let width = (list_x + list_w + MARGIN)
+        .max(
+            heat_x
+                + font::width(
+                    "columns: heads · numbers in cells: the heads ranked by |value|",
+                    LABEL,
+                    false,
+                ) as i32
+                + MARGIN,
+        )
         .max(MARGIN * 2 + font::width(g.title, TITLE, true) as i32)
         .max(
             g.lines
@@ -210,8 +220,7 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
                 .max()
                 .unwrap_or(0),
         );
-    let height = (heat_y + h + 8 + LABEL as i32 + MARGIN)
-        .max(bar_end + 8 + LABEL as i32 + MARGIN)
+    let height = (below + LABEL as i32 + MARGIN)
         .max(heat_y + (annotated.len() as i32 + 1) * (LABEL as i32 + 6) + MARGIN);
     Scene {
         width: width as u32,
