@@ -73,6 +73,9 @@ pub struct RunRequest {
     pub contrast: Option<String>,
 }
 
+/// A request's target (`None`: the model's prediction) and contrast token ids.
+type HeadTokens = (Option<u32>, Option<u32>);
+
 /// How head ablation removes a head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AblationMode {
@@ -459,10 +462,7 @@ impl RunRequest {
     /// Refuse head attribution and ablation for a model without the pass they need, and
     /// resolve the target and contrast tokens to ids, before anything runs: `None` when
     /// neither is asked for, else the target (`None`: the model's prediction) and contrast.
-    fn head_tokens(
-        &self,
-        model: &Model,
-    ) -> Result<Option<(Option<u32>, Option<u32>)>, RequestError> {
+    fn head_tokens(&self, model: &Model) -> Result<Option<HeadTokens>, RequestError> {
         if !self.wants_heads() {
             return Ok(None);
         }
