@@ -16,6 +16,7 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
+use crate::analysis::attribution::{HeadAblation, HeadAttribution};
 use crate::analysis::lens::LogitLens;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
@@ -59,6 +60,39 @@ pub struct RunRequest {
     /// The logit lens with this many tokens per cell ([`Run::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,
+    /// Per-head direct logit attribution at the last position ([`Run::head_attribution`];
+    /// decoders with a language-model head).
+    pub attribution: bool,
+    /// Head ablation at the last position, each head in turn ([`Run::head_ablation`]).
+    pub ablate: Option<AblationMode>,
+    /// The token (as text: one token of the vocabulary) whose logit the attribution takes
+    /// apart and whose log-probability the ablation follows; `None`: the model's own
+    /// prediction of the next token.
+    pub target_token: Option<String>,
+    /// A token whose logit the attribution subtracts from the target's (a logit difference).
+    pub contrast: Option<String>,
+}
+
+/// A request's target (`None`: the model's prediction) and contrast token ids.
+type HeadTokens = (Option<u32>, Option<u32>);
+
+/// How head ablation removes a head.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AblationMode {
+    /// The head's output set to 0 (Michel et al. 2019).
+    #[default]
+    Zero,
+    /// The head's output set to its mean over the input's positions (Wang et al. 2022).
+    Mean,
+}
+
+/// Which of a request's tokens is meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenRole {
+    /// [`RunRequest::target_token`].
+    Target,
+    /// [`RunRequest::contrast`].
+    Contrast,
 }
 
 /// What a request asks that the model cannot do. Each names the fields involved; the front end
@@ -140,6 +174,33 @@ pub enum RequestError {
         /// Its family.
         family: &'static str,
     },
+    /// A target or contrast token that is not one token of the model's vocabulary.
+    #[error(
+        "{token:?} is not one token of {model}'s vocabulary: {}",
+        describe_pieces(pieces)
+    )]
+    NotOneToken {
+        /// Which token of the request.
+        role: TokenRole,
+        /// As given.
+        token: String,
+        /// The model's name.
+        model: String,
+        /// The pieces the tokenizer splits it into, decoded (empty: none, or only the unknown
+        /// token).
+        pieces: Vec<String>,
+    },
+    /// Head attribution or ablation asked of a model that has no language-model head to read
+    /// them through (encoders, encoder–decoders, vision models, bare decoders).
+    #[error("per-head attribution and ablation are for decoders with a language-model head (GPT-2, Llama, Qwen, Gemma, Phi-3); {model} is a {family} model{}", if *bare { " without a head in its checkpoint" } else { "" })]
+    HeadsNeedDecoder {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// Whether it is a decoder whose checkpoint lacks the head.
+        bare: bool,
+    },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -176,6 +237,26 @@ pub struct Run {
     pub value_weighted: Option<NormWeights>,
     /// The logit lens of the primary value's tokens, when [`RunRequest::lens`] asked for it.
     pub lens: Option<LogitLens>,
+    /// Per-head direct logit attribution at the last position, when
+    /// [`RunRequest::attribution`] asked for it.
+    pub head_attribution: Option<HeadAttribution>,
+    /// Head ablation at the last position, when [`RunRequest::ablate`] asked for it.
+    pub head_ablation: Option<HeadAblation>,
+}
+
+/// How [`RequestError::NotOneToken`] lists the pieces.
+pub fn describe_pieces(pieces: &[String]) -> String {
+    match pieces.len() {
+        0 => "the tokenizer does not know it".to_string(),
+        n => format!(
+            "it is {n} tokens ({})",
+            pieces
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 impl RunRequest {
@@ -286,6 +367,7 @@ impl RunRequest {
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Run, RequestError> {
+        let heads = self.head_tokens(model)?;
         if let Some(path) = &self.image {
             if sink.is_some() {
                 return Err(RequestError::Model(crate::model::Error::Input(
@@ -366,7 +448,70 @@ impl RunRequest {
         if let Some(k) = self.lens {
             run.lens = Some(lens_of(model, &run, k)?);
         }
+        if let Some((target, contrast)) = heads {
+            self.heads_of(model, &mut run, target, contrast)?;
+        }
         Ok(run)
+    }
+
+    /// Whether the request asks for per-head attribution or ablation.
+    pub fn wants_heads(&self) -> bool {
+        self.attribution || self.ablate.is_some()
+    }
+
+    /// Refuse head attribution and ablation for a model without the pass they need, and
+    /// resolve the target and contrast tokens to ids, before anything runs: `None` when
+    /// neither is asked for, else the target (`None`: the model's prediction) and contrast.
+    fn head_tokens(&self, model: &Model) -> Result<Option<HeadTokens>, RequestError> {
+        if !self.wants_heads() {
+            return Ok(None);
+        }
+        if model.is_seq2seq() || model.is_vision() || !model.has_head_interventions() {
+            return Err(RequestError::HeadsNeedDecoder {
+                model: model.info().name().to_string(),
+                family: model.family(),
+                bare: model.architecture().mask == Mask::Causal && !model.is_seq2seq(),
+            });
+        }
+        let resolve = |role, token: &Option<String>| match token {
+            Some(t) => one_token(model, role, t).map(Some),
+            None => Ok(None),
+        };
+        Ok(Some((
+            resolve(TokenRole::Target, &self.target_token)?,
+            resolve(TokenRole::Contrast, &self.contrast)?,
+        )))
+    }
+
+    /// Fill `run`'s attribution and ablation at its last position.
+    fn heads_of(
+        &self,
+        model: &Model,
+        run: &mut Run,
+        target: Option<u32>,
+        contrast: Option<u32>,
+    ) -> Result<(), RequestError> {
+        let units = run.set.primary().queries();
+        let ids = &units.ids;
+        let Some(at) = ids.len().checked_sub(1) else {
+            return Ok(());
+        };
+        let target = match target {
+            Some(t) => t,
+            None => model.predicted_next(ids)?,
+        };
+        let label = units.labels[at].clone();
+        let tokenizer = model.tokenizer();
+        let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
+        if self.attribution {
+            let forward = model.head_attribution(ids, target, contrast)?;
+            run.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
+        }
+        if let Some(mode) = self.ablate {
+            let forward = model.head_ablation(ids, target, mode == AblationMode::Mean)?;
+            run.head_ablation = Some(HeadAblation::new(&forward, at, label, decode));
+        }
+        Ok(())
     }
 
     /// Run the request's text already tokenized by [`Model::tokenizer`] (with its pair, for an
@@ -426,6 +571,8 @@ impl RunRequest {
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
             value_weighted: None,
             lens: None,
+            head_attribution: None,
+            head_ablation: None,
         })
     }
 }
@@ -454,6 +601,8 @@ fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
         target_kept: 0,
         value_weighted,
         lens: None,
+        head_attribution: None,
+        head_ablation: None,
     })
 }
 
@@ -468,6 +617,37 @@ fn lens_of(model: &Model, run: &Run, k: usize) -> Result<LogitLens, RequestError
     Ok(LogitLens::new(&forward, units.named(false), |id| {
         tokenizer.decode(&[id]).unwrap_or_default()
     }))
+}
+
+/// The id of `token`, typed as one token of `model`'s vocabulary: the vocabulary entry itself
+/// (`Ġthe`), or a text the tokenizer reads as exactly one token (` the`).
+fn one_token(model: &Model, role: TokenRole, token: &str) -> Result<u32, RequestError> {
+    let tokenizer = model.tokenizer();
+    let refuse = |pieces: Vec<String>| RequestError::NotOneToken {
+        role,
+        token: token.to_string(),
+        model: model.info().name().to_string(),
+        pieces,
+    };
+    if token.is_empty() {
+        return Err(refuse(Vec::new()));
+    }
+    let ids = tokenizer
+        .encode_plain(token)
+        .map_err(crate::model::Error::from)?;
+    let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
+    if let [id] = ids[..] {
+        // A text read as the unknown token is not known, unless it is that token.
+        let unknown = tokenizer.is_special(id) && tokenizer.token(id).as_deref() != Some(token);
+        if !unknown {
+            return Ok(id);
+        }
+        return Err(refuse(Vec::new()));
+    }
+    if let Some(id) = tokenizer.vocab_id(token) {
+        return Ok(id);
+    }
+    Err(refuse(ids.into_iter().map(decode).collect()))
 }
 
 /// A generation's progress: the model counts tokens done, [`Progress`] takes increments.

@@ -700,6 +700,11 @@ impl TextTokenizer {
         self.tokenizer.id_to_token(id)
     }
 
+    /// The id of the vocabulary entry `token` (`Ġthe`, `▁the`), if there is one.
+    pub fn vocab_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+
     /// Whether `id` is one of the tokenizer's special tokens (BOS, EOS, `<|im_start|>`, …).
     pub fn is_special(&self, id: u32) -> bool {
         self.tokenizer

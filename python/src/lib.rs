@@ -467,6 +467,10 @@ fn request_error(e: RequestError) -> PyErr {
         )),
         // The package never streams a capture; the library's words are right if it ever does.
         e @ RequestError::StreamForEncoderDecoder { .. } => runtime_error(e),
+        e @ RequestError::NotOneToken { .. } => value(format!(
+            "target_token= / contrast=: {e}; give one token of the vocabulary"
+        )),
+        e @ RequestError::HeadsNeedDecoder { .. } => value(e.to_string()),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -529,6 +533,7 @@ fn run(
         // temporary PNG first); then `text` names it.
         image,
         lens,
+        ..RunRequest::default()
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;

@@ -30,6 +30,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use attribution::{HeadAblation, HeadAttribution};
 pub use fused_rollout::{fused_rollout, fused_rollout_of, FusedRolloutError, HeadFusion};
 pub use lens::LogitLens;
 pub use special::without_special;

@@ -120,6 +120,28 @@ pub struct Args {
     #[arg(help_heading = "Analyses", long)]
     pub lens: bool,
 
+    /// Per-head direct logit attribution at the last position (docs/analyses.md): each head's
+    /// share of the target token's logit, ranked, and a layers × heads table; `--json` gets a
+    /// `head_attribution` section (decoders with a language-model head).
+    #[arg(help_heading = "Analyses", long)]
+    pub attribution: bool,
+
+    /// The token the attribution and ablation follow, typed as one token of the vocabulary
+    /// (a word after a space usually starts with one: " Paris") [default: the model's own
+    /// prediction of the next token]. Implies --attribution.
+    #[arg(help_heading = "Analyses", long, value_name = "TOKEN")]
+    pub target_token: Option<String>,
+
+    /// The logit difference A − B of two tokens, per head (implies --attribution, with A as
+    /// the target).
+    #[arg(help_heading = "Analyses", long, value_name = "A,B")]
+    pub contrast: Option<String>,
+
+    /// Head ablation: remove each head in turn (zeroed, or replaced by its mean over the
+    /// input) and report the change in the target's log-probability [default: zero].
+    #[arg(help_heading = "Analyses", long, value_name = "MODE", num_args = 0..=1, default_missing_value = "zero", value_parser = ["zero", "mean"])]
+    pub ablate: Option<String>,
+
     /// Tokens kept per logit-lens cell in the JSON export [default: 5].
     #[arg(help_heading = "Analyses", long, value_name = "K")]
     pub lens_top: Option<usize>,
@@ -712,6 +734,12 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Model => f.describe(),
             Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
             Figure::Lens => "The logit lens: layers × positions, each cell its most probable token",
+            Figure::Attribution => {
+                "Each head's direct logit attribution, layers × heads (--target-token, --contrast)"
+            }
+            Figure::Ablation => {
+                "The change in the target's log-probability when each head is removed (--ablate)"
+            }
         };
         PossibleValue::new(f.name()).help(help)
     }))

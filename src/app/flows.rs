@@ -172,8 +172,19 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         value_weighted: plan.weighting != Weighting::Raw,
         image: plan.picture.clone(),
         lens: plan.lens,
+        attribution: plan.attribution,
+        ablate: plan.ablate,
+        target_token: plan.target_token.clone(),
+        contrast: plan.contrast.clone(),
     };
     if let Some(path) = &plan.save {
+        if request.wants_heads() {
+            return Err(Error::Usage(
+                "--save-attention streams the attention to a file; head attribution and \
+                 ablation are not written there: run them separately"
+                    .into(),
+            ));
+        }
         if plan.lens.is_some() {
             return Err(Error::Usage(
                 "--save-attention streams the attention to a file; the logit lens (--lens, \
@@ -296,13 +307,27 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     } else {
         None
     };
-    let lens_sections: Vec<(&'static str, serde_json::Value)> = match &run.lens {
+    let mut lens_sections: Vec<(&'static str, serde_json::Value)> = match &run.lens {
         Some(lens) => vec![(
             "logit_lens",
             serde_json::to_value(lens).expect("the lens serialises to JSON"),
         )],
         None => Vec::new(),
     };
+    if let Some(a) = &run.head_attribution {
+        lens_sections.push((
+            "head_attribution",
+            serde_json::to_value(a).expect("the attribution serialises to JSON"),
+        ));
+    }
+    if let Some(a) = &run.head_ablation {
+        lens_sections.push((
+            "head_ablation",
+            serde_json::to_value(a).expect("the ablation serialises to JSON"),
+        ));
+    }
+    let head_attribution = run.head_attribution.clone();
+    let head_ablation = run.head_ablation.clone();
     write_outputs(
         plan,
         &tokens,
@@ -315,10 +340,70 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             lens: run.lens.as_ref(),
         },
     )?;
+    heads_outputs(
+        plan,
+        head_attribution.as_ref(),
+        head_ablation.as_ref(),
+        &model,
+    )?;
     match &run.lens {
         Some(lens) => lens_outputs(plan, lens, &model),
         None => Ok(()),
     }
+}
+
+/// Head attribution's and ablation's own outputs: their figures (`--figure attribution`,
+/// `--figure ablation`) and their tables (on standard error when standard output carries a
+/// file).
+fn heads_outputs(
+    plan: &Single,
+    attribution: Option<&attnviz::analysis::HeadAttribution>,
+    ablation: Option<&attnviz::analysis::HeadAblation>,
+    model: &Model,
+) -> Result<(), Error> {
+    use attnviz::render::heads_table;
+    use attnviz::render::image::heads as figure;
+    let name = model.info().name();
+    if let (Figure::Attribution, Some(a)) = (plan.figure, attribution) {
+        let title = format!("Direct logit attribution per head · {name}");
+        if let Some(path) = &plan.png {
+            figure::write_file(path, &figure::attribution_png(a, &title, &plan.image)?)?;
+        }
+        if let Some(path) = &plan.svg {
+            let svg = figure::attribution_svg(a, &title, &plan.image)?;
+            figure::write_file(path, svg.as_bytes())?;
+        }
+    }
+    if let (Figure::Ablation, Some(a)) = (plan.figure, ablation) {
+        let title = format!("Head ablation · {name}");
+        if let Some(path) = &plan.png {
+            figure::write_file(path, &figure::ablation_png(a, &title, &plan.image)?)?;
+        }
+        if let Some(path) = &plan.svg {
+            let svg = figure::ablation_svg(a, &title, &plan.image)?;
+            figure::write_file(path, svg.as_bytes())?;
+        }
+    }
+    if plan.heads_table {
+        let table = |w: &mut dyn Write| -> io::Result<()> {
+            if let Some(a) = attribution {
+                heads_table::write_attribution(a, w)?;
+            }
+            if let Some(a) = ablation {
+                if attribution.is_some() {
+                    writeln!(w)?;
+                }
+                heads_table::write_ablation(a, w)?;
+            }
+            Ok(())
+        };
+        if plan.terminal_view {
+            super::outputs::to_stdout(table)?;
+        } else if plan.stdout_taken {
+            table(&mut io::stderr().lock()).map_err(Error::Stdout)?;
+        }
+    }
+    Ok(())
 }
 
 /// The logit lens's own outputs: its figure (`--figure lens`) and its table (`--lens`, on

@@ -144,7 +144,10 @@ pub(super) fn write_outputs(
         outputs.json(path)?;
     }
     // The lens figure is drawn from the run's lens (`flows::lens_outputs`), not from here.
-    let lens_figure = plan.figure == Figure::Lens;
+    let lens_figure = matches!(
+        plan.figure,
+        Figure::Lens | Figure::Attribution | Figure::Ablation
+    );
     if lens_figure {
     } else if att.image.is_some() && (plan.png.is_some() || plan.svg.is_some()) {
         use attnviz::render::image::picture::{self, PictureSpec};
@@ -170,7 +173,9 @@ pub(super) fn write_outputs(
                 .ok_or(ImageError::NoRollout)?,
                 fusion: plan.image_rollout,
             },
-            Figure::Lens => return Err(ImageError::LensNotAttention.into()),
+            Figure::Lens | Figure::Attribution | Figure::Ablation => {
+                return Err(ImageError::LensNotAttention.into())
+            }
         };
         if let Some(path) = &plan.png {
             picture::write_png(att, &spec, plan.query, path)?;

@@ -135,6 +135,17 @@ pub struct Single {
     pub lens: Option<usize>,
     /// Print the logit-lens table (`--lens`).
     pub lens_table: bool,
+    /// Per-head attribution (`--attribution`, `--target-token`, `--contrast`,
+    /// `--figure attribution`, `--json-include head_attribution`).
+    pub attribution: bool,
+    /// Head ablation (`--ablate`, `--figure ablation`, `--json-include head_ablation`).
+    pub ablate: Option<attnviz::request::AblationMode>,
+    /// The target token (`--target-token`, or A of `--contrast A,B`).
+    pub target_token: Option<String>,
+    /// B of `--contrast A,B`.
+    pub contrast: Option<String>,
+    /// Print the attribution and ablation tables (asked for by flag, not only by a file).
+    pub heads_table: bool,
     /// How the report stores weights.
     pub html_precision: PrecisionChoice,
     /// Print the statistics table (`--stats`, or `--stat`).
@@ -451,6 +462,30 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     if args.lens_top.is_some() && !args.lens && out.figure != Some(Figure::Lens) {
         return Err("--lens-top sets the logit lens; add --lens (or --figure lens)".into());
     }
+    let (target_token, contrast) = match &args.contrast {
+        Some(pair) => {
+            let Some((a, b)) = pair.split_once(',') else {
+                return Err(format!(
+                    "--contrast {pair:?} needs two tokens, A,B (the logit difference A − B)"
+                ));
+            };
+            if let Some(t) = args.target_token.as_deref().filter(|t| *t != a) {
+                return Err(format!(
+                    "--contrast {pair:?} takes {a:?} as the target, and --target-token says                      {t:?}; drop one of them"
+                ));
+            }
+            (Some(a.to_string()), Some(b.to_string()))
+        }
+        None => (args.target_token.clone(), None),
+    };
+    for figure in [Figure::Attribution, Figure::Ablation] {
+        if out.figure == Some(figure) && !(png || svg) {
+            return Err(format!(
+                "--figure {} draws into --png or --svg; add one",
+                attnviz::choice::Choice::name(figure)
+            ));
+        }
+    }
     if out.figure == Some(Figure::Lens) && !(png || svg) {
         return Err("--figure lens draws the logit lens into --png or --svg; add one".into());
     }
@@ -574,6 +609,24 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
         lens: (args.lens || args.out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         lens_table: args.lens,
+        attribution: args.attribution
+            || target_token.is_some() && args.ablate.is_none()
+            || contrast.is_some()
+            || out.figure == Some(Figure::Attribution)
+            || out.json_include.contains(&JsonSection::HeadAttribution),
+        ablate: match args.ablate.as_deref() {
+            Some("mean") => Some(attnviz::request::AblationMode::Mean),
+            Some(_) => Some(attnviz::request::AblationMode::Zero),
+            None => (out.figure == Some(Figure::Ablation)
+                || out.json_include.contains(&JsonSection::HeadAblation))
+            .then_some(attnviz::request::AblationMode::Zero),
+        },
+        heads_table: args.attribution
+            || args.target_token.is_some()
+            || args.contrast.is_some()
+            || args.ablate.is_some(),
+        target_token,
+        contrast,
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
         stat: out.stat,

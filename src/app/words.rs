@@ -279,6 +279,28 @@ pub(super) fn request(e: RequestError) -> Error {
             "--weighting: value-weighted and norm-aware attention are not available for \
              encoder–decoder models ({family}) yet; drop --weighting"
         )),
+        RequestError::NotOneToken {
+            role,
+            token,
+            model,
+            pieces,
+        } => {
+            let flag = match role {
+                attnviz::request::TokenRole::Target => "--target-token",
+                attnviz::request::TokenRole::Contrast => "--contrast",
+            };
+            let hint = match pieces.first() {
+                Some(first) => format!("; give one token, e.g. {flag} {first:?}"),
+                None => "; give a token of its vocabulary (as the JSON's tokens show them)".into(),
+            };
+            usage(format!(
+                "{flag} {token:?} is not one token of {model}: {}{hint}",
+                attnviz::request::describe_pieces(&pieces)
+            ))
+        }
+        e @ RequestError::HeadsNeedDecoder { .. } => usage(format!(
+            "--attribution, --target-token, --contrast, --ablate: {e}"
+        )),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

@@ -32,6 +32,12 @@ impl Model {
         self.network.unembedding().is_some()
     }
 
+    /// Whether this model can take its heads apart at the output (per-head attribution,
+    /// ablation): a decoder with a language-model head.
+    pub fn has_head_interventions(&self) -> bool {
+        self.network.interventions().is_some()
+    }
+
     /// The logit lens over token `ids` (with their segment ids `types`, as the tokenizer gave
     /// them): the `k` most probable tokens (at least 1, at most the vocabulary) at every stage
     /// and position.

@@ -31,11 +31,29 @@ pub enum JsonSection {
     Means,
     /// `rollout[layer][query][key]`: attention rollout (Abnar & Zuidema 2020) through each layer.
     Rollout,
+    /// `head_attribution`: each head's direct logit attribution at the last position (a run of
+    /// the model, not the attention: decoders).
+    HeadAttribution,
+    /// `head_ablation`: the change in the target's log-probability when each head is zeroed
+    /// (a run of the model, as `HeadAttribution`).
+    HeadAblation,
+}
+
+impl JsonSection {
+    /// Whether the section comes from a run of the model rather than from its attention.
+    pub fn from_model(self) -> bool {
+        matches!(
+            self,
+            JsonSection::HeadAttribution | JsonSection::HeadAblation
+        )
+    }
 }
 
 crate::choice!(JsonSection {
     Means => ("means", "Each layer's mean over its heads"),
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) through each layer"),
+    HeadAttribution => ("head_attribution", "Each head's direct logit attribution at the last position (decoders)"),
+    HeadAblation => ("head_ablation", "The change in the target's log-probability when each head is removed (decoders)"),
 });
 
 /// How numbers are written.
@@ -396,11 +414,12 @@ pub fn json_sections<'a>(
     analysis: Option<&'a Analysis>,
 ) -> Option<Vec<MatrixSection<'a>>> {
     let mut out = Vec::new();
-    for section in include {
+    for section in include.iter().filter(|s| !s.from_model()) {
         let a = analysis?;
         let (name, layers) = match section {
             JsonSection::Means => ("means", &a.layer_means),
             JsonSection::Rollout => ("rollout", &a.rollout),
+            JsonSection::HeadAttribution | JsonSection::HeadAblation => continue,
         };
         if !out.iter().any(|s: &MatrixSection| s.name == name) {
             out.push(MatrixSection { name, layers });

@@ -5,6 +5,7 @@ pub mod colormap;
 mod colormap_tables;
 pub mod compare;
 pub mod fonts;
+pub mod heads_table;
 pub mod html;
 pub mod image;
 pub mod json;

@@ -25,6 +25,7 @@ struct File {
 #[derive(Deserialize)]
 struct Case {
     name: String,
+    text: String,
     input_ids: Vec<u32>,
     target: u32,
     contrast: u32,
@@ -153,4 +154,65 @@ fn an_encoder_is_refused_in_one_line() {
         .to_string();
     assert!(err.contains("is for decoders"), "{err}");
     assert!(!err.contains('\n'));
+}
+
+/// The CLI's JSON sections carry the library's numbers, which the hooks above check: the
+/// default target (the model's prediction), each head's attribution and zero ablation.
+#[test]
+fn the_cli_json_sections_match_the_hooks() {
+    let c = case("tiny-gpt2");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let png = dir.path().join("attribution.png");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = crate::support::cli::attnviz()
+        .arg(&c.text)
+        .arg("--model")
+        .arg(root.join("tests/fixtures/tiny-gpt2"))
+        .args(["--attribution", "--ablate", "--figure", "attribution", "-q"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--png")
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ids: Vec<u32> = serde_json::from_value(doc["input_ids"].clone()).unwrap();
+    assert_eq!(ids, c.input_ids);
+    let a = &doc["head_attribution"];
+    assert_eq!(a["target"]["id"], c.target);
+    let per_head: Vec<Vec<f32>> = serde_json::from_value(a["per_head"].clone()).unwrap();
+    let flat: Vec<f32> = per_head.into_iter().flatten().collect();
+    compare("cli per head", &flat, &c.per_head);
+    let b = &doc["head_ablation"];
+    assert_eq!(b["mode"], "zero");
+    let delta: Vec<Vec<f32>> = serde_json::from_value(b["delta"].clone()).unwrap();
+    let flat: Vec<f32> = delta.into_iter().flatten().collect();
+    compare("cli ablation", &flat, &c.ablate_zero);
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+}
+
+/// A target the tokenizer splits is refused in one line that names it and its pieces.
+#[test]
+fn a_target_of_several_tokens_is_refused_in_one_line() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = crate::support::cli::attnviz()
+        .arg("the cat sat")
+        .arg("--model")
+        .arg(root.join("tests/fixtures/tiny-gpt2"))
+        .args(["--target-token", "the cat sat on"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--target-token \"the cat sat on\"") && err.contains("tokens"),
+        "{err}"
+    );
 }

@@ -11,6 +11,7 @@
 
 pub(crate) mod font;
 mod grid;
+pub mod heads;
 mod layout;
 pub mod lens;
 pub(crate) mod paint;
@@ -53,6 +54,10 @@ pub enum Figure {
     Rollout,
     /// The logit lens (drawn from the run's lens, not from the attention: [`lens`]).
     Lens,
+    /// Per-head direct logit attribution, layers × heads (drawn from the run: [`heads`]).
+    Attribution,
+    /// Head ablation, layers × heads (drawn from the run: [`heads`]).
+    Ablation,
 }
 
 crate::choice!(Figure {
@@ -62,6 +67,8 @@ crate::choice!(Figure {
     Model => ("model", "Every layer × head as labelled thumbnails"),
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to a layer"),
     Lens => ("lens", "The logit lens: layers × positions, each cell its most probable token"),
+    Attribution => ("attribution", "Each head's direct contribution to the target token's logit: layers × heads"),
+    Ablation => ("ablation", "The change in the target token's log-probability when each head is removed: layers × heads"),
 });
 
 /// What a figure shows.
@@ -111,7 +118,9 @@ impl<'a> FigureSpec<'a> {
             Figure::Mean => FigureSpec::Mean { layer },
             Figure::Model => FigureSpec::Model,
             Figure::Rollout => FigureSpec::rollout(layer, rollout.ok_or(ImageError::NoRollout)?),
-            Figure::Lens => return Err(ImageError::LensNotAttention),
+            Figure::Lens | Figure::Attribution | Figure::Ablation => {
+                return Err(ImageError::LensNotAttention)
+            }
         })
     }
 
@@ -225,7 +234,7 @@ pub enum ImageError {
     #[error(transparent)]
     Draw(#[from] DrawError),
     /// The lens figure asked of an attention (it is drawn from a run's logit lens).
-    #[error("the logit lens figure is drawn from a model's run, not from its attention")]
+    #[error("the logit lens, attribution and ablation figures are drawn from a model's run, not from its attention")]
     LensNotAttention,
     /// The output file could not be written.
     #[error(transparent)]
