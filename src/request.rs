@@ -500,7 +500,7 @@ impl RunRequest {
             Some(t) => t,
             None => model.predicted_next(ids)?,
         };
-        let label = units.labels[at].clone();
+        let label = units.named(false)[at].clone();
         let tokenizer = model.tokenizer();
         let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
         if self.attribution {
