@@ -9,9 +9,7 @@ use super::font;
 use super::paint;
 use super::scene::{Align, Cells, Item, Rect, Scene, Text};
 use super::theme::{Palette, Rgb};
-use super::{
-    ImageError, ImageOptions, SvgError, MAX_PNG_PIXELS, MAX_SCALE_FACTOR, MIN_SCALE_FACTOR,
-};
+use super::{ImageError, ImageOptions, SvgError};
 use crate::analysis::attribution::{HeadAblation, HeadAttribution, RankedHead};
 use crate::analysis::lens::readable;
 use crate::output::write_output;
@@ -124,7 +122,7 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
     for (rank, r) in annotated.iter().enumerate() {
         let x = heat_x + r.head as i32 * cell + cell / 2;
         let y = heat_y + r.layer as i32 * cell + cell / 2;
-        let on = on(colors[r.layer * heads + r.head]);
+        let on = super::text_on(colors[r.layer * heads + r.head]);
         items.push(Item::Text(Text {
             x,
             y,
@@ -231,16 +229,6 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
     }
 }
 
-/// Black or white, whichever reads better on `c`.
-fn on(c: Rgb) -> Rgb {
-    let l = 0.299 * c.0 as f32 + 0.587 * c.1 as f32 + 0.114 * c.2 as f32;
-    if l > 140.0 {
-        Rgb(0x10, 0x10, 0x10)
-    } else {
-        Rgb(0xff, 0xff, 0xff)
-    }
-}
-
 fn quote(text: &str) -> String {
     format!("“{}”", readable(text))
 }
@@ -308,15 +296,7 @@ fn grid_of_ablation<'a>(a: &'a HeadAblation, title: &'a str) -> Grid<'a> {
 
 fn png(g: &Grid, options: &ImageOptions) -> Result<Vec<u8>, ImageError> {
     let scene = scene(g, options);
-    let factor = options.scale_factor;
-    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
-        return Err(ImageError::ScaleFactor(factor));
-    }
-    let (w, h) = paint::scaled_size(&scene, factor);
-    if w as u64 * h as u64 > MAX_PNG_PIXELS {
-        return Err(ImageError::TooManyPixels { factor, w, h });
-    }
-    Ok(paint::png(&scene, factor)?)
+    super::scene_png(&scene, options.scale_factor)
 }
 
 fn svg(g: &Grid, options: &ImageOptions) -> Result<String, ImageError> {

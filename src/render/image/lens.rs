@@ -8,10 +8,8 @@ use std::path::Path;
 use super::font;
 use super::paint;
 use super::scene::{Align, Cells, Item, Rect, Scene, Text};
-use super::theme::{Palette, Rgb};
-use super::{
-    ImageError, ImageOptions, SvgError, MAX_PNG_PIXELS, MAX_SCALE_FACTOR, MIN_SCALE_FACTOR,
-};
+use super::theme::Palette;
+use super::{ImageError, ImageOptions, SvgError};
 use crate::analysis::lens::{readable, LogitLens};
 use crate::output::write_output;
 use crate::render::colormap::Ramp;
@@ -121,7 +119,7 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
                 text: cell_text(s, p),
                 size: TEXT,
                 bold: false,
-                color: on(colors[s * cols + p]),
+                color: super::text_on(colors[s * cols + p]),
                 align: Align::Middle,
                 up: false,
             }));
@@ -190,16 +188,6 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
     }
 }
 
-/// Black or white, whichever reads better on `c`.
-fn on(c: Rgb) -> Rgb {
-    let l = 0.299 * c.0 as f32 + 0.587 * c.1 as f32 + 0.114 * c.2 as f32;
-    if l > 140.0 {
-        Rgb(0x10, 0x10, 0x10)
-    } else {
-        Rgb(0xff, 0xff, 0xff)
-    }
-}
-
 /// The lens figure as PNG bytes.
 pub fn render_png(
     lens: &LogitLens,
@@ -207,15 +195,7 @@ pub fn render_png(
     options: &ImageOptions,
 ) -> Result<Vec<u8>, ImageError> {
     let scene = scene(lens, title, options);
-    let factor = options.scale_factor;
-    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
-        return Err(ImageError::ScaleFactor(factor));
-    }
-    let (w, h) = paint::scaled_size(&scene, factor);
-    if w as u64 * h as u64 > MAX_PNG_PIXELS {
-        return Err(ImageError::TooManyPixels { factor, w, h });
-    }
-    Ok(paint::png(&scene, factor)?)
+    super::scene_png(&scene, options.scale_factor)
 }
 
 /// The lens figure as an SVG document.

@@ -270,15 +270,7 @@ pub fn render_png(
     options: &ImageOptions,
 ) -> Result<Vec<u8>, ImageError> {
     let scene = build(att, figure, options)?;
-    let factor = options.scale_factor;
-    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
-        return Err(ImageError::ScaleFactor(factor));
-    }
-    let (w, h) = paint::scaled_size(&scene, factor);
-    if w as u64 * h as u64 > MAX_PNG_PIXELS {
-        return Err(ImageError::TooManyPixels { factor, w, h });
-    }
-    Ok(paint::png(&scene, factor)?)
+    scene_png(&scene, options.scale_factor)
 }
 
 /// Render `figure` of `att` as an SVG document.
@@ -660,3 +652,26 @@ fn notes(att: &Attention) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+
+/// `scene` as PNG bytes at `factor` pixels per layout pixel, within the scale and pixel bounds
+/// every figure keeps.
+pub(crate) fn scene_png(scene: &Scene, factor: f32) -> Result<Vec<u8>, ImageError> {
+    if !(MIN_SCALE_FACTOR..=MAX_SCALE_FACTOR).contains(&factor) {
+        return Err(ImageError::ScaleFactor(factor));
+    }
+    let (w, h) = paint::scaled_size(scene, factor);
+    if w as u64 * h as u64 > MAX_PNG_PIXELS {
+        return Err(ImageError::TooManyPixels { factor, w, h });
+    }
+    Ok(paint::png(scene, factor)?)
+}
+
+/// Black or white, whichever reads better as text on `c`.
+pub(crate) fn text_on(c: theme::Rgb) -> theme::Rgb {
+    let l = 0.299 * c.0 as f32 + 0.587 * c.1 as f32 + 0.114 * c.2 as f32;
+    if l > 140.0 {
+        theme::Rgb(0x10, 0x10, 0x10)
+    } else {
+        theme::Rgb(0xff, 0xff, 0xff)
+    }
+}
