@@ -65,6 +65,42 @@ fn terminal_view_shows_the_grid_the_picture_and_the_special_tokens() {
 }
 
 #[test]
+fn terminal_picture_stretches_a_dim_photo_over_every_shade() {
+    // A 32×32 picture whose brightness runs from 8 to 40 of 255, left to right: without the
+    // stretch every character of it would be the darkest shade (a blank picture).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dim.png");
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, 32, 32);
+        enc.set_color(png::ColorType::Rgb);
+        let px: Vec<u8> = (0..32 * 32)
+            .flat_map(|i| {
+                let v = 8 + (i % 32) as u8;
+                [v, v, v]
+            })
+            .collect();
+        enc.write_header().unwrap().write_image_data(&px).unwrap();
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let out = run(&["-m", &deit(), "--image", &path.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The picture is the last 8 columns of the 4 grid lines; its left edge dark, right bright.
+    let picture: Vec<Vec<char>> = text
+        .lines()
+        .skip(1)
+        .take(4)
+        .map(|l| l.chars().skip(8 + 3).collect())
+        .collect();
+    for line in &picture {
+        assert_eq!(line.len(), 8, "{text}");
+        assert_eq!(line[0], ' ', "{text}");
+        assert_eq!(line[7], '█', "{text}");
+    }
+}
+
+#[test]
 fn figures_and_json_describe_the_picture() {
     let dir = tempfile::tempdir().unwrap();
     let at = |n: &str| dir.path().join(n).display().to_string();

@@ -725,6 +725,21 @@ pub fn terminal_view(
     let (pw, ph) = (cols * 2, rows * 2);
     let small = resample::resize(&image.view, iw, ih, pw, ph, Filter::Bilinear);
     let shades = [' ', '░', '▒', '▓', '█'];
+    // Without colour, each character is the mean brightness of its two pixels, stretched over
+    // the picture's own range so that a dim photo (dusk, a dark scan) still uses every shade.
+    let luma = |x: usize, r: usize| -> u32 {
+        let px = |y: usize| &small[(y * pw + x) * 3..][..3];
+        px(2 * r)
+            .iter()
+            .chain(px(2 * r + 1))
+            .map(|&v| u32::from(v))
+            .sum::<u32>()
+    };
+    let (lo, hi) = (0..rows)
+        .flat_map(|r| (0..pw).map(move |x| (x, r)))
+        .map(|(x, r)| luma(x, r))
+        .fold((u32::MAX, 0), |(lo, hi), l| (lo.min(l), hi.max(l)));
+    let span = hi.saturating_sub(lo).max(1);
     for r in 0..rows {
         for c in 0..cols {
             let t = grid[r * cols + c] / max;
@@ -758,14 +773,8 @@ pub fn terminal_view(
                     top[0], top[1], top[2], bottom[0], bottom[1], bottom[2]
                 ));
             } else {
-                let l = (top[0] as u32
-                    + top[1] as u32
-                    + top[2] as u32
-                    + bottom[0] as u32
-                    + bottom[1] as u32
-                    + bottom[2] as u32)
-                    / 6;
-                out.push(shades[(l as usize * 5 / 256).min(4)]);
+                let t = (luma(x, r) - lo) as usize * 5 / (span as usize + 1);
+                out.push(shades[t.min(4)]);
             }
         }
         if color {
