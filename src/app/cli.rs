@@ -56,21 +56,9 @@ pub struct Args {
     #[arg(help_heading = "Input", long, value_name = "FILE")]
     pub image: Option<PathBuf>,
 
-    /// With --image: the query whose attention the terminal view and figures draw, as the
-    /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
-    /// (SigLIP); default: the class token, or the pooling head on a model without one.
-    #[arg(help_heading = "Input", long, value_name = "ROW,COL|pool")]
-    pub query: Option<String>,
-
-    /// With --image and `--figure rollout`: how each layer's heads are fused before rolling
-    /// out (vit-explain's head_fusion): mean (default), max or min.
-    #[arg(help_heading = "Images", long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
-    pub head_fusion: Option<attnviz::analysis::HeadFusion>,
-
-    /// With --image and `--figure rollout`: the share of each layer's smallest fused weights
-    /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
-    #[arg(help_heading = "Images", long, value_name = "RATIO")]
-    pub discard_ratio: Option<f32>,
+    /// Which attention the picture views draw (with --image).
+    #[command(flatten)]
+    pub picture: PictureArgs,
 
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
     #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
@@ -677,9 +665,33 @@ pub struct RenderArgs {
     #[arg(help_heading = "Input", long, value_name = "LIST", value_parser = parse_layers)]
     pub layers: Option<LayerList>,
 
+    /// Which attention the picture views draw, when FILE is an image run's JSON export.
+    #[command(flatten)]
+    pub picture: PictureArgs,
+
     /// What to show and where, as for TEXT.
     #[command(flatten)]
     pub out: Outputs,
+}
+
+/// What the views of a picture draw: the query, and how rollout fuses heads.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PictureArgs {
+    /// With --image (or a file of an image run): the query whose attention the terminal view and figures draw, as the
+    /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
+    /// (SigLIP); default: the class token, or the pooling head on a model without one.
+    #[arg(help_heading = "Input", long, value_name = "ROW,COL|pool")]
+    pub query: Option<String>,
+
+    /// With an image and `--figure rollout`: how each layer's heads are fused before rolling
+    /// out (vit-explain's head_fusion): mean (default), max or min.
+    #[arg(help_heading = "Images", long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
+    pub head_fusion: Option<attnviz::analysis::HeadFusion>,
+
+    /// With an image and `--figure rollout`: the share of each layer's smallest fused weights
+    /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
+    #[arg(help_heading = "Images", long, value_name = "RATIO")]
+    pub discard_ratio: Option<f32>,
 }
 
 /// `attnviz merge`.

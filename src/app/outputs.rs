@@ -78,6 +78,16 @@ pub(super) fn write_outputs(
     {
         attnviz::render::image::picture::query_unit(token_att, plan.query)?;
     }
+    // --query (or a rollout's fusion) on `render` of a file without a picture.
+    if token_att.image.is_none()
+        && (plan.query != attnviz::render::image::picture::Query::Cls
+            || plan.image_rollout.is_some())
+    {
+        return Err(Error::Usage(
+            "--query, --head-fusion and --discard-ratio draw on a picture, and this attention has none (it is not an image run's JSON export); drop them"
+                .into(),
+        ));
+    }
     // --query pool on a model without an attention-pooling head, likewise.
     if token_att.image.is_some() {
         attnviz::render::image::picture::pooling_of(token_att, plan.query)?;

@@ -23,7 +23,7 @@ use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 use attnviz::save::SaveDtype;
 
-use super::cli::{Args, Command, MergeArgs, Outputs};
+use super::cli::{Args, Command, MergeArgs, Outputs, PictureArgs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -298,7 +298,12 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 tokens: r.tokens.clone(),
                 max_memory: r.max_memory,
                 layers: r.layers.clone().map(|l| l.0),
-                out: single(args, &r.out, Some(r.file.display().to_string()))?,
+                out: single(
+                    args,
+                    &r.out,
+                    Some(r.file.display().to_string()),
+                    Some(&r.picture),
+                )?,
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
@@ -322,6 +327,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             args.text
                 .clone()
                 .or_else(|| args.image.as_ref().map(|p| p.display().to_string())),
+            None,
         )?)),
     };
     Ok(Plan {
@@ -341,7 +347,16 @@ fn first_given<'a>(flags: &[(&'a str, bool)]) -> Option<&'a str> {
 /// A single input (TEXT, or the FILE of `attnviz render` as `text`, with its own output flags
 /// `out`): no corpus-only flags, no flag that needs an output that is not asked for, and outputs
 /// that can be written, each to its own place.
-fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, String> {
+/// `rendered`: the picture options of `attnviz render FILE`, where FILE (not `--image`) says
+/// whether there is a picture.
+fn single(
+    args: &Args,
+    out: &Outputs,
+    text: Option<String>,
+    rendered: Option<&PictureArgs>,
+) -> Result<Single, String> {
+    let picture = rendered.unwrap_or(&args.picture);
+    let pictured = rendered.is_some() || args.image.is_some();
     let corpus_only = [
         ("--out-dir", args.out_dir.is_some()),
         ("--on-bad-line", args.on_bad_line.is_some()),
@@ -520,10 +535,10 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
                 .into(),
         );
     }
-    let query = match &args.query {
+    let query = match &picture.query {
         None => attnviz::render::image::picture::Query::Cls,
         Some(q) => {
-            if args.image.is_none() {
+            if !pictured {
                 return Err("--query picks a patch of an image; add --image FILE".into());
             }
             let parsed = q.split_once(',').and_then(|(r, c)| {
@@ -548,10 +563,10 @@ fn single(args: &Args, out: &Outputs, text: Option<String>) -> Result<Single, St
     if args.image.is_some() && args.text.is_some() {
         return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
     }
-    let image_rollout = match (args.head_fusion, args.discard_ratio) {
+    let image_rollout = match (picture.head_fusion, picture.discard_ratio) {
         (None, None) => None,
         (fusion, ratio) => {
-            if args.image.is_none() || out.figure != Some(Figure::Rollout) {
+            if !pictured || out.figure != Some(Figure::Rollout) {
                 return Err(
                     "--head-fusion and --discard-ratio set the rollout drawn over an image; \
                      add --image FILE and --figure rollout"

@@ -3,10 +3,10 @@
 //! grid position, or the class, distillation or a register token). Every view of an image reads
 //! this, never the model.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one token of a vision model stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Cell {
     /// The patch at `row`, `col` of the grid (from the top left, numbered from 0).

@@ -75,6 +75,7 @@ struct Doc {
     means: Option<IgnoredAny>,
     #[serde(default)]
     rollout: Option<IgnoredAny>,
+    image: Option<super::image::ImageJson>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -416,10 +417,23 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
             shape[0],
             shown,
         )?,
+        image: None,
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,
     };
+    let mut origin = origin;
+    if let Some(image) = doc.image {
+        // The cells are the model's tokens; a view without the special tokens (or by words)
+        // still names them by their spans.
+        let tokens = queries
+            .spans
+            .as_ref()
+            .and_then(|s| s.iter().map(|r| r.end).max())
+            .unwrap_or(shape[2]);
+        let image = image.into_input(tokens, shape[0]).map_err(bad)?;
+        origin.image = Some(image);
+    }
     let arrays = Arrays {
         name: format!("{shown}: attention"),
         kind,

@@ -27,6 +27,7 @@
 
 mod budget;
 mod check;
+mod image;
 mod json;
 pub mod labels;
 mod npy;
@@ -229,6 +230,8 @@ pub struct Origin {
     pub target: Option<String>,
     /// What an encoder–decoder run's decoder generated, decoded (version 3).
     pub generated_text: Option<String>,
+    /// A vision model's picture, its patch grid and pooling head (the JSON's `image`).
+    pub image: Option<crate::attention::image::ImageInput>,
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -525,7 +528,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         pair,
         source,
         tolerance,
-        origin,
+        mut origin,
     } = arrays;
     let [layers, heads, nq, nk] = shape;
     check::size(&name, &shape)?;
@@ -593,6 +596,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     if let Some(windows) = &windows {
         check::windows(&name, windows, mask, &shape, &weights)?;
     }
+    let image = origin.as_mut().and_then(|o| o.image.take());
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -632,6 +636,10 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     .and_then(|a| match windows {
         Some(windows) if windows.iter().any(Option::is_some) => a.with_windows(windows),
         _ => Ok(a),
+    })
+    .map(|mut a| {
+        a.image = image.map(std::sync::Arc::new);
+        a
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
     Ok((att, warning))

@@ -242,6 +242,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         kv_head,
         positions: PositionScheme::Rotary,
         layer_numbers: None,
+        image: None,
         target: None,
         generated_text: None,
     }

@@ -310,7 +310,12 @@ pub fn body_fields(att: &Attention) -> Vec<(String, serde_json::Value)> {
     // A vision model's picture: the patch grid, what each token is, the image's size and the
     // preprocessing applied (`docs/json.md`).
     if let Some(image) = &att.image {
-        fields.push(("image".into(), json!(image.as_ref())));
+        let mut value = json!(image.as_ref());
+        // The pixels the model saw, so that `render` draws on the picture without the file.
+        if let Some(png) = view_png(image) {
+            value["view_png"] = json!(png);
+        }
+        fields.push(("image".into(), value));
     }
     fields.extend(unit_fields(att.queries(), att.level, ""));
     if !att.is_square() {
@@ -426,6 +431,27 @@ pub fn json_sections<'a>(
         }
     }
     Some(out)
+}
+
+/// The picture the model saw (`view`, `input` pixels RGB) as a base64 PNG; `None` when there is
+/// none (an image view that was not kept).
+fn view_png(image: &crate::attention::image::ImageInput) -> Option<String> {
+    use base64::Engine;
+    let [w, h] = image.input;
+    if w == 0 || h == 0 || image.view.len() != w * h * 3 {
+        return None;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.write_header()
+            .ok()?
+            .write_image_data(&image.view)
+            .ok()?;
+    }
+    Some(base64::engine::general_purpose::STANDARD.encode(out))
 }
 
 #[cfg(test)]

@@ -487,3 +487,85 @@ fn the_pooling_head_is_refused_where_there_is_none_and_for_rollout() {
     assert_clean_failure(&out, "pooling head's probe is no token");
     assert!(!png.exists());
 }
+
+/// A PNG's pixels, RGB or RGBA as written, with its width and height.
+fn pixels(path: &Path) -> (Vec<u8>, u32, u32) {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut px = vec![0u8; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut px).unwrap();
+    px.truncate(info.buffer_size());
+    (px, info.width, info.height)
+}
+
+#[test]
+fn render_of_an_image_runs_json_draws_the_same_views_on_the_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).display().to_string();
+    for (model, picture, json, queries) in [
+        (
+            deit(),
+            image("wide45x37.png"),
+            "deit.json",
+            vec![None, Some("2,3")],
+        ),
+        (
+            siglip(),
+            image("own32.png"),
+            "siglip.json",
+            vec![None, Some("1,2")],
+        ),
+    ] {
+        let out = run(&["-m", &model, "--image", &picture, "--json", &at(json), "-q"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for query in queries {
+            for figure in ["head", "layer", "model"] {
+                let mut live = vec!["-m", &model, "--image", &picture];
+                let mut again = vec!["render".to_string(), at(json)];
+                if let Some(q) = query {
+                    live.extend(["--query", q]);
+                    again.extend(["--query".into(), q.into()]);
+                }
+                let (live_png, again_png) = (at("live.png"), at("again.png"));
+                let live_out =
+                    run(&[&live[..], &["--figure", figure, "--png", &live_png]].concat());
+                let again_args: Vec<&str> = again.iter().map(String::as_str).collect();
+                let again_out =
+                    run(&[&again_args[..], &["--figure", figure, "--png", &again_png]].concat());
+                assert!(live_out.status.success(), "{}", stderr(&live_out));
+                assert!(again_out.status.success(), "{}", stderr(&again_out));
+                // The terminal view is the same text: the grid, the picture, the special tokens.
+                assert_eq!(
+                    String::from_utf8_lossy(&live_out.stdout),
+                    String::from_utf8_lossy(&again_out.stdout),
+                    "{json} {query:?}"
+                );
+                // The figure is the same picture; the weights' round trip through JSON text
+                // moves a few pixels by one level at most.
+                let (a, aw, ah) = pixels(Path::new(&live_png));
+                let (b, bw, bh) = pixels(Path::new(&again_png));
+                assert_eq!((aw, ah), (bw, bh), "{json} {figure} {query:?}");
+                let worst = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max();
+                assert!(worst <= Some(1), "{json} {figure} {query:?}: {worst:?}");
+            }
+        }
+    }
+    // SigLIP's pooling head comes back: render draws it by default and by name.
+    let out = run(&["render", &at("siglip.json"), "--query", "pool"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("attention-pooling head"));
+    // A picture option on a text run's export is refused in one line.
+    let text = at("text.json");
+    let out = run(&["-m", &tiny_bert(), "--json", &text, "-q", "hello there"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_clean_failure(
+        &run(&["render", &text, "--query", "1,1"]),
+        "draw on a picture, and this attention has none",
+    );
+}
+
+fn tiny_bert() -> String {
+    repo()
+        .join("tests/fixtures/tiny-bert")
+        .display()
+        .to_string()
+}

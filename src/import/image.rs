@@ -1,0 +1,245 @@
+//! A vision model's `image` section of attnviz's JSON export (`docs/json.md`) read back: the
+//! patch grid, what each token is, the preprocessing, the layers' token norms, the pooling head
+//! (SigLIP) and the picture the model saw (`view_png`), so that `render` draws the same views on
+//! the picture as the run did. Every size is checked against the attention it comes with, and
+//! the picture is decoded only at the size the section states, which is bounded.
+
+use base64::Engine;
+use serde::Deserialize;
+
+use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing, Resize};
+
+/// The largest side of the picture a section may state: far above any model's input
+/// (ViTs run at 224–518), and bounding the decode at 3 × 4096² bytes.
+const MAX_SIDE: usize = 4096;
+
+/// The `image` object as written.
+#[derive(Deserialize)]
+pub(super) struct ImageJson {
+    source: String,
+    original: [usize; 2],
+    input: [usize; 2],
+    patch: usize,
+    grid: [usize; 2],
+    preprocessing: PreprocessingJson,
+    cells: Vec<Cell>,
+    #[serde(default)]
+    norms: Vec<Vec<f32>>,
+    pooling: Option<PoolingJson>,
+    view_png: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PreprocessingJson {
+    color: String,
+    resize: Option<ResizeJson>,
+    crop: Option<[usize; 2]>,
+    rescale: Option<f64>,
+    normalize: Option<[[f64; 3]; 2]>,
+    positions_from: Option<[usize; 2]>,
+}
+
+#[derive(Deserialize)]
+struct ResizeJson {
+    width: usize,
+    height: usize,
+    filter: String,
+}
+
+#[derive(Deserialize)]
+struct PoolingJson {
+    heads: usize,
+    weights: Vec<Vec<f32>>,
+}
+
+impl ImageJson {
+    /// The section as the views read it, for attention over `tokens` tokens in `layers`
+    /// captured layers; an error names what does not fit.
+    pub(super) fn into_input(self, tokens: usize, layers: usize) -> Result<ImageInput, String> {
+        let [rows, cols] = self.grid;
+        let [w, h] = self.input;
+        if rows == 0 || cols == 0 || self.patch == 0 {
+            return Err(format!(
+                "its image has a {rows}×{cols} grid of {}-pixel patches",
+                self.patch
+            ));
+        }
+        if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
+            return Err(format!(
+                "its image's input is {w}×{h} pixels (1 to {MAX_SIDE} a side)"
+            ));
+        }
+        if self.cells.len() != tokens {
+            return Err(format!(
+                "its image lists {} cells for {tokens} tokens; give one cell per token",
+                self.cells.len()
+            ));
+        }
+        for cell in &self.cells {
+            if let Cell::Patch { row, col } = *cell {
+                if row >= rows || col >= cols {
+                    return Err(format!(
+                        "its image has a patch {row},{col} outside its {rows}×{cols} grid"
+                    ));
+                }
+            }
+        }
+        if !self.norms.is_empty()
+            && (self.norms.len() != layers || self.norms.iter().any(|n| n.len() != tokens))
+        {
+            return Err(format!(
+                "its image's norms are not [layers][tokens] ({layers} × {tokens})"
+            ));
+        }
+        let pooling = match self.pooling {
+            None => None,
+            Some(p) => {
+                if p.heads == 0
+                    || p.weights.len() != p.heads
+                    || p.weights.iter().any(|r| r.len() != tokens)
+                    || p.weights.iter().flatten().any(|v| !v.is_finite())
+                {
+                    return Err(format!(
+                        "its image's pooling weights are not [heads][tokens] ({} × {tokens}) \
+                         of finite numbers",
+                        p.heads
+                    ));
+                }
+                let flat: Vec<f32> = p.weights.concat();
+                Some(Pooling::new(&flat, p.heads))
+            }
+        };
+        let resize = match self.preprocessing.resize {
+            None => None,
+            Some(r) => Some(Resize {
+                width: r.width,
+                height: r.height,
+                filter: filter_name(&r.filter)?,
+            }),
+        };
+        let view = match &self.view_png {
+            Some(data) => decode_view(data, w, h)?,
+            None => Vec::new(),
+        };
+        Ok(ImageInput {
+            source: self.source,
+            original: self.original,
+            input: self.input,
+            patch: self.patch,
+            grid: self.grid,
+            preprocessing: Preprocessing {
+                color: self.preprocessing.color,
+                resize,
+                crop: self.preprocessing.crop,
+                rescale: self.preprocessing.rescale,
+                normalize: self.preprocessing.normalize,
+                positions_from: self.preprocessing.positions_from,
+            },
+            cells: self.cells,
+            norms: self.norms,
+            pooling,
+            view,
+        })
+    }
+}
+
+/// The resize filters attnviz writes.
+fn filter_name(name: &str) -> Result<&'static str, String> {
+    ["nearest", "bilinear", "bicubic", "lanczos"]
+        .into_iter()
+        .find(|f| *f == name)
+        .ok_or_else(|| {
+            format!(
+                "its image was resized with `{name}`, not nearest, bilinear, bicubic or lanczos"
+            )
+        })
+}
+
+/// `view_png` (base64 PNG, 8-bit RGB) as `w × h × 3` bytes; any other size is refused from the
+/// header, before the pixels are decoded.
+fn decode_view(data: &str, w: usize, h: usize) -> Result<Vec<u8>, String> {
+    let bad = |why: String| format!("its image's view_png {why}");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| bad(format!("is not base64: {e}")))?;
+    let mut decoder = png::Decoder::new(bytes.as_slice());
+    decoder.set_limits(png::Limits {
+        bytes: 3 * MAX_SIDE * MAX_SIDE,
+    });
+    let mut reader = decoder
+        .read_info()
+        .map_err(|e| bad(format!("is not a PNG: {e}")))?;
+    let info = reader.info();
+    let (pw, ph) = (info.width as usize, info.height as usize);
+    if (pw, ph) != (w, h) {
+        return Err(bad(format!(
+            "is {pw}×{ph} pixels, but the model's input was {w}×{h}"
+        )));
+    }
+    if info.color_type != png::ColorType::Rgb || info.bit_depth != png::BitDepth::Eight {
+        return Err(bad("is not 8-bit RGB".into()));
+    }
+    let mut px = vec![0u8; w * h * 3];
+    reader
+        .next_frame(&mut px)
+        .map_err(|e| bad(format!("is damaged: {e}")))?;
+    Ok(px)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_b64(w: u32, h: u32, color: png::ColorType) -> String {
+        let channels = if color == png::ColorType::Rgb { 3 } else { 1 };
+        let mut out = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut out, w, h);
+            enc.set_color(color);
+            let px: Vec<u8> = (0..w * h * channels).map(|i| i as u8).collect();
+            enc.write_header().unwrap().write_image_data(&px).unwrap();
+        }
+        base64::engine::general_purpose::STANDARD.encode(out)
+    }
+
+    #[test]
+    fn the_view_decodes_at_the_stated_size_only() {
+        let px = decode_view(&png_b64(4, 2, png::ColorType::Rgb), 4, 2).unwrap();
+        assert_eq!(px, (0..24).map(|i| i as u8).collect::<Vec<_>>());
+        let e = decode_view(&png_b64(4, 2, png::ColorType::Rgb), 2, 4).unwrap_err();
+        assert!(
+            e.contains("is 4×2 pixels, but the model's input was 2×4"),
+            "{e}"
+        );
+        let e = decode_view(&png_b64(4, 2, png::ColorType::Grayscale), 4, 2).unwrap_err();
+        assert!(e.contains("8-bit RGB"), "{e}");
+        assert!(decode_view("%%%", 4, 2).unwrap_err().contains("base64"));
+    }
+
+    #[test]
+    fn cells_must_fit_the_tokens_and_the_grid() {
+        let section = |cells: &str| {
+            serde_json::from_str::<ImageJson>(&format!(
+                r#"{{"source": "a.png", "original": [8, 8], "input": [8, 8], "patch": 4,
+                    "grid": [2, 2], "preprocessing": {{"color": "rgb8", "resize": null,
+                    "crop": null, "rescale": null, "normalize": null, "positions_from": null}},
+                    "cells": {cells}}}"#
+            ))
+            .unwrap()
+        };
+        let ok = r#"[{"kind": "class"}, {"kind": "patch", "row": 0, "col": 0},
+            {"kind": "patch", "row": 0, "col": 1}, {"kind": "patch", "row": 1, "col": 0},
+            {"kind": "patch", "row": 1, "col": 1}]"#;
+        let input = section(ok).into_input(5, 2).unwrap();
+        assert_eq!(input.special_tokens(), vec![0]);
+        assert!(section(ok)
+            .into_input(4, 2)
+            .unwrap_err()
+            .contains("5 cells for 4 tokens"));
+        let off = r#"[{"kind": "patch", "row": 2, "col": 0}]"#;
+        assert!(section(off)
+            .into_input(1, 2)
+            .unwrap_err()
+            .contains("outside its 2×2 grid"));
+    }
+}
