@@ -717,13 +717,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         );
     }
     let input = args.input.clone().unwrap_or_else(|| PathBuf::from("-"));
-    if input != Path::new("-") && input.is_dir() {
-        return Err(format!(
-            "--input {} is a folder; give a file with one sentence (or a tab-separated pair) \
-             per line",
-            input.display()
-        ));
-    }
+    // A folder is a vision model's corpus of images; the run refuses it for a text model.
     if out_dir.exists() && !out_dir.is_dir() {
         return Err(format!(
             "--out-dir {} is a file; give a folder (it is created if missing)",

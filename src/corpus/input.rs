@@ -112,6 +112,38 @@ pub fn open_path(path: &Path) -> io::Result<Box<dyn Read + Send>> {
     }
 }
 
+/// The image files directly in folder `dir` (`.png`, `.jpg`, `.jpeg`, `.webp`, any case;
+/// regular files, not links), one name per line in byte order of their names: a vision
+/// model's corpus. Names that are not UTF-8 or hold a line break are left out, as no line
+/// could name them. An error when there is none.
+pub fn image_listing(dir: &Path) -> io::Result<String> {
+    const EXTENSIONS: [&str; 4] = ["png", "jpg", "jpeg", "webp"];
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let image = Path::new(&name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)));
+        if image && !name.contains(['\n', '\r']) && name.trim() == name {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Err(io::Error::other(
+            "the folder holds no image (.png, .jpg, .jpeg or .webp files)",
+        ));
+    }
+    names.sort();
+    Ok(names.join("\n") + "\n")
+}
+
 /// Detect the compression of `raw`, put a decoder in front of it, and detect the format of what
 /// comes out (unless `format` says it). `line_limit` bounds how much of the first line is read
 /// to tell the format.

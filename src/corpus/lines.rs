@@ -261,6 +261,9 @@ pub enum BadLine {
     Attention(String),
     /// A JSON Lines record that is not a JSON object with a `text` string.
     Json(String),
+    /// An image line (a vision model's corpus) whose picture cannot be read: missing, not a
+    /// regular file, corrupt, too large, animated.
+    Image(String),
     /// A bad line as a partial file recorded it: its kind (one of [`BadLine::KINDS`]) and reason.
     Recorded {
         /// [`BadLine::kind`].
@@ -285,7 +288,7 @@ pub enum BadLine {
 
 impl BadLine {
     /// Every [`BadLine::kind`].
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 15] = [
         "empty",
         "tabs",
         "invalid-utf8",
@@ -300,6 +303,7 @@ impl BadLine {
         "no-target",
         "target-unsupported",
         "bad-target",
+        "bad-image",
     ];
 
     /// The kind named `kind` (one of [`BadLine::KINDS`]), as a static name.
@@ -324,6 +328,7 @@ impl BadLine {
             BadLine::NoTarget => "no-target",
             BadLine::TargetUnsupported { .. } => "target-unsupported",
             BadLine::Target(_) => "bad-target",
+            BadLine::Image(_) => "bad-image",
             BadLine::Recorded { kind, .. } => kind,
         }
     }
@@ -374,6 +379,7 @@ impl fmt::Display for BadLine {
             BadLine::Tokenizer(e) => write!(f, "tokenization failed: {e}"),
             BadLine::Attention(e) => f.write_str(e),
             BadLine::Json(e) => f.write_str(e),
+            BadLine::Image(e) => f.write_str(e),
             BadLine::Recorded { reason, .. } => f.write_str(reason),
             BadLine::Id(e) => write!(f, "{e}"),
             BadLine::DuplicateName {

@@ -336,6 +336,10 @@ pub struct CorpusOptions {
     pub resume: bool,
     /// Each line carries a target that an encoder–decoder's decoder is teacher-forced with.
     pub targets: bool,
+    /// For a vision model: each line is the path of an image, relative to this folder when
+    /// not absolute (the input file's folder, the folder of images given as the input, or the
+    /// working directory for standard input). `None`: lines are text.
+    pub images_from: Option<PathBuf>,
     /// The attention whose statistics are accumulated: self-attention for an encoder or a
     /// decoder; for an encoder–decoder, its encoder's without targets, cross-attention by
     /// default with them.

@@ -15,6 +15,24 @@ pub fn run(
     threads: usize,
     listener: &dyn Listener,
 ) -> Result<(), CorpusError> {
+    let fresh = fs::symlink_metadata(&job.out_dir).is_err();
+    let result = run_into(job, hub, threads, listener);
+    if result.is_err() && fresh {
+        // A run that fails before it writes anything (the model does not load, the input does
+        // not suit it) leaves no empty folder behind; one with outputs keeps them.
+        let _ = fs::remove_dir(job.out_dir.join(super::SENTENCES_DIR));
+        let _ = fs::remove_dir(&job.out_dir);
+    }
+    result
+}
+
+/// [`run`], into an output folder it may have created.
+fn run_into(
+    job: &CorpusJob,
+    hub: &model::Hub,
+    threads: usize,
+    listener: &dyn Listener,
+) -> Result<(), CorpusError> {
     let input = &job.input;
     let out_dir = job.out_dir.clone();
     let from_stdin = input.as_os_str() == "-";
@@ -23,7 +41,16 @@ pub fn run(
         path: input_name.clone(),
         source,
     };
-    let raw = input::open_path(input).map_err(input_err)?;
+    // A folder is a corpus of its images, in name order (a vision model's).
+    let listed = if input.is_dir() {
+        Some(input::image_listing(input).map_err(input_err)?)
+    } else {
+        None
+    };
+    let raw: Box<dyn io::Read + Send> = match &listed {
+        Some(listing) => Box::new(io::Cursor::new(listing.clone().into_bytes())),
+        None => input::open_path(input).map_err(input_err)?,
+    };
     let folder = prepare_out_dir(&out_dir, &job.per_sentence)?;
     let _lock = folder.lock()?;
     if !job.force {
@@ -68,13 +95,39 @@ pub fn run(
         (false, opened.reader)
     };
     let (targets, kind) = job_kind(&model, job.kind, first_target)?;
+    let images_from = match (model.is_vision(), &listed) {
+        (false, Some(_)) => {
+            return Err(CorpusError::Failed(format!(
+                "{input_name} is a folder, which is read as a corpus of images, and {} is no \
+                 vision model; give a file of sentences, one per line",
+                model.info().name()
+            )))
+        }
+        (false, None) => None,
+        (true, Some(_)) => Some(input.clone()),
+        (true, None) if from_stdin => Some(PathBuf::from(".")),
+        (true, None) => Some(
+            input
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        ),
+    };
+    if images_from.is_some() && opened.format == InputFormat::Jsonl {
+        return Err(CorpusError::Failed(format!(
+            "{input_name} is JSON Lines, but a vision model's corpus is a folder of images or a \
+             file of image paths, one per line"
+        )));
+    }
     let progress = listener.shows_progress();
     // Counted only in a regular file: a FIFO or device given as the input is read once.
     let regular = !from_stdin && fs::metadata(input).is_ok_and(|m| m.is_file());
-    let total_lines = if progress && regular && opened.compression == Compression::None {
-        count_lines(input).ok()
-    } else {
-        None
+    let total_lines = match &listed {
+        Some(listing) => Some(listing.lines().count() as u64),
+        None if progress && regular && opened.compression == Compression::None => {
+            count_lines(input).ok()
+        }
+        None => None,
     };
     let opts = CorpusOptions {
         input_name,
@@ -94,6 +147,7 @@ pub fn run(
         model_files,
         resume: job.resume,
         targets,
+        images_from,
         kind,
     };
     interrupt::install();
@@ -753,11 +807,20 @@ pub(super) struct Item {
     text: String,
     pair: Option<String>,
     target: Option<String>,
-    encoded: Encoded,
+    /// The tokens of a text line, or the image of an image line.
+    input: ItemInput,
     /// Its output name (line number or id).
     name: String,
     /// The input's digest through this line.
     digest: InputDigest,
+}
+
+/// What the model reads for one line.
+pub(super) enum ItemInput {
+    /// A text line, tokenized.
+    Text(Encoded),
+    /// A vision model's line: the image file it names.
+    Image(PathBuf),
 }
 
 /// Reads lines in order, reports bad ones, and hands out good ones of this shard (tokenized) to
@@ -859,6 +922,26 @@ impl<R> Feed<'_, R> {
             }
             _ => (lines::parse(raw, limit)?, ids::line_name(raw.number)),
         };
+        if let Some(base) = &self.opts.images_from {
+            if sentence.pair.is_some() {
+                return Err(BadLine::Tabs { count: 1 });
+            }
+            let named = Path::new(sentence.text.trim());
+            let path = if base == Path::new(".") {
+                named.to_path_buf()
+            } else {
+                base.join(named)
+            };
+            return Ok(Item {
+                line: raw.number,
+                text: sentence.text.trim().to_string(),
+                pair: None,
+                target: None,
+                input: ItemInput::Image(path),
+                name,
+                digest: self.lines.digest(),
+            });
+        }
         let mut sentence = sentence;
         let seq2seq = self.model.is_seq2seq();
         // In plain text an encoder–decoder's second column is its target (it reads no pairs).
@@ -918,7 +1001,7 @@ impl<R> Feed<'_, R> {
             text: sentence.text.into_owned(),
             pair: sentence.pair.map(|p| p.into_owned()),
             target: sentence.target.map(|t| t.into_owned()),
-            encoded,
+            input: ItemInput::Text(encoded),
             name,
             digest: self.lines.digest(),
         })
@@ -954,7 +1037,10 @@ impl Worker<'_> {
     /// `attnviz TEXT --json` writes.
     fn process(&self, item: Item) -> Result<(), CorpusError> {
         let counts_pair = item.pair.is_some();
-        let truncated = item.encoded.truncated_from.is_some();
+        let truncated = match &item.input {
+            ItemInput::Text(encoded) => encoded.truncated_from.is_some(),
+            ItemInput::Image(_) => false,
+        };
         // The request of the single-sentence CLI for this line, already tokenized.
         let request = RunRequest {
             pair: item.pair,
@@ -962,11 +1048,35 @@ impl Worker<'_> {
             truncate: self.opts.truncate,
             ..RunRequest::new(item.text)
         };
-        // A target is teacher-forced (the request tokenizes the source and target itself).
-        let run = if request.target.is_some() {
-            request.run(self.model, &crate::progress::Silent)
-        } else {
-            request.run_encoded(self.model, item.encoded)
+        let run = match item.input {
+            // A target is teacher-forced (the request tokenizes the source and target itself).
+            ItemInput::Text(_) if request.target.is_some() => {
+                request.run(self.model, &crate::progress::Silent)
+            }
+            ItemInput::Text(encoded) => request.run_encoded(self.model, encoded),
+            // The request of `attnviz -m MODEL --image PATH`.
+            ItemInput::Image(path) => {
+                let request = RunRequest {
+                    image: Some(path),
+                    ..RunRequest::new("")
+                };
+                match request.run(self.model, &crate::progress::Silent) {
+                    // The picture cannot be read: a bad line, like the others.
+                    Err(RequestError::Model(model::Error::Input(why))) => {
+                        let bad = BadLine::Image(why);
+                        if self.opts.on_bad_line == OnBadLine::Stop {
+                            return Err(CorpusError::Stopped {
+                                line: item.line,
+                                reason: bad,
+                                done: String::new(),
+                            });
+                        }
+                        self.log.bad_line(item.line, &bad);
+                        return self.record(item.line, Event::Bad(bad), item.digest);
+                    }
+                    other => other,
+                }
+            }
         };
         let run = match run {
             // The model's numbers overflow on this sentence: a bad line, like the others.
@@ -1278,6 +1388,7 @@ mod tests {
             model_files: Value::Null,
             resume: true,
             targets: false,
+            images_from: None,
             kind: AttentionKind::SelfAttention,
         }
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::cli::{attnviz, run_corpus, stderr, tiny};
+use crate::support::cli::{attnviz, run, run_corpus, stderr, tiny};
 use crate::support::data::read_json;
 
 use crate::support::models::minilm::minilm_dir as minilm;
@@ -521,4 +521,84 @@ fn a_failed_write_ends_the_run_and_the_summary_says_so() {
         .contains("000002.json"));
     assert_eq!(summary["sentences"], 1);
     assert!(dir.path().join("out/sentences/000001.json").is_file());
+}
+
+/// A vision model's corpus: a folder of images (in name order) or a file of image paths, each
+/// image's JSON the same as `attnviz -m MODEL --image PATH --json`, an unreadable picture a bad
+/// line (`bad-image`) that is skipped.
+#[test]
+fn a_vision_models_corpus_is_a_folder_or_a_list_of_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = crate::support::cli::repo().join("tests/fixtures");
+    let deit = fixtures.join("tiny-deit");
+    let images = dir.path().join("images");
+    fs::create_dir(&images).unwrap();
+    for name in ["own32.png", "wide45x37.jpg"] {
+        fs::copy(fixtures.join("images").join(name), images.join(name)).unwrap();
+    }
+    fs::write(images.join("broken.png"), b"not a picture").unwrap();
+    fs::write(images.join("notes.txt"), b"not listed").unwrap();
+    let corpus = |input: &Path, out: &Path| {
+        run(&[
+            "-m",
+            deit.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--out-dir",
+            out.to_str().unwrap(),
+            "--per-sentence",
+            "json",
+            "-q",
+        ])
+    };
+    let single = |image: &Path| {
+        let json = dir.path().join("single.json");
+        let out = run(&[
+            "-m",
+            deit.to_str().unwrap(),
+            "--image",
+            image.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        fs::read(json).unwrap()
+    };
+    // The folder: broken.png (line 1), own32.png (2), wide45x37.jpg (3); notes.txt is no image.
+    let out_dir = dir.path().join("out");
+    let out = corpus(&images, &out_dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("line 1:") && err.contains("broken.png is not a readable image"),
+        "{err}"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_slice(&fs::read(out_dir.join("corpus_stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["sentences"], 2, "{stats}");
+    assert_eq!(stats["bad_lines"]["by_kind"]["bad-image"], 1, "{stats}");
+    assert_eq!(
+        fs::read(out_dir.join("sentences/000002.json")).unwrap(),
+        single(&images.join("own32.png"))
+    );
+    assert_eq!(
+        fs::read(out_dir.join("sentences/000003.json")).unwrap(),
+        single(&images.join("wide45x37.jpg"))
+    );
+    // A list of paths, relative to the list's folder.
+    let list = dir.path().join("list.txt");
+    fs::write(&list, "images/wide45x37.jpg\nimages/missing.png\n").unwrap();
+    let out_dir = dir.path().join("out-list");
+    let out = corpus(&list, &out_dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 2: cannot read image"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read(out_dir.join("sentences/000001.json")).unwrap(),
+        single(&images.join("wide45x37.jpg"))
+    );
 }

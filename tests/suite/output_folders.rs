@@ -11,20 +11,45 @@ use std::path::{Path, PathBuf};
 use crate::support::cli::{assert_clean_failure, attnviz, run, stderr, temp_files, tiny, tree};
 
 #[test]
-fn corpus_input_that_is_a_folder_fails_before_the_model_loads() {
+fn corpus_input_that_is_a_folder_needs_a_vision_model_and_leaves_no_folder() {
     let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
     let out_dir = dir.path().join("out");
-    // A model that does not exist: the error must be about the input, found first.
-    let out = run(&[
-        "-m",
-        "/no/such/model",
-        "--input",
-        dir.path().to_str().unwrap(),
-        "--out-dir",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert_clean_failure(&out, "is a folder; give a file with one sentence");
+    let corpus = |model: &str, input: &Path| {
+        run(&[
+            "-m",
+            model,
+            "--input",
+            input.to_str().unwrap(),
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+            "--per-sentence",
+            "json",
+        ])
+    };
+    // A folder without images: said first, before the model loads.
+    assert_clean_failure(
+        &corpus("/no/such/model", &images),
+        "the folder holds no image",
+    );
     assert!(!out_dir.exists(), "no output folder, no summary");
+    // A folder of images for a text model.
+    std::fs::copy(
+        crate::support::cli::repo().join("tests/fixtures/images/own32.png"),
+        images.join("a.png"),
+    )
+    .unwrap();
+    assert_clean_failure(
+        &corpus(tiny().to_str().unwrap(), &images),
+        "is read as a corpus of images, and tiny-bert is no vision model",
+    );
+    assert!(!out_dir.exists(), "no output folder left behind");
+    // A model that does not load: nothing left behind either.
+    let text = dir.path().join("in.txt");
+    std::fs::write(&text, "hello\n").unwrap();
+    assert!(!corpus("/no/such/model", &text).status.success());
+    assert!(!out_dir.exists(), "no output folder left behind");
 }
 
 #[test]
