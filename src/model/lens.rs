@@ -92,8 +92,13 @@ impl Model {
             ids: Vec::with_capacity(stages * n * k),
             probs: Vec::with_capacity(stages * n * k),
         };
-        for stage in residual.chunks_exact(n * hidden) {
-            let logits = head.logits(stage, n);
+        // Several stages' rows in one product: a short input's rows alone would run the
+        // unembedding (the largest matrix of a small model) through the few-rows kernel once
+        // per stage; at LENS_ROWS rows it is one pass of the tiled kernel over it. The logits
+        // of at most that many rows are held at once.
+        let per_call = (LENS_ROWS / n).max(1);
+        for stages in residual.chunks(per_call * n * hidden) {
+            let logits = head.logits(stages, stages.len() / hidden);
             for row in logits.chunks_exact(vocab) {
                 let (ids, probs) = top_k(row, k)?;
                 out.ids.extend(ids);
@@ -104,8 +109,14 @@ impl Model {
     }
 }
 
-/// The `k` largest of a softmax over `logits` (computed in f64), most probable first: ids and
-/// probabilities.
+/// How many residual rows (stages × positions) the logit lens unembeds in one product: enough
+/// for the tiled kernel (`layers::PACK_ROWS` and up), few enough that their logits stay small
+/// (256 × a 150k vocabulary is 150 MB).
+const LENS_ROWS: usize = 256;
+
+/// The `k` largest of a softmax over `logits` (each term in f32, summed in f64), most probable
+/// first, ties in id order: ids and probabilities. One pass keeps the `k` best so far, so a
+/// 50k–150k vocabulary costs one comparison per logit for a small `k`.
 fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
     if logits.iter().any(|v| !v.is_finite()) {
         return Err(Error::Forward(
@@ -113,6 +124,30 @@ fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
                 .into(),
         ));
     }
+    if k * 8 > logits.len() {
+        return top_k_sorted(logits, k);
+    }
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let total: f64 = logits.iter().map(|&v| f64::from((v - max).exp())).sum();
+    let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in logits.iter().enumerate() {
+        if best.len() == k && v.total_cmp(&best[k - 1].0).is_le() {
+            continue;
+        }
+        // After every kept value at least as large (an equal one has a smaller id).
+        let at = best.partition_point(|&(b, _)| b.total_cmp(&v).is_ge());
+        best.insert(at, (v, i as u32));
+        best.truncate(k);
+    }
+    let probs = best
+        .iter()
+        .map(|&(v, _)| (f64::from((v - max).exp()) / total) as f32)
+        .collect();
+    Ok((best.into_iter().map(|(_, i)| i).collect(), probs))
+}
+
+/// [`top_k`] by a partial sort, for a `k` near the vocabulary's size.
+fn top_k_sorted(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
     let total: f64 = logits.iter().map(|&v| (v as f64 - max).exp()).sum();
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
@@ -344,5 +379,21 @@ mod tests {
             assert!((*p as f64 - (logits[*i as usize] as f64).exp() / z).abs() < 1e-7);
         }
         assert!(top_k(&[f32::NAN, 1.0], 1).is_err());
+    }
+
+    #[test]
+    fn the_one_pass_top_k_equals_the_sort_ties_and_all() {
+        // 2000 logits on a coarse grid (many ties), the largest values repeated.
+        let logits: Vec<f32> = (0..2000u32)
+            .map(|i| ((i.wrapping_mul(2654435761) >> 7) % 40) as f32 * 0.25 - 5.0)
+            .collect();
+        for k in [1, 3, 5, 20, 100] {
+            let (ids, probs) = top_k(&logits, k).unwrap();
+            let (want_ids, want_probs) = super::top_k_sorted(&logits, k).unwrap();
+            assert_eq!(ids, want_ids, "k {k}");
+            for (p, w) in probs.iter().zip(&want_probs) {
+                assert!((p - w).abs() < 1e-7, "k {k}: {p} against {w}");
+            }
+        }
     }
 }
