@@ -148,3 +148,186 @@ impl MlmHead {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::formats::weights::Anchor;
+    use safetensors::{serialize_to_file, tensor::TensorView, Dtype};
+
+    const HIDDEN: usize = 6;
+    const WIDTH: usize = 4;
+    const VOCAB: usize = 9;
+    const NAMES: MlmHeadNames = MlmHeadNames {
+        dense: "cls.predictions.transform.dense",
+        norm: "cls.predictions.transform.LayerNorm",
+        decoder: "cls.predictions.decoder",
+        bias: &["cls.predictions.bias", "cls.predictions.decoder.bias"],
+    };
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
+            .collect()
+    }
+
+    /// A checkpoint holding `bert.embeddings.word_embeddings.weight` and the head tensors
+    /// `names` (each `(name, shape)`), with values of their own.
+    fn checkpoint(dir: &std::path::Path, names: &[(&str, Vec<usize>)]) -> Checkpoint {
+        let mut tensors = vec![(
+            "bert.embeddings.word_embeddings.weight".to_string(),
+            vec![VOCAB, WIDTH],
+        )];
+        tensors.extend(names.iter().map(|(n, s)| (n.to_string(), s.clone())));
+        let bytes: Vec<Vec<u8>> = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, (_, shape))| {
+                values(shape.iter().product(), i as u32 * 13 + 5)
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect()
+            })
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = tensors
+            .iter()
+            .zip(&bytes)
+            .map(|((n, s), b)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, s.clone(), b).unwrap(),
+                )
+            })
+            .collect();
+        let path = dir.join("model.safetensors");
+        serialize_to_file(views, None, &path).unwrap();
+        let anchor = Anchor {
+            tensor: "embeddings.word_embeddings.weight",
+            family: "BERT",
+            prefix: "bert",
+        };
+        Checkpoint::open(&[path], &anchor).unwrap()
+    }
+
+    fn spec(tied: bool) -> MlmHeadSpec {
+        MlmHeadSpec {
+            names: NAMES,
+            hidden: HIDDEN,
+            width: WIDTH,
+            vocab: VOCAB,
+            activation: Activation::Relu,
+            eps: 1e-12,
+            tied,
+        }
+    }
+
+    fn read(ckpt: &Checkpoint, name: &str, shape: &[usize]) -> Vec<f32> {
+        ckpt.top_level_weight(name, shape)
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_checkpoint_without_the_dense_map_has_no_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = checkpoint(dir.path(), &[("cls.predictions.bias", vec![VOCAB])]);
+        assert!(MlmHead::load(&ckpt, &spec(true)).unwrap().is_none());
+    }
+
+    #[test]
+    fn part_of_a_head_is_an_error_that_names_the_missing_tensor() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = checkpoint(
+            dir.path(),
+            &[
+                (
+                    "cls.predictions.transform.dense.weight",
+                    vec![WIDTH, HIDDEN],
+                ),
+                ("cls.predictions.transform.dense.bias", vec![WIDTH]),
+                ("cls.predictions.bias", vec![VOCAB]),
+            ],
+        );
+        let err = MlmHead::load(&ckpt, &spec(true))
+            .err()
+            .expect("a head without its LayerNorm")
+            .to_string();
+        assert!(
+            err.contains("cls.predictions.transform.LayerNorm.weight"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_untied_head_with_gamma_beta_names_equals_the_naive_sum() {
+        let dir = tempfile::tempdir().unwrap();
+        // A TensorFlow port's LayerNorm names, the bias only under the decoder, a decoder of
+        // its own.
+        let ckpt = checkpoint(
+            dir.path(),
+            &[
+                (
+                    "cls.predictions.transform.dense.weight",
+                    vec![WIDTH, HIDDEN],
+                ),
+                ("cls.predictions.transform.dense.bias", vec![WIDTH]),
+                ("cls.predictions.transform.LayerNorm.gamma", vec![WIDTH]),
+                ("cls.predictions.transform.LayerNorm.beta", vec![WIDTH]),
+                ("cls.predictions.decoder.weight", vec![VOCAB, WIDTH]),
+                ("cls.predictions.decoder.bias", vec![VOCAB]),
+            ],
+        );
+        let word = ckpt
+            .weight("embeddings.word_embeddings.weight", &[VOCAB, WIDTH])
+            .unwrap();
+        let x = values(2 * HIDDEN, 99);
+        let dense = read(
+            &ckpt,
+            "cls.predictions.transform.dense.weight",
+            &[WIDTH, HIDDEN],
+        );
+        let dense_b = read(&ckpt, "cls.predictions.transform.dense.bias", &[WIDTH]);
+        let gamma = read(
+            &ckpt,
+            "cls.predictions.transform.LayerNorm.weight",
+            &[WIDTH],
+        );
+        let beta = read(&ckpt, "cls.predictions.transform.LayerNorm.bias", &[WIDTH]);
+        let bias = read(&ckpt, "cls.predictions.decoder.bias", &[VOCAB]);
+        for tied in [false, true] {
+            let decoder = if tied {
+                word.to_vec()
+            } else {
+                read(&ckpt, "cls.predictions.decoder.weight", &[VOCAB, WIDTH])
+            };
+            let head = MlmHead::load(&ckpt, &spec(tied)).unwrap().unwrap();
+            let got = head.logits(&x, 2, &word);
+            for r in 0..2 {
+                let h: Vec<f64> = (0..WIDTH)
+                    .map(|o| {
+                        let dot: f64 = (0..HIDDEN)
+                            .map(|i| x[r * HIDDEN + i] as f64 * dense[o * HIDDEN + i] as f64)
+                            .sum();
+                        (dot + dense_b[o] as f64).max(0.0)
+                    })
+                    .collect();
+                let mean = h.iter().sum::<f64>() / WIDTH as f64;
+                let var = h.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / WIDTH as f64;
+                let normed: Vec<f64> = (0..WIDTH)
+                    .map(|i| {
+                        (h[i] - mean) / (var + 1e-12).sqrt() * gamma[i] as f64 + beta[i] as f64
+                    })
+                    .collect();
+                for v in 0..VOCAB {
+                    let want: f64 = (0..WIDTH)
+                        .map(|i| normed[i] * decoder[v * WIDTH + i] as f64)
+                        .sum::<f64>()
+                        + bias[v] as f64;
+                    let d = (got[r * VOCAB + v] as f64 - want).abs();
+                    assert!(d < 1e-4, "tied {tied}, row {r}, token {v}: |Δ| {d}");
+                }
+            }
+        }
+    }
+}
