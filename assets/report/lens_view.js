@@ -78,8 +78,10 @@ function buildLens() {
 function renderLens() {
   if (!LENS) return;
   if (!lensBuilt) buildLens();
-  const causal = CAUSAL ? 'the next token (position i predicts token i + 1)' : 'the token at that position (a masked LM)';
+  const causal = CAUSAL
+    ? 'through the model\'s final norm and head, for the next token (position i predicts token i + 1)'
+    : 'through the model\'s own masked-LM head, for the token at that position';
   $('lens-desc').textContent = 'Each cell: the most probable token read from the residual stream after that stage, ' +
-    'through the model\'s final norm and head, for ' + causal + '; colour: its probability. ' +
+    causal + '; colour: its probability. ' +
     'Hover a cell for its top ' + LENS.k + ', click to pin it. Per token: the lens does not merge words or hide special tokens.';
 }

@@ -573,7 +573,7 @@ def run(
       With either of the last two, ``report.value_weighted`` and ``report.norm_aware`` hold the
       sizes themselves, arrays ``[layers, heads, queries, keys]`` (docs/analyses.md).
     - ``lens``: ``True`` (5 tokens per cell) or a number of tokens: the logit lens (decoders with a
-      language-model head; encoders' masked-LM heads are not read yet): ``report.lens`` is a dict with ``stages``
+      language-model head, encoders with a masked-LM head): ``report.lens`` is a dict with ``stages``
       (``"embeddings"``, ``"layer 0"``, …), ``positions`` (the input tokens), ``k``, ``top``
       (``[stage][position]`` → the k most probable tokens as ``{"id", "text", "prob"}``) and the
       arrays ``ids`` and ``probs`` ``[stages, positions, k]``; ``None`` without ``lens``.

@@ -102,9 +102,10 @@ pub struct Args {
     pub weighting: Option<Weighting>,
 
     /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
-    /// stream predicts through the model's final norm and head, with its probability, as a
-    /// table; `--json` gets a `logit_lens` section, `--html` a lens view (the report opens on
-    /// it), `--figure lens` draws it (decoders with a language-model head).
+    /// stream predicts through the model's own head (a decoder's final norm and unembedding, an
+    /// encoder's masked-LM head), with its probability, as a table; `--json` gets a
+    /// `logit_lens` section, `--html` a lens view (the report opens on it), `--figure lens`
+    /// draws it (decoders with a language-model head, encoders with a masked-LM head).
     #[arg(help_heading = "Analyses", long)]
     pub lens: bool,
 

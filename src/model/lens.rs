@@ -26,8 +26,8 @@ pub struct LensForward {
 }
 
 impl Model {
-    /// Whether this model has the head the logit lens reads (a language-model or masked-LM
-    /// head).
+    /// Whether this model has the head the logit lens reads (a decoder's language-model head, an
+    /// encoder's masked-LM head).
     pub fn has_unembedding(&self) -> bool {
         self.network.unembedding().is_some()
     }
@@ -44,14 +44,16 @@ impl Model {
     pub fn logit_lens(&self, ids: &[u32], types: &[u32], k: usize) -> Result<LensForward, Error> {
         let arch = self.network.architecture();
         let Some(head) = self.network.unembedding() else {
-            // Encoders' masked-LM heads are not read yet, whether the checkpoint has one or not.
             return Err(Error::Input(
                 if arch.mask == crate::model::Mask::Bidirectional {
                     format!(
-                        "the logit lens is for decoders with a language-model head; {} is an \
-                     encoder ({}), and attnviz does not read masked-LM heads yet",
+                        "this checkpoint has no masked-LM head: {} is a {} encoder without one (a \
+                     base, sentence-embedding or task checkpoint), and the logit lens reads the \
+                     model's own head; use a checkpoint that has it ({}ForMaskedLM, e.g. {})",
                         self.info.name(),
-                        arch.family
+                        arch.family,
+                        masked_lm_class(arch.family),
+                        masked_lm_example(arch.family)
                     )
                 } else {
                     format!(
@@ -106,6 +108,32 @@ impl Model {
             }
         }
         Ok(out)
+    }
+}
+
+/// The class prefix of an encoder family's masked-LM checkpoints (`Bert` of
+/// `BertForMaskedLM`).
+fn masked_lm_class(family: &str) -> &'static str {
+    match family {
+        "RoBERTa" => "Roberta",
+        "XLM-RoBERTa" => "XLMRoberta",
+        "ALBERT" => "Albert",
+        "DistilBERT" => "DistilBert",
+        "ELECTRA" => "Electra",
+        _ => "Bert",
+    }
+}
+
+/// A public checkpoint of an encoder family that ships its masked-LM head.
+fn masked_lm_example(family: &str) -> &'static str {
+    match family {
+        "RoBERTa" => "roberta-base",
+        "XLM-RoBERTa" => "xlm-roberta-base",
+        "ALBERT" => "albert-base-v2",
+        "DistilBERT" => "distilbert-base-uncased",
+        // The discriminator's head tells replaced tokens apart; the generator's fills masks.
+        "ELECTRA" => "google/electra-small-generator, the generator",
+        _ => "bert-base-uncased",
     }
 }
 
@@ -295,7 +323,12 @@ impl Model {
         parts.extend_from_slice(last);
         let rows = parts.len() / hidden;
         let tokens: Vec<u32> = std::iter::once(target).chain(contrast).collect();
-        let (direct, bias) = head.direct(last, &parts, rows, &tokens);
+        let Some((direct, bias)) = head.direct(last, &parts, rows, &tokens) else {
+            return Err(Error::Input(format!(
+                "head attribution needs a head that is linear after its final norm; {}'s is not",
+                self.info.name()
+            )));
+        };
         let t = tokens.len();
         let value = |r: usize| direct[r * t] - if t == 2 { direct[r * t + 1] } else { 0.0 };
         let bias_value = bias[0] - if t == 2 { bias[1] } else { 0.0 };

@@ -64,7 +64,7 @@ pub fn write_lens_table(lens: &LogitLens, width: usize, w: &mut dyn Write) -> io
     )?;
     writeln!(
         w,
-        "(the residual stream through the final norm and the head; a decoder's position predicts the next token)"
+        "(the residual stream through the model's own head; a decoder's position predicts the next token, a masked LM's its own)"
     )?;
     let mut start = 0;
     while start < positions {

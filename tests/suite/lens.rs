@@ -1,8 +1,11 @@
 //! The logit lens against `tests/reference/make_lens.py`, which catches the residual stream
 //! with PyTorch hooks on transformers' decoder layers and puts it through the model's own
 //! final norm and head: the tiny GPT-2, Llama (grouped-query attention, RoPE, separate head) and
-//! Gemma 2 (final soft cap, tied head) fixtures, and real SmolLM2-135M (GGUF). Run in release;
-//! `-- --nocapture` prints each case's largest difference.
+//! Gemma 2 (final soft cap, tied head) fixtures, and real SmolLM2-135M (GGUF). Encoders against
+//! `tests/reference/make_mlm_lens.py`, which puts transformers' `output_hidden_states` through
+//! each model's own masked-LM head module: the tiny BERT, RoBERTa, ALBERT, DistilBERT and
+//! ELECTRA-generator masked LMs, and real rxnmapper (ALBERT). Run in release; `-- --nocapture`
+//! prints each case's largest difference.
 
 use std::path::PathBuf;
 
@@ -38,6 +41,18 @@ fn reference() -> File {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
+/// `tests/reference/mlm_lens.json`: the same cases under `models`.
+#[derive(Deserialize)]
+struct MlmFile {
+    top: usize,
+    models: Vec<Case>,
+}
+
+fn mlm_reference() -> MlmFile {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/mlm_lens.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
 fn model(name: &str) -> Model {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     match name {
@@ -49,13 +64,12 @@ fn model(name: &str) -> Model {
 /// Our top-k against the reference's (which keeps more tokens per cell): the i-th probability
 /// equals the reference's i-th (whatever a near tie does to the order), and each of our tokens
 /// has its reference probability wherever the reference kept it. The largest difference.
-fn check(case: &Case, k: usize, top: usize) -> f64 {
-    let model = model(&case.name);
+fn check(case: &Case, model: &Model, k: usize, top: usize) -> f64 {
     let run = RunRequest {
         lens: Some(k),
         ..RunRequest::new(case.text.clone())
     }
-    .run(&model, &attnviz::progress::Silent)
+    .run(model, &attnviz::progress::Silent)
     .unwrap();
     assert_eq!(
         run.set.primary().queries().ids,
@@ -113,8 +127,71 @@ fn check(case: &Case, k: usize, top: usize) -> f64 {
 fn run_case(name: &str) {
     let file = reference();
     let case = file.cases.iter().find(|c| c.name == name).unwrap();
-    let worst = check(case, 5, file.top);
+    let worst = check(case, &model(name), 5, file.top);
     println!("{name}: largest |Δp| {worst:.2e}");
+}
+
+/// An encoder's lens through its masked-LM head, against `mlm_lens.json`.
+fn run_mlm_case(name: &str) {
+    let file = mlm_reference();
+    let case = file.models.iter().find(|c| c.name == name).unwrap();
+    let dir = match name {
+        // Never skipped: a missing checkpoint fails with how to get it.
+        "rxnmapper" => crate::support::models::rxnmapper::rxnmapper_dir(),
+        tiny => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(tiny),
+    };
+    let model = Model::from_dir(&dir).unwrap();
+    // Every token the reference keeps, so that each of ours is checked against it.
+    let worst = check(case, &model, file.top, file.top);
+    println!("{name}: largest |Δp| {worst:.2e}");
+}
+
+#[test]
+fn every_encoder_of_the_reference_is_tested() {
+    let names: Vec<String> = mlm_reference().models.into_iter().map(|c| c.name).collect();
+    assert_eq!(
+        names,
+        [
+            "tiny-bert-mlm",
+            "tiny-roberta-mlm",
+            "tiny-albert-mlm",
+            "tiny-distilbert-mlm",
+            "tiny-electra-generator",
+            "rxnmapper"
+        ]
+    );
+}
+
+#[test]
+fn tiny_bert_masked_lm_head_matches_transformers() {
+    run_mlm_case("tiny-bert-mlm");
+}
+
+#[test]
+fn tiny_roberta_masked_lm_head_matches_transformers() {
+    run_mlm_case("tiny-roberta-mlm");
+}
+
+#[test]
+fn tiny_albert_masked_lm_head_matches_transformers() {
+    run_mlm_case("tiny-albert-mlm");
+}
+
+#[test]
+fn tiny_distilbert_masked_lm_head_matches_transformers() {
+    run_mlm_case("tiny-distilbert-mlm");
+}
+
+#[test]
+fn tiny_electra_generator_head_matches_transformers() {
+    run_mlm_case("tiny-electra-generator");
+}
+
+#[test]
+fn rxnmapper_albert_masked_lm_head_matches_transformers() {
+    run_mlm_case("rxnmapper");
 }
 
 #[test]
@@ -155,18 +232,48 @@ fn the_last_stage_is_the_model_s_own_prediction() {
     assert_eq!(lens.top.last().unwrap()[n - 2][0].id, generated);
 }
 
-#[test]
-fn a_sentence_encoder_without_a_head_is_refused_in_one_line() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let model = Model::from_dir(&root.join("tests/fixtures/tiny-bert")).unwrap();
-    let err = RunRequest {
+fn lens_error(dir: &std::path::Path) -> String {
+    let model = Model::from_dir(dir).unwrap();
+    RunRequest {
         lens: Some(5),
         ..RunRequest::new("the cat")
     }
     .run(&model, &attnviz::progress::Silent)
     .unwrap_err()
-    .to_string();
-    assert!(err.contains("is an encoder (BERT)"), "{err}");
-    assert!(err.contains("does not read masked-LM heads yet"), "{err}");
+    .to_string()
+}
+
+#[test]
+fn a_bare_encoder_without_a_head_is_refused_in_one_line() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let err = lens_error(&root.join("tests/fixtures/tiny-bert"));
+    assert!(
+        err.contains("this checkpoint has no masked-LM head"),
+        "{err}"
+    );
+    assert!(
+        err.contains("BertForMaskedLM, e.g. bert-base-uncased"),
+        "{err}"
+    );
+    assert!(!err.contains("language-model head"), "{err}");
     assert!(!err.contains('\n'), "{err}");
+    // ELECTRA's discriminator has a head, but not a masked-LM one: the generator has.
+    let err = lens_error(&root.join("tests/fixtures/tiny-electra-mlm"));
+    assert!(
+        err.contains("this checkpoint has no masked-LM head"),
+        "{err}"
+    );
+    assert!(err.contains("electra-small-generator"), "{err}");
+}
+
+#[test]
+fn minilm_sentence_encoder_has_no_masked_lm_head() {
+    let err = lens_error(&crate::support::models::minilm::minilm_dir());
+    assert!(
+        err.starts_with("this checkpoint has no masked-LM head"),
+        "{err}"
+    );
+    assert!(err.contains("all-MiniLM-L6-v2"), "{err}");
+    assert!(err.contains("bert-base-uncased"), "{err}");
+    assert!(!err.contains('\n') && !err.contains("--"), "{err}");
 }

@@ -624,7 +624,7 @@ impl Unembedding for DecoderStack {
         parts: &[f32],
         rows: usize,
         tokens: &[u32],
-    ) -> (Vec<f32>, Vec<f32>) {
+    ) -> Option<(Vec<f32>, Vec<f32>)> {
         let (gamma, kind, eps) = self.final_norm.linear_part();
         let scale = 1.0 / lens::spread(residual, kind, eps);
         let hidden = self.arch.hidden_size;
@@ -668,7 +668,7 @@ impl Unembedding for DecoderStack {
             }
         }
         let bias = out.split_off(rows * t);
-        (out, bias)
+        Some((out, bias))
     }
 
     fn softcap(&self) -> Option<f32> {

@@ -10,7 +10,9 @@
 
 use super::capture::SequenceCapture;
 use super::layers::{part, Linear, Norm};
-use super::network::{Architecture, Batch, Network};
+use super::lens;
+use super::mlm_head::{MlmHead, MlmHeadNames, MlmHeadSpec};
+use super::network::{Architecture, Batch, Network, Unembedding};
 use super::values::{self, After, LayerTaps, Values};
 use crate::attention::PositionScheme;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -46,6 +48,9 @@ pub struct EncoderConfig {
     pub layer_norm_eps: f64,
     /// `pad_token_id`, if set.
     pub pad_token_id: Option<u32>,
+    /// `tie_word_embeddings` (default true): whether a masked-LM head's decoder is the word
+    /// embeddings.
+    pub tie_word_embeddings: bool,
 }
 
 /// A family's defaults for [`EncoderConfig`] (transformers' `*Config.__init__` defaults).
@@ -120,6 +125,7 @@ impl EncoderConfig {
                 Some(_) => file.token_id("pad_token_id")?,
                 None => d.pad_token_id,
             },
+            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
         };
         if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(file.invalid(format!(
@@ -133,6 +139,20 @@ impl EncoderConfig {
     /// Size of one head.
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
+    }
+
+    /// The masked-LM head of these sizes under `names`, its dense map followed by
+    /// `activation`: from the hidden size to the embedding width, tied as config.json says.
+    pub fn mlm_head(&self, names: MlmHeadNames, activation: Activation) -> MlmHeadSpec {
+        MlmHeadSpec {
+            names,
+            hidden: self.hidden_size,
+            width: self.embedding_size,
+            vocab: self.vocab_size,
+            activation,
+            eps: self.layer_norm_eps,
+            tied: self.tie_word_embeddings,
+        }
     }
 }
 
@@ -478,6 +498,8 @@ pub struct PostNormEncoder {
     /// Which layer weights run at each depth, first to last: `0, 1, …` for a plain stack,
     /// repeats for ALBERT. One attention map is captured per entry.
     pub schedule: Vec<usize>,
+    /// The masked-LM head, when the checkpoint has one (the logit lens reads it).
+    pub head: Option<MlmHead>,
 }
 
 impl Network for PostNormEncoder {
@@ -487,11 +509,19 @@ impl Network for PostNormEncoder {
 
     fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32> {
         let mut x = self.embeddings.forward(batch);
+        let residual = lens::wanted(captures);
+        let hidden = self.arch.hidden_size;
+        if residual {
+            lens::keep(captures, 0, &x, batch.tokens, hidden);
+        }
         for (depth, &l) in self.schedule.iter().enumerate() {
             let want = values::wanted(captures, depth);
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(depth)).collect();
             if !want {
                 x = self.layers[l].forward(&x, batch, &self.arch, &mut sinks, None);
+                if residual {
+                    lens::keep(captures, depth + 1, &x, batch.tokens, hidden);
+                }
                 continue;
             }
             let mut taps = LayerTaps::default();
@@ -514,8 +544,41 @@ impl Network for PostNormEncoder {
                 taps.norm_input.as_deref(),
             );
             x = next;
+            if residual {
+                lens::keep(captures, depth + 1, &x, batch.tokens, hidden);
+            }
         }
         x
+    }
+
+    fn unembedding(&self) -> Option<&dyn Unembedding> {
+        self.head.as_ref().map(|_| self as &dyn Unembedding)
+    }
+}
+
+/// The masked-LM head over the residual stream: a post-LN encoder's every stage is the output
+/// of a LayerNorm already, so the head reads it as it reads the last hidden state (no final
+/// norm, no soft cap).
+impl Unembedding for PostNormEncoder {
+    fn logits(&self, residual: &[f32], rows: usize) -> Vec<f32> {
+        let head = self.head.as_ref().expect("handed out with a head only");
+        head.logits(residual, rows, &self.embeddings.word)
+    }
+
+    /// None: the head's dense map, activation and LayerNorm come before the decoder, so no
+    /// logit is a sum of the parts' logits.
+    fn direct(
+        &self,
+        _residual: &[f32],
+        _parts: &[f32],
+        _rows: usize,
+        _tokens: &[u32],
+    ) -> Option<(Vec<f32>, Vec<f32>)> {
+        None
+    }
+
+    fn softcap(&self) -> Option<f32> {
+        None
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
+//! - [`mlm_head`]: an encoder's masked-LM head (dense, activation, LayerNorm, decoder), for the
+//!   logit lens;
 //! - [`rope`]: the rotary embedding's settings read from a config;
 //! - [`capture`]: the buffers a forward pass writes the attention into;
 //! - [`values`]: the opt-in capture the norm-based analyses read (value norms, residual terms);
@@ -24,6 +26,7 @@ pub mod family;
 pub mod generate;
 pub mod layers;
 pub mod lens;
+pub mod mlm_head;
 pub mod network;
 pub mod rope;
 pub mod seq2seq;

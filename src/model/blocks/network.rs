@@ -112,14 +112,15 @@ pub trait Unembedding: Sync {
     /// Direct logits `[rows, tokens]` of the `tokens` for `parts` (rows of vectors that sum to
     /// the one residual row `residual`) through the final norm frozen at `residual` (its 1/σ
     /// from the whole row; a LayerNorm's centring applied to each part), without the soft cap;
-    /// and the logits `[tokens]` of the norm's bias (zero for RMSNorm).
+    /// and the logits `[tokens]` of the norm's bias (zero for RMSNorm). `None` where the head
+    /// is not linear once the norm is frozen (a masked-LM head's dense map and activation).
     fn direct(
         &self,
         residual: &[f32],
         parts: &[f32],
         rows: usize,
         tokens: &[u32],
-    ) -> (Vec<f32>, Vec<f32>);
+    ) -> Option<(Vec<f32>, Vec<f32>)>;
 
     /// The soft cap on the final logits (Gemma 2), if any: `cap · tanh(logit / cap)`.
     fn softcap(&self) -> Option<f32>;

@@ -18,6 +18,7 @@ use crate::model::blocks::encoder::{
     EncoderLayer, LayerNames, PostNormEncoder,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -38,6 +39,16 @@ pub static FAMILY: Family = Family {
     },
     config: |file| Ok(Box::new(AlbertConfig::read(file)?)),
     quirks: Quirks::NONE,
+};
+
+/// `AlbertForMaskedLM`'s head (`AlbertMLMHead`): `predictions.dense` from the hidden size to
+/// `embedding_size`, the config's `hidden_act`, `predictions.LayerNorm`, then the decoder (tied to
+/// the word embeddings) with `predictions.bias`.
+pub const MLM_HEAD: MlmHeadNames = MlmHeadNames {
+    dense: "predictions.dense",
+    norm: "predictions.LayerNorm",
+    decoder: "predictions.decoder",
+    bias: &["predictions.bias", "predictions.decoder.bias"],
 };
 
 /// transformers' `AlbertConfig` defaults.
@@ -192,6 +203,7 @@ impl FamilyConfig for AlbertConfig {
             embeddings,
             layers,
             schedule,
+            head: MlmHead::load(ckpt, &c.mlm_head(MLM_HEAD, c.hidden_act))?,
         }))
     }
 }

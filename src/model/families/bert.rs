@@ -9,6 +9,7 @@ use crate::model::blocks::encoder::{
     PostNormEncoder,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -28,6 +29,16 @@ pub static FAMILY: Family = Family {
     },
     config: |file| Ok(Box::new(BertConfig::read(file)?)),
     quirks: Quirks::NONE,
+};
+
+/// `BertForMaskedLM`'s head (`BertLMPredictionHead`): `cls.predictions.transform.dense`, the
+/// config's `hidden_act`, `transform.LayerNorm`, then the decoder (tied to the word embeddings)
+/// with `cls.predictions.bias`.
+pub const MLM_HEAD: MlmHeadNames = MlmHeadNames {
+    dense: "cls.predictions.transform.dense",
+    norm: "cls.predictions.transform.LayerNorm",
+    decoder: "cls.predictions.decoder",
+    bias: &["cls.predictions.bias", "cls.predictions.decoder.bias"],
 };
 
 /// transformers' `BertConfig` defaults.
@@ -77,6 +88,7 @@ impl FamilyConfig for BertConfig {
             embeddings: Embeddings::load(ckpt, &(names.embeddings)(), c, Positions::Absolute)?,
             layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
+            head: MlmHead::load(ckpt, &c.mlm_head(MLM_HEAD, c.hidden_act))?,
         }))
     }
 }

@@ -12,6 +12,7 @@ use crate::model::blocks::encoder::{
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::model::blocks::layers::Norm;
+use crate::model::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -33,6 +34,16 @@ pub static FAMILY: Family = Family {
     },
     config: |file| Ok(Box::new(DistilBertConfig::read(file)?)),
     quirks: Quirks::NONE,
+};
+
+/// `DistilBertForMaskedLM`'s head: `vocab_transform`, the config's `activation`,
+/// `vocab_layer_norm` (ε 1e-12), then `vocab_projector` (tied to the word embeddings) with its
+/// bias.
+pub const MLM_HEAD: MlmHeadNames = MlmHeadNames {
+    dense: "vocab_transform",
+    norm: "vocab_layer_norm",
+    decoder: "vocab_projector",
+    bias: &["vocab_projector.bias"],
 };
 
 /// The most rows of a sinusoidal position table computed rather than read.
@@ -60,6 +71,8 @@ pub struct DistilBertConfig {
     pub max_position_embeddings: usize,
     /// Whether the position table is sinusoidal.
     pub sinusoidal_pos_embds: bool,
+    /// Whether the masked-LM head's decoder is the word embeddings.
+    pub tie_word_embeddings: bool,
 }
 
 impl DistilBertConfig {
@@ -74,6 +87,7 @@ impl DistilBertConfig {
             activation: file.activation("activation", "gelu")?,
             max_position_embeddings: file.positive("max_position_embeddings", 512)?,
             sinusoidal_pos_embds: file.boolean("sinusoidal_pos_embds")?.unwrap_or(false),
+            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
         };
         // A computed table is sized by config.json alone (nothing in the checkpoint backs it):
         // keep it bounded.
@@ -107,6 +121,7 @@ impl DistilBertConfig {
             type_vocab_size: 1,
             layer_norm_eps: EPS,
             pad_token_id: None,
+            tie_word_embeddings: self.tie_word_embeddings,
         }
     }
 }
@@ -197,6 +212,7 @@ impl FamilyConfig for DistilBertConfig {
             embeddings,
             layers,
             schedule: plain_schedule(c.num_hidden_layers),
+            head: MlmHead::load(ckpt, &c.mlm_head(MLM_HEAD, self.activation))?,
         }))
     }
 }

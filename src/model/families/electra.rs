@@ -8,6 +8,7 @@ use crate::model::blocks::encoder::{
     EncoderDefaults, EncoderNames, PostNormEncoder,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -15,6 +16,18 @@ use crate::model::formats::tensors::Name;
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint};
 use crate::model::kernels::positions::Positions;
+use crate::model::kernels::Activation;
+
+/// The generator's head (`ElectraForMaskedLM`): `generator_predictions.dense` from the hidden
+/// size to `embedding_size`, GELU (erf, whatever `hidden_act` says),
+/// `generator_predictions.LayerNorm`, then `generator_lm_head` (tied to the word embeddings)
+/// with its bias. The discriminator (`ElectraForPreTraining`) has no masked-LM head.
+pub const MLM_HEAD: MlmHeadNames = MlmHeadNames {
+    dense: "generator_predictions.dense",
+    norm: "generator_predictions.LayerNorm",
+    decoder: "generator_lm_head",
+    bias: &["generator_lm_head.bias"],
+};
 
 /// ELECTRA in the family registry.
 pub static FAMILY: Family = Family {
@@ -91,6 +104,7 @@ impl FamilyConfig for ElectraConfig {
             embeddings: Embeddings::load(ckpt, &embeddings, c, Positions::Absolute)?,
             layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
+            head: MlmHead::load(ckpt, &c.mlm_head(MLM_HEAD, Activation::GeluErf))?,
         }))
     }
 }

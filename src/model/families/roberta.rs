@@ -14,12 +14,24 @@ use crate::model::blocks::encoder::{
     PostNormEncoder,
 };
 use crate::model::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::model::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::model::blocks::network::Network;
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
 use crate::model::formats::validate::{ConfigCount, ConfigDim};
 use crate::model::formats::weights::{Anchor, Checkpoint};
 use crate::model::kernels::positions::Positions;
+use crate::model::kernels::Activation;
+
+/// `RobertaForMaskedLM`'s and `XLMRobertaForMaskedLM`'s head (`RobertaLMHead`): `lm_head.dense`,
+/// GELU (erf, whatever `hidden_act` says), `lm_head.layer_norm`, then the decoder (tied to the
+/// word embeddings) with `lm_head.bias`.
+pub const MLM_HEAD: MlmHeadNames = MlmHeadNames {
+    dense: "lm_head.dense",
+    norm: "lm_head.layer_norm",
+    decoder: "lm_head.decoder",
+    bias: &["lm_head.bias", "lm_head.decoder.bias"],
+};
 
 /// RoBERTa in the family registry.
 pub static ROBERTA: Family = Family {
@@ -154,6 +166,7 @@ impl FamilyConfig for RobertaConfig {
             embeddings: Embeddings::load(ckpt, &(names.embeddings)(), c, positions)?,
             layers: names.layers(ckpt, c)?,
             schedule: plain_schedule(c.num_hidden_layers),
+            head: MlmHead::load(ckpt, &c.mlm_head(MLM_HEAD, Activation::GeluErf))?,
         }))
     }
 }

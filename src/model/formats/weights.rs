@@ -252,7 +252,12 @@ impl Checkpoint {
     /// The full name under which `name` is stored: with the prefix, and with LayerNorm
     /// `weight/bias` mapped to `gamma/beta` where the file uses those.
     fn resolve(&self, name: &str) -> Option<String> {
-        let full = format!("{}{name}", self.prefix);
+        self.resolve_full(format!("{}{name}", self.prefix))
+    }
+
+    /// The stored name of the full name `full` (LayerNorm `weight/bias` found as `gamma/beta`
+    /// too), if the file has it.
+    fn resolve_full(&self, full: String) -> Option<String> {
         if self.shapes.contains_key(&full) {
             return Some(full);
         }
@@ -349,25 +354,27 @@ impl Checkpoint {
     }
 
     /// Tensor `name` stored outside the base model, under exactly that name whatever the
-    /// prefix (a causal LM's `lm_head.weight` beside `model.*`), read as [`Checkpoint::weight`]
-    /// reads; `None` when the file has no such tensor.
+    /// prefix (a causal LM's `lm_head.weight` beside `model.*`, a masked LM's
+    /// `cls.predictions.*` beside `bert.*`; LayerNorm `weight/bias` found as `gamma/beta` too),
+    /// read as [`Checkpoint::weight`] reads; `None` when the file has no such tensor.
     pub fn top_level_weight(
         &self,
         name: &str,
         shape: &[usize],
     ) -> Result<Option<Weight>, WeightsError> {
-        let Some(found) = self.shapes.get(name) else {
+        let Some(full) = self.resolve_full(name.to_string()) else {
             return Ok(None);
         };
+        let found = &self.shapes[&full];
         if found.as_slice() != shape {
             return Err(WeightsError::Shape {
-                name: name.to_string(),
+                name: full,
                 path: self.path.clone(),
                 expected: shape.to_vec(),
                 found: found.clone(),
             });
         }
-        self.read_tensor(name.to_string(), shape).map(Some)
+        self.read_tensor(full, shape).map(Some)
     }
 
     /// The stored tensor `full`, whose shape was checked to be `shape`.

@@ -55,7 +55,7 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
     let (w, h) = (cols as u32 * cell_w, rows as u32 * CELL_H);
     let bar_x = heat_x + w as i32 + 24;
     let subtitle = format!(
-        "most probable token through the final norm and head; colour: its probability (top {} in the JSON and report)",
+        "most probable token through the model's own head (a decoder's: the next token); colour: its probability (top {} in the JSON and report)",
         lens.k
     );
     let width = (bar_x + 14 + 8 + font::width("1.0", LABEL, false) as i32 + MARGIN)
@@ -140,7 +140,7 @@ fn scene(lens: &LogitLens, title: &str, options: &ImageOptions) -> Scene {
     items.push(Item::Text(Text {
         x: heat_x,
         y: heat_y + h as i32 + 8 + col_label_h + 14,
-        text: "input token at each position (a decoder's lens there predicts the next one)".into(),
+        text: "input token at each position".into(),
         size: LABEL,
         bold: false,
         color: pal.muted,
