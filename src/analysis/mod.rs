@@ -16,6 +16,7 @@
 //! Formulas, conventions and thresholds are documented in `docs/stats.md`.
 
 mod aggregate;
+pub mod alti;
 pub mod attribution;
 pub mod detectors;
 pub mod fused_rollout;
@@ -30,6 +31,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use alti::{alti, Alti};
 pub use attribution::{HeadAblation, HeadAttribution};
 pub use fused_rollout::{fused_rollout, fused_rollout_of, FusedRolloutError, HeadFusion};
 pub use lens::LogitLens;

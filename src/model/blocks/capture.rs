@@ -255,6 +255,14 @@ impl<'s> SequenceCapture<'s> {
         self
     }
 
+    /// The probabilities the network's layer `l` wrote, `[heads, queries, keys]`, while the
+    /// buffer holds them (a streamed capture: until the next layer starts).
+    pub fn layer_probs(&self, l: usize) -> Option<&[f32]> {
+        let slot = self.slots.get(l).copied().flatten()?;
+        self.probs
+            .get(slot * self.per_layer..(slot + 1) * self.per_layer)
+    }
+
     /// Whether the network's layer `l` is captured.
     pub fn keeps_layer(&self, l: usize) -> bool {
         self.slots.get(l).is_some_and(Option::is_some)
@@ -293,6 +301,9 @@ pub struct LayerValues {
     pub value_scale: Vec<f32>,
     /// t_i, `[queries]`: its factor on the residual.
     pub residual_scale: Vec<f32>,
+    /// The layer's ALTI contributions `[queries, keys]`, rows summing to 1
+    /// (`super::mixing`); empty for cross-attention.
+    pub mixing: Vec<f32>,
 }
 
 /// Per captured layer, what [`super::values::fill`] kept for one sequence; `None` where a layer was not run

@@ -24,6 +24,7 @@ pub mod family;
 pub mod generate;
 pub mod layers;
 pub mod lens;
+pub mod mixing;
 pub mod network;
 pub mod rope;
 pub mod seq2seq;

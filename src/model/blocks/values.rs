@@ -28,6 +28,7 @@ use super::architecture::Architecture;
 use super::capture::SequenceCapture;
 pub use super::capture::{LayerValues, ValueCapture};
 use super::layers::{Linear, Norm, NormKind};
+use super::mixing;
 use crate::model::kernels::{self, Activation, Layout, Matrix, Output};
 
 /// What a layer hands over when its values are asked for (moved, never copied on the plain
@@ -51,6 +52,7 @@ pub struct LayerTaps {
 }
 
 /// Which normalisation follows the attention block.
+#[derive(Clone, Copy)]
 pub enum After<'a> {
     /// None: a pre-norm block adds the attention output to the residual stream as it is.
     Nothing,
@@ -174,8 +176,36 @@ pub fn fill(
                 }
             }
         }
+        // ALTI (`blocks::mixing`): self-attention only, where the residual is the same tokens.
+        let mixing = match (residual, capture.layer_probs(layer)) {
+            (Some(x), Some(probs)) if queries == keys => {
+                let zeros = vec![0f32; hidden];
+                let out_bias = output.forward(&zeros, 1, Activation::Identity);
+                let beta = match after {
+                    After::Residual(n) | After::Output(n) => n.forward(&zeros, None),
+                    After::Nothing => zeros.clone(),
+                };
+                mixing::alti_layer(
+                    &mixing::LayerTerms {
+                        f: &f_rows,
+                        probs,
+                        residual: &x[row0 * hidden..(row0 + queries) * hidden],
+                        norm,
+                        residual_normed,
+                        scale: &value_scale,
+                        out_bias: &out_bias,
+                        beta: &beta,
+                    },
+                    queries,
+                    keys,
+                    hidden,
+                )
+            }
+            _ => Vec::new(),
+        };
         let values = capture.values.as_mut().expect("checked above");
         values.layers[layer] = Some(LayerValues {
+            mixing,
             value_norms,
             normed_norms,
             residual_dot,

@@ -1,0 +1,119 @@
+//! ALTI (Ferrando et al. 2022) against `tests/reference/make_alti.py`, which builds every
+//! per-token vector T_i(x_j) from transformers' own modules with PyTorch hooks and takes y_i
+//! from the block's real output: the tiny BERT (post-norm), GPT-2 and Llama (pre-norm,
+//! grouped-query attention) fixtures, and real all-MiniLM-L6-v2 and SmolLM2-135M (GGUF). Run
+//! in release; `-- --nocapture` prints each case's largest difference.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use attnviz::analysis::alti;
+use attnviz::model::{EncodeOptions, Model};
+
+use crate::support::models::minilm::minilm_dir;
+use crate::support::models::smollm2::smollm2_gguf;
+
+/// Shares of a row: |Δ| ≤ TOL.
+const TOL: f64 = 1e-4;
+
+#[derive(Deserialize)]
+struct File {
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    text: String,
+    input_ids: Vec<u32>,
+    /// `[layers][n][n]`.
+    per_layer: Vec<Vec<Vec<f64>>>,
+    aggregated: Vec<Vec<Vec<f64>>>,
+}
+
+fn case(name: &str) -> Case {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/alti.json");
+    let file: File = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    file.cases
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no reference case {name}"))
+}
+
+fn model(name: &str) -> Model {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match name {
+        "minilm" => Model::from_dir(&minilm_dir()).unwrap(),
+        "smollm2" => Model::from_gguf(&smollm2_gguf()).unwrap(),
+        tiny => Model::from_dir(&root.join("tests/fixtures").join(tiny)).unwrap(),
+    }
+}
+
+fn largest(ours: &[f32], want: &[Vec<f64>]) -> f64 {
+    let n = want.len();
+    let mut worst = 0f64;
+    for (i, row) in want.iter().enumerate() {
+        for (j, &w) in row.iter().enumerate() {
+            worst = worst.max((ours[i * n + j] as f64 - w).abs());
+        }
+    }
+    worst
+}
+
+fn check(name: &str) {
+    let case = case(name);
+    let model = model(name);
+    let opts = EncodeOptions {
+        capture_values: true,
+        ..EncodeOptions::default()
+    };
+    let enc = model.encode(&case.text, None, &opts).unwrap();
+    assert_eq!(
+        enc.attention.queries().ids,
+        case.input_ids,
+        "[{name}] our tokens differ from the reference's"
+    );
+    let values = enc.values.as_ref().expect("values were asked for");
+    let a = alti(enc.attention.layer_numbers(), values).unwrap();
+    assert_eq!(a.per_layer.len(), case.per_layer.len(), "[{name}] layers");
+    for (l, (want_c, want_a)) in case.per_layer.iter().zip(&case.aggregated).enumerate() {
+        let c = largest(&a.per_layer[l], want_c);
+        let g = largest(&a.aggregated[l], want_a);
+        println!("[{name}] layer {l}: max |Δ| per layer {c:.2e}, aggregated {g:.2e}");
+        assert!(
+            c <= TOL && g <= TOL,
+            "[{name}] layer {l}: |Δ| per layer {c:.2e}, aggregated {g:.2e} over {TOL:e}"
+        );
+    }
+    // Rows are shares: each sums to 1.
+    for row in a.aggregated.last().unwrap().chunks_exact(a.tokens) {
+        let total: f32 = row.iter().sum();
+        assert!((total - 1.0).abs() < 1e-4, "[{name}] a row sums to {total}");
+    }
+}
+
+#[test]
+fn tiny_bert_matches_transformers() {
+    check("tiny-bert");
+}
+
+#[test]
+fn tiny_gpt2_matches_transformers() {
+    check("tiny-gpt2");
+}
+
+#[test]
+fn tiny_llama_with_grouped_query_attention_matches_transformers() {
+    check("tiny-llama");
+}
+
+#[test]
+fn minilm_matches_transformers() {
+    check("minilm");
+}
+
+#[test]
+fn smollm2_matches_transformers() {
+    check("smollm2");
+}
