@@ -170,6 +170,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         truncate: plan.truncate,
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
+        alti: false,
         image: plan.picture.clone(),
         lens: plan.lens,
         attribution: plan.attribution,

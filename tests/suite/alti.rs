@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 use attnviz::analysis::alti;
 use attnviz::model::{EncodeOptions, Model};
+use attnviz::progress::Silent;
+use attnviz::request::RunRequest;
 
 use crate::support::models::minilm::minilm_dir;
 use crate::support::models::smollm2::smollm2_gguf;
@@ -65,7 +67,7 @@ fn check(name: &str) {
     let case = case(name);
     let model = model(name);
     let opts = EncodeOptions {
-        capture_values: true,
+        alti: true,
         ..EncodeOptions::default()
     };
     let enc = model.encode(&case.text, None, &opts).unwrap();
@@ -116,4 +118,49 @@ fn minilm_matches_transformers() {
 #[test]
 fn smollm2_matches_transformers() {
     check("smollm2");
+}
+
+#[test]
+fn the_value_capture_alone_leaves_alti_out() {
+    // ALTI is opt-in: value-weighted attention's capture does not pay for it.
+    let case = case("tiny-bert");
+    let opts = EncodeOptions {
+        capture_values: true,
+        ..EncodeOptions::default()
+    };
+    let enc = model("tiny-bert").encode(&case.text, None, &opts).unwrap();
+    let values = enc.values.expect("values were asked for");
+    assert!(values.iter().all(|v| v.mixing.is_empty()));
+    assert!(alti(enc.attention.layer_numbers(), &values).is_err());
+}
+
+#[test]
+fn the_run_request_gives_alti_only_when_asked() {
+    let case = case("tiny-gpt2");
+    let model = model("tiny-gpt2");
+    let plain = RunRequest::new(case.text.clone())
+        .run(&model, &Silent)
+        .unwrap();
+    assert!(plain.alti.is_none() && plain.value_weighted.is_none());
+    let run = RunRequest {
+        alti: true,
+        ..RunRequest::new(case.text.clone())
+    }
+    .run(&model, &Silent)
+    .unwrap();
+    // ALTI alone does not hand back value-weighted attention.
+    assert!(run.value_weighted.is_none());
+    let a = run.alti.expect("ALTI was asked for");
+    let last = case.aggregated.last().unwrap();
+    let worst = largest(a.aggregated.last().unwrap(), last);
+    assert!(worst <= TOL, "|Δ| {worst:.2e}");
+    // Every layer is needed: a choice of layers is refused before the run.
+    let err = RunRequest {
+        alti: true,
+        layers: Some(vec![0]),
+        ..RunRequest::new(case.text.clone())
+    }
+    .run(&model, &Silent)
+    .unwrap_err();
+    assert!(err.to_string().contains("every layer"), "{err}");
 }

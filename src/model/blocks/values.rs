@@ -3,7 +3,8 @@
 //! f_h(x) = (x W_V^h + b_V^h) W_O^h, and the terms that put the residual connection and the
 //! normalisation after it into the picture.
 //!
-//! Nothing here runs unless a capture asks for it ([`SequenceCapture::with_values`]): a
+//! Nothing here runs unless a capture asks for it ([`SequenceCapture::with_values`]), and
+//! ALTI's per-layer matrices (`super::mixing`) only when it asks for them too: a
 //! network's layer hands its value vectors and the input of the norm that follows attention
 //! to [`fill`] only then. The arithmetic is one product per head with the head's rows of the
 //! output projection (`[tokens, head_dim] × [head_dim, hidden]`): together as much as the
@@ -176,9 +177,11 @@ pub fn fill(
                 }
             }
         }
-        // ALTI (`blocks::mixing`): self-attention only, where the residual is the same tokens.
+        // ALTI (`blocks::mixing`), when asked: self-attention only, where the residual is the
+        // same tokens.
+        let alti = capture.values.as_ref().is_some_and(|v| v.alti);
         let mixing = match (residual, capture.layer_probs(layer)) {
-            (Some(x), Some(probs)) if queries == keys => {
+            (Some(x), Some(probs)) if alti && queries == keys => {
                 let zeros = vec![0f32; hidden];
                 let out_bias = output.forward(&zeros, 1, Activation::Identity);
                 let beta = match after {
