@@ -166,6 +166,13 @@ impl Analysis {
     }
 }
 
+/// Map per-layer square matrices over `att`'s token units (attention rollout, ALTI) into the
+/// units of `view(att, opts)`, through the same steps as the attention: special tokens' rows and
+/// columns dropped and each row renormalised, then words merged (rows averaged, columns summed).
+pub fn map_to_view(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
+    map_rollout(att, per_layer, opts)
+}
+
 /// Map per-layer matrices over `att`'s units (square: the rollout) into the units of
 /// `view(att, opts)`, through the same steps as the attention.
 fn map_rollout(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
