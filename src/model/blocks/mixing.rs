@@ -18,6 +18,8 @@
 //! row divided by its total. Grouped-query heads read their key/value head's vectors (the
 //! caller's `f` rows are per query head already).
 
+use rayon::prelude::*;
+
 use super::layers::NormKind;
 
 /// The linear part of a normalisation: γ, its kind and ε.
@@ -45,71 +47,82 @@ pub struct LayerTerms<'a> {
 }
 
 /// The layer's ALTI contributions `[queries, keys]`, rows summing to 1 (a row whose every
-/// contribution is 0 stays 0).
+/// contribution is 0 stays 0). Query rows are independent and run in parallel.
 pub fn alti_layer(t: &LayerTerms<'_>, queries: usize, keys: usize, hidden: usize) -> Vec<f32> {
-    let heads = t.f.len();
     let mut out = vec![0f32; queries * keys];
-    let mut parts = vec![0f64; keys * hidden];
-    let mut y = vec![0f64; hidden];
-    let mut theta = vec![0f64; hidden];
-    let mut x_part = vec![0f64; hidden];
-    for i in 0..queries {
-        let s = t.scale[i] as f64;
-        let x = &t.residual[i * hidden..][..hidden];
-        // What the residual brings, through the norm when the norm takes the residual sum.
-        for (o, &v) in x_part.iter_mut().zip(x) {
-            *o = v as f64;
-        }
-        if t.residual_normed {
-            linear_norm(t.norm, &mut x_part, s);
-        }
-        for j in 0..keys {
-            theta.fill(0.0);
-            for h in 0..heads {
-                let a = t.probs[(h * queries + i) * keys + j] as f64;
-                if a == 0.0 {
-                    continue;
-                }
-                let row = &t.f[h][j * hidden..][..hidden];
-                for (o, &v) in theta.iter_mut().zip(row) {
-                    *o += a * v as f64;
-                }
+    if keys == 0 {
+        return out;
+    }
+    out.par_chunks_mut(keys).enumerate().for_each_init(
+        || (vec![0f64; keys * hidden], vec![0f64; hidden]),
+        |(parts, theta), (i, row)| alti_row(t, i, queries, hidden, parts, theta, row),
+    );
+    out
+}
+
+/// Row `i` of [`alti_layer`] into `row` (`keys` long), with `parts` (`keys × hidden`) and
+/// `theta` (`hidden`) as scratch.
+fn alti_row(
+    t: &LayerTerms<'_>,
+    i: usize,
+    queries: usize,
+    hidden: usize,
+    parts: &mut [f64],
+    theta: &mut [f64],
+    row: &mut [f32],
+) {
+    let keys = row.len();
+    let s = t.scale[i] as f64;
+    let x = &t.residual[i * hidden..][..hidden];
+    // What the residual brings, through the norm when the norm takes the residual sum.
+    let mut x_part: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    if t.residual_normed {
+        linear_norm(t.norm, &mut x_part, s);
+    }
+    for j in 0..keys {
+        theta.fill(0.0);
+        for (h, f) in t.f.iter().enumerate() {
+            let a = t.probs[(h * queries + i) * keys + j] as f64;
+            if a == 0.0 {
+                continue;
             }
-            linear_norm(t.norm, &mut theta, s);
-            if j == i {
-                for (o, v) in theta.iter_mut().zip(&x_part) {
-                    *o += v;
-                }
+            for (o, &v) in theta.iter_mut().zip(&f[j * hidden..][..hidden]) {
+                *o += a * v as f64;
             }
-            parts[j * hidden..][..hidden].copy_from_slice(&theta);
         }
-        // y_i: every token's part and what no token owns.
-        let mut bias: Vec<f64> = t.out_bias.iter().map(|&b| b as f64).collect();
-        linear_norm(t.norm, &mut bias, s);
-        for (k, o) in y.iter_mut().enumerate() {
-            *o = bias[k] + t.beta[k] as f64;
-        }
-        for part in parts.chunks_exact(hidden) {
-            for (o, v) in y.iter_mut().zip(part) {
+        linear_norm(t.norm, theta, s);
+        if j == i {
+            for (o, v) in theta.iter_mut().zip(&x_part) {
                 *o += v;
             }
         }
-        let y_l1: f64 = y.iter().map(|v| v.abs()).sum();
-        let row = &mut out[i * keys..][..keys];
-        let mut total = 0.0;
-        let mut c = vec![0f64; keys];
-        for (j, part) in parts.chunks_exact(hidden).enumerate() {
-            let d: f64 = y.iter().zip(part).map(|(a, b)| (a - b).abs()).sum();
-            c[j] = (y_l1 - d).max(0.0);
-            total += c[j];
-        }
-        if total > 0.0 {
-            for (o, v) in row.iter_mut().zip(&c) {
-                *o = (v / total) as f32;
-            }
+        parts[j * hidden..][..hidden].copy_from_slice(theta);
+    }
+    // y_i: every token's part and what no token owns.
+    let mut y: Vec<f64> = t.out_bias.iter().map(|&b| b as f64).collect();
+    linear_norm(t.norm, &mut y, s);
+    for (o, &b) in y.iter_mut().zip(t.beta) {
+        *o += b as f64;
+    }
+    for part in parts.chunks_exact(hidden) {
+        for (o, v) in y.iter_mut().zip(part) {
+            *o += v;
         }
     }
-    out
+    let y_l1: f64 = y.iter().map(|v| v.abs()).sum();
+    let c: Vec<f64> = parts
+        .chunks_exact(hidden)
+        .map(|part| {
+            let d: f64 = y.iter().zip(part).map(|(a, b)| (a - b).abs()).sum();
+            (y_l1 - d).max(0.0)
+        })
+        .collect();
+    let total: f64 = c.iter().sum();
+    if total > 0.0 {
+        for (o, v) in row.iter_mut().zip(&c) {
+            *o = (v / total) as f32;
+        }
+    }
 }
 
 /// `v ← s · γ ⊙ (v − mean v)` (LayerNorm), `s · γ ⊙ v` (RMSNorm); nothing without a norm.
