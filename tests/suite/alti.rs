@@ -241,6 +241,27 @@ fn the_cli_writes_alti_to_json_png_and_html_only_when_asked() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc.get("alti").is_none() && doc.get("alti_per_layer").is_none());
 
+    // In the view without special tokens, mapped as rollout is: one row per unit, shares.
+    let out = cli(&[
+        "-m",
+        model,
+        &case.text,
+        "--alti",
+        "--no-special",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = doc["tokens"].as_array().unwrap().len();
+    let last = section(&doc, "alti").pop().unwrap();
+    assert_eq!(last.len(), n * n);
+    for row in last.chunks_exact(n) {
+        let total: f32 = row.iter().sum();
+        assert!((total - 1.0).abs() < 1e-4, "a row sums to {total}");
+    }
+
     // A choice of layers cannot give it: refused with the flag to drop.
     let out = cli(&["-m", model, &case.text, "--alti", "--layers", "0"]);
     assert!(!out.status.success());
