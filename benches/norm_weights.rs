@@ -1,6 +1,7 @@
 //! What value-weighted and norm-aware attention cost beside the plain forward pass: the same
 //! input run alternately without and with the value capture (`forward_batch_values`), as wall
-//! time and this process's CPU time, and the analysis (`norm_weights`) after it.
+//! time and this process's CPU time, and the analysis (`norm_weights`) after it; then the
+//! same capture with ALTI's per-layer matrices (`EncodeOptions::alti`, opt-in) for comparison.
 //!
 //!     cargo bench --bench norm_weights -- [MODEL [TOKENS:REPS ...]]
 //!
@@ -63,7 +64,7 @@ fn main() {
     };
     println!(
         "norm_weights: {which}; medians in ms: plain encode | with value capture | \
-         norm_weights; overhead of capture + analysis"
+         norm_weights; overhead of capture + analysis; with ALTI"
     );
     for (n, reps) in sizes {
         let text = "the cat sat on the mat and looked at the dog ".repeat(n / 4 + 2);
@@ -71,6 +72,10 @@ fn main() {
             truncate: true,
             capture_values: values,
             ..EncodeOptions::default()
+        };
+        let with_alti = EncodeOptions {
+            alti: true,
+            ..opts(true)
         };
         let limit = model.max_positions().min(n);
         let text: String = {
@@ -94,6 +99,7 @@ fn main() {
         run(true);
         let tokens = run(false).2.attention.len();
         let (mut pw, mut pc, mut vw, mut vc, mut aw) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut xw, mut xc) = (vec![], vec![]);
         for _ in 0..reps {
             let (w, c, _) = run(false);
             pw.push(w);
@@ -104,7 +110,12 @@ fn main() {
             let t = Instant::now();
             norm_weights(&enc.attention, enc.values.as_ref().expect("values")).expect("weights");
             aw.push(t.elapsed().as_secs_f64() * 1e3);
+            let (w0, c0) = (Instant::now(), cpu_ms());
+            model.encode(&text, None, &with_alti).expect("encode");
+            xw.push(w0.elapsed().as_secs_f64() * 1e3);
+            xc.push(cpu_ms() - c0);
         }
+        let (xw, xc) = (median(&mut xw), median(&mut xc));
         let (pw, pc, vw, vc, aw) = (
             median(&mut pw),
             median(&mut pc),
@@ -113,9 +124,10 @@ fn main() {
             median(&mut aw),
         );
         println!(
-            "{tokens:>4} tokens: wall {pw:8.1} | {vw:8.1} | {aw:6.1}  (+{:.0}%)   cpu {pc:8.1} | {vc:8.1}  (+{:.0}%)",
+            "{tokens:>4} tokens: wall {pw:8.1} | {vw:8.1} | {aw:6.1}  (+{:.0}%)   cpu {pc:8.1} | {vc:8.1}  (+{:.0}%)   ALTI wall {xw:8.1} cpu {xc:8.1} ({:.1}×)",
             (vw + aw - pw) / pw * 100.0,
-            (vc - pc) / pc * 100.0
+            (vc - pc) / pc * 100.0,
+            xw / pw
         );
     }
 }

@@ -16,6 +16,7 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
+use crate::analysis::alti::{alti, Alti};
 use crate::analysis::attribution::{HeadAblation, HeadAttribution};
 use crate::analysis::lens::LogitLens;
 use crate::analysis::weighting::{norm_weights, NormWeights};
@@ -54,6 +55,10 @@ pub struct RunRequest {
     /// Weigh the attention by what it moves: value-weighted and norm-aware attention
     /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
     pub value_weighted: bool,
+    /// ALTI, each input token's share in each output token through the whole network
+    /// (Ferrando et al. 2022; [`Run::alti`]): self-attention of encoders and decoders, every
+    /// layer captured. Off by default: it costs several forward passes.
+    pub alti: bool,
     /// An image file for a vision model (ViT, DeiT): then `text` only names it (the picture's
     /// `source`, when it is not the path itself; else the file's name).
     pub image: Option<std::path::PathBuf>,
@@ -235,6 +240,8 @@ pub struct Run {
     /// Value-weighted and norm-aware attention of the primary value, when
     /// [`RunRequest::value_weighted`] asked for them.
     pub value_weighted: Option<NormWeights>,
+    /// ALTI of the primary value's tokens, when [`RunRequest::alti`] asked for it.
+    pub alti: Option<Alti>,
     /// The logit lens of the primary value's tokens, when [`RunRequest::lens`] asked for it.
     pub lens: Option<LogitLens>,
     /// Per-head direct logit attribution at the last position, when
@@ -278,6 +285,7 @@ impl RunRequest {
             truncate: self.truncate,
             capture_query_key: self.query_key,
             capture_values: self.value_weighted,
+            alti: self.alti,
             layers: self.layers.clone(),
             max_memory: self.max_memory,
         }
@@ -313,9 +321,22 @@ impl RunRequest {
             if self.value_weighted {
                 return Err(RequestError::ValueWeightedForEncoderDecoder { family });
             }
+            if self.alti {
+                return Err(input(format!(
+                    "ALTI is not available for encoder–decoder models ({family}) yet; it is for \
+                     the self-attention of encoders and decoders"
+                )));
+            }
             return Ok(());
         }
         let layers = model.info().layers;
+        if self.alti && self.layers.is_some() {
+            return Err(input(
+                "ALTI multiplies the contributions of every layer; it needs every layer captured, \
+                 not a choice of layers"
+                    .into(),
+            ));
+        }
         if let Some(&layer) = self.layers.iter().flatten().find(|&&l| l >= layers) {
             return Err(RequestError::LayerOutOfRange { layer, layers });
         }
@@ -380,6 +401,9 @@ impl RunRequest {
                         .into(),
                 )));
             }
+            if self.alti {
+                return Err(input("ALTI is not available for vision models yet".into()));
+            }
             if self.lens.is_some() {
                 return Err(RequestError::Model(crate::model::Error::Input(
                     "the logit lens is for text models with a language-model or masked-LM head, \
@@ -395,7 +419,7 @@ impl RunRequest {
                     std::sync::Arc::make_mut(image).source = self.text.clone();
                 }
             }
-            return single_run(model, encoding);
+            return single_run(model, encoding, self);
         }
         if model.is_vision() {
             return Err(RequestError::Model(crate::model::Error::Input(format!(
@@ -405,6 +429,13 @@ impl RunRequest {
             ))));
         }
         self.check(model)?;
+        if self.alti && sink.is_some() {
+            return Err(input(
+                "ALTI needs the whole capture of every layer; a capture streamed to a file \
+                 cannot give it"
+                    .into(),
+            ));
+        }
         if model.is_seq2seq() {
             if sink.is_some() {
                 return Err(RequestError::StreamForEncoderDecoder {
@@ -444,7 +475,7 @@ impl RunRequest {
         } else {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
-        let mut run = single_run(model, encoding)?;
+        let mut run = single_run(model, encoding, self)?;
         if let Some(k) = self.lens {
             run.lens = Some(lens_of(model, &run, k)?);
         }
@@ -521,7 +552,7 @@ impl RunRequest {
         self.check(model)?;
         let encoding =
             model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
-        single_run(model, encoding)
+        single_run(model, encoding, self)
     }
 
     fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
@@ -570,6 +601,7 @@ impl RunRequest {
             target_bytes_cut: out.target_bytes_cut,
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
             value_weighted: None,
+            alti: None,
             lens: None,
             head_attribution: None,
             head_ablation: None,
@@ -577,11 +609,25 @@ impl RunRequest {
     }
 }
 
-/// The run of a single-kind model's encoding, labelled for people.
-fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
+/// A request refused for its input, in the library's words.
+fn input(message: String) -> RequestError {
+    RequestError::Model(crate::model::Error::Input(message))
+}
+
+/// The run of a single-kind model's encoding, labelled for people, with the analyses of the
+/// value terms that `request` asked for.
+fn single_run(
+    model: &Model,
+    encoding: Encoding,
+    request: &RunRequest,
+) -> Result<Run, RequestError> {
     let value_weighted = match &encoding.values {
-        Some(values) => Some(norm_weights(&encoding.attention, values)?),
-        None => None,
+        Some(values) if request.value_weighted => Some(norm_weights(&encoding.attention, values)?),
+        _ => None,
+    };
+    let alti = match &encoding.values {
+        Some(values) if request.alti => Some(alti(encoding.attention.layer_numbers(), values)?),
+        _ => None,
     };
     let scheme = model.tokenizer().label_scheme();
     let generated_text = encoding
@@ -600,6 +646,7 @@ fn single_run(model: &Model, encoding: Encoding) -> Result<Run, RequestError> {
         target_bytes_cut: false,
         target_kept: 0,
         value_weighted,
+        alti,
         lens: None,
         head_attribution: None,
         head_ablation: None,

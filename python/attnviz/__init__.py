@@ -541,6 +541,7 @@ def run(
     neuron: bool = False,
     weighting: str = "raw",
     lens: Any = None,
+    alti: bool = False,
     words: bool = False,
     no_special: bool = False,
     view: str = "head",
@@ -577,6 +578,11 @@ def run(
       (``"embeddings"``, ``"layer 0"``, …), ``positions`` (the input tokens), ``k``, ``top``
       (``[stage][position]`` → the k most probable tokens as ``{"id", "text", "prob"}``) and the
       arrays ``ids`` and ``probs`` ``[stages, positions, k]``; ``None`` without ``lens``.
+    - ``alti=True``: ALTI (Ferrando et al. 2022), each input token's share in each token through
+      the network (self-attention of encoders and decoders, every layer; docs/analyses.md):
+      ``report.alti`` is a dict with ``layers`` (the model's numbers), ``aggregated`` (through
+      each layer) and ``per_layer`` (each layer alone), float32 arrays ``[layers, n, n]`` whose
+      rows are output tokens and columns input tokens; ``None`` without ``alti``.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
       ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
@@ -597,7 +603,8 @@ def run(
                 name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
                 max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
                 weighting=weighting, words=words, no_special=no_special,
-                view="image" if view == "head" else view, layer=layer, head=head, lens=lens, _image=path,
+                view="image" if view == "head" else view, layer=layer, head=head, lens=lens,
+                alti=alti, _image=path,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -609,10 +616,15 @@ def run(
         if generate < 1:
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
-    for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron)):
+    for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
+    if alti and layers is not None:
+        raise ValueError(
+            "alti=True multiplies the contributions of every layer, and layers= captures only "
+            "some; drop layers="
+        )
     if not isinstance(weighting, str):
         raise TypeError(f"weighting must be a string, not {type(weighting).__name__}")
     if lens is True:
@@ -625,7 +637,7 @@ def run(
         if lens < 1:
             raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
         lens = int(lens)
-    natives, target_text, generated_text, default_length, sizes, lens_json = _native.run(
+    natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays = _native.run(
         text,
         model,
         revision=revision,
@@ -640,6 +652,7 @@ def run(
         weighting=weighting,
         image=_image,
         lens=lens,
+        alti=bool(alti),
     )
     settings = [("model", model)]
     if weighting != "raw":
@@ -658,6 +671,15 @@ def run(
             report.value_weighted = np.asarray(vw, dtype=np.float32).reshape(shape)
             report.norm_aware = np.asarray(na, dtype=np.float32).reshape(shape)
         report.lens = _lens(lens_json)
+        report.alti = None
+        if alti_arrays is not None:
+            aggregated, per_layer, numbers, n = alti_arrays
+            shape = (len(numbers), n, n)
+            report.alti = {
+                "layers": list(numbers),
+                "aggregated": np.asarray(aggregated, dtype=np.float32).reshape(shape),
+                "per_layer": np.asarray(per_layer, dtype=np.float32).reshape(shape),
+            }
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)

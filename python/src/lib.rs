@@ -484,7 +484,12 @@ type RunResult = (
     Option<usize>,
     Option<NormSizes>,
     Option<String>,
+    Option<AltiArrays>,
 );
+
+/// ALTI through each layer and of each layer alone, `[layers · n · n]` each, the model's numbers
+/// of the layers, and n.
+type AltiArrays = (Vec<f32>, Vec<f32>, Vec<usize>, usize);
 
 /// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
 type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
@@ -494,7 +499,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, lens=None))]
+    image=None, lens=None, alti=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -512,6 +517,7 @@ fn run(
     weighting: &str,
     image: Option<std::path::PathBuf>,
     lens: Option<usize>,
+    alti: bool,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let request = RunRequest {
@@ -533,6 +539,7 @@ fn run(
         // temporary PNG first); then `text` names it.
         image,
         lens,
+        alti,
         ..RunRequest::default()
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
@@ -565,6 +572,14 @@ fn run(
         run.lens
             .as_ref()
             .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
+        run.alti.map(|a| {
+            (
+                a.aggregated.concat(),
+                a.per_layer.concat(),
+                a.layers,
+                a.tokens,
+            )
+        }),
     ))
 }
 

@@ -190,3 +190,20 @@ def test_new_decoder_families_generate_as_the_cli(fixture, chat):
     assert sum(r.generated) == 3
     assert r.windows == [m["window"] for m in doc["layer_masks"]]
     assert len(r.windows) == r.attention.shape[0]
+
+
+@pytest.mark.parametrize("model", [BERT, GPT2])
+def test_alti_is_the_clis_and_only_when_asked(model):
+    text = "the cat sat on the mat"
+    doc = cli_json("-m", model, text, "--alti")
+    r = attnviz.run(text, model=model, alti=True)
+    n = len(doc["tokens"])
+    assert r.alti["layers"] == doc["layer_numbers"]
+    for key, section in (("aggregated", "alti"), ("per_layer", "alti_per_layer")):
+        mine = r.alti[key]
+        assert mine.dtype == np.float32 and mine.shape == (len(doc["layer_numbers"]), n, n)
+        assert np.array_equal(mine, as_array(doc[section])), f"{key}: bit for bit"
+    assert np.allclose(r.alti["aggregated"][-1].sum(axis=1), 1, atol=1e-5)
+    assert attnviz.run(text, model=model).alti is None
+    with pytest.raises(ValueError, match="every layer"):
+        attnviz.run(text, model=model, alti=True, layers=[0])

@@ -16,6 +16,7 @@
 //! Formulas, conventions and thresholds are documented in `docs/stats.md`.
 
 mod aggregate;
+pub mod alti;
 pub mod attribution;
 pub mod detectors;
 pub mod fused_rollout;
@@ -30,6 +31,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 pub use aggregate::{layer_means, rollout};
+pub use alti::{alti, Alti};
 pub use attribution::{HeadAblation, HeadAttribution};
 pub use fused_rollout::{fused_rollout, fused_rollout_of, FusedRolloutError, HeadFusion};
 pub use lens::LogitLens;
@@ -162,6 +164,13 @@ impl Analysis {
     pub fn stats_section(&self) -> StatsSection {
         StatsSection::new(&self.stats).with_alignment(self.alignment.as_deref())
     }
+}
+
+/// Map per-layer square matrices over `att`'s token units (attention rollout, ALTI) into the
+/// units of `view(att, opts)`, through the same steps as the attention: special tokens' rows and
+/// columns dropped and each row renormalised, then words merged (rows averaged, columns summed).
+pub fn map_to_view(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> Vec<Vec<f32>> {
+    map_rollout(att, per_layer, opts)
 }
 
 /// Map per-layer matrices over `att`'s units (square: the rollout) into the units of

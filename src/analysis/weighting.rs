@@ -216,6 +216,7 @@ mod tests {
             residual_sq: vec![9.0, 16.0],
             value_scale: vec![0.5, 2.0],
             residual_scale: vec![0.5, 2.0],
+            mixing: vec![],
         };
         let w = norm_weights(&att, &[values]).unwrap();
         assert_eq!(w.value_weighted, vec![1.0, 2.0, 0.5, 3.0]);
@@ -244,6 +245,7 @@ mod tests {
             residual_sq: vec![1.0],
             value_scale: vec![1.0],
             residual_scale: vec![1.0],
+            mixing: vec![],
         };
         assert!(norm_weights(&att, &[values]).is_err());
         assert!(norm_weights(&att, &[]).is_err());

@@ -101,6 +101,14 @@ pub struct Args {
     #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
     pub weighting: Option<Weighting>,
 
+    /// ALTI (Ferrando et al. 2022; docs/analyses.md): how much each input token contributes to
+    /// each token's representation after every layer, through the values, the residual and
+    /// the norms; `--json` gets `alti` and `alti_per_layer` sections, `--figure alti` draws it
+    /// up to --layer, `--html` offers it in the matrix view (self-attention of encoders and
+    /// decoders; every layer captured). Costs several forward passes.
+    #[arg(help_heading = "Analyses", long)]
+    pub alti: bool,
+
     /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
     /// stream predicts through the model's own head (a decoder's final norm and unembedding, an
     /// encoder's masked-LM head), with its probability, as a table; `--json` gets a
@@ -279,7 +287,7 @@ pub struct Outputs {
 
     /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
     /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
-    /// layer). See docs/json.md.
+    /// layer), `alti` (ALTI, as --alti). See docs/json.md.
     #[arg(
         help_heading = "Outputs",
         long,
@@ -746,6 +754,7 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Mean => "The mean over the heads of --layer",
             Figure::Model => f.describe(),
             Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
+            Figure::Alti => "ALTI (Ferrando et al. 2022), contributions up to --layer (--alti)",
             Figure::Lens => "The logit lens: layers × positions, each cell its most probable token",
             Figure::Attribution => {
                 "Each head's direct logit attribution, layers × heads (--target-token, --contrast)"

@@ -170,6 +170,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         truncate: plan.truncate,
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
+        alti: plan.alti,
         image: plan.picture.clone(),
         lens: plan.lens,
         attribution: plan.attribution,
@@ -338,6 +339,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             sections: &lens_sections,
             induction: induction.as_ref(),
             lens: run.lens.as_ref(),
+            alti: run.alti.as_ref(),
         },
     )?;
     heads_outputs(
@@ -537,6 +539,13 @@ fn say_generated(run: &Run, model: &Model) {
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
+    if render.out.alti {
+        return Err(Error::Usage(
+            "ALTI follows the value vectors, residual stream and norms through the model, which \
+             an attention file does not hold; run the model with --alti (and --json to keep it)"
+                .into(),
+        ));
+    }
     if render.out.lens.is_some() {
         return Err(Error::Usage(
             "the logit lens runs the model's own head over its residual stream, which an \

@@ -15,7 +15,9 @@ use attnviz::render::html::{
     write_html_kinds_file, HtmlOptions,
 };
 use attnviz::render::image::{self, Figure, FigureSpec, ImageError, ImageOptions};
-use attnviz::render::json::{json_sections, write_set_json, JsonOptions, KindSections};
+use attnviz::render::json::{
+    json_sections, write_set_json, JsonOptions, KindSections, MatrixSection,
+};
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
 use attnviz::render::terminal::{write_view, TerminalOptions};
 
@@ -34,6 +36,14 @@ pub(super) struct FromModel<'a> {
     pub induction: Option<&'a Induction>,
     /// The logit lens, for the HTML report's lens view.
     pub lens: Option<&'a attnviz::analysis::LogitLens>,
+    /// ALTI of the primary value's tokens (`--alti`).
+    pub alti: Option<&'a attnviz::analysis::Alti>,
+}
+
+/// ALTI mapped into the view's units: through each layer, and of each layer alone.
+struct AltiView {
+    aggregated: Vec<Vec<f32>>,
+    per_layer: Vec<Vec<f32>>,
 }
 
 /// Write every output `plan` asks for from the token-level attention `tokens` (one value, or an
@@ -54,7 +64,10 @@ pub(super) fn write_outputs(
         sections: run_sections,
         induction,
         lens,
+        alti,
     } = *from_model;
+    // ALTI reads the primary value's own tokens (an encoder–decoder has none).
+    let alti = alti.filter(|_| !tokens.is_encoder_decoder());
     // The probe scores a model's self-attention; an encoder–decoder's kinds get none.
     let induction = induction.filter(|_| !tokens.is_encoder_decoder());
     let Selection { layer, head } = selection;
@@ -127,6 +140,13 @@ pub(super) fn write_outputs(
         .and_then(|a| a[shown_index].rollout.get(layer))
         .filter(|m| !m.is_empty())
         .map(Vec::as_slice);
+    let alti_view = alti.map(|a| {
+        let primary = tokens.primary();
+        AltiView {
+            aggregated: analysis::map_to_view(primary, a.aggregated.clone(), view_opts),
+            per_layer: analysis::map_to_view(primary, a.per_layer.clone(), view_opts),
+        }
+    });
     if plan.figure == Figure::Rollout
         && (plan.png.is_some() || plan.svg.is_some())
         && rollout.is_none()
@@ -149,6 +169,7 @@ pub(super) fn write_outputs(
         json: plan.json_format,
         image: plan.image,
         induction,
+        alti: alti_view.as_ref(),
     };
     if let Some(path) = &plan.json {
         outputs.json(path)?;
@@ -183,7 +204,7 @@ pub(super) fn write_outputs(
                 .ok_or(ImageError::NoRollout)?,
                 fusion: plan.image_rollout,
             },
-            Figure::Lens | Figure::Attribution | Figure::Ablation => {
+            Figure::Alti | Figure::Lens | Figure::Attribution | Figure::Ablation => {
                 return Err(ImageError::LensNotAttention.into())
             }
         };
@@ -194,7 +215,16 @@ pub(super) fn write_outputs(
             picture::write_svg(att, &spec, plan.query, path)?;
         }
     } else if plan.png.is_some() || plan.svg.is_some() {
-        let figure = FigureSpec::of(plan.figure, layer, head, rollout)?;
+        let figure = match (plan.figure, &alti_view) {
+            (Figure::Alti, Some(a)) => {
+                let values = a
+                    .aggregated
+                    .get(layer)
+                    .ok_or(ImageError::LensNotAttention)?;
+                FigureSpec::alti(att.layer_numbers()[layer], values)
+            }
+            _ => FigureSpec::of(plan.figure, layer, head, rollout)?,
+        };
         if let Some(path) = &plan.png {
             image::write_png(att, &figure, &outputs.image, path)?;
         }
@@ -255,6 +285,11 @@ pub(super) fn write_outputs(
                 if i == 0 && !tokens.is_encoder_decoder() && lens.is_some() {
                     opts.analysis.lens = lens.cloned();
                     opts.view = attnviz::render::html::View::Lens;
+                }
+                // ALTI beside rollout in the matrix view, per token (the page merges words and
+                // drops special tokens as it does for the attention).
+                if let (0, Some(a)) = (i, alti) {
+                    opts.analysis.matrices.extend(alti_matrices(a));
                 }
                 opts
             })
@@ -360,6 +395,8 @@ struct Outputs<'a> {
     image: ImageOptions,
     /// The model's induction probe, for the JSON's `stats.induction`.
     induction: Option<&'a Induction>,
+    /// ALTI in the view's units (`--alti`), for the JSON's `alti` sections.
+    alti: Option<&'a AltiView>,
 }
 
 impl Outputs<'_> {
@@ -389,6 +426,17 @@ impl Outputs<'_> {
                 let mut extra = vec![("stats", section)];
                 if !self.set.is_encoder_decoder() {
                     extra.extend(self.run_sections.iter().cloned());
+                }
+                let mut matrices: Vec<_> = matrices;
+                if let (0, Some(a)) = (i, self.alti) {
+                    matrices.push(MatrixSection {
+                        name: "alti",
+                        layers: &a.aggregated,
+                    });
+                    matrices.push(MatrixSection {
+                        name: "alti_per_layer",
+                        layers: &a.per_layer,
+                    });
                 }
                 KindSections { extra, matrices }
             })
@@ -460,6 +508,30 @@ impl Outputs<'_> {
         }
         Ok(())
     }
+}
+
+/// ALTI's two matrices for the report's matrix view, over the tokens.
+fn alti_matrices(a: &analysis::Alti) -> [attnviz::render::html::ExtraMatrix; 2] {
+    use attnviz::render::html::ExtraMatrix;
+    [
+        ExtraMatrix {
+            id: "alti".to_string(),
+            label: "ALTI".to_string(),
+            description: "Ferrando et al. 2022: each input token's share in each token after \
+                this layer, through the values, the residual and the norms, multiplied through \
+                the layers up to this one"
+                .to_string(),
+            layers: a.aggregated.clone(),
+        },
+        ExtraMatrix {
+            id: "alti_layer".to_string(),
+            label: "ALTI, this layer alone".to_string(),
+            description: "Ferrando et al. 2022: each token's share in each token's output of \
+                this layer alone (its attention block, residual and norm)"
+                .to_string(),
+            layers: a.per_layer.clone(),
+        },
+    ]
 }
 
 /// Report options from the command line. The report gets the token-level attention and opens on

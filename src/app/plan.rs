@@ -131,6 +131,8 @@ pub struct Single {
     pub neuron: bool,
     /// What every view draws (`--weighting`).
     pub weighting: Weighting,
+    /// ALTI (`--alti`, `--figure alti`, `--json-include alti`).
+    pub alti: bool,
     /// The logit lens with this many tokens per cell (`--lens`, `--figure lens`).
     pub lens: Option<usize>,
     /// Print the logit-lens table (`--lens`).
@@ -501,6 +503,35 @@ fn single(
             ));
         }
     }
+    let alti = args.alti
+        || out.figure == Some(Figure::Alti)
+        || out.json_include.contains(&JsonSection::Alti);
+    if alti {
+        let what = if args.alti {
+            "--alti"
+        } else if out.figure == Some(Figure::Alti) {
+            "--figure alti"
+        } else {
+            "--json-include alti"
+        };
+        if args.layers.is_some() {
+            return Err(format!(
+                "{what}: ALTI multiplies the contributions of every layer, and --layers captures \
+                 only some; drop --layers"
+            ));
+        }
+        if args.save_attention.is_some() {
+            return Err(format!(
+                "{what}: --save-attention streams the attention to a file, and ALTI needs the \
+                 whole run; run them separately"
+            ));
+        }
+        if args.image.is_some() {
+            return Err(format!(
+                "{what}: ALTI is not available for vision models (--image) yet; drop {what}"
+            ));
+        }
+    }
     if out.figure == Some(Figure::Lens) && !(png || svg) {
         return Err("--figure lens draws the logit lens into --png or --svg; add one".into());
     }
@@ -621,6 +652,7 @@ fn single(
         json_include: out.json_include.clone(),
         neuron: args.neuron,
         weighting: args.weighting.unwrap_or_default(),
+        alti,
         lens: (args.lens || args.out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         lens_table: args.lens,

@@ -89,10 +89,41 @@ pub struct EncodeOptions {
     /// Keep what the norm-based analyses need: each head's value norms and the residual and
     /// normalisation terms of every captured layer ([`LayerValues`]).
     pub capture_values: bool,
+    /// Also keep each layer's ALTI contributions ([`LayerValues::mixing`], Ferrando et al.
+    /// 2022): implies `capture_values`, and costs several times the value terms.
+    pub alti: bool,
     /// Capture only these layers (ascending, numbered from 0); `None`: every layer.
     pub layers: Option<Vec<usize>>,
     /// The most bytes the captured attention may take; `None`: [`default_capture_budget`].
     pub max_memory: Option<u64>,
+}
+
+/// Which value terms a forward pass keeps per captured layer ([`LayerValues`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ValueTerms {
+    /// None.
+    #[default]
+    Off,
+    /// What value-weighted and norm-aware attention need.
+    Norms,
+    /// Those and each layer's ALTI contributions ([`LayerValues::mixing`]).
+    NormsAndAlti,
+}
+
+impl ValueTerms {
+    /// What `opts` asks for.
+    pub fn of(opts: &EncodeOptions) -> ValueTerms {
+        match (opts.capture_values, opts.alti) {
+            (_, true) => ValueTerms::NormsAndAlti,
+            (true, false) => ValueTerms::Norms,
+            (false, false) => ValueTerms::Off,
+        }
+    }
+
+    /// Whether any value terms are kept.
+    pub fn any(self) -> bool {
+        self != ValueTerms::Off
+    }
 }
 
 /// The capture budget when none is given: half of this machine's memory (`MemTotal` in
@@ -488,8 +519,14 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<Vec<Forward>, Error> {
-        let (out, _) =
-            self.forward_batch_into(batch, capture_query_key, false, layers, max_memory, None)?;
+        let (out, _) = self.forward_batch_into(
+            batch,
+            capture_query_key,
+            ValueTerms::Off,
+            layers,
+            max_memory,
+            None,
+        )?;
         Ok(out)
     }
 
@@ -504,6 +541,11 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
+        let values = if values {
+            ValueTerms::Norms
+        } else {
+            ValueTerms::Off
+        };
         self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)
     }
 
@@ -515,7 +557,7 @@ impl Model {
         &self,
         batch: &[(&[u32], &[u32])],
         capture_query_key: bool,
-        values: bool,
+        values: ValueTerms,
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
         sink: Option<&mut dyn LayerSink>,
@@ -525,7 +567,7 @@ impl Model {
                 "a streamed capture runs one sequence at a time".into(),
             ));
         }
-        if sink.is_some() && values {
+        if sink.is_some() && values.any() {
             return Err(Error::Input(
                 "value-weighted attention needs the whole capture; it cannot be streamed".into(),
             ));
@@ -571,8 +613,8 @@ impl Model {
                 .iter()
                 .map(|&len| {
                     let c = SequenceCapture::for_layers(arch, len, len, capture_query_key, layers);
-                    if values {
-                        c.with_values(arch)
+                    if values.any() {
+                        c.with_values(arch, values == ValueTerms::NormsAndAlti)
                     } else {
                         c
                     }
@@ -607,7 +649,7 @@ impl Model {
             .iter_mut()
             .map(|c| c.values.take().and_then(|v| v.captured(layers)))
             .collect();
-        if values && kept.iter().any(Option::is_none) {
+        if values.any() && kept.iter().any(Option::is_none) {
             return Err(Error::Forward(format!(
                 "{} does not give the value vectors the norm-based analyses need",
                 arch.family
@@ -780,7 +822,7 @@ impl Model {
         let (mut outs, mut kept) = self.forward_batch_into(
             &[(&enc.ids, types)],
             opts.capture_query_key,
-            opts.capture_values,
+            ValueTerms::of(opts),
             layers,
             opts.max_memory,
             sink,

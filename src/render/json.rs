@@ -37,6 +37,9 @@ pub enum JsonSection {
     /// `head_ablation`: the change in the target's log-probability when each head is zeroed
     /// (a run of the model, as `HeadAttribution`).
     HeadAblation,
+    /// `alti[layer][query][key]` and `alti_per_layer[layer][query][key]`: ALTI (Ferrando et
+    /// al. 2022) through each layer and of each layer alone (a run of the model's value terms).
+    Alti,
 }
 
 impl JsonSection {
@@ -44,7 +47,7 @@ impl JsonSection {
     pub fn from_model(self) -> bool {
         matches!(
             self,
-            JsonSection::HeadAttribution | JsonSection::HeadAblation
+            JsonSection::HeadAttribution | JsonSection::HeadAblation | JsonSection::Alti
         )
     }
 }
@@ -54,6 +57,7 @@ crate::choice!(JsonSection {
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) through each layer"),
     HeadAttribution => ("head_attribution", "Each head's direct logit attribution at the last position (decoders)"),
     HeadAblation => ("head_ablation", "The change in the target's log-probability when each head is removed (decoders)"),
+    Alti => ("alti", "ALTI (Ferrando et al. 2022): each input token's contribution through each layer"),
 });
 
 /// How numbers are written.
@@ -424,7 +428,9 @@ pub fn json_sections<'a>(
         let (name, layers) = match section {
             JsonSection::Means => ("means", &a.layer_means),
             JsonSection::Rollout => ("rollout", &a.rollout),
-            JsonSection::HeadAttribution | JsonSection::HeadAblation => continue,
+            JsonSection::HeadAttribution | JsonSection::HeadAblation | JsonSection::Alti => {
+                continue
+            }
         };
         if !out.iter().any(|s: &MatrixSection| s.name == name) {
             out.push(MatrixSection { name, layers });

@@ -8,6 +8,7 @@
 pub mod fidelity;
 mod support;
 
+mod alti;
 mod analysis_reference;
 mod chat_templates;
 mod cli;

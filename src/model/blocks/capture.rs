@@ -240,9 +240,12 @@ impl<'s> SequenceCapture<'s> {
     }
 
     /// The same capture, also keeping what the norm-based analyses need for its layers
-    /// (`blocks::values`).
-    pub fn with_values(mut self, arch: &Architecture) -> Self {
-        self.values = Some(ValueCapture::new(arch, self.queries, self.keys));
+    /// (`blocks::values`), and each layer's ALTI contributions when `alti` asks
+    /// ([`LayerValues::mixing`]; they cost more than the rest of the value terms together).
+    pub fn with_values(mut self, arch: &Architecture, alti: bool) -> Self {
+        let mut values = ValueCapture::new(arch, self.queries, self.keys);
+        values.alti = alti;
+        self.values = Some(values);
         self
     }
 
@@ -253,6 +256,14 @@ impl<'s> SequenceCapture<'s> {
             (arch.layers + 1) * self.queries * arch.hidden_size
         ]);
         self
+    }
+
+    /// The probabilities the network's layer `l` wrote, `[heads, queries, keys]`, while the
+    /// buffer holds them (a streamed capture: until the next layer starts).
+    pub fn layer_probs(&self, l: usize) -> Option<&[f32]> {
+        let slot = self.slots.get(l).copied().flatten()?;
+        self.probs
+            .get(slot * self.per_layer..(slot + 1) * self.per_layer)
     }
 
     /// Whether the network's layer `l` is captured.
@@ -293,6 +304,9 @@ pub struct LayerValues {
     pub value_scale: Vec<f32>,
     /// t_i, `[queries]`: its factor on the residual.
     pub residual_scale: Vec<f32>,
+    /// The layer's ALTI contributions `[queries, keys]`, rows summing to 1
+    /// (`super::mixing`); empty for cross-attention, and unless [`ValueCapture::alti`] asked.
+    pub mixing: Vec<f32>,
 }
 
 /// Per captured layer, what [`super::values::fill`] kept for one sequence; `None` where a layer was not run
@@ -307,6 +321,8 @@ pub struct ValueCapture {
     pub keys: usize,
     /// One entry per layer of the network; filled for the captured ones.
     pub layers: Vec<Option<LayerValues>>,
+    /// Also compute each layer's ALTI contributions ([`LayerValues::mixing`]).
+    pub alti: bool,
 }
 
 impl ValueCapture {
@@ -317,6 +333,7 @@ impl ValueCapture {
             queries,
             keys,
             layers: vec![None; arch.layers],
+            alti: false,
         }
     }
 

@@ -3,7 +3,8 @@
 //! f_h(x) = (x W_V^h + b_V^h) W_O^h, and the terms that put the residual connection and the
 //! normalisation after it into the picture.
 //!
-//! Nothing here runs unless a capture asks for it ([`SequenceCapture::with_values`]): a
+//! Nothing here runs unless a capture asks for it ([`SequenceCapture::with_values`]), and
+//! ALTI's per-layer matrices (`super::mixing`) only when it asks for them too: a
 //! network's layer hands its value vectors and the input of the norm that follows attention
 //! to [`fill`] only then. The arithmetic is one product per head with the head's rows of the
 //! output projection (`[tokens, head_dim] × [head_dim, hidden]`): together as much as the
@@ -28,6 +29,7 @@ use super::architecture::Architecture;
 use super::capture::SequenceCapture;
 pub use super::capture::{LayerValues, ValueCapture};
 use super::layers::{Linear, Norm, NormKind};
+use super::mixing;
 use crate::model::kernels::{self, Activation, Layout, Matrix, Output};
 
 /// What a layer hands over when its values are asked for (moved, never copied on the plain
@@ -51,6 +53,7 @@ pub struct LayerTaps {
 }
 
 /// Which normalisation follows the attention block.
+#[derive(Clone, Copy)]
 pub enum After<'a> {
     /// None: a pre-norm block adds the attention output to the residual stream as it is.
     Nothing,
@@ -174,8 +177,38 @@ pub fn fill(
                 }
             }
         }
+        // ALTI (`blocks::mixing`), when asked: self-attention only, where the residual is the
+        // same tokens.
+        let alti = capture.values.as_ref().is_some_and(|v| v.alti);
+        let mixing = match (residual, capture.layer_probs(layer)) {
+            (Some(x), Some(probs)) if alti && queries == keys => {
+                let zeros = vec![0f32; hidden];
+                let out_bias = output.forward(&zeros, 1, Activation::Identity);
+                let beta = match after {
+                    After::Residual(n) | After::Output(n) => n.forward(&zeros, None),
+                    After::Nothing => zeros.clone(),
+                };
+                mixing::alti_layer(
+                    &mixing::LayerTerms {
+                        f: &f_rows,
+                        probs,
+                        residual: &x[row0 * hidden..(row0 + queries) * hidden],
+                        norm,
+                        residual_normed,
+                        scale: &value_scale,
+                        out_bias: &out_bias,
+                        beta: &beta,
+                    },
+                    queries,
+                    keys,
+                    hidden,
+                )
+            }
+            _ => Vec::new(),
+        };
         let values = capture.values.as_mut().expect("checked above");
         values.layers[layer] = Some(LayerValues {
+            mixing,
             value_norms,
             normed_norms,
             residual_dot,

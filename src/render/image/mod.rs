@@ -52,6 +52,8 @@ pub enum Figure {
     Model,
     /// Attention rollout (Abnar & Zuidema 2020) up to a layer.
     Rollout,
+    /// ALTI (Ferrando et al. 2022) up to a layer (drawn from the run's ALTI as a matrix).
+    Alti,
     /// The logit lens (drawn from the run's lens, not from the attention: [`lens`]).
     Lens,
     /// Per-head direct logit attribution, layers × heads (drawn from the run: [`heads`]).
@@ -66,6 +68,7 @@ crate::choice!(Figure {
     Mean => ("mean", "The mean over the heads of a layer"),
     Model => ("model", "Every layer × head as labelled thumbnails"),
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to a layer"),
+    Alti => ("alti", "ALTI (Ferrando et al. 2022): each input token's contribution up to a layer"),
     Lens => ("lens", "The logit lens: layers × positions, each cell its most probable token"),
     Attribution => ("attribution", "Each head's direct contribution to the target token's logit: layers × heads"),
     Ablation => ("ablation", "The change in the target token's log-probability when each head is removed: layers × heads"),
@@ -118,10 +121,18 @@ impl<'a> FigureSpec<'a> {
             Figure::Mean => FigureSpec::Mean { layer },
             Figure::Model => FigureSpec::Model,
             Figure::Rollout => FigureSpec::rollout(layer, rollout.ok_or(ImageError::NoRollout)?),
-            Figure::Lens | Figure::Attribution | Figure::Ablation => {
+            Figure::Alti | Figure::Lens | Figure::Attribution | Figure::Ablation => {
                 return Err(ImageError::LensNotAttention)
             }
         })
+    }
+
+    /// ALTI (Ferrando et al. 2022) through `layer`, drawn as a matrix figure.
+    pub fn alti(layer: usize, values: &'a [f32]) -> Self {
+        FigureSpec::Matrix {
+            title: format!("ALTI contributions through layer {layer}"),
+            values,
+        }
     }
 
     /// Every kind of figure, each with a file stem, for a report folder (`--report DIR`):
@@ -234,7 +245,7 @@ pub enum ImageError {
     #[error(transparent)]
     Draw(#[from] DrawError),
     /// The lens figure asked of an attention (it is drawn from a run's logit lens).
-    #[error("the logit lens, attribution and ablation figures are drawn from a model's run, not from its attention")]
+    #[error("the ALTI, logit lens, attribution and ablation figures are drawn from a model's run, not from its attention")]
     LensNotAttention,
     /// The output file could not be written.
     #[error(transparent)]
