@@ -94,15 +94,13 @@ impl Model {
             ids: Vec::with_capacity(stages * n * k),
             probs: Vec::with_capacity(stages * n * k),
         };
-        // Several stages' rows in one product: a short input's rows alone would run the
-        // unembedding (the largest matrix of a small model) through the few-rows kernel once
-        // per stage; at LENS_ROWS rows it is one pass of the tiled kernel over it. The logits
-        // of at most that many rows are held at once.
-        let per_call = (LENS_ROWS / n).max(1);
+        // Several stages' rows in one product (see LENS_LOGITS).
+        let per_call = (LENS_LOGITS / vocab / n).max(1);
         for stages in residual.chunks(per_call * n * hidden) {
             let logits = head.logits(stages, stages.len() / hidden);
-            for row in logits.chunks_exact(vocab) {
-                let (ids, probs) = top_k(row, k)?;
+            let mut logits = logits;
+            for row in logits.chunks_exact_mut(vocab) {
+                let (ids, probs) = top_k_in_place(row, k)?;
                 out.ids.extend(ids);
                 out.probs.extend(probs);
             }
@@ -137,15 +135,28 @@ fn masked_lm_example(family: &str) -> &'static str {
     }
 }
 
-/// How many residual rows (stages × positions) the logit lens unembeds in one product: enough
-/// for the tiled kernel (`layers::PACK_ROWS` and up), few enough that their logits stay small
-/// (256 × a 150k vocabulary is 150 MB).
-const LENS_ROWS: usize = 256;
+/// How many logits the logit lens holds at once (128 MiB): the rows (stages × positions) it
+/// unembeds in one product are as many as fit. Many rows run the unembedding (the largest matrix
+/// of a small model) through the tiled kernel in one pass; SmolLM2 at 64 tokens gets 640 rows a
+/// product, which took its lens from 2.4 s (one stage a product) to about 1.2 s of CPU.
+const LENS_LOGITS: usize = 32 << 20;
 
-/// The `k` largest of a softmax over `logits` (each term in f32, summed in f64), most probable
-/// first, ties in id order: ids and probabilities. One pass keeps the `k` best so far, so a
-/// 50k–150k vocabulary costs one comparison per logit for a small `k`.
+/// The `k` largest of a softmax over `logits` (computed in f64), most probable first, ties in
+/// id order: ids and probabilities. One pass keeps the `k` best so far, so a 50k–150k
+/// vocabulary costs one comparison per logit for a small `k`.
 fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
+    let ids = top_ids(logits, k)?;
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let total: f64 = logits.iter().map(|&v| (v as f64 - max).exp()).sum();
+    let probs = ids
+        .iter()
+        .map(|&i| ((logits[i as usize] as f64 - max).exp() / total) as f32)
+        .collect();
+    Ok((ids, probs))
+}
+
+/// The ids of [`top_k`], refusing a logit that is not finite.
+fn top_ids(logits: &[f32], k: usize) -> Result<Vec<u32>, Error> {
     if logits.iter().any(|v| !v.is_finite()) {
         return Err(Error::Forward(
             "the logit lens met a logit that is not finite (the weights overflow on this input)"
@@ -153,10 +164,8 @@ fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
         ));
     }
     if k * 8 > logits.len() {
-        return top_k_sorted(logits, k);
+        return Ok(top_ids_sorted(logits, k));
     }
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let total: f64 = logits.iter().map(|&v| f64::from((v - max).exp())).sum();
     let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
     for (i, &v) in logits.iter().enumerate() {
         if best.len() == k && v.total_cmp(&best[k - 1].0).is_le() {
@@ -167,17 +176,22 @@ fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
         best.insert(at, (v, i as u32));
         best.truncate(k);
     }
-    let probs = best
-        .iter()
-        .map(|&(v, _)| (f64::from((v - max).exp()) / total) as f32)
-        .collect();
-    Ok((best.into_iter().map(|(_, i)| i).collect(), probs))
+    Ok(best.into_iter().map(|(_, i)| i).collect())
 }
 
-/// [`top_k`] by a partial sort, for a `k` near the vocabulary's size.
-fn top_k_sorted(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-    let total: f64 = logits.iter().map(|&v| (v as f64 - max).exp()).sum();
+/// [`top_k`] over logits that may be overwritten: the ids chosen on the logits, then the
+/// softmax computed in place by the vectorised kernel the attention uses (f32 throughout; 50k
+/// libm `exp` calls per row were a third of the lens's time).
+fn top_k_in_place(logits: &mut [f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
+    let ids = top_ids(logits, k)?;
+    let n = logits.len();
+    crate::model::kernels::attention::softmax_rows(logits, n, n);
+    let probs = ids.iter().map(|&i| logits[i as usize]).collect();
+    Ok((ids, probs))
+}
+
+/// [`top_ids`] by a partial sort, for a `k` near the vocabulary's size.
+fn top_ids_sorted(logits: &[f32], k: usize) -> Vec<u32> {
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let by = |a: &u32, b: &u32| {
         logits[*b as usize]
@@ -189,11 +203,7 @@ fn top_k_sorted(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error>
         order.truncate(k);
     }
     order.sort_by(by);
-    let probs = order
-        .iter()
-        .map(|&i| ((logits[i as usize] as f64 - max).exp() / total) as f32)
-        .collect();
-    Ok((order, probs))
+    order
 }
 
 /// Per-head direct logit attribution at the last position of one sequence (Elhage et al. 2021):
@@ -421,11 +431,24 @@ mod tests {
             .map(|i| ((i.wrapping_mul(2654435761) >> 7) % 40) as f32 * 0.25 - 5.0)
             .collect();
         for k in [1, 3, 5, 20, 100] {
-            let (ids, probs) = top_k(&logits, k).unwrap();
-            let (want_ids, want_probs) = super::top_k_sorted(&logits, k).unwrap();
+            let (ids, want_probs) = top_k(&logits, k).unwrap();
+            let want_ids = super::top_ids_sorted(&logits, k);
             assert_eq!(ids, want_ids, "k {k}");
-            for (p, w) in probs.iter().zip(&want_probs) {
-                assert!((p - w).abs() < 1e-7, "k {k}: {p} against {w}");
+            // The f64 softmax, from scratch.
+            let max = logits.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+            let z: f64 = logits.iter().map(|&v| (v as f64 - max).exp()).sum();
+            for (&i, &p) in ids.iter().zip(&want_probs) {
+                let exact = (logits[i as usize] as f64 - max).exp() / z;
+                assert!(
+                    (p as f64 - exact).abs() < 1e-7,
+                    "k {k}: {p} against {exact}"
+                );
+            }
+            let (in_place_ids, in_place_probs) =
+                super::top_k_in_place(&mut logits.clone(), k).unwrap();
+            assert_eq!(in_place_ids, want_ids, "k {k}");
+            for (p, w) in in_place_probs.iter().zip(&want_probs) {
+                assert!((p - w).abs() < 1e-6 * w.max(1e-3), "k {k}: {p} against {w}");
             }
         }
     }
