@@ -33,7 +33,7 @@ mod measure;
 #[path = "../tests/suite/support/models/smollm2.rs"]
 mod smollm2;
 
-use measure::{env_usize, fmt_stats, measure_runs, median, minimum, Anchor};
+use measure::{cpu_seconds, env_usize, fmt_stats, measure_runs, ratio, table_row, Anchor};
 
 /// The end-to-end prompt.
 const PROMPT: &str = "The capital of France is";
@@ -44,37 +44,6 @@ const GENERATE: usize = 32;
 /// The ids both sides run for an input of `n` tokens (the anchor builds the same).
 fn token_ids(n: usize) -> Vec<u32> {
     (0..n).map(|i| 1000 + (37 * i as u32) % 40000).collect()
-}
-
-/// CPU time of this process so far, every thread, user + system.
-fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes one plain struct we own; zeroed is a valid initial value.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
-}
-
-/// The anchor's `cpu` list.
-fn anchor_cpu(v: &serde_json::Value) -> Vec<f64> {
-    v["cpu"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
-        .unwrap_or_default()
-}
-
-fn ratio(ours: &[f64], theirs: &[f64]) -> String {
-    if ours.is_empty() || theirs.is_empty() {
-        return "-".into();
-    }
-    format!(
-        "{:.2} / {:.2}",
-        median(ours) / median(theirs),
-        minimum(ours) / minimum(theirs)
-    )
 }
 
 fn main() {
@@ -185,7 +154,7 @@ fn main() {
             match (anchor.as_mut(), theirs.as_mut()) {
                 (Ok(a), Ok(acc)) => {
                     match a.call(&format!("forward {n} {reps}")).and_then(|v| {
-                        their_cpu.extend(anchor_cpu(&v));
+                        their_cpu.extend(Anchor::cpu(&v));
                         Anchor::times(&v)
                     }) {
                         Ok(t) => acc.extend(t),
@@ -200,20 +169,8 @@ fn main() {
             println!("  anchor: {e}");
             Vec::new()
         });
-        println!(
-            "{:>6} {:>24} {:>24} {:>13}",
-            n,
-            fmt_stats(&ours, 1e3, "ms"),
-            fmt_stats(&theirs, 1e3, "ms"),
-            ratio(&ours, &theirs)
-        );
-        println!(
-            "{:>6} {:>24} {:>24} {:>13}",
-            "CPU",
-            fmt_stats(&our_cpu, 1e3, "ms"),
-            fmt_stats(&their_cpu, 1e3, "ms"),
-            ratio(&our_cpu, &their_cpu)
-        );
+        table_row(&n.to_string(), &ours, &theirs, &ratio(&ours, &theirs));
+        table_row("CPU", &our_cpu, &their_cpu, &ratio(&our_cpu, &their_cpu));
     }
 
     // ── generation ──
@@ -250,7 +207,7 @@ fn main() {
         if let (Ok(a), Ok(acc)) = (anchor.as_mut(), theirs.as_mut()) {
             match a.call(&format!("generate {GENERATE} {reps} {csv}")) {
                 Ok(v) => {
-                    their_cpu.extend(anchor_cpu(&v));
+                    their_cpu.extend(Anchor::cpu(&v));
                     their_ids = v["ids"]
                         .as_array()
                         .map(|a| {
@@ -277,20 +234,13 @@ fn main() {
         "{:>6} {:>24} {:>24} {:>13}",
         "", "ours", "transformers generate", "ratio med/min"
     );
-    println!(
-        "{:>6} {:>24} {:>24} {:>13}",
-        format!("{}", our_ids.len()),
-        fmt_stats(&ours, 1e3, "ms"),
-        fmt_stats(&theirs, 1e3, "ms"),
-        ratio(&ours, &theirs)
+    table_row(
+        &format!("{}", our_ids.len()),
+        &ours,
+        &theirs,
+        &ratio(&ours, &theirs),
     );
-    println!(
-        "{:>6} {:>24} {:>24} {:>13}",
-        "CPU",
-        fmt_stats(&our_cpu, 1e3, "ms"),
-        fmt_stats(&their_cpu, 1e3, "ms"),
-        ratio(&our_cpu, &their_cpu)
-    );
+    table_row("CPU", &our_cpu, &their_cpu, &ratio(&our_cpu, &their_cpu));
     let text = model
         .tokenizer()
         .decode(&our_ids)

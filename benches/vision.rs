@@ -33,18 +33,7 @@ use attnviz::request::RunRequest;
 #[path = "support/measure.rs"]
 mod measure;
 
-use measure::{cpu_seconds, env_usize, fmt_stats, measure_runs, median, minimum, Anchor};
-
-fn ratio(ours: &[f64], theirs: &[f64]) -> String {
-    if ours.is_empty() || theirs.is_empty() {
-        return "-".into();
-    }
-    format!(
-        "{:.2} / {:.2}",
-        median(ours) / median(theirs),
-        minimum(ours) / minimum(theirs)
-    )
-}
+use measure::{cpu_seconds, env_usize, measure_runs, median, minimum, ratio, table_row, Anchor};
 
 /// The speed-up of `ours` over `theirs` (theirs / ours), median and minimum.
 fn speedup(ours: &[f64], theirs: &[f64]) -> String {
@@ -153,20 +142,8 @@ fn main() {
         "{:>6} {:>24} {:>24} {:>16}",
         "", "attnviz --png", "Python job", "speed-up med/min"
     );
-    println!(
-        "{:>6} {:>24} {:>24} {:>16}",
-        "wall",
-        fmt_stats(&our_wall, 1e3, "ms"),
-        fmt_stats(&job_wall, 1e3, "ms"),
-        speedup(&our_wall, &job_wall)
-    );
-    println!(
-        "{:>6} {:>24} {:>24} {:>16}",
-        "CPU",
-        fmt_stats(&our_cpu, 1e3, "ms"),
-        fmt_stats(&job_cpu, 1e3, "ms"),
-        speedup(&our_cpu, &job_cpu)
-    );
+    table_row("wall", &our_wall, &job_wall, &speedup(&our_wall, &job_wall));
+    table_row("CPU", &our_cpu, &job_cpu, &speedup(&our_cpu, &job_cpu));
     println!(
         "{:>6} {:>24} {:>24}\n",
         "peak",
@@ -233,12 +210,7 @@ fn main() {
                 Ok(v) => match Anchor::times(&v) {
                     Ok(t) => {
                         theirs.extend(t);
-                        their_cpu.extend(
-                            v["cpu"]
-                                .as_array()
-                                .map(|a| a.iter().filter_map(|t| t.as_f64()).collect::<Vec<_>>())
-                                .unwrap_or_default(),
-                        );
+                        their_cpu.extend(Anchor::cpu(&v));
                     }
                     Err(e) => anchor_error = Some(e),
                 },
@@ -254,20 +226,8 @@ fn main() {
         "{:>6} {:>24} {:>24} {:>13}",
         "", "ours", "PyTorch eager", "ratio med/min"
     );
-    println!(
-        "{:>6} {:>24} {:>24} {:>13}",
-        "wall",
-        fmt_stats(&ours, 1e3, "ms"),
-        fmt_stats(&theirs, 1e3, "ms"),
-        ratio(&ours, &theirs)
-    );
-    println!(
-        "{:>6} {:>24} {:>24} {:>13}",
-        "CPU",
-        fmt_stats(&our_cpu, 1e3, "ms"),
-        fmt_stats(&their_cpu, 1e3, "ms"),
-        ratio(&our_cpu, &their_cpu)
-    );
+    table_row("wall", &ours, &theirs, &ratio(&ours, &theirs));
+    table_row("CPU", &our_cpu, &their_cpu, &ratio(&our_cpu, &their_cpu));
     println!("\nload average after: {}", measure::load_average());
     println!("figures written to {}", out.display());
     if let Ok(a) = anchor.as_mut() {

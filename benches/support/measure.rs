@@ -281,10 +281,41 @@ impl Anchor {
             .ok_or_else(|| format!("anchor: {v}"))
     }
 
+    /// The `cpu` list of an answer (empty when it has none).
+    pub fn cpu(v: &serde_json::Value) -> Vec<f64> {
+        v["cpu"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_f64()).collect())
+            .unwrap_or_default()
+    }
+
     /// Ask it to end, and wait.
     pub fn quit(&mut self) {
         let _ = writeln!(self.stdin, "quit");
         let _ = self.stdin.flush();
         let _ = self.child.wait();
     }
+}
+
+/// `ours / theirs` as "median / minimum" ratios (`-` when either is empty).
+pub fn ratio(ours: &[f64], theirs: &[f64]) -> String {
+    if ours.is_empty() || theirs.is_empty() {
+        return "-".into();
+    }
+    format!(
+        "{:.2} / {:.2}",
+        median(ours) / median(theirs),
+        minimum(ours) / minimum(theirs)
+    )
+}
+
+/// One row of a four-column table: a label, two timings in ms, and a last column.
+pub fn table_row(label: &str, ours: &[f64], theirs: &[f64], last: &str) {
+    println!(
+        "{:>6} {:>24} {:>24} {:>13}",
+        label,
+        fmt_stats(ours, 1e3, "ms"),
+        fmt_stats(theirs, 1e3, "ms"),
+        last
+    );
 }
