@@ -527,17 +527,20 @@ impl RunRequest {
         let Some(at) = ids.len().checked_sub(1) else {
             return Ok(());
         };
+        let label = units.named(false)[at].clone();
+        let tokenizer = model.tokenizer();
+        let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
+        let mut target = target;
+        if self.attribution {
+            // The model's own prediction comes from the attribution's pass.
+            let forward = model.head_attribution_of(ids, target, contrast)?;
+            target = Some(forward.target);
+            run.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
+        }
         let target = match target {
             Some(t) => t,
             None => model.predicted_next(ids)?,
         };
-        let label = units.named(false)[at].clone();
-        let tokenizer = model.tokenizer();
-        let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
-        if self.attribution {
-            let forward = model.head_attribution(ids, target, contrast)?;
-            run.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
-        }
         if let Some(mode) = self.ablate {
             let forward = model.head_ablation(ids, target, mode == AblationMode::Mean)?;
             run.head_ablation = Some(HeadAblation::new(&forward, at, label, decode));

@@ -306,8 +306,22 @@ impl Model {
         target: u32,
         contrast: Option<u32>,
     ) -> Result<AttributionForward, Error> {
+        self.head_attribution_of(ids, Some(target), contrast)
+    }
+
+    /// [`Model::head_attribution`], of the model's own prediction at the last position when
+    /// `target` is `None` (read from the same pass, so it costs no forward of its own; the
+    /// result's `target` says which token it was).
+    pub fn head_attribution_of(
+        &self,
+        ids: &[u32],
+        target: Option<u32>,
+        contrast: Option<u32>,
+    ) -> Result<AttributionForward, Error> {
         let run = self.interventions(ids, "head attribution")?;
-        self.check_token(target)?;
+        if let Some(t) = target {
+            self.check_token(t)?;
+        }
         if let Some(c) = contrast {
             self.check_token(c)?;
         }
@@ -325,6 +339,10 @@ impl Model {
             n - 1,
         );
         let last = &out.residual[layers * hidden..];
+        let target = match target {
+            Some(t) => t,
+            None => top_k(&head.logits(last, 1), 1)?.0[0],
+        };
         // Rows: the embeddings, every head, every layer's rest, then the whole residual.
         let mut parts = Vec::with_capacity((2 + layers * heads + layers) * hidden);
         parts.extend_from_slice(&out.residual[..hidden]);

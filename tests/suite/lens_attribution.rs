@@ -77,6 +77,14 @@ fn attribution(name: &str) {
         .head_attribution(&c.input_ids, c.target, None)
         .unwrap();
     let worst = compare(&format!("{name} per head"), &a.per_head, &c.per_head);
+    // Without a target, the same pass finds the prediction (the reference's target) itself.
+    let own = model.head_attribution_of(&c.input_ids, None, None).unwrap();
+    assert_eq!(own.target, c.target, "{name}: the prediction");
+    compare(
+        &format!("{name} per head, own target"),
+        &own.per_head,
+        &c.per_head,
+    );
     let d = model
         .head_attribution(&c.input_ids, c.target, Some(c.contrast))
         .unwrap();
