@@ -345,6 +345,7 @@ function render() {
   else if (state.view === 'stats') renderStats();
   else if (state.view === 'image') renderImage();
   else if (state.view === 'lens') renderLens();
+  else if (state.view === 'heads') renderHeads();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

@@ -95,6 +95,7 @@ function setupControls() {
   $('tab-stats').hidden = stats.length === 0;
   $('tab-image').hidden = !IMAGE;
   $('tab-lens').hidden = !LENS;
+  $('tab-heads').hidden = !HEAD_PARTS.length;
 
   $('thumb-style').value = state.thumbStyle;
   $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
@@ -185,7 +186,7 @@ function syncControls() {
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   // The model and stats views show every layer at once: no layer to choose there.
-  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens';
+  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -218,9 +219,9 @@ function onKey(e) {
   else if (k === ' ') toggleHead(state.head);
   else if (k === 'Enter' || k === 'o') soloHead(state.head);
   else if (k === 'a') set({ shown: new Array(H).fill(true) });
-  else if (k >= '1' && k <= '7') {
+  else if (k >= '1' && k <= '8') {
     const v = VIEWS[Number(k) - 1];
-    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS)) set({ view: v });
+    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS) && (v !== 'heads' || HEAD_PARTS.length)) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });

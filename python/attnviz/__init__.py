@@ -542,6 +542,10 @@ def run(
     weighting: str = "raw",
     lens: Any = None,
     alti: bool = False,
+    attribution: bool = False,
+    target_token: Optional[str] = None,
+    contrast: Any = None,
+    ablate: Any = None,
     words: bool = False,
     no_special: bool = False,
     view: str = "head",
@@ -583,6 +587,16 @@ def run(
       ``report.alti`` is a dict with ``layers`` (the model's numbers), ``aggregated`` (through
       each layer) and ``per_layer`` (each layer alone), float32 arrays ``[layers, n, n]`` whose
       rows are output tokens and columns input tokens; ``None`` without ``alti``.
+    - ``attribution=True``: each head's direct contribution to the target token's logit at the
+      last position (decoders with a language-model head; docs/analyses.md):
+      ``report.head_attribution`` is the JSON's ``head_attribution`` dict, its ``per_head`` a
+      numpy array ``[layers, heads]``. ``target_token`` (one token of the vocabulary, as text,
+      e.g. ``" Paris"``; default: the model's own prediction) or ``contrast=(A, B)`` (the logit
+      difference A − B) imply it.
+    - ``ablate``: ``True`` or ``"zero"`` (each head's output set to 0 in turn) or ``"mean"`` (its
+      mean over the input): ``report.head_ablation`` is the JSON's ``head_ablation`` dict, its
+      ``delta`` (the change in the target's log-probability) a numpy array ``[layers, heads]``.
+      Both are ``None`` when not asked for.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
       ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
@@ -604,7 +618,8 @@ def run(
                 max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
                 weighting=weighting, words=words, no_special=no_special,
                 view="image" if view == "head" else view, layer=layer, head=head, lens=lens,
-                alti=alti, _image=path,
+                alti=alti, _image=path, attribution=attribution, target_token=target_token,
+                contrast=contrast, ablate=ablate,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -637,7 +652,9 @@ def run(
         if lens < 1:
             raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
         lens = int(lens)
-    natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays = _native.run(
+    heads = _head_options(attribution, target_token, contrast, ablate)
+    (natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays,
+     heads_json) = _native.run(
         text,
         model,
         revision=revision,
@@ -653,6 +670,7 @@ def run(
         image=_image,
         lens=lens,
         alti=bool(alti),
+        **heads,
     )
     settings = [("model", model)]
     if weighting != "raw":
@@ -680,6 +698,7 @@ def run(
                 "aggregated": np.asarray(aggregated, dtype=np.float32).reshape(shape),
                 "per_layer": np.asarray(per_layer, dtype=np.float32).reshape(shape),
             }
+        report.head_attribution, report.head_ablation = _heads(heads_json)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)
@@ -777,6 +796,55 @@ def _lens(text: Optional[str]) -> Optional[dict]:
     lens["ids"] = np.asarray([[[t["id"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.int64)
     lens["probs"] = np.asarray([[[t["prob"] for t in cell] for cell in row] for row in lens["top"]], dtype=np.float32)
     return lens
+
+
+def _head_options(attribution: Any, target_token: Any, contrast: Any, ablate: Any) -> dict:
+    """``run``'s head attribution and ablation keywords, checked, as the native run takes them
+    (the CLI's --attribution, --target-token, --contrast A,B and --ablate)."""
+    if not isinstance(attribution, (bool, np.bool_)):
+        raise TypeError(f"attribution must be True or False, not {attribution!r}")
+    target_token = _optional_str("target_token", target_token)
+    if target_token == "":
+        raise ValueError("target_token is empty; give one token of the vocabulary, e.g. ' Paris'")
+    other = None
+    if contrast is not None:
+        if isinstance(contrast, str) or not isinstance(contrast, (tuple, list)) or len(contrast) != 2:
+            raise TypeError(f"contrast must be two tokens (A, B), for the logit difference A − B; not {contrast!r}")
+        a, other = contrast
+        for name, token in (("contrast[0]", a), ("contrast[1]", other)):
+            if not isinstance(token, str) or not token:
+                raise TypeError(f"{name} must be a token of the vocabulary (a non-empty string), not {token!r}")
+        if target_token is not None and target_token != a:
+            raise ValueError(
+                f"contrast={tuple(contrast)!r} takes {a!r} as the target, and target_token says {target_token!r}; drop one of them"
+            )
+        target_token = a
+    if ablate is True:
+        ablate = "zero"
+    elif ablate is False:
+        ablate = None
+    if ablate is not None:
+        if not isinstance(ablate, str):
+            raise TypeError(f"ablate must be True, \"zero\" or \"mean\", not {ablate!r}")
+        if ablate not in ("zero", "mean"):
+            raise ValueError(f"ablate {ablate!r} is not one of: zero, mean (or True for zero)")
+    wants = bool(attribution) or other is not None or (target_token is not None and ablate is None)
+    return dict(attribution=wants, ablate=ablate, target_token=target_token, contrast=other)
+
+
+def _heads(texts) -> tuple:
+    """A run's ``head_attribution`` and ``head_ablation`` (their JSON sections, docs/json.md),
+    with ``per_head`` and ``delta`` as numpy arrays ``[layers, heads]``."""
+    import json
+
+    attribution, ablation = (None if t is None else json.loads(t) for t in texts)
+    if attribution is not None:
+        attribution["per_head"] = np.asarray(attribution["per_head"], dtype=np.float32).reshape(
+            attribution["layers"], attribution["heads"]
+        )
+    if ablation is not None:
+        ablation["delta"] = np.asarray(ablation["delta"], dtype=np.float32).reshape(ablation["layers"], ablation["heads"])
+    return attribution, ablation
 
 
 def render(

@@ -4,6 +4,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod heads;
 mod tqdm;
 mod words;
 
@@ -485,11 +486,16 @@ type RunResult = (
     Option<NormSizes>,
     Option<String>,
     Option<AltiArrays>,
+    HeadSections,
 );
 
 /// ALTI through each layer and of each layer alone, `[layers · n · n]` each, the model's numbers
 /// of the layers, and n.
 type AltiArrays = (Vec<f32>, Vec<f32>, Vec<usize>, usize);
+
+/// Head attribution's and ablation's JSON sections (`head_attribution`, `head_ablation`;
+/// `docs/json.md`), as JSON strings the package reads.
+type HeadSections = (Option<String>, Option<String>);
 
 /// Value-weighted and norm-aware sizes `[layers · heads · queries · keys]` each, and that shape.
 type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
@@ -499,7 +505,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, lens=None, alti=false))]
+    image=None, lens=None, alti=false, attribution=false, ablate=None, target_token=None,
+    contrast=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -518,8 +525,13 @@ fn run(
     image: Option<std::path::PathBuf>,
     lens: Option<usize>,
     alti: bool,
+    attribution: bool,
+    ablate: Option<String>,
+    target_token: Option<String>,
+    contrast: Option<String>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
+    let ablate = ablate.as_deref().map(heads::ablation_mode).transpose()?;
     let request = RunRequest {
         text: text.to_string(),
         pair,
@@ -540,7 +552,10 @@ fn run(
         image,
         lens,
         alti,
-        ..RunRequest::default()
+        attribution,
+        ablate,
+        target_token,
+        contrast,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
@@ -562,6 +577,7 @@ fn run(
         // What every view of the report draws: the weighting's shares of each row.
         only.att = reweighted(&only.att, w, weighting).map_err(runtime_error)?;
     }
+    let head_sections = heads::sections(&run);
     Ok((
         kinds,
         target,
@@ -572,14 +588,15 @@ fn run(
         run.lens
             .as_ref()
             .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
-        run.alti.map(|a| {
+        run.alti.as_ref().map(|a| {
             (
                 a.aggregated.concat(),
                 a.per_layer.concat(),
-                a.layers,
+                a.layers.clone(),
                 a.tokens,
             )
         }),
+        head_sections,
     ))
 }
 

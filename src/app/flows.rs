@@ -340,6 +340,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             induction: induction.as_ref(),
             lens: run.lens.as_ref(),
             alti: run.alti.as_ref(),
+            head_attribution: run.head_attribution.as_ref(),
+            head_ablation: run.head_ablation.as_ref(),
         },
     )?;
     heads_outputs(

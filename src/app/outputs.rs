@@ -38,6 +38,10 @@ pub(super) struct FromModel<'a> {
     pub lens: Option<&'a attnviz::analysis::LogitLens>,
     /// ALTI of the primary value's tokens (`--alti`).
     pub alti: Option<&'a attnviz::analysis::Alti>,
+    /// Per-head direct logit attribution (`--attribution`), for the report's heads view.
+    pub head_attribution: Option<&'a attnviz::analysis::HeadAttribution>,
+    /// Head ablation (`--ablate`), for the report's heads view.
+    pub head_ablation: Option<&'a attnviz::analysis::HeadAblation>,
 }
 
 /// ALTI mapped into the view's units: through each layer, and of each layer alone.
@@ -65,6 +69,8 @@ pub(super) fn write_outputs(
         induction,
         lens,
         alti,
+        head_attribution,
+        head_ablation,
     } = *from_model;
     // ALTI reads the primary value's own tokens (an encoder–decoder has none).
     let alti = alti.filter(|_| !tokens.is_encoder_decoder());
@@ -285,6 +291,18 @@ pub(super) fn write_outputs(
                 if i == 0 && !tokens.is_encoder_decoder() && lens.is_some() {
                     opts.analysis.lens = lens.cloned();
                     opts.view = attnviz::render::html::View::Lens;
+                }
+                // Head attribution and ablation read the primary value's last position; a
+                // report asked for with them (and not the lens) opens on the heads view.
+                if i == 0
+                    && !tokens.is_encoder_decoder()
+                    && (head_attribution.is_some() || head_ablation.is_some())
+                {
+                    opts.analysis.head_attribution = head_attribution.cloned();
+                    opts.analysis.head_ablation = head_ablation.cloned();
+                    if lens.is_none() {
+                        opts.view = attnviz::render::html::View::Heads;
+                    }
                 }
                 // ALTI beside rollout in the matrix view, per token (the page merges words and
                 // drops special tokens as it does for the attention).

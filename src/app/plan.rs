@@ -488,7 +488,7 @@ fn single(
             };
             if let Some(t) = args.target_token.as_deref().filter(|t| *t != a) {
                 return Err(format!(
-                    "--contrast {pair:?} takes {a:?} as the target, and --target-token says                      {t:?}; drop one of them"
+                    "--contrast {pair:?} takes {a:?} as the target, and --target-token says {t:?}; drop one of them"
                 ));
             }
             (Some(a.to_string()), Some(b.to_string()))

@@ -126,6 +126,8 @@ const JS_SOURCE: &str = concat!(
     "\n",
     include_str!("../../assets/report/lens_view.js"),
     "\n",
+    include_str!("../../assets/report/heads_view.js"),
+    "\n",
     include_str!("../../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
 );
@@ -268,6 +270,10 @@ pub enum View {
     /// probability, the hovered cell's top k beside it (present only with
     /// [`HtmlAnalysis::lens`]; else the head view).
     Lens,
+    /// Per-head attribution and ablation: layers × heads on a diverging scale around 0, the
+    /// heads ranked beside them (present only with [`HtmlAnalysis::head_attribution`] or
+    /// [`HtmlAnalysis::head_ablation`]; else the head view).
+    Heads,
 }
 
 /// One per-head statistic for the stats panel.
@@ -309,6 +315,10 @@ pub struct HtmlAnalysis {
     pub matrices: Vec<ExtraMatrix>,
     /// The logit lens of the report's tokens, for the lens view.
     pub lens: Option<crate::analysis::LogitLens>,
+    /// Per-head direct logit attribution of the report's tokens, for the heads view.
+    pub head_attribution: Option<crate::analysis::HeadAttribution>,
+    /// Head ablation of the report's tokens, for the heads view.
+    pub head_ablation: Option<crate::analysis::HeadAblation>,
 }
 
 impl HtmlAnalysis {
@@ -317,6 +327,8 @@ impl HtmlAnalysis {
             && self.head_labels.is_none()
             && self.matrices.is_empty()
             && self.lens.is_none()
+            && self.head_attribution.is_none()
+            && self.head_ablation.is_none()
     }
 }
 
@@ -651,6 +663,26 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
         if lens.positions.len() != nq || !cells_ok {
             return bad(format!(
                 "the logit lens must have {nq} positions (the report's units), each with at least one token per stage"
+            ));
+        }
+    }
+    let grids = [
+        a.head_attribution
+            .as_ref()
+            .map(|h| ("attribution", h.layers, h.heads, &h.per_head, &h.ranked)),
+        a.head_ablation
+            .as_ref()
+            .map(|h| ("ablation", h.layers, h.heads, &h.delta, &h.ranked)),
+    ];
+    for (name, layers, heads, grid, ranked) in grids.into_iter().flatten() {
+        let shape_ok = layers > 0
+            && heads > 0
+            && grid.len() == layers
+            && grid.iter().all(|row| row.len() == heads)
+            && ranked.iter().all(|r| r.layer < layers && r.head < heads);
+        if !shape_ok {
+            return bad(format!(
+                "the head {name} must be {layers} layers × {heads} heads, its ranked heads among them"
             ));
         }
     }

@@ -144,6 +144,7 @@ fn write_cases(dir: &Path) {
                     layers: mean,
                 }],
                 lens: None,
+                ..HtmlAnalysis::default()
             },
             ..HtmlOptions::default()
         },
@@ -534,6 +535,34 @@ fn write_lens_cases(dir: &Path) {
     }
 }
 
+/// A report written with head attribution and (mean) ablation (a tiny GPT-2), its sentence
+/// carrying markup that must stay text, beside the CLI's JSON export of the same run for
+/// `heads.test.mjs` to expect from.
+fn write_heads_case(dir: &Path) {
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-gpt2"))
+        .arg(r#"the cat <span id="typed">sat</span> on the mat"#)
+        .args(["--attribution", "--ablate", "mean"])
+        .arg("--html")
+        .arg(dir.join("heads-gpt2.html"))
+        .arg("--json")
+        .arg(dir.join("heads-gpt2.json"))
+        .args([
+            "--json-include",
+            "head_attribution,head_ablation",
+            "--full-precision",
+            "-q",
+        ])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "heads-gpt2: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -548,6 +577,7 @@ fn artifacts() -> &'static Path {
         write_encoder_decoder_cases(&dir);
         write_image_cases(&dir);
         write_lens_cases(&dir);
+        write_heads_case(&dir);
         dir
     })
 }
@@ -601,6 +631,16 @@ fn image_report_in_headless_chromium_and_firefox() {
 fn lens_report_in_headless_chromium_and_firefox() {
     run_browser_suite(
         "lens.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn heads_report_in_headless_chromium_and_firefox() {
+    run_browser_suite(
+        "heads.test.mjs",
         "/usr/bin/chromium",
         "chromium chromium-driver",
     );

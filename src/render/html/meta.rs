@@ -198,6 +198,12 @@ struct AnalysisMeta<'a> {
     /// The logit lens, as the JSON export's `logit_lens` (docs/json.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     lens: Option<&'a crate::analysis::LogitLens>,
+    /// Per-head direct logit attribution, as the JSON export's `head_attribution`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    head_attribution: Option<&'a crate::analysis::HeadAttribution>,
+    /// Head ablation, as the JSON export's `head_ablation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    head_ablation: Option<&'a crate::analysis::HeadAblation>,
 }
 
 #[derive(Serialize)]
@@ -297,6 +303,8 @@ impl<'a> KindMeta<'a> {
                 })
                 .collect(),
             lens: a.lens.as_ref(),
+            head_attribution: a.head_attribution.as_ref(),
+            head_ablation: a.head_ablation.as_ref(),
         });
         KindMeta {
             kind: att.kind,
@@ -341,6 +349,9 @@ impl<'a> KindMeta<'a> {
                     View::Stats if a.stats.is_empty() => View::Head,
                     View::Image if att.image.is_none() => View::Head,
                     View::Lens if a.lens.is_none() => View::Head,
+                    View::Heads if a.head_attribution.is_none() && a.head_ablation.is_none() => {
+                        View::Head
+                    }
                     v => v,
                 },
                 query: opts.query,

@@ -110,6 +110,8 @@ pub fn report_analysis(
         head_labels: Some(head_labels),
         matrices,
         lens: None,
+        head_attribution: None,
+        head_ablation: None,
     }
 }
 

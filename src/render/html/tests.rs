@@ -306,6 +306,7 @@ fn analysis_matrices_and_stats_travel_to_the_page() {
                 },
             ],
             lens: None,
+            ..HtmlAnalysis::default()
         },
         ..HtmlOptions::default()
     };

@@ -1,0 +1,122 @@
+"""attnviz.run's head attribution and ablation (attribution=, target_token=, contrast=, ablate=):
+the same library run request as the CLI's --attribution, --target-token, --contrast and
+--ablate. Each head's numbers on the tiny GPT-2 fixture equal transformers' with PyTorch hooks
+(tests/reference/make_lens.py, committed in tests/reference/lens.json) to 1e-4, and the CLI's
+JSON sections bit for bit; bad keyword values raise ValueError or TypeError naming the keyword."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+GPT2 = str(FIXTURES / "tiny-gpt2")
+BERT = str(FIXTURES / "tiny-bert")
+BIN = Path(os.environ.get("ATTNVIZ_BIN", REPO / "target" / "release" / "attnviz"))
+TOL = 1e-4
+
+
+def reference(name: str) -> dict:
+    doc = json.loads((REPO / "tests" / "reference" / "lens.json").read_text())
+    return next(c for c in doc["attributions"] if c["name"] == name)
+
+
+def cli_json(*args: str) -> dict:
+    out = subprocess.run(
+        [str(BIN), *args, "--json", "-", "--full-precision", "-q"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    return json.loads(out.stdout)
+
+
+def close(ours: np.ndarray, want, what: str) -> None:
+    want = np.asarray(want, dtype=np.float64)
+    assert ours.shape == want.shape, what
+    err = np.abs(ours.astype(np.float64) - want) / np.maximum(1.0, np.abs(want))
+    assert err.max() <= TOL, f"{what}: worst {err.max():.2e} at {np.unravel_index(err.argmax(), err.shape)}"
+
+
+def test_attribution_matches_the_hooks_and_the_cli():
+    ref = reference("tiny-gpt2")
+    r = attnviz.run(ref["text"], model=GPT2, attribution=True)
+    a = r.head_attribution
+    assert r.head_ablation is None and r.lens is None
+    assert a["target"]["id"] == ref["target"], "the default target is the model's own prediction"
+    assert a["contrast"] is None and a["position"] == len(ref["input_ids"]) - 1
+    assert a["per_head"].dtype == np.float32 and a["per_head"].shape == (a["layers"], a["heads"])
+    close(a["per_head"], ref["per_head"], "per head")
+    assert abs(a["logit"] - ref["logit"]) <= TOL * max(1.0, abs(ref["logit"]))
+    # The parts sum to the logit of the whole residual.
+    parts = a["embeddings"] + a["per_head"].astype(np.float64).sum() + sum(a["rest"]) + a["norm_bias"]
+    assert abs(parts - a["logit"]) <= TOL * max(1.0, abs(a["logit"]))
+    # The ranked list is the grid's heads by |value|.
+    top = a["ranked"][0]
+    assert a["per_head"][top["layer"], top["head"]] == top["value"]
+    assert abs(top["value"]) == np.abs(a["per_head"]).max()
+    doc = cli_json("-m", GPT2, ref["text"], "--attribution")
+    assert np.array_equal(a["per_head"], np.asarray(doc["head_attribution"]["per_head"], dtype=np.float32))
+    assert a["target"] == doc["head_attribution"]["target"]
+
+
+def test_target_token_and_contrast():
+    ref = reference("tiny-gpt2")
+    # The reference's contrast token (id 269) as text; its per-head logit is the target's less
+    # the difference's.
+    r = attnviz.run(ref["text"], model=GPT2, target_token=" m")
+    a = r.head_attribution
+    assert a["target"] == {"id": ref["contrast"], "text": " m"} and r.head_ablation is None
+    close(a["per_head"], np.asarray(ref["per_head"]) - np.asarray(ref["per_head_diff"]), "target ' m'")
+    # A contrast is the difference of the two tokens' attributions.
+    other = attnviz.run(ref["text"], model=GPT2, target_token=" the").head_attribution
+    d = attnviz.run(ref["text"], model=GPT2, contrast=(" m", " the")).head_attribution
+    assert d["target"]["text"] == " m" and d["contrast"]["text"] == " the"
+    close(d["per_head"], a["per_head"].astype(np.float64) - other["per_head"], "contrast")
+    doc = cli_json("-m", GPT2, ref["text"], "--contrast", " m, the")
+    assert np.array_equal(d["per_head"], np.asarray(doc["head_attribution"]["per_head"], dtype=np.float32))
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_ablation_matches_the_hooks_and_the_cli(mode):
+    ref = reference("tiny-gpt2")
+    r = attnviz.run(ref["text"], model=GPT2, ablate=True if mode == "zero" else mode)
+    b = r.head_ablation
+    assert r.head_attribution is None, "ablation alone does not attribute"
+    assert b["mode"] == mode and b["target"]["id"] == ref["target"]
+    assert abs(b["base_log_prob"] - ref["base_log_prob"]) <= TOL
+    close(b["delta"], ref[f"ablate_{mode}"], f"ablation {mode}")
+    doc = cli_json("-m", GPT2, ref["text"], "--ablate", mode)
+    assert np.array_equal(b["delta"], np.asarray(doc["head_ablation"]["delta"], dtype=np.float32))
+    both = attnviz.run(ref["text"], model=GPT2, attribution=True, ablate=mode)
+    assert both.head_attribution is not None and np.array_equal(both.head_ablation["delta"], b["delta"])
+
+
+def test_bad_values_raise_naming_the_keyword():
+    text = "the cat sat"
+    with pytest.raises(ValueError, match="decoders with a language-model head"):
+        attnviz.run(text, model=BERT, attribution=True)
+    with pytest.raises(ValueError, match="target_token"):
+        attnviz.run(text, model=GPT2, target_token="the cat sat on")
+    with pytest.raises(ValueError, match="target_token is empty"):
+        attnviz.run(text, model=GPT2, target_token="")
+    with pytest.raises(TypeError, match=r"contrast must be two tokens \(A, B\)"):
+        attnviz.run(text, model=GPT2, contrast=" m, the")
+    with pytest.raises(TypeError, match=r"contrast\[1\]"):
+        attnviz.run(text, model=GPT2, contrast=(" m", 3))
+    with pytest.raises(ValueError, match="drop one of them"):
+        attnviz.run(text, model=GPT2, target_token=" the", contrast=(" m", " the"))
+    with pytest.raises(ValueError, match="ablate 'half' is not one of: zero, mean"):
+        attnviz.run(text, model=GPT2, ablate="half")
+    with pytest.raises(TypeError, match="ablate must be"):
+        attnviz.run(text, model=GPT2, ablate=1)
+    with pytest.raises(TypeError, match="attribution must be True or False"):
+        attnviz.run(text, model=GPT2, attribution="yes")
