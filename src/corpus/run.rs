@@ -1032,6 +1032,24 @@ impl Worker<'_> {
             })
     }
 
+    /// A line found bad by its run: the run stops on it, or it is reported and recorded.
+    fn bad_after_run(
+        &self,
+        line: usize,
+        bad: BadLine,
+        digest: InputDigest,
+    ) -> Result<(), CorpusError> {
+        if self.opts.on_bad_line == OnBadLine::Stop {
+            return Err(CorpusError::Stopped {
+                line,
+                reason: bad,
+                done: String::new(),
+            });
+        }
+        self.log.bad_line(line, &bad);
+        self.record(line, Event::Bad(bad), digest)
+    }
+
     /// Forward pass, view, statistics, per-sentence outputs, then the result into the ledger.
     /// The same steps as the single-sentence CLI, so each JSON file equals what
     /// `attnviz TEXT --json` writes.
@@ -1048,6 +1066,7 @@ impl Worker<'_> {
             truncate: self.opts.truncate,
             ..RunRequest::new(item.text)
         };
+        let is_image = matches!(item.input, ItemInput::Image(_));
         let run = match item.input {
             // A target is teacher-forced (the request tokenizes the source and target itself).
             ItemInput::Text(_) if request.target.is_some() => {
@@ -1060,37 +1079,18 @@ impl Worker<'_> {
                     image: Some(path),
                     ..RunRequest::new("")
                 };
-                match request.run(self.model, &crate::progress::Silent) {
-                    // The picture cannot be read: a bad line, like the others.
-                    Err(RequestError::Model(model::Error::Input(why))) => {
-                        let bad = BadLine::Image(why);
-                        if self.opts.on_bad_line == OnBadLine::Stop {
-                            return Err(CorpusError::Stopped {
-                                line: item.line,
-                                reason: bad,
-                                done: String::new(),
-                            });
-                        }
-                        self.log.bad_line(item.line, &bad);
-                        return self.record(item.line, Event::Bad(bad), item.digest);
-                    }
-                    other => other,
-                }
+                request.run(self.model, &crate::progress::Silent)
             }
         };
         let run = match run {
-            // The model's numbers overflow on this sentence: a bad line, like the others.
+            // The model's numbers overflow on this sentence, or its picture cannot be read: a
+            // bad line, like the others.
             Err(RequestError::Model(model::Error::Attention(row))) => {
                 let bad = BadLine::Attention(row.to_string());
-                if self.opts.on_bad_line == OnBadLine::Stop {
-                    return Err(CorpusError::Stopped {
-                        line: item.line,
-                        reason: bad,
-                        done: String::new(),
-                    });
-                }
-                self.log.bad_line(item.line, &bad);
-                return self.record(item.line, Event::Bad(bad), item.digest);
+                return self.bad_after_run(item.line, bad, item.digest);
+            }
+            Err(RequestError::Model(model::Error::Input(why))) if is_image => {
+                return self.bad_after_run(item.line, BadLine::Image(why), item.digest);
             }
             Err(RequestError::Model(e)) => return Err(e.into()),
             Err(e) => return Err(CorpusError::Failed(e.to_string())),
