@@ -45,7 +45,7 @@ __version__ = _native.version()
 #: The model ``run`` uses when none is given: ``$ATTNVIZ_MODEL``, else this (as the CLI).
 DEFAULT_MODEL = "bert-base-uncased"
 
-_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image")
+_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image", "lens", "heads")
 
 
 class AttnvizWarning(UserWarning):
@@ -548,7 +548,7 @@ def run(
     ablate: Any = None,
     words: bool = False,
     no_special: bool = False,
-    view: str = "head",
+    view: Optional[str] = None,
     layer: Optional[int] = None,
     head: Optional[int] = None,
     _image: Optional[str] = None,
@@ -571,7 +571,9 @@ def run(
     - ``truncate``: cut input longer than the model takes instead of raising ValueError.
     - ``neuron`` keeps the query/key vectors for the neuron view; ``words``/``no_special`` open
       the views on words and without the special tokens (the page can switch back); ``view``,
-      ``layer`` and ``head`` choose what the report opens on.
+      ``layer`` and ``head`` choose what the report opens on. By default it opens as the CLI's
+      report does: on the image view for a picture, the lens view with ``lens``, the heads view
+      (layers × heads, ranked) with attribution or ablation, else the head view.
     - ``weighting``: what every view draws: ``"raw"`` attention, ``"value-weighted"``
       ‖α·f(x)‖ (Kobayashi et al. 2020) or ``"norm-aware"`` (with the residual and the norm
       after attention, Kobayashi et al. 2021), as shares of each row (encoders and decoders).
@@ -617,7 +619,7 @@ def run(
                 name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
                 max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
                 weighting=weighting, words=words, no_special=no_special,
-                view="image" if view == "head" else view, layer=layer, head=head, lens=lens,
+                view="image" if view is None else view, layer=layer, head=head, lens=lens,
                 alti=alti, _image=path, attribution=attribution, target_token=target_token,
                 contrast=contrast, ablate=ablate,
             )
@@ -653,6 +655,13 @@ def run(
             raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
         lens = int(lens)
     heads = _head_options(attribution, target_token, contrast, ablate)
+    wants_heads = heads["attribution"] or heads["ablate"] is not None
+    if view is None:
+        view = "lens" if lens is not None else "heads" if wants_heads else "head"
+    elif view == "lens" and lens is None:
+        raise ValueError("view='lens' opens on the logit lens; give lens=True as well")
+    elif view == "heads" and not wants_heads:
+        raise ValueError("view='heads' opens on head attribution or ablation; give attribution=True or ablate=True as well")
     (natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays,
      heads_json) = _native.run(
         text,

@@ -115,6 +115,27 @@ fn clear_cache() -> PyResult<()> {
 #[pyclass(frozen, module = "attnviz._native", name = "Attention")]
 struct PyAttention {
     att: Attention,
+    /// What the run computed beside the attention, for the report's lens, heads and matrix
+    /// views (none for attention from arrays or files).
+    extras: Arc<Extras>,
+}
+
+/// A run's analyses that its report shows beside the attention of its primary kind.
+#[derive(Default)]
+struct Extras {
+    lens: Option<attnviz::analysis::LogitLens>,
+    head_attribution: Option<attnviz::analysis::HeadAttribution>,
+    head_ablation: Option<attnviz::analysis::HeadAblation>,
+    alti: Option<attnviz::analysis::Alti>,
+}
+
+impl PyAttention {
+    fn of(att: Attention) -> Self {
+        PyAttention {
+            att,
+            extras: Arc::default(),
+        }
+    }
 }
 
 fn selection(att: &Attention, layer: Option<usize>, head: Option<usize>) -> PyResult<Selection> {
@@ -272,6 +293,7 @@ impl PyAttention {
     ) -> PyResult<String> {
         let att = &self.att;
         let opened = view_of(view)?;
+        check_view(opened, &self.extras)?;
         let precision: PrecisionChoice = choice("precision", precision)?;
         let layer = layer.unwrap_or(0);
         att.model
@@ -282,7 +304,16 @@ impl PyAttention {
                 let html_opts = HtmlOptions {
                     raw_tokens,
                     ..report_options(
-                        att, opened, layer, head, words, no_special, precision, title, settings,
+                        att,
+                        &self.extras,
+                        opened,
+                        layer,
+                        head,
+                        words,
+                        no_special,
+                        precision,
+                        title,
+                        settings,
                     )?
                 };
                 let mut out = Vec::new();
@@ -567,7 +598,7 @@ fn run(
     let mut kinds: Vec<PyAttention> = run
         .set
         .iter()
-        .map(|att| PyAttention { att: att.clone() })
+        .map(|att| PyAttention::of(att.clone()))
         .collect();
     let sizes = run.value_weighted.as_ref().map(|w| {
         let shape = vec![w.layers.len(), w.heads, w.queries, w.keys];
@@ -578,6 +609,16 @@ fn run(
         only.att = reweighted(&only.att, w, weighting).map_err(runtime_error)?;
     }
     let head_sections = heads::sections(&run);
+    // The analyses read the primary kind's tokens (a decoder's, an encoder's); an
+    // encoder–decoder has none of them.
+    if let [first] = kinds.as_mut_slice() {
+        first.extras = Arc::new(Extras {
+            lens: run.lens.clone(),
+            head_attribution: run.head_attribution.clone(),
+            head_ablation: run.head_ablation.clone(),
+            alti: run.alti.clone(),
+        });
+    }
     Ok((
         kinds,
         target,
@@ -699,7 +740,7 @@ fn from_arrays(
         origin: None,
     };
     let (att, warning) = py.detach(|| import::build(arrays)).map_err(import_error)?;
-    Ok((PyAttention { att }, warning.map(message)))
+    Ok((PyAttention::of(att), warning.map(message)))
 }
 
 /// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
@@ -725,14 +766,30 @@ fn read(
         })
         .map_err(import_error)?;
     Ok((
-        imported
-            .kinds
-            .into_iter()
-            .map(|att| PyAttention { att })
-            .collect(),
+        imported.kinds.into_iter().map(PyAttention::of).collect(),
         imported.warnings.iter().map(message).collect(),
         imported.format,
     ))
+}
+
+/// Refuse to open on a view whose analysis the run did not compute (the page would fall back
+/// to the head view without a word).
+fn check_view(opened: View, extras: &Extras) -> PyResult<()> {
+    let missing = match opened {
+        View::Lens if extras.lens.is_none() => "the logit lens: attnviz.run(..., lens=True)",
+        View::Heads if extras.head_attribution.is_none() && extras.head_ablation.is_none() => {
+            "head attribution or ablation: attnviz.run(..., attribution=True) or ablate=True"
+        }
+        _ => return Ok(()),
+    };
+    Err(value_error(format!(
+        "this report has no {}; it needs {missing}",
+        if opened == View::Lens {
+            "lens view"
+        } else {
+            "heads view"
+        }
+    )))
 }
 
 fn view_of(view: &str) -> PyResult<View> {
@@ -743,11 +800,11 @@ fn view_of(view: &str) -> PyResult<View> {
         "neuron" => View::Neuron,
         "stats" => View::Stats,
         "image" => View::Image,
-        other => {
-            return Err(value_error(format!(
-                "view `{other}` is not one of: head, model, matrix, neuron, stats, image"
-            )))
-        }
+        "lens" => View::Lens,
+        "heads" => View::Heads,
+        other => return Err(value_error(format!(
+            "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads"
+        ))),
     })
 }
 
@@ -756,6 +813,7 @@ fn view_of(view: &str) -> PyResult<View> {
 #[allow(clippy::too_many_arguments)]
 fn report_options(
     att: &Attention,
+    extras: &Extras,
     opened: View,
     layer: usize,
     head: Option<usize>,
@@ -785,6 +843,12 @@ fn report_options(
         let mut stats = html::alignment_statistics(&align, &unit);
         stats.append(&mut report.stats);
         report.stats = stats;
+    }
+    report.lens = extras.lens.clone();
+    report.head_attribution = extras.head_attribution.clone();
+    report.head_ablation = extras.head_ablation.clone();
+    if let Some(a) = &extras.alti {
+        report.matrices.extend(html::alti_matrices(a));
     }
     Ok(HtmlOptions {
         title,
@@ -824,17 +888,21 @@ fn html_kinds(
     raw_tokens: bool,
 ) -> PyResult<String> {
     let opened = view_of(view)?;
+    if let Some(k) = kinds.get(open) {
+        check_view(opened, &k.extras)?;
+    }
     let precision: PrecisionChoice = choice("precision", precision)?;
-    let atts: Vec<&Attention> = kinds.iter().map(|k| &k.att).collect();
+    let atts: Vec<(&Attention, &Extras)> = kinds.iter().map(|k| (&k.att, &*k.extras)).collect();
     let bytes = py
         .detach(|| -> Result<Vec<u8>, String> {
             let opts = atts
                 .iter()
-                .map(|att| {
+                .map(|&(att, extras)| {
                     let l = layer.unwrap_or(0).min(att.layers().saturating_sub(1));
                     let h = head.map(|h| h.min(att.heads().saturating_sub(1)));
                     report_options(
                         att,
+                        extras,
                         opened,
                         l,
                         h,
@@ -847,7 +915,8 @@ fn html_kinds(
                     .map(|o| HtmlOptions { raw_tokens, ..o })
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            let pairs: Vec<(&Attention, &HtmlOptions)> = atts.iter().copied().zip(&opts).collect();
+            let pairs: Vec<(&Attention, &HtmlOptions)> =
+                atts.iter().map(|&(a, _)| a).zip(&opts).collect();
             let mut out = Vec::new();
             html::write_html_kinds(&pairs, open, target.as_deref(), &mut out)
                 .map_err(|e| e.to_string())?;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -120,3 +121,54 @@ def test_bad_values_raise_naming_the_keyword():
         attnviz.run(text, model=GPT2, ablate=1)
     with pytest.raises(TypeError, match="attribution must be True or False"):
         attnviz.run(text, model=GPT2, attribution="yes")
+
+
+def page_meta(page: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="attnviz-meta">(.*?)</script>', page, re.S).group(1))
+
+
+def cli_page(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "cli.html"
+    subprocess.run(
+        [str(BIN), *args, "--html", str(out), "-q"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    return page_meta(out.read_text())
+
+
+def test_the_report_carries_the_lens_heads_and_alti_views_as_the_cli(tmp_path):
+    text = reference("tiny-gpt2")["text"]
+    r = attnviz.run(text, model=GPT2, lens=True, attribution=True, ablate=True, alti=True)
+    mine = page_meta(r.html())
+    cli = cli_page(tmp_path, "-m", GPT2, text, "--lens", "--attribution", "--ablate", "zero", "--alti")
+    # Opened as the CLI's report is: on the lens, which it was asked for.
+    assert mine["initial"]["view"] == cli["initial"]["view"] == "lens"
+    for key in ("lens", "head_attribution", "head_ablation"):
+        assert mine["analysis"][key] is not None, key
+        assert mine["analysis"][key] == cli["analysis"][key], key
+    ids = [m["id"] for m in mine["analysis"]["matrices"]]
+    assert ids == [m["id"] for m in cli["analysis"]["matrices"]] and "alti" in ids and "alti_layer" in ids
+    # The payload (the matrices' numbers) is the CLI's too.
+    assert mine["payload"] == cli["payload"]
+    assert page_meta(r.html(view="heads"))["initial"]["view"] == "heads"
+    # Attribution alone opens on the heads view; a plain run on the head view.
+    assert page_meta(attnviz.run(text, model=GPT2, ablate="mean").html())["initial"]["view"] == "heads"
+    plain = attnviz.run(text, model=GPT2)
+    assert page_meta(plain.html())["initial"]["view"] == "head"
+    assert "lens" not in (page_meta(plain.html())["analysis"] or {})
+
+
+def test_a_view_the_run_did_not_compute_is_refused():
+    plain = attnviz.run("the cat sat", model=GPT2)
+    with pytest.raises(ValueError, match=r"no lens view; it needs the logit lens: attnviz.run\(..., lens=True\)"):
+        plain.html(view="lens")
+    with pytest.raises(ValueError, match="no heads view; it needs head attribution or ablation"):
+        plain.html(view="heads")
+    with pytest.raises(ValueError, match="give attribution=True or ablate=True as well"):
+        attnviz.run("the cat sat", model=GPT2, view="heads")
+    with pytest.raises(ValueError, match="give lens=True as well"):
+        attnviz.run("the cat sat", model=GPT2, view="lens")
+    with pytest.raises(ValueError, match="view 'pie' is not one of"):
+        attnviz.run("the cat sat", model=GPT2, view="pie")

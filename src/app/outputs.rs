@@ -307,7 +307,9 @@ pub(super) fn write_outputs(
                 // ALTI beside rollout in the matrix view, per token (the page merges words and
                 // drops special tokens as it does for the attention).
                 if let (0, Some(a)) = (i, alti) {
-                    opts.analysis.matrices.extend(alti_matrices(a));
+                    opts.analysis
+                        .matrices
+                        .extend(attnviz::render::html::alti_matrices(a));
                 }
                 opts
             })
@@ -529,29 +531,6 @@ impl Outputs<'_> {
 }
 
 /// ALTI's two matrices for the report's matrix view, over the tokens.
-fn alti_matrices(a: &analysis::Alti) -> [attnviz::render::html::ExtraMatrix; 2] {
-    use attnviz::render::html::ExtraMatrix;
-    [
-        ExtraMatrix {
-            id: "alti".to_string(),
-            label: "ALTI".to_string(),
-            description: "Ferrando et al. 2022: each input token's share in each token after \
-                this layer, through the values, the residual and the norms, multiplied through \
-                the layers up to this one"
-                .to_string(),
-            layers: a.aggregated.clone(),
-        },
-        ExtraMatrix {
-            id: "alti_layer".to_string(),
-            label: "ALTI, this layer alone".to_string(),
-            description: "Ferrando et al. 2022: each token's share in each token's output of \
-                this layer alone (its attention block, residual and norm)"
-                .to_string(),
-            layers: a.per_layer.clone(),
-        },
-    ]
-}
-
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(

@@ -62,7 +62,9 @@ mod meta;
 mod panels;
 mod payload;
 
-pub use panels::{alignment_statistics, induction_statistic, report_analysis, statistics_unit};
+pub use panels::{
+    alignment_statistics, alti_matrices, induction_statistic, report_analysis, statistics_unit,
+};
 
 use std::fmt;
 use std::io::{self, Write};

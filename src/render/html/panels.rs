@@ -2,7 +2,7 @@
 //! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
 
 use crate::analysis::detectors::Induction;
-use crate::analysis::{AlignmentStats, HeadStats, Stat, ViewOptions};
+use crate::analysis::{AlignmentStats, Alti, HeadStats, Stat, ViewOptions};
 use crate::attention::{Attention, Role};
 
 use super::{ExtraMatrix, HeadStatistic, HtmlAnalysis};
@@ -113,6 +113,30 @@ pub fn report_analysis(
         head_attribution: None,
         head_ablation: None,
     }
+}
+
+/// ALTI's two matrices for the matrix view: aggregated through the layers, and each layer
+/// alone (per token; the page merges words and drops special tokens as it does for attention).
+pub fn alti_matrices(a: &Alti) -> [ExtraMatrix; 2] {
+    [
+        ExtraMatrix {
+            id: "alti".to_string(),
+            label: "ALTI".to_string(),
+            description: "Ferrando et al. 2022: each input token's share in each token after \
+                this layer, through the values, the residual and the norms, multiplied through \
+                the layers up to this one"
+                .to_string(),
+            layers: a.aggregated.clone(),
+        },
+        ExtraMatrix {
+            id: "alti_layer".to_string(),
+            label: "ALTI, this layer alone".to_string(),
+            description: "Ferrando et al. 2022: each token's share in each token's output of \
+                this layer alone (its attention block, residual and norm)"
+                .to_string(),
+            layers: a.per_layer.clone(),
+        },
+    ]
 }
 
 /// Cross-attention's alignment figure that the statistics of every kind lack, for the stats panel,
