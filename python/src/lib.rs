@@ -802,9 +802,11 @@ fn view_of(view: &str) -> PyResult<View> {
         "image" => View::Image,
         "lens" => View::Lens,
         "heads" => View::Heads,
-        other => return Err(value_error(format!(
+        other => {
+            return Err(value_error(format!(
             "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads"
-        ))),
+        )))
+        }
     })
 }
 

@@ -19,7 +19,7 @@ use attnviz::render::json::{
     json_sections, write_set_json, JsonOptions, KindSections, MatrixSection,
 };
 use attnviz::render::stats_table::{token_names, write_stats_table, StatsTableOptions};
-use attnviz::render::terminal::{write_view, TerminalOptions};
+use attnviz::render::terminal::{write_matrix_view, write_view, MatrixText, TerminalOptions};
 
 use super::flows::{note, Error};
 use super::plan::{Single, REPORT_HTML, REPORT_JSON};
@@ -358,6 +358,24 @@ pub(super) fn write_outputs(
     } else if plan.terminal_view {
         let opts = terminal_options(plan);
         to_stdout(|w| write_view(att, selection, &opts, w))?;
+        if let Some(matrix) = alti_view.as_ref().and_then(|a| a.aggregated.get(layer)) {
+            let text = MatrixText {
+                title: format!(
+                    "ALTI (Ferrando et al. 2022) through layer {}: each row token's share from \
+                     each input token, through the values, the residual and the norms of every \
+                     layer up to this one (rows sum to 1)",
+                    att.layer_number(layer)
+                ),
+                axes: "rows: token (after the layer) · columns: input token (its share)"
+                    .to_string(),
+                caption: "share".to_string(),
+                top_heading: "Largest input shares (top {top}):".to_string(),
+            };
+            to_stdout(|w| {
+                writeln!(w)?;
+                write_matrix_view(att, matrix, &text, &opts, w)
+            })?;
+        }
     }
     if plan.stats {
         if plan.stdout_taken {

@@ -73,6 +73,7 @@ pub fn write_view(
         matrix: &matrix,
         opts,
         names: &names,
+        text: None,
     };
     view.title(layer, head, w)?;
     let (nq, nk) = (att.n_queries(), att.n_keys());
@@ -104,6 +105,79 @@ struct View<'a> {
     matrix: &'a [f32],
     opts: &'a TerminalOptions,
     names: &'a Names,
+    /// What the cells are when they are not this layer's attention ([`write_matrix_view`]).
+    text: Option<&'a MatrixText>,
+}
+
+/// The words of a token × token matrix that is not attention (ALTI's contributions), for
+/// [`write_matrix_view`].
+#[derive(Clone, Debug)]
+pub struct MatrixText {
+    /// The first line (what the matrix is, through which layer).
+    pub title: String,
+    /// What rows and columns are (`rows: output token · columns: input token`).
+    pub axes: String,
+    /// What a cell holds, before the colour ramp (`contribution`).
+    pub caption: String,
+    /// The heading of the per-row list of the strongest columns, with `{top}` for its length.
+    pub top_heading: String,
+}
+
+/// A token × token matrix of `att`'s tokens that is not its attention (one of ALTI's), `[nq,
+/// nk]` row-major, drawn as the attention view draws a layer: the heatmap where it fits, then
+/// each row's strongest columns (the list alone where the heatmap does not fit). Only the causal
+/// mask blanks cells: a sliding window does not bound what flows through several layers.
+pub fn write_matrix_view(
+    att: &Attention,
+    matrix: &[f32],
+    text: &MatrixText,
+    opts: &TerminalOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    if matrix.len() != nq * nk {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a {nq} × {nk} matrix has {} cells, not {}",
+                nq * nk,
+                matrix.len()
+            ),
+        ));
+    }
+    let names = Names::of(att, opts.raw_tokens);
+    let view = View {
+        att,
+        layer: 0,
+        matrix,
+        opts,
+        names: &names,
+        text: Some(text),
+    };
+    view.say(&text.title, View::bold, w)?;
+    let index_w = digits(nq.max(nk).saturating_sub(1));
+    let label_w = names
+        .queries
+        .iter()
+        .chain(&names.keys)
+        .map(|t| escape_controls(t).width().min(LABEL_MAX))
+        .max()
+        .unwrap_or(0);
+    let gutter = index_w + 1 + label_w + 2;
+    let dividers = column_dividers(att).len();
+    if nq.max(nk) <= opts.max_full && gutter + 2 * nk + dividers <= opts.width {
+        return view.full(index_w, label_w, w);
+    }
+    view.say(
+        &format!(
+            "{nq} {} are too many to draw one cell each; the strongest columns of each row \
+             follow (the PNG and HTML views draw every cell).",
+            units_word(att, true)
+        ),
+        View::dim,
+        w,
+    )?;
+    view.top_list(index_w, label_w, w)
 }
 
 /// How the view names each query and key unit: its label (display text or raw) with, where the
@@ -123,6 +197,15 @@ impl Names {
 }
 
 impl View<'_> {
+    /// Whether cell (q, k) is blank: masked in this layer's attention, or for another matrix
+    /// only by the causal mask.
+    fn masked(&self, q: usize, k: usize) -> bool {
+        match self.text {
+            None => self.att.is_masked_in(self.layer, q, k),
+            Some(_) => self.att.mask == MaskKind::Causal && k > q,
+        }
+    }
+
     fn nq(&self) -> usize {
         self.att.n_queries()
     }
@@ -255,7 +338,9 @@ impl View<'_> {
         let ramp: String = (0..8)
             .map(|i| self.cell(i as f32 / 7.0 * max, max))
             .collect();
-        let axes = if self.att.is_square() {
+        let axes = if let Some(t) = self.text {
+            t.axes.clone()
+        } else if self.att.is_square() {
             format!(
                 "rows: {} · columns: {}",
                 crate::render::QUERY_AXIS,
@@ -271,7 +356,8 @@ impl View<'_> {
             "{}",
             self.dim(&format!(
                 "{} 0 {ramp} {}",
-                crate::render::WEIGHT_CAPTION,
+                self.text
+                    .map_or(crate::render::WEIGHT_CAPTION, |t| t.caption.as_str()),
                 crate::render::scale_number(max)
             ))
         )?;
@@ -282,7 +368,7 @@ impl View<'_> {
                 self.dim("causal mask: blank cells are keys after the query, which it cannot see")
             )?;
         }
-        if let Some(win) = self.att.window(self.layer) {
+        if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             writeln!(
                 w,
                 "{}",
@@ -371,7 +457,7 @@ impl View<'_> {
                 if let Some(&(_, glyph)) = cols.iter().find(|&&(c, _)| c == k) {
                     line.push_str(&self.dim(glyph));
                 }
-                if att.is_masked_in(self.layer, q, k) {
+                if self.masked(q, k) {
                     line.push_str(MASKED);
                 } else {
                     line.push_str(&self.cell(v, max));
@@ -415,44 +501,51 @@ impl View<'_> {
         }
         if self.opts.top > 0 {
             writeln!(w)?;
+            self.top_list(index_w, label_w, w)?;
+        }
+        Ok(())
+    }
+
+    /// Each row's strongest columns, one line per row.
+    fn top_list(&self, index_w: usize, label_w: usize, w: &mut dyn Write) -> io::Result<()> {
+        let att = self.att;
+        let nq = self.nq();
+        let gq = att.first_generated();
+        let top = self.opts.top.min(self.nk()).to_string();
+        let heading = match self.text {
+            None => format!("Most attended (top {top}):"),
+            Some(t) => t.top_heading.replace("{top}", &top),
+        };
+        writeln!(w, "{}", self.bold(&heading))?;
+        for q in 0..nq {
+            if Some(q) == gq && q > 0 {
+                let rule = "┄".repeat(index_w + 1 + label_w);
+                writeln!(w, "{}", self.dim(&format!("{rule} generated")))?;
+            }
+            let visible: Vec<(usize, f32)> = self
+                .row(q)
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(k, _)| !self.masked(q, k))
+                .collect();
+            let entries: Vec<String> = top_k(&visible, self.opts.top)
+                .into_iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{} {}",
+                        pad(&fit(self.key_label(k), label_w), label_w),
+                        weight(v)
+                    )
+                })
+                .collect();
             writeln!(
                 w,
-                "{}",
-                self.bold(&format!(
-                    "Most attended (top {}):",
-                    self.opts.top.min(self.nk())
-                ))
+                "{:>index_w$} {} → {}",
+                q,
+                pad(&fit(self.query_label(q), label_w), label_w),
+                entries.join("  ")
             )?;
-            for q in 0..nq {
-                if Some(q) == gq && q > 0 {
-                    let rule = "┄".repeat(index_w + 1 + label_w);
-                    writeln!(w, "{}", self.dim(&format!("{rule} generated")))?;
-                }
-                let visible: Vec<(usize, f32)> = self
-                    .row(q)
-                    .iter()
-                    .copied()
-                    .enumerate()
-                    .filter(|&(k, _)| !att.is_masked_in(self.layer, q, k))
-                    .collect();
-                let entries: Vec<String> = top_k(&visible, self.opts.top)
-                    .into_iter()
-                    .map(|(k, v)| {
-                        format!(
-                            "{} {}",
-                            pad(&fit(self.key_label(k), label_w), label_w),
-                            weight(v)
-                        )
-                    })
-                    .collect();
-                writeln!(
-                    w,
-                    "{:>index_w$} {} → {}",
-                    q,
-                    pad(&fit(self.query_label(q), label_w), label_w),
-                    entries.join("  ")
-                )?;
-            }
         }
         Ok(())
     }
@@ -491,6 +584,7 @@ impl View<'_> {
                 matrix: self.matrix,
                 opts: &opts,
                 names: self.names,
+                text: self.text,
             }
             .full(index_w, label_w, w)?;
         } else {

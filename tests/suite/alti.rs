@@ -271,3 +271,49 @@ fn the_cli_writes_alti_to_json_png_and_html_only_when_asked() {
         "{err}"
     );
 }
+
+#[test]
+fn the_terminal_shows_alti_of_the_layer_after_its_attention() {
+    let case = case("tiny-gpt2");
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-gpt2");
+    let out = cli(&["-m", model.to_str().unwrap(), &case.text, "--alti"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let last = case.aggregated.len() - 1;
+    let at = text
+        .find(&format!("ALTI (Ferrando et al. 2022) through layer {last}"))
+        .unwrap_or_else(|| panic!("no ALTI after the attention view:\n{text}"));
+    assert!(
+        text[..at].contains("Most attended"),
+        "the attention view comes first"
+    );
+    let alti = &text[at..];
+    assert!(alti.contains("columns: input token"), "{alti}");
+    // Each row's listed shares are the reference's largest shares of that row, strongest first.
+    let rows: Vec<&str> = alti
+        .lines()
+        .skip_while(|l| !l.starts_with("Largest input shares"))
+        .skip(1)
+        .collect();
+    let want = &case.aggregated[last];
+    assert_eq!(rows.len(), want.len(), "{alti}");
+    for (q, line) in rows.iter().enumerate() {
+        let listed: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|w| w.parse::<f64>().ok().filter(|_| w.contains('.')))
+            .collect();
+        let mut row: Vec<f64> = want[q][..=q].to_vec();
+        row.sort_by(|a, b| b.total_cmp(a));
+        assert_eq!(listed.len(), row.len().min(3), "row {q}: {line}");
+        for (got, w) in listed.iter().zip(&row) {
+            assert!(
+                (got - w).abs() <= 5e-4,
+                "row {q}: {got} against {w}: {line}"
+            );
+        }
+    }
+}
