@@ -171,6 +171,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
         alti: plan.alti,
+        value_zeroing: false,
         image: plan.picture.clone(),
         lens: plan.lens,
         attribution: plan.attribution,
