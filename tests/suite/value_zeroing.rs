@@ -166,3 +166,94 @@ fn encoder_decoders_are_refused_in_words() {
         "{err}"
     );
 }
+
+fn cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_attnviz"))
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap()
+}
+
+/// `[layers][n][n]` of a JSON section, flattened per layer.
+fn section(doc: &serde_json::Value, key: &str) -> Vec<Vec<f32>> {
+    let layers = doc[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no `{key}` section"));
+    layers
+        .iter()
+        .map(|m| {
+            m.as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|row| row.as_array().unwrap().iter())
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_cli_writes_value_zeroing_to_json_png_and_html_only_when_asked() {
+    let case = case("tiny-gpt2");
+    let dir = tempfile::tempdir().unwrap();
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-gpt2");
+    let model = model.to_str().unwrap();
+    let (json, png, html) = (
+        dir.path().join("a.json"),
+        dir.path().join("a.png"),
+        dir.path().join("a.html"),
+    );
+    let out = cli(&[
+        "-m",
+        model,
+        &case.text,
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--figure",
+        "value-zeroing",
+        "--png",
+        png.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (aggregated, per_layer) = (
+        section(&doc, "value_zeroing"),
+        section(&doc, "value_zeroing_per_layer"),
+    );
+    assert_eq!(aggregated.len(), case.aggregated.len());
+    for l in 0..aggregated.len() {
+        let a = largest(&aggregated[l], &case.aggregated[l]);
+        let c = largest(&per_layer[l], &case.per_layer[l]);
+        assert!(a <= TOL && c <= TOL, "layer {l}: |Δ| {a:.2e}, {c:.2e}");
+    }
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(r#""id":"value_zeroing""#),
+        "the report offers it"
+    );
+
+    // Not asked: no section.
+    let out = cli(&["-m", model, &case.text, "--quiet", "--json", "-"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc.get("value_zeroing").is_none());
+
+    // A choice of layers cannot give it: refused with the flag to drop.
+    let out = cli(&["-m", model, &case.text, "--value-zeroing", "--layers", "0"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("drop --layers") && err.lines().count() == 1,
+        "{err}"
+    );
+}
