@@ -19,6 +19,7 @@
 use crate::analysis::alti::{alti, Alti};
 use crate::analysis::attribution::{HeadAblation, HeadAttribution};
 use crate::analysis::lens::LogitLens;
+use crate::analysis::value_zeroing::ValueZeroing;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
@@ -59,6 +60,11 @@ pub struct RunRequest {
     /// (Ferrando et al. 2022; [`Run::alti`]): self-attention of encoders and decoders, every
     /// layer captured. Off by default: it costs several forward passes.
     pub alti: bool,
+    /// Value zeroing, how far each token's output moves when a context token's value vector
+    /// is zeroed, per layer and rolled out (Mohebbi et al. 2023; [`Run::value_zeroing`]):
+    /// self-attention of encoders and decoders, every layer. Off by default: it costs about
+    /// as many forward passes as there are tokens.
+    pub value_zeroing: bool,
     /// An image file for a vision model (ViT, DeiT): then `text` only names it (the picture's
     /// `source`, when it is not the path itself; else the file's name).
     pub image: Option<std::path::PathBuf>,
@@ -242,6 +248,9 @@ pub struct Run {
     pub value_weighted: Option<NormWeights>,
     /// ALTI of the primary value's tokens, when [`RunRequest::alti`] asked for it.
     pub alti: Option<Alti>,
+    /// Value zeroing of the primary value's tokens, when [`RunRequest::value_zeroing`] asked
+    /// for it.
+    pub value_zeroing: Option<ValueZeroing>,
     /// The logit lens of the primary value's tokens, when [`RunRequest::lens`] asked for it.
     pub lens: Option<LogitLens>,
     /// Per-head direct logit attribution at the last position, when
@@ -327,6 +336,12 @@ impl RunRequest {
                      the self-attention of encoders and decoders"
                 )));
             }
+            if self.value_zeroing {
+                return Err(input(format!(
+                    "value zeroing is not available for encoder–decoder models ({family}) yet; \
+                     it is for the self-attention of encoders and decoders"
+                )));
+            }
             return Ok(());
         }
         let layers = model.info().layers;
@@ -334,6 +349,13 @@ impl RunRequest {
             return Err(input(
                 "ALTI multiplies the contributions of every layer; it needs every layer captured, \
                  not a choice of layers"
+                    .into(),
+            ));
+        }
+        if self.value_zeroing && self.layers.is_some() {
+            return Err(input(
+                "value zeroing rolls out the scores of every layer; it needs every layer \
+                 captured, not a choice of layers"
                     .into(),
             ));
         }
@@ -403,6 +425,11 @@ impl RunRequest {
             }
             if self.alti {
                 return Err(input("ALTI is not available for vision models yet".into()));
+            }
+            if self.value_zeroing {
+                return Err(input(
+                    "value zeroing is not available for vision models yet".into(),
+                ));
             }
             if self.lens.is_some() {
                 return Err(RequestError::Model(crate::model::Error::Input(
@@ -476,6 +503,9 @@ impl RunRequest {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
         let mut run = single_run(model, encoding, self)?;
+        if self.value_zeroing {
+            run.value_zeroing = Some(zeroing_of(model, &run)?);
+        }
         if let Some(k) = self.lens {
             run.lens = Some(lens_of(model, &run, k)?);
         }
@@ -555,7 +585,11 @@ impl RunRequest {
         self.check(model)?;
         let encoding =
             model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
-        single_run(model, encoding, self)
+        let mut run = single_run(model, encoding, self)?;
+        if self.value_zeroing {
+            run.value_zeroing = Some(zeroing_of(model, &run)?);
+        }
+        Ok(run)
     }
 
     fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
@@ -608,6 +642,7 @@ impl RunRequest {
             lens: None,
             head_attribution: None,
             head_ablation: None,
+            value_zeroing: None,
         })
     }
 }
@@ -653,11 +688,19 @@ fn single_run(
         lens: None,
         head_attribution: None,
         head_ablation: None,
+        value_zeroing: None,
     })
 }
 
 /// The logit lens of `run`'s tokens (prompt and generated ones alike), labelled as its views
 /// label them.
+/// Value zeroing of `run`'s primary tokens (its own passes over the model).
+fn zeroing_of(model: &Model, run: &Run) -> Result<ValueZeroing, RequestError> {
+    let units = run.set.primary().queries();
+    let forward = model.value_zeroing(&units.ids, &units.type_ids)?;
+    Ok(ValueZeroing::new(&forward))
+}
+
 fn lens_of(model: &Model, run: &Run, k: usize) -> Result<LogitLens, RequestError> {
     let units = run.set.primary().queries();
     let forward = model.logit_lens(&units.ids, &units.type_ids, k)?;

@@ -52,20 +52,27 @@ pub fn alti(layers: &[usize], values: &[LayerValues]) -> Result<Alti, ShapeError
         ));
     }
     let per_layer: Vec<Vec<f32>> = values.iter().map(|v| v.mixing.clone()).collect();
-    let mut aggregated: Vec<Vec<f32>> = Vec::with_capacity(per_layer.len());
-    for c in &per_layer {
-        let next = match aggregated.last() {
-            None => c.clone(),
-            Some(prev) => product(c, prev, tokens),
-        };
-        aggregated.push(next);
-    }
+    let aggregated = aggregate(&per_layer, tokens);
     Ok(Alti {
         layers: layers.to_vec(),
         tokens,
         per_layer,
         aggregated,
     })
+}
+
+/// The products through each layer of per-layer `tokens × tokens` matrices, later layers on
+/// the left: A_1 = C_1, A_l = C_l · A_{l−1} (no identity added).
+pub(crate) fn aggregate(per_layer: &[Vec<f32>], tokens: usize) -> Vec<Vec<f32>> {
+    let mut aggregated: Vec<Vec<f32>> = Vec::with_capacity(per_layer.len());
+    for c in per_layer {
+        let next = match aggregated.last() {
+            None => c.clone(),
+            Some(prev) => product(c, prev, tokens),
+        };
+        aggregated.push(next);
+    }
+    aggregated
 }
 
 /// `a · b` for `n × n` row-major matrices, summed in f64.

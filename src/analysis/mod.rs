@@ -23,6 +23,7 @@ pub mod fused_rollout;
 pub mod lens;
 mod special;
 pub mod stats;
+pub mod value_zeroing;
 pub mod weighting;
 mod words;
 
@@ -40,6 +41,7 @@ pub use stats::{
     alignment_stats, head_stats, most_focused_head, AlignmentStats, HeadLabel, HeadStats,
     KeyClasses, Stat,
 };
+pub use value_zeroing::ValueZeroing;
 pub use weighting::{norm_weights, reweighted, NormWeights, Weighting};
 pub use words::{to_words, word_groups, word_label};
 

@@ -109,6 +109,15 @@ pub struct Args {
     #[arg(help_heading = "Analyses", long)]
     pub alti: bool,
 
+    /// Value zeroing (Mohebbi et al. 2023; docs/analyses.md): how far each token's output of a
+    /// layer moves when a context token's value vector is zeroed, rolled out through the
+    /// layers; `--json` gets `value_zeroing` and `value_zeroing_per_layer` sections, `--figure
+    /// value-zeroing` draws it up to --layer, `--html` offers it in the matrix view
+    /// (self-attention of encoders and decoders; every layer). Costs about one forward pass per
+    /// token.
+    #[arg(help_heading = "Analyses", long)]
+    pub value_zeroing: bool,
+
     /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
     /// stream predicts through the model's own head (a decoder's final norm and unembedding, an
     /// encoder's masked-LM head), with its probability, as a table; `--json` gets a
@@ -755,6 +764,9 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Model => f.describe(),
             Figure::Rollout => "Attention rollout (Abnar & Zuidema 2020) up to --layer",
             Figure::Alti => "ALTI (Ferrando et al. 2022), contributions up to --layer (--alti)",
+            Figure::ValueZeroing => {
+                "Value zeroing (Mohebbi et al. 2023), rolled out up to --layer (--value-zeroing)"
+            }
             Figure::Lens => "The logit lens: layers × positions, each cell its most probable token",
             Figure::Attribution => {
                 "Each head's direct logit attribution, layers × heads (--target-token, --contrast)"

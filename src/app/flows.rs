@@ -171,6 +171,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         query_key: plan.neuron,
         value_weighted: plan.weighting != Weighting::Raw,
         alti: plan.alti,
+        value_zeroing: plan.value_zeroing,
         image: plan.picture.clone(),
         lens: plan.lens,
         attribution: plan.attribution,
@@ -340,6 +341,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             induction: induction.as_ref(),
             lens: run.lens.as_ref(),
             alti: run.alti.as_ref(),
+            value_zeroing: run.value_zeroing.as_ref(),
             head_attribution: run.head_attribution.as_ref(),
             head_ablation: run.head_ablation.as_ref(),
         },
@@ -541,6 +543,14 @@ fn say_generated(run: &Run, model: &Model) {
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
+    if render.out.value_zeroing {
+        return Err(Error::Usage(
+            "value zeroing re-runs each layer of the model with a token's value vector zeroed, \
+             which an attention file cannot; run the model with --value-zeroing (and --json to \
+             keep it)"
+                .into(),
+        ));
+    }
     if render.out.alti {
         return Err(Error::Usage(
             "ALTI follows the value vectors, residual stream and norms through the model, which \

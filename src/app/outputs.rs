@@ -38,6 +38,8 @@ pub(super) struct FromModel<'a> {
     pub lens: Option<&'a attnviz::analysis::LogitLens>,
     /// ALTI of the primary value's tokens (`--alti`).
     pub alti: Option<&'a attnviz::analysis::Alti>,
+    /// Value zeroing of the primary value's tokens (`--value-zeroing`).
+    pub value_zeroing: Option<&'a attnviz::analysis::ValueZeroing>,
     /// Per-head direct logit attribution (`--attribution`), for the report's heads view.
     pub head_attribution: Option<&'a attnviz::analysis::HeadAttribution>,
     /// Head ablation (`--ablate`), for the report's heads view.
@@ -71,7 +73,9 @@ pub(super) fn write_outputs(
         alti,
         head_attribution,
         head_ablation,
+        value_zeroing,
     } = *from_model;
+    let value_zeroing = value_zeroing.filter(|_| !tokens.is_encoder_decoder());
     // ALTI reads the primary value's own tokens (an encoder–decoder has none).
     let alti = alti.filter(|_| !tokens.is_encoder_decoder());
     // The probe scores a model's self-attention; an encoder–decoder's kinds get none.
@@ -146,6 +150,13 @@ pub(super) fn write_outputs(
         .and_then(|a| a[shown_index].rollout.get(layer))
         .filter(|m| !m.is_empty())
         .map(Vec::as_slice);
+    let zeroing_view = value_zeroing.map(|a| {
+        let primary = tokens.primary();
+        AltiView {
+            aggregated: analysis::map_to_view(primary, a.aggregated.clone(), view_opts),
+            per_layer: analysis::map_to_view(primary, a.per_layer.clone(), view_opts),
+        }
+    });
     let alti_view = alti.map(|a| {
         let primary = tokens.primary();
         AltiView {
@@ -176,6 +187,7 @@ pub(super) fn write_outputs(
         image: plan.image,
         induction,
         alti: alti_view.as_ref(),
+        value_zeroing: zeroing_view.as_ref(),
     };
     if let Some(path) = &plan.json {
         outputs.json(path)?;
@@ -210,9 +222,11 @@ pub(super) fn write_outputs(
                 .ok_or(ImageError::NoRollout)?,
                 fusion: plan.image_rollout,
             },
-            Figure::Alti | Figure::Lens | Figure::Attribution | Figure::Ablation => {
-                return Err(ImageError::LensNotAttention.into())
-            }
+            Figure::Alti
+            | Figure::ValueZeroing
+            | Figure::Lens
+            | Figure::Attribution
+            | Figure::Ablation => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = &plan.png {
             picture::write_png(att, &spec, plan.query, path)?;
@@ -222,6 +236,13 @@ pub(super) fn write_outputs(
         }
     } else if plan.png.is_some() || plan.svg.is_some() {
         let figure = match (plan.figure, &alti_view) {
+            (Figure::ValueZeroing, _) => {
+                let values = zeroing_view
+                    .as_ref()
+                    .and_then(|a| a.aggregated.get(layer))
+                    .ok_or(ImageError::LensNotAttention)?;
+                FigureSpec::value_zeroing(att.layer_numbers()[layer], values)
+            }
             (Figure::Alti, Some(a)) => {
                 let values = a
                     .aggregated
@@ -310,6 +331,9 @@ pub(super) fn write_outputs(
                     opts.analysis
                         .matrices
                         .extend(attnviz::render::html::alti_matrices(a));
+                }
+                if let (0, Some(v)) = (i, value_zeroing) {
+                    opts.analysis.matrices.extend(zeroing_matrices(v));
                 }
                 opts
             })
@@ -435,6 +459,8 @@ struct Outputs<'a> {
     induction: Option<&'a Induction>,
     /// ALTI in the view's units (`--alti`), for the JSON's `alti` sections.
     alti: Option<&'a AltiView>,
+    /// Value zeroing in the view's units, for the JSON's `value_zeroing` sections.
+    value_zeroing: Option<&'a AltiView>,
 }
 
 impl Outputs<'_> {
@@ -474,6 +500,16 @@ impl Outputs<'_> {
                     matrices.push(MatrixSection {
                         name: "alti_per_layer",
                         layers: &a.per_layer,
+                    });
+                }
+                if let (0, Some(v)) = (i, self.value_zeroing) {
+                    matrices.push(MatrixSection {
+                        name: "value_zeroing",
+                        layers: &v.aggregated,
+                    });
+                    matrices.push(MatrixSection {
+                        name: "value_zeroing_per_layer",
+                        layers: &v.per_layer,
                     });
                 }
                 KindSections { extra, matrices }
@@ -546,6 +582,30 @@ impl Outputs<'_> {
         }
         Ok(())
     }
+}
+
+/// Value zeroing's two matrices for the report's matrix view, over the tokens.
+fn zeroing_matrices(v: &analysis::ValueZeroing) -> [attnviz::render::html::ExtraMatrix; 2] {
+    use attnviz::render::html::ExtraMatrix;
+    [
+        ExtraMatrix {
+            id: "value_zeroing".to_string(),
+            label: "Value zeroing".to_string(),
+            description: "Mohebbi et al. 2023: how far each token's output moves when a \
+                context token's value vector is zeroed (1 − cosine, rows as shares), rolled out \
+                through the layers up to this one"
+                .to_string(),
+            layers: v.aggregated.clone(),
+        },
+        ExtraMatrix {
+            id: "value_zeroing_layer".to_string(),
+            label: "Value zeroing, this layer alone".to_string(),
+            description: "Mohebbi et al. 2023: each context token's share in how far this \
+                layer's output of each token moves when that token's value vector is zeroed"
+                .to_string(),
+            layers: v.per_layer.clone(),
+        },
+    ]
 }
 
 /// ALTI's two matrices for the report's matrix view, over the tokens.

@@ -133,6 +133,9 @@ pub struct Single {
     pub weighting: Weighting,
     /// ALTI (`--alti`, `--figure alti`, `--json-include alti`).
     pub alti: bool,
+    /// Value zeroing (`--value-zeroing`, `--figure value-zeroing`, `--json-include
+    /// value_zeroing`).
+    pub value_zeroing: bool,
     /// The logit lens with this many tokens per cell (`--lens`, `--figure lens`).
     pub lens: Option<usize>,
     /// Print the logit-lens table (`--lens`).
@@ -503,6 +506,30 @@ fn single(
             ));
         }
     }
+    let value_zeroing = args.value_zeroing
+        || out.figure == Some(Figure::ValueZeroing)
+        || out.json_include.contains(&JsonSection::ValueZeroing);
+    if value_zeroing {
+        let what = if args.value_zeroing {
+            "--value-zeroing"
+        } else if out.figure == Some(Figure::ValueZeroing) {
+            "--figure value-zeroing"
+        } else {
+            "--json-include value_zeroing"
+        };
+        if args.layers.is_some() {
+            return Err(format!(
+                "{what}: value zeroing rolls out the scores of every layer, and --layers \
+                 captures only some; drop --layers"
+            ));
+        }
+        if args.image.is_some() {
+            return Err(format!(
+                "{what}: value zeroing is not available for vision models (--image) yet; drop \
+                 {what}"
+            ));
+        }
+    }
     let alti = args.alti
         || out.figure == Some(Figure::Alti)
         || out.json_include.contains(&JsonSection::Alti);
@@ -653,6 +680,7 @@ fn single(
         neuron: args.neuron,
         weighting: args.weighting.unwrap_or_default(),
         alti,
+        value_zeroing,
         lens: (args.lens || args.out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         lens_table: args.lens,

@@ -32,6 +32,7 @@ pub mod formats;
 pub mod kernels;
 pub mod lens;
 pub mod vision;
+pub mod zeroing;
 
 use std::path::Path;
 
@@ -59,6 +60,7 @@ pub use formats::weights::{Checkpoint, WeightsError};
 pub use formats::{config, gguf, pickle, pytorch, validate, weights};
 pub use kernels::Mask;
 pub use lens::{AblationForward, AttributionForward, LensForward};
+pub use zeroing::ZeroingForward;
 
 /// Finding a model's files ([`formats::source`]), with the tokenizer files its family reads
 /// (its quirks' `tokenizer_files`, by config.json).

@@ -40,6 +40,10 @@ pub enum JsonSection {
     /// `alti[layer][query][key]` and `alti_per_layer[layer][query][key]`: ALTI (Ferrando et
     /// al. 2022) through each layer and of each layer alone (a run of the model's value terms).
     Alti,
+    /// `value_zeroing[layer][query][key]` and `value_zeroing_per_layer[layer][query][key]`:
+    /// value zeroing (Mohebbi et al. 2023) rolled out through each layer and of each layer alone
+    /// (a run of the model).
+    ValueZeroing,
 }
 
 impl JsonSection {
@@ -47,7 +51,10 @@ impl JsonSection {
     pub fn from_model(self) -> bool {
         matches!(
             self,
-            JsonSection::HeadAttribution | JsonSection::HeadAblation | JsonSection::Alti
+            JsonSection::HeadAttribution
+                | JsonSection::HeadAblation
+                | JsonSection::Alti
+                | JsonSection::ValueZeroing
         )
     }
 }
@@ -58,6 +65,7 @@ crate::choice!(JsonSection {
     HeadAttribution => ("head_attribution", "Each head's direct logit attribution at the last position (decoders)"),
     HeadAblation => ("head_ablation", "The change in the target's log-probability when each head is removed (decoders)"),
     Alti => ("alti", "ALTI (Ferrando et al. 2022): each input token's contribution through each layer"),
+    ValueZeroing => ("value_zeroing", "Value zeroing (Mohebbi et al. 2023): each context token's share, rolled out through each layer"),
 });
 
 /// How numbers are written.
@@ -428,9 +436,10 @@ pub fn json_sections<'a>(
         let (name, layers) = match section {
             JsonSection::Means => ("means", &a.layer_means),
             JsonSection::Rollout => ("rollout", &a.rollout),
-            JsonSection::HeadAttribution | JsonSection::HeadAblation | JsonSection::Alti => {
-                continue
-            }
+            JsonSection::HeadAttribution
+            | JsonSection::HeadAblation
+            | JsonSection::Alti
+            | JsonSection::ValueZeroing => continue,
         };
         if !out.iter().any(|s: &MatrixSection| s.name == name) {
             out.push(MatrixSection { name, layers });

@@ -53,6 +53,7 @@ mod save_render;
 mod serve;
 mod terminal_hygiene;
 mod tokenizer_roles;
+mod value_zeroing;
 mod vision_cli;
 mod windowed_stats;
 mod word_merge;

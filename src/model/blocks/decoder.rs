@@ -21,7 +21,7 @@ use super::layers::{
 use super::lens;
 use super::network::{
     Architecture, Batch, CausalLm, HeadOutputs, Interventions, KvCache, LayerCache, Network,
-    Unembedding,
+    Unembedding, ValueZeroing,
 };
 use super::values::{self, After, LayerTaps, Values};
 use crate::model::error::Error;
@@ -159,6 +159,9 @@ impl DecoderLayer {
         if let Some(table) = rope {
             table.rotate(&mut qkv, width, 0, heads);
             table.rotate(&mut qkv, width, heads * d, kv);
+        }
+        if let (Some(t), Keys::Batch(batch)) = (taps.as_deref(), &keys) {
+            values::zero_values(t, &mut qkv, batch.tokens, width, (heads + kv) * d, kv * d);
         }
         let mut context = vec![0f32; rows * heads * d];
         // ── capture ── the kernel writes P (and Q, K on request) straight into `sinks`.
@@ -442,20 +445,47 @@ impl Network for DecoderStack {
             _ => Some(self),
         }
     }
+
+    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
+        Some(self)
+    }
+}
+
+impl ValueZeroing for DecoderStack {
+    fn zeroed_layer(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        zero: &[usize],
+    ) -> Vec<f32> {
+        let copies = zero.len();
+        let mut h = Vec::with_capacity(copies * entering.len());
+        for _ in 0..copies {
+            h.extend_from_slice(entering);
+        }
+        let mut taps = LayerTaps {
+            zero_value: zero.iter().copied().map(Some).collect(),
+            ..LayerTaps::default()
+        };
+        self.run_from(&mut h, copies, tokens, layer..layer + 1, Some(&mut taps));
+        h
+    }
 }
 
 impl DecoderStack {
-    /// Run layers `from..` over `h`, the residual stream entering layer `from` of `seqs`
-    /// sequences of `tokens` tokens each, layer `from` with `taps`; `h` becomes the last
-    /// layer's output (before the final norm).
+    /// Run layers `layers` over `h`, the residual stream entering the first of them of `seqs`
+    /// sequences of `tokens` tokens each, the first with `taps`; `h` becomes the last one's
+    /// output (before the final norm).
     fn run_from(
         &self,
         h: &mut [f32],
         seqs: usize,
         tokens: usize,
-        from: usize,
+        layers: std::ops::Range<usize>,
         mut taps: Option<&mut LayerTaps>,
     ) {
+        let from = layers.start;
         let rows = seqs * tokens;
         let positions: Vec<usize> = (0..rows).map(|r| r % tokens).collect();
         let tables = self.rope_tables(&positions);
@@ -467,7 +497,7 @@ impl DecoderStack {
             lengths: &lengths,
             tokens,
         };
-        for (l, layer) in self.layers.iter().enumerate().skip(from) {
+        for (l, layer) in self.layers.iter().enumerate().take(layers.end).skip(from) {
             let mut sinks: Vec<CaptureSink> = (0..seqs)
                 .map(|_| CaptureSink {
                     probs: None,
@@ -563,7 +593,8 @@ impl Interventions for DecoderStack {
             ablate_mean: mean,
             ..LayerTaps::default()
         };
-        self.run_from(&mut h, heads, tokens, layer, Some(&mut taps));
+        let all = layer..self.layers.len();
+        self.run_from(&mut h, heads, tokens, all, Some(&mut taps));
         let last: Vec<f32> = (0..heads)
             .flat_map(|s| h[(s * tokens + at) * hidden..][..hidden].to_vec())
             .collect();

@@ -12,7 +12,7 @@ use super::capture::SequenceCapture;
 use super::layers::{part, Linear, Norm};
 use super::lens;
 use super::mlm_head::{MlmHead, MlmHeadNames, MlmHeadSpec};
-use super::network::{Architecture, Batch, Network, Unembedding};
+use super::network::{Architecture, Batch, Network, Unembedding, ValueZeroing};
 use super::values::{self, After, LayerTaps, Values};
 use crate::attention::PositionScheme;
 use crate::model::formats::config::{ConfigError, ConfigFile};
@@ -384,7 +384,10 @@ impl EncoderLayer {
         let rows = batch.lengths.len() * batch.tokens;
 
         // Q, K and V side by side in one buffer: each row is [q | k | v], heads side by side.
-        let qkv = self.qkv.forward(x, rows, Activation::Identity);
+        let mut qkv = self.qkv.forward(x, rows, Activation::Identity);
+        if let Some(t) = taps.as_deref() {
+            values::zero_values(t, &mut qkv, batch.tokens, 3 * hidden, 2 * hidden, hidden);
+        }
 
         // For each head, in one fused kernel: scores = Q·Kᵀ/√d_k, masked where padding is;
         // P = softmax(scores); context = P·V, heads concatenated back to [b·n, hidden].
@@ -553,6 +556,51 @@ impl Network for PostNormEncoder {
 
     fn unembedding(&self) -> Option<&dyn Unembedding> {
         self.head.as_ref().map(|_| self as &dyn Unembedding)
+    }
+
+    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
+        Some(self)
+    }
+}
+
+impl ValueZeroing for PostNormEncoder {
+    fn zeroed_layer(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        zero: &[usize],
+    ) -> Vec<f32> {
+        let copies = zero.len();
+        let mut x = Vec::with_capacity(copies * entering.len());
+        for _ in 0..copies {
+            x.extend_from_slice(entering);
+        }
+        let ids = vec![0u32; copies * tokens];
+        let lengths = vec![tokens; copies];
+        let batch = Batch {
+            ids: &ids,
+            types: &ids,
+            lengths: &lengths,
+            tokens,
+        };
+        let mut sinks: Vec<CaptureSink> = (0..copies)
+            .map(|_| CaptureSink {
+                probs: None,
+                query_key: None,
+            })
+            .collect();
+        let mut taps = LayerTaps {
+            zero_value: zero.iter().copied().map(Some).collect(),
+            ..LayerTaps::default()
+        };
+        self.layers[self.schedule[layer]].forward(
+            &x,
+            &batch,
+            &self.arch,
+            &mut sinks,
+            Some(&mut taps),
+        )
     }
 }
 

@@ -62,6 +62,28 @@ pub trait Network: Send + Sync {
     fn interventions(&self) -> Option<&dyn Interventions> {
         None
     }
+
+    /// One layer re-run with a token's value vectors zeroed (value zeroing, Mohebbi et al.
+    /// 2023); `None` where the network has no such pass (encoder–decoders, vision).
+    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
+        None
+    }
+}
+
+/// One layer of a self-attention network re-run over copies of its input, each copy with one
+/// token's value vector zeroed in every head (keys and queries untouched).
+pub trait ValueZeroing: Sync {
+    /// The outputs `[zero.len(), tokens, hidden]` of the network's layer `layer` (a depth:
+    /// ALBERT's shared weights run at several) over `zero.len()` copies of `entering`, the
+    /// residual stream `[tokens, hidden]` entering it, copy c with the value vector of token
+    /// `zero[c]` zeroed: one batched run of that layer.
+    fn zeroed_layer(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        zero: &[usize],
+    ) -> Vec<f32>;
 }
 
 /// One sequence's residual stream at one position, taken apart by layer and head.

@@ -46,10 +46,30 @@ pub struct LayerTaps {
     pub ablate: Vec<Option<usize>>,
     /// An ablated head's output becomes its mean over the sequence's positions, not zero.
     pub ablate_mean: bool,
+    /// Value zeroing (Mohebbi et al. 2023): per sequence of the batch, the token whose value
+    /// vector is set to 0 in every head before attention reads it; empty: none.
+    pub zero_value: Vec<Option<usize>>,
     /// Keep the output projection's input in `context` (head attribution, `blocks::lens`).
     pub keep_context: bool,
     /// Each head's Σ_j α_ij v_j, `[rows, heads · head_dim]`, when `keep_context` asked.
     pub context: Vec<f32>,
+}
+
+/// Zero the value vectors `taps.zero_value` asks for in `qkv` (rows of `stride` values, each
+/// sequence `tokens` rows, its values the `width` columns from `offset` on).
+pub fn zero_values(
+    taps: &LayerTaps,
+    qkv: &mut [f32],
+    tokens: usize,
+    stride: usize,
+    offset: usize,
+    width: usize,
+) {
+    for (s, token) in taps.zero_value.iter().enumerate() {
+        if let Some(j) = *token {
+            qkv[(s * tokens + j) * stride + offset..][..width].fill(0.0);
+        }
+    }
 }
 
 /// Which normalisation follows the attention block.

@@ -54,6 +54,8 @@ pub enum Figure {
     Rollout,
     /// ALTI (Ferrando et al. 2022) up to a layer (drawn from the run's ALTI as a matrix).
     Alti,
+    /// Value zeroing (Mohebbi et al. 2023) up to a layer (drawn from the run's as a matrix).
+    ValueZeroing,
     /// The logit lens (drawn from the run's lens, not from the attention: [`lens`]).
     Lens,
     /// Per-head direct logit attribution, layers × heads (drawn from the run: [`heads`]).
@@ -69,6 +71,7 @@ crate::choice!(Figure {
     Model => ("model", "Every layer × head as labelled thumbnails"),
     Rollout => ("rollout", "Attention rollout (Abnar & Zuidema 2020) up to a layer"),
     Alti => ("alti", "ALTI (Ferrando et al. 2022): each input token's contribution up to a layer"),
+    ValueZeroing => ("value-zeroing", "Value zeroing (Mohebbi et al. 2023): each context token's share, rolled out up to a layer"),
     Lens => ("lens", "The logit lens: layers × positions, each cell its most probable token"),
     Attribution => ("attribution", "Each head's direct contribution to the target token's logit: layers × heads"),
     Ablation => ("ablation", "The change in the target token's log-probability when each head is removed: layers × heads"),
@@ -121,10 +124,20 @@ impl<'a> FigureSpec<'a> {
             Figure::Mean => FigureSpec::Mean { layer },
             Figure::Model => FigureSpec::Model,
             Figure::Rollout => FigureSpec::rollout(layer, rollout.ok_or(ImageError::NoRollout)?),
-            Figure::Alti | Figure::Lens | Figure::Attribution | Figure::Ablation => {
-                return Err(ImageError::LensNotAttention)
-            }
+            Figure::Alti
+            | Figure::ValueZeroing
+            | Figure::Lens
+            | Figure::Attribution
+            | Figure::Ablation => return Err(ImageError::LensNotAttention),
         })
+    }
+
+    /// Value zeroing (Mohebbi et al. 2023) rolled out through `layer`, drawn as a matrix figure.
+    pub fn value_zeroing(layer: usize, values: &'a [f32]) -> Self {
+        FigureSpec::Matrix {
+            title: format!("Value zeroing, rolled out through layer {layer}"),
+            values,
+        }
     }
 
     /// ALTI (Ferrando et al. 2022) through `layer`, drawn as a matrix figure.
