@@ -414,7 +414,8 @@ impl RunRequest {
         if let Some(path) = &self.image {
             if sink.is_some() {
                 return Err(RequestError::Model(crate::model::Error::Input(
-                    "an image run's capture cannot be streamed to a file yet".into(),
+                    "a vision model's capture is not streamed layer by layer; run it whole and save \
+                     the attention from the run".into(),
                 )));
             }
             if self.value_weighted {

@@ -542,6 +542,7 @@ def run(
     weighting: str = "raw",
     lens: Any = None,
     alti: bool = False,
+    value_zeroing: bool = False,
     attribution: bool = False,
     target_token: Optional[str] = None,
     contrast: Any = None,
@@ -589,6 +590,11 @@ def run(
       ``report.alti`` is a dict with ``layers`` (the model's numbers), ``aggregated`` (through
       each layer) and ``per_layer`` (each layer alone), float32 arrays ``[layers, n, n]`` whose
       rows are output tokens and columns input tokens; ``None`` without ``alti``.
+    - ``value_zeroing=True``: value zeroing (Mohebbi et al. 2023), how far each token's output
+      moves when an input token's value vector is zeroed, as shares of each row, per layer and
+      rolled out through the layers (encoders and decoders; one extra pass per layer over n
+      copies of the input, docs/analyses.md): ``report.value_zeroing`` is a dict laid out as
+      ``report.alti``; ``None`` without ``value_zeroing``.
     - ``attribution=True``: each head's direct contribution to the target token's logit at the
       last position (decoders with a language-model head; docs/analyses.md):
       ``report.head_attribution`` is the JSON's ``head_attribution`` dict, its ``per_head`` a
@@ -620,7 +626,7 @@ def run(
                 max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
                 weighting=weighting, words=words, no_special=no_special,
                 view="image" if view is None else view, layer=layer, head=head, lens=lens,
-                alti=alti, _image=path, attribution=attribution, target_token=target_token,
+                alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
                 contrast=contrast, ablate=ablate,
             )
     if not isinstance(text, str):
@@ -633,7 +639,8 @@ def run(
         if generate < 1:
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
-    for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti)):
+    for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti),
+                       ("value_zeroing", value_zeroing)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
@@ -641,6 +648,11 @@ def run(
         raise ValueError(
             "alti=True multiplies the contributions of every layer, and layers= captures only "
             "some; drop layers="
+        )
+    if value_zeroing and layers is not None:
+        raise ValueError(
+            "value_zeroing=True rolls every layer's scores out through the network, and layers= "
+            "captures only some; drop layers="
         )
     if not isinstance(weighting, str):
         raise TypeError(f"weighting must be a string, not {type(weighting).__name__}")
@@ -663,7 +675,7 @@ def run(
     elif view == "heads" and not wants_heads:
         raise ValueError("view='heads' opens on head attribution or ablation; give attribution=True or ablate=True as well")
     (natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays,
-     heads_json) = _native.run(
+     zeroing_arrays, heads_json) = _native.run(
         text,
         model,
         revision=revision,
@@ -679,6 +691,7 @@ def run(
         image=_image,
         lens=lens,
         alti=bool(alti),
+        value_zeroing=bool(value_zeroing),
         **heads,
     )
     settings = [("model", model)]
@@ -698,15 +711,8 @@ def run(
             report.value_weighted = np.asarray(vw, dtype=np.float32).reshape(shape)
             report.norm_aware = np.asarray(na, dtype=np.float32).reshape(shape)
         report.lens = _lens(lens_json)
-        report.alti = None
-        if alti_arrays is not None:
-            aggregated, per_layer, numbers, n = alti_arrays
-            shape = (len(numbers), n, n)
-            report.alti = {
-                "layers": list(numbers),
-                "aggregated": np.asarray(aggregated, dtype=np.float32).reshape(shape),
-                "per_layer": np.asarray(per_layer, dtype=np.float32).reshape(shape),
-            }
+        report.alti = _layered_matrices(alti_arrays)
+        report.value_zeroing = _layered_matrices(zeroing_arrays)
         report.head_attribution, report.head_ablation = _heads(heads_json)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
@@ -714,6 +720,20 @@ def run(
     views.generated_text = generated_text
     views.default_generation = default_length
     return views
+
+
+def _layered_matrices(arrays):
+    """ALTI's or value zeroing's arrays from the native run as ``{"layers", "aggregated",
+    "per_layer"}`` (float32 ``[layers, n, n]``), or None when the run did not compute them."""
+    if arrays is None:
+        return None
+    aggregated, per_layer, numbers, n = arrays
+    shape = (len(numbers), n, n)
+    return {
+        "layers": list(numbers),
+        "aggregated": np.asarray(aggregated, dtype=np.float32).reshape(shape),
+        "per_layer": np.asarray(per_layer, dtype=np.float32).reshape(shape),
+    }
 
 
 class _image_file:

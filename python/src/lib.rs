@@ -127,6 +127,7 @@ struct Extras {
     head_attribution: Option<attnviz::analysis::HeadAttribution>,
     head_ablation: Option<attnviz::analysis::HeadAblation>,
     alti: Option<attnviz::analysis::Alti>,
+    value_zeroing: Option<attnviz::analysis::ValueZeroing>,
 }
 
 impl PyAttention {
@@ -517,11 +518,12 @@ type RunResult = (
     Option<NormSizes>,
     Option<String>,
     Option<AltiArrays>,
+    Option<AltiArrays>,
     HeadSections,
 );
 
-/// ALTI through each layer and of each layer alone, `[layers · n · n]` each, the model's numbers
-/// of the layers, and n.
+/// ALTI (or value zeroing) through each layer and of each layer alone, `[layers · n · n]` each,
+/// the model's numbers of the layers, and n.
 type AltiArrays = (Vec<f32>, Vec<f32>, Vec<usize>, usize);
 
 /// Head attribution's and ablation's JSON sections (`head_attribution`, `head_ablation`;
@@ -536,7 +538,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, lens=None, alti=false, attribution=false, ablate=None, target_token=None,
+    image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
     contrast=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
@@ -556,6 +558,7 @@ fn run(
     image: Option<std::path::PathBuf>,
     lens: Option<usize>,
     alti: bool,
+    value_zeroing: bool,
     attribution: bool,
     ablate: Option<String>,
     target_token: Option<String>,
@@ -583,6 +586,7 @@ fn run(
         image,
         lens,
         alti,
+        value_zeroing,
         attribution,
         ablate,
         target_token,
@@ -617,6 +621,7 @@ fn run(
             head_attribution: run.head_attribution.clone(),
             head_ablation: run.head_ablation.clone(),
             alti: run.alti.clone(),
+            value_zeroing: run.value_zeroing.clone(),
         });
     }
     Ok((
@@ -635,6 +640,14 @@ fn run(
                 a.per_layer.concat(),
                 a.layers.clone(),
                 a.tokens,
+            )
+        }),
+        run.value_zeroing.as_ref().map(|v| {
+            (
+                v.aggregated.concat(),
+                v.per_layer.concat(),
+                v.layers.clone(),
+                v.tokens,
             )
         }),
         head_sections,
@@ -851,6 +864,9 @@ fn report_options(
     report.head_ablation = extras.head_ablation.clone();
     if let Some(a) = &extras.alti {
         report.matrices.extend(html::alti_matrices(a));
+    }
+    if let Some(v) = &extras.value_zeroing {
+        report.matrices.extend(html::zeroing_matrices(v));
     }
     Ok(HtmlOptions {
         title,

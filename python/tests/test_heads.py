@@ -138,18 +138,21 @@ def cli_page(tmp_path: Path, *args: str) -> dict:
     return page_meta(out.read_text())
 
 
-def test_the_report_carries_the_lens_heads_and_alti_views_as_the_cli(tmp_path):
+def test_the_report_carries_the_lens_heads_alti_and_zeroing_views_as_the_cli(tmp_path):
     text = reference("tiny-gpt2")["text"]
-    r = attnviz.run(text, model=GPT2, lens=True, attribution=True, ablate=True, alti=True)
+    r = attnviz.run(text, model=GPT2, lens=True, attribution=True, ablate=True, alti=True, value_zeroing=True)
     mine = page_meta(r.html())
-    cli = cli_page(tmp_path, "-m", GPT2, text, "--lens", "--attribution", "--ablate", "zero", "--alti")
+    cli = cli_page(
+        tmp_path, "-m", GPT2, text, "--lens", "--attribution", "--ablate", "zero", "--alti", "--value-zeroing"
+    )
     # Opened as the CLI's report is: on the lens, which it was asked for.
     assert mine["initial"]["view"] == cli["initial"]["view"] == "lens"
     for key in ("lens", "head_attribution", "head_ablation"):
         assert mine["analysis"][key] is not None, key
         assert mine["analysis"][key] == cli["analysis"][key], key
     ids = [m["id"] for m in mine["analysis"]["matrices"]]
-    assert ids == [m["id"] for m in cli["analysis"]["matrices"]] and "alti" in ids and "alti_layer" in ids
+    assert ids == [m["id"] for m in cli["analysis"]["matrices"]]
+    assert {"alti", "alti_layer", "value_zeroing", "value_zeroing_layer"} <= set(ids)
     # The payload (the matrices' numbers) is the CLI's too.
     assert mine["payload"] == cli["payload"]
     assert page_meta(r.html(view="heads"))["initial"]["view"] == "heads"

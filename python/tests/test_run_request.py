@@ -192,18 +192,27 @@ def test_new_decoder_families_generate_as_the_cli(fixture, chat):
     assert len(r.windows) == r.attention.shape[0]
 
 
+# (keyword, CLI flag, the JSON's sections for `aggregated` and `per_layer`)
+LAYERED_MATRICES = [
+    ("alti", "--alti", "alti", "alti_per_layer"),
+    ("value_zeroing", "--value-zeroing", "value_zeroing", "value_zeroing_per_layer"),
+]
+
+
 @pytest.mark.parametrize("model", [BERT, GPT2])
-def test_alti_is_the_clis_and_only_when_asked(model):
+@pytest.mark.parametrize("keyword,flag,aggregated,per_layer", LAYERED_MATRICES)
+def test_alti_and_value_zeroing_are_the_clis_and_only_when_asked(model, keyword, flag, aggregated, per_layer):
     text = "the cat sat on the mat"
-    doc = cli_json("-m", model, text, "--alti")
-    r = attnviz.run(text, model=model, alti=True)
+    doc = cli_json("-m", model, text, flag)
+    r = attnviz.run(text, model=model, **{keyword: True})
+    got = getattr(r, keyword)
     n = len(doc["tokens"])
-    assert r.alti["layers"] == doc["layer_numbers"]
-    for key, section in (("aggregated", "alti"), ("per_layer", "alti_per_layer")):
-        mine = r.alti[key]
+    assert got["layers"] == doc["layer_numbers"]
+    for key, section in (("aggregated", aggregated), ("per_layer", per_layer)):
+        mine = got[key]
         assert mine.dtype == np.float32 and mine.shape == (len(doc["layer_numbers"]), n, n)
         assert np.array_equal(mine, as_array(doc[section])), f"{key}: bit for bit"
-    assert np.allclose(r.alti["aggregated"][-1].sum(axis=1), 1, atol=1e-5)
-    assert attnviz.run(text, model=model).alti is None
+    assert np.allclose(got["aggregated"][-1].sum(axis=1), 1, atol=1e-5)
+    assert getattr(attnviz.run(text, model=model), keyword) is None
     with pytest.raises(ValueError, match="every layer"):
-        attnviz.run(text, model=model, alti=True, layers=[0])
+        attnviz.run(text, model=model, layers=[0], **{keyword: True})

@@ -194,7 +194,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                     .into(),
             ));
         }
-        if !seq2seq {
+        if !seq2seq && plan.picture.is_none() {
             return save_streamed(plan, &model, &request, path);
         }
     }
@@ -203,7 +203,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         .map_err(words::request)?;
     say_generated(&run, &model);
     if let Some(path) = &plan.save {
-        // An encoder–decoder captures its three attentions together: written from the run.
+        // An encoder–decoder captures its three attentions together, and a vision model its
+        // layers with the picture's token norms: written from the run.
         let mut writer = LayerWriter::create(path, plan.save_dtype)?;
         for att in run.set.iter() {
             writer.write_attention(att).map_err(|source| OutputError {

@@ -333,7 +333,9 @@ pub(super) fn write_outputs(
                         .extend(attnviz::render::html::alti_matrices(a));
                 }
                 if let (0, Some(v)) = (i, value_zeroing) {
-                    opts.analysis.matrices.extend(zeroing_matrices(v));
+                    opts.analysis
+                        .matrices
+                        .extend(attnviz::render::html::zeroing_matrices(v));
                 }
                 opts
             })
@@ -382,14 +384,36 @@ pub(super) fn write_outputs(
     } else if plan.terminal_view {
         let opts = terminal_options(plan);
         to_stdout(|w| write_view(att, selection, &opts, w))?;
-        if let Some(matrix) = alti_view.as_ref().and_then(|a| a.aggregated.get(layer)) {
+        let through = att.layer_number(layer);
+        let matrices = [
+            alti_view.as_ref().map(|a| {
+                (
+                    a,
+                    format!(
+                        "ALTI (Ferrando et al. 2022) through layer {through}: each row token's \
+                         share from each input token, through the values, the residual and the \
+                         norms of every layer up to this one (rows sum to 1)"
+                    ),
+                )
+            }),
+            zeroing_view.as_ref().map(|a| {
+                (
+                    a,
+                    format!(
+                        "Value zeroing (Mohebbi et al. 2023) through layer {through}: how far \
+                         each row token's output moves when an input token's value vector is \
+                         zeroed, as shares, rolled out through the layers up to this one (rows \
+                         sum to 1)"
+                    ),
+                )
+            }),
+        ];
+        for (view, title) in matrices.into_iter().flatten() {
+            let Some(matrix) = view.aggregated.get(layer) else {
+                continue;
+            };
             let text = MatrixText {
-                title: format!(
-                    "ALTI (Ferrando et al. 2022) through layer {}: each row token's share from \
-                     each input token, through the values, the residual and the norms of every \
-                     layer up to this one (rows sum to 1)",
-                    att.layer_number(layer)
-                ),
+                title,
                 axes: "rows: token (after the layer) · columns: input token (its share)"
                     .to_string(),
                 caption: "share".to_string(),
@@ -584,31 +608,6 @@ impl Outputs<'_> {
     }
 }
 
-/// Value zeroing's two matrices for the report's matrix view, over the tokens.
-fn zeroing_matrices(v: &analysis::ValueZeroing) -> [attnviz::render::html::ExtraMatrix; 2] {
-    use attnviz::render::html::ExtraMatrix;
-    [
-        ExtraMatrix {
-            id: "value_zeroing".to_string(),
-            label: "Value zeroing".to_string(),
-            description: "Mohebbi et al. 2023: how far each token's output moves when a \
-                context token's value vector is zeroed (1 − cosine, rows as shares), rolled out \
-                through the layers up to this one"
-                .to_string(),
-            layers: v.aggregated.clone(),
-        },
-        ExtraMatrix {
-            id: "value_zeroing_layer".to_string(),
-            label: "Value zeroing, this layer alone".to_string(),
-            description: "Mohebbi et al. 2023: each context token's share in how far this \
-                layer's output of each token moves when that token's value vector is zeroed"
-                .to_string(),
-            layers: v.per_layer.clone(),
-        },
-    ]
-}
-
-/// ALTI's two matrices for the report's matrix view, over the tokens.
 /// Report options from the command line. The report gets the token-level attention and opens on
 /// the `--words` / `--no-special` view, which the page can undo; statistics are those of that view.
 fn html_options(

@@ -64,6 +64,7 @@ mod payload;
 
 pub use panels::{
     alignment_statistics, alti_matrices, induction_statistic, report_analysis, statistics_unit,
+    zeroing_matrices,
 };
 
 use std::fmt;

@@ -499,7 +499,7 @@ fn pixels(path: &Path) -> (Vec<u8>, u32, u32) {
 }
 
 #[test]
-fn render_of_an_image_runs_json_draws_the_same_views_on_the_picture() {
+fn render_of_an_image_runs_json_or_saved_capture_draws_the_same_views_on_the_picture() {
     let dir = tempfile::tempdir().unwrap();
     let at = |n: &str| dir.path().join(n).display().to_string();
     for (model, picture, json, queries) in [
@@ -516,12 +516,26 @@ fn render_of_an_image_runs_json_draws_the_same_views_on_the_picture() {
             vec![None, Some("1,2")],
         ),
     ] {
+        let saved = json.replace(".json", ".safetensors");
         let out = run(&["-m", &model, "--image", &picture, "--json", &at(json), "-q"]);
         assert!(out.status.success(), "{}", stderr(&out));
-        for query in queries {
+        let out = run(&[
+            "-m",
+            &model,
+            "--image",
+            &picture,
+            "--save-attention",
+            &at(&saved),
+            "-q",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for (query, file) in queries
+            .iter()
+            .flat_map(|q| [(*q, json.to_string()), (*q, saved.clone())])
+        {
             for figure in ["head", "layer", "model"] {
                 let mut live = vec!["-m", &model, "--image", &picture];
-                let mut again = vec!["render".to_string(), at(json)];
+                let mut again = vec!["render".to_string(), at(&file)];
                 if let Some(q) = query {
                     live.extend(["--query", q]);
                     again.extend(["--query".into(), q.into()]);
@@ -538,21 +552,26 @@ fn render_of_an_image_runs_json_draws_the_same_views_on_the_picture() {
                 assert_eq!(
                     String::from_utf8_lossy(&live_out.stdout),
                     String::from_utf8_lossy(&again_out.stdout),
-                    "{json} {query:?}"
+                    "{file} {query:?}"
                 );
                 // The figure is the same picture; the weights' round trip through JSON text
                 // moves a few pixels by one level at most.
                 let (a, aw, ah) = pixels(Path::new(&live_png));
                 let (b, bw, bh) = pixels(Path::new(&again_png));
-                assert_eq!((aw, ah), (bw, bh), "{json} {figure} {query:?}");
+                assert_eq!((aw, ah), (bw, bh), "{file} {figure} {query:?}");
                 let worst = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max();
-                assert!(worst <= Some(1), "{json} {figure} {query:?}: {worst:?}");
+                assert!(worst <= Some(1), "{file} {figure} {query:?}: {worst:?}");
             }
         }
     }
     // SigLIP's pooling head comes back: render draws it by default and by name.
-    let out = run(&["render", &at("siglip.json"), "--query", "pool"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("attention-pooling head"));
+    for file in ["siglip.json", "siglip.safetensors"] {
+        let out = run(&["render", &at(file), "--query", "pool"]);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("attention-pooling head"),
+            "{file}"
+        );
+    }
     // A picture option on a text run's export is refused in one line.
     let text = at("text.json");
     let out = run(&["-m", &tiny_bert(), "--json", &text, "-q", "hello there"]);

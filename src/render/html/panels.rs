@@ -2,7 +2,7 @@
 //! views): the statistics grid with a tag per head, and attention rollout in the matrix view.
 
 use crate::analysis::detectors::Induction;
-use crate::analysis::{AlignmentStats, Alti, HeadStats, Stat, ViewOptions};
+use crate::analysis::{AlignmentStats, Alti, HeadStats, Stat, ValueZeroing, ViewOptions};
 use crate::attention::{Attention, Role};
 
 use super::{ExtraMatrix, HeadStatistic, HtmlAnalysis};
@@ -135,6 +135,29 @@ pub fn alti_matrices(a: &Alti) -> [ExtraMatrix; 2] {
                 this layer alone (its attention block, residual and norm)"
                 .to_string(),
             layers: a.per_layer.clone(),
+        },
+    ]
+}
+
+/// Value zeroing's two matrices for the report's matrix view, over the tokens.
+pub fn zeroing_matrices(v: &ValueZeroing) -> [ExtraMatrix; 2] {
+    [
+        ExtraMatrix {
+            id: "value_zeroing".to_string(),
+            label: "Value zeroing".to_string(),
+            description: "Mohebbi et al. 2023: how far each token's output moves when a \
+                context token's value vector is zeroed (1 − cosine, rows as shares), rolled out \
+                through the layers up to this one"
+                .to_string(),
+            layers: v.aggregated.clone(),
+        },
+        ExtraMatrix {
+            id: "value_zeroing_layer".to_string(),
+            label: "Value zeroing, this layer alone".to_string(),
+            description: "Mohebbi et al. 2023: each context token's share in how far this \
+                layer's output of each token moves when that token's value vector is zeroed"
+                .to_string(),
+            layers: v.per_layer.clone(),
         },
     ]
 }
