@@ -8,7 +8,7 @@ use std::path::Path;
 use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
 use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, ModelInfo, Role, Units};
-use crate::pixels::{self, ImageProcessor, Rgb};
+use crate::pixels::{self, ImageProcessor, ImageSource, Rgb};
 
 /// The image processor in a vision model's folder.
 pub fn image_processor(dir: &Path) -> Result<ImageProcessor, Error> {
@@ -27,19 +27,20 @@ impl Model {
         self.image_processor.as_ref()
     }
 
-    /// Decode the image file `path`, resizing each row as it is decoded
+    /// Decode the image file (or its bytes in memory) `image`, resizing each row as it is decoded
     /// ([`ImageProcessor::prepare_file`]), and run it as [`Model::encode_rgb`] runs a picture.
-    pub fn encode_image(&self, path: &Path, opts: &EncodeOptions) -> Result<Encoding, Error> {
+    pub fn encode_image(
+        &self,
+        image: impl Into<ImageSource>,
+        opts: &EncodeOptions,
+    ) -> Result<Encoding, Error> {
         self.vision_or_refuse()?;
+        let image = image.into();
         let prepared = self
             .processor()?
-            .prepare_file(path)
+            .prepare_file(&image)
             .map_err(|e| Error::Input(e.to_string()))?;
-        let source = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        self.encode_prepared(prepared, &source, opts)
+        self.encode_prepared(prepared, &image.name(), opts)
     }
 
     fn processor(&self) -> Result<&ImageProcessor, Error> {

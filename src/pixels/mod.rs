@@ -8,6 +8,7 @@ mod read;
 pub mod resample;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -76,6 +77,60 @@ pub enum PixelsError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// Where a picture comes from: a file, or its file's bytes already in memory (a server's
+/// upload), which are decoded without touching the file system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageSource {
+    /// A picture file.
+    File(PathBuf),
+    /// A picture file's bytes.
+    Bytes {
+        /// What names the picture in messages and views (`upload.jpg`).
+        name: String,
+        /// The file's bytes.
+        bytes: Arc<[u8]>,
+    },
+}
+
+impl ImageSource {
+    /// How messages name the picture: the file's path, or the bytes' name.
+    pub fn shown(&self) -> PathBuf {
+        match self {
+            ImageSource::File(path) => path.clone(),
+            ImageSource::Bytes { name, .. } => PathBuf::from(name),
+        }
+    }
+
+    /// The picture's name in the views: the file's name, or the bytes' name.
+    pub fn name(&self) -> String {
+        match self {
+            ImageSource::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into(),
+            ),
+            ImageSource::Bytes { name, .. } => name.clone(),
+        }
+    }
+}
+
+impl From<PathBuf> for ImageSource {
+    fn from(path: PathBuf) -> Self {
+        ImageSource::File(path)
+    }
+}
+
+impl From<&Path> for ImageSource {
+    fn from(path: &Path) -> Self {
+        ImageSource::File(path.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for ImageSource {
+    fn from(path: &PathBuf) -> Self {
+        ImageSource::File(path.clone())
+    }
 }
 
 /// An 8-bit RGB picture.
@@ -150,8 +205,13 @@ impl Rgb {
 /// A model's input is better made with [`ImageProcessor::prepare_file`], which never holds the whole
 /// picture.
 pub fn decode(path: &Path) -> Result<Rgb, PixelsError> {
+    decode_source(&ImageSource::from(path))
+}
+
+/// [`decode`] of a file or of bytes in memory.
+pub fn decode_source(source: &ImageSource) -> Result<Rgb, PixelsError> {
     let mut whole = read::Whole::default();
-    read::read(path, &mut whole)?;
+    read::read(source, &mut whole)?;
     Ok(whole.0)
 }
 
@@ -329,14 +389,15 @@ impl ImageProcessor {
         self.finish(resizing)
     }
 
-    /// The model's input made from the picture file `path` ([`decode`]'s formats and limits),
+    /// The model's input made from the picture file (or its bytes) `source` ([`decode`]'s
+    /// formats and limits),
     /// as [`ImageProcessor::prepare`] makes it from the decoded picture, byte for byte. Each row
     /// is resized as it is decoded (a baseline JPEG or non-interlaced PNG is never held whole),
     /// so memory follows the model's input size (the picture's height × the resized width),
     /// not the file's pixel count.
-    pub fn prepare_file(&self, path: &Path) -> Result<Prepared, PixelsError> {
+    pub fn prepare_file(&self, source: &ImageSource) -> Result<Prepared, PixelsError> {
         let mut resizing = Resizing::new(self);
-        read::read(path, &mut resizing)?;
+        read::read(source, &mut resizing)?;
         Ok(self.finish(resizing))
     }
 
@@ -554,5 +615,41 @@ mod tests {
         let padded = center_crop(&[9; 2 * 2 * 3], 2, 2, 4, 2);
         assert_eq!(&padded[..3], &[0, 0, 0]);
         assert_eq!(&padded[3..6], &[9, 9, 9]);
+    }
+
+    #[test]
+    fn bytes_in_memory_decode_as_their_file_and_are_named_by_their_name() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/images");
+        let p = ImageProcessor::parse(r#"{"size": {"height": 24, "width": 20}, "resample": 3}"#)
+            .unwrap();
+        for name in [
+            "wide45x37.jpg",
+            "wide45x37.png",
+            "gray45x37.png",
+            "big80x64.png",
+        ] {
+            let file = ImageSource::File(dir.join(name));
+            let bytes = ImageSource::Bytes {
+                name: "upload".into(),
+                bytes: std::fs::read(dir.join(name)).unwrap().into(),
+            };
+            assert_eq!(
+                decode_source(&file).unwrap(),
+                decode_source(&bytes).unwrap()
+            );
+            // Each row resized as it is decoded gives the resize of the whole picture.
+            let streamed = p.prepare_file(&bytes).unwrap();
+            assert_eq!(
+                streamed,
+                p.prepare(&decode_source(&file).unwrap()),
+                "{name}"
+            );
+        }
+        let junk = ImageSource::Bytes {
+            name: "upload".into(),
+            bytes: b"GIF89a...".to_vec().into(),
+        };
+        let e = decode_source(&junk).unwrap_err().to_string();
+        assert!(e.starts_with("upload is not a readable image (Gif"), "{e}");
     }
 }

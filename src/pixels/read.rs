@@ -18,10 +18,29 @@
 //! module, checked on the header before any pixel is decoded.
 
 use std::any::Any;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Cursor, Seek};
 use std::path::Path;
 
-use super::{check_size, PixelsError, Rgb, MAX_DECODE_BYTES, MAX_SIDE};
+use super::{check_size, ImageSource, PixelsError, Rgb, MAX_DECODE_BYTES, MAX_SIDE};
+
+/// A reader of a picture's bytes: a file's, or bytes in memory.
+trait Input: BufRead + Seek {}
+impl<T: BufRead + Seek> Input for T {}
+
+/// A fresh reader of `source` from its first byte.
+fn open<'a>(source: &'a ImageSource, path: &Path) -> Result<Box<dyn Input + 'a>, PixelsError> {
+    Ok(match source {
+        ImageSource::File(file) => {
+            Box::new(BufReader::new(std::fs::File::open(file).map_err(|e| {
+                PixelsError::Read {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                }
+            })?))
+        }
+        ImageSource::Bytes { bytes, .. } => Box::new(Cursor::new(&bytes[..])),
+    })
+}
 
 /// Where decoded rows go.
 pub(super) trait Rows {
@@ -51,32 +70,37 @@ impl Rows for Whole {
     }
 }
 
-/// Decode `path` (PNG, JPEG or WebP, by content) into `rows`.
-pub(super) fn read(path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
-    let failed = |e: std::io::Error| PixelsError::Read {
+/// Decode `source` (PNG, JPEG or WebP, by content) into `rows`.
+pub(super) fn read(source: &ImageSource, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+    let path = source.shown();
+    let path = path.as_path();
+    if let ImageSource::File(file) = source {
+        let meta = std::fs::metadata(file).map_err(|e| PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if !meta.is_file() {
+            return Err(PixelsError::Read {
+                path: path.to_path_buf(),
+                reason: "not a regular file".into(),
+            });
+        }
+    }
+    let mut head = [0u8; 32];
+    let n = read_up_to(&mut open(source, path)?, &mut head).map_err(|e| PixelsError::Read {
         path: path.to_path_buf(),
         reason: e.to_string(),
-    };
-    let meta = std::fs::metadata(path).map_err(failed)?;
-    if !meta.is_file() {
-        return Err(PixelsError::Read {
-            path: path.to_path_buf(),
-            reason: "not a regular file".into(),
-        });
-    }
-    let mut file = std::fs::File::open(path).map_err(failed)?;
-    let mut head = [0u8; 32];
-    let n = read_up_to(&mut file, &mut head).map_err(failed)?;
+    })?;
     let head = &head[..n];
     match image::guess_format(head) {
         Ok(image::ImageFormat::Jpeg) => {
-            if !jpeg(path, rows)? {
-                whole(path, image::ImageFormat::Jpeg, rows)?;
+            if !jpeg(source, path, rows)? {
+                whole(source, path, image::ImageFormat::Jpeg, rows)?;
             }
             Ok(())
         }
-        Ok(image::ImageFormat::Png) => png(path, rows),
-        Ok(image::ImageFormat::WebP) => whole(path, image::ImageFormat::WebP, rows),
+        Ok(image::ImageFormat::Png) => png(source, path, rows),
+        Ok(image::ImageFormat::WebP) => whole(source, path, image::ImageFormat::WebP, rows),
         other => Err(PixelsError::Corrupt {
             path: path.to_path_buf(),
             reason: match other {
@@ -87,7 +111,7 @@ pub(super) fn read(path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> 
     }
 }
 
-fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_up_to(file: &mut dyn Input, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(&mut buf[n..])? {
@@ -192,15 +216,12 @@ fn jpeg_error_manager() -> mozjpeg_sys::jpeg_error_mgr {
 
 /// Decode a JPEG row by row. `Ok(false)`: a CMYK or YCCK file, which libjpeg does not turn
 /// into RGB (nothing was handed to `rows`).
-fn jpeg(path: &Path, rows: &mut dyn Rows) -> Result<bool, PixelsError> {
-    let file = std::fs::File::open(path).map_err(|e| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+fn jpeg(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<bool, PixelsError> {
+    let file = open(source, path)?;
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
         || -> Result<bool, PixelsError> {
             let d = mozjpeg::Decompress::with_err(jpeg_error_manager())
-                .from_reader(BufReader::new(file))
+                .from_reader(file)
                 .map_err(|e| corrupt(path, e))?;
             let (w, h) = d.size();
             check_size(path, w as u64, h as u64)?;
@@ -244,13 +265,9 @@ fn jpeg_failure(payload: Box<dyn Any + Send>) -> Result<String, PixelsError> {
 // ---------------------------------------------------------------------------------------------
 // PNG
 
-fn png(path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
-    let file = std::fs::File::open(path).map_err(|e| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+fn png(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
     let mut decoder = png::Decoder::new_with_limits(
-        BufReader::new(file),
+        open(source, path)?,
         png::Limits {
             bytes: MAX_DECODE_BYTES as usize,
         },
@@ -258,13 +275,7 @@ fn png(path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
     // PIL opens 16-bit gray as mode `I;16` and clips it to 0–255 on the way to RGB (a value of
     // 1000 is white, not 4); every other 16-bit type keeps its high byte (`RGB;16B`, …).
     let gray16 = {
-        let mut probe =
-            png::Decoder::new(BufReader::new(std::fs::File::open(path).map_err(|e| {
-                PixelsError::Read {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                }
-            })?));
+        let mut probe = png::Decoder::new(open(source, path)?);
         let probe = probe.read_header_info().map_err(|e| png_error(path, e))?;
         probe.color_type == png::ColorType::Grayscale && probe.bit_depth == png::BitDepth::Sixteen
     };
@@ -355,11 +366,12 @@ fn png_error(path: &Path, e: png::DecodingError) -> PixelsError {
 // ---------------------------------------------------------------------------------------------
 // Whole pictures (WebP; CMYK JPEG)
 
-fn whole(path: &Path, format: image::ImageFormat, rows: &mut dyn Rows) -> Result<(), PixelsError> {
-    let failed = |e: std::io::Error| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
+fn whole(
+    source: &ImageSource,
+    path: &Path,
+    format: image::ImageFormat,
+    rows: &mut dyn Rows,
+) -> Result<(), PixelsError> {
     let image_error = |e: image::ImageError| match e {
         image::ImageError::Limits(_) => PixelsError::TooLarge {
             path: path.to_path_buf(),
@@ -368,11 +380,7 @@ fn whole(path: &Path, format: image::ImageFormat, rows: &mut dyn Rows) -> Result
         },
         e => corrupt(path, e),
     };
-    let open = || {
-        std::fs::File::open(path)
-            .map(BufReader::new)
-            .map_err(failed)
-    };
+    let open = || open(source, path);
     if format == image::ImageFormat::WebP {
         let dec = image::codecs::webp::WebPDecoder::new(open()?).map_err(image_error)?;
         if dec.has_animation() {

