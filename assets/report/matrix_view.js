@@ -99,7 +99,7 @@ function matrixScaleOf(panels, m, mk) {
   }
   const share = rows ? sum / rows : 0;
   if (share > AUTO_SQRT_FIRST_SHARE) {
-    return { kind: 'sqrt', why: 'the first ' + unit + ' holds ' + Math.round(share * 100) + '% of the attention' };
+    return { kind: 'sqrt', why: 'the first ' + unit + ' holds ' + Math.round(share * 100) + '% of each row on average' };
   }
   return { kind: 'linear', why: '' };
 }
