@@ -668,7 +668,11 @@ fn contribution_matrices_say_they_hold_shares_not_attention() {
         (FigureSpec::rollout(0, &values), false),
     ] {
         let svg = render_svg(&att, &fig, &options).unwrap();
-        for words in ["Input token (its share)", "Token (after the layer)", "share of the row"] {
+        for words in [
+            "Input token (its share)",
+            "Token (after the layer)",
+            "share of the row",
+        ] {
             assert_eq!(svg.contains(words), shares, "{words}");
         }
         assert_eq!(svg.contains("attended to"), !shares);
