@@ -138,9 +138,21 @@
     return out;
   }
 
+  /** Show the report frame, or (a vision model with no picture yet) the drop zone in its place,
+   * so the frame never shows another model's report as if it were this one's. */
+  function showFrame(on) {
+    $('report').hidden = !on;
+    $('drop-zone').hidden = on || !vision();
+    if (!on) $('save').setAttribute('aria-disabled', 'true');
+  }
+
   /** What a vision model waits for: a picture, or one within the server's bound. */
   function pictureWanted() {
-    if (!picture) return 'Choose a picture, or drop one on the page (links do not carry pictures).';
+    if (!picture) {
+      // Opened from a link: say why the picture is not there.
+      const linked = params.has('view') || params.has('layer') || params.has('head');
+      return 'Choose a picture, or drop one on the page' + (linked ? ' (links do not carry pictures).' : '.');
+    }
     if (picture.size > maxUpload) {
       return picture.name + ' is ' + mib(picture.size) + '; this server takes pictures up to ' + mib(maxUpload) + '.';
     }
@@ -164,7 +176,11 @@
     const isPicture = vision();
     if (isPicture) {
       const wanted = pictureWanted();
-      if (wanted) { status(wanted, Boolean(picture)); return; }
+      if (wanted) {
+        if (!picture) showFrame(false);
+        status(wanted, Boolean(picture));
+        return;
+      }
     } else if (!$('text').value.trim()) { status('Type a text.'); return; }
     const mine = ++seq;
     status('Running…');
@@ -194,6 +210,8 @@
       return;
     }
     const frame = $('report');
+    // Visible before it draws (a hidden frame has no size to lay its views out in).
+    showFrame(true);
     const win = frame.contentWindow;
     $('save').href = withToken(answer.report + '?download=1');
     $('save').download = answer.filename;
