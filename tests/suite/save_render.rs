@@ -128,12 +128,20 @@ fn json_with_wrong_layer_masks_is_refused_in_one_line() {
     }
 }
 
-/// The interpreter with numpy, safetensors and transformers (`tests/reference/requirements.txt`).
+/// The interpreter with numpy, safetensors and transformers (`tests/reference/requirements.txt`):
+/// `ATTNVIZ_REF_PYTHON` (then it must have them), else `/work/venv-ref/bin/python` when that one
+/// imports all three (a venv made there for something else is passed over).
 fn reference_python() -> Option<PathBuf> {
-    let p = std::env::var_os("ATTNVIZ_REF_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/venv-ref/bin/python"));
-    p.exists().then_some(p)
+    if let Some(p) = std::env::var_os("ATTNVIZ_REF_PYTHON") {
+        let p = PathBuf::from(p);
+        return p.exists().then_some(p);
+    }
+    let p = PathBuf::from("/work/venv-ref/bin/python");
+    let imports = std::process::Command::new(&p)
+        .args(["-c", "import numpy, safetensors, transformers"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    imports.then_some(p)
 }
 
 #[test]
