@@ -202,8 +202,11 @@ pub fn fill(
         let alti = capture.values.as_ref().is_some_and(|v| v.alti);
         let mixing = match (residual, capture.layer_probs(layer)) {
             (Some(x), Some(probs)) if alti && queries == keys => {
+                // The output projection reads heads · head_dim values, which need not be the
+                // hidden size (Gemma's explicit head_dim).
+                let out_bias =
+                    output.forward(&vec![0f32; output.inputs()], 1, Activation::Identity);
                 let zeros = vec![0f32; hidden];
-                let out_bias = output.forward(&zeros, 1, Activation::Identity);
                 let beta = match after {
                     After::Residual(n) | After::Output(n) => n.forward(&zeros, None),
                     After::Nothing => zeros.clone(),
