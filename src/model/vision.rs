@@ -175,6 +175,7 @@ impl Model {
             bytes_cut: false,
             generation: None,
             values: None,
+            head_outputs: None,
         })
     }
 }
