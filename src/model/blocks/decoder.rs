@@ -889,3 +889,44 @@ impl CausalLm for DecoderStack {
         self.logits(&last)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kernels::testing::random;
+
+    #[test]
+    fn each_head_s_write_is_its_share_of_the_projection_in_either_layout() {
+        let (heads, d, hidden) = (3, 4, 21);
+        let width = heads * d;
+        let w = random(width * hidden, 6, 1.0);
+        let ctx = random(width, 7, 1.0);
+        let mut t = vec![0f32; w.len()];
+        for c in 0..width {
+            for o in 0..hidden {
+                t[o * width + c] = w[c * hidden + o];
+            }
+        }
+        let in_out = head_writes(&w, Layout::InOut, &ctx, heads, d, hidden);
+        let out_in = head_writes(&t, Layout::OutIn, &ctx, heads, d, hidden);
+        // The same sums in the same order: the same floats.
+        assert_eq!(in_out, out_in);
+        for h in 0..heads {
+            for o in 0..hidden {
+                let want: f64 = (0..d)
+                    .map(|c| ctx[h * d + c] as f64 * w[(h * d + c) * hidden + o] as f64)
+                    .sum();
+                let got = in_out[h * hidden + o] as f64;
+                assert!((got - want).abs() < 1e-5, "head {h}, {o}: {got} vs {want}");
+            }
+        }
+        // The heads' writes add up to the projection of the whole row (without its bias).
+        for o in 0..hidden {
+            let whole: f64 = (0..width)
+                .map(|c| ctx[c] as f64 * w[c * hidden + o] as f64)
+                .sum();
+            let sum: f64 = (0..heads).map(|h| in_out[h * hidden + o] as f64).sum();
+            assert!((sum - whole).abs() < 1e-5);
+        }
+    }
+}

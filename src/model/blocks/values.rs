@@ -408,3 +408,89 @@ fn spread_of(row: &[f32], kind: NormKind, eps: f32) -> f32 {
     let var = row.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
     (var + eps as f64).sqrt() as f32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::formats::weights::Weight;
+    use crate::model::kernels::testing::random;
+
+    /// The weight `[heads · d, hidden]` as a map in each layout the analyses read in place.
+    fn maps(w: &[f32], width: usize, hidden: usize) -> [Linear; 2] {
+        let mut t = vec![0f32; w.len()];
+        for c in 0..width {
+            for o in 0..hidden {
+                t[o * width + c] = w[c * hidden + o];
+            }
+        }
+        [
+            Linear::new(
+                Weight::owned(w.to_vec(), vec![width, hidden]),
+                Layout::InOut,
+                None,
+            ),
+            Linear::new(Weight::owned(t, vec![hidden, width]), Layout::OutIn, None),
+        ]
+    }
+
+    #[test]
+    fn each_head_s_product_reads_either_layout_as_its_rows_of_w() {
+        let (heads, d, hidden, rows) = (3, 5, 37, 11);
+        let width = heads * d;
+        let w = random(width * hidden, 1, 1.0);
+        let v = random(rows * d, 2, 1.0);
+        for linear in maps(&w, width, hidden) {
+            let maps = HeadMaps::of(&linear, heads, d);
+            for h in 0..heads {
+                let mut out = vec![f32::NAN; rows * hidden];
+                maps.product(h, &v, rows, &mut out);
+                for r in 0..rows {
+                    for o in 0..hidden {
+                        let want: f64 = (0..d)
+                            .map(|c| v[r * d + c] as f64 * w[(h * d + c) * hidden + o] as f64)
+                            .sum();
+                        let got = out[r * hidden + o] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "head {h} ({r}, {o}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_reductions_follow_their_definitions() {
+        // 37 values: two blocks of sixteen and a tail.
+        let n = 37;
+        let (f, y) = (random(n, 3, 2.0), random(n, 4, 2.0));
+        let gamma: Vec<f32> = random(n, 5, 1.0).iter().map(|g| g + 1.5).collect();
+        let close = |got: f32, want: f64| {
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{got} vs {want}"
+            )
+        };
+        let exact_dot = |a: &[f32], b: &[f32]| -> f64 {
+            a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()
+        };
+        close(sum_sq(&f), exact_dot(&f, &f));
+        close(dot(&f, &y), exact_dot(&f, &y));
+        for norm in [
+            None,
+            Some((&gamma[..], NormKind::Layer, 1e-5)),
+            Some((&gamma[..], NormKind::Rms, 1e-5)),
+        ] {
+            let nf = apply(norm, &f);
+            // ⟨N f, y⟩ = ⟨f, Nᵀ y⟩.
+            close(
+                dot(&f, &transpose_applied(norm, y.clone())),
+                exact_dot(&nf, &y),
+            );
+            if let Some(n) = norm {
+                close(normed_sq(n, &f), exact_dot(&nf, &nf));
+            }
+        }
+    }
+}
