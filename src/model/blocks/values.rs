@@ -31,6 +31,7 @@ pub use super::capture::{LayerValues, ValueCapture};
 use super::layers::{Linear, Norm, NormKind};
 use super::mixing;
 use crate::model::kernels::{self, Activation, Layout};
+use rayon::prelude::*;
 
 /// What a layer hands over when its values are asked for (moved, never copied on the plain
 /// path).
@@ -179,34 +180,51 @@ pub fn fill(
                 v
             })
             .collect();
-        let mut value_norms = vec![0f32; heads * keys];
-        let mut normed_norms = vec![0f32; heads * keys];
-        let mut residual_dot = if residual.is_some() {
-            vec![0f32; heads * queries]
-        } else {
-            Vec::new()
-        };
+        // Heads in parallel, each with its own buffer for f_h(x_j) of every key token j.
+        let with_residual = residual.is_some();
+        let per_head: Vec<HeadTerms> = (0..heads)
+            .into_par_iter()
+            .map_init(
+                || vec![0f32; keys * hidden],
+                |f, h| {
+                    maps.product(h, &kv_values[arch.kv_head[h]], keys, f);
+                    let mut terms = HeadTerms {
+                        value_norms: Vec::with_capacity(keys),
+                        normed_norms: Vec::with_capacity(keys),
+                        residual_dot: Vec::new(),
+                        f: None,
+                    };
+                    for row in f.chunks_exact(hidden) {
+                        let size = sum_sq(row).sqrt();
+                        terms.value_norms.push(size);
+                        terms.normed_norms.push(match norm {
+                            None => size,
+                            Some(n) => normed_sq(n, row).sqrt(),
+                        });
+                    }
+                    if with_residual {
+                        terms.residual_dot = residual_w
+                            .chunks_exact(hidden)
+                            .zip(f.chunks_exact(hidden))
+                            .map(|(w, row)| dot(row, w))
+                            .collect();
+                    }
+                    if alti {
+                        terms.f = Some(f.clone());
+                    }
+                    terms
+                },
+            )
+            .collect();
+        let mut value_norms = Vec::with_capacity(heads * keys);
+        let mut normed_norms = Vec::with_capacity(heads * keys);
+        let mut residual_dot = Vec::with_capacity(if with_residual { heads * queries } else { 0 });
         let mut f_rows = Vec::with_capacity(if alti { heads } else { 0 });
-        let mut f = vec![0f32; keys * hidden];
-        for h in 0..heads {
-            // f_h(x_j) for every key token j.
-            maps.product(h, &kv_values[arch.kv_head[h]], keys, &mut f);
-            for (j, row) in f.chunks_exact(hidden).enumerate() {
-                let size = sum_sq(row).sqrt();
-                value_norms[h * keys + j] = size;
-                normed_norms[h * keys + j] = match norm {
-                    None => size,
-                    Some(n) => normed_sq(n, row).sqrt(),
-                };
-            }
-            if !residual_dot.is_empty() {
-                for (i, w) in residual_w.chunks_exact(hidden).enumerate() {
-                    residual_dot[h * queries + i] = dot(&f[i * hidden..][..hidden], w);
-                }
-            }
-            if alti {
-                f_rows.push(f.clone());
-            }
+        for terms in per_head {
+            value_norms.extend(terms.value_norms);
+            normed_norms.extend(terms.normed_norms);
+            residual_dot.extend(terms.residual_dot);
+            f_rows.extend(terms.f);
         }
         // ALTI (`blocks::mixing`), when asked: self-attention only, where the residual is the
         // same tokens.
@@ -250,6 +268,18 @@ pub fn fill(
             residual_scale,
         });
     }
+}
+
+/// What one head gives [`fill`] for one sequence.
+struct HeadTerms {
+    /// ‖f_h(x_j)‖ per key token.
+    value_norms: Vec<f32>,
+    /// ‖N f_h(x_j)‖ per key token.
+    normed_norms: Vec<f32>,
+    /// ⟨N f_h(x_i), M x_i⟩ per query token (empty without a residual).
+    residual_dot: Vec<f32>,
+    /// f_h(x_j) `[keys, hidden]`, kept for ALTI only.
+    f: Option<Vec<f32>>,
 }
 
 /// An output projection read head by head: head h's `[head_dim → hidden]` map is rows
@@ -315,7 +345,8 @@ impl<'a> HeadMaps<'a> {
                 rhs_rs,
                 1.0,
                 1.0,
-                kernels::gemm::Parallelism::Rayon(0),
+                // The caller runs heads in parallel.
+                kernels::gemm::Parallelism::None,
             );
         }
     }
