@@ -266,7 +266,7 @@ impl<'s> SequenceCapture<'s> {
     /// The same capture, also keeping the residual stream at position `at` (below the
     /// capture's query count) taken apart by layer and head ([`HeadOutputs`]), which per-head
     /// direct logit attribution reads: filled by the forward pass of a decoder that has such a
-    /// side ([`super::network::Network::interventions`]), for about 1 % of the pass.
+    /// side ([`super::network::Network::interventions`]), for a few per cent of the pass.
     pub fn with_head_outputs(mut self, arch: &Architecture, at: usize) -> Self {
         assert!(at < self.queries, "position {at} of {}", self.queries);
         let (layers, hidden) = (arch.layers, arch.hidden_size);
