@@ -23,7 +23,9 @@ use crate::analysis::value_zeroing::ValueZeroing;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
-use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, LayerSink, Mask, Model};
+use crate::model::{
+    EncodeOptions, Encoding, GenerateOptions, Generation, HeadOutputs, LayerSink, Mask, Model,
+};
 use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
 use crate::tokenize::Encoded;
@@ -300,6 +302,8 @@ impl RunRequest {
             alti: self.alti,
             layers: self.layers.clone(),
             max_memory: self.max_memory,
+            // Attribution reads the main pass's head outputs at the last position.
+            head_outputs: self.attribution,
         }
     }
 
@@ -491,7 +495,7 @@ impl RunRequest {
             model.logit_lens(&[], &[], 1)?;
         }
         let opts = self.encode_options();
-        let encoding = if self.generates() {
+        let mut encoding = if self.generates() {
             let generate = GenerateOptions {
                 max_new_tokens: self.generate.unwrap_or(0),
                 chat: self.chat,
@@ -510,6 +514,7 @@ impl RunRequest {
         } else {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
+        let head_outputs = encoding.head_outputs.take();
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
             run.value_zeroing = Some(zeroing_of(model, &run)?);
@@ -518,7 +523,7 @@ impl RunRequest {
             run.lens = Some(lens_of(model, &run, k)?);
         }
         if let Some((target, contrast)) = heads {
-            self.heads_of(model, &mut run, target, contrast)?;
+            self.heads_of(model, &mut run, head_outputs.as_ref(), target, contrast)?;
         }
         Ok(run)
     }
@@ -552,11 +557,13 @@ impl RunRequest {
         )))
     }
 
-    /// Fill `run`'s attribution and ablation at its last position.
+    /// Fill `run`'s attribution and ablation at its last position; the attribution from
+    /// `outputs`, the head outputs the run's forward pass kept there, when it kept them.
     fn heads_of(
         &self,
         model: &Model,
         run: &mut Run,
+        outputs: Option<&HeadOutputs>,
         target: Option<u32>,
         contrast: Option<u32>,
     ) -> Result<(), RequestError> {
@@ -570,8 +577,11 @@ impl RunRequest {
         let decode = |id: u32| tokenizer.decode(&[id]).unwrap_or_default();
         let mut target = target;
         if self.attribution {
-            // The model's own prediction comes from the attribution's pass.
-            let forward = model.head_attribution_of(ids, target, contrast)?;
+            // From the run's own pass (the model's prediction too), without one of its own.
+            let forward = match outputs {
+                Some(outputs) => model.head_attribution_from(outputs, target, contrast)?,
+                None => model.head_attribution_of(ids, target, contrast)?,
+            };
             target = Some(forward.target);
             run.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
         }

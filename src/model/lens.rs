@@ -7,7 +7,7 @@
 //! one run of the head per stage (`layers + 1` times the final head's work).
 
 use super::blocks::capture::SequenceCapture;
-use super::blocks::network::Batch;
+use super::blocks::network::{Batch, HeadOutputs};
 use super::{check_input, Error, Model};
 
 /// The top tokens at every stage and position of one sequence.
@@ -259,6 +259,16 @@ impl Model {
         ids: &[u32],
         what: &str,
     ) -> Result<&dyn super::blocks::network::Interventions, Error> {
+        let run = self.interventions_side(what)?;
+        check_input(self.network.architecture(), 0, ids, &vec![0; ids.len()])?;
+        Ok(run)
+    }
+
+    /// The network's interventions side, or the error that names `what` needs it.
+    fn interventions_side(
+        &self,
+        what: &str,
+    ) -> Result<&dyn super::blocks::network::Interventions, Error> {
         let arch = self.network.architecture();
         let Some(run) = self.network.interventions() else {
             return Err(Error::Input(format!(
@@ -273,7 +283,6 @@ impl Model {
                 }
             )));
         };
-        check_input(arch, 0, ids, &vec![0; ids.len()])?;
         Ok(run)
     }
 
@@ -283,6 +292,13 @@ impl Model {
             return Err(Error::Input(format!(
                 "token id {token} is outside the vocabulary of {vocab} tokens"
             )));
+        }
+        Ok(())
+    }
+
+    fn check_tokens(&self, target: Option<u32>, contrast: Option<u32>) -> Result<(), Error> {
+        for token in target.into_iter().chain(contrast) {
+            self.check_token(token)?;
         }
         Ok(())
     }
@@ -319,15 +335,8 @@ impl Model {
         contrast: Option<u32>,
     ) -> Result<AttributionForward, Error> {
         let run = self.interventions(ids, "head attribution")?;
-        if let Some(t) = target {
-            self.check_token(t)?;
-        }
-        if let Some(c) = contrast {
-            self.check_token(c)?;
-        }
-        let head = self.network.unembedding().expect("a decoder with a head");
-        let arch = self.network.architecture();
-        let (layers, heads, hidden, n) = (arch.layers, arch.heads, arch.hidden_size, ids.len());
+        self.check_tokens(target, contrast)?;
+        let n = ids.len();
         let zeros = vec![0; n];
         let out = run.head_outputs(
             &Batch {
@@ -338,6 +347,34 @@ impl Model {
             },
             n - 1,
         );
+        self.head_attribution_from(&out, target, contrast)
+    }
+
+    /// [`Model::head_attribution_of`] from head outputs a forward pass kept at the position
+    /// (the last, for [`EncodeOptions::head_outputs`](crate::model::EncodeOptions)): no pass of
+    /// its own, only the final norm and the head on one row when `target` is `None` (the
+    /// model's own prediction there).
+    pub fn head_attribution_from(
+        &self,
+        out: &HeadOutputs,
+        target: Option<u32>,
+        contrast: Option<u32>,
+    ) -> Result<AttributionForward, Error> {
+        self.interventions_side("head attribution")?;
+        self.check_tokens(target, contrast)?;
+        let head = self.network.unembedding().expect("a decoder with a head");
+        let arch = self.network.architecture();
+        let (layers, heads, hidden) = (arch.layers, arch.heads, arch.hidden_size);
+        if out.heads.len() != layers * heads * hidden
+            || out.rest.len() != layers * hidden
+            || out.residual.len() != (layers + 1) * hidden
+        {
+            return Err(Error::Input(format!(
+                "head outputs of another shape than {}'s {layers} layers × {heads} heads × \
+                 {hidden}",
+                self.info.name()
+            )));
+        }
         let last = &out.residual[layers * hidden..];
         let target = match target {
             Some(t) => t,

@@ -46,7 +46,7 @@ use formats::tensors::TensorMap;
 pub use blocks::capture::{CapturedLayer, LayerSink, SequenceCapture};
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
-pub use blocks::network::{Architecture, Batch, CausalLm, Forward, KvCache, Network};
+pub use blocks::network::{Architecture, Batch, CausalLm, Forward, HeadOutputs, KvCache, Network};
 pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
@@ -98,6 +98,11 @@ pub struct EncodeOptions {
     pub layers: Option<Vec<usize>>,
     /// The most bytes the captured attention may take; `None`: [`default_capture_budget`].
     pub max_memory: Option<u64>,
+    /// Keep the residual stream at the last position taken apart by layer and head
+    /// ([`Encoding::head_outputs`]), what per-head direct logit attribution reads
+    /// ([`Model::head_attribution_from`]), from the same forward pass: decoders with a
+    /// language-model head ([`Model::has_head_interventions`]); others keep nothing.
+    pub head_outputs: bool,
 }
 
 /// Which value terms a forward pass keeps per captured layer ([`LayerValues`]).
@@ -151,6 +156,35 @@ pub struct Encoding {
     /// Per captured layer, what the norm-based analyses need, when
     /// [`EncodeOptions::capture_values`] asked for it.
     pub values: Option<Vec<LayerValues>>,
+    /// The residual stream at the last position taken apart by layer and head, when
+    /// [`EncodeOptions::head_outputs`] asked for it and the model has them.
+    pub head_outputs: Option<HeadOutputs>,
+}
+
+/// What a batched forward pass keeps beyond the attention
+/// ([`Model::forward_batch_values`]'s internals).
+#[derive(Clone, Copy, Debug, Default)]
+struct Extras {
+    /// The value terms per captured layer.
+    values: ValueTerms,
+    /// Each sequence's residual stream at its last position, taken apart by layer and head.
+    head_outputs: bool,
+}
+
+impl From<ValueTerms> for Extras {
+    fn from(values: ValueTerms) -> Extras {
+        Extras {
+            values,
+            head_outputs: false,
+        }
+    }
+}
+
+/// What a batched forward pass gives, one entry per sequence.
+struct BatchRun {
+    forwards: Vec<Forward>,
+    values: Vec<Option<Vec<LayerValues>>>,
+    head_outputs: Vec<Option<HeadOutputs>>,
 }
 
 /// What [`Model::encode_generated`] generates before it captures.
@@ -521,7 +555,7 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
     ) -> Result<Vec<Forward>, Error> {
-        let (out, _) = self.forward_batch_into(
+        let out = self.forward_batch_into(
             batch,
             capture_query_key,
             ValueTerms::Off,
@@ -529,7 +563,7 @@ impl Model {
             max_memory,
             None,
         )?;
-        Ok(out)
+        Ok(out.forwards)
     }
 
     /// [`Model::forward_batch_with`], also keeping each sequence's [`LayerValues`] (per
@@ -548,22 +582,28 @@ impl Model {
         } else {
             ValueTerms::Off
         };
-        self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)
+        let out =
+            self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)?;
+        Ok((out.forwards, out.values))
     }
 
     /// [`Model::forward_batch_values`], or with a `sink` (one sequence only) each captured
     /// layer streamed to it as soon as it is computed: the results then hold no weights, and
-    /// the budget is checked for one layer's buffer.
-    #[allow(clippy::type_complexity)]
+    /// the budget is checked for one layer's buffer. `values` may ask for the head outputs at
+    /// each sequence's last position too ([`Extras::head_outputs`]).
     fn forward_batch_into(
         &self,
         batch: &[(&[u32], &[u32])],
         capture_query_key: bool,
-        values: ValueTerms,
+        values: impl Into<Extras>,
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
         sink: Option<&mut dyn LayerSink>,
-    ) -> Result<(Vec<Forward>, Vec<Option<Vec<LayerValues>>>), Error> {
+    ) -> Result<BatchRun, Error> {
+        let Extras {
+            values,
+            head_outputs,
+        } = values.into();
         if sink.is_some() && batch.len() != 1 {
             return Err(Error::Input(
                 "a streamed capture runs one sequence at a time".into(),
@@ -576,7 +616,11 @@ impl Model {
         }
         let capture_query_key = capture_query_key && sink.is_none();
         if batch.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(BatchRun {
+                forwards: Vec::new(),
+                values: Vec::new(),
+                head_outputs: Vec::new(),
+            });
         }
         let arch = self.network.architecture();
         for (i, (ids, types)) in batch.iter().enumerate() {
@@ -623,6 +667,15 @@ impl Model {
                 })
                 .collect(),
         };
+        // Only a network that takes its heads apart fills them (the others ignore the ask).
+        let head_outputs = head_outputs && self.network.interventions().is_some();
+        if head_outputs {
+            captures = captures
+                .into_iter()
+                .zip(&lengths)
+                .map(|(c, &len)| c.with_head_outputs(arch, len - 1))
+                .collect();
+        }
         let hidden = self.network.forward(
             &Batch {
                 ids: &ids,
@@ -651,6 +704,10 @@ impl Model {
             .iter_mut()
             .map(|c| c.values.take().and_then(|v| v.captured(layers)))
             .collect();
+        let heads: Vec<Option<HeadOutputs>> = captures
+            .iter_mut()
+            .map(|c| c.head_outputs.take().map(|h| h.outputs))
+            .collect();
         if values.any() && kept.iter().any(Option::is_none) {
             return Err(Error::Forward(format!(
                 "{} does not give the value vectors the norm-based analyses need",
@@ -675,7 +732,11 @@ impl Model {
                 }
             })
             .collect();
-        Ok((results, kept))
+        Ok(BatchRun {
+            forwards: results,
+            values: kept,
+            head_outputs: heads,
+        })
     }
 
     /// Check a list of layers to capture: ascending, without repeats, each a layer of the model.
@@ -821,15 +882,19 @@ impl Model {
         };
         let layers = opts.layers.as_deref();
         let streamed = sink.is_some();
-        let (mut outs, mut kept) = self.forward_batch_into(
+        let mut run = self.forward_batch_into(
             &[(&enc.ids, types)],
             opts.capture_query_key,
-            ValueTerms::of(opts),
+            Extras {
+                values: ValueTerms::of(opts),
+                head_outputs: opts.head_outputs,
+            },
             layers,
             opts.max_memory,
             sink,
         )?;
-        let (out, values) = (outs.remove(0), kept.remove(0));
+        let (out, values) = (run.forwards.remove(0), run.values.remove(0));
+        let head_outputs = run.head_outputs.remove(0);
         let n = enc.ids.len();
         let mut units = Units::tokens(
             enc.tokens,
@@ -870,6 +935,7 @@ impl Model {
             bytes_cut: enc.bytes_cut,
             generation: None,
             values,
+            head_outputs,
         })
     }
 

@@ -193,6 +193,7 @@ impl Model {
             bytes_cut: false,
             generation: None,
             values: None,
+            head_outputs: None,
         })
     }
 }

@@ -121,6 +121,32 @@ fn smollm2_matches_transformers() {
 }
 
 #[test]
+fn alti_runs_where_heads_times_head_dim_is_not_the_hidden_size() {
+    // Gemma 2, Gemma 3 and Qwen3 set head_dim apart from hidden / heads (the tiny fixtures:
+    // 4 heads × 16 over a hidden size of 32); ALTI read the output projection's bias with an
+    // input of the hidden size and panicked there. No reference covers these families: the
+    // rows must be shares.
+    for name in ["tiny-gemma2", "tiny-gemma3", "tiny-qwen3"] {
+        let run = RunRequest {
+            alti: true,
+            ..RunRequest::new("The cat sat on the mat.")
+        }
+        .run(&model(name), &Silent)
+        .unwrap();
+        let a = run.alti.expect("ALTI was asked for");
+        for matrix in a.per_layer.iter().chain(&a.aggregated) {
+            for row in matrix.chunks_exact(a.tokens) {
+                let total: f32 = row.iter().sum();
+                assert!(
+                    row.iter().all(|v| v.is_finite() && *v >= 0.0) && (total - 1.0).abs() < 1e-4,
+                    "[{name}] a row {row:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn the_value_capture_alone_leaves_alti_out() {
     // ALTI is opt-in: value-weighted attention's capture does not pay for it.
     let case = case("tiny-bert");

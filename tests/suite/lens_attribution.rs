@@ -152,6 +152,69 @@ fn smollm2_ablation_matches_the_hooks() {
     ablation("smollm2");
 }
 
+/// The run request reads attribution from its own forward pass (each head's output kept at
+/// the last position beside the capture, `EncodeOptions::head_outputs`), with no pass of its
+/// own: the model's standalone pass above gives the same numbers, whatever else the run
+/// captures (value terms, a choice of layers, generated tokens), on families with output
+/// biases (GPT-2), grouped queries (Llama), a norm after attention (Gemma 2) and GGUF blocks.
+#[test]
+fn the_run_request_attributes_from_its_own_pass() {
+    use attnviz::progress::Silent;
+    use attnviz::request::RunRequest;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for name in [
+        "tiny-gpt2",
+        "tiny-llama",
+        "tiny-gemma2",
+        "gguf/tiny-llama.Q8_0.gguf",
+    ] {
+        let path = root.join(name);
+        let model = if name.ends_with(".gguf") {
+            Model::from_gguf(&path).unwrap()
+        } else {
+            Model::from_dir(&path).unwrap()
+        };
+        let plain = RunRequest {
+            attribution: true,
+            ..RunRequest::new("The cat sat on the mat because it")
+        };
+        for request in [
+            plain.clone(),
+            RunRequest {
+                value_weighted: true,
+                layers: Some(vec![0]),
+                ..plain.clone()
+            },
+            RunRequest {
+                generate: Some(3),
+                ..plain.clone()
+            },
+        ] {
+            let run = request.run(&model, &Silent).unwrap();
+            let got = run.head_attribution.expect("asked for");
+            let ids = &run.set.primary().queries().ids;
+            let want = model.head_attribution_of(ids, None, None).unwrap();
+            assert_eq!(got.target.id, want.target, "{name}: the prediction");
+            let close = |what: &str, a: &[f32], b: &[f32]| {
+                assert_eq!(a.len(), b.len(), "{name} {what}");
+                for (x, y) in a.iter().zip(b) {
+                    assert!(
+                        (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+                        "{name} {what}: {x} vs {y} ({request:?})"
+                    );
+                }
+            };
+            close("per head", &got.per_head.concat(), &want.per_head);
+            close("rest", &got.rest, &want.rest);
+            close(
+                "embeddings, bias, total",
+                &[got.embeddings, got.norm_bias, got.logit],
+                &[want.embeddings, want.norm_bias, want.total],
+            );
+        }
+    }
+}
+
 #[test]
 fn an_encoder_is_refused_in_one_line() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

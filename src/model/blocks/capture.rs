@@ -8,6 +8,7 @@
 use std::io;
 
 use super::architecture::Architecture;
+use super::network::HeadOutputs;
 use crate::model::formats::validate;
 use crate::model::kernels::{capture_buffer, CaptureSink};
 
@@ -72,6 +73,9 @@ pub struct SequenceCapture<'s> {
     /// The residual stream `[layers + 1, queries, hidden]` at each stage (the embeddings, then
     /// every layer's output), when asked for ([`SequenceCapture::with_residual`]).
     pub residual: Option<Vec<f32>>,
+    /// Each head's write to the residual stream at one position, when asked for
+    /// ([`SequenceCapture::with_head_outputs`]: per-head direct logit attribution).
+    pub head_outputs: Option<HeadCapture>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -127,6 +131,7 @@ impl<'s> SequenceCapture<'s> {
             }),
             values: None,
             residual: None,
+            head_outputs: None,
             queries,
             keys,
             per_layer: heads * queries * keys,
@@ -258,6 +263,24 @@ impl<'s> SequenceCapture<'s> {
         self
     }
 
+    /// The same capture, also keeping the residual stream at position `at` (below the
+    /// capture's query count) taken apart by layer and head ([`HeadOutputs`]), which per-head
+    /// direct logit attribution reads: filled by the forward pass of a decoder that has such a
+    /// side ([`super::network::Network::interventions`]), for a few per cent of the pass.
+    pub fn with_head_outputs(mut self, arch: &Architecture, at: usize) -> Self {
+        assert!(at < self.queries, "position {at} of {}", self.queries);
+        let (layers, hidden) = (arch.layers, arch.hidden_size);
+        self.head_outputs = Some(HeadCapture {
+            at,
+            outputs: HeadOutputs {
+                heads: vec![0.0; layers * arch.heads * hidden],
+                rest: vec![0.0; layers * hidden],
+                residual: vec![0.0; (layers + 1) * hidden],
+            },
+        });
+        self
+    }
+
     /// The probabilities the network's layer `l` wrote, `[heads, queries, keys]`, while the
     /// buffer holds them (a streamed capture: until the next layer starts).
     pub fn layer_probs(&self, l: usize) -> Option<&[f32]> {
@@ -287,6 +310,16 @@ impl<'s> SequenceCapture<'s> {
     pub fn keys(&self) -> usize {
         self.keys
     }
+}
+
+/// The residual stream of one sequence at one position, taken apart by layer and head, as the
+/// forward pass fills it ([`SequenceCapture::with_head_outputs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadCapture {
+    /// The position (a query row of the sequence).
+    pub at: usize,
+    /// What was kept there.
+    pub outputs: HeadOutputs,
 }
 
 /// What one layer kept for one sequence (see [`super::values`] for the formulas).

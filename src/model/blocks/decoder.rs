@@ -28,7 +28,7 @@ use crate::model::error::Error;
 use crate::model::formats::tensors::Name;
 use crate::model::formats::weights::{MatrixWeight, Weight};
 use crate::model::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Output, Rope, RopeTable,
+    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Output, Rope, RopeTable,
 };
 
 /// How positions reach the model.
@@ -369,7 +369,11 @@ impl Network for DecoderStack {
         let mut h = self.embed(batch.ids, &positions);
         let tables = self.rope_tables(&positions);
         let residual = lens::wanted(captures);
+        let heads_wanted = captures.iter().any(|c| c.head_outputs.is_some());
         let hidden = self.arch.hidden_size;
+        if heads_wanted {
+            keep_head_stage(captures, 0, &h, batch.tokens, hidden);
+        }
         for (l, layer) in self.layers.iter().enumerate() {
             if residual {
                 lens::keep(captures, l, &h, batch.tokens, hidden);
@@ -377,7 +381,7 @@ impl Network for DecoderStack {
             let want = values::wanted(captures, l);
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
             let tables = [tables[0].as_ref(), tables[1].as_ref()];
-            if !want {
+            if !want && !heads_wanted {
                 layer.forward(
                     &mut h,
                     rows,
@@ -389,8 +393,11 @@ impl Network for DecoderStack {
                 );
                 continue;
             }
-            let residual = h.clone();
-            let mut taps = LayerTaps::default();
+            let entering = h.clone();
+            let mut taps = LayerTaps {
+                keep_context: heads_wanted,
+                ..LayerTaps::default()
+            };
             let keys = Keys::Batch(batch);
             layer.forward(
                 &mut h,
@@ -401,6 +408,13 @@ impl Network for DecoderStack {
                 &mut sinks,
                 Some(&mut taps),
             );
+            if heads_wanted {
+                self.keep_head_outputs(captures, l, &taps, &entering, &h, batch.tokens);
+                keep_head_stage(captures, l + 1, &h, batch.tokens, hidden);
+            }
+            if !want {
+                continue;
+            }
             let (heads, kv, d) = (self.arch.heads, self.arch.kv_heads, self.arch.head_dim);
             let after = match &layer.options.post_norms {
                 Some((post, _)) => After::Output(post),
@@ -417,7 +431,7 @@ impl Network for DecoderStack {
                     offset: (heads + kv) * d,
                 },
                 &layer.output,
-                Some(&residual),
+                Some(&entering),
                 after,
                 taps.norm_input.as_deref(),
             );
@@ -520,58 +534,13 @@ impl DecoderStack {
 
 impl Interventions for DecoderStack {
     fn head_outputs(&self, batch: &Batch<'_>, at: usize) -> HeadOutputs {
-        let (heads, d, hidden) = (self.arch.heads, self.arch.head_dim, self.arch.hidden_size);
+        // The forward pass keeps them, capturing no attention.
         let n = batch.tokens;
-        let positions: Vec<usize> = (0..n).collect();
-        let mut h = self.embed(batch.ids, &positions);
-        let mut out = HeadOutputs {
-            heads: vec![0f32; self.layers.len() * heads * hidden],
-            rest: vec![0f32; self.layers.len() * hidden],
-            residual: Vec::with_capacity((self.layers.len() + 1) * hidden),
-        };
-        out.residual.extend_from_slice(&h[at * hidden..][..hidden]);
-        for l in 0..self.layers.len() {
-            let layer = &self.layers[l];
-            let before = h[at * hidden..][..hidden].to_vec();
-            let mut taps = LayerTaps {
-                keep_context: true,
-                ..LayerTaps::default()
-            };
-            self.run_layer(&mut h, n, l, &mut taps);
-            let ctx = &taps.context[at * heads * d..][..heads * d];
-            let attended = &taps.norm_input.as_deref().expect("kept")[at * hidden..][..hidden];
-            // A norm on the attention output (Gemma's post-norm), frozen at the real output.
-            let post = layer.options.post_norms.as_ref().map(|(post, _)| {
-                let (gamma, kind, eps) = post.linear_part();
-                (gamma, 1.0 / lens::spread(attended, kind, eps))
-            });
-            let weight = layer.output.dense_in_out();
-            for head in 0..heads {
-                let dst = &mut out.heads[(l * heads + head) * hidden..][..hidden];
-                let v = &ctx[head * d..][..d];
-                for (c, &x) in v.iter().enumerate() {
-                    let row = &weight[(head * d + c) * hidden..][..hidden];
-                    for (o, &w) in dst.iter_mut().zip(row) {
-                        *o += x * w;
-                    }
-                }
-                if let Some((gamma, scale)) = post {
-                    dst.iter_mut().zip(gamma).for_each(|(v, g)| *v *= g * scale);
-                }
-            }
-            // The rest of the layer's write: the residual's change less the heads' share.
-            let after = &h[at * hidden..][..hidden];
-            let rest = &mut out.rest[l * hidden..][..hidden];
-            for i in 0..hidden {
-                let mut heads_total = 0f32;
-                for head in 0..heads {
-                    heads_total += out.heads[(l * heads + head) * hidden + i];
-                }
-                rest[i] = after[i] - before[i] - heads_total;
-            }
-            out.residual.extend_from_slice(after);
-        }
-        out
+        let mut captures = [SequenceCapture::for_layers(&self.arch, n, n, false, &[])
+            .with_head_outputs(&self.arch, at)];
+        self.forward(batch, &mut captures);
+        let [capture] = captures;
+        capture.head_outputs.expect("asked for").outputs
     }
 
     fn ablated_logits(
@@ -615,7 +584,131 @@ impl Interventions for DecoderStack {
     }
 }
 
+/// Each head's share of an output projection, `[heads, hidden]`, for one row `ctx` of its
+/// input (`[heads · d]`): Σ_c ctx[h·d + c] · W[h·d + c, :] without the bias, from the dense
+/// weight `w` (`[heads · d, hidden]` for [`Layout::InOut`], `[hidden, heads · d]` for
+/// [`Layout::OutIn`]). Each output sums its `d` products in order, whatever the layout, so
+/// both layouts give the same floats.
+fn head_writes(
+    w: &[f32],
+    layout: Layout,
+    ctx: &[f32],
+    heads: usize,
+    d: usize,
+    hidden: usize,
+) -> Vec<f32> {
+    let width = heads * d;
+    let mut out = vec![0f32; heads * hidden];
+    for (head, dst) in out.chunks_exact_mut(hidden).enumerate() {
+        let x = &ctx[head * d..][..d];
+        match layout {
+            Layout::InOut => {
+                for (c, &xc) in x.iter().enumerate() {
+                    let row = &w[(head * d + c) * hidden..][..hidden];
+                    for (o, &wv) in dst.iter_mut().zip(row) {
+                        *o += xc * wv;
+                    }
+                }
+            }
+            Layout::OutIn => {
+                // Eight outputs at a time: eight independent sums, each in the order of c.
+                const LANES: usize = 8;
+                let mut blocks = dst.chunks_exact_mut(LANES);
+                for (b, block) in (&mut blocks).enumerate() {
+                    let rows: [&[f32]; LANES] =
+                        std::array::from_fn(|k| &w[(b * LANES + k) * width + head * d..][..d]);
+                    let mut acc = [0f32; LANES];
+                    for (c, &xc) in x.iter().enumerate() {
+                        for k in 0..LANES {
+                            acc[k] += xc * rows[k][c];
+                        }
+                    }
+                    block.copy_from_slice(&acc);
+                }
+                let done = hidden - blocks.into_remainder().len();
+                for (o, v) in dst.iter_mut().enumerate().skip(done) {
+                    let row = &w[o * width + head * d..][..d];
+                    *v = x.iter().zip(row).fold(0.0, |acc, (a, b)| acc + a * b);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Copy stage `stage` of the residual stream (0: the embeddings; `l + 1`: the output of layer
+/// `l`) at each capture's head-output position from `h` (rows of a batch padded to `tokens`).
+fn keep_head_stage(
+    captures: &mut [SequenceCapture],
+    stage: usize,
+    h: &[f32],
+    tokens: usize,
+    hidden: usize,
+) {
+    for (s, capture) in captures.iter_mut().enumerate() {
+        if let Some(kept) = capture.head_outputs.as_mut() {
+            kept.outputs.residual[stage * hidden..][..hidden]
+                .copy_from_slice(&h[(s * tokens + kept.at) * hidden..][..hidden]);
+        }
+    }
+}
+
 impl DecoderStack {
+    /// Keep what layer `l` wrote at each asking capture's position ([`HeadOutputs`]): each
+    /// head's share of the output projection ([`head_writes`]), through the frozen scale of a
+    /// norm on the attention output (Gemma's post-norm), and the rest of the layer's write (the
+    /// residual's change less the heads' shares). `taps` holds the layer's kept output-projection input and output,
+    /// `entering` and `h` the residual stream before and after the layer (rows of a batch
+    /// padded to `tokens`).
+    fn keep_head_outputs(
+        &self,
+        captures: &mut [SequenceCapture],
+        l: usize,
+        taps: &LayerTaps,
+        entering: &[f32],
+        h: &[f32],
+        tokens: usize,
+    ) {
+        let (heads, d, hidden) = (self.arch.heads, self.arch.head_dim, self.arch.hidden_size);
+        let layer = &self.layers[l];
+        let width = heads * d;
+        // The output projection, decoded once for every capture that asks.
+        let mut dense = None;
+        for (s, capture) in captures.iter_mut().enumerate() {
+            let Some(kept) = capture.head_outputs.as_mut() else {
+                continue;
+            };
+            let row = s * tokens + kept.at;
+            let ctx = &taps.context[row * width..][..width];
+            let attended = &taps.norm_input.as_deref().expect("kept")[row * hidden..][..hidden];
+            let weight = dense.get_or_insert_with(|| layer.output.dense());
+            let mut writes = head_writes(&weight.0, weight.1, ctx, heads, d, hidden);
+            // A norm on the attention output (Gemma's post-norm), frozen at the real output.
+            if let Some((post, _)) = &layer.options.post_norms {
+                let (gamma, kind, eps) = post.linear_part();
+                let scale = 1.0 / lens::spread(attended, kind, eps);
+                for write in writes.chunks_exact_mut(hidden) {
+                    write
+                        .iter_mut()
+                        .zip(gamma)
+                        .for_each(|(v, g)| *v *= g * scale);
+                }
+            }
+            // The rest of the layer's write: the residual's change less the heads' share.
+            let before = &entering[row * hidden..][..hidden];
+            let after = &h[row * hidden..][..hidden];
+            let rest = &mut kept.outputs.rest[l * hidden..][..hidden];
+            for i in 0..hidden {
+                let mut heads_total = 0f32;
+                for head in 0..heads {
+                    heads_total += writes[head * hidden + i];
+                }
+                rest[i] = after[i] - before[i] - heads_total;
+            }
+            kept.outputs.heads[l * heads * hidden..][..heads * hidden].copy_from_slice(&writes);
+        }
+    }
+
     /// Layer `l` alone over one sequence of `n` tokens, with `taps`.
     fn run_layer(&self, h: &mut [f32], n: usize, l: usize, taps: &mut LayerTaps) {
         let positions: Vec<usize> = (0..n).collect();
@@ -794,5 +887,46 @@ impl CausalLm for DecoderStack {
             .final_norm
             .forward(&h[(rows - 1) * width..rows * width], None);
         self.logits(&last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kernels::testing::random;
+
+    #[test]
+    fn each_head_s_write_is_its_share_of_the_projection_in_either_layout() {
+        let (heads, d, hidden) = (3, 4, 21);
+        let width = heads * d;
+        let w = random(width * hidden, 6, 1.0);
+        let ctx = random(width, 7, 1.0);
+        let mut t = vec![0f32; w.len()];
+        for c in 0..width {
+            for o in 0..hidden {
+                t[o * width + c] = w[c * hidden + o];
+            }
+        }
+        let in_out = head_writes(&w, Layout::InOut, &ctx, heads, d, hidden);
+        let out_in = head_writes(&t, Layout::OutIn, &ctx, heads, d, hidden);
+        // The same sums in the same order: the same floats.
+        assert_eq!(in_out, out_in);
+        for h in 0..heads {
+            for o in 0..hidden {
+                let want: f64 = (0..d)
+                    .map(|c| ctx[h * d + c] as f64 * w[(h * d + c) * hidden + o] as f64)
+                    .sum();
+                let got = in_out[h * hidden + o] as f64;
+                assert!((got - want).abs() < 1e-5, "head {h}, {o}: {got} vs {want}");
+            }
+        }
+        // The heads' writes add up to the projection of the whole row (without its bias).
+        for o in 0..hidden {
+            let whole: f64 = (0..width)
+                .map(|c| ctx[c] as f64 * w[c * hidden + o] as f64)
+                .sum();
+            let sum: f64 = (0..heads).map(|h| in_out[h * hidden + o] as f64).sum();
+            assert!((sum - whole).abs() < 1e-5);
+        }
     }
 }

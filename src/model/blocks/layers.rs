@@ -16,6 +16,7 @@
 //! [`kernels::quant::linear_quant`], which decodes them inside the product; they are never
 //! packed or converted.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -286,9 +287,29 @@ impl Linear {
         }
     }
 
+    /// The whole map's weight as one dense f32 matrix, in the layout that costs least to give:
+    /// a single f32 part as it is stored (no copy), a single stored part (GGUF blocks, 16-bit
+    /// floats) decoded as `[outputs, inputs]` rows, several parts side by side as
+    /// [`Linear::dense_in_out`] gives them. What the analyses read an output projection's
+    /// per-head slices from (`blocks::values`, head attribution); never called on the plain
+    /// path.
+    pub fn dense(&self) -> (Cow<'_, [f32]>, Layout) {
+        if let [p] = self.parts.as_slice() {
+            match &p.weight {
+                MatrixWeight::F32(w) => return (Cow::Borrowed(&w[..]), p.layout),
+                MatrixWeight::Stored(m) => {
+                    let mut out = vec![0f32; self.outputs * self.inputs];
+                    let rows = m.matrix().dequantize_rows(0, &mut out);
+                    assert_eq!(rows, self.outputs, "rows of a stored matrix");
+                    return (Cow::Owned(out), Layout::OutIn);
+                }
+            }
+        }
+        (Cow::Owned(self.dense_in_out()), Layout::InOut)
+    }
+
     /// The whole map as one dense `[inputs, outputs]` f32 matrix, parts side by side (a copy;
-    /// stored block types are decoded): what the value-weighted analyses read an output
-    /// projection's per-head slices from (`blocks::values`). Never called on the plain path.
+    /// stored block types are decoded).
     pub fn dense_in_out(&self) -> Vec<f32> {
         if let Some(p) = self.packed.get() {
             return p.weight.clone();

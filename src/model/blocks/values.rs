@@ -30,7 +30,8 @@ use super::capture::SequenceCapture;
 pub use super::capture::{LayerValues, ValueCapture};
 use super::layers::{Linear, Norm, NormKind};
 use super::mixing;
-use crate::model::kernels::{self, Activation, Layout, Matrix, Output};
+use crate::model::kernels::{self, Activation, Layout};
+use rayon::prelude::*;
 
 /// What a layer hands over when its values are asked for (moved, never copied on the plain
 /// path).
@@ -105,6 +106,10 @@ pub fn wanted(captures: &[SequenceCapture], layer: usize) -> bool {
 /// batch padded to `tokens`), its output projection, the residual rows `residual` (the layer's
 /// input on the query side; `None` for cross-attention) and the norm that follows, whose input
 /// rows `norm_input` are (`None` for [`After::Nothing`]).
+///
+/// Per head, one product `[keys, head_dim] × [head_dim, hidden]` gives f_h(x_j) for every key
+/// token; its rows are then only reduced (a norm, a dot product with the query's residual
+/// term), never copied, and kept only for ALTI.
 #[allow(clippy::too_many_arguments)]
 pub fn fill(
     captures: &mut [SequenceCapture],
@@ -117,10 +122,12 @@ pub fn fill(
     after: After<'_>,
     norm_input: Option<&[f32]>,
 ) {
+    if !wanted(captures, layer) {
+        return;
+    }
     let (heads, d) = (arch.heads, arch.head_dim);
     let hidden = output.outputs();
-    let weight = output.dense_in_out();
-    assert_eq!(weight.len(), heads * d * hidden, "output projection shape");
+    let maps = HeadMaps::of(output, heads, d);
     let (norm, residual_normed) = match after {
         After::Nothing => (None, false),
         After::Residual(n) => (Some(n.linear_part()), true),
@@ -132,41 +139,7 @@ pub fn fill(
         }
         let (queries, keys) = (capture.queries(), capture.keys());
         let row0 = s * tokens;
-        // f_h(x_j) for every head and key token, then its norms.
-        let mut value_norms = vec![0f32; heads * keys];
-        let mut normed_norms = vec![0f32; heads * keys];
-        let mut f_rows = Vec::with_capacity(heads);
-        for h in 0..heads {
-            let kv = arch.kv_head[h];
-            let mut v = vec![0f32; keys * d];
-            for (j, dst) in v.chunks_exact_mut(d).enumerate() {
-                let at = (row0 + j) * values.stride + values.offset + kv * d;
-                dst.copy_from_slice(&values.data[at..at + d]);
-            }
-            let mut f = vec![0f32; keys * hidden];
-            kernels::linear(
-                &v,
-                keys,
-                Matrix {
-                    data: &weight[h * d * hidden..(h + 1) * d * hidden],
-                    inputs: d,
-                    outputs: hidden,
-                    layout: Layout::InOut,
-                },
-                None,
-                Output {
-                    data: &mut f,
-                    stride: hidden,
-                    col0: 0,
-                },
-                Activation::Identity,
-            );
-            for (j, row) in f.chunks_exact(hidden).enumerate() {
-                value_norms[h * keys + j] = norm2(row).sqrt();
-                normed_norms[h * keys + j] = norm2(&apply(norm, row)).sqrt();
-            }
-            f_rows.push(f);
-        }
+        let alti = capture.values.as_ref().is_some_and(|v| v.alti);
         // The normalisation's factors per query row.
         let spread = |i: usize| -> f32 {
             match (norm, norm_input) {
@@ -182,28 +155,86 @@ pub fn fill(
         } else {
             vec![1.0; queries]
         };
-        let (mut residual_dot, mut residual_sq) = (Vec::new(), Vec::new());
+        // The residual's terms per query: ‖M x_i‖², and w_i = Nᵀ M x_i, so that
+        // ⟨N f, M x_i⟩ = ⟨f, w_i⟩ for every head's f.
+        let mut residual_sq = Vec::new();
+        let mut residual_w = Vec::new();
         if let Some(x) = residual {
             let m = residual_normed.then_some(norm).flatten();
-            let mx: Vec<Vec<f32>> = (0..queries)
-                .map(|i| apply(m, &x[(row0 + i) * hidden..][..hidden]))
-                .collect();
-            residual_sq = mx.iter().map(|r| norm2(r)).collect();
-            residual_dot = vec![0f32; heads * queries];
-            for (h, f) in f_rows.iter().enumerate() {
-                for (i, mxi) in mx.iter().enumerate() {
-                    let nf = apply(norm, &f[i * hidden..][..hidden]);
-                    residual_dot[h * queries + i] = nf.iter().zip(mxi).map(|(a, b)| a * b).sum();
-                }
+            residual_sq = Vec::with_capacity(queries);
+            residual_w = Vec::with_capacity(queries * hidden);
+            for i in 0..queries {
+                let mx = apply(m, &x[(row0 + i) * hidden..][..hidden]);
+                residual_sq.push(sum_sq(&mx));
+                residual_w.extend(transpose_applied(norm, mx));
             }
+        }
+        // Each key/value head's value vectors, `[keys, head_dim]`.
+        let kv_values: Vec<Vec<f32>> = (0..arch.kv_heads)
+            .map(|kv| {
+                let mut v = Vec::with_capacity(keys * d);
+                for j in 0..keys {
+                    let at = (row0 + j) * values.stride + values.offset + kv * d;
+                    v.extend_from_slice(&values.data[at..at + d]);
+                }
+                v
+            })
+            .collect();
+        // Heads in parallel, each with its own buffer for f_h(x_j) of every key token j.
+        let with_residual = residual.is_some();
+        let per_head: Vec<HeadTerms> = (0..heads)
+            .into_par_iter()
+            .map_init(
+                || vec![0f32; keys * hidden],
+                |f, h| {
+                    maps.product(h, &kv_values[arch.kv_head[h]], keys, f);
+                    let mut terms = HeadTerms {
+                        value_norms: Vec::with_capacity(keys),
+                        normed_norms: Vec::with_capacity(keys),
+                        residual_dot: Vec::new(),
+                        f: None,
+                    };
+                    for row in f.chunks_exact(hidden) {
+                        let size = sum_sq(row).sqrt();
+                        terms.value_norms.push(size);
+                        terms.normed_norms.push(match norm {
+                            None => size,
+                            Some(n) => normed_sq(n, row).sqrt(),
+                        });
+                    }
+                    if with_residual {
+                        terms.residual_dot = residual_w
+                            .chunks_exact(hidden)
+                            .zip(f.chunks_exact(hidden))
+                            .map(|(w, row)| dot(row, w))
+                            .collect();
+                    }
+                    if alti {
+                        terms.f = Some(f.clone());
+                    }
+                    terms
+                },
+            )
+            .collect();
+        let mut value_norms = Vec::with_capacity(heads * keys);
+        let mut normed_norms = Vec::with_capacity(heads * keys);
+        let mut residual_dot = Vec::with_capacity(if with_residual { heads * queries } else { 0 });
+        let mut f_rows = Vec::with_capacity(if alti { heads } else { 0 });
+        for terms in per_head {
+            value_norms.extend(terms.value_norms);
+            normed_norms.extend(terms.normed_norms);
+            residual_dot.extend(terms.residual_dot);
+            f_rows.extend(terms.f);
         }
         // ALTI (`blocks::mixing`), when asked: self-attention only, where the residual is the
         // same tokens.
-        let alti = capture.values.as_ref().is_some_and(|v| v.alti);
         let mixing = match (residual, capture.layer_probs(layer)) {
             (Some(x), Some(probs)) if alti && queries == keys => {
+                // The output projection reads heads · head_dim values, which need not be the
+                // hidden size (Gemma's explicit head_dim).
+                let out_bias =
+                    output.forward(&vec![0f32; output.inputs()], 1, Activation::Identity);
                 let zeros = vec![0f32; hidden];
-                let out_bias = output.forward(&zeros, 1, Activation::Identity);
                 let beta = match after {
                     After::Residual(n) | After::Output(n) => n.forward(&zeros, None),
                     After::Nothing => zeros.clone(),
@@ -239,9 +270,135 @@ pub fn fill(
     }
 }
 
-/// Σ v².
-fn norm2(v: &[f32]) -> f32 {
-    v.iter().map(|x| x * x).sum()
+/// What one head gives [`fill`] for one sequence.
+struct HeadTerms {
+    /// ‖f_h(x_j)‖ per key token.
+    value_norms: Vec<f32>,
+    /// ‖N f_h(x_j)‖ per key token.
+    normed_norms: Vec<f32>,
+    /// ⟨N f_h(x_i), M x_i⟩ per query token (empty without a residual).
+    residual_dot: Vec<f32>,
+    /// f_h(x_j) `[keys, hidden]`, kept for ALTI only.
+    f: Option<Vec<f32>>,
+}
+
+/// An output projection read head by head: head h's `[head_dim → hidden]` map is rows
+/// h·d..(h + 1)·d of `W` (`[heads · d, hidden]`), read in place through strides in either
+/// layout the weight is kept in.
+struct HeadMaps<'a> {
+    weight: std::borrow::Cow<'a, [f32]>,
+    layout: Layout,
+    heads: usize,
+    d: usize,
+    hidden: usize,
+}
+
+impl<'a> HeadMaps<'a> {
+    fn of(output: &'a Linear, heads: usize, d: usize) -> HeadMaps<'a> {
+        let hidden = output.outputs();
+        let (weight, layout) = output.dense();
+        assert_eq!(weight.len(), heads * d * hidden, "output projection shape");
+        HeadMaps {
+            weight,
+            layout,
+            heads,
+            d,
+            hidden,
+        }
+    }
+
+    /// `out = v · W_h` for head `h`: f_h of `rows` value vectors `v` (`[rows, d]`), into `out`
+    /// (`[rows, hidden]`), by gemm.
+    fn product(&self, h: usize, v: &[f32], rows: usize, out: &mut [f32]) {
+        let (heads, d, hidden) = (self.heads, self.d, self.hidden);
+        assert!(
+            h < heads && v.len() == rows * d && out.len() == rows * hidden,
+            "head product shape"
+        );
+        if rows == 0 || d == 0 || hidden == 0 {
+            out.fill(0.0);
+            return;
+        }
+        // W_h's element (c, o): W[h·d + c][o] for [in, out]; W[o][h·d + c] for [out, in].
+        let (offset, rhs_cs, rhs_rs) = match self.layout {
+            Layout::InOut => (h * d * hidden, 1, hidden as isize),
+            Layout::OutIn => (h * d, (heads * d) as isize, 1),
+        };
+        // SAFETY: `out` is [rows, hidden] row-major, `v` [rows, d] row-major (both checked
+        // above); the weight holds heads·d × hidden values (checked in `of`) and every (c, o)
+        // with c < d, o < hidden addresses offset + c·rhs_rs + o·rhs_cs inside it in either
+        // layout, since h < heads.
+        unsafe {
+            kernels::gemm::gemm(
+                rows,
+                hidden,
+                d,
+                out.as_mut_ptr(),
+                1,
+                hidden as isize,
+                false,
+                v.as_ptr(),
+                1,
+                d as isize,
+                self.weight.as_ptr().add(offset),
+                rhs_cs,
+                rhs_rs,
+                1.0,
+                1.0,
+                // The caller runs heads in parallel.
+                kernels::gemm::Parallelism::None,
+            );
+        }
+    }
+}
+
+/// Σ v², in sixteen interleaved sums (which vectorise).
+fn sum_sq(v: &[f32]) -> f32 {
+    dot(v, v)
+}
+
+/// Σ a·b, in sixteen interleaved sums (which vectorise).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// ‖N row‖² for the linear part of a normalisation N: γ ⊙ (row − mean(row)) for LayerNorm,
+/// γ ⊙ row for RMSNorm, with no buffer for N row.
+fn normed_sq((gamma, kind, _): (&[f32], NormKind, f32), row: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let mean = match kind {
+        NormKind::Layer => row.iter().sum::<f32>() / row.len() as f32,
+        NormKind::Rms => 0.0,
+    };
+    let mut acc = [0f32; LANES];
+    let (cr, cg) = (row.chunks_exact(LANES), gamma.chunks_exact(LANES));
+    let tail: f32 = cr
+        .remainder()
+        .iter()
+        .zip(cg.remainder())
+        .map(|(x, g)| ((x - mean) * g).powi(2))
+        .sum();
+    for (x, g) in cr.zip(cg) {
+        for k in 0..LANES {
+            let v = (x[k] - mean) * g[k];
+            acc[k] += v * v;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
 
 /// The linear part of a normalisation applied to `row`: γ ⊙ (row − mean(row)) for LayerNorm,
@@ -259,6 +416,19 @@ fn apply(norm: Option<(&[f32], NormKind, f32)>, row: &[f32]) -> Vec<f32> {
     }
 }
 
+/// Nᵀ y for the linear part N of a normalisation (see [`apply`]), so that ⟨N f, y⟩ = ⟨f, Nᵀ y⟩:
+/// γ ⊙ y, less its mean for LayerNorm (the centring is symmetric); y itself without a norm.
+fn transpose_applied(norm: Option<(&[f32], NormKind, f32)>, mut y: Vec<f32>) -> Vec<f32> {
+    if let Some((gamma, kind, _)) = norm {
+        y.iter_mut().zip(gamma).for_each(|(v, g)| *v *= g);
+        if kind == NormKind::Layer {
+            let mean = y.iter().sum::<f32>() / y.len() as f32;
+            y.iter_mut().for_each(|v| *v -= mean);
+        }
+    }
+    y
+}
+
 /// σ of a normalisation's input row: √(var + ε) for LayerNorm, √(mean(x²) + ε) for RMSNorm.
 fn spread_of(row: &[f32], kind: NormKind, eps: f32) -> f32 {
     let n = row.len() as f64;
@@ -268,4 +438,90 @@ fn spread_of(row: &[f32], kind: NormKind, eps: f32) -> f32 {
     };
     let var = row.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
     (var + eps as f64).sqrt() as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::formats::weights::Weight;
+    use crate::model::kernels::testing::random;
+
+    /// The weight `[heads · d, hidden]` as a map in each layout the analyses read in place.
+    fn maps(w: &[f32], width: usize, hidden: usize) -> [Linear; 2] {
+        let mut t = vec![0f32; w.len()];
+        for c in 0..width {
+            for o in 0..hidden {
+                t[o * width + c] = w[c * hidden + o];
+            }
+        }
+        [
+            Linear::new(
+                Weight::owned(w.to_vec(), vec![width, hidden]),
+                Layout::InOut,
+                None,
+            ),
+            Linear::new(Weight::owned(t, vec![hidden, width]), Layout::OutIn, None),
+        ]
+    }
+
+    #[test]
+    fn each_head_s_product_reads_either_layout_as_its_rows_of_w() {
+        let (heads, d, hidden, rows) = (3, 5, 37, 11);
+        let width = heads * d;
+        let w = random(width * hidden, 1, 1.0);
+        let v = random(rows * d, 2, 1.0);
+        for linear in maps(&w, width, hidden) {
+            let maps = HeadMaps::of(&linear, heads, d);
+            for h in 0..heads {
+                let mut out = vec![f32::NAN; rows * hidden];
+                maps.product(h, &v, rows, &mut out);
+                for r in 0..rows {
+                    for o in 0..hidden {
+                        let want: f64 = (0..d)
+                            .map(|c| v[r * d + c] as f64 * w[(h * d + c) * hidden + o] as f64)
+                            .sum();
+                        let got = out[r * hidden + o] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-5,
+                            "head {h} ({r}, {o}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_reductions_follow_their_definitions() {
+        // 37 values: two blocks of sixteen and a tail.
+        let n = 37;
+        let (f, y) = (random(n, 3, 2.0), random(n, 4, 2.0));
+        let gamma: Vec<f32> = random(n, 5, 1.0).iter().map(|g| g + 1.5).collect();
+        let close = |got: f32, want: f64| {
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{got} vs {want}"
+            )
+        };
+        let exact_dot = |a: &[f32], b: &[f32]| -> f64 {
+            a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()
+        };
+        close(sum_sq(&f), exact_dot(&f, &f));
+        close(dot(&f, &y), exact_dot(&f, &y));
+        for norm in [
+            None,
+            Some((&gamma[..], NormKind::Layer, 1e-5)),
+            Some((&gamma[..], NormKind::Rms, 1e-5)),
+        ] {
+            let nf = apply(norm, &f);
+            // ⟨N f, y⟩ = ⟨f, Nᵀ y⟩.
+            close(
+                dot(&f, &transpose_applied(norm, y.clone())),
+                exact_dot(&nf, &y),
+            );
+            if let Some(n) = norm {
+                close(normed_sq(n, &f), exact_dot(&nf, &nf));
+            }
+        }
+    }
 }
