@@ -14,15 +14,19 @@
 //! and compresses to almost nothing; this makes the compressed blob about 20 % smaller than storing
 //! values interleaved (measured on real MiniLM attention at 512 tokens).
 //!
-//! Nothing is buffered whole: each plane is produced by a pass over the source slices and streamed
-//! through the compressor, so a 512-token report never holds a second copy of the weights.
+//! Nothing is buffered whole when writing a report: each plane is produced by a pass over the
+//! source slices and streamed through the compressor, so a 512-token report never holds a second
+//! copy of the weights. [`Payload::base64_uncompressed`] (the in-place data `attnviz serve` sends)
+//! builds the same text in blocks on several threads instead.
 
 use std::io::{self, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::write::EncoderWriter;
+use base64::Engine;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// How a section's values are stored.
@@ -76,32 +80,95 @@ impl Section<'_> {
 
     /// Byte `plane` of every value, in order, pushed through `sink` in chunks.
     fn write_plane(&self, plane: usize, sink: &mut impl Write) -> io::Result<()> {
-        let mut buf = Vec::with_capacity(1 << 16);
-        // f64 so that rounding to the nearest level is exact (f32 would add up to 0.004 of a step).
-        let levels = self.dtype.levels() as f64;
-        let lo = self.lo as f64;
-        let scale = if self.hi > self.lo {
-            levels / (self.hi as f64 - lo)
+        let len = self.len();
+        let mut buf = vec![0u8; len.min(CHUNK)];
+        for first in (0..len).step_by(CHUNK) {
+            let n = CHUNK.min(len - first);
+            self.plane_range(plane, first, &mut buf[..n]);
+            sink.write_all(&buf[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Byte `plane` of the values `first..first + out.len()`, into `out`.
+    fn plane_range(&self, plane: usize, first: usize, out: &mut [u8]) {
+        let level = Level::of(self);
+        let shift = 8 * plane as u32;
+        let (mut skip, mut out) = (first, out);
+        for part in &self.parts {
+            if out.is_empty() {
+                break;
+            }
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let take = (part.len() - skip).min(out.len());
+            let (here, rest) = out.split_at_mut(take);
+            for (o, &v) in here.iter_mut().zip(&part[skip..skip + take]) {
+                *o = (level.bits(v) >> shift) as u8;
+            }
+            out = rest;
+            skip = 0;
+        }
+        debug_assert!(out.is_empty(), "the range lies inside the section");
+    }
+}
+
+/// Values per chunk a plane is produced in when streamed.
+const CHUNK: usize = 1 << 16;
+
+/// How one section's values become stored bits.
+#[derive(Clone, Copy)]
+struct Level {
+    dtype: Dtype,
+    /// The top level, as f64.
+    levels: f64,
+    lo: f64,
+    /// Levels per unit of value (0 when `hi ≤ lo`).
+    scale: f64,
+}
+
+impl Level {
+    fn of(s: &Section<'_>) -> Self {
+        // f64 so that rounding to the nearest level is exact (f32 would add up to 0.004 of a
+        // step).
+        let levels = s.dtype.levels() as f64;
+        let lo = s.lo as f64;
+        let scale = if s.hi > s.lo {
+            levels / (s.hi as f64 - lo)
         } else {
             0.0
         };
-        let shift = 8 * plane as u32;
-        for part in &self.parts {
-            for &v in *part {
-                let bits: u32 = match self.dtype {
-                    Dtype::F32 => v.to_bits(),
-                    // `as` saturates and maps NaN to 0, which is what we document.
-                    _ => ((v as f64 - lo) * scale).round().clamp(0.0, levels) as u32,
-                };
-                buf.push((bits >> shift) as u8);
-                if buf.len() == buf.capacity() {
-                    sink.write_all(&buf)?;
-                    buf.clear();
-                }
-            }
+        Level {
+            dtype: s.dtype,
+            levels,
+            lo,
+            scale,
         }
-        sink.write_all(&buf)
     }
+
+    /// The stored bits of `v`: its f32 bits, or its nearest level,
+    /// `round((v − lo) · scale)` clamped to `0..=levels`, NaN giving 0.
+    #[inline(always)]
+    fn bits(self, v: f32) -> u32 {
+        match self.dtype {
+            Dtype::F32 => v.to_bits(),
+            _ => nearest_level((v as f64 - self.lo) * self.scale, self.levels),
+        }
+    }
+}
+
+/// `x.round().clamp(0.0, levels) as u32` (halves away from zero, NaN to 0) for a whole
+/// `levels < 2³²`, without `round`'s call into libm, which was most of the payload's time.
+/// Clamping first is the same (`levels` is whole); in `0..=levels` the fraction `x − ⌊x⌋` is
+/// exact, so comparing it with ½ rounds exactly as `round` does.
+#[inline(always)]
+fn nearest_level(x: f64, levels: f64) -> u32 {
+    // `max` and `min` drop a NaN operand: NaN becomes 0, as `as` makes it.
+    let x = x.max(0.0).min(levels);
+    let whole = x as u32;
+    whole + (x - whole as f64 >= 0.5) as u32
 }
 
 /// What the page needs to find and decode one section, serialised into the report's metadata.
@@ -196,12 +263,51 @@ impl<'a> Payload<'a> {
         b64.finish()?;
         Ok(())
     }
+
+    /// The raw payload bytes `start..start + out.len()` (as [`Payload::write_raw`] writes them),
+    /// into `out`.
+    fn raw_range(&self, start: usize, out: &mut [u8]) {
+        let end = start + out.len();
+        let mut at = 0;
+        for s in &self.sections {
+            let len = s.len();
+            for plane in 0..s.dtype.bytes() {
+                let (from, to) = (start.max(at), end.min(at + len));
+                if from < to {
+                    s.plane_range(plane, from - at, &mut out[from - start..to - start]);
+                }
+                at += len;
+            }
+        }
+    }
+
+    /// The payload as base64 text, not compressed: the text [`Payload::write_base64`] writes
+    /// without compression, built in blocks on rayon's threads (each block's raw bytes are
+    /// made and encoded on their own; a block of a multiple of 3 bytes is a whole number of
+    /// base64 groups, so the blocks' texts join into the text of the whole).
+    pub fn base64_uncompressed(&self) -> String {
+        /// Raw bytes per block, a multiple of 3.
+        const BLOCK: usize = 3 << 14;
+        let raw_len = self.raw_len();
+        let mut text = vec![0u8; raw_len.div_ceil(3) * 4];
+        text.par_chunks_mut(BLOCK / 3 * 4)
+            .enumerate()
+            .for_each_init(Vec::new, |raw, (i, chunk)| {
+                let start = i * BLOCK;
+                raw.resize(BLOCK.min(raw_len - start), 0);
+                self.raw_range(start, raw);
+                let written = STANDARD
+                    .encode_slice(&raw[..], chunk)
+                    .expect("a block's text fits its chunk");
+                debug_assert_eq!(written, chunk.len());
+            });
+        String::from_utf8(text).expect("base64 is ASCII")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
     use std::io::Read;
 
     /// Decode a section the way the page does (independently written here from the format doc).
@@ -325,5 +431,111 @@ mod tests {
         payload.write_raw(&mut raw).unwrap();
         // planes: low bytes [0, ff, 0], high bytes [0, ff, 0]
         assert_eq!(raw, [0, 0xff, 0, 0, 0xff, 0]);
+    }
+
+    /// What the quantiser computed before [`nearest_level`]: the definition it must match.
+    fn level_by_round(x: f64, levels: f64) -> u32 {
+        x.round().clamp(0.0, levels) as u32
+    }
+
+    #[test]
+    fn nearest_level_rounds_as_round_does() {
+        let mut xs = vec![
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            0.0,
+            -0.5,
+            -0.49,
+            0.5,
+            0.499_999_999_999_999_9,
+            1.5,
+            2.5,
+            254.5,
+            255.0,
+            255.49,
+            255.5,
+            65_534.5,
+            65_534.499_999_999_99,
+            65_535.0,
+            65_535.2,
+            65_536.0,
+            1e300,
+            f64::MIN_POSITIVE,
+        ];
+        // Every f32 probability near the levels' halves, and a spread of others.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let v = f32::from_bits((seed >> 32) as u32 & 0x3fff_ffff).min(1.0);
+            xs.push(v as f64 * 65_535.0);
+            xs.push(v as f64 * 255.0);
+            xs.push((v as f64 - 0.25) * 300.0);
+        }
+        for k in 0..=65_535u32 {
+            let half = (k as f32 + 0.5) / 65_535.0;
+            for v in [
+                half,
+                f32::from_bits(half.to_bits() - 1),
+                f32::from_bits(half.to_bits() + 1),
+            ] {
+                xs.push(v as f64 * 65_535.0);
+            }
+        }
+        for levels in [255.0, 65_535.0] {
+            for &x in &xs {
+                assert_eq!(
+                    nearest_level(x, levels),
+                    level_by_round(x, levels),
+                    "{x:e} over {levels}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn base64_in_blocks_is_the_streamed_text() {
+        // Sections of every type, one in many parts, long enough for several blocks and of a
+        // length that is not a multiple of 3.
+        let probs: Vec<f32> = (0..70_001)
+            .map(|i| ((i as f32 * 0.618_034) % 1.0).powi(3))
+            .collect();
+        let vectors: Vec<f32> = (0..12_345).map(|i| (i as f32 - 500.0) * 0.0137).collect();
+        for cut in [0usize, 1, 2, 3, 7, 1000] {
+            let sections = vec![
+                Section {
+                    name: "attention".into(),
+                    dtype: Dtype::U16,
+                    lo: 0.0,
+                    hi: 1.0,
+                    parts: probs.chunks(9_999).collect(),
+                },
+                Section {
+                    name: "query".into(),
+                    dtype: Dtype::F32,
+                    lo: 0.0,
+                    hi: 0.0,
+                    parts: vec![&vectors[cut..]],
+                },
+                Section {
+                    name: "coarse".into(),
+                    dtype: Dtype::U8,
+                    lo: -2.0,
+                    hi: 3.0,
+                    parts: vec![&probs[..cut], &[], &vectors[..cut * 3]],
+                },
+            ];
+            let payload = Payload::new(sections, false);
+            let mut streamed = Vec::new();
+            payload.write_base64(&mut streamed).unwrap();
+            assert_eq!(
+                payload.base64_uncompressed().as_bytes(),
+                &streamed[..],
+                "cut {cut}"
+            );
+        }
+        let empty = Payload::new(Vec::new(), false);
+        assert_eq!(empty.base64_uncompressed(), "");
     }
 }
