@@ -481,25 +481,23 @@ pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
     let classes = KeyClasses::of(att);
     // Each layer's own mask: a sliding window changes how many keys a query sees.
     let geometry: Vec<Geometry> = (0..att.layers()).map(|l| Geometry::of(att, l)).collect();
+    let groups = super::detectors::TokenGroups::of(att);
     let nk = att.n_keys();
     let heads = att.heads();
     let flat: Vec<HeadStats> = (0..att.layers() * heads)
         .into_par_iter()
         .map(|i| {
             let l = i / heads;
-            matrix_stats(att.head(l, i % heads), nk, &classes, &geometry[l])
+            let matrix = att.head(l, i % heads);
+            let mut stats = matrix_stats(matrix, nk, &classes, &geometry[l]);
+            // The head detectors' scores ([`super::detectors::token_scores`]).
+            if let Some(groups) = &groups {
+                (stats.prev_token_score, stats.duplicate_token_score) = groups.scores(matrix);
+            }
+            stats
         })
         .collect();
-    let mut grid: Vec<Vec<HeadStats>> = flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect();
-    if let Some(scores) = super::detectors::token_scores(att) {
-        for (layer, scores) in grid.iter_mut().zip(scores) {
-            for (s, (prev, duplicate)) in layer.iter_mut().zip(scores) {
-                s.prev_token_score = prev;
-                s.duplicate_token_score = duplicate;
-            }
-        }
-    }
-    grid
+    flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
 }
 
 /// Alignment figures of one cross-attention head: how sharply each decoder unit picks its

@@ -3,8 +3,6 @@
 //! rollout, opening on the last layer's mean. The page the server sends is these bytes, so
 //! "Save report" downloads exactly what the command line would have written.
 
-use std::borrow::Cow;
-
 use attnviz::analysis::{self, ViewOptions};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::render::html::{
@@ -69,13 +67,18 @@ fn options(
     view: ViewOptions,
     mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
-    let stats = analysis::head_stats(view_att);
     let every_layer = att.layer_numbers().iter().copied().eq(0..att.model.layers);
-    let rollout: Cow<'_, [Vec<f32>]> = if every_layer && att.is_square() {
-        Cow::Owned(analysis::rollout(att))
-    } else {
-        Cow::Owned(Vec::new())
-    };
+    // Side by side: the rollout's chain of products is one thread's work.
+    let (stats, rollout) = rayon::join(
+        || analysis::head_stats(view_att),
+        || {
+            if every_layer && att.is_square() {
+                analysis::rollout(att)
+            } else {
+                Vec::new()
+            }
+        },
+    );
     let selection = Selection::new(att.layers().saturating_sub(1), HeadSel::Mean);
     let precision = PrecisionChoice::default().resolve(
         att.layers(),

@@ -105,9 +105,7 @@ impl Section<'_> {
             }
             let take = (part.len() - skip).min(out.len());
             let (here, rest) = out.split_at_mut(take);
-            for (o, &v) in here.iter_mut().zip(&part[skip..skip + take]) {
-                *o = (level.bits(v) >> shift) as u8;
-            }
+            level.plane(&part[skip..skip + take], shift, here);
             out = rest;
             skip = 0;
         }
@@ -148,27 +146,45 @@ impl Level {
         }
     }
 
-    /// The stored bits of `v`: its f32 bits, or its nearest level,
-    /// `round((v − lo) · scale)` clamped to `0..=levels`, NaN giving 0.
+    /// Bits `shift..shift + 8` of each value's stored bits, into `out`: its f32 bits, or its
+    /// nearest level, `round((v − lo) · scale)` clamped to `0..=levels`, NaN giving 0.
     #[inline(always)]
-    fn bits(self, v: f32) -> u32 {
+    fn plane(self, values: &[f32], shift: u32, out: &mut [u8]) {
+        let Level {
+            levels, lo, scale, ..
+        } = self;
         match self.dtype {
-            Dtype::F32 => v.to_bits(),
-            _ => nearest_level((v as f64 - self.lo) * self.scale, self.levels),
+            Dtype::F32 => {
+                for (o, &v) in out.iter_mut().zip(values) {
+                    *o = (v.to_bits() >> shift) as u8;
+                }
+            }
+            _ => {
+                for (o, &v) in out.iter_mut().zip(values) {
+                    *o = (nearest_level((v as f64 - lo) * scale, levels) >> shift) as u8;
+                }
+            }
         }
     }
 }
 
+/// 2⁵²: a double in `[0, 2³²)` plus this is that double rounded to a whole number (halves to
+/// even), held in the low bits of the sum's mantissa.
+const WHOLE: f64 = 4_503_599_627_370_496.0;
+
 /// `x.round().clamp(0.0, levels) as u32` (halves away from zero, NaN to 0) for a whole
-/// `levels < 2³²`, without `round`'s call into libm, which was most of the payload's time.
-/// Clamping first is the same (`levels` is whole); in `0..=levels` the fraction `x − ⌊x⌋` is
-/// exact, so comparing it with ½ rounds exactly as `round` does.
+/// `levels < 2³²`, in operations that vectorise: `round` is a call into libm and a float → int
+/// cast keeps the loop scalar, and together they were most of the payload's time. Clamping
+/// first is the same (`levels` is whole). Adding [`WHOLE`] rounds to the nearest whole number,
+/// halves to even; a half that went down to even goes up instead, as `round` does: `x` minus
+/// that whole number (exact: they are within ½ of each other) is then exactly ½.
 #[inline(always)]
 fn nearest_level(x: f64, levels: f64) -> u32 {
     // `max` and `min` drop a NaN operand: NaN becomes 0, as `as` makes it.
     let x = x.max(0.0).min(levels);
-    let whole = x as u32;
-    whole + (x - whole as f64 >= 0.5) as u32
+    let shifted = x + WHOLE;
+    let even = shifted - WHOLE;
+    (shifted.to_bits() as u32) + (x - even == 0.5) as u32
 }
 
 /// What the page needs to find and decode one section, serialised into the report's metadata.
@@ -481,6 +497,16 @@ mod tests {
                 f32::from_bits(half.to_bits() + 1),
             ] {
                 xs.push(v as f64 * 65_535.0);
+            }
+        }
+        for k in 0..=255u32 {
+            let half = (k as f32 + 0.5) / 255.0;
+            for v in [
+                half,
+                f32::from_bits(half.to_bits() - 1),
+                f32::from_bits(half.to_bits() + 1),
+            ] {
+                xs.push(v as f64 * 255.0);
             }
         }
         for levels in [255.0, 65_535.0] {
