@@ -5,6 +5,7 @@ use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
 use crate::attention::Attention;
+use crate::model::kernels::multiversion;
 
 /// The mean over the heads of every layer: `[layer]` → `n_query × n_key`, row = query, column =
 /// key.
@@ -83,10 +84,7 @@ fn residual_mean(att: &Attention, layer: usize) -> Vec<f64> {
         .enumerate()
         .for_each(|(q, row)| {
             for h in 0..heads {
-                let src = &att.head(layer, h)[q * n..(q + 1) * n];
-                for (r, &w) in row.iter_mut().zip(src) {
-                    *r += w as f64;
-                }
+                add_widened(row, &att.head(layer, h)[q * n..(q + 1) * n]);
             }
             row.iter_mut().for_each(|r| *r /= heads as f64);
             row[q] += 1.0;
@@ -94,6 +92,15 @@ fn residual_mean(att: &Attention, layer: usize) -> Vec<f64> {
             row.iter_mut().for_each(|r| *r /= sum);
         });
     a
+}
+
+multiversion! {
+    /// `sum[i] += add[i]`, widened to f64.
+    fn add_widened(sum: &mut [f64], add: &[f32]) {
+        for (s, &a) in sum.iter_mut().zip(add) {
+            *s += a as f64;
+        }
+    }
 }
 
 #[cfg(test)]

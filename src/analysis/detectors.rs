@@ -149,17 +149,45 @@ impl TokenGroups {
     /// `(previous-token, duplicate-token)` scores of one head's matrix: the values
     /// [`prev_token_score`] and [`duplicate_score`] give, with the rows summed once for both.
     pub(crate) fn scores(&self, matrix: &[f32]) -> (f64, f64) {
+        /// Rows summed side by side: each row's sum is a chain of dependent additions, and
+        /// several chains at once keep the adder busy.
+        const ROWS: usize = 4;
         let n = self.n;
+        let rows = matrix.len().checked_div(n).unwrap_or(0);
         let (mut prev, mut duplicate, mut total) = (0f64, 0f64, 0f64);
-        for q in 0..matrix.len().checked_div(n).unwrap_or(0) {
-            let row = &matrix[q * n..(q + 1) * n];
-            total += row.iter().map(|&w| w as f64).sum::<f64>();
-            if q >= 1 {
-                prev += row[q - 1] as f64;
+        for first in (0..rows).step_by(ROWS) {
+            let group = first..(first + ROWS).min(rows);
+            let row = |q: usize| &matrix[q * n..(q + 1) * n];
+            // Each row's sum, its values added in order; trailing zeros (a causal row's
+            // masked keys) add nothing, so the rows stop at the longest one's last value.
+            let len = group
+                .clone()
+                .map(|q| crate::analysis::stats::without_trailing_zeros(row(q)).len())
+                .max()
+                .unwrap_or(0);
+            let mut sums = [0f64; ROWS];
+            if group.len() == ROWS {
+                let [a, b, c, d] = std::array::from_fn(|r| &row(first + r)[..len]);
+                for (((&a, &b), &c), &d) in a.iter().zip(b).zip(c).zip(d) {
+                    for (sum, w) in sums.iter_mut().zip([a, b, c, d]) {
+                        *sum += w as f64;
+                    }
+                }
+            } else {
+                for (sum, q) in sums.iter_mut().zip(group.clone()) {
+                    *sum = row(q)[..len].iter().fold(0.0, |s, &w| s + w as f64);
+                }
             }
-            for &k in &self.members[self.group[q]] {
-                if k != q {
-                    duplicate += row[k] as f64;
+            for (sum, q) in sums.iter().zip(group) {
+                let row = row(q);
+                total += sum;
+                if q >= 1 {
+                    prev += row[q - 1] as f64;
+                }
+                for &k in &self.members[self.group[q]] {
+                    if k != q {
+                        duplicate += row[k] as f64;
+                    }
                 }
             }
         }

@@ -472,19 +472,43 @@ async fn run(
     match made {
         Err((status, message)) => error(status, &message),
         Ok((id, n, generated, data, ran, drew)) => {
-            let response = Json(serde_json::json!({
+            let answer = serde_json::json!({
                 "report": format!("/report/{id}"),
                 "filename": "attnviz-report.html",
                 "tokens": n,
                 "generated": generated,
                 "shell": data.shell,
                 "meta": data.meta,
-                "data": data.data,
-            }))
-            .into_response();
+            });
+            let response = (
+                [(header::CONTENT_TYPE, "application/json")],
+                with_base64_field(&answer, "data", &data.data),
+            )
+                .into_response();
             with_timing(response, &[("run", ran), ("report", drew)])
         }
     }
+}
+
+/// The JSON text of `object` with one more field, `name`, holding the base64 text `base64` as a
+/// string. Base64 has no character JSON escapes, so the payload (most of a run's answer) is
+/// copied in once rather than scanned for escaping by the serialiser.
+fn with_base64_field(object: &serde_json::Value, name: &str, base64: &str) -> Vec<u8> {
+    debug_assert!(base64
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)));
+    let mut out = Vec::with_capacity(base64.len() + 64 * 1024);
+    serde_json::to_writer(&mut out, object).expect("a JSON value serialises");
+    debug_assert_eq!(out.last(), Some(&b'}'));
+    out.pop();
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut out, name).expect("a string serialises");
+    out.extend_from_slice(b":\"");
+    out.extend_from_slice(base64.as_bytes());
+    out.extend_from_slice(b"\"}");
+    out
 }
 
 /// What the page asks to compare: two runs (two inputs on one model, or one input on two
@@ -749,6 +773,19 @@ mod tests {
         assert!(e.1.contains("at most 256"), "{}", e.1);
         let e = check_tokens(65, 256, 64).err().unwrap();
         assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn the_payload_joins_the_answer_as_a_json_string() {
+        let object = json!({ "tokens": 3, "meta": "{\"a\": \"<\\\">\"}" });
+        let text = with_base64_field(&object, "data", "QUJD+/8=");
+        let back: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let mut want = object.clone();
+        want["data"] = json!("QUJD+/8=");
+        assert_eq!(back, want);
+        let alone: serde_json::Value =
+            serde_json::from_slice(&with_base64_field(&json!({}), "data", "")).unwrap();
+        assert_eq!(alone, json!({ "data": "" }));
     }
 
     #[test]

@@ -26,7 +26,10 @@ pub fn report_data(
     set: &AttentionSet,
     settings: &[(String, String)],
 ) -> Result<ReportData, String> {
-    with_kinds(set, settings, false, html_kinds_data)
+    // On one of rayon's threads: the statistics, the rollout and the payload each go
+    // parallel, and from a thread outside the pool every one of them would wait for a
+    // handover and a wake-up.
+    rayon::scope(|_| with_kinds(set, settings, false, html_kinds_data))
 }
 
 /// `f` on the kinds of `set` with the command line's default options, opening as it does.

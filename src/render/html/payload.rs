@@ -27,6 +27,8 @@ use base64::Engine;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use rayon::prelude::*;
+
+use crate::model::kernels::multiversion;
 use serde::Serialize;
 
 /// How a section's values are stored.
@@ -148,22 +150,27 @@ impl Level {
 
     /// Bits `shift..shift + 8` of each value's stored bits, into `out`: its f32 bits, or its
     /// nearest level, `round((v − lo) · scale)` clamped to `0..=levels`, NaN giving 0.
-    #[inline(always)]
     fn plane(self, values: &[f32], shift: u32, out: &mut [u8]) {
-        let Level {
-            levels, lo, scale, ..
-        } = self;
         match self.dtype {
             Dtype::F32 => {
                 for (o, &v) in out.iter_mut().zip(values) {
                     *o = (v.to_bits() >> shift) as u8;
                 }
             }
-            _ => {
-                for (o, &v) in out.iter_mut().zip(values) {
-                    *o = (nearest_level((v as f64 - lo) * scale, levels) >> shift) as u8;
-                }
-            }
+            _ => level_plane(values, self, shift, out),
+        }
+    }
+}
+
+multiversion! {
+    /// Bits `shift..shift + 8` of each value's nearest level of `level` (a fixed-point
+    /// type), into `out`.
+    fn level_plane(values: &[f32], level: Level, shift: u32, out: &mut [u8]) {
+        let Level {
+            levels, lo, scale, ..
+        } = level;
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = (nearest_level((v as f64 - lo) * scale, levels) >> shift) as u8;
         }
     }
 }
