@@ -41,37 +41,27 @@ pub fn rollout(att: &Attention) -> Vec<Vec<f32>> {
     }
     let mut out = Vec::with_capacity(layers);
     let mut acc: Option<Tensor> = None;
-    let mut a_hat = (layers > 0).then(|| residual_mean(att, 0));
     for l in 0..layers {
-        let this = a_hat
-            .take()
-            .expect("each layer's Â is made before its turn");
-        // The next layer's Â is made while this one is multiplied in.
-        let (next_hat, next) = rayon::join(
-            || (l + 1 < layers).then(|| residual_mean(att, l + 1)),
-            || {
-                let this = Tensor::from_vec(this, (n, n), &Device::Cpu).expect(SHAPE_OK);
-                match &acc {
-                    None => this,
-                    Some(prev) => this.matmul(prev).expect(SHAPE_OK),
-                }
-            },
-        );
+        let a_hat = residual_mean(att, l);
+        let a_hat = Tensor::from_vec(a_hat, (n, n), &Device::Cpu).expect(SHAPE_OK);
+        let next = match &acc {
+            None => a_hat,
+            Some(prev) => a_hat.matmul(prev).expect(SHAPE_OK),
+        };
         let values: Vec<f64> = next
             .flatten_all()
             .and_then(|t| t.to_vec1())
             .expect(SHAPE_OK);
         out.push(values.into_iter().map(|v| v as f32).collect());
         acc = Some(next);
-        a_hat = next_hat;
     }
     out
 }
 
 const SHAPE_OK: &str = "n × n f64 CPU tensors of matching shape";
 
-/// Rows of `Â` one rayon job makes at least: one job for a short input (splitting 32 rows of a
-/// few heads costs more in handing work over than it saves).
+/// Rows of `Â` one rayon job makes at least; a shorter input is one thread's work (handing 32
+/// rows of a few heads to other threads costs more than it saves).
 const MIN_ROWS_PER_JOB: usize = 64;
 
 /// `rownorm(mean_h A_{l,h} + I)` in f64.
@@ -79,18 +69,23 @@ fn residual_mean(att: &Attention, layer: usize) -> Vec<f64> {
     let n = att.len();
     let heads = att.heads();
     let mut a = vec![0f64; n * n];
-    a.par_chunks_mut(n)
-        .with_min_len(MIN_ROWS_PER_JOB)
-        .enumerate()
-        .for_each(|(q, row)| {
-            for h in 0..heads {
-                add_widened(row, &att.head(layer, h)[q * n..(q + 1) * n]);
-            }
-            row.iter_mut().for_each(|r| *r /= heads as f64);
-            row[q] += 1.0;
-            let sum: f64 = row.iter().sum();
-            row.iter_mut().for_each(|r| *r /= sum);
-        });
+    let fill = |(q, row): (usize, &mut [f64])| {
+        for h in 0..heads {
+            add_widened(row, &att.head(layer, h)[q * n..(q + 1) * n]);
+        }
+        row.iter_mut().for_each(|r| *r /= heads as f64);
+        row[q] += 1.0;
+        let sum: f64 = row.iter().sum();
+        row.iter_mut().for_each(|r| *r /= sum);
+    };
+    if n < MIN_ROWS_PER_JOB {
+        a.chunks_mut(n).enumerate().for_each(fill);
+    } else {
+        a.par_chunks_mut(n)
+            .with_min_len(MIN_ROWS_PER_JOB)
+            .enumerate()
+            .for_each(fill);
+    }
     a
 }
 
