@@ -96,6 +96,20 @@ impl Section<'_> {
     fn plane_range(&self, plane: usize, first: usize, out: &mut [u8]) {
         let level = Level::of(self);
         let shift = 8 * plane as u32;
+        self.for_values(first, out, |values, out| level.plane(values, shift, out));
+    }
+
+    /// The levels of the values `first..first + out.len()` of a fixed-point section, into
+    /// `out`.
+    fn levels_range(&self, first: usize, out: &mut [u16]) {
+        let level = Level::of(self);
+        debug_assert!(level.dtype != Dtype::F32);
+        self.for_values(first, out, |values, out| level_values(values, level, out));
+    }
+
+    /// `f` on the values `first..first + out.len()`, as the slices of the parts they lie in,
+    /// each with the piece of `out` it fills.
+    fn for_values<T>(&self, first: usize, out: &mut [T], mut f: impl FnMut(&[f32], &mut [T])) {
         let (mut skip, mut out) = (first, out);
         for part in &self.parts {
             if out.is_empty() {
@@ -107,7 +121,7 @@ impl Section<'_> {
             }
             let take = (part.len() - skip).min(out.len());
             let (here, rest) = out.split_at_mut(take);
-            level.plane(&part[skip..skip + take], shift, here);
+            f(&part[skip..skip + take], here);
             out = rest;
             skip = 0;
         }
@@ -158,6 +172,19 @@ impl Level {
                 }
             }
             _ => level_plane(values, self, shift, out),
+        }
+    }
+}
+
+multiversion! {
+    /// Each value's nearest level of `level` (a fixed-point type of at most 16 bits), into
+    /// `out`.
+    fn level_values(values: &[f32], level: Level, out: &mut [u16]) {
+        let Level {
+            levels, lo, scale, ..
+        } = level;
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = nearest_level((v as f64 - lo) * scale, levels) as u16;
         }
     }
 }
@@ -308,15 +335,49 @@ impl<'a> Payload<'a> {
     /// without compression, built in blocks on rayon's threads (each block's raw bytes are
     /// made and encoded on their own; a block of a multiple of 3 bytes is a whole number of
     /// base64 groups, so the blocks' texts join into the text of the whole).
+    ///
+    /// The first section, the attention, is most of it: when it is 16-bit and its planes start
+    /// on whole groups (a length that is a multiple of 3), each block of its values is
+    /// quantised once for both planes.
     pub fn base64_uncompressed(&self) -> String {
-        /// Raw bytes per block, a multiple of 3.
+        /// Raw bytes (or values of the first section) per block, a multiple of 3.
         const BLOCK: usize = 3 << 14;
+        const TEXT: usize = BLOCK / 3 * 4;
         let raw_len = self.raw_len();
         let mut text = vec![0u8; raw_len.div_ceil(3) * 4];
-        text.par_chunks_mut(BLOCK / 3 * 4)
+        let (mut rest, mut rest_from) = (&mut text[..], 0);
+        if let Some(first) = self
+            .sections
+            .first()
+            .filter(|s| s.dtype == Dtype::U16 && s.len() % 3 == 0)
+        {
+            let n = first.len();
+            let (planes, others) = rest.split_at_mut(2 * n / 3 * 4);
+            let (low, high) = planes.split_at_mut(n / 3 * 4);
+            low.par_chunks_mut(TEXT)
+                .zip(high.par_chunks_mut(TEXT))
+                .enumerate()
+                .for_each_init(
+                    || (Vec::new(), Vec::new()),
+                    |(levels, raw), (i, (low, high))| {
+                        let count = BLOCK.min(n - i * BLOCK);
+                        levels.resize(count, 0);
+                        first.levels_range(i * BLOCK, levels);
+                        raw.resize(count, 0);
+                        for (plane, text) in [(0, low), (1, high)] {
+                            for (r, &l) in raw.iter_mut().zip(levels.iter()) {
+                                *r = (l >> (8 * plane)) as u8;
+                            }
+                            encode_base64(raw, text);
+                        }
+                    },
+                );
+            (rest, rest_from) = (others, 2 * n);
+        }
+        rest.par_chunks_mut(TEXT)
             .enumerate()
             .for_each_init(Vec::new, |raw, (i, chunk)| {
-                let start = i * BLOCK;
+                let start = rest_from + i * BLOCK;
                 raw.resize(BLOCK.min(raw_len - start), 0);
                 self.raw_range(start, raw);
                 encode_base64(raw, chunk);
@@ -586,13 +647,24 @@ mod tests {
 
     #[test]
     fn base64_in_blocks_is_the_streamed_text() {
-        // Sections of every type, one in many parts, long enough for several blocks and of a
-        // length that is not a multiple of 3.
-        let probs: Vec<f32> = (0..70_001)
+        // Sections of every type, one in many parts, long enough for several blocks; the
+        // attention's length a multiple of 3 (each block quantised once for both planes) or
+        // not.
+        let probs: Vec<f32> = (0..200_001)
             .map(|i| ((i as f32 * 0.618_034) % 1.0).powi(3))
+            .chain([f32::NAN, -1.0, 2.0, 0.5])
             .collect();
         let vectors: Vec<f32> = (0..12_345).map(|i| (i as f32 - 500.0) * 0.0137).collect();
-        for cut in [0usize, 1, 2, 3, 7, 1000] {
+        for (cut, len) in [
+            (0usize, 70_001),
+            (1, 70_002),
+            (2, 69_999),
+            (3, 200_004),
+            (7, 3),
+            (1000, 0),
+            (5, 200_001),
+        ] {
+            let probs = &probs[probs.len() - len..];
             let sections = vec![
                 Section {
                     name: "attention".into(),
@@ -613,7 +685,7 @@ mod tests {
                     dtype: Dtype::U8,
                     lo: -2.0,
                     hi: 3.0,
-                    parts: vec![&probs[..cut], &[], &vectors[..cut * 3]],
+                    parts: vec![&probs[..cut.min(len)], &[], &vectors[..cut * 3]],
                 },
             ];
             let payload = Payload::new(sections, false);
@@ -622,7 +694,7 @@ mod tests {
             assert_eq!(
                 payload.base64_uncompressed().as_bytes(),
                 &streamed[..],
-                "cut {cut}"
+                "cut {cut}, {len} values"
             );
         }
         let empty = Payload::new(Vec::new(), false);
