@@ -959,8 +959,8 @@ mod tests {
     #[test]
     fn trailing_zeros_change_no_moment() {
         let mut row: Vec<f32> = (0..37).map(|k| ((k * 7919) % 31) as f32 / 500.0).collect();
-        for k in 13..37 {
-            row[k] = if k % 2 == 0 { 0.0 } else { -0.0 };
+        for (k, w) in row.iter_mut().enumerate().skip(13) {
+            *w = if k % 2 == 0 { 0.0 } else { -0.0 };
         }
         let live = without_trailing_zeros(&row);
         assert_eq!(live.len(), 16);
