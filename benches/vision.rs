@@ -181,7 +181,7 @@ fn main() {
     }
 
     let request = RunRequest {
-        image: Some(image.clone()),
+        image: Some(image.clone().into()),
         ..RunRequest::new("")
     };
     let run_once = || {

@@ -24,6 +24,7 @@ use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
 use crate::model::encdec::DecoderInput;
 use crate::model::{EncodeOptions, Encoding, GenerateOptions, Generation, LayerSink, Mask, Model};
+use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
 use crate::tokenize::Encoded;
 
@@ -65,9 +66,11 @@ pub struct RunRequest {
     /// self-attention of encoders and decoders, every layer. Off by default: it costs about
     /// as many forward passes as there are tokens.
     pub value_zeroing: bool,
-    /// An image file for a vision model (ViT, DeiT): then `text` only names it (the picture's
-    /// `source`, when it is not the path itself; else the file's name).
-    pub image: Option<std::path::PathBuf>,
+    /// A picture for a vision model (ViT, DeiT, …): a file, or a file's bytes in memory (a
+    /// server's upload, decoded without touching the file system). Then `text` only names it
+    /// (the picture's `source`, when it is not the file's path; else the file's or the bytes'
+    /// name).
+    pub image: Option<ImageSource>,
     /// The logit lens with this many tokens per cell ([`Run::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,
@@ -411,7 +414,7 @@ impl RunRequest {
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Run, RequestError> {
         let heads = self.head_tokens(model)?;
-        if let Some(path) = &self.image {
+        if let Some(picture) = &self.image {
             if sink.is_some() {
                 return Err(RequestError::Model(crate::model::Error::Input(
                     "a vision model's capture is not streamed layer by layer; run it whole and save \
@@ -439,10 +442,14 @@ impl RunRequest {
                         .into(),
                 )));
             }
-            let mut encoding = model.encode_image(path, &self.encode_options())?;
+            let mut encoding = model.encode_image(picture.clone(), &self.encode_options())?;
             // A text other than the path names the picture (the Python package's in-memory
             // images, written to a temporary file first, are "image").
-            if !self.text.is_empty() && std::path::Path::new(&self.text) != path.as_path() {
+            let renamed = match picture {
+                ImageSource::File(path) => std::path::Path::new(&self.text) != path.as_path(),
+                ImageSource::Bytes { .. } => true,
+            };
+            if !self.text.is_empty() && renamed {
                 if let Some(image) = encoding.attention.image.as_mut() {
                     std::sync::Arc::make_mut(image).source = self.text.clone();
                 }

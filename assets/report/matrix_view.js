@@ -99,7 +99,7 @@ function matrixScaleOf(panels, m, mk) {
   }
   const share = rows ? sum / rows : 0;
   if (share > AUTO_SQRT_FIRST_SHARE) {
-    return { kind: 'sqrt', why: 'the first ' + unit + ' holds ' + Math.round(share * 100) + '% of the attention' };
+    return { kind: 'sqrt', why: 'the first ' + unit + ' holds ' + Math.round(share * 100) + '% of each row on average' };
   }
   return { kind: 'linear', why: '' };
 }
@@ -107,7 +107,7 @@ function matrixScaleOf(panels, m, mk) {
 /** Decades a log scale spans below its top (as the PNG figures' `--scale log`). */
 const MATRIX_LOG_DECADES = 3;
 
-function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null) {
+function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null, shares = false) {
   const us = units().list;
   const ks = keyUnits().list;
   const m = us.length;
@@ -136,7 +136,8 @@ function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null) {
   // Worded as the PNG/SVG colour bars are: "attention weight (square-root scale)".
   const name = { linear: '', one: '0 to 1', sqrt: 'square-root scale', log: 'log scale, ' + MATRIX_LOG_DECADES + ' decades' }[scale.kind];
   const notes = [name && scale.why ? name + ': ' + scale.why : name, sharedMax !== null ? 'one scale for both panels' : ''].filter(Boolean);
-  $(id + '-scale').textContent = WEIGHT_CAPTION + (notes.length ? ' (' + notes.join('; ') + ')' : '');
+  // ALTI's and value zeroing's rows are each token's shares from its inputs, not attention.
+  $(id + '-scale').textContent = (shares ? 'share of the row' : WEIGHT_CAPTION) + (notes.length ? ' (' + notes.join('; ') + ')' : '');
   if (caption !== null) $(id + '-caption').textContent = caption;
 }
 
@@ -562,7 +563,7 @@ function renderMatrix() {
     : info.description + (info.per_layer ? ' (layer ' + layerName(l) + ')' : '');
   // A per-layer matrix has that layer's window; one over layers (rollout) only the causal mask.
   const rightLayer = kind === 'mean' || (info && info.per_layer) ? l : null;
-  drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared, rightLayer);
+  drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared, rightLayer, Boolean(info && info.shares));
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
   document.querySelectorAll('#view-matrix .mask-key, #view-matrix .mask-key-label').forEach((k) => { k.hidden = !CAUSAL; });

@@ -10,7 +10,11 @@
  * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
  * the same text, on model B) to /api/compare; the library compares them and draws its comparison
  * page (the bytes `attnviz diff A.json B.json --html` writes), which the frame shows. The
- * comparison's state (compare, textb, modelb, words, shared) is in the address too.
+ * comparison's state (compare, textb, modelb, words, shared) is in the address too. A vision
+ * model takes a picture instead of a text: picked in the file box or dropped anywhere on the
+ * page, it is posted as it is (the request's body, its name in the query) to /api/image, and its
+ * report is shown as a text's is. The address keeps the model and the view but cannot hold the
+ * picture (the page says so): a link to a vision model opens with the picker.
  * `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
  * browser tests and the benchmark. */
 'use strict';
@@ -19,6 +23,9 @@
   const params = new URLSearchParams(location.search);
   const token = params.get('token');
   let models = [];
+  let maxUpload = Infinity; // the server's bound on a picture, in bytes
+  let picture = null; // the picture (a File) a vision model runs on
+  let frameInput = null; // what the frame's report was made from: 'text', 'picture', 'compare'
   let seq = 0;
   let busy = false; // a run posted and not yet answered
   let dirty = false; // the inputs changed while it was
@@ -42,7 +49,10 @@
     $('status').classList.toggle('error', Boolean(isError));
   }
   function current() { return models[Number($('model').value)] || models[0]; }
-  function comparing() { return $('compare').checked; }
+  /** Whether the selected model reads pictures rather than text. */
+  function vision() { const m = current(); return Boolean(m && m.kind === 'vision'); }
+  function comparing() { return $('compare').checked && !vision(); }
+  function mib(bytes) { return (bytes / 1048576).toFixed(bytes < 1048576 ? 2 : 1) + ' MiB'; }
 
   /** Show the inputs the model takes. */
   function fitInputs() {
@@ -50,6 +60,10 @@
     $('pair-line').hidden = !m || m.kind !== 'encoder';
     $('target-line').hidden = !m || m.kind !== 'encoder-decoder';
     $('gen-line').hidden = !m || m.kind !== 'decoder';
+    $('text-line').hidden = vision();
+    $('picture-line').hidden = !vision();
+    // Comparing takes texts.
+    $('compare-line').hidden = vision();
     $('b-line').hidden = !comparing();
   }
 
@@ -67,7 +81,8 @@
     const p = new URLSearchParams();
     if (token) p.set('token', token);
     p.set('model', $('model').value);
-    p.set('text', $('text').value);
+    // A picture cannot travel in the address: a vision model's link keeps the model and view.
+    if (!vision()) p.set('text', $('text').value);
     for (const id of ['pair', 'target']) if ($(id).value && !$(id + '-line').hidden) p.set(id, $(id).value);
     if (!$('gen-line').hidden) {
       if (Number($('generate').value) > 0) p.set('generate', $('generate').value);
@@ -123,20 +138,63 @@
     return out;
   }
 
+  /** Show the report frame, or (a vision model with no picture yet) the drop zone in its place,
+   * so the frame never shows another model's report as if it were this one's. */
+  function showFrame(on) {
+    $('report').hidden = !on;
+    $('drop-zone').hidden = on || !vision();
+    if (!on) $('save').setAttribute('aria-disabled', 'true');
+  }
+
+  /** What a vision model waits for: a picture, or one within the server's bound. */
+  function pictureWanted() {
+    if (!picture) {
+      // Opened from a link: say why the picture is not there.
+      const linked = params.has('view') || params.has('layer') || params.has('head');
+      return 'Choose a picture, or drop one on the page' + (linked ? ' (links do not carry pictures).' : '.');
+    }
+    if (picture.size > maxUpload) {
+      return picture.name + ' is ' + mib(picture.size) + '; this server takes pictures up to ' + mib(maxUpload) + '.';
+    }
+    return null;
+  }
+
+  /** The request of the inputs on screen: [route, fetch options]. */
+  function requestOf(compareMode) {
+    if (vision()) {
+      const h = headers();
+      h['Content-Type'] = 'application/octet-stream';
+      const route = '/api/image?model=' + encodeURIComponent($('model').value) + '&name=' + encodeURIComponent(picture.name);
+      return [route, { method: 'POST', headers: h, body: picture }];
+    }
+    const [route, sent] = compareMode ? ['/api/compare', compareBody()] : ['/api/run', body()];
+    return [route, { method: 'POST', headers: headers(), body: JSON.stringify(sent) }];
+  }
+
   async function runNow() {
     remember();
-    if (!$('text').value.trim()) { status('Type a text.'); return; }
+    const isPicture = vision();
+    if (isPicture) {
+      const wanted = pictureWanted();
+      if (wanted) {
+        if (!picture) showFrame(false);
+        status(wanted, Boolean(picture));
+        return;
+      }
+    } else if (!$('text').value.trim()) { status('Type a text.'); return; }
     const mine = ++seq;
     status('Running…');
     const compareMode = comparing();
-    const record = { text: $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
+    const input = isPicture ? 'picture' : compareMode ? 'compare' : 'text';
+    const record = { text: isPicture ? picture.name : $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
+    if (isPicture) record.picture = true;
     if (compareMode) record.textB = $('text-b').value;
     busy = true;
     dirty = false;
     let answer;
     try {
-      const [route, sent] = compareMode ? ['/api/compare', compareBody()] : ['/api/run', body()];
-      const r = await fetch(withToken(route), { method: 'POST', headers: headers(), body: JSON.stringify(sent) });
+      const [route, options] = requestOf(compareMode);
+      const r = await fetch(withToken(route), options);
       answer = await r.json();
       record.answered = performance.now();
       record.server = serverTiming(r);
@@ -152,6 +210,8 @@
       return;
     }
     const frame = $('report');
+    // Visible before it draws (a hidden frame has no size to lay its views out in).
+    showFrame(true);
     const win = frame.contentWindow;
     $('save').href = withToken(answer.report + '?download=1');
     $('save').download = answer.filename;
@@ -175,8 +235,12 @@
     }
     busy = false;
     const s = frameState();
-    const fragment = s.view && !compareMode ? '#view=' + encodeURIComponent(s.view) : '';
+    // The view carries over between reports of one kind of input; a picture's report after a
+    // text's (or the other way) opens on its own first view, as the command line's does.
+    const sameInput = frameInput === null || frameInput === input;
+    const fragment = s.view && !compareMode && sameInput ? '#view=' + encodeURIComponent(s.view) : '';
     frameShell = null;
+    frameInput = input;
     frame.onload = () => onFrame(mine, record, s, answer);
     frame.src = withToken(answer.report) + fragment;
   }
@@ -199,6 +263,7 @@
   /** Once the report has booted: restore layer and head, record the state. */
   async function onFrame(mine, record, s, answer) {
     const win = $('report').contentWindow;
+    guardDrops(win);
     try {
       if (record.compare) {
         await new Promise((done) => win.requestAnimationFrame(() => setTimeout(done, 0)));
@@ -239,7 +304,8 @@
       status('compared ' + answer.tokens[0] + ' and ' + answer.tokens[1] + ' tokens at ' + answer.level + ' level' + far + ' · ' + ms);
     } else {
       const gen = answer.generated ? ' · generated: ' + answer.generated : '';
-      status(answer.tokens + ' tokens · ' + ms + gen);
+      const named = answer.name ? answer.name + ' · ' : '';
+      status(named + answer.tokens + ' tokens · ' + ms + gen);
     }
     remember();
   }
@@ -247,6 +313,50 @@
   function schedule() {
     lastInput = performance.now();
     if (busy) dirty = true; else runNow();
+  }
+
+  /** A picture picked or dropped: run it (a vision model), or say which models take one. */
+  function takePicture(file) {
+    if (!file) return;
+    if (!vision()) {
+      const some = models.filter((m) => m.kind === 'vision').map((m) => m.name);
+      status(current().name + ' reads text, not pictures' +
+        (some.length ? '; choose ' + some.join(' or ') + ' to drop a picture.' : '.'), true);
+      return;
+    }
+    picture = file;
+    schedule();
+  }
+
+  /** Files dragged over the page (or its report frame) are the app's: highlighted while they
+   * hover, run when dropped, and never opened by the browser in place of the page. */
+  let dropTimer = 0;
+  function carriesFiles(e) { return e.dataTransfer && [...e.dataTransfer.types].includes('Files'); }
+  function guardDrops(win) {
+    if (!win || win.attnvizServeDrops) return;
+    try {
+      win.attnvizServeDrops = true;
+      win.addEventListener('dragover', (e) => {
+        if (!carriesFiles(e)) return;
+        e.preventDefault();
+        e.dataTransfer.dropEffect = 'copy';
+        $('input').classList.toggle('dropping', vision());
+        clearTimeout(dropTimer);
+        // dragover repeats while the files hover; when it stops, they have left.
+        dropTimer = setTimeout(() => $('input').classList.remove('dropping'), 300);
+      });
+      win.addEventListener('drop', (e) => {
+        if (!carriesFiles(e)) return;
+        e.preventDefault();
+        $('input').classList.remove('dropping');
+        const file = e.dataTransfer.files[0];
+        if (vision() && file) {
+          // The file box shows the dropped picture's name, where the browser lets it.
+          try { $('picture').files = e.dataTransfer.files; } catch (err) { /* read-only */ }
+        }
+        takePicture(file);
+      });
+    } catch (e) { /* a frame of another origin: not ours */ }
   }
 
   async function main() {
@@ -276,15 +386,22 @@
     $('generate').value = params.get('generate') || '0';
     $('generate').max = String(info.max_generate);
     $('chat').checked = params.get('chat') === '1';
+    if (Number.isFinite(info.max_upload)) {
+      maxUpload = info.max_upload;
+      $('max-upload').textContent = mib(maxUpload).replace('.0 ', ' ');
+    }
     fitInputs();
     for (const id of ['text', 'pair', 'target', 'generate', 'text-b']) $(id).addEventListener('input', schedule);
     for (const id of ['chat', 'words', 'shared', 'model-b']) $(id).addEventListener('change', schedule);
     $('compare').addEventListener('change', () => { fitInputs(); schedule(); });
     $('model').addEventListener('change', () => { fitInputs(); schedule(); });
+    $('picture').addEventListener('change', () => takePicture($('picture').files[0]));
+    guardDrops(window);
+    guardDrops($('report').contentWindow);
     $('input').addEventListener('submit', (e) => { e.preventDefault(); schedule(); });
     $('share').addEventListener('click', (e) => { e.preventDefault(); remember(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); status('Link copied to the address bar.'); });
     document.documentElement.dataset.ready = 'true';
-    if ($('text').value.trim()) runNow(); else status('Type a text.');
+    if (vision() || $('text').value.trim()) runNow(); else status('Type a text.');
   }
   main().catch((e) => status(String(e), true));
 }());

@@ -583,7 +583,7 @@ fn run(
         value_weighted: weighting != Weighting::Raw,
         // A vision model's picture (a file; the package writes an in-memory one to a
         // temporary PNG first); then `text` names it.
-        image,
+        image: image.map(attnviz::pixels::ImageSource::File),
         lens,
         alti,
         value_zeroing,

@@ -87,3 +87,60 @@ def test_bad_images_name_the_keyword(kwargs, error, words):
     with pytest.raises(error, match=None) as e:
         attnviz.run(model=DEIT, **kwargs)
     assert words in str(e.value)
+
+
+def _convert_to_rgb(image: Image.Image) -> Image.Image:
+    """transformers' `image_transforms.convert_to_rgb`, line for line: anything but RGB becomes
+    RGBA and is composited onto white."""
+    if image.mode == "RGB":
+        return image
+    image_rgba = image.convert("RGBA")
+    background = Image.new("RGBA", image_rgba.size, (255, 255, 255))
+    return Image.alpha_composite(background, image_rgba).convert("RGB")
+
+
+def _pictures(folder: Path) -> dict:
+    """One picture in each mode a PNG or JPEG file opens in with PIL, written by PIL."""
+    rng = np.random.default_rng(1)
+    h, w = 37, 45
+    rgb = (rng.random((h, w, 3)) * 255).astype(np.uint8)
+    alpha = (rng.random((h, w)) * 255).astype(np.uint8)
+    palette = Image.fromarray(rgb).convert("P", palette=Image.ADAPTIVE, colors=16)
+    out = {}
+    for name, image, extra in [
+        ("L.png", Image.fromarray(rgb[..., 0], "L"), {}),
+        ("LA.png", Image.fromarray(np.dstack([rgb[..., 0], alpha]), "LA"), {}),
+        ("RGBA.png", Image.fromarray(np.dstack([rgb, alpha]), "RGBA"), {}),
+        ("P.png", palette, {}),
+        ("P-transparent.png", palette, {"transparency": 3}),
+        ("1.png", Image.fromarray(rgb[..., 0] > 128), {}),
+        ("I16.png", Image.fromarray((rng.random((h, w)) * 65535).astype(np.uint16)), {}),
+        ("RGB.jpg", Image.fromarray(rgb), {"quality": 85}),
+        ("progressive.jpg", Image.fromarray(rgb), {"quality": 70, "progressive": True}),
+        ("L.jpg", Image.fromarray(rgb[..., 1], "L"), {}),
+    ]:
+        path = folder / name
+        image.save(path, **extra)
+        out[name] = path
+    return out
+
+
+def test_every_pil_mode_reaches_the_model_as_transformers_prepares_it(tmp_path):
+    """The picture the model saw (the JSON's `view_png`: decoded, made RGB, resized) equals what
+    transformers' processor makes with PIL, pixel for pixel, for each PNG mode and for JPEGs
+    (baseline, progressive, gray): PIL decodes JPEG with libjpeg-turbo, as attnviz does."""
+    import base64
+    import io
+
+    config = json.loads((Path(DEIT) / "preprocessor_config.json").read_text())
+    size = (config["size"]["width"], config["size"]["height"])
+    for name, path in _pictures(tmp_path).items():
+        with Image.open(path) as im:
+            want = np.asarray(_convert_to_rgb(im).resize(size, resample=config["resample"]))
+        doc = cli_json("-m", DEIT, "--image", str(path))
+        png = base64.b64decode(doc["image"]["view_png"].split(",")[-1])
+        with Image.open(io.BytesIO(png)) as seen:
+            got = np.asarray(seen.convert("RGB"))
+        assert got.shape == want.shape, name
+        worst = int(np.abs(got.astype(int) - want.astype(int)).max())
+        assert worst == 0, f"{name}: {worst} levels from transformers' pixels"

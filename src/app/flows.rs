@@ -172,7 +172,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         value_weighted: plan.weighting != Weighting::Raw,
         alti: plan.alti,
         value_zeroing: plan.value_zeroing,
-        image: plan.picture.clone(),
+        image: plan.picture.clone().map(attnviz::pixels::ImageSource::File),
         lens: plan.lens,
         attribution: plan.attribution,
         ablate: plan.ablate,

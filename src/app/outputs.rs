@@ -587,6 +587,7 @@ impl Outputs<'_> {
                             }
                         ),
                         values: att.head(layer, h),
+                        shares: false,
                     },
                     _ => figure,
                 };

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
 use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, ModelInfo, Role, Units};
-use crate::pixels::{self, ImageProcessor, Rgb};
+use crate::pixels::{self, ImageProcessor, ImageSource, Rgb};
 
 /// The image processor in a vision model's folder.
 pub fn image_processor(dir: &Path) -> Result<ImageProcessor, Error> {
@@ -27,15 +27,26 @@ impl Model {
         self.image_processor.as_ref()
     }
 
-    /// Decode the image file `path` and run it ([`Model::encode_rgb`]).
-    pub fn encode_image(&self, path: &Path, opts: &EncodeOptions) -> Result<Encoding, Error> {
+    /// Decode the image file (or its bytes in memory) `image`, resizing each row as it is decoded
+    /// ([`ImageProcessor::prepare_file`]), and run it as [`Model::encode_rgb`] runs a picture.
+    pub fn encode_image(
+        &self,
+        image: impl Into<ImageSource>,
+        opts: &EncodeOptions,
+    ) -> Result<Encoding, Error> {
         self.vision_or_refuse()?;
-        let rgb = pixels::decode(path).map_err(|e| Error::Input(e.to_string()))?;
-        let source = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        self.encode_rgb(&rgb, &source, opts)
+        let image = image.into();
+        let prepared = self
+            .processor()?
+            .prepare_file(&image)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        self.encode_prepared(prepared, &image.name(), opts)
+    }
+
+    fn processor(&self) -> Result<&ImageProcessor, Error> {
+        self.image_processor
+            .as_ref()
+            .ok_or_else(|| Error::Input("the model has no image processor".into()))
     }
 
     fn vision_or_refuse(&self) -> Result<&dyn super::blocks::vision::Vision, Error> {
@@ -57,12 +68,19 @@ impl Model {
         source: &str,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        self.vision_or_refuse()?;
+        let prepared = self.processor()?.prepare(rgb);
+        self.encode_prepared(prepared, source, opts)
+    }
+
+    /// Run a model input made by the image processor.
+    fn encode_prepared(
+        &self,
+        prepared: pixels::Prepared,
+        source: &str,
+        opts: &EncodeOptions,
+    ) -> Result<Encoding, Error> {
         let vision = self.vision_or_refuse()?;
-        let processor = self
-            .image_processor
-            .as_ref()
-            .ok_or_else(|| Error::Input("the model has no image processor".into()))?;
-        let prepared = processor.prepare(rgb);
         let p = vision.patch_size();
         if prepared.width < p || prepared.height < p {
             return Err(Error::Input(format!(

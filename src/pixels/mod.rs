@@ -4,9 +4,11 @@
 //! filters, [`resample`]), centre crop, rescale and normalise, in that order. The result keeps
 //! the 8-bit picture the model saw, for the views to draw on.
 
+mod read;
 pub mod resample;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -77,8 +79,62 @@ pub enum PixelsError {
     },
 }
 
-/// An 8-bit RGB picture.
+/// Where a picture comes from: a file, or its file's bytes already in memory (a server's
+/// upload), which are decoded without touching the file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageSource {
+    /// A picture file.
+    File(PathBuf),
+    /// A picture file's bytes.
+    Bytes {
+        /// What names the picture in messages and views (`upload.jpg`).
+        name: String,
+        /// The file's bytes.
+        bytes: Arc<[u8]>,
+    },
+}
+
+impl ImageSource {
+    /// How messages name the picture: the file's path, or the bytes' name.
+    pub fn shown(&self) -> PathBuf {
+        match self {
+            ImageSource::File(path) => path.clone(),
+            ImageSource::Bytes { name, .. } => PathBuf::from(name),
+        }
+    }
+
+    /// The picture's name in the views: the file's name, or the bytes' name.
+    pub fn name(&self) -> String {
+        match self {
+            ImageSource::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into(),
+            ),
+            ImageSource::Bytes { name, .. } => name.clone(),
+        }
+    }
+}
+
+impl From<PathBuf> for ImageSource {
+    fn from(path: PathBuf) -> Self {
+        ImageSource::File(path)
+    }
+}
+
+impl From<&Path> for ImageSource {
+    fn from(path: &Path) -> Self {
+        ImageSource::File(path.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for ImageSource {
+    fn from(path: &PathBuf) -> Self {
+        ImageSource::File(path.clone())
+    }
+}
+
+/// An 8-bit RGB picture.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rgb {
     /// Width in pixels.
     pub width: usize,
@@ -145,116 +201,18 @@ impl Rgb {
 
 /// Decode `path` (PNG, JPEG or WebP, by content) to RGB with bounded memory: the header is read
 /// first and an image over [`MAX_SIDE`] a side or [`MAX_PIXELS`] is refused before decoding;
-/// animations are refused.
+/// animations are refused. JPEG is decoded as PIL decodes it (libjpeg-turbo), pixel for pixel.
+/// A model's input is better made with [`ImageProcessor::prepare_file`], which never holds the whole
+/// picture.
 pub fn decode(path: &Path) -> Result<Rgb, PixelsError> {
-    let corrupt = |e: image::ImageError| match e {
-        image::ImageError::Limits(_) => PixelsError::TooLarge {
-            path: path.to_path_buf(),
-            width: 0,
-            height: 0,
-        },
-        e => PixelsError::Corrupt {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        },
-    };
-    let meta = std::fs::metadata(path).map_err(|e| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    if !meta.is_file() {
-        return Err(PixelsError::Read {
-            path: path.to_path_buf(),
-            reason: "not a regular file".into(),
-        });
-    }
-    let file = std::fs::File::open(path).map_err(|e| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut reader = image::io::Reader::new(std::io::BufReader::new(file))
-        .with_guessed_format()
-        .map_err(|e| PixelsError::Read {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-    let format = reader.format();
-    // Animated files are refused by their own decoders' flags.
-    match format {
-        Some(image::ImageFormat::Png) => {
-            let f = std::fs::File::open(path).map_err(|e| PixelsError::Read {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-            let dec =
-                image::codecs::png::PngDecoder::new(std::io::BufReader::new(f)).map_err(corrupt)?;
-            if dec.is_apng() {
-                return Err(PixelsError::Animated {
-                    path: path.to_path_buf(),
-                    format: "APNG",
-                });
-            }
-        }
-        Some(image::ImageFormat::WebP) => {
-            let f = std::fs::File::open(path).map_err(|e| PixelsError::Read {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-            let dec = image::codecs::webp::WebPDecoder::new(std::io::BufReader::new(f))
-                .map_err(corrupt)?;
-            if dec.has_animation() {
-                return Err(PixelsError::Animated {
-                    path: path.to_path_buf(),
-                    format: "animated WebP",
-                });
-            }
-        }
-        Some(image::ImageFormat::Jpeg) => {}
-        _ => {
-            return Err(PixelsError::Corrupt {
-                path: path.to_path_buf(),
-                reason: match format {
-                    Some(f) => format!("{f:?} files are not read"),
-                    None => "unknown format".into(),
-                },
-            })
-        }
-    }
-    let (w, h) = reader.into_dimensions().map_err(corrupt)?;
-    check_size(path, w as u64, h as u64)?;
-    reader = image::io::Reader::new(std::io::BufReader::new(std::fs::File::open(path).map_err(
-        |e| PixelsError::Read {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        },
-    )?))
-    .with_guessed_format()
-    .map_err(|e| PixelsError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut limits = image::io::Limits::default();
-    limits.max_image_width = Some(MAX_SIDE);
-    limits.max_image_height = Some(MAX_SIDE);
-    limits.max_alloc = Some(MAX_DECODE_BYTES);
-    reader.limits(limits);
-    let img = reader.decode().map_err(corrupt)?;
-    let color = format!("{:?}", img.color()).to_lowercase();
-    let rgb = match img {
-        image::DynamicImage::ImageRgb8(rgb) => rgb,
-        image::DynamicImage::ImageRgba8(rgba) => {
-            let (w, h) = rgba.dimensions();
-            let data = Rgb::from_array(rgba.as_raw(), h as usize, w as usize, 4)?.data;
-            image::RgbImage::from_raw(w, h, data).expect("sized")
-        }
-        other => other.to_rgb8(),
-    };
-    Ok(Rgb {
-        width: rgb.width() as usize,
-        height: rgb.height() as usize,
-        data: rgb.into_raw(),
-        color,
-    })
+    decode_source(&ImageSource::from(path))
+}
+
+/// [`decode`] of a file or of bytes in memory.
+pub fn decode_source(source: &ImageSource) -> Result<Rgb, PixelsError> {
+    let mut whole = read::Whole::default();
+    read::read(source, &mut whole)?;
+    Ok(whole.0)
 }
 
 fn check_size(path: &Path, w: u64, h: u64) -> Result<(), PixelsError> {
@@ -423,33 +381,66 @@ impl ImageProcessor {
     /// The model's input made from `img`: `[3, height, width]` f32 values, the 8-bit picture
     /// before rescaling, and the steps taken.
     pub fn prepare(&self, img: &Rgb) -> Prepared {
-        let (mut w, mut h) = (img.width, img.height);
-        let mut data = img.data.clone();
+        let mut resizing = Resizing::new(self);
+        read::Rows::begin(&mut resizing, img.width, img.height, &img.color);
+        for row in img.data.chunks_exact(img.width * 3) {
+            read::Rows::row(&mut resizing, row);
+        }
+        self.finish(resizing)
+    }
+
+    /// The model's input made from the picture file (or its bytes) `source` ([`decode`]'s
+    /// formats and limits),
+    /// as [`ImageProcessor::prepare`] makes it from the decoded picture, byte for byte. Each row
+    /// is resized as it is decoded (a baseline JPEG or non-interlaced PNG is never held whole),
+    /// so memory follows the model's input size (the picture's height × the resized width),
+    /// not the file's pixel count.
+    pub fn prepare_file(&self, source: &ImageSource) -> Result<Prepared, PixelsError> {
+        let mut resizing = Resizing::new(self);
+        read::read(source, &mut resizing)?;
+        Ok(self.finish(resizing))
+    }
+
+    /// The new size of a `w × h` picture, when it is resized.
+    fn resized(&self, w: usize, h: usize) -> Option<(usize, usize)> {
+        Some(match self.resize? {
+            Size::Fixed { width, height } => (width, height),
+            Size::ShortestEdge(s) => {
+                // transformers' get_resize_output_image_size: the long side truncated.
+                let (short, long) = if w <= h { (w, h) } else { (h, w) };
+                let new_long = (s as f64 * long as f64 / short as f64) as usize;
+                let new_long = new_long.clamp(1, MAX_INPUT_SIDE * 8);
+                if w <= h {
+                    (s, new_long)
+                } else {
+                    (new_long, s)
+                }
+            }
+        })
+    }
+
+    /// Crop, rescale and normalise what the resize made.
+    fn finish(&self, resizing: Resizing) -> Prepared {
+        let Resizing {
+            rows,
+            original,
+            size: (mut w, mut h),
+            color,
+            ..
+        } = resizing;
+        let mut data = match rows {
+            Some(rows) => rows.finish(),
+            None => Vec::new(),
+        };
         let mut steps = Preprocessing {
-            color: img.color.clone(),
+            color,
             resize: None,
             crop: None,
             rescale: self.rescale,
             normalize: self.normalize,
             positions_from: None,
         };
-        if let Some(size) = self.resize {
-            let (nw, nh) = match size {
-                Size::Fixed { width, height } => (width, height),
-                Size::ShortestEdge(s) => {
-                    // transformers' get_resize_output_image_size: the long side truncated.
-                    let (short, long) = if w <= h { (w, h) } else { (h, w) };
-                    let new_long = (s as f64 * long as f64 / short as f64) as usize;
-                    let new_long = new_long.clamp(1, MAX_INPUT_SIDE * 8);
-                    if w <= h {
-                        (s, new_long)
-                    } else {
-                        (new_long, s)
-                    }
-                }
-            };
-            data = resample::resize(&data, w, h, nw, nh, self.filter);
-            (w, h) = (nw, nh);
+        if self.resize.is_some() {
             steps.resize = Some(Resize {
                 width: w,
                 height: h,
@@ -481,8 +472,58 @@ impl ImageProcessor {
             width: w,
             height: h,
             view: data,
-            original: [img.width, img.height],
+            original,
             steps,
+        }
+    }
+}
+
+/// The resize of a model's input as the decoder hands over rows
+/// ([`ImageProcessor::prepare_file`]).
+struct Resizing<'a> {
+    processor: &'a ImageProcessor,
+    /// The resize under way (the picture's own size when the processor does not resize).
+    rows: Option<resample::RowResize>,
+    /// The picture's `[width, height]`.
+    original: [usize; 2],
+    /// The size after the resize.
+    size: (usize, usize),
+    color: String,
+}
+
+impl<'a> Resizing<'a> {
+    fn new(processor: &'a ImageProcessor) -> Self {
+        Resizing {
+            processor,
+            rows: None,
+            original: [0, 0],
+            size: (0, 0),
+            color: String::new(),
+        }
+    }
+}
+
+impl read::Rows for Resizing<'_> {
+    fn begin(&mut self, width: usize, height: usize, color: &str) {
+        let (nw, nh) = self
+            .processor
+            .resized(width, height)
+            .unwrap_or((width, height));
+        self.rows = Some(resample::RowResize::new(
+            width,
+            height,
+            nw,
+            nh,
+            self.processor.filter,
+        ));
+        self.original = [width, height];
+        self.size = (nw, nh);
+        self.color = color.to_string();
+    }
+
+    fn row(&mut self, rgb: &[u8]) {
+        if let Some(rows) = self.rows.as_mut() {
+            rows.push(rgb);
         }
     }
 }
@@ -574,5 +615,41 @@ mod tests {
         let padded = center_crop(&[9; 2 * 2 * 3], 2, 2, 4, 2);
         assert_eq!(&padded[..3], &[0, 0, 0]);
         assert_eq!(&padded[3..6], &[9, 9, 9]);
+    }
+
+    #[test]
+    fn bytes_in_memory_decode_as_their_file_and_are_named_by_their_name() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/images");
+        let p = ImageProcessor::parse(r#"{"size": {"height": 24, "width": 20}, "resample": 3}"#)
+            .unwrap();
+        for name in [
+            "wide45x37.jpg",
+            "wide45x37.png",
+            "gray45x37.png",
+            "big80x64.png",
+        ] {
+            let file = ImageSource::File(dir.join(name));
+            let bytes = ImageSource::Bytes {
+                name: "upload".into(),
+                bytes: std::fs::read(dir.join(name)).unwrap().into(),
+            };
+            assert_eq!(
+                decode_source(&file).unwrap(),
+                decode_source(&bytes).unwrap()
+            );
+            // Each row resized as it is decoded gives the resize of the whole picture.
+            let streamed = p.prepare_file(&bytes).unwrap();
+            assert_eq!(
+                streamed,
+                p.prepare(&decode_source(&file).unwrap()),
+                "{name}"
+            );
+        }
+        let junk = ImageSource::Bytes {
+            name: "upload".into(),
+            bytes: b"GIF89a...".to_vec().into(),
+        };
+        let e = decode_source(&junk).unwrap_err().to_string();
+        assert!(e.starts_with("upload is not a readable image (Gif"), "{e}");
     }
 }

@@ -180,76 +180,137 @@ pub fn resize(
         width * height * 3,
         "an RGB image of {width}×{height}"
     );
-    if (out_w, out_h) == (width, height) {
-        return rgb.to_vec();
+    let mut rows = RowResize::new(width, height, out_w, out_h, filter);
+    for row in rgb.chunks_exact(width * 3) {
+        rows.push(row);
     }
-    if filter == Filter::Nearest {
-        return nearest(rgb, width, height, out_w, out_h);
-    }
-    let vert = coeffs(height, out_h, filter);
-    let horiz = coeffs(width, out_w, filter);
-    let need_h = out_w != width;
-    let need_v = out_h != height;
-    // The rows the vertical pass reads.
-    let (first, last) = if need_v {
-        let l = out_h - 1;
-        (vert.starts[0], vert.starts[l] + vert.weights[l].len())
-    } else {
-        (0, height)
-    };
-    let half = 1i64 << (PRECISION_BITS - 1);
-    let (temp, temp_w, row0) = if need_h {
-        let rows = last - first;
-        let mut temp = vec![0u8; rows * out_w * 3];
-        for y in 0..rows {
-            let src = &rgb[(first + y) * width * 3..][..width * 3];
-            let dst = &mut temp[y * out_w * 3..][..out_w * 3];
-            for xx in 0..out_w {
-                let (start, ks) = (horiz.starts[xx], &horiz.weights[xx]);
-                for c in 0..3 {
-                    let mut ss = half;
-                    for (x, &k) in ks.iter().enumerate() {
-                        ss += src[(start + x) * 3 + c] as i64 * k as i64;
-                    }
-                    dst[xx * 3 + c] = clip8(ss);
-                }
-            }
-        }
-        (temp, out_w, first)
-    } else {
-        (rgb.to_vec(), width, 0)
-    };
-    if !need_v {
-        return temp;
-    }
-    let mut out = vec![0u8; out_w * out_h * 3];
-    for yy in 0..out_h {
-        let (start, ks) = (vert.starts[yy] - row0, &vert.weights[yy]);
-        for x in 0..temp_w * 3 {
-            let mut ss = half;
-            for (y, &k) in ks.iter().enumerate() {
-                ss += temp[(start + y) * temp_w * 3 + x] as i64 * k as i64;
-            }
-            out[yy * out_w * 3 + x] = clip8(ss);
-        }
-    }
-    out
+    rows.finish()
 }
 
-/// Pillow's `NEAREST` resize: the input pixel under each output pixel's centre.
-fn nearest(rgb: &[u8], width: usize, height: usize, out_w: usize, out_h: usize) -> Vec<u8> {
-    let pick = |o: usize, out: usize, inp: usize| {
-        (((o as f64 + 0.5) * inp as f64 / out as f64) as usize).min(inp - 1)
-    };
-    let mut out = Vec::with_capacity(out_w * out_h * 3);
-    for y in 0..out_h {
-        let sy = pick(y, out_h, height);
-        for x in 0..out_w {
-            let sx = pick(x, out_w, width);
-            out.extend_from_slice(&rgb[(sy * width + sx) * 3..][..3]);
+/// [`resize`] fed one input row at a time, top to bottom, so that a decoder can hand over each
+/// row as it decodes it: the horizontal pass runs on each row as it comes, and only the rows
+/// the vertical pass reads are kept, already at the output width. A picture of any size then
+/// takes `height × out_w × 3` bytes here, never `height × width × 3`. The result is
+/// [`resize`]'s, byte for byte (it is how [`resize`] runs).
+pub struct RowResize {
+    width: usize,
+    out_w: usize,
+    out_h: usize,
+    /// NEAREST (and a change of size): rows are picked, not filtered.
+    nearest: bool,
+    /// The horizontal pass's weights, when the width changes.
+    horiz: Option<Coeffs>,
+    /// The vertical pass's weights, when the height changes.
+    vert: Option<Coeffs>,
+    /// Input rows `first..last` are the ones the output reads.
+    first: usize,
+    last: usize,
+    /// For NEAREST: each output row's input row.
+    picks: Vec<usize>,
+    /// The next input row.
+    y: usize,
+    /// The kept rows at the output width (NEAREST: the output rows made so far).
+    kept: Vec<u8>,
+}
+
+impl RowResize {
+    /// A resize of a `width × height` picture to `out_w × out_h` with `filter`.
+    pub fn new(width: usize, height: usize, out_w: usize, out_h: usize, filter: Filter) -> Self {
+        let same = (out_w, out_h) == (width, height);
+        let nearest = filter == Filter::Nearest && !same;
+        let horiz = (!same && !nearest && out_w != width).then(|| coeffs(width, out_w, filter));
+        let vert = (!same && !nearest && out_h != height).then(|| coeffs(height, out_h, filter));
+        let (first, last) = match &vert {
+            Some(v) => {
+                let l = out_h - 1;
+                (v.starts[0], v.starts[l] + v.weights[l].len())
+            }
+            None => (0, height),
+        };
+        let picks = if nearest {
+            (0..out_h).map(|y| nearest_pick(y, out_h, height)).collect()
+        } else {
+            Vec::new()
+        };
+        let kept_w = if same { width } else { out_w };
+        let kept_rows = if nearest { out_h } else { last - first };
+        RowResize {
+            width,
+            out_w,
+            out_h,
+            nearest,
+            horiz,
+            vert,
+            first,
+            last,
+            picks,
+            y: 0,
+            kept: Vec::with_capacity(kept_rows * kept_w * 3),
         }
     }
-    out
+
+    /// Hand over the next input row (`width × 3` bytes).
+    pub fn push(&mut self, row: &[u8]) {
+        assert_eq!(row.len(), self.width * 3, "a row of {} pixels", self.width);
+        let y = self.y;
+        self.y += 1;
+        if self.nearest {
+            let from = self.kept.len() / (self.out_w * 3);
+            let to = from + self.picks[from..].iter().take_while(|&&p| p == y).count();
+            for _ in from..to {
+                for x in 0..self.out_w {
+                    let sx = nearest_pick(x, self.out_w, self.width);
+                    self.kept.extend_from_slice(&row[sx * 3..][..3]);
+                }
+            }
+            return;
+        }
+        if y < self.first || y >= self.last {
+            return;
+        }
+        let Some(horiz) = &self.horiz else {
+            self.kept.extend_from_slice(row);
+            return;
+        };
+        let half = 1i64 << (PRECISION_BITS - 1);
+        for xx in 0..self.out_w {
+            let (start, ks) = (horiz.starts[xx], &horiz.weights[xx]);
+            for c in 0..3 {
+                let mut ss = half;
+                for (x, &k) in ks.iter().enumerate() {
+                    ss += row[(start + x) * 3 + c] as i64 * k as i64;
+                }
+                self.kept.push(clip8(ss));
+            }
+        }
+    }
+
+    /// The resized picture, `out_w × out_h × 3` bytes, once every input row was pushed.
+    pub fn finish(self) -> Vec<u8> {
+        let Some(vert) = &self.vert else {
+            return self.kept;
+        };
+        let temp = &self.kept;
+        let w3 = self.out_w * 3;
+        let half = 1i64 << (PRECISION_BITS - 1);
+        let mut out = vec![0u8; w3 * self.out_h];
+        for yy in 0..self.out_h {
+            let (start, ks) = (vert.starts[yy] - self.first, &vert.weights[yy]);
+            for x in 0..w3 {
+                let mut ss = half;
+                for (y, &k) in ks.iter().enumerate() {
+                    ss += temp[(start + y) * w3 + x] as i64 * k as i64;
+                }
+                out[yy * w3 + x] = clip8(ss);
+            }
+        }
+        out
+    }
+}
+
+/// Pillow's `NEAREST`: the input pixel (of `inp`) under output pixel `o`'s centre (of `out`).
+fn nearest_pick(o: usize, out: usize, inp: usize) -> usize {
+    (((o as f64 + 0.5) * inp as f64 / out as f64) as usize).min(inp - 1)
 }
 
 #[cfg(test)]

@@ -304,6 +304,9 @@ pub struct ExtraMatrix {
     /// `n × n` row-major (row = query) per layer, in the report's units. Either one entry per
     /// layer (the matrix view shows the selected layer's) or a single entry for the whole model.
     pub layers: Vec<Vec<f32>>,
+    /// Each row holds a token's shares from the input tokens (ALTI, value zeroing), not
+    /// attention weights: the colour bar says "share of the row".
+    pub shares: bool,
 }
 
 /// Analysis results the report can show. Everything is optional; empty means no stats panel and

@@ -142,6 +142,7 @@ fn write_cases(dir: &Path) {
                     label: "Head mean (from Rust)".into(),
                     description: "The mean over heads, computed in Rust.".into(),
                     layers: mean,
+                    shares: false,
                 }],
                 lens: None,
                 ..HtmlAnalysis::default()

@@ -268,6 +268,331 @@ fn the_served_report_is_the_bytes_of_the_html_flag() {
     }
 }
 
+/// The report `attnviz -m MODEL --image FILE --html OUT --threads 1` writes.
+fn html_of_the_image_flag(model: &std::path::Path, picture: &std::path::Path) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.html");
+    let out = attnviz()
+        .arg("-m")
+        .arg(model)
+        .arg("--image")
+        .arg(picture)
+        .arg("--html")
+        .arg(&file)
+        .args(["--threads", "1", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(&file).unwrap()
+}
+
+/// `text` for a URL's query: every byte but the unreserved ones as `%XX`.
+fn query_text(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A picture posted to `/api/image?QUERY` as the body.
+fn post_image(port: u16, query: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
+    let (status, body) = request(
+        port,
+        "POST",
+        &format!("/api/image?{query}"),
+        &[("Content-Type", "application/octet-stream")],
+        bytes,
+    );
+    (
+        status,
+        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn an_uploaded_picture_is_served_as_the_image_flag_writes_it() {
+    // A DeiT (class and distillation tokens) and a SigLIP (no class token), a PNG and a JPEG,
+    // and a name that is markup: the report of the bytes uploaded under a name is the report
+    // `--image` writes for a file of that name, and Save names it after the picture.
+    let models = [fixture("tiny-deit"), fixture("tiny-siglip")];
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            0,
+            "wide45x37.png",
+            "wide45x37.png",
+            "attnviz-report-wide45x37.html",
+        ),
+        (
+            0,
+            "wide45x37.jpg",
+            "wide45x37.jpg",
+            "attnviz-report-wide45x37.html",
+        ),
+        (
+            1,
+            "big80x64.png",
+            "big80x64.png",
+            "attnviz-report-big80x64.html",
+        ),
+        (
+            0,
+            "own32.png",
+            "<img src=x onerror=alert(1)>.png",
+            "attnviz-report-img-src-x-onerror-alert-1.html",
+        ),
+    ];
+    for (model, source, name, saved_as) in cases {
+        let bytes = std::fs::read(fixture("images").join(source)).unwrap();
+        let picture = dir.path().join(name);
+        std::fs::write(&picture, &bytes).unwrap();
+        let query = format!("model={model}&name={}", query_text(name));
+        let (status, answer) = post_image(server.port, &query, &bytes);
+        assert_eq!(status, 200, "{name}: {answer}");
+        assert_eq!(answer["name"], name, "{answer}");
+        assert_eq!(answer["filename"], saved_as, "{answer}");
+        assert!(answer["tokens"].as_u64().unwrap() > 4, "{answer}");
+        let path = answer["report"].as_str().unwrap().to_string();
+        let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let written = html_of_the_image_flag(&models[model], &picture);
+        assert!(
+            served == written,
+            "{name}: the served report differs from --image --html's ({} vs {} bytes)",
+            served.len(),
+            written.len()
+        );
+        // The name is in the report as text only.
+        let markup = served.windows(9).any(|w| w == b"<img src=");
+        assert!(!markup, "{name}: the name reached the report's markup");
+    }
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/image 200 ")),
+        "{log:?}"
+    );
+}
+
+/// A PNG header claiming 100000 × 100000 pixels, an animated PNG, a JPEG claiming 60000 ×
+/// 60000, each with the words the library's refusal has.
+fn bad_pictures() -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    let png = std::fs::read(fixture("images/own32.png")).unwrap();
+    let jpeg = std::fs::read(fixture("images/wide45x37.jpg")).unwrap();
+    let mut bomb = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bomb, 1, 1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.write_header()
+            .unwrap()
+            .write_image_data(&[1, 2, 3])
+            .unwrap();
+    }
+    bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    let mut huge = jpeg.clone();
+    let sof = (0..huge.len() - 1)
+        .find(|&i| huge[i] == 0xFF && matches!(huge[i + 1], 0xC0 | 0xC2))
+        .expect("a frame header");
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+    let mut apng = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut apng, 2, 2);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_animated(2, 0).unwrap();
+        let mut w = enc.write_header().unwrap();
+        w.write_image_data(&[0; 12]).unwrap();
+        w.write_image_data(&[255; 12]).unwrap();
+    }
+    vec![
+        (
+            "notes.txt",
+            b"hello, not a picture".to_vec(),
+            "is not a readable image",
+        ),
+        ("cut.png", png[..60].to_vec(), "is not a readable image"),
+        ("cut.jpg", jpeg[..jpeg.len() * 2 / 3].to_vec(), "truncated"),
+        ("bomb.png", bomb, "bomb.png"),
+        (
+            "huge.jpg",
+            huge,
+            "60000×60000 pixels, more than attnviz decodes",
+        ),
+        ("moving.png", apng, "is animated (APNG)"),
+    ]
+}
+
+#[test]
+fn uploads_are_bounded_and_bad_pictures_get_a_4xx_in_one_line() {
+    let server = serve(&[&fixture("tiny-deit"), &tiny()], &[]);
+    let port = server.port;
+    let good = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    // Over the bound by its length alone: 413 at once, before a byte of the body is sent (the
+    // server would otherwise wait for it).
+    let (status, body) = exchange(
+        port,
+        format!(
+            "POST /api/image?model=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            (20 << 20) + 1
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        String::from_utf8_lossy(&body).contains("20 MiB"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    // Without a length (chunked): cut off with 413 once past the bound.
+    let (status, body) = chunked_upload(port, 24 << 20);
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&body));
+    // Pictures the library cannot read: 400, its one line, naming the picture.
+    for (name, bytes, words) in bad_pictures() {
+        let (status, answer) = post_image(port, &format!("model=0&name={name}"), &bytes);
+        assert_eq!(status, 400, "{name}: {answer}");
+        let message = answer["error"].as_str().unwrap();
+        assert!(
+            message.contains(words) && message.contains(name) && !message.contains('\n'),
+            "{name}: {message}"
+        );
+    }
+    // Inputs the model does not take, and requests that are not uploads.
+    let refused: [(&str, &[u8], u16, &str); 5] = [
+        ("model=1&name=a.png", &good, 400, "text model"),
+        ("model=2&name=a.png", &good, 404, "this server has 2"),
+        ("model=0&name=a.png", b"", 400, "empty"),
+        ("model=0&path=%2Fetc%2Fpasswd", &good, 400, "unknown field"),
+        ("model=-1", &good, 400, "model"),
+    ];
+    for (query, bytes, code, words) in refused {
+        let (status, answer) = post_image(port, query, bytes);
+        assert_eq!(status, code, "{query}: {answer}");
+        let message = answer["error"].as_str().unwrap();
+        assert!(message.contains(words), "{query}: {message}");
+    }
+    let (status, answer) = post_run(port, r#"{"model": 0, "text": "a cat"}"#);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("vision model"),
+        "{answer}"
+    );
+    // Still up, nothing left in flight, and a good picture runs.
+    assert_eq!(health(port)["in_flight"], 0);
+    let (status, answer) = post_image(port, "model=0&name=wide45x37.png", &good);
+    assert_eq!(status, 200, "{answer}");
+}
+
+/// A chunked upload of `total` bytes (zeros, 1 MiB a chunk) sent from a thread while the answer
+/// is read: the server may answer, and close, before it is all sent.
+fn chunked_upload(port: u16, total: usize) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut writer = s.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        let head = format!(
+            "POST /api/image?model=0&name=big.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        let chunk = vec![0u8; 1 << 20];
+        for _ in 0..total / chunk.len() {
+            let mut piece = format!("{:x}\r\n", chunk.len()).into_bytes();
+            piece.extend_from_slice(&chunk);
+            piece.extend_from_slice(b"\r\n");
+            if writer.write_all(&piece).is_err() {
+                return; // the server has answered and hung up
+            }
+        }
+        let _ = writer.write_all(b"0\r\n\r\n");
+    });
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let _ = sending.join();
+    let text = String::from_utf8_lossy(&out);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| out[i + 4..].to_vec())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn an_upload_from_another_host_or_site_is_403() {
+    let server = serve(&[&fixture("tiny-deit")], &[]);
+    let port = server.port;
+    let good = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let upload = |host: &str, origin: Option<&str>| {
+        let mut raw = format!(
+            "POST /api/image?model=0&name=a.png HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            good.len()
+        );
+        if let Some(o) = origin {
+            raw.push_str(&format!("Origin: {o}\r\n"));
+        }
+        raw.push_str("\r\n");
+        let mut raw = raw.into_bytes();
+        raw.extend_from_slice(&good);
+        exchange(port, &raw).0
+    };
+    let here = format!("127.0.0.1:{port}");
+    assert_eq!(upload(&format!("attacker.example:{port}"), None), 403);
+    assert_eq!(upload(&here, Some("http://attacker.example")), 403);
+    assert_eq!(upload(&here, Some("null")), 403);
+    assert_eq!(upload(&here, Some(&format!("http://{here}"))), 200);
+    assert_eq!(upload(&here, None), 200);
+}
+
+#[test]
+fn beyond_the_queue_an_upload_gets_503_before_its_body_is_sent() {
+    // One upload holds the model (`--test-hold`), one waits in the queue of 1, and the third is
+    // refused on its headers alone: its body is never read.
+    let mut server = serve(&[&fixture("tiny-deit")], &["--queue", "1", "--test-hold"]);
+    let port = server.port;
+    let good = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let upload =
+        |bytes: Vec<u8>| std::thread::spawn(move || post_image(port, "model=0&name=a.png", &bytes));
+    let first = upload(good.clone());
+    wait_for("the first upload", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    let second = upload(good.clone());
+    wait_for("the queued upload", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    let (status, body) = exchange(
+        port,
+        format!(
+            "POST /api/image?model=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            good.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    server.release();
+    server.release();
+    for (which, handle) in [("first", first), ("second", second)] {
+        let (status, answer) = handle.join().unwrap();
+        assert_eq!(status, 200, "the {which}: {answer}");
+    }
+    assert_eq!(in_flight(port), 0);
+}
+
 /// What `attnviz diff A.json B.json ARGS --html` writes, A.json and B.json being the command
 /// line's full-precision exports of `(model, text)` on each side, in a folder of their own
 /// (so the page names them `A.json` and `B.json`, as the served comparison does).
@@ -521,6 +846,17 @@ fn a_thousand_malformed_requests_each_get_a_4xx_and_the_server_stays_up() {
         raw.extend_from_slice(b);
         cases.push(raw);
     }
+    // Uploads that are not: a picture for a text model, a bad query, a length over the bound.
+    for query in [
+        "model=0&name=a.png",
+        "model=x",
+        "model=0&model=1",
+        "name=%ff%fe",
+    ] {
+        cases.push(format!("POST /api/image?{query} HTTP/1.1\r\n{host}Content-Length: 4\r\nConnection: close\r\n\r\njunk").into_bytes());
+    }
+    cases.push(format!("POST /api/image HTTP/1.1\r\n{host}Content-Length: 99999999999\r\nConnection: close\r\n\r\n").into_bytes());
+    cases.push(format!("GET /api/image HTTP/1.1\r\n{host}Connection: close\r\n\r\n").into_bytes());
     // The same JSON without its content type.
     cases.push(format!("POST /api/run HTTP/1.1\r\n{host}Content-Length: 15\r\nConnection: close\r\n\r\n{{\"text\": \"hi\"}}").into_bytes());
     let mut seen = std::collections::BTreeMap::new();
@@ -814,6 +1150,37 @@ fn the_app_in_chromium_and_firefox() {
     assert!(
         log.iter().any(|l| l.starts_with("POST /api/run 200 "))
             && log.iter().any(|l| l.starts_with("POST /api/compare 200 ")),
+        "{log:?}"
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn the_picture_upload_in_chromium_and_firefox() {
+    assert_browsers_ready(&[
+        ("/usr/bin/chromium", "chromium"),
+        ("/usr/bin/firefox-esr", "firefox-esr"),
+    ]);
+    let deit = fixture("tiny-deit");
+    let server = serve(&[&tiny(), &deit], &[]);
+    let dir = repo().join("tests/artifacts/serve-image");
+    std::fs::create_dir_all(&dir).unwrap();
+    let picture = fixture("images/big80x64.png");
+    let expected = dir.join("expected.html");
+    std::fs::write(&expected, html_of_the_image_flag(&deit, &picture)).unwrap();
+    let case = serde_json::json!({
+        "url": server.url,
+        "picture": picture,
+        "second": fixture("images/wide45x37.jpg"),
+        "expected": expected,
+        "screens": dir.join("screens"),
+        "text": "The cat sat on the mat.",
+    });
+    std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
+    node_test("serve_image.test.mjs", &[("ATTNVIZ_SERVE_IMAGE", &dir)]);
+    let log = server.log();
+    assert!(
+        log.iter().any(|l| l.starts_with("POST /api/image 200 ")),
         "{log:?}"
     );
 }

@@ -200,6 +200,41 @@ fn bad_images_and_mismatched_inputs_get_one_line() {
         err.contains("not a readable image") || err.contains("more than attnviz decodes"),
         "{err}"
     );
+    // A JPEG cut inside its image data: refused (PIL refuses it too), not filled with grey.
+    let jpeg = std::fs::read(image("wide45x37.jpg")).unwrap();
+    assert_clean_failure(
+        &run_img(&write("cut.jpg", &jpeg[..jpeg.len() * 2 / 3])),
+        "truncated",
+    );
+    // A JPEG whose frame header claims 60000 × 60000 pixels: refused from the header alone.
+    let mut huge = jpeg.clone();
+    let sof = (0..huge.len() - 1)
+        .find(|&i| huge[i] == 0xFF && matches!(huge[i + 1], 0xC0 | 0xC2))
+        .expect("a frame header");
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+    assert_clean_failure(
+        &run_img(&write("huge.jpg", &huge)),
+        "60000×60000 pixels, more than attnviz decodes",
+    );
+    // Garbage after a JPEG's first marker: libjpeg's own reason, in one line.
+    assert_clean_failure(
+        &run_img(&write(
+            "bad.jpg",
+            &[0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3, 4, 5, 6],
+        )),
+        "is not a readable image",
+    );
+    // An animated PNG: which frame to read is not obvious.
+    let mut apng = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut apng, 2, 2);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_animated(2, 0).unwrap();
+        let mut w = enc.write_header().unwrap();
+        w.write_image_data(&[0; 12]).unwrap();
+        w.write_image_data(&[255; 12]).unwrap();
+    }
+    assert_clean_failure(&run_img(&write("moving.png", &apng)), "is animated (APNG)");
     assert_clean_failure(
         &run(&[
             "-m",

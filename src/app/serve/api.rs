@@ -22,7 +22,9 @@ use attnviz::render::compare::html::{write_compare_html, CompareHtmlOptions};
 use attnviz::request::{Run, RunRequest};
 use serde_json::json;
 
-use super::{guard, report, State};
+use super::{guard, report, slot, State};
+
+mod upload;
 
 /// The largest request body: a text and a pair of a few thousand characters.
 const MAX_BODY: usize = 64 * 1024;
@@ -46,10 +48,11 @@ const APP_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// a run as the library gave it (its report is written only when asked for), a comparison as
 /// its page; with the name a download gets.
 pub enum Kept {
-    /// A run's attention and its About panel's settings.
+    /// A run's attention and its About panel's settings; the name "Save report" gives it.
     Run {
         set: AttentionSet,
         settings: Vec<(String, String)>,
+        filename: String,
     },
     /// A comparison page, written.
     Page { html: Vec<u8>, filename: String },
@@ -59,8 +62,7 @@ impl Kept {
     /// The name "Save report" gives the file.
     fn filename(&self) -> &str {
         match self {
-            Kept::Run { .. } => "attnviz-report.html",
-            Kept::Page { filename, .. } => filename,
+            Kept::Run { filename, .. } | Kept::Page { filename, .. } => filename,
         }
     }
 }
@@ -142,6 +144,7 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/api/health", get(health))
         .route("/api/run", post(run))
         .route("/api/compare", post(compare_runs))
+        .route("/api/image", post(upload::image))
         .route("/report/{id}", get(report_page))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such page") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -260,6 +263,7 @@ async fn models(Shared(state): Shared<Arc<State>>) -> Response {
         "models": list,
         "max_tokens": state.max_tokens,
         "max_generate": state.max_generate,
+        "max_upload": upload::MAX_UPLOAD,
     }))
     .into_response()
 }
@@ -352,6 +356,17 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
         return Err((status, message));
     }
     let served = &state.models[body.model];
+    if served.kind == "vision" {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is a vision model ({}): it reads a picture, not text; upload one \
+                 (POST /api/image)",
+                served.name,
+                served.model.family()
+            ),
+        ));
+    }
     let (pair, target) = (body.pair, body.target);
     let model = &served.model;
     // The input's tokens, counted before anything runs.
@@ -388,15 +403,31 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
 /// the time is up: it holds the model's turn and its place until then, so the queue stays true.
 async fn execute<T: Send + 'static>(
     state: &Arc<State>,
+    prepared: Prepared,
+    then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
+) -> Result<T, Refused> {
+    let admitted = admit(state, prepared.0)?;
+    execute_admitted(state, admitted, prepared, then).await
+}
+
+/// A place in model `index`'s queue, or 503 when it is full.
+fn admit(state: &State, index: usize) -> Result<slot::Admitted, Refused> {
+    state.models[index].slot.admit().ok_or_else(|| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is busy and its queue is full; try again in a moment".into(),
+        )
+    })
+}
+
+/// [`execute`] with the place in the queue already taken (an upload takes it before its body is
+/// read, so the pictures held in memory are bounded by the queues).
+async fn execute_admitted<T: Send + 'static>(
+    state: &Arc<State>,
+    admitted: slot::Admitted,
     (index, request): Prepared,
     then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
 ) -> Result<T, Refused> {
-    let Some(admitted) = state.models[index].slot.admit() else {
-        return Err((
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is busy and its queue is full; try again in a moment".into(),
-        ));
-    };
     let job = Arc::clone(state);
     let permit = job.models[index].slot.turn().await;
     let done = tokio::task::spawn_blocking(move || {
@@ -465,6 +496,7 @@ async fn run(
             .put(Kept::Run {
                 set: run.set,
                 settings,
+                filename: "attnviz-report.html".into(),
             })
             .ok_or(RunFailure::Report("no random id".into()))?;
         Ok((id, n, run.generated_text, data, ran, drew))
@@ -704,7 +736,7 @@ async fn report_page(
     // A run's report is written now, when the frame first loads it or Save asks for it.
     let page = Arc::clone(&kept);
     let html = tokio::task::spawn_blocking(move || match page.as_ref() {
-        Kept::Run { set, settings } => report::report_html(set, settings),
+        Kept::Run { set, settings, .. } => report::report_html(set, settings),
         Kept::Page { html, .. } => Ok(html.clone()),
     })
     .await;

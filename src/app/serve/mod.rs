@@ -1,7 +1,8 @@
 //! `attnviz serve`: a live local web app over the library's run request. The models are loaded
 //! once; the page (`assets/serve/`) posts each text to `/api/run`, which runs it through
 //! [`attnviz::request::RunRequest`] on a blocking thread, keeps the run in memory and answers
-//! JSON with the run's report data; the page loads the first report (the very bytes `--html`
+//! JSON with the run's report data (a vision model's picture is posted to `/api/image` as the
+//! body itself, read into memory within a bound and handed to the library as bytes); the page loads the first report (the very bytes `--html`
 //! writes, written on demand at `/report/ID`) into a frame and hands each later run's data to
 //! that report, which redraws in place. Save asks for the kept run's report.
 //!
@@ -37,7 +38,8 @@ pub struct Served {
     pub spec: String,
     /// The model, loaded once.
     pub model: Model,
-    /// `encoder`, `decoder` or `encoder-decoder`: which inputs the page offers.
+    /// `encoder`, `decoder`, `encoder-decoder` or `vision` (a picture, uploaded): which inputs
+    /// the page offers.
     pub kind: &'static str,
     /// Its one forward pass at a time and its queue.
     pub slot: Slot,
@@ -99,7 +101,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
         let started = Instant::now();
         let model =
             Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?;
-        let kind = if model.is_seq2seq() {
+        let kind = if model.is_vision() {
+            "vision"
+        } else if model.is_seq2seq() {
             "encoder-decoder"
         } else if model.architecture().mask == Mask::Causal {
             "decoder"

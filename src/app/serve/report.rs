@@ -1,13 +1,14 @@
 //! The HTML report of one run, as `attnviz -m MODEL TEXT --html FILE` writes it with no other
 //! flag: token level, every kind of the run, the statistics and (every layer captured) the
-//! rollout, opening on the last layer's mean. The page the server sends is these bytes, so
+//! rollout, opening on the last layer's mean (a picture's, `--image FILE --html`'s: on its image
+//! view, at the class token). The page the server sends is these bytes, so
 //! "Save report" downloads exactly what the command line would have written.
 
 use attnviz::analysis::{self, ViewOptions};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::render::html::{
     alignment_statistics, html_kinds_data, report_analysis, statistics_unit, write_html_kinds,
-    HtmlOptions, PrecisionChoice, ReportData,
+    HtmlOptions, PrecisionChoice, ReportData, View,
 };
 
 /// The report of `set` (a run's token-level attention), with `settings` in its About panel.
@@ -99,6 +100,14 @@ fn options(
         head: 0,
         settings,
         analysis: report_analysis(att, view, &stats, &rollout),
+        // A vision model's report opens on the picture, at its class token (none: the page
+        // picks the centre patch), as `--image FILE --html` does.
+        view: if att.image.is_some() {
+            View::Image
+        } else {
+            View::Head
+        },
+        query: class_query(att),
         ..HtmlOptions::default()
     };
     if let Some(align) = analysis::alignment_stats(view_att) {
@@ -108,4 +117,15 @@ fn options(
         opts.analysis.stats = all;
     }
     opts
+}
+
+/// The token a picture's image view draws first: its class token, where it has one.
+fn class_query(att: &Attention) -> Option<usize> {
+    use attnviz::attention::image::Cell;
+    use attnviz::render::image::picture::{query_unit, Query};
+    let image = att.image.as_deref()?;
+    if !image.cells.contains(&Cell::Class) {
+        return None;
+    }
+    query_unit(att, Query::Cls).ok()
 }

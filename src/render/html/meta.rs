@@ -212,6 +212,7 @@ struct MatrixMeta<'a> {
     label: &'a str,
     description: &'a str,
     per_layer: bool,
+    shares: bool,
     section: String,
 }
 
@@ -299,6 +300,7 @@ impl<'a> KindMeta<'a> {
                     label: &x.label,
                     description: &x.description,
                     per_layer: x.layers.len() == att.layers() && att.layers() > 1,
+                    shares: x.shares,
                     section: format!("matrix:{}{suffix}", x.id),
                 })
                 .collect(),

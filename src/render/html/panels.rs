@@ -103,6 +103,7 @@ pub fn report_analysis(
                 renormalised, multiplied through the layers up to this one"
                 .to_string(),
             layers: rollout.to_vec(),
+            shares: false,
         }]
     };
     HtmlAnalysis {
@@ -127,6 +128,7 @@ pub fn alti_matrices(a: &Alti) -> [ExtraMatrix; 2] {
                 the layers up to this one"
                 .to_string(),
             layers: a.aggregated.clone(),
+            shares: true,
         },
         ExtraMatrix {
             id: "alti_layer".to_string(),
@@ -135,6 +137,7 @@ pub fn alti_matrices(a: &Alti) -> [ExtraMatrix; 2] {
                 this layer alone (its attention block, residual and norm)"
                 .to_string(),
             layers: a.per_layer.clone(),
+            shares: true,
         },
     ]
 }
@@ -150,6 +153,7 @@ pub fn zeroing_matrices(v: &ValueZeroing) -> [ExtraMatrix; 2] {
                 through the layers up to this one"
                 .to_string(),
             layers: v.aggregated.clone(),
+            shares: true,
         },
         ExtraMatrix {
             id: "value_zeroing_layer".to_string(),
@@ -158,6 +162,7 @@ pub fn zeroing_matrices(v: &ValueZeroing) -> [ExtraMatrix; 2] {
                 layer's output of each token moves when that token's value vector is zeroed"
                 .to_string(),
             layers: v.per_layer.clone(),
+            shares: true,
         },
     ]
 }

@@ -297,12 +297,14 @@ fn analysis_matrices_and_stats_travel_to_the_page() {
                     label: "Attention rollout".into(),
                     description: "Abnar & Zuidema 2020.".into(),
                     layers: rollout.clone(),
+                    shares: false,
                 },
                 ExtraMatrix {
                     id: "odd".into(),
                     label: "Odd".into(),
                     description: "Not a probability.".into(),
                     layers: odd.clone(),
+                    shares: false,
                 },
             ],
             lens: None,
@@ -383,6 +385,7 @@ fn bad_options_are_refused_before_anything_is_written() {
                         label: "M".into(),
                         description: String::new(),
                         layers: vec![vec![0.0; n2 - 1]],
+                        shares: false,
                     }],
                     ..HtmlAnalysis::default()
                 },
@@ -422,6 +425,7 @@ fn bad_options_are_refused_before_anything_is_written() {
                             label: "M".into(),
                             description: String::new(),
                             layers: vec![vec![0.0; n2]],
+                            shares: false,
                         };
                         2
                     ],

@@ -106,6 +106,9 @@ pub enum FigureSpec<'a> {
         title: String,
         /// `n × n` values, row-major.
         values: &'a [f32],
+        /// The rows are each token's shares from the input tokens (ALTI, value zeroing), not
+        /// attention: the axes and the colour bar say so.
+        shares: bool,
     },
 }
 
@@ -137,6 +140,7 @@ impl<'a> FigureSpec<'a> {
         FigureSpec::Matrix {
             title: format!("Value zeroing, rolled out through layer {layer}"),
             values,
+            shares: true,
         }
     }
 
@@ -145,6 +149,7 @@ impl<'a> FigureSpec<'a> {
         FigureSpec::Matrix {
             title: format!("ALTI contributions through layer {layer}"),
             values,
+            shares: true,
         }
     }
 
@@ -173,6 +178,7 @@ impl<'a> FigureSpec<'a> {
         FigureSpec::Matrix {
             title: format!("attention rollout through layer {layer}"),
             values,
+            shares: false,
         }
     }
 }
@@ -501,7 +507,11 @@ fn build(
             }
             grid::model_scene(&style, &sides, &title, &matrices, kv.as_deref())
         }
-        FigureSpec::Matrix { title, values } => {
+        FigureSpec::Matrix {
+            title,
+            values,
+            shares,
+        } => {
             let (queries, keys) = (att.n_queries(), att.n_keys());
             if values.len() != queries * keys {
                 return Err(ImageError::MatrixShape {
@@ -513,7 +523,16 @@ fn build(
             }
             let title = format!("{model} · {}", font::label(title, 120));
             let style = style_for(&[values]);
-            single::scene(&style, &sides, &title, ATTENTION, values)
+            if *shares {
+                let sides = Sides {
+                    row_title: "Token (after the layer)".into(),
+                    col_title: "Input token (its share)".into(),
+                    ..sides
+                };
+                single::scene(&style, &sides, &title, "share of the row", values)
+            } else {
+                single::scene(&style, &sides, &title, ATTENTION, values)
+            }
         }
     };
     Ok(scene)

@@ -647,6 +647,7 @@ fn non_finite_weights_still_draw() {
     let fig = FigureSpec::Matrix {
         title: "broken".into(),
         values: &values,
+        shares: false,
     };
     let options = ImageOptions::default();
     let img = Image::decode(&render_png(&att, &fig, &options).unwrap());
@@ -654,6 +655,28 @@ fn non_finite_weights_still_draw() {
     // 12 + 1 cells
     assert_eq!(bright_cells(&img, &options, 8).len(), 13);
     roxmltree::Document::parse(&render_svg(&att, &fig, &options).unwrap()).unwrap();
+}
+
+#[test]
+fn contribution_matrices_say_they_hold_shares_not_attention() {
+    let att = synthetic(&TWELVE, 1, 1);
+    let values = att.head(0, 0).to_vec();
+    let options = ImageOptions::default();
+    for (fig, shares) in [
+        (FigureSpec::alti(0, &values), true),
+        (FigureSpec::value_zeroing(0, &values), true),
+        (FigureSpec::rollout(0, &values), false),
+    ] {
+        let svg = render_svg(&att, &fig, &options).unwrap();
+        for words in [
+            "Input token (its share)",
+            "Token (after the layer)",
+            "share of the row",
+        ] {
+            assert_eq!(svg.contains(words), shares, "{words}");
+        }
+        assert_eq!(svg.contains("attended to"), !shares);
+    }
 }
 
 #[test]

@@ -1,0 +1,299 @@
+//! `POST /api/image?model=N&name=NAME`: a picture for a vision model. The body is the picture
+//! file's bytes as they are (no form encoding); `name` is what the browser calls the file. The
+//! bytes go to the library in memory ([`ImageSource::Bytes`]): nothing of the request reaches
+//! the file system, and the name only names the picture in the views and the saved report's
+//! file name, after [`picture_name`] has made it harmless.
+//!
+//! The body is bounded ([`MAX_UPLOAD`]): a `Content-Length` over it is answered 413 before any
+//! of the body is read, and a body without one (chunked) is cut off with 413 as soon as it
+//! passes the bound. The upload takes its place in the model's queue before its body is read,
+//! so a full queue is 503 at once and the pictures held in memory are at most the queues'
+//! places. A picture the library cannot read (not an image, truncated, a header claiming a huge
+//! size, an animation) is a 400 with the library's one line.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, HttpBody};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State as Shared};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+
+use attnviz::pixels::ImageSource;
+use attnviz::request::RunRequest;
+
+use super::{
+    admit, error, execute_admitted, settings_of, slug, with_timing, Kept, Refused, RunFailure,
+};
+use crate::app::serve::State;
+
+/// The largest picture the server takes, in bytes (20 MiB).
+pub const MAX_UPLOAD: usize = 20 << 20;
+/// The most characters of a picture's name that are kept.
+const MAX_NAME: usize = 100;
+/// The name of a picture sent without one, or whose name is nothing once cleaned.
+const UNNAMED: &str = "upload";
+
+/// The upload's query: the model by index, the picture's name (the token may travel here too).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ImageQuery {
+    #[serde(default)]
+    model: usize,
+    #[serde(default)]
+    name: Option<String>,
+    // The guard has checked it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    token: Option<String>,
+}
+
+/// A picture's name as the views and the saved file name may show it: its last path part (a
+/// browser gives only the file's name, but a request can say anything), without control
+/// characters or the invisible marks that reorder text, trimmed, at most [`MAX_NAME`]
+/// characters (the end cut from the stem, keeping a short extension); `upload` when nothing is
+/// left. HTML escaping is the report's and the page's business: they escape every name.
+pub fn picture_name(given: &str) -> String {
+    let last = given.rsplit(['/', '\\']).next().unwrap_or("");
+    let bidi = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let clean: String = last
+        .chars()
+        .filter(|&c| !c.is_control() && !bidi(c))
+        .collect();
+    let clean = clean.trim();
+    if clean.is_empty() || clean == "." || clean == ".." {
+        return UNNAMED.to_string();
+    }
+    if clean.chars().count() <= MAX_NAME {
+        return clean.to_string();
+    }
+    let (stem, ext) = match clean.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() && ext.chars().count() <= 10 => (stem, ext),
+        _ => (clean, ""),
+    };
+    let keep = if ext.is_empty() {
+        MAX_NAME
+    } else {
+        MAX_NAME - ext.chars().count() - 1
+    };
+    let mut out: String = stem
+        .chars()
+        .take(keep)
+        .collect::<String>()
+        .trim_end()
+        .to_string();
+    if !ext.is_empty() {
+        out.push('.');
+        out.push_str(ext);
+    }
+    out
+}
+
+/// The name "Save report" gives a picture's report: `attnviz-report-STEM.html`, the stem's
+/// ASCII words (`attnviz-report.html` when it has none).
+fn download_name(picture: &str) -> String {
+    let stem = picture.rsplit_once('.').map_or(picture, |(s, _)| s);
+    match slug(stem, "") {
+        s if s.is_empty() => "attnviz-report.html".to_string(),
+        s => format!("attnviz-report-{s}.html"),
+    }
+}
+
+fn too_large() -> Refused {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the picture is larger than this server takes ({} MiB); scale it down or save it \
+             as JPEG",
+            MAX_UPLOAD >> 20
+        ),
+    )
+}
+
+/// The body's bytes, at most `limit` of them (413 as soon as there are more).
+async fn read_bounded(
+    mut body: Body,
+    expected: Option<usize>,
+    limit: usize,
+) -> Result<Vec<u8>, Refused> {
+    let mut bytes = Vec::with_capacity(expected.unwrap_or(0).min(limit));
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("the picture did not arrive whole: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limit {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(bytes)
+}
+
+/// `POST /api/image`: run a picture through a vision model; answered as `/api/run` answers a
+/// text (the report, its data, the file name Save gives it), with the picture's name.
+pub(super) async fn image(
+    Shared(state): Shared<Arc<State>>,
+    query: Result<Query<ImageQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match upload(&state, query, &headers, body).await {
+        Ok(response) => response,
+        Err((status, message)) => error(status, &message),
+    }
+}
+
+async fn upload(
+    state: &Arc<State>,
+    query: Result<Query<ImageQuery>, QueryRejection>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, Refused> {
+    let Query(query) = query.map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "a picture is posted as the body of /api/image?model=N&name=NAME: {}",
+                e.body_text()
+            ),
+        )
+    })?;
+    let index = query.model;
+    let count = state.models.len();
+    let Some(served) = state.models.get(index) else {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("there is no model {index}: this server has {count}"),
+        ));
+    };
+    if served.kind != "vision" {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is a text model ({}): it reads text, not pictures; send it a text \
+                 (POST /api/run)",
+                served.name,
+                served.model.family()
+            ),
+        ));
+    }
+    // A length over the bound is refused before a byte of the body is read.
+    let expected = match headers.get(header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or((StatusCode::BAD_REQUEST, "a bad Content-Length".to_string()))?,
+        ),
+    };
+    if expected.is_some_and(|n| n > MAX_UPLOAD as u64) {
+        return Err(too_large());
+    }
+    // Its place in the queue first: a full queue is told so before the picture is sent.
+    let admitted = admit(state, index)?;
+    let bytes = read_bounded(body, expected.map(|n| n as usize), MAX_UPLOAD).await?;
+    if bytes.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "the picture is empty".into()));
+    }
+    let name = picture_name(query.name.as_deref().unwrap_or(""));
+    let filename = download_name(&name);
+    let request = RunRequest {
+        // The bytes' name names the picture in the views, as a file's name does for --image.
+        text: String::new(),
+        image: Some(ImageSource::Bytes {
+            name: name.clone(),
+            bytes: Arc::from(bytes),
+        }),
+        ..RunRequest::default()
+    };
+    let saved_as = filename.clone();
+    let (id, n, data, ran, drew) =
+        execute_admitted(state, admitted, (index, request), move |job, run, ran| {
+            let started = Instant::now();
+            let settings = settings_of(job, index);
+            let data =
+                super::report::report_data(&run.set, &settings).map_err(RunFailure::Report)?;
+            let drew = started.elapsed();
+            let n = run.set.primary().len();
+            let id = job
+                .reports
+                .put(Kept::Run {
+                    set: run.set,
+                    settings,
+                    filename: saved_as,
+                })
+                .ok_or(RunFailure::Report("no random id".into()))?;
+            Ok((id, n, data, ran, drew))
+        })
+        .await?;
+    let response = Json(serde_json::json!({
+        "report": format!("/report/{id}"),
+        "filename": filename,
+        "name": name,
+        "tokens": n,
+        "generated": null,
+        "shell": data.shell,
+        "meta": data.meta,
+        "data": data.data,
+    }))
+    .into_response();
+    Ok(with_timing(response, &[("run", ran), ("report", drew)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_picture_name_loses_its_path_controls_and_length() {
+        assert_eq!(picture_name("cat.png"), "cat.png");
+        assert_eq!(picture_name("/etc/passwd"), "passwd");
+        assert_eq!(picture_name("..\\..\\windows\\cat.jpg"), "cat.jpg");
+        assert_eq!(picture_name("a/b/"), UNNAMED);
+        assert_eq!(picture_name(".."), UNNAMED);
+        assert_eq!(picture_name(""), UNNAMED);
+        assert_eq!(picture_name(" \t\n"), UNNAMED);
+        assert_eq!(picture_name("ca\u{0}t\r\n.png\u{1b}[31m"), "cat.png[31m");
+        // Text that reorders what follows it (a name that reads as "gnp.exe"): dropped.
+        assert_eq!(picture_name("photo\u{202e}gnp.exe"), "photognp.exe");
+        // Markup is kept as text: the report and the page escape it.
+        assert_eq!(picture_name("<b>x</b>.png"), "b>.png");
+        assert_eq!(picture_name("<img src=x>.png"), "<img src=x>.png");
+        let long = format!("{}.jpeg", "é".repeat(300));
+        let cut = picture_name(&long);
+        assert_eq!(cut.chars().count(), MAX_NAME);
+        assert!(cut.ends_with("é.jpeg"), "{cut}");
+        let no_ext = "x".repeat(300);
+        assert_eq!(picture_name(&no_ext).chars().count(), MAX_NAME);
+        let odd_ext = format!("a.{}", "b".repeat(300));
+        assert_eq!(picture_name(&odd_ext).chars().count(), MAX_NAME);
+    }
+
+    #[test]
+    fn a_pictures_report_is_saved_under_its_name() {
+        assert_eq!(
+            download_name("wide45x37.png"),
+            "attnviz-report-wide45x37.html"
+        );
+        assert_eq!(
+            download_name("My Holiday (2).JPG"),
+            "attnviz-report-my-holiday-2.html"
+        );
+        assert_eq!(download_name("猫.png"), "attnviz-report.html");
+        assert_eq!(
+            download_name("\"quoted\".png"),
+            "attnviz-report-quoted.html"
+        );
+    }
+}

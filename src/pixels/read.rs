@@ -1,0 +1,419 @@
+//! Picture files decoded row by row: each row reaches a [`Rows`] as 8-bit RGB as soon as it
+//! is decoded, so that the model's resize ([`super::resample::RowResize`]) can shrink it at
+//! once and a photo of many megapixels never has to be held whole.
+//!
+//! - **JPEG** through libjpeg-turbo (the `mozjpeg` crate, whose decoder is libjpeg-turbo's):
+//!   the decoder PIL uses, so the pixels are PIL's exactly (islow IDCT, fancy upsampling). A
+//!   baseline JPEG streams; a progressive one keeps its coefficients (libjpeg's own buffer, 2
+//!   bytes a sample) until its last scan. CMYK and YCCK files, which libjpeg does not turn into
+//!   RGB, go through the `image` crate whole.
+//! - **PNG** through the `png` crate: non-interlaced files stream; Adam7-interlaced ones are
+//!   decoded whole. Palettes, low bit depths and `tRNS` are expanded; 16-bit samples keep their
+//!   high byte, as PIL's `RGB;16B` and `RGBA;16B` modes read them, except 16-bit gray, which PIL
+//!   opens as `I;16` and clips to 0–255.
+//! - **WebP** through the `image` crate, whole (its decoder has no row interface).
+//!
+//! Alpha (RGBA, gray + alpha, a palette with transparency) is composited onto white, as
+//! transformers' `convert_to_rgb` does. Every decoder runs under the size caps of the parent
+//! module, checked on the header before any pixel is decoded.
+
+use std::any::Any;
+use std::io::{BufRead, BufReader, Cursor, Seek};
+use std::path::Path;
+
+use super::{check_size, ImageSource, PixelsError, Rgb, MAX_DECODE_BYTES, MAX_SIDE};
+
+/// A reader of a picture's bytes: a file's, or bytes in memory.
+trait Input: BufRead + Seek {}
+impl<T: BufRead + Seek> Input for T {}
+
+/// A fresh reader of `source` from its first byte.
+fn open<'a>(source: &'a ImageSource, path: &Path) -> Result<Box<dyn Input + 'a>, PixelsError> {
+    Ok(match source {
+        ImageSource::File(file) => {
+            Box::new(BufReader::new(std::fs::File::open(file).map_err(|e| {
+                PixelsError::Read {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                }
+            })?))
+        }
+        ImageSource::Bytes { bytes, .. } => Box::new(Cursor::new(&bytes[..])),
+    })
+}
+
+/// Where decoded rows go.
+pub(super) trait Rows {
+    /// The picture is `width × height` pixels of colour type `color` (`rgb8`, `l8`, `rgba8`,
+    /// …); called once, before the first row.
+    fn begin(&mut self, width: usize, height: usize, color: &str);
+    /// The next row, top to bottom: `width × 3` bytes of RGB.
+    fn row(&mut self, rgb: &[u8]);
+}
+
+/// Every row of a picture, kept: [`super::decode`]'s sink.
+#[derive(Default)]
+pub(super) struct Whole(pub Rgb);
+
+impl Rows for Whole {
+    fn begin(&mut self, width: usize, height: usize, color: &str) {
+        self.0 = Rgb {
+            width,
+            height,
+            data: Vec::with_capacity(width * height * 3),
+            color: color.to_string(),
+        };
+    }
+
+    fn row(&mut self, rgb: &[u8]) {
+        self.0.data.extend_from_slice(rgb);
+    }
+}
+
+/// Decode `source` (PNG, JPEG or WebP, by content) into `rows`.
+pub(super) fn read(source: &ImageSource, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+    let path = source.shown();
+    let path = path.as_path();
+    if let ImageSource::File(file) = source {
+        let meta = std::fs::metadata(file).map_err(|e| PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if !meta.is_file() {
+            return Err(PixelsError::Read {
+                path: path.to_path_buf(),
+                reason: "not a regular file".into(),
+            });
+        }
+    }
+    let mut head = [0u8; 32];
+    let n = read_up_to(&mut open(source, path)?, &mut head).map_err(|e| PixelsError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let head = &head[..n];
+    match image::guess_format(head) {
+        Ok(image::ImageFormat::Jpeg) => {
+            if !jpeg(source, path, rows)? {
+                whole(source, path, image::ImageFormat::Jpeg, rows)?;
+            }
+            Ok(())
+        }
+        Ok(image::ImageFormat::Png) => png(source, path, rows),
+        Ok(image::ImageFormat::WebP) => whole(source, path, image::ImageFormat::WebP, rows),
+        other => Err(PixelsError::Corrupt {
+            path: path.to_path_buf(),
+            reason: match other {
+                Ok(f) => format!("{f:?} files are not read"),
+                Err(_) => "unknown format".into(),
+            },
+        }),
+    }
+}
+
+fn read_up_to(file: &mut dyn Input, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn corrupt(path: &Path, reason: impl ToString) -> PixelsError {
+    PixelsError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Blend RGBA (or gray + alpha) pixels onto white, as transformers' `convert_to_rgb` does.
+fn on_white(c: u8, a: u8) -> u8 {
+    let (c, a) = (c as u32, a as u32);
+    ((c * a + 255 * (255 - a) + 127) / 255) as u8
+}
+
+/// One row of `channels` samples per pixel (1 gray, 2 gray + alpha, 3 RGB, 4 RGBA) as RGB
+/// into `out`.
+fn to_rgb(row: &[u8], channels: usize, out: &mut Vec<u8>) {
+    out.clear();
+    match channels {
+        1 => out.extend(row.iter().flat_map(|&v| [v, v, v])),
+        2 => out.extend(row.chunks_exact(2).flat_map(|p| {
+            let v = on_white(p[0], p[1]);
+            [v, v, v]
+        })),
+        3 => out.extend_from_slice(row),
+        _ => out.extend(row.chunks_exact(4).flat_map(|p| {
+            [
+                on_white(p[0], p[3]),
+                on_white(p[1], p[3]),
+                on_white(p[2], p[3]),
+            ]
+        })),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JPEG
+
+/// A libjpeg failure, carried out of the decoder by unwinding (libjpeg's errors cannot
+/// return; the `mozjpeg` crate's C is built to unwind).
+struct JpegFailure(String);
+
+unsafe extern "C-unwind" fn jpeg_error_exit(cinfo: &mut mozjpeg_sys::jpeg_common_struct) {
+    std::panic::resume_unwind(Box::new(JpegFailure(jpeg_message(cinfo))));
+}
+
+/// Warnings pass, as PIL lets them pass, except a file that ends before its image does: PIL
+/// refuses it ("image file is truncated"), and libjpeg would fill the rest with grey.
+unsafe extern "C-unwind" fn jpeg_emit_message(
+    cinfo: &mut mozjpeg_sys::jpeg_common_struct,
+    level: std::os::raw::c_int,
+) {
+    // SAFETY: libjpeg calls this with the `cinfo` whose `err` points to our error manager,
+    // alive for the decoder's lifetime.
+    let code = unsafe { (*cinfo.err).msg_code };
+    if level < 0 && code == mozjpeg_sys::JWRN_JPEG_EOF as std::os::raw::c_int {
+        std::panic::resume_unwind(Box::new(JpegFailure(
+            "the file ends before its image data does (truncated)".into(),
+        )));
+    }
+}
+
+/// libjpeg's text for the current message of `cinfo`.
+fn jpeg_message(cinfo: &mut mozjpeg_sys::jpeg_common_struct) -> String {
+    let mut buffer = [0u8; 80];
+    // SAFETY: `err` points to our error manager (see `jpeg_emit_message`); `format_message` is
+    // libjpeg's own (set by `jpeg_std_error`), which writes at most JMSG_LENGTH_MAX (80) bytes,
+    // NUL included, into the buffer it is given. The binding declares the buffer `&[u8; 80]`
+    // though libjpeg writes it, so it is passed as a pointer to our mutable array.
+    unsafe {
+        if let Some(format) = (*cinfo.err).format_message {
+            let format: unsafe extern "C-unwind" fn(
+                &mut mozjpeg_sys::jpeg_common_struct,
+                *mut [u8; 80],
+            ) = std::mem::transmute(format);
+            format(cinfo, &mut buffer);
+        }
+    }
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    String::from_utf8_lossy(&buffer[..end]).into_owned()
+}
+
+fn jpeg_error_manager() -> mozjpeg_sys::jpeg_error_mgr {
+    // SAFETY: `jpeg_error_mgr` is a plain C struct for which all zeroes is a valid value (null
+    // function pointers are `None`); `jpeg_std_error` then fills every field.
+    let mut err: mozjpeg_sys::jpeg_error_mgr = unsafe { std::mem::zeroed() };
+    // SAFETY: `err` is a valid, exclusively borrowed error manager.
+    unsafe { mozjpeg_sys::jpeg_std_error(&mut err) };
+    err.error_exit = Some(jpeg_error_exit);
+    err.emit_message = Some(jpeg_emit_message);
+    err
+}
+
+/// Decode a JPEG row by row. `Ok(false)`: a CMYK or YCCK file, which libjpeg does not turn
+/// into RGB (nothing was handed to `rows`).
+fn jpeg(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<bool, PixelsError> {
+    let file = open(source, path)?;
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || -> Result<bool, PixelsError> {
+            let d = mozjpeg::Decompress::with_err(jpeg_error_manager())
+                .from_reader(file)
+                .map_err(|e| corrupt(path, e))?;
+            let (w, h) = d.size();
+            check_size(path, w as u64, h as u64)?;
+            let color = match d.color_space() {
+                mozjpeg::ColorSpace::JCS_GRAYSCALE => "l8",
+                mozjpeg::ColorSpace::JCS_CMYK | mozjpeg::ColorSpace::JCS_YCCK => return Ok(false),
+                _ => "rgb8",
+            };
+            let mut image = d.rgb().map_err(|e| corrupt(path, e))?;
+            rows.begin(w, h, color);
+            let mut row = vec![0u8; w * 3];
+            for _ in 0..h {
+                image
+                    .read_scanlines_into(&mut row)
+                    .map_err(|e| corrupt(path, e))?;
+                rows.row(&row);
+            }
+            image.finish().map_err(|e| corrupt(path, e))?;
+            Ok(true)
+        },
+    ));
+    match decoded {
+        Ok(result) => result,
+        Err(payload) => Err(corrupt(path, jpeg_failure(payload)?)),
+    }
+}
+
+/// The message of a libjpeg failure; any other panic goes on unwinding.
+fn jpeg_failure(payload: Box<dyn Any + Send>) -> Result<String, PixelsError> {
+    match payload.downcast::<JpegFailure>() {
+        Ok(f) => Ok(f.0),
+        // The `mozjpeg` crate's own error manager's messages (not ours, but kept in case).
+        Err(payload) => match payload.downcast::<String>() {
+            Ok(s) if s.starts_with("libjpeg") => Ok(*s),
+            Ok(s) => std::panic::resume_unwind(s),
+            Err(other) => std::panic::resume_unwind(other),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PNG
+
+fn png(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+    let mut decoder = png::Decoder::new_with_limits(
+        open(source, path)?,
+        png::Limits {
+            bytes: MAX_DECODE_BYTES as usize,
+        },
+    );
+    // PIL opens 16-bit gray as mode `I;16` and clips it to 0–255 on the way to RGB (a value of
+    // 1000 is white, not 4); every other 16-bit type keeps its high byte (`RGB;16B`, …).
+    let gray16 = {
+        let mut probe = png::Decoder::new(open(source, path)?);
+        let probe = probe.read_header_info().map_err(|e| png_error(path, e))?;
+        probe.color_type == png::ColorType::Grayscale && probe.bit_depth == png::BitDepth::Sixteen
+    };
+    decoder.set_transformations(if gray16 {
+        png::Transformations::EXPAND
+    } else {
+        png::Transformations::EXPAND | png::Transformations::STRIP_16
+    });
+    let mut reader = decoder.read_info().map_err(|e| png_error(path, e))?;
+    let info = reader.info();
+    let (w, h) = (info.width as u64, info.height as u64);
+    if info.animation_control.is_some() {
+        return Err(PixelsError::Animated {
+            path: path.to_path_buf(),
+            format: "APNG",
+        });
+    }
+    check_size(path, w, h)?;
+    let deep = info.bit_depth == png::BitDepth::Sixteen;
+    let interlaced = info.interlaced;
+    let (color, _) = reader.output_color_type();
+    let (channels, name) = match color {
+        png::ColorType::Grayscale => (1, "l"),
+        png::ColorType::GrayscaleAlpha => (2, "la"),
+        png::ColorType::Rgb | png::ColorType::Indexed => (3, "rgb"),
+        png::ColorType::Rgba => (4, "rgba"),
+    };
+    let (w, h) = (w as usize, h as usize);
+    rows.begin(w, h, &format!("{name}{}", if deep { 16 } else { 8 }));
+    let mut rgb = Vec::with_capacity(w * 3);
+    let mut clipped = Vec::new();
+    let mut convert = |row: &[u8], rgb: &mut Vec<u8>| {
+        if gray16 {
+            // Big-endian samples (a `tRNS` gray made an alpha sample beside each).
+            clipped.clear();
+            clipped.extend(
+                row.chunks_exact(2)
+                    .map(|s| u16::from_be_bytes([s[0], s[1]]).min(255) as u8),
+            );
+            if channels == 2 {
+                // The alpha samples: their high byte.
+                for (i, s) in row.chunks_exact(4).enumerate() {
+                    clipped[2 * i + 1] = s[2];
+                }
+            }
+            to_rgb(&clipped[..w * channels], channels, rgb);
+        } else {
+            to_rgb(&row[..w * channels], channels, rgb);
+        }
+    };
+    if interlaced {
+        // Adam7 hands rows over pass by pass: the whole frame first.
+        let mut frame = vec![0u8; reader.output_buffer_size()];
+        let out = reader
+            .next_frame(&mut frame)
+            .map_err(|e| png_error(path, e))?;
+        for row in frame[..out.buffer_size()]
+            .chunks_exact(out.line_size)
+            .take(h)
+        {
+            convert(row, &mut rgb);
+            rows.row(&rgb);
+        }
+        return Ok(());
+    }
+    for _ in 0..h {
+        let row = reader
+            .next_row()
+            .map_err(|e| png_error(path, e))?
+            .ok_or_else(|| corrupt(path, "the file ends before its last row"))?;
+        convert(row.data(), &mut rgb);
+        rows.row(&rgb);
+    }
+    Ok(())
+}
+
+fn png_error(path: &Path, e: png::DecodingError) -> PixelsError {
+    match e {
+        png::DecodingError::LimitsExceeded => PixelsError::TooLarge {
+            path: path.to_path_buf(),
+            width: 0,
+            height: 0,
+        },
+        e => corrupt(path, e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole pictures (WebP; CMYK JPEG)
+
+fn whole(
+    source: &ImageSource,
+    path: &Path,
+    format: image::ImageFormat,
+    rows: &mut dyn Rows,
+) -> Result<(), PixelsError> {
+    let image_error = |e: image::ImageError| match e {
+        image::ImageError::Limits(_) => PixelsError::TooLarge {
+            path: path.to_path_buf(),
+            width: 0,
+            height: 0,
+        },
+        e => corrupt(path, e),
+    };
+    let open = || open(source, path);
+    if format == image::ImageFormat::WebP {
+        let dec = image::codecs::webp::WebPDecoder::new(open()?).map_err(image_error)?;
+        if dec.has_animation() {
+            return Err(PixelsError::Animated {
+                path: path.to_path_buf(),
+                format: "animated WebP",
+            });
+        }
+    }
+    let mut reader = image::io::Reader::with_format(open()?, format);
+    let (w, h) = reader.into_dimensions().map_err(image_error)?;
+    check_size(path, w as u64, h as u64)?;
+    reader = image::io::Reader::with_format(open()?, format);
+    let mut limits = image::io::Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    reader.limits(limits);
+    let img = reader.decode().map_err(image_error)?;
+    let color = format!("{:?}", img.color()).to_lowercase();
+    let (channels, data) = match img {
+        image::DynamicImage::ImageRgb8(rgb) => (3, rgb.into_raw()),
+        image::DynamicImage::ImageRgba8(rgba) => (4, rgba.into_raw()),
+        image::DynamicImage::ImageLumaA8(la) => (2, la.into_raw()),
+        image::DynamicImage::ImageLuma8(l) => (1, l.into_raw()),
+        other => (3, other.to_rgb8().into_raw()),
+    };
+    let (w, h) = (w as usize, h as usize);
+    rows.begin(w, h, &color);
+    let mut rgb = Vec::with_capacity(w * 3);
+    for row in data.chunks_exact(w * channels) {
+        to_rgb(row, channels, &mut rgb);
+        rows.row(&rgb);
+    }
+    Ok(())
+}
