@@ -5,6 +5,7 @@ use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
 use crate::attention::Attention;
+use crate::model::kernels::multiversion;
 
 /// The mean over the heads of every layer: `[layer]` → `n_query × n_key`, row = query, column =
 /// key.
@@ -59,24 +60,42 @@ pub fn rollout(att: &Attention) -> Vec<Vec<f32>> {
 
 const SHAPE_OK: &str = "n × n f64 CPU tensors of matching shape";
 
+/// Rows of `Â` one rayon job makes at least; a shorter input is one thread's work (handing 32
+/// rows of a few heads to other threads costs more than it saves).
+const MIN_ROWS_PER_JOB: usize = 64;
+
 /// `rownorm(mean_h A_{l,h} + I)` in f64.
 fn residual_mean(att: &Attention, layer: usize) -> Vec<f64> {
     let n = att.len();
     let heads = att.heads();
     let mut a = vec![0f64; n * n];
-    a.par_chunks_mut(n).enumerate().for_each(|(q, row)| {
+    let fill = |(q, row): (usize, &mut [f64])| {
         for h in 0..heads {
-            let src = &att.head(layer, h)[q * n..(q + 1) * n];
-            for (r, &w) in row.iter_mut().zip(src) {
-                *r += w as f64;
-            }
+            add_widened(row, &att.head(layer, h)[q * n..(q + 1) * n]);
         }
         row.iter_mut().for_each(|r| *r /= heads as f64);
         row[q] += 1.0;
         let sum: f64 = row.iter().sum();
         row.iter_mut().for_each(|r| *r /= sum);
-    });
+    };
+    if n < MIN_ROWS_PER_JOB {
+        a.chunks_mut(n).enumerate().for_each(fill);
+    } else {
+        a.par_chunks_mut(n)
+            .with_min_len(MIN_ROWS_PER_JOB)
+            .enumerate()
+            .for_each(fill);
+    }
     a
+}
+
+multiversion! {
+    /// `sum[i] += add[i]`, widened to f64.
+    fn add_widened(sum: &mut [f64], add: &[f32]) {
+        for (s, &a) in sum.iter_mut().zip(add) {
+            *s += a as f64;
+        }
+    }
 }
 
 #[cfg(test)]

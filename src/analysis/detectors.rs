@@ -86,7 +86,10 @@ pub fn prev_token_score(matrix: &[f32], n: usize) -> f64 {
 }
 
 /// Duplicate-token score of one square matrix, with `group`/`members` from the units (see the
-/// module docs): the share on other positions of the query's own token.
+/// module docs): the share on other positions of the query's own token. The definition
+/// [`TokenGroups::scores`] computes together with the previous-token score (a test holds them
+/// equal).
+#[cfg(test)]
 fn duplicate_score(matrix: &[f32], n: usize, group: &[usize], members: &[Vec<usize>]) -> f64 {
     pattern_score(matrix, n, |q, hit| {
         for &k in &members[group[q]] {
@@ -112,23 +115,88 @@ fn induction_score(matrix: &[f32], n: usize, group: &[usize], members: &[Vec<usi
 /// `(previous-token, duplicate-token)` scores of every head of `att`, `[layer][head]`; `None`
 /// for cross-attention (its queries and keys are different units).
 pub fn token_scores(att: &Attention) -> Option<Vec<Vec<(f64, f64)>>> {
-    let (group, members) = same_token_groups(att)?;
-    let n = att.n_keys();
+    let groups = TokenGroups::of(att)?;
     Some(
         (0..att.layers())
             .map(|l| {
                 (0..att.heads())
-                    .map(|h| {
-                        let m = att.head(l, h);
-                        (
-                            prev_token_score(m, n),
-                            duplicate_score(m, n, &group, &members),
-                        )
-                    })
+                    .map(|h| groups.scores(att.head(l, h)))
                     .collect()
             })
             .collect(),
     )
+}
+
+/// Which units are the same token, made once for the [`token_scores`] of many heads (one
+/// head at a time, so the heads can be scored in parallel).
+pub(crate) struct TokenGroups {
+    n: usize,
+    group: Vec<usize>,
+    members: Vec<Vec<usize>>,
+}
+
+impl TokenGroups {
+    /// The groups of `att`'s units; `None` for cross-attention.
+    pub(crate) fn of(att: &Attention) -> Option<Self> {
+        let (group, members) = same_token_groups(att)?;
+        Some(TokenGroups {
+            n: att.n_keys(),
+            group,
+            members,
+        })
+    }
+
+    /// `(previous-token, duplicate-token)` scores of one head's matrix: the values
+    /// [`prev_token_score`] and [`duplicate_score`] give, with the rows summed once for both.
+    pub(crate) fn scores(&self, matrix: &[f32]) -> (f64, f64) {
+        /// Rows summed side by side: each row's sum is a chain of dependent additions, and
+        /// several chains at once keep the adder busy.
+        const ROWS: usize = 4;
+        let n = self.n;
+        let rows = matrix.len().checked_div(n).unwrap_or(0);
+        let (mut prev, mut duplicate, mut total) = (0f64, 0f64, 0f64);
+        for first in (0..rows).step_by(ROWS) {
+            let group = first..(first + ROWS).min(rows);
+            let row = |q: usize| &matrix[q * n..(q + 1) * n];
+            // Each row's sum, its values added in order; trailing zeros (a causal row's
+            // masked keys) add nothing, so the rows stop at the longest one's last value.
+            let len = group
+                .clone()
+                .map(|q| crate::analysis::stats::without_trailing_zeros(row(q)).len())
+                .max()
+                .unwrap_or(0);
+            let mut sums = [0f64; ROWS];
+            if group.len() == ROWS {
+                let [a, b, c, d] = std::array::from_fn(|r| &row(first + r)[..len]);
+                for (((&a, &b), &c), &d) in a.iter().zip(b).zip(c).zip(d) {
+                    for (sum, w) in sums.iter_mut().zip([a, b, c, d]) {
+                        *sum += w as f64;
+                    }
+                }
+            } else {
+                for (sum, q) in sums.iter_mut().zip(group.clone()) {
+                    *sum = row(q)[..len].iter().fold(0.0, |s, &w| s + w as f64);
+                }
+            }
+            for (sum, q) in sums.iter().zip(group) {
+                let row = row(q);
+                total += sum;
+                if q >= 1 {
+                    prev += row[q - 1] as f64;
+                }
+                for &k in &self.members[self.group[q]] {
+                    if k != q {
+                        duplicate += row[k] as f64;
+                    }
+                }
+            }
+        }
+        if total > 0.0 {
+            (prev / total, duplicate / total)
+        } else {
+            (f64::NAN, f64::NAN)
+        }
+    }
 }
 
 /// Induction scores of every head of `att`, `[layer][head]` (any square attention; meant for the
@@ -260,6 +328,26 @@ mod tests {
         m[4] = 1.0;
         assert!((duplicate_score(&m, 4, &group, &members) - 0.5 / 4.0).abs() < 1e-12);
         assert!((induction_score(&m, 4, &group, &members) - 1.25 / 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn token_groups_score_as_the_definitions_do_bit_for_bit() {
+        let att = crate::attention::tests::irregular(2, 3, 7);
+        let (group, members) = same_token_groups(&att).unwrap();
+        let groups = TokenGroups::of(&att).unwrap();
+        for l in 0..2 {
+            for h in 0..3 {
+                let m = att.head(l, h);
+                let (prev, duplicate) = groups.scores(m);
+                assert_eq!(prev.to_bits(), prev_token_score(m, 7).to_bits());
+                assert_eq!(
+                    duplicate.to_bits(),
+                    duplicate_score(m, 7, &group, &members).to_bits()
+                );
+            }
+        }
+        let empty = [0f32; 49];
+        assert!(groups.scores(&empty).0.is_nan() && groups.scores(&empty).1.is_nan());
     }
 
     #[test]

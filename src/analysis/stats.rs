@@ -20,6 +20,7 @@ use serde::Serialize;
 use unicode_categories::UnicodeCategories;
 
 use crate::attention::{Attention, MaskKind, Role};
+use crate::model::kernels::multiversion;
 
 /// A head is positional (previous/next) when its share to that token is above this.
 pub const POSITIONAL_THRESHOLD: f64 = 0.5;
@@ -481,25 +482,23 @@ pub fn head_stats(att: &Attention) -> Vec<Vec<HeadStats>> {
     let classes = KeyClasses::of(att);
     // Each layer's own mask: a sliding window changes how many keys a query sees.
     let geometry: Vec<Geometry> = (0..att.layers()).map(|l| Geometry::of(att, l)).collect();
+    let groups = super::detectors::TokenGroups::of(att);
     let nk = att.n_keys();
     let heads = att.heads();
     let flat: Vec<HeadStats> = (0..att.layers() * heads)
         .into_par_iter()
         .map(|i| {
             let l = i / heads;
-            matrix_stats(att.head(l, i % heads), nk, &classes, &geometry[l])
+            let matrix = att.head(l, i % heads);
+            let mut stats = matrix_stats(matrix, nk, &classes, &geometry[l]);
+            // The head detectors' scores ([`super::detectors::token_scores`]).
+            if let Some(groups) = &groups {
+                (stats.prev_token_score, stats.duplicate_token_score) = groups.scores(matrix);
+            }
+            stats
         })
         .collect();
-    let mut grid: Vec<Vec<HeadStats>> = flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect();
-    if let Some(scores) = super::detectors::token_scores(att) {
-        for (layer, scores) in grid.iter_mut().zip(scores) {
-            for (s, (prev, duplicate)) in layer.iter_mut().zip(scores) {
-                s.prev_token_score = prev;
-                s.duplicate_token_score = duplicate;
-            }
-        }
-    }
-    grid
+    flat.chunks(heads.max(1)).map(<[_]>::to_vec).collect()
 }
 
 /// Alignment figures of one cross-attention head: how sharply each decoder unit picks its
@@ -570,44 +569,14 @@ pub fn matrix_stats(
     keys: &KeyClasses,
     geometry: &Geometry,
 ) -> HeadStats {
-    let nq = matrix.len().checked_div(nk).unwrap_or(0);
     let n = nk;
-    let mut sum = [0f64; 9];
-    let mut rows = 0usize;
-    // Causal: the sum of each row's entropy over the log of the keys it sees.
-    let mut norm_sum = 0f64;
-    for q in 0..nq {
-        // A row that sees a single key has no choice (causal: the first query): skipped.
-        let visible = geometry.visible.as_ref().map(|v| v[q]);
-        if visible.is_some_and(|v| v <= 1) {
-            continue;
-        }
-        let row = &matrix[q * n..(q + 1) * n];
-        let [mass, entropy, distance] = row_moments(row, q);
-        if mass <= 0.0 {
-            continue;
-        }
-        rows += 1;
-        if let Some(v) = visible {
-            norm_sum += entropy / (v as f64).ln();
-        }
-        let share = |idx: &[usize]| idx.iter().map(|&k| row[k] as f64).sum::<f64>();
-        let at = |k: Option<usize>| k.filter(|&k| k < n).map_or(0.0, |k| row[k] as f64);
-        let values = [
-            entropy,
-            distance,
-            share(&keys.start),
-            share(&keys.end),
-            at(geometry.sink),
-            share(&keys.punct),
-            at(Some(q)),
-            at(q.checked_sub(1)),
-            at(Some(q + 1)),
-        ];
-        for (s, v) in sum.iter_mut().zip(values) {
-            *s += v;
-        }
-    }
+    let mut sums = RowSums::default();
+    sum_rows(matrix, nk, keys, geometry, &mut sums);
+    let RowSums {
+        sum,
+        rows,
+        norm_sum,
+    } = sums;
     let mean = |i: usize| if rows > 0 { sum[i] / rows as f64 } else { 0.0 };
     // Position statistics need queries and keys to be the same units.
     let positional = |i: usize| if geometry.square { mean(i) } else { f64::NAN };
@@ -645,31 +614,101 @@ pub fn matrix_stats(
     stats
 }
 
+/// What [`matrix_stats`] sums over a matrix's rows: the nine per-row figures (entropy,
+/// distance, the start, end, first-token and punctuation shares, self, previous, next), the
+/// rows counted, and (causal) each row's entropy over the log of the keys it sees.
+#[derive(Default)]
+struct RowSums {
+    sum: [f64; 9],
+    rows: usize,
+    norm_sum: f64,
+}
+
+multiversion! {
+    /// [`matrix_stats`]' sums over the rows, compiled for each instruction set (the same sums
+    /// on each).
+    fn sum_rows(
+        matrix: &[f32],
+        nk: usize,
+        keys: &KeyClasses,
+        geometry: &Geometry,
+        out: &mut RowSums,
+    ) {
+        let nq = matrix.len().checked_div(nk).unwrap_or(0);
+        let n = nk;
+        let RowSums {
+            sum,
+            rows,
+            norm_sum,
+        } = out;
+        for q in 0..nq {
+            // A row that sees a single key has no choice (causal: the first query): skipped.
+            let visible = geometry.visible.as_ref().map(|v| v[q]);
+            if visible.is_some_and(|v| v <= 1) {
+                continue;
+            }
+            let row = &matrix[q * n..(q + 1) * n];
+            let [mass, entropy, distance] = row_moments_portable(without_trailing_zeros(row), q);
+            if mass <= 0.0 {
+                continue;
+            }
+            *rows += 1;
+            if let Some(v) = visible {
+                *norm_sum += entropy / (v as f64).ln();
+            }
+            let share = |idx: &[usize]| idx.iter().map(|&k| row[k] as f64).sum::<f64>();
+            let at = |k: Option<usize>| k.filter(|&k| k < n).map_or(0.0, |k| row[k] as f64);
+            let values = [
+                entropy,
+                distance,
+                share(&keys.start),
+                share(&keys.end),
+                at(geometry.sink),
+                share(&keys.punct),
+                at(Some(q)),
+                at(q.checked_sub(1)),
+                at(Some(q + 1)),
+            ];
+            for (s, v) in sum.iter_mut().zip(values) {
+                *s += v;
+            }
+        }
+    }
+}
+
 /// `[Σ w, −Σ w ln w, Σ w |q − k|]` over one row, accumulated in f64.
 ///
 /// The hot loop of the statistics (`n²` per head): written over fixed-width lanes with a
 /// branch-free logarithm so that it vectorises; `std`'s `ln` would be a libm call per element.
 fn row_moments(row: &[f32], q: usize) -> [f64; 3] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has the features the function is compiled for.
-            return unsafe { row_moments_avx2(row, q) };
-        }
-    }
-    row_moments_portable(row, q)
+    let mut moments = [0.0; 3];
+    row_moments_into(row, q, &mut moments);
+    moments
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn row_moments_avx2(row: &[f32], q: usize) -> [f64; 3] {
-    row_moments_portable(row, q)
+multiversion! {
+    /// [`row_moments`], compiled for each instruction set (`ATTNVIZ_ISA`; the same sums on
+    /// each: the lanes are explicit).
+    fn row_moments_into(row: &[f32], q: usize, moments: &mut [f64; 3]) {
+        *moments = row_moments_portable(row, q);
+    }
 }
+
+/// `row` less the zeros it ends with (a causal row's masked keys), to a whole number of
+/// [`row_moments`]' lanes where the row has them: sums over a row are the same without those
+/// zeros, to the bit (each lane adds its values in the same order, and adding ±0 changes
+/// nothing), and their logarithms were half of a causal head's statistics.
+pub(crate) fn without_trailing_zeros(row: &[f32]) -> &[f32] {
+    let live = row.iter().rposition(|&w| w != 0.0).map_or(0, |k| k + 1);
+    &row[..live.next_multiple_of(MOMENT_LANES).min(row.len())]
+}
+
+/// Lanes of [`row_moments`]' partial sums.
+const MOMENT_LANES: usize = 8;
 
 #[inline(always)]
 fn row_moments_portable(row: &[f32], q: usize) -> [f64; 3] {
-    const LANES: usize = 8;
+    const LANES: usize = MOMENT_LANES;
     let mut mass = [0f64; LANES];
     let mut plogp = [0f64; LANES];
     let mut dist = [0f64; LANES];
@@ -915,6 +954,23 @@ mod tests {
         assert!((entropy - want).abs() < 1e-6, "{entropy} vs {want}");
         let want: f64 = w.enumerate().map(|(k, w)| w * k.abs_diff(q) as f64).sum();
         assert!((dist - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn trailing_zeros_change_no_moment() {
+        let mut row: Vec<f32> = (0..37).map(|k| ((k * 7919) % 31) as f32 / 500.0).collect();
+        for (k, w) in row.iter_mut().enumerate().skip(13) {
+            *w = if k % 2 == 0 { 0.0 } else { -0.0 };
+        }
+        let live = without_trailing_zeros(&row);
+        assert_eq!(live.len(), 16);
+        for q in [0, 5, 12, 30] {
+            let (a, b) = (row_moments(&row, q), row_moments(live, q));
+            assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "query {q}");
+        }
+        assert!(without_trailing_zeros(&[0.0, -0.0]).is_empty());
+        assert_eq!(without_trailing_zeros(&[0.0, f32::NAN, 0.0]).len(), 3);
+        assert_eq!(without_trailing_zeros(&[1.0; 9]).len(), 9);
     }
 
     #[test]

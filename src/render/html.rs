@@ -70,7 +70,7 @@ pub use panels::{
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -509,12 +509,17 @@ pub fn html_kinds_data(
         return Err(HtmlError::Empty.into());
     }
     let prepared = prepare(kinds, open, target)?;
-    let mut data = Vec::new();
-    prepared.payload.write_base64(&mut data)?;
+    let data = if kinds[open].1.compress {
+        let mut data = Vec::new();
+        prepared.payload.write_base64(&mut data)?;
+        String::from_utf8(data).map_err(io::Error::other)?
+    } else {
+        prepared.payload.base64_uncompressed()
+    };
     let shell = prepared.shell();
     Ok(ReportData {
         meta: prepared.meta_json,
-        data: String::from_utf8(data).map_err(io::Error::other)?,
+        data,
         shell,
     })
 }
@@ -524,13 +529,13 @@ struct Prepared<'a> {
     payload: Payload<'a>,
     meta: Meta<'a>,
     meta_json: String,
-    style: String,
+    style: Arc<Style>,
     images: bool,
 }
 
 impl Prepared<'_> {
     fn csp(&self) -> String {
-        content_security_policy(&self.style, self.images)
+        content_security_policy(&self.style.hash, self.images)
     }
 
     fn shell(&self) -> String {
@@ -557,10 +562,7 @@ fn prepare<'a>(
     let payload = Payload::new(all_sections, kinds[open].1.compress);
     let meta = Meta::new(kinds, open, target, &payload);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
-    let style = format!(
-        "{CSS}{}",
-        font_css(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?
-    );
+    let style = report_style(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?;
     let images = kinds.iter().any(|(a, _)| a.image.is_some());
     Ok(Prepared {
         payload,
@@ -593,7 +595,7 @@ fn write_report(
             Piece::Text(s) => w.write_all(s.as_bytes())?,
             Piece::Slot(Slot::Csp) => w.write_all(p.csp().as_bytes())?,
             Piece::Slot(Slot::Title) => w.write_all(escape_html(&p.meta.title).as_bytes())?,
-            Piece::Slot(Slot::Css) => w.write_all(p.style.as_bytes())?,
+            Piece::Slot(Slot::Css) => w.write_all(p.style.text.as_bytes())?,
             Piece::Slot(Slot::Js) => w.write_all(script().as_bytes())?,
             Piece::Slot(Slot::Meta) => {
                 w.write_all(escape_json_for_script(&p.meta_json).as_bytes())?
@@ -831,28 +833,70 @@ enum Piece {
 }
 
 /// The page's Content-Security-Policy: nothing may load from anywhere, and only the report's own
-/// inline script and style (listed by hash) may run. So even markup that slipped past escaping
-/// could neither run a script (inline handlers included) nor make a request. Fonts may come
-/// from `data:` URIs only: the subsets [`font_css`] embeds; so may images, in a vision model's
-/// report only (`images`): the picture the model read, embedded as a `data:` PNG.
-fn content_security_policy(style: &str, images: bool) -> String {
-    let hash = |s: &str| STANDARD.encode(Sha256::digest(s.as_bytes()));
+/// inline script and style (listed by hash; `style_hash` is [`Style::hash`]) may run. So even
+/// markup that slipped past escaping could neither run a script (inline handlers included) nor
+/// make a request. Fonts may come from `data:` URIs only: the subsets [`font_css`] embeds; so
+/// may images, in a vision model's report only (`images`): the picture the model read, embedded
+/// as a `data:` PNG.
+fn content_security_policy(style_hash: &str, images: bool) -> String {
+    static SCRIPT_HASH: OnceLock<String> = OnceLock::new();
     format!(
-        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; font-src data:; \
-         {}base-uri 'none'; form-action 'none'",
-        hash(script()),
-        hash(style),
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{style_hash}'; \
+         font-src data:; {}base-uri 'none'; form-action 'none'",
+        SCRIPT_HASH.get_or_init(|| csp_hash(script())),
         if images { "img-src data:; " } else { "" }
     )
 }
 
-/// Fonts for the report's text: for every character of the tokens, sentences and model name
-/// that is not ASCII, the embedded font that has it, subset to those characters
-/// ([`fonts::subset_for`]) as `@font-face` rules, and `--attnviz-fonts`, the CSS font list the
-/// page's body font ends with. The system's fonts come first, so the page looks native; ours
-/// fill in what the system lacks (a Korean or emoji token on a machine without such fonts shows
-/// as itself, not as an empty box). Empty when every character is ASCII.
-fn font_css<'a>(atts: impl Iterator<Item = &'a Attention>) -> Result<String, fonts::FontError> {
+/// A text's hash as a Content-Security-Policy source lists it (base64 of its SHA-256).
+fn csp_hash(s: &str) -> String {
+    STANDARD.encode(Sha256::digest(s.as_bytes()))
+}
+
+/// A report's style element: the page's CSS with the fonts of its text ([`font_css`]), and
+/// its hash for the policy.
+struct Style {
+    text: String,
+    /// [`csp_hash`] of `text`.
+    hash: String,
+}
+
+/// How many styles [`report_style`] keeps: the styles of the last few distinct character sets
+/// (the live app's runs of one model mostly share one).
+const STYLES_KEPT: usize = 8;
+
+/// The style of a report of `atts`. Subsetting fonts is most of a short report's time and
+/// depends only on the text's characters, so the styles of the last [`STYLES_KEPT`] character
+/// sets are kept, the newest first.
+fn report_style<'a>(
+    atts: impl Iterator<Item = &'a Attention>,
+) -> Result<Arc<Style>, fonts::FontError> {
+    static KEPT: Mutex<Vec<(String, Arc<Style>)>> = Mutex::new(Vec::new());
+    let chars = non_ascii_chars(atts);
+    let kept = |kept: &mut Vec<(String, Arc<Style>)>| {
+        let at = kept.iter().position(|(c, _)| *c == chars)?;
+        let entry = kept.remove(at);
+        let style = Arc::clone(&entry.1);
+        kept.insert(0, entry);
+        Some(style)
+    };
+    if let Some(style) = kept(&mut KEPT.lock().unwrap_or_else(|p| p.into_inner())) {
+        return Ok(style);
+    }
+    let text = format!("{CSS}{}", font_css(&chars)?);
+    let style = Arc::new(Style {
+        hash: csp_hash(&text),
+        text,
+    });
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    kept.insert(0, (chars, Arc::clone(&style)));
+    kept.truncate(STYLES_KEPT);
+    Ok(style)
+}
+
+/// Every character of the tokens, sentences and model names of `atts` that is not ASCII, once,
+/// in the order of first appearance.
+fn non_ascii_chars<'a>(atts: impl Iterator<Item = &'a Attention>) -> String {
     let non_ascii = |s: &str| s.chars().filter(|c| !c.is_ascii()).collect::<String>();
     let mut chars = String::new();
     for att in atts {
@@ -867,7 +911,17 @@ fn font_css<'a>(atts: impl Iterator<Item = &'a Attention>) -> Result<String, fon
     }
     let mut seen = std::collections::BTreeSet::new();
     chars.retain(|c| seen.insert(c));
-    let webfonts = fonts::subset_for([(chars.as_str(), false)])?;
+    chars
+}
+
+/// Fonts for the report's text: for every character of `chars` (the report's non-ASCII
+/// characters, [`non_ascii_chars`]), the embedded font that has it, subset to those characters
+/// ([`fonts::subset_for`]) as `@font-face` rules, and `--attnviz-fonts`, the CSS font list the
+/// page's body font ends with. The system's fonts come first, so the page looks native; ours
+/// fill in what the system lacks (a Korean or emoji token on a machine without such fonts shows
+/// as itself, not as an empty box). Empty when every character is ASCII.
+fn font_css(chars: &str) -> Result<String, fonts::FontError> {
+    let webfonts = fonts::subset_for([(chars, false)])?;
     if webfonts.is_empty() {
         return Ok(String::new());
     }

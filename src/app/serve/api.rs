@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Shared};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -205,12 +205,14 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
         }
     }
     let path = attnviz::render::terminal::escape_controls(&path).into_owned();
-    let _ = writeln!(
-        std::io::stderr(),
-        "{method} {path} {} {} ms",
+    // One write: stderr is unbuffered, and a line written in pieces could interleave with
+    // another request's.
+    let line = format!(
+        "{method} {path} {} {} ms\n",
         response.status().as_u16(),
         total.as_millis()
     );
+    let _ = std::io::stderr().write_all(line.as_bytes());
     response
 }
 
@@ -504,18 +506,71 @@ async fn run(
     match made {
         Err((status, message)) => error(status, &message),
         Ok((id, n, generated, data, ran, drew)) => {
-            let response = Json(serde_json::json!({
+            let answer = serde_json::json!({
                 "report": format!("/report/{id}"),
                 "filename": "attnviz-report.html",
                 "tokens": n,
                 "generated": generated,
                 "shell": data.shell,
                 "meta": data.meta,
-                "data": data.data,
-            }))
-            .into_response();
+            });
+            let response = (
+                [(header::CONTENT_TYPE, "application/json")],
+                Body::new(with_base64_field(&answer, "data", data.data)),
+            )
+                .into_response();
             with_timing(response, &[("run", ran), ("report", drew)])
         }
+    }
+}
+
+/// The JSON text of `object` with one more field, `name`, holding the base64 text `base64` as a
+/// string, as a body of three pieces: the payload (most of a run's answer) goes out as it is,
+/// neither copied nor scanned for escapes (base64 has no character JSON escapes).
+fn with_base64_field(object: &serde_json::Value, name: &str, base64: String) -> Pieces {
+    debug_assert!(base64
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)));
+    let mut head = serde_json::to_vec(object).expect("a JSON value serialises");
+    debug_assert_eq!(head.last(), Some(&b'}'));
+    head.pop();
+    if head.len() > 1 {
+        head.push(b',');
+    }
+    serde_json::to_writer(&mut head, name).expect("a string serialises");
+    head.extend_from_slice(b":\"");
+    Pieces(VecDeque::from([
+        Bytes::from(head),
+        Bytes::from(base64),
+        Bytes::from_static(b"\"}"),
+    ]))
+}
+
+/// A body sent as the pieces it is made of, its length known (`Content-Length`).
+struct Pieces(VecDeque<Bytes>);
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(
+            self.get_mut()
+                .0
+                .pop_front()
+                .map(|b| Ok(http_body::Frame::data(b))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
     }
 }
 
@@ -781,6 +836,27 @@ mod tests {
         assert!(e.1.contains("at most 256"), "{}", e.1);
         let e = check_tokens(65, 256, 64).err().unwrap();
         assert!(e.1.contains("at most 64"), "{}", e.1);
+    }
+
+    #[test]
+    fn the_payload_joins_the_answer_as_a_json_string() {
+        let text = |pieces: Pieces| {
+            let len = http_body::Body::size_hint(&pieces).exact().unwrap();
+            let text: Vec<u8> = pieces.0.iter().flatten().copied().collect();
+            assert_eq!(text.len() as u64, len);
+            serde_json::from_slice::<serde_json::Value>(&text).unwrap()
+        };
+        let object = json!({ "tokens": 3, "meta": "{\"a\": \"<\\\">\"}" });
+        let mut want = object.clone();
+        want["data"] = json!("QUJD+/8=");
+        assert_eq!(
+            text(with_base64_field(&object, "data", "QUJD+/8=".into())),
+            want
+        );
+        assert_eq!(
+            text(with_base64_field(&json!({}), "data", String::new())),
+            json!({ "data": "" })
+        );
     }
 
     #[test]

@@ -4,8 +4,6 @@
 //! view, at the class token). The page the server sends is these bytes, so
 //! "Save report" downloads exactly what the command line would have written.
 
-use std::borrow::Cow;
-
 use attnviz::analysis::{self, ViewOptions};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::render::html::{
@@ -29,7 +27,10 @@ pub fn report_data(
     set: &AttentionSet,
     settings: &[(String, String)],
 ) -> Result<ReportData, String> {
-    with_kinds(set, settings, false, html_kinds_data)
+    // On one of rayon's threads: the statistics, the rollout and the payload each go
+    // parallel, and from a thread outside the pool every one of them would wait for a
+    // handover and a wake-up.
+    rayon::scope(|_| with_kinds(set, settings, false, html_kinds_data))
 }
 
 /// `f` on the kinds of `set` with the command line's default options, opening as it does.
@@ -70,13 +71,18 @@ fn options(
     view: ViewOptions,
     mut settings: Vec<(String, String)>,
 ) -> HtmlOptions {
-    let stats = analysis::head_stats(view_att);
     let every_layer = att.layer_numbers().iter().copied().eq(0..att.model.layers);
-    let rollout: Cow<'_, [Vec<f32>]> = if every_layer && att.is_square() {
-        Cow::Owned(analysis::rollout(att))
-    } else {
-        Cow::Owned(Vec::new())
-    };
+    // Side by side: the rollout's chain of products is one thread's work.
+    let (stats, rollout) = rayon::join(
+        || analysis::head_stats(view_att),
+        || {
+            if every_layer && att.is_square() {
+                analysis::rollout(att)
+            } else {
+                Vec::new()
+            }
+        },
+    );
     let selection = Selection::new(att.layers().saturating_sub(1), HeadSel::Mean);
     let precision = PrecisionChoice::default().resolve(
         att.layers(),

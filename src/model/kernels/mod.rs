@@ -44,7 +44,7 @@ use std::sync::OnceLock;
 /// The instruction sets the kernels are compiled for, best first.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Isa {
+pub(crate) enum Isa {
     Avx512,
     Avx2,
     Baseline,
@@ -104,7 +104,7 @@ thread_local! {
 /// an older CPU: `ATTNVIZ_ISA=avx2` on an AVX-512 machine runs the code an AVX2-only machine
 /// runs, gemm's kernels included (see [`gemm`]).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn isa() -> Isa {
+pub(crate) fn isa() -> Isa {
     #[cfg(test)]
     if let Some(isa) = FORCED.with(|f| f.get()) {
         return isa;
@@ -147,7 +147,7 @@ fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
 }
 
 /// Define a function whose body is compiled for AVX-512, for AVX2 and for the baseline target,
-/// and dispatch to the best one the CPU supports. The body must call only `#[inline(always)]`
+/// and dispatch to the best one the CPU supports (any module of the crate may use it). The body must call only `#[inline(always)]`
 /// helpers, so they are compiled with the same features.
 macro_rules! multiversion {
     ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
@@ -176,6 +176,8 @@ macro_rules! multiversion {
         }
     };
 }
+/// For the element-wise loops outside the forward pass (the report's payload, the rollout).
+pub(crate) use multiversion;
 
 /// Lanes of the partial sums in reductions. Sixteen independent accumulators let the compiler
 /// use one AVX-512 register (two AVX2, four SSE) without reordering floating-point additions,

@@ -14,15 +14,21 @@
 //! and compresses to almost nothing; this makes the compressed blob about 20 % smaller than storing
 //! values interleaved (measured on real MiniLM attention at 512 tokens).
 //!
-//! Nothing is buffered whole: each plane is produced by a pass over the source slices and streamed
-//! through the compressor, so a 512-token report never holds a second copy of the weights.
+//! Nothing is buffered whole when writing a report: each plane is produced by a pass over the
+//! source slices and streamed through the compressor, so a 512-token report never holds a second
+//! copy of the weights. [`Payload::base64_uncompressed`] (the in-place data `attnviz serve` sends)
+//! builds the same text in blocks on several threads instead.
 
 use std::io::{self, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::write::EncoderWriter;
+use base64::Engine;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use rayon::prelude::*;
+
+use crate::model::kernels::multiversion;
 use serde::Serialize;
 
 /// How a section's values are stored.
@@ -76,32 +82,143 @@ impl Section<'_> {
 
     /// Byte `plane` of every value, in order, pushed through `sink` in chunks.
     fn write_plane(&self, plane: usize, sink: &mut impl Write) -> io::Result<()> {
-        let mut buf = Vec::with_capacity(1 << 16);
-        // f64 so that rounding to the nearest level is exact (f32 would add up to 0.004 of a step).
-        let levels = self.dtype.levels() as f64;
-        let lo = self.lo as f64;
-        let scale = if self.hi > self.lo {
-            levels / (self.hi as f64 - lo)
+        let len = self.len();
+        let mut buf = vec![0u8; len.min(CHUNK)];
+        for first in (0..len).step_by(CHUNK) {
+            let n = CHUNK.min(len - first);
+            self.plane_range(plane, first, &mut buf[..n]);
+            sink.write_all(&buf[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Byte `plane` of the values `first..first + out.len()`, into `out`.
+    fn plane_range(&self, plane: usize, first: usize, out: &mut [u8]) {
+        let level = Level::of(self);
+        let shift = 8 * plane as u32;
+        self.for_values(first, out, |values, out| level.plane(values, shift, out));
+    }
+
+    /// The levels of the values `first..first + out.len()` of a fixed-point section, into
+    /// `out`.
+    fn levels_range(&self, first: usize, out: &mut [u16]) {
+        let level = Level::of(self);
+        debug_assert!(level.dtype != Dtype::F32);
+        self.for_values(first, out, |values, out| level_values(values, level, out));
+    }
+
+    /// `f` on the values `first..first + out.len()`, as the slices of the parts they lie in,
+    /// each with the piece of `out` it fills.
+    fn for_values<T>(&self, first: usize, out: &mut [T], mut f: impl FnMut(&[f32], &mut [T])) {
+        let (mut skip, mut out) = (first, out);
+        for part in &self.parts {
+            if out.is_empty() {
+                break;
+            }
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let take = (part.len() - skip).min(out.len());
+            let (here, rest) = out.split_at_mut(take);
+            f(&part[skip..skip + take], here);
+            out = rest;
+            skip = 0;
+        }
+        debug_assert!(out.is_empty(), "the range lies inside the section");
+    }
+}
+
+/// Values per chunk a plane is produced in when streamed.
+const CHUNK: usize = 1 << 16;
+
+/// How one section's values become stored bits.
+#[derive(Clone, Copy)]
+struct Level {
+    dtype: Dtype,
+    /// The top level, as f64.
+    levels: f64,
+    lo: f64,
+    /// Levels per unit of value (0 when `hi ≤ lo`).
+    scale: f64,
+}
+
+impl Level {
+    fn of(s: &Section<'_>) -> Self {
+        // f64 so that rounding to the nearest level is exact (f32 would add up to 0.004 of a
+        // step).
+        let levels = s.dtype.levels() as f64;
+        let lo = s.lo as f64;
+        let scale = if s.hi > s.lo {
+            levels / (s.hi as f64 - lo)
         } else {
             0.0
         };
-        let shift = 8 * plane as u32;
-        for part in &self.parts {
-            for &v in *part {
-                let bits: u32 = match self.dtype {
-                    Dtype::F32 => v.to_bits(),
-                    // `as` saturates and maps NaN to 0, which is what we document.
-                    _ => ((v as f64 - lo) * scale).round().clamp(0.0, levels) as u32,
-                };
-                buf.push((bits >> shift) as u8);
-                if buf.len() == buf.capacity() {
-                    sink.write_all(&buf)?;
-                    buf.clear();
+        Level {
+            dtype: s.dtype,
+            levels,
+            lo,
+            scale,
+        }
+    }
+
+    /// Bits `shift..shift + 8` of each value's stored bits, into `out`: its f32 bits, or its
+    /// nearest level, `round((v − lo) · scale)` clamped to `0..=levels`, NaN giving 0.
+    fn plane(self, values: &[f32], shift: u32, out: &mut [u8]) {
+        match self.dtype {
+            Dtype::F32 => {
+                for (o, &v) in out.iter_mut().zip(values) {
+                    *o = (v.to_bits() >> shift) as u8;
                 }
             }
+            _ => level_plane(values, self, shift, out),
         }
-        sink.write_all(&buf)
     }
+}
+
+multiversion! {
+    /// Each value's nearest level of `level` (a fixed-point type of at most 16 bits), into
+    /// `out`.
+    fn level_values(values: &[f32], level: Level, out: &mut [u16]) {
+        let Level {
+            levels, lo, scale, ..
+        } = level;
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = nearest_level((v as f64 - lo) * scale, levels) as u16;
+        }
+    }
+}
+
+multiversion! {
+    /// Bits `shift..shift + 8` of each value's nearest level of `level` (a fixed-point
+    /// type), into `out`.
+    fn level_plane(values: &[f32], level: Level, shift: u32, out: &mut [u8]) {
+        let Level {
+            levels, lo, scale, ..
+        } = level;
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = (nearest_level((v as f64 - lo) * scale, levels) >> shift) as u8;
+        }
+    }
+}
+
+/// 2⁵²: a double in `[0, 2³²)` plus this is that double rounded to a whole number (halves to
+/// even), held in the low bits of the sum's mantissa.
+const WHOLE: f64 = 4_503_599_627_370_496.0;
+
+/// `x.round().clamp(0.0, levels) as u32` (halves away from zero, NaN to 0) for a whole
+/// `levels < 2³²`, in operations that vectorise: `round` is a call into libm and a float → int
+/// cast keeps the loop scalar, and together they were most of the payload's time. Clamping
+/// first is the same (`levels` is whole). Adding [`WHOLE`] rounds to the nearest whole number,
+/// halves to even; a half that went down to even goes up instead, as `round` does: `x` minus
+/// that whole number (exact: they are within ½ of each other) is then exactly ½.
+#[inline(always)]
+fn nearest_level(x: f64, levels: f64) -> u32 {
+    // `max` and `min` drop a NaN operand: NaN becomes 0, as `as` makes it.
+    let x = x.max(0.0).min(levels);
+    let shifted = x + WHOLE;
+    let even = shifted - WHOLE;
+    (shifted.to_bits() as u32) + (x - even == 0.5) as u32
 }
 
 /// What the page needs to find and decode one section, serialised into the report's metadata.
@@ -196,12 +313,120 @@ impl<'a> Payload<'a> {
         b64.finish()?;
         Ok(())
     }
+
+    /// The raw payload bytes `start..start + out.len()` (as [`Payload::write_raw`] writes them),
+    /// into `out`.
+    fn raw_range(&self, start: usize, out: &mut [u8]) {
+        let end = start + out.len();
+        let mut at = 0;
+        for s in &self.sections {
+            let len = s.len();
+            for plane in 0..s.dtype.bytes() {
+                let (from, to) = (start.max(at), end.min(at + len));
+                if from < to {
+                    s.plane_range(plane, from - at, &mut out[from - start..to - start]);
+                }
+                at += len;
+            }
+        }
+    }
+
+    /// The payload as base64 text, not compressed: the text [`Payload::write_base64`] writes
+    /// without compression, built in blocks on rayon's threads (each block's raw bytes are
+    /// made and encoded on their own; a block of a multiple of 3 bytes is a whole number of
+    /// base64 groups, so the blocks' texts join into the text of the whole).
+    ///
+    /// The first section, the attention, is most of it: when it is 16-bit and its planes start
+    /// on whole groups (a length that is a multiple of 3), each block of its values is
+    /// quantised once for both planes.
+    pub fn base64_uncompressed(&self) -> String {
+        /// Raw bytes (or values of the first section) per block, a multiple of 3.
+        const BLOCK: usize = 3 << 14;
+        const TEXT: usize = BLOCK / 3 * 4;
+        let raw_len = self.raw_len();
+        let mut text = vec![0u8; raw_len.div_ceil(3) * 4];
+        let (mut rest, mut rest_from) = (&mut text[..], 0);
+        if let Some(first) = self
+            .sections
+            .first()
+            .filter(|s| s.dtype == Dtype::U16 && s.len() % 3 == 0)
+        {
+            let n = first.len();
+            let (planes, others) = rest.split_at_mut(2 * n / 3 * 4);
+            let (low, high) = planes.split_at_mut(n / 3 * 4);
+            low.par_chunks_mut(TEXT)
+                .zip(high.par_chunks_mut(TEXT))
+                .enumerate()
+                .for_each_init(
+                    || (Vec::new(), Vec::new()),
+                    |(levels, raw), (i, (low, high))| {
+                        let count = BLOCK.min(n - i * BLOCK);
+                        levels.resize(count, 0);
+                        first.levels_range(i * BLOCK, levels);
+                        raw.resize(count, 0);
+                        for (plane, text) in [(0, low), (1, high)] {
+                            for (r, &l) in raw.iter_mut().zip(levels.iter()) {
+                                *r = (l >> (8 * plane)) as u8;
+                            }
+                            encode_base64(raw, text);
+                        }
+                    },
+                );
+            (rest, rest_from) = (others, 2 * n);
+        }
+        rest.par_chunks_mut(TEXT)
+            .enumerate()
+            .for_each_init(Vec::new, |raw, (i, chunk)| {
+                let start = rest_from + i * BLOCK;
+                raw.resize(BLOCK.min(raw_len - start), 0);
+                self.raw_range(start, raw);
+                encode_base64(raw, chunk);
+            });
+        String::from_utf8(text).expect("base64 is ASCII")
+    }
+}
+
+/// `raw` as standard base64 (padded) into `text`, which is exactly `⌈len / 3⌉ · 4` bytes: the
+/// text the `base64` crate writes, three times as fast where the loop vectorises (AVX2,
+/// AVX-512), which that crate's table lookups do not.
+fn encode_base64(raw: &[u8], text: &mut [u8]) {
+    let whole = raw.len() / 3 * 3;
+    let (head, tail) = text.split_at_mut(whole / 3 * 4);
+    base64_groups(&raw[..whole], head);
+    let written = STANDARD
+        .encode_slice(&raw[whole..], tail)
+        .expect("the text has room for the last group");
+    debug_assert_eq!(written, tail.len());
+}
+
+multiversion! {
+    /// Each 3 bytes of `raw` (a whole number of groups) as 4 base64 characters in `text`.
+    fn base64_groups(raw: &[u8], text: &mut [u8]) {
+        for (i, o) in raw.chunks_exact(3).zip(text.chunks_exact_mut(4)) {
+            let (a, b, c) = (i[0], i[1], i[2]);
+            o[0] = base64_char(a >> 2);
+            o[1] = base64_char(((a & 3) << 4) | (b >> 4));
+            o[2] = base64_char(((b & 15) << 2) | (c >> 6));
+            o[3] = base64_char(c & 63);
+        }
+    }
+}
+
+/// The standard base64 character of a 6-bit value, without a table (so the loop over it
+/// vectorises): `A`–`Z`, then `a`–`z`, `0`–`9`, `+`, `/`, each range a step from the one
+/// before.
+#[inline(always)]
+fn base64_char(x: u8) -> u8 {
+    let mut c = x.wrapping_add(b'A');
+    c = c.wrapping_add(if x >= 26 { b'a' - b'Z' - 1 } else { 0 });
+    c = c.wrapping_sub(if x >= 52 { b'a' + 26 - b'0' } else { 0 });
+    c = c.wrapping_sub(if x >= 62 { b'0' + 10 - b'+' } else { 0 });
+    c.wrapping_add(if x >= 63 { b'/' - b'+' - 1 } else { 0 })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
     use std::io::Read;
 
     /// Decode a section the way the page does (independently written here from the format doc).
@@ -325,5 +550,154 @@ mod tests {
         payload.write_raw(&mut raw).unwrap();
         // planes: low bytes [0, ff, 0], high bytes [0, ff, 0]
         assert_eq!(raw, [0, 0xff, 0, 0, 0xff, 0]);
+    }
+
+    /// What the quantiser computed before [`nearest_level`]: the definition it must match.
+    fn level_by_round(x: f64, levels: f64) -> u32 {
+        x.round().clamp(0.0, levels) as u32
+    }
+
+    #[test]
+    fn nearest_level_rounds_as_round_does() {
+        let mut xs = vec![
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            0.0,
+            -0.5,
+            -0.49,
+            0.5,
+            0.499_999_999_999_999_9,
+            1.5,
+            2.5,
+            254.5,
+            255.0,
+            255.49,
+            255.5,
+            65_534.5,
+            65_534.499_999_999_99,
+            65_535.0,
+            65_535.2,
+            65_536.0,
+            1e300,
+            f64::MIN_POSITIVE,
+        ];
+        // Every f32 probability near the levels' halves, and a spread of others.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let v = f32::from_bits((seed >> 32) as u32 & 0x3fff_ffff).min(1.0);
+            xs.push(v as f64 * 65_535.0);
+            xs.push(v as f64 * 255.0);
+            xs.push((v as f64 - 0.25) * 300.0);
+        }
+        for k in 0..=65_535u32 {
+            let half = (k as f32 + 0.5) / 65_535.0;
+            for v in [
+                half,
+                f32::from_bits(half.to_bits() - 1),
+                f32::from_bits(half.to_bits() + 1),
+            ] {
+                xs.push(v as f64 * 65_535.0);
+            }
+        }
+        for k in 0..=255u32 {
+            let half = (k as f32 + 0.5) / 255.0;
+            for v in [
+                half,
+                f32::from_bits(half.to_bits() - 1),
+                f32::from_bits(half.to_bits() + 1),
+            ] {
+                xs.push(v as f64 * 255.0);
+            }
+        }
+        for levels in [255.0, 65_535.0] {
+            for &x in &xs {
+                assert_eq!(
+                    nearest_level(x, levels),
+                    level_by_round(x, levels),
+                    "{x:e} over {levels}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn base64_is_the_crates_text() {
+        let mut seed = 7u64;
+        let bytes: Vec<u8> = (0..3_000)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 56) as u8
+            })
+            .chain(0..=255)
+            .collect();
+        for len in (0..40).chain([255, 256, 257, 3_000, bytes.len()]) {
+            let raw = &bytes[..len];
+            let mut text = vec![0u8; len.div_ceil(3) * 4];
+            encode_base64(raw, &mut text);
+            assert_eq!(text, STANDARD.encode(raw).as_bytes(), "{len} bytes");
+        }
+        for x in 0..64u8 {
+            let want = STANDARD.encode([x << 2]).as_bytes()[0];
+            assert_eq!(base64_char(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn base64_in_blocks_is_the_streamed_text() {
+        // Sections of every type, one in many parts, long enough for several blocks; the
+        // attention's length a multiple of 3 (each block quantised once for both planes) or
+        // not.
+        let probs: Vec<f32> = (0..200_001)
+            .map(|i| ((i as f32 * 0.618_034) % 1.0).powi(3))
+            .chain([f32::NAN, -1.0, 2.0, 0.5])
+            .collect();
+        let vectors: Vec<f32> = (0..12_345).map(|i| (i as f32 - 500.0) * 0.0137).collect();
+        for (cut, len) in [
+            (0usize, 70_001),
+            (1, 70_002),
+            (2, 69_999),
+            (3, 200_004),
+            (7, 3),
+            (1000, 0),
+            (5, 200_001),
+        ] {
+            let probs = &probs[probs.len() - len..];
+            let sections = vec![
+                Section {
+                    name: "attention".into(),
+                    dtype: Dtype::U16,
+                    lo: 0.0,
+                    hi: 1.0,
+                    parts: probs.chunks(9_999).collect(),
+                },
+                Section {
+                    name: "query".into(),
+                    dtype: Dtype::F32,
+                    lo: 0.0,
+                    hi: 0.0,
+                    parts: vec![&vectors[cut..]],
+                },
+                Section {
+                    name: "coarse".into(),
+                    dtype: Dtype::U8,
+                    lo: -2.0,
+                    hi: 3.0,
+                    parts: vec![&probs[..cut.min(len)], &[], &vectors[..cut * 3]],
+                },
+            ];
+            let payload = Payload::new(sections, false);
+            let mut streamed = Vec::new();
+            payload.write_base64(&mut streamed).unwrap();
+            assert_eq!(
+                payload.base64_uncompressed().as_bytes(),
+                &streamed[..],
+                "cut {cut}, {len} values"
+            );
+        }
+        let empty = Payload::new(Vec::new(), false);
+        assert_eq!(empty.base64_uncompressed(), "");
     }
 }

@@ -20,7 +20,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State as Shared};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Deserialize;
 
 use attnviz::pixels::ImageSource;
@@ -237,7 +236,7 @@ async fn upload(
             Ok((id, n, data, ran, drew))
         })
         .await?;
-    let response = Json(serde_json::json!({
+    let answer = serde_json::json!({
         "report": format!("/report/{id}"),
         "filename": filename,
         "name": name,
@@ -245,9 +244,12 @@ async fn upload(
         "generated": null,
         "shell": data.shell,
         "meta": data.meta,
-        "data": data.data,
-    }))
-    .into_response();
+    });
+    let response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::new(super::with_base64_field(&answer, "data", data.data)),
+    )
+        .into_response();
     Ok(with_timing(response, &[("run", ran), ("report", drew)]))
 }
 
