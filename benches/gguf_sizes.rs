@@ -100,7 +100,10 @@ fn main() {
                 Ok(o) if o.status.success() => theirs.push(numbers(&o.stdout)),
                 Ok(o) => {
                     let err = String::from_utf8_lossy(&o.stderr);
-                    let last = err.trim().lines().last().unwrap_or("").to_string();
+                    let last = match err.trim().lines().last() {
+                        Some(line) => line.to_string(),
+                        None => format!("{} with nothing on stderr", o.status),
+                    };
                     if theirs.is_empty() {
                         println!("  llama.cpp anchor failed: {last}");
                     }

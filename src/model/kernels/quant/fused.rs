@@ -36,11 +36,14 @@ pub(super) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
 /// `available(cpu, job.w.dtype)` for this CPU's [`Cpu::get`]; `job.rows == 1`; `dst` points
 /// at the checked `[1, stride]` output of `job`, whose columns `col0 + o0 .. col0 + o1` the
 /// caller owns; `o0 ≤ o1 ≤ outputs`.
-pub(super) unsafe fn band(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+pub(super) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
     use GgmlDType as D;
-    // SAFETY (each arm): `available` saw AVX2, FMA and F16C; the rest is the caller's contract.
+    // SAFETY (each arm): `available` saw AVX2, FMA and F16C, and `cpu.isa` AVX-512 where it
+    // is asked for; the rest is the caller's contract.
     unsafe {
         match job.w.dtype {
+            D::Q4K if cpu.isa == Isa::Avx512 => rows_avx512::<Q4K>(job, o0, o1, dst),
+            D::Q6K if cpu.isa == Isa::Avx512 => rows_avx512::<Q6K>(job, o0, o1, dst),
             D::Q4_0 => rows::<Q4_0>(job, o0, o1, dst),
             D::Q4K => rows::<Q4K>(job, o0, o1, dst),
             D::Q6K => rows::<Q6K>(job, o0, o1, dst),
@@ -48,6 +51,163 @@ pub(super) unsafe fn band(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
             D::F16 => rows::<F16>(job, o0, o1, dst),
             D::BF16 => rows::<BF16>(job, o0, o1, dst),
             _ => {}
+        }
+    }
+}
+
+/// The rows of a band on AVX-512, four at a time, for the K formats that make up a Q4_K_M
+/// model's weights (Q4_K, and Q6_K for its output matrix and some layers' `attn_v` and
+/// `ffn_down`). The 256-bit kernels spend most of their time widening bytes to lanes (one
+/// shuffle per 8 weights, on the one port that shuffles) rather than multiplying; here a 16-byte
+/// load widens to 16 lanes at once, and each block's scales are made in one vector and
+/// broadcast from memory. Each weight is decoded as the 256-bit [`Fused::step`] decodes it
+/// (the same exact products, one rounding in the same place), so the weights are the same
+/// floats and only the order of the sums differs.
+///
+/// # Safety
+/// As [`band`], with `job.w.dtype` the format of `F`; the CPU has AVX-512 (F, BW, DQ, VL), FMA
+/// and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+unsafe fn rows_avx512<F: Wide>(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+    let k = job.w.inputs;
+    let rb = job.w.row_bytes();
+    let steps = k / 256;
+    let base = job.w.bytes.as_ptr();
+    let x = job.x.as_ptr();
+    let mut g = o0;
+    while g < o1 {
+        let on = (o1 - g).min(4);
+        // Rows past the band's end (its last group only) repeat its last row; never written.
+        let row: [*const u8; 4] = std::array::from_fn(|r| {
+            // SAFETY: g + min(r, on − 1) < o1 ≤ outputs: a row of the matrix.
+            unsafe { base.add((g + r.min(on - 1)) * rb) }
+        });
+        let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+        for s in 0..steps {
+            let (off, xs) = (s * F::BYTES, s * 256);
+            for r in 0..4 {
+                let w = row[r].wrapping_add(off);
+                // The next group's row at the same place, a line per 64 bytes.
+                let ahead = w.wrapping_add(4 * rb);
+                let mut at = 0;
+                while at < F::BYTES {
+                    // SAFETY: a prefetch never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(at).cast());
+                    at += 64;
+                }
+                // SAFETY: block s of row r: bytes off..off + BYTES ≤ rb of a matrix row;
+                // inputs xs..xs + 256 ≤ k of the input row.
+                unsafe { F::block(w, x.add(xs), &mut acc[r]) };
+            }
+        }
+        let out = dst.ptr();
+        for (r, acc) in acc.iter().enumerate().take(on) {
+            let sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+            let b = job.bias.map_or(0.0, |b| b[g + r]);
+            // SAFETY: column col0 + g + r, o0 ≤ g + r < o1, of the output's one row: the
+            // caller's columns.
+            unsafe { *out.add(job.col0 + g + r) = b + sum };
+        }
+        g += on;
+    }
+}
+
+/// A 256-weight block format for [`rows_avx512`].
+trait Wide {
+    /// Bytes per block.
+    const BYTES: usize;
+    /// `acc[0] + acc[1] += ` the block at `w` times the 256 inputs at `x`.
+    ///
+    /// # Safety
+    /// `w` readable for `BYTES`, `x` for 256 values; AVX-512 (F, BW, DQ, VL), FMA and F16C.
+    unsafe fn block(w: *const u8, x: *const f32, acc: &mut [__m512; 2]);
+}
+
+impl Wide for Q4K {
+    const BYTES: usize = 144;
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn block(w: *const u8, x: *const f32, acc: &mut [__m512; 2]) {
+        // SAFETY: 144 readable bytes at w and 256 values at x (the caller's contract).
+        unsafe {
+            let scales = &*w.add(4).cast::<[u8; 12]>();
+            let mut sm = [0u8; 16];
+            for j in 0..8 {
+                (sm[j], sm[8 + j]) = scale_min_k4(j, scales);
+            }
+            // Lanes 0–7 take d (for the scales), 8–15 dmin (for the mins): d·s and dmin·m,
+            // exact products of an f16 and a 6-bit integer.
+            let d = _mm512_mask_blend_ps(
+                0xff00,
+                _mm512_broadcastss_ps(_mm256_castps256_ps128(half_at(w))),
+                _mm512_broadcastss_ps(_mm256_castps256_ps128(half_at(w.add(2)))),
+            );
+            let ints = _mm512_cvtepu8_epi32(_mm_loadu_si128(sm.as_ptr().cast()));
+            let mut f = [0f32; 16];
+            _mm512_storeu_ps(f.as_mut_ptr(), _mm512_mul_ps(_mm512_cvtepi32_ps(ints), d));
+            let nibble = _mm512_set1_epi32(0x0f);
+            for j in 0..4 {
+                // Bytes 32j.. hold groups 2j (low nibbles) and 2j + 1 (high nibbles).
+                let (lo_s, lo_m) = (_mm512_set1_ps(f[2 * j]), _mm512_set1_ps(f[8 + 2 * j]));
+                let (hi_s, hi_m) = (_mm512_set1_ps(f[2 * j + 1]), _mm512_set1_ps(f[9 + 2 * j]));
+                let xj = x.add(64 * j);
+                for h in 0..2 {
+                    let q =
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128(w.add(16 + 32 * j + 16 * h).cast()));
+                    let lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, nibble));
+                    let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(q));
+                    let (wl, wh) = (
+                        _mm512_fmsub_ps(lo, lo_s, lo_m),
+                        _mm512_fmsub_ps(hi, hi_s, hi_m),
+                    );
+                    acc[0] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(xj.add(16 * h)), acc[0]);
+                    acc[1] = _mm512_fmadd_ps(wh, _mm512_loadu_ps(xj.add(32 + 16 * h)), acc[1]);
+                }
+            }
+        }
+    }
+}
+
+impl Wide for Q6K {
+    const BYTES: usize = 210;
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn block(w: *const u8, x: *const f32, acc: &mut [__m512; 2]) {
+        // SAFETY: 210 readable bytes at w and 256 values at x (the caller's contract).
+        unsafe {
+            // The 16 scales times d: exact products of an f16 and an i8.
+            let d = _mm512_broadcastss_ps(_mm256_castps256_ps128(half_at(w.add(208))));
+            let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(w.add(192).cast()));
+            let mut f = [0f32; 16];
+            _mm512_storeu_ps(f.as_mut_ptr(), _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d));
+            // The 256 values q − 32 as bytes, made 32 at a time as the 256-bit kernel makes
+            // them, then widened 16 at a time.
+            let mut q = [0i8; 256];
+            let m4 = _mm256_set1_epi8(0x0f);
+            let m2 = _mm256_set1_epi8(0x03);
+            let bias = _mm256_set1_epi8(32);
+            for half in 0..2 {
+                let qh = _mm256_loadu_si256(w.add(128 + 32 * half).cast());
+                for k in 0..4 {
+                    let ql = _mm256_loadu_si256(w.add(64 * half + 32 * (k % 2)).cast());
+                    let nibble = if k < 2 {
+                        _mm256_and_si256(ql, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                    };
+                    let shift = _mm_cvtsi32_si128(2 * k as i32);
+                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), m2);
+                    let v =
+                        _mm256_sub_epi8(_mm256_or_si256(nibble, _mm256_slli_epi16(high, 4)), bias);
+                    _mm256_storeu_si256(q.as_mut_ptr().add(128 * half + 32 * k).cast(), v);
+                }
+            }
+            // Weights 16i..16i + 16 share scale i (8·half + 2k + l/16 in the block's order).
+            for i in 0..16 {
+                let v = _mm512_cvtepi8_epi32(_mm_loadu_si128(q.as_ptr().add(16 * i).cast()));
+                let wv = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(f[i]));
+                acc[i % 2] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x.add(16 * i)), acc[i % 2]);
+            }
         }
     }
 }

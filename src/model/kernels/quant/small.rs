@@ -45,7 +45,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
         // checked the CPU for the fused kernels, and `rows == 1`.
         #[cfg(target_arch = "x86_64")]
         if fused {
-            unsafe { super::fused::band(job, o0, o1, dst) };
+            unsafe { super::fused::band(cpu, job, o0, o1, dst) };
             return;
         }
         unsafe { band_for_cpu::<B>(cpu, job, o0, o1, dst) };
