@@ -277,3 +277,25 @@ fn minilm_sentence_encoder_has_no_masked_lm_head() {
     assert!(err.contains("bert-base-uncased"), "{err}");
     assert!(!err.contains('\n') && !err.contains("--"), "{err}");
 }
+
+/// `tests/reference/make_transformer_lens.py`: the same lens from TransformerLens (its
+/// residual stream cache, each stage through the bridge's own final norm and unembedding), a
+/// second implementation beside the hooks.
+fn transformer_lens_case(name: &str) {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/transformer_lens.json");
+    let file: File = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let case = file.cases.iter().find(|c| c.name == name).unwrap();
+    let worst = check(case, &model(name), 5, file.top);
+    println!("{name} against TransformerLens: largest |Δ| {worst:.2e}");
+}
+
+#[test]
+fn tiny_gpt2_matches_transformer_lens() {
+    transformer_lens_case("tiny-gpt2");
+}
+
+#[test]
+fn tiny_llama_gqa_matches_transformer_lens() {
+    transformer_lens_case("tiny-llama");
+}

@@ -287,3 +287,45 @@ fn a_target_of_several_tokens_is_refused_in_one_line() {
         "{err}"
     );
 }
+
+/// `tests/reference/make_transformer_lens.py`: TransformerLens's per-head direct logit
+/// attribution (`stack_head_results` with the final norm frozen, onto the difference of two
+/// tokens' residual directions), a second implementation beside the hooks. Its unembedding is
+/// centred, which shifts each token's logit alike, so the logit difference is compared.
+#[derive(Deserialize)]
+struct LensFile {
+    attributions: Vec<LensCase>,
+}
+
+#[derive(Deserialize)]
+struct LensCase {
+    name: String,
+    input_ids: Vec<u32>,
+    target: u32,
+    contrast: u32,
+    per_head_diff: Vec<Vec<f64>>,
+}
+
+fn transformer_lens_attribution(name: &str) {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/transformer_lens.json");
+    let file: LensFile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let c = file.attributions.iter().find(|c| c.name == name).unwrap();
+    let model = model(name);
+    assert_eq!(model.predicted_next(&c.input_ids).unwrap(), c.target);
+    let d = model
+        .head_attribution(&c.input_ids, c.target, Some(c.contrast))
+        .unwrap();
+    let worst = compare(&format!("{name} contrast"), &d.per_head, &c.per_head_diff);
+    println!("{name} against TransformerLens: contrast {worst:.2e}");
+}
+
+#[test]
+fn tiny_gpt2_attribution_matches_transformer_lens() {
+    transformer_lens_attribution("tiny-gpt2");
+}
+
+#[test]
+fn tiny_llama_gqa_attribution_matches_transformer_lens() {
+    transformer_lens_attribution("tiny-llama");
+}
