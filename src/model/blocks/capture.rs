@@ -8,7 +8,6 @@
 use std::io;
 
 use super::architecture::Architecture;
-use super::network::HeadOutputs;
 use crate::model::formats::validate;
 use crate::model::kernels::{capture_buffer, CaptureSink};
 
@@ -377,4 +376,18 @@ impl ValueCapture {
             .map(|&l| self.layers.get(l).cloned().flatten())
             .collect()
     }
+}
+
+/// One sequence's residual stream at one position, taken apart by layer and head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeadOutputs {
+    /// Each head's direct write to the residual stream, `[layers, heads, hidden]`: its share of
+    /// the output projection (Σ_j α_ij f_h(x_j), no bias), through the frozen scale of a norm on
+    /// the attention output where the block has one (Gemma).
+    pub heads: Vec<f32>,
+    /// The rest of each layer's write, `[layers, hidden]`: the output projection's bias and the
+    /// feed-forward block (the residual's change less the heads' writes).
+    pub rest: Vec<f32>,
+    /// The residual stream at every stage, `[layers + 1, hidden]` (the embeddings first).
+    pub residual: Vec<f32>,
 }

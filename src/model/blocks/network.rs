@@ -4,6 +4,7 @@
 //! ([`Seq2Seq`]). The rest of `model/` sees these and never a family's own types.
 
 pub use super::architecture::{Architecture, SlidingWindow, MAX_LAYERS};
+pub use super::capture::HeadOutputs;
 use super::capture::SequenceCapture;
 use super::generate::Generation;
 use crate::attention::QueryKey;
@@ -84,20 +85,6 @@ pub trait ValueZeroing: Sync {
         layer: usize,
         zero: &[usize],
     ) -> Vec<f32>;
-}
-
-/// One sequence's residual stream at one position, taken apart by layer and head.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HeadOutputs {
-    /// Each head's direct write to the residual stream, `[layers, heads, hidden]`: its share of
-    /// the output projection (Σ_j α_ij f_h(x_j), no bias), through the frozen scale of a norm on
-    /// the attention output where the block has one (Gemma).
-    pub heads: Vec<f32>,
-    /// The rest of each layer's write, `[layers, hidden]`: the output projection's bias and the
-    /// feed-forward block (the residual's change less the heads' writes).
-    pub rest: Vec<f32>,
-    /// The residual stream at every stage, `[layers + 1, hidden]` (the embeddings first).
-    pub residual: Vec<f32>,
 }
 
 /// Interventions on a decoder's forward pass, for one sequence (no attention captured).
