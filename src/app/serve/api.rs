@@ -486,41 +486,80 @@ async fn run(
     };
     let index = prepared.0;
     let made = execute(&state, prepared, move |job, run, ran| {
-        let started = Instant::now();
-        let settings = settings_of(job, index);
-        let data = report::report_data(&run.set, &settings).map_err(RunFailure::Report)?;
-        let drew = started.elapsed();
-        let n = run.set.primary().len();
-        let id = job
-            .reports
-            .put(Kept::Run {
-                set: run.set,
-                settings,
-                filename: "attnviz-report.html".into(),
-            })
-            .ok_or(RunFailure::Report("no random id".into()))?;
-        Ok((id, n, run.generated_text, data, ran, drew))
+        let generated = run.generated_text.clone();
+        let kept = keep_run(job, index, run, ran, "attnviz-report.html".into())?;
+        Ok((kept, generated))
     })
     .await;
     // The time bound is the gate's, around the whole request.
     match made {
         Err((status, message)) => error(status, &message),
-        Ok((id, n, generated, data, ran, drew)) => {
-            let answer = serde_json::json!({
-                "report": format!("/report/{id}"),
-                "filename": "attnviz-report.html",
-                "tokens": n,
-                "generated": generated,
-                "shell": data.shell,
-                "meta": data.meta,
-            });
-            let response = (
-                [(header::CONTENT_TYPE, "application/json")],
-                Body::new(with_base64_field(&answer, "data", data.data)),
-            )
-                .into_response();
-            with_timing(response, &[("run", ran), ("report", drew)])
+        Ok((kept, generated)) => kept.answer(json!({ "generated": generated })),
+    }
+}
+
+/// A run kept for its report, with what the page needs to draw it in place.
+struct KeptRun {
+    id: String,
+    filename: String,
+    tokens: usize,
+    data: attnviz::render::html::ReportData,
+    ran: Duration,
+    drew: Duration,
+}
+
+/// Draws the data of model `index`'s `run` (which took `ran`) and keeps the run under a new
+/// id, for "Save report" to download as `filename`.
+fn keep_run(
+    job: &State,
+    index: usize,
+    run: Run,
+    ran: Duration,
+    filename: String,
+) -> Result<KeptRun, RunFailure> {
+    let started = Instant::now();
+    let settings = settings_of(job, index);
+    let data = report::report_data(&run.set, &settings).map_err(RunFailure::Report)?;
+    let drew = started.elapsed();
+    let tokens = run.set.primary().len();
+    let id = job
+        .reports
+        .put(Kept::Run {
+            set: run.set,
+            settings,
+            filename: filename.clone(),
+        })
+        .ok_or(RunFailure::Report("no random id".into()))?;
+    Ok(KeptRun {
+        id,
+        filename,
+        tokens,
+        data,
+        ran,
+        drew,
+    })
+}
+
+impl KeptRun {
+    /// The JSON answer: the report's address, file name, token count, the report data, and
+    /// the fields of `extra` (an object); the run's and the drawing's times in `Server-Timing`.
+    fn answer(self, extra: serde_json::Value) -> Response {
+        let mut answer = json!({
+            "report": format!("/report/{}", self.id),
+            "filename": self.filename,
+            "tokens": self.tokens,
+            "shell": self.data.shell,
+            "meta": self.data.meta,
+        });
+        if let (Some(answer), serde_json::Value::Object(extra)) = (answer.as_object_mut(), extra) {
+            answer.extend(extra);
         }
+        let response = (
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::new(with_base64_field(&answer, "data", self.data.data)),
+        )
+            .into_response();
+        with_timing(response, &[("run", self.ran), ("report", self.drew)])
     }
 }
 

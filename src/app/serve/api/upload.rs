@@ -13,21 +13,18 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State as Shared};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 
 use attnviz::pixels::ImageSource;
 use attnviz::request::RunRequest;
 
-use super::{
-    admit, error, execute_admitted, settings_of, slug, with_timing, Kept, Refused, RunFailure,
-};
+use super::{admit, error, execute_admitted, keep_run, slug, Refused};
 use crate::app::serve::State;
 
 /// The largest picture the server takes, in bytes (20 MiB).
@@ -216,41 +213,11 @@ async fn upload(
         }),
         ..RunRequest::default()
     };
-    let saved_as = filename.clone();
-    let (id, n, data, ran, drew) =
-        execute_admitted(state, admitted, (index, request), move |job, run, ran| {
-            let started = Instant::now();
-            let settings = settings_of(job, index);
-            let data =
-                super::report::report_data(&run.set, &settings).map_err(RunFailure::Report)?;
-            let drew = started.elapsed();
-            let n = run.set.primary().len();
-            let id = job
-                .reports
-                .put(Kept::Run {
-                    set: run.set,
-                    settings,
-                    filename: saved_as,
-                })
-                .ok_or(RunFailure::Report("no random id".into()))?;
-            Ok((id, n, data, ran, drew))
-        })
-        .await?;
-    let answer = serde_json::json!({
-        "report": format!("/report/{id}"),
-        "filename": filename,
-        "name": name,
-        "tokens": n,
-        "generated": null,
-        "shell": data.shell,
-        "meta": data.meta,
-    });
-    let response = (
-        [(header::CONTENT_TYPE, "application/json")],
-        Body::new(super::with_base64_field(&answer, "data", data.data)),
-    )
-        .into_response();
-    Ok(with_timing(response, &[("run", ran), ("report", drew)]))
+    let kept = execute_admitted(state, admitted, (index, request), move |job, run, ran| {
+        keep_run(job, index, run, ran, filename)
+    })
+    .await?;
+    Ok(kept.answer(serde_json::json!({ "name": name, "generated": null })))
 }
 
 #[cfg(test)]
