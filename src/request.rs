@@ -417,6 +417,15 @@ impl RunRequest {
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Run, RequestError> {
+        crate::threads::on_pool(|| self.run_in_pool(model, progress, sink))
+    }
+
+    fn run_in_pool(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        sink: Option<&mut dyn LayerSink>,
+    ) -> Result<Run, RequestError> {
         let heads = self.head_tokens(model)?;
         if let Some(picture) = &self.image {
             if sink.is_some() {

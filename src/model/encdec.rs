@@ -199,7 +199,7 @@ impl Model {
         &self,
         source: &[u32],
         max_new_tokens: usize,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
         let net = self.seq2seq_net()?;
         self.check_ids("source", source, self.max_positions())?;
@@ -308,7 +308,7 @@ impl Model {
         text: &str,
         input: DecoderInput<'_>,
         opts: &EncodeOptions,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Seq2SeqEncoding, Error> {
         self.seq2seq_net()?;
         if opts.layers.is_some() {

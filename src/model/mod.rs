@@ -455,7 +455,7 @@ impl Model {
         &self,
         prompt: &[u32],
         max_new_tokens: usize,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
         let arch = self.network.architecture();
         let Some(lm) = self.network.causal_lm() else {
@@ -480,14 +480,18 @@ impl Model {
             let cache = cache.get_or_insert_with(|| lm.new_cache(prompt.len() + max_new_tokens));
             lm.step(ids, cache)
         };
-        generate::greedy(
-            prompt,
-            max_new_tokens,
-            &self.generation.eos_token_ids,
-            (None, None),
-            &mut step,
-            progress,
-        )
+        // One token's forward pass is hundreds of short parallel steps: run them from a pool
+        // thread (see `on_pool`).
+        crate::threads::on_pool(|| {
+            generate::greedy(
+                prompt,
+                max_new_tokens,
+                &self.generation.eos_token_ids,
+                (None, None),
+                &mut step,
+                progress,
+            )
+        })
     }
 
     /// Which model this is, and its shape.
@@ -949,7 +953,7 @@ impl Model {
         text: &str,
         opts: &EncodeOptions,
         generate: GenerateOptions,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Encoding, Error> {
         self.encode_generated_into(text, opts, generate, progress, None)
     }
@@ -961,7 +965,7 @@ impl Model {
         text: &str,
         opts: &EncodeOptions,
         generate: GenerateOptions,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         let arch = self.architecture();

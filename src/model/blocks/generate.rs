@@ -262,7 +262,7 @@ pub fn greedy(
     eos: &[u32],
     forced: (Option<u32>, Option<u32>),
     step: &mut Step<'_>,
-    progress: &mut dyn FnMut(usize),
+    progress: &mut (dyn FnMut(usize) + Send),
 ) -> Result<Generation, Error> {
     let mut ids = prompt.to_vec();
     let mut stopped_at_eos = false;

@@ -313,6 +313,6 @@ pub trait Seq2Seq: Sync {
         max_new_tokens: usize,
         eos: &[u32],
         forced: (Option<u32>, Option<u32>),
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error>;
 }

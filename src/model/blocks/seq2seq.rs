@@ -680,7 +680,7 @@ impl Seq2Seq for Seq2SeqNet {
         max_new_tokens: usize,
         eos: &[u32],
         forced: (Option<u32>, Option<u32>),
-        progress: &mut dyn FnMut(usize),
+        progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
         let n = source.len();
         let encoder_hidden = self.run_encoder(source, &[n], n, &mut []);

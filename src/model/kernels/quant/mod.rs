@@ -345,6 +345,7 @@ impl Cpu {
 }
 
 /// The operands of one product, checked.
+#[derive(Clone, Copy)]
 struct Job<'a> {
     x: &'a [f32],
     rows: usize,

@@ -36,6 +36,21 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     let cpu = Cpu::get();
     #[cfg(target_arch = "x86_64")]
     let fused = rows == 1 && super::fused::available(cpu, job.w.dtype);
+    // The fused kernels load the input row 64 bytes at a time; from an allocator's 16-byte
+    // alignment every such load spans two cache lines. A copy on a 64-byte boundary costs a
+    // pass over `inputs` floats; Q4_K one row 2048 → 8192: 0.94 → 0.91 ms.
+    #[cfg(target_arch = "x86_64")]
+    let aligned;
+    #[cfg(target_arch = "x86_64")]
+    let job = &if fused && job.x.as_ptr().align_offset(64) != 0 {
+        aligned = super::fused::Aligned::of(job.x);
+        Job {
+            x: aligned.as_slice(),
+            ..*job
+        }
+    } else {
+        *job
+    };
     let work = |b: usize| {
         let o0 = b * band;
         let o1 = (o0 + band).min(outputs);

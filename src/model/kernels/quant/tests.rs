@@ -656,3 +656,49 @@ fn misaligned_f32_weights_are_decoded() {
         }
     }
 }
+
+/// The one-row kernels' 64-byte-aligned copy of the input row holds the row, every length.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn aligned_copy_of_the_input_row_is_the_row() {
+    for len in [0, 1, 15, 16, 17, 37, 2048] {
+        let x: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let copy = super::fused::Aligned::of(&x);
+        assert_eq!(copy.as_slice(), x.as_slice(), "length {len}");
+        assert_eq!(copy.as_slice().as_ptr().align_offset(64), 0, "length {len}");
+    }
+}
+
+/// One row on the fused kernels gives the same bits from an input row at any address (the
+/// kernel copies a misaligned row to a 64-byte boundary first).
+#[test]
+fn one_row_products_do_not_depend_on_the_input_rows_address() {
+    let (inputs, outputs) = (512, 40);
+    for dtype in [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0] {
+        let (values, _) = block_layout(dtype);
+        let bytes = random_blocks(dtype, outputs * inputs / values, 5);
+        let w = QuantMatrix::new(&bytes, dtype, outputs, inputs).unwrap();
+        let wide = random(inputs + 16, 6, 1.0);
+        let run = |x: &[f32]| {
+            let mut out = vec![0f32; outputs];
+            let o = Output {
+                data: &mut out,
+                stride: outputs,
+                col0: 0,
+            };
+            linear_quant(x, 1, w, None, o, Activation::Identity).unwrap();
+            out
+        };
+        let first = run(&wide[..inputs]);
+        for shift in 1..16 {
+            let x: Vec<f32> = wide[..inputs].to_vec();
+            let mut shifted = vec![0f32; shift];
+            shifted.extend_from_slice(&x);
+            assert_eq!(
+                run(&shifted[shift..]),
+                first,
+                "{dtype:?}, input {shift} floats on"
+            );
+        }
+    }
+}
