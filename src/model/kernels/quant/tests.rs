@@ -382,10 +382,13 @@ fn products_match_f64_on_candles_dequantised_weights() {
     }
 }
 
-/// The tiled path over several tiles (a tile holds 2²⁰ decoded values, 64 rows at 16 384
+/// The tiled path over several tiles (a test tile of 2²⁰ decoded values, 64 rows at 16 384
 /// inputs), with a bias and an activation applied to the product's columns only.
 #[test]
 fn tiled_products_span_several_tiles() {
+    // 2²⁰ values a tile here (the product's own tile is 2²², 256 rows at 16 384 inputs): 64
+    // rows, so 150 outputs are two whole tiles and part of a third.
+    tiled::TEST_TILE_VALUES.with(|t| t.set(Some(1 << 20)));
     for dtype in [GgmlDType::Q4K, GgmlDType::Q8_0, GgmlDType::F16] {
         let (values, _) = block_layout(dtype);
         let (rows, inputs, outputs) = (TILED_ROWS + 1, 16_384, 150);
