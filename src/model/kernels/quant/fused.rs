@@ -98,7 +98,7 @@ pub(super) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: Sh
 /// chain of multiply-adds waits on another's latency and nothing goes through memory between
 /// blocks (four rows interleaved, two accumulators each, held their sums on the stack and
 /// waited on 8 FMA latencies per block: Q4_K one row 2048 → 8192, one thread, in cache
-/// 1.19 → 1.04 ms). Each weight is decoded as the 256-bit [`Fused::step`] decodes it (the same
+/// 1.23 → 1.04 ms). Each weight is decoded as the 256-bit [`Fused::step`] decodes it (the same
 /// exact products, one rounding in the same place), so the weights are the same floats and only
 /// the order of the sums differs.
 ///
@@ -337,7 +337,7 @@ unsafe fn rows<F: Fused>(job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
 /// sees where the value was stored, otherwise builds it with two lane shuffles from the vector
 /// it was stored from, and shuffles run on the one port that the kernels' permutes and byte
 /// widenings also need; a broadcast load takes a load port instead (Q4_K one row 2048 → 8192,
-/// one thread, in cache: 1.34 → 1.17 ms).
+/// one thread, in cache: 1.24 → 1.17 ms).
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn broadcast(p: &f32) -> __m512 {
