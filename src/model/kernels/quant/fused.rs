@@ -6,16 +6,16 @@
 //!
 //! Every weight is decoded exactly as [`super::blocks`] decodes it (the same exact products, one
 //! rounding in the same place), so only the order of the sums differs from the other paths.
-//! Each group of 4 weight rows keeps two accumulators per row (8 FMA chains, enough to cover
-//! the FMA's latency), and asks for the next group's bytes as it reads its own.
+//! The 256-bit kernels take 4 weight rows at a time, two accumulators per row (8 FMA chains),
+//! and ask for the next group's bytes as they read their own.
 //!
 //! AVX2 with FMA and F16C (256-bit vectors): what every AVX2 CPU has, and every AVX-512 one
 //! runs too. On AVX-512, Q4_K and Q6_K (most of a Q4_K_M model's weights) take
 //! [`rows_avx512`] instead: one row at a time, eight accumulators, Q4_K's weights picked from
 //! a 16-entry table per group by a permute, scales broadcast from memory. Streaming weights
-//! from memory on 2 threads, Q4_K 13.0 → 16.6 GB/s and Q6_K 15.3 → 18.9 GB/s against the
-//! 256-bit kernels' first AVX-512 form; a generated token on a Qwen3-4B-shaped Q4_K_M file
-//! 0.19 → 0.15 s (`cargo bench --bench gguf_sizes`).
+//! from memory on 2 threads, Q4_K 13.0 → 16.6 GB/s and Q6_K 15.3 → 18.9 GB/s against its first
+//! form (four rows interleaved, as the 256-bit kernels); a generated token on a
+//! Qwen3-4B-shaped Q4_K_M file 0.19 → 0.15 s (`cargo bench --bench gguf_sizes`).
 
 use std::arch::x86_64::*;
 
