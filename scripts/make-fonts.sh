@@ -9,7 +9,7 @@
 # records the sources, versions, licences and checksums.
 set -euo pipefail
 
-out="$(cd "$(dirname "$0")/.." && pwd)/assets/fonts"
+out="$(cd "$(dirname "$0")/.." && pwd)/crates/render/assets/fonts"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

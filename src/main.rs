@@ -10,7 +10,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = app::cli::Args::parse();
     // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.
-    attnviz::cleanup::install();
+    app::signals::install();
     match app::flows::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

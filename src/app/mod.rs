@@ -12,4 +12,5 @@ pub mod plan;
 mod progress;
 /// `attnviz serve`: the live web app.
 pub mod serve;
+pub mod signals;
 mod words;

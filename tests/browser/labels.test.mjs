@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 const root = new URL('../../', import.meta.url);
-const source = readFileSync(new URL('assets/report/labels.js', root), 'utf8');
+const source = readFileSync(new URL('crates/render/assets/report/labels.js', root), 'utf8');
 // The page joins its script files into one function scope; here the file gets its own.
 const { visibleText, positionedLabels, subscriptDigits } = new Function(
   source + '\nreturn { visibleText, positionedLabels, subscriptDigits };',

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 const root = new URL('../../', import.meta.url);
-const source = readFileSync(new URL('assets/report/words.js', root), 'utf8');
+const source = readFileSync(new URL('crates/render/assets/report/words.js', root), 'utf8');
 // The page joins its script files into one function scope; here the file gets its own.
 const { groupUnits, wordLabel, isSpecialRole } = new Function(
   source + '\nreturn { groupUnits, wordLabel, isSpecialRole };',

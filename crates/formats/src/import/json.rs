@@ -1,0 +1,608 @@
+//! attnviz's own JSON export (`docs/json.md`), format versions 1 to 3, read back. A version-3
+//! document (an encoder–decoder run) holds one version-2 body per kind (`encoder`, `decoder`,
+//! `cross`); each is read as a version-2 document would be.
+//!
+//! The document is deserialised in one streaming pass: the metadata into small structs, the
+//! `attention` array straight into one flat `Vec<f32>` (its shape checked as it arrives, never
+//! more than [`MAX_WEIGHTS`] values), and the optional sections (`stats`, `means`, `rollout`)
+//! skipped without being built, since every view recomputes them.
+//!
+//! Version 1 (BERT only) has no roles: `[CLS]`/`[SEP]`/`[PAD]` marked `special` become the
+//! start, end and padding tokens, other special tokens [`Role::Special`], and a token continues
+//! a word when its word id is its predecessor's. Its `token_type_ids` are the segments.
+
+use std::cell::Cell;
+use std::fmt;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::attention::{
+    AttentionKind, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
+};
+
+use super::budget::{Declared, Estimate};
+use super::store::Plan;
+use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
+
+/// The newest format version this reader knows.
+const NEWEST: u32 = crate::json::ENCODER_DECODER_VERSION;
+
+#[derive(Deserialize)]
+struct Doc {
+    format: Option<String>,
+    format_version: Option<u32>,
+    model: Option<ModelJson>,
+    kind: Option<AttentionKind>,
+    mask: Option<MaskKind>,
+    kv_head: Option<Vec<usize>>,
+    text: Option<String>,
+    pair: Option<String>,
+    level: Option<String>,
+    special_excluded: Option<bool>,
+    #[serde(flatten)]
+    queries: UnitsJson,
+    #[serde(default)]
+    key_tokens: Option<Vec<String>>,
+    #[serde(default)]
+    key_input_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    key_segments: Option<Vec<u32>>,
+    #[serde(default)]
+    key_token_type_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    key_roles: Option<Vec<String>>,
+    #[serde(default)]
+    key_special: Option<Vec<bool>>,
+    #[serde(default)]
+    key_word_ids: Option<Vec<Option<usize>>>,
+    #[serde(default)]
+    key_surfaces: Option<Vec<String>>,
+    #[serde(default)]
+    key_spans: Option<Vec<[usize; 2]>>,
+    #[serde(default)]
+    key_generated: Option<Vec<bool>>,
+    #[serde(default)]
+    key_label_scheme: Option<String>,
+    attention: Option<Flat>,
+    // Skipped without building them.
+    #[serde(default)]
+    stats: Option<IgnoredAny>,
+    #[serde(default)]
+    means: Option<IgnoredAny>,
+    #[serde(default)]
+    rollout: Option<IgnoredAny>,
+    image: Option<super::image::ImageJson>,
+    positions: Option<String>,
+    layer_numbers: Option<Vec<usize>>,
+    #[serde(default)]
+    layer_masks: Option<Vec<LayerMaskJson>>,
+    // Version 3: the teacher-forced target, and one body per kind.
+    target: Option<String>,
+    generated_text: Option<String>,
+    encoder: Option<Box<Doc>>,
+    decoder: Option<Box<Doc>>,
+    cross: Option<Box<Doc>>,
+}
+
+/// One entry of `layer_masks`: a captured layer's mask as the model ran it.
+#[derive(Deserialize)]
+struct LayerMaskJson {
+    layer: usize,
+    mask: String,
+    window: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct ModelJson {
+    id: Option<String>,
+    revision: Option<String>,
+    family: Option<String>,
+    layers: Option<usize>,
+    heads: Option<usize>,
+    hidden_size: Option<usize>,
+    head_dim: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+struct UnitsJson {
+    tokens: Option<Vec<String>>,
+    input_ids: Option<Vec<u32>>,
+    token_type_ids: Option<Vec<u32>>,
+    segments: Option<Vec<u32>>,
+    roles: Option<Vec<String>>,
+    special: Option<Vec<bool>>,
+    word_ids: Option<Vec<Option<usize>>>,
+    surfaces: Option<Vec<String>>,
+    spans: Option<Vec<[usize; 2]>>,
+    generated: Option<Vec<bool>>,
+    label_scheme: Option<String>,
+}
+
+/// The attention array, flattened as it is read: `[layers][heads][queries][keys]`.
+struct Flat {
+    values: Vec<f32>,
+    /// The length found at each depth (the first list's; every later one must match).
+    shape: [Option<usize>; 4],
+}
+
+impl<'de> Deserialize<'de> for Flat {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut flat = Flat {
+            values: Vec::new(),
+            shape: [None; 4],
+        };
+        d.deserialize_seq(Depth {
+            flat: &mut flat,
+            depth: 0,
+        })?;
+        Ok(flat)
+    }
+}
+
+/// One depth of the nested array.
+struct Depth<'a> {
+    flat: &'a mut Flat,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Depth<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Depth<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "a list at depth {} of attention[layer][head][query][key]",
+            self.depth + 1
+        )
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let depth = self.depth;
+        let mut len = 0usize;
+        if depth == 3 {
+            let allowed = ALLOWANCE.with(|a| a.get());
+            while let Some(v) = seq.next_element::<Option<f64>>()? {
+                if len >= allowed {
+                    EXCEEDED.with(|e| e.set(true));
+                    return Err(de::Error::custom(format!(
+                        "attention holds more than {MAX_WEIGHTS} weights, more than attnviz draws"
+                    )));
+                }
+                // null: what the writer puts for a value that is not finite.
+                self.flat.values.push(v.map_or(f32::NAN, |v| v as f32));
+                len += 1;
+            }
+            ALLOWANCE.with(|a| a.set(allowed - len));
+        } else {
+            while seq
+                .next_element_seed(Depth {
+                    flat: &mut *self.flat,
+                    depth: depth + 1,
+                })?
+                .is_some()
+            {
+                len += 1;
+            }
+        }
+        match self.flat.shape[depth] {
+            None => self.flat.shape[depth] = Some(len),
+            Some(first) if first != len => {
+                let what = [
+                    "layers",
+                    "heads per layer",
+                    "queries per head",
+                    "keys per query",
+                ];
+                return Err(de::Error::custom(format!(
+                    "attention is ragged: one list has {len} {} where the first has {first}",
+                    what[depth]
+                )));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// How many more weights the document being read on this thread may hold, all its bodies
+    /// together: the fewer of [`MAX_WEIGHTS`] and what the memory budget pays for.
+    static ALLOWANCE: Cell<usize> = const { Cell::new(MAX_WEIGHTS) };
+    /// Whether the document held more than its allowance.
+    static EXCEEDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Read the JSON export at `path`: its format version and its attention. The attention is
+/// checked against `plan`'s budget as it streams in (every weight costs its 4 bytes and the
+/// outputs' cost), and again with its shape once read.
+pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>), ImportError> {
+    let file = File::open(path).map_err(|source| ImportError::Io {
+        path: shown.to_string(),
+        source,
+    })?;
+    let per_weight = 4u64.saturating_add(plan.cost.per_weight);
+    let paid = usize::try_from(plan.budget.bytes / per_weight).unwrap_or(usize::MAX);
+    let allowance = paid.min(MAX_WEIGHTS);
+    ALLOWANCE.with(|a| a.set(allowance));
+    EXCEEDED.with(|e| e.set(false));
+    let doc: Result<Doc, _> = serde_json::from_reader(BufReader::with_capacity(1 << 16, file));
+    let exceeded = EXCEEDED.with(|e| e.replace(false));
+    ALLOWANCE.with(|a| a.set(MAX_WEIGHTS));
+    let doc = match doc {
+        Err(_) if exceeded && allowance < MAX_WEIGHTS => {
+            return Err(ImportError::TooBig {
+                what: format!(
+                    "{shown}: its attention (more than {} weights)",
+                    super::budget::human(allowance as u64)
+                ),
+                needs: (allowance as u64 + 1).saturating_mul(per_weight),
+                budget: plan.budget,
+            })
+        }
+        Err(e) => {
+            return Err(ImportError::invalid(format!(
+                "{shown} is not a readable attnviz JSON export: {e}"
+            )))
+        }
+        Ok(doc) => doc,
+    };
+    let (version, arrays) = from_doc(doc, shown)?;
+    let mut estimate = Estimate::default();
+    for a in &arrays {
+        let declared = Declared {
+            shape: a.shape.to_vec(),
+            decoded: 4 * a.weights.len() as u64,
+            transient: 0,
+        };
+        let name = match arrays.len() {
+            1 => "attention".to_string(),
+            _ => format!("{} attention", a.kind.as_str()),
+        };
+        estimate.add_attention(&name, &declared);
+    }
+    estimate.check(shown, plan.cost, plan.budget)?;
+    Ok((version, arrays))
+}
+
+fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    if doc.format.as_deref() != Some("attnviz-attention") {
+        return Err(bad(
+            "this JSON is not an attnviz export (no \"format\": \"attnviz-attention\"); give a \
+             file of attnviz's JSON export, or arrays in an .npz or .safetensors file"
+                .into(),
+        ));
+    }
+    let version = doc.format_version.unwrap_or(0);
+    if version == 0 || version > NEWEST {
+        return Err(bad(format!(
+            "format version {version} is not one this attnviz reads (1 to {NEWEST}); a newer \
+             attnviz wrote it, so update attnviz"
+        )));
+    }
+    if version >= 3 {
+        let target = doc.target.take();
+        let generated_text = doc.generated_text.take();
+        let bodies = [
+            (AttentionKind::Encoder, doc.encoder.take()),
+            (AttentionKind::Decoder, doc.decoder.take()),
+            (AttentionKind::Cross, doc.cross.take()),
+        ];
+        let mut arrays = Vec::new();
+        for (kind, body) in bodies {
+            let Some(mut body) = body else {
+                return Err(bad(format!(
+                    "a version-3 document holds `encoder`, `decoder` and `cross`; it has no `{}`",
+                    kind.as_str()
+                )));
+            };
+            if body.kind.is_some_and(|k| k != kind) {
+                return Err(bad(format!(
+                    "its `{}` object is of kind `{}`",
+                    kind.as_str(),
+                    body.kind.map(|k| k.as_str()).unwrap_or_default()
+                )));
+            }
+            body.kind = Some(kind);
+            let mut a = body_arrays(*body, version, &format!("{shown}: {}", kind.as_str()))?;
+            if let Some(o) = a.origin.as_mut() {
+                o.target = target.clone();
+                o.generated_text = generated_text.clone();
+            }
+            arrays.push(a);
+        }
+        return Ok((version, arrays));
+    }
+    Ok((version, vec![body_arrays(doc, version, shown)?]))
+}
+
+/// One kind's attention from a version-1/2 document, or a version-3 document's body of one kind
+/// (`shown` names it in messages).
+fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let Some(flat) = doc.attention else {
+        return Err(bad("it has no `attention` array".into()));
+    };
+    let shape = match flat.shape {
+        [Some(l), Some(h), Some(q), Some(k)] => [l, h, q, k],
+        [Some(0), ..] | [_, Some(0), ..] | [_, _, Some(0), _] => {
+            return Err(bad("its attention array is empty".into()))
+        }
+        _ => {
+            return Err(bad(
+                "its attention array is not [layers][heads][queries][keys]".into(),
+            ))
+        }
+    };
+    check::size(&format!("{shown}: attention"), &shape)?;
+    let model = doc.model.ok_or_else(|| bad("it has no `model`".into()))?;
+    if model.layers.is_some_and(|l| l != shape[0]) || model.heads.is_some_and(|h| h != shape[1]) {
+        return Err(bad(format!(
+            "`model` says {} layers × {} heads, but the attention array is {}",
+            model.layers.unwrap_or(0),
+            model.heads.unwrap_or(0),
+            check::shape_str(&shape)
+        )));
+    }
+    let level = doc.level.as_deref().unwrap_or("token");
+    if !matches!(level, "token" | "word") {
+        return Err(bad(format!("level `{level}` is neither token nor word")));
+    }
+    let kind = doc.kind.unwrap_or_default();
+    let queries = units(doc.queries, version, shown, "")?;
+    let keys = if kind == AttentionKind::Cross {
+        let k = UnitsJson {
+            tokens: doc.key_tokens,
+            input_ids: doc.key_input_ids,
+            token_type_ids: doc.key_token_type_ids,
+            segments: doc.key_segments,
+            roles: doc.key_roles,
+            special: doc.key_special,
+            word_ids: doc.key_word_ids,
+            surfaces: doc.key_surfaces,
+            spans: doc.key_spans,
+            generated: doc.key_generated,
+            label_scheme: doc.key_label_scheme,
+        };
+        Some(units(k, version, shown, "key_")?)
+    } else {
+        None
+    };
+    let _ = (doc.stats, doc.means, doc.rollout);
+    let source = model.id.clone().unwrap_or_else(|| shown.to_string());
+    let word_level = level == "word";
+    let origin = Origin {
+        model: ModelInfo {
+            id: source.clone(),
+            revision: model.revision,
+            name: None,
+            family: model.family.unwrap_or_default(),
+            layers: shape[0],
+            heads: shape[1],
+            hidden_size: model.hidden_size.unwrap_or(0),
+            head_dim: model.head_dim.unwrap_or(0),
+        },
+        level: if word_level {
+            Level::Word
+        } else {
+            Level::Token
+        },
+        special_excluded: doc.special_excluded.unwrap_or(false),
+        kv_head: doc.kv_head,
+        positions: match doc.positions.as_deref() {
+            None | Some("absolute") => PositionScheme::Absolute,
+            Some("rotary") => PositionScheme::Rotary,
+            Some("relative") => PositionScheme::Relative,
+            Some(other) => {
+                return Err(bad(format!(
+                    "positions `{other}` is not absolute, rotary or relative"
+                )))
+            }
+        },
+        windows: layer_windows(
+            doc.layer_masks,
+            doc.layer_numbers.as_deref(),
+            shape[0],
+            shown,
+        )?,
+        image: None,
+        layer_numbers: doc.layer_numbers,
+        target: None,
+        generated_text: None,
+    };
+    let mut origin = origin;
+    if let Some(image) = doc.image {
+        // The cells are the model's tokens; a view without the special tokens (or by words)
+        // still names them by their spans.
+        let tokens = queries
+            .spans
+            .as_ref()
+            .and_then(|s| s.iter().map(|r| r.end).max())
+            .unwrap_or(shape[2]);
+        let image = image.into_input(tokens, shape[0]).map_err(bad)?;
+        origin.image = Some(image);
+    }
+    let arrays = Arrays {
+        name: format!("{shown}: attention"),
+        kind,
+        shape,
+        weights: flat.values,
+        queries,
+        keys,
+        mask: Some(doc.mask.unwrap_or_default()),
+        text: doc.text,
+        pair: doc.pair,
+        source,
+        tolerance: ROW_SUM_TOLERANCE,
+        origin: Some(origin),
+    };
+    Ok(arrays)
+}
+
+/// Each captured layer's sliding window from `layer_masks` (`None` when the document has none,
+/// as before format version 2 recorded them), checked against `layer_numbers`.
+fn layer_windows(
+    masks: Option<Vec<LayerMaskJson>>,
+    numbers: Option<&[usize]>,
+    layers: usize,
+    shown: &str,
+) -> Result<Option<Vec<Option<usize>>>, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let Some(masks) = masks else {
+        return Ok(None);
+    };
+    if masks.len() != layers {
+        return Err(bad(format!(
+            "`layer_masks` has {} entries for {layers} layers; give one per captured layer",
+            masks.len()
+        )));
+    }
+    let mut windows = Vec::with_capacity(layers);
+    for (i, m) in masks.into_iter().enumerate() {
+        let number = numbers.map_or(i, |n| n.get(i).copied().unwrap_or(i));
+        if m.layer != number {
+            return Err(bad(format!(
+                "`layer_masks` entry {i} is for layer {}, but that captured layer is layer \
+                 {number}",
+                m.layer
+            )));
+        }
+        match (m.mask.as_str(), m.window) {
+            ("sliding_window", Some(w)) if w >= 1 => windows.push(Some(w)),
+            ("causal" | "bidirectional", None) => windows.push(None),
+            (mask, window) => {
+                return Err(bad(format!(
+                    "`layer_masks` entry {i} says mask `{mask}` with window {window:?}; a \
+                     layer is `sliding_window` with a window of at least 1, or `causal` / \
+                     `bidirectional` with none"
+                )))
+            }
+        }
+    }
+    Ok(Some(windows))
+}
+
+fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens, ImportError> {
+    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let labels_ = u
+        .tokens
+        .ok_or_else(|| bad(format!("it has no `{prefix}tokens`")))?;
+    let n = labels_.len();
+    let roles = match (u.roles, version) {
+        (Some(names), _) => Some(super::store::parse_roles(shown, &names)?),
+        // Version 1: BERT's special tokens, by the `special` flag; words by word id.
+        (None, 1) => u.special.as_ref().map(|special| {
+            (0..n)
+                .map(|i| {
+                    if special.get(i).copied().unwrap_or(false) {
+                        match labels::is_special_label(&labels_[i]).then_some(labels_[i].as_str()) {
+                            Some("[PAD]") => Role::Pad,
+                            Some("[SEP]") => Role::End,
+                            Some("[CLS]") => Role::Start,
+                            _ if i == 0 => Role::Start,
+                            _ => Role::Special,
+                        }
+                    } else {
+                        let wid = u
+                            .word_ids
+                            .as_ref()
+                            .and_then(|w| w.get(i).copied().flatten());
+                        let prev = i.checked_sub(1).and_then(|p| {
+                            u.word_ids
+                                .as_ref()
+                                .and_then(|w| w.get(p).copied().flatten())
+                        });
+                        if wid.is_some() && wid == prev && !special[i - 1] {
+                            Role::Piece
+                        } else {
+                            Role::Word
+                        }
+                    }
+                })
+                .collect()
+        }),
+        (None, _) => None,
+    };
+    let segments = u.segments.or(if version == 1 {
+        u.token_type_ids.clone()
+    } else {
+        None
+    });
+    let sentence_b_start = segments
+        .as_ref()
+        .and_then(|s| s.iter().position(|&x| x != 0));
+    Ok(Tokens {
+        labels: labels_,
+        roles,
+        word_ids: u.word_ids,
+        ids: u.input_ids,
+        type_ids: u.token_type_ids,
+        surfaces: u.surfaces,
+        sentence_b_start,
+        spans: u.spans.map(|s| s.into_iter().map(|[a, b]| a..b).collect()),
+        generated: u.generated,
+        prettify: false,
+        // An unknown name (a later attnviz's) shows the labels as they are.
+        scheme: u.label_scheme.as_deref().and_then(LabelScheme::from_name),
+    })
+}
+
+/// One kind of a saved capture (`crate::save`): its metadata body (a version-2 body without
+/// `attention`, as a JSON string) with the weights read from the file's tensors, `shape`
+/// `[layers kept, heads, queries, keys]`; `keep` are the indices, among the body's layers, of
+/// the layers read. `shown` names the kind in messages.
+pub(super) fn saved_body(
+    body: &str,
+    shown: &str,
+    shape: [usize; 4],
+    weights: Vec<f32>,
+    keep: &[usize],
+) -> Result<Arrays, ImportError> {
+    let mut doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    doc.layer_numbers = doc
+        .layer_numbers
+        .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
+    doc.layer_masks = doc.layer_masks.map(|masks| {
+        let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
+        keep.iter()
+            .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
+            .collect()
+    });
+    if let Some(m) = doc.model.as_mut() {
+        m.layers = None;
+    }
+    doc.attention = Some(Flat {
+        values: weights,
+        shape: shape.map(Some),
+    });
+    body_arrays(doc, crate::json::FORMAT_VERSION, shown)
+}
+
+/// The query tokens and text of a saved capture's kind whose weights are not read.
+pub(super) fn saved_tokens(
+    body: &str,
+    shown: &str,
+) -> Result<(Tokens, Option<String>), ImportError> {
+    let doc: Doc = serde_json::from_str(body).map_err(|e| {
+        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+    })?;
+    let text = doc.text.clone();
+    Ok((
+        units(doc.queries, crate::json::FORMAT_VERSION, shown, "")?,
+        text,
+    ))
+}

@@ -1,0 +1,318 @@
+//! The seam every family's network sits behind: what it is ([`Architecture`]), what it runs
+//! ([`Network::forward`] on a padded [`Batch`]), and, for the families that have them, its
+//! next-token side ([`CausalLm`], with a [`KvCache`]) and its encoder–decoder side
+//! ([`Seq2Seq`]). The rest of `model/` sees these and never a family's own types.
+
+pub use super::architecture::{Architecture, SlidingWindow, MAX_LAYERS};
+pub use super::capture::HeadOutputs;
+use super::capture::SequenceCapture;
+use super::generate::Generation;
+use crate::attention::QueryKey;
+use crate::error::Error;
+
+/// One padded batch of token ids.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// Token ids `[sequences · tokens]`, each sequence right-padded to `tokens`.
+    pub ids: &'a [u32],
+    /// Segment ids, laid out as `ids`.
+    pub types: &'a [u32],
+    /// Each sequence's real length (at least 1).
+    pub lengths: &'a [usize],
+    /// The padded length.
+    pub tokens: usize,
+}
+
+/// A family's network with its weights.
+pub trait Network: Send + Sync {
+    /// Its shape, in family-independent terms.
+    fn architecture(&self) -> &Architecture;
+
+    /// Run a batch whose ids, types and lengths the caller checked against
+    /// [`Network::architecture`], filling one capture per sequence (sized by
+    /// [`SequenceCapture::new`] for its length) in place. Returns the last hidden state,
+    /// `[sequences · tokens, hidden_size]` (rows of padding included).
+    fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32>;
+
+    /// The next-token side of a decoder (logits, a KV cache) for generation; `None` for
+    /// encoders.
+    fn causal_lm(&self) -> Option<&dyn CausalLm> {
+        None
+    }
+
+    /// The encoder–decoder side (encoder, decoder with cross-attention, head) of BART, T5 and
+    /// Marian; `None` for the others.
+    fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
+        None
+    }
+
+    /// The vision side (a forward pass from pixels, the patch grid) of ViT, DeiT, DINOv2 and
+    /// CLIP's vision tower; `None` for text models.
+    fn vision(&self) -> Option<&dyn Vision> {
+        None
+    }
+
+    /// The unembedding (final norm, head, soft cap) that turns its residual stream into
+    /// logits, for the logit lens; `None` when the checkpoint has no head.
+    fn unembedding(&self) -> Option<&dyn Unembedding> {
+        None
+    }
+
+    /// Runs that take a decoder apart (per-head direct logit attribution, head ablation);
+    /// `None` where the network has no such side or no head.
+    fn interventions(&self) -> Option<&dyn Interventions> {
+        None
+    }
+
+    /// One layer re-run with a token's value vectors zeroed (value zeroing, Mohebbi et al.
+    /// 2023); `None` where the network has no such pass (encoder–decoders, vision).
+    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
+        None
+    }
+}
+
+/// One layer of a self-attention network re-run over copies of its input, each copy with one
+/// token's value vector zeroed in every head (keys and queries untouched).
+pub trait ValueZeroing: Sync {
+    /// The outputs `[zero.len(), tokens, hidden]` of the network's layer `layer` (a depth:
+    /// ALBERT's shared weights run at several) over `zero.len()` copies of `entering`, the
+    /// residual stream `[tokens, hidden]` entering it, copy c with the value vector of token
+    /// `zero[c]` zeroed: one batched run of that layer.
+    fn zeroed_layer(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        zero: &[usize],
+    ) -> Vec<f32>;
+}
+
+/// Interventions on a decoder's forward pass, for one sequence (no attention captured).
+pub trait Interventions: Sync {
+    /// The residual stream of `batch` (one sequence) at position `at`, taken apart by layer and
+    /// head.
+    fn head_outputs(&self, batch: &Batch<'_>, at: usize) -> HeadOutputs;
+
+    /// The residual stream at every stage (`[layers + 1]` of `[n, hidden]`) of one sequence.
+    fn stage(&self, ids: &[u32]) -> Vec<Vec<f32>>;
+
+    /// Logits `[heads, vocab]` at position `at` with each head of `layer` ablated in turn
+    /// (zeroed, or with `mean` replaced by its mean over the positions), from `entering`, the
+    /// residual stream `[tokens, hidden]` entering that layer: one batched run of the layers
+    /// from `layer` on over `heads` copies.
+    fn ablated_logits(
+        &self,
+        entering: &[f32],
+        tokens: usize,
+        layer: usize,
+        mean: bool,
+        at: usize,
+    ) -> Vec<f32>;
+}
+
+/// What turns a network's residual stream into next-token (or masked-token) logits: the final
+/// normalisation, the head (tied to the token embeddings or not) and any soft cap on the logits
+/// (Gemma 2). Networks without a head (bare base models, sentence encoders) have none.
+pub trait Unembedding: Sync {
+    /// Logits `[rows, vocab]` of residual-stream rows `[rows, hidden]`, one stage of the
+    /// residual stream ([`SequenceCapture::with_residual`]).
+    fn logits(&self, residual: &[f32], rows: usize) -> Vec<f32>;
+
+    /// Direct logits `[rows, tokens]` of the `tokens` for `parts` (rows of vectors that sum to
+    /// the one residual row `residual`) through the final norm frozen at `residual` (its 1/σ
+    /// from the whole row; a LayerNorm's centring applied to each part), without the soft cap;
+    /// and the logits `[tokens]` of the norm's bias (zero for RMSNorm). `None` where the head
+    /// is not linear once the norm is frozen (a masked-LM head's dense map and activation).
+    fn direct(
+        &self,
+        residual: &[f32],
+        parts: &[f32],
+        rows: usize,
+        tokens: &[u32],
+    ) -> Option<(Vec<f32>, Vec<f32>)>;
+
+    /// The soft cap on the final logits (Gemma 2), if any: `cap · tanh(logit / cap)`.
+    fn softcap(&self) -> Option<f32>;
+}
+
+/// The vision side of a network: what its tokens are on a patch grid, and a forward pass from
+/// pixels.
+pub trait Vision: Sync {
+    /// Patch side in pixels.
+    fn patch_size(&self) -> usize;
+
+    /// The grid `[rows, cols]` its position embeddings were trained on.
+    fn trained_grid(&self) -> [usize; 2];
+
+    /// What each token is for an image of `grid` patches, in the model's order.
+    fn cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
+
+    /// Run `[3, height, width]` pixels (each side at least one patch), capturing into
+    /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
+    /// `norms` gets, for every layer of the network in order, the L2 norm of each token's
+    /// output of that layer (the residual stream after it, before any final LayerNorm): where
+    /// registers' and high-norm patches' artifacts show (Darcet et al. 2023).
+    fn forward_pixels(
+        &self,
+        pixels: &[f32],
+        width: usize,
+        height: usize,
+        capture: &mut SequenceCapture,
+        norms: &mut Vec<Vec<f32>>,
+    ) -> Vec<f32>;
+
+    /// The attention of the model's pooling head (SigLIP's probe query) over the tokens of the
+    /// last hidden state `hidden` (`[n, hidden]`, as [`Vision::forward_pixels`] returned it),
+    /// `[heads, n]`; `None` for a model without one.
+    fn pooling(&self, _hidden: &[f32]) -> Option<Vec<f32>> {
+        None
+    }
+}
+
+/// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.
+pub struct LayerCache {
+    pub(crate) keys: Vec<f32>,
+    pub(crate) values: Vec<f32>,
+}
+
+impl LayerCache {
+    /// Copy the keys and values of `rows` tokens after the `past` cached ones from `qkv`
+    /// (rows of `width` values, each holding `kv_width` key values from `keys_at` on and as
+    /// many value values right after them).
+    pub(crate) fn store(
+        &mut self,
+        past: usize,
+        qkv: &[f32],
+        width: usize,
+        keys_at: usize,
+        kv_width: usize,
+    ) {
+        for (r, row) in qkv.chunks_exact(width).enumerate() {
+            let at = (past + r) * kv_width;
+            self.keys[at..at + kv_width].copy_from_slice(&row[keys_at..][..kv_width]);
+            self.values[at..at + kv_width].copy_from_slice(&row[keys_at + kv_width..][..kv_width]);
+        }
+    }
+}
+
+/// The keys and values of the tokens a sequence has run so far, every layer, after the rotary
+/// embedding (a KV cache).
+pub struct KvCache {
+    pub(crate) layers: Vec<LayerCache>,
+    pub(crate) len: usize,
+    pub(crate) capacity: usize,
+    /// The token ids cached, for a network that must run them again (Phi-3's LongRoPE, when a
+    /// sequence grows past its original context).
+    pub(crate) ids: Vec<u32>,
+}
+
+impl KvCache {
+    /// An empty cache of `layers` layers for up to `capacity` tokens of `width` key (and
+    /// value) values each.
+    pub fn new(layers: usize, capacity: usize, width: usize) -> KvCache {
+        KvCache {
+            layers: (0..layers)
+                .map(|_| LayerCache {
+                    keys: vec![0f32; capacity * width],
+                    values: vec![0f32; capacity * width],
+                })
+                .collect(),
+            len: 0,
+            capacity,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Tokens cached.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no token is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most tokens it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// A decoder that can predict the next token, one step at a time against a [`KvCache`].
+pub trait CausalLm: Sync {
+    /// An empty cache for up to `capacity` tokens.
+    fn new_cache(&self, capacity: usize) -> KvCache;
+
+    /// Run `ids` (at least one; together with those cached at most the cache's capacity and
+    /// the model's positions) after the tokens in `cache`, adding theirs to it, and return the
+    /// logits `[vocab]` that follow the last of them. Fails when the model has no
+    /// language-model head.
+    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error>;
+}
+
+/// Raw forward outputs for one sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// Attention probabilities `[layers, heads, n, n]`, row-major; row = query, column = key.
+    pub weights: Vec<f32>,
+    /// Last hidden state `[n, hidden]`.
+    pub hidden: Vec<f32>,
+    /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
+    pub query_key: Option<QueryKey>,
+}
+
+/// The raw outputs of one encoder–decoder run over token ids.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seq2SeqForward {
+    /// Encoder self-attention `[layers, heads, n, n]`, the encoder's output `[n, hidden]`.
+    pub encoder: Forward,
+    /// Decoder self-attention `[layers, heads, m, m]`, the decoder's output `[m, hidden]`.
+    pub decoder: Forward,
+    /// Cross-attention `[layers, heads, m, n]` (no hidden state); query vectors are the
+    /// decoder's, key vectors the encoder's.
+    pub cross: Forward,
+    /// The logits `[vocab]` after the last decoder token.
+    pub logits: Vec<f32>,
+}
+
+/// The encoder–decoder side of a network: its two shapes, teacher-forced runs with every
+/// attention captured, and greedy generation.
+pub trait Seq2Seq: Sync {
+    /// The encoder's shape (what [`Network::architecture`] reports: its forward pass runs the
+    /// encoder alone).
+    fn encoder_architecture(&self) -> &Architecture;
+
+    /// The decoder's shape (mask causal); cross-attention has the decoder's layers and heads.
+    fn decoder_architecture(&self) -> &Architecture;
+
+    /// The token the decoder starts from (`decoder_start_token_id`).
+    fn decoder_start(&self) -> u32;
+
+    /// The longest decoder input (its positions; T5's relative positions have no limit).
+    fn decoder_positions(&self) -> usize;
+
+    /// Run `source` ids through the encoder and `decoder` ids through the decoder (teacher
+    /// forcing: the decoder input as given), capturing all three kinds of attention, each row
+    /// checked to be a distribution. The caller checked the ids and the capture's size.
+    fn forward_ids(
+        &self,
+        source: &[u32],
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error>;
+
+    /// Greedy decoding of up to `max_new_tokens` after the decoder start token, with the
+    /// decoder's self-attention and cross-attention keys and values cached; stops after any of
+    /// `eos` (kept). `forced` is (`forced_bos_token_id`, `forced_eos_token_id`): the first
+    /// token, and a last one at the length limit, as transformers' logits processors force
+    /// them. The ids start with the start token (`prompt_len` 1).
+    fn greedy(
+        &self,
+        source: &[u32],
+        max_new_tokens: usize,
+        eos: &[u32],
+        forced: (Option<u32>, Option<u32>),
+        progress: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error>;
+}

@@ -1,0 +1,843 @@
+//! The Llama family: Llama 1–3, SmolLM2, TinyLlama, and through the same code Qwen2/2.5 (q/k/v
+//! biases), Qwen3 (per-head q/k RMSNorm, an explicit `head_dim`) and Mistral (sliding window;
+//! Qwen2/3 slide on the layers `use_sliding_window` and `max_window_layers` or `layer_types`
+//! say). RMSNorm, rotary position embeddings with
+//! `rope_theta` (and `linear` or `llama3` scaling), SwiGLU, grouped-query attention
+//! (`num_key_value_heads`), and a tied or separate output projection. Mirrors transformers'
+//! `models/llama/modeling_llama.py` (and `qwen2`, `qwen3`, `mistral`).
+//!
+//! Checkpoints are the `ForCausalLM` classes' (`model.` prefix, `lm_head.weight` outside it) or
+//! the bare model's (no prefix, no head: shown, but it cannot generate); a GGUF file of the
+//! `llama` architecture comes through [`LlamaConfig::from_gguf`] and [`LlamaConfig::build_from`]
+//! with its matrices kept in their block format.
+
+use crate::attention::PositionScheme;
+use crate::blocks::decoder::{
+    DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
+};
+use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
+use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames};
+use crate::blocks::layers::{Linear, Norm};
+use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
+use crate::blocks::rope::{read_rope, rope_factor_in_range};
+use crate::error::Error;
+use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
+use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::formats::tensors::{Name, TensorMap, Tensors};
+use crate::formats::validate::{ConfigCount, ConfigDim};
+use crate::formats::weights::{Anchor, Checkpoint};
+use crate::kernels::{Activation, Layout, Mask, Rope, RopeScaling};
+
+const ANCHOR: Anchor = Anchor {
+    tensor: "embed_tokens.weight",
+    family: "Llama",
+    prefix: "model",
+};
+
+/// Llama (and SmolLM2, TinyLlama) in the family registry.
+pub static LLAMA: Family = Family {
+    name: "Llama",
+    model_types: &["llama"],
+    class_prefixes: &["Llama"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Llama)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_LLAMA),
+        ..Quirks::NONE
+    },
+};
+
+/// Qwen2 and Qwen2.5 in the family registry.
+pub static QWEN2: Family = Family {
+    name: "Qwen2",
+    model_types: &["qwen2"],
+    class_prefixes: &["Qwen2"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen2)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN2),
+        ..Quirks::NONE
+    },
+};
+
+/// Qwen3 (dense) in the family registry.
+pub static QWEN3: Family = Family {
+    name: "Qwen3",
+    model_types: &["qwen3"],
+    class_prefixes: &["Qwen3"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen3)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN3),
+        ..Quirks::NONE
+    },
+};
+
+/// Mistral in the family registry.
+pub static MISTRAL: Family = Family {
+    name: "Mistral",
+    model_types: &["mistral"],
+    class_prefixes: &["Mistral"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Mistral)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
+/// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
+const GGUF_LLAMA: GgufReader = GgufReader {
+    architectures: &["llama"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `qwen2` architecture.
+const GGUF_QWEN2: GgufReader = GgufReader {
+    architectures: &["qwen2"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `qwen3` architecture.
+const GGUF_QWEN3: GgufReader = GgufReader {
+    architectures: &["qwen3"],
+    config: gguf_config,
+};
+
+fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
+    Ok(Box::new(LlamaConfig::from_gguf(p, origin)?))
+}
+
+pub use crate::blocks::rope::MAX_ROTARY_POSITIONS;
+
+/// Which member of the family a config describes: its defaults and its biases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `llama` (SmolLM2, TinyLlama, Llama 1–3).
+    Llama,
+    /// `qwen2`: q, k and v projections with biases.
+    Qwen2,
+    /// `qwen3`: RMSNorm over each query and key head before the rotary embedding.
+    Qwen3,
+    /// `mistral`: a sliding attention window.
+    Mistral,
+}
+
+impl Variant {
+    fn family(self) -> &'static Family {
+        match self {
+            Variant::Llama => &LLAMA,
+            Variant::Qwen2 => &QWEN2,
+            Variant::Qwen3 => &QWEN3,
+            Variant::Mistral => &MISTRAL,
+        }
+    }
+}
+
+/// A Llama-family config, with the defaults of transformers' config class for each variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    /// Which member.
+    pub variant: Variant,
+    /// `model_type` as written.
+    pub model_type: String,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// SwiGLU inner size.
+    pub intermediate_size: usize,
+    /// Layers.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than the query heads).
+    pub num_key_value_heads: usize,
+    /// Size of one head (`head_dim`, else `hidden_size / num_attention_heads`).
+    pub head_dim: usize,
+    /// The gate's activation (`hidden_act`).
+    pub hidden_act: Activation,
+    /// The longest input.
+    pub max_position_embeddings: usize,
+    /// RMSNorm ε.
+    pub rms_norm_eps: f64,
+    /// RoPE base (`rope_theta`).
+    pub rope_theta: f64,
+    /// RoPE frequency scaling.
+    pub rope_scaling: RopeScaling,
+    /// Whether the output projection is the token embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Whether the q, k and v projections have biases (Qwen2; Llama's `attention_bias`).
+    pub qkv_bias: bool,
+    /// Whether the output projection has a bias (Llama's `attention_bias`).
+    pub output_bias: bool,
+    /// Whether the feed-forward projections have biases (`mlp_bias`).
+    pub mlp_bias: bool,
+    /// The sliding attention window, when one applies.
+    pub sliding_window: Option<usize>,
+    /// Which layers slide (all of them for Mistral; Qwen's from `max_window_layers` on, or as
+    /// `layer_types` says); empty without a window.
+    pub sliding_layers: Vec<bool>,
+    /// Whether each query and key head is RMS-normalised before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// Whether the frequencies are divided by a tensor's per-frequency factors (a GGUF file's
+    /// `rope_freqs.weight`: Llama 3.1–3.3's scaling as llama.cpp stores it).
+    pub rope_freqs: bool,
+}
+
+impl LlamaConfig {
+    /// Read config.json for `variant`.
+    pub fn read(file: &ConfigFile, variant: Variant) -> Result<LlamaConfig, ConfigError> {
+        let (vocab, inter, max_pos, kv_default) = match variant {
+            Variant::Llama => (32000, 11008, 2048, None),
+            Variant::Qwen2 | Variant::Qwen3 => (151936, 22016, 32768, None),
+            Variant::Mistral => (32000, 14336, 4096 * 32, Some(8)),
+        };
+        let hidden_size = file.positive("hidden_size", 4096)?;
+        let heads = file.positive("num_attention_heads", 32)?;
+        let kv = file.positive("num_key_value_heads", kv_default.unwrap_or(heads))?;
+        let head_dim = match file.count("head_dim")? {
+            Some(0) => return Err(file.invalid("head_dim is 0")),
+            Some(d) => d,
+            None if variant == Variant::Qwen3 => 128,
+            None => {
+                if hidden_size % heads != 0 {
+                    return Err(file.invalid(format!(
+                        "hidden_size {hidden_size} is not divisible by num_attention_heads {heads}"
+                    )));
+                }
+                hidden_size / heads
+            }
+        };
+        if heads % kv != 0 {
+            return Err(file.invalid(format!(
+                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
+            )));
+        }
+        if head_dim % 2 != 0 {
+            return Err(file.invalid(format!(
+                "head_dim {head_dim} is odd; rotary embeddings rotate pairs of dimensions"
+            )));
+        }
+        if heads.checked_mul(head_dim).is_none() {
+            return Err(file.invalid(format!(
+                "num_attention_heads {heads} × head_dim {head_dim} is too large"
+            )));
+        }
+        let max_position_embeddings = file.positive("max_position_embeddings", max_pos)?;
+        if max_position_embeddings > MAX_ROTARY_POSITIONS {
+            return Err(file.invalid(format!(
+                "max_position_embeddings {max_position_embeddings} is more than the \
+                 {MAX_ROTARY_POSITIONS} positions attnviz runs a rotary model for"
+            )));
+        }
+        let (rope_theta, rope_scaling) = read_rope(file)?;
+        let attention_bias = file.boolean("attention_bias")?.unwrap_or(false);
+        let layers = file.positive("num_hidden_layers", 32)?;
+        if layers > MAX_LAYERS {
+            return Err(file.invalid(format!(
+                "num_hidden_layers {layers} is more than the {MAX_LAYERS} layers attnviz runs"
+            )));
+        }
+        let layer_types = file.strings("layer_types")?;
+        if let Some(types) = &layer_types {
+            if types.len() != layers {
+                return Err(file.invalid(format!(
+                    "layer_types has {} entries for {layers} layers",
+                    types.len()
+                )));
+            }
+        }
+        let (sliding_window, sliding_layers) = match variant {
+            Variant::Llama => (None, Vec::new()),
+            Variant::Mistral => {
+                let window = match file.get("sliding_window") {
+                    // Absent: MistralConfig's default; null: none.
+                    None if file.has_field("sliding_window") => None,
+                    None => Some(4096),
+                    Some(_) => file.count("sliding_window")?,
+                };
+                (window, vec![true; layers])
+            }
+            Variant::Qwen2 | Variant::Qwen3 => {
+                let uses = file.boolean("use_sliding_window")?.unwrap_or(false);
+                let window = if file.has_field("sliding_window") {
+                    file.count("sliding_window")?
+                } else {
+                    Some(4096)
+                };
+                let from = file.count("max_window_layers")?.unwrap_or(28);
+                let sliding: Vec<bool> = match &layer_types {
+                    Some(types) => types.iter().map(|t| t == "sliding_attention").collect(),
+                    None => (0..layers).map(|i| i >= from).collect(),
+                };
+                match window.filter(|_| uses && sliding.contains(&true)) {
+                    Some(w) => (Some(w), sliding),
+                    None => (None, Vec::new()),
+                }
+            }
+        };
+        if sliding_window == Some(0) {
+            return Err(file.invalid("sliding_window is 0"));
+        }
+        Ok(LlamaConfig {
+            variant,
+            model_type: file
+                .model_type()?
+                .unwrap_or_else(|| variant.family().model_types[0].to_string()),
+            vocab_size: file.positive("vocab_size", vocab)?,
+            hidden_size,
+            intermediate_size: file.positive("intermediate_size", inter)?,
+            num_hidden_layers: file.positive("num_hidden_layers", 32)?,
+            num_attention_heads: heads,
+            num_key_value_heads: kv,
+            head_dim,
+            hidden_act: file.activation("hidden_act", "silu")?,
+            max_position_embeddings,
+            rms_norm_eps: file.epsilon("rms_norm_eps", 1e-6)?,
+            rope_theta,
+            rope_scaling,
+            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(false),
+            qkv_bias: variant == Variant::Qwen2 || attention_bias,
+            output_bias: matches!(variant, Variant::Llama | Variant::Qwen3) && attention_bias,
+            mlp_bias: variant == Variant::Llama && file.boolean("mlp_bias")?.unwrap_or(false),
+            sliding_window,
+            sliding_layers,
+            qk_norm: variant == Variant::Qwen3,
+            rope_freqs: false,
+        })
+    }
+
+    /// The config a GGUF file's metadata describes, for the `llama` architecture (whose q/k
+    /// rows the GGUF reader un-permutes for transformers' rotary convention) and `qwen2` (stored
+    /// unpermuted, with q/k/v biases). `origin` names the file in errors.
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<LlamaConfig, Error> {
+        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let variant = match p.architecture.as_str() {
+            "llama" => Variant::Llama,
+            // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
+            "qwen2" => Variant::Qwen2,
+            "qwen3" => Variant::Qwen3,
+            other => {
+                return refuse(format!(
+                    "GGUF architecture '{other}' is not supported by the Llama family; it runs \
+                     GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), qwen2 and qwen3 \
+                     architectures"
+                ))
+            }
+        };
+        let scaling = match &p.rope_scaling {
+            None => RopeScaling::None,
+            Some(GgufRopeScaling::Linear { factor }) => {
+                if let Err(why) = rope_factor_in_range(*factor) {
+                    let key = format!("{}.rope.scaling.factor", p.architecture);
+                    return refuse(format!("metadata {key} {why}"));
+                }
+                RopeScaling::Linear { factor: *factor }
+            }
+            Some(GgufRopeScaling::Yarn { .. }) => {
+                return refuse(
+                    "RoPE scaling type 'yarn' is not supported; attnviz runs default, linear \
+                     and llama3 rotary embeddings"
+                        .into(),
+                )
+            }
+            Some(GgufRopeScaling::Other { kind, .. }) => {
+                return refuse(format!(
+                    "RoPE scaling type '{kind}' is not supported; attnviz runs default, linear \
+                     and llama3 rotary embeddings"
+                ))
+            }
+        };
+        if p.rope_dimension_count != p.head_dim {
+            return refuse(format!(
+                "RoPE rotates {} of each head's {} dimensions; partial rotary embeddings are not \
+                 supported",
+                p.rope_dimension_count, p.head_dim
+            ));
+        }
+        check_gguf_shape(p, origin)?;
+        let heads = p.num_attention_heads;
+        Ok(LlamaConfig {
+            variant,
+            model_type: p.architecture.clone(),
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: p.num_hidden_layers,
+            num_attention_heads: heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            hidden_act: Activation::Silu,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            rope_scaling: scaling,
+            tie_word_embeddings: p.tie_word_embeddings,
+            qkv_bias: p.attention_bias,
+            output_bias: false,
+            mlp_bias: false,
+            sliding_window: p.sliding_window,
+            sliding_layers: match p.sliding_window {
+                Some(_) if p.num_hidden_layers <= MAX_LAYERS => vec![true; p.num_hidden_layers],
+                Some(_) => {
+                    return refuse(format!("block_count {} is too large", p.num_hidden_layers))
+                }
+                None => Vec::new(),
+            },
+            qk_norm: variant == Variant::Qwen3,
+            rope_freqs: p.rope_freqs_tensor,
+        })
+    }
+
+    /// Its shape in family-independent terms.
+    pub fn architecture(&self) -> Architecture {
+        let group = self.num_attention_heads / self.num_key_value_heads;
+        Architecture {
+            family: self.variant.family().name,
+            model_type: self.model_type.clone(),
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            kv_head: (0..self.num_attention_heads).map(|h| h / group).collect(),
+            head_dim: self.head_dim,
+            hidden_size: self.hidden_size,
+            vocab_size: self.vocab_size,
+            max_positions: self.max_position_embeddings,
+            token_types: 0,
+            tokenizer_types: false,
+            mask: Mask::Causal,
+            sliding_window: self.sliding_window.map(|size| SlidingWindow {
+                size,
+                layers: self.sliding_layers.clone(),
+            }),
+            positions: PositionScheme::Rotary,
+        }
+    }
+
+    /// Build the network from tensors named as inside transformers' base model.
+    pub fn build_from(&self, t: &dyn Tensors) -> Result<DecoderStack, Error> {
+        let (hidden, eps) = (self.hidden_size, self.rms_norm_eps);
+        let names = Names::new();
+        let (q_out, kv_out) = (
+            self.num_attention_heads * self.head_dim,
+            self.num_key_value_heads * self.head_dim,
+        );
+        let rms = |name: &Name| -> Result<Norm, Error> {
+            Ok(Norm::from_weights(
+                t.weight(&name.weight(), &[hidden])?,
+                None,
+                eps,
+            ))
+        };
+        // The head counts decide the q/k/v sizes: checked against layer 0's tensors, so that the
+        // error names them rather than a tensor.
+        let first = Names::layer(0);
+        for (name, field, heads, rows) in [
+            (
+                &first.qkv[0],
+                "num_attention_heads",
+                self.num_attention_heads,
+                q_out,
+            ),
+            (
+                &first.qkv[1],
+                "num_key_value_heads",
+                self.num_key_value_heads,
+                kv_out,
+            ),
+        ] {
+            let tensor = name.weight();
+            if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
+                return Err(Error::Input(format!(
+                    "{field} {heads} × head_dim {} makes {rows} rows, but tensor {tensor} has \
+                     shape {shape:?}; the config does not describe these weights",
+                    self.head_dim
+                )));
+            }
+        }
+        let linear = |bias: bool| {
+            move |name: &Name, inputs, outputs| out_in_linear(t, name, inputs, outputs, bias)
+        };
+        let (qkv, output, mlp) = (
+            linear(self.qkv_bias),
+            linear(self.output_bias),
+            linear(self.mlp_bias),
+        );
+        let arch = self.architecture();
+        let head_rms = |name: &Name| -> Result<Norm, Error> {
+            Ok(Norm::from_weights(
+                t.weight(&name.weight(), &[self.head_dim])?,
+                None,
+                eps,
+            ))
+        };
+        let layers = (0..self.num_hidden_layers)
+            .map(|i| {
+                let n = Names::layer(i);
+                let sizes = [q_out, kv_out, kv_out];
+                let attn = Name::root().pp("layers").pp(i).pp("self_attn");
+                let qk_norm = if self.qk_norm {
+                    Some((head_rms(&attn.pp("q_norm"))?, head_rms(&attn.pp("k_norm"))?))
+                } else {
+                    None
+                };
+                Ok(DecoderLayer {
+                    attention_norm: rms(&n.attention_norm)?,
+                    // One stacked map: long inputs run q, k and v as one product.
+                    qkv: vec![Linear::stack(
+                        n.qkv
+                            .iter()
+                            .zip(sizes)
+                            .map(|(name, rows)| qkv(name, hidden, rows))
+                            .collect::<Result<_, _>>()?,
+                    )],
+                    output: output(&n.output, q_out, hidden)?,
+                    ffn_norm: rms(&n.ffn_norm)?,
+                    ffn: FeedForward::load(
+                        &n.ffn,
+                        hidden,
+                        self.intermediate_size,
+                        self.hidden_act,
+                        &mlp,
+                    )?,
+                    scale: (self.head_dim as f64).powf(-0.5) as f32,
+                    options: LayerOptions {
+                        qk_norm,
+                        window: arch.window(i),
+                        ..LayerOptions::default()
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let lm_head = if self.tie_word_embeddings {
+            LmHead::Tied
+        } else {
+            match t.lm_head(&[self.vocab_size, hidden])? {
+                Some(w) => LmHead::Separate(Linear::new(w, Layout::OutIn, None)),
+                None => LmHead::Missing,
+            }
+        };
+        Ok(DecoderStack {
+            arch,
+            embed: t.matrix(&names.embed.weight(), &[self.vocab_size, hidden])?,
+            positional: Positional::Rotary({
+                let rope = Rope::new(self.head_dim, self.rope_theta, self.rope_scaling);
+                if self.rope_freqs {
+                    let factors = t.weight("rope_freqs.weight", &[self.head_dim / 2])?;
+                    if let Some(bad) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+                        return Err(Error::Input(format!(
+                            "tensor rope_freqs.weight holds {bad}; per-frequency RoPE factors \
+                             divide the frequencies, so each must be a positive number"
+                        )));
+                    }
+                    rope.with_freq_factors(&factors)
+                } else {
+                    rope
+                }
+            }),
+            layers,
+            final_norm: rms(&names.norm)?,
+            lm_head,
+            options: StackOptions::default(),
+        })
+    }
+}
+
+/// The Llama family's tensors outside its layers, inside the base model (`embed_tokens`,
+/// `norm`): one table, built from parts, that the config checks and the loading read.
+struct Names {
+    /// Token embeddings.
+    embed: Name,
+    /// The final RMSNorm.
+    norm: Name,
+}
+
+impl Names {
+    fn new() -> Names {
+        let root = Name::root();
+        Names {
+            embed: root.pp("embed_tokens"),
+            norm: root.pp("norm"),
+        }
+    }
+
+    /// Layer `i`'s tensors (`layers.{i}.self_attn.q_proj`, …).
+    fn layer(i: usize) -> DecoderLayerNames {
+        let layer = Name::root().pp("layers").pp(i);
+        let (a, m) = (layer.pp("self_attn"), layer.pp("mlp"));
+        DecoderLayerNames {
+            attention_norm: layer.pp("input_layernorm"),
+            qkv: vec![a.pp("q_proj"), a.pp("k_proj"), a.pp("v_proj")],
+            output: a.pp("o_proj"),
+            ffn_norm: layer.pp("post_attention_layernorm"),
+            ffn: FfnNames::Gated {
+                gate: m.pp("gate_proj"),
+                up: m.pp("up_proj"),
+                down: m.pp("down_proj"),
+            },
+        }
+    }
+}
+
+impl GgufConfig for LlamaConfig {
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
+    }
+}
+
+impl FamilyConfig for LlamaConfig {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let names = Names::new();
+        let dims = vec![
+            ConfigDim::new("vocab_size", self.vocab_size, names.embed.weight(), 0),
+            ConfigDim::new("hidden_size", self.hidden_size, names.embed.weight(), 1),
+            ConfigDim::new(
+                "intermediate_size",
+                self.intermediate_size,
+                Names::layer(0).ffn.first().weight(),
+                0,
+            ),
+        ];
+        let counts = vec![ConfigCount::new(
+            "num_hidden_layers",
+            self.num_hidden_layers,
+            "layer",
+            |i| Names::layer(i).qkv[0].weight(),
+        )];
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(ckpt)?))
+    }
+}
+
+/// The checks every family makes of a GGUF file's shape and constants before building from
+/// it: head counts that divide, an even head size, a context length and RoPE base in range, a
+/// small positive RMS-norm epsilon. `origin` names the file in errors.
+pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Error> {
+    let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+    let heads = p.num_attention_heads;
+    if heads == 0
+        || p.num_key_value_heads == 0
+        || !heads.is_multiple_of(p.num_key_value_heads)
+        || !p.head_dim.is_multiple_of(2)
+        || p.head_dim == 0
+    {
+        return refuse(format!(
+            "{heads} heads over {} key/value heads of size {} cannot be run",
+            p.num_key_value_heads, p.head_dim
+        ));
+    }
+    if p.max_position_embeddings == 0 || p.max_position_embeddings > MAX_ROTARY_POSITIONS {
+        return refuse(format!(
+            "context_length {} is outside 1–{MAX_ROTARY_POSITIONS}",
+            p.max_position_embeddings
+        ));
+    }
+    if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
+        return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
+    }
+    if !(p.rms_norm_eps > 0.0 && p.rms_norm_eps <= MAX_EPSILON) {
+        return refuse(format!(
+    "metadata {}.attention.layer_norm_rms_epsilon is {:?}; an RMS norm's epsilon is a small positive number (at most {MAX_EPSILON})",
+    p.architecture, p.rms_norm_eps
+    ));
+    }
+    if p.num_hidden_layers > MAX_LAYERS {
+        return refuse(format!(
+            "block_count {} is more than the {MAX_LAYERS} layers attnviz runs",
+            p.num_hidden_layers
+        ));
+    }
+    Ok(())
+}
+
+/// The largest RMS-norm epsilon accepted from a GGUF file (real ones are 1e-5 or 1e-6).
+const MAX_EPSILON: f64 = 1.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(LLAMA.anchor.tensor, Names::new().embed.weight());
+        assert_eq!(QWEN2.anchor.tensor, Names::new().embed.weight());
+        assert_eq!(MISTRAL.anchor.tensor, Names::new().embed.weight());
+    }
+
+    fn read(text: &str, variant: Variant) -> Result<LlamaConfig, String> {
+        let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();
+        LlamaConfig::read(&file, variant).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn both_rope_spellings_are_read() {
+        // transformers 4.x (TinyLlama's config): rope_theta + rope_scaling {type}.
+        let old = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 20000.0,
+                "rope_scaling": {"type": "linear", "factor": 2.0}}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        assert_eq!(old.rope_theta, 20000.0);
+        assert_eq!(old.rope_scaling, RopeScaling::Linear { factor: 2.0 });
+        // transformers 5: rope_parameters {rope_type, rope_theta, …}.
+        let new = read(
+            r#"{"hidden_size": 48, "num_attention_heads": 6, "head_dim": 8,
+                "rope_parameters": {"rope_type": "llama3", "rope_theta": 5000.0, "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        assert_eq!(new.rope_theta, 5000.0);
+        assert!(matches!(new.rope_scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
+        let plain = read(r#"{"rope_scaling": null}"#, Variant::Llama).unwrap();
+        assert_eq!(
+            (plain.rope_theta, plain.rope_scaling),
+            (10000.0, RopeScaling::None)
+        );
+    }
+
+    #[test]
+    fn other_rope_types_get_one_clear_error() {
+        for kind in ["yarn", "dynamic", "longrope"] {
+            let err = read(
+                &format!(r#"{{"rope_scaling": {{"rope_type": "{kind}", "factor": 4.0}}}}"#),
+                Variant::Llama,
+            )
+            .unwrap_err();
+            assert!(
+                err.contains(&format!("RoPE scaling type '{kind}' is not supported")),
+                "{err}"
+            );
+            assert!(!err.contains('\n'));
+        }
+        let err = read(r#"{"rope_scaling": {"type": "linear"}}"#, Variant::Llama).unwrap_err();
+        assert!(err.contains("needs factor"), "{err}");
+    }
+
+    fn smollm2_params() -> DecoderParams {
+        DecoderParams {
+            architecture: "llama".into(),
+            num_hidden_layers: 30,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_attention_heads: 9,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            rope_dimension_count: 64,
+            rope_theta: 100000.0,
+            rope_scaling: None,
+            rope_freqs_tensor: false,
+            rms_norm_eps: 1e-5,
+            max_position_embeddings: 8192,
+            sliding_window: None,
+            vocab_size: 49152,
+            tie_word_embeddings: true,
+            attention_bias: false,
+            bos_token_id: Some(1),
+            eos_token_id: Some(2),
+            pad_token_id: Some(2),
+            attn_logit_softcapping: None,
+            final_logit_softcapping: None,
+            rope_attn_factor: None,
+            rope_original_context_length: None,
+            rope_factors_tensors: false,
+        }
+    }
+
+    #[test]
+    fn gguf_metadata_becomes_a_config_or_one_clear_refusal() {
+        let c = LlamaConfig::from_gguf(&smollm2_params(), "f.gguf").unwrap();
+        assert_eq!(c.architecture().kv_head, vec![0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(
+            (c.rope_theta, c.rope_scaling),
+            (100000.0, RopeScaling::None)
+        );
+        let mut p = smollm2_params();
+        p.rope_scaling = Some(GgufRopeScaling::Linear { factor: 4.0 });
+        let c = LlamaConfig::from_gguf(&p, "f.gguf").unwrap();
+        assert_eq!(c.rope_scaling, RopeScaling::Linear { factor: 4.0 });
+        type Edit = fn(&mut DecoderParams);
+        let refusals: [(Edit, &str); 4] = [
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Yarn {
+                        factor: 4.0,
+                        original_max_position_embeddings: Some(4096),
+                    })
+                },
+                "RoPE scaling type 'yarn' is not supported",
+            ),
+            (
+                |p| {
+                    p.rope_scaling = Some(GgufRopeScaling::Other {
+                        kind: "longrope".into(),
+                        factor: None,
+                    })
+                },
+                "RoPE scaling type 'longrope' is not supported",
+            ),
+            (|p| p.architecture = "phi3".into(), "architecture 'phi3'"),
+            (|p| p.rope_dimension_count = 32, "partial rotary"),
+        ];
+        for (edit, needle) in refusals {
+            let mut p = smollm2_params();
+            edit(&mut p);
+            let err = LlamaConfig::from_gguf(&p, "f.gguf")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("f.gguf: ") && err.contains(needle), "{err}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn variants_have_their_defaults_biases_and_windows() {
+        let q = read(
+            r#"{"hidden_size": 32, "num_attention_heads": 4}"#,
+            Variant::Qwen2,
+        )
+        .unwrap();
+        assert!(q.qkv_bias && !q.output_bias);
+        assert_eq!(
+            q.sliding_window, None,
+            "use_sliding_window is false by default"
+        );
+        assert_eq!(q.vocab_size, 151936);
+        let m = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 8}"#,
+            Variant::Mistral,
+        )
+        .unwrap();
+        assert_eq!(m.sliding_window, Some(4096));
+        assert_eq!(m.num_key_value_heads, 8);
+        let m = read(r#"{"sliding_window": null}"#, Variant::Mistral).unwrap();
+        assert_eq!(m.sliding_window, None);
+        let l = read(
+            r#"{"num_attention_heads": 32, "num_key_value_heads": 8}"#,
+            Variant::Llama,
+        )
+        .unwrap();
+        let arch = l.architecture();
+        assert_eq!(arch.kv_head[0..5], [0, 0, 0, 0, 1]);
+        assert_eq!(arch.kv_head[31], 7);
+        let err = read(
+            r#"{"num_attention_heads": 8, "num_key_value_heads": 3}"#,
+            Variant::Llama,
+        )
+        .unwrap_err();
+        assert!(err.contains("not a multiple"), "{err}");
+        let err = read(r#"{"max_position_embeddings": 100000000}"#, Variant::Llama).unwrap_err();
+        assert!(err.contains("max_position_embeddings 100000000"), "{err}");
+    }
+}

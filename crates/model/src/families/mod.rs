@@ -1,0 +1,22 @@
+//! The top layer of `model/`: one file per family (or per checkpoint layout several families
+//! share, as BART's), each a table of its tensor names, its config with transformers' defaults,
+//! its quirks as [`Family`](crate::blocks::family::Family) data, and the blocks it builds
+//! its network from; and [`registry`], the one list of them. A family file imports blocks and
+//! formats, never another family file, and nothing outside this folder names a family.
+
+pub mod albert;
+pub mod bart;
+pub mod bert;
+pub mod clip;
+pub mod dinov2;
+pub mod distilbert;
+pub mod electra;
+pub mod gemma;
+pub mod gpt2;
+pub mod llama;
+pub mod phi3;
+pub mod registry;
+pub mod roberta;
+pub mod siglip;
+pub mod t5;
+pub mod vit;

@@ -1,0 +1,244 @@
+//! The registry: the one list of the families attnviz runs ([`FAMILIES`]), and the lookups
+//! over it. It is only a table; each family is a file of its own behind the seam of
+//! [`crate::blocks::family`] and [`crate::blocks::network`].
+//!
+//! Loading goes the same way for every family ([`load`]):
+//! 1. config.json's `model_type` (or, in configs older than transformers 2, the class names in
+//!    `architectures`) picks the [`Family`]; anything else is refused with one line listing the
+//!    supported types;
+//! 2. the family reads its own fields (`Family::config`), with transformers' defaults;
+//! 3. the checkpoint is opened, its key prefix found from the family's anchor;
+//! 4. the config values that size tensors are checked against the checkpoint before anything
+//!    is allocated (`FamilyConfig::checks`, [`validate::config_matches`]);
+//! 5. the family builds its network from named tensors (`FamilyConfig::build`), read in place
+//!    from the memory map where the file allows, each checked to be finite.
+//!
+//! The rest of the pipeline sees only the network's `Architecture` and its `forward`, and the
+//! family's quirks as data.
+
+use std::path::{Path, PathBuf};
+
+use super::{
+    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, phi3, roberta,
+    siglip, t5, vit,
+};
+use crate::blocks::family::{Family, GgufReader};
+use crate::blocks::network::Network;
+use crate::error::Error;
+use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::source::{TokenizerFiles, TOKENIZERS};
+use crate::formats::validate;
+use crate::formats::weights::Checkpoint;
+
+/// The families attnviz runs, in the order `--help` and errors list them. Adding a family: its
+/// file, one line here, and its tests (`docs/architecture.md` has the checklist).
+pub static FAMILIES: &[&Family] = &[
+    &bert::FAMILY,
+    &roberta::ROBERTA,
+    &roberta::XLM_ROBERTA,
+    &distilbert::FAMILY,
+    &albert::FAMILY,
+    &electra::FAMILY,
+    &gpt2::FAMILY,
+    &llama::LLAMA,
+    &llama::QWEN2,
+    &llama::QWEN3,
+    &llama::MISTRAL,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
+    &phi3::PHI3,
+    &bart::BART,
+    &bart::MBART,
+    &bart::MARIAN,
+    &t5::FAMILY,
+    &vit::VIT,
+    &vit::DEIT,
+    &dinov2::DINOV2,
+    &dinov2::DINOV2_REGISTERS,
+    &clip::CLIP_VISION,
+    &siglip::SIGLIP_VISION,
+];
+
+/// The family of a config that names none (neither `model_type` nor `architectures`): BERT's
+/// configs before transformers 2.
+static UNNAMED: &Family = &bert::FAMILY;
+
+/// The family config.json describes.
+pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
+    let supported = || {
+        FAMILIES
+            .iter()
+            .flat_map(|f| f.model_types.iter().copied())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match config.model_type()? {
+        Some(t) => FAMILIES
+            .iter()
+            .copied()
+            .find(|f| f.model_types.contains(&t.as_str()))
+            .ok_or_else(|| {
+                config.unsupported(format!(
+                    "model_type '{t}' is not supported; attnviz runs model types {}",
+                    supported()
+                ))
+            }),
+        None => {
+            // Configs written before transformers 2.x have no model_type: the class names say
+            // which family, and a file that names none is a BERT config.
+            let classes = config.architectures()?;
+            if classes.is_empty() {
+                return Ok(UNNAMED);
+            }
+            FAMILIES
+                .iter()
+                .copied()
+                .find(|f| {
+                    classes
+                        .iter()
+                        .all(|c| f.class_prefixes.iter().any(|p| c.starts_with(p)))
+                })
+                .ok_or_else(|| {
+                    config.unsupported(format!(
+                        "it has no model_type, and architectures {classes:?} name no supported family; attnviz runs model types {}",
+                        supported()
+                    ))
+                })
+        }
+    }
+}
+
+/// Load the network described by `config` from the checkpoint `weights`, following the steps
+/// in the module documentation.
+pub fn load(config: &Path, weights: &[PathBuf]) -> Result<Box<dyn Network>, Error> {
+    load_family(config, weights).map(|(_, network)| network)
+}
+
+/// [`load`], with the family the config named.
+pub fn load_family(
+    config: &Path,
+    weights: &[PathBuf],
+) -> Result<(&'static Family, Box<dyn Network>), Error> {
+    let file = ConfigFile::load(config)?;
+    let family = family_of(&file)?;
+    let family_config = (family.config)(&file)?;
+    let ckpt = Checkpoint::open(weights, &family.anchor)?;
+    let (dims, counts) = family_config.checks();
+    validate::config_matches(config, &ckpt, &dims, &counts)?;
+    Ok((family, family_config.build(&ckpt)?))
+}
+
+/// The ways the tokenizer of the model whose config.json is at `config` may be stored: its
+/// family's; the common ones ([`TOKENIZERS`]) when config.json cannot be read or names no
+/// family (loading it says why).
+pub fn tokenizer_files(config: &Path) -> &'static [TokenizerFiles] {
+    ConfigFile::load(config)
+        .ok()
+        .and_then(|file| family_of(&file).ok())
+        .map_or(TOKENIZERS, |f| f.quirks.tokenizer_files)
+}
+
+/// Why the config.json at `config` names no family attnviz runs (an unknown `model_type`), or
+/// `None` when it names one or cannot be read. A folder's missing tokenizer is a guess from the
+/// family, so this is what a loader says first.
+pub fn unsupported(config: &Path) -> Option<ConfigError> {
+    ConfigFile::load(config)
+        .ok()
+        .and_then(|file| family_of(&file).err())
+}
+
+/// The family that reads GGUF files of `architecture` (`general.architecture`), and how; an
+/// error naming the file (`origin`) and the architectures attnviz reads otherwise.
+pub fn gguf_family(
+    architecture: &str,
+    origin: &str,
+) -> Result<(&'static Family, GgufReader), Error> {
+    let readers = || FAMILIES.iter().filter_map(|f| Some((*f, f.quirks.gguf?)));
+    readers()
+        .find(|(_, r)| r.architectures.contains(&architecture))
+        .ok_or_else(|| {
+            let known: Vec<&str> = readers()
+                .flat_map(|(_, r)| r.architectures.iter().copied())
+                .collect();
+            Error::Input(format!(
+                "{origin}: GGUF architecture '{architecture}' is not supported; attnviz runs \
+                 GGUF files of the architectures {}",
+                known.join(", ")
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn family(text: &str) -> Result<&'static str, String> {
+        let c = ConfigFile::parse(text, Path::new("config.json")).unwrap();
+        family_of(&c).map(|f| f.name).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn model_type_picks_the_family() {
+        assert_eq!(family(r#"{"model_type": "bert"}"#).unwrap(), "BERT");
+        assert_eq!(family(r#"{"model_type": "roberta"}"#).unwrap(), "RoBERTa");
+        assert_eq!(
+            family(r#"{"model_type": "xlm-roberta"}"#).unwrap(),
+            "XLM-RoBERTa"
+        );
+        assert_eq!(
+            family(r#"{"model_type": "distilbert"}"#).unwrap(),
+            "DistilBERT"
+        );
+        assert_eq!(family(r#"{"model_type": "albert"}"#).unwrap(), "ALBERT");
+        assert_eq!(family(r#"{"model_type": "electra"}"#).unwrap(), "ELECTRA");
+        assert_eq!(family(r#"{"model_type": "gpt2"}"#).unwrap(), "GPT-2");
+        assert_eq!(family(r#"{"model_type": "llama"}"#).unwrap(), "Llama");
+        assert_eq!(family(r#"{"model_type": "qwen2"}"#).unwrap(), "Qwen2");
+        assert_eq!(family(r#"{"model_type": "mistral"}"#).unwrap(), "Mistral");
+    }
+
+    #[test]
+    fn old_configs_are_recognised_by_class_name() {
+        assert_eq!(
+            family(r#"{"architectures": ["BertModel"]}"#).unwrap(),
+            "BERT"
+        );
+        assert_eq!(family(r#"{"hidden_size": 64}"#).unwrap(), "BERT");
+        assert_eq!(
+            family(r#"{"architectures": ["AlbertForMaskedLM"]}"#).unwrap(),
+            "ALBERT"
+        );
+        assert_eq!(
+            family(r#"{"architectures": ["DistilBertForMaskedLM"]}"#).unwrap(),
+            "DistilBERT"
+        );
+        assert_eq!(
+            family(r#"{"architectures": ["GPT2LMHeadModel"]}"#).unwrap(),
+            "GPT-2"
+        );
+        assert_eq!(
+            family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap(),
+            "T5"
+        );
+        let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
+        assert!(err.contains("name no supported family"), "{err}");
+    }
+
+    #[test]
+    fn unsupported_types_get_one_line_listing_the_supported_ones() {
+        assert_eq!(family(r#"{"model_type": "t5"}"#).unwrap(), "T5");
+        assert_eq!(family(r#"{"model_type": "mbart"}"#).unwrap(), "mBART");
+        let err = family(r#"{"model_type": "whisper"}"#).unwrap_err();
+        assert!(
+            err.contains(
+                "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
+                 xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
+                 gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
+                 dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
+    }
+}

@@ -1,0 +1,945 @@
+//! GGUF checkpoints (llama.cpp's single-file format): metadata, tensors kept in their block
+//! format ([`GgufFile::stored`]) or dequantised to f32, the tokenizer and the chat template the
+//! file carries.
+//!
+//! The file is memory-mapped, walked once with bounds checks ([`header`]), parsed with candle's
+//! GGUF reader, and every tensor record is checked against the file size before anything is
+//! allocated for it. Tensors are dequantised on request with candle's CPU kernels, straight from
+//! the mapping into transformers' layout: llama.cpp's q/k row permutation is undone.
+//!
+//! ```no_run
+//! use attnviz::model::gguf::GgufFile;
+//! let gguf = GgufFile::open("SmolLM2-135M-Instruct.Q4_1.gguf".as_ref())?;
+//! let params = gguf.decoder_params()?;
+//! let q = gguf.dequantize("blk.0.attn_q.weight")?; // [576, 576], transformers' row order
+//! let tokenizer = gguf.tokenizer()?;
+//! let prompt = gguf.chat_template()?.render_user_message("Hi")?;
+//! # Ok::<(), attnviz::model::gguf::GgufError>(())
+//! ```
+
+mod chat;
+mod dequant;
+mod header;
+mod params;
+mod tokenizer;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
+use rayon::prelude::*;
+
+pub use chat::{ChatError, ChatMessage, ChatTemplate};
+pub use dequant::{type_name, unpermute_rows, F32Tensor};
+pub use params::{
+    gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name, hf_tensor_name_for, DecoderParams,
+    RopeScaling,
+};
+pub use tokenizer::GgufTokenizer;
+
+use super::candle_message;
+use super::weights::StoredMatrix;
+
+/// Anything wrong with a GGUF file or what it describes. Each variant displays as one line
+/// naming the file and the field, tensor or key.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    /// The file cannot be opened or mapped.
+    #[error("cannot read {}: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file is not a well-formed GGUF file (the reason names the field).
+    #[error("{} is not a valid GGUF file: {reason}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        reason: String,
+    },
+    /// A tensor record does not fit the file, or is stored in a type attnviz cannot read.
+    #[error("{}: tensor {name} {reason}", path.display())]
+    Tensor {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's GGUF name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The weights would take more memory than the run may use.
+    #[error("{}: {reason}", path.display())]
+    Memory {
+        /// The file.
+        path: PathBuf,
+        /// How much, against what.
+        reason: String,
+    },
+    /// A tensor the caller asked for is not in the file.
+    #[error("{} has no tensor named {name}", path.display())]
+    MissingTensor {
+        /// The file.
+        path: PathBuf,
+        /// The GGUF name asked for.
+        name: String,
+    },
+    /// A metadata key is missing or has an unusable value.
+    #[error("{}: metadata {key} {problem}", path.display())]
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// The GGUF key.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The tokenizer the metadata describes cannot be built.
+    #[error("{}: cannot build the tokenizer: {reason}", path.display())]
+    Tokenizer {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file has no chat template.
+    #[error("{} carries no chat template (metadata tokenizer.chat_template), so the prompt cannot be wrapped as a chat; run it as plain text", path.display())]
+    NoChatTemplate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The chat template fails to compile or render.
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+}
+
+/// Where one tensor lies in the file, checked against the file size at open.
+#[derive(Clone, Debug)]
+struct Entry {
+    dtype: GgmlDType,
+    shape: Vec<usize>,
+    /// Byte range inside the mapping.
+    start: usize,
+    len: usize,
+}
+
+/// One tensor as the file declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// The GGUF name (`blk.0.attn_q.weight`).
+    pub name: String,
+    /// The ggml type, as llama.cpp names it (`Q4_1`).
+    pub dtype: &'static str,
+    /// Dimensions, outermost first (transformers' order: `[out, in]` for a linear weight).
+    pub shape: Vec<usize>,
+    /// Bytes it occupies in the file.
+    pub bytes: usize,
+}
+
+/// An open GGUF file: its metadata, and its tensors, dequantised on request.
+pub struct GgufFile {
+    path: PathBuf,
+    mmap: Arc<memmap2::Mmap>,
+    content: Content,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("path", &self.path)
+            .field("tensors", &self.entries.len())
+            .field("metadata", &self.content.metadata.len())
+            .finish()
+    }
+}
+
+impl GgufFile {
+    /// Map and parse a `.gguf` file. Fails with one line when the file is not GGUF, is
+    /// truncated, declares more than its size can hold, or stores a tensor in a type candle
+    /// cannot dequantise (naming the type and the tensor).
+    pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
+        let read_err = |reason: String| GgufError::Read {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let invalid = |reason: String| GgufError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if cfg!(target_endian = "big") {
+            return Err(read_err(
+                "GGUF tensors are read in place, which needs a little-endian machine".into(),
+            ));
+        }
+        // Checked before opening: opening a FIFO for reading would wait for a writer.
+        let meta = std::fs::metadata(path).map_err(|e| read_err(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(read_err("not a regular file".into()));
+        }
+        let file = File::open(path).map_err(|e| read_err(e.to_string()))?;
+        let len = file.metadata().map_err(|e| read_err(e.to_string()))?.len();
+        if len == 0 {
+            return Err(invalid("the file is empty".into()));
+        }
+        // SAFETY: the file is mapped read-only; like every mmap user we rely on nobody
+        // truncating it while we run.
+        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| read_err(e.to_string()))?;
+        let header = header::walk(&mmap).map_err(invalid)?;
+        let content = Content::read(&mut std::io::Cursor::new(&mmap[..]))
+            .map_err(|e| invalid(candle_message(&e)))?;
+        if content.tensor_data_offset != header.data_offset {
+            return Err(invalid(format!(
+                "tensor data offset {} disagrees with the header walk's {}",
+                content.tensor_data_offset, header.data_offset
+            )));
+        }
+
+        let mut entries = BTreeMap::new();
+        for (name, info) in &content.tensor_infos {
+            let entry = check_tensor(
+                info.ggml_dtype,
+                info.shape.dims(),
+                info.offset,
+                header.data_offset,
+                mmap.len(),
+            )
+            .map_err(|reason| GgufError::Tensor {
+                path: path.to_path_buf(),
+                name: name.clone(),
+                reason,
+            })?;
+            entries.insert(name.clone(), entry);
+        }
+        check_overlaps(&entries).map_err(invalid)?;
+        Ok(GgufFile {
+            path: path.to_path_buf(),
+            mmap: Arc::new(mmap),
+            content,
+            entries,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every metadata entry, as candle parsed it.
+    pub fn metadata(&self) -> &HashMap<String, Value> {
+        &self.content.metadata
+    }
+
+    /// `general.architecture` (`llama`, `qwen2`, …).
+    pub fn architecture(&self) -> Result<&str, GgufError> {
+        self.require_str("general.architecture")
+    }
+
+    /// The tensors in the file, by name.
+    pub fn tensors(&self) -> Vec<TensorInfo> {
+        self.entries
+            .iter()
+            .map(|(name, e)| TensorInfo {
+                name: name.clone(),
+                dtype: type_name(e.dtype),
+                shape: e.shape.clone(),
+                bytes: e.len,
+            })
+            .collect()
+    }
+
+    /// One tensor's record, if the file has it.
+    pub fn tensor_info(&self, name: &str) -> Option<TensorInfo> {
+        self.entries.get(name).map(|e| TensorInfo {
+            name: name.to_string(),
+            dtype: type_name(e.dtype),
+            shape: e.shape.clone(),
+            bytes: e.len,
+        })
+    }
+
+    /// Whether the file has a tensor of this GGUF name.
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// The decoder's hyper-parameters from `{arch}.*` metadata, named as transformers'
+    /// `LlamaConfig` names them. Which architectures a model family accepts is the family's call.
+    pub fn decoder_params(&self) -> Result<DecoderParams, GgufError> {
+        let arch = self.architecture()?.to_string();
+        let key = |name: &str| format!("{arch}.{name}");
+        let layers = self.require_usize(&key("block_count"))?;
+        let hidden = self.require_usize(&key("embedding_length"))?;
+        let ffn = self.require_usize(&key("feed_forward_length"))?;
+        let heads = self.require_usize(&key("attention.head_count"))?;
+        if heads == 0 {
+            return Err(self.meta_err(&key("attention.head_count"), "is 0"));
+        }
+        let kv_heads = self
+            .get_usize(&key("attention.head_count_kv"))?
+            .unwrap_or(heads);
+        if kv_heads == 0 || heads % kv_heads != 0 {
+            return Err(self.meta_err(
+                &key("attention.head_count_kv"),
+                &format!("is {kv_heads}, which does not divide the {heads} query heads"),
+            ));
+        }
+        let rope_dims = self.get_usize(&key("rope.dimension_count"))?;
+        // llama.cpp's rule: key_length, else hidden / heads. RoPE's dimension count is the
+        // head size only as a last resort: Phi-3 rotates part of each head.
+        let key_length = self.get_usize(&key("attention.key_length"))?;
+        let head_dim = match key_length {
+            Some(d) => d,
+            None if hidden % heads == 0 => hidden / heads,
+            None if rope_dims.is_some() => rope_dims.unwrap_or(0),
+            None => {
+                return Err(self.meta_err(
+                    &key("embedding_length"),
+                    &format!("({hidden}) is not a multiple of the {heads} heads and no attention.key_length says the head size"),
+                ))
+            }
+        };
+        if head_dim == 0 {
+            return Err(self.meta_err(&key("attention.key_length"), "is 0"));
+        }
+        let rope_theta = self.get_f64(&key("rope.freq_base"))?.unwrap_or(10_000.0);
+        let eps_key = key("attention.layer_norm_rms_epsilon");
+        let rms_norm_eps = self
+            .get_f64(&eps_key)?
+            .ok_or_else(|| self.meta_err(&eps_key, "is missing"))?;
+        let vocab_size = match self.get_usize(&key("vocab_size"))? {
+            Some(v) => v,
+            None => match self.metadata().get("tokenizer.ggml.tokens") {
+                Some(Value::Array(tokens)) => tokens.len(),
+                _ => self
+                    .entries
+                    .get("token_embd.weight")
+                    .and_then(|e| e.shape.first().copied())
+                    .ok_or_else(|| {
+                        self.meta_err(
+                            &key("vocab_size"),
+                            "is missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary size",
+                        )
+                    })?,
+            },
+        };
+        self.check_vocabulary(&key("vocab_size"), vocab_size)?;
+        Ok(DecoderParams {
+            num_hidden_layers: layers,
+            hidden_size: hidden,
+            intermediate_size: ffn,
+            num_attention_heads: heads,
+            num_key_value_heads: kv_heads,
+            head_dim,
+            rope_dimension_count: rope_dims.unwrap_or(head_dim),
+            rope_theta,
+            rope_scaling: self.rope_scaling(&arch)?,
+            rope_freqs_tensor: self.has_tensor("rope_freqs.weight"),
+            rms_norm_eps,
+            max_position_embeddings: self.require_usize(&key("context_length"))?,
+            sliding_window: self.get_usize(&key("attention.sliding_window"))?,
+            vocab_size,
+            tie_word_embeddings: !self.has_tensor("output.weight"),
+            attention_bias: self.has_tensor("blk.0.attn_q.bias"),
+            bos_token_id: self.get_u32("tokenizer.ggml.bos_token_id")?,
+            eos_token_id: self.get_u32("tokenizer.ggml.eos_token_id")?,
+            pad_token_id: self.get_u32("tokenizer.ggml.padding_token_id")?,
+            attn_logit_softcapping: self.get_f64(&key("attn_logit_softcapping"))?,
+            final_logit_softcapping: self.get_f64(&key("final_logit_softcapping"))?,
+            rope_attn_factor: self.get_f64(&key("rope.scaling.attn_factor"))?,
+            rope_original_context_length: self
+                .get_usize(&key("rope.scaling.original_context_length"))?,
+            rope_factors_tensors: self.has_tensor("rope_factors_long.weight")
+                && self.has_tensor("rope_factors_short.weight"),
+            architecture: arch,
+        })
+    }
+
+    /// The vocabulary's sizes agree before anything is built from them (a 4M-token vocabulary
+    /// took 28 s and 1.9 GB to become a tokenizer before the embedding's 49k rows said it was
+    /// wrong): at most [`MAX_VOCAB`](crate::tokenize::bounds::MAX_VOCAB) tokens, no more tokens
+    /// than the embedding has rows, and `vocab_size` equal to those rows.
+    fn check_vocabulary(&self, vocab_key: &str, vocab_size: usize) -> Result<(), GgufError> {
+        use crate::tokenize::bounds::{too_many_entries, MAX_VOCAB};
+        const TOKENS: &str = "tokenizer.ggml.tokens";
+        let tokens = match self.metadata().get(TOKENS) {
+            Some(Value::Array(tokens)) => Some(tokens.len()),
+            _ => None,
+        };
+        if let Some(n) = tokens.filter(|&n| n as u64 > MAX_VOCAB) {
+            return Err(self.meta_err(TOKENS, &too_many_entries(n as u64, MAX_VOCAB)));
+        }
+        if vocab_size as u64 > MAX_VOCAB {
+            return Err(self.meta_err(
+                vocab_key,
+                &format!(
+                    "is {vocab_size}, more than the {MAX_VOCAB} tokens any real tokenizer has"
+                ),
+            ));
+        }
+        let Some(rows) = self
+            .entries
+            .get("token_embd.weight")
+            .and_then(|e| e.shape.first().copied())
+        else {
+            return Ok(());
+        };
+        if let Some(n) = tokens.filter(|&n| n > rows) {
+            return Err(self.meta_err(
+                TOKENS,
+                &format!("has {n} tokens, but token_embd.weight has only {rows} rows; the tokenizer does not belong to these weights"),
+            ));
+        }
+        if vocab_size != rows {
+            return Err(self.meta_err(
+                vocab_key,
+                &format!(
+                    "(or the token count) is {vocab_size}, but token_embd.weight has {rows} rows"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn rope_scaling(&self, arch: &str) -> Result<Option<RopeScaling>, GgufError> {
+        let key = |name: &str| format!("{arch}.rope.{name}");
+        let factor = self.get_f64(&key("scaling.factor"))?;
+        let kind = match self.get_str(&key("scaling.type"))? {
+            Some(kind) => kind.to_string(),
+            None => match self.get_f64(&key("scale_linear"))? {
+                Some(f) if f != 1.0 => return Ok(Some(RopeScaling::Linear { factor: f })),
+                _ => return Ok(None),
+            },
+        };
+        let need_factor = || {
+            factor.ok_or_else(|| {
+                self.meta_err(
+                    &key("scaling.factor"),
+                    &format!("is missing for rope scaling type {kind}"),
+                )
+            })
+        };
+        Ok(match kind.as_str() {
+            "none" | "" => None,
+            "linear" => Some(RopeScaling::Linear {
+                factor: need_factor()?,
+            }),
+            "yarn" => Some(RopeScaling::Yarn {
+                factor: need_factor()?,
+                original_max_position_embeddings: self
+                    .get_usize(&key("scaling.original_context_length"))?,
+            }),
+            _ => Some(RopeScaling::Other { kind, factor }),
+        })
+    }
+
+    /// Tensor `name` (a GGUF name) dequantised to f32, in transformers' layout: for the `llama`
+    /// architecture the q and k projections (weights and biases) get llama.cpp's row permutation
+    /// undone (see [`unpermute_rows`]). Every type candle supports is read; the file was checked
+    /// at open, so only a missing tensor or an unusable head count fails here.
+    pub fn dequantize(&self, name: &str) -> Result<F32Tensor, GgufError> {
+        let row_map = self.qk_row_map(name)?;
+        self.dequantize_with(name, row_map.as_deref())
+    }
+
+    /// Matrix `name` (a GGUF name, two dimensions) kept in its block format, for the kernels
+    /// to decode inside their products ([`crate::kernels::quant`]): in place in the
+    /// memory map, except the q and k projections of `llama` files, whose rows are copied into
+    /// transformers' order (see [`unpermute_rows`]; rows are whole blocks, so moving them is
+    /// exact) and whose mapped pages are then released.
+    pub fn stored(&self, name: &str) -> Result<StoredMatrix, GgufError> {
+        let entry = self.entry(name)?;
+        let tensor_err = |reason: String| GgufError::Tensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+            reason,
+        };
+        let &[outputs, inputs] = entry.shape.as_slice() else {
+            return Err(tensor_err(format!(
+                "has shape {:?}, not a matrix",
+                entry.shape
+            )));
+        };
+        let range = entry.start..entry.start + entry.len;
+        let made = match self.qk_row_map(name)? {
+            None => StoredMatrix::in_map(&self.mmap, range, entry.dtype, outputs, inputs),
+            Some(map) => {
+                let bytes = &self.mmap[range];
+                let row = bytes.len().checked_div(outputs).unwrap_or(0);
+                let mut owned = Vec::with_capacity(bytes.len());
+                for &r in &map {
+                    owned.extend_from_slice(&bytes[r * row..(r + 1) * row]);
+                }
+                release_pages(bytes);
+                StoredMatrix::owned(owned, entry.dtype, outputs, inputs)
+            }
+        };
+        made.map_err(|e| tensor_err(e.to_string()))
+    }
+
+    /// Tensor `name` dequantised as stored, without undoing any permutation (what gguf-py's
+    /// `dequantize` gives).
+    pub fn dequantize_as_stored(&self, name: &str) -> Result<F32Tensor, GgufError> {
+        self.dequantize_with(name, None)
+    }
+
+    /// Some rows of a tensor, dequantised: `[rows.len(), row length]` (for an embedding lookup of
+    /// a few tokens without the whole table: SmolLM2's is 113 MB in f32). Rows are counted as in
+    /// [`GgufFile::dequantize`]'s result (transformers' order, for q/k projections too).
+    pub fn dequantize_rows(&self, name: &str, rows: &[usize]) -> Result<F32Tensor, GgufError> {
+        let entry = self.entry(name)?;
+        let cols = entry.shape.last().copied().unwrap_or(1);
+        let total = entry.shape.iter().rev().skip(1).product::<usize>();
+        if let Some(&bad) = rows.iter().find(|&&r| r >= total) {
+            return Err(GgufError::Tensor {
+                path: self.path.clone(),
+                name: name.to_string(),
+                reason: format!("has {total} rows; row {bad} does not exist"),
+            });
+        }
+        let map = self.qk_row_map(name)?;
+        let stored: Vec<usize> = match &map {
+            Some(map) => rows.iter().map(|&r| map[r]).collect(),
+            None => rows.to_vec(),
+        };
+        let bytes = &self.mmap[entry.start..entry.start + entry.len];
+        let data = dequant::dequantize(entry.dtype, bytes, total, cols, Some(&stored));
+        Ok(F32Tensor {
+            shape: vec![rows.len(), cols],
+            data,
+        })
+    }
+
+    /// The memory the tensors named `used` take in `repr`, checked against `budget` bytes
+    /// (`None`: [`default_weight_budget`]) before any is read: an 8B-shaped Q4_0 file aborted
+    /// at 3.4 GB on "memory allocation failed" when dequantised to f32 under an 8 GiB limit.
+    pub fn check_memory(
+        &self,
+        used: impl Fn(&str) -> bool,
+        repr: Representation,
+        budget: Option<u64>,
+    ) -> Result<u64, GgufError> {
+        let (count, need) = self
+            .entries
+            .iter()
+            .filter(|(name, _)| used(name))
+            .fold((0usize, 0u64), |(n, total), (_, e)| {
+                (n + 1, total.saturating_add(repr.bytes(e)))
+            });
+        let (budget, given) = match budget {
+            Some(b) => (Some(b), true),
+            None => (default_weight_budget(self.mmap.len() as u64), false),
+        };
+        if let Some(budget) = budget.filter(|&b| need > b) {
+            let how = match repr {
+                Representation::F32 => "dequantised to f32",
+                Representation::InPlace => "as stored",
+            };
+            let whose = if given {
+                "the memory limit given"
+            } else {
+                "the memory this process may use"
+            };
+            return Err(GgufError::Memory {
+                path: self.path.clone(),
+                reason: format!(
+                    "its {count} tensors take {} {how}, more than {whose} ({}); use a smaller model or allow more memory",
+                    gigabytes(need),
+                    gigabytes(budget)
+                ),
+            });
+        }
+        Ok(need)
+    }
+
+    /// Every tensor, dequantised as [`GgufFile::dequantize`] does, in parallel (largest first,
+    /// so the big embedding does not finish last), keyed by GGUF name.
+    pub fn dequantize_all(&self) -> Result<BTreeMap<String, F32Tensor>, GgufError> {
+        self.dequantize_used(|_| true)
+    }
+
+    /// [`GgufFile::dequantize_all`] for the tensors named `used` only: the others are neither
+    /// read nor dequantised.
+    pub fn dequantize_used(
+        &self,
+        used: impl Fn(&str) -> bool,
+    ) -> Result<BTreeMap<String, F32Tensor>, GgufError> {
+        let mut names: Vec<(&String, usize)> = self
+            .entries
+            .iter()
+            .filter(|(name, _)| used(name))
+            .map(|(name, e)| (name, e.shape.iter().product::<usize>()))
+            .collect();
+        names.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        names
+            .par_iter()
+            .map(|(name, _)| Ok(((*name).clone(), self.dequantize(name)?)))
+            .collect()
+    }
+
+    fn dequantize_with(
+        &self,
+        name: &str,
+        row_map: Option<&[usize]>,
+    ) -> Result<F32Tensor, GgufError> {
+        let entry = self.entry(name)?;
+        let cols = entry.shape.last().copied().unwrap_or(1);
+        let rows = entry.shape.iter().rev().skip(1).product::<usize>();
+        let bytes = &self.mmap[entry.start..entry.start + entry.len];
+        let data = dequant::dequantize(entry.dtype, bytes, rows, cols, row_map);
+        release_pages(bytes);
+        Ok(F32Tensor {
+            shape: entry.shape.clone(),
+            data,
+        })
+    }
+
+    fn entry(&self, name: &str) -> Result<&Entry, GgufError> {
+        self.entries
+            .get(name)
+            .ok_or_else(|| GgufError::MissingTensor {
+                path: self.path.clone(),
+                name: name.to_string(),
+            })
+    }
+
+    /// The row map undoing llama.cpp's permutation, for the q/k tensors of llama files.
+    fn qk_row_map(&self, name: &str) -> Result<Option<Vec<usize>>, GgufError> {
+        let Some(stem) = name.strip_prefix("blk.") else {
+            return Ok(None);
+        };
+        let is_q = stem.ends_with(".attn_q.weight") || stem.ends_with(".attn_q.bias");
+        let is_k = stem.ends_with(".attn_k.weight") || stem.ends_with(".attn_k.bias");
+        if !(is_q || is_k) || self.architecture()? != "llama" {
+            return Ok(None);
+        }
+        let Some(entry) = self.entries.get(name) else {
+            return Ok(None);
+        };
+        let arch = "llama";
+        let heads_key = if is_q {
+            format!("{arch}.attention.head_count")
+        } else {
+            format!("{arch}.attention.head_count_kv")
+        };
+        let heads = match self.get_usize(&heads_key)? {
+            Some(h) => h,
+            // llama.cpp writes no head_count_kv when it equals head_count.
+            None if is_k => self.require_usize(&format!("{arch}.attention.head_count"))?,
+            None => return Err(self.meta_err(&heads_key, "is missing")),
+        };
+        let rows = entry.shape.first().copied().unwrap_or(0);
+        unpermute_rows(rows, heads).map(Some).ok_or_else(|| GgufError::Tensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+            reason: format!(
+                "has {rows} rows, which {heads_key} = {heads} does not split into heads of an even size"
+            ),
+        })
+    }
+
+    /// The tokenizer the metadata describes (`tokenizer.ggml.*`): byte-level BPE (`gpt2`) or
+    /// SentencePiece BPE (`llama`); any other kind is one clear error.
+    pub fn tokenizer(&self) -> Result<GgufTokenizer, GgufError> {
+        tokenizer::build(self).map_err(|reason| GgufError::Tokenizer {
+            path: self.path.clone(),
+            reason,
+        })
+    }
+
+    /// The chat template (`tokenizer.chat_template`), ready to render, or
+    /// [`GgufError::NoChatTemplate`].
+    pub fn chat_template(&self) -> Result<ChatTemplate, GgufError> {
+        let source =
+            self.get_str("tokenizer.chat_template")?
+                .ok_or_else(|| GgufError::NoChatTemplate {
+                    path: self.path.clone(),
+                })?;
+        let token = |key: &str| -> Result<Option<String>, GgufError> {
+            let Some(id) = self.get_u32(key)? else {
+                return Ok(None);
+            };
+            Ok(match self.metadata().get("tokenizer.ggml.tokens") {
+                Some(Value::Array(tokens)) => tokens
+                    .get(id as usize)
+                    .and_then(|t| t.to_string().ok())
+                    .cloned(),
+                _ => None,
+            })
+        };
+        Ok(ChatTemplate::new(
+            format!("{} (tokenizer.chat_template)", self.path.display()),
+            source,
+            token("tokenizer.ggml.bos_token_id")?,
+            token("tokenizer.ggml.eos_token_id")?,
+        )?)
+    }
+
+    // Typed metadata access: each error names the key and what was found.
+
+    pub(crate) fn meta_err(&self, key: &str, problem: &str) -> GgufError {
+        GgufError::Metadata {
+            path: self.path.clone(),
+            key: key.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+
+    /// A string value; `None` when absent, an error when of another type.
+    pub fn get_str(&self, key: &str) -> Result<Option<&str>, GgufError> {
+        match self.metadata().get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => {
+                Err(self.meta_err(key, &format!("is {}, expected a string", describe(other))))
+            }
+        }
+    }
+
+    fn require_str(&self, key: &str) -> Result<&str, GgufError> {
+        self.get_str(key)?
+            .ok_or_else(|| self.meta_err(key, "is missing"))
+    }
+
+    /// A non-negative integer of any width; `None` when absent.
+    pub fn get_u64(&self, key: &str) -> Result<Option<u64>, GgufError> {
+        match self.metadata().get(key) {
+            None => Ok(None),
+            Some(v) => integer(v).map(Some).ok_or_else(|| {
+                self.meta_err(
+                    key,
+                    &format!("is {}, expected a non-negative integer", describe(v)),
+                )
+            }),
+        }
+    }
+
+    fn get_u32(&self, key: &str) -> Result<Option<u32>, GgufError> {
+        match self.get_u64(key)? {
+            None => Ok(None),
+            Some(v) => u32::try_from(v)
+                .map(Some)
+                .map_err(|_| self.meta_err(key, &format!("is {v}, too large for a token id"))),
+        }
+    }
+
+    fn get_usize(&self, key: &str) -> Result<Option<usize>, GgufError> {
+        match self.get_u64(key)? {
+            None => Ok(None),
+            // Sizes beyond 2^32 are no real model's; refusing them keeps later products small.
+            Some(v) if v <= u64::from(u32::MAX) => Ok(Some(v as usize)),
+            Some(v) => Err(self.meta_err(key, &format!("is {v}, implausibly large"))),
+        }
+    }
+
+    fn require_usize(&self, key: &str) -> Result<usize, GgufError> {
+        self.get_usize(key)?
+            .ok_or_else(|| self.meta_err(key, "is missing"))
+    }
+
+    /// A finite float (f32 widened exactly, or f64); `None` when absent.
+    pub fn get_f64(&self, key: &str) -> Result<Option<f64>, GgufError> {
+        let v = match self.metadata().get(key) {
+            None => return Ok(None),
+            Some(Value::F32(v)) => f64::from(*v),
+            Some(Value::F64(v)) => *v,
+            Some(other) => {
+                return Err(
+                    self.meta_err(key, &format!("is {}, expected a number", describe(other)))
+                )
+            }
+        };
+        if v.is_finite() {
+            Ok(Some(v))
+        } else {
+            Err(self.meta_err(key, &format!("is {v}, expected a finite number")))
+        }
+    }
+
+    /// A boolean; `None` when absent.
+    pub fn get_bool(&self, key: &str) -> Result<Option<bool>, GgufError> {
+        match self.metadata().get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => {
+                Err(self.meta_err(key, &format!("is {}, expected a boolean", describe(other))))
+            }
+        }
+    }
+}
+
+/// A metadata value's type, for messages.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.len() > 40 => "a string".to_string(),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Array(a) => format!("an array of {} values", a.len()),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::F32(x) => format!("the float {x}"),
+        Value::F64(x) => format!("the float {x}"),
+        other => match integer(other) {
+            Some(n) => format!("the integer {n}"),
+            None => format!("{other:?}"),
+        },
+    }
+}
+
+/// Any integer value that is not negative, widened.
+fn integer(v: &Value) -> Option<u64> {
+    match *v {
+        Value::U8(x) => Some(u64::from(x)),
+        Value::U16(x) => Some(u64::from(x)),
+        Value::U32(x) => Some(u64::from(x)),
+        Value::U64(x) => Some(x),
+        Value::I8(x) => u64::try_from(x).ok(),
+        Value::I16(x) => u64::try_from(x).ok(),
+        Value::I32(x) => u64::try_from(x).ok(),
+        Value::I64(x) => u64::try_from(x).ok(),
+        _ => None,
+    }
+}
+
+/// Tensors may not share bytes: llama.cpp writes each once, in order, so two records over one
+/// block can only be a file made to multiply its size (1,000 records on one 8 MB block reached
+/// 7.9 GB when dequantised).
+fn check_overlaps(entries: &BTreeMap<String, Entry>) -> Result<(), String> {
+    let mut spans: Vec<(usize, usize, &str)> = entries
+        .iter()
+        .filter(|(_, e)| e.len > 0)
+        .map(|(name, e)| (e.start, e.start + e.len, name.as_str()))
+        .collect();
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
+        if start < end {
+            return Err(format!(
+                "tensors {a:?} and {b:?} overlap (bytes {start}–{end} belong to both); each tensor must have bytes of its own"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How tensors are held once loaded, for the up-front memory estimate
+/// ([`GgufFile::check_memory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Representation {
+    /// Dequantised to f32 in memory (4 bytes per weight): how every tensor is held today.
+    F32,
+    /// Read in place from the mapping, as stored (a quantised tensor kept quantised): its bytes
+    /// in the file.
+    InPlace,
+}
+
+impl Representation {
+    /// Bytes one tensor takes in this representation.
+    fn bytes(self, entry: &Entry) -> u64 {
+        match self {
+            Representation::F32 => (entry.shape.iter().product::<usize>() as u64).saturating_mul(4),
+            Representation::InPlace => entry.len as u64,
+        }
+    }
+}
+
+/// The memory a run may use for its weights when no budget is given: this machine's memory,
+/// and, under an address-space limit (`ulimit -v`), that limit less the file's own mapping.
+fn default_weight_budget(file_len: u64) -> Option<u64> {
+    let machine = crate::formats::validate::total_memory();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    let space = if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY
+    {
+        // Code, stacks and the tokenizer take some too; a quarter of the limit is left to them.
+        Some((limit.rlim_cur / 4 * 3).saturating_sub(file_len))
+    } else {
+        None
+    };
+    match (machine, space) {
+        (Some(m), Some(s)) => Some(m.min(s)),
+        (m, s) => m.or(s),
+    }
+}
+
+/// `1.5 GB`, `850 MB`, `463 KB`.
+fn gigabytes(bytes: u64) -> String {
+    if bytes >= 1_000_000_000 {
+        format!("{:.1} GB", bytes as f64 / 1e9)
+    } else if bytes >= 1_000_000 {
+        format!("{:.0} MB", bytes as f64 / 1e6)
+    } else {
+        format!("{:.0} KB", bytes as f64 / 1e3)
+    }
+}
+
+/// Check one tensor record against the file: shape, element count, block size and byte range.
+fn check_tensor(
+    dtype: GgmlDType,
+    dims: &[usize],
+    offset: u64,
+    data_offset: u64,
+    file_len: usize,
+) -> Result<Entry, String> {
+    let elements = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| format!("has shape {dims:?}, whose element count overflows"))?;
+    let block = dtype.block_size();
+    let cols = dims.last().copied().unwrap_or(1);
+    if cols % block != 0 {
+        return Err(format!(
+            "has rows of {cols} values, not a multiple of {}'s block of {block}",
+            type_name(dtype)
+        ));
+    }
+    let bytes = (elements / block)
+        .checked_mul(dtype.type_size())
+        .ok_or_else(|| format!("has shape {dims:?}, whose byte size overflows"))?;
+    let start = data_offset
+        .checked_add(offset)
+        .filter(|&s| s <= file_len as u64)
+        .ok_or_else(|| {
+            format!(
+                "starts at offset {offset} past the tensor data start {data_offset}, beyond the end of the {file_len}-byte file"
+            )
+        })? as usize;
+    if bytes > file_len - start {
+        return Err(format!(
+            "({} {dims:?}) needs {bytes} bytes at byte {start}, but the file ends at {file_len}; is it truncated?",
+            type_name(dtype)
+        ));
+    }
+    Ok(Entry {
+        dtype,
+        shape: dims.to_vec(),
+        start,
+        len: bytes,
+    })
+}
+
+/// Let the kernel drop the mapped pages of a tensor once it has been dequantised: they stay in
+/// the page cache, but the peak resident size no longer counts the file on top of the f32 copy.
+/// (The same advice as the safetensors reader gives; see `weights::release_pages`.)
+fn release_pages(bytes: &[u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = (bytes.as_ptr() as usize).next_multiple_of(PAGE);
+        let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: only advice on whole pages inside a read-only file mapping we keep alive;
+            // their contents stay what the file holds.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+}

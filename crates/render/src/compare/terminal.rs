@@ -1,0 +1,165 @@
+//! The terminal view of a [`Comparison`]: what was compared, a small layers × heads heatmap of
+//! the Jensen–Shannon distances, the farthest heads ranked, and one head's largest differences.
+
+use std::io::{self, Write};
+
+use crate::colormap::viridis;
+use crate::terminal::escape_controls;
+use attnviz_analysis::compare::Comparison;
+
+/// How the terminal view looks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompareTerminalOptions {
+    /// 24-bit colour (else shades of block characters).
+    pub color: bool,
+    /// How many heads the ranking lists, and how many cells the head's table lists.
+    pub top: usize,
+    /// Label units by the tokenizer's own pieces.
+    pub raw_tokens: bool,
+    /// The head whose largest differences are listed; `None`: the farthest head.
+    pub head: Option<(usize, usize)>,
+}
+
+impl Default for CompareTerminalOptions {
+    fn default() -> Self {
+        CompareTerminalOptions {
+            color: false,
+            top: 10,
+            raw_tokens: false,
+            head: None,
+        }
+    }
+}
+
+const SHADES: [&str; 5] = ["  ", "░░", "▒▒", "▓▓", "██"];
+
+fn cell(d: Option<f64>, max: f64, color: bool) -> String {
+    let Some(d) = d else {
+        return "··".into();
+    };
+    let t = if max > 0.0 { (d / max) as f32 } else { 0.0 };
+    if color {
+        let c = viridis(t);
+        format!("\x1b[48;2;{};{};{}m  \x1b[0m", c.0, c.1, c.2)
+    } else {
+        SHADES[((t * 4.0).round() as usize).min(4)].to_string()
+    }
+}
+
+/// Write the view.
+pub fn write_compare_view(
+    c: &Comparison,
+    opts: &CompareTerminalOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let clean = |s: &str| escape_controls(s).into_owned();
+    for line in super::side_lines(c) {
+        writeln!(w, "{}", clean(&line))?;
+    }
+    for line in super::alignment_lines(c, opts.raw_tokens) {
+        writeln!(w, "{}", clean(&line))?;
+    }
+    writeln!(w)?;
+    let max = c.max_distance();
+    writeln!(
+        w,
+        "Jensen–Shannon distance per head (0: the same, 1: disjoint; {} is 0 to {max:.3}):",
+        if opts.color {
+            "dark to bright"
+        } else {
+            "blank to █"
+        }
+    )?;
+    let names: Vec<String> = (0..c.layers)
+        .map(|l| format!("layer {}", c.layer_name(l)))
+        .collect();
+    let lw = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    write!(w, "{:>lw$}      ", "head")?;
+    for h in (0..c.heads).step_by(2) {
+        write!(w, "{h:<4}")?;
+    }
+    writeln!(w)?;
+    for (l, name) in names.iter().enumerate() {
+        write!(w, "{name:>lw$}      ")?;
+        for h in 0..c.heads {
+            write!(w, "{}", cell(c.distance(l, h), max, opts.color))?;
+        }
+        match c.layer_distance(l) {
+            Some(m) => writeln!(w, "  mean {m:.3}")?,
+            None => writeln!(w)?,
+        }
+    }
+    writeln!(w)?;
+    let ranked = c.ranked();
+    writeln!(w, "Farthest apart:")?;
+    writeln!(w, "  rank  layer  head  JS distance  rows")?;
+    for (i, h) in ranked.iter().take(opts.top.max(1)).enumerate() {
+        writeln!(
+            w,
+            "  {:>4}  {:>5}  {:>4}  {:>11.4}  {:>4}",
+            i + 1,
+            c.layer_name(h.layer),
+            h.head,
+            h.distance,
+            h.rows
+        )?;
+    }
+    if ranked.is_empty() {
+        writeln!(w, "  (no query row is visible in both)")?;
+    }
+    let Some((layer, head)) = opts.head.or(ranked.first().map(|h| (h.layer, h.head))) else {
+        return Ok(());
+    };
+    writeln!(w)?;
+    let d = c.diff(layer, head);
+    let nk = c.n_keys();
+    let mut cells: Vec<usize> = (0..d.len()).filter(|&i| d[i] != 0.0).collect();
+    cells.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(x.cmp(&y)));
+    writeln!(
+        w,
+        "Layer {} head {}{}: largest differences (A − B)",
+        c.layer_name(layer),
+        head,
+        c.distance(layer, head)
+            .map(|j| format!(", JS distance {j:.4}"))
+            .unwrap_or_default()
+    )?;
+    let (a, b) = (c.a_head(layer, head), c.b_head(layer, head));
+    let (ql, kl) = (
+        c.query_labels(opts.raw_tokens),
+        c.key_labels(opts.raw_tokens),
+    );
+    let rows: Vec<(String, usize)> = cells
+        .iter()
+        .take(opts.top.max(1))
+        .map(|&i| {
+            let (q, k) = (i / nk, i % nk);
+            (format!("{} → {}", ql[q], kl[k]), i)
+        })
+        .collect();
+    let width = rows
+        .iter()
+        .map(|(s, _)| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(11);
+    writeln!(
+        w,
+        "  {:width$}  {:>7}  {:>7}  {:>8}",
+        "query → key", "A", "B", "A − B"
+    )?;
+    for (label, i) in rows {
+        writeln!(
+            w,
+            "  {:width$}  {:>7.4}  {:>7.4}  {:>+8.4}",
+            clean(&label),
+            a[i],
+            b[i],
+            d[i]
+        )?;
+    }
+    if cells.is_empty() {
+        writeln!(w, "  (A and B are the same here)")?;
+    }
+    Ok(())
+}

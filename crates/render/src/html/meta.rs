@@ -1,0 +1,372 @@
+//! The report's metadata: the JSON block the page reads (`meta` in `assets/report/data.js`,
+//! documented in `docs/html.md`), built from the attention and the options. The page around it
+//! (template, script, style, fonts, payload) is `render/html.rs`.
+
+use std::borrow::Cow;
+
+use base64::Engine;
+use serde::Serialize;
+
+use super::payload::{Payload, SectionMeta};
+use super::HeadStatistic;
+use super::{section_suffix, HtmlOptions, View, FORMAT_VERSION};
+use crate::attention::image::{Cell, ImageInput};
+use crate::attention::{Attention, AttentionKind, MaskKind, PositionScheme, Role};
+
+/// The metadata block the page reads (`meta` in `assets/report/data.js`); its fields are
+/// documented in `docs/html.md`. Any source of attention can fill it: nothing in it is specific
+/// to a model family or to how the attention was computed. A report of one kind has that kind's
+/// fields at the top level; a report of several kinds lists them in `kinds` instead, and the page
+/// lays the chosen one over the top level.
+#[derive(Serialize)]
+pub(super) struct Meta<'a> {
+    format: u32,
+    generator: String,
+    /// The page title (also the `<title>`).
+    pub(super) title: String,
+    text: &'a str,
+    pair: Option<&'a str>,
+    /// The teacher-forced target of an encoder–decoder run.
+    target: Option<&'a str>,
+    settings: &'a [(String, String)],
+    payload: PayloadMeta,
+    #[serde(flatten)]
+    one: Option<KindMeta<'a>>,
+    /// Every kind of a report of several, in selector order.
+    kinds: Option<Vec<KindMeta<'a>>>,
+    /// The kind the page opens on (a report of several kinds).
+    open_kind: Option<AttentionKind>,
+}
+
+/// What the page needs of one kind of attention.
+#[derive(Serialize)]
+struct KindMeta<'a> {
+    kind: AttentionKind,
+    model: ModelMeta<'a>,
+    mask: MaskKind,
+    /// Each captured layer's sliding window (`null`: none).
+    windows: &'a [Option<usize>],
+    positions: PositionScheme,
+    sink: Option<usize>,
+    kv_head: &'a [usize],
+    layer_numbers: &'a [usize],
+    level: &'static str,
+    special_excluded: bool,
+    #[serde(flatten)]
+    queries: UnitsMeta<'a>,
+    /// The key units when they are not the query units (cross-attention: the encoder's).
+    keys: Option<UnitsMeta<'a>>,
+    /// Names of this kind's payload sections.
+    sections: SectionNames,
+    /// The factor on q·k before the softmax, for the neuron view, where the model gives it
+    /// (T5: 1); absent, the page uses `1/√head_dim`.
+    scale: Option<f32>,
+    initial: Initial,
+    neuron: Neuron,
+    analysis: Option<AnalysisMeta<'a>>,
+    /// A vision model's picture (the image view draws on it).
+    image: Option<ImageMeta<'a>>,
+}
+
+/// What the image view needs: the grid, what each token is, the sizes and the preprocessing
+/// (as in the JSON export's `image`), and the pixels the model saw as a `data:` PNG.
+#[derive(Serialize)]
+struct ImageMeta<'a> {
+    #[serde(flatten)]
+    input: &'a ImageInput,
+    /// `data:image/png;base64,…` of the model's input pixels; `null` when there are none.
+    picture: Option<String>,
+}
+
+impl<'a> ImageMeta<'a> {
+    fn of(input: &'a ImageInput) -> Self {
+        let picture = crate::image::picture::input_png(input).map(|png| {
+            format!(
+                "data:image/png;base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(png)
+            )
+        });
+        ImageMeta { input, picture }
+    }
+}
+
+/// How the page labels a vision model's tokens: a patch by its grid position, `r3c5` (row 3,
+/// column 5, from the top left), the special tokens by name (`CLS`, `DIST`, `REG0`).
+fn image_display(input: &ImageInput) -> Vec<String> {
+    input
+        .cells
+        .iter()
+        .map(|c| match *c {
+            Cell::Patch { row, col } => format!("r{row}c{col}"),
+            c => c.label(),
+        })
+        .collect()
+}
+
+/// One side's units (the queries' or the keys').
+#[derive(Serialize)]
+struct UnitsMeta<'a> {
+    tokens: &'a [String],
+    /// What a person reads for each unit ([`crate::attention::display`]; a patch's grid
+    /// position, `r3c5`, in a vision model's report).
+    display: Cow<'a, [String]>,
+    label_scheme: &'static str,
+    /// Units before which the views draw a reaction divider (`>>` in reaction SMILES).
+    arrows: Vec<usize>,
+    input_ids: &'a [u32],
+    type_ids: &'a [u32],
+    segments: &'a [u32],
+    roles: &'a [Role],
+    word_ids: &'a [Option<usize>],
+    surfaces: &'a [String],
+    generated: &'a [bool],
+    sentence_b_start: Option<usize>,
+}
+
+impl<'a> UnitsMeta<'a> {
+    fn of(units: &'a crate::attention::Units) -> Self {
+        UnitsMeta {
+            tokens: &units.labels,
+            display: Cow::Borrowed(&units.display),
+            label_scheme: units.scheme.as_str(),
+            arrows: units.reaction_arrows(),
+            input_ids: &units.ids,
+            type_ids: &units.type_ids,
+            segments: &units.segments,
+            roles: &units.roles,
+            word_ids: &units.word_ids,
+            surfaces: &units.surfaces,
+            generated: &units.generated,
+            sentence_b_start: units.segment_b_start(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SectionNames {
+    attention: String,
+    query: String,
+    key: String,
+}
+
+#[derive(Serialize)]
+struct ModelMeta<'a> {
+    id: &'a str,
+    /// How the page names the model: a hub id, or a local folder's or file's name, never the
+    /// whole local path.
+    name: &'a str,
+    revision: Option<&'a str>,
+    family: &'a str,
+    layers: usize,
+    heads: usize,
+    hidden_size: usize,
+    head_dim: usize,
+}
+
+#[derive(Serialize)]
+struct Initial {
+    view: View,
+    layer: usize,
+    head: usize,
+    threshold: f32,
+    hide_special: bool,
+    words: bool,
+    raw_tokens: bool,
+    /// The token the image view draws the attention of first (`null`: the class token).
+    query: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct Neuron {
+    available: bool,
+    /// Why the vectors are missing, for the neuron view to say.
+    reason: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct PayloadMeta {
+    compression: &'static str,
+    raw_bytes: usize,
+    sections: Vec<SectionMeta>,
+}
+
+#[derive(Serialize)]
+struct AnalysisMeta<'a> {
+    stats: &'a [HeadStatistic],
+    head_labels: Option<&'a [Vec<String>]>,
+    matrices: Vec<MatrixMeta<'a>>,
+    /// The logit lens, as the JSON export's `logit_lens` (docs/json.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lens: Option<&'a crate::analysis::LogitLens>,
+    /// Per-head direct logit attribution, as the JSON export's `head_attribution`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    head_attribution: Option<&'a crate::analysis::HeadAttribution>,
+    /// Head ablation, as the JSON export's `head_ablation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    head_ablation: Option<&'a crate::analysis::HeadAblation>,
+}
+
+#[derive(Serialize)]
+struct MatrixMeta<'a> {
+    id: &'a str,
+    label: &'a str,
+    description: &'a str,
+    per_layer: bool,
+    shares: bool,
+    section: String,
+}
+
+impl<'a> Meta<'a> {
+    /// The metadata of a report of `kinds`, opening on `kinds[open]`.
+    pub(super) fn new(
+        kinds: &[(&'a Attention, &'a HtmlOptions)],
+        open: usize,
+        target: Option<&'a str>,
+        payload: &Payload,
+    ) -> Self {
+        let (att, opts) = kinds[open];
+        let title = opts.title.clone().unwrap_or_else(|| {
+            let mut t: String = att.text.chars().take(80).collect();
+            if att.text.chars().count() > 80 {
+                t.push('…');
+            }
+            format!("attnviz — {t}")
+        });
+        let several = kinds.len() > 1;
+        let mut list: Vec<KindMeta<'a>> = kinds
+            .iter()
+            .map(|&(a, o)| KindMeta::new(a, o, several))
+            .collect();
+        let (one, kinds_meta) = if several {
+            (None, Some(list))
+        } else {
+            (list.pop(), None)
+        };
+        Meta {
+            format: FORMAT_VERSION,
+            generator: format!("attnviz {}", env!("CARGO_PKG_VERSION")),
+            title,
+            text: &att.text,
+            pair: att.pair.as_deref(),
+            target,
+            settings: &opts.settings,
+            payload: PayloadMeta {
+                compression: if opts.compress { "gzip" } else { "none" },
+                raw_bytes: payload.raw_len(),
+                sections: payload.meta(),
+            },
+            one,
+            kinds: kinds_meta,
+            open_kind: several.then_some(att.kind),
+        }
+    }
+}
+
+impl<'a> KindMeta<'a> {
+    fn new(att: &'a Attention, opts: &'a HtmlOptions, several: bool) -> Self {
+        let m = &att.model;
+        let suffix = section_suffix(att, several);
+        let neuron = match (opts.neuron, &att.query_key) {
+            (true, Some(_)) => Neuron {
+                available: true,
+                reason: None,
+            },
+            (false, _) => Neuron {
+                available: false,
+                reason: Some(
+                    "query/key vectors were not embedded; write the report with the neuron view to see them",
+                ),
+            },
+            (true, None) => Neuron {
+                available: false,
+                reason: Some(
+                    if att.level == crate::attention::Level::Word || att.special_excluded {
+                        "query/key vectors exist per token only: write the report at token level, with the special tokens, to see them"
+                    } else {
+                        "the attention carries no query/key vectors (they were not captured)"
+                    },
+                ),
+            },
+        };
+        let a = &opts.analysis;
+        let analysis = (!a.is_empty()).then(|| AnalysisMeta {
+            stats: &a.stats,
+            head_labels: a.head_labels.as_deref(),
+            matrices: a
+                .matrices
+                .iter()
+                .map(|x| MatrixMeta {
+                    id: &x.id,
+                    label: &x.label,
+                    description: &x.description,
+                    per_layer: x.layers.len() == att.layers() && att.layers() > 1,
+                    shares: x.shares,
+                    section: format!("matrix:{}{suffix}", x.id),
+                })
+                .collect(),
+            lens: a.lens.as_ref(),
+            head_attribution: a.head_attribution.as_ref(),
+            head_ablation: a.head_ablation.as_ref(),
+        });
+        KindMeta {
+            kind: att.kind,
+            model: ModelMeta {
+                id: &m.id,
+                name: m.name(),
+                revision: m.revision.as_deref(),
+                family: &m.family,
+                layers: m.layers,
+                heads: m.heads,
+                hidden_size: m.hidden_size,
+                head_dim: m.head_dim,
+            },
+            mask: att.mask,
+            windows: att.windows(),
+            positions: att.positions,
+            sink: att.sink(),
+            kv_head: att.kv_head(),
+            layer_numbers: att.layer_numbers(),
+            level: att.level.as_str(),
+            special_excluded: att.special_excluded,
+            queries: {
+                let mut q = UnitsMeta::of(att.queries());
+                if let Some(image) = att
+                    .image
+                    .as_deref()
+                    .filter(|i| i.cells.len() == q.tokens.len())
+                {
+                    q.display = Cow::Owned(image_display(image));
+                }
+                q
+            },
+            keys: (!att.is_square()).then(|| UnitsMeta::of(att.keys())),
+            scale: att.query_key.as_ref().and_then(|qk| qk.scale),
+            sections: SectionNames {
+                attention: format!("attention{suffix}"),
+                query: format!("query{suffix}"),
+                key: format!("key{suffix}"),
+            },
+            initial: Initial {
+                view: match opts.view {
+                    View::Stats if a.stats.is_empty() => View::Head,
+                    View::Image if att.image.is_none() => View::Head,
+                    View::Lens if a.lens.is_none() => View::Head,
+                    View::Heads if a.head_attribution.is_none() && a.head_ablation.is_none() => {
+                        View::Head
+                    }
+                    v => v,
+                },
+                query: opts.query,
+                layer: opts.layer,
+                head: opts.head,
+                threshold: opts.threshold_for(att.n_queries().max(att.n_keys())),
+                hide_special: opts.hide_special,
+                words: opts.words,
+                raw_tokens: opts.raw_tokens,
+            },
+            neuron,
+            analysis,
+            image: att.image.as_deref().map(ImageMeta::of),
+        }
+    }
+}
