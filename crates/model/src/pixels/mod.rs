@@ -619,7 +619,7 @@ mod tests {
 
     #[test]
     fn bytes_in_memory_decode_as_their_file_and_are_named_by_their_name() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/images");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/images");
         let p = ImageProcessor::parse(r#"{"size": {"height": 24, "width": 20}, "resample": 3}"#)
             .unwrap();
         for name in [

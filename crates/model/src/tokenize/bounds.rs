@@ -311,7 +311,7 @@ mod tests {
         // training text needed few rules).
         for model in ["tiny-t5", "tiny-xlm-roberta"] {
             let path = format!(
-                "{}/tests/fixtures/{model}/tokenizer.json",
+                "{}/../../tests/fixtures/{model}/tokenizer.json",
                 env!("CARGO_MANIFEST_DIR")
             );
             let bytes = std::fs::read(path).unwrap();

@@ -5,9 +5,13 @@
 //!
 //! [`linear_quant`] computes what [`super::linear`] computes on the dequantised matrix, up to the
 //! order of the sums: the weights are decoded exactly as candle's `to_float` decodes them (see
-//! [`blocks`]) and multiplied in f32 with the activations as they are. Activations are *not*
+//! [`codecs`]) and multiplied in f32 with the activations as they are. Activations are *not*
 //! quantised, unlike candle's and llama.cpp's quantised products, which round each input row to
 //! 8 bits per value first (`docs/performance.md`, "Quantized weights", measures what that costs).
+//!
+//! Laid out as ggml lays out its own: the reference codecs ([`codecs`]), the generic products
+//! over them ([`small`], [`tiled`]), and each architecture's faster kernels apart
+//! ([`arch`]: x86's AVX2, AVX-512 and F16C), so a port to another architecture is a folder.
 //!
 //! Two ways to run, by the number of input rows (see [`TILED_ROWS`]):
 //! - **Few rows** (a generated token, prompts of up to a few hundred tokens; [`small`]): each
@@ -15,7 +19,7 @@
 //!   into a buffer that stays in L1, and a register-blocked f32 kernel runs every input row over
 //!   it before the next stretch is decoded. Each weight is decoded once per call and read from
 //!   memory once, in its compact form: 2–8× fewer bytes than f32 weights. For one row in the
-//!   common formats on x86 with AVX2, `fused` decodes in registers instead, with no buffer
+//!   common formats on x86 with AVX2, `arch::x86::fused` decodes in registers instead, with no buffer
 //!   between decoding and the multiply-adds.
 //! - **Many rows** (long prompts; [`tiled`]): tiles of weight rows are decoded into an f32
 //!   buffer and gemm multiplies them, as it does f32 weights; decoding costs one pass per weight
@@ -24,16 +28,15 @@
 //! GGUF's F32 tensors need no decoding: they run through [`super::linear`] in place (when the
 //! map puts them at an f32-aligned address, which GGUF's 32-byte alignment does).
 
-pub(crate) mod blocks;
-#[cfg(target_arch = "x86_64")]
-mod fused;
+mod arch;
+pub(crate) mod codecs;
 mod small;
 mod tiled;
 
 use candle_core::quantized::GgmlDType;
 
 use super::{Activation, Layout, Matrix, Output};
-use blocks::with_block;
+use codecs::with_block;
 
 /// From this many input rows on, [`linear_quant`] decodes tiles for gemm; below, the few-rows
 /// kernel runs. `BENCH_SWEEP=1 cargo bench --bench quant` (`docs/performance.md`, "Quantized
@@ -129,7 +132,7 @@ pub fn type_name(dtype: GgmlDType) -> &'static str {
 /// Weights per block and bytes per block of `dtype` (1 and 4 for F32, 32 and 18 for Q4_0, 256
 /// and 144 for Q4_K).
 pub fn block_layout(dtype: GgmlDType) -> (usize, usize) {
-    blocks::layout(dtype)
+    codecs::layout(dtype)
 }
 
 impl<'a> QuantMatrix<'a> {

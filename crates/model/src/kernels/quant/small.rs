@@ -14,7 +14,7 @@
 
 use rayon::prelude::*;
 
-use super::blocks::{decode_with, Block, Fused, MulAdd, Split};
+use super::codecs::{decode_with, Block, MulAdd, Split};
 use super::{Cpu, Job};
 use crate::kernels::SharedMut;
 
@@ -35,7 +35,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     // Chosen here, on the calling thread (a test's forced choice is per thread).
     let cpu = Cpu::get();
     #[cfg(target_arch = "x86_64")]
-    let fused = rows == 1 && super::fused::available(cpu, job.w.dtype);
+    let fused = rows == 1 && super::arch::x86::fused::available(cpu, job.w.dtype);
     // The fused kernels load the input row 64 bytes at a time; from an allocator's 16-byte
     // alignment every such load spans two cache lines. A copy on a 64-byte boundary costs a
     // pass over `inputs` floats; Q4_K one row 2048 → 8192: 0.94 → 0.91 ms.
@@ -43,7 +43,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     let aligned;
     #[cfg(target_arch = "x86_64")]
     let job = &if fused && job.x.as_ptr().align_offset(64) != 0 {
-        aligned = super::fused::Aligned::of(job.x);
+        aligned = super::arch::x86::fused::Aligned::of(job.x);
         Job {
             x: aligned.as_slice(),
             ..*job
@@ -60,7 +60,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
         // checked the CPU for the fused kernels, and `rows == 1`.
         #[cfg(target_arch = "x86_64")]
         if fused {
-            unsafe { super::fused::band(cpu, job, o0, o1, dst) };
+            unsafe { super::arch::x86::fused::band(cpu, job, o0, o1, dst) };
             return;
         }
         unsafe { band_for_cpu::<B>(cpu, job, o0, o1, dst) };
@@ -87,12 +87,12 @@ unsafe fn band_for_cpu<B: Block>(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, 
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
         unsafe fn avx512<B: Block>(job: &Job<'_>, o0: usize, o1: usize, d: SharedMut, h: bool) {
             // SAFETY: forwarded from the caller; the CPU has AVX-512 (the caller checked).
-            unsafe { band::<B, x86::Avx512, 4, 4>(job, o0, o1, d, h) }
+            unsafe { band::<B, super::arch::x86::simd::Avx512, 4, 4>(job, o0, o1, d, h) }
         }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2<B: Block>(job: &Job<'_>, o0: usize, o1: usize, d: SharedMut, h: bool) {
             // SAFETY: forwarded from the caller; the CPU has AVX2 and FMA (the caller checked).
-            unsafe { band::<B, x86::Avx2, 3, 4>(job, o0, o1, d, h) }
+            unsafe { band::<B, super::arch::x86::simd::Avx2, 3, 4>(job, o0, o1, d, h) }
         }
         match cpu.isa {
             // SAFETY: `Cpu::get` checked at run time that the CPU has these features; the rest
@@ -112,7 +112,7 @@ unsafe fn band_for_cpu<B: Block>(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, 
 /// # Safety
 /// Implementations may use instructions the CPU must have; callers run them only in functions
 /// compiled for (and dispatched to) that instruction set.
-unsafe trait Simd {
+pub(crate) unsafe trait Simd {
     /// Lanes per vector (at most [`MAX_LANES`]).
     const LANES: usize;
     /// How the decoders multiply and add on this instruction set.
@@ -376,89 +376,5 @@ unsafe impl Simd for Portable {
     #[inline(always)]
     unsafe fn add(a: [f32; 4], b: [f32; 4]) -> [f32; 4] {
         std::array::from_fn(|l| a[l] + b[l])
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use super::Simd;
-
-    /// 8 lanes of AVX2 with FMA. The methods carry the target features themselves (an
-    /// intrinsic is inlined only into a function compiled with its features; without them,
-    /// each would stay a call that passes vectors through memory).
-    pub(super) struct Avx2;
-
-    // SAFETY: AVX2 and FMA instructions only; the kernels dispatch here only on a CPU that has
-    // them (`isa()`), from functions compiled with them.
-    unsafe impl Simd for Avx2 {
-        const LANES: usize = 8;
-        type M = super::Fused;
-        type V = __m256;
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn zero() -> __m256 {
-            _mm256_setzero_ps()
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn load(p: *const f32) -> __m256 {
-            // SAFETY: 8 readable values at p (the caller's contract); unaligned load.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn store(p: *mut f32, v: __m256) {
-            // SAFETY: 8 writable values at p (the caller's contract); unaligned store.
-            unsafe { _mm256_storeu_ps(p, v) }
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
-            _mm256_fmadd_ps(a, b, c)
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn add(a: __m256, b: __m256) -> __m256 {
-            _mm256_add_ps(a, b)
-        }
-    }
-
-    /// 16 lanes of AVX-512.
-    pub(super) struct Avx512;
-
-    // SAFETY: AVX-512F instructions only; dispatched here only on a CPU that has them.
-    unsafe impl Simd for Avx512 {
-        const LANES: usize = 16;
-        type M = super::Fused;
-        type V = __m512;
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn zero() -> __m512 {
-            _mm512_setzero_ps()
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn load(p: *const f32) -> __m512 {
-            // SAFETY: 16 readable values at p (the caller's contract); unaligned load.
-            unsafe { _mm512_loadu_ps(p) }
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn store(p: *mut f32, v: __m512) {
-            // SAFETY: 16 writable values at p (the caller's contract); unaligned store.
-            unsafe { _mm512_storeu_ps(p, v) }
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
-            _mm512_fmadd_ps(a, b, c)
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn add(a: __m512, b: __m512) -> __m512 {
-            _mm512_add_ps(a, b)
-        }
     }
 }

@@ -194,7 +194,7 @@ fn block_layouts_are_candles() {
 fn f16_conversion_is_exact_for_every_value() {
     for bits in 0..=u16::MAX {
         let want = half::f16::from_bits(bits).to_f32();
-        let got = blocks::f16_to_f32(bits);
+        let got = codecs::f16_to_f32(bits);
         if want.is_nan() {
             assert!(got.is_nan(), "{bits:#06x}");
         } else {
@@ -666,7 +666,7 @@ fn misaligned_f32_weights_are_decoded() {
 fn aligned_copy_of_the_input_row_is_the_row() {
     for len in [0, 1, 15, 16, 17, 37, 2048] {
         let x: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
-        let copy = super::fused::Aligned::of(&x);
+        let copy = super::arch::x86::fused::Aligned::of(&x);
         assert_eq!(copy.as_slice(), x.as_slice(), "length {len}");
         assert_eq!(copy.as_slice().as_ptr().align_offset(64), 0, "length {len}");
     }

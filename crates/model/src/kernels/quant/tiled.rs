@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::blocks::{decode_with, Block, Fused, Split};
+use super::codecs::{decode_with, Block, Fused, Split};
 use super::{Cpu, Job};
 use crate::kernels::gemm::{gemm, Parallelism};
 

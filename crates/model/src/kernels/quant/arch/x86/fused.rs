@@ -1,10 +1,10 @@
 //! One input row (a generated token) against the weights, decoded in registers: no buffer
 //! between decoding and the multiply-adds. For the formats a model's linear maps mostly come in
-//! (Q4_0, Q4_K, Q6_K, Q8_0, F16, BF16); the others take [`super::small`]'s path, which decodes
+//! (Q4_0, Q4_K, Q6_K, Q8_0, F16, BF16); the others take [`crate::kernels::quant::small`]'s path, which decodes
 //! through an L1 buffer (about 1.5× slower for one row: the store and the load back per vector
 //! are a third of the work; `docs/performance.md`).
 //!
-//! Every weight is decoded exactly as [`super::blocks`] decodes it (the same exact products, one
+//! Every weight is decoded exactly as [`crate::kernels::quant::codecs`] decodes it (the same exact products, one
 //! rounding in the same place), so only the order of the sums differs from the other paths.
 //! The 256-bit kernels take 4 weight rows at a time, two accumulators per row (8 FMA chains),
 //! and ask for the next group's bytes as they read their own.
@@ -21,11 +21,11 @@ use std::arch::x86_64::*;
 
 use candle_core::quantized::GgmlDType;
 
-use super::{Cpu, Job};
+use crate::kernels::quant::{Cpu, Job};
 use crate::kernels::{Isa, SharedMut};
 
 /// A copy of an input row that starts on a 64-byte boundary (a cache line, a 512-bit vector).
-pub(super) struct Aligned {
+pub(crate) struct Aligned {
     lines: Vec<Line>,
     len: usize,
 }
@@ -36,7 +36,7 @@ struct Line([f32; 16]);
 
 impl Aligned {
     /// `x`, copied.
-    pub(super) fn of(x: &[f32]) -> Aligned {
+    pub(crate) fn of(x: &[f32]) -> Aligned {
         let mut lines = vec![Line([0.0; 16]); x.len().div_ceil(16)];
         for (line, part) in lines.iter_mut().zip(x.chunks(16)) {
             line.0[..part.len()].copy_from_slice(part);
@@ -48,7 +48,7 @@ impl Aligned {
     }
 
     /// The copy, as floats.
-    pub(super) fn as_slice(&self) -> &[f32] {
+    pub(crate) fn as_slice(&self) -> &[f32] {
         // SAFETY: `lines` is `len.div_ceil(16)` arrays of 16 f32 laid out one after another
         // (`repr(C)`, size 64 = 16 × 4, no padding), so its first `len` floats are initialised
         // and in bounds, aligned for f32.
@@ -57,7 +57,7 @@ impl Aligned {
 }
 
 /// Whether [`band`] has a kernel for `dtype` on `cpu`.
-pub(super) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
+pub(crate) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
     use GgmlDType as D;
     cpu.isa != Isa::Baseline
         && cpu.f16c
@@ -73,7 +73,7 @@ pub(super) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
 /// `available(cpu, job.w.dtype)` for this CPU's [`Cpu::get`]; `job.rows == 1`; `dst` points
 /// at the checked `[1, stride]` output of `job`, whose columns `col0 + o0 .. col0 + o1` the
 /// caller owns; `o0 ≤ o1 ≤ outputs`.
-pub(super) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
+pub(crate) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
     use GgmlDType as D;
     // SAFETY (each arm): `available` saw AVX2, FMA and F16C, and `cpu.isa` AVX-512 where it
     // is asked for; the rest is the caller's contract.
@@ -452,7 +452,7 @@ impl Fused for Q8_0 {
 }
 
 /// The 6-bit scale and min of group `j` (of 8) in a Q4_K block's 12 scale bytes (as
-/// [`super::blocks`]).
+/// [`crate::kernels::quant::codecs`]).
 #[inline(always)]
 fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     if j < 4 {
@@ -578,7 +578,9 @@ impl Fused for F16 {
     }
     unsafe fn one(w: *const u8) -> f32 {
         // SAFETY: 2 readable bytes (the caller's contract).
-        super::blocks::f16_to_f32(unsafe { std::ptr::read_unaligned(w.cast::<u16>()) })
+        crate::kernels::quant::codecs::f16_to_f32(unsafe {
+            std::ptr::read_unaligned(w.cast::<u16>())
+        })
     }
 }
 

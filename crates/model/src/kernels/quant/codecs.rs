@@ -1,6 +1,9 @@
-//! The ggml block formats, decoded to f32: one marker type per format, each with the layout of
-//! its blocks and a decoder that gives, value for value and bit for bit, what candle's
-//! `GgmlType::to_float` (llama.cpp's `dequantize_row_*`) gives (tested against it).
+//! The reference codecs of the ggml block formats, as ggml's `ggml-quants.c` holds them: one
+//! marker type per format, each with the layout of its blocks and a portable decoder to f32
+//! that gives, value for value and bit for bit, what candle's `GgmlType::to_float` (llama.cpp's
+//! `dequantize_row_*`) gives (tested against it). The products that run on them are generic
+//! ([`super::small`], [`super::tiled`]); what one instruction set does faster lives in
+//! [`super::arch`].
 //!
 //! Bit for bit, not just close: every weight is `a·q`, `a·q + m` or `a·q − m` with `a` an f16
 //! scale times a small integer and `q` a small integer, and those products are exact in f32 (at
@@ -62,38 +65,11 @@ pub(crate) fn decode_with<B: Block, M: MulAdd>(f16c: bool, src: &[u8], out: &mut
     #[cfg(target_arch = "x86_64")]
     if B::HALF && f16c {
         // SAFETY: the caller checked that the CPU has F16C (and AVX, which every F16C CPU has).
-        unsafe { x86::f16c(src, out) };
+        unsafe { super::arch::x86::f16c::decode(src, out) };
         return;
     }
     let _ = f16c;
     B::decode::<M>(src, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    /// IEEE halves → f32 with F16C, as many as both `src` (2 bytes each) and `out` hold.
-    ///
-    /// # Safety
-    /// The CPU must have AVX and F16C.
-    #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn f16c(src: &[u8], out: &mut [f32]) {
-        let n = (src.len() / 2).min(out.len());
-        let mut i = 0;
-        while i + 8 <= n {
-            // SAFETY: values i..i + 8 ≤ n are inside both slices (16 bytes of src from 2i,
-            // 8 f32 of out from i); unaligned load and store.
-            unsafe {
-                let h = _mm_loadu_si128(src.as_ptr().add(2 * i).cast());
-                _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
-            }
-            i += 8;
-        }
-        for (j, y) in out.iter_mut().enumerate().take(n).skip(i) {
-            *y = super::f16_to_f32(u16::from_le_bytes([src[2 * j], src[2 * j + 1]]));
-        }
-    }
 }
 
 /// `(values, bytes)` per block of `dtype`.
@@ -105,7 +81,7 @@ pub(crate) fn layout(dtype: GgmlDType) -> (usize, usize) {
 macro_rules! with_block {
     ($dtype:expr, $b:ident => $body:expr) => {{
         use candle_core::quantized::GgmlDType as D;
-        use $crate::kernels::quant::blocks as blk;
+        use $crate::kernels::quant::codecs as blk;
         match $dtype {
             D::F32 => {
                 type $b = blk::F32;
