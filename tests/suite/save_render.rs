@@ -129,14 +129,15 @@ fn json_with_wrong_layer_masks_is_refused_in_one_line() {
 }
 
 /// The interpreter with numpy, safetensors and transformers (`tests/reference/requirements.txt`):
-/// `ATTNVIZ_REF_PYTHON` (then it must have them), else `/work/venv-ref/bin/python` when that one
-/// imports all three (a venv made there for something else is passed over).
+/// `ATTNVIZ_REF_PYTHON` (then it must have them), else `.cache/venv-ref/bin/python` in the
+/// repository (made as `tests/reference/README.md` says) when that one imports all three (a venv
+/// made there for something else is passed over).
 fn reference_python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ATTNVIZ_REF_PYTHON") {
         let p = PathBuf::from(p);
         return p.exists().then_some(p);
     }
-    let p = PathBuf::from("/work/venv-ref/bin/python");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/venv-ref/bin/python");
     let imports = std::process::Command::new(&p)
         .args(["-c", "import numpy, safetensors, transformers"])
         .output()
