@@ -519,6 +519,16 @@ fn single(
     let value_zeroing = args.value_zeroing
         || out.figure == Some(Figure::ValueZeroing)
         || out.json_include.contains(&JsonSection::ValueZeroing);
+    let ablation = args.ablate.is_some()
+        || out.figure == Some(Figure::Ablation)
+        || out.json_include.contains(&JsonSection::HeadAblation);
+    if args.max_analysis_time.is_some() && !value_zeroing && !ablation {
+        return Err(
+            "--max-analysis-time limits the analyses that re-run the model; add \
+             --value-zeroing or --ablate"
+                .into(),
+        );
+    }
     if value_zeroing {
         let what = if args.value_zeroing {
             "--value-zeroing"

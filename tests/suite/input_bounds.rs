@@ -371,6 +371,11 @@ fn analyses_that_re_run_the_model_are_estimated_against_a_time_limit() {
         assert!(out.status.success(), "{}", stderr(&out));
         assert_eq!(stderr(&out), "");
     }
+    let out = run(&["-m", m, "x", "--max-analysis-time", "5m"]);
+    assert_clean_failure(
+        &out,
+        "--max-analysis-time limits the analyses that re-run the model",
+    );
     let out = run(&[
         "-m",
         m,
