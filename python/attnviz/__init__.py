@@ -525,6 +525,10 @@ def induction(model: str, revision: str = "main") -> Optional[dict]:
     return out
 
 
+# The most tokens per logit-lens cell (the library's `analysis::lens::MAX_TOP`).
+_MAX_LENS_TOP = 100
+
+
 def run(
     text: Optional[str] = None,
     model: Optional[str] = None,
@@ -547,6 +551,7 @@ def run(
     target_token: Optional[str] = None,
     contrast: Any = None,
     ablate: Any = None,
+    max_analysis_time: Any = None,
     words: bool = False,
     no_special: bool = False,
     view: Optional[str] = None,
@@ -605,6 +610,9 @@ def run(
       mean over the input): ``report.head_ablation`` is the JSON's ``head_ablation`` dict, its
       ``delta`` (the change in the target's log-probability) a numpy array ``[layers, heads]``.
       Both are ``None`` when not asked for.
+    - ``max_analysis_time``: seconds that value zeroing and head ablation may each take (default
+      600). Both re-run the model many times; the time is estimated from one pass before the
+      re-runs start, and a longer analysis raises RuntimeError saying how long it would take.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
       ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
@@ -627,7 +635,7 @@ def run(
                 weighting=weighting, words=words, no_special=no_special,
                 view="image" if view is None else view, layer=layer, head=head, lens=lens,
                 alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
-                contrast=contrast, ablate=ablate,
+                contrast=contrast, ablate=ablate, max_analysis_time=max_analysis_time,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -665,7 +673,20 @@ def run(
             raise TypeError(f"lens must be True or a number of tokens per cell (an int), not {lens!r}")
         if lens < 1:
             raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
+        if lens > _MAX_LENS_TOP:
+            raise ValueError(
+                f"lens={int(lens)} keeps more tokens per cell than the logit lens writes (at most "
+                f"{_MAX_LENS_TOP}); give lens={_MAX_LENS_TOP} or fewer"
+            )
         lens = int(lens)
+    if max_analysis_time is not None:
+        if isinstance(max_analysis_time, bool) or not isinstance(
+            max_analysis_time, (int, float, np.integer, np.floating)
+        ):
+            raise TypeError(f"max_analysis_time must be a number of seconds, not {max_analysis_time!r}")
+        if not 0 <= max_analysis_time <= 1e9:
+            raise ValueError(f"max_analysis_time must be from 0 to 1e9 seconds, not {max_analysis_time!r}")
+        max_analysis_time = float(max_analysis_time)
     heads = _head_options(attribution, target_token, contrast, ablate)
     wants_heads = heads["attribution"] or heads["ablate"] is not None
     if view is None:
@@ -692,6 +713,7 @@ def run(
         lens=lens,
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),
+        max_analysis_time=max_analysis_time,
         **heads,
     )
     settings = [("model", model)]

@@ -504,6 +504,10 @@ fn request_error(e: RequestError) -> PyErr {
             "target_token= / contrast=: {e}; give one token of the vocabulary"
         )),
         e @ RequestError::HeadsNeedDecoder { .. } => value(e.to_string()),
+        RequestError::LensTopTooLarge { asked, max } => value(format!(
+            "lens={asked} keeps more tokens per cell than the logit lens writes (at most {max}); \
+             give lens={max} or fewer"
+        )),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -539,7 +543,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
-    contrast=None))]
+    contrast=None, max_analysis_time=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -563,8 +567,20 @@ fn run(
     ablate: Option<String>,
     target_token: Option<String>,
     contrast: Option<String>,
+    max_analysis_time: Option<f64>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
+    let analysis_time = match max_analysis_time {
+        None => None,
+        Some(s) if s.is_finite() && (0.0..=1e9).contains(&s) => {
+            Some(std::time::Duration::from_secs_f64(s))
+        }
+        Some(s) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "max_analysis_time must be a number of seconds from 0 to 1e9, not {s}"
+            )))
+        }
+    };
     let ablate = ablate.as_deref().map(heads::ablation_mode).transpose()?;
     let request = RunRequest {
         text: text.to_string(),
@@ -591,6 +607,7 @@ fn run(
         ablate,
         target_token,
         contrast,
+        analysis_time,
     };
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;

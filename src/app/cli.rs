@@ -148,9 +148,16 @@ pub struct Args {
     #[arg(help_heading = "Analyses", long, value_name = "MODE", num_args = 0..=1, default_missing_value = "zero", value_parser = ["zero", "mean"])]
     pub ablate: Option<String>,
 
-    /// Tokens kept per logit-lens cell in the JSON export [default: 5].
+    /// Tokens kept per logit-lens cell in the JSON export, at most 100 [default: 5].
     #[arg(help_heading = "Analyses", long, value_name = "K")]
     pub lens_top: Option<usize>,
+
+    /// How long value zeroing and head ablation may each take, e.g. `90s`, `20m`, `2h` (a
+    /// number alone is seconds). Both re-run the model many times (value zeroing once per
+    /// token); the time is estimated from one pass before the re-runs start, and a longer
+    /// analysis is refused [default: 10m].
+    #[arg(help_heading = "Analyses", long, value_name = "TIME", value_parser = parse_duration)]
+    pub max_analysis_time: Option<std::time::Duration>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
@@ -426,6 +433,33 @@ pub fn parse_layers(s: &str) -> Result<LayerList, String> {
 }
 
 /// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
+/// A time: seconds, or a number with `s`, `m` or `h` (`90`, `90s`, `2.5m`, `1h`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => t.split_at(i),
+        _ => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "`{s}` is not a time: give seconds, or a number with s, m or h"
+            ))
+        }
+    };
+    match number.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e9 => {
+            Ok(std::time::Duration::from_secs_f64(x * scale))
+        }
+        _ => Err(format!(
+            "`{s}` is not a time: give seconds, or a number with s, m or h (at most 10⁹ seconds)"
+        )),
+    }
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t

@@ -178,6 +178,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ablate: plan.ablate,
         target_token: plan.target_token.clone(),
         contrast: plan.contrast.clone(),
+        analysis_time: plan.analysis_time,
     };
     if let Some(path) = &plan.save {
         if request.wants_heads() {

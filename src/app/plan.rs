@@ -140,6 +140,8 @@ pub struct Single {
     pub lens: Option<usize>,
     /// Print the logit-lens table (`--lens`).
     pub lens_table: bool,
+    /// `--max-analysis-time`: how long value zeroing and head ablation may each take.
+    pub analysis_time: Option<std::time::Duration>,
     /// Per-head attribution (`--attribution`, `--target-token`, `--contrast`,
     /// `--figure attribution`, `--json-include head_attribution`).
     pub attribution: bool,
@@ -291,6 +293,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 ("--chat", args.chat),
                 ("--layers", args.layers.is_some()),
                 ("--max-memory", args.max_memory.is_some()),
+                ("--max-analysis-time", args.max_analysis_time.is_some()),
                 ("--save-attention", args.save_attention.is_some()),
             ];
             if let Some(flag) = first_given(&model_only) {
@@ -479,6 +482,13 @@ fn single(
     if args.lens_top == Some(0) {
         return Err("--lens-top 0 keeps no token; give 1 or more (default 5)".into());
     }
+    let max_top = attnviz::analysis::lens::MAX_TOP;
+    if let Some(k) = args.lens_top.filter(|&k| k > max_top) {
+        return Err(format!(
+            "--lens-top {k} keeps more tokens per cell than the logit lens writes (at most \
+             {max_top}: each costs memory at every layer and position); give {max_top} or fewer"
+        ));
+    }
     if args.lens_top.is_some() && !args.lens && out.figure != Some(Figure::Lens) {
         return Err("--lens-top sets the logit lens; add --lens (or --figure lens)".into());
     }
@@ -509,6 +519,16 @@ fn single(
     let value_zeroing = args.value_zeroing
         || out.figure == Some(Figure::ValueZeroing)
         || out.json_include.contains(&JsonSection::ValueZeroing);
+    let ablation = args.ablate.is_some()
+        || out.figure == Some(Figure::Ablation)
+        || out.json_include.contains(&JsonSection::HeadAblation);
+    if args.max_analysis_time.is_some() && !value_zeroing && !ablation {
+        return Err(
+            "--max-analysis-time limits the analyses that re-run the model; add \
+             --value-zeroing or --ablate"
+                .into(),
+        );
+    }
     if value_zeroing {
         let what = if args.value_zeroing {
             "--value-zeroing"
@@ -684,6 +704,7 @@ fn single(
         lens: (args.lens || args.out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         lens_table: args.lens,
+        analysis_time: args.max_analysis_time,
         attribution: args.attribution
             || target_token.is_some() && args.ablate.is_none()
             || contrast.is_some()

@@ -40,6 +40,7 @@ pub mod families;
 pub mod formats;
 pub mod kernels;
 pub mod lens;
+pub mod rerun;
 pub mod vision;
 pub mod zeroing;
 
