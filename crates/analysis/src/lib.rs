@@ -4,8 +4,8 @@
 //! The usual path (what the CLI does):
 //!
 //! ```no_run
-//! # fn demo(att: &attnviz::Attention) -> Result<(), attnviz::analysis::AnalysisError> {
-//! use attnviz::analysis::{Analysis, ViewOptions};
+//! # fn demo(att: &attnviz_core::Attention) -> Result<(), attnviz_analysis::AnalysisError> {
+//! use attnviz_analysis::{Analysis, ViewOptions};
 //! let opts = ViewOptions { words: true, no_special: false };
 //! let (view, analysis) = Analysis::compute_view(att, opts)?;
 //! // `view` is the Attention every renderer draws (words here); `analysis` holds its

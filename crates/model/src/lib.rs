@@ -17,11 +17,11 @@
 //! pipeline and how to add a family.
 //!
 //! ```no_run
-//! use attnviz::model::{EncodeOptions, Model};
+//! use attnviz_model::{EncodeOptions, Model};
 //! let model = Model::load("sentence-transformers/all-MiniLM-L6-v2", "main")?;
 //! let out = model.encode("The cat sat on the mat.", None, &EncodeOptions::default())?;
 //! println!("{} tokens, layer 0 head 0 row 0: {:?}", out.attention.len(), &out.attention.head(0, 0)[..3]);
-//! # Ok::<(), attnviz::model::Error>(())
+//! # Ok::<(), attnviz_model::Error>(())
 //! ```
 
 pub mod pixels;

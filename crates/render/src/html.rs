@@ -9,9 +9,9 @@
 //! any) and works from `file://`; it decodes the payload with the browser's `DecompressionStream`.
 //!
 //! ```
-//! use attnviz::render::html::{write_html, HtmlOptions};
-//! # use attnviz::{Attention, ModelInfo};
-//! # use attnviz::attention::{Role, Units};
+//! use attnviz_render::html::{write_html, HtmlOptions};
+//! # use attnviz_core::{Attention, ModelInfo};
+//! # use attnviz_core::attention::{Role, Units};
 //! # let model = ModelInfo { id: "demo".into(), revision: None, name: None, family: "BERT".into(), layers: 1, heads: 1, hidden_size: 4, head_dim: 4 };
 //! # let units = Units::tokens(vec!["[CLS]".into(), "hi".into()], vec![101, 7632], vec![0, 0], vec![0, 0],
 //! #     vec![Role::Start, Role::Word], vec![None, Some(0)], vec![String::new(), "Hi".into()]);

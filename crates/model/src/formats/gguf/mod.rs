@@ -8,13 +8,13 @@
 //! the mapping into transformers' layout: llama.cpp's q/k row permutation is undone.
 //!
 //! ```no_run
-//! use attnviz::model::gguf::GgufFile;
+//! use attnviz_model::gguf::GgufFile;
 //! let gguf = GgufFile::open("SmolLM2-135M-Instruct.Q4_1.gguf".as_ref())?;
 //! let params = gguf.decoder_params()?;
 //! let q = gguf.dequantize("blk.0.attn_q.weight")?; // [576, 576], transformers' row order
 //! let tokenizer = gguf.tokenizer()?;
 //! let prompt = gguf.chat_template()?.render_user_message("Hi")?;
-//! # Ok::<(), attnviz::model::gguf::GgufError>(())
+//! # Ok::<(), attnviz_model::gguf::GgufError>(())
 //! ```
 
 mod chat;
