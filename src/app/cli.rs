@@ -331,8 +331,7 @@ pub struct Outputs {
     pub color: Option<ColorChoice>,
 
     /// Don't print the terminal view (outputs requested with --json/--png/… are still written;
-    /// an analysis whose result would then reach no output is refused, and a run that writes
-    /// nothing says so).
+    /// an analysis whose result would then reach no output is refused).
     #[arg(help_heading = heading::OUTPUTS, short, long)]
     pub quiet: bool,
 

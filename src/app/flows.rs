@@ -119,14 +119,6 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
-    let single = match &plan.mode {
-        Mode::Single(s) => Some(&**s),
-        Mode::Render(r) => Some(&r.out),
-        _ => None,
-    };
-    for line in single.map_or(&[][..], |s| &s.notes) {
-        note(line);
-    }
     if let Mode::Merge(job) = &plan.mode {
         // No model and no threads: merging adds integers.
         return attnviz::corpus::merge::run(job).map_err(words::merge);

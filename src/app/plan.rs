@@ -179,8 +179,6 @@ pub struct Single {
     pub save: Option<PathBuf>,
     /// `--save-dtype`.
     pub save_dtype: SaveDtype,
-    /// Lines to say on standard error before the run (a run that will show and write nothing).
-    pub notes: Vec<String>,
 }
 
 impl Single {
@@ -573,7 +571,7 @@ fn single(
         .any(|(_, p)| matches!(Destination::of(p), Ok(Destination::Stdout)));
     let terminal_view = !out.quiet && !stdout_taken;
     let stats = stats_args.stats || stats_args.stat.is_some();
-    let notes = quiet_outputs(args, out, stats)?.into_iter().collect();
+    quiet_outputs(args, out, stats)?;
     if out.top.is_some() && !terminal_view {
         return Err(format!(
             "--top sets the terminal view, which {}; drop --top",
@@ -709,17 +707,16 @@ fn single(
             Some("f16") => SaveDtype::F16,
             _ => SaveDtype::F32,
         },
-        notes,
     })
 }
 
 /// `-q` turns off the terminal view. An analysis asked for by its flag whose result would then
-/// reach no output is refused, as any flag that would do nothing is, before the model loads;
-/// a run that shows and writes nothing at all gets a note, and runs (loading a model, say to
-/// fetch it, may be the point).
-fn quiet_outputs(args: &Args, out: &Outputs, stats: bool) -> Result<Option<String>, String> {
+/// reach no output is refused, as any flag that would do nothing is, before the model loads.
+/// (`-q` with no output at all still runs: loading a model, say to fetch it, may be the point,
+/// and a run that fails says so on its one line.)
+fn quiet_outputs(args: &Args, out: &Outputs, stats: bool) -> Result<(), String> {
     if !out.quiet {
-        return Ok(None);
+        return Ok(());
     }
     let files = out.json.is_some() || out.html.is_some() || out.report.is_some();
     let images = out.png.is_some() || out.svg.is_some();
@@ -767,12 +764,7 @@ fn quiet_outputs(args: &Args, out: &Outputs, stats: bool) -> Result<Option<Strin
                 .into(),
         );
     }
-    let saved = args.save_attention.is_some();
-    Ok((!(files || images || stats || saved)).then(|| {
-        "note: -q turns off the terminal view, and no output is asked for: this run shows and \
-         writes nothing (add --json FILE, --html FILE, --png FILE, --report DIR or --stats)"
-            .to_string()
-    }))
+    Ok(())
 }
 
 /// Corpus mode (`--input FILE --out-dir DIR`): no single-input flags; an input that is a file
@@ -1110,22 +1102,8 @@ mod tests {
         let e = check(&["t", "-q", "--weighting", "norm-aware"]).unwrap_err();
         assert!(e.contains("--weighting"), "{e}");
         assert!(check(&["t", "-q", "--weighting", "norm-aware", "--stats"]).is_ok());
-        // Without -q the terminal view shows them.
-        assert!(single_plan(&["t", "--lens"]).notes.is_empty());
-        // A run that shows and writes nothing at all runs, with a note.
-        let notes = single_plan(&["t", "-q"]).notes;
-        assert!(
-            notes.len() == 1 && notes[0].contains("writes nothing"),
-            "{notes:?}"
-        );
-        for out in [
-            &["--stats"][..],
-            &["--json", "a.json"],
-            &["--save-attention", "a.safetensors"],
-        ] {
-            let argv: Vec<&str> = ["t", "-q"].iter().chain(out).copied().collect();
-            assert!(single_plan(&argv).notes.is_empty(), "{argv:?}");
-        }
+        // Without -q the terminal view shows them; -q alone runs (a model fetched, say).
+        assert!(check(&["t", "--lens"]).is_ok() && check(&["t", "-q"]).is_ok());
     }
 
     #[test]

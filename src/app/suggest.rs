@@ -9,9 +9,9 @@
 //!
 //! clap ranks an unknown flag's neighbours by Jaro similarity alone, which offers `--alti` for
 //! `--ablation` and `--top` for `--output`. Unknown flags are ranked here instead
-//! ([`similar_flag`]): the same name written with `_` or capitals, then a typo (a few edits),
-//! then a shared stem (`--ablation` → `--ablate`), then a shared word (`--logit-lens` →
-//! `--lens`); with none, no guess is offered.
+//! ([`similar_flag`]): the same name written with `_` or capitals, then a typo (one edit), then
+//! shared words (`--logit-lens` → `--lens`), then a shared stem (`--ablation` → `--ablate`),
+//! then two edits; with none, no guess is offered.
 
 use std::ffi::OsString;
 
@@ -114,13 +114,14 @@ fn skip_value<'a>(
 }
 
 /// The subcommand a first word is close to (one edit, or a synonym), if it is not one itself.
-pub fn close_subcommand(cmd: &Command, word: &str) -> Option<String> {
+/// clap's `help` subcommand is left out: `held` or `hell` is more likely a text than a typo.
+fn close_subcommand(cmd: &Command, word: &str) -> Option<String> {
     if word.is_empty() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
         return None;
     }
     let names: Vec<&str> = cmd
         .get_subcommands()
-        .filter(|s| !s.is_hide_set())
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
         .map(|s| s.get_name())
         .collect();
     if names.contains(&word) || word == "help" {
@@ -223,7 +224,7 @@ fn better_flag(mut e: clap::Error, cmd: &Command, argv: &[OsString]) -> clap::Er
 /// `--lens`); else sharing a stem (a common start of 5 letters, or one name starting with the
 /// whole other, of 3 letters or more: `--ablation`, `--ablate`); else, for names over 4
 /// letters, two edits away. Nothing when none applies.
-pub fn similar_flag<'a>(typed: &str, longs: &[&'a str]) -> Vec<&'a str> {
+fn similar_flag<'a>(typed: &str, longs: &[&'a str]) -> Vec<&'a str> {
     let typed = typed.to_ascii_lowercase().replace('_', "-");
     if typed.is_empty() {
         return Vec::new();
@@ -346,6 +347,7 @@ mod tests {
             &["attnviz", "-mserv", "The cat"],
             &["attnviz", "--model=serv", "The cat"],
             &["attnviz", "cat"],
+            &["attnviz", "held"],
         ] {
             let args = try_parse(argv.iter().copied()).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
             assert!(args.command.is_none() && args.text.is_some(), "{argv:?}");
