@@ -5,10 +5,8 @@ mod app;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = app::cli::Args::parse();
+    let args = app::suggest::parse_args();
     // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.
     attnviz::cleanup::install();
     match app::flows::run(&args) {

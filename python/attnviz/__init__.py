@@ -77,6 +77,7 @@ class Report:
         settings: Sequence[tuple] = (),
         title: Optional[str] = None,
         height: Optional[int] = None,
+        query: Optional[str] = None,
         _of_several: bool = False,
     ):
         if view not in _VIEWS:
@@ -94,6 +95,7 @@ class Report:
         self._settings = [(str(k), str(v)) for k, v in settings]
         self._title = title
         self._height = height
+        self._query = query
         self._stats = None
 
     # -- the data --------------------------------------------------------------------------
@@ -228,6 +230,8 @@ class Report:
             title=self._title,
             settings=self._settings,
         )
+        if self._query is not None:
+            opts["query"] = self._query
         opts.update(options)
         return self._native.html(**opts)
 
@@ -235,10 +239,19 @@ class Report:
         """Write the HTML report to ``path`` (written aside, then renamed into place)."""
         return _write_text(path, self.html(view, **options))
 
-    def png(self, path: Any, figure: str = "head", **options: Any) -> Path:
+    def png(self, path: Any, figure: str = "head", *, dpi: Optional[float] = None, **options: Any) -> Path:
         """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
-        colormap, theme, scale, scale_factor, raw_tokens."""
+        colormap, theme, scale, scale_factor (or ``dpi``, 48 to 384: ``scale_factor=dpi/96``),
+        raw_tokens."""
+        if dpi is not None:
+            if "scale_factor" in options:
+                raise ValueError("give dpi= or scale_factor=, not both (dpi is scale_factor × 96)")
+            if isinstance(dpi, bool) or not isinstance(dpi, (int, float, np.integer, np.floating)):
+                raise TypeError(f"dpi must be a number of pixels per inch, not {dpi!r}")
+            if not 48 <= dpi <= 384:
+                raise ValueError(f"dpi={dpi} is not a pixel density from 48 to 384")
+            options["scale_factor"] = float(dpi) / 96.0
         return self._image(path, "png", figure, options)
 
     def svg(self, path: Any, figure: str = "head", **options: Any) -> Path:
@@ -557,6 +570,9 @@ def run(
     view: Optional[str] = None,
     layer: Optional[int] = None,
     head: Optional[int] = None,
+    kind: Optional[str] = None,
+    query: Any = None,
+    threads: Optional[int] = None,
     _image: Optional[str] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -619,6 +635,17 @@ def run(
       memory is written losslessly to a temporary PNG, read as the CLI reads ``--image``, and
       removed. ``report.image`` then describes the picture (grid, special tokens, sizes,
       preprocessing) and the report opens on its image view.
+    - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
+      ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
+      probe (SigLIP); default: the class token.
+    - ``kind``: of an encoder–decoder, the one kind to return as a :class:`Report`
+      (``"encoder"``, ``"decoder"`` or ``"cross"``) instead of :class:`Views` of all three;
+      other models have one kind, ``"self"``.
+    - ``threads``: worker threads of this run's forward pass (default: the process's pool, one
+      per CPU, or ``RAYON_NUM_THREADS``); at most 4 × the CPUs available, as on the CLI.
+
+    Every option of the CLI's run has its name here or on the result; docs/python.md lists
+    them, flag by flag.
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
@@ -636,9 +663,22 @@ def run(
                 view="image" if view is None else view, layer=layer, head=head, lens=lens,
                 alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
                 contrast=contrast, ablate=ablate, max_analysis_time=max_analysis_time,
+                kind=kind, query=query, threads=threads,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
+    if query is not None:
+        if _image is None:
+            raise ValueError("query= picks a patch of the picture; give image= as well")
+        query = _query(query)
+    if kind is not None and kind not in _KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {', '.join(map(repr, _KINDS))}")
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+            raise TypeError(f"threads must be a number of threads (an int), not {threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads={int(threads)} runs nothing; give 1 or more")
+        threads = int(threads)
     pair = _optional_str("pair", pair)
     target = _optional_str("target", target)
     if generate is not None:
@@ -714,8 +754,16 @@ def run(
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),
         max_analysis_time=max_analysis_time,
+        threads=threads,
         **heads,
     )
+    if kind is not None:
+        chosen = [n for n in natives if n.kind == kind]
+        if not chosen:
+            raise ValueError(
+                f"kind={kind!r}: {model} gave {', '.join(repr(n.kind) for n in natives)} attention"
+            )
+        natives = chosen
     settings = [("model", model)]
     if weighting != "raw":
         settings.append(("weighting", weighting))
@@ -725,7 +773,7 @@ def run(
         settings.append(("truncate", "yes"))
     options = dict(view=view, layer=layer, head=head, words=words, no_special=no_special, settings=settings)
     if len(natives) == 1:
-        report = Report(natives[0], **options)
+        report = Report(natives[0], query=query, **options)
         report.generated_text = generated_text
         report.value_weighted = report.norm_aware = None
         if sizes is not None:
@@ -742,6 +790,23 @@ def run(
     views.generated_text = generated_text
     views.default_generation = default_length
     return views
+
+
+#: The kinds of attention a run can have (``kind=``).
+_KINDS = ("self", "encoder", "decoder", "cross")
+
+
+def _query(value: Any) -> str:
+    """``query=`` as the library reads it: ``"ROW,COL"`` or ``"pool"``."""
+    if isinstance(value, str):
+        return value
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+    ):
+        return f"{int(value[0])},{int(value[1])}"
+    raise TypeError(f'query must be "ROW,COL", (row, col) or "pool", not {value!r}')
 
 
 def _layered_matrices(arrays):

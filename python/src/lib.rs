@@ -277,7 +277,7 @@ impl PyAttention {
 
     /// The self-contained HTML report, opened on `view` (head, model, matrix, neuron, stats).
     #[pyo3(signature = (view="head", layer=None, head=None, words=false, no_special=false,
-        precision="auto", title=None, settings=Vec::new(), raw_tokens=false))]
+        precision="auto", title=None, settings=Vec::new(), raw_tokens=false, query=None))]
     #[allow(clippy::too_many_arguments)]
     fn html(
         &self,
@@ -291,8 +291,10 @@ impl PyAttention {
         title: Option<String>,
         settings: Vec<(String, String)>,
         raw_tokens: bool,
+        query: Option<String>,
     ) -> PyResult<String> {
         let att = &self.att;
+        let query = image_query(att, query.as_deref())?;
         let opened = view_of(view)?;
         check_view(opened, &self.extras)?;
         let precision: PrecisionChoice = choice("precision", precision)?;
@@ -304,6 +306,7 @@ impl PyAttention {
             .detach(|| -> Result<Vec<u8>, String> {
                 let html_opts = HtmlOptions {
                     raw_tokens,
+                    query,
                     ..report_options(
                         att,
                         &self.extras,
@@ -543,7 +546,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
-    contrast=None, max_analysis_time=None))]
+    contrast=None, max_analysis_time=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -568,6 +571,7 @@ fn run(
     target_token: Option<String>,
     contrast: Option<String>,
     max_analysis_time: Option<f64>,
+    threads: Option<usize>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
@@ -609,11 +613,18 @@ fn run(
         contrast,
         analysis_time,
     };
+    let pool = threads.map(pool_of).transpose()?;
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
         let m = self::model(model, revision).map_err(runtime_error)?;
-        request
-            .run(&m, &tqdm::Tqdm::default())
-            .map_err(request_error)
+        let run = || {
+            request
+                .run(&m, &tqdm::Tqdm::default())
+                .map_err(request_error)
+        };
+        match &pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
     })?;
     let target = run.set.target().map(str::to_string);
     let mut kinds: Vec<PyAttention> = run
@@ -669,6 +680,49 @@ fn run(
         }),
         head_sections,
     ))
+}
+
+/// `query=` of an image run: the unit the report's image view opens on, from `"ROW,COL"` or
+/// `"pool"` (checked as the CLI's `--query` is); `None`: the page's default (the class token).
+fn image_query(att: &Attention, query: Option<&str>) -> PyResult<Option<usize>> {
+    use attnviz::render::image::picture::{self, Query};
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    let query: Query = query
+        .parse()
+        .map_err(|e| value_error(format!("query={e}")))?;
+    if att.image.is_none() {
+        return Err(value_error(
+            "query= picks a patch of a picture, and this attention has none; run with image=",
+        ));
+    }
+    let wrong = |e: image::ImageError| value_error(format!("query=: {}", words::image(&e)));
+    picture::pooling_of(att, query).map_err(wrong)?;
+    picture::query_unit(att, query).map(Some).map_err(wrong)
+}
+
+/// A pool of `threads` workers (capped at [`attnviz::threads::max_threads`], as the CLI's
+/// `--threads` is) for `run(threads=N)`: the forward pass's matrix products and kernels run on
+/// the pool they are started from. Built once per count and kept.
+fn pool_of(threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    if threads == 0 {
+        return Err(value_error("threads=0 runs nothing; give 1 or more"));
+    }
+    let threads = threads.min(attnviz::threads::max_threads());
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(runtime_error)?;
+    if let Some(pool) = pools.get(&threads) {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(runtime_error)?;
+    Ok(Arc::clone(pools.entry(threads).or_insert(Arc::new(pool))))
 }
 
 /// The head detector's induction scores of `model` (its repeated random-token probe,

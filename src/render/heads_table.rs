@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::attribution::{HeadAblation, HeadAttribution, RankedHead};
-use crate::analysis::lens::readable;
+use crate::analysis::lens::quoted;
 
 /// How many ranked heads the terminal lists.
 pub const LISTED: usize = 10;
@@ -55,12 +55,12 @@ fn table(values: &[Vec<f32>], w: &mut dyn Write) -> io::Result<()> {
 
 /// Write the attribution: what it takes apart, the ranked heads, the layers × heads table.
 pub fn write_attribution(a: &HeadAttribution, w: &mut dyn Write) -> io::Result<()> {
-    let target = format!("\"{}\" (id {})", readable(&a.target.text), a.target.id);
+    let target = format!("{} (id {})", quoted(&a.target.text), a.target.id);
     match &a.contrast {
         Some(c) => writeln!(
             w,
-            "Direct logit attribution: each head's share of logit {target} − \"{}\" (id {}) = {:+.4}",
-            readable(&c.text),
+            "Direct logit attribution: each head's share of logit {target} − {} (id {}) = {:+.4}",
+            quoted(&c.text),
             c.id,
             a.logit
         )?,
@@ -72,9 +72,9 @@ pub fn write_attribution(a: &HeadAttribution, w: &mut dyn Write) -> io::Result<(
     }
     writeln!(
         w,
-        "(at position {}, \"{}\", through the final norm frozen at the real residual; embeddings {:+.4}, other writes {:+.4})",
+        "(at position {}, {}, through the final norm frozen at the real residual; embeddings {:+.4}, other writes {:+.4})",
         a.position,
-        readable(&a.position_token),
+        quoted(&a.position_token),
         a.embeddings,
         a.rest.iter().sum::<f32>() + a.norm_bias
     )?;
@@ -88,17 +88,17 @@ pub fn write_attribution(a: &HeadAttribution, w: &mut dyn Write) -> io::Result<(
 pub fn write_ablation(a: &HeadAblation, w: &mut dyn Write) -> io::Result<()> {
     writeln!(
         w,
-        "Head ablation ({}): change in log p(\"{}\" (id {})) when each head is removed; with every head {:.4}",
+        "Head ablation ({}): change in log p({} (id {})) when each head is removed; with every head {:.4}",
         a.mode,
-        readable(&a.target.text),
+        quoted(&a.target.text),
         a.target.id,
         a.base_log_prob
     )?;
     writeln!(
         w,
-        "(at position {}, \"{}\"; negative: the head helps predict it)",
+        "(at position {}, {}; negative: the head helps predict it)",
         a.position,
-        readable(&a.position_token)
+        quoted(&a.position_token)
     )?;
     writeln!(w, "Top heads by |Δ log p|:")?;
     ranked_list(&a.ranked, w)?;
@@ -120,5 +120,63 @@ mod tests {
         assert!(lines[0].contains("h0") && lines[0].contains("h1"));
         assert!(lines[1].starts_with("layer 0") && lines[1].contains("-0.50"));
         assert!(lines[2].contains("+2.00"));
+    }
+
+    #[test]
+    fn tokens_that_read_alike_are_told_apart() {
+        let token = |id, text: &str| crate::analysis::attribution::TokenRef {
+            id,
+            text: text.into(),
+        };
+        let ablation = HeadAblation {
+            position: 4,
+            position_token: " is".into(),
+            target: token(7042, " Paris"),
+            mode: "zero",
+            base_log_prob: -1.0,
+            layers: 1,
+            heads: 1,
+            delta: vec![vec![0.5]],
+            ranked: Vec::new(),
+        };
+        let mut out = Vec::new();
+        write_ablation(&ablation, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#"log p(" Paris" (id 7042))"#), "{text}");
+        assert!(text.contains(r#"position 4, " is";"#), "{text}");
+        let mut attribution = HeadAttribution {
+            position: 4,
+            position_token: " is".into(),
+            target: token(7042, " Paris"),
+            contrast: Some(token(38634, "Paris")),
+            layers: 1,
+            heads: 1,
+            per_head: vec![vec![0.5]],
+            embeddings: 0.0,
+            rest: vec![0.0],
+            norm_bias: 0.0,
+            logit: 7.3,
+            softcap: None,
+            ranked: Vec::new(),
+            convention: "frozen",
+        };
+        let mut out = Vec::new();
+        write_attribution(&attribution, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#"logit " Paris" (id 7042) − "Paris" (id 38634)"#),
+            "{text}"
+        );
+        attribution.contrast = None;
+        attribution.target = token(198, "\n");
+        let mut out = Vec::new();
+        write_attribution(&attribution, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#"logit of "\n" (id 198)"#), "{text}");
+        assert_eq!(
+            text.lines().count(),
+            6,
+            "one line each, the token escaped: {text}"
+        );
     }
 }

@@ -10,6 +10,7 @@ mod support;
 
 mod alti;
 mod analysis_reference;
+mod build_sharing;
 mod chat_templates;
 mod cli;
 mod cli_decoders;

@@ -29,6 +29,27 @@ pub enum Query {
     Pool,
 }
 
+/// `ROW,COL` (two numbers from 0) or `pool`, as a [`Query`].
+impl std::str::FromStr for Query {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Query, String> {
+        let patch = s.split_once(',').and_then(|(r, c)| {
+            Some((
+                r.trim().parse::<usize>().ok()?,
+                c.trim().parse::<usize>().ok()?,
+            ))
+        });
+        match patch {
+            Some((r, c)) => Ok(Query::Patch(r, c)),
+            None if s.trim().eq_ignore_ascii_case("pool") => Ok(Query::Pool),
+            None => Err(format!(
+                "{s:?} is not ROW,COL (two numbers from 0, like 3,5) or pool"
+            )),
+        }
+    }
+}
+
 /// The pooling head `query` draws: its own, or the default query's on a model without a class
 /// token that has one (SigLIP: the pooling head is its summary of the image, as CLS is ViT's).
 pub fn pooling_of(att: &Attention, query: Query) -> Result<Option<&Pooling>, ImageError> {
