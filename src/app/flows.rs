@@ -12,7 +12,6 @@ use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
 use attnviz::render::image::{Figure, ImageError};
-use attnviz::render::terminal::escape_controls;
 use attnviz::request::{Run, RunRequest};
 use attnviz::save::LayerWriter;
 use attnviz::{import, tokenize};
@@ -85,7 +84,7 @@ impl Error {
 /// A line on standard error that must never fail the run (a closed stderr is ignored).
 pub(super) fn note(msg: &str) {
     // Notes quote file contents and names too: escaped as errors are (`main`).
-    let _ = writeln!(io::stderr(), "{}", escape_controls(msg));
+    let _ = attnviz::render::term::write_message(&mut io::stderr(), msg);
 }
 
 /// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say

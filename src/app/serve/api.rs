@@ -2,7 +2,6 @@
 //! request passes (guard, security headers, the log line).
 
 use std::collections::VecDeque;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -204,15 +203,14 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
             h.insert(SERVER_TIMING, v);
         }
     }
-    let path = attnviz::render::terminal::escape_controls(&path).into_owned();
-    // One write: stderr is unbuffered, and a line written in pieces could interleave with
-    // another request's.
+    // One write (`write_message`): stderr is unbuffered, and a line written in pieces could
+    // interleave with another request's.
     let line = format!(
-        "{method} {path} {} {} ms\n",
+        "{method} {path} {} {} ms",
         response.status().as_u16(),
         total.as_millis()
     );
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    let _ = attnviz::render::term::write_message(&mut std::io::stderr(), &line);
     response
 }
 
