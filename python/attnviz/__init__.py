@@ -552,6 +552,7 @@ def run(
     view: Optional[str] = None,
     layer: Optional[int] = None,
     head: Optional[int] = None,
+    full_paths: bool = False,
     _image: Optional[str] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -611,6 +612,10 @@ def run(
       memory is written losslessly to a temporary PNG, read as the CLI reads ``--image``, and
       removed. ``report.image`` then describes the picture (grid, special tokens, sizes,
       preprocessing) and the report opens on its image view.
+    - ``full_paths=True``: name a local model by its folder's (or GGUF file's) full path in
+      what the report writes (``report.model``, the JSON, the page's About panel); by default
+      by the folder's or file's name, so that a shared file says nothing of this machine's
+      folders (a hub model is always named by its repo id).
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
@@ -627,7 +632,7 @@ def run(
                 weighting=weighting, words=words, no_special=no_special,
                 view="image" if view is None else view, layer=layer, head=head, lens=lens,
                 alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
-                contrast=contrast, ablate=ablate,
+                contrast=contrast, ablate=ablate, full_paths=full_paths,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -640,7 +645,7 @@ def run(
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
     for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti),
-                       ("value_zeroing", value_zeroing)):
+                       ("value_zeroing", value_zeroing), ("full_paths", full_paths)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
@@ -692,9 +697,11 @@ def run(
         lens=lens,
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),
+        full_paths=bool(full_paths),
         **heads,
     )
-    settings = [("model", model)]
+    # The model as the report names it: a local folder by its name (full_paths: its full path).
+    settings = [("model", natives[0].model_id)]
     if weighting != "raw":
         settings.append(("weighting", weighting))
     if not Path(model).is_dir():
@@ -882,6 +889,7 @@ def render(
     kind: Optional[str] = None,
     *,
     max_memory: Optional[int] = None,
+    full_paths: bool = False,
     **options: Any,
 ):
     """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
@@ -889,16 +897,20 @@ def render(
     encoder–decoder run gives :class:`Views` of every kind (one page with an Encoder / Decoder /
     Cross selector); ``kind`` picks one of them as a :class:`Report`. ``max_memory`` (bytes)
     bounds what reading the file may take, checked from its headers before anything is read
-    (default: half of this machine's memory); a bigger file raises MemoryError. ``options`` are
-    :class:`Report`'s."""
+    (default: half of this machine's memory); a bigger file raises MemoryError. The report names
+    the file (and a model the file does not name) by the file's name, or with
+    ``full_paths=True`` by its full path. ``options`` are :class:`Report`'s."""
     if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 0):
         raise ValueError(f"max_memory must be a number of bytes, not {max_memory!r}")
-    natives, warns, fmt = _native.read(
-        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory
+    if not isinstance(full_paths, (bool, np.bool_)):
+        raise TypeError(f"full_paths must be True or False, not {full_paths!r}")
+    natives, warns, fmt, source = _native.read(
+        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory,
+        full_paths=bool(full_paths),
     )
     for w in warns:
         _warn(w)
-    settings = [("source", str(path)), ("format", fmt)]
+    settings = [("source", source), ("format", fmt)]
     if kind is not None:
         chosen = [n for n in natives if n.kind == kind]
         if not chosen:

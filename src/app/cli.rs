@@ -310,6 +310,12 @@ pub struct Outputs {
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
 
+    /// Write a local model's folder (or GGUF file) and the input files by their full paths in
+    /// the JSON, the HTML report, saved captures and corpus summaries [default: by their names,
+    /// so that a file shared says nothing of this machine's folders].
+    #[arg(help_heading = "Outputs", long)]
+    pub full_paths: bool,
+
     /// Write a PNG heatmap (see --figure).
     #[arg(help_heading = "Images", long, value_name = "FILE")]
     pub png: Option<PathBuf>,
@@ -551,6 +557,11 @@ pub struct DiffArgs {
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
 
+    /// Name A and B by their full paths in the JSON and the HTML page [default: by their file
+    /// names].
+    #[arg(help_heading = "Outputs", long)]
+    pub full_paths: bool,
+
     /// Write a PNG (see --figure).
     #[arg(help_heading = "Outputs", long, value_name = "FILE")]
     pub png: Option<PathBuf>,
@@ -629,6 +640,11 @@ pub struct ServeArgs {
     /// token can run the models.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
+
+    /// Name a local model by its folder's (or GGUF file's) full path in the reports and the
+    /// answers [default: by the folder's or file's name].
+    #[arg(long)]
+    pub full_paths: bool,
 
     /// The most tokens one request's input may have (text and pair, with special tokens).
     #[arg(long, value_name = "N", default_value_t = 256)]

@@ -450,7 +450,9 @@ async fn execute_admitted<T: Send + 'static>(
 /// The About panel's settings of a served model, as the command line writes them.
 fn settings_of(state: &State, index: usize) -> Vec<(String, String)> {
     let served = &state.models[index];
-    let mut settings = vec![("model".to_string(), served.spec.clone())];
+    // The About panel's `model`, as the command line writes it: the model's id (a local
+    // folder by its name; `--full-paths`: its full path).
+    let mut settings = vec![("model".to_string(), served.model.info().id.clone())];
     if !std::path::Path::new(&served.spec).is_dir() {
         settings.push(("revision".to_string(), state.revision.clone()));
     }

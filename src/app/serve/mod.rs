@@ -34,7 +34,7 @@ use slot::Slot;
 pub struct Served {
     /// What the page shows.
     pub name: String,
-    /// What `--model` said (the About panel's `model` setting, as the CLI writes it).
+    /// What `--model` said.
     pub spec: String,
     /// The model, loaded once.
     pub model: Model,
@@ -100,7 +100,8 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
     for spec in &args.models {
         let started = Instant::now();
         let model =
-            Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?;
+            Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?
+                .with_full_path(args.full_paths);
         let kind = if model.is_vision() {
             "vision"
         } else if model.is_seq2seq() {
