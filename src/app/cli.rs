@@ -641,6 +641,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
 
+    /// Require the token printed at start in every URL on a loopback address too: there, any
+    /// user of this machine can reach the server without it.
+    #[arg(long)]
+    pub token: bool,
+
     /// Name a local model by its folder's (or GGUF file's) full path in the reports and the
     /// answers [default: by the folder's or file's name].
     #[arg(long)]
@@ -662,6 +667,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
 
+    /// The most memory the runs kept for the page (its frame's first load, Save report) may
+    /// take, e.g. `256M`, `1G` (powers of 1024); the oldest are dropped first, the newest kept
+    /// whatever its size. At most 16 are kept.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
+    pub keep_memory: u64,
+
     /// Seconds one request may take, waiting and running; longer ones get 503.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,
@@ -671,7 +682,8 @@ pub struct ServeArgs {
     pub threads: Option<usize>,
 
     /// For tests: every run, once it has its model's turn, waits for one line on stdin before
-    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    /// its forward pass (and every report, once it has the writer's turn, before it is
+    /// written), so a test holds a model or the writer busy for exactly as long as it wants.
     #[arg(long, hide = true)]
     pub test_hold: bool,
 }
