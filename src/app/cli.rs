@@ -659,7 +659,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_generate: usize,
 
-    /// Requests that may wait for a model while it runs another; more get 503.
+    /// Requests that may wait for a model while it runs another (and reports that may wait
+    /// while one is written); more get 503.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub queue: usize,
 
