@@ -111,10 +111,11 @@ impl Line {
         self
     }
 
-    /// Drop the spaces that end the line, with the spans (painted or not) that are spaces only:
-    /// a masked cell at the end of a row leaves nothing behind.
+    /// Drop the plain spaces that end the line (a masked cell at the end of a row leaves
+    /// nothing behind); painted text is kept whole, spaces included (a cell is two spaces on its
+    /// colour).
     pub fn trim_end(&mut self) -> &mut Line {
-        while let Some((_, text)) = self.spans.last_mut() {
+        while let Some((None, text)) = self.spans.last_mut() {
             let kept = text.trim_end_matches(' ').len();
             text.truncate(kept);
             if !text.is_empty() {
@@ -288,14 +289,23 @@ mod tests {
     }
 
     #[test]
-    fn a_line_trims_its_trailing_blank_spans() {
+    fn a_line_trims_its_trailing_plain_spaces_but_not_its_painted_cells() {
+        let cell = Paint::Back(Rgb(0, 0, 0));
         let mut line = Line::from("ab");
-        line.paint(Paint::Back(Rgb(0, 0, 0)), "  ")
-            .push("x  ")
-            .paint(Paint::Dim, "  ")
-            .push("  ");
+        line.paint(cell, "  ").push("x  ").push("  ");
         line.trim_end();
         assert_eq!(written(false, |t| t.line(&line)), "ab  x\n");
+        // A row that ends on a coloured cell keeps it.
+        let mut line = Line::from("ab ");
+        line.paint(cell, "  ").push("  ");
+        line.trim_end();
+        assert_eq!(
+            written(true, |t| t.line(&line)),
+            "ab \x1b[48;2;0;0;0m  \x1b[0m\n"
+        );
+        let mut blank = Line::from("   ");
+        blank.trim_end();
+        assert_eq!(written(false, |t| t.line(&blank)), "\n");
     }
 
     #[test]

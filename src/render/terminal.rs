@@ -1004,6 +1004,14 @@ mod tests {
         assert!(out.contains("\x1b[48;2;"));
         // the brightest cell is viridis' top colour
         assert!(out.contains("\x1b[48;2;253;231;37m"));
+        // Every row of the heatmap draws a coloured cell for each of its 4 keys.
+        for q in 0..4 {
+            let row = out
+                .lines()
+                .find(|l| l.starts_with(&format!("{q} ")) && !l.contains('→'))
+                .unwrap_or_else(|| panic!("row {q} in {out:?}"));
+            assert_eq!(row.matches("\x1b[48;2;").count(), 4, "{row:?}");
+        }
     }
 
     #[test]
