@@ -573,6 +573,7 @@ def run(
     kind: Optional[str] = None,
     query: Any = None,
     threads: Optional[int] = None,
+    full_paths: bool = False,
     _image: Optional[str] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -644,8 +645,13 @@ def run(
     - ``threads``: worker threads of this run's forward pass (default: the process's pool, one
       per CPU, or ``RAYON_NUM_THREADS``); at most 4 × the CPUs available, as on the CLI.
 
-    Every option of the CLI's run has its name here or on the result; docs/python.md lists
-    them, flag by flag.
+    - ``full_paths=True``: name a local model by its folder's (or GGUF file's) full path in
+      what the report writes (``report.model``, the JSON, the page's About panel); by default
+      by the folder's or file's name, so that a shared file says nothing of this machine's
+      folders (a hub model is always named by its repo id).
+
+    Every option of the CLI's run has its name here or on the result; docs/python-flags.md
+    lists them, flag by flag.
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
@@ -663,7 +669,7 @@ def run(
                 view="image" if view is None else view, layer=layer, head=head, lens=lens,
                 alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
                 contrast=contrast, ablate=ablate, max_analysis_time=max_analysis_time,
-                kind=kind, query=query, threads=threads,
+                kind=kind, query=query, threads=threads, full_paths=full_paths,
             )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -688,7 +694,7 @@ def run(
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
     for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti),
-                       ("value_zeroing", value_zeroing)):
+                       ("value_zeroing", value_zeroing), ("full_paths", full_paths)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
@@ -755,6 +761,7 @@ def run(
         value_zeroing=bool(value_zeroing),
         max_analysis_time=max_analysis_time,
         threads=threads,
+        full_paths=bool(full_paths),
         **heads,
     )
     if kind is not None:
@@ -764,7 +771,8 @@ def run(
                 f"kind={kind!r}: {model} gave {', '.join(repr(n.kind) for n in natives)} attention"
             )
         natives = chosen
-    settings = [("model", model)]
+    # The model as the report names it: a local folder by its name (full_paths: its full path).
+    settings = [("model", natives[0].model_id)]
     if weighting != "raw":
         settings.append(("weighting", weighting))
     if not Path(model).is_dir():
@@ -969,6 +977,7 @@ def render(
     kind: Optional[str] = None,
     *,
     max_memory: Optional[int] = None,
+    full_paths: bool = False,
     **options: Any,
 ):
     """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
@@ -976,16 +985,20 @@ def render(
     encoder–decoder run gives :class:`Views` of every kind (one page with an Encoder / Decoder /
     Cross selector); ``kind`` picks one of them as a :class:`Report`. ``max_memory`` (bytes)
     bounds what reading the file may take, checked from its headers before anything is read
-    (default: half of this machine's memory); a bigger file raises MemoryError. ``options`` are
-    :class:`Report`'s."""
+    (default: half of this machine's memory); a bigger file raises MemoryError. The report names
+    the file (and a model the file does not name) by the file's name, or with
+    ``full_paths=True`` by its full path. ``options`` are :class:`Report`'s."""
     if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 0):
         raise ValueError(f"max_memory must be a number of bytes, not {max_memory!r}")
-    natives, warns, fmt = _native.read(
-        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory
+    if not isinstance(full_paths, (bool, np.bool_)):
+        raise TypeError(f"full_paths must be True or False, not {full_paths!r}")
+    natives, warns, fmt, source = _native.read(
+        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory,
+        full_paths=bool(full_paths),
     )
     for w in warns:
         _warn(w)
-    settings = [("source", str(path)), ("format", fmt)]
+    settings = [("source", source), ("format", fmt)]
     if kind is not None:
         chosen = [n for n in natives if n.kind == kind]
         if not chosen:

@@ -75,7 +75,8 @@ fn choice<T: Choice>(what: &str, name: &str) -> PyResult<T> {
 
 /// Models loaded in this process, by (model, revision): a notebook runs many sentences through
 /// one model, and loading it is most of a short run's time.
-type ModelCache = Mutex<HashMap<(String, String), Arc<Model>>>;
+/// Loaded models by id, revision and whether they are named by their full path.
+type ModelCache = Mutex<HashMap<(String, String, bool), Arc<Model>>>;
 
 fn models() -> &'static ModelCache {
     static MODELS: OnceLock<ModelCache> = OnceLock::new();
@@ -85,14 +86,18 @@ fn models() -> &'static ModelCache {
 /// How many models stay loaded (the oldest is dropped beyond this).
 const MODEL_CACHE: usize = 4;
 
-fn model(id: &str, revision: &str) -> Result<Arc<Model>, String> {
-    let key = (id.to_string(), revision.to_string());
+fn model(id: &str, revision: &str, full_path: bool) -> Result<Arc<Model>, String> {
+    let key = (id.to_string(), revision.to_string(), full_path);
     if let Some(m) = models().lock().map_err(|e| e.to_string())?.get(&key) {
         return Ok(m.clone());
     }
     // Downloads are shown with tqdm when it is installed.
     let hub = attnviz::model::Hub::from_env().with_progress(Arc::new(tqdm::Tqdm::default()));
-    let loaded = Arc::new(Model::load_with(id, revision, &hub).map_err(|e| words::model(&e))?);
+    let loaded = Arc::new(
+        Model::load_with(id, revision, &hub)
+            .map_err(|e| words::model(&e))?
+            .with_full_path(full_path),
+    );
     let mut cache = models().lock().map_err(|e| e.to_string())?;
     if cache.len() >= MODEL_CACHE {
         let first = cache.keys().next().cloned();
@@ -546,7 +551,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
-    contrast=None, max_analysis_time=None, threads=None))]
+    contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -572,6 +577,7 @@ fn run(
     contrast: Option<String>,
     max_analysis_time: Option<f64>,
     threads: Option<usize>,
+    full_paths: bool,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
@@ -615,7 +621,7 @@ fn run(
     };
     let pool = threads.map(pool_of).transpose()?;
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
-        let m = self::model(model, revision).map_err(runtime_error)?;
+        let m = self::model(model, revision, full_paths).map_err(runtime_error)?;
         let run = || {
             request
                 .run(&m, &tqdm::Tqdm::default())
@@ -732,7 +738,7 @@ fn pool_of(threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
 #[pyo3(signature = (model, revision="main"))]
 fn induction(py: Python<'_>, model: &str, revision: &str) -> PyResult<Option<String>> {
     let probe = py.detach(|| -> PyResult<_> {
-        let m = self::model(model, revision).map_err(runtime_error)?;
+        let m = self::model(model, revision, false).map_err(runtime_error)?;
         attnviz::request::induction_probe(&m).map_err(request_error)
     })?;
     probe
@@ -830,13 +836,14 @@ fn from_arrays(
 /// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
 /// kind of file it was.
 #[pyfunction]
-#[pyo3(signature = (path, tokens=None, max_memory=None))]
+#[pyo3(signature = (path, tokens=None, max_memory=None, full_paths=false))]
 fn read(
     py: Python<'_>,
     path: PathBuf,
     tokens: Option<Vec<String>>,
     max_memory: Option<u64>,
-) -> PyResult<(Vec<PyAttention>, Vec<String>, String)> {
+    full_paths: bool,
+) -> PyResult<(Vec<PyAttention>, Vec<String>, String, String)> {
     let imported = py
         .detach(|| {
             import::read(
@@ -844,15 +851,23 @@ fn read(
                 &import::ReadOptions {
                     tokens,
                     max_memory,
+                    full_path: full_paths,
                     ..import::ReadOptions::default()
                 },
             )
         })
         .map_err(import_error)?;
+    // How the report's About panel names the file, as the CLI's `render` does.
+    let source = if full_paths {
+        attnviz::model::source::full_path(&path)
+    } else {
+        attnviz::model::source::local_name(&path)
+    };
     Ok((
         imported.kinds.into_iter().map(PyAttention::of).collect(),
         imported.warnings.iter().map(message).collect(),
         imported.format,
+        source,
     ))
 }
 

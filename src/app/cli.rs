@@ -376,6 +376,12 @@ pub struct Outputs {
     #[arg(help_heading = heading::OUTPUTS, long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
+    /// Write a local model's folder (or GGUF file) and the input files by their full paths in
+    /// the JSON, the HTML report, saved captures and corpus summaries [default: by their names,
+    /// so that a file shared says nothing of this machine's folders].
+    #[arg(help_heading = heading::OUTPUTS, long)]
+    pub full_paths: bool,
+
     /// Write a PNG heatmap (see --figure).
     #[arg(help_heading = heading::FIGURES, long, value_name = "FILE")]
     pub png: Option<PathBuf>,
@@ -620,6 +626,11 @@ pub struct DiffArgs {
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
 
+    /// Name A and B by their full paths in the JSON and the HTML page [default: by their file
+    /// names].
+    #[arg(help_heading = "Outputs", long)]
+    pub full_paths: bool,
+
     /// Write a PNG (see --figure).
     #[arg(help_heading = "Outputs", long, value_name = "FILE")]
     pub png: Option<PathBuf>,
@@ -699,6 +710,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
 
+    /// Require the token printed at start in every URL on a loopback address too: there, any
+    /// user of this machine can reach the server without it.
+    #[arg(long)]
+    pub token: bool,
+
+    /// Name a local model by its folder's (or GGUF file's) full path in the reports and the
+    /// answers [default: by the folder's or file's name].
+    #[arg(long)]
+    pub full_paths: bool,
+
     /// The most tokens one request's input may have (text and pair, with special tokens).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_tokens: usize,
@@ -707,13 +728,20 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_generate: usize,
 
-    /// Requests that may wait for a model while it runs another; more get 503.
+    /// Requests that may wait for a model while it runs another (and reports that may wait
+    /// while one is written); more get 503.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub queue: usize,
 
     /// Connections open at once; one more is answered 503 and closed.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
+
+    /// The most memory the runs kept for the page (its frame's first load, Save report) may
+    /// take, e.g. `256M`, `1G` (powers of 1024); the oldest are dropped first, the newest kept
+    /// whatever its size. At most 16 are kept.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
+    pub keep_memory: u64,
 
     /// Seconds one request may take, waiting and running; longer ones get 503.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -724,7 +752,8 @@ pub struct ServeArgs {
     pub threads: Option<usize>,
 
     /// For tests: every run, once it has its model's turn, waits for one line on stdin before
-    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    /// its forward pass (and every report, once it has the writer's turn, before it is
+    /// written), so a test holds a model or the writer busy for exactly as long as it wants.
     #[arg(long, hide = true)]
     pub test_hold: bool,
 }

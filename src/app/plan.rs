@@ -109,6 +109,9 @@ pub struct Single {
     pub view: ViewOptions,
     /// `--raw-tokens`: label tokens by their raw vocabulary pieces.
     pub raw_tokens: bool,
+    /// `--full-paths`: name a local model (and `render`'s file) by its full path in what is
+    /// written, not by its name.
+    pub full_paths: bool,
     /// `--json`.
     pub json: Option<PathBuf>,
     /// `--png`.
@@ -666,6 +669,7 @@ fn single(
             no_special: out.no_special,
         },
         raw_tokens: out.raw_tokens,
+        full_paths: out.full_paths,
         json: out.json.clone(),
         png: out.png.clone(),
         svg: out.svg.clone(),
@@ -884,6 +888,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         stat: args.stats.stat,
         color: args.out.color.unwrap_or_default(),
         kind: args.out.kind,
+        full_paths: args.out.full_paths,
     })
 }
 

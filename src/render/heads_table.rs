@@ -3,28 +3,29 @@
 
 use std::io::{self, Write};
 
+use crate::render::term::Term;
+
 use crate::analysis::attribution::{HeadAblation, HeadAttribution, RankedHead};
 use crate::analysis::lens::quoted;
 
 /// How many ranked heads the terminal lists.
 pub const LISTED: usize = 10;
 
-fn ranked_list(ranked: &[RankedHead], w: &mut dyn Write) -> io::Result<()> {
+fn ranked_list(ranked: &[RankedHead], t: &mut Term) -> io::Result<()> {
     for (i, r) in ranked.iter().take(LISTED).enumerate() {
-        writeln!(
-            w,
+        t.say(&format!(
             "  {:>2}. layer {:>2} head {:>2}  {:+.4}",
             i + 1,
             r.layer,
             r.head,
             r.value
-        )?;
+        ))?;
     }
     Ok(())
 }
 
 /// Layers × heads, each value with 2 decimals, in columns as wide as the widest.
-fn table(values: &[Vec<f32>], w: &mut dyn Write) -> io::Result<()> {
+fn table(values: &[Vec<f32>], t: &mut Term) -> io::Result<()> {
     let cells: Vec<Vec<String>> = values
         .iter()
         .map(|row| row.iter().map(|v| format!("{v:+.2}")).collect())
@@ -42,68 +43,65 @@ fn table(values: &[Vec<f32>], w: &mut dyn Write) -> io::Result<()> {
     for h in 0..heads {
         line.push_str(&format!(" {:>col$}", format!("h{h}")));
     }
-    writeln!(w, "{line}")?;
+    t.say(&line)?;
     for (l, row) in cells.iter().enumerate() {
         let mut line = format!("{:<label$}", format!("layer {l}"));
         for c in row {
             line.push_str(&format!(" {c:>col$}"));
         }
-        writeln!(w, "{line}")?;
+        t.say(&line)?;
     }
     Ok(())
 }
 
 /// Write the attribution: what it takes apart, the ranked heads, the layers × heads table.
 pub fn write_attribution(a: &HeadAttribution, w: &mut dyn Write) -> io::Result<()> {
+    let t = &mut Term::new(w, false);
     let target = format!("{} (id {})", quoted(&a.target.text), a.target.id);
     match &a.contrast {
-        Some(c) => writeln!(
-            w,
+        Some(c) => t.say(&format!(
             "Direct logit attribution: each head's share of logit {target} − {} (id {}) = {:+.4}",
             quoted(&c.text),
             c.id,
             a.logit
-        )?,
-        None => writeln!(
-            w,
+        ))?,
+        None => t.say(&format!(
             "Direct logit attribution: each head's share of the logit of {target} = {:.4}",
             a.logit
-        )?,
+        ))?,
     }
-    writeln!(
-        w,
+    t.say(&format!(
         "(at position {}, {}, through the final norm frozen at the real residual; embeddings {:+.4}, other writes {:+.4})",
         a.position,
         quoted(&a.position_token),
         a.embeddings,
         a.rest.iter().sum::<f32>() + a.norm_bias
-    )?;
-    writeln!(w, "Top heads by |attribution|:")?;
-    ranked_list(&a.ranked, w)?;
-    writeln!(w)?;
-    table(&a.per_head, w)
+    ))?;
+    t.say("Top heads by |attribution|:")?;
+    ranked_list(&a.ranked, t)?;
+    t.end_line()?;
+    table(&a.per_head, t)
 }
 
 /// Write the ablation: what it follows, the ranked heads, the layers × heads table.
 pub fn write_ablation(a: &HeadAblation, w: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        w,
+    let t = &mut Term::new(w, false);
+    t.say(&format!(
         "Head ablation ({}): change in log p({} (id {})) when each head is removed; with every head {:.4}",
         a.mode,
         quoted(&a.target.text),
         a.target.id,
         a.base_log_prob
-    )?;
-    writeln!(
-        w,
+    ))?;
+    t.say(&format!(
         "(at position {}, {}; negative: the head helps predict it)",
         a.position,
         quoted(&a.position_token)
-    )?;
-    writeln!(w, "Top heads by |Δ log p|:")?;
-    ranked_list(&a.ranked, w)?;
-    writeln!(w)?;
-    table(&a.delta, w)
+    ))?;
+    t.say("Top heads by |Δ log p|:")?;
+    ranked_list(&a.ranked, t)?;
+    t.end_line()?;
+    table(&a.delta, t)
 }
 
 #[cfg(test)]
@@ -113,7 +111,11 @@ mod tests {
     #[test]
     fn the_table_has_a_row_per_layer_and_a_column_per_head() {
         let mut out = Vec::new();
-        table(&[vec![1.0, -0.5], vec![0.25, 2.0]], &mut out).unwrap();
+        table(
+            &[vec![1.0, -0.5], vec![0.25, 2.0]],
+            &mut Term::new(&mut out, false),
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);

@@ -47,6 +47,7 @@ mod lens_attribution;
 mod norm_weights;
 mod output_folders;
 mod output_targets;
+mod paths_in_outputs;
 mod render;
 mod render_hostile;
 mod report_and_json_sections;
