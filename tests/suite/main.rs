@@ -46,6 +46,7 @@ mod lens_attribution;
 mod norm_weights;
 mod output_folders;
 mod output_targets;
+mod pictures_hostile;
 mod render;
 mod render_hostile;
 mod report_and_json_sections;
