@@ -53,6 +53,7 @@ mod report_and_json_sections;
 mod save_render;
 mod serve;
 mod terminal_hygiene;
+mod test_scripts;
 mod tokenizer_roles;
 mod value_zeroing;
 mod vision_cli;

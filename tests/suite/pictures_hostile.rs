@@ -49,9 +49,9 @@ fn a_jpeg_of_more_scans_than_the_bound_is_refused() {
 
 #[test]
 fn scans_that_would_take_more_than_the_work_bound_are_refused_before_they_run() {
-    // 256 × 256 gray: 1,024 blocks. The work bound is 16 baseline decodes (64 coefficients and
+    // 512 × 512 gray: 4,096 blocks. The work bound is 16 baseline decodes (64 coefficients and
     // the block's own cost each); a refinement scan over band 1–63 costs 63 + 8 per block.
-    let blocks = 1024;
+    let blocks = 4096;
     let budget = MAX_JPEG_PASSES * blocks * (64 + BLOCK_COST);
     let dc = blocks * (1 + BLOCK_COST);
     let band = blocks * (63 + BLOCK_COST);
@@ -60,12 +60,12 @@ fn scans_that_would_take_more_than_the_work_bound_are_refused_before_they_run() 
     assert_eq!(fit, 15, "the arithmetic below is the documented model's");
     decode_source(&bytes(
         "ok.jpg",
-        progressive_jpeg(256, 256, 1, Scans::Refine(fit as usize)),
+        progressive_jpeg(512, 512, 1, Scans::Refine(fit as usize)),
     ))
     .expect("within the bound");
     let e = refused(&bytes(
         "refine.jpg",
-        progressive_jpeg(256, 256, 1, Scans::Refine(fit as usize + 1)),
+        progressive_jpeg(512, 512, 1, Scans::Refine(fit as usize + 1)),
     ));
     // The DC scan is 1, the AC scan 2: scan 18 is the one that would have gone over.
     assert!(
@@ -75,7 +75,7 @@ fn scans_that_would_take_more_than_the_work_bound_are_refused_before_they_run() 
     // Interleaved DC scans over three components, counted with all three.
     let e = refused(&bytes(
         "dc.jpg",
-        progressive_jpeg(256, 256, 3, Scans::InterleavedDc(200)),
+        progressive_jpeg(512, 512, 3, Scans::InterleavedDc(200)),
     ));
     assert!(e.contains("times the work"), "{e}");
 }
