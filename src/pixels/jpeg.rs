@@ -16,7 +16,7 @@
 //!   being, for each block it covers, the coefficients of its band (all 64 for a sequential
 //!   file) plus [`BLOCK_COST`] for the block itself (what libjpeg spends on a block even when
 //!   its band is empty, measured: about 8 coefficients' time). libjpeg's default progression
-//!   takes about 3.3 times a baseline decode's work, a script of one scan per coefficient about
+//!   takes 2.6 to 3.3 times a baseline decode's work, a script of one scan per coefficient about
 //!   8; a crafted file is stopped before the scan that would go over, at most a few seconds
 //!   into the largest picture.
 //!
@@ -43,9 +43,9 @@ pub const MAX_JPEG_SCANS: u64 = 500;
 pub const MAX_JPEG_PASSES: u64 = 16;
 /// What a block costs a scan beyond the coefficients of its band, in coefficients.
 pub const BLOCK_COST: u64 = 8;
-/// Work any picture may take whatever its size (a few milliseconds), so that tiny pictures are
-/// bounded by the scan count alone.
-const MIN_JPEG_WORK: u64 = 1 << 20;
+/// Work any picture may take whatever its size (a few milliseconds): a picture of up to about
+/// 100 × 100 pixels is bounded by the scan count alone.
+const MIN_JPEG_WORK: u64 = 1 << 22;
 
 /// Why libjpeg was stopped, carried out of it by unwinding (libjpeg's errors cannot return).
 enum Stop {
@@ -53,8 +53,7 @@ enum Stop {
     Failure(String),
     /// More than [`MAX_JPEG_SCANS`] scans.
     Scans,
-    /// The scans' work past the budget: the scan that would have gone over, and the budget's
-    /// multiple of a baseline decode.
+    /// The scans' work past the budget: the scan that would have gone over.
     Work { scan: u64 },
     /// The [`Cancel`] flag was set.
     Cancelled,
