@@ -575,6 +575,7 @@ def run(
     threads: Optional[int] = None,
     full_paths: bool = False,
     _image: Optional[str] = None,
+    _pixels: Optional[np.ndarray] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
     attention, as the CLI runs ``attnviz TEXT`` with the same options (one library run request).
@@ -632,9 +633,12 @@ def run(
       re-runs start, and a longer analysis raises RuntimeError saying how long it would take.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
-      ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
-      memory is written losslessly to a temporary PNG, read as the CLI reads ``--image``, and
-      removed. ``report.image`` then describes the picture (grid, special tokens, sizes,
+      ``[..., 2]`` gray and alpha, ``[..., 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in
+      [0, 1], made 8-bit as ``round(255·x)``). A picture in memory is never written to disk:
+      its size (at most 16384 pixels a side and 64 megapixels), dtype and values are checked
+      first, then the library reads it a row at a time where it lies (no copy of the whole
+      array), giving what the CLI's ``--image`` gives for the PNG file of the same pixels.
+      ``report.image`` then describes the picture (grid, special tokens, sizes,
       preprocessing) and the report opens on its image view.
     - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
       ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
@@ -661,16 +665,17 @@ def run(
     if image is not None:
         if text is not None:
             raise ValueError("give text or image=, not both: a vision model reads the image")
-        with _image_file(image) as (path, name):
-            return run(
-                name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
-                max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
-                weighting=weighting, words=words, no_special=no_special,
-                view="image" if view is None else view, layer=layer, head=head, lens=lens,
-                alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
-                contrast=contrast, ablate=ablate, max_analysis_time=max_analysis_time,
-                kind=kind, query=query, threads=threads, full_paths=full_paths,
-            )
+        path, pixels = _picture(image)
+        return run(
+            "image" if path is None else path, model, pair, target=target, generate=generate,
+            chat=chat, layers=layers, max_memory=max_memory, revision=revision, truncate=truncate,
+            neuron=neuron, weighting=weighting, words=words, no_special=no_special,
+            view="image" if view is None else view, layer=layer, head=head, lens=lens,
+            alti=alti, value_zeroing=value_zeroing, _image=path, _pixels=pixels,
+            attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
+            max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
+            full_paths=full_paths,
+        )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
     if query is not None:
@@ -756,6 +761,7 @@ def run(
         neuron=bool(neuron),
         weighting=weighting,
         image=_image,
+        pixels=_pixels,
         lens=lens,
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),
@@ -831,82 +837,37 @@ def _layered_matrices(arrays):
     }
 
 
-class _image_file:
-    """A file for ``run(image=...)``: a path as it is, or a PIL image or numpy array written
-    losslessly to a temporary PNG (removed on exit). Yields ``(path, name)``."""
-
-    def __init__(self, image: Any):
-        self.image = image
-        self.temp: Optional[str] = None
-
-    def __enter__(self):
-        image = self.image
-        if isinstance(image, (str, os.PathLike)):
-            path = os.fspath(image)
-            return path, path
-        if hasattr(image, "save") and hasattr(image, "mode") and hasattr(image, "size"):
-            # A PIL image: PNG keeps every mode a model reads; others become RGB first.
-            if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "I;16", "1"):
-                image = image.convert("RGB")
-            data = None
-        elif isinstance(image, np.ndarray):
-            data = _png_bytes(image)
-        else:
-            raise TypeError(
-                f"image must be a path, a PIL image or a numpy array, not {type(image).__name__}"
-            )
-        import tempfile
-
-        fd, self.temp = tempfile.mkstemp(prefix="attnviz-", suffix=".png")
-        with os.fdopen(fd, "wb") as f:
-            if data is None:
-                image.save(f, format="PNG")
-            else:
-                f.write(data)
-        return self.temp, "image"
-
-    def __exit__(self, *exc):
-        if self.temp is not None:
-            try:
-                os.unlink(self.temp)
-            except OSError:
-                pass
-        return False
-
-
-def _png_bytes(array: np.ndarray) -> bytes:
-    """A numpy image as PNG bytes (zlib and struct only, no imaging library needed)."""
-    import struct
-    import zlib
-
-    a = np.asarray(array)
-    if a.ndim == 2:
-        a = a[:, :, None]
-    if a.ndim != 3 or a.shape[2] not in (1, 3, 4) or a.shape[0] < 1 or a.shape[1] < 1:
-        raise ValueError(
-            f"image array must be [height, width] gray, [height, width, 3] RGB or [height, width, 4] RGBA, not shape {list(np.shape(array))}"
-        )
-    if a.dtype == np.uint8:
-        pass
-    elif np.issubdtype(a.dtype, np.floating):
-        if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
-            raise ValueError("a float image array must hold values in [0, 1] (or give uint8 0–255)")
-        a = np.round(a * 255).astype(np.uint8)
-    else:
-        raise ValueError(f"image array must be uint8 or float in [0, 1], not {a.dtype}")
-    h, w, c = a.shape
-    color = {1: 0, 3: 2, 4: 6}[c]
-    raw = b"".join(b"\x00" + a[y].tobytes() for y in range(h))
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(raw, 6))
-        + chunk(b"IEND", b"")
-    )
+def _picture(image: Any) -> tuple:
+    """What ``run(image=...)`` hands the library: ``(path, None)`` for a file, ``(None, array)``
+    for pixels in memory, which the library reads a row at a time where they lie. Nothing is
+    written to disk, and a picture's size is checked before anything of it is converted."""
+    if isinstance(image, (str, os.PathLike)):
+        return os.fspath(image), None
+    if hasattr(image, "mode") and hasattr(image, "size") and hasattr(image, "convert"):
+        # A PIL image: its size first (PIL knows it without decoding), then its pixels as the
+        # CLI reads them from the PNG PIL would write: palettes expanded (with their
+        # transparency), 1-bit and 16-bit gray as 8-bit gray (16-bit clipped to 255), gray,
+        # RGB and their alpha as they are, any other mode made RGB.
+        width, height = image.size
+        _native.check_image_size(width, height)
+        mode = image.mode
+        if mode == "P":
+            image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+        elif mode == "1" or mode.startswith("I;16"):
+            image = image.convert("L")
+        elif mode not in ("L", "LA", "RGB", "RGBA"):
+            image = image.convert("RGB")
+        return None, np.asarray(image)
+    if isinstance(image, np.ndarray):
+        dtype = image.dtype
+        if dtype.kind == "f" and (not dtype.isnative or dtype.itemsize > 8):
+            # Floats the library does not read as they are (big-endian, extended precision):
+            # converted, once their size is known to be within the bounds.
+            if image.ndim in (2, 3):
+                _native.check_image_size(image.shape[1], image.shape[0])
+                image = image.astype(np.float64)
+        return None, image
+    raise TypeError(f"image must be a path, a PIL image or a numpy array, not {type(image).__name__}")
 
 
 def _lens(text: Optional[str]) -> Optional[dict]:

@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod heads;
+mod pixels;
 mod tqdm;
 mod words;
 
@@ -550,8 +551,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
-    contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
+    image=None, pixels=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
+    target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -568,6 +569,7 @@ fn run(
     neuron: bool,
     weighting: &str,
     image: Option<std::path::PathBuf>,
+    pixels: Option<Bound<'_, PyAny>>,
     lens: Option<usize>,
     alti: bool,
     value_zeroing: bool,
@@ -592,6 +594,15 @@ fn run(
         }
     };
     let ablate = ablate.as_deref().map(heads::ablation_mode).transpose()?;
+    // A picture: a file, or an array checked here, before the model is even loaded.
+    let image = match (image, pixels) {
+        (_, Some(array)) => Some(attnviz::pixels::ImageSource::Pixels {
+            name: text.to_string(),
+            pixels: attnviz::pixels::SharedPixels(Arc::new(pixels::image_array(&array)?)),
+        }),
+        (Some(path), None) => Some(attnviz::pixels::ImageSource::File(path)),
+        (None, None) => None,
+    };
     let request = RunRequest {
         text: text.to_string(),
         pair,
@@ -607,9 +618,9 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
-        // A vision model's picture (a file; the package writes an in-memory one to a
-        // temporary PNG first); then `text` names it.
-        image: image.map(attnviz::pixels::ImageSource::File),
+        // A vision model's picture (a file, or an array read a row at a time); then `text`
+        // names it.
+        image,
         lens,
         alti,
         value_zeroing,
@@ -729,6 +740,13 @@ fn pool_of(threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
         .build()
         .map_err(runtime_error)?;
     Ok(Arc::clone(pools.entry(threads).or_insert(Arc::new(pool))))
+}
+
+/// Refuse a picture in memory of `width × height` pixels over the library's caps (or empty),
+/// before any of it is converted: a ValueError in the library's words.
+#[pyfunction]
+fn check_image_size(width: usize, height: usize) -> PyResult<()> {
+    attnviz::pixels::check_array_size(width, height).map_err(value_error)
 }
 
 /// The head detector's induction scores of `model` (its repeated random-token probe,
@@ -1049,6 +1067,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(induction, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(check_image_size, m)?)?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
     m.add_function(wrap_pyfunction!(html_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::support::cli::{
     assert_browsers_ready, attnviz, fixture, node_test, repo, tiny, wait_for,
 };
+use super::support::pictures::{png_with_profile, progressive_jpeg, Scans};
 
 /// A server child, killed when dropped.
 struct Server {
@@ -384,7 +385,8 @@ fn an_uploaded_picture_is_served_as_the_image_flag_writes_it() {
 }
 
 /// A PNG header claiming 100000 × 100000 pixels, an animated PNG, a JPEG claiming 60000 ×
-/// 60000, each with the words the library's refusal has.
+/// 60000, a JPEG of too many scans, a PNG whose profile is a bomb, each with the words the
+/// library's refusal has.
 fn bad_pictures() -> Vec<(&'static str, Vec<u8>, &'static str)> {
     let png = std::fs::read(fixture("images/own32.png")).unwrap();
     let jpeg = std::fs::read(fixture("images/wide45x37.jpg")).unwrap();
@@ -428,6 +430,17 @@ fn bad_pictures() -> Vec<(&'static str, Vec<u8>, &'static str)> {
             "60000×60000 pixels, more than attnviz decodes",
         ),
         ("moving.png", apng, "is animated (APNG)"),
+        // Made to hold the decoder: 600 scans; a colour profile that inflates to 2 MiB.
+        (
+            "scans.jpg",
+            progressive_jpeg(8, 8, 1, Scans::EmptyAc(600)),
+            "is a progressive JPEG of more than 500 scans",
+        ),
+        (
+            "profile.png",
+            png_with_profile(2 << 20),
+            "has a colour profile (iCCP) chunk that inflates past 1 MiB",
+        ),
     ]
 }
 
@@ -1291,6 +1304,76 @@ fn sigterm_stops_taking_connections_and_lets_the_run_in_flight_finish() {
         log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
         "{log:?}"
     );
+}
+
+#[test]
+fn sigterm_answers_the_requests_still_waiting_at_once() {
+    // One run holds the model (`--test-hold`), one waits for it; SIGTERM answers the waiting
+    // one 503 without running it, and the one in flight finishes.
+    let mut server = serve(&[&tiny()], &["--queue", "2", "--test-hold"]);
+    let port = server.port;
+    let running = post_in_background(port, "a run in flight when the signal comes");
+    wait_for("the run", Duration::from_secs(30), || in_flight(port) == 1);
+    let waiting = post_in_background(port, "a run waiting for the model");
+    wait_for("the queued run", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    wait_for("the waiting run's answer", Duration::from_secs(30), || {
+        waiting.is_finished()
+    });
+    let (status, answer) = waiting.join().unwrap();
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("the server is stopping"),
+        "{answer}"
+    );
+    server.release();
+    assert_eq!(running.join().unwrap().0, 200);
+    let mut exited = None;
+    wait_for("the server to exit", Duration::from_secs(30), || {
+        exited = server.child.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert_eq!(exited.unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_run_whose_request_timed_out_is_stopped_not_run_to_its_end() {
+    // The run is held (`--test-hold`) until its request has timed out (503 after 1 s); once
+    // let go it finds its cancel flag set and stops before decoding the picture.
+    let mut server = serve(&[&fixture("tiny-deit")], &["--timeout", "1", "--test-hold"]);
+    let port = server.port;
+    let picture = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let upload = std::thread::spawn(move || post_image(port, "model=0&name=late.png", &picture));
+    let (status, answer) = upload.join().unwrap();
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(in_flight(port), 1, "the run still holds its place");
+    server.release();
+    wait_for("the run to stop", Duration::from_secs(30), || {
+        server
+            .log()
+            .iter()
+            .any(|l| l.contains("a run of tiny-deit stopped") && l.contains("--timeout"))
+    });
+    wait_for("its place to be freed", Duration::from_secs(30), || {
+        in_flight(port) == 0
+    });
+    // The model serves the next picture.
+    let picture = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let next = std::thread::spawn(move || post_image(port, "model=0&name=next.png", &picture));
+    wait_for("the next run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    server.release();
+    assert_eq!(next.join().unwrap().0, 200);
 }
 
 #[test]

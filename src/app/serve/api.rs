@@ -15,10 +15,11 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use attnviz::attention::{Attention, AttentionKind, AttentionSet};
+use attnviz::cancel::Cancel;
 use attnviz::compare::{compare, CompareError, CompareOptions};
 use attnviz::progress::Silent;
 use attnviz::render::compare::html::{write_compare_html, CompareHtmlOptions};
-use attnviz::request::{Run, RunRequest};
+use attnviz::request::{RequestError, Run, RunRequest};
 use serde_json::json;
 
 use super::kept::{Kept, KEPT_REPORTS};
@@ -374,8 +375,11 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
 }
 
 /// Run a prepared request with its model's turn (503 when its queue is full), then `then` on
-/// the run, on the same blocking thread. The pass runs to its end even if the client leaves or
-/// the time is up: it holds the model's turn and its place until then, so the queue stays true.
+/// the run, on the same blocking thread. When the request ends first (its time is up, or its
+/// client left) the run is cancelled: it stops at its next check (a picture's decoder between
+/// rows and scans, a vision model between layers) and holds the model's turn and its place
+/// until it has stopped, so the queue stays true. Once the server is stopping, a request still
+/// waiting for its turn is answered 503 instead of being run.
 async fn execute<T: Send + 'static>(
     state: &Arc<State>,
     prepared: Prepared,
@@ -383,6 +387,13 @@ async fn execute<T: Send + 'static>(
 ) -> Result<T, Refused> {
     let admitted = admit(state, prepared.0)?;
     execute_admitted(state, admitted, prepared, then).await
+}
+
+/// Ready once Ctrl-C or SIGTERM asked the server to stop.
+async fn stopping() {
+    while !attnviz::cleanup::stop_requested() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A place in model `index`'s queue, or 503 when it is full.
@@ -404,12 +415,39 @@ async fn execute_admitted<T: Send + 'static>(
     then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
 ) -> Result<T, Refused> {
     let job = Arc::clone(state);
-    let permit = job.models[index].slot.turn().await;
+    let cancel = Cancel::new();
+    // Dropped with this future: on timeout (the gate drops the handler) or when the client
+    // leaves; the run then stops.
+    let _cancel_when_dropped = cancel.on_drop();
+    let permit = tokio::select! {
+        permit = job.models[index].slot.turn() => permit,
+        () = stopping() => {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is stopping; this request was not run".into(),
+            ))
+        }
+    };
     let done = tokio::task::spawn_blocking(move || {
         let _held = (permit, admitted);
         job.wait_for_release();
         let started = Instant::now();
-        let run = request.run(&job.models[index].model, &Silent)?;
+        let served = &job.models[index];
+        let run = match request.run_until(&served.model, &Silent, &cancel) {
+            Err(RequestError::Model(attnviz::model::Error::Cancelled)) => {
+                let _ = attnviz::render::term::write_message(
+                    &mut std::io::stderr(),
+                    &format!(
+                        "attnviz serve: a run of {} stopped after {} ms: its request ended \
+                         first (--timeout, or the client left)",
+                        served.name,
+                        started.elapsed().as_millis()
+                    ),
+                );
+                return Err(RequestError::Model(attnviz::model::Error::Cancelled).into());
+            }
+            run => run?,
+        };
         let ran = started.elapsed();
         then(&job, run, ran)
     })
