@@ -430,10 +430,14 @@ mod tests {
         });
         for (name, text) in &shown {
             assert_eq!(raw_controls(text), Vec::<String>::new(), "{name}: {text}");
-            // Shown: escaped (a label cut to its column keeps its first escape), or, in the
-            // lens's cells, each control a `·`.
+            // Shown: escaped (a label cut to its column keeps its first escape), in the lens's
+            // cells each control a `·`, or, where a token is named on its own (attribution,
+            // ablation), quoted as JSON quotes it (`\u001b`: `analysis::lens::quoted`).
             assert!(
-                text.contains("U+001B>") || text.contains("U+001B⟩") || text.contains("a·]52"),
+                text.contains("U+001B>")
+                    || text.contains("U+001B⟩")
+                    || text.contains("a·]52")
+                    || text.contains("a\\u001b]52"),
                 "{name} does not show the field: {text}"
             );
         }
