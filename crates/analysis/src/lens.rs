@@ -119,6 +119,14 @@ pub fn readable(text: &str) -> String {
         .collect()
 }
 
+/// One token's text exactly, quoted as JSON writes a string: a leading or trailing space stays
+/// inside the quotes (`" Paris"` is not `"Paris"`), and control characters are escaped (`"\n"`).
+/// For where a token is named on its own (the target of an attribution) and must not be taken
+/// for another that reads the same; the HTML report names them the same way.
+pub fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +155,9 @@ mod tests {
         assert_eq!(readable("\n\n"), "↵↵");
         assert_eq!(readable("  "), "␣␣");
         assert_eq!(readable("a\u{1}"), "a·");
+        // Quoted, tokens that read alike stay apart.
+        assert_eq!(quoted(" Paris"), "\" Paris\"");
+        assert_ne!(quoted(" Paris"), quoted("Paris"));
+        assert_eq!(quoted("a\n\"b"), r#""a\n\"b""#);
     }
 }

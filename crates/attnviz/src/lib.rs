@@ -13,7 +13,7 @@ pub mod request;
 pub use attnviz_analysis as analysis;
 pub use attnviz_analysis::compare;
 pub use attnviz_core::attention;
-pub use attnviz_core::{choice, cleanup, output, progress, small_file, threads};
+pub use attnviz_core::{cancel, choice, cleanup, output, progress, small_file, threads};
 pub use attnviz_formats::{import, save};
 pub use attnviz_model as model;
 pub use attnviz_model::{pixels, tokenize};

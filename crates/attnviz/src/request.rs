@@ -22,6 +22,7 @@ use crate::analysis::lens::LogitLens;
 use crate::analysis::value_zeroing::ValueZeroing;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
+use crate::cancel::Cancel;
 use crate::model::encdec::DecoderInput;
 use crate::model::rerun::RerunLimit;
 use crate::model::{
@@ -410,7 +411,19 @@ impl RunRequest {
 
     /// Run the request through `model`; generation reports to `progress`.
     pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
-        self.run_with(model, progress, None)
+        self.run_with(model, progress, None, &Cancel::new())
+    }
+
+    /// [`RunRequest::run`] that stops with [`crate::model::Error::Cancelled`] once `cancel` is
+    /// set (a server whose request timed out): a picture's decoding between rows and scans, a
+    /// vision model between layers.
+    pub fn run_until(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+    ) -> Result<Run, RequestError> {
+        self.run_with(model, progress, None, cancel)
     }
 
     /// Run the request through `model`, handing each captured layer to `sink` as soon as the
@@ -425,7 +438,7 @@ impl RunRequest {
         progress: &dyn Progress,
         sink: &mut dyn LayerSink,
     ) -> Result<Run, RequestError> {
-        self.run_with(model, progress, Some(sink))
+        self.run_with(model, progress, Some(sink), &Cancel::new())
     }
 
     fn run_with(
@@ -433,8 +446,9 @@ impl RunRequest {
         model: &Model,
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
+        cancel: &Cancel,
     ) -> Result<Run, RequestError> {
-        crate::threads::on_pool(|| self.run_in_pool(model, progress, sink))
+        crate::threads::on_pool(|| self.run_in_pool(model, progress, sink, cancel))
     }
 
     fn run_in_pool(
@@ -442,6 +456,7 @@ impl RunRequest {
         model: &Model,
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
+        cancel: &Cancel,
     ) -> Result<Run, RequestError> {
         let heads = self.head_tokens(model)?;
         if let Some(picture) = &self.image {
@@ -472,12 +487,12 @@ impl RunRequest {
                         .into(),
                 )));
             }
-            let mut encoding = model.encode_image(picture.clone(), &self.encode_options())?;
-            // A text other than the path names the picture (the Python package's in-memory
-            // images, written to a temporary file first, are "image").
+            let mut encoding =
+                model.encode_image_until(picture.clone(), &self.encode_options(), cancel)?;
+            // A text other than the path names the picture.
             let renamed = match picture {
                 ImageSource::File(path) => std::path::Path::new(&self.text) != path.as_path(),
-                ImageSource::Bytes { .. } => true,
+                ImageSource::Bytes { .. } | ImageSource::Pixels { .. } => true,
             };
             if !self.text.is_empty() && renamed {
                 if let Some(image) = encoding.attention.image.as_mut() {

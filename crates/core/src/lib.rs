@@ -7,6 +7,7 @@
 //! (`attnviz-model`, `attnviz-analysis`, `attnviz-formats`, `attnviz-render`, `attnviz`).
 
 pub mod attention;
+pub mod cancel;
 pub mod choice;
 pub mod cleanup;
 pub mod escape;

@@ -109,6 +109,10 @@ pub enum Error {
     /// that names the file).
     #[error("{0}")]
     Sink(std::io::Error),
+    /// The run was stopped: its [`crate::cancel::Cancel`] flag was set (a server request that
+    /// timed out or whose client left).
+    #[error("the run was cancelled")]
+    Cancelled,
 }
 
 /// `bytes` for people: `4.5 GB`, `512 MB`.

@@ -744,12 +744,7 @@ impl SavedBody {
         let mut doc = self.doc;
         let text = text(doc.text.take());
         Ok((
-            units(
-                doc.take_queries(),
-                crate::json::FORMAT_VERSION,
-                shown,
-                "",
-            )?,
+            units(doc.take_queries(), crate::json::FORMAT_VERSION, shown, "")?,
             text,
         ))
     }
