@@ -56,7 +56,7 @@ pub fn write_compare_view(
     for line in super::side_lines(c) {
         writeln!(w, "{}", clean(&line))?;
     }
-    for line in super::alignment_lines(c, opts.raw_tokens) {
+    for line in super::note_lines(c, opts.raw_tokens, false) {
         writeln!(w, "{}", clean(&line))?;
     }
     writeln!(w)?;
@@ -124,7 +124,9 @@ pub fn write_compare_view(
             .map(|j| format!(", JS distance {j:.4}"))
             .unwrap_or_default()
     )?;
-    let (a, b) = (c.a_head(layer, head), c.b_head(layer, head));
+    // The values A − B is taken of: with different masks, each row's shares of the keys both
+    // can attend (so the columns add up).
+    let (a, b) = (c.a_compared(layer, head), c.b_compared(layer, head));
     let (ql, kl) = (
         c.query_labels(opts.raw_tokens),
         c.key_labels(opts.raw_tokens),
@@ -160,6 +162,11 @@ pub fn write_compare_view(
     }
     if cells.is_empty() {
         writeln!(w, "  (A and B are the same here)")?;
+    } else if c.masks_differ() {
+        writeln!(
+            w,
+            "  (A and B: each row's shares of the keys both can attend)"
+        )?;
     }
     Ok(())
 }
