@@ -357,7 +357,9 @@ impl View<'_> {
             self.dim(&format!(
                 "{} 0 {ramp} {}",
                 self.text
-                    .map_or(crate::render::WEIGHT_CAPTION, |t| t.caption.as_str()),
+                    .map_or(crate::render::weight_caption(self.att), |t| {
+                        t.caption.as_str()
+                    }),
                 crate::render::scale_number(max)
             ))
         )?;
@@ -1039,6 +1041,17 @@ mod tests {
         let mut out = Vec::new();
         write_view(att, Selection::new(0, head), opts, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn shares_are_captioned_as_shares_of_the_row() {
+        let mut att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 1, 2);
+        let caption = |att: &Attention| {
+            render(att, HeadSel::Index(0), &TerminalOptions::default()).contains("share of the row")
+        };
+        assert!(!caption(&att));
+        att.shares = true;
+        assert!(caption(&att));
     }
 
     #[test]
