@@ -107,12 +107,17 @@ function matrixScaleOf(panels, m, mk) {
 /** Decades a log scale spans below its top (as the PNG figures' `--scale log`). */
 const MATRIX_LOG_DECADES = 3;
 
+/** The colour bars' length and their tick numbers' font (report.css: .cbar, .cbar-tick). */
+const COLORBAR_PX = 160;
+const TICK_FONT = '10px ' + FONT_FAMILY;
+
 /**
  * The ticks between the ends of a square-root or log colour bar up to `top`, as the PNG figures
  * choose them (src/render/image/scale.rs, `spread_ticks`): 1-2-5 numbers down to the scale's
- * floor, powers of ten first, then 5s, then 2s, none closer than a tenth of the bar to another;
- * `map` puts a value on the bar (0 to 1). The ends are labelled beside the bar, so ticks on
- * them are left out. Linear scales get none (their colours are proportional).
+ * floor, powers of ten first, then 5s, then 2s; `map` puts a value on the bar (0 to 1). The
+ * numbers sit side by side under the bar, so each keeps 6 px clear of its neighbours' (the
+ * figures' upright bars keep a tenth of the bar), and a tick keeps clear of the bar's ends,
+ * which are labelled beside it. Linear scales get none (their colours are proportional).
  */
 function colorbarTicks(kind, top, map) {
   if (kind !== 'sqrt' && kind !== 'log' || !(top > 0)) return [];
@@ -127,12 +132,13 @@ function colorbarTicks(kind, top, map) {
   }
   const rank = (v) => { const m = Math.round(v / 10 ** Math.floor(Math.log10(v))); return m === 1 ? 0 : m === 5 ? 1 : 2; };
   candidates.sort((a, b) => rank(a.v) - rank(b.v) || b.v - a.v);
-  // The ends count as chosen: a tick close to either gives way.
   const chosen = [];
-  const placed = [0, 1];
   for (const c of candidates) {
-    const u = map(c.v);
-    if (placed.every((p) => Math.abs(p - u) >= 0.095)) { chosen.push({ value: c.v, at: u, label: c.v.toFixed(c.decimals) }); placed.push(u); }
+    const at = map(c.v);
+    const label = c.v.toFixed(c.decimals);
+    const half = textWidth(label, TICK_FONT) / 2;
+    const clear = at >= 0.04 && at <= 0.96 && chosen.every((t) => Math.abs(t.at - at) * COLORBAR_PX >= t.half + half + 6);
+    if (clear) chosen.push({ value: c.v, at, label, half });
   }
   return chosen.sort((a, b) => a.value - b.value);
 }

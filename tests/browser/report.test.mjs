@@ -1260,9 +1260,10 @@ test('single: square-root and log colour bars carry ticks where their scale puts
   const { page, context, log } = await open('single');
   await page.evaluate(() => window.attnviz.set({ view: 'matrix', matrixScale: 'linear' }));
   await settle(page);
-  const ticks = () => page.$$eval('#matrix-left-ticks .cbar-tick', (ts) => ts.map((t) => ({
-    label: t.textContent, at: parseFloat(t.style.left) / 100, x: t.getBoundingClientRect().left + t.getBoundingClientRect().width / 2,
-  })));
+  const ticks = () => page.$$eval('#matrix-left-ticks .cbar-tick', (ts) => ts.map((t) => {
+    const r = t.getBoundingClientRect();
+    return { label: t.textContent, at: parseFloat(t.style.left) / 100, x: r.left + r.width / 2, left: r.left, right: r.right };
+  }));
   assert.deepEqual(await ticks(), [], 'a linear bar needs none');
   for (const [kind, place] of [['sqrt', (v, top) => Math.sqrt(v / top)], ['log', (v, top) => 1 + Math.log10(v / top) / 3]]) {
     await page.evaluate((k) => window.attnviz.set({ matrixScale: k }), kind);
@@ -1277,7 +1278,11 @@ test('single: square-root and log colour bars carry ticks where their scale puts
       assert.ok(Math.abs(t.at - place(Number(t.label), top)) < 0.01, kind + ' ' + t.label + ' at ' + t.at);
       assert.ok(Math.abs(t.x - (bar.left + 1 + t.at * (bar.width - 2))) < 2, kind + ' ' + t.label + ' drawn off its place');
     }
-    for (let i = 1; i < got.length; i++) assert.ok(got[i].at - got[i - 1].at >= 0.094, kind + ': ticks too close');
+    // Apart on the bar, and their numbers side by side without overlapping.
+    for (let i = 1; i < got.length; i++) {
+      assert.ok(got[i].at - got[i - 1].at >= 0.094, kind + ': ticks too close');
+      assert.ok(got[i].left >= got[i - 1].right + 2, kind + ': ' + got[i - 1].label + ' and ' + got[i].label + ' overlap');
+    }
   }
   await shot(page, 'single-matrix-log-ticks');
   assert.deepEqual(log.errors, []);

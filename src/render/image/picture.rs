@@ -449,9 +449,9 @@ fn heads_grid(
 fn own_scale_bar(c: &mut Canvas, (x, y): (i32, i32), look: &Look) {
     let (unit, ticks) = relative_ticks(&look.scale_of(&[1.0]));
     let mut caption = vec![
-        "each overlay: 0 to".to_string(),
-        "its largest patch".to_string(),
-        "weight".to_string(),
+        "each overlay on its".to_string(),
+        "own scale, up to its".to_string(),
+        "largest patch weight".to_string(),
     ];
     let suffix = unit.caption_suffix().trim();
     if !suffix.is_empty() {
