@@ -43,6 +43,8 @@ struct Doc {
     pair: Option<String>,
     level: Option<String>,
     special_excluded: Option<bool>,
+    /// Written (true) only for value-weighted and norm-aware attention.
+    shares: Option<bool>,
     #[serde(flatten)]
     queries: UnitsJson,
     #[serde(default)]
@@ -400,6 +402,7 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
             Level::Token
         },
         special_excluded: doc.special_excluded.unwrap_or(false),
+        shares: doc.shares.unwrap_or(false),
         kv_head: doc.kv_head,
         positions: match doc.positions.as_deref() {
             None | Some("absolute") => PositionScheme::Absolute,

@@ -299,3 +299,37 @@ fn bad_input_is_one_line_and_writes_nothing() {
     // Nothing in common.
     assert_eq!(tree(dir.path()), ["garbage.json"]);
 }
+
+/// `attnviz diff --words --shared` of a bidirectional export against a causal one: every view
+/// says the masks differ, and the head's largest differences never come from the mask alone
+/// (the first word sees itself alone on B's side: A − B is 0 there).
+#[test]
+fn diff_of_a_bidirectional_and_a_causal_export_says_the_masks_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("c.html");
+    let (a, b) = (fixture("minilm-cat.json"), fixture("gpt2-a.json"));
+    let o = run(&[
+        "diff",
+        s(&a),
+        s(&b),
+        "--words",
+        "--shared",
+        "--color",
+        "never",
+        "--top",
+        "100",
+        "--html",
+        s(&html),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let view = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        view.contains("Masks differ: A is bidirectional, B causal."),
+        "{view}"
+    );
+    let table = view.split("largest differences").nth(1).unwrap();
+    assert!(!table.contains("The → The"), "{table}");
+    let page = fs::read_to_string(&html).unwrap();
+    assert!(page.contains("\"masks_differ\":true"));
+    assert!(page.contains("Masks differ: A is bidirectional, B causal"));
+}
