@@ -8,9 +8,9 @@ time and of CPU time, with the after/before ratio.
 
 BEFORE_BIN and AFTER_BIN are forward_cpu bench executables. To build one for another revision:
 
-    git worktree add /tmp/before REV
-    cp benches/forward_cpu.rs /tmp/before/benches/     # and its [[bench]] entry in Cargo.toml
-    (cd /tmp/before && CARGO_TARGET_DIR=/tmp/before-target cargo bench --no-run --bench forward_cpu)
+    git worktree add ../attnviz-before REV
+    cp benches/forward_cpu.rs ../attnviz-before/benches/   # and its [[bench]] entry in Cargo.toml
+    (cd ../attnviz-before && cargo bench --no-run --bench forward_cpu)
 
 (`cargo bench --no-run` prints the executable's path.) Each round runs, for every model and
 thread count, BEFORE then AFTER, so both sample the same moments of the machine. With one

@@ -12,7 +12,8 @@
 //!   (default 16); `BENCH_ROUNDS=N`: rounds, alternating with the anchor (default 3);
 //! - `BENCH_THREADS=N`: threads for both (default 2);
 //! - `LLAMA_PYTHON`: an interpreter with `llama_cpp` (llama-cpp-python, built from source with
-//!   pip; default `/work/venv-llama/bin/python`); the anchor is skipped without it.
+//!   pip, as `benches/llama_cpp_anchor.py` says; default `.cache/venv-llama/bin/python` in the
+//!   repository); the anchor is skipped without it.
 //!
 //! The bound of requirement 4 is printed beside each peak: file size + KV cache and
 //! activations + captured attention + 300 MB (activations: the largest per-layer buffers at
@@ -55,8 +56,9 @@ fn main() {
             v
         }
     };
-    let python =
-        std::env::var("LLAMA_PYTHON").unwrap_or_else(|_| "/work/venv-llama/bin/python".into());
+    let python = std::env::var_os("LLAMA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/venv-llama/bin/python"));
     let anchor = root.join("benches/llama_cpp_anchor.py");
     println!("attnviz GGUF sizes benchmark: {tokens}-token prompt, every layer captured; {generate} tokens generated");
     println!("machine: {}", machine());
@@ -110,7 +112,7 @@ fn main() {
                 }
                 Err(e) => {
                     if theirs.is_empty() {
-                        println!("  llama.cpp anchor not run ({python}: {e})");
+                        println!("  llama.cpp anchor not run ({}: {e})", python.display());
                     }
                 }
             }

@@ -3,9 +3,10 @@
     python benches/llama_cpp_anchor.py FILE.gguf TOKENS GENERATE THREADS
 
 Needs llama-cpp-python built from source with pip (a benchmark anchor only; attnviz never
-depends on it):
-    python3 -m venv /work/venv-llama
-    CMAKE_BUILD_PARALLEL_LEVEL=2 /work/venv-llama/bin/pip install llama-cpp-python==0.3.36
+depends on it). From the repository root, into .cache/venv-llama, where benches/gguf_sizes.rs
+looks for it (`LLAMA_PYTHON` names another interpreter):
+    python3 -m venv .cache/venv-llama
+    CMAKE_BUILD_PARALLEL_LEVEL=2 .cache/venv-llama/bin/pip install llama-cpp-python==0.3.36
 
 On the development VM (an Intel Xeon with AMX), that native build (`AMX_INT8 = 1` in its
 system info) died with SIGSEGV in its first evaluation, every time; the same source built with
@@ -14,7 +15,7 @@ every other extension the CPU has and AMX off runs, and is the anchor measured:
         -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON \
         -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF \
         -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
-        /work/venv-llama/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
+        .cache/venv-llama/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
 
 The same prompt text as the Rust side (common words, one token each, cut to TOKENS tokens by
 the file's own tokenizer), evaluated once without any attention captured (llama.cpp cannot

@@ -3,7 +3,7 @@
 memory and speed benchmarks (benches/gguf_sizes.rs; issue 22, reqs 4 and 7). Not for CI: the
 files are 0.7-8.5 GB. They go under .cache/synthetic-gguf/ (ignored by git).
 
-    /work/venv-ref/bin/python scripts/make-synthetic-gguf.py [--only NAME ...] [--tokenizer F.gguf]
+    .cache/venv-ref/bin/python scripts/make-synthetic-gguf.py [--only NAME ...] [--tokenizer F.gguf]
 
 Shapes (from the models' config.json):
   llama-3.2-1b  hidden 2048, 16 layers, 32 heads / 8 KV heads, head 64, FFN 8192, vocab 128256, tied

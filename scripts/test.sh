@@ -15,9 +15,26 @@
 # ATTNVIZ_SKIP_BROWSER=1 skips the browser suites (the HTML report in Chromium and in Firefox, and
 # the embedded fonts in both): they stay "ignored" in cargo's summary and
 # a banner at the end says they did not run.
+#
+# Each step is announced on stderr; when one fails, the last line says which, and which steps
+# did not run because of it (scripts/steps.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/steps.sh
 
+skip_browser=${ATTNVIZ_SKIP_BROWSER:-}
+if [[ -z "$skip_browser" ]]; then
+    steps "fetch the test models" "install GNU parallel" \
+        "install Chromium, Firefox and the browser drivers" \
+        "run the Rust suite (cargo test --release, browser suites included)" \
+        "run the Python package's tests (python/tests/run.sh)"
+else
+    steps "fetch the test models" "install GNU parallel" \
+        "run the Rust suite (cargo test --release)" \
+        "run the Python package's tests (python/tests/run.sh)"
+fi
+
+step "fetch the test models"
 bash scripts/fetch-minilm.sh >/dev/null
 bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
@@ -51,6 +68,7 @@ apt_install() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+step "install GNU parallel"
 if ! command -v parallel >/dev/null; then
     if [[ -n "$can_install" ]]; then
         echo "installing GNU parallel with apt-get (once)" >&2
@@ -61,8 +79,8 @@ if ! command -v parallel >/dev/null; then
     fi
 fi
 
-skip_browser=${ATTNVIZ_SKIP_BROWSER:-}
 if [[ -z "$skip_browser" ]]; then
+    step "install Chromium, Firefox and the browser drivers"
     if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver || ! -x /usr/bin/firefox-esr ]]; then
         if [[ -z "$can_install" ]]; then
             echo "error: the browser suites need chromium, chromium-driver and firefox-esr:" \
@@ -76,10 +94,14 @@ if [[ -z "$skip_browser" ]]; then
     if [[ ! -d tests/browser/node_modules/playwright-core || ! -d tests/browser/node_modules/puppeteer-core ]]; then
         (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
     fi
+    step "run the Rust suite (cargo test --release, browser suites included)"
     cargo test --release "$@" -- --include-ignored
+    step "run the Python package's tests (python/tests/run.sh)"
     bash python/tests/run.sh
 else
+    step "run the Rust suite (cargo test --release)"
     cargo test --release "$@"
+    step "run the Python package's tests (python/tests/run.sh)"
     bash python/tests/run.sh
     printf '\n%s\n%s\n%s\n' \
         "############################################################################" \

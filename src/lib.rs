@@ -9,6 +9,7 @@
 
 pub mod analysis;
 pub mod attention;
+pub mod cancel;
 pub mod choice;
 pub mod cleanup;
 pub mod compare;

@@ -2,13 +2,10 @@
 
 mod app;
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = app::cli::Args::parse();
+    let args = app::suggest::parse_args();
     // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.
     attnviz::cleanup::install();
     match app::flows::run(&args) {
@@ -17,8 +14,10 @@ fn main() -> ExitCode {
             // Not eprintln!: a closed stderr must not turn an error into a panic. A message may
             // quote text from a file (a GGUF's metadata, a template's exception): its control
             // characters are shown, not sent to the terminal, and the error stays one line.
-            let line = attnviz::render::terminal::escape_controls(&e.to_string()).into_owned();
-            let _ = writeln!(std::io::stderr(), "error: {line}");
+            let _ = attnviz::render::term::write_message(
+                &mut std::io::stderr(),
+                &format!("error: {e}"),
+            );
             ExitCode::from(e.exit_code())
         }
     }

@@ -497,11 +497,13 @@ pub fn open_direct(path: &Path, node: Node, wait: Duration) -> io::Result<File> 
                 }
                 if !told && !wait.is_zero() {
                     told = true;
-                    let _ = writeln!(
-                        io::stderr(),
-                        "note: waiting up to {} s for a reader on the FIFO {}",
-                        wait.as_secs(),
-                        crate::render::terminal::escape_controls(&path.display().to_string())
+                    let _ = crate::render::term::write_message(
+                        &mut io::stderr(),
+                        &format!(
+                            "note: waiting up to {} s for a reader on the FIFO {}",
+                            wait.as_secs(),
+                            path.display()
+                        ),
                     );
                 }
                 std::thread::sleep(Duration::from_millis(20));

@@ -22,9 +22,12 @@ use crate::analysis::lens::LogitLens;
 use crate::analysis::value_zeroing::ValueZeroing;
 use crate::analysis::weighting::{norm_weights, NormWeights};
 use crate::attention::{Attention, AttentionSet, ShapeError};
+use crate::cancel::Cancel;
 use crate::model::encdec::DecoderInput;
+use crate::model::rerun::RerunLimit;
 use crate::model::{
-    EncodeOptions, Encoding, GenerateOptions, Generation, HeadOutputs, LayerSink, Mask, Model,
+    Capture, CaptureTooBig, EncodeOptions, Encoding, GenerateOptions, Generation, HeadOutputs,
+    LayerSink, Mask, Model,
 };
 use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
@@ -87,6 +90,9 @@ pub struct RunRequest {
     pub target_token: Option<String>,
     /// A token whose logit the attribution subtracts from the target's (a logit difference).
     pub contrast: Option<String>,
+    /// How long the re-runs of value zeroing and of head ablation may each take, estimated
+    /// before they start ([`crate::model::rerun`]); `None`: the default limit.
+    pub analysis_time: Option<std::time::Duration>,
 }
 
 /// A request's target (`None`: the model's prediction) and contrast token ids.
@@ -217,6 +223,14 @@ pub enum RequestError {
         /// Whether it is a decoder whose checkpoint lacks the head.
         bare: bool,
     },
+    /// More tokens per logit-lens cell than the lens keeps ([`crate::analysis::lens::MAX_TOP`]).
+    #[error("the logit lens keeps at most {max} tokens per cell; {asked} were asked for")]
+    LensTopTooLarge {
+        /// Tokens per cell asked for.
+        asked: usize,
+        /// The most it keeps.
+        max: usize,
+    },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -315,6 +329,10 @@ impl RunRequest {
         if self.generate == Some(0) {
             return Err(RequestError::GenerateNothing);
         }
+        let max = crate::analysis::lens::MAX_TOP;
+        if let Some(asked) = self.lens.filter(|&k| k > max) {
+            return Err(RequestError::LensTopTooLarge { asked, max });
+        }
         if model.is_seq2seq() {
             if self.chat {
                 return Err(RequestError::ChatForEncoderDecoder {
@@ -393,7 +411,19 @@ impl RunRequest {
 
     /// Run the request through `model`; generation reports to `progress`.
     pub fn run(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {
-        self.run_with(model, progress, None)
+        self.run_with(model, progress, None, &Cancel::new())
+    }
+
+    /// [`RunRequest::run`] that stops with [`crate::model::Error::Cancelled`] once `cancel` is
+    /// set (a server whose request timed out): a picture's decoding between rows and scans, a
+    /// vision model between layers.
+    pub fn run_until(
+        &self,
+        model: &Model,
+        progress: &dyn Progress,
+        cancel: &Cancel,
+    ) -> Result<Run, RequestError> {
+        self.run_with(model, progress, None, cancel)
     }
 
     /// Run the request through `model`, handing each captured layer to `sink` as soon as the
@@ -408,7 +438,7 @@ impl RunRequest {
         progress: &dyn Progress,
         sink: &mut dyn LayerSink,
     ) -> Result<Run, RequestError> {
-        self.run_with(model, progress, Some(sink))
+        self.run_with(model, progress, Some(sink), &Cancel::new())
     }
 
     fn run_with(
@@ -416,8 +446,9 @@ impl RunRequest {
         model: &Model,
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
+        cancel: &Cancel,
     ) -> Result<Run, RequestError> {
-        crate::threads::on_pool(|| self.run_in_pool(model, progress, sink))
+        crate::threads::on_pool(|| self.run_in_pool(model, progress, sink, cancel))
     }
 
     fn run_in_pool(
@@ -425,6 +456,7 @@ impl RunRequest {
         model: &Model,
         progress: &dyn Progress,
         sink: Option<&mut dyn LayerSink>,
+        cancel: &Cancel,
     ) -> Result<Run, RequestError> {
         let heads = self.head_tokens(model)?;
         if let Some(picture) = &self.image {
@@ -455,12 +487,12 @@ impl RunRequest {
                         .into(),
                 )));
             }
-            let mut encoding = model.encode_image(picture.clone(), &self.encode_options())?;
-            // A text other than the path names the picture (the Python package's in-memory
-            // images, written to a temporary file first, are "image").
+            let mut encoding =
+                model.encode_image_until(picture.clone(), &self.encode_options(), cancel)?;
+            // A text other than the path names the picture.
             let renamed = match picture {
                 ImageSource::File(path) => std::path::Path::new(&self.text) != path.as_path(),
-                ImageSource::Bytes { .. } => true,
+                ImageSource::Bytes { .. } | ImageSource::Pixels { .. } => true,
             };
             if !self.text.is_empty() && renamed {
                 if let Some(image) = encoding.attention.image.as_mut() {
@@ -526,15 +558,23 @@ impl RunRequest {
         let head_outputs = encoding.head_outputs.take();
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
-            run.value_zeroing = Some(zeroing_of(model, &run)?);
+            run.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
         }
         if let Some(k) = self.lens {
-            run.lens = Some(lens_of(model, &run, k)?);
+            run.lens = Some(lens_of(model, &run, k, self.max_memory)?);
         }
         if let Some((target, contrast)) = heads {
-            self.heads_of(model, &mut run, head_outputs.as_ref(), target, contrast)?;
+            let outputs = head_outputs.as_ref();
+            self.heads_of(model, &mut run, outputs, (target, contrast), progress)?;
         }
         Ok(run)
+    }
+
+    /// The time limit of the analyses that re-run the model.
+    fn rerun_limit(&self) -> RerunLimit {
+        RerunLimit {
+            given: self.analysis_time,
+        }
     }
 
     /// Whether the request asks for per-head attribution or ablation.
@@ -573,8 +613,8 @@ impl RunRequest {
         model: &Model,
         run: &mut Run,
         outputs: Option<&HeadOutputs>,
-        target: Option<u32>,
-        contrast: Option<u32>,
+        (target, contrast): HeadTokens,
+        progress: &dyn Progress,
     ) -> Result<(), RequestError> {
         let units = run.set.primary().queries();
         let ids = &units.ids;
@@ -599,7 +639,9 @@ impl RunRequest {
             None => model.predicted_next(ids)?,
         };
         if let Some(mode) = self.ablate {
-            let forward = model.head_ablation(ids, target, mode == AblationMode::Mean)?;
+            let mean = mode == AblationMode::Mean;
+            let forward =
+                model.head_ablation_within(ids, target, mean, self.rerun_limit(), progress)?;
             run.head_ablation = Some(HeadAblation::new(&forward, at, label, decode));
         }
         Ok(())
@@ -614,7 +656,8 @@ impl RunRequest {
             model.encode_tokens(&self.text, self.pair.as_deref(), encoded, self.query_key)?;
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
-            run.value_zeroing = Some(zeroing_of(model, &run)?);
+            let silent = &crate::progress::Silent;
+            run.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), silent)?);
         }
         Ok(run)
     }
@@ -719,17 +762,42 @@ fn single_run(
     })
 }
 
-/// The logit lens of `run`'s tokens (prompt and generated ones alike), labelled as its views
-/// label them.
-/// Value zeroing of `run`'s primary tokens (its own passes over the model).
-fn zeroing_of(model: &Model, run: &Run) -> Result<ValueZeroing, RequestError> {
+/// Value zeroing of `run`'s primary tokens (its own passes over the model, within `limit`).
+fn zeroing_of(
+    model: &Model,
+    run: &Run,
+    limit: RerunLimit,
+    progress: &dyn Progress,
+) -> Result<ValueZeroing, RequestError> {
     let units = run.set.primary().queries();
-    let forward = model.value_zeroing(&units.ids, &units.type_ids)?;
+    let forward = model.value_zeroing_within(&units.ids, &units.type_ids, limit, progress)?;
     Ok(ValueZeroing::new(&forward))
 }
 
-fn lens_of(model: &Model, run: &Run, k: usize) -> Result<LogitLens, RequestError> {
+/// The logit lens of `run`'s tokens (prompt and generated ones alike), labelled as its views
+/// label them; refused before its pass when it would take more than `max_memory` (`None`: the
+/// default capture budget).
+fn lens_of(
+    model: &Model,
+    run: &Run,
+    k: usize,
+    max_memory: Option<u64>,
+) -> Result<LogitLens, RequestError> {
     let units = run.set.primary().queries();
+    let arch = model.architecture();
+    let (stages, tokens) = (arch.layers + 1, units.ids.len());
+    let k = k.clamp(1, arch.vocab_size.max(1));
+    let budget = max_memory.unwrap_or_else(crate::model::default_capture_budget);
+    let needs = crate::analysis::lens::lens_bytes(stages, tokens, k);
+    if needs.is_none_or(|b| b > budget) {
+        return Err(crate::model::Error::TooBig(CaptureTooBig {
+            capture: Capture::LogitLens { stages, tokens, k },
+            needs,
+            budget,
+            budget_given: max_memory.is_some(),
+        })
+        .into());
+    }
     let forward = model.logit_lens(&units.ids, &units.type_ids, k)?;
     let tokenizer = model.tokenizer();
     // The positions as every view shows tokens (`capital`, not the vocabulary's `Ġcapital`;

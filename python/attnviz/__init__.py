@@ -77,6 +77,7 @@ class Report:
         settings: Sequence[tuple] = (),
         title: Optional[str] = None,
         height: Optional[int] = None,
+        query: Optional[str] = None,
         _of_several: bool = False,
     ):
         if view not in _VIEWS:
@@ -94,6 +95,7 @@ class Report:
         self._settings = [(str(k), str(v)) for k, v in settings]
         self._title = title
         self._height = height
+        self._query = query
         self._stats = None
 
     # -- the data --------------------------------------------------------------------------
@@ -228,6 +230,8 @@ class Report:
             title=self._title,
             settings=self._settings,
         )
+        if self._query is not None:
+            opts["query"] = self._query
         opts.update(options)
         return self._native.html(**opts)
 
@@ -235,10 +239,19 @@ class Report:
         """Write the HTML report to ``path`` (written aside, then renamed into place)."""
         return _write_text(path, self.html(view, **options))
 
-    def png(self, path: Any, figure: str = "head", **options: Any) -> Path:
+    def png(self, path: Any, figure: str = "head", *, dpi: Optional[float] = None, **options: Any) -> Path:
         """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
-        colormap, theme, scale, scale_factor, raw_tokens."""
+        colormap, theme, scale, scale_factor (or ``dpi``, 48 to 384: ``scale_factor=dpi/96``),
+        raw_tokens."""
+        if dpi is not None:
+            if "scale_factor" in options:
+                raise ValueError("give dpi= or scale_factor=, not both (dpi is scale_factor × 96)")
+            if isinstance(dpi, bool) or not isinstance(dpi, (int, float, np.integer, np.floating)):
+                raise TypeError(f"dpi must be a number of pixels per inch, not {dpi!r}")
+            if not 48 <= dpi <= 384:
+                raise ValueError(f"dpi={dpi} is not a pixel density from 48 to 384")
+            options["scale_factor"] = float(dpi) / 96.0
         return self._image(path, "png", figure, options)
 
     def svg(self, path: Any, figure: str = "head", **options: Any) -> Path:
@@ -525,6 +538,10 @@ def induction(model: str, revision: str = "main") -> Optional[dict]:
     return out
 
 
+# The most tokens per logit-lens cell (the library's `analysis::lens::MAX_TOP`).
+_MAX_LENS_TOP = 100
+
+
 def run(
     text: Optional[str] = None,
     model: Optional[str] = None,
@@ -547,12 +564,18 @@ def run(
     target_token: Optional[str] = None,
     contrast: Any = None,
     ablate: Any = None,
+    max_analysis_time: Any = None,
     words: bool = False,
     no_special: bool = False,
     view: Optional[str] = None,
     layer: Optional[int] = None,
     head: Optional[int] = None,
+    kind: Optional[str] = None,
+    query: Any = None,
+    threads: Optional[int] = None,
+    full_paths: bool = False,
     _image: Optional[str] = None,
+    _pixels: Optional[np.ndarray] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
     attention, as the CLI runs ``attnviz TEXT`` with the same options (one library run request).
@@ -605,12 +628,34 @@ def run(
       mean over the input): ``report.head_ablation`` is the JSON's ``head_ablation`` dict, its
       ``delta`` (the change in the target's log-probability) a numpy array ``[layers, heads]``.
       Both are ``None`` when not asked for.
+    - ``max_analysis_time``: seconds that value zeroing and head ablation may each take (default
+      600). Both re-run the model many times; the time is estimated from one pass before the
+      re-runs start, and a longer analysis raises RuntimeError saying how long it would take.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
       ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
-      ``[height, width, 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in [0, 1]). An image in
-      memory is written losslessly to a temporary PNG, read as the CLI reads ``--image``, and
-      removed. ``report.image`` then describes the picture (grid, special tokens, sizes,
+      ``[..., 2]`` gray and alpha, ``[..., 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in
+      [0, 1], made 8-bit as ``round(255·x)``). A picture in memory is never written to disk:
+      its size (at most 16384 pixels a side and 64 megapixels), dtype and values are checked
+      first, then the library reads it a row at a time where it lies (no copy of the whole
+      array), giving what the CLI's ``--image`` gives for the PNG file of the same pixels.
+      ``report.image`` then describes the picture (grid, special tokens, sizes,
       preprocessing) and the report opens on its image view.
+    - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
+      ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
+      probe (SigLIP); default: the class token.
+    - ``kind``: of an encoder–decoder, the one kind to return as a :class:`Report`
+      (``"encoder"``, ``"decoder"`` or ``"cross"``) instead of :class:`Views` of all three;
+      other models have one kind, ``"self"``.
+    - ``threads``: worker threads of this run's forward pass (default: the process's pool, one
+      per CPU, or ``RAYON_NUM_THREADS``); at most 4 × the CPUs available, as on the CLI.
+
+    - ``full_paths=True``: name a local model by its folder's (or GGUF file's) full path in
+      what the report writes (``report.model``, the JSON, the page's About panel); by default
+      by the folder's or file's name, so that a shared file says nothing of this machine's
+      folders (a hub model is always named by its repo id).
+
+    Every option of the CLI's run has its name here or on the result; docs/python-flags.md
+    lists them, flag by flag.
 
     Returns a :class:`Report` for an encoder or a decoder (``report.attention``), and for an
     encoder–decoder :class:`Views` of its three kinds (``encoder_attention``,
@@ -620,17 +665,31 @@ def run(
     if image is not None:
         if text is not None:
             raise ValueError("give text or image=, not both: a vision model reads the image")
-        with _image_file(image) as (path, name):
-            return run(
-                name, model, pair, target=target, generate=generate, chat=chat, layers=layers,
-                max_memory=max_memory, revision=revision, truncate=truncate, neuron=neuron,
-                weighting=weighting, words=words, no_special=no_special,
-                view="image" if view is None else view, layer=layer, head=head, lens=lens,
-                alti=alti, value_zeroing=value_zeroing, _image=path, attribution=attribution, target_token=target_token,
-                contrast=contrast, ablate=ablate,
-            )
+        path, pixels = _picture(image)
+        return run(
+            "image" if path is None else path, model, pair, target=target, generate=generate,
+            chat=chat, layers=layers, max_memory=max_memory, revision=revision, truncate=truncate,
+            neuron=neuron, weighting=weighting, words=words, no_special=no_special,
+            view="image" if view is None else view, layer=layer, head=head, lens=lens,
+            alti=alti, value_zeroing=value_zeroing, _image=path, _pixels=pixels,
+            attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
+            max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
+            full_paths=full_paths,
+        )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
+    if query is not None:
+        if _image is None:
+            raise ValueError("query= picks a patch of the picture; give image= as well")
+        query = _query(query)
+    if kind is not None and kind not in _KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {', '.join(map(repr, _KINDS))}")
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+            raise TypeError(f"threads must be a number of threads (an int), not {threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads={int(threads)} runs nothing; give 1 or more")
+        threads = int(threads)
     pair = _optional_str("pair", pair)
     target = _optional_str("target", target)
     if generate is not None:
@@ -640,7 +699,7 @@ def run(
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
     for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti),
-                       ("value_zeroing", value_zeroing)):
+                       ("value_zeroing", value_zeroing), ("full_paths", full_paths)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
@@ -665,7 +724,20 @@ def run(
             raise TypeError(f"lens must be True or a number of tokens per cell (an int), not {lens!r}")
         if lens < 1:
             raise ValueError(f"lens={int(lens)} keeps no token per cell; give 1 or more (True: 5)")
+        if lens > _MAX_LENS_TOP:
+            raise ValueError(
+                f"lens={int(lens)} keeps more tokens per cell than the logit lens writes (at most "
+                f"{_MAX_LENS_TOP}); give lens={_MAX_LENS_TOP} or fewer"
+            )
         lens = int(lens)
+    if max_analysis_time is not None:
+        if isinstance(max_analysis_time, bool) or not isinstance(
+            max_analysis_time, (int, float, np.integer, np.floating)
+        ):
+            raise TypeError(f"max_analysis_time must be a number of seconds, not {max_analysis_time!r}")
+        if not 0 <= max_analysis_time <= 1e9:
+            raise ValueError(f"max_analysis_time must be from 0 to 1e9 seconds, not {max_analysis_time!r}")
+        max_analysis_time = float(max_analysis_time)
     heads = _head_options(attribution, target_token, contrast, ablate)
     wants_heads = heads["attribution"] or heads["ablate"] is not None
     if view is None:
@@ -689,12 +761,24 @@ def run(
         neuron=bool(neuron),
         weighting=weighting,
         image=_image,
+        pixels=_pixels,
         lens=lens,
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),
+        max_analysis_time=max_analysis_time,
+        threads=threads,
+        full_paths=bool(full_paths),
         **heads,
     )
-    settings = [("model", model)]
+    if kind is not None:
+        chosen = [n for n in natives if n.kind == kind]
+        if not chosen:
+            raise ValueError(
+                f"kind={kind!r}: {model} gave {', '.join(repr(n.kind) for n in natives)} attention"
+            )
+        natives = chosen
+    # The model as the report names it: a local folder by its name (full_paths: its full path).
+    settings = [("model", natives[0].model_id)]
     if weighting != "raw":
         settings.append(("weighting", weighting))
     if not Path(model).is_dir():
@@ -703,7 +787,7 @@ def run(
         settings.append(("truncate", "yes"))
     options = dict(view=view, layer=layer, head=head, words=words, no_special=no_special, settings=settings)
     if len(natives) == 1:
-        report = Report(natives[0], **options)
+        report = Report(natives[0], query=query, **options)
         report.generated_text = generated_text
         report.value_weighted = report.norm_aware = None
         if sizes is not None:
@@ -722,6 +806,23 @@ def run(
     return views
 
 
+#: The kinds of attention a run can have (``kind=``).
+_KINDS = ("self", "encoder", "decoder", "cross")
+
+
+def _query(value: Any) -> str:
+    """``query=`` as the library reads it: ``"ROW,COL"`` or ``"pool"``."""
+    if isinstance(value, str):
+        return value
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+    ):
+        return f"{int(value[0])},{int(value[1])}"
+    raise TypeError(f'query must be "ROW,COL", (row, col) or "pool", not {value!r}')
+
+
 def _layered_matrices(arrays):
     """ALTI's or value zeroing's arrays from the native run as ``{"layers", "aggregated",
     "per_layer"}`` (float32 ``[layers, n, n]``), or None when the run did not compute them."""
@@ -736,82 +837,37 @@ def _layered_matrices(arrays):
     }
 
 
-class _image_file:
-    """A file for ``run(image=...)``: a path as it is, or a PIL image or numpy array written
-    losslessly to a temporary PNG (removed on exit). Yields ``(path, name)``."""
-
-    def __init__(self, image: Any):
-        self.image = image
-        self.temp: Optional[str] = None
-
-    def __enter__(self):
-        image = self.image
-        if isinstance(image, (str, os.PathLike)):
-            path = os.fspath(image)
-            return path, path
-        if hasattr(image, "save") and hasattr(image, "mode") and hasattr(image, "size"):
-            # A PIL image: PNG keeps every mode a model reads; others become RGB first.
-            if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "I;16", "1"):
-                image = image.convert("RGB")
-            data = None
-        elif isinstance(image, np.ndarray):
-            data = _png_bytes(image)
-        else:
-            raise TypeError(
-                f"image must be a path, a PIL image or a numpy array, not {type(image).__name__}"
-            )
-        import tempfile
-
-        fd, self.temp = tempfile.mkstemp(prefix="attnviz-", suffix=".png")
-        with os.fdopen(fd, "wb") as f:
-            if data is None:
-                image.save(f, format="PNG")
-            else:
-                f.write(data)
-        return self.temp, "image"
-
-    def __exit__(self, *exc):
-        if self.temp is not None:
-            try:
-                os.unlink(self.temp)
-            except OSError:
-                pass
-        return False
-
-
-def _png_bytes(array: np.ndarray) -> bytes:
-    """A numpy image as PNG bytes (zlib and struct only, no imaging library needed)."""
-    import struct
-    import zlib
-
-    a = np.asarray(array)
-    if a.ndim == 2:
-        a = a[:, :, None]
-    if a.ndim != 3 or a.shape[2] not in (1, 3, 4) or a.shape[0] < 1 or a.shape[1] < 1:
-        raise ValueError(
-            f"image array must be [height, width] gray, [height, width, 3] RGB or [height, width, 4] RGBA, not shape {list(np.shape(array))}"
-        )
-    if a.dtype == np.uint8:
-        pass
-    elif np.issubdtype(a.dtype, np.floating):
-        if not np.all(np.isfinite(a)) or a.min() < 0 or a.max() > 1:
-            raise ValueError("a float image array must hold values in [0, 1] (or give uint8 0–255)")
-        a = np.round(a * 255).astype(np.uint8)
-    else:
-        raise ValueError(f"image array must be uint8 or float in [0, 1], not {a.dtype}")
-    h, w, c = a.shape
-    color = {1: 0, 3: 2, 4: 6}[c]
-    raw = b"".join(b"\x00" + a[y].tobytes() for y in range(h))
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(raw, 6))
-        + chunk(b"IEND", b"")
-    )
+def _picture(image: Any) -> tuple:
+    """What ``run(image=...)`` hands the library: ``(path, None)`` for a file, ``(None, array)``
+    for pixels in memory, which the library reads a row at a time where they lie. Nothing is
+    written to disk, and a picture's size is checked before anything of it is converted."""
+    if isinstance(image, (str, os.PathLike)):
+        return os.fspath(image), None
+    if hasattr(image, "mode") and hasattr(image, "size") and hasattr(image, "convert"):
+        # A PIL image: its size first (PIL knows it without decoding), then its pixels as the
+        # CLI reads them from the PNG PIL would write: palettes expanded (with their
+        # transparency), 1-bit and 16-bit gray as 8-bit gray (16-bit clipped to 255), gray,
+        # RGB and their alpha as they are, any other mode made RGB.
+        width, height = image.size
+        _native.check_image_size(width, height)
+        mode = image.mode
+        if mode == "P":
+            image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+        elif mode == "1" or mode.startswith("I;16"):
+            image = image.convert("L")
+        elif mode not in ("L", "LA", "RGB", "RGBA"):
+            image = image.convert("RGB")
+        return None, np.asarray(image)
+    if isinstance(image, np.ndarray):
+        dtype = image.dtype
+        if dtype.kind == "f" and (not dtype.isnative or dtype.itemsize > 8):
+            # Floats the library does not read as they are (big-endian, extended precision):
+            # converted, once their size is known to be within the bounds.
+            if image.ndim in (2, 3):
+                _native.check_image_size(image.shape[1], image.shape[0])
+                image = image.astype(np.float64)
+        return None, image
+    raise TypeError(f"image must be a path, a PIL image or a numpy array, not {type(image).__name__}")
 
 
 def _lens(text: Optional[str]) -> Optional[dict]:
@@ -882,6 +938,7 @@ def render(
     kind: Optional[str] = None,
     *,
     max_memory: Optional[int] = None,
+    full_paths: bool = False,
     **options: Any,
 ):
     """Attention from a file: an attnviz JSON export (any format version), or an ``.npz`` /
@@ -889,16 +946,20 @@ def render(
     encoder–decoder run gives :class:`Views` of every kind (one page with an Encoder / Decoder /
     Cross selector); ``kind`` picks one of them as a :class:`Report`. ``max_memory`` (bytes)
     bounds what reading the file may take, checked from its headers before anything is read
-    (default: half of this machine's memory); a bigger file raises MemoryError. ``options`` are
-    :class:`Report`'s."""
+    (default: half of this machine's memory); a bigger file raises MemoryError. The report names
+    the file (and a model the file does not name) by the file's name, or with
+    ``full_paths=True`` by its full path. ``options`` are :class:`Report`'s."""
     if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 0):
         raise ValueError(f"max_memory must be a number of bytes, not {max_memory!r}")
-    natives, warns, fmt = _native.read(
-        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory
+    if not isinstance(full_paths, (bool, np.bool_)):
+        raise TypeError(f"full_paths must be True or False, not {full_paths!r}")
+    natives, warns, fmt, source = _native.read(
+        os.fspath(path), None if tokens is None else [str(t) for t in tokens], max_memory=max_memory,
+        full_paths=bool(full_paths),
     )
     for w in warns:
         _warn(w)
-    settings = [("source", str(path)), ("format", fmt)]
+    settings = [("source", source), ("format", fmt)]
     if kind is not None:
         chosen = [n for n in natives if n.kind == kind]
         if not chosen:

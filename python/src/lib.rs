@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod heads;
+mod pixels;
 mod tqdm;
 mod words;
 
@@ -75,7 +76,8 @@ fn choice<T: Choice>(what: &str, name: &str) -> PyResult<T> {
 
 /// Models loaded in this process, by (model, revision): a notebook runs many sentences through
 /// one model, and loading it is most of a short run's time.
-type ModelCache = Mutex<HashMap<(String, String), Arc<Model>>>;
+/// Loaded models by id, revision and whether they are named by their full path.
+type ModelCache = Mutex<HashMap<(String, String, bool), Arc<Model>>>;
 
 fn models() -> &'static ModelCache {
     static MODELS: OnceLock<ModelCache> = OnceLock::new();
@@ -85,14 +87,18 @@ fn models() -> &'static ModelCache {
 /// How many models stay loaded (the oldest is dropped beyond this).
 const MODEL_CACHE: usize = 4;
 
-fn model(id: &str, revision: &str) -> Result<Arc<Model>, String> {
-    let key = (id.to_string(), revision.to_string());
+fn model(id: &str, revision: &str, full_path: bool) -> Result<Arc<Model>, String> {
+    let key = (id.to_string(), revision.to_string(), full_path);
     if let Some(m) = models().lock().map_err(|e| e.to_string())?.get(&key) {
         return Ok(m.clone());
     }
     // Downloads are shown with tqdm when it is installed.
     let hub = attnviz::model::Hub::from_env().with_progress(Arc::new(tqdm::Tqdm::default()));
-    let loaded = Arc::new(Model::load_with(id, revision, &hub).map_err(|e| words::model(&e))?);
+    let loaded = Arc::new(
+        Model::load_with(id, revision, &hub)
+            .map_err(|e| words::model(&e))?
+            .with_full_path(full_path),
+    );
     let mut cache = models().lock().map_err(|e| e.to_string())?;
     if cache.len() >= MODEL_CACHE {
         let first = cache.keys().next().cloned();
@@ -277,7 +283,7 @@ impl PyAttention {
 
     /// The self-contained HTML report, opened on `view` (head, model, matrix, neuron, stats).
     #[pyo3(signature = (view="head", layer=None, head=None, words=false, no_special=false,
-        precision="auto", title=None, settings=Vec::new(), raw_tokens=false))]
+        precision="auto", title=None, settings=Vec::new(), raw_tokens=false, query=None))]
     #[allow(clippy::too_many_arguments)]
     fn html(
         &self,
@@ -291,8 +297,10 @@ impl PyAttention {
         title: Option<String>,
         settings: Vec<(String, String)>,
         raw_tokens: bool,
+        query: Option<String>,
     ) -> PyResult<String> {
         let att = &self.att;
+        let query = image_query(att, query.as_deref())?;
         let opened = view_of(view)?;
         check_view(opened, &self.extras)?;
         let precision: PrecisionChoice = choice("precision", precision)?;
@@ -304,6 +312,7 @@ impl PyAttention {
             .detach(|| -> Result<Vec<u8>, String> {
                 let html_opts = HtmlOptions {
                     raw_tokens,
+                    query,
                     ..report_options(
                         att,
                         &self.extras,
@@ -504,6 +513,10 @@ fn request_error(e: RequestError) -> PyErr {
             "target_token= / contrast=: {e}; give one token of the vocabulary"
         )),
         e @ RequestError::HeadsNeedDecoder { .. } => value(e.to_string()),
+        RequestError::LensTopTooLarge { asked, max } => value(format!(
+            "lens={asked} keeps more tokens per cell than the logit lens writes (at most {max}); \
+             give lens={max} or fewer"
+        )),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -538,8 +551,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None, target_token=None,
-    contrast=None))]
+    image=None, pixels=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
+    target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -556,6 +569,7 @@ fn run(
     neuron: bool,
     weighting: &str,
     image: Option<std::path::PathBuf>,
+    pixels: Option<Bound<'_, PyAny>>,
     lens: Option<usize>,
     alti: bool,
     value_zeroing: bool,
@@ -563,9 +577,32 @@ fn run(
     ablate: Option<String>,
     target_token: Option<String>,
     contrast: Option<String>,
+    max_analysis_time: Option<f64>,
+    threads: Option<usize>,
+    full_paths: bool,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
+    let analysis_time = match max_analysis_time {
+        None => None,
+        Some(s) if s.is_finite() && (0.0..=1e9).contains(&s) => {
+            Some(std::time::Duration::from_secs_f64(s))
+        }
+        Some(s) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "max_analysis_time must be a number of seconds from 0 to 1e9, not {s}"
+            )))
+        }
+    };
     let ablate = ablate.as_deref().map(heads::ablation_mode).transpose()?;
+    // A picture: a file, or an array checked here, before the model is even loaded.
+    let image = match (image, pixels) {
+        (_, Some(array)) => Some(attnviz::pixels::ImageSource::Pixels {
+            name: text.to_string(),
+            pixels: attnviz::pixels::SharedPixels(Arc::new(pixels::image_array(&array)?)),
+        }),
+        (Some(path), None) => Some(attnviz::pixels::ImageSource::File(path)),
+        (None, None) => None,
+    };
     let request = RunRequest {
         text: text.to_string(),
         pair,
@@ -581,9 +618,9 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
-        // A vision model's picture (a file; the package writes an in-memory one to a
-        // temporary PNG first); then `text` names it.
-        image: image.map(attnviz::pixels::ImageSource::File),
+        // A vision model's picture (a file, or an array read a row at a time); then `text`
+        // names it.
+        image,
         lens,
         alti,
         value_zeroing,
@@ -591,12 +628,20 @@ fn run(
         ablate,
         target_token,
         contrast,
+        analysis_time,
     };
+    let pool = threads.map(pool_of).transpose()?;
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
-        let m = self::model(model, revision).map_err(runtime_error)?;
-        request
-            .run(&m, &tqdm::Tqdm::default())
-            .map_err(request_error)
+        let m = self::model(model, revision, full_paths).map_err(runtime_error)?;
+        let run = || {
+            request
+                .run(&m, &tqdm::Tqdm::default())
+                .map_err(request_error)
+        };
+        match &pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
     })?;
     let target = run.set.target().map(str::to_string);
     let mut kinds: Vec<PyAttention> = run
@@ -654,6 +699,56 @@ fn run(
     ))
 }
 
+/// `query=` of an image run: the unit the report's image view opens on, from `"ROW,COL"` or
+/// `"pool"` (checked as the CLI's `--query` is); `None`: the page's default (the class token).
+fn image_query(att: &Attention, query: Option<&str>) -> PyResult<Option<usize>> {
+    use attnviz::render::image::picture::{self, Query};
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    let query: Query = query
+        .parse()
+        .map_err(|e| value_error(format!("query={e}")))?;
+    if att.image.is_none() {
+        return Err(value_error(
+            "query= picks a patch of a picture, and this attention has none; run with image=",
+        ));
+    }
+    let wrong = |e: image::ImageError| value_error(format!("query=: {}", words::image(&e)));
+    picture::pooling_of(att, query).map_err(wrong)?;
+    picture::query_unit(att, query).map(Some).map_err(wrong)
+}
+
+/// A pool of `threads` workers (capped at [`attnviz::threads::max_threads`], as the CLI's
+/// `--threads` is) for `run(threads=N)`: the forward pass's matrix products and kernels run on
+/// the pool they are started from. Built once per count and kept.
+fn pool_of(threads: usize) -> PyResult<Arc<rayon::ThreadPool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    if threads == 0 {
+        return Err(value_error("threads=0 runs nothing; give 1 or more"));
+    }
+    let threads = threads.min(attnviz::threads::max_threads());
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(runtime_error)?;
+    if let Some(pool) = pools.get(&threads) {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(runtime_error)?;
+    Ok(Arc::clone(pools.entry(threads).or_insert(Arc::new(pool))))
+}
+
+/// Refuse a picture in memory of `width × height` pixels over the library's caps (or empty),
+/// before any of it is converted: a ValueError in the library's words.
+#[pyfunction]
+fn check_image_size(width: usize, height: usize) -> PyResult<()> {
+    attnviz::pixels::check_array_size(width, height).map_err(value_error)
+}
+
 /// The head detector's induction scores of `model` (its repeated random-token probe,
 /// `docs/stats.md`), as the JSON's `stats.induction` object (a JSON string); `None` for models
 /// the probe does not apply to (encoder–decoders, vision models).
@@ -661,7 +756,7 @@ fn run(
 #[pyo3(signature = (model, revision="main"))]
 fn induction(py: Python<'_>, model: &str, revision: &str) -> PyResult<Option<String>> {
     let probe = py.detach(|| -> PyResult<_> {
-        let m = self::model(model, revision).map_err(runtime_error)?;
+        let m = self::model(model, revision, false).map_err(runtime_error)?;
         attnviz::request::induction_probe(&m).map_err(request_error)
     })?;
     probe
@@ -759,13 +854,14 @@ fn from_arrays(
 /// Read a file (attnviz JSON, .npz, .safetensors): one value per kind, the warnings, and what
 /// kind of file it was.
 #[pyfunction]
-#[pyo3(signature = (path, tokens=None, max_memory=None))]
+#[pyo3(signature = (path, tokens=None, max_memory=None, full_paths=false))]
 fn read(
     py: Python<'_>,
     path: PathBuf,
     tokens: Option<Vec<String>>,
     max_memory: Option<u64>,
-) -> PyResult<(Vec<PyAttention>, Vec<String>, String)> {
+    full_paths: bool,
+) -> PyResult<(Vec<PyAttention>, Vec<String>, String, String)> {
     let imported = py
         .detach(|| {
             import::read(
@@ -773,15 +869,23 @@ fn read(
                 &import::ReadOptions {
                     tokens,
                     max_memory,
+                    full_path: full_paths,
                     ..import::ReadOptions::default()
                 },
             )
         })
         .map_err(import_error)?;
+    // How the report's About panel names the file, as the CLI's `render` does.
+    let source = if full_paths {
+        attnviz::model::source::full_path(&path)
+    } else {
+        attnviz::model::source::local_name(&path)
+    };
     Ok((
         imported.kinds.into_iter().map(PyAttention::of).collect(),
         imported.warnings.iter().map(message).collect(),
         imported.format,
+        source,
     ))
 }
 
@@ -963,6 +1067,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(induction, m)?)?;
     m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(check_image_size, m)?)?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
     m.add_function(wrap_pyfunction!(html_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;

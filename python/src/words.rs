@@ -31,6 +31,7 @@ pub fn model(e: &model::Error) -> String {
                 }
                 Capture::SelfAttention { .. } => "",
                 Capture::EncoderDecoder { .. } => " generate fewer tokens, or",
+                Capture::LogitLens { .. } => " keep fewer tokens per cell with lens=K, or",
             };
             format!(
                 "{} needs {}, more than {} of {budget};{fewer} use a shorter input",
@@ -39,6 +40,10 @@ pub fn model(e: &model::Error) -> String {
                 model::format_bytes(c.budget)
             )
         }
+        E::TooSlow(t) => format!(
+            "{t}, or allow it with max_analysis_time={} (seconds)",
+            t.enough_seconds()
+        ),
         E::NotSeq2Seq { .. } => format!("{e}; target= is for BART, T5 and Marian"),
         E::PairOnDecoder { .. } => format!("{e}; drop pair="),
         E::LayersOnSeq2Seq { .. } => format!("{e}; drop layers="),

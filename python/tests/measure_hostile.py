@@ -1,4 +1,5 @@
-"""Measure the Python package's hostile cases (issue 20, requirements 19 and 20): each case is a
+"""Measure the Python package's hostile cases (issue 20, requirements 19 and 20; issue 40's pictures
+in memory, requirement 4): each case is a
 few lines run in a fresh interpreter under /usr/bin/time -v, limited to 8 GiB of address space
 and 60 s as scripts/measure-hostile.sh limits the CLI; printed: the outcome (the exception's
 type and the first 110 characters of its message, or "returned"), the exit status, the wall
@@ -31,6 +32,7 @@ def att(n, layers=2, heads=3):
     return a / a.sum(-1, keepdims=True)
 A, T = att(4), ["[CLS]", "a", "b", "[SEP]"]
 TINY = {tiny!r}
+DEIT = {deit!r}
 PAIR = {pair!r}
 TMP = {tmp!r}
 ESC = "\\x1b]52;c;aGk=\\x07\\x1b[2J"
@@ -60,6 +62,12 @@ CASES = {
     "FIFO, render": "p = os.path.join(TMP, 'f.npz'); os.mkfifo(p); attnviz.render(p)",
     "max_memory=1000, render": "attnviz.render(PAIR, max_memory=1000)",
     "2**28 weights in 1 MB, render": "attnviz.render({big!r})",
+    "broadcast 1e10 pixels, run(image=)": "attnviz.run(image=np.broadcast_to(np.uint8(7), "
+    "(100_000, 100_000, 3)), model=DEIT)",
+    "float64 9000x9000x3, run(image=)": "attnviz.run(image=np.full((9000, 9000, 3), 0.5), model=DEIT)",
+    "float64 4000x4000x3, run(image=)": "attnviz.run(image=np.full((4000, 4000, 3), 0.5), model=DEIT)",
+    "0x0 PIL image, run(image=)": "from PIL import Image; attnviz.run(image=Image.new('RGB', (0, 0)), "
+    "model=DEIT)",
 }
 
 
@@ -73,6 +81,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             code = PRELUDE.format(
                 tiny=str(REPO / "tests/fixtures/tiny-bert"),
+                deit=str(REPO / "tests/fixtures/tiny-deit"),
                 pair=str(REPO / "tests/fixtures/render/tiny-bert-pair.npz"),
                 tmp=tmp,
                 body="    " + body.format(big=big),

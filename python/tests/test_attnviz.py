@@ -108,6 +108,36 @@ def test_run_returns_the_arrays_of_the_cli_json(model):
         assert mine[field] == doc[field], field
 
 
+def test_a_local_model_is_named_by_its_folder_unless_full_paths(tmp_path):
+    text = "Where is the model?"
+    path = str(TINY)
+    for full in (False, True):
+        r = attnviz.run(text, model=path, full_paths=full)
+        want = path if full else "tiny-bert"
+        assert r.model == want
+        mine = json.loads(r.json())
+        assert mine["model"]["id"] == want
+        page = r.html()
+        meta, _ = page_parts(page)
+        assert dict(meta["settings"])["model"] == want
+        assert (path in page) == full and (path in r.json()) == full
+        # As the CLI writes it.
+        flag = ("--full-paths",) if full else ()
+        assert cli_json("-m", path, text, "-q", *flag)["model"]["id"] == want
+    # A file that does not name its model is named by the file.
+    doc = cli_json("-m", path, text, "-q")
+    del doc["model"]["id"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc))
+    for full in (False, True):
+        r = attnviz.render(bare, full_paths=full)
+        want = str(bare) if full else "bare.json"
+        assert r.model == want
+        assert dict(page_parts(r.html())[0]["settings"])["source"] == want
+    with pytest.raises(TypeError):
+        attnviz.run(text, model=path, full_paths="yes")
+
+
 def test_attention_is_a_read_only_view_without_copy():
     r = attnviz.run("The cat sat.", model=str(TINY))
     a, b = r.attention, r.attention

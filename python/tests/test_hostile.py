@@ -177,6 +177,29 @@ def test_run_refuses_hostile_arguments_with_a_clear_exception():
             assert want in text, text
 
 
+def test_run_bounds_the_lens_and_the_analyses_that_re_run_the_model():
+    # lens= at the vocabulary's size cost 3.6 GiB per input token; value zeroing and ablation
+    # ran for minutes without a word.
+    llama = str(REPO / "tests" / "fixtures" / "tiny-llama")
+    for k in (101, 49152, 10**30):
+        with pytest.raises(ValueError) as e:
+            attnviz.run("the cat sat", model=llama, lens=k)
+        assert f"lens={k} keeps more tokens per cell than the logit lens writes (at most 100)" in one_line(e.value)
+    report = attnviz.run("the cat sat", model=llama, lens=100)
+    assert report.lens["k"] == 100 and report.lens["ids"].shape[-1] == 100
+    for keyword, name in (({"value_zeroing": True}, "value zeroing of"), ({"ablate": True}, "head ablation of")):
+        with pytest.raises(RuntimeError) as e:
+            attnviz.run("the cat sat", model=llama, max_analysis_time=0, **keyword)
+        text = one_line(e.value)
+        assert name in text and "more than the given time limit of 0.00 s" in text, text
+        assert "or allow it with max_analysis_time=1 (seconds)" in text, text
+        attnviz.run("the cat sat", model=llama, **keyword)
+    with pytest.raises(TypeError):
+        attnviz.run("x", model=llama, value_zeroing=True, max_analysis_time="soon")
+    with pytest.raises(ValueError):
+        attnviz.run("x", model=llama, value_zeroing=True, max_analysis_time=-1)
+
+
 def test_views_refuse_hostile_arguments_before_drawing(tmp_path):
     att, tokens = hostile_page.attention(4), ["[CLS]", "a", "b", "[SEP]"]
     cases = [

@@ -1,15 +1,19 @@
 """attnviz.run(image=...) on the tiny random DeiT: a path, a PIL image and a numpy array give the
-CLI's attention for `--image` bit for bit (an in-memory picture goes through a lossless PNG), the
-picture's description (grid, special tokens, sizes) matches the CLI's JSON, the report opens on
-its image view, and bad images raise ValueError or TypeError naming the keyword."""
+CLI's attention for `--image` bit for bit (an in-memory picture is read where it lies, as the PNG
+of its pixels would be), the picture's description (grid, special tokens, sizes) matches the
+CLI's JSON, the report opens on its image view, and bad images raise ValueError or TypeError
+naming the keyword: an array over the bounds from its shape alone, before anything of it is
+copied, and nothing is ever written to disk. Pictures made to hold the decoder are refused, a
+colour profile exactly where PIL refuses it."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
+import struct
 import subprocess
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -62,9 +66,8 @@ def test_a_pil_image_and_a_numpy_array_give_the_same_attention(doc):
     assert np.array_equal(from_pil.attention, want)
     from_array = attnviz.run(image=array, model=DEIT)
     assert np.array_equal(from_array.attention, want)
-    # An in-memory picture is named "image", and its temporary file is gone.
+    # An in-memory picture is named "image".
     assert from_array.image["source"] == "image"
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), "attnviz-*.png"))
     # Floats in [0, 1] are the same picture at 1/255 steps.
     as_float = attnviz.run(image=array.astype(np.float64) / 255.0, model=DEIT)
     assert np.array_equal(as_float.attention, want)
@@ -77,9 +80,12 @@ def test_a_pil_image_and_a_numpy_array_give_the_same_attention(doc):
     "kwargs, error, words",
     [
         (dict(text="hi", image=str(PICTURE)), ValueError, "not both"),
-        (dict(image=np.zeros((4, 4, 2), np.uint8)), ValueError, "shape"),
+        (dict(image=np.zeros((4, 4, 5), np.uint8)), ValueError, "shape"),
         (dict(image=np.zeros((4, 4, 3), np.int64)), ValueError, "uint8"),
         (dict(image=np.full((4, 4, 3), 2.0)), ValueError, "[0, 1]"),
+        (dict(image=np.full((4, 4, 3), np.nan, np.float32)), ValueError, "[0, 1]"),
+        (dict(image=np.zeros((0, 4, 3), np.uint8)), ValueError, "empty"),
+        (dict(image=Image.new("RGB", (0, 0))), ValueError, "empty"),
         (dict(image=42), TypeError, "image must be"),
     ],
 )
@@ -118,6 +124,8 @@ def _pictures(folder: Path) -> dict:
         ("RGB.jpg", Image.fromarray(rgb), {"quality": 85}),
         ("progressive.jpg", Image.fromarray(rgb), {"quality": 70, "progressive": True}),
         ("L.jpg", Image.fromarray(rgb[..., 1], "L"), {}),
+        ("CMYK.jpg", Image.fromarray(rgb).convert("CMYK"), {"quality": 90}),
+        ("CMYK-progressive.jpg", Image.fromarray(rgb).convert("CMYK"), {"progressive": True}),
     ]:
         path = folder / name
         image.save(path, **extra)
@@ -128,7 +136,8 @@ def _pictures(folder: Path) -> dict:
 def test_every_pil_mode_reaches_the_model_as_transformers_prepares_it(tmp_path):
     """The picture the model saw (the JSON's `view_png`: decoded, made RGB, resized) equals what
     transformers' processor makes with PIL, pixel for pixel, for each PNG mode and for JPEGs
-    (baseline, progressive, gray): PIL decodes JPEG with libjpeg-turbo, as attnviz does."""
+    (baseline, progressive, gray, CMYK): PIL decodes JPEG with libjpeg-turbo, as attnviz does,
+    and makes CMYK RGB with its own conversion, which attnviz follows."""
     import base64
     import io
 
@@ -144,3 +153,123 @@ def test_every_pil_mode_reaches_the_model_as_transformers_prepares_it(tmp_path):
         assert got.shape == want.shape, name
         worst = int(np.abs(got.astype(int) - want.astype(int)).max())
         assert worst == 0, f"{name}: {worst} levels from transformers' pixels"
+
+
+def test_every_pil_mode_in_memory_gives_what_its_file_gives(tmp_path):
+    """A PIL image handed over in memory (its pixels, made RGB or gray only where PNG would
+    change them) reaches the model as its file does through the CLI's decoder."""
+    for name, path in _pictures(tmp_path).items():
+        with Image.open(path) as im:
+            im.load()
+            from_memory = attnviz.run(image=im, model=DEIT)
+        from_file = attnviz.run(image=path, model=DEIT)
+        assert np.array_equal(from_memory.attention, from_file.attention), name
+
+
+def test_pictures_in_memory_leave_no_file_even_when_they_fail(tmp_path, monkeypatch):
+    """Nothing of a picture in memory is written to disk, whether it runs or is refused: the
+    temporary folder (this test's own) stays empty."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with Image.open(PICTURE) as im:
+        im.load()
+        attnviz.run(image=im, model=DEIT)
+    attnviz.run(image=np.zeros((40, 50, 3), np.uint8), model=DEIT)
+    assert sorted(p.name for p in temp.iterdir()) == []
+    for bad in (Image.new("RGB", (0, 0)), Image.new("L", (20_000, 1)), np.zeros((0, 5), np.uint8)):
+        with pytest.raises(ValueError):
+            attnviz.run(image=bad, model=DEIT)
+        assert sorted(p.name for p in temp.iterdir()) == [], f"left behind by {bad!r}"
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        # A side over 16384 (small enough that the old conversion could be measured).
+        np.broadcast_to(np.float32(0.5), (20_000, 10, 3)),
+        # 72 megapixels of float64 (1.7 GB as a copy, nothing as a view).
+        np.broadcast_to(np.float64(0.5), (9000, 8000, 3)),
+        # 10^10 pixels (30 GB as a copy).
+        np.broadcast_to(np.uint8(7), (100_000, 100_000, 3)),
+    ],
+    ids=["side", "float64-72mp", "broadcast-1e10"],
+)
+def test_an_array_over_the_bounds_is_refused_from_its_shape_before_any_copy(array):
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="more than attnviz reads") as e:
+            attnviz.run(image=array, model=DEIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "16384 a side and 64 megapixels" in str(e.value)
+    assert peak < 1 << 20, f"{array.shape}: {peak} bytes allocated before the refusal"
+
+
+def test_an_array_is_read_where_it_lies_not_copied_whole():
+    """A float array is checked and made 8-bit a row at a time as the model's resize takes it:
+    numpy allocates nothing of its size, and the result is the uint8 picture's. A strided view
+    (flipped, every other column) is read as its contiguous copy would be."""
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (600, 900, 3), dtype=np.uint8)
+    as_float = pixels.astype(np.float64) / 255.0
+    want = attnviz.run(image=pixels, model=DEIT).attention
+    tracemalloc.start()
+    try:
+        got = attnviz.run(image=as_float, model=DEIT).attention
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, want)
+    assert peak < as_float.nbytes // 16, f"{peak} bytes allocated for a {as_float.nbytes}-byte array"
+    # float32 and float16 give the same 8-bit values (x/255 rounds back to x in each).
+    for dtype in (np.float32, np.float16):
+        assert np.array_equal(attnviz.run(image=as_float.astype(dtype), model=DEIT).attention, want)
+    view = pixels[::-1, ::2]
+    assert not view.flags.c_contiguous
+    assert np.array_equal(
+        attnviz.run(image=view, model=DEIT).attention,
+        attnviz.run(image=np.ascontiguousarray(view), model=DEIT).attention,
+    )
+
+
+def _progressive_jpeg(scans: int) -> bytes:
+    """An 8 × 8 gray progressive JPEG of a DC scan and `scans` empty AC scans (each a dozen
+    bytes): tests/suite/support/pictures.rs's `EmptyAc`."""
+
+    def segment(marker: int, body: bytes) -> bytes:
+        return struct.pack(">BBH", 0xFF, marker, len(body) + 2) + body
+
+    one_code = bytes([1] + [0] * 15)
+    out = b"\xff\xd8" + segment(0xDB, b"\x00" + b"\x01" * 64)
+    out += segment(0xC2, struct.pack(">BHHB", 8, 8, 8, 1) + b"\x01\x11\x00")
+    out += segment(0xC4, b"\x00" + one_code + b"\x00") + segment(0xC4, b"\x10" + one_code + b"\xe0")
+    out += segment(0xDA, b"\x01\x01\x00\x00\x00\x00")
+    out += segment(0xDA, b"\x01\x01\x00\x01\x3f\x00") * scans
+    return out + b"\xff\xd9"
+
+
+def test_pictures_made_to_hold_the_decoder_are_refused_where_pil_refuses_a_profile(tmp_path):
+    # 500 scans in all decode; 501 are refused (PIL would go on through every one).
+    fine, many = tmp_path / "fine.jpg", tmp_path / "many.jpg"
+    fine.write_bytes(_progressive_jpeg(499))
+    many.write_bytes(_progressive_jpeg(500))
+    attnviz.run(image=fine, model=DEIT)
+    with pytest.raises(RuntimeError, match="more than 500 scans"):
+        attnviz.run(image=many, model=DEIT)
+    # A colour profile that inflates past 1 MiB: PIL refuses to open it, and so does attnviz;
+    # one of exactly 1 MiB both read.
+    for size, refused in ((1 << 20, False), ((1 << 20) + 1, True)):
+        path = tmp_path / f"profile-{size}.png"
+        Image.new("RGB", (40, 40), (200, 100, 50)).save(path, icc_profile=b"\0" * size)
+        if refused:
+            with pytest.raises(ValueError, match="Decompressed data too large"):
+                Image.open(path)
+            with pytest.raises(RuntimeError, match=r"colour profile \(iCCP\) chunk that inflates past 1 MiB"):
+                attnviz.run(image=path, model=DEIT)
+        else:
+            with Image.open(path) as im:
+                assert len(im.info["icc_profile"]) == size
+            attnviz.run(image=path, model=DEIT)

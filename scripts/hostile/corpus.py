@@ -8,8 +8,8 @@ Some cases need an earlier run's output folder (a finished run, a killed run's j
 partial files): the generator makes them with the attnviz binary in $ATTNVIZ_BIN (default
 target/release/attnviz), so measure the binary that made them:
 
-    ATTNVIZ_BIN=/path/to/attnviz python3 scripts/hostile/corpus.py /tmp/cases
-    bash scripts/measure-hostile.sh --cases /tmp/cases /path/to/attnviz
+    ATTNVIZ_BIN=target/release/attnviz python3 scripts/hostile/corpus.py target/hostile-cases
+    bash scripts/measure-hostile.sh --cases target/hostile-cases target/release/attnviz
 
 Every case runs the tiny fixture model (tests/fixtures/tiny-bert, relative to the repository
 root, where measure-hostile.sh runs) and writes only inside its case folder (`out/`) or `{out}`.

@@ -107,8 +107,8 @@ def case(out, name, model_args=None):
     return d / "model.gguf"
 
 
-def edited(out, name, edit, model_args=None):
-    kv, tensors, data = read(FIXTURE)
+def edited(out, name, edit, model_args=None, source=FIXTURE):
+    kv, tensors, data = read(source)
     kv = edit(kv) or kv
     write(case(out, name, model_args), kv, tensors, data)
 
@@ -197,6 +197,15 @@ def main():
             res.append((k, t, v))
         return res
     edited(out, "sentencepiece-piece-1mb", long_piece)
+    # Issue 40, requirement 6: a window or a layer count of 0 (llama, qwen2 and qwen3 panicked
+    # on the window; 0 layers said "--layer 0 is out of range" with no --layer given).
+    for arch in ("llama", "qwen2", "qwen3"):
+        source = REPO / f"tests/fixtures/gguf/tiny-{arch}.gguf"
+        key = f"{arch}.attention.sliding_window"
+        edited(out, f"{arch}-sliding-window-0",
+               lambda kv, key=key: [(k, t, v) for k, t, v in kv if k != key] + [(key, U32, 0)],
+               source=source)
+    edited(out, "block-count-0", set_value("llama.block_count", 0))
     print(f"wrote {len(list(out.iterdir()))} GGUF cases to {out}")
 
 

@@ -171,6 +171,18 @@ def main():
     words = doc(word_ids=[None, 10**18 - 1, 10**18])
     case(out, "json-word-ids-huge", j + ["--words"], {"a.json": write_json(words)})
     case(out, "json-layer-numbers-huge", j, {"a.json": write_json(doc(layer_numbers=[10**18]))})
+    # Issue 40: a grid no input makes (it aborted on a 4e18-byte allocation), and one token of
+    # 50 MiB (1.4 GiB in render and diff).
+    image = {"source": "a.png", "original": [8, 4], "input": [8, 4], "patch": 4,
+             "grid": [10**9, 10**9],
+             "preprocessing": {"color": "rgb8", "resize": None, "crop": None, "rescale": None,
+                               "normalize": None, "positions_from": None},
+             "cells": [{"kind": "class"}, {"kind": "patch", "row": 0, "col": 0},
+                       {"kind": "patch", "row": 0, "col": 1}]}
+    case(out, "json-image-grid-1e9", j, {"a.json": write_json(doc(image=image))})
+    long = doc(tokens=["<s>", "x" * (50 << 20), "b"])
+    case(out, "json-token-50mib", j + ["-q"], {"a.json": write_json(long)})
+    case(out, "json-token-50mib-html", j + ["--html", "{out}/a.html"], {"a.json": write_json(long)})
     for name in sorted(os.listdir(out)):
         print(name)
 

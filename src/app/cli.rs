@@ -22,6 +22,33 @@ use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
 use attnviz::render::json::JsonSection;
 use attnviz::render::ColorChoice;
 
+/// The `--help` headings of the analysing command, one per task, in the order `--help` shows
+/// them (`ORDER`). clap orders headings by their first flag, so [`Args`]'s fields come in
+/// this order too (a test checks the printed help).
+pub mod heading {
+    /// TEXT, --pair, --truncate.
+    pub const INPUT: &str = "Input";
+    /// Which model, and what of it is captured.
+    pub const MODEL: &str = "Model";
+    /// What the views show, and the files written (JSON, HTML, a saved capture).
+    pub const OUTPUTS: &str = "Outputs";
+    /// PNG and SVG figures.
+    pub const FIGURES: &str = "Figures (PNG, SVG)";
+    /// A vision model's picture.
+    pub const PICTURES: &str = "Pictures (vision models)";
+    /// Statistics and the analyses beyond raw attention.
+    pub const ANALYSES: &str = "Analyses";
+    /// Decoders and encoder–decoders: generating, teacher forcing, chat templates.
+    pub const GENERATION: &str = "Generation";
+    /// `--input FILE`: many sentences.
+    pub const CORPUS: &str = "Corpus mode";
+    /// Every heading, in order (what the tests check `--help` against).
+    #[cfg(test)]
+    pub const ORDER: [&str; 8] = [
+        INPUT, MODEL, OUTPUTS, FIGURES, PICTURES, ANALYSES, GENERATION, CORPUS,
+    ];
+}
+
 /// See what a Transformer's attention heads look at.
 ///
 /// Runs TEXT through the model (our own multi-head attention, agreeing with Hugging Face
@@ -29,7 +56,7 @@ use attnviz::render::ColorChoice;
 /// PNG/SVG heatmaps and as a self-contained HTML report. Layers and heads are numbered from 0.
 #[derive(Debug, Parser)]
 #[command(name = "attnviz", version, about, long_about = None, max_term_width = 100)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, next_display_order = 1)]
 #[command(after_help = "Examples:\n  \
     attnviz \"The quick brown fox jumps over the lazy dog.\"\n  \
     attnviz -m ./all-MiniLM-L6-v2 \"The cat sat.\" --pair \"It was tired.\" --layer 2 --head 5\n  \
@@ -42,31 +69,28 @@ use attnviz::render::ColorChoice;
     attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
     attnviz render outputs.npz --html report.html")]
 pub struct Args {
-    /// A subcommand (`render`, `merge`) instead of analysing TEXT. To analyse a text that is a
-    /// subcommand's name, write it after `--`: `attnviz -- merge`.
+    /// A subcommand (`render`, `merge`, `diff`, `serve`) instead of analysing TEXT. To analyse a
+    /// text that is a subcommand's name, write it after `--`: `attnviz -- merge`.
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// The sentence to analyse; `-` reads it from standard input. Not with --input.
-    #[arg(value_name = "TEXT")]
+    /// The sentence to analyse; `-` reads it from standard input. Not with --input. A one-word
+    /// text that is a subcommand's name, or one letter from one (`serv`), goes after `--`:
+    /// `attnviz -- serv`.
+    #[arg(help_heading = heading::INPUT, value_name = "TEXT", display_order = 0)]
     pub text: Option<String>,
 
-    /// An image (PNG, JPEG or WebP) for a vision model (ViT, DeiT): its attention over the
-    /// patches, drawn on the picture. TEXT is not needed.
-    #[arg(help_heading = "Input", long, value_name = "FILE")]
-    pub image: Option<PathBuf>,
-
-    /// Which attention the picture views draw (with --image).
-    #[command(flatten)]
-    pub picture: PictureArgs,
-
     /// A second sentence: encode TEXT and PAIR as a pair (segments A and B).
-    #[arg(help_heading = "Input", short, long, value_name = "PAIR")]
+    #[arg(help_heading = heading::INPUT, short, long, value_name = "PAIR")]
     pub pair: Option<String>,
+
+    /// Cut input longer than the model's maximum positions instead of failing.
+    #[arg(help_heading = heading::INPUT, long)]
+    pub truncate: bool,
 
     /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
     #[arg(
-        help_heading = "Model",
+        help_heading = heading::MODEL,
         short,
         long,
         value_name = "ID|DIR",
@@ -77,28 +101,65 @@ pub struct Args {
 
     /// Hub revision (branch, tag or commit) of --model.
     #[arg(
-        help_heading = "Model",
+        help_heading = heading::MODEL,
         long,
         value_name = "REV",
         default_value = "main"
     )]
     pub revision: String,
 
-    /// Cut input longer than the model's maximum positions instead of failing.
-    #[arg(help_heading = "Input", long)]
-    pub truncate: bool,
+    /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
+    /// available].
+    #[arg(help_heading = heading::MODEL, long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Capture only these layers (numbered from 0), e.g. `0,5,10-12`: a long input on a deep
+    /// model needs layers × heads × tokens² × 4 bytes for its attention. Every output shows
+    /// the captured layers under their own numbers.
+    #[arg(help_heading = heading::MODEL, long, value_name = "LIST", value_parser = parse_layers)]
+    pub layers: Option<LayerList>,
+
+    /// The most memory the captured attention may take, e.g. `2G`, `512M` (bytes, or with k,
+    /// M, G, T; powers of 1024). A larger capture is refused before the model runs
+    /// [default: half of this machine's memory].
+    #[arg(help_heading = heading::MODEL, long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
 
     /// What to show and where: the output flags, shared with `attnviz render`.
     #[command(flatten)]
     pub out: Outputs,
 
     /// Include each head's query and key vectors in the HTML report for its neuron view.
-    #[arg(help_heading = "HTML report", long)]
+    #[arg(help_heading = heading::OUTPUTS, long)]
     pub neuron: bool,
+
+    /// Save every captured layer's attention to FILE.safetensors, each layer written as the
+    /// model computes it, so the capture need not fit in memory (--max-memory then bounds one
+    /// layer). Draw it later, reading only the layers needed, with `attnviz render
+    /// FILE.safetensors` (docs/save.md).
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "FILE")]
+    pub save_attention: Option<PathBuf>,
+
+    /// The number type --save-attention writes: f32 (exact), or f16 (half the size, within
+    /// 5e-4 relative) [default: f32].
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "TYPE", value_parser = ["f32", "f16"], requires = "save_attention")]
+    pub save_dtype: Option<String>,
+
+    // An image for a vision model; the help names every vision family ([`image_help`]).
+    #[arg(help_heading = heading::PICTURES, long, value_name = "FILE", help = image_help())]
+    pub image: Option<PathBuf>,
+
+    /// Which attention the picture views draw (with --image).
+    #[command(flatten)]
+    pub picture: PictureArgs,
+
+    /// Per-head statistics (`--stats`, `--stat`).
+    #[command(flatten)]
+    pub stats: StatsArgs,
 
     /// What every view draws: the attention probabilities, or the attention weighted by what
     /// it moves, as shares of each row (docs/analyses.md) [default: raw].
-    #[arg(help_heading = "Analyses", long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "WEIGHTS", value_parser = choice::<Weighting>())]
     pub weighting: Option<Weighting>,
 
     /// ALTI (Ferrando et al. 2022; docs/analyses.md): how much each input token contributes to
@@ -106,7 +167,7 @@ pub struct Args {
     /// the norms; `--json` gets `alti` and `alti_per_layer` sections, `--figure alti` draws it
     /// up to --layer, `--html` offers it in the matrix view (self-attention of encoders and
     /// decoders; every layer captured). Costs several forward passes.
-    #[arg(help_heading = "Analyses", long)]
+    #[arg(help_heading = heading::ANALYSES, long)]
     pub alti: bool,
 
     /// Value zeroing (Mohebbi et al. 2023; docs/analyses.md): how far each token's output of a
@@ -115,7 +176,7 @@ pub struct Args {
     /// value-zeroing` draws it up to --layer, `--html` offers it in the matrix view
     /// (self-attention of encoders and decoders; every layer). Costs about one forward pass per
     /// token.
-    #[arg(help_heading = "Analyses", long)]
+    #[arg(help_heading = heading::ANALYSES, long)]
     pub value_zeroing: bool,
 
     /// The logit lens (docs/analyses.md): at every layer and position, the token the residual
@@ -123,57 +184,88 @@ pub struct Args {
     /// encoder's masked-LM head), with its probability, as a table; `--json` gets a
     /// `logit_lens` section, `--html` a lens view (the report opens on it), `--figure lens`
     /// draws it (decoders with a language-model head, encoders with a masked-LM head).
-    #[arg(help_heading = "Analyses", long)]
+    #[arg(help_heading = heading::ANALYSES, long)]
     pub lens: bool,
+
+    /// Tokens kept per logit-lens cell in the JSON export, at most 100 [default: 5].
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "K")]
+    pub lens_top: Option<usize>,
 
     /// Per-head direct logit attribution at the last position (docs/analyses.md): each head's
     /// share of the target token's logit, ranked, and a layers × heads table; `--json` gets a
     /// `head_attribution` section (decoders with a language-model head).
-    #[arg(help_heading = "Analyses", long)]
+    #[arg(help_heading = heading::ANALYSES, long)]
     pub attribution: bool,
 
     /// The token the attribution and ablation follow, typed as one token of the vocabulary
     /// (a word after a space usually starts with one: " Paris") [default: the model's own
     /// prediction of the next token]. Implies --attribution.
-    #[arg(help_heading = "Analyses", long, value_name = "TOKEN")]
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "TOKEN")]
     pub target_token: Option<String>,
 
     /// The logit difference A − B of two tokens, per head (implies --attribution, with A as
     /// the target).
-    #[arg(help_heading = "Analyses", long, value_name = "A,B")]
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "A,B")]
     pub contrast: Option<String>,
 
     /// Head ablation: remove each head in turn (zeroed, or replaced by its mean over the
     /// input) and report the change in the target's log-probability [default: zero].
-    #[arg(help_heading = "Analyses", long, value_name = "MODE", num_args = 0..=1, default_missing_value = "zero", value_parser = ["zero", "mean"])]
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "MODE", num_args = 0..=1, default_missing_value = "zero", value_parser = ["zero", "mean"])]
     pub ablate: Option<String>,
 
-    /// Tokens kept per logit-lens cell in the JSON export [default: 5].
-    #[arg(help_heading = "Analyses", long, value_name = "K")]
-    pub lens_top: Option<usize>,
+    /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
+    /// at the model's end-of-sequence token), then show the attention over the prompt and the
+    /// generated tokens, which every view marks. Encoder–decoder models (BART, T5, Marian):
+    /// TEXT is the source, and the decoder generates up to N tokens [default: 19, or the
+    /// checkpoint's max_length less one when smaller].
+    #[arg(help_heading = heading::GENERATION, long, value_name = "N")]
+    pub generate: Option<usize>,
+
+    /// Encoder–decoder models (BART, T5, Marian): the output to teacher-force. TEXT is the
+    /// source; the decoder reads this target shifted right behind its start token, as
+    /// transformers does in training.
+    #[arg(
+        help_heading = heading::GENERATION,
+        long,
+        value_name = "TEXT",
+        conflicts_with = "generate"
+    )]
+    pub target: Option<String>,
+
+    /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
+    /// as chat models expect their input; with --generate, the model answers.
+    #[arg(help_heading = heading::GENERATION, long)]
+    pub chat: bool,
+
+    /// How long value zeroing and head ablation may each take, e.g. `90s`, `20m`, `2h` (a
+    /// number alone is seconds). Both re-run the model many times (value zeroing once per
+    /// token); the time is estimated from one pass before the re-runs start, and a longer
+    /// analysis is refused [default: 10m].
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "TIME", value_parser = parse_duration)]
+    pub max_analysis_time: Option<std::time::Duration>,
 
     /// Corpus mode: one sentence, or a tab-separated pair, per line of FILE (`-` for stdin), or
     /// JSON Lines ({"text": …, "pair": …, "id": …}); gzip or zstd compressed or not. Writes
     /// DIR/sentences/NNNNNN.json (NNNNNN = line number, or the id), DIR/corpus_stats.json (the
     /// per-head statistics averaged over the sentences) and DIR/corpus_partial.json (exact sums,
     /// for `attnviz merge` and --resume), and prints the averaged --stats table.
-    #[arg(help_heading = "Corpus mode", long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
+    #[arg(help_heading = heading::CORPUS, long, value_name = "FILE", conflicts_with_all = ["text", "pair"])]
     pub input: Option<PathBuf>,
 
     /// Corpus mode: folder for the per-sentence outputs and the corpus statistics.
-    #[arg(help_heading = "Corpus mode", long, value_name = "DIR")]
+    #[arg(help_heading = heading::CORPUS, long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 
     /// Corpus mode: what to do with a bad line (empty, too long, more than one tab, not UTF-8;
     /// in JSON Lines also no "text", an id that cannot name a file, or an id used before)
     /// [default: skip].
-    #[arg(help_heading = "Corpus mode", long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
+    #[arg(help_heading = heading::CORPUS, long, value_name = "WHAT", value_parser = choice::<OnBadLine>())]
     pub on_bad_line: Option<OnBadLine>,
 
     /// Corpus mode: what to write for each sentence into DIR/sentences/, named by line number
     /// (000042.json); comma-separated. `none` writes only DIR/corpus_stats.json [default: json].
     #[arg(
-        help_heading = "Corpus mode",
+        help_heading = heading::CORPUS,
         long,
         value_name = "LIST",
         value_parser = choice::<PerSentence>(),
@@ -183,76 +275,23 @@ pub struct Args {
 
     /// Corpus mode: replace an earlier run's results in --out-dir (its sentences/ files) instead
     /// of refusing to mix two runs.
-    #[arg(help_heading = "Corpus mode", long)]
+    #[arg(help_heading = heading::CORPUS, long)]
     pub force: bool,
 
     /// Corpus mode: process only shard K of N: lines K, K+N, K+2N, … (numbered from 1). Each
     /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly.
-    #[arg(help_heading = "Corpus mode", long, value_name = "K/N", value_parser = parse_shard)]
+    #[arg(help_heading = heading::CORPUS, long, value_name = "K/N", value_parser = parse_shard)]
     pub shard: Option<Shard>,
 
     /// Corpus mode: continue the run in --out-dir where it stopped (killed, pre-empted, Ctrl-C),
     /// skipping the sentences already done; with nothing to continue, start.
-    #[arg(help_heading = "Corpus mode", long, conflicts_with = "force")]
+    #[arg(help_heading = heading::CORPUS, long, conflicts_with = "force")]
     pub resume: bool,
 
     /// Corpus mode: what each line of --input holds. gzip and zstd compression are recognised
     /// by their content either way [default: auto].
-    #[arg(help_heading = "Corpus mode", long, value_name = "FORMAT", value_parser = choice::<InputFormat>())]
+    #[arg(help_heading = heading::CORPUS, long, value_name = "FORMAT", value_parser = choice::<InputFormat>())]
     pub input_format: Option<InputFormat>,
-
-    /// Worker threads for the forward pass [default: physical cores; at most 4 × the CPUs
-    /// available].
-    #[arg(help_heading = "Model", long, value_name = "N")]
-    pub threads: Option<usize>,
-
-    /// Decoder models: generate up to N tokens greedily after TEXT (with a KV cache, stopping
-    /// at the model's end-of-sequence token), then show the attention over the prompt and the
-    /// generated tokens, which every view marks. Encoder–decoder models (BART, T5, Marian):
-    /// TEXT is the source, and the decoder generates up to N tokens [default: 19, or the
-    /// checkpoint's max_length less one when smaller].
-    #[arg(help_heading = "Generation", long, value_name = "N")]
-    pub generate: Option<usize>,
-
-    /// Encoder–decoder models (BART, T5, Marian): the output to teacher-force. TEXT is the
-    /// source; the decoder reads this target shifted right behind its start token, as
-    /// transformers does in training.
-    #[arg(
-        help_heading = "Generation",
-        long,
-        value_name = "TEXT",
-        conflicts_with = "generate"
-    )]
-    pub target: Option<String>,
-
-    /// Wrap TEXT in the model's chat template (one user message, the assistant's turn opened),
-    /// as chat models expect their input; with --generate, the model answers.
-    #[arg(help_heading = "Generation", long)]
-    pub chat: bool,
-
-    /// Capture only these layers (numbered from 0), e.g. `0,5,10-12`: a long input on a deep
-    /// model needs layers × heads × tokens² × 4 bytes for its attention. Every output shows
-    /// the captured layers under their own numbers.
-    #[arg(help_heading = "Model", long, value_name = "LIST", value_parser = parse_layers)]
-    pub layers: Option<LayerList>,
-
-    /// The most memory the captured attention may take, e.g. `2G`, `512M` (bytes, or with k,
-    /// M, G, T; powers of 1024). A larger capture is refused before the model runs
-    /// [default: half of this machine's memory].
-    #[arg(help_heading = "Model", long, value_name = "SIZE", value_parser = parse_size)]
-    pub max_memory: Option<u64>,
-
-    /// Save every captured layer's attention to FILE.safetensors, each layer written as the
-    /// model computes it, so the capture need not fit in memory (--max-memory then bounds one
-    /// layer). Draw it later, reading only the layers needed, with `attnviz render
-    /// FILE.safetensors` (docs/save.md).
-    #[arg(help_heading = "Output", long, value_name = "FILE")]
-    pub save_attention: Option<PathBuf>,
-
-    /// The number type --save-attention writes: f32 (exact), or f16 (half the size, within
-    /// 5e-4 relative) [default: f32].
-    #[arg(help_heading = "Output", long, value_name = "TYPE", value_parser = ["f32", "f16"], requires = "save_attention")]
-    pub save_dtype: Option<String>,
 }
 
 /// The output flags: what to show (layer, head, words), the files to write and the terminal
@@ -261,44 +300,56 @@ pub struct Args {
 #[derive(Debug, clap::Args)]
 pub struct Outputs {
     /// Layer to show in the terminal and single-head images (0-based) [default: last layer].
-    #[arg(help_heading = "What to show", short, long, value_name = "N")]
+    #[arg(help_heading = heading::OUTPUTS, short, long, value_name = "N")]
     pub layer: Option<usize>,
 
     /// Head to show (0-based), or `mean` for the mean over the layer's heads [default: mean].
-    #[arg(help_heading = "What to show", long, value_name = "N|mean", value_parser = parse_head)]
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "N|mean", value_parser = parse_head)]
     pub head: Option<HeadSel>,
 
     /// Which attention of an encoder–decoder model (BART, T5, Marian) or file the terminal
     /// view, the statistics table and PNG/SVG show, and the kind the HTML report opens on
     /// [default: cross, or the only kind a file holds]; the report and JSON hold all three.
     /// Other models have one, `self`.
-    #[arg(help_heading = "What to show", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
     pub kind: Option<AttentionKind>,
 
     /// Merge word pieces into words (attention to a word sums its pieces; from a word, averages them).
-    #[arg(help_heading = "What to show", long)]
+    #[arg(help_heading = heading::OUTPUTS, long)]
     pub words: bool,
 
     /// Label tokens as the tokenizer's vocabulary spells them (`Ġquick`, `▁fox`, `Ċ`, `Ã©`)
     /// instead of as a reader reads them (`quick`, `fox`, `↵`, `é`), in the terminal view, the
     /// images and the HTML report (whose page can switch back). JSON holds both.
-    #[arg(help_heading = "What to show", long)]
+    #[arg(help_heading = heading::OUTPUTS, long)]
     pub raw_tokens: bool,
 
     /// Drop the special tokens the tokenizer adds ([CLS]/[SEP], <s>/</s>, BOS/EOS…) and
     /// renormalise each row over the remaining tokens.
-    #[arg(help_heading = "What to show", long)]
+    #[arg(help_heading = heading::OUTPUTS, long)]
     pub no_special: bool,
 
+    /// How many most-attended tokens the terminal lists for each token [default: 3].
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "K")]
+    pub top: Option<usize>,
+
+    /// Colour in the terminal view and the statistics table [default: auto].
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
+    pub color: Option<ColorChoice>,
+
+    /// Don't print the terminal view (outputs requested with --json/--png/… are still written;
+    /// an analysis whose result would then reach no output is refused).
+    #[arg(help_heading = heading::OUTPUTS, short, long)]
+    pub quiet: bool,
+
     /// Write the attention (and statistics) as JSON to FILE; `-` writes to standard output.
-    #[arg(help_heading = "Outputs", long, value_name = "FILE")]
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated:
-    /// `means` (each layer's mean over its heads), `rollout` (attention rollout through each
-    /// layer), `alti` (ALTI, as --alti). See docs/json.md.
+    /// Add sections to every JSON export (--json, --report, corpus mode), comma-separated; the
+    /// sections are listed below (docs/json.md describes each).
     #[arg(
-        help_heading = "Outputs",
+        help_heading = heading::OUTPUTS,
         long,
         value_name = "LIST",
         value_parser = choice::<JsonSection>(),
@@ -307,27 +358,48 @@ pub struct Outputs {
     pub json_include: Vec<JsonSection>,
 
     /// Write JSON numbers at full f32 precision instead of 6 significant digits.
-    #[arg(help_heading = "Outputs", long)]
+    #[arg(help_heading = heading::OUTPUTS, long)]
     pub full_precision: bool,
 
+    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
+    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
+    /// 512-token bert-base report stays under 30 MB). The page states the precision
+    /// [default: auto].
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
+    pub html_precision: Option<PrecisionChoice>,
+
+    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
+    #[arg(help_heading = heading::OUTPUTS, long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// Write a local model's folder (or GGUF file) and the input files by their full paths in
+    /// the JSON, the HTML report, saved captures and corpus summaries [default: by their names,
+    /// so that a file shared says nothing of this machine's folders].
+    #[arg(help_heading = heading::OUTPUTS, long)]
+    pub full_paths: bool,
+
     /// Write a PNG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "FILE")]
     pub png: Option<PathBuf>,
 
     /// Write an SVG heatmap (see --figure).
-    #[arg(help_heading = "Images", long, value_name = "FILE")]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
 
     /// What the PNG/SVG shows [default: head].
-    #[arg(help_heading = "Images", long, value_name = "FIGURE", value_parser = figure_choice())]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "FIGURE", value_parser = figure_choice())]
     pub figure: Option<Figure>,
 
     /// Colour map of heatmaps [default: viridis].
-    #[arg(help_heading = "Images", long, value_name = "MAP", value_parser = choice::<Colormap>())]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "MAP", value_parser = choice::<Colormap>())]
     pub colormap: Option<Colormap>,
 
     /// Light or dark images [default: light].
-    #[arg(help_heading = "Images", long, value_name = "THEME", value_parser = choice::<Theme>())]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "THEME", value_parser = choice::<Theme>())]
     pub theme: Option<Theme>,
 
     /// How attention maps to colour in images: auto (square root for inputs over 64 tokens or
@@ -335,57 +407,32 @@ pub struct Outputs {
     /// why); linear; sqrt (weak links show, zero stays zero); log (three decades below the
     /// largest weight). The colour bar's ticks sit at their real values on every scale
     /// [default: auto].
-    #[arg(help_heading = "Images", long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "SCALE", value_parser = choice::<ColorScale>())]
     pub scale: Option<ColorScale>,
 
     /// PNG pixels per layout pixel, for print: 2 doubles the pixels with the same layout
     /// (0.5 to 4). The PNG states 96 × F pixels per inch, so it prints at the same size
     /// [default: 1].
-    #[arg(help_heading = "Images", long, value_name = "F", value_parser = parse_scale_factor)]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "F", value_parser = parse_scale_factor)]
     pub scale_factor: Option<f32>,
 
     /// PNG pixel density for print, e.g. 300: the same as --scale-factor DPI/96 (48 to 384).
-    #[arg(help_heading = "Images", long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
+    #[arg(help_heading = heading::FIGURES, long, value_name = "DPI", conflicts_with = "scale_factor", value_parser = parse_dpi)]
     pub dpi: Option<f32>,
+}
 
-    /// Write a self-contained interactive HTML report (head, model, matrix and neuron views).
-    #[arg(help_heading = "HTML report", long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-
-    /// How the HTML report stores attention weights: 16 bits (within 7.6e-6), 8 bits (within
-    /// 2e-3, several times smaller), or auto: 16 bits up to 25 million weights, else 8 (so a
-    /// 512-token bert-base report stays under 30 MB). The page states the precision
-    /// [default: auto].
-    #[arg(help_heading = "HTML report", long, value_name = "BITS", value_parser = choice::<PrecisionChoice>())]
-    pub html_precision: Option<PrecisionChoice>,
-
-    /// Write everything (JSON, HTML report and every kind of image) into folder DIR.
-    #[arg(help_heading = "Outputs", long, value_name = "DIR")]
-    pub report: Option<PathBuf>,
-
+/// The per-head statistics table: TEXT and `attnviz render FILE` take it alike.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
     /// Print per-head statistics (entropy, distance, shares to the sequence start/end tokens,
     /// punctuation, self, previous and next, to the first token in causal models, and a label
     /// per head) as a layers × heads overview.
-    #[arg(help_heading = "Statistics", long)]
+    #[arg(help_heading = heading::ANALYSES, long)]
     pub stats: bool,
 
-    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats):
-    /// entropy, entropy_norm, distance, to_start, to_end, to_first, to_punct, to_self, to_prev,
-    /// to_next.
-    #[arg(help_heading = "Statistics", long, value_name = "NAME")]
+    /// Print one statistic as a layers × heads heatmap instead of the overview (implies --stats).
+    #[arg(help_heading = heading::ANALYSES, long, value_name = "NAME", value_parser = stat_choice(), ignore_case = true)]
     pub stat: Option<Stat>,
-
-    /// How many most-attended tokens the terminal lists for each token [default: 3].
-    #[arg(help_heading = "Terminal view", long, value_name = "K")]
-    pub top: Option<usize>,
-
-    /// Colour in the terminal view and the statistics table [default: auto].
-    #[arg(help_heading = "Terminal view", long, value_name = "WHEN", value_parser = choice::<ColorChoice>())]
-    pub color: Option<ColorChoice>,
-
-    /// Don't print the terminal view (outputs requested with --json/--png/… are still written).
-    #[arg(help_heading = "Outputs", short, long)]
-    pub quiet: bool,
 }
 
 /// The most layers a `--layers` list may name (far more than any model has).
@@ -426,6 +473,33 @@ pub fn parse_layers(s: &str) -> Result<LayerList, String> {
 }
 
 /// `2G`, `512M`, `1.5GiB`, `800mb`, `4096` (bytes) → bytes; k/M/G/T are powers of 1024.
+/// A time: seconds, or a number with `s`, `m` or `h` (`90`, `90s`, `2.5m`, `1h`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => t.split_at(i),
+        _ => (t, "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "`{s}` is not a time: give seconds, or a number with s, m or h"
+            ))
+        }
+    };
+    match number.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e9 => {
+            Ok(std::time::Duration::from_secs_f64(x * scale))
+        }
+        _ => Err(format!(
+            "`{s}` is not a time: give seconds, or a number with s, m or h (at most 10⁹ seconds)"
+        )),
+    }
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t
@@ -519,7 +593,8 @@ pub struct DiffArgs {
     #[arg(help_heading = "What to compare", long)]
     pub shared: bool,
 
-    /// Of a file with an encoder–decoder's attention, the kind to compare [default: cross].
+    /// Of a file with an encoder–decoder's attention, the kind to compare [default: cross];
+    /// other files hold one, `self`.
     #[arg(help_heading = "What to compare", long, value_name = "KIND", value_parser = choice::<AttentionKind>())]
     pub kind: Option<AttentionKind>,
 
@@ -550,6 +625,11 @@ pub struct DiffArgs {
     /// Write JSON numbers at full precision instead of 6 significant digits.
     #[arg(help_heading = "Outputs", long)]
     pub full_precision: bool,
+
+    /// Name A and B by their full paths in the JSON and the HTML page [default: by their file
+    /// names].
+    #[arg(help_heading = "Outputs", long)]
+    pub full_paths: bool,
 
     /// Write a PNG (see --figure).
     #[arg(help_heading = "Outputs", long, value_name = "FILE")]
@@ -630,6 +710,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
 
+    /// Require the token printed at start in every URL on a loopback address too: there, any
+    /// user of this machine can reach the server without it.
+    #[arg(long)]
+    pub token: bool,
+
+    /// Name a local model by its folder's (or GGUF file's) full path in the reports and the
+    /// answers [default: by the folder's or file's name].
+    #[arg(long)]
+    pub full_paths: bool,
+
     /// The most tokens one request's input may have (text and pair, with special tokens).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_tokens: usize,
@@ -638,13 +728,20 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_generate: usize,
 
-    /// Requests that may wait for a model while it runs another; more get 503.
+    /// Requests that may wait for a model while it runs another (and reports that may wait
+    /// while one is written); more get 503.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub queue: usize,
 
     /// Connections open at once; one more is answered 503 and closed.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
+
+    /// The most memory the runs kept for the page (its frame's first load, Save report) may
+    /// take, e.g. `256M`, `1G` (powers of 1024); the oldest are dropped first, the newest kept
+    /// whatever its size. At most 16 are kept.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
+    pub keep_memory: u64,
 
     /// Seconds one request may take, waiting and running; longer ones get 503.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
@@ -655,7 +752,8 @@ pub struct ServeArgs {
     pub threads: Option<usize>,
 
     /// For tests: every run, once it has its model's turn, waits for one line on stdin before
-    /// its forward pass, so a test holds a model busy for exactly as long as it wants.
+    /// its forward pass (and every report, once it has the writer's turn, before it is
+    /// written), so a test holds a model or the writer busy for exactly as long as it wants.
     #[arg(long, hide = true)]
     pub test_hold: bool,
 }
@@ -669,27 +767,31 @@ pub struct RenderArgs {
 
     /// The tokens of FILE's attention, one per line (or a JSON array of strings), when FILE has
     /// none or others should label it.
-    #[arg(help_heading = "Input", long, value_name = "FILE")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
 
     /// The most memory reading and drawing FILE may take, e.g. `2G`, `512M` (bytes, or with k,
     /// M, G, T; powers of 1024). Checked from the file's headers before anything is read
     /// [default: half of this machine's memory, or of the address-space limit].
-    #[arg(help_heading = "Input", long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = heading::INPUT, long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
 
     /// Of a capture saved with --save-attention, read only these layers (numbered as in the
     /// model), e.g. `3` or `0,5,10-12`; the others are not read at all.
-    #[arg(help_heading = "Input", long, value_name = "LIST", value_parser = parse_layers)]
+    #[arg(help_heading = heading::INPUT, long, value_name = "LIST", value_parser = parse_layers)]
     pub layers: Option<LayerList>,
+
+    /// What to show and where, as for TEXT.
+    #[command(flatten)]
+    pub out: Outputs,
 
     /// Which attention the picture views draw, when FILE is an image run's JSON export.
     #[command(flatten)]
     pub picture: PictureArgs,
 
-    /// What to show and where, as for TEXT.
+    /// Per-head statistics, as for TEXT.
     #[command(flatten)]
-    pub out: Outputs,
+    pub stats: StatsArgs,
 }
 
 /// What the views of a picture draw: the query, and how rollout fuses heads.
@@ -698,17 +800,17 @@ pub struct PictureArgs {
     /// With --image (or a file of an image run): the query whose attention the terminal view and figures draw, as the
     /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
     /// (SigLIP); default: the class token, or the pooling head on a model without one.
-    #[arg(help_heading = "Input", long, value_name = "ROW,COL|pool")]
+    #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool")]
     pub query: Option<String>,
 
     /// With an image and `--figure rollout`: how each layer's heads are fused before rolling
     /// out (vit-explain's head_fusion): mean (default), max or min.
-    #[arg(help_heading = "Images", long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
+    #[arg(help_heading = heading::PICTURES, long, value_name = "FUSION", value_parser = choice::<attnviz::analysis::HeadFusion>())]
     pub head_fusion: Option<attnviz::analysis::HeadFusion>,
 
     /// With an image and `--figure rollout`: the share of each layer's smallest fused weights
     /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
-    #[arg(help_heading = "Images", long, value_name = "RATIO")]
+    #[arg(help_heading = heading::PICTURES, long, value_name = "RATIO")]
     pub discard_ratio: Option<f32>,
 }
 
@@ -728,7 +830,7 @@ pub struct MergeArgs {
     pub quiet: bool,
 
     /// Show one statistic of the table as a layers × heads heatmap.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = stat_choice(), ignore_case = true)]
     pub stat: Option<Stat>,
 
     /// Colour in the statistics table [default: auto].
@@ -749,6 +851,46 @@ pub fn choice<T: Choice + Send + Sync>() -> impl TypedValueParser<Value = T> {
             .map(|v| PossibleValue::new(v.name()).help(v.describe())),
     )
     .map(|name| T::from_name(&name).expect("clap accepted only the listed names"))
+}
+
+/// `--image`'s help, naming every family that reads images, as the registry lists them.
+fn image_help() -> String {
+    let families: Vec<&str> = attnviz::model::families::registry::vision_families()
+        .map(|f| f.name)
+        .collect();
+    format!(
+        "An image (PNG, JPEG or WebP) for a vision model ({}): its attention over the patches, \
+         drawn on the picture. TEXT is not needed",
+        families.join(", ")
+    )
+}
+
+/// The `--stat` names (the JSON field names, with their titles for `--help`), and the
+/// spellings [`Stat`]'s `FromStr` also takes as hidden aliases: without `to_`, with `-` for `_`,
+/// and format version 1's `to_cls`/`cls` and `to_sep`/`sep`.
+fn stat_choice() -> impl TypedValueParser<Value = Stat> {
+    PossibleValuesParser::new(Stat::ALL.iter().map(|&st| {
+        let aliases: &[&'static str] = match st {
+            Stat::Entropy | Stat::Distance => &[],
+            Stat::EntropyNorm => &["entropy-norm"],
+            Stat::ToStart => &["to-start", "start", "to_cls", "cls"],
+            Stat::ToEnd => &["to-end", "end", "to_sep", "sep"],
+            Stat::ToFirst => &["to-first", "first"],
+            Stat::ToPunct => &["to-punct", "punct"],
+            Stat::ToSelf => &["to-self", "self"],
+            Stat::ToPrev => &["to-prev", "prev"],
+            Stat::ToNext => &["to-next", "next"],
+            Stat::PrevTokenScore => &["prev-token-score"],
+            Stat::DuplicateTokenScore => &["duplicate-token-score"],
+        };
+        PossibleValue::new(st.name())
+            .help(st.title())
+            .aliases(aliases.iter().copied())
+    }))
+    .map(|name| {
+        name.parse::<Stat>()
+            .expect("clap accepted only Stat's names")
+    })
 }
 
 /// The `--figure` names, with help that names the flags each figure reads (the library's
@@ -817,6 +959,197 @@ mod tests {
     }
 
     #[test]
+    fn help_has_one_heading_per_task_in_order() {
+        for long in [false, true] {
+            let mut cmd = Args::command();
+            let help = if long {
+                cmd.render_long_help()
+            } else {
+                cmd.render_help()
+            }
+            .to_string();
+            let headings: Vec<&str> = help
+                .lines()
+                .filter(|l| !l.starts_with(' ') && l.ends_with(':'))
+                .map(|l| l.trim_end_matches(':'))
+                .collect();
+            let mut expected = vec!["Commands", "Options"];
+            expected.extend(heading::ORDER);
+            expected.push("Examples");
+            assert_eq!(headings, expected, "long help: {long}");
+            // The input group opens with TEXT.
+            let input = help
+                .split(&format!("\n{}:\n", heading::INPUT))
+                .nth(1)
+                .unwrap();
+            assert!(input.trim_start().starts_with("[TEXT]"), "{input}");
+        }
+        let mut cmd = Args::command();
+        cmd.build();
+        for arg in cmd.get_arguments() {
+            if matches!(arg.get_id().as_str(), "help" | "version") {
+                continue;
+            }
+            let h = arg.get_help_heading();
+            assert!(
+                h.is_some_and(|h| heading::ORDER.contains(&h)),
+                "{}: heading {h:?}",
+                arg.get_id()
+            );
+        }
+    }
+
+    /// Whether `word` occurs in `text` as a word of its own.
+    fn names(text: &str, word: &str) -> bool {
+        let is_word = |c: char| c.is_alphanumeric() || c == '_';
+        text.match_indices(word).any(|(i, _)| {
+            let before = text[..i].chars().next_back();
+            let after = text[i + word.len()..].chars().next();
+            !before.is_some_and(is_word) && !after.is_some_and(is_word)
+        })
+    }
+
+    #[test]
+    fn help_that_names_values_names_them_all() {
+        fn check(cmd: &clap::Command) {
+            for arg in cmd.get_arguments() {
+                let values: Vec<String> = arg
+                    .get_possible_values()
+                    .iter()
+                    .filter(|v| !v.is_hide_set())
+                    .map(|v| v.get_name().to_string())
+                    .collect();
+                let help = arg
+                    .get_long_help()
+                    .or(arg.get_help())
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let named: Vec<&String> = values.iter().filter(|v| names(&help, v)).collect();
+                assert!(
+                    named.len() < 2 || named.len() == values.len(),
+                    "{} {}: its help names {named:?} of {values:?}; name them all, or none and \
+                     let clap list them",
+                    cmd.get_name(),
+                    arg.get_id()
+                );
+            }
+            for sub in cmd.get_subcommands() {
+                check(sub);
+            }
+        }
+        let mut cmd = Args::command();
+        cmd.build();
+        check(&cmd);
+        // --stat lists every statistic, and takes the other spellings its parser knows.
+        let stat = cmd.get_arguments().find(|a| a.get_id() == "stat").unwrap();
+        let listed: Vec<String> = stat
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        let all: Vec<&str> = Stat::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(listed, all);
+        for st in Stat::ALL {
+            let name = st.name();
+            let short = name.strip_prefix("to_").unwrap_or(name);
+            for spelling in [name.to_string(), name.replace('_', "-"), short.to_string()] {
+                let args = Args::try_parse_from(["attnviz", "t", "--stat", &spelling]);
+                assert_eq!(args.unwrap().stats.stat, Some(st), "--stat {spelling}");
+            }
+        }
+        for v in stat.get_possible_values() {
+            for spelling in v.get_name_and_aliases() {
+                assert_eq!(
+                    spelling.parse::<Stat>().ok().map(Stat::name),
+                    Some(v.get_name())
+                );
+                let args = Args::try_parse_from(["attnviz", "t", "--stat", spelling]).unwrap();
+                assert_eq!(args.stats.stat.map(Stat::name), Some(v.get_name()));
+            }
+        }
+    }
+
+    #[test]
+    fn image_help_names_every_vision_family() {
+        let mut cmd = Args::command();
+        cmd.build();
+        let image = cmd.get_arguments().find(|a| a.get_id() == "image").unwrap();
+        let help = image.get_help().unwrap().to_string();
+        let families: Vec<&str> = attnviz::model::families::registry::vision_families()
+            .map(|f| f.name)
+            .collect();
+        assert!(
+            families.contains(&"ViT") && families.len() >= 4,
+            "{families:?}"
+        );
+        for f in families {
+            assert!(help.contains(f), "--image's help names {f}: {help}");
+        }
+    }
+
+    #[test]
+    fn every_flag_has_a_python_name_or_a_reason() {
+        let doc = include_str!("../../docs/python-flags.md");
+        let mut rows: Vec<(&str, &str)> = Vec::new();
+        for line in doc.lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let Some(cli) = cells
+                .get(1)
+                .and_then(|c| c.strip_prefix('`'))
+                .and_then(|c| c.strip_suffix('`'))
+            else {
+                continue;
+            };
+            let python = cells.get(2).copied().unwrap_or("");
+            assert!(
+                !rows.iter().any(|(c, _)| *c == cli),
+                "{cli} has two rows in docs/python-flags.md"
+            );
+            rows.push((cli, python));
+        }
+        let mut cmd = Args::command();
+        cmd.build();
+        let mut cli: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+            .map(|a| match a.get_long() {
+                Some(long) => format!("--{long}"),
+                None => a.get_value_names().unwrap()[0].to_string(),
+            })
+            .collect();
+        cli.extend(
+            cmd.get_subcommands()
+                .filter(|s| s.get_name() != "help")
+                .map(|s| format!("attnviz {}", s.get_name())),
+        );
+        for flag in &cli {
+            assert!(
+                rows.iter().any(|(c, _)| c == flag),
+                "{flag} has no row in docs/python-flags.md: give its Python name, or \"CLI only: \
+                 why\""
+            );
+        }
+        for (flag, python) in &rows {
+            assert!(
+                cli.contains(&flag.to_string()),
+                "docs/python-flags.md lists {flag}, which `attnviz --help` does not have"
+            );
+            match python.strip_prefix("CLI only") {
+                Some(reason) => assert!(
+                    reason.starts_with(": ") && reason.len() > 10,
+                    "{flag}: say why it is CLI only"
+                ),
+                None => assert!(
+                    ["`run(", "`report.", "`attnviz."]
+                        .iter()
+                        .any(|p| python.starts_with(p)),
+                    "{flag}: its Python name, as `run(name=)` or `report.method(name=)`: {python}"
+                ),
+            }
+        }
+    }
+
+    #[test]
     fn scale_factor_and_dpi_are_bounded() {
         assert_eq!(parse_scale_factor("2"), Ok(2.0));
         assert!(parse_scale_factor("0.1").is_err() && parse_scale_factor("5").is_err());
@@ -861,7 +1194,7 @@ mod tests {
             panic!("render")
         };
         assert_eq!(r.out.html, Some(PathBuf::from("r.html")));
-        assert!(r.out.stats && r.out.quiet);
+        assert!(r.stats.stats && r.out.quiet);
         assert_eq!(r.tokens, Some(PathBuf::from("t")));
         assert!(args.out.html.is_none());
         for model_flag in [

@@ -68,6 +68,7 @@ fn read(path: &Path, args: &DiffArgs) -> Result<Attention, Error> {
             per_cell: 16,
         },
         only: args.kind,
+        full_path: args.full_paths,
     };
     let mut imported = import::read(path, &opts).map_err(|e| match e {
         e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
@@ -143,10 +144,15 @@ fn selection(c: &Comparison, args: &DiffArgs) -> Result<(usize, usize), Error> {
 /// Write every output `args` asks for from `c`.
 pub fn write(c: &Comparison, args: &DiffArgs) -> Result<(), Error> {
     let (layer, head) = selection(c, args)?;
-    let sources = (
-        Some(args.a.display().to_string()),
-        Some(args.b.display().to_string()),
-    );
+    // By their names, or (`--full-paths`) their full paths, as every export names files.
+    let named = |p: &Path| {
+        if args.full_paths {
+            attnviz::model::source::full_path(p)
+        } else {
+            attnviz::model::source::local_name(p)
+        }
+    };
+    let sources = (Some(named(&args.a)), Some(named(&args.b)));
     let sources = (sources.0.as_deref(), sources.1.as_deref());
     let figure = match args.figure.unwrap_or(DiffFigure::Distance) {
         DiffFigure::Distance => CompareFigure::Distance,

@@ -12,7 +12,6 @@ use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
 use attnviz::render::image::{Figure, ImageError};
-use attnviz::render::terminal::escape_controls;
 use attnviz::request::{Run, RunRequest};
 use attnviz::save::LayerWriter;
 use attnviz::{import, tokenize};
@@ -85,7 +84,7 @@ impl Error {
 /// A line on standard error that must never fail the run (a closed stderr is ignored).
 pub(super) fn note(msg: &str) {
     // Notes quote file contents and names too: escaped as errors are (`main`).
-    let _ = writeln!(io::stderr(), "{}", escape_controls(msg));
+    let _ = attnviz::render::term::write_message(&mut io::stderr(), msg);
 }
 
 /// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
@@ -140,12 +139,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // The weights, the captured attention and the analyses are left for the OS to reclaim
     // when the process exits, which it does right after this function: freeing them first
     // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
-    let model = ManuallyDrop::new(Model::load_within(
-        &plan.model,
-        &plan.revision,
-        &hub(),
-        plan.max_memory,
-    )?);
+    let model = ManuallyDrop::new(
+        Model::load_within(&plan.model, &plan.revision, &hub(), plan.max_memory)?
+            .with_full_path(plan.full_paths),
+    );
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once
     // its attentions exist, each against its own layers and heads.
     let seq2seq = model.is_seq2seq();
@@ -178,6 +175,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ablate: plan.ablate,
         target_token: plan.target_token.clone(),
         contrast: plan.contrast.clone(),
+        analysis_time: plan.analysis_time,
     };
     if let Some(path) = &plan.save {
         if request.wants_heads() {
@@ -292,7 +290,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         _ => run.set,
     });
 
-    let mut settings = vec![("model".to_string(), plan.model.clone())];
+    // The model as every export names it: a local folder by its name (`--full-paths`: its full
+    // path).
+    let mut settings = vec![("model".to_string(), model.info().id.clone())];
     if !std::path::Path::new(&plan.model).is_dir() {
         settings.push(("revision".to_string(), plan.revision.clone()));
     }
@@ -597,6 +597,7 @@ fn render_file(
         // kind of an encoder–decoder file).
         only: (plan.json.is_none() && !plan.html_report())
             .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
+        full_path: plan.full_paths,
     };
     let mut imported = import::read(file_path, &opts).map_err(|e| match e {
         e @ import::ImportError::TooBig { .. } => Error::Usage(format!("{e} with --max-memory")),
@@ -669,8 +670,14 @@ fn render_file(
     let every_layer = set
         .iter()
         .all(|a| a.layer_numbers().iter().copied().eq(0..a.layers()));
+    // The file as every export names files: by its name (`--full-paths`: its full path).
+    let source = if plan.full_paths {
+        attnviz::model::source::full_path(file_path)
+    } else {
+        attnviz::model::source::local_name(file_path)
+    };
     let settings = vec![
-        ("source".to_string(), file.to_string()),
+        ("source".to_string(), source),
         ("format".to_string(), imported.format.clone()),
     ];
     // No model here: the induction probe is left out.

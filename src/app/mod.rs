@@ -1,5 +1,5 @@
 //! The application layer: the only code that knows the command line. [`cli`] defines the flags
-//! (clap), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
+//! (clap; [`suggest`] parses them, with "did you mean" for near misses), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
 //! the library (a run request, `attnviz render`, corpus mode, merge; [`serve`] runs the web app), [`outputs`] writes a run's
 //! files and views, and [`words`] words the library's typed errors with the flags. The library
 //! never sees a flag.
@@ -12,4 +12,5 @@ pub mod plan;
 mod progress;
 /// `attnviz serve`: the live web app.
 pub mod serve;
+pub mod suggest;
 mod words;

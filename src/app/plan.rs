@@ -23,7 +23,7 @@ use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::ColorChoice;
 use attnviz::save::SaveDtype;
 
-use super::cli::{Args, Command, MergeArgs, Outputs, PictureArgs};
+use super::cli::{Args, Command, MergeArgs, Outputs, PictureArgs, StatsArgs};
 
 /// Name of the JSON export in a report folder.
 pub const REPORT_JSON: &str = "attention.json";
@@ -109,6 +109,9 @@ pub struct Single {
     pub view: ViewOptions,
     /// `--raw-tokens`: label tokens by their raw vocabulary pieces.
     pub raw_tokens: bool,
+    /// `--full-paths`: name a local model (and `render`'s file) by its full path in what is
+    /// written, not by its name.
+    pub full_paths: bool,
     /// `--json`.
     pub json: Option<PathBuf>,
     /// `--png`.
@@ -140,6 +143,8 @@ pub struct Single {
     pub lens: Option<usize>,
     /// Print the logit-lens table (`--lens`).
     pub lens_table: bool,
+    /// `--max-analysis-time`: how long value zeroing and head ablation may each take.
+    pub analysis_time: Option<std::time::Duration>,
     /// Per-head attribution (`--attribution`, `--target-token`, `--contrast`,
     /// `--figure attribution`, `--json-include head_attribution`).
     pub attribution: bool,
@@ -291,6 +296,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 ("--chat", args.chat),
                 ("--layers", args.layers.is_some()),
                 ("--max-memory", args.max_memory.is_some()),
+                ("--max-analysis-time", args.max_analysis_time.is_some()),
                 ("--save-attention", args.save_attention.is_some()),
             ];
             if let Some(flag) = first_given(&model_only) {
@@ -306,6 +312,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 out: single(
                     args,
                     &r.out,
+                    &r.stats,
                     Some(r.file.display().to_string()),
                     Some(&r.picture),
                 )?,
@@ -329,6 +336,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         None => Mode::Single(Box::new(single(
             args,
             &args.out,
+            &args.stats,
             args.text
                 .clone()
                 .or_else(|| args.image.as_ref().map(|p| p.display().to_string())),
@@ -357,6 +365,7 @@ fn first_given<'a>(flags: &[(&'a str, bool)]) -> Option<&'a str> {
 fn single(
     args: &Args,
     out: &Outputs,
+    stats_args: &StatsArgs,
     text: Option<String>,
     rendered: Option<&PictureArgs>,
 ) -> Result<Single, String> {
@@ -479,6 +488,13 @@ fn single(
     if args.lens_top == Some(0) {
         return Err("--lens-top 0 keeps no token; give 1 or more (default 5)".into());
     }
+    let max_top = attnviz::analysis::lens::MAX_TOP;
+    if let Some(k) = args.lens_top.filter(|&k| k > max_top) {
+        return Err(format!(
+            "--lens-top {k} keeps more tokens per cell than the logit lens writes (at most \
+             {max_top}: each costs memory at every layer and position); give {max_top} or fewer"
+        ));
+    }
     if args.lens_top.is_some() && !args.lens && out.figure != Some(Figure::Lens) {
         return Err("--lens-top sets the logit lens; add --lens (or --figure lens)".into());
     }
@@ -509,6 +525,16 @@ fn single(
     let value_zeroing = args.value_zeroing
         || out.figure == Some(Figure::ValueZeroing)
         || out.json_include.contains(&JsonSection::ValueZeroing);
+    let ablation = args.ablate.is_some()
+        || out.figure == Some(Figure::Ablation)
+        || out.json_include.contains(&JsonSection::HeadAblation);
+    if args.max_analysis_time.is_some() && !value_zeroing && !ablation {
+        return Err(
+            "--max-analysis-time limits the analyses that re-run the model; add \
+             --value-zeroing or --ablate"
+                .into(),
+        );
+    }
     if value_zeroing {
         let what = if args.value_zeroing {
             "--value-zeroing"
@@ -567,7 +593,8 @@ fn single(
         .filter(|(flag, _)| *flag != "--report")
         .any(|(_, p)| matches!(Destination::of(p), Ok(Destination::Stdout)));
     let terminal_view = !out.quiet && !stdout_taken;
-    let stats = out.stats || out.stat.is_some();
+    let stats = stats_args.stats || stats_args.stat.is_some();
+    quiet_outputs(args, out, stats)?;
     if out.top.is_some() && !terminal_view {
         return Err(format!(
             "--top sets the terminal view, which {}; drop --top",
@@ -599,23 +626,7 @@ fn single(
             if !pictured {
                 return Err("--query picks a patch of an image; add --image FILE".into());
             }
-            let parsed = q.split_once(',').and_then(|(r, c)| {
-                Some((
-                    r.trim().parse::<usize>().ok()?,
-                    c.trim().parse::<usize>().ok()?,
-                ))
-            });
-            match parsed {
-                Some((r, c)) => attnviz::render::image::picture::Query::Patch(r, c),
-                None if q.trim().eq_ignore_ascii_case("pool") => {
-                    attnviz::render::image::picture::Query::Pool
-                }
-                None => {
-                    return Err(format!(
-                    "--query {q:?} is not ROW,COL (two numbers from 0, like --query 3,5) or pool"
-                ))
-                }
-            }
+            q.parse().map_err(|e| format!("--query {e}"))?
         }
     };
     if args.image.is_some() && args.text.is_some() {
@@ -658,6 +669,7 @@ fn single(
             no_special: out.no_special,
         },
         raw_tokens: out.raw_tokens,
+        full_paths: out.full_paths,
         json: out.json.clone(),
         png: out.png.clone(),
         svg: out.svg.clone(),
@@ -684,6 +696,7 @@ fn single(
         lens: (args.lens || args.out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         lens_table: args.lens,
+        analysis_time: args.max_analysis_time,
         attribution: args.attribution
             || target_token.is_some() && args.ablate.is_none()
             || contrast.is_some()
@@ -704,7 +717,7 @@ fn single(
         contrast,
         html_precision: out.html_precision.unwrap_or_default(),
         stats,
-        stat: out.stat,
+        stat: stats_args.stat,
         terminal_view,
         stdout_taken,
         top: out.top.unwrap_or(3),
@@ -720,6 +733,63 @@ fn single(
             _ => SaveDtype::F32,
         },
     })
+}
+
+/// `-q` turns off the terminal view. An analysis asked for by its flag whose result would then
+/// reach no output is refused, as any flag that would do nothing is, before the model loads.
+/// (`-q` with no output at all still runs: loading a model, say to fetch it, may be the point,
+/// and a run that fails says so on its one line.)
+fn quiet_outputs(args: &Args, out: &Outputs, stats: bool) -> Result<(), String> {
+    if !out.quiet {
+        return Ok(());
+    }
+    let files = out.json.is_some() || out.html.is_some() || out.report.is_some();
+    let images = out.png.is_some() || out.svg.is_some();
+    let attribution = first_given(&[
+        ("--attribution", args.attribution),
+        ("--contrast", args.contrast.is_some()),
+        (
+            "--target-token",
+            args.target_token.is_some() && args.ablate.is_none(),
+        ),
+    ]);
+    let analyses = [
+        (
+            args.lens.then_some("--lens"),
+            "the logit lens",
+            Figure::Lens,
+        ),
+        (args.alti.then_some("--alti"), "ALTI", Figure::Alti),
+        (
+            args.value_zeroing.then_some("--value-zeroing"),
+            "value zeroing",
+            Figure::ValueZeroing,
+        ),
+        (attribution, "the head attribution", Figure::Attribution),
+        (
+            args.ablate.is_some().then_some("--ablate"),
+            "the head ablation",
+            Figure::Ablation,
+        ),
+    ];
+    for (flag, what, figure) in analyses {
+        let Some(flag) = flag else { continue };
+        if !(files || images && out.figure == Some(figure)) {
+            return Err(format!(
+                "-q turns off the terminal view, where {flag} shows {what}, and no output asked \
+                 for holds it: add --json FILE, --html FILE or --png FILE --figure {}, or drop -q",
+                attnviz::choice::Choice::name(figure)
+            ));
+        }
+    }
+    if args.weighting.is_some_and(|w| w != Weighting::Raw) && !(files || images || stats) {
+        return Err(
+            "-q turns off the terminal view, and no output asked for is drawn with --weighting: \
+             add --json FILE, --html FILE, --png FILE or --stats, or drop -q"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// Corpus mode (`--input FILE --out-dir DIR`): no single-input flags; an input that is a file
@@ -815,9 +885,10 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         shard: args.shard.unwrap_or(Shard::WHOLE),
         input_format: args.input_format.unwrap_or(InputFormat::Auto),
         quiet: args.out.quiet,
-        stat: args.out.stat,
+        stat: args.stats.stat,
         color: args.out.color.unwrap_or_default(),
         kind: args.out.kind,
+        full_paths: args.out.full_paths,
     })
 }
 
@@ -1016,6 +1087,49 @@ mod tests {
             Mode::Single(s) => *s,
             Mode::Corpus(_) | Mode::Render(_) | Mode::Merge(_) => panic!("not single"),
         }
+    }
+
+    #[test]
+    fn quiet_with_an_analysis_that_reaches_no_output_says_so() {
+        // Each analysis asked for, with -q and nothing that holds it: refused, naming the flag.
+        for (flag, figure) in [
+            (&["--lens"][..], "lens"),
+            (&["--alti"], "alti"),
+            (&["--value-zeroing"], "value-zeroing"),
+            (&["--attribution"], "attribution"),
+            (&["--target-token", " Paris"], "attribution"),
+            (&["--contrast", " Paris,Paris"], "attribution"),
+            (&["--ablate"], "ablation"),
+        ] {
+            let argv: Vec<&str> = ["t", "-q"].iter().chain(flag).copied().collect();
+            let e = check(&argv).expect_err("refused");
+            assert!(
+                e.starts_with("-q turns off the terminal view, where ") && e.contains(flag[0]),
+                "{e}"
+            );
+            assert!(
+                e.contains(&format!("--figure {figure}")) && !e.contains('\n'),
+                "{e}"
+            );
+            // Any output that holds it will do.
+            for out in [
+                &["--json", "a.json"][..],
+                &["--html", "a.html"],
+                &["--report", "dir"],
+                &["--png", "a.png", "--figure", figure],
+            ] {
+                let argv: Vec<&str> = argv.iter().chain(out).copied().collect();
+                check(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            }
+            // A figure of something else does not hold it.
+            let argv: Vec<&str> = argv.iter().chain(&["--png", "a.png"]).copied().collect();
+            assert!(check(&argv).is_err(), "{argv:?}");
+        }
+        let e = check(&["t", "-q", "--weighting", "norm-aware"]).unwrap_err();
+        assert!(e.contains("--weighting"), "{e}");
+        assert!(check(&["t", "-q", "--weighting", "norm-aware", "--stats"]).is_ok());
+        // Without -q the terminal view shows them; -q alone runs (a model fetched, say).
+        assert!(check(&["t", "--lens"]).is_ok() && check(&["t", "-q"]).is_ok());
     }
 
     #[test]

@@ -176,7 +176,10 @@ impl Progress for Bars {
         let (template, message) = match stage {
             Stage::Download { file } => (
                 "{msg} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
-                format!("downloading {file}"),
+                format!(
+                    "downloading {}",
+                    attnviz::render::term::escape_controls(file)
+                ),
             ),
             Stage::Corpus => ("{msg} [{wide_bar}] {pos}/{len} lines", "corpus".to_string()),
             Stage::Generate => (
@@ -205,8 +208,7 @@ impl Progress for Bars {
             shown = true;
         });
         if !shown {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = attnviz::render::term::write_message(&mut std::io::stderr(), &line);
         }
     }
 

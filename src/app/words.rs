@@ -10,6 +10,7 @@ use attnviz::corpus::lines::BadLine;
 use attnviz::corpus::merge::MergeError;
 use attnviz::corpus::{self, CorpusError, Notice, ResumeFix};
 use attnviz::import::ImportError;
+use attnviz::model::rerun::TooSlow;
 use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
 use attnviz::render::image::ImageError;
 use attnviz::request::RequestError;
@@ -26,6 +27,7 @@ pub fn model(e: &model::Error) -> String {
              run without --chat"
         ),
         E::TooBig(c) => capture(c),
+        E::TooSlow(t) => too_slow(t),
         E::NotSeq2Seq { model, family } => format!(
             "{model} is not an encoder–decoder model ({family}); --target is for BART, T5 and \
              Marian"
@@ -167,6 +169,30 @@ fn capture(c: &CaptureTooBig) -> String {
             c.what(),
             c.needs_text()
         ),
+        Capture::LogitLens { .. } => format!(
+            "{} needs {}, more than {budget} of {which}; keep fewer tokens per cell with \
+             --lens-top, or use a shorter input",
+            c.what(),
+            c.needs_text()
+        ),
+    }
+}
+
+/// An analysis whose re-runs would outlast the time limit: `--max-analysis-time` raises it.
+fn too_slow(e: &TooSlow) -> String {
+    format!(
+        "{}, or allow it with --max-analysis-time {}",
+        e,
+        duration_flag(e.enough_seconds())
+    )
+}
+
+/// Seconds as `--max-analysis-time` reads them (`45s`, `3m`).
+fn duration_flag(seconds: u64) -> String {
+    if seconds >= 60 && seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
     }
 }
 
@@ -300,6 +326,10 @@ pub(super) fn request(e: RequestError) -> Error {
         }
         e @ RequestError::HeadsNeedDecoder { .. } => usage(format!(
             "--attribution, --target-token, --contrast, --ablate: {e}"
+        )),
+        RequestError::LensTopTooLarge { asked, max } => usage(format!(
+            "--lens-top {asked} keeps more tokens per cell than the logit lens writes (at most \
+             {max}); give {max} or fewer"
         )),
         RequestError::Shape(e) => usage(e.to_string()),
     }

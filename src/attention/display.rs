@@ -23,6 +23,8 @@
 //! characters (bidirectional overrides among them) are `⟨U+202E⟩`. Special tokens (`[CLS]`,
 //! `<|im_start|>`) keep their name, with only that last rule applied.
 
+use std::fmt::Write;
+
 use super::Role;
 
 use unicode_categories::UnicodeCategories;
@@ -89,20 +91,24 @@ pub fn display_label(piece: &str, role: Role, scheme: LabelScheme) -> String {
     if role.is_special() {
         return escape_invisible(piece);
     }
-    let items = match scheme {
-        LabelScheme::ByteLevel => decode_bytes(&byte_level_bytes(piece)),
+    // Items are made as they are shown, never held all at once: a piece of 50 MiB took
+    // 32 bytes an item (1.4 GiB) when they were collected first.
+    match scheme {
+        LabelScheme::ByteLevel => present(Decoded {
+            rest: &byte_level_bytes(piece),
+        }),
         LabelScheme::SentencePiece => match byte_fallback(piece) {
-            Some(b) => decode_bytes(&[b]),
-            None => piece
-                .chars()
-                .map(|c| Item::Char(if c == '\u{2581}' { ' ' } else { c }))
-                .collect(),
+            Some(b) => present(Decoded { rest: &[b] }),
+            None => present(
+                piece
+                    .chars()
+                    .map(|c| Item::Char(if c == '\u{2581}' { ' ' } else { c })),
+            ),
         },
         LabelScheme::WordPiece | LabelScheme::Smiles | LabelScheme::Plain => {
-            piece.chars().map(Item::Char).collect()
+            present(piece.chars().map(Item::Char))
         }
-    };
-    present(&items)
+    }
 }
 
 /// The text a piece stands for, before anything is made visible: a byte-level piece's bytes and
@@ -124,7 +130,7 @@ pub fn piece_text(piece: &str, scheme: LabelScheme) -> String {
 /// line feed, `⇥` for a tab, `⟨U+XXXX⟩` for other control, format and unusual space characters.
 /// The page's script applies the same rule to the words it merges (`assets/report/labels.js`).
 pub fn visible(text: &str) -> String {
-    present(&text.chars().map(Item::Char).collect::<Vec<_>>())
+    present(text.chars().map(Item::Char))
 }
 
 /// `labels` with each one that occurs more than once followed by its position in subscript
@@ -158,13 +164,13 @@ pub fn subscript(n: usize) -> String {
 }
 
 /// One thing to show: a character, or bytes that are not (or only part of) a UTF-8 character.
-#[derive(Clone, Debug, PartialEq)]
-enum Item {
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Item<'a> {
     Char(char),
-    Bytes(Vec<u8>),
+    Bytes(&'a [u8]),
 }
 
-impl Item {
+impl Item<'_> {
     /// Whether the item shows as something other than whitespace.
     fn is_visible(&self) -> bool {
         match self {
@@ -216,32 +222,54 @@ fn byte_fallback(piece: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
-/// `bytes` as UTF-8 characters, with each run of bytes that form no whole character kept as
-/// bytes.
-fn decode_bytes(bytes: &[u8]) -> Vec<Item> {
-    let mut items = Vec::new();
-    let mut rest = bytes;
-    let push_bytes = |items: &mut Vec<Item>, b: &[u8]| match items.last_mut() {
-        Some(Item::Bytes(run)) => run.extend_from_slice(b),
-        _ => items.push(Item::Bytes(b.to_vec())),
+/// `bytes` as UTF-8 characters, with each run of bytes that form no whole character one
+/// [`Item::Bytes`] (as `std::str::from_utf8` delimits them), made one at a time.
+#[derive(Clone)]
+struct Decoded<'a> {
+    rest: &'a [u8],
+}
+
+/// The character `bytes` start with and its length, if they start with a whole one.
+fn first_char(bytes: &[u8]) -> Option<(char, usize)> {
+    let window = &bytes[..bytes.len().min(4)];
+    let valid = match std::str::from_utf8(window) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&window[..e.valid_up_to()]).unwrap_or_default(),
     };
-    while !rest.is_empty() {
-        match std::str::from_utf8(rest) {
-            Ok(s) => {
-                items.extend(s.chars().map(Item::Char));
-                break;
-            }
-            Err(e) => {
-                let (valid, after) = rest.split_at(e.valid_up_to());
-                let s = std::str::from_utf8(valid).unwrap_or_default();
-                items.extend(s.chars().map(Item::Char));
-                let bad = e.error_len().unwrap_or(after.len());
-                push_bytes(&mut items, &after[..bad]);
-                rest = &after[bad..];
-            }
-        }
+    valid.chars().next().map(|c| (c, c.len_utf8()))
+}
+
+/// The length of the bytes that form no character at the start of `bytes` (which does not
+/// start with a whole character).
+fn invalid_len(bytes: &[u8]) -> usize {
+    let window = &bytes[..bytes.len().min(4)];
+    match std::str::from_utf8(window) {
+        // A character cut off by the end of the input.
+        Err(e) => e.error_len().unwrap_or(window.len()),
+        Ok(_) => window.len(),
     }
-    items
+}
+
+impl<'a> Iterator for Decoded<'a> {
+    type Item = Item<'a>;
+
+    fn next(&mut self) -> Option<Item<'a>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        if let Some((c, len)) = first_char(self.rest) {
+            self.rest = &self.rest[len..];
+            return Some(Item::Char(c));
+        }
+        // Consecutive bad sequences are one run.
+        let mut end = 0;
+        while end < self.rest.len() && first_char(&self.rest[end..]).is_none() {
+            end += invalid_len(&self.rest[end..]);
+        }
+        let (run, rest) = self.rest.split_at(end);
+        self.rest = rest;
+        Some(Item::Bytes(run))
+    }
 }
 
 /// Whether `c` is shown as `⟨U+XXXX⟩`: control and format characters (bidirectional controls,
@@ -270,34 +298,42 @@ pub fn escape_invisible(text: &str) -> String {
     out
 }
 
-/// The display text of decoded items (see [`visible`]).
-fn present(items: &[Item]) -> String {
-    let any_visible = items.iter().any(Item::is_visible);
+/// The display text of decoded items (see [`visible`]); `items` is walked twice (whether
+/// anything is visible, then the text), never collected.
+fn present<'a>(items: impl Iterator<Item = Item<'a>> + Clone) -> String {
+    let any_visible = items.clone().any(|i| i.is_visible());
+    let mut items = items.peekable();
     // The one space that starts a word goes, when there is something to show after it.
-    let start = usize::from(any_visible && items.first() == Some(&Item::Char(' ')));
-    let items = &items[start..];
+    if any_visible && items.peek() == Some(&Item::Char(' ')) {
+        items.next();
+    }
     let mut out = String::new();
-    for (i, item) in items.iter().enumerate() {
+    let mut previous_visible = None;
+    while let Some(item) = items.next() {
         match item {
             Item::Bytes(b) => {
-                let hex: Vec<String> = b.iter().map(|b| format!("{b:02X}")).collect();
                 out.push('⟨');
-                out.push_str(&hex.join(" "));
+                for (i, byte) in b.iter().enumerate() {
+                    if i > 0 {
+                        out.push(' ');
+                    }
+                    let _ = write!(out, "{byte:02X}");
+                }
                 out.push('⟩');
             }
             Item::Char(' ') => {
-                let between = i > 0
-                    && items[i - 1].is_visible()
-                    && items.get(i + 1).is_some_and(Item::is_visible);
+                let between =
+                    previous_visible == Some(true) && items.peek().is_some_and(Item::is_visible);
                 out.push(if between { ' ' } else { '·' });
             }
             Item::Char('\n') => out.push('↵'),
             Item::Char('\t') => out.push('⇥'),
-            Item::Char(c) if is_invisible(*c) => {
-                out.push_str(&format!("⟨U+{:04X}⟩", *c as u32));
+            Item::Char(c) if is_invisible(c) => {
+                let _ = write!(out, "⟨U+{:04X}⟩", c as u32);
             }
-            Item::Char(c) => out.push(*c),
+            Item::Char(c) => out.push(c),
         }
+        previous_visible = Some(item.is_visible());
     }
     out
 }

@@ -29,7 +29,9 @@ pub use units::{Role, Units};
 /// Which model produced an [`Attention`], and its shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelInfo {
-    /// Hub repo id (`bert-base-uncased`) or the local folder the user gave.
+    /// Hub repo id (`bert-base-uncased`), or a local folder's or file's name
+    /// (`all-MiniLM-L6-v2`): where it is on this machine only when the loader was asked for
+    /// the full path ([`crate::model::Model::with_full_path`]).
     pub id: String,
     /// Hub revision the files came from (a branch, tag or commit), `None` for a local folder.
     pub revision: Option<String>,

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use super::{thousands, End, LISTED_BAD_LINES};
 use serde_json::Value;
 
 use crate::output::OutputError;
-use crate::render::terminal::escape_controls;
+use crate::render::term::write_message;
 
 /// Why a merge was refused. One line that names the file and says what to do.
 #[derive(Debug)]
@@ -298,7 +298,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
     for note in &merged.notes {
         // A note quotes the files (their model ids, input names): shown, not sent to the
         // terminal.
-        let _ = writeln!(io::stderr(), "{}", escape_controls(note));
+        let _ = write_message(&mut io::stderr(), note);
     }
     write_summary(&merged, &job.out)?;
     let to_stdout = job.out.as_os_str() == "-";
@@ -321,7 +321,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
             merged.elapsed.as_secs_f64(),
             job.out.display()
         );
-        let _ = writeln!(io::stderr(), "{}", escape_controls(&line));
+        let _ = write_message(&mut io::stderr(), &line);
     }
     Ok(())
 }

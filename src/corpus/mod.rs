@@ -295,13 +295,20 @@ pub struct CorpusJob {
     /// The attention of an encoder–decoder whose statistics are accumulated; `None`:
     /// cross-attention when the lines carry targets, else the encoder's.
     pub kind: Option<AttentionKind>,
+    /// Record a local model and the input by their full paths in the summary, the partial file
+    /// and the per-sentence JSON; otherwise by their names (their SHA-256 digests identify
+    /// them all the same).
+    pub full_paths: bool,
 }
 
 /// What a corpus run does, apart from the model and the input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CorpusOptions {
-    /// The input's name for messages and the summary (`-` for standard input).
+    /// The input's name for messages, as given (`-` for standard input).
     pub input_name: String,
+    /// What the summary and the partial file record of the input: its file's name, or its full
+    /// path when the job asks ([`CorpusJob::full_paths`]); `-` for standard input.
+    pub recorded_input: String,
     /// The output folder.
     pub out_dir: PathBuf,
     /// What to write for each sentence into `out_dir/sentences/`.
@@ -391,7 +398,7 @@ pub fn run_identity(model: &Model, opts: &CorpusOptions, threads: usize) -> RunI
             names(crate::attention::Role::Start),
             names(crate::attention::Role::End),
         ),
-        input: opts.input_name.clone(),
+        input: opts.recorded_input.clone(),
         input_format: opts.format.as_str().to_string(),
         compression: opts.compression.as_str().to_string(),
         options: options_json(opts),

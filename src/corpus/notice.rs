@@ -202,14 +202,9 @@ pub struct Stderr;
 
 impl Progress for Stderr {
     fn message(&self, line: &str) {
-        use std::io::Write;
         // Not eprintln!: a closed stderr (`2>&1 | head`) must not panic. A line may quote the
         // input: control characters are shown, not sent to the terminal.
-        let _ = writeln!(
-            std::io::stderr(),
-            "{}",
-            crate::render::terminal::escape_controls(line)
-        );
+        let _ = crate::render::term::write_message(&mut std::io::stderr(), line);
     }
 }
 

@@ -75,7 +75,7 @@ fn run_into(
             (model, hashing.join())
         })
     };
-    let model = model?;
+    let model = model?.with_full_path(job.full_paths);
     let model_files = fingerprint
         .unwrap_or_else(|_| Err(io::Error::other("the hashing thread failed")))
         .map_err(CorpusError::Fingerprint)?;
@@ -129,8 +129,16 @@ fn run_into(
         }
         None => None,
     };
+    let recorded_input = if from_stdin {
+        input_name.clone()
+    } else if job.full_paths {
+        model::source::full_path(input)
+    } else {
+        model::source::local_name(input)
+    };
     let opts = CorpusOptions {
         input_name,
+        recorded_input,
         out_dir,
         per_sentence: job.per_sentence.clone(),
         on_bad_line: job.on_bad_line,
@@ -369,7 +377,7 @@ pub fn process(
         folder,
         &summary::Summary {
             model: &checkpoints.identity.model,
-            input: &opts.input_name,
+            input: &opts.recorded_input,
             input_format: opts.format.as_str(),
             compression: opts.compression.as_str(),
             shard: (!opts.shard.is_whole()).then_some(opts.shard),
@@ -1372,6 +1380,7 @@ mod tests {
     fn options(out_dir: &Path) -> CorpusOptions {
         CorpusOptions {
             input_name: "in.txt".into(),
+            recorded_input: "in.txt".into(),
             out_dir: out_dir.to_path_buf(),
             per_sentence: vec![],
             on_bad_line: OnBadLine::Skip,

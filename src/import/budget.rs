@@ -130,6 +130,11 @@ impl Estimate {
         self.transient = self.transient.max(array.transient);
     }
 
+    /// Kept text (token labels, texts) or a parsed header, already costed in bytes.
+    pub fn add_text(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+
     /// An attention array `name` of `[layers, heads, queries, keys]` (or with a batch axis).
     pub fn add_attention(&mut self, name: &str, array: &Declared) {
         self.add(array);

@@ -16,7 +16,7 @@ const MAX_SIDE: usize = 4096;
 /// The `image` object as written.
 #[derive(Deserialize)]
 pub(super) struct ImageJson {
-    source: String,
+    source: super::json::Text,
     original: [usize; 2],
     input: [usize; 2],
     patch: usize,
@@ -58,15 +58,25 @@ impl ImageJson {
     pub(super) fn into_input(self, tokens: usize, layers: usize) -> Result<ImageInput, String> {
         let [rows, cols] = self.grid;
         let [w, h] = self.input;
-        if rows == 0 || cols == 0 || self.patch == 0 {
-            return Err(format!(
-                "its image has a {rows}×{cols} grid of {}-pixel patches",
-                self.patch
-            ));
-        }
         if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
             return Err(format!(
                 "its image's input is {w}×{h} pixels (1 to {MAX_SIDE} a side)"
+            ));
+        }
+        let p = self.patch;
+        if rows == 0 || cols == 0 || p == 0 || p > w.min(h) {
+            return Err(format!(
+                "its image has a {rows}×{cols} grid of {p}-pixel patches over a {w}×{h} input"
+            ));
+        }
+        // The grid is what the input makes in patches (as the model cut it), so it is bounded
+        // by the input: a stated [10⁹, 10⁹] asked the views for a 4·10¹⁸-byte grid.
+        if [rows, cols] != [h / p, w / p] {
+            return Err(format!(
+                "its image has a {rows}×{cols} grid, but its {w}×{h} input in {p}-pixel patches \
+                 makes {}×{}",
+                h / p,
+                w / p
             ));
         }
         if self.cells.len() != tokens {
@@ -122,7 +132,7 @@ impl ImageJson {
             None => Vec::new(),
         };
         Ok(ImageInput {
-            source: self.source,
+            source: self.source.0,
             original: self.original,
             input: self.input,
             patch: self.patch,
@@ -237,6 +247,20 @@ mod tests {
             .unwrap_err()
             .contains("5 cells for 4 tokens"));
         let off = r#"[{"kind": "patch", "row": 2, "col": 0}]"#;
+        let huge = serde_json::from_str::<ImageJson>(
+            r#"{"source": "a.png", "original": [8, 8], "input": [8, 8], "patch": 4,
+                "grid": [1000000000, 1000000000], "preprocessing": {"color": "rgb8",
+                "resize": null, "crop": null, "rescale": null, "normalize": null,
+                "positions_from": null}, "cells": [{"kind": "class"}]}"#,
+        )
+        .unwrap();
+        let e = huge.into_input(1, 2).unwrap_err();
+        assert!(
+            e.contains(
+                "1000000000×1000000000 grid, but its 8×8 input in 4-pixel patches makes 2×2"
+            ),
+            "{e}"
+        );
         assert!(section(off)
             .into_input(1, 2)
             .unwrap_err()

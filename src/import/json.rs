@@ -39,16 +39,27 @@ struct Doc {
     kind: Option<AttentionKind>,
     mask: Option<MaskKind>,
     kv_head: Option<Vec<usize>>,
-    text: Option<String>,
-    pair: Option<String>,
+    text: Option<Text>,
+    pair: Option<Text>,
     level: Option<String>,
     special_excluded: Option<bool>,
     /// Written (true) only for value-weighted and norm-aware attention.
     shares: Option<bool>,
-    #[serde(flatten)]
-    queries: UnitsJson,
+    // The query units, field by field: `#[serde(flatten)]` buffered every field it did not
+    // know (`display` among them) as serde's `Content` and copied the rest out of it.
+    tokens: Option<Vec<Text>>,
+    input_ids: Option<Vec<u32>>,
+    token_type_ids: Option<Vec<u32>>,
+    segments: Option<Vec<u32>>,
+    roles: Option<Vec<Text>>,
+    special: Option<Vec<bool>>,
+    word_ids: Option<Vec<Option<usize>>>,
+    surfaces: Option<Vec<Text>>,
+    spans: Option<Vec<[usize; 2]>>,
+    generated: Option<Vec<bool>>,
+    label_scheme: Option<String>,
     #[serde(default)]
-    key_tokens: Option<Vec<String>>,
+    key_tokens: Option<Vec<Text>>,
     #[serde(default)]
     key_input_ids: Option<Vec<u32>>,
     #[serde(default)]
@@ -56,13 +67,13 @@ struct Doc {
     #[serde(default)]
     key_token_type_ids: Option<Vec<u32>>,
     #[serde(default)]
-    key_roles: Option<Vec<String>>,
+    key_roles: Option<Vec<Text>>,
     #[serde(default)]
     key_special: Option<Vec<bool>>,
     #[serde(default)]
     key_word_ids: Option<Vec<Option<usize>>>,
     #[serde(default)]
-    key_surfaces: Option<Vec<String>>,
+    key_surfaces: Option<Vec<Text>>,
     #[serde(default)]
     key_spans: Option<Vec<[usize; 2]>>,
     #[serde(default)]
@@ -83,8 +94,8 @@ struct Doc {
     #[serde(default)]
     layer_masks: Option<Vec<LayerMaskJson>>,
     // Version 3: the teacher-forced target, and one body per kind.
-    target: Option<String>,
-    generated_text: Option<String>,
+    target: Option<Text>,
+    generated_text: Option<Text>,
     encoder: Option<Box<Doc>>,
     decoder: Option<Box<Doc>>,
     cross: Option<Box<Doc>>,
@@ -107,6 +118,91 @@ struct ModelJson {
     heads: Option<usize>,
     hidden_size: Option<usize>,
     head_dim: Option<usize>,
+}
+
+impl Doc {
+    /// The query units' fields, taken out of the document.
+    fn take_queries(&mut self) -> UnitsJson {
+        UnitsJson {
+            tokens: texts(self.tokens.take()),
+            input_ids: self.input_ids.take(),
+            token_type_ids: self.token_type_ids.take(),
+            segments: self.segments.take(),
+            roles: texts(self.roles.take()),
+            special: self.special.take(),
+            word_ids: self.word_ids.take(),
+            surfaces: texts(self.surfaces.take()),
+            spans: self.spans.take(),
+            generated: self.generated.take(),
+            label_scheme: self.label_scheme.take(),
+        }
+    }
+}
+
+/// A string of the document that is kept (a token, a text), its bytes charged to the reading
+/// thread's allowance as it is read (see [`charge_text`]).
+pub(super) struct Text(pub(super) String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        charge_text(s.len()).map_err(de::Error::custom)?;
+        Ok(Text(s))
+    }
+}
+
+/// Charge `bytes` of kept text to the reading thread's allowance: they cost
+/// [`TEXT_COST`] bytes each by the time every view has its labels.
+fn charge_text(bytes: usize) -> Result<(), String> {
+    let cost = (bytes as u64).saturating_mul(TEXT_COST);
+    let total = TEXT.with(|t| {
+        let total = t.get().saturating_add(cost);
+        t.set(total);
+        total
+    });
+    if total > TEXT_ALLOWANCE.with(Cell::get) {
+        TEXT_EXCEEDED.with(|e| e.set(true));
+        return Err(format!(
+            "its token labels and texts take more than {} bytes",
+            total / TEXT_COST
+        ));
+    }
+    Ok(())
+}
+
+/// What each byte of a kept text (a token label, the input text, a surface) costs once read
+/// and drawn: the string itself, its display label, the labels the views number and wrap, the
+/// HTML report's escaped payload. Measured with one 50 MiB token, peak resident memory per byte
+/// of it: 4.1 (`-q`), 6.2 (`--html`), 8.0 (`diff`), 11.3 (`--png`); rounded up
+/// (`docs/hostile.md`).
+pub const TEXT_COST: u64 = 16;
+
+fn texts(v: Option<Vec<Text>>) -> Option<Vec<String>> {
+    v.map(|v| v.into_iter().map(|t| t.0).collect())
+}
+
+fn text(v: Option<Text>) -> Option<String> {
+    v.map(|t| t.0)
+}
+
+/// The bytes of kept text read on this thread since [`start_text_budget`], at [`TEXT_COST`]
+/// each.
+pub(super) fn text_charged() -> u64 {
+    TEXT.with(Cell::get)
+}
+
+/// Start charging this thread's kept text against `budget` bytes.
+pub(super) fn start_text_budget(budget: u64) {
+    TEXT.with(|t| t.set(0));
+    TEXT_ALLOWANCE.with(|a| a.set(budget));
+    TEXT_EXCEEDED.with(|e| e.set(false));
+}
+
+/// Whether the text read since [`start_text_budget`] went past its budget (and stop charging
+/// against it).
+pub(super) fn end_text_budget() -> bool {
+    TEXT_ALLOWANCE.with(|a| a.set(u64::MAX));
+    TEXT_EXCEEDED.with(|e| e.replace(false))
 }
 
 #[derive(Deserialize, Default)]
@@ -224,6 +320,10 @@ thread_local! {
     static ALLOWANCE: Cell<usize> = const { Cell::new(MAX_WEIGHTS) };
     /// Whether the document held more than its allowance.
     static EXCEEDED: Cell<bool> = const { Cell::new(false) };
+    /// The cost of the text kept so far ([`charge_text`]), and what it may reach.
+    static TEXT: Cell<u64> = const { Cell::new(0) };
+    static TEXT_ALLOWANCE: Cell<u64> = const { Cell::new(u64::MAX) };
+    static TEXT_EXCEEDED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Read the JSON export at `path`: its format version and its attention. The attention is
@@ -239,10 +339,23 @@ pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>),
     let allowance = paid.min(MAX_WEIGHTS);
     ALLOWANCE.with(|a| a.set(allowance));
     EXCEEDED.with(|e| e.set(false));
+    start_text_budget(plan.budget.bytes);
     let doc: Result<Doc, _> = serde_json::from_reader(BufReader::with_capacity(1 << 16, file));
     let exceeded = EXCEEDED.with(|e| e.replace(false));
     ALLOWANCE.with(|a| a.set(MAX_WEIGHTS));
+    let text_exceeded = end_text_budget();
+    let text_cost = text_charged();
     let doc = match doc {
+        Err(_) if text_exceeded => {
+            return Err(ImportError::TooBig {
+                what: format!(
+                    "{shown}: its token labels and texts (more than {})",
+                    crate::model::format_bytes(text_cost / TEXT_COST)
+                ),
+                needs: text_cost,
+                budget: plan.budget,
+            })
+        }
         Err(_) if exceeded && allowance < MAX_WEIGHTS => {
             return Err(ImportError::TooBig {
                 what: format!(
@@ -274,6 +387,7 @@ pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>),
         };
         estimate.add_attention(&name, &declared);
     }
+    estimate.add_text(text_cost);
     estimate.check(shown, plan.cost, plan.budget)?;
     Ok((version, arrays))
 }
@@ -295,8 +409,8 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
         )));
     }
     if version >= 3 {
-        let target = doc.target.take();
-        let generated_text = doc.generated_text.take();
+        let target = text(doc.target.take());
+        let generated_text = text(doc.generated_text.take());
         let bodies = [
             (AttentionKind::Encoder, doc.encoder.take()),
             (AttentionKind::Decoder, doc.decoder.take()),
@@ -332,8 +446,9 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
 
 /// One kind's attention from a version-1/2 document, or a version-3 document's body of one kind
 /// (`shown` names it in messages).
-fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportError> {
+fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportError> {
     let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let query_fields = doc.take_queries();
     let Some(flat) = doc.attention else {
         return Err(bad("it has no `attention` array".into()));
     };
@@ -363,17 +478,17 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
         return Err(bad(format!("level `{level}` is neither token nor word")));
     }
     let kind = doc.kind.unwrap_or_default();
-    let queries = units(doc.queries, version, shown, "")?;
+    let queries = units(query_fields, version, shown, "")?;
     let keys = if kind == AttentionKind::Cross {
         let k = UnitsJson {
-            tokens: doc.key_tokens,
+            tokens: texts(doc.key_tokens),
             input_ids: doc.key_input_ids,
             token_type_ids: doc.key_token_type_ids,
             segments: doc.key_segments,
-            roles: doc.key_roles,
+            roles: texts(doc.key_roles),
             special: doc.key_special,
             word_ids: doc.key_word_ids,
-            surfaces: doc.key_surfaces,
+            surfaces: texts(doc.key_surfaces),
             spans: doc.key_spans,
             generated: doc.key_generated,
             label_scheme: doc.key_label_scheme,
@@ -445,8 +560,8 @@ fn body_arrays(doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportErro
         queries,
         keys,
         mask: Some(doc.mask.unwrap_or_default()),
-        text: doc.text,
-        pair: doc.pair,
+        text: text(doc.text),
+        pair: text(doc.pair),
         source,
         tolerance: ROW_SUM_TOLERANCE,
         origin: Some(origin),
@@ -562,50 +677,83 @@ fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens
     })
 }
 
-/// One kind of a saved capture (`crate::save`): its metadata body (a version-2 body without
-/// `attention`, as a JSON string) with the weights read from the file's tensors, `shape`
-/// `[layers kept, heads, queries, keys]`; `keep` are the indices, among the body's layers, of
-/// the layers read. `shown` names the kind in messages.
-pub(super) fn saved_body(
-    body: &str,
-    shown: &str,
-    shape: [usize; 4],
-    weights: Vec<f32>,
-    keep: &[usize],
-) -> Result<Arrays, ImportError> {
-    let mut doc: Doc = serde_json::from_str(body).map_err(|e| {
-        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
-    })?;
-    doc.layer_numbers = doc
-        .layer_numbers
-        .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
-    doc.layer_masks = doc.layer_masks.map(|masks| {
-        let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
-        keep.iter()
-            .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
-            .collect()
-    });
-    if let Some(m) = doc.model.as_mut() {
-        m.layers = None;
-    }
-    doc.attention = Some(Flat {
-        values: weights,
-        shape: shape.map(Some),
-    });
-    body_arrays(doc, crate::render::json::FORMAT_VERSION, shown)
+/// One kind's metadata body of a saved capture (`crate::save`): a version-2 body without
+/// `attention`, parsed once (its texts charged as [`read`] charges them).
+pub(super) struct SavedBody {
+    doc: Doc,
 }
 
-/// The query tokens and text of a saved capture's kind whose weights are not read.
-pub(super) fn saved_tokens(
-    body: &str,
-    shown: &str,
-) -> Result<(Tokens, Option<String>), ImportError> {
-    let doc: Doc = serde_json::from_str(body).map_err(|e| {
-        ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
-    })?;
-    let text = doc.text.clone();
-    Ok((
-        units(doc.queries, crate::render::json::FORMAT_VERSION, shown, "")?,
-        text,
-    ))
+impl SavedBody {
+    /// Parse `body` (the JSON string of the header's metadata); `shown` names the kind.
+    pub(super) fn parse(body: &str, shown: &str) -> Result<SavedBody, ImportError> {
+        let doc: Doc = serde_json::from_str(body).map_err(|e| {
+            ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+        })?;
+        Ok(SavedBody { doc })
+    }
+
+    /// The model's numbers of the layers saved.
+    pub(super) fn layer_numbers(&self) -> Option<&[usize]> {
+        self.doc.layer_numbers.as_deref()
+    }
+
+    /// Heads per layer (`model.heads`).
+    pub(super) fn heads(&self) -> Option<usize> {
+        self.doc.model.as_ref().and_then(|m| m.heads)
+    }
+
+    /// How many query tokens it labels.
+    pub(super) fn queries(&self) -> Option<usize> {
+        self.doc.tokens.as_ref().map(Vec::len)
+    }
+
+    /// How many key tokens it labels (cross-attention).
+    pub(super) fn keys(&self) -> Option<usize> {
+        self.doc.key_tokens.as_ref().map(Vec::len)
+    }
+
+    /// The body with the weights read from the file's tensors, `shape` `[layers kept, heads,
+    /// queries, keys]`; `keep` are the indices, among the body's layers, of the layers read.
+    /// `shown` names the kind in messages.
+    pub(super) fn into_arrays(
+        self,
+        shown: &str,
+        shape: [usize; 4],
+        weights: Vec<f32>,
+        keep: &[usize],
+    ) -> Result<Arrays, ImportError> {
+        let mut doc = self.doc;
+        doc.layer_numbers = doc
+            .layer_numbers
+            .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
+        doc.layer_masks = doc.layer_masks.map(|masks| {
+            let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
+            keep.iter()
+                .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
+                .collect()
+        });
+        if let Some(m) = doc.model.as_mut() {
+            m.layers = None;
+        }
+        doc.attention = Some(Flat {
+            values: weights,
+            shape: shape.map(Some),
+        });
+        body_arrays(doc, crate::render::json::FORMAT_VERSION, shown)
+    }
+
+    /// The query tokens and text of a kind whose weights are not read.
+    pub(super) fn into_tokens(self, shown: &str) -> Result<(Tokens, Option<String>), ImportError> {
+        let mut doc = self.doc;
+        let text = text(doc.text.take());
+        Ok((
+            units(
+                doc.take_queries(),
+                crate::render::json::FORMAT_VERSION,
+                shown,
+                "",
+            )?,
+            text,
+        ))
+    }
 }

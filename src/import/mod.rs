@@ -296,6 +296,9 @@ pub struct ReadOptions {
     /// numbers); `None`: every layer. The other formats hold one array and are read whole, so
     /// they refuse a selection.
     pub layers: Option<Vec<usize>>,
+    /// Name attention that says nothing of its model (plain arrays, a JSON export without a
+    /// model id) by the file's full path rather than by the file's name.
+    pub full_path: bool,
 }
 
 /// Read attention from `path`: attnviz JSON (`.json`), `.npz` or `.safetensors`, chosen by the
@@ -383,6 +386,21 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         skipped,
         mut held,
     } = assembled;
+    // Attention from a file that does not name its model is named after the file: by the
+    // file's name, or its full path when asked (never as given, which may say where it is).
+    let named = if opts.full_path {
+        crate::model::source::full_path(path)
+    } else {
+        crate::model::source::local_name(path)
+    };
+    for a in &mut arrays {
+        if a.source == shown {
+            a.source.clone_from(&named);
+        }
+        if let Some(origin) = a.origin.as_mut().filter(|o| o.model.id == shown) {
+            origin.model.id.clone_from(&named);
+        }
+    }
     if let Some(tokens) = &opts.tokens {
         match arrays.as_mut_slice() {
             [one] if one.kind.is_self() && one.keys.is_none() && skipped.is_empty() => {

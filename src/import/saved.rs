@@ -4,13 +4,15 @@
 //! is touched, so a file whose other layers are damaged or cut off still gives the asked ones.
 //!
 //! Each kind's metadata is a version-2 JSON body without its attention, read by the JSON
-//! reader (`json::saved_body`), so a saved capture labels its tokens exactly as the JSON export
+//! reader (`json::SavedBody`), so a saved capture labels its tokens exactly as the JSON export
 //! of the same run does.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
-use serde_json::Value;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 
 use crate::attention::AttentionKind;
 use crate::save::{tensor_name, FORMAT, FORMAT_VERSION, MAX_HEADER};
@@ -22,9 +24,18 @@ use super::{check, json, ImportError};
 /// Weights converted per read.
 const CHUNK: usize = 1 << 18;
 
+/// What parsing a header of `n` bytes holds at most, per byte of it: the metadata's strings
+/// (at most the header's bytes), one record per tensor (about 100 bytes for the 60 or more a
+/// record takes in the header), and the reader's buffer.
+const HEADER_COST: u64 = 3;
+
 /// Read `path` if it is a saved capture (its `__metadata__` says `format` is [`FORMAT`]):
 /// the layers `layers` (the model's numbers; `None`: every layer saved) of every kind, or of
 /// `plan.only`'s kind alone. `Ok(None)`: a safetensors file of another kind.
+///
+/// The header is parsed as it is read, into the metadata's strings and one small record per
+/// tensor, never into a JSON tree (a 100 MB header took 1.1–2.0 GiB as `serde_json::Value`);
+/// what it holds is counted in the estimate, and checked before it is parsed.
 pub fn read(
     path: &Path,
     shown: &str,
@@ -47,12 +58,12 @@ pub fn read(
              bytes) or the {MAX_HEADER} a header may hold; the file is damaged"
         )));
     }
-    let mut header = vec![0u8; header_len as usize];
-    read_at(&file, &mut header, 8).map_err(io)?;
-    let header: Value = serde_json::from_slice(&header)
+    let mut estimate = Estimate::default();
+    estimate.add_text(header_len.saturating_mul(HEADER_COST));
+    header_fits(&estimate, shown, header_len, plan)?;
+    let header = read_header(&file, header_len)
         .map_err(|e| bad(format!("its safetensors header is not JSON: {e}")))?;
-    let meta = header.get("__metadata__").and_then(Value::as_object);
-    let field = |name: &str| meta.and_then(|m| m.get(name)).and_then(Value::as_str);
+    let field = |name: &str| header.metadata.get(name).map(String::as_str);
     if field("format") != Some(FORMAT) {
         return Ok(None);
     }
@@ -70,17 +81,32 @@ pub fn read(
         .and_then(|k| serde_json::from_str(k).ok())
         .filter(|k: &Vec<AttentionKind>| !k.is_empty())
         .ok_or_else(|| bad("its metadata names no `kinds`".into()))?;
+    check_overlaps(&header.tensors).map_err(bad)?;
     let data_start = 8 + header_len;
     let only = plan.only.filter(|k| kinds.contains(k));
-    let mut estimate = Estimate::default();
     let mut wanted = Vec::new();
     let mut skipped = Vec::new();
     for &kind in &kinds {
         let name = kind.as_str();
         let shown_kind = format!("{shown}: {name}");
         let body = field(name).ok_or_else(|| bad(format!("its metadata has no `{name}` body")))?;
+        json::start_text_budget(plan.budget.bytes.saturating_sub(estimate.total(plan.cost)));
+        let parsed = json::SavedBody::parse(body, &shown_kind);
+        let text_cost = json::text_charged();
+        if json::end_text_budget() {
+            return Err(ImportError::TooBig {
+                what: format!(
+                    "{shown_kind}: its token labels and texts (more than {})",
+                    crate::model::format_bytes(text_cost / json::TEXT_COST)
+                ),
+                needs: estimate.total(plan.cost).saturating_add(text_cost),
+                budget: plan.budget,
+            });
+        }
+        estimate.add_text(text_cost);
+        let parsed = parsed?;
         if only.is_some_and(|k| k != kind) {
-            let (queries, text) = json::saved_tokens(body, &shown_kind)?;
+            let (queries, text) = parsed.into_tokens(&shown_kind)?;
             skipped.push(Skipped {
                 kind,
                 queries,
@@ -88,22 +114,19 @@ pub fn read(
             });
             continue;
         }
-        let parsed: Value = serde_json::from_str(body)
-            .map_err(|e| bad(format!("its `{name}` metadata is not JSON: {e}")))?;
         let numbers: Vec<usize> = parsed
-            .get("layer_numbers")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .ok_or_else(|| bad(format!("its `{name}` metadata has no `layer_numbers`")))?;
-        let count = |field: &str| parsed.get(field).and_then(Value::as_array).map(Vec::len);
+            .layer_numbers()
+            .ok_or_else(|| bad(format!("its `{name}` metadata has no `layer_numbers`")))?
+            .to_vec();
         let heads = parsed
-            .pointer("/model/heads")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad(format!("its `{name}` metadata has no `model.heads`")))?
-            as usize;
-        let queries =
-            count("tokens").ok_or_else(|| bad(format!("its `{name}` metadata has no `tokens`")))?;
+            .heads()
+            .ok_or_else(|| bad(format!("its `{name}` metadata has no `model.heads`")))?;
+        let queries = parsed
+            .queries()
+            .ok_or_else(|| bad(format!("its `{name}` metadata has no `tokens`")))?;
         let keys = if kind == AttentionKind::Cross {
-            count("key_tokens")
+            parsed
+                .keys()
                 .ok_or_else(|| bad(format!("its `{name}` metadata has no `key_tokens`")))?
         } else {
             queries
@@ -128,14 +151,14 @@ pub fn read(
         let mut tensors = Vec::new();
         for &i in &keep {
             let tensor = tensor_name(kind, numbers[i]);
-            let entry = header.get(&tensor).ok_or_else(|| {
+            let record = header.tensors.get(&tensor).ok_or_else(|| {
                 bad(format!(
                     "its metadata lists layer {} but it has no tensor {tensor}",
                     numbers[i]
                 ))
             })?;
             tensors.push(locate(
-                entry,
+                record,
                 &tensor,
                 [heads, queries, keys],
                 data_start,
@@ -149,11 +172,12 @@ pub fn read(
             transient: 4 * CHUNK as u64,
         };
         estimate.add_attention(&format!("{name} attention"), &declared);
-        wanted.push((kind, shown_kind, body, shape, tensors, keep));
+        wanted.push((kind, shown_kind, parsed, shape, tensors, keep));
     }
     estimate.check(shown, plan.cost, plan.budget)?;
+    drop(header);
     let mut arrays = Vec::new();
-    for (kind, shown_kind, body, shape, tensors, keep) in wanted {
+    for (kind, shown_kind, parsed, shape, tensors, keep) in wanted {
         let count = shape.iter().product::<usize>();
         let mut weights = Vec::with_capacity(count);
         let mut half = false;
@@ -161,7 +185,7 @@ pub fn read(
             half |= t.dtype != Dtype::F32;
             read_weights(&file, t, &mut weights).map_err(io)?;
         }
-        let mut a = json::saved_body(body, &shown_kind, shape, weights, &keep)?;
+        let mut a = parsed.into_arrays(&shown_kind, shape, weights, &keep)?;
         a.kind = kind;
         if half {
             a.tolerance = a.tolerance.max(2e-2);
@@ -173,6 +197,124 @@ pub fn read(
         skipped,
         held: kinds,
     }))
+}
+
+/// The header of `header_len` bytes after the file's first 8, parsed as it is read.
+fn read_header(file: &File, header_len: u64) -> Result<Header, serde_json::Error> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(8))
+        .map_err(serde_json::Error::io)?;
+    let limited = std::io::BufReader::with_capacity(1 << 16, reader.take(header_len));
+    let mut de = serde_json::Deserializer::from_reader(limited);
+    let header = Header::deserialize(&mut de)?;
+    de.end()?;
+    Ok(header)
+}
+
+/// Refuse a header whose parse alone would exceed the budget, before it is parsed.
+fn header_fits(
+    estimate: &Estimate,
+    shown: &str,
+    header_len: u64,
+    plan: &Plan,
+) -> Result<(), ImportError> {
+    let needs = estimate.total(Default::default());
+    if needs <= plan.budget.bytes {
+        return Ok(());
+    }
+    Err(ImportError::TooBig {
+        what: format!(
+            "{shown}: its safetensors header ({})",
+            crate::model::format_bytes(header_len)
+        ),
+        needs,
+        budget: plan.budget,
+    })
+}
+
+/// The parts of a safetensors header a saved capture needs: the metadata's strings, and each
+/// tensor's record.
+struct Header {
+    metadata: HashMap<String, String>,
+    tensors: HashMap<String, Record>,
+}
+
+/// A tensor's record in the header.
+#[derive(Deserialize)]
+struct Record {
+    dtype: DtypeName,
+    shape: Vec<u64>,
+    data_offsets: [u64; 2],
+}
+
+/// A record's `dtype`: the ones a saved capture holds, or another.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+enum DtypeName {
+    F32,
+    F16,
+    BF16,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Header {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Header;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of tensor records and `__metadata__`")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
+                let mut header = Header {
+                    metadata: HashMap::new(),
+                    tensors: HashMap::new(),
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "__metadata__" {
+                        if !header.metadata.is_empty() {
+                            return Err(de::Error::custom("`__metadata__` appears twice"));
+                        }
+                        header.metadata = map.next_value()?;
+                        continue;
+                    }
+                    let record: Record = map
+                        .next_value()
+                        .map_err(|e: A::Error| de::Error::custom(format!("tensor {key}: {e}")))?;
+                    if header.tensors.insert(key.clone(), record).is_some() {
+                        return Err(de::Error::custom(format!("tensor {key} appears twice")));
+                    }
+                }
+                Ok(header)
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
+/// Refuse tensors whose bytes overlap: each layer is its own tensor, so two records over the
+/// same bytes would draw one layer's weights as another's.
+fn check_overlaps(tensors: &HashMap<String, Record>) -> Result<(), String> {
+    let mut spans: Vec<(u64, u64, &str)> = tensors
+        .iter()
+        .map(|(name, r)| (r.data_offsets[0], r.data_offsets[1], name.as_str()))
+        .filter(|&(begin, end, _)| end > begin)
+        .collect();
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        let ((_, end, a), (begin, _, b)) = (pair[0], pair[1]);
+        if begin < end {
+            return Err(format!(
+                "tensors {a} and {b} share the bytes from {begin} to {end}; each layer's \
+                 weights are its own, so the file is damaged"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,9 +340,9 @@ struct Located {
     count: usize,
 }
 
-/// A tensor's header entry checked against the shape the metadata gives and the file's size.
+/// A tensor's header record checked against the shape the metadata gives and the file's size.
 fn locate(
-    entry: &Value,
+    record: &Record,
     tensor: &str,
     shape: [usize; 3],
     data_start: u64,
@@ -208,37 +350,26 @@ fn locate(
     shown: &str,
 ) -> Result<Located, ImportError> {
     let bad = |m: String| ImportError::invalid(format!("{shown}: {tensor} {m}"));
-    let dtype = match entry.get("dtype").and_then(Value::as_str) {
-        Some("F32") => Dtype::F32,
-        Some("F16") => Dtype::F16,
-        Some("BF16") => Dtype::Bf16,
-        other => {
-            return Err(bad(format!(
-                "is {}; a saved capture holds F32, F16 or BF16 weights",
-                other.unwrap_or("of no dtype")
-            )))
+    let dtype = match record.dtype {
+        DtypeName::F32 => Dtype::F32,
+        DtypeName::F16 => Dtype::F16,
+        DtypeName::BF16 => Dtype::Bf16,
+        DtypeName::Other => {
+            return Err(bad(
+                "is of another dtype; a saved capture holds F32, F16 or BF16 weights".into(),
+            ))
         }
     };
-    let got: Option<Vec<usize>> = entry
-        .get("shape")
-        .and_then(|s| serde_json::from_value(s.clone()).ok());
-    if got.as_deref() != Some(&shape[..]) {
+    let want = shape.map(|d| d as u64);
+    if record.shape != want {
         return Err(bad(format!(
-            "has shape {}, but the metadata gives {} heads × {} queries × {} keys; the file is \
+            "has shape {:?}, but the metadata gives {} heads × {} queries × {} keys; the file is \
              damaged",
-            got.map_or("none".into(), |g| format!("{g:?}")),
-            shape[0],
-            shape[1],
-            shape[2]
+            record.shape, shape[0], shape[1], shape[2]
         )));
     }
-    let offsets: Option<[u64; 2]> = entry
-        .get("data_offsets")
-        .and_then(|s| serde_json::from_value(s.clone()).ok());
-    let Some([begin, end]) = offsets else {
-        return Err(bad("has no data_offsets [begin, end]".into()));
-    };
-    let count = shape.iter().map(|&d| d as u64).product::<u64>();
+    let [begin, end] = record.data_offsets;
+    let count = want.iter().product::<u64>();
     if end < begin || end - begin != count.saturating_mul(dtype.size()) {
         return Err(bad(format!(
             "spans bytes {begin}–{end}, not the {} its shape needs; the file is damaged",

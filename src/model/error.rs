@@ -36,6 +36,9 @@ pub enum Error {
     /// The captured attention would not fit in memory.
     #[error(transparent)]
     TooBig(#[from] CaptureTooBig),
+    /// An analysis's re-runs of the model would take longer than its time limit.
+    #[error(transparent)]
+    TooSlow(#[from] super::rerun::TooSlow),
     /// A target (teacher forcing) given to a model without a decoder.
     #[error("{model} is not an encoder–decoder model ({family}), so it takes no target text")]
     NotSeq2Seq {
@@ -106,6 +109,10 @@ pub enum Error {
     /// that names the file).
     #[error("{0}")]
     Sink(std::io::Error),
+    /// The run was stopped: its [`crate::cancel::Cancel`] flag was set (a server request that
+    /// timed out or whose client left).
+    #[error("the run was cancelled")]
+    Cancelled,
 }
 
 /// `bytes` for people: `4.5 GB`, `512 MB`.
@@ -148,6 +155,15 @@ pub enum Capture {
         /// Decoder tokens.
         decoder: usize,
     },
+    /// The logit lens: `k` tokens at each of `stages` stages and `tokens` positions.
+    LogitLens {
+        /// Stages (the embeddings, then each layer).
+        stages: usize,
+        /// Positions.
+        tokens: usize,
+        /// Tokens kept per cell.
+        k: usize,
+    },
 }
 
 /// The captured attention would take more memory than the budget allows.
@@ -178,6 +194,7 @@ impl std::fmt::Display for CaptureTooBig {
             Capture::EncoderDecoder { .. } => {
                 "use a shorter source or target, or generate fewer tokens"
             }
+            Capture::LogitLens { .. } => "keep fewer tokens per cell or use a shorter input",
         };
         write!(
             f,
@@ -205,6 +222,9 @@ impl CaptureTooBig {
             Capture::EncoderDecoder { source, decoder } => format!(
                 "capturing the encoder, decoder and cross-attention for {source} source and \
                  {decoder} decoder tokens"
+            ),
+            Capture::LogitLens { stages, tokens, k } => format!(
+                "the logit lens of {k} tokens per cell at {stages} stages × {tokens} positions"
             ),
         }
     }

@@ -8,6 +8,7 @@
 
 use super::blocks::capture::SequenceCapture;
 use super::blocks::network::{Batch, HeadOutputs};
+use super::rerun::{Rerun, RerunCost, RerunLimit};
 use super::{check_input, Error, Model};
 
 /// The top tokens at every stage and position of one sequence.
@@ -423,6 +424,23 @@ impl Model {
         target: u32,
         mean: bool,
     ) -> Result<AblationForward, Error> {
+        let unlimited = RerunLimit {
+            given: Some(std::time::Duration::MAX),
+        };
+        self.head_ablation_within(ids, target, mean, unlimited, &crate::progress::Silent)
+    }
+
+    /// [`Model::head_ablation`], refused with [`TooSlow`](super::rerun::TooSlow) before its
+    /// re-runs when their estimate ([`RerunCost`]) is over `limit`; a long estimate is told to
+    /// `progress` first.
+    pub fn head_ablation_within(
+        &self,
+        ids: &[u32],
+        target: u32,
+        mean: bool,
+        limit: RerunLimit,
+        progress: &dyn crate::progress::Progress,
+    ) -> Result<AblationForward, Error> {
         let run = self.interventions(ids, "head ablation")?;
         self.check_token(target)?;
         let head = self.network.unembedding().expect("a decoder with a head");
@@ -434,7 +452,18 @@ impl Model {
             arch.vocab_size,
             ids.len(),
         );
+        let started = std::time::Instant::now();
         let stages = run.stage(ids);
+        let cost = RerunCost {
+            analysis: Rerun::HeadAblation,
+            tokens: n,
+            passes: Rerun::HeadAblation.passes(n, layers, heads),
+            pass: started.elapsed(),
+        };
+        cost.check(limit)?;
+        if let Some(line) = cost.notice() {
+            progress.message(&line);
+        }
         let last = &stages[layers][(n - 1) * hidden..][..hidden];
         let base = log_prob(&head.logits(last, 1), target);
         let mut delta = Vec::with_capacity(layers * heads);

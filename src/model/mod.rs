@@ -31,6 +31,7 @@ pub mod families;
 pub mod formats;
 pub mod kernels;
 pub mod lens;
+pub mod rerun;
 pub mod vision;
 pub mod zeroing;
 
@@ -212,6 +213,9 @@ pub struct Model {
     model_max_length: Option<usize>,
     /// A vision model's image processor (preprocessor_config.json).
     image_processor: Option<crate::pixels::ImageProcessor>,
+    /// The full path of a local folder or file the model was loaded from (`None`: a hub
+    /// model), which [`Model::with_full_path`] makes its id.
+    location: Option<String>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -303,6 +307,12 @@ impl Model {
         );
         model.model_max_length = model.tokenizer.settings().model_max_length();
         model.image_processor = image_processor;
+        if files.revision.is_none() {
+            // A local folder: named by its name, not by where it is on this machine.
+            let path = Path::new(&files.id);
+            model.info.id = source::local_name(path);
+            model.location = Some(source::full_path(path));
+        }
         if let Some(target) = family.quirks.target_tokenizer {
             model.target_tokenizer = target(&files.tokenizer_dir)?;
         }
@@ -338,7 +348,19 @@ impl Model {
             generation,
             model_max_length: None,
             image_processor: None,
+            location: None,
         }
+    }
+
+    /// Name the model by the full path of its local folder or file rather than by that
+    /// folder's or file's name, when `full`: its [`ModelInfo::id`], which every export writes
+    /// (JSON, the report, saved captures, corpus summaries). A hub model keeps its repo id.
+    #[must_use]
+    pub fn with_full_path(mut self, full: bool) -> Model {
+        if let (true, Some(path)) = (full, &self.location) {
+            self.info.id.clone_from(path);
+        }
+        self
     }
 
     /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its matrices kept
@@ -396,18 +418,18 @@ impl Model {
             ordinary: named(tokenizer.unk_token_id),
             other: Vec::new(),
         };
-        let name = path
-            .file_name()
-            .map_or_else(|| origin.clone(), |n| n.to_string_lossy().into_owned());
-        Ok(Self::assemble(
-            origin,
+        let name = source::local_name(path);
+        let mut model = Self::assemble(
+            name.clone(),
             None,
             name,
             family,
             network,
             TextTokenizer::with_names(tokenizer.tokenizer.clone(), path.to_path_buf(), &names),
             generation,
-        ))
+        );
+        model.location = Some(source::full_path(path));
+        Ok(model)
     }
 
     /// What the checkpoint says about generating: EOS tokens and the chat template.

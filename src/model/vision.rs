@@ -8,7 +8,8 @@ use std::path::Path;
 use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
 use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, ModelInfo, Role, Units};
-use crate::pixels::{self, ImageProcessor, ImageSource, Rgb};
+use crate::cancel::Cancel;
+use crate::pixels::{self, ImageProcessor, ImageSource, PixelsError, Rgb};
 
 /// The image processor in a vision model's folder.
 pub fn image_processor(dir: &Path) -> Result<ImageProcessor, Error> {
@@ -34,13 +35,28 @@ impl Model {
         image: impl Into<ImageSource>,
         opts: &EncodeOptions,
     ) -> Result<Encoding, Error> {
+        self.encode_image_until(image, opts, &Cancel::new())
+    }
+
+    /// [`Model::encode_image`] that stops with [`Error::Cancelled`] once `cancel` is set: the
+    /// decoder checks it between rows (a JPEG also between scans), the network between
+    /// layers.
+    pub fn encode_image_until(
+        &self,
+        image: impl Into<ImageSource>,
+        opts: &EncodeOptions,
+        cancel: &Cancel,
+    ) -> Result<Encoding, Error> {
         self.vision_or_refuse()?;
         let image = image.into();
         let prepared = self
             .processor()?
-            .prepare_file(&image)
-            .map_err(|e| Error::Input(e.to_string()))?;
-        self.encode_prepared(prepared, &image.name(), opts)
+            .prepare_until(&image, cancel)
+            .map_err(|e| match e {
+                PixelsError::Cancelled { .. } => Error::Cancelled,
+                e => Error::Input(e.to_string()),
+            })?;
+        self.encode_prepared(prepared, &image.name(), opts, cancel)
     }
 
     fn processor(&self) -> Result<&ImageProcessor, Error> {
@@ -70,7 +86,7 @@ impl Model {
     ) -> Result<Encoding, Error> {
         self.vision_or_refuse()?;
         let prepared = self.processor()?.prepare(rgb);
-        self.encode_prepared(prepared, source, opts)
+        self.encode_prepared(prepared, source, opts, &Cancel::new())
     }
 
     /// Run a model input made by the image processor.
@@ -79,6 +95,7 @@ impl Model {
         prepared: pixels::Prepared,
         source: &str,
         opts: &EncodeOptions,
+        cancel: &Cancel,
     ) -> Result<Encoding, Error> {
         let vision = self.vision_or_refuse()?;
         let p = vision.patch_size();
@@ -98,13 +115,16 @@ impl Model {
         self.check_capture_size(&[n], opts.capture_query_key, layers.len(), opts.max_memory)?;
         let mut capture = SequenceCapture::for_layers(arch, n, n, opts.capture_query_key, &layers);
         let mut all_norms = Vec::new();
-        let hidden = vision.forward_pixels(
-            &prepared.pixels,
-            prepared.width,
-            prepared.height,
-            &mut capture,
-            &mut all_norms,
-        );
+        let hidden = vision
+            .forward_pixels(
+                &prepared.pixels,
+                prepared.width,
+                prepared.height,
+                &mut capture,
+                &mut all_norms,
+                cancel,
+            )
+            .ok_or(Error::Cancelled)?;
         let pooling = vision
             .pooling(&hidden)
             .map(|w| Pooling::new(&w, arch.heads));

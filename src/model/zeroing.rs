@@ -10,7 +10,11 @@
 
 use super::blocks::capture::SequenceCapture;
 use super::blocks::network::Batch;
+use std::time::Instant;
+
+use super::rerun::{Rerun, RerunCost, RerunLimit};
 use super::{check_input, Error, Model};
+use crate::progress::Progress;
 
 /// The most rows (copies × tokens) one batched re-run of a layer takes, bounding its memory.
 pub const ZEROING_ROWS: usize = 8192;
@@ -35,6 +39,22 @@ impl Model {
     /// Value zeroing over token `ids` (with their segment ids `types`, as the tokenizer gave
     /// them): every layer, every token zeroed in turn.
     pub fn value_zeroing(&self, ids: &[u32], types: &[u32]) -> Result<ZeroingForward, Error> {
+        let unlimited = RerunLimit {
+            given: Some(std::time::Duration::MAX),
+        };
+        self.value_zeroing_within(ids, types, unlimited, &crate::progress::Silent)
+    }
+
+    /// [`Model::value_zeroing`], refused with [`TooSlow`](super::rerun::TooSlow) before its
+    /// re-runs when their estimate ([`RerunCost`]) is over `limit`; a long estimate is told to
+    /// `progress` first.
+    pub fn value_zeroing_within(
+        &self,
+        ids: &[u32],
+        types: &[u32],
+        limit: RerunLimit,
+        progress: &dyn Progress,
+    ) -> Result<ZeroingForward, Error> {
         let arch = self.network.architecture();
         let Some(pass) = self.network.value_zeroing() else {
             return Err(Error::Input(format!(
@@ -56,6 +76,7 @@ impl Model {
         let hidden = arch.hidden_size;
         let mut captures =
             [SequenceCapture::for_layers(arch, n, n, false, &[]).with_residual(arch)];
+        let started = Instant::now();
         self.network.forward(
             &Batch {
                 ids,
@@ -65,6 +86,16 @@ impl Model {
             },
             &mut captures,
         );
+        let cost = RerunCost {
+            analysis: Rerun::ValueZeroing,
+            tokens: n,
+            passes: Rerun::ValueZeroing.passes(n, arch.layers, arch.heads),
+            pass: started.elapsed(),
+        };
+        cost.check(limit)?;
+        if let Some(line) = cost.notice() {
+            progress.message(&line);
+        }
         let residual = captures[0].residual.take().expect("asked for");
         let causal = arch.mask == crate::model::Mask::Causal;
         let stage = |s: usize| &residual[s * n * hidden..][..n * hidden];

@@ -4,6 +4,8 @@
 //! filters, [`resample`]), centre crop, rescale and normalise, in that order. The result keeps
 //! the 8-bit picture the model saw, for the views to draw on.
 
+pub mod jpeg;
+pub mod png_chunks;
 mod read;
 pub mod resample;
 
@@ -13,6 +15,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::attention::image::{Preprocessing, Resize};
+use crate::cancel::Cancel;
+pub use read::to_rgb;
 pub use resample::Filter;
 
 /// The largest side a decoded image may have (the header is read first, so a bigger one is
@@ -66,6 +70,30 @@ pub enum PixelsError {
         /// `APNG` or `animated WebP`.
         format: &'static str,
     },
+    /// A JPEG whose scans would take far more work than its pixels need (a progressive file
+    /// made to hold the decoder; [`jpeg`]).
+    #[error("{} {reason}; save it again as a baseline JPEG or a PNG", path.display())]
+    TooMuchWork {
+        /// The file.
+        path: PathBuf,
+        /// What would take the time.
+        reason: String,
+    },
+    /// A PNG chunk PIL refuses: a colour profile or text that inflates past PIL's bounds, an
+    /// unknown compression method ([`png_chunks`]).
+    #[error("{} {reason}", path.display())]
+    Chunk {
+        /// The file.
+        path: PathBuf,
+        /// Which chunk, and why.
+        reason: String,
+    },
+    /// Reading was stopped: its [`Cancel`] flag was set (a request that timed out).
+    #[error("reading {} was cancelled", path.display())]
+    Cancelled {
+        /// The file.
+        path: PathBuf,
+    },
     /// An array that is not an image.
     #[error("{0}")]
     Array(String),
@@ -79,8 +107,9 @@ pub enum PixelsError {
     },
 }
 
-/// Where a picture comes from: a file, or its file's bytes already in memory (a server's
-/// upload), which are decoded without touching the file system.
+/// Where a picture comes from: a file, its file's bytes already in memory (a server's
+/// upload), which are decoded without touching the file system, or pixels in memory (a numpy
+/// array), read a row at a time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageSource {
     /// A picture file.
@@ -92,14 +121,55 @@ pub enum ImageSource {
         /// The file's bytes.
         bytes: Arc<[u8]>,
     },
+    /// Pixels that are no file.
+    Pixels {
+        /// What names the picture in messages and views (`image`).
+        name: String,
+        /// The rows.
+        pixels: SharedPixels,
+    },
 }
+
+/// Pixels in memory that are not a file (a numpy array the Python package hands over), read a
+/// row at a time, so that they are converted only as the model's resize takes them and never
+/// copied whole. Checked like a file's pixels: the size caps first, before any row is read.
+pub trait PixelRows: Send + Sync {
+    /// `(width, height)`.
+    fn size(&self) -> (usize, usize);
+    /// The colour type the rows are made from (`rgb8`, `l8`, `rgba8`, …), for the views.
+    fn color(&self) -> String;
+    /// Row `y` (from the top) as `width × 3` bytes of RGB into `out` (cleared first); an error
+    /// in words.
+    fn row(&self, y: usize, out: &mut Vec<u8>) -> Result<(), String>;
+}
+
+/// A shared [`PixelRows`]; two are equal when they are the same pixels.
+#[derive(Clone)]
+pub struct SharedPixels(pub Arc<dyn PixelRows>);
+
+impl std::fmt::Debug for SharedPixels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (w, h) = self.0.size();
+        write!(f, "SharedPixels({w}×{h} {})", self.0.color())
+    }
+}
+
+impl PartialEq for SharedPixels {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedPixels {}
 
 impl ImageSource {
     /// How messages name the picture: the file's path, or the bytes' name.
     pub fn shown(&self) -> PathBuf {
         match self {
             ImageSource::File(path) => path.clone(),
-            ImageSource::Bytes { name, .. } => PathBuf::from(name),
+            ImageSource::Bytes { name, .. } | ImageSource::Pixels { name, .. } => {
+                PathBuf::from(name)
+            }
         }
     }
 
@@ -110,7 +180,7 @@ impl ImageSource {
                 || path.display().to_string(),
                 |n| n.to_string_lossy().into(),
             ),
-            ImageSource::Bytes { name, .. } => name.clone(),
+            ImageSource::Bytes { name, .. } | ImageSource::Pixels { name, .. } => name.clone(),
         }
     }
 }
@@ -211,8 +281,27 @@ pub fn decode(path: &Path) -> Result<Rgb, PixelsError> {
 /// [`decode`] of a file or of bytes in memory.
 pub fn decode_source(source: &ImageSource) -> Result<Rgb, PixelsError> {
     let mut whole = read::Whole::default();
-    read::read(source, &mut whole)?;
+    read::read(source, &mut whole, &Cancel::new())?;
     Ok(whole.0)
+}
+
+/// The size caps of a decoded picture, for pixels in memory (an array, an image object):
+/// checked on their size, before any of them is read ([`PixelsError::Array`]).
+pub fn check_array_size(width: usize, height: usize) -> Result<(), PixelsError> {
+    if width == 0 || height == 0 {
+        return Err(PixelsError::Array(format!(
+            "the image is empty ({width}×{height} pixels)"
+        )));
+    }
+    let (w, h) = (width as u64, height as u64);
+    if w > MAX_SIDE as u64 || h > MAX_SIDE as u64 || w.saturating_mul(h) > MAX_PIXELS {
+        return Err(PixelsError::Array(format!(
+            "the image is {width}×{height} pixels, more than attnviz reads (at most \
+             {MAX_SIDE} a side and {} megapixels); scale it down first",
+            MAX_PIXELS >> 20
+        )));
+    }
+    Ok(())
 }
 
 fn check_size(path: &Path, w: u64, h: u64) -> Result<(), PixelsError> {
@@ -396,8 +485,18 @@ impl ImageProcessor {
     /// so memory follows the model's input size (the picture's height × the resized width),
     /// not the file's pixel count.
     pub fn prepare_file(&self, source: &ImageSource) -> Result<Prepared, PixelsError> {
+        self.prepare_until(source, &Cancel::new())
+    }
+
+    /// [`ImageProcessor::prepare_file`] that stops, with [`PixelsError::Cancelled`], once
+    /// `cancel` is set: between rows, and for a JPEG between scans.
+    pub fn prepare_until(
+        &self,
+        source: &ImageSource,
+        cancel: &Cancel,
+    ) -> Result<Prepared, PixelsError> {
         let mut resizing = Resizing::new(self);
-        read::read(source, &mut resizing)?;
+        read::read(source, &mut resizing, cancel)?;
         Ok(self.finish(resizing))
     }
 

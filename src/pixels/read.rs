@@ -2,33 +2,38 @@
 //! is decoded, so that the model's resize ([`super::resample::RowResize`]) can shrink it at
 //! once and a photo of many megapixels never has to be held whole.
 //!
-//! - **JPEG** through libjpeg-turbo (the `mozjpeg` crate, whose decoder is libjpeg-turbo's):
-//!   the decoder PIL uses, so the pixels are PIL's exactly (islow IDCT, fancy upsampling). A
-//!   baseline JPEG streams; a progressive one keeps its coefficients (libjpeg's own buffer, 2
-//!   bytes a sample) until its last scan. CMYK and YCCK files, which libjpeg does not turn into
-//!   RGB, go through the `image` crate whole.
+//! - **JPEG** through libjpeg-turbo ([`super::jpeg`]): the decoder PIL uses, so the pixels are
+//!   PIL's exactly (islow IDCT, fancy upsampling), CMYK and YCCK included; its scans and their
+//!   work bounded. A baseline JPEG streams; a progressive one keeps its coefficients (libjpeg's
+//!   own buffer, 2 bytes a sample) until its last scan.
 //! - **PNG** through the `png` crate: non-interlaced files stream; Adam7-interlaced ones are
 //!   decoded whole. Palettes, low bit depths and `tRNS` are expanded; 16-bit samples keep their
 //!   high byte, as PIL's `RGB;16B` and `RGBA;16B` modes read them, except 16-bit gray, which PIL
-//!   opens as `I;16` and clips to 0–255.
+//!   opens as `I;16` and clips to 0–255. Its colour profile and text chunks are checked first
+//!   as PIL checks them ([`super::png_chunks`]), and otherwise skipped.
 //! - **WebP** through the `image` crate, whole (its decoder has no row interface).
+//! - **Pixels in memory** ([`super::PixelRows`]) are read a row at a time, as a file's.
 //!
 //! Alpha (RGBA, gray + alpha, a palette with transparency) is composited onto white, as
 //! transformers' `convert_to_rgb` does. Every decoder runs under the size caps of the parent
-//! module, checked on the header before any pixel is decoded.
+//! module, checked on the header before any pixel is decoded, and stops between rows (JPEG:
+//! also between scans) once its [`Cancel`] flag is set.
 
-use std::any::Any;
 use std::io::{BufRead, BufReader, Cursor, Seek};
 use std::path::Path;
 
 use super::{check_size, ImageSource, PixelsError, Rgb, MAX_DECODE_BYTES, MAX_SIDE};
+use crate::cancel::Cancel;
 
 /// A reader of a picture's bytes: a file's, or bytes in memory.
-trait Input: BufRead + Seek {}
+pub(super) trait Input: BufRead + Seek {}
 impl<T: BufRead + Seek> Input for T {}
 
 /// A fresh reader of `source` from its first byte.
-fn open<'a>(source: &'a ImageSource, path: &Path) -> Result<Box<dyn Input + 'a>, PixelsError> {
+pub(super) fn open<'a>(
+    source: &'a ImageSource,
+    path: &Path,
+) -> Result<Box<dyn Input + 'a>, PixelsError> {
     Ok(match source {
         ImageSource::File(file) => {
             Box::new(BufReader::new(std::fs::File::open(file).map_err(|e| {
@@ -39,6 +44,8 @@ fn open<'a>(source: &'a ImageSource, path: &Path) -> Result<Box<dyn Input + 'a>,
             })?))
         }
         ImageSource::Bytes { bytes, .. } => Box::new(Cursor::new(&bytes[..])),
+        // Pixels are read by rows ([`pixel_rows`]), never as a file.
+        ImageSource::Pixels { .. } => Box::new(Cursor::new(&[][..])),
     })
 }
 
@@ -70,21 +77,35 @@ impl Rows for Whole {
     }
 }
 
-/// Decode `source` (PNG, JPEG or WebP, by content) into `rows`.
-pub(super) fn read(source: &ImageSource, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+/// Decode `source` (PNG, JPEG or WebP, by content; or pixels in memory) into `rows`, until
+/// `cancel` is set.
+pub(super) fn read(
+    source: &ImageSource,
+    rows: &mut dyn Rows,
+    cancel: &Cancel,
+) -> Result<(), PixelsError> {
     let path = source.shown();
     let path = path.as_path();
-    if let ImageSource::File(file) = source {
-        let meta = std::fs::metadata(file).map_err(|e| PixelsError::Read {
+    if cancel.is_cancelled() {
+        return Err(PixelsError::Cancelled {
             path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        if !meta.is_file() {
-            return Err(PixelsError::Read {
+        });
+    }
+    match source {
+        ImageSource::Pixels { pixels, .. } => return pixel_rows(pixels, path, rows, cancel),
+        ImageSource::File(file) => {
+            let meta = std::fs::metadata(file).map_err(|e| PixelsError::Read {
                 path: path.to_path_buf(),
-                reason: "not a regular file".into(),
-            });
+                reason: e.to_string(),
+            })?;
+            if !meta.is_file() {
+                return Err(PixelsError::Read {
+                    path: path.to_path_buf(),
+                    reason: "not a regular file".into(),
+                });
+            }
         }
+        ImageSource::Bytes { .. } => {}
     }
     let mut head = [0u8; 32];
     let n = read_up_to(&mut open(source, path)?, &mut head).map_err(|e| PixelsError::Read {
@@ -93,14 +114,9 @@ pub(super) fn read(source: &ImageSource, rows: &mut dyn Rows) -> Result<(), Pixe
     })?;
     let head = &head[..n];
     match image::guess_format(head) {
-        Ok(image::ImageFormat::Jpeg) => {
-            if !jpeg(source, path, rows)? {
-                whole(source, path, image::ImageFormat::Jpeg, rows)?;
-            }
-            Ok(())
-        }
-        Ok(image::ImageFormat::Png) => png(source, path, rows),
-        Ok(image::ImageFormat::WebP) => whole(source, path, image::ImageFormat::WebP, rows),
+        Ok(image::ImageFormat::Jpeg) => super::jpeg::decode(source, path, rows, cancel),
+        Ok(image::ImageFormat::Png) => png(source, path, rows, cancel),
+        Ok(image::ImageFormat::WebP) => webp(source, path, rows),
         other => Err(PixelsError::Corrupt {
             path: path.to_path_buf(),
             reason: match other {
@@ -109,6 +125,35 @@ pub(super) fn read(source: &ImageSource, rows: &mut dyn Rows) -> Result<(), Pixe
             },
         }),
     }
+}
+
+/// Pixels in memory, a row at a time.
+fn pixel_rows(
+    pixels: &super::SharedPixels,
+    path: &Path,
+    rows: &mut dyn Rows,
+    cancel: &Cancel,
+) -> Result<(), PixelsError> {
+    let (w, h) = pixels.0.size();
+    super::check_array_size(w, h)?;
+    rows.begin(w, h, &pixels.0.color());
+    let mut rgb = Vec::with_capacity(w * 3);
+    for y in 0..h {
+        if cancel.is_cancelled() {
+            return Err(PixelsError::Cancelled {
+                path: path.to_path_buf(),
+            });
+        }
+        pixels.0.row(y, &mut rgb).map_err(PixelsError::Array)?;
+        if rgb.len() != w * 3 {
+            return Err(PixelsError::Array(format!(
+                "row {y} of the image array gave {} values, not {w}×3",
+                rgb.len()
+            )));
+        }
+        rows.row(&rgb);
+    }
+    Ok(())
 }
 
 fn read_up_to(file: &mut dyn Input, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -122,7 +167,7 @@ fn read_up_to(file: &mut dyn Input, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn corrupt(path: &Path, reason: impl ToString) -> PixelsError {
+pub(super) fn corrupt(path: &Path, reason: impl ToString) -> PixelsError {
     PixelsError::Corrupt {
         path: path.to_path_buf(),
         reason: reason.to_string(),
@@ -136,8 +181,8 @@ fn on_white(c: u8, a: u8) -> u8 {
 }
 
 /// One row of `channels` samples per pixel (1 gray, 2 gray + alpha, 3 RGB, 4 RGBA) as RGB
-/// into `out`.
-fn to_rgb(row: &[u8], channels: usize, out: &mut Vec<u8>) {
+/// into `out`, alpha composited onto white as transformers' `convert_to_rgb` does.
+pub fn to_rgb(row: &[u8], channels: usize, out: &mut Vec<u8>) {
     out.clear();
     match channels {
         1 => out.extend(row.iter().flat_map(|&v| [v, v, v])),
@@ -157,125 +202,40 @@ fn to_rgb(row: &[u8], channels: usize, out: &mut Vec<u8>) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// JPEG
-
-/// A libjpeg failure, carried out of the decoder by unwinding (libjpeg's errors cannot
-/// return; the `mozjpeg` crate's C is built to unwind).
-struct JpegFailure(String);
-
-unsafe extern "C-unwind" fn jpeg_error_exit(cinfo: &mut mozjpeg_sys::jpeg_common_struct) {
-    std::panic::resume_unwind(Box::new(JpegFailure(jpeg_message(cinfo))));
-}
-
-/// Warnings pass, as PIL lets them pass, except a file that ends before its image does: PIL
-/// refuses it ("image file is truncated"), and libjpeg would fill the rest with grey.
-unsafe extern "C-unwind" fn jpeg_emit_message(
-    cinfo: &mut mozjpeg_sys::jpeg_common_struct,
-    level: std::os::raw::c_int,
-) {
-    // SAFETY: libjpeg calls this with the `cinfo` whose `err` points to our error manager,
-    // alive for the decoder's lifetime.
-    let code = unsafe { (*cinfo.err).msg_code };
-    if level < 0 && code == mozjpeg_sys::JWRN_JPEG_EOF as std::os::raw::c_int {
-        std::panic::resume_unwind(Box::new(JpegFailure(
-            "the file ends before its image data does (truncated)".into(),
-        )));
-    }
-}
-
-/// libjpeg's text for the current message of `cinfo`.
-fn jpeg_message(cinfo: &mut mozjpeg_sys::jpeg_common_struct) -> String {
-    let mut buffer = [0u8; 80];
-    // SAFETY: `err` points to our error manager (see `jpeg_emit_message`); `format_message` is
-    // libjpeg's own (set by `jpeg_std_error`), which writes at most JMSG_LENGTH_MAX (80) bytes,
-    // NUL included, into the buffer it is given. The binding declares the buffer `&[u8; 80]`
-    // though libjpeg writes it, so it is passed as a pointer to our mutable array.
-    unsafe {
-        if let Some(format) = (*cinfo.err).format_message {
-            let format: unsafe extern "C-unwind" fn(
-                &mut mozjpeg_sys::jpeg_common_struct,
-                *mut [u8; 80],
-            ) = std::mem::transmute(format);
-            format(cinfo, &mut buffer);
-        }
-    }
-    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
-    String::from_utf8_lossy(&buffer[..end]).into_owned()
-}
-
-fn jpeg_error_manager() -> mozjpeg_sys::jpeg_error_mgr {
-    // SAFETY: `jpeg_error_mgr` is a plain C struct for which all zeroes is a valid value (null
-    // function pointers are `None`); `jpeg_std_error` then fills every field.
-    let mut err: mozjpeg_sys::jpeg_error_mgr = unsafe { std::mem::zeroed() };
-    // SAFETY: `err` is a valid, exclusively borrowed error manager.
-    unsafe { mozjpeg_sys::jpeg_std_error(&mut err) };
-    err.error_exit = Some(jpeg_error_exit);
-    err.emit_message = Some(jpeg_emit_message);
-    err
-}
-
-/// Decode a JPEG row by row. `Ok(false)`: a CMYK or YCCK file, which libjpeg does not turn
-/// into RGB (nothing was handed to `rows`).
-fn jpeg(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<bool, PixelsError> {
-    let file = open(source, path)?;
-    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-        || -> Result<bool, PixelsError> {
-            let d = mozjpeg::Decompress::with_err(jpeg_error_manager())
-                .from_reader(file)
-                .map_err(|e| corrupt(path, e))?;
-            let (w, h) = d.size();
-            check_size(path, w as u64, h as u64)?;
-            let color = match d.color_space() {
-                mozjpeg::ColorSpace::JCS_GRAYSCALE => "l8",
-                mozjpeg::ColorSpace::JCS_CMYK | mozjpeg::ColorSpace::JCS_YCCK => return Ok(false),
-                _ => "rgb8",
-            };
-            let mut image = d.rgb().map_err(|e| corrupt(path, e))?;
-            rows.begin(w, h, color);
-            let mut row = vec![0u8; w * 3];
-            for _ in 0..h {
-                image
-                    .read_scanlines_into(&mut row)
-                    .map_err(|e| corrupt(path, e))?;
-                rows.row(&row);
-            }
-            image.finish().map_err(|e| corrupt(path, e))?;
-            Ok(true)
-        },
-    ));
-    match decoded {
-        Ok(result) => result,
-        Err(payload) => Err(corrupt(path, jpeg_failure(payload)?)),
-    }
-}
-
-/// The message of a libjpeg failure; any other panic goes on unwinding.
-fn jpeg_failure(payload: Box<dyn Any + Send>) -> Result<String, PixelsError> {
-    match payload.downcast::<JpegFailure>() {
-        Ok(f) => Ok(f.0),
-        // The `mozjpeg` crate's own error manager's messages (not ours, but kept in case).
-        Err(payload) => match payload.downcast::<String>() {
-            Ok(s) if s.starts_with("libjpeg") => Ok(*s),
-            Ok(s) => std::panic::resume_unwind(s),
-            Err(other) => std::panic::resume_unwind(other),
-        },
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // PNG
 
-fn png(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+fn png(
+    source: &ImageSource,
+    path: &Path,
+    rows: &mut dyn Rows,
+    cancel: &Cancel,
+) -> Result<(), PixelsError> {
+    // The colour profile and text chunks, as PIL reads them: refused where PIL refuses them,
+    // then skipped (neither changes the pixels PIL hands over).
+    super::png_chunks::check(&mut open(source, path)?).map_err(|e| match e {
+        super::png_chunks::ChunkError::Refused(reason) => PixelsError::Chunk {
+            path: path.to_path_buf(),
+            reason,
+        },
+        super::png_chunks::ChunkError::Io(e) => PixelsError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+    })?;
     let mut decoder = png::Decoder::new_with_limits(
         open(source, path)?,
         png::Limits {
             bytes: MAX_DECODE_BYTES as usize,
         },
     );
+    decoder.set_ignore_iccp_chunk(true);
+    decoder.set_ignore_text_chunk(true);
     // PIL opens 16-bit gray as mode `I;16` and clips it to 0–255 on the way to RGB (a value of
     // 1000 is white, not 4); every other 16-bit type keeps its high byte (`RGB;16B`, …).
     let gray16 = {
         let mut probe = png::Decoder::new(open(source, path)?);
+        probe.set_ignore_iccp_chunk(true);
+        probe.set_ignore_text_chunk(true);
         let probe = probe.read_header_info().map_err(|e| png_error(path, e))?;
         probe.color_type == png::ColorType::Grayscale && probe.bit_depth == png::BitDepth::Sixteen
     };
@@ -342,6 +302,11 @@ fn png(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), Pix
         return Ok(());
     }
     for _ in 0..h {
+        if cancel.is_cancelled() {
+            return Err(PixelsError::Cancelled {
+                path: path.to_path_buf(),
+            });
+        }
         let row = reader
             .next_row()
             .map_err(|e| png_error(path, e))?
@@ -364,14 +329,10 @@ fn png_error(path: &Path, e: png::DecodingError) -> PixelsError {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Whole pictures (WebP; CMYK JPEG)
+// WebP (whole: the `image` crate's decoder has no row interface)
 
-fn whole(
-    source: &ImageSource,
-    path: &Path,
-    format: image::ImageFormat,
-    rows: &mut dyn Rows,
-) -> Result<(), PixelsError> {
+fn webp(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), PixelsError> {
+    let format = image::ImageFormat::WebP;
     let image_error = |e: image::ImageError| match e {
         image::ImageError::Limits(_) => PixelsError::TooLarge {
             path: path.to_path_buf(),
@@ -381,14 +342,12 @@ fn whole(
         e => corrupt(path, e),
     };
     let open = || open(source, path);
-    if format == image::ImageFormat::WebP {
-        let dec = image::codecs::webp::WebPDecoder::new(open()?).map_err(image_error)?;
-        if dec.has_animation() {
-            return Err(PixelsError::Animated {
-                path: path.to_path_buf(),
-                format: "animated WebP",
-            });
-        }
+    let dec = image::codecs::webp::WebPDecoder::new(open()?).map_err(image_error)?;
+    if dec.has_animation() {
+        return Err(PixelsError::Animated {
+            path: path.to_path_buf(),
+            format: "animated WebP",
+        });
     }
     let mut reader = image::io::Reader::with_format(open()?, format);
     let (w, h) = reader.into_dimensions().map_err(image_error)?;

@@ -4,6 +4,8 @@
 
 use std::io::{self, Write};
 
+use crate::render::term::Term;
+
 use unicode_width::UnicodeWidthStr;
 
 use crate::analysis::lens::{readable, LogitLens};
@@ -34,9 +36,10 @@ fn pad(s: &str, cols: usize) -> String {
 
 /// Write the lens table of `lens` for a terminal `width` columns wide.
 pub fn write_lens_table(lens: &LogitLens, width: usize, w: &mut dyn Write) -> io::Result<()> {
+    let t = &mut Term::new(w, false);
     let (stages, positions) = (lens.top.len(), lens.positions.len());
     if stages == 0 || positions == 0 {
-        return writeln!(w, "No positions to show.");
+        return t.say("No positions to show.");
     }
     let cell = |s: usize, p: usize| {
         let t = lens.top1(s, p);
@@ -58,14 +61,10 @@ pub fn write_lens_table(lens: &LogitLens, width: usize, w: &mut dyn Write) -> io
         })
         .collect();
     let label_w = lens.stages.iter().map(|s| s.width()).max().unwrap_or(0);
-    writeln!(
-        w,
-        "Logit lens: the most probable token at each stage and position, and its probability (%)"
+    t.say(
+        "Logit lens: the most probable token at each stage and position, and its probability (%)",
     )?;
-    writeln!(
-        w,
-        "(the residual stream through the model's own head; a decoder's position predicts the next token, a masked LM's its own)"
-    )?;
+    t.say("(the residual stream through the model's own head; a decoder's position predicts the next token, a masked LM's its own)")?;
     let mut start = 0;
     while start < positions {
         let mut end = start;
@@ -74,20 +73,20 @@ pub fn write_lens_table(lens: &LogitLens, width: usize, w: &mut dyn Write) -> io
             used += 2 + col_w[end];
             end += 1;
         }
-        writeln!(w)?;
+        t.end_line()?;
         let mut line = pad("", label_w);
         for p in start..end {
             line.push_str("  ");
             line.push_str(&pad(&heads[p], col_w[p]));
         }
-        writeln!(w, "{}", line.trim_end())?;
+        t.say(line.trim_end())?;
         for s in 0..stages {
             let mut line = pad(&lens.stages[s], label_w);
             for (p, width) in col_w.iter().enumerate().take(end).skip(start) {
                 line.push_str("  ");
                 line.push_str(&pad(&cell(s, p), *width));
             }
-            writeln!(w, "{}", line.trim_end())?;
+            t.say(line.trim_end())?;
         }
         start = end;
     }

@@ -11,6 +11,7 @@ pub mod image;
 pub mod json;
 pub mod lens_table;
 pub mod stats_table;
+pub mod term;
 pub mod terminal;
 
 pub use colormap::Colormap;

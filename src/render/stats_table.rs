@@ -16,6 +16,7 @@ use std::io::{self, IsTerminal, Write};
 use crate::analysis::stats::{BROAD_THRESHOLD, POSITIONAL_THRESHOLD, SINK_THRESHOLD};
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 use crate::render::colormap::{viridis, Rgb};
+use crate::render::term::{Paint, Term};
 use crate::render::ColorChoice;
 
 /// How to print the statistics.
@@ -108,13 +109,14 @@ pub fn write_stats_table(
     opts: &StatsTableOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
+    let t = &mut Term::new(w, opts.color);
     let heads = stats.first().map_or(0, Vec::len);
     if stats.is_empty() || heads == 0 {
-        return writeln!(w, "No heads to show.");
+        return t.say("No heads to show.");
     }
     match opts.stat {
-        Some(stat) => write_heatmap(stats, stat, opts, w),
-        None => write_overview(stats, opts, w),
+        Some(stat) => write_heatmap(stats, stat, opts, t),
+        None => write_overview(stats, opts, t),
     }
 }
 
@@ -123,28 +125,31 @@ const ROW_LABEL: usize = 8; // "layer 11"
 fn write_overview(
     stats: &[Vec<HeadStats>],
     opts: &StatsTableOptions,
-    w: &mut dyn Write,
+    t: &mut Term,
 ) -> io::Result<()> {
     let heads = stats[0].len();
-    writeln!(w, "Head labels; layers x heads, numbered from 0")?;
+    t.say("Head labels; layers x heads, numbered from 0")?;
     let per_block = heads_per_block(opts.max_width, 3, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
-        write!(w, "{:ROW_LABEL$}", "")?;
+        t.text(&format!("{:ROW_LABEL$}", ""));
         for h in hs.clone() {
-            write!(w, "{h:>3}")?;
+            t.text(&format!("{h:>3}"));
         }
-        writeln!(w)?;
+        t.end_line()?;
         for (l, layer) in stats.iter().enumerate() {
-            write!(w, "{:<ROW_LABEL$}", format!("layer {}", opts.layer(l)))?;
+            t.text(&format!(
+                "{:<ROW_LABEL$}",
+                format!("layer {}", opts.layer(l))
+            ));
             for s in &layer[hs.clone()] {
-                write!(w, "  {}", s.label.symbol())?;
+                t.text(&format!("  {}", s.label.symbol()));
             }
-            writeln!(w)?;
+            t.end_line()?;
         }
     }
-    write_legend(w, opts, causal(stats))?;
-    writeln!(w)?;
+    write_legend(t, opts, causal(stats))?;
+    t.end_line()?;
 
     // One line per head with every statistic the attention defines (a cross-attention has no
     // position statistics, a causal model no next-token share and only it a first-token share).
@@ -163,11 +168,8 @@ fn write_overview(
     .into_iter()
     .filter(|(stat, _)| defined(stats, *stat))
     .collect();
-    write_columns(w, stats, opts, &columns, None)?;
-    writeln!(
-        w,
-        "Means over query rows; shares are fractions of attention. Details: docs/stats.md"
-    )?;
+    write_columns(t, stats, opts, &columns, None)?;
+    t.say("Means over query rows; shares are fractions of attention. Details: docs/stats.md")?;
 
     // The head detectors in a table of their own, so that the overview keeps to 80 columns.
     let detectors: Vec<(Stat, &str)> = [
@@ -181,63 +183,58 @@ fn write_overview(
     if detectors.is_empty() && induction.is_none() {
         return Ok(());
     }
-    writeln!(w)?;
-    writeln!(
-        w,
-        "Head detectors (TransformerLens's; share of all attention on the pattern)"
-    )?;
-    write_columns(w, stats, opts, &detectors, induction)?;
-    let induct = if induction.is_some() {
-        ",\ninduct the token after an earlier copy, measured on the model's repeated random-token \
-         probe, not this input"
+    t.end_line()?;
+    t.say("Head detectors (TransformerLens's; share of all attention on the pattern)")?;
+    write_columns(t, stats, opts, &detectors, induction)?;
+    if induction.is_some() {
+        t.say("ptok the previous token, dup other copies of the same token,")?;
+        t.say(
+            "induct the token after an earlier copy, measured on the model's repeated \
+             random-token probe, not this input.",
+        )?;
     } else {
-        ""
-    };
-    writeln!(
-        w,
-        "ptok the previous token, dup other copies of the same token{induct}.\nDetails: \
-         docs/stats.md"
-    )
+        t.say("ptok the previous token, dup other copies of the same token.")?;
+    }
+    t.say("Details: docs/stats.md")
 }
 
 /// One line per head: `columns` of `stats`, then (when given) the induction score `[layer][head]`.
 fn write_columns(
-    w: &mut dyn Write,
+    t: &mut Term,
     stats: &[Vec<HeadStats>],
     opts: &StatsTableOptions,
     columns: &[(Stat, &str)],
     induction: Option<&Vec<Vec<f64>>>,
 ) -> io::Result<()> {
     let scales: Vec<f64> = columns.iter().map(|(s, _)| scale_max(stats, *s)).collect();
-    write!(w, "layer head label ")?;
+    t.text("layer head label ");
     for (_, title) in columns {
-        write!(w, " {title:>6}")?;
+        t.text(&format!(" {title:>6}"));
     }
     if induction.is_some() {
-        write!(w, " {:>6}", "induct")?;
+        t.text(&format!(" {:>6}", "induct"));
     }
-    writeln!(w)?;
+    t.end_line()?;
     for (l, layer) in stats.iter().enumerate() {
         for (h, s) in layer.iter().enumerate() {
-            write!(
-                w,
+            t.text(&format!(
                 "{:>5} {h:>4} {:<5} ",
                 opts.layer(l),
                 short_label(s.label)
-            )?;
+            ));
             for ((stat, _), max) in columns.iter().zip(&scales) {
                 let v = stat.value(s);
                 let text = format!("{:>6}", format_value(*stat, v));
-                write!(w, " ")?;
-                write_cell(w, &text, v / max, opts.color)?;
+                t.text(" ");
+                write_cell(t, &text, v / max);
             }
             if let Some(grid) = induction {
                 let v = grid[l].get(h).copied().unwrap_or(f64::NAN);
                 let text = format!("{:>6}", format_value(Stat::PrevTokenScore, v));
-                write!(w, " ")?;
-                write_cell(w, &text, v, opts.color)?;
+                t.text(" ");
+                write_cell(t, &text, v);
             }
-            writeln!(w)?;
+            t.end_line()?;
         }
     }
     Ok(())
@@ -247,7 +244,7 @@ fn write_heatmap(
     stats: &[Vec<HeadStats>],
     stat: Stat,
     opts: &StatsTableOptions,
-    w: &mut dyn Write,
+    t: &mut Term,
 ) -> io::Result<()> {
     let heads = stats[0].len();
     let max = scale_max(stats, stat);
@@ -261,11 +258,10 @@ fn write_heatmap(
         .collect();
     let value_width = texts.iter().flatten().map(String::len).max().unwrap_or(4);
     let cell = value_width + 3; // separator, value, space, label symbol
-    writeln!(
-        w,
+    t.say(&format!(
         "{}; layers x heads, numbered from 0",
         capitalise(stat.title())
-    )?;
+    ))?;
     let per_block = heads_per_block(opts.max_width, cell, heads);
     for block in (0..heads).step_by(per_block) {
         let hs = block..(block + per_block).min(heads);
@@ -273,17 +269,20 @@ fn write_heatmap(
             .clone()
             .map(|h| format!(" {h:>value_width$}  "))
             .collect();
-        writeln!(w, "{:ROW_LABEL$}{}", "", header.trim_end())?;
+        t.say(&format!("{:ROW_LABEL$}{}", "", header.trim_end()))?;
         for (l, layer) in stats.iter().enumerate() {
-            write!(w, "{:<ROW_LABEL$}", format!("layer {}", opts.layer(l)))?;
+            t.text(&format!(
+                "{:<ROW_LABEL$}",
+                format!("layer {}", opts.layer(l))
+            ));
             for h in hs.clone() {
                 let s = &layer[h];
                 // a space between value and label symbol: "2.16 B", not "2.16B"
                 let text = format!("{:>value_width$} {}", texts[l][h], s.label.symbol());
-                write!(w, " ")?;
-                write_cell(w, &text, stat.value(s) / max, opts.color)?;
+                t.text(" ");
+                write_cell(t, &text, stat.value(s) / max);
             }
-            writeln!(w)?;
+            t.end_line()?;
         }
     }
     let all = stats
@@ -294,8 +293,7 @@ fn write_heatmap(
         stat.value(a.2).total_cmp(&stat.value(b.2))
     };
     if let (Some(lo), Some(hi)) = (all.clone().min_by(by_value), all.max_by(by_value)) {
-        writeln!(
-            w,
+        t.say(&format!(
             "min {} (layer {} head {}), max {} (layer {} head {})",
             format_value(stat, stat.value(lo.2)),
             opts.layer(lo.0),
@@ -303,9 +301,9 @@ fn write_heatmap(
             format_value(stat, stat.value(hi.2)),
             opts.layer(hi.0),
             hi.1
-        )?;
+        ))?;
     }
-    write_legend(w, opts, causal(stats))
+    write_legend(t, opts, causal(stats))
 }
 
 /// Whether `stat` has a value for some head (cross-attention has no position statistics; only
@@ -319,7 +317,7 @@ fn causal(stats: &[Vec<HeadStats>]) -> bool {
     defined(stats, Stat::ToFirst)
 }
 
-fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io::Result<()> {
+fn write_legend(t: &mut Term, opts: &StatsTableOptions, causal: bool) -> io::Result<()> {
     let next = if causal {
         String::new()
     } else {
@@ -330,27 +328,26 @@ fn write_legend(w: &mut dyn Write, opts: &StatsTableOptions, causal: bool) -> io
     } else {
         String::new()
     };
-    writeln!(
-        w,
+    t.say(&format!(
         "Labels: < prev>{POSITIONAL_THRESHOLD}{next}  B H/ln n>={BROAD_THRESHOLD}{first}  \
          S ends>{SINK_THRESHOLD}  . none"
-    )?;
+    ))?;
     let names = opts
         .token_names
         .as_deref()
         .map_or(String::new(), |n| format!(" ({n})"));
-    writeln!(
-        w,
+    t.say(&format!(
         "start, end: shares to the sequence start and end tokens{names}"
-    )?;
+    ))?;
     if causal {
-        writeln!(
-            w,
-            "first: share to the first token, the attention sink where causal heads park\n\
-             attention they do not need; rows that see a single key are left out\n\
-             sink (F): a head with over half on the first token, the one the views tag sink;\n\
-             ends (S): over half on the sequence start and end tokens"
-        )?;
+        for line in [
+            "first: share to the first token, the attention sink where causal heads park",
+            "attention they do not need; rows that see a single key are left out",
+            "sink (F): a head with over half on the first token, the one the views tag sink;",
+            "ends (S): over half on the sequence start and end tokens",
+        ] {
+            t.say(line)?;
+        }
     }
     Ok(())
 }
@@ -406,18 +403,19 @@ fn heads_per_block(max_width: usize, cell: usize, heads: usize) -> usize {
 }
 
 /// Write `text`, on a viridis background for `t` in 0..=1 when colouring.
-fn write_cell(w: &mut dyn Write, text: &str, t: f64, color: bool) -> io::Result<()> {
-    if !color {
-        return w.write_all(text.as_bytes());
-    }
-    let Rgb(r, g, b) = viridis(t as f32);
+fn write_cell(t: &mut Term, text: &str, v: f64) {
+    let bg = viridis(v as f32);
+    let Rgb(r, g, b) = bg;
     // dark text on the light (yellow-green) end, light text on the dark end
     let luminance = 0.2126 * r as f64 + 0.7152 * g as f64 + 0.0722 * b as f64;
     let fg = if luminance > 120.0 { 0 } else { 255 };
-    write!(
-        w,
-        "\x1b[48;2;{r};{g};{b}m\x1b[38;2;{fg};{fg};{fg}m{text}\x1b[0m"
-    )
+    t.painted(
+        Paint::On {
+            fg: Rgb(fg, fg, fg),
+            bg,
+        },
+        text,
+    );
 }
 
 #[cfg(test)]

@@ -6,13 +6,14 @@
 //! text. Inputs too long to draw one cell per token in the available width get a summary instead:
 //! a heatmap over blocks of tokens, the strongest links, and the most attended tokens.
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::attention::{Attention, AttentionKind, HeadSel, MaskKind, Selection};
 use crate::render::colormap::{viridis, Rgb};
+pub use crate::render::term::{escape_controls, is_bidi_control};
+use crate::render::term::{Line, Paint, Term};
 
 /// How the terminal view is drawn.
 #[derive(Clone, Debug)]
@@ -75,7 +76,8 @@ pub fn write_view(
         names: &names,
         text: None,
     };
-    view.title(layer, head, w)?;
+    let t = &mut Term::new(w, opts.color);
+    view.title(layer, head, t)?;
     let (nq, nk) = (att.n_queries(), att.n_keys());
     let index_w = digits(nq.max(nk).saturating_sub(1));
     let label_w = names
@@ -89,12 +91,12 @@ pub fn write_view(
     let dividers = column_dividers(att).len();
     let fits = nq.max(nk) <= opts.max_full && gutter + 2 * nk + dividers <= opts.width;
     if att.kind == AttentionKind::Cross {
-        return view.cross(fits, index_w, label_w, w);
+        return view.cross(fits, index_w, label_w, t);
     }
     if fits {
-        view.full(index_w, label_w, w)
+        view.full(index_w, label_w, t)
     } else {
-        view.summary(w)
+        view.summary(t)
     }
 }
 
@@ -154,7 +156,8 @@ pub fn write_matrix_view(
         names: &names,
         text: Some(text),
     };
-    view.say(&text.title, View::bold, w)?;
+    let t = &mut Term::new(w, opts.color);
+    view.wrap(&text.title, Paint::Bold, t)?;
     let index_w = digits(nq.max(nk).saturating_sub(1));
     let label_w = names
         .queries
@@ -166,18 +169,18 @@ pub fn write_matrix_view(
     let gutter = index_w + 1 + label_w + 2;
     let dividers = column_dividers(att).len();
     if nq.max(nk) <= opts.max_full && gutter + 2 * nk + dividers <= opts.width {
-        return view.full(index_w, label_w, w);
+        return view.full(index_w, label_w, t);
     }
-    view.say(
+    view.wrap(
         &format!(
             "{nq} {} are too many to draw one cell each; the strongest columns of each row \
              follow (the PNG and HTML views draw every cell).",
             units_word(att, true)
         ),
-        View::dim,
-        w,
+        Paint::Dim,
+        t,
     )?;
-    view.top_list(index_w, label_w, w)
+    view.top_list(index_w, label_w, t)
 }
 
 /// How the view names each query and key unit: its label (display text or raw) with, where the
@@ -226,7 +229,7 @@ impl View<'_> {
         &self.names.keys[k]
     }
 
-    fn title(&self, layer: usize, head: HeadSel, w: &mut dyn Write) -> io::Result<()> {
+    fn title(&self, layer: usize, head: HeadSel, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let head_desc = match head {
             HeadSel::Index(h) if att.is_grouped() => {
@@ -273,73 +276,48 @@ impl View<'_> {
         if att.special_excluded {
             title.push_str(" · special tokens hidden, rows renormalised");
         }
-        self.say(&title, Self::bold, w)?;
+        self.wrap(&title, Paint::Bold, t)?;
         if let HeadSel::Index(h) = head {
             if att.is_grouped() {
                 let kv = att.kv_head()[h];
                 let heads: Vec<String> =
                     att.heads_of_kv(kv).iter().map(|h| h.to_string()).collect();
-                writeln!(
-                    w,
-                    "{}",
-                    self.dim(&format!(
+                t.say_as(
+                    Paint::Dim,
+                    &format!(
                         "grouped-query attention: heads {} read key/value head {kv}",
                         heads.join(", ")
-                    ))
+                    ),
                 )?;
             }
         }
         Ok(())
     }
 
-    fn bold(&self, s: &str) -> String {
-        if self.opts.color {
-            format!("\x1b[1m{s}\x1b[0m")
-        } else {
-            s.to_string()
-        }
-    }
-
-    fn dim(&self, s: &str) -> String {
-        if self.opts.color {
-            format!("\x1b[2m{s}\x1b[0m")
-        } else {
-            s.to_string()
-        }
-    }
-
     /// Write `text` (plain, one paragraph) wrapped at spaces to the view's width, each line
-    /// styled by `style` ([`View::bold`], [`View::dim`]).
-    fn say(
-        &self,
-        text: &str,
-        style: fn(&Self, &str) -> String,
-        w: &mut dyn Write,
-    ) -> io::Result<()> {
+    /// painted by `paint`.
+    fn wrap(&self, text: &str, paint: Paint, t: &mut Term) -> io::Result<()> {
         for line in wrap_words(text, self.opts.width.max(40)) {
-            writeln!(w, "{}", style(self, &line))?;
+            t.say_as(paint, &line)?;
         }
         Ok(())
     }
 
-    /// A two-column cell for `v` on a scale whose top is `max`.
-    fn cell(&self, v: f32, max: f32) -> String {
+    /// Add a two-column cell for `v` on a scale whose top is `max` to `line`: its colour, or
+    /// without colour its shade.
+    fn cell(&self, v: f32, max: f32, line: &mut Line) {
         let t = if max > 0.0 { v / max } else { 0.0 };
         if self.opts.color {
-            let Rgb(r, g, b) = viridis(t);
-            format!("\x1b[48;2;{r};{g};{b}m  \x1b[0m")
+            line.paint(Paint::Back(viridis(t)), "  ");
         } else {
             let i = ((t * SHADES.len() as f32) as usize).min(SHADES.len() - 1);
-            SHADES[i].to_string()
+            line.push(SHADES[i]);
         }
     }
 
-    fn legend(&self, max: f32, w: &mut dyn Write) -> io::Result<()> {
-        let ramp: String = (0..8)
-            .map(|i| self.cell(i as f32 / 7.0 * max, max))
-            .collect();
-        let axes = if let Some(t) = self.text {
-            t.axes.clone()
+    fn legend(&self, max: f32, t: &mut Term) -> io::Result<()> {
+        let axes = if let Some(text) = self.text {
+            text.axes.clone()
         } else if self.att.is_square() {
             format!(
                 "rows: {} · columns: {}",
@@ -350,34 +328,35 @@ impl View<'_> {
             "rows: target · decoder (attending from) · columns: source · encoder (attended to)"
                 .to_string()
         };
-        self.say(&axes, Self::dim, w)?;
-        writeln!(
-            w,
-            "{}",
-            self.dim(&format!(
-                "{} 0 {ramp} {}",
-                self.text
-                    .map_or(crate::render::weight_caption(self.att), |t| {
-                        t.caption.as_str()
-                    }),
-                crate::render::scale_number(max)
-            ))
-        )?;
+        self.wrap(&axes, Paint::Dim, t)?;
+        let caption = self
+            .text
+            .map_or(crate::render::weight_caption(self.att), |text| {
+                text.caption.as_str()
+            });
+        let mut ramp = Line::new();
+        ramp.paint(Paint::Dim, &format!("{caption} 0 "));
+        for i in 0..8 {
+            self.cell(i as f32 / 7.0 * max, max, &mut ramp);
+        }
+        ramp.paint(
+            Paint::Dim,
+            &format!(" {}", crate::render::scale_number(max)),
+        );
+        t.line(&ramp)?;
         if self.att.mask == MaskKind::Causal {
-            writeln!(
-                w,
-                "{}",
-                self.dim("causal mask: blank cells are keys after the query, which it cannot see")
+            t.say_as(
+                Paint::Dim,
+                "causal mask: blank cells are keys after the query, which it cannot see",
             )?;
         }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!(
+            t.say_as(
+                Paint::Dim,
+                &format!(
                     "sliding window {win}: blank cells before the diagonal are keys {win} or more \
                      tokens back, outside the window"
-                ))
+                ),
             )?;
         }
         Ok(())
@@ -385,17 +364,17 @@ impl View<'_> {
 
     /// What a causal view must say about its units: which is the attention sink, and which
     /// units the model generated.
-    fn unit_notes(&self, full: bool, w: &mut dyn Write) -> io::Result<()> {
+    fn unit_notes(&self, full: bool, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         if let Some(s) = att.sink() {
-            self.say(
+            self.wrap(
                 &format!(
                     "sink: {s} {}: the first {}, where causal heads park unused attention",
                     fit(self.query_label(s), LABEL_MAX),
                     units_word(att, false)
                 ),
-                Self::dim,
-                w,
+                Paint::Dim,
+                t,
             )?;
         }
         if let Some(g) = att.first_generated() {
@@ -407,21 +386,20 @@ impl View<'_> {
                 g.to_string()
             };
             let lines = if full { " (after the ┄ lines)" } else { "" };
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!("generated by the model: {units} {which}{lines}"))
+            t.say_as(
+                Paint::Dim,
+                &format!("generated by the model: {units} {which}{lines}"),
             )?;
         }
         Ok(())
     }
 
-    fn full(&self, index_w: usize, label_w: usize, w: &mut dyn Write) -> io::Result<()> {
+    fn full(&self, index_w: usize, label_w: usize, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let (nq, nk) = (self.nq(), self.nk());
         let max = self.matrix.iter().copied().fold(0.0, f32::max);
-        self.legend(max, w)?;
-        self.unit_notes(true, w)?;
+        self.legend(max, t)?;
+        self.unit_notes(true, t)?;
         let bq = att.queries().segment_b_start();
         let gq = att.first_generated();
         let arrows = att.queries().reaction_arrows();
@@ -432,7 +410,7 @@ impl View<'_> {
         let gutter = index_w + 1 + label_w + 2;
         let at: Vec<usize> = cols.iter().map(|&(k, _)| k).collect();
         for line in index_header(nk, gutter, &at) {
-            writeln!(w, "{}", self.dim(&line))?;
+            t.say_as(Paint::Dim, &line)?;
         }
         for q in 0..nq {
             // A rule above sentence B's first row and each reaction arrow (solid), and the first
@@ -448,39 +426,41 @@ impl View<'_> {
                     }
                     rule.push_str(&glyph.repeat(2));
                 }
-                writeln!(w, "{}", self.dim(&rule))?;
+                t.say_as(Paint::Dim, &rule)?;
             }
-            let mut line = format!(
-                "{:>index_w$} {}  ",
-                q,
-                pad(&fit(self.query_label(q), label_w), label_w)
+            let mut line = Line::from(
+                format!(
+                    "{:>index_w$} {}  ",
+                    q,
+                    pad(&fit(self.query_label(q), label_w), label_w)
+                )
+                .as_str(),
             );
             for (k, &v) in self.row(q).iter().enumerate() {
                 if let Some(&(_, glyph)) = cols.iter().find(|&&(c, _)| c == k) {
-                    line.push_str(&self.dim(glyph));
+                    line.paint(Paint::Dim, glyph);
                 }
                 if self.masked(q, k) {
-                    line.push_str(MASKED);
+                    line.push(MASKED);
                 } else {
-                    line.push_str(&self.cell(v, max));
+                    self.cell(v, max, &mut line);
                 }
             }
             // Masked cells at the end of a row (a causal mask's future) leave no spaces behind.
-            writeln!(w, "{}", line.trim_end())?;
+            t.line(line.trim_end())?;
         }
         if let Some(b) = bq.filter(|_| att.is_square()) {
             let units = match att.level {
                 crate::attention::Level::Token => "tokens",
                 crate::attention::Level::Word => "words",
             };
-            writeln!(
-                w,
-                "{}",
-                self.dim(&format!(
+            t.say_as(
+                Paint::Dim,
+                &format!(
                     "sentence A: {units} 0–{}, sentence B: {units} {b}–{}",
                     b - 1,
                     nq - 1
-                ))
+                ),
             )?;
         }
         if !arrows.is_empty() {
@@ -499,17 +479,17 @@ impl View<'_> {
                     at.join(", ")
                 )
             };
-            writeln!(w, "{}", self.dim(&line))?;
+            t.say_as(Paint::Dim, &line)?;
         }
         if self.opts.top > 0 {
-            writeln!(w)?;
-            self.top_list(index_w, label_w, w)?;
+            t.blank()?;
+            self.top_list(index_w, label_w, t)?;
         }
         Ok(())
     }
 
     /// Each row's strongest columns, one line per row.
-    fn top_list(&self, index_w: usize, label_w: usize, w: &mut dyn Write) -> io::Result<()> {
+    fn top_list(&self, index_w: usize, label_w: usize, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let nq = self.nq();
         let gq = att.first_generated();
@@ -518,11 +498,11 @@ impl View<'_> {
             None => format!("Most attended (top {top}):"),
             Some(t) => t.top_heading.replace("{top}", &top),
         };
-        writeln!(w, "{}", self.bold(&heading))?;
+        t.say_as(Paint::Bold, &heading)?;
         for q in 0..nq {
             if Some(q) == gq && q > 0 {
                 let rule = "┄".repeat(index_w + 1 + label_w);
-                writeln!(w, "{}", self.dim(&format!("{rule} generated")))?;
+                t.say_as(Paint::Dim, &format!("{rule} generated"))?;
             }
             let visible: Vec<(usize, f32)> = self
                 .row(q)
@@ -541,13 +521,12 @@ impl View<'_> {
                     )
                 })
                 .collect();
-            writeln!(
-                w,
+            t.say(&format!(
                 "{:>index_w$} {} → {}",
                 q,
                 pad(&fit(self.query_label(q), label_w), label_w),
                 entries.join("  ")
-            )?;
+            ))?;
         }
         Ok(())
     }
@@ -555,25 +534,18 @@ impl View<'_> {
     /// Cross-attention: the heatmap (target rows, source columns) when it fits, then always
     /// the alignment: for each target (decoder) unit, the source units it attends to most, with
     /// their weights, one line each however long the source is.
-    fn cross(
-        &self,
-        fits: bool,
-        index_w: usize,
-        label_w: usize,
-        w: &mut dyn Write,
-    ) -> io::Result<()> {
+    fn cross(&self, fits: bool, index_w: usize, label_w: usize, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let nk = self.nk();
         let figures = crate::analysis::stats::matrix_alignment(self.matrix, nk);
-        writeln!(
-            w,
-            "{}",
-            self.dim(&format!(
+        t.say_as(
+            Paint::Dim,
+            &format!(
                 "alignment: share on the argmax source {} {:.2} · normalised entropy {:.2}",
                 units_word(att, false),
                 figures.argmax_share,
                 figures.entropy_norm
-            ))
+            ),
         )?;
         if fits {
             let opts = TerminalOptions {
@@ -588,24 +560,24 @@ impl View<'_> {
                 names: self.names,
                 text: self.text,
             }
-            .full(index_w, label_w, w)?;
+            .full(index_w, label_w, t)?;
         } else {
-            self.say(
+            self.wrap(
                 &format!(
                     "{nk} source {}: too many to draw here; the alignment only (the PNG \
                      and HTML views draw it)",
                     units_word(att, true)
                 ),
-                Self::dim,
-                w,
+                Paint::Dim,
+                t,
             )?;
-            self.unit_notes(false, w)?;
+            self.unit_notes(false, t)?;
         }
-        self.alignment(w)
+        self.alignment(t)
     }
 
     /// For each target unit, its `top` source units (at least one), strongest first.
-    fn alignment(&self, w: &mut dyn Write) -> io::Result<()> {
+    fn alignment(&self, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let (nq, nk) = (self.nq(), self.nk());
         let top = self.opts.top.clamp(1, nk.max(1));
@@ -614,7 +586,7 @@ impl View<'_> {
             .names
             .queries
             .iter()
-            .map(|t| escape_controls(t).width().min(LABEL_MAX))
+            .map(|l| escape_controls(l).width().min(LABEL_MAX))
             .max()
             .unwrap_or(0);
         // The source labels of each entry share one width, so the weights line up.
@@ -622,70 +594,62 @@ impl View<'_> {
             .names
             .keys
             .iter()
-            .map(|t| escape_controls(t).width().min(LABEL_MAX))
+            .map(|l| escape_controls(l).width().min(LABEL_MAX))
             .max()
             .unwrap_or(0);
         let kw = digits(nk.saturating_sub(1));
         let entry_w = kw + 1 + key_w + 1 + 5 + 2;
         let room = self.opts.width.saturating_sub(index_w + 1 + label_w + 3);
         let top = top.min((room / entry_w).max(1));
-        writeln!(w)?;
-        writeln!(
-            w,
-            "{}",
-            self.bold(&format!(
+        t.blank()?;
+        t.say_as(
+            Paint::Bold,
+            &format!(
                 "Alignment: each target {} → the source {} it attends to most (top {top})",
                 units_word(att, false),
                 units_word(att, top > 1)
-            ))
+            ),
         )?;
-        writeln!(
-            w,
-            "{}",
-            self.dim("a row is a decoder position: it reads its token and predicts the next")
+        t.say_as(
+            Paint::Dim,
+            "a row is a decoder position: it reads its token and predicts the next",
         )?;
         let generated = att.first_generated();
         for q in 0..nq {
             if Some(q) == generated {
-                writeln!(
-                    w,
-                    "{}",
-                    self.dim(&format!("{}┄ generated", " ".repeat(index_w)))
-                )?;
+                t.say_as(Paint::Dim, &format!("{}┄ generated", " ".repeat(index_w)))?;
             }
             let row: Vec<(usize, f32)> = self.row(q).iter().copied().enumerate().collect();
             let max = row.iter().map(|&(_, v)| v).fold(0.0, f32::max);
-            let entries: Vec<String> = top_k(&row, top)
-                .into_iter()
-                .map(|(k, v)| {
-                    let label = pad(&fit(self.key_label(k), key_w), key_w);
-                    let value = if self.opts.color {
-                        // The weight on its colour, scaled to the row's strongest.
-                        let Rgb(r, g, b) = viridis(if max > 0.0 { v / max } else { 0.0 });
-                        let fg = if r as u32 + g as u32 + b as u32 > 380 {
-                            "30"
-                        } else {
-                            "97"
-                        };
-                        format!("\x1b[48;2;{r};{g};{b};{fg}m{}\x1b[0m", weight(v))
-                    } else {
-                        weight(v)
-                    };
-                    format!("{k:>kw$} {label} {value}")
-                })
-                .collect();
-            writeln!(
-                w,
-                "{:>index_w$} {} → {}",
-                q,
-                pad(&fit(self.query_label(q), label_w), label_w),
-                entries.join("  ")
-            )?;
+            let mut line = Line::from(
+                format!(
+                    "{:>index_w$} {} → ",
+                    q,
+                    pad(&fit(self.query_label(q), label_w), label_w)
+                )
+                .as_str(),
+            );
+            for (i, (k, v)) in top_k(&row, top).into_iter().enumerate() {
+                if i > 0 {
+                    line.push("  ");
+                }
+                let label = pad(&fit(self.key_label(k), key_w), key_w);
+                line.push(&format!("{k:>kw$} {label} "));
+                // The weight on its colour, scaled to the row's strongest.
+                let bg = viridis(if max > 0.0 { v / max } else { 0.0 });
+                let fg = if bg.0 as u32 + bg.1 as u32 + bg.2 as u32 > 380 {
+                    Rgb(0, 0, 0)
+                } else {
+                    Rgb(255, 255, 255)
+                };
+                line.paint(Paint::On { fg, bg }, &weight(v));
+            }
+            t.line(&line)?;
         }
         Ok(())
     }
 
-    fn summary(&self, w: &mut dyn Write) -> io::Result<()> {
+    fn summary(&self, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let (nq, nk) = (self.nq(), self.nk());
         let width = self.opts.width.max(40);
@@ -696,13 +660,13 @@ impl View<'_> {
         } else {
             format!("{nq} × {nk} {units} are")
         };
-        writeln!(
-            w,
-            "{}",
-            self.dim(&format!(
-                "{count} too many to draw one cell each, so this is a summary.\n\
-                 The JSON, HTML and PNG views show every {unit}."
-            ))
+        t.say_as(
+            Paint::Dim,
+            &format!("{count} too many to draw one cell each, so this is a summary."),
+        )?;
+        t.say_as(
+            Paint::Dim,
+            &format!("The JSON, HTML and PNG views show every {unit}."),
         )?;
         // Heatmap over blocks: cell (I, J) is the share of attention that queries in block I give
         // to keys in block J (mean over the block's queries of the sum over its keys).
@@ -724,23 +688,20 @@ impl View<'_> {
             }
         }
         let max = grid.iter().copied().fold(0.0, f32::max);
-        writeln!(w)?;
+        t.blank()?;
         let blocks_of = if qsize == ksize {
             format!("{qsize} {units}")
         } else {
             format!("{qsize} query and {ksize} key {units}")
         };
-        writeln!(
-            w,
-            "{}",
-            self.bold(&format!(
-                "Attention between blocks of {blocks_of} (row block → column block):"
-            ))
+        t.say_as(
+            Paint::Bold,
+            &format!("Attention between blocks of {blocks_of} (row block → column block):"),
         )?;
-        self.legend(max, w)?;
-        self.unit_notes(false, w)?;
+        self.legend(max, t)?;
+        self.unit_notes(false, t)?;
         for line in index_header(kblocks, label_w + 2, &[]) {
-            writeln!(w, "{}", self.dim(&line))?;
+            t.say_as(Paint::Dim, &line)?;
         }
         let generated = att.first_generated().filter(|&g| g > 0);
         for bi in 0..qblocks {
@@ -754,13 +715,12 @@ impl View<'_> {
                 } else {
                     format!(", {} into block {bi}", g - start)
                 };
-                writeln!(
-                    w,
-                    "{}",
-                    self.dim(&format!(
+                t.say_as(
+                    Paint::Dim,
+                    &format!(
                         "{} generated from {unit} {g} on{within}",
                         "┄".repeat(label_w)
-                    ))
+                    ),
                 )?;
             }
             let words: Vec<&str> = att.queries().shown(self.opts.raw_tokens)[start..end]
@@ -768,7 +728,7 @@ impl View<'_> {
                 .map(String::as_str)
                 .collect();
             let label = format!("{:>2} {}", bi % 100, fit(&words.join(" "), label_w - 3));
-            let mut line = format!("{}  ", pad(&label, label_w));
+            let mut line = Line::from(format!("{}  ", pad(&label, label_w)).as_str());
             for bj in 0..kblocks {
                 // A block every query of which could see none of its keys is masked.
                 let masked = (start..end).all(|q| {
@@ -776,20 +736,19 @@ impl View<'_> {
                         .all(|k| att.is_masked_in(self.layer, q, k))
                 });
                 if masked {
-                    line.push_str(MASKED);
+                    line.push(MASKED);
                 } else {
-                    line.push_str(&self.cell(grid[bi * kblocks + bj], max));
+                    self.cell(grid[bi * kblocks + bj], max, &mut line);
                 }
             }
-            writeln!(w, "{}", line.trim_end())?;
+            t.line(line.trim_end())?;
         }
-        writeln!(
-            w,
-            "{}",
-            self.dim(&format!(
+        t.say_as(
+            Paint::Dim,
+            &format!(
                 "block b covers {units} b×{qsize} to b×{qsize}+{}",
                 qsize - 1
-            ))
+            ),
         )?;
 
         // strongest individual links between ordinary tokens: in long inputs nearly every query
@@ -822,7 +781,7 @@ impl View<'_> {
             links.truncate(count);
             links.sort_by(order);
         }
-        writeln!(w)?;
+        t.blank()?;
         let left_out = match (has_special, sink.is_some()) {
             (true, true) => Some(format!("{} and the sink left out", att.special_names())),
             (true, false) => Some(format!("{} left out", att.special_names())),
@@ -835,18 +794,17 @@ impl View<'_> {
             }
             None => "Strongest links (query → key):".to_string(),
         };
-        self.say(&heading, Self::bold, w)?;
+        self.wrap(&heading, Paint::Bold, t)?;
         let iw = digits(nq.max(nk) - 1);
         for (q, k, v) in links {
-            writeln!(
-                w,
+            t.say(&format!(
                 "  {:>iw$} {} → {:>iw$} {}  {}",
                 q,
                 pad(&fit(self.query_label(q), 14), 14),
                 k,
                 pad(&fit(self.key_label(k), 14), 14),
                 weight(v)
-            )?;
+            ))?;
         }
 
         // tokens that receive the most attention overall
@@ -856,13 +814,10 @@ impl View<'_> {
                 *r += v;
             }
         }
-        writeln!(w)?;
-        writeln!(
-            w,
-            "{}",
-            self.bold(&format!(
-                "Most attended {units} (mean share of every {unit}'s attention):"
-            ))
+        t.blank()?;
+        t.say_as(
+            Paint::Bold,
+            &format!("Most attended {units} (mean share of every {unit}'s attention):"),
         )?;
         let mut line = String::from(" ");
         let received: Vec<(usize, f32)> = received.into_iter().enumerate().collect();
@@ -873,12 +828,12 @@ impl View<'_> {
                 weight(total / nq as f32)
             );
             if line.width() + entry.width() + 1 > width {
-                writeln!(w, "{line}")?;
+                t.say(&line)?;
                 line = String::from(" ");
             }
             line.push_str(&entry);
         }
-        writeln!(w, "{line}")?;
+        t.say(&line)?;
         Ok(())
     }
 }
@@ -985,30 +940,6 @@ fn fit(s: &str, max: usize) -> String {
     out
 }
 
-/// Whether `c` changes the direction of the text around it: the embeddings, overrides and
-/// isolates U+202A–U+202E and U+2066–U+2069, and the marks U+200E, U+200F and U+061C.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
-}
-
-/// `s` with every control character (C0, DEL, C1: ESC, newline, …) and bidirectional
-/// formatting character shown as a visible escape, `<U+202E>`, so text from a token or a file
-/// name reaches the terminal as text.
-pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() || is_bidi_control(c)) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c.is_control() || is_bidi_control(c) {
-            out.push_str(&format!("<U+{:04X}>", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
 /// `text` broken at spaces into lines of at most `width` terminal columns (a word wider than
 /// that keeps a line of its own; [`fit`] cuts labels, this never drops text).
 fn wrap_words(text: &str, width: usize) -> Vec<String> {
@@ -1086,6 +1017,14 @@ mod tests {
         assert!(out.contains("\x1b[48;2;"));
         // the brightest cell is viridis' top colour
         assert!(out.contains("\x1b[48;2;253;231;37m"));
+        // Every row of the heatmap draws a coloured cell for each of its 4 keys.
+        for q in 0..4 {
+            let row = out
+                .lines()
+                .find(|l| l.starts_with(&format!("{q} ")) && !l.contains('→'))
+                .unwrap_or_else(|| panic!("row {q} in {out:?}"));
+            assert_eq!(row.matches("\x1b[48;2;").count(), 4, "{row:?}");
+        }
     }
 
     #[test]

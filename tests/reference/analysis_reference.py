@@ -25,7 +25,7 @@ views, as "causal_cases". Writes
 ("rollout" is the token-level rollout mapped into the view, for the four views the CLI can make;
 "rollout_own" is the rollout of the view's own matrices.)
 
-The Rust test `tests/analysis_reference.rs` rebuilds each view with attnviz and compares to 1e-6.
+The Rust test `tests/suite/analysis_reference.rs` rebuilds each view with attnviz and compares to 1e-6.
 
 This is deliberately written in matrix form (selection/averaging matrices, masks, einsum), not
 as a transliteration of the Rust loops, so that the two implementations can disagree.

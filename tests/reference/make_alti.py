@@ -2,7 +2,7 @@
 """Reference ALTI (Ferrando et al. 2022, "Measuring the Mixing of Contextual Information in the
 Transformer") from transformers with PyTorch hooks, for tests/suite/alti.rs.
 
-    /work/venv-ref/bin/python tests/reference/make_alti.py
+    .cache/venv-ref/bin/python tests/reference/make_alti.py
 
 Independent of attnviz: every per-token vector T_i(x_j) is built here in full, in float64,
 from the modules' own tensors (the attention module's input through its value map, the output

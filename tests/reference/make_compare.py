@@ -3,7 +3,7 @@
 Jensen–Shannon distance of two attention exports, computed here with numpy alone, written
 independently of the Rust code from the rules in docs/compare.md.
 
-    python tests/reference/make_compare.py [--make-exports]    # numpy (requirements.txt)
+    .cache/venv-ref/bin/python tests/reference/make_compare.py [--make-exports]
 
 With --make-exports it first writes the inputs (attnviz JSON exports, format version 2) with the
 release binary (`cargo build --release` first):
@@ -75,9 +75,11 @@ SPECIAL = {"start", "end", "pad", "special"}
 
 
 def make_exports():
+    # Run from the repository root with the model's relative path, so that the export's model id
+    # is that path, the same on every machine, not where this checkout happens to be.
     for name, (model, text) in EXPORTS.items():
-        cmd = [str(BIN), "-m", str(ROOT / model), text, "--json", str(OUT / name), "-q"]
-        subprocess.run(cmd, check=True)
+        cmd = [str(BIN), "-m", model, text, "--json", str(OUT / name), "-q"]
+        subprocess.run(cmd, check=True, cwd=ROOT)
 
 
 def load(name):

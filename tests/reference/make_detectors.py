@@ -2,7 +2,7 @@
 """Reference head-detector scores (TransformerLens's head_detector, "mul" measure) from
 transformers' attentions, for tests/suite/detectors.rs.
 
-    /work/venv-ref/bin/python tests/reference/make_detectors.py
+    .cache/venv-ref/bin/python tests/reference/make_detectors.py
 
 TransformerLens is not installed here; its detection patterns are ported to numpy line by line
 (transformer_lens/head_detector.py: get_previous_token_head_detection_pattern,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small GGUF fixtures, written with gguf-py (llama.cpp's own Python package), and their references.
 
-    /work/venv-ref/bin/python tests/reference/make_gguf.py     # any Python with requirements.txt
+    .cache/venv-ref/bin/python tests/reference/make_gguf.py     # any Python with requirements.txt
 
 Writes, under tests/fixtures/gguf/:
 

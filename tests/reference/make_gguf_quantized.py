@@ -2,7 +2,7 @@
 """GGUF copies of the tiny Gemma 2, Gemma 3, Phi-3, Qwen3 and Llama models in F32, Q8_0 and Q6_K,
 and transformers' reference outputs for each, loaded by transformers from that GGUF file.
 
-    /work/venv-ref/bin/python tests/reference/make_gguf_quantized.py   # any Python with requirements.txt
+    .cache/venv-ref/bin/python tests/reference/make_gguf_quantized.py   # any Python with requirements.txt
 
 Writes tests/fixtures/gguf/<model>.<TYPE>.gguf and tests/reference/gguf-quantized.{json,safetensors}.
 

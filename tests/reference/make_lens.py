@@ -2,7 +2,7 @@
 """Reference logit lens (nostalgebraist 2020) from transformers with PyTorch hooks, for
 tests/suite/lens.rs.
 
-    /work/venv-ref/bin/python tests/reference/make_lens.py
+    .cache/venv-ref/bin/python tests/reference/make_lens.py
 
 Independent of attnviz: the residual stream is caught by hooks on transformers' own modules
 (the input of the first decoder layer: the embeddings, as the model scaled them; the output of

@@ -2,7 +2,7 @@
 """Reference logit lens for encoders with a masked-LM head, from transformers, for the encoder
 lens tests (issue 24).
 
-    /work/venv-ref/bin/python tests/reference/make_mlm_lens.py
+    .cache/venv-ref/bin/python tests/reference/make_mlm_lens.py
 
 Independent of attnviz: every stage of the residual stream comes from transformers'
 `output_hidden_states` (the embeddings, then each layer's output), and each is put through the

@@ -2,7 +2,7 @@
 """Reference value-weighted and norm-aware attention (Kobayashi et al. 2020, 2021), from
 transformers with PyTorch hooks, for tests/suite/norm_weights.rs.
 
-    /work/venv-ref/bin/python tests/reference/make_norm_weights.py
+    .cache/venv-ref/bin/python tests/reference/make_norm_weights.py
 
 Independent of attnviz's formulas: each contribution vector is built here in full from the
 module's own tensors (the values from the attention module's input through its value map, the

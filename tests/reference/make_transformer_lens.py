@@ -3,8 +3,11 @@
 and tests/suite/lens_attribution.rs: a second implementation beside make_lens.py's PyTorch
 hooks.
 
-    /work/venv-torch/bin/pip install transformer-lens   # 4.x (TransformerBridge)
-    /work/venv-torch/bin/python tests/reference/make_transformer_lens.py
+    # a venv with tests/reference/requirements.txt, kept apart because TransformerLens pulls
+    # its own versions in:
+    python3 -m venv .cache/venv-torch && .cache/venv-torch/bin/pip install -r tests/reference/requirements.txt
+    .cache/venv-torch/bin/pip install transformer-lens   # 4.x (TransformerBridge)
+    .cache/venv-torch/bin/python tests/reference/make_transformer_lens.py
 
 TransformerLens 4 wraps the transformers model (`TransformerBridge.boot_transformers`) and, in
 its compatibility mode, processes the weights as HookedTransformer did: the final norm's weight

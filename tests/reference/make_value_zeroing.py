@@ -2,7 +2,7 @@
 """Reference value zeroing (Mohebbi, Zuidema, Chrupała and Alishahi 2023, "Quantifying Context
 Mixing in Transformers") from transformers with PyTorch hooks, for tests/suite/value_zeroing.rs.
 
-    /work/venv-ref/bin/python tests/reference/make_value_zeroing.py
+    .cache/venv-ref/bin/python tests/reference/make_value_zeroing.py
 
 Independent of attnviz: for each layer l and token j, the whole model runs again with a forward
 hook on layer l's value projection that sets token j's row of its output to 0 (every head; the

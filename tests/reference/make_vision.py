@@ -3,9 +3,9 @@
 transformers' reference outputs for them: the preprocessed pixels of each test image (the PIL
 image processors, `*ImageProcessorPil`) and every layer's and head's attention (eager, float32).
 
-    /work/venv-ref/bin/python tests/reference/make_vision.py            # every family
-    /work/venv-ref/bin/python tests/reference/make_vision.py vit        # some
-    /work/venv-ref/bin/python tests/reference/make_vision.py --rollout  # fused rollouts only
+    .cache/venv-ref/bin/python tests/reference/make_vision.py            # every family
+    .cache/venv-ref/bin/python tests/reference/make_vision.py vit        # some
+    .cache/venv-ref/bin/python tests/reference/make_vision.py --rollout  # fused rollouts only
 
 Writes tests/fixtures/tiny-<name>/ (config.json, model.safetensors, preprocessor_config.json),
 tests/fixtures/images/*.png|jpg (synthetic images drawn from a fixed seed) and

@@ -13,7 +13,7 @@ mask *and* the window: query q sees keys max(0, q - W + 1) ..= q):
 and, for comparison, entropy_norm as a causal-only count (ln(q + 1)) would give it, which the
 test uses to show the two differ. Writes tests/reference/analysis/windowed.json.
 
-Usage: /work/venv-ref/bin/python tests/reference/windowed_stats.py   (numpy, safetensors)
+Usage: .cache/venv-ref/bin/python tests/reference/windowed_stats.py   (numpy, safetensors)
 """
 
 import json

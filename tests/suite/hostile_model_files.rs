@@ -35,7 +35,12 @@ fn refused(model: &Path, extra: &[&str], mentions: &[&str]) -> String {
 /// tiny-llama.gguf rewritten with its metadata edited by `edit` (candle's writer, so the
 /// tensors are copied as they are).
 fn edited_gguf(dir: &Path, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
-    let src = fixture("gguf/tiny-llama.gguf");
+    edited_gguf_of("tiny-llama.gguf", dir, edit)
+}
+
+/// [`edited_gguf`] of fixture `gguf/{name}`.
+fn edited_gguf_of(name: &str, dir: &Path, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
+    let src = fixture(&format!("gguf/{name}"));
     let mut file = std::fs::File::open(&src).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
     let mut metadata: Vec<(String, Value)> = content.metadata.clone().into_iter().collect();
@@ -480,5 +485,31 @@ fn rope_factors_out_of_range_in_config_json_name_the_field() {
         std::fs::write(&path, json.to_string()).unwrap();
         let err = refused(dir.path(), &[], &["config.json", "rope factor is"]);
         assert!(!err.contains("overflow"), "{err}");
+    }
+}
+
+#[test]
+fn a_sliding_window_or_a_block_count_of_zero_is_refused_for_every_family() {
+    // A window of 0 tokens panicked building the mask of llama, qwen2 and qwen3 files (Gemma
+    // and Phi-3 refused it); 0 layers said "--layer 0 is out of range" with no --layer given.
+    let dir = tempfile::tempdir().unwrap();
+    for (file, arch) in [
+        ("tiny-llama.gguf", "llama"),
+        ("tiny-qwen2.gguf", "qwen2"),
+        ("tiny-qwen3.gguf", "qwen3"),
+        ("tiny-phi3.F32.gguf", "phi3"),
+        ("tiny-gemma2.F32.gguf", "gemma2"),
+        ("tiny-gemma3.F32.gguf", "gemma3"),
+    ] {
+        let window = format!("{arch}.attention.sliding_window");
+        let path = edited_gguf_of(file, dir.path(), |md| {
+            md.retain(|(k, _)| *k != window);
+            md.push((window.clone(), Value::U32(0)));
+        });
+        refused(&path, &[], &["hostile.gguf", &window, "is 0"]);
+        let layers = format!("{arch}.block_count");
+        let path = edited_gguf_of(file, dir.path(), |md| set(md, &layers, Value::U32(0)));
+        let err = refused(&path, &[], &["hostile.gguf", &layers, "is 0"]);
+        assert!(!err.contains("--layer"), "{err}");
     }
 }

@@ -262,3 +262,137 @@ fn a_corpus_line_over_the_limit_is_a_bad_line_read_in_bounded_memory() {
     let files = tree(&dir.path().join("out/sentences"));
     assert_eq!(files, ["000001.json", "000003.json"]);
 }
+
+#[test]
+fn the_logit_lens_keeps_at_most_a_hundred_tokens_a_cell_and_counts_its_memory() {
+    // --lens-top at the vocabulary's size cost 3.6 GiB per input token (10¹⁸ aborted).
+    let llama = crate::support::cli::fixture("tiny-llama");
+    let m = llama.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let j = json.to_str().unwrap();
+    for k in ["101", "49152", "1000000000000000000"] {
+        let out = run(&[
+            "-m",
+            m,
+            "the cat sat",
+            "--lens",
+            "--lens-top",
+            k,
+            "--json",
+            j,
+        ]);
+        assert_clean_failure(
+            &out,
+            &format!(
+                "--lens-top {k} keeps more tokens per cell than the logit lens writes (at most 100"
+            ),
+        );
+        assert!(!json.exists());
+    }
+    let out = run(&[
+        "-m",
+        m,
+        "the cat sat",
+        "--lens",
+        "--lens-top",
+        "100",
+        "--json",
+        j,
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["logit_lens"]["k"], 100);
+    assert_eq!(
+        doc["logit_lens"]["top"][0][0].as_array().unwrap().len(),
+        100
+    );
+    std::fs::remove_file(&json).unwrap();
+    // Its memory counts against --max-memory: 100 KB holds this capture (2 layers × 4 heads
+    // over a few tokens), not 3 stages × the positions × 100 tokens of 2.5 KB.
+    let out = run(&[
+        "-m",
+        m,
+        "the cat sat",
+        "--lens",
+        "--lens-top",
+        "100",
+        "--max-memory",
+        "100k",
+        "--json",
+        j,
+    ]);
+    assert_clean_failure(&out, "the logit lens of 100 tokens per cell at 3 stages ×");
+    assert!(stderr(&out).contains("--lens-top"), "{}", stderr(&out));
+    assert!(!json.exists());
+}
+
+#[test]
+fn analyses_that_re_run_the_model_are_estimated_against_a_time_limit() {
+    // Value zeroing and ablation ran for minutes with no word: the estimate (one pass's time ×
+    // the passes to come) is checked before the re-runs. A limit of 0 s refuses any.
+    let llama = crate::support::cli::fixture("tiny-llama");
+    let m = llama.to_str().unwrap();
+    for (flag, name, passes) in [
+        (
+            "--value-zeroing",
+            "value zeroing",
+            "re-runs the model about",
+        ),
+        (
+            "--ablate",
+            "head ablation",
+            "re-runs the model about 6 times",
+        ),
+    ] {
+        let out = run(&[
+            "-m",
+            m,
+            "the cat sat",
+            flag,
+            "--max-analysis-time",
+            "0",
+            "--json",
+            "-",
+        ]);
+        assert_clean_failure(&out, &format!("{name} of "));
+        let err = stderr(&out);
+        assert!(err.contains(passes), "{err}");
+        assert!(
+            err.contains("more than the given time limit of 0.00 s"),
+            "{err}"
+        );
+        assert!(
+            err.contains("or allow it with --max-analysis-time 1s"),
+            "{err}"
+        );
+        // Within the default limit the tiny model runs, without a notice.
+        // (`--json -`: with -q alone the analysis would reach no output, which is refused.)
+        let out = run(&["-m", m, "the cat sat", flag, "--json", "-"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // (The analysis's table goes to stderr when stdout holds the JSON.)
+        let err = stderr(&out);
+        assert!(!err.contains("re-runs the model"), "{err}");
+        assert!(!err.contains("--max-analysis-time"), "{err}");
+    }
+    let out = run(&["-m", m, "x", "--max-analysis-time", "5m"]);
+    assert_clean_failure(
+        &out,
+        "--max-analysis-time limits the analyses that re-run the model",
+    );
+    let out = run(&[
+        "-m",
+        m,
+        "x",
+        "--value-zeroing",
+        "--max-analysis-time",
+        "soon",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`soon` is not a time"),
+        "{}",
+        stderr(&out)
+    );
+}

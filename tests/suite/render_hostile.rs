@@ -349,3 +349,92 @@ fn json_attention_is_checked_against_the_budget_as_it_streams() {
         .status
         .success());
 }
+
+#[test]
+fn an_image_grid_larger_than_its_input_is_refused() {
+    // [10⁹, 10⁹] aborted on a 4·10¹⁸-byte allocation: the grid is what the input makes in
+    // patches, and is checked against it.
+    let image = |grid: serde_json::Value| {
+        serde_json::json!({"image": {
+            "source": "a.png", "original": [8, 4], "input": [8, 4], "patch": 4, "grid": grid,
+            "preprocessing": {"color": "rgb8", "resize": null, "crop": null, "rescale": null,
+                              "normalize": null, "positions_from": null},
+            "cells": [{"kind": "class"}, {"kind": "patch", "row": 0, "col": 0},
+                      {"kind": "patch", "row": 0, "col": 1}]}})
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("a.png");
+    let path = dir.path().join("grid.json");
+    fs::write(
+        &path,
+        json_doc(image(serde_json::json!([
+            1_000_000_000u64,
+            1_000_000_000u64
+        ]))),
+    )
+    .unwrap();
+    for extra in [&[][..], &["--png", png.to_str().unwrap()][..]] {
+        let mut args = vec!["render", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        assert_clean_failure(
+            &run_limited(&args),
+            "grid.json: its image has a 1000000000×1000000000 grid, but its 8×4 input in 4-pixel \
+             patches makes 1×2",
+        );
+        assert!(!png.exists());
+    }
+    // The grid the input makes draws.
+    fs::write(&path, json_doc(image(serde_json::json!([1, 2])))).unwrap();
+    let out = run_limited(&["render", path.to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// An attnviz JSON export whose token 1 is `bytes` bytes long.
+fn long_token_doc(path: &Path, bytes: usize) {
+    let long = "x".repeat(bytes);
+    let doc = json_doc(serde_json::json!({"tokens": ["<s>", long, "b"]}));
+    fs::write(path, doc).unwrap();
+}
+
+#[test]
+fn a_huge_token_counts_in_the_estimate_and_reads_in_bounded_memory() {
+    // One 50 MiB token cost 1.4 GiB in `render` and `diff` (an item of 32 bytes per character
+    // of its display label, and serde's buffered copy of the fields it did not know): under
+    // 1 GiB of address space it aborted. Its bytes now count in the estimate (16 each, against
+    // half the address space), and a long token that fits is read and drawn.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    long_token_doc(&big, 50 << 20);
+    let small = dir.path().join("small.json");
+    fs::write(&small, json_doc(serde_json::json!({}))).unwrap();
+    let (b, s) = (big.to_str().unwrap(), small.to_str().unwrap());
+    let html = dir.path().join("a.html");
+    for args in [
+        vec!["render", b, "-q"],
+        vec!["render", b, "--html", html.to_str().unwrap()],
+        vec!["diff", b, s],
+    ] {
+        let out = run_limited(&args);
+        assert_clean_failure(&out, "big.json: its token labels and texts (more than");
+        assert!(
+            stderr(&out).contains("default memory budget"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!html.exists());
+    }
+    // A 4 MiB token fits: drawn, compared, and its label whole in the report.
+    let long = dir.path().join("long.json");
+    long_token_doc(&long, 4 << 20);
+    let l = long.to_str().unwrap();
+    let out = run_limited(&["render", l, "--html", html.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(fs::read_to_string(&html)
+        .unwrap()
+        .contains(&"x".repeat(4 << 20)));
+    let out = run_limited(&["diff", l, s]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A budget given is the one the labels count against.
+    let out = run_limited(&["render", l, "-q", "--max-memory", "32M"]);
+    assert_clean_failure(&out, "long.json: its token labels and texts (more than");
+}

@@ -129,14 +129,15 @@ fn json_with_wrong_layer_masks_is_refused_in_one_line() {
 }
 
 /// The interpreter with numpy, safetensors and transformers (`tests/reference/requirements.txt`):
-/// `ATTNVIZ_REF_PYTHON` (then it must have them), else `/work/venv-ref/bin/python` when that one
-/// imports all three (a venv made there for something else is passed over).
+/// `ATTNVIZ_REF_PYTHON` (then it must have them), else `.cache/venv-ref/bin/python` in the
+/// repository (made as `tests/reference/README.md` says) when that one imports all three (a venv
+/// made there for something else is passed over).
 fn reference_python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ATTNVIZ_REF_PYTHON") {
         let p = PathBuf::from(p);
         return p.exists().then_some(p);
     }
-    let p = PathBuf::from("/work/venv-ref/bin/python");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/venv-ref/bin/python");
     let imports = std::process::Command::new(&p)
         .args(["-c", "import numpy, safetensors, transformers"])
         .output()
@@ -364,4 +365,70 @@ fn damaged_layers_are_not_read_unless_asked_for() {
     let shaped_file = tmp.path().join("shape.safetensors");
     std::fs::write(&shaped_file, &shaped).unwrap();
     assert_clean_failure(&run(&["render", s(&shaped_file), "-q"]), "has shape");
+}
+
+/// `header` written as the header of a file whose data are `bytes[start..]`.
+fn with_header(path: &Path, header: &serde_json::Value, bytes: &[u8], start: usize) {
+    let text = serde_json::to_vec(header).unwrap();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[start..]);
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn layers_over_the_same_bytes_are_refused() {
+    // Layer 1's record pointing at layer 0's bytes drew layer 0 twice, silently.
+    let tmp = tempfile::tempdir().unwrap();
+    let saved = tmp.path().join("a.safetensors");
+    ok(
+        &run(&["-m", s(&model()), TEXT, "--save-attention", s(&saved), "-q"]),
+        "save",
+    );
+    let (bytes, start, mut header) = parts(&saved);
+    header["self.layer.1.attention"]["data_offsets"] =
+        header["self.layer.0.attention"]["data_offsets"].clone();
+    let twice = tmp.path().join("twice.safetensors");
+    with_header(&twice, &header, &bytes, start);
+    assert_clean_failure(
+        &crate::support::cli::run_limited(&["render", s(&twice), "-q"]),
+        "twice.safetensors: tensors self.layer.0.attention and self.layer.1.attention share the \
+         bytes from 0 to",
+    );
+}
+
+#[test]
+fn a_header_of_a_hundred_megabytes_is_read_in_bounded_memory() {
+    // 95 MB of tensor records beside the capture's own: parsed into a JSON tree the header
+    // took 1.1–2.0 GiB, past the 1 GiB of address space this runs in. Read as it streams, it
+    // is a record each, and the capture draws.
+    let tmp = tempfile::tempdir().unwrap();
+    let saved = tmp.path().join("a.safetensors");
+    ok(
+        &run(&["-m", s(&model()), TEXT, "--save-attention", s(&saved), "-q"]),
+        "save",
+    );
+    let (bytes, start, header) = parts(&saved);
+    let mut text = serde_json::to_string(&header).unwrap();
+    text.pop();
+    let mut i = 0;
+    while text.len() < 95_000_000 {
+        text.push_str(&format!(
+            r#","unused.{i}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}"#
+        ));
+        i += 1;
+    }
+    text.push('}');
+    let big = tmp.path().join("big.safetensors");
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&bytes[start..]);
+    std::fs::write(&big, out).unwrap();
+    let out = crate::support::cli::run_limited(&["render", s(&big), "--stats", "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Its parse counts in the estimate: a budget below it is refused before the parse.
+    assert_clean_failure(
+        &crate::support::cli::run_limited(&["render", s(&big), "-q", "--max-memory", "100M"]),
+        "big.safetensors: its safetensors header (95 MB)",
+    );
 }

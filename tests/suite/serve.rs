@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::support::cli::{
     assert_browsers_ready, attnviz, fixture, node_test, repo, tiny, wait_for,
 };
+use super::support::pictures::{png_with_profile, progressive_jpeg, Scans};
 
 /// A server child, killed when dropped.
 struct Server {
@@ -384,7 +385,8 @@ fn an_uploaded_picture_is_served_as_the_image_flag_writes_it() {
 }
 
 /// A PNG header claiming 100000 × 100000 pixels, an animated PNG, a JPEG claiming 60000 ×
-/// 60000, each with the words the library's refusal has.
+/// 60000, a JPEG of too many scans, a PNG whose profile is a bomb, each with the words the
+/// library's refusal has.
 fn bad_pictures() -> Vec<(&'static str, Vec<u8>, &'static str)> {
     let png = std::fs::read(fixture("images/own32.png")).unwrap();
     let jpeg = std::fs::read(fixture("images/wide45x37.jpg")).unwrap();
@@ -428,6 +430,17 @@ fn bad_pictures() -> Vec<(&'static str, Vec<u8>, &'static str)> {
             "60000×60000 pixels, more than attnviz decodes",
         ),
         ("moving.png", apng, "is animated (APNG)"),
+        // Made to hold the decoder: 600 scans; a colour profile that inflates to 2 MiB.
+        (
+            "scans.jpg",
+            progressive_jpeg(8, 8, 1, Scans::EmptyAc(600)),
+            "is a progressive JPEG of more than 500 scans",
+        ),
+        (
+            "profile.png",
+            png_with_profile(2 << 20),
+            "has a colour profile (iCCP) chunk that inflates past 1 MiB",
+        ),
     ]
 }
 
@@ -994,6 +1007,271 @@ fn beyond_the_queue_requests_get_503() {
     assert_eq!(third.join().unwrap().0, 200);
 }
 
+/// One raw HTTP/1.1 exchange; the whole answer as text, headers included.
+fn exchange_text(port: u16, raw: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let _ = s.write_all(raw);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A GET of `path` from another thread; its status and answer come back on join.
+fn get_in_background(port: u16, path: &str) -> std::thread::JoinHandle<(u16, Vec<u8>)> {
+    let path = path.to_string();
+    std::thread::spawn(move || request(port, "GET", &path, &[], b""))
+}
+
+fn writing(port: u16) -> u64 {
+    health(port)["writing"].as_u64().unwrap()
+}
+
+#[test]
+fn reports_are_written_one_at_a_time_and_beyond_their_queue_get_503() {
+    // `--test-hold` holds each report, with the writer's turn, until the test releases it: one
+    // is written, one waits in the queue of 1, and the third is refused at once, as a run
+    // beyond its model's queue is (60 report requests at once used to take every blocking
+    // thread and hold the runs back behind them).
+    let mut server = serve(&[&tiny()], &["--queue", "1", "--test-hold"]);
+    let port = server.port;
+    let run = post_in_background(port, "a run to report on");
+    wait_for("the run", Duration::from_secs(30), || in_flight(port) == 1);
+    server.release();
+    let (status, answer) = run.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let report = answer["report"].as_str().unwrap().to_string();
+    let first = get_in_background(port, &report);
+    wait_for("the first report", Duration::from_secs(30), || {
+        writing(port) == 1
+    });
+    let second = get_in_background(port, &format!("{report}?download=1"));
+    wait_for("the queued report", Duration::from_secs(30), || {
+        writing(port) == 2
+    });
+    let third = exchange_text(
+        port,
+        format!("GET {report} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert!(third.starts_with("HTTP/1.1 503"), "{third}");
+    assert!(
+        third
+            .to_ascii_lowercase()
+            .contains("\r\nretry-after: 1\r\n"),
+        "{third}"
+    );
+    assert!(third.contains("queue is full"), "{third}");
+    // A comparison page is kept written: served at once, whatever the writer is doing.
+    server.release();
+    server.release();
+    for (which, handle) in [("first", first), ("second", second)] {
+        let (status, html) = handle.join().unwrap();
+        assert_eq!(status, 200, "the {which}");
+        assert!(html.starts_with(b"<!DOCTYPE html>"), "the {which}");
+    }
+    assert_eq!(writing(port), 0);
+    // A run beyond its model's queue is told when to come back too.
+    let held = post_in_background(port, "holds the model");
+    wait_for("the held run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    let queued = post_in_background(port, "waits");
+    wait_for("the queued run", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    let body = r#"{"text": "refused"}"#;
+    let refused = exchange_text(
+        port,
+        format!(
+            "POST /api/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: \
+             application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused
+            .to_ascii_lowercase()
+            .contains("\r\nretry-after: 1\r\n"),
+        "{refused}"
+    );
+    server.release();
+    server.release();
+    assert_eq!(held.join().unwrap().0, 200);
+    assert_eq!(queued.join().unwrap().0, 200);
+}
+
+#[test]
+fn the_kept_runs_are_bounded_by_bytes_the_oldest_dropped_first() {
+    // tiny-bert: 2 layers × 2 heads; a run of a dozen tokens keeps a few KiB of weights. With
+    // 24 KiB, a handful are kept, far fewer than 16.
+    let server = serve(&[&tiny()], &["--keep-memory", "24K"]);
+    let port = server.port;
+    let mut reports = Vec::new();
+    for i in 0..12 {
+        let text = format!("run number {i} of a dozen, each of them a few tokens long");
+        let (status, answer) = post_run(port, &serde_json::json!({ "text": text }).to_string());
+        assert_eq!(status, 200, "{answer}");
+        reports.push(answer["report"].as_str().unwrap().to_string());
+        let h = health(port);
+        let (kept, bytes) = (
+            h["reports"].as_u64().unwrap(),
+            h["report_bytes"].as_u64().unwrap(),
+        );
+        assert!(bytes <= 24 * 1024 || kept == 1, "{h}");
+    }
+    let h = health(port);
+    let kept = h["reports"].as_u64().unwrap() as usize;
+    assert!((1..12).contains(&kept), "{h}");
+    // The newest are there; the oldest are gone, and saying so.
+    for (i, path) in reports.iter().enumerate() {
+        let (status, body) = request(port, "GET", path, &[], b"");
+        if i >= reports.len() - kept {
+            assert_eq!(status, 200, "report {i}");
+        } else {
+            assert_eq!(status, 404, "report {i}");
+            assert!(
+                String::from_utf8_lossy(&body).contains("--keep-memory"),
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+    }
+    // A run larger than the whole budget is still kept (alone): the page loads it next.
+    let server = serve(&[&tiny()], &["--keep-memory", "1K"]);
+    let (status, answer) = post_run(server.port, r#"{"text": "larger than a kibibyte"}"#);
+    assert_eq!(status, 200, "{answer}");
+    let path = answer["report"].as_str().unwrap();
+    assert_eq!(request(server.port, "GET", path, &[], b"").0, 200);
+    assert_eq!(health(server.port)["reports"], 1);
+}
+
+#[test]
+fn a_host_or_origin_sent_twice_or_contradicted_is_400() {
+    let server = serve(&[&tiny()], &[]);
+    let port = server.port;
+    let ours = format!("127.0.0.1:{port}");
+    let status =
+        |head: String| exchange(port, format!("{head}Connection: close\r\n\r\n").as_bytes()).0;
+    assert_eq!(
+        status(format!("GET /api/models HTTP/1.1\r\nHost: {ours}\r\n")),
+        200
+    );
+    for head in [
+        format!("GET /api/models HTTP/1.1\r\nHost: {ours}\r\nHost: {ours}\r\n"),
+        format!("GET /api/models HTTP/1.1\r\nHost: {ours}\r\nHost: attacker.example\r\n"),
+        format!("GET /api/models HTTP/1.1\r\nHost: attacker.example\r\nHost: {ours}\r\n"),
+        format!(
+            "GET /api/models HTTP/1.1\r\nHost: {ours}\r\nOrigin: http://{ours}\r\n\
+             Origin: http://attacker.example\r\n"
+        ),
+        format!(
+            "GET /api/models HTTP/1.1\r\nHost: {ours}\r\nX-Attnviz-Token: a\r\n\
+             X-Attnviz-Token: b\r\n"
+        ),
+        // The request line names another server than the Host header.
+        format!("GET http://attacker.example/api/models HTTP/1.1\r\nHost: {ours}\r\n"),
+    ] {
+        assert_eq!(status(head.clone()), 400, "{head}");
+    }
+    // The request line's address alone, or agreeing with Host, is the address.
+    assert_eq!(
+        status(format!(
+            "GET http://{ours}/api/models HTTP/1.1\r\nHost: {ours}\r\n"
+        )),
+        200
+    );
+    // One log line each, and the server is still up.
+    assert_eq!(request(port, "GET", "/api/models", &[], b"").0, 200);
+}
+
+#[test]
+fn with_the_token_flag_loopback_urls_need_the_token_too() {
+    let server = serve(&[&tiny()], &["--token"]);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    let token = server
+        .url
+        .split("token=")
+        .nth(1)
+        .expect("a token in the printed URL")
+        .to_string();
+    assert_eq!(token.len(), 48);
+    let port = server.port;
+    assert_eq!(request(port, "GET", "/", &[], b"").0, 403);
+    assert_eq!(request(port, "GET", "/api/models", &[], b"").0, 403);
+    assert_eq!(
+        request(port, "GET", &format!("/?token={token}"), &[], b"").0,
+        200
+    );
+    let (status, _) = request(
+        port,
+        "POST",
+        "/api/run",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Attnviz-Token", &token),
+        ],
+        br#"{"text": "with the token"}"#,
+    );
+    assert_eq!(status, 200);
+    // Loopback, so no warning about other machines; the token is never logged.
+    let log = server.log();
+    assert!(!log.iter().any(|l| l.starts_with("warning:")), "{log:?}");
+    assert!(
+        !log.iter()
+            .filter(|l| !l.contains("open http"))
+            .any(|l| l.contains(&token)),
+        "{log:?}"
+    );
+    // Without the flag, loopback needs none.
+    let open = serve(&[&tiny()], &[]);
+    assert!(!open.url.contains("token="), "{}", open.url);
+    assert_eq!(request(open.port, "GET", "/api/models", &[], b"").0, 200);
+}
+
+#[test]
+fn answers_and_reports_name_a_local_model_by_its_folder_not_its_path() {
+    // The test's models are given by their absolute paths, as a user's often are.
+    let model = tiny();
+    let path = model.display().to_string();
+    assert!(model.is_absolute(), "{path}");
+    for (extra, full) in [(&[][..], false), (&["--full-paths"][..], true)] {
+        let server = serve(&[&model], extra);
+        let port = server.port;
+        let (_, models) = request(port, "GET", "/api/models", &[], b"");
+        let (status, answer) = post_run(port, r#"{"text": "where is the model?"}"#);
+        assert_eq!(status, 200, "{answer}");
+        let report = answer["report"].as_str().unwrap();
+        let (status, html) = request(port, "GET", &format!("{report}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let html = String::from_utf8_lossy(&html).into_owned();
+        let answer = answer.to_string();
+        let models = String::from_utf8_lossy(&models).into_owned();
+        for (what, text) in [("answer", &answer), ("report", &html), ("models", &models)] {
+            // JSON inside the page escapes `/` nowhere; the path would appear as it is.
+            assert_eq!(
+                text.contains(&path),
+                full && what != "models",
+                "{what} {extra:?}"
+            );
+        }
+        assert!(html.contains("tiny-bert"));
+        // The report is still the command line's, with the same flag.
+        let args: &[&str] = if full { &["--full-paths"] } else { &[] };
+        let written = html_of_the_command_line(&model, "where is the model?", args);
+        assert!(
+            written == html.as_bytes(),
+            "the report differs from --html's"
+        );
+    }
+}
+
 #[test]
 fn sigterm_stops_taking_connections_and_lets_the_run_in_flight_finish() {
     let mut server = serve(&[&tiny()], &["--test-hold"]);
@@ -1026,6 +1304,76 @@ fn sigterm_stops_taking_connections_and_lets_the_run_in_flight_finish() {
         log.iter().any(|l| l.starts_with("POST /api/run 200 ")),
         "{log:?}"
     );
+}
+
+#[test]
+fn sigterm_answers_the_requests_still_waiting_at_once() {
+    // One run holds the model (`--test-hold`), one waits for it; SIGTERM answers the waiting
+    // one 503 without running it, and the one in flight finishes.
+    let mut server = serve(&[&tiny()], &["--queue", "2", "--test-hold"]);
+    let port = server.port;
+    let running = post_in_background(port, "a run in flight when the signal comes");
+    wait_for("the run", Duration::from_secs(30), || in_flight(port) == 1);
+    let waiting = post_in_background(port, "a run waiting for the model");
+    wait_for("the queued run", Duration::from_secs(30), || {
+        in_flight(port) == 2
+    });
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    wait_for("the waiting run's answer", Duration::from_secs(30), || {
+        waiting.is_finished()
+    });
+    let (status, answer) = waiting.join().unwrap();
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("the server is stopping"),
+        "{answer}"
+    );
+    server.release();
+    assert_eq!(running.join().unwrap().0, 200);
+    let mut exited = None;
+    wait_for("the server to exit", Duration::from_secs(30), || {
+        exited = server.child.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert_eq!(exited.unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_run_whose_request_timed_out_is_stopped_not_run_to_its_end() {
+    // The run is held (`--test-hold`) until its request has timed out (503 after 1 s); once
+    // let go it finds its cancel flag set and stops before decoding the picture.
+    let mut server = serve(&[&fixture("tiny-deit")], &["--timeout", "1", "--test-hold"]);
+    let port = server.port;
+    let picture = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let upload = std::thread::spawn(move || post_image(port, "model=0&name=late.png", &picture));
+    let (status, answer) = upload.join().unwrap();
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(in_flight(port), 1, "the run still holds its place");
+    server.release();
+    wait_for("the run to stop", Duration::from_secs(30), || {
+        server
+            .log()
+            .iter()
+            .any(|l| l.contains("a run of tiny-deit stopped") && l.contains("--timeout"))
+    });
+    wait_for("its place to be freed", Duration::from_secs(30), || {
+        in_flight(port) == 0
+    });
+    // The model serves the next picture.
+    let picture = std::fs::read(fixture("images/wide45x37.png")).unwrap();
+    let next = std::thread::spawn(move || post_image(port, "model=0&name=next.png", &picture));
+    wait_for("the next run", Duration::from_secs(30), || {
+        in_flight(port) == 1
+    });
+    server.release();
+    assert_eq!(next.join().unwrap().0, 200);
 }
 
 #[test]

@@ -212,3 +212,136 @@ fn bidirectional_controls_reach_the_terminal_as_escapes() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["tokens"][2], "\u{202E}");
 }
+
+/// What a file's name or a file's field may hold: an OSC 52 clipboard write (ESC `]52;c;` …
+/// BEL) and a right-to-left override.
+const HOSTILE: &str = "x\u{1b}]52;c;aGk=\u{7}y\u{202E}z";
+
+/// [`HOSTILE`] as every view and message shows it.
+const HOSTILE_SHOWN: &str = "x<U+001B>]52;c;aGk=<U+0007>y<U+202E>z";
+
+/// The control and bidirectional characters of `shown` other than line ends and the colours
+/// the views send (SGR sequences).
+fn raw_controls(shown: &str) -> Vec<String> {
+    let sgr = regex::Regex::new(r"\x1b\[[0-9;]*m").unwrap();
+    sgr.replace_all(shown, "")
+        .chars()
+        .filter(|&c| (c.is_control() && c != '\n') || is_bidi(c))
+        .map(|c| format!("U+{:04X}", c as u32))
+        .collect()
+}
+
+/// Run attnviz with `args`; its stdout and stderr, each checked for raw controls.
+fn shown(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    let out = attnviz().args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert_eq!(
+            raw_controls(text),
+            Vec::<String>::new(),
+            "attnviz {args:?}: raw controls on {name}: {text:?}"
+        );
+    }
+    (out.status.success(), stdout, stderr)
+}
+
+#[test]
+fn names_paths_and_file_fields_reach_the_terminal_escaped() {
+    use std::ffi::OsStr;
+    let dir = tempfile::tempdir().unwrap();
+    let deit = crate::support::cli::fixture("tiny-deit");
+    let picture = dir.path().join(format!("{HOSTILE}.png"));
+    fs::copy(
+        crate::support::cli::fixture("images/wide45x37.png"),
+        &picture,
+    )
+    .unwrap();
+    let os = |s: &'static str| OsStr::new(s);
+    // A picture's file name: the image view's title, plain and in colour.
+    for color in ["never", "always"] {
+        let (ok, out, err) = shown(&[
+            os("-m"),
+            deit.as_os_str(),
+            os("--image"),
+            picture.as_os_str(),
+            os("--color"),
+            OsStr::new(color),
+        ]);
+        assert!(ok, "{err}");
+        assert!(out.contains(HOSTILE_SHOWN), "{out}");
+    }
+    // A render file whose fields say anything: the picture's source, the model's id, the
+    // text; and a text model's tokens. The file's own name too.
+    let json = dir.path().join("run.json");
+    let (ok, _, err) = shown(&[
+        os("-m"),
+        deit.as_os_str(),
+        os("--image"),
+        picture.as_os_str(),
+        os("--json"),
+        json.as_os_str(),
+        os("-q"),
+    ]);
+    assert!(ok, "{err}");
+    let mut doc: serde_json::Value = serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
+    doc["image"]["source"] = HOSTILE.into();
+    doc["model"]["id"] = format!("/models/{HOSTILE}").into();
+    let hostile_json = dir.path().join(format!("{HOSTILE}.json"));
+    fs::write(&hostile_json, doc.to_string()).unwrap();
+    let tiny_json = dir.path().join("text.json");
+    let (ok, _, err) = shown(&[
+        os("-m"),
+        tiny().as_os_str(),
+        os("the quick fox"),
+        os("--json"),
+        tiny_json.as_os_str(),
+        os("-q"),
+    ]);
+    assert!(ok, "{err}");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(&tiny_json).unwrap()).unwrap();
+    doc["model"]["id"] = format!("/models/{HOSTILE}").into();
+    doc["text"] = HOSTILE.into();
+    doc["tokens"][2] = HOSTILE.into();
+    let text_json = dir.path().join(format!("{HOSTILE}.text.json"));
+    fs::write(&text_json, doc.to_string()).unwrap();
+    for extra in [
+        &[][..],
+        &["--color", "always"],
+        &["--stats"],
+        &["--raw-tokens"],
+    ] {
+        for file in [&hostile_json, &text_json] {
+            let mut args = vec![os("render"), file.as_os_str()];
+            args.extend(extra.iter().map(OsStr::new));
+            let (ok, out, err) = shown(&args);
+            assert!(ok, "{err}");
+            assert!(
+                out.contains(HOSTILE_SHOWN) || out.contains("x<U+001B>]52;c"),
+                "{extra:?}: {out}"
+            );
+        }
+    }
+    // Two such files compared: their names and texts in the comparison.
+    let (ok, out, err) = shown(&[
+        os("diff"),
+        text_json.as_os_str(),
+        text_json.as_os_str(),
+        os("--color"),
+        os("always"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains(HOSTILE_SHOWN), "{out}");
+    // Messages: a picture that is not there, named so; the error stays one line.
+    let missing = dir.path().join(format!("gone{HOSTILE}.png"));
+    let (ok, _, err) = shown(&[
+        os("-m"),
+        deit.as_os_str(),
+        os("--image"),
+        missing.as_os_str(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains(HOSTILE_SHOWN), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

@@ -2,8 +2,7 @@
 //! request passes (guard, security headers, the log line).
 
 use std::collections::VecDeque;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -16,12 +15,14 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use attnviz::attention::{Attention, AttentionKind, AttentionSet};
+use attnviz::cancel::Cancel;
 use attnviz::compare::{compare, CompareError, CompareOptions};
 use attnviz::progress::Silent;
 use attnviz::render::compare::html::{write_compare_html, CompareHtmlOptions};
-use attnviz::request::{Run, RunRequest};
+use attnviz::request::{RequestError, Run, RunRequest};
 use serde_json::json;
 
+use super::kept::{Kept, KEPT_REPORTS};
 use super::{guard, report, slot, State};
 
 mod upload;
@@ -30,8 +31,6 @@ mod upload;
 const MAX_BODY: usize = 64 * 1024;
 /// The longest text or pair, in bytes.
 const MAX_TEXT: usize = 16 * 1024;
-/// How many reports are kept for the page to show and save.
-const KEPT_REPORTS: usize = 16;
 /// The times of a run's parts, in ms (`run`, `report`, `total`): read by the page's timing
 /// record and the benchmark.
 const SERVER_TIMING: header::HeaderName = header::HeaderName::from_static("server-timing");
@@ -43,56 +42,6 @@ const APP_CSS: &str = include_str!("../../../assets/serve/app.css");
 const APP_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     connect-src 'self'; frame-src 'self'; img-src 'self' data:; base-uri 'none'; \
     form-action 'none'; frame-ancestors 'none'";
-
-/// What the server keeps of a run or a comparison, for the frame's first load and "Save report":
-/// a run as the library gave it (its report is written only when asked for), a comparison as
-/// its page; with the name a download gets.
-pub enum Kept {
-    /// A run's attention and its About panel's settings; the name "Save report" gives it.
-    Run {
-        set: AttentionSet,
-        settings: Vec<(String, String)>,
-        filename: String,
-    },
-    /// A comparison page, written.
-    Page { html: Vec<u8>, filename: String },
-}
-
-impl Kept {
-    /// The name "Save report" gives the file.
-    fn filename(&self) -> &str {
-        match self {
-            Kept::Run { filename, .. } | Kept::Page { filename, .. } => filename,
-        }
-    }
-}
-
-/// Kept runs and pages by id, the newest last; memory only.
-#[derive(Default)]
-pub struct Reports(Mutex<VecDeque<(String, Arc<Kept>)>>);
-
-impl Reports {
-    fn put(&self, kept: Kept) -> Option<String> {
-        let id = guard::new_token().ok()?;
-        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if all.len() >= KEPT_REPORTS {
-            all.pop_front();
-        }
-        all.push_back((id.clone(), Arc::new(kept)));
-        Some(id)
-    }
-
-    fn get(&self, id: &str) -> Option<Arc<Kept>> {
-        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        all.iter()
-            .find(|(k, _)| k == id)
-            .map(|(_, r)| Arc::clone(r))
-    }
-
-    fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-}
 
 /// A file name's part for a text: its first few ASCII words, lower case, joined by `-` (none:
 /// `fallback`).
@@ -160,22 +109,34 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
     let path = req.uri().path().to_string();
     let headers = req.headers();
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let target = req.uri().authority().map(|a| a.as_str());
+    let ambiguous = guard::ambiguous(
+        |name| headers.get_all(name).iter().count(),
+        headers.get(header::HOST).map(HeaderValue::as_bytes),
+        target,
+    );
     let checked = state.guard.check(
-        text(header::HOST).or(req.uri().authority().map(|a| a.as_str())),
+        match headers.get(header::HOST) {
+            Some(host) => host.to_str().ok(),
+            None => target,
+        },
         text(header::ORIGIN),
         guard::query_token(req.uri().query()),
         headers.get("x-attnviz-token").and_then(|v| v.to_str().ok()),
     );
-    let mut response = match checked {
-        Err(refusal) => error(StatusCode::FORBIDDEN, refusal.message()),
-        Ok(()) if method != Method::GET && method != Method::HEAD && method != Method::POST => {
+    let mut response = match (ambiguous, checked) {
+        (Some(a), _) => error(StatusCode::BAD_REQUEST, &a.message()),
+        (None, Err(refusal)) => error(StatusCode::FORBIDDEN, refusal.message()),
+        (None, Ok(()))
+            if method != Method::GET && method != Method::HEAD && method != Method::POST =>
+        {
             error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "only GET and POST are served",
             )
         }
         // The whole request, its body read included (a client trickling a body is cut off).
-        Ok(()) => match tokio::time::timeout(state.timeout, next.run(req)).await {
+        (None, Ok(())) => match tokio::time::timeout(state.timeout, next.run(req)).await {
             Ok(response) => response,
             Err(_) => error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -204,20 +165,30 @@ async fn gate(Shared(state): Shared<Arc<State>>, req: Request, next: Next) -> Re
             h.insert(SERVER_TIMING, v);
         }
     }
-    let path = attnviz::render::terminal::escape_controls(&path).into_owned();
-    // One write: stderr is unbuffered, and a line written in pieces could interleave with
-    // another request's.
+    // One write (`write_message`): stderr is unbuffered, and a line written in pieces could
+    // interleave with another request's.
     let line = format!(
-        "{method} {path} {} {} ms\n",
+        "{method} {path} {} {} ms",
         response.status().as_u16(),
         total.as_millis()
     );
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    let _ = attnviz::render::term::write_message(&mut std::io::stderr(), &line);
     response
 }
 
+/// How long a client told 503 is asked to wait before it tries again, in seconds.
+const RETRY_AFTER: &str = "1";
+
+/// A JSON error answer, `{"error": message}`; a 503 (busy, or out of time) says when to try
+/// again (`Retry-After`).
 fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(serde_json::json!({ "error": message }))).into_response()
+    let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER));
+    }
+    response
 }
 
 fn asset(body: &'static str, kind: &'static str) -> Response {
@@ -270,8 +241,13 @@ async fn models(Shared(state): Shared<Arc<State>>) -> Response {
 
 async fn health(Shared(state): Shared<Arc<State>>) -> Response {
     let in_flight: usize = state.models.iter().map(|m| m.slot.in_flight()).sum();
-    Json(serde_json::json!({ "in_flight": in_flight, "reports": state.reports.len() }))
-        .into_response()
+    Json(serde_json::json!({
+        "in_flight": in_flight,
+        "reports": state.reports.len(),
+        "report_bytes": state.reports.bytes(),
+        "writing": state.drawing.in_flight(),
+    }))
+    .into_response()
 }
 
 /// What the page asks to run. Models are named by their place in the list: a request never
@@ -399,8 +375,11 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
 }
 
 /// Run a prepared request with its model's turn (503 when its queue is full), then `then` on
-/// the run, on the same blocking thread. The pass runs to its end even if the client leaves or
-/// the time is up: it holds the model's turn and its place until then, so the queue stays true.
+/// the run, on the same blocking thread. When the request ends first (its time is up, or its
+/// client left) the run is cancelled: it stops at its next check (a picture's decoder between
+/// rows and scans, a vision model between layers) and holds the model's turn and its place
+/// until it has stopped, so the queue stays true. Once the server is stopping, a request still
+/// waiting for its turn is answered 503 instead of being run.
 async fn execute<T: Send + 'static>(
     state: &Arc<State>,
     prepared: Prepared,
@@ -408,6 +387,13 @@ async fn execute<T: Send + 'static>(
 ) -> Result<T, Refused> {
     let admitted = admit(state, prepared.0)?;
     execute_admitted(state, admitted, prepared, then).await
+}
+
+/// Ready once Ctrl-C or SIGTERM asked the server to stop.
+async fn stopping() {
+    while !attnviz::cleanup::stop_requested() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A place in model `index`'s queue, or 503 when it is full.
@@ -429,14 +415,39 @@ async fn execute_admitted<T: Send + 'static>(
     then: impl FnOnce(&State, Run, Duration) -> Result<T, RunFailure> + Send + 'static,
 ) -> Result<T, Refused> {
     let job = Arc::clone(state);
-    let permit = job.models[index].slot.turn().await;
+    let cancel = Cancel::new();
+    // Dropped with this future: on timeout (the gate drops the handler) or when the client
+    // leaves; the run then stops.
+    let _cancel_when_dropped = cancel.on_drop();
+    let permit = tokio::select! {
+        permit = job.models[index].slot.turn() => permit,
+        () = stopping() => {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is stopping; this request was not run".into(),
+            ))
+        }
+    };
     let done = tokio::task::spawn_blocking(move || {
         let _held = (permit, admitted);
-        if let Some(hold) = &job.hold {
-            let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        }
+        job.wait_for_release();
         let started = Instant::now();
-        let run = request.run(&job.models[index].model, &Silent)?;
+        let served = &job.models[index];
+        let run = match request.run_until(&served.model, &Silent, &cancel) {
+            Err(RequestError::Model(attnviz::model::Error::Cancelled)) => {
+                let _ = attnviz::render::term::write_message(
+                    &mut std::io::stderr(),
+                    &format!(
+                        "attnviz serve: a run of {} stopped after {} ms: its request ended \
+                         first (--timeout, or the client left)",
+                        served.name,
+                        started.elapsed().as_millis()
+                    ),
+                );
+                return Err(RequestError::Model(attnviz::model::Error::Cancelled).into());
+            }
+            run => run?,
+        };
         let ran = started.elapsed();
         then(&job, run, ran)
     })
@@ -452,7 +463,9 @@ async fn execute_admitted<T: Send + 'static>(
 /// The About panel's settings of a served model, as the command line writes them.
 fn settings_of(state: &State, index: usize) -> Vec<(String, String)> {
     let served = &state.models[index];
-    let mut settings = vec![("model".to_string(), served.spec.clone())];
+    // The About panel's `model`, as the command line writes it: the model's id (a local
+    // folder by its name; `--full-paths`: its full path).
+    let mut settings = vec![("model".to_string(), served.model.info().id.clone())];
     if !std::path::Path::new(&served.spec).is_dir() {
         settings.push(("revision".to_string(), state.revision.clone()));
     }
@@ -681,8 +694,12 @@ async fn compare_runs(
         Ok(r) => r,
         Err((status, message)) => return error(status, &message),
     };
+    // Drawn with the report writer's turn (waiting for it: the two runs have passed the
+    // models' queues), so that drawing never takes more than its one blocking thread.
+    let permit = state.drawing.turn().await;
     let job = Arc::clone(&state);
     let made = tokio::task::spawn_blocking(move || {
+        let _held = permit;
         let started = Instant::now();
         let (att_a, att_b) = (compared_kind(&run_a.set), compared_kind(&run_b.set));
         let c = compare(att_a, att_b, opts).map_err(|e| (StatusCode::BAD_REQUEST, worded(&e)))?;
@@ -696,6 +713,7 @@ async fn compare_runs(
         .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let drew = started.elapsed();
         let saved_as = filename.clone();
+        let html = Bytes::from(html);
         let id = job.reports.put(Kept::Page { html, filename }).ok_or((
             StatusCode::INTERNAL_SERVER_ERROR,
             "no random id".to_string(),
@@ -760,6 +778,37 @@ struct ReportQuery {
     token: Option<String>,
 }
 
+/// The report of a kept run, written on a blocking thread with the report writer's turn (503
+/// when its queue is full).
+async fn write_report(state: &Arc<State>, kept: Arc<Kept>) -> Result<Vec<u8>, Refused> {
+    let admitted = state.drawing.admit().ok_or_else(|| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is writing other reports and its queue is full; try again in a moment"
+                .to_string(),
+        )
+    })?;
+    let permit = state.drawing.turn().await;
+    let job = Arc::clone(state);
+    let written = tokio::task::spawn_blocking(move || {
+        let _held = (permit, admitted);
+        job.wait_for_release();
+        match kept.as_ref() {
+            Kept::Run { set, settings, .. } => report::report_html(set, settings),
+            Kept::Page { html, .. } => Ok(html.to_vec()),
+        }
+    })
+    .await;
+    match written {
+        Ok(Ok(html)) => Ok(html),
+        Ok(Err(e)) => Err((StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Err(_) => Err((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the report failed".to_string(),
+        )),
+    }
+}
+
 async fn report_page(
     Shared(state): Shared<Arc<State>>,
     Path(id): Path<String>,
@@ -768,21 +817,22 @@ async fn report_page(
     let Some(kept) = state.reports.get(&id) else {
         return error(
             StatusCode::NOT_FOUND,
-            "no such report (the server keeps the last 16)",
+            &format!(
+                "no such report (the server keeps the last {KEPT_REPORTS}, as memory allows: \
+                 --keep-memory)"
+            ),
         );
     };
     let download = query.download.is_some();
-    // A run's report is written now, when the frame first loads it or Save asks for it.
-    let page = Arc::clone(&kept);
-    let html = tokio::task::spawn_blocking(move || match page.as_ref() {
-        Kept::Run { set, settings, .. } => report::report_html(set, settings),
-        Kept::Page { html, .. } => Ok(html.clone()),
-    })
-    .await;
-    let html = match html {
-        Ok(Ok(html)) => html,
-        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e),
-        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "the report failed"),
+    let html = match kept.as_ref() {
+        // A comparison's page is kept written: its bytes, not a copy.
+        Kept::Page { html, .. } => html.clone(),
+        // A run's report is written now, when the frame first loads it or Save asks for it:
+        // one at a time, beside the runs (never in their way), a few waiting, the rest 503.
+        Kept::Run { .. } => match write_report(&state, Arc::clone(&kept)).await {
+            Ok(html) => Bytes::from(html),
+            Err((status, message)) => return error(status, &message),
+        },
     };
     let mut response = Response::new(Body::from(html));
     let h = response.headers_mut();
@@ -896,26 +946,6 @@ mod tests {
             text(with_base64_field(&json!({}), "data", String::new())),
             json!({ "data": "" })
         );
-    }
-
-    #[test]
-    fn reports_are_kept_in_memory_the_newest_sixteen() {
-        let reports = Reports::default();
-        let page = |i: usize| Kept::Page {
-            html: vec![i as u8],
-            filename: String::new(),
-        };
-        let ids: Vec<String> = (0..KEPT_REPORTS + 2)
-            .map(|i| reports.put(page(i)).unwrap())
-            .collect();
-        assert_eq!(reports.len(), KEPT_REPORTS);
-        assert!(reports.get(&ids[0]).is_none() && reports.get(&ids[1]).is_none());
-        let last = reports.get(ids.last().unwrap()).unwrap();
-        let Kept::Page { html, .. } = last.as_ref() else {
-            panic!("a page was kept")
-        };
-        assert_eq!(html.as_slice(), &[(KEPT_REPORTS + 1) as u8]);
-        assert!(reports.get("../../etc/passwd").is_none());
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a connection over the bound is told before it is closed.
 const FULL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-    content-type: application/json\r\ncache-control: no-store\r\nconnection: close\r\n\
+    content-type: application/json\r\ncache-control: no-store\r\nretry-after: 1\r\n\
+    connection: close\r\n\
     content-length: 65\r\n\r\n\
     {\"error\": \"too many connections are open; try again in a moment\"}";
 

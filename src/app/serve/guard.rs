@@ -90,6 +90,52 @@ impl Guard {
     }
 }
 
+/// The headers the guard reads, each of which a request may send once.
+pub const SINGLE_HEADERS: [&str; 3] = ["host", "origin", "x-attnviz-token"];
+
+/// A request whose address the guard cannot read one way only: answered 400, before the guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ambiguous {
+    /// One of [`SINGLE_HEADERS`] more than once (two `Host` headers: which one a proxy or a
+    /// cache in between went by is not known).
+    Twice(&'static str),
+    /// A request line in absolute form (`GET http://HOST/ HTTP/1.1`) naming another address
+    /// than its `Host` header.
+    HostAndTarget,
+}
+
+impl Ambiguous {
+    /// The one line the client is told.
+    pub fn message(self) -> String {
+        match self {
+            Ambiguous::Twice(name) => {
+                format!("the request has more than one {name} header; send one")
+            }
+            Ambiguous::HostAndTarget => {
+                "the request line names another address than the Host header".to_string()
+            }
+        }
+    }
+}
+
+/// Whether a request is [`Ambiguous`]: `count` says how many times it has each header, `host`
+/// is its `Host` header's value, `target` the address of its request line (absolute form only).
+pub fn ambiguous(
+    count: impl Fn(&'static str) -> usize,
+    host: Option<&[u8]>,
+    target: Option<&str>,
+) -> Option<Ambiguous> {
+    if let Some(name) = SINGLE_HEADERS.into_iter().find(|&n| count(n) > 1) {
+        return Some(Ambiguous::Twice(name));
+    }
+    match (host, target) {
+        (Some(host), Some(target)) if !host.eq_ignore_ascii_case(target.as_bytes()) => {
+            Some(Ambiguous::HostAndTarget)
+        }
+        _ => None,
+    }
+}
+
 /// Whether `given` is `token`, compared in constant time (subtle's `ct_eq`): how long the
 /// comparison takes does not tell an attacker how much of a guess was right. Only the length,
 /// which is public (48), can end it early.
@@ -234,6 +280,30 @@ mod tests {
             g.check(Some("::1:8750"), None, None, None),
             Err(Refusal::Host)
         );
+    }
+
+    #[test]
+    fn a_header_the_guard_reads_twice_or_a_host_the_target_contradicts_is_ambiguous() {
+        let once = |_: &'static str| 1;
+        let host = Some(&b"127.0.0.1:8750"[..]);
+        assert_eq!(ambiguous(once, host, None), None);
+        assert_eq!(ambiguous(once, host, Some("127.0.0.1:8750")), None);
+        assert_eq!(
+            ambiguous(once, Some(b"LOCALHOST:8750"), Some("localhost:8750")),
+            None
+        );
+        assert_eq!(ambiguous(|_| 0, None, None), None);
+        for name in SINGLE_HEADERS {
+            let twice = |n: &'static str| if n == name { 2 } else { 1 };
+            assert_eq!(ambiguous(twice, host, None), Some(Ambiguous::Twice(name)));
+        }
+        assert_eq!(
+            ambiguous(once, host, Some("evil.example:8750")),
+            Some(Ambiguous::HostAndTarget)
+        );
+        assert!(Ambiguous::Twice("host")
+            .message()
+            .contains("more than one host header"));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 mod api;
 mod conn;
 pub mod guard;
+mod kept;
 pub mod report;
 mod slot;
 
@@ -34,7 +35,7 @@ use slot::Slot;
 pub struct Served {
     /// What the page shows.
     pub name: String,
-    /// What `--model` said (the About panel's `model` setting, as the CLI writes it).
+    /// What `--model` said.
     pub spec: String,
     /// The model, loaded once.
     pub model: Model,
@@ -59,10 +60,23 @@ pub struct State {
     pub max_generate: usize,
     /// The most time one request may take.
     pub timeout: Duration,
-    /// The reports made lately, by id (memory only).
-    pub reports: api::Reports,
-    /// `--test-hold`: one message per line read from stdin; each run takes one before its pass.
+    /// The runs and comparisons made lately, by id (memory only), within `--keep-memory`.
+    pub reports: kept::Reports,
+    /// The report writer: one report written at a time (on one blocking thread, beside the
+    /// models' runs), `--queue` waiting, the rest refused.
+    pub drawing: Slot,
+    /// `--test-hold`: one message per line read from stdin; each run and each report written
+    /// takes one first.
     pub hold: Option<Mutex<mpsc::Receiver<()>>>,
+}
+
+impl State {
+    /// `--test-hold`: wait for the test's release (at once without the flag).
+    pub fn wait_for_release(&self) {
+        if let Some(hold) = &self.hold {
+            let _ = hold.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        }
+    }
 }
 
 /// `--test-hold`: a thread turning each line of stdin into one release.
@@ -88,7 +102,7 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
     }
     attnviz::threads::configure(args.threads);
     let loopback = args.host.is_loopback();
-    let token = if loopback {
+    let token = if loopback && !args.token {
         None
     } else {
         Some(
@@ -100,7 +114,8 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
     for spec in &args.models {
         let started = Instant::now();
         let model =
-            Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?;
+            Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?
+                .with_full_path(args.full_paths);
         let kind = if model.is_vision() {
             "vision"
         } else if model.is_seq2seq() {
@@ -124,6 +139,8 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
             slot: Slot::new(args.queue),
         });
     }
+    // Blocking threads: one per model's run and one for the report writer (each behind its own
+    // turn, so a run always finds a thread), and one to spare.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(models.len() + 2)
@@ -147,7 +164,8 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
             max_tokens: args.max_tokens,
             max_generate: args.max_generate,
             timeout: Duration::from_secs(args.timeout),
-            reports: api::Reports::default(),
+            reports: kept::Reports::new(args.keep_memory),
+            drawing: Slot::new(args.queue),
             hold: args.test_hold.then(hold_on_stdin),
         });
         let url = match &token {

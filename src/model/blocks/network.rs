@@ -151,7 +151,8 @@ pub trait Vision: Sync {
     /// `capture` (sized for `cells(grid).len()` tokens); the last hidden state `[n, hidden]`.
     /// `norms` gets, for every layer of the network in order, the L2 norm of each token's
     /// output of that layer (the residual stream after it, before any final LayerNorm): where
-    /// registers' and high-norm patches' artifacts show (Darcet et al. 2023).
+    /// registers' and high-norm patches' artifacts show (Darcet et al. 2023). `None` when
+    /// `cancel` was set before the last layer (checked between layers).
     fn forward_pixels(
         &self,
         pixels: &[f32],
@@ -159,7 +160,8 @@ pub trait Vision: Sync {
         height: usize,
         capture: &mut SequenceCapture,
         norms: &mut Vec<Vec<f32>>,
-    ) -> Vec<f32>;
+        cancel: &crate::cancel::Cancel,
+    ) -> Option<Vec<f32>>;
 
     /// The attention of the model's pooling head (SigLIP's probe query) over the tokens of the
     /// last hidden state `hidden` (`[n, hidden]`, as [`Vision::forward_pixels`] returned it),

@@ -14,6 +14,25 @@ pub const MAX_ROTARY_POSITIONS: usize = 1 << 20;
 /// The RoPE settings of a config: `rope_parameters` (transformers 5) or `rope_theta` with
 /// `rope_scaling` (4.x), both spellings of the type (`rope_type`, `type`).
 pub fn read_rope(file: &ConfigFile) -> Result<(f64, RopeScaling), ConfigError> {
+    read_rope_of(file, Partial::Refused)
+}
+
+/// Whether a family rotates part of each head (Phi-3 reads `partial_rotary_factor` itself)
+/// or refuses a factor other than 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Partial {
+    /// The family reads the factor (from `rope_parameters`, where transformers 5 writes it, or
+    /// the top level): leave it to the family.
+    Read,
+    /// A factor other than 1 is refused as not supported.
+    Refused,
+}
+
+/// [`read_rope`] for a family that handles `partial_rotary_factor` as `partial` says.
+pub fn read_rope_of(
+    file: &ConfigFile,
+    partial: Partial,
+) -> Result<(f64, RopeScaling), ConfigError> {
     let params = match file
         .get("rope_parameters")
         .or_else(|| file.get("rope_scaling"))
@@ -26,7 +45,7 @@ pub fn read_rope(file: &ConfigFile) -> Result<(f64, RopeScaling), ConfigError> {
             )))
         }
     };
-    read_rope_in(file, params, "rope_theta", 10000.0)
+    read_rope_in_of(file, params, "rope_theta", 10000.0, partial)
 }
 
 /// The RoPE settings in `params` (one object of `rope_parameters`: Gemma 3 has one per layer
@@ -37,6 +56,16 @@ pub fn read_rope_in(
     params: Option<&serde_json::Map<String, Value>>,
     theta_key: &str,
     default_theta: f64,
+) -> Result<(f64, RopeScaling), ConfigError> {
+    read_rope_in_of(file, params, theta_key, default_theta, Partial::Refused)
+}
+
+fn read_rope_in_of(
+    file: &ConfigFile,
+    params: Option<&serde_json::Map<String, Value>>,
+    theta_key: &str,
+    default_theta: f64,
+    partial: Partial,
 ) -> Result<(f64, RopeScaling), ConfigError> {
     let number = |key: &str| -> Result<Option<f64>, ConfigError> {
         match params.and_then(|p| p.get(key)).filter(|v| !v.is_null()) {
@@ -67,7 +96,7 @@ pub fn read_rope_in(
         Some(Value::String(s)) => s.clone(),
         Some(other) => return Err(file.invalid(format!("rope type {other} is not a name"))),
     };
-    if let Some(f) = number("partial_rotary_factor")? {
+    if let (Some(f), Partial::Refused) = (number("partial_rotary_factor")?, partial) {
         if f != 1.0 {
             return Err(file.unsupported(format!(
                 "partial_rotary_factor {f} (RoPE on part of each head) is not supported"

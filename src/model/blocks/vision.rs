@@ -399,13 +399,17 @@ impl Vision for VisionEncoder {
         height: usize,
         capture: &mut SequenceCapture,
         norms: &mut Vec<Vec<f32>>,
-    ) -> Vec<f32> {
+        cancel: &crate::cancel::Cancel,
+    ) -> Option<Vec<f32>> {
         let (mut x, n) = self.embed(pixels, width, height);
         if let Some(norm) = &self.pre_norm {
             x = norm.forward(&x, None);
         }
         let hidden = self.arch.hidden_size;
         for (l, layer) in self.layers.iter().enumerate() {
+            if cancel.is_cancelled() {
+                return None;
+            }
             let mut sink = capture.layer(l);
             layer.forward(&mut x, n, &self.arch, &mut sink);
             norms.push(
@@ -414,10 +418,10 @@ impl Vision for VisionEncoder {
                     .collect(),
             );
         }
-        match &self.final_norm {
+        Some(match &self.final_norm {
             Some(norm) => norm.forward(&x, None),
             None => x,
-        }
+        })
     }
 
     fn pooling(&self, hidden: &[f32]) -> Option<Vec<f32>> {

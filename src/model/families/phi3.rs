@@ -20,7 +20,7 @@ use crate::model::blocks::decoder::{
 use crate::model::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::model::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::model::blocks::network::{Architecture, Network, SlidingWindow};
-use crate::model::blocks::rope::{read_rope, MAX_ROTARY_POSITIONS};
+use crate::model::blocks::rope::{read_rope_of, Partial, MAX_ROTARY_POSITIONS};
 use crate::model::error::Error;
 use crate::model::formats::config::{ConfigError, ConfigFile};
 use crate::model::formats::gguf::DecoderParams;
@@ -218,7 +218,8 @@ impl Phi3Config {
                 };
                 (theta, Some(l))
             }
-            _ => match read_rope(file)? {
+            // The factor was read above, from wherever the config keeps it.
+            _ => match read_rope_of(file, Partial::Read)? {
                 (theta, RopeScaling::None) => (theta, None),
                 (_, other) => {
                     return Err(file.unsupported(format!(

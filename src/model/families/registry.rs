@@ -59,6 +59,15 @@ pub static FAMILIES: &[&Family] = &[
     &siglip::SIGLIP_VISION,
 ];
 
+/// The families that read images (their checkpoints carry an image processor, no tokenizer),
+/// in [`FAMILIES`]' order.
+pub fn vision_families() -> impl Iterator<Item = &'static Family> {
+    FAMILIES
+        .iter()
+        .copied()
+        .filter(|f| f.quirks.tokenizer_files == crate::model::formats::source::IMAGE_PROCESSOR)
+}
+
 /// The family of a config that names none (neither `model_type` nor `architectures`): BERT's
 /// configs before transformers 2.
 static UNNAMED: &Family = &bert::FAMILY;

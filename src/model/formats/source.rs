@@ -235,6 +235,29 @@ pub fn resolve_with(
     from_hub(model, revision, hub, tokenizers)
 }
 
+/// How exports name a local model folder or file: its name (`all-MiniLM-L6-v2`,
+/// `SmolLM2-135M-Instruct.Q4_1.gguf`), never where it is on this machine; for a path that ends
+/// without one (`.`, `..`), the name of the folder it means.
+pub fn local_name(path: &Path) -> String {
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| !n.is_empty())
+    };
+    name(path)
+        .or_else(|| std::fs::canonicalize(path).ok().as_deref().and_then(name))
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The full path of a local model folder or file, for exports that ask for it: absolute (from
+/// the current folder), links not followed; as given when the current folder is unknown.
+pub fn full_path(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 /// Whether `s` looks like a hub repo id: `name` or `org/name`, letters, digits, `-`, `_`, `.`.
 pub fn is_repo_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split('/').collect();
@@ -254,6 +277,26 @@ pub fn is_repo_id(s: &str) -> bool {
 mod tests {
     use super::local::{file_status, is_generic_folder};
     use super::*;
+
+    #[test]
+    fn a_local_model_is_named_by_its_folder_or_file_and_its_full_path_is_absolute() {
+        assert_eq!(
+            local_name(Path::new("/home/alice/models/bert-tiny")),
+            "bert-tiny"
+        );
+        assert_eq!(local_name(Path::new("models/bert-tiny/")), "bert-tiny");
+        assert_eq!(
+            local_name(Path::new("/m/SmolLM2.Q4_1.gguf")),
+            "SmolLM2.Q4_1.gguf"
+        );
+        let here = std::env::current_dir().unwrap();
+        let own = here.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(local_name(Path::new(".")), own);
+        let full = full_path(Path::new("models/bert-tiny"));
+        assert!(Path::new(&full).is_absolute(), "{full}");
+        assert!(full.ends_with("models/bert-tiny"), "{full}");
+        assert_eq!(full_path(Path::new("/a/b")), "/a/b");
+    }
 
     #[test]
     fn tokenizer_ways_are_chosen_in_order_and_named_in_errors() {

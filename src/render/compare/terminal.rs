@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use crate::compare::Comparison;
 use crate::render::colormap::viridis;
-use crate::render::terminal::escape_controls;
+use crate::render::term::{escape_controls, Line, Paint, Term};
 
 /// How the terminal view looks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,16 +33,17 @@ impl Default for CompareTerminalOptions {
 
 const SHADES: [&str; 5] = ["  ", "░░", "▒▒", "▓▓", "██"];
 
-fn cell(d: Option<f64>, max: f64, color: bool) -> String {
+/// Add the cell of distance `d` on a scale whose top is `max` to `line`.
+fn cell(d: Option<f64>, max: f64, color: bool, line: &mut Line) {
     let Some(d) = d else {
-        return "··".into();
+        line.push("··");
+        return;
     };
     let t = if max > 0.0 { (d / max) as f32 } else { 0.0 };
     if color {
-        let c = viridis(t);
-        format!("\x1b[48;2;{};{};{}m  \x1b[0m", c.0, c.1, c.2)
+        line.paint(Paint::Back(viridis(t)), "  ");
     } else {
-        SHADES[((t * 4.0).round() as usize).min(4)].to_string()
+        line.push(SHADES[((t * 4.0).round() as usize).min(4)]);
     }
 }
 
@@ -52,78 +53,75 @@ pub fn write_compare_view(
     opts: &CompareTerminalOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let clean = |s: &str| escape_controls(s).into_owned();
+    let t = &mut Term::new(w, opts.color);
     for line in super::side_lines(c) {
-        writeln!(w, "{}", clean(&line))?;
+        t.say(&line)?;
     }
     for line in super::note_lines(c, opts.raw_tokens, false) {
-        writeln!(w, "{}", clean(&line))?;
+        t.say(&line)?;
     }
-    writeln!(w)?;
+    t.blank()?;
     let max = c.max_distance();
-    writeln!(
-        w,
+    t.say(&format!(
         "Jensen–Shannon distance per head (0: the same, 1: disjoint; {} is 0 to {max:.3}):",
         if opts.color {
             "dark to bright"
         } else {
             "blank to █"
         }
-    )?;
+    ))?;
     let names: Vec<String> = (0..c.layers)
         .map(|l| format!("layer {}", c.layer_name(l)))
         .collect();
     let lw = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    write!(w, "{:>lw$}      ", "head")?;
+    t.text(&format!("{:>lw$}      ", "head"));
     for h in (0..c.heads).step_by(2) {
-        write!(w, "{h:<4}")?;
+        t.text(&format!("{h:<4}"));
     }
-    writeln!(w)?;
+    t.end_line()?;
     for (l, name) in names.iter().enumerate() {
-        write!(w, "{name:>lw$}      ")?;
+        let mut line = Line::from(format!("{name:>lw$}      ").as_str());
         for h in 0..c.heads {
-            write!(w, "{}", cell(c.distance(l, h), max, opts.color))?;
+            cell(c.distance(l, h), max, opts.color, &mut line);
         }
-        match c.layer_distance(l) {
-            Some(m) => writeln!(w, "  mean {m:.3}")?,
-            None => writeln!(w)?,
+        if let Some(m) = c.layer_distance(l) {
+            line.push(&format!("  mean {m:.3}"));
         }
+        t.line(&line)?;
     }
-    writeln!(w)?;
+    t.blank()?;
     let ranked = c.ranked();
-    writeln!(w, "Farthest apart:")?;
-    writeln!(w, "  rank  layer  head  JS distance  rows")?;
+    t.say("Farthest apart:")?;
+    t.say("  rank  layer  head  JS distance  rows")?;
     for (i, h) in ranked.iter().take(opts.top.max(1)).enumerate() {
-        writeln!(
-            w,
+        t.say(&format!(
             "  {:>4}  {:>5}  {:>4}  {:>11.4}  {:>4}",
             i + 1,
             c.layer_name(h.layer),
             h.head,
             h.distance,
             h.rows
-        )?;
+        ))?;
     }
     if ranked.is_empty() {
-        writeln!(w, "  (no query row is visible in both)")?;
+        t.say("  (no query row is visible in both)")?;
     }
     let Some((layer, head)) = opts.head.or(ranked.first().map(|h| (h.layer, h.head))) else {
         return Ok(());
     };
-    writeln!(w)?;
+    t.blank()?;
     let d = c.diff(layer, head);
     let nk = c.n_keys();
     let mut cells: Vec<usize> = (0..d.len()).filter(|&i| d[i] != 0.0).collect();
     cells.sort_by(|&x, &y| d[y].abs().total_cmp(&d[x].abs()).then(x.cmp(&y)));
-    writeln!(
-        w,
+    t.say(&format!(
         "Layer {} head {}{}: largest differences (A − B)",
         c.layer_name(layer),
         head,
         c.distance(layer, head)
             .map(|j| format!(", JS distance {j:.4}"))
             .unwrap_or_default()
-    )?;
+    ))?;
     // The values A − B is taken of: with different masks, each row's shares of the keys both
     // can attend (so the columns add up).
     let (a, b) = (c.a_compared(layer, head), c.b_compared(layer, head));
@@ -136,7 +134,9 @@ pub fn write_compare_view(
         .take(opts.top.max(1))
         .map(|&i| {
             let (q, k) = (i / nk, i % nk);
-            (format!("{} → {}", ql[q], kl[k]), i)
+            // Escaped before it is measured, so the columns line up.
+            let label = format!("{} → {}", ql[q], kl[k]);
+            (escape_controls(&label).into_owned(), i)
         })
         .collect();
     let width = rows
@@ -145,28 +145,20 @@ pub fn write_compare_view(
         .max()
         .unwrap_or(0)
         .max(11);
-    writeln!(
-        w,
+    t.say(&format!(
         "  {:width$}  {:>7}  {:>7}  {:>8}",
         "query → key", "A", "B", "A − B"
-    )?;
+    ))?;
     for (label, i) in rows {
-        writeln!(
-            w,
+        t.say(&format!(
             "  {:width$}  {:>7.4}  {:>7.4}  {:>+8.4}",
-            clean(&label),
-            a[i],
-            b[i],
-            d[i]
-        )?;
+            label, a[i], b[i], d[i]
+        ))?;
     }
     if cells.is_empty() {
-        writeln!(w, "  (A and B are the same here)")?;
+        t.say("  (A and B are the same here)")?;
     } else if c.masks_differ() {
-        writeln!(
-            w,
-            "  (A and B: each row's shares of the keys both can attend)"
-        )?;
+        t.say("  (A and B: each row's shares of the keys both can attend)")?;
     }
     Ok(())
 }

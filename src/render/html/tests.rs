@@ -725,36 +725,7 @@ fn metadata_of_a_decoder_gives_mask_positions_sink_kv_map_and_generated_units() 
 /// A 2 × 3 patch grid of 4-pixel patches after a class token, over an 12 × 8 picture whose
 /// pixels are known.
 fn with_picture() -> Attention {
-    use crate::attention::image::{Cell, ImageInput, Preprocessing};
-    let labels = ["CLS", "0,0", "0,1", "0,2", "1,0", "1,1", "1,2"];
-    let att = synthetic(&labels, 2, 3);
-    let mut cells = vec![Cell::Class];
-    for row in 0..2 {
-        for col in 0..3 {
-            cells.push(Cell::Patch { row, col });
-        }
-    }
-    let view: Vec<u8> = (0..12 * 8 * 3).map(|i| (i * 7 % 256) as u8).collect();
-    att.with_image(ImageInput {
-        source: "cat.png".into(),
-        original: [30, 20],
-        input: [12, 8],
-        patch: 4,
-        grid: [2, 3],
-        preprocessing: Preprocessing {
-            color: "rgb8".into(),
-            resize: None,
-            crop: None,
-            rescale: Some(1.0 / 255.0),
-            normalize: None,
-            positions_from: None,
-        },
-        cells,
-        norms: Vec::new(),
-        pooling: None,
-        view,
-    })
-    .unwrap()
+    crate::attention::tests::with_picture("cat.png")
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::scene::{Align, Cells, Item, Rect, Scene, Text};
 use super::theme::{Palette, Rgb};
 use super::{ImageError, ImageOptions, SvgError};
 use crate::analysis::attribution::{HeadAblation, HeadAttribution, RankedHead};
-use crate::analysis::lens::readable;
+use crate::analysis::lens::quoted;
 use crate::output::write_output;
 use crate::render::compare::diverging;
 
@@ -229,22 +229,18 @@ fn scene(g: &Grid, options: &ImageOptions) -> Scene {
     }
 }
 
-fn quote(text: &str) -> String {
-    format!("“{}”", readable(text))
-}
-
 /// What the attribution figure says under its title.
 fn attribution_lines(a: &HeadAttribution) -> Vec<String> {
     let what = match &a.contrast {
         Some(c) => format!(
             "direct logit difference {} − {} ({:+.3} in all)",
-            quote(&a.target.text),
-            quote(&c.text),
+            quoted(&a.target.text),
+            quoted(&c.text),
             a.logit
         ),
         None => format!(
             "direct logit of {} (id {}, {:.3} in all)",
-            quote(&a.target.text),
+            quoted(&a.target.text),
             a.target.id,
             a.logit
         ),
@@ -253,7 +249,7 @@ fn attribution_lines(a: &HeadAttribution) -> Vec<String> {
         format!(
             "{what}, at position {} ({}), each head through the frozen final norm",
             a.position,
-            quote(&a.position_token)
+            quoted(&a.position_token)
         ),
         "red: the head raises it, blue: lowers it".to_string(),
     ]
@@ -264,9 +260,9 @@ fn ablation_lines(a: &HeadAblation) -> Vec<String> {
     vec![
         format!(
             "Δ log p({}) at position {} ({}) when the head is {} ablated; with every head: {:.3}",
-            quote(&a.target.text),
+            quoted(&a.target.text),
             a.position,
-            quote(&a.position_token),
+            quoted(&a.position_token),
             a.mode,
             a.base_log_prob
         ),

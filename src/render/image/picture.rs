@@ -17,6 +17,7 @@ use crate::attention::{Attention, HeadSel};
 use crate::output::write_output;
 use crate::pixels::{resample, Filter};
 use crate::render::colormap::{viridis, Rgb};
+use crate::render::term::{Line, Paint, Term};
 
 /// Which query's attention is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -29,6 +30,27 @@ pub enum Query {
     /// The attention-pooling head's probe (SigLIP): its attention over the patches, one more
     /// attention after the last layer ([`crate::attention::image::Pooling`]).
     Pool,
+}
+
+/// `ROW,COL` (two numbers from 0) or `pool`, as a [`Query`].
+impl std::str::FromStr for Query {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Query, String> {
+        let patch = s.split_once(',').and_then(|(r, c)| {
+            Some((
+                r.trim().parse::<usize>().ok()?,
+                c.trim().parse::<usize>().ok()?,
+            ))
+        });
+        match patch {
+            Some((r, c)) => Ok(Query::Patch(r, c)),
+            None if s.trim().eq_ignore_ascii_case("pool") => Ok(Query::Pool),
+            None => Err(format!(
+                "{s:?} is not ROW,COL (two numbers from 0, like 3,5) or pool"
+            )),
+        }
+    }
 }
 
 /// The pooling head `query` draws: its own, or the default query's on a model without a class
@@ -768,8 +790,11 @@ pub fn terminal_view(
         ),
     };
     let framing: String = image.framing().iter().map(|f| format!(", {f}")).collect();
-    let mut out = format!(
-        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{}{framing})\n",
+    // Into memory: the writes cannot fail.
+    let mut out = Vec::new();
+    let mut term = Term::new(&mut out, color);
+    let _ = term.say(&format!(
+        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{}{framing})",
         att.model.name(),
         image.source,
         rows,
@@ -779,7 +804,7 @@ pub fn terminal_view(
         image.original[1],
         image.input[0],
         image.input[1]
-    );
+    ));
     // The picture at cols·2 characters wide, rows lines high (two pixel rows per line).
     let [iw, ih] = image.input;
     let (pw, ph) = (cols * 2, rows * 2);
@@ -800,59 +825,64 @@ pub fn terminal_view(
         .map(|(x, r)| luma(x, r))
         .fold((u32::MAX, 0), |(lo, hi), l| (lo.min(l), hi.max(l)));
     let span = hi.saturating_sub(lo).max(1);
+    let white = Rgb(255, 255, 255);
     for r in 0..rows {
+        let mut line = Line::new();
         for c in 0..cols {
             let t = grid[r * cols + c] / max;
             let is_q = image.cell(token) == Some(Cell::Patch { row: r, col: c });
+            let mark = if is_q { "<>" } else { "  " };
             if color {
-                let crate::render::colormap::Rgb(cr, cg, cb) = viridis(t);
-                let mark = if is_q { "<>" } else { "  " };
-                out.push_str(&format!(
-                    "\x1b[48;2;{cr};{cg};{cb}m\x1b[38;2;255;255;255m{mark}"
-                ));
+                line.paint(
+                    Paint::On {
+                        fg: white,
+                        bg: viridis(t),
+                    },
+                    mark,
+                );
+            } else if is_q {
+                line.push(mark);
             } else {
-                let s = shades[((t * 4.0).round() as usize).min(4)];
-                if is_q {
-                    out.push_str("<>");
-                } else {
-                    out.push(s);
-                    out.push(s);
-                }
+                line.push(
+                    &shades[((t * 4.0).round() as usize).min(4)]
+                        .to_string()
+                        .repeat(2),
+                );
             }
         }
-        if color {
-            out.push_str("\x1b[0m");
-        }
-        out.push_str("   ");
+        line.push("   ");
         for x in 0..pw {
-            let top = &small[((2 * r) * pw + x) * 3..][..3];
-            let bottom = &small[((2 * r + 1) * pw + x) * 3..][..3];
             if color {
-                out.push_str(&format!(
-                    "\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m▀",
-                    top[0], top[1], top[2], bottom[0], bottom[1], bottom[2]
-                ));
+                let px = |y: usize| {
+                    let p = &small[(y * pw + x) * 3..][..3];
+                    Rgb(p[0], p[1], p[2])
+                };
+                line.paint(
+                    Paint::On {
+                        fg: px(2 * r),
+                        bg: px(2 * r + 1),
+                    },
+                    "▀",
+                );
             } else {
                 let t = (luma(x, r) - lo) as usize * 5 / (span as usize + 1);
-                out.push(shades[t.min(4)]);
+                line.push(&shades[t.min(4)].to_string());
             }
         }
-        if color {
-            out.push_str("\x1b[0m");
-        }
-        out.push('\n');
+        let _ = term.line(&line);
     }
     let specials = image.specials_of(&row);
     if specials.is_empty() {
-        out.push_str(&format!("patch attention max {max:.4}; no special tokens"));
+        term.text(&format!("patch attention max {max:.4}; no special tokens"));
     } else {
-        out.push_str(&format!("patch attention max {max:.4}; special tokens:"));
+        term.text(&format!("patch attention max {max:.4}; special tokens:"));
     }
     for (label, v) in specials {
-        out.push_str(&format!("  {label} {v:.4}"));
+        term.text(&format!("  {label} {v:.4}"));
     }
-    out.push('\n');
-    Ok(out)
+    let _ = term.end_line();
+    drop(term);
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]

@@ -463,3 +463,77 @@ fn generated_units_match_the_tokenizers_own_reading() {
     eprintln!("{compared} tiny and {smol} SmolLM2 generations read back to the same ids, compared");
     assert_eq!(smol, 3, "SmolLM2's generations read back exactly");
 }
+
+/// tiny-phi3 with its config.json edited by `edit`, in a new temporary folder.
+fn phi3_variant(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let dir = crate::support::cli::copy_fixture("tiny-phi3");
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    dir
+}
+
+/// Attention and hidden state of `model` on a fixed input longer than longrope's original
+/// positions and one shorter, bit for bit.
+fn phi3_outputs(model: &Model) -> Vec<(Vec<f32>, Vec<f32>)> {
+    [(1..=20).collect::<Vec<u32>>(), vec![5, 9, 33, 7]]
+        .iter()
+        .map(|ids| {
+            let out = ok(model.forward(ids, &vec![0; ids.len()], false), "forward");
+            (out.weights, out.hidden)
+        })
+        .collect()
+}
+
+#[test]
+fn phi3_partial_rotary_is_read_from_either_config_layout() {
+    // transformers 5 keeps partial_rotary_factor inside rope_parameters (as tiny-phi3's own
+    // config, which transformers 5.24 wrote and whose outputs tiny_phi3_matches_hf checks);
+    // transformers 4 wrote it at the top level. Both mean the same model.
+    let reference = ok(Model::from_dir(&fixture("tiny-phi3")), "tiny-phi3");
+    let top_level = phi3_variant(|c| {
+        let factor = c["rope_parameters"]
+            .as_object_mut()
+            .unwrap()
+            .remove("partial_rotary_factor")
+            .unwrap();
+        c["partial_rotary_factor"] = factor;
+    });
+    let moved = ok(
+        Model::from_dir(top_level.path()),
+        "longrope, factor at the top level",
+    );
+    assert_eq!(
+        phi3_outputs(&moved),
+        phi3_outputs(&reference),
+        "longrope: the same model"
+    );
+    // Default (unscaled) RoPE, half of each head rotated: the layout transformers 5 writes…
+    let default_rope = |c: &mut serde_json::Value| {
+        c["rope_parameters"] = serde_json::json!({
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+        });
+    };
+    let inside = phi3_variant(default_rope);
+    // … and the one transformers 4 wrote.
+    let outside = phi3_variant(|c| {
+        default_rope(c);
+        c["rope_parameters"]
+            .as_object_mut()
+            .unwrap()
+            .remove("partial_rotary_factor");
+        c["partial_rotary_factor"] = serde_json::json!(0.5);
+    });
+    let inside = ok(
+        Model::from_dir(inside.path()),
+        "default rope, transformers 5 layout",
+    );
+    let outside = ok(Model::from_dir(outside.path()), "default rope, top level");
+    assert_eq!(inside.architecture(), outside.architecture());
+    let (a, b) = (phi3_outputs(&inside), phi3_outputs(&outside));
+    assert_eq!(a, b, "default rope: the same model in both layouts");
+    // Unscaled RoPE is not longrope: the factors changed the attention.
+    assert_ne!(a, phi3_outputs(&reference));
+}

@@ -8,7 +8,8 @@
 //! - [`data`]: the committed JSON that tests compare against;
 //! - [`engine`]: tiny random BERT checkpoints written on the fly, and comparisons of forward
 //!   passes and tensors;
-//! - [`models`]: where the real models of `scripts/fetch-*.sh` live.
+//! - [`models`]: where the real models of `scripts/fetch-*.sh` live;
+//! - [`pictures`]: hostile pictures (progressive JPEGs of many scans, PNG profile bombs).
 
 // Each crate that mounts this uses only some of it.
 #![allow(dead_code, unused_imports)]
@@ -18,3 +19,4 @@ pub mod cli;
 pub mod data;
 pub mod engine;
 pub mod models;
+pub mod pictures;

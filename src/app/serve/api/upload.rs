@@ -9,7 +9,8 @@
 //! passes the bound. The upload takes its place in the model's queue before its body is read,
 //! so a full queue is 503 at once and the pictures held in memory are at most the queues'
 //! places. A picture the library cannot read (not an image, truncated, a header claiming a huge
-//! size, an animation) is a 400 with the library's one line.
+//! size, an animation, a JPEG or PNG made to hold the decoder) is a 400 with the library's one
+//! line; the decoder's work is bounded, and stops when the request times out.
 
 use std::pin::Pin;
 use std::sync::Arc;

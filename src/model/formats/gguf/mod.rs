@@ -274,6 +274,9 @@ impl GgufFile {
         let arch = self.architecture()?.to_string();
         let key = |name: &str| format!("{arch}.{name}");
         let layers = self.require_usize(&key("block_count"))?;
+        if layers == 0 {
+            return Err(self.meta_err(&key("block_count"), "is 0; a model has at least one layer"));
+        }
         let hidden = self.require_usize(&key("embedding_length"))?;
         let ffn = self.require_usize(&key("feed_forward_length"))?;
         let heads = self.require_usize(&key("attention.head_count"))?;
@@ -329,6 +332,18 @@ impl GgufFile {
             },
         };
         self.check_vocabulary(&key("vocab_size"), vocab_size)?;
+        // Checked here for every family: a window of 0 tokens leaves a query nothing to attend
+        // to (Llama and Qwen panicked building its mask).
+        let window_key = key("attention.sliding_window");
+        let sliding_window = match self.get_usize(&window_key)? {
+            Some(0) => {
+                return Err(self.meta_err(
+                    &window_key,
+                    "is 0; a sliding window holds at least one token",
+                ))
+            }
+            w => w,
+        };
         Ok(DecoderParams {
             num_hidden_layers: layers,
             hidden_size: hidden,
@@ -342,7 +357,7 @@ impl GgufFile {
             rope_freqs_tensor: self.has_tensor("rope_freqs.weight"),
             rms_norm_eps,
             max_position_embeddings: self.require_usize(&key("context_length"))?,
-            sliding_window: self.get_usize(&key("attention.sliding_window"))?,
+            sliding_window,
             vocab_size,
             tie_word_embeddings: !self.has_tensor("output.weight"),
             attention_bias: self.has_tensor("blk.0.attn_q.bias"),
