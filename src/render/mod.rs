@@ -45,6 +45,20 @@ pub const KEY_AXIS: &str = "key (attended to)";
 /// The caption of every colour bar of attention weights.
 pub const WEIGHT_CAPTION: &str = "attention weight";
 
+/// The caption of a colour bar of shares: each row's shares of what reaches the query
+/// (value-weighted and norm-aware attention, ALTI, value zeroing).
+pub const SHARE_CAPTION: &str = "share of the row";
+
+/// The caption of the colour bar of `att`'s weights: [`SHARE_CAPTION`] where they are shares
+/// ([`crate::Attention::shares`]), else [`WEIGHT_CAPTION`].
+pub fn weight_caption(att: &crate::Attention) -> &'static str {
+    if att.shares {
+        SHARE_CAPTION
+    } else {
+        WEIGHT_CAPTION
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
