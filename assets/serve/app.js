@@ -1,5 +1,5 @@
 /* attnviz serve: the page. The state (text, pair, target, generate, chat, model, view, layer,
- * head) lives in the address's query, so a link opens the same view for a colleague running the
+ * head, and a picture's map: source) lives in the address's query, so a link opens the same view for a colleague running the
  * same command. A change of the text is posted to /api/run at once when no run is in flight;
  * changes made while one is in flight are coalesced into one run of the latest text when it
  * answers (debounced by the run itself: typing never queues runs up, and an idle keystroke is
@@ -10,7 +10,8 @@
  * only. In compare mode (the Compare box) the page posts A (the inputs above) and B (text B, or
  * the same text, on model B) to /api/compare; the library compares them and draws its comparison
  * page (the bytes `attnviz diff A.json B.json --html` writes), which the frame shows. The
- * comparison's state (compare, textb, modelb, words, shared) is in the address too. A vision
+ * comparison's state (compare, textb, modelb once chosen, words, shared) is in the address too;
+ * model B is model A until another is picked. A vision
  * model takes a picture instead of a text: picked in the file box or dropped anywhere on the
  * page, it is posted as it is (the request's body, its name in the query) to /api/image, and its
  * report is shown as a text's is. The address keeps the model and the view but cannot hold the
@@ -26,6 +27,9 @@
   let maxUpload = Infinity; // the server's bound on a picture, in bytes
   let picture = null; // the picture (a File) a vision model runs on
   let frameInput = null; // what the frame's report was made from: 'text', 'picture', 'compare'
+  // Whether model B was chosen (in the address, or picked): until it is, model B is model A,
+  // two inputs on one model, which always compare.
+  let modelBChosen = params.has('modelb');
   let seq = 0;
   let busy = false; // a run posted and not yet answered
   let dirty = false; // the inputs changed while it was
@@ -34,7 +38,9 @@
   window.attnvizServe = { runs };
   let shown = null; // the report path on screen
   let frameShell = null; // the shell of the run report booted in the frame (null: none)
-  const view = { view: params.get('view'), layer: params.get('layer'), head: params.get('head') };
+  // The report's view, layer and head, and the image view's map (`source`: one head, the mean,
+  // rollout…), kept from one report to the next and in the address.
+  const view = { view: params.get('view'), layer: params.get('layer'), head: params.get('head'), source: params.get('source') };
 
   function withToken(path) {
     return token ? path + (path.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token) : path;
@@ -54,6 +60,11 @@
   function comparing() { return $('compare').checked && !vision(); }
   function mib(bytes) { return (bytes / 1048576).toFixed(bytes < 1048576 ? 2 : 1) + ' MiB'; }
 
+  /** Model B is model A until the user picks another. */
+  function followModelA() {
+    if (!modelBChosen && !vision()) $('model-b').value = $('model').value;
+  }
+
   /** Show the inputs the model takes. */
   function fitInputs() {
     const m = current();
@@ -71,7 +82,7 @@
   function frameState() {
     try {
       const a = $('report').contentWindow.attnviz;
-      if (a && a.state) return { view: a.state.view, layer: a.state.layer, head: a.state.head };
+      if (a && a.state) return { view: a.state.view, layer: a.state.layer, head: a.state.head, source: a.meta.image ? a.state.imageSource : null };
     } catch (e) { /* not loaded yet */ }
     return view;
   }
@@ -90,13 +101,14 @@
     }
     if (comparing()) {
       p.set('compare', '1');
-      p.set('modelb', $('model-b').value);
+      // Model B travels only once chosen: until then it follows model A.
+      if (modelBChosen) p.set('modelb', $('model-b').value);
       if ($('text-b').value) p.set('textb', $('text-b').value);
       if ($('words').checked) p.set('words', '1');
       if ($('shared').checked) p.set('shared', '1');
     }
     const s = frameState();
-    for (const k of ['view', 'layer', 'head']) if (s[k] !== null && s[k] !== undefined) p.set(k, String(s[k]));
+    for (const k of ['view', 'layer', 'head', 'source']) if (s[k] !== null && s[k] !== undefined) p.set(k, String(s[k]));
     const url = location.pathname + '?' + p.toString();
     history.replaceState(null, '', url);
     $('share').href = url;
@@ -273,6 +285,8 @@
         const L = win.attnviz.meta.model.layers, H = win.attnviz.meta.model.heads;
         if (s.layer !== null && s.layer !== undefined && Number(s.layer) < L) patch.layer = Number(s.layer);
         if (s.head !== null && s.head !== undefined && Number(s.head) < H) patch.head = Number(s.head);
+        // A picture's report opens on the map the last one showed, where it offers it.
+        if (s.source && win.attnviz.imageSources && win.attnviz.imageSources().includes(s.source)) patch.imageSource = s.source;
         if (Object.keys(patch).length) win.attnviz.set(patch);
         await win.attnviz.settled();
         // Drawn: the frame's next paint has happened.
@@ -369,13 +383,17 @@
         const o = document.createElement('option');
         o.value = String(m.id);
         o.textContent = m.name + ' (' + m.family + ', ' + m.layers + ' × ' + m.heads + ')';
+        // Comparisons are of texts: a vision model cannot be B.
+        if (select === 'model-b' && m.kind === 'vision') o.disabled = true;
         $(select).appendChild(o);
       }
     }
     if (params.has('model') && models[Number(params.get('model'))]) $('model').value = params.get('model');
-    // Model B: the address's, else the second model (one input on two models), else the first.
-    const mb = params.has('modelb') ? params.get('modelb') : String(Math.min(1, models.length - 1));
-    if (models[Number(mb)]) $('model-b').value = mb;
+    // Model B: the address's, else model A's (two texts on one model: another model may have
+    // other layers and heads, which compare only with Shared layers ticked).
+    const mb = params.get('modelb');
+    if (mb !== null && models[Number(mb)] && models[Number(mb)].kind !== 'vision') $('model-b').value = mb;
+    else { modelBChosen = false; followModelA(); }
     $('compare').checked = params.get('compare') === '1';
     $('text-b').value = params.get('textb') || '';
     $('words').checked = params.get('words') === '1';
@@ -392,9 +410,10 @@
     }
     fitInputs();
     for (const id of ['text', 'pair', 'target', 'generate', 'text-b']) $(id).addEventListener('input', schedule);
-    for (const id of ['chat', 'words', 'shared', 'model-b']) $(id).addEventListener('change', schedule);
+    for (const id of ['chat', 'words', 'shared']) $(id).addEventListener('change', schedule);
+    $('model-b').addEventListener('change', () => { modelBChosen = true; schedule(); });
     $('compare').addEventListener('change', () => { fitInputs(); schedule(); });
-    $('model').addEventListener('change', () => { fitInputs(); schedule(); });
+    $('model').addEventListener('change', () => { followModelA(); fitInputs(); schedule(); });
     $('picture').addEventListener('change', () => takePicture($('picture').files[0]));
     guardDrops(window);
     guardDrops($('report').contentWindow);

@@ -229,10 +229,10 @@ pub(super) fn write_outputs(
             | Figure::Ablation => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = &plan.png {
-            picture::write_png(att, &spec, plan.query, path)?;
+            picture::write_png(att, &spec, plan.query, &outputs.image, path)?;
         }
         if let Some(path) = &plan.svg {
-            picture::write_svg(att, &spec, plan.query, path)?;
+            picture::write_svg(att, &spec, plan.query, &outputs.image, path)?;
         }
     } else if plan.png.is_some() || plan.svg.is_some() {
         let figure = match (plan.figure, &alti_view) {

@@ -162,6 +162,16 @@ test('image view: CLS over the picture first, a hovered patch redraws the overla
   const mean = exp.attention[0][0][dist].map((_, k) => exp.attention[0].reduce((s, hh) => s + hh[dist][k], 0) / heads);
   assertRow(d.row, mean, 'mean over heads');
   assert.equal(await page.isVisible('#head-select'), false, 'no head to choose for the mean');
+  // The tooltip names the map shown and gives its numbers: the mean over heads of the kept
+  // query's (DIST's) weight on the pointed patch, and of the patch's own weight on itself.
+  const meanOf = (q, k) => exp.attention[0].reduce((s, hh) => s + hh[q][k], 0) / heads;
+  await page.mouse.move(x, y);
+  let tip = await page.textContent('#tooltip');
+  assert.match(tip, /mean over \d+ heads/);
+  const number = (re) => Number(re.exec(tip)[1]);
+  assert.ok(Math.abs(number(/DIST \(kept query\) → r2c1: ([\d.]+)/) - meanOf(dist, p21)) <= 1e-5, tip);
+  assert.ok(Math.abs(number(/r2c1 → itself: ([\d.]+)/) - meanOf(p21, p21)) <= 1e-5, tip);
+  await page.mouse.move(5, 5);
   // Rollout, from the analysis.
   const options = await page.$$eval('#image-source option', (o) => o.map((x) => x.value));
   assert.ok(options.includes('rollout'), options.join(','));
@@ -169,6 +179,13 @@ test('image view: CLS over the picture first, a hovered patch redraws the overla
   d = await drawn(page);
   assert.equal(d.source, 'rollout');
   assertRow(d.row, exp.rollout[0][dist], 'rollout through layer 0', 1e-5);
+  await page.mouse.move(x, y);
+  tip = await page.textContent('#tooltip');
+  assert.match(tip, /Attention rollout, through layer/);
+  assert.ok(Math.abs(number(/DIST \(kept query\) → r2c1: ([\d.]+)/) - exp.rollout[0][dist][p21]) <= 1e-5, tip);
+  assert.ok(Math.abs(number(/r2c1 → itself: ([\d.]+)/) - exp.rollout[0][p21][p21]) <= 1e-5, tip);
+  assert.match(await page.textContent('#image-caption'), /rollout weight on each patch/);
+  await page.mouse.move(5, 5);
   await page.screenshot({ path: join(SCREENS, 'image-deit-rollout.png') });
   // The other views label patches by grid position.
   await page.keyboard.press('4');

@@ -1256,6 +1256,39 @@ test('shared-links: two heads that share a link both show, side by side, and the
   await context.close();
 });
 
+test('single: square-root and log colour bars carry ticks where their scale puts them; linear ones none', async () => {
+  const { page, context, log } = await open('single');
+  await page.evaluate(() => window.attnviz.set({ view: 'matrix', matrixScale: 'linear' }));
+  await settle(page);
+  const ticks = () => page.$$eval('#matrix-left-ticks .cbar-tick', (ts) => ts.map((t) => {
+    const r = t.getBoundingClientRect();
+    return { label: t.textContent, at: parseFloat(t.style.left) / 100, x: r.left + r.width / 2, left: r.left, right: r.right };
+  }));
+  assert.deepEqual(await ticks(), [], 'a linear bar needs none');
+  for (const [kind, place] of [['sqrt', (v, top) => Math.sqrt(v / top)], ['log', (v, top) => 1 + Math.log10(v / top) / 3]]) {
+    await page.evaluate((k) => window.attnviz.set({ matrixScale: k }), kind);
+    await settle(page);
+    const top = Number(await page.$eval('#matrix-left-max', (e) => e.textContent));
+    const bar = await page.$eval('#view-matrix .matrix-panel .cbar', (c) => { const r = c.getBoundingClientRect(); return { left: r.left, width: r.width }; });
+    const got = await ticks();
+    assert.ok(got.length >= 2, kind + ': ' + JSON.stringify(got));
+    for (const t of got) {
+      // A 1-2-5 number, placed where the scale puts it (the bar's top label has 3 digits).
+      assert.match(t.label, /^(0\.0*)?[125]0*$/, kind);
+      assert.ok(Math.abs(t.at - place(Number(t.label), top)) < 0.01, kind + ' ' + t.label + ' at ' + t.at);
+      assert.ok(Math.abs(t.x - (bar.left + 1 + t.at * (bar.width - 2))) < 2, kind + ' ' + t.label + ' drawn off its place');
+    }
+    // Apart on the bar, and their numbers side by side without overlapping.
+    for (let i = 1; i < got.length; i++) {
+      assert.ok(got[i].at - got[i - 1].at >= 0.094, kind + ': ticks too close');
+      assert.ok(got[i].left >= got[i - 1].right + 2, kind + ': ' + got[i - 1].label + ' and ' + got[i].label + ' overlap');
+    }
+  }
+  await shot(page, 'single-matrix-log-ticks');
+  assert.deepEqual(log.errors, []);
+  await context.close();
+});
+
 test('shared-links: tokens are shown as read, repeated ones with their position, raw on request', async () => {
   const { page, context, log } = await open('shared-links');
   const column = () => page.$$eval('#hv-left .tok', (ts) => ts.map((t) => t.textContent));

@@ -3,7 +3,8 @@
 // view while typing, share the address, save the report (the bytes the CLI's --html wrote for the
 // same text, which the Rust test wrote beside the case); then switch to compare, type sentence B,
 // see the difference view change, and save the comparison (the bytes `attnviz diff A.json
-// B.json --html` wrote for the two sentences).
+// B.json --html` wrote for the two sentences); model B starts as model A, and a causal model B
+// is compared over what both can attend, each side with its own mask.
 //
 // Run by `cargo test --release --test suite serve::the_app_in_chromium_and_firefox -- --include-ignored`,
 // which writes $ATTNVIZ_SERVE/case.json: { url, text, expected (a file), screens (a folder),
@@ -37,6 +38,7 @@ const drivers = {
           return context.newPage();
         },
         wait: (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: 30000 }),
+        select: (page, selector, value) => page.selectOption(selector, value),
       };
     },
   },
@@ -53,6 +55,7 @@ const drivers = {
           return page;
         },
         wait: (page, fn, arg) => page.waitForFunction(fn, { timeout: 30000 }, arg),
+        select: (page, selector, value) => page.select(selector, value),
       };
     },
   },
@@ -227,6 +230,8 @@ for (const [name, driver] of Object.entries(drivers)) {
     // Compare: the same text on the same model first (nothing differs), then sentence B typed.
     await page.click('#compare');
     await drawnCompare(b, page);
+    // Model B starts as model A (not the server's second model, which has other layers).
+    assert.equal(await page.$eval('#model-b', (s) => s.value), await page.$eval('#model', (s) => s.value));
     const same = await compareFrame(page);
     assert.ok(same.ranked.length > 0, 'the ranking is drawn');
     assert.ok(same.ranked.every((r) => r.endsWith('· 0.0000')), same.ranked.join(' | '));
@@ -262,6 +267,27 @@ for (const [name, driver] of Object.entries(drivers)) {
     await third.goto(there.href);
     await drawnCompare(b, third);
     assert.deepEqual((await compareFrame(third)).ranked, diff.ranked);
+
+    // Model B: the causal decoder (other layers: Shared layers). Each side is drawn with its own
+    // mask (A's bidirectional matrix has nothing hatched, B's causal one and A − B have), and the
+    // page says that the masks differ.
+    await page.click('#shared');
+    await b.select(page, '#model-b', '1');
+    await b.wait(page, () => {
+      const doc = document.getElementById('report').contentDocument;
+      const note = doc && doc.getElementById('mask-notes');
+      return Boolean(note && /Masks differ/.test(note.textContent) && doc.body.dataset.hatched !== undefined);
+    });
+    const mixed = await page.evaluate(() => {
+      const doc = document.getElementById('report').contentDocument;
+      return { masks: doc.getElementById('mask-notes').textContent, hatched: doc.body.dataset.hatched, notes: doc.getElementById('notes').textContent };
+    });
+    assert.match(mixed.masks, /A is bidirectional, B causal/);
+    assert.match(mixed.masks, /only the cells both can attend/);
+    assert.equal(mixed.hatched, 'b,d');
+    assert.match(mixed.notes, /Only the shared layers/);
+    assert.equal(new URL(page.url()).searchParams.get('modelb'), '1');
+    await page.screenshot({ path: join(CASE.screens, `serve-compare-masks-${name}.png`) });
     assert.deepEqual(log, [], 'no console error in compare mode');
     assert.deepEqual(thirdLog, []);
   });

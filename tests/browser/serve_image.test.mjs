@@ -2,9 +2,9 @@
 // (puppeteer-core over WebDriver BiDi), against a server the Rust test started with a text model
 // (0) and a vision model (1): choose the vision model (the text box gives way to a picker and a
 // note that links carry no picture), pick a picture in the file box, see the image view drawn,
-// switch layer and head, save (the bytes `attnviz -m MODEL --image FILE --html` wrote for that
-// picture, which the Rust test wrote beside the case); drop a second picture on the page (drawn
-// in place, the view, layer and head kept); open the address (model and view, no picture: the
+// switch layer, head and map (the mean over heads), save (the bytes `attnviz -m MODEL --image
+// FILE --html` wrote for that picture, which the Rust test wrote beside the case); drop a second
+// picture on the page (drawn in place, the view, layer, head and map kept); open the address (model and view, no picture: the
 // picker asks for one); and go back to the text model.
 //
 // Run by `cargo test --release --test suite serve::the_picture_upload_in_chromium_and_firefox --
@@ -114,6 +114,7 @@ function frame(page) {
       imageLayer: image.layer,
       imageHead: image.head,
       imageMax: image.max,
+      imageSource: a.state.imageSource,
       marker: win.attnvizMarker,
     };
   });
@@ -203,8 +204,9 @@ for (const [name, driver] of Object.entries(drivers)) {
     assert.ok(first.imageSeq >= 1 && first.imageMax > 0, 'the image view is drawn');
     assert.match(await page.$eval('#status', (s) => s.textContent), new RegExp('^' + pictureName.replace('.', '\\.') + ' · \\d+ tokens · \\d+ ms'));
 
-    // Another layer and head: the image view follows, the address keeps them, not the picture.
-    const wanted = { layer: 0, head: first.heads - 1 };
+    // Another layer and head, and the mean over heads: the image view follows, the address
+    // keeps them, not the picture.
+    const wanted = { layer: 0, head: first.heads - 1, imageSource: 'mean' };
     await page.evaluate((w) => {
       const win = document.getElementById('report').contentWindow;
       win.attnvizMarker = 'kept';
@@ -215,6 +217,7 @@ for (const [name, driver] of Object.entries(drivers)) {
       const p = new URLSearchParams(location.search);
       return p.get('layer') === String(w.layer) && p.get('head') === String(w.head);
     }, wanted);
+    await b.wait(page, () => new URLSearchParams(location.search).get('source') === 'mean');
     const turned = await frame(page);
     assert.deepEqual([turned.imageLayer, turned.imageHead], [wanted.layer, wanted.head]);
     assert.ok(turned.imageSeq > first.imageSeq, 'the image view was drawn again');
@@ -246,6 +249,7 @@ for (const [name, driver] of Object.entries(drivers)) {
     assert.equal(second.view, 'image');
     assert.equal(second.source, secondName);
     assert.deepEqual([second.imageLayer, second.imageHead], [wanted.layer, wanted.head]);
+    assert.equal(second.imageSource, 'mean', 'the second picture keeps the mean over heads');
     const last = await page.evaluate(() => window.attnvizServe.runs[window.attnvizServe.runs.length - 1]);
     assert.ok(last.inPlace, 'the second picture was drawn in place');
     assert.equal(await page.$eval('#picture', (i) => i.files.length && i.files[0].name), secondName,
@@ -274,6 +278,7 @@ for (const [name, driver] of Object.entries(drivers)) {
     const opened = await frame(other);
     assert.equal(opened.view, 'image');
     assert.deepEqual([opened.layer, opened.head], [wanted.layer, wanted.head]);
+    assert.equal(opened.imageSource, 'mean', 'the address keeps the map');
 
     // Back to the text model: the text box, and the text's report on its own first view.
     await b.select(page, '#model', '0');

@@ -24,8 +24,14 @@ tokens by role), and writes tests/fixtures/compare/<case>.reference.json:
 
     basis, level, layers, heads, query_pairs, only_a, only_b,
     distance[layer][head] (null where no row compares), rows[layer][head],
-    diff[layer][head][query][key] (A − B over the paired units, 0 where either side masks),
-    ranked [[layer, head], ...] (farthest first; ties by layer, then head)
+    diff[layer][head][query][key] (A − B over the paired units, 0 where either side masks;
+        where a side can attend keys the other cannot, its row is first taken as shares of
+        the keys both can attend),
+    ranked [[layer, head], ...] (farthest first; ties by layer, then head),
+    masks_differ (whether A and B can attend different cells)
+
+A row's distance needs at least two keys both sides can attend (one key holds the whole of
+both rows: nothing to compare).
 
 tests/suite/diff.rs checks attnviz's comparison of the same two files against these (1e-6).
 """
@@ -60,6 +66,9 @@ CASES = {
     "two-tokenizers": ("electra-cat.json", "roberta-cat.json", False, False),
     "causal-two-sentences": ("gpt2-a.json", "gpt2-b.json", False, False),
     "forced-words": ("minilm-cat.json", "minilm-dog.json", True, False),
+    # A bidirectional encoder against a causal decoder: each side's own mask, compared over
+    # the cells both can attend.
+    "bidirectional-against-causal": ("minilm-cat.json", "gpt2-a.json", True, True),
 }
 
 SPECIAL = {"start", "end", "pad", "special"}
@@ -221,8 +230,21 @@ def compare(a, b, words, shared):
     wa = restrict(a, qa, bool(only_a))
     wb = restrict(b, qb, bool(only_b))
     n = len(pairs)
-    vis = np.array([[[not masked(a, l, qa[q], qa[k]) and not masked(b, l, qb[q], qb[k])
-                      for k in range(n)] for q in range(n)] for l in range(layers)])
+    va = np.array([[[not masked(a, l, qa[q], qa[k]) for k in range(n)] for q in range(n)]
+                   for l in range(layers)])
+    vb = np.array([[[not masked(b, l, qb[q], qb[k]) for k in range(n)] for q in range(n)]
+                   for l in range(layers)])
+    vis = va & vb
+
+    def compared(w, own):
+        """Each row over the cells both see; as shares of them where this side sees more."""
+        out = np.where(vis[:, None], w, 0.0)
+        more = (own != vis).any(axis=-1)  # [L, n]: rows where this side sees more keys
+        s = out.sum(axis=-1, keepdims=True)
+        shares = np.where(s > 0, out / np.where(s > 0, s, 1), out)
+        return np.where(more[:, None, :, None], shares, out)
+
+    ca, cb = compared(wa, va), compared(wb, vb)
     distance, rows = [], []
     for l in range(layers):
         dl, rl = [], []
@@ -231,13 +253,13 @@ def compare(a, b, words, shared):
             for q in range(n):
                 v = vis[l, q]
                 p, r = wa[l, h, q][v], wb[l, h, q][v]
-                if v.any() and p.sum() > 0 and r.sum() > 0:
+                if v.sum() >= 2 and p.sum() > 0 and r.sum() > 0:
                     ds.append(js_distance(p / p.sum(), r / r.sum()))
             dl.append(float(np.mean(ds)) if ds else None)
             rl.append(len(ds))
         distance.append(dl)
         rows.append(rl)
-    diff = np.where(vis[:, None], wa - wb, 0.0)
+    diff = ca - cb
     ranked = sorted(((l, h) for l in range(layers) for h in range(heads) if distance[l][h] is not None),
                     key=lambda lh: (-distance[lh[0]][lh[1]], lh[0], lh[1]))
     same = not only_a and not only_b
@@ -253,6 +275,7 @@ def compare(a, b, words, shared):
         "rows": rows,
         "diff": diff.tolist(),
         "ranked": [list(x) for x in ranked],
+        "masks_differ": bool((va != vb).any()),
     }
 
 

@@ -75,6 +75,11 @@ fn check_case(case: &str) -> Comparison {
     assert_eq!(c.queries.pairs, pairs(&r["query_pairs"]), "{case}");
     assert_eq!(c.queries.only_a, indices(&r["only_a"]), "{case}");
     assert_eq!(c.queries.only_b, indices(&r["only_b"]), "{case}");
+    assert_eq!(
+        c.masks_differ(),
+        r["masks_differ"].as_bool().unwrap(),
+        "{case}"
+    );
     let (mut worst_d, mut worst_js) = (0f64, 0f64);
     for l in 0..c.layers {
         for h in 0..c.heads {
@@ -143,7 +148,42 @@ fn two_tokenizers_are_compared_by_words_as_numpy_does() {
 fn causal_masks_are_left_out_as_numpy_does() {
     let c = check_case("causal-two-sentences");
     assert!(!c.is_visible(0, 0, 1));
+    // The first row sees one key on both sides: nothing to compare, so not counted as equal.
+    assert_eq!(c.rows(0, 0), c.n_queries() - 1);
     check_case("forced-words");
+}
+
+/// A bidirectional encoder (MiniLM) against a causal decoder (tiny GPT-2) on one sentence: each
+/// side keeps its own mask, and neither A − B nor the distances come from what the causal
+/// mask alone hides.
+#[test]
+fn a_bidirectional_model_against_a_causal_one_compares_what_both_can_attend() {
+    let c = check_case("bidirectional-against-causal");
+    assert!(c.masks_differ());
+    // A's [CLS] and [SEP] have no partner: compared row 0 is the first word.
+    assert_eq!(c.query_label(0, false), "The");
+    // A sees the keys after each query, B does not; the cells compared are B's.
+    let (first, last) = (0, c.n_keys() - 1);
+    assert!(c.a_visible_layer(0)[first * c.n_keys() + last]);
+    assert!(!c.b_visible_layer(0)[first * c.n_keys() + last]);
+    assert_eq!(c.visible_layer(0), c.b_visible_layer(0));
+    for l in 0..c.layers {
+        for h in 0..c.heads {
+            // Every compared row is a distribution over the keys both can attend, on both sides.
+            let (a, b) = (c.a_compared(l, h), c.b_compared(l, h));
+            for q in 0..c.n_queries() {
+                let row = q * c.n_keys()..(q + 1) * c.n_keys();
+                for side in [&a[row.clone()], &b[row.clone()]] {
+                    let sum: f32 = side.iter().sum();
+                    assert!(sum == 0.0 || (sum - 1.0).abs() < 1e-5, "{l} {h} {q}: {sum}");
+                }
+            }
+            // “The” sees itself alone on B's side: no difference there, and the row is not
+            // among those counted.
+            assert_eq!(c.diff(l, h)[first * c.n_keys() + first], 0.0);
+            assert!(c.rows(l, h) < c.n_queries(), "{l} {h}");
+        }
+    }
 }
 
 fn json_of(path: &std::path::Path) -> Value {
@@ -258,4 +298,38 @@ fn bad_input_is_one_line_and_writes_nothing() {
     assert_clean_failure(&o, "--head 12 is out of range");
     // Nothing in common.
     assert_eq!(tree(dir.path()), ["garbage.json"]);
+}
+
+/// `attnviz diff --words --shared` of a bidirectional export against a causal one: every view
+/// says the masks differ, and the head's largest differences never come from the mask alone
+/// (the first word sees itself alone on B's side: A − B is 0 there).
+#[test]
+fn diff_of_a_bidirectional_and_a_causal_export_says_the_masks_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("c.html");
+    let (a, b) = (fixture("minilm-cat.json"), fixture("gpt2-a.json"));
+    let o = run(&[
+        "diff",
+        s(&a),
+        s(&b),
+        "--words",
+        "--shared",
+        "--color",
+        "never",
+        "--top",
+        "100",
+        "--html",
+        s(&html),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let view = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        view.contains("Masks differ: A is bidirectional, B causal."),
+        "{view}"
+    );
+    let table = view.split("largest differences").nth(1).unwrap();
+    assert!(!table.contains("The → The"), "{table}");
+    let page = fs::read_to_string(&html).unwrap();
+    assert!(page.contains("\"masks_differ\":true"));
+    assert!(page.contains("Masks differ: A is bidirectional, B causal"));
 }

@@ -154,3 +154,54 @@ fn nothing_is_kept_unless_asked() {
         .unwrap();
     assert!(enc.values.is_none());
 }
+
+/// `--weighting` draws each row's shares of what reaches the query: the figures' colour bars
+/// say "share of the row", the JSON export records it, and `render` of that export says so too.
+#[test]
+fn weighted_views_are_captioned_as_shares_and_render_keeps_it() {
+    use crate::support::cli::{run, stderr, tiny};
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).display().to_string();
+    let model = tiny().display().to_string();
+    for (weighting, shares) in [
+        (None, false),
+        (Some("value-weighted"), true),
+        (Some("norm-aware"), true),
+    ] {
+        let (svg, json) = (at("run.svg"), at("run.json"));
+        let mut args = vec![
+            "-m",
+            &model,
+            "the cat sat",
+            "--svg",
+            &svg,
+            "--json",
+            &json,
+            "-q",
+        ];
+        if let Some(w) = weighting {
+            args.extend(["--weighting", w]);
+        }
+        let out = run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let said = |path: &str| {
+            let svg = std::fs::read_to_string(path).unwrap();
+            (
+                svg.contains("share of the row"),
+                svg.contains("attention weight"),
+            )
+        };
+        assert_eq!(said(&svg), (shares, !shares), "{weighting:?}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(
+            doc["shares"].as_bool(),
+            shares.then_some(true),
+            "{weighting:?}"
+        );
+        let again = at("again.svg");
+        let out = run(&["render", &json, "--svg", &again, "-q"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(said(&again), (shares, !shares), "render of {weighting:?}");
+    }
+}

@@ -1475,7 +1475,8 @@ fn the_app_in_chromium_and_firefox() {
         ("/usr/bin/firefox-esr", "firefox-esr"),
     ]);
     let text = "The cat sat on the mat.";
-    let server = serve(&[&tiny()], &[]);
+    // A second model of other layers and a causal mask, for model B.
+    let server = serve(&[&tiny(), &fixture("tiny-gpt2")], &[]);
     let dir = repo().join("tests/artifacts/serve");
     std::fs::create_dir_all(&dir).unwrap();
     let expected = dir.join("expected.html");

@@ -32,8 +32,9 @@ fn terminal_view_shows_the_grid_the_picture_and_the_special_tokens() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("query CLS"), "{text}");
+    // A 45 × 37 picture resized to 32 × 32 (preprocessor_config.json) was stretched.
     assert!(
-        text.contains("4×4 patches of 8px (image 45×37 → 32×32)"),
+        text.contains("4×4 patches of 8px (image 45×37 → 32×32, stretched from 1.22:1 to 1:1)"),
         "{text}"
     );
     assert!(

@@ -174,6 +174,7 @@ pub fn reweighted(
         shares,
     )?;
     out.query_key = att.query_key.clone();
+    out.shares = true;
     Ok(out)
 }
 
@@ -228,6 +229,7 @@ mod tests {
             assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
         }
         let shown = reweighted(&att, &w, Weighting::ValueWeighted).unwrap();
+        assert!(shown.shares && !att.shares);
         assert_eq!(
             shown.weights(),
             &[1.0 / 3.0, 2.0 / 3.0, 0.5 / 3.5, 3.0 / 3.5]

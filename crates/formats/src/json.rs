@@ -319,6 +319,11 @@ pub fn body_fields(att: &Attention) -> Vec<(String, serde_json::Value)> {
         ("level".into(), json!(att.level.as_str())),
         ("special_excluded".into(), json!(att.special_excluded)),
     ];
+    // Value-weighted and norm-aware attention: each row's shares, so that `render` captions
+    // them as the run did.
+    if att.shares {
+        fields.push(("shares".into(), json!(true)));
+    }
     // A vision model's picture: the patch grid, what each token is, the image's size and the
     // preprocessing applied (`docs/json.md`).
     if let Some(image) = &att.image {

@@ -1,4 +1,4 @@
-//! Renderers: each takes an [`crate::Attention`] (plus analysis results) and options, and writes
+//! Renderers: each takes an [`Attention`](crate::attention::Attention) (plus analysis results) and options, and writes
 //! one kind of output. None of them knows the model exists.
 
 // The layers below, under the names this crate's code has always used.
@@ -50,6 +50,20 @@ pub const QUERY_AXIS: &str = "query (attending from)";
 pub const KEY_AXIS: &str = "key (attended to)";
 /// The caption of every colour bar of attention weights.
 pub const WEIGHT_CAPTION: &str = "attention weight";
+
+/// The caption of a colour bar of shares: each row's shares of what reaches the query
+/// (value-weighted and norm-aware attention, ALTI, value zeroing).
+pub const SHARE_CAPTION: &str = "share of the row";
+
+/// The caption of the colour bar of `att`'s weights: [`SHARE_CAPTION`] where they are shares
+/// ([`Attention::shares`](crate::attention::Attention::shares)), else [`WEIGHT_CAPTION`].
+pub fn weight_caption(att: &crate::attention::Attention) -> &'static str {
+    if att.shares {
+        SHARE_CAPTION
+    } else {
+        WEIGHT_CAPTION
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -325,9 +325,9 @@ impl View<'_> {
                 .to_string()
         };
         self.wrap(&axes, Paint::Dim, t)?;
-        let caption = self
-            .text
-            .map_or(crate::WEIGHT_CAPTION, |text| text.caption.as_str());
+        let caption = self.text.map_or(crate::weight_caption(self.att), |text| {
+            text.caption.as_str()
+        });
         let mut ramp = Line::new();
         ramp.paint(Paint::Dim, &format!("{caption} 0 "));
         for i in 0..8 {
@@ -963,6 +963,17 @@ mod tests {
         let mut out = Vec::new();
         write_view(att, Selection::new(0, head), opts, &mut out).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn shares_are_captioned_as_shares_of_the_row() {
+        let mut att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 1, 2);
+        let caption = |att: &Attention| {
+            render(att, HeadSel::Index(0), &TerminalOptions::default()).contains("share of the row")
+        };
+        assert!(!caption(&att));
+        att.shares = true;
+        assert!(caption(&att));
     }
 
     #[test]

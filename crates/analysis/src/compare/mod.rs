@@ -14,12 +14,19 @@
 //! - **Weights.** Each compared row is A's (and B's) row over the aligned keys. When some keys
 //!   had no partner on a side, that side's rows are renormalised over the keys kept, so they
 //!   are shares of what the row gives to the keys both inputs have.
-//! - **Distance.** For each head, each query row visible in both (a causal mask or sliding
-//!   window hides nothing of it on either side, at least one key both see, some weight on those
-//!   keys in both) gives the Jensen–Shannon distance of its two distributions over the keys
-//!   visible in both (each renormalised over those keys): `sqrt(JSD)` with `JSD = ½ KL(P‖M) +
-//!   ½ KL(Q‖M)`, `M = (P + Q) / 2`, in bits, so it lies in [0, 1]. The head's distance is the
-//!   mean over those rows. `docs/compare.md` says what it means and when to trust it.
+//! - **Masks.** Each side keeps its own mask ([`Comparison::a_visible_layer`],
+//!   [`Comparison::b_visible_layer`]: a bidirectional encoder sees every key, a causal decoder
+//!   the keys up to its own, a sliding window fewer). Only the cells both sides can attend are
+//!   compared ([`Comparison::visible_layer`]): where a side can attend keys the other cannot
+//!   (a bidirectional model against a causal one), its rows are taken as shares of the keys
+//!   both can attend ([`Comparison::a_compared`]), so that A − B measures how the two spread
+//!   their attention over the same keys, not what one mask hides.
+//! - **Distance.** For each head, each query row with at least two keys both sides can attend
+//!   (one key alone leaves nothing to differ in) and some weight on them in both gives the
+//!   Jensen–Shannon distance of its two distributions over those keys (each renormalised over
+//!   them): `sqrt(JSD)` with `JSD = ½ KL(P‖M) + ½ KL(Q‖M)`, `M = (P + Q) / 2`, in bits, so it
+//!   lies in [0, 1]. The head's distance is the mean over those rows. `docs/compare.md` says
+//!   what it means and when to trust it.
 //! - **Shapes.** Layers and heads are paired by index. Two captures with different numbers of
 //!   layers or heads (or of different captured layers) are compared on what they share only
 //!   when asked ([`CompareOptions::shared_only`]); otherwise [`CompareError::Shape`].
@@ -32,7 +39,7 @@ use serde::Serialize;
 
 pub use align::{Alignment, MAX_ALIGN_CELLS};
 
-use crate::attention::{Attention, AttentionKind, Level, ModelInfo, Units};
+use crate::attention::{Attention, AttentionKind, Level, MaskKind, ModelInfo, Units};
 use crate::to_words;
 
 /// What [`compare`] may do besides the default.
@@ -145,6 +152,10 @@ pub struct Side {
     pub queries: Units,
     /// The key units at the level compared.
     pub keys: Units,
+    /// Which cells its queries could not see.
+    pub mask: MaskKind,
+    /// Each captured layer's sliding window (`None`: none).
+    pub windows: Vec<Option<usize>>,
 }
 
 impl Side {
@@ -156,7 +167,38 @@ impl Side {
             layer_numbers: att.layer_numbers().to_vec(),
             queries: att.queries().clone(),
             keys: att.keys().clone(),
+            mask: att.mask,
+            windows: (0..att.layers()).map(|l| att.window(l)).collect(),
         }
+    }
+
+    /// Its mask for people: `bidirectional`, `causal`, `causal with a sliding window of 4096
+    /// tokens` (in some layers: `… in layers 0, 2`).
+    pub fn mask_words(&self) -> String {
+        let mut s = self.mask.as_str().to_string();
+        let windowed: Vec<(usize, usize)> = (0..self.windows.len())
+            .filter_map(|l| self.windows[l].map(|w| (l, w)))
+            .collect();
+        let Some(&(_, size)) = windowed.first() else {
+            return s;
+        };
+        if windowed.iter().all(|&(_, w)| w == size) {
+            s.push_str(&format!(" with a sliding window of {size} tokens"));
+        } else {
+            s.push_str(" with sliding windows");
+        }
+        if windowed.len() < self.windows.len() {
+            let numbers: Vec<usize> = windowed
+                .iter()
+                .map(|&(l, _)| self.layer_numbers.get(l).copied().unwrap_or(l))
+                .collect();
+            s.push_str(&format!(
+                " in layer{} {}",
+                if numbers.len() > 1 { "s" } else { "" },
+                crate::attention::layer_list(&numbers)
+            ));
+        }
+        s
     }
 }
 
@@ -198,6 +240,10 @@ pub struct Comparison {
     pub shared_only: bool,
     a_weights: Vec<f32>,
     b_weights: Vec<f32>,
+    /// `[layers, n_query, n_key]`: whether A's queries can attend the cell.
+    a_visible: Vec<bool>,
+    /// `[layers, n_query, n_key]`: whether B's queries can attend the cell.
+    b_visible: Vec<bool>,
     /// `[layers, n_query, n_key]`: whether the cell is visible on both sides.
     visible: Vec<bool>,
     /// `[layers × heads]`: the distance, NaN where no row could be compared.
@@ -265,15 +311,21 @@ pub fn compare(
     let (qa, qb) = (queries.a_units(), queries.b_units());
     let (ka, kb) = (keys.a_units(), keys.b_units());
     let (nq, nk) = (qa.len(), ka.len());
-    let mut visible = vec![false; layers * nq * nk];
-    for l in 0..layers {
-        for q in 0..nq {
-            for k in 0..nk {
-                visible[(l * nq + q) * nk + k] =
-                    !a.is_masked_in(l, qa[q], ka[k]) && !b.is_masked_in(l, qb[q], kb[k]);
+    let sees = |att: &Attention, qs: &[usize], ks: &[usize]| -> Vec<bool> {
+        let mut out = Vec::with_capacity(layers * nq * nk);
+        for l in 0..layers {
+            for &q in qs {
+                out.extend(ks.iter().map(|&k| !att.is_masked_in(l, q, k)));
             }
         }
-    }
+        out
+    };
+    let (a_visible, b_visible) = (sees(&a, &qa, &ka), sees(&b, &qb, &kb));
+    let visible: Vec<bool> = a_visible
+        .iter()
+        .zip(&b_visible)
+        .map(|(&x, &y)| x && y)
+        .collect();
     let a_weights = restrict(&a, layers, heads, &qa, &ka, !keys.only_a.is_empty());
     let b_weights = restrict(&b, layers, heads, &qb, &kb, !keys.only_b.is_empty());
     let mut distance = vec![f64::NAN; layers * heads];
@@ -311,6 +363,8 @@ pub fn compare(
         shared_only: counts_differ || a.layer_numbers() != b.layer_numbers(),
         a_weights,
         b_weights,
+        a_visible,
+        b_visible,
         visible,
         distance,
         rows,
@@ -393,16 +447,19 @@ fn restrict(
 }
 
 /// The Jensen–Shannon distance (base 2) of two rows over the cells `visible` in both, each
-/// renormalised over them; `None` when no cell is visible or either row has no weight there.
+/// renormalised over them; `None` when fewer than two cells are visible (one key alone holds
+/// the whole of both rows: they cannot differ, and counting the row would call it equal) or
+/// either row has no weight there.
 pub fn row_distance(a: &[f32], b: &[f32], visible: &[bool]) -> Option<f64> {
-    let (mut sa, mut sb) = (0f64, 0f64);
+    let (mut sa, mut sb, mut cells) = (0f64, 0f64, 0usize);
     for ((&x, &y), &v) in a.iter().zip(b).zip(visible) {
         if v {
             sa += x as f64;
             sb += y as f64;
+            cells += 1;
         }
     }
-    if !(sa > 0.0 && sb > 0.0) {
+    if cells < 2 || !(sa > 0.0 && sb > 0.0) {
         return None;
     }
     let mut jsd = 0f64;
@@ -453,14 +510,36 @@ impl Comparison {
         &self.b_weights[self.head_range(layer, head)]
     }
 
-    /// A − B for `layer`/`head`, row-major; 0 in cells masked on either side.
+    /// A's matrix of `layer`/`head` as it is compared with B's: only the cells both sides can
+    /// attend (0 elsewhere), and each row where A can attend keys B cannot renormalised over
+    /// those cells (its shares of the keys both can attend). Where the masks agree, A's own
+    /// values.
+    pub fn a_compared(&self, layer: usize, head: usize) -> Vec<f32> {
+        compared(
+            self.a_head(layer, head),
+            self.a_visible_layer(layer),
+            self.visible_layer(layer),
+            self.n_keys(),
+        )
+    }
+
+    /// B's matrix of `layer`/`head` as it is compared with A's (see [`Comparison::a_compared`]).
+    pub fn b_compared(&self, layer: usize, head: usize) -> Vec<f32> {
+        compared(
+            self.b_head(layer, head),
+            self.b_visible_layer(layer),
+            self.visible_layer(layer),
+            self.n_keys(),
+        )
+    }
+
+    /// A − B for `layer`/`head`, row-major: [`Comparison::a_compared`] less
+    /// [`Comparison::b_compared`], 0 in cells either side cannot attend.
     pub fn diff(&self, layer: usize, head: usize) -> Vec<f32> {
-        let vis = self.visible_layer(layer);
-        self.a_head(layer, head)
+        self.a_compared(layer, head)
             .iter()
-            .zip(self.b_head(layer, head))
-            .zip(vis)
-            .map(|((&x, &y), &v)| if v { x - y } else { 0.0 })
+            .zip(self.b_compared(layer, head))
+            .map(|(&x, y)| x - y)
             .collect()
     }
 
@@ -469,10 +548,32 @@ impl Comparison {
         self.visible_layer(layer)[query * self.n_keys() + key]
     }
 
-    /// `layer`'s visibility, `n_queries × n_keys` row-major: visible on both sides.
-    pub fn visible_layer(&self, layer: usize) -> &[bool] {
+    fn layer_range(&self, layer: usize) -> std::ops::Range<usize> {
         let size = self.n_queries() * self.n_keys();
-        &self.visible[layer * size..(layer + 1) * size]
+        layer * size..(layer + 1) * size
+    }
+
+    /// `layer`'s visibility, `n_queries × n_keys` row-major: visible on both sides (the cells
+    /// compared).
+    pub fn visible_layer(&self, layer: usize) -> &[bool] {
+        &self.visible[self.layer_range(layer)]
+    }
+
+    /// `layer`'s visibility on A's side alone (A's own mask), as [`Comparison::visible_layer`].
+    pub fn a_visible_layer(&self, layer: usize) -> &[bool] {
+        &self.a_visible[self.layer_range(layer)]
+    }
+
+    /// `layer`'s visibility on B's side alone (B's own mask).
+    pub fn b_visible_layer(&self, layer: usize) -> &[bool] {
+        &self.b_visible[self.layer_range(layer)]
+    }
+
+    /// Whether A and B can attend different cells (a bidirectional model against a causal one,
+    /// a sliding window on one side): each is then drawn with its own mask, and only the cells
+    /// both can attend are compared.
+    pub fn masks_differ(&self) -> bool {
+        self.a_visible != self.b_visible
     }
 
     /// The Jensen–Shannon distance of `layer`/`head`; `None` when no query row could be
@@ -588,6 +689,27 @@ impl Comparison {
             .map(|&i| shown[i].clone())
             .collect()
     }
+}
+
+/// `weights` (`n_key` columns) over the cells visible in `both` (0 elsewhere), each row
+/// renormalised over them where `own` sees cells `both` does not.
+fn compared(weights: &[f32], own: &[bool], both: &[bool], nk: usize) -> Vec<f32> {
+    let mut out: Vec<f32> = weights
+        .iter()
+        .zip(both)
+        .map(|(&w, &v)| if v { w } else { 0.0 })
+        .collect();
+    let nk = nk.max(1);
+    for ((row, own), both) in out.chunks_mut(nk).zip(own.chunks(nk)).zip(both.chunks(nk)) {
+        if own.iter().zip(both).all(|(&o, &b)| o == b) {
+            continue;
+        }
+        let sum: f64 = row.iter().map(|&w| w as f64).sum();
+        if sum > 0.0 {
+            row.iter_mut().for_each(|w| *w = (*w as f64 / sum) as f32);
+        }
+    }
+    out
 }
 
 fn both_labels(a: &Units, i: usize, b: &Units, j: usize, raw: bool) -> String {

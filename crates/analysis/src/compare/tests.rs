@@ -2,7 +2,7 @@
 //! implementation on real exports is tested in `tests/suite/diff.rs`.
 
 use super::*;
-use crate::attention::fixtures::{decoder, info, synthetic, units_for};
+use crate::attention::fixtures::{decoder, info, peaked, synthetic, units_for};
 use crate::attention::{LabelScheme, MaskKind};
 
 #[test]
@@ -116,13 +116,74 @@ fn masked_cells_are_left_out() {
     let c = compare(&a, &b, CompareOptions::default()).unwrap();
     assert!(!c.is_visible(0, 0, 1) && c.is_visible(0, 1, 0));
     assert_eq!(c.diff(0, 0)[1], 0.0);
-    // Every row sees its own and earlier keys in both: 4 rows.
-    assert_eq!(c.rows(0, 0), 4);
-    // Row 0 sees one key on both sides: both put all there.
+    // Rows 1–3 see two keys or more in both; row 0 one key alone, which cannot differ.
+    assert_eq!(c.rows(0, 0), 3);
+    assert_eq!(row_distance(&[1.0, 0.0], &[0.3, 0.7], &[true, false]), None);
     assert_eq!(
-        row_distance(&[1.0, 0.0], &[0.3, 0.7], &[true, false]),
-        Some(0.0)
+        row_distance(&[1.0, 0.0, 0.0], &[0.3, 0.7, 0.0], &[true, true, false]),
+        row_distance(&[1.0, 0.0], &[0.3, 0.7], &[true, true])
     );
+}
+
+/// A bidirectional value against a causal one whose rows are the same distributions over the
+/// keys the causal one sees: nothing differs, however much the bidirectional side gives to
+/// keys the causal one cannot attend.
+#[test]
+fn different_masks_compare_only_what_both_can_attend() {
+    let t = ["ĠThe", "Ġcat", "Ġsat", "Ġdown"];
+    let n = t.len();
+    let causal = peaked(2, 2, n, n, true);
+    // Each causal row, then as much again spread over the keys after the query, halved.
+    let mut open = causal.clone();
+    for (i, row) in open.chunks_mut(n).enumerate() {
+        let q = i % n;
+        let later = n - q - 1;
+        for (k, w) in row.iter_mut().enumerate() {
+            *w = if k <= q { *w * 0.5 } else { 0.5 / later as f32 };
+        }
+        if later == 0 {
+            row.iter_mut().for_each(|w| *w *= 2.0);
+        }
+    }
+    let one = |w: Vec<f32>| {
+        Attention::new(
+            info(2, 2),
+            "The cat sat down".into(),
+            None,
+            units_for(&t),
+            w,
+        )
+        .unwrap()
+    };
+    let a = one(open);
+    let b = one(causal).with_mask(MaskKind::Causal);
+    let c = compare(&a, &b, CompareOptions::default()).unwrap();
+    assert!(c.masks_differ());
+    assert!(c.a_visible_layer(1).iter().all(|&v| v));
+    assert_eq!(c.visible_layer(1), c.b_visible_layer(1));
+    assert!(!c.b_visible_layer(0)[1] && c.b_visible_layer(0)[n]);
+    for l in 0..2 {
+        for h in 0..2 {
+            // A's rows as shares of the keys B sees are B's rows: A − B is 0 everywhere.
+            assert!(
+                c.diff(l, h).iter().all(|d| d.abs() < 1e-6),
+                "{l} {h}: {:?}",
+                c.diff(l, h)
+            );
+            assert!(c.distance(l, h).unwrap() < 1e-3, "{:?}", c.distance(l, h));
+            // The first row sees one key on B's side: it is not counted.
+            assert_eq!(c.rows(l, h), n - 1);
+            // A is drawn as it is (with its own mask), not as if causal.
+            assert_eq!(c.a_head(l, h)[1], a.head(l, h)[1]);
+            assert!(c.a_head(l, h)[1] > 0.0);
+        }
+    }
+    assert_eq!(c.a.mask_words(), "bidirectional");
+    assert_eq!(c.b.mask_words(), "causal");
+    // The same masks on both sides: nothing renormalised, A − B is the plain difference.
+    let same = compare(&b, &b, CompareOptions::default()).unwrap();
+    assert!(!same.masks_differ());
+    assert_eq!(same.a_compared(0, 1), b.head(0, 1));
 }
 
 #[test]

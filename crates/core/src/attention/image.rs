@@ -195,4 +195,138 @@ impl ImageInput {
             .filter_map(|k| Some((self.cells[k].label(), *row.get(k)?)))
             .collect()
     }
+
+    /// How the picture was fitted to the model's input, from its preprocessing, for people:
+    /// `stretched from 4:3 to 1:1` when the resize changed its shape (more than rounding to
+    /// whole pixels does), `cropped to the centre 224×224 (32 px of its width cut off)` when the
+    /// crop cut some of it, `padded with black to 224×224` when the crop was larger; empty when it
+    /// was only scaled (or left as it was).
+    pub fn framing(&self) -> Vec<String> {
+        let [ow, oh] = self.original;
+        let mut out = Vec::new();
+        let (mut w, mut h) = (ow, oh);
+        if let Some(r) = &self.preprocessing.resize {
+            // The shape is kept when one side is within a pixel of the other side scaled.
+            let (fw, fh) = (ow as f64, oh as f64);
+            let (rw, rh) = (r.width as f64, r.height as f64);
+            let kept = ow == 0
+                || oh == 0
+                || (rw - fw * rh / fh).abs() < 1.0
+                || (rh - fh * rw / fw).abs() < 1.0;
+            if !kept {
+                out.push(format!(
+                    "stretched from {} to {}",
+                    aspect(ow, oh),
+                    aspect(r.width, r.height)
+                ));
+            }
+            (w, h) = (r.width, r.height);
+        }
+        if let Some([cw, ch]) = self.preprocessing.crop {
+            let cut: Vec<String> = [(w, cw, "width"), (h, ch, "height")]
+                .into_iter()
+                .filter(|&(have, keep, _)| keep < have)
+                .map(|(have, keep, side)| format!("{} px of its {side}", have - keep))
+                .collect();
+            if !cut.is_empty() {
+                out.push(format!(
+                    "cropped to the centre {cw}×{ch} ({} cut off)",
+                    cut.join(" and ")
+                ));
+            }
+            if cw > w || ch > h {
+                out.push(format!("padded with black to {cw}×{ch}"));
+            }
+        }
+        out
+    }
+}
+
+/// A picture's shape as people say it: `1:1`, `4:3`, `16:9`, else its ratio to two decimals
+/// (`1.22:1`).
+fn aspect(w: usize, h: usize) -> String {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = gcd(w, h).max(1);
+    let (a, b) = (w / g, h / g);
+    if a <= 32 && b <= 32 {
+        format!("{a}:{b}")
+    } else {
+        format!("{:.2}:1", w as f64 / h.max(1) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn picture(
+        original: [usize; 2],
+        resize: Option<[usize; 2]>,
+        crop: Option<[usize; 2]>,
+    ) -> ImageInput {
+        ImageInput {
+            source: "cat.png".into(),
+            original,
+            input: crop.or(resize).unwrap_or(original),
+            patch: 16,
+            grid: [1, 1],
+            preprocessing: Preprocessing {
+                color: "rgb8".into(),
+                resize: resize.map(|[width, height]| Resize {
+                    width,
+                    height,
+                    filter: "bilinear",
+                }),
+                crop,
+                rescale: None,
+                normalize: None,
+                positions_from: None,
+            },
+            cells: vec![Cell::Patch { row: 0, col: 0 }],
+            norms: Vec::new(),
+            pooling: None,
+            view: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn framing_says_when_a_picture_was_stretched_cropped_or_padded() {
+        // A fixed 224 × 224 resize of a 4:3 photo changes its shape.
+        assert_eq!(
+            picture([640, 480], Some([224, 224]), None).framing(),
+            ["stretched from 4:3 to 1:1"]
+        );
+        assert_eq!(
+            picture([45, 37], Some([224, 224]), None).framing(),
+            ["stretched from 1.22:1 to 1:1"]
+        );
+        // Scaling alone (a square picture, or the shortest edge with the long side truncated to
+        // whole pixels: 640 × 427 → 383 × 256) says nothing.
+        assert!(picture([500, 500], Some([224, 224]), None)
+            .framing()
+            .is_empty());
+        assert!(picture([640, 427], Some([383, 256]), None)
+            .framing()
+            .is_empty());
+        assert!(picture([224, 224], None, None).framing().is_empty());
+        // DINOv2's shortest edge 256 then a 224 crop.
+        assert_eq!(
+            picture([640, 480], Some([341, 256]), Some([224, 224])).framing(),
+            ["cropped to the centre 224×224 (117 px of its width and 32 px of its height cut off)"]
+        );
+        assert_eq!(
+            picture([100, 50], None, Some([80, 80])).framing(),
+            [
+                "cropped to the centre 80×80 (20 px of its width cut off)",
+                "padded with black to 80×80"
+            ]
+        );
+        assert_eq!(aspect(1000, 817), "1.22:1");
+    }
 }

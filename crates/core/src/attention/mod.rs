@@ -311,6 +311,10 @@ pub struct Attention {
     /// Attention probabilities, `[layers, heads, n_query, n_key]` (each row sums to 1 over the
     /// keys it may see).
     weights: Vec<f32>,
+    /// Whether the weights are each row's shares of what reaches the query (value-weighted or
+    /// norm-aware attention, [`crate::analysis::reweighted`]) rather than attention
+    /// probabilities: views caption them "share of the row".
+    pub shares: bool,
     /// Query/key vectors, when the model was asked to keep them (token level only).
     pub query_key: Option<QueryKey>,
     /// The picture a vision model's attention was computed over: its patch grid, what each
@@ -463,6 +467,7 @@ impl Attention {
             kv_head: parts.kv_head.unwrap_or_else(|| (0..heads).collect()),
             layer_numbers: (0..layers).collect(),
             weights: parts.weights,
+            shares: false,
             query_key: None,
             image: None,
         };
@@ -616,6 +621,7 @@ impl Attention {
             kv_head: self.kv_head.clone(),
             layer_numbers: self.layer_numbers.clone(),
             weights,
+            shares: self.shares,
             query_key: None,
             image: self.image.clone(),
         };

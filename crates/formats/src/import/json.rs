@@ -43,6 +43,8 @@ struct Doc {
     pair: Option<Text>,
     level: Option<String>,
     special_excluded: Option<bool>,
+    /// Written (true) only for value-weighted and norm-aware attention.
+    shares: Option<bool>,
     // The query units, field by field: `#[serde(flatten)]` buffered every field it did not
     // know (`display` among them) as serde's `Content` and copied the rest out of it.
     tokens: Option<Vec<Text>>,
@@ -515,6 +517,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             Level::Token
         },
         special_excluded: doc.special_excluded.unwrap_or(false),
+        shares: doc.shares.unwrap_or(false),
         kv_head: doc.kv_head,
         positions: match doc.positions.as_deref() {
             None | Some("absolute") => PositionScheme::Absolute,

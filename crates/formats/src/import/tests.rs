@@ -238,6 +238,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         },
         level,
         special_excluded: false,
+        shares: false,
         windows: None,
         kv_head,
         positions: PositionScheme::Rotary,

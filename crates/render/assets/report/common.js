@@ -168,6 +168,9 @@ function el(tag, props, ...children) {
 /** The caption of every colour bar of attention weights, and the axis names: the words the PNG
  *  figures and the terminal use (src/render/mod.rs). */
 const WEIGHT_CAPTION = 'attention weight';
+/** … and of shares: each row's shares of what reaches the query (value-weighted and norm-aware
+ *  attention, `meta.shares`; ALTI, value zeroing). */
+const SHARE_CAPTION = 'share of the row';
 const QUERY_AXIS = 'query (attending from)';
 const KEY_AXIS = 'key (attended to)';
 

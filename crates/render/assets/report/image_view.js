@@ -10,6 +10,12 @@
 
 /* -------------------------------------------------------------- image view */
 
+/** The maps the image view offers (its Attention menu): one head, the mean over heads, the
+ *  attention-pooling head's (SigLIP), and the analysis matrices (rollout). */
+function imageSources() {
+  return ['head', 'mean'].concat(IMAGE && IMAGE.pooling ? ['pool', 'pool-mean'] : [], (analysis.matrices || []).map((m) => m.id));
+}
+
 /** The picture of a vision model's report, when the report's tokens are its cells. */
 const IMAGE = meta.image && Array.isArray(meta.image.cells) && meta.image.cells.length === N && SQUARE ? meta.image : null;
 const IMG_ROWS = IMAGE ? IMAGE.grid[0] : 0;
@@ -41,6 +47,13 @@ if (IMAGE) {
     imageSource: IMAGE.pooling && cls < 0 && !Number.isInteger(asked) ? 'pool' : 'head',
     imageOpacity: 1,
   });
+  // Another picture drawn in place (attnviz serve) keeps the choice of map (one head, the mean,
+  // the pooling head, rollout) where this report offers it, and the overlay's strength.
+  const k = carry.keep;
+  if (k) {
+    if (imageSources().includes(k.imageSource)) state.imageSource = k.imageSource;
+    if (Number.isFinite(k.imageOpacity)) state.imageOpacity = k.imageOpacity;
+  }
 } else if (state.view === 'image') {
   state.view = 'head';
 }
@@ -209,6 +222,14 @@ function imageSourceName(source, l, h) {
   return (m ? m.label : source) + (m && m.per_layer ? ', through layer ' + layerName(l) : '');
 }
 
+/** What the values of a map are: attention (one head, the mean, the pooling head), or the
+ *  analysis matrix's own (rollout weight). */
+function imageValueName(source) {
+  if (['head', 'mean', 'pool', 'pool-mean'].includes(source)) return meta.shares ? SHARE_CAPTION : WEIGHT_CAPTION;
+  const m = (analysis.matrices || []).find((x) => x.id === source);
+  return m && m.shares ? SHARE_CAPTION : (m ? m.label.replace(/^Attention /, '').toLowerCase() : source) + ' weight';
+}
+
 /** The size (CSS px) of the picture shown: its longer side, from the room there is. */
 function imageSide() {
   const room = contentWidth();
@@ -250,12 +271,21 @@ function setupImageView() {
       if (state.imageHover !== null) set({ imageHover: null });
       return;
     }
+    // The numbers are the map's on screen (one head, the mean over heads, rollout, the pooling
+    // head), named as the caption names it.
+    const source = state.imageSource;
+    const map = imageSourceName(source, state.layer, state.head);
+    const rowOf = (q) => imageRow(state.layer, state.head, q, source);
+    if (source === 'pool' || source === 'pool-mean') {
+      // The probe is the query whatever the pointer is on: the patch's share of its map.
+      showTip(cellName(t) + ' · ' + map + '\nthe probe → ' + cellName(t) + ': ' + fmtWeight(rowOf(t)[t]), e.clientX, e.clientY);
+      return;
+    }
     if (t !== state.imageHover) set({ imageHover: t });
-    const row = imageDrawn.row;
     const kept = state.imageQuery;
-    showTip('Query ' + cellName(t) + ' (pointed at; click to keep it)' +
-      (kept !== t ? '\nKept query ' + cellName(kept) + ' attends to ' + cellName(t) + ': ' + fmtWeight(imageRow(state.layer, state.head, kept, state.imageSource)[t]) : '') +
-      (row ? '\n' + cellName(t) + ' attends to itself: ' + fmtWeight(row[t]) : ''), e.clientX, e.clientY);
+    showTip('Query ' + cellName(t) + ' (pointed at; click to keep it) · ' + map +
+      (kept !== t ? '\n' + cellName(kept) + ' (kept query) → ' + cellName(t) + ': ' + fmtWeight(rowOf(kept)[t]) : '') +
+      '\n' + cellName(t) + ' → itself: ' + fmtWeight(rowOf(t)[t]), e.clientX, e.clientY);
   });
   canvas.addEventListener('mouseleave', () => { hideTip(); if (state.imageHover !== null) set({ imageHover: null }); });
   canvas.addEventListener('click', (e) => {
@@ -302,7 +332,7 @@ function renderImage() {
   const pooled = source === 'pool' || source === 'pool-mean';
   const blend = drawOverlay($('image-canvas'), w, hh, grid, max, pooled ? -1 : q);
   $('image-caption').textContent = (pooled ? 'Query: the probe' : 'Query ' + cellName(q) + (state.imageHover !== null ? ' (pointed at)' : '')) +
-    ' · ' + imageSourceName(source, l, h) + ' · colour: its attention to each patch (key), 0 to the largest patch weight';
+    ' · ' + imageSourceName(source, l, h) + ' · colour: ' + (pooled ? 'the probe\u2019s' : 'its') + ' ' + imageValueName(source) + ' on each patch (key), 0 to the largest patch weight';
   $('image-min').textContent = '0';
   $('image-max').textContent = scaleNumber(max);
   document.querySelectorAll('#view-image .cbar').forEach(drawColorbar);
@@ -328,7 +358,8 @@ function renderImage() {
     : 'This model has no special tokens: every token is a patch';
   $('image-info').textContent = 'Hover a patch to see its attention, click to keep it as the query' +
     (state.imageQuery !== q ? ' (kept: ' + cellName(state.imageQuery) + ')' : '') + '. Grid ' + IMG_ROWS + '×' + IMG_COLS +
-    ' of ' + IMAGE.patch + ' px patches over the ' + iw + '×' + ih + ' px input.';
+    ' of ' + IMAGE.patch + ' px patches over the ' + iw + '×' + ih + ' px input: ' + IMAGE.source + ', ' + IMAGE.original[0] + '×' + IMAGE.original[1] + ' px' +
+    ((IMAGE.framing || []).length ? ', ' + IMAGE.framing.join('; ') : '') + '.';
 
   renderImageGrid(q);
   Object.assign(imageDrawn, { seq: imageDrawn.seq + 1, query: q, layer: l, head: h, source, grid: Array.from(grid), max, specials, side, blend, row: Array.from(row) });

@@ -107,6 +107,42 @@ function matrixScaleOf(panels, m, mk) {
 /** Decades a log scale spans below its top (as the PNG figures' `--scale log`). */
 const MATRIX_LOG_DECADES = 3;
 
+/** The colour bars' length and their tick numbers' font (report.css: .cbar, .cbar-tick). */
+const COLORBAR_PX = 160;
+const TICK_FONT = '10px ' + FONT_FAMILY;
+
+/**
+ * The ticks between the ends of a square-root or log colour bar up to `top`, as the PNG figures
+ * choose them (src/render/image/scale.rs, `spread_ticks`): 1-2-5 numbers down to the scale's
+ * floor, powers of ten first, then 5s, then 2s; `map` puts a value on the bar (0 to 1). The
+ * numbers sit side by side under the bar, so each keeps 6 px clear of its neighbours' (the
+ * figures' upright bars keep a tenth of the bar), and a tick keeps clear of the bar's ends,
+ * which are labelled beside it. Linear scales get none (their colours are proportional).
+ */
+function colorbarTicks(kind, top, map) {
+  if (kind !== 'sqrt' && kind !== 'log' || !(top > 0)) return [];
+  const floor = kind === 'log' ? top / 10 ** MATRIX_LOG_DECADES : 0;
+  const high = Math.floor(Math.log10(top));
+  const candidates = [];
+  for (let e = high; e >= high - MATRIX_LOG_DECADES - 1; e--) {
+    for (const m of [5, 2, 1]) {
+      const v = m * 10 ** e;
+      if (v <= top * (1 + 1e-9) && v >= floor * (1 - 1e-9)) candidates.push({ v, decimals: Math.max(0, -e) });
+    }
+  }
+  const rank = (v) => { const m = Math.round(v / 10 ** Math.floor(Math.log10(v))); return m === 1 ? 0 : m === 5 ? 1 : 2; };
+  candidates.sort((a, b) => rank(a.v) - rank(b.v) || b.v - a.v);
+  const chosen = [];
+  for (const c of candidates) {
+    const at = map(c.v);
+    const label = c.v.toFixed(c.decimals);
+    const half = textWidth(label, TICK_FONT) / 2;
+    const clear = at >= 0.04 && at <= 0.96 && chosen.every((t) => Math.abs(t.at - at) * COLORBAR_PX >= t.half + half + 6);
+    if (clear) chosen.push({ value: c.v, at, label, half });
+  }
+  return chosen.sort((a, b) => a.value - b.value);
+}
+
 function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null, shares = false) {
   const us = units().list;
   const ks = keyUnits().list;
@@ -133,11 +169,20 @@ function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null, sh
   matrixPanels[id] = panel;
   $(id + '-min').textContent = scale.kind === 'log' ? scaleNumber(top / 10 ** MATRIX_LOG_DECADES) : '0';
   $(id + '-max').textContent = scaleNumber(top);
+  const ticks = $(id + '-ticks');
+  ticks.textContent = '';
+  for (const t of colorbarTicks(scale.kind, top, map)) {
+    const mark = el('span', { class: 'cbar-tick', text: t.label, dataset: { value: String(t.value) } });
+    mark.style.left = (100 * t.at).toFixed(2) + '%';
+    ticks.append(mark);
+  }
+  ticks.parentElement.classList.toggle('ticked', ticks.childElementCount > 0);
   // Worded as the PNG/SVG colour bars are: "attention weight (square-root scale)".
   const name = { linear: '', one: '0 to 1', sqrt: 'square-root scale', log: 'log scale, ' + MATRIX_LOG_DECADES + ' decades' }[scale.kind];
   const notes = [name && scale.why ? name + ': ' + scale.why : name, sharedMax !== null ? 'one scale for both panels' : ''].filter(Boolean);
-  // ALTI's and value zeroing's rows are each token's shares from its inputs, not attention.
-  $(id + '-scale').textContent = (shares ? 'share of the row' : WEIGHT_CAPTION) + (notes.length ? ' (' + notes.join('; ') + ')' : '');
+  // ALTI's and value zeroing's rows are each token's shares from its inputs, not attention; so
+  // are value-weighted and norm-aware weights (meta.shares).
+  $(id + '-scale').textContent = (shares || meta.shares ? SHARE_CAPTION : WEIGHT_CAPTION) + (notes.length ? ' (' + notes.join('; ') + ')' : '');
   if (caption !== null) $(id + '-caption').textContent = caption;
 }
 

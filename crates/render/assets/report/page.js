@@ -482,6 +482,7 @@ function loadInPlace(metaText, dataText) {
     hideSpecial: state.hideSpecial, words: state.words, rawTokens: state.rawTokens, groupKv: state.groupKv,
     threshold: state.threshold, pair: state.pair, matrixScale: state.matrixScale,
     matrixShared: state.matrixShared, matrixRight: state.matrixRight, stat: state.stat,
+    imageSource: state.imageSource, imageOpacity: state.imageOpacity,
   };
   const view = state.view;
   const kind = KINDS ? meta.kind : null;
@@ -512,6 +513,7 @@ window.attnviz = {
   neuronData,
   weight,
   image: () => imageDrawn,
+  imageSources: () => (IMAGE ? imageSources() : []),
   matrixGeometry: (id) => {
     const p = matrixPanels[id];
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and

@@ -57,20 +57,23 @@ fn data(c: &Comparison, sources: (Option<&str>, Option<&str>), opts: &CompareHtm
     doc["col_labels"] = json!(c.key_labels(raw));
     doc["lines"] = json!(super::side_lines(c));
     doc["notes"] = json!(super::alignment_lines(c, raw));
+    doc["mask_notes"] = json!(super::mask_lines(c, true));
     doc["layer_names"] = json!((0..c.layers).map(|l| c.layer_name(l)).collect::<Vec<_>>());
     let start = opts
         .head
         .or(c.ranked().first().map(|h| (h.layer, h.head)))
         .unwrap_or((0, 0));
     doc["start"] = json!([start.0, start.1]);
-    doc["visible"] = json!((0..c.layers)
-        .map(|l| {
-            c.visible_layer(l)
-                .iter()
-                .map(|&v| u8::from(v))
-                .collect::<Vec<_>>()
-        })
-        .collect::<Vec<_>>());
+    let masks = |f: fn(&Comparison, usize) -> &[bool]| -> Vec<Vec<u8>> {
+        (0..c.layers)
+            .map(|l| f(c, l).iter().map(|&v| u8::from(v)).collect())
+            .collect()
+    };
+    // Each side's own mask (its panel hatches what it cannot attend), and the cells compared.
+    doc["visible"] = json!(masks(Comparison::visible_layer));
+    doc["a_visible"] = json!(masks(Comparison::a_visible_layer));
+    doc["b_visible"] = json!(masks(Comparison::b_visible_layer));
+    doc["masks_differ"] = json!(c.masks_differ());
     let heads = |f: &dyn Fn(usize, usize) -> Vec<Value>| -> Vec<Vec<Vec<Value>>> {
         (0..c.layers)
             .map(|l| (0..c.heads).map(|h| f(l, h)).collect())
@@ -78,6 +81,11 @@ fn data(c: &Comparison, sources: (Option<&str>, Option<&str>), opts: &CompareHtm
     };
     doc["a_weights"] = json!(heads(&|l, h| rounded(c.a_head(l, h))));
     doc["b_weights"] = json!(heads(&|l, h| rounded(c.b_head(l, h))));
+    if c.masks_differ() {
+        // What A − B is taken of: each row's shares of the keys both can attend.
+        doc["a_shares"] = json!(heads(&|l, h| rounded(&c.a_compared(l, h))));
+        doc["b_shares"] = json!(heads(&|l, h| rounded(&c.b_compared(l, h))));
+    }
     doc
 }
 
@@ -101,7 +109,7 @@ pub fn write_compare_html(
          <meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n\
          <meta name=\"color-scheme\" content=\"light dark\">\n<meta name=\"generator\" content=\"attnviz\">\n\
          <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
-         <header><h1>Comparing A and B</h1><div id=\"lines\"></div><div id=\"notes\" class=\"muted\"></div></header>\n\
+         <header><h1>Comparing A and B</h1><div id=\"lines\"></div><div id=\"notes\" class=\"muted\"></div><div id=\"mask-notes\" class=\"note\"></div></header>\n\
          <main>\n<section id=\"distance-panel\" aria-label=\"Jensen–Shannon distance per head\">\n\
          <h2>Jensen–Shannon distance per head</h2>\n\
          <p class=\"muted\">0: the two heads attend alike; 1: to disjoint keys. Click a head.</p>\n\
@@ -111,7 +119,8 @@ pub fn write_compare_html(
          <figure><figcaption>A</figcaption><canvas id=\"matrix-a\"></canvas></figure>\n\
          <figure><figcaption>B</figcaption><canvas id=\"matrix-b\"></canvas></figure>\n\
          <figure><figcaption>A − B <span class=\"muted\">(red: A more, blue: B more)</span></figcaption><canvas id=\"matrix-d\"></canvas></figure>\n\
-         </div>\n<p id=\"cell\" class=\"muted\">Point at a cell for its weights.</p>\n</section>\n</main>\n\
+         </div>\n<p id=\"mask-key\" class=\"muted\" hidden><canvas id=\"mask-swatch\" width=\"14\" height=\"14\"></canvas> cannot attend (masked)</p>\n\
+         <p id=\"cell\" class=\"muted\">Point at a cell for its weights.</p>\n</section>\n</main>\n\
          <script type=\"application/json\" id=\"compare-data\">{data}</script>\n\
          <script>{SCRIPT}</script>\n</body>\n</html>\n",
         csp = csp(),

@@ -2,8 +2,8 @@
 //! distances with the farthest heads listed beside it; one head's A, B and A − B side by side;
 //! and a layer's heads of A − B in a grid. A and B share one sequential colour scale; A − B is
 //! drawn on a diverging one centred at 0 (red where A attends more, blue where B does), each
-//! with its colour bar. Cells hidden on either side (a causal mask, a sliding window) are
-//! hatched.
+//! with its colour bar. A and B are each drawn with their own mask, A − B over the cells both
+//! can attend; the cells a panel leaves out (a causal mask, a sliding window) are hatched.
 
 use std::io::Write;
 use std::path::Path;
@@ -445,7 +445,7 @@ fn distance_scene(c: &Comparison, opts: &ImageOptions, pal: &Palette) -> Scene {
         ));
     }
     let mut y = (bottom + label_extent(&cols) + 40).max(top + 26 + 12 * 18);
-    for line in super::alignment_lines(c, opts.raw_tokens) {
+    for line in super::note_lines(c, opts.raw_tokens, false) {
         items.push(text(
             MARGIN,
             y,
@@ -485,12 +485,13 @@ fn head_scene(
         c.b_head(layer, head),
         c.diff(layer, head),
     );
-    let vis = c.visible_layer(layer);
-    let hidden: Vec<bool> = vis.iter().map(|v| !v).collect();
+    // Each side with its own mask; A − B over the cells both can attend.
+    let (va, vb) = (c.a_visible_layer(layer), c.b_visible_layer(layer));
+    let hidden = |vis: &[bool]| -> Vec<bool> { vis.iter().map(|v| !v).collect() };
     let max = a
         .iter()
         .chain(b)
-        .zip(vis.iter().chain(vis))
+        .zip(va.iter().chain(vb))
         .filter(|(_, &v)| v)
         .fold(0f32, |m, (&w, _)| m.max(w))
         .max(1e-6);
@@ -499,7 +500,7 @@ fn head_scene(
     let panel_w = nk as i32 * cell;
     let col_labels = label_extent(&cols);
     let mut x = x0;
-    for (name, values) in [("A", a), ("B", b)] {
+    for (name, values, vis) in [("A", a, va), ("B", b, vb)] {
         items.push(text(
             x + panel_w / 2,
             top,
@@ -516,7 +517,7 @@ fn head_scene(
             nk,
             cell,
             colors,
-            Some(hidden.clone()),
+            Some(hidden(vis)),
             pal,
         ));
         items.extend(labels(
@@ -553,7 +554,16 @@ fn head_scene(
         Align::Middle,
     ));
     let colors = d.iter().map(|&v| diverging(v / dmax)).collect();
-    items.extend(block(x, top + 14, nq, nk, cell, colors, Some(hidden), pal));
+    items.extend(block(
+        x,
+        top + 14,
+        nq,
+        nk,
+        cell,
+        colors,
+        Some(hidden(c.visible_layer(layer))),
+        pal,
+    ));
     items.extend(labels(
         &rows,
         &cols,
@@ -586,7 +596,7 @@ fn head_scene(
         Align::Start,
     ));
     y += SUB as i32 + 6;
-    for line in super::alignment_lines(c, opts.raw_tokens) {
+    for line in super::note_lines(c, opts.raw_tokens, true) {
         items.push(text(
             MARGIN,
             y,
@@ -674,7 +684,7 @@ fn layer_scene(c: &Comparison, layer: usize, opts: &ImageOptions, pal: &Palette)
     );
     items.extend(bar);
     let mut y = top + gh + 40;
-    for line in super::alignment_lines(c, opts.raw_tokens) {
+    for line in super::note_lines(c, opts.raw_tokens, false) {
         items.push(text(
             MARGIN,
             y,

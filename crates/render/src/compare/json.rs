@@ -47,6 +47,8 @@ fn side_json(side: &Side, source: Option<&str>) -> Value {
         "tokens": side.queries.labels,
         "display": side.queries.display,
         "roles": side.queries.roles,
+        "mask": side.mask.as_str(),
+        "windows": side.windows,
     })
 }
 
@@ -91,6 +93,7 @@ pub fn summary(c: &Comparison, sources: (Option<&str>, Option<&str>), full: bool
         "level": c.level.as_str(),
         "basis": c.basis.as_str(),
         "shared_only": c.shared_only,
+        "masks_differ": c.masks_differ(),
         "layers": c.layers,
         "heads": c.heads,
         "layer_numbers": (0..c.layers).map(|l| { let (a, b) = c.layer_numbers(l); [a, b] }).collect::<Vec<_>>(),

@@ -110,6 +110,39 @@ pub fn alignment_lines(c: &Comparison, raw: bool) -> Vec<String> {
     lines
 }
 
+/// Everything a view says under its figures: [`alignment_lines`], then [`mask_lines`].
+pub fn note_lines(c: &Comparison, raw: bool, drawn: bool) -> Vec<String> {
+    let mut lines = alignment_lines(c, raw);
+    lines.extend(mask_lines(c, drawn));
+    lines
+}
+
+/// What a view says when A and B have different masks (none when they agree): which masks,
+/// that only the cells both can attend are compared, and, where the view `drawn` matrices,
+/// that each side is drawn with its own mask.
+pub fn mask_lines(c: &Comparison, drawn: bool) -> Vec<String> {
+    if !c.masks_differ() {
+        return Vec::new();
+    }
+    let (a, b) = (c.a.mask_words(), c.b.mask_words());
+    let masks = if a == b {
+        // The same kind over units that hide different cells (other windows or spans).
+        format!("A and B are both {a}, but hide different cells")
+    } else {
+        format!("A is {a}, B {b}")
+    };
+    let mut first = format!("Masks differ: {masks}");
+    if drawn {
+        first.push_str("; each is drawn with its own mask (hatched: cannot attend)");
+    }
+    first.push('.');
+    vec![
+        first,
+        "A − B and the distances use only the cells both can attend, each row as shares of those keys."
+            .to_string(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,7 @@ function fillLines(id, lines) {
 }
 fillLines("lines", data.lines);
 fillLines("notes", data.notes);
+fillLines("mask-notes", data.mask_notes);
 
 // The distance heatmap.
 const maxD = Math.max(1e-6, ...data.ranked.map((h) => h.distance));
@@ -117,38 +118,82 @@ function labelWidth(labels) {
   return LABELS ? Math.min(140, Math.ceil(Math.max(0, ...labels.map((s) => g.measureText(s).width)))) + 8 : 4;
 }
 const LEFT = labelWidth(rows), BOTTOM = labelWidth(cols);
+/** Hatch the cells where `vis` is 0 as the report does (src/render/image/paint.rs, the
+ *  report's matrix view): the page background crossed by thin diagonal lines in --hatch, 4 px
+ *  apart, continuous across neighbouring cells. */
+function hatchCells(g, vis) {
+  g.save();
+  g.beginPath();
+  let any = false;
+  for (let q = 0; q < nq; q++) for (let k = 0; k < nk; k++) {
+    if (vis[q * nk + k]) continue;
+    g.rect(LEFT + k * CELL, q * CELL, CELL, CELL);
+    any = true;
+  }
+  if (!any) { g.restore(); return false; }
+  g.clip();
+  g.fillStyle = css("--bg");
+  g.fillRect(LEFT, 0, nk * CELL, nq * CELL);
+  g.strokeStyle = css("--hatch");
+  g.lineWidth = 1;
+  g.beginPath();
+  const w = nk * CELL, h = nq * CELL;
+  for (let d = -h; d < w; d += 4) {
+    g.moveTo(LEFT + d, h);
+    g.lineTo(LEFT + d + h, 0);
+  }
+  g.stroke();
+  g.restore();
+  return true;
+}
 function drawMatrix(canvas, values, color, vis) {
   const g = setup(canvas, LEFT + nk * CELL + 2, nq * CELL + BOTTOM + 2);
   for (let q = 0; q < nq; q++) for (let k = 0; k < nk; k++) {
     const i = q * nk + k;
-    g.fillStyle = vis[i] ? color(values[i]) : css("--muted");
+    if (!vis[i]) continue;
+    g.fillStyle = color(values[i]);
     g.fillRect(LEFT + k * CELL, q * CELL, CELL, CELL);
   }
+  const hatched = hatchCells(g, vis);
   g.strokeStyle = css("--frame");
   g.lineWidth = 1;
   g.strokeRect(LEFT - 0.5, -0.5 + 1, nk * CELL + 1, nq * CELL);
-  if (!LABELS) return;
-  g.fillStyle = css("--fg");
-  g.textBaseline = "middle";
-  g.textAlign = "right";
-  rows.forEach((s, q) => g.fillText(s, LEFT - 4, q * CELL + CELL / 2, 136));
-  g.save();
-  g.rotate(-Math.PI / 2);
-  cols.forEach((s, k) => g.fillText(s, -(nq * CELL + 4), LEFT + k * CELL + CELL / 2, 136));
-  g.restore();
+  if (LABELS) {
+    g.fillStyle = css("--fg");
+    g.textBaseline = "middle";
+    g.textAlign = "right";
+    rows.forEach((s, q) => g.fillText(s, LEFT - 4, q * CELL + CELL / 2, 136));
+    g.save();
+    g.rotate(-Math.PI / 2);
+    cols.forEach((s, k) => g.fillText(s, -(nq * CELL + 4), LEFT + k * CELL + CELL / 2, 136));
+    g.restore();
+  }
+  return hatched;
 }
+// The key to the hatch, drawn as the cells are.
+(function () {
+  const c = document.getElementById("mask-swatch"), g = c.getContext("2d");
+  g.fillStyle = css("--bg");
+  g.fillRect(0, 0, 14, 14);
+  g.fillStyle = css("--hatch");
+  for (let y = 0; y < 14; y++) for (let x = 0; x < 14; x++) if ((x + y) % 4 === 0) g.fillRect(x, y, 1, 1);
+})();
 const ca = document.getElementById("matrix-a"), cb = document.getElementById("matrix-b"), cd = document.getElementById("matrix-d");
 let current = null;
 function select(layer, head) {
   sel = { layer, head };
-  const a = data.a_weights[layer][head], b = data.b_weights[layer][head], vis = data.visible[layer];
-  const d = a.map((x, i) => (vis[i] ? x - b[i] : 0));
-  const max = Math.max(1e-6, ...a.filter((_, i) => vis[i]), ...b.filter((_, i) => vis[i]));
+  const a = data.a_weights[layer][head], b = data.b_weights[layer][head];
+  const va = data.a_visible[layer], vb = data.b_visible[layer], vis = data.visible[layer];
+  // A − B is taken of each row's shares of the keys both can attend when the masks differ.
+  const sa = data.a_shares ? data.a_shares[layer][head] : a, sb = data.b_shares ? data.b_shares[layer][head] : b;
+  const d = sa.map((x, i) => (vis[i] ? x - sb[i] : 0));
+  const max = Math.max(1e-6, ...a.filter((_, i) => va[i]), ...b.filter((_, i) => vb[i]));
   const dmax = Math.max(1e-6, ...d.map(Math.abs));
-  current = { a, b, d, vis };
-  drawMatrix(ca, a, (v) => seq(v / max), vis);
-  drawMatrix(cb, b, (v) => seq(v / max), vis);
-  drawMatrix(cd, d, (v) => div(v / dmax), vis);
+  current = { a, b, sa, sb, d, va, vb, vis };
+  const hatched = [drawMatrix(ca, a, (v) => seq(v / max), va), drawMatrix(cb, b, (v) => seq(v / max), vb), drawMatrix(cd, d, (v) => div(v / dmax), vis)];
+  document.getElementById("mask-key").hidden = !hatched.some(Boolean);
+  // Which panels hatch cells (for tests): "a", "b", "d" (A − B).
+  document.body.dataset.hatched = ["a", "b", "d"].filter((_, i) => hatched[i]).join(",");
   const js = data.distance[layer][head];
   document.getElementById("head-title").textContent = "Layer " + data.layer_names[layer] + " head " + head +
     (js === null ? "" : " · JS distance " + js.toFixed(4)) + " · A and B up to " + max.toFixed(3) + ", A − B ±" + dmax.toFixed(3);
@@ -162,9 +207,13 @@ for (const canvas of [ca, cb, cd]) {
     const r = canvas.getBoundingClientRect();
     const k = Math.floor((e.clientX - r.left - LEFT) / CELL), q = Math.floor((e.clientY - r.top) / CELL);
     if (!current || q < 0 || q >= nq || k < 0 || k >= nk) return;
-    const i = q * nk + k;
-    document.getElementById("cell").textContent = rows[q] + " → " + cols[k] + ":  A " + current.a[i].toFixed(4) +
-      "  B " + current.b[i].toFixed(4) + "  A − B " + (current.vis[i] ? current.d[i].toFixed(4) : "masked");
+    const i = q * nk + k, c = current;
+    const side = (name, v, seen) => name + " " + (seen ? v.toFixed(4) : "masked");
+    let text = rows[q] + " → " + cols[k] + ":  " + side("A", c.a[i], c.va[i]) + "  " + side("B", c.b[i], c.vb[i]);
+    if (!c.vis[i]) text += "  A − B not compared (masked on one side)";
+    else if (data.masks_differ) text += "  ·  shares of the keys both can attend: A " + c.sa[i].toFixed(4) + "  B " + c.sb[i].toFixed(4) + "  A − B " + c.d[i].toFixed(4);
+    else text += "  A − B " + c.d[i].toFixed(4);
+    document.getElementById("cell").textContent = text;
   });
 }
 select(sel.layer, sel.head);

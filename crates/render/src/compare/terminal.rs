@@ -57,7 +57,7 @@ pub fn write_compare_view(
     for line in super::side_lines(c) {
         t.say(&line)?;
     }
-    for line in super::alignment_lines(c, opts.raw_tokens) {
+    for line in super::note_lines(c, opts.raw_tokens, false) {
         t.say(&line)?;
     }
     t.blank()?;
@@ -122,7 +122,9 @@ pub fn write_compare_view(
             .map(|j| format!(", JS distance {j:.4}"))
             .unwrap_or_default()
     ))?;
-    let (a, b) = (c.a_head(layer, head), c.b_head(layer, head));
+    // The values A − B is taken of: with different masks, each row's shares of the keys both
+    // can attend (so the columns add up).
+    let (a, b) = (c.a_compared(layer, head), c.b_compared(layer, head));
     let (ql, kl) = (
         c.query_labels(opts.raw_tokens),
         c.key_labels(opts.raw_tokens),
@@ -155,6 +157,8 @@ pub fn write_compare_view(
     }
     if cells.is_empty() {
         t.say("  (A and B are the same here)")?;
+    } else if c.masks_differ() {
+        t.say("  (A and B: each row's shares of the keys both can attend)")?;
     }
     Ok(())
 }

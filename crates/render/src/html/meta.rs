@@ -52,6 +52,9 @@ struct KindMeta<'a> {
     layer_numbers: &'a [usize],
     level: &'static str,
     special_excluded: bool,
+    /// The weights are each row's shares (value-weighted, norm-aware), not attention
+    /// probabilities: the colour bars say "share of the row".
+    shares: bool,
     #[serde(flatten)]
     queries: UnitsMeta<'a>,
     /// The key units when they are not the query units (cross-attention: the encoder's).
@@ -76,6 +79,9 @@ struct ImageMeta<'a> {
     input: &'a ImageInput,
     /// `data:image/png;base64,…` of the model's input pixels; `null` when there are none.
     picture: Option<String>,
+    /// How the picture was fitted to the model's input, for people (`stretched from 4:3 to
+    /// 1:1`, `cropped to the centre …`; [`ImageInput::framing`]); empty when only scaled.
+    framing: Vec<String>,
 }
 
 impl<'a> ImageMeta<'a> {
@@ -86,7 +92,11 @@ impl<'a> ImageMeta<'a> {
                 base64::engine::general_purpose::STANDARD.encode(png)
             )
         });
-        ImageMeta { input, picture }
+        ImageMeta {
+            input,
+            picture,
+            framing: input.framing(),
+        }
     }
 }
 
@@ -328,6 +338,7 @@ impl<'a> KindMeta<'a> {
             layer_numbers: att.layer_numbers(),
             level: att.level.as_str(),
             special_excluded: att.special_excluded,
+            shares: att.shares,
             queries: {
                 let mut q = UnitsMeta::of(att.queries());
                 if let Some(image) = att

@@ -840,3 +840,19 @@ fn the_in_place_data_is_the_blocks_the_report_carries_and_its_policy_is_the_shel
         data.shell
     );
 }
+
+/// Value-weighted and norm-aware attention tells the page its weights are shares of the row
+/// (its colour bars say so).
+#[test]
+fn reweighted_attention_tells_the_page_it_holds_shares() {
+    let mut att = synthetic(&["[CLS]", "a", "b", "[SEP]"], 1, 2);
+    assert_eq!(
+        meta_of(&render(&att, &HtmlOptions::default()))["shares"],
+        false
+    );
+    att.shares = true;
+    assert_eq!(
+        meta_of(&render(&att, &HtmlOptions::default()))["shares"],
+        true
+    );
+}

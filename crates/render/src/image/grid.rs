@@ -209,7 +209,7 @@ pub(crate) fn layer_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("{}{}", crate::WEIGHT_CAPTION, scale.caption_suffix()),
+        &format!("{}{}", style.caption, scale.caption_suffix()),
         pal,
     ));
     bottom = bottom.max(grid_y + bar_h);
@@ -375,7 +375,7 @@ pub(crate) fn model_scene(
         bar_h,
         &scale,
         &style.ramp,
-        &format!("{}{}", crate::WEIGHT_CAPTION, scale.caption_suffix()),
+        &format!("{}{}", style.caption, scale.caption_suffix()),
         pal,
     ));
     let mut bottom = grid_y + grid_h.max(bar_h) + 10;

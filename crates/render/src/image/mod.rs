@@ -9,6 +9,7 @@
 //! (the token attending), columns keys (the token attended to). Images are deterministic: the
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
+mod canvas;
 pub(crate) mod font;
 mod grid;
 pub mod heads;
@@ -291,6 +292,9 @@ pub(crate) struct Style {
     pub layer_masked: Vec<Option<Vec<bool>>>,
     /// The model's number of each captured layer (`--layers`), for labels.
     pub layer_numbers: Vec<usize>,
+    /// The colour bar's caption of the attention's own weights: "attention weight", or "share
+    /// of the row" for value-weighted and norm-aware attention.
+    pub caption: &'static str,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -350,9 +354,6 @@ pub fn write_svg(
     Ok(())
 }
 
-/// Colour bar caption of figures that show attention probabilities.
-const ATTENTION: &str = crate::WEIGHT_CAPTION;
-
 /// Lay out `figure`, checking what it asks for against `att`.
 fn build(
     att: &Attention,
@@ -386,6 +387,7 @@ fn build(
             masked: cell_mask(att, None),
             layer_masked: Vec::new(),
             layer_numbers: att.layer_numbers().to_vec(),
+            caption: crate::weight_caption(att),
         }
     };
     // A figure of one layer hatches what that layer could not see.
@@ -461,7 +463,7 @@ fn build(
             };
             let values = att.matrix(*layer, *head);
             let style = for_layer(style_for(&[&values]), *layer);
-            single::scene(&style, &sides, &title, ATTENTION, &values)
+            single::scene(&style, &sides, &title, style.caption, &values)
         }
         FigureSpec::Mean { layer } => {
             check_layer(*layer)?;
@@ -469,7 +471,7 @@ fn build(
             let title = format!("{model} · layer {number} · {mean_of}");
             let values = att.head_mean(*layer);
             let style = for_layer(style_for(&[&values]), *layer);
-            single::scene(&style, &sides, &title, ATTENTION, &values)
+            single::scene(&style, &sides, &title, style.caption, &values)
         }
         FigureSpec::Layer { layer } => {
             check_layer(*layer)?;
@@ -529,9 +531,9 @@ fn build(
                     col_title: "Input token (its share)".into(),
                     ..sides
                 };
-                single::scene(&style, &sides, &title, "share of the row", values)
+                single::scene(&style, &sides, &title, crate::SHARE_CAPTION, values)
             } else {
-                single::scene(&style, &sides, &title, ATTENTION, values)
+                single::scene(&style, &sides, &title, style.caption, values)
             }
         }
     };

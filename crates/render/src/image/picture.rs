@@ -8,8 +8,10 @@
 use std::io::Write;
 use std::path::Path;
 
+use super::canvas::{Canvas, Look};
 use super::font;
-use super::ImageError;
+use super::scale::Scale;
+use super::{ImageError, ImageOptions};
 use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, HeadSel};
 use crate::colormap::{viridis, Rgb};
@@ -153,95 +155,42 @@ fn row_by_token(att: &Attention, row: &[f32], image: &ImageInput) -> Vec<f32> {
     out
 }
 
-/// An RGB canvas.
-struct Canvas {
+/// The overlay of one attention row (by token) on the picture, at most `side` layout pixels on
+/// the longer side, with the query patch outlined: its pixels, their width and height, and its
+/// layout width and height.
+struct Overlay {
+    px: Vec<u8>,
+    pw: usize,
+    ph: usize,
     w: usize,
     h: usize,
-    px: Vec<u8>,
 }
 
-impl Canvas {
-    fn new(w: usize, h: usize) -> Canvas {
-        Canvas {
-            w,
-            h,
-            px: vec![255; w * h * 3],
-        }
-    }
-
-    fn put(&mut self, x: i32, y: i32, rgb: [u8; 3], a: f32) {
-        if x < 0 || y < 0 || x as usize >= self.w || y as usize >= self.h {
-            return;
-        }
-        let i = (y as usize * self.w + x as usize) * 3;
-        for (d, &s) in self.px[i..i + 3].iter_mut().zip(&rgb) {
-            *d = (*d as f32 * (1.0 - a) + s as f32 * a).round() as u8;
-        }
-    }
-
-    fn text(&mut self, s: &str, size: f64, x: i32, y: i32) {
-        font::rasterize(s, size, false, 0.0, |dx, dy, c| {
-            self.put(x + dx, y + dy, [20, 20, 20], c)
-        });
-    }
-
-    fn rect(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
-        for yy in y..y + h {
-            for xx in x..x + w {
-                self.put(xx, yy, rgb, 1.0);
-            }
-        }
-    }
-
-    fn outline_thin(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
-        for xx in x..x + w {
-            self.put(xx, y, rgb, 1.0);
-            self.put(xx, y + h - 1, rgb, 1.0);
-        }
-        for yy in y..y + h {
-            self.put(x, yy, rgb, 1.0);
-            self.put(x + w - 1, yy, rgb, 1.0);
-        }
-    }
-
-    fn outline(&mut self, x: i32, y: i32, w: i32, h: i32, rgb: [u8; 3]) {
-        for t in 0..2 {
-            for xx in x..x + w {
-                self.put(xx, y + t, rgb, 1.0);
-                self.put(xx, y + h - 1 - t, rgb, 1.0);
-            }
-            for yy in y..y + h {
-                self.put(x + t, yy, rgb, 1.0);
-                self.put(x + w - 1 - t, yy, rgb, 1.0);
-            }
-        }
-    }
-}
-
-/// The overlay of one attention row (by token) on the picture, `side` pixels on the longer side,
-/// with the query patch outlined.
 fn overlay(
     image: &ImageInput,
     row: &[f32],
     side: usize,
     query: Option<usize>,
-) -> (Vec<u8>, usize, usize) {
+    look: &Look,
+) -> Overlay {
     let [iw, ih] = image.input;
-    let scale = side as f64 / iw.max(ih) as f64;
+    let fit = side as f64 / iw.max(ih) as f64;
     let (w, h) = (
-        ((iw as f64 * scale).round() as usize).max(1),
-        ((ih as f64 * scale).round() as usize).max(1),
+        ((iw as f64 * fit).round() as usize).max(1),
+        ((ih as f64 * fit).round() as usize).max(1),
     );
-    let base = resample::resize(&image.view, iw, ih, w, h, Filter::Bilinear);
+    let (pw, ph) = (look.px(w), look.px(h));
+    let scale = pw as f64 / iw as f64;
+    let base = resample::resize(&image.view, iw, ih, pw, ph, Filter::Bilinear);
     let grid = image.on_grid(row);
-    let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
+    let bar = look.scale_of(&grid);
     let [rows, cols] = image.grid;
     let p = image.patch as f64 * scale;
     let mut px = base;
-    for y in 0..h {
-        for x in 0..w {
+    for y in 0..ph {
+        for x in 0..pw {
             let (r, c) = ((y as f64 / p) as usize, (x as f64 / p) as usize);
-            let i = (y * w + x) * 3;
+            let i = (y * pw + x) * 3;
             if r >= rows || c >= cols {
                 // Pixels no patch covers (a side not a multiple of the patch): dimmed.
                 for v in &mut px[i..i + 3] {
@@ -249,8 +198,8 @@ fn overlay(
                 }
                 continue;
             }
-            let t = grid[r * cols + c] / max;
-            let crate::colormap::Rgb(cr, cg, cb) = viridis(t);
+            let t = bar.unit(grid[r * cols + c]);
+            let Rgb(cr, cg, cb) = look.ramp.at(t);
             let a = 0.25 + 0.5 * t;
             let gray =
                 (px[i] as f32 * 0.3 + px[i + 1] as f32 * 0.59 + px[i + 2] as f32 * 0.11) * 0.85;
@@ -260,41 +209,60 @@ fn overlay(
         }
     }
     if let Some(Cell::Patch { row: qr, col: qc }) = query.and_then(|q| image.cell(q)) {
-        let mut c = Canvas { w, h, px };
-        let (x, y) = ((qc as f64 * p) as i32, (qr as f64 * p) as i32);
-        c.outline(x, y, p.round() as i32, p.round() as i32, [255, 255, 255]);
-        px = c.px;
-    }
-    (px, w, h)
-}
-
-fn blit(canvas: &mut Canvas, src: &[u8], w: usize, h: usize, x0: usize, y0: usize) {
-    for y in 0..h {
-        for x in 0..w {
-            let (cx, cy) = (x0 + x, y0 + y);
-            if cx < canvas.w && cy < canvas.h {
-                let d = (cy * canvas.w + cx) * 3;
-                canvas.px[d..d + 3].copy_from_slice(&src[(y * w + x) * 3..][..3]);
+        // A white frame two layout pixels thick round the query patch.
+        let (x0, y0) = ((qc as f64 * p) as usize, (qr as f64 * p) as usize);
+        let (x1, y1) = (
+            ((x0 as f64 + p).round() as usize).min(pw),
+            ((y0 as f64 + p).round() as usize).min(ph),
+        );
+        let t = look.px(2);
+        for y in y0..y1 {
+            for x in x0..x1 {
+                if x < x0 + t || x + t >= x1 || y < y0 + t || y + t >= y1 {
+                    px[(y * pw + x) * 3..][..3].copy_from_slice(&[255, 255, 255]);
+                }
             }
         }
     }
+    Overlay { px, pw, ph, w, h }
 }
 
-/// A vertical colour bar at (`x`, `y`), `h` pixels tall: viridis from `top_label` (the top, the
-/// overlay's largest patch weight) down to 0, with its caption under it (`caption` lines).
-fn colour_bar(canvas: &mut Canvas, x: i32, y: i32, h: i32, top_label: &str, caption: &[&str]) {
-    let w = 14;
-    for yy in 0..h {
-        let t = 1.0 - yy as f32 / (h - 1).max(1) as f32;
-        let crate::colormap::Rgb(r, g, b) = viridis(t);
-        canvas.rect(x, y + yy, w, 1, [r, g, b]);
+impl Canvas {
+    fn overlay_at(&mut self, o: &Overlay, x: usize, y: usize) {
+        self.blit(&o.px, o.pw, o.ph, x as i32, y as i32);
     }
-    canvas.outline_thin(x - 1, y - 1, w + 2, h + 2, [120, 120, 120]);
-    canvas.text(top_label, 11.0, x + w + 5, y + 4);
-    canvas.text("0", 11.0, x + w + 5, y + h - 1);
-    for (i, line) in caption.iter().enumerate() {
-        canvas.text(line, 10.0, x - 2, y + h + 16 + 13 * i as i32);
+}
+
+/// The colour bar's caption: what its values are, on which scale.
+fn caption_of(what: &str, scale: &Scale) -> Vec<String> {
+    let mut lines = vec![what.to_string(), "on the patches".to_string()];
+    let suffix = scale.caption_suffix().trim();
+    if !suffix.is_empty() {
+        lines.push(suffix.to_string());
     }
+    lines
+}
+
+/// The ticks of a bar for overlays each on its own scale: shares of each overlay's largest patch
+/// weight (`max`, `0.5 max`, …) where [`Scale::ticks`] of a bar up to 1 puts them.
+fn relative_ticks(scale: &Scale) -> (Scale, Vec<(f32, String)>) {
+    let unit = Scale {
+        max: 1.0,
+        kind: scale.kind,
+    };
+    let ticks = unit
+        .ticks()
+        .into_iter()
+        .map(|(v, label)| {
+            let label = match label.as_str() {
+                "1" | "1.0" => "max".to_string(),
+                "0" | "0.0" => "0".to_string(),
+                _ => format!("{label} max"),
+            };
+            (v, label)
+        })
+        .collect();
+    (unit, ticks)
 }
 
 /// The special tokens' shares of `row` in few words, for a small overlay: CLS and DIST each,
@@ -318,24 +286,28 @@ fn compact_specials(image: &ImageInput, row: &[f32]) -> Vec<String> {
     out
 }
 
-/// A colour scale end: three significant digits (`0.512`, `0.0213`), as the heatmaps' bars.
-fn bar_number(v: f32) -> String {
-    crate::scale_number(v)
-}
-
 /// The special tokens' shares of `row`, drawn as labelled bars from (`x`, `y`).
-fn specials_panel(canvas: &mut Canvas, image: &ImageInput, row: &[f32], x: i32, y: i32, size: f64) {
+#[allow(clippy::too_many_arguments)]
+fn specials_panel(
+    canvas: &mut Canvas,
+    image: &ImageInput,
+    row: &[f32],
+    x: i32,
+    y: i32,
+    size: f64,
+    look: &Look,
+) {
     let step = (size * 1.9) as i32;
     for (i, (label, v)) in image.specials_of(row).into_iter().enumerate() {
         let yy = y + i as i32 * step;
-        canvas.text(&format!("{label} {v:.3}"), size, x, yy);
+        canvas.text(&format!("{label} {v:.3}"), size, x, yy, look.pal.text);
         let bar = (v.clamp(0.0, 1.0) * 80.0).round() as i32;
         canvas.rect(
             x,
             yy + (size * 0.6) as i32,
             bar.max(1),
             (size * 0.4).max(2.0) as i32,
-            [68, 1, 84],
+            look.ramp.at(0.85),
         );
     }
 }
@@ -360,27 +332,62 @@ fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f3
     }
 }
 
+/// The line under a picture figure's title: which picture, at what size, and whether fitting
+/// it to the model's input stretched, cropped or padded it.
+fn picture_line(image: &ImageInput) -> String {
+    let [ow, oh] = image.original;
+    let [iw, ih] = image.input;
+    let mut line = format!(
+        "{}, {ow}×{oh} px, as the model saw it: {iw}×{ih} px",
+        image.source
+    );
+    let framing = image.framing();
+    if !framing.is_empty() {
+        line.push_str(&format!(", {}", framing.join("; ")));
+    } else if [ow, oh] != [iw, ih] {
+        line.push_str(", scaled");
+    }
+    font::label(&line, 140)
+}
+
+/// The title and the picture's line at the top of a figure; returns the y below them.
+fn heading(c: &mut Canvas, title: &str, image: &ImageInput, look: &Look) -> usize {
+    c.text(title, 15.0, 8, 14, look.pal.text);
+    c.text(&picture_line(image), 11.0, 8, 32, look.pal.muted);
+    48
+}
+
+/// How wide the heading needs the figure to be.
+fn heading_width(title: &str, image: &ImageInput) -> usize {
+    let w = |s: &str, size: f64| font::width(&font::drawable(s), size, false) as usize;
+    w(title, 15.0).max(w(&picture_line(image), 11.0)) + 16
+}
+
 /// One overlay (`row` by token) with the special tokens' panel and the colour bar beside it.
+#[allow(clippy::too_many_arguments)]
 fn single_overlay(
     image: &ImageInput,
     row: &[f32],
     token: Option<usize>,
     title: &str,
     query: &str,
-    rollout: bool,
-) -> (Vec<u8>, usize, usize) {
-    let (px, w, h) = overlay(image, row, 448, token);
+    what: &str,
+    look: &Look,
+) -> Result<Canvas, ImageError> {
+    let o = overlay(image, row, 448, token, look);
+    let title = format!("{title} · {query}");
     let panel = 170;
-    let top = 34;
+    let top = 52;
     let specials = image.special_tokens().len() as i32;
     let bar_y = top as i32 + 30 + specials * 23 + 16;
     let bar_h = 160;
     let mut c = Canvas::new(
-        w + panel + 16,
-        (h + top + 8).max(bar_y as usize + bar_h as usize + 50),
-    );
-    c.text(&format!("{title} · {query}"), 15.0, 8, 14);
-    blit(&mut c, &px, w, h, 8, top);
+        (o.w + panel + 16).max(heading_width(&title, image)),
+        (o.h + top + 8).max(bar_y as usize + bar_h as usize + 64),
+        look,
+    )?;
+    heading(&mut c, &title, image, look);
+    c.overlay_at(&o, 8, top);
     c.text(
         if specials > 0 {
             "special tokens"
@@ -388,25 +395,28 @@ fn single_overlay(
             "no special tokens"
         },
         12.0,
-        (w + 18) as i32,
+        (o.w + 18) as i32,
         top as i32 + 8,
+        look.pal.text,
     );
-    specials_panel(&mut c, image, row, (w + 18) as i32, top as i32 + 30, 12.0);
-    let max = image.on_grid(row).into_iter().fold(0f32, f32::max);
-    let caption: &[&str] = if rollout {
-        &["rollout weight", "on the patches"]
-    } else {
-        &["attention weight", "on the patches"]
-    };
-    colour_bar(
+    specials_panel(
         &mut c,
-        (w + 20) as i32,
-        bar_y,
-        bar_h,
-        &bar_number(max),
-        caption,
+        image,
+        row,
+        (o.w + 18) as i32,
+        top as i32 + 30,
+        12.0,
+        look,
     );
-    (c.px, c.w, c.h)
+    let scale = look.scale_of(&image.on_grid(row));
+    c.colour_bar(
+        look,
+        ((o.w + 20) as i32, bar_y, bar_h),
+        &scale,
+        &scale.ticks(),
+        &caption_of(what, &scale),
+    );
+    Ok(c)
 }
 
 /// One overlay per head (`rows[h]` by token) in a grid, each on its own scale.
@@ -415,58 +425,92 @@ fn heads_grid(
     rows_by_head: &[Vec<f32>],
     token: Option<usize>,
     title: &str,
-) -> (Vec<u8>, usize, usize) {
+    look: &Look,
+) -> Result<Canvas, ImageError> {
     let heads = rows_by_head.len();
     let cols = (heads as f64).sqrt().ceil().max(1.0) as usize;
     let rows = heads.div_ceil(cols);
     let tile = 200;
     let label_h = 40;
-    let top = 34;
+    let top = 52;
     let grid_w = cols * (tile + 12) + 8;
     let mut c = Canvas::new(
-        grid_w + 130,
-        (top + rows * (tile + label_h + 8)).max(top + 260),
-    );
-    colour_bar(
-        &mut c,
-        grid_w as i32 + 8,
-        top as i32 + 20,
-        160,
-        "max",
-        &["each overlay: 0 to", "its largest patch", "weight"],
-    );
-    c.text(title, 15.0, 8, 14);
+        (grid_w + 130).max(heading_width(title, image)),
+        (top + rows * (tile + label_h + 8)).max(top + 280),
+        look,
+    )?;
+    own_scale_bar(&mut c, (grid_w as i32 + 8, top as i32 + 20), look);
+    heading(&mut c, title, image, look);
     for (h, row) in rows_by_head.iter().enumerate() {
-        let (px, w, hh) = overlay(image, row, tile, token);
+        let o = overlay(image, row, tile, token, look);
         let (x0, y0) = (
             8 + (h % cols) * (tile + 12),
             top + (h / cols) * (tile + label_h + 8),
         );
-        c.text(&format!("head {h}"), 11.0, x0 as i32, y0 as i32 + 6);
-        blit(&mut c, &px, w, hh, x0, y0 + 14);
+        c.text(
+            &format!("head {h}"),
+            11.0,
+            x0 as i32,
+            y0 as i32 + 6,
+            look.pal.text,
+        );
+        c.overlay_at(&o, x0, y0 + 14);
         let specials = compact_specials(image, row);
         c.text(
             &specials.join("  "),
             10.0,
             x0 as i32,
-            (y0 + 14 + hh + 10) as i32,
+            (y0 + 14 + o.h + 10) as i32,
+            look.pal.text,
         );
     }
-    (c.px, c.w, c.h)
+    Ok(c)
 }
 
-/// The figure as RGB pixels `(pixels, width, height)`.
+/// The colour bar of figures whose every overlay is on its own scale.
+fn own_scale_bar(c: &mut Canvas, (x, y): (i32, i32), look: &Look) {
+    let (unit, ticks) = relative_ticks(&look.scale_of(&[1.0]));
+    let mut caption = vec![
+        "each overlay on its".to_string(),
+        "own scale, up to its".to_string(),
+        "largest patch weight".to_string(),
+    ];
+    let suffix = unit.caption_suffix().trim();
+    if !suffix.is_empty() {
+        caption.push(suffix.to_string());
+    }
+    c.colour_bar(look, (x, y, 160), &unit, &ticks, &caption);
+}
+
+/// The figure as RGB pixels `(pixels, width, height)`, drawn as `opts` asks (colour map,
+/// theme, scale, scale factor).
 pub fn render_rgb(
     att: &Attention,
     spec: &PictureSpec,
     query: Query,
+    opts: &ImageOptions,
 ) -> Result<(Vec<u8>, usize, usize), ImageError> {
+    let factor = opts.scale_factor;
+    if !(super::MIN_SCALE_FACTOR..=super::MAX_SCALE_FACTOR).contains(&factor) {
+        return Err(ImageError::ScaleFactor(factor));
+    }
+    let look = Look::of(opts);
+    let c = draw(att, spec, query, &look)?;
+    Ok((c.px, c.w, c.h))
+}
+
+fn draw(
+    att: &Attention,
+    spec: &PictureSpec,
+    query: Query,
+    look: &Look,
+) -> Result<Canvas, ImageError> {
     let image = att.image.as_deref().ok_or_else(no_image)?;
     let pooling = pooling_of(att, query)?;
     let unit = query_unit(att, query)?;
     let token = att.queries().spans[unit].start;
     let qname = image.cells[token].label();
-    let title_size = 15.0;
+    let weight = crate::weight_caption(att);
     if let Some(pooling) = pooling {
         match spec {
             PictureSpec::Rollout { .. } => {
@@ -475,20 +519,21 @@ pub fn render_rgb(
                 )))
             }
             PictureSpec::Head { head, .. } => {
-                return Ok(single_overlay(
+                return single_overlay(
                     image,
                     &pooling_row(pooling, *head),
                     None,
                     &format!("{} · {}", att.model.name(), pooling_what(*head)),
                     "query probe",
-                    false,
-                ))
+                    crate::WEIGHT_CAPTION,
+                    look,
+                )
             }
             PictureSpec::Layer { .. } => {
                 let rows: Vec<Vec<f32>> = (0..pooling.heads)
                     .map(|h| pooling_row(pooling, HeadSel::Index(h)))
                     .collect();
-                return Ok(heads_grid(
+                return heads_grid(
                     image,
                     &rows,
                     None,
@@ -497,7 +542,8 @@ pub fn render_rgb(
                         att.model.name(),
                         Pooling::LABEL
                     ),
-                ));
+                    look,
+                );
             }
             PictureSpec::Model => {}
         }
@@ -543,20 +589,22 @@ pub fn render_rgb(
                 }
             };
             let row = row_by_token(att, &row, image);
-            Ok(single_overlay(
+            let rollout = matches!(spec, PictureSpec::Rollout { .. });
+            single_overlay(
                 image,
                 &row,
                 Some(token),
                 &format!("{} · {what}", att.model.name()),
                 &format!("query {qname}"),
-                matches!(spec, PictureSpec::Rollout { .. }),
-            ))
+                if rollout { "rollout weight" } else { weight },
+                look,
+            )
         }
         PictureSpec::Layer { layer } => {
             let rows: Vec<Vec<f32>> = (0..att.heads())
                 .map(|h| row_by_token(att, &head_row(att, *layer, HeadSel::Index(h), unit), image))
                 .collect();
-            Ok(heads_grid(
+            heads_grid(
                 image,
                 &rows,
                 Some(token),
@@ -565,7 +613,8 @@ pub fn render_rgb(
                     att.model.name(),
                     att.layer_number(*layer)
                 ),
-            ))
+                look,
+            )
         }
         PictureSpec::Model => {
             let (layers, heads) = (att.layers(), att.heads());
@@ -574,20 +623,8 @@ pub fn render_rgb(
             let rows_drawn = layers + usize::from(pool.is_some());
             let tile = 96;
             let label_w = 60;
-            let top = 50;
+            let top = 66;
             let grid_w = label_w + heads * (tile + 6) + 8;
-            let mut c = Canvas::new(
-                grid_w + 130,
-                (top + rows_drawn * (tile + 18) + 8).max(top + 260),
-            );
-            colour_bar(
-                &mut c,
-                grid_w as i32 + 8,
-                top as i32 + 6,
-                160,
-                "max",
-                &["each overlay: 0 to", "its largest patch", "weight"],
-            );
             let title = match (pool, pooling.is_some()) {
                 (Some(_), true) => format!(
                     "{} · every layer × head · layers: query {qname} · last row: {} (query probe)",
@@ -601,13 +638,20 @@ pub fn render_rgb(
                 ),
                 _ => format!("{} · every layer × head · query {qname}", att.model.name()),
             };
-            c.text(&title, title_size, 8, 14);
+            let mut c = Canvas::new(
+                (grid_w + 130).max(heading_width(&title, image)),
+                (top + rows_drawn * (tile + 18) + 8).max(top + 280),
+                look,
+            )?;
+            own_scale_bar(&mut c, (grid_w as i32 + 8, top as i32 + 6), look);
+            heading(&mut c, &title, image, look);
             for h in 0..heads {
                 c.text(
                     &format!("H{h}"),
                     11.0,
                     (label_w + h * (tile + 6)) as i32,
                     top as i32 - 10,
+                    look.pal.text,
                 );
             }
             for l in 0..layers {
@@ -617,26 +661,33 @@ pub fn render_rgb(
                     11.0,
                     8,
                     (y0 + tile / 2) as i32,
+                    look.pal.text,
                 );
                 for h in 0..heads {
                     let row = row_by_token(att, &head_row(att, l, HeadSel::Index(h), unit), image);
-                    let (px, w, hh) = overlay(image, &row, tile, Some(token));
+                    let o = overlay(image, &row, tile, Some(token), look);
                     let x0 = label_w + h * (tile + 6);
-                    blit(&mut c, &px, w, hh, x0, y0);
+                    c.overlay_at(&o, x0, y0);
                     let cls = compact_specials(image, &row);
-                    c.text(&cls.join(" "), 9.0, x0 as i32, (y0 + hh + 8) as i32);
+                    c.text(
+                        &cls.join(" "),
+                        9.0,
+                        x0 as i32,
+                        (y0 + o.h + 8) as i32,
+                        look.pal.text,
+                    );
                 }
             }
             if let Some(pool) = pool {
                 let y0 = top + layers * (tile + 18);
-                c.text("pool", 11.0, 8, (y0 + tile / 2) as i32);
+                c.text("pool", 11.0, 8, (y0 + tile / 2) as i32, look.pal.text);
                 for h in 0..pool.heads.min(heads) {
                     let row = pooling_row(pool, HeadSel::Index(h));
-                    let (px, w, hh) = overlay(image, &row, tile, None);
-                    blit(&mut c, &px, w, hh, label_w + h * (tile + 6), y0);
+                    let o = overlay(image, &row, tile, None, look);
+                    c.overlay_at(&o, label_w + h * (tile + 6), y0);
                 }
             }
-            Ok((c.px, c.w, c.h))
+            Ok(c)
         }
     }
 }
@@ -668,9 +719,10 @@ pub fn write_png(
     att: &Attention,
     spec: &PictureSpec,
     query: Query,
+    opts: &ImageOptions,
     path: &Path,
 ) -> Result<(), ImageError> {
-    let (px, w, h) = render_rgb(att, spec, query)?;
+    let (px, w, h) = render_rgb(att, spec, query, opts)?;
     let bytes = encode_png(&px, w, h)?;
     write_output(path, |f: &mut dyn Write| f.write_all(&bytes))?;
     Ok(())
@@ -681,14 +733,21 @@ pub fn write_svg(
     att: &Attention,
     spec: &PictureSpec,
     query: Query,
+    opts: &ImageOptions,
     path: &Path,
 ) -> Result<(), ImageError> {
     use base64::Engine;
-    let (px, w, h) = render_rgb(att, spec, query)?;
+    // The SVG shows the picture at its layout size, whatever the scale factor's pixels.
+    let (px, w, h) = render_rgb(att, spec, query, opts)?;
+    let k = opts.scale_factor as f64;
+    let (lw, lh) = (
+        (w as f64 / k).round() as usize,
+        (h as f64 / k).round() as usize,
+    );
     let bytes = encode_png(&px, w, h)?;
     let data = base64::engine::general_purpose::STANDARD.encode(bytes);
     let svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><image width=\"{w}\" height=\"{h}\" href=\"data:image/png;base64,{data}\"/></svg>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{lw}\" height=\"{lh}\" viewBox=\"0 0 {lw} {lh}\"><image width=\"{lw}\" height=\"{lh}\" href=\"data:image/png;base64,{data}\"/></svg>\n"
     );
     write_output(path, |f: &mut dyn Write| f.write_all(svg.as_bytes()))?;
     Ok(())
@@ -730,11 +789,12 @@ pub fn terminal_view(
             image.cells[token].label(),
         ),
     };
+    let framing: String = image.framing().iter().map(|f| format!(", {f}")).collect();
     // Into memory: the writes cannot fail.
     let mut out = Vec::new();
     let mut term = Term::new(&mut out, color);
     let _ = term.say(&format!(
-        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{})",
+        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{}{framing})",
         att.model.name(),
         image.source,
         rows,
@@ -823,4 +883,134 @@ pub fn terminal_view(
     let _ = term.end_line();
     drop(term);
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::fixtures::synthetic;
+    use crate::attention::image::{Preprocessing, Resize};
+    use crate::image::{ColorScale, Colormap, Theme};
+
+    /// CLS and a 2 × 3 grid of 4-pixel patches over a 12 × 8 input, resized from a 45 × 37
+    /// photo (stretched); the last patch holds most of CLS's attention, the rest a little each.
+    fn pictured() -> Attention {
+        let labels = ["CLS", "0,0", "0,1", "0,2", "1,0", "1,1", "1,2"];
+        let n = labels.len();
+        let mut att = synthetic(&labels, 1, 1);
+        let mut cells = vec![Cell::Class];
+        for row in 0..2 {
+            for col in 0..3 {
+                cells.push(Cell::Patch { row, col });
+            }
+        }
+        let mut weights = vec![1.0 / n as f32; n * n];
+        weights[..n].copy_from_slice(&[0.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.95]);
+        att = att
+            .derive(att.level, false, att.queries().clone(), None, weights)
+            .unwrap();
+        att.with_image(ImageInput {
+            source: "photo.jpg".into(),
+            original: [45, 37],
+            input: [12, 8],
+            patch: 4,
+            grid: [2, 3],
+            preprocessing: Preprocessing {
+                color: "rgb8".into(),
+                resize: Some(Resize {
+                    width: 12,
+                    height: 8,
+                    filter: "bilinear",
+                }),
+                crop: None,
+                rescale: None,
+                normalize: None,
+                positions_from: None,
+            },
+            cells,
+            norms: Vec::new(),
+            pooling: None,
+            view: vec![128; 12 * 8 * 3],
+        })
+        .unwrap()
+    }
+
+    fn draw_with(att: &Attention, opts: &ImageOptions) -> (Vec<u8>, usize, usize) {
+        let spec = PictureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(0),
+        };
+        render_rgb(att, &spec, Query::Cls, opts).unwrap()
+    }
+
+    /// The colour of the overlay's pixel over patch (row, col) of the 448-pixel overlay drawn at
+    /// (8, 52): 448 / 12 pixels per input pixel, 4 input pixels per patch.
+    fn patch_pixel(px: &[u8], w: usize, k: usize, row: usize, col: usize) -> [u8; 3] {
+        let side = 448.0 / 12.0 * 4.0;
+        let (x, y) = (
+            ((8.0 + side * (col as f64 + 0.5)) * k as f64) as usize,
+            ((52.0 + side * (row as f64 + 0.5)) * k as f64) as usize,
+        );
+        let i = (y * w + x) * 3;
+        [px[i], px[i + 1], px[i + 2]]
+    }
+
+    #[test]
+    fn picture_figures_follow_theme_colour_map_scale_and_scale_factor() {
+        let att = pictured();
+        let plain = ImageOptions::default();
+        let (px, w, h) = draw_with(&att, &plain);
+        // Light: a white background; the weak patch is a dim viridis, the strong one bright.
+        assert_eq!(&px[..3], &[255, 255, 255]);
+        let weak = patch_pixel(&px, w, 1, 0, 0);
+        // Dark theme: the background of the dark palette.
+        let (dark, ..) = draw_with(
+            &att,
+            &ImageOptions {
+                theme: Theme::Dark,
+                ..plain
+            },
+        );
+        assert_eq!(&dark[..3], &[0x16, 0x18, 0x1c]);
+        // Another colour map colours the patches otherwise.
+        let (magma, ..) = draw_with(
+            &att,
+            &ImageOptions {
+                colormap: Colormap::Magma,
+                ..plain
+            },
+        );
+        assert_ne!(patch_pixel(&magma, w, 1, 0, 0), weak);
+        // A square root lifts the weak patches (0.01 of a 0.95 peak: a tenth of the way up
+        // instead of a hundredth), so they take more of the map's colour over the grey picture.
+        let (sqrt, ..) = draw_with(
+            &att,
+            &ImageOptions {
+                scale: ColorScale::Sqrt,
+                ..plain
+            },
+        );
+        let lifted = patch_pixel(&sqrt, w, 1, 0, 0);
+        assert_ne!(lifted, weak);
+        assert_eq!(patch_pixel(&sqrt, w, 1, 1, 2), patch_pixel(&px, w, 1, 1, 2));
+        // Twice the pixels along each side, the same drawing.
+        let (big, bw, bh) = draw_with(
+            &att,
+            &ImageOptions {
+                scale_factor: 2.0,
+                ..plain
+            },
+        );
+        assert_eq!((bw, bh), (2 * w, 2 * h));
+        assert_eq!(patch_pixel(&big, bw, 2, 0, 0), weak);
+    }
+
+    #[test]
+    fn picture_figures_name_the_picture_and_how_it_was_fitted() {
+        let att = pictured();
+        assert_eq!(
+            picture_line(att.image.as_deref().unwrap()),
+            "photo.jpg, 45×37 px, as the model saw it: 12×8 px, stretched from 1.22:1 to 3:2"
+        );
+    }
 }

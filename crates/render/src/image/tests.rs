@@ -679,6 +679,31 @@ fn contribution_matrices_say_they_hold_shares_not_attention() {
     }
 }
 
+/// Value-weighted and norm-aware attention ([`crate::analysis::reweighted`]) holds each row's
+/// shares of what reaches the query: every figure's colour bar says so.
+#[test]
+fn reweighted_attention_is_captioned_as_shares_of_the_row() {
+    let mut att = synthetic(&TWELVE, 2, 4);
+    let options = ImageOptions::default();
+    let figures = [
+        FigureSpec::Head {
+            layer: 0,
+            head: HeadSel::Index(1),
+        },
+        FigureSpec::Mean { layer: 1 },
+        FigureSpec::Layer { layer: 0 },
+        FigureSpec::Model,
+    ];
+    for shares in [false, true] {
+        att.shares = shares;
+        for fig in &figures {
+            let svg = render_svg(&att, fig, &options).unwrap();
+            assert_eq!(svg.contains("share of the row"), shares, "{fig:?}");
+            assert_eq!(svg.contains("attention weight"), !shares, "{fig:?}");
+        }
+    }
+}
+
 #[test]
 fn small_figures_show_the_whole_sentence_and_notes() {
     // The defect: a 2-token figure is 560 px wide, and the subtitle and its "(words; …)" note were
