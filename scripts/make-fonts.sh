@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Rebuild assets/fonts/ from the packages named below (Debian packages and one npm package),
+# Rebuild crates/render/assets/fonts/ from the packages named below (Debian packages and one npm package),
 # each checked against its SHA-256 before use. The outputs are committed; run this only to
 # change a font. Needs apt-get (after `apt-get update`), npm, python3 and gzip.
 #
 # What it writes, per font: NAME.ttf.gz (gzip -9n, deterministic), NAME.cmap (the code points
 # the font maps, as hex ranges, one a line: the renderer picks a font per character from these
-# without inflating fonts it doesn't need) and the licence texts. assets/fonts/README.md
+# without inflating fonts it doesn't need) and the licence texts. crates/render/assets/fonts/README.md
 # records the sources, versions, licences and checksums.
 set -euo pipefail
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write src/render/colormap_tables.rs: 256-entry sRGB tables of the colour maps attnviz offers.
+"""Write crates/render/src/colormap_tables.rs: 256-entry sRGB tables of the colour maps attnviz offers.
 
 Source: matplotlib's published tables (viridis, magma, inferno and plasma by Stéfan van der Walt and
 Nathaniel Smith, CC0; cividis by Nuñez, Anderton and Renslow 2018, CC0), and matplotlib's "Greys"
@@ -12,7 +12,7 @@ import matplotlib
 from matplotlib import colormaps
 
 MAPS = ["viridis", "magma", "inferno", "plasma", "cividis", "Greys"]
-OUT = pathlib.Path(__file__).resolve().parent.parent / "src/render/colormap_tables.rs"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "crates/render/src/colormap_tables.rs"
 
 
 def table(name):

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Import circles among the files of one part of the crate, counted from their `use` lines.
 
-    python3 scripts/module_cycles.py                   # the circles in src/model
-    python3 scripts/module_cycles.py src model --max 3 # and fail above 3 files (CI)
+    python3 scripts/module_cycles.py                   # the circles in crates/model/src
+    python3 scripts/module_cycles.py src model --max 3 # and fail above 3 files
+    python3 scripts/module_cycles.py --every src crates/*/src --max 3   # every folder (CI)
 
 Two files are in a circle when each reaches the other through `use` paths (and inline `crate::` /
 `super::` paths) outside `#[cfg(test)]` modules, directly or around a loop. A path counts as an
@@ -24,7 +25,7 @@ import sys
 
 
 def module_path(src: str, path: str) -> tuple:
-    """`src/model/formats/mod.rs` -> ('model', 'formats'); `src/model/error.rs` -> ('model', 'error')."""
+    """`crates/model/src/formats/mod.rs` -> ('model', 'formats'); `crates/model/src/error.rs` -> ('model', 'error')."""
     parts = os.path.relpath(path, src)[:-3].split(os.sep)
     return tuple(parts[:-1] if parts[-1] == "mod" else parts)
 
@@ -121,22 +122,67 @@ def circles(files: list, edges: dict) -> list:
     return sorted((c for c in found if len(c) > 1), key=len, reverse=True)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("src", nargs="?", default="src", help="the crate's source folder (src)")
-    parser.add_argument("subtree", nargs="?", default="model", help="the part to check (model)")
-    parser.add_argument("--max", type=int, help="fail when a circle has more files than this")
-    args = parser.parse_args()
-    root = os.path.join(args.src, args.subtree)
-    if not os.path.isdir(root):
-        print(f"error: {root} is not a folder", file=sys.stderr)
-        return 2
-    files = sorted(
+def rust_files(root: str) -> list:
+    return sorted(
         os.path.join(folder, name)
         for folder, _, names in os.walk(root)
         for name in names
         if name.endswith(".rs")
     )
+
+
+def every(sources: list, limit) -> int:
+    """Each folder of each crate source folder in `sources` (the source folder itself included),
+    checked as its own part: one line per folder with a circle, then how many folders were
+    checked; status 1 when a circle has more than `limit` files."""
+    checked, failed = 0, 0
+    for src in sources:
+        if not os.path.isdir(src):
+            print(f"error: {src} is not a folder", file=sys.stderr)
+            return 2
+        for folder, _, _ in sorted(os.walk(src)):
+            files = rust_files(folder)
+            if not files:
+                continue
+            checked += 1
+            found = circles(files, imports(src, files))
+            if not found:
+                continue
+            sizes = " ".join(str(len(c)) for c in found)
+            print(f"{folder}: {sizes} ({' '.join(sorted(os.path.relpath(x, src) for x in found[0]))})")
+            if limit is not None and len(found[0]) > limit:
+                failed += 1
+    print(f"{checked} folders checked; {failed} with a circle of more than {limit} files")
+    if failed:
+        print(
+            f"error: {failed} folders have files that import each other in a circle of more than "
+            f"{limit}; import from the file that defines an item, not through a mod.rs that "
+            "re-exports it, and keep shared code below the files that use it",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("src", nargs="?", default="src", help="the crate's source folder (src)")
+    parser.add_argument("subtree", nargs="?", default="model", help="the part to check (model)")
+    parser.add_argument("--max", type=int, help="fail when a circle has more files than this")
+    parser.add_argument(
+        "--every",
+        nargs="+",
+        metavar="SRC",
+        help="check every folder of each of these crate source folders",
+    )
+    args = parser.parse_args()
+    if args.every:
+        return every(args.every, args.max)
+    root = os.path.join(args.src, args.subtree)
+    if not os.path.isdir(root):
+        print(f"error: {root} is not a folder", file=sys.stderr)
+        return 2
+    files = rust_files(root)
     found = circles(files, imports(args.src, files))
     print(" ".join(str(len(c)) for c in found) or "0")
     if found:

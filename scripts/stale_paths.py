@@ -16,7 +16,7 @@ What counts as a path: a word that starts with one of the repository's top folde
 `docs/`, `tests/`, `benches/`, `scripts/`, `python/`, `assets/`, `examples/`, `templates/`,
 `.ci/`, `crates/`) and is not part of a longer path (`../src/x.rs`, a URL). It must exist as a
 tracked file or folder, or a new file git does not ignore, from the repository root or, failing
-that, from the folder of the file that names it (python/README.md may say `src/lib.rs`). A path
+that, from the folder of the file that names it (python/README.md may say `crates/attnviz/src/lib.rs`). A path
 git ignores (tests/artifacts/…, written by the tests) is a generated output and passes.
 Not checked: words with a glob or a placeholder in them (`crates/*/src`, `tests/reference/<case>.json`,
 `src/{a,b}.rs`, `$DIR/x`, `…`), and the entries of IGNORE below, each with its reason.

@@ -49,7 +49,7 @@ def as_array(nested) -> np.ndarray:
 
 
 def page_parts(page: str):
-    """The report's metadata and decoded payload sections (src/render/html/payload.rs)."""
+    """The report's metadata and decoded payload sections (crates/render/src/html/payload.rs)."""
     meta = json.loads(re.search(r'<script type="application/json" id="attnviz-meta">(.*?)</script>', page, re.S).group(1))
     blob = re.search(r'<script type="application/octet-stream" id="attnviz-data">(.*?)</script>', page, re.S).group(1)
     raw = base64.b64decode(blob.strip())

@@ -6,7 +6,7 @@ folder each (the format of `scripts/measure-hostile.sh`'s header).
 Standard library only. Each case is a copy of the tiny Qwen2 model folder
 (tests/fixtures/tiny-qwen2, 172 KB) whose tokenizer_config.json carries a hostile
 `chat_template`, and an `args` file that runs it with `--chat`. A GGUF's
-`tokenizer.chat_template` goes through the same renderer (src/model/formats/gguf/chat.rs), so one
+`tokenizer.chat_template` goes through the same renderer (crates/model/src/formats/gguf/chat.rs), so one
 source is enough to measure. attnviz must refuse each one in one line, quickly and with bounded
 memory; the Rust tests (tests/suite/chat_templates.rs) build the same cases.
 

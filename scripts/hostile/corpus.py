@@ -91,7 +91,7 @@ def killed_run(d, lines, n):
 
 def journal_set_inf(prior):
     """Set head 0's entropy in the first record of the journal to inf, with a valid CRC (the
-    layout of src/corpus/journal.rs; version 2 has no input digest, version 3 has)."""
+    layout of crates/attnviz/src/corpus/journal.rs; version 2 has no input digest, version 3 has)."""
     names = sorted(f for f in os.listdir(prior) if f.startswith(".corpus_journal."))
     for name in names:
         path = os.path.join(prior, name)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for `attnviz diff` (src/compare/): A − B per head and the per-head
+"""Reference values for `attnviz diff` (crates/analysis/src/compare/): A − B per head and the per-head
 Jensen–Shannon distance of two attention exports, computed here with numpy alone, written
 independently of the Rust code from the rules in docs/compare.md.
 

@@ -4,7 +4,7 @@
 //! and 60 s, so a template without bounds fails here instead of taking the machine down; each
 //! must end with exit status 1, one line that names the file and what the template did, and no
 //! output written. `scripts/hostile/chat.py` writes the same cases for
-//! `scripts/measure-hostile.sh`; `src/model/formats/gguf/chat.rs` tests the limits in process.
+//! `scripts/measure-hostile.sh`; `crates/model/src/formats/gguf/chat.rs` tests the limits in process.
 
 use std::fs;
 use std::path::Path;

@@ -358,7 +358,7 @@ fn resume_checks_every_journaled_line_against_the_input() {
 }
 
 /// The offset of the first statistic (head 0's entropy) in a journal record of a sentence named
-/// `name`, from the start of the record (see src/corpus/journal.rs).
+/// `name`, from the start of the record (see crates/attnviz/src/corpus/journal.rs).
 fn first_value_offset(name: &str) -> usize {
     8 // length, CRC
         + 1 + 8 + 8 + 32 + 1 // version, line, input bytes, input SHA-256, kind

@@ -1,5 +1,5 @@
-//! How tokens are shown to a person (`src/attention/display.rs`): the shared cases of
-//! `tests/display_label_cases.json` (the page's `assets/report/labels.js` is held to the same
+//! How tokens are shown to a person (`crates/core/src/attention/display.rs`): the shared cases of
+//! `tests/display_label_cases.json` (the page's `crates/render/assets/report/labels.js` is held to the same
 //! ones by `tests/browser/labels.test.mjs`, run here), the decoding checked against the
 //! tokenizers crate's own decoders over whole vocabularies, which kind each real tokenizer is,
 //! and what every output shows by default and with `--raw-tokens`.

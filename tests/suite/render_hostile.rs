@@ -4,7 +4,7 @@
 //! (`ulimit -v`) and 60 s, so a reader that inflated first and checked afterwards fails here;
 //! a refusal is exit status 1, one line that names the file, and nothing written.
 //! `scripts/hostile/render.py` writes the full-size cases (2²⁸ weights) for
-//! `scripts/measure-hostile.sh`; `src/import/tests.rs` tests the reader in process.
+//! `scripts/measure-hostile.sh`; `crates/formats/src/import/tests.rs` tests the reader in process.
 
 use std::fs;
 use std::io::Write;

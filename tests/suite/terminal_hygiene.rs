@@ -186,7 +186,7 @@ fn bidirectional_controls_reach_the_terminal_as_escapes() {
         );
         let shown = String::from_utf8(out.stdout).unwrap();
         assert!(!shown.chars().any(is_bidi), "raw bidi control in: {shown}");
-        // The tokens as every view shows them (`src/attention/display.rs`) and the model's
+        // The tokens as every view shows them (`crates/core/src/attention/display.rs`) and the model's
         // name as the terminal escapes it.
         assert!(shown.contains("⟨U+202E⟩"), "{shown}");
         assert!(shown.contains("x⟨U+2066⟩y"), "{shown}");

@@ -1,5 +1,5 @@
 //! Word merging: the Rust merge (`attnviz::analysis`) and the report page's
-//! (`assets/report/words.js`) against the same expectations, `tests/word_merge_cases.json`.
+//! (`crates/render/assets/report/words.js`) against the same expectations, `tests/word_merge_cases.json`.
 
 use attnviz::analysis::{word_groups, word_label};
 use attnviz::attention::{Role, Units};

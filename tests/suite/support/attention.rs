@@ -2,7 +2,7 @@
 //! browser tests read: softmax of random query/key vectors (like an encoder's, vectors kept),
 //! banded heads (a sink and a diagonal, for the output benchmarks) and random softmax rows
 //! (large shapes made cheaply, for the analysis benchmarks). The unit tests' builders are in
-//! src/attention/tests.rs.
+//! crates/core/src/attention/fixtures.rs.
 
 use std::path::Path;
 
