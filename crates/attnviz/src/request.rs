@@ -27,7 +27,7 @@ use crate::model::encdec::DecoderInput;
 use crate::model::rerun::RerunLimit;
 use crate::model::{
     Capture, CaptureTooBig, EncodeOptions, Encoding, GenerateOptions, Generation, HeadOutputs,
-    LayerSink, Mask, Model,
+    InputError, LayerSink, Mask, Model, VisionUnsupported,
 };
 use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
@@ -356,33 +356,19 @@ impl RunRequest {
                 return Err(RequestError::ValueWeightedForEncoderDecoder { family });
             }
             if self.alti {
-                return Err(input(format!(
-                    "ALTI is not available for encoder–decoder models ({family}) yet; it is for \
-                     the self-attention of encoders and decoders"
-                )));
+                return Err(input(InputError::AltiOnEncoderDecoder { family }));
             }
             if self.value_zeroing {
-                return Err(input(format!(
-                    "value zeroing is not available for encoder–decoder models ({family}) yet; \
-                     it is for the self-attention of encoders and decoders"
-                )));
+                return Err(input(InputError::ZeroingOnEncoderDecoder { family }));
             }
             return Ok(());
         }
         let layers = model.info().layers;
         if self.alti && self.layers.is_some() {
-            return Err(input(
-                "ALTI multiplies the contributions of every layer; it needs every layer captured, \
-                 not a choice of layers"
-                    .into(),
-            ));
+            return Err(input(InputError::AltiNeedsEveryLayer));
         }
         if self.value_zeroing && self.layers.is_some() {
-            return Err(input(
-                "value zeroing rolls out the scores of every layer; it needs every layer \
-                 captured, not a choice of layers"
-                    .into(),
-            ));
+            return Err(input(InputError::ZeroingNeedsEveryLayer));
         }
         if let Some(&layer) = self.layers.iter().flatten().find(|&&l| l >= layers) {
             return Err(RequestError::LayerOutOfRange { layer, layers });
@@ -461,31 +447,19 @@ impl RunRequest {
         let heads = self.head_tokens(model)?;
         if let Some(picture) = &self.image {
             if sink.is_some() {
-                return Err(RequestError::Model(crate::model::Error::Input(
-                    "a vision model's capture is not streamed layer by layer; run it whole and save \
-                     the attention from the run".into(),
-                )));
+                return Err(input(VisionUnsupported::Streamed.into()));
             }
             if self.value_weighted {
-                return Err(RequestError::Model(crate::model::Error::Input(
-                    "value-weighted and norm-aware attention are not available for vision models yet"
-                        .into(),
-                )));
+                return Err(input(VisionUnsupported::ValueWeighted.into()));
             }
             if self.alti {
-                return Err(input("ALTI is not available for vision models yet".into()));
+                return Err(input(VisionUnsupported::Alti.into()));
             }
             if self.value_zeroing {
-                return Err(input(
-                    "value zeroing is not available for vision models yet".into(),
-                ));
+                return Err(input(VisionUnsupported::ValueZeroing.into()));
             }
             if self.lens.is_some() {
-                return Err(RequestError::Model(crate::model::Error::Input(
-                    "the logit lens is for text models with a language-model or masked-LM head, \
-                     not vision models"
-                        .into(),
-                )));
+                return Err(input(VisionUnsupported::Lens.into()));
             }
             let mut encoding =
                 model.encode_image_until(picture.clone(), &self.encode_options(), cancel)?;
@@ -502,19 +476,14 @@ impl RunRequest {
             return single_run(model, encoding, self);
         }
         if model.is_vision() {
-            return Err(RequestError::Model(crate::model::Error::Input(format!(
-                "{} is a vision model ({}); give it an image, not text",
-                model.info().name(),
-                model.family()
-            ))));
+            return Err(input(InputError::TextToVision {
+                model: model.info().name().to_string(),
+                family: model.family(),
+            }));
         }
         self.check(model)?;
         if self.alti && sink.is_some() {
-            return Err(input(
-                "ALTI needs the whole capture of every layer; a capture streamed to a file \
-                 cannot give it"
-                    .into(),
-            ));
+            return Err(input(InputError::StreamedAlti));
         }
         if model.is_seq2seq() {
             if sink.is_some() {
@@ -523,11 +492,9 @@ impl RunRequest {
                 });
             }
             if self.lens.is_some() {
-                return Err(RequestError::Model(crate::model::Error::Input(format!(
-                    "the logit lens is not available for encoder–decoder models ({}) yet; it \
-                     is for decoders and encoders with a masked-LM head",
-                    model.family()
-                ))));
+                return Err(input(InputError::LensOnEncoderDecoder {
+                    family: model.family(),
+                }));
             }
             return self.run_seq2seq(model, progress);
         }
@@ -718,8 +685,8 @@ impl RunRequest {
 }
 
 /// A request refused for its input, in the library's words.
-fn input(message: String) -> RequestError {
-    RequestError::Model(crate::model::Error::Input(message))
+fn input(refusal: InputError) -> RequestError {
+    RequestError::Model(crate::model::Error::Input(refusal))
 }
 
 /// The run of a single-kind model's encoding, labelled for people, with the analyses of the

@@ -142,11 +142,11 @@ impl Model {
     fn check_generation_length(&self, max_new_tokens: usize) -> Result<(), Error> {
         let longest = self.max_target_positions();
         if max_new_tokens >= longest {
-            return Err(Error::Input(format!(
-                "{max_new_tokens} new tokens and the start token are more than the decoder's \
-                 {longest} positions; generate at most {}",
-                longest.saturating_sub(1)
-            )));
+            return Err(crate::InputError::DecoderTooShort {
+                new: max_new_tokens,
+                longest,
+            }
+            .into());
         }
         Ok(())
     }
@@ -154,7 +154,10 @@ impl Model {
     fn check_ids(&self, which: &str, ids: &[u32], longest: usize) -> Result<(), Error> {
         let vocab = self.architecture().vocab_size;
         if ids.is_empty() {
-            return Err(Error::Input(format!("no {which} tokens")));
+            return Err(crate::InputError::NoSideTokens {
+                which: which.to_string(),
+            }
+            .into());
         }
         if ids.len() > longest {
             return Err(Error::SideTooLong {
@@ -163,11 +166,13 @@ impl Model {
                 max: longest,
             });
         }
-        if let Some(id) = ids.iter().find(|&&id| id as usize >= vocab) {
-            return Err(Error::Input(format!(
-                "{which} token id {id} is outside the vocabulary of {vocab} tokens; does the \
-                 tokenizer belong to this model?"
-            )));
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(crate::InputError::SideIdOutsideVocabulary {
+                which: which.to_string(),
+                id,
+                vocab,
+            }
+            .into());
         }
         Ok(())
     }
@@ -380,7 +385,7 @@ impl Model {
         if generation.is_some() {
             decoder_units.generated = (0..decoder.ids.len()).map(|i| i >= 1).collect();
         }
-        let shape = |e: crate::attention::ShapeError| Error::Forward(e.to_string());
+        let shape = |e: crate::attention::ShapeError| Error::Forward(e.into());
         let encoder = Attention::new(
             info(net.encoder_architecture()),
             recorded.clone(),

@@ -9,7 +9,7 @@
 use super::blocks::capture::SequenceCapture;
 use super::blocks::network::{Batch, HeadOutputs};
 use super::rerun::{Rerun, RerunCost, RerunLimit};
-use super::{check_input, Error, Model};
+use super::{check_input, Error, ForwardError, InputError, Model};
 
 /// The top tokens at every stage and position of one sequence.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,23 +45,19 @@ impl Model {
     pub fn logit_lens(&self, ids: &[u32], types: &[u32], k: usize) -> Result<LensForward, Error> {
         let arch = self.network.architecture();
         let Some(head) = self.network.unembedding() else {
-            return Err(Error::Input(if arch.mask == crate::Mask::Bidirectional {
-                format!(
-                    "this checkpoint has no masked-LM head: {} is a {} encoder without one (a \
-                     base, sentence-embedding or task checkpoint), and the logit lens reads the \
-                     model's own head; use a checkpoint that has it ({}ForMaskedLM, e.g. {})",
-                    self.info.name(),
-                    arch.family,
-                    masked_lm_class(arch.family),
-                    masked_lm_example(arch.family)
-                )
+            return Err(if arch.mask == crate::Mask::Bidirectional {
+                InputError::NoMaskedLmHead {
+                    model: self.info.name().to_string(),
+                    family: arch.family,
+                    class: masked_lm_class(arch.family),
+                    example: masked_lm_example(arch.family),
+                }
             } else {
-                format!(
-                    "{} has no language-model head in its checkpoint (a bare base model): the \
-                     logit lens needs one; use a checkpoint that has it (…ForCausalLM)",
-                    self.info.name()
-                )
-            }));
+                InputError::NoLmHeadForLens {
+                    model: self.info.name().to_string(),
+                }
+            }
+            .into());
         };
         let zeros;
         let types = if arch.tokenizer_types {
@@ -157,10 +153,7 @@ fn top_k(logits: &[f32], k: usize) -> Result<(Vec<u32>, Vec<f32>), Error> {
 /// The ids of [`top_k`], refusing a logit that is not finite.
 fn top_ids(logits: &[f32], k: usize) -> Result<Vec<u32>, Error> {
     if logits.iter().any(|v| !v.is_finite()) {
-        return Err(Error::Forward(
-            "the logit lens met a logit that is not finite (the weights overflow on this input)"
-                .into(),
-        ));
+        return Err(ForwardError::LensLogit.into());
     }
     if k * 8 > logits.len() {
         return Ok(top_ids_sorted(logits, k));
@@ -270,17 +263,13 @@ impl Model {
     ) -> Result<&dyn super::blocks::network::Interventions, Error> {
         let arch = self.network.architecture();
         let Some(run) = self.network.interventions() else {
-            return Err(Error::Input(format!(
-                "{what} is for decoders with a language-model head (GPT-2, Llama, Qwen, Gemma, \
-                 Phi-3); {} is a {} model{}",
-                self.info.name(),
-                arch.family,
-                if self.network.causal_lm().is_some() {
-                    " without a head in its checkpoint"
-                } else {
-                    ""
-                }
-            )));
+            return Err(InputError::NoInterventions {
+                what: what.to_string(),
+                model: self.info.name().to_string(),
+                family: arch.family,
+                headless_decoder: self.network.causal_lm().is_some(),
+            }
+            .into());
         };
         Ok(run)
     }
@@ -288,9 +277,7 @@ impl Model {
     fn check_token(&self, token: u32) -> Result<(), Error> {
         let vocab = self.network.architecture().vocab_size;
         if token as usize >= vocab {
-            return Err(Error::Input(format!(
-                "token id {token} is outside the vocabulary of {vocab} tokens"
-            )));
+            return Err(InputError::TokenOutsideVocabulary { token, vocab }.into());
         }
         Ok(())
     }
@@ -368,11 +355,13 @@ impl Model {
             || out.rest.len() != layers * hidden
             || out.residual.len() != (layers + 1) * hidden
         {
-            return Err(Error::Input(format!(
-                "head outputs of another shape than {}'s {layers} layers × {heads} heads × \
-                 {hidden}",
-                self.info.name()
-            )));
+            return Err(InputError::HeadOutputsShape {
+                model: self.info.name().to_string(),
+                layers,
+                heads,
+                hidden,
+            }
+            .into());
         }
         let last = &out.residual[layers * hidden..];
         let target = match target {
@@ -388,10 +377,10 @@ impl Model {
         let rows = parts.len() / hidden;
         let tokens: Vec<u32> = std::iter::once(target).chain(contrast).collect();
         let Some((direct, bias)) = head.direct(last, &parts, rows, &tokens) else {
-            return Err(Error::Input(format!(
-                "head attribution needs a head that is linear after its final norm; {}'s is not",
-                self.info.name()
-            )));
+            return Err(InputError::HeadNotLinear {
+                model: self.info.name().to_string(),
+            }
+            .into());
         };
         let t = tokens.len();
         let value = |r: usize| direct[r * t] - if t == 2 { direct[r * t + 1] } else { 0.0 };

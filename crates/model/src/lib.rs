@@ -59,7 +59,10 @@ pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{Architecture, Batch, CausalLm, Forward, HeadOutputs, KvCache, Network};
 pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
-pub use error::{format_bytes, Capture, CaptureTooBig, Error, TargetError};
+pub use error::{
+    format_bytes, Capture, CaptureTooBig, ConfigFileProblem, Error, ForwardError,
+    GgufMetadataProblem, InputError, TargetError, VisionUnsupported,
+};
 pub use families::bert::BertConfig;
 pub use families::registry as family;
 pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
@@ -414,7 +417,8 @@ impl Model {
                     origin: path.display().to_string(),
                     searched: "metadata tokenizer.chat_template".to_string(),
                 },
-                e => ChatUnavailable::Invalid(e.to_string()),
+                gguf::GgufError::Chat(e) => ChatUnavailable::Invalid(e),
+                e => ChatUnavailable::Unreadable(std::sync::Arc::new(e)),
             }),
             ..GenerationConfig::none(&origin)
         };
@@ -458,22 +462,22 @@ impl Model {
                     origin: origin.clone(),
                     searched: searched.clone(),
                 },
-                ChatUnavailable::Invalid(why) => Error::Input(why.clone()),
+                ChatUnavailable::Invalid(why) => InputError::Chat(why.clone()).into(),
+                ChatUnavailable::Unreadable(e) => InputError::ChatMetadata(e.clone()).into(),
             })?;
         template
             .render_user_message(text)
-            .map_err(|e| Error::Input(e.to_string()))
+            .map_err(|e| InputError::Chat(e).into())
     }
 
     /// The logits `[vocab]` a decoder gives for the token after `ids`.
     pub fn next_token_logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
         let arch = self.network.architecture();
         let lm = self.network.causal_lm().ok_or_else(|| {
-            Error::Input(format!(
-                "{} is an encoder ({}); only decoder models predict the next token",
-                self.info.name(),
-                arch.family
-            ))
+            Error::Input(InputError::EncoderPredicts {
+                model: self.info.name().to_string(),
+                family: arch.family,
+            })
         })?;
         check_input(arch, 0, ids, &vec![0; ids.len()])?;
         let mut cache = lm.new_cache(ids.len());
@@ -490,20 +494,19 @@ impl Model {
     ) -> Result<Generation, Error> {
         let arch = self.network.architecture();
         let Some(lm) = self.network.causal_lm() else {
-            return Err(Error::Input(format!(
-                "{} is an encoder ({}); only decoder models (GPT-2, Llama, …) generate text",
-                self.info.name(),
-                arch.family
-            )));
+            return Err(Error::Input(InputError::EncoderGenerates {
+                model: self.info.name().to_string(),
+                family: arch.family,
+            }));
         };
         check_input(arch, 0, prompt, &vec![0; prompt.len()])?;
         let longest = self.max_positions();
         if prompt.len() + max_new_tokens > longest {
-            return Err(Error::Input(format!(
-                "the prompt is {} tokens and {max_new_tokens} more were asked for, but the model takes at most {longest}; generate at most {} tokens or shorten the prompt",
-                prompt.len(),
-                longest.saturating_sub(prompt.len())
-            )));
+            return Err(Error::PromptTooLong {
+                tokens: prompt.len(),
+                new: max_new_tokens,
+                longest,
+            });
         }
         // The cache is made when the first step runs (no step runs for 0 new tokens).
         let mut cache = None;
@@ -640,14 +643,10 @@ impl Model {
             head_outputs,
         } = values.into();
         if sink.is_some() && batch.len() != 1 {
-            return Err(Error::Input(
-                "a streamed capture runs one sequence at a time".into(),
-            ));
+            return Err(InputError::StreamedBatch.into());
         }
         if sink.is_some() && values.any() {
-            return Err(Error::Input(
-                "value-weighted attention needs the whole capture; it cannot be streamed".into(),
-            ));
+            return Err(InputError::StreamedValues.into());
         }
         let capture_query_key = capture_query_key && sink.is_none();
         if batch.is_empty() {
@@ -744,10 +743,10 @@ impl Model {
             .map(|c| c.head_outputs.take().map(|h| h.outputs))
             .collect();
         if values.any() && kept.iter().any(Option::is_none) {
-            return Err(Error::Forward(format!(
-                "{} does not give the value vectors the norm-based analyses need",
-                arch.family
-            )));
+            return Err(ForwardError::NoValueVectors {
+                family: arch.family,
+            }
+            .into());
         }
         let results = captures
             .into_iter()
@@ -778,19 +777,21 @@ impl Model {
     pub fn check_layers(&self, layers: &[usize]) -> Result<(), Error> {
         let n = self.info.layers;
         if layers.is_empty() {
-            return Err(Error::Input("no layers to capture".into()));
+            return Err(InputError::NoLayers.into());
         }
         if let Some(&l) = layers.iter().find(|&&l| l >= n) {
-            return Err(Error::Input(format!(
-                "layer {l} is out of range: {} has layers 0–{} (numbered from 0)",
-                self.info.name(),
-                n - 1
-            )));
+            return Err(InputError::LayerOutOfRange {
+                layer: l,
+                model: self.info.name().to_string(),
+                layers: n,
+            }
+            .into());
         }
         if layers.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(Error::Input(format!(
-                "layers {layers:?} must be listed in ascending order, each once"
-            )));
+            return Err(InputError::LayersOutOfOrder {
+                layers: layers.to_vec(),
+            }
+            .into());
         }
         Ok(())
     }
@@ -857,11 +858,11 @@ impl Model {
         sink: Option<&mut dyn LayerSink>,
     ) -> Result<Encoding, Error> {
         if self.network.vision().is_some() {
-            return Err(Error::Input(format!(
-                "{} is a vision model ({}); give it an image, not text",
-                self.info.name(),
-                self.family()
-            )));
+            return Err(InputError::TextToVision {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            }
+            .into());
         }
         if pair.is_some() && self.architecture().mask == Mask::Causal {
             return Err(Error::PairOnDecoder {
@@ -962,7 +963,7 @@ impl Model {
         )
         .and_then(|a| a.with_layer_numbers(numbers))
         .and_then(|a| self.describe(a, out.query_key))
-        .map_err(|e| Error::Forward(e.to_string()))?;
+        .map_err(ForwardError::Shape)?;
         Ok(Encoding {
             attention,
             hidden: out.hidden,
@@ -1001,20 +1002,16 @@ impl Model {
     ) -> Result<Encoding, Error> {
         let arch = self.architecture();
         if self.network.causal_lm().is_none() {
-            return Err(Error::Input(format!(
-                "{} is an encoder ({}); only decoder models (GPT-2, Llama, …) generate text or \
-                 have a chat template",
-                self.info.name(),
-                arch.family
-            )));
+            return Err(InputError::EncoderChats {
+                model: self.info.name().to_string(),
+                family: arch.family,
+            }
+            .into());
         }
         let new = generate.max_new_tokens;
         let longest = self.max_positions();
         if new >= longest {
-            return Err(Error::Input(format!(
-                "{new} new tokens leave no room for a prompt: the model takes at most {longest} \
-                 tokens; generate fewer"
-            )));
+            return Err(InputError::NoRoomForPrompt { new, longest }.into());
         }
         // The prompt leaves room for the generated tokens (and with --truncate is cut to it).
         let room = longest - new;
@@ -1085,20 +1082,16 @@ impl Model {
 
 /// Refuse input the network cannot take, with a message that says why.
 fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) -> Result<(), Error> {
-    let which = if index == 0 {
-        String::new()
-    } else {
-        format!(" (sequence {index})")
-    };
     if ids.is_empty() {
-        return Err(Error::Input(format!("no input tokens{which}")));
+        return Err(InputError::NoTokens { index }.into());
     }
     if ids.len() != types.len() {
-        return Err(Error::Input(format!(
-            "{} input ids but {} token type ids{which}",
-            ids.len(),
-            types.len()
-        )));
+        return Err(InputError::TypesMismatch {
+            ids: ids.len(),
+            types: types.len(),
+            index,
+        }
+        .into());
     }
     if ids.len() > arch.max_positions {
         return Err(Error::TooManyTokens {
@@ -1107,24 +1100,23 @@ fn check_input(arch: &Architecture, index: usize, ids: &[u32], types: &[u32]) ->
             max: arch.max_positions,
         });
     }
-    if let Some(id) = ids.iter().find(|&&id| id as usize >= arch.vocab_size) {
-        return Err(Error::Input(format!(
-            "token id {id}{which} is outside the vocabulary of {} tokens; does the tokenizer belong to this model?",
-            arch.vocab_size
-        )));
+    if let Some(&id) = ids.iter().find(|&&id| id as usize >= arch.vocab_size) {
+        return Err(InputError::IdOutsideVocabulary {
+            id,
+            index,
+            vocab: arch.vocab_size,
+        }
+        .into());
     }
     // A model without segment embeddings ignores the ids.
     if arch.token_types > 0 {
-        if let Some(t) = types.iter().find(|&&t| t as usize >= arch.token_types) {
-            return Err(Error::Input(format!(
-                "token type id {t}{which} is outside the model's {} segment types{}",
-                arch.token_types,
-                if arch.token_types == 1 {
-                    "; this model cannot encode sentence pairs"
-                } else {
-                    ""
-                }
-            )));
+        if let Some(&id) = types.iter().find(|&&t| t as usize >= arch.token_types) {
+            return Err(InputError::TypeOutsideSegments {
+                id,
+                index,
+                types: arch.token_types,
+            }
+            .into());
         }
     }
     Ok(())

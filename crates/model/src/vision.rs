@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{EncodeOptions, Encoding, Error, Model, SequenceCapture};
+use super::{EncodeOptions, Encoding, Error, ForwardError, InputError, Model, SequenceCapture};
 use crate::attention::image::{Cell, ImageInput, Pooling};
 use crate::attention::{Attention, ModelInfo, Role, Units};
 use crate::cancel::Cancel;
@@ -14,7 +14,7 @@ use crate::pixels::{self, ImageProcessor, ImageSource, PixelsError, Rgb};
 /// The image processor in a vision model's folder.
 pub fn image_processor(dir: &Path) -> Result<ImageProcessor, Error> {
     ImageProcessor::load(&dir.join("preprocessor_config.json"))
-        .map_err(|e| Error::Input(e.to_string()))
+        .map_err(|e| InputError::Image(e).into())
 }
 
 impl Model {
@@ -54,7 +54,7 @@ impl Model {
             .prepare_until(&image, cancel)
             .map_err(|e| match e {
                 PixelsError::Cancelled { .. } => Error::Cancelled,
-                e => Error::Input(e.to_string()),
+                e => InputError::Image(e).into(),
             })?;
         self.encode_prepared(prepared, &image.name(), opts, cancel)
     }
@@ -62,16 +62,16 @@ impl Model {
     fn processor(&self) -> Result<&ImageProcessor, Error> {
         self.image_processor
             .as_ref()
-            .ok_or_else(|| Error::Input("the model has no image processor".into()))
+            .ok_or_else(|| InputError::NoImageProcessor.into())
     }
 
     fn vision_or_refuse(&self) -> Result<&dyn super::blocks::vision::Vision, Error> {
         self.network.vision().ok_or_else(|| {
-            Error::Input(format!(
-                "{} is a text model ({}); it reads text, not images",
-                self.info.name(),
-                self.family()
-            ))
+            InputError::ImageToText {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            }
+            .into()
         })
     }
 
@@ -100,10 +100,12 @@ impl Model {
         let vision = self.vision_or_refuse()?;
         let p = vision.patch_size();
         if prepared.width < p || prepared.height < p {
-            return Err(Error::Input(format!(
-                "the model's input is {}×{} pixels, smaller than one {p}×{p} patch; its preprocessor_config.json makes no patch grid",
-                prepared.width, prepared.height
-            )));
+            return Err(InputError::SmallerThanPatch {
+                width: prepared.width,
+                height: prepared.height,
+                patch: p,
+            }
+            .into());
         }
         let grid = [prepared.height / p, prepared.width / p];
         let cells = vision.cells(grid);
@@ -205,7 +207,7 @@ impl Model {
             .and_then(|a| a.with_layer_numbers(layers))
             .and_then(|a| a.with_query_key(query_key))
             .and_then(|a| a.with_image(image))
-            .map_err(|e| Error::Forward(e.to_string()))?;
+            .map_err(ForwardError::Shape)?;
         Ok(Encoding {
             attention,
             hidden,

@@ -57,12 +57,11 @@ impl Model {
     ) -> Result<ZeroingForward, Error> {
         let arch = self.network.architecture();
         let Some(pass) = self.network.value_zeroing() else {
-            return Err(Error::Input(format!(
-                "value zeroing is for the self-attention of encoders and decoders; {} ({}) has \
-                 no such pass",
-                self.info.name(),
-                arch.family
-            )));
+            return Err(crate::InputError::NoValueZeroing {
+                model: self.info.name().to_string(),
+                family: arch.family,
+            }
+            .into());
         };
         let zeros;
         let types = if arch.tokenizer_types {

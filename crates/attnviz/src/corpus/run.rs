@@ -1098,7 +1098,7 @@ impl Worker<'_> {
                 return self.bad_after_run(item.line, bad, item.digest);
             }
             Err(RequestError::Model(model::Error::Input(why))) if is_image => {
-                return self.bad_after_run(item.line, BadLine::Image(why), item.digest);
+                return self.bad_after_run(item.line, BadLine::Image(why.to_string()), item.digest);
             }
             Err(RequestError::Model(e)) => return Err(e.into()),
             Err(e) => return Err(CorpusError::Failed(e.to_string())),

@@ -343,12 +343,10 @@ impl DecoderStack {
             LmHead::Tied => matrix_forward(&self.embed, row, 1, output),
             LmHead::Separate(head) => head.forward_into(row, 1, output, Activation::Identity),
             LmHead::Missing => {
-                return Err(Error::Input(format!(
-                    "this {} checkpoint has no language-model head (lm_head.weight): it is a \
-                     bare base model, which can be shown but cannot generate; use the \
-                     ForCausalLM checkpoint",
-                    self.arch.family
-                )))
+                return Err(crate::InputError::BareBaseModel {
+                    family: self.arch.family,
+                }
+                .into())
             }
         }
         if let Some(cap) = self.options.final_softcap {

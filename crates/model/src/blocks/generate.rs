@@ -12,7 +12,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{ConfigFileProblem, Error, ForwardError, InputError};
+use crate::formats::gguf::ChatError;
 use crate::formats::gguf::ChatTemplate;
 use crate::tokenize::TokenizerConfig;
 
@@ -75,7 +76,13 @@ impl GenerationConfig {
         vocab_size: usize,
     ) -> Result<GenerationConfig, Error> {
         let read = |path: &Path| -> Result<Option<serde_json::Map<String, Value>>, Error> {
-            let bad = |why: String| Error::Input(format!("{}: {why}", path.display()));
+            let bad = |problem: ConfigFileProblem| -> Error {
+                InputError::ConfigFile {
+                    path: path.to_path_buf(),
+                    problem,
+                }
+                .into()
+            };
             let text = match crate::small_file::read_text(
                 path,
                 crate::formats::config::MAX_CONFIG_BYTES,
@@ -83,14 +90,12 @@ impl GenerationConfig {
             ) {
                 Ok(text) => text,
                 Err(crate::small_file::ReadError::NotFound) => return Ok(None),
-                Err(e) => return Err(bad(format!("cannot read it: {e}"))),
+                Err(e) => return Err(bad(ConfigFileProblem::Unreadable(e))),
             };
             match serde_json::from_str(&text) {
                 Ok(Value::Object(map)) => Ok(Some(map)),
-                Ok(_) => Err(bad("it is not a JSON object".into())),
-                Err(e) => Err(bad(format!(
-                    "it is not valid JSON ({e}); fix or remove the file"
-                ))),
+                Ok(_) => Err(bad(ConfigFileProblem::NotAnObject)),
+                Err(e) => Err(bad(ConfigFileProblem::NotJson(e))),
             }
         };
         let dir = config.parent().unwrap_or(Path::new("."));
@@ -116,11 +121,16 @@ impl GenerationConfig {
                 let ids = values
                     .into_iter()
                     .map(|v| match token_id(v) {
-                        Some(id) if (id as usize) < vocab_size => Ok(id),
-                        _ => Err(Error::Input(format!(
-                            "{}: {key} is {v}, not a token id of the model's {vocab_size}-token vocabulary",
-                            path.display()
-                        ))),
+                        Some(id) if (id as usize) < vocab_size => Ok::<u32, Error>(id),
+                        _ => Err(InputError::ConfigFile {
+                            path: path.to_path_buf(),
+                            problem: ConfigFileProblem::NotATokenId {
+                                key: key.to_string(),
+                                value: v.to_string(),
+                                vocab: vocab_size,
+                            },
+                        }
+                        .into()),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 return Ok(Some(ids));
@@ -157,10 +167,11 @@ impl GenerationConfig {
                 Ok(s) => Some((jinja.display().to_string(), s)),
                 Err(crate::small_file::ReadError::NotFound) => None,
                 Err(e) => {
-                    return Err(Error::Input(format!(
-                        "{}: cannot read it: {e}",
-                        jinja.display()
-                    )))
+                    return Err(InputError::ConfigFile {
+                        path: jinja,
+                        problem: ConfigFileProblem::Unreadable(e),
+                    }
+                    .into())
                 }
             },
         };
@@ -171,7 +182,7 @@ impl GenerationConfig {
                 settings.special("bos_token"),
                 settings.special("eos_token"),
             )
-            .map_err(|e| ChatUnavailable::Invalid(e.to_string())),
+            .map_err(ChatUnavailable::Invalid),
             None => Err(no_template(&tokenizer_dir.display().to_string())),
         };
         Ok(GenerationConfig {
@@ -196,7 +207,7 @@ fn no_template(origin: &str) -> ChatUnavailable {
 }
 
 /// Why a model has no usable chat template.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum ChatUnavailable {
     /// None was found.
     Missing {
@@ -205,8 +216,10 @@ pub enum ChatUnavailable {
         /// Where in it a template would be.
         searched: String,
     },
-    /// One was found but cannot be used (the message says why).
-    Invalid(String),
+    /// One was found but does not compile.
+    Invalid(ChatError),
+    /// The GGUF metadata that holds it cannot be read.
+    Unreadable(std::sync::Arc<crate::formats::gguf::GgufError>),
 }
 
 /// A prompt and what greedy decoding added to it.
@@ -232,9 +245,7 @@ pub fn argmax(logits: &[f32]) -> Result<u32, Error> {
     let mut best = 0;
     for (i, &x) in logits.iter().enumerate() {
         if x.is_nan() {
-            return Err(Error::Forward(format!(
-                "the model's logits hold NaN (token {i}); the weights overflow on this input"
-            )));
+            return Err(ForwardError::NanLogit { token: i }.into());
         }
         if x > logits[best] {
             best = i;

@@ -28,7 +28,7 @@ use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope, read_rope_in, MAX_ROTARY_POSITIONS};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{ConfigError, ConfigFile};
 use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
@@ -329,40 +329,47 @@ impl GemmaConfig {
     /// values for what the metadata leaves out (see the module doc). `origin` names the file
     /// in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<GemmaConfig, Error> {
-        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let refuse = |problem: GgufMetadataProblem| {
+            Err(Error::Input(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem,
+            }))
+        };
         let (variant, model_type, big_layers) = match p.architecture.as_str() {
             "gemma2" => (Variant::Gemma2, "gemma2", 46),
             "gemma3" => (Variant::Gemma3, "gemma3_text", 62),
             other => {
-                return refuse(format!(
-                    "GGUF architecture '{other}' is not supported by the Gemma family; it runs \
-                     the gemma2 and gemma3 architectures"
-                ))
+                return refuse(GgufMetadataProblem::NotInFamily {
+                    architecture: other.to_string(),
+                    family: "Gemma",
+                    runs: "; it runs the gemma2 and gemma3 architectures",
+                })
             }
         };
         crate::families::llama::check_gguf_shape(p, origin)?;
         if p.rope_dimension_count != p.head_dim {
-            return refuse(format!(
-                "RoPE rotates {} of each head's {} dimensions; Gemma rotates whole heads",
-                p.rope_dimension_count, p.head_dim
-            ));
+            return refuse(GgufMetadataProblem::PartialRope {
+                rotated: p.rope_dimension_count,
+                head_dim: p.head_dim,
+                gemma: true,
+            });
         }
         let global_scaling = match &p.rope_scaling {
             None => RopeScaling::None,
             Some(GgufRopeScaling::Linear { factor }) => {
-                if let Err(why) = crate::blocks::rope::rope_factor_in_range(*factor) {
-                    return refuse(format!(
-                        "metadata {}.rope.scaling.factor {why}",
-                        p.architecture
-                    ));
+                if let Err(factor) = crate::blocks::rope::rope_factor_in_range(*factor) {
+                    return refuse(GgufMetadataProblem::RopeFactor {
+                        key: format!("{}.rope.scaling.factor", p.architecture),
+                        factor,
+                    });
                 }
                 RopeScaling::Linear { factor: *factor }
             }
             Some(other) => {
-                return refuse(format!(
-                    "RoPE scaling {other:?} is not supported for Gemma; attnviz runs its default \
-                     and linear rotary embeddings"
-                ))
+                return refuse(GgufMetadataProblem::RopeScaling {
+                    scaling: format!("{other:?}"),
+                    runs: " for Gemma; attnviz runs its default and linear rotary embeddings",
+                })
             }
         };
         let layers = p.num_hidden_layers;
@@ -371,10 +378,14 @@ impl GemmaConfig {
         let cap = |value: Option<f64>, default: f64, key: &str| -> Result<Option<f32>, Error> {
             match value.unwrap_or(default) {
                 c if c.is_finite() && c > 0.0 => Ok(Some(c as f32)),
-                c => Err(Error::Input(format!(
-                    "{origin}: metadata {}.{key} is {c}; it must be a positive number",
-                    p.architecture
-                ))),
+                c => Err(Error::Input(crate::InputError::GgufMetadata {
+                    origin: origin.to_string(),
+                    problem: GgufMetadataProblem::SoftCap {
+                        architecture: p.architecture.clone(),
+                        key: key.to_string(),
+                        value: c,
+                    },
+                })),
             }
         };
         let (attn_softcap, final_softcap) = if gemma3 {
@@ -387,10 +398,9 @@ impl GemmaConfig {
         };
         let sliding_window = match p.sliding_window {
             Some(0) => {
-                return refuse(format!(
-                    "metadata {}.attention.sliding_window is 0",
-                    p.architecture
-                ))
+                return refuse(GgufMetadataProblem::SlidingWindowZero {
+                    architecture: p.architecture.clone(),
+                })
             }
             Some(w) => w,
             None => 4096,

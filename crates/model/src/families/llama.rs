@@ -20,7 +20,7 @@ use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames};
 use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope, rope_factor_in_range};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{ConfigError, ConfigFile};
 use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
@@ -316,49 +316,56 @@ impl LlamaConfig {
     /// rows the GGUF reader un-permutes for transformers' rotary convention) and `qwen2` (stored
     /// unpermuted, with q/k/v biases). `origin` names the file in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<LlamaConfig, Error> {
-        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let refuse = |problem: GgufMetadataProblem| {
+            Err(Error::Input(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem,
+            }))
+        };
         let variant = match p.architecture.as_str() {
             "llama" => Variant::Llama,
             // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
             "qwen2" => Variant::Qwen2,
             "qwen3" => Variant::Qwen3,
             other => {
-                return refuse(format!(
-                    "GGUF architecture '{other}' is not supported by the Llama family; it runs \
-                     GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), qwen2 and qwen3 \
-                     architectures"
-                ))
+                return refuse(GgufMetadataProblem::NotInFamily {
+                    architecture: other.to_string(),
+                    family: "Llama",
+                    runs: "; it runs GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), \
+                           qwen2 and qwen3 architectures",
+                })
             }
         };
         let scaling = match &p.rope_scaling {
             None => RopeScaling::None,
             Some(GgufRopeScaling::Linear { factor }) => {
-                if let Err(why) = rope_factor_in_range(*factor) {
-                    let key = format!("{}.rope.scaling.factor", p.architecture);
-                    return refuse(format!("metadata {key} {why}"));
+                if let Err(factor) = rope_factor_in_range(*factor) {
+                    return refuse(GgufMetadataProblem::RopeFactor {
+                        key: format!("{}.rope.scaling.factor", p.architecture),
+                        factor,
+                    });
                 }
                 RopeScaling::Linear { factor: *factor }
             }
             Some(GgufRopeScaling::Yarn { .. }) => {
-                return refuse(
-                    "RoPE scaling type 'yarn' is not supported; attnviz runs default, linear \
-                     and llama3 rotary embeddings"
-                        .into(),
-                )
+                return refuse(GgufMetadataProblem::RopeScaling {
+                    scaling: "type 'yarn'".to_string(),
+                    runs: LLAMA_ROPE,
+                })
             }
             Some(GgufRopeScaling::Other { kind, .. }) => {
-                return refuse(format!(
-                    "RoPE scaling type '{kind}' is not supported; attnviz runs default, linear \
-                     and llama3 rotary embeddings"
-                ))
+                return refuse(GgufMetadataProblem::RopeScaling {
+                    scaling: format!("type '{kind}'"),
+                    runs: LLAMA_ROPE,
+                })
             }
         };
         if p.rope_dimension_count != p.head_dim {
-            return refuse(format!(
-                "RoPE rotates {} of each head's {} dimensions; partial rotary embeddings are not \
-                 supported",
-                p.rope_dimension_count, p.head_dim
-            ));
+            return refuse(GgufMetadataProblem::PartialRope {
+                rotated: p.rope_dimension_count,
+                head_dim: p.head_dim,
+                gemma: false,
+            });
         }
         check_gguf_shape(p, origin)?;
         let heads = p.num_attention_heads;
@@ -384,9 +391,7 @@ impl LlamaConfig {
             sliding_window: p.sliding_window,
             sliding_layers: match p.sliding_window {
                 Some(_) if p.num_hidden_layers <= MAX_LAYERS => vec![true; p.num_hidden_layers],
-                Some(_) => {
-                    return refuse(format!("block_count {} is too large", p.num_hidden_layers))
-                }
+                Some(_) => return refuse(GgufMetadataProblem::BlockCount(p.num_hidden_layers)),
                 None => Vec::new(),
             },
             qk_norm: variant == Variant::Qwen3,
@@ -453,11 +458,15 @@ impl LlamaConfig {
         ] {
             let tensor = name.weight();
             if let Some(shape) = t.shape(&tensor).filter(|s| s != &[rows, hidden]) {
-                return Err(Error::Input(format!(
-                    "{field} {heads} × head_dim {} makes {rows} rows, but tensor {tensor} has \
-                     shape {shape:?}; the config does not describe these weights",
-                    self.head_dim
-                )));
+                return Err(crate::InputError::ProjectionRows {
+                    field,
+                    heads,
+                    head_dim: self.head_dim,
+                    rows,
+                    tensor,
+                    shape: shape.to_vec(),
+                }
+                .into());
             }
         }
         let linear = |bias: bool| {
@@ -530,10 +539,12 @@ impl LlamaConfig {
                 if self.rope_freqs {
                     let factors = t.weight("rope_freqs.weight", &[self.head_dim / 2])?;
                     if let Some(bad) = factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
-                        return Err(Error::Input(format!(
-                            "tensor rope_freqs.weight holds {bad}; per-frequency RoPE factors \
-                             divide the frequencies, so each must be a positive number"
-                        )));
+                        return Err(crate::InputError::RopeFactors {
+                            tensor: "rope_freqs.weight".to_string(),
+                            value: *bad,
+                            long_rope: false,
+                        }
+                        .into());
                     }
                     rope.with_freq_factors(&factors)
                 } else {
@@ -621,7 +632,12 @@ impl FamilyConfig for LlamaConfig {
 /// it: head counts that divide, an even head size, a context length and RoPE base in range, a
 /// small positive RMS-norm epsilon. `origin` names the file in errors.
 pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Error> {
-    let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+    let refuse = |problem: GgufMetadataProblem| {
+        Err(Error::Input(crate::InputError::GgufMetadata {
+            origin: origin.to_string(),
+            problem,
+        }))
+    };
     let heads = p.num_attention_heads;
     if heads == 0
         || p.num_key_value_heads == 0
@@ -629,34 +645,39 @@ pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Er
         || !p.head_dim.is_multiple_of(2)
         || p.head_dim == 0
     {
-        return refuse(format!(
-            "{heads} heads over {} key/value heads of size {} cannot be run",
-            p.num_key_value_heads, p.head_dim
-        ));
+        return refuse(GgufMetadataProblem::Heads {
+            heads,
+            kv_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+        });
     }
     if p.max_position_embeddings == 0 || p.max_position_embeddings > MAX_ROTARY_POSITIONS {
-        return refuse(format!(
-            "context_length {} is outside 1–{MAX_ROTARY_POSITIONS}",
-            p.max_position_embeddings
-        ));
+        return refuse(GgufMetadataProblem::ContextLength {
+            length: p.max_position_embeddings,
+            max: MAX_ROTARY_POSITIONS,
+        });
     }
     if !(p.rope_theta.is_finite() && p.rope_theta > 0.0) {
-        return refuse(format!("rope.freq_base {} is not positive", p.rope_theta));
+        return refuse(GgufMetadataProblem::RopeBase(p.rope_theta));
     }
     if !(p.rms_norm_eps > 0.0 && p.rms_norm_eps <= MAX_EPSILON) {
-        return refuse(format!(
-    "metadata {}.attention.layer_norm_rms_epsilon is {:?}; an RMS norm's epsilon is a small positive number (at most {MAX_EPSILON})",
-    p.architecture, p.rms_norm_eps
-    ));
+        return refuse(GgufMetadataProblem::RmsEpsilon {
+            architecture: p.architecture.clone(),
+            epsilon: p.rms_norm_eps,
+            max: MAX_EPSILON,
+        });
     }
     if p.num_hidden_layers > MAX_LAYERS {
-        return refuse(format!(
-            "block_count {} is more than the {MAX_LAYERS} layers attnviz runs",
-            p.num_hidden_layers
-        ));
+        return refuse(GgufMetadataProblem::TooManyLayers {
+            layers: p.num_hidden_layers,
+            max: MAX_LAYERS,
+        });
     }
     Ok(())
 }
+
+/// What the Llama family runs of RoPE scalings, for the refusal of another.
+const LLAMA_ROPE: &str = "; attnviz runs default, linear and llama3 rotary embeddings";
 
 /// The largest RMS-norm epsilon accepted from a GGUF file (real ones are 1e-5 or 1e-6).
 const MAX_EPSILON: f64 = 1.0;

@@ -21,7 +21,7 @@ use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow};
 use crate::blocks::rope::{read_rope_of, Partial, MAX_ROTARY_POSITIONS};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{ConfigError, ConfigFile};
 use crate::formats::gguf::DecoderParams;
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
@@ -255,45 +255,43 @@ impl Phi3Config {
 
     /// The config a GGUF file's metadata describes (`phi3`). `origin` names the file in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<Phi3Config, Error> {
-        let refuse = |what: String| Err(Error::Input(format!("{origin}: {what}")));
+        let refuse = |problem: GgufMetadataProblem| {
+            Err(Error::Input(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem,
+            }))
+        };
         if p.architecture != "phi3" {
-            return refuse(format!(
-                "GGUF architecture '{}' is not supported by the Phi-3 family",
-                p.architecture
-            ));
+            return refuse(GgufMetadataProblem::NotInFamily {
+                architecture: p.architecture.clone(),
+                family: "Phi-3",
+                runs: "",
+            });
         }
         crate::families::llama::check_gguf_shape(p, origin)?;
         let rotary_dim = p.rope_dimension_count;
         if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
-            return refuse(format!(
-                "metadata phi3.rope.dimension_count is {rotary_dim}; RoPE rotates an even number \
-                 of at least 2 and at most the head's {} values",
-                p.head_dim
-            ));
+            return refuse(GgufMetadataProblem::RotaryDim {
+                rotated: rotary_dim,
+                head_dim: p.head_dim,
+            });
         }
         if let Some(kind) = &p.rope_scaling {
-            return refuse(format!(
-                "RoPE scaling {kind:?} is not supported for Phi-3; attnviz runs its default and \
-                 longrope (rope_factors_*) embeddings"
-            ));
+            return refuse(GgufMetadataProblem::RopeScaling {
+                scaling: format!("{kind:?}"),
+                runs: " for Phi-3; attnviz runs its default and longrope (rope_factors_*) \
+                       embeddings",
+            });
         }
         let longrope = if p.rope_factors_tensors {
             let Some(original) = p.rope_original_context_length.filter(|&n| n > 0) else {
-                return refuse(
-                    "metadata phi3.rope.scaling.original_context_length is missing; LongRoPE \
-                     needs it to choose between its short and long factors"
-                        .into(),
-                );
+                return refuse(GgufMetadataProblem::NoOriginalContext);
             };
             // convert_hf_to_gguf.py's attention factor when the file does not state one.
             let factor = p.max_position_embeddings as f64 / original as f64;
             let attention_factor = match p.rope_attn_factor {
                 Some(a) if a.is_finite() && a > 0.0 => a,
-                Some(a) => {
-                    return refuse(format!(
-                        "metadata phi3.rope.scaling.attn_factor is {a}; it must be positive"
-                    ))
-                }
+                Some(a) => return refuse(GgufMetadataProblem::AttnFactor(a)),
                 None if factor <= 1.0 => 1.0,
                 None => (1.0 + factor.ln() / (original as f64).ln()).sqrt(),
             };
@@ -323,7 +321,11 @@ impl Phi3Config {
             rope_theta: p.rope_theta,
             longrope,
             sliding_window: match p.sliding_window {
-                Some(0) => return refuse("metadata phi3.attention.sliding_window is 0".into()),
+                Some(0) => {
+                    return refuse(GgufMetadataProblem::SlidingWindowZero {
+                        architecture: "phi3".to_string(),
+                    })
+                }
                 w => w,
             },
             tie_word_embeddings: p.tie_word_embeddings,
@@ -361,10 +363,12 @@ impl Phi3Config {
             let read = |name: &str| -> Result<Vec<f64>, Error> {
                 let w = t.weight(name, &[half])?;
                 match w.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
-                    Some(bad) => Err(Error::Input(format!(
-                        "tensor {name} holds {bad}; LongRoPE factors divide the frequencies, so \
-                         each must be a positive number"
-                    ))),
+                    Some(bad) => Err(crate::InputError::RopeFactors {
+                        tensor: name.to_string(),
+                        value: *bad,
+                        long_rope: true,
+                    }
+                    .into()),
                     None => Ok(w.iter().map(|&f| f as f64).collect()),
                 }
             };
@@ -476,7 +480,7 @@ fn split_rows(
             let part = |b: &[u8]| {
                 StoredMatrix::owned(b.to_vec(), m.dtype(), inter, hidden)
                     .map(MatrixWeight::from)
-                    .map_err(|e| Error::Input(format!("gate_up_proj: {e}")))
+                    .map_err(|e| Error::Input(crate::InputError::GateUp(e)))
             };
             (part(&bytes[..half])?, part(&bytes[half..])?)
         }

@@ -169,11 +169,13 @@ pub fn gguf_family(
             let known: Vec<&str> = readers()
                 .flat_map(|(_, r)| r.architectures.iter().copied())
                 .collect();
-            Error::Input(format!(
-                "{origin}: GGUF architecture '{architecture}' is not supported; attnviz runs \
-                 GGUF files of the architectures {}",
-                known.join(", ")
-            ))
+            Error::Input(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem: crate::GgufMetadataProblem::Architecture {
+                    architecture: architecture.to_string(),
+                    known,
+                },
+            })
         })
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use super::gguf::{gguf_tensor_name_for, GgufFile};
 use super::validate::first_non_finite;
 use super::weights::{Checkpoint, MatrixWeight, Weight};
-use crate::error::Error;
+use crate::error::{Error, InputError};
 
 /// A module path inside a checkpoint, built from parts as candle's `VarBuilder::pp` builds one:
 /// `Name::root().pp("encoder").pp("layer").pp(3)` is `encoder.layer.3`, whose tensors are
@@ -120,23 +120,32 @@ impl<'a> TensorMap<'a> {
 
     /// The GGUF name of `full`, checked to be in the file with `shape`.
     fn locate(&self, full: &str, shape: &[usize]) -> Result<String, Error> {
-        let missing = || Error::Input(format!("{} has no tensor {full}", self.origin));
+        let missing = || InputError::NoTensor {
+            origin: self.origin.clone(),
+            name: full.to_string(),
+        };
         let gguf = gguf_tensor_name_for(&self.arch, full).ok_or_else(missing)?;
         let info = self.file.tensor_info(&gguf).ok_or_else(missing)?;
         if info.shape != shape {
-            return Err(Error::Input(format!(
-                "{}: tensor {full} has shape {:?}, expected {shape:?}",
-                self.origin, info.shape
-            )));
+            return Err(InputError::TensorShape {
+                origin: self.origin.clone(),
+                name: full.to_string(),
+                shape: info.shape.clone(),
+                expected: shape.to_vec(),
+            }
+            .into());
         }
         Ok(gguf)
     }
 
     fn non_finite(&self, full: &str, index: usize, value: f32) -> Error {
-        Error::Input(format!(
-            "{}: tensor {full} holds {value} at index {index}; the file is damaged",
-            self.origin
-        ))
+        InputError::TensorNotFinite {
+            origin: self.origin.clone(),
+            name: full.to_string(),
+            value,
+            index,
+        }
+        .into()
     }
 
     fn take(&self, full: &str, shape: &[usize]) -> Result<Weight, Error> {

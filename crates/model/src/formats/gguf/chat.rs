@@ -27,7 +27,7 @@ use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind};
 
 /// A chat template that failed to compile or render: one line naming where it came from.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: the chat template {reason}")]
 pub struct ChatError {
     /// Where the template came from (a file and key).

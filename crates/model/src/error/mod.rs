@@ -7,6 +7,12 @@ use super::formats::validate::BadRow;
 use super::formats::weights::WeightsError;
 use crate::tokenize;
 
+mod forward;
+mod input;
+
+pub use forward::ForwardError;
+pub use input::{ConfigFileProblem, GgufMetadataProblem, InputError, VisionUnsupported};
+
 /// Anything that can go wrong loading or running a model. Every variant displays as one line
 /// that says what was wrong and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -26,9 +32,9 @@ pub enum Error {
     /// Loading the tokenizer or tokenizing.
     #[error(transparent)]
     Tokenize(#[from] tokenize::Error),
-    /// Invalid input to a forward pass.
-    #[error("{0}")]
-    Input(String),
+    /// Input the model cannot run, or a file of it that it cannot use.
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// The captured attention is not a set of probability distributions (the weights overflow
     /// on this input); nothing is written from it.
     #[error(transparent)]
@@ -56,7 +62,7 @@ pub enum Error {
         family: String,
     },
     /// A token sequence longer than the model's positions.
-    #[error("{tokens} tokens{}, but the model takes at most {max}; shorten the input", sequence_note(*.index))]
+    #[error("{tokens} tokens{}, but the model takes at most {max}; shorten the input", input::sequence_note(*.index))]
     TooManyTokens {
         /// Tokens in the sequence.
         tokens: usize,
@@ -104,7 +110,7 @@ pub enum Error {
     Target(#[from] TargetError),
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
-    Forward(String),
+    Forward(#[from] ForwardError),
     /// A streamed capture's sink could not take a layer (its own message, e.g. a write error
     /// that names the file).
     #[error("{0}")]
@@ -124,15 +130,6 @@ pub fn format_bytes(bytes: u64) -> String {
         format!("{:.0} MB", b / 1e6)
     } else {
         format!("{:.0} kB", (b / 1e3).max(1.0))
-    }
-}
-
-/// ` (sequence 3)` for a batch's later sequences, nothing for the first.
-fn sequence_note(index: usize) -> String {
-    if index == 0 {
-        String::new()
-    } else {
-        format!(" (sequence {index})")
     }
 }
 
@@ -267,6 +264,6 @@ pub enum TargetError {
 
 impl From<candle_core::Error> for Error {
     fn from(e: candle_core::Error) -> Self {
-        Error::Forward(super::formats::candle_message(&e))
+        Error::Forward(ForwardError::Tensor(e))
     }
 }

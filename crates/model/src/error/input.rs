@@ -1,0 +1,526 @@
+//! Input a model refuses: what was asked of it, or found in its files, that it cannot run.
+
+use std::path::PathBuf;
+
+use crate::formats::gguf::ChatError;
+use crate::pixels::PixelsError;
+use crate::small_file::ReadError;
+
+/// Input a model cannot run, with the facts that say why. Each variant displays as one line
+/// that says what was wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// Next-token logits asked of an encoder.
+    #[error("{model} is an encoder ({family}); only decoder models predict the next token")]
+    EncoderPredicts {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// Generation asked of an encoder.
+    #[error(
+        "{model} is an encoder ({family}); only decoder models (GPT-2, Llama, …) generate text"
+    )]
+    EncoderGenerates {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// Generation or a chat prompt asked of an encoder.
+    #[error("{model} is an encoder ({family}); only decoder models (GPT-2, Llama, …) generate text or have a chat template")]
+    EncoderChats {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// Text given to a vision model.
+    #[error("{model} is a vision model ({family}); give it an image, not text")]
+    TextToVision {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// An image given to a text model.
+    #[error("{model} is a text model ({family}); it reads text, not images")]
+    ImageToText {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// A streamed capture asked for a batch of several sequences.
+    #[error("a streamed capture runs one sequence at a time")]
+    StreamedBatch,
+    /// A streamed capture asked for the value vectors.
+    #[error("value-weighted attention needs the whole capture; it cannot be streamed")]
+    StreamedValues,
+    /// An empty list of layers to capture.
+    #[error("no layers to capture")]
+    NoLayers,
+    /// A layer the model does not have.
+    #[error("layer {layer} is out of range: {model} has layers 0–{} (numbered from 0)", .layers - 1)]
+    LayerOutOfRange {
+        /// The layer asked for.
+        layer: usize,
+        /// The model's name.
+        model: String,
+        /// Its layers (at least 1).
+        layers: usize,
+    },
+    /// Layers listed out of order or more than once.
+    #[error("layers {layers:?} must be listed in ascending order, each once")]
+    LayersOutOfOrder {
+        /// The list as given.
+        layers: Vec<usize>,
+    },
+    /// More new tokens asked for than the model has positions.
+    #[error("{new} new tokens leave no room for a prompt: the model takes at most {longest} tokens; generate fewer")]
+    NoRoomForPrompt {
+        /// Tokens asked for.
+        new: usize,
+        /// The model's positions.
+        longest: usize,
+    },
+    /// A sequence without tokens.
+    #[error("no input tokens{}", sequence_note(*.index))]
+    NoTokens {
+        /// Which sequence of the batch (0: the only or first one).
+        index: usize,
+    },
+    /// Token ids and token type ids of different lengths.
+    #[error("{ids} input ids but {types} token type ids{}", sequence_note(*.index))]
+    TypesMismatch {
+        /// Token ids.
+        ids: usize,
+        /// Token type ids.
+        types: usize,
+        /// Which sequence of the batch.
+        index: usize,
+    },
+    /// A token id outside the vocabulary (a tokenizer of another model).
+    #[error("token id {id}{} is outside the vocabulary of {vocab} tokens; does the tokenizer belong to this model?", sequence_note(*.index))]
+    IdOutsideVocabulary {
+        /// The id.
+        id: u32,
+        /// Which sequence of the batch.
+        index: usize,
+        /// The vocabulary's size.
+        vocab: usize,
+    },
+    /// A token type id outside the model's segment types.
+    #[error("token type id {id}{} is outside the model's {types} segment types{}", sequence_note(*.index), if *.types == 1 { "; this model cannot encode sentence pairs" } else { "" })]
+    TypeOutsideSegments {
+        /// The token type id.
+        id: u32,
+        /// Which sequence of the batch.
+        index: usize,
+        /// The model's segment types.
+        types: usize,
+    },
+    /// A target or contrast token outside the vocabulary.
+    #[error("token id {token} is outside the vocabulary of {vocab} tokens")]
+    TokenOutsideVocabulary {
+        /// The token id.
+        token: u32,
+        /// The vocabulary's size.
+        vocab: usize,
+    },
+    /// Value zeroing asked of a model without a self-attention pass for it.
+    #[error("value zeroing is for the self-attention of encoders and decoders; {model} ({family}) has no such pass")]
+    NoValueZeroing {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// The logit lens asked of an encoder checkpoint without its masked-LM head.
+    #[error("this checkpoint has no masked-LM head: {model} is a {family} encoder without one (a base, sentence-embedding or task checkpoint), and the logit lens reads the model's own head; use a checkpoint that has it ({class}ForMaskedLM, e.g. {example})")]
+    NoMaskedLmHead {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// The transformers class prefix of the family's masked-LM checkpoints.
+        class: &'static str,
+        /// A checkpoint that has the head.
+        example: &'static str,
+    },
+    /// The logit lens asked of a decoder checkpoint without its language-model head.
+    #[error("{model} has no language-model head in its checkpoint (a bare base model): the logit lens needs one; use a checkpoint that has it (…ForCausalLM)")]
+    NoLmHeadForLens {
+        /// The model's name.
+        model: String,
+    },
+    /// An analysis that re-runs a decoder with interventions, asked of another model.
+    #[error("{what} is for decoders with a language-model head (GPT-2, Llama, Qwen, Gemma, Phi-3); {model} is a {family} model{}", if *.headless_decoder { " without a head in its checkpoint" } else { "" })]
+    NoInterventions {
+        /// The analysis asked for.
+        what: String,
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// Whether it is a decoder whose checkpoint lacks the head.
+        headless_decoder: bool,
+    },
+    /// Head outputs that do not fit the model.
+    #[error(
+        "head outputs of another shape than {model}'s {layers} layers × {heads} heads × {hidden}"
+    )]
+    HeadOutputsShape {
+        /// The model's name.
+        model: String,
+        /// Its layers.
+        layers: usize,
+        /// Heads per layer.
+        heads: usize,
+        /// The hidden size.
+        hidden: usize,
+    },
+    /// Head attribution asked of a model whose head is not linear after its final norm.
+    #[error("head attribution needs a head that is linear after its final norm; {model}'s is not")]
+    HeadNotLinear {
+        /// The model's name.
+        model: String,
+    },
+    /// A generation longer than an encoder–decoder's decoder positions.
+    #[error("{new} new tokens and the start token are more than the decoder's {longest} positions; generate at most {}", .longest.saturating_sub(1))]
+    DecoderTooShort {
+        /// Tokens asked for.
+        new: usize,
+        /// The decoder's positions.
+        longest: usize,
+    },
+    /// One side of an encoder–decoder's input without tokens.
+    #[error("no {which} tokens")]
+    NoSideTokens {
+        /// `source` or `decoder`.
+        which: String,
+    },
+    /// A token id outside the vocabulary on one side of an encoder–decoder's input.
+    #[error("{which} token id {id} is outside the vocabulary of {vocab} tokens; does the tokenizer belong to this model?")]
+    SideIdOutsideVocabulary {
+        /// `source` or `decoder`.
+        which: String,
+        /// The id.
+        id: u32,
+        /// The vocabulary's size.
+        vocab: usize,
+    },
+    /// Generation asked of a checkpoint without its language-model head.
+    #[error("this {family} checkpoint has no language-model head (lm_head.weight): it is a bare base model, which can be shown but cannot generate; use the ForCausalLM checkpoint")]
+    BareBaseModel {
+        /// The model's family.
+        family: &'static str,
+    },
+    /// A generation config, config.json or chat template file that cannot be used.
+    #[error("{}: {problem}", path.display())]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: ConfigFileProblem,
+    },
+    /// A chat template that does not compile or render.
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    /// The GGUF metadata that holds the chat template cannot be read.
+    #[error(transparent)]
+    ChatMetadata(std::sync::Arc<crate::formats::gguf::GgufError>),
+    /// An image that cannot be read or prepared, or an image processor config that cannot be
+    /// used.
+    #[error(transparent)]
+    Image(#[from] PixelsError),
+    /// An image asked of a model without an image processor.
+    #[error("the model has no image processor")]
+    NoImageProcessor,
+    /// An image processor whose input is smaller than one patch.
+    #[error("the model's input is {width}×{height} pixels, smaller than one {patch}×{patch} patch; its preprocessor_config.json makes no patch grid")]
+    SmallerThanPatch {
+        /// The prepared width.
+        width: usize,
+        /// The prepared height.
+        height: usize,
+        /// The patch size.
+        patch: usize,
+    },
+    /// A tensor missing from a GGUF file.
+    #[error("{origin} has no tensor {name}")]
+    NoTensor {
+        /// The file.
+        origin: String,
+        /// The tensor's transformers name.
+        name: String,
+    },
+    /// A GGUF tensor of another shape than the config says.
+    #[error("{origin}: tensor {name} has shape {shape:?}, expected {expected:?}")]
+    TensorShape {
+        /// The file.
+        origin: String,
+        /// The tensor's transformers name.
+        name: String,
+        /// Its shape in the file.
+        shape: Vec<usize>,
+        /// The shape the config makes.
+        expected: Vec<usize>,
+    },
+    /// A GGUF tensor holding a value that is not finite.
+    #[error("{origin}: tensor {name} holds {value} at index {index}; the file is damaged")]
+    TensorNotFinite {
+        /// The file.
+        origin: String,
+        /// The tensor's transformers name.
+        name: String,
+        /// The value.
+        value: f32,
+        /// Its index in the tensor.
+        index: usize,
+    },
+    /// A config's head count that does not make the rows of its projection.
+    #[error("{field} {heads} × head_dim {head_dim} makes {rows} rows, but tensor {tensor} has shape {shape:?}; the config does not describe these weights")]
+    ProjectionRows {
+        /// The config field of the head count.
+        field: &'static str,
+        /// The head count.
+        heads: usize,
+        /// The head size.
+        head_dim: usize,
+        /// The rows they make.
+        rows: usize,
+        /// The tensor.
+        tensor: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// A per-frequency RoPE factor tensor holding a value that is not a positive number.
+    #[error("tensor {tensor} holds {value}; {} factors divide the frequencies, so each must be a positive number", if *.long_rope { "LongRoPE" } else { "per-frequency RoPE" })]
+    RopeFactors {
+        /// The tensor.
+        tensor: String,
+        /// The value.
+        value: f32,
+        /// Whether these are LongRoPE factors (Phi-3) rather than llama3's.
+        long_rope: bool,
+    },
+    /// Phi-3's fused gate and up projection that cannot be split.
+    #[error("gate_up_proj: {0}")]
+    GateUp(#[source] crate::kernels::quant::QuantError),
+    /// A GGUF file's metadata that describes no model attnviz runs.
+    #[error("{origin}: {problem}")]
+    GgufMetadata {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        problem: GgufMetadataProblem,
+    },
+    /// A run that reads an image asked for what vision models do not give.
+    #[error(transparent)]
+    Vision(#[from] VisionUnsupported),
+    /// A capture streamed layer by layer asked for ALTI, which needs every layer at once.
+    #[error(
+        "ALTI needs the whole capture of every layer; a capture streamed to a file cannot give it"
+    )]
+    StreamedAlti,
+    /// ALTI asked of an encoder–decoder.
+    #[error("ALTI is not available for encoder–decoder models ({family}) yet; it is for the self-attention of encoders and decoders")]
+    AltiOnEncoderDecoder {
+        /// The model's family.
+        family: &'static str,
+    },
+    /// Value zeroing asked of an encoder–decoder.
+    #[error("value zeroing is not available for encoder–decoder models ({family}) yet; it is for the self-attention of encoders and decoders")]
+    ZeroingOnEncoderDecoder {
+        /// The model's family.
+        family: &'static str,
+    },
+    /// ALTI asked of a capture of some layers.
+    #[error("ALTI multiplies the contributions of every layer; it needs every layer captured, not a choice of layers")]
+    AltiNeedsEveryLayer,
+    /// Value zeroing asked of a capture of some layers.
+    #[error("value zeroing rolls out the scores of every layer; it needs every layer captured, not a choice of layers")]
+    ZeroingNeedsEveryLayer,
+    /// The logit lens asked of an encoder–decoder.
+    #[error("the logit lens is not available for encoder–decoder models ({family}) yet; it is for decoders and encoders with a masked-LM head")]
+    LensOnEncoderDecoder {
+        /// The model's family.
+        family: &'static str,
+    },
+}
+
+/// What is wrong with a generation config, config.json or chat template file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileProblem {
+    /// It cannot be read.
+    #[error("cannot read it: {0}")]
+    Unreadable(#[source] ReadError),
+    /// It holds JSON other than an object.
+    #[error("it is not a JSON object")]
+    NotAnObject,
+    /// It is not JSON.
+    #[error("it is not valid JSON ({0}); fix or remove the file")]
+    NotJson(#[source] serde_json::Error),
+    /// A token id field holding something other than a token of the vocabulary.
+    #[error("{key} is {value}, not a token id of the model's {vocab}-token vocabulary")]
+    NotATokenId {
+        /// The field.
+        key: String,
+        /// Its value, as JSON.
+        value: String,
+        /// The vocabulary's size.
+        vocab: usize,
+    },
+}
+
+/// What a vision model cannot give yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VisionUnsupported {
+    /// A capture streamed layer by layer.
+    #[error("a vision model's capture is not streamed layer by layer; run it whole and save the attention from the run")]
+    Streamed,
+    /// Value-weighted or norm-aware attention.
+    #[error("value-weighted and norm-aware attention are not available for vision models yet")]
+    ValueWeighted,
+    /// ALTI.
+    #[error("ALTI is not available for vision models yet")]
+    Alti,
+    /// Value zeroing.
+    #[error("value zeroing is not available for vision models yet")]
+    ValueZeroing,
+    /// The logit lens.
+    #[error("the logit lens is for text models with a language-model or masked-LM head, not vision models")]
+    Lens,
+}
+
+/// What a GGUF file's metadata says that attnviz cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufMetadataProblem {
+    /// An architecture no family reads.
+    #[error("GGUF architecture '{architecture}' is not supported; attnviz runs GGUF files of the architectures {}", .known.join(", "))]
+    Architecture {
+        /// The file's architecture.
+        architecture: String,
+        /// The architectures attnviz reads.
+        known: Vec<&'static str>,
+    },
+    /// An architecture the family it was given to does not read.
+    #[error("GGUF architecture '{architecture}' is not supported by the {family} family{runs}")]
+    NotInFamily {
+        /// The file's architecture.
+        architecture: String,
+        /// The family.
+        family: &'static str,
+        /// What the family runs instead (`; it runs …`, or nothing).
+        runs: &'static str,
+    },
+    /// Head counts and a head size that cannot be run.
+    #[error("{heads} heads over {kv_heads} key/value heads of size {head_dim} cannot be run")]
+    Heads {
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads.
+        kv_heads: usize,
+        /// The head size.
+        head_dim: usize,
+    },
+    /// A context length out of range.
+    #[error("context_length {length} is outside 1–{max}")]
+    ContextLength {
+        /// The file's context length.
+        length: usize,
+        /// The most attnviz runs.
+        max: usize,
+    },
+    /// A RoPE base that is not positive.
+    #[error("rope.freq_base {0} is not positive")]
+    RopeBase(f64),
+    /// An RMS-norm epsilon out of range.
+    #[error("metadata {architecture}.attention.layer_norm_rms_epsilon is {epsilon:?}; an RMS norm's epsilon is a small positive number (at most {max})")]
+    RmsEpsilon {
+        /// The GGUF architecture.
+        architecture: String,
+        /// The file's epsilon.
+        epsilon: f64,
+        /// The largest accepted.
+        max: f64,
+    },
+    /// More layers than attnviz runs.
+    #[error("block_count {layers} is more than the {max} layers attnviz runs")]
+    TooManyLayers {
+        /// The file's layers.
+        layers: usize,
+        /// The most attnviz runs.
+        max: usize,
+    },
+    /// A layer count too large to lay out.
+    #[error("block_count {0} is too large")]
+    BlockCount(usize),
+    /// RoPE over part of each head, for a family that rotates whole heads.
+    #[error("RoPE rotates {rotated} of each head's {head_dim} dimensions; {}", if *.gemma { "Gemma rotates whole heads" } else { "partial rotary embeddings are not supported" })]
+    PartialRope {
+        /// Dimensions rotated.
+        rotated: usize,
+        /// The head size.
+        head_dim: usize,
+        /// Whether the family is Gemma (which says so in its own words).
+        gemma: bool,
+    },
+    /// A RoPE scaling factor out of range.
+    #[error("metadata {key} {factor}")]
+    RopeFactor {
+        /// The metadata key.
+        key: String,
+        /// The factor and why it is refused.
+        factor: crate::blocks::rope::RopeFactorError,
+    },
+    /// A RoPE scaling the family does not run.
+    #[error("RoPE scaling {scaling} is not supported{runs}")]
+    RopeScaling {
+        /// The scaling as the file names it (quoted or in full).
+        scaling: String,
+        /// What the family runs instead (`; attnviz runs …`).
+        runs: &'static str,
+    },
+    /// A sliding window of 0 tokens.
+    #[error("metadata {architecture}.attention.sliding_window is 0")]
+    SlidingWindowZero {
+        /// The GGUF architecture.
+        architecture: String,
+    },
+    /// A soft-capping value that is not a positive number.
+    #[error("metadata {architecture}.{key} is {value}; it must be a positive number")]
+    SoftCap {
+        /// The GGUF architecture.
+        architecture: String,
+        /// The key under it.
+        key: String,
+        /// The value.
+        value: f64,
+    },
+    /// Phi-3's rotary dimensions out of range.
+    #[error("metadata phi3.rope.dimension_count is {rotated}; RoPE rotates an even number of at least 2 and at most the head's {head_dim} values")]
+    RotaryDim {
+        /// Dimensions rotated.
+        rotated: usize,
+        /// The head size.
+        head_dim: usize,
+    },
+    /// Phi-3's LongRoPE without the context length that chooses its factors.
+    #[error("metadata phi3.rope.scaling.original_context_length is missing; LongRoPE needs it to choose between its short and long factors")]
+    NoOriginalContext,
+    /// Phi-3's LongRoPE attention factor that is not positive.
+    #[error("metadata phi3.rope.scaling.attn_factor is {0}; it must be positive")]
+    AttnFactor(f64),
+}
+
+/// ` (sequence 3)` for a batch's later sequences, nothing for the first.
+pub(super) fn sequence_note(index: usize) -> String {
+    if index == 0 {
+        String::new()
+    } else {
+        format!(" (sequence {index})")
+    }
+}
