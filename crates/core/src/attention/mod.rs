@@ -31,12 +31,12 @@ pub use units::{Role, Units};
 pub struct ModelInfo {
     /// Hub repo id (`bert-base-uncased`), or a local folder's or file's name
     /// (`all-MiniLM-L6-v2`): where it is on this machine only when the loader was asked for
-    /// the full path ([`crate::model::Model::with_full_path`]).
+    /// the full path (`attnviz::model::Model::with_full_path`).
     pub id: String,
     /// Hub revision the files came from (a branch, tag or commit), `None` for a local folder.
     pub revision: Option<String>,
     /// Short name for titles, chosen when the model was loaded (see
-    /// [`crate::model::source::display_name`]); `None`: derived from `id`.
+    /// `attnviz::model::source::display_name`); `None`: derived from `id`.
     pub name: Option<String>,
     /// The model family's name (`BERT`, `RoBERTa`); empty when unknown (attention from
     /// elsewhere).
@@ -312,7 +312,7 @@ pub struct Attention {
     /// keys it may see).
     weights: Vec<f32>,
     /// Whether the weights are each row's shares of what reaches the query (value-weighted or
-    /// norm-aware attention, [`crate::analysis::reweighted`]) rather than attention
+    /// norm-aware attention, `attnviz::analysis::reweighted`) rather than attention
     /// probabilities: views caption them "share of the row".
     pub shares: bool,
     /// Query/key vectors, when the model was asked to keep them (token level only).
@@ -446,7 +446,7 @@ impl Attention {
     }
 
     /// A value of any kind, level and mask from its parts (attention that was not computed here:
-    /// a file, or arrays from Python; see [`crate::import`]), checked like [`Attention::new`].
+    /// a file, or arrays from Python; see `attnviz::import`), checked like [`Attention::new`].
     /// `keys` must be `None` for every kind but cross-attention. The one place a value is
     /// assembled ([`Attention::new`] and [`Attention::cross`] come through here).
     pub fn from_parts(parts: AttentionParts) -> Result<Self, ShapeError> {

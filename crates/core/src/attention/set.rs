@@ -294,7 +294,7 @@ impl AttentionSet {
 
     /// Apply `f` to every value (a view: words, special tokens excluded) and check that the
     /// results still fit together. `f` must treat units by their own fields only (as
-    /// [`crate::analysis::view`] does), so that cross-attention's sides change exactly as the
+    /// `attnviz::analysis::view` does), so that cross-attention's sides change exactly as the
     /// encoder's and decoder's units do.
     pub fn try_map<E: From<ShapeError>>(
         &self,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::display::{self, LabelScheme};
 
 /// What a unit is, as the tokenizer defines it (from its special tokens, its post-processor and
-/// its word ids; see [`crate::tokenize`]), never from matching label text. Every view, statistic
+/// its word ids; see `attnviz::tokenize`), never from matching label text. Every view, statistic
 /// and export asks this, whatever the model family calls its tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,7 +79,7 @@ pub struct Units {
     /// The kind of tokenizer the labels come from, which decides [`Units::display`].
     pub scheme: LabelScheme,
     /// Vocabulary id of each token; empty at word level, and for tokens whose ids are unknown
-    /// (attention imported with its labels only, see [`crate::import`]).
+    /// (attention imported with its labels only, see `attnviz::import`).
     pub ids: Vec<u32>,
     /// Token type (segment) id the tokenizer gave each token (its first token at word level).
     pub type_ids: Vec<u32>,

@@ -317,6 +317,54 @@ mod tests {
     }
 
     #[test]
+    fn a_nan_logit_is_named_by_its_token() {
+        let err = argmax(&[0.0, 1.0, f32::NAN]).unwrap_err();
+        assert!(
+            matches!(err, Error::Forward(ForwardError::NanLogit { token: 2 })),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "forward pass failed: the model's logits hold NaN (token 2); the weights overflow on \
+             this input"
+        );
+    }
+
+    #[test]
+    fn a_token_id_outside_the_vocabulary_names_its_file_field_and_vocabulary() {
+        let dir = std::env::temp_dir().join(format!("attnviz-gen-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.json");
+        std::fs::write(&config, r#"{"eos_token_id": 7}"#).unwrap();
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"eos_token_id": [2, 100]}"#,
+        )
+        .unwrap();
+        let err = GenerationConfig::from_dir(&config, &dir, 100).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let Error::Input(InputError::ConfigFile {
+            path,
+            problem: ConfigFileProblem::NotATokenId { key, value, vocab },
+        }) = &err
+        else {
+            panic!("{err:?}");
+        };
+        assert_eq!(path, &dir.join("generation_config.json"));
+        assert_eq!(
+            (key.as_str(), value.as_str(), *vocab),
+            ("eos_token_id", "100", 100)
+        );
+        assert!(
+            err.to_string().ends_with(
+                "generation_config.json: eos_token_id is 100, not a token id of the model's \
+                 100-token vocabulary"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn eos_and_chat_template_come_from_the_model_folder() {
         let dir = std::env::temp_dir().join(format!("attnviz-gen-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -823,6 +823,31 @@ mod tests {
     }
 
     #[test]
+    fn a_gguf_refusal_carries_the_file_and_the_numbers() {
+        let mut p = smollm2_params();
+        p.num_key_value_heads = 4;
+        let err = LlamaConfig::from_gguf(&p, "f.gguf").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Input(crate::InputError::GgufMetadata {
+                    origin,
+                    problem: GgufMetadataProblem::Heads {
+                        heads: 9,
+                        kv_heads: 4,
+                        head_dim: 64
+                    },
+                }) if origin == "f.gguf"
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "f.gguf: 9 heads over 4 key/value heads of size 64 cannot be run"
+        );
+    }
+
+    #[test]
     fn variants_have_their_defaults_biases_and_windows() {
         let q = read(
             r#"{"hidden_size": 32, "num_attention_heads": 4}"#,
