@@ -686,7 +686,7 @@ impl RunRequest {
 
 /// A request refused for its input, in the library's words.
 fn input(refusal: InputError) -> RequestError {
-    RequestError::Model(crate::model::Error::Input(refusal))
+    RequestError::Model(refusal.into())
 }
 
 /// The run of a single-kind model's encoding, labelled for people, with the analyses of the

@@ -385,7 +385,7 @@ impl Model {
         if generation.is_some() {
             decoder_units.generated = (0..decoder.ids.len()).map(|i| i >= 1).collect();
         }
-        let shape = |e: crate::attention::ShapeError| Error::Forward(e.into());
+        let shape = |e: crate::attention::ShapeError| Error::from(crate::ForwardError::from(e));
         let encoder = Attention::new(
             info(net.encoder_architecture()),
             recorded.clone(),

@@ -474,7 +474,7 @@ impl Model {
     pub fn next_token_logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
         let arch = self.network.architecture();
         let lm = self.network.causal_lm().ok_or_else(|| {
-            Error::Input(InputError::EncoderPredicts {
+            Error::from(InputError::EncoderPredicts {
                 model: self.info.name().to_string(),
                 family: arch.family,
             })
@@ -494,7 +494,7 @@ impl Model {
     ) -> Result<Generation, Error> {
         let arch = self.network.architecture();
         let Some(lm) = self.network.causal_lm() else {
-            return Err(Error::Input(InputError::EncoderGenerates {
+            return Err(Error::from(InputError::EncoderGenerates {
                 model: self.info.name().to_string(),
                 family: arch.family,
             }));

@@ -320,7 +320,7 @@ mod tests {
     fn a_nan_logit_is_named_by_its_token() {
         let err = argmax(&[0.0, 1.0, f32::NAN]).unwrap_err();
         assert!(
-            matches!(err, Error::Forward(ForwardError::NanLogit { token: 2 })),
+            matches!(&err, Error::Forward(f) if matches!(**f, ForwardError::NanLogit { token: 2 })),
             "{err:?}"
         );
         assert_eq!(
@@ -343,10 +343,13 @@ mod tests {
         .unwrap();
         let err = GenerationConfig::from_dir(&config, &dir, 100).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
-        let Error::Input(InputError::ConfigFile {
+        let Error::Input(input) = &err else {
+            panic!("{err:?}");
+        };
+        let InputError::ConfigFile {
             path,
             problem: ConfigFileProblem::NotATokenId { key, value, vocab },
-        }) = &err
+        } = input.as_ref()
         else {
             panic!("{err:?}");
         };

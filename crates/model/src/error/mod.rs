@@ -34,7 +34,7 @@ pub enum Error {
     Tokenize(#[from] tokenize::Error),
     /// Input the model cannot run, or a file of it that it cannot use.
     #[error(transparent)]
-    Input(#[from] InputError),
+    Input(Box<InputError>),
     /// The captured attention is not a set of probability distributions (the weights overflow
     /// on this input); nothing is written from it.
     #[error(transparent)]
@@ -110,7 +110,7 @@ pub enum Error {
     Target(#[from] TargetError),
     /// The tensor computation failed (a bug; the message says where).
     #[error("forward pass failed: {0}")]
-    Forward(#[from] ForwardError),
+    Forward(Box<ForwardError>),
     /// A streamed capture's sink could not take a layer (its own message, e.g. a write error
     /// that names the file).
     #[error("{0}")]
@@ -264,6 +264,19 @@ pub enum TargetError {
 
 impl From<candle_core::Error> for Error {
     fn from(e: candle_core::Error) -> Self {
-        Error::Forward(ForwardError::Tensor(e))
+        Error::Forward(Box::new(ForwardError::Tensor(e)))
+    }
+}
+
+// Boxed, so that a `Result<_, Error>` stays small however many facts a refusal carries.
+impl From<InputError> for Error {
+    fn from(e: InputError) -> Self {
+        Error::Input(Box::new(e))
+    }
+}
+
+impl From<ForwardError> for Error {
+    fn from(e: ForwardError) -> Self {
+        Error::Forward(Box::new(e))
     }
 }

@@ -330,7 +330,7 @@ impl GemmaConfig {
     /// in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<GemmaConfig, Error> {
         let refuse = |problem: GgufMetadataProblem| {
-            Err(Error::Input(crate::InputError::GgufMetadata {
+            Err(Error::from(crate::InputError::GgufMetadata {
                 origin: origin.to_string(),
                 problem,
             }))
@@ -378,7 +378,7 @@ impl GemmaConfig {
         let cap = |value: Option<f64>, default: f64, key: &str| -> Result<Option<f32>, Error> {
             match value.unwrap_or(default) {
                 c if c.is_finite() && c > 0.0 => Ok(Some(c as f32)),
-                c => Err(Error::Input(crate::InputError::GgufMetadata {
+                c => Err(Error::from(crate::InputError::GgufMetadata {
                     origin: origin.to_string(),
                     problem: GgufMetadataProblem::SoftCap {
                         architecture: p.architecture.clone(),

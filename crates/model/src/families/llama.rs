@@ -317,7 +317,7 @@ impl LlamaConfig {
     /// unpermuted, with q/k/v biases). `origin` names the file in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<LlamaConfig, Error> {
         let refuse = |problem: GgufMetadataProblem| {
-            Err(Error::Input(crate::InputError::GgufMetadata {
+            Err(Error::from(crate::InputError::GgufMetadata {
                 origin: origin.to_string(),
                 problem,
             }))
@@ -633,7 +633,7 @@ impl FamilyConfig for LlamaConfig {
 /// small positive RMS-norm epsilon. `origin` names the file in errors.
 pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Error> {
     let refuse = |problem: GgufMetadataProblem| {
-        Err(Error::Input(crate::InputError::GgufMetadata {
+        Err(Error::from(crate::InputError::GgufMetadata {
             origin: origin.to_string(),
             problem,
         }))
@@ -830,14 +830,17 @@ mod tests {
         assert!(
             matches!(
                 &err,
-                Error::Input(crate::InputError::GgufMetadata {
-                    origin,
-                    problem: GgufMetadataProblem::Heads {
-                        heads: 9,
-                        kv_heads: 4,
-                        head_dim: 64
-                    },
-                }) if origin == "f.gguf"
+                Error::Input(input) if matches!(
+                    input.as_ref(),
+                    crate::InputError::GgufMetadata {
+                        origin,
+                        problem: GgufMetadataProblem::Heads {
+                            heads: 9,
+                            kv_heads: 4,
+                            head_dim: 64
+                        },
+                    } if origin == "f.gguf"
+                )
             ),
             "{err:?}"
         );

@@ -256,7 +256,7 @@ impl Phi3Config {
     /// The config a GGUF file's metadata describes (`phi3`). `origin` names the file in errors.
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<Phi3Config, Error> {
         let refuse = |problem: GgufMetadataProblem| {
-            Err(Error::Input(crate::InputError::GgufMetadata {
+            Err(Error::from(crate::InputError::GgufMetadata {
                 origin: origin.to_string(),
                 problem,
             }))
@@ -480,7 +480,7 @@ fn split_rows(
             let part = |b: &[u8]| {
                 StoredMatrix::owned(b.to_vec(), m.dtype(), inter, hidden)
                     .map(MatrixWeight::from)
-                    .map_err(|e| Error::Input(crate::InputError::GateUp(e)))
+                    .map_err(|e| Error::from(crate::InputError::GateUp(e)))
             };
             (part(&bytes[..half])?, part(&bytes[half..])?)
         }

@@ -169,7 +169,7 @@ pub fn gguf_family(
             let known: Vec<&str> = readers()
                 .flat_map(|(_, r)| r.architectures.iter().copied())
                 .collect();
-            Error::Input(crate::InputError::GgufMetadata {
+            Error::from(crate::InputError::GgufMetadata {
                 origin: origin.to_string(),
                 problem: crate::GgufMetadataProblem::Architecture {
                     architecture: architecture.to_string(),
