@@ -61,7 +61,9 @@ fn requested() -> Option<Isa> {
     }
 }
 
-#[cfg(any(test, feature = "testing"))]
+// Always compiled, not only under `cfg(test)`: the crates above test their kernels at each
+// level, and a feature for it would make `cargo test` build every crate a second time
+// (tests/suite/build_sharing.rs). The check is one thread-local read per dispatch.
 thread_local! {
     /// A test's choice for this thread (see [`with_isa`]).
     static FORCED: std::cell::Cell<Option<Isa>> = const { std::cell::Cell::new(None) };
@@ -73,7 +75,6 @@ thread_local! {
 /// runs, gemm's kernels included (gemm's kernels follow it: `attnviz_model::kernels::gemm`).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub fn isa() -> Isa {
-    #[cfg(any(test, feature = "testing"))]
     if let Some(isa) = FORCED.with(|f| f.get()) {
         return isa;
     }
@@ -96,7 +97,7 @@ pub fn instruction_set() -> String {
 }
 
 /// The instruction sets this CPU supports, best first (tests run each).
-#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub fn isa_levels() -> Vec<Isa> {
     [Isa::Avx512, Isa::Avx2, Isa::Baseline]
         .into_iter()
@@ -104,8 +105,9 @@ pub fn isa_levels() -> Vec<Isa> {
         .collect()
 }
 
-/// Runs `f` with the kernels dispatched on this thread to `isa` (which the CPU must have).
-#[cfg(any(test, feature = "testing"))]
+/// Runs `f` with the kernels dispatched on this thread to `isa` (which the CPU must have): for
+/// tests.
+#[doc(hidden)]
 pub fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     assert!(isa >= detected(), "{isa:?} is not supported here");
     let before = FORCED.with(|c| c.replace(Some(isa)));

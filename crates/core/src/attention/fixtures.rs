@@ -1,6 +1,6 @@
-//! Synthetic attention values for tests: every builder the workspace's unit tests use (the
-//! analyses' and renderers' crates reach them through the `testing` feature of their
-//! dev-dependency on this crate).
+//! Synthetic attention values for tests: every builder the workspace's unit tests use. Compiled
+//! in every build (hidden from the docs), not behind a feature, so that `cargo test` reuses
+//! `cargo build`'s crates (tests/suite/build_sharing.rs).
 
 use super::*;
 

@@ -967,7 +967,8 @@ impl Attention {
     }
 }
 
-#[cfg(any(test, feature = "testing"))]
+/// Synthetic values for the tests of the crates above (compiled always, not behind a feature:
+/// see `simd::with_isa`).
 #[doc(hidden)]
 pub mod fixtures;
 #[cfg(test)]
