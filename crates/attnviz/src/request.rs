@@ -844,8 +844,8 @@ impl<'a> Generating<'a> {
 }
 
 /// The induction probe of TransformerLens's head detector (`docs/stats.md`, "Head
-/// detectors"): run `model` on [`detectors::INDUCTION_PERIOD`] random ordinary tokens repeated
-/// twice ([`detectors::repeated_sequence`], seed [`detectors::INDUCTION_SEED`]; fewer tokens
+/// detectors"): run `model` on [`INDUCTION_PERIOD`](crate::analysis::detectors::INDUCTION_PERIOD) random ordinary tokens repeated
+/// twice ([`repeated_sequence`](crate::analysis::detectors::repeated_sequence), seed [`INDUCTION_SEED`](crate::analysis::detectors::INDUCTION_SEED); fewer tokens
 /// when the model's context is shorter), wrapped in the special tokens its tokenizer puts around
 /// a text, and score every head on it. `None` for models it does not apply to: encoder–decoders
 /// and vision models. One extra forward pass of about 50 tokens, once per model.

@@ -581,7 +581,7 @@ impl TextTokenizer {
     /// `prompt` followed by the `generated` ids, with a label, role, word id and surface for each
     /// new token: special tokens by their role (EOS ends), ordinary ones by their text, split into
     /// words as the tokenizer splits a prompt (its normalizer and pre-tokenizer on the generated
-    /// text, and the same whitespace rules as [`roles::token_info`]). Their segment and type id are
+    /// text, and the same whitespace rules as `roles::token_info`). Their segment and type id are
     /// the text's.
     pub fn continuation(&self, prompt: &Encoded, generated: &[u32]) -> Encoded {
         let mut out = prompt.clone();

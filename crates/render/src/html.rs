@@ -499,7 +499,7 @@ pub struct ReportData {
 }
 
 /// The in-place parts of the report [`write_html_kinds`] writes for the same arguments, and the
-/// shell digest [`html_shell`] gives that report. Validated as [`write_html_kinds`] is.
+/// shell digest `html_shell` gives that report. Validated as [`write_html_kinds`] is.
 pub fn html_kinds_data(
     kinds: &[(&Attention, &HtmlOptions)],
     open: usize,

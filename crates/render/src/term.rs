@@ -1,14 +1,14 @@
 //! Text on its way to a terminal. Every terminal view (the attention view, a picture's view, the
-//! comparison, the tables) writes through a [`Term`], and every message through
+//! comparison, the tables) writes through a `Term`, and every message through
 //! [`write_message`]: both show each control character (C0, DEL, C1: ESC, BEL, newline, …) and
 //! each bidirectional formatting character of what they are given as a visible escape
 //! (`<U+001B>`, `<U+202E>`; [`escape_controls`], the one escaping function), so a name, a path,
 //! a token or a file's metadata can neither drive the terminal (an OSC 52 clipboard write, a
 //! cursor move, a screen clear) nor reorder the line it is shown in.
 //!
-//! A view cannot skip it: a [`Term`] is not a [`Write`] (`write!` does not compile on it), it
+//! A view cannot skip it: a `Term` is not a [`Write`] (`write!` does not compile on it), it
 //! takes text only, escapes all of it, and the only escape sequences it sends are the colours a
-//! view asks for by name ([`Paint`]) and the line ends it asks for ([`Term::end_line`]).
+//! view asks for by name (`Paint`) and the line ends it asks for (`Term::end_line`).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

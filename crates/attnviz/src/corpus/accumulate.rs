@@ -270,7 +270,7 @@ impl CorpusStats {
     /// Refuse numbers no run writes (a damaged or edited partial file), naming the field: more
     /// pairs or truncated sentences than sentences, a head in more sentences than there are, a
     /// statistic defined more often than its head has sentences (or rows), and sums below 0 (beyond
-    /// rounding) or above [`MAX_STAT`] times their count.
+    /// rounding) or above `MAX_STAT` times their count.
     pub fn check(&self) -> Result<(), String> {
         for (name, n) in [("pairs", self.pairs), ("truncated", self.truncated)] {
             if n > self.sentences {

@@ -30,7 +30,7 @@ use crate::output::OutputError;
 
 /// The lock file of a running corpus (see [`OutFolder::lock`]).
 pub const LOCK_FILE: &str = ".corpus.lock";
-/// Names of the journal files start with this ([`super::journal`]).
+/// Names of the journal files start with this (`super::journal`).
 pub const JOURNAL_PREFIX: &str = ".corpus_journal.";
 
 /// Where in the output folder a file lives.

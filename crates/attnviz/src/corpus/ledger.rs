@@ -8,7 +8,7 @@
 //! what the partial file records, what a resumed run starts from, and what merging combines.
 //!
 //! Results of finished sentences not yet applied (a slower sentence before them is still
-//! running) are also appended to the journal ([`super::journal`]), so a killed run loses none
+//! running) are also appended to the journal (`super::journal`), so a killed run loses none
 //! of them. The wait is short: at most the lines that finish while the oldest sentence in
 //! flight runs.
 

@@ -15,7 +15,7 @@
 //!   SIGTERM) ends the run at once and removes its unfinished files ([`crate::cleanup`]).
 //! - `--shard K/N` processes lines K, K + N, … ([`shard`]); every run writes its exact state to
 //!   `corpus_partial.json` ([`partial`]) when it starts, every [`CHECKPOINT_EVERY`] and when it
-//!   ends, and journals each finished sentence ([`journal`]), so `attnviz merge` can combine
+//!   ends, and journals each finished sentence (`journal`), so `attnviz merge` can combine
 //!   shards exactly ([`merge`]) and `--resume` can continue a killed run where it stopped.
 //! - The input may be plain text or JSON Lines, gzip- or zstd-compressed ([`input`]).
 

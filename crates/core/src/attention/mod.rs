@@ -102,7 +102,7 @@ pub enum HeadSel {
 
 /// A layer and a head (or the mean over the layer's heads): what the single-head views show.
 ///
-/// Renderers check it against the attention they draw with [`Attention::check_selection`] (one
+/// Renderers check it against the attention they draw with [`ModelInfo::check_selection`] (one
 /// check, one error type); the command line checks the user's `--layer`/`--head` once, before
 /// anything is drawn, and words the error for its flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

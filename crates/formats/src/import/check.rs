@@ -9,7 +9,7 @@ use crate::attention::MaskKind;
 
 use super::{ImportError, MAX_WEIGHTS};
 
-/// How far from 1 a row may sum before [`row_sums`] reports it, for f32 input: JSON rounded to
+/// How far from 1 a row may sum before `row_sums` reports it, for f32 input: JSON rounded to
 /// 6 significant digits stays within 1e-5 of f32; a model's own softmax within about 1e-6.
 pub const ROW_SUM_TOLERANCE: f32 = 1e-3;
 

@@ -1,16 +1,16 @@
 //! CPU kernels for the forward pass's hot loops, on plain `f32` slices, shared by every model
 //! family. Each variation between families is a parameter, never a copy:
 //!
-//! - [`linear`]: matrix products with their bias and activation, on weights read in place from the
+//! - [`linear`](mod@linear): matrix products with their bias and activation, on weights read in place from the
 //!   checkpoint (`[out, in]`, as PyTorch stores them) or in the `[in, out]` layout (GPT-2's
 //!   Conv1D, and our packed copies for long inputs);
-//! - [`attention`]: multi-head scaled dot-product attention with capture, an optional causal mask,
+//! - [`attention`](mod@attention): multi-head scaled dot-product attention with capture, an optional causal mask,
 //!   a query-head → key/value-head map (grouped-query attention), any scale (T5 uses none), an
 //!   optional bias added to the scores (relative positions), and queries and keys from different
 //!   sequences (cross-attention);
 //! - [`norm`]: LayerNorm and RMSNorm, with the residual add fused in;
 //! - [`activation`]: GELU (erf and tanh), SiLU, ReLU, and SwiGLU gating;
-//! - [`positions`] and [`embed`]: position schemes (learned absolute, RoBERTa's padding offset,
+//! - [`positions`] and [`embed`](mod@embed): position schemes (learned absolute, RoBERTa's padding offset,
 //!   sinusoidal tables) and the embedding gather;
 //! - [`rotary`]: rotary position embeddings (Llama and its relatives), applied to q and k in
 //!   place.

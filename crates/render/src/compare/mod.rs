@@ -57,7 +57,7 @@ pub(crate) fn diverging(t: f32) -> Rgb {
     Rgb(mix(a[0], b[0]), mix(a[1], b[1]), mix(a[2], b[2]))
 }
 
-/// The hex colour (`#rrggbb`) of [`diverging`], for the HTML page's legend.
+/// The hex colour (`#rrggbb`) of `diverging`, for the HTML page's legend.
 pub fn diverging_hex(t: f32) -> String {
     let Rgb(r, g, b) = diverging(t);
     format!("#{r:02x}{g:02x}{b:02x}")

@@ -1,5 +1,5 @@
 //! Attention drawn on the picture a vision model saw (the attention's
-//! [`ImageInput`](crate::attention::image::ImageInput)): one query's attention over the patch
+//! [`ImageInput`]): one query's attention over the patch
 //! grid overlaid on the image with alpha, a layer's heads as a grid of overlays, the whole
 //! model as layers × heads, and rollout over the image. The special tokens' shares (CLS,
 //! distillation, registers) are listed beside each overlay, never dropped. Also the terminal's
@@ -103,7 +103,7 @@ pub enum PictureSpec<'a> {
         /// The matrix, over the attention's units.
         matrix: &'a [f32],
         /// How it was fused and how much was discarded
-        /// ([`crate::analysis::fused_rollout`]), for the title; `None`: the plain rollout.
+        /// ([`crate::analysis::fused_rollout`](fn@crate::analysis::fused_rollout)), for the title; `None`: the plain rollout.
         fusion: Option<(crate::analysis::HeadFusion, f32)>,
     },
 }

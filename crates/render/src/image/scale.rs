@@ -133,9 +133,9 @@ impl ColorScale {
     }
 
     /// The scale to draw `matrices` (each `nq × nk`, row-major) on, and why when
-    /// [`ColorScale::Auto`] chose it: square root when there are more than [`AUTO_SQRT_UNITS`]
+    /// [`ColorScale::Auto`] chose it: square root when there are more than `AUTO_SQRT_UNITS`
     /// rows or columns (`why`: "over 64 tokens"), or when the first column holds more than
-    /// [`AUTO_SQRT_FIRST_SHARE`] of the rows' weight on average ("the first token holds 81%
+    /// `AUTO_SQRT_FIRST_SHARE` of the rows' weight on average ("the first token holds 81%
     /// of each row on average"); else linear, with no reason. Any other scale is itself, with no
     /// reason. `unit` names a row ("token", "word").
     pub fn resolve<'a>(

@@ -2,7 +2,7 @@
 //! format ([`GgufFile::stored`]) or dequantised to f32, the tokenizer and the chat template the
 //! file carries.
 //!
-//! The file is memory-mapped, walked once with bounds checks ([`header`]), parsed with candle's
+//! The file is memory-mapped, walked once with bounds checks (`header`), parsed with candle's
 //! GGUF reader, and every tensor record is checked against the file size before anything is
 //! allocated for it. Tensors are dequantised on request with candle's CPU kernels, straight from
 //! the mapping into transformers' layout: llama.cpp's q/k row permutation is undone.
@@ -531,7 +531,7 @@ impl GgufFile {
     }
 
     /// The memory the tensors named `used` take in `repr`, checked against `budget` bytes
-    /// (`None`: [`default_weight_budget`]) before any is read: an 8B-shaped Q4_0 file aborted
+    /// (`None`: `default_weight_budget`) before any is read: an 8B-shaped Q4_0 file aborted
     /// at 3.4 GB on "memory allocation failed" when dequantised to f32 under an 8 GiB limit.
     pub fn check_memory(
         &self,

@@ -3,29 +3,29 @@
 //! the memory map and decoded inside the kernel, so a 4-bit model takes its file's size in memory
 //! rather than eight times that in f32.
 //!
-//! [`linear_quant`] computes what [`super::linear`] computes on the dequantised matrix, up to the
+//! [`linear_quant`] computes what [`super::linear`](fn@super::linear) computes on the dequantised matrix, up to the
 //! order of the sums: the weights are decoded exactly as candle's `to_float` decodes them (see
-//! [`codecs`]) and multiplied in f32 with the activations as they are. Activations are *not*
+//! `codecs`) and multiplied in f32 with the activations as they are. Activations are *not*
 //! quantised, unlike candle's and llama.cpp's quantised products, which round each input row to
 //! 8 bits per value first (`docs/performance.md`, "Quantized weights", measures what that costs).
 //!
-//! Laid out as ggml lays out its own: the reference codecs ([`codecs`]), the generic products
-//! over them ([`small`], [`tiled`]), and each architecture's faster kernels apart
-//! ([`arch`]: x86's AVX2, AVX-512 and F16C), so a port to another architecture is a folder.
+//! Laid out as ggml lays out its own: the reference codecs (`codecs`), the generic products
+//! over them (`small`, `tiled`), and each architecture's faster kernels apart
+//! (`arch`: x86's AVX2, AVX-512 and F16C), so a port to another architecture is a folder.
 //!
 //! Two ways to run, by the number of input rows (see [`TILED_ROWS`]):
-//! - **Few rows** (a generated token, prompts of up to a few hundred tokens; [`small`]): each
+//! - **Few rows** (a generated token, prompts of up to a few hundred tokens; `small`): each
 //!   task owns a band of outputs; for each group of weight rows it decodes a stretch of them
 //!   into a buffer that stays in L1, and a register-blocked f32 kernel runs every input row over
 //!   it before the next stretch is decoded. Each weight is decoded once per call and read from
 //!   memory once, in its compact form: 2–8× fewer bytes than f32 weights. For one row in the
 //!   common formats on x86 with AVX2, `arch::x86::fused` decodes in registers instead, with no buffer
 //!   between decoding and the multiply-adds.
-//! - **Many rows** (long prompts; [`tiled`]): tiles of weight rows are decoded into an f32
+//! - **Many rows** (long prompts; `tiled`): tiles of weight rows are decoded into an f32
 //!   buffer and gemm multiplies them, as it does f32 weights; decoding costs one pass per weight
 //!   against `rows` multiply-adds per weight.
 //!
-//! GGUF's F32 tensors need no decoding: they run through [`super::linear`] in place (when the
+//! GGUF's F32 tensors need no decoding: they run through [`super::linear`](fn@super::linear) in place (when the
 //! map puts them at an f32-aligned address, which GGUF's 32-byte alignment does).
 
 mod arch;
@@ -241,7 +241,7 @@ pub enum QuantPath {
 }
 
 /// `out[r][col0..col0 + outputs] = activation(x[r] · Wᵀ + bias)` for the `rows` rows of `x`
-/// (`[rows, inputs]`, row-major), `W` a [`QuantMatrix`]: the contract of [`super::linear`],
+/// (`[rows, inputs]`, row-major), `W` a [`QuantMatrix`]: the contract of [`super::linear`](fn@super::linear),
 /// with the weights decoded on the fly. Sizes are checked, and a mismatch is an error, never a
 /// panic; nothing is written then.
 pub fn linear_quant(
