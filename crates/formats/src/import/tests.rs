@@ -238,7 +238,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         },
         level,
         special_excluded: false,
-        shares: false,
+        holds: Holds::Raw,
         windows: None,
         kv_head,
         positions: PositionScheme::Rotary,
