@@ -539,3 +539,50 @@ pub fn schema_files() -> Vec<(&'static str, String)> {
         })
         .collect()
 }
+
+/// The field names a derived `Deserialize` struct reads, as the derive hands them to
+/// `deserialize_struct` (a test's check that a reader knows every field a schema names).
+#[cfg(test)]
+pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+    struct Names(&'static [&'static str]);
+    #[derive(Debug)]
+    struct Found(&'static [&'static str]);
+    impl std::fmt::Display for Found {
+        fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "{:?}", self.0)
+        }
+    }
+    impl std::error::Error for Found {}
+    impl de::Error for Found {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Found(&[])
+        }
+    }
+    impl<'de> de::Deserializer<'de> for Names {
+        type Error = Found;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Found> {
+            Err(Found(&[]))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Found> {
+            Err(Found(fields))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    match T::deserialize(Names(&[])) {
+        Err(Found(fields)) => fields,
+        Ok(_) => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests;

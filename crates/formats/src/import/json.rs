@@ -739,3 +739,9 @@ impl SavedBody {
         ))
     }
 }
+
+/// The names of every field [`Doc`] reads, as serde's derive lists them.
+#[cfg(test)]
+pub(crate) fn doc_fields() -> &'static [&'static str] {
+    crate::doc::fields_of::<Doc>()
+}

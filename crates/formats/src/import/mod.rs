@@ -28,7 +28,7 @@
 mod budget;
 mod check;
 mod image;
-mod json;
+pub(crate) mod json;
 pub mod labels;
 mod npy;
 mod saved;
