@@ -545,7 +545,7 @@ pub fn schema_files() -> Vec<(&'static str, String)> {
 #[cfg(test)]
 pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     use serde::de::{self, Visitor};
-    struct Names(&'static [&'static str]);
+    struct Names;
     #[derive(Debug)]
     struct Found(&'static [&'static str]);
     impl std::fmt::Display for Found {
@@ -578,7 +578,7 @@ pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
             identifier ignored_any
         }
     }
-    match T::deserialize(Names(&[])) {
+    match T::deserialize(Names) {
         Err(Found(fields)) => fields,
         Ok(_) => &[],
     }
