@@ -14,9 +14,9 @@ use crate::analysis::Analysis;
 use crate::attention::{Attention, AttentionSet, ModelInfo};
 use number::{format_matrix, format_matrix_into};
 
-pub use crate::doc::{ENCODER_DECODER_VERSION, FORMAT_VERSION};
 use crate::doc::{lines::write_fields, BodyMeta, Header, KeyUnitsDoc, LayerMaskDoc, ModelDoc};
 use crate::doc::{ModelV3Doc, SetMeta, UnitsDoc};
+pub use crate::doc::{ENCODER_DECODER_VERSION, FORMAT_VERSION};
 
 /// An optional section of the JSON export (`--json-include`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,12 @@ pub fn write_json_with(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     w.write_all(b"{")?;
-    write_fields(&Header::new(FORMAT_VERSION, opts.full_precision), w, "  ", true)?;
+    write_fields(
+        &Header::new(FORMAT_VERSION, opts.full_precision),
+        w,
+        "  ",
+        true,
+    )?;
     write_body(att, extra, matrices, opts, w, "  ")?;
     w.write_all(b"\n}\n")?;
     Ok(())

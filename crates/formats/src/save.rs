@@ -180,9 +180,7 @@ impl LayerWriter {
             let numbers: Vec<usize> = entries.iter().map(|e| e.layer).collect();
             let masks: Vec<Value> = entries
                 .iter()
-                .map(|e| {
-                    json!(crate::doc::LayerMaskDoc::new(e.layer, att.mask, e.window))
-                })
+                .map(|e| json!(crate::doc::LayerMaskDoc::new(e.layer, att.mask, e.window)))
                 .collect();
             body.insert("layer_numbers".into(), json!(numbers));
             body.insert("layer_masks".into(), Value::Array(masks));

@@ -30,7 +30,9 @@ use super::Role;
 use unicode_categories::UnicodeCategories;
 
 /// Which kind of tokenizer made the pieces: decides how a piece is decoded for display.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Hash, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LabelScheme {
     /// Labels shown as they are (attention from a file, a tokenizer of unknown kind).

@@ -142,4 +142,3 @@ pub struct ComparisonSchema {
     #[serde(skip_serializing_if = "Option::is_none")]
     diff: Option<super::Weights>,
 }
-

@@ -506,7 +506,10 @@ impl JsonSchema for Matrices {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        nested_numbers(3, "[layer][query][key]; null for a value that is not finite")
+        nested_numbers(
+            3,
+            "[layer][query][key]; null for a value that is not finite",
+        )
     }
 }
 
@@ -521,8 +524,12 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("attention-v2.schema.json", of::<AttentionV2>()),
         ("attention-v3.schema.json", of::<AttentionV3>()),
-        ("comparison.schema.json", of::<comparison::ComparisonSchema>()),
+        (
+            "comparison.schema.json",
+            of::<comparison::ComparisonSchema>(),
+        ),
         ("saved-metadata.schema.json", of::<saved::SavedMetadata>()),
+        ("saved-body.schema.json", of::<saved::SavedBody>()),
         ("corpus-stats.schema.json", of::<corpus::CorpusStats>()),
         ("corpus-partial.schema.json", of::<corpus::CorpusPartial>()),
     ]

@@ -11,8 +11,7 @@ pub const FORMAT: &str = "attnviz-attention-layers";
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The `__metadata__` object of a saved capture. The kinds' bodies are JSON text (strings);
-/// parsed, each is a `BodyMeta` (`attention-v2.schema.json` without the header, the sections
-/// and `attention`; `$defs/BodyMeta` here).
+/// parsed, each is a body's metadata (`saved-body.schema.json`).
 #[derive(JsonSchema)]
 #[schemars(
     title = "attnviz saved capture metadata (safetensors __metadata__), format version 1",
