@@ -16,7 +16,6 @@ pub const FORMAT_VERSION: u32 = 1;
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct SideDoc {
     /// The file it was read from, null when it was not a file.
-    #[schemars(required)]
     pub source: Option<String>,
     /// The model.
     pub model: ModelDoc,
@@ -25,7 +24,6 @@ pub struct SideDoc {
     /// Sentence A.
     pub text: String,
     /// Sentence B, or null.
-    #[schemars(required)]
     pub pair: Option<String>,
     /// The model's number of each captured layer.
     pub layer_numbers: Vec<usize>,

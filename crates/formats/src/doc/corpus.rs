@@ -27,10 +27,8 @@ pub struct CorpusStats {
     /// `text`, `jsonl` or `images`.
     input_format: String,
     /// `gzip`, `zstd` or null.
-    #[schemars(required)]
     compression: Option<String>,
     /// `K/N` for a shard, else null.
-    #[schemars(required)]
     shard: Option<String>,
     /// The options that shape the figures.
     options: Map<String, Value>,
@@ -38,10 +36,8 @@ pub struct CorpusStats {
     #[schemars(extend("enum" = ["complete", "stopped", "interrupted", "failed"]))]
     end: String,
     /// The line it stopped at or after, else null.
-    #[schemars(required)]
     end_line: Option<u64>,
     /// Why it stopped or failed, else null.
-    #[schemars(required)]
     end_reason: Option<String>,
     /// Lines read.
     lines_read: u64,
@@ -60,21 +56,16 @@ pub struct CorpusStats {
     /// Bad lines: count, by kind, the first listed.
     bad_lines: BadLines,
     /// How the sentences' files are named, null with `--per-sentence none`.
-    #[schemars(required)]
     sentence_files: Option<String>,
     /// What each averaged section weighs.
     weighting: Map<String, Value>,
     /// The model's induction scores, or null.
-    #[schemars(required)]
     induction: Option<Map<String, Value>>,
     /// Mean over sentences.
-    #[schemars(required)]
     stats: Grids,
     /// Standard deviation over sentences.
-    #[schemars(required)]
     stats_sd: Grids,
     /// Mean over every query row.
-    #[schemars(required)]
     stats_per_row: Grids,
 }
 
@@ -115,19 +106,16 @@ pub struct CorpusPartial {
     /// `text`, `jsonl` or `images`.
     input_format: String,
     /// `gzip`, `zstd` or null.
-    #[schemars(required)]
     compression: Option<String>,
     /// The options that shape the figures.
     options: Map<String, Value>,
     /// Threads.
     threads: u64,
     /// Induction scores, or null.
-    #[schemars(required)]
     induction: Option<Map<String, Value>>,
     /// How the run ended.
     end: String,
     /// Why, or null.
-    #[schemars(required)]
     end_reason: Option<String>,
     /// Lines read.
     lines: u64,

@@ -91,14 +91,12 @@ impl Header {
 pub struct ModelDoc {
     /// Its hub repo id, or a local folder's (or GGUF file's) name; the full path with
     /// `--full-paths`.
-    #[schemars(required)]
     pub id: Option<String>,
     /// Its name as every view titles it; with `--weighting` it ends with the weighting
     /// (`all-MiniLM-L6-v2 · value-weighted ‖α·f(x)‖`). Absent when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Hub revision, null for a local folder.
-    #[schemars(required)]
     pub revision: Option<String>,
     /// The family that ran (`BERT`, `Llama`); empty for attention from arrays.
     #[schemars(required, extend("type" = "string"))]
@@ -162,7 +160,6 @@ pub struct LayerMaskDoc {
     /// Its mask.
     pub mask: LayerMaskKind,
     /// The sliding window's width (`sliding_window` only), else null.
-    #[schemars(required)]
     pub window: Option<usize>,
 }
 
@@ -228,7 +225,6 @@ macro_rules! units_doc {
             pub generated: &'a [bool],
             /// The first unit of the pair, null without one.
             #[serde(rename = $b)]
-            #[schemars(required)]
             pub sentence_b_start: Option<usize>,
         }
 
@@ -281,7 +277,6 @@ pub struct BodyMeta<'a> {
     /// How the model encodes positions.
     pub positions: PositionScheme,
     /// The attention sink of a causal model (the unit at the first position), else null.
-    #[schemars(required)]
     pub sink: Option<usize>,
     /// Key/value heads per layer.
     pub kv_heads: usize,
@@ -294,7 +289,6 @@ pub struct BodyMeta<'a> {
     /// Sentence A as given.
     pub text: &'a str,
     /// Sentence B, or null.
-    #[schemars(required)]
     pub pair: Option<&'a str>,
     /// Tokens or words.
     pub level: Level,
@@ -412,7 +406,6 @@ pub struct ModelV3Doc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Hub revision, null for a local folder.
-    #[schemars(required)]
     pub revision: Option<String>,
     /// The family that ran.
     pub family: String,
@@ -438,10 +431,8 @@ pub struct SetMeta<'a> {
     /// The source, as given.
     pub text: &'a str,
     /// The teacher-forced target, or null when the decoder generated.
-    #[schemars(required)]
     pub target: Option<&'a str>,
     /// What the decoder generated, or null with a target.
-    #[schemars(required)]
     pub generated_text: Option<&'a str>,
     /// Tokens or words, for every kind.
     pub level: Level,
