@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's tests, as scripts/test.sh runs them (after the Rust suite):
 #   1. build the wheel with maturin (installed into .cache/python/build, a venv kept between runs);
-#   2. install it into a fresh venv (.cache/python/test) with pytest, nbconvert, ipykernel and pillow
+#   2. install it into a fresh venv (.cache/python/test) with pytest, nbconvert, ipykernel, mypy
+#      (the stubs are checked against the built module) and pillow
 #      (the PIL images run(image=...) takes) only
 #      (no torch: the transformers arrays the tests compare with are committed fixtures);
 #   3. pytest python/tests (arrays equal the CLI's JSON; head_view draws transformers' weights);
@@ -47,7 +48,7 @@ echo "python: built $(basename "$wheel") in $((SECONDS - start)) s" >&2
 step "install the wheel into a fresh venv"
 rm -rf "$cache/test"
 "$python" -m venv "$cache/test"
-"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel pillow
+"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel pillow mypy
 step "run pytest on python/tests"
 # The tests' temporary files (pytest's tmp_path, anything the package might write) in a folder
 # of this run's own, removed at the end: a test never sees another run's leftovers.

@@ -42,6 +42,7 @@ mod images_minilm;
 mod images_without_system_fonts;
 mod input_bounds;
 mod interrupts;
+mod json_schema;
 mod lens;
 mod lens_attribution;
 mod norm_weights;

@@ -195,8 +195,8 @@ fn weighted_views_are_captioned_as_shares_and_render_keeps_it() {
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(
-            doc["shares"].as_bool(),
-            shares.then_some(true),
+            doc["attention_holds"],
+            weighting.unwrap_or("raw"),
             "{weighting:?}"
         );
         let again = at("again.svg");

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use crate::attention::{Attention, ShapeError};
+use crate::attention::{Attention, Holds, ShapeError};
 use crate::model::LayerValues;
 
 /// Which weights the views draw.
@@ -174,7 +174,10 @@ pub fn reweighted(
         shares,
     )?;
     out.query_key = att.query_key.clone();
-    out.shares = true;
+    out.holds = match which {
+        Weighting::NormAware => Holds::NormAware,
+        _ => Holds::ValueWeighted,
+    };
     Ok(out)
 }
 
@@ -229,7 +232,7 @@ mod tests {
             assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
         }
         let shown = reweighted(&att, &w, Weighting::ValueWeighted).unwrap();
-        assert!(shown.shares && !att.shares);
+        assert!(shown.holds == Holds::ValueWeighted && att.holds == Holds::Raw);
         assert_eq!(
             shown.weights(),
             &[1.0 / 3.0, 2.0 / 3.0, 0.5 / 3.5, 3.0 / 3.5]

@@ -11,18 +11,12 @@ use serde_json::json;
 mod number;
 
 use crate::analysis::Analysis;
-use crate::attention::{Attention, AttentionSet, Level, ModelInfo};
+use crate::attention::{Attention, AttentionSet, ModelInfo};
 use number::{format_matrix, format_matrix_into};
 
-/// Version of the JSON layout; bumped on any incompatible change. Version 2 (see `docs/json.md`
-/// for what changed since 1) adds roles, segments, the attention kind, mask and head map, and
-/// names the start/end statistics by role.
-pub const FORMAT_VERSION: u32 = 2;
-
-/// Version of the encoder–decoder layout (`docs/json.md`): one object per kind, each laid out as
-/// a version-2 body. A single-kind document keeps [`FORMAT_VERSION`]'s layout and number, so
-/// every reader of version 2 still reads it.
-pub const ENCODER_DECODER_VERSION: u32 = 3;
+use crate::doc::{lines::write_fields, BodyMeta, Header, KeyUnitsDoc, LayerMaskDoc, ModelDoc};
+use crate::doc::{ModelV3Doc, SetMeta, UnitsDoc};
+pub use crate::doc::{ENCODER_DECODER_VERSION, FORMAT_VERSION};
 
 /// An optional section of the JSON export (`--json-include`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,17 +70,10 @@ pub struct JsonOptions {
     pub full_precision: bool,
 }
 
-/// The `model` object of every attnviz JSON file: id, revision, family and shape.
+/// The `model` object of every attnviz JSON file: id, name, revision, family and shape
+/// ([`ModelDoc`]).
 pub fn model_json(m: &ModelInfo) -> serde_json::Value {
-    json!({
-        "id": m.id,
-        "revision": m.revision,
-        "family": m.family,
-        "layers": m.layers,
-        "heads": m.heads,
-        "hidden_size": m.hidden_size,
-        "head_dim": m.head_dim,
-    })
+    serde_json::to_value(ModelDoc::of(m)).expect("a model serialises")
 }
 
 /// Write `att` as JSON. `extra` holds additional top-level sections (e.g. `("stats", value)`),
@@ -110,49 +97,6 @@ pub struct MatrixSection<'a> {
     pub layers: &'a [Vec<f32>],
 }
 
-/// The per-unit fields of one side of the attention, each prefixed with `prefix` (`""` for the
-/// queries, which are every unit of self-attention; `"key_"` for cross-attention's keys).
-fn unit_fields(
-    units: &crate::attention::Units,
-    level: Level,
-    prefix: &str,
-) -> Vec<(String, serde_json::Value)> {
-    let mut fields = vec![
-        (format!("{prefix}tokens"), json!(units.labels)),
-        (format!("{prefix}display"), json!(units.display)),
-        (
-            format!("{prefix}label_scheme"),
-            json!(units.scheme.as_str()),
-        ),
-    ];
-    if level == Level::Token && !units.ids.is_empty() {
-        fields.push((format!("{prefix}input_ids"), json!(units.ids)));
-    }
-    let special: Vec<bool> = units.roles.iter().map(|r| r.is_special()).collect();
-    fields.extend([
-        (format!("{prefix}token_type_ids"), json!(units.type_ids)),
-        (format!("{prefix}segments"), json!(units.segments)),
-        (format!("{prefix}roles"), json!(units.roles)),
-        (format!("{prefix}special"), json!(special)),
-        (format!("{prefix}word_ids"), json!(units.word_ids)),
-        (format!("{prefix}surfaces"), json!(units.surfaces)),
-        (
-            format!("{prefix}spans"),
-            json!(units
-                .spans
-                .iter()
-                .map(|s| [s.start, s.end])
-                .collect::<Vec<_>>()),
-        ),
-        (format!("{prefix}generated"), json!(units.generated)),
-        (
-            format!("{prefix}sentence_b_start"),
-            json!(units.segment_b_start()),
-        ),
-    ]);
-    fields
-}
-
 /// [`write_json`] followed by `matrices`, each written after `attention`, in the same number
 /// format.
 pub fn write_json_with(
@@ -163,7 +107,12 @@ pub fn write_json_with(
     w: &mut dyn Write,
 ) -> io::Result<()> {
     w.write_all(b"{")?;
-    write_fields(header(FORMAT_VERSION, opts), w, "  ", true)?;
+    write_fields(
+        &Header::new(FORMAT_VERSION, opts.full_precision),
+        w,
+        "  ",
+        true,
+    )?;
     write_body(att, extra, matrices, opts, w, "  ")?;
     w.write_all(b"\n}\n")?;
     Ok(())
@@ -207,34 +156,34 @@ pub fn write_set_json(
         set.decoder().expect("an encoder–decoder set"),
     );
     let m = &enc.model;
-    let mut fields = header(ENCODER_DECODER_VERSION, opts);
-    fields.extend([
-        (
-            "model".to_string(),
-            json!({
-                "id": m.id,
-                "revision": m.revision,
-                "family": m.family,
-                "hidden_size": m.hidden_size,
-                "head_dim": m.head_dim,
-                "encoder_layers": enc.layers(),
-                "encoder_heads": enc.heads(),
-                "decoder_layers": dec.layers(),
-                "decoder_heads": dec.heads(),
-            }),
-        ),
-        ("text".to_string(), json!(set.text())),
-        ("target".to_string(), json!(set.target())),
-        ("generated_text".to_string(), json!(set.generated_text())),
-        ("level".to_string(), json!(first.level.as_str())),
-        (
-            "special_excluded".to_string(),
-            json!(first.special_excluded),
-        ),
-        ("kinds".to_string(), json!(set.kinds())),
-    ]);
+    let meta = SetMeta {
+        model: ModelV3Doc {
+            id: m.id.clone(),
+            name: m.name.clone(),
+            revision: m.revision.clone(),
+            family: m.family.clone(),
+            hidden_size: m.hidden_size,
+            head_dim: m.head_dim,
+            encoder_layers: enc.layers(),
+            encoder_heads: enc.heads(),
+            decoder_layers: dec.layers(),
+            decoder_heads: dec.heads(),
+        },
+        text: set.text(),
+        target: set.target(),
+        generated_text: set.generated_text(),
+        level: first.level,
+        special_excluded: first.special_excluded,
+        kinds: set.kinds(),
+    };
     w.write_all(b"{")?;
-    write_fields(fields, w, "  ", true)?;
+    write_fields(
+        &Header::new(ENCODER_DECODER_VERSION, opts.full_precision),
+        w,
+        "  ",
+        true,
+    )?;
+    write_fields(&meta, w, "  ", false)?;
     for (att, s) in set.iter().zip(sections) {
         w.write_all(b",\n  ")?;
         serde_json::to_writer(&mut *w, att.kind.as_str()).map_err(io::Error::from)?;
@@ -246,99 +195,48 @@ pub fn write_set_json(
     Ok(())
 }
 
-/// The fields that open every document.
-fn header(version: u32, opts: JsonOptions) -> Vec<(String, serde_json::Value)> {
-    vec![
-        ("format".into(), json!("attnviz-attention")),
-        ("format_version".into(), json!(version)),
-        ("numbering".into(), json!("0-based")),
-        (
-            "precision".into(),
-            json!(if opts.full_precision {
-                "f32"
-            } else {
-                "6 significant digits"
-            }),
-        ),
-    ]
+/// Each captured layer's mask as the model ran it: `sliding_window` and its width where the
+/// layer has one, the value's mask and `null` otherwise.
+fn layer_masks(att: &Attention) -> Vec<LayerMaskDoc> {
+    (0..att.layers())
+        .map(|l| LayerMaskDoc::new(att.layer_number(l), att.mask, att.window(l)))
+        .collect()
 }
 
-/// `"name": value` pairs, one per line at `indent`, each value compact (readable, and short even
-/// for 512 tokens); `first`: no comma before the first.
-fn write_fields(
-    fields: impl IntoIterator<Item = (String, serde_json::Value)>,
-    w: &mut dyn Write,
-    indent: &str,
-    first: bool,
-) -> io::Result<()> {
-    for (i, (name, value)) in fields.into_iter().enumerate() {
-        w.write_all(if i == 0 && first { b"\n" } else { b",\n" })?;
-        w.write_all(indent.as_bytes())?;
-        // io::Error::from, not other(): a broken pipe must stay a broken pipe for the caller.
-        serde_json::to_writer(&mut *w, &name).map_err(io::Error::from)?;
-        w.write_all(b": ")?;
-        serde_json::to_writer(&mut *w, &value).map_err(io::Error::from)?;
-    }
-    Ok(())
-}
-
-/// Each captured layer's mask as the model ran it: `{"layer", "mask", "window"}`, with mask
-/// `sliding_window` and its width where the layer has one, the value's mask and `null`
-/// otherwise.
-fn layer_masks(att: &Attention) -> serde_json::Value {
-    let layers: Vec<serde_json::Value> = (0..att.layers())
-        .map(|l| {
-            let window = att.window(l);
-            json!({
-                "layer": att.layer_number(l),
-                "mask": if window.is_some() { "sliding_window" } else { att.mask.as_str() },
-                "window": window,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(layers)
-}
-
-/// The fields of `att`'s version-2 body before its `attention` array: the model, kind, mask,
-/// layer numbers and masks, texts and every per-unit field (queries, and keys for
-/// cross-attention). A saved capture's metadata holds them for each kind (`crate::save`).
-pub fn body_fields(att: &Attention) -> Vec<(String, serde_json::Value)> {
-    let m = &att.model;
-    let mut fields: Vec<(String, serde_json::Value)> = vec![
-        ("model".into(), model_json(m)),
-        ("kind".into(), json!(att.kind)),
-        ("mask".into(), json!(att.mask)),
-        ("positions".into(), json!(att.positions)),
-        ("sink".into(), json!(att.sink())),
-        ("kv_heads".into(), json!(att.kv_heads())),
-        ("kv_head".into(), json!(att.kv_head())),
-        ("layer_numbers".into(), json!(att.layer_numbers())),
-        ("layer_masks".into(), layer_masks(att)),
-        ("text".into(), json!(att.text)),
-        ("pair".into(), json!(att.pair)),
-        ("level".into(), json!(att.level.as_str())),
-        ("special_excluded".into(), json!(att.special_excluded)),
-    ];
-    // Value-weighted and norm-aware attention: each row's shares, so that `render` captions
-    // them as the run did.
-    if att.shares {
-        fields.push(("shares".into(), json!(true)));
-    }
+/// The metadata of `att`'s version-2 body, before its sections and `attention` array: the
+/// model, kind, mask, layer numbers and masks, texts, what the weights are, and every per-unit
+/// field (queries, and keys for cross-attention). A saved capture's metadata holds it for each
+/// kind (`crate::save`).
+pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
     // A vision model's picture: the patch grid, what each token is, the image's size and the
     // preprocessing applied (`docs/json.md`).
-    if let Some(image) = &att.image {
+    let image = att.image.as_ref().map(|image| {
         let mut value = json!(image.as_ref());
         // The pixels the model saw, so that `render` draws on the picture without the file.
         if let Some(png) = view_png(image) {
             value["view_png"] = json!(png);
         }
-        fields.push(("image".into(), value));
+        value
+    });
+    BodyMeta {
+        model: ModelDoc::of(&att.model),
+        kind: att.kind,
+        mask: att.mask,
+        positions: att.positions,
+        sink: att.sink(),
+        kv_heads: att.kv_heads(),
+        kv_head: att.kv_head(),
+        layer_numbers: att.layer_numbers().into(),
+        layer_masks: layer_masks(att),
+        text: &att.text,
+        pair: att.pair.as_deref(),
+        level: att.level,
+        special_excluded: att.special_excluded,
+        attention_holds: att.holds,
+        image,
+        queries: UnitsDoc::of(att.queries(), att.level),
+        keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),
     }
-    fields.extend(unit_fields(att.queries(), att.level, ""));
-    if !att.is_square() {
-        fields.extend(unit_fields(att.keys(), att.level, "key_"));
-    }
-    fields
 }
 
 /// One value's fields (everything a version-2 document holds after its header), at `indent`,
@@ -352,12 +250,11 @@ fn write_body(
     w: &mut dyn Write,
     indent: &str,
 ) -> io::Result<()> {
-    let fields = body_fields(att);
-    let extra = extra.iter().map(|(k, v)| (k.to_string(), v.clone()));
     // The header, if any, came before: every field here follows a comma, except in a nested
     // object, which opens with its first field.
     let nested = indent.len() > 2;
-    write_fields(fields.into_iter().chain(extra), w, indent, nested)?;
+    write_fields(&body_meta(att), w, indent, nested)?;
+    write_fields(&Extra(extra), w, indent, false)?;
     let inner = format!("{indent}  ");
     let deeper = format!("{indent}    ");
     write!(w, ",\n{indent}\"attention\": [")?;
@@ -412,6 +309,20 @@ fn write_body(
         write!(w, "\n{indent}]")?;
     }
     Ok(())
+}
+
+/// A body's extra sections (`stats`, …), written as fields after its metadata.
+struct Extra<'a>(&'a [(&'a str, serde_json::Value)]);
+
+impl serde::Serialize for Extra<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
 /// One layer of the `attention` array: its heads' formatted matrices.

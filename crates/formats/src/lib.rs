@@ -2,6 +2,7 @@
 //! by [`import`]), saved captures ([`save`]: layer by layer, read back by [`import`]), and
 //! arrays from NumPy files.
 
+pub mod doc;
 pub mod import;
 pub mod json;
 pub mod save;

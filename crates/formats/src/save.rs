@@ -22,10 +22,7 @@ use crate::attention::{Attention, AttentionKind};
 use crate::model::{CapturedLayer, LayerSink};
 use crate::output::{AtomicFile, OutputError};
 
-/// `__metadata__["format"]` of a saved capture.
-pub const FORMAT: &str = "attnviz-attention-layers";
-/// `__metadata__["format_version"]`: bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub use crate::doc::saved::{FORMAT, FORMAT_VERSION};
 /// The largest header a reader accepts (the `safetensors` package's own limit is 100 MB).
 pub const MAX_HEADER: u64 = 100_000_000;
 
@@ -176,17 +173,14 @@ impl LayerWriter {
                     att.kind.as_str()
                 )));
             }
-            let mut body: Map<String, Value> = crate::json::body_fields(att).into_iter().collect();
+            let mut body = match serde_json::to_value(crate::json::body_meta(att))? {
+                Value::Object(map) => map,
+                _ => return Err(io::Error::other("a body serialises as an object")),
+            };
             let numbers: Vec<usize> = entries.iter().map(|e| e.layer).collect();
             let masks: Vec<Value> = entries
                 .iter()
-                .map(|e| {
-                    json!({
-                        "layer": e.layer,
-                        "mask": if e.window.is_some() { "sliding_window" } else { att.mask.as_str() },
-                        "window": e.window,
-                    })
-                })
+                .map(|e| json!(crate::doc::LayerMaskDoc::new(e.layer, att.mask, e.window)))
                 .collect();
             body.insert("layer_numbers".into(), json!(numbers));
             body.insert("layer_masks".into(), Value::Array(masks));

@@ -56,9 +56,9 @@ pub const WEIGHT_CAPTION: &str = "attention weight";
 pub const SHARE_CAPTION: &str = "share of the row";
 
 /// The caption of the colour bar of `att`'s weights: [`SHARE_CAPTION`] where they are shares
-/// ([`Attention::shares`](crate::attention::Attention::shares)), else [`WEIGHT_CAPTION`].
+/// ([`Attention::holds`](crate::attention::Attention::holds)), else [`WEIGHT_CAPTION`].
 pub fn weight_caption(att: &crate::attention::Attention) -> &'static str {
-    if att.shares {
+    if att.holds.is_shares() {
         SHARE_CAPTION
     } else {
         WEIGHT_CAPTION

@@ -972,7 +972,7 @@ mod tests {
             render(att, HeadSel::Index(0), &TerminalOptions::default()).contains("share of the row")
         };
         assert!(!caption(&att));
-        att.shares = true;
+        att.holds = crate::attention::Holds::ValueWeighted;
         assert!(caption(&att));
     }
 

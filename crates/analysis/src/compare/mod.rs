@@ -107,6 +107,15 @@ pub enum CompareError {
         /// B's.
         b: String,
     },
+    /// One side holds attention probabilities and the other a weighting's shares (or two
+    /// weightings): their distances would measure the weighting, not the heads.
+    #[error("A holds {a} attention and B {b}; their distances would measure the weighting, not the heads: compare two exports of one weighting")]
+    Weightings {
+        /// What A's weights are (`raw`, `value-weighted`, `norm-aware`).
+        a: &'static str,
+        /// What B's are.
+        b: &'static str,
+    },
     /// Two kinds of attention (self-attention against cross-attention).
     #[error("A holds {a} attention and B {b} attention; compare two of one kind")]
     Kinds {
@@ -154,6 +163,8 @@ pub struct Side {
     pub keys: Units,
     /// Which cells its queries could not see.
     pub mask: MaskKind,
+    /// What its weights are (the same on both sides: [`compare`] refuses two).
+    pub holds: crate::attention::Holds,
     /// Each captured layer's sliding window (`None`: none).
     pub windows: Vec<Option<usize>>,
 }
@@ -168,6 +179,7 @@ impl Side {
             queries: att.queries().clone(),
             keys: att.keys().clone(),
             mask: att.mask,
+            holds: att.holds,
             windows: (0..att.layers()).map(|l| att.window(l)).collect(),
         }
     }
@@ -262,6 +274,12 @@ pub fn compare(
         return Err(CompareError::Kinds {
             a: a.kind.as_str(),
             b: b.kind.as_str(),
+        });
+    }
+    if a.holds != b.holds {
+        return Err(CompareError::Weightings {
+            a: a.holds.as_str(),
+            b: b.holds.as_str(),
         });
     }
     let counts_differ = a.layers() != b.layers() || a.heads() != b.heads();

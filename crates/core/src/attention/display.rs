@@ -30,7 +30,10 @@ use super::Role;
 use unicode_categories::UnicodeCategories;
 
 /// Which kind of tokenizer made the pieces: decides how a piece is decoded for display.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Hash, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum LabelScheme {
     /// Labels shown as they are (attention from a file, a tokenizer of unknown kind).
     #[default]
@@ -38,6 +41,7 @@ pub enum LabelScheme {
     /// BERT's WordPiece: `##` marks a piece that continues a word.
     WordPiece,
     /// Byte-level BPE: every character of a piece stands for one byte.
+    #[serde(rename = "byte-level")]
     ByteLevel,
     /// SentencePiece: `▁` is a space, `<0xNN>` a byte.
     SentencePiece,

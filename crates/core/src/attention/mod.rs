@@ -71,7 +71,10 @@ impl ModelInfo {
 }
 
 /// Whether the rows and columns of an [`Attention`] are word pieces or whole words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Level {
     /// One unit per word piece, as the model saw them.
     #[default]
@@ -163,7 +166,9 @@ impl ModelInfo {
 }
 
 /// Which cells of an attention matrix a query could attend to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MaskKind {
     /// Every key (encoders, cross-attention).
@@ -185,7 +190,9 @@ impl MaskKind {
 
 /// How the model tells positions apart, as far as the views need to know: whether the query and
 /// key vectors it captured carry the positions themselves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PositionScheme {
     /// Position vectors added to the token embeddings before the first layer (learned: BERT,
@@ -212,8 +219,45 @@ impl PositionScheme {
     }
 }
 
+/// What an [`Attention`]'s weights are (the JSON documents' `attention_holds`): the model's
+/// attention probabilities, or each row's shares of what reaches the query under a norm-based
+/// weighting (Kobayashi et al. 2020, 2021). Both sum to 1 over a row; only the first is what the
+/// softmax gave.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Holds {
+    /// The attention probabilities α.
+    #[default]
+    Raw,
+    /// ‖α_ij f_h(x_j)‖ as shares of each row's total.
+    ValueWeighted,
+    /// The norm-aware contributions (residual and normalisation included) as shares of each
+    /// row's total.
+    NormAware,
+}
+
+impl Holds {
+    /// The name in JSON (`raw`, `value-weighted`, `norm-aware`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Holds::Raw => "raw",
+            Holds::ValueWeighted => "value-weighted",
+            Holds::NormAware => "norm-aware",
+        }
+    }
+
+    /// Whether the weights are shares of a weighting rather than probabilities.
+    pub fn is_shares(self) -> bool {
+        self != Holds::Raw
+    }
+}
+
 /// Which attention of the model a value holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub enum AttentionKind {
     /// The self-attention of an encoder-only or decoder-only model (BERT, GPT-2).
     #[default]
@@ -311,10 +355,10 @@ pub struct Attention {
     /// Attention probabilities, `[layers, heads, n_query, n_key]` (each row sums to 1 over the
     /// keys it may see).
     weights: Vec<f32>,
-    /// Whether the weights are each row's shares of what reaches the query (value-weighted or
-    /// norm-aware attention, `attnviz::analysis::reweighted`) rather than attention
-    /// probabilities: views caption them "share of the row".
-    pub shares: bool,
+    /// What the weights are: the attention probabilities, or each row's shares of what reaches
+    /// the query under a norm-based weighting (`attnviz_analysis::reweighted`), which views
+    /// caption "share of the row".
+    pub holds: Holds,
     /// Query/key vectors, when the model was asked to keep them (token level only).
     pub query_key: Option<QueryKey>,
     /// The picture a vision model's attention was computed over: its patch grid, what each
@@ -467,7 +511,7 @@ impl Attention {
             kv_head: parts.kv_head.unwrap_or_else(|| (0..heads).collect()),
             layer_numbers: (0..layers).collect(),
             weights: parts.weights,
-            shares: false,
+            holds: Holds::Raw,
             query_key: None,
             image: None,
         };
@@ -621,7 +665,7 @@ impl Attention {
             kv_head: self.kv_head.clone(),
             layer_numbers: self.layer_numbers.clone(),
             weights,
-            shares: self.shares,
+            holds: self.holds,
             query_key: None,
             image: self.image.clone(),
         };

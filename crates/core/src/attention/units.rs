@@ -10,7 +10,7 @@ use super::display::{self, LabelScheme};
 /// What a unit is, as the tokenizer defines it (from its special tokens, its post-processor and
 /// its word ids; see `attnviz::tokenize`), never from matching label text. Every view, statistic
 /// and export asks this, whatever the model family calls its tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The token that opens a sequence: `[CLS]` (BERT), `<s>` (RoBERTa, XLM-R, BART), BOS

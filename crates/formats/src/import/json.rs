@@ -21,29 +21,37 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visi
 use serde::Deserialize;
 
 use crate::attention::{
-    AttentionKind, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
+    AttentionKind, Holds, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
 };
+use crate::doc::{LayerMaskDoc, LayerMaskKind, ModelDoc};
 
 use super::budget::{Declared, Estimate};
 use super::store::Plan;
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
 /// The newest format version this reader knows.
-const NEWEST: u32 = crate::json::ENCODER_DECODER_VERSION;
+const NEWEST: u32 = crate::doc::ENCODER_DECODER_VERSION;
 
+/// Every field a document of versions 1 to 3 may hold, each optional (version 1 lacks most),
+/// typed with the documents' own types ([`crate::doc`]) where they are objects or names. The
+/// fields are those of the schemas (`doc_reads_every_field_the_schemas_name` checks it); a
+/// field read but not kept is skipped without being built.
 #[derive(Deserialize)]
 struct Doc {
     format: Option<String>,
     format_version: Option<u32>,
-    model: Option<ModelJson>,
+    model: Option<ModelDoc>,
     kind: Option<AttentionKind>,
     mask: Option<MaskKind>,
     kv_head: Option<Vec<usize>>,
     text: Option<Text>,
     pair: Option<Text>,
-    level: Option<String>,
+    level: Option<Level>,
     special_excluded: Option<bool>,
-    /// Written (true) only for value-weighted and norm-aware attention.
+    /// What `attention` holds; absent before it was written (then raw).
+    attention_holds: Option<Holds>,
+    /// What development builds wrote before `attention_holds` (true for either weighting).
+    #[serde(default)]
     shares: Option<bool>,
     // The query units, field by field: `#[serde(flatten)]` buffered every field it did not
     // know (`display` among them) as serde's `Content` and copied the rest out of it.
@@ -92,32 +100,13 @@ struct Doc {
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
-    layer_masks: Option<Vec<LayerMaskJson>>,
+    layer_masks: Option<Vec<LayerMaskDoc>>,
     // Version 3: the teacher-forced target, and one body per kind.
     target: Option<Text>,
     generated_text: Option<Text>,
     encoder: Option<Box<Doc>>,
     decoder: Option<Box<Doc>>,
     cross: Option<Box<Doc>>,
-}
-
-/// One entry of `layer_masks`: a captured layer's mask as the model ran it.
-#[derive(Deserialize)]
-struct LayerMaskJson {
-    layer: usize,
-    mask: String,
-    window: Option<usize>,
-}
-
-#[derive(Deserialize)]
-struct ModelJson {
-    id: Option<String>,
-    revision: Option<String>,
-    family: Option<String>,
-    layers: Option<usize>,
-    heads: Option<usize>,
-    hidden_size: Option<usize>,
-    head_dim: Option<usize>,
 }
 
 impl Doc {
@@ -473,10 +462,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             check::shape_str(&shape)
         )));
     }
-    let level = doc.level.as_deref().unwrap_or("token");
-    if !matches!(level, "token" | "word") {
-        return Err(bad(format!("level `{level}` is neither token nor word")));
-    }
+    let level = doc.level.unwrap_or_default();
     let kind = doc.kind.unwrap_or_default();
     let queries = units(query_fields, version, shown, "")?;
     let keys = if kind == AttentionKind::Cross {
@@ -499,25 +485,25 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
     };
     let _ = (doc.stats, doc.means, doc.rollout);
     let source = model.id.clone().unwrap_or_else(|| shown.to_string());
-    let word_level = level == "word";
+    let holds = match (doc.attention_holds, doc.shares) {
+        (Some(holds), _) => holds,
+        (None, Some(true)) => Holds::ValueWeighted,
+        (None, _) => Holds::Raw,
+    };
     let origin = Origin {
         model: ModelInfo {
             id: source.clone(),
             revision: model.revision,
-            name: None,
+            name: model.name,
             family: model.family.unwrap_or_default(),
             layers: shape[0],
             heads: shape[1],
             hidden_size: model.hidden_size.unwrap_or(0),
             head_dim: model.head_dim.unwrap_or(0),
         },
-        level: if word_level {
-            Level::Word
-        } else {
-            Level::Token
-        },
+        level,
         special_excluded: doc.special_excluded.unwrap_or(false),
-        shares: doc.shares.unwrap_or(false),
+        holds,
         kv_head: doc.kv_head,
         positions: match doc.positions.as_deref() {
             None | Some("absolute") => PositionScheme::Absolute,
@@ -572,7 +558,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
 /// Each captured layer's sliding window from `layer_masks` (`None` when the document has none,
 /// as before format version 2 recorded them), checked against `layer_numbers`.
 fn layer_windows(
-    masks: Option<Vec<LayerMaskJson>>,
+    masks: Option<Vec<LayerMaskDoc>>,
     numbers: Option<&[usize]>,
     layers: usize,
     shown: &str,
@@ -597,15 +583,16 @@ fn layer_windows(
                 m.layer
             )));
         }
-        match (m.mask.as_str(), m.window) {
-            ("sliding_window", Some(w)) if w >= 1 => windows.push(Some(w)),
-            ("causal" | "bidirectional", None) => windows.push(None),
+        match (m.mask, m.window) {
+            (LayerMaskKind::SlidingWindow, Some(w)) if w >= 1 => windows.push(Some(w)),
+            (LayerMaskKind::Causal | LayerMaskKind::Bidirectional, None) => windows.push(None),
             (mask, window) => {
+                let mask = serde_json::to_value(mask).unwrap_or_default();
                 return Err(bad(format!(
-                    "`layer_masks` entry {i} says mask `{mask}` with window {window:?}; a \
+                    "`layer_masks` entry {i} says mask {mask} with window {window:?}; a \
                      layer is `sliding_window` with a window of at least 1, or `causal` / \
                      `bidirectional` with none"
-                )))
+                )));
             }
         }
     }
@@ -727,7 +714,7 @@ impl SavedBody {
             .layer_numbers
             .map(|v| keep.iter().filter_map(|&i| v.get(i).copied()).collect());
         doc.layer_masks = doc.layer_masks.map(|masks| {
-            let mut masks: Vec<Option<LayerMaskJson>> = masks.into_iter().map(Some).collect();
+            let mut masks: Vec<Option<LayerMaskDoc>> = masks.into_iter().map(Some).collect();
             keep.iter()
                 .filter_map(|&i| masks.get_mut(i).and_then(Option::take))
                 .collect()
@@ -751,4 +738,10 @@ impl SavedBody {
             text,
         ))
     }
+}
+
+/// The names of every field [`Doc`] reads, as serde's derive lists them.
+#[cfg(test)]
+pub(crate) fn doc_fields() -> &'static [&'static str] {
+    crate::doc::fields_of::<Doc>()
 }

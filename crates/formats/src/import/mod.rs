@@ -28,7 +28,7 @@
 mod budget;
 mod check;
 mod image;
-mod json;
+pub(crate) mod json;
 pub mod labels;
 mod npy;
 mod saved;
@@ -40,7 +40,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use crate::attention::{
-    Attention, AttentionKind, AttentionParts, LabelScheme, Level, MaskKind, ModelInfo,
+    Attention, AttentionKind, AttentionParts, Holds, LabelScheme, Level, MaskKind, ModelInfo,
     PositionScheme, Role, Units,
 };
 
@@ -218,9 +218,9 @@ pub struct Origin {
     pub level: Level,
     /// Whether the special tokens were removed.
     pub special_excluded: bool,
-    /// Whether the weights are each row's shares of what reaches the query (value-weighted or
-    /// norm-aware attention, [`Attention::shares`]).
-    pub shares: bool,
+    /// What the weights are (`attention_holds`): probabilities, or shares of a weighting
+    /// ([`Attention::holds`]).
+    pub holds: Holds,
     /// The key/value head of each query head.
     pub kv_head: Option<Vec<usize>>,
     /// How the model encoded positions.
@@ -618,7 +618,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         check::windows(&name, windows, mask, &shape, &weights)?;
     }
     let image = origin.as_mut().and_then(|o| o.image.take());
-    let shares = origin.as_ref().is_some_and(|o| o.shares);
+    let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -661,7 +661,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     })
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
-        a.shares = shares;
+        a.holds = holds;
         a
     })
     .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;

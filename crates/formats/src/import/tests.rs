@@ -238,7 +238,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         },
         level,
         special_excluded: false,
-        shares: false,
+        holds: Holds::Raw,
         windows: None,
         kv_head,
         positions: PositionScheme::Rotary,
@@ -519,4 +519,28 @@ fn only_the_kind_asked_for_is_decoded_and_it_reads_as_part_of_its_run() {
     assert_eq!(alone.kinds[0].weights(), full.weights());
     assert_eq!(alone.kinds[0].queries(), full.queries());
     assert_eq!(alone.kinds[0].keys(), full.keys());
+}
+
+/// A document of value-weighted (or norm-aware) shares says so in `attention_holds`, and reads
+/// back as what it holds, with the model's title that names the weighting; a raw one reads
+/// back raw.
+#[test]
+fn what_attention_holds_survives_a_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    for holds in [Holds::Raw, Holds::ValueWeighted, Holds::NormAware] {
+        let mut att = crate::attention::fixtures::synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 2);
+        att.holds = holds;
+        att.model.name = Some(format!("tiny · {}", holds.as_str()));
+        let path = dir.path().join("a.json");
+        let mut out = Vec::new();
+        crate::json::write_json(&att, &[], Default::default(), &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(doc["attention_holds"], holds.as_str());
+        assert_eq!(doc["model"]["name"], format!("tiny · {}", holds.as_str()));
+        std::fs::write(&path, &out).unwrap();
+        let back = read(&path, &ReadOptions::default()).unwrap();
+        let a = &back.kinds[0];
+        assert_eq!(a.holds, holds);
+        assert_eq!(a.model.name(), format!("tiny · {}", holds.as_str()));
+    }
 }

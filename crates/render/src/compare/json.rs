@@ -12,10 +12,7 @@ use crate::json::model_json;
 use crate::output::{write_output, OutputError};
 use attnviz_analysis::compare::{Alignment, Comparison, Side};
 
-/// The format's name and version.
-pub const FORMAT: &str = "attnviz-comparison";
-/// Bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub use attnviz_formats::doc::comparison::{FORMAT, FORMAT_VERSION};
 
 /// What the document holds besides the numbers every comparison has.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +38,7 @@ fn side_json(side: &Side, source: Option<&str>) -> Value {
     json!({
         "source": source,
         "model": model_json(&side.model),
+        "attention_holds": side.holds,
         "text": side.text,
         "pair": side.pair,
         "layer_numbers": side.layer_numbers,

@@ -338,7 +338,7 @@ impl<'a> KindMeta<'a> {
             layer_numbers: att.layer_numbers(),
             level: att.level.as_str(),
             special_excluded: att.special_excluded,
-            shares: att.shares,
+            shares: att.holds.is_shares(),
             queries: {
                 let mut q = UnitsMeta::of(att.queries());
                 if let Some(image) = att

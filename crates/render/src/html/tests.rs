@@ -850,7 +850,7 @@ fn reweighted_attention_tells_the_page_it_holds_shares() {
         meta_of(&render(&att, &HtmlOptions::default()))["shares"],
         false
     );
-    att.shares = true;
+    att.holds = crate::attention::Holds::ValueWeighted;
     assert_eq!(
         meta_of(&render(&att, &HtmlOptions::default()))["shares"],
         true

@@ -695,7 +695,11 @@ fn reweighted_attention_is_captioned_as_shares_of_the_row() {
         FigureSpec::Model,
     ];
     for shares in [false, true] {
-        att.shares = shares;
+        att.holds = if shares {
+            crate::attention::Holds::NormAware
+        } else {
+            crate::attention::Holds::Raw
+        };
         for fig in &figures {
             let svg = render_svg(&att, fig, &options).unwrap();
             assert_eq!(svg.contains("share of the row"), shares, "{fig:?}");
