@@ -25,7 +25,8 @@ import sys
 
 
 def module_path(src: str, path: str) -> tuple:
-    """`crates/model/src/formats/mod.rs` -> ('model', 'formats'); `crates/model/src/error.rs` -> ('model', 'error')."""
+    """With `src` = `crates/model/src`: `formats/mod.rs` -> ('formats',); `blocks/capture.rs` ->
+    ('blocks', 'capture')."""
     parts = os.path.relpath(path, src)[:-3].split(os.sep)
     return tuple(parts[:-1] if parts[-1] == "mod" else parts)
 
