@@ -6,7 +6,7 @@ calls. Checked against the built module by ``python -m mypy.stubtest attnviz._na
 """
 
 from os import PathLike
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 import numpy.typing as npt
@@ -14,12 +14,13 @@ import numpy.typing as npt
 _Path = Union[str, PathLike[str]]
 _AltiArrays = Tuple[list[float], list[float], list[int], int]
 
+# A pyo3 class: it cannot be subclassed.
+@final
 class Attention:
     """Captured attention, with everything that labels it; the views are its methods."""
 
     @property
     def shape(self) -> Tuple[int, int, int, int]: ...
-    @property
     def weights(self) -> npt.NDArray[np.float32]: ...
     @property
     def kind(self) -> str: ...

@@ -48,7 +48,7 @@ echo "python: built $(basename "$wheel") in $((SECONDS - start)) s" >&2
 step "install the wheel into a fresh venv"
 rm -rf "$cache/test"
 "$python" -m venv "$cache/test"
-"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel pillow mypy
+"$cache/test/bin/pip" install -q --disable-pip-version-check "$wheel" pytest nbconvert nbclient ipykernel pillow mypy==2.4.1
 step "run pytest on python/tests"
 # The tests' temporary files (pytest's tmp_path, anything the package might write) in a folder
 # of this run's own, removed at the end: a test never sees another run's leftovers.
