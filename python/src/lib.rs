@@ -662,11 +662,11 @@ fn run(
     // encoder–decoder has none of them.
     if let [first] = kinds.as_mut_slice() {
         first.extras = Arc::new(Extras {
-            lens: run.lens.clone(),
-            head_attribution: run.head_attribution.clone(),
-            head_ablation: run.head_ablation.clone(),
-            alti: run.alti.clone(),
-            value_zeroing: run.value_zeroing.clone(),
+            lens: run.measured.lens.clone(),
+            head_attribution: run.measured.head_attribution.clone(),
+            head_ablation: run.measured.head_ablation.clone(),
+            alti: run.measured.alti.clone(),
+            value_zeroing: run.measured.value_zeroing.clone(),
         });
     }
     Ok((
@@ -679,7 +679,7 @@ fn run(
         run.lens
             .as_ref()
             .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
-        run.alti.as_ref().map(|a| {
+        run.measured.alti.as_ref().map(|a| {
             (
                 a.aggregated.concat(),
                 a.per_layer.concat(),
@@ -687,7 +687,7 @@ fn run(
                 a.tokens,
             )
         }),
-        run.value_zeroing.as_ref().map(|v| {
+        run.measured.value_zeroing.as_ref().map(|v| {
             (
                 v.aggregated.concat(),
                 v.per_layer.concat(),

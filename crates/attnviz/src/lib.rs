@@ -8,6 +8,7 @@
 //! through [`choice::Choice`]); the `attnviz` binary's application layer turns flags into them.
 
 pub mod corpus;
+pub mod report;
 pub mod request;
 
 pub use attnviz_analysis as analysis;
