@@ -165,7 +165,8 @@ impl PyAttention {
     /// The weights as a read-only numpy array over this object's own memory (no copy).
     fn weights<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray4<f32>>> {
         let this = slf.get();
-        let view = ArrayView4::from_shape(this.shape(), this.att().weights()).map_err(value_error)?;
+        let view =
+            ArrayView4::from_shape(this.shape(), this.att().weights()).map_err(value_error)?;
         // SAFETY: the array borrows `this.att`'s weights, which live as long as the Python
         // object `slf` (the array's base, kept alive by numpy) and never change: the class is
         // frozen and `Attention` has no mutating method reachable from Python. The array is
@@ -601,7 +602,13 @@ fn run(
         (None, None) => None,
     };
     let request = RunRequest {
-        text: text.to_string(),
+        // A picture is the request's own field (an array's name travels with it): the text
+        // is then not read.
+        text: if image.is_some() {
+            String::new()
+        } else {
+            text.to_string()
+        },
         pair,
         target,
         generate,
@@ -652,7 +659,8 @@ fn run(
     });
     if let (Some(w), [only]) = (&run.value_weighted, kinds.as_mut_slice()) {
         // What every view of the report draws: the weighting's shares of each row.
-        only.set = AttentionSet::single(reweighted(only.att(), w, weighting).map_err(runtime_error)?);
+        only.set =
+            AttentionSet::single(reweighted(only.att(), w, weighting).map_err(runtime_error)?);
     }
     let head_sections = heads::sections(&run);
     // The analyses read the primary kind's tokens (a decoder's, an encoder's); an

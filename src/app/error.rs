@@ -71,4 +71,3 @@ pub(super) fn note(msg: &str) {
     // Notes quote file contents and names too: escaped as errors are (`main`).
     let _ = attnviz::render::term::write_message(&mut io::stderr(), msg);
 }
-

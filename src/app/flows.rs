@@ -97,7 +97,12 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     let mut stdin_cut = false;
     let read;
     let request = if request.image.is_none() && request.text == "-" {
-        let (text, cut) = read_text(&request.text, limit, request.truncate, model.max_positions())?;
+        let (text, cut) = read_text(
+            &request.text,
+            limit,
+            request.truncate,
+            model.max_positions(),
+        )?;
         stdin_cut = cut;
         read = RunRequest {
             text,
@@ -241,10 +246,11 @@ fn run_single(plan: &Single) -> Result<(), Error> {
 /// [`report::write`] to standard output and standard error, its notes as notes; what it
 /// computed is left for the system to reclaim (the process exits right after).
 fn write_report(plan: &report::Plan, run: &report::Finished<'_>) -> Result<(), Error> {
-    let (stdout, stderr) = (io::stdout(), io::stderr());
+    // Not locked for the whole write: the signal handler's thread writes its line to
+    // standard error while a file is being written.
     let mut sink = report::Sink {
-        out: &mut stdout.lock(),
-        side: &mut stderr.lock(),
+        out: &mut io::stdout(),
+        side: &mut io::stderr(),
         note: &mut |n| match n {
             report::Note::WroteFolder { files, dir } => {
                 note(&format!("wrote {files} files into {}", dir.display()))
@@ -283,10 +289,12 @@ fn save_streamed(
         return Ok(());
     }
     // The single-layer views need their layer only (--layer, default the last captured).
-    let one_layer = !(out.terminal.stats.is_some()
-        || out.files.json.is_some()
-        || out.html_report())
-        && matches!(out.figure.figure, Figure::Head | Figure::Layer | Figure::Mean);
+    let one_layer =
+        !(out.terminal.stats.is_some() || out.files.json.is_some() || out.html_report())
+            && matches!(
+                out.figure.figure,
+                Figure::Head | Figure::Layer | Figure::Mean
+            );
     let layers = one_layer.then(|| {
         let last = request
             .layers

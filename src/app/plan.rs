@@ -12,21 +12,19 @@ use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions, Weighting};
-use attnviz::attention::{
-    AttentionKind, HeadSel, ModelInfo, Selection,
-};
+use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection};
 use attnviz::corpus::merge::MergeJob;
 use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
 use attnviz::pixels::ImageSource;
+use attnviz::render::image::{ColorScale, Figure, ImageOptions};
+use attnviz::render::json::{JsonOptions, JsonSection};
+use attnviz::render::stats_table::StatsTableOptions;
+use attnviz::render::ColorChoice;
 use attnviz::report::{
     self, Choose, FigurePlan, Files, HtmlPlan, JsonPlan, TerminalPlan, TerminalView,
 };
-use attnviz::render::image::{ColorScale, Figure, ImageOptions};
-use attnviz::render::stats_table::StatsTableOptions;
 use attnviz::request::{AblationMode, RunRequest};
-use attnviz::render::json::{JsonOptions, JsonSection};
-use attnviz::render::ColorChoice;
 use attnviz::save::SaveDtype;
 
 use super::cli::{Args, Command, MergeArgs, Outputs, PictureArgs, StatsArgs};

@@ -4,7 +4,6 @@
 //! name display as the library words them.
 
 use super::error::Error;
-use attnviz::report::{Among, ReportError, SelectionFault};
 use attnviz::analysis::AnalysisError;
 use attnviz::attention::{AttentionKind, KindError};
 use attnviz::corpus::lines::BadLine;
@@ -14,6 +13,7 @@ use attnviz::import::ImportError;
 use attnviz::model::rerun::TooSlow;
 use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
 use attnviz::render::image::ImageError;
+use attnviz::report::{Among, ReportError, SelectionFault};
 use attnviz::request::RequestError;
 use attnviz::tokenize;
 
@@ -244,7 +244,11 @@ pub fn image(e: &ImageError) -> String {
 /// A layer or head that does not fit the attention (`--layer`, `--head`, `--layers`).
 pub fn selection(e: &SelectionFault) -> String {
     match e {
-        SelectionFault::CapturedOutOfRange { name, layer, layers } => format!(
+        SelectionFault::CapturedOutOfRange {
+            name,
+            layer,
+            layers,
+        } => format!(
             "--layers {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
             layers.saturating_sub(1)
         ),
@@ -260,7 +264,11 @@ pub fn selection(e: &SelectionFault) -> String {
             },
             attnviz::attention::layer_list(numbers)
         ),
-        SelectionFault::Layer { name, layer, layers } => format!(
+        SelectionFault::Layer {
+            name,
+            layer,
+            layers,
+        } => format!(
             "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
             layers.saturating_sub(1)
         ),

@@ -79,7 +79,9 @@ fn run(name: &str, case: &Case) -> ValueZeroing {
     );
     // Value zeroing alone hands back neither ALTI nor value-weighted attention.
     assert!(run.measured.alti.is_none() && run.value_weighted.is_none());
-    run.measured.value_zeroing.expect("value zeroing was asked for")
+    run.measured
+        .value_zeroing
+        .expect("value zeroing was asked for")
 }
 
 fn check(name: &str) {

@@ -541,7 +541,8 @@ impl RunRequest {
         let head_outputs = encoding.head_outputs.take();
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
-            run.measured.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
+            run.measured.value_zeroing =
+                Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
         }
         if let Some(k) = self.lens {
             run.measured.lens = Some(lens_of(model, &run, k, self.max_memory)?);
@@ -615,7 +616,8 @@ impl RunRequest {
                 None => model.head_attribution_of(ids, target, contrast)?,
             };
             target = Some(forward.target);
-            run.measured.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
+            run.measured.head_attribution =
+                Some(HeadAttribution::new(&forward, at, label.clone(), decode));
         }
         let target = match target {
             Some(t) => t,

@@ -61,3 +61,52 @@ fn with_kinds<T>(
     let kinds: Vec<(&Attention, &HtmlOptions)> = set.iter().zip(&options).collect();
     f(&kinds, open, set.target()).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attnviz::attention::fixtures;
+
+    /// What `attnviz ... --html FILE` writes through the library's one function.
+    fn written(set: &AttentionSet, settings: &[(String, String)]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.html");
+        let plan = Plan {
+            files: report::Files {
+                html: Some(path.clone()),
+                ..report::Files::default()
+            },
+            ..Plan::default()
+        };
+        let measured = Measured::default();
+        let run = Finished {
+            set,
+            measured: &measured,
+            every_layer: true,
+            settings: settings.to_vec(),
+            model_name: "m".into(),
+        };
+        let (mut out, mut side) = (Vec::new(), Vec::new());
+        let mut sink = report::Sink {
+            out: &mut out,
+            side: &mut side,
+            note: &mut |_| {},
+        };
+        report::write(&plan, &run, &mut sink).unwrap();
+        std::fs::read(path).unwrap()
+    }
+
+    #[test]
+    fn the_served_report_is_the_one_the_html_plan_writes() {
+        let settings = vec![("model".to_string(), "m".to_string())];
+        for set in [
+            AttentionSet::single(fixtures::synthetic(&["[CLS]", "a", "b", "[SEP]"], 3, 2)),
+            AttentionSet::single(fixtures::with_picture("cat.png")),
+            fixtures::encoder_decoder(&["a", "b", "c"], &["x", "y"], 2, 3, 2, 2),
+        ] {
+            let served = report_html(&set, &settings).unwrap();
+            assert!(served.starts_with(b"<!DOCTYPE html>"));
+            assert_eq!(served, written(&set, &settings), "{:?}", set.kinds());
+        }
+    }
+}

@@ -359,11 +359,19 @@ pub fn process(
     };
     checkpoints.write(&ledger, "running", None)?;
 
-    let (end, lines_read, digest) =
-        pool.install(|| {
-            let outputs = (&plan, &measured);
-            process_in_pool(model, opts, outputs, lines, names, &ledger, &checkpoints, &log)
-        });
+    let (end, lines_read, digest) = pool.install(|| {
+        let outputs = (&plan, &measured);
+        process_in_pool(
+            model,
+            opts,
+            outputs,
+            lines,
+            names,
+            &ledger,
+            &checkpoints,
+            &log,
+        )
+    });
     let mut ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
     ledger.read_through(lines_read, digest);
     let (end_name, reason) = match &end {

@@ -1,8 +1,8 @@
 //! [`ReportError`]: why a run's outputs could not be written.
 
 use crate::analysis::AnalysisError;
-use crate::attention::KindError;
 use crate::attention::AttentionKind;
+use crate::attention::KindError;
 use crate::output::OutputError;
 use crate::render::image::ImageError;
 
@@ -31,7 +31,9 @@ pub enum ReportError {
     #[error("cannot write to the terminal: {0}")]
     Terminal(std::io::Error),
     /// A picture's query or rollout options, for attention without a picture.
-    #[error("the query and the rollout's head fusion draw on a picture, and this attention has none")]
+    #[error(
+        "the query and the rollout's head fusion draw on a picture, and this attention has none"
+    )]
     NoPicture,
     /// A rollout figure of attention that has no units of its own to roll out through
     /// (cross-attention).

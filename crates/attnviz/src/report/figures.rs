@@ -183,7 +183,12 @@ pub(super) fn measured_figures(plan: &Plan, run: &Finished<'_>) -> Result<(), Re
     let look = &plan.figure.image;
     let name = &run.model_name;
     let m = run.measured;
-    match (plan.figure.figure, &m.head_attribution, &m.head_ablation, &m.lens) {
+    match (
+        plan.figure.figure,
+        &m.head_attribution,
+        &m.head_ablation,
+        &m.lens,
+    ) {
         (Figure::Attribution, Some(a), _, _) => {
             let title = format!("Direct logit attribution per head · {name}");
             if let Some(path) = png {

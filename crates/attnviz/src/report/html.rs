@@ -56,7 +56,11 @@ pub fn html_kinds(
             );
             // Cross-attention's alignment figures lead its statistics.
             let view_att = analysed.shown.iter().nth(i).expect("one view per kind");
-            let align = match analysed.analyses.as_ref().and_then(|a| a[i].alignment.clone()) {
+            let align = match analysed
+                .analyses
+                .as_ref()
+                .and_then(|a| a[i].alignment.clone())
+            {
                 Some(a) => Some(a),
                 None => analysis::alignment_stats(view_att),
             };

@@ -32,8 +32,8 @@ pub use html::html_kinds;
 pub use json::write_json;
 pub use measured::Measured;
 pub use plan::{
-    folder_files, FigurePlan, Files, HtmlPlan, JsonPlan, Plan, TerminalPlan, TerminalView, REPORT_HTML,
-    REPORT_JSON,
+    folder_files, FigurePlan, Files, HtmlPlan, JsonPlan, Plan, TerminalPlan, TerminalView,
+    REPORT_HTML, REPORT_JSON,
 };
 pub use select::{Among, Choose, SelectionFault};
 pub use write::{write, Finished, Note, Sink};

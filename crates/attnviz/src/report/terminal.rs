@@ -10,7 +10,10 @@ use crate::render::terminal::{write_matrix_view, write_view, MatrixText, Termina
 use super::{Analysed, Finished, Plan, ReportError, Sink};
 
 /// Write to one of the sink's writers; a reader that stops early (`| head`) is not an error.
-fn to(w: &mut dyn Write, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), ReportError> {
+fn to(
+    w: &mut dyn Write,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), ReportError> {
     match write(w).and_then(|_| w.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(ReportError::Terminal(e)),
         _ => Ok(()),

@@ -49,7 +49,10 @@ pub enum Note {
 }
 
 /// The index in `set` of the kind the plan shows, and the selection checked against it.
-pub(super) fn shown_kind(plan: &Plan, set: &AttentionSet) -> Result<(usize, Selection), ReportError> {
+pub(super) fn shown_kind(
+    plan: &Plan,
+    set: &AttentionSet,
+) -> Result<(usize, Selection), ReportError> {
     let att = set.get(plan.kind)?;
     let index = set
         .kinds()
@@ -136,4 +139,132 @@ fn folder(
         other => other,
     })?;
     Ok(staged.commit()?.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::fixtures;
+    use crate::render::image::picture::Query;
+    use crate::report::Files;
+
+    /// Writes into vectors; counts the notes.
+    fn write_to(plan: &Plan, set: &AttentionSet) -> (Result<(), ReportError>, Vec<u8>, usize) {
+        let (mut out, mut side, mut notes) = (Vec::new(), Vec::new(), 0);
+        let measured = Measured::default();
+        let run = Finished {
+            set,
+            measured: &measured,
+            every_layer: true,
+            settings: Vec::new(),
+            model_name: "m".into(),
+        };
+        let mut sink = Sink {
+            out: &mut out,
+            side: &mut side,
+            note: &mut |_| notes += 1,
+        };
+        let res = write(plan, &run, &mut sink).map(|_| ());
+        (res, out, notes)
+    }
+
+    /// Every file a plan names, in `dir`.
+    fn files_in(dir: &Path) -> Files {
+        Files {
+            json: Some(dir.join("a.json")),
+            png: Some(dir.join("a.png")),
+            svg: Some(dir.join("a.svg")),
+            html: Some(dir.join("a.html")),
+            report: Some(dir.join("rep")),
+        }
+    }
+
+    #[test]
+    fn a_refused_plan_writes_nothing_and_prints_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = AttentionSet::single(fixtures::synthetic(&["[CLS]", "a", "b", "[SEP]"], 2, 2));
+        let picture = AttentionSet::single(fixtures::with_picture("cat.png"));
+        let plan = |query, kind| Plan {
+            files: files_in(dir.path()),
+            figure: crate::report::FigurePlan {
+                query,
+                ..Default::default()
+            },
+            kind,
+            terminal: crate::report::TerminalPlan {
+                view: Some(crate::report::TerminalView {
+                    color: false,
+                    width: 80,
+                    top: 3,
+                    raw_tokens: false,
+                }),
+                ..Default::default()
+            },
+            ..Plan::default()
+        };
+        let cases = [
+            // A patch of a picture the attention does not have.
+            (plan(Query::Patch(0, 0), None), &text, "no picture"),
+            // A patch off the picture's 2 × 3 grid.
+            (plan(Query::Patch(5, 0), None), &picture, "off the grid"),
+            // A pooled query without a pooling head.
+            (plan(Query::Pool, None), &picture, "no pooling head"),
+            // A kind the run does not hold.
+            (
+                plan(Query::Cls, Some(crate::attention::AttentionKind::Cross)),
+                &text,
+                "no such kind",
+            ),
+        ];
+        for (plan, set, what) in cases {
+            let (res, out, notes) = write_to(&plan, set);
+            assert!(res.is_err(), "{what}: accepted");
+            assert!(plan.check(set).is_err(), "{what}: check accepts it");
+            assert!(out.is_empty() && notes == 0, "{what}: printed");
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert!(left.is_empty(), "{what}: left {left:?}");
+        }
+        // The same plan with the class token writes every file of both.
+        for set in [&text, &picture] {
+            let (res, out, notes) = write_to(&plan(Query::Cls, None), set);
+            res.unwrap();
+            assert!(!out.is_empty() && notes == 1);
+            for f in ["a.json", "a.png", "a.svg", "a.html", "rep/report.html"] {
+                assert!(dir.path().join(f).is_file(), "{f}");
+            }
+            std::fs::remove_dir_all(dir.path().join("rep")).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_json_export_is_the_one_write_json_gives() {
+        // What corpus mode and Python write through `write_json` is the file `write` writes.
+        let dir = tempfile::tempdir().unwrap();
+        let set = fixtures::encoder_decoder(&["a", "b", "c"], &["x", "y"], 2, 3, 2, 2);
+        let plan = Plan {
+            files: Files {
+                json: Some(dir.path().join("a.json")),
+                ..Files::default()
+            },
+            json: crate::report::JsonPlan {
+                include: vec![crate::render::json::JsonSection::Means],
+                ..Default::default()
+            },
+            ..Plan::default()
+        };
+        write_to(&plan, &set).0.unwrap();
+        let measured = Measured::default();
+        let run = Finished {
+            set: &set,
+            measured: &measured,
+            every_layer: true,
+            settings: Vec::new(),
+            model_name: "m".into(),
+        };
+        let analysed = analyse(&plan, &run).unwrap();
+        let mut mine = Vec::new();
+        write_json(&plan, &run, &analysed, &mut mine).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("a.json")).unwrap(), mine);
+        assert!(String::from_utf8(mine).unwrap().contains("\"means\""));
+    }
 }
