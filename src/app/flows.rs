@@ -358,32 +358,10 @@ fn say_generated(run: &Run, model: &Model) {
 }
 
 /// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
-/// output as for a single input. A file of an encoder–decoder run (JSON version 3, or arrays of
+/// output as for a single input (the analyses that need the model were refused in planning). A file of an encoder–decoder run (JSON version 3, or arrays of
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
-    if render.out.request.value_zeroing {
-        return Err(Error::Usage(
-            "value zeroing re-runs each layer of the model with a token's value vector zeroed, \
-             which an attention file cannot; run the model with --value-zeroing (and --json to \
-             keep it)"
-                .into(),
-        ));
-    }
-    if render.out.request.alti {
-        return Err(Error::Usage(
-            "ALTI follows the value vectors, residual stream and norms through the model, which \
-             an attention file does not hold; run the model with --alti (and --json to keep it)"
-                .into(),
-        ));
-    }
-    if render.out.request.lens.is_some() {
-        return Err(Error::Usage(
-            "the logit lens runs the model's own head over its residual stream, which an \
-             attention file does not hold; run the model with --lens (and --json to keep it)"
-                .into(),
-        ));
-    }
     let tokens = match &render.tokens {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,

@@ -136,18 +136,20 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                     "{flag} runs a model; `attnviz render` draws attention from a file: drop {flag}"
                 ));
             }
+            let out = single(
+                args,
+                &r.out,
+                &r.stats,
+                Some(r.file.display().to_string()),
+                Some(&r.picture),
+            )?;
+            rendered_analyses(&out.request)?;
             Mode::Render(Box::new(Render {
                 file: r.file.clone(),
                 tokens: r.tokens.clone(),
                 max_memory: r.max_memory,
                 layers: r.layers.clone().map(|l| l.0),
-                out: single(
-                    args,
-                    &r.out,
-                    &r.stats,
-                    Some(r.file.display().to_string()),
-                    Some(&r.picture),
-                )?,
+                out,
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
@@ -179,6 +181,33 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         threads: args.threads,
         mode,
     })
+}
+
+/// `attnviz render`: the analyses that re-run the model, which a file of attention cannot.
+fn rendered_analyses(request: &RunRequest) -> Result<(), String> {
+    if request.value_zeroing {
+        return Err(
+            "value zeroing re-runs each layer of the model with a token's value vector zeroed, \
+             which an attention file cannot; run the model with --value-zeroing (and --json to \
+             keep it)"
+                .into(),
+        );
+    }
+    if request.alti {
+        return Err(
+            "ALTI follows the value vectors, residual stream and norms through the model, which \
+             an attention file does not hold; run the model with --alti (and --json to keep it)"
+                .into(),
+        );
+    }
+    if request.lens.is_some() {
+        return Err(
+            "the logit lens runs the model's own head over its residual stream, which an \
+             attention file does not hold; run the model with --lens (and --json to keep it)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The first flag of `flags` that was given, if any.
@@ -1054,6 +1083,32 @@ mod tests {
         // A text and the subcommand together are refused by clap.
         let args = Args::try_parse_from(["attnviz", "text", "render", "a.npz"]);
         assert!(args.is_err());
+    }
+
+    #[test]
+    fn render_refuses_the_analyses_that_need_the_model_before_reading_the_file() {
+        // Planned, not run: the file need not exist.
+        for (flag, want) in [
+            (
+                &["--value-zeroing"][..],
+                "run the model with --value-zeroing",
+            ),
+            (&["--alti"], "run the model with --alti"),
+            (
+                &["--json", "a.json", "--json-include", "alti"],
+                "run the model with --alti",
+            ),
+            (&["--lens"], "run the model with --lens"),
+        ] {
+            let argv: Vec<&str> = ["render", "no-such-file.json"]
+                .iter()
+                .chain(flag)
+                .copied()
+                .collect();
+            let e = check(&argv).unwrap_err();
+            assert!(e.contains(want) && !e.contains('\n'), "{argv:?}: {e}");
+        }
+        assert!(check(&["render", "no-such-file.json", "--stats"]).is_ok());
     }
 
     #[test]
