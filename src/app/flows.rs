@@ -135,6 +135,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         .run(&model, &GenerateBar::new())
         .map_err(words::request)?;
     say_generated(&run, &model);
+    // What the outputs ask of this attention (its kind, the layer and head, a query on the
+    // picture's grid), refused before any file is written, the saved capture included.
+    plan.report.check(&run.set)?;
     if let Some(path) = &plan.save {
         // An encoder–decoder captures its three attentions together, and a vision model its
         // layers with the picture's token norms: written from the run.

@@ -1,8 +1,9 @@
 //! The application layer: the only code that knows the command line. [`cli`] defines the flags
-//! (clap; [`suggest`] parses them, with "did you mean" for near misses), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
-//! the library (a run request and the plan of its outputs, `attnviz render`, corpus mode, merge;
-//! [`serve`] runs the web app), [`error`] holds the one error type, and [`words`] words the library's typed errors with the flags. The library
-//! never sees a flag.
+//! (clap; [`suggest`] parses them, with "did you mean" for near misses), [`plan`] checks them
+//! once into typed library values (a run request and the plan of its outputs), [`flows`]
+//! carries the plan out with the library (a run, `attnviz render`, corpus mode, merge; [`serve`]
+//! runs the web app), [`error`] holds the one error type and its notes, and [`words`] words the
+//! library's typed errors with the flags. The library never sees a flag.
 
 pub mod cli;
 pub mod diff;

@@ -546,7 +546,7 @@ fn single(
         alti,
         value_zeroing,
         image: args.image.clone().map(ImageSource::File),
-        lens: (args.lens || args.out.figure == Some(Figure::Lens))
+        lens: (args.lens || out.figure == Some(Figure::Lens))
             .then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,
@@ -1090,15 +1090,25 @@ mod tests {
         // Planned, not run: the file need not exist.
         for (flag, want) in [
             (
-                &["--value-zeroing"][..],
+                &["--png", "a.png", "--figure", "value-zeroing"][..],
                 "run the model with --value-zeroing",
             ),
-            (&["--alti"], "run the model with --alti"),
+            (
+                &["--json", "a.json", "--json-include", "value_zeroing"],
+                "run the model with --value-zeroing",
+            ),
+            (
+                &["--svg", "a.svg", "--figure", "alti"],
+                "run the model with --alti",
+            ),
             (
                 &["--json", "a.json", "--json-include", "alti"],
                 "run the model with --alti",
             ),
-            (&["--lens"], "run the model with --lens"),
+            (
+                &["--png", "a.png", "--figure", "lens"],
+                "run the model with --lens",
+            ),
         ] {
             let argv: Vec<&str> = ["render", "no-such-file.json"]
                 .iter()
