@@ -546,8 +546,7 @@ fn single(
         alti,
         value_zeroing,
         image: args.image.clone().map(ImageSource::File),
-        lens: (args.lens || out.figure == Some(Figure::Lens))
-            .then(|| args.lens_top.unwrap_or(5)),
+        lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,
         target_token,

@@ -3,7 +3,7 @@
 //! A front end describes the outputs it wants once, as a [`Plan`] (the view, the kind and the
 //! layer/head selection, the files, the terminal view and the tables, and their options), and
 //! hands a finished run ([`Finished`]: its attention, what else it [`Measured`], the settings
-//! for the report's About panel) to [`write`], which computes the analyses the plan needs and
+//! for the report's About panel) to [`write()`], which computes the analyses the plan needs and
 //! writes every output. The command line, corpus mode, `attnviz serve` and the Python package
 //! all go through it (or through the one part of it they need: [`write_json`] for corpus mode's
 //! per-sentence files, [`html_kinds`] for a served report), so an output looks the same

@@ -36,7 +36,7 @@ pub struct Sink<'a> {
     pub note: &'a mut dyn FnMut(Note),
 }
 
-/// What [`write`] tells its caller as it goes.
+/// What [`write()`] tells its caller as it goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Note {
     /// A report folder was written, holding this many files.
