@@ -20,10 +20,12 @@ pub fn ablation_mode(name: &str) -> PyResult<AblationMode> {
 /// The run's attribution and ablation, each as its JSON section (a string), when asked for.
 pub fn sections(run: &Run) -> (Option<String>, Option<String>) {
     (
-        run.head_attribution
+        run.measured
+            .head_attribution
             .as_ref()
             .map(|a| serde_json::to_string(a).expect("the attribution serialises to JSON")),
-        run.head_ablation
+        run.measured
+            .head_ablation
             .as_ref()
             .map(|a| serde_json::to_string(a).expect("the ablation serialises to JSON")),
     )

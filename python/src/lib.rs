@@ -19,14 +19,15 @@ use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use attnviz::analysis::{self, reweighted, Analysis, ViewOptions, Weighting};
-use attnviz::attention::{Attention, AttentionKind, HeadSel, Selection};
+use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::choice::Choice;
 use attnviz::import::{self, Arrays, ImportError, Tokens};
 use attnviz::model::Model;
-use attnviz::render::html::{self, report_analysis, HtmlOptions, PrecisionChoice, View};
+use attnviz::render::html::{self, HtmlOptions, PrecisionChoice, View};
 use attnviz::render::image::{self, ColorScale, Colormap, Figure, FigureSpec, ImageOptions, Theme};
-use attnviz::render::json::{json_sections, write_json_with, JsonOptions, JsonSection};
+use attnviz::render::json::{JsonOptions, JsonSection};
 use attnviz::render::terminal::{escape_controls, write_view, TerminalOptions};
+use attnviz::report::{self, Measured};
 use attnviz::request::{RequestError, RunRequest};
 
 /// A message for Python: quoted file contents, token labels and names reach a notebook or a
@@ -120,28 +121,23 @@ fn clear_cache() -> PyResult<()> {
 /// Captured attention, with everything that labels it; the views are its methods.
 #[pyclass(frozen, module = "attnviz._native", name = "Attention")]
 struct PyAttention {
-    att: Attention,
+    /// One kind of attention, as a set of one (the library's outputs take a set).
+    set: AttentionSet,
     /// What the run computed beside the attention, for the report's lens, heads and matrix
     /// views (none for attention from arrays or files).
-    extras: Arc<Extras>,
-}
-
-/// A run's analyses that its report shows beside the attention of its primary kind.
-#[derive(Default)]
-struct Extras {
-    lens: Option<attnviz::analysis::LogitLens>,
-    head_attribution: Option<attnviz::analysis::HeadAttribution>,
-    head_ablation: Option<attnviz::analysis::HeadAblation>,
-    alti: Option<attnviz::analysis::Alti>,
-    value_zeroing: Option<attnviz::analysis::ValueZeroing>,
+    extras: Arc<Measured>,
 }
 
 impl PyAttention {
     fn of(att: Attention) -> Self {
         PyAttention {
-            att,
+            set: AttentionSet::single(att),
             extras: Arc::default(),
         }
+    }
+
+    fn att(&self) -> &Attention {
+        self.set.primary()
     }
 }
 
@@ -162,14 +158,15 @@ impl PyAttention {
     /// `(layers, heads, queries, keys)`.
     #[getter]
     fn shape(&self) -> (usize, usize, usize, usize) {
-        let a = &self.att;
+        let a = self.att();
         (a.layers(), a.heads(), a.n_queries(), a.n_keys())
     }
 
     /// The weights as a read-only numpy array over this object's own memory (no copy).
     fn weights<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray4<f32>>> {
         let this = slf.get();
-        let view = ArrayView4::from_shape(this.shape(), this.att.weights()).map_err(value_error)?;
+        let view =
+            ArrayView4::from_shape(this.shape(), this.att().weights()).map_err(value_error)?;
         // SAFETY: the array borrows `this.att`'s weights, which live as long as the Python
         // object `slf` (the array's base, kept alive by numpy) and never change: the class is
         // frozen and `Attention` has no mutating method reachable from Python. The array is
@@ -181,56 +178,56 @@ impl PyAttention {
 
     #[getter]
     fn kind(&self) -> &'static str {
-        self.att.kind.as_str()
+        self.att().kind.as_str()
     }
     #[getter]
     fn mask(&self) -> &'static str {
-        self.att.mask.as_str()
+        self.att().mask.as_str()
     }
     #[getter]
     fn windows(&self) -> Vec<Option<usize>> {
-        self.att.windows().to_vec()
+        self.att().windows().to_vec()
     }
     #[getter]
     fn level(&self) -> &'static str {
-        self.att.level.as_str()
+        self.att().level.as_str()
     }
     #[getter]
     fn text(&self) -> String {
-        self.att.text.clone()
+        self.att().text.clone()
     }
     #[getter]
     fn pair(&self) -> Option<String> {
-        self.att.pair.clone()
+        self.att().pair.clone()
     }
     #[getter]
     fn tokens(&self) -> Vec<String> {
-        self.att.queries().labels.clone()
+        self.att().queries().labels.clone()
     }
     /// A vision model's picture as JSON (the export's `image` object), or `None`.
     #[getter]
     fn image_json(&self) -> Option<String> {
-        self.att
+        self.att()
             .image
             .as_deref()
             .and_then(|i| serde_json::to_string(i).ok())
     }
     #[getter]
     fn key_tokens(&self) -> Vec<String> {
-        self.att.keys().labels.clone()
+        self.att().keys().labels.clone()
     }
     /// The tokens as a person reads them (`Ġquick` → `quick`, `Ċ` → `↵`).
     #[getter]
     fn display_tokens(&self) -> Vec<String> {
-        self.att.queries().display.clone()
+        self.att().queries().display.clone()
     }
     #[getter]
     fn key_display_tokens(&self) -> Vec<String> {
-        self.att.keys().display.clone()
+        self.att().keys().display.clone()
     }
     #[getter]
     fn roles(&self) -> Vec<&'static str> {
-        self.att
+        self.att()
             .queries()
             .roles
             .iter()
@@ -239,37 +236,37 @@ impl PyAttention {
     }
     #[getter]
     fn key_roles(&self) -> Vec<&'static str> {
-        self.att.keys().roles.iter().map(|r| r.as_str()).collect()
+        self.att().keys().roles.iter().map(|r| r.as_str()).collect()
     }
     /// Whether each query token was generated by the model rather than read.
     #[getter]
     fn generated(&self) -> Vec<bool> {
-        let q = self.att.queries();
+        let q = self.att().queries();
         (0..q.labels.len())
             .map(|i| q.generated.get(i).copied().unwrap_or(false))
             .collect()
     }
     #[getter]
     fn sentence_b_start(&self) -> Option<usize> {
-        self.att.sentence_b_start()
+        self.att().sentence_b_start()
     }
     #[getter]
     fn model_id(&self) -> String {
-        self.att.model.id.clone()
+        self.att().model.id.clone()
     }
     #[getter]
     fn model_name(&self) -> String {
-        self.att.model.name().to_string()
+        self.att().model.name().to_string()
     }
     #[getter]
     fn family(&self) -> String {
-        self.att.model.family.clone()
+        self.att().model.family.clone()
     }
 
     /// Per-head statistics of the view, as the JSON export's `stats` object (a JSON string).
     #[pyo3(signature = (words=false, no_special=false))]
     fn stats(&self, py: Python<'_>, words: bool, no_special: bool) -> PyResult<String> {
-        let att = &self.att;
+        let att = self.att();
         py.detach(|| {
             let shown = analysis::view(att, view_options(words, no_special))?;
             let stats = analysis::head_stats(&shown);
@@ -299,7 +296,7 @@ impl PyAttention {
         raw_tokens: bool,
         query: Option<String>,
     ) -> PyResult<String> {
-        let att = &self.att;
+        let att = self.att();
         let query = image_query(att, query.as_deref())?;
         let opened = view_of(view)?;
         check_view(opened, &self.extras)?;
@@ -311,10 +308,9 @@ impl PyAttention {
         let bytes = py
             .detach(|| -> Result<Vec<u8>, String> {
                 let html_opts = HtmlOptions {
-                    raw_tokens,
                     query,
                     ..report_options(
-                        att,
+                        &self.set,
                         &self.extras,
                         opened,
                         layer,
@@ -322,6 +318,7 @@ impl PyAttention {
                         words,
                         no_special,
                         precision,
+                        raw_tokens,
                         title,
                         settings,
                     )?
@@ -375,7 +372,7 @@ impl PyAttention {
             "svg" => false,
             other => return Err(value_error(format!("format `{other}` is not png or svg"))),
         };
-        let att = &self.att;
+        let att = self.att();
         let Selection { layer, head } = selection(att, layer, head)?;
         py.detach(|| -> Result<(), String> {
             let (shown, analysis) = Analysis::compute_view(att, view_options(words, no_special))
@@ -406,24 +403,25 @@ impl PyAttention {
             .iter()
             .map(|n| choice::<JsonSection>("include", n))
             .collect::<PyResult<Vec<_>>>()?;
-        let att = &self.att;
+        let set = &self.set;
         let bytes = py
             .detach(|| -> Result<Vec<u8>, String> {
-                let (shown, analysis) =
-                    Analysis::compute_view(att, view_options(words, no_special))
-                        .map_err(|e| e.to_string())?;
-                let stats =
-                    serde_json::to_value(analysis.stats_section()).map_err(|e| e.to_string())?;
-                let sections = json_sections(&include, Some(&analysis)).unwrap_or_default();
+                // The library's JSON export of this one kind, in the view asked for; what the
+                // run measured beside it is not part of it (Python reads those as arrays).
+                let plan = report::Plan {
+                    view: view_options(words, no_special),
+                    json: report::JsonPlan {
+                        format: JsonOptions { full_precision },
+                        include,
+                    },
+                    keep_stats: true,
+                    ..report::Plan::default()
+                };
+                let nothing = Measured::default();
+                let run = finished(set, &nothing, Vec::new());
+                let analysed = report::analyse(&plan, &run).map_err(|e| e.to_string())?;
                 let mut out = Vec::new();
-                write_json_with(
-                    &shown,
-                    &[("stats", stats)],
-                    &sections,
-                    JsonOptions { full_precision },
-                    &mut out,
-                )
-                .map_err(|e| e.to_string())?;
+                report::write_json(&plan, &run, &analysed, &mut out).map_err(|e| e.to_string())?;
                 Ok(out)
             })
             .map_err(value_error)?;
@@ -444,9 +442,9 @@ impl PyAttention {
         color: bool,
         raw_tokens: bool,
     ) -> PyResult<String> {
-        let sel = selection(&self.att, layer, head)?;
+        let sel = selection(self.att(), layer, head)?;
         let shown =
-            analysis::view(&self.att, view_options(words, no_special)).map_err(value_error)?;
+            analysis::view(self.att(), view_options(words, no_special)).map_err(value_error)?;
         let opts = TerminalOptions {
             color,
             width,
@@ -604,7 +602,13 @@ fn run(
         (None, None) => None,
     };
     let request = RunRequest {
-        text: text.to_string(),
+        // A picture is the request's own field (an array's name travels with it): the text
+        // is then not read.
+        text: if image.is_some() {
+            String::new()
+        } else {
+            text.to_string()
+        },
         pair,
         target,
         generate,
@@ -655,19 +659,14 @@ fn run(
     });
     if let (Some(w), [only]) = (&run.value_weighted, kinds.as_mut_slice()) {
         // What every view of the report draws: the weighting's shares of each row.
-        only.att = reweighted(&only.att, w, weighting).map_err(runtime_error)?;
+        only.set =
+            AttentionSet::single(reweighted(only.att(), w, weighting).map_err(runtime_error)?);
     }
     let head_sections = heads::sections(&run);
     // The analyses read the primary kind's tokens (a decoder's, an encoder's); an
     // encoder–decoder has none of them.
     if let [first] = kinds.as_mut_slice() {
-        first.extras = Arc::new(Extras {
-            lens: run.lens.clone(),
-            head_attribution: run.head_attribution.clone(),
-            head_ablation: run.head_ablation.clone(),
-            alti: run.alti.clone(),
-            value_zeroing: run.value_zeroing.clone(),
-        });
+        first.extras = Arc::new(run.measured.clone());
     }
     Ok((
         kinds,
@@ -676,10 +675,11 @@ fn run(
         run.default_generation,
         sizes,
         // The logit lens as its JSON section (`docs/json.md`), which the package reads.
-        run.lens
+        run.measured
+            .lens
             .as_ref()
             .map(|l| serde_json::to_string(l).expect("the lens serialises to JSON")),
-        run.alti.as_ref().map(|a| {
+        run.measured.alti.as_ref().map(|a| {
             (
                 a.aggregated.concat(),
                 a.per_layer.concat(),
@@ -687,7 +687,7 @@ fn run(
                 a.tokens,
             )
         }),
-        run.value_zeroing.as_ref().map(|v| {
+        run.measured.value_zeroing.as_ref().map(|v| {
             (
                 v.aggregated.concat(),
                 v.per_layer.concat(),
@@ -891,7 +891,7 @@ fn read(
 
 /// Refuse to open on a view whose analysis the run did not compute (the page would fall back
 /// to the head view without a word).
-fn check_view(opened: View, extras: &Extras) -> PyResult<()> {
+fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
     let missing = match opened {
         View::Lens if extras.lens.is_none() => "the logit lens: attnviz.run(..., lens=True)",
         View::Heads if extras.head_attribution.is_none() && extras.head_ablation.is_none() => {
@@ -927,63 +927,65 @@ fn view_of(view: &str) -> PyResult<View> {
     })
 }
 
-/// The report's options for `att`: its analysis (statistics, rollout, and cross-attention's
-/// alignment figure) on the `words`/`no_special` view.
+/// A kind's attention as the library's outputs take it: every layer it holds is rolled out
+/// (a report from Python has always rolled out the layers a capture holds).
+fn finished<'a>(
+    set: &'a AttentionSet,
+    measured: &'a Measured,
+    settings: Vec<(String, String)>,
+) -> report::Finished<'a> {
+    report::Finished {
+        set,
+        measured,
+        every_layer: true,
+        settings,
+        model_name: set.primary().model.name().to_string(),
+    }
+}
+
+/// The report's options for `set` (one kind) from the library's [`report::html_kinds`] (its
+/// analysis on the `words`/`no_special` view, with what the run measured beside it), opened
+/// on `opened` at `layer` and `head`, with `title`.
 #[allow(clippy::too_many_arguments)]
 fn report_options(
-    att: &Attention,
-    extras: &Extras,
+    set: &AttentionSet,
+    extras: &Measured,
     opened: View,
     layer: usize,
     head: Option<usize>,
     words: bool,
     no_special: bool,
     precision: PrecisionChoice,
+    raw_tokens: bool,
     title: Option<String>,
-    mut settings: Vec<(String, String)>,
+    settings: Vec<(String, String)>,
 ) -> Result<HtmlOptions, String> {
-    let opts = view_options(words, no_special);
-    let (view, analysis) = Analysis::compute_view(att, opts).map_err(|e| words::analysis(&e))?;
-    let rollout = if !att.is_square() {
-        Vec::new()
-    } else if opts == ViewOptions::default() {
-        analysis.rollout.clone()
-    } else {
-        analysis::rollout(att)
+    let plan = report::Plan {
+        view: view_options(words, no_special),
+        html: report::HtmlPlan {
+            precision,
+            raw_tokens,
+            ..report::HtmlPlan::default()
+        },
+        keep_stats: true,
+        ..report::Plan::default()
     };
-    let unit = html::statistics_unit(att, opts);
-    settings.push(("statistics computed on".into(), unit.clone()));
-    let mut report = report_analysis(att, opts, &analysis.stats, &rollout);
-    let align = analysis
-        .alignment
-        .clone()
-        .or_else(|| analysis::alignment_stats(&view));
-    if let Some(align) = align {
-        let mut stats = html::alignment_statistics(&align, &unit);
-        stats.append(&mut report.stats);
-        report.stats = stats;
-    }
-    report.lens = extras.lens.clone();
-    report.head_attribution = extras.head_attribution.clone();
-    report.head_ablation = extras.head_ablation.clone();
-    if let Some(a) = &extras.alti {
-        report.matrices.extend(html::alti_matrices(a));
-    }
-    if let Some(v) = &extras.value_zeroing {
-        report.matrices.extend(html::zeroing_matrices(v));
-    }
+    let run = finished(set, extras, settings);
+    let analysed = report::analyse(&plan, &run).map_err(|e| match e {
+        report::ReportError::Analysis(e) => words::analysis(&e),
+        e => e.to_string(),
+    })?;
+    let (mut kinds, _) = report::html_kinds(&plan, &run, &analysed).map_err(|e| e.to_string())?;
+    let opts = kinds.pop().ok_or("no attention")?;
     Ok(HtmlOptions {
         title,
-        neuron: att.query_key.is_some(),
-        precision: precision.resolve(att.layers(), att.heads(), att.n_queries(), att.n_keys()),
+        neuron: set.primary().query_key.is_some(),
         layer,
         head: head.unwrap_or(0),
         view: opened,
-        hide_special: no_special,
-        words,
-        settings,
-        analysis: report,
-        ..HtmlOptions::default()
+        // The page's default (the class token), or the query asked for: set by the caller.
+        query: None,
+        ..opts
     })
 }
 
@@ -1014,16 +1016,18 @@ fn html_kinds(
         check_view(opened, &k.extras)?;
     }
     let precision: PrecisionChoice = choice("precision", precision)?;
-    let atts: Vec<(&Attention, &Extras)> = kinds.iter().map(|k| (&k.att, &*k.extras)).collect();
+    let atts: Vec<(&AttentionSet, &Measured)> =
+        kinds.iter().map(|k| (&k.set, &*k.extras)).collect();
     let bytes = py
         .detach(|| -> Result<Vec<u8>, String> {
             let opts = atts
                 .iter()
-                .map(|&(att, extras)| {
+                .map(|&(set, extras)| {
+                    let att = set.primary();
                     let l = layer.unwrap_or(0).min(att.layers().saturating_sub(1));
                     let h = head.map(|h| h.min(att.heads().saturating_sub(1)));
                     report_options(
-                        att,
+                        set,
                         extras,
                         opened,
                         l,
@@ -1031,14 +1035,14 @@ fn html_kinds(
                         words,
                         no_special,
                         precision,
+                        raw_tokens,
                         title.clone(),
                         settings.clone(),
                     )
-                    .map(|o| HtmlOptions { raw_tokens, ..o })
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             let pairs: Vec<(&Attention, &HtmlOptions)> =
-                atts.iter().map(|&(a, _)| a).zip(&opts).collect();
+                atts.iter().map(|&(a, _)| a.primary()).zip(&opts).collect();
             let mut out = Vec::new();
             html::write_html_kinds(&pairs, open, target.as_deref(), &mut out)
                 .map_err(|e| e.to_string())?;

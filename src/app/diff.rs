@@ -16,7 +16,7 @@ use attnviz::render::compare::CompareFigure;
 use attnviz::render::image::ImageOptions;
 
 use super::cli::{DiffArgs, DiffFigure};
-use super::flows::{note, Error};
+use super::error::{note, Error};
 
 /// Carry out `attnviz diff`.
 pub fn run(args: &DiffArgs) -> Result<(), Error> {

@@ -1,23 +1,24 @@
 //! The flows of one invocation of the CLI: check the flags into a plan, then either load the
 //! model once and run the text through it (a library [`RunRequest`], which decides what running
 //! this model on this text means), read attention from a file (`attnviz render`), run a corpus,
-//! or merge shards; [`super::outputs`] writes what the plan asks for.
+//! or merge shards; the library's [`report::write`] writes what the plan's outputs ask for.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::mem::ManuallyDrop;
 
-use attnviz::analysis::{reweighted, AnalysisError, Weighting};
-use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
+use attnviz::analysis::{reweighted, Weighting};
+use attnviz::attention::{Attention, AttentionKind, AttentionSet};
 use attnviz::choice::Choice;
 use attnviz::model::Model;
 use attnviz::output::OutputError;
-use attnviz::render::image::{Figure, ImageError};
+use attnviz::render::image::Figure;
+use attnviz::report;
 use attnviz::request::{Run, RunRequest};
 use attnviz::save::LayerWriter;
 use attnviz::{import, tokenize};
 
 use super::cli::Args;
-use super::outputs::{write_outputs, FromModel};
+use super::error::{note, Error};
 use super::plan::{self, Mode, Render, Single};
 use super::progress::{Bars, CorpusBar, GenerateBar};
 use super::words;
@@ -25,66 +26,6 @@ use super::words;
 /// The hub, with downloads drawn as bars on standard error.
 fn hub() -> attnviz::model::Hub {
     attnviz::model::Hub::from_env().with_progress(std::sync::Arc::new(Bars::default()))
-}
-
-/// Anything that stops a run. Each displays as one line that says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Loading or running the model.
-    #[error("{}", words::model(.0))]
-    Model(#[from] attnviz::model::Error),
-    /// Writing an output file.
-    #[error(transparent)]
-    Output(#[from] OutputError),
-    /// Building the word-level or special-excluded view.
-    #[error("{}", words::analysis(.0))]
-    Analysis(#[from] AnalysisError),
-    /// Drawing or writing an image.
-    #[error("{}", words::image(.0))]
-    Image(#[from] ImageError),
-    /// Arguments that don't fit the model or each other.
-    #[error("{0}")]
-    Usage(String),
-    /// Reading the text from standard input.
-    #[error("cannot read the text from standard input: {0}")]
-    Stdin(io::Error),
-    /// Writing the terminal view or the statistics table.
-    #[error("cannot write to the terminal: {0}")]
-    Stdout(io::Error),
-    /// Corpus mode (`--input`).
-    #[error(transparent)]
-    Corpus(#[from] attnviz::corpus::CorpusError),
-    /// Reading attention from a file (`attnviz render`).
-    #[error("{}", words::import(.0))]
-    Import(#[from] attnviz::import::ImportError),
-    /// `attnviz merge`.
-    #[error(transparent)]
-    Merge(#[from] attnviz::corpus::merge::MergeError),
-    /// A corpus run stopped by a signal (its message worded for the command line).
-    #[error("{message}")]
-    Interrupted {
-        /// What was kept, and how to continue.
-        message: String,
-        /// The signal (2 for SIGINT, 15 for SIGTERM).
-        signal: i32,
-    },
-}
-
-impl Error {
-    /// The exit status for this error: 130 for a run stopped by Ctrl-C and 143 by SIGTERM (as
-    /// when the signal ends it at once), 1 for everything else.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Error::Interrupted { signal, .. } => u8::try_from(128 + signal).unwrap_or(130),
-            _ => 1,
-        }
-    }
-}
-
-/// A line on standard error that must never fail the run (a closed stderr is ignored).
-pub(super) fn note(msg: &str) {
-    // Notes quote file contents and names too: escaped as errors are (`main`).
-    let _ = attnviz::render::term::write_message(&mut io::stderr(), msg);
 }
 
 /// Settle the worker threads (`--threads`, capped; see [`attnviz::threads::configure`]) and say
@@ -134,48 +75,42 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
 }
 
-/// One text (or pair): load, run once, write every output.
+/// One text (or pair, or picture): load, run the plan's request once, write the plan's
+/// outputs.
 fn run_single(plan: &Single) -> Result<(), Error> {
     // The weights, the captured attention and the analyses are left for the OS to reclaim
     // when the process exits, which it does right after this function: freeing them first
     // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
+    let request = &plan.request;
     let model = ManuallyDrop::new(
-        Model::load_within(&plan.model, &plan.revision, &hub(), plan.max_memory)?
+        Model::load_within(&plan.model, &plan.revision, &hub(), request.max_memory)?
             .with_full_path(plan.full_paths),
     );
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once
     // its attentions exist, each against its own layers and heads.
     let seq2seq = model.is_seq2seq();
-    let selection = if seq2seq {
-        Selection::new(0, HeadSel::Mean)
-    } else {
-        plan.selection(model.info()).map_err(Error::Usage)?
-    };
+    if !seq2seq {
+        plan.selection(model.info()).map_err(Error::Usage)?;
+    }
     let limit = tokenize::byte_limit(model.max_positions());
-    let (text, stdin_cut) = match &plan.picture {
-        Some(path) => (path.display().to_string(), false),
-        None => read_text(&plan.text, limit, plan.truncate, model.max_positions())?,
-    };
-    let request = RunRequest {
-        text,
-        pair: plan.pair.clone(),
-        target: plan.target.clone(),
-        generate: plan.generate,
-        chat: plan.chat,
-        layers: plan.layers.clone(),
-        max_memory: plan.max_memory,
-        truncate: plan.truncate,
-        query_key: plan.neuron,
-        value_weighted: plan.weighting != Weighting::Raw,
-        alti: plan.alti,
-        value_zeroing: plan.value_zeroing,
-        image: plan.picture.clone().map(attnviz::pixels::ImageSource::File),
-        lens: plan.lens,
-        attribution: plan.attribution,
-        ablate: plan.ablate,
-        target_token: plan.target_token.clone(),
-        contrast: plan.contrast.clone(),
-        analysis_time: plan.analysis_time,
+    // `-` reads standard input, now that the model's byte limit is known.
+    let mut stdin_cut = false;
+    let read;
+    let request = if request.image.is_none() && request.text == "-" {
+        let (text, cut) = read_text(
+            &request.text,
+            limit,
+            request.truncate,
+            model.max_positions(),
+        )?;
+        stdin_cut = cut;
+        read = RunRequest {
+            text,
+            ..request.clone()
+        };
+        &read
+    } else {
+        request
     };
     if let Some(path) = &plan.save {
         if request.wants_heads() {
@@ -185,21 +120,24 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                     .into(),
             ));
         }
-        if plan.lens.is_some() {
+        if request.lens.is_some() {
             return Err(Error::Usage(
                 "--save-attention streams the attention to a file; the logit lens (--lens, \
                  --figure lens) is not written there: run them separately"
                     .into(),
             ));
         }
-        if !seq2seq && plan.picture.is_none() {
-            return save_streamed(plan, &model, &request, path);
+        if !seq2seq && request.image.is_none() {
+            return save_streamed(plan, &model, request, path);
         }
     }
     let run = request
         .run(&model, &GenerateBar::new())
         .map_err(words::request)?;
     say_generated(&run, &model);
+    // What the outputs ask of this attention (its kind, the layer and head, a query on the
+    // picture's grid), refused before any file is written, the saved capture included.
+    plan.report.check(&run.set)?;
     if let Some(path) = &plan.save {
         // An encoder–decoder captures its three attentions together, and a vision model its
         // layers with the picture's token norms: written from the run.
@@ -213,18 +151,6 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         let kinds: Vec<&Attention> = run.set.iter().collect();
         writer.finish(&kinds, run_document(&run))?;
     }
-    // An encoder–decoder's run gives three attentions; the views show the one --kind picks
-    // (cross-attention by default), with the selection checked against its layers and heads.
-    let selection = if seq2seq {
-        let kind = plan.kind.unwrap_or(AttentionKind::Cross);
-        let att = run
-            .set
-            .get(Some(kind))
-            .map_err(|e| Error::Usage(words::kind(&e)))?;
-        plan.selection_of(&att.model, kind).map_err(Error::Usage)?
-    } else {
-        selection
-    };
     let bytes_cut = stdin_cut || run.bytes_cut;
     if bytes_cut {
         note(&format!(
@@ -253,7 +179,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
     // --layers picks some.)
     let every_layer = if seq2seq {
-        plan.layers.is_none()
+        request.layers.is_none()
     } else {
         run.set
             .primary()
@@ -262,11 +188,12 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             .copied()
             .eq(0..model.info().layers)
     };
+    let out = &plan.report;
     if !every_layer {
-        let rollout_asked = (plan.figure == Figure::Rollout
-            && (plan.png.is_some() || plan.svg.is_some()))
-            || plan
-                .json_include
+        let rollout_asked = (out.figure.figure == Figure::Rollout && out.figures())
+            || out
+                .json
+                .include
                 .contains(&attnviz::render::json::JsonSection::Rollout);
         if rollout_asked {
             return Err(Error::Usage(
@@ -296,7 +223,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if !std::path::Path::new(&plan.model).is_dir() {
         settings.push(("revision".to_string(), plan.revision.clone()));
     }
-    if plan.truncate {
+    if request.truncate {
         settings.push(("truncate".to_string(), "yes".to_string()));
     }
     if plan.weighting != Weighting::Raw {
@@ -305,141 +232,36 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // The head detectors' induction score is the model's: one probe run, when statistics are
     // asked for (the terminal table, the JSON). A model the probe cannot be built for (a
     // tokenizer with no ordinary token for it, as rxnmapper's) goes without, as in corpus mode.
-    let induction = if plan.stats || plan.json.is_some() {
-        attnviz::request::induction_probe(&model).ok().flatten()
-    } else {
-        None
-    };
-    let mut lens_sections: Vec<(&'static str, serde_json::Value)> = match &run.lens {
-        Some(lens) => vec![(
-            "logit_lens",
-            serde_json::to_value(lens).expect("the lens serialises to JSON"),
-        )],
-        None => Vec::new(),
-    };
-    if let Some(a) = &run.head_attribution {
-        lens_sections.push((
-            "head_attribution",
-            serde_json::to_value(a).expect("the attribution serialises to JSON"),
-        ));
+    let mut measured = run.measured;
+    if out.terminal.stats.is_some() || out.files.json.is_some() {
+        measured.induction = attnviz::request::induction_probe(&model).ok().flatten();
     }
-    if let Some(a) = &run.head_ablation {
-        lens_sections.push((
-            "head_ablation",
-            serde_json::to_value(a).expect("the ablation serialises to JSON"),
-        ));
-    }
-    let head_attribution = run.head_attribution.clone();
-    let head_ablation = run.head_ablation.clone();
-    write_outputs(
-        plan,
-        &tokens,
-        selection,
+    let finished = report::Finished {
+        set: &tokens,
+        measured: &measured,
         every_layer,
         settings,
-        &FromModel {
-            sections: &lens_sections,
-            induction: induction.as_ref(),
-            lens: run.lens.as_ref(),
-            alti: run.alti.as_ref(),
-            value_zeroing: run.value_zeroing.as_ref(),
-            head_attribution: run.head_attribution.as_ref(),
-            head_ablation: run.head_ablation.as_ref(),
+        model_name: model.info().name().to_string(),
+    };
+    write_report(out, &finished)
+}
+
+/// [`report::write`] to standard output and standard error, its notes as notes; what it
+/// computed is left for the system to reclaim (the process exits right after).
+fn write_report(plan: &report::Plan, run: &report::Finished<'_>) -> Result<(), Error> {
+    // Not locked for the whole write: the signal handler's thread writes its line to
+    // standard error while a file is being written.
+    let mut sink = report::Sink {
+        out: &mut io::stdout(),
+        side: &mut io::stderr(),
+        note: &mut |n| match n {
+            report::Note::WroteFolder { files, dir } => {
+                note(&format!("wrote {files} files into {}", dir.display()))
+            }
         },
-    )?;
-    heads_outputs(
-        plan,
-        head_attribution.as_ref(),
-        head_ablation.as_ref(),
-        &model,
-    )?;
-    match &run.lens {
-        Some(lens) => lens_outputs(plan, lens, &model),
-        None => Ok(()),
-    }
-}
-
-/// Head attribution's and ablation's own outputs: their figures (`--figure attribution`,
-/// `--figure ablation`) and their tables (on standard error when standard output carries a
-/// file).
-fn heads_outputs(
-    plan: &Single,
-    attribution: Option<&attnviz::analysis::HeadAttribution>,
-    ablation: Option<&attnviz::analysis::HeadAblation>,
-    model: &Model,
-) -> Result<(), Error> {
-    use attnviz::render::heads_table;
-    use attnviz::render::image::heads as figure;
-    let name = model.info().name();
-    if let (Figure::Attribution, Some(a)) = (plan.figure, attribution) {
-        let title = format!("Direct logit attribution per head · {name}");
-        if let Some(path) = &plan.png {
-            figure::write_file(path, &figure::attribution_png(a, &title, &plan.image)?)?;
-        }
-        if let Some(path) = &plan.svg {
-            let svg = figure::attribution_svg(a, &title, &plan.image)?;
-            figure::write_file(path, svg.as_bytes())?;
-        }
-    }
-    if let (Figure::Ablation, Some(a)) = (plan.figure, ablation) {
-        let title = format!("Head ablation · {name}");
-        if let Some(path) = &plan.png {
-            figure::write_file(path, &figure::ablation_png(a, &title, &plan.image)?)?;
-        }
-        if let Some(path) = &plan.svg {
-            let svg = figure::ablation_svg(a, &title, &plan.image)?;
-            figure::write_file(path, svg.as_bytes())?;
-        }
-    }
-    if plan.heads_table {
-        let table = |w: &mut dyn Write| -> io::Result<()> {
-            if let Some(a) = attribution {
-                heads_table::write_attribution(a, w)?;
-            }
-            if let Some(a) = ablation {
-                if attribution.is_some() {
-                    writeln!(w)?;
-                }
-                heads_table::write_ablation(a, w)?;
-            }
-            Ok(())
-        };
-        if plan.terminal_view {
-            super::outputs::to_stdout(table)?;
-        } else if plan.stdout_taken {
-            table(&mut io::stderr().lock()).map_err(Error::Stdout)?;
-        }
-    }
-    Ok(())
-}
-
-/// The logit lens's own outputs: its figure (`--figure lens`) and its table (`--lens`, on
-/// standard error when standard output carries a file).
-fn lens_outputs(
-    plan: &Single,
-    lens: &attnviz::analysis::LogitLens,
-    model: &Model,
-) -> Result<(), Error> {
-    use attnviz::render::image::lens as figure;
-    if plan.figure == Figure::Lens {
-        let title = format!("Logit lens · {}", model.info().name());
-        if let Some(path) = &plan.png {
-            figure::write_png(lens, &title, &plan.image, path)?;
-        }
-        if let Some(path) = &plan.svg {
-            figure::write_svg(lens, &title, &plan.image, path)?;
-        }
-    }
-    if plan.lens_table {
-        let width = terminal_size::terminal_size().map_or(120, |(w, _)| w.0 as usize);
-        let table =
-            |w: &mut dyn Write| attnviz::render::lens_table::write_lens_table(lens, width, w);
-        if plan.terminal_view {
-            super::outputs::to_stdout(table)?;
-        } else if plan.stdout_taken {
-            table(&mut io::stderr().lock()).map_err(Error::Stdout)?;
-        }
-    }
+    };
+    let analysed = report::write(plan, run, &mut sink)?;
+    std::mem::forget(analysed);
     Ok(())
 }
 
@@ -465,25 +287,24 @@ fn save_streamed(
         ));
     }
     writer.finish(&[run.set.primary()], run_document(&run))?;
-    let draws = plan.terminal_view
-        || plan.stats
-        || plan.json.is_some()
-        || plan.png.is_some()
-        || plan.svg.is_some()
-        || plan.html_report();
-    if !draws {
+    let out = &plan.report;
+    if !out.draws() {
         return Ok(());
     }
     // The single-layer views need their layer only (--layer, default the last captured).
-    let one_layer = !(plan.stats || plan.json.is_some() || plan.html_report())
-        && matches!(plan.figure, Figure::Head | Figure::Layer | Figure::Mean);
+    let one_layer =
+        !(out.terminal.stats.is_some() || out.files.json.is_some() || out.html_report())
+            && matches!(
+                out.figure.figure,
+                Figure::Head | Figure::Layer | Figure::Mean
+            );
     let layers = one_layer.then(|| {
-        let last = plan
+        let last = request
             .layers
             .as_ref()
             .and_then(|l| l.last().copied())
             .unwrap_or(model.info().layers.saturating_sub(1));
-        vec![plan.layer_number().unwrap_or(last)]
+        vec![out.choose.layer.unwrap_or(last)]
     });
     render_file(path, None, None, layers, plan)
 }
@@ -540,32 +361,10 @@ fn say_generated(run: &Run, model: &Model) {
 }
 
 /// `attnviz render FILE`: read the attention, say what the reader noticed, and write every
-/// output as for a single input. A file of an encoder–decoder run (JSON version 3, or arrays of
+/// output as for a single input (the analyses that need the model were refused in planning). A file of an encoder–decoder run (JSON version 3, or arrays of
 /// the three kinds) is read whole: `--kind` picks what the single-kind outputs show, and JSON
 /// gets all three.
 fn run_render(render: &Render) -> Result<(), Error> {
-    if render.out.value_zeroing {
-        return Err(Error::Usage(
-            "value zeroing re-runs each layer of the model with a token's value vector zeroed, \
-             which an attention file cannot; run the model with --value-zeroing (and --json to \
-             keep it)"
-                .into(),
-        ));
-    }
-    if render.out.alti {
-        return Err(Error::Usage(
-            "ALTI follows the value vectors, residual stream and norms through the model, which \
-             an attention file does not hold; run the model with --alti (and --json to keep it)"
-                .into(),
-        ));
-    }
-    if render.out.lens.is_some() {
-        return Err(Error::Usage(
-            "the logit lens runs the model's own head over its residual stream, which an \
-             attention file does not hold; run the model with --lens (and --json to keep it)"
-                .into(),
-        ));
-    }
     let tokens = match &render.tokens {
         Some(path) => Some(import::read_token_file(path)?),
         None => None,
@@ -588,15 +387,16 @@ fn render_file(
     layers: Option<Vec<usize>>,
     plan: &Single,
 ) -> Result<(), Error> {
+    let out = &plan.report;
     let opts = import::ReadOptions {
         tokens,
         max_memory,
         layers,
-        cost: render_cost(plan),
+        cost: render_cost(out),
         // Outputs that show one kind need only its weights (JSON and the report hold every
         // kind of an encoder–decoder file).
-        only: (plan.json.is_none() && !plan.html_report())
-            .then(|| plan.kind.unwrap_or(AttentionKind::Cross)),
+        only: (out.files.json.is_none() && !out.html_report())
+            .then(|| out.kind.unwrap_or(AttentionKind::Cross)),
         full_path: plan.full_paths,
     };
     let mut imported = import::read(file_path, &opts).map_err(|e| match e {
@@ -607,7 +407,7 @@ fn render_file(
         note(&format!("warning: {w}"));
     }
     let file = file_path.display();
-    if let Some(kind) = plan.kind {
+    if let Some(kind) = out.kind {
         if imported.kind(kind).is_none() {
             return Err(Error::Usage(format!(
                 "{file} holds no {} attention (it holds {}); choose one of those with --kind",
@@ -645,7 +445,7 @@ fn render_file(
     let set = match set {
         Some(set) => set,
         // Kinds that are not one run's whole set: draw the one --kind picks.
-        None => match plan.kind {
+        None => match out.kind {
             Some(kind) => AttentionSet::single(imported.kind(kind).expect("checked").clone()),
             None => {
                 return Err(Error::Usage(format!(
@@ -656,17 +456,6 @@ fn render_file(
             }
         },
     };
-    let shown = set
-        .get(plan.kind)
-        .map_err(|e| Error::Usage(words::kind(&e)))?;
-    // A file may hold some layers only (an export made with --layers): --layer names them by
-    // their numbers in the model, as for the run that wrote it.
-    let selection = if shown.layer_numbers().iter().copied().eq(0..shown.layers()) {
-        plan.selection_of(&shown.model, shown.kind)
-    } else {
-        plan.selection_among(&shown.model, shown.layer_numbers(), "the file's layers")
-    }
-    .map_err(Error::Usage)?;
     let every_layer = set
         .iter()
         .all(|a| a.layer_numbers().iter().copied().eq(0..a.layers()));
@@ -680,15 +469,16 @@ fn render_file(
         ("source".to_string(), source),
         ("format".to_string(), imported.format.clone()),
     ];
-    // No model here: the induction probe is left out.
-    write_outputs(
-        plan,
-        &set,
-        selection,
+    // No model here: nothing measured beyond the attention, and no induction probe.
+    let model_name = set.primary().model.name().to_string();
+    let finished = report::Finished {
+        set: &set,
+        measured: &report::Measured::default(),
         every_layer,
         settings,
-        &FromModel::default(),
-    )
+        model_name,
+    };
+    write_report(out, &finished)
 }
 
 /// What `attnviz render`'s outputs cost beyond the f32 weights themselves, per weight and per
@@ -696,36 +486,36 @@ fn render_file(
 /// reading alone, fitted on files shaped [1, 1, 2048, 2048], [16, 16, 128, 128] and
 /// [4, 4, 1024, 1024] and checked on [2, 2, 3000, 3000] and [8, 12, 700, 700], rounded up
 /// (docs/render.md, "Memory"). Outputs asked for together add up.
-fn render_cost(plan: &Single) -> import::Cost {
+fn render_cost(plan: &report::Plan) -> import::Cost {
     let mut cost = import::Cost::default();
     let mut add = |per_weight: u64, per_cell: u64| {
         cost.per_weight += per_weight;
         cost.per_cell += per_cell;
     };
-    if plan.terminal_view {
+    if plan.terminal.view.is_some() {
         // The strongest links of the shown matrix, sorted (24 bytes a cell), and the mean.
         add(0, 28);
     }
-    if plan.png.is_some() || plan.svg.is_some() {
+    if plan.figures() {
         add(0, 8);
-        if plan.figure == Figure::Rollout {
+        if plan.figure.figure == Figure::Rollout {
             add(4, 24);
         }
     }
-    if plan.html.is_some() {
+    if plan.files.html.is_some() {
         add(2, 20);
     }
-    if plan.report.is_some() {
+    if plan.files.report.is_some() {
         add(9, 20);
     }
-    if plan.json.is_some() {
+    if plan.files.json.is_some() {
         add(7, 7);
     }
     if plan.view.words || plan.view.no_special {
         // The view's own copy of the weights.
         add(4, 0);
     }
-    if plan.json.is_some() || plan.html_report() {
+    if plan.files.json.is_some() || plan.html_report() {
         // Every kind of an encoder–decoder file, copied into its set.
         add(4, 0);
     }

@@ -1,13 +1,14 @@
 //! The application layer: the only code that knows the command line. [`cli`] defines the flags
-//! (clap; [`suggest`] parses them, with "did you mean" for near misses), [`plan`] checks them into typed library values, [`flows`] carries the plan out with
-//! the library (a run request, `attnviz render`, corpus mode, merge; [`serve`] runs the web app), [`outputs`] writes a run's
-//! files and views, and [`words`] words the library's typed errors with the flags. The library
-//! never sees a flag.
+//! (clap; [`suggest`] parses them, with "did you mean" for near misses), [`plan`] checks them
+//! once into typed library values (a run request and the plan of its outputs), [`flows`]
+//! carries the plan out with the library (a run, `attnviz render`, corpus mode, merge; [`serve`]
+//! runs the web app), [`error`] holds the one error type and its notes, and [`words`] words the
+//! library's typed errors with the flags. The library never sees a flag.
 
 pub mod cli;
 pub mod diff;
+pub mod error;
 pub mod flows;
-mod outputs;
 pub mod plan;
 mod progress;
 /// `attnviz serve`: the live web app.

@@ -8,36 +8,27 @@
 //! resulting typed values and never sees a flag.
 
 use std::collections::HashMap;
+use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions, Weighting};
-use attnviz::attention::{
-    layer_list, AttentionKind, HeadSel, ModelInfo, Selection, SelectionError,
-};
+use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection};
 use attnviz::corpus::merge::MergeJob;
 use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
 use attnviz::output::{Destination, Identity};
-use attnviz::render::html::PrecisionChoice;
-use attnviz::render::image::{ColorScale, Figure, FigureSpec, ImageOptions};
+use attnviz::pixels::ImageSource;
+use attnviz::render::image::{ColorScale, Figure, ImageOptions};
 use attnviz::render::json::{JsonOptions, JsonSection};
+use attnviz::render::stats_table::StatsTableOptions;
 use attnviz::render::ColorChoice;
+use attnviz::report::{
+    self, Choose, FigurePlan, Files, HtmlPlan, JsonPlan, TerminalPlan, TerminalView,
+};
+use attnviz::request::{AblationMode, RunRequest};
 use attnviz::save::SaveDtype;
 
 use super::cli::{Args, Command, MergeArgs, Outputs, PictureArgs, StatsArgs};
-
-/// Name of the JSON export in a report folder.
-pub const REPORT_JSON: &str = "attention.json";
-/// Name of the HTML report in a report folder.
-pub const REPORT_HTML: &str = "report.html";
-
-/// Every file a report folder (`--report DIR`) holds.
-pub fn report_files() -> Vec<String> {
-    let mut names = vec![REPORT_JSON.to_string(), REPORT_HTML.to_string()];
-    for (stem, _) in FigureSpec::all(0, HeadSel::Mean, Some(&[][..])) {
-        names.extend([format!("{stem}.png"), format!("{stem}.svg")]);
-    }
-    names
-}
+use super::words;
 
 /// What one invocation does, checked.
 #[derive(Debug, PartialEq)]
@@ -78,108 +69,25 @@ pub struct Render {
     pub out: Single,
 }
 
-/// A single input and its outputs.
+/// A single input and its outputs, resolved once: the library's run request and the plan of
+/// its outputs, with what only the command line does (loading the model, saving the capture).
 #[derive(Debug, PartialEq)]
 pub struct Single {
     /// Hub repo id or local folder.
     pub model: String,
     /// Hub revision.
     pub revision: String,
-    /// The text; `-` reads standard input.
-    pub text: String,
-    /// The pair's second sentence.
-    pub pair: Option<String>,
-    /// `--image FILE`: the picture a vision model reads (then `text` is its path).
-    pub picture: Option<PathBuf>,
-    /// `--query ROW,COL`: the patch whose attention picture views draw; default the class token.
-    pub query: attnviz::render::image::picture::Query,
-    /// `--head-fusion` and `--discard-ratio` of an image's rollout figure; `None`: the plain
-    /// rollout (mean fusion, nothing discarded).
-    pub image_rollout: Option<(attnviz::analysis::HeadFusion, f32)>,
-    /// Cut what is too long instead of failing.
-    pub truncate: bool,
-    /// `--layer`; `None`: the model's last.
-    layer: Option<usize>,
-    /// `--head`.
-    pub head: HeadSel,
-    /// `--kind`: which attention the terminal, the table and the images show; `None`: the
-    /// run's primary one (cross-attention for an encoder–decoder).
-    pub kind: Option<AttentionKind>,
-    /// Word level and/or special tokens excluded.
-    pub view: ViewOptions,
-    /// `--raw-tokens`: label tokens by their raw vocabulary pieces.
-    pub raw_tokens: bool,
+    /// What to run: the text as typed (`-` is read from standard input when the run starts,
+    /// once the model's byte limit is known), or the picture (`--image FILE`), and the
+    /// analyses the outputs need.
+    pub request: RunRequest,
+    /// The outputs and their options.
+    pub report: report::Plan,
+    /// What every view draws (`--weighting`).
+    pub weighting: Weighting,
     /// `--full-paths`: name a local model (and `render`'s file) by its full path in what is
     /// written, not by its name.
     pub full_paths: bool,
-    /// `--json`.
-    pub json: Option<PathBuf>,
-    /// `--png`.
-    pub png: Option<PathBuf>,
-    /// `--svg`.
-    pub svg: Option<PathBuf>,
-    /// `--html`.
-    pub html: Option<PathBuf>,
-    /// `--report`.
-    pub report: Option<PathBuf>,
-    /// What `--png`/`--svg` draw.
-    pub figure: Figure,
-    /// How figures look.
-    pub image: ImageOptions,
-    /// JSON number format.
-    pub json_format: JsonOptions,
-    /// Optional JSON sections.
-    pub json_include: Vec<JsonSection>,
-    /// Query/key vectors in the report.
-    pub neuron: bool,
-    /// What every view draws (`--weighting`).
-    pub weighting: Weighting,
-    /// ALTI (`--alti`, `--figure alti`, `--json-include alti`).
-    pub alti: bool,
-    /// Value zeroing (`--value-zeroing`, `--figure value-zeroing`, `--json-include
-    /// value_zeroing`).
-    pub value_zeroing: bool,
-    /// The logit lens with this many tokens per cell (`--lens`, `--figure lens`).
-    pub lens: Option<usize>,
-    /// Print the logit-lens table (`--lens`).
-    pub lens_table: bool,
-    /// `--max-analysis-time`: how long value zeroing and head ablation may each take.
-    pub analysis_time: Option<std::time::Duration>,
-    /// Per-head attribution (`--attribution`, `--target-token`, `--contrast`,
-    /// `--figure attribution`, `--json-include head_attribution`).
-    pub attribution: bool,
-    /// Head ablation (`--ablate`, `--figure ablation`, `--json-include head_ablation`).
-    pub ablate: Option<attnviz::request::AblationMode>,
-    /// The target token (`--target-token`, or A of `--contrast A,B`).
-    pub target_token: Option<String>,
-    /// B of `--contrast A,B`.
-    pub contrast: Option<String>,
-    /// Print the attribution and ablation tables (asked for by flag, not only by a file).
-    pub heads_table: bool,
-    /// How the report stores weights.
-    pub html_precision: PrecisionChoice,
-    /// Print the statistics table (`--stats`, or `--stat`).
-    pub stats: bool,
-    /// The statistic the table shows as a heatmap.
-    pub stat: Option<Stat>,
-    /// Print the terminal view: not `--quiet`, and standard output carries no file.
-    pub terminal_view: bool,
-    /// One of the files goes to standard output (so the table goes to standard error).
-    pub stdout_taken: bool,
-    /// Most attended tokens listed per token.
-    pub top: usize,
-    /// Colour in the terminal.
-    pub color: ColorChoice,
-    /// `--generate N`: tokens to generate after the text (decoders).
-    pub generate: Option<usize>,
-    /// `--chat`: wrap the text in the model's chat template.
-    pub chat: bool,
-    /// `--target TEXT`: the output an encoder–decoder is teacher-forced with.
-    pub target: Option<String>,
-    /// `--layers`: the layers to capture, ascending; `None`: all.
-    pub layers: Option<Vec<usize>>,
-    /// `--max-memory`: the capture budget in bytes; `None`: the library's default.
-    pub max_memory: Option<u64>,
     /// `--save-attention FILE`: save the capture layer by layer.
     pub save: Option<PathBuf>,
     /// `--save-dtype`.
@@ -187,11 +95,6 @@ pub struct Single {
 }
 
 impl Single {
-    /// `--layer` as given (the model's number), if it was.
-    pub fn layer_number(&self) -> Option<usize> {
-        self.layer
-    }
-
     /// The layer (default: the model's last) and head the single-head views show, checked
     /// against the model: the one range check of `--layer` and `--head`, worded for them.
     ///
@@ -205,81 +108,10 @@ impl Single {
     /// (an encoder–decoder's encoder may have other counts than its decoder); errors name the
     /// kind.
     pub fn selection_of(&self, info: &ModelInfo, kind: AttentionKind) -> Result<Selection, String> {
-        let name = match kind {
-            AttentionKind::SelfAttention => info.name().to_string(),
-            AttentionKind::Cross => format!("{}'s cross-attention", info.name()),
-            k => format!("{}'s {}", info.name(), k.as_str()),
-        };
-        if let Some(layers) = &self.layers {
-            if let Some(&l) = layers.iter().find(|&&l| l >= info.layers) {
-                return Err(format!(
-                    "--layers {l} is out of range: {name} has layers 0–{} (numbered from 0)",
-                    info.layers.saturating_sub(1)
-                ));
-            }
-            let captured = ModelInfo {
-                layers: layers.len(),
-                ..info.clone()
-            };
-            return self.among(&name, &captured, layers, "the captured --layers");
-        }
-        let layer = self.layer.unwrap_or(info.layers.saturating_sub(1));
-        self.check(&name, info, Selection::new(layer, self.head))
-    }
-
-    /// The selection over attention that holds only the model's layers `numbers` (`info` has
-    /// that many): `--layer` names one of them (default: the last), and the selection is its
-    /// place among them. `what` names them in the error (`the captured --layers`).
-    pub fn selection_among(
-        &self,
-        info: &ModelInfo,
-        numbers: &[usize],
-        what: &str,
-    ) -> Result<Selection, String> {
-        self.among(info.name(), info, numbers, what)
-    }
-
-    /// [`Single::selection_among`], errors naming the attention `name`.
-    fn among(
-        &self,
-        name: &str,
-        info: &ModelInfo,
-        numbers: &[usize],
-        what: &str,
-    ) -> Result<Selection, String> {
-        let layer = self.layer.unwrap_or(*numbers.last().unwrap_or(&0));
-        let Some(slot) = numbers.iter().position(|&l| l == layer) else {
-            return Err(format!(
-                "--layer {layer} is not among {what} {}; pick one of them",
-                layer_list(numbers)
-            ));
-        };
-        let Selection { head, .. } = self.check(name, info, Selection::new(slot, self.head))?;
-        Ok(Selection::new(slot, head))
-    }
-
-    fn check(
-        &self,
-        name: &str,
-        info: &ModelInfo,
-        selection: Selection,
-    ) -> Result<Selection, String> {
-        info.check_selection(selection).map_err(|e| match e {
-            SelectionError::Layer { layer, layers } => format!(
-                "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
-                layers.saturating_sub(1)
-            ),
-            SelectionError::Head { head, heads } => format!(
-                "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
-                     from 0), or use --head mean",
-                heads.saturating_sub(1)
-            ),
-        })
-    }
-
-    /// Whether an HTML report is written (`--html` or `--report`).
-    pub fn html_report(&self) -> bool {
-        self.html.is_some() || self.report.is_some()
+        self.report
+            .choose
+            .of(info, kind)
+            .map_err(|e| words::selection(&e))
     }
 }
 
@@ -304,18 +136,20 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                     "{flag} runs a model; `attnviz render` draws attention from a file: drop {flag}"
                 ));
             }
+            let out = single(
+                args,
+                &r.out,
+                &r.stats,
+                Some(r.file.display().to_string()),
+                Some(&r.picture),
+            )?;
+            rendered_analyses(&out.request)?;
             Mode::Render(Box::new(Render {
                 file: r.file.clone(),
                 tokens: r.tokens.clone(),
                 max_memory: r.max_memory,
                 layers: r.layers.clone().map(|l| l.0),
-                out: single(
-                    args,
-                    &r.out,
-                    &r.stats,
-                    Some(r.file.display().to_string()),
-                    Some(&r.picture),
-                )?,
+                out,
             }))
         }
         Some(Command::Merge(m)) => Mode::Merge(merge(m)?),
@@ -339,7 +173,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             &args.stats,
             args.text
                 .clone()
-                .or_else(|| args.image.as_ref().map(|p| p.display().to_string())),
+                .or_else(|| args.image.as_ref().map(|_| String::new())),
             None,
         )?)),
     };
@@ -347,6 +181,33 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         threads: args.threads,
         mode,
     })
+}
+
+/// `attnviz render`: the analyses that re-run the model, which a file of attention cannot.
+fn rendered_analyses(request: &RunRequest) -> Result<(), String> {
+    if request.value_zeroing {
+        return Err(
+            "value zeroing re-runs each layer of the model with a token's value vector zeroed, \
+             which an attention file cannot; run the model with --value-zeroing (and --json to \
+             keep it)"
+                .into(),
+        );
+    }
+    if request.alti {
+        return Err(
+            "ALTI follows the value vectors, residual stream and norms through the model, which \
+             an attention file does not hold; run the model with --alti (and --json to keep it)"
+                .into(),
+        );
+    }
+    if request.lens.is_some() {
+        return Err(
+            "the logit lens runs the model's own head over its residual stream, which an \
+             attention file does not hold; run the model with --lens (and --json to keep it)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The first flag of `flags` that was given, if any.
@@ -652,87 +513,152 @@ fn single(
             Some((fusion.unwrap_or_default(), ratio))
         }
     };
-    Ok(Single {
-        model: args.model.clone(),
-        revision: args.revision.clone(),
-        text,
+    let layers = args.layers.clone().map(|l| l.0);
+    let attribution = args.attribution
+        || target_token.is_some() && args.ablate.is_none()
+        || contrast.is_some()
+        || out.figure == Some(Figure::Attribution)
+        || out.json_include.contains(&JsonSection::HeadAttribution);
+    let ablate = match args.ablate.as_deref() {
+        Some("mean") => Some(AblationMode::Mean),
+        Some(_) => Some(AblationMode::Zero),
+        None => (out.figure == Some(Figure::Ablation)
+            || out.json_include.contains(&JsonSection::HeadAblation))
+        .then_some(AblationMode::Zero),
+    };
+    let weighting = args.weighting.unwrap_or_default();
+    let request = RunRequest {
+        // A picture is the request's own field; the text is then not read.
+        text: if args.image.is_some() {
+            String::new()
+        } else {
+            text
+        },
         pair: args.pair.clone(),
-        picture: args.image.clone(),
-        query,
-        image_rollout,
+        target: args.target.clone(),
+        generate: args.generate,
+        chat: args.chat,
+        layers: layers.clone(),
+        max_memory: args.max_memory,
         truncate: args.truncate,
-        layer: out.layer,
-        head: out.head.unwrap_or(HeadSel::Mean),
-        kind: out.kind,
+        query_key: args.neuron,
+        value_weighted: weighting != Weighting::Raw,
+        alti,
+        value_zeroing,
+        image: args.image.clone().map(ImageSource::File),
+        lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
+        attribution,
+        ablate,
+        target_token,
+        contrast,
+        analysis_time: args.max_analysis_time,
+    };
+    let color = out.color.unwrap_or_default();
+    let report = report::Plan {
         view: ViewOptions {
             words: out.words,
             no_special: out.no_special,
         },
-        raw_tokens: out.raw_tokens,
-        full_paths: out.full_paths,
-        json: out.json.clone(),
-        png: out.png.clone(),
-        svg: out.svg.clone(),
-        html: out.html.clone(),
-        report: out.report.clone(),
-        figure: out.figure.unwrap_or_default(),
-        image: ImageOptions {
-            colormap: out.colormap.unwrap_or_default(),
-            theme: out.theme.unwrap_or_default(),
-            scale: out.scale.unwrap_or(ColorScale::Auto),
+        kind: out.kind,
+        choose: Choose {
+            layer: out.layer,
+            head: out.head.unwrap_or(HeadSel::Mean),
+            captured: layers,
+        },
+        files: Files {
+            json: out.json.clone(),
+            png: out.png.clone(),
+            svg: out.svg.clone(),
+            html: out.html.clone(),
+            report: out.report.clone(),
+        },
+        figure: FigurePlan {
+            figure: out.figure.unwrap_or_default(),
+            image: ImageOptions {
+                colormap: out.colormap.unwrap_or_default(),
+                theme: out.theme.unwrap_or_default(),
+                scale: out.scale.unwrap_or(ColorScale::Auto),
+                raw_tokens: out.raw_tokens,
+                scale_factor: out
+                    .dpi
+                    .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
+            },
+            query,
+            image_rollout,
+        },
+        json: JsonPlan {
+            format: JsonOptions {
+                full_precision: out.full_precision,
+            },
+            include: out.json_include.clone(),
+        },
+        html: HtmlPlan {
+            neuron: args.neuron,
+            precision: out.html_precision.unwrap_or_default(),
             raw_tokens: out.raw_tokens,
-            scale_factor: out
-                .dpi
-                .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
+            compress: true,
         },
-        json_format: JsonOptions {
-            full_precision: out.full_precision,
+        terminal: TerminalPlan {
+            view: terminal_view.then(|| terminal_look(out.top.unwrap_or(3), out.raw_tokens, color)),
+            stats: stats.then(|| stats_table(stats_args.stat, color, stdout_taken)),
+            lens_table: args.lens.then(lens_table_width),
+            heads_table: args.attribution
+                || args.target_token.is_some()
+                || args.contrast.is_some()
+                || args.ablate.is_some(),
+            aside: stdout_taken,
         },
-        json_include: out.json_include.clone(),
-        neuron: args.neuron,
-        weighting: args.weighting.unwrap_or_default(),
-        alti,
-        value_zeroing,
-        lens: (args.lens || args.out.figure == Some(Figure::Lens))
-            .then(|| args.lens_top.unwrap_or(5)),
-        lens_table: args.lens,
-        analysis_time: args.max_analysis_time,
-        attribution: args.attribution
-            || target_token.is_some() && args.ablate.is_none()
-            || contrast.is_some()
-            || out.figure == Some(Figure::Attribution)
-            || out.json_include.contains(&JsonSection::HeadAttribution),
-        ablate: match args.ablate.as_deref() {
-            Some("mean") => Some(attnviz::request::AblationMode::Mean),
-            Some(_) => Some(attnviz::request::AblationMode::Zero),
-            None => (out.figure == Some(Figure::Ablation)
-                || out.json_include.contains(&JsonSection::HeadAblation))
-            .then_some(attnviz::request::AblationMode::Zero),
-        },
-        heads_table: args.attribution
-            || args.target_token.is_some()
-            || args.contrast.is_some()
-            || args.ablate.is_some(),
-        target_token,
-        contrast,
-        html_precision: out.html_precision.unwrap_or_default(),
-        stats,
-        stat: stats_args.stat,
-        terminal_view,
-        stdout_taken,
-        top: out.top.unwrap_or(3),
-        color: out.color.unwrap_or_default(),
-        generate: args.generate,
-        chat: args.chat,
-        target: args.target.clone(),
-        layers: args.layers.clone().map(|l| l.0),
-        max_memory: args.max_memory,
+        keep_stats: false,
+    };
+    Ok(Single {
+        model: args.model.clone(),
+        revision: args.revision.clone(),
+        request,
+        report,
+        weighting,
+        full_paths: out.full_paths,
         save: args.save_attention.clone(),
         save_dtype: match args.save_dtype.as_deref() {
             Some("f16") => SaveDtype::F16,
             _ => SaveDtype::F32,
         },
     })
+}
+
+/// The terminal view's look: colour where standard output is a terminal (or as `--color`
+/// says), as wide as that terminal (or `COLUMNS`, or 80).
+fn terminal_look(top: usize, raw_tokens: bool, color: ColorChoice) -> TerminalView {
+    let is_tty = io::stdout().is_terminal();
+    let width = terminal_size::terminal_size()
+        .map(|(w, _)| w.0 as usize)
+        .filter(|_| is_tty)
+        .or_else(|| std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()))
+        .unwrap_or(80);
+    TerminalView {
+        color: color.enabled(is_tty),
+        width,
+        top,
+        raw_tokens,
+    }
+}
+
+/// The statistics table's options: for standard output, or for standard error when standard
+/// output carries a file.
+fn stats_table(stat: Option<Stat>, color: ColorChoice, aside: bool) -> StatsTableOptions {
+    if aside {
+        StatsTableOptions {
+            stat,
+            color: color.enabled(io::stderr().is_terminal()),
+            ..StatsTableOptions::default()
+        }
+    } else {
+        StatsTableOptions::for_stdout(stat, color)
+    }
+}
+
+/// The logit-lens table's width: the terminal's, or 120.
+fn lens_table_width() -> usize {
+    terminal_size::terminal_size().map_or(120, |(w, _)| w.0 as usize)
 }
 
 /// `-q` turns off the terminal view. An analysis asked for by its flag whose result would then
@@ -994,7 +920,7 @@ fn output_paths(out: &Outputs) -> Vec<(&'static str, PathBuf)> {
     .collect();
     if let Some(dir) = &out.report {
         paths.extend(
-            report_files()
+            report::folder_files()
                 .into_iter()
                 .map(|f| ("--report", dir.join(f))),
         );
@@ -1142,8 +1068,8 @@ mod tests {
             panic!("render mode")
         };
         assert_eq!(r.file, PathBuf::from("a.npz"));
-        assert_eq!(r.out.kind, Some(AttentionKind::Cross));
-        assert!(r.out.view.words);
+        assert_eq!(r.out.report.kind, Some(AttentionKind::Cross));
+        assert!(r.out.report.view.words);
         // Flags go after the subcommand: before it they would belong to a model run.
         assert!(Args::try_parse_from(["attnviz", "--stats", "render", "a.npz"]).is_err());
         // A text is still a text; a text that is the subcommand's name goes after `--`.
@@ -1152,10 +1078,46 @@ mod tests {
             Mode::Single(_)
         ));
         let s = single_plan(&["--", "render"]);
-        assert_eq!(s.text, "render");
+        assert_eq!(s.request.text, "render");
         // A text and the subcommand together are refused by clap.
         let args = Args::try_parse_from(["attnviz", "text", "render", "a.npz"]);
         assert!(args.is_err());
+    }
+
+    #[test]
+    fn render_refuses_the_analyses_that_need_the_model_before_reading_the_file() {
+        // Planned, not run: the file need not exist.
+        for (flag, want) in [
+            (
+                &["--png", "a.png", "--figure", "value-zeroing"][..],
+                "run the model with --value-zeroing",
+            ),
+            (
+                &["--json", "a.json", "--json-include", "value_zeroing"],
+                "run the model with --value-zeroing",
+            ),
+            (
+                &["--svg", "a.svg", "--figure", "alti"],
+                "run the model with --alti",
+            ),
+            (
+                &["--json", "a.json", "--json-include", "alti"],
+                "run the model with --alti",
+            ),
+            (
+                &["--png", "a.png", "--figure", "lens"],
+                "run the model with --lens",
+            ),
+        ] {
+            let argv: Vec<&str> = ["render", "no-such-file.json"]
+                .iter()
+                .chain(flag)
+                .copied()
+                .collect();
+            let e = check(&argv).unwrap_err();
+            assert!(e.contains(want) && !e.contains('\n'), "{argv:?}: {e}");
+        }
+        assert!(check(&["render", "no-such-file.json", "--stats"]).is_ok());
     }
 
     #[test]
@@ -1238,11 +1200,14 @@ mod tests {
             "--figure",
             "model",
         ]);
-        assert_eq!(s.figure, Figure::Model);
-        assert_eq!(s.image.colormap, attnviz::render::image::Colormap::Magma);
+        assert_eq!(s.report.figure.figure, Figure::Model);
+        assert_eq!(
+            s.report.figure.image.colormap,
+            attnviz::render::image::Colormap::Magma
+        );
         let s = single_plan(&["t", "--quiet", "--stats", "--color", "never"]);
-        assert!(!s.terminal_view && s.stats);
-        assert_eq!(s.color, ColorChoice::Never);
+        assert!(s.report.terminal.view.is_none() && s.report.terminal.stats.is_some());
+        assert!(!s.report.terminal.stats.unwrap().color);
     }
 
     #[test]
@@ -1364,12 +1329,12 @@ mod tests {
         check(&["t", "--json", &same, "--html", &other, "--report", &report]).unwrap();
         // Standard output carrying a file turns the terminal view off.
         let s = single_plan(&["t", "--json", "-"]);
-        assert!(s.stdout_taken && !s.terminal_view);
+        assert!(s.report.terminal.aside && s.report.terminal.view.is_none());
     }
 
     #[test]
     fn report_files_match_what_a_report_writes() {
-        let files = report_files();
+        let files = report::folder_files();
         for name in ["attention.json", "report.html", "head.png", "rollout.svg"] {
             assert!(files.iter().any(|f| f == name), "{name} in {files:?}");
         }

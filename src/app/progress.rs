@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use attnviz::corpus::{Listener, Notice};
 use attnviz::progress::{Progress, Stage};
 
-use super::flows::note;
+use super::error::note;
 use super::words;
 
 /// Progress of a generation on standard error: a line redrawn in place after each token when

@@ -3,7 +3,7 @@
 //! `--model DIR`, …), so that a run that fails says what to type next. Errors without a flag to
 //! name display as the library words them.
 
-use super::flows::Error;
+use super::error::Error;
 use attnviz::analysis::AnalysisError;
 use attnviz::attention::{AttentionKind, KindError};
 use attnviz::corpus::lines::BadLine;
@@ -13,6 +13,7 @@ use attnviz::import::ImportError;
 use attnviz::model::rerun::TooSlow;
 use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
 use attnviz::render::image::ImageError;
+use attnviz::report::{Among, ReportError, SelectionFault};
 use attnviz::request::RequestError;
 use attnviz::tokenize;
 
@@ -236,6 +237,67 @@ pub fn image(e: &ImageError) -> String {
             attnviz::render::image::MAX_PNG_PIXELS / 1_000_000
         ),
         ImageError::Selection(s) => s.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// A layer or head that does not fit the attention (`--layer`, `--head`, `--layers`).
+pub fn selection(e: &SelectionFault) -> String {
+    match e {
+        SelectionFault::CapturedOutOfRange {
+            name,
+            layer,
+            layers,
+        } => format!(
+            "--layers {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
+            layers.saturating_sub(1)
+        ),
+        SelectionFault::NotAmong {
+            layer,
+            numbers,
+            among,
+        } => format!(
+            "--layer {layer} is not among {} {}; pick one of them",
+            match among {
+                Among::Captured => "the captured --layers",
+                Among::File => "the file's layers",
+            },
+            attnviz::attention::layer_list(numbers)
+        ),
+        SelectionFault::Layer {
+            name,
+            layer,
+            layers,
+        } => format!(
+            "--layer {layer} is out of range: {name} has layers 0–{} (numbered from 0)",
+            layers.saturating_sub(1)
+        ),
+        SelectionFault::Head { name, head, heads } => format!(
+            "--head {head} is out of range: {name} has heads 0–{} per layer (numbered \
+                 from 0), or use --head mean",
+            heads.saturating_sub(1)
+        ),
+    }
+}
+
+/// Writing a run's outputs: the kind, the selection, the picture flags.
+pub fn report(e: &ReportError) -> String {
+    match e {
+        ReportError::Kind(e) => kind(e),
+        ReportError::Selection(e) => selection(e),
+        ReportError::Analysis(e) => analysis(e),
+        ReportError::Image(e) => image(e),
+        ReportError::Output(e) => e.to_string(),
+        ReportError::Terminal(e) => format!("cannot write to the terminal: {e}"),
+        ReportError::NoPicture => "--query, --head-fusion and --discard-ratio draw on a picture, \
+             and this attention has none (it is not an image run's JSON export); drop them"
+            .to_string(),
+        ReportError::RolloutWithoutOwnUnits { kind } => format!(
+            "--figure rollout follows the residual stream through one side's own units; {} \
+             attention has none: choose --kind encoder or decoder, or another --figure",
+            kind.as_str()
+        ),
+        #[allow(unreachable_patterns)]
         _ => e.to_string(),
     }
 }

@@ -133,7 +133,7 @@ fn alti_runs_where_heads_times_head_dim_is_not_the_hidden_size() {
         }
         .run(&model(name), &Silent)
         .unwrap();
-        let a = run.alti.expect("ALTI was asked for");
+        let a = run.measured.alti.expect("ALTI was asked for");
         for matrix in a.per_layer.iter().chain(&a.aggregated) {
             for row in matrix.chunks_exact(a.tokens) {
                 let total: f32 = row.iter().sum();
@@ -167,7 +167,7 @@ fn the_run_request_gives_alti_only_when_asked() {
     let plain = RunRequest::new(case.text.clone())
         .run(&model, &Silent)
         .unwrap();
-    assert!(plain.alti.is_none() && plain.value_weighted.is_none());
+    assert!(plain.measured.alti.is_none() && plain.value_weighted.is_none());
     let run = RunRequest {
         alti: true,
         ..RunRequest::new(case.text.clone())
@@ -176,7 +176,7 @@ fn the_run_request_gives_alti_only_when_asked() {
     .unwrap();
     // ALTI alone does not hand back value-weighted attention.
     assert!(run.value_weighted.is_none());
-    let a = run.alti.expect("ALTI was asked for");
+    let a = run.measured.alti.expect("ALTI was asked for");
     let last = case.aggregated.last().unwrap();
     let worst = largest(a.aggregated.last().unwrap(), last);
     assert!(worst <= TOL, "|Δ| {worst:.2e}");

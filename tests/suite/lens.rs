@@ -77,7 +77,7 @@ fn check(case: &Case, model: &Model, k: usize, top: usize) -> f64 {
         "[{}] our tokens differ from the reference's",
         case.name
     );
-    let lens = run.lens.expect("asked for");
+    let lens = run.measured.lens.expect("asked for");
     assert_eq!(lens.top.len(), case.stages, "[{}] stages", case.name);
     assert_eq!(lens.stages.first().map(String::as_str), Some("embeddings"));
     let mut worst = 0f64;
@@ -226,7 +226,7 @@ fn the_last_stage_is_the_model_s_own_prediction() {
     .run(&model, &attnviz::progress::Silent)
     .unwrap();
     let generated = run.generation.unwrap().generated()[0];
-    let lens = run.lens.unwrap();
+    let lens = run.measured.lens.unwrap();
     let n = lens.positions.len();
     // The position before the generated token predicted it.
     assert_eq!(lens.top.last().unwrap()[n - 2][0].id, generated);

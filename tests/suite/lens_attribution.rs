@@ -191,7 +191,7 @@ fn the_run_request_attributes_from_its_own_pass() {
             },
         ] {
             let run = request.run(&model, &Silent).unwrap();
-            let got = run.head_attribution.expect("asked for");
+            let got = run.measured.head_attribution.expect("asked for");
             let ids = &run.set.primary().queries().ids;
             let want = model.head_attribution_of(ids, None, None).unwrap();
             assert_eq!(got.target.id, want.target, "{name}: the prediction");

@@ -78,8 +78,10 @@ fn run(name: &str, case: &Case) -> ValueZeroing {
         "[{name}] our tokens differ from the reference's"
     );
     // Value zeroing alone hands back neither ALTI nor value-weighted attention.
-    assert!(run.alti.is_none() && run.value_weighted.is_none());
-    run.value_zeroing.expect("value zeroing was asked for")
+    assert!(run.measured.alti.is_none() && run.value_weighted.is_none());
+    run.measured
+        .value_zeroing
+        .expect("value zeroing was asked for")
 }
 
 fn check(name: &str) {
@@ -140,7 +142,7 @@ fn value_zeroing_is_opt_in_and_refuses_a_choice_of_layers() {
     let plain = RunRequest::new(case.text.clone())
         .run(&model, &Silent)
         .unwrap();
-    assert!(plain.value_zeroing.is_none());
+    assert!(plain.measured.value_zeroing.is_none());
     let err = RunRequest {
         value_zeroing: true,
         layers: Some(vec![0]),

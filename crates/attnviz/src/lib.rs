@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod corpus;
+pub mod report;
 pub mod request;
 
 pub use attnviz_analysis as analysis;

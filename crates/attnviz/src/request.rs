@@ -16,7 +16,7 @@
 //! fields, never a front end's spelling of them: the CLI words them as flags, Python as keywords.
 //! Generation reports its progress through [`Progress`] ([`Stage::Generate`], in tokens).
 
-use crate::analysis::alti::{alti, Alti};
+use crate::analysis::alti::alti;
 use crate::analysis::attribution::{HeadAblation, HeadAttribution};
 use crate::analysis::lens::LogitLens;
 use crate::analysis::value_zeroing::ValueZeroing;
@@ -31,6 +31,7 @@ use crate::model::{
 };
 use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
+use crate::report::Measured;
 use crate::tokenize::Encoded;
 
 /// What to run through a model, front-end neutral. [`RunRequest::new`] gives a plain run of
@@ -63,26 +64,25 @@ pub struct RunRequest {
     /// ([`Run::value_weighted`]; self-attention of encoders and decoders).
     pub value_weighted: bool,
     /// ALTI, each input token's share in each output token through the whole network
-    /// (Ferrando et al. 2022; [`Run::alti`]): self-attention of encoders and decoders, every
+    /// (Ferrando et al. 2022; [`Measured::alti`]): self-attention of encoders and decoders, every
     /// layer captured. Off by default: it costs several forward passes.
     pub alti: bool,
     /// Value zeroing, how far each token's output moves when a context token's value vector
-    /// is zeroed, per layer and rolled out (Mohebbi et al. 2023; [`Run::value_zeroing`]):
+    /// is zeroed, per layer and rolled out (Mohebbi et al. 2023; [`Measured::value_zeroing`]):
     /// self-attention of encoders and decoders, every layer. Off by default: it costs about
     /// as many forward passes as there are tokens.
     pub value_zeroing: bool,
     /// A picture for a vision model (ViT, DeiT, …): a file, or a file's bytes in memory (a
-    /// server's upload, decoded without touching the file system). Then `text` only names it
-    /// (the picture's `source`, when it is not the file's path; else the file's or the bytes'
-    /// name).
+    /// server's upload, decoded without touching the file system), named in the views by the
+    /// file's or the bytes' name. Then `text` is not read.
     pub image: Option<ImageSource>,
-    /// The logit lens with this many tokens per cell ([`Run::lens`]; decoders, and encoders
+    /// The logit lens with this many tokens per cell ([`Measured::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,
-    /// Per-head direct logit attribution at the last position ([`Run::head_attribution`];
+    /// Per-head direct logit attribution at the last position ([`Measured::head_attribution`];
     /// decoders with a language-model head).
     pub attribution: bool,
-    /// Head ablation at the last position, each head in turn ([`Run::head_ablation`]).
+    /// Head ablation at the last position, each head in turn ([`Measured::head_ablation`]).
     pub ablate: Option<AblationMode>,
     /// The token (as text: one token of the vocabulary) whose logit the attribution takes
     /// apart and whose log-probability the ablation follows; `None`: the model's own
@@ -265,18 +265,11 @@ pub struct Run {
     /// Value-weighted and norm-aware attention of the primary value, when
     /// [`RunRequest::value_weighted`] asked for them.
     pub value_weighted: Option<NormWeights>,
-    /// ALTI of the primary value's tokens, when [`RunRequest::alti`] asked for it.
-    pub alti: Option<Alti>,
-    /// Value zeroing of the primary value's tokens, when [`RunRequest::value_zeroing`] asked
-    /// for it.
-    pub value_zeroing: Option<ValueZeroing>,
-    /// The logit lens of the primary value's tokens, when [`RunRequest::lens`] asked for it.
-    pub lens: Option<LogitLens>,
-    /// Per-head direct logit attribution at the last position, when
-    /// [`RunRequest::attribution`] asked for it.
-    pub head_attribution: Option<HeadAttribution>,
-    /// Head ablation at the last position, when [`RunRequest::ablate`] asked for it.
-    pub head_ablation: Option<HeadAblation>,
+    /// What the run measured beyond the attention, as [`RunRequest`] asked: ALTI, value
+    /// zeroing, the logit lens, head attribution and ablation (of the primary value's tokens).
+    /// The induction probe is the model's, not the run's ([`induction_probe`]): a front end
+    /// that shows it sets [`Measured::induction`].
+    pub measured: Measured,
 }
 
 /// How [`RequestError::NotOneToken`] lists the pieces.
@@ -461,18 +454,8 @@ impl RunRequest {
             if self.lens.is_some() {
                 return Err(input(VisionUnsupported::Lens.into()));
             }
-            let mut encoding =
+            let encoding =
                 model.encode_image_until(picture.clone(), &self.encode_options(), cancel)?;
-            // A text other than the path names the picture.
-            let renamed = match picture {
-                ImageSource::File(path) => std::path::Path::new(&self.text) != path.as_path(),
-                ImageSource::Bytes { .. } | ImageSource::Pixels { .. } => true,
-            };
-            if !self.text.is_empty() && renamed {
-                if let Some(image) = encoding.attention.image.as_mut() {
-                    std::sync::Arc::make_mut(image).source = self.text.clone();
-                }
-            }
             return single_run(model, encoding, self);
         }
         if model.is_vision() {
@@ -525,10 +508,11 @@ impl RunRequest {
         let head_outputs = encoding.head_outputs.take();
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
-            run.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
+            run.measured.value_zeroing =
+                Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
         }
         if let Some(k) = self.lens {
-            run.lens = Some(lens_of(model, &run, k, self.max_memory)?);
+            run.measured.lens = Some(lens_of(model, &run, k, self.max_memory)?);
         }
         if let Some((target, contrast)) = heads {
             let outputs = head_outputs.as_ref();
@@ -599,7 +583,8 @@ impl RunRequest {
                 None => model.head_attribution_of(ids, target, contrast)?,
             };
             target = Some(forward.target);
-            run.head_attribution = Some(HeadAttribution::new(&forward, at, label.clone(), decode));
+            run.measured.head_attribution =
+                Some(HeadAttribution::new(&forward, at, label.clone(), decode));
         }
         let target = match target {
             Some(t) => t,
@@ -609,7 +594,7 @@ impl RunRequest {
             let mean = mode == AblationMode::Mean;
             let forward =
                 model.head_ablation_within(ids, target, mean, self.rerun_limit(), progress)?;
-            run.head_ablation = Some(HeadAblation::new(&forward, at, label, decode));
+            run.measured.head_ablation = Some(HeadAblation::new(&forward, at, label, decode));
         }
         Ok(())
     }
@@ -624,7 +609,7 @@ impl RunRequest {
         let mut run = single_run(model, encoding, self)?;
         if self.value_zeroing {
             let silent = &crate::progress::Silent;
-            run.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), silent)?);
+            run.measured.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), silent)?);
         }
         Ok(run)
     }
@@ -675,11 +660,7 @@ impl RunRequest {
             target_bytes_cut: out.target_bytes_cut,
             target_kept: out.labels.as_ref().map_or(0, Vec::len),
             value_weighted: None,
-            alti: None,
-            lens: None,
-            head_attribution: None,
-            head_ablation: None,
-            value_zeroing: None,
+            measured: Measured::default(),
         })
     }
 }
@@ -721,11 +702,10 @@ fn single_run(
         target_bytes_cut: false,
         target_kept: 0,
         value_weighted,
-        alti,
-        lens: None,
-        head_attribution: None,
-        head_ablation: None,
-        value_zeroing: None,
+        measured: Measured {
+            alti,
+            ..Measured::default()
+        },
     })
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use attnviz::model::{Mask, Model};
 
 use super::cli::ServeArgs;
-use super::flows::{note, Error};
+use super::error::{note, Error};
 use guard::Guard;
 use slot::Slot;
 

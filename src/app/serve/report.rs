@@ -4,12 +4,9 @@
 //! view, at the class token). The page the server sends is these bytes, so
 //! "Save report" downloads exactly what the command line would have written.
 
-use attnviz::analysis::{self, ViewOptions};
-use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
-use attnviz::render::html::{
-    alignment_statistics, html_kinds_data, report_analysis, statistics_unit, write_html_kinds,
-    HtmlOptions, PrecisionChoice, ReportData, View,
-};
+use attnviz::attention::{Attention, AttentionSet};
+use attnviz::render::html::{html_kinds_data, write_html_kinds, HtmlOptions, ReportData};
+use attnviz::report::{self, Finished, HtmlPlan, Measured, Plan};
 
 /// The report of `set` (a run's token-level attention), with `settings` in its About panel.
 pub fn report_html(set: &AttentionSet, settings: &[(String, String)]) -> Result<Vec<u8>, String> {
@@ -33,99 +30,83 @@ pub fn report_data(
     rayon::scope(|_| with_kinds(set, settings, false, html_kinds_data))
 }
 
-/// `f` on the kinds of `set` with the command line's default options, opening as it does.
+/// `f` on the kinds of `set` with the report options of the command line's default plan (the
+/// library's [`report::html_kinds`], as `--html FILE` alone gets them), opening as it does.
 fn with_kinds<T>(
     set: &AttentionSet,
     settings: &[(String, String)],
     compress: bool,
     f: impl FnOnce(&[(&Attention, &HtmlOptions)], usize, Option<&str>) -> std::io::Result<T>,
 ) -> Result<T, String> {
-    let view = ViewOptions::default();
-    let shown = analysis::view_set(set, view).map_err(|e| e.to_string())?;
-    let open_kind = set
-        .get(None)
-        .or_else(|_| set.get(Some(AttentionKind::Cross)))
-        .map_err(|e| e.to_string())?
-        .kind;
-    let open = set
-        .kinds()
-        .iter()
-        .position(|&k| k == open_kind)
-        .unwrap_or(0);
-    let options: Vec<HtmlOptions> = set
-        .iter()
-        .zip(shown.iter())
-        .map(|(att, view_att)| HtmlOptions {
+    let plan = Plan {
+        html: HtmlPlan {
             compress,
-            ..options(att, view_att, view, settings.to_vec())
-        })
-        .collect();
+            ..HtmlPlan::default()
+        },
+        // The report's statistics, with no file named here.
+        keep_stats: true,
+        ..Plan::default()
+    };
+    let run = Finished {
+        set,
+        measured: &Measured::default(),
+        every_layer: set
+            .iter()
+            .all(|a| a.layer_numbers().iter().copied().eq(0..a.model.layers)),
+        settings: settings.to_vec(),
+        model_name: set.primary().model.name().to_string(),
+    };
+    let analysed = report::analyse(&plan, &run).map_err(|e| e.to_string())?;
+    let (options, open) = report::html_kinds(&plan, &run, &analysed).map_err(|e| e.to_string())?;
     let kinds: Vec<(&Attention, &HtmlOptions)> = set.iter().zip(&options).collect();
     f(&kinds, open, set.target()).map_err(|e| e.to_string())
 }
 
-/// One kind's options, as the command line's defaults give them.
-fn options(
-    att: &Attention,
-    view_att: &Attention,
-    view: ViewOptions,
-    mut settings: Vec<(String, String)>,
-) -> HtmlOptions {
-    let every_layer = att.layer_numbers().iter().copied().eq(0..att.model.layers);
-    // Side by side: the rollout's chain of products is one thread's work.
-    let (stats, rollout) = rayon::join(
-        || analysis::head_stats(view_att),
-        || {
-            if every_layer && att.is_square() {
-                analysis::rollout(att)
-            } else {
-                Vec::new()
-            }
-        },
-    );
-    let selection = Selection::new(att.layers().saturating_sub(1), HeadSel::Mean);
-    let precision = PrecisionChoice::default().resolve(
-        att.layers(),
-        att.heads(),
-        att.n_queries(),
-        att.n_keys(),
-    );
-    settings.push((
-        "statistics computed on".to_string(),
-        statistics_unit(att, view),
-    ));
-    let mut opts = HtmlOptions {
-        precision,
-        layer: selection.layer,
-        head: 0,
-        settings,
-        analysis: report_analysis(att, view, &stats, &rollout),
-        // A vision model's report opens on the picture, at its class token (none: the page
-        // picks the centre patch), as `--image FILE --html` does.
-        view: if att.image.is_some() {
-            View::Image
-        } else {
-            View::Head
-        },
-        query: class_query(att),
-        ..HtmlOptions::default()
-    };
-    if let Some(align) = analysis::alignment_stats(view_att) {
-        let unit = statistics_unit(att, view);
-        let mut all = alignment_statistics(&align, &unit);
-        all.append(&mut opts.analysis.stats);
-        opts.analysis.stats = all;
-    }
-    opts
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attnviz::attention::fixtures;
 
-/// The token a picture's image view draws first: its class token, where it has one.
-fn class_query(att: &Attention) -> Option<usize> {
-    use attnviz::attention::image::Cell;
-    use attnviz::render::image::picture::{query_unit, Query};
-    let image = att.image.as_deref()?;
-    if !image.cells.contains(&Cell::Class) {
-        return None;
+    /// What `attnviz ... --html FILE` writes through the library's one function.
+    fn written(set: &AttentionSet, settings: &[(String, String)]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.html");
+        let plan = Plan {
+            files: report::Files {
+                html: Some(path.clone()),
+                ..report::Files::default()
+            },
+            ..Plan::default()
+        };
+        let measured = Measured::default();
+        let run = Finished {
+            set,
+            measured: &measured,
+            every_layer: true,
+            settings: settings.to_vec(),
+            model_name: "m".into(),
+        };
+        let (mut out, mut side) = (Vec::new(), Vec::new());
+        let mut sink = report::Sink {
+            out: &mut out,
+            side: &mut side,
+            note: &mut |_| {},
+        };
+        report::write(&plan, &run, &mut sink).unwrap();
+        std::fs::read(path).unwrap()
     }
-    query_unit(att, Query::Cls).ok()
+
+    #[test]
+    fn the_served_report_is_the_one_the_html_plan_writes() {
+        let settings = vec![("model".to_string(), "m".to_string())];
+        for set in [
+            AttentionSet::single(fixtures::synthetic(&["[CLS]", "a", "b", "[SEP]"], 3, 2)),
+            AttentionSet::single(fixtures::with_picture("cat.png")),
+            fixtures::encoder_decoder(&["a", "b", "c"], &["x", "y"], 2, 3, 2, 2),
+        ] {
+            let served = report_html(&set, &settings).unwrap();
+            assert!(served.starts_with(b"<!DOCTYPE html>"));
+            assert_eq!(served, written(&set, &settings), "{:?}", set.kinds());
+        }
+    }
 }

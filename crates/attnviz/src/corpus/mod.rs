@@ -50,16 +50,14 @@ use serde_json::{json, Value};
 use rayon::prelude::*;
 
 use crate::analysis::Stat;
-use crate::analysis::{self, Analysis, AnalysisError, HeadStats, StatsSection, ViewOptions};
+use crate::analysis::{AnalysisError, ViewOptions};
 use crate::attention::{AttentionKind, KindError};
 use crate::model::{self, Model};
 use crate::output::OutputError;
 use crate::progress::Stage;
 use crate::render::json::model_json;
+use crate::render::json::JsonOptions;
 use crate::render::json::JsonSection;
-use crate::render::json::{
-    json_sections, write_json_with, write_set_json, JsonOptions, KindSections,
-};
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
 use crate::render::terminal::escape_controls;
 use crate::render::ColorChoice;

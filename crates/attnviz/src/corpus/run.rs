@@ -3,6 +3,7 @@
 //! checkpoints, and the log of progress and bad lines told to the [`Listener`].
 
 use super::*;
+use crate::report as outputs;
 
 /// Run `job` (flags already checked by the command line's plan step): load the model once with
 /// `threads` workers, process every line of the shard, print the averaged statistics table on
@@ -308,7 +309,14 @@ pub fn process(
     // corpus's threads (a model it does not apply to, or a probe that fails, leaves it null). It
     // goes into the per-sentence files as into `attnviz TEXT --json`, and into the summary.
     let probe = pool.install(|| crate::request::induction_probe(model).ok().flatten());
-    identity.induction = serde_json::to_value(probe).expect("scores serialise");
+    identity.induction = serde_json::to_value(&probe).expect("scores serialise");
+    // Each sentence's outputs, as the single-sentence CLI's plan with the same options gives
+    // them (`attnviz TEXT --json`), the model's probe scores among its statistics.
+    let plan = sentence_plan(opts);
+    let measured = outputs::Measured {
+        induction: probe,
+        ..outputs::Measured::default()
+    };
     let (tally, mut resumed) = resume_state(model, opts, folder, &identity, listener)?;
     let log = Log::new(listener, opts.progress, opts.total_lines);
     let text_limit = tokenize::byte_limit(model.max_positions());
@@ -351,8 +359,19 @@ pub fn process(
     };
     checkpoints.write(&ledger, "running", None)?;
 
-    let (end, lines_read, digest) =
-        pool.install(|| process_in_pool(model, opts, lines, names, &ledger, &checkpoints, &log));
+    let (end, lines_read, digest) = pool.install(|| {
+        let outputs = (&plan, &measured);
+        process_in_pool(
+            model,
+            opts,
+            outputs,
+            lines,
+            names,
+            &ledger,
+            &checkpoints,
+            &log,
+        )
+    });
     let mut ledger = ledger.into_inner().unwrap_or_else(|e| e.into_inner());
     ledger.read_through(lines_read, digest);
     let (end_name, reason) = match &end {
@@ -758,9 +777,11 @@ impl Checkpoints {
 
 /// The lines, in the pool: how the run ended, the lines read, and the input's digest through
 /// them.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn process_in_pool<R: BufRead + Send>(
     model: &Model,
     opts: &CorpusOptions,
+    (plan, measured): (&outputs::Plan, &outputs::Measured),
     lines: Source<R>,
     names: Names,
     ledger: &Mutex<Ledger>,
@@ -784,6 +805,8 @@ pub(super) fn process_in_pool<R: BufRead + Send>(
     let worker = Worker {
         model,
         opts,
+        plan,
+        measured,
         folder: &checkpoints.folder,
         ledger,
         checkpoints,
@@ -1020,6 +1043,10 @@ impl<R> Feed<'_, R> {
 pub(super) struct Worker<'a> {
     model: &'a Model,
     opts: &'a CorpusOptions,
+    /// The outputs of each sentence ([`sentence_plan`]).
+    plan: &'a outputs::Plan,
+    /// What the run measured beside each sentence's attention: the model's probe scores.
+    measured: &'a outputs::Measured,
     folder: &'a OutFolder,
     ledger: &'a Mutex<Ledger>,
     checkpoints: &'a Checkpoints,
@@ -1104,163 +1131,71 @@ impl Worker<'_> {
             Err(e) => return Err(CorpusError::Failed(e.to_string())),
             Ok(run) => run,
         };
-        if run.set.is_encoder_decoder() {
-            return self.process_set(
-                item.line,
-                item.name,
-                item.digest,
-                counts_pair,
-                truncated,
-                &run.set,
-            );
-        }
-        // Labelled for people as the single-sentence CLI labels them (`Ġ`, `▁`, bytes), by the
-        // request.
-        let attention = run.set.into_values().swap_remove(0);
-        let tokens = attention.len();
-        // The means and rollout only when the JSON carries them (the rollout costs L·n³).
-        let (view, analysis) = if self.opts.json_include.is_empty() {
-            (analysis::view(&attention, self.opts.view)?, None)
+        // The view, the statistics and the per-sentence JSON, as the single-sentence CLI
+        // writes them; an encoder–decoder's statistics of the run's kind into the ledger.
+        let set = &run.set;
+        let finished = outputs::Finished {
+            set,
+            measured: self.measured,
+            every_layer: true,
+            settings: Vec::new(),
+            model_name: String::new(),
+        };
+        let analysed = outputs::analyse(self.plan, &finished).map_err(report_error)?;
+        let index = if set.is_encoder_decoder() {
+            set.kinds()
+                .iter()
+                .position(|&k| k == self.opts.kind)
+                .ok_or_else(|| {
+                    CorpusError::Failed(format!(
+                        "the run holds no {} attention",
+                        self.opts.kind.as_str()
+                    ))
+                })?
         } else {
-            let (view, a) = Analysis::compute_view(&attention, self.opts.view)?;
-            (view, Some(a))
+            0
         };
-        let stats = match analysis {
-            Some(ref a) => a.stats.clone(),
-            None => analysis::head_stats(&view),
-        };
-        self.write_outputs(&item.name, &view, &stats, analysis.as_ref())?;
+        if self.opts.per_sentence.contains(&PerSentence::Json) {
+            let file = format!("{}.json", item.name);
+            self.folder.write(Place::Sentences, &file, false, |w| {
+                outputs::write_json(self.plan, &finished, &analysed, w)
+            })?;
+        }
         let counts = SentenceCounts {
             pair: counts_pair,
             truncated,
-            tokens,
-            units: view.len(),
+            tokens: set.iter().nth(index).map_or(0, |a| a.len()),
+            units: analysed.shown.iter().nth(index).map_or(0, |a| a.len()),
         };
         let event = Event::Sentence {
-            stats,
+            stats: analysed.stats(index).to_vec(),
             counts,
             name: item.name,
         };
         self.record(item.line, event, item.digest)?;
         self.checkpoints.maybe(self.ledger)
     }
+}
 
-    /// An encoder–decoder's teacher-forced run: every kind's view and statistics, the JSON
-    /// file as `attnviz TEXT --target TARGET --json` writes it, and the statistics of the
-    /// run's kind into the ledger.
-    fn process_set(
-        &self,
-        line: usize,
-        name: String,
-        digest: InputDigest,
-        pair: bool,
-        truncated: bool,
-        set: &crate::attention::AttentionSet,
-    ) -> Result<(), CorpusError> {
-        let view_opts = self.opts.view;
-        let views = analysis::view_set(set, view_opts)?;
-        let analyses: Option<Vec<Analysis>> = (!self.opts.json_include.is_empty()).then(|| {
-            set.iter()
-                .zip(views.iter())
-                .map(|(t, v)| Analysis::of_view(t, v, view_opts))
-                .collect()
-        });
-        let mut all_stats: Vec<Vec<Vec<HeadStats>>> = match &analyses {
-            Some(all) => all.iter().map(|a| a.stats.clone()).collect(),
-            None => views.iter().map(analysis::head_stats).collect(),
-        };
-        let index = views
-            .iter()
-            .position(|v| v.kind == self.opts.kind)
-            .ok_or_else(|| {
-                CorpusError::Failed(format!(
-                    "the run holds no {} attention",
-                    self.opts.kind.as_str()
-                ))
-            })?;
-        let (tokens, units) = (
-            set.iter().nth(index).map_or(0, |a| a.len()),
-            views.iter().nth(index).map_or(0, |a| a.len()),
-        );
-        if self.opts.per_sentence.contains(&PerSentence::Json) {
-            let sections: Vec<KindSections> = views
-                .iter()
-                .enumerate()
-                .map(|(i, att)| {
-                    let analysis = analyses.as_ref().map(|a| &a[i]);
-                    let alignment = match analysis {
-                        Some(a) => a.alignment.clone(),
-                        None => analysis::alignment_stats(att),
-                    };
-                    let mut section = serde_json::to_value(
-                        StatsSection::new(&all_stats[i]).with_alignment(alignment.as_deref()),
-                    )
-                    .expect("statistics serialise");
-                    // As `attnviz TEXT --json` writes it: the probe's scores, for self-attention.
-                    let induction = &self.checkpoints.identity.induction;
-                    if !induction.is_null() && !views.is_encoder_decoder() {
-                        section["induction"] = induction.clone();
-                    }
-                    let matrices = json_sections(&self.opts.json_include, analysis)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter(|m| m.layers.iter().all(|l| !l.is_empty()))
-                        .collect();
-                    KindSections {
-                        extra: vec![("stats", section)],
-                        matrices,
-                    }
-                })
-                .collect();
-            let file = format!("{name}.json");
-            self.folder.write(Place::Sentences, &file, false, |w| {
-                write_set_json(&views, &sections, self.opts.json, w)
-            })?;
-        }
-        let counts = SentenceCounts {
-            pair,
-            truncated,
-            tokens,
-            units,
-        };
-        let event = Event::Sentence {
-            stats: all_stats.swap_remove(index),
-            counts,
-            name,
-        };
-        self.record(line, event, digest)?;
-        self.checkpoints.maybe(self.ledger)
+/// Each sentence's outputs: the plan of `attnviz TEXT --json` with the corpus's view and JSON
+/// options, its statistics kept for the summary.
+pub(super) fn sentence_plan(opts: &CorpusOptions) -> outputs::Plan {
+    outputs::Plan {
+        view: opts.view,
+        json: outputs::JsonPlan {
+            format: opts.json,
+            include: opts.json_include.clone(),
+        },
+        keep_stats: true,
+        ..outputs::Plan::default()
     }
+}
 
-    /// Every per-sentence output asked for, named `name` (line number or id).
-    fn write_outputs(
-        &self,
-        name: &str,
-        view: &crate::Attention,
-        stats: &[Vec<HeadStats>],
-        analysis: Option<&Analysis>,
-    ) -> Result<(), CorpusError> {
-        for kind in &self.opts.per_sentence {
-            match kind {
-                PerSentence::Json => {
-                    let mut section = serde_json::to_value(StatsSection::new(stats))
-                        .expect("statistics serialise");
-                    // As `attnviz TEXT --json` writes it: the model's probe scores.
-                    let induction = &self.checkpoints.identity.induction;
-                    if !induction.is_null() {
-                        section["induction"] = induction.clone();
-                    }
-                    let sections =
-                        json_sections(&self.opts.json_include, analysis).unwrap_or_default();
-                    let file = format!("{name}.json");
-                    self.folder.write(Place::Sentences, &file, false, |w| {
-                        write_json_with(view, &[("stats", section)], &sections, self.opts.json, w)
-                    })?;
-                }
-                PerSentence::None => {}
-            }
-        }
-        Ok(())
+/// The view of a sentence (all its tokens special, and `no_special`) as the corpus words it.
+fn report_error(e: outputs::ReportError) -> CorpusError {
+    match e {
+        outputs::ReportError::Analysis(e) => e.into(),
+        e => CorpusError::Failed(e.to_string()),
     }
 }
 

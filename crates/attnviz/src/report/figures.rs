@@ -1,0 +1,224 @@
+//! The PNG and SVG figures: the one a plan asks for, every figure of a report folder, and the
+//! figures of the logit lens and of head attribution and ablation.
+
+use std::path::Path;
+
+use crate::analysis;
+use crate::attention::{Attention, HeadSel, Selection};
+use crate::render::image::{self, Figure, FigureSpec, ImageError};
+
+use super::{Analysed, Finished, Plan, ReportError};
+
+/// The figure the plan asks for (`files.png`, `files.svg`) of the shown kind (`index` in the
+/// set, at `selection`): a picture's figure drawn over the picture, any other as a matrix,
+/// bars or the ALTI / value-zeroing matrix. The lens, attribution and ablation figures are
+/// drawn by [`measured_figures`].
+pub(super) fn figure(
+    plan: &Plan,
+    run: &Finished<'_>,
+    analysed: &Analysed<'_>,
+    index: usize,
+    selection: Selection,
+) -> Result<(), ReportError> {
+    let Selection { layer, head } = selection;
+    let fig = &plan.figure;
+    let measured_figure = matches!(
+        fig.figure,
+        Figure::Lens | Figure::Attribution | Figure::Ablation
+    );
+    if measured_figure || !plan.figures() {
+        return Ok(());
+    }
+    let att = analysed.shown.iter().nth(index).expect("one view per kind");
+    let rollout = rollout_of(run, analysed, index, layer);
+    let (png, svg) = (&plan.files.png, &plan.files.svg);
+    if att.image.is_some() {
+        use crate::render::image::picture::{self, PictureSpec};
+        // A head fusion or discard ratio: vit-explain's rollout in place of the plain one.
+        let fused = match (fig.figure, fig.image_rollout) {
+            (Figure::Rollout, Some((fusion, ratio))) if run.every_layer => Some(
+                analysis::fused_rollout(att, fusion, ratio)
+                    .map_err(|e| ImageError::Draw(image::DrawError(e.to_string())))?,
+            ),
+            _ => None,
+        };
+        let spec = match fig.figure {
+            Figure::Head | Figure::Mean => PictureSpec::Head { layer, head },
+            Figure::Layer => PictureSpec::Layer { layer },
+            Figure::Model => PictureSpec::Model,
+            Figure::Rollout => PictureSpec::Rollout {
+                layer,
+                matrix: match &fused {
+                    Some(f) => f.get(layer).map(Vec::as_slice),
+                    None => rollout,
+                }
+                .ok_or(ImageError::NoRollout)?,
+                fusion: fig.image_rollout,
+            },
+            Figure::Alti
+            | Figure::ValueZeroing
+            | Figure::Lens
+            | Figure::Attribution
+            | Figure::Ablation => return Err(ImageError::LensNotAttention.into()),
+        };
+        if let Some(path) = png {
+            picture::write_png(att, &spec, fig.query, &fig.image, path)?;
+        }
+        if let Some(path) = svg {
+            picture::write_svg(att, &spec, fig.query, &fig.image, path)?;
+        }
+        return Ok(());
+    }
+    let spec = match (fig.figure, &analysed.alti) {
+        (Figure::ValueZeroing, _) => {
+            let values = analysed
+                .value_zeroing
+                .as_ref()
+                .and_then(|a| a.aggregated.get(layer))
+                .ok_or(ImageError::LensNotAttention)?;
+            FigureSpec::value_zeroing(att.layer_numbers()[layer], values)
+        }
+        (Figure::Alti, Some(a)) => {
+            let values = a
+                .aggregated
+                .get(layer)
+                .ok_or(ImageError::LensNotAttention)?;
+            FigureSpec::alti(att.layer_numbers()[layer], values)
+        }
+        _ => FigureSpec::of(fig.figure, layer, head, rollout)?,
+    };
+    if let Some(path) = png {
+        image::write_png(att, &spec, &fig.image, path)?;
+    }
+    if let Some(path) = svg {
+        image::write_svg(att, &spec, &fig.image, path)?;
+    }
+    Ok(())
+}
+
+/// The rollout of the `index`-th kind at `layer`, when every layer was captured and the kind
+/// has one.
+pub(super) fn rollout_of<'b>(
+    run: &Finished<'_>,
+    analysed: &'b Analysed<'_>,
+    index: usize,
+    layer: usize,
+) -> Option<&'b [f32]> {
+    analysed
+        .analyses
+        .as_ref()
+        .filter(|_| run.every_layer)
+        .and_then(|a| a[index].rollout.get(layer))
+        .filter(|m| !m.is_empty())
+        .map(Vec::as_slice)
+}
+
+/// Every kind of figure as PNG and SVG into the (staging) folder `dir`: the figures of the one
+/// attention of most models (`head.png`, …), of each kind of an encoder–decoder
+/// (`cross-head.png`, `encoder-head.png`, …; each at the selection, or its last layer and the
+/// head mean where the selection is out of its range).
+pub(super) fn folder_figures(
+    plan: &Plan,
+    run: &Finished<'_>,
+    analysed: &Analysed<'_>,
+    selection: Selection,
+    dir: &Path,
+) -> Result<(), ReportError> {
+    let set = &*analysed.shown;
+    let several = set.is_encoder_decoder();
+    for (i, att) in set.iter().enumerate() {
+        let (prefix, selection) = if several {
+            (
+                format!("{}-", att.kind.as_str()),
+                plan.choose.of(&att.model, att.kind).unwrap_or_else(|_| {
+                    Selection::new(att.layers().saturating_sub(1), HeadSel::Mean)
+                }),
+            )
+        } else {
+            (String::new(), selection)
+        };
+        let Selection { layer, head } = selection;
+        let rollout = rollout_of(run, analysed, i, layer);
+        // With the head mean selected the mean has its own figure: the head figure shows the
+        // layer's most focused head (lowest mean entropy, sinks left out) instead, and says so,
+        // and how it was picked, in its title.
+        let focused = (head == HeadSel::Mean)
+            .then(|| analysis::most_focused_head(analysed.stats(i), layer))
+            .flatten();
+        for (name, spec) in FigureSpec::all(layer, head, rollout) {
+            let spec = match (name, focused) {
+                ("head", Some((h, how))) => focused_head(att, layer, h, how),
+                _ => spec,
+            };
+            let look = &plan.figure.image;
+            image::write_png(att, &spec, look, &dir.join(format!("{prefix}{name}.png")))?;
+            image::write_svg(att, &spec, look, &dir.join(format!("{prefix}{name}.svg")))?;
+        }
+    }
+    Ok(())
+}
+
+fn focused_head<'a>(att: &'a Attention, layer: usize, h: usize, how: &str) -> FigureSpec<'a> {
+    FigureSpec::Matrix {
+        title: format!(
+            "layer {} · head {h} (most focused: {how}{})",
+            att.layer_number(layer),
+            if att.is_grouped() {
+                format!(", kv head {}", att.kv_head()[h])
+            } else {
+                String::new()
+            }
+        ),
+        values: att.head(layer, h),
+        shares: false,
+    }
+}
+
+/// The figures of what the run measured beyond the attention: the logit lens, head
+/// attribution and ablation, when the plan's figure is one of them.
+pub(super) fn measured_figures(plan: &Plan, run: &Finished<'_>) -> Result<(), ReportError> {
+    use crate::render::image::heads;
+    use crate::render::image::lens;
+    let (png, svg) = (&plan.files.png, &plan.files.svg);
+    let look = &plan.figure.image;
+    let name = &run.model_name;
+    let m = run.measured;
+    match (
+        plan.figure.figure,
+        &m.head_attribution,
+        &m.head_ablation,
+        &m.lens,
+    ) {
+        (Figure::Attribution, Some(a), _, _) => {
+            let title = format!("Direct logit attribution per head · {name}");
+            if let Some(path) = png {
+                heads::write_file(path, &heads::attribution_png(a, &title, look)?)?;
+            }
+            if let Some(path) = svg {
+                let svg = heads::attribution_svg(a, &title, look)?;
+                heads::write_file(path, svg.as_bytes())?;
+            }
+        }
+        (Figure::Ablation, _, Some(a), _) => {
+            let title = format!("Head ablation · {name}");
+            if let Some(path) = png {
+                heads::write_file(path, &heads::ablation_png(a, &title, look)?)?;
+            }
+            if let Some(path) = svg {
+                let svg = heads::ablation_svg(a, &title, look)?;
+                heads::write_file(path, svg.as_bytes())?;
+            }
+        }
+        (Figure::Lens, _, _, Some(l)) => {
+            let title = format!("Logit lens · {name}");
+            if let Some(path) = png {
+                lens::write_png(l, &title, look, path)?;
+            }
+            if let Some(path) = svg {
+                lens::write_svg(l, &title, look, path)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
