@@ -161,11 +161,16 @@ impl Analysis {
     /// what [`Analysis::compute_view`] returns, for a view built already (each value of an
     /// [`AttentionSet`] after [`view_set`]).
     pub fn of_view(att: &Attention, shown: &Attention, opts: ViewOptions) -> Analysis {
+        // Side by side: the rollout's chain of layer products is one thread's work.
+        let ((stats, layer_means), rollout) = rayon::join(
+            || (head_stats(shown), layer_means(shown)),
+            || map_rollout(att, rollout(att), opts),
+        );
         Analysis {
             n: shown.len(),
-            stats: head_stats(shown),
-            layer_means: layer_means(shown),
-            rollout: map_rollout(att, rollout(att), opts),
+            stats,
+            layer_means,
+            rollout,
             alignment: alignment_stats(shown),
         }
     }
