@@ -838,7 +838,7 @@ pub struct MergeArgs {
     pub color: Option<ColorChoice>,
 }
 
-fn parse_shard(s: &str) -> Result<Shard, String> {
+fn parse_shard(s: &str) -> Result<Shard, attnviz::corpus::shard::ShardError> {
     s.parse()
 }
 

@@ -514,7 +514,7 @@ fn merge_refuses_numbers_no_run_writes_naming_the_field() {
         ),
         ("lines", "1e999", &["not JSON", "in \"lines\""]),
         ("tokens", "NaN", &["not JSON", "in \"tokens\""]),
-        ("sentences", "-3", &["\"sentences\" is not a whole number"]),
+        ("sentences", "-3", &["integer `-3`", "in \"sentences\""]),
         (
             "sentences",
             "200",

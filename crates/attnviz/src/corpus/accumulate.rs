@@ -10,9 +10,10 @@
 //! that statistic's sums and counts, so each statistic is averaged over the sentences that define
 //! it, and is NaN (`null` in JSON) where none does.
 
-use serde_json::{json, Map, Value};
-
 use crate::analysis::{HeadLabel, HeadStats, Stat};
+use attnviz_formats::doc::corpus::{GridsByStat, SumsDoc};
+
+pub use super::damage::{ImpossibleValue, SumsCell, SumsError, SumsField};
 
 /// How many statistics each head sums.
 const STATS: usize = Stat::ALL.len();
@@ -33,18 +34,11 @@ pub const NEGATIVE_SLACK: f64 = 1e-6;
 
 /// Why `v` cannot be the value of `stat` for one sentence (`None`: it can). NaN (undefined)
 /// can; infinities, values below 0 (beyond rounding) and values over [`MAX_STAT`] cannot.
-pub fn impossible_value(stat: Stat, v: f64) -> Option<String> {
+pub fn impossible_value(stat: Stat, v: f64) -> Option<ImpossibleValue> {
     if v.is_nan() || (-NEGATIVE_SLACK..=MAX_STAT).contains(&v) {
         return None;
     }
-    let why = if v.is_infinite() {
-        "not a finite number"
-    } else if v < 0.0 {
-        "below 0"
-    } else {
-        "larger than any sequence allows"
-    };
-    Some(format!("{} is {v}: {why}", stat.name()))
+    Some(ImpossibleValue { stat, value: v })
 }
 
 /// `v` in fixed point (non-negative statistics; anything else is clamped into range).
@@ -164,54 +158,57 @@ impl CorpusStats {
     /// Add everything `other` holds: exactly, or not at all. Another model shape, or a count or
     /// sum that would overflow (only a damaged or edited partial file holds such numbers), is
     /// refused naming the field, and `self` is left as it was.
-    pub fn merge(&mut self, other: &CorpusStats) -> Result<(), String> {
+    pub fn merge(&mut self, other: &CorpusStats) -> Result<(), SumsError> {
         if (self.layers, self.heads) != (other.layers, other.heads) {
-            return Err(format!(
-                "sums: {} layers × {} heads, but the other files' are {} × {}",
-                other.layers, other.heads, self.layers, self.heads
-            ));
+            return Err(SumsError::OtherShape {
+                layers: other.layers,
+                heads: other.heads,
+                others_layers: self.layers,
+                others_heads: self.heads,
+            });
         }
         let mut out = self.clone();
-        let add = |a: &mut u64, b: u64, what: &dyn Fn() -> String| {
-            *a = a.checked_add(b).ok_or_else(|| {
-                format!("{}: the sum of the files' values overflows 64 bits", what())
+        let add = |a: &mut u64, b: u64, field: &str| {
+            *a = a.checked_add(b).ok_or_else(|| SumsError::CountOverflows {
+                field: field.to_string(),
             })?;
-            Ok::<(), String>(())
+            Ok::<(), SumsError>(())
         };
-        add(&mut out.sentences, other.sentences, &|| "sentences".into())?;
-        add(&mut out.pairs, other.pairs, &|| "pairs".into())?;
-        add(&mut out.truncated, other.truncated, &|| "truncated".into())?;
-        add(&mut out.tokens, other.tokens, &|| "tokens".into())?;
-        add(&mut out.units, other.units, &|| "units".into())?;
+        add(&mut out.sentences, other.sentences, "sentences")?;
+        add(&mut out.pairs, other.pairs, "pairs")?;
+        add(&mut out.truncated, other.truncated, "truncated")?;
+        add(&mut out.tokens, other.tokens, "tokens")?;
+        add(&mut out.units, other.units, "units")?;
         let heads = self.heads.max(1);
         for (cell, (a, b)) in out.sums.iter_mut().zip(&other.sums).enumerate() {
-            let at = |field: &str, i: Option<usize>| {
-                let stat = i.map_or(String::new(), |i| format!(".{}", Stat::ALL[i].name()));
-                format!(
-                    "sums: {field}{stat} of layer {}, head {}",
-                    cell / heads,
-                    cell % heads
-                )
+            let at = |field: &'static str, i: Option<usize>| SumsCell {
+                field,
+                stat: i.map(|i| Stat::ALL[i]),
+                layer: cell / heads,
+                head: cell % heads,
             };
-            add(&mut a.sentences, b.sentences, &|| {
-                at("head_sentences", None)
-            })?;
-            add(&mut a.rows, b.rows, &|| at("rows", None))?;
+            let add = |x: &mut u64, y: u64, at: SumsCell| {
+                *x = x
+                    .checked_add(y)
+                    .ok_or(SumsError::HeadCountOverflows { at })?;
+                Ok::<(), SumsError>(())
+            };
+            add(&mut a.sentences, b.sentences, at("head_sentences", None))?;
+            add(&mut a.rows, b.rows, at("rows", None))?;
             for i in 0..STATS {
-                add(&mut a.defined[i], b.defined[i], &|| at("defined", Some(i)))?;
-                add(&mut a.defined_rows[i], b.defined_rows[i], &|| {
-                    at("defined_rows", Some(i))
-                })?;
+                add(&mut a.defined[i], b.defined[i], at("defined", Some(i)))?;
+                add(
+                    &mut a.defined_rows[i],
+                    b.defined_rows[i],
+                    at("defined_rows", Some(i)),
+                )?;
                 for (field, x, y) in [
                     ("sum", &mut a.sum[i], b.sum[i]),
                     ("sum_sq", &mut a.sum_sq[i], b.sum_sq[i]),
                     ("sum_rows", &mut a.sum_rows[i], b.sum_rows[i]),
                 ] {
-                    *x = x.checked_add(y).ok_or_else(|| {
-                        format!(
-                            "{}: the sum of the files' values overflows 128 bits",
-                            at(field, Some(i))
-                        )
+                    *x = x.checked_add(y).ok_or(SumsError::SumOverflows {
+                        at: at(field, Some(i)),
                     })?;
                 }
             }
@@ -228,41 +225,39 @@ impl CorpusStats {
     /// The exact sums, for a partial-statistics file: each `[layer][head]`; the fixed-point sums
     /// as decimal strings (JSON numbers hold 53 bits exactly, these hold 128), the counts as
     /// numbers. The sentence counts (`sentences`, `pairs`, …) are the caller's to write.
-    pub fn sums_json(&self) -> Value {
-        let grid = |f: &dyn Fn(&HeadSums) -> Value| -> Value {
-            Value::Array(
-                self.sums
-                    .chunks(self.heads.max(1))
-                    .map(|l| Value::Array(l.iter().map(f).collect()))
-                    .collect(),
-            )
-        };
-        let by_stat = |cell: &dyn Fn(&HeadSums, usize) -> Value| -> Value {
-            let map: Map<String, Value> = Stat::ALL
+    pub fn sums_doc(&self) -> SumsDoc {
+        fn grid<T>(stats: &CorpusStats, f: impl Fn(&HeadSums) -> T) -> Vec<Vec<T>> {
+            stats
+                .sums
+                .chunks(stats.heads.max(1))
+                .map(|l| l.iter().map(&f).collect())
+                .collect()
+        }
+        fn by_stat<T>(stats: &CorpusStats, cell: impl Fn(&HeadSums, usize) -> T) -> GridsByStat<T> {
+            Stat::ALL
                 .into_iter()
                 .enumerate()
-                .map(|(i, stat)| (stat.name().to_string(), grid(&|h: &HeadSums| cell(h, i))))
-                .collect();
-            Value::Object(map)
-        };
-        json!({
-            "fraction_bits": FRACTION_BITS,
-            "layers": self.layers,
-            "heads": self.heads,
-            "head_sentences": grid(&|h: &HeadSums| json!(h.sentences)),
-            "rows": grid(&|h: &HeadSums| json!(h.rows)),
-            "defined": by_stat(&|h, i| json!(h.defined[i])),
-            "defined_rows": by_stat(&|h, i| json!(h.defined_rows[i])),
-            "sum": by_stat(&|h, i| json!(h.sum[i].to_string())),
-            "sum_sq": by_stat(&|h, i| json!(h.sum_sq[i].to_string())),
-            "sum_rows": by_stat(&|h, i| json!(h.sum_rows[i].to_string())),
-        })
+                .map(|(i, stat)| (stat.name().to_string(), grid(stats, |h| cell(h, i))))
+                .collect()
+        }
+        SumsDoc {
+            defined: by_stat(self, |h, i| h.defined[i]),
+            defined_rows: by_stat(self, |h, i| h.defined_rows[i]),
+            fraction_bits: i64::from(FRACTION_BITS),
+            head_sentences: grid(self, |h| h.sentences),
+            heads: self.heads,
+            layers: self.layers,
+            rows: grid(self, |h| h.rows),
+            sum: by_stat(self, |h, i| h.sum[i].to_string()),
+            sum_rows: by_stat(self, |h, i| h.sum_rows[i].to_string()),
+            sum_sq: by_stat(self, |h, i| h.sum_sq[i].to_string()),
+        }
     }
 
-    /// Read back what [`CorpusStats::sums_json`] wrote, with the sentence counts, and check that
+    /// Read back what [`CorpusStats::sums_doc`] wrote, with the sentence counts, and check that
     /// the numbers can be those of a run ([`CorpusStats::check`]).
-    pub fn from_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
-        let out = Self::parse_sums_json(sums, counts)?;
+    pub fn from_sums(sums: &SumsDoc, counts: [u64; 5]) -> Result<CorpusStats, SumsError> {
+        let out = Self::parse_sums(sums, counts)?;
         out.check()?;
         Ok(out)
     }
@@ -271,13 +266,14 @@ impl CorpusStats {
     /// pairs or truncated sentences than sentences, a head in more sentences than there are, a
     /// statistic defined more often than its head has sentences (or rows), and sums below 0 (beyond
     /// rounding) or above `MAX_STAT` times their count.
-    pub fn check(&self) -> Result<(), String> {
-        for (name, n) in [("pairs", self.pairs), ("truncated", self.truncated)] {
-            if n > self.sentences {
-                return Err(format!(
-                    "{name} is {n}, more than the {} sentences",
-                    self.sentences
-                ));
+    pub fn check(&self) -> Result<(), SumsError> {
+        for (field, count) in [("pairs", self.pairs), ("truncated", self.truncated)] {
+            if count > self.sentences {
+                return Err(SumsError::MoreThanSentences {
+                    field,
+                    count,
+                    sentences: self.sentences,
+                });
             }
         }
         let heads = self.heads.max(1);
@@ -287,59 +283,54 @@ impl CorpusStats {
             (low, one.checked_mul(i128::from(count)))
         };
         for (cell, h) in self.sums.iter().enumerate() {
-            let at = |field: &str, i: Option<usize>| {
-                let stat = i.map_or(String::new(), |i| format!(".{}", Stat::ALL[i].name()));
-                format!(
-                    "sums: {field}{stat} of layer {}, head {}",
-                    cell / heads,
-                    cell % heads
-                )
+            let at = |field: &'static str, i: Option<usize>| SumsCell {
+                field,
+                stat: i.map(|i| Stat::ALL[i]),
+                layer: cell / heads,
+                head: cell % heads,
             };
             if h.sentences > self.sentences {
-                return Err(format!(
-                    "{} is {}, more than the {} sentences",
-                    at("head_sentences", None),
-                    h.sentences,
-                    self.sentences
-                ));
+                return Err(SumsError::HeadSentences {
+                    at: at("head_sentences", None),
+                    count: h.sentences,
+                    sentences: self.sentences,
+                });
             }
             for i in 0..STATS {
                 if h.defined[i] > h.sentences {
-                    return Err(format!(
-                        "{} is {}, more than the head's {} sentences",
-                        at("defined", Some(i)),
-                        h.defined[i],
-                        h.sentences
-                    ));
+                    return Err(SumsError::Defined {
+                        at: at("defined", Some(i)),
+                        count: h.defined[i],
+                        sentences: h.sentences,
+                    });
                 }
                 if h.defined_rows[i] > h.rows {
-                    return Err(format!(
-                        "{} is {}, more than the head's {} rows",
-                        at("defined_rows", Some(i)),
-                        h.defined_rows[i],
-                        h.rows
-                    ));
+                    return Err(SumsError::DefinedRows {
+                        at: at("defined_rows", Some(i)),
+                        count: h.defined_rows[i],
+                        rows: h.rows,
+                    });
                 }
                 let (low, high) = limit(MAX_STAT, h.defined[i]);
                 let (_, high_sq) = limit(MAX_STAT * MAX_STAT, h.defined[i]);
                 let (low_rows, high_rows) = limit(MAX_STAT, h.defined_rows[i]);
-                for (field, x, low, high) in [
+                for (field, sum, low, high) in [
                     ("sum", h.sum[i], low, high),
                     ("sum_sq", h.sum_sq[i], 0, high_sq),
                     ("sum_rows", h.sum_rows[i], low_rows, high_rows),
                 ] {
-                    if x < low {
-                        return Err(format!(
-                            "{} is {x}, below 0: no statistic is negative",
-                            at(field, Some(i))
-                        ));
+                    if sum < low {
+                        return Err(SumsError::Negative {
+                            at: at(field, Some(i)),
+                            sum,
+                        });
                     }
-                    if high.is_some_and(|high| x > high) {
-                        return Err(format!(
-                            "{} is {x}, more than its {} sentences (or rows) can add up to",
-                            at(field, Some(i)),
-                            h.defined[i]
-                        ));
+                    if high.is_some_and(|high| sum > high) {
+                        return Err(SumsError::Unreachable {
+                            at: at(field, Some(i)),
+                            sum,
+                            count: h.defined[i],
+                        });
                     }
                 }
             }
@@ -347,18 +338,15 @@ impl CorpusStats {
         Ok(())
     }
 
-    fn parse_sums_json(sums: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
-        let num = |v: &Value, what: &str| {
-            v.as_u64()
-                .ok_or_else(|| format!("sums: {what} is not a whole number"))
-        };
-        if sums["fraction_bits"].as_i64() != Some(i64::from(FRACTION_BITS)) {
-            return Err(format!("sums: fraction_bits is not {FRACTION_BITS}"));
+    fn parse_sums(sums: &SumsDoc, counts: [u64; 5]) -> Result<CorpusStats, SumsError> {
+        if sums.fraction_bits != i64::from(FRACTION_BITS) {
+            return Err(SumsError::FractionBits {
+                expected: FRACTION_BITS,
+            });
         }
-        let layers = num(&sums["layers"], "layers")? as usize;
-        let heads = num(&sums["heads"], "heads")? as usize;
+        let (layers, heads) = (sums.layers, sums.heads);
         if layers == 0 || heads == 0 || layers.saturating_mul(heads) > 1 << 20 {
-            return Err(format!("sums: {layers} layers × {heads} heads"));
+            return Err(SumsError::Shape { layers, heads });
         }
         let mut out = CorpusStats::new(layers, heads);
         [
@@ -368,67 +356,77 @@ impl CorpusStats {
             out.tokens,
             out.units,
         ] = counts;
-        let cells = |v: &Value, what: &str| -> Result<Vec<Value>, String> {
-            let rows = v
-                .as_array()
+        // Each grid's cells in head order, checked to be `layers` rows of `heads`.
+        fn cells<T>(
+            grid: Option<&Vec<Vec<T>>>,
+            field: SumsField,
+            layers: usize,
+            heads: usize,
+        ) -> Result<impl Iterator<Item = &T>, SumsError> {
+            let rows = grid
                 .filter(|r| r.len() == layers)
-                .ok_or_else(|| format!("sums: {what} is not {layers} layers"))?;
-            let mut out = Vec::with_capacity(layers * heads);
-            for r in rows {
-                let r = r
-                    .as_array()
-                    .filter(|r| r.len() == heads)
-                    .ok_or_else(|| format!("sums: {what} is not {heads} heads per layer"))?;
-                out.extend(r.iter().cloned());
+                .ok_or(SumsError::Layers { field, layers })?;
+            if rows.iter().any(|r| r.len() != heads) {
+                return Err(SumsError::Heads { field, heads });
             }
-            Ok(out)
-        };
-        for (i, v) in cells(&sums["head_sentences"], "head_sentences")?
-            .iter()
-            .enumerate()
+            Ok(rows.iter().flatten())
+        }
+        let plain = |field| SumsField { field, stat: None };
+        for (h, &n) in out.sums.iter_mut().zip(cells(
+            Some(&sums.head_sentences),
+            plain("head_sentences"),
+            layers,
+            heads,
+        )?) {
+            h.sentences = n;
+        }
+        for (h, &n) in
+            out.sums
+                .iter_mut()
+                .zip(cells(Some(&sums.rows), plain("rows"), layers, heads)?)
         {
-            out.sums[i].sentences = num(v, "head_sentences")?;
+            h.rows = n;
         }
-        for (i, v) in cells(&sums["rows"], "rows")?.iter().enumerate() {
-            out.sums[i].rows = num(v, "rows")?;
-        }
-        for (field, pick) in [
-            (
-                "defined",
-                (|h: &mut HeadSums| &mut h.defined) as fn(&mut HeadSums) -> &mut [u64; STATS],
-            ),
-            ("defined_rows", |h| &mut h.defined_rows),
+        type Counts = fn(&mut HeadSums) -> &mut [u64; STATS];
+        for (field, grids, pick) in [
+            ("defined", &sums.defined, (|h| &mut h.defined) as Counts),
+            ("defined_rows", &sums.defined_rows, |h| &mut h.defined_rows),
         ] {
             for (k, stat) in Stat::ALL.into_iter().enumerate() {
-                let what = format!("{field}.{}", stat.name());
-                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
-                    pick(&mut out.sums[i])[k] = num(v, &what)?;
+                let at = SumsField {
+                    field,
+                    stat: Some(stat),
+                };
+                let values = cells(grids.get(stat.name()), at, layers, heads)?;
+                for (h, &n) in out.sums.iter_mut().zip(values) {
+                    pick(h)[k] = n;
                 }
             }
         }
-        for (field, pick) in [
-            (
-                "sum",
-                (|h: &mut HeadSums| &mut h.sum) as fn(&mut HeadSums) -> &mut [i128; STATS],
-            ),
-            ("sum_sq", |h| &mut h.sum_sq),
-            ("sum_rows", |h| &mut h.sum_rows),
+        type Sums = fn(&mut HeadSums) -> &mut [i128; STATS];
+        for (field, grids, pick) in [
+            ("sum", &sums.sum, (|h| &mut h.sum) as Sums),
+            ("sum_sq", &sums.sum_sq, |h| &mut h.sum_sq),
+            ("sum_rows", &sums.sum_rows, |h| &mut h.sum_rows),
         ] {
             for (k, stat) in Stat::ALL.into_iter().enumerate() {
-                let what = format!("{field}.{}", stat.name());
-                for (i, v) in cells(&sums[field][stat.name()], &what)?.iter().enumerate() {
-                    let x = v
-                        .as_str()
-                        .and_then(|s| s.parse::<i128>().ok())
-                        .ok_or_else(|| format!("sums: {what} holds {v}, not an integer string"))?;
-                    pick(&mut out.sums[i])[k] = x;
+                let at = SumsField {
+                    field,
+                    stat: Some(stat),
+                };
+                let values = cells(grids.get(stat.name()), at, layers, heads)?;
+                for (h, text) in out.sums.iter_mut().zip(values) {
+                    pick(h)[k] = text.parse::<i128>().map_err(|_| SumsError::NotInteger {
+                        field: at,
+                        value: text.clone(),
+                    })?;
                 }
             }
         }
         Ok(out)
     }
 
-    /// The sentence counts in the order [`CorpusStats::from_sums_json`] takes them: sentences,
+    /// The sentence counts in the order [`CorpusStats::from_sums`] takes them: sentences,
     /// pairs, truncated, tokens, units.
     pub fn counts(&self) -> [u64; 5] {
         [
@@ -506,6 +504,17 @@ impl CorpusStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    fn sums_json(acc: &CorpusStats) -> Value {
+        serde_json::to_value(acc.sums_doc()).unwrap()
+    }
+
+    /// Sums read back from JSON, the error in words.
+    fn from_sums_json(v: &Value, counts: [u64; 5]) -> Result<CorpusStats, String> {
+        let doc: SumsDoc = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        CorpusStats::from_sums(&doc, counts).map_err(|e| e.to_string())
+    }
 
     fn stats(v: f64, rows: usize) -> HeadStats {
         HeadStats {
@@ -608,14 +617,13 @@ mod tests {
             };
             acc.add(&[row.clone(), row], counts);
         }
-        let text = acc.sums_json().to_string();
-        let back = CorpusStats::from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts())
-            .unwrap();
+        let text = sums_json(&acc).to_string();
+        let back = from_sums_json(&serde_json::from_str(&text).unwrap(), acc.counts()).unwrap();
         assert_eq!(back, acc);
         assert!(text.contains(&format!("\"{}\"", acc.sums[0].sum[0])));
         let mut broken: Value = serde_json::from_str(&text).unwrap();
-        broken["sum"]["entropy"][1][2] = json!(1.5);
-        let e = CorpusStats::from_sums_json(&broken, acc.counts()).unwrap_err();
+        broken["sum"]["entropy"][1][2] = json!("1.5");
+        let e = from_sums_json(&broken, acc.counts()).unwrap_err();
         assert!(e.contains("sum.entropy"), "{e}");
     }
 
@@ -627,15 +635,15 @@ mod tests {
         b.tokens = u64::MAX;
         a.tokens = 2;
         let before = a.clone();
-        let e = a.merge(&b).unwrap_err();
+        let e = a.merge(&b).unwrap_err().to_string();
         assert_eq!(e, "tokens: the sum of the files' values overflows 64 bits");
         assert_eq!(a, before, "a refused merge adds nothing");
         let mut c = before.clone();
         c.sums[0].sum[0] = i128::MAX;
         let mut d = before.clone();
-        let e = d.merge(&c).unwrap_err();
+        let e = d.merge(&c).unwrap_err().to_string();
         assert!(e.starts_with("sums: sum.entropy of layer 0, head 0"), "{e}");
-        let e = a.merge(&CorpusStats::new(2, 1)).unwrap_err();
+        let e = a.merge(&CorpusStats::new(2, 1)).unwrap_err().to_string();
         assert!(e.contains("2 layers × 1 heads"), "{e}");
         // Read back: a negative sum, a sum its count cannot reach, more pairs than sentences.
         for ((field, stat, value), words) in [
@@ -646,12 +654,12 @@ mod tests {
             ),
             (("sum_sq", "entropy", "-1"), "below 0"),
         ] {
-            let mut v = before.sums_json();
+            let mut v = sums_json(&before);
             v[field][stat][0][0] = json!(value);
-            let e = CorpusStats::from_sums_json(&v, before.counts()).unwrap_err();
+            let e = from_sums_json(&v, before.counts()).unwrap_err();
             assert!(e.contains(words) && e.contains(stat), "{e}");
         }
-        let e = CorpusStats::from_sums_json(&before.sums_json(), [1, 2, 0, 3, 3]).unwrap_err();
+        let e = from_sums_json(&sums_json(&before), [1, 2, 0, 3, 3]).unwrap_err();
         assert_eq!(e, "pairs is 2, more than the 1 sentences");
         // What a sentence cannot hold.
         assert!(impossible_value(Stat::Entropy, f64::INFINITY).is_some());
@@ -704,7 +712,7 @@ mod tests {
         assert!(sd[1].to_first.is_nan());
         assert_eq!(mean[0].rows, 10);
         // The counts survive the partial file, so a merge averages the same way.
-        let back = CorpusStats::from_sums_json(&acc.sums_json(), acc.counts()).unwrap();
+        let back = from_sums_json(&sums_json(&acc), acc.counts()).unwrap();
         assert_eq!(back, acc);
         let summary = serde_json::to_value(mean[1]).unwrap();
         assert_eq!(summary["to_first"], Value::Null);

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 
 use super::accumulate::{impossible_value, MAX_ROWS};
+use super::damage::{ImpossibleRecord, JournalError};
 use super::folder::{OutFolder, Place, JOURNAL_PREFIX};
 use super::ledger::Event;
 use super::lines::{BadLine, InputDigest};
@@ -156,14 +157,14 @@ pub fn read_all(
     folder: &OutFolder,
     layers: usize,
     heads: usize,
-) -> Result<BTreeMap<usize, Journaled>, String> {
+) -> Result<BTreeMap<usize, Journaled>, JournalError> {
     let mut out = BTreeMap::new();
     let mut budget = MAX_JOURNAL_BYTES;
     for (_, name) in files(folder) {
         let file = match folder.open_regular(Place::Top, &name) {
             Ok(Some(f)) => f,
             Ok(None) => continue,
-            Err(e) => return Err(format!("its journal {name} {e}")),
+            Err(source) => return Err(JournalError::Open { name, source }),
         };
         let mut reader = BufReader::new(file.take(budget));
         loop {
@@ -173,7 +174,10 @@ pub fn read_all(
                     out.insert(line, journaled);
                 }
                 Ok(None) => break,
-                Err(e) => return Err(format!("its journal {name}: {e}")),
+                Err(RecordError::Read(source)) => return Err(JournalError::Read { name, source }),
+                Err(RecordError::Impossible { line, what }) => {
+                    return Err(JournalError::Impossible { name, line, what })
+                }
             }
         }
         if budget == 0 {
@@ -183,18 +187,26 @@ pub fn read_all(
     Ok(out)
 }
 
+/// Why a record cannot be read back: the file cannot be read, or a sound record holds a number
+/// no sentence has (for the line it is of).
+#[derive(Debug)]
+enum RecordError {
+    Read(io::Error),
+    Impossible { line: usize, what: ImpossibleRecord },
+}
+
 /// The next record of `r`: `None` at its end or at a record that is torn, fails its CRC or is
 /// of another shape; an error for a sound record with impossible numbers, or a failed read.
 fn read_record(
     r: &mut impl Read,
     layers: usize,
     heads: usize,
-) -> Result<Option<(usize, Journaled, u64)>, String> {
+) -> Result<Option<(usize, Journaled, u64)>, RecordError> {
     let mut head = [0u8; 8];
     match r.read_exact(&mut head) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("cannot be read: {e}")),
+        Err(e) => return Err(RecordError::Read(e)),
     }
     let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
@@ -205,7 +217,7 @@ fn read_record(
     match r.read_exact(&mut payload) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("cannot be read: {e}")),
+        Err(e) => return Err(RecordError::Read(e)),
     }
     if crc32fast::hash(&payload) != crc {
         return Ok(None);
@@ -293,7 +305,7 @@ fn decode(
     payload: &[u8],
     layers: usize,
     heads: usize,
-) -> Result<Option<(usize, Journaled)>, String> {
+) -> Result<Option<(usize, Journaled)>, RecordError> {
     let mut p = Cursor(payload);
     let Some((line, digest, kind)) = (|| {
         if p.u8()? != VERSION {
@@ -328,7 +340,7 @@ fn decode_sentence(
     line: usize,
     layers: usize,
     heads: usize,
-) -> Result<Option<Event>, String> {
+) -> Result<Option<Event>, RecordError> {
     let Some((name, flags, tokens, units)) = (|| {
         let name = p.str()?;
         let flags = p.u8()?;
@@ -339,20 +351,14 @@ fn decode_sentence(
     })() else {
         return Ok(None);
     };
-    let refuse = |what: String| {
-        format!(
-            "line {line}: {what}, which no sentence has; the journal is damaged or was edited \
-             (use --force to start over)"
-        )
-    };
+    let refuse = |what| RecordError::Impossible { line, what };
     if tokens > MAX_ROWS || units > tokens {
-        return Err(refuse(format!("{tokens} tokens and {units} units")));
+        return Err(refuse(ImpossibleRecord::Counts { tokens, units }));
     }
     if super::ids::Id::parse(&name).is_err() {
-        return Err(refuse(format!(
-            "the output name {:?}",
-            crate::tokenize::cut_to_bytes(&name, 40)
-        )));
+        return Err(refuse(ImpossibleRecord::Name {
+            name: crate::tokenize::cut_to_bytes(&name, 40).to_string(),
+        }));
     }
     let mut stats = Vec::with_capacity(layers);
     for layer in 0..layers {
@@ -362,9 +368,7 @@ fn decode_sentence(
                 return Ok(None);
             };
             if rows > MAX_ROWS {
-                return Err(refuse(format!(
-                    "rows of layer {layer}, head {head} is {rows}"
-                )));
+                return Err(refuse(ImpossibleRecord::Rows { layer, head, rows }));
             }
             let mut v = [0f64; Stat::ALL.len()];
             for (x, stat) in v.iter_mut().zip(Stat::ALL) {
@@ -372,8 +376,8 @@ fn decode_sentence(
                     return Ok(None);
                 };
                 *x = f64::from_bits(bits);
-                if let Some(why) = impossible_value(stat, *x) {
-                    return Err(refuse(format!("{why} (layer {layer}, head {head})")));
+                if let Some(value) = impossible_value(stat, *x) {
+                    return Err(refuse(ImpossibleRecord::Value { value, layer, head }));
                 }
             }
             row.push(HeadStats::from_values(
@@ -541,7 +545,7 @@ mod tests {
             }
             let mut j = Journal::create(&folder, std::iter::empty()).unwrap();
             j.append(7, &e, &digest(7)).unwrap();
-            let err = read_all(&folder, 2, 2).unwrap_err();
+            let err = read_all(&folder, 2, 2).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("line 7: {field} is {value}"))
                     && err.contains("layer 1, head 0"),
@@ -560,7 +564,7 @@ mod tests {
             std::ffi::CString::new(dir.path().join(".corpus_journal.4").to_str().unwrap()).unwrap();
         // SAFETY: mkfifo on a NUL-terminated path in our temporary folder.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = read_all(&folder, 2, 2).unwrap_err();
+        let err = read_all(&folder, 2, 2).unwrap_err().to_string();
         assert!(err.contains(".corpus_journal.4 is a FIFO"), "{err}");
         // Writing never goes into it either: a new generation is made after it, and removing
         // the journals removes the FIFO itself.

@@ -110,16 +110,23 @@ impl<R: BufRead> LineReader<R> {
 /// length.
 #[derive(Clone, Debug)]
 pub struct InputDigest {
-    hash: Result<Sha256, String>,
+    hash: Hash,
     /// Bytes read.
     pub bytes: u64,
+}
+
+/// A digest still running over what is read, or one an earlier run wrote down (hex).
+#[derive(Clone, Debug)]
+enum Hash {
+    Running(Sha256),
+    Recorded(String),
 }
 
 impl InputDigest {
     /// Nothing read.
     pub fn empty() -> Self {
         InputDigest {
-            hash: Ok(Sha256::new()),
+            hash: Hash::Running(Sha256::new()),
             bytes: 0,
         }
     }
@@ -127,7 +134,7 @@ impl InputDigest {
     /// A digest as written down (`hex`, of `bytes` bytes).
     pub fn recorded(hex: String, bytes: u64) -> Self {
         InputDigest {
-            hash: Err(hex),
+            hash: Hash::Recorded(hex),
             bytes,
         }
     }
@@ -135,8 +142,8 @@ impl InputDigest {
     /// The SHA-256 of the bytes read (`None` for a recorded digest that is not 64 hex digits).
     pub fn sha256(&self) -> Option<[u8; 32]> {
         match &self.hash {
-            Ok(h) => Some(h.clone().finalize().into()),
-            Err(recorded) => {
+            Hash::Running(h) => Some(h.clone().finalize().into()),
+            Hash::Recorded(recorded) => {
                 let bytes = recorded.as_bytes();
                 if bytes.len() != 64 {
                     return None;
@@ -158,8 +165,8 @@ impl InputDigest {
     /// The SHA-256 of the bytes read, in hex (what `sha256sum` prints for them).
     pub fn hex(&self) -> String {
         match &self.hash {
-            Ok(h) => hex(&h.clone().finalize()),
-            Err(recorded) => recorded.clone(),
+            Hash::Running(h) => hex(&h.clone().finalize()),
+            Hash::Recorded(recorded) => recorded.clone(),
         }
     }
 }
@@ -196,7 +203,7 @@ impl<R> LineReader<R> {
     /// returned).
     pub fn digest(&self) -> InputDigest {
         InputDigest {
-            hash: Ok(self.hash.clone()),
+            hash: Hash::Running(self.hash.clone()),
             bytes: self.bytes,
         }
     }

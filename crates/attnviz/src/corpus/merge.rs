@@ -12,13 +12,13 @@
 //! at a time, so merging a thousand shards needs the memory of one.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::accumulate::SumsError;
 use super::ledger::Tally;
-use super::partial::{self, Partial, RunIdentity};
+use super::partial::{self, Conflict, Partial, PartialError, RunIdentity};
 use super::shard::Shard;
 use super::summary::{self, Summary};
 use super::{thousands, End, LISTED_BAD_LINES};
@@ -27,13 +27,40 @@ use serde_json::Value;
 use crate::output::OutputError;
 use crate::render::term::write_message;
 
-/// Why a merge was refused. One line that names the file and says what to do.
-#[derive(Debug)]
+/// Why a merge was refused. Each displays as one line that names the file and says what to do.
+#[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    /// The files cannot be merged, or the merge cannot be written: what and why, in words.
-    Refused(String),
+    /// No file given.
+    #[error("give the partial files to merge (DIR/corpus_partial.json of each shard)")]
+    NoFiles,
+    /// A file that cannot be read back.
+    #[error("{file}: {source}")]
+    Unreadable {
+        /// The file.
+        file: String,
+        /// Why.
+        source: PartialError,
+    },
+    /// A shard that did not finish.
+    #[error("{file}: shard {shard} {} after line {}{}; finish it (rerun its command with --resume), then merge",
+        if .end == "running" { "is still running, or was killed".to_string() } else { format!("ended \"{}\"", .end) },
+        thousands(*.lines as u64),
+        .reason.as_deref().map_or(String::new(), |r| format!(" ({r})")))]
+    Unfinished {
+        /// The file.
+        file: String,
+        /// Its shard.
+        shard: Shard,
+        /// How it ended (`running`: it has not, yet).
+        end: String,
+        /// The lines it had done.
+        lines: usize,
+        /// Why it stopped, if it says.
+        reason: Option<String>,
+    },
     /// Two shards accumulated different attentions of an encoder–decoder (encoder, decoder or
     /// cross-attention).
+    #[error("{file} holds the statistics of {kind} attention and {first} those of {first_kind} attention; the shards of one corpus must accumulate the same attention: cannot merge them")]
     KindsDiffer {
         /// The file that differs.
         file: String,
@@ -44,32 +71,80 @@ pub enum MergeError {
         /// The kind the first file accumulated.
         first_kind: String,
     },
+    /// Two runs that cannot be combined.
+    #[error("{0}; cannot merge them")]
+    Conflict(Box<Conflict>),
+    /// A shard of another input.
+    #[error("{file} read another input than {first} ({} lines, {} bytes, SHA-256 {}… against {} lines, {} bytes, {}…); merge the shards of one corpus",
+        thousands(.read[0].lines as u64), .read[0].bytes, short(&.read[0].sha256),
+        thousands(.read[1].lines as u64), .read[1].bytes, short(&.read[1].sha256))]
+    OtherInput {
+        /// The file.
+        file: String,
+        /// The first file.
+        first: String,
+        /// What each read: the file, then the first file.
+        read: Box<[InputRead; 2]>,
+    },
+    /// One shard given twice.
+    #[error("shard {shard} is given twice: {first} and {second}; give each shard once")]
+    Twice {
+        /// The shard.
+        shard: Shard,
+        /// Its first file.
+        first: String,
+        /// Its second file.
+        second: String,
+    },
+    /// Numbers that cannot be added to the others'.
+    #[error("{file}: {source}; the file is damaged or was edited, so the shards cannot be merged")]
+    Damaged {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        source: SumsError,
+    },
+    /// Shards not given.
+    #[error("{} of the {} shards {} missing: {}{}; run {} (or give {} partial file{}) and merge again",
+        thousands(*.missing as u64), thousands(*.count as u64), if *.missing == 1 { "is" } else { "are" },
+        .shown.iter().map(|k| format!("{k}/{count}")).collect::<Vec<_>>().join(", "),
+        if *.missing > .shown.len() { format!(" and {} more", thousands((*.missing - .shown.len()) as u64)) } else { String::new() },
+        if *.missing == 1 { "it" } else { "them" }, if *.missing == 1 { "its" } else { "their" },
+        if *.missing == 1 { "" } else { "s" })]
+    Missing {
+        /// How many are missing.
+        missing: usize,
+        /// The shards of the split.
+        count: usize,
+        /// The first missing ones' indices.
+        shown: Vec<usize>,
+    },
+    /// Writing the summary, or the table.
+    #[error(transparent)]
+    Write(#[from] OutputError),
+    /// Printing the table.
+    #[error(transparent)]
+    Print(Box<super::CorpusError>),
 }
 
-impl fmt::Display for MergeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MergeError::Refused(s) => f.write_str(s),
-            MergeError::KindsDiffer {
-                file,
-                kind,
-                first,
-                first_kind,
-            } => write!(
-                f,
-                "{file} holds the statistics of {kind} attention and {first} those of \
-                 {first_kind} attention; the shards of one corpus must accumulate the same \
-                 attention: cannot merge them"
-            ),
+/// What a shard read of its input: how far, and the SHA-256 of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputRead {
+    /// Lines.
+    pub lines: usize,
+    /// Bytes.
+    pub bytes: u64,
+    /// Their SHA-256, in hex.
+    pub sha256: String,
+}
+
+impl InputRead {
+    fn of(tally: &Tally) -> InputRead {
+        InputRead {
+            lines: tally.lines,
+            bytes: tally.digest.bytes,
+            sha256: tally.digest.hex(),
         }
-    }
-}
-
-impl std::error::Error for MergeError {}
-
-impl From<OutputError> for MergeError {
-    fn from(e: OutputError) -> Self {
-        MergeError::Refused(e.to_string())
     }
 }
 
@@ -92,9 +167,7 @@ pub struct Merged {
 pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let start = Instant::now();
     let Some(first_path) = paths.first() else {
-        return Err(MergeError::Refused(
-            "give the partial files to merge (DIR/corpus_partial.json of each shard)".into(),
-        ));
+        return Err(MergeError::NoFiles);
     };
     let label = |p: &Path| p.display().to_string();
     let mut first: Option<(RunIdentity, Tally)> = None;
@@ -104,23 +177,18 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut notes = Vec::new();
     let mut total: Option<Tally> = None;
     for path in paths {
-        let p: Partial = partial::read(path)
-            .map_err(|e| MergeError::Refused(format!("{}: {e}", path.display())))?;
+        let p: Partial = partial::read(path).map_err(|source| MergeError::Unreadable {
+            file: label(path),
+            source,
+        })?;
         if p.end != "complete" {
-            let how = match p.end.as_str() {
-                "running" => "is still running, or was killed".to_string(),
-                other => format!("ended \"{other}\""),
-            };
-            return Err(MergeError::Refused(format!(
-                "{}: shard {} {how} after line {}{}; finish it (rerun its command with --resume), \
-                 then merge",
-                path.display(),
-                p.identity.shard,
-                thousands(p.tally.lines as u64),
-                p.end_reason
-                    .as_deref()
-                    .map_or(String::new(), |r| format!(" ({r})")),
-            )));
+            return Err(MergeError::Unfinished {
+                file: label(path),
+                shard: p.identity.shard,
+                end: p.end,
+                lines: p.tally.lines,
+                reason: p.end_reason,
+            });
         }
         match &first {
             None => {
@@ -146,21 +214,14 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
                     });
                 }
                 if let Some(c) = p.identity.conflict(id, (&labels.0, &labels.1), false) {
-                    return Err(MergeError::Refused(format!("{c}; cannot merge them")));
+                    return Err(MergeError::Conflict(Box::new(c)));
                 }
                 if p.tally.lines != tally.lines || p.tally.digest != tally.digest {
-                    return Err(MergeError::Refused(format!(
-                        "{} read another input than {} ({} lines, {} bytes, SHA-256 {}… against \
-                         {} lines, {} bytes, {}…); merge the shards of one corpus",
-                        labels.0,
-                        labels.1,
-                        thousands(p.tally.lines as u64),
-                        p.tally.digest.bytes,
-                        short(&p.tally.digest.hex()),
-                        thousands(tally.lines as u64),
-                        tally.digest.bytes,
-                        short(&tally.digest.hex()),
-                    )));
+                    return Err(MergeError::OtherInput {
+                        file: labels.0,
+                        first: labels.1,
+                        read: Box::new([InputRead::of(&p.tally), InputRead::of(tally)]),
+                    });
                 }
                 if p.identity.threads != id.threads {
                     notes.push(format!(
@@ -187,20 +248,17 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
         }
         let index = p.identity.shard.index;
         if let Some(other) = seen.get(&index) {
-            return Err(MergeError::Refused(format!(
-                "shard {} is given twice: {} and {}; give each shard once",
-                p.identity.shard,
-                other.display(),
-                path.display()
-            )));
+            return Err(MergeError::Twice {
+                shard: p.identity.shard,
+                first: label(other),
+                second: label(path),
+            });
         }
         seen.insert(index, path.clone());
         let t = total.as_mut().expect("set with the first file");
-        let damaged = |e: String| {
-            MergeError::Refused(format!(
-                "{}: {e}; the file is damaged or was edited, so the shards cannot be merged",
-                path.display()
-            ))
+        let damaged = |source| MergeError::Damaged {
+            file: label(path),
+            source,
         };
         t.stats.merge(&p.tally.stats).map_err(damaged)?;
         t.bad.merge(&p.tally.bad).map_err(damaged)?;
@@ -213,27 +271,15 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let count = identity.shard.count;
     let missing = count - seen.len();
     if missing > 0 {
-        let shown: Vec<String> = (1..=count)
+        let shown = (1..=count)
             .filter(|k| !seen.contains_key(k))
             .take(20)
-            .map(|k| format!("{k}/{count}"))
             .collect();
-        let more = if missing > 20 {
-            format!(" and {} more", thousands(missing as u64 - 20))
-        } else {
-            String::new()
-        };
-        return Err(MergeError::Refused(format!(
-            "{} of the {} shards {} missing: {}{more}; run {} (or give {} partial file{}) \
-             and merge again",
-            thousands(missing as u64),
-            thousands(count as u64),
-            if missing == 1 { "is" } else { "are" },
-            shown.join(", "),
-            if missing == 1 { "it" } else { "them" },
-            if missing == 1 { "its" } else { "their" },
-            if missing == 1 { "" } else { "s" },
-        )));
+        return Err(MergeError::Missing {
+            missing,
+            count,
+            shown,
+        });
     }
     Ok(Merged {
         identity: RunIdentity {
@@ -306,7 +352,7 @@ pub fn run(job: &MergeJob) -> Result<(), MergeError> {
         let s = &merged.tally.stats;
         if s.sentences > 0 {
             super::print_table(s, &merged.identity.token_names, job.stat, job.color)
-                .map_err(|e| MergeError::Refused(e.to_string()))?;
+                .map_err(|e| MergeError::Print(Box::new(e)))?;
         }
         let line = format!(
             "Merged {} shard{}: {} sentences ({} tokens) of {} lines, {} bad line{} skipped, in \

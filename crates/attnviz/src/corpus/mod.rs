@@ -20,6 +20,7 @@
 //! - The input may be plain text or JSON Lines, gzip- or zstd-compressed ([`input`]).
 
 mod accumulate;
+pub mod damage;
 pub mod folder;
 pub mod ids;
 pub mod input;
@@ -33,6 +34,7 @@ mod out_dir;
 pub mod partial;
 pub mod provenance;
 mod report;
+pub mod resume;
 mod run;
 pub mod shard;
 mod summary;
@@ -162,7 +164,7 @@ pub enum CorpusError {
         /// The output folder.
         dir: PathBuf,
         /// Why, and what to do.
-        reason: String,
+        reason: Box<resume::ResumeProblem>,
         /// What to do about it, when `reason` does not say.
         fix: ResumeFix,
     },
@@ -454,18 +456,18 @@ impl BadLines {
     /// Add `other`'s bad lines, all after this one's (a later part of the same corpus) or
     /// interleaved with them (another shard): the listed ones stay the first by line number. A
     /// count that would overflow (a damaged file) is refused naming it, and nothing is added.
-    pub fn merge(&mut self, other: &BadLines) -> Result<(), String> {
-        let overflow = |what: &str| format!("{what}: the sum of the files' counts overflows");
+    pub fn merge(&mut self, other: &BadLines) -> Result<(), accumulate::SumsError> {
+        let overflow = |field: String| accumulate::SumsError::CountOverflows { field };
         let count = self
             .count
             .checked_add(other.count)
-            .ok_or_else(|| overflow("bad_lines.count"))?;
+            .ok_or_else(|| overflow("bad_lines.count".into()))?;
         let mut by_kind = self.by_kind.clone();
         for (kind, n) in &other.by_kind {
             let k = by_kind.entry(kind).or_default();
             *k = k
                 .checked_add(*n)
-                .ok_or_else(|| overflow(&format!("bad_lines.by_kind.{kind}")))?;
+                .ok_or_else(|| overflow(format!("bad_lines.by_kind.{kind}")))?;
         }
         self.count = count;
         self.by_kind = by_kind;

@@ -15,14 +15,18 @@
 use std::fs;
 use std::path::Path;
 
-use serde_json::{json, Value};
+use attnviz_formats::doc::corpus::{
+    BadLineDoc, BadLinesDoc, CorpusPartial, ShardDoc, TokenNamesDoc,
+};
+use attnviz_formats::doc::lines::write_document;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::accumulate::CorpusStats;
+use super::accumulate::{CorpusStats, SumsError};
 use super::folder::{read_bounded, OutFolder, Place};
 use super::ledger::Tally;
 use super::lines::{BadLine, InputDigest};
-use super::shard::Shard;
-use super::summary::write_fields;
+use super::shard::{Shard, ShardError};
 use super::{thousands, BadLines, LISTED_BAD_LINES};
 use crate::output::OutputError;
 
@@ -35,6 +39,8 @@ pub const FORMAT: &str = "attnviz-corpus-partial";
 /// `defined_rows`). 3: twelve statistics (the head detectors' previous-token and
 /// duplicate-token scores added).
 pub const FORMAT_VERSION: u64 = 3;
+/// `format` of a corpus summary, which is not a partial file.
+const SUMMARY_FORMAT: &str = "attnviz-corpus-stats";
 /// Largest partial file read (a real one is tens to hundreds of KB).
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -70,23 +76,29 @@ pub struct RunIdentity {
 
 impl RunIdentity {
     /// The first difference that forbids combining run `a` (this one) with run `b` (merge:
-    /// other shards of one corpus; resume, `same_shard`: the same shard again), in words that
-    /// name the runs by `labels` and say which value differs; `None` when they agree.
+    /// other shards of one corpus; resume, `same_shard`: the same shard again), naming the runs
+    /// by `labels`; `None` when they agree.
     pub fn conflict(
         &self,
         b: &RunIdentity,
         labels: (&str, &str),
         same_shard: bool,
-    ) -> Option<String> {
-        let (la, lb) = labels;
+    ) -> Option<Conflict> {
+        let (a_label, b_label) = (labels.0.to_string(), labels.1.to_string());
         if self.attnviz != b.attnviz {
-            return Some(format!(
-                "{la} is from attnviz {}, {lb} from attnviz {}",
-                self.attnviz, b.attnviz
-            ));
+            return Some(Conflict::Version {
+                a: a_label,
+                a_version: self.attnviz.clone(),
+                b: b_label,
+                b_version: b.attnviz.clone(),
+            });
         }
-        if let Some(d) = super::provenance::difference(&self.model_files, &b.model_files) {
-            return Some(format!("{la} and {lb} used {d}"));
+        if let Some(difference) = super::provenance::difference(&self.model_files, &b.model_files) {
+            return Some(Conflict::ModelFiles {
+                a: a_label,
+                b: b_label,
+                difference,
+            });
         }
         let empty = serde_json::Map::new();
         let (oa, ob) = (
@@ -100,31 +112,95 @@ impl RunIdentity {
                 ob.get(key).unwrap_or(&Value::Null),
             );
             if va != vb {
-                return Some(format!(
-                    "{la} was run with {key} = {va}, {lb} with {key} = {vb}"
-                ));
+                return Some(Conflict::Option {
+                    a: a_label,
+                    a_value: va.clone(),
+                    b: b_label,
+                    b_value: vb.clone(),
+                    key: key.clone(),
+                });
             }
         }
         if self.induction != b.induction {
-            return Some(format!(
-                "{la} and {lb} measured different induction scores on the model's probe: run \
-                 every shard with the same attnviz and --threads"
-            ));
+            return Some(Conflict::Induction {
+                a: a_label,
+                b: b_label,
+            });
         }
-        if self.shard.count != b.shard.count {
-            return Some(format!(
-                "{la} is shard {}, {lb} shard {}: merge the shards of one split",
-                self.shard, b.shard
-            ));
-        }
-        if same_shard && self.shard != b.shard {
-            return Some(format!(
-                "{la} is shard {}, {lb} shard {}",
-                self.shard, b.shard
-            ));
+        if self.shard.count != b.shard.count || (same_shard && self.shard != b.shard) {
+            return Some(Conflict::Shard {
+                a: a_label,
+                a_shard: self.shard,
+                b: b_label,
+                b_shard: b.shard,
+            });
         }
         None
     }
+}
+
+/// Why two runs' results cannot be combined: the first thing in which they differ.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Conflict {
+    /// Written by different versions of attnviz.
+    #[error("{a} is from attnviz {a_version}, {b} from attnviz {b_version}")]
+    Version {
+        /// The first run's name.
+        a: String,
+        /// Its attnviz version.
+        a_version: String,
+        /// The second run's name.
+        b: String,
+        /// Its attnviz version.
+        b_version: String,
+    },
+    /// Run with different model files.
+    #[error("{a} and {b} used {difference}")]
+    ModelFiles {
+        /// The first run's name.
+        a: String,
+        /// The second run's name.
+        b: String,
+        /// Which files differ.
+        difference: super::provenance::Difference,
+    },
+    /// Run with a different option.
+    #[error("{a} was run with {key} = {a_value}, {b} with {key} = {b_value}")]
+    Option {
+        /// The first run's name.
+        a: String,
+        /// Its value of the option.
+        a_value: Value,
+        /// The second run's name.
+        b: String,
+        /// Its value.
+        b_value: Value,
+        /// The option, as the summary's `options` names it.
+        key: String,
+    },
+    /// Different induction scores (another build or thread count).
+    #[error(
+        "{a} and {b} measured different induction scores on the model's probe: run every shard \
+         with the same attnviz and thread count"
+    )]
+    Induction {
+        /// The first run's name.
+        a: String,
+        /// The second run's name.
+        b: String,
+    },
+    /// Another shard (of another split, or another one where the same was expected).
+    #[error("{a} is shard {a_shard}, {b} shard {b_shard}{}", if .a_shard.count != .b_shard.count { ": merge the shards of one split" } else { "" })]
+    Shard {
+        /// The first run's name.
+        a: String,
+        /// Its shard.
+        a_shard: Shard,
+        /// The second run's name.
+        b: String,
+        /// Its shard.
+        b_shard: Shard,
+    },
 }
 
 /// A partial file, read back.
@@ -151,9 +227,9 @@ pub fn write(
     end: &str,
     end_reason: Option<&str>,
 ) -> Result<(), OutputError> {
-    let fields = fields(identity, tally, end, end_reason);
+    let doc = document(identity, tally, end, end_reason);
     folder.write(Place::Top, PARTIAL_FILE, true, |w| {
-        write_fields(&fields, &["sums"], w)
+        write_document(&doc, &["sums"], w)
     })
 }
 
@@ -166,70 +242,211 @@ pub fn lines_in_shard(shard: Shard, lines: usize) -> usize {
     }
 }
 
-fn fields(
-    id: &RunIdentity,
-    tally: &Tally,
-    end: &str,
-    end_reason: Option<&str>,
-) -> Vec<(&'static str, Value)> {
+fn document(id: &RunIdentity, tally: &Tally, end: &str, end_reason: Option<&str>) -> CorpusPartial {
     let s = &tally.stats;
-    vec![
-        ("format", json!(FORMAT)),
-        ("format_version", json!(FORMAT_VERSION)),
-        ("attnviz", json!(id.attnviz)),
-        (
-            "shard",
-            json!({"index": id.shard.index, "count": id.shard.count}),
-        ),
-        ("model", id.model.clone()),
-        ("model_files", id.model_files.clone()),
-        (
-            "token_names",
-            json!({"start": id.token_names.0, "end": id.token_names.1}),
-        ),
-        ("input", json!(id.input)),
-        ("input_format", json!(id.input_format)),
-        ("compression", json!(id.compression)),
-        ("options", id.options.clone()),
-        ("threads", json!(id.threads)),
-        ("induction", id.induction.clone()),
-        ("end", json!(end)),
-        ("end_reason", json!(end_reason)),
-        ("lines", json!(tally.lines)),
-        ("input_bytes", json!(tally.digest.bytes)),
-        ("input_sha256", json!(tally.digest.hex())),
-        (
-            "lines_in_shard",
-            json!(lines_in_shard(id.shard, tally.lines)),
-        ),
-        ("sentences", json!(s.sentences)),
-        ("skipped", json!(tally.bad.count)),
-        ("pairs", json!(s.pairs)),
-        ("truncated", json!(s.truncated)),
-        ("tokens", json!(s.tokens)),
-        ("units", json!(s.units)),
-        ("truncated_lines", json!(tally.truncated_lines)),
-        ("bad_lines", bad_lines_json(&tally.bad)),
-        ("sums", s.sums_json()),
-    ]
+    CorpusPartial {
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        attnviz: id.attnviz.clone(),
+        shard: ShardDoc {
+            index: id.shard.index,
+            count: id.shard.count,
+        },
+        model: id.model.clone(),
+        model_files: id.model_files.clone(),
+        token_names: TokenNamesDoc {
+            start: id.token_names.0.clone(),
+            end: id.token_names.1.clone(),
+        },
+        input: id.input.clone(),
+        input_format: id.input_format.clone(),
+        compression: id.compression.clone(),
+        options: id.options.clone(),
+        threads: id.threads,
+        induction: id.induction.clone(),
+        end: end.into(),
+        end_reason: end_reason.map(str::to_string),
+        lines: tally.lines,
+        input_bytes: tally.digest.bytes,
+        input_sha256: tally.digest.hex(),
+        lines_in_shard: lines_in_shard(id.shard, tally.lines),
+        sentences: s.sentences,
+        skipped: tally.bad.count,
+        pairs: s.pairs,
+        truncated: s.truncated,
+        tokens: s.tokens,
+        units: s.units,
+        truncated_lines: tally.truncated_lines.clone(),
+        bad_lines: bad_lines_doc(&tally.bad),
+        sums: s.sums_doc(),
+    }
 }
 
 /// The `bad_lines` object of the summary and the partial file.
-pub fn bad_lines_json(bad: &BadLines) -> Value {
-    json!({
-        "count": bad.count,
-        "by_kind": bad.by_kind,
-        "listed": bad.listed.iter().map(|(line, bad)| json!({
-            "line": line, "kind": bad.kind(), "reason": bad.to_string(),
-        })).collect::<Vec<_>>(),
-    })
+pub fn bad_lines_doc(bad: &BadLines) -> BadLinesDoc {
+    BadLinesDoc {
+        count: bad.count,
+        by_kind: bad
+            .by_kind
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect(),
+        listed: bad
+            .listed
+            .iter()
+            .map(|(line, bad)| BadLineDoc {
+                line: *line,
+                kind: bad.kind().into(),
+                reason: bad.to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// Why a partial file cannot be read back: each displays as one line that says what is wrong
+/// (without the file's name, which the caller adds).
+#[derive(Debug, thiserror::Error)]
+pub enum PartialError {
+    /// It cannot be opened or read.
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// A folder, a FIFO, a device.
+    #[error("not a file")]
+    NotAFile,
+    /// Not UTF-8.
+    #[error("not UTF-8 ({0})")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// Not JSON (a number out of range, NaN, a cut file).
+    #[error("not JSON ({source}{})", in_field(.field))]
+    NotJson {
+        /// The parser's error.
+        source: serde_json::Error,
+        /// The top-level field of the line it is on.
+        field: Option<String>,
+    },
+    /// A corpus summary given for a partial file.
+    #[error(
+        "this is a corpus summary (corpus_stats.json); merge the partial files \
+         (corpus_partial.json) beside them"
+    )]
+    Summary,
+    /// Another kind of file.
+    #[error("not an attnviz partial-statistics file (no \"format\": \"{FORMAT}\")")]
+    NotPartial,
+    /// Another version of the layout.
+    #[error("format version {found} (this attnviz reads {FORMAT_VERSION}); merge with the attnviz that wrote it")]
+    Version {
+        /// The version it claims, as written.
+        found: Value,
+    },
+    /// A field missing, or of another type than the layout's.
+    #[error("{}{}", without_position(.source), in_field(.field))]
+    Field {
+        /// The reader's error.
+        source: serde_json::Error,
+        /// The top-level field of the line it is on.
+        field: Option<String>,
+    },
+    /// A shard that cannot be.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    /// Sums no run writes.
+    #[error(transparent)]
+    Sums(#[from] SumsError),
+    /// A bad line of a kind no run records.
+    #[error("unknown bad-line kind {kind:?}")]
+    BadLineKind {
+        /// The kind, as written.
+        kind: String,
+    },
+    /// No threads.
+    #[error("\"threads\" is 0")]
+    NoThreads,
+    /// More lines than bytes.
+    #[error("\"lines\" is {}, but \"input_bytes\" is {}: every line takes at least one byte", thousands(*.lines as u64), thousands(*.bytes))]
+    LinesOverBytes {
+        /// Lines.
+        lines: usize,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// `lines_in_shard` that is not the shard's share of `lines`.
+    #[error("\"lines_in_shard\" is {}, but shard {shard} has {} of the first {} lines", thousands(*.found as u64), thousands(*.own as u64), thousands(*.lines as u64))]
+    LinesInShard {
+        /// What the file says.
+        found: usize,
+        /// The shard.
+        shard: Shard,
+        /// Its lines among `lines`.
+        own: usize,
+        /// Lines read.
+        lines: usize,
+    },
+    /// Sentences and bad lines that do not add up to the shard's lines.
+    #[error("\"sentences\" ({}) and \"bad_lines.count\" ({}) do not add up to the {} lines of shard {shard} among the first {} (\"lines\"): each line is a sentence or a bad line", thousands(*.sentences), thousands(*.bad as u64), thousands(*.own as u64), thousands(*.lines as u64))]
+    Unaccounted {
+        /// Sentences.
+        sentences: u64,
+        /// Bad lines.
+        bad: usize,
+        /// The shard's lines.
+        own: usize,
+        /// The shard.
+        shard: Shard,
+        /// Lines read.
+        lines: usize,
+    },
+    /// Bad lines by kind that do not add up to their count.
+    #[error("\"bad_lines.by_kind\" does not add up to \"bad_lines.count\" ({})", thousands(*.count as u64))]
+    ByKind {
+        /// `bad_lines.count`.
+        count: usize,
+    },
+    /// A listed line that is not one of the shard's lines read.
+    #[error("\"{list}\" lists line {line}, which is not one of the {} lines of shard {shard} among the first {}", thousands(*.own as u64), thousands(*.lines as u64))]
+    ListedElsewhere {
+        /// `bad_lines.listed` or `truncated_lines`.
+        list: &'static str,
+        /// The line.
+        line: usize,
+        /// The shard's lines.
+        own: usize,
+        /// The shard.
+        shard: Shard,
+        /// Lines read.
+        lines: usize,
+    },
+    /// More listed lines than the list holds.
+    #[error("\"{list}\" lists {listed} lines, more than the {most} it can hold")]
+    ListedTooMany {
+        /// `bad_lines.listed` or `truncated_lines`.
+        list: &'static str,
+        /// Lines listed.
+        listed: usize,
+        /// The most it holds.
+        most: usize,
+    },
+}
+
+fn in_field(field: &Option<String>) -> String {
+    field
+        .as_deref()
+        .map_or(String::new(), |f| format!(", in \"{f}\""))
+}
+
+/// A reader's error without its " at line L column C" (the field is named instead).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) if e.line() > 0 => text[..at].to_string(),
+        _ => text,
+    }
 }
 
 /// Read the partial file at `path` (a path given on the command line: a link to it is
 /// followed). It is opened without blocking and must be a regular file (a FIFO or a device is
-/// refused at once) of at most 64 MiB. Errors say what is wrong in one line (without the path,
-/// which the caller adds).
-pub fn read(path: &Path) -> Result<Partial, String> {
+/// refused at once) of at most 64 MiB.
+pub fn read(path: &Path) -> Result<Partial, PartialError> {
     let mut opts = fs::OpenOptions::new();
     opts.read(true);
     #[cfg(unix)]
@@ -237,142 +454,121 @@ pub fn read(path: &Path) -> Result<Partial, String> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.custom_flags(libc::O_NONBLOCK);
     }
-    let file = opts.open(path).map_err(|e| e.to_string())?;
-    if !file.metadata().map_err(|e| e.to_string())?.is_file() {
-        return Err("not a file".into());
+    let file = opts.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(PartialError::NotAFile);
     }
-    parse_bytes(&read_bounded(file, MAX_BYTES).map_err(|e| e.to_string())?)
+    parse_bytes(&read_bounded(file, MAX_BYTES)?)
 }
 
 /// Read the partial file of the run in `folder`, if there is one (see [`OutFolder`]: never
 /// through a link, never blocking).
-pub fn read_in(folder: &OutFolder) -> Result<Option<Partial>, String> {
-    match folder.read_regular(Place::Top, PARTIAL_FILE, MAX_BYTES) {
-        Ok(Some(bytes)) => parse_bytes(&bytes).map(Some),
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
+pub fn read_in(folder: &OutFolder) -> Result<Option<Partial>, PartialError> {
+    match folder.read_regular(Place::Top, PARTIAL_FILE, MAX_BYTES)? {
+        Some(bytes) => parse_bytes(&bytes).map(Some),
+        None => Ok(None),
     }
 }
 
 /// A partial file's bytes, parsed and checked.
-pub fn parse_bytes(bytes: &[u8]) -> Result<Partial, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 ({e})"))?;
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        // One field per line: name the field the error is in (a number out of range, NaN).
-        let field = text
-            .lines()
+pub fn parse_bytes(bytes: &[u8]) -> Result<Partial, PartialError> {
+    let text = std::str::from_utf8(bytes)?;
+    // One field per line: name the field an error is in from its line.
+    let field = |e: &serde_json::Error| {
+        text.lines()
             .nth(e.line().saturating_sub(1))
             .and_then(|l| l.trim_start().strip_prefix('"'))
             .and_then(|l| l.split_once('"'))
-            .map_or(String::new(), |(key, _)| format!(", in \"{key}\""));
-        format!("not JSON ({e}{field})")
+            .map(|(key, _)| key.to_string())
+    };
+    /// What says which file this is, read before the rest.
+    #[derive(Deserialize)]
+    struct Head {
+        format: Option<Value>,
+        format_version: Option<Value>,
+    }
+    // Its fields are any JSON: what fails here is not JSON (or a number JSON cannot hold).
+    let head: Head = serde_json::from_str(text).map_err(|e| {
+        let field = field(&e);
+        PartialError::NotJson { source: e, field }
     })?;
-    parse(&v)
-}
-
-fn parse(v: &Value) -> Result<Partial, String> {
-    if v["format"] != FORMAT {
-        return Err(match v["format"].as_str() {
-            Some("attnviz-corpus-stats") => "this is a corpus summary (corpus_stats.json); merge \
-                the partial files (corpus_partial.json) beside them"
-                .into(),
-            _ => format!("not an attnviz partial-statistics file (no \"format\": \"{FORMAT}\")"),
+    match head.format.as_ref().and_then(Value::as_str) {
+        Some(FORMAT) => {}
+        Some(SUMMARY_FORMAT) => return Err(PartialError::Summary),
+        _ => return Err(PartialError::NotPartial),
+    }
+    if head.format_version.as_ref().and_then(Value::as_u64) != Some(FORMAT_VERSION) {
+        return Err(PartialError::Version {
+            found: head.format_version.unwrap_or(Value::Null),
         });
     }
-    if v["format_version"].as_u64() != Some(FORMAT_VERSION) {
-        return Err(format!(
-            "format version {} (this attnviz reads {FORMAT_VERSION}); merge with the attnviz \
-             that wrote it",
-            v["format_version"]
-        ));
+    let doc: CorpusPartial = serde_json::from_str(text).map_err(|e| {
+        let field = field(&e);
+        match e.classify() {
+            serde_json::error::Category::Data => PartialError::Field { source: e, field },
+            _ => PartialError::NotJson { source: e, field },
+        }
+    })?;
+    from_document(doc)
+}
+
+fn from_document(doc: CorpusPartial) -> Result<Partial, PartialError> {
+    let shard = Shard::new(doc.shard.index, doc.shard.count)?;
+    if doc.threads == 0 {
+        return Err(PartialError::NoThreads);
     }
-    let str_of = |key: &str| {
-        v[key]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("no \"{key}\" string"))
-    };
-    let num = |v: &Value, key: &str| {
-        v.as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| format!("\"{key}\" is not a whole number"))
-    };
-    let shard = Shard::new(
-        num(&v["shard"]["index"], "shard.index")?,
-        num(&v["shard"]["count"], "shard.count")?,
-    )?;
     let identity = RunIdentity {
-        attnviz: str_of("attnviz")?,
-        model: v["model"].clone(),
-        model_files: v["model_files"].clone(),
-        token_names: (
-            v["token_names"]["start"].as_str().unwrap_or("").to_string(),
-            v["token_names"]["end"].as_str().unwrap_or("").to_string(),
-        ),
-        input: str_of("input")?,
-        input_format: str_of("input_format")?,
-        compression: str_of("compression")?,
-        options: v["options"].clone(),
+        attnviz: doc.attnviz,
+        model: doc.model,
+        model_files: doc.model_files,
+        token_names: (doc.token_names.start, doc.token_names.end),
+        input: doc.input,
+        input_format: doc.input_format,
+        compression: doc.compression,
+        options: doc.options,
         shard,
-        threads: num(&v["threads"], "threads")?,
-        induction: v["induction"].clone(),
+        threads: doc.threads,
+        induction: doc.induction,
     };
-    let counts = ["sentences", "pairs", "truncated", "tokens", "units"]
-        .iter()
-        .map(|k| {
-            v[*k]
-                .as_u64()
-                .ok_or_else(|| format!("\"{k}\" is not a whole number"))
-        })
-        .collect::<Result<Vec<u64>, String>>()?;
-    let stats = CorpusStats::from_sums_json(&v["sums"], counts.try_into().expect("five counts"))?;
+    let counts = [
+        doc.sentences,
+        doc.pairs,
+        doc.truncated,
+        doc.tokens,
+        doc.units,
+    ];
+    let stats = CorpusStats::from_sums(&doc.sums, counts)?;
+    let kind = |kind: &str| {
+        BadLine::kind_named(kind).ok_or_else(|| PartialError::BadLineKind { kind: kind.into() })
+    };
     let mut bad = BadLines {
-        count: num(&v["bad_lines"]["count"], "bad_lines.count")?,
+        count: doc.bad_lines.count,
         ..BadLines::default()
     };
-    if let Some(map) = v["bad_lines"]["by_kind"].as_object() {
-        for (kind, n) in map {
-            let k = BadLine::kind_named(kind)
-                .ok_or_else(|| format!("unknown bad-line kind \"{kind}\""))?;
-            bad.by_kind.insert(k, num(n, "bad_lines.by_kind")?);
-        }
+    for (name, n) in &doc.bad_lines.by_kind {
+        bad.by_kind.insert(kind(name)?, *n);
     }
-    for item in v["bad_lines"]["listed"].as_array().into_iter().flatten() {
-        let kind = item["kind"].as_str().and_then(BadLine::kind_named);
-        let kind = kind.ok_or_else(|| format!("unknown bad-line kind {}", item["kind"]))?;
+    for item in doc.bad_lines.listed {
         bad.listed.push((
-            num(&item["line"], "bad_lines.listed.line")?,
+            item.line,
             BadLine::Recorded {
-                kind,
-                reason: item["reason"].as_str().unwrap_or("").to_string(),
+                kind: kind(&item.kind)?,
+                reason: item.reason,
             },
         ));
     }
-    let truncated_lines = v["truncated_lines"]
-        .as_array()
-        .ok_or("no \"truncated_lines\"")?
-        .iter()
-        .map(|l| num(l, "truncated_lines"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let lines = num(&v["lines"], "lines")?;
-    if identity.threads == 0 {
-        return Err("\"threads\" is 0".into());
-    }
     let tally = Tally {
         stats,
-        lines,
-        digest: InputDigest::recorded(
-            str_of("input_sha256")?,
-            v["input_bytes"].as_u64().ok_or("no \"input_bytes\"")?,
-        ),
+        lines: doc.lines,
+        digest: InputDigest::recorded(doc.input_sha256, doc.input_bytes),
         bad,
-        truncated_lines,
+        truncated_lines: doc.truncated_lines,
     };
     let partial = Partial {
         identity,
-        end: str_of("end")?,
-        end_reason: v["end_reason"].as_str().map(str::to_string),
-        lines_in_shard: num(&v["lines_in_shard"], "lines_in_shard")?,
+        end: doc.end,
+        end_reason: doc.end_reason,
+        lines_in_shard: doc.lines_in_shard,
         tally,
     };
     check_counts(&partial)?;
@@ -383,35 +579,33 @@ fn parse(v: &Value) -> Result<Partial, String> {
 /// describes the lines `1..=lines` exactly: each of the shard's lines among them is a sentence
 /// or a bad line, each line takes at least one byte of input, and the listed lines are among
 /// them.
-fn check_counts(p: &Partial) -> Result<(), String> {
+fn check_counts(p: &Partial) -> Result<(), PartialError> {
     let t = &p.tally;
     let shard = p.identity.shard;
     let own = lines_in_shard(shard, t.lines);
     if t.lines as u64 > t.digest.bytes {
-        return Err(format!(
-            "\"lines\" is {}, but \"input_bytes\" is {}: every line takes at least one byte",
-            thousands(t.lines as u64),
-            thousands(t.digest.bytes)
-        ));
+        return Err(PartialError::LinesOverBytes {
+            lines: t.lines,
+            bytes: t.digest.bytes,
+        });
     }
     if p.lines_in_shard != own {
-        return Err(format!(
-            "\"lines_in_shard\" is {}, but shard {shard} has {} of the first {} lines",
-            thousands(p.lines_in_shard as u64),
-            thousands(own as u64),
-            thousands(t.lines as u64)
-        ));
+        return Err(PartialError::LinesInShard {
+            found: p.lines_in_shard,
+            shard,
+            own,
+            lines: t.lines,
+        });
     }
     let accounted = t.stats.sentences.checked_add(t.bad.count as u64);
     if accounted != Some(own as u64) {
-        return Err(format!(
-            "\"sentences\" ({}) and \"bad_lines.count\" ({}) do not add up to the {} lines of \
-             shard {shard} among the first {} (\"lines\"): each line is a sentence or a bad line",
-            thousands(t.stats.sentences),
-            thousands(t.bad.count as u64),
-            thousands(own as u64),
-            thousands(t.lines as u64)
-        ));
+        return Err(PartialError::Unaccounted {
+            sentences: t.stats.sentences,
+            bad: t.bad.count,
+            own,
+            shard,
+            lines: t.lines,
+        });
     }
     let by_kind = t
         .bad
@@ -419,28 +613,24 @@ fn check_counts(p: &Partial) -> Result<(), String> {
         .values()
         .try_fold(0usize, |a, &n| a.checked_add(n));
     if by_kind != Some(t.bad.count) {
-        return Err(format!(
-            "\"bad_lines.by_kind\" does not add up to \"bad_lines.count\" ({})",
-            thousands(t.bad.count as u64)
-        ));
+        return Err(PartialError::ByKind { count: t.bad.count });
     }
-    let listed_ok = |name: &str, lines: &mut dyn Iterator<Item = usize>, most: usize| {
-        let mut n = 0;
+    let listed_ok = |list: &'static str, lines: &mut dyn Iterator<Item = usize>, most: usize| {
+        let mut listed = 0;
         for line in lines {
-            n += 1;
+            listed += 1;
             if !shard.owns(line) || line > t.lines {
-                return Err(format!(
-                    "\"{name}\" lists line {line}, which is not one of the {} lines of shard \
-                     {shard} among the first {}",
-                    thousands(own as u64),
-                    thousands(t.lines as u64)
-                ));
+                return Err(PartialError::ListedElsewhere {
+                    list,
+                    line,
+                    own,
+                    shard,
+                    lines: t.lines,
+                });
             }
         }
-        if n > most {
-            return Err(format!(
-                "\"{name}\" lists {n} lines, more than the {most} it can hold"
-            ));
+        if listed > most {
+            return Err(PartialError::ListedTooMany { list, listed, most });
         }
         Ok(())
     };
@@ -463,6 +653,12 @@ mod tests {
     use crate::analysis::{HeadLabel, HeadStats};
     use crate::corpus::ledger::Event;
     use crate::corpus::SentenceCounts;
+    use serde_json::json;
+
+    /// A partial file's fields read back, the error in words.
+    fn parse(v: &Value) -> Result<Partial, String> {
+        parse_bytes(&serde_json::to_vec(v).unwrap()).map_err(|e| e.to_string())
+    }
 
     pub(crate) fn identity(shard: Shard) -> RunIdentity {
         RunIdentity {
@@ -558,21 +754,25 @@ mod tests {
         let a = identity(Shard::new(1, 3).unwrap());
         let mut b = identity(Shard::new(2, 3).unwrap());
         assert_eq!(a.conflict(&b, labels, false), None);
-        let e = a.conflict(&b, labels, true).unwrap();
+        let e = a.conflict(&b, labels, true).unwrap().to_string();
         assert_eq!(e, "a.json is shard 1/3, b.json shard 2/3");
         b.options["words"] = json!(true);
-        let e = a.conflict(&b, labels, false).unwrap();
+        let e = a.conflict(&b, labels, false).unwrap().to_string();
         assert_eq!(
             e,
             "a.json was run with words = false, b.json with words = true"
         );
         b.options = json!({"words": false, "truncate": true, "extra": 1});
-        let e = a.conflict(&b, labels, false).unwrap();
+        let e = a.conflict(&b, labels, false).unwrap().to_string();
         assert!(e.contains("extra = null"), "{e}");
         let mut c = identity(Shard::new(2, 4).unwrap());
-        assert!(a.conflict(&c, labels, false).unwrap().contains("2/4"));
+        assert!(a
+            .conflict(&c, labels, false)
+            .unwrap()
+            .to_string()
+            .contains("2/4"));
         c.attnviz = "9.9.9".into();
-        let e = a.conflict(&c, labels, false).unwrap();
+        let e = a.conflict(&c, labels, false).unwrap().to_string();
         assert!(e.contains("b.json from attnviz 9.9.9"), "{e}");
     }
 
@@ -629,7 +829,7 @@ mod tests {
         let text = fs::read_to_string(&path)
             .unwrap()
             .replace("\"tokens\": 0", "\"tokens\": 1e999");
-        let e = parse_bytes(text.as_bytes()).unwrap_err();
+        let e = parse_bytes(text.as_bytes()).unwrap_err().to_string();
         assert!(
             e.starts_with("not JSON") && e.ends_with("in \"tokens\")"),
             "{e}"
@@ -641,15 +841,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.json");
         std::fs::write(&p, "{\"format\": \"attnviz-corpus-stats\"}").unwrap();
-        assert!(read(&p).unwrap_err().contains("corpus_partial.json"));
+        assert!(read(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("corpus_partial.json"));
         std::fs::write(&p, "nope").unwrap();
-        assert!(read(&p).unwrap_err().starts_with("not JSON"));
+        assert!(read(&p).unwrap_err().to_string().starts_with("not JSON"));
         std::fs::write(
             &p,
             format!("{{\"format\": \"{FORMAT}\", \"format_version\": 99}}"),
         )
         .unwrap();
-        assert!(read(&p).unwrap_err().contains("format version 99"));
-        assert!(read(dir.path()).unwrap_err().contains("not a file"));
+        assert!(read(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("format version 99"));
+        assert!(read(dir.path())
+            .unwrap_err()
+            .to_string()
+            .contains("not a file"));
     }
 }

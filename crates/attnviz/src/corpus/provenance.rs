@@ -114,40 +114,69 @@ pub fn fingerprint_gguf(path: &Path) -> io::Result<Value> {
     Ok(json!({"config": null, "weights": [file.json()], "tokenizer": []}))
 }
 
-/// The first difference between two fingerprints, in words (`None`: the same model).
-pub fn difference(a: &Value, b: &Value) -> Option<String> {
-    for part in ["config", "weights", "tokenizer"] {
-        if a[part] != b[part] {
-            let list = |v: &Value| -> String {
-                let items: Vec<&Value> = match v {
-                    Value::Array(items) => items.iter().collect(),
-                    other => vec![other],
-                };
-                items
-                    .iter()
-                    .map(|f| {
-                        format!(
-                            "{} sha256 {}",
-                            f["file"].as_str().unwrap_or("?"),
-                            f["sha256"].as_str().map_or("?", |s| &s[..s.len().min(12)])
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let what = match part {
+/// The first difference between two fingerprints (`None`: the same model).
+pub fn difference(a: &Value, b: &Value) -> Option<Difference> {
+    let files = |v: &Value| -> Vec<(String, String)> {
+        let items: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        items
+            .iter()
+            .map(|f| {
+                (
+                    f["file"].as_str().unwrap_or("?").to_string(),
+                    f["sha256"]
+                        .as_str()
+                        .map_or("?", |s| &s[..s.len().min(12)])
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    ["config", "weights", "tokenizer"]
+        .into_iter()
+        .find(|part| a[part] != b[part])
+        .map(|part| Difference {
+            part: match part {
                 "config" => "model config",
                 "weights" => "model weights",
                 _ => "tokenizer",
-            };
-            return Some(format!(
-                "another {what} ({} against {})",
-                list(&a[part]),
-                list(&b[part])
-            ));
-        }
+            },
+            ours: files(&a[part]),
+            theirs: files(&b[part]),
+        })
+}
+
+/// Which of two models' files differ: the first part (config, weights, tokenizer) that does,
+/// with each side's files and the start of their SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// `model config`, `model weights` or `tokenizer`.
+    pub part: &'static str,
+    /// The first model's files of that part: (name, SHA-256's first 12 digits).
+    pub ours: Vec<(String, String)>,
+    /// The second model's.
+    pub theirs: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |files: &[(String, String)]| {
+            files
+                .iter()
+                .map(|(file, sha)| format!("{file} sha256 {sha}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        write!(
+            f,
+            "another {} ({} against {})",
+            self.part,
+            list(&self.ours),
+            list(&self.theirs)
+        )
     }
-    None
 }
 
 #[cfg(test)]
@@ -179,7 +208,9 @@ mod tests {
             difference(&f("0123456789abcdef"), &f("0123456789abcdef")),
             None
         );
-        let d = difference(&f("0123456789abcdef"), &f("fedcba9876543210")).unwrap();
+        let d = difference(&f("0123456789abcdef"), &f("fedcba9876543210"))
+            .unwrap()
+            .to_string();
         assert!(
             d.contains("model weights") && d.contains("0123456789ab"),
             "{d}"

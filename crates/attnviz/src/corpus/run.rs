@@ -2,6 +2,7 @@
 //! checked, the pool of workers that run each line's request and write its outputs, the
 //! checkpoints, and the log of progress and bad lines told to the [`Listener`].
 
+use super::resume::ResumeProblem;
 use super::*;
 use crate::report as outputs;
 
@@ -269,10 +270,7 @@ pub(super) fn check_resumable(folder: &OutFolder) -> Result<(), CorpusError> {
     if earlier_run_files(folder.path()) > 0 && !has_partial {
         return Err(CorpusError::Resume {
             dir: folder.path().to_path_buf(),
-            reason: format!(
-                "it holds per-sentence files but no {PARTIAL_FILE} (written by a run of an older \
-                 attnviz, or another program)"
-            ),
+            reason: Box::new(ResumeProblem::NoPartialFile),
             fix: ResumeFix::StartOver,
         });
     }
@@ -433,9 +431,9 @@ pub(super) fn resume_state(
     if !opts.resume {
         return fresh;
     }
-    let err = |reason: String| CorpusError::Resume {
+    let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
-        reason,
+        reason: Box::new(reason),
         fix: ResumeFix::None,
     };
     let earlier = match partial::read_in(folder) {
@@ -444,7 +442,7 @@ pub(super) fn resume_state(
         Err(e) => {
             return Err(CorpusError::Resume {
                 dir: opts.out_dir.clone(),
-                reason: format!("{PARTIAL_FILE}: {e}"),
+                reason: Box::new(ResumeProblem::PartialFile(e)),
                 fix: ResumeFix::StartOver,
             })
         }
@@ -455,17 +453,18 @@ pub(super) fn resume_state(
     {
         return Err(CorpusError::Resume {
             dir: opts.out_dir.clone(),
-            reason: c.to_string(),
+            reason: Box::new(ResumeProblem::Conflict(c)),
             fix: ResumeFix::SameSettings,
         });
     }
     if earlier.tally.stats.shape() != (layers, heads) {
         let (l, h) = earlier.tally.stats.shape();
-        return Err(err(format!(
-            "{PARTIAL_FILE} holds sums for {l} layers × {h} heads, and the model has {} × {}; \
-             the file is damaged or was edited: use --force to start over",
-            layers, heads
-        )));
+        return Err(err(ResumeProblem::Shape {
+            layers: l,
+            heads: h,
+            model_layers: layers,
+            model_heads: heads,
+        }));
     }
     if earlier.identity.threads != identity.threads {
         listener.notice(&Notice::ThreadsDiffer {
@@ -473,7 +472,8 @@ pub(super) fn resume_state(
             now: identity.threads,
         });
     }
-    let mut resumed = journal::read_all(folder, layers, heads).map_err(err)?;
+    let mut resumed =
+        journal::read_all(folder, layers, heads).map_err(|e| err(ResumeProblem::Journal(e)))?;
     resumed.retain(|line, j| {
         *line > earlier.tally.lines
             && opts.shard.owns(*line)
@@ -569,9 +569,9 @@ pub(super) fn skip_done<R: BufRead>(
     if done.lines == 0 {
         return Ok(());
     }
-    let err = |reason: String| CorpusError::Resume {
+    let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
-        reason,
+        reason: Box::new(reason),
         fix: ResumeFix::None,
     };
     let text_limit = lines_text_limit(opts, lines);
@@ -588,12 +588,11 @@ pub(super) fn skip_done<R: BufRead>(
                 })
             }
             Ok(None) => {
-                return Err(err(format!(
-                    "{} has {} lines, and the earlier run had done {}; resume with the same input",
-                    opts.input_name,
-                    thousands(lines.lines() as u64),
-                    thousands(done.lines as u64)
-                )))
+                return Err(err(ResumeProblem::InputShorter {
+                    input: opts.input_name.clone(),
+                    lines: lines.lines(),
+                    done: done.lines,
+                }))
             }
             Err(source) => {
                 return Err(CorpusError::Input {
@@ -605,17 +604,14 @@ pub(super) fn skip_done<R: BufRead>(
     }
     let now = lines.digest();
     if now != done.digest {
-        return Err(err(format!(
-            "the first {} lines of {} are not the ones the earlier run read (SHA-256 {}, {} \
-             bytes; the earlier run's: {}, {} bytes); resume with the same input, or use \
-             --force to start over",
-            thousands(done.lines as u64),
-            opts.input_name,
-            &now.hex()[..16],
-            now.bytes,
-            short_hex(&done.digest),
-            done.digest.bytes
-        )));
+        return Err(err(ResumeProblem::InputChanged {
+            lines: done.lines,
+            input: opts.input_name.clone(),
+            sha256: short_hex(&now),
+            bytes: now.bytes,
+            earlier_sha256: short_hex(&done.digest),
+            earlier_bytes: done.digest.bytes,
+        }));
     }
     Ok(())
 }
@@ -639,9 +635,9 @@ pub(super) fn check_journaled<R: BufRead>(
     let Some(&last) = resumed.keys().next_back() else {
         return Ok(());
     };
-    let err = |reason: String| CorpusError::Resume {
+    let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
-        reason,
+        reason: Box::new(reason),
         fix: ResumeFix::None,
     };
     let mut held = 0usize;
@@ -660,13 +656,11 @@ pub(super) fn check_journaled<R: BufRead>(
                 })
             }
             Ok(None) => {
-                return Err(err(format!(
-                    "{} has {} lines, but the earlier run had finished line {} (its journal \
-                     says so); resume with the same input, or use --force to start over",
-                    opts.input_name,
-                    thousands(lines.reader.lines() as u64),
-                    thousands(last as u64)
-                )))
+                return Err(err(ResumeProblem::ShorterThanJournal {
+                    input: opts.input_name.clone(),
+                    lines: lines.reader.lines(),
+                    last,
+                }))
             }
             Err(source) => {
                 return Err(CorpusError::Input {
@@ -678,17 +672,14 @@ pub(super) fn check_journaled<R: BufRead>(
         let digest = lines.reader.digest();
         if let Some(j) = resumed.get(&raw.number) {
             if j.digest != digest {
-                return Err(err(format!(
-                    "line {} of {} is not the one the earlier run read (the input through it: \
-                     SHA-256 {}, {} bytes; the earlier run's journal: {}, {} bytes); resume with \
-                     the same input, or use --force to start over",
-                    thousands(raw.number as u64),
-                    opts.input_name,
-                    short_hex(&digest),
-                    digest.bytes,
-                    short_hex(&j.digest),
-                    j.digest.bytes
-                )));
+                return Err(err(ResumeProblem::LineChanged {
+                    line: raw.number,
+                    input: opts.input_name.clone(),
+                    sha256: short_hex(&digest),
+                    bytes: digest.bytes,
+                    earlier_sha256: short_hex(&j.digest),
+                    earlier_bytes: j.digest.bytes,
+                }));
             }
         }
         held = held.saturating_add(raw.bytes.len() + READ_AHEAD_LINE_COST);

@@ -24,20 +24,15 @@ impl Shard {
     pub const WHOLE: Shard = Shard { index: 1, count: 1 };
 
     /// Shard `index` of `count`, checked.
-    pub fn new(index: usize, count: usize) -> Result<Shard, String> {
+    pub fn new(index: usize, count: usize) -> Result<Shard, ShardError> {
         if count == 0 {
-            return Err("the number of shards must be at least 1".into());
+            return Err(ShardError::NoShards);
         }
         if index == 0 {
-            return Err(format!(
-                "shards are numbered from 1 to {count}; for a 0-based task index (Kubernetes' \
-                 JOB_COMPLETION_INDEX, `--array=0-…`) pass $((INDEX + 1))/{count}"
-            ));
+            return Err(ShardError::FromZero { count });
         }
         if index > count {
-            return Err(format!(
-                "shard {index} of {count} does not exist; shards are numbered from 1 to {count}"
-            ));
+            return Err(ShardError::Beyond { index, count });
         }
         Ok(Shard { index, count })
     }
@@ -60,24 +55,67 @@ impl fmt::Display for Shard {
 }
 
 impl FromStr for Shard {
-    type Err = String;
+    type Err = ShardError;
 
     /// `K/N`, as `--shard` takes it.
-    fn from_str(s: &str) -> Result<Shard, String> {
+    fn from_str(s: &str) -> Result<Shard, ShardError> {
         let Some((k, n)) = s.split_once('/') else {
-            return Err(format!(
-                "`{s}` is not a shard; write K/N (shard K of N, from 1), e.g. 3/8"
-            ));
+            return Err(ShardError::Syntax { text: s.into() });
         };
-        let num = |v: &str, what: &str| {
-            v.trim().parse::<usize>().map_err(|_| {
-                format!(
-                    "`{s}` is not a shard: {what} `{v}` is not a whole number; write K/N, e.g. 3/8"
-                )
-            })
+        let num = |v: &str, part: &'static str| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| ShardError::NotANumber {
+                    text: s.into(),
+                    part,
+                    value: v.into(),
+                })
         };
         Shard::new(num(k, "K")?, num(n, "N")?)
     }
+}
+
+/// A shard that cannot be: each displays as one line that says how to write one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// No shards.
+    #[error("the number of shards must be at least 1")]
+    NoShards,
+    /// A 0-based index.
+    #[error(
+        "shards are numbered from 1 to {count}; for a 0-based task index (Kubernetes' \
+         JOB_COMPLETION_INDEX, `--array=0-…`) pass $((INDEX + 1))/{count}"
+    )]
+    FromZero {
+        /// The shards.
+        count: usize,
+    },
+    /// An index past the count.
+    #[error("shard {index} of {count} does not exist; shards are numbered from 1 to {count}")]
+    Beyond {
+        /// The index given.
+        index: usize,
+        /// The shards.
+        count: usize,
+    },
+    /// Not `K/N`.
+    #[error("`{text}` is not a shard; write K/N (shard K of N, from 1), e.g. 3/8")]
+    Syntax {
+        /// What was given.
+        text: String,
+    },
+    /// K or N is not a whole number.
+    #[error(
+        "`{text}` is not a shard: {part} `{value}` is not a whole number; write K/N, e.g. 3/8"
+    )]
+    NotANumber {
+        /// What was given.
+        text: String,
+        /// `K` or `N`.
+        part: &'static str,
+        /// Its text.
+        value: String,
+    },
 }
 
 #[cfg(test)]
@@ -110,7 +148,7 @@ mod tests {
             ("a/8", "whole number"),
             ("-1/8", "whole number"),
         ] {
-            let e = bad.parse::<Shard>().unwrap_err();
+            let e = bad.parse::<Shard>().unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
         assert_eq!(Shard::new(2, 5).unwrap().to_string(), "2/5");

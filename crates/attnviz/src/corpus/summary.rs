@@ -1,14 +1,17 @@
 //! `corpus_stats.json`: what was processed, how the run ended, and the per-head statistics
 //! averaged over the corpus. The layout is documented in `docs/corpus.md`.
 
-use std::io::{self, Write};
 use std::path::Path;
+
+use attnviz_formats::doc::corpus::{CorpusStats as CorpusStatsDoc, WeightingDoc};
+use attnviz_formats::doc::lines::write_document;
+use attnviz_formats::doc::Numbering;
 
 use serde_json::{json, Map, Value};
 
 use super::folder::{OutFolder, Place};
 use super::ledger::Tally;
-use super::partial::bad_lines_json;
+use super::partial::bad_lines_doc;
 use super::shard::Shard;
 use super::{End, SENTENCES_DIR, SUMMARY_FILE};
 use crate::analysis::{HeadStats, Stat, StatsSection};
@@ -46,21 +49,24 @@ pub struct Summary<'a> {
 /// Write `summary` to `path` (a path given on the command line, `attnviz merge --out`: written as
 /// every output file of attnviz is, see [`crate::output`]).
 pub fn write(path: &Path, summary: &Summary) -> Result<(), OutputError> {
-    let fields = fields(summary);
-    write_output(path, |w| write_fields(&fields, &["stats"], w))
+    let doc = document(summary);
+    write_output(path, |w| write_document(&doc, NESTED, w))
 }
 
 /// Write `summary` as the `corpus_stats.json` of the run in `folder` (never through a link).
 pub fn write_in(folder: &OutFolder, summary: &Summary) -> Result<(), OutputError> {
-    let fields = fields(summary);
+    let doc = document(summary);
     folder.write(Place::Top, SUMMARY_FILE, false, |w| {
-        write_fields(&fields, &["stats"], w)
+        write_document(&doc, NESTED, w)
     })
 }
 
-fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
+/// The sections written one statistic per line.
+const NESTED: &[&str] = &["stats", "stats_sd", "stats_per_row"];
+
+fn document(sm: &Summary) -> CorpusStatsDoc {
     let s = &sm.tally.stats;
-    let (end, stopped_at, reason) = match sm.end {
+    let (end, end_line, end_reason) = match sm.end {
         End::Complete => ("complete", None, None),
         End::Stopped { line, reason } => ("stopped", Some(*line), Some(reason.to_string())),
         End::Interrupted { after_line, .. } => ("interrupted", Some(*after_line), None),
@@ -74,68 +80,64 @@ fn fields(sm: &Summary) -> Vec<(&'static str, Value)> {
     } else {
         format!("{SENTENCES_DIR}/NNNNNN.<ext>, NNNNNN = line number (from 1, at least 6 digits)")
     };
-    let mut fields: Vec<(&'static str, Value)> = vec![
-        ("format", json!("attnviz-corpus-stats")),
-        ("format_version", json!(FORMAT_VERSION)),
-        ("numbering", json!("0-based")),
-        ("model", sm.model.clone()),
-        ("input", json!(sm.input)),
-        ("input_format", json!(sm.input_format)),
-        ("compression", json!(sm.compression)),
-        ("shard", json!(sm.shard.map(|s| s.to_string()))),
-        ("options", sm.options.clone()),
-        ("end", json!(end)),
-        ("end_line", json!(stopped_at)),
-        ("end_reason", json!(reason)),
-        ("lines_read", json!(sm.tally.lines)),
-        ("sentences", json!(s.sentences)),
-        ("pairs", json!(s.pairs)),
-        ("truncated", json!(s.truncated)),
-        ("truncated_lines", json!(sm.tally.truncated_lines)),
-        ("tokens", json!(s.tokens)),
-        ("units", json!(s.units)),
-        ("bad_lines", bad_lines_json(&sm.tally.bad)),
+    let (stats, stats_sd, stats_per_row) = if s.sentences == 0 {
+        (None, None, None)
+    } else {
+        let object = |v: Value| match v {
+            Value::Object(map) => map,
+            _ => unreachable!("a statistics section serialises as an object"),
+        };
+        let mut stats = object(
+            serde_json::to_value(StatsSection::new(&s.mean_per_sentence()))
+                .expect("statistics serialise"),
+        );
+        stats.insert("sentences".into(), json!(s.sentences_per_head()));
+        let per_row = object(
+            serde_json::to_value(StatsSection::new(&s.mean_per_row()))
+                .expect("statistics serialise"),
+        );
         (
-            "sentence_files",
-            if sm.per_sentence {
-                json!(names)
-            } else {
-                Value::Null
-            },
-        ),
-        (
-            "weighting",
-            json!({
-                "stats": "mean over sentences: each sentence weighs the same (as Clark et al. 2019)",
-                "stats_sd": "standard deviation over sentences (population, ddof = 0)",
-                "stats_per_row": "mean over every query row of the corpus: longer sentences weigh more",
-                "rows": "query rows behind each head's figures, summed over sentences",
-                "sentences": "sentences behind each head's figures",
-            }),
-        ),
-    ];
-    fields.push(("induction", sm.induction.clone()));
-    if s.sentences == 0 {
-        fields.extend([
-            ("stats", Value::Null),
-            ("stats_sd", Value::Null),
-            ("stats_per_row", Value::Null),
-        ]);
-        return fields;
+            Some(stats),
+            Some(columns(&s.sd_per_sentence())),
+            Some(per_row),
+        )
+    };
+    CorpusStatsDoc {
+        format: "attnviz-corpus-stats".into(),
+        format_version: FORMAT_VERSION,
+        numbering: Numbering::ZeroBased,
+        model: sm.model.clone(),
+        input: sm.input.into(),
+        input_format: sm.input_format.into(),
+        compression: sm.compression.into(),
+        shard: sm.shard.map(|s| s.to_string()),
+        options: sm.options.clone(),
+        end: end.into(),
+        end_line,
+        end_reason,
+        lines_read: sm.tally.lines,
+        sentences: s.sentences,
+        pairs: s.pairs,
+        truncated: s.truncated,
+        truncated_lines: sm.tally.truncated_lines.clone(),
+        tokens: s.tokens,
+        units: s.units,
+        bad_lines: bad_lines_doc(&sm.tally.bad),
+        sentence_files: sm.per_sentence.then_some(names),
+        weighting: WeightingDoc {
+            rows: "query rows behind each head's figures, summed over sentences".into(),
+            sentences: "sentences behind each head's figures".into(),
+            stats: "mean over sentences: each sentence weighs the same (as Clark et al. 2019)"
+                .into(),
+            stats_per_row: "mean over every query row of the corpus: longer sentences weigh more"
+                .into(),
+            stats_sd: "standard deviation over sentences (population, ddof = 0)".into(),
+        },
+        induction: sm.induction.clone(),
+        stats,
+        stats_sd,
+        stats_per_row,
     }
-    let mut stats = serde_json::to_value(StatsSection::new(&s.mean_per_sentence()))
-        .expect("statistics serialise");
-    if let Value::Object(map) = &mut stats {
-        map.insert("sentences".into(), json!(s.sentences_per_head()));
-    }
-    let per_row =
-        serde_json::to_value(StatsSection::new(&s.mean_per_row())).expect("statistics serialise");
-    fields.extend([
-        ("stats", stats),
-        ("stats_sd", Value::Object(columns(&s.sd_per_sentence()))),
-        ("stats_per_row", per_row),
-    ]);
-    fields
 }
 
 /// The statistics of `grid` as `[layer][head]` arrays.
@@ -150,35 +152,4 @@ fn columns(grid: &[Vec<HeadStats>]) -> Map<String, Value> {
             (stat.name().to_string(), json!(values))
         })
         .collect()
-}
-
-/// One top-level field per line; the fields of objects whose name starts with one of `nested`
-/// one per line too, each value compact (a `[layer][head]` grid on one line).
-pub fn write_fields(
-    fields: &[(&str, Value)],
-    nested: &[&str],
-    w: &mut dyn Write,
-) -> io::Result<()> {
-    let compact =
-        |w: &mut dyn Write, v: &Value| serde_json::to_writer(w, v).map_err(io::Error::from);
-    w.write_all(b"{")?;
-    for (i, (name, value)) in fields.iter().enumerate() {
-        w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
-        compact(w, &json!(name))?;
-        w.write_all(b": ")?;
-        match value {
-            Value::Object(map) if nested.iter().any(|n| name.starts_with(n)) => {
-                w.write_all(b"{")?;
-                for (j, (key, v)) in map.iter().enumerate() {
-                    w.write_all(if j == 0 { b"\n    " } else { b",\n    " })?;
-                    compact(w, &json!(key))?;
-                    w.write_all(b": ")?;
-                    compact(w, v)?;
-                }
-                w.write_all(b"\n  }")?;
-            }
-            other => compact(w, other)?,
-        }
-    }
-    w.write_all(b"\n}\n")
 }

@@ -2,145 +2,222 @@
 //! statistics, and `corpus_partial.json`, the exact sums `attnviz merge` and `--resume` read.
 //! Each sentence's file is an attention document (`attention-v2`/`-v3`).
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Statistics `[layer][head]` by name, or null for a corpus with no sentence.
 type Grids = Option<Map<String, Value>>;
 
-/// `corpus_stats.json`.
-#[derive(JsonSchema)]
+/// `corpus_stats.json`: the type the run and `attnviz merge` write.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[schemars(title = "attnviz corpus summary (corpus_stats.json), format version 1")]
-#[allow(dead_code)]
 pub struct CorpusStats {
     /// Always `"attnviz-corpus-stats"`.
     #[schemars(extend("const" = "attnviz-corpus-stats"))]
-    format: String,
+    pub format: String,
     /// The format's version.
-    format_version: u32,
+    pub format_version: u32,
     /// Always `"0-based"`.
-    numbering: super::Numbering,
+    pub numbering: super::Numbering,
     /// The model (`id`, `revision`, `family`, shape).
-    model: Map<String, Value>,
+    pub model: Value,
     /// The input file (standard input: `-`).
-    input: String,
+    pub input: String,
     /// `text`, `jsonl` or `images`.
-    input_format: String,
-    /// `gzip`, `zstd` or null.
-    compression: Option<String>,
+    pub input_format: String,
+    /// `none`, `gzip` or `zstd`.
+    pub compression: String,
     /// `K/N` for a shard, else null.
-    shard: Option<String>,
+    pub shard: Option<String>,
     /// The options that shape the figures.
-    options: Map<String, Value>,
+    pub options: Value,
     /// How the run ended.
     #[schemars(extend("enum" = ["complete", "stopped", "interrupted", "failed"]))]
-    end: String,
+    pub end: String,
     /// The line it stopped at or after, else null.
-    end_line: Option<u64>,
+    pub end_line: Option<usize>,
     /// Why it stopped or failed, else null.
-    end_reason: Option<String>,
+    pub end_reason: Option<String>,
     /// Lines read.
-    lines_read: u64,
+    pub lines_read: usize,
     /// Sentences measured.
-    sentences: u64,
+    pub sentences: u64,
     /// Of them, pairs.
-    pairs: u64,
+    pub pairs: u64,
     /// Sentences cut at the model's length.
-    truncated: u64,
+    pub truncated: u64,
     /// The lines of the truncated sentences (the first ones).
-    truncated_lines: Value,
+    pub truncated_lines: Vec<usize>,
     /// Tokens measured.
-    tokens: u64,
+    pub tokens: u64,
     /// Units measured (tokens or words).
-    units: u64,
+    pub units: u64,
     /// Bad lines: count, by kind, the first listed.
-    bad_lines: BadLines,
+    pub bad_lines: BadLinesDoc,
     /// How the sentences' files are named, null with `--per-sentence none`.
-    sentence_files: Option<String>,
+    pub sentence_files: Option<String>,
     /// What each averaged section weighs.
-    weighting: Map<String, Value>,
+    pub weighting: WeightingDoc,
     /// The model's induction scores, or null.
-    induction: Option<Map<String, Value>>,
-    /// Mean over sentences.
-    stats: Grids,
+    pub induction: Value,
+    /// Mean over sentences, with `sentences`: the sentences behind each head's figures.
+    pub stats: Grids,
     /// Standard deviation over sentences.
-    stats_sd: Grids,
+    pub stats_sd: Grids,
     /// Mean over every query row.
-    stats_per_row: Grids,
+    pub stats_per_row: Grids,
 }
 
-/// `bad_lines`.
-#[derive(JsonSchema)]
-#[allow(dead_code)]
-pub struct BadLines {
-    /// Bad lines in all.
-    count: u64,
+/// `weighting` of a corpus summary: what each averaged section weighs, in words.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct WeightingDoc {
+    /// What `rows` counts.
+    pub rows: String,
+    /// What `sentences` counts.
+    pub sentences: String,
+    /// How `stats` averages.
+    pub stats: String,
+    /// How `stats_per_row` averages.
+    pub stats_per_row: String,
+    /// What `stats_sd` is.
+    pub stats_sd: String,
+}
+
+// The small objects' fields are in name order: the order every earlier version wrote them in.
+
+/// `bad_lines`: written by the summary and the partial file, read back from the partial file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BadLinesDoc {
     /// Bad lines by kind (`docs/corpus.md`).
-    by_kind: Map<String, Value>,
-    /// The first bad lines: `{line, kind, reason}`.
-    listed: Vec<Map<String, Value>>,
+    pub by_kind: BTreeMap<String, usize>,
+    /// Bad lines in all.
+    pub count: usize,
+    /// The first bad lines.
+    pub listed: Vec<BadLineDoc>,
 }
 
-/// `corpus_partial.json`.
-#[derive(JsonSchema)]
+/// One of `bad_lines.listed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BadLineDoc {
+    /// Its kind (`docs/corpus.md`).
+    pub kind: String,
+    /// Its line number, from 1.
+    pub line: usize,
+    /// What was wrong with it, in words.
+    pub reason: String,
+}
+
+/// `shard` of a partial file: shard `index` of `count`, both from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShardDoc {
+    /// How many shards the corpus was split into.
+    pub count: usize,
+    /// This shard, 1 to `count`.
+    pub index: usize,
+}
+
+/// `token_names` of a partial file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenNamesDoc {
+    /// The end token's name (`none` when the model has none).
+    pub end: String,
+    /// The start token's name.
+    pub start: String,
+}
+
+/// `[layer][head]` grids of one kind of number, by statistic name.
+pub type GridsByStat<T> = BTreeMap<String, Vec<Vec<T>>>;
+
+/// `sums` of a partial file: the exact fixed-point sums behind every statistic, each
+/// `[layer][head]`. The sums are decimal strings (JSON numbers hold 53 bits exactly, these hold
+/// 128); the counts are numbers. Fields in name order, as every version wrote them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SumsDoc {
+    /// Sentences in which each statistic was defined, by statistic.
+    pub defined: GridsByStat<u64>,
+    /// Query rows over which each statistic was defined, by statistic.
+    pub defined_rows: GridsByStat<u64>,
+    /// The fixed point's fraction bits: a sum is the integer × 2^−fraction_bits.
+    pub fraction_bits: i64,
+    /// Sentences behind each head's figures.
+    pub head_sentences: Vec<Vec<u64>>,
+    /// Heads per layer.
+    pub heads: usize,
+    /// Layers.
+    pub layers: usize,
+    /// Query rows behind each head's figures.
+    pub rows: Vec<Vec<u64>>,
+    /// Sum over sentences of each statistic.
+    pub sum: GridsByStat<String>,
+    /// Sum over every query row of each statistic times the rows.
+    pub sum_rows: GridsByStat<String>,
+    /// Sum over sentences of each statistic's square.
+    pub sum_sq: GridsByStat<String>,
+}
+
+/// `corpus_partial.json`: the type the run writes and `attnviz merge` and `--resume` read.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[schemars(title = "attnviz corpus partial sums (corpus_partial.json)")]
-#[allow(dead_code)]
 pub struct CorpusPartial {
     /// Always `"attnviz-corpus-partial"`.
     #[schemars(extend("const" = "attnviz-corpus-partial"))]
-    format: String,
+    pub format: String,
     /// The format's version.
-    format_version: u32,
+    pub format_version: u64,
     /// The attnviz version that wrote it.
-    attnviz: String,
-    /// `{index, count}`.
-    shard: Map<String, Value>,
-    /// The model.
-    model: Map<String, Value>,
+    pub attnviz: String,
+    /// Which shard.
+    pub shard: ShardDoc,
+    /// The model (`id`, `revision`, `family`, shape).
+    pub model: Value,
     /// The model's files and their digests.
-    model_files: Value,
-    /// `{start, end}`: the start and end tokens' names.
-    token_names: Map<String, Value>,
+    pub model_files: Value,
+    /// The start and end tokens' names.
+    pub token_names: TokenNamesDoc,
     /// The input file.
-    input: String,
+    pub input: String,
     /// `text`, `jsonl` or `images`.
-    input_format: String,
-    /// `gzip`, `zstd` or null.
-    compression: Option<String>,
+    pub input_format: String,
+    /// `none`, `gzip` or `zstd`.
+    pub compression: String,
     /// The options that shape the figures.
-    options: Map<String, Value>,
+    pub options: Value,
     /// Threads.
-    threads: u64,
+    pub threads: usize,
     /// Induction scores, or null.
-    induction: Option<Map<String, Value>>,
-    /// How the run ended.
-    end: String,
+    pub induction: Value,
+    /// How the run ended: `running` while it runs.
+    #[schemars(extend("enum" = ["running", "complete", "stopped", "interrupted", "failed"]))]
+    pub end: String,
     /// Why, or null.
-    end_reason: Option<String>,
+    pub end_reason: Option<String>,
     /// Lines read.
-    lines: u64,
+    pub lines: usize,
     /// Bytes of input read.
-    input_bytes: u64,
+    pub input_bytes: u64,
     /// SHA-256 of the input read.
-    input_sha256: String,
-    /// Lines of this shard.
-    lines_in_shard: u64,
+    pub input_sha256: String,
+    /// Lines of this shard among `lines`.
+    pub lines_in_shard: usize,
     /// Sentences measured.
-    sentences: u64,
-    /// Lines skipped.
-    skipped: u64,
+    pub sentences: u64,
+    /// Lines skipped (bad lines).
+    pub skipped: usize,
     /// Pairs.
-    pairs: u64,
+    pub pairs: u64,
     /// Truncated sentences.
-    truncated: u64,
+    pub truncated: u64,
     /// Tokens.
-    tokens: u64,
+    pub tokens: u64,
     /// Units.
-    units: u64,
-    /// Truncated lines.
-    truncated_lines: Value,
+    pub units: u64,
+    /// The first truncated lines.
+    pub truncated_lines: Vec<usize>,
     /// Bad lines.
-    bad_lines: BadLines,
+    pub bad_lines: BadLinesDoc,
     /// The exact sums.
-    sums: Value,
+    pub sums: SumsDoc,
 }
