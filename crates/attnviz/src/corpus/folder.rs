@@ -78,15 +78,53 @@ impl fmt::Display for Kind {
 /// Why `name` (of kind `kind`) cannot be used: what it is and what to do, in words that follow
 /// the name.
 pub fn not_ours(kind: &Kind) -> String {
-    match kind {
-        Kind::Link(_) => format!(
-            "is {kind}; attnviz writes the files of its output folder itself and never through \
-             a link: remove the link, or give another output folder"
-        ),
-        _ => {
-            format!("is {kind}, not a file attnviz wrote; remove it, or give another output folder")
+    NotOurs(kind.clone()).to_string()
+}
+
+/// Something in the output folder that attnviz did not write, by its kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotOurs(pub Kind);
+
+impl fmt::Display for NotOurs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            kind @ Kind::Link(_) => write!(
+                f,
+                "is {kind}; attnviz writes the files of its output folder itself and never \
+                 through a link: remove the link, or give another output folder"
+            ),
+            kind => write!(
+                f,
+                "is {kind}, not a file attnviz wrote; remove it, or give another output folder"
+            ),
         }
     }
+}
+
+/// Why the output folder cannot take this run's files.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FolderProblem {
+    /// A name in it that is not a file attnviz wrote.
+    #[error("{name} in it {what}")]
+    NotOurs {
+        /// The name, from the folder (`sentences/000001.json`).
+        name: String,
+        /// What it is.
+        what: NotOurs,
+    },
+    /// Another run holds its lock.
+    #[error(
+        "another attnviz run is writing into it; give each run (each shard) its own --out-dir"
+    )]
+    Busy,
+    /// Another shard's results.
+    #[error("it holds the results of shard {theirs}, and this run is shard {ours}; give each shard its own --out-dir, or add --force to replace them")]
+    OtherShard {
+        /// The shard whose results it holds.
+        theirs: super::Shard,
+        /// This run's shard.
+        ours: super::Shard,
+    },
 }
 
 /// The output folder of a run, held open (see the module docs). Cloning shares the descriptors.
@@ -133,7 +171,10 @@ impl OutFolder {
         }
         let refuse = |kind: &Kind| CorpusError::Folder {
             path: path.to_path_buf(),
-            reason: format!("{SENTENCES_DIR} in it {}", not_ours(kind)),
+            reason: FolderProblem::NotOurs {
+                name: SENTENCES_DIR.into(),
+                what: NotOurs(kind.clone()),
+            },
         };
         let sentences = match top.kind(SENTENCES_DIR).map_err(out_err)? {
             None => None,
@@ -214,14 +255,13 @@ impl OutFolder {
     pub fn check(&self, output_name: impl Fn(&str) -> bool) -> Result<(), CorpusError> {
         let refuse = |place: Place, name: &str, kind: &Kind| CorpusError::Folder {
             path: self.path().to_path_buf(),
-            reason: format!(
-                "{} in it {}",
-                match place {
+            reason: FolderProblem::NotOurs {
+                name: match place {
                     Place::Top => name.to_string(),
                     Place::Sentences => format!("{SENTENCES_DIR}/{name}"),
                 },
-                not_ours(kind)
-            ),
+                what: NotOurs(kind.clone()),
+            },
         };
         let io_err = |source| CorpusError::OutDir {
             path: self.path().to_path_buf(),
@@ -254,7 +294,10 @@ impl OutFolder {
         match found {
             Some((name, kind)) => Err(CorpusError::Folder {
                 path: self.path().to_path_buf(),
-                reason: format!("{name} in it {}", not_ours(&kind)),
+                reason: FolderProblem::NotOurs {
+                    name,
+                    what: NotOurs(kind),
+                },
             }),
             None => Ok(()),
         }
@@ -369,7 +412,10 @@ impl OutFolder {
         let dir = &self.inner.top;
         let refuse = |kind: &Kind| CorpusError::Folder {
             path: self.path().to_path_buf(),
-            reason: format!("{LOCK_FILE} in it {}", not_ours(kind)),
+            reason: FolderProblem::NotOurs {
+                name: LOCK_FILE.into(),
+                what: NotOurs(kind.clone()),
+            },
         };
         let file = match dir.open_lock(LOCK_FILE) {
             Ok((file, Kind::File)) => file,
@@ -391,9 +437,7 @@ impl OutFolder {
             }),
             Ok(false) => Err(CorpusError::Folder {
                 path: self.path().to_path_buf(),
-                reason: "another attnviz run is writing into it; give each run (each shard) \
-                         its own --out-dir"
-                    .into(),
+                reason: FolderProblem::Busy,
             }),
             Err(e) => Err(CorpusError::OutDir {
                 path: self.path().to_path_buf(),

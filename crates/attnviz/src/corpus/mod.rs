@@ -138,7 +138,7 @@ pub enum CorpusError {
         /// The folder.
         path: PathBuf,
         /// What is wrong, and what to do.
-        reason: String,
+        reason: folder::FolderProblem,
     },
     /// A bad line with `--on-bad-line stop`.
     #[error("line {line}: {reason}; stopped at the first bad line. {done}")]
@@ -175,23 +175,75 @@ pub enum CorpusError {
     /// Hashing the model's files for the partial file.
     #[error("cannot read the model's files to fingerprint them: {0}")]
     Fingerprint(io::Error),
-    /// Every line was bad, or there were none.
-    #[error("{0}")]
-    NothingUsable(String),
+    /// An input without lines.
+    #[error("{input} has no lines; give one sentence (or a tab-separated pair) per line")]
+    NoLines {
+        /// The input's name.
+        input: String,
+    },
+    /// Every line of the input (or of the shard) was bad.
+    #[error("none of the {} lines of {input}{} could be used (see the warnings above)", thousands(*.lines as u64), if .shard.is_whole() { String::new() } else { format!(" in shard {}", .shard) })]
+    NoUsableLines {
+        /// The lines (of the shard).
+        lines: usize,
+        /// The input's name.
+        input: String,
+        /// The shard.
+        shard: Shard,
+    },
+    /// A folder of images given to a text model.
+    #[error("{input} is a folder, which is read as a corpus of images, and {model} is no vision model; give a file of sentences, one per line")]
+    FolderForText {
+        /// The input's name.
+        input: String,
+        /// The model's name.
+        model: String,
+    },
+    /// JSON Lines given to a vision model.
+    #[error("{input} is JSON Lines, but a vision model's corpus is a folder of images or a file of image paths, one per line")]
+    JsonlForImages {
+        /// The input's name.
+        input: String,
+    },
+    /// The journal cannot be written.
+    #[error("cannot write the journal in {}: {source}", dir.display())]
+    Journal {
+        /// The output folder.
+        dir: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A sentence's run without the attention the corpus accumulates.
+    #[error("the run holds no {} attention", kind.as_str())]
+    NoKind {
+        /// The kind accumulated.
+        kind: AttentionKind,
+    },
+    /// A sentence's run failed.
+    #[error(transparent)]
+    Request(Box<crate::request::RequestError>),
+    /// A sentence's outputs could not be made.
+    #[error(transparent)]
+    Report(Box<crate::report::ReportError>),
     /// A fatal error while the lines were processed (reading the input, writing a file, the
     /// model); the summary covers the sentences finished before it.
-    #[error("{0}")]
-    Failed(String),
+    #[error("{failure}. {done}")]
+    Failed {
+        /// What failed.
+        failure: Failure,
+        /// What was kept.
+        done: String,
+    },
     /// Writing the statistics table.
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),
     /// The worker pool (`--threads`).
-    #[error("cannot start {threads} worker threads: {reason}")]
+    #[error("cannot start {threads} worker threads: {source}")]
     Threads {
         /// How many were asked for.
         threads: usize,
         /// Why not.
-        reason: String,
+        source: rayon::ThreadPoolBuildError,
     },
 }
 
@@ -429,8 +481,39 @@ pub enum End {
         signal: i32,
     },
     /// A fatal error (reading the input, writing an output, the model).
-    Failed(String),
+    Failed(Failure),
 }
+
+/// The error that ended a run, kept with how it ended (and written, in words, into the summary's
+/// `end_reason`). Two are equal when they say the same.
+#[derive(Clone, Debug)]
+pub struct Failure(std::sync::Arc<CorpusError>);
+
+impl Failure {
+    /// `e`, as the way a run ended.
+    pub fn new(e: CorpusError) -> Failure {
+        Failure(std::sync::Arc::new(e))
+    }
+
+    /// The error.
+    pub fn error(&self) -> &CorpusError {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Failure {}
 
 /// Bad lines seen: all counted, the first [`LISTED_BAD_LINES`] kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

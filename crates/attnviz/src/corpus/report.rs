@@ -63,23 +63,17 @@ pub(super) fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(
         End::Complete
             if outcome.tally.stats.sentences == 0 && !no_lines_of_shard(outcome, opts) =>
         {
-            Err(CorpusError::NothingUsable(if lines_read == 0 {
-                format!(
-                    "{} has no lines; give one sentence (or a tab-separated pair) per line",
-                    opts.input_name
-                )
+            Err(if lines_read == 0 {
+                CorpusError::NoLines {
+                    input: opts.input_name.clone(),
+                }
             } else {
-                format!(
-                    "none of the {} lines of {}{} could be used (see the warnings above)",
-                    thousands(partial::lines_in_shard(opts.shard, lines_read) as u64),
-                    opts.input_name,
-                    if opts.shard.is_whole() {
-                        String::new()
-                    } else {
-                        format!(" in shard {}", opts.shard)
-                    }
-                )
-            }))
+                CorpusError::NoUsableLines {
+                    lines: partial::lines_in_shard(opts.shard, lines_read),
+                    input: opts.input_name.clone(),
+                    shard: opts.shard,
+                }
+            })
         }
         End::Complete => Ok(()),
         End::Stopped { line, reason } => Err(CorpusError::Stopped {
@@ -91,10 +85,10 @@ pub(super) fn end_to_result(outcome: &Outcome, opts: &CorpusOptions) -> Result<(
             done: kept(&format!("up to line {after_line}")),
             signal: *signal,
         }),
-        End::Failed(msg) => Err(CorpusError::Failed(format!(
-            "{msg}. {}",
-            kept("finished before that")
-        ))),
+        End::Failed(failure) => Err(CorpusError::Failed {
+            failure: failure.clone(),
+            done: kept("finished before that"),
+        }),
     }
 }
 

@@ -2,6 +2,7 @@
 //! checked, the pool of workers that run each line's request and write its outputs, the
 //! checkpoints, and the log of progress and bad lines told to the [`Listener`].
 
+use super::folder::FolderProblem;
 use super::resume::ResumeProblem;
 use super::*;
 use crate::report as outputs;
@@ -99,11 +100,10 @@ fn run_into(
     let (targets, kind) = job_kind(&model, job.kind, first_target)?;
     let images_from = match (model.is_vision(), &listed) {
         (false, Some(_)) => {
-            return Err(CorpusError::Failed(format!(
-                "{input_name} is a folder, which is read as a corpus of images, and {} is no \
-                 vision model; give a file of sentences, one per line",
-                model.info().name()
-            )))
+            return Err(CorpusError::FolderForText {
+                input: input_name.to_string(),
+                model: model.info().name().to_string(),
+            })
         }
         (false, None) => None,
         (true, Some(_)) => Some(input.clone()),
@@ -116,10 +116,9 @@ fn run_into(
         ),
     };
     if images_from.is_some() && opened.format == InputFormat::Jsonl {
-        return Err(CorpusError::Failed(format!(
-            "{input_name} is JSON Lines, but a vision model's corpus is a folder of images or a \
-             file of image paths, one per line"
-        )));
+        return Err(CorpusError::JsonlForImages {
+            input: input_name.to_string(),
+        });
     }
     let progress = listener.shows_progress();
     // Counted only in a regular file: a FIFO or device given as the input is read once.
@@ -251,11 +250,10 @@ pub(super) fn check_same_shard(folder: &OutFolder, shard: Shard) -> Result<(), C
     if earlier.identity.shard != shard {
         return Err(CorpusError::Folder {
             path: folder.path().to_path_buf(),
-            reason: format!(
-                "it holds the results of shard {}, and this run is shard {shard}; give each \
-                 shard its own --out-dir, or add --force to replace them",
-                earlier.identity.shard
-            ),
+            reason: FolderProblem::OtherShard {
+                theirs: earlier.identity.shard,
+                ours: shard,
+            },
         });
     }
     Ok(())
@@ -297,10 +295,7 @@ pub fn process(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| CorpusError::Threads {
-            threads,
-            reason: e.to_string(),
-        })?;
+        .map_err(|source| CorpusError::Threads { threads, source })?;
     let start = Instant::now();
     let mut identity = run_identity(model, opts, threads);
     // The induction score is the model's, not a sentence's: one probe run for the corpus, on the
@@ -336,11 +331,9 @@ pub fn process(
             .filter(|j| matches!(j.event, Event::Sentence { .. }))
             .count() as u64;
 
-    let journal_err = |e: io::Error| {
-        CorpusError::Failed(format!(
-            "cannot write the journal in {}: {e}",
-            opts.out_dir.display()
-        ))
+    let journal_err = |source: io::Error| CorpusError::Journal {
+        dir: opts.out_dir.clone(),
+        source,
     };
     let journal = journal::Journal::create(
         folder,
@@ -376,7 +369,7 @@ pub fn process(
         End::Complete => ("complete", None),
         End::Stopped { reason, .. } => ("stopped", Some(reason.to_string())),
         End::Interrupted { .. } => ("interrupted", None),
-        End::Failed(msg) => ("failed", Some(msg.clone())),
+        End::Failed(failure) => ("failed", Some(failure.to_string())),
     };
     let ledger = Mutex::new(ledger);
     checkpoints.write(&ledger, end_name, reason.as_deref())?;
@@ -735,11 +728,9 @@ impl Checkpoints {
         reason: Option<&str>,
     ) -> Result<(), CorpusError> {
         let lock = || ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let tally = lock().checkpoint().map_err(|e| {
-            CorpusError::Failed(format!(
-                "cannot write the journal in {}: {e}",
-                self.folder.path().display()
-            ))
+        let tally = lock().checkpoint().map_err(|source| CorpusError::Journal {
+            dir: self.folder.path().to_path_buf(),
+            source,
         })?;
         if self.sync {
             self.folder.sync();
@@ -816,7 +807,7 @@ pub(super) fn process_in_pool<R: BufRead + Send>(
     log.withheld_counts();
     let end = match (result, feed.end.take()) {
         (Err(CorpusError::Stopped { line, reason, .. }), _) => End::Stopped { line, reason },
-        (Err(e), _) => End::Failed(e.to_string()),
+        (Err(e), _) => End::Failed(Failure::new(e)),
         (Ok(()), Some(end)) => end,
         (Ok(()), None) => End::Complete,
     };
@@ -886,13 +877,10 @@ impl<R: BufRead> Iterator for Feed<'_, R> {
                 Ok(None) if interrupt::requested() => continue,
                 Ok(None) => return None,
                 Err(e) => {
-                    self.end = Some(End::Failed(
-                        CorpusError::Input {
-                            path: self.opts.input_name.clone(),
-                            source: e,
-                        }
-                        .to_string(),
-                    ));
+                    self.end = Some(End::Failed(Failure::new(CorpusError::Input {
+                        path: self.opts.input_name.clone(),
+                        source: e,
+                    })));
                     return None;
                 }
             };
@@ -1050,11 +1038,9 @@ impl Worker<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .record(line, event, digest, true)
-            .map_err(|e| {
-                CorpusError::Failed(format!(
-                    "cannot write the journal in {}: {e}",
-                    self.opts.out_dir.display()
-                ))
+            .map_err(|source| CorpusError::Journal {
+                dir: self.opts.out_dir.clone(),
+                source,
             })
     }
 
@@ -1119,7 +1105,7 @@ impl Worker<'_> {
                 return self.bad_after_run(item.line, BadLine::Image(why.to_string()), item.digest);
             }
             Err(RequestError::Model(e)) => return Err(e.into()),
-            Err(e) => return Err(CorpusError::Failed(e.to_string())),
+            Err(e) => return Err(CorpusError::Request(Box::new(e))),
             Ok(run) => run,
         };
         // The view, the statistics and the per-sentence JSON, as the single-sentence CLI
@@ -1137,11 +1123,8 @@ impl Worker<'_> {
             set.kinds()
                 .iter()
                 .position(|&k| k == self.opts.kind)
-                .ok_or_else(|| {
-                    CorpusError::Failed(format!(
-                        "the run holds no {} attention",
-                        self.opts.kind.as_str()
-                    ))
+                .ok_or(CorpusError::NoKind {
+                    kind: self.opts.kind,
                 })?
         } else {
             0
@@ -1186,7 +1169,7 @@ pub(super) fn sentence_plan(opts: &CorpusOptions) -> outputs::Plan {
 fn report_error(e: outputs::ReportError) -> CorpusError {
     match e {
         outputs::ReportError::Analysis(e) => e.into(),
-        e => CorpusError::Failed(e.to_string()),
+        e => CorpusError::Report(Box::new(e)),
     }
 }
 

@@ -70,7 +70,7 @@ fn document(sm: &Summary) -> CorpusStatsDoc {
         End::Complete => ("complete", None, None),
         End::Stopped { line, reason } => ("stopped", Some(*line), Some(reason.to_string())),
         End::Interrupted { after_line, .. } => ("interrupted", Some(*after_line), None),
-        End::Failed(msg) => ("failed", None, Some(msg.clone())),
+        End::Failed(failure) => ("failed", None, Some(failure.to_string())),
     };
     let names = if sm.input_format == "jsonl" {
         format!(
