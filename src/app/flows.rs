@@ -92,6 +92,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     if !seq2seq {
         plan.selection(model.info()).map_err(Error::Usage)?;
     }
+    plan.check_rollout(model.info().layers, seq2seq)
+        .map_err(Error::Usage)?;
     let limit = tokenize::byte_limit(model.max_positions());
     // `-` reads standard input, now that the model's byte limit is known.
     let mut stdin_cut = false;
@@ -174,10 +176,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         ));
     }
 
-    // Attention rollout multiplies every layer's attention in turn: with only some layers
-    // captured (--layers) there is none to show.
-    // (An encoder–decoder's kinds have their own layer counts: every layer is captured unless
-    // --layers picks some.)
+    // Whether every layer was captured (an encoder–decoder's kinds have their own layer counts:
+    // every layer is captured unless --layers picks some); a rollout of some was refused above.
     let every_layer = if seq2seq {
         request.layers.is_none()
     } else {
@@ -189,21 +189,6 @@ fn run_single(plan: &Single) -> Result<(), Error> {
             .eq(0..model.info().layers)
     };
     let out = &plan.report;
-    if !every_layer {
-        let rollout_asked = (out.figure.figure == Figure::Rollout && out.figures())
-            || out
-                .json
-                .include
-                .contains(&attnviz::render::json::JsonSection::Rollout);
-        if rollout_asked {
-            return Err(Error::Usage(
-                "attention rollout multiplies every layer's attention, and --layers captures \
-                 only some; drop --layers, or the rollout (--figure rollout, --json-include \
-                 rollout)"
-                    .into(),
-            ));
-        }
-    }
 
     // Every attention of the run, token level: one value, or an encoder–decoder's three;
     // weighted by what it moves when --weighting asks (titles say so).

@@ -113,6 +113,30 @@ impl Single {
             .of(info, kind)
             .map_err(|e| words::selection(&e))
     }
+
+    /// Refuse attention rollout of a capture that leaves layers out: it multiplies every
+    /// layer's attention in turn. Checked once the model's `layers` are known, before it runs.
+    /// An encoder–decoder's kinds have their own layer counts: with `--layers` some are left
+    /// out.
+    pub fn check_rollout(&self, layers: usize, seq2seq: bool) -> Result<(), String> {
+        let every_layer = match &self.request.layers {
+            None => true,
+            Some(_) if seq2seq => false,
+            Some(picked) => picked.iter().copied().eq(0..layers),
+        };
+        let out = &self.report;
+        let rollout_asked = (out.figure.figure == Figure::Rollout && out.figures())
+            || out.json.include.contains(&JsonSection::Rollout);
+        if !every_layer && rollout_asked {
+            return Err(
+                "attention rollout multiplies every layer's attention, and --layers \
+                        captures only some; drop --layers, or the rollout (--figure rollout, \
+                        --json-include rollout)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Check `args` and resolve them into a [`Plan`], as the module docs describe.

@@ -372,3 +372,39 @@ fn flags_that_need_another_flag_are_refused_in_one_line_before_any_load() {
         assert_clean_failure(&run(&argv), mentions);
     }
 }
+
+/// A rollout of some layers is refused once the model's layers are known, before the input is
+/// read or the model runs: the text `-` is never read from standard input, which stays open.
+#[test]
+fn a_rollout_of_some_layers_is_refused_before_the_input_is_read() {
+    let model = minilm_dir();
+    let mut child = attnviz()
+        .args(["-m", model.to_str().unwrap(), "-", "--layers", "0"])
+        .args(["--figure", "rollout", "--png", "never.png"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Standard input is held open and never written: a run that read it first would wait on
+    // it for ever, so it is stopped (and the test fails) if it has not ended in two minutes, a
+    // bound far above the load's time and not a measure of speed.
+    let stdin = child.stdin.take();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("attnviz waited on standard input instead of refusing the rollout");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("attention rollout multiplies every layer"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
