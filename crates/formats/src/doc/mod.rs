@@ -464,7 +464,17 @@ pub struct AttentionV3 {
 
 /// The shape of `attention`: `float[layers][heads][queries][keys]`, streamed by the writer
 /// (`null` for a value that is not finite).
+#[derive(Clone, Copy, Debug)]
 pub struct Weights;
+
+/// The writers stream the numbers themselves; a document type holds no `Weights` to serialise.
+impl Serialize for Weights {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(
+            "attention weights are streamed by the writer, not serialised from a document type",
+        ))
+    }
+}
 
 /// The shape of a matrix section: `float[layers][queries][keys]`, streamed by the writer.
 pub struct Matrices;
@@ -515,10 +525,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("attention-v2.schema.json", of::<AttentionV2>()),
         ("attention-v3.schema.json", of::<AttentionV3>()),
-        (
-            "comparison.schema.json",
-            of::<comparison::ComparisonSchema>(),
-        ),
+        ("comparison.schema.json", of::<comparison::ComparisonDoc>()),
         ("saved-metadata.schema.json", of::<saved::SavedMetadata>()),
         ("saved-body.schema.json", of::<saved::SavedBody>()),
         ("corpus-stats.schema.json", of::<corpus::CorpusStats>()),

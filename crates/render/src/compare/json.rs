@@ -6,11 +6,14 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::json::model_json;
 use crate::output::{write_output, OutputError};
-use attnviz_analysis::compare::{Alignment, Comparison, Side};
+use attnviz_analysis::compare::{Alignment, Basis as CompareBasis, Comparison, Side};
+use attnviz_formats::doc::comparison::{
+    AlignmentDoc, Basis, ComparisonDoc, RankedDoc, SideDoc, Unpaired,
+};
+use attnviz_formats::doc::{ModelDoc, Numbering};
 
 pub use attnviz_formats::doc::comparison::{FORMAT, FORMAT_VERSION};
 
@@ -23,91 +26,117 @@ pub struct CompareJsonOptions {
     pub no_diff: bool,
 }
 
-fn number(v: f64, full: bool) -> Value {
+/// `v` as written: rounded to 6 significant digits unless `full`; `None` (null) when it is not
+/// finite.
+fn number(v: f64, full: bool) -> Option<f64> {
     if !v.is_finite() {
-        return Value::Null;
+        return None;
     }
     if full {
-        return json!(v);
+        return Some(v);
     }
-    let s = format!("{v:.5e}");
-    json!(s.parse::<f64>().unwrap_or(v))
+    Some(format!("{v:.5e}").parse::<f64>().unwrap_or(v))
 }
 
-fn side_json(side: &Side, source: Option<&str>) -> Value {
-    json!({
-        "source": source,
-        "model": model_json(&side.model),
-        "attention_holds": side.holds,
-        "text": side.text,
-        "pair": side.pair,
-        "layer_numbers": side.layer_numbers,
-        "tokens": side.queries.labels,
-        "display": side.queries.display,
-        "roles": side.queries.roles,
-        "mask": side.mask.as_str(),
-        "windows": side.windows,
-    })
+fn side_doc(side: &Side, source: Option<&str>) -> SideDoc {
+    SideDoc {
+        attention_holds: side.holds,
+        display: side.queries.display.clone(),
+        layer_numbers: side.layer_numbers.clone(),
+        mask: side.mask,
+        model: ModelDoc::of(&side.model),
+        pair: side.pair.clone(),
+        roles: side.queries.roles.clone(),
+        source: source.map(str::to_string),
+        text: side.text.clone(),
+        tokens: side.queries.labels.clone(),
+        windows: side.windows.clone(),
+    }
 }
 
-fn alignment_json(
+fn alignment_doc(
     al: &Alignment,
     a: &crate::attention::Units,
     b: &crate::attention::Units,
-) -> Value {
-    json!({
-        "pairs": al.pairs,
-        "only_a": al.only_a.iter().map(|&i| json!({"index": i, "label": a.display[i]})).collect::<Vec<_>>(),
-        "only_b": al.only_b.iter().map(|&i| json!({"index": i, "label": b.display[i]})).collect::<Vec<_>>(),
-    })
+) -> AlignmentDoc {
+    let unpaired = |units: &crate::attention::Units, indices: &[usize]| {
+        indices
+            .iter()
+            .map(|&index| Unpaired {
+                index,
+                label: units.display[index].clone(),
+            })
+            .collect()
+    };
+    AlignmentDoc {
+        only_a: unpaired(a, &al.only_a),
+        only_b: unpaired(b, &al.only_b),
+        pairs: al.pairs.iter().map(|&(a, b)| [a, b]).collect(),
+    }
+}
+
+/// The document without `diff`.
+pub fn document(
+    c: &Comparison,
+    sources: (Option<&str>, Option<&str>),
+    full: bool,
+) -> ComparisonDoc {
+    let grid = |f: &dyn Fn(usize, usize) -> Option<f64>| -> Vec<Vec<Option<f64>>> {
+        (0..c.layers)
+            .map(|l| (0..c.heads).map(|h| f(l, h)).collect())
+            .collect()
+    };
+    let square = c.is_square();
+    ComparisonDoc {
+        a: side_doc(&c.a, sources.0),
+        b: side_doc(&c.b, sources.1),
+        basis: match c.basis {
+            CompareBasis::SameUnits => Basis::SameUnits,
+            CompareBasis::AlignedTokens => Basis::AlignedTokens,
+            CompareBasis::Words => Basis::Words,
+        },
+        distance: grid(&|l, h| c.distance(l, h).and_then(|d| number(d, full))),
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        heads: c.heads,
+        key_labels: (!square).then(|| (0..c.n_keys()).map(|i| c.key_label(i, false)).collect()),
+        keys: (!square).then(|| alignment_doc(&c.keys, &c.a.keys, &c.b.keys)),
+        kind: c.kind,
+        labels: (0..c.n_queries())
+            .map(|i| c.query_label(i, false))
+            .collect(),
+        layer_numbers: (0..c.layers)
+            .map(|l| {
+                let (a, b) = c.layer_numbers(l);
+                [a, b]
+            })
+            .collect(),
+        layers: c.layers,
+        level: c.level,
+        masks_differ: c.masks_differ(),
+        numbering: Numbering::ZeroBased,
+        queries: alignment_doc(&c.queries, &c.a.queries, &c.b.queries),
+        ranked: c
+            .ranked()
+            .iter()
+            .map(|h| RankedDoc {
+                distance: number(h.distance, full),
+                head: h.head,
+                layer: h.layer,
+                rows: h.rows,
+            })
+            .collect(),
+        rows: (0..c.layers)
+            .map(|l| (0..c.heads).map(|h| c.rows(l, h)).collect())
+            .collect(),
+        shared_only: c.shared_only,
+        diff: None,
+    }
 }
 
 /// The document without `diff`, as a value (what a server answers with).
 pub fn summary(c: &Comparison, sources: (Option<&str>, Option<&str>), full: bool) -> Value {
-    let distance: Vec<Vec<Value>> = (0..c.layers)
-        .map(|l| {
-            (0..c.heads)
-                .map(|h| c.distance(l, h).map_or(Value::Null, |d| number(d, full)))
-                .collect()
-        })
-        .collect();
-    let rows: Vec<Vec<usize>> = (0..c.layers)
-        .map(|l| (0..c.heads).map(|h| c.rows(l, h)).collect())
-        .collect();
-    let ranked: Vec<Value> = c
-        .ranked()
-        .iter()
-        .map(|h| {
-            json!({"layer": h.layer, "head": h.head, "distance": number(h.distance, full), "rows": h.rows})
-        })
-        .collect();
-    let mut doc = json!({
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "numbering": "0-based",
-        "a": side_json(&c.a, sources.0),
-        "b": side_json(&c.b, sources.1),
-        "kind": c.kind.as_str(),
-        "level": c.level.as_str(),
-        "basis": c.basis.as_str(),
-        "shared_only": c.shared_only,
-        "masks_differ": c.masks_differ(),
-        "layers": c.layers,
-        "heads": c.heads,
-        "layer_numbers": (0..c.layers).map(|l| { let (a, b) = c.layer_numbers(l); [a, b] }).collect::<Vec<_>>(),
-        "queries": alignment_json(&c.queries, &c.a.queries, &c.b.queries),
-        "labels": (0..c.n_queries()).map(|i| c.query_label(i, false)).collect::<Vec<_>>(),
-        "distance": distance,
-        "rows": rows,
-        "ranked": ranked,
-    });
-    if !c.is_square() {
-        doc["keys"] = alignment_json(&c.keys, &c.a.keys, &c.b.keys);
-        doc["key_labels"] = json!((0..c.n_keys())
-            .map(|i| c.key_label(i, false))
-            .collect::<Vec<_>>());
-    }
-    doc
+    serde_json::to_value(document(c, sources, full)).expect("a comparison serialises")
 }
 
 /// Write the whole document to `w`.
@@ -117,7 +146,7 @@ pub fn write_comparison_json(
     opts: CompareJsonOptions,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let doc = serde_json::to_string(&summary(c, sources, opts.full_precision))?;
+    let doc = serde_json::to_string(&document(c, sources, opts.full_precision))?;
     if opts.no_diff {
         w.write_all(doc.as_bytes())?;
         return w.write_all(b"\n");
@@ -138,7 +167,10 @@ pub fn write_comparison_json(
                     if k > 0 {
                         line.push(',');
                     }
-                    line.push_str(&number(v as f64, opts.full_precision).to_string());
+                    match number(v as f64, opts.full_precision) {
+                        Some(x) => line.push_str(&serde_json::to_string(&x)?),
+                        None => line.push_str("null"),
+                    }
                 }
                 line.push(']');
             }
