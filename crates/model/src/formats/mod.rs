@@ -18,8 +18,14 @@ pub mod tensors;
 pub mod validate;
 pub mod weights;
 
+/// A candle error, shown as one line (see [`candle_message`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", candle_message(.0))]
+pub struct CandleError(pub candle_core::Error);
+
 /// A candle error as one line, without the backtrace that candle appends to its Display when
 /// `RUST_BACKTRACE` is set.
+
 pub(crate) fn candle_message(e: &candle_core::Error) -> String {
     use candle_core::Error as E;
     let text = match e {

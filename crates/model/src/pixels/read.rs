@@ -144,12 +144,14 @@ fn pixel_rows(
                 path: path.to_path_buf(),
             });
         }
-        pixels.0.row(y, &mut rgb).map_err(PixelsError::Array)?;
+        pixels.0.row(y, &mut rgb).map_err(PixelsError::Rows)?;
         if rgb.len() != w * 3 {
-            return Err(PixelsError::Array(format!(
-                "row {y} of the image array gave {} values, not {w}×3",
-                rgb.len()
-            )));
+            return Err(super::ArrayProblem::Row {
+                y,
+                len: rgb.len(),
+                width: w,
+            }
+            .into());
         }
         rows.row(&rgb);
     }
