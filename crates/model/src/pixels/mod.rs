@@ -31,12 +31,18 @@ pub const MAX_DECODE_BYTES: u64 = 512 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum PixelsError {
     /// The file cannot be read.
-    #[error("cannot read image {}: {reason}", path.display())]
+    #[error("cannot read image {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The system's reason.
-        reason: String,
+        source: std::io::Error,
+    },
+    /// A folder, a FIFO or a device.
+    #[error("cannot read image {}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// Not a PNG, JPEG or WebP, or damaged.
     #[error("{} is not a readable image ({reason}); give a PNG, JPEG or WebP file", path.display())]
@@ -72,21 +78,21 @@ pub enum PixelsError {
     },
     /// A JPEG whose scans would take far more work than its pixels need (a progressive file
     /// made to hold the decoder; [`jpeg`]).
-    #[error("{} {reason}; save it again as a baseline JPEG or a PNG", path.display())]
+    #[error("{} {work}; save it again as a baseline JPEG or a PNG", path.display())]
     TooMuchWork {
         /// The file.
         path: PathBuf,
         /// What would take the time.
-        reason: String,
+        work: jpeg::TooMuchWork,
     },
     /// A PNG chunk PIL refuses: a colour profile or text that inflates past PIL's bounds, an
     /// unknown compression method ([`png_chunks`]).
-    #[error("{} {reason}", path.display())]
+    #[error("{} {refusal}", path.display())]
     Chunk {
         /// The file.
         path: PathBuf,
         /// Which chunk, and why.
-        reason: String,
+        refusal: png_chunks::Refusal,
     },
     /// Reading was stopped: its [`Cancel`] flag was set (a request that timed out).
     #[error("reading {} was cancelled", path.display())]
