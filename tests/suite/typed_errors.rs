@@ -193,7 +193,7 @@ fn offending_lines(text: &str) -> Vec<(usize, String)> {
         };
         code.push_str(kept);
         code.push('\n');
-        line_of.extend(std::iter::repeat(n + 1).take(kept.len() + 1));
+        line_of.extend(std::iter::repeat_n(n + 1, kept.len() + 1));
     }
 
     let mut found = Vec::new();

@@ -25,7 +25,6 @@ pub struct CandleError(pub candle_core::Error);
 
 /// A candle error as one line, without the backtrace that candle appends to its Display when
 /// `RUST_BACKTRACE` is set.
-
 pub(crate) fn candle_message(e: &candle_core::Error) -> String {
     use candle_core::Error as E;
     let text = match e {

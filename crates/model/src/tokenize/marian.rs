@@ -94,7 +94,7 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         })
         .collect();
     let unigram = Unigram::from(pieces, Some(unk as usize), false)
-        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     let mut tokenizer = Tokenizer::new(unigram);
     let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
     if !model.charsmap.is_empty() {
@@ -109,12 +109,12 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
             tokenizers::normalizers::replace::ReplacePattern::Regex(" {2,}".into()),
             " ",
         )
-        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?
         .into(),
     );
     tokenizer
         .with_normalizer(Some(Sequence::new(normalizers)))
-        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     tokenizer.with_pre_tokenizer(Some(Metaspace::new(
         '\u{2581}',
         PrependScheme::Always,
@@ -138,7 +138,7 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         .collect();
     tokenizer
         .add_special_tokens(specials)
-        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     TextTokenizer::from_tokenizer(tokenizer, model_path).map(Some)
 }
 

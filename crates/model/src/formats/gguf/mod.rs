@@ -74,7 +74,7 @@ pub enum GgufError {
         /// The file.
         path: PathBuf,
         /// What is wrong, naming the field.
-        problem: InvalidProblem,
+        problem: Box<InvalidProblem>,
     },
     /// A tensor record does not fit the file, or is stored in a type attnviz cannot read.
     #[error("{}: tensor {name} {problem}", path.display())]
@@ -84,7 +84,7 @@ pub enum GgufError {
         /// The tensor's GGUF name.
         name: String,
         /// What is wrong.
-        problem: TensorProblem,
+        problem: Box<TensorProblem>,
     },
     /// The weights would take more memory than the run may use.
     #[error("{}: its {count} tensors take {} {}, more than {} ({}); use a smaller model or allow more memory", path.display(), gigabytes(*.need), .repr.how(), if *.given { "the memory limit given" } else { "the memory this process may use" }, gigabytes(*.budget))]
@@ -377,7 +377,7 @@ impl GgufFile {
         };
         let invalid = |problem: InvalidProblem| GgufError::Invalid {
             path: path.to_path_buf(),
-            problem,
+            problem: Box::new(problem),
         };
         if cfg!(target_endian = "big") {
             return Err(GgufError::BigEndian {
@@ -421,7 +421,7 @@ impl GgufFile {
             .map_err(|problem| GgufError::Tensor {
                 path: path.to_path_buf(),
                 name: name.clone(),
-                problem,
+                problem: Box::new(problem),
             })?;
             entries.insert(name.clone(), entry);
         }
@@ -679,7 +679,7 @@ impl GgufFile {
         let tensor_err = |problem: TensorProblem| GgufError::Tensor {
             path: self.path.clone(),
             name: name.to_string(),
-            problem,
+            problem: Box::new(problem),
         };
         let &[outputs, inputs] = entry.shape.as_slice() else {
             return Err(tensor_err(TensorProblem::NotAMatrix(entry.shape.clone())));
@@ -718,7 +718,7 @@ impl GgufFile {
             return Err(GgufError::Tensor {
                 path: self.path.clone(),
                 name: name.to_string(),
-                problem: TensorProblem::NoRow { total, row: bad },
+                problem: Box::new(TensorProblem::NoRow { total, row: bad }),
             });
         }
         let map = self.qk_row_map(name)?;
@@ -849,11 +849,11 @@ impl GgufFile {
             .ok_or_else(|| GgufError::Tensor {
                 path: self.path.clone(),
                 name: name.to_string(),
-                problem: TensorProblem::Unpermute {
+                problem: Box::new(TensorProblem::Unpermute {
                     rows,
                     key: heads_key.clone(),
                     heads,
-                },
+                }),
             })
     }
 
