@@ -18,7 +18,8 @@ pub mod tensors;
 pub mod validate;
 pub mod weights;
 
-/// A candle error, shown as one line (see [`candle_message`]).
+/// A candle error, shown as the first line of its message, without the backtrace candle may
+/// append.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", candle_message(.0))]
 pub struct CandleError(pub candle_core::Error);

@@ -116,7 +116,7 @@ pub enum HeaderError {
         /// The file's size.
         file_len: usize,
     },
-    /// More metadata values than [`MAX_METADATA_VALUES`].
+    /// More metadata values than the walk allows (2²³).
     #[error(
         "the metadata holds more than {MAX_METADATA_VALUES} values; no real model needs that many"
     )]
