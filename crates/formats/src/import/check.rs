@@ -32,7 +32,7 @@ pub enum CheckError {
         shape: Vec<usize>,
     },
     /// A weight that is not a probability.
-    #[error("{name} holds {} at {at}{}; give {}", weight_words(*.weight), if *.weight > 1.0 { ", more than 1" } else { "" }, if .weight.is_finite() { "attention probabilities (after the softmax), not scores" } else { "finite attention probabilities" })]
+    #[error("{name} holds {} at {at}{}; give {}", weight_words(*.weight), if .weight.is_finite() && *.weight > 1.0 { ", more than 1" } else { "" }, if .weight.is_finite() { "attention probabilities (after the softmax), not scores" } else { "finite attention probabilities" })]
     NotAProbability {
         /// The array.
         name: String,
@@ -570,5 +570,40 @@ mod tests {
         let e = size("a", &[32, 32, 4096, 4096]).unwrap_err().to_string();
         assert!(e.contains("17.2 billion weights"), "{e}");
         assert!(size("a", &[usize::MAX, 2, 2, 2]).is_err());
+    }
+
+    /// The wording each kind of bad weight had when the message was a formatted string.
+    #[test]
+    fn each_weight_that_is_no_probability_is_named_as_before() {
+        let say = |w: f32| {
+            values("a", &[1, 1, 1, 2], &[0.5, w])
+                .unwrap_err()
+                .to_string()
+        };
+        let at = "at layer 0, head 0, query 0, key 1";
+        assert_eq!(
+            say(f32::NAN),
+            format!("a holds NaN {at}; give finite attention probabilities")
+        );
+        for inf in [f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(
+                say(inf),
+                format!("a holds infinity {at}; give finite attention probabilities")
+            );
+        }
+        assert_eq!(
+            say(-0.5),
+            format!(
+                "a holds a negative weight (-0.5) {at}; give attention probabilities (after the \
+                 softmax), not scores"
+            )
+        );
+        assert_eq!(
+            say(1.5),
+            format!(
+                "a holds 1.5 {at}, more than 1; give attention probabilities (after the \
+                 softmax), not scores"
+            )
+        );
     }
 }
