@@ -52,7 +52,11 @@ fn import_error(e: ImportError) -> PyErr {
         ImportError::NoTokens { ref field, .. } if field == "tokens" => {
             PyValueError::new_err(message(format!("{e} with tokens=[...]")))
         }
-        ImportError::TokenFile { .. }
+        ImportError::Check(_)
+        | ImportError::File(_)
+        | ImportError::Npz(_)
+        | ImportError::Saved(_)
+        | ImportError::TokenFile { .. }
         | ImportError::NoTokens { .. }
         | ImportError::TokensForEncoderDecoder { .. } => PyValueError::new_err(message(e)),
         ImportError::TooBig { .. } => {

@@ -15,7 +15,7 @@ use numpy::ndarray::{ArrayViewD, Axis};
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use attnviz::pixels::{check_array_size, to_rgb, PixelRows};
+use attnviz::pixels::{check_array_size, to_rgb, PixelRows, RowError};
 
 use crate::value_error;
 
@@ -131,7 +131,14 @@ impl PixelRows for ArrayRows {
         }
     }
 
-    fn row(&self, y: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    fn row(&self, y: usize, out: &mut Vec<u8>) -> Result<(), RowError> {
+        self.row_in_words(y, out).map_err(RowError::from)
+    }
+}
+
+impl ArrayRows {
+    /// [`PixelRows::row`], its error in words.
+    fn row_in_words(&self, y: usize, out: &mut Vec<u8>) -> Result<(), String> {
         Python::attach(|py| {
             let array = self.array.bind(py);
             let mut row = Vec::with_capacity(self.width * self.channels);

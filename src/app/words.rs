@@ -650,7 +650,7 @@ mod tests {
         check(&e.to_string(), &image(&e), "--scale-factor, or --svg");
         let e = ImportError::TokenFile {
             path: "t.txt".into(),
-            problem: "the file is empty".into(),
+            problem: attnviz::import::TokenFileProblem::Empty,
         };
         check(
             &e.to_string(),

@@ -58,6 +58,7 @@ mod serve;
 mod terminal_hygiene;
 mod test_scripts;
 mod tokenizer_roles;
+mod typed_errors;
 mod value_zeroing;
 mod vision_cli;
 mod windowed_stats;

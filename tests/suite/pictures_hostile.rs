@@ -119,7 +119,7 @@ impl PixelRows for CancelAtFirstRow {
     fn color(&self) -> String {
         "rgb8".into()
     }
-    fn row(&self, _y: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    fn row(&self, _y: usize, out: &mut Vec<u8>) -> Result<(), attnviz::pixels::RowError> {
         self.cancel.cancel();
         self.read.fetch_add(1, Ordering::SeqCst);
         out.clear();

@@ -13,25 +13,30 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-/// Why a small file was not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a small file was not read. Each displays as one line.
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// There is no such file (callers for whom the file is optional treat this as absent).
+    #[error("no such file")]
     NotFound,
-    /// It is there but was not read: the reason, one line.
-    Refused(String),
+    /// The system refused to open or read it.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// A folder, a FIFO, a device: only regular files are read.
+    #[error("it is {0}, not a regular file; replace it with the file itself")]
+    NotRegular(&'static str),
+    /// Larger than the caller's limit.
+    #[error("it is larger than {}; {what}", size_words(*.limit))]
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+        /// What such a file usually weighs (`a config.json is a few kilobytes`).
+        what: String,
+    },
+    /// Text that is not UTF-8.
+    #[error("it is not UTF-8 text (invalid byte at offset {0})")]
+    NotUtf8(usize),
 }
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReadError::NotFound => f.write_str("no such file"),
-            ReadError::Refused(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
 
 /// What a file is, for a message: `a FIFO`, `a character device`, …
 fn kind_of(meta: &std::fs::Metadata) -> &'static str {
@@ -61,16 +66,11 @@ pub fn open_regular(path: &Path) -> Result<File, ReadError> {
         .open(path)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => ReadError::NotFound,
-            _ => ReadError::Refused(e.to_string()),
+            _ => ReadError::Io(e),
         })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| ReadError::Refused(e.to_string()))?;
+    let meta = file.metadata().map_err(ReadError::Io)?;
     if !meta.is_file() {
-        return Err(ReadError::Refused(format!(
-            "it is {}, not a regular file; replace it with the file itself",
-            kind_of(&meta)
-        )));
+        return Err(ReadError::NotRegular(kind_of(&meta)));
     }
     Ok(file)
 }
@@ -82,12 +82,12 @@ pub fn read_bytes(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, ReadEr
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| ReadError::Refused(e.to_string()))?;
+        .map_err(ReadError::Io)?;
     if bytes.len() as u64 > limit {
-        return Err(ReadError::Refused(format!(
-            "it is larger than {}; {what}",
-            size_words(limit)
-        )));
+        return Err(ReadError::TooLarge {
+            limit,
+            what: what.to_string(),
+        });
     }
     Ok(bytes)
 }
@@ -95,12 +95,7 @@ pub fn read_bytes(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, ReadEr
 /// [`read_bytes`] as UTF-8 text.
 pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, ReadError> {
     let bytes = read_bytes(path, limit, what)?;
-    String::from_utf8(bytes).map_err(|e| {
-        ReadError::Refused(format!(
-            "it is not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })
+    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8(e.utf8_error().valid_up_to()))
 }
 
 /// `16 MiB`, `512 KiB`, `100 bytes`.
@@ -129,10 +124,10 @@ mod tests {
             err.to_string(),
             "it is larger than 1 bytes; a config is small"
         );
-        assert_eq!(
+        assert!(matches!(
             read_text(&dir.path().join("none"), 9, "x"),
             Err(ReadError::NotFound)
-        );
+        ));
     }
 
     #[test]

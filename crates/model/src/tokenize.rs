@@ -62,12 +62,12 @@ pub enum Error {
     #[error("{} has neither tokenizer.json nor vocab.txt; add the model's tokenizer files", .0.display())]
     Missing(PathBuf),
     /// A tokenizer file cannot be read or parsed.
-    #[error("cannot load tokenizer {}: {reason}", path.display())]
+    #[error("cannot load tokenizer {}: {problem}", path.display())]
     Load {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        problem: LoadProblem,
     },
     /// The text (or the pair) is empty or only whitespace.
     #[error("the {which} is empty; give some text to analyse")]
@@ -103,7 +103,50 @@ pub enum Error {
     },
     /// The tokenizers crate failed.
     #[error("tokenization failed: {0}")]
-    Encode(String),
+    Encode(#[source] tokenizers::Error),
+}
+
+/// Why a tokenizer file cannot be loaded (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadProblem {
+    /// The file cannot be read.
+    #[error(transparent)]
+    Read(#[from] crate::small_file::ReadError),
+    /// A tokenizer.json whose sizes are out of bounds.
+    #[error(transparent)]
+    Bounds(#[from] bounds::TokenizerJsonError),
+    /// More entries than any real tokenizer has.
+    #[error(transparent)]
+    TooMany(#[from] bounds::TooMany),
+    /// A SentencePiece `precompiled_charsmap` that cannot be read safely.
+    #[error("its precompiled_charsmap {0}")]
+    Charsmap(#[source] bounds::CharsmapError),
+    /// The tokenizers crate refused the file or what was built from it.
+    #[error("{0}")]
+    Tokenizers(#[source] tokenizers::Error),
+    /// A settings or vocabulary file that is not JSON.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// A settings file that holds JSON other than an object.
+    #[error("it is not a JSON object")]
+    NotAnObject,
+    /// A special token the vocabulary lacks.
+    #[error("the vocabulary has no {0} token")]
+    NoToken(String),
+    /// A Marian vocab.json whose ids are not 0 to n − 1, each once.
+    #[error("ids are not 0–{last} each once (id {id})")]
+    Ids {
+        /// The largest id expected.
+        last: usize,
+        /// The id that breaks the rule.
+        id: u32,
+    },
+    /// A Marian vocab.json without one of its special pieces.
+    #[error("has no {0}")]
+    NoPiece(&'static str),
+    /// A SentencePiece model that cannot be read.
+    #[error(transparent)]
+    Spm(#[from] marian::SpmError),
 }
 
 /// One tokenized input: a sentence, or a pair, with the model's special tokens.
@@ -180,22 +223,21 @@ impl TextTokenizer {
 
     /// Load a `tokenizer.json`, switching off its saved padding and truncation.
     pub fn from_tokenizer_json(path: &Path) -> Result<Self, Error> {
-        let load = |reason: String| Error::Load {
+        let load = |problem: LoadProblem| Error::Load {
             path: path.to_path_buf(),
-            reason,
+            problem,
         };
         let bytes = crate::small_file::read_bytes(
             path,
             bounds::MAX_TOKENIZER_JSON,
             "the largest real tokenizer.json is about 35 MB",
         )
-        .map_err(|e| load(e.to_string()))?;
-        bounds::check_tokenizer_json(&bytes).map_err(load)?;
-        let mut tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| load(e.to_string()))?;
+        .map_err(|e| load(e.into()))?;
+        bounds::check_tokenizer_json(&bytes).map_err(|e| load(e.into()))?;
+        let mut tokenizer =
+            Tokenizer::from_bytes(&bytes).map_err(|e| load(LoadProblem::Tokenizers(e)))?;
         tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| Error::Encode(e.to_string()))?;
+        tokenizer.with_truncation(None).map_err(Error::Encode)?;
         Self::from_tokenizer(tokenizer, path.to_path_buf())
     }
 
@@ -295,9 +337,9 @@ impl TextTokenizer {
         let vocab = dir.join("vocab.txt");
         let settings = TokenizerConfig::read(dir)?;
         let opts = VocabOptions::of(&settings);
-        let load_err = |reason: String| Error::Load {
+        let load_err = |problem: LoadProblem| Error::Load {
             path: vocab.clone(),
-            reason,
+            problem,
         };
         // Checked through the bounded reader first: WordPiece reads any file it is given.
         vocab_lines(&vocab)?;
@@ -306,13 +348,13 @@ impl TextTokenizer {
             .continuing_subword_prefix("##".into())
             .max_input_chars_per_word(100)
             .build()
-            .map_err(|e| load_err(e.to_string()))?;
+            .map_err(|e| load_err(LoadProblem::Tokenizers(e)))?;
         let id = |token: &str| {
             model
                 .get_vocab()
                 .get(token)
                 .copied()
-                .ok_or_else(|| load_err(format!("the vocabulary has no {token} token")))
+                .ok_or_else(|| load_err(LoadProblem::NoToken(token.to_string())))
         };
         let (cls_id, sep_id) = (id(&opts.cls)?, id(&opts.sep)?);
         let mut tokenizer = Tokenizer::new(model);
@@ -323,7 +365,7 @@ impl TextTokenizer {
                 opts.strip_accents,
                 opts.do_lower_case,
             )))
-            .map_err(|e| load_err(e.to_string()))?;
+            .map_err(|e| load_err(LoadProblem::Tokenizers(e)))?;
         tokenizer.with_pre_tokenizer(Some(BertPreTokenizer));
         tokenizer.with_post_processor(Some(BertProcessing::new(
             (opts.sep.clone(), sep_id),
@@ -337,7 +379,7 @@ impl TextTokenizer {
             .collect();
         tokenizer
             .add_special_tokens(specials)
-            .map_err(|e| load_err(e.to_string()))?;
+            .map_err(|e| load_err(LoadProblem::Tokenizers(e)))?;
         let names = TokenNames {
             start: vec![opts.cls.clone()],
             end: vec![opts.sep.clone()],
@@ -424,7 +466,7 @@ impl TextTokenizer {
         let full = self
             .tokenizer
             .encode(input(text, pair), add_specials)
-            .map_err(|e| Error::Encode(e.to_string()))?;
+            .map_err(Error::Encode)?;
         let sequences = full.get_sequence_ids();
         for (index, which) in [(0, "text"), (1, "pair sentence")] {
             if (index == 0 || pair.is_some()) && !sequences.contains(&Some(index)) {
@@ -450,10 +492,10 @@ impl TextTokenizer {
                 strategy: TruncationStrategy::LongestFirst,
                 stride: 0,
             }))
-            .map_err(|e| Error::Encode(e.to_string()))?;
+            .map_err(Error::Encode)?;
         let cut = cutter
             .encode(input(text, pair), add_specials)
-            .map_err(|e| Error::Encode(e.to_string()))?;
+            .map_err(Error::Encode)?;
         Ok(self.to_encoded(&cut, &texts, Some(tokens), bytes_cut))
     }
 
@@ -690,9 +732,7 @@ impl TextTokenizer {
 
     /// The text `ids` stand for (special tokens written out).
     pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
-        self.tokenizer
-            .decode(ids, false)
-            .map_err(|e| Error::Encode(e.to_string()))
+        self.tokenizer.decode(ids, false).map_err(Error::Encode)
     }
 
     /// The vocabulary entry of `id` (`Ġthe`, `▁the`, `<|im_end|>`).
@@ -720,30 +760,28 @@ impl TextTokenizer {
         self.tokenizer
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| Error::Encode(e.to_string()))
+            .map_err(Error::Encode)
     }
 }
 
 /// The lines of a vocabulary file (vocab.txt): read through the shared bounded reader, at most
 /// [`bounds::MAX_VOCAB`] of them.
 pub(crate) fn vocab_lines(path: &Path) -> Result<Vec<String>, Error> {
-    let load = |reason: String| Error::Load {
+    let load = |problem: LoadProblem| Error::Load {
         path: path.to_path_buf(),
-        reason,
+        problem,
     };
     let text = crate::small_file::read_text(
         path,
         bounds::MAX_VOCAB_FILE,
         "a vocab.txt is a few megabytes",
     )
-    .map_err(|e| load(e.to_string()))?;
+    .map_err(|e| load(e.into()))?;
     let lines = text.lines().count() as u64;
     if lines > bounds::MAX_VOCAB {
-        return Err(load(bounds::too_many(
-            "the vocabulary",
-            lines,
-            bounds::MAX_VOCAB,
-        )));
+        return Err(load(
+            bounds::too_many("the vocabulary", lines, bounds::MAX_VOCAB).into(),
+        ));
     }
     Ok(text.lines().map(str::to_string).collect())
 }

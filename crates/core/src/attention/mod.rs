@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
-pub use units::{Role, Units};
+pub use units::{Role, Units, UnitsMismatch};
 
 /// Which model produced an [`Attention`], and its shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -677,14 +677,15 @@ impl Attention {
         let token_level = self.level == Level::Token;
         self.queries
             .check("query", token_level)
-            .map_err(ShapeError)?;
+            .map_err(|e| ShapeError(e.to_string()))?;
         if let Some(keys) = &self.keys {
             if self.kind.is_self() {
                 return Err(ShapeError(
                     "self-attention has one list of units for queries and keys".into(),
                 ));
             }
-            keys.check("key", token_level).map_err(ShapeError)?;
+            keys.check("key", token_level)
+                .map_err(|e| ShapeError(e.to_string()))?;
         }
         let m = &self.model;
         let (nq, nk) = (self.n_queries(), self.n_keys());

@@ -252,7 +252,7 @@ impl Units {
 
     /// Check that every vector has one entry per unit (`ids` too when `token_level` and they are
     /// known).
-    pub(crate) fn check(&self, side: &str, token_level: bool) -> Result<(), String> {
+    pub(crate) fn check(&self, side: &'static str, token_level: bool) -> Result<(), UnitsMismatch> {
         let n = self.len();
         let lens = [
             ("display", self.display.len()),
@@ -266,14 +266,23 @@ impl Units {
         ];
         for (name, len) in lens {
             if len != n {
-                return Err(format!("{side} {name} has {len} entries for {n} units"));
+                return Err(UnitsMismatch {
+                    side,
+                    vector: name,
+                    len,
+                    n,
+                    of: "units",
+                });
             }
         }
         if token_level && !self.ids.is_empty() && self.ids.len() != n {
-            return Err(format!(
-                "{side} ids has {} entries for {n} tokens",
-                self.ids.len()
-            ));
+            return Err(UnitsMismatch {
+                side,
+                vector: "ids",
+                len: self.ids.len(),
+                n,
+                of: "tokens",
+            });
         }
         Ok(())
     }
@@ -282,6 +291,22 @@ impl Units {
     pub fn token_count(&self) -> usize {
         self.spans.iter().map(|s| s.end).max().unwrap_or(0)
     }
+}
+
+/// A per-unit vector of another length than the units.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{side} {vector} has {len} entries for {n} {of}")]
+pub struct UnitsMismatch {
+    /// `query` or `key`.
+    pub side: &'static str,
+    /// The vector (`display`, `roles`, `ids`, …).
+    pub vector: &'static str,
+    /// Its entries.
+    pub len: usize,
+    /// The units (or tokens) it should have one entry for.
+    pub n: usize,
+    /// `units` or `tokens`.
+    pub of: &'static str,
 }
 
 #[cfg(test)]

@@ -19,6 +19,187 @@ pub fn shape_str(shape: &[usize]) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// Imported weights that attnviz cannot draw. Each variant displays as one line that says
+/// what to do; `name` is the array (`file.npz: attention`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// More than [`MAX_WEIGHTS`] weights.
+    #[error("{name} {} holds {} weights, more than attnviz draws ({} million, 1 GiB as f32); save fewer layers or a shorter input (a[:, :, :512, :512])", shape_str(.shape), human_count(.shape.iter().map(|&d| d as f64).product()), MAX_WEIGHTS / 1_000_000)]
+    TooManyWeights {
+        /// The array.
+        name: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// A weight that is not a probability.
+    #[error("{name} holds {} at {at}{}; give {}", weight_words(*.weight), if .weight.is_finite() && *.weight > 1.0 { ", more than 1" } else { "" }, if .weight.is_finite() { "attention probabilities (after the softmax), not scores" } else { "finite attention probabilities" })]
+    NotAProbability {
+        /// The array.
+        name: String,
+        /// The weight.
+        weight: f32,
+        /// Where it is.
+        at: At,
+    },
+    /// A causal mask stated for a matrix that is not square.
+    #[error("{name} says its mask is causal, but it is {queries} queries × {keys} keys; a causal mask is square (drop \"mask\" or give \"bidirectional\")")]
+    CausalNotSquare {
+        /// The array.
+        name: String,
+        /// Queries.
+        queries: usize,
+        /// Keys.
+        keys: usize,
+    },
+    /// A causal mask stated, and a weight on a later key.
+    #[error("{name} says its mask is causal, but {at} attends to the later key {key} with weight {weight}; drawn as causal, that weight would be hidden: drop \"mask\" (it is found from the weights) or give \"bidirectional\"")]
+    NotCausal {
+        /// The array.
+        name: String,
+        /// The query (no key).
+        at: At,
+        /// The later key.
+        key: usize,
+        /// Its weight.
+        weight: f32,
+    },
+    /// Sliding windows for another number of layers.
+    #[error("{name}: {given} layer masks for {layers} layers; give one per layer")]
+    WindowCount {
+        /// The array.
+        name: String,
+        /// Windows given.
+        given: usize,
+        /// Layers.
+        layers: usize,
+    },
+    /// Sliding windows without a causal mask.
+    #[error("{name} gives sliding windows, which need causal self-attention (\"mask\": \"causal\", square matrices); drop the windows or give the causal mask")]
+    WindowsNeedCausal {
+        /// The array.
+        name: String,
+    },
+    /// A weight outside a layer's sliding window.
+    #[error("{name} says layer {layer} has a sliding window of {window}, but head {head}, query {query} attends to key {key}, outside it, with weight {weight}; drawn as masked, that weight would be hidden: drop that layer's window or give the right one")]
+    OutsideWindow {
+        /// The array.
+        name: String,
+        /// The layer.
+        layer: usize,
+        /// Its window.
+        window: usize,
+        /// The head.
+        head: usize,
+        /// The query.
+        query: usize,
+        /// The key.
+        key: usize,
+        /// The weight.
+        weight: f32,
+    },
+    /// A key/value head that is not one of the heads.
+    #[error("{name}: kv_head says head {head} reads key/value head {kv}, but there are {heads} heads (0 to {}); give each head's key/value head, or drop kv_head", .heads - 1)]
+    KvHead {
+        /// The array.
+        name: String,
+        /// The query head.
+        head: usize,
+        /// The key/value head it names.
+        kv: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// A span that is empty, out of order or too long.
+    #[error("{name}: span {index} of {field}, [{start}, {end}], {fault}; give each unit's tokens as [start, end), in order")]
+    Span {
+        /// The array.
+        name: String,
+        /// The tokens field.
+        field: String,
+        /// The unit.
+        index: usize,
+        /// Its first token.
+        start: usize,
+        /// One past its last.
+        end: usize,
+        /// What is wrong.
+        fault: SpanFault,
+    },
+    /// A word id past the words the units can hold.
+    #[error("{name}: unit {unit} of {field} has word id {id}, but {units} units hold at most {units} words (ids 0 to {}); give each unit's word index, or none for special tokens", .units.saturating_sub(1))]
+    WordId {
+        /// The array.
+        name: String,
+        /// The tokens field.
+        field: String,
+        /// The unit.
+        unit: usize,
+        /// Its word id.
+        id: usize,
+        /// Units.
+        units: usize,
+    },
+}
+
+/// What is wrong with a span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpanFault {
+    /// `start >= end`.
+    #[error("is empty or reversed")]
+    Empty,
+    /// Starts before the unit before it ends.
+    #[error("overlaps the unit before it")]
+    Overlaps,
+    /// Past [`super::MAX_TOKENS`].
+    #[error("ends past the longest input attnviz reads (2^20 tokens)")]
+    TooFar,
+    /// More than one token at token level.
+    #[error("covers more than one token at token level")]
+    NotOneToken,
+}
+
+/// Where a weight is, as the views number it: `layer 0, head 1, query 2, key 3` (without the
+/// key where it is named apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    /// The layer.
+    pub layer: usize,
+    /// The head.
+    pub head: usize,
+    /// The query.
+    pub query: usize,
+    /// The key, when named here.
+    pub key: Option<usize>,
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "layer {}, head {}, query {}",
+            self.layer, self.head, self.query
+        )?;
+        match self.key {
+            Some(key) => write!(f, ", key {key}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `NaN`, `infinity`, `a negative weight (-0.5)`, `1.5`: a weight that is no probability, as
+/// the message names it.
+fn weight_words(w: f32) -> String {
+    if w.is_nan() {
+        "NaN".into()
+    } else if w.is_infinite() {
+        "infinity".into()
+    } else if w < 0.0 {
+        format!("a negative weight ({w})")
+    } else {
+        w.to_string()
+    }
+}
+
 /// Refuse a shape with more than [`MAX_WEIGHTS`] weights, before anything is allocated.
 pub fn size(name: &str, shape: &[usize]) -> Result<(), ImportError> {
     let total = shape
@@ -27,16 +208,11 @@ pub fn size(name: &str, shape: &[usize]) -> Result<(), ImportError> {
         .filter(|&t| t <= MAX_WEIGHTS);
     match total {
         Some(_) => Ok(()),
-        None => {
-            let approx: f64 = shape.iter().map(|&d| d as f64).product();
-            Err(ImportError::invalid(format!(
-                "{name} {} holds {} weights, more than attnviz draws ({} million, 1 GiB as \
-                 f32); save fewer layers or a shorter input (a[:, :, :512, :512])",
-                shape_str(shape),
-                human_count(approx),
-                MAX_WEIGHTS / 1_000_000
-            )))
+        None => Err(CheckError::TooManyWeights {
+            name: name.to_string(),
+            shape: shape.to_vec(),
         }
+        .into()),
     }
 }
 
@@ -49,12 +225,17 @@ fn human_count(x: f64) -> String {
 }
 
 /// Where `flat` falls in `shape`, as the views number it.
-fn position(shape: &[usize; 4], flat: usize) -> String {
+fn position(shape: &[usize; 4], flat: usize) -> At {
     let [_, h, q, k] = *shape;
     let (key, rest) = (flat % k, flat / k);
     let (query, rest) = (rest % q, rest / q);
     let (head, layer) = (rest % h, rest / h);
-    format!("layer {layer}, head {head}, query {query}, key {key}")
+    At {
+        layer,
+        head,
+        query,
+        key: Some(key),
+    }
 }
 
 /// Every weight finite and a probability (0 to 1, with a little room for rounding).
@@ -64,23 +245,12 @@ pub fn values(name: &str, shape: &[usize; 4], weights: &[f32]) -> Result<(), Imp
         .par_iter()
         .position_first(|&w| !(w.is_finite() && (-ROOM..=1.0 + ROOM).contains(&w)));
     let Some(i) = bad else { return Ok(()) };
-    let w = weights[i];
-    let at = position(shape, i);
-    Err(ImportError::invalid(if w.is_nan() {
-        format!("{name} holds NaN at {at}; give finite attention probabilities")
-    } else if w.is_infinite() {
-        format!("{name} holds infinity at {at}; give finite attention probabilities")
-    } else if w < 0.0 {
-        format!(
-            "{name} holds a negative weight ({w}) at {at}; give attention probabilities (after \
-             the softmax), not scores"
-        )
-    } else {
-        format!(
-            "{name} holds {w} at {at}, more than 1; give attention probabilities (after the \
-             softmax), not scores"
-        )
-    }))
+    Err(CheckError::NotAProbability {
+        name: name.to_string(),
+        weight: weights[i],
+        at: position(shape, i),
+    }
+    .into())
 }
 
 /// Whether a square array is causal: more than one token, and every weight above the diagonal
@@ -110,10 +280,12 @@ pub fn stated_mask(
     }
     let [_, _, q, k] = *shape;
     if q != k {
-        return Err(ImportError::invalid(format!(
-            "{name} says its mask is causal, but it is {q} queries × {k} keys; a causal mask is \
-             square (drop \"mask\" or give \"bidirectional\")"
-        )));
+        return Err(CheckError::CausalNotSquare {
+            name: name.to_string(),
+            queries: q,
+            keys: k,
+        }
+        .into());
     }
     let above = weights
         .par_chunks(q * k)
@@ -128,14 +300,16 @@ pub fn stated_mask(
         });
     match above {
         None => Ok(()),
-        Some((m, row, key, w)) => Err(ImportError::invalid(format!(
-            "{name} says its mask is causal, but {} attends to the later key {key} with weight \
-             {w}; drawn as causal, that weight would be hidden: drop \"mask\" (it is found from \
-             the weights) or give \"bidirectional\"",
-            position(shape, (m * q + row) * k + key)
-                .rsplit_once(", key")
-                .map_or(String::new(), |(at, _)| at.to_string())
-        ))),
+        Some((m, row, key, w)) => Err(CheckError::NotCausal {
+            name: name.to_string(),
+            at: At {
+                key: None,
+                ..position(shape, (m * q + row) * k + key)
+            },
+            key,
+            weight: w,
+        }
+        .into()),
     }
 }
 
@@ -151,19 +325,21 @@ pub fn windows(
 ) -> Result<(), ImportError> {
     let [layers, heads, q, k] = *shape;
     if windows.len() != layers {
-        return Err(ImportError::invalid(format!(
-            "{name}: {} layer masks for {layers} layers; give one per layer",
-            windows.len()
-        )));
+        return Err(CheckError::WindowCount {
+            name: name.to_string(),
+            given: windows.len(),
+            layers,
+        }
+        .into());
     }
     if windows.iter().all(Option::is_none) {
         return Ok(());
     }
     if mask != MaskKind::Causal || q != k {
-        return Err(ImportError::invalid(format!(
-            "{name} gives sliding windows, which need causal self-attention (\"mask\": \"causal\", \
-             square matrices); drop the windows or give the causal mask"
-        )));
+        return Err(CheckError::WindowsNeedCausal {
+            name: name.to_string(),
+        }
+        .into());
     }
     let per_layer = heads * q * k;
     for (l, w) in windows.iter().enumerate() {
@@ -181,11 +357,16 @@ pub fn windows(
                 })
             });
         if let Some((h, row, key, x)) = outside {
-            return Err(ImportError::invalid(format!(
-                "{name} says layer {l} has a sliding window of {w}, but head {h}, query {row} \
-                 attends to key {key}, outside it, with weight {x}; drawn as masked, that weight \
-                 would be hidden: drop that layer's window or give the right one"
-            )));
+            return Err(CheckError::OutsideWindow {
+                name: name.to_string(),
+                layer: l,
+                window: w,
+                head: h,
+                query: row,
+                key,
+                weight: x,
+            }
+            .into());
         }
     }
     Ok(())
@@ -195,11 +376,13 @@ pub fn windows(
 pub fn kv_heads(name: &str, kv_head: &[usize], heads: usize) -> Result<(), ImportError> {
     match kv_head.iter().enumerate().find(|&(_, &g)| g >= heads) {
         None => Ok(()),
-        Some((h, g)) => Err(ImportError::invalid(format!(
-            "{name}: kv_head says head {h} reads key/value head {g}, but there are {heads} heads \
-             (0 to {}); give each head's key/value head, or drop kv_head",
-            heads - 1
-        ))),
+        Some((h, &g)) => Err(CheckError::KvHead {
+            name: name.to_string(),
+            head: h,
+            kv: g,
+            heads,
+        }
+        .into()),
     }
 }
 
@@ -213,23 +396,27 @@ pub fn spans(
 ) -> Result<(), ImportError> {
     let mut end = 0usize;
     for (i, s) in spans.iter().enumerate() {
-        let why = if s.start >= s.end {
-            "is empty or reversed"
+        let fault = if s.start >= s.end {
+            SpanFault::Empty
         } else if s.start < end {
-            "overlaps the unit before it"
+            SpanFault::Overlaps
         } else if s.end > super::MAX_TOKENS {
-            "ends past the longest input attnviz reads (2^20 tokens)"
+            SpanFault::TooFar
         } else if token_level && s.end - s.start != 1 {
-            "covers more than one token at token level"
+            SpanFault::NotOneToken
         } else {
             end = s.end;
             continue;
         };
-        return Err(ImportError::invalid(format!(
-            "{name}: span {i} of {field}, [{}, {}], {why}; give each unit's tokens as [start, \
-             end), in order",
-            s.start, s.end
-        )));
+        return Err(CheckError::Span {
+            name: name.to_string(),
+            field: field.to_string(),
+            index: i,
+            start: s.start,
+            end: s.end,
+            fault,
+        }
+        .into());
     }
     Ok(())
 }
@@ -243,12 +430,14 @@ pub fn word_ids(name: &str, field: &str, ids: &[Option<usize>]) -> Result<(), Im
         .find(|(_, w)| w.is_some_and(|w| w >= n))
     {
         None => Ok(()),
-        Some((i, w)) => Err(ImportError::invalid(format!(
-            "{name}: unit {i} of {field} has word id {}, but {n} units hold at most {n} words \
-             (ids 0 to {}); give each unit's word index, or none for special tokens",
-            w.unwrap_or(0),
-            n.saturating_sub(1)
-        ))),
+        Some((i, w)) => Err(CheckError::WordId {
+            name: name.to_string(),
+            field: field.to_string(),
+            unit: i,
+            id: w.unwrap_or(0),
+            units: n,
+        }
+        .into()),
     }
 }
 
@@ -381,5 +570,40 @@ mod tests {
         let e = size("a", &[32, 32, 4096, 4096]).unwrap_err().to_string();
         assert!(e.contains("17.2 billion weights"), "{e}");
         assert!(size("a", &[usize::MAX, 2, 2, 2]).is_err());
+    }
+
+    /// The wording each kind of bad weight had when the message was a formatted string.
+    #[test]
+    fn each_weight_that_is_no_probability_is_named_as_before() {
+        let say = |w: f32| {
+            values("a", &[1, 1, 1, 2], &[0.5, w])
+                .unwrap_err()
+                .to_string()
+        };
+        let at = "at layer 0, head 0, query 0, key 1";
+        assert_eq!(
+            say(f32::NAN),
+            format!("a holds NaN {at}; give finite attention probabilities")
+        );
+        for inf in [f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(
+                say(inf),
+                format!("a holds infinity {at}; give finite attention probabilities")
+            );
+        }
+        assert_eq!(
+            say(-0.5),
+            format!(
+                "a holds a negative weight (-0.5) {at}; give attention probabilities (after the \
+                 softmax), not scores"
+            )
+        );
+        assert_eq!(
+            say(1.5),
+            format!(
+                "a holds 1.5 {at}, more than 1; give attention probabilities (after the \
+                 softmax), not scores"
+            )
+        );
     }
 }

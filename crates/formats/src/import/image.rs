@@ -52,54 +52,177 @@ struct PoolingJson {
     weights: Vec<Vec<f32>>,
 }
 
+/// What does not fit in a document's image section (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum ImageSectionError {
+    /// An input size out of range.
+    #[error("its image's input is {width}×{height} pixels (1 to {MAX_SIDE} a side)")]
+    InputSize {
+        /// Its width.
+        width: usize,
+        /// Its height.
+        height: usize,
+    },
+    /// Patches that do not fit the input.
+    #[error(
+        "its image has a {rows}×{cols} grid of {patch}-pixel patches over a {width}×{height} input"
+    )]
+    Patches {
+        /// Grid rows.
+        rows: usize,
+        /// Grid columns.
+        cols: usize,
+        /// The patch size.
+        patch: usize,
+        /// The input's width.
+        width: usize,
+        /// The input's height.
+        height: usize,
+    },
+    /// A grid other than the input's in patches.
+    #[error("its image has a {rows}×{cols} grid, but its {width}×{height} input in {patch}-pixel patches makes {}×{}", .height / .patch, .width / .patch)]
+    Grid {
+        /// Grid rows.
+        rows: usize,
+        /// Grid columns.
+        cols: usize,
+        /// The patch size.
+        patch: usize,
+        /// The input's width.
+        width: usize,
+        /// The input's height.
+        height: usize,
+    },
+    /// Another number of cells than tokens.
+    #[error("its image lists {cells} cells for {tokens} tokens; give one cell per token")]
+    Cells {
+        /// Cells listed.
+        cells: usize,
+        /// Tokens.
+        tokens: usize,
+    },
+    /// A patch outside the grid.
+    #[error("its image has a patch {row},{col} outside its {rows}×{cols} grid")]
+    PatchOutside {
+        /// The patch's row.
+        row: usize,
+        /// Its column.
+        col: usize,
+        /// Grid rows.
+        rows: usize,
+        /// Grid columns.
+        cols: usize,
+    },
+    /// Norms of another shape than layers × tokens.
+    #[error("its image's norms are not [layers][tokens] ({layers} × {tokens})")]
+    Norms {
+        /// Layers.
+        layers: usize,
+        /// Tokens.
+        tokens: usize,
+    },
+    /// Pooling weights of another shape, or not finite.
+    #[error("its image's pooling weights are not [heads][tokens] ({heads} × {tokens}) of finite numbers")]
+    Pooling {
+        /// Heads stated.
+        heads: usize,
+        /// Tokens.
+        tokens: usize,
+    },
+    /// A resize filter attnviz does not write.
+    #[error("its image was resized with `{0}`, not nearest, bilinear, bicubic or lanczos")]
+    Filter(String),
+    /// A view that is not base64.
+    #[error("its image's view_png is not base64: {0}")]
+    ViewBase64(#[source] base64::DecodeError),
+    /// A view that is not a PNG.
+    #[error("its image's view_png is not a PNG: {0}")]
+    ViewPng(#[source] png::DecodingError),
+    /// A view of another size than the input.
+    #[error("its image's view_png is {view_width}×{view_height} pixels, but the model's input was {width}×{height}")]
+    ViewSize {
+        /// The view's width.
+        view_width: usize,
+        /// The view's height.
+        view_height: usize,
+        /// The input's width.
+        width: usize,
+        /// The input's height.
+        height: usize,
+    },
+    /// A view that is not 8-bit RGB.
+    #[error("its image's view_png is not 8-bit RGB")]
+    ViewColor,
+    /// A view whose pixels cannot be decoded.
+    #[error("its image's view_png is damaged: {0}")]
+    ViewDamaged(#[source] png::DecodingError),
+}
+
 impl ImageJson {
+    /// [`ImageJson::input`], its error in words, for the JSON reader until it takes the typed
+    /// error.
+    pub(super) fn into_input(self, tokens: usize, layers: usize) -> Result<ImageInput, String> {
+        self.input(tokens, layers).map_err(|e| e.to_string())
+    }
+
     /// The section as the views read it, for attention over `tokens` tokens in `layers`
     /// captured layers; an error names what does not fit.
-    pub(super) fn into_input(self, tokens: usize, layers: usize) -> Result<ImageInput, String> {
+    pub(super) fn input(
+        self,
+        tokens: usize,
+        layers: usize,
+    ) -> Result<ImageInput, ImageSectionError> {
         let [rows, cols] = self.grid;
         let [w, h] = self.input;
         if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
-            return Err(format!(
-                "its image's input is {w}×{h} pixels (1 to {MAX_SIDE} a side)"
-            ));
+            return Err(ImageSectionError::InputSize {
+                width: w,
+                height: h,
+            });
         }
         let p = self.patch;
         if rows == 0 || cols == 0 || p == 0 || p > w.min(h) {
-            return Err(format!(
-                "its image has a {rows}×{cols} grid of {p}-pixel patches over a {w}×{h} input"
-            ));
+            return Err(ImageSectionError::Patches {
+                rows,
+                cols,
+                patch: p,
+                width: w,
+                height: h,
+            });
         }
         // The grid is what the input makes in patches (as the model cut it), so it is bounded
         // by the input: a stated [10⁹, 10⁹] asked the views for a 4·10¹⁸-byte grid.
         if [rows, cols] != [h / p, w / p] {
-            return Err(format!(
-                "its image has a {rows}×{cols} grid, but its {w}×{h} input in {p}-pixel patches \
-                 makes {}×{}",
-                h / p,
-                w / p
-            ));
+            return Err(ImageSectionError::Grid {
+                rows,
+                cols,
+                patch: p,
+                width: w,
+                height: h,
+            });
         }
         if self.cells.len() != tokens {
-            return Err(format!(
-                "its image lists {} cells for {tokens} tokens; give one cell per token",
-                self.cells.len()
-            ));
+            return Err(ImageSectionError::Cells {
+                cells: self.cells.len(),
+                tokens,
+            });
         }
         for cell in &self.cells {
             if let Cell::Patch { row, col } = *cell {
                 if row >= rows || col >= cols {
-                    return Err(format!(
-                        "its image has a patch {row},{col} outside its {rows}×{cols} grid"
-                    ));
+                    return Err(ImageSectionError::PatchOutside {
+                        row,
+                        col,
+                        rows,
+                        cols,
+                    });
                 }
             }
         }
         if !self.norms.is_empty()
             && (self.norms.len() != layers || self.norms.iter().any(|n| n.len() != tokens))
         {
-            return Err(format!(
-                "its image's norms are not [layers][tokens] ({layers} × {tokens})"
-            ));
+            return Err(ImageSectionError::Norms { layers, tokens });
         }
         let pooling = match self.pooling {
             None => None,
@@ -109,11 +232,10 @@ impl ImageJson {
                     || p.weights.iter().any(|r| r.len() != tokens)
                     || p.weights.iter().flatten().any(|v| !v.is_finite())
                 {
-                    return Err(format!(
-                        "its image's pooling weights are not [heads][tokens] ({} × {tokens}) \
-                         of finite numbers",
-                        p.heads
-                    ));
+                    return Err(ImageSectionError::Pooling {
+                        heads: p.heads,
+                        tokens,
+                    });
                 }
                 let flat: Vec<f32> = p.weights.concat();
                 Some(Pooling::new(&flat, p.heads))
@@ -154,45 +276,41 @@ impl ImageJson {
 }
 
 /// The resize filters attnviz writes.
-fn filter_name(name: &str) -> Result<&'static str, String> {
+fn filter_name(name: &str) -> Result<&'static str, ImageSectionError> {
     ["nearest", "bilinear", "bicubic", "lanczos"]
         .into_iter()
         .find(|f| *f == name)
-        .ok_or_else(|| {
-            format!(
-                "its image was resized with `{name}`, not nearest, bilinear, bicubic or lanczos"
-            )
-        })
+        .ok_or_else(|| ImageSectionError::Filter(name.to_string()))
 }
 
 /// `view_png` (base64 PNG, 8-bit RGB) as `w × h × 3` bytes; any other size is refused from the
 /// header, before the pixels are decoded.
-fn decode_view(data: &str, w: usize, h: usize) -> Result<Vec<u8>, String> {
-    let bad = |why: String| format!("its image's view_png {why}");
+fn decode_view(data: &str, w: usize, h: usize) -> Result<Vec<u8>, ImageSectionError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
-        .map_err(|e| bad(format!("is not base64: {e}")))?;
+        .map_err(ImageSectionError::ViewBase64)?;
     let mut decoder = png::Decoder::new(bytes.as_slice());
     decoder.set_limits(png::Limits {
         bytes: 3 * MAX_SIDE * MAX_SIDE,
     });
-    let mut reader = decoder
-        .read_info()
-        .map_err(|e| bad(format!("is not a PNG: {e}")))?;
+    let mut reader = decoder.read_info().map_err(ImageSectionError::ViewPng)?;
     let info = reader.info();
     let (pw, ph) = (info.width as usize, info.height as usize);
     if (pw, ph) != (w, h) {
-        return Err(bad(format!(
-            "is {pw}×{ph} pixels, but the model's input was {w}×{h}"
-        )));
+        return Err(ImageSectionError::ViewSize {
+            view_width: pw,
+            view_height: ph,
+            width: w,
+            height: h,
+        });
     }
     if info.color_type != png::ColorType::Rgb || info.bit_depth != png::BitDepth::Eight {
-        return Err(bad("is not 8-bit RGB".into()));
+        return Err(ImageSectionError::ViewColor);
     }
     let mut px = vec![0u8; w * h * 3];
     reader
         .next_frame(&mut px)
-        .map_err(|e| bad(format!("is damaged: {e}")))?;
+        .map_err(ImageSectionError::ViewDamaged)?;
     Ok(px)
 }
 
@@ -216,14 +334,21 @@ mod tests {
     fn the_view_decodes_at_the_stated_size_only() {
         let px = decode_view(&png_b64(4, 2, png::ColorType::Rgb), 4, 2).unwrap();
         assert_eq!(px, (0..24).map(|i| i as u8).collect::<Vec<_>>());
-        let e = decode_view(&png_b64(4, 2, png::ColorType::Rgb), 2, 4).unwrap_err();
+        let e = decode_view(&png_b64(4, 2, png::ColorType::Rgb), 2, 4)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("is 4×2 pixels, but the model's input was 2×4"),
             "{e}"
         );
-        let e = decode_view(&png_b64(4, 2, png::ColorType::Grayscale), 4, 2).unwrap_err();
+        let e = decode_view(&png_b64(4, 2, png::ColorType::Grayscale), 4, 2)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("8-bit RGB"), "{e}");
-        assert!(decode_view("%%%", 4, 2).unwrap_err().contains("base64"));
+        assert!(decode_view("%%%", 4, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("base64"));
     }
 
     #[test]

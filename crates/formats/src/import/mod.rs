@@ -27,6 +27,7 @@
 
 mod budget;
 mod check;
+mod file_error;
 mod image;
 pub(crate) mod json;
 pub mod labels;
@@ -45,7 +46,8 @@ use crate::attention::{
 };
 
 pub use budget::{default_budget, Budget, Cost};
-pub use check::{size as check_size, RowSums, ROW_SUM_TOLERANCE};
+pub use check::{size as check_size, At, CheckError, RowSums, SpanFault, ROW_SUM_TOLERANCE};
+pub use file_error::FileError;
 
 /// The most weights (layers × heads × queries × keys) one attention array may hold: 2²⁸, 1 GiB
 /// as f32. More than any view can show usefully; a bigger file is refused before it is read.
@@ -69,13 +71,26 @@ pub enum ImportError {
     /// fix it.
     #[error("{0}")]
     Invalid(String),
+    /// Weights that are not attention attnviz draws (too many, not probabilities, masks that
+    /// hide weights).
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// A file, or the arrays and tokens in it, that attnviz cannot draw.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// An `.npz` archive or an array in it that cannot be read.
+    #[error(transparent)]
+    Npz(#[from] npy::NpzError),
+    /// A saved capture that cannot be read.
+    #[error(transparent)]
+    Saved(#[from] saved::SavedError),
     /// A file of token labels (for arrays stored without them) cannot be used.
     #[error("the token file {path}: {problem}")]
     TokenFile {
         /// The file, as given.
         path: String,
         /// What is wrong with it.
-        problem: String,
+        problem: TokenFileProblem,
     },
     /// Token labels given apart from the file, for a file of encoder–decoder attention.
     #[error("token labels given apart from the file label one self-attention array, but {file} holds encoder–decoder attention; store encoder_tokens and decoder_tokens in the file instead")]
@@ -108,6 +123,28 @@ pub enum ImportError {
         /// The budget it exceeds.
         budget: Budget,
     },
+}
+
+/// What is wrong with a file of token labels (displays after its name).
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileProblem {
+    /// It cannot be read.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// Not a regular file, or too large.
+    #[error(
+        "give a regular file of at most 64 MiB with one token per line, or a JSON array of strings"
+    )]
+    NotAFile,
+    /// Not UTF-8.
+    #[error("not UTF-8 text; give one token per line, or a JSON array of strings")]
+    NotUtf8,
+    /// A JSON array of something other than strings.
+    #[error("starts like a JSON array but is not one of strings: {0}")]
+    NotStrings(#[source] serde_json::Error),
+    /// No tokens.
+    #[error("the file is empty")]
+    Empty,
 }
 
 impl ImportError {
@@ -311,16 +348,17 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
-        return Err(ImportError::invalid(format!(
-            "{shown} is a folder; give an attnviz JSON export, an .npz or a .safetensors file"
-        )));
+        return Err(FileError::Folder {
+            file: shown.clone(),
+        }
+        .into());
     }
     if !meta.is_file() {
         // A FIFO or a device would block or never end; only regular files are read.
-        return Err(ImportError::invalid(format!(
-            "{shown} is not a regular file; give an attnviz JSON export, an .npz or a \
-             .safetensors file"
-        )));
+        return Err(FileError::NotRegular {
+            file: shown.clone(),
+        }
+        .into());
     }
     let mut head = [0u8; 16];
     let got = {
@@ -365,21 +403,22 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
             ),
         }
     } else if head.starts_with(b"\x93NUMPY") {
-        return Err(ImportError::invalid(format!(
-            "{shown} is a single .npy array: save the attention and its tokens together with \
-             np.savez(FILE, attention=a, tokens=np.array(tokens))"
-        )));
+        return Err(FileError::SingleNpy {
+            file: shown.clone(),
+        }
+        .into());
     } else {
-        return Err(ImportError::invalid(format!(
-            "{shown} is not an attnviz JSON export, an .npz or a .safetensors file (it starts \
-             with neither `{{`, a zip header nor a safetensors header)"
-        )));
+        return Err(FileError::UnknownFormat {
+            file: shown.clone(),
+        }
+        .into());
     };
     if opts.layers.is_some() && !format.starts_with("saved capture") {
-        return Err(ImportError::invalid(format!(
-            "{shown} ({format}) holds its attention as one array, read whole; reading some \
-             layers only is for a capture saved layer by layer"
-        )));
+        return Err(FileError::LayersOfWhole {
+            file: shown.clone(),
+            format,
+        }
+        .into());
     }
     let store::Assembled {
         mut arrays,
@@ -490,25 +529,21 @@ fn kind_order(kind: AttentionKind) -> u8 {
 /// line (a final newline is not a token).
 pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
     let shown = path.display().to_string();
-    let bad = |problem: String| ImportError::TokenFile {
+    let bad = |problem: TokenFileProblem| ImportError::TokenFile {
         path: shown.clone(),
         problem,
     };
-    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    let meta = std::fs::metadata(path).map_err(|e| bad(TokenFileProblem::Io(e)))?;
     // Tokens of the longest input, written one per line, are far under this.
     const LIMIT: u64 = 64 << 20;
     if !meta.is_file() || meta.len() > LIMIT {
-        return Err(bad(
-            "give a regular file of at most 64 MiB with one token per line, or a \
-             JSON array of strings"
-                .to_string(),
-        ));
+        return Err(bad(TokenFileProblem::NotAFile));
     }
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad(if e.kind() == std::io::ErrorKind::InvalidData {
-            "not UTF-8 text; give one token per line, or a JSON array of strings".to_string()
+            TokenFileProblem::NotUtf8
         } else {
-            e.to_string()
+            TokenFileProblem::Io(e)
         })
     })?;
     // A JSON array of strings opens with `[` then `"` (or is empty); a first line `[CLS]` does not.
@@ -517,16 +552,13 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, ImportError> {
         .strip_prefix('[')
         .is_some_and(|rest| rest.trim_start().starts_with(['"', ']']));
     if json {
-        return serde_json::from_str::<Vec<String>>(&text).map_err(|e| {
-            bad(format!(
-                "starts like a JSON array but is not one of strings: {e}"
-            ))
-        });
+        return serde_json::from_str::<Vec<String>>(&text)
+            .map_err(|e| bad(TokenFileProblem::NotStrings(e)));
     }
     let body = text.strip_suffix('\n').unwrap_or(&text);
     let body = body.strip_suffix('\r').unwrap_or(body);
     if body.is_empty() {
-        return Err(bad("the file is empty".to_string()));
+        return Err(bad(TokenFileProblem::Empty));
     }
     Ok(body
         .split('\n')
@@ -554,26 +586,25 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     let [layers, heads, nq, nk] = shape;
     check::size(&name, &shape)?;
     if weights.len() != layers * heads * nq * nk {
-        return Err(ImportError::invalid(format!(
-            "{name} holds {} values, not the {} its shape {} needs",
-            weights.len(),
-            layers * heads * nq * nk,
-            check::shape_str(&shape)
-        )));
+        return Err(FileError::ValueCount {
+            name,
+            values: weights.len(),
+            shape,
+        }
+        .into());
     }
     if layers == 0 || heads == 0 || nq == 0 || nk == 0 {
-        return Err(ImportError::invalid(format!(
-            "{name} is empty (shape {}): nothing to draw",
-            check::shape_str(&shape)
-        )));
+        return Err(FileError::Empty { name, shape }.into());
     }
     let cross = kind == AttentionKind::Cross;
     if !cross && nq != nk {
-        return Err(ImportError::invalid(format!(
-            "{name} is {nq} queries × {nk} keys, but {} attention has the same tokens on both \
-             sides; give a square array (or cross_attention for decoder × encoder)",
-            kind.as_str()
-        )));
+        return Err(FileError::NotSquare {
+            name,
+            queries: nq,
+            keys: nk,
+            kind: kind.as_str(),
+        }
+        .into());
     }
     let word_level = origin.as_ref().is_some_and(|o| o.level == Level::Word);
     check_tokens(
@@ -664,13 +695,13 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         a.holds = holds;
         a
     })
-    .map_err(|e| ImportError::invalid(format!("{name}: {e}")))?;
+    .map_err(|source| FileError::Shape { name, source })?;
     Ok((att, warning))
 }
 
 fn check_tokens(
     name: &str,
-    side: &str,
+    side: &'static str,
     n: usize,
     tokens: &Tokens,
     field: &str,
@@ -678,10 +709,14 @@ fn check_tokens(
 ) -> Result<(), ImportError> {
     let got = tokens.labels.len();
     if got != n {
-        return Err(ImportError::invalid(format!(
-            "{name} has {n} {side} but {got} {field} are given; give one token per row{}",
-            if side == "keys" { " and column" } else { "" }
-        )));
+        return Err(FileError::TokenCount {
+            name: name.to_string(),
+            n,
+            side,
+            given: got,
+            field: field.to_string(),
+        }
+        .into());
     }
     let extra = [
         ("roles", tokens.roles.as_ref().map(Vec::len)),
@@ -694,9 +729,13 @@ fn check_tokens(
     ];
     for (what, len) in extra {
         if let Some(len) = len.filter(|&l| l != n) {
-            return Err(ImportError::invalid(format!(
-                "{field}: {len} {what} for {n} tokens; give one per token"
-            )));
+            return Err(FileError::PerToken {
+                field: field.to_string(),
+                len,
+                what,
+                n,
+            }
+            .into());
         }
     }
     if let Some(spans) = &tokens.spans {
@@ -706,11 +745,7 @@ fn check_tokens(
         check::word_ids(name, field, ids)?;
     }
     if let Some(b) = tokens.sentence_b_start.filter(|&b| b == 0 || b >= n) {
-        return Err(ImportError::invalid(format!(
-            "sentence_b_start {b} is not inside the {n} tokens: give the index of the first \
-             token of sentence B (1 to {})",
-            n.saturating_sub(1)
-        )));
+        return Err(FileError::SentenceB { start: b, n }.into());
     }
     Ok(())
 }

@@ -14,7 +14,128 @@ use std::path::Path;
 
 use super::budget::Declared;
 use super::store::{Assembled, Plan, Store, Value};
-use super::{check, ImportError};
+use super::{check, CheckError, ImportError};
+
+/// An `.npz` archive, or an array in it, that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum NpzError {
+    /// Not a zip archive.
+    #[error("{file} is not a readable .npz (zip) file: {source}")]
+    Zip {
+        /// The file.
+        file: String,
+        /// The zip reader's error.
+        source: zip::result::ZipError,
+    },
+    /// An entry of the archive that cannot be opened.
+    #[error("{file}: cannot read {entry}: {source}")]
+    Entry {
+        /// The file.
+        file: String,
+        /// The entry (`attention.npy`).
+        entry: String,
+        /// The zip reader's error.
+        source: zip::result::ZipError,
+    },
+    /// An array that cannot be read.
+    #[error("{what}: {problem}")]
+    Array {
+        /// The file and the array (`t.npz: attention`).
+        what: String,
+        /// What is wrong with it.
+        problem: NpyError,
+    },
+}
+
+/// What is wrong with one `.npy` array (displays after its name).
+#[derive(Debug, thiserror::Error)]
+pub enum NpyError {
+    /// Shorter than the magic and version.
+    #[error("too short to be a .npy array")]
+    TooShort,
+    /// No `\x93NUMPY` magic.
+    #[error("not a .npy array (no NUMPY magic)")]
+    NoMagic,
+    /// The header stops early.
+    #[error("truncated header")]
+    TruncatedHeader,
+    /// A format version other than 1 to 3.
+    #[error(".npy format version {0} is not known (1 to 3 are)")]
+    Version(u8),
+    /// A header longer than any numpy writes.
+    #[error("a {0}-byte header is not a real .npy header")]
+    LongHeader(usize),
+    /// More weights than attnviz draws.
+    #[error(transparent)]
+    Size(CheckError),
+    /// An element count that overflows.
+    #[error("too many elements")]
+    TooManyElements,
+    /// More data promised than the entry stores.
+    #[error("its header promises {count} elements of {item} bytes, more than the {declared} bytes stored")]
+    Promise {
+        /// Elements.
+        count: usize,
+        /// Bytes each.
+        item: usize,
+        /// Bytes the entry stores.
+        declared: u64,
+    },
+    /// The data cannot be read.
+    #[error("cannot read the data: {0}")]
+    Read(#[source] std::io::Error),
+    /// The data stops early.
+    #[error("the data stops after {got} of {total} bytes")]
+    DataStops {
+        /// Bytes read.
+        got: usize,
+        /// Bytes promised.
+        total: usize,
+    },
+    /// A string element holding a code that is no character.
+    #[error("string {index} holds {code:#x}, which is not a character")]
+    NotAChar {
+        /// The string.
+        index: usize,
+        /// The code.
+        code: u32,
+    },
+    /// The elements cannot be allocated.
+    #[error("cannot allocate {bytes} bytes for its {count} elements")]
+    Alloc {
+        /// Bytes needed.
+        bytes: usize,
+        /// Elements.
+        count: usize,
+    },
+    /// A header without a key.
+    #[error("its header has no '{0}'")]
+    NoKey(&'static str),
+    /// A header key without a value.
+    #[error("its header's '{0}' has no value")]
+    NoValue(&'static str),
+    /// A structured array.
+    #[error("it is a structured or object array (a descr that is not a string); save plain numbers and strings (np.array(tokens, dtype=str))")]
+    Structured,
+    /// A byte order or width attnviz does not read.
+    #[error("dtype {0} is not one attnviz reads")]
+    Dtype(String),
+    /// An object array (pickles).
+    #[error("it is an object array, which only pickle can read; save strings as np.array(tokens, dtype=str)")]
+    Object,
+    /// An element type attnviz does not read.
+    #[error("dtype {0} is not one attnviz reads (floats, integers, bool, unicode strings)")]
+    DtypeKind(String),
+    /// `fortran_order` neither True nor False.
+    #[error("its header's 'fortran_order' is neither True nor False")]
+    Fortran,
+    /// A shape that is not a tuple.
+    #[error("its header's 'shape' is not a tuple")]
+    ShapeNotTuple,
+    /// A dimension that is not a size.
+    #[error("its shape has a dimension `{0}` that is not a size")]
+    Dimension(String),
+}
 
 /// The most bytes a `.npy` header may have (numpy writes under 200).
 const MAX_HEADER: usize = 1 << 16;
@@ -25,8 +146,9 @@ pub fn read_npz(path: &Path, shown: &str, plan: &Plan) -> Result<Assembled, Impo
         path: shown.to_string(),
         source,
     })?;
-    let archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| {
-        ImportError::invalid(format!("{shown} is not a readable .npz (zip) file: {e}"))
+    let archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|source| NpzError::Zip {
+        file: shown.to_string(),
+        source,
     })?;
     let mut store = NpzStore {
         archive,
@@ -52,10 +174,13 @@ impl NpzStore {
         let mut file = match self.archive.by_name(&entry) {
             Ok(f) => f,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-            Err(e) => {
-                return Err(ImportError::invalid(format!(
-                    "{shown}: cannot read {entry}: {e}"
-                )))
+            Err(source) => {
+                return Err(NpzError::Entry {
+                    file: shown.clone(),
+                    entry,
+                    source,
+                }
+                .into())
             }
         };
         let declared = file.size();
@@ -72,9 +197,18 @@ impl Store for NpzStore {
 
     fn get(&mut self, name: &str) -> Result<Option<Value>, ImportError> {
         self.with_entry(name, |r, header, count, what| {
-            read_data(r, &header, count).map_err(|m| ImportError::invalid(format!("{what}: {m}")))
+            read_data(r, &header, count).map_err(|problem| array_err(what, problem))
         })
     }
+}
+
+/// The error for the array `what` (`t.npz: attention`).
+fn array_err(what: &str, problem: NpyError) -> ImportError {
+    NpzError::Array {
+        what: what.to_string(),
+        problem,
+    }
+    .into()
 }
 
 /// The element type of an array, from its `descr`.
@@ -146,40 +280,34 @@ fn read_header(
     what: &str,
     name: &str,
 ) -> Result<(Header, usize), ImportError> {
-    let bad = |msg: String| ImportError::invalid(format!("{what}: {msg}"));
+    let bad = |problem: NpyError| array_err(what, problem);
     let mut pre = [0u8; 8];
     r.read_exact(&mut pre)
-        .map_err(|_| bad("too short to be a .npy array".into()))?;
+        .map_err(|_| bad(NpyError::TooShort))?;
     if &pre[..6] != b"\x93NUMPY" {
-        return Err(bad("not a .npy array (no NUMPY magic)".into()));
+        return Err(bad(NpyError::NoMagic));
     }
     let header_len = match pre[6] {
         1 => {
             let mut b = [0u8; 2];
             r.read_exact(&mut b)
-                .map_err(|_| bad("truncated header".into()))?;
+                .map_err(|_| bad(NpyError::TruncatedHeader))?;
             u16::from_le_bytes(b) as usize
         }
         2 | 3 => {
             let mut b = [0u8; 4];
             r.read_exact(&mut b)
-                .map_err(|_| bad("truncated header".into()))?;
+                .map_err(|_| bad(NpyError::TruncatedHeader))?;
             u32::from_le_bytes(b) as usize
         }
-        v => {
-            return Err(bad(format!(
-                ".npy format version {v} is not known (1 to 3 are)"
-            )))
-        }
+        v => return Err(bad(NpyError::Version(v))),
     };
     if header_len > MAX_HEADER {
-        return Err(bad(format!(
-            "a {header_len}-byte header is not a real .npy header"
-        )));
+        return Err(bad(NpyError::LongHeader(header_len)));
     }
     let mut text = vec![0u8; header_len];
     r.read_exact(&mut text)
-        .map_err(|_| bad("truncated header".into()))?;
+        .map_err(|_| bad(NpyError::TruncatedHeader))?;
     // Version 1 and 2 headers are latin-1 (ASCII in practice), version 3 UTF-8.
     let text = String::from_utf8_lossy(&text);
     let header = parse_header(&text).map_err(&bad)?;
@@ -189,19 +317,18 @@ fn read_header(
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .filter(|&c| c <= super::MAX_WEIGHTS)
         .ok_or_else(|| match check::size(name, &header.shape) {
-            Err(ImportError::Invalid(m)) => ImportError::invalid(format!("{what}: {m}")),
-            _ => bad("too many elements".into()),
+            Err(ImportError::Check(e)) => bad(NpyError::Size(e)),
+            _ => bad(NpyError::TooManyElements),
         })?;
     count
         .checked_mul(header.dtype.item_size())
         .filter(|&b| b as u64 <= declared)
         .ok_or_else(|| {
-            bad(format!(
-                "its header promises {} elements of {} bytes, more than the {declared} bytes \
-                 stored",
+            bad(NpyError::Promise {
                 count,
-                header.dtype.item_size()
-            ))
+                item: header.dtype.item_size(),
+                declared,
+            })
         })?;
     Ok((header, count))
 }
@@ -210,7 +337,7 @@ fn read_header(
 #[cfg(test)]
 fn read_npy(mut r: impl Read, declared: u64, what: &str, name: &str) -> Result<Value, ImportError> {
     let (header, count) = read_header(&mut r, declared, what, name)?;
-    read_data(&mut r, &header, count).map_err(|m| ImportError::invalid(format!("{what}: {m}")))
+    read_data(&mut r, &header, count).map_err(|problem| array_err(what, problem))
 }
 
 /// Where each element read in storage order goes in C order: itself, or for a Fortran-order
@@ -262,11 +389,11 @@ impl Order {
 }
 
 /// What [`read_data`] calls for every element: its bytes and its position in C order.
-type Visit<'a> = dyn FnMut(&[u8], usize) -> Result<(), String> + 'a;
+type Visit<'a> = dyn FnMut(&[u8], usize) -> Result<(), NpyError> + 'a;
 
 /// The `count` elements after the header, read and decoded a chunk at a time (never the whole
 /// data at once), put in C order.
-fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String> {
+fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, NpyError> {
     let size = h.dtype.item_size();
     let per_chunk = (CHUNK / size.max(1)).max(1);
     let mut buf = vec![0u8; per_chunk.min(count.max(1)) * size];
@@ -279,12 +406,12 @@ fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String
         while done < count {
             let n = per_chunk.min(count - done);
             let chunk = &mut buf[..n * size];
-            let got = read_full(r, chunk).map_err(|e| format!("cannot read the data: {e}"))?;
+            let got = read_full(r, chunk).map_err(NpyError::Read)?;
             if got < chunk.len() {
-                return Err(format!(
-                    "the data stops after {} of {total} bytes",
-                    done * size + got
-                ));
+                return Err(NpyError::DataStops {
+                    got: done * size + got,
+                    total,
+                });
             }
             for item in chunk.chunks_exact(size) {
                 visit(item, order.next())?;
@@ -355,9 +482,7 @@ fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String
                     if code == 0 {
                         break;
                     }
-                    s.push(char::from_u32(code).ok_or_else(|| {
-                        format!("string {i} holds {code:#x}, which is not a character")
-                    })?);
+                    s.push(char::from_u32(code).ok_or(NpyError::NotAChar { index: i, code })?);
                 }
                 values[at] = s;
                 i += 1;
@@ -369,13 +494,11 @@ fn read_data(r: &mut dyn Read, h: &Header, count: usize) -> Result<Value, String
 }
 
 /// `count` zeros, or a message when they cannot be allocated.
-fn zeroed<T: Clone + Default>(count: usize) -> Result<Vec<T>, String> {
+fn zeroed<T: Clone + Default>(count: usize) -> Result<Vec<T>, NpyError> {
     let mut v = Vec::new();
-    v.try_reserve_exact(count).map_err(|_| {
-        format!(
-            "cannot allocate {} bytes for its {count} elements",
-            count.saturating_mul(std::mem::size_of::<T>())
-        )
+    v.try_reserve_exact(count).map_err(|_| NpyError::Alloc {
+        bytes: count.saturating_mul(std::mem::size_of::<T>()),
+        count,
     })?;
     v.resize(count, T::default());
     Ok(v)
@@ -396,54 +519,38 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Parse the header dict: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
-fn parse_header(text: &str) -> Result<Header, String> {
-    let field = |key: &str| -> Result<&str, String> {
-        let at = text
-            .find(&format!("'{key}'"))
-            .ok_or_else(|| format!("its header has no '{key}'"))?;
+fn parse_header(text: &str) -> Result<Header, NpyError> {
+    let field = |key: &'static str| -> Result<&str, NpyError> {
+        let at = text.find(&format!("'{key}'")).ok_or(NpyError::NoKey(key))?;
         let rest = &text[at + key.len() + 2..];
         let rest = rest.trim_start();
-        let rest = rest
-            .strip_prefix(':')
-            .ok_or_else(|| format!("its header's '{key}' has no value"))?;
+        let rest = rest.strip_prefix(':').ok_or(NpyError::NoValue(key))?;
         Ok(rest.trim_start())
     };
     let descr = field("descr")?;
     let descr = descr
         .strip_prefix('\'')
         .and_then(|d| d.split('\'').next())
-        .ok_or_else(|| {
-            "it is a structured or object array (a descr that is not a string); save plain \
-             numbers and strings (np.array(tokens, dtype=str))"
-                .to_string()
-        })?;
+        .ok_or(NpyError::Structured)?;
     let (order, code) = descr.split_at(descr.len().min(1));
     let big_endian = order == ">";
     if !matches!(order, "<" | ">" | "|" | "=") {
-        return Err(format!("dtype {descr} is not one attnviz reads"));
+        return Err(NpyError::Dtype(descr.to_string()));
     }
     if code.starts_with('O') {
-        return Err(
-            "it is an object array, which only pickle can read; save strings as \
-             np.array(tokens, dtype=str)"
-                .into(),
-        );
+        return Err(NpyError::Object);
     }
     let (kind, width) = code.split_at(code.len().min(1));
     let width: usize = width
         .parse()
-        .map_err(|_| format!("dtype {descr} is not one attnviz reads"))?;
+        .map_err(|_| NpyError::Dtype(descr.to_string()))?;
     let dtype = match (kind, width) {
         ("f", 2 | 4 | 8) => Dtype::Float(width),
         ("i", 1 | 2 | 4 | 8) => Dtype::Int(width),
         ("u", 1 | 2 | 4 | 8) => Dtype::Uint(width),
         ("b", 1) => Dtype::Bool,
         ("U", 1..=65536) => Dtype::Unicode(width),
-        _ => {
-            return Err(format!(
-                "dtype {descr} is not one attnviz reads (floats, integers, bool, unicode strings)"
-            ))
-        }
+        _ => return Err(NpyError::DtypeKind(descr.to_string())),
     };
     let fortran = field("fortran_order")?;
     let fortran_order = if fortran.starts_with("True") {
@@ -451,13 +558,13 @@ fn parse_header(text: &str) -> Result<Header, String> {
     } else if fortran.starts_with("False") {
         false
     } else {
-        return Err("its header's 'fortran_order' is neither True nor False".into());
+        return Err(NpyError::Fortran);
     };
     let shape = field("shape")?;
     let inner = shape
         .strip_prefix('(')
         .and_then(|s| s.split(')').next())
-        .ok_or_else(|| "its header's 'shape' is not a tuple".to_string())?;
+        .ok_or(NpyError::ShapeNotTuple)?;
     let shape = inner
         .split(',')
         .map(str::trim)
@@ -465,7 +572,7 @@ fn parse_header(text: &str) -> Result<Header, String> {
         .map(|d| {
             d.trim_end_matches('L')
                 .parse::<usize>()
-                .map_err(|_| format!("its shape has a dimension `{d}` that is not a size"))
+                .map_err(|_| NpyError::Dimension(d.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Header {

@@ -29,6 +29,125 @@ const CHUNK: usize = 1 << 18;
 /// record takes in the header), and the reader's buffer.
 const HEADER_COST: u64 = 3;
 
+/// A saved capture that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
+pub struct SavedError {
+    /// The file.
+    pub file: String,
+    /// What is wrong with it.
+    pub problem: SavedProblem,
+}
+
+/// What is wrong with a saved capture (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum SavedProblem {
+    /// A header longer than the file or the bound.
+    #[error("its safetensors header claims {claims} bytes, more than the file ({file_len} bytes) or the {MAX_HEADER} a header may hold; the file is damaged")]
+    HeaderTooLong {
+        /// The length it claims.
+        claims: u64,
+        /// The file's size.
+        file_len: u64,
+    },
+    /// A header that is not JSON.
+    #[error("its safetensors header is not JSON: {0}")]
+    HeaderJson(#[source] serde_json::Error),
+    /// A format version this attnviz does not read.
+    #[error("format version `{0}` of a saved capture is not one this attnviz reads (1 to {FORMAT_VERSION}); a newer attnviz wrote it, so update attnviz")]
+    Version(String),
+    /// No `kinds` in the metadata.
+    #[error("its metadata names no `kinds`")]
+    NoKinds,
+    /// Two tensors over the same bytes.
+    #[error("tensors {first} and {second} share the bytes from {begin} to {end}; each layer's weights are its own, so the file is damaged")]
+    Overlap {
+        /// The tensor that starts first.
+        first: String,
+        /// The other.
+        second: String,
+        /// Where the second begins.
+        begin: u64,
+        /// Where the first ends.
+        end: u64,
+    },
+    /// A kind listed without its body.
+    #[error("its metadata has no `{0}` body")]
+    NoBody(&'static str),
+    /// A body without a field it needs.
+    #[error("its `{kind}` metadata has no `{field}`")]
+    NoField {
+        /// The attention kind.
+        kind: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// A layer asked for that the capture does not hold.
+    #[error("it holds layers {} of the {kind} attention; layer {layer} is not among them", crate::attention::layer_list(.held))]
+    NoLayer {
+        /// The layers it holds.
+        held: Vec<usize>,
+        /// The attention kind.
+        kind: &'static str,
+        /// The layer asked for.
+        layer: usize,
+    },
+    /// A layer listed without its tensor.
+    #[error("its metadata lists layer {layer} but it has no tensor {tensor}")]
+    NoTensor {
+        /// The layer.
+        layer: usize,
+        /// The tensor's name.
+        tensor: String,
+    },
+    /// A tensor that does not fit the metadata or the file.
+    #[error("{tensor} {fault}")]
+    Tensor {
+        /// The tensor's name.
+        tensor: String,
+        /// What is wrong with it.
+        fault: TensorFault,
+    },
+}
+
+/// What is wrong with one tensor of a saved capture (displays after its name).
+#[derive(Debug, thiserror::Error)]
+pub enum TensorFault {
+    /// Another dtype than F32, F16 or BF16.
+    #[error("is of another dtype; a saved capture holds F32, F16 or BF16 weights")]
+    Dtype,
+    /// Another shape than the metadata gives.
+    #[error("has shape {shape:?}, but the metadata gives {heads} heads × {queries} queries × {keys} keys; the file is damaged")]
+    Shape {
+        /// Its shape.
+        shape: Vec<u64>,
+        /// Heads.
+        heads: usize,
+        /// Queries.
+        queries: usize,
+        /// Keys.
+        keys: usize,
+    },
+    /// Offsets that do not span its shape's bytes.
+    #[error("spans bytes {begin}–{end}, not the {needs} its shape needs; the file is damaged")]
+    Span {
+        /// Its first byte.
+        begin: u64,
+        /// One past its last.
+        end: u64,
+        /// Bytes its shape needs.
+        needs: u64,
+    },
+    /// Bytes past the end of the file.
+    #[error("runs past the end of the file (to byte {to}, of {file_len}): the file is cut off")]
+    PastEnd {
+        /// Where it ends.
+        to: u64,
+        /// The file's size.
+        file_len: u64,
+    },
+}
+
 /// Read `path` if it is a saved capture (its `__metadata__` says `format` is [`FORMAT`]):
 /// the layers `layers` (the model's numbers; `None`: every layer saved) of every kind, or of
 /// `plan.only`'s kind alone. `Ok(None)`: a safetensors file of another kind.
@@ -48,21 +167,26 @@ pub fn read(
     };
     let file = File::open(path).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let bad = |problem: SavedProblem| -> ImportError {
+        SavedError {
+            file: shown.to_string(),
+            problem,
+        }
+        .into()
+    };
     let mut len = [0u8; 8];
     read_at(&file, &mut len, 0).map_err(io)?;
     let header_len = u64::from_le_bytes(len);
     if header_len > MAX_HEADER.min(file_len.saturating_sub(8)) {
-        return Err(bad(format!(
-            "its safetensors header claims {header_len} bytes, more than the file ({file_len} \
-             bytes) or the {MAX_HEADER} a header may hold; the file is damaged"
-        )));
+        return Err(bad(SavedProblem::HeaderTooLong {
+            claims: header_len,
+            file_len,
+        }));
     }
     let mut estimate = Estimate::default();
     estimate.add_text(header_len.saturating_mul(HEADER_COST));
     header_fits(&estimate, shown, header_len, plan)?;
-    let header = read_header(&file, header_len)
-        .map_err(|e| bad(format!("its safetensors header is not JSON: {e}")))?;
+    let header = read_header(&file, header_len).map_err(|e| bad(SavedProblem::HeaderJson(e)))?;
     let field = |name: &str| header.metadata.get(name).map(String::as_str);
     if field("format") != Some(FORMAT) {
         return Ok(None);
@@ -72,15 +196,12 @@ pub fn read(
         .parse::<u32>()
         .map_or(true, |v| v == 0 || v > FORMAT_VERSION)
     {
-        return Err(bad(format!(
-            "format version `{version}` of a saved capture is not one this attnviz reads (1 to \
-             {FORMAT_VERSION}); a newer attnviz wrote it, so update attnviz"
-        )));
+        return Err(bad(SavedProblem::Version(version.to_string())));
     }
     let kinds: Vec<AttentionKind> = field("kinds")
         .and_then(|k| serde_json::from_str(k).ok())
         .filter(|k: &Vec<AttentionKind>| !k.is_empty())
-        .ok_or_else(|| bad("its metadata names no `kinds`".into()))?;
+        .ok_or_else(|| bad(SavedProblem::NoKinds))?;
     check_overlaps(&header.tensors).map_err(bad)?;
     let data_start = 8 + header_len;
     let only = plan.only.filter(|k| kinds.contains(k));
@@ -89,7 +210,7 @@ pub fn read(
     for &kind in &kinds {
         let name = kind.as_str();
         let shown_kind = format!("{shown}: {name}");
-        let body = field(name).ok_or_else(|| bad(format!("its metadata has no `{name}` body")))?;
+        let body = field(name).ok_or_else(|| bad(SavedProblem::NoBody(name)))?;
         json::start_text_budget(plan.budget.bytes.saturating_sub(estimate.total(plan.cost)));
         let parsed = json::SavedBody::parse(body, &shown_kind);
         let text_cost = json::text_charged();
@@ -116,18 +237,32 @@ pub fn read(
         }
         let numbers: Vec<usize> = parsed
             .layer_numbers()
-            .ok_or_else(|| bad(format!("its `{name}` metadata has no `layer_numbers`")))?
+            .ok_or_else(|| {
+                bad(SavedProblem::NoField {
+                    kind: name,
+                    field: "layer_numbers",
+                })
+            })?
             .to_vec();
-        let heads = parsed
-            .heads()
-            .ok_or_else(|| bad(format!("its `{name}` metadata has no `model.heads`")))?;
-        let queries = parsed
-            .queries()
-            .ok_or_else(|| bad(format!("its `{name}` metadata has no `tokens`")))?;
+        let heads = parsed.heads().ok_or_else(|| {
+            bad(SavedProblem::NoField {
+                kind: name,
+                field: "model.heads",
+            })
+        })?;
+        let queries = parsed.queries().ok_or_else(|| {
+            bad(SavedProblem::NoField {
+                kind: name,
+                field: "tokens",
+            })
+        })?;
         let keys = if kind == AttentionKind::Cross {
-            parsed
-                .keys()
-                .ok_or_else(|| bad(format!("its `{name}` metadata has no `key_tokens`")))?
+            parsed.keys().ok_or_else(|| {
+                bad(SavedProblem::NoField {
+                    kind: name,
+                    field: "key_tokens",
+                })
+            })?
         } else {
             queries
         };
@@ -137,11 +272,11 @@ pub fn read(
                 .iter()
                 .map(|l| {
                     numbers.iter().position(|n| n == l).ok_or_else(|| {
-                        bad(format!(
-                            "it holds layers {} of the {name} attention; layer {l} is not among \
-                             them",
-                            crate::attention::layer_list(&numbers)
-                        ))
+                        bad(SavedProblem::NoLayer {
+                            held: numbers.clone(),
+                            kind: name,
+                            layer: *l,
+                        })
                     })
                 })
                 .collect::<Result<_, _>>()?,
@@ -152,10 +287,10 @@ pub fn read(
         for &i in &keep {
             let tensor = tensor_name(kind, numbers[i]);
             let record = header.tensors.get(&tensor).ok_or_else(|| {
-                bad(format!(
-                    "its metadata lists layer {} but it has no tensor {tensor}",
-                    numbers[i]
-                ))
+                bad(SavedProblem::NoTensor {
+                    layer: numbers[i],
+                    tensor: tensor.clone(),
+                })
             })?;
             tensors.push(locate(
                 record,
@@ -298,7 +433,7 @@ impl<'de> Deserialize<'de> for Header {
 
 /// Refuse tensors whose bytes overlap: each layer is its own tensor, so two records over the
 /// same bytes would draw one layer's weights as another's.
-fn check_overlaps(tensors: &HashMap<String, Record>) -> Result<(), String> {
+fn check_overlaps(tensors: &HashMap<String, Record>) -> Result<(), SavedProblem> {
     let mut spans: Vec<(u64, u64, &str)> = tensors
         .iter()
         .map(|(name, r)| (r.data_offsets[0], r.data_offsets[1], name.as_str()))
@@ -308,10 +443,12 @@ fn check_overlaps(tensors: &HashMap<String, Record>) -> Result<(), String> {
     for pair in spans.windows(2) {
         let ((_, end, a), (begin, _, b)) = (pair[0], pair[1]);
         if begin < end {
-            return Err(format!(
-                "tensors {a} and {b} share the bytes from {begin} to {end}; each layer's \
-                 weights are its own, so the file is damaged"
-            ));
+            return Err(SavedProblem::Overlap {
+                first: a.to_string(),
+                second: b.to_string(),
+                begin,
+                end,
+            });
         }
     }
     Ok(())
@@ -349,38 +486,45 @@ fn locate(
     file_len: u64,
     shown: &str,
 ) -> Result<Located, ImportError> {
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {tensor} {m}"));
+    let bad = |fault: TensorFault| -> ImportError {
+        SavedError {
+            file: shown.to_string(),
+            problem: SavedProblem::Tensor {
+                tensor: tensor.to_string(),
+                fault,
+            },
+        }
+        .into()
+    };
     let dtype = match record.dtype {
         DtypeName::F32 => Dtype::F32,
         DtypeName::F16 => Dtype::F16,
         DtypeName::BF16 => Dtype::Bf16,
-        DtypeName::Other => {
-            return Err(bad(
-                "is of another dtype; a saved capture holds F32, F16 or BF16 weights".into(),
-            ))
-        }
+        DtypeName::Other => return Err(bad(TensorFault::Dtype)),
     };
     let want = shape.map(|d| d as u64);
     if record.shape != want {
-        return Err(bad(format!(
-            "has shape {:?}, but the metadata gives {} heads × {} queries × {} keys; the file is \
-             damaged",
-            record.shape, shape[0], shape[1], shape[2]
-        )));
+        return Err(bad(TensorFault::Shape {
+            shape: record.shape.to_vec(),
+            heads: shape[0],
+            queries: shape[1],
+            keys: shape[2],
+        }));
     }
     let [begin, end] = record.data_offsets;
     let count = want.iter().product::<u64>();
     if end < begin || end - begin != count.saturating_mul(dtype.size()) {
-        return Err(bad(format!(
-            "spans bytes {begin}–{end}, not the {} its shape needs; the file is damaged",
-            count.saturating_mul(dtype.size())
-        )));
+        return Err(bad(TensorFault::Span {
+            begin,
+            end,
+            needs: count.saturating_mul(dtype.size()),
+        }));
     }
     if data_start.saturating_add(end) > file_len {
-        return Err(bad(format!(
-            "runs past the end of the file (to byte {}, of {file_len}): the file is cut off",
-            data_start.saturating_add(end)
-        )));
+        return Err(bad(TensorFault::PastEnd {
+            to: data_start.saturating_add(end),
+            file_len,
+        }));
     }
     Ok(Located {
         dtype,

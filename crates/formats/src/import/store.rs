@@ -20,7 +20,7 @@
 use crate::attention::{AttentionKind, Role};
 
 use super::budget::{Budget, Cost, Declared, Estimate};
-use super::{check, Arrays, ImportError, Tokens, ROW_SUM_TOLERANCE};
+use super::{Arrays, FileError, ImportError, Tokens, ROW_SUM_TOLERANCE};
 
 /// One array of a file.
 #[derive(Debug, PartialEq)]
@@ -137,10 +137,11 @@ pub fn assemble(store: &mut dyn Store, shown: &str, plan: &Plan) -> Result<Assem
     let (held, decode) = plan_reads(store, shown, plan)?;
     if held.contains(&AttentionKind::SelfAttention) {
         if let Some((name, _)) = KINDS[1..].iter().find(|(_, k)| held.contains(k)) {
-            return Err(ImportError::invalid(format!(
-                "{shown} holds both `attention` and `{name}`: give a self-attention model's \
-                 `attention`, or an encoder–decoder's encoder/decoder/cross arrays, not both"
-            )));
+            return Err(FileError::BothKinds {
+                file: shown.to_string(),
+                name,
+            }
+            .into());
         }
     }
     let text = string(store, shown, "text")?;
@@ -196,10 +197,10 @@ pub fn assemble(store: &mut dyn Store, shown: &str, plan: &Plan) -> Result<Assem
         out.push(arrays(shown, name, kind, a, queries, keys)?);
     }
     if out.is_empty() {
-        return Err(ImportError::invalid(format!(
-            "{shown} has no `attention` array (nor encoder_attention, decoder_attention or \
-             cross_attention); store the weights as `attention` [layers, heads, queries, keys]"
-        )));
+        return Err(FileError::NoAttention {
+            file: shown.to_string(),
+        }
+        .into());
     }
     for a in &mut out {
         if a.kind != AttentionKind::Cross {
@@ -255,9 +256,11 @@ fn arrays(
         half,
     } = value
     else {
-        return Err(ImportError::invalid(format!(
-            "{shown}: {name} holds integers or strings; give float attention probabilities"
-        )));
+        return Err(FileError::NotFloats {
+            file: shown.to_string(),
+            name: name.to_string(),
+        }
+        .into());
     };
     let shape = squeeze_batch(shown, name, &shape)?;
     Ok(Arrays {
@@ -285,20 +288,18 @@ pub fn squeeze_batch(shown: &str, name: &str, shape: &[usize]) -> Result<[usize;
     match *shape {
         [l, h, q, k] => Ok([l, h, q, k]),
         [l, 1, h, q, k] => Ok([l, h, q, k]),
-        [_, b, _, _, _] => Err(ImportError::invalid(format!(
-            "{shown}: {name} {} holds a batch of {b} inputs; save one: a[:, 0]",
-            check::shape_str(shape)
-        ))),
-        _ => Err(ImportError::invalid(format!(
-            "{shown}: {name} has rank {} (shape {}); give [layers, heads, queries, keys]{}",
-            shape.len(),
-            check::shape_str(shape),
-            if shape.len() == 3 {
-                " (one layer: a[None])"
-            } else {
-                ""
-            }
-        ))),
+        [_, _, _, _, _] => Err(FileError::Batch {
+            file: shown.to_string(),
+            name: name.to_string(),
+            shape: shape.to_vec(),
+        }
+        .into()),
+        _ => Err(FileError::Rank {
+            file: shown.to_string(),
+            name: name.to_string(),
+            shape: shape.to_vec(),
+        }
+        .into()),
     }
 }
 
@@ -308,9 +309,11 @@ fn string(store: &mut dyn Store, shown: &str, name: &str) -> Result<Option<Strin
         Some(Value::Strings { values, .. }) if values.len() == 1 => Ok(values.into_iter().next()),
         // A safetensors metadata string that happens to read as a number.
         Some(Value::Ints { shape, values }) if shape.is_empty() => Ok(Some(values[0].to_string())),
-        Some(_) => Err(ImportError::invalid(format!(
-            "{shown}: `{name}` must be one string"
-        ))),
+        Some(_) => Err(FileError::NotOneString {
+            file: shown.to_string(),
+            name: name.to_string(),
+        }
+        .into()),
     }
 }
 
@@ -322,9 +325,11 @@ fn strings(
     match store.get(name)? {
         None => Ok(None),
         Some(Value::Strings { shape, values }) if shape.len() == 1 => Ok(Some(values)),
-        Some(_) => Err(ImportError::invalid(format!(
-            "{shown}: `{name}` must be a 1-D array of strings (np.array(tokens, dtype=str))"
-        ))),
+        Some(_) => Err(FileError::NotStrings {
+            file: shown.to_string(),
+            name: name.to_string(),
+        }
+        .into()),
     }
 }
 
@@ -332,9 +337,11 @@ fn ints(store: &mut dyn Store, shown: &str, name: &str) -> Result<Option<Vec<i64
     match store.get(name)? {
         None => Ok(None),
         Some(Value::Ints { shape, values }) if shape.len() <= 1 => Ok(Some(values)),
-        Some(_) => Err(ImportError::invalid(format!(
-            "{shown}: `{name}` must be integers"
-        ))),
+        Some(_) => Err(FileError::NotIntegers {
+            file: shown.to_string(),
+            name: name.to_string(),
+        }
+        .into()),
     }
 }
 
@@ -366,9 +373,10 @@ fn tokens(
                 .map(u32::try_from)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|_| {
-                    ImportError::invalid(format!(
-                        "{shown}: `{prefix}input_ids` holds a value that is not a token id"
-                    ))
+                    ImportError::from(FileError::NotATokenId {
+                        file: shown.to_string(),
+                        prefix: prefix.to_string(),
+                    })
                 })?,
         ),
     };
@@ -377,9 +385,10 @@ fn tokens(
             None => None,
             Some(v) if v.len() == 1 && v[0] >= 0 => Some(v[0] as usize),
             Some(_) => {
-                return Err(ImportError::invalid(format!(
-                    "{shown}: `sentence_b_start` must be one non-negative integer"
-                )))
+                return Err(FileError::SentenceBField {
+                    file: shown.to_string(),
+                }
+                .into())
             }
         }
     } else {
@@ -401,9 +410,10 @@ pub fn parse_roles(shown: &str, names: &[String]) -> Result<Vec<Role>, ImportErr
         .iter()
         .map(|n| {
             Role::from_name(n).ok_or_else(|| {
-                ImportError::invalid(format!(
-                    "{shown}: role `{n}` is not one of start, end, pad, special, word, piece"
-                ))
+                ImportError::from(FileError::Role {
+                    file: shown.to_string(),
+                    role: n.clone(),
+                })
             })
         })
         .collect()

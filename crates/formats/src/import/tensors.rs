@@ -14,7 +14,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use super::budget::Declared;
 use super::store::{Assembled, Plan, Store, Value};
-use super::{check, ImportError};
+use super::{check, FileError, ImportError};
 
 /// Whether the first bytes look like a safetensors header: a little-endian length that fits in
 /// the file, then `{`.
@@ -39,8 +39,9 @@ pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<Assembled, ImportEr
         path: shown.to_string(),
         source,
     })?;
-    let bad = |e: safetensors::SafeTensorError| {
-        ImportError::invalid(format!("{shown} is not a readable .safetensors file: {e}"))
+    let bad = |source: safetensors::SafeTensorError| FileError::Safetensors {
+        file: shown.to_string(),
+        source,
     };
     let (_, meta) = SafeTensors::read_metadata(&map).map_err(bad)?;
     let tensors = SafeTensors::deserialize(&map).map_err(bad)?;
@@ -103,9 +104,12 @@ impl Store for TensorStore<'_> {
                 Dtype::I16 => ints(shape, data, 2),
                 Dtype::I8 | Dtype::U8 | Dtype::BOOL => ints(shape, data, 1),
                 other => {
-                    return Err(ImportError::invalid(format!(
-                        "{shown}: {name} is {other:?}; give F32, F16, BF16 or F64 weights"
-                    )))
+                    return Err(FileError::Dtype {
+                        file: shown.to_string(),
+                        name: name.to_string(),
+                        dtype: format!("{other:?}"),
+                    }
+                    .into())
                 }
             };
             return Ok(Some(value));

@@ -28,7 +28,7 @@ pub enum Error {
     Weights(#[from] WeightsError),
     /// Reading a GGUF file.
     #[error(transparent)]
-    Gguf(#[from] GgufError),
+    Gguf(Box<GgufError>),
     /// Loading the tokenizer or tokenizing.
     #[error(transparent)]
     Tokenize(#[from] tokenize::Error),
@@ -269,6 +269,12 @@ impl From<candle_core::Error> for Error {
 }
 
 // Boxed, so that a `Result<_, Error>` stays small however many facts a refusal carries.
+impl From<GgufError> for Error {
+    fn from(e: GgufError) -> Self {
+        Error::Gguf(Box::new(e))
+    }
+}
+
 impl From<InputError> for Error {
     fn from(e: InputError) -> Self {
         Error::Input(Box::new(e))

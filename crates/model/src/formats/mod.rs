@@ -18,6 +18,12 @@ pub mod tensors;
 pub mod validate;
 pub mod weights;
 
+/// A candle error, shown as the first line of its message, without the backtrace candle may
+/// append.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", candle_message(.0))]
+pub struct CandleError(pub candle_core::Error);
+
 /// A candle error as one line, without the backtrace that candle appends to its Display when
 /// `RUST_BACKTRACE` is set.
 pub(crate) fn candle_message(e: &candle_core::Error) -> String {

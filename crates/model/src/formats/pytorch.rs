@@ -324,25 +324,25 @@ impl TorchFile {
     }
 
     /// Tensor `name` as stored (its own type), or `None` if the file has no such tensor.
-    pub fn read(&self, name: &str) -> Result<Option<Tensor>, String> {
+    pub fn read(&self, name: &str) -> Result<Option<Tensor>, TensorReadError> {
         let Some(r) = self.tensors.get(name) else {
             return Ok(None);
         };
         let dtype = r
             .dtype
             .candle()
-            .ok_or_else(|| format!("type {} is not supported", r.dtype.name()))?;
+            .ok_or(TensorReadError::Unsupported(r.dtype.name()))?;
         let region = self.regions[&r.storage];
         let elem = r.dtype.size();
         let count: usize = r.shape.iter().product();
-        let mut file = File::open(&self.path).map_err(|e| e.to_string())?;
+        let mut file = File::open(&self.path).map_err(TensorReadError::Io)?;
         let bytes = if count == 0 {
             Vec::new()
         } else if is_contiguous(&r.shape, &r.stride) {
             let mut bytes = vec![0u8; count * elem];
             file.seek(SeekFrom::Start(region.start + (r.offset * elem) as u64))
                 .and_then(|_| file.read_exact(&mut bytes))
-                .map_err(|e| e.to_string())?;
+                .map_err(TensorReadError::Io)?;
             bytes
         } else {
             // A strided view (a transposed tensor saved as is): read the span it covers, then
@@ -356,13 +356,27 @@ impl TorchFile {
             let mut span = vec![0u8; (last - r.offset + 1) * elem];
             file.seek(SeekFrom::Start(region.start + (r.offset * elem) as u64))
                 .and_then(|_| file.read_exact(&mut span))
-                .map_err(|e| e.to_string())?;
+                .map_err(TensorReadError::Io)?;
             gather(&span, &r.shape, &r.stride, elem)
         };
         Tensor::from_raw_buffer(&bytes, dtype, &r.shape, &Device::Cpu)
             .map(Some)
-            .map_err(|e| super::candle_message(&e))
+            .map_err(|e| TensorReadError::Candle(super::CandleError(e)))
     }
+}
+
+/// Why a tensor of a `.bin` checkpoint could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TensorReadError {
+    /// A storage type candle does not hold.
+    #[error("type {0} is not supported")]
+    Unsupported(&'static str),
+    /// The file could not be read.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// candle could not make the tensor.
+    #[error(transparent)]
+    Candle(super::CandleError),
 }
 
 /// Whether `stride` is the row-major stride of `shape` (dimensions of size 1 may have any).

@@ -429,7 +429,7 @@ impl Checkpoint {
                     return Err(dtype_err(t.name().to_string()));
                 }
                 file.read(full)
-                    .map_err(read_err)?
+                    .map_err(|e| read_err(e.to_string()))?
                     .ok_or_else(|| read_err("not found".into()))?
             }
         };

@@ -39,6 +39,20 @@ use crate::cancel::Cancel;
 
 /// The most scans a JPEG may have.
 pub const MAX_JPEG_SCANS: u64 = 500;
+
+/// Why a progressive JPEG would take too much work (displays after the file's name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TooMuchWork {
+    /// More than [`MAX_JPEG_SCANS`] scans.
+    #[error("is a progressive JPEG of more than {MAX_JPEG_SCANS} scans, which attnviz does not decode (a photo has about 10; each scan is another pass over the picture)")]
+    Scans,
+    /// Scans over [`MAX_JPEG_PASSES`] times a baseline decode's work.
+    #[error("is a progressive JPEG whose scans would take more than {MAX_JPEG_PASSES} times the work of decoding its pixels once (scan {scan} went over; a progressive photo takes about 3)")]
+    Passes {
+        /// The scan that went over.
+        scan: u64,
+    },
+}
 /// The most work a JPEG's scans may take, in baseline decodes of the same picture.
 pub const MAX_JPEG_PASSES: u64 = 16;
 /// What a block costs a scan beyond the coefficients of its band, in coefficients.
@@ -321,19 +335,11 @@ pub(super) fn decode(
             Stop::Cancelled => cancelled(),
             Stop::Scans => PixelsError::TooMuchWork {
                 path: path.to_path_buf(),
-                reason: format!(
-                    "is a progressive JPEG of more than {MAX_JPEG_SCANS} scans, which attnviz \
-                     does not decode (a photo has about 10; each scan is another pass over the \
-                     picture)"
-                ),
+                work: TooMuchWork::Scans,
             },
             Stop::Work { scan } => PixelsError::TooMuchWork {
                 path: path.to_path_buf(),
-                reason: format!(
-                    "is a progressive JPEG whose scans would take more than {MAX_JPEG_PASSES} \
-                     times the work of decoding its pixels once (scan {scan} went over; a \
-                     progressive photo takes about 3)"
-                ),
+                work: TooMuchWork::Passes { scan },
             },
         }),
     }

@@ -31,12 +31,18 @@ pub const MAX_DECODE_BYTES: u64 = 512 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum PixelsError {
     /// The file cannot be read.
-    #[error("cannot read image {}: {reason}", path.display())]
+    #[error("cannot read image {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The system's reason.
-        reason: String,
+        source: std::io::Error,
+    },
+    /// A folder, a FIFO or a device.
+    #[error("cannot read image {}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// Not a PNG, JPEG or WebP, or damaged.
     #[error("{} is not a readable image ({reason}); give a PNG, JPEG or WebP file", path.display())]
@@ -72,21 +78,21 @@ pub enum PixelsError {
     },
     /// A JPEG whose scans would take far more work than its pixels need (a progressive file
     /// made to hold the decoder; [`jpeg`]).
-    #[error("{} {reason}; save it again as a baseline JPEG or a PNG", path.display())]
+    #[error("{} {work}; save it again as a baseline JPEG or a PNG", path.display())]
     TooMuchWork {
         /// The file.
         path: PathBuf,
         /// What would take the time.
-        reason: String,
+        work: jpeg::TooMuchWork,
     },
     /// A PNG chunk PIL refuses: a colour profile or text that inflates past PIL's bounds, an
     /// unknown compression method ([`png_chunks`]).
-    #[error("{} {reason}", path.display())]
+    #[error("{} {refusal}", path.display())]
     Chunk {
         /// The file.
         path: PathBuf,
         /// Which chunk, and why.
-        reason: String,
+        refusal: png_chunks::Refusal,
     },
     /// Reading was stopped: its [`Cancel`] flag was set (a request that timed out).
     #[error("reading {} was cancelled", path.display())]
@@ -95,16 +101,142 @@ pub enum PixelsError {
         path: PathBuf,
     },
     /// An array that is not an image.
+    #[error(transparent)]
+    Array(#[from] ArrayProblem),
+    /// Pixels in memory whose row could not be read (the [`PixelRows`] implementation's error).
     #[error("{0}")]
-    Array(String),
+    Rows(#[source] RowError),
+    /// preprocessor_config.json cannot be read.
+    #[error("{}: {source}", path.display())]
+    ConfigRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: crate::small_file::ReadError,
+    },
     /// preprocessor_config.json cannot be used.
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: {problem}", path.display())]
     Config {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        problem: ProcessorError,
     },
+}
+
+/// Why pixels in memory are not an image attnviz reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArrayProblem {
+    /// An array of no pixels.
+    #[error("the image array is empty (0 pixels)")]
+    EmptyArray,
+    /// An array over [`MAX_PIXELS`].
+    #[error("the image array is {width}×{height} pixels, more than {} megapixels", MAX_PIXELS >> 20)]
+    ArrayTooLarge {
+        /// Its width.
+        width: usize,
+        /// Its height.
+        height: usize,
+    },
+    /// An array whose length is not its shape's.
+    #[error("the image array holds {len} values, not {height}×{width}×{channels}")]
+    Length {
+        /// Values it holds.
+        len: usize,
+        /// Its height.
+        height: usize,
+        /// Its width.
+        width: usize,
+        /// Its channels.
+        channels: usize,
+    },
+    /// Channels other than 1, 3 or 4.
+    #[error("an image array has 1, 3 or 4 channels, not {0}")]
+    Channels(usize),
+    /// Pixels of no size.
+    #[error("the image is empty ({width}×{height} pixels)")]
+    Empty {
+        /// Its width.
+        width: usize,
+        /// Its height.
+        height: usize,
+    },
+    /// Pixels over the size caps.
+    #[error("the image is {width}×{height} pixels, more than attnviz reads (at most {MAX_SIDE} a side and {} megapixels); scale it down first", MAX_PIXELS >> 20)]
+    TooLarge {
+        /// Its width.
+        width: usize,
+        /// Its height.
+        height: usize,
+    },
+    /// A row of another length than the width says.
+    #[error("row {y} of the image array gave {len} values, not {width}×3")]
+    Row {
+        /// The row.
+        y: usize,
+        /// Values it gave.
+        len: usize,
+        /// The width.
+        width: usize,
+    },
+}
+
+/// Why a [`PixelRows`] could not give a row: its own error, in words.
+pub type RowError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What is wrong with a `preprocessor_config.json` (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessorError {
+    /// Not JSON.
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// A size out of range.
+    #[error("{key} {value} is not a size from 1 to {MAX_INPUT_SIDE} pixels")]
+    Side {
+        /// The key.
+        key: String,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// A size that is neither height and width nor a shortest edge.
+    #[error("{key} {value} has neither height and width nor shortest_edge")]
+    Size {
+        /// The key.
+        key: &'static str,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// `do_resize` without `size`.
+    #[error("do_resize is set but size is missing")]
+    NoSize,
+    /// A resampling filter PIL does not have.
+    #[error("resample {0} is not one of PIL's filters 0–5")]
+    Resample(String),
+    /// `do_center_crop` without `crop_size`.
+    #[error("do_center_crop is set but crop_size is missing")]
+    NoCropSize,
+    /// A crop size given as a shortest edge.
+    #[error("crop_size needs height and width")]
+    CropEdge,
+    /// A mean or standard deviation entry that is not a number.
+    #[error("{key} {value} is not a number")]
+    NotANumber {
+        /// The key.
+        key: &'static str,
+        /// The entry, as JSON.
+        value: String,
+    },
+    /// A mean or standard deviation that is not three numbers.
+    #[error("{key} {value} is not three numbers")]
+    NotThree {
+        /// The key.
+        key: &'static str,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// A standard deviation that divides by zero.
+    #[error("image_std {0:?} has a zero or non-finite value")]
+    Std([f64; 3]),
 }
 
 /// Where a picture comes from: a file, its file's bytes already in memory (a server's
@@ -139,8 +271,8 @@ pub trait PixelRows: Send + Sync {
     /// The colour type the rows are made from (`rgb8`, `l8`, `rgba8`, …), for the views.
     fn color(&self) -> String;
     /// Row `y` (from the top) as `width × 3` bytes of RGB into `out` (cleared first); an error
-    /// in words.
-    fn row(&self, y: usize, out: &mut Vec<u8>) -> Result<(), String>;
+    /// whose message is one line.
+    fn row(&self, y: usize, out: &mut Vec<u8>) -> Result<(), RowError>;
 }
 
 /// A shared [`PixelRows`]; two are equal when they are the same pixels.
@@ -225,21 +357,20 @@ impl Rgb {
         width: usize,
         channels: usize,
     ) -> Result<Rgb, PixelsError> {
-        let bad = |why: String| PixelsError::Array(why);
         if width == 0 || height == 0 {
-            return Err(bad("the image array is empty (0 pixels)".into()));
+            return Err(ArrayProblem::EmptyArray.into());
         }
         if width as u64 * height as u64 > MAX_PIXELS {
-            return Err(bad(format!(
-                "the image array is {width}×{height} pixels, more than {} megapixels",
-                MAX_PIXELS >> 20
-            )));
+            return Err(ArrayProblem::ArrayTooLarge { width, height }.into());
         }
         if data.len() != width * height * channels {
-            return Err(bad(format!(
-                "the image array holds {} values, not {height}×{width}×{channels}",
-                data.len()
-            )));
+            return Err(ArrayProblem::Length {
+                len: data.len(),
+                height,
+                width,
+                channels,
+            }
+            .into());
         }
         let (rgb, color) = match channels {
             1 => (data.iter().flat_map(|&v| [v, v, v]).collect(), "l8"),
@@ -254,11 +385,7 @@ impl Rgb {
                     .collect(),
                 "rgba8",
             ),
-            c => {
-                return Err(bad(format!(
-                    "an image array has 1, 3 or 4 channels, not {c}"
-                )))
-            }
+            c => return Err(ArrayProblem::Channels(c).into()),
         };
         Ok(Rgb {
             width,
@@ -289,17 +416,11 @@ pub fn decode_source(source: &ImageSource) -> Result<Rgb, PixelsError> {
 /// checked on their size, before any of them is read ([`PixelsError::Array`]).
 pub fn check_array_size(width: usize, height: usize) -> Result<(), PixelsError> {
     if width == 0 || height == 0 {
-        return Err(PixelsError::Array(format!(
-            "the image is empty ({width}×{height} pixels)"
-        )));
+        return Err(ArrayProblem::Empty { width, height }.into());
     }
     let (w, h) = (width as u64, height as u64);
     if w > MAX_SIDE as u64 || h > MAX_SIDE as u64 || w.saturating_mul(h) > MAX_PIXELS {
-        return Err(PixelsError::Array(format!(
-            "the image is {width}×{height} pixels, more than attnviz reads (at most \
-             {MAX_SIDE} a side and {} megapixels); scale it down first",
-            MAX_PIXELS >> 20
-        )));
+        return Err(ArrayProblem::TooLarge { width, height }.into());
     }
     Ok(())
 }
@@ -357,32 +478,33 @@ impl ImageProcessor {
     /// Read `path`.
     pub fn load(path: &Path) -> Result<ImageProcessor, PixelsError> {
         let text = crate::small_file::read_text(path, 1 << 20, "preprocessor_config.json")
-            .map_err(|e| PixelsError::Config {
+            .map_err(|source| PixelsError::ConfigRead {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source,
             })?;
-        Self::parse(&text).map_err(|reason| PixelsError::Config {
+        Self::parse(&text).map_err(|problem| PixelsError::Config {
             path: path.to_path_buf(),
-            reason,
+            problem,
         })
     }
 
     /// Parse the text of a `preprocessor_config.json`.
-    pub fn parse(text: &str) -> Result<ImageProcessor, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    pub fn parse(text: &str) -> Result<ImageProcessor, ProcessorError> {
+        let v: Value = serde_json::from_str(text).map_err(ProcessorError::Json)?;
         let flag = |k: &str, default: bool| v.get(k).and_then(Value::as_bool).unwrap_or(default);
-        let side = |s: &Value, k: &str| -> Result<Option<usize>, String> {
+        let side = |s: &Value, k: &str| -> Result<Option<usize>, ProcessorError> {
             match s.get(k) {
                 None | Some(Value::Null) => Ok(None),
                 Some(x) => match x.as_u64() {
                     Some(n) if n >= 1 && n as usize <= MAX_INPUT_SIDE => Ok(Some(n as usize)),
-                    _ => Err(format!(
-                        "{k} {x} is not a size from 1 to {MAX_INPUT_SIDE} pixels"
-                    )),
+                    _ => Err(ProcessorError::Side {
+                        key: k.to_string(),
+                        value: x.to_string(),
+                    }),
                 },
             }
         };
-        let size_of = |k: &str| -> Result<Option<Size>, String> {
+        let size_of = |k: &'static str| -> Result<Option<Size>, ProcessorError> {
             let Some(s) = v.get(k) else { return Ok(None) };
             if let Some(n) = s.as_u64() {
                 let n = side(&serde_json::json!({ "n": n }), "n")?.unwrap_or(0);
@@ -398,13 +520,14 @@ impl ImageProcessor {
             ) {
                 (Some(height), Some(width), _) => Ok(Some(Size::Fixed { width, height })),
                 (_, _, Some(e)) => Ok(Some(Size::ShortestEdge(e))),
-                _ => Err(format!(
-                    "{k} {s} has neither height and width nor shortest_edge"
-                )),
+                _ => Err(ProcessorError::Size {
+                    key: k,
+                    value: s.to_string(),
+                }),
             }
         };
         let resize = if flag("do_resize", true) {
-            Some(size_of("size")?.ok_or("do_resize is set but size is missing")?)
+            Some(size_of("size")?.ok_or(ProcessorError::NoSize)?)
         } else {
             None
         };
@@ -413,12 +536,12 @@ impl ImageProcessor {
             Some(x) => x
                 .as_u64()
                 .and_then(Filter::from_pil)
-                .ok_or_else(|| format!("resample {x} is not one of PIL's filters 0–5"))?,
+                .ok_or_else(|| ProcessorError::Resample(x.to_string()))?,
         };
         let crop = if flag("do_center_crop", false) {
-            match size_of("crop_size")?.ok_or("do_center_crop is set but crop_size is missing")? {
+            match size_of("crop_size")?.ok_or(ProcessorError::NoCropSize)? {
                 Size::Fixed { width, height } => Some([width, height]),
-                Size::ShortestEdge(_) => return Err("crop_size needs height and width".into()),
+                Size::ShortestEdge(_) => return Err(ProcessorError::CropEdge),
             }
         } else {
             None
@@ -432,27 +555,31 @@ impl ImageProcessor {
         } else {
             None
         };
-        let triple = |k: &str, default: [f64; 3]| -> Result<[f64; 3], String> {
+        let triple = |k: &'static str, default: [f64; 3]| -> Result<[f64; 3], ProcessorError> {
             match v.get(k) {
                 None | Some(Value::Null) => Ok(default),
                 Some(Value::Array(a)) if a.len() == 3 => {
                     let mut out = [0.0; 3];
                     for (o, x) in out.iter_mut().zip(a) {
-                        *o = x
-                            .as_f64()
-                            .ok_or_else(|| format!("{k} {x} is not a number"))?;
+                        *o = x.as_f64().ok_or_else(|| ProcessorError::NotANumber {
+                            key: k,
+                            value: x.to_string(),
+                        })?;
                     }
                     Ok(out)
                 }
                 Some(x) if x.is_number() => Ok([x.as_f64().unwrap_or(0.0); 3]),
-                Some(x) => Err(format!("{k} {x} is not three numbers")),
+                Some(x) => Err(ProcessorError::NotThree {
+                    key: k,
+                    value: x.to_string(),
+                }),
             }
         };
         let normalize = if flag("do_normalize", true) {
             let mean = triple("image_mean", [0.5; 3])?;
             let std = triple("image_std", [0.5; 3])?;
             if std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
-                return Err(format!("image_std {std:?} has a zero or non-finite value"));
+                return Err(ProcessorError::Std(std));
             }
             Some([mean, std])
         } else {
@@ -688,11 +815,17 @@ mod tests {
         assert_eq!(p.filter, Filter::Bilinear);
         assert_eq!(p.crop, None);
         assert_eq!(p.normalize, Some([[0.5; 3], [0.5; 3]]));
-        let e = ImageProcessor::parse(r#"{"size": {"height": 0, "width": 3}}"#).unwrap_err();
+        let e = ImageProcessor::parse(r#"{"size": {"height": 0, "width": 3}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("height 0"), "{e}");
-        let e = ImageProcessor::parse(r#"{"resample": 9, "size": 3}"#).unwrap_err();
+        let e = ImageProcessor::parse(r#"{"resample": 9, "size": 3}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("resample 9"), "{e}");
-        let e = ImageProcessor::parse(r#"{"image_std": [0, 1, 1], "size": 3}"#).unwrap_err();
+        let e = ImageProcessor::parse(r#"{"image_std": [0, 1, 1], "size": 3}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("zero"), "{e}");
     }
 

@@ -21,11 +21,36 @@ pub const MAX_TEXT_CHUNK: u64 = 1 << 20;
 /// PIL's `PngImagePlugin.MAX_TEXT_MEMORY`: the most text all text chunks may hold together.
 pub const MAX_TEXT_MEMORY: u64 = 64 * MAX_TEXT_CHUNK;
 
+/// A PNG chunk PIL refuses (displays after the file's name).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// More text in all text chunks than PIL reads.
+    #[error("holds more than {} MiB of text in its text chunks, more than PIL reads (PngImagePlugin.MAX_TEXT_MEMORY)", MAX_TEXT_MEMORY >> 20)]
+    TextMemory,
+    /// A chunk that inflates past PIL's bound.
+    #[error("has a {chunk} chunk that inflates past {} MiB, more than PIL inflates (PngImagePlugin.MAX_TEXT_CHUNK: a decompression bomb); save it again without it", MAX_TEXT_CHUNK >> 20)]
+    Inflates {
+        /// The chunk, for people (`colour profile (iCCP)`).
+        chunk: &'static str,
+    },
+    /// A compression method other than zlib.
+    #[error("has a {chunk} chunk of compression method {method}, which PIL refuses (only 0, zlib, exists)")]
+    Method {
+        /// The chunk, for people.
+        chunk: &'static str,
+        /// The method.
+        method: u8,
+    },
+    /// An empty colour profile chunk.
+    #[error("has an empty colour profile chunk (iCCP), which PIL cannot read")]
+    EmptyProfile,
+}
+
 /// Why the walk stopped.
 #[derive(Debug)]
 pub(super) enum ChunkError {
-    /// What PIL refuses, in words.
-    Refused(String),
+    /// What PIL refuses.
+    Refused(Refusal),
     /// The file could not be read.
     Io(io::Error),
 }
@@ -67,11 +92,7 @@ pub(super) fn check(input: &mut dyn Input) -> Result<(), ChunkError> {
         };
         text_memory += text;
         if text_memory > MAX_TEXT_MEMORY {
-            return Err(ChunkError::Refused(format!(
-                "holds more than {} MiB of text in its text chunks, more than PIL reads \
-                 (PngImagePlugin.MAX_TEXT_MEMORY)",
-                MAX_TEXT_MEMORY >> 20
-            )));
+            return Err(ChunkError::Refused(Refusal::TextMemory));
         }
         // The rest of the chunk, and its CRC.
         let rest = body.limit();
@@ -118,26 +139,19 @@ fn count_rest(body: &mut dyn Read) -> io::Result<u64> {
 /// What inflating the rest of a chunk as PIL's `_safe_zlib_decompress` does gives: `Ok(Some)`
 /// the data (at most [`MAX_TEXT_CHUNK`] bytes), `Ok(None)` a stream zlib fails on (PIL's
 /// `zlib.error`), `Err` more than PIL inflates.
-fn inflate(body: &mut dyn Read, chunk: &str) -> Result<Option<Vec<u8>>, ChunkError> {
+fn inflate(body: &mut dyn Read, chunk: &'static str) -> Result<Option<Vec<u8>>, ChunkError> {
     let mut out = Vec::new();
     let inflated = flate2::read::ZlibDecoder::new(body)
         .take(MAX_TEXT_CHUNK + 1)
         .read_to_end(&mut out);
     if out.len() as u64 > MAX_TEXT_CHUNK {
-        return Err(ChunkError::Refused(format!(
-            "has a {chunk} chunk that inflates past {} MiB, more than PIL inflates \
-             (PngImagePlugin.MAX_TEXT_CHUNK: a decompression bomb); save it again without it",
-            MAX_TEXT_CHUNK >> 20
-        )));
+        return Err(ChunkError::Refused(Refusal::Inflates { chunk }));
     }
     Ok(inflated.is_ok().then_some(out))
 }
 
-fn unknown_method(method: u8, chunk: &str) -> ChunkError {
-    ChunkError::Refused(format!(
-        "has a {chunk} chunk of compression method {method}, which PIL refuses (only 0, zlib, \
-         exists)"
-    ))
+fn unknown_method(method: u8, chunk: &'static str) -> ChunkError {
+    ChunkError::Refused(Refusal::Method { chunk, method })
 }
 
 /// `chunk_iCCP`: the profile's name up to a NUL, the compression method, the profile.
@@ -153,9 +167,7 @@ fn iccp(body: &mut dyn Read) -> Result<(), ChunkError> {
     };
     match method {
         // An empty chunk: PIL fails on indexing it.
-        None => Err(ChunkError::Refused(
-            "has an empty colour profile chunk (iCCP), which PIL cannot read".into(),
-        )),
+        None => Err(ChunkError::Refused(Refusal::EmptyProfile)),
         Some(0) => inflate(body, "colour profile (iCCP)").map(drop),
         Some(m) => Err(unknown_method(m, "colour profile (iCCP)")),
     }
@@ -300,7 +312,7 @@ mod tests {
 
     fn walk(png: &[u8]) -> Result<(), String> {
         check(&mut Cursor::new(png)).map_err(|e| match e {
-            ChunkError::Refused(why) => why,
+            ChunkError::Refused(why) => why.to_string(),
             ChunkError::Io(e) => panic!("{e}"),
         })
     }

@@ -39,7 +39,7 @@ pub(super) fn open<'a>(
             Box::new(BufReader::new(std::fs::File::open(file).map_err(|e| {
                 PixelsError::Read {
                     path: path.to_path_buf(),
-                    reason: e.to_string(),
+                    source: e,
                 }
             })?))
         }
@@ -94,14 +94,13 @@ pub(super) fn read(
     match source {
         ImageSource::Pixels { pixels, .. } => return pixel_rows(pixels, path, rows, cancel),
         ImageSource::File(file) => {
-            let meta = std::fs::metadata(file).map_err(|e| PixelsError::Read {
+            let meta = std::fs::metadata(file).map_err(|source| PixelsError::Read {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source,
             })?;
             if !meta.is_file() {
-                return Err(PixelsError::Read {
+                return Err(PixelsError::NotAFile {
                     path: path.to_path_buf(),
-                    reason: "not a regular file".into(),
                 });
             }
         }
@@ -110,7 +109,7 @@ pub(super) fn read(
     let mut head = [0u8; 32];
     let n = read_up_to(&mut open(source, path)?, &mut head).map_err(|e| PixelsError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e,
     })?;
     let head = &head[..n];
     match image::guess_format(head) {
@@ -144,12 +143,14 @@ fn pixel_rows(
                 path: path.to_path_buf(),
             });
         }
-        pixels.0.row(y, &mut rgb).map_err(PixelsError::Array)?;
+        pixels.0.row(y, &mut rgb).map_err(PixelsError::Rows)?;
         if rgb.len() != w * 3 {
-            return Err(PixelsError::Array(format!(
-                "row {y} of the image array gave {} values, not {w}×3",
-                rgb.len()
-            )));
+            return Err(super::ArrayProblem::Row {
+                y,
+                len: rgb.len(),
+                width: w,
+            }
+            .into());
         }
         rows.row(&rgb);
     }
@@ -213,13 +214,13 @@ fn png(
     // The colour profile and text chunks, as PIL reads them: refused where PIL refuses them,
     // then skipped (neither changes the pixels PIL hands over).
     super::png_chunks::check(&mut open(source, path)?).map_err(|e| match e {
-        super::png_chunks::ChunkError::Refused(reason) => PixelsError::Chunk {
+        super::png_chunks::ChunkError::Refused(refusal) => PixelsError::Chunk {
             path: path.to_path_buf(),
-            reason,
+            refusal,
         },
-        super::png_chunks::ChunkError::Io(e) => PixelsError::Read {
+        super::png_chunks::ChunkError::Io(source) => PixelsError::Read {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source,
         },
     })?;
     let mut decoder = png::Decoder::new_with_limits(

@@ -41,11 +41,114 @@ pub const MAX_REPLACE_BYTES: usize = 256;
 /// The largest `precompiled_charsmap`.
 pub const MAX_CHARSMAP_BYTES: usize = 4 << 20;
 
+/// A count over its bound: `has N entries, more than …`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("has {n} entries, more than the {max} any real tokenizer needs; the file is damaged or not a tokenizer")]
+pub struct TooManyEntries {
+    /// Entries found.
+    pub n: u64,
+    /// The most read.
+    pub max: u64,
+}
+
+/// A count over its bound, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {entries}")]
+pub struct TooMany {
+    /// The field (`model.merges`, `metadata tokenizer.ggml.tokens`).
+    pub field: String,
+    /// The count and its bound.
+    pub entries: TooManyEntries,
+}
+
+/// What is wrong with a tokenizer.json's sizes. Each variant displays as one line naming the
+/// field.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerJsonError {
+    /// Not JSON, or not shaped as a tokenizer.json.
+    #[error("not a valid tokenizer.json ({0})")]
+    Json(#[source] serde_json::Error),
+    /// Too many entries.
+    #[error(transparent)]
+    TooMany(#[from] TooMany),
+    /// A `Replace` or `Prepend` string longer than [`MAX_REPLACE_BYTES`].
+    #[error("{field}: a {kind} {key} of {len} bytes; real ones are a character or two (at most {MAX_REPLACE_BYTES} bytes are accepted)")]
+    LongString {
+        /// `normalizer`, `pre_tokenizer` or `decoder`.
+        field: &'static str,
+        /// The component's type (`Replace`).
+        kind: String,
+        /// `content`, `pattern` or `prepend`.
+        key: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A `precompiled_charsmap` that is not base64.
+    #[error("{field}: precompiled_charsmap is not base64 ({source})")]
+    Base64 {
+        /// The component's field.
+        field: &'static str,
+        /// The decoder's error.
+        source: base64::DecodeError,
+    },
+    /// A `precompiled_charsmap` that `spm_precompiled` cannot read safely.
+    #[error("{field}: precompiled_charsmap {problem}")]
+    Charsmap {
+        /// The component's field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: CharsmapError,
+    },
+}
+
+/// What is wrong with a SentencePiece `precompiled_charsmap` (displays after its name).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CharsmapError {
+    /// More than [`MAX_CHARSMAP_BYTES`].
+    #[error("is {bytes} bytes, more than {} MiB; SentencePiece's own maps are about 240 KB", MAX_CHARSMAP_BYTES >> 20)]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+    },
+    /// No room for the header.
+    #[error("is shorter than its 4-byte header")]
+    NoHeader,
+    /// A trie of no units.
+    #[error("has an empty trie")]
+    EmptyTrie,
+    /// A trie longer than the bytes after the header.
+    #[error("declares a trie of {trie_bytes} bytes, but only {follow} follow its header")]
+    TrieTooLong {
+        /// The trie's declared size.
+        trie_bytes: usize,
+        /// Bytes after the header.
+        follow: usize,
+    },
+    /// A string table that is not UTF-8.
+    #[error("has a string table that is not UTF-8")]
+    NotUtf8,
+    /// A node that points outside the trie.
+    #[error("has a trie node pointing at unit {pos}, past its {units} units")]
+    NodeOutside {
+        /// The unit pointed at.
+        pos: usize,
+        /// The trie's units.
+        units: usize,
+    },
+    /// A replacement outside the string table or inside a character.
+    #[error("has a replacement at byte {at} of its {len}-byte string table, past its end or inside a character")]
+    Replacement {
+        /// Where it starts.
+        at: usize,
+        /// The table's length.
+        len: usize,
+    },
+}
+
 /// Check a tokenizer.json's sizes before the `tokenizers` crate parses it: entries are counted
 /// without being kept. The error is one line naming the field.
-pub fn check_tokenizer_json(bytes: &[u8]) -> Result<(), String> {
-    let shape: Shape =
-        serde_json::from_slice(bytes).map_err(|e| format!("not a valid tokenizer.json ({e})"))?;
+pub fn check_tokenizer_json(bytes: &[u8]) -> Result<(), TokenizerJsonError> {
+    let shape: Shape = serde_json::from_slice(bytes).map_err(TokenizerJsonError::Json)?;
     if let Some(model) = &shape.model {
         for (field, count, max) in [
             ("model.vocab", model.vocab, MAX_VOCAB),
@@ -53,14 +156,14 @@ pub fn check_tokenizer_json(bytes: &[u8]) -> Result<(), String> {
         ] {
             if let Some(Count(n)) = count {
                 if n > max {
-                    return Err(too_many(field, n, max));
+                    return Err(too_many(field, n, max).into());
                 }
             }
         }
     }
     if let Some(Count(n)) = shape.added_tokens {
         if n > MAX_VOCAB {
-            return Err(too_many("added_tokens", n, MAX_VOCAB));
+            return Err(too_many("added_tokens", n, MAX_VOCAB).into());
         }
     }
     for (field, value) in [
@@ -75,30 +178,28 @@ pub fn check_tokenizer_json(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// The message for a count over its bound, naming the field.
-pub fn too_many(field: &str, n: u64, max: u64) -> String {
-    format!("{field} {}", too_many_entries(n, max))
-}
-
-/// [`too_many`] without the field: `has N entries, more than …`.
-pub fn too_many_entries(n: u64, max: u64) -> String {
-    format!(
-        "has {n} entries, more than the {max} any real tokenizer needs; the file is damaged or not a tokenizer"
-    )
+/// A count over its bound, naming the field.
+pub fn too_many(field: impl Into<String>, n: u64, max: u64) -> TooMany {
+    TooMany {
+        field: field.into(),
+        entries: TooManyEntries { n, max },
+    }
 }
 
 /// Walk a normalizer, pre-tokenizer or decoder (and the sequences inside it).
-fn check_components(field: &str, value: &Value) -> Result<(), String> {
+fn check_components(field: &'static str, value: &Value) -> Result<(), TokenizerJsonError> {
     match value {
         Value::Array(items) => items.iter().try_for_each(|v| check_components(field, v)),
         Value::Object(map) => {
             let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
-            let long = |key: &str, s: &str| -> Result<(), String> {
+            let long = |key: &'static str, s: &str| -> Result<(), TokenizerJsonError> {
                 if s.len() > MAX_REPLACE_BYTES {
-                    return Err(format!(
-                        "{field}: a {kind} {key} of {} bytes; real ones are a character or two (at most {MAX_REPLACE_BYTES} bytes are accepted)",
-                        s.len()
-                    ));
+                    return Err(TokenizerJsonError::LongString {
+                        field,
+                        kind: kind.to_string(),
+                        key,
+                        len: s.len(),
+                    });
                 }
                 Ok(())
             };
@@ -122,11 +223,9 @@ fn check_components(field: &str, value: &Value) -> Result<(), String> {
                     if let Some(Value::String(s)) = map.get("precompiled_charsmap") {
                         let bytes = base64::engine::general_purpose::STANDARD
                             .decode(s)
-                            .map_err(|e| {
-                                format!("{field}: precompiled_charsmap is not base64 ({e})")
-                            })?;
+                            .map_err(|source| TokenizerJsonError::Base64 { field, source })?;
                         check_charsmap(&bytes)
-                            .map_err(|e| format!("{field}: precompiled_charsmap {e}"))?;
+                            .map_err(|problem| TokenizerJsonError::Charsmap { field, problem })?;
                     }
                 }
                 _ => {}
@@ -144,45 +243,39 @@ fn check_components(field: &str, value: &Value) -> Result<(), String> {
 /// and every replacement it names starts inside the UTF-8 string table on a character boundary.
 /// An empty map means "no normalization" and is fine. The error says what is wrong, without the
 /// field name.
-pub fn check_charsmap(bytes: &[u8]) -> Result<(), String> {
+pub fn check_charsmap(bytes: &[u8]) -> Result<(), CharsmapError> {
     if bytes.is_empty() {
         return Ok(());
     }
     if bytes.len() > MAX_CHARSMAP_BYTES {
-        return Err(format!(
-            "is {} bytes, more than {} MiB; SentencePiece's own maps are about 240 KB",
-            bytes.len(),
-            MAX_CHARSMAP_BYTES >> 20
-        ));
+        return Err(CharsmapError::TooLarge { bytes: bytes.len() });
     }
     let Some(head) = bytes.get(..4) else {
-        return Err("is shorter than its 4-byte header".into());
+        return Err(CharsmapError::NoHeader);
     };
     let trie_bytes = u32::from_le_bytes(head.try_into().unwrap()) as usize;
     let units = trie_bytes / 4;
     let rest = &bytes[4..];
     if units == 0 {
-        return Err("has an empty trie".into());
+        return Err(CharsmapError::EmptyTrie);
     }
     if units * 4 > rest.len() {
-        return Err(format!(
-            "declares a trie of {trie_bytes} bytes, but only {} follow its header",
-            rest.len()
-        ));
+        return Err(CharsmapError::TrieTooLong {
+            trie_bytes,
+            follow: rest.len(),
+        });
     }
     let array: Vec<usize> = rest[..units * 4]
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as usize)
         .collect();
-    let normalized = std::str::from_utf8(&rest[units * 4..])
-        .map_err(|_| "has a string table that is not UTF-8".to_string())?;
+    let normalized = std::str::from_utf8(&rest[units * 4..]).map_err(|_| CharsmapError::NotUtf8)?;
     // The unit layout of Darts' double array, as spm_precompiled reads it.
     let offset = |u: usize| (u >> 10) << ((u & (1 << 9)) >> 6);
     let label = |u: usize| u & ((1 << 31) | 0xFF);
     let has_leaf = |u: usize| (u >> 8) & 1 == 1;
     let value = |u: usize| u & ((1 << 31) - 1);
-    let out =
-        |pos: usize| format!("has a trie node pointing at unit {pos}, past its {units} units");
+    let out = |pos: usize| CharsmapError::NodeOutside { pos, units };
 
     // Every position a lookup can stand on, visited once: what it may do next depends only on
     // the position.
@@ -206,10 +299,10 @@ pub fn check_charsmap(bytes: &[u8]) -> Result<(), String> {
                 let leaf = *array.get(next).ok_or_else(|| out(next))?;
                 let at = value(leaf);
                 if at > normalized.len() || !normalized.is_char_boundary(at) {
-                    return Err(format!(
-                        "has a replacement at byte {at} of its {}-byte string table, past its end or inside a character",
-                        normalized.len()
-                    ));
+                    return Err(CharsmapError::Replacement {
+                        at,
+                        len: normalized.len(),
+                    });
                 }
             }
             stack.push(next);
@@ -329,28 +422,33 @@ mod tests {
     #[test]
     fn broken_charsmaps_are_refused_before_spm_precompiled_sees_them() {
         // An empty trie (spm_precompiled indexes unit 0 of it).
-        let err = check_charsmap(&0u32.to_le_bytes()).unwrap_err();
+        let err = check_charsmap(&0u32.to_le_bytes()).unwrap_err().to_string();
         assert!(err.contains("empty trie"), "{err}");
         // A trie size past the end.
         let mut bytes = 4096u32.to_le_bytes().to_vec();
         bytes.extend([0; 8]);
         assert!(check_charsmap(&bytes)
             .unwrap_err()
+            .to_string()
             .contains("only 8 follow"));
         // A root offset pointing past the array.
         let mut map = charsmap_a_to_b(0);
         map[4..8].copy_from_slice(&(1000u32 << 10).to_le_bytes());
         assert!(check_charsmap(&map)
             .unwrap_err()
+            .to_string()
             .contains("past its 256 units"));
         // A replacement past the string table, and one inside a character.
-        let err = check_charsmap(&charsmap_a_to_b(99)).unwrap_err();
+        let err = check_charsmap(&charsmap_a_to_b(99))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("byte 99 of its 2-byte string table"), "{err}");
         let mut map = charsmap_a_to_b(1);
         let n = map.len();
         map.splice(n - 2.., "é\0".bytes());
         assert!(check_charsmap(&map)
             .unwrap_err()
+            .to_string()
             .contains("byte 1 of its 3-byte"));
     }
 
@@ -359,12 +457,16 @@ mod tests {
         let merges: Vec<String> = (0..MAX_MERGES + 1).map(|_| String::new()).collect();
         let json =
             serde_json::json!({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": merges}});
-        let err = check_tokenizer_json(json.to_string().as_bytes()).unwrap_err();
+        let err = check_tokenizer_json(json.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("model.merges has 2097153 entries"), "{err}");
 
         let json = serde_json::json!({"normalizer": {"type": "Sequence", "normalizers": [
             {"type": "Replace", "pattern": {"String": "a"}, "content": "x".repeat(257)}]}});
-        let err = check_tokenizer_json(json.to_string().as_bytes()).unwrap_err();
+        let err = check_tokenizer_json(json.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("normalizer: a Replace content of 257 bytes"),
             "{err}"

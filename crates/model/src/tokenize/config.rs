@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::Error;
+use super::{Error, LoadProblem};
 
 /// The largest tokenizer_config.json or special_tokens_map.json read. Real ones are kilobytes;
 /// the largest, with thousands of added tokens and a chat template, a few megabytes.
@@ -114,9 +114,9 @@ fn content(v: &Value) -> Option<String> {
 /// The JSON object in `path`, read through a bound; empty (and no path) when there is no such
 /// file.
 fn read_object(path: &Path) -> Result<(Option<PathBuf>, Map<String, Value>), Error> {
-    let load = |reason: String| Error::Load {
+    let load = |problem: LoadProblem| Error::Load {
         path: path.to_path_buf(),
-        reason,
+        problem,
     };
     let text = match crate::small_file::read_text(
         path,
@@ -125,11 +125,11 @@ fn read_object(path: &Path) -> Result<(Option<PathBuf>, Map<String, Value>), Err
     ) {
         Ok(text) => text,
         Err(crate::small_file::ReadError::NotFound) => return Ok((None, Map::new())),
-        Err(e) => return Err(load(e.to_string())),
+        Err(e) => return Err(load(e.into())),
     };
-    match serde_json::from_str(&text).map_err(|e| load(e.to_string()))? {
+    match serde_json::from_str(&text).map_err(|e| load(LoadProblem::Json(e)))? {
         Value::Object(map) => Ok((Some(path.to_path_buf()), map)),
-        _ => Err(load("it is not a JSON object".into())),
+        _ => Err(load(LoadProblem::NotAnObject)),
     }
 }
 

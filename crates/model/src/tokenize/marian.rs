@@ -23,7 +23,7 @@ use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, DecoderWrapper, NormalizerWrapper, Tokenizer};
 
-use super::{Error, TextTokenizer};
+use super::{Error, LoadProblem, TextTokenizer};
 
 /// The score per character of a `vocab.json` entry the side's model lacks.
 const FOREIGN_SCORE: f64 = -1e6;
@@ -35,21 +35,21 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
     if !model_path.is_file() || !vocab_path.is_file() {
         return Ok(None);
     }
-    let err = |path: &Path, reason: String| Error::Load {
+    let err = |path: &Path, problem: LoadProblem| Error::Load {
         path: path.to_path_buf(),
-        reason,
+        problem,
     };
     let vocab_text = crate::small_file::read_text(
         &vocab_path,
         super::bounds::MAX_VOCAB_FILE,
         "a Marian vocab.json is a few megabytes",
     )
-    .map_err(|e| err(&vocab_path, e.to_string()))?;
+    .map_err(|e| err(&vocab_path, e.into()))?;
     let vocab: HashMap<String, u32> =
-        serde_json::from_str(&vocab_text).map_err(|e| err(&vocab_path, e.to_string()))?;
+        serde_json::from_str(&vocab_text).map_err(|e| err(&vocab_path, LoadProblem::Json(e)))?;
     if vocab.len() as u64 > super::bounds::MAX_VOCAB {
         let why = super::bounds::too_many("it", vocab.len() as u64, super::bounds::MAX_VOCAB);
-        return Err(err(&vocab_path, why));
+        return Err(err(&vocab_path, why.into()));
     }
     let mut by_id = vec![None; vocab.len()];
     for (piece, &id) in &vocab {
@@ -58,7 +58,10 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
             _ => {
                 return Err(err(
                     &vocab_path,
-                    format!("ids are not 0–{} each once (id {id})", vocab.len() - 1),
+                    LoadProblem::Ids {
+                        last: vocab.len() - 1,
+                        id,
+                    },
                 ))
             }
         }
@@ -68,14 +71,14 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         super::bounds::MAX_VOCAB_FILE,
         "a SentencePiece model is a few megabytes",
     )
-    .map_err(|e| err(&model_path, e.to_string()))?;
-    let model = SpmModel::parse(&bytes).map_err(|e| err(&model_path, e))?;
+    .map_err(|e| err(&model_path, e.into()))?;
+    let model = SpmModel::parse(&bytes).map_err(|e| err(&model_path, e.into()))?;
     let unk = *vocab
         .get("<unk>")
-        .ok_or_else(|| err(&vocab_path, "has no <unk>".into()))?;
+        .ok_or_else(|| err(&vocab_path, LoadProblem::NoPiece("<unk>")))?;
     let eos = *vocab
         .get("</s>")
-        .ok_or_else(|| err(&vocab_path, "has no </s>".into()))?;
+        .ok_or_else(|| err(&vocab_path, LoadProblem::NoPiece("</s>")))?;
     let pieces: Vec<(String, f64)> = by_id
         .into_iter()
         .map(|p| {
@@ -91,14 +94,14 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         })
         .collect();
     let unigram = Unigram::from(pieces, Some(unk as usize), false)
-        .map_err(|e| err(&model_path, e.to_string()))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     let mut tokenizer = Tokenizer::new(unigram);
     let mut normalizers: Vec<NormalizerWrapper> = Vec::new();
     if !model.charsmap.is_empty() {
         super::bounds::check_charsmap(&model.charsmap)
-            .map_err(|e| err(&model_path, format!("its precompiled_charsmap {e}")))?;
-        let precompiled =
-            Precompiled::from(&model.charsmap).map_err(|e| err(&model_path, e.to_string()))?;
+            .map_err(|e| err(&model_path, LoadProblem::Charsmap(e)))?;
+        let precompiled = Precompiled::from(&model.charsmap)
+            .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?;
         normalizers.push(precompiled.into());
     }
     normalizers.push(
@@ -106,12 +109,12 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
             tokenizers::normalizers::replace::ReplacePattern::Regex(" {2,}".into()),
             " ",
         )
-        .map_err(|e| err(&model_path, e.to_string()))?
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?
         .into(),
     );
     tokenizer
         .with_normalizer(Some(Sequence::new(normalizers)))
-        .map_err(|e| err(&model_path, e.to_string()))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     tokenizer.with_pre_tokenizer(Some(Metaspace::new(
         '\u{2581}',
         PrependScheme::Always,
@@ -123,10 +126,10 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
     let post = TemplateProcessing::builder()
         .try_single("$A </s>")
         .and_then(|b| b.try_pair("$A $B </s>"))
-        .map_err(|e| err(&model_path, e.to_string()))?
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?
         .special_tokens(vec![("</s>", eos)])
         .build()
-        .map_err(|e| err(&model_path, e.to_string()))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e.into())))?;
     tokenizer.with_post_processor(Some(post));
     let specials: Vec<AddedToken> = ["</s>", "<unk>", "<pad>"]
         .into_iter()
@@ -135,8 +138,34 @@ pub fn from_dir(dir: &Path, spm: &str) -> Result<Option<TextTokenizer>, Error> {
         .collect();
     tokenizer
         .add_special_tokens(specials)
-        .map_err(|e| err(&model_path, e.to_string()))?;
+        .map_err(|e| err(&model_path, LoadProblem::Tokenizers(e)))?;
     TextTokenizer::from_tokenizer(tokenizer, model_path).map(Some)
+}
+
+/// Why a SentencePiece model cannot be read (displays after the file's name).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpmError {
+    /// A piece that is not UTF-8.
+    #[error("a piece is not UTF-8; is this a SentencePiece model?")]
+    NotUtf8,
+    /// No pieces at all.
+    #[error("holds no pieces; is this a SentencePiece model?")]
+    NoPieces,
+    /// A number cut off by the end of its message.
+    #[error("ends inside a number; the file is damaged")]
+    EndsInNumber,
+    /// A varint of more than 64 bits.
+    #[error("holds a number of more than 64 bits; the file is damaged")]
+    LongNumber,
+    /// A field cut off by the end of its message.
+    #[error("ends inside a field; the file is damaged")]
+    EndsInField,
+    /// A length that does not fit in memory.
+    #[error("a field is too long")]
+    LongField,
+    /// A wire type protobuf does not define.
+    #[error("has a field of wire type {0}; the file is damaged")]
+    WireType(u64),
 }
 
 /// What attnviz reads of a SentencePiece model.
@@ -150,7 +179,7 @@ struct SpmModel {
 impl SpmModel {
     /// `ModelProto`: field 1 the pieces (`SentencePiece`: 1 piece, 2 score, 3 type), field 3
     /// the normalizer spec (2: precompiled_charsmap).
-    fn parse(bytes: &[u8]) -> Result<SpmModel, String> {
+    fn parse(bytes: &[u8]) -> Result<SpmModel, SpmError> {
         let mut scores = HashMap::new();
         let mut charsmap = Vec::new();
         for field in Fields::new(bytes) {
@@ -160,10 +189,9 @@ impl SpmModel {
                     for f in Fields::new(piece) {
                         match f? {
                             (1, Value::Bytes(b)) => {
-                                text = Some(String::from_utf8(b.to_vec()).map_err(|_| {
-                                    "a piece is not UTF-8; is this a SentencePiece model?"
-                                        .to_string()
-                                })?)
+                                text = Some(
+                                    String::from_utf8(b.to_vec()).map_err(|_| SpmError::NotUtf8)?,
+                                )
                             }
                             (2, Value::Fixed32(bits)) => score = f32::from_bits(bits),
                             (3, Value::Varint(k)) => kind = k,
@@ -186,7 +214,7 @@ impl SpmModel {
             }
         }
         if scores.is_empty() {
-            return Err("holds no pieces; is this a SentencePiece model?".into());
+            return Err(SpmError::NoPieces);
         }
         Ok(SpmModel { scores, charsmap })
     }
@@ -211,28 +239,25 @@ impl<'a> Fields<'a> {
         Fields { data, at: 0 }
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, SpmError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
-            let byte = *self
-                .data
-                .get(self.at)
-                .ok_or("ends inside a number; the file is damaged")?;
+            let byte = *self.data.get(self.at).ok_or(SpmError::EndsInNumber)?;
             self.at += 1;
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Ok(value);
             }
         }
-        Err("holds a number of more than 64 bits; the file is damaged".into())
+        Err(SpmError::LongNumber)
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], SpmError> {
         let end = self
             .at
             .checked_add(n)
             .filter(|&e| e <= self.data.len())
-            .ok_or("ends inside a field; the file is damaged")?;
+            .ok_or(SpmError::EndsInField)?;
         let out = &self.data[self.at..end];
         self.at = end;
         Ok(out)
@@ -240,7 +265,7 @@ impl<'a> Fields<'a> {
 }
 
 impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u64, Value<'a>), String>;
+    type Item = Result<(u64, Value<'a>), SpmError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.at >= self.data.len() {
@@ -255,13 +280,13 @@ impl<'a> Iterator for Fields<'a> {
                     Value::Fixed64
                 }
                 2 => {
-                    let n = usize::try_from(self.varint()?).map_err(|_| "a field is too long")?;
+                    let n = usize::try_from(self.varint()?).map_err(|_| SpmError::LongField)?;
                     Value::Bytes(self.take(n)?)
                 }
                 5 => Value::Fixed32(u32::from_le_bytes(
                     self.take(4)?.try_into().expect("four bytes"),
                 )),
-                t => return Err(format!("has a field of wire type {t}; the file is damaged")),
+                t => return Err(SpmError::WireType(t)),
             };
             Ok((key >> 3, value))
         })();

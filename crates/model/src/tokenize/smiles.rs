@@ -18,7 +18,7 @@ use std::path::Path;
 use serde_json::json;
 use tokenizers::Tokenizer;
 
-use super::{Error, TextTokenizer, TokenizerConfig};
+use super::{Error, LoadProblem, TextTokenizer, TokenizerConfig};
 
 /// rxnmapper's `SMI_REGEX_PATTERN` (rxnmapper 0.4.3, `smiles_utils.py`).
 pub const PATTERN: &str = r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\.|=|#|-|\+|\\|\/|:|~|@|\?|>>?|\*|\$|\%[0-9]{2}|[0-9])";
@@ -73,9 +73,9 @@ fn is_smiles_vocabulary(vocab: &[String], specials: &Specials) -> bool {
 /// (see the module documentation); `None` otherwise.
 pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
     let path = dir.join("vocab.txt");
-    let load_err = |reason: String| Error::Load {
+    let load_err = |problem: LoadProblem| Error::Load {
         path: path.clone(),
-        reason,
+        problem,
     };
     let vocab: Vec<String> = super::vocab_lines(&path)?
         .into_iter()
@@ -95,7 +95,7 @@ pub fn from_dir(dir: &Path) -> Result<Option<TextTokenizer>, Error> {
 
 /// The tokenizer, assembled as a tokenizer.json document (the library's own format for each
 /// part) and loaded from it.
-fn build(vocab: &[String], specials: &Specials) -> Result<Tokenizer, String> {
+fn build(vocab: &[String], specials: &Specials) -> Result<Tokenizer, LoadProblem> {
     let mut ids = serde_json::Map::new();
     for (i, token) in vocab.iter().enumerate() {
         // The first occurrence wins, as in BERT's load_vocab.
@@ -104,7 +104,7 @@ fn build(vocab: &[String], specials: &Specials) -> Result<Tokenizer, String> {
     let id = |t: &str| {
         ids.get(t)
             .and_then(|v| v.as_u64())
-            .ok_or_else(|| format!("the vocabulary has no {t} token"))
+            .ok_or_else(|| LoadProblem::NoToken(t.to_string()))
     };
     let (cls, sep) = (id(&specials.cls)?, id(&specials.sep)?);
     id(&specials.unk)?;
@@ -148,7 +148,7 @@ fn build(vocab: &[String], specials: &Specials) -> Result<Tokenizer, String> {
     });
     doc.to_string()
         .parse::<Tokenizer>()
-        .map_err(|e| e.to_string())
+        .map_err(LoadProblem::Tokenizers)
 }
 
 #[cfg(test)]

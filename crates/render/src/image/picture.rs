@@ -34,9 +34,9 @@ pub enum Query {
 
 /// `ROW,COL` (two numbers from 0) or `pool`, as a [`Query`].
 impl std::str::FromStr for Query {
-    type Err = String;
+    type Err = ParseQueryError;
 
-    fn from_str(s: &str) -> Result<Query, String> {
+    fn from_str(s: &str) -> Result<Query, ParseQueryError> {
         let patch = s.split_once(',').and_then(|(r, c)| {
             Some((
                 r.trim().parse::<usize>().ok()?,
@@ -46,12 +46,15 @@ impl std::str::FromStr for Query {
         match patch {
             Some((r, c)) => Ok(Query::Patch(r, c)),
             None if s.trim().eq_ignore_ascii_case("pool") => Ok(Query::Pool),
-            None => Err(format!(
-                "{s:?} is not ROW,COL (two numbers from 0, like 3,5) or pool"
-            )),
+            None => Err(ParseQueryError(s.to_string())),
         }
     }
 }
+
+/// Text that is not a [`Query`]: it holds the text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not ROW,COL (two numbers from 0, like 3,5) or pool")]
+pub struct ParseQueryError(pub String);
 
 /// The pooling head `query` draws: its own, or the default query's on a model without a class
 /// token that has one (SigLIP: the pooling head is its summary of the image, as CLS is ViT's).

@@ -28,8 +28,130 @@ pub(crate) struct Header {
     pub(crate) data_offset: u64,
 }
 
-/// Walk the header in `bytes` (the whole file). The error is one line naming the field.
-pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
+/// What is wrong with a GGUF header. Each variant displays as one line naming the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// The first four bytes are not `GGUF`.
+    #[error("not a GGUF file (magic number {magic:#010x}, expected 0x46554747 'GGUF')")]
+    Magic {
+        /// The number found.
+        magic: u32,
+    },
+    /// A version other than 1, 2 or 3.
+    #[error("GGUF version {0} is not supported (1, 2 or 3)")]
+    Version(u32),
+    /// More entries than the file's bytes can hold.
+    #[error("header declares {tensors} tensors and {entries} metadata entries, more than the file's {file_len} bytes can hold")]
+    TooManyEntries {
+        /// Tensors declared.
+        tensors: u64,
+        /// Metadata entries declared.
+        entries: u64,
+        /// The file's size.
+        file_len: usize,
+    },
+    /// A metadata key given twice.
+    #[error("metadata key {key:?} appears twice; a GGUF holds each key once")]
+    DuplicateKey {
+        /// The key.
+        key: String,
+    },
+    /// An alignment that is not a power of two up to 1 MiB.
+    #[error("metadata general.alignment is {0}, not a power of two up to 1 MiB")]
+    Alignment(i64),
+    /// A metadata value that cannot be walked.
+    #[error("metadata {key}: {problem}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What is wrong with its value.
+        problem: Box<HeaderError>,
+    },
+    /// A tensor given twice.
+    #[error("tensor {name:?} appears twice (the second is number {index}); a GGUF holds each tensor once")]
+    DuplicateTensor {
+        /// The tensor.
+        name: String,
+        /// The second one's index.
+        index: u64,
+    },
+    /// A tensor of more than 4 dimensions.
+    #[error("tensor {name} has {dims} dimensions; GGUF allows at most 4")]
+    Dimensions {
+        /// The tensor.
+        name: String,
+        /// Its dimension count.
+        dims: u32,
+    },
+    /// A tensor stored in a type attnviz cannot dequantise.
+    #[error("tensor {name} (number {index}) {dtype}")]
+    TensorType {
+        /// The tensor.
+        name: String,
+        /// Its index.
+        index: u64,
+        /// The type.
+        dtype: UnsupportedType,
+    },
+    /// Tensor data that would start past the end of the file.
+    #[error("tensor data would start at byte {offset}, past the end of the {file_len}-byte file")]
+    DataPastEnd {
+        /// Where the data would start.
+        offset: u64,
+        /// The file's size.
+        file_len: usize,
+    },
+    /// The file ends inside the header.
+    #[error("ends at byte {0}, inside the header")]
+    EndsInHeader(usize),
+    /// A field that needs more bytes than are left.
+    #[error("{what} needs {needs} bytes at offset {offset}, but the file ends at {file_len}")]
+    Truncated {
+        /// The field.
+        what: &'static str,
+        /// Bytes it needs.
+        needs: u64,
+        /// Where it starts.
+        offset: usize,
+        /// The file's size.
+        file_len: usize,
+    },
+    /// More metadata values than the walk allows (2²³).
+    #[error(
+        "the metadata holds more than {MAX_METADATA_VALUES} values; no real model needs that many"
+    )]
+    TooManyValues,
+    /// Arrays nested too deep.
+    #[error("arrays nested more than {MAX_DEPTH} deep")]
+    TooDeep,
+    /// An array longer than the metadata may hold.
+    #[error(
+        "an array of {0} elements; the metadata may hold at most {MAX_METADATA_VALUES} values"
+    )]
+    LongArray(u64),
+    /// A boolean array holding something other than 0 or 1.
+    #[error("a boolean array holds a value other than 0 or 1")]
+    BoolArray,
+    /// A value type GGUF does not define.
+    #[error("unknown value type {0}")]
+    ValueType(u32),
+    /// A boolean other than 0 or 1.
+    #[error("boolean value {0} is neither 0 nor 1")]
+    Bool(u8),
+}
+
+/// A ggml type attnviz cannot dequantise (displays after the tensor's name).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("is stored as {name} (ggml type {id}), which attnviz cannot dequantise; supported: {}. Use a GGUF quantised with one of those", super::dequant::SUPPORTED)]
+pub struct UnsupportedType {
+    /// The ggml type id.
+    pub id: u32,
+    /// Its name, as llama.cpp gives it.
+    pub name: &'static str,
+}
+
+/// Walk the header in `bytes` (the whole file). The error names the field.
+pub(crate) fn walk(bytes: &[u8]) -> Result<Header, HeaderError> {
     let mut r = Reader {
         bytes,
         pos: 0,
@@ -37,15 +159,13 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
     };
     let magic = r.u32("the magic number")?;
     if magic != 0x4655_4747 {
-        return Err(format!(
-            "not a GGUF file (magic number {magic:#010x}, expected 0x46554747 'GGUF')"
-        ));
+        return Err(HeaderError::Magic { magic });
     }
     let version = r.u32("the version")?;
     r.wide = match version {
         1 => false,
         2 | 3 => true,
-        v => return Err(format!("GGUF version {v} is not supported (1, 2 or 3)")),
+        v => return Err(HeaderError::Version(v)),
     };
     let tensor_count = r.len("the tensor count")?;
     let kv_count = r.len("the metadata count")?;
@@ -54,10 +174,11 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
         .saturating_mul(13)
         .saturating_add(tensor_count.saturating_mul(24));
     if minimum > r.remaining() as u64 {
-        return Err(format!(
-            "header declares {tensor_count} tensors and {kv_count} metadata entries, more than the file's {} bytes can hold",
-            bytes.len()
-        ));
+        return Err(HeaderError::TooManyEntries {
+            tensors: tensor_count,
+            entries: kv_count,
+            file_len: bytes.len(),
+        });
     }
 
     let mut values = 0u64;
@@ -68,10 +189,9 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
     for _ in 0..kv_count {
         let key = r.string("a metadata key")?;
         if !keys.insert(key) {
-            return Err(format!(
-                "metadata key {:?} appears twice; a GGUF holds each key once",
-                String::from_utf8_lossy(key)
-            ));
+            return Err(HeaderError::DuplicateKey {
+                key: String::from_utf8_lossy(key).into_owned(),
+            });
         }
         let kind = r.u32("a metadata value type")?;
         if key == b"general.alignment" {
@@ -91,33 +211,34 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
             };
             if let Some(v) = value {
                 if v == 0 || !v.is_power_of_two() || v > 1 << 20 {
-                    return Err(format!(
-                        "metadata general.alignment is {}, not a power of two up to 1 MiB",
-                        v as i64
-                    ));
+                    return Err(HeaderError::Alignment(v as i64));
                 }
                 alignment = v;
             }
         }
         r.skip_value(kind, 0, &mut values)
-            .map_err(|e| format!("metadata {}: {e}", String::from_utf8_lossy(key)))?;
+            .map_err(|e| HeaderError::Value {
+                key: String::from_utf8_lossy(key).into_owned(),
+                problem: Box::new(e),
+            })?;
     }
 
     let mut names = std::collections::HashSet::new();
     for index in 0..tensor_count {
         let name = r.string("a tensor name")?;
         if !names.insert(name) {
-            return Err(format!(
-                "tensor {:?} appears twice (the second is number {index}); a GGUF holds each tensor once",
-                String::from_utf8_lossy(name)
-            ));
+            return Err(HeaderError::DuplicateTensor {
+                name: String::from_utf8_lossy(name).into_owned(),
+                index,
+            });
         }
         let name = String::from_utf8_lossy(name);
         let dims = r.u32("a tensor's dimension count")?;
         if dims > 4 {
-            return Err(format!(
-                "tensor {name} has {dims} dimensions; GGUF allows at most 4"
-            ));
+            return Err(HeaderError::Dimensions {
+                name: name.into_owned(),
+                dims,
+            });
         }
         for _ in 0..dims {
             if r.wide {
@@ -127,24 +248,28 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, String> {
             }
         }
         let kind = r.u32("a tensor type")?;
-        if let Err(e) = dtype_from_id(kind) {
-            return Err(format!("tensor {name} (number {index}) {e}"));
+        if let Err(dtype) = dtype_from_id(kind) {
+            return Err(HeaderError::TensorType {
+                name: name.into_owned(),
+                index,
+                dtype,
+            });
         }
         r.u64("a tensor offset")?;
     }
     let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
     // A file without tensors (a vocabulary-only GGUF) may end without the padding.
     if tensor_count > 0 && data_offset > bytes.len() as u64 {
-        return Err(format!(
-            "tensor data would start at byte {data_offset}, past the end of the {}-byte file",
-            bytes.len()
-        ));
+        return Err(HeaderError::DataPastEnd {
+            offset: data_offset,
+            file_len: bytes.len(),
+        });
     }
     Ok(Header { data_offset })
 }
 
 /// The ggml type with this id, or why not: candle dequantises these; the others are named.
-pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, String> {
+pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, UnsupportedType> {
     use GgmlDType as D;
     Ok(match id {
         0 => D::F32,
@@ -188,11 +313,7 @@ pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, String> {
                 41 => "Q1_0",
                 _ => "an unknown type",
             };
-            return Err(format!(
-                "is stored as {name} (ggml type {other}), which attnviz cannot dequantise; \
-                 supported: {}. Use a GGUF quantised with one of those",
-                super::dequant::SUPPORTED
-            ));
+            return Err(UnsupportedType { id: other, name });
         }
     })
 }
@@ -209,34 +330,35 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
-    fn peek(&self, n: usize) -> Result<&'a [u8], String> {
+    fn peek(&self, n: usize) -> Result<&'a [u8], HeaderError> {
         self.bytes
             .get(self.pos..self.pos.saturating_add(n))
-            .ok_or_else(|| format!("ends at byte {}, inside the header", self.bytes.len()))
+            .ok_or(HeaderError::EndsInHeader(self.bytes.len()))
     }
 
-    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8], HeaderError> {
         if n > self.remaining() as u64 {
-            return Err(format!(
-                "{what} needs {n} bytes at offset {}, but the file ends at {}",
-                self.pos,
-                self.bytes.len()
-            ));
+            return Err(HeaderError::Truncated {
+                what,
+                needs: n,
+                offset: self.pos,
+                file_len: self.bytes.len(),
+            });
         }
         let slice = &self.bytes[self.pos..self.pos + n as usize];
         self.pos += n as usize;
         Ok(slice)
     }
 
-    fn u32(&mut self, what: &str) -> Result<u32, String> {
+    fn u32(&mut self, what: &'static str) -> Result<u32, HeaderError> {
         Ok(u32::from_le_bytes(self.take(4, what)?.try_into().unwrap()))
     }
 
-    fn u64(&mut self, what: &str) -> Result<u64, String> {
+    fn u64(&mut self, what: &'static str) -> Result<u64, HeaderError> {
         Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
     }
 
-    fn len(&mut self, what: &str) -> Result<u64, String> {
+    fn len(&mut self, what: &'static str) -> Result<u64, HeaderError> {
         if self.wide {
             self.u64(what)
         } else {
@@ -244,18 +366,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self, what: &str) -> Result<&'a [u8], String> {
+    fn string(&mut self, what: &'static str) -> Result<&'a [u8], HeaderError> {
         let n = self.len(what)?;
         self.take(n, what)
     }
 
     /// Skip one metadata value of type `kind`, counting it (and its elements) in `values`.
-    fn skip_value(&mut self, kind: u32, depth: usize, values: &mut u64) -> Result<(), String> {
+    fn skip_value(&mut self, kind: u32, depth: usize, values: &mut u64) -> Result<(), HeaderError> {
         *values += 1;
         if *values > MAX_METADATA_VALUES {
-            return Err(format!(
-                "the metadata holds more than {MAX_METADATA_VALUES} values; no real model needs that many"
-            ));
+            return Err(HeaderError::TooManyValues);
         }
         let width = match kind {
             0 | 1 | 7 => 1,
@@ -268,14 +388,12 @@ impl<'a> Reader<'a> {
             }
             9 => {
                 if depth >= MAX_DEPTH {
-                    return Err(format!("arrays nested more than {MAX_DEPTH} deep"));
+                    return Err(HeaderError::TooDeep);
                 }
                 let inner = self.u32("an array's element type")?;
                 let count = self.len("an array's length")?;
                 if count > MAX_METADATA_VALUES {
-                    return Err(format!(
-                        "an array of {count} elements; the metadata may hold at most {MAX_METADATA_VALUES} values"
-                    ));
+                    return Err(HeaderError::LongArray(count));
                 }
                 let fixed = match inner {
                     0 | 1 | 7 => Some(1u64),
@@ -288,16 +406,14 @@ impl<'a> Reader<'a> {
                     // Fixed-width elements: check and skip them in one step.
                     *values += count;
                     if *values > MAX_METADATA_VALUES {
-                        return Err(format!(
-                            "the metadata holds more than {MAX_METADATA_VALUES} values; no real model needs that many"
-                        ));
+                        return Err(HeaderError::TooManyValues);
                     }
                     self.take(count.saturating_mul(width), "an array")?;
                     if inner == 7 {
                         // candle rejects a bool other than 0 or 1; so do we, naming the field.
                         let start = self.pos - count as usize;
                         if self.bytes[start..self.pos].iter().any(|&b| b > 1) {
-                            return Err("a boolean array holds a value other than 0 or 1".into());
+                            return Err(HeaderError::BoolArray);
                         }
                     }
                     return Ok(());
@@ -307,11 +423,11 @@ impl<'a> Reader<'a> {
                 }
                 return Ok(());
             }
-            other => return Err(format!("unknown value type {other}")),
+            other => return Err(HeaderError::ValueType(other)),
         };
         let bytes = self.take(width, "a value")?;
         if kind == 7 && bytes[0] > 1 {
-            return Err(format!("boolean value {} is neither 0 nor 1", bytes[0]));
+            return Err(HeaderError::Bool(bytes[0]));
         }
         Ok(())
     }

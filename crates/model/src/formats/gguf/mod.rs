@@ -34,52 +34,73 @@ use rayon::prelude::*;
 
 pub use chat::{ChatError, ChatMessage, ChatTemplate};
 pub use dequant::{type_name, unpermute_rows, F32Tensor};
+pub use header::{HeaderError, UnsupportedType};
 pub use params::{
     gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name, hf_tensor_name_for, DecoderParams,
     RopeScaling,
 };
-pub use tokenizer::GgufTokenizer;
+pub use tokenizer::{GgufTokenizer, TokenizerProblem};
 
-use super::candle_message;
 use super::weights::StoredMatrix;
+use super::CandleError;
 
 /// Anything wrong with a GGUF file or what it describes. Each variant displays as one line
 /// naming the file and the field, tensor or key.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     /// The file cannot be opened or mapped.
-    #[error("cannot read {}: {reason}", path.display())]
+    #[error("cannot read {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        source: std::io::Error,
     },
-    /// The file is not a well-formed GGUF file (the reason names the field).
-    #[error("{} is not a valid GGUF file: {reason}", path.display())]
+    /// The file is not a regular file (a folder, a FIFO, a device).
+    #[error("cannot read {}: not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A big-endian machine, where tensors cannot be read in place.
+    #[error("cannot read {}: GGUF tensors are read in place, which needs a little-endian machine", path.display())]
+    BigEndian {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not a well-formed GGUF file (the problem names the field).
+    #[error("{} is not a valid GGUF file: {problem}", path.display())]
     Invalid {
         /// The file.
         path: PathBuf,
         /// What is wrong, naming the field.
-        reason: String,
+        problem: Box<InvalidProblem>,
     },
     /// A tensor record does not fit the file, or is stored in a type attnviz cannot read.
-    #[error("{}: tensor {name} {reason}", path.display())]
+    #[error("{}: tensor {name} {problem}", path.display())]
     Tensor {
         /// The file.
         path: PathBuf,
         /// The tensor's GGUF name.
         name: String,
         /// What is wrong.
-        reason: String,
+        problem: Box<TensorProblem>,
     },
     /// The weights would take more memory than the run may use.
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: its {count} tensors take {} {}, more than {} ({}); use a smaller model or allow more memory", path.display(), gigabytes(*.need), .repr.how(), if *.given { "the memory limit given" } else { "the memory this process may use" }, gigabytes(*.budget))]
     Memory {
         /// The file.
         path: PathBuf,
-        /// How much, against what.
-        reason: String,
+        /// Tensors counted.
+        count: usize,
+        /// Bytes they take.
+        need: u64,
+        /// How they would be held.
+        repr: Representation,
+        /// The budget in bytes.
+        budget: u64,
+        /// Whether the caller gave the budget (else it is what this process may use).
+        given: bool,
     },
     /// A tensor the caller asked for is not in the file.
     #[error("{} has no tensor named {name}", path.display())]
@@ -97,15 +118,15 @@ pub enum GgufError {
         /// The GGUF key.
         key: String,
         /// What is wrong with it.
-        problem: String,
+        problem: MetadataProblem,
     },
     /// The tokenizer the metadata describes cannot be built.
-    #[error("{}: cannot build the tokenizer: {reason}", path.display())]
+    #[error("{}: cannot build the tokenizer: {problem}", path.display())]
     Tokenizer {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        problem: TokenizerProblem,
     },
     /// The file has no chat template.
     #[error("{} carries no chat template (metadata tokenizer.chat_template), so the prompt cannot be wrapped as a chat; run it as plain text", path.display())]
@@ -116,6 +137,192 @@ pub enum GgufError {
     /// The chat template fails to compile or render.
     #[error(transparent)]
     Chat(#[from] ChatError),
+}
+
+/// Why a file is not a well-formed GGUF file (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidProblem {
+    /// An empty file.
+    #[error("the file is empty")]
+    Empty,
+    /// The bounded header walk refused it.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// candle's reader refused it.
+    #[error(transparent)]
+    Candle(#[from] CandleError),
+    /// candle's reader and the header walk disagree on where the tensor data starts.
+    #[error("tensor data offset {candle} disagrees with the header walk's {walk}")]
+    DataOffset {
+        /// candle's offset.
+        candle: u64,
+        /// The walk's.
+        walk: u64,
+    },
+    /// Two tensors sharing bytes.
+    #[error("tensors {first:?} and {second:?} overlap (bytes {start}–{end} belong to both); each tensor must have bytes of its own")]
+    Overlap {
+        /// The tensor that starts first.
+        first: String,
+        /// The other.
+        second: String,
+        /// Where the second starts.
+        start: usize,
+        /// Where the first ends.
+        end: usize,
+    },
+}
+
+/// What is wrong with one tensor of a GGUF file (displays after its name).
+#[derive(Debug, thiserror::Error)]
+pub enum TensorProblem {
+    /// Not a matrix where one is needed.
+    #[error("has shape {0:?}, not a matrix")]
+    NotAMatrix(Vec<usize>),
+    /// The matrix cannot be kept as stored.
+    #[error(transparent)]
+    Stored(#[from] crate::kernels::quant::QuantError),
+    /// A row asked for that the tensor does not have.
+    #[error("has {total} rows; row {row} does not exist")]
+    NoRow {
+        /// Its rows.
+        total: usize,
+        /// The row asked for.
+        row: usize,
+    },
+    /// Rows that llama.cpp's q/k permutation cannot have made.
+    #[error("has {rows} rows, which {key} = {heads} does not split into heads of an even size")]
+    Unpermute {
+        /// Its rows.
+        rows: usize,
+        /// The head count's key.
+        key: String,
+        /// The head count.
+        heads: usize,
+    },
+    /// A shape whose element count overflows.
+    #[error("has shape {0:?}, whose element count overflows")]
+    ElementsOverflow(Vec<usize>),
+    /// Rows that are not whole blocks of its type.
+    #[error("has rows of {cols} values, not a multiple of {dtype}'s block of {block}")]
+    Block {
+        /// Values per row.
+        cols: usize,
+        /// The type's name.
+        dtype: &'static str,
+        /// The type's block size.
+        block: usize,
+    },
+    /// A shape whose byte size overflows.
+    #[error("has shape {0:?}, whose byte size overflows")]
+    BytesOverflow(Vec<usize>),
+    /// A start past the end of the file.
+    #[error("starts at offset {offset} past the tensor data start {data_offset}, beyond the end of the {file_len}-byte file")]
+    StartsPastEnd {
+        /// Its offset.
+        offset: u64,
+        /// Where tensor data starts.
+        data_offset: u64,
+        /// The file's size.
+        file_len: usize,
+    },
+    /// Data running past the end of the file.
+    #[error("({dtype} {dims:?}) needs {bytes} bytes at byte {start}, but the file ends at {file_len}; is it truncated?")]
+    Truncated {
+        /// The type's name.
+        dtype: &'static str,
+        /// Its shape.
+        dims: Vec<usize>,
+        /// Bytes it needs.
+        bytes: usize,
+        /// Where it starts.
+        start: usize,
+        /// The file's size.
+        file_len: usize,
+    },
+}
+
+/// What is wrong with a metadata entry (displays after its key).
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataProblem {
+    /// Not there.
+    #[error("is missing")]
+    Missing,
+    /// 0 where a count is needed.
+    #[error("is 0")]
+    Zero,
+    /// No layers.
+    #[error("is 0; a model has at least one layer")]
+    NoLayers,
+    /// A sliding window of 0 tokens.
+    #[error("is 0; a sliding window holds at least one token")]
+    NoWindow,
+    /// Key/value heads that do not divide the query heads.
+    #[error("is {kv_heads}, which does not divide the {heads} query heads")]
+    KvHeads {
+        /// Key/value heads.
+        kv_heads: usize,
+        /// Query heads.
+        heads: usize,
+    },
+    /// A hidden size the heads do not divide, and no head size.
+    #[error("({hidden}) is not a multiple of the {heads} heads and no attention.key_length says the head size")]
+    NoHeadSize {
+        /// The hidden size.
+        hidden: usize,
+        /// The heads.
+        heads: usize,
+    },
+    /// No vocabulary size anywhere.
+    #[error("is missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary size")]
+    NoVocabSize,
+    /// More tokens than any real tokenizer has.
+    #[error(transparent)]
+    TooManyTokens(#[from] crate::tokenize::bounds::TooManyEntries),
+    /// A vocabulary size over the bound.
+    #[error("is {vocab}, more than the {max} tokens any real tokenizer has")]
+    VocabTooLarge {
+        /// The size.
+        vocab: usize,
+        /// The bound.
+        max: u64,
+    },
+    /// More tokens than embedding rows.
+    #[error("has {tokens} tokens, but token_embd.weight has only {rows} rows; the tokenizer does not belong to these weights")]
+    TokensExceedRows {
+        /// Tokens.
+        tokens: usize,
+        /// Embedding rows.
+        rows: usize,
+    },
+    /// A vocabulary size other than the embedding's rows.
+    #[error("(or the token count) is {vocab}, but token_embd.weight has {rows} rows")]
+    VocabRows {
+        /// The vocabulary size.
+        vocab: usize,
+        /// Embedding rows.
+        rows: usize,
+    },
+    /// A RoPE scaling type without its factor.
+    #[error("is missing for rope scaling type {0}")]
+    NoScalingFactor(String),
+    /// A value of the wrong type.
+    #[error("is {found}, expected {expected}")]
+    Type {
+        /// What the file holds, described (`the string "x"`, `an array of 3 values`).
+        found: String,
+        /// What was expected (`a string`, `a number`).
+        expected: &'static str,
+    },
+    /// An id too large for a token id.
+    #[error("is {0}, too large for a token id")]
+    TooLargeForId(u64),
+    /// A size no real model has.
+    #[error("is {0}, implausibly large")]
+    Implausible(u64),
+    /// A number that is not finite.
+    #[error("is {0}, expected a finite number")]
+    NotFinite(f64),
 }
 
 /// Where one tensor lies in the file, checked against the file size at open.
@@ -164,40 +371,42 @@ impl GgufFile {
     /// truncated, declares more than its size can hold, or stores a tensor in a type candle
     /// cannot dequantise (naming the type and the tensor).
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let read_err = |reason: String| GgufError::Read {
+        let read_err = |source: std::io::Error| GgufError::Read {
             path: path.to_path_buf(),
-            reason,
+            source,
         };
-        let invalid = |reason: String| GgufError::Invalid {
+        let invalid = |problem: InvalidProblem| GgufError::Invalid {
             path: path.to_path_buf(),
-            reason,
+            problem: Box::new(problem),
         };
         if cfg!(target_endian = "big") {
-            return Err(read_err(
-                "GGUF tensors are read in place, which needs a little-endian machine".into(),
-            ));
+            return Err(GgufError::BigEndian {
+                path: path.to_path_buf(),
+            });
         }
         // Checked before opening: opening a FIFO for reading would wait for a writer.
-        let meta = std::fs::metadata(path).map_err(|e| read_err(e.to_string()))?;
+        let meta = std::fs::metadata(path).map_err(read_err)?;
         if !meta.is_file() {
-            return Err(read_err("not a regular file".into()));
+            return Err(GgufError::NotAFile {
+                path: path.to_path_buf(),
+            });
         }
-        let file = File::open(path).map_err(|e| read_err(e.to_string()))?;
-        let len = file.metadata().map_err(|e| read_err(e.to_string()))?.len();
+        let file = File::open(path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
         if len == 0 {
-            return Err(invalid("the file is empty".into()));
+            return Err(invalid(InvalidProblem::Empty));
         }
         // SAFETY: the file is mapped read-only; like every mmap user we rely on nobody
         // truncating it while we run.
-        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| read_err(e.to_string()))?;
-        let header = header::walk(&mmap).map_err(invalid)?;
+        let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(read_err)?;
+        let header = header::walk(&mmap).map_err(|e| invalid(e.into()))?;
         let content = Content::read(&mut std::io::Cursor::new(&mmap[..]))
-            .map_err(|e| invalid(candle_message(&e)))?;
+            .map_err(|e| invalid(CandleError(e).into()))?;
         if content.tensor_data_offset != header.data_offset {
-            return Err(invalid(format!(
-                "tensor data offset {} disagrees with the header walk's {}",
-                content.tensor_data_offset, header.data_offset
-            )));
+            return Err(invalid(InvalidProblem::DataOffset {
+                candle: content.tensor_data_offset,
+                walk: header.data_offset,
+            }));
         }
 
         let mut entries = BTreeMap::new();
@@ -209,10 +418,10 @@ impl GgufFile {
                 header.data_offset,
                 mmap.len(),
             )
-            .map_err(|reason| GgufError::Tensor {
+            .map_err(|problem| GgufError::Tensor {
                 path: path.to_path_buf(),
                 name: name.clone(),
-                reason,
+                problem: Box::new(problem),
             })?;
             entries.insert(name.clone(), entry);
         }
@@ -275,13 +484,13 @@ impl GgufFile {
         let key = |name: &str| format!("{arch}.{name}");
         let layers = self.require_usize(&key("block_count"))?;
         if layers == 0 {
-            return Err(self.meta_err(&key("block_count"), "is 0; a model has at least one layer"));
+            return Err(self.meta_err(&key("block_count"), MetadataProblem::NoLayers));
         }
         let hidden = self.require_usize(&key("embedding_length"))?;
         let ffn = self.require_usize(&key("feed_forward_length"))?;
         let heads = self.require_usize(&key("attention.head_count"))?;
         if heads == 0 {
-            return Err(self.meta_err(&key("attention.head_count"), "is 0"));
+            return Err(self.meta_err(&key("attention.head_count"), MetadataProblem::Zero));
         }
         let kv_heads = self
             .get_usize(&key("attention.head_count_kv"))?
@@ -289,7 +498,7 @@ impl GgufFile {
         if kv_heads == 0 || heads % kv_heads != 0 {
             return Err(self.meta_err(
                 &key("attention.head_count_kv"),
-                &format!("is {kv_heads}, which does not divide the {heads} query heads"),
+                MetadataProblem::KvHeads { kv_heads, heads },
             ));
         }
         let rope_dims = self.get_usize(&key("rope.dimension_count"))?;
@@ -303,18 +512,18 @@ impl GgufFile {
             None => {
                 return Err(self.meta_err(
                     &key("embedding_length"),
-                    &format!("({hidden}) is not a multiple of the {heads} heads and no attention.key_length says the head size"),
+                    MetadataProblem::NoHeadSize { hidden, heads },
                 ))
             }
         };
         if head_dim == 0 {
-            return Err(self.meta_err(&key("attention.key_length"), "is 0"));
+            return Err(self.meta_err(&key("attention.key_length"), MetadataProblem::Zero));
         }
         let rope_theta = self.get_f64(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let eps_key = key("attention.layer_norm_rms_epsilon");
         let rms_norm_eps = self
             .get_f64(&eps_key)?
-            .ok_or_else(|| self.meta_err(&eps_key, "is missing"))?;
+            .ok_or_else(|| self.meta_err(&eps_key, MetadataProblem::Missing))?;
         let vocab_size = match self.get_usize(&key("vocab_size"))? {
             Some(v) => v,
             None => match self.metadata().get("tokenizer.ggml.tokens") {
@@ -324,10 +533,7 @@ impl GgufFile {
                     .get("token_embd.weight")
                     .and_then(|e| e.shape.first().copied())
                     .ok_or_else(|| {
-                        self.meta_err(
-                            &key("vocab_size"),
-                            "is missing, and neither tokenizer.ggml.tokens nor token_embd.weight gives the vocabulary size",
-                        )
+                        self.meta_err(&key("vocab_size"), MetadataProblem::NoVocabSize)
                     })?,
             },
         };
@@ -336,12 +542,7 @@ impl GgufFile {
         // to (Llama and Qwen panicked building its mask).
         let window_key = key("attention.sliding_window");
         let sliding_window = match self.get_usize(&window_key)? {
-            Some(0) => {
-                return Err(self.meta_err(
-                    &window_key,
-                    "is 0; a sliding window holds at least one token",
-                ))
-            }
+            Some(0) => return Err(self.meta_err(&window_key, MetadataProblem::NoWindow)),
             w => w,
         };
         Ok(DecoderParams {
@@ -380,21 +581,26 @@ impl GgufFile {
     /// wrong): at most [`MAX_VOCAB`](crate::tokenize::bounds::MAX_VOCAB) tokens, no more tokens
     /// than the embedding has rows, and `vocab_size` equal to those rows.
     fn check_vocabulary(&self, vocab_key: &str, vocab_size: usize) -> Result<(), GgufError> {
-        use crate::tokenize::bounds::{too_many_entries, MAX_VOCAB};
+        use crate::tokenize::bounds::{TooManyEntries, MAX_VOCAB};
         const TOKENS: &str = "tokenizer.ggml.tokens";
         let tokens = match self.metadata().get(TOKENS) {
             Some(Value::Array(tokens)) => Some(tokens.len()),
             _ => None,
         };
         if let Some(n) = tokens.filter(|&n| n as u64 > MAX_VOCAB) {
-            return Err(self.meta_err(TOKENS, &too_many_entries(n as u64, MAX_VOCAB)));
+            let entries = TooManyEntries {
+                n: n as u64,
+                max: MAX_VOCAB,
+            };
+            return Err(self.meta_err(TOKENS, entries.into()));
         }
         if vocab_size as u64 > MAX_VOCAB {
             return Err(self.meta_err(
                 vocab_key,
-                &format!(
-                    "is {vocab_size}, more than the {MAX_VOCAB} tokens any real tokenizer has"
-                ),
+                MetadataProblem::VocabTooLarge {
+                    vocab: vocab_size,
+                    max: MAX_VOCAB,
+                },
             ));
         }
         let Some(rows) = self
@@ -407,15 +613,16 @@ impl GgufFile {
         if let Some(n) = tokens.filter(|&n| n > rows) {
             return Err(self.meta_err(
                 TOKENS,
-                &format!("has {n} tokens, but token_embd.weight has only {rows} rows; the tokenizer does not belong to these weights"),
+                MetadataProblem::TokensExceedRows { tokens: n, rows },
             ));
         }
         if vocab_size != rows {
             return Err(self.meta_err(
                 vocab_key,
-                &format!(
-                    "(or the token count) is {vocab_size}, but token_embd.weight has {rows} rows"
-                ),
+                MetadataProblem::VocabRows {
+                    vocab: vocab_size,
+                    rows,
+                },
             ));
         }
         Ok(())
@@ -435,7 +642,7 @@ impl GgufFile {
             factor.ok_or_else(|| {
                 self.meta_err(
                     &key("scaling.factor"),
-                    &format!("is missing for rope scaling type {kind}"),
+                    MetadataProblem::NoScalingFactor(kind.clone()),
                 )
             })
         };
@@ -469,16 +676,13 @@ impl GgufFile {
     /// exact) and whose mapped pages are then released.
     pub fn stored(&self, name: &str) -> Result<StoredMatrix, GgufError> {
         let entry = self.entry(name)?;
-        let tensor_err = |reason: String| GgufError::Tensor {
+        let tensor_err = |problem: TensorProblem| GgufError::Tensor {
             path: self.path.clone(),
             name: name.to_string(),
-            reason,
+            problem: Box::new(problem),
         };
         let &[outputs, inputs] = entry.shape.as_slice() else {
-            return Err(tensor_err(format!(
-                "has shape {:?}, not a matrix",
-                entry.shape
-            )));
+            return Err(tensor_err(TensorProblem::NotAMatrix(entry.shape.clone())));
         };
         let range = entry.start..entry.start + entry.len;
         let made = match self.qk_row_map(name)? {
@@ -494,7 +698,7 @@ impl GgufFile {
                 StoredMatrix::owned(owned, entry.dtype, outputs, inputs)
             }
         };
-        made.map_err(|e| tensor_err(e.to_string()))
+        made.map_err(|e| tensor_err(e.into()))
     }
 
     /// Tensor `name` dequantised as stored, without undoing any permutation (what gguf-py's
@@ -514,7 +718,7 @@ impl GgufFile {
             return Err(GgufError::Tensor {
                 path: self.path.clone(),
                 name: name.to_string(),
-                reason: format!("has {total} rows; row {bad} does not exist"),
+                problem: Box::new(TensorProblem::NoRow { total, row: bad }),
             });
         }
         let map = self.qk_row_map(name)?;
@@ -551,22 +755,13 @@ impl GgufFile {
             None => (default_weight_budget(self.mmap.len() as u64), false),
         };
         if let Some(budget) = budget.filter(|&b| need > b) {
-            let how = match repr {
-                Representation::F32 => "dequantised to f32",
-                Representation::InPlace => "as stored",
-            };
-            let whose = if given {
-                "the memory limit given"
-            } else {
-                "the memory this process may use"
-            };
             return Err(GgufError::Memory {
                 path: self.path.clone(),
-                reason: format!(
-                    "its {count} tensors take {} {how}, more than {whose} ({}); use a smaller model or allow more memory",
-                    gigabytes(need),
-                    gigabytes(budget)
-                ),
+                count,
+                need,
+                repr,
+                budget,
+                given,
             });
         }
         Ok(need)
@@ -646,24 +841,28 @@ impl GgufFile {
             Some(h) => h,
             // llama.cpp writes no head_count_kv when it equals head_count.
             None if is_k => self.require_usize(&format!("{arch}.attention.head_count"))?,
-            None => return Err(self.meta_err(&heads_key, "is missing")),
+            None => return Err(self.meta_err(&heads_key, MetadataProblem::Missing)),
         };
         let rows = entry.shape.first().copied().unwrap_or(0);
-        unpermute_rows(rows, heads).map(Some).ok_or_else(|| GgufError::Tensor {
-            path: self.path.clone(),
-            name: name.to_string(),
-            reason: format!(
-                "has {rows} rows, which {heads_key} = {heads} does not split into heads of an even size"
-            ),
-        })
+        unpermute_rows(rows, heads)
+            .map(Some)
+            .ok_or_else(|| GgufError::Tensor {
+                path: self.path.clone(),
+                name: name.to_string(),
+                problem: Box::new(TensorProblem::Unpermute {
+                    rows,
+                    key: heads_key.clone(),
+                    heads,
+                }),
+            })
     }
 
     /// The tokenizer the metadata describes (`tokenizer.ggml.*`): byte-level BPE (`gpt2`) or
     /// SentencePiece BPE (`llama`); any other kind is one clear error.
     pub fn tokenizer(&self) -> Result<GgufTokenizer, GgufError> {
-        tokenizer::build(self).map_err(|reason| GgufError::Tokenizer {
+        tokenizer::build(self).map_err(|problem| GgufError::Tokenizer {
             path: self.path.clone(),
-            reason,
+            problem,
         })
     }
 
@@ -697,12 +896,22 @@ impl GgufFile {
 
     // Typed metadata access: each error names the key and what was found.
 
-    pub(crate) fn meta_err(&self, key: &str, problem: &str) -> GgufError {
+    pub(crate) fn meta_err(&self, key: &str, problem: MetadataProblem) -> GgufError {
         GgufError::Metadata {
             path: self.path.clone(),
             key: key.to_string(),
-            problem: problem.to_string(),
+            problem,
         }
+    }
+
+    fn type_err(&self, key: &str, found: &Value, expected: &'static str) -> GgufError {
+        self.meta_err(
+            key,
+            MetadataProblem::Type {
+                found: describe(found),
+                expected,
+            },
+        )
     }
 
     /// A string value; `None` when absent, an error when of another type.
@@ -710,27 +919,22 @@ impl GgufFile {
         match self.metadata().get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => {
-                Err(self.meta_err(key, &format!("is {}, expected a string", describe(other))))
-            }
+            Some(other) => Err(self.type_err(key, other, "a string")),
         }
     }
 
     fn require_str(&self, key: &str) -> Result<&str, GgufError> {
         self.get_str(key)?
-            .ok_or_else(|| self.meta_err(key, "is missing"))
+            .ok_or_else(|| self.meta_err(key, MetadataProblem::Missing))
     }
 
     /// A non-negative integer of any width; `None` when absent.
     pub fn get_u64(&self, key: &str) -> Result<Option<u64>, GgufError> {
         match self.metadata().get(key) {
             None => Ok(None),
-            Some(v) => integer(v).map(Some).ok_or_else(|| {
-                self.meta_err(
-                    key,
-                    &format!("is {}, expected a non-negative integer", describe(v)),
-                )
-            }),
+            Some(v) => integer(v)
+                .map(Some)
+                .ok_or_else(|| self.type_err(key, v, "a non-negative integer")),
         }
     }
 
@@ -739,7 +943,7 @@ impl GgufFile {
             None => Ok(None),
             Some(v) => u32::try_from(v)
                 .map(Some)
-                .map_err(|_| self.meta_err(key, &format!("is {v}, too large for a token id"))),
+                .map_err(|_| self.meta_err(key, MetadataProblem::TooLargeForId(v))),
         }
     }
 
@@ -748,13 +952,13 @@ impl GgufFile {
             None => Ok(None),
             // Sizes beyond 2^32 are no real model's; refusing them keeps later products small.
             Some(v) if v <= u64::from(u32::MAX) => Ok(Some(v as usize)),
-            Some(v) => Err(self.meta_err(key, &format!("is {v}, implausibly large"))),
+            Some(v) => Err(self.meta_err(key, MetadataProblem::Implausible(v))),
         }
     }
 
     fn require_usize(&self, key: &str) -> Result<usize, GgufError> {
         self.get_usize(key)?
-            .ok_or_else(|| self.meta_err(key, "is missing"))
+            .ok_or_else(|| self.meta_err(key, MetadataProblem::Missing))
     }
 
     /// A finite float (f32 widened exactly, or f64); `None` when absent.
@@ -763,16 +967,12 @@ impl GgufFile {
             None => return Ok(None),
             Some(Value::F32(v)) => f64::from(*v),
             Some(Value::F64(v)) => *v,
-            Some(other) => {
-                return Err(
-                    self.meta_err(key, &format!("is {}, expected a number", describe(other)))
-                )
-            }
+            Some(other) => return Err(self.type_err(key, other, "a number")),
         };
         if v.is_finite() {
             Ok(Some(v))
         } else {
-            Err(self.meta_err(key, &format!("is {v}, expected a finite number")))
+            Err(self.meta_err(key, MetadataProblem::NotFinite(v)))
         }
     }
 
@@ -781,9 +981,7 @@ impl GgufFile {
         match self.metadata().get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => {
-                Err(self.meta_err(key, &format!("is {}, expected a boolean", describe(other))))
-            }
+            Some(other) => Err(self.type_err(key, other, "a boolean")),
         }
     }
 }
@@ -822,7 +1020,7 @@ fn integer(v: &Value) -> Option<u64> {
 /// Tensors may not share bytes: llama.cpp writes each once, in order, so two records over one
 /// block can only be a file made to multiply its size (1,000 records on one 8 MB block reached
 /// 7.9 GB when dequantised).
-fn check_overlaps(entries: &BTreeMap<String, Entry>) -> Result<(), String> {
+fn check_overlaps(entries: &BTreeMap<String, Entry>) -> Result<(), InvalidProblem> {
     let mut spans: Vec<(usize, usize, &str)> = entries
         .iter()
         .filter(|(_, e)| e.len > 0)
@@ -832,9 +1030,12 @@ fn check_overlaps(entries: &BTreeMap<String, Entry>) -> Result<(), String> {
     for pair in spans.windows(2) {
         let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
         if start < end {
-            return Err(format!(
-                "tensors {a:?} and {b:?} overlap (bytes {start}–{end} belong to both); each tensor must have bytes of its own"
-            ));
+            return Err(InvalidProblem::Overlap {
+                first: a.to_string(),
+                second: b.to_string(),
+                start,
+                end,
+            });
         }
     }
     Ok(())
@@ -852,6 +1053,14 @@ pub enum Representation {
 }
 
 impl Representation {
+    /// How the tensors would be held, for messages.
+    fn how(self) -> &'static str {
+        match self {
+            Representation::F32 => "dequantised to f32",
+            Representation::InPlace => "as stored",
+        }
+    }
+
     /// Bytes one tensor takes in this representation.
     fn bytes(self, entry: &Entry) -> u64 {
         match self {
@@ -902,35 +1111,39 @@ fn check_tensor(
     offset: u64,
     data_offset: u64,
     file_len: usize,
-) -> Result<Entry, String> {
+) -> Result<Entry, TensorProblem> {
     let elements = dims
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| format!("has shape {dims:?}, whose element count overflows"))?;
+        .ok_or_else(|| TensorProblem::ElementsOverflow(dims.to_vec()))?;
     let block = dtype.block_size();
     let cols = dims.last().copied().unwrap_or(1);
     if cols % block != 0 {
-        return Err(format!(
-            "has rows of {cols} values, not a multiple of {}'s block of {block}",
-            type_name(dtype)
-        ));
+        return Err(TensorProblem::Block {
+            cols,
+            dtype: type_name(dtype),
+            block,
+        });
     }
     let bytes = (elements / block)
         .checked_mul(dtype.type_size())
-        .ok_or_else(|| format!("has shape {dims:?}, whose byte size overflows"))?;
+        .ok_or_else(|| TensorProblem::BytesOverflow(dims.to_vec()))?;
     let start = data_offset
         .checked_add(offset)
         .filter(|&s| s <= file_len as u64)
-        .ok_or_else(|| {
-            format!(
-                "starts at offset {offset} past the tensor data start {data_offset}, beyond the end of the {file_len}-byte file"
-            )
+        .ok_or(TensorProblem::StartsPastEnd {
+            offset,
+            data_offset,
+            file_len,
         })? as usize;
     if bytes > file_len - start {
-        return Err(format!(
-            "({} {dims:?}) needs {bytes} bytes at byte {start}, but the file ends at {file_len}; is it truncated?",
-            type_name(dtype)
-        ));
+        return Err(TensorProblem::Truncated {
+            dtype: type_name(dtype),
+            dims: dims.to_vec(),
+            bytes,
+            start,
+            file_len,
+        });
     }
     Ok(Entry {
         dtype,

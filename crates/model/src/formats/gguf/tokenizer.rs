@@ -34,8 +34,143 @@ use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior, Tokeni
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::GgufFile;
-use crate::tokenize::bounds::{too_many, MAX_MERGES, MAX_VOCAB};
+use super::{GgufError, GgufFile};
+use crate::tokenize::bounds::{too_many, TooMany, MAX_MERGES, MAX_VOCAB};
+
+/// Why the tokenizer a GGUF file describes cannot be built (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerProblem {
+    /// A metadata entry of the wrong type.
+    #[error(transparent)]
+    Metadata(Box<GgufError>),
+    /// No `tokenizer.ggml.model`.
+    #[error("metadata tokenizer.ggml.model is missing; the file carries no tokenizer")]
+    NoModel,
+    /// A tokenizer type attnviz does not build.
+    #[error("tokenizer.ggml.model is \"{model}\", {}, which attnviz does not build from GGUF metadata (only \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE); use the model's Hugging Face folder with its tokenizer.json instead", model_kind(.model))]
+    Model {
+        /// The type the file names.
+        model: String,
+    },
+    /// A pre-tokenizer name attnviz does not know.
+    #[error(
+        "tokenizer.ggml.pre is \"{0}\", a pre-tokenizer attnviz does not know (known: {KNOWN_PRE})"
+    )]
+    Pre(String),
+    /// No `tokenizer.ggml.tokens`.
+    #[error("metadata tokenizer.ggml.tokens is missing")]
+    NoTokens,
+    /// More entries than any real tokenizer has.
+    #[error(transparent)]
+    TooMany(#[from] TooMany),
+    /// A token type that is not an integer.
+    #[error("metadata tokenizer.ggml.token_type holds a non-integer value")]
+    TokenTypeValue,
+    /// Token types that are not an array.
+    #[error("metadata tokenizer.ggml.token_type is not an array")]
+    TokenTypeNotArray,
+    /// Token types of another count than the tokens.
+    #[error("metadata tokenizer.ggml.token_type has {types} entries for {tokens} tokens")]
+    TokenTypeCount {
+        /// Token types.
+        types: usize,
+        /// Tokens.
+        tokens: usize,
+    },
+    /// A special token id outside the vocabulary.
+    #[error("metadata {key} is {id}, outside the {tokens} tokens")]
+    IdOutside {
+        /// The key.
+        key: String,
+        /// Its id.
+        id: u64,
+        /// The vocabulary's size.
+        tokens: usize,
+    },
+    /// Byte-level BPE without merges.
+    #[error("metadata tokenizer.ggml.merges is missing; byte-level BPE needs them")]
+    NoMerges,
+    /// A byte-level merge that is not two tokens.
+    #[error("metadata tokenizer.ggml.merges entry {index} ({merge:?}) is not two tokens separated by a space")]
+    Merge {
+        /// Its index.
+        index: usize,
+        /// The entry.
+        merge: String,
+    },
+    /// A SentencePiece merge that is not two tokens.
+    #[error("metadata tokenizer.ggml.merges entry {0} is not two tokens")]
+    SentencePieceMerge(usize),
+    /// A pre-tokenizer regex the tokenizers crate refuses.
+    #[error("pre-tokenizer regex for {pre}: {source}")]
+    PreRegex {
+        /// The pre-tokenizer's name.
+        pre: String,
+        /// The tokenizers crate's error.
+        source: tokenizers::Error,
+    },
+    /// A part of the tokenizer the tokenizers crate refuses.
+    #[error("{part}: {source}")]
+    Build {
+        /// The part (`special tokens`, `BOS/EOS template`, …).
+        part: &'static str,
+        /// The tokenizers crate's error.
+        source: tokenizers::Error,
+    },
+    /// BOS or EOS asked for without its id.
+    #[error("tokenizer.ggml.add_{0}_token is true but tokenizer.ggml.{0}_token_id is missing")]
+    NoSpecialId(&'static str),
+    /// A score that is not a float.
+    #[error("metadata tokenizer.ggml.scores holds a non-float value")]
+    ScoreValue,
+    /// Scores of another count than the tokens.
+    #[error("metadata tokenizer.ggml.scores is not an array of {0} floats")]
+    ScoresShape(usize),
+    /// A SentencePiece vocabulary without scores or merges.
+    #[error("metadata tokenizer.ggml.scores is missing; a SentencePiece vocabulary needs them (or merges)")]
+    NoScores,
+    /// Scores that imply more merges than any real vocabulary.
+    #[error("the merges implied by tokenizer.ggml.scores exceed {MAX_MERGES} merges or {} MiB (stopped at piece {piece:?}); no real SentencePiece vocabulary needs that many", MAX_MERGE_BYTES >> 20)]
+    ImpliedMerges {
+        /// The first 20 characters of the piece where it stopped.
+        piece: String,
+    },
+    /// An array entry that is not a string.
+    #[error("metadata {key} entry {index} is not a string")]
+    NotString {
+        /// The key.
+        key: String,
+        /// The entry.
+        index: usize,
+    },
+    /// An entry that is not an array.
+    #[error("metadata {0} is not an array")]
+    NotArray(String),
+}
+
+impl From<GgufError> for TokenizerProblem {
+    fn from(e: GgufError) -> Self {
+        TokenizerProblem::Metadata(Box::new(e))
+    }
+}
+
+/// `WordPiece`, `Unigram`, …: what a tokenizer type attnviz does not build is.
+fn model_kind(model: &str) -> &'static str {
+    match model {
+        "bert" => "WordPiece",
+        "t5" => "Unigram",
+        "rwkv" => "RWKV's",
+        _ => "a tokenizer type",
+    }
+}
+
+/// The error for `part` of the tokenizer, from the tokenizers crate's.
+fn build_err<E: Into<tokenizers::Error>>(part: &'static str) -> impl Fn(E) -> TokenizerProblem {
+    move |e| TokenizerProblem::Build {
+        part,
+        source: e.into(),
+    }
+}
 
 /// A tokenizer built from GGUF metadata, with the special token ids the file states.
 #[derive(Clone)]
@@ -149,35 +284,21 @@ fn byte_alphabet() -> [char; 256] {
     table
 }
 
-pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
+pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, TokenizerProblem> {
     let model = gguf
-        .get_str("tokenizer.ggml.model")
-        .map_err(|e| e.to_string())?
-        .ok_or("metadata tokenizer.ggml.model is missing; the file carries no tokenizer")?
+        .get_str("tokenizer.ggml.model")?
+        .ok_or(TokenizerProblem::NoModel)?
         .to_string();
     if model != "gpt2" && model != "llama" {
-        let what = match model.as_str() {
-            "bert" => "WordPiece",
-            "t5" => "Unigram",
-            "rwkv" => "RWKV's",
-            _ => "a tokenizer type",
-        };
-        return Err(format!(
-            "tokenizer.ggml.model is \"{model}\", {what}, which attnviz does not build from GGUF metadata (only \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE); use the model's Hugging Face folder with its tokenizer.json instead"
-        ));
+        return Err(TokenizerProblem::Model { model });
     }
     let byte_level = model == "gpt2";
     let pre_name = gguf
-        .get_str("tokenizer.ggml.pre")
-        .map_err(|e| e.to_string())?
+        .get_str("tokenizer.ggml.pre")?
         .unwrap_or("default")
         .to_string();
     let pre = if byte_level {
-        pre_tokenizer(&pre_name).ok_or_else(|| {
-            format!(
-                "tokenizer.ggml.pre is \"{pre_name}\", a pre-tokenizer attnviz does not know (known: {KNOWN_PRE})"
-            )
-        })?
+        pre_tokenizer(&pre_name).ok_or_else(|| TokenizerProblem::Pre(pre_name.clone()))?
     } else {
         // SentencePiece: llama.cpp ignores `pre` and adds BOS unless the file says otherwise.
         PreTokenizer {
@@ -187,8 +308,7 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
         }
     };
 
-    let tokens = string_array(gguf, "tokenizer.ggml.tokens")?
-        .ok_or("metadata tokenizer.ggml.tokens is missing")?;
+    let tokens = string_array(gguf, "tokenizer.ggml.tokens")?.ok_or(TokenizerProblem::NoTokens)?;
     let merges = string_array(gguf, "tokenizer.ggml.merges")?;
     if tokens.len() as u64 > MAX_VOCAB {
         let why = too_many(
@@ -196,11 +316,11 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
             tokens.len() as u64,
             MAX_VOCAB,
         );
-        return Err(why);
+        return Err(why.into());
     }
     if let Some(m) = merges.as_ref().filter(|m| m.len() as u64 > MAX_MERGES) {
         let why = too_many("metadata tokenizer.ggml.merges", m.len() as u64, MAX_MERGES);
-        return Err(why);
+        return Err(why.into());
     }
     let token_types = match gguf.metadata().get("tokenizer.ggml.token_type") {
         None => Vec::new(),
@@ -211,25 +331,25 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
                 Value::U32(t) => Ok(t as i32),
                 Value::I8(t) => Ok(i32::from(t)),
                 Value::U8(t) => Ok(i32::from(t)),
-                _ => Err("metadata tokenizer.ggml.token_type holds a non-integer value"),
+                _ => Err(TokenizerProblem::TokenTypeValue),
             })
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err("metadata tokenizer.ggml.token_type is not an array".into()),
+        Some(_) => return Err(TokenizerProblem::TokenTypeNotArray),
     };
     if !token_types.is_empty() && token_types.len() != tokens.len() {
-        return Err(format!(
-            "metadata tokenizer.ggml.token_type has {} entries for {} tokens",
-            token_types.len(),
-            tokens.len()
-        ));
+        return Err(TokenizerProblem::TokenTypeCount {
+            types: token_types.len(),
+            tokens: tokens.len(),
+        });
     }
-    let id = |key: &str| -> Result<Option<u32>, String> {
-        let id = gguf.get_u64(key).map_err(|e| e.to_string())?;
+    let id = |key: &str| -> Result<Option<u32>, TokenizerProblem> {
+        let id = gguf.get_u64(key)?;
         match id {
-            Some(id) if id as usize >= tokens.len() => Err(format!(
-                "metadata {key} is {id}, outside the {} tokens",
-                tokens.len()
-            )),
+            Some(id) if id as usize >= tokens.len() => Err(TokenizerProblem::IdOutside {
+                key: key.to_string(),
+                id,
+                tokens: tokens.len(),
+            }),
             Some(id) => Ok(Some(id as u32)),
             None => Ok(None),
         }
@@ -238,7 +358,7 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
     let eos = id("tokenizer.ggml.eos_token_id")?;
     let pad = id("tokenizer.ggml.padding_token_id")?;
     let unk = id("tokenizer.ggml.unknown_token_id")?;
-    let flag = |key: &str| gguf.get_bool(key).map_err(|e| e.to_string());
+    let flag = |key: &str| gguf.get_bool(key);
     let add_bos = flag("tokenizer.ggml.add_bos_token")?.unwrap_or(pre.add_bos);
     let add_eos = flag("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
 
@@ -263,14 +383,15 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
         .collect();
     let mut tokenizer = if byte_level {
         let merges = merges
-            .ok_or("metadata tokenizer.ggml.merges is missing; byte-level BPE needs them")?
+            .ok_or(TokenizerProblem::NoMerges)?
             .into_iter()
             .enumerate()
             .map(|(i, m)| {
                 m.split_once(' ')
                     .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| {
-                        format!("metadata tokenizer.ggml.merges entry {i} ({m:?}) is not two tokens separated by a space")
+                    .ok_or_else(|| TokenizerProblem::Merge {
+                        index: i,
+                        merge: m.clone(),
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -278,7 +399,7 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
             .vocab_and_merges(vocab, merges)
             .ignore_merges(pre.ignore_merges)
             .build()
-            .map_err(|e| format!("BPE from tokenizer.ggml.tokens and merges: {e}"))?;
+            .map_err(build_err("BPE from tokenizer.ggml.tokens and merges"))?;
         let mut tokenizer = Tokenizer::new(bpe);
         let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
         for regex in pre.splits {
@@ -287,7 +408,10 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
                 SplitDelimiterBehavior::Isolated,
                 false,
             )
-            .map_err(|e| format!("pre-tokenizer regex for {pre_name}: {e}"))?;
+            .map_err(|source| TokenizerProblem::PreRegex {
+                pre: pre_name.clone(),
+                source,
+            })?;
             steps.push(split.into());
         }
         steps.push(ByteLevel::new(false, false, false).into());
@@ -322,22 +446,20 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
     }
     tokenizer
         .add_special_tokens(special)
-        .map_err(|e| format!("special tokens: {e}"))?;
+        .map_err(build_err("special tokens"))?;
     tokenizer
         .add_tokens(user)
-        .map_err(|e| format!("user-defined tokens: {e}"))?;
+        .map_err(build_err("user-defined tokens"))?;
 
     if add_bos || add_eos {
         let need = |wanted: bool,
                     id: Option<u32>,
-                    what: &str|
-         -> Result<Option<(String, u32)>, String> {
+                    what: &'static str|
+         -> Result<Option<(String, u32)>, TokenizerProblem> {
             if !wanted {
                 return Ok(None);
             }
-            let id = id.ok_or_else(|| {
-                format!("tokenizer.ggml.add_{what}_token is true but tokenizer.ggml.{what}_token_id is missing")
-            })?;
+            let id = id.ok_or(TokenizerProblem::NoSpecialId(what))?;
             Ok(Some((tokens[id as usize].clone(), id)))
         };
         let bos_token = need(add_bos, bos, "bos")?;
@@ -366,10 +488,10 @@ pub(crate) fn build(gguf: &GgufFile) -> Result<GgufTokenizer, String> {
         let template = TemplateProcessing::builder()
             .try_single(single)
             .and_then(|b| b.try_pair(pair))
-            .map_err(|e| format!("BOS/EOS template: {e}"))?
+            .map_err(build_err("BOS/EOS template"))?
             .special_tokens(specials)
             .build()
-            .map_err(|e| format!("BOS/EOS template: {e}"))?;
+            .map_err(build_err("BOS/EOS template"))?;
         tokenizer.with_post_processor(Some(template));
     }
 
@@ -396,7 +518,7 @@ fn sentencepiece(
     tokens: &[String],
     vocab: Vocab,
     merges: Option<Vec<String>>,
-) -> Result<Tokenizer, String> {
+) -> Result<Tokenizer, TokenizerProblem> {
     let merges = match merges {
         Some(merges) => merges
             .iter()
@@ -404,9 +526,7 @@ fn sentencepiece(
             .map(|(i, m)| {
                 m.split_once(' ')
                     .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| {
-                        format!("metadata tokenizer.ggml.merges entry {i} is not two tokens")
-                    })
+                    .ok_or(TokenizerProblem::SentencePieceMerge(i))
             })
             .collect::<Result<Vec<_>, _>>()?,
         None => {
@@ -415,20 +535,11 @@ fn sentencepiece(
                     .iter()
                     .map(|v| match *v {
                         Value::F32(x) => Ok(x),
-                        _ => Err("metadata tokenizer.ggml.scores holds a non-float value"),
+                        _ => Err(TokenizerProblem::ScoreValue),
                     })
                     .collect::<Result<Vec<f32>, _>>()?,
-                Some(_) => {
-                    return Err(format!(
-                        "metadata tokenizer.ggml.scores is not an array of {} floats",
-                        tokens.len()
-                    ))
-                }
-                None => {
-                    return Err(
-                        "metadata tokenizer.ggml.scores is missing; a SentencePiece vocabulary needs them (or merges)".into(),
-                    )
-                }
+                Some(_) => return Err(TokenizerProblem::ScoresShape(tokens.len())),
+                None => return Err(TokenizerProblem::NoScores),
             };
             merges_from_scores(tokens, &scores)?
         }
@@ -438,11 +549,10 @@ fn sentencepiece(
         .byte_fallback(true)
         .fuse_unk(true)
         .build()
-        .map_err(|e| format!("BPE from tokenizer.ggml.tokens and scores: {e}"))?;
+        .map_err(build_err("BPE from tokenizer.ggml.tokens and scores"))?;
     let mut tokenizer = Tokenizer::new(bpe);
     let prefix = gguf
-        .get_bool("tokenizer.ggml.add_space_prefix")
-        .map_err(|e| e.to_string())?
+        .get_bool("tokenizer.ggml.add_space_prefix")?
         .unwrap_or(true);
     let scheme = if prefix {
         PrependScheme::First
@@ -452,7 +562,7 @@ fn sentencepiece(
     tokenizer.with_pre_tokenizer(Some(Metaspace::new('\u{2581}', scheme, false)));
     let mut decoders: Vec<DecoderWrapper> = vec![
         Replace::new("\u{2581}", " ")
-            .map_err(|e| format!("decoder: {e}"))?
+            .map_err(build_err("decoder"))?
             .into(),
         ByteFallback::new().into(),
         Fuse::new().into(),
@@ -474,7 +584,10 @@ fn sentencepiece(
 /// over a minute that way; now 10 ms). Only a hash hit is confirmed by looking the parts up. The
 /// merges made are bounded by [`MAX_MERGES`] and [`MAX_MERGE_BYTES`], which no real
 /// SentencePiece vocabulary comes near (Llama 2's 32k pieces give 61k merges, 0.5 MB).
-fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Result<Vec<(String, String)>, String> {
+fn merges_from_scores(
+    tokens: &[String],
+    scores: &[f32],
+) -> Result<Vec<(String, String)>, TokenizerProblem> {
     let index: std::collections::HashMap<&str, usize> = tokens
         .iter()
         .enumerate()
@@ -516,11 +629,9 @@ fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Result<Vec<(String, 
             .collect();
         bytes = bytes.saturating_add(n.saturating_mul(local.len()));
         if merges.len() + local.len() > MAX_MERGES as usize || bytes > MAX_MERGE_BYTES {
-            return Err(format!(
-                "the merges implied by tokenizer.ggml.scores exceed {MAX_MERGES} merges or {} MiB (stopped at piece {:?}); no real SentencePiece vocabulary needs that many",
-                MAX_MERGE_BYTES >> 20,
-                piece.chars().take(20).collect::<String>()
-            ));
+            return Err(TokenizerProblem::ImpliedMerges {
+                piece: piece.chars().take(20).collect(),
+            });
         }
         local.sort_by_key(|(l, r, _)| (index[l], index[r]));
         merges.extend(local);
@@ -609,7 +720,7 @@ impl PrefixHasher {
 }
 
 /// An array of strings from the metadata; `None` when absent.
-fn string_array(gguf: &GgufFile, key: &str) -> Result<Option<Vec<String>>, String> {
+fn string_array(gguf: &GgufFile, key: &str) -> Result<Option<Vec<String>>, TokenizerProblem> {
     match gguf.metadata().get(key) {
         None => Ok(None),
         Some(Value::Array(values)) => values
@@ -617,11 +728,14 @@ fn string_array(gguf: &GgufFile, key: &str) -> Result<Option<Vec<String>>, Strin
             .enumerate()
             .map(|(i, v)| match v {
                 Value::String(s) => Ok(s.clone()),
-                _ => Err(format!("metadata {key} entry {i} is not a string")),
+                _ => Err(TokenizerProblem::NotString {
+                    key: key.to_string(),
+                    index: i,
+                }),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(format!("metadata {key} is not an array")),
+        Some(_) => Err(TokenizerProblem::NotArray(key.to_string())),
     }
 }
 
