@@ -48,11 +48,12 @@ fn runtime_error(e: impl std::fmt::Display) -> PyErr {
 fn import_error(e: ImportError) -> PyErr {
     match e {
         ImportError::Io { .. } => PyOSError::new_err(message(e)),
-        ImportError::Invalid(m) => PyValueError::new_err(message(m)),
         ImportError::NoTokens { ref field, .. } if field == "tokens" => {
             PyValueError::new_err(message(format!("{e} with tokens=[...]")))
         }
         ImportError::Check(_)
+        | ImportError::Unreadable { .. }
+        | ImportError::Json(_)
         | ImportError::File(_)
         | ImportError::Npz(_)
         | ImportError::Saved(_)

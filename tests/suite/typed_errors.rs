@@ -10,19 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Files (or folders, ending in `/`) still being converted, each with the text that marks the
 /// lines allowed in it (`""`: every line). Remove an entry once its code is typed.
-const NOT_YET_TYPED: &[(&str, &str)] = &[
-    // Being rewritten (typed errors for the JSON reader and corpus mode).
-    ("crates/formats/src/import/json.rs", ""),
-    ("crates/attnviz/src/corpus/", ""),
-    // The JSON reader's call into the image section, in words until json.rs takes the typed
-    // `ImageSectionError` (call `ImageJson::input` there, then delete this shim).
-    ("crates/formats/src/import/image.rs", "fn into_input"),
-    // The helper only json.rs calls; goes with `ImportError::Invalid` itself.
-    (
-        "crates/formats/src/import/mod.rs",
-        "ImportError::Invalid(msg.into())",
-    ),
-];
+const NOT_YET_TYPED: &[(&str, &str)] = &[];
 
 /// One place that breaks the rule.
 #[derive(Debug)]

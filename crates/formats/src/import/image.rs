@@ -159,12 +159,6 @@ pub enum ImageSectionError {
 }
 
 impl ImageJson {
-    /// [`ImageJson::input`], its error in words, for the JSON reader until it takes the typed
-    /// error.
-    pub(super) fn into_input(self, tokens: usize, layers: usize) -> Result<ImageInput, String> {
-        self.input(tokens, layers).map_err(|e| e.to_string())
-    }
-
     /// The section as the views read it, for attention over `tokens` tokens in `layers`
     /// captured layers; an error names what does not fit.
     pub(super) fn input(
@@ -365,11 +359,12 @@ mod tests {
         let ok = r#"[{"kind": "class"}, {"kind": "patch", "row": 0, "col": 0},
             {"kind": "patch", "row": 0, "col": 1}, {"kind": "patch", "row": 1, "col": 0},
             {"kind": "patch", "row": 1, "col": 1}]"#;
-        let input = section(ok).into_input(5, 2).unwrap();
+        let input = section(ok).input(5, 2).unwrap();
         assert_eq!(input.special_tokens(), vec![0]);
         assert!(section(ok)
-            .into_input(4, 2)
+            .input(4, 2)
             .unwrap_err()
+            .to_string()
             .contains("5 cells for 4 tokens"));
         let off = r#"[{"kind": "patch", "row": 2, "col": 0}]"#;
         let huge = serde_json::from_str::<ImageJson>(
@@ -379,7 +374,7 @@ mod tests {
                 "positions_from": null}, "cells": [{"kind": "class"}]}"#,
         )
         .unwrap();
-        let e = huge.into_input(1, 2).unwrap_err();
+        let e = huge.input(1, 2).unwrap_err().to_string();
         assert!(
             e.contains(
                 "1000000000×1000000000 grid, but its 8×8 input in 4-pixel patches makes 2×2"
@@ -387,8 +382,9 @@ mod tests {
             "{e}"
         );
         assert!(section(off)
-            .into_input(1, 2)
+            .input(1, 2)
             .unwrap_err()
+            .to_string()
             .contains("outside its 2×2 grid"));
     }
 }

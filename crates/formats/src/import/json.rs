@@ -26,6 +26,7 @@ use crate::attention::{
 use crate::doc::{LayerMaskDoc, LayerMaskKind, ModelDoc};
 
 use super::budget::{Declared, Estimate};
+use super::json_error::{DocProblem, JsonDocError, TextOverAllowance};
 use super::store::Plan;
 use super::{check, labels, Arrays, ImportError, Origin, Tokens, MAX_WEIGHTS, ROW_SUM_TOLERANCE};
 
@@ -142,7 +143,7 @@ impl<'de> Deserialize<'de> for Text {
 
 /// Charge `bytes` of kept text to the reading thread's allowance: they cost
 /// [`TEXT_COST`] bytes each by the time every view has its labels.
-fn charge_text(bytes: usize) -> Result<(), String> {
+fn charge_text(bytes: usize) -> Result<(), TextOverAllowance> {
     let cost = (bytes as u64).saturating_mul(TEXT_COST);
     let total = TEXT.with(|t| {
         let total = t.get().saturating_add(cost);
@@ -151,10 +152,9 @@ fn charge_text(bytes: usize) -> Result<(), String> {
     });
     if total > TEXT_ALLOWANCE.with(Cell::get) {
         TEXT_EXCEEDED.with(|e| e.set(true));
-        return Err(format!(
-            "its token labels and texts take more than {} bytes",
-            total / TEXT_COST
-        ));
+        return Err(TextOverAllowance {
+            bytes: total / TEXT_COST,
+        });
     }
     Ok(())
 }
@@ -355,10 +355,11 @@ pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>),
                 budget: plan.budget,
             })
         }
-        Err(e) => {
-            return Err(ImportError::invalid(format!(
-                "{shown} is not a readable attnviz JSON export: {e}"
-            )))
+        Err(source) => {
+            return Err(ImportError::Unreadable {
+                shown: shown.to_string(),
+                source,
+            })
         }
         Ok(doc) => doc,
     };
@@ -382,20 +383,22 @@ pub fn read(path: &Path, shown: &str, plan: &Plan) -> Result<(u32, Vec<Arrays>),
 }
 
 fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError> {
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let bad = |problem: DocProblem| -> ImportError {
+        JsonDocError {
+            shown: shown.to_string(),
+            problem,
+        }
+        .into()
+    };
     if doc.format.as_deref() != Some("attnviz-attention") {
-        return Err(bad(
-            "this JSON is not an attnviz export (no \"format\": \"attnviz-attention\"); give a \
-             file of attnviz's JSON export, or arrays in an .npz or .safetensors file"
-                .into(),
-        ));
+        return Err(bad(DocProblem::NotAnExport));
     }
     let version = doc.format_version.unwrap_or(0);
     if version == 0 || version > NEWEST {
-        return Err(bad(format!(
-            "format version {version} is not one this attnviz reads (1 to {NEWEST}); a newer \
-             attnviz wrote it, so update attnviz"
-        )));
+        return Err(bad(DocProblem::Version {
+            version,
+            newest: NEWEST,
+        }));
     }
     if version >= 3 {
         let target = text(doc.target.take());
@@ -408,17 +411,13 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
         let mut arrays = Vec::new();
         for (kind, body) in bodies {
             let Some(mut body) = body else {
-                return Err(bad(format!(
-                    "a version-3 document holds `encoder`, `decoder` and `cross`; it has no `{}`",
-                    kind.as_str()
-                )));
+                return Err(bad(DocProblem::NoBody { kind }));
             };
-            if body.kind.is_some_and(|k| k != kind) {
-                return Err(bad(format!(
-                    "its `{}` object is of kind `{}`",
-                    kind.as_str(),
-                    body.kind.map(|k| k.as_str()).unwrap_or_default()
-                )));
+            if let Some(found) = body.kind.filter(|&k| k != kind) {
+                return Err(bad(DocProblem::BodyKind {
+                    place: kind,
+                    kind: found,
+                }));
             }
             body.kind = Some(kind);
             let mut a = body_arrays(*body, version, &format!("{shown}: {}", kind.as_str()))?;
@@ -436,31 +435,32 @@ fn from_doc(mut doc: Doc, shown: &str) -> Result<(u32, Vec<Arrays>), ImportError
 /// One kind's attention from a version-1/2 document, or a version-3 document's body of one kind
 /// (`shown` names it in messages).
 fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, ImportError> {
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let bad = |problem: DocProblem| -> ImportError {
+        JsonDocError {
+            shown: shown.to_string(),
+            problem,
+        }
+        .into()
+    };
     let query_fields = doc.take_queries();
     let Some(flat) = doc.attention else {
-        return Err(bad("it has no `attention` array".into()));
+        return Err(bad(DocProblem::NoAttention));
     };
     let shape = match flat.shape {
         [Some(l), Some(h), Some(q), Some(k)] => [l, h, q, k],
         [Some(0), ..] | [_, Some(0), ..] | [_, _, Some(0), _] => {
-            return Err(bad("its attention array is empty".into()))
+            return Err(bad(DocProblem::EmptyAttention))
         }
-        _ => {
-            return Err(bad(
-                "its attention array is not [layers][heads][queries][keys]".into(),
-            ))
-        }
+        _ => return Err(bad(DocProblem::AttentionShape)),
     };
     check::size(&format!("{shown}: attention"), &shape)?;
-    let model = doc.model.ok_or_else(|| bad("it has no `model`".into()))?;
+    let model = doc.model.ok_or_else(|| bad(DocProblem::NoModel))?;
     if model.layers.is_some_and(|l| l != shape[0]) || model.heads.is_some_and(|h| h != shape[1]) {
-        return Err(bad(format!(
-            "`model` says {} layers × {} heads, but the attention array is {}",
-            model.layers.unwrap_or(0),
-            model.heads.unwrap_or(0),
-            check::shape_str(&shape)
-        )));
+        return Err(bad(DocProblem::ModelShape {
+            layers: model.layers.unwrap_or(0),
+            heads: model.heads.unwrap_or(0),
+            shape,
+        }));
     }
     let level = doc.level.unwrap_or_default();
     let kind = doc.kind.unwrap_or_default();
@@ -509,11 +509,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             None | Some("absolute") => PositionScheme::Absolute,
             Some("rotary") => PositionScheme::Rotary,
             Some("relative") => PositionScheme::Relative,
-            Some(other) => {
-                return Err(bad(format!(
-                    "positions `{other}` is not absolute, rotary or relative"
-                )))
-            }
+            Some(other) => return Err(bad(DocProblem::Positions(other.to_string()))),
         },
         windows: layer_windows(
             doc.layer_masks,
@@ -535,7 +531,9 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             .as_ref()
             .and_then(|s| s.iter().map(|r| r.end).max())
             .unwrap_or(shape[2]);
-        let image = image.into_input(tokens, shape[0]).map_err(bad)?;
+        let image = image
+            .input(tokens, shape[0])
+            .map_err(|e| bad(DocProblem::Image(e)))?;
         origin.image = Some(image);
     }
     let arrays = Arrays {
@@ -563,47 +561,63 @@ fn layer_windows(
     layers: usize,
     shown: &str,
 ) -> Result<Option<Vec<Option<usize>>>, ImportError> {
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+    let bad = |problem: DocProblem| -> ImportError {
+        JsonDocError {
+            shown: shown.to_string(),
+            problem,
+        }
+        .into()
+    };
     let Some(masks) = masks else {
         return Ok(None);
     };
     if masks.len() != layers {
-        return Err(bad(format!(
-            "`layer_masks` has {} entries for {layers} layers; give one per captured layer",
-            masks.len()
-        )));
+        return Err(bad(DocProblem::LayerMasksCount {
+            entries: masks.len(),
+            layers,
+        }));
     }
     let mut windows = Vec::with_capacity(layers);
     for (i, m) in masks.into_iter().enumerate() {
         let number = numbers.map_or(i, |n| n.get(i).copied().unwrap_or(i));
         if m.layer != number {
-            return Err(bad(format!(
-                "`layer_masks` entry {i} is for layer {}, but that captured layer is layer \
-                 {number}",
-                m.layer
-            )));
+            return Err(bad(DocProblem::LayerMaskLayer {
+                entry: i,
+                layer: m.layer,
+                number,
+            }));
         }
         match (m.mask, m.window) {
             (LayerMaskKind::SlidingWindow, Some(w)) if w >= 1 => windows.push(Some(w)),
             (LayerMaskKind::Causal | LayerMaskKind::Bidirectional, None) => windows.push(None),
             (mask, window) => {
-                let mask = serde_json::to_value(mask).unwrap_or_default();
-                return Err(bad(format!(
-                    "`layer_masks` entry {i} says mask {mask} with window {window:?}; a \
-                     layer is `sliding_window` with a window of at least 1, or `causal` / \
-                     `bidirectional` with none"
-                )));
+                return Err(bad(DocProblem::LayerMaskWindow {
+                    entry: i,
+                    mask,
+                    window,
+                }));
             }
         }
     }
     Ok(Some(windows))
 }
 
-fn units(u: UnitsJson, version: u32, shown: &str, prefix: &str) -> Result<Tokens, ImportError> {
-    let bad = |m: String| ImportError::invalid(format!("{shown}: {m}"));
+fn units(
+    u: UnitsJson,
+    version: u32,
+    shown: &str,
+    prefix: &'static str,
+) -> Result<Tokens, ImportError> {
+    let bad = |problem: DocProblem| -> ImportError {
+        JsonDocError {
+            shown: shown.to_string(),
+            problem,
+        }
+        .into()
+    };
     let labels_ = u
         .tokens
-        .ok_or_else(|| bad(format!("it has no `{prefix}tokens`")))?;
+        .ok_or_else(|| bad(DocProblem::NoTokens { prefix }))?;
     let n = labels_.len();
     let roles = match (u.roles, version) {
         (Some(names), _) => Some(super::store::parse_roles(shown, &names)?),
@@ -673,8 +687,9 @@ pub(super) struct SavedBody {
 impl SavedBody {
     /// Parse `body` (the JSON string of the header's metadata); `shown` names the kind.
     pub(super) fn parse(body: &str, shown: &str) -> Result<SavedBody, ImportError> {
-        let doc: Doc = serde_json::from_str(body).map_err(|e| {
-            ImportError::invalid(format!("{shown}: its metadata is not an attnviz body: {e}"))
+        let doc: Doc = serde_json::from_str(body).map_err(|e| JsonDocError {
+            shown: shown.to_string(),
+            problem: DocProblem::NotABody(e),
         })?;
         Ok(SavedBody { doc })
     }

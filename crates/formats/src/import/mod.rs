@@ -30,6 +30,7 @@ mod check;
 mod file_error;
 mod image;
 pub(crate) mod json;
+mod json_error;
 pub mod labels;
 mod npy;
 mod saved;
@@ -48,6 +49,7 @@ use crate::attention::{
 pub use budget::{default_budget, Budget, Cost};
 pub use check::{size as check_size, At, CheckError, RowSums, SpanFault, ROW_SUM_TOLERANCE};
 pub use file_error::FileError;
+pub use json_error::{DocProblem, JsonDocError, TextOverAllowance};
 
 /// The most weights (layers × heads × queries × keys) one attention array may hold: 2²⁸, 1 GiB
 /// as f32. More than any view can show usefully; a bigger file is refused before it is read.
@@ -67,10 +69,18 @@ pub enum ImportError {
         /// What went wrong.
         source: std::io::Error,
     },
-    /// The file or the arrays are not what attnviz can draw; the message says what and how to
-    /// fix it.
-    #[error("{0}")]
-    Invalid(String),
+    /// A JSON file that is not attnviz's export, or not JSON.
+    #[error("{shown} is not a readable attnviz JSON export: {source}")]
+    Unreadable {
+        /// The file, as messages name it.
+        shown: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// An attnviz JSON export (or a saved capture's metadata) that is not attention attnviz
+    /// can draw.
+    #[error(transparent)]
+    Json(#[from] json_error::JsonDocError),
     /// Weights that are not attention attnviz draws (too many, not probabilities, masks that
     /// hide weights).
     #[error(transparent)]
@@ -145,12 +155,6 @@ pub enum TokenFileProblem {
     /// No tokens.
     #[error("the file is empty")]
     Empty,
-}
-
-impl ImportError {
-    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        ImportError::Invalid(msg.into())
-    }
 }
 
 /// Something worth telling the user about attention that was still imported.
