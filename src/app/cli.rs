@@ -69,7 +69,7 @@ pub mod heading {
     attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
     attnviz render outputs.npz --html report.html")]
 pub struct Args {
-    /// A subcommand (`render`, `merge`, `diff`, `serve`) instead of analysing TEXT. To analyse a
+    /// A subcommand (`render`, `merge`, `diff`, `serve`, `models`) instead of analysing TEXT. To analyse a
     /// text that is a subcommand's name, write it after `--`: `attnviz -- merge`.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -88,12 +88,14 @@ pub struct Args {
     #[arg(help_heading = heading::INPUT, long)]
     pub truncate: bool,
 
-    /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
+    /// Hugging Face repo id, a local folder with config.json, weights and tokenizer files, a
+    /// GGUF file, or a model in another program's store by name: ollama:NAME[:TAG],
+    /// lmstudio:PUBLISHER/MODEL[/FILE], llamacpp:NAME (`attnviz models` lists them).
     #[arg(
         help_heading = heading::MODEL,
         short,
         long,
-        value_name = "ID|DIR",
+        value_name = "MODEL",
         env = "ATTNVIZ_MODEL",
         default_value = "bert-base-uncased"
     )]
@@ -559,6 +561,28 @@ pub enum Command {
         attnviz serve -m ./all-MiniLM-L6-v2 -m SmolLM2-135M-Instruct.Q4_1.gguf --port 8750\n  \
         ssh -L 8750:127.0.0.1:8750 remote-host   # then open http://127.0.0.1:8750/ here")]
     Serve(ServeArgs),
+    /// List the models on this machine: Ollama's, LM Studio's and llama.cpp's stores and the
+    /// Hugging Face cache (their environment variables, else their default folders), each with
+    /// its family, size, quantization and whether attnviz can run it (docs/models.md).
+    #[command(after_help = "Examples:\n  \
+        attnviz models\n  \
+        attnviz models --json | jq -r '.models[] | select(.runnable) | .name'\n  \
+        attnviz models --verify")]
+    Models(ModelsArgs),
+}
+
+/// `attnviz models`.
+#[derive(Debug, clap::Args)]
+pub struct ModelsArgs {
+    /// Write the listing as JSON to standard output (schema/models.schema.json) instead of a
+    /// table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also check the SHA-256 of every Ollama blob against its manifest's digest (reads every
+    /// byte: seconds per gigabyte). A run checks sizes and headers only.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// What `attnviz diff --png/--svg` draws.
@@ -691,7 +715,8 @@ fn diff_figure() -> impl TypedValueParser<Value = DiffFigure> {
 /// `attnviz serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// A model to serve (hub id, local folder or GGUF file); repeat for several. The first is
+    /// A model to serve (hub id, local folder, GGUF file, or ollama:NAME[:TAG],
+    /// lmstudio:PUBLISHER/MODEL[/FILE], llamacpp:NAME); repeat for several. The first is
     /// the one the page opens on.
     #[arg(short, long = "model", value_name = "ID|DIR", required = true)]
     pub models: Vec<String>,

@@ -57,6 +57,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if let Some(super::cli::Command::Serve(serve)) = &args.command {
         return super::serve::run(serve);
     }
+    if let Some(super::cli::Command::Models(m)) = &args.command {
+        return super::models::run(m);
+    }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {

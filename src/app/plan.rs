@@ -157,6 +157,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         Some(Command::Diff(_)) => return Err("attnviz diff has no plan of its own".into()),
         // `attnviz serve` runs its own loop (src/app/serve), before any plan is made.
         Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
+        Some(Command::Models(_)) => return Err("`attnviz models` is not planned here".into()),
         None if args.input.is_some() => {
             if args.save_attention.is_some() {
                 return Err(
