@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 use attnviz::analysis::{Stat, Weighting};
 use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
-use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
+use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, ShardSpec};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
 use attnviz::render::json::JsonSection;
@@ -281,9 +281,12 @@ pub struct Args {
     pub force: bool,
 
     /// Corpus mode: process only shard K of N: lines K, K+N, K+2N, … (numbered from 1). Each
-    /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly.
-    #[arg(help_heading = heading::CORPUS, long, value_name = "K/N", value_parser = parse_shard)]
-    pub shard: Option<Shard>,
+    /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly. `auto` takes
+    /// K and N from a Slurm array task (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT); `auto/N`
+    /// takes K from a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (from 0) with N its
+    /// completions, or checks N against the Slurm array (docs/corpus.md).
+    #[arg(help_heading = heading::CORPUS, long, value_name = "K/N|auto[/N]", value_parser = parse_shard)]
+    pub shard: Option<ShardSpec>,
 
     /// Corpus mode: continue the run in --out-dir where it stopped (killed, pre-empted, Ctrl-C),
     /// skipping the sentences already done; with nothing to continue, start.
@@ -863,7 +866,7 @@ pub struct MergeArgs {
     pub color: Option<ColorChoice>,
 }
 
-fn parse_shard(s: &str) -> Result<Shard, String> {
+fn parse_shard(s: &str) -> Result<ShardSpec, String> {
     s.parse()
 }
 
@@ -1202,7 +1205,10 @@ mod tests {
         assert!(Args::try_parse_from(["attnviz", "--words", "merge", "a", "--out", "x"]).is_err());
         assert!(Args::try_parse_from(["attnviz", "merge", "--out", "x"]).is_err());
         let args = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "2/5"]).unwrap();
-        assert_eq!(args.shard, Some(Shard::new(2, 5).unwrap()));
+        assert_eq!(
+            args.shard,
+            Some(ShardSpec::Fixed(attnviz::corpus::Shard::new(2, 5).unwrap()))
+        );
         let e = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "0/5"]).unwrap_err();
         assert!(e.to_string().contains("JOB_COMPLETION_INDEX"), "{e}");
         assert!(Args::try_parse_from(["attnviz", "--input", "f", "--resume", "--force"]).is_err());

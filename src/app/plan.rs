@@ -809,7 +809,14 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         json_include: args.out.json_include.clone(),
         force: args.force,
         resume: args.resume,
-        shard: args.shard.unwrap_or(Shard::WHOLE),
+        shard: match args.shard {
+            None => Shard::WHOLE,
+            Some(spec) => {
+                spec.resolve(|k| std::env::var(k).ok())
+                    .map_err(|e| super::words::auto_shard(&e))?
+                    .0
+            }
+        },
         input_format: args.input_format.unwrap_or(InputFormat::Auto),
         quiet: args.out.quiet,
         stat: args.stats.stat,
