@@ -36,7 +36,7 @@ pub const FORMAT: &str = "attnviz-corpus-partial";
 /// duplicate-token scores added).
 pub const FORMAT_VERSION: u64 = 3;
 /// Largest partial file read (a real one is tens to hundreds of KB).
-const MAX_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_BYTES: u64 = 64 << 20;
 
 /// Everything that must agree for two partial files to be merged, or for a run to resume
 /// another.
