@@ -63,9 +63,11 @@ pub mod heading {
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
     echo \"Text from a pipe\" | attnviz - --json -\n  \
     attnviz -m gpt2 \"The capital of France is\" --generate 16\n  \
-    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"What is attention?\" --chat --generate 32 --html chat.html\n  \
+    attnviz -m ollama:qwen2.5:0.5b \"What is attention?\" --chat --generate 32 --html chat.html\n  \
+    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"The capital of France is\" --generate 16\n  \
     attnviz --input sentences.txt --out-dir corpus --words\n  \
     attnviz --input corpus.jsonl.gz --out-dir shard-3 --shard 3/8 --resume\n  \
+    attnviz models\n  \
     attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
     attnviz render outputs.npz --html report.html")]
 pub struct Args {

@@ -328,7 +328,7 @@ impl fmt::Display for FileProblem {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// The name cannot name a model in the store (a path in it, a character no store uses).
-    #[error("'{prefix}:{name}' is not a {program} model name: {reason}; write {form}", prefix = .store.prefix(), program = .store.program(), form = .store.form())]
+    #[error("'{prefix}:{name}' is not a valid {program} model name: {reason}; write {form}", prefix = .store.prefix(), program = .store.program(), form = .store.form())]
     BadName {
         /// The store.
         store: StoreKind,
