@@ -1,5 +1,5 @@
 //! What models this machine has: every model in Ollama's, LM Studio's and llama.cpp's stores
-//! ([`formats::source::stores`]) and in the Hugging Face cache, each with its family, size,
+//! ([`crate::formats::source::stores`]) and in the Hugging Face cache, each with its family, size,
 //! quantisation, and whether attnviz can run it, decided by the loader's own checks on the
 //! files' headers and config (never their weights: a listing of a dozen 5 GB models reads a few
 //! megabytes).

@@ -1304,6 +1304,33 @@ pub(super) fn count_lines(path: &Path) -> io::Result<u64> {
     Ok(lines + u64::from(last != b'\n'))
 }
 
+/// `fingerprint` (of a store's GGUF file), refused when its SHA-256 is not the digest the
+/// store names the file by.
+fn check_digest(
+    found: &model::StoreModel,
+    fingerprint: serde_json::Value,
+) -> io::Result<serde_json::Value> {
+    use model::source::stores::{FileProblem, StoreError};
+    let actual = fingerprint["weights"][0]["sha256"]
+        .as_str()
+        .unwrap_or_default();
+    match &found.sha256 {
+        Some(expected) if expected != actual => Err(io::Error::other(
+            StoreError::File {
+                name: found.name.clone(),
+                what: "model blob",
+                path: found.gguf.clone(),
+                problem: FileProblem::DigestMismatch {
+                    expected: expected.clone(),
+                    actual: actual.to_string(),
+                },
+            }
+            .to_string(),
+        )),
+        _ => Ok(fingerprint),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1432,32 +1459,5 @@ mod tests {
             fs::write(&p, text).unwrap();
             assert_eq!(count_lines(&p).unwrap(), want, "{text:?}");
         }
-    }
-}
-
-/// `fingerprint` (of a store's GGUF file), refused when its SHA-256 is not the digest the
-/// store names the file by.
-fn check_digest(
-    found: &model::StoreModel,
-    fingerprint: serde_json::Value,
-) -> io::Result<serde_json::Value> {
-    use model::source::stores::{FileProblem, StoreError};
-    let actual = fingerprint["weights"][0]["sha256"]
-        .as_str()
-        .unwrap_or_default();
-    match &found.sha256 {
-        Some(expected) if expected != actual => Err(io::Error::other(
-            StoreError::File {
-                name: found.name.clone(),
-                what: "model blob",
-                path: found.gguf.clone(),
-                problem: FileProblem::DigestMismatch {
-                    expected: expected.clone(),
-                    actual: actual.to_string(),
-                },
-            }
-            .to_string(),
-        )),
-        _ => Ok(fingerprint),
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn resolve(text: &str, folders: &[PathBuf]) -> Result<StoreModel, Sto
     };
     let Some((root, dir)) = roots.iter().find_map(|root| {
         let dir = root.join(publisher).join(model);
-        dir.is_dir().then(|| (root.as_path(), dir))
+        dir.is_dir().then_some((root.as_path(), dir))
     }) else {
         return Err(not_found(String::new()));
     };
