@@ -585,7 +585,7 @@ pub struct ModelsArgs {
     pub json: bool,
 
     /// Also check the SHA-256 of every Ollama blob against its manifest's digest (reads every
-    /// byte: seconds per gigabyte). A run checks sizes and headers only.
+    /// byte of each). A run checks sizes and headers only.
     #[arg(long)]
     pub verify: bool,
 }

@@ -97,8 +97,7 @@ pub struct Listing {
 }
 
 /// Every model in `stores` and in `hub`'s cache folder, checked. With `verify`, the SHA-256 of
-/// each blob an Ollama manifest names is checked too (reading every byte: seconds per
-/// gigabyte).
+/// each blob an Ollama manifest names is checked too (reading every byte).
 pub fn list(stores: &Stores, hub: &Hub, verify: bool) -> Listing {
     let mut entries = Vec::new();
     let mut searched = Vec::new();

@@ -63,8 +63,11 @@ fn run_into(
     // The model's files are hashed (for the partial file) while the model loads.
     // A model named in a store (`ollama:NAME`): its GGUF file, hashed while it loads, and the
     // hash compared with the digest the store names it by (free here: the hash is made anyway).
-    let stored = model::source::stores::resolve(&job.model, &model::Stores::from_env())
-        .map_err(|e| model::Error::from(model::SourceError::from(e)))?;
+    let stored = match model::source::stores::split(&job.model) {
+        Some(_) => model::source::stores::resolve(&job.model, &model::Stores::from_env())
+            .map_err(|e| model::Error::from(model::SourceError::from(e)))?,
+        None => None,
+    };
     let (model, fingerprint) = if let Some(found) = stored {
         let (model, hashed) = std::thread::scope(|scope| {
             let hashing = scope.spawn(|| provenance::fingerprint_gguf(&found.gguf));
