@@ -36,6 +36,7 @@ __all__ = [
     "head_view",
     "model_view",
     "from_arrays",
+    "merge",
     "clear_cache",
     "AttnvizWarning",
 ]
@@ -441,6 +442,42 @@ def _write_text(path: Any, text: str) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def merge(partials: Iterable[Any], out: Any = None) -> dict:
+    """Merge the partial statistics of corpus shards, exactly as ``attnviz merge`` does.
+
+    ``partials``: each shard's ``corpus_partial.json`` (a path), its output folder, or the
+    dict ``json.load`` read from such a file, in any order: the merge is exact (integer sums),
+    so every order gives the same result. Returns the corpus summary (what ``corpus_stats.json``
+    holds) as a dict; with ``out``, also writes it there, byte for byte the file ``attnviz merge
+    --out`` writes. Shards of different corpora, models or options, missing or duplicate shards
+    and unfinished ones are refused with a ``ValueError`` naming the file; differences that do
+    not stop the merge (thread counts) are warned about (``AttnvizWarning``).
+
+    The reduce step of a job that runs shards with Ray, Dask or ``concurrent.futures``::
+
+        with ProcessPoolExecutor() as pool:
+            folders = list(pool.map(run_shard, range(1, 9)))
+        stats = attnviz.merge(folders, out="corpus_stats.json")
+    """
+    if isinstance(partials, (str, bytes, os.PathLike, dict)):
+        raise TypeError("merge takes a list of partials (paths, folders or dicts), not one")
+    items: list = []
+    for p in partials:
+        if isinstance(p, dict):
+            items.append(_json.dumps(p).encode())
+        elif isinstance(p, (str, os.PathLike)):
+            items.append(os.fspath(p))
+        else:
+            raise TypeError(
+                f"each partial is a path, a shard's output folder or a dict read from a "
+                f"corpus_partial.json, not {type(p).__name__}"
+            )
+    text, notes = _native.merge(items, None if out is None else os.fspath(out))
+    for note in notes:
+        _warn(note)
+    return _json.loads(text)
 
 
 def _warn(message: Optional[str]) -> None:

@@ -894,6 +894,68 @@ fn read(
     ))
 }
 
+/// Merge corpus shards' partial statistics (`corpus_partial.json` files, shards' output
+/// folders, or such files' bytes), exactly as `attnviz merge` does: the corpus summary's JSON
+/// text and the merge's notes; the summary written to `out` too when given (the bytes `attnviz
+/// merge --out` writes).
+#[pyfunction]
+#[pyo3(signature = (partials, out=None))]
+fn merge(
+    py: Python<'_>,
+    partials: Vec<Bound<'_, PyAny>>,
+    out: Option<PathBuf>,
+) -> PyResult<(String, Vec<String>)> {
+    use attnviz::corpus::merge::{self, PartialSource};
+    let mut sources = Vec::with_capacity(partials.len());
+    for (i, p) in partials.iter().enumerate() {
+        sources.push(match p.cast::<pyo3::types::PyBytes>() {
+            Ok(bytes) => PartialSource::Bytes {
+                label: format!("partials[{i}]"),
+                bytes: bytes.as_bytes().to_vec(),
+            },
+            Err(_) => PartialSource::File(p.extract::<PathBuf>().map_err(|_| {
+                value_error(format!(
+                    "partials[{i}] is a {}, not a path, a shard's output folder or a partial \
+                     file's dict",
+                    p.get_type().name().map_or("?".into(), |n| n.to_string())
+                ))
+            })?),
+        });
+    }
+    if let Some(out) = &out {
+        let target = attnviz::output::absolute(out);
+        let over_input = sources
+            .iter()
+            .any(|s| matches!(s, PartialSource::File(p) if attnviz::output::absolute(p) == target));
+        if over_input {
+            return Err(value_error(format!(
+                "out={} is one of the partial files; write the summary elsewhere",
+                out.display()
+            )));
+        }
+        if out.is_dir() {
+            return Err(value_error(format!(
+                "out={} is a folder; give the file to write, e.g. {}",
+                out.display(),
+                out.join("corpus_stats.json").display()
+            )));
+        }
+    }
+    let (text, notes) = py
+        .detach(|| -> Result<(Vec<u8>, Vec<String>), merge::MergeError> {
+            let merged = merge::merge_sources(&sources)?;
+            if let Some(out) = &out {
+                merge::write_summary(&merged, out)?;
+            }
+            Ok((merge::summary_bytes(&merged), merged.notes))
+        })
+        .map_err(value_error)?;
+    Ok((
+        String::from_utf8(text).map_err(runtime_error)?,
+        notes.iter().map(message).collect(),
+    ))
+}
+
 /// Refuse to open on a view whose analysis the run did not compute (the page would fall back
 /// to the head view without a word).
 fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
@@ -1078,6 +1140,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(check_image_size, m)?)?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(html_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
     m.add_function(wrap_pyfunction!(check_size, m)?)?;

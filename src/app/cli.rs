@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 use attnviz::analysis::{Stat, Weighting};
 use attnviz::attention::{AttentionKind, HeadSel};
 use attnviz::choice::Choice;
-use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, Shard};
+use attnviz::corpus::{InputFormat, OnBadLine, PerSentence, ShardSpec};
 use attnviz::render::html::PrecisionChoice;
 use attnviz::render::image::{ColorScale, Colormap, Figure, Theme};
 use attnviz::render::json::JsonSection;
@@ -63,13 +63,15 @@ pub mod heading {
     attnviz \"The cat sat on the mat.\" --json attention.json --html report.html --png head.png\n  \
     echo \"Text from a pipe\" | attnviz - --json -\n  \
     attnviz -m gpt2 \"The capital of France is\" --generate 16\n  \
-    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"What is attention?\" --chat --generate 32 --html chat.html\n  \
+    attnviz -m ollama:qwen2.5:0.5b \"What is attention?\" --chat --generate 32 --html chat.html\n  \
+    attnviz -m SmolLM2-135M-Instruct.Q4_1.gguf \"The capital of France is\" --generate 16\n  \
     attnviz --input sentences.txt --out-dir corpus --words\n  \
     attnviz --input corpus.jsonl.gz --out-dir shard-3 --shard 3/8 --resume\n  \
+    attnviz models\n  \
     attnviz merge shard-*/corpus_partial.json --out corpus_stats.json\n  \
     attnviz render outputs.npz --html report.html")]
 pub struct Args {
-    /// A subcommand (`render`, `merge`, `diff`, `serve`) instead of analysing TEXT. To analyse a
+    /// A subcommand (`render`, `merge`, `diff`, `serve`, `models`) instead of analysing TEXT. To analyse a
     /// text that is a subcommand's name, write it after `--`: `attnviz -- merge`.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -88,12 +90,14 @@ pub struct Args {
     #[arg(help_heading = heading::INPUT, long)]
     pub truncate: bool,
 
-    /// Hugging Face repo id, or a local folder with config.json, weights and tokenizer files.
+    /// Hugging Face repo id, a local folder with config.json, weights and tokenizer files, a
+    /// GGUF file, or a model in another program's store by name: ollama:NAME[:TAG],
+    /// lmstudio:PUBLISHER/MODEL[/FILE], llamacpp:NAME (`attnviz models` lists them).
     #[arg(
         help_heading = heading::MODEL,
         short,
         long,
-        value_name = "ID|DIR",
+        value_name = "MODEL",
         env = "ATTNVIZ_MODEL",
         default_value = "bert-base-uncased"
     )]
@@ -279,9 +283,12 @@ pub struct Args {
     pub force: bool,
 
     /// Corpus mode: process only shard K of N: lines K, K+N, K+2N, … (numbered from 1). Each
-    /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly.
-    #[arg(help_heading = heading::CORPUS, long, value_name = "K/N", value_parser = parse_shard)]
-    pub shard: Option<Shard>,
+    /// shard writes DIR/corpus_partial.json; `attnviz merge` combines them exactly. `auto` takes
+    /// K and N from a Slurm array task (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT); `auto/N`
+    /// takes K from a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (from 0) with N its
+    /// completions, or checks N against the Slurm array (docs/corpus.md).
+    #[arg(help_heading = heading::CORPUS, long, value_name = "K/N|auto[/N]", value_parser = parse_shard)]
+    pub shard: Option<ShardSpec>,
 
     /// Corpus mode: continue the run in --out-dir where it stopped (killed, pre-empted, Ctrl-C),
     /// skipping the sentences already done; with nothing to continue, start.
@@ -559,6 +566,28 @@ pub enum Command {
         attnviz serve -m ./all-MiniLM-L6-v2 -m SmolLM2-135M-Instruct.Q4_1.gguf --port 8750\n  \
         ssh -L 8750:127.0.0.1:8750 remote-host   # then open http://127.0.0.1:8750/ here")]
     Serve(ServeArgs),
+    /// List the models on this machine: Ollama's, LM Studio's and llama.cpp's stores and the
+    /// Hugging Face cache (their environment variables, else their default folders), each with
+    /// its family, size, quantization and whether attnviz can run it (docs/models.md).
+    #[command(after_help = "Examples:\n  \
+        attnviz models\n  \
+        attnviz models --json | jq -r '.models[] | select(.runnable) | .name'\n  \
+        attnviz models --verify")]
+    Models(ModelsArgs),
+}
+
+/// `attnviz models`.
+#[derive(Debug, clap::Args)]
+pub struct ModelsArgs {
+    /// Write the listing as JSON to standard output (schema/models.schema.json) instead of a
+    /// table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also check the SHA-256 of every Ollama blob against its manifest's digest (reads every
+    /// byte of each). A run checks sizes and headers only.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// What `attnviz diff --png/--svg` draws.
@@ -691,7 +720,8 @@ fn diff_figure() -> impl TypedValueParser<Value = DiffFigure> {
 /// `attnviz serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// A model to serve (hub id, local folder or GGUF file); repeat for several. The first is
+    /// A model to serve (hub id, local folder, GGUF file, or ollama:NAME[:TAG],
+    /// lmstudio:PUBLISHER/MODEL[/FILE], llamacpp:NAME); repeat for several. The first is
     /// the one the page opens on.
     #[arg(short, long = "model", value_name = "ID|DIR", required = true)]
     pub models: Vec<String>,
@@ -838,7 +868,7 @@ pub struct MergeArgs {
     pub color: Option<ColorChoice>,
 }
 
-fn parse_shard(s: &str) -> Result<Shard, attnviz::corpus::shard::ShardError> {
+fn parse_shard(s: &str) -> Result<ShardSpec, attnviz::corpus::shard::ShardError> {
     s.parse()
 }
 
@@ -1177,7 +1207,10 @@ mod tests {
         assert!(Args::try_parse_from(["attnviz", "--words", "merge", "a", "--out", "x"]).is_err());
         assert!(Args::try_parse_from(["attnviz", "merge", "--out", "x"]).is_err());
         let args = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "2/5"]).unwrap();
-        assert_eq!(args.shard, Some(Shard::new(2, 5).unwrap()));
+        assert_eq!(
+            args.shard,
+            Some(ShardSpec::Fixed(attnviz::corpus::Shard::new(2, 5).unwrap()))
+        );
         let e = Args::try_parse_from(["attnviz", "--input", "f", "--shard", "0/5"]).unwrap_err();
         assert!(e.to_string().contains("JOB_COMPLETION_INDEX"), "{e}");
         assert!(Args::try_parse_from(["attnviz", "--input", "f", "--resume", "--force"]).is_err());

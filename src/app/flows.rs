@@ -57,6 +57,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if let Some(super::cli::Command::Serve(serve)) = &args.command {
         return super::serve::run(serve);
     }
+    if let Some(super::cli::Command::Models(m)) = &args.command {
+        return super::models::run(m);
+    }
     // Everything that needs no model first: a mistake costs no load and leaves no file.
     let plan = plan::plan(args).map_err(Error::Usage)?;
     if let Mode::Merge(job) = &plan.mode {
@@ -75,6 +78,28 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
 }
 
+/// What a model found in a store by name leaves for the user to know: which of several GGUF
+/// files was taken, and that Ollama's own template is not what `--chat` applies.
+fn store_notes(model: &Model, chat: bool) {
+    let Some(found) = model.store() else { return };
+    if let Some(first) = found.passed_over.first() {
+        let prefix = found.name.rsplit_once('/').map_or("", |(p, _)| p);
+        let file = found.name.rsplit('/').next().unwrap_or_default();
+        note(&format!(
+            "note: {prefix} holds {} GGUF files; using {file} (the first by name; name one as \
+             {prefix}/{first} to use another)",
+            found.passed_over.len() + 1
+        ));
+    }
+    if chat && found.layers.template.is_some() {
+        note(&format!(
+            "note: --chat wraps the prompt in the chat template of {}'s GGUF file \
+             (tokenizer.chat_template); Ollama's template layer (a Go template) is not applied",
+            found.name
+        ));
+    }
+}
+
 /// One text (or pair, or picture): load, run the plan's request once, write the plan's
 /// outputs.
 fn run_single(plan: &Single) -> Result<(), Error> {
@@ -86,6 +111,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         Model::load_within(&plan.model, &plan.revision, &hub(), request.max_memory)?
             .with_full_path(plan.full_paths),
     );
+    store_notes(&model, request.chat);
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once
     // its attentions exist, each against its own layers and heads.
     let seq2seq = model.is_seq2seq();

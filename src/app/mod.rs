@@ -9,6 +9,8 @@ pub mod cli;
 pub mod diff;
 pub mod error;
 pub mod flows;
+/// `attnviz models`: the models on this machine.
+pub mod models;
 pub mod plan;
 mod progress;
 /// `attnviz serve`: the live web app.

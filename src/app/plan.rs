@@ -181,6 +181,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         Some(Command::Diff(_)) => return Err("attnviz diff has no plan of its own".into()),
         // `attnviz serve` runs its own loop (src/app/serve), before any plan is made.
         Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
+        Some(Command::Models(_)) => return Err("`attnviz models` is not planned here".into()),
         None if args.input.is_some() => {
             if args.save_attention.is_some() {
                 return Err(
@@ -832,7 +833,14 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         json_include: args.out.json_include.clone(),
         force: args.force,
         resume: args.resume,
-        shard: args.shard.unwrap_or(Shard::WHOLE),
+        shard: match args.shard {
+            None => Shard::WHOLE,
+            Some(spec) => {
+                spec.resolve(|k| std::env::var(k).ok())
+                    .map_err(|e| super::words::auto_shard(&e))?
+                    .0
+            }
+        },
         input_format: args.input_format.unwrap_or(InputFormat::Auto),
         quiet: args.out.quiet,
         stat: args.stats.stat,

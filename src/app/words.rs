@@ -496,6 +496,32 @@ pub(super) fn corpus(e: CorpusError) -> Error {
     }
 }
 
+/// Why `--shard auto` found no shard, with the flag's forms.
+pub fn auto_shard(e: &corpus::AutoShardError) -> String {
+    use corpus::AutoShardError as E;
+    match e {
+        E::NoScheduler => "--shard auto found no scheduler: neither SLURM_ARRAY_TASK_ID (a Slurm \
+            array job) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give the shard \
+            as --shard K/N"
+            .to_string(),
+        E::NoCount { index } => format!(
+            "JOB_COMPLETION_INDEX is {index}, but Kubernetes does not tell a pod how many \
+             completions its Job has: write --shard auto/N with N the Job's completions"
+        ),
+        E::NoSlurmCount { id } => format!(
+            "SLURM_ARRAY_TASK_ID is {id} but SLURM_ARRAY_TASK_COUNT is not set: write --shard \
+             auto/N with N the array's size"
+        ),
+        E::CountDiffers { array, given } => format!(
+            "the Slurm array has {array} tasks (SLURM_ARRAY_TASK_COUNT) but --shard auto/{given} \
+             says {given} shards: submit an array of {given} tasks (to redo failed tasks, \
+             resubmit the whole array: with --resume, finished shards end at once), or write \
+             --shard auto"
+        ),
+        other => format!("--shard auto: {other}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

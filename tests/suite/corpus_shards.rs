@@ -770,6 +770,12 @@ fn shell(program: &str, script: &str, vars: &[(&str, &str)]) -> Output {
         .env_remove("RAYON_NUM_THREADS")
         .env("HF_HUB_OFFLINE", "1")
         .env("NO_COLOR", "1")
+        // Only the variables a test sets (a test run inside a Slurm job or a pod has its own).
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("SLURM_ARRAY_TASK_MIN")
+        .env_remove("SLURM_ARRAY_TASK_STEP")
+        .env_remove("SLURM_ARRAY_TASK_COUNT")
+        .env_remove("JOB_COMPLETION_INDEX")
         // GNU parallel's citation notice.
         .env("PARALLEL", "--will-cite");
     for (k, v) in vars {
@@ -847,8 +853,12 @@ fn the_slurm_and_kubernetes_recipes_run_with_their_variables_set() {
                 ("MODEL", &model),
                 ("INPUT", &input_s),
                 ("OUT", &out_s),
-                ("N", "3"),
+                // What Slurm sets for task `task` of `--array=1-3`.
                 ("SLURM_ARRAY_TASK_ID", &id),
+                ("SLURM_ARRAY_TASK_MIN", "1"),
+                ("SLURM_ARRAY_TASK_MAX", "3"),
+                ("SLURM_ARRAY_TASK_STEP", "1"),
+                ("SLURM_ARRAY_TASK_COUNT", "3"),
                 ("SLURM_CPUS_PER_TASK", "1"),
             ],
         );
@@ -919,4 +929,95 @@ fn yaml_block(yaml: &str, key: &str) -> String {
         .map(|l| l.get(indent..).unwrap_or(""))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `--shard auto` with the variables each scheduler sets, given to the process (never set in
+/// this one): the shard it takes is the one its partial file records, and each way it can fail
+/// is one line.
+#[test]
+fn shard_auto_takes_the_shard_from_the_scheduler_or_says_in_one_line_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.txt");
+    fs::write(&input, mixed_corpus(12, 10)).unwrap();
+    const VARS: [&str; 5] = [
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_STEP",
+        "SLURM_ARRAY_TASK_COUNT",
+        "JOB_COMPLETION_INDEX",
+    ];
+    let with = |shard: &str, vars: &[(&str, &str)], out: &str| {
+        let mut cmd = corpus_command(
+            &tiny(),
+            &input,
+            &dir.path().join(out),
+            &[
+                "--shard",
+                shard,
+                "--threads",
+                "1",
+                "--per-sentence",
+                "none",
+                "-q",
+            ],
+        );
+        for v in VARS {
+            cmd.env_remove(v);
+        }
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let recorded = |out: &str| {
+        let p: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(dir.path().join(out).join("corpus_partial.json")).unwrap(),
+        )
+        .unwrap();
+        format!("{}/{}", p["shard"]["index"], p["shard"]["count"])
+    };
+    // `--array=10-14:2`: task 12 is the second of three.
+    let slurm = [
+        ("SLURM_ARRAY_TASK_ID", "12"),
+        ("SLURM_ARRAY_TASK_MIN", "10"),
+        ("SLURM_ARRAY_TASK_STEP", "2"),
+        ("SLURM_ARRAY_TASK_COUNT", "3"),
+    ];
+    let r = with("auto", &slurm, "slurm");
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(recorded("slurm"), "2/3");
+    let r = with("auto/5", &[("JOB_COMPLETION_INDEX", "4")], "k8s");
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(recorded("k8s"), "5/5");
+    for (shard, vars, says) in [
+        ("auto", &[][..], "--shard auto found no scheduler"),
+        (
+            "auto",
+            &[("JOB_COMPLETION_INDEX", "2")][..],
+            "write --shard auto/N",
+        ),
+        (
+            "auto/4",
+            &[("JOB_COMPLETION_INDEX", "two")][..],
+            "JOB_COMPLETION_INDEX is 'two', not a whole number",
+        ),
+        (
+            "auto/4",
+            &[("JOB_COMPLETION_INDEX", "4")][..],
+            "makes shard 5 of 4, which does not exist",
+        ),
+        ("auto/8", &slurm[..], "the Slurm array has 3 tasks"),
+        (
+            "auto",
+            &[("SLURM_ARRAY_TASK_ID", "3"), ("JOB_COMPLETION_INDEX", "1")][..],
+            "both SLURM_ARRAY_TASK_ID",
+        ),
+    ] {
+        let r = with(shard, vars, "bad");
+        crate::support::cli::assert_clean_failure(&r, says);
+        assert!(
+            !dir.path().join("bad").exists(),
+            "{shard} {vars:?}: nothing written"
+        );
+    }
 }

@@ -15,7 +15,7 @@ fn s(p: &Path) -> &str {
 /// Validate `files` against `schema` (a file name in `schema/`); fail with the validator's
 /// first complaint. The Python is `ATTNVIZ_SCHEMA_PYTHON` (scripts/test.sh makes a venv with
 /// jsonschema for it), else `python3`.
-fn validate(schema: &str, files: &[&Path]) {
+pub(crate) fn validate(schema: &str, files: &[&Path]) {
     let python = std::env::var("ATTNVIZ_SCHEMA_PYTHON").unwrap_or_else(|_| "python3".into());
     let out = Command::new(python)
         .arg(repo().join("tests/schema/validate.py"))

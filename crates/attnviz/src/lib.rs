@@ -51,7 +51,7 @@ pub use attnviz_core::attention;
 pub use attnviz_core::{cancel, choice, output, progress};
 #[doc(hidden)]
 pub use attnviz_core::{cleanup, small_file, threads};
-pub use attnviz_formats::{import, save};
+pub use attnviz_formats::{doc, import, save};
 pub use attnviz_model as model;
 pub use attnviz_model::{pixels, tokenize};
 pub use attnviz_render as render;

@@ -34,6 +34,7 @@ use attnviz_core::{attention, cancel, progress, small_file, threads};
 extern crate attnviz_core;
 
 pub mod blocks;
+pub mod catalog;
 pub mod encdec;
 pub mod error;
 pub mod families;
@@ -67,6 +68,7 @@ pub use families::bert::BertConfig;
 pub use families::registry as family;
 pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
 pub use formats::config::ConfigError;
+pub use formats::source::stores::{StoreError, StoreKind, StoreModel, Stores};
 pub use formats::source::{Hub, ModelFiles, SourceError};
 pub use formats::validate::BadRow;
 pub use formats::weights::{Checkpoint, WeightsError};
@@ -228,6 +230,8 @@ pub struct Model {
     /// The full path of a local folder or file the model was loaded from (`None`: a hub
     /// model), which [`Model::with_full_path`] makes its id.
     location: Option<String>,
+    /// The store it was found in by name (`ollama:NAME`), and what the store keeps beside it.
+    store: Option<Box<StoreModel>>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -241,9 +245,36 @@ pub fn gguf_file(model: &str) -> Option<&Path> {
     .then_some(path)
 }
 
+/// What [`Model::from_gguf_within`] checks of an open GGUF file before it reads a tensor: its
+/// hyper-parameters, a family that reads its architecture, that family's config, and the memory
+/// its weights take (against `max_memory`). [`catalog`] asks the same of the files it lists.
+pub(crate) fn gguf_checks(
+    file: &gguf::GgufFile,
+    origin: &str,
+    max_memory: Option<u64>,
+) -> Result<
+    (
+        gguf::DecoderParams,
+        &'static Family,
+        Box<dyn blocks::family::GgufConfig>,
+    ),
+    Error,
+> {
+    let params = file.decoder_params()?;
+    let (family, reader) = registry::gguf_family(&params.architecture, origin)?;
+    let config = (reader.config)(&params, origin)?;
+    // Only the tensors the network is built from are read; its matrices stay in the file, in
+    // their block format, and its norms and biases are dequantised.
+    let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
+    file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
+    Ok((params, family, config))
+}
+
 impl Model {
-    /// Load a model from a local folder or a Hugging Face repo id at `revision`, using the hub
-    /// settings of the environment ([`Hub::from_env`]).
+    /// Load a model from a local folder, a GGUF file, a model in Ollama's, LM Studio's or
+    /// llama.cpp's store named by name (`ollama:NAME[:TAG]`, [`Stores::from_env`]) or a
+    /// Hugging Face repo id at `revision`, using the hub settings of the environment
+    /// ([`Hub::from_env`]).
     pub fn load(model: &str, revision: &str) -> Result<Model, Error> {
         Self::load_with(model, revision, &Hub::from_env())
     }
@@ -261,6 +292,11 @@ impl Model {
         hub: &Hub,
         max_memory: Option<u64>,
     ) -> Result<Model, Error> {
+        if let Some(found) =
+            source::stores::resolve(model, &Stores::from_env()).map_err(SourceError::from)?
+        {
+            return Self::from_store(found, max_memory);
+        }
         if let Some(path) = gguf_file(model) {
             return Self::from_gguf_within(path, max_memory);
         }
@@ -361,6 +397,7 @@ impl Model {
             model_max_length: None,
             image_processor: None,
             location: None,
+            store: None,
         }
     }
 
@@ -373,6 +410,24 @@ impl Model {
             self.info.id.clone_from(path);
         }
         self
+    }
+
+    /// Load the GGUF file of a model found in a store ([`source::stores::resolve`]), named by
+    /// its name there (`ollama:tiny:latest`), with what the store keeps beside it
+    /// ([`Model::store`]); [`Model::from_gguf_within`]'s `max_memory`.
+    pub fn from_store(found: StoreModel, max_memory: Option<u64>) -> Result<Model, Error> {
+        let mut model = Self::from_gguf_within(&found.gguf, max_memory)?;
+        model.info.id.clone_from(&found.name);
+        model.info.name = Some(found.name.clone());
+        model.store = Some(Box::new(found));
+        Ok(model)
+    }
+
+    /// The store the model was found in by name, and what it keeps beside the model (Ollama's
+    /// template, parameters, system prompt and projector); `None` for a model named by path or
+    /// repo id.
+    pub fn store(&self) -> Option<&StoreModel> {
+        self.store.as_deref()
     }
 
     /// Load a GGUF file of an architecture a family reads (`llama`, `qwen2`): its matrices kept
@@ -388,13 +443,7 @@ impl Model {
     pub fn from_gguf_within(path: &Path, max_memory: Option<u64>) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
-        let params = file.decoder_params()?;
-        let (family, reader) = registry::gguf_family(&params.architecture, &origin)?;
-        let config = (reader.config)(&params, &origin)?;
-        // Only the tensors the network is built from are read; its matrices stay in the file,
-        // in their block format, and its norms and biases are dequantised.
-        let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
-        file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
+        let (params, family, config) = gguf_checks(&file, &origin, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
         let (network, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());

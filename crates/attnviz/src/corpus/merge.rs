@@ -163,9 +163,64 @@ pub struct Merged {
     pub elapsed: Duration,
 }
 
+/// One shard's partial statistics to merge: a partial file (or the output folder that holds
+/// it), or a partial file's bytes (what a program holds after reading one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartialSource {
+    /// A partial file, or a shard's output folder (its `corpus_partial.json`).
+    File(PathBuf),
+    /// A partial file's bytes, named `label` in messages.
+    Bytes {
+        /// How messages name it (`partial 3`).
+        label: String,
+        /// Its JSON.
+        bytes: Vec<u8>,
+    },
+}
+
+impl PartialSource {
+    /// How messages name it: its path, or its label.
+    fn label(&self) -> PathBuf {
+        match self {
+            PartialSource::File(p) => p.clone(),
+            PartialSource::Bytes { label, .. } => PathBuf::from(label),
+        }
+    }
+
+    fn read(&self) -> Result<Partial, PartialError> {
+        match self {
+            PartialSource::File(p) if p.is_dir() => {
+                let file = p.join(super::PARTIAL_FILE);
+                if !file.is_file() {
+                    return Err(PartialError::NoneInFolder);
+                }
+                partial::read(&file)
+            }
+            PartialSource::File(p) => partial::read(p),
+            PartialSource::Bytes { bytes, .. } => {
+                if bytes.len() as u64 > partial::MAX_BYTES {
+                    return Err(PartialError::TooLarge {
+                        max: partial::MAX_BYTES,
+                    });
+                }
+                partial::parse_bytes(bytes)
+            }
+        }
+    }
+}
+
 /// Read and check every partial file in `paths` and add them up.
 pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
+    let sources: Vec<PartialSource> = paths.iter().cloned().map(PartialSource::File).collect();
+    merge_sources(&sources)
+}
+
+/// [`merge_files`] over partial files or their bytes, in any order: the result is the same
+/// for every order (the sums are integers; the listed lines are sorted).
+pub fn merge_sources(sources: &[PartialSource]) -> Result<Merged, MergeError> {
     let start = Instant::now();
+    let labels: Vec<PathBuf> = sources.iter().map(PartialSource::label).collect();
+    let paths = &labels;
     let Some(first_path) = paths.first() else {
         return Err(MergeError::NoFiles);
     };
@@ -176,8 +231,8 @@ pub fn merge_files(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut seen: BTreeMap<usize, PathBuf> = BTreeMap::new();
     let mut notes = Vec::new();
     let mut total: Option<Tally> = None;
-    for path in paths {
-        let p: Partial = partial::read(path).map_err(|source| MergeError::Unreadable {
+    for (source, path) in sources.iter().zip(paths) {
+        let p: Partial = source.read().map_err(|source| MergeError::Unreadable {
             file: label(path),
             source,
         })?;
@@ -299,27 +354,33 @@ fn short(hex: &str) -> &str {
 
 /// Write `merged` as the corpus summary to `out` (`-`: standard output).
 pub fn write_summary(merged: &Merged, out: &Path) -> Result<(), MergeError> {
+    summary::write(out, &summary_of(merged))?;
+    Ok(())
+}
+
+/// `merged`'s corpus summary as the bytes [`write_summary`] writes.
+pub fn summary_bytes(merged: &Merged) -> Vec<u8> {
+    summary::to_bytes(&summary_of(merged))
+}
+
+fn summary_of(merged: &Merged) -> Summary<'_> {
     let id = &merged.identity;
     let per_sentence = id.options["per_sentence"]
         .as_array()
         .is_some_and(|a| !a.is_empty());
-    summary::write(
-        out,
-        &Summary {
-            model: &id.model,
-            input: &id.input,
-            input_format: &id.input_format,
-            compression: &id.compression,
-            shard: None,
-            options: &id.options,
-            per_sentence,
-            end: &End::Complete,
-            tally: &merged.tally,
-            // Every shard measured the same (their identities agree).
-            induction: &id.induction,
-        },
-    )?;
-    Ok(())
+    Summary {
+        model: &id.model,
+        input: &id.input,
+        input_format: &id.input_format,
+        compression: &id.compression,
+        shard: None,
+        options: &id.options,
+        per_sentence,
+        end: &End::Complete,
+        tally: &merged.tally,
+        // Every shard measured the same (their identities agree).
+        induction: &id.induction,
+    }
 }
 
 /// What `attnviz merge` does, its flags already checked.

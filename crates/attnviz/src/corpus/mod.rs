@@ -76,7 +76,7 @@ use ledger::{Event, Ledger, Tally};
 use lines::{BadLine, InputDigest, LineReader, RawLine};
 pub use notice::{Listener, Notice, Stderr};
 pub use partial::{RunIdentity, PARTIAL_FILE};
-pub use shard::Shard;
+pub use shard::{AutoShardError, Scheduler, Shard, ShardSpec};
 
 pub use out_dir::{earlier_run_files, sentence_file, sentence_path};
 use out_dir::{prepare_out_dir, remove_earlier_run, remove_temporaries};

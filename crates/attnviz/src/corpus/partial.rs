@@ -42,7 +42,7 @@ pub const FORMAT_VERSION: u64 = 3;
 /// `format` of a corpus summary, which is not a partial file.
 const SUMMARY_FORMAT: &str = "attnviz-corpus-stats";
 /// Largest partial file read (a real one is tens to hundreds of KB).
-const MAX_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_BYTES: u64 = 64 << 20;
 
 /// Everything that must agree for two partial files to be merged, or for a run to resume
 /// another.
@@ -313,6 +313,15 @@ pub enum PartialError {
     /// A folder, a FIFO, a device.
     #[error("not a file")]
     NotAFile,
+    /// A shard's output folder without a partial file.
+    #[error("the folder holds no {PARTIAL_FILE}")]
+    NoneInFolder,
+    /// More bytes than a partial file may have.
+    #[error("larger than the {max} bytes a partial file may have")]
+    TooLarge {
+        /// The most it may have.
+        max: u64,
+    },
     /// Not UTF-8.
     #[error("not UTF-8 ({0})")]
     NotUtf8(#[from] std::str::Utf8Error),

@@ -63,7 +63,22 @@ fn run_into(
         check_resumable(&folder)?;
     }
     // The model's files are hashed (for the partial file) while the model loads.
-    let (model, fingerprint) = if let Some(path) = model::gguf_file(&job.model) {
+    // A model named in a store (`ollama:NAME`): its GGUF file, hashed while it loads, and the
+    // hash compared with the digest the store names it by (free here: the hash is made anyway).
+    let stored = match model::source::stores::split(&job.model) {
+        Some(_) => model::source::stores::resolve(&job.model, &model::Stores::from_env())
+            .map_err(|e| model::Error::from(model::SourceError::from(e)))?,
+        None => None,
+    };
+    let (model, fingerprint) = if let Some(found) = stored {
+        let (model, hashed) = std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| provenance::fingerprint_gguf(&found.gguf));
+            let model = Model::from_store(found.clone(), None);
+            (model, hashing.join())
+        });
+        let hashed = hashed.map(|h| h.and_then(|fp| check_digest(&found, fp)));
+        (model, hashed)
+    } else if let Some(path) = model::gguf_file(&job.model) {
         std::thread::scope(|scope| {
             let hashing = scope.spawn(|| provenance::fingerprint_gguf(path));
             let model = Model::from_gguf(path);
@@ -1264,6 +1279,33 @@ pub(super) fn count_lines(path: &Path) -> io::Result<u64> {
         last = buf[n - 1];
     }
     Ok(lines + u64::from(last != b'\n'))
+}
+
+/// `fingerprint` (of a store's GGUF file), refused when its SHA-256 is not the digest the
+/// store names the file by.
+fn check_digest(
+    found: &model::StoreModel,
+    fingerprint: serde_json::Value,
+) -> io::Result<serde_json::Value> {
+    use model::source::stores::{FileProblem, StoreError};
+    let actual = fingerprint["weights"][0]["sha256"]
+        .as_str()
+        .unwrap_or_default();
+    match &found.sha256 {
+        Some(expected) if expected != actual => Err(io::Error::other(
+            StoreError::File {
+                name: found.name.clone(),
+                what: "model blob",
+                path: found.gguf.clone(),
+                problem: FileProblem::DigestMismatch {
+                    expected: expected.clone(),
+                    actual: actual.to_string(),
+                },
+            }
+            .to_string(),
+        )),
+        _ => Ok(fingerprint),
+    }
 }
 
 #[cfg(test)]

@@ -53,6 +53,14 @@ pub fn write(path: &Path, summary: &Summary) -> Result<(), OutputError> {
     write_output(path, |w| write_document(&doc, NESTED, w))
 }
 
+/// `summary` as the bytes [`write`] writes.
+pub fn to_bytes(summary: &Summary) -> Vec<u8> {
+    let doc = document(summary);
+    let mut bytes = Vec::new();
+    write_document(&doc, NESTED, &mut bytes).expect("writing to memory cannot fail");
+    bytes
+}
+
 /// Write `summary` as the `corpus_stats.json` of the run in `folder` (never through a link).
 pub fn write_in(folder: &OutFolder, summary: &Summary) -> Result<(), OutputError> {
     let doc = document(summary);

@@ -18,6 +18,7 @@ use crate::attention::{
 pub mod comparison;
 pub mod corpus;
 pub mod lines;
+pub mod models;
 pub mod saved;
 
 /// `format` of an attention document.
@@ -530,6 +531,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("saved-body.schema.json", of::<saved::SavedBody>()),
         ("corpus-stats.schema.json", of::<corpus::CorpusStats>()),
         ("corpus-partial.schema.json", of::<corpus::CorpusPartial>()),
+        ("models.schema.json", of::<models::ModelsListing>()),
     ]
 }
 

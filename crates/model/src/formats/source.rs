@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 mod hub;
 mod local;
+pub mod stores;
 
 use hub::from_hub;
 pub use hub::Hub;
@@ -176,6 +177,10 @@ pub enum SourceError {
         /// What is missing.
         what: String,
     },
+    /// A model named in Ollama's, LM Studio's or llama.cpp's store (`ollama:NAME`) cannot be
+    /// found or used.
+    #[error(transparent)]
+    Store(#[from] stores::StoreError),
     /// A download failed or stalled.
     #[error("downloading {file} of '{model}' failed: {reason}; retry, or use a local copy")]
     Download {
