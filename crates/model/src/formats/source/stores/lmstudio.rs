@@ -26,7 +26,7 @@ fn parse(text: &str) -> Result<(&str, &str, Option<&str>), NameProblem> {
         [p, m, f] => (*p, *m, Some(*f)),
         _ => {
             return Err(NameProblem::Parts(
-                "two or three parts (PUBLISHER/MODEL[/FILE])",
+                "it needs two or three parts (PUBLISHER/MODEL[/FILE])",
             ))
         }
     };

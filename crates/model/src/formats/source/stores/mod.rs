@@ -367,8 +367,8 @@ pub enum NameProblem {
         /// The character.
         c: char,
     },
-    /// Another number of parts than the form has.
-    #[error("it needs {0}")]
+    /// Another number of parts than the form has: which.
+    #[error("{0}")]
     Parts(&'static str),
     /// A tag that is not a plain name.
     #[error("its tag {0}")]

@@ -70,7 +70,7 @@ impl Name {
             [h, n, m] => (*h, *n, *m),
             _ => {
                 return Err(NameProblem::Parts(
-                    "at most three parts (HOST/NAMESPACE/MODEL)",
+                    "it has more than three parts (HOST/NAMESPACE/MODEL)",
                 ))
             }
         };
