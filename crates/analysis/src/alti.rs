@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::attention::ShapeError;
+use crate::attention::{ShapeError, ShapeProblem};
 use crate::model::LayerValues;
 
 /// ALTI of one sequence's self-attention.
@@ -33,23 +33,19 @@ pub struct Alti {
 /// that skipped layers cannot give it).
 pub fn alti(layers: &[usize], values: &[LayerValues]) -> Result<Alti, ShapeError> {
     if values.len() != layers.len() || values.is_empty() {
-        return Err(ShapeError(format!(
-            "value terms for {} layers, {} layers captured",
-            values.len(),
-            layers.len()
-        )));
+        return Err(ShapeProblem::TermsLayers {
+            terms: values.len(),
+            layers: layers.len(),
+        }
+        .into());
     }
     if layers.windows(2).any(|w| w[1] != w[0] + 1) || layers[0] != 0 {
-        return Err(ShapeError(
-            "ALTI multiplies every layer's contributions; capture all layers for it".into(),
-        ));
+        return Err(ShapeProblem::AltiLayers.into());
     }
     let cells = values[0].mixing.len();
     let tokens = (cells as f64).sqrt() as usize;
     if tokens == 0 || tokens * tokens != cells || values.iter().any(|v| v.mixing.len() != cells) {
-        return Err(ShapeError(
-            "ALTI needs self-attention over one set of tokens in every layer".into(),
-        ));
+        return Err(ShapeProblem::AltiTokens.into());
     }
     let per_layer: Vec<Vec<f32>> = values.iter().map(|v| v.mixing.clone()).collect();
     let aggregated = aggregate(&per_layer, tokens);

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use crate::attention::{Attention, Holds, ShapeError};
+use crate::attention::{Attention, Holds, ShapeError, ShapeProblem};
 use crate::model::LayerValues;
 
 /// Which weights the views draw.
@@ -78,10 +78,11 @@ pub fn norm_weights(att: &Attention, values: &[LayerValues]) -> Result<NormWeigh
     let (layers, heads) = (att.layers(), att.heads());
     let (nq, nk) = (att.n_queries(), att.n_keys());
     if values.len() != layers {
-        return Err(ShapeError(format!(
-            "value terms for {} layers, the attention has {layers}",
-            values.len()
-        )));
+        return Err(ShapeProblem::TermsLayers {
+            terms: values.len(),
+            layers,
+        }
+        .into());
     }
     let with_residual = att.kind.is_self();
     for v in values {
@@ -92,9 +93,12 @@ pub fn norm_weights(att: &Attention, values: &[LayerValues]) -> Result<NormWeigh
             && (!with_residual
                 || (v.residual_dot.len() == heads * nq && v.residual_sq.len() == nq));
         if !ok {
-            return Err(ShapeError(format!(
-                "value terms do not fit {heads} heads × {nq} queries × {nk} keys"
-            )));
+            return Err(ShapeProblem::TermsShape {
+                heads,
+                queries: nq,
+                keys: nk,
+            }
+            .into());
         }
     }
     let cells = nq * nk;
@@ -151,9 +155,7 @@ pub fn reweighted(
         Weighting::NormAware => &weights.norm_aware,
     };
     if sizes.len() != att.weights().len() || weights.layers != att.layer_numbers() {
-        return Err(ShapeError(
-            "the norm-based weights were computed for another attention".into(),
-        ));
+        return Err(ShapeProblem::OtherWeights.into());
     }
     let nk = att.n_keys();
     let mut shares = sizes.clone();

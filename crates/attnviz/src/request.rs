@@ -21,7 +21,7 @@ use crate::analysis::attribution::{HeadAblation, HeadAttribution};
 use crate::analysis::lens::LogitLens;
 use crate::analysis::value_zeroing::ValueZeroing;
 use crate::analysis::weighting::{norm_weights, NormWeights};
-use crate::attention::{Attention, AttentionSet, ShapeError};
+use crate::attention::{Attention, AttentionSet, ShapeError, ShapeProblem};
 use crate::cancel::Cancel;
 use crate::model::encdec::DecoderInput;
 use crate::model::rerun::RerunLimit;
@@ -638,7 +638,7 @@ impl RunRequest {
         let [encoder, decoder, cross]: [Attention; 3] = out
             .attentions
             .try_into()
-            .map_err(|_| ShapeError("an encoder–decoder run gives three attentions".to_string()))?;
+            .map_err(|_| ShapeError(ShapeProblem::NotThree))?;
         let set = AttentionSet::encoder_decoder(encoder, decoder, cross, self.target.clone())?
             .relabel(
                 model.tokenizer().label_scheme(),

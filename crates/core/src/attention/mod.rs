@@ -18,12 +18,14 @@
 pub mod display;
 pub mod image;
 mod set;
+mod shape_error;
 mod units;
 
 use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
+pub use shape_error::{ShapeError, ShapeProblem};
 pub use units::{Role, Units, UnitsMismatch};
 
 /// Which model produced an [`Attention`], and its shape.
@@ -414,11 +416,6 @@ pub struct AttentionParts {
     pub weights: Vec<f32>,
 }
 
-/// Error for an [`Attention`] built from inconsistent parts.
-#[derive(Debug, thiserror::Error)]
-#[error("inconsistent attention: {0}")]
-pub struct ShapeError(pub String);
-
 impl Attention {
     /// Self-attention over `units` (bidirectional, every head its own key/value head), checking
     /// that every per-unit vector has one entry per unit and that `weights` holds
@@ -516,9 +513,7 @@ impl Attention {
             image: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
-            return Err(ShapeError(
-                "cross-attention needs its own key units (the encoder's)".into(),
-            ));
+            return Err(ShapeProblem::CrossWithoutKeys.into());
         }
         att.check()?;
         Ok(att)
@@ -545,11 +540,11 @@ impl Attention {
     /// The same value with the picture a vision model read (one cell per token).
     pub fn with_image(mut self, image: image::ImageInput) -> Result<Self, ShapeError> {
         if image.cells.len() != self.queries.token_count() {
-            return Err(ShapeError(format!(
-                "the image has {} tokens, the attention {}",
-                image.cells.len(),
-                self.queries.token_count()
-            )));
+            return Err(ShapeProblem::ImageTokens {
+                cells: image.cells.len(),
+                tokens: self.queries.token_count(),
+            }
+            .into());
         }
         self.image = Some(std::sync::Arc::new(image));
         Ok(self)
@@ -595,11 +590,11 @@ impl Attention {
     /// cross-attention may have different keys: use [`Attention::cross`]).
     pub fn with_kind(mut self, kind: AttentionKind) -> Result<Self, ShapeError> {
         if kind.is_self() != self.kind.is_self() {
-            return Err(ShapeError(format!(
-                "{} attention cannot become {} attention",
-                self.kind.as_str(),
-                kind.as_str()
-            )));
+            return Err(ShapeProblem::KindChange {
+                from: self.kind,
+                to: kind,
+            }
+            .into());
         }
         self.kind = kind;
         Ok(self)
@@ -677,70 +672,69 @@ impl Attention {
         let token_level = self.level == Level::Token;
         self.queries
             .check("query", token_level)
-            .map_err(|e| ShapeError(e.to_string()))?;
+            .map_err(|e| ShapeError(e.into()))?;
         if let Some(keys) = &self.keys {
             if self.kind.is_self() {
-                return Err(ShapeError(
-                    "self-attention has one list of units for queries and keys".into(),
-                ));
+                return Err(ShapeProblem::SelfWithKeys.into());
             }
             keys.check("key", token_level)
-                .map_err(|e| ShapeError(e.to_string()))?;
+                .map_err(|e| ShapeError(e.into()))?;
         }
         let m = &self.model;
         let (nq, nk) = (self.n_queries(), self.n_keys());
         let want = m.layers * m.heads * nq * nk;
         if self.weights.len() != want {
-            return Err(ShapeError(format!(
-                "weights hold {} values, expected {} layers × {} heads × {nq} × {nk} = {want}",
-                self.weights.len(),
-                m.layers,
-                m.heads
-            )));
+            return Err(ShapeProblem::Weights {
+                len: self.weights.len(),
+                layers: m.layers,
+                heads: m.heads,
+                queries: nq,
+                keys: nk,
+            }
+            .into());
         }
         if self.layer_numbers.len() != m.layers
             || self.layer_numbers.windows(2).any(|w| w[0] >= w[1])
         {
-            return Err(ShapeError(format!(
-                "{} layer numbers {:?} for {} captured layers (ascending, each once)",
-                self.layer_numbers.len(),
-                self.layer_numbers,
-                m.layers
-            )));
+            return Err(ShapeProblem::LayerNumbers {
+                numbers: self.layer_numbers.clone(),
+                layers: m.layers,
+            }
+            .into());
         }
         if self.windows.len() != m.layers {
-            return Err(ShapeError(format!(
-                "{} sliding windows for {} captured layers",
-                self.windows.len(),
-                m.layers
-            )));
+            return Err(ShapeProblem::Windows {
+                windows: self.windows.len(),
+                layers: m.layers,
+            }
+            .into());
         }
         if self.has_windows()
             && (self.mask != MaskKind::Causal
                 || !self.is_square()
                 || self.windows.contains(&Some(0)))
         {
-            return Err(ShapeError(
-                "a sliding window needs causal self-attention and a width of at least 1".into(),
-            ));
+            return Err(ShapeProblem::WindowMask.into());
         }
         if self.kv_head.len() != m.heads {
-            return Err(ShapeError(format!(
-                "the head map has {} entries for {} heads",
-                self.kv_head.len(),
-                m.heads
-            )));
+            return Err(ShapeProblem::HeadMap {
+                entries: self.kv_head.len(),
+                heads: m.heads,
+            }
+            .into());
         }
         if let Some(qk) = &self.query_key {
             let (tq, tk) = (self.queries.token_count(), self.keys().token_count());
             let want_q = m.layers * m.heads * tq * m.head_dim;
             let want_k = m.layers * self.kv_heads() * tk * m.head_dim;
             if qk.queries.len() != want_q || qk.keys.len() != want_k {
-                return Err(ShapeError(format!(
-                    "query/key vectors hold {}/{} values, expected {want_q}/{want_k}",
-                    qk.queries.len(),
-                    qk.keys.len()
-                )));
+                return Err(ShapeProblem::QueryKey {
+                    queries: qk.queries.len(),
+                    keys: qk.keys.len(),
+                    want_queries: want_q,
+                    want_keys: want_k,
+                }
+                .into());
             }
         }
         Ok(())

@@ -33,7 +33,7 @@
 //! its [`Attention::text`] and no pair; the teacher-forced target, when there is one, is
 //! [`AttentionSet::target`]; generated target units are flagged in the decoder's units.
 
-use super::{Attention, AttentionKind, MaskKind, ShapeError};
+use super::{Attention, AttentionKind, MaskKind, ShapeError, ShapeProblem};
 
 /// The attention of one run: one self-attention value, or an encoder–decoder's encoder,
 /// decoder and cross-attention values (see the module docs for the checks and for how views
@@ -123,35 +123,32 @@ impl AttentionSet {
         let [enc, dec, cross] = self.values.as_slice() else {
             return Ok(());
         };
-        let err = |msg: String| Err(ShapeError(msg));
+        let err = |p: ShapeProblem| Err(ShapeError(p));
         for (att, kind) in [enc, dec, cross].into_iter().zip(ENCODER_DECODER_KINDS) {
             if att.kind != kind {
-                return err(format!(
-                    "the {} attention of an encoder–decoder set is of kind {}",
-                    kind.as_str(),
-                    att.kind.as_str()
-                ));
+                return err(ShapeProblem::SetKind {
+                    place: kind,
+                    kind: att.kind,
+                });
             }
         }
         if dec.mask != MaskKind::Causal {
-            return err("the decoder's self-attention must be causal".into());
+            return err(ShapeProblem::DecoderNotCausal);
         }
         if enc.mask != MaskKind::Bidirectional || cross.mask != MaskKind::Bidirectional {
-            return err("encoder and cross-attention see every key (bidirectional mask)".into());
+            return err(ShapeProblem::EncoderNotBidirectional);
         }
         if cross.queries() != dec.queries() {
-            return err(format!(
-                "cross-attention's queries ({} units) are not the decoder's units ({})",
-                cross.n_queries(),
-                dec.n_queries()
-            ));
+            return err(ShapeProblem::CrossQueries {
+                cross: cross.n_queries(),
+                decoder: dec.n_queries(),
+            });
         }
         if cross.keys() != enc.queries() {
-            return err(format!(
-                "cross-attention's keys ({} units) are not the encoder's units ({})",
-                cross.n_keys(),
-                enc.n_queries()
-            ));
+            return err(ShapeProblem::CrossKeys {
+                cross: cross.n_keys(),
+                encoder: enc.n_queries(),
+            });
         }
         let (m, d, c) = (&enc.model, &dec.model, &cross.model);
         for other in [d, c] {
@@ -162,30 +159,27 @@ impl AttentionSet {
                 || other.hidden_size != m.hidden_size
                 || other.head_dim != m.head_dim
             {
-                return err("the three attentions describe different models".into());
+                return err(ShapeProblem::DifferentModels);
             }
         }
         if (c.layers, c.heads) != (d.layers, d.heads) {
-            return err(format!(
-                "cross-attention has {} layers × {} heads, the decoder {} × {}: cross-attention \
-                 sits in the decoder's layers",
-                c.layers, c.heads, d.layers, d.heads
-            ));
+            return err(ShapeProblem::CrossShape {
+                cross_layers: c.layers,
+                cross_heads: c.heads,
+                decoder_layers: d.layers,
+                decoder_heads: d.heads,
+            });
         }
         for other in [dec, cross] {
             if other.level != enc.level || other.special_excluded != enc.special_excluded {
-                return err(
-                    "the three attentions are not at the same level, or not all with (or all \
-                     without) special tokens"
-                        .into(),
-                );
+                return err(ShapeProblem::DifferentLevels);
             }
             if other.text != enc.text || other.pair != enc.pair {
-                return err("the three attentions carry different source texts".into());
+                return err(ShapeProblem::DifferentTexts);
             }
         }
         if enc.pair.is_some() {
-            return err("an encoder–decoder source has no pair".into());
+            return err(ShapeProblem::PairInSource);
         }
         Ok(())
     }
