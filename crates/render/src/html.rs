@@ -435,13 +435,80 @@ pub enum HtmlError {
     Threshold(f32),
     /// Analysis data of the wrong shape.
     #[error("analysis data for the HTML report has the wrong shape: {0}")]
-    Analysis(String),
+    Analysis(AnalysisShape),
     /// Nothing to show.
     #[error("the attention has no tokens, so there is no report to draw")]
     Empty,
     /// The image view's first query is not one of the tokens.
     #[error("query token {0} is not one of the {1} tokens")]
     Query(usize, usize),
+}
+
+/// What in the analysis data given to the HTML report does not fit its attention.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisShape {
+    /// One kind of attention given twice.
+    #[error("the kind {} is given twice", .0.as_str())]
+    KindTwice(crate::attention::AttentionKind),
+    /// A statistic of another grid than the heads.
+    #[error("statistic `{id}` must have {layers} layers × {heads} heads")]
+    Statistic {
+        /// The statistic's id.
+        id: String,
+        /// Layers.
+        layers: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// Head labels of another grid than the heads.
+    #[error("head labels must have {layers} layers × {heads} heads")]
+    HeadLabels {
+        /// Layers.
+        layers: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// A matrix section with another number of layers.
+    #[error("matrix `{id}` has {found} layers; give {layers} (one per layer) or 1")]
+    MatrixLayers {
+        /// The matrix's id.
+        id: String,
+        /// Its layers.
+        found: usize,
+        /// The report's layers.
+        layers: usize,
+    },
+    /// A matrix of another size than the units.
+    #[error("matrix `{id}` must be {queries} × {keys} (the report's units) in every layer")]
+    MatrixSize {
+        /// The matrix's id.
+        id: String,
+        /// Queries.
+        queries: usize,
+        /// Keys.
+        keys: usize,
+    },
+    /// A logit lens of another length, or with an empty cell.
+    #[error("the logit lens must have {positions} positions (the report's units), each with at least one token per stage")]
+    Lens {
+        /// The report's units.
+        positions: usize,
+    },
+    /// Head attribution or ablation of another grid.
+    #[error(
+        "the head {what} must be {layers} layers × {heads} heads, its ranked heads among them"
+    )]
+    Heads {
+        /// `attribution` or `ablation`.
+        what: &'static str,
+        /// Layers.
+        layers: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// A section id used twice.
+    #[error("id `{0}` is used twice")]
+    IdTwice(String),
 }
 
 impl From<HtmlError> for io::Error {
@@ -473,11 +540,7 @@ pub fn write_html_kinds(
     }
     for (i, (a, _)) in kinds.iter().enumerate() {
         if kinds[..i].iter().any(|(b, _)| b.kind == a.kind) {
-            return Err(HtmlError::Analysis(format!(
-                "the kind {} is given twice",
-                a.kind.as_str()
-            ))
-            .into());
+            return Err(HtmlError::Analysis(AnalysisShape::KindTwice(a.kind)).into());
         }
     }
     write_report(kinds, open, target, w)
@@ -630,36 +693,36 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
         return Err(HtmlError::Query(q, nq));
     }
     let a = &opts.analysis;
-    let bad = |s: String| Err(HtmlError::Analysis(s));
+    let bad = |s: AnalysisShape| Err(HtmlError::Analysis(s));
     let grid_ok = |rows: &[usize]| rows.len() == layers && rows.iter().all(|&r| r == heads);
     for s in &a.stats {
         if !grid_ok(&s.values.iter().map(Vec::len).collect::<Vec<_>>()) {
-            return bad(format!(
-                "statistic `{}` must have {layers} layers × {heads} heads",
-                s.id
-            ));
+            return bad(AnalysisShape::Statistic {
+                id: s.id.clone(),
+                layers,
+                heads,
+            });
         }
     }
     if let Some(labels) = &a.head_labels {
         if !grid_ok(&labels.iter().map(Vec::len).collect::<Vec<_>>()) {
-            return bad(format!(
-                "head labels must have {layers} layers × {heads} heads"
-            ));
+            return bad(AnalysisShape::HeadLabels { layers, heads });
         }
     }
     for m in &a.matrices {
         if m.layers.len() != layers && m.layers.len() != 1 {
-            return bad(format!(
-                "matrix `{}` has {} layers; give {layers} (one per layer) or 1",
-                m.id,
-                m.layers.len()
-            ));
+            return bad(AnalysisShape::MatrixLayers {
+                id: m.id.clone(),
+                found: m.layers.len(),
+                layers,
+            });
         }
         if m.layers.iter().any(|l| l.len() != nq * nk) {
-            return bad(format!(
-                "matrix `{}` must be {nq} × {nk} (the report's units) in every layer",
-                m.id
-            ));
+            return bad(AnalysisShape::MatrixSize {
+                id: m.id.clone(),
+                queries: nq,
+                keys: nk,
+            });
         }
     }
     if let Some(lens) = &a.lens {
@@ -669,9 +732,7 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
                 .iter()
                 .all(|row| row.len() == lens.positions.len() && row.iter().all(|c| !c.is_empty()));
         if lens.positions.len() != nq || !cells_ok {
-            return bad(format!(
-                "the logit lens must have {nq} positions (the report's units), each with at least one token per stage"
-            ));
+            return bad(AnalysisShape::Lens { positions: nq });
         }
     }
     let grids = [
@@ -689,16 +750,18 @@ fn check(att: &Attention, opts: &HtmlOptions) -> Result<(), HtmlError> {
             && grid.iter().all(|row| row.len() == heads)
             && ranked.iter().all(|r| r.layer < layers && r.head < heads);
         if !shape_ok {
-            return bad(format!(
-                "the head {name} must be {layers} layers × {heads} heads, its ranked heads among them"
-            ));
+            return bad(AnalysisShape::Heads {
+                what: name,
+                layers,
+                heads,
+            });
         }
     }
     let mut ids: Vec<&str> = a.matrices.iter().map(|m| m.id.as_str()).collect();
     ids.extend(a.stats.iter().map(|s| s.id.as_str()));
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-        return bad(format!("id `{}` is used twice", w[0]));
+        return bad(AnalysisShape::IdTwice(w[0].to_string()));
     }
     Ok(())
 }
