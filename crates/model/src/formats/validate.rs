@@ -144,6 +144,22 @@ pub use crate::kernels::first_non_finite;
 /// thousand keys rounds to about 1e-5).
 pub const ROW_SUM_TOLERANCE: f32 = 1e-3;
 
+/// What is wrong with a row of attention weights.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum RowProblem {
+    /// A value that is not finite (NaN or an infinity), at this key.
+    #[error("holds {value} at key {key}")]
+    NotFinite {
+        /// The value.
+        value: f32,
+        /// Its key, from 0.
+        key: usize,
+    },
+    /// Finite weights that do not sum to 1.
+    #[error("sums to {0}, not 1")]
+    Sum(f32),
+}
+
 /// A captured attention row that is not a probability distribution.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("the attention of layer {layer}, head {head}, row {row} {problem}; the model's weights overflow on this input, so its attention means nothing")]
@@ -155,7 +171,7 @@ pub struct BadRow {
     /// Row (query token), from 0.
     pub row: usize,
     /// What is wrong: "holds NaN", "sums to 0.5, not 1".
-    pub problem: String,
+    pub problem: RowProblem,
 }
 
 /// Check `probs` (`[layers, heads, n, n]`, row-major) row by row: every value finite and each
@@ -194,8 +210,11 @@ pub fn check_rect_rows(
                         return None;
                     }
                     let problem = match first_non_finite(values) {
-                        Some(k) => format!("holds {} at key {k}", values[k]),
-                        None => format!("sums to {sum}, not 1"),
+                        Some(key) => RowProblem::NotFinite {
+                            value: values[key],
+                            key,
+                        },
+                        None => RowProblem::Sum(sum),
                     };
                     Some(BadRow {
                         layer: h / heads,
@@ -319,14 +338,14 @@ mod tests {
         nan[25] = f32::NAN;
         let err = check_rows(&nan, 2, 2, 3).unwrap_err();
         assert_eq!((err.layer, err.head, err.row), (1, 0, 2));
-        assert!(err.problem.contains("NaN at key 1"), "{err}");
+        assert!(err.problem.to_string().contains("NaN at key 1"), "{err}");
 
         let mut off = good.clone();
         // layer 0, head 1, row 0.
         off[9] = 0.0;
         let err = check_rows(&off, 2, 2, 3).unwrap_err();
         assert_eq!((err.layer, err.head, err.row), (0, 1, 0));
-        assert!(err.problem.contains("sums to 0.8"), "{err}");
+        assert!(err.problem.to_string().contains("sums to 0.8"), "{err}");
         let msg = err.to_string();
         assert!(msg.starts_with("the attention of layer 0, head 1, row 0"));
         assert!(!msg.contains('\n'));
@@ -341,11 +360,11 @@ mod tests {
         long[at(1, 3, 7, 2)] = -f32::INFINITY;
         let err = check_rows(&long, 3, 4, n).unwrap_err();
         assert_eq!((err.layer, err.head, err.row), (1, 3, 7), "{err}");
-        assert!(err.problem.contains("-inf at key 2"), "{err}");
+        assert!(err.problem.to_string().contains("-inf at key 2"), "{err}");
         long[at(1, 3, 7, 2)] = 1.0 / n as f32;
         let err = check_rows(&long, 3, 4, n).unwrap_err();
         assert_eq!((err.layer, err.head, err.row), (2, 1, 5), "{err}");
-        assert!(err.problem.contains("inf at key 20"), "{err}");
+        assert!(err.problem.to_string().contains("inf at key 20"), "{err}");
     }
 
     #[test]
