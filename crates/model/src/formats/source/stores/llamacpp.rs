@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{cut, gguf_files, plain, Listed, Searched, StoreError, StoreKind, StoreModel};
+use super::{
+    cut, existing_roots, gguf_files, plain, Listed, Searched, StoreError, StoreKind, StoreModel,
+};
 
 /// How many candidates an ambiguous name lists.
 const SHOWN: usize = 8;
@@ -23,13 +25,7 @@ pub(super) fn resolve(text: &str, folders: &[PathBuf]) -> Result<StoreModel, Sto
         name: cut(text, 200),
         reason,
     })?;
-    let roots: Vec<&PathBuf> = folders.iter().filter(|f| f.is_dir()).collect();
-    if roots.is_empty() {
-        return Err(StoreError::NoStore {
-            store: StoreKind::LlamaCpp,
-            searched: Searched(folders.to_vec()),
-        });
-    }
+    let roots = existing_roots(StoreKind::LlamaCpp, folders)?;
     let mut all: Vec<(&Path, String)> = Vec::new();
     for root in &roots {
         for file in gguf_files(root).0 {

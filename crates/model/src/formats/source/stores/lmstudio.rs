@@ -8,7 +8,7 @@ use super::{
     cut, gguf_files, inside, is_gguf, plain, FileProblem, Listed, OllamaLayers, Searched,
     StoreError, StoreKind, StoreModel, MAX_LISTED,
 };
-use super::{Cause, NameProblem};
+use super::{existing_roots, Cause, NameProblem};
 
 /// The folder `settings.json` names as `downloadsFolder`, if it names an absolute one.
 pub(super) fn downloads_folder(settings: &Path) -> Option<PathBuf> {
@@ -42,13 +42,7 @@ pub(super) fn resolve(text: &str, folders: &[PathBuf]) -> Result<StoreModel, Sto
         name: cut(text, 200),
         reason,
     })?;
-    let roots: Vec<&PathBuf> = folders.iter().filter(|f| f.is_dir()).collect();
-    if roots.is_empty() {
-        return Err(StoreError::NoStore {
-            store: StoreKind::LmStudio,
-            searched: Searched(folders.to_vec()),
-        });
-    }
+    let roots = existing_roots(StoreKind::LmStudio, folders)?;
     let not_found = |hint: String| StoreError::NotFound {
         store: StoreKind::LmStudio,
         name: format!("lmstudio:{text}"),

@@ -641,6 +641,21 @@ pub(super) fn plain(name: &str, extra: &[char], max: usize) -> Result<(), NamePr
     Ok(())
 }
 
+/// The folders of `folders` that exist, or the error that names every one looked in.
+pub(super) fn existing_roots(
+    store: StoreKind,
+    folders: &[PathBuf],
+) -> Result<Vec<&PathBuf>, StoreError> {
+    let roots: Vec<&PathBuf> = folders.iter().filter(|f| f.is_dir()).collect();
+    if roots.is_empty() {
+        return Err(StoreError::NoStore {
+            store,
+            searched: Searched(folders.to_vec()),
+        });
+    }
+    Ok(roots)
+}
+
 /// At most `n` characters of `s`, for messages.
 pub(super) fn cut(s: &str, n: usize) -> String {
     s.chars().take(n).collect()

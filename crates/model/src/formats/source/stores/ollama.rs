@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Cause, Malformed, NameProblem};
+use super::{existing_roots, Cause, Malformed, NameProblem};
 
 use super::{
     cut, inside, is_gguf, plain, FileProblem, Listed, Searched, StoreError, StoreKind, StoreModel,
@@ -126,13 +126,7 @@ pub(super) fn resolve(text: &str, folders: &[PathBuf]) -> Result<StoreModel, Sto
         name: cut(text, 200),
         reason,
     })?;
-    let roots: Vec<&PathBuf> = folders.iter().filter(|f| f.is_dir()).collect();
-    if roots.is_empty() {
-        return Err(StoreError::NoStore {
-            store: StoreKind::Ollama,
-            searched: Searched(folders.to_vec()),
-        });
-    }
+    let roots = existing_roots(StoreKind::Ollama, folders)?;
     for root in &roots {
         let manifest = root.join("manifests").join(name.manifest());
         if std::fs::symlink_metadata(&manifest).is_ok() {
