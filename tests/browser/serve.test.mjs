@@ -267,6 +267,10 @@ for (const [name, driver] of Object.entries(drivers)) {
     await third.goto(there.href);
     await drawnCompare(b, third);
     assert.deepEqual((await compareFrame(third)).ranked, diff.ranked);
+    // Back to the first page's tab: a tab in the background gets no animation frames in Firefox,
+    // so its report would not draw until a person looked at it again.
+    await third.close();
+    await page.bringToFront();
 
     // Model B: the causal decoder (other layers: Shared layers). Each side is drawn with its own
     // mask (A's bidirectional matrix has nothing hatched, B's causal one and A − B have), and the
@@ -277,6 +281,21 @@ for (const [name, driver] of Object.entries(drivers)) {
       const doc = document.getElementById('report').contentDocument;
       const note = doc && doc.getElementById('mask-notes');
       return Boolean(note && /Masks differ/.test(note.textContent) && doc.body.dataset.hatched !== undefined);
+    }).catch(async (e) => {
+      // What the page shows instead: its status, the runs it drew, the frame's address and notes.
+      const seen = await page.evaluate(() => {
+        const frame = document.getElementById('report');
+        const doc = frame.contentDocument;
+        return {
+          status: document.getElementById('status').textContent,
+          modelB: document.getElementById('model-b').value,
+          shared: document.getElementById('shared').checked,
+          runs: document.documentElement.dataset.runs,
+          frame: frame.getAttribute('src'),
+          masks: doc && doc.getElementById('mask-notes') ? doc.getElementById('mask-notes').textContent : null,
+        };
+      });
+      throw new Error(e.message + '; the page shows ' + JSON.stringify(seen));
     });
     const mixed = await page.evaluate(() => {
       const doc = document.getElementById('report').contentDocument;

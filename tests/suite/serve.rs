@@ -1494,8 +1494,14 @@ fn the_app_in_chromium_and_firefox() {
         "compare_expected": compare_expected,
     });
     std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
-    node_test("serve.test.mjs", &[("ATTNVIZ_SERVE", &dir)]);
+    // The server's log says what the page asked for and when: printed when the page's steps fail.
+    let steps =
+        std::panic::catch_unwind(|| node_test("serve.test.mjs", &[("ATTNVIZ_SERVE", &dir)]));
     let log = server.log();
+    if let Err(failed) = steps {
+        eprintln!("the server's log:\n{}", log.join("\n"));
+        std::panic::resume_unwind(failed);
+    }
     assert!(
         log.iter().any(|l| l.starts_with("POST /api/run 200 "))
             && log.iter().any(|l| l.starts_with("POST /api/compare 200 ")),
