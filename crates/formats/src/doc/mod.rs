@@ -90,7 +90,7 @@ impl Header {
 /// The `model` object of a one-kind body (and of a comparison's sides): the model that ran and
 /// its shape. Written and read through this type; the reader takes every field as optional so
 /// that version-1 documents (and saved captures' metadata, which state the layers saved) read.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelDoc {
     /// Its hub repo id, or a local folder's (or GGUF file's) name; the full path with
     /// `--full-paths`.
