@@ -73,12 +73,28 @@ fn attention_documents_validate_against_their_schemas() {
         s(&at("weighted.json")),
         "-q",
     ]);
+    // A decoder with every section of the whole run: the logit lens, head attribution and
+    // ablation, and the model's induction scores in `stats`.
     ok(&[
         "-m",
         s(&fixture("tiny-llama")),
         "the cat sat",
+        "--lens",
+        "--attribution",
+        "--ablate",
+        "mean",
         "--json",
         s(&at("llama.json")),
+        "-q",
+    ]);
+    // SigLIP: the picture with its attention-pooling head.
+    ok(&[
+        "-m",
+        s(&fixture("tiny-siglip")),
+        "--image",
+        s(&fixture("images/own32.png")),
+        "--json",
+        s(&at("siglip.json")),
         "-q",
     ]);
     ok(&[
@@ -105,13 +121,21 @@ fn attention_documents_validate_against_their_schemas() {
             &at("weighted.json"),
             &at("llama.json"),
             &at("vit.json"),
+            &at("siglip.json"),
             &at("rendered.json"),
         ],
     );
-    // What the weighted run's attention holds survives `render`.
     let doc = |n: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(at(n)).unwrap()).unwrap()
     };
+    // The typed sections were there to be checked.
+    let llama = doc("llama.json");
+    for section in ["stats", "logit_lens", "head_attribution", "head_ablation"] {
+        assert!(llama[section].is_object(), "llama.json has no {section}");
+    }
+    assert!(doc("siglip.json")["image"]["pooling"]["weights"].is_array());
+    assert!(doc("vit.json")["image"]["preprocessing"]["resize"].is_object());
+    // What the weighted run's attention holds survives `render`.
     assert_eq!(doc("bert.json")["attention_holds"], "raw");
     assert_eq!(doc("weighted.json")["attention_holds"], "norm-aware");
     assert_eq!(doc("rendered.json")["attention_holds"], "norm-aware");

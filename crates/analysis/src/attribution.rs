@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::model::{AblationForward, AttributionForward};
 
 /// A token of the vocabulary, as text.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TokenRef {
     /// Vocabulary id.
     pub id: u32,
@@ -18,7 +18,7 @@ pub struct TokenRef {
 }
 
 /// One head and its number.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RankedHead {
     /// Layer, from 0.
     pub layer: usize,
@@ -52,7 +52,7 @@ fn grid(values: &[f32], heads: usize) -> Vec<Vec<f32>> {
 
 /// Each head's direct contribution to the target's logit (or to the logit difference of a
 /// contrast) at the last position.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct HeadAttribution {
     /// The position taken apart (the last), from 0.
     pub position: usize,
@@ -124,7 +124,7 @@ impl HeadAttribution {
 }
 
 /// The change in the target's log-probability at the last position when each head is removed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct HeadAblation {
     /// The position read (the last), from 0.
     pub position: usize,

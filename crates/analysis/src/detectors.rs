@@ -257,7 +257,7 @@ pub fn repeated_sequence(
 
 /// The induction scores of a model, measured once on its repeated random-token probe: what the
 /// JSON's `stats.induction` holds (`docs/stats.md`, "Head detectors").
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Induction {
     /// Where the definition comes from.
     pub reference: &'static str,
@@ -270,6 +270,7 @@ pub struct Induction {
     /// The model's layer number of each row of `score`.
     pub layers: Vec<usize>,
     /// `[layer][head]` induction score.
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub score: Vec<Vec<f64>>,
 }
 

@@ -29,7 +29,7 @@ pub fn lens_bytes(stages: usize, tokens: usize, k: usize) -> Option<u64> {
 }
 
 /// One token of a lens cell.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LensToken {
     /// Vocabulary id.
     pub id: u32,
@@ -40,7 +40,7 @@ pub struct LensToken {
 }
 
 /// The logit lens of one sequence.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LogitLens {
     /// What each stage is: `embeddings`, then `layer 0`, `layer 1`, … (the residual stream
     /// after that layer; the last is the model's own output).

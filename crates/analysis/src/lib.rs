@@ -221,35 +221,47 @@ fn map_rollout(att: &Attention, per_layer: Vec<Vec<f32>>, opts: ViewOptions) -> 
 
 /// The `stats` section of the JSON export: thresholds, and each statistic as a
 /// `[layer][head]` array (so `numpy.array(doc["stats"]["entropy"])` is a layers × heads matrix).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct StatsSection {
     /// Where the definitions come from.
     pub reference: &'static str,
     /// Label thresholds.
     pub thresholds: Thresholds,
     /// [`HeadStats::entropy`], `[layer][head]`.
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub entropy: Vec<Vec<f64>>,
     /// [`HeadStats::entropy_norm`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub entropy_norm: Vec<Vec<f64>>,
     /// [`HeadStats::distance`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub distance: Vec<Vec<f64>>,
     /// [`HeadStats::to_start`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_start: Vec<Vec<f64>>,
     /// [`HeadStats::to_end`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_end: Vec<Vec<f64>>,
     /// [`HeadStats::to_first`] (NaN, written as null, unless the mask is causal).
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_first: Vec<Vec<f64>>,
     /// [`HeadStats::to_punct`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_punct: Vec<Vec<f64>>,
     /// [`HeadStats::to_self`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_self: Vec<Vec<f64>>,
     /// [`HeadStats::to_prev`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_prev: Vec<Vec<f64>>,
     /// [`HeadStats::to_next`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub to_next: Vec<Vec<f64>>,
     /// [`HeadStats::prev_token_score`] (null for cross-attention).
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub prev_token_score: Vec<Vec<f64>>,
     /// [`HeadStats::duplicate_token_score`] (null for cross-attention).
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub duplicate_token_score: Vec<Vec<f64>>,
     /// [`HeadStats::rows`].
     pub rows: Vec<Vec<usize>>,
@@ -266,13 +278,16 @@ pub struct StatsSection {
 
 /// The `stats.alignment` section of cross-attention (`docs/stats.md`, "Alignment"): each
 /// figure as a `[layer][head]` array.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AlignmentSection {
     /// [`AlignmentStats::entropy`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub entropy: Vec<Vec<f64>>,
     /// [`AlignmentStats::entropy_norm`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub entropy_norm: Vec<Vec<f64>>,
     /// [`AlignmentStats::argmax_share`].
+    #[schemars(with = "Vec<Vec<Option<f64>>>")]
     pub argmax_share: Vec<Vec<f64>>,
     /// [`AlignmentStats::rows`].
     pub rows: Vec<Vec<usize>>,
@@ -297,7 +312,7 @@ impl AlignmentSection {
 }
 
 /// The label thresholds, as written into the JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Thresholds {
     /// [`stats::POSITIONAL_THRESHOLD`].
     pub positional: f64,

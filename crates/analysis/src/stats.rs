@@ -117,7 +117,7 @@ impl HeadStats {
 
 /// What a head clearly does, following Clark et al. (2019). The first rule that holds wins, in
 /// this order; see [`HeadLabel::classify`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum HeadLabel {
     /// More than half of the attention goes to the previous unit.

@@ -6,7 +6,6 @@
 use std::io::{self, Write};
 
 use rayon::prelude::*;
-use serde_json::json;
 
 mod number;
 
@@ -14,8 +13,8 @@ use crate::analysis::Analysis;
 use crate::attention::{Attention, AttentionSet, ModelInfo};
 use number::{format_matrix, format_matrix_into};
 
+use crate::doc::{image::ImageDoc, ModelV3Doc, SetMeta, UnitsDoc};
 use crate::doc::{lines::write_fields, BodyMeta, Header, KeyUnitsDoc, LayerMaskDoc, ModelDoc};
-use crate::doc::{ModelV3Doc, SetMeta, UnitsDoc};
 pub use crate::doc::{ENCODER_DECODER_VERSION, FORMAT_VERSION};
 
 /// An optional section of the JSON export (`--json-include`).
@@ -210,14 +209,11 @@ fn layer_masks(att: &Attention) -> Vec<LayerMaskDoc> {
 pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
     // A vision model's picture: the patch grid, what each token is, the image's size and the
     // preprocessing applied (`docs/json.md`).
-    let image = att.image.as_ref().map(|image| {
-        let mut value = json!(image.as_ref());
-        // The pixels the model saw, so that `render` draws on the picture without the file.
-        if let Some(png) = view_png(image) {
-            value["view_png"] = json!(png);
-        }
-        value
-    });
+    // With the pixels the model saw, so that `render` draws on the picture without the file.
+    let image = att
+        .image
+        .as_ref()
+        .map(|image| ImageDoc::of(image, view_png(image)));
     BodyMeta {
         model: ModelDoc::of(&att.model),
         kind: att.kind,

@@ -256,10 +256,8 @@ pub fn merge_sources(sources: &[PartialSource]) -> Result<Merged, MergeError> {
             }
             Some((id, tally)) => {
                 let labels = (label(path), label(first_path));
-                let kind = |id: &RunIdentity| match id.options.get("kind") {
-                    Some(Value::String(k)) => k.clone(),
-                    _ => "self".to_string(),
-                };
+                let kind =
+                    |id: &RunIdentity| id.options.kind.clone().unwrap_or_else(|| "self".into());
                 if kind(&p.identity) != kind(id) {
                     return Err(MergeError::KindsDiffer {
                         file: labels.0,
@@ -285,11 +283,16 @@ pub fn merge_sources(sources: &[PartialSource]) -> Result<Merged, MergeError> {
                         labels.0, p.identity.threads, labels.1, id.threads
                     ));
                 }
-                if p.identity.model["id"] != id.model["id"] {
+                if p.identity.model.id != id.model.id {
+                    // Each id as JSON writes it (quoted), as the files hold it.
+                    let quoted = |id: &RunIdentity| Value::from(id.model.id.clone());
                     notes.push(format!(
                         "note: {} names its model {} and {} {}: the same files (SHA-256), so \
                          merged; the summary names the first",
-                        labels.0, p.identity.model["id"], labels.1, id.model["id"]
+                        labels.0,
+                        quoted(&p.identity),
+                        labels.1,
+                        quoted(id)
                     ));
                 }
                 if p.identity.input != id.input {
@@ -365,9 +368,7 @@ pub fn summary_bytes(merged: &Merged) -> Vec<u8> {
 
 fn summary_of(merged: &Merged) -> Summary<'_> {
     let id = &merged.identity;
-    let per_sentence = id.options["per_sentence"]
-        .as_array()
-        .is_some_and(|a| !a.is_empty());
+    let per_sentence = !id.options.per_sentence.is_empty();
     Summary {
         model: &id.model,
         input: &id.input,

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use rayon::prelude::*;
 
@@ -57,7 +57,6 @@ use crate::attention::{AttentionKind, KindError};
 use crate::model::{self, Model};
 use crate::output::OutputError;
 use crate::progress::Stage;
-use crate::render::json::model_json;
 use crate::render::json::JsonOptions;
 use crate::render::json::JsonSection;
 use crate::render::stats_table::{write_stats_table, StatsTableOptions};
@@ -65,6 +64,8 @@ use crate::render::terminal::escape_controls;
 use crate::render::ColorChoice;
 use crate::request::{RequestError, RunRequest};
 use crate::tokenize::{self, Encoded};
+use attnviz_formats::doc::corpus::{CorpusOptionsDoc, ModelFilesDoc};
+use attnviz_formats::doc::ModelDoc;
 
 pub use accumulate::{CorpusStats, SentenceCounts};
 pub use folder::OutFolder;
@@ -388,9 +389,9 @@ pub struct CorpusOptions {
     pub format: InputFormat,
     /// The input's compression (as detected).
     pub compression: Compression,
-    /// The SHA-256 of the model's files ([`provenance::fingerprint`]); `Null` when unknown
+    /// The SHA-256 of the model's files ([`provenance::fingerprint`]); `None` when unknown
     /// (library use), which no other run's matches.
-    pub model_files: Value,
+    pub model_files: Option<ModelFilesDoc>,
     /// Continue from the partial file and journal in `out_dir`, if there are any.
     pub resume: bool,
     /// Each line carries a target that an encoder–decoder's decoder is teacher-forced with.
@@ -407,29 +408,30 @@ pub struct CorpusOptions {
 
 /// The summary's `options`: every option that shapes a run's results or files. Runs merged or
 /// resumed together must agree on all of them.
-pub fn options_json(opts: &CorpusOptions) -> Value {
-    let per_sentence: Vec<&str> = opts.per_sentence.iter().map(|k| k.as_str()).collect();
-    let json_include: Vec<&str> = opts
-        .json_include
-        .iter()
-        .map(|s| crate::choice::Choice::name(*s))
-        .collect();
-    let mut options = json!({
-        "words": opts.view.words,
-        "no_special": opts.view.no_special,
-        "truncate": opts.truncate,
-        "full_precision": opts.json.full_precision,
-        "per_sentence": per_sentence,
-        "json_include": json_include,
-        "on_bad_line": crate::choice::Choice::name(opts.on_bad_line),
-        "input_format": opts.format.as_str(),
-    });
+pub fn options_json(opts: &CorpusOptions) -> CorpusOptionsDoc {
     // An encoder–decoder's runs record the attention they accumulate (other models have one).
-    if opts.kind != AttentionKind::SelfAttention {
-        options["kind"] = json!(opts.kind.as_str());
-        options["targets"] = json!(opts.targets);
+    let seq2seq = opts.kind != AttentionKind::SelfAttention;
+    CorpusOptionsDoc {
+        full_precision: opts.json.full_precision,
+        input_format: opts.format.as_str().to_string(),
+        json_include: opts
+            .json_include
+            .iter()
+            .map(|s| crate::choice::Choice::name(*s).to_string())
+            .collect(),
+        kind: seq2seq.then(|| opts.kind.as_str().to_string()),
+        no_special: opts.view.no_special,
+        on_bad_line: crate::choice::Choice::name(opts.on_bad_line).to_string(),
+        per_sentence: opts
+            .per_sentence
+            .iter()
+            .map(|k| k.as_str().to_string())
+            .collect(),
+        targets: seq2seq.then_some(opts.targets),
+        truncate: opts.truncate,
+        words: opts.view.words,
+        later: Default::default(),
     }
-    options
 }
 
 /// The identity of a run of `model` with `opts` on `threads` threads (see [`RunIdentity`]).
@@ -444,7 +446,7 @@ pub fn run_identity(model: &Model, opts: &CorpusOptions, threads: usize) -> RunI
     };
     RunIdentity {
         attnviz: env!("CARGO_PKG_VERSION").to_string(),
-        model: model_json(model.info()),
+        model: ModelDoc::of(model.info()),
         model_files: opts.model_files.clone(),
         token_names: (
             names(crate::attention::Role::Start),

@@ -16,9 +16,11 @@ use std::fs;
 use std::path::Path;
 
 use attnviz_formats::doc::corpus::{
-    BadLineDoc, BadLinesDoc, CorpusPartial, ShardDoc, TokenNamesDoc,
+    BadLineDoc, BadLinesDoc, CorpusOptionsDoc, CorpusPartial, ModelFilesDoc, ShardDoc,
+    TokenNamesDoc,
 };
 use attnviz_formats::doc::lines::write_document;
+use attnviz_formats::doc::ModelDoc;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,9 +53,10 @@ pub struct RunIdentity {
     /// attnviz version that wrote it.
     pub attnviz: String,
     /// The model as the summary names it (id, revision, family, shape).
-    pub model: Value,
-    /// SHA-256 of the model's config, weights and tokenizer files ([`super::provenance`]).
-    pub model_files: Value,
+    pub model: ModelDoc,
+    /// SHA-256 of the model's config, weights and tokenizer files ([`super::provenance`]);
+    /// `None` when not known.
+    pub model_files: Option<ModelFilesDoc>,
     /// The start and end tokens' names, for the statistics table.
     pub token_names: (String, String),
     /// The input's name as given.
@@ -63,7 +66,7 @@ pub struct RunIdentity {
     /// `none`, `gzip` or `zstd`.
     pub compression: String,
     /// The options that shape the results (the summary's `options`).
-    pub options: Value,
+    pub options: CorpusOptionsDoc,
     /// Which shard.
     pub shard: Shard,
     /// Worker threads (the engine's matrix products may round differently with another count).
@@ -93,18 +96,21 @@ impl RunIdentity {
                 b_version: b.attnviz.clone(),
             });
         }
-        if let Some(difference) = super::provenance::difference(&self.model_files, &b.model_files) {
+        if let Some(difference) =
+            super::provenance::difference(self.model_files.as_ref(), b.model_files.as_ref())
+        {
             return Some(Conflict::ModelFiles {
                 a: a_label,
                 b: b_label,
                 difference,
             });
         }
-        let empty = serde_json::Map::new();
-        let (oa, ob) = (
-            self.options.as_object().unwrap_or(&empty),
-            b.options.as_object().unwrap_or(&empty),
-        );
+        // Compared as written, option by option: the first that differs is named.
+        let written = |o: &CorpusOptionsDoc| match serde_json::to_value(o) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        let (oa, ob) = (written(&self.options), written(&b.options));
         let keys = oa.keys().chain(ob.keys().filter(|k| !oa.contains_key(*k)));
         for key in keys {
             let (va, vb) = (
@@ -672,14 +678,29 @@ mod tests {
     pub(crate) fn identity(shard: Shard) -> RunIdentity {
         RunIdentity {
             attnviz: "0.1.0".into(),
-            model: json!({"id": "m", "layers": 1, "heads": 2}),
-            model_files: json!({"config": {"file": "config.json", "bytes": 2, "sha256": "ab"},
-                "weights": [], "tokenizer": []}),
+            model: ModelDoc {
+                id: Some("m".into()),
+                layers: Some(1),
+                heads: Some(2),
+                ..ModelDoc::default()
+            },
+            model_files: Some(ModelFilesDoc {
+                config: Some(super::super::provenance::FileHash {
+                    file: "config.json".into(),
+                    bytes: 2,
+                    sha256: "ab".into(),
+                }),
+                tokenizer: Vec::new(),
+                weights: Vec::new(),
+            }),
             token_names: ("[CLS]".into(), "[SEP]".into()),
             input: "in.txt".into(),
             input_format: "text".into(),
             compression: "none".into(),
-            options: json!({"words": false, "truncate": true}),
+            options: CorpusOptionsDoc {
+                truncate: true,
+                ..CorpusOptionsDoc::default()
+            },
             shard,
             threads: 2,
             induction: Value::Null,
@@ -765,13 +786,15 @@ mod tests {
         assert_eq!(a.conflict(&b, labels, false), None);
         let e = a.conflict(&b, labels, true).unwrap().to_string();
         assert_eq!(e, "a.json is shard 1/3, b.json shard 2/3");
-        b.options["words"] = json!(true);
+        b.options.words = true;
         let e = a.conflict(&b, labels, false).unwrap().to_string();
         assert_eq!(
             e,
             "a.json was run with words = false, b.json with words = true"
         );
-        b.options = json!({"words": false, "truncate": true, "extra": 1});
+        b.options.words = false;
+        // An option of a later attnviz's, which this one does not know.
+        b.options.later.insert("extra".into(), json!(1));
         let e = a.conflict(&b, labels, false).unwrap().to_string();
         assert!(e.contains("extra = null"), "{e}");
         let mut c = identity(Shard::new(2, 4).unwrap());

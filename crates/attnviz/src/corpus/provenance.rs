@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use serde_json::{json, Value};
+use attnviz_formats::doc::corpus::{FileHashDoc, ModelFilesDoc};
 use sha2::{Digest, Sha256};
 
 use super::lines::hex;
@@ -37,22 +37,8 @@ pub const TOKENIZER_FILES: [&str; 10] = [
     "tokenizer.model",
 ];
 
-/// One file's name (without its folder), size and SHA-256.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileHash {
-    /// File name.
-    pub file: String,
-    /// Size in bytes.
-    pub bytes: u64,
-    /// SHA-256, lower-case hex.
-    pub sha256: String,
-}
-
-impl FileHash {
-    fn json(&self) -> Value {
-        json!({"file": self.file, "bytes": self.bytes, "sha256": self.sha256})
-    }
-}
+/// One file's name (without its folder), size and SHA-256, as `model_files` records it.
+pub type FileHash = FileHashDoc;
 
 /// Hash the file at `path`, streaming it.
 pub fn hash_file(path: &Path) -> io::Result<FileHash> {
@@ -82,7 +68,7 @@ pub fn hash_file(path: &Path) -> io::Result<FileHash> {
 
 /// The hashes of a model's config, weights and tokenizer files, as the partial file records
 /// them: `{"config": {file, bytes, sha256}, "weights": [...], "tokenizer": [...]}`.
-pub fn fingerprint(files: &ModelFiles) -> io::Result<Value> {
+pub fn fingerprint(files: &ModelFiles) -> io::Result<ModelFilesDoc> {
     let named = |path: &Path| {
         hash_file(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
     };
@@ -99,52 +85,52 @@ pub fn fingerprint(files: &ModelFiles) -> io::Result<Value> {
             tokenizer.push(named(&path)?);
         }
     }
-    Ok(json!({
-        "config": config.json(),
-        "weights": weights.iter().map(FileHash::json).collect::<Vec<_>>(),
-        "tokenizer": tokenizer.iter().map(FileHash::json).collect::<Vec<_>>(),
-    }))
+    Ok(ModelFilesDoc {
+        config: Some(config),
+        tokenizer,
+        weights,
+    })
 }
 
 /// The hash of a GGUF file, which holds the config, the weights and the tokenizer in one:
 /// `{"config": null, "weights": [{file, bytes, sha256}], "tokenizer": []}`.
-pub fn fingerprint_gguf(path: &Path) -> io::Result<Value> {
+pub fn fingerprint_gguf(path: &Path) -> io::Result<ModelFilesDoc> {
     let file = hash_file(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    Ok(json!({"config": null, "weights": [file.json()], "tokenizer": []}))
+    Ok(ModelFilesDoc {
+        config: None,
+        tokenizer: Vec::new(),
+        weights: vec![file],
+    })
 }
 
-/// The first difference between two fingerprints (`None`: the same model).
-pub fn difference(a: &Value, b: &Value) -> Option<Difference> {
-    let files = |v: &Value| -> Vec<(String, String)> {
-        let items: Vec<&Value> = match v {
-            Value::Array(items) => items.iter().collect(),
-            other => vec![other],
-        };
-        items
-            .iter()
+/// The first difference between two fingerprints (`None`: the same model; a fingerprint not
+/// known, `None`, has no files).
+pub fn difference(a: Option<&ModelFilesDoc>, b: Option<&ModelFilesDoc>) -> Option<Difference> {
+    const PARTS: [&str; 3] = ["model config", "model weights", "tokenizer"];
+    let part = |m: Option<&ModelFilesDoc>, i: usize| -> Vec<FileHash> {
+        match (m, i) {
+            (None, _) => Vec::new(),
+            (Some(m), 0) => m.config.iter().cloned().collect(),
+            (Some(m), 1) => m.weights.clone(),
+            (Some(m), _) => m.tokenizer.clone(),
+        }
+    };
+    let named = |files: Vec<FileHash>| -> Vec<(String, String)> {
+        files
+            .into_iter()
             .map(|f| {
-                (
-                    f["file"].as_str().unwrap_or("?").to_string(),
-                    f["sha256"]
-                        .as_str()
-                        .map_or("?", |s| &s[..s.len().min(12)])
-                        .to_string(),
-                )
+                let start = f.sha256.chars().take(12).collect();
+                (f.file, start)
             })
             .collect()
     };
-    ["config", "weights", "tokenizer"]
-        .into_iter()
-        .find(|part| a[part] != b[part])
-        .map(|part| Difference {
-            part: match part {
-                "config" => "model config",
-                "weights" => "model weights",
-                _ => "tokenizer",
-            },
-            ours: files(&a[part]),
-            theirs: files(&b[part]),
+    (0..PARTS.len())
+        .find(|&i| part(a, i) != part(b, i))
+        .map(|i| Difference {
+            part: PARTS[i],
+            ours: named(part(a, i)),
+            theirs: named(part(b, i)),
         })
 }
 
@@ -163,6 +149,9 @@ pub struct Difference {
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let list = |files: &[(String, String)]| {
+            if files.is_empty() {
+                return "none".to_string();
+            }
             files
                 .iter()
                 .map(|(file, sha)| format!("{file} sha256 {sha}"))
@@ -200,17 +189,19 @@ mod tests {
 
     #[test]
     fn a_different_file_is_named() {
-        let f = |sha: &str| {
-            json!({"config": {"file": "config.json", "bytes": 1, "sha256": "aa"},
-            "weights": [{"file": "model.safetensors", "bytes": 9, "sha256": sha}], "tokenizer": []})
+        let hash = |file: &str, bytes, sha256: &str| FileHash {
+            file: file.into(),
+            bytes,
+            sha256: sha256.into(),
         };
-        assert_eq!(
-            difference(&f("0123456789abcdef"), &f("0123456789abcdef")),
-            None
-        );
-        let d = difference(&f("0123456789abcdef"), &f("fedcba9876543210"))
-            .unwrap()
-            .to_string();
+        let f = |sha: &str| ModelFilesDoc {
+            config: Some(hash("config.json", 1, "aa")),
+            tokenizer: Vec::new(),
+            weights: vec![hash("model.safetensors", 9, sha)],
+        };
+        let (same, other) = (f("0123456789abcdef"), f("fedcba9876543210"));
+        assert_eq!(difference(Some(&same), Some(&same)), None);
+        let d = difference(Some(&same), Some(&other)).unwrap().to_string();
         assert!(
             d.contains("model weights") && d.contains("0123456789ab"),
             "{d}"

@@ -97,6 +97,7 @@ fn run_into(
     let model_files = fingerprint
         .unwrap_or_else(|_| Err(io::Error::other("the hashing thread failed")))
         .map_err(CorpusError::Fingerprint)?;
+    let model_files = Some(model_files);
     if job.force {
         remove_earlier_run(&folder)?;
     }
@@ -1285,12 +1286,13 @@ pub(super) fn count_lines(path: &Path) -> io::Result<u64> {
 /// store names the file by.
 fn check_digest(
     found: &model::StoreModel,
-    fingerprint: serde_json::Value,
-) -> io::Result<serde_json::Value> {
+    fingerprint: ModelFilesDoc,
+) -> io::Result<ModelFilesDoc> {
     use model::source::stores::{FileProblem, StoreError};
-    let actual = fingerprint["weights"][0]["sha256"]
-        .as_str()
-        .unwrap_or_default();
+    let actual = fingerprint
+        .weights
+        .first()
+        .map_or("", |w| w.sha256.as_str());
     match &found.sha256 {
         Some(expected) if expected != actual => Err(io::Error::other(
             StoreError::File {
@@ -1345,7 +1347,7 @@ mod tests {
             shard: Shard::WHOLE,
             format: InputFormat::Text,
             compression: Compression::None,
-            model_files: Value::Null,
+            model_files: None,
             resume: true,
             targets: false,
             images_from: None,

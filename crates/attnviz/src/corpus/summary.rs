@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use attnviz_formats::doc::corpus::{CorpusStats as CorpusStatsDoc, WeightingDoc};
+use attnviz_formats::doc::corpus::{CorpusOptionsDoc, CorpusStats as CorpusStatsDoc, WeightingDoc};
 use attnviz_formats::doc::lines::write_document;
-use attnviz_formats::doc::Numbering;
+use attnviz_formats::doc::{ModelDoc, Numbering};
 
 use serde_json::{json, Map, Value};
 
@@ -23,8 +23,8 @@ pub const FORMAT_VERSION: u32 = 2;
 /// What the summary says: a run's (or a merge's) results and how it went.
 #[derive(Clone, Copy, Debug)]
 pub struct Summary<'a> {
-    /// The model, as `model_json` gives it.
-    pub model: &'a Value,
+    /// The model.
+    pub model: &'a ModelDoc,
     /// The input's name.
     pub input: &'a str,
     /// `text` or `jsonl`.
@@ -34,7 +34,7 @@ pub struct Summary<'a> {
     /// The shard this run processed; `None` for the whole corpus (a single run, or a merge).
     pub shard: Option<Shard>,
     /// The options (see [`super::options_json`]).
-    pub options: &'a Value,
+    pub options: &'a CorpusOptionsDoc,
     /// Whether per-sentence files were written.
     pub per_sentence: bool,
     /// How the run ended.

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What one token of a vision model stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Cell {
     /// The patch at `row`, `col` of the grid (from the top left, numbered from 0).

@@ -8,8 +8,79 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::analysis::detectors::Induction;
+use crate::analysis::StatsSection;
+
 /// Statistics `[layer][head]` by name, or null for a corpus with no sentence.
 type Grids = Option<Map<String, Value>>;
+
+/// `stats` of a corpus summary: the statistics section of an attention document (means over
+/// sentences) with the sentences behind each head's figures. The writer serialises a
+/// [`StatsSection`] and adds `sentences`; this type is its schema.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct CorpusStatsSection {
+    #[serde(flatten)]
+    section: StatsSection,
+    /// Sentences behind each head's figures, `[layer][head]`.
+    sentences: Vec<Vec<u64>>,
+}
+
+/// One file of `model_files`: its name (without its folder), size and SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FileHashDoc {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// File name.
+    pub file: String,
+    /// SHA-256, lower-case hex.
+    pub sha256: String,
+}
+
+/// `model_files`: the SHA-256 of the model's config, weights and tokenizer files (a GGUF file
+/// holds all three: its config is null and its one file is the weights).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelFilesDoc {
+    /// `config.json`, or null (GGUF).
+    pub config: Option<FileHashDoc>,
+    /// Every tokenizer file present.
+    pub tokenizer: Vec<FileHashDoc>,
+    /// Every weight file.
+    pub weights: Vec<FileHashDoc>,
+}
+
+/// `options`: every option that shapes a corpus run's results or files. Runs merged or resumed
+/// together must agree on all of them. Fields in name order, as every version wrote them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct CorpusOptionsDoc {
+    /// Full-precision numbers in the sentences' files.
+    pub full_precision: bool,
+    /// `text`, `jsonl` or `images`.
+    pub input_format: String,
+    /// The optional sections of the sentences' JSON files.
+    pub json_include: Vec<String>,
+    /// The attention accumulated (encoder–decoders only: `encoder`, `cross`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Special tokens removed and the rows renormalised.
+    pub no_special: bool,
+    /// What a bad line does: `skip` or `stop`.
+    pub on_bad_line: String,
+    /// The files written per sentence.
+    pub per_sentence: Vec<String>,
+    /// Whether each line carries a target (encoder–decoders only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<bool>,
+    /// Sentences cut at the model's length instead of refused.
+    pub truncate: bool,
+    /// Statistics over words.
+    pub words: bool,
+    /// Options this version does not know (a later attnviz's), kept so that they count when
+    /// runs are compared.
+    #[serde(flatten)]
+    pub later: BTreeMap<String, Value>,
+}
 
 /// `corpus_stats.json`: the type the run and `attnviz merge` write.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -23,7 +94,7 @@ pub struct CorpusStats {
     /// Always `"0-based"`.
     pub numbering: super::Numbering,
     /// The model (`id`, `revision`, `family`, shape).
-    pub model: Value,
+    pub model: super::ModelDoc,
     /// The input file (standard input: `-`).
     pub input: String,
     /// `text`, `jsonl` or `images`.
@@ -33,7 +104,7 @@ pub struct CorpusStats {
     /// `K/N` for a shard, else null.
     pub shard: Option<String>,
     /// The options that shape the figures.
-    pub options: Value,
+    pub options: CorpusOptionsDoc,
     /// How the run ended.
     #[schemars(extend("enum" = ["complete", "stopped", "interrupted", "failed"]))]
     pub end: String,
@@ -62,12 +133,17 @@ pub struct CorpusStats {
     /// What each averaged section weighs.
     pub weighting: WeightingDoc,
     /// The model's induction scores, or null.
+    #[schemars(with = "Option<Induction>")]
     pub induction: Value,
     /// Mean over sentences, with `sentences`: the sentences behind each head's figures.
+    #[schemars(with = "Option<CorpusStatsSection>")]
     pub stats: Grids,
-    /// Standard deviation over sentences.
+    /// Standard deviation over sentences, `[layer][head]` by statistic (null where fewer than
+    /// two sentences define it).
+    #[schemars(with = "Option<BTreeMap<String, Vec<Vec<Option<f64>>>>>")]
     pub stats_sd: Grids,
     /// Mean over every query row.
+    #[schemars(with = "Option<StatsSection>")]
     pub stats_per_row: Grids,
 }
 
@@ -172,9 +248,9 @@ pub struct CorpusPartial {
     /// Which shard.
     pub shard: ShardDoc,
     /// The model (`id`, `revision`, `family`, shape).
-    pub model: Value,
-    /// The model's files and their digests.
-    pub model_files: Value,
+    pub model: super::ModelDoc,
+    /// The model's files and their digests; null when not known (a library caller's run).
+    pub model_files: Option<ModelFilesDoc>,
     /// The start and end tokens' names.
     pub token_names: TokenNamesDoc,
     /// The input file.
@@ -184,10 +260,11 @@ pub struct CorpusPartial {
     /// `none`, `gzip` or `zstd`.
     pub compression: String,
     /// The options that shape the figures.
-    pub options: Value,
+    pub options: CorpusOptionsDoc,
     /// Threads.
     pub threads: usize,
     /// Induction scores, or null.
+    #[schemars(with = "Option<Induction>")]
     pub induction: Value,
     /// How the run ended: `running` while it runs.
     #[schemars(extend("enum" = ["running", "complete", "stopped", "interrupted", "failed"]))]

@@ -11,12 +11,14 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::{HeadAblation, HeadAttribution, LogitLens, StatsSection};
 use crate::attention::{
     AttentionKind, Holds, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
 };
 
 pub mod comparison;
 pub mod corpus;
+pub mod image;
 pub mod lines;
 pub mod models;
 pub mod saved;
@@ -88,7 +90,7 @@ impl Header {
 /// The `model` object of a one-kind body (and of a comparison's sides): the model that ran and
 /// its shape. Written and read through this type; the reader takes every field as optional so
 /// that version-1 documents (and saved captures' metadata, which state the layers saved) read.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelDoc {
     /// Its hub repo id, or a local folder's (or GGUF file's) name; the full path with
     /// `--full-paths`.
@@ -302,32 +304,13 @@ pub struct BodyMeta<'a> {
     /// A vision model's picture: patch grid, cells, preprocessing, norms, the picture seen
     /// (`docs/json.md`, "Vision models").
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<ImageSection>")]
-    pub image: Option<serde_json::Value>,
+    pub image: Option<image::ImageDoc>,
     /// The query units.
     #[serde(flatten)]
     pub queries: UnitsDoc<'a>,
     /// Cross-attention's key units; absent for self-attention.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub keys: Option<KeyUnitsDoc<'a>>,
-}
-
-/// A vision model's `image` object (its fields: `docs/json.md`, "Vision models").
-#[derive(JsonSchema)]
-#[allow(dead_code)]
-struct ImageSection {
-    source: String,
-    original: [usize; 2],
-    input: [usize; 2],
-    patch: usize,
-    grid: [usize; 2],
-    preprocessing: serde_json::Map<String, serde_json::Value>,
-    cells: Vec<serde_json::Map<String, serde_json::Value>>,
-    norms: Vec<Vec<Option<f64>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pooling: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    view_png: Option<String>,
 }
 
 /// The sections a body may hold beside its attention, each optional (`--json-include`,
@@ -337,16 +320,16 @@ struct ImageSection {
 pub struct Sections {
     /// Per-head statistics (`docs/stats.md`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    stats: Option<serde_json::Map<String, serde_json::Value>>,
+    stats: Option<StatsSection>,
     /// Each head's direct logit attribution (decoders).
     #[serde(skip_serializing_if = "Option::is_none")]
-    head_attribution: Option<serde_json::Map<String, serde_json::Value>>,
+    head_attribution: Option<HeadAttribution>,
     /// The change in the target's log-probability when each head is removed (decoders).
     #[serde(skip_serializing_if = "Option::is_none")]
-    head_ablation: Option<serde_json::Map<String, serde_json::Value>>,
+    head_ablation: Option<HeadAblation>,
     /// The logit lens (`--lens`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    logit_lens: Option<serde_json::Map<String, serde_json::Value>>,
+    logit_lens: Option<LogitLens>,
     /// `attention[layer][head][query][key]`.
     attention: Weights,
     /// Each layer's mean over its heads.

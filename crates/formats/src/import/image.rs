@@ -5,52 +5,13 @@
 //! the picture is decoded only at the size the section states, which is bounded.
 
 use base64::Engine;
-use serde::Deserialize;
 
 use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing, Resize};
+use crate::doc::image::ImageDoc;
 
 /// The largest side of the picture a section may state: far above any model's input
 /// (ViTs run at 224–518), and bounding the decode at 3 × 4096² bytes.
 const MAX_SIDE: usize = 4096;
-
-/// The `image` object as written.
-#[derive(Deserialize)]
-pub(super) struct ImageJson {
-    source: super::json::Text,
-    original: [usize; 2],
-    input: [usize; 2],
-    patch: usize,
-    grid: [usize; 2],
-    preprocessing: PreprocessingJson,
-    cells: Vec<Cell>,
-    #[serde(default)]
-    norms: Vec<Vec<f32>>,
-    pooling: Option<PoolingJson>,
-    view_png: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct PreprocessingJson {
-    color: String,
-    resize: Option<ResizeJson>,
-    crop: Option<[usize; 2]>,
-    rescale: Option<f64>,
-    normalize: Option<[[f64; 3]; 2]>,
-    positions_from: Option<[usize; 2]>,
-}
-
-#[derive(Deserialize)]
-struct ResizeJson {
-    width: usize,
-    height: usize,
-    filter: String,
-}
-
-#[derive(Deserialize)]
-struct PoolingJson {
-    heads: usize,
-    weights: Vec<Vec<f32>>,
-}
 
 /// What does not fit in a document's image section (displays after the file's name).
 #[derive(Debug, thiserror::Error)]
@@ -158,115 +119,113 @@ pub enum ImageSectionError {
     ViewDamaged(#[source] png::DecodingError),
 }
 
-impl ImageJson {
-    /// The section as the views read it, for attention over `tokens` tokens in `layers`
-    /// captured layers; an error names what does not fit.
-    pub(super) fn input(
-        self,
-        tokens: usize,
-        layers: usize,
-    ) -> Result<ImageInput, ImageSectionError> {
-        let [rows, cols] = self.grid;
-        let [w, h] = self.input;
-        if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
-            return Err(ImageSectionError::InputSize {
-                width: w,
-                height: h,
-            });
-        }
-        let p = self.patch;
-        if rows == 0 || cols == 0 || p == 0 || p > w.min(h) {
-            return Err(ImageSectionError::Patches {
-                rows,
-                cols,
-                patch: p,
-                width: w,
-                height: h,
-            });
-        }
-        // The grid is what the input makes in patches (as the model cut it), so it is bounded
-        // by the input: a stated [10⁹, 10⁹] asked the views for a 4·10¹⁸-byte grid.
-        if [rows, cols] != [h / p, w / p] {
-            return Err(ImageSectionError::Grid {
-                rows,
-                cols,
-                patch: p,
-                width: w,
-                height: h,
-            });
-        }
-        if self.cells.len() != tokens {
-            return Err(ImageSectionError::Cells {
-                cells: self.cells.len(),
-                tokens,
-            });
-        }
-        for cell in &self.cells {
-            if let Cell::Patch { row, col } = *cell {
-                if row >= rows || col >= cols {
-                    return Err(ImageSectionError::PatchOutside {
-                        row,
-                        col,
-                        rows,
-                        cols,
-                    });
-                }
-            }
-        }
-        if !self.norms.is_empty()
-            && (self.norms.len() != layers || self.norms.iter().any(|n| n.len() != tokens))
-        {
-            return Err(ImageSectionError::Norms { layers, tokens });
-        }
-        let pooling = match self.pooling {
-            None => None,
-            Some(p) => {
-                if p.heads == 0
-                    || p.weights.len() != p.heads
-                    || p.weights.iter().any(|r| r.len() != tokens)
-                    || p.weights.iter().flatten().any(|v| !v.is_finite())
-                {
-                    return Err(ImageSectionError::Pooling {
-                        heads: p.heads,
-                        tokens,
-                    });
-                }
-                let flat: Vec<f32> = p.weights.concat();
-                Some(Pooling::new(&flat, p.heads))
-            }
-        };
-        let resize = match self.preprocessing.resize {
-            None => None,
-            Some(r) => Some(Resize {
-                width: r.width,
-                height: r.height,
-                filter: filter_name(&r.filter)?,
-            }),
-        };
-        let view = match &self.view_png {
-            Some(data) => decode_view(data, w, h)?,
-            None => Vec::new(),
-        };
-        Ok(ImageInput {
-            source: self.source.0,
-            original: self.original,
-            input: self.input,
-            patch: self.patch,
-            grid: self.grid,
-            preprocessing: Preprocessing {
-                color: self.preprocessing.color,
-                resize,
-                crop: self.preprocessing.crop,
-                rescale: self.preprocessing.rescale,
-                normalize: self.preprocessing.normalize,
-                positions_from: self.preprocessing.positions_from,
-            },
-            cells: self.cells,
-            norms: self.norms,
-            pooling,
-            view,
-        })
+/// `image` as the views read it, for attention over `tokens` tokens in `layers` captured
+/// layers; an error names what does not fit.
+pub(super) fn input(
+    doc: ImageDoc,
+    tokens: usize,
+    layers: usize,
+) -> Result<ImageInput, ImageSectionError> {
+    let [rows, cols] = doc.grid;
+    let [w, h] = doc.input;
+    if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
+        return Err(ImageSectionError::InputSize {
+            width: w,
+            height: h,
+        });
     }
+    let p = doc.patch;
+    if rows == 0 || cols == 0 || p == 0 || p > w.min(h) {
+        return Err(ImageSectionError::Patches {
+            rows,
+            cols,
+            patch: p,
+            width: w,
+            height: h,
+        });
+    }
+    // The grid is what the input makes in patches (as the model cut it), so it is bounded
+    // by the input: a stated [10⁹, 10⁹] asked the views for a 4·10¹⁸-byte grid.
+    if [rows, cols] != [h / p, w / p] {
+        return Err(ImageSectionError::Grid {
+            rows,
+            cols,
+            patch: p,
+            width: w,
+            height: h,
+        });
+    }
+    if doc.cells.len() != tokens {
+        return Err(ImageSectionError::Cells {
+            cells: doc.cells.len(),
+            tokens,
+        });
+    }
+    for cell in &doc.cells {
+        if let Cell::Patch { row, col } = *cell {
+            if row >= rows || col >= cols {
+                return Err(ImageSectionError::PatchOutside {
+                    row,
+                    col,
+                    rows,
+                    cols,
+                });
+            }
+        }
+    }
+    if !doc.norms.is_empty()
+        && (doc.norms.len() != layers || doc.norms.iter().any(|n| n.len() != tokens))
+    {
+        return Err(ImageSectionError::Norms { layers, tokens });
+    }
+    let pooling = match doc.pooling {
+        None => None,
+        Some(p) => {
+            if p.heads == 0
+                || p.weights.len() != p.heads
+                || p.weights.iter().any(|r| r.len() != tokens)
+                || p.weights.iter().flatten().any(|v| !v.is_finite())
+            {
+                return Err(ImageSectionError::Pooling {
+                    heads: p.heads,
+                    tokens,
+                });
+            }
+            let flat: Vec<f32> = p.weights.concat();
+            Some(Pooling::new(&flat, p.heads))
+        }
+    };
+    let resize = match doc.preprocessing.resize {
+        None => None,
+        Some(r) => Some(Resize {
+            width: r.width,
+            height: r.height,
+            filter: filter_name(&r.filter)?,
+        }),
+    };
+    let view = match &doc.view_png {
+        Some(data) => decode_view(data, w, h)?,
+        None => Vec::new(),
+    };
+    Ok(ImageInput {
+        source: doc.source,
+        original: doc.original,
+        input: doc.input,
+        patch: doc.patch,
+        grid: doc.grid,
+        preprocessing: Preprocessing {
+            color: doc.preprocessing.color,
+            resize,
+            crop: doc.preprocessing.crop,
+            rescale: doc.preprocessing.rescale,
+            normalize: doc.preprocessing.normalize,
+            positions_from: doc.preprocessing.positions_from,
+        },
+        cells: doc.cells,
+        norms: doc.norms,
+        pooling,
+        view,
+    })
 }
 
 /// The resize filters attnviz writes.
@@ -348,7 +307,7 @@ mod tests {
     #[test]
     fn cells_must_fit_the_tokens_and_the_grid() {
         let section = |cells: &str| {
-            serde_json::from_str::<ImageJson>(&format!(
+            serde_json::from_str::<ImageDoc>(&format!(
                 r#"{{"source": "a.png", "original": [8, 8], "input": [8, 8], "patch": 4,
                     "grid": [2, 2], "preprocessing": {{"color": "rgb8", "resize": null,
                     "crop": null, "rescale": null, "normalize": null, "positions_from": null}},
@@ -359,30 +318,28 @@ mod tests {
         let ok = r#"[{"kind": "class"}, {"kind": "patch", "row": 0, "col": 0},
             {"kind": "patch", "row": 0, "col": 1}, {"kind": "patch", "row": 1, "col": 0},
             {"kind": "patch", "row": 1, "col": 1}]"#;
-        let input = section(ok).input(5, 2).unwrap();
-        assert_eq!(input.special_tokens(), vec![0]);
-        assert!(section(ok)
-            .input(4, 2)
+        let read = input(section(ok), 5, 2).unwrap();
+        assert_eq!(read.special_tokens(), vec![0]);
+        assert!(input(section(ok), 4, 2)
             .unwrap_err()
             .to_string()
             .contains("5 cells for 4 tokens"));
         let off = r#"[{"kind": "patch", "row": 2, "col": 0}]"#;
-        let huge = serde_json::from_str::<ImageJson>(
+        let huge = serde_json::from_str::<ImageDoc>(
             r#"{"source": "a.png", "original": [8, 8], "input": [8, 8], "patch": 4,
                 "grid": [1000000000, 1000000000], "preprocessing": {"color": "rgb8",
                 "resize": null, "crop": null, "rescale": null, "normalize": null,
                 "positions_from": null}, "cells": [{"kind": "class"}]}"#,
         )
         .unwrap();
-        let e = huge.input(1, 2).unwrap_err().to_string();
+        let e = input(huge, 1, 2).unwrap_err().to_string();
         assert!(
             e.contains(
                 "1000000000×1000000000 grid, but its 8×8 input in 4-pixel patches makes 2×2"
             ),
             "{e}"
         );
-        assert!(section(off)
-            .input(1, 2)
+        assert!(input(section(off), 1, 2)
             .unwrap_err()
             .to_string()
             .contains("outside its 2×2 grid"));

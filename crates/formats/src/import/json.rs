@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::attention::{
     AttentionKind, Holds, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
 };
-use crate::doc::{LayerMaskDoc, LayerMaskKind, ModelDoc};
+use crate::doc::{image::ImageDoc, LayerMaskDoc, LayerMaskKind, ModelDoc};
 
 use super::budget::{Declared, Estimate};
 use super::json_error::{DocProblem, JsonDocError, TextOverAllowance};
@@ -97,7 +97,7 @@ struct Doc {
     means: Option<IgnoredAny>,
     #[serde(default)]
     rollout: Option<IgnoredAny>,
-    image: Option<super::image::ImageJson>,
+    image: Option<ChargedImage>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -138,6 +138,18 @@ impl<'de> Deserialize<'de> for Text {
         let s = String::deserialize(d)?;
         charge_text(s.len()).map_err(de::Error::custom)?;
         Ok(Text(s))
+    }
+}
+
+/// A vision model's `image` object, its `source` charged to the reading thread's allowance as
+/// a [`Text`] is.
+struct ChargedImage(ImageDoc);
+
+impl<'de> Deserialize<'de> for ChargedImage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let image = ImageDoc::deserialize(d)?;
+        charge_text(image.source.len()).map_err(de::Error::custom)?;
+        Ok(ChargedImage(image))
     }
 }
 
@@ -523,7 +535,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         generated_text: None,
     };
     let mut origin = origin;
-    if let Some(image) = doc.image {
+    if let Some(ChargedImage(image)) = doc.image {
         // The cells are the model's tokens; a view without the special tokens (or by words)
         // still names them by their spans.
         let tokens = queries
@@ -531,9 +543,8 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             .as_ref()
             .and_then(|s| s.iter().map(|r| r.end).max())
             .unwrap_or(shape[2]);
-        let image = image
-            .input(tokens, shape[0])
-            .map_err(|e| bad(DocProblem::Image(e)))?;
+        let image =
+            super::image::input(image, tokens, shape[0]).map_err(|e| bad(DocProblem::Image(e)))?;
         origin.image = Some(image);
     }
     let arrays = Arrays {

@@ -1,0 +1,129 @@
+//! A vision model's `image` object (`docs/json.md`, "Vision models"): the type the writer
+//! serialises and the reader deserialises (then checks against the attention it comes with,
+//! `import::image`). The fields are in name order, the order every earlier version wrote them in.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing};
+
+/// The `image` object of a vision model's body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImageDoc {
+    /// What each token is, in the attention's order: a patch at a grid position, or the class,
+    /// distillation or a register token.
+    pub cells: Vec<Cell>,
+    /// The patch grid, `[rows, cols]`.
+    pub grid: [usize; 2],
+    /// The picture the model saw, `[width, height]`.
+    pub input: [usize; 2],
+    /// Each captured layer's token norms `[layer][token]` (the input of each layer), when
+    /// measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub norms: Vec<Vec<f32>>,
+    /// The picture as given, `[width, height]`.
+    pub original: [usize; 2],
+    /// The patch's side in pixels.
+    pub patch: usize,
+    /// SigLIP's attention-pooling head, when the model has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<PoolingDoc>,
+    /// The preprocessing applied, as the model's `preprocessor_config.json` asked.
+    pub preprocessing: PreprocessingDoc,
+    /// Where the picture came from (its file name).
+    pub source: String,
+    /// The picture the model saw: a base64 PNG, 8-bit RGB, of the input's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view_png: Option<String>,
+}
+
+/// `image.preprocessing`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PreprocessingDoc {
+    /// The decoded image's colour type before conversion to RGB (`rgb8`, `l8`, `rgba8`, …).
+    pub color: String,
+    /// Centre crop `[width, height]`, or null.
+    pub crop: Option<[usize; 2]>,
+    /// Per-channel mean and standard deviation, or null.
+    pub normalize: Option<[[f64; 3]; 2]>,
+    /// The position embeddings' grid as trained `[rows, cols]` when it was interpolated, or
+    /// null.
+    pub positions_from: Option<[usize; 2]>,
+    /// The factor on each 0–255 value, or null.
+    pub rescale: Option<f64>,
+    /// The resize step, or null.
+    pub resize: Option<ResizeDoc>,
+}
+
+/// `image.preprocessing.resize`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ResizeDoc {
+    /// PIL's filter.
+    #[schemars(extend("enum" = ["nearest", "bilinear", "bicubic", "lanczos"]))]
+    pub filter: String,
+    /// Height after it.
+    pub height: usize,
+    /// Width after it.
+    pub width: usize,
+}
+
+/// `image.pooling`: an attention-pooling head's attention over the model's tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PoolingDoc {
+    /// Heads.
+    pub heads: usize,
+    /// What it is: `attention-pooling head`.
+    #[serde(default)]
+    pub label: String,
+    /// Its query: `probe`, a learned vector.
+    #[serde(default)]
+    pub query: String,
+    /// `weights[head][token]`, each row summing to 1.
+    pub weights: Vec<Vec<f32>>,
+}
+
+impl ImageDoc {
+    /// The object of `image`, with the picture the model saw as `view_png` when there is one.
+    pub fn of(image: &ImageInput, view_png: Option<String>) -> ImageDoc {
+        ImageDoc {
+            cells: image.cells.clone(),
+            grid: image.grid,
+            input: image.input,
+            norms: image.norms.clone(),
+            original: image.original,
+            patch: image.patch,
+            pooling: image.pooling.as_ref().map(PoolingDoc::of),
+            preprocessing: PreprocessingDoc::of(&image.preprocessing),
+            source: image.source.clone(),
+            view_png,
+        }
+    }
+}
+
+impl PreprocessingDoc {
+    fn of(p: &Preprocessing) -> PreprocessingDoc {
+        PreprocessingDoc {
+            color: p.color.clone(),
+            crop: p.crop,
+            normalize: p.normalize,
+            positions_from: p.positions_from,
+            rescale: p.rescale,
+            resize: p.resize.as_ref().map(|r| ResizeDoc {
+                filter: r.filter.to_string(),
+                height: r.height,
+                width: r.width,
+            }),
+        }
+    }
+}
+
+impl PoolingDoc {
+    fn of(p: &Pooling) -> PoolingDoc {
+        PoolingDoc {
+            heads: p.heads,
+            label: p.label.to_string(),
+            query: p.query.to_string(),
+            weights: p.weights.clone(),
+        }
+    }
+}
