@@ -28,7 +28,7 @@ pub enum ConfigError {
     Read {
         /// config.json.
         path: PathBuf,
-        /// Why.
+        /// Why: missing, not a regular file, too large, not UTF-8, or the system's error.
         source: ReadError,
     },
     /// The file is not valid JSON or a field has the wrong type.
