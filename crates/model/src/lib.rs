@@ -67,7 +67,7 @@ pub use error::{
 pub use families::bert::BertConfig;
 pub use families::registry as family;
 pub use families::{albert, bart, bert, distilbert, electra, gpt2, llama, roberta, t5};
-pub use formats::config::ConfigError;
+pub use formats::config::{ConfigError, ConfigProblem};
 pub use formats::source::stores::{StoreError, StoreKind, StoreModel, Stores};
 pub use formats::source::{Hub, ModelFiles, SourceError};
 pub use formats::validate::BadRow;

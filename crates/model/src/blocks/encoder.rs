@@ -15,7 +15,9 @@ use super::mlm_head::{MlmHead, MlmHeadNames, MlmHeadSpec};
 use super::network::{Architecture, Batch, Network, Unembedding, ValueZeroing};
 use super::values::{self, After, LayerTaps, Values};
 use crate::attention::PositionScheme;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, FieldValue, Instead, Unsupported,
+};
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Checkpoint, Weight, WeightsError};
@@ -85,29 +87,36 @@ impl EncoderConfig {
     pub fn read(file: &ConfigFile, d: &EncoderDefaults) -> Result<EncoderConfig, ConfigError> {
         if let Some(p) = file.string("position_embedding_type")? {
             if p != "absolute" {
-                return Err(file.unsupported(format!(
-                    "position_embedding_type '{p}' is not supported; only 'absolute' position embeddings are"
-                )));
+                return Err(file.unsupported(Unsupported::Value {
+                    field: "position_embedding_type",
+                    value: Some(FieldValue::Name(p)),
+                    note: None,
+                    instead: Instead::Runs("only 'absolute' position embeddings are"),
+                }));
             }
         }
         if file.boolean("is_decoder")? == Some(true)
             || file.boolean("add_cross_attention")? == Some(true)
         {
-            return Err(file.unsupported(
-                "it is configured as a decoder (is_decoder/add_cross_attention); attnviz runs this family as a bidirectional encoder",
-            ));
+            return Err(file.unsupported(Unsupported::Decoder));
         }
         let hidden_size = file.positive("hidden_size", d.hidden_size)?;
         let embedding_size = match (file.count("embedding_size")?, d.embedding_size) {
             (Some(e), None) if e != hidden_size => {
-                return Err(file.unsupported(format!(
-                    "embedding_size {e} differs from hidden_size {hidden_size}, but this family's embeddings have the hidden size"
-                )))
+                return Err(file.unsupported(Unsupported::Differs {
+                    field: "embedding_size",
+                    value: e,
+                    other: "hidden_size",
+                    other_value: hidden_size,
+                    why: ", but this family's embeddings have the hidden size",
+                }))
             }
             (given, default) => given.or(default).unwrap_or(hidden_size),
         };
         if embedding_size == 0 {
-            return Err(file.invalid("embedding_size is 0"));
+            return Err(file.invalid(ConfigProblem::Zero {
+                field: "embedding_size",
+            }));
         }
         let cfg = EncoderConfig {
             vocab_size: file.positive("vocab_size", d.vocab_size)?,
@@ -128,10 +137,12 @@ impl EncoderConfig {
             tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
         };
         if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
-            return Err(file.invalid(format!(
-                "hidden_size {} is not divisible by num_attention_heads {}",
-                cfg.hidden_size, cfg.num_attention_heads
-            )));
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: "hidden_size",
+                value: cfg.hidden_size,
+                by_field: "num_attention_heads",
+                by: cfg.num_attention_heads,
+            }));
         }
         Ok(cfg)
     }

@@ -4,8 +4,13 @@
 
 use serde_json::Value;
 
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Instead, RopeProblem,
+    Unsupported,
+};
 use crate::kernels::RopeScaling;
+
+pub use crate::kernels::rotary::{rope_factor_in_range, RopeFactorError, MAX_ROPE_FACTOR};
 
 /// The most positions a rotary model is taken to have: no tensor backs
 /// `max_position_embeddings`, so it is bounded here (Qwen2.5-1M has 1,010,000).
@@ -40,9 +45,11 @@ pub fn read_rope_of(
         None => None,
         Some(Value::Object(map)) => Some(map),
         Some(other) => {
-            return Err(file.invalid(format!(
-                "rope_parameters/rope_scaling is {other}; it must be an object"
-            )))
+            return Err(file.invalid(ConfigProblem::WrongType {
+                field: Field::Top("rope_parameters/rope_scaling"),
+                value: FieldValue::Json(other.clone()),
+                expected: Expected::Object,
+            }))
         }
     };
     read_rope_in_of(file, params, "rope_theta", 10000.0, partial)
@@ -54,7 +61,7 @@ pub fn read_rope_of(
 pub fn read_rope_in(
     file: &ConfigFile,
     params: Option<&serde_json::Map<String, Value>>,
-    theta_key: &str,
+    theta_key: &'static str,
     default_theta: f64,
 ) -> Result<(f64, RopeScaling), ConfigError> {
     read_rope_in_of(file, params, theta_key, default_theta, Partial::Refused)
@@ -63,16 +70,20 @@ pub fn read_rope_in(
 fn read_rope_in_of(
     file: &ConfigFile,
     params: Option<&serde_json::Map<String, Value>>,
-    theta_key: &str,
+    theta_key: &'static str,
     default_theta: f64,
     partial: Partial,
 ) -> Result<(f64, RopeScaling), ConfigError> {
-    let number = |key: &str| -> Result<Option<f64>, ConfigError> {
+    let number = |key: &'static str| -> Result<Option<f64>, ConfigError> {
         match params.and_then(|p| p.get(key)).filter(|v| !v.is_null()) {
             None => Ok(None),
             Some(v) => match v.as_f64() {
                 Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-                _ => Err(file.invalid(format!("rope {key} is {v}; it must be a positive number"))),
+                _ => Err(file.invalid(ConfigProblem::WrongType {
+                    field: Field::Rope(key),
+                    value: FieldValue::Json(v.clone()),
+                    expected: Expected::PositiveNumber,
+                })),
             },
         }
     };
@@ -81,9 +92,11 @@ fn read_rope_in_of(
         None => match file.number(theta_key)? {
             Some(t) if t.is_finite() && t > 0.0 => t,
             Some(t) => {
-                return Err(
-                    file.invalid(format!("{theta_key} is {t}; it must be a positive number"))
-                )
+                return Err(file.invalid(ConfigProblem::WrongType {
+                    field: Field::Top(theta_key),
+                    value: FieldValue::Number(t),
+                    expected: Expected::PositiveNumber,
+                }))
             }
             None => default_theta,
         },
@@ -94,24 +107,35 @@ fn read_rope_in_of(
     let kind = match kind {
         None => "default".to_string(),
         Some(Value::String(s)) => s.clone(),
-        Some(other) => return Err(file.invalid(format!("rope type {other} is not a name"))),
+        Some(other) => {
+            return Err(file.invalid(ConfigProblem::NotA {
+                field: Field::Rope("type"),
+                value: FieldValue::Json(other.clone()),
+                expected: Expected::Name,
+            }))
+        }
     };
     if let (Some(f), Partial::Refused) = (number("partial_rotary_factor")?, partial) {
         if f != 1.0 {
-            return Err(file.unsupported(format!(
-                "partial_rotary_factor {f} (RoPE on part of each head) is not supported"
-            )));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "partial_rotary_factor",
+                value: Some(FieldValue::Number(f)),
+                note: Some("RoPE on part of each head"),
+                instead: Instead::Nothing,
+            }));
         }
     }
-    let required = |key: &str| -> Result<f64, ConfigError> {
+    let required = |key: &'static str| -> Result<f64, ConfigError> {
         number(key)?.ok_or_else(|| {
-            file.invalid(format!("rope type '{kind}' needs {key} in rope_parameters"))
+            file.invalid(RopeProblem::Needs {
+                rope_type: kind.clone(),
+                key,
+            })
         })
     };
     let factor = || -> Result<f64, ConfigError> {
         let f = required("factor")?;
-        rope_factor_in_range(f)
-            .map_err(|why| file.invalid(format!("rope_scaling.factor {why}")))?;
+        rope_factor_in_range(f).map_err(|why| file.invalid(RopeProblem::Factor(why)))?;
         Ok(f)
     };
     let scaling = match kind.as_str() {
@@ -131,41 +155,22 @@ fn read_rope_in_of(
             } = s
             {
                 if high_freq_factor <= low_freq_factor {
-                    return Err(file.invalid(format!(
-                        "llama3 rope scaling needs high_freq_factor ({high_freq_factor}) above \
-                         low_freq_factor ({low_freq_factor})"
-                    )));
+                    return Err(file.invalid(RopeProblem::Llama3Frequencies {
+                        low: low_freq_factor,
+                        high: high_freq_factor,
+                    }));
                 }
             }
             s
         }
         other => {
-            return Err(file.unsupported(format!(
-                "RoPE scaling type '{other}' is not supported; attnviz runs default, linear \
-                 and llama3 rotary embeddings"
-            )))
+            return Err(file.unsupported(Unsupported::Value {
+                field: "RoPE scaling type",
+                value: Some(FieldValue::Name(other.to_string())),
+                note: None,
+                instead: Instead::Runs("attnviz runs default, linear and llama3 rotary embeddings"),
+            }))
         }
     };
     Ok((theta, scaling))
-}
-
-/// The largest RoPE scaling factor accepted (real ones are 2–64: positions are divided by it).
-pub const MAX_ROPE_FACTOR: f64 = 1e6;
-
-/// A RoPE scaling factor that is unusable: it divides every position, so it must be positive,
-/// finite and not absurdly large (0 gave "weights overflow on this input"; −1e30 was accepted).
-#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
-#[error("is {factor:?}; a RoPE scaling factor divides the positions, so it must be above 0 and at most {MAX_ROPE_FACTOR:e}")]
-pub struct RopeFactorError {
-    /// The factor refused.
-    pub factor: f64,
-}
-
-/// Refuse a RoPE scaling factor out of range (see [`RopeFactorError`]).
-pub fn rope_factor_in_range(factor: f64) -> Result<(), RopeFactorError> {
-    if factor.is_finite() && factor > 0.0 && factor <= MAX_ROPE_FACTOR {
-        Ok(())
-    } else {
-        Err(RopeFactorError { factor })
-    }
 }

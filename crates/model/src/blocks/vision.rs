@@ -13,6 +13,9 @@ use super::layers::{part, Linear, Norm};
 pub use super::network::Vision;
 use super::network::{Architecture, Batch, Network};
 use crate::attention::image::Cell;
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Instead, Unsupported,
+};
 use crate::formats::weights::Weight;
 use crate::kernels::{self, Activation, CaptureSink, Layout};
 
@@ -512,17 +515,21 @@ const MAX_IMAGE_SIDE: usize = 1 << 14;
 
 impl VisionConfig {
     /// Read `file` with `d`'s defaults, refusing sizes that do not divide.
-    pub fn read(
-        file: &crate::formats::config::ConfigFile,
-        d: &VisionDefaults,
-    ) -> Result<VisionConfig, crate::formats::config::ConfigError> {
+    pub fn read(file: &ConfigFile, d: &VisionDefaults) -> Result<VisionConfig, ConfigError> {
         let hidden_size = file.positive("hidden_size", d.hidden_size)?;
         let intermediate_size = match d.intermediate_size {
             Some(i) => file.positive("intermediate_size", i)?,
             None => {
                 let ratio = file.number("mlp_ratio")?.unwrap_or(4.0);
                 if !(ratio > 0.0 && ratio <= 64.0) {
-                    return Err(file.invalid(format!("mlp_ratio {ratio} is not in (0, 64]")));
+                    return Err(file.invalid(ConfigProblem::NotA {
+                        field: Field::Top("mlp_ratio"),
+                        value: FieldValue::Number(ratio),
+                        expected: Expected::Between {
+                            above: 0.0,
+                            at_most: 64.0,
+                        },
+                    }));
                 }
                 (hidden_size as f64 * ratio) as usize
             }
@@ -548,22 +555,27 @@ impl VisionConfig {
             act,
         };
         if !c.hidden_size.is_multiple_of(c.num_attention_heads) {
-            return Err(file.invalid(format!(
-                "hidden_size {} is not divisible by num_attention_heads {}",
-                c.hidden_size, c.num_attention_heads
-            )));
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: "hidden_size",
+                value: c.hidden_size,
+                by_field: "num_attention_heads",
+                by: c.num_attention_heads,
+            }));
         }
         if c.image_size > MAX_IMAGE_SIDE || c.patch_size > c.image_size {
-            return Err(file.invalid(format!(
-                "image_size {} and patch_size {} do not make a patch grid (image_size at most {MAX_IMAGE_SIDE}, patch_size at most image_size)",
-                c.image_size, c.patch_size
-            )));
+            return Err(file.invalid(ConfigProblem::PatchGrid {
+                image_size: c.image_size,
+                patch_size: c.patch_size,
+                max_side: MAX_IMAGE_SIDE,
+            }));
         }
         if c.num_channels != 3 {
-            return Err(file.unsupported(format!(
-                "num_channels {} is not supported; attnviz reads RGB images (3 channels)",
-                c.num_channels
-            )));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "num_channels",
+                value: Some(FieldValue::Count(c.num_channels)),
+                note: None,
+                instead: Instead::Runs("attnviz reads RGB images (3 channels)"),
+            }));
         }
         Ok(c)
     }

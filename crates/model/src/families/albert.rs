@@ -21,7 +21,7 @@ use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::blocks::network::Network;
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Limit, Oversize};
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint};
@@ -95,16 +95,21 @@ impl AlbertConfig {
             .checked_mul(c.inner_group_num)
             .filter(|&r| r <= MAX_LAYER_RUNS);
         if runs.is_none() {
-            return Err(file.invalid(format!(
-                "num_hidden_layers {} × inner_group_num {} is more than {MAX_LAYER_RUNS} layer runs",
-                c.encoder.num_hidden_layers, c.inner_group_num
-            )));
+            return Err(file.invalid(Oversize::LayerRuns {
+                layers: c.encoder.num_hidden_layers,
+                inner_group_num: c.inner_group_num,
+                max: MAX_LAYER_RUNS,
+            }));
         }
         if c.num_hidden_groups > c.encoder.num_hidden_layers {
-            return Err(file.invalid(format!(
-                "num_hidden_groups {} is more than num_hidden_layers {}",
-                c.num_hidden_groups, c.encoder.num_hidden_layers
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "num_hidden_groups",
+                value: c.num_hidden_groups,
+                limit: Limit::Field {
+                    field: "num_hidden_layers",
+                    value: c.encoder.num_hidden_layers,
+                },
+            }));
         }
         Ok(c)
     }

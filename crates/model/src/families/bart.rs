@@ -22,7 +22,7 @@ use crate::blocks::seq2seq::{
     Seq2SeqNet, Side, Stack, StackPositions,
 };
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Oversize, Unsupported};
 use crate::formats::source::{
     TokenizerFiles, TOKENIZERS_WITH_SETTINGS, TOKENIZER_JSON_WITH_SETTINGS, VOCAB_TXT,
 };
@@ -186,44 +186,52 @@ impl BartConfig {
             ("decoder_attention_heads", c.decoder_attention_heads),
         ] {
             if !d_model.is_multiple_of(heads) {
-                return Err(file.invalid(format!(
-                    "d_model {d_model} is not divisible by {field} {heads}"
-                )));
+                return Err(file.invalid(ConfigProblem::NotDivisible {
+                    field: "d_model",
+                    value: d_model,
+                    by_field: field,
+                    by: heads,
+                }));
             }
         }
         if marian {
             if file.boolean("share_encoder_decoder_embeddings")? == Some(false) {
-                return Err(file.unsupported(
-                    "share_encoder_decoder_embeddings is false: Marian models with separate \
-                     source and target embeddings are not supported",
-                ));
+                return Err(file.unsupported(Unsupported::Setting {
+                    field: "share_encoder_decoder_embeddings",
+                    value: false,
+                    why: "Marian models with separate source and target embeddings are not \
+                          supported",
+                }));
             }
             if let Some(v) = file.count("decoder_vocab_size")? {
                 if v != c.vocab_size {
-                    return Err(file.unsupported(format!(
-                        "decoder_vocab_size {v} differs from vocab_size {}: Marian models with \
-                         separate vocabularies are not supported",
-                        c.vocab_size
-                    )));
+                    return Err(file.unsupported(Unsupported::Differs {
+                        field: "decoder_vocab_size",
+                        value: v,
+                        other: "vocab_size",
+                        other_value: c.vocab_size,
+                        why: ": Marian models with separate vocabularies are not supported",
+                    }));
                 }
             }
             let cells = c.max_position_embeddings.checked_mul(d_model);
             if c.max_position_embeddings > MAX_SINUSOIDAL_POSITIONS
                 || cells.is_none_or(|n| n > 1 << 28)
             {
-                return Err(file.invalid(format!(
-                    "max_position_embeddings {} × d_model {d_model} is too large for a \
-                     sinusoidal position table (at most {MAX_SINUSOIDAL_POSITIONS} rows, 2²⁸ \
-                     values)",
-                    c.max_position_embeddings
-                )));
+                return Err(file.invalid(Oversize::SinusoidalTable {
+                    positions: c.max_position_embeddings,
+                    d_model,
+                    max_rows: MAX_SINUSOIDAL_POSITIONS,
+                }));
             }
         }
         if c.decoder_start_token_id as usize >= c.vocab_size {
-            return Err(file.invalid(format!(
-                "decoder_start_token_id {} is not below vocab_size {}",
-                c.decoder_start_token_id, c.vocab_size
-            )));
+            return Err(file.invalid(ConfigProblem::NotBelow {
+                field: "decoder_start_token_id",
+                value: c.decoder_start_token_id as usize,
+                limit_field: "vocab_size",
+                limit: c.vocab_size,
+            }));
         }
         Ok(c)
     }

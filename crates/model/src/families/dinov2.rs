@@ -16,7 +16,9 @@ use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::Network;
 use crate::blocks::vision::{Specials, VisionConfig, VisionDefaults, VisionEncoder, VisionLayer};
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, FieldValue, Instead, Limit, Unsupported,
+};
 use crate::formats::source::IMAGE_PROCESSOR;
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -81,9 +83,11 @@ impl Dinov2Config {
         let Dinov2Config(c, _) = Self::read(file)?;
         let registers = file.positive("num_register_tokens", 4)?;
         if registers > MAX_REGISTERS {
-            return Err(file.invalid(format!(
-                "num_register_tokens {registers} is more than {MAX_REGISTERS}"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "num_register_tokens",
+                value: registers,
+                limit: Limit::Number(MAX_REGISTERS),
+            }));
         }
         Ok(Dinov2Config(c, registers))
     }
@@ -91,12 +95,20 @@ impl Dinov2Config {
     /// Read config.json.
     pub fn read(file: &ConfigFile) -> Result<Dinov2Config, ConfigError> {
         if file.boolean("use_swiglu_ffn")? == Some(true) {
-            return Err(file.unsupported(
-                "use_swiglu_ffn true (DINOv2 giant's SwiGLU feed-forward) is not supported",
-            ));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "use_swiglu_ffn",
+                value: Some(FieldValue::Json(true.into())),
+                note: Some("DINOv2 giant's SwiGLU feed-forward"),
+                instead: Instead::Nothing,
+            }));
         }
         if file.boolean("qkv_bias")? == Some(false) {
-            return Err(file.unsupported("qkv_bias false is not supported"));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "qkv_bias",
+                value: Some(FieldValue::Json(false.into())),
+                note: None,
+                instead: Instead::Nothing,
+            }));
         }
         Ok(Dinov2Config(VisionConfig::read(file, &DEFAULTS)?, 0))
     }

@@ -15,7 +15,7 @@ use crate::blocks::layers::Norm;
 use crate::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::blocks::network::Network;
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Limit};
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint, Weight};
@@ -92,17 +92,19 @@ impl DistilBertConfig {
         // A computed table is sized by config.json alone (nothing in the checkpoint backs it):
         // keep it bounded.
         if c.sinusoidal_pos_embds && c.max_position_embeddings > MAX_COMPUTED_POSITIONS {
-            return Err(file.invalid(format!(
-                "max_position_embeddings {} is more than the {MAX_COMPUTED_POSITIONS} positions a \
-                 sinusoidal table is computed for",
-                c.max_position_embeddings
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "max_position_embeddings",
+                value: c.max_position_embeddings,
+                limit: Limit::SinusoidalPositions(MAX_COMPUTED_POSITIONS),
+            }));
         }
         if !c.dim.is_multiple_of(c.n_heads) {
-            return Err(file.invalid(format!(
-                "dim {} is not divisible by n_heads {}",
-                c.dim, c.n_heads
-            )));
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: "dim",
+                value: c.dim,
+                by_field: "n_heads",
+                by: c.n_heads,
+            }));
         }
         Ok(c)
     }

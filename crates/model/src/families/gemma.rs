@@ -29,7 +29,10 @@ use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope, read_rope_in, MAX_ROTARY_POSITIONS};
 use crate::error::{Error, GgufMetadataProblem};
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Instead, Limit,
+    RopeProblem, Unsupported,
+};
 use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, TensorMap, Tensors};
@@ -140,7 +143,7 @@ pub struct GemmaConfig {
 /// A soft-capping value: absent or null for none, else a positive number.
 fn softcap(
     file: &ConfigFile,
-    field: &str,
+    field: &'static str,
     default: Option<f64>,
 ) -> Result<Option<f32>, ConfigError> {
     let value = match file.get(field) {
@@ -149,9 +152,11 @@ fn softcap(
         Some(_) => file.number(field)?,
     };
     match value {
-        Some(c) if !(c.is_finite() && c > 0.0) => {
-            Err(file.invalid(format!("{field} is {c}; it must be a positive number")))
-        }
+        Some(c) if !(c.is_finite() && c > 0.0) => Err(file.invalid(ConfigProblem::WrongType {
+            field: Field::Top(field),
+            value: FieldValue::Number(c),
+            expected: Expected::PositiveNumber,
+        })),
         c => Ok(c.map(|c| c as f32)),
     }
 }
@@ -187,36 +192,41 @@ impl GemmaConfig {
         };
         let layers = file.positive("num_hidden_layers", 26)?;
         if layers > MAX_LAYERS {
-            return Err(file.invalid(format!(
-                "num_hidden_layers {layers} is more than the {MAX_LAYERS} layers attnviz runs"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "num_hidden_layers",
+                value: layers,
+                limit: Limit::Layers(MAX_LAYERS),
+            }));
         }
         let heads = file.positive("num_attention_heads", 8)?;
         let kv = file.positive("num_key_value_heads", 4)?;
         let head_dim = file.positive("head_dim", 256)?;
         if heads % kv != 0 {
-            return Err(file.invalid(format!(
-                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
-            )));
+            return Err(file.invalid(ConfigProblem::NotMultiple {
+                field: "num_attention_heads",
+                value: heads,
+                of_field: "num_key_value_heads",
+                of: kv,
+            }));
         }
         if !head_dim.is_multiple_of(2) || heads.checked_mul(head_dim).is_none() {
-            return Err(file.invalid(format!(
-                "head_dim {head_dim} must be even and num_attention_heads × head_dim not too large"
-            )));
+            return Err(file.invalid(RopeProblem::HeadDim { head_dim, heads }));
         }
         let max_position_embeddings = file.positive("max_position_embeddings", max_pos)?;
         if max_position_embeddings > MAX_ROTARY_POSITIONS {
-            return Err(file.invalid(format!(
-                "max_position_embeddings {max_position_embeddings} is more than attnviz runs a \
-                 rotary model for"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "max_position_embeddings",
+                value: max_position_embeddings,
+                limit: Limit::RotaryModel(MAX_ROTARY_POSITIONS),
+            }));
         }
         let sliding_layers: Vec<bool> = match file.strings("layer_types")? {
             Some(types) if types.len() != layers => {
-                return Err(file.invalid(format!(
-                    "layer_types has {} entries for {layers} layers",
-                    types.len()
-                )))
+                return Err(file.invalid(ConfigProblem::Entries {
+                    field: "layer_types",
+                    len: types.len(),
+                    layers,
+                }))
             }
             Some(types) => types.iter().map(|t| t == "sliding_attention").collect(),
             None if gemma3 => {
@@ -231,7 +241,11 @@ impl GemmaConfig {
             None => (0..layers).map(|i| !(i + 1).is_multiple_of(2)).collect(),
         };
         let sliding_window = match file.count("sliding_window")? {
-            Some(0) => return Err(file.invalid("sliding_window is 0")),
+            Some(0) => {
+                return Err(file.invalid(ConfigProblem::Zero {
+                    field: "sliding_window",
+                }))
+            }
             Some(w) => w,
             None => 4096,
         };
@@ -240,13 +254,15 @@ impl GemmaConfig {
                 Some(Value::Object(map)) if map.contains_key("full_attention") => Some(map),
                 _ => None,
             };
-            let part = |key: &str| -> Result<Option<&serde_json::Map<String, Value>>, ConfigError> {
+            let part = |key: &'static str| -> Result<Option<&serde_json::Map<String, Value>>, ConfigError> {
                 match nested.and_then(|m| m.get(key)) {
                     None | Some(Value::Null) => Ok(None),
                     Some(Value::Object(p)) => Ok(Some(p)),
-                    Some(other) => Err(file.invalid(format!(
-                        "rope_parameters.{key} is {other}; it must be an object"
-                    ))),
+                    Some(other) => Err(file.invalid(ConfigProblem::WrongType {
+                        field: Field::RopeParameters(key),
+                        value: FieldValue::Json(other.clone()),
+                        expected: Expected::Object,
+                    })),
                 }
             };
             let global = match nested {
@@ -275,23 +291,32 @@ impl GemmaConfig {
             "hidden_act"
         };
         if file.boolean("attention_bias")?.unwrap_or(false) {
-            return Err(file.unsupported("attention_bias true (Gemma has no attention biases)"));
+            return Err(file.unsupported(Unsupported::Lacks {
+                field: "attention_bias",
+                value: true,
+                why: "Gemma has no attention biases",
+            }));
         }
         if file
             .boolean("use_bidirectional_attention")?
             .unwrap_or(false)
         {
-            return Err(file.unsupported(
-                "use_bidirectional_attention (an embedding model's encoder) is not supported",
-            ));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "use_bidirectional_attention",
+                value: None,
+                note: Some("an embedding model's encoder"),
+                instead: Instead::Nothing,
+            }));
         }
         let scalar = match file.number("query_pre_attn_scalar")? {
             None => 256.0,
             Some(s) if s.is_finite() && s > 0.0 => s,
             Some(s) => {
-                return Err(file.invalid(format!(
-                    "query_pre_attn_scalar is {s}; it must be a positive number"
-                )))
+                return Err(file.invalid(ConfigProblem::WrongType {
+                    field: Field::Top("query_pre_attn_scalar"),
+                    value: FieldValue::Number(s),
+                    expected: Expected::PositiveNumber,
+                }))
             }
         };
         Ok(GemmaConfig {

@@ -15,7 +15,7 @@ use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::layers::{FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network};
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Oversize, Unsupported};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -78,9 +78,12 @@ impl Gpt2Config {
             n_head: file.positive("n_head", 12)?,
             n_inner: match file.count("n_inner")? {
                 Some(n) => n,
-                None => n_embd
-                    .checked_mul(4)
-                    .ok_or_else(|| file.invalid(format!("n_embd {n_embd} is too large")))?,
+                None => n_embd.checked_mul(4).ok_or_else(|| {
+                    file.invalid(Oversize::Field {
+                        field: "n_embd",
+                        value: n_embd,
+                    })
+                })?,
             },
             n_positions: file.positive("n_positions", 1024)?,
             layer_norm_epsilon: file.epsilon("layer_norm_epsilon", 1e-5)?,
@@ -92,16 +95,20 @@ impl Gpt2Config {
             tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
         };
         if !c.n_embd.is_multiple_of(c.n_head) {
-            return Err(file.invalid(format!(
-                "n_embd {} is not divisible by n_head {}",
-                c.n_embd, c.n_head
-            )));
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: "n_embd",
+                value: c.n_embd,
+                by_field: "n_head",
+                by: c.n_head,
+            }));
         }
         if file.boolean("add_cross_attention")? == Some(true) {
-            return Err(file.unsupported(
-                "add_cross_attention is true: GPT-2 as the decoder of an encoder-decoder model is \
-                 not supported; attnviz runs GPT-2 language models",
-            ));
+            return Err(file.unsupported(Unsupported::Setting {
+                field: "add_cross_attention",
+                value: true,
+                why: "GPT-2 as the decoder of an encoder-decoder model is not supported; attnviz \
+                      runs GPT-2 language models",
+            }));
         }
         Ok(c)
     }

@@ -21,7 +21,9 @@ use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope, rope_factor_in_range};
 use crate::error::{Error, GgufMetadataProblem};
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, Limit, Oversize, RopeProblem,
+};
 use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, TensorMap, Tensors};
@@ -201,55 +203,66 @@ impl LlamaConfig {
         let heads = file.positive("num_attention_heads", 32)?;
         let kv = file.positive("num_key_value_heads", kv_default.unwrap_or(heads))?;
         let head_dim = match file.count("head_dim")? {
-            Some(0) => return Err(file.invalid("head_dim is 0")),
+            Some(0) => return Err(file.invalid(ConfigProblem::Zero { field: "head_dim" })),
             Some(d) => d,
             None if variant == Variant::Qwen3 => 128,
             None => {
                 if hidden_size % heads != 0 {
-                    return Err(file.invalid(format!(
-                        "hidden_size {hidden_size} is not divisible by num_attention_heads {heads}"
-                    )));
+                    return Err(file.invalid(ConfigProblem::NotDivisible {
+                        field: "hidden_size",
+                        value: hidden_size,
+                        by_field: "num_attention_heads",
+                        by: heads,
+                    }));
                 }
                 hidden_size / heads
             }
         };
         if heads % kv != 0 {
-            return Err(file.invalid(format!(
-                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
-            )));
+            return Err(file.invalid(ConfigProblem::NotMultiple {
+                field: "num_attention_heads",
+                value: heads,
+                of_field: "num_key_value_heads",
+                of: kv,
+            }));
         }
         if head_dim % 2 != 0 {
-            return Err(file.invalid(format!(
-                "head_dim {head_dim} is odd; rotary embeddings rotate pairs of dimensions"
-            )));
+            return Err(file.invalid(RopeProblem::OddHeadDim { head_dim }));
         }
         if heads.checked_mul(head_dim).is_none() {
-            return Err(file.invalid(format!(
-                "num_attention_heads {heads} × head_dim {head_dim} is too large"
-            )));
+            return Err(file.invalid(Oversize::Product {
+                field: "num_attention_heads",
+                value: heads,
+                by_field: "head_dim",
+                by: head_dim,
+            }));
         }
         let max_position_embeddings = file.positive("max_position_embeddings", max_pos)?;
         if max_position_embeddings > MAX_ROTARY_POSITIONS {
-            return Err(file.invalid(format!(
-                "max_position_embeddings {max_position_embeddings} is more than the \
-                 {MAX_ROTARY_POSITIONS} positions attnviz runs a rotary model for"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "max_position_embeddings",
+                value: max_position_embeddings,
+                limit: Limit::RotaryPositions(MAX_ROTARY_POSITIONS),
+            }));
         }
         let (rope_theta, rope_scaling) = read_rope(file)?;
         let attention_bias = file.boolean("attention_bias")?.unwrap_or(false);
         let layers = file.positive("num_hidden_layers", 32)?;
         if layers > MAX_LAYERS {
-            return Err(file.invalid(format!(
-                "num_hidden_layers {layers} is more than the {MAX_LAYERS} layers attnviz runs"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "num_hidden_layers",
+                value: layers,
+                limit: Limit::Layers(MAX_LAYERS),
+            }));
         }
         let layer_types = file.strings("layer_types")?;
         if let Some(types) = &layer_types {
             if types.len() != layers {
-                return Err(file.invalid(format!(
-                    "layer_types has {} entries for {layers} layers",
-                    types.len()
-                )));
+                return Err(file.invalid(ConfigProblem::Entries {
+                    field: "layer_types",
+                    len: types.len(),
+                    layers,
+                }));
             }
         }
         let (sliding_window, sliding_layers) = match variant {
@@ -282,7 +295,9 @@ impl LlamaConfig {
             }
         };
         if sliding_window == Some(0) {
-            return Err(file.invalid("sliding_window is 0"));
+            return Err(file.invalid(ConfigProblem::Zero {
+                field: "sliding_window",
+            }));
         }
         Ok(LlamaConfig {
             variant,

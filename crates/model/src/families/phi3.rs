@@ -22,7 +22,10 @@ use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow};
 use crate::blocks::rope::{read_rope_of, Partial, MAX_ROTARY_POSITIONS};
 use crate::error::{Error, GgufMetadataProblem};
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{
+    ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Limit, Oversize,
+    RopeProblem, Unsupported,
+};
 use crate::formats::gguf::DecoderParams;
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, TensorMap, Tensors};
@@ -113,32 +116,40 @@ impl Phi3Config {
         let heads = file.positive("num_attention_heads", 32)?;
         let kv = file.positive("num_key_value_heads", heads)?;
         if heads % kv != 0 {
-            return Err(file.invalid(format!(
-                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"
-            )));
+            return Err(file.invalid(ConfigProblem::NotMultiple {
+                field: "num_attention_heads",
+                value: heads,
+                of_field: "num_key_value_heads",
+                of: kv,
+            }));
         }
         let head_dim = match file.count("head_dim")? {
-            Some(0) => return Err(file.invalid("head_dim is 0")),
+            Some(0) => return Err(file.invalid(ConfigProblem::Zero { field: "head_dim" })),
             Some(d) => d,
             None if hidden % heads == 0 => hidden / heads,
             None => {
-                return Err(file.invalid(format!(
-                    "hidden_size {hidden} is not divisible by num_attention_heads {heads}"
-                )))
+                return Err(file.invalid(ConfigProblem::NotDivisible {
+                    field: "hidden_size",
+                    value: hidden,
+                    by_field: "num_attention_heads",
+                    by: heads,
+                }))
             }
         };
         if (heads + 2 * kv).checked_mul(head_dim).is_none() {
-            return Err(file.invalid(format!(
-                "num_attention_heads {heads} and num_key_value_heads {kv} × head_dim {head_dim} \
-                 is too large"
-            )));
+            return Err(file.invalid(Oversize::FusedQkv {
+                heads,
+                kv,
+                head_dim,
+            }));
         }
         let max_position_embeddings = file.positive("max_position_embeddings", 4096)?;
         if max_position_embeddings > MAX_ROTARY_POSITIONS {
-            return Err(file.invalid(format!(
-                "max_position_embeddings {max_position_embeddings} is more than the \
-                 {MAX_ROTARY_POSITIONS} positions attnviz runs a rotary model for"
-            )));
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "max_position_embeddings",
+                value: max_position_embeddings,
+                limit: Limit::RotaryPositions(MAX_ROTARY_POSITIONS),
+            }));
         }
         let params = match file
             .get("rope_parameters")
@@ -154,17 +165,23 @@ impl Phi3Config {
         }
         .unwrap_or(1.0);
         if !(partial > 0.0 && partial <= 1.0) {
-            return Err(file.invalid(format!(
-                "partial_rotary_factor is {partial}; it must be above 0 and at most 1"
-            )));
+            return Err(file.invalid(ConfigProblem::WrongType {
+                field: Field::Top("partial_rotary_factor"),
+                value: FieldValue::Number(partial),
+                expected: Expected::Between {
+                    above: 0.0,
+                    at_most: 1.0,
+                },
+            }));
         }
         // transformers: int(head_dim * partial_rotary_factor).
         let rotary_dim = (head_dim as f64 * partial) as usize;
         if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) {
-            return Err(file.invalid(format!(
-                "head_dim {head_dim} × partial_rotary_factor {partial} = {rotary_dim} rotated \
-                 values; rotary embeddings rotate an even number of at least 2"
-            )));
+            return Err(file.invalid(RopeProblem::RotatedValues {
+                head_dim,
+                partial,
+                rotary_dim,
+            }));
         }
         let kind = param("rope_type")
             .or_else(|| param("type"))
@@ -181,24 +198,25 @@ impl Phi3Config {
                     Some(t) => t,
                     None => file.number("rope_theta")?.unwrap_or(10000.0),
                 };
-                let factors = |key: &str| -> Result<Vec<f64>, ConfigError> {
-                    let list = param(key).and_then(Value::as_array).ok_or_else(|| {
-                        file.invalid(format!("longrope scaling needs {key}, a list of numbers"))
-                    })?;
+                let factors = |key: &'static str| -> Result<Vec<f64>, ConfigError> {
+                    let list = param(key)
+                        .and_then(Value::as_array)
+                        .ok_or_else(|| file.invalid(RopeProblem::LongropeNeeds { key }))?;
                     let values: Option<Vec<f64>> = list
                         .iter()
                         .map(|v| v.as_f64().filter(|x| x.is_finite() && *x > 0.0))
                         .collect();
                     match values {
                         Some(v) if v.len() == rotary_dim / 2 => Ok(v),
-                        _ => Err(file.invalid(format!(
-                            "{key} must hold {} positive numbers, half the {rotary_dim} rotated \
-                             values of head_dim {head_dim} (hidden_size {hidden} / \
-                             num_attention_heads {heads} unless head_dim is given) × \
-                             partial_rotary_factor {partial}; it holds {}",
-                            rotary_dim / 2,
-                            list.len()
-                        ))),
+                        _ => Err(file.invalid(RopeProblem::LongropeFactors {
+                            key,
+                            len: list.len(),
+                            rotary_dim,
+                            head_dim,
+                            hidden_size: hidden,
+                            heads,
+                            partial,
+                        })),
                     }
                 };
                 let factor = param("factor")
@@ -221,16 +239,15 @@ impl Phi3Config {
             // The factor was read above, from wherever the config keeps it.
             _ => match read_rope_of(file, Partial::Read)? {
                 (theta, RopeScaling::None) => (theta, None),
-                (_, other) => {
-                    return Err(file.unsupported(format!(
-                        "RoPE scaling {other:?} for Phi-3; attnviz runs its default and longrope \
-                         embeddings"
-                    )))
-                }
+                (_, other) => return Err(file.unsupported(Unsupported::Phi3Scaling(other))),
             },
         };
         let sliding_window = match file.count("sliding_window")? {
-            Some(0) => return Err(file.invalid("sliding_window is 0")),
+            Some(0) => {
+                return Err(file.invalid(ConfigProblem::Zero {
+                    field: "sliding_window",
+                }))
+            }
             w => w,
         };
         Ok(Phi3Config {

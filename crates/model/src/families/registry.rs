@@ -25,7 +25,7 @@ use super::{
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, FieldValue, Instead, Unsupported};
 use crate::formats::source::{TokenizerFiles, TOKENIZERS};
 use crate::formats::validate;
 use crate::formats::weights::Checkpoint;
@@ -79,7 +79,6 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
             .iter()
             .flat_map(|f| f.model_types.iter().copied())
             .collect::<Vec<_>>()
-            .join(", ")
     };
     match config.model_type()? {
         Some(t) => FAMILIES
@@ -87,10 +86,12 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
             .copied()
             .find(|f| f.model_types.contains(&t.as_str()))
             .ok_or_else(|| {
-                config.unsupported(format!(
-                    "model_type '{t}' is not supported; attnviz runs model types {}",
-                    supported()
-                ))
+                config.unsupported(Unsupported::Value {
+                    field: "model_type",
+                    value: Some(FieldValue::Name(t.clone())),
+                    note: None,
+                    instead: Instead::ModelTypes(supported()),
+                })
             }),
         None => {
             // Configs written before transformers 2.x have no model_type: the class names say
@@ -108,10 +109,10 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
                         .all(|c| f.class_prefixes.iter().any(|p| c.starts_with(p)))
                 })
                 .ok_or_else(|| {
-                    config.unsupported(format!(
-                        "it has no model_type, and architectures {classes:?} name no supported family; attnviz runs model types {}",
-                        supported()
-                    ))
+                    config.unsupported(Unsupported::Architectures {
+                        classes: classes.clone(),
+                        supported: supported(),
+                    })
                 })
         }
     }

@@ -17,7 +17,7 @@ use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::mlm_head::{MlmHead, MlmHeadNames};
 use crate::blocks::network::Network;
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint};
 use crate::kernels::positions::Positions;
@@ -119,16 +119,14 @@ impl RobertaConfig {
     /// Read config.json with the variant's defaults.
     pub fn read(file: &ConfigFile, variant: Variant) -> Result<RobertaConfig, ConfigError> {
         let encoder = EncoderConfig::read(file, &variant.defaults())?;
-        let padding_idx = encoder.pad_token_id.ok_or_else(|| {
-            file.invalid("pad_token_id is null; RoBERTa's positions are counted from it")
-        })?;
+        let padding_idx = encoder
+            .pad_token_id
+            .ok_or_else(|| file.invalid(ConfigProblem::NoPaddingToken))?;
         if encoder.max_position_embeddings <= padding_idx as usize + 1 {
-            return Err(file.invalid(format!(
-                "max_position_embeddings {} leaves no position for a token after the {} rows up to \
-                 the padding row (pad_token_id {padding_idx})",
-                encoder.max_position_embeddings,
-                padding_idx + 1
-            )));
+            return Err(file.invalid(ConfigProblem::NoPositionAfterPadding {
+                max_position_embeddings: encoder.max_position_embeddings,
+                pad_token_id: padding_idx,
+            }));
         }
         Ok(RobertaConfig {
             encoder,

@@ -15,7 +15,7 @@ use crate::blocks::vision::{
     PoolingHead, Specials, VisionConfig, VisionDefaults, VisionEncoder, VisionLayer,
 };
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
 use crate::formats::source::IMAGE_PROCESSOR;
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -70,7 +70,11 @@ impl SiglipVisionConfig {
         let nested = match file.get("vision_config") {
             None | Some(serde_json::Value::Null) => serde_json::Value::Object(Default::default()),
             Some(v @ serde_json::Value::Object(_)) => v.clone(),
-            Some(_) => return Err(file.invalid("vision_config is not an object".to_string())),
+            Some(_) => {
+                return Err(file.invalid(ConfigProblem::FieldNotAnObject {
+                    field: "vision_config",
+                }))
+            }
         };
         Self::of(&ConfigFile::parse(&nested.to_string(), file.path())?)
     }

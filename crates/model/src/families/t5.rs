@@ -23,7 +23,7 @@ use crate::blocks::seq2seq::{
     Seq2SeqLayerNames, Seq2SeqNet, Side, Stack, StackPositions,
 };
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Oversize, Unsupported};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -97,12 +97,7 @@ impl T5Config {
         let (gated, act) = match parts.as_slice() {
             [act] => (false, *act),
             ["gated", act] => (true, *act),
-            _ => {
-                return Err(file.invalid(format!(
-                    "feed_forward_proj '{proj}' is not of the form 'gated-ACT' or 'ACT' (e.g. \
-                     'gated-gelu', 'relu')"
-                )))
-            }
+            _ => return Err(file.invalid(ConfigProblem::FeedForwardProj { proj: proj.clone() })),
         };
         // transformers: "gated-gelu" means the tanh approximation (gelu_new).
         let act = if proj == "gated-gelu" {
@@ -111,10 +106,10 @@ impl T5Config {
             act
         };
         let activation = Activation::from_hf_name(act).ok_or_else(|| {
-            file.unsupported(format!(
-                "feed_forward_proj '{proj}': activation '{act}' is not supported; use {}",
-                Activation::HF_NAMES
-            ))
+            file.unsupported(Unsupported::FeedForwardActivation {
+                proj: proj.clone(),
+                activation: act.to_string(),
+            })
         })?;
         let pad_token_id = file.token_id("pad_token_id")?.unwrap_or(0);
         let scale_decoder_outputs = match file.boolean("scale_decoder_outputs")? {
@@ -142,22 +137,27 @@ impl T5Config {
                 .unwrap_or(pad_token_id),
         };
         if c.relative_attention_num_buckets < 4 {
-            return Err(file.invalid(format!(
-                "relative_attention_num_buckets {} is below 4",
-                c.relative_attention_num_buckets
-            )));
+            return Err(file.invalid(ConfigProblem::TooFew {
+                field: "relative_attention_num_buckets",
+                value: c.relative_attention_num_buckets,
+                min: 4,
+            }));
         }
         if c.num_heads.checked_mul(c.d_kv).is_none() {
-            return Err(file.invalid(format!(
-                "num_heads {} × d_kv {} is too large",
-                c.num_heads, c.d_kv
-            )));
+            return Err(file.invalid(Oversize::Product {
+                field: "num_heads",
+                value: c.num_heads,
+                by_field: "d_kv",
+                by: c.d_kv,
+            }));
         }
         if c.decoder_start_token_id as usize >= c.vocab_size {
-            return Err(file.invalid(format!(
-                "decoder_start_token_id {} is not below vocab_size {}",
-                c.decoder_start_token_id, c.vocab_size
-            )));
+            return Err(file.invalid(ConfigProblem::NotBelow {
+                field: "decoder_start_token_id",
+                value: c.decoder_start_token_id as usize,
+                limit_field: "vocab_size",
+                limit: c.vocab_size,
+            }));
         }
         Ok(c)
     }

@@ -10,7 +10,7 @@ use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::Network;
 use crate::blocks::vision::{Specials, VisionConfig, VisionDefaults, VisionEncoder, VisionLayer};
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile};
+use crate::formats::config::{ConfigError, ConfigFile, FieldValue, Instead, Unsupported};
 use crate::formats::source::IMAGE_PROCESSOR;
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -87,9 +87,12 @@ impl VitConfig {
     pub fn read(file: &ConfigFile, variant: Variant) -> Result<VitConfig, ConfigError> {
         let qkv_bias = file.boolean("qkv_bias")?.unwrap_or(true);
         if !qkv_bias {
-            return Err(file.unsupported(
-                "qkv_bias false is not supported; attnviz runs ViT with query/key/value biases",
-            ));
+            return Err(file.unsupported(Unsupported::Value {
+                field: "qkv_bias",
+                value: Some(FieldValue::Json(false.into())),
+                note: None,
+                instead: Instead::Runs("attnviz runs ViT with query/key/value biases"),
+            }));
         }
         Ok(VitConfig {
             c: VisionConfig::read(file, &DEFAULTS)?,

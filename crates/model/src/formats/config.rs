@@ -12,29 +12,38 @@
 use std::path::{Path, PathBuf};
 
 use crate::kernels::Activation;
+use crate::small_file::ReadError;
+
+use super::config_problem::InSection;
+pub use super::config_problem::{
+    ConfigProblem, Expected, ExpectedRule, Field, FieldValue, Held, HeldAgainst, Instead, Limit,
+    Oversize, RopeProblem, Unsupported,
+};
 
 /// An error reading config.json.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("cannot read {}: {reason}", path.display())]
+    #[error("cannot read {}: {source}", path.display())]
     Read {
         /// config.json.
         path: PathBuf,
-        /// Why.
-        reason: String,
+        /// Why: missing, not a regular file, too large, not UTF-8, or the system's error.
+        source: ReadError,
     },
     /// The file is not valid JSON or a field has the wrong type.
-    #[error("{} is not a valid model config: {reason}", path.display())]
+    #[error("{} is not a valid model config: {}{problem}", path.display(), InSection(within.as_deref()))]
     Invalid {
         /// config.json.
         path: PathBuf,
-        /// What is wrong.
-        reason: String,
+        /// The object inside the file the problem is in (`text_config`); `None`: the file.
+        within: Option<String>,
+        /// What is wrong (boxed: the facts are larger than the rest of the error).
+        problem: Box<ConfigProblem>,
     },
     /// A value that disagrees with the checkpoint's tensors (checked before anything is
     /// allocated from it).
-    #[error("{}: {field} is {value}, but {detail}; config.json does not describe these weights", path.display())]
+    #[error("{}: {field} is {value}, but {}; config.json does not describe these weights", path.display(), held.against(field))]
     Mismatch {
         /// config.json.
         path: PathBuf,
@@ -42,16 +51,18 @@ pub enum ConfigError {
         field: &'static str,
         /// Its value.
         value: usize,
-        /// What the checkpoint holds instead.
-        detail: String,
+        /// What the checkpoint holds instead (boxed, as `problem` is).
+        held: Box<Held>,
     },
     /// Something we cannot run exactly.
-    #[error("{} describes a model attnviz cannot run: {reason}", path.display())]
+    #[error("{} describes a model attnviz cannot run: {}{what}", path.display(), InSection(within.as_deref()))]
     Unsupported {
         /// config.json.
         path: PathBuf,
-        /// What and why, with what would work.
-        reason: String,
+        /// The object inside the file it is in (`text_config`); `None`: the file.
+        within: Option<String>,
+        /// What and why, with what would work (boxed, as `problem` is).
+        what: Box<Unsupported>,
     },
 }
 
@@ -70,29 +81,29 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Read and parse `path`.
     pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let read_err = |reason: String| ConfigError::Read {
-            path: path.to_path_buf(),
-            reason,
-        };
         let text = crate::small_file::read_text(
             path,
             MAX_CONFIG_BYTES,
             "a config.json is a few kilobytes",
         )
-        .map_err(|e| read_err(e.to_string()))?;
+        .map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text, path)
     }
 
     /// Parse the text of a config.json (`path` only names it in errors).
     pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
-        let invalid = |reason: String| ConfigError::Invalid {
+        let invalid = |problem: ConfigProblem| ConfigError::Invalid {
             path: path.to_path_buf(),
-            reason,
+            within: None,
+            problem: Box::new(problem),
         };
         let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON ({e})")))?;
+            serde_json::from_str(text).map_err(|e| invalid(ConfigProblem::NotJson(e)))?;
         let serde_json::Value::Object(fields) = value else {
-            return Err(invalid("not a JSON object".into()));
+            return Err(invalid(ConfigProblem::NotAnObject));
         };
         Ok(ConfigFile {
             path: path.to_path_buf(),
@@ -103,7 +114,7 @@ impl ConfigFile {
 
     /// The object `field` holds (a multimodal model's `text_config`), read as a config of its
     /// own whose errors name it; `None` when the field is missing or `null`.
-    pub fn section(&self, field: &str) -> Result<Option<ConfigFile>, ConfigError> {
+    pub fn section(&self, field: &'static str) -> Result<Option<ConfigFile>, ConfigError> {
         let name = match &self.within {
             Some(outer) => format!("{outer}.{field}"),
             None => field.to_string(),
@@ -115,15 +126,7 @@ impl ConfigFile {
                 fields: fields.clone(),
                 within: Some(name),
             })),
-            Some(other) => Err(self.invalid(format!("{field} is {other}; it must be an object"))),
-        }
-    }
-
-    /// `reason`, naming the object inside the file it is about.
-    fn in_section(&self, reason: String) -> String {
-        match &self.within {
-            Some(name) => format!("in {name}: {reason}"),
-            None => reason,
+            Some(other) => Err(self.wrong_type(field, other, Expected::Object)),
         }
     }
 
@@ -132,20 +135,36 @@ impl ConfigFile {
         &self.path
     }
 
-    /// An "invalid config" error about this file.
-    pub fn invalid(&self, reason: impl Into<String>) -> ConfigError {
+    /// An "invalid config" error about this file (about the section this is, if it is one).
+    pub fn invalid(&self, problem: impl Into<ConfigProblem>) -> ConfigError {
         ConfigError::Invalid {
             path: self.path.clone(),
-            reason: self.in_section(reason.into()),
+            within: self.within.clone(),
+            problem: Box::new(problem.into()),
         }
     }
 
-    /// A "cannot run this" error about this file.
-    pub fn unsupported(&self, reason: impl Into<String>) -> ConfigError {
+    /// A "cannot run this" error about this file (about the section this is, if it is one).
+    pub fn unsupported(&self, what: Unsupported) -> ConfigError {
         ConfigError::Unsupported {
             path: self.path.clone(),
-            reason: self.in_section(reason.into()),
+            within: self.within.clone(),
+            what: Box::new(what),
         }
+    }
+
+    /// `field` (a field of this object) holds `value`, not what is `expected`.
+    fn wrong_type(
+        &self,
+        field: &'static str,
+        value: &serde_json::Value,
+        expected: Expected,
+    ) -> ConfigError {
+        self.invalid(ConfigProblem::WrongType {
+            field: Field::Top(field),
+            value: FieldValue::Json(value.clone()),
+            expected,
+        })
     }
 
     /// The raw value of `field`; `None` when it is missing or `null`.
@@ -160,15 +179,11 @@ impl ConfigFile {
     }
 
     /// A count: a whole number ≥ 0 (JSON `12`, or `12.0`).
-    pub fn count(&self, field: &str) -> Result<Option<usize>, ConfigError> {
+    pub fn count(&self, field: &'static str) -> Result<Option<usize>, ConfigError> {
         let Some(v) = self.get(field) else {
             return Ok(None);
         };
-        let bad = || {
-            self.invalid(format!(
-                "{field} is {v}; it must be a whole number such as 12"
-            ))
-        };
+        let bad = || self.wrong_type(field, v, Expected::WholeNumber);
         if let Some(n) = v.as_u64() {
             return usize::try_from(n).map(Some).map_err(|_| bad());
         }
@@ -177,65 +192,64 @@ impl ConfigFile {
             Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_992.0 => {
                 Ok(Some(f as usize))
             }
-            Some(f) if f < 0.0 => {
-                Err(self.invalid(format!("{field} is {v}; it must not be negative")))
-            }
+            Some(f) if f < 0.0 => Err(self.wrong_type(field, v, Expected::NonNegative)),
             _ => Err(bad()),
         }
     }
 
     /// A count that must be at least 1 when present, else `default`.
-    pub fn positive(&self, field: &str, default: usize) -> Result<usize, ConfigError> {
+    pub fn positive(&self, field: &'static str, default: usize) -> Result<usize, ConfigError> {
         match self.count(field)?.unwrap_or(default) {
-            0 => Err(self.invalid(format!("{field} is 0"))),
+            0 => Err(self.invalid(ConfigProblem::Zero { field })),
             n => Ok(n),
         }
     }
 
     /// A number.
-    pub fn number(&self, field: &str) -> Result<Option<f64>, ConfigError> {
+    pub fn number(&self, field: &'static str) -> Result<Option<f64>, ConfigError> {
         match self.get(field) {
             None => Ok(None),
             Some(v) => v
                 .as_f64()
                 .map(Some)
-                .ok_or_else(|| self.invalid(format!("{field} is {v}; it must be a number"))),
+                .ok_or_else(|| self.wrong_type(field, v, Expected::Number)),
         }
     }
 
     /// A normalisation epsilon: a positive finite number, else `default`.
-    pub fn epsilon(&self, field: &str, default: f64) -> Result<f64, ConfigError> {
+    pub fn epsilon(&self, field: &'static str, default: f64) -> Result<f64, ConfigError> {
         let eps = self.number(field)?.unwrap_or(default);
         if eps.is_finite() && eps > 0.0 {
             Ok(eps)
         } else {
-            Err(self.invalid(format!("{field} {eps} is not a positive number")))
+            Err(self.invalid(ConfigProblem::NotA {
+                field: Field::Top(field),
+                value: FieldValue::Number(eps),
+                expected: Expected::PositiveNumber,
+            }))
         }
     }
 
     /// A string.
-    pub fn string(&self, field: &str) -> Result<Option<String>, ConfigError> {
+    pub fn string(&self, field: &'static str) -> Result<Option<String>, ConfigError> {
         match self.get(field) {
             None => Ok(None),
             Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(self.invalid(format!("{field} is {v}; it must be a string"))),
+            Some(v) => Err(self.wrong_type(field, v, Expected::String)),
         }
     }
 
     /// true or false.
-    pub fn boolean(&self, field: &str) -> Result<Option<bool>, ConfigError> {
+    pub fn boolean(&self, field: &'static str) -> Result<Option<bool>, ConfigError> {
         match self.get(field) {
             None => Ok(None),
             Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(self.invalid(format!("{field} is {v}; it must be true or false"))),
+            Some(v) => Err(self.wrong_type(field, v, Expected::Bool)),
         }
     }
 
     /// A list of names.
-    pub fn strings(&self, field: &str) -> Result<Option<Vec<String>>, ConfigError> {
-        let bad = |v: &serde_json::Value| {
-            self.invalid(format!("{field} is {v}; it must be a list of names"))
-        };
+    pub fn strings(&self, field: &'static str) -> Result<Option<Vec<String>>, ConfigError> {
         match self.get(field) {
             None => Ok(None),
             Some(serde_json::Value::Array(items)) => items
@@ -243,33 +257,49 @@ impl ConfigFile {
                 .map(|i| i.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
                 .map(Some)
-                .ok_or_else(|| self.invalid(format!("{field} must be a list of names"))),
-            Some(v) => Err(bad(v)),
+                .ok_or_else(|| self.invalid(ConfigProblem::NotNames { field })),
+            Some(v) => Err(self.wrong_type(field, v, Expected::Names)),
         }
     }
 
     /// A token id (`pad_token_id`): a count that fits in 32 bits.
-    pub fn token_id(&self, field: &str) -> Result<Option<u32>, ConfigError> {
+    pub fn token_id(&self, field: &'static str) -> Result<Option<u32>, ConfigError> {
         match self.count(field)? {
             None => Ok(None),
-            Some(id) => u32::try_from(id)
-                .map(Some)
-                .map_err(|_| self.invalid(format!("{field} is {id}; token ids fit in 32 bits"))),
+            Some(id) => u32::try_from(id).map(Some).map_err(|_| {
+                self.invalid(ConfigProblem::WrongType {
+                    field: Field::Top(field),
+                    value: FieldValue::Count(id),
+                    expected: Expected::TokenId,
+                })
+            }),
         }
     }
 
     /// The activation named by `field` (transformers' `ACT2FN` names), else `default`.
-    pub fn activation(&self, field: &str, default: &str) -> Result<Activation, ConfigError> {
+    pub fn activation(
+        &self,
+        field: &'static str,
+        default: &str,
+    ) -> Result<Activation, ConfigError> {
         let name = match self.get(field) {
             None => default.to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => return Err(self.invalid(format!("{field} {other} is not a name"))),
+            Some(other) => {
+                return Err(self.invalid(ConfigProblem::NotA {
+                    field: Field::Top(field),
+                    value: FieldValue::Json(other.clone()),
+                    expected: Expected::Name,
+                }))
+            }
         };
         Activation::from_hf_name(&name).ok_or_else(|| {
-            self.unsupported(format!(
-                "{field} '{name}' is not supported; use {}",
-                Activation::HF_NAMES
-            ))
+            self.unsupported(Unsupported::Value {
+                field,
+                value: Some(FieldValue::Name(name)),
+                note: None,
+                instead: Instead::Activations,
+            })
         })
     }
 

@@ -10,6 +10,7 @@
 //! read.
 
 pub mod config;
+mod config_problem;
 pub mod gguf;
 pub mod pickle;
 pub mod pytorch;

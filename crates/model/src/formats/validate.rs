@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use super::config::ConfigError;
+use super::config::{ConfigError, Held};
 use super::weights::Checkpoint;
 
 /// A config.json value that must equal one dimension of a tensor.
@@ -79,35 +79,33 @@ pub fn config_matches(
     dims: &[ConfigDim],
     counts: &[ConfigCount],
 ) -> Result<(), ConfigError> {
-    let mismatch = |field: &'static str, value: usize, detail: String| ConfigError::Mismatch {
+    let mismatch = |field: &'static str, value: usize, held: Held| ConfigError::Mismatch {
         path: config.to_path_buf(),
         field,
         value,
-        detail,
+        held: Box::new(held),
     };
     for d in dims {
         let Some((name, shape)) = ckpt.shape_of(&d.tensor) else {
             return Err(mismatch(
                 d.field,
                 d.value,
-                format!(
-                    "{} has no tensor {}{} to check it against",
-                    ckpt.path().display(),
-                    ckpt.prefix(),
-                    d.tensor
-                ),
+                Held::NoTensor {
+                    weights: ckpt.path().to_path_buf(),
+                    tensor: format!("{}{}", ckpt.prefix(), d.tensor),
+                },
             ));
         };
         if shape.get(d.axis) != Some(&d.value) {
             return Err(mismatch(
                 d.field,
                 d.value,
-                format!(
-                    "tensor {name} in {} has shape {shape:?}, whose dimension {} should be {}",
-                    ckpt.path().display(),
-                    d.axis,
-                    d.field
-                ),
+                Held::Shape {
+                    weights: ckpt.path().to_path_buf(),
+                    tensor: name,
+                    shape: shape.to_vec(),
+                    axis: d.axis,
+                },
             ));
         }
     }
@@ -118,20 +116,15 @@ pub fn config_matches(
             .take_while(|&i| ckpt.shape_of(&(c.tensor)(i)).is_some())
             .count();
         if present < c.value {
-            let has = match present {
-                0 => format!("no {}s", c.block),
-                1 => format!("only {} 0", c.block),
-                n => format!("only {}s 0–{}", c.block, n - 1),
-            };
             return Err(mismatch(
                 c.field,
                 c.value,
-                format!(
-                    "{} holds {has} (no tensor {}{})",
-                    ckpt.path().display(),
-                    ckpt.prefix(),
-                    (c.tensor)(present)
-                ),
+                Held::Blocks {
+                    weights: ckpt.path().to_path_buf(),
+                    block: c.block,
+                    present,
+                    missing: format!("{}{}", ckpt.prefix(), (c.tensor)(present)),
+                },
             ));
         }
     }

@@ -40,6 +40,27 @@ pub enum RopeScaling {
     },
 }
 
+/// The largest RoPE scaling factor accepted (real ones are 2–64: positions are divided by it).
+pub const MAX_ROPE_FACTOR: f64 = 1e6;
+
+/// A RoPE scaling factor that is unusable: it divides every position, so it must be positive,
+/// finite and not absurdly large (0 gave "weights overflow on this input"; −1e30 was accepted).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error("is {factor:?}; a RoPE scaling factor divides the positions, so it must be above 0 and at most {MAX_ROPE_FACTOR:e}")]
+pub struct RopeFactorError {
+    /// The factor refused.
+    pub factor: f64,
+}
+
+/// Refuse a RoPE scaling factor out of range (see [`RopeFactorError`]).
+pub fn rope_factor_in_range(factor: f64) -> Result<(), RopeFactorError> {
+    if factor.is_finite() && factor > 0.0 && factor <= MAX_ROPE_FACTOR {
+        Ok(())
+    } else {
+        Err(RopeFactorError { factor })
+    }
+}
+
 /// The inverse frequencies of one model's rotary embedding.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rope {
