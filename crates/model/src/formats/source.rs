@@ -108,7 +108,7 @@ pub enum SourceError {
     Unreadable {
         /// The path.
         path: PathBuf,
-        /// The system's reason.
+        /// The system's message (the external cause).
         reason: String,
     },
     /// A file we need is something else: a folder, a FIFO, a broken link.
