@@ -278,7 +278,7 @@ impl TorchFile {
                 Some(bytes) if bytes <= file_len => {}
                 _ => {
                     return bad(RecordProblem::LargerThanFile {
-                        shape: r.shape.clone(),
+                        shape: r.shape.as_slice().into(),
                         file_len,
                     })
                 }
@@ -298,8 +298,8 @@ impl TorchFile {
                 });
             if last.is_none_or(|last| last >= r.numel) {
                 return bad(RecordProblem::PastStorage {
-                    shape: r.shape.clone(),
-                    stride: r.stride.clone(),
+                    shape: r.shape.as_slice().into(),
+                    stride: r.stride.as_slice().into(),
                     offset: r.offset,
                     numel: r.numel,
                 });
@@ -346,7 +346,7 @@ impl TorchFile {
         };
         Tensor::from_raw_buffer(&bytes, dtype, &r.shape, &Device::Cpu)
             .map(Some)
-            .map_err(|e| TensorReadError::Candle(super::CandleError(e)))
+            .map_err(|e| TensorReadError::Candle(Box::new(super::CandleError(e))))
     }
 }
 
@@ -361,7 +361,7 @@ pub enum TensorReadError {
     Io(#[source] std::io::Error),
     /// candle could not make the tensor.
     #[error(transparent)]
-    Candle(super::CandleError),
+    Candle(Box<super::CandleError>),
 }
 
 /// Whether `stride` is the row-major stride of `shape` (dimensions of size 1 may have any).
@@ -708,7 +708,10 @@ fn rebuild_tensor(
         return Err(RecordProblem::NotCounts);
     };
     if shape.len() != stride.len() {
-        return Err(RecordProblem::StrideLength { shape, stride });
+        return Err(RecordProblem::StrideLength {
+            shape: shape.into(),
+            stride: stride.into(),
+        });
     }
     Ok(Some((
         key.to_string(),

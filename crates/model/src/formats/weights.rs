@@ -178,7 +178,7 @@ impl Checkpoint {
             // SAFETY: the files are mapped read-only; like every mmap user we rely on nobody
             // truncating them while we run.
             let st = unsafe { MmapedSafetensors::multi(paths) }
-                .map_err(|e| read_err(ReadProblem::Candle(e)))?;
+                .map_err(|e| read_err(ReadProblem::Candle(Box::new(e))))?;
             let shapes = st
                 .tensors()
                 .into_iter()
@@ -233,7 +233,7 @@ impl Checkpoint {
     pub fn error(&self, e: candle_core::Error) -> WeightsError {
         WeightsError::Read {
             path: self.path.clone(),
-            problem: ReadProblem::Candle(e),
+            problem: ReadProblem::Candle(Box::new(e)),
         }
     }
 
@@ -429,7 +429,7 @@ impl Checkpoint {
         let tensor = match &self.backend {
             Backend::Safetensors(st) => st
                 .load(full, &Device::Cpu)
-                .map_err(|e| read_err(TensorProblem::Candle(e)))?,
+                .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))?,
             Backend::Torch(file) => {
                 if let Some(t) = file.dtype(full).filter(|t| !t.is_float()) {
                     return Err(dtype_err(t.name().to_string()));
@@ -446,7 +446,7 @@ impl Checkpoint {
         tensor
             .to_dtype(DType::F32)
             .and_then(|t| t.contiguous())
-            .map_err(|e| read_err(TensorProblem::Candle(e)))
+            .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))
     }
 }
 
@@ -549,7 +549,7 @@ fn open_bin(path: &Path) -> Result<(Backend, HashMap<String, Vec<usize>>), Weigh
         },
         _ => WeightsError::Read {
             path: path.to_path_buf(),
-            problem: ReadProblem::Bin(e),
+            problem: ReadProblem::Bin(Box::new(e)),
         },
     })?;
     let shapes = file
@@ -815,7 +815,7 @@ impl Checkpoint {
                             path: self.path.clone(),
                             problem: ReadProblem::Tensor {
                                 name: full,
-                                problem: e.into(),
+                                problem: TensorProblem::Stored(Box::new(e)),
                             },
                         });
                 }

@@ -154,7 +154,7 @@ pub enum RecordProblem {
     #[error("shape {shape:?} holds more data than the whole file ({file_len} bytes)")]
     LargerThanFile {
         /// Its shape.
-        shape: Vec<usize>,
+        shape: Box<[usize]>,
         /// The file's size in bytes.
         file_len: u64,
     },
@@ -162,9 +162,9 @@ pub enum RecordProblem {
     #[error("size {shape:?}, stride {stride:?} and offset {offset} reach past the end of its storage of {numel} elements")]
     PastStorage {
         /// Its shape.
-        shape: Vec<usize>,
+        shape: Box<[usize]>,
         /// Its stride.
-        stride: Vec<usize>,
+        stride: Box<[usize]>,
         /// Its offset into the storage, in elements.
         offset: usize,
         /// Elements in the storage.
@@ -222,9 +222,9 @@ pub enum RecordProblem {
     #[error("size {shape:?} and stride {stride:?} differ in length")]
     StrideLength {
         /// Its size.
-        shape: Vec<usize>,
+        shape: Box<[usize]>,
         /// Its stride.
-        stride: Vec<usize>,
+        stride: Box<[usize]>,
     },
 }
 
@@ -367,7 +367,7 @@ mod tests {
             //         r.shape)
             (
                 RecordProblem::LargerThanFile {
-                    shape: vec![1_000_000, 1_000_000],
+                    shape: vec![1_000_000, 1_000_000].into(),
                     file_len: 900,
                 },
                 "shape [1000000, 1000000] holds more data than the whole file (900 bytes)",
@@ -376,8 +376,8 @@ mod tests {
             //          of {} elements", r.shape, r.stride, r.offset, r.numel)
             (
                 RecordProblem::PastStorage {
-                    shape: vec![2, 2],
-                    stride: vec![1, 1],
+                    shape: vec![2, 2].into(),
+                    stride: vec![1, 1].into(),
                     offset: 0,
                     numel: 1,
                 },
@@ -453,8 +453,8 @@ mod tests {
             // format!("size {shape:?} and stride {stride:?} differ in length")
             (
                 RecordProblem::StrideLength {
-                    shape: vec![2, 3],
-                    stride: vec![3],
+                    shape: vec![2, 3].into(),
+                    stride: vec![3].into(),
                 },
                 "size [2, 3] and stride [3] differ in length",
             ),
@@ -565,10 +565,7 @@ mod tests {
                 problem: RecordProblem::StrideLength { shape, stride },
             } => {
                 assert_eq!(name, "w");
-                assert_eq!(
-                    (shape.as_slice(), stride.as_slice()),
-                    (&[2, 2][..], &[2][..])
-                );
+                assert_eq!((&shape[..], &stride[..]), (&[2, 2][..], &[2][..]));
             }
             other => panic!("{other:?}"),
         }

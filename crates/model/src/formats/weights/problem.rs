@@ -11,13 +11,14 @@ pub enum ReadProblem {
     /// candle cannot map or read the safetensors files: its own error (the external cause),
     /// shown as its first line.
     #[error("{}", candle_message(.0))]
-    Candle(#[source] candle_core::Error),
+    Candle(#[source] Box<candle_core::Error>),
     /// The system cannot read a file: its own error (the external cause).
     #[error("{0}")]
     Io(#[source] std::io::Error),
-    /// Our reader of `pytorch_model.bin` refused the file.
+    /// Our reader of `pytorch_model.bin` refused the file (boxed: the facts it holds would
+    /// make every `Result` carrying a [`super::WeightsError`] larger).
     #[error(transparent)]
-    Bin(BinError),
+    Bin(Box<BinError>),
     /// One tensor cannot be read.
     #[error("tensor {name}: {problem}")]
     Tensor {
@@ -33,7 +34,7 @@ pub enum ReadProblem {
 pub enum TensorProblem {
     /// candle cannot load or convert it: its own error (the external cause), first line.
     #[error("{}", candle_message(.0))]
-    Candle(#[source] candle_core::Error),
+    Candle(#[source] Box<candle_core::Error>),
     /// Our `.bin` reader cannot read it.
     #[error(transparent)]
     Bin(#[from] TensorReadError),
@@ -42,7 +43,7 @@ pub enum TensorProblem {
     NotFound,
     /// Its 16-bit bytes do not make the matrix its shape says.
     #[error(transparent)]
-    Stored(#[from] QuantError),
+    Stored(Box<QuantError>),
 }
 
 #[cfg(test)]
@@ -64,7 +65,7 @@ mod tests {
     /// old code is quoted above each).
     #[test]
     fn problems_read_as_the_sentences_they_replace() {
-        let candle = || candle_core::Error::Msg("header too large".into());
+        let candle = || Box::new(candle_core::Error::Msg("header too large".into()));
         // reason: candle_message(&e)
         assert_eq!(
             read(ReadProblem::Candle(candle())),
@@ -81,7 +82,7 @@ mod tests {
             problem: BinProblem::NoDataPkl,
         };
         assert_eq!(
-            read(ReadProblem::Bin(bin)),
+            read(ReadProblem::Bin(Box::new(bin))),
             "cannot read weights m/model.safetensors: a zip archive without data.pkl (not a \
              torch.save file)"
         );
@@ -116,7 +117,7 @@ mod tests {
         let expected = format!(
             "cannot read weights m/model.safetensors: tensor bert.pooler.dense.weight: {e}"
         );
-        assert_eq!(read(tensor(TensorProblem::Stored(e))), expected);
+        assert_eq!(read(tensor(TensorProblem::Stored(Box::new(e)))), expected);
     }
 
     #[test]
@@ -197,15 +198,18 @@ mod tests {
             matches!(
                 &e,
                 Some(WeightsError::Read {
-                    problem: ReadProblem::Bin(BinError {
+                    problem: ReadProblem::Bin(bin),
+                    ..
+                }) if matches!(
+                    **bin,
+                    BinError {
                         format: Some(Format::Zip),
                         problem: BinProblem::Tensor {
                             problem: RecordProblem::StorageTooSmall { numel: 4, .. },
                             ..
                         },
-                    }),
-                    ..
-                })
+                    }
+                )
             ),
             "{e:?}"
         );

@@ -36,13 +36,15 @@ pub enum ChatProblem {
         /// The system's message (the external cause).
         cause: String,
     },
-    /// The prompt would be longer than [`super::max_output`].
+    /// The prompt would be longer than a render of its messages may write (1 MiB plus twice
+    /// the messages).
     #[error("failed to render: it writes more than {limit} bytes, far more than a prompt of this length needs; the template is broken or hostile")]
     TooLong {
         /// The most bytes it may write.
         limit: usize,
     },
-    /// The render used up its fuel ([`super::fuel_for`]).
+    /// The render used up its fuel: minijinja's bound on its work and memory, which grows with
+    /// the messages.
     #[error("failed to render: it takes more work or memory than a chat template needs (it ran out of its fuel of {fuel} steps); the template is broken or hostile")]
     OutOfFuel {
         /// The fuel it had.
