@@ -56,8 +56,8 @@ pub enum WeightsError {
     LegacyPickle {
         /// The weight file.
         path: PathBuf,
-        /// What our reader does not support.
-        problem: pytorch::BinProblem,
+        /// What our reader does not support (boxed, as [`ReadProblem::Bin`] is).
+        problem: Box<pytorch::BinProblem>,
     },
     /// The tensor every checkpoint of the family has is absent: another kind of checkpoint.
     #[error("{} has no tensor named {anchor} (with or without a prefix such as '{example}.'); is it a {family} checkpoint, as config.json says?", path.display())]
@@ -545,7 +545,7 @@ fn open_bin(path: &Path) -> Result<(Backend, HashMap<String, Vec<usize>>), Weigh
     let file = TorchFile::open(path).map_err(|e| match e.format {
         Some(pytorch::Format::Legacy) if !e.damaged() => WeightsError::LegacyPickle {
             path: path.to_path_buf(),
-            problem: e.problem,
+            problem: Box::new(e.problem),
         },
         _ => WeightsError::Read {
             path: path.to_path_buf(),
