@@ -14,8 +14,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use attnviz::model::pickle::Limits;
-use attnviz::model::pytorch::TorchFile;
+use attnviz::model::pickle::{Limits, PickleError};
+use attnviz::model::pytorch::{BinProblem, TorchFile};
 use attnviz::model::{Error, Model};
 use candle_core::Tensor;
 
@@ -306,15 +306,14 @@ fn opcode_floods_stop_at_their_budget() {
         ..Limits::for_file(len)
     })
     .unwrap_err();
-    assert!(err.damaged, "{err:?}");
-    let at: u64 = err
-        .reason
-        .split("stopped at byte ")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("{}", err.reason));
-    assert!(at < 10_000, "{}", err.reason);
+    assert!(err.damaged(), "{err:?}");
+    let BinProblem::Pickle(PickleError::Budget {
+        what: "memory", at, ..
+    }) = err.problem
+    else {
+        panic!("not the memory budget: {err:?}");
+    };
+    assert!(at < 10_000, "{err}");
 }
 
 #[test]

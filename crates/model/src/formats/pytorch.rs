@@ -25,6 +25,10 @@ use candle_core::{DType, Device, Tensor};
 
 use super::pickle::{self, Budget, Limits, Value};
 
+mod problem;
+
+pub use problem::{BinError, BinProblem, RecordProblem};
+
 /// Which of the two formats a file is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -34,43 +38,11 @@ pub enum Format {
     Legacy,
 }
 
-/// Why a `.bin` file cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinError {
-    /// The format, when it was recognised.
-    pub format: Option<Format>,
-    /// What is wrong, one line.
-    pub reason: String,
-    /// Whether the file is damaged or malicious (out-of-bounds numbers, a broken or oversized
-    /// pickle), as opposed to valid but using something this reader does not support. Only
-    /// the latter is worth converting with torch (`torch.load` runs a malicious pickle's code).
-    pub damaged: bool,
-}
-
-fn fail<T>(format: Format, reason: impl Into<String>) -> Result<T, BinError> {
+fn fail<T>(format: Format, problem: BinProblem) -> Result<T, BinError> {
     Err(BinError {
         format: Some(format),
-        reason: reason.into(),
-        damaged: true,
+        problem,
     })
-}
-
-fn unsupported<T>(format: Format, reason: impl Into<String>) -> Result<T, BinError> {
-    Err(BinError {
-        format: Some(format),
-        reason: reason.into(),
-        damaged: false,
-    })
-}
-
-impl BinError {
-    fn pickle(format: Format, e: pickle::PickleError) -> BinError {
-        BinError {
-            format: Some(format),
-            damaged: !matches!(e, pickle::PickleError::Unsupported { .. }),
-            reason: e.to_string(),
-        }
-    }
 }
 
 /// A storage's element type, from its class (`torch.FloatStorage`, …).
@@ -211,26 +183,26 @@ impl TorchFile {
         path: &Path,
         limits: impl FnOnce(u64) -> Limits,
     ) -> Result<TorchFile, BinError> {
-        let unknown = |reason: String| BinError {
+        let unknown = |problem: BinProblem| BinError {
             format: None,
-            reason,
-            damaged: false,
+            problem,
         };
-        let mut file = File::open(path).map_err(|e| unknown(e.to_string()))?;
-        let len = file.metadata().map_err(|e| unknown(e.to_string()))?.len();
+        let mut file = File::open(path).map_err(|e| unknown(BinProblem::Io(e)))?;
+        let len = file
+            .metadata()
+            .map_err(|e| unknown(BinProblem::Io(e)))?
+            .len();
         let mut budget = Budget::new(limits(len));
         let mut head = [0u8; 4];
         file.read_exact(&mut head)
-            .map_err(|_| unknown("not a PyTorch checkpoint (shorter than 4 bytes)".into()))?;
-        file.rewind().map_err(|e| unknown(e.to_string()))?;
+            .map_err(|_| unknown(BinProblem::TooShort))?;
+        file.rewind().map_err(|e| unknown(BinProblem::Io(e)))?;
         let format = if head == *b"PK\x03\x04" {
             Format::Zip
         } else if head[0] == 0x80 {
             Format::Legacy
         } else {
-            return Err(unknown(
-                "not a PyTorch checkpoint (neither a zip archive nor a pickle)".into(),
-            ));
+            return Err(unknown(BinProblem::NotTorch));
         };
         let (tensors, regions) = match format {
             Format::Zip => {
@@ -276,16 +248,27 @@ impl TorchFile {
     /// more bytes than the file.
     fn check(&self, file_len: u64) -> Result<(), BinError> {
         for (name, r) in &self.tensors {
-            let bad = |what: String| fail(self.format, format!("tensor {name}: {what}"));
+            let bad = |problem: RecordProblem| {
+                fail(
+                    self.format,
+                    BinProblem::Tensor {
+                        name: name.clone(),
+                        problem,
+                    },
+                )
+            };
             let Some(region) = self.regions.get(&r.storage) else {
-                return bad(format!("its storage {} is not in the file", r.storage));
+                return bad(RecordProblem::StorageMissing {
+                    storage: r.storage.clone(),
+                });
             };
             let elem = r.dtype.size() as u64;
             if r.numel.checked_mul(elem).is_none_or(|b| b > region.len) {
-                return bad(format!(
-                    "its storage {} should hold {} elements but has {} bytes",
-                    r.storage, r.numel, region.len
-                ));
+                return bad(RecordProblem::StorageTooSmall {
+                    storage: r.storage.clone(),
+                    numel: r.numel,
+                    bytes: region.len,
+                });
             }
             let count = r
                 .shape
@@ -294,10 +277,10 @@ impl TorchFile {
             match count.and_then(|c| c.checked_mul(elem)) {
                 Some(bytes) if bytes <= file_len => {}
                 _ => {
-                    return bad(format!(
-                        "shape {:?} holds more data than the whole file ({file_len} bytes)",
-                        r.shape
-                    ))
+                    return bad(RecordProblem::LargerThanFile {
+                        shape: r.shape.as_slice().into(),
+                        file_len,
+                    })
                 }
             }
             if count == Some(0) {
@@ -314,10 +297,12 @@ impl TorchFile {
                         .and_then(|x| acc.checked_add(x))
                 });
             if last.is_none_or(|last| last >= r.numel) {
-                return bad(format!(
-                    "size {:?}, stride {:?} and offset {} reach past the end of its storage of {} elements",
-                    r.shape, r.stride, r.offset, r.numel
-                ));
+                return bad(RecordProblem::PastStorage {
+                    shape: r.shape.as_slice().into(),
+                    stride: r.stride.as_slice().into(),
+                    offset: r.offset,
+                    numel: r.numel,
+                });
             }
         }
         Ok(())
@@ -361,7 +346,7 @@ impl TorchFile {
         };
         Tensor::from_raw_buffer(&bytes, dtype, &r.shape, &Device::Cpu)
             .map(Some)
-            .map_err(|e| TensorReadError::Candle(super::CandleError(e)))
+            .map_err(|e| TensorReadError::Candle(Box::new(super::CandleError(e))))
     }
 }
 
@@ -376,7 +361,7 @@ pub enum TensorReadError {
     Io(#[source] std::io::Error),
     /// candle could not make the tensor.
     #[error(transparent)]
-    Candle(super::CandleError),
+    Candle(Box<super::CandleError>),
 }
 
 /// Whether `stride` is the row-major stride of `shape` (dimensions of size 1 may have any).
@@ -415,12 +400,11 @@ fn open_zip(
     len: u64,
     budget: &mut Budget,
 ) -> Result<(Value, HashMap<String, Region>), BinError> {
-    let err = |reason: String| BinError {
+    let err = |problem: BinProblem| BinError {
         format: Some(Format::Zip),
-        reason,
-        damaged: true,
+        problem,
     };
-    let zip_err = |e: zip::result::ZipError| err(format!("not a readable zip archive ({e})"));
+    let zip_err = |e: zip::result::ZipError| err(BinProblem::Zip(e));
     let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(zip_err)?;
     let pkl = archive
         .file_names()
@@ -429,10 +413,7 @@ fn open_zip(
         .min_by_key(|n| n.len())
         .map(|n| n.to_string());
     let Some(pkl) = pkl else {
-        return fail(
-            Format::Zip,
-            "a zip archive without data.pkl (not a torch.save file)",
-        );
+        return fail(Format::Zip, BinProblem::NoDataPkl);
     };
     let prefix = pkl.strip_suffix("data.pkl").unwrap_or_default().to_string();
     let data_prefix = format!("{prefix}data/");
@@ -448,7 +429,7 @@ fn open_zip(
             (&mut entry)
                 .take(16)
                 .read_to_end(&mut order)
-                .map_err(|e| err(e.to_string()))?;
+                .map_err(|e| err(BinProblem::Io(e)))?;
             big_endian = order.trim_ascii() != b"little";
             continue;
         }
@@ -456,29 +437,34 @@ fn open_zip(
             continue;
         };
         if entry.compression() != zip::CompressionMethod::Stored {
-            return unsupported(
+            return fail(
                 Format::Zip,
-                format!("storage {key} is compressed, which torch.save never does"),
+                BinProblem::Compressed {
+                    key: key.to_string(),
+                },
             );
         }
-        let start = entry
-            .data_start()
-            .ok_or_else(|| err(format!("storage {key} has no data offset")))?;
+        let start = entry.data_start().ok_or_else(|| {
+            err(BinProblem::NoDataOffset {
+                key: key.to_string(),
+            })
+        })?;
         let size = entry.compressed_size();
         if start.checked_add(size).is_none_or(|end| end > len) {
-            return Err(err(format!(
-                "storage {key} claims {size} bytes, past the end of the file"
-            )));
+            return Err(err(BinProblem::BytesPastEnd {
+                key: key.to_string(),
+                size,
+            }));
         }
         regions.insert(key.to_string(), Region { start, len: size });
     }
     if big_endian {
-        return unsupported(Format::Zip, "it was written on a big-endian machine");
+        return fail(Format::Zip, BinProblem::BigEndian);
     }
 
     let entry = archive.by_name(&pkl).map_err(zip_err)?;
     let mut reader = BufReader::new(entry.take(len));
-    let state = pickle::read(&mut reader, budget).map_err(|e| BinError::pickle(Format::Zip, e))?;
+    let state = pickle::read(&mut reader, budget).map_err(|e| err(e.into()))?;
     Ok((state, regions))
 }
 
@@ -495,22 +481,18 @@ struct LegacyStream {
 }
 
 fn open_legacy(file: &File, budget: &mut Budget) -> Result<LegacyStream, BinError> {
-    let err = |reason: String| BinError {
+    let err = |problem: BinProblem| BinError {
         format: Some(Format::Legacy),
-        reason,
-        damaged: true,
+        problem,
     };
     let mut r = BufReader::new(file);
     let mut magic = [0u8; LEGACY_MAGIC.len()];
     if r.read_exact(&mut magic).is_err() || magic != LEGACY_MAGIC {
-        return unsupported(
-            Format::Legacy,
-            "it does not start with torch's magic number",
-        );
+        return fail(Format::Legacy, BinProblem::NoMagic);
     }
-    let mut next = || pickle::read(&mut r, budget).map_err(|e| BinError::pickle(Format::Legacy, e));
+    let mut next = || pickle::read(&mut r, budget).map_err(|e| err(e.into()));
     if next()?.as_int() != Some(1001) {
-        return unsupported(Format::Legacy, "unknown legacy protocol version");
+        return fail(Format::Legacy, BinProblem::UnknownProtocol);
     }
     if let Value::Dict(info) = next()? {
         let big_endian = info
@@ -518,12 +500,12 @@ fn open_legacy(file: &File, budget: &mut Budget) -> Result<LegacyStream, BinErro
             .iter()
             .any(|(k, v)| k.as_str() == Some("little_endian") && *v == Value::Bool(false));
         if big_endian {
-            return unsupported(Format::Legacy, "it was written on a big-endian machine");
+            return fail(Format::Legacy, BinProblem::BigEndian);
         }
     }
     let state = next()?;
     let keys = next()?;
-    let data_start = r.stream_position().map_err(|e| err(e.to_string()))?;
+    let data_start = r.stream_position().map_err(|e| err(BinProblem::Io(e)))?;
     Ok(LegacyStream {
         state,
         keys,
@@ -541,19 +523,21 @@ fn legacy_regions(
 ) -> Result<HashMap<String, Region>, BinError> {
     let keys = match &stream.keys {
         Value::List(s) | Value::Tuple(s) => &s.items,
-        _ => return fail(Format::Legacy, "the storage key list is missing"),
+        _ => return fail(Format::Legacy, BinProblem::NoKeyList),
     };
     let mut r = BufReader::new(file);
     let mut regions = HashMap::new();
     let mut pos = stream.data_start;
     for key in keys {
         let Some(key) = key.as_str() else {
-            return fail(Format::Legacy, "a storage key is not a string");
+            return fail(Format::Legacy, BinProblem::KeyNotString);
         };
         let Some(storage) = storages.get(key) else {
             return fail(
                 Format::Legacy,
-                format!("storage {key} belongs to no tensor"),
+                BinProblem::OrphanStorage {
+                    key: key.to_string(),
+                },
             );
         };
         let mut count = [0u8; 8];
@@ -562,7 +546,9 @@ fn legacy_regions(
             .or_else(|_| {
                 fail(
                     Format::Legacy,
-                    format!("the file ends before storage {key}"),
+                    BinProblem::EndsBefore {
+                        key: key.to_string(),
+                    },
                 )
             })?;
         let count = u64::from_le_bytes(count);
@@ -578,7 +564,10 @@ fn legacy_regions(
             _ => {
                 return fail(
                     Format::Legacy,
-                    format!("storage {key} claims {count} elements, past the end of the file"),
+                    BinProblem::ElementsPastEnd {
+                        key: key.to_string(),
+                        count,
+                    },
                 )
             }
         }
@@ -594,10 +583,7 @@ fn records(
     state: &Value,
 ) -> Result<(HashMap<String, Record>, HashMap<String, StorageRef>), BinError> {
     let Value::Dict(d) = state else {
-        return fail(
-            format,
-            format!("it holds {} where a state dict belongs", state.kind()),
-        );
+        return fail(format, BinProblem::NotAStateDict { kind: state.kind() });
     };
     let mut tensors = HashMap::new();
     let mut storages: HashMap<String, StorageRef> = HashMap::new();
@@ -611,7 +597,10 @@ fn records(
                 {
                     return fail(
                         format,
-                        format!("tensor {name}: storage {storage} is described in two ways"),
+                        BinProblem::Tensor {
+                            name: name.to_string(),
+                            problem: RecordProblem::StorageTwoWays { storage },
+                        },
                     );
                 }
                 tensors.insert(
@@ -627,9 +616,14 @@ fn records(
                 );
             }
             Ok(None) => {}
-            Err(Bad::Damaged(what)) => return fail(format, format!("tensor {name}: {what}")),
-            Err(Bad::Unsupported(what)) => {
-                return unsupported(format, format!("tensor {name}: {what}"))
+            Err(problem) => {
+                return fail(
+                    format,
+                    BinProblem::Tensor {
+                        name: name.to_string(),
+                        problem,
+                    },
+                )
             }
         }
     }
@@ -638,19 +632,9 @@ fn records(
 
 type Parts = (String, StorageRef, (Vec<usize>, Vec<usize>, usize));
 
-/// Why a tensor record cannot be used.
-enum Bad {
-    Damaged(String),
-    Unsupported(String),
-}
-
-fn damaged<T>(what: impl Into<String>) -> Result<T, Bad> {
-    Err(Bad::Damaged(what.into()))
-}
-
 /// If `value` is a tensor record, its storage and layout. The callables understood are torch's
 /// own rebuild functions, matched by name; nothing is called.
-fn tensor_parts(value: &Value) -> Result<Option<Parts>, Bad> {
+fn tensor_parts(value: &Value) -> Result<Option<Parts>, RecordProblem> {
     let mut value = value;
     // Unwrap at most a few layers of Parameter / subclass wrappers.
     for _ in 0..4 {
@@ -665,67 +649,69 @@ fn tensor_parts(value: &Value) -> Result<Option<Parts>, Bad> {
             ("torch._utils", "_rebuild_parameter")
             | ("torch._utils", "_rebuild_parameter_with_state") => match args.first() {
                 Some(data) => value = data,
-                None => return damaged("a parameter without data"),
+                None => return Err(RecordProblem::ParameterWithoutData),
             },
             ("torch._tensor", "_rebuild_from_type_v2") => {
                 // (func, type, args, state): the tensor is func(*args).
                 let (Some(func @ Value::Global(_)), Some(Value::Tuple(inner))) =
                     (args.first(), args.get(2))
                 else {
-                    return damaged("_rebuild_from_type_v2 with unexpected arguments");
+                    return Err(RecordProblem::FromTypeArguments);
                 };
                 return rebuild_tensor(func.as_global(), &inner.items);
             }
             _ => return rebuild_tensor(Some(callee), args),
         }
     }
-    damaged("tensor wrappers nested too deep")
+    Err(RecordProblem::NestedTooDeep)
 }
 
 /// `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, …)` (or the older
 /// `_rebuild_tensor`, same first four arguments).
-fn rebuild_tensor(callee: Option<(&str, &str)>, args: &[Value]) -> Result<Option<Parts>, Bad> {
+fn rebuild_tensor(
+    callee: Option<(&str, &str)>,
+    args: &[Value],
+) -> Result<Option<Parts>, RecordProblem> {
     match callee {
         Some(("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor")) => {}
         _ => return Ok(None),
     }
     let [storage, offset, size, stride, ..] = args else {
-        return damaged(format!("_rebuild_tensor with {} arguments", args.len()));
+        return Err(RecordProblem::RebuildArguments { count: args.len() });
     };
     let Value::PersistentId(pid) = storage else {
-        return damaged("its storage is not a persistent id");
+        return Err(RecordProblem::StorageNotPersistentId);
     };
     let [tag, class, key, _location, numel, rest @ ..] = pid.items.as_slice() else {
-        return damaged("its storage id is not ('storage', type, key, location, size)");
+        return Err(RecordProblem::StorageIdShape);
     };
     if tag.as_str() != Some("storage") {
-        return damaged("its storage id does not start with 'storage'");
+        return Err(RecordProblem::StorageIdTag);
     }
     let class = class.as_global().map(|(_, name)| name).unwrap_or_default();
     let Some(dtype) = StorageType::from_class(class) else {
-        return Err(Bad::Unsupported(format!(
-            "storage type '{class}' is not supported"
-        )));
+        return Err(RecordProblem::StorageType {
+            class: class.to_string(),
+        });
     };
     let Some(key) = key.as_str() else {
-        return damaged("its storage key is not a string");
+        return Err(RecordProblem::StorageKey);
     };
     let Some(numel) = numel.as_int().and_then(|n| u64::try_from(n).ok()) else {
-        return damaged("its storage size is not a count");
+        return Err(RecordProblem::StorageSize);
     };
     if rest.first().is_some_and(|v| *v != Value::None) {
-        return Err(Bad::Unsupported(
-            "legacy storage views are not supported".into(),
-        ));
+        return Err(RecordProblem::StorageView);
     }
     let (Some(offset), Some(shape), Some(stride)) = (count(offset), counts(size), counts(stride))
     else {
-        return damaged("its offset, size or stride is not made of counts");
+        return Err(RecordProblem::NotCounts);
     };
     if shape.len() != stride.len() {
-        return damaged(format!(
-            "size {shape:?} and stride {stride:?} differ in length"
-        ));
+        return Err(RecordProblem::StrideLength {
+            shape: shape.into(),
+            stride: stride.into(),
+        });
     }
     Ok(Some((
         key.to_string(),
@@ -740,4 +726,54 @@ fn count(v: &Value) -> Option<usize> {
 
 fn counts(v: &Value) -> Option<Vec<usize>> {
     v.as_tuple()?.iter().map(count).collect()
+}
+
+/// Test files: a torch ≥ 1.6 `.bin` written by hand.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::io::Write;
+    use std::path::Path;
+
+    /// The pickle of `{"w": _rebuild_tensor_v2(('storage', torch.FloatStorage, '0', 'cpu',
+    /// numel), 0, size, stride, False, ())}` (protocol 2, the opcodes torch.save writes),
+    /// each number at most 255.
+    pub fn one_tensor_pickle(numel: u8, size: &[u8], stride: &[u8]) -> Vec<u8> {
+        let text = |p: &mut Vec<u8>, s: &str| {
+            p.push(b'X');
+            p.extend((s.len() as u32).to_le_bytes());
+            p.extend(s.as_bytes());
+        };
+        let mut p = b"\x80\x02}".to_vec();
+        text(&mut p, "w");
+        p.extend(b"ctorch._utils\n_rebuild_tensor_v2\n((");
+        text(&mut p, "storage");
+        p.extend(b"ctorch\nFloatStorage\n");
+        text(&mut p, "0");
+        text(&mut p, "cpu");
+        p.extend([b'K', numel, b't', b'Q', b'K', 0]);
+        for numbers in [size, stride] {
+            p.push(b'(');
+            for &n in numbers {
+                p.extend([b'K', n]);
+            }
+            p.push(b't');
+        }
+        p.extend(b"\x89)tRs.");
+        p
+    }
+
+    /// A zip `.bin` at `path`: `archive/data.pkl` holding `pickle` and storage `0` holding
+    /// `storage`, both stored uncompressed as torch.save stores them.
+    pub fn write_zip_bin(path: &Path, pickle: &[u8], storage: &[u8]) {
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        zip.start_file("archive/data.pkl", options).unwrap();
+        zip.write_all(pickle).unwrap();
+        zip.start_file("archive/data/0", options).unwrap();
+        zip.write_all(storage).unwrap();
+        zip.start_file("archive/byteorder", options).unwrap();
+        zip.write_all(b"little").unwrap();
+        zip.finish().unwrap();
+    }
 }

@@ -108,7 +108,7 @@ pub enum SourceError {
     Unreadable {
         /// The path.
         path: PathBuf,
-        /// The system's reason.
+        /// The system's message (the external cause).
         reason: String,
     },
     /// A file we need is something else: a folder, a FIFO, a broken link.
@@ -120,12 +120,12 @@ pub enum SourceError {
         what: String,
     },
     /// `model.safetensors.index.json` cannot be used.
-    #[error("{}: {reason}; it should map each tensor name to a shard file beside it", path.display())]
+    #[error("{}: {problem}; it should map each tensor name to a shard file beside it", path.display())]
     BadIndex {
         /// The index file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        problem: IndexProblem,
     },
     /// A folder lacks a file we need.
     #[error("{} has no {what}; a model folder needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt", dir.display())]
@@ -191,6 +191,39 @@ pub enum SourceError {
         /// What went wrong.
         reason: String,
     },
+}
+
+/// What is wrong with a `model.safetensors.index.json` (displays after the file's name).
+#[derive(Debug, thiserror::Error)]
+pub enum IndexProblem {
+    /// It cannot be read.
+    #[error("cannot read it ({0})")]
+    Unreadable(#[source] crate::small_file::ReadError),
+    /// It is not JSON.
+    #[error("not valid JSON ({0})")]
+    NotJson(#[source] serde_json::Error),
+    /// It has no `weight_map` object.
+    #[error("it has no weight_map object")]
+    NoWeightMap,
+    /// A tensor's shard is not a string.
+    #[error("the shard of {tensor} is {value}, not a file name")]
+    ShardNotText {
+        /// The tensor's name.
+        tensor: String,
+        /// What the index gives as its shard.
+        value: serde_json::Value,
+    },
+    /// A tensor's shard is a path, empty, `.` or `..`: not a plain file name beside the index.
+    #[error("the shard of {tensor} is '{shard}', not a file name in the same folder")]
+    ShardNotBeside {
+        /// The tensor's name.
+        tensor: String,
+        /// The shard the index names.
+        shard: String,
+    },
+    /// The `weight_map` lists no tensor.
+    #[error("its weight_map is empty: it lists no shards")]
+    Empty,
 }
 
 /// The local files of a model, ready to load.
@@ -280,8 +313,116 @@ pub fn is_repo_id(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::local::{file_status, is_generic_folder};
+    use super::local::{file_status, is_generic_folder, shard_names};
     use super::*;
+
+    /// Each problem shows the sentence `SourceError::BadIndex` carried before it was typed
+    /// (the old format string is quoted above each).
+    #[test]
+    fn index_problems_read_as_the_sentences_they_replace() {
+        let shown = |problem| {
+            SourceError::BadIndex {
+                path: PathBuf::from("m/model.safetensors.index.json"),
+                problem,
+            }
+            .to_string()
+        };
+        // format!("{}: {reason}; it should map each tensor name to a shard file beside it")
+        let old = |reason: &str| {
+            format!(
+                "m/model.safetensors.index.json: {reason}; it should map each tensor name to a \
+                 shard file beside it"
+            )
+        };
+        // format!("cannot read it ({e})")
+        assert_eq!(
+            shown(IndexProblem::Unreadable(
+                crate::small_file::ReadError::NotUtf8(3)
+            )),
+            old("cannot read it (it is not UTF-8 text (invalid byte at offset 3))")
+        );
+        // format!("not valid JSON ({e})")
+        let e = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let text = e.to_string();
+        assert_eq!(
+            shown(IndexProblem::NotJson(e)),
+            old(&format!("not valid JSON ({text})"))
+        );
+        // "it has no weight_map object"
+        assert_eq!(
+            shown(IndexProblem::NoWeightMap),
+            old("it has no weight_map object")
+        );
+        // format!("the shard of {tensor} is {v}, not a file name")
+        assert_eq!(
+            shown(IndexProblem::ShardNotText {
+                tensor: "a".into(),
+                value: serde_json::json!(["x", 3]),
+            }),
+            old("the shard of a is [\"x\",3], not a file name")
+        );
+        // format!("the shard of {tensor} is '{name}', not a file name in the same folder")
+        assert_eq!(
+            shown(IndexProblem::ShardNotBeside {
+                tensor: "a".into(),
+                shard: "../w.safetensors".into(),
+            }),
+            old("the shard of a is '../w.safetensors', not a file name in the same folder")
+        );
+        // "its weight_map is empty: it lists no shards"
+        assert_eq!(
+            shown(IndexProblem::Empty),
+            old("its weight_map is empty: it lists no shards")
+        );
+    }
+
+    #[test]
+    fn a_bad_index_says_which_tensor_and_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("model.safetensors.index.json");
+        let names = |text: &str| {
+            std::fs::write(&index, text).unwrap();
+            shard_names(&index)
+        };
+        let e = names(r#"{"weight_map": {"a": "x.safetensors", "b": "sub/y.safetensors"}}"#)
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                SourceError::BadIndex {
+                    problem: IndexProblem::ShardNotBeside { tensor, shard },
+                    ..
+                } if tensor == "b" && shard == "sub/y.safetensors"
+            ),
+            "{e:?}"
+        );
+        let e = names(r#"{"weight_map": {"a": 3}}"#).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                SourceError::BadIndex {
+                    problem: IndexProblem::ShardNotText { tensor, value },
+                    ..
+                } if tensor == "a" && *value == serde_json::json!(3)
+            ),
+            "{e:?}"
+        );
+        let e = names("{\"weight_map\": ").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SourceError::BadIndex {
+                    problem: IndexProblem::NotJson(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            names(r#"{"weight_map": {"a": "x.safetensors", "b": "x.safetensors"}}"#).unwrap(),
+            ["x.safetensors"]
+        );
+    }
 
     #[test]
     fn a_local_model_is_named_by_its_folder_or_file_and_its_full_path_is_absolute() {

@@ -28,10 +28,13 @@ use candle_core::quantized::GgmlDType;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 
-use super::candle_message;
 use super::pytorch::{self, TorchFile};
 use crate::kernels::first_non_finite;
 use crate::kernels::quant::{QuantError, QuantMatrix};
+
+mod problem;
+
+pub use problem::{ReadProblem, TensorProblem};
 
 /// Reading more than this many times the weight files' size is refused (see the module doc).
 /// f16 checkpoints read as f32 take twice their size; 4 leaves room for that and more.
@@ -41,20 +44,20 @@ pub const READ_BUDGET_FACTOR: u64 = 4;
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
     /// The file cannot be opened or parsed.
-    #[error("cannot read weights {}: {reason}", path.display())]
+    #[error("cannot read weights {}: {problem}", path.display())]
     Read {
         /// The weight file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        problem: ReadProblem,
     },
     /// A pre-1.6 pickle that cannot be read.
-    #[error("{} is a legacy (pre-1.6) PyTorch pickle attnviz cannot read ({reason}); convert it with: python -c \"import torch; torch.save(torch.load('{0}'), '{0}')\"", path.display())]
+    #[error("{} is a legacy (pre-1.6) PyTorch pickle attnviz cannot read ({problem}); convert it with: python -c \"import torch; torch.save(torch.load('{0}'), '{0}')\"", path.display())]
     LegacyPickle {
         /// The weight file.
         path: PathBuf,
-        /// What failed.
-        reason: String,
+        /// What our reader does not support (boxed, as [`ReadProblem::Bin`] is).
+        problem: Box<pytorch::BinProblem>,
     },
     /// The tensor every checkpoint of the family has is absent: another kind of checkpoint.
     #[error("{} has no tensor named {anchor} (with or without a prefix such as '{example}.'); is it a {family} checkpoint, as config.json says?", path.display())]
@@ -164,9 +167,9 @@ impl Checkpoint {
     /// the key prefix is wherever `anchor` is found.
     pub fn open(paths: &[PathBuf], anchor: &Anchor) -> Result<Checkpoint, WeightsError> {
         let path = paths.first().cloned().ok_or(WeightsError::NoFiles)?;
-        let read_err = |reason: String| WeightsError::Read {
+        let read_err = |problem: ReadProblem| WeightsError::Read {
             path: path.clone(),
-            reason,
+            problem,
         };
         let is_bin = paths.len() == 1 && path.extension().is_some_and(|e| e != "safetensors");
         let (backend, shapes) = if is_bin {
@@ -175,7 +178,7 @@ impl Checkpoint {
             // SAFETY: the files are mapped read-only; like every mmap user we rely on nobody
             // truncating them while we run.
             let st = unsafe { MmapedSafetensors::multi(paths) }
-                .map_err(|e| read_err(candle_message(&e)))?;
+                .map_err(|e| read_err(ReadProblem::Candle(Box::new(e))))?;
             let shapes = st
                 .tensors()
                 .into_iter()
@@ -186,7 +189,7 @@ impl Checkpoint {
         let mut size = 0u64;
         for p in paths {
             size += std::fs::metadata(p)
-                .map_err(|e| read_err(e.to_string()))?
+                .map_err(|e| read_err(ReadProblem::Io(e)))?
                 .len();
         }
         let prefix = shapes
@@ -227,10 +230,10 @@ impl Checkpoint {
     }
 
     /// A read error on this checkpoint from a candle error.
-    pub fn error(&self, e: &candle_core::Error) -> WeightsError {
+    pub fn error(&self, e: candle_core::Error) -> WeightsError {
         WeightsError::Read {
             path: self.path.clone(),
-            reason: candle_message(e),
+            problem: ReadProblem::Candle(Box::new(e)),
         }
     }
 
@@ -404,16 +407,19 @@ impl Checkpoint {
         let values = tensor
             .flatten_all()
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.error(e))?;
         self.check_finite(&full, shape, &values)?;
         Ok(Weight::owned(values, shape.to_vec()))
     }
 
     /// The stored tensor `full`, as contiguous f32; integer types are refused.
     fn load_f32(&self, full: &str) -> Result<Tensor, WeightsError> {
-        let read_err = |reason: String| WeightsError::Read {
+        let read_err = |problem: TensorProblem| WeightsError::Read {
             path: self.path.clone(),
-            reason: format!("tensor {full}: {reason}"),
+            problem: ReadProblem::Tensor {
+                name: full.to_string(),
+                problem,
+            },
         };
         let dtype_err = |dtype: String| WeightsError::DType {
             name: full.to_string(),
@@ -423,14 +429,14 @@ impl Checkpoint {
         let tensor = match &self.backend {
             Backend::Safetensors(st) => st
                 .load(full, &Device::Cpu)
-                .map_err(|e| read_err(candle_message(&e)))?,
+                .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))?,
             Backend::Torch(file) => {
                 if let Some(t) = file.dtype(full).filter(|t| !t.is_float()) {
                     return Err(dtype_err(t.name().to_string()));
                 }
                 file.read(full)
-                    .map_err(|e| read_err(e.to_string()))?
-                    .ok_or_else(|| read_err("not found".into()))?
+                    .map_err(|e| read_err(e.into()))?
+                    .ok_or_else(|| read_err(TensorProblem::NotFound))?
             }
         };
         match tensor.dtype() {
@@ -440,7 +446,7 @@ impl Checkpoint {
         tensor
             .to_dtype(DType::F32)
             .and_then(|t| t.contiguous())
-            .map_err(|e| read_err(candle_message(&e)))
+            .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))
     }
 }
 
@@ -537,13 +543,13 @@ impl std::fmt::Debug for Weight {
 /// Open a `pytorch_model.bin` (either of torch's formats).
 fn open_bin(path: &Path) -> Result<(Backend, HashMap<String, Vec<usize>>), WeightsError> {
     let file = TorchFile::open(path).map_err(|e| match e.format {
-        Some(pytorch::Format::Legacy) if !e.damaged => WeightsError::LegacyPickle {
+        Some(pytorch::Format::Legacy) if !e.damaged() => WeightsError::LegacyPickle {
             path: path.to_path_buf(),
-            reason: e.reason,
+            problem: Box::new(e.problem),
         },
         _ => WeightsError::Read {
             path: path.to_path_buf(),
-            reason: e.reason,
+            problem: ReadProblem::Bin(Box::new(e)),
         },
     })?;
     let shapes = file
@@ -807,7 +813,10 @@ impl Checkpoint {
                         .map(MatrixWeight::Stored)
                         .map_err(|e| WeightsError::Read {
                             path: self.path.clone(),
-                            reason: format!("tensor {full}: {e}"),
+                            problem: ReadProblem::Tensor {
+                                name: full,
+                                problem: TensorProblem::Stored(Box::new(e)),
+                            },
                         });
                 }
             }

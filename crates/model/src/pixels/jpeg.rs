@@ -33,7 +33,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::path::Path;
 
-use super::read::{corrupt, open, Rows};
+use super::read::{corrupt, open, Corruption, Rows};
 use super::{check_size, ImageSource, PixelsError};
 use crate::cancel::Cancel;
 
@@ -63,8 +63,8 @@ const MIN_JPEG_WORK: u64 = 1 << 22;
 
 /// Why libjpeg was stopped, carried out of it by unwinding (libjpeg's errors cannot return).
 enum Stop {
-    /// libjpeg's own error (or a file cut short).
-    Failure(String),
+    /// libjpeg's own error, or a file cut short.
+    Corrupt(Corruption),
     /// More than [`MAX_JPEG_SCANS`] scans.
     Scans,
     /// The scans' work past the budget: the scan that would have gone over.
@@ -219,7 +219,9 @@ fn stop(why: Stop) -> ! {
 }
 
 unsafe extern "C-unwind" fn jpeg_error_exit(cinfo: &mut mozjpeg_sys::jpeg_common_struct) {
-    stop(Stop::Failure(jpeg_message(cinfo)));
+    stop(Stop::Corrupt(Corruption::Libjpeg {
+        cause: jpeg_message(cinfo),
+    }));
 }
 
 /// Every message libjpeg emits: the scan headers are counted ([`traced`]); warnings pass, as
@@ -236,9 +238,7 @@ unsafe extern "C-unwind" fn jpeg_emit_message(
         (err.msg_code, *err.msg_parm.i())
     };
     if level < 0 && code == mozjpeg_sys::JWRN_JPEG_EOF as std::os::raw::c_int {
-        stop(Stop::Failure(
-            "the file ends before its image data does (truncated)".into(),
-        ));
+        stop(Stop::Corrupt(Corruption::Truncated));
     }
     if let Err(why) = traced(code, params) {
         stop(why);
@@ -293,7 +293,7 @@ pub(super) fn decode(
         || -> Result<(), PixelsError> {
             let d = mozjpeg::Decompress::with_err(jpeg_error_manager())
                 .from_reader(file)
-                .map_err(|e| corrupt(path, e))?;
+                .map_err(|e| corrupt(path, Corruption::Jpeg(e)))?;
             let (w, h) = d.size();
             check_size(path, w as u64, h as u64)?;
             let (color, cmyk) = match d.color_space() {
@@ -306,7 +306,7 @@ pub(super) fn decode(
             } else {
                 d.rgb()
             }
-            .map_err(|e| corrupt(path, e))?;
+            .map_err(|e| corrupt(path, Corruption::Jpeg(e)))?;
             rows.begin(w, h, color);
             let mut row = vec![0u8; w * if cmyk { 4 } else { 3 }];
             let mut rgb = Vec::with_capacity(w * 3);
@@ -316,7 +316,7 @@ pub(super) fn decode(
                 }
                 image
                     .read_scanlines_into(&mut row)
-                    .map_err(|e| corrupt(path, e))?;
+                    .map_err(|e| corrupt(path, Corruption::Jpeg(e)))?;
                 if cmyk {
                     cmyk_to_rgb(&row, &mut rgb);
                     rows.row(&rgb);
@@ -324,14 +324,16 @@ pub(super) fn decode(
                     rows.row(&row);
                 }
             }
-            image.finish().map_err(|e| corrupt(path, e))?;
+            image
+                .finish()
+                .map_err(|e| corrupt(path, Corruption::Jpeg(e)))?;
             Ok(())
         },
     ));
     match decoded {
         Ok(result) => result,
         Err(payload) => Err(match stopped(payload) {
-            Stop::Failure(why) => corrupt(path, why),
+            Stop::Corrupt(problem) => corrupt(path, problem),
             Stop::Cancelled => cancelled(),
             Stop::Scans => PixelsError::TooMuchWork {
                 path: path.to_path_buf(),
@@ -351,7 +353,7 @@ fn stopped(payload: Box<dyn Any + Send>) -> Stop {
         Ok(stop) => *stop,
         // The `mozjpeg` crate's own error manager's messages (not ours, but kept in case).
         Err(payload) => match payload.downcast::<String>() {
-            Ok(s) if s.starts_with("libjpeg") => Stop::Failure(*s),
+            Ok(s) if s.starts_with("libjpeg") => Stop::Corrupt(Corruption::Libjpeg { cause: *s }),
             Ok(s) => std::panic::resume_unwind(s),
             Err(other) => std::panic::resume_unwind(other),
         },

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::attention::image::{Preprocessing, Resize};
 use crate::cancel::Cancel;
-pub use read::to_rgb;
+pub use read::{to_rgb, Corruption};
 pub use resample::Filter;
 
 /// The largest side a decoded image may have (the header is read first, so a bigger one is
@@ -45,12 +45,12 @@ pub enum PixelsError {
         path: PathBuf,
     },
     /// Not a PNG, JPEG or WebP, or damaged.
-    #[error("{} is not a readable image ({reason}); give a PNG, JPEG or WebP file", path.display())]
+    #[error("{} is not a readable image ({problem}); give a PNG, JPEG or WebP file", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
-        /// The decoder's reason.
-        reason: String,
+        /// What is wrong with it.
+        problem: Corruption,
     },
     /// Larger than the limits (a decompression bomb, or a huge scan).
     #[error("{} is {width}×{height} pixels, more than attnviz decodes (at most {MAX_SIDE} a side and {} megapixels); scale it down first", path.display(), MAX_PIXELS >> 20)]

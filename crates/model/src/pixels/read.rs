@@ -116,13 +116,8 @@ pub(super) fn read(
         Ok(image::ImageFormat::Jpeg) => super::jpeg::decode(source, path, rows, cancel),
         Ok(image::ImageFormat::Png) => png(source, path, rows, cancel),
         Ok(image::ImageFormat::WebP) => webp(source, path, rows),
-        other => Err(PixelsError::Corrupt {
-            path: path.to_path_buf(),
-            reason: match other {
-                Ok(f) => format!("{f:?} files are not read"),
-                Err(_) => "unknown format".into(),
-            },
-        }),
+        Ok(format) => Err(corrupt(path, Corruption::Format(format))),
+        Err(_) => Err(corrupt(path, Corruption::UnknownFormat)),
     }
 }
 
@@ -168,10 +163,44 @@ fn read_up_to(file: &mut dyn Input, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-pub(super) fn corrupt(path: &Path, reason: impl ToString) -> PixelsError {
+/// Why a picture file is not one attnviz decodes (displays inside `FILE is not a readable
+/// image (…)`).
+#[derive(Debug, thiserror::Error)]
+pub enum Corruption {
+    /// A format the `image` crate recognises but attnviz does not read (GIF, BMP, TIFF, …).
+    #[error("{0:?} files are not read")]
+    Format(image::ImageFormat),
+    /// Bytes of no known picture format.
+    #[error("unknown format")]
+    UnknownFormat,
+    /// A PNG whose rows stop before its height says.
+    #[error("the file ends before its last row")]
+    EndsBeforeLastRow,
+    /// A JPEG that ends before its image data does (libjpeg's warning, which PIL refuses as
+    /// "image file is truncated").
+    #[error("the file ends before its image data does (truncated)")]
+    Truncated,
+    /// The `png` crate cannot decode it: its own error (the external cause).
+    #[error("{0}")]
+    Png(#[source] png::DecodingError),
+    /// The `image` crate cannot decode it (WebP): its own error (the external cause).
+    #[error("{0}")]
+    Image(#[source] image::ImageError),
+    /// The `mozjpeg` crate cannot decode it: its own error (the external cause).
+    #[error("{0}")]
+    Jpeg(#[source] std::io::Error),
+    /// libjpeg stopped on an error.
+    #[error("{cause}")]
+    Libjpeg {
+        /// libjpeg's own message (the external cause).
+        cause: String,
+    },
+}
+
+pub(super) fn corrupt(path: &Path, problem: Corruption) -> PixelsError {
     PixelsError::Corrupt {
         path: path.to_path_buf(),
-        reason: reason.to_string(),
+        problem,
     }
 }
 
@@ -311,7 +340,7 @@ fn png(
         let row = reader
             .next_row()
             .map_err(|e| png_error(path, e))?
-            .ok_or_else(|| corrupt(path, "the file ends before its last row"))?;
+            .ok_or_else(|| corrupt(path, Corruption::EndsBeforeLastRow))?;
         convert(row.data(), &mut rgb);
         rows.row(&rgb);
     }
@@ -325,7 +354,7 @@ fn png_error(path: &Path, e: png::DecodingError) -> PixelsError {
             width: 0,
             height: 0,
         },
-        e => corrupt(path, e),
+        e => corrupt(path, Corruption::Png(e)),
     }
 }
 
@@ -340,7 +369,7 @@ fn webp(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), Pi
             width: 0,
             height: 0,
         },
-        e => corrupt(path, e),
+        e => corrupt(path, Corruption::Image(e)),
     };
     let open = || open(source, path);
     let dec = image::codecs::webp::WebPDecoder::new(open()?).map_err(image_error)?;
@@ -376,4 +405,133 @@ fn webp(source: &ImageSource, path: &Path, rows: &mut dyn Rows) -> Result<(), Pi
         rows.row(&rgb);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pixels::{decode_source, ImageSource};
+    use std::path::PathBuf;
+
+    /// Each problem shows the sentence `PixelsError::Corrupt` carried before it was typed (the
+    /// old code is quoted above each).
+    #[test]
+    fn problems_read_as_the_sentences_they_replace() {
+        let shown = |problem| corrupt(Path::new("cat.gif"), problem).to_string();
+        let old = |reason: &str| {
+            // format!("{} is not a readable image ({reason}); give a PNG, JPEG or WebP file")
+            format!("cat.gif is not a readable image ({reason}); give a PNG, JPEG or WebP file")
+        };
+        // format!("{f:?} files are not read")
+        assert_eq!(
+            shown(Corruption::Format(image::ImageFormat::Gif)),
+            old("Gif files are not read")
+        );
+        // "unknown format"
+        assert_eq!(shown(Corruption::UnknownFormat), old("unknown format"));
+        // "the file ends before its last row"
+        assert_eq!(
+            shown(Corruption::EndsBeforeLastRow),
+            old("the file ends before its last row")
+        );
+        // "the file ends before its image data does (truncated)"
+        assert_eq!(
+            shown(Corruption::Truncated),
+            old("the file ends before its image data does (truncated)")
+        );
+        // jpeg_message(cinfo): libjpeg's text as it is
+        assert_eq!(
+            shown(Corruption::Libjpeg {
+                cause: "Bogus marker length".into()
+            }),
+            old("Bogus marker length")
+        );
+        // e.to_string() of the decoder crates' errors
+        let e = std::io::Error::other("reader failed");
+        assert_eq!(shown(Corruption::Jpeg(e)), old("reader failed"));
+        let e = png::DecodingError::LimitsExceeded;
+        let text = e.to_string();
+        assert_eq!(shown(Corruption::Png(e)), old(&text));
+        let e = image::ImageError::IoError(std::io::Error::other("short read"));
+        assert_eq!(shown(Corruption::Image(e)), old("short read"));
+    }
+
+    fn decode(bytes: Vec<u8>) -> PixelsError {
+        let source = ImageSource::Bytes {
+            name: "upload".into(),
+            bytes: bytes.into(),
+        };
+        decode_source(&source).expect_err("a broken picture")
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/images");
+        std::fs::read(dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn the_decoders_say_what_they_found() {
+        let e = decode(b"GIF89a...".to_vec());
+        assert!(
+            matches!(
+                e,
+                PixelsError::Corrupt {
+                    problem: Corruption::Format(image::ImageFormat::Gif),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = decode(b"no picture at all".to_vec());
+        assert!(
+            matches!(
+                e,
+                PixelsError::Corrupt {
+                    problem: Corruption::UnknownFormat,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // A baseline JPEG cut in its scan (which starts at byte 609 of 1841).
+        let jpeg = fixture("wide45x37.jpg");
+        let e = decode(jpeg[..1200].to_vec());
+        assert!(
+            matches!(
+                e,
+                PixelsError::Corrupt {
+                    problem: Corruption::Truncated,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // Its frame header (at byte 158) with a length of 0: libjpeg's own error.
+        let mut bad = jpeg.clone();
+        bad[160..162].copy_from_slice(&[0, 0]);
+        let e = decode(bad);
+        assert!(
+            matches!(
+                &e,
+                PixelsError::Corrupt {
+                    problem: Corruption::Libjpeg { cause },
+                    ..
+                } if cause == "Bogus marker length"
+            ),
+            "{e:?}"
+        );
+        // A PNG cut in its pixel data: the png crate's error.
+        let png = fixture("wide45x37.png");
+        let e = decode(png[..png.len() / 2].to_vec());
+        assert!(
+            matches!(
+                e,
+                PixelsError::Corrupt {
+                    problem: Corruption::Png(png::DecodingError::IoError(_)),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
 }

@@ -26,15 +26,9 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind};
 
-/// A chat template that failed to compile or render: one line naming where it came from.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: the chat template {reason}")]
-pub struct ChatError {
-    /// Where the template came from (a file and key).
-    pub origin: String,
-    /// What failed.
-    pub reason: String,
-}
+mod problem;
+
+pub use problem::{ChatError, ChatProblem};
 
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,8 +63,11 @@ impl ChatTemplate {
             eos_token,
         };
         let env = environment(1 << 20);
-        env.template_from_str(&template.source)
-            .map_err(|e| template.error(&format!("does not compile: {}", one_line(&e))))?;
+        env.template_from_str(&template.source).map_err(|e| {
+            template.error(ChatProblem::Compile {
+                cause: one_line(&e),
+            })
+        })?;
         Ok(template)
     }
 
@@ -112,10 +109,10 @@ impl ChatTemplate {
         });
         match rendered {
             Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(self.error("failed to render: its renderer stopped unexpectedly")),
-            Err(e) => Err(self.error(&format!(
-                "could not be rendered: no thread to render it on ({e})"
-            ))),
+            Ok(Err(_)) => Err(self.error(ChatProblem::RendererStopped)),
+            Err(e) => Err(self.error(ChatProblem::NoThread {
+                cause: e.to_string(),
+            })),
         }
     }
 
@@ -129,9 +126,11 @@ impl ChatTemplate {
         let limit = max_output(messages);
         let mut env = environment(limit);
         env.set_fuel(Some(fuel));
-        let template = env
-            .template_from_str(&self.source)
-            .map_err(|e| self.error(&format!("does not compile: {}", one_line(&e))))?;
+        let template = env.template_from_str(&self.source).map_err(|e| {
+            self.error(ChatProblem::Compile {
+                cause: one_line(&e),
+            })
+        })?;
         let values: Vec<Value> = messages
             .iter()
             .map(|m| {
@@ -153,30 +152,23 @@ impl ChatTemplate {
         };
         let rendered = template.render_captured_to(ctx, &mut out).map(drop);
         if out.bytes.len() > limit {
-            return Err(self.error(&format!(
-                "failed to render: it writes more than {limit} bytes, far more than a prompt \
-                 of this length needs; the template is broken or hostile"
-            )));
+            return Err(self.error(ChatProblem::TooLong { limit }));
         }
         rendered.map_err(|e| self.render_error(&e, fuel))?;
-        String::from_utf8(out.bytes)
-            .map_err(|_| self.error("failed to render: its output is not UTF-8"))
+        String::from_utf8(out.bytes).map_err(|_| self.error(ChatProblem::NotUtf8))
     }
 
     fn render_error(&self, e: &minijinja::Error, fuel: u64) -> ChatError {
         if e.kind() == ErrorKind::OutOfFuel {
-            return self.error(&format!(
-                "failed to render: it takes more work or memory than a chat template needs \
-                 (it ran out of its fuel of {fuel} steps); the template is broken or hostile"
-            ));
+            return self.error(ChatProblem::OutOfFuel { fuel });
         }
-        self.error(&format!("failed to render: {}", one_line(e)))
+        self.error(ChatProblem::Render { cause: one_line(e) })
     }
 
-    fn error(&self, reason: &str) -> ChatError {
+    fn error(&self, problem: ChatProblem) -> ChatError {
         ChatError {
             origin: self.origin.clone(),
-            reason: reason.to_string(),
+            problem,
         }
     }
 }
@@ -703,13 +695,22 @@ mod tests {
     fn runaway_templates_run_out_of_fuel() {
         let source =
             "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
-        let err = render(source, "").unwrap_err().to_string();
-        assert!(err.contains("fuel"), "{err}");
+        let err = render(source, "").unwrap_err();
+        let fuel = fuel_for(&[ChatMessage {
+            role: "user".into(),
+            content: String::new(),
+        }]);
+        assert_eq!(err.problem, ChatProblem::OutOfFuel { fuel }, "{err}");
+        assert!(err.to_string().contains("fuel"), "{err}");
     }
 
     #[test]
     fn compile_errors_are_reported_at_construction() {
         let err = ChatTemplate::new("x.gguf", "{% for %}", None, None).unwrap_err();
+        assert!(
+            matches!(&err.problem, ChatProblem::Compile { cause } if cause.contains("syntax error")),
+            "{err:?}"
+        );
         assert!(err
             .to_string()
             .starts_with("x.gguf: the chat template does not compile:"));

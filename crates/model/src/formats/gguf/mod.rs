@@ -32,7 +32,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
-pub use chat::{ChatError, ChatMessage, ChatTemplate};
+pub use chat::{ChatError, ChatMessage, ChatProblem, ChatTemplate};
 pub use dequant::{type_name, unpermute_rows, F32Tensor};
 pub use header::{HeaderError, UnsupportedType};
 pub use params::{

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    describe, is_repo_id, ModelFiles, SourceError, TokenizerFiles, TokenizerFilesOf, WEIGHT_FILES,
+    describe, is_repo_id, IndexProblem, ModelFiles, SourceError, TokenizerFiles, TokenizerFilesOf,
+    WEIGHT_FILES,
 };
 
 /// `dir/name` if it is a file; `None` if nothing is there; an error naming the real problem
@@ -233,40 +234,44 @@ pub(super) const MAX_INDEX_BYTES: u64 = 64 << 20;
 /// Shard file names listed in a `model.safetensors.index.json`, in first-seen order: plain file
 /// names in the same folder (a name with a path in it could point anywhere).
 pub(super) fn shard_names(index: &Path) -> Result<Vec<String>, SourceError> {
-    let bad = |reason: String| SourceError::BadIndex {
+    let bad = |problem: IndexProblem| SourceError::BadIndex {
         path: index.to_path_buf(),
-        reason,
+        problem,
     };
     let text =
         crate::small_file::read_text(index, MAX_INDEX_BYTES, "a shard index is tens of kilobytes")
-            .map_err(|e| bad(format!("cannot read it ({e})")))?;
+            .map_err(|e| bad(IndexProblem::Unreadable(e)))?;
     let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
+        serde_json::from_str(&text).map_err(|e| bad(IndexProblem::NotJson(e)))?;
     let map = json
         .get("weight_map")
         .and_then(|m| m.as_object())
-        .ok_or_else(|| bad("it has no weight_map object".into()))?;
+        .ok_or_else(|| bad(IndexProblem::NoWeightMap))?;
     let mut names: Vec<String> = Vec::new();
     for (tensor, v) in map {
-        let name = v
-            .as_str()
-            .ok_or_else(|| bad(format!("the shard of {tensor} is {v}, not a file name")))?;
+        let name = v.as_str().ok_or_else(|| {
+            bad(IndexProblem::ShardNotText {
+                tensor: tensor.clone(),
+                value: v.clone(),
+            })
+        })?;
         let plain = !name.is_empty()
             && name != "."
             && name != ".."
             && !name.contains(['/', '\\'])
             && Path::new(name).file_name().is_some();
         if !plain {
-            return Err(bad(format!(
-                "the shard of {tensor} is '{name}', not a file name in the same folder"
-            )));
+            return Err(bad(IndexProblem::ShardNotBeside {
+                tensor: tensor.clone(),
+                shard: name.to_string(),
+            }));
         }
         if !names.iter().any(|n| n == name) {
             names.push(name.to_string());
         }
     }
     if names.is_empty() {
-        return Err(bad("its weight_map is empty: it lists no shards".into()));
+        return Err(bad(IndexProblem::Empty));
     }
     Ok(names)
 }
