@@ -4,7 +4,9 @@
 //! offence is named by `file:line`.
 //!
 //! [`NOT_YET_TYPED`] lists what is still being converted; an entry that no longer matches
-//! anything fails the test too, so the list only shrinks.
+//! anything fails the test too, so the list only shrinks. Further along: the files of
+//! [`FACTS_ONLY`] (config.json's errors) and [`FACT_FILES`] hold no sentence of ours at all, only
+//! facts (a third party's own message may stay text, marked as the external cause).
 
 use std::path::{Path, PathBuf};
 
@@ -162,7 +164,10 @@ mod tests {
     struct T { reason: String }
 }
 ";
-    let lines: Vec<usize> = reason_or_detail_lines(src).into_iter().map(|(l, _)| l).collect();
+    let lines: Vec<usize> = reason_or_detail_lines(src)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
     assert_eq!(lines, [3, 5, 9]);
 }
 
