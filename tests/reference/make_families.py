@@ -62,6 +62,8 @@ from transformers import (
     Qwen3ForCausalLM,
     RobertaConfig,
     RobertaForMaskedLM,
+    SmolLM3Config,
+    SmolLM3ForCausalLM,
     T5Config,
     T5ForConditionalGeneration,
     XLMRobertaConfig,
@@ -668,6 +670,41 @@ FAMILIES: list[Family] = [
         notes=dict(
             head_dim="head_dim 128 (≠ 64/2), the size transformers' GGUF loader assumes for qwen3 "
             "(it ignores qwen3.attention.key_length): the source of tests/fixtures/gguf/tiny-qwen3.gguf",
+        ),
+    ),
+    Family(
+        "smollm3",
+        "decoder",
+        SmolLM3ForCausalLM,
+        lambda tok: SmolLM3Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=5,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            # SmolLM3's own pattern (no_rope_layer_interval 4: every fourth layer without RoPE),
+            # the one llama.cpp hard-codes for its smollm3 architecture, so the GGUF copy of this
+            # fixture (make_gguf.py) describes the same model. Written out, as transformers saves it.
+            no_rope_layers=[1, 1, 1, 0, 1],
+            use_sliding_window=False,
+            tie_word_embeddings=True,
+            hidden_act="silu",
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama3_tokenizer_json(f, 48),
+        [FULL_SAFE],
+        notes=dict(
+            nope="no_rope_layers [1, 1, 1, 0, 1]: layer 3 applies no rotary embedding to its queries "
+            "and keys (NoPE), layers 0-2 and 4 rotate them (rope_theta 10000); its stored q/k are the "
+            "projections as they are",
+            gqa="4 query heads over 2 key/value heads, head_dim 8",
+            tied="no lm_head.weight: the output projection is model.embed_tokens.weight",
+            tokenizer="Llama 3 style tokenizer.json (SmolLM3 ships a Llama 3 tokenizer), "
+            "<|begin_of_text|> added by the post-processor",
         ),
     ),
     Family(
@@ -1358,7 +1395,7 @@ def summarise_config(cfg) -> dict:
         "num_key_value_heads", "head_dim", "d_kv", "intermediate_size", "max_position_embeddings",
         "rope_parameters", "sliding_window", "tie_word_embeddings", "pad_token_id", "bos_token_id",
         "eos_token_id", "decoder_start_token_id", "num_hidden_groups", "inner_group_num",
-        "hidden_act", "activation_function", "feed_forward_proj", "scale_embedding",
+        "hidden_act", "activation_function", "feed_forward_proj", "scale_embedding", "no_rope_layers",
     ]
     out = {}
     for k in keys:

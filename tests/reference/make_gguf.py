@@ -2,6 +2,7 @@
 """Small GGUF fixtures, written with gguf-py (llama.cpp's own Python package), and their references.
 
     .cache/venv-ref/bin/python tests/reference/make_gguf.py     # any Python with requirements.txt
+    .cache/venv-ref/bin/python tests/reference/make_gguf.py tiny-smollm3   # some files only
 
 Writes, under tests/fixtures/gguf/:
 
@@ -17,6 +18,10 @@ Writes, under tests/fixtures/gguf/:
   llama.cpp's tensor names, F32, the q/k rows permuted with convert_hf_to_gguf.py's `permute`,
   `llama.*` metadata, and the SentencePiece vocabulary (`tokenizer.ggml.model = "llama"`).
   Reference: the fixture's own model.safetensors and config.json.
+- tiny-smollm3.gguf: tests/fixtures/tiny-smollm3 (SmolLM3: layer 3 of 5 without RoPE) as
+  convert_hf_to_gguf.py's SmolLM3Model writes it: a LlamaModel (q/k permuted, F32) under the
+  `smollm3` architecture, with no key for the layers without RoPE (llama.cpp fixes every fourth
+  layer). Reference: tests/reference/tiny-smollm3.json (transformers has no smollm3 GGUF loader).
 - tiny-qwen2.gguf: tests/fixtures/tiny-qwen2 (Qwen2: q/k/v biases, tied, no permutation) with its
   byte-level BPE vocabulary (`gpt2`, pre `qwen2`), special tokens as control tokens, and its chat
   template. Reference: tests/reference/tiny-qwen2.json (token ids, chat example) and the
@@ -318,20 +323,64 @@ def check_qwen2_tokenizer() -> None:
     assert text == example["text"]
 
 
-def main() -> None:
-    setup_determinism(SEED)
-    OUT.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(SEED)
-    write_types(rng)
-    write_decoder("tiny-llama", "llama", True, spm_tokenizer)
-    write_decoder("tiny-qwen2", "qwen2", False, bpe_tokenizer)
-    check_qwen2_tokenizer()
+def check_smollm3_layout(path: Path, folder: str) -> None:
+    """transformers has no GGUF loader for smollm3: read the file back with gguf-py instead, undo
+    the permutation and compare with the fixture's weights (exactly), and check that no key in
+    the file states which layers skip RoPE (llama.cpp fixes it: every fourth layer)."""
+    src = FIXTURES / folder
+    config = json.loads((src / "config.json").read_text())
+    weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    step = 4
+    assert config["no_rope_layers"] == [int((i + 1) % step != 0) for i in range(config["num_hidden_layers"])]
+    reader = gguf.GGUFReader(str(path))
+    assert not [k for k in reader.fields if "rope" in k and "layer" in k], "a no-rope key"
+    stored = {t.name: np.array(t.data).reshape([int(d) for d in reversed(t.shape)]) for t in reader.tensors}
+    assert sorted(stored) == sorted(gguf_name(n) for n in weights), sorted(stored)
+    for name, value in weights.items():
+        want = value
+        if name.endswith("q_proj.weight"):
+            want = permute(value, heads, heads)
+        elif name.endswith("k_proj.weight"):
+            want = permute(value, heads, kv_heads)
+        assert np.array_equal(stored[gguf_name(name)], want), name
+
+
+# Each file, by the name given on the command line: what writes it.
+WRITERS = {
+    "types": lambda: write_types(np.random.default_rng(SEED)),
+    "tiny-llama": lambda: write_decoder("tiny-llama", "llama", True, spm_tokenizer),
+    "tiny-qwen2": lambda: (write_decoder("tiny-qwen2", "qwen2", False, bpe_tokenizer), check_qwen2_tokenizer()),
     # qwen3: q/k norms; head_dim 128, which transformers' loader assumes for qwen3.
-    write_decoder("tiny-qwen3-128", "qwen3", False, bpe_tokenizer, name="tiny-qwen3")
+    "tiny-qwen3": lambda: write_decoder("tiny-qwen3-128", "qwen3", False, bpe_tokenizer, name="tiny-qwen3"),
     # Llama 3.1's scaling as rope_freqs.weight. transformers' GGUF loader ignores that tensor, so
     # the reference is the safetensors fixture with its llama3 rope_parameters (what the factors
     # were computed from): tests/reference/tiny-llama-tied.json.
-    write_decoder("tiny-llama-tied", "llama", True, json_bpe_tokenizer, check_load=False)
+    "tiny-llama-tied": lambda: write_decoder("tiny-llama-tied", "llama", True, json_bpe_tokenizer, check_load=False),
+    # SmolLM3 as convert_hf_to_gguf.py's SmolLM3Model (a LlamaModel: q/k permuted, llama metadata
+    # under smollm3.*). transformers has no GGUF loader for it: the reference is the safetensors
+    # fixture's, tests/reference/tiny-smollm3.json.
+    "tiny-smollm3": lambda: (
+        write_decoder("tiny-smollm3", "smollm3", True, json_bpe_tokenizer, check_load=False),
+        check_smollm3_layout(OUT / "tiny-smollm3.gguf", "tiny-smollm3"),
+    ),
+}
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", help=f"which to write (default: all): {sorted(WRITERS)}")
+    args = parser.parse_args()
+    unknown = [n for n in args.files if n not in WRITERS]
+    if unknown:
+        parser.error(f"unknown files {unknown}; choose from {sorted(WRITERS)}")
+    setup_determinism(SEED)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, write in WRITERS.items():
+        if not args.files or name in args.files:
+            write()
     for path in sorted(OUT.iterdir()):
         print(f"{path.relative_to(FIXTURES.parent.parent)}: {path.stat().st_size} bytes")
 
