@@ -92,6 +92,9 @@ pub struct LayerOptions {
     /// Whether this layer rotates with the stack's local table
     /// ([`StackOptions::local_rope`]: Gemma 3's sliding layers) rather than the global one.
     pub local_rope: bool,
+    /// Whether this layer leaves its queries and keys unrotated (SmolLM3's NoPE layers, whose
+    /// `no_rope_layers` entry is 0): it sees positions only through the causal mask.
+    pub no_rope: bool,
 }
 
 /// The parts of a decoder stack that only some families have; `StackOptions::default()` for
@@ -151,7 +154,9 @@ impl DecoderLayer {
             norm_heads(qn, &mut qkv, rows, width, 0, heads * d);
             norm_heads(kn, &mut qkv, rows, width, heads * d, kv * d);
         }
-        let rope = if self.options.local_rope {
+        let rope = if self.options.no_rope {
+            None
+        } else if self.options.local_rope {
             tables[1]
         } else {
             tables[0]

@@ -38,6 +38,16 @@ pub fn read_rope_of(
     file: &ConfigFile,
     partial: Partial,
 ) -> Result<(f64, RopeScaling), ConfigError> {
+    read_rope_based(file, partial, 10000.0)
+}
+
+/// [`read_rope_of`] for a family whose config class has another default base when the config
+/// states none (SmolLM3's 2,000,000).
+pub fn read_rope_based(
+    file: &ConfigFile,
+    partial: Partial,
+    default_theta: f64,
+) -> Result<(f64, RopeScaling), ConfigError> {
     let params = match file
         .get("rope_parameters")
         .or_else(|| file.get("rope_scaling"))
@@ -52,7 +62,7 @@ pub fn read_rope_of(
             }))
         }
     };
-    read_rope_in_of(file, params, "rope_theta", 10000.0, partial)
+    read_rope_in_of(file, params, "rope_theta", default_theta, partial)
 }
 
 /// The RoPE settings in `params` (one object of `rope_parameters`: Gemma 3 has one per layer

@@ -548,6 +548,7 @@ impl GemmaConfig {
                         window: arch.window(i),
                         softcap: self.attn_softcap,
                         local_rope: self.local_rope.is_some() && arch.window(i).is_some(),
+                        no_rope: false,
                     },
                 })
             })

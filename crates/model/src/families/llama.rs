@@ -1,10 +1,11 @@
 //! The Llama family: Llama 1–3, SmolLM2, TinyLlama, and through the same code Qwen2/2.5 (q/k/v
 //! biases), Qwen3 (per-head q/k RMSNorm, an explicit `head_dim`) and Mistral (sliding window;
 //! Qwen2/3 slide on the layers `use_sliding_window` and `max_window_layers` or `layer_types`
-//! say). RMSNorm, rotary position embeddings with
+//! say) and SmolLM3 (layers without rotary positions: `no_rope_layers`, or every
+//! `no_rope_layer_interval`-th layer). RMSNorm, rotary position embeddings with
 //! `rope_theta` (and `linear` or `llama3` scaling), SwiGLU, grouped-query attention
 //! (`num_key_value_heads`), and a tied or separate output projection. Mirrors transformers'
-//! `models/llama/modeling_llama.py` (and `qwen2`, `qwen3`, `mistral`).
+//! `models/llama/modeling_llama.py` (and `qwen2`, `qwen3`, `mistral`, `smollm3`).
 //!
 //! Checkpoints are the `ForCausalLM` classes' (`model.` prefix, `lm_head.weight` outside it) or
 //! the bare model's (no prefix, no head: shown, but it cannot generate); a GGUF file of the
@@ -19,7 +20,7 @@ use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames};
 use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
-use crate::blocks::rope::{read_rope, rope_factor_in_range};
+use crate::blocks::rope::{read_rope, read_rope_based, rope_factor_in_range, Partial};
 use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, Limit, Oversize, RopeProblem,
@@ -92,6 +93,20 @@ pub static MISTRAL: Family = Family {
     },
 };
 
+/// SmolLM3 in the family registry.
+pub static SMOLLM3: Family = Family {
+    name: "SmolLM3",
+    model_types: &["smollm3"],
+    class_prefixes: &["SmolLM3"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::SmolLm3)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_SMOLLM3),
+        ..Quirks::NONE
+    },
+};
+
 /// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
 const GGUF_LLAMA: GgufReader = GgufReader {
     architectures: &["llama"],
@@ -110,6 +125,21 @@ const GGUF_QWEN3: GgufReader = GgufReader {
     config: gguf_config,
 };
 
+/// GGUF files of the `smollm3` architecture (q/k permuted as `llama`'s; no key says which
+/// layers skip RoPE: llama.cpp fixes it at every fourth, [`GGUF_NO_ROPE_STEP`]).
+const GGUF_SMOLLM3: GgufReader = GgufReader {
+    architectures: &["smollm3"],
+    config: gguf_config,
+};
+
+/// llama.cpp's `n_no_rope_layer_step` for `smollm3` (llama-model.cpp sets it in code, not from
+/// the file): layer `i` applies no RoPE when `(i + 1) % 4 == 0`, transformers' default
+/// `no_rope_layer_interval`.
+pub const GGUF_NO_ROPE_STEP: usize = 4;
+
+/// SmolLM3's default RoPE base (`SmolLM3Config.default_theta`).
+const SMOLLM3_THETA: f64 = 2_000_000.0;
+
 fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
     Ok(Box::new(LlamaConfig::from_gguf(p, origin)?))
 }
@@ -127,6 +157,8 @@ pub enum Variant {
     Qwen3,
     /// `mistral`: a sliding attention window.
     Mistral,
+    /// `smollm3`: some layers without rotary positions (NoPE).
+    SmolLm3,
 }
 
 impl Variant {
@@ -136,6 +168,7 @@ impl Variant {
             Variant::Qwen2 => &QWEN2,
             Variant::Qwen3 => &QWEN3,
             Variant::Mistral => &MISTRAL,
+            Variant::SmolLm3 => &SMOLLM3,
         }
     }
 }
@@ -186,6 +219,9 @@ pub struct LlamaConfig {
     pub sliding_layers: Vec<bool>,
     /// Whether each query and key head is RMS-normalised before RoPE (Qwen3).
     pub qk_norm: bool,
+    /// Which layers apply no rotary embedding (SmolLM3's NoPE layers: `no_rope_layers` 0); empty
+    /// when every layer rotates.
+    pub nope_layers: Vec<bool>,
     /// Whether the frequencies are divided by a tensor's per-frequency factors (a GGUF file's
     /// `rope_freqs.weight`: Llama 3.1–3.3's scaling as llama.cpp stores it).
     pub rope_freqs: bool,
@@ -198,6 +234,7 @@ impl LlamaConfig {
             Variant::Llama => (32000, 11008, 2048, None),
             Variant::Qwen2 | Variant::Qwen3 => (151936, 22016, 32768, None),
             Variant::Mistral => (32000, 14336, 4096 * 32, Some(8)),
+            Variant::SmolLm3 => (128256, 11008, 32768, Some(4)),
         };
         let hidden_size = file.positive("hidden_size", 4096)?;
         let heads = file.positive("num_attention_heads", 32)?;
@@ -245,7 +282,10 @@ impl LlamaConfig {
                 limit: Limit::RotaryPositions(MAX_ROTARY_POSITIONS),
             }));
         }
-        let (rope_theta, rope_scaling) = read_rope(file)?;
+        let (rope_theta, rope_scaling) = match variant {
+            Variant::SmolLm3 => read_rope_based(file, Partial::Refused, SMOLLM3_THETA)?,
+            _ => read_rope(file)?,
+        };
         let attention_bias = file.boolean("attention_bias")?.unwrap_or(false);
         let layers = file.positive("num_hidden_layers", 32)?;
         if layers > MAX_LAYERS {
@@ -265,8 +305,27 @@ impl LlamaConfig {
                 }));
             }
         }
+        let nope_layers = match variant {
+            Variant::SmolLm3 => smollm3_nope_layers(file, layers)?,
+            _ => Vec::new(),
+        };
         let (sliding_window, sliding_layers) = match variant {
             Variant::Llama => (None, Vec::new()),
+            Variant::SmolLm3 => {
+                // SmolLM3Config: the window applies where `layer_types` says
+                // "sliding_attention", by default on the NoPE layers, and only with
+                // use_sliding_window and a sliding_window.
+                let uses = file.boolean("use_sliding_window")?.unwrap_or(false);
+                let window = file.count("sliding_window")?;
+                let sliding: Vec<bool> = match &layer_types {
+                    Some(types) => types.iter().map(|t| t == "sliding_attention").collect(),
+                    None => nope_layers.clone(),
+                };
+                match window.filter(|_| uses && sliding.contains(&true)) {
+                    Some(w) => (Some(w), sliding),
+                    None => (None, Vec::new()),
+                }
+            }
             Variant::Mistral => {
                 let window = match file.get("sliding_window") {
                     // Absent: MistralConfig's default; null: none.
@@ -316,13 +375,19 @@ impl LlamaConfig {
             rms_norm_eps: file.epsilon("rms_norm_eps", 1e-6)?,
             rope_theta,
             rope_scaling,
-            tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(false),
+            // SmolLM3Config ties by default; the others do not.
+            tie_word_embeddings: file
+                .boolean("tie_word_embeddings")?
+                .unwrap_or(variant == Variant::SmolLm3),
             qkv_bias: variant == Variant::Qwen2 || attention_bias,
-            output_bias: matches!(variant, Variant::Llama | Variant::Qwen3) && attention_bias,
-            mlp_bias: variant == Variant::Llama && file.boolean("mlp_bias")?.unwrap_or(false),
+            output_bias: matches!(variant, Variant::Llama | Variant::Qwen3 | Variant::SmolLm3)
+                && attention_bias,
+            mlp_bias: matches!(variant, Variant::Llama | Variant::SmolLm3)
+                && file.boolean("mlp_bias")?.unwrap_or(false),
             sliding_window,
             sliding_layers,
             qk_norm: variant == Variant::Qwen3,
+            nope_layers,
             rope_freqs: false,
         })
     }
@@ -342,12 +407,13 @@ impl LlamaConfig {
             // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
             "qwen2" => Variant::Qwen2,
             "qwen3" => Variant::Qwen3,
+            "smollm3" => Variant::SmolLm3,
             other => {
                 return refuse(GgufMetadataProblem::NotInFamily {
                     architecture: other.to_string(),
                     family: "Llama",
                     runs: "; it runs GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), \
-                           qwen2 and qwen3 architectures",
+                           qwen2, qwen3 and smollm3 architectures",
                 })
             }
         };
@@ -410,6 +476,13 @@ impl LlamaConfig {
                 None => Vec::new(),
             },
             qk_norm: variant == Variant::Qwen3,
+            nope_layers: if variant == Variant::SmolLm3 {
+                (0..p.num_hidden_layers)
+                    .map(|i| (i + 1) % GGUF_NO_ROPE_STEP == 0)
+                    .collect()
+            } else {
+                Vec::new()
+            },
             rope_freqs: p.rope_freqs_tensor,
         })
     }
@@ -533,6 +606,7 @@ impl LlamaConfig {
                     options: LayerOptions {
                         qk_norm,
                         window: arch.window(i),
+                        no_rope: self.nope_layers.get(i).copied().unwrap_or(false),
                         ..LayerOptions::default()
                     },
                 })
@@ -689,6 +763,24 @@ pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Er
         });
     }
     Ok(())
+}
+
+/// SmolLM3's NoPE layers (true: no rotary embedding) as `SmolLM3Config` derives them:
+/// `no_rope_layers` (1 rotates, 0 does not; at least one entry per layer, as transformers indexes
+/// it by layer), else every `no_rope_layer_interval`-th layer (default 4) skips RoPE.
+fn smollm3_nope_layers(file: &ConfigFile, layers: usize) -> Result<Vec<bool>, ConfigError> {
+    match file.flags("no_rope_layers")? {
+        Some(rope) if rope.len() < layers => Err(file.invalid(ConfigProblem::Entries {
+            field: "no_rope_layers",
+            len: rope.len(),
+            layers,
+        })),
+        Some(rope) => Ok(rope.iter().take(layers).map(|r| !r).collect()),
+        None => {
+            let interval = file.positive("no_rope_layer_interval", 4)?;
+            Ok((0..layers).map(|i| (i + 1) % interval == 0).collect())
+        }
+    }
 }
 
 /// What the Llama family runs of RoPE scalings, for the refusal of another.
@@ -863,6 +955,77 @@ mod tests {
             err.to_string(),
             "f.gguf: 9 heads over 4 key/value heads of size 64 cannot be run"
         );
+    }
+
+    #[test]
+    fn smollm3_reads_its_nope_layers_windows_and_defaults() {
+        // no_rope_layers: 1 rotates, 0 does not; a longer list is cut to the layers.
+        let c = read(
+            r#"{"num_hidden_layers": 4, "no_rope_layers": [1, 0, 1, 1, 0]}"#,
+            Variant::SmolLm3,
+        )
+        .unwrap();
+        assert_eq!(c.nope_layers, [false, true, false, false]);
+        // Without it, every no_rope_layer_interval-th layer (default 4), as SmolLM3Config.
+        let c = read(r#"{"num_hidden_layers": 9}"#, Variant::SmolLm3).unwrap();
+        let every_fourth: Vec<bool> = (0..9).map(|i| i == 3 || i == 7).collect();
+        assert_eq!(c.nope_layers, every_fourth);
+        assert_eq!((c.rope_theta, c.num_key_value_heads), (2_000_000.0, 4));
+        assert!(c.tie_word_embeddings && c.sliding_window.is_none());
+        let c = read(
+            r#"{"num_hidden_layers": 6, "no_rope_layer_interval": 3}"#,
+            Variant::SmolLm3,
+        )
+        .unwrap();
+        assert_eq!(c.nope_layers, [false, false, true, false, false, true]);
+        // A window slides on the NoPE layers by default, and only with use_sliding_window.
+        let c = read(
+            r#"{"num_hidden_layers": 4, "use_sliding_window": true, "sliding_window": 7}"#,
+            Variant::SmolLm3,
+        )
+        .unwrap();
+        assert_eq!(c.sliding_window, Some(7));
+        assert_eq!(c.sliding_layers, [false, false, false, true]);
+        let c = read(
+            r#"{"num_hidden_layers": 4, "sliding_window": 7}"#,
+            Variant::SmolLm3,
+        )
+        .unwrap();
+        assert_eq!(c.sliding_window, None);
+        // Other members rotate on every layer.
+        let l = read(r#"{"no_rope_layers": [0, 0]}"#, Variant::Llama).unwrap();
+        assert!(l.nope_layers.is_empty());
+        for (text, needle) in [
+            (
+                r#"{"num_hidden_layers": 4, "no_rope_layers": [1, 1, 0]}"#,
+                "no_rope_layers has 3 entries for 4 layers",
+            ),
+            (
+                r#"{"num_hidden_layers": 2, "no_rope_layers": [1, 2]}"#,
+                "a list of 0s and 1s",
+            ),
+            (r#"{"no_rope_layer_interval": 0}"#, "no_rope_layer_interval"),
+        ] {
+            let err = read(text, Variant::SmolLm3).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn smollm3_gguf_skips_rope_on_every_fourth_layer() {
+        let mut p = smollm2_params();
+        p.architecture = "smollm3".into();
+        p.num_hidden_layers = 9;
+        let c = LlamaConfig::from_gguf(&p, "f.gguf").unwrap();
+        assert_eq!(c.variant, Variant::SmolLm3);
+        let every_fourth: Vec<bool> = (0..9).map(|i| i == 3 || i == 7).collect();
+        assert_eq!(c.nope_layers, every_fourth);
+        p.architecture = "llama".into();
+        assert!(LlamaConfig::from_gguf(&p, "f.gguf")
+            .unwrap()
+            .nope_layers
+            .is_empty());
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub static FAMILIES: &[&Family] = &[
     &llama::QWEN2,
     &llama::QWEN3,
     &llama::MISTRAL,
+    &llama::SMOLLM3,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
     &phi3::PHI3,
@@ -208,6 +209,7 @@ mod tests {
         assert_eq!(family(r#"{"model_type": "llama"}"#).unwrap(), "Llama");
         assert_eq!(family(r#"{"model_type": "qwen2"}"#).unwrap(), "Qwen2");
         assert_eq!(family(r#"{"model_type": "mistral"}"#).unwrap(), "Mistral");
+        assert_eq!(family(r#"{"model_type": "smollm3"}"#).unwrap(), "SmolLM3");
     }
 
     #[test]
@@ -246,7 +248,7 @@ mod tests {
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
-                 gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
+                 smollm3, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, dinov2, \
                  dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip"
             ),
             "{err}"

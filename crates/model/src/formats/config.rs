@@ -262,6 +262,28 @@ impl ConfigFile {
         }
     }
 
+    /// A list of per-layer switches written as 0 and 1 (or false and true): SmolLM3's
+    /// `no_rope_layers`.
+    pub fn flags(&self, field: &'static str) -> Result<Option<Vec<bool>>, ConfigError> {
+        match self.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v @ serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    serde_json::Value::Bool(b) => Some(*b),
+                    _ => match i.as_f64() {
+                        Some(x) if x == 0.0 => Some(false),
+                        Some(x) if x == 1.0 => Some(true),
+                        _ => None,
+                    },
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| self.wrong_type(field, v, Expected::Flags)),
+            Some(v) => Err(self.wrong_type(field, v, Expected::Flags)),
+        }
+    }
+
     /// A token id (`pad_token_id`): a count that fits in 32 bits.
     pub fn token_id(&self, field: &'static str) -> Result<Option<u32>, ConfigError> {
         match self.count(field)? {

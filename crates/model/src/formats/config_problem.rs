@@ -75,6 +75,8 @@ pub enum Expected {
     Bool,
     /// A list of strings.
     Names,
+    /// A list of 0s and 1s, one per layer (SmolLM3's `no_rope_layers`).
+    Flags,
     /// A string.
     Name,
     /// A token id: a count that fits in 32 bits.
@@ -107,6 +109,7 @@ impl fmt::Display for Expected {
             Expected::String => f.write_str("a string"),
             Expected::Bool => f.write_str("true or false"),
             Expected::Names => f.write_str("a list of names"),
+            Expected::Flags => f.write_str("a list of 0s and 1s"),
             Expected::Name => f.write_str("a name"),
             Expected::TokenId => f.write_str("a token id of 32 bits"),
             Expected::Between { above, at_most } => write!(f, "in ({above}, {at_most}]"),

@@ -34,6 +34,11 @@ use rayon::prelude::*;
 
 pub use chat::{ChatError, ChatMessage, ChatProblem, ChatTemplate};
 pub use dequant::{type_name, unpermute_rows, F32Tensor};
+
+/// The architectures whose q and k rows llama.cpp's converter permutes for its interleaved RoPE
+/// (`LlamaModel.permute` in convert_hf_to_gguf.py, which `SmolLM3Model` inherits); the reader
+/// undoes it so that transformers' rotate-half convention applies.
+const PERMUTED_QK: &[&str] = &["llama", "smollm3"];
 pub use header::{HeaderError, UnsupportedType};
 pub use params::{
     gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name, hf_tensor_name_for, DecoderParams,
@@ -818,20 +823,21 @@ impl GgufFile {
             })
     }
 
-    /// The row map undoing llama.cpp's permutation, for the q/k tensors of llama files.
+    /// The row map undoing llama.cpp's permutation, for the q/k tensors of the architectures in
+    /// [`PERMUTED_QK`].
     fn qk_row_map(&self, name: &str) -> Result<Option<Vec<usize>>, GgufError> {
         let Some(stem) = name.strip_prefix("blk.") else {
             return Ok(None);
         };
         let is_q = stem.ends_with(".attn_q.weight") || stem.ends_with(".attn_q.bias");
         let is_k = stem.ends_with(".attn_k.weight") || stem.ends_with(".attn_k.bias");
-        if !(is_q || is_k) || self.architecture()? != "llama" {
+        let arch = self.architecture()?;
+        if !(is_q || is_k) || !PERMUTED_QK.contains(&arch) {
             return Ok(None);
         }
         let Some(entry) = self.entries.get(name) else {
             return Ok(None);
         };
-        let arch = "llama";
         let heads_key = if is_q {
             format!("{arch}.attention.head_count")
         } else {
