@@ -1,4 +1,4 @@
-//! Fidelity of the decoder families (GPT-2, Llama, Qwen2, Qwen3, Mistral, Gemma 2/3) against Hugging Face
+//! Fidelity of the decoder families (GPT-2, Llama, Qwen2, Qwen3, Mistral, SmolLM3, Gemma 2/3) against Hugging Face
 //! transformers, on the tiny random checkpoints `tests/reference/make_families.py` made (eager
 //! attention, float32): everything `families::check_fixture` checks for encoders (every layer
 //! and head under the causal mask, the last hidden state, q/k after the rotary embedding, a padded
@@ -256,6 +256,20 @@ fn tiny_mistral_window_matches_hf() {
 fn tiny_qwen3_matches_hf() {
     // q/k RMSNorm per head before RoPE, head_dim 16 ≠ 32/4, layers 1 and 2 sliding (window 7).
     check_decoder("tiny-qwen3", "tiny-qwen3");
+}
+
+#[test]
+fn tiny_smollm3_with_nope_layers_matches_hf() {
+    // Layer 3 of 5 applies no RoPE (no_rope_layers [1, 1, 1, 0, 1]): rotating it there, or
+    // leaving the other layers unrotated, moves its attention far beyond the bound.
+    check_decoder("tiny-smollm3", "tiny-smollm3");
+}
+
+#[test]
+fn tiny_smollm3_gguf_matches_hf() {
+    // llama.cpp's smollm3 architecture: q/k permuted as llama's, and no key for the NoPE
+    // layers (every fourth, fixed in llama.cpp); held to transformers on the safetensors copy.
+    check_gguf("tiny-smollm3.gguf", "tiny-smollm3");
 }
 
 #[test]
