@@ -272,8 +272,8 @@ impl ConfigFile {
                 .map(|i| match i {
                     serde_json::Value::Bool(b) => Some(*b),
                     _ => match i.as_f64() {
-                        Some(x) if x == 0.0 => Some(false),
-                        Some(x) if x == 1.0 => Some(true),
+                        Some(0.0) => Some(false),
+                        Some(1.0) => Some(true),
                         _ => None,
                     },
                 })
