@@ -180,7 +180,7 @@ fn fingerprint() {
             bytes as f64 / 1e6,
             secs,
             bytes as f64 / 1e6 / secs,
-            v["weights"][0]["sha256"]
+            v.weights[0].sha256
         );
     }
 }

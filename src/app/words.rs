@@ -623,7 +623,9 @@ mod tests {
             SourceError::Download {
                 model: "org/m".into(),
                 file: "config.json".into(),
-                reason: "reset".into(),
+                reason: attnviz::model::source::DownloadProblem::Client {
+                    cause: "reset".into(),
+                },
             },
         ] {
             check(&e.to_string(), &source(&e), "--model DIR");

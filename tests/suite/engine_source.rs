@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use attnviz::model::source::{self, Hub, SourceError};
+use attnviz::model::source::{self, DownloadProblem, Hub, HubProblem, SourceError};
 use attnviz::model::{EncodeOptions, Model};
 use engine_support::*;
 
@@ -92,7 +92,16 @@ fn unreachable_hub_and_not_cached_fails_fast() {
     let elapsed = start.elapsed();
     let msg = err.to_string();
     eprintln!("unreachable hub: {elapsed:?}: {msg}");
-    assert!(matches!(err, SourceError::Unreachable { .. }), "{msg}");
+    assert!(
+        matches!(
+            err,
+            SourceError::Unreachable {
+                reason: HubProblem::Request { .. },
+                ..
+            }
+        ),
+        "{msg}"
+    );
     assert_one_line(&msg);
     assert!(msg.contains("'google-bert/bert-base-uncased'"), "{msg}");
     assert!(msg.contains(&cache.path().display().to_string()), "{msg}");
@@ -122,7 +131,16 @@ fn silent_hub_times_out() {
     let err = source::resolve("org/model", "main", &h).unwrap_err();
     let elapsed = start.elapsed();
     eprintln!("silent hub: {elapsed:?}: {err}");
-    assert!(matches!(err, SourceError::Unreachable { .. }), "{err}");
+    assert!(
+        matches!(
+            &err,
+            SourceError::Unreachable {
+                reason: HubProblem::Request { cause },
+                ..
+            } if cause == "timed out"
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("timed out"), "{err}");
     assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
 }
@@ -358,7 +376,16 @@ fn stalled_download_is_abandoned() {
     let err = source::resolve("org/stall", "main", &h).unwrap_err();
     let elapsed = start.elapsed();
     eprintln!("stalled download: {elapsed:?}: {err}");
-    assert!(matches!(err, SourceError::Download { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SourceError::Download {
+                reason: DownloadProblem::Stalled(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
     let msg = err.to_string();
     assert_one_line(&msg);
     assert!(

@@ -45,13 +45,7 @@ const EXTERNAL: &str = "(the external cause)";
 /// Fields of [`FACT_FILES`] that still hold a sentence of ours, each by its file and the text
 /// of its doc comment: the hub's reasons, which mix our words with ureq's and hf-hub's
 /// messages. Remove an entry once its field is typed.
-const LEFT_AS_TEXT: &[(&str, &str)] = &[
-    (
-        "crates/model/src/formats/source.rs",
-        "Why the request failed, briefly.",
-    ),
-    ("crates/model/src/formats/source.rs", "What went wrong."),
-];
+const LEFT_AS_TEXT: &[(&str, &str)] = &[];
 
 /// One place that breaks the rule.
 #[derive(Debug)]

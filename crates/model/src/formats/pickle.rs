@@ -240,8 +240,28 @@ pub enum PickleError {
         /// Offset of the opcode.
         at: u64,
         /// What is wrong.
-        what: String,
+        what: Malformation,
     },
+}
+
+/// What is malformed in a pickle.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Malformation {
+    /// A rule of the pickle machine that an opcode breaks.
+    #[error("{0}")]
+    Rule(&'static str),
+    /// A memo entry read before it was set.
+    #[error("memo entry {0} is read before it is set")]
+    MemoUnset(u32),
+    /// An integer longer than 8 bytes.
+    #[error("an integer of {0} bytes")]
+    IntegerBytes(u32),
+}
+
+impl From<&'static str> for Malformation {
+    fn from(rule: &'static str) -> Self {
+        Malformation::Rule(rule)
+    }
 }
 
 fn budget_text(what: &str, limit: u64) -> String {
@@ -362,10 +382,10 @@ impl Machine<'_> {
         }
     }
 
-    fn malformed(&self, what: &str) -> PickleError {
+    fn malformed(&self, what: impl Into<Malformation>) -> PickleError {
         PickleError::Malformed {
             at: self.at,
-            what: what.to_string(),
+            what: what.into(),
         }
     }
 
@@ -401,7 +421,7 @@ impl Machine<'_> {
             Some(Slot::Value(v)) => Ok(v),
             _ => Err(PickleError::Malformed {
                 at: self.at,
-                what: "a value was expected on the stack".into(),
+                what: Malformation::Rule("a value was expected on the stack"),
             }),
         }
     }
@@ -518,10 +538,11 @@ impl Machine<'_> {
     }
 
     fn memo_get(&mut self, id: u32) -> Result<(), PickleError> {
-        let v =
-            self.memo.get(&id).cloned().ok_or_else(|| {
-                self.malformed(&format!("memo entry {id} is read before it is set"))
-            })?;
+        let v = self
+            .memo
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| self.malformed(Malformation::MemoUnset(id)))?;
         self.push(v)
     }
 
@@ -587,7 +608,7 @@ impl Machine<'_> {
                     u32::from_le_bytes(input.exact()?)
                 };
                 if n > 8 {
-                    return Err(self.malformed(&format!("an integer of {n} bytes")));
+                    return Err(self.malformed(Malformation::IntegerBytes(n)));
                 }
                 let bytes = input.bytes(n as u64)?;
                 let mut buf = [0u8; 8];

@@ -156,8 +156,8 @@ pub enum SourceError {
         cache: PathBuf,
         /// Hub endpoint tried.
         endpoint: String,
-        /// Why the request failed, briefly.
-        reason: String,
+        /// Why the request failed.
+        reason: HubProblem,
     },
     /// The hub answered that the repo or revision does not exist (or is private).
     #[error("the Hugging Face hub has no model '{model}' at revision '{revision}' (HTTP {status}); check the id and the revision (private or gated repos need HF_TOKEN), or use a local copy")]
@@ -189,7 +189,7 @@ pub enum SourceError {
         /// File being downloaded.
         file: String,
         /// What went wrong.
-        reason: String,
+        reason: DownloadProblem,
     },
 }
 
@@ -224,6 +224,46 @@ pub enum IndexProblem {
     /// The `weight_map` lists no tensor.
     #[error("its weight_map is empty: it lists no shards")]
     Empty,
+}
+
+/// Why the hub could not say which files a model has ([`SourceError::Unreachable`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HubProblem {
+    /// The request failed.
+    #[error("{cause}")]
+    Request {
+        /// The HTTP client's reason, in one line (the external cause).
+        cause: String,
+    },
+    /// The hub answered with a status other than found or not found.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The answer could not be read.
+    #[error("{0}")]
+    Body(#[source] std::io::Error),
+    /// The answer is not the JSON the hub sends.
+    #[error("unexpected answer")]
+    UnexpectedAnswer,
+    /// The answer names no commit.
+    #[error("answer without a commit")]
+    NoCommit,
+}
+
+/// Why a file could not be downloaded ([`SourceError::Download`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadProblem {
+    /// hf-hub failed, setting up its client or downloading.
+    #[error("{cause}")]
+    Client {
+        /// hf-hub's message, its first line (the external cause).
+        cause: String,
+    },
+    /// The thread that downloads stopped without an answer.
+    #[error("the download thread stopped")]
+    ThreadStopped,
+    /// No byte arrived for this long.
+    #[error("no data arrived for {} s", .0.as_secs())]
+    Stalled(std::time::Duration),
 }
 
 /// The local files of a model, ready to load.

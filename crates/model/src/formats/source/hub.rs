@@ -9,7 +9,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use super::local::{from_dir_with, shard_names};
-use super::{describe, first_way, ModelFiles, SourceError, TokenizerFilesOf, WEIGHT_FILES};
+use super::{describe, first_way, DownloadProblem, HubProblem, ModelFiles, SourceError};
+use super::{TokenizerFilesOf, WEIGHT_FILES};
 use crate::progress::{Progress, Stage};
 
 /// Where and how to reach the Hugging Face hub; [`Hub::from_env`] reads the standard variables.
@@ -211,7 +212,7 @@ pub(super) fn list_repo(
     hub: &Hub,
     endpoint: &str,
 ) -> Result<Listing, SourceError> {
-    let unreachable = |reason: String| SourceError::Unreachable {
+    let unreachable = |reason: HubProblem| SourceError::Unreachable {
         model: model.to_string(),
         revision: revision.to_string(),
         cache: hub.cache_dir.clone(),
@@ -233,7 +234,11 @@ pub(super) fn list_repo(
     if let Some(token) = &hub.token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
-    let mut response = request.call().map_err(|e| unreachable(short_reason(&e)))?;
+    let mut response = request.call().map_err(|e| {
+        unreachable(HubProblem::Request {
+            cause: short_reason(&e),
+        })
+    })?;
     let status = response.status().as_u16();
     if matches!(status, 401 | 403 | 404) {
         return Err(SourceError::NotFound {
@@ -243,7 +248,7 @@ pub(super) fn list_repo(
         });
     }
     if status != 200 {
-        return Err(unreachable(format!("HTTP {status}")));
+        return Err(unreachable(HubProblem::Status(status)));
     }
     let mut body = String::new();
     response
@@ -251,14 +256,14 @@ pub(super) fn list_repo(
         .as_reader()
         .take(16 << 20)
         .read_to_string(&mut body)
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| unreachable(HubProblem::Body(e)))?;
     let json: serde_json::Value =
-        serde_json::from_str(&body).map_err(|_| unreachable("unexpected answer".into()))?;
+        serde_json::from_str(&body).map_err(|_| unreachable(HubProblem::UnexpectedAnswer))?;
     let sha = json
         .get("sha")
         .and_then(|s| s.as_str())
         .filter(|s| !s.is_empty() && !s.contains(['/', '\\', '.']))
-        .ok_or_else(|| unreachable("answer without a commit".into()))?
+        .ok_or_else(|| unreachable(HubProblem::NoCommit))?
         .to_string();
     let files = json
         .get("siblings")
@@ -307,7 +312,9 @@ impl Downloader {
         let api = builder.build().map_err(|e| SourceError::Download {
             model: model.to_string(),
             file: "(setup)".into(),
-            reason: first_line(&e.to_string()),
+            reason: DownloadProblem::Client {
+                cause: first_line(&e.to_string()),
+            },
         })?;
         // hf-hub keeps its endpoint private; recover it from a file URL it builds.
         let probe = api.model("m".into()).url("f");
@@ -336,7 +343,7 @@ impl Downloader {
         if cached.is_file() {
             return Ok(cached);
         }
-        let failed = |reason: String| SourceError::Download {
+        let failed = |reason: DownloadProblem| SourceError::Download {
             model: self.model.clone(),
             file: file.to_string(),
             reason,
@@ -358,18 +365,21 @@ impl Downloader {
         });
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(result) => return result.map_err(|e| failed(first_line(&e.to_string()))),
+                Ok(result) => {
+                    return result.map_err(|e| {
+                        failed(DownloadProblem::Client {
+                            cause: first_line(&e.to_string()),
+                        })
+                    })
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(failed("the download thread stopped".into()))
+                    return Err(failed(DownloadProblem::ThreadStopped))
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = start.elapsed().as_millis() as u64;
                     let idle = now.saturating_sub(last_ms.load(Ordering::Relaxed));
                     if idle > self.stall_timeout.as_millis() as u64 {
-                        return Err(failed(format!(
-                            "no data arrived for {} s",
-                            self.stall_timeout.as_secs()
-                        )));
+                        return Err(failed(DownloadProblem::Stalled(self.stall_timeout)));
                     }
                 }
             }
