@@ -77,6 +77,7 @@ impl Model {
                 types,
                 lengths: &[n],
                 tokens: n,
+                inserted: None,
             },
             &mut captures,
         );
@@ -330,6 +331,7 @@ impl Model {
                 types: &zeros,
                 lengths: &[n],
                 tokens: n,
+                inserted: None,
             },
             n - 1,
         );

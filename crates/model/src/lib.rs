@@ -41,6 +41,7 @@ pub mod families;
 pub mod formats;
 pub mod kernels;
 pub mod lens;
+pub mod multimodal;
 pub mod rerun;
 pub mod vision;
 pub mod zeroing;
@@ -57,7 +58,9 @@ use formats::tensors::TensorMap;
 pub use blocks::capture::{CapturedLayer, LayerSink, SequenceCapture};
 pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
-pub use blocks::network::{Architecture, Batch, CausalLm, Forward, HeadOutputs, KvCache, Network};
+pub use blocks::network::{
+    Architecture, Batch, CausalLm, Forward, HeadOutputs, Inserted, KvCache, Multimodal, Network,
+};
 pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{
@@ -332,6 +335,11 @@ impl Model {
                 TextTokenizer::none(&files.tokenizer_dir),
                 Some(vision::image_processor(&files.tokenizer_dir)?),
             ),
+            // A vision-language model has both: a tokenizer and an image processor.
+            None if network.multimodal().is_some() => (
+                tokenizer?,
+                Some(vision::image_processor(&files.tokenizer_dir)?),
+            ),
             None => (tokenizer?, None),
         };
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {
@@ -541,6 +549,18 @@ impl Model {
         max_new_tokens: usize,
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
+        self.generate_from(prompt, None, max_new_tokens, progress)
+    }
+
+    /// [`Model::generate`] with the rows of `inserted` (indices into `prompt`) given their
+    /// embeddings (a vision-language model's image tokens).
+    pub(crate) fn generate_from(
+        &self,
+        prompt: &[u32],
+        inserted: Option<&Inserted>,
+        max_new_tokens: usize,
+        progress: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error> {
         let arch = self.network.architecture();
         let Some(lm) = self.network.causal_lm() else {
             return Err(Error::from(InputError::EncoderGenerates {
@@ -559,9 +579,11 @@ impl Model {
         }
         // The cache is made when the first step runs (no step runs for 0 new tokens).
         let mut cache = None;
+        // The prompt runs in the first step: it takes the inserted rows.
+        let mut inserted = inserted;
         let mut step = |ids: &[u32]| {
             let cache = cache.get_or_insert_with(|| lm.new_cache(prompt.len() + max_new_tokens));
-            lm.step(ids, cache)
+            lm.step_with(ids, inserted.take(), cache)
         };
         // One token's forward pass is hundreds of short parallel steps: run them from a pool
         // thread (see `on_pool`).
@@ -649,6 +671,7 @@ impl Model {
             layers,
             max_memory,
             None,
+            None,
         )?;
         Ok(out.forwards)
     }
@@ -669,8 +692,15 @@ impl Model {
         } else {
             ValueTerms::Off
         };
-        let out =
-            self.forward_batch_into(batch, capture_query_key, values, layers, max_memory, None)?;
+        let out = self.forward_batch_into(
+            batch,
+            capture_query_key,
+            values,
+            layers,
+            max_memory,
+            None,
+            None,
+        )?;
         Ok((out.forwards, out.values))
     }
 
@@ -686,6 +716,7 @@ impl Model {
         layers: Option<&[usize]>,
         max_memory: Option<u64>,
         sink: Option<&mut dyn LayerSink>,
+        inserted: Option<&Inserted>,
     ) -> Result<BatchRun, Error> {
         let Extras {
             values,
@@ -765,6 +796,7 @@ impl Model {
                 types: &types,
                 lengths: &lengths,
                 tokens: n,
+                inserted,
             },
             &mut captures,
         );
@@ -926,7 +958,7 @@ impl Model {
         let limit = tokenize::byte_limit(self.max_positions());
         let text = tokenize::cut_to_bytes(text, limit);
         let pair = pair.map(|p| tokenize::cut_to_bytes(p, limit));
-        self.encode_tokens_with(text, pair, enc, opts, 0, sink)
+        self.encode_tokens_with(text, pair, enc, opts, 0, sink, None)
     }
 
     /// [`Model::encode`] for input already tokenized by [`Model::tokenizer`] (corpus mode
@@ -942,11 +974,12 @@ impl Model {
             capture_query_key,
             ..EncodeOptions::default()
         };
-        self.encode_tokens_with(text, pair, enc, &opts, 0, None)
+        self.encode_tokens_with(text, pair, enc, &opts, 0, None, None)
     }
 
     /// Run tokenized input (of which the tokens from `prompt_len` on, when it is above 0, were
-    /// generated) and label its attention.
+    /// generated, and the rows of `inserted` get given embeddings) and label its attention.
+    #[allow(clippy::too_many_arguments)]
     fn encode_tokens_with(
         &self,
         text: &str,
@@ -955,6 +988,7 @@ impl Model {
         opts: &EncodeOptions,
         prompt_len: usize,
         sink: Option<&mut dyn LayerSink>,
+        inserted: Option<&Inserted>,
     ) -> Result<Encoding, Error> {
         // Segment ids reach the model only where transformers passes them (see
         // `Architecture::tokenizer_types`); the views still get the tokenizer's.
@@ -977,6 +1011,7 @@ impl Model {
             layers,
             opts.max_memory,
             sink,
+            inserted,
         )?;
         let (out, values) = (run.forwards.remove(0), run.values.remove(0));
         let head_outputs = run.head_outputs.remove(0);
@@ -1100,7 +1135,7 @@ impl Model {
         let limit = tokenize::byte_limit(room);
         let recorded = tokenize::cut_to_bytes(&prompt_text, limit).to_string();
         let mut encoding =
-            self.encode_tokens_with(&recorded, None, full, opts, prompt_len, sink)?;
+            self.encode_tokens_with(&recorded, None, full, opts, prompt_len, sink, None)?;
         encoding.generation = Some(generation);
         Ok(encoding)
     }

@@ -82,6 +82,7 @@ impl Model {
                 types,
                 lengths: &[n],
                 tokens: n,
+                inserted: None,
             },
             &mut captures,
         );

@@ -122,6 +122,23 @@ impl Pooling {
     }
 }
 
+/// A picture a vision-language model read: the run of image tokens that stands for it in the
+/// language model's input, and the picture itself (its `cells` are those tokens', in order).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PictureTokens {
+    /// Its first image token (a token index).
+    pub first: usize,
+    /// The picture, its preprocessing and what each of its tokens is.
+    pub image: ImageInput,
+}
+
+impl PictureTokens {
+    /// Its tokens, as token indices.
+    pub fn tokens(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.image.cells.len()
+    }
+}
+
 /// The image a vision model's attention was computed over.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ImageInput {

@@ -366,6 +366,9 @@ pub struct Attention {
     /// The picture a vision model's attention was computed over: its patch grid, what each
     /// token is, the preprocessing; `None` for text.
     pub image: Option<std::sync::Arc<image::ImageInput>>,
+    /// The pictures a vision-language model read, each a run of its image tokens, in order;
+    /// empty for text alone.
+    pub pictures: std::sync::Arc<Vec<image::PictureTokens>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -511,6 +514,7 @@ impl Attention {
             holds: Holds::Raw,
             query_key: None,
             image: None,
+            pictures: Default::default(),
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -547,6 +551,30 @@ impl Attention {
             .into());
         }
         self.image = Some(std::sync::Arc::new(image));
+        Ok(self)
+    }
+
+    /// The same value with the pictures a vision-language model read, each a run of its image
+    /// tokens inside the token-level input, in order and apart.
+    pub fn with_pictures(
+        mut self,
+        pictures: Vec<image::PictureTokens>,
+    ) -> Result<Self, ShapeError> {
+        let tokens = self.queries.token_count();
+        let mut end = 0;
+        for p in &pictures {
+            let run = p.tokens();
+            if run.start < end || run.end > tokens {
+                return Err(ShapeProblem::PictureTokens {
+                    first: run.start,
+                    count: run.len(),
+                    tokens,
+                }
+                .into());
+            }
+            end = run.end;
+        }
+        self.pictures = std::sync::Arc::new(pictures);
         Ok(self)
     }
 
@@ -663,6 +691,7 @@ impl Attention {
             holds: self.holds,
             query_key: None,
             image: self.image.clone(),
+            pictures: self.pictures.clone(),
         };
         att.check()?;
         Ok(att)

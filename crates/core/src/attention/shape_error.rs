@@ -28,6 +28,16 @@ pub enum ShapeProblem {
     /// Self-attention given separate key units.
     #[error("self-attention has one list of units for queries and keys")]
     SelfWithKeys,
+    /// A picture's image tokens that overlap another's or run past the input.
+    #[error("a picture's image tokens {first}..{} do not fit in order inside the {tokens} tokens", first + count)]
+    PictureTokens {
+        /// Its first token.
+        first: usize,
+        /// Its tokens.
+        count: usize,
+        /// The attention's tokens.
+        tokens: usize,
+    },
     /// A picture with another number of tokens than the attention.
     #[error("the image has {cells} tokens, the attention {tokens}")]
     ImageTokens {

@@ -20,8 +20,8 @@ use super::layers::{
 };
 use super::lens;
 use super::network::{
-    Architecture, Batch, CausalLm, HeadOutputs, Interventions, KvCache, LayerCache, Network,
-    Unembedding, ValueZeroing,
+    Architecture, Batch, CausalLm, HeadOutputs, Inserted, Interventions, KvCache, LayerCache,
+    Network, Unembedding, ValueZeroing,
 };
 use super::values::{self, After, LayerTaps, Values};
 use crate::error::Error;
@@ -370,6 +370,9 @@ impl Network for DecoderStack {
         let rows = batch.ids.len();
         let positions: Vec<usize> = (0..rows).map(|r| r % batch.tokens).collect();
         let mut h = self.embed(batch.ids, &positions);
+        if let Some(inserted) = batch.inserted {
+            inserted.apply(&mut h, self.arch.hidden_size);
+        }
         let tables = self.rope_tables(&positions);
         let residual = lens::wanted(captures);
         let heads_wanted = captures.iter().any(|c| c.head_outputs.is_some());
@@ -513,6 +516,7 @@ impl DecoderStack {
             types: &ids,
             lengths: &lengths,
             tokens,
+            inserted: None,
         };
         for (l, layer) in self.layers.iter().enumerate().take(layers.end).skip(from) {
             let mut sinks: Vec<CaptureSink> = (0..seqs)
@@ -722,6 +726,7 @@ impl DecoderStack {
             types: &ids,
             lengths: &[n],
             tokens: n,
+            inserted: None,
         };
         let mut sinks = [CaptureSink {
             probs: None,
@@ -838,7 +843,12 @@ impl CausalLm for DecoderStack {
         KvCache::new(self.layers.len(), capacity, width)
     }
 
-    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error> {
+    fn step_with(
+        &self,
+        ids: &[u32],
+        inserted: Option<&Inserted>,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>, Error> {
         // LongRoPE switches from its short to its long factors once a sequence is longer than
         // the original context, and the keys cached under the short ones no longer fit: as
         // transformers' Phi-3 `prepare_inputs_for_generation`, the first step past that point
@@ -853,7 +863,12 @@ impl CausalLm for DecoderStack {
                 let mut all = std::mem::take(&mut cache.ids);
                 all.extend_from_slice(ids);
                 cache.len = 0;
-                return self.step(&all, cache);
+                // Inserted rows index this call's ids: they move back by the cached ones.
+                let moved = inserted.map(|i| Inserted {
+                    rows: i.rows.iter().map(|r| r + past).collect(),
+                    values: i.values.clone(),
+                });
+                return self.step_with(&all, moved.as_ref(), cache);
             }
         }
         cache.ids.extend_from_slice(ids);
@@ -865,6 +880,9 @@ impl CausalLm for DecoderStack {
         );
         let positions: Vec<usize> = (past..past + rows).collect();
         let mut h = self.embed(ids, &positions);
+        if let Some(inserted) = inserted {
+            inserted.apply(&mut h, self.arch.hidden_size);
+        }
         let tables = self.rope_tables(&positions);
         for (layer, cached) in self.layers.iter().zip(&mut cache.layers) {
             let mut sinks = [CaptureSink {

@@ -594,6 +594,7 @@ impl ValueZeroing for PostNormEncoder {
             types: &ids,
             lengths: &lengths,
             tokens,
+            inserted: None,
         };
         let mut sinks: Vec<CaptureSink> = (0..copies)
             .map(|_| CaptureSink {

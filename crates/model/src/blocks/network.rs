@@ -21,6 +21,28 @@ pub struct Batch<'a> {
     pub lengths: &'a [usize],
     /// The padded length.
     pub tokens: usize,
+    /// Rows whose input embeddings are given rather than looked up (a vision-language model's
+    /// image tokens); `None` for text alone.
+    pub inserted: Option<&'a Inserted>,
+}
+
+/// Input embeddings put in place of some rows' token embeddings (after any embedding scale), as
+/// a vision-language model scatters its projected image features over its image tokens.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inserted {
+    /// The rows replaced, ascending: indices into the batch's (or a step's) flattened rows.
+    pub rows: Vec<usize>,
+    /// Their embeddings, `[rows.len(), hidden]`.
+    pub values: Vec<f32>,
+}
+
+impl Inserted {
+    /// Put the embeddings in place in `h` (rows of `width` values).
+    pub fn apply(&self, h: &mut [f32], width: usize) {
+        for (&r, v) in self.rows.iter().zip(self.values.chunks_exact(width)) {
+            h[r * width..][..width].copy_from_slice(v);
+        }
+    }
 }
 
 /// A family's network with its weights.
@@ -49,6 +71,12 @@ pub trait Network: Send + Sync {
     /// The vision side (a forward pass from pixels, the patch grid) of ViT, DeiT, DINOv2 and
     /// CLIP's vision tower; `None` for text models.
     fn vision(&self) -> Option<&dyn Vision> {
+        None
+    }
+
+    /// The image side of a vision-language model (its vision tower and projector, which turn
+    /// a picture into embeddings for its image tokens); `None` for the others.
+    fn multimodal(&self) -> Option<&dyn Multimodal> {
         None
     }
 
@@ -171,6 +199,36 @@ pub trait Vision: Sync {
     }
 }
 
+/// The image side of a vision-language model: a vision tower whose hidden states a projector
+/// maps into the language model's embedding space, one embedding per image token.
+pub trait Multimodal: Sync {
+    /// The vision tower's shape.
+    fn tower_architecture(&self) -> &Architecture;
+
+    /// The vision tower (patch size, trained grid, its tokens' cells).
+    fn tower(&self) -> &dyn Vision;
+
+    /// The token id that stands for one image token in the language model's input.
+    fn image_token(&self) -> u32;
+
+    /// What each image token is, for an image of `grid` patches, in order: the tower's tokens
+    /// that the projector keeps.
+    fn image_cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
+
+    /// Run `[3, height, width]` pixels through the tower, capturing its attention into
+    /// `capture` (sized for the tower's `cells(grid)`), and project the features it selects:
+    /// `[image_cells(grid).len(), hidden]` embeddings for the language model. `None` when
+    /// `cancel` was set (checked between layers).
+    fn image_embeddings(
+        &self,
+        pixels: &[f32],
+        width: usize,
+        height: usize,
+        capture: &mut SequenceCapture,
+        cancel: &crate::cancel::Cancel,
+    ) -> Option<Vec<f32>>;
+}
+
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.
 pub struct LayerCache {
     pub(crate) keys: Vec<f32>,
@@ -250,7 +308,17 @@ pub trait CausalLm: Sync {
     /// the model's positions) after the tokens in `cache`, adding theirs to it, and return the
     /// logits `[vocab]` that follow the last of them. Fails when the model has no
     /// language-model head.
-    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error>;
+    fn step(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>, Error> {
+        self.step_with(ids, None, cache)
+    }
+
+    /// [`CausalLm::step`] with some rows' embeddings given (`inserted`'s rows index `ids`).
+    fn step_with(
+        &self,
+        ids: &[u32],
+        inserted: Option<&Inserted>,
+        cache: &mut KvCache,
+    ) -> Result<Vec<f32>, Error>;
 }
 
 /// Raw forward outputs for one sequence.

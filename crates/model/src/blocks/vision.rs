@@ -373,6 +373,54 @@ fn add_scaled(x: &mut [f32], branch: &[f32], scale: Option<&[f32]>, hidden: usiz
     }
 }
 
+impl VisionEncoder {
+    /// Run `[3, height, width]` pixels through every layer, capturing into `capture`, and
+    /// return the output of the last layer (before any final norm). `norms` gets each layer's
+    /// token norms ([`Vision::forward_pixels`]); each `(stage, state)` of `states` gets the
+    /// hidden state at `stage` as transformers numbers `hidden_states` (0: the input of the
+    /// first layer, after any pre-norm; `l`: the output of layer `l - 1`). `None` when `cancel`
+    /// was set (checked between layers).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        pixels: &[f32],
+        width: usize,
+        height: usize,
+        capture: &mut SequenceCapture,
+        norms: &mut Vec<Vec<f32>>,
+        states: &mut [(usize, Vec<f32>)],
+        cancel: &crate::cancel::Cancel,
+    ) -> Option<Vec<f32>> {
+        let (mut x, n) = self.embed(pixels, width, height);
+        if let Some(norm) = &self.pre_norm {
+            x = norm.forward(&x, None);
+        }
+        let keep = |x: &[f32], stage: usize, states: &mut [(usize, Vec<f32>)]| {
+            for (s, state) in states.iter_mut() {
+                if *s == stage {
+                    *state = x.to_vec();
+                }
+            }
+        };
+        keep(&x, 0, states);
+        let hidden = self.arch.hidden_size;
+        for (l, layer) in self.layers.iter().enumerate() {
+            if cancel.is_cancelled() {
+                return None;
+            }
+            let mut sink = capture.layer(l);
+            layer.forward(&mut x, n, &self.arch, &mut sink);
+            norms.push(
+                x.chunks_exact(hidden)
+                    .map(|t| t.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt() as f32)
+                    .collect(),
+            );
+            keep(&x, l + 1, states);
+        }
+        Some(x)
+    }
+}
+
 impl Vision for VisionEncoder {
     fn patch_size(&self) -> usize {
         self.patch
@@ -404,23 +452,7 @@ impl Vision for VisionEncoder {
         norms: &mut Vec<Vec<f32>>,
         cancel: &crate::cancel::Cancel,
     ) -> Option<Vec<f32>> {
-        let (mut x, n) = self.embed(pixels, width, height);
-        if let Some(norm) = &self.pre_norm {
-            x = norm.forward(&x, None);
-        }
-        let hidden = self.arch.hidden_size;
-        for (l, layer) in self.layers.iter().enumerate() {
-            if cancel.is_cancelled() {
-                return None;
-            }
-            let mut sink = capture.layer(l);
-            layer.forward(&mut x, n, &self.arch, &mut sink);
-            norms.push(
-                x.chunks_exact(hidden)
-                    .map(|t| t.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt() as f32)
-                    .collect(),
-            );
-        }
+        let x = self.run(pixels, width, height, capture, norms, &mut [], cancel)?;
         Some(match &self.final_norm {
             Some(norm) => norm.forward(&x, None),
             None => x,

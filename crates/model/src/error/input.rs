@@ -52,6 +52,27 @@ pub enum InputError {
         /// Its family.
         family: &'static str,
     },
+    /// A vision-language model run without a picture.
+    #[error("{model} reads pictures with its prompt; give it at least one image")]
+    NoPicture {
+        /// The model's name.
+        model: String,
+    },
+    /// A prompt that marks another number of pictures than were given.
+    #[error(
+        "the prompt marks {marks} picture{} with {mark} but {pictures} {} given; mark each \
+         picture once, or none to put them all before the text",
+        if *.marks == 1 { "" } else { "s" },
+        if *.pictures == 1 { "was" } else { "were" }
+    )]
+    PictureMarks {
+        /// The image token as written.
+        mark: String,
+        /// The marks in the prompt.
+        marks: usize,
+        /// The pictures given.
+        pictures: usize,
+    },
     /// A streamed capture asked for a batch of several sequences.
     #[error("a streamed capture runs one sequence at a time")]
     StreamedBatch,

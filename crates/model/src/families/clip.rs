@@ -122,6 +122,15 @@ impl FamilyConfig for ClipVisionConfig {
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.encoder(ckpt)?))
+    }
+}
+
+impl ClipVisionConfig {
+    /// The vision tower from `ckpt` (its names inside `vision_model.`), as
+    /// [`FamilyConfig::build`] builds it, unboxed: a vision-language model runs it for its
+    /// hidden states.
+    pub fn encoder(&self, ckpt: &Checkpoint) -> Result<VisionEncoder, Error> {
         let c = &self.0;
         let (hidden, p, side) = (c.hidden_size, c.patch_size, c.trained_side());
         let e = embeddings();
@@ -165,7 +174,7 @@ impl FamilyConfig for ClipVisionConfig {
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        Ok(Box::new(VisionEncoder {
+        Ok(VisionEncoder {
             arch: c.architecture(CLIP_VISION.name, "clip_vision_model", 1),
             patch: p,
             channels: c.num_channels,
@@ -186,6 +195,6 @@ impl FamilyConfig for ClipVisionConfig {
             layers,
             final_norm: None,
             pooling: None,
-        }))
+        })
     }
 }

@@ -14,6 +14,7 @@ pub mod electra;
 pub mod gemma;
 pub mod gpt2;
 pub mod llama;
+pub mod llava;
 pub mod phi3;
 pub mod registry;
 pub mod roberta;

@@ -139,7 +139,7 @@ enum Backend {
 /// An open checkpoint: look tensors up by their name inside the base model
 /// (`encoder.layer.0.attention.self.query.weight`), whatever prefix or LayerNorm naming it uses.
 pub struct Checkpoint {
-    backend: Backend,
+    backend: Arc<Backend>,
     /// File named in errors (the first shard for sharded checkpoints).
     path: PathBuf,
     /// Prefix in front of every base-model tensor name: `""`, `"bert."`, `"roberta."`, ….
@@ -147,7 +147,7 @@ pub struct Checkpoint {
     /// Shape of every tensor in the file, by full name.
     shapes: HashMap<String, Vec<usize>>,
     /// Bytes of tensor data read so far (as f32), and the most that may be.
-    read: AtomicU64,
+    read: Arc<AtomicU64>,
     read_limit: u64,
 }
 
@@ -205,11 +205,11 @@ impl Checkpoint {
                 example: anchor.prefix.to_string(),
             })?;
         Ok(Checkpoint {
-            backend,
+            backend: Arc::new(backend),
             path,
             prefix,
             shapes,
-            read: AtomicU64::new(0),
+            read: Arc::new(AtomicU64::new(0)),
             read_limit: size
                 .saturating_mul(READ_BUDGET_FACTOR)
                 .saturating_add(1 << 20),
@@ -240,6 +240,26 @@ impl Checkpoint {
     /// The detected key prefix (`""` or `"bert."`).
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The same checkpoint seen from the module `sub` inside the base model (`language_model.`):
+    /// names are looked up under the prefix followed by `sub`. The views share the file and
+    /// its read budget.
+    pub fn under(&self, sub: &str) -> Checkpoint {
+        Checkpoint {
+            backend: Arc::clone(&self.backend),
+            path: self.path.clone(),
+            prefix: format!("{}{sub}", self.prefix),
+            shapes: self.shapes.clone(),
+            read: Arc::clone(&self.read),
+            read_limit: self.read_limit,
+        }
+    }
+
+    /// Whether the file holds a tensor named `full` (the whole stored name, any prefix
+    /// included).
+    pub fn has_full(&self, full: &str) -> bool {
+        self.shapes.contains_key(full)
     }
 
     /// Number of tensors in the file (used and unused).
@@ -384,7 +404,7 @@ impl Checkpoint {
     fn read_tensor(&self, full: String, shape: &[usize]) -> Result<Weight, WeightsError> {
         self.charge(&full, shape)?;
         let count: usize = shape.iter().product();
-        if let Backend::Safetensors(st) = &self.backend {
+        if let Backend::Safetensors(st) = self.backend.as_ref() {
             if let Ok(view) = st.get(&full) {
                 let bytes = view.data();
                 if cfg!(target_endian = "little")
@@ -426,7 +446,7 @@ impl Checkpoint {
             path: self.path.clone(),
             dtype,
         };
-        let tensor = match &self.backend {
+        let tensor = match self.backend.as_ref() {
             Backend::Safetensors(st) => st
                 .load(full, &Device::Cpu)
                 .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))?,
@@ -789,7 +809,7 @@ impl Checkpoint {
     /// reads it.
     pub fn matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixWeight, WeightsError> {
         let full = self.locate(name, shape)?;
-        if let (Backend::Safetensors(st), &[outputs, inputs]) = (&self.backend, shape) {
+        if let (Backend::Safetensors(st), &[outputs, inputs]) = (self.backend.as_ref(), shape) {
             if let Ok(view) = st.get(&full) {
                 let dtype = match view.dtype() {
                     safetensors::Dtype::F16 => Some(GgmlDType::F16),

@@ -1,0 +1,352 @@
+//! The [`Model`] side of the vision-language families: pictures and a prompt through the
+//! model's image processor, its vision tower and projector, and its language model, with the
+//! language model's attention over the whole sequence (each picture a run of image tokens,
+//! labelled by picture and grid cell) and each picture's vision-tower attention.
+//!
+//! Where the pictures go: the prompt marks each with the model's image token (`<image>` for
+//! LLaVA), as transformers' processors read it; a prompt that marks none gets one `<image>` line
+//! per picture in front of its text, which is where the checkpoints' chat templates put them.
+//! Each mark is then repeated once per image token of its picture, as the processor does.
+
+use super::{
+    EncodeOptions, Encoding, Error, ForwardError, GenerateOptions, InputError, Model,
+    SequenceCapture,
+};
+use crate::attention::image::{Cell, ImageInput, PictureTokens};
+use crate::attention::{Attention, ModelInfo, Role, Units};
+use crate::blocks::network::{Inserted, Multimodal};
+use crate::cancel::Cancel;
+use crate::pixels::{ImageSource, PixelsError, Prepared};
+use crate::tokenize::{self, Encoded};
+
+/// A vision-language model's run: the language model's attention over the prompt with its
+/// pictures (and what it generated), and each picture's vision-tower attention.
+pub struct MultimodalEncoding {
+    /// The language model's, with [`Attention::pictures`] saying which tokens are which
+    /// picture's.
+    pub encoding: Encoding,
+    /// Each picture's vision-tower self-attention, in the pictures' order, labelled by patch
+    /// as a vision model's ([`Attention::image`]).
+    pub towers: Vec<Attention>,
+}
+
+/// One picture, preprocessed and run through the tower.
+struct Seen {
+    source: String,
+    patch: usize,
+    prepared: Prepared,
+    grid: [usize; 2],
+    cells: Vec<Cell>,
+    embeddings: Vec<f32>,
+    tower: Attention,
+}
+
+impl Model {
+    /// Whether the model reads pictures together with text (a vision-language family).
+    pub fn is_multimodal(&self) -> bool {
+        self.network.multimodal().is_some()
+    }
+
+    /// Run `text` with `images` (at least one) through a vision-language model, generating
+    /// first when `generate` asks (greedy, with the pictures in the prompt), and capture the
+    /// language model's attention over the whole sequence and each picture's tower attention.
+    /// Checked between rows while decoding, between layers while running.
+    pub fn encode_with_images(
+        &self,
+        text: &str,
+        images: &[ImageSource],
+        opts: &EncodeOptions,
+        generate: Option<GenerateOptions>,
+        progress: &mut (dyn FnMut(usize) + Send),
+        cancel: &Cancel,
+    ) -> Result<MultimodalEncoding, Error> {
+        let mm = self
+            .network
+            .multimodal()
+            .ok_or_else(|| InputError::ImageToText {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            })?;
+        if images.is_empty() {
+            return Err(InputError::NoPicture {
+                model: self.info.name().to_string(),
+            }
+            .into());
+        }
+        let seen = images
+            .iter()
+            .map(|image| self.see(mm, image, cancel))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let image_token = mm.image_token();
+        let mark = self
+            .tokenizer
+            .token(image_token)
+            .unwrap_or_else(|| "<image>".to_string());
+        let generate = generate.unwrap_or_default();
+        let new = generate.max_new_tokens;
+        let longest = self.max_positions();
+        let room = longest.saturating_sub(new);
+        let marked = |t: &str| t.matches(mark.as_str()).count();
+        let mut prompt = text.to_string();
+        if marked(&prompt) == 0 {
+            prompt = format!("{}{prompt}", format!("{mark}\n").repeat(seen.len()));
+        }
+        let prompt = if generate.chat {
+            self.chat_prompt(&prompt)?
+        } else {
+            prompt
+        };
+        let enc = if generate.chat {
+            self.tokenizer
+                .encode_without_specials(&prompt, longest, false)
+        } else {
+            self.tokenizer.encode(&prompt, None, longest, false)
+        }?;
+        let marks = enc.ids.iter().filter(|&&id| id == image_token).count();
+        if marks != seen.len() {
+            return Err(InputError::PictureMarks {
+                mark,
+                marks,
+                pictures: seen.len(),
+            }
+            .into());
+        }
+        let (enc, pictures, inserted) = expand(enc, &seen, image_token, self.info.hidden_size);
+        if enc.ids.len() > room {
+            return Err(Error::PromptTooLong {
+                tokens: enc.ids.len(),
+                new,
+                longest,
+            });
+        }
+        let layers = opts.layers.as_ref().map_or(self.info.layers, Vec::len);
+        self.check_capture_size(
+            &[enc.ids.len() + new],
+            opts.capture_query_key,
+            layers,
+            opts.max_memory,
+        )?;
+        let prompt_len = enc.ids.len();
+        let (full, generation) = if new > 0 {
+            let generation = self.generate_from(&enc.ids, Some(&inserted), new, progress)?;
+            let full = self.tokenizer.continuation(&enc, generation.generated());
+            (full, Some(generation))
+        } else {
+            (enc, None)
+        };
+        let recorded = tokenize::cut_to_bytes(&prompt, tokenize::byte_limit(room)).to_string();
+        let generated_from = if generation.is_some() { prompt_len } else { 0 };
+        let mut encoding = self.encode_tokens_with(
+            &recorded,
+            None,
+            full,
+            opts,
+            generated_from,
+            None,
+            Some(&inserted),
+        )?;
+        encoding.generation = generation;
+        encoding.attention = encoding
+            .attention
+            .with_pictures(pictures)
+            .map_err(ForwardError::Shape)?;
+        Ok(MultimodalEncoding {
+            encoding,
+            towers: seen.into_iter().map(|s| s.tower).collect(),
+        })
+    }
+
+    /// Decode and preprocess one picture, run it through the tower (capturing its attention)
+    /// and the projector.
+    fn see(
+        &self,
+        mm: &dyn Multimodal,
+        image: &ImageSource,
+        cancel: &Cancel,
+    ) -> Result<Seen, Error> {
+        let processor = self
+            .image_processor
+            .as_ref()
+            .ok_or(InputError::NoImageProcessor)?;
+        let prepared = processor
+            .prepare_until(image, cancel)
+            .map_err(|e| match e {
+                PixelsError::Cancelled { .. } => Error::Cancelled,
+                e => InputError::Image(e).into(),
+            })?;
+        let tower = mm.tower();
+        let p = tower.patch_size();
+        if prepared.width < p || prepared.height < p {
+            return Err(InputError::SmallerThanPatch {
+                width: prepared.width,
+                height: prepared.height,
+                patch: p,
+            }
+            .into());
+        }
+        let grid = [prepared.height / p, prepared.width / p];
+        let tower_cells = tower.cells(grid);
+        let n = tower_cells.len();
+        let arch = mm.tower_architecture();
+        let all: Vec<usize> = (0..arch.layers).collect();
+        let mut capture = SequenceCapture::for_layers(arch, n, n, false, &all);
+        let embeddings = mm
+            .image_embeddings(
+                &prepared.pixels,
+                prepared.width,
+                prepared.height,
+                &mut capture,
+                cancel,
+            )
+            .ok_or(Error::Cancelled)?;
+        let source = image.name();
+        let info = ModelInfo {
+            family: arch.family.to_string(),
+            layers: arch.layers,
+            heads: arch.heads,
+            hidden_size: arch.hidden_size,
+            head_dim: arch.head_dim,
+            ..self.info.clone()
+        };
+        let mut steps = prepared.steps.clone();
+        if grid != tower.trained_grid() {
+            steps.positions_from = Some(tower.trained_grid());
+        }
+        let tower_image = ImageInput {
+            source: source.clone(),
+            original: prepared.original,
+            input: [prepared.width, prepared.height],
+            patch: p,
+            grid,
+            preprocessing: steps,
+            cells: tower_cells.clone(),
+            norms: Vec::new(),
+            pooling: None,
+            view: prepared.view.clone(),
+        };
+        let labels: Vec<String> = tower_cells.iter().map(|c| c.label()).collect();
+        let roles = tower_cells
+            .iter()
+            .map(|c| match c {
+                Cell::Class => Role::Start,
+                Cell::Patch { .. } => Role::Word,
+                _ => Role::Special,
+            })
+            .collect();
+        let mut word = 0;
+        let word_ids = tower_cells
+            .iter()
+            .map(|c| {
+                (!c.is_special()).then(|| {
+                    word += 1;
+                    word - 1
+                })
+            })
+            .collect();
+        let surfaces = tower_cells
+            .iter()
+            .map(|c| {
+                if c.is_special() {
+                    String::new()
+                } else {
+                    c.label()
+                }
+            })
+            .collect();
+        let units = Units::tokens(
+            labels,
+            Vec::new(),
+            vec![0; n],
+            vec![0; n],
+            roles,
+            word_ids,
+            surfaces,
+        );
+        let tower_attention = Attention::new(info, source.clone(), None, units, capture.probs)
+            .and_then(|a| a.with_image(tower_image))
+            .map_err(ForwardError::Shape)?;
+        Ok(Seen {
+            source,
+            patch: p,
+            cells: mm.image_cells(grid),
+            prepared,
+            grid,
+            embeddings,
+            tower: tower_attention,
+        })
+    }
+}
+
+/// `enc` with each image token repeated once per token of its picture (labelled by picture and
+/// grid cell, each a word of its own), the pictures' runs, and the rows that get the pictures'
+/// embeddings.
+fn expand(
+    enc: Encoded,
+    seen: &[Seen],
+    image_token: u32,
+    hidden: usize,
+) -> (Encoded, Vec<PictureTokens>, Inserted) {
+    let mut out = Encoded {
+        tokens: Vec::new(),
+        ids: Vec::new(),
+        type_ids: Vec::new(),
+        segments: Vec::new(),
+        roles: Vec::new(),
+        special: Vec::new(),
+        word_ids: Vec::new(),
+        surfaces: Vec::new(),
+        truncated_from: enc.truncated_from,
+        bytes_cut: enc.bytes_cut,
+    };
+    let mut pictures = Vec::with_capacity(seen.len());
+    let mut inserted = Inserted::default();
+    let mut next = seen.iter();
+    // Word ids stay ascending: those after a picture move by the words it added.
+    let mut added = 0;
+    for i in 0..enc.ids.len() {
+        if enc.ids[i] != image_token {
+            out.tokens.push(enc.tokens[i].clone());
+            out.ids.push(enc.ids[i]);
+            out.type_ids.push(enc.type_ids[i]);
+            out.segments.push(enc.segments[i]);
+            out.roles.push(enc.roles[i]);
+            out.special.push(enc.special[i]);
+            out.word_ids.push(enc.word_ids[i].map(|w| w + added));
+            out.surfaces.push(enc.surfaces[i].clone());
+            continue;
+        }
+        let Some(s) = next.next() else { continue };
+        let number = pictures.len() + 1;
+        let first = out.ids.len();
+        let base = out.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        for (k, cell) in s.cells.iter().enumerate() {
+            let label = format!("<img{number} {}>", cell.label());
+            out.tokens.push(label.clone());
+            out.ids.push(image_token);
+            out.type_ids.push(enc.type_ids[i]);
+            out.segments.push(enc.segments[i]);
+            out.roles.push(Role::Word);
+            out.special.push(false);
+            out.word_ids.push(Some(base + k));
+            out.surfaces.push(label);
+            inserted.rows.push(first + k);
+        }
+        inserted.values.extend_from_slice(&s.embeddings);
+        added += s.cells.len();
+        let image = ImageInput {
+            source: s.source.clone(),
+            original: s.prepared.original,
+            input: [s.prepared.width, s.prepared.height],
+            patch: s.patch,
+            grid: s.grid,
+            preprocessing: s.prepared.steps.clone(),
+            cells: s.cells.clone(),
+            norms: Vec::new(),
+            pooling: None,
+            view: s.prepared.view.clone(),
+        };
+        pictures.push(PictureTokens { first, image });
+    }
+    debug_assert_eq!(inserted.values.len(), inserted.rows.len() * hidden);
+    (out, pictures, inserted)
+}
