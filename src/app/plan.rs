@@ -515,9 +515,6 @@ fn single(
             q.parse().map_err(|e| format!("--query {e}"))?
         }
     };
-    if args.image.is_some() && args.text.is_some() {
-        return Err("give TEXT or --image FILE, not both: a vision model reads the image".into());
-    }
     let image_rollout = match (picture.head_fusion, picture.discard_ratio) {
         (None, None) => None,
         (fusion, ratio) => {
@@ -553,12 +550,9 @@ fn single(
     };
     let weighting = args.weighting.unwrap_or_default();
     let request = RunRequest {
-        // A picture is the request's own field; the text is then not read.
-        text: if args.image.is_some() {
-            String::new()
-        } else {
-            text
-        },
+        // A picture is the request's own field; a vision model reads it alone, a
+        // vision-language model with the text.
+        text,
         pair: args.pair.clone(),
         target: args.target.clone(),
         generate: args.generate,

@@ -27,7 +27,7 @@ use crate::model::encdec::DecoderInput;
 use crate::model::rerun::RerunLimit;
 use crate::model::{
     Capture, CaptureTooBig, EncodeOptions, Encoding, GenerateOptions, Generation, HeadOutputs,
-    InputError, LayerSink, Mask, Model, VisionUnsupported,
+    InputError, LayerSink, Mask, Model, MultimodalUnsupported, VisionUnsupported,
 };
 use crate::pixels::ImageSource;
 use crate::progress::{Progress, Stage};
@@ -437,6 +437,17 @@ impl RunRequest {
         sink: Option<&mut dyn LayerSink>,
         cancel: &Cancel,
     ) -> Result<Run, RequestError> {
+        if let Some(picture) = &self.image {
+            if model.is_multimodal() {
+                return self.run_multimodal(model, picture, progress, sink.is_some(), cancel);
+            }
+            if model.is_vision() && !self.text.is_empty() {
+                return Err(input(InputError::TextWithPicture {
+                    model: model.info().name().to_string(),
+                    family: model.family(),
+                }));
+            }
+        }
         let heads = self.head_tokens(model)?;
         if let Some(picture) = &self.image {
             if sink.is_some() {
@@ -519,6 +530,53 @@ impl RunRequest {
             self.heads_of(model, &mut run, outputs, (target, contrast), progress)?;
         }
         Ok(run)
+    }
+
+    /// Run a vision-language model over the prompt and its picture (generating first when
+    /// asked), refusing the analyses it cannot give yet.
+    fn run_multimodal(
+        &self,
+        model: &Model,
+        picture: &ImageSource,
+        progress: &dyn Progress,
+        streamed: bool,
+        cancel: &Cancel,
+    ) -> Result<Run, RequestError> {
+        let refuse = |what: MultimodalUnsupported| Err(input(what.into()));
+        if streamed {
+            return refuse(MultimodalUnsupported::Streamed);
+        }
+        if self.value_weighted {
+            return refuse(MultimodalUnsupported::ValueWeighted);
+        }
+        if self.alti {
+            return refuse(MultimodalUnsupported::Alti);
+        }
+        if self.value_zeroing {
+            return refuse(MultimodalUnsupported::ValueZeroing);
+        }
+        if self.lens.is_some() {
+            return refuse(MultimodalUnsupported::Lens);
+        }
+        if self.wants_heads() {
+            return refuse(MultimodalUnsupported::Heads);
+        }
+        self.check(model)?;
+        let generate = GenerateOptions {
+            max_new_tokens: self.generate.unwrap_or(0),
+            chat: self.chat,
+        };
+        let mut report = Generating::new(progress, generate.max_new_tokens);
+        let run = model.encode_with_images(
+            &self.text,
+            std::slice::from_ref(picture),
+            &self.encode_options(),
+            Some(generate),
+            &mut |d| report.done(d),
+            cancel,
+        );
+        report.finish();
+        single_run(model, run?.encoding, self)
     }
 
     /// The time limit of the analyses that re-run the model.

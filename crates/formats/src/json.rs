@@ -13,7 +13,10 @@ use crate::analysis::Analysis;
 use crate::attention::{Attention, AttentionSet, ModelInfo};
 use number::{format_matrix, format_matrix_into};
 
-use crate::doc::{image::ImageDoc, ModelV3Doc, SetMeta, UnitsDoc};
+use crate::doc::{
+    image::{ImageDoc, PictureDoc},
+    ModelV3Doc, SetMeta, UnitsDoc,
+};
 use crate::doc::{lines::write_fields, BodyMeta, Header, KeyUnitsDoc, LayerMaskDoc, ModelDoc};
 pub use crate::doc::{ENCODER_DECODER_VERSION, FORMAT_VERSION};
 
@@ -214,6 +217,20 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         .image
         .as_ref()
         .map(|image| ImageDoc::of(image, view_png(image)));
+    // A vision-language model's pictures: where each one's image tokens are among the units.
+    let spans = &att.queries().spans;
+    let pictures = att
+        .pictures
+        .iter()
+        .filter_map(|p| {
+            let first = spans.iter().position(|s| s.start == p.first)?;
+            Some(PictureDoc {
+                first,
+                count: p.image.cells.len(),
+                image: ImageDoc::of(&p.image, view_png(&p.image)),
+            })
+        })
+        .collect();
     BodyMeta {
         model: ModelDoc::of(&att.model),
         kind: att.kind,
@@ -230,6 +247,7 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         special_excluded: att.special_excluded,
         attention_holds: att.holds,
         image,
+        pictures,
         queries: UnitsDoc::of(att.queries(), att.level),
         keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),
     }

@@ -65,7 +65,7 @@ pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
 pub use error::{
     format_bytes, Capture, CaptureTooBig, ConfigFileProblem, Error, ForwardError,
-    GgufMetadataProblem, InputError, TargetError, VisionUnsupported,
+    GgufMetadataProblem, InputError, MultimodalUnsupported, TargetError, VisionUnsupported,
 };
 pub use families::bert::BertConfig;
 pub use families::registry as family;

@@ -37,6 +37,20 @@ pub struct ImageDoc {
     pub view_png: Option<String>,
 }
 
+/// One entry of a vision-language model's `pictures`: a picture it read with the prompt, as a
+/// run of its image tokens among the units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PictureDoc {
+    /// The unit of its first image token (an index into `tokens`); its tokens follow in the
+    /// order of `image.cells`, one unit each.
+    pub first: usize,
+    /// How many image tokens it is (`image.cells`' length).
+    pub count: usize,
+    /// The picture: what each of its tokens is (the patch at a grid cell), the grid, the
+    /// preprocessing and the picture the model saw, as a vision model's `image`.
+    pub image: ImageDoc,
+}
+
 /// `image.preprocessing`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PreprocessingDoc {

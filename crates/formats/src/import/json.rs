@@ -23,7 +23,10 @@ use serde::Deserialize;
 use crate::attention::{
     AttentionKind, Holds, LabelScheme, Level, MaskKind, ModelInfo, PositionScheme, Role,
 };
-use crate::doc::{image::ImageDoc, LayerMaskDoc, LayerMaskKind, ModelDoc};
+use crate::doc::{
+    image::{ImageDoc, PictureDoc},
+    LayerMaskDoc, LayerMaskKind, ModelDoc,
+};
 
 use super::budget::{Declared, Estimate};
 use super::json_error::{DocProblem, JsonDocError, TextOverAllowance};
@@ -98,6 +101,8 @@ struct Doc {
     #[serde(default)]
     rollout: Option<IgnoredAny>,
     image: Option<ChargedImage>,
+    #[serde(default)]
+    pictures: Option<Vec<ChargedPicture>>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -150,6 +155,17 @@ impl<'de> Deserialize<'de> for ChargedImage {
         let image = ImageDoc::deserialize(d)?;
         charge_text(image.source.len()).map_err(de::Error::custom)?;
         Ok(ChargedImage(image))
+    }
+}
+
+/// One of a vision-language model's `pictures`, its `source` charged as [`ChargedImage`]'s.
+struct ChargedPicture(PictureDoc);
+
+impl<'de> Deserialize<'de> for ChargedPicture {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let picture = PictureDoc::deserialize(d)?;
+        charge_text(picture.image.source.len()).map_err(de::Error::custom)?;
+        Ok(ChargedPicture(picture))
     }
 }
 
@@ -530,6 +546,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             shown,
         )?,
         image: None,
+        pictures: Vec::new(),
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,
@@ -546,6 +563,25 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         let image =
             super::image::input(image, tokens, shape[0]).map_err(|e| bad(DocProblem::Image(e)))?;
         origin.image = Some(image);
+    }
+    for ChargedPicture(p) in doc.pictures.into_iter().flatten() {
+        // `first` is a unit; the picture's tokens start where that unit's span does.
+        let first = match &queries.spans {
+            Some(spans) => spans.get(p.first).map(|s| s.start),
+            None => Some(p.first),
+        }
+        .ok_or_else(|| bad(DocProblem::PictureUnit { unit: p.first }))?;
+        if p.count != p.image.cells.len() {
+            return Err(bad(DocProblem::PictureCount {
+                count: p.count,
+                cells: p.image.cells.len(),
+            }));
+        }
+        let image = super::image::input(p.image, p.count, shape[0])
+            .map_err(|e| bad(DocProblem::Image(e)))?;
+        origin
+            .pictures
+            .push(crate::attention::image::PictureTokens { first, image });
     }
     let arrays = Arrays {
         name: format!("{shown}: attention"),

@@ -73,6 +73,20 @@ pub enum DocProblem {
     /// An `image` section that does not fit the attention.
     #[error(transparent)]
     Image(#[from] ImageSectionError),
+    /// A picture whose first unit is not one of the units.
+    #[error("a picture's first unit {unit} is not one of the tokens")]
+    PictureUnit {
+        /// Its `first`.
+        unit: usize,
+    },
+    /// A picture whose count is not its cells'.
+    #[error("a picture's count {count} is not the {cells} cells of its image")]
+    PictureCount {
+        /// Its `count`.
+        count: usize,
+        /// Its cells.
+        cells: usize,
+    },
     /// `layer_masks` with another count than the layers.
     #[error(
         "`layer_masks` has {entries} entries for {layers} layers; give one per captured layer"

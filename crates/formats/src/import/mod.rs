@@ -276,6 +276,9 @@ pub struct Origin {
     pub generated_text: Option<String>,
     /// A vision model's picture, its patch grid and pooling head (the JSON's `image`).
     pub image: Option<crate::attention::image::ImageInput>,
+    /// A vision-language model's pictures, each a run of image tokens (the JSON's
+    /// `pictures`).
+    pub pictures: Vec<crate::attention::image::PictureTokens>,
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -653,6 +656,10 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         check::windows(&name, windows, mask, &shape, &weights)?;
     }
     let image = origin.as_mut().and_then(|o| o.image.take());
+    let pictures = origin
+        .as_mut()
+        .map(|o| std::mem::take(&mut o.pictures))
+        .unwrap_or_default();
     let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
@@ -694,6 +701,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         Some(windows) if windows.iter().any(Option::is_some) => a.with_windows(windows),
         _ => Ok(a),
     })
+    .and_then(|a| a.with_pictures(pictures))
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
         a.holds = holds;

@@ -244,6 +244,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         positions: PositionScheme::Rotary,
         layer_numbers: None,
         image: None,
+        pictures: Vec::new(),
         target: None,
         generated_text: None,
     }

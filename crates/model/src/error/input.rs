@@ -341,6 +341,17 @@ pub enum InputError {
     /// A run that reads an image asked for what vision models do not give.
     #[error(transparent)]
     Vision(#[from] VisionUnsupported),
+    /// What a vision-language model cannot give yet.
+    #[error(transparent)]
+    Multimodal(#[from] MultimodalUnsupported),
+    /// Text given to a vision model together with its picture.
+    #[error("{model} is a vision model ({family}); it reads the picture alone, not text with it")]
+    TextWithPicture {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
     /// A capture streamed layer by layer asked for ALTI, which needs every layer at once.
     #[error(
         "ALTI needs the whole capture of every layer; a capture streamed to a file cannot give it"
@@ -414,6 +425,30 @@ pub enum VisionUnsupported {
     /// The logit lens.
     #[error("the logit lens is for text models with a language-model or masked-LM head, not vision models")]
     Lens,
+}
+
+/// What a vision-language model cannot give yet: the analyses that run the language model
+/// again (they would run it without its pictures) and the streamed capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MultimodalUnsupported {
+    /// A capture streamed layer by layer.
+    #[error("a vision-language model's capture is not streamed layer by layer yet; run it whole")]
+    Streamed,
+    /// Value-weighted or norm-aware attention.
+    #[error("value-weighted and norm-aware attention are not available for vision-language models yet")]
+    ValueWeighted,
+    /// ALTI.
+    #[error("ALTI is not available for vision-language models yet")]
+    Alti,
+    /// Value zeroing.
+    #[error("value zeroing is not available for vision-language models yet")]
+    ValueZeroing,
+    /// The logit lens.
+    #[error("the logit lens is not available for vision-language models yet")]
+    Lens,
+    /// Head attribution and ablation.
+    #[error("head attribution and ablation are not available for vision-language models yet")]
+    Heads,
 }
 
 /// What a GGUF file's metadata says that attnviz cannot run.

@@ -11,7 +11,9 @@ mod forward;
 mod input;
 
 pub use forward::ForwardError;
-pub use input::{ConfigFileProblem, GgufMetadataProblem, InputError, VisionUnsupported};
+pub use input::{
+    ConfigFileProblem, GgufMetadataProblem, InputError, MultimodalUnsupported, VisionUnsupported,
+};
 
 /// Anything that can go wrong loading or running a model. Every variant displays as one line
 /// that says what was wrong and what to do.
