@@ -6,6 +6,7 @@
 use super::error::Error;
 use attnviz::analysis::AnalysisError;
 use attnviz::attention::{AttentionKind, KindError};
+use attnviz::corpus::folder::FolderProblem;
 use attnviz::corpus::lines::BadLine;
 use attnviz::corpus::merge::MergeError;
 use attnviz::corpus::{self, CorpusError, Notice, ResumeFix};
@@ -439,7 +440,7 @@ pub(super) fn notice(notice: &Notice<'_>) -> String {
 }
 
 /// A refused merge as the CLI says it: shards of different kinds are told which `--kind` to
-/// rerun with.
+/// rerun with, an unfinished shard to `--resume`.
 pub(super) fn merge(e: MergeError) -> Error {
     match e {
         MergeError::KindsDiffer {
@@ -452,6 +453,9 @@ pub(super) fn merge(e: MergeError) -> Error {
              attention; cannot merge them: run every shard with the same --kind (and with \
              targets on every line, or none)"
         )),
+        MergeError::Unfinished(shard) => Error::Usage(format!(
+            "{shard}; finish it (rerun its command with --resume), then merge"
+        )),
         e => Error::Merge(e),
     }
 }
@@ -461,25 +465,17 @@ pub(super) fn corpus(e: CorpusError) -> Error {
     let usage = |s: String| Error::Usage(s);
     match e {
         CorpusError::Folder { path, reason } => {
-            usage(format!("--out-dir {}: {reason}", path.display()))
+            usage(format!("--out-dir {}: {}", path.display(), folder(&reason)))
         }
         CorpusError::Stopped { line, reason, done } => usage(format!(
             "line {line}: {}; stopped (--on-bad-line stop). {done}",
             bad_line(&reason)
         )),
-        CorpusError::Resume { dir, reason, fix } => {
-            let fix = match fix {
-                ResumeFix::None => "",
-                ResumeFix::StartOver => "; use --force to start over, or another --out-dir",
-                ResumeFix::SameSettings => {
-                    "; resume with what the earlier run used, or use --force to start over"
-                }
-            };
-            usage(format!(
-                "cannot resume the run in {}: {reason}{fix}",
-                dir.display()
-            ))
-        }
+        CorpusError::Resume { dir, reason } => usage(format!(
+            "cannot resume the run in {}: {reason}{}",
+            dir.display(),
+            resume_fix(reason.fix())
+        )),
         CorpusError::Interrupted { done, signal } => Error::Interrupted {
             message: format!(
                 "{}. {done}; continue with the same command and --resume",
@@ -493,6 +489,37 @@ pub(super) fn corpus(e: CorpusError) -> Error {
         },
         CorpusError::Kind(e) => usage(kind(&e)),
         e => Error::Corpus(e),
+    }
+}
+
+/// An output folder that cannot take the run: each run (each shard) its own `--out-dir`, or
+/// `--force` to start over.
+fn folder(problem: &FolderProblem) -> String {
+    match problem {
+        FolderProblem::Busy => "another attnviz run is writing into it; give each run (each \
+                                shard) its own --out-dir"
+            .to_string(),
+        FolderProblem::OtherShard { theirs, ours } => format!(
+            "it holds the results of shard {theirs}, and this run is shard {ours}; give each \
+             shard its own --out-dir, or add --force to replace them"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// What to do about a run that cannot be resumed: `--force` starts over.
+fn resume_fix(fix: ResumeFix) -> &'static str {
+    match fix {
+        ResumeFix::None => "",
+        ResumeFix::StartOver => "; use --force to start over, or another --out-dir",
+        ResumeFix::SameSettings => {
+            "; resume with what the earlier run used, or use --force to start over"
+        }
+        ResumeFix::SameInput => "; resume with the same input",
+        ResumeFix::SameInputOrStartOver => {
+            "; resume with the same input, or use --force to start over"
+        }
+        ResumeFix::Damaged => " (use --force to start over)",
     }
 }
 
@@ -685,5 +712,110 @@ mod tests {
             &import(&e),
             "--tokens t.txt: the file is empty",
         );
+    }
+
+    /// The corpus errors the library words without a flag: the CLI's messages name the flag
+    /// that fixes them, as they did when the library named it.
+    #[test]
+    fn corpus_errors_name_force_out_dir_and_resume() {
+        use attnviz::corpus::damage::{ImpossibleRecord, JournalError};
+        use attnviz::corpus::merge::Unfinished;
+        use attnviz::corpus::resume::ResumeProblem;
+        use attnviz::corpus::Shard;
+        let resume = |reason| CorpusError::Resume {
+            dir: PathBuf::from("out"),
+            reason: Box::new(reason),
+        };
+        let cases = [
+            (
+                resume(ResumeProblem::NoPartialFile),
+                "cannot resume the run in out: it holds per-sentence files but no \
+                 corpus_partial.json (written by a run of an older attnviz, or another program); \
+                 use --force to start over, or another --out-dir",
+                "--force",
+            ),
+            (
+                resume(ResumeProblem::Shape {
+                    layers: 2,
+                    heads: 2,
+                    model_layers: 3,
+                    model_heads: 3,
+                }),
+                "cannot resume the run in out: corpus_partial.json holds sums for 2 layers × 2 \
+                 heads, and the model has 3 × 3; the file is damaged or was edited (use --force \
+                 to start over)",
+                "--force",
+            ),
+            (
+                resume(ResumeProblem::Journal(JournalError::Impossible {
+                    name: ".corpus_journal.0".into(),
+                    line: 3,
+                    what: ImpossibleRecord::Counts {
+                        tokens: 1,
+                        units: 2,
+                    },
+                })),
+                "cannot resume the run in out: its journal .corpus_journal.0: line 3: 1 tokens \
+                 and 2 units, which no sentence has; the journal is damaged or was edited (use \
+                 --force to start over)",
+                "--force",
+            ),
+            (
+                resume(ResumeProblem::InputChanged {
+                    lines: 4,
+                    input: "in.txt".into(),
+                    sha256: "ab".into(),
+                    bytes: 9,
+                    earlier_sha256: "cd".into(),
+                    earlier_bytes: 9,
+                }),
+                "cannot resume the run in out: the first 4 lines of in.txt are not the ones the \
+                 earlier run read (SHA-256 ab, 9 bytes; the earlier run's: cd, 9 bytes); resume \
+                 with the same input, or use --force to start over",
+                "--force",
+            ),
+            (
+                CorpusError::Folder {
+                    path: PathBuf::from("out"),
+                    reason: FolderProblem::Busy,
+                },
+                "--out-dir out: another attnviz run is writing into it; give each run (each \
+                 shard) its own --out-dir",
+                "its own --out-dir",
+            ),
+            (
+                CorpusError::Folder {
+                    path: PathBuf::from("out"),
+                    reason: FolderProblem::OtherShard {
+                        theirs: Shard::new(1, 2).unwrap(),
+                        ours: Shard::new(2, 2).unwrap(),
+                    },
+                },
+                "--out-dir out: it holds the results of shard 1/2, and this run is shard 2/2; \
+                 give each shard its own --out-dir, or add --force to replace them",
+                "--force",
+            ),
+        ];
+        for (e, cli, flag) in cases {
+            let library = e.to_string();
+            let worded = corpus(e).to_string();
+            assert_eq!(worded, cli);
+            check(&library, &worded, flag);
+        }
+        let e = MergeError::Unfinished(Unfinished {
+            file: "p.json".into(),
+            shard: Shard::new(2, 4).unwrap(),
+            end: "running".into(),
+            lines: 1200,
+            reason: None,
+        });
+        let library = e.to_string();
+        let worded = merge(e).to_string();
+        assert_eq!(
+            worded,
+            "p.json: shard 2/4 is still running, or was killed after line 1,200; finish it \
+             (rerun its command with --resume), then merge"
+        );
+        check(&library, &worded, "--resume");
     }
 }

@@ -478,13 +478,20 @@ fn resume_refuses_another_run_and_starts_when_there_is_nothing_to_resume() {
     );
     check(
         &run(&tiny(), &input, &out, &["-q", "--resume", "--shard", "1/2"]),
-        &["holds the results of shard 1/1", "this run is shard 1/2"],
+        &[
+            "holds the results of shard 1/1",
+            "this run is shard 1/2",
+            "its own --out-dir, or add --force",
+        ],
     );
     let changed = d.join("changed.txt");
     fs::write(&changed, mixed_corpus(30, 30).replacen("the", "a", 1)).unwrap();
     check(
         &run(&tiny(), &changed, &out, &["-q", "--resume"]),
-        &["are not the ones the earlier run read", "same input"],
+        &[
+            "are not the ones the earlier run read",
+            "same input, or use --force to start over",
+        ],
     );
     let short = d.join("short.txt");
     fs::write(&short, "the cat .\n").unwrap();
@@ -545,7 +552,9 @@ fn two_runs_cannot_write_into_one_folder_at_once() {
     let err = stderr(&second);
     assert_eq!(second.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("another attnviz run is writing into it"),
+        err.contains(
+            "another attnviz run is writing into it; give each run (each shard) its own --out-dir"
+        ),
         "{err}"
     );
     drop(stdin);

@@ -242,7 +242,7 @@ pub enum ImpossibleRecord {
     },
 }
 
-/// A journal `--resume` cannot use (a torn or corrupt record is not one: what follows it is
+/// A journal a resumed run cannot use (a torn or corrupt record is not one: what follows it is
 /// computed again).
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -263,7 +263,7 @@ pub enum JournalError {
         source: std::io::Error,
     },
     /// A sound record with a number no sentence has.
-    #[error("its journal {name}: line {line}: {what}, which no sentence has; the journal is damaged or was edited (use --force to start over)")]
+    #[error("its journal {name}: line {line}: {what}, which no sentence has; the journal is damaged or was edited")]
     Impossible {
         /// The journal's name.
         name: String,

@@ -114,11 +114,11 @@ pub enum FolderProblem {
     },
     /// Another run holds its lock.
     #[error(
-        "another attnviz run is writing into it; give each run (each shard) its own --out-dir"
+        "another attnviz run is writing into it; give each run (each shard) its own output folder"
     )]
     Busy,
     /// Another shard's results.
-    #[error("it holds the results of shard {theirs}, and this run is shard {ours}; give each shard its own --out-dir, or add --force to replace them")]
+    #[error("it holds the results of shard {theirs}, and this run is shard {ours}; give each shard its own output folder, or start over, replacing them")]
     OtherShard {
         /// The shard whose results it holds.
         theirs: super::Shard,

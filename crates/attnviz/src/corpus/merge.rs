@@ -27,6 +27,38 @@ use serde_json::Value;
 use crate::output::OutputError;
 use crate::render::term::write_message;
 
+/// A shard that did not finish, as its partial file says. Displays as the facts ("FILE: shard
+/// 2/4 is still running, or was killed after line 1,200"); what to do is the front end's to say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unfinished {
+    /// The file.
+    pub file: String,
+    /// Its shard.
+    pub shard: Shard,
+    /// How it ended (`running`: it has not, yet).
+    pub end: String,
+    /// The lines it had done.
+    pub lines: usize,
+    /// Why it stopped, if it says.
+    pub reason: Option<String>,
+}
+
+impl std::fmt::Display for Unfinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: shard {} ", self.file, self.shard)?;
+        if self.end == "running" {
+            f.write_str("is still running, or was killed")?;
+        } else {
+            write!(f, "ended \"{}\"", self.end)?;
+        }
+        write!(f, " after line {}", thousands(self.lines as u64))?;
+        match &self.reason {
+            Some(r) => write!(f, " ({r})"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Why a merge was refused. Each displays as one line that names the file and says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -42,22 +74,8 @@ pub enum MergeError {
         source: PartialError,
     },
     /// A shard that did not finish.
-    #[error("{file}: shard {shard} {} after line {}{}; finish it (rerun its command with --resume), then merge",
-        if .end == "running" { "is still running, or was killed".to_string() } else { format!("ended \"{}\"", .end) },
-        thousands(*.lines as u64),
-        .reason.as_deref().map_or(String::new(), |r| format!(" ({r})")))]
-    Unfinished {
-        /// The file.
-        file: String,
-        /// Its shard.
-        shard: Shard,
-        /// How it ended (`running`: it has not, yet).
-        end: String,
-        /// The lines it had done.
-        lines: usize,
-        /// Why it stopped, if it says.
-        reason: Option<String>,
-    },
+    #[error("{0}; finish it (resume its run), then merge")]
+    Unfinished(Unfinished),
     /// Two shards accumulated different attentions of an encoder–decoder (encoder, decoder or
     /// cross-attention).
     #[error("{file} holds the statistics of {kind} attention and {first} those of {first_kind} attention; the shards of one corpus must accumulate the same attention: cannot merge them")]
@@ -237,13 +255,13 @@ pub fn merge_sources(sources: &[PartialSource]) -> Result<Merged, MergeError> {
             source,
         })?;
         if p.end != "complete" {
-            return Err(MergeError::Unfinished {
+            return Err(MergeError::Unfinished(Unfinished {
                 file: label(path),
                 shard: p.identity.shard,
                 end: p.end,
                 lines: p.tally.lines,
                 reason: p.end_reason,
-            });
+            }));
         }
         match &first {
             None => {

@@ -159,15 +159,13 @@ pub enum CorpusError {
         /// The signal (2 for SIGINT, 15 for SIGTERM).
         signal: i32,
     },
-    /// `--resume` cannot continue the run in the output folder.
-    #[error("cannot resume the run in {}: {reason}{fix}", dir.display())]
+    /// A run cannot be resumed in its output folder.
+    #[error("cannot resume the run in {}: {reason}{}", dir.display(), reason.fix())]
     Resume {
         /// The output folder.
         dir: PathBuf,
-        /// Why, and what to do.
+        /// Why (and, by [`resume::ResumeProblem::fix`], what to do).
         reason: Box<resume::ResumeProblem>,
-        /// What to do about it, when `reason` does not say.
-        fix: ResumeFix,
     },
     /// The attention kind asked for is not one the model has (or needs targets the lines
     /// don't give).
@@ -248,15 +246,23 @@ pub enum CorpusError {
     },
 }
 
-/// What to do about a run that cannot be resumed, when its reason does not say.
+/// What to do about a run that cannot be resumed ([`resume::ResumeProblem::fix`]). Each displays
+/// as the words that follow the reason, naming no option: a front end words them in its own
+/// terms (the CLI names `--force` for starting over).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResumeFix {
-    /// The reason says.
+    /// Nothing to say.
     None,
     /// Start over (replacing the folder's files), or use another folder.
     StartOver,
     /// Resume with the earlier run's settings, or start over.
     SameSettings,
+    /// Resume with the input the earlier run read.
+    SameInput,
+    /// Resume with the input the earlier run read, or start over.
+    SameInputOrStartOver,
+    /// The folder's files are damaged: start over.
+    Damaged,
 }
 
 impl std::fmt::Display for ResumeFix {
@@ -267,6 +273,11 @@ impl std::fmt::Display for ResumeFix {
             ResumeFix::SameSettings => {
                 "; resume with what the earlier run used, or start over, replacing the folder's files"
             }
+            ResumeFix::SameInput => "; resume with the same input",
+            ResumeFix::SameInputOrStartOver => {
+                "; resume with the same input, or start over, replacing the folder's files"
+            }
+            ResumeFix::Damaged => " (start over, replacing the folder's files)",
         })
     }
 }
@@ -582,4 +593,139 @@ pub struct Outcome {
     pub shard: Shard,
     /// The output folder.
     pub out_dir: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::damage::{ImpossibleRecord, JournalError};
+    use super::folder::FolderProblem;
+    use super::merge::{MergeError, Unfinished};
+    use super::partial::{Conflict, PartialError};
+    use super::resume::ResumeProblem;
+    use super::*;
+
+    /// Whether `text` names a command-line flag (`--word`).
+    fn names_a_flag(text: &str) -> bool {
+        text.match_indices("--")
+            .any(|(at, _)| text[at + 2..].starts_with(|c: char| c.is_ascii_lowercase()))
+    }
+
+    fn resume(reason: ResumeProblem) -> CorpusError {
+        CorpusError::Resume {
+            dir: PathBuf::from("out"),
+            reason: Box::new(reason),
+        }
+    }
+
+    /// The corpus errors say what was wrong and what to do in words of the library's own: no
+    /// flag of the CLI (whose words add them, `src/app/words.rs`).
+    #[test]
+    fn corpus_errors_name_no_flag_and_still_say_what_to_do() {
+        let changed = |lines| ResumeProblem::InputChanged {
+            lines,
+            input: "in.txt".into(),
+            sha256: "ab".into(),
+            bytes: 9,
+            earlier_sha256: "cd".into(),
+            earlier_bytes: 9,
+        };
+        let errors = [
+            (resume(ResumeProblem::NoPartialFile), "start over"),
+            (
+                resume(ResumeProblem::PartialFile(PartialError::NotAFile)),
+                "or use another folder",
+            ),
+            (
+                resume(ResumeProblem::Conflict(Conflict::Version {
+                    a: "the earlier run".into(),
+                    a_version: "1".into(),
+                    b: "this run".into(),
+                    b_version: "2".into(),
+                })),
+                "resume with what the earlier run used, or start over",
+            ),
+            (
+                resume(ResumeProblem::Shape {
+                    layers: 2,
+                    heads: 2,
+                    model_layers: 3,
+                    model_heads: 3,
+                }),
+                "damaged or was edited (start over",
+            ),
+            (
+                resume(ResumeProblem::Journal(JournalError::Impossible {
+                    name: ".corpus_journal.0".into(),
+                    line: 3,
+                    what: ImpossibleRecord::Counts {
+                        tokens: 1,
+                        units: 2,
+                    },
+                })),
+                "damaged or was edited (start over",
+            ),
+            (
+                resume(ResumeProblem::InputShorter {
+                    input: "in.txt".into(),
+                    lines: 1,
+                    done: 2,
+                }),
+                "; resume with the same input",
+            ),
+            (resume(changed(4)), "same input, or start over"),
+            (
+                resume(ResumeProblem::ShorterThanJournal {
+                    input: "in.txt".into(),
+                    lines: 1,
+                    last: 2,
+                }),
+                "same input, or start over",
+            ),
+            (
+                resume(ResumeProblem::LineChanged {
+                    line: 4,
+                    input: "in.txt".into(),
+                    sha256: "ab".into(),
+                    bytes: 9,
+                    earlier_sha256: "cd".into(),
+                    earlier_bytes: 9,
+                }),
+                "same input, or start over",
+            ),
+            (
+                CorpusError::Folder {
+                    path: PathBuf::from("out"),
+                    reason: FolderProblem::Busy,
+                },
+                "its own output folder",
+            ),
+            (
+                CorpusError::Folder {
+                    path: PathBuf::from("out"),
+                    reason: FolderProblem::OtherShard {
+                        theirs: Shard::new(1, 2).unwrap(),
+                        ours: Shard::new(2, 2).unwrap(),
+                    },
+                },
+                "its own output folder, or start over",
+            ),
+        ];
+        for (e, advice) in errors {
+            let text = e.to_string();
+            assert!(!names_a_flag(&text), "names a flag: {text}");
+            assert!(text.contains(advice), "`{advice}` not in: {text}");
+        }
+        let e = MergeError::Unfinished(Unfinished {
+            file: "p.json".into(),
+            shard: Shard::new(2, 4).unwrap(),
+            end: "running".into(),
+            lines: 1200,
+            reason: None,
+        });
+        assert_eq!(
+            e.to_string(),
+            "p.json: shard 2/4 is still running, or was killed after line 1,200; finish it \
+             (resume its run), then merge"
+        );
+    }
 }

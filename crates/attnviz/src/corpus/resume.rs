@@ -1,11 +1,12 @@
-//! Why `--resume` cannot continue the run in an output folder, as a typed error.
+//! Why a run cannot be resumed in its output folder, as a typed error: the facts, and apart
+//! from them what to do ([`ResumeFix`]), which each front end words in its own terms.
 
 use super::damage::JournalError;
 use super::partial::{Conflict, PartialError, PARTIAL_FILE};
-use super::thousands;
+use super::{thousands, ResumeFix};
 
 /// Why a run cannot be resumed. Each displays as words that follow "cannot resume the run in
-/// DIR: ".
+/// DIR: ", and are followed by [`ResumeProblem::fix`].
 #[derive(Debug, thiserror::Error)]
 pub enum ResumeProblem {
     /// Per-sentence files that no partial file describes.
@@ -18,7 +19,7 @@ pub enum ResumeProblem {
     #[error(transparent)]
     Conflict(Conflict),
     /// Sums of another shape than the model's.
-    #[error("{PARTIAL_FILE} holds sums for {layers} layers × {heads} heads, and the model has {model_layers} × {model_heads}; the file is damaged or was edited: use --force to start over")]
+    #[error("{PARTIAL_FILE} holds sums for {layers} layers × {heads} heads, and the model has {model_layers} × {model_heads}; the file is damaged or was edited")]
     Shape {
         /// Layers of the sums.
         layers: usize,
@@ -33,7 +34,7 @@ pub enum ResumeProblem {
     #[error(transparent)]
     Journal(#[from] JournalError),
     /// An input shorter than what the earlier run had done.
-    #[error("{input} has {} lines, and the earlier run had done {}; resume with the same input", thousands(*.lines as u64), thousands(*.done as u64))]
+    #[error("{input} has {} lines, and the earlier run had done {}", thousands(*.lines as u64), thousands(*.done as u64))]
     InputShorter {
         /// The input's name.
         input: String,
@@ -43,7 +44,7 @@ pub enum ResumeProblem {
         done: usize,
     },
     /// An input whose first lines are not the ones the earlier run read.
-    #[error("the first {} lines of {input} are not the ones the earlier run read (SHA-256 {sha256}, {bytes} bytes; the earlier run's: {earlier_sha256}, {earlier_bytes} bytes); resume with the same input, or use --force to start over", thousands(*.lines as u64))]
+    #[error("the first {} lines of {input} are not the ones the earlier run read (SHA-256 {sha256}, {bytes} bytes; the earlier run's: {earlier_sha256}, {earlier_bytes} bytes)", thousands(*.lines as u64))]
     InputChanged {
         /// The lines compared.
         lines: usize,
@@ -59,7 +60,7 @@ pub enum ResumeProblem {
         earlier_bytes: u64,
     },
     /// An input shorter than the journal's last line.
-    #[error("{input} has {} lines, but the earlier run had finished line {} (its journal says so); resume with the same input, or use --force to start over", thousands(*.lines as u64), thousands(*.last as u64))]
+    #[error("{input} has {} lines, but the earlier run had finished line {} (its journal says so)", thousands(*.lines as u64), thousands(*.last as u64))]
     ShorterThanJournal {
         /// The input's name.
         input: String,
@@ -69,7 +70,7 @@ pub enum ResumeProblem {
         last: usize,
     },
     /// A journaled line that is not the one the earlier run read.
-    #[error("line {} of {input} is not the one the earlier run read (the input through it: SHA-256 {sha256}, {bytes} bytes; the earlier run's journal: {earlier_sha256}, {earlier_bytes} bytes); resume with the same input, or use --force to start over", thousands(*.line as u64))]
+    #[error("line {} of {input} is not the one the earlier run read (the input through it: SHA-256 {sha256}, {bytes} bytes; the earlier run's journal: {earlier_sha256}, {earlier_bytes} bytes)", thousands(*.line as u64))]
     LineChanged {
         /// The line.
         line: usize,
@@ -84,4 +85,24 @@ pub enum ResumeProblem {
         /// The bytes it holds.
         earlier_bytes: u64,
     },
+}
+
+impl ResumeProblem {
+    /// What to do about it: start over, resume with what the earlier run used, … (nothing to
+    /// say for a journal that cannot be opened or read).
+    pub fn fix(&self) -> ResumeFix {
+        match self {
+            ResumeProblem::NoPartialFile | ResumeProblem::PartialFile(_) => ResumeFix::StartOver,
+            ResumeProblem::Conflict(_) => ResumeFix::SameSettings,
+            ResumeProblem::Shape { .. }
+            | ResumeProblem::Journal(JournalError::Impossible { .. }) => ResumeFix::Damaged,
+            ResumeProblem::Journal(JournalError::Open { .. } | JournalError::Read { .. }) => {
+                ResumeFix::None
+            }
+            ResumeProblem::InputShorter { .. } => ResumeFix::SameInput,
+            ResumeProblem::InputChanged { .. }
+            | ResumeProblem::ShorterThanJournal { .. }
+            | ResumeProblem::LineChanged { .. } => ResumeFix::SameInputOrStartOver,
+        }
+    }
 }

@@ -285,7 +285,6 @@ pub(super) fn check_resumable(folder: &OutFolder) -> Result<(), CorpusError> {
         return Err(CorpusError::Resume {
             dir: folder.path().to_path_buf(),
             reason: Box::new(ResumeProblem::NoPartialFile),
-            fix: ResumeFix::StartOver,
         });
     }
     Ok(())
@@ -443,7 +442,6 @@ pub(super) fn resume_state(
     let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason: Box::new(reason),
-        fix: ResumeFix::None,
     };
     let earlier = match partial::read_in(folder) {
         Ok(Some(p)) => p,
@@ -452,7 +450,6 @@ pub(super) fn resume_state(
             return Err(CorpusError::Resume {
                 dir: opts.out_dir.clone(),
                 reason: Box::new(ResumeProblem::PartialFile(e)),
-                fix: ResumeFix::StartOver,
             })
         }
     };
@@ -463,7 +460,6 @@ pub(super) fn resume_state(
         return Err(CorpusError::Resume {
             dir: opts.out_dir.clone(),
             reason: Box::new(ResumeProblem::Conflict(c)),
-            fix: ResumeFix::SameSettings,
         });
     }
     if earlier.tally.stats.shape() != (layers, heads) {
@@ -581,7 +577,6 @@ pub(super) fn skip_done<R: BufRead>(
     let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason: Box::new(reason),
-        fix: ResumeFix::None,
     };
     let text_limit = lines_text_limit(opts, lines);
     while lines.lines() < done.lines {
@@ -647,7 +642,6 @@ pub(super) fn check_journaled<R: BufRead>(
     let err = |reason: ResumeProblem| CorpusError::Resume {
         dir: opts.out_dir.clone(),
         reason: Box::new(reason),
-        fix: ResumeFix::None,
     };
     let mut held = 0usize;
     while lines.reader.lines() < last {

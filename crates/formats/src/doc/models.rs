@@ -26,7 +26,7 @@ pub enum Store {
 
 /// The listing.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-#[schemars(title = "attnviz models listing (attnviz models --json), format version 1")]
+#[schemars(title = "attnviz models listing, format version 1")]
 pub struct ModelsListing {
     /// Always `"attnviz-models"`.
     #[schemars(extend("const" = "attnviz-models"))]

@@ -104,3 +104,16 @@ fn the_attention_schemas_require_what_attention_holds() {
         assert!(text.contains(&format!("\"{v}\"")), "{text}");
     }
 }
+
+/// A schema's title names the document, not a command line that writes it: the formats are the
+/// library's, read and written from Python too, and name no CLI flag.
+#[test]
+fn no_schema_title_names_a_cli_flag() {
+    for (name, schema) in schemas() {
+        let title = schema["title"].as_str().expect("every schema has a title");
+        let flag = title
+            .match_indices("--")
+            .any(|(at, _)| title[at + 2..].starts_with(|c: char| c.is_ascii_lowercase()));
+        assert!(!flag, "schema/{name}'s title names a flag: {title}");
+    }
+}
