@@ -437,8 +437,8 @@ fn single(
         }
         if args.image.is_some() {
             return Err(format!(
-                "{what}: value zeroing is not available for vision models (--image) yet; drop \
-                 {what}"
+                "{what}: value zeroing is not available with --image (vision and \
+                 vision-language models) yet; drop {what}"
             ));
         }
     }
@@ -467,7 +467,8 @@ fn single(
         }
         if args.image.is_some() {
             return Err(format!(
-                "{what}: ALTI is not available for vision models (--image) yet; drop {what}"
+                "{what}: ALTI is not available with --image (vision and vision-language \
+                 models) yet; drop {what}"
             ));
         }
     }

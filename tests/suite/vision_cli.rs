@@ -624,3 +624,106 @@ fn tiny_bert() -> String {
         .display()
         .to_string()
 }
+
+fn llava() -> String {
+    repo()
+        .join("tests/fixtures/tiny-llava")
+        .display()
+        .to_string()
+}
+
+/// A vision-language model reads TEXT with --image: its image tokens are labelled by picture
+/// and grid cell, and the JSON's `pictures` says where they are and what the picture was (and
+/// reads back); the ids and the attention are the fidelity suite's (`fidelity::multimodal`).
+#[test]
+fn a_vision_language_model_reads_the_prompt_with_its_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("llava.json");
+    let out = run(&[
+        "-m",
+        &llava(),
+        "--image",
+        &image("wide45x37.png"),
+        "USER: <image>\nWhat is in this picture? ASSISTANT:",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("<img1 0,0>"), "{shown}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pictures = doc["pictures"].as_array().expect("a pictures section");
+    assert_eq!(pictures.len(), 1);
+    let p = &pictures[0];
+    // `<s> ▁ U S E R : ▁` come first (the processor's ids, tests/reference/tiny-llava.json).
+    assert_eq!(
+        (p["first"].as_u64(), p["count"].as_u64()),
+        (Some(8), Some(16))
+    );
+    assert_eq!(p["image"]["grid"], serde_json::json!([4, 4]));
+    assert_eq!(p["image"]["original"], serde_json::json!([45, 37]));
+    assert_eq!(p["image"]["source"], "wide45x37.png");
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens[8], "<img1 0,0>");
+    assert_eq!(tokens[23], "<img1 3,3>");
+    assert!(p["image"]["view_png"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty()));
+    // Read back: `render` draws it again.
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["pictures"][0]["first"], 8);
+    assert_eq!(back["pictures"][0]["image"]["cells"], p["image"]["cells"]);
+    // Without a mark, the picture goes before the text.
+    let out = run(&[
+        "-m",
+        &llava(),
+        "--image",
+        &image("own32.png"),
+        "What is this?",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["pictures"][0]["first"], 1);
+}
+
+#[test]
+fn a_vision_language_model_refuses_what_it_cannot_give_yet_in_one_line() {
+    let m = llava();
+    let pic = image("own32.png");
+    assert_clean_failure(
+        &run(&[
+            "-m",
+            &m,
+            "--image",
+            &pic,
+            "USER: <image> <image> two?",
+            "--quiet",
+        ]),
+        "the prompt marks 2 pictures with <image> but 1 was given",
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "--image", &pic, "hi", "--alti", "--quiet"]),
+        "--alti: ALTI is not available with --image (vision and vision-language models) yet",
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "--image", &pic, "hi", "--lens"]),
+        "the logit lens is not available for vision-language models yet",
+    );
+    // A vision model reads its picture alone.
+    assert_clean_failure(
+        &run(&["-m", &deit(), "--image", &pic, "a caption"]),
+        "it reads the picture alone, not text with it",
+    );
+}

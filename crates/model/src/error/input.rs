@@ -435,7 +435,9 @@ pub enum MultimodalUnsupported {
     #[error("a vision-language model's capture is not streamed layer by layer yet; run it whole")]
     Streamed,
     /// Value-weighted or norm-aware attention.
-    #[error("value-weighted and norm-aware attention are not available for vision-language models yet")]
+    #[error(
+        "value-weighted and norm-aware attention are not available for vision-language models yet"
+    )]
     ValueWeighted,
     /// ALTI.
     #[error("ALTI is not available for vision-language models yet")]
