@@ -708,6 +708,7 @@ impl Model {
     /// layer streamed to it as soon as it is computed: the results then hold no weights, and
     /// the budget is checked for one layer's buffer. `values` may ask for the head outputs at
     /// each sequence's last position too ([`Extras::head_outputs`]).
+    #[allow(clippy::too_many_arguments)]
     fn forward_batch_into(
         &self,
         batch: &[(&[u32], &[u32])],
