@@ -106,6 +106,17 @@ fn attention_documents_validate_against_their_schemas() {
         s(&at("vit.json")),
         "-q",
     ]);
+    // LLaVA: the language model's attention with its picture's image tokens.
+    ok(&[
+        "-m",
+        s(&fixture("tiny-llava")),
+        "--image",
+        s(&fixture("images/wide45x37.png")),
+        "What is this?",
+        "--json",
+        s(&at("llava.json")),
+        "-q",
+    ]);
     ok(&[
         "render",
         s(&at("weighted.json")),
@@ -122,6 +133,7 @@ fn attention_documents_validate_against_their_schemas() {
             &at("llama.json"),
             &at("vit.json"),
             &at("siglip.json"),
+            &at("llava.json"),
             &at("rendered.json"),
         ],
     );
@@ -134,6 +146,7 @@ fn attention_documents_validate_against_their_schemas() {
         assert!(llama[section].is_object(), "llama.json has no {section}");
     }
     assert!(doc("siglip.json")["image"]["pooling"]["weights"].is_array());
+    assert!(doc("llava.json")["pictures"][0]["image"]["cells"].is_array());
     assert!(doc("vit.json")["image"]["preprocessing"]["resize"].is_object());
     // What the weighted run's attention holds survives `render`.
     assert_eq!(doc("bert.json")["attention_holds"], "raw");

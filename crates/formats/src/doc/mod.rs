@@ -307,7 +307,7 @@ pub struct BodyMeta<'a> {
     pub image: Option<image::ImageDoc>,
     /// The pictures a vision-language model read with the prompt, each a run of image tokens
     /// (`docs/json.md`, "Vision-language models"); absent for text alone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pictures: Vec<image::PictureDoc>,
     /// The query units.
     #[serde(flatten)]
