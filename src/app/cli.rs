@@ -829,8 +829,10 @@ pub struct RenderArgs {
 pub struct PictureArgs {
     /// With --image (or a file of an image run): the query whose attention the terminal view and figures draw, as the
     /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
-    /// (SigLIP); default: the class token, or the pooling head on a model without one.
-    #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool")]
+    /// (SigLIP); default: the class token, or the pooling head on a model without one. For a
+    /// vision-language model (LLaVA): a token's number N, whose attention to the picture's
+    /// image tokens the figures draw over the picture.
+    #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool|N")]
     pub query: Option<String>,
 
     /// With an image and `--figure rollout`: how each layer's heads are fused before rolling

@@ -727,3 +727,63 @@ fn a_vision_language_model_refuses_what_it_cannot_give_yet_in_one_line() {
         "it reads the picture alone, not text with it",
     );
 }
+
+/// `--query N` draws token N's attention to a vision-language model's image tokens over the
+/// picture, for a head, a layer's heads and the whole model; a patch or an unknown token is
+/// refused in one line.
+#[test]
+fn a_token_s_attention_is_drawn_over_the_picture_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = llava();
+    let pic = image("big80x64.png");
+    let prompt = "USER: <image>\nWhere is the red part? ASSISTANT:";
+    let mut sizes = Vec::new();
+    for figure in ["mean", "layer", "model"] {
+        let png = dir.path().join(format!("{figure}.png"));
+        let out = run(&[
+            "-m",
+            &m,
+            "--image",
+            &pic,
+            prompt,
+            "--png",
+            &png.display().to_string(),
+            "--figure",
+            figure,
+            "--query",
+            "30",
+            "--quiet",
+        ]);
+        assert!(out.status.success(), "{figure}: {}", stderr(&out));
+        let (_, w, h) = pixels(&png);
+        sizes.push((w, h));
+    }
+    // A head's overlay, a layer's 4 heads and the 2 × 4 model grid are different figures.
+    assert!(sizes[0] != sizes[1] && sizes[1] != sizes[2], "{sizes:?}");
+    // Without --query the matrix over the whole sequence is drawn, not the picture.
+    let matrix = dir.path().join("matrix.png");
+    let out = run(&[
+        "-m",
+        &m,
+        "--image",
+        &pic,
+        prompt,
+        "--png",
+        &matrix.display().to_string(),
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(pixels(&matrix).1, sizes[0].0);
+    assert_clean_failure(
+        &run(&[
+            "-m", &m, "--image", &pic, "hi", "--png", "-", "--query", "0,0", "-q",
+        ]),
+        "a vision-language model's query is a token's number N",
+    );
+    assert_clean_failure(
+        &run(&[
+            "-m", &m, "--image", &pic, "hi", "--png", "-", "--query", "999", "-q",
+        ]),
+        "token 999 is not one of the",
+    );
+}

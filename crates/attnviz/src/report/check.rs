@@ -18,10 +18,14 @@ impl Plan {
         let query = self.figure.query;
         match &att.image {
             Some(_) => {
-                if let Query::Patch(..) = query {
+                if let Query::Patch(..) | Query::Token(_) = query {
                     picture::query_unit(att, query)?;
                 }
                 picture::pooling_of(att, query)?;
+            }
+            // A vision-language model's query is a token's number.
+            None if !att.pictures.is_empty() => {
+                crate::render::image::on_picture::query_unit(att, query)?;
             }
             None if query != Query::Cls || self.figure.image_rollout.is_some() => {
                 return Err(ReportError::NoPicture)

@@ -32,7 +32,11 @@ pub(super) fn figure(
     let att = analysed.shown.iter().nth(index).expect("one view per kind");
     let rollout = rollout_of(run, analysed, index, layer);
     let (png, svg) = (&plan.files.png, &plan.files.svg);
-    if att.image.is_some() {
+    // A vision-language model's attention is drawn on its picture for a token asked for by
+    // number; otherwise as the matrix over the whole sequence.
+    let on_picture = !att.pictures.is_empty()
+        && matches!(fig.query, crate::render::image::picture::Query::Token(_));
+    if att.image.is_some() || on_picture {
         use crate::render::image::picture::{self, PictureSpec};
         // A head fusion or discard ratio: vit-explain's rollout in place of the plain one.
         let fused = match (fig.figure, fig.image_rollout) {

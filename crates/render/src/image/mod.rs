@@ -15,6 +15,7 @@ mod grid;
 pub mod heads;
 mod layout;
 pub mod lens;
+pub mod on_picture;
 pub(crate) mod paint;
 pub mod picture;
 mod scale;

@@ -30,6 +30,9 @@ pub enum Query {
     /// The attention-pooling head's probe (SigLIP): its attention over the patches, one more
     /// attention after the last layer ([`crate::attention::image::Pooling`]).
     Pool,
+    /// Unit `N` of a vision-language model's input (as the views number them): its attention
+    /// to the image tokens, drawn over the picture they stand for.
+    Token(usize),
 }
 
 /// `ROW,COL` (two numbers from 0) or `pool`, as a [`Query`].
@@ -46,14 +49,17 @@ impl std::str::FromStr for Query {
         match patch {
             Some((r, c)) => Ok(Query::Patch(r, c)),
             None if s.trim().eq_ignore_ascii_case("pool") => Ok(Query::Pool),
-            None => Err(ParseQueryError(s.to_string())),
+            None => match s.trim().parse::<usize>() {
+                Ok(n) => Ok(Query::Token(n)),
+                Err(_) => Err(ParseQueryError(s.to_string())),
+            },
         }
     }
 }
 
 /// Text that is not a [`Query`]: it holds the text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not ROW,COL (two numbers from 0, like 3,5) or pool")]
+#[error("{0:?} is not ROW,COL (two numbers from 0, like 3,5), pool, or a token's number N")]
 pub struct ParseQueryError(pub String);
 
 /// The pooling head `query` draws: its own, or the default query's on a model without a class
@@ -130,6 +136,13 @@ pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
             .iter()
             .position(|&c| c == Cell::Class)
             .unwrap_or(0),
+        Query::Token(_) => {
+            return Err(ImageError::Draw(super::paint::DrawError(
+                "a vision model's query is a patch ROW,COL, the class token or pool, not a \
+                 token's number"
+                    .into(),
+            )))
+        }
         Query::Patch(r, c) => image.patch_token(r, c).ok_or_else(|| {
             ImageError::Draw(super::paint::DrawError(format!(
                 "patch {r},{c} is outside the {}×{} patch grid (rows and columns from 0)",
@@ -161,15 +174,15 @@ fn row_by_token(att: &Attention, row: &[f32], image: &ImageInput) -> Vec<f32> {
 /// The overlay of one attention row (by token) on the picture, at most `side` layout pixels on
 /// the longer side, with the query patch outlined: its pixels, their width and height, and its
 /// layout width and height.
-struct Overlay {
+pub(super) struct Overlay {
     px: Vec<u8>,
     pw: usize,
     ph: usize,
-    w: usize,
-    h: usize,
+    pub(super) w: usize,
+    pub(super) h: usize,
 }
 
-fn overlay(
+pub(super) fn overlay(
     image: &ImageInput,
     row: &[f32],
     side: usize,
@@ -231,7 +244,7 @@ fn overlay(
 }
 
 impl Canvas {
-    fn overlay_at(&mut self, o: &Overlay, x: usize, y: usize) {
+    pub(super) fn overlay_at(&mut self, o: &Overlay, x: usize, y: usize) {
         self.blit(&o.px, o.pw, o.ph, x as i32, y as i32);
     }
 }
@@ -327,7 +340,7 @@ fn mean_heads(att: &Attention, layer: usize, unit: usize) -> Vec<f32> {
     out
 }
 
-fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f32> {
+pub(super) fn head_row(att: &Attention, layer: usize, head: HeadSel, unit: usize) -> Vec<f32> {
     let nk = att.n_keys();
     match head {
         HeadSel::Index(h) => att.head(layer, h)[unit * nk..(unit + 1) * nk].to_vec(),
@@ -354,21 +367,21 @@ fn picture_line(image: &ImageInput) -> String {
 }
 
 /// The title and the picture's line at the top of a figure; returns the y below them.
-fn heading(c: &mut Canvas, title: &str, image: &ImageInput, look: &Look) -> usize {
+pub(super) fn heading(c: &mut Canvas, title: &str, image: &ImageInput, look: &Look) -> usize {
     c.text(title, 15.0, 8, 14, look.pal.text);
     c.text(&picture_line(image), 11.0, 8, 32, look.pal.muted);
     48
 }
 
 /// How wide the heading needs the figure to be.
-fn heading_width(title: &str, image: &ImageInput) -> usize {
+pub(super) fn heading_width(title: &str, image: &ImageInput) -> usize {
     let w = |s: &str, size: f64| font::width(&font::drawable(s), size, false) as usize;
     w(title, 15.0).max(w(&picture_line(image), 11.0)) + 16
 }
 
 /// One overlay (`row` by token) with the special tokens' panel and the colour bar beside it.
 #[allow(clippy::too_many_arguments)]
-fn single_overlay(
+pub(super) fn single_overlay(
     image: &ImageInput,
     row: &[f32],
     token: Option<usize>,
@@ -423,7 +436,7 @@ fn single_overlay(
 }
 
 /// One overlay per head (`rows[h]` by token) in a grid, each on its own scale.
-fn heads_grid(
+pub(super) fn heads_grid(
     image: &ImageInput,
     rows_by_head: &[Vec<f32>],
     token: Option<usize>,
@@ -471,7 +484,7 @@ fn heads_grid(
 }
 
 /// The colour bar of figures whose every overlay is on its own scale.
-fn own_scale_bar(c: &mut Canvas, (x, y): (i32, i32), look: &Look) {
+pub(super) fn own_scale_bar(c: &mut Canvas, (x, y): (i32, i32), look: &Look) {
     let (unit, ticks) = relative_ticks(&look.scale_of(&[1.0]));
     let mut caption = vec![
         "each overlay on its".to_string(),
@@ -508,6 +521,9 @@ fn draw(
     query: Query,
     look: &Look,
 ) -> Result<Canvas, ImageError> {
+    if att.image.is_none() && !att.pictures.is_empty() {
+        return super::on_picture::draw(att, spec, query, look);
+    }
     let image = att.image.as_deref().ok_or_else(no_image)?;
     let pooling = pooling_of(att, query)?;
     let unit = query_unit(att, query)?;

@@ -1,0 +1,280 @@
+//! A vision-language model's attention drawn on the picture it read: one token's attention to
+//! the picture's image tokens ([`Attention::pictures`]) laid out on their patch grid and
+//! overlaid on the picture, with how much of the row went to the picture, to the text and to
+//! the sink written beside it, so that an overlay of a row that barely looks at the picture is
+//! not mistaken for one that does. The overlays, grids and colour bars are the vision views'
+//! ([`super::picture`]).
+
+use super::canvas::{Canvas, Look};
+use super::picture::{
+    head_row, heading, heading_width, heads_grid, overlay, own_scale_bar, single_overlay,
+    PictureSpec, Query,
+};
+use super::ImageError;
+use crate::attention::image::PictureTokens;
+use crate::attention::{Attention, HeadSel};
+
+fn refuse(why: String) -> ImageError {
+    ImageError::Draw(super::paint::DrawError(why))
+}
+
+/// The unit `query` names in a vision-language model's attention: a token's number, or by
+/// default the last unit (the one whose next token the model predicts, or the last it
+/// generated).
+pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
+    let n = att.n_queries();
+    match query {
+        Query::Token(u) if u < n => Ok(u),
+        Query::Token(u) => Err(refuse(format!(
+            "token {u} is not one of the {n} tokens (numbered from 0)"
+        ))),
+        Query::Cls => Ok(n - 1),
+        Query::Patch(..) | Query::Pool => Err(refuse(
+            "a vision-language model's query is a token's number N (as the views number the \
+             tokens), not a patch or pool"
+                .into(),
+        )),
+    }
+}
+
+/// One row over the keys, as the picture's tokens' weights in the order of its cells.
+fn picture_row(att: &Attention, picture: &PictureTokens, row: &[f32]) -> Vec<f32> {
+    let tokens = picture.tokens();
+    let mut out = vec![0f32; picture.image.cells.len()];
+    for (k, s) in att.keys().spans.iter().enumerate() {
+        if tokens.contains(&s.start) {
+            out[s.start - tokens.start] += row[k];
+        }
+    }
+    out
+}
+
+/// Where a row's weight went: to each picture, to the sink, and to the rest (the text).
+fn shares(att: &Attention, row: &[f32]) -> String {
+    let mut parts = Vec::new();
+    let mut on_pictures = 0f32;
+    for (i, p) in att.pictures.iter().enumerate() {
+        let v: f32 = picture_row(att, p, row).iter().sum();
+        on_pictures += v;
+        parts.push(format!("picture {} {:.0}%", i + 1, v * 100.0));
+    }
+    let sink = att
+        .sink()
+        .map_or(0.0, |s| row.get(s).copied().unwrap_or(0.0));
+    if let Some(s) = att.sink() {
+        parts.push(format!(
+            "sink {} {:.0}%",
+            att.keys().display.get(s).map_or("", String::as_str),
+            sink * 100.0
+        ));
+    }
+    let text = (row.iter().sum::<f32>() - on_pictures - sink).max(0.0);
+    parts.push(format!("text {:.0}%", text * 100.0));
+    parts.join(" · ")
+}
+
+/// The figure `spec` of unit `query`'s attention over the first picture.
+pub(super) fn draw(
+    att: &Attention,
+    spec: &PictureSpec,
+    query: Query,
+    look: &Look,
+) -> Result<Canvas, ImageError> {
+    let picture = att.pictures.first().ok_or_else(|| {
+        refuse("this attention has no picture (it is not from a vision-language model)".into())
+    })?;
+    let image = &picture.image;
+    let unit = query_unit(att, query)?;
+    let name = att.queries().display.get(unit).cloned().unwrap_or_default();
+    let qname = format!("from token {unit} “{}”", name.trim());
+    let many = if att.pictures.len() > 1 {
+        format!(" · picture 1 of {}", att.pictures.len())
+    } else {
+        String::new()
+    };
+    let model = att.model.name();
+    match spec {
+        PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
+            let (row, what) = match spec {
+                PictureSpec::Rollout { matrix, layer, .. } => {
+                    let nk = att.n_keys();
+                    (
+                        matrix[unit * nk..(unit + 1) * nk].to_vec(),
+                        format!("rollout to layer {}", att.layer_number(*layer)),
+                    )
+                }
+                PictureSpec::Head { head, .. } => (
+                    head_row(att, *layer, *head, unit),
+                    match head {
+                        HeadSel::Index(h) => {
+                            format!("layer {} head {h}", att.layer_number(*layer))
+                        }
+                        HeadSel::Mean => {
+                            format!("layer {} mean of heads", att.layer_number(*layer))
+                        }
+                    },
+                ),
+                _ => unreachable!("matched above"),
+            };
+            let rollout = matches!(spec, PictureSpec::Rollout { .. });
+            single_overlay(
+                image,
+                &picture_row(att, picture, &row),
+                None,
+                &format!("{model} · {what}{many}"),
+                &format!("{qname} → {}", shares(att, &row)),
+                if rollout {
+                    "rollout weight"
+                } else {
+                    crate::weight_caption(att)
+                },
+                look,
+            )
+        }
+        PictureSpec::Layer { layer } => {
+            let rows: Vec<Vec<f32>> = (0..att.heads())
+                .map(|h| {
+                    picture_row(
+                        att,
+                        picture,
+                        &head_row(att, *layer, HeadSel::Index(h), unit),
+                    )
+                })
+                .collect();
+            heads_grid(
+                image,
+                &rows,
+                None,
+                &format!(
+                    "{model} · layer {} · {qname}{many}",
+                    att.layer_number(*layer)
+                ),
+                look,
+            )
+        }
+        PictureSpec::Model => {
+            let (layers, heads) = (att.layers(), att.heads());
+            let (tile, label_w, top) = (96, 60, 66);
+            let grid_w = label_w + heads * (tile + 6) + 8;
+            let title = format!("{model} · every layer × head · {qname}{many}");
+            let mut c = Canvas::new(
+                (grid_w + 130).max(heading_width(&title, image)),
+                (top + layers * (tile + 18) + 8).max(top + 280),
+                look,
+            )?;
+            own_scale_bar(&mut c, (grid_w as i32 + 8, top as i32 + 6), look);
+            heading(&mut c, &title, image, look);
+            for h in 0..heads {
+                let x = (label_w + h * (tile + 6)) as i32;
+                c.text(&format!("H{h}"), 11.0, x, top as i32 - 10, look.pal.text);
+            }
+            for l in 0..layers {
+                let y0 = top + l * (tile + 18);
+                let label = format!("L{}", att.layer_number(l));
+                c.text(&label, 11.0, 8, (y0 + tile / 2) as i32, look.pal.text);
+                for h in 0..heads {
+                    let row = head_row(att, l, HeadSel::Index(h), unit);
+                    let o = overlay(image, &picture_row(att, picture, &row), tile, None, look);
+                    let x0 = label_w + h * (tile + 6);
+                    c.overlay_at(&o, x0, y0);
+                    let on: f32 = picture_row(att, picture, &row).iter().sum();
+                    let share = format!("{:.0}% on it", on * 100.0);
+                    c.text(&share, 9.0, x0 as i32, (y0 + o.h + 8) as i32, look.pal.text);
+                }
+            }
+            Ok(c)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::fixtures::synthetic;
+    use crate::attention::image::{Cell, ImageInput, Preprocessing};
+    use crate::attention::MaskKind;
+
+    /// `<s>`, a 1 × 2 picture's two image tokens, two words; the last row puts 0.1 on `<s>`,
+    /// 0.2 and 0.3 on the picture, 0.15 and 0.25 on the words.
+    fn pictured() -> Attention {
+        let labels = ["<s>", "<img1 0,0>", "<img1 0,1>", "a", "b"];
+        let n = labels.len();
+        let att = synthetic(&labels, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            weights[q * n] = 1.0;
+        }
+        weights[(n - 1) * n..].copy_from_slice(&[0.1, 0.2, 0.3, 0.15, 0.25]);
+        let att = att
+            .derive(att.level, false, att.queries().clone(), None, weights)
+            .unwrap()
+            .with_mask(MaskKind::Causal);
+        let image = ImageInput {
+            source: "photo.jpg".into(),
+            original: [16, 8],
+            input: [16, 8],
+            patch: 8,
+            grid: [1, 2],
+            preprocessing: Preprocessing {
+                color: "rgb8".into(),
+                resize: None,
+                crop: None,
+                rescale: None,
+                normalize: None,
+                positions_from: None,
+            },
+            cells: vec![
+                Cell::Patch { row: 0, col: 0 },
+                Cell::Patch { row: 0, col: 1 },
+            ],
+            norms: Vec::new(),
+            pooling: None,
+            view: vec![128; 16 * 8 * 3],
+        };
+        att.with_pictures(vec![PictureTokens { first: 1, image }])
+            .unwrap()
+    }
+
+    #[test]
+    fn a_row_is_split_into_the_picture_the_sink_and_the_text() {
+        let att = pictured();
+        let row = head_row(&att, 0, HeadSel::Index(0), 4);
+        let on = picture_row(&att, &att.pictures[0], &row);
+        assert_eq!(on, vec![0.2, 0.3]);
+        assert_eq!(
+            shares(&att, &row),
+            "picture 1 50% · sink <s> 10% · text 40%"
+        );
+    }
+
+    #[test]
+    fn the_query_is_a_token_number_and_the_last_token_by_default() {
+        let att = pictured();
+        assert_eq!(query_unit(&att, Query::Cls).unwrap(), 4);
+        assert_eq!(query_unit(&att, Query::Token(3)).unwrap(), 3);
+        let off = query_unit(&att, Query::Token(5)).unwrap_err().to_string();
+        assert!(off.contains("token 5 is not one of the 5 tokens"), "{off}");
+        let patch = query_unit(&att, Query::Patch(0, 0))
+            .unwrap_err()
+            .to_string();
+        assert!(patch.contains("a token's number"), "{patch}");
+        assert_eq!("12".parse::<Query>().unwrap(), Query::Token(12));
+    }
+
+    #[test]
+    fn the_overlay_is_drawn_for_a_head_a_layer_and_the_model() {
+        let att = pictured();
+        let look = Look::of(&super::super::ImageOptions::default());
+        for spec in [
+            PictureSpec::Head {
+                layer: 0,
+                head: HeadSel::Mean,
+            },
+            PictureSpec::Layer { layer: 0 },
+            PictureSpec::Model,
+        ] {
+            let c = draw(&att, &spec, Query::Cls, &look).unwrap();
+            assert!(c.w > 100 && c.h > 100, "{spec:?}");
+        }
+    }
+}
