@@ -787,3 +787,49 @@ fn a_token_s_attention_is_drawn_over_the_picture_it_read() {
         "token 999 is not one of the",
     );
 }
+
+/// The terminal view of `--query N` prints where on the picture token N looked, with the row's
+/// share on the picture as the JSON's attention gives it (the last layer's mean of heads over
+/// the picture's units).
+#[test]
+fn the_terminal_shows_the_share_of_a_token_s_row_on_the_picture() {
+    let m = llava();
+    let pic = image("big80x64.png");
+    let prompt = "USER: <image>\nWhere is the red part? ASSISTANT:";
+    let out = run(&["-m", &m, "--image", &pic, prompt, "--query", "30"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = shown
+        .lines()
+        .find(|l| l.contains("the row: picture 1 "))
+        .unwrap_or_else(|| panic!("no share line in {shown}"));
+    let percent: f64 = line
+        .split("picture 1 ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|v| v.parse().ok())
+        .expect("a percentage");
+    let out = run(&["-m", &m, "--image", &pic, prompt, "--quiet", "--json", "-"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &doc["pictures"][0];
+    let (first, count) = (
+        p["first"].as_u64().unwrap() as usize,
+        p["count"].as_u64().unwrap() as usize,
+    );
+    let layers = doc["attention"].as_array().unwrap();
+    let heads = layers.last().unwrap().as_array().unwrap();
+    let mut on = 0f64;
+    for head in heads {
+        let row = head[30].as_array().unwrap();
+        on += row[first..first + count]
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum::<f64>()
+            / heads.len() as f64;
+    }
+    assert!(
+        (on * 100.0 - percent).abs() <= 0.5,
+        "the view says {percent}%, the JSON {:.2}%",
+        on * 100.0
+    );
+}

@@ -56,6 +56,23 @@ pub(super) fn views(
                 ..TerminalOptions::default()
             };
             to(sink.out, |w| write_view(att, selection, &opts, w))?;
+            // A vision-language model's token asked for by number: where on the picture it
+            // looked, under the matrix.
+            if !att.pictures.is_empty()
+                && matches!(
+                    plan.figure.query,
+                    crate::render::image::picture::Query::Token(_)
+                )
+            {
+                let view = crate::render::image::on_picture::terminal_view(
+                    att,
+                    layer,
+                    head,
+                    plan.figure.query,
+                    look.color,
+                )?;
+                to(sink.out, |w| w.write_all(view.as_bytes()))?;
+            }
             matrices(att, analysed, layer, &opts, sink)?;
         }
     }

@@ -73,6 +73,43 @@ fn shares(att: &Attention, row: &[f32]) -> String {
     parts.join(" · ")
 }
 
+/// The terminal view of unit `query`'s attention (at `layer`, one head or the mean) over each
+/// picture: the patch grid's heatmap beside the picture, with the row's shares.
+pub fn terminal_view(
+    att: &Attention,
+    layer: usize,
+    head: HeadSel,
+    query: Query,
+    color: bool,
+) -> Result<String, ImageError> {
+    let unit = query_unit(att, query)?;
+    let row = head_row(att, layer, head, unit);
+    let name = att.queries().display.get(unit).cloned().unwrap_or_default();
+    let what = match head {
+        HeadSel::Index(h) => format!("head {h}"),
+        HeadSel::Mean => "mean of heads".into(),
+    };
+    let shares = shares(att, &row);
+    let mut out = String::new();
+    for (i, p) in att.pictures.iter().enumerate() {
+        out.push_str(&super::picture::terminal_grid(
+            att.model.name(),
+            &p.image,
+            &picture_row(att, p, &row),
+            usize::MAX,
+            &format!(
+                "picture {} · layer {} {what} · from token {unit} “{}”",
+                i + 1,
+                att.layer_number(layer),
+                name.trim()
+            ),
+            Some(&format!("the row: {shares}")),
+            color,
+        ));
+    }
+    Ok(out)
+}
+
 /// The figure `spec` of unit `query`'s attention over the first picture.
 pub(super) fn draw(
     att: &Attention,

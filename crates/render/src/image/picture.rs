@@ -794,9 +794,6 @@ pub fn terminal_view(
         Some(p) => pooling_row(p, head),
         None => row_by_token(att, &head_row(att, layer, head, unit), image),
     };
-    let grid = image.on_grid(&row);
-    let [rows, cols] = image.grid;
-    let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
     let what = match head {
         HeadSel::Index(h) => format!("head {h}"),
         HeadSel::Mean => "mean of heads".into(),
@@ -808,13 +805,38 @@ pub fn terminal_view(
             image.cells[token].label(),
         ),
     };
+    Ok(terminal_grid(
+        att.model.name(),
+        image,
+        &row,
+        token,
+        &format!("{at} · query {qname}"),
+        None,
+        color,
+    ))
+}
+
+/// The patch-grid heatmap of `row` (by token, in `image.cells`' order) beside the picture, with
+/// `token`'s patch marked (`usize::MAX`: none), under a line naming `model`, the picture and
+/// `what`; `note` goes under the grid in place of the special tokens' shares.
+pub(super) fn terminal_grid(
+    model: &str,
+    image: &ImageInput,
+    row: &[f32],
+    token: usize,
+    what: &str,
+    note: Option<&str>,
+    color: bool,
+) -> String {
+    let grid = image.on_grid(row);
+    let [rows, cols] = image.grid;
+    let max = grid.iter().copied().fold(0f32, f32::max).max(1e-12);
     let framing: String = image.framing().iter().map(|f| format!(", {f}")).collect();
     // Into memory: the writes cannot fail.
     let mut out = Vec::new();
     let mut term = Term::new(&mut out, color);
     let _ = term.say(&format!(
-        "{} · {} · {at} · query {qname} · {}×{} patches of {}px (image {}×{} → {}×{}{framing})",
-        att.model.name(),
+        "{model} · {} · {what} · {}×{} patches of {}px (image {}×{} → {}×{}{framing})",
         image.source,
         rows,
         cols,
@@ -890,8 +912,10 @@ pub fn terminal_view(
         }
         let _ = term.line(&line);
     }
-    let specials = image.specials_of(&row);
-    if specials.is_empty() {
+    let specials = image.specials_of(row);
+    if let Some(note) = note {
+        term.text(&format!("patch attention max {max:.4}; {note}"));
+    } else if specials.is_empty() {
         term.text(&format!("patch attention max {max:.4}; no special tokens"));
     } else {
         term.text(&format!("patch attention max {max:.4}; special tokens:"));
@@ -901,7 +925,7 @@ pub fn terminal_view(
     }
     let _ = term.end_line();
     drop(term);
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
