@@ -831,8 +831,8 @@ pub struct PictureArgs {
     /// patch's ROW,COL on the grid (from 0), or `pool`: the attention-pooling head's probe
     /// (SigLIP); default: the class token, or the pooling head on a model without one. For a
     /// vision-language model (LLaVA): a token's number N, whose attention to the picture's
-    /// image tokens the figures draw over the picture.
-    #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool|N")]
+    /// image tokens the figures draw over the picture, or `generated`: each generated token's.
+    #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool|N|generated")]
     pub query: Option<String>,
 
     /// With an image and `--figure rollout`: how each layer's heads are fused before rolling

@@ -833,3 +833,62 @@ fn the_terminal_shows_the_share_of_a_token_s_row_on_the_picture() {
         on * 100.0
     );
 }
+
+/// `--query generated` after `--generate`: a line per generated token in the terminal (its
+/// shares, the patch it looked at most) and a strip of overlays in the figure; without a
+/// generation it is refused in one line.
+#[test]
+fn each_generated_token_s_look_at_the_picture_is_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = llava();
+    let pic = image("big80x64.png");
+    let prompt = "USER: <image>\nWhere is the red part? ASSISTANT:";
+    let png = dir.path().join("strip.png");
+    let json = dir.path().join("run.json");
+    let out = run(&[
+        "-m",
+        &m,
+        "--image",
+        &pic,
+        prompt,
+        "--generate",
+        "6",
+        "--query",
+        "generated",
+        "--png",
+        &png.display().to_string(),
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let generated: Vec<usize> = doc["generated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.as_bool() == Some(true))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!generated.is_empty());
+    let lines: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.contains("picture 1 most at"))
+        .collect();
+    assert_eq!(lines.len(), generated.len(), "{shown}");
+    for (line, u) in lines.iter().zip(&generated) {
+        assert!(line.trim_start().starts_with(&u.to_string()), "{line}");
+    }
+    let (_, w, _) = pixels(&png);
+    assert!(
+        w > 600,
+        "a strip of {} overlays is {w} px wide",
+        generated.len()
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "--image", &pic, prompt, "--query", "generated"]),
+        "no token of this run was generated",
+    );
+}

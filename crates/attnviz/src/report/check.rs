@@ -18,7 +18,7 @@ impl Plan {
         let query = self.figure.query;
         match &att.image {
             Some(_) => {
-                if let Query::Patch(..) | Query::Token(_) = query {
+                if let Query::Patch(..) | Query::Token(_) | Query::Generated = query {
                     picture::query_unit(att, query)?;
                 }
                 picture::pooling_of(att, query)?;

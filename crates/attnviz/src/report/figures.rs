@@ -35,7 +35,11 @@ pub(super) fn figure(
     // A vision-language model's attention is drawn on its picture for a token asked for by
     // number; otherwise as the matrix over the whole sequence.
     let on_picture = !att.pictures.is_empty()
-        && matches!(fig.query, crate::render::image::picture::Query::Token(_));
+        && matches!(
+            fig.query,
+            crate::render::image::picture::Query::Token(_)
+                | crate::render::image::picture::Query::Generated
+        );
     if att.image.is_some() || on_picture {
         use crate::render::image::picture::{self, PictureSpec};
         // A head fusion or discard ratio: vit-explain's rollout in place of the plain one.

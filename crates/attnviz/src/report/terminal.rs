@@ -62,6 +62,7 @@ pub(super) fn views(
                 && matches!(
                     plan.figure.query,
                     crate::render::image::picture::Query::Token(_)
+                        | crate::render::image::picture::Query::Generated
                 )
             {
                 let view = crate::render::image::on_picture::terminal_view(

@@ -29,6 +29,9 @@ pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
             "token {u} is not one of the {n} tokens (numbered from 0)"
         ))),
         Query::Cls => Ok(n - 1),
+        Query::Generated => att.first_generated().ok_or_else(|| {
+            refuse("no token of this run was generated; generate some, or pick a token N".into())
+        }),
         Query::Patch(..) | Query::Pool => Err(refuse(
             "a vision-language model's query is a token's number N (as the views number the \
              tokens), not a patch or pool"
@@ -83,12 +86,15 @@ pub fn terminal_view(
     color: bool,
 ) -> Result<String, ImageError> {
     let unit = query_unit(att, query)?;
-    let row = head_row(att, layer, head, unit);
-    let name = att.queries().display.get(unit).cloned().unwrap_or_default();
     let what = match head {
         HeadSel::Index(h) => format!("head {h}"),
         HeadSel::Mean => "mean of heads".into(),
     };
+    if query == Query::Generated {
+        return Ok(generated_lines(att, layer, head, &what));
+    }
+    let row = head_row(att, layer, head, unit);
+    let name = att.queries().display.get(unit).cloned().unwrap_or_default();
     let shares = shares(att, &row);
     let mut out = String::new();
     for (i, p) in att.pictures.iter().enumerate() {
@@ -108,6 +114,39 @@ pub fn terminal_view(
         ));
     }
     Ok(out)
+}
+
+/// One line per generated token: its row's shares, and the patch of each picture it looked at
+/// most.
+fn generated_lines(att: &Attention, layer: usize, head: HeadSel, what: &str) -> String {
+    let mut out = format!(
+        "{} · layer {} {what} · where each generated token looked\n",
+        att.model.name(),
+        att.layer_number(layer)
+    );
+    for u in (0..att.n_queries()).filter(|&u| att.queries().generated.get(u) == Some(&true)) {
+        let row = head_row(att, layer, head, u);
+        let word = att.queries().display.get(u).cloned().unwrap_or_default();
+        let mut most = Vec::new();
+        for (i, p) in att.pictures.iter().enumerate() {
+            let on = picture_row(att, p, &row);
+            let best = (0..on.len()).max_by(|&a, &b| on[a].total_cmp(&on[b]));
+            if let Some(k) = best {
+                most.push(format!(
+                    "picture {} most at {}",
+                    i + 1,
+                    p.image.cells[k].label()
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "{u:>5} {:<16} {} · {}\n",
+            format!("“{}”", word.trim()),
+            shares(att, &row),
+            most.join(", ")
+        ));
+    }
+    out
 }
 
 /// The figure `spec` of unit `query`'s attention over the first picture.
@@ -130,6 +169,18 @@ pub(super) fn draw(
         String::new()
     };
     let model = att.model.name();
+    if query == Query::Generated {
+        let layer = match spec {
+            PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => *layer,
+            PictureSpec::Layer { layer } => *layer,
+            PictureSpec::Model => att.layers() - 1,
+        };
+        let head = match spec {
+            PictureSpec::Head { head, .. } => *head,
+            _ => HeadSel::Mean,
+        };
+        return strip(att, picture, layer, head, &many, look);
+    }
     match spec {
         PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
             let (row, what) = match spec {
@@ -222,6 +273,59 @@ pub(super) fn draw(
             Ok(c)
         }
     }
+}
+
+/// One small overlay per generated token (at `layer`, one head or the mean), in order, each
+/// labelled with the token and its row's share on the picture, wrapped into rows.
+fn strip(
+    att: &Attention,
+    picture: &PictureTokens,
+    layer: usize,
+    head: HeadSel,
+    many: &str,
+    look: &Look,
+) -> Result<Canvas, ImageError> {
+    let image = &picture.image;
+    let generated: Vec<usize> = (0..att.n_queries())
+        .filter(|&u| att.queries().generated.get(u).copied().unwrap_or(false))
+        .collect();
+    let what = match head {
+        HeadSel::Index(h) => format!("head {h}"),
+        HeadSel::Mean => "mean of heads".into(),
+    };
+    let title = format!(
+        "{} · layer {} {what} · where each generated token looked{many}",
+        att.model.name(),
+        att.layer_number(layer)
+    );
+    let (tile, label_h, top) = (120, 34, 52);
+    let per_row = generated.len().clamp(1, 8);
+    let rows = generated.len().div_ceil(per_row).max(1);
+    let grid_w = per_row * (tile + 10) + 8;
+    let mut c = Canvas::new(
+        (grid_w + 130).max(heading_width(&title, image)),
+        (top + rows * (tile + label_h + 8)).max(top + 280),
+        look,
+    )?;
+    own_scale_bar(&mut c, (grid_w as i32 + 8, top as i32 + 20), look);
+    heading(&mut c, &title, image, look);
+    for (i, &u) in generated.iter().enumerate() {
+        let row = head_row(att, layer, head, u);
+        let on = picture_row(att, picture, &row);
+        let o = overlay(image, &on, tile, None, look);
+        let (x0, y0) = (
+            8 + (i % per_row) * (tile + 10),
+            top + (i / per_row) * (tile + label_h + 8),
+        );
+        let word = att.queries().display.get(u).cloned().unwrap_or_default();
+        let label = super::font::label(&format!("{u} “{}”", word.trim()), 18);
+        c.text(&label, 11.0, x0 as i32, y0 as i32 + 6, look.pal.text);
+        c.overlay_at(&o, x0, y0 + 14);
+        let share = format!("{:.0}% on it", on.iter().sum::<f32>() * 100.0);
+        let y = (y0 + 14 + o.h + 10) as i32;
+        c.text(&share, 10.0, x0 as i32, y, look.pal.text);
+    }
+    Ok(c)
 }
 
 #[cfg(test)]

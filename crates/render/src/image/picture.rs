@@ -33,6 +33,9 @@ pub enum Query {
     /// Unit `N` of a vision-language model's input (as the views number them): its attention
     /// to the image tokens, drawn over the picture they stand for.
     Token(usize),
+    /// Every token a vision-language model generated, each one's attention to the image tokens
+    /// over the picture: a strip of small overlays, one per generated token.
+    Generated,
 }
 
 /// `ROW,COL` (two numbers from 0) or `pool`, as a [`Query`].
@@ -49,6 +52,7 @@ impl std::str::FromStr for Query {
         match patch {
             Some((r, c)) => Ok(Query::Patch(r, c)),
             None if s.trim().eq_ignore_ascii_case("pool") => Ok(Query::Pool),
+            None if s.trim().eq_ignore_ascii_case("generated") => Ok(Query::Generated),
             None => match s.trim().parse::<usize>() {
                 Ok(n) => Ok(Query::Token(n)),
                 Err(_) => Err(ParseQueryError(s.to_string())),
@@ -59,7 +63,9 @@ impl std::str::FromStr for Query {
 
 /// Text that is not a [`Query`]: it holds the text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not ROW,COL (two numbers from 0, like 3,5), pool, or a token's number N")]
+#[error(
+    "{0:?} is not ROW,COL (two numbers from 0, like 3,5), pool, a token's number N or generated"
+)]
 pub struct ParseQueryError(pub String);
 
 /// The pooling head `query` draws: its own, or the default query's on a model without a class
@@ -136,7 +142,7 @@ pub fn query_unit(att: &Attention, query: Query) -> Result<usize, ImageError> {
             .iter()
             .position(|&c| c == Cell::Class)
             .unwrap_or(0),
-        Query::Token(_) => {
+        Query::Token(_) | Query::Generated => {
             return Err(ImageError::Draw(super::paint::DrawError(
                 "a vision model's query is a patch ROW,COL, the class token or pool, not a \
                  token's number"
