@@ -140,7 +140,11 @@ fn options(
         analysis: report_analysis(att, plan.view, stats, rollout),
         // A vision model's report opens on the picture, at the plan's query (the class token
         // by default).
-        view: if att.image.is_some() {
+        // A vision-language model's report opens on its picture when a token was asked for.
+        view: if att.image.is_some()
+            || !att.pictures.is_empty()
+                && matches!(plan.figure.query, Query::Token(_) | Query::Generated)
+        {
             View::Image
         } else {
             View::Head
@@ -154,6 +158,9 @@ fn options(
 /// model has none: the page picks the centre patch).
 fn image_query(query: Query, att: &Attention) -> Option<usize> {
     use crate::attention::image::Cell;
+    if att.image.is_none() && !att.pictures.is_empty() {
+        return crate::render::image::on_picture::query_unit(att, query).ok();
+    }
     let image = att.image.as_deref()?;
     if query == Query::Cls && !image.cells.contains(&Cell::Class) {
         return None;

@@ -67,8 +67,13 @@ struct KindMeta<'a> {
     initial: Initial,
     neuron: Neuron,
     analysis: Option<AnalysisMeta<'a>>,
-    /// A vision model's picture (the image view draws on it).
+    /// A vision model's picture (the image view draws on it), or a vision-language model's
+    /// first picture.
     image: Option<ImageMeta<'a>>,
+    /// For a vision-language model's picture: the unit of its first image token (its tokens
+    /// follow, one per cell); absent for a vision model, whose tokens are the cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_first: Option<usize>,
 }
 
 /// What the image view needs: the grid, what each token is, the sizes and the preprocessing
@@ -360,7 +365,7 @@ impl<'a> KindMeta<'a> {
             initial: Initial {
                 view: match opts.view {
                     View::Stats if a.stats.is_empty() => View::Head,
-                    View::Image if att.image.is_none() => View::Head,
+                    View::Image if att.image.is_none() && att.pictures.is_empty() => View::Head,
                     View::Lens if a.lens.is_none() => View::Head,
                     View::Heads if a.head_attribution.is_none() && a.head_ablation.is_none() => {
                         View::Head
@@ -377,7 +382,17 @@ impl<'a> KindMeta<'a> {
             },
             neuron,
             analysis,
-            image: att.image.as_deref().map(ImageMeta::of),
+            image: att
+                .image
+                .as_deref()
+                .or_else(|| att.pictures.first().map(|p| &p.image))
+                .map(ImageMeta::of),
+            image_first: att
+                .image
+                .is_none()
+                .then(|| att.pictures.first())
+                .flatten()
+                .and_then(|p| att.queries().spans.iter().position(|s| s.start == p.first)),
         }
     }
 }
