@@ -124,7 +124,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // `-` reads standard input, now that the model's byte limit is known.
     let mut stdin_cut = false;
     let read;
-    let request = if request.image.is_none() && request.text == "-" {
+    let request = if request.images.is_empty() && request.text == "-" {
         let (text, cut) = read_text(
             &request.text,
             limit,
@@ -155,7 +155,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                     .into(),
             ));
         }
-        if !seq2seq && request.image.is_none() {
+        if !seq2seq && request.images.is_empty() {
             return save_streamed(plan, &model, request, path);
         }
     }
