@@ -750,6 +750,33 @@ fn a_vision_language_model_reads_several_pictures_given_by_repeated_image() {
     assert_eq!(sources, [&case["images"][0], &case["images"][1]]);
 }
 
+/// `-` reads a vision-language model's prompt from standard input, as it reads a text model's.
+#[test]
+fn a_vision_language_model_reads_its_prompt_from_standard_input() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let case = llava_case("describe");
+    let mut child = crate::support::cli::attnviz()
+        .args(["-m", &llava(), "--image"])
+        .arg(image(case["images"][0].as_str().unwrap()))
+        .args(["-", "--quiet", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        case["text"].as_str().unwrap()
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input_ids"], case["input_ids"]);
+}
+
 #[test]
 fn a_vision_language_model_refuses_what_it_cannot_give_yet_in_one_line() {
     let m = llava();
