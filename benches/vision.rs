@@ -181,7 +181,7 @@ fn main() {
     }
 
     let request = RunRequest {
-        image: Some(image.clone().into()),
+        images: vec![image.clone().into()],
         ..RunRequest::new("")
     };
     let run_once = || {

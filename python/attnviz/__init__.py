@@ -142,6 +142,15 @@ class Report:
         return None if text is None else _json.loads(text)
 
     @property
+    def pictures(self) -> list:
+        """The pictures a vision-language model (LLaVA) read with its prompt, in order: each a
+        dict with ``first`` (the index of its first image token), ``count`` (its image tokens,
+        ``first`` to ``first + count - 1``), ``grid`` ``[rows, cols]``, ``source`` (the file's
+        name, or ``image``/``image1``, ``image2``, … for pixels in memory) and ``cells`` (what
+        each of its tokens is); ``[]`` for other models."""
+        return _json.loads(self._native.pictures_json)
+
+    @property
     def tokens(self) -> list:
         """The query tokens (every token, for self-attention)."""
         return self._native.tokens
@@ -611,8 +620,7 @@ def run(
     query: Any = None,
     threads: Optional[int] = None,
     full_paths: bool = False,
-    _image: Optional[str] = None,
-    _pixels: Optional[np.ndarray] = None,
+    _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
     attention, as the CLI runs ``attnviz TEXT`` with the same options (one library run request).
@@ -669,14 +677,18 @@ def run(
       600). Both re-run the model many times; the time is estimated from one pass before the
       re-runs start, and a longer analysis raises RuntimeError saying how long it would take.
     - ``image``: for a vision model (ViT, DeiT, DINOv2, CLIP's vision tower) in place of
-      ``text``: a path, a PIL image, or a numpy array (``[height, width]`` gray,
+      ``text`` (text with it raises ValueError, in the library's words, once the model is
+      loaded), or for a vision-language model (LLaVA) with ``text`` as its prompt, whose
+      ``<image>`` marks say where each picture goes (none: before the text); a list of pictures
+      for several (a vision model takes one). Each picture is a path, a PIL image, or a numpy array (``[height, width]`` gray,
       ``[..., 2]`` gray and alpha, ``[..., 3]`` RGB or ``[..., 4]`` RGBA; uint8, or floats in
       [0, 1], made 8-bit as ``round(255·x)``). A picture in memory is never written to disk:
       its size (at most 16384 pixels a side and 64 megapixels), dtype and values are checked
       first, then the library reads it a row at a time where it lies (no copy of the whole
       array), giving what the CLI's ``--image`` gives for the PNG file of the same pixels.
-      ``report.image`` then describes the picture (grid, special tokens, sizes,
-      preprocessing) and the report opens on its image view.
+      ``report.image`` then describes a vision model's picture (grid, special tokens, sizes,
+      preprocessing) and the report opens on its image view; of a vision-language model,
+      ``report.pictures`` lists where each picture's image tokens are.
     - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
       ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
       probe (SigLIP); default: the class token.
@@ -700,15 +712,21 @@ def run(
     the keyword.
     """
     if image is not None:
-        if text is not None:
-            raise ValueError("give text or image=, not both: a vision model reads the image")
-        path, pixels = _picture(image)
+        pictures = list(image) if isinstance(image, (list, tuple)) else [image]
+        if not pictures:
+            raise ValueError("image=[] holds no picture; give one, or leave image= out")
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"text must be a string, not {type(text).__name__}")
+        # Each a path, or pixels in memory; a vision model's text is refused by the library,
+        # which knows the model's kind.
+        converted = [_picture(p) for p in pictures]
         return run(
-            "image" if path is None else path, model, pair, target=target, generate=generate,
+            "" if text is None else text, model, pair, target=target, generate=generate,
             chat=chat, layers=layers, max_memory=max_memory, revision=revision, truncate=truncate,
             neuron=neuron, weighting=weighting, words=words, no_special=no_special,
             view="image" if view is None else view, layer=layer, head=head, lens=lens,
-            alti=alti, value_zeroing=value_zeroing, _image=path, _pixels=pixels,
+            alti=alti, value_zeroing=value_zeroing,
+            _images=[pixels if path is None else path for path, pixels in converted],
             attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
             max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
             full_paths=full_paths,
@@ -716,7 +734,7 @@ def run(
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
     if query is not None:
-        if _image is None:
+        if _images is None:
             raise ValueError("query= picks a patch of the picture; give image= as well")
         query = _query(query)
     if kind is not None and kind not in _KINDS:
@@ -797,8 +815,7 @@ def run(
         truncate=bool(truncate),
         neuron=bool(neuron),
         weighting=weighting,
-        image=_image,
-        pixels=_pixels,
+        images=_images,
         lens=lens,
         alti=bool(alti),
         value_zeroing=bool(value_zeroing),

@@ -39,6 +39,8 @@ class Attention:
     @property
     def image_json(self) -> Optional[str]: ...
     @property
+    def pictures_json(self) -> str: ...
+    @property
     def key_tokens(self) -> list[str]: ...
     @property
     def display_tokens(self) -> list[str]: ...
@@ -119,8 +121,7 @@ def run(
     truncate: bool = False,
     neuron: bool = False,
     weighting: str = "raw",
-    image: Optional[_Path] = None,
-    pixels: Any = None,
+    images: Optional[Sequence[Any]] = None,
     lens: Optional[int] = None,
     alti: bool = False,
     value_zeroing: bool = False,

@@ -22,7 +22,7 @@ use attnviz::analysis::{self, reweighted, Analysis, ViewOptions, Weighting};
 use attnviz::attention::{Attention, AttentionKind, AttentionSet, HeadSel, Selection};
 use attnviz::choice::Choice;
 use attnviz::import::{self, Arrays, ImportError, Tokens};
-use attnviz::model::Model;
+use attnviz::model::{InputError, Model};
 use attnviz::render::html::{self, HtmlOptions, PrecisionChoice, View};
 use attnviz::render::image::{self, ColorScale, Colormap, Figure, FigureSpec, ImageOptions, Theme};
 use attnviz::render::json::{JsonOptions, JsonSection};
@@ -216,6 +216,26 @@ impl PyAttention {
             .image
             .as_deref()
             .and_then(|i| serde_json::to_string(i).ok())
+    }
+    /// The pictures a vision-language model read, as JSON: a list of `{first, count, grid,
+    /// source, cells}` (empty for other models).
+    #[getter]
+    fn pictures_json(&self) -> String {
+        let pictures: Vec<serde_json::Value> = self
+            .att()
+            .pictures
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "first": p.first,
+                    "count": p.image.cells.len(),
+                    "grid": p.image.grid,
+                    "source": p.image.source,
+                    "cells": p.image.cells,
+                })
+            })
+            .collect();
+        serde_json::to_string(&pictures).expect("pictures serialise to JSON")
     }
     #[getter]
     fn key_tokens(&self) -> Vec<String> {
@@ -467,6 +487,23 @@ impl PyAttention {
 fn request_error(e: RequestError) -> PyErr {
     let value = |s: String| PyValueError::new_err(message(s));
     match e {
+        // What was given does not suit the model's kind (text with a vision model's picture,
+        // a picture for a text model, marks that do not match the pictures): a bad value.
+        RequestError::Model(e)
+            if matches!(
+                &e,
+                attnviz::model::Error::Input(i) if matches!(
+                    **i,
+                    InputError::TextWithPicture { .. }
+                        | InputError::TextToVision { .. }
+                        | InputError::ImageToText { .. }
+                        | InputError::NoPicture { .. }
+                        | InputError::PictureMarks { .. }
+                )
+            ) =>
+        {
+            value(words::model(&e))
+        }
         RequestError::Model(e) => runtime_error(words::model(&e)),
         RequestError::TargetNeedsEncoderDecoder {
             model,
@@ -520,6 +557,14 @@ fn request_error(e: RequestError) -> PyErr {
             "lens={asked} keeps more tokens per cell than the logit lens writes (at most {max}); \
              give lens={max} or fewer"
         )),
+        RequestError::SeveralPictures {
+            model,
+            family,
+            given,
+        } => value(format!(
+            "image= holds {given} pictures: {model} is a vision model ({family}), which reads \
+             one; give one picture (vision-language models such as LLaVA take a list)"
+        )),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -554,7 +599,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyfunction]
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
-    image=None, pixels=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
+    images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
@@ -571,8 +616,7 @@ fn run(
     truncate: bool,
     neuron: bool,
     weighting: &str,
-    image: Option<std::path::PathBuf>,
-    pixels: Option<Bound<'_, PyAny>>,
+    images: Option<Vec<Bound<'_, PyAny>>>,
     lens: Option<usize>,
     alti: bool,
     value_zeroing: bool,
@@ -597,23 +641,31 @@ fn run(
         }
     };
     let ablate = ablate.as_deref().map(heads::ablation_mode).transpose()?;
-    // A picture: a file, or an array checked here, before the model is even loaded.
-    let image = match (image, pixels) {
-        (_, Some(array)) => Some(attnviz::pixels::ImageSource::Pixels {
-            name: text.to_string(),
-            pixels: attnviz::pixels::SharedPixels(Arc::new(pixels::image_array(&array)?)),
-        }),
-        (Some(path), None) => Some(attnviz::pixels::ImageSource::File(path)),
-        (None, None) => None,
-    };
+    // The pictures: each a file, or an array checked here, before the model is even loaded.
+    let images = images.unwrap_or_default();
+    let several = images.len() > 1;
+    let images = images
+        .iter()
+        .enumerate()
+        .map(|(i, picture)| {
+            if let Ok(path) = picture.extract::<std::path::PathBuf>() {
+                return Ok(attnviz::pixels::ImageSource::File(path));
+            }
+            Ok(attnviz::pixels::ImageSource::Pixels {
+                // An array is named `image` in the views, `image1`, `image2`, … of several.
+                name: if several {
+                    format!("image{}", i + 1)
+                } else {
+                    "image".to_string()
+                },
+                pixels: attnviz::pixels::SharedPixels(Arc::new(pixels::image_array(picture)?)),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     let request = RunRequest {
-        // A picture is the request's own field (an array's name travels with it): the text
-        // is then not read.
-        text: if image.is_some() {
-            String::new()
-        } else {
-            text.to_string()
-        },
+        // A vision model reads its picture alone (the library refuses text with it); a
+        // vision-language model reads the text as its prompt.
+        text: text.to_string(),
         pair,
         target,
         generate,
@@ -627,9 +679,8 @@ fn run(
         truncate,
         query_key: neuron,
         value_weighted: weighting != Weighting::Raw,
-        // A vision model's picture (a file, or an array read a row at a time); then `text`
-        // names it.
-        image,
+        // A file, or an array read a row at a time where it lies.
+        images,
         lens,
         alti,
         value_zeroing,

@@ -79,7 +79,7 @@ def test_a_pil_image_and_a_numpy_array_give_the_same_attention(doc):
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
-        (dict(text="hi", image=str(PICTURE)), ValueError, "not both"),
+        (dict(image=[]), ValueError, "holds no picture"),
         (dict(image=np.zeros((4, 4, 5), np.uint8)), ValueError, "shape"),
         (dict(image=np.zeros((4, 4, 3), np.int64)), ValueError, "uint8"),
         (dict(image=np.full((4, 4, 3), 2.0)), ValueError, "[0, 1]"),
@@ -93,6 +93,52 @@ def test_bad_images_name_the_keyword(kwargs, error, words):
     with pytest.raises(error, match=None) as e:
         attnviz.run(model=DEIT, **kwargs)
     assert words in str(e.value)
+
+
+LLAVA = str(REPO / "tests" / "fixtures" / "tiny-llava")
+IMAGES = REPO / "tests" / "fixtures" / "images"
+
+
+def _llava_case(name: str) -> dict:
+    """A case of the processor's reference (tests/reference/tiny-llava.py writes it)."""
+    cases = json.loads((REPO / "tests" / "reference" / "tiny-llava.json").read_text())["cases"]
+    return next(c for c in cases if c["name"] == name)
+
+
+def test_text_with_a_picture_is_refused_by_a_vision_model_in_the_library_words():
+    # Only the loaded model knows it reads pictures alone: the library refuses, as on the CLI.
+    with pytest.raises(ValueError) as e:
+        attnviz.run("a caption", model=DEIT, image=str(PICTURE))
+    assert "is a vision model (DeiT); it reads the picture alone, not text with it" in str(e.value)
+    assert "\n" not in str(e.value)
+    # Several pictures: one is what a vision model reads.
+    with pytest.raises(ValueError) as e:
+        attnviz.run(model=DEIT, image=[str(PICTURE), str(PICTURE)])
+    assert "image= holds 2 pictures" in str(e.value) and "reads one" in str(e.value)
+
+
+def test_a_vision_language_model_reads_its_prompt_with_the_picture():
+    case = _llava_case("describe")
+    report = attnviz.run(case["text"], model=LLAVA, image=str(IMAGES / case["images"][0]))
+    assert json.loads(report.json())["input_ids"] == case["input_ids"]
+    (first, count), = case["image_token_runs"]
+    [picture] = report.pictures
+    assert (picture["first"], picture["count"]) == (first, count)
+    assert picture["source"] == case["images"][0] and picture["grid"] == [4, 4]
+    assert len(picture["cells"]) == count
+
+
+def test_a_vision_language_model_reads_a_list_of_pictures_in_memory_or_on_disk():
+    case = _llava_case("two_images")
+    wide, big = (IMAGES / name for name in case["images"])
+    report = attnviz.run(case["text"], model=LLAVA, image=[str(wide), Image.open(big)])
+    assert json.loads(report.json())["input_ids"] == case["input_ids"]
+    runs = [[p["first"], p["count"]] for p in report.pictures]
+    assert runs == case["image_token_runs"]
+    assert [p["source"] for p in report.pictures] == [case["images"][0], "image2"]
+    # A prompt that marks two pictures with one given is refused in the library's words.
+    with pytest.raises(ValueError, match="marks 2 pictures with <image> but 1 was given"):
+        attnviz.run(case["text"], model=LLAVA, image=str(wide))
 
 
 def _convert_to_rgb(image: Image.Image) -> Image.Image:

@@ -149,9 +149,10 @@ pub struct Args {
     #[arg(help_heading = heading::OUTPUTS, long, value_name = "TYPE", value_parser = ["f32", "f16"], requires = "save_attention")]
     pub save_dtype: Option<String>,
 
-    // An image for a vision model; the help names every vision family ([`image_help`]).
-    #[arg(help_heading = heading::PICTURES, long, value_name = "FILE", help = image_help())]
-    pub image: Option<PathBuf>,
+    // A picture for a vision model, or pictures for a vision-language model; the help names
+    // every vision family ([`image_help`]).
+    #[arg(help_heading = heading::PICTURES, long, value_name = "FILE", action = clap::ArgAction::Append, help = image_help())]
+    pub image: Vec<PathBuf>,
 
     /// Which attention the picture views draw (with --image).
     #[command(flatten)]
@@ -892,7 +893,9 @@ fn image_help() -> String {
         .collect();
     format!(
         "An image (PNG, JPEG or WebP) for a vision model ({}): its attention over the patches, \
-         drawn on the picture. TEXT is not needed",
+         drawn on the picture, and TEXT is not needed. For a vision-language model (LLaVA): a \
+         picture read with the prompt TEXT; repeat --image for several, in the order of the \
+         prompt's <image> marks",
         families.join(", ")
     )
 }

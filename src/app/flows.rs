@@ -124,7 +124,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // `-` reads standard input, now that the model's byte limit is known.
     let mut stdin_cut = false;
     let read;
-    let request = if request.image.is_none() && request.text == "-" {
+    // A vision-language model's prompt is read there too; a vision model reads no text.
+    let reads_text = request.images.is_empty() || model.is_multimodal();
+    let request = if reads_text && request.text == "-" {
         let (text, cut) = read_text(
             &request.text,
             limit,
@@ -155,7 +157,7 @@ fn run_single(plan: &Single) -> Result<(), Error> {
                     .into(),
             ));
         }
-        if !seq2seq && request.image.is_none() {
+        if !seq2seq && request.images.is_empty() {
             return save_streamed(plan, &model, request, path);
         }
     }

@@ -198,7 +198,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             &args.stats,
             args.text
                 .clone()
-                .or_else(|| args.image.as_ref().map(|_| String::new())),
+                .or_else(|| (!args.image.is_empty()).then(String::new)),
             None,
         )?)),
     };
@@ -256,7 +256,7 @@ fn single(
     rendered: Option<&PictureArgs>,
 ) -> Result<Single, String> {
     let picture = rendered.unwrap_or(&args.picture);
-    let pictured = rendered.is_some() || args.image.is_some();
+    let pictured = rendered.is_some() || !args.image.is_empty();
     let corpus_only = [
         ("--out-dir", args.out_dir.is_some()),
         ("--on-bad-line", args.on_bad_line.is_some()),
@@ -435,7 +435,7 @@ fn single(
                  captures only some; drop --layers"
             ));
         }
-        if args.image.is_some() {
+        if !args.image.is_empty() {
             return Err(format!(
                 "{what}: value zeroing is not available with --image (vision and \
                  vision-language models) yet; drop {what}"
@@ -465,7 +465,7 @@ fn single(
                  whole run; run them separately"
             ));
         }
-        if args.image.is_some() {
+        if !args.image.is_empty() {
             return Err(format!(
                 "{what}: ALTI is not available with --image (vision and vision-language \
                  models) yet; drop {what}"
@@ -565,7 +565,7 @@ fn single(
         value_weighted: weighting != Weighting::Raw,
         alti,
         value_zeroing,
-        image: args.image.clone().map(ImageSource::File),
+        images: args.image.iter().cloned().map(ImageSource::File).collect(),
         lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,

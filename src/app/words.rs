@@ -394,6 +394,14 @@ pub(super) fn request(e: RequestError) -> Error {
             "--lens-top {asked} keeps more tokens per cell than the logit lens writes (at most \
              {max}); give {max} or fewer"
         )),
+        RequestError::SeveralPictures {
+            model,
+            family,
+            given,
+        } => usage(format!(
+            "--image given {given} times: {model} is a vision model ({family}), which reads one \
+             picture; give one --image (vision-language models such as LLaVA take several)"
+        )),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

@@ -384,6 +384,52 @@ fn an_uploaded_picture_is_served_as_the_image_flag_writes_it() {
     );
 }
 
+/// A vision-language model's picture is uploaded with its prompt (`text=`): the run reads both,
+/// as the processor does (its token count is the reference's, tests/reference/tiny-llava.json);
+/// a vision model given text with its picture, and a prompt marking more pictures than one,
+/// are refused in the library's words.
+#[test]
+fn an_uploaded_picture_goes_with_its_prompt_to_a_vision_language_model() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/reference/tiny-llava.json")).unwrap(),
+    )
+    .unwrap();
+    let case = reference["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "describe")
+        .unwrap();
+    let models = [fixture("tiny-llava"), fixture("tiny-deit")];
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    let name = case["images"][0].as_str().unwrap();
+    let bytes = std::fs::read(fixture("images").join(name)).unwrap();
+    let prompt = case["text"].as_str().unwrap();
+    let query = format!("model=0&name={name}&text={}", query_text(prompt));
+    let (status, answer) = post_image(server.port, &query, &bytes);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["tokens"], case["n"], "{answer}");
+    assert_eq!(answer["name"], name, "{answer}");
+    let two = query_text("USER: <image>\n<image>\nCompare them. ASSISTANT:");
+    let (status, answer) = post_image(server.port, &format!("model=0&text={two}"), &bytes);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("marks 2 pictures with <image> but 1 was given")),
+        "{answer}"
+    );
+    let (status, answer) = post_image(server.port, "model=1&text=a%20caption", &bytes);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("it reads the picture alone, not text with it")),
+        "{answer}"
+    );
+}
+
 /// A PNG header claiming 100000 × 100000 pixels, an animated PNG, a JPEG claiming 60000 ×
 /// 60000, a JPEG of too many scans, a PNG whose profile is a bomb, each with the words the
 /// library's refusal has.

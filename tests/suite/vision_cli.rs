@@ -698,6 +698,85 @@ fn a_vision_language_model_reads_the_prompt_with_its_picture() {
     assert_eq!(doc["pictures"][0]["first"], 1);
 }
 
+/// The reference's case `name` (tests/reference/tiny-llava.py writes it from transformers'
+/// processor and model).
+fn llava_case(name: &str) -> serde_json::Value {
+    let path = repo().join("tests/reference/tiny-llava.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+        .clone()
+}
+
+/// `--image` repeated gives a vision-language model its pictures in order: the processor's
+/// ids, and one `pictures` entry for each, where the processor put its image tokens.
+#[test]
+fn a_vision_language_model_reads_several_pictures_given_by_repeated_image() {
+    let case = llava_case("two_images");
+    let names: Vec<&str> = case["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let (first, second) = (image(names[0]), image(names[1]));
+    let out = run(&[
+        "-m",
+        &llava(),
+        "--image",
+        &first,
+        "--image",
+        &second,
+        case["text"].as_str().unwrap(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input_ids"], case["input_ids"]);
+    let pictures = doc["pictures"].as_array().expect("a pictures section");
+    let runs: Vec<serde_json::Value> = pictures
+        .iter()
+        .map(|p| serde_json::json!([p["first"], p["count"]]))
+        .collect();
+    assert_eq!(serde_json::Value::from(runs), case["image_token_runs"]);
+    let sources: Vec<&serde_json::Value> = pictures.iter().map(|p| &p["image"]["source"]).collect();
+    assert_eq!(sources, [&case["images"][0], &case["images"][1]]);
+}
+
+/// `-` reads a vision-language model's prompt from standard input, as it reads a text model's.
+#[test]
+fn a_vision_language_model_reads_its_prompt_from_standard_input() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let case = llava_case("describe");
+    let mut child = crate::support::cli::attnviz()
+        .args(["-m", &llava(), "--image"])
+        .arg(image(case["images"][0].as_str().unwrap()))
+        .args(["-", "--quiet", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        case["text"].as_str().unwrap()
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input_ids"], case["input_ids"]);
+}
+
 #[test]
 fn a_vision_language_model_refuses_what_it_cannot_give_yet_in_one_line() {
     let m = llava();
@@ -721,10 +800,22 @@ fn a_vision_language_model_refuses_what_it_cannot_give_yet_in_one_line() {
         &run(&["-m", &m, "--image", &pic, "hi", "--lens"]),
         "the logit lens is not available for vision-language models yet",
     );
-    // A vision model reads its picture alone.
+    // A vision model reads its picture alone, and one.
     assert_clean_failure(
         &run(&["-m", &deit(), "--image", &pic, "a caption"]),
         "it reads the picture alone, not text with it",
+    );
+    assert_clean_failure(
+        &run(&[
+            "-m",
+            &deit(),
+            "--image",
+            &pic,
+            "--image",
+            &image("big80x64.png"),
+            "--quiet",
+        ]),
+        "is a vision model (DeiT), which reads one picture; give one --image",
     );
 }
 

@@ -72,10 +72,11 @@ pub struct RunRequest {
     /// self-attention of encoders and decoders, every layer. Off by default: it costs about
     /// as many forward passes as there are tokens.
     pub value_zeroing: bool,
-    /// A picture for a vision model (ViT, DeiT, …): a file, or a file's bytes in memory (a
-    /// server's upload, decoded without touching the file system), named in the views by the
-    /// file's or the bytes' name. Then `text` is not read.
-    pub image: Option<ImageSource>,
+    /// The pictures: one for a vision model (ViT, DeiT, …), which then reads no `text`; one or
+    /// more for a vision-language model (LLaVA), which reads them with `text` (its prompt). Each
+    /// a file, or a file's bytes in memory (a server's upload, decoded without touching the
+    /// file system), named in the views by the file's or the bytes' name. Empty: a text run.
+    pub images: Vec<ImageSource>,
     /// The logit lens with this many tokens per cell ([`Measured::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,
@@ -230,6 +231,16 @@ pub enum RequestError {
         asked: usize,
         /// The most it keeps.
         max: usize,
+    },
+    /// More than one picture for a vision model, which reads one.
+    #[error("{model} is a vision model ({family}); it reads one picture, not {given}")]
+    SeveralPictures {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// How many pictures were given.
+        given: usize,
     },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
@@ -437,9 +448,16 @@ impl RunRequest {
         sink: Option<&mut dyn LayerSink>,
         cancel: &Cancel,
     ) -> Result<Run, RequestError> {
-        if let Some(picture) = &self.image {
+        if !self.images.is_empty() {
             if model.is_multimodal() {
-                return self.run_multimodal(model, picture, progress, sink.is_some(), cancel);
+                return self.run_multimodal(model, &self.images, progress, sink.is_some(), cancel);
+            }
+            if model.is_vision() && self.images.len() > 1 {
+                return Err(RequestError::SeveralPictures {
+                    model: model.info().name().to_string(),
+                    family: model.family(),
+                    given: self.images.len(),
+                });
             }
             if model.is_vision() && !self.text.is_empty() {
                 return Err(input(InputError::TextWithPicture {
@@ -449,7 +467,7 @@ impl RunRequest {
             }
         }
         let heads = self.head_tokens(model)?;
-        if let Some(picture) = &self.image {
+        if let Some(picture) = self.images.first() {
             if sink.is_some() {
                 return Err(input(VisionUnsupported::Streamed.into()));
             }
@@ -532,12 +550,12 @@ impl RunRequest {
         Ok(run)
     }
 
-    /// Run a vision-language model over the prompt and its picture (generating first when
+    /// Run a vision-language model over the prompt and its pictures (generating first when
     /// asked), refusing the analyses it cannot give yet.
     fn run_multimodal(
         &self,
         model: &Model,
-        picture: &ImageSource,
+        pictures: &[ImageSource],
         progress: &dyn Progress,
         streamed: bool,
         cancel: &Cancel,
@@ -569,7 +587,7 @@ impl RunRequest {
         let mut report = Generating::new(progress, generate.max_new_tokens);
         let run = model.encode_with_images(
             &self.text,
-            std::slice::from_ref(picture),
+            pictures,
             &self.encode_options(),
             Some(generate),
             &mut |d| report.done(d),

@@ -1098,7 +1098,7 @@ impl Worker<'_> {
             // The request of `attnviz -m MODEL --image PATH`.
             ItemInput::Image(path) => {
                 let request = RunRequest {
-                    image: Some(path.into()),
+                    images: vec![path.into()],
                     ..RunRequest::new("")
                 };
                 request.run(self.model, &crate::progress::Silent)

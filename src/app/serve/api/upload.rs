@@ -1,4 +1,7 @@
-//! `POST /api/image?model=N&name=NAME`: a picture for a vision model. The body is the picture
+//! `POST /api/image?model=N&name=NAME&text=PROMPT`: a picture for a vision model, or with its
+//! prompt for a vision-language model (LLaVA; `text`, whose `<image>` mark says where the
+//! picture goes, else it goes first). A vision model reads the picture alone: `text` with it is
+//! refused in the library's words. The body is the picture
 //! file's bytes as they are (no form encoding); `name` is what the browser calls the file. The
 //! bytes go to the library in memory ([`ImageSource::Bytes`]): nothing of the request reaches
 //! the file system, and the name only names the picture in the views and the saved report's
@@ -25,7 +28,7 @@ use serde::Deserialize;
 use attnviz::pixels::ImageSource;
 use attnviz::request::RunRequest;
 
-use super::{admit, error, execute_admitted, keep_run, slug, Refused};
+use super::{admit, check_tokens, error, execute_admitted, keep_run, slug, Refused};
 use crate::app::serve::State;
 
 /// The largest picture the server takes, in bytes (20 MiB).
@@ -35,7 +38,8 @@ const MAX_NAME: usize = 100;
 /// The name of a picture sent without one, or whose name is nothing once cleaned.
 const UNNAMED: &str = "upload";
 
-/// The upload's query: the model by index, the picture's name (the token may travel here too).
+/// The upload's query: the model by index, the picture's name, a vision-language model's prompt
+/// (the token may travel here too).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ImageQuery {
@@ -43,6 +47,9 @@ pub(super) struct ImageQuery {
     model: usize,
     #[serde(default)]
     name: Option<String>,
+    /// A vision-language model's prompt.
+    #[serde(default)]
+    text: Option<String>,
     // The guard has checked it.
     #[serde(default)]
     #[allow(dead_code)]
@@ -173,7 +180,8 @@ async fn upload(
             format!("there is no model {index}: this server has {count}"),
         ));
     };
-    if served.kind != "vision" {
+    let multimodal = served.model.is_multimodal();
+    if served.kind != "vision" && !multimodal {
         return Err((
             StatusCode::BAD_REQUEST,
             format!(
@@ -183,6 +191,21 @@ async fn upload(
                 served.model.family()
             ),
         ));
+    }
+    let text = query.text.unwrap_or_default();
+    if multimodal {
+        // The prompt's tokens, counted before the picture is read (its image tokens are the
+        // library's to count).
+        let tokens = served
+            .model
+            .tokenizer()
+            .encode(&text, None, usize::MAX, false)
+            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+        check_tokens(
+            tokens.ids.len(),
+            state.max_tokens,
+            served.model.max_positions(),
+        )?;
     }
     // A length over the bound is refused before a byte of the body is read.
     let expected = match headers.get(header::CONTENT_LENGTH) {
@@ -206,12 +229,13 @@ async fn upload(
     let name = picture_name(query.name.as_deref().unwrap_or(""));
     let filename = download_name(&name);
     let request = RunRequest {
-        // The bytes' name names the picture in the views, as a file's name does for --image.
-        text: String::new(),
-        image: Some(ImageSource::Bytes {
+        // The bytes' name names the picture in the views, as a file's name does for --image;
+        // a vision model given text refuses it, as the library words it.
+        text,
+        images: vec![ImageSource::Bytes {
             name: name.clone(),
             bytes: Arc::from(bytes),
-        }),
+        }],
         ..RunRequest::default()
     };
     let kept = execute_admitted(state, admitted, (index, request), move |job, run, ran| {
