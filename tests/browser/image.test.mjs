@@ -239,3 +239,80 @@ test('image view in Firefox: the picture drawn, a hovered patch is the query', a
     await ff.close();
   }
 });
+
+/** A vision-language model's report (tiny random LLaVA, token 30 asked for): opens on the
+ *  image view with that token's row drawn over the picture's 16 image tokens, its shares on
+ *  the picture, the sink and the text beside it; another query token from the menu redraws it;
+ *  hovering a patch keeps the query. Every number from the CLI's JSON of the same run. */
+async function checkLlava(page, what) {
+  const exp = expectations('image-llava');
+  const pic = exp.pictures[0];
+  const [rows, cols] = pic.image.grid;
+  await page.goto(pathToFileURL(join(ART, 'image-llava.html')).href);
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
+    document.querySelector('#status.error'), { timeout: 20000 });
+  let d = await drawn(page);
+  assert.equal(d.query, 30, what + ': the asked token is the query');
+  assert.equal(d.blend, 'pixels', what + ': the picture was read back and blended');
+  const layer = d.layer;
+  const row = exp.attention[layer][d.head][30];
+  assertRow(d.row, row, what + ': token 30 row');
+  // Each patch's weight is that of its image token, the picture's first unit on.
+  for (const [k, c] of pic.image.cells.entries()) {
+    assert.ok(Math.abs(d.grid[c.row * cols + c.col] - row[pic.first + k]) <= STEP + 1e-9, what + ': cell ' + k);
+  }
+  let onPicture = 0;
+  for (let k = 0; k < pic.count; k++) onPicture += row[pic.first + k];
+  assert.ok(Math.abs(d.specials[0][1] - onPicture) <= pic.count * STEP + 1e-9, what + ': the picture\u2019s share');
+  assert.ok(Math.abs(d.specials[1][1] - row[0]) <= STEP + 1e-9, what + ': the sink\u2019s share');
+  assert.equal(d.thumbs, exp.attention.length * exp.attention[0].length);
+  // Hovering a patch keeps the query.
+  const box = await canvasState(page);
+  const [iw, ih] = pic.image.input;
+  const p = pic.image.patch;
+  await page.mouse.move(box.left + (1.5 * p * box.width) / iw, box.top + (2.5 * p * box.height) / ih);
+  d = await drawn(page);
+  assert.equal(d.query, 30, what + ': hovering keeps the query');
+  // Another token from the menu: its row.
+  const before = await canvasState(page);
+  // Playwright's page chooses with selectOption, Puppeteer's with select.
+  if (typeof page.selectOption === 'function') await page.selectOption('#image-query', '40');
+  else await page.select('#image-query', '40');
+  d = await drawn(page);
+  assert.equal(d.query, 40, what + ': the chosen token is the query');
+  assertRow(d.row, exp.attention[layer][d.head][40], what + ': token 40 row');
+  assert.notEqual((await canvasState(page)).hash, before.hash, what + ': the overlay changed');
+  // The menu offers no image token.
+  const offered = await page.$$eval('#image-query option', (o) => o.map((x) => Number(x.value)));
+  assert.equal(offered.length, exp.tokens.length - pic.count);
+  assert.ok(offered.every((u) => u < pic.first || u >= pic.first + pic.count));
+  assert.equal(rows * cols, pic.count);
+}
+
+test('image view of a vision-language model: a token\u2019s attention over its picture, in Chromium', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  const page = await context.newPage();
+  const log = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log.push(m.type() + ': ' + m.text()); });
+  page.on('pageerror', (e) => log.push('pageerror: ' + e.message));
+  await checkLlava(page, 'Chromium');
+  await page.screenshot({ path: join(SCREENS, 'image-llava.png') });
+  assert.deepEqual(log, []);
+  await context.close();
+});
+
+test('image view of a vision-language model in Firefox', async () => {
+  const ff = await puppeteer.launch({ browser: 'firefox', executablePath: process.env.FIREFOX || '/usr/bin/firefox-esr', headless: true });
+  try {
+    const page = await ff.newPage();
+    const log = [];
+    page.on('pageerror', (e) => log.push(e.message));
+    page.on('console', (m) => { if (m.type() === 'error') log.push(m.text()); });
+    await page.setViewport({ width: 1280, height: 1000 });
+    await checkLlava(page, 'Firefox');
+    await page.screenshot({ path: join(SCREENS, 'image-llava-firefox.png') });
+    assert.deepEqual(log, []);
+  } finally {
+    await ff.close();
+  }
+});

@@ -500,6 +500,25 @@ fn write_image_cases(dir: &Path) {
         "image-deit: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A vision-language model (tiny random LLaVA) asked for token 30's look at its picture.
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-llava"))
+        .arg("--image")
+        .arg(repo().join("tests/fixtures/images/big80x64.png"))
+        .arg("USER: <image>\nWhere is the red part? ASSISTANT:")
+        .args(["--query", "30", "--html"])
+        .arg(dir.join("image-llava.html"))
+        .arg("--json")
+        .arg(dir.join("image-llava.json"))
+        .args(["--full-precision", "-q"])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "image-llava: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Reports written with the logit lens (a tiny GPT-2, a tiny Llama), beside the

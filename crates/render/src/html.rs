@@ -626,7 +626,9 @@ fn prepare<'a>(
     let meta = Meta::new(kinds, open, target, &payload);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
     let style = report_style(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?;
-    let images = kinds.iter().any(|(a, _)| a.image.is_some());
+    let images = kinds
+        .iter()
+        .any(|(a, _)| a.image.is_some() || !a.pictures.is_empty());
     Ok(Prepared {
         payload,
         meta,

@@ -16,8 +16,16 @@ function imageSources() {
   return ['head', 'mean'].concat(IMAGE && IMAGE.pooling ? ['pool', 'pool-mean'] : [], (analysis.matrices || []).map((m) => m.id));
 }
 
-/** The picture of a vision model's report, when the report's tokens are its cells. */
-const IMAGE = meta.image && Array.isArray(meta.image.cells) && meta.image.cells.length === N && SQUARE ? meta.image : null;
+/** A vision-language model's report: the unit of its picture's first image token (its tokens
+ *  follow, one per cell); null for a vision model, whose tokens are the cells. */
+const IMG_FIRST = Number.isInteger(meta.image_first) ? meta.image_first : null;
+const VLM = IMG_FIRST !== null;
+/** The picture of a vision model's report, when the report's tokens are its cells, or a
+ *  vision-language model's first picture, when its tokens are among the report's. */
+const IMAGE = meta.image && Array.isArray(meta.image.cells) && SQUARE &&
+  (VLM ? IMG_FIRST + meta.image.cells.length <= N : meta.image.cells.length === N) ? meta.image : null;
+/** The unit of the picture's cell i. */
+const cellUnit = (i) => (VLM ? IMG_FIRST + i : i);
 const IMG_ROWS = IMAGE ? IMAGE.grid[0] : 0;
 const IMG_COLS = IMAGE ? IMAGE.grid[1] : 0;
 /** The token of each patch, row-major over the grid (-1: none). */
@@ -26,12 +34,18 @@ const PATCH_TOKEN = new Int32Array(IMG_ROWS * IMG_COLS).fill(-1);
 const IMG_SPECIALS = [];
 if (IMAGE) {
   IMAGE.cells.forEach((c, i) => {
-    if (c.kind === 'patch') PATCH_TOKEN[c.row * IMG_COLS + c.col] = i;
-    else IMG_SPECIALS.push(i);
+    if (c.kind === 'patch') PATCH_TOKEN[c.row * IMG_COLS + c.col] = cellUnit(i);
+    else if (!VLM) IMG_SPECIALS.push(i);
   });
 }
-/** How the page names a vision token: r3c5 for the patch at row 3, column 5; CLS, DIST, REG0. */
+/** How the page names a vision token: r3c5 for the patch at row 3, column 5; CLS, DIST, REG0;
+ *  a vision-language model's other tokens by their label and number. */
 function cellName(i) {
+  if (VLM) {
+    const k = i - IMG_FIRST;
+    if (k < 0 || k >= IMAGE.cells.length) return '#' + i + ' \u201c' + tokenLabel(i).trim() + '\u201d';
+    i = k;
+  }
   const c = IMAGE.cells[i];
   if (c.kind === 'patch') return 'r' + c.row + 'c' + c.col;
   return c.kind === 'class' ? 'CLS' : c.kind === 'distillation' ? 'DIST' : c.kind === 'register' ? 'REG' + c.index : c.kind;
@@ -41,7 +55,8 @@ if (IMAGE) {
   const centre = PATCH_TOKEN[Math.floor(IMG_ROWS / 2) * IMG_COLS + Math.floor(IMG_COLS / 2)];
   const asked = meta.initial.query;
   Object.assign(state, {
-    imageQuery: Number.isInteger(asked) && asked >= 0 && asked < N ? asked : cls >= 0 ? cls : Math.max(0, centre),
+    // A vision-language model's query is a token of its text, by default the last.
+    imageQuery: Number.isInteger(asked) && asked >= 0 && asked < N ? asked : VLM ? N - 1 : cls >= 0 ? cls : Math.max(0, centre),
     imageHover: null,
     // A model without a class token that has an attention-pooling head (SigLIP) opens on it.
     imageSource: IMAGE.pooling && cls < 0 && !Number.isInteger(asked) ? 'pool' : 'head',
@@ -195,7 +210,7 @@ function drawOverlay(canvas, w, h, grid, max, queryToken) {
     ctx.globalAlpha = 1;
     blend = 'composite';
   }
-  const q = IMAGE.cells[queryToken];
+  const q = VLM ? null : IMAGE.cells[queryToken];
   if (q && q.kind === 'patch') {
     const cw = (w / iw) * patch;
     const chh = (h / ih) * patch;
@@ -281,6 +296,12 @@ function setupImageView() {
       showTip(cellName(t) + ' · ' + map + '\nthe probe → ' + cellName(t) + ': ' + fmtWeight(rowOf(t)[t]), e.clientX, e.clientY);
       return;
     }
+    if (VLM) {
+      // The query is a token of the text: the patch's share of its row, nothing changes.
+      const kept = state.imageQuery;
+      showTip(cellName(t) + ' · ' + map + '\n' + cellName(kept) + ' \u2192 ' + cellName(t) + ': ' + fmtWeight(rowOf(kept)[t]), e.clientX, e.clientY);
+      return;
+    }
     if (t !== state.imageHover) set({ imageHover: t });
     const kept = state.imageQuery;
     showTip('Query ' + cellName(t) + ' (pointed at; click to keep it) · ' + map +
@@ -290,14 +311,25 @@ function setupImageView() {
   canvas.addEventListener('mouseleave', () => { hideTip(); if (state.imageHover !== null) set({ imageHover: null }); });
   canvas.addEventListener('click', (e) => {
     const t = patchAt(e);
-    if (t >= 0) set({ imageQuery: t, imageHover: null });
+    if (t >= 0 && !VLM) set({ imageQuery: t, imageHover: null });
   });
+  if (VLM) {
+    // The query: any token that is not one of the picture's (the text, and what was generated).
+    const pick = el('select', { id: 'image-query', title: 'The token whose attention is drawn over the picture' });
+    for (let u = 0; u < N; u++) {
+      if (u >= IMG_FIRST && u < IMG_FIRST + IMAGE.cells.length) continue;
+      pick.append(el('option', { value: String(u), text: '#' + u + ' ' + tokenLabel(u).trim() + (QSIDE.generated[u] ? ' (generated)' : '') }));
+    }
+    pick.value = String(state.imageQuery);
+    pick.addEventListener('change', () => set({ imageQuery: Number(pick.value), imageHover: null }));
+    $('image-info').before(el('label', null, 'Query token ', pick));
+  }
 }
 
 /** Fill the summary and the About panel for a picture (called after fillSummary). */
 function imageSummary() {
   if (!IMAGE) return;
-  $('sentence-a-label').textContent = 'Image';
+  if (!VLM) $('sentence-a-label').textContent = 'Image';
   const p = IMAGE.preprocessing || {};
   const steps = ['decoded ' + IMAGE.original[0] + '×' + IMAGE.original[1] + ' (' + p.color + '), converted to RGB'];
   if (p.resize) steps.push('resized to ' + p.resize.width + '×' + p.resize.height + ' (' + p.resize.filter + ')');
@@ -342,6 +374,27 @@ function renderImage() {
   box.textContent = '';
   let patchSum = 0;
   for (let p = 0; p < grid.length; p++) patchSum += grid[p];
+  if (VLM) {
+    const sinkShare = Number.isInteger(SINK) && SINK >= 0 && SINK < N ? row[SINK] : 0;
+    let total = 0;
+    for (let k = 0; k < N; k++) total += row[k];
+    const parts = [['the picture (' + IMG_ROWS * IMG_COLS + ' image tokens)', patchSum]];
+    if (Number.isInteger(SINK) && SINK >= 0) parts.push(['the sink ' + cellName(SINK), sinkShare]);
+    parts.push(['the text', Math.max(0, total - patchSum - sinkShare)]);
+    for (const [label, value] of parts) {
+      const bar = el('span', { class: 'image-bar' });
+      bar.style.width = Math.round(120 * Math.min(1, Math.max(0, value))) + 'px';
+      box.append(el('div', { class: 'image-special-row' }, el('span', { class: 'small', text: label }), bar, el('span', { class: 'small', text: fmtWeight(value) })));
+    }
+    $('image-specials-title').textContent = 'Where ' + cellName(q) + '\u2019s attention goes';
+    $('image-info').textContent = 'Choose the query token; hover a patch for its weight. Grid ' + IMG_ROWS + '×' + IMG_COLS +
+      ' of ' + IMAGE.patch + ' px patches over the ' + iw + '×' + ih + ' px input: ' + IMAGE.source + ', ' + IMAGE.original[0] + '×' + IMAGE.original[1] + ' px' +
+      ((IMAGE.framing || []).length ? ', ' + IMAGE.framing.join('; ') : '') + '.';
+    if ($('image-query')) $('image-query').value = String(state.imageQuery);
+    renderImageGrid(q);
+    Object.assign(imageDrawn, { seq: imageDrawn.seq + 1, query: q, layer: l, head: h, source, grid: Array.from(grid), max, specials: parts, side, blend, row: Array.from(row) });
+    return;
+  }
   const specials = IMG_SPECIALS.map((k) => ({ token: k, label: cellName(k), value: row[k] }));
   for (const s of specials) {
     const b = el('button', { type: 'button', class: 'image-special', dataset: { token: String(s.token) },
