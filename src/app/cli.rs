@@ -154,6 +154,12 @@ pub struct Args {
     #[arg(help_heading = heading::PICTURES, long, value_name = "FILE", action = clap::ArgAction::Append, help = image_help())]
     pub image: Vec<PathBuf>,
 
+    /// A vision-language model's vision tower alone: its self-attention over the picture,
+    /// drawn and written as a vision model's (every view of --image), instead of the language
+    /// model's.
+    #[arg(help_heading = heading::PICTURES, long)]
+    pub tower: bool,
+
     /// Which attention the picture views draw (with --image).
     #[command(flatten)]
     pub picture: PictureArgs,

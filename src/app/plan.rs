@@ -566,6 +566,7 @@ fn single(
         alti,
         value_zeroing,
         images: args.image.iter().cloned().map(ImageSource::File).collect(),
+        tower: args.tower,
         lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,

@@ -394,6 +394,13 @@ pub(super) fn request(e: RequestError) -> Error {
             "--lens-top {asked} keeps more tokens per cell than the logit lens writes (at most \
              {max}); give {max} or fewer"
         )),
+        RequestError::TowerPictures { given } => usage(format!(
+            "--tower draws the vision tower's attention over one picture; give one --image \
+             ({given} given)"
+        )),
+        e @ RequestError::TowerReadsThePicture => usage(format!(
+            "--tower: {e}; drop --generate, --chat, --attribution and --ablate"
+        )),
         RequestError::SeveralPictures {
             model,
             family,

@@ -983,3 +983,67 @@ fn each_generated_token_s_look_at_the_picture_is_shown() {
         "no token of this run was generated",
     );
 }
+
+/// `--tower`: a vision-language model's vision tower alone, as a vision model's run: its
+/// attention over the picture's patches and class token at every layer and head equals
+/// transformers' (tests/reference/tiny-llava.safetensors, case `describe`), and the picture
+/// views draw it; what only the language model gives is refused in one line.
+#[test]
+fn the_vision_tower_s_own_attention_is_a_vision_model_s_run() {
+    let m = llava();
+    let pic = image("wide45x37.png");
+    let out = run(&[
+        "-m",
+        &m,
+        "--image",
+        &pic,
+        "--tower",
+        "--json",
+        "-",
+        "--full-precision",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["image"]["cells"][0]["kind"], "class");
+    assert_eq!(doc["image"]["grid"], serde_json::json!([4, 4]));
+    let ours: Vec<f32> = doc["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l.as_array().unwrap().iter())
+        .flat_map(|h| h.as_array().unwrap().iter())
+        .flat_map(|r| r.as_array().unwrap().iter())
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    let tensors = candle_core::safetensors::load(
+        repo().join("tests/reference/tiny-llava.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let want: Vec<f32> = tensors["describe.vision_attentions"]
+        .flatten_all()
+        .and_then(|t| t.to_vec1::<f32>())
+        .unwrap();
+    assert_eq!(ours.len(), want.len(), "3 layers × 4 heads × 17 × 17");
+    let d = ours
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(
+        d <= 1e-5,
+        "the tower's attention differs from transformers' by {d}"
+    );
+    let shown = run(&["-m", &m, "--image", &pic, "--tower"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("query CLS"));
+    assert_clean_failure(
+        &run(&["-m", &m, "--image", &pic, "--tower", "--generate", "3"]),
+        "the vision tower reads the picture alone",
+    );
+    assert_clean_failure(
+        &run(&["-m", &m, "--tower", "hi"]),
+        "give one --image (0 given)",
+    );
+}

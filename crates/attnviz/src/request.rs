@@ -77,6 +77,10 @@ pub struct RunRequest {
     /// a file, or a file's bytes in memory (a server's upload, decoded without touching the
     /// file system), named in the views by the file's or the bytes' name. Empty: a text run.
     pub images: Vec<ImageSource>,
+    /// For a vision-language model: its vision tower's own self-attention over the (one)
+    /// picture, labelled by patch as a vision model's, instead of the language model's; the
+    /// text is not read.
+    pub tower: bool,
     /// The logit lens with this many tokens per cell ([`Measured::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,
@@ -125,6 +129,19 @@ pub enum RequestError {
     /// Loading or running the model (its own messages).
     #[error(transparent)]
     Model(#[from] crate::model::Error),
+    /// The tower asked for without exactly one picture.
+    #[error("the vision tower's attention is over one picture; {given} were given")]
+    TowerPictures {
+        /// The pictures given.
+        given: usize,
+    },
+    /// The tower asked for with what only the language model gives (generation, chat, head
+    /// attribution or ablation).
+    #[error(
+        "the vision tower reads the picture alone: generation, chat and head attribution or \
+         ablation are the language model's"
+    )]
+    TowerReadsThePicture,
     /// A target for a model that is no encoder–decoder.
     #[error(
         "a target is for encoder–decoder models (BART, T5, Marian); {model} is a {family} model"
@@ -448,6 +465,9 @@ impl RunRequest {
         sink: Option<&mut dyn LayerSink>,
         cancel: &Cancel,
     ) -> Result<Run, RequestError> {
+        if self.tower {
+            return self.run_tower(model, sink.is_some(), cancel);
+        }
         if !self.images.is_empty() {
             if model.is_multimodal() {
                 return self.run_multimodal(model, &self.images, progress, sink.is_some(), cancel);
@@ -548,6 +568,41 @@ impl RunRequest {
             self.heads_of(model, &mut run, outputs, (target, contrast), progress)?;
         }
         Ok(run)
+    }
+
+    /// Run a vision-language model's vision tower alone over its one picture: the tower's
+    /// self-attention, as a vision model's run.
+    fn run_tower(
+        &self,
+        model: &Model,
+        streamed: bool,
+        cancel: &Cancel,
+    ) -> Result<Run, RequestError> {
+        let [picture] = self.images.as_slice() else {
+            return Err(RequestError::TowerPictures {
+                given: self.images.len(),
+            });
+        };
+        if streamed {
+            return Err(input(MultimodalUnsupported::Streamed.into()));
+        }
+        if self.value_weighted {
+            return Err(input(VisionUnsupported::ValueWeighted.into()));
+        }
+        if self.alti {
+            return Err(input(VisionUnsupported::Alti.into()));
+        }
+        if self.value_zeroing {
+            return Err(input(VisionUnsupported::ValueZeroing.into()));
+        }
+        if self.lens.is_some() {
+            return Err(input(VisionUnsupported::Lens.into()));
+        }
+        if self.wants_heads() || self.generate.is_some() || self.chat {
+            return Err(RequestError::TowerReadsThePicture);
+        }
+        let encoding = model.encode_tower(picture, &self.encode_options(), cancel)?;
+        single_run(model, encoding, self)
     }
 
     /// Run a vision-language model over the prompt and its pictures (generating first when

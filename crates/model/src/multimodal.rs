@@ -75,7 +75,7 @@ impl Model {
         }
         let seen = images
             .iter()
-            .map(|image| self.see(mm, image, cancel))
+            .map(|image| self.see(mm, image, None, cancel))
             .collect::<Result<Vec<_>, Error>>()?;
         let image_token = mm.image_token();
         let mark = self
@@ -156,12 +156,41 @@ impl Model {
         })
     }
 
-    /// Decode and preprocess one picture, run it through the tower (capturing its attention)
-    /// and the projector.
+    /// A vision-language model's vision tower alone over `image`: its self-attention at the
+    /// layers `opts` asks for (every layer by default), labelled by patch as a vision model's
+    /// ([`Attention::image`]); the projector and the language model do not run.
+    pub fn encode_tower(
+        &self,
+        image: &ImageSource,
+        opts: &EncodeOptions,
+        cancel: &Cancel,
+    ) -> Result<Encoding, Error> {
+        let mm = self
+            .network
+            .multimodal()
+            .ok_or_else(|| InputError::ImageToText {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            })?;
+        let seen = self.see(mm, image, opts.layers.as_deref(), cancel)?;
+        Ok(Encoding {
+            attention: seen.tower,
+            hidden: Vec::new(),
+            truncated_from: None,
+            bytes_cut: false,
+            generation: None,
+            values: None,
+            head_outputs: None,
+        })
+    }
+
+    /// Decode and preprocess one picture, run it through the tower (capturing its attention at
+    /// `layers`, every layer when `None`) and the projector.
     fn see(
         &self,
         mm: &dyn Multimodal,
         image: &ImageSource,
+        layers: Option<&[usize]>,
         cancel: &Cancel,
     ) -> Result<Seen, Error> {
         let processor = self
@@ -189,7 +218,25 @@ impl Model {
         let n = tower_cells.len();
         let arch = mm.tower_architecture();
         let all: Vec<usize> = (0..arch.layers).collect();
-        let mut capture = SequenceCapture::for_layers(arch, n, n, false, &all);
+        let layers = layers.unwrap_or(&all);
+        if layers.is_empty() {
+            return Err(InputError::NoLayers.into());
+        }
+        if let Some(&l) = layers.iter().find(|&&l| l >= arch.layers) {
+            return Err(InputError::LayerOutOfRange {
+                layer: l,
+                model: format!("{}'s vision tower", self.info.name()),
+                layers: arch.layers,
+            }
+            .into());
+        }
+        if layers.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(InputError::LayersOutOfOrder {
+                layers: layers.to_vec(),
+            }
+            .into());
+        }
+        let mut capture = SequenceCapture::for_layers(arch, n, n, false, layers);
         let embeddings = mm
             .image_embeddings(
                 &prepared.pixels,
@@ -202,7 +249,7 @@ impl Model {
         let source = image.name();
         let info = ModelInfo {
             family: arch.family.to_string(),
-            layers: arch.layers,
+            layers: layers.len(),
             heads: arch.heads,
             hidden_size: arch.hidden_size,
             head_dim: arch.head_dim,
@@ -263,6 +310,7 @@ impl Model {
             surfaces,
         );
         let tower_attention = Attention::new(info, source.clone(), None, units, capture.probs)
+            .and_then(|a| a.with_layer_numbers(layers.to_vec()))
             .and_then(|a| a.with_image(tower_image))
             .map_err(ForwardError::Shape)?;
         Ok(Seen {
