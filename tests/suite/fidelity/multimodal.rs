@@ -127,7 +127,7 @@ fn matches_hf(name: &str, expect: ImageTokens) {
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(name)), &format!("loading {name}"));
+    let model = ok(Model::from_dir(&fixture(name)), format!("loading {name}"));
     assert!(model.is_multimodal());
     assert_eq!(model.family(), "LLaVA");
     for case in &m.cases {
