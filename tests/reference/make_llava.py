@@ -3,7 +3,7 @@
 CLIP vision tower, a two-layer GELU projector and a Llama language model) with its processor, and
 Hugging Face transformers' reference outputs for it (eager attention, float32).
 
-    .cache/venv-ref/bin/python tests/reference/make_llava.py
+    .cache/venv-ref/bin/python tests/reference/make_llava.py [--variant full]
 
 It writes tests/fixtures/tiny-llava/ (config.json, generation_config.json and model.safetensors as
 transformers saves them; the processor as LlavaProcessor.save_pretrained writes it, plus the files
@@ -22,6 +22,15 @@ inside eager attention equals `output_attentions`; the image features are the pr
 to the output of vision layer `vision_feature_layer` without CLS, and are what the language model
 receives at the `<image>` positions; generate() with and without its KV cache picks the same
 tokens, and its per-step attention agrees with a re-run over the whole sequence.
+
+`--variant full` writes tests/fixtures/tiny-llava-full/ and tests/reference/tiny-llava-full.*
+instead: the other code paths of LLaVA, as llava-hf-style checkpoints combine them. The
+`full` selection strategy (the class token kept: 17 image tokens per picture), two feature layers
+concatenated feature-wise (`vision_feature_layer` [-3, -1]), a projector without biases, a Mistral
+language model whose `sliding_window` (16) is shorter than the sequences, and the weights in
+llava-hf's key layout (`vision_tower.vision_model.*`; the script renames them after saving and
+checks that the renamed file loads with no missing or unexpected key and computes the same). Two
+cases (one picture, two pictures), no generation.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import json
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import PIL
@@ -46,6 +56,7 @@ from transformers import (
     LlavaConfig,
     LlavaForConditionalGeneration,
     LlavaProcessor,
+    MistralConfig,
 )
 from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 from tokenizers import AddedToken
@@ -104,6 +115,56 @@ CASES = [
 GENERATE_CASE = "describe"
 
 
+@dataclass(frozen=True)
+class Variant:
+    """What distinguishes one tiny LLaVA from the other."""
+
+    name: str
+    strategy: str
+    feature_layer: int | list[int]
+    projector_bias: bool
+    text_type: str
+    # llava-hf's key layout (vision_tower.vision_model.*) rather than the one 5.24 saves.
+    hub_layout: bool
+    cases: tuple[str, ...]
+    generate_case: str | None
+
+    @property
+    def tokens_per_image(self) -> int:
+        # (32/8)^2 patches + the class token, which the 'default' strategy drops.
+        return 16 + 1 - (self.strategy == "default")
+
+    @property
+    def skip(self) -> int:
+        return 1 if self.strategy == "default" else 0
+
+
+VARIANTS = {
+    "default": Variant(
+        name="tiny-llava",
+        strategy="default",
+        feature_layer=-2,
+        projector_bias=True,
+        text_type="llama",
+        hub_layout=False,
+        cases=("describe", "chat", "two_images"),
+        generate_case=GENERATE_CASE,
+    ),
+    "full": Variant(
+        name="tiny-llava-full",
+        strategy="full",
+        feature_layer=[-3, -1],
+        projector_bias=False,
+        text_type="mistral",
+        hub_layout=True,
+        cases=("describe", "two_images"),
+        generate_case=None,
+    ),
+}
+V = VARIANTS["default"]
+SLIDING_WINDOW = 16
+
+
 # --------------------------------------------------------------------------------------------
 # Building
 # --------------------------------------------------------------------------------------------
@@ -128,7 +189,7 @@ def make_processor() -> LlavaProcessor:
         image_processor=images,
         tokenizer=tok,
         patch_size=8,
-        vision_feature_select_strategy="default",
+        vision_feature_select_strategy=V.strategy,
         num_additional_image_tokens=1,
         chat_template=LLAVA_TEMPLATE,
     )
@@ -145,7 +206,9 @@ def make_config(image_token_id: int, vocab_size: int) -> LlavaConfig:
         hidden_act="quick_gelu",
         layer_norm_eps=1e-5,
     )
-    text = LlamaConfig(
+    text_class = {"llama": LlamaConfig, "mistral": MistralConfig}[V.text_type]
+    extra = {"sliding_window": SLIDING_WINDOW} if V.text_type == "mistral" else {}
+    text = text_class(
         vocab_size=vocab_size,
         hidden_size=64,
         num_attention_heads=4,
@@ -160,16 +223,17 @@ def make_config(image_token_id: int, vocab_size: int) -> LlavaConfig:
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=None,
+        **extra,
     )
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
         image_token_index=image_token_id,
-        image_seq_length=16,
+        image_seq_length=V.tokens_per_image,
         projector_hidden_act="gelu",
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-2,
-        multimodal_projector_bias=True,
+        vision_feature_select_strategy=V.strategy,
+        vision_feature_layer=V.feature_layer,
+        multimodal_projector_bias=V.projector_bias,
         tie_word_embeddings=False,
     )
     config._attn_implementation = "eager"
@@ -195,6 +259,25 @@ def save(model, processor: LlavaProcessor) -> None:
         write_json(TARGET / "tokenizer_config.json", dict(sorted({**saved, **missing}.items())))
     special = {k: v for k, v in sorted(tok.special_tokens_map.items()) if v is not None and v != []}
     write_json(TARGET / "special_tokens_map.json", special)
+    if V.hub_layout:
+        from safetensors.torch import load_file, save_file
+
+        weights = TARGET / "model.safetensors"
+        save_file(relayout(load_file(weights), hub=True), weights, metadata={"format": "pt"})
+
+
+def relayout(tensors: dict, hub: bool) -> dict:
+    """The weights with the vision tower's keys in llava-hf's layout (`vision_tower.vision_model.*`,
+    hub) or in the one transformers 5.24 saves (`vision_tower.*`)."""
+    old, new = ("vision_tower.", "vision_tower.vision_model.")
+    if not hub:
+        old, new = new, old
+    out = {}
+    for k, v in tensors.items():
+        if k.startswith(old) and (not hub or not k.startswith(new)):
+            k = new + k[len(old):]
+        out[k] = v
+    return out
 
 
 def weight_keys(folder: Path) -> list[str]:
@@ -229,13 +312,19 @@ class Runner:
         inner = model.model
         self.seen: dict[str, torch.Tensor] = {}
         feature_layer = model.config.vision_feature_layer
+        feature_layers = [feature_layer] if isinstance(feature_layer, int) else list(feature_layer)
         layers = inner.vision_tower.encoder.layers
         # hidden_states[0] is the encoder's input (embeddings after pre_layrnorm), [i + 1] layer i's
         # output: index -2 of 1 + L states is layer L - 2's output.
         states = len(layers) + 1
-        self.feature_layer_index = (feature_layer % states) - 1
-        assert 0 <= self.feature_layer_index < len(layers), feature_layer
-        layers[self.feature_layer_index].register_forward_hook(self._store("vision_layer"))
+        self.feature_keys = []
+        for f in feature_layers:
+            index = (f % states) - 1
+            assert 0 <= index < len(layers), feature_layer
+            key = f"vision_layer_{index}"
+            if key not in self.feature_keys:
+                layers[index].register_forward_hook(self._store(key))
+            self.feature_keys.append(key)
         inner.language_model.register_forward_hook(self._store("lm_out"))
         inner.language_model.register_forward_pre_hook(self._store_embeds, with_kwargs=True)
 
@@ -271,10 +360,16 @@ class Runner:
         assert len(vision_calls) + len(text_calls) == len(calls), [c["name"] for c in calls]
         assert torch.equal(torch.stack(vision_calls).transpose(0, 1), vision), "caught vision weights differ"
         assert torch.equal(torch.stack(text_calls), text), "caught text weights differ"
-        # The image features are the projector applied to the chosen layer's output without CLS,
-        # and are what the language model receives at the image token positions.
-        (selected,) = self.seen["vision_layer"]
-        assert torch.equal(self.model.model.multi_modal_projector(selected[:, 1:]).flatten(0, 1), features)
+        # The image features are the projector applied to the chosen layers' outputs (side by side,
+        # without CLS under 'default'), and are what the language model receives at the image token
+        # positions.
+        chosen = []
+        for key in self.feature_keys:
+            (state,) = self.seen[key]
+            chosen.append(state[:, V.skip :])
+        # (one stage is not copied, as transformers does not: a copy could round differently)
+        selected = chosen[0] if len(chosen) == 1 else torch.cat(chosen, dim=-1)
+        assert torch.equal(self.model.model.multi_modal_projector(selected).flatten(0, 1), features)
         (embeds,) = self.seen["inputs_embeds"]
         at_image = ids[0] == self.model.config.image_token_id
         assert int(at_image.sum()) == features.shape[0], (int(at_image.sum()), features.shape)
@@ -284,7 +379,7 @@ class Runner:
         return {
             "pixel_values": pixels,
             "vision_attentions": vision,
-            "vision_features": selected[:, 1:],
+            "vision_features": selected,
             "image_features": features,
             "attentions": text,
             "hidden": hidden[0],
@@ -374,22 +469,22 @@ def check_processor_files(processor, cases: list[dict]) -> None:
         enc = encode(processor, case)
         pictures = [Image.open(IMAGES / name) for name in case["images"]]
         assert torch.equal(images(pictures, return_tensors="pt")["pixel_values"], enc["enc"]["pixel_values"])
-        # The processor expands each <image> to 16 and tokenizes: the raw files give those ids.
-        expanded = enc["text"].replace(IMAGE_TOKEN, IMAGE_TOKEN * 16)
+        # The processor expands each <image> to 16 (17 under 'full') and tokenizes: the raw files
+        # give those ids.
+        expanded = enc["text"].replace(IMAGE_TOKEN, IMAGE_TOKEN * V.tokens_per_image)
         assert raw(expanded)["input_ids"] == enc["enc"]["input_ids"][0].tolist(), case["name"]
         assert raw(enc["text"])["input_ids"] == processor.tokenizer(enc["text"])["input_ids"], case["name"]
 
 
 def hub_layout_loads(loaded, keys: list[str]) -> bool:
     """llava-hf's checkpoints (written by transformers 4.x) spell the vision tower
-    `vision_tower.vision_model.*`; 5.24 saves `vision_tower.*`. Both must load to the same model."""
+    `vision_tower.vision_model.*`; 5.24 saves `vision_tower.*`. Both must load to the same model
+    (the fixture is in one layout, the check renames it to the other)."""
     from safetensors.torch import load_file, save_file
 
     tensors = load_file(TARGET / "model.safetensors")
-    renamed = {
-        (k.replace("vision_tower.", "vision_tower.vision_model.", 1) if k.startswith("vision_tower.") else k): v
-        for k, v in tensors.items()
-    }
+    renamed = relayout(tensors, hub=not V.hub_layout)
+    assert renamed.keys() != tensors.keys()
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copyfile(TARGET / "config.json", Path(tmp) / "config.json")
         save_file(renamed, Path(tmp) / "model.safetensors", metadata={"format": "pt"})
@@ -397,7 +492,8 @@ def hub_layout_loads(loaded, keys: list[str]) -> bool:
             tmp, attn_implementation="eager", dtype=torch.float32, output_loading_info=True
         )
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
-    assert sum(k.startswith("vision_tower.vision_model.") for k in renamed) == sum(
+    hub_keys = renamed if not V.hub_layout else tensors
+    assert sum(k.startswith("vision_tower.vision_model.") for k in hub_keys) == sum(
         k.startswith("vision_tower.") for k in keys
     )
     a, b = loaded.state_dict(), hub.state_dict()
@@ -456,6 +552,13 @@ def spread(attn: torch.Tensor) -> float:
 
 @torch.no_grad()
 def main() -> None:
+    global V, NAME, TARGET
+    args = sys.argv[1:]
+    if args and args[0] == "--variant" and len(args) == 2 and args[1] in VARIANTS:
+        V = VARIANTS[args[1]]
+    elif args:
+        sys.exit(f"usage: make_llava.py [--variant {'|'.join(VARIANTS)}]")
+    NAME, TARGET = V.name, FIXTURES / V.name
     setup_determinism(SEED)
     processor = make_processor()
     tok = processor.tokenizer
@@ -473,13 +576,18 @@ def main() -> None:
     cfg = model.config
     assert cfg.image_token_id == cfg.image_token_index == image_token_id
     keys = weight_keys(TARGET)
+    if V.hub_layout:
+        prefixes = ("vision_tower.vision_model.", "language_model.model.", "multi_modal_projector.")
+        assert all(k.startswith(prefixes) or k == "language_model.lm_head.weight" for k in keys), keys
+        assert "language_model.lm_head.weight" in keys
     hub_ok = hub_layout_loads(model, keys)
-    check_processor_files(processor, CASES)
+    cases_run = [c for c in CASES if c["name"] in V.cases]
+    check_processor_files(processor, cases_run)
     runner, runner64 = Runner(model), Runner(model64)
 
     store = TensorStore()
     cases, generations, spreads = [], [], []
-    for case in CASES:
+    for case in cases_run:
         encoded = encode(processor, case)
         enc = encoded["enc"]
         same_as_built(built, model, enc)
@@ -488,7 +596,8 @@ def main() -> None:
         id_list = ids[0].tolist()
         positions = [i for i, t in enumerate(id_list) if t == image_token_id]
         n_images = len(case["images"])
-        assert len(positions) == 16 * n_images == ref["image_features"].shape[0], (case["name"], positions)
+        per_image = V.tokens_per_image
+        assert len(positions) == per_image * n_images == ref["image_features"].shape[0], (case["name"], positions)
         entry = dict(
             name=case["name"],
             text=encoded["text"],
@@ -507,7 +616,7 @@ def main() -> None:
             dict(case=case["name"], vision=spread(ref["vision_attentions"]), text=spread(ref["attentions"]))
         )
         cases.append(entry)
-        if case["name"] == GENERATE_CASE:
+        if case["name"] == V.generate_case:
             generations.append(generate(model, runner, tok, ids, enc["pixel_values"], store))
 
     manifest = dict(
@@ -528,7 +637,7 @@ def main() -> None:
             token=IMAGE_TOKEN,
             id=image_token_id,
             config_key="image_token_index",
-            tokens_per_image=16,
+            tokens_per_image=V.tokens_per_image,
         ),
         processor=dict(
             cls=type(processor).__name__,
@@ -548,8 +657,8 @@ def main() -> None:
             if isinstance(token, str)
         },
         chat_template=processor.chat_template,
-        notes=NOTES,
-        how=HOW,
+        notes=NOTES if V.name == "tiny-llava" else {**NOTES, **NOTES_FULL},
+        how=HOW if V.name == "tiny-llava" else HOW_FULL,
         attention_spread=spreads,
         versions=dict(versions(), pillow=PIL.__version__),
         tensors=f"{NAME}.safetensors",
@@ -622,6 +731,38 @@ HOW = (
     f"model.generate greedy (do_sample False, num_beams 1, max_new_tokens {GEN_TOKENS}, KV cache) with the "
     "case's pixels, the same ids without the cache, then one forward over prompt + generated tokens "
     "(gen_describe.attentions and .logits_last come from that re-run)"
+)
+
+NOTES_FULL = dict(
+    layout=(
+        "the fixture's model.safetensors is in llava-hf's layout: vision_tower.vision_model.*, "
+        "language_model.model.*, language_model.lm_head.weight, multi_modal_projector.* (the script renames "
+        "the vision keys of what save_pretrained writes; the renamed file loads with no missing or unexpected "
+        "key and computes exactly what the built model computes, and 5.24's own layout loads to the same "
+        "weights, checked)"
+    ),
+    image_token=(
+        "the processor expands each <image> in the text to (32/8)^2 + 1 = 17 copies of the token "
+        "(num_additional_image_tokens 1 for CLS, kept by the 'full' strategy): the class token's feature "
+        "first, then the 16 patches row by row"
+    ),
+    vision_feature_layer=(
+        "[-3, -1] index the vision tower's hidden_states (layers + 1 = 4): -3 is layer 0's output, -1 layer 2's "
+        "(the last layer's, before post_layernorm, which is not used). 'full' keeps CLS: both stages' 17 rows, "
+        "concatenated feature-wise in the list's order ([..., 64]), go through linear_1 (64 -> 64, no bias), "
+        "GELU (erf), linear_2 (no bias)"
+    ),
+    text_model=(
+        f"text_config.model_type mistral with sliding_window {SLIDING_WINDOW}: each query attends to itself and "
+        f"the {SLIDING_WINDOW - 1} positions before it (transformers' create_sliding_window_causal_mask), image "
+        "tokens included, so rows past position 15 have zeros before the window"
+    ),
+)
+
+HOW_FULL = (
+    "as tiny-llava's, with 17 image tokens per picture: vision_features [images, 17, 64] the two chosen "
+    "stages' outputs side by side (CLS kept); image_features [images*17, 64]; attentions under Mistral's "
+    "sliding window; no generation"
 )
 
 

@@ -4,7 +4,10 @@
 //! image processor's, every vision-tower layer's and head's attention, and the language model's
 //! attention over the whole sequence (image tokens included) at every layer and head, its last
 //! hidden state and the logits after the last token (≤ 1e-5); and a greedy generation's ids
-//! and its attention over prompt and generated tokens.
+//! and its attention over prompt and generated tokens. The same checks hold `tiny-llava-full`
+//! (`make_llava.py --variant full`): the `full` selection (class token kept), two feature layers
+//! side by side, a projector without biases, a Mistral language model with a sliding window
+//! shorter than the sequence, and llava-hf's key layout.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -80,24 +83,51 @@ fn chat_text(messages: &serde_json::Value) -> String {
         .to_string()
 }
 
+/// How a fixture's pictures enter the sequence.
+struct ImageTokens {
+    /// The first image token of each picture.
+    first: Cell,
+    /// Image tokens per picture.
+    per_picture: usize,
+}
+
 #[test]
 fn tiny_llava_matches_hf_over_pictures_and_prompt() {
+    matches_hf(
+        "tiny-llava",
+        ImageTokens {
+            first: Cell::Patch { row: 0, col: 0 },
+            per_picture: 16,
+        },
+    );
+}
+
+#[test]
+fn tiny_llava_with_full_selection_two_feature_layers_and_mistral_matches_hf() {
+    matches_hf(
+        "tiny-llava-full",
+        ImageTokens {
+            first: Cell::Class,
+            per_picture: 17,
+        },
+    );
+}
+
+/// Every case of the fixture `name`'s reference: ids, pixels, the tower's attention, the
+/// language model's attention and last hidden state.
+fn matches_hf(name: &str, expect: ImageTokens) {
     let dir = repo().join("tests/reference");
+    let json = format!("{name}.json");
     let m: Manifest = ok(
-        serde_json::from_str(&ok(
-            std::fs::read_to_string(dir.join("tiny-llava.json")),
-            "tiny-llava.json",
-        )),
-        "tiny-llava.json",
+        serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
+        &json,
     );
+    let weights = format!("{name}.safetensors");
     let tensors = ok(
-        candle_core::safetensors::load(dir.join("tiny-llava.safetensors"), &Device::Cpu),
-        "tiny-llava.safetensors",
+        candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
+        &weights,
     );
-    let model = ok(
-        Model::from_dir(&fixture("tiny-llava")),
-        "loading tiny-llava",
-    );
+    let model = ok(Model::from_dir(&fixture(name)), format!("loading {name}"));
     assert!(model.is_multimodal());
     assert_eq!(model.family(), "LLaVA");
     for case in &m.cases {
@@ -140,7 +170,8 @@ fn tiny_llava_matches_hf_over_pictures_and_prompt() {
             .collect();
         assert_eq!(runs, case.image_token_runs, "{}", case.name);
         for p in att.pictures.iter() {
-            assert_eq!(p.image.cells[0], Cell::Patch { row: 0, col: 0 });
+            assert_eq!(p.image.cells[0], expect.first, "{}", case.name);
+            assert_eq!(p.image.cells.len(), expect.per_picture, "{}", case.name);
             assert_eq!(p.image.grid, [4, 4]);
         }
         // Pixels: each picture's, as the processor made them.
@@ -172,7 +203,7 @@ fn tiny_llava_matches_hf_over_pictures_and_prompt() {
             &values(&tensors, &case.tensors["hidden"]),
         );
         eprintln!(
-            "[tiny-llava] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
+            "[{name}] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
              hidden {dh:.2e}",
             case.name
         );
