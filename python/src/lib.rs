@@ -565,6 +565,10 @@ fn request_error(e: RequestError) -> PyErr {
             "image= holds {given} pictures: {model} is a vision model ({family}), which reads \
              one; give one picture (vision-language models such as LLaVA take a list)"
         )),
+        // `run` has no way to ask for the tower alone yet: these cannot reach Python.
+        e @ (RequestError::TowerPictures { .. } | RequestError::TowerReadsThePicture) => {
+            value(e.to_string())
+        }
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -681,6 +685,7 @@ fn run(
         value_weighted: weighting != Weighting::Raw,
         // A file, or an array read a row at a time where it lies.
         images,
+        tower: false,
         lens,
         alti,
         value_zeroing,
