@@ -100,7 +100,7 @@ IMAGES = REPO / "tests" / "fixtures" / "images"
 
 
 def _llava_case(name: str) -> dict:
-    """A case of the processor's reference (tests/reference/tiny-llava.py writes it)."""
+    """A case of the processor's reference (tests/reference/make_llava.py writes it)."""
     cases = json.loads((REPO / "tests" / "reference" / "tiny-llava.json").read_text())["cases"]
     return next(c for c in cases if c["name"] == name)
 

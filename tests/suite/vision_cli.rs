@@ -698,7 +698,7 @@ fn a_vision_language_model_reads_the_prompt_with_its_picture() {
     assert_eq!(doc["pictures"][0]["first"], 1);
 }
 
-/// The reference's case `name` (tests/reference/tiny-llava.py writes it from transformers'
+/// The reference's case `name` (tests/reference/make_llava.py writes it from transformers'
 /// processor and model).
 fn llava_case(name: &str) -> serde_json::Value {
     let path = repo().join("tests/reference/tiny-llava.json");
