@@ -632,6 +632,68 @@ fn llava() -> String {
         .to_string()
 }
 
+/// Gemma 3 with a picture: `<start_of_image>` becomes the framed run of its 4 pooled image
+/// tokens (2 × 2 cells of 16-pixel squares), whose JSON picture says they see each other in
+/// full; it reads back with the flag, and LLaVA's pictures have none.
+#[test]
+fn gemma3_s_pictures_see_themselves_in_full_and_the_json_says_so() {
+    let gemma = repo()
+        .join("tests/fixtures/tiny-gemma3-vlm")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gemma.json");
+    let out = run(&[
+        "-m",
+        &gemma,
+        "--image",
+        &image("wide45x37.png"),
+        "<start_of_image>What is in this picture?",
+        "--quiet",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let p = &doc["pictures"][0];
+    // `<s> ▁ ↵ ↵ <start_of_image>` first (tests/reference/tiny-gemma3-vlm.json).
+    assert_eq!(
+        (p["first"].as_u64(), p["count"].as_u64()),
+        (Some(5), Some(4))
+    );
+    assert_eq!(p["bidirectional"], true);
+    assert_eq!(p["image"]["grid"], serde_json::json!([2, 2]));
+    assert_eq!(p["image"]["patch"], 16);
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens[4], "<start_of_image>");
+    assert_eq!(tokens[8], "<img1 1,1>");
+    assert_eq!(tokens[9], "<end_of_image>");
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["pictures"][0]["bidirectional"], true);
+    let out = run(&[
+        "-m",
+        &llava(),
+        "--image",
+        &image("own32.png"),
+        "What is this?",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["pictures"][0].get("bidirectional").is_none());
+}
+
 /// A vision-language model reads TEXT with --image: its image tokens are labelled by picture
 /// and grid cell, and the JSON's `pictures` says where they are and what the picture was (and
 /// reads back); the ids and the attention are the fidelity suite's (`fidelity::multimodal`).

@@ -228,6 +228,7 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
                 first,
                 count: p.image.cells.len(),
                 image: ImageDoc::of(&p.image, view_png(&p.image)),
+                bidirectional: p.bidirectional,
             })
         })
         .collect();

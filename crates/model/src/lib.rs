@@ -335,11 +335,18 @@ impl Model {
                 TextTokenizer::none(&files.tokenizer_dir),
                 Some(vision::image_processor(&files.tokenizer_dir)?),
             ),
-            // A vision-language model has both: a tokenizer and an image processor.
-            None if network.multimodal().is_some() => (
-                tokenizer?,
-                Some(vision::image_processor(&files.tokenizer_dir)?),
-            ),
+            // A vision-language model has both: a tokenizer and an image processor. Without
+            // preprocessor_config.json it still reads text alone (tiny-gemma3-mm is saved so);
+            // a picture then asks for the file.
+            None if network.multimodal().is_some() => {
+                let images = files
+                    .tokenizer_dir
+                    .join("preprocessor_config.json")
+                    .exists()
+                    .then(|| vision::image_processor(&files.tokenizer_dir))
+                    .transpose()?;
+                (tokenizer?, images)
+            }
             None => (tokenizer?, None),
         };
         let generation = if network.causal_lm().is_some() || network.seq2seq().is_some() {

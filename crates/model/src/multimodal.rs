@@ -7,6 +7,9 @@
 //! LLaVA), as transformers' processors read it; a prompt that marks none gets one `<image>` line
 //! per picture in front of its text, which is where the checkpoints' chat templates put them.
 //! Each mark is then repeated once per image token of its picture, as the processor does.
+//! Gemma 3 marks a picture with `<start_of_image>`, which its processor writes out as the
+//! picture's whole framed run before tokenizing ([`Framing`]); the mark goes straight before the
+//! text when the prompt has none.
 
 use super::{
     EncodeOptions, Encoding, Error, ForwardError, GenerateOptions, InputError, Model,
@@ -14,7 +17,7 @@ use super::{
 };
 use crate::attention::image::{Cell, ImageInput, PictureTokens};
 use crate::attention::{Attention, ModelInfo, Role, Units};
-use crate::blocks::network::{Inserted, Multimodal};
+use crate::blocks::network::{Framing, Inserted, Multimodal};
 use crate::cancel::Cancel;
 use crate::pixels::{ImageSource, PixelsError, Prepared};
 use crate::tokenize::{self, Encoded};
@@ -37,6 +40,8 @@ struct Seen {
     prepared: Prepared,
     grid: [usize; 2],
     cells: Vec<Cell>,
+    /// Patches per side that one image token covers.
+    pool: usize,
     embeddings: Vec<f32>,
     tower: Attention,
 }
@@ -78,9 +83,10 @@ impl Model {
             .map(|image| self.see(mm, image, None, cancel))
             .collect::<Result<Vec<_>, Error>>()?;
         let image_token = mm.image_token();
+        let framing = mm.framing();
         let mark = self
             .tokenizer
-            .token(image_token)
+            .token(framing.map_or(image_token, |f| f.mark))
             .unwrap_or_else(|| "<image>".to_string());
         let generate = generate.unwrap_or_default();
         let new = generate.max_new_tokens;
@@ -89,20 +95,59 @@ impl Model {
         let marked = |t: &str| t.matches(mark.as_str()).count();
         let mut prompt = text.to_string();
         if marked(&prompt) == 0 {
-            prompt = format!("{}{prompt}", format!("{mark}\n").repeat(seen.len()));
+            // Where the chat templates put them: LLaVA's on a line each, Gemma 3's (whose
+            // processor frames them with blank lines) straight before the text.
+            let line = if framing.is_some() { "" } else { "\n" };
+            prompt = format!("{}{prompt}", format!("{mark}{line}").repeat(seen.len()));
         }
         let prompt = if generate.chat {
             self.chat_prompt(&prompt)?
         } else {
             prompt
         };
-        let enc = if generate.chat {
+        let framed = match framing {
+            Some(f) => {
+                let marks = marked(&prompt);
+                if marks != seen.len() {
+                    return Err(InputError::PictureMarks {
+                        mark,
+                        marks,
+                        pictures: seen.len(),
+                    }
+                    .into());
+                }
+                Some(self.framed(&prompt, &mark, f, image_token, &seen))
+            }
+            None => None,
+        };
+        let tokenized = framed.as_deref().unwrap_or(&prompt);
+        // As the processors tokenize a chat template's prompt (`apply_chat_template(tokenize=
+        // True)`): without adding BOS when the template wrote it (Gemma 3), with it otherwise
+        // (LLaVA's template writes none).
+        let starts = &self.tokenizer.specials().start;
+        let template_bos = starts
+            .iter()
+            .filter_map(|&id| self.tokenizer.token(id))
+            .any(|bos| !bos.is_empty() && tokenized.starts_with(&bos));
+        let enc = if generate.chat && template_bos {
             self.tokenizer
-                .encode_without_specials(&prompt, longest, false)
+                .encode_without_specials(tokenized, longest, false)
         } else {
-            self.tokenizer.encode(&prompt, None, longest, false)
+            self.tokenizer.encode(tokenized, None, longest, false)
         }?;
-        let marks = enc.ids.iter().filter(|&&id| id == image_token).count();
+        let count = |id: u32| enc.ids.iter().filter(|&&x| x == id).count();
+        let marks = match framing {
+            // Each picture's run whole (none cut off, none typed in the prompt).
+            Some(f) => {
+                let tokens: usize = seen.iter().map(|s| s.cells.len()).sum();
+                if count(image_token) == tokens {
+                    count(f.mark)
+                } else {
+                    0
+                }
+            }
+            None => count(image_token),
+        };
         if marks != seen.len() {
             return Err(InputError::PictureMarks {
                 mark,
@@ -111,7 +156,14 @@ impl Model {
             }
             .into());
         }
-        let (enc, pictures, inserted) = expand(enc, &seen, image_token, self.info.hidden_size);
+        let (enc, pictures, inserted) = expand(
+            enc,
+            &seen,
+            image_token,
+            framing.is_some(),
+            mm.bidirectional_pictures(),
+            self.info.hidden_size,
+        );
         if enc.ids.len() > room {
             return Err(Error::PromptTooLong {
                 tokens: enc.ids.len(),
@@ -182,6 +234,33 @@ impl Model {
             values: None,
             head_outputs: None,
         })
+    }
+
+    /// `prompt` with each `mark` written out as the processor frames a picture's image tokens
+    /// (Gemma 3's `full_image_sequence`).
+    fn framed(
+        &self,
+        prompt: &str,
+        mark: &str,
+        framing: Framing,
+        image_token: u32,
+        seen: &[Seen],
+    ) -> String {
+        let token = |id: u32| self.tokenizer.token(id).unwrap_or_default();
+        let (image, close) = (token(image_token), token(framing.close));
+        let around = framing.around;
+        let mut out = String::with_capacity(prompt.len());
+        let mut pictures = seen.iter();
+        let mut parts = prompt.split(mark);
+        out.push_str(parts.next().unwrap_or_default());
+        for part in parts {
+            let n = pictures.next().map_or(0, |s| s.cells.len());
+            out.push_str(&format!(
+                "{around}{mark}{}{close}{around}{part}",
+                image.repeat(n)
+            ));
+        }
+        out
     }
 
     /// Decode and preprocess one picture, run it through the tower (capturing its attention at
@@ -317,6 +396,7 @@ impl Model {
             source,
             patch: p,
             cells: mm.image_cells(grid),
+            pool: mm.pooling(),
             prepared,
             grid,
             embeddings,
@@ -325,13 +405,16 @@ impl Model {
     }
 }
 
-/// `enc` with each image token repeated once per token of its picture (labelled by picture and
-/// grid cell, each a word of its own), the pictures' runs, and the rows that get the pictures'
-/// embeddings.
+/// `enc` with each image token repeated once per token of its picture (or, `framed`, each run
+/// of image tokens the processor wrote taken as one picture's), labelled by picture and grid
+/// cell, each a word of its own; the pictures' runs (`bidirectional` where their tokens see
+/// each other in full), and the rows that get the pictures' embeddings.
 fn expand(
     enc: Encoded,
     seen: &[Seen],
     image_token: u32,
+    framed: bool,
+    bidirectional: bool,
     hidden: usize,
 ) -> (Encoded, Vec<PictureTokens>, Inserted) {
     let mut out = Encoded {
@@ -351,7 +434,18 @@ fn expand(
     let mut next = seen.iter();
     // Word ids stay ascending: those after a picture move by the words it added.
     let mut added = 0;
-    for i in 0..enc.ids.len() {
+    let mut at = 0;
+    while at < enc.ids.len() {
+        let i = at;
+        let run = if framed {
+            enc.ids[i..]
+                .iter()
+                .take_while(|&&id| id == image_token)
+                .count()
+        } else {
+            1
+        };
+        at += run.max(1);
         if enc.ids[i] != image_token {
             out.tokens.push(enc.tokens[i].clone());
             out.ids.push(enc.ids[i]);
@@ -385,15 +479,19 @@ fn expand(
             source: s.source.clone(),
             original: s.prepared.original,
             input: [s.prepared.width, s.prepared.height],
-            patch: s.patch,
-            grid: s.grid,
+            patch: s.patch * s.pool,
+            grid: [s.grid[0] / s.pool, s.grid[1] / s.pool],
             preprocessing: s.prepared.steps.clone(),
             cells: s.cells.clone(),
             norms: Vec::new(),
             pooling: None,
             view: s.prepared.view.clone(),
         };
-        pictures.push(PictureTokens { first, image });
+        pictures.push(PictureTokens {
+            first,
+            image,
+            bidirectional,
+        });
     }
     debug_assert_eq!(inserted.values.len(), inserted.rows.len() * hidden);
     (out, pictures, inserted)

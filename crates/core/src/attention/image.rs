@@ -130,6 +130,9 @@ pub struct PictureTokens {
     pub first: usize,
     /// The picture, its preprocessing and what each of its tokens is.
     pub image: ImageInput,
+    /// Whether its image tokens see each other in full under the causal mask, later ones
+    /// included (Gemma 3), rather than only the ones before them (LLaVA).
+    pub bidirectional: bool,
 }
 
 impl PictureTokens {

@@ -812,12 +812,23 @@ impl Attention {
 
     /// Whether query unit `query` could not see key unit `key`: a causal mask hides every key
     /// that starts after the query ends (in token positions, so merged words and excluded
-    /// special tokens keep the model's order). Renderers ask this rather than assume every cell
+    /// special tokens keep the model's order), except within a picture whose image tokens see
+    /// each other in full ([`image::PictureTokens::bidirectional`]). Renderers ask this rather than assume every cell
     /// is visible; a masked cell holds 0.
     pub fn is_masked(&self, query: usize, key: usize) -> bool {
         match self.mask {
             MaskKind::Bidirectional => false,
-            MaskKind::Causal => self.keys().spans[key].start >= self.queries.spans[query].end,
+            MaskKind::Causal => {
+                let (q, k) = (&self.queries.spans[query], &self.keys().spans[key]);
+                // A picture whose image tokens see each other in full (Gemma 3).
+                let together = || {
+                    self.pictures.iter().any(|p| {
+                        let run = p.tokens();
+                        p.bidirectional && run.contains(&q.start) && run.contains(&k.start)
+                    })
+                };
+                k.start >= q.end && !together()
+            }
         }
     }
 

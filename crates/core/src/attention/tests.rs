@@ -148,3 +148,31 @@ fn kv_notes_name_the_shared_key_value_head() {
     assert!(!plain.is_grouped());
     assert_eq!(plain.kv_note(1), None);
 }
+
+/// A picture whose image tokens see each other in full (Gemma 3) unmasks its later tokens for
+/// its own rows only; a causal picture (LLaVA) leaves the mask as it is.
+#[test]
+fn a_bidirectional_picture_sees_its_later_tokens_under_the_causal_mask() {
+    use crate::attention::image::PictureTokens;
+    let mut image = with_picture("p.png").image.as_deref().cloned().unwrap();
+    image.cells.truncate(3);
+    let tokens = ["<s>", "a", "i1", "i2", "i3", "b", "c"];
+    for bidirectional in [false, true] {
+        let att = decoder(&tokens, 1, vec![0], tokens.len())
+            .with_pictures(vec![PictureTokens {
+                first: 2,
+                image: image.clone(),
+                bidirectional,
+            }])
+            .unwrap();
+        // Inside the run: a row sees the later image tokens only when bidirectional.
+        assert_eq!(att.is_masked(2, 4), !bidirectional);
+        assert_eq!(att.is_masked(3, 4), !bidirectional);
+        assert!(!att.is_masked(4, 2));
+        // Outside it, the causal mask as ever.
+        assert!(att.is_masked(1, 2));
+        assert!(att.is_masked(4, 5));
+        assert!(att.is_masked(2, 6));
+        assert!(!att.is_masked(5, 3));
+    }
+}

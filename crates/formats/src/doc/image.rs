@@ -49,6 +49,10 @@ pub struct PictureDoc {
     /// The picture: what each of its tokens is (the patch at a grid cell), the grid, the
     /// preprocessing and the picture the model saw, as a vision model's `image`.
     pub image: ImageDoc,
+    /// Present and true when its image tokens see each other in full under the causal mask
+    /// (Gemma 3): a row of the run weighs the run's later tokens too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bidirectional: bool,
 }
 
 /// `image.preprocessing`.

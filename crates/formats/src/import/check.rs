@@ -267,13 +267,15 @@ pub fn is_causal(shape: &[usize; 4], weights: &[f32]) -> bool {
     })
 }
 
-/// A file that says its mask is causal must have nothing above the diagonal: drawing such a
-/// mask hides those weights. `Ok` when `mask` is not causal or the weights agree.
+/// A file that says its mask is causal must have nothing above the diagonal (but within the
+/// runs of `open`, a bidirectional picture's image tokens, which see each other in full):
+/// drawing such a mask hides those weights. `Ok` when `mask` is not causal or the weights agree.
 pub fn stated_mask(
     name: &str,
     mask: Option<MaskKind>,
     shape: &[usize; 4],
     weights: &[f32],
+    open: &[std::ops::Range<usize>],
 ) -> Result<(), ImportError> {
     if mask != Some(MaskKind::Causal) {
         return Ok(());
@@ -292,9 +294,13 @@ pub fn stated_mask(
         .enumerate()
         .find_map_first(|(m, matrix)| {
             matrix.chunks_exact(k).enumerate().find_map(|(row, r)| {
+                let run = open.iter().find(|o| o.contains(&row));
                 r[row + 1..]
                     .iter()
-                    .position(|&w| w != 0.0)
+                    .enumerate()
+                    .position(|(c, &w)| {
+                        w != 0.0 && !run.is_some_and(|o| o.contains(&(row + 1 + c)))
+                    })
                     .map(|c| (m, row, row + 1 + c, r[row + 1 + c]))
             })
         });

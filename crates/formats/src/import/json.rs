@@ -581,7 +581,11 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             .map_err(|e| bad(DocProblem::Image(e)))?;
         origin
             .pictures
-            .push(crate::attention::image::PictureTokens { first, image });
+            .push(crate::attention::image::PictureTokens {
+                first,
+                image,
+                bidirectional: p.bidirectional,
+            });
     }
     let arrays = Arrays {
         name: format!("{shown}: attention"),

@@ -626,7 +626,22 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         check_tokens(&name, "keys", nk, k, "encoder_tokens", word_level)?;
     }
     check::values(&name, &shape, &weights)?;
-    check::stated_mask(&name, mask, &shape, &weights)?;
+    // The units of each picture whose image tokens see each other in full (Gemma 3): their
+    // rows may weigh the run's later keys under a causal mask.
+    let open: Vec<Range<usize>> = origin.as_ref().map_or_else(Vec::new, |o| {
+        o.pictures
+            .iter()
+            .filter(|p| p.bidirectional)
+            .filter_map(|p| {
+                let first = match &queries.spans {
+                    Some(spans) => spans.iter().position(|s| s.start == p.first)?,
+                    None => p.first,
+                };
+                Some(first..first + p.image.cells.len())
+            })
+            .collect()
+    });
+    check::stated_mask(&name, mask, &shape, &weights, &open)?;
     if let Some(kv) = origin.as_ref().and_then(|o| o.kv_head.as_deref()) {
         check::kv_heads(&name, kv, heads)?;
     }

@@ -116,6 +116,7 @@ impl Architecture {
             bias: None,
             window: None,
             softcap: None,
+            blocks: &[],
         }
     }
 }

@@ -28,7 +28,8 @@ use crate::error::Error;
 use crate::formats::tensors::Name;
 use crate::formats::weights::{MatrixWeight, Weight};
 use crate::kernels::{
-    self, Activation, AttentionSpec, CaptureSink, EmbeddingTables, Layout, Output, Rope, RopeTable,
+    self, Activation, AttentionSpec, Block, CaptureSink, EmbeddingTables, Layout, Output, Rope,
+    RopeTable,
 };
 
 /// How positions reach the model.
@@ -108,16 +109,22 @@ pub struct StackOptions {
     /// A second rotary embedding for the layers marked [`LayerOptions::local_rope`] (Gemma 3's
     /// `rope_local_base_freq` on its sliding layers).
     pub local_rope: Option<Rope>,
+    /// Whether each run of inserted rows (a picture's image tokens) attends to itself in full
+    /// under the causal mask (Gemma 3's `token_type_ids` mask); LLaVA's stays causal.
+    pub image_blocks: bool,
 }
 
 /// Where a layer's attention finds its keys and values.
 enum Keys<'a> {
-    /// Those of the same padded batch (a forward pass over whole sequences).
-    Batch(&'a Batch<'a>),
-    /// A cache holding `past` earlier tokens' keys and values, to which this call's are added.
+    /// Those of the same padded batch (a forward pass over whole sequences), with the runs of
+    /// positions that see each other in full.
+    Batch(&'a Batch<'a>, &'a [Block]),
+    /// A cache holding `past` earlier tokens' keys and values, to which this call's are added,
+    /// with the runs of positions (counted from the first cached one) that see each other.
     Cache {
         layer: &'a mut LayerCache,
         past: usize,
+        blocks: &'a [Block],
     },
 }
 
@@ -165,17 +172,18 @@ impl DecoderLayer {
             table.rotate(&mut qkv, width, 0, heads);
             table.rotate(&mut qkv, width, heads * d, kv);
         }
-        if let (Some(t), Keys::Batch(batch)) = (taps.as_deref(), &keys) {
+        if let (Some(t), Keys::Batch(batch, _)) = (taps.as_deref(), &keys) {
             values::zero_values(t, &mut qkv, batch.tokens, width, (heads + kv) * d, kv * d);
         }
         let mut context = vec![0f32; rows * heads * d];
         // ── capture ── the kernel writes P (and Q, K on request) straight into `sinks`.
         match keys {
-            Keys::Batch(batch) => {
+            Keys::Batch(batch, blocks) => {
                 let spec = AttentionSpec {
                     scale: self.scale,
                     window: self.options.window,
                     softcap: self.options.softcap,
+                    blocks,
                     ..arch.attention(batch.lengths.len(), batch.tokens, batch.tokens)
                 };
                 kernels::attention(
@@ -189,7 +197,11 @@ impl DecoderLayer {
                     &mut context,
                 );
             }
-            Keys::Cache { layer, past } => {
+            Keys::Cache {
+                layer,
+                past,
+                blocks,
+            } => {
                 let kw = kv * d;
                 layer.store(past, &qkv, width, heads * d, kw);
                 let total = past + rows;
@@ -197,6 +209,7 @@ impl DecoderLayer {
                     scale: self.scale,
                     window: self.options.window,
                     softcap: self.options.softcap,
+                    blocks,
                     ..arch.attention(1, rows, total)
                 };
                 kernels::attention(
@@ -284,6 +297,29 @@ pub struct DecoderStack {
 }
 
 impl DecoderStack {
+    /// The runs of `inserted`'s rows (rows of sequences of `tokens` rows, the first at
+    /// position `past`) that see each other in full, when the stack has them
+    /// ([`StackOptions::image_blocks`]): transformers' `get_block_sequence_ids_for_mask`, one
+    /// block per run of consecutive image tokens.
+    fn image_blocks(&self, inserted: Option<&Inserted>, tokens: usize, past: usize) -> Vec<Block> {
+        let mut blocks: Vec<Block> = Vec::new();
+        let Some(inserted) = inserted.filter(|_| self.options.image_blocks) else {
+            return blocks;
+        };
+        for &r in &inserted.rows {
+            let (sequence, at) = (r / tokens, past + r % tokens);
+            match blocks.last_mut() {
+                Some(b) if b.sequence == sequence && b.end == at => b.end += 1,
+                _ => blocks.push(Block {
+                    sequence,
+                    start: at,
+                    end: at + 1,
+                }),
+            }
+        }
+        blocks
+    }
+
     /// Token embeddings (plus learned positions) for `ids` at `positions`.
     fn embed(&self, ids: &[u32], positions: &[usize]) -> Vec<f32> {
         let mut out = self.embed_unscaled(ids, positions);
@@ -374,6 +410,7 @@ impl Network for DecoderStack {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
         let tables = self.rope_tables(&positions);
+        let blocks = self.image_blocks(batch.inserted, batch.tokens, 0);
         let residual = lens::wanted(captures);
         let heads_wanted = captures.iter().any(|c| c.head_outputs.is_some());
         let hidden = self.arch.hidden_size;
@@ -393,7 +430,7 @@ impl Network for DecoderStack {
                     rows,
                     tables,
                     &self.arch,
-                    Keys::Batch(batch),
+                    Keys::Batch(batch, &blocks),
                     &mut sinks,
                     None,
                 );
@@ -404,7 +441,7 @@ impl Network for DecoderStack {
                 keep_context: heads_wanted,
                 ..LayerTaps::default()
             };
-            let keys = Keys::Batch(batch);
+            let keys = Keys::Batch(batch, &blocks);
             layer.forward(
                 &mut h,
                 rows,
@@ -531,7 +568,7 @@ impl DecoderStack {
                 rows,
                 [tables[0].as_ref(), tables[1].as_ref()],
                 &self.arch,
-                Keys::Batch(&batch),
+                Keys::Batch(&batch, &[]),
                 &mut sinks,
                 t,
             );
@@ -737,7 +774,7 @@ impl DecoderStack {
             n,
             [tables[0].as_ref(), tables[1].as_ref()],
             &self.arch,
-            Keys::Batch(&batch),
+            Keys::Batch(&batch, &[]),
             &mut sinks,
             Some(taps),
         );
@@ -884,6 +921,7 @@ impl CausalLm for DecoderStack {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
         let tables = self.rope_tables(&positions);
+        let blocks = self.image_blocks(inserted, rows, past);
         for (layer, cached) in self.layers.iter().zip(&mut cache.layers) {
             let mut sinks = [CaptureSink {
                 probs: None,
@@ -897,6 +935,7 @@ impl CausalLm for DecoderStack {
                 Keys::Cache {
                     layer: cached,
                     past,
+                    blocks: &blocks,
                 },
                 &mut sinks,
                 None,

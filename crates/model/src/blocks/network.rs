@@ -215,6 +215,25 @@ pub trait Multimodal: Sync {
     /// that the projector keeps.
     fn image_cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
 
+    /// How the processor frames a picture's image tokens in the prompt, when it does (Gemma
+    /// 3); `None`: the prompt marks each picture with the image token itself, which the
+    /// processor repeats (LLaVA).
+    fn framing(&self) -> Option<Framing> {
+        None
+    }
+
+    /// Whether a picture's image tokens see each other in full in the language model (Gemma
+    /// 3's `token_type_ids` mask); `false`: the causal mask alone (LLaVA).
+    fn bidirectional_pictures(&self) -> bool {
+        false
+    }
+
+    /// Patches per side of the square that one image token covers (Gemma 3's projector
+    /// average-pools the patch grid); 1 where each image token is one of the tower's tokens.
+    fn pooling(&self) -> usize {
+        1
+    }
+
     /// Run `[3, height, width]` pixels through the tower, capturing its attention into
     /// `capture` (sized for the tower's `cells(grid)`), and project the features it selects:
     /// `[image_cells(grid).len(), hidden]` embeddings for the language model. `None` when
@@ -227,6 +246,19 @@ pub trait Multimodal: Sync {
         capture: &mut SequenceCapture,
         cancel: &crate::cancel::Cancel,
     ) -> Option<Vec<f32>>;
+}
+
+/// How a processor writes a picture into the prompt text before tokenizing (Gemma 3's
+/// `full_image_sequence`): each `mark` in the prompt becomes `around`, the mark, the picture's
+/// image tokens, `close` and `around` again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Framing {
+    /// The token that marks a picture in the prompt and opens its run (`<start_of_image>`).
+    pub mark: u32,
+    /// The token after the run (`<end_of_image>`).
+    pub close: u32,
+    /// The text on either side (`"\n\n"`).
+    pub around: &'static str,
 }
 
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.

@@ -257,7 +257,7 @@ pub enum InputError {
     #[error(transparent)]
     Image(#[from] PixelsError),
     /// An image asked of a model without an image processor.
-    #[error("the model has no image processor")]
+    #[error("the model has no image processor: its folder has no preprocessor_config.json (the checkpoint's processor ships one)")]
     NoImageProcessor,
     /// An image processor whose input is smaller than one patch.
     #[error("the model's input is {width}×{height} pixels, smaller than one {patch}×{patch} patch; its preprocessor_config.json makes no patch grid")]

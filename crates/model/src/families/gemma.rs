@@ -7,9 +7,10 @@
 //! (`rope_local_base_freq`), its global ones with `rope_theta` (and linear scaling).
 //! Mirrors transformers' `models/gemma2/modeling_gemma2.py` and `models/gemma3/modeling_gemma3.py`
 //! (`Gemma3ForCausalLM`, `model_type` `gemma3_text`). A multimodal Gemma 3 checkpoint
-//! (`Gemma3ForConditionalGeneration`, `model_type` `gemma3`) runs as its text tower: the text
-//! model's config is its `text_config`, the weights under `language_model.model.` (or
-//! `model.language_model.`) are found by the anchor, and the vision tower's are not read.
+//! (`Gemma3ForConditionalGeneration`, `model_type` `gemma3`): the text model's config is its
+//! `text_config` and its weights under `language_model.model.` (or `model.language_model.`)
+//! are found by the anchor; with a `vision_config` it reads pictures too
+//! ([`super::gemma3_vision`]), and text alone runs through the same text model.
 //!
 //! GGUF files of llama.cpp's `gemma2` and `gemma3` architectures (Gemma 3's text tower: the
 //! converter writes the vision tower to a separate file) come through [`GemmaConfig::from_gguf`]:
@@ -20,6 +21,7 @@
 
 use serde_json::Value;
 
+use super::gemma3_vision::Gemma3VisionConfig;
 use crate::attention::PositionScheme;
 use crate::blocks::decoder::{
     DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
@@ -69,7 +71,7 @@ pub static GEMMA3: Family = Family {
     model_types: &["gemma3_text", "gemma3"],
     class_prefixes: &["Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"],
     anchor: ANCHOR,
-    config: |file| Ok(Box::new(GemmaConfig::read_gemma3(file)?)),
+    config: gemma3_config,
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
         gguf: Some(GgufReader {
@@ -79,6 +81,16 @@ pub static GEMMA3: Family = Family {
         ..Quirks::NONE
     },
 };
+
+/// A Gemma 3 config: with pictures when a multimodal config has a `vision_config`.
+fn gemma3_config(file: &ConfigFile) -> Result<Box<dyn FamilyConfig>, ConfigError> {
+    let with_vision = file.model_type()?.as_deref() == Some("gemma3")
+        && matches!(file.get("vision_config"), Some(Value::Object(_)));
+    if with_vision {
+        return Ok(Box::new(Gemma3VisionConfig::read(file)?));
+    }
+    Ok(Box::new(GemmaConfig::read_gemma3(file)?))
+}
 
 fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, Error> {
     Ok(Box::new(GemmaConfig::from_gguf(p, origin)?))
@@ -577,6 +589,7 @@ impl GemmaConfig {
                 embed_scale: Some((hidden as f64).sqrt() as f32),
                 final_softcap: self.final_softcap,
                 local_rope: self.local_rope.map(|(theta, s)| Rope::new(d, theta, s)),
+                image_blocks: false,
             },
         })
     }

@@ -12,6 +12,7 @@ pub mod dinov2;
 pub mod distilbert;
 pub mod electra;
 pub mod gemma;
+pub mod gemma3_vision;
 pub mod gpt2;
 pub mod llama;
 pub mod llava;

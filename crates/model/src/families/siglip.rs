@@ -140,6 +140,15 @@ impl FamilyConfig for SiglipVisionConfig {
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.encoder(ckpt)?))
+    }
+}
+
+impl SiglipVisionConfig {
+    /// The vision tower from `ckpt` (its names inside `vision_model.`), as
+    /// [`FamilyConfig::build`] builds it, unboxed: a vision-language model runs it for its
+    /// hidden states.
+    pub fn encoder(&self, ckpt: &Checkpoint) -> Result<VisionEncoder, Error> {
         let c = &self.vision;
         let (hidden, p, side) = (c.hidden_size, c.patch_size, c.trained_side());
         let e = embeddings();
@@ -180,7 +189,7 @@ impl FamilyConfig for SiglipVisionConfig {
         } else {
             None
         };
-        Ok(Box::new(VisionEncoder {
+        Ok(VisionEncoder {
             arch: c.architecture(SIGLIP_VISION.name, "siglip_vision_model", 0),
             patch: p,
             channels: c.num_channels,
@@ -201,7 +210,7 @@ impl FamilyConfig for SiglipVisionConfig {
                 eps,
             )?),
             pooling,
-        }))
+        })
     }
 }
 

@@ -256,6 +256,15 @@ impl Checkpoint {
         }
     }
 
+    /// The same checkpoint seen with names under `prefix` from the file's root (a
+    /// vision-language model's parts that lie beside its language model, not inside it).
+    pub fn at(&self, prefix: &str) -> Checkpoint {
+        Checkpoint {
+            prefix: prefix.to_string(),
+            ..self.under("")
+        }
+    }
+
     /// Whether the file holds a tensor named `full` (the whole stored name, any prefix
     /// included).
     pub fn has_full(&self, full: &str) -> bool {

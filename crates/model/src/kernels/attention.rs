@@ -10,6 +10,8 @@
 //! - **scale**: `1/√d` for most families, 1 for T5;
 //! - **sliding window**: a causal query sees only the `window` keys ending at its own position
 //!   (Mistral, Gemma 2/3, Qwen with `use_sliding_window`); keys before the window get exactly 0;
+//! - **image blocks**: under a causal mask, runs of keys that also see each other in full
+//!   ([`Block`]: Gemma 3's image tokens attend bidirectionally within one picture);
 //! - **soft-capping**: scores become `tanh(s/c)·c` before the mask and softmax (Gemma 2);
 //! - **score bias**: something added to the scores before the softmax ([`ScoreBias`]: T5's
 //!   relative position buckets);
@@ -32,6 +34,20 @@ pub trait ScoreBias: Sync {
     /// Add the bias of sequence `sequence`, head `head` and query `query` to `scores`, that
     /// query's row over keys `0..scores.len()`.
     fn add(&self, sequence: usize, head: usize, query: usize, scores: &mut [f32]);
+}
+
+/// A run of positions `start..end` of sequence `sequence` (key positions, counted from the
+/// first cached key) whose queries see every key of the run, later ones included, on top of a
+/// causal mask: transformers' `or_mask_function` over Gemma 3's image tokens (a sliding
+/// window still applies on top, as its `and_mask_function`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// The sequence of the batch.
+    pub sequence: usize,
+    /// The first position of the run.
+    pub start: usize,
+    /// One past its last.
+    pub end: usize,
 }
 
 /// Where one operand (queries, keys or values) of a batch sits: the vector of head `h` for
@@ -76,6 +92,8 @@ pub struct AttentionSpec<'a> {
     /// Soft-capping of the scaled scores, `tanh(s/c)·c` (Gemma 2's
     /// `attn_logit_softcapping`), applied before the bias and the mask.
     pub softcap: Option<f32>,
+    /// Runs of positions that see each other in full under the causal mask (empty: none).
+    pub blocks: &'a [Block],
 }
 
 /// A zeroed buffer of `len` floats for the captured probabilities (75 MB for MiniLM at 512
@@ -221,6 +239,7 @@ pub fn attention(
         bias,
         window,
         softcap,
+        blocks,
     } = spec;
     let hidden = heads * d;
     assert!(
@@ -230,6 +249,10 @@ pub fn attention(
     assert!(
         window.is_none_or(|w| w > 0 && mask == Mask::Causal),
         "a sliding window is a positive width under a causal mask"
+    );
+    assert!(
+        blocks.is_empty() || mask == Mask::Causal,
+        "image blocks widen a causal mask"
     );
     let fits = |o: &Operand<'_>, rows: usize, width: usize| {
         o.offset + width <= o.stride && o.data.len() >= batch * rows * o.stride
@@ -289,9 +312,20 @@ pub fn attention(
         // Causal: query i sees keys 0..=i + shift; keys from r1 + shift on are masked for the
         // whole block, so they are neither computed nor read.
         let shift = lk - lq.min(lk);
+        // A query inside a block sees its block's keys up to the block's end.
+        let block_end = |p: usize| {
+            blocks
+                .iter()
+                .find(|b| b.sequence == s && b.start <= p && p < b.end)
+                .map_or(p + 1, |b| b.end.max(p + 1))
+        };
         let cols = match mask {
             Mask::Bidirectional => lk,
-            Mask::Causal => (r1 + shift).min(lk),
+            Mask::Causal => (r0..r1)
+                .map(|i| block_end(i + shift))
+                .max()
+                .unwrap_or(r1 + shift)
+                .min(lk),
         };
         let qp = &q.data[(s * nq + r0) * q.stride + q.offset + h * d..];
         let kp = &k.data[s * nk * k.stride + k.offset + g * d..];
@@ -342,7 +376,7 @@ pub fn attention(
                 bias.add(s, h, query, &mut row[..cols]);
             }
             if mask == Mask::Causal {
-                row[(query + shift + 1).min(cols)..cols].fill(f32::NEG_INFINITY);
+                row[block_end(query + shift).min(cols)..cols].fill(f32::NEG_INFINITY);
             }
             if let Some(w) = window {
                 // Keys more than `w − 1` positions before the query's own.
@@ -490,6 +524,7 @@ mod tests {
         scale: f32,
         window: Option<usize>,
         softcap: Option<f32>,
+        blocks: Vec<Block>,
     }
 
     /// Naive attention in f64 for sequence `s`: probabilities `[heads, lq, lk]` and the context
@@ -518,7 +553,12 @@ mod tests {
                         if c.bias {
                             score += Wavy::at(h, i, j);
                         }
-                        if c.mask == Mask::Causal && j > i + (lk - lq) {
+                        let p = i + (lk - lq);
+                        let together = c
+                            .blocks
+                            .iter()
+                            .any(|b| b.sequence == s && (b.start..b.end).contains(&p) && j < b.end);
+                        if c.mask == Mask::Causal && j > p && !together {
                             score = f64::NEG_INFINITY;
                         }
                         if c.window.is_some_and(|w| i + (lk - lq) >= j + w) {
@@ -593,6 +633,7 @@ mod tests {
             bias: if c.bias { Some(&Wavy) } else { None },
             window: c.window,
             softcap: c.softcap,
+            blocks: &c.blocks,
         };
         attention(
             op(&q, qw),
@@ -619,7 +660,7 @@ mod tests {
                 .map(|(&a, &b)| (a as f64 - b).abs())
                 .fold(0.0, f64::max);
             assert!(worst_p < 1e-6, "probabilities off by {worst_p:e} ({what})");
-            if c.mask == Mask::Causal {
+            if c.mask == Mask::Causal && c.blocks.is_empty() {
                 for h in 0..c.heads {
                     for i in 0..lq {
                         for j in i + (lk - lq) + 1..lk {
@@ -680,6 +721,7 @@ mod tests {
                 scale: 1.0 / (d as f32).sqrt(),
                 window: None,
                 softcap: None,
+                blocks: Vec::new(),
             });
         }
     }
@@ -700,6 +742,7 @@ mod tests {
                 scale: 1.0 / (d as f32).sqrt(),
                 window: None,
                 softcap: None,
+                blocks: Vec::new(),
             });
         }
         // Queries behind a cache of earlier keys: the last query sees every key.
@@ -716,6 +759,7 @@ mod tests {
             scale: 0.25,
             window: None,
             softcap: None,
+            blocks: Vec::new(),
         });
     }
 
@@ -737,6 +781,7 @@ mod tests {
                 scale: 1.0 / 8f32.sqrt(),
                 window: Some(window),
                 softcap,
+                blocks: Vec::new(),
             });
         }
         check(&Case {
@@ -752,7 +797,52 @@ mod tests {
             scale: 0.25,
             window: Some(3),
             softcap: Some(2.0),
+            blocks: Vec::new(),
         });
+    }
+
+    #[test]
+    fn image_blocks_see_each_other_in_full_under_the_causal_mask() {
+        // Two runs in a batch of two, under a sliding window and behind a cache: a query in a
+        // run sees the run's later keys, one before or after it does not.
+        let blocks = vec![
+            Block {
+                sequence: 0,
+                start: 3,
+                end: 9,
+            },
+            Block {
+                sequence: 0,
+                start: 12,
+                end: 14,
+            },
+            Block {
+                sequence: 1,
+                start: 0,
+                end: 5,
+            },
+        ];
+        for (window, q_lens) in [
+            (None, vec![20, 7]),
+            (Some(4), vec![20, 7]),
+            (None, vec![15, 4]),
+        ] {
+            check(&Case {
+                q_lens,
+                k_lens: vec![20, 7],
+                nq: 20,
+                nk: 20,
+                heads: 2,
+                kv_heads: 1,
+                d: 8,
+                mask: Mask::Causal,
+                bias: false,
+                scale: 0.5,
+                window,
+                softcap: None,
+                blocks: blocks.clone(),
+            });
+        }
     }
 
     #[test]
@@ -777,6 +867,7 @@ mod tests {
                 scale: 1.0 / 8f32.sqrt(),
                 window: None,
                 softcap: None,
+                blocks: Vec::new(),
             });
         }
     }
@@ -798,6 +889,7 @@ mod tests {
             scale: 1.0,
             window: None,
             softcap: None,
+            blocks: Vec::new(),
         });
         check(&Case {
             q_lens: vec![29],
@@ -812,6 +904,7 @@ mod tests {
             scale: 1.0,
             window: None,
             softcap: None,
+            blocks: Vec::new(),
         });
     }
 
@@ -842,6 +935,7 @@ mod tests {
             bias: None,
             window: None,
             softcap: None,
+            blocks: &[],
         };
         let run = |ops: [Operand<'_>; 3]| {
             let mut probs = vec![0.0; heads * n * n];

@@ -61,7 +61,7 @@ pub mod rotary;
 
 pub use activation::Activation;
 pub use attention::{
-    attention, capture_buffer, AttentionSpec, CaptureSink, Mask, Operand, ScoreBias,
+    attention, capture_buffer, AttentionSpec, Block, CaptureSink, Mask, Operand, ScoreBias,
 };
 pub use embed::{embed, EmbeddingTables};
 pub use linear::{linear, transpose_into, Layout, Matrix, Output};
