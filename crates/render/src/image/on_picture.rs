@@ -372,8 +372,12 @@ mod tests {
             pooling: None,
             view: vec![128; 16 * 8 * 3],
         };
-        att.with_pictures(vec![PictureTokens { first: 1, image }])
-            .unwrap()
+        att.with_pictures(vec![PictureTokens {
+            first: 1,
+            image,
+            bidirectional: false,
+        }])
+        .unwrap()
     }
 
     #[test]
