@@ -692,6 +692,15 @@ fn gemma3_s_pictures_see_themselves_in_full_and_the_json_says_so() {
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["pictures"][0].get("bidirectional").is_none());
+    // The terminal's mask note says so for Gemma 3, not for LLaVA.
+    let note = "except within a picture: its image tokens see each other in full";
+    let shown = |m: &str| {
+        let out = run(&["-m", m, "--image", &image("own32.png"), "What is this?"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(shown(&gemma).contains(note));
+    assert!(!shown(&llava()).contains(note));
 }
 
 /// A vision-language model reads TEXT with --image: its image tokens are labelled by picture

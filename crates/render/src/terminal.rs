@@ -340,6 +340,12 @@ impl View<'_> {
                 Paint::Dim,
                 "causal mask: blank cells are keys after the query, which it cannot see",
             )?;
+            if self.att.pictures.iter().any(|p| p.bidirectional) {
+                t.say_as(
+                    Paint::Dim,
+                    "except within a picture: its image tokens see each other in full",
+                )?;
+            }
         }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             t.say_as(

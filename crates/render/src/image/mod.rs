@@ -665,6 +665,9 @@ fn notes(att: &Attention) -> Vec<String> {
         notes.push(
             "causal mask: hatched cells are keys after the query, which it cannot see".into(),
         );
+        if att.pictures.iter().any(|p| p.bidirectional) {
+            notes.push("except within a picture: its image tokens see each other in full".into());
+        }
     }
     let windows: Vec<String> = att
         .windows()
