@@ -16,7 +16,7 @@ use super::{
     SequenceCapture,
 };
 use crate::attention::image::{Cell, ImageInput, PictureTokens};
-use crate::attention::{Attention, ModelInfo, Role, Units};
+use crate::attention::{Attention, ModelInfo, Role};
 use crate::blocks::network::{Framing, Inserted, Multimodal};
 use crate::cancel::Cancel;
 use crate::pixels::{ImageSource, PixelsError, Prepared};
@@ -350,44 +350,7 @@ impl Model {
             pooling: None,
             view: prepared.view.clone(),
         };
-        let labels: Vec<String> = tower_cells.iter().map(|c| c.label()).collect();
-        let roles = tower_cells
-            .iter()
-            .map(|c| match c {
-                Cell::Class => Role::Start,
-                Cell::Patch { .. } => Role::Word,
-                _ => Role::Special,
-            })
-            .collect();
-        let mut word = 0;
-        let word_ids = tower_cells
-            .iter()
-            .map(|c| {
-                (!c.is_special()).then(|| {
-                    word += 1;
-                    word - 1
-                })
-            })
-            .collect();
-        let surfaces = tower_cells
-            .iter()
-            .map(|c| {
-                if c.is_special() {
-                    String::new()
-                } else {
-                    c.label()
-                }
-            })
-            .collect();
-        let units = Units::tokens(
-            labels,
-            Vec::new(),
-            vec![0; n],
-            vec![0; n],
-            roles,
-            word_ids,
-            surfaces,
-        );
+        let units = crate::vision::patch_units(&tower_cells);
         let tower_attention = Attention::new(info, source.clone(), None, units, capture.probs)
             .and_then(|a| a.with_layer_numbers(layers.to_vec()))
             .and_then(|a| a.with_image(tower_image))

@@ -140,44 +140,7 @@ impl Model {
         if grid != trained {
             steps.positions_from = Some(trained);
         }
-        let labels: Vec<String> = cells.iter().map(|c| c.label()).collect();
-        let roles = cells
-            .iter()
-            .map(|c| match c {
-                Cell::Class => Role::Start,
-                Cell::Patch { .. } => Role::Word,
-                _ => Role::Special,
-            })
-            .collect();
-        let mut word = 0;
-        let word_ids = cells
-            .iter()
-            .map(|c| {
-                c.is_special().not_then(|| {
-                    word += 1;
-                    word - 1
-                })
-            })
-            .collect();
-        let surfaces = cells
-            .iter()
-            .map(|c| {
-                if c.is_special() {
-                    String::new()
-                } else {
-                    c.label()
-                }
-            })
-            .collect();
-        let units = Units::tokens(
-            labels,
-            Vec::new(),
-            vec![0; n],
-            vec![0; n],
-            roles,
-            word_ids,
-            surfaces,
-        );
+        let units = patch_units(&cells);
         let info = ModelInfo {
             layers: layers.len(),
             ..self.info.clone()
@@ -220,12 +183,47 @@ impl Model {
     }
 }
 
-trait NotThen {
-    fn not_then<T>(self, f: impl FnOnce() -> T) -> Option<T>;
-}
-
-impl NotThen for bool {
-    fn not_then<T>(self, f: impl FnOnce() -> T) -> Option<T> {
-        (!self).then(f)
-    }
+/// A vision tower's tokens as units: each labelled by its cell (`CLS`, `DIST`, `REG0`, a
+/// patch's `row,col`), the class token the start, the other specials special, each patch a word
+/// of its own.
+pub(crate) fn patch_units(cells: &[Cell]) -> Units {
+    let n = cells.len();
+    let labels = cells.iter().map(|c| c.label()).collect();
+    let roles = cells
+        .iter()
+        .map(|c| match c {
+            Cell::Class => Role::Start,
+            Cell::Patch { .. } => Role::Word,
+            _ => Role::Special,
+        })
+        .collect();
+    let mut word = 0;
+    let word_ids = cells
+        .iter()
+        .map(|c| {
+            (!c.is_special()).then(|| {
+                word += 1;
+                word - 1
+            })
+        })
+        .collect();
+    let surfaces = cells
+        .iter()
+        .map(|c| {
+            if c.is_special() {
+                String::new()
+            } else {
+                c.label()
+            }
+        })
+        .collect();
+    Units::tokens(
+        labels,
+        Vec::new(),
+        vec![0; n],
+        vec![0; n],
+        roles,
+        word_ids,
+        surfaces,
+    )
 }
