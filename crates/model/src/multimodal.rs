@@ -93,18 +93,26 @@ impl Model {
         let longest = self.max_positions();
         let room = longest.saturating_sub(new);
         let marked = |t: &str| t.matches(mark.as_str()).count();
+        let prefix_lm = mm.prefix_lm();
         let mut prompt = text.to_string();
         if marked(&prompt) == 0 {
             // Where the chat templates put them: LLaVA's on a line each, Gemma 3's (whose
-            // processor frames them with blank lines) straight before the text.
-            let line = if framing.is_some() { "" } else { "\n" };
+            // processor frames them with blank lines) and PaliGemma's straight before the text.
+            let line = if framing.is_some() || prefix_lm {
+                ""
+            } else {
+                "\n"
+            };
             prompt = format!("{}{prompt}", format!("{mark}{line}").repeat(seen.len()));
         }
-        let prompt = if generate.chat {
+        let mut prompt = if generate.chat {
             self.chat_prompt(&prompt)?
         } else {
             prompt
         };
+        if prefix_lm {
+            prompt = self.prefix_layout(&prompt, &mark);
+        }
         let framed = match framing {
             Some(f) => {
                 let marks = marked(&prompt);
@@ -129,7 +137,7 @@ impl Model {
             .iter()
             .filter_map(|&id| self.tokenizer.token(id))
             .any(|bos| !bos.is_empty() && tokenized.starts_with(&bos));
-        let enc = if generate.chat && template_bos {
+        let enc = if (generate.chat && template_bos) || prefix_lm {
             self.tokenizer
                 .encode_without_specials(tokenized, longest, false)
         } else {
@@ -156,7 +164,7 @@ impl Model {
             }
             .into());
         }
-        let (enc, pictures, inserted) = expand(
+        let (enc, pictures, mut inserted) = expand(
             enc,
             &seen,
             image_token,
@@ -179,6 +187,8 @@ impl Model {
             opts.max_memory,
         )?;
         let prompt_len = enc.ids.len();
+        let prefix = if prefix_lm { prompt_len } else { 0 };
+        inserted.prefix = prefix;
         let (full, generation) = if new > 0 {
             let generation = self.generate_from(&enc.ids, Some(&inserted), new, progress)?;
             let full = self.tokenizer.continuation(&enc, generation.generated());
@@ -201,6 +211,7 @@ impl Model {
         encoding.attention = encoding
             .attention
             .with_pictures(pictures)
+            .and_then(|a| a.with_prefix(prefix))
             .map_err(ForwardError::Shape)?;
         Ok(MultimodalEncoding {
             encoding,
@@ -234,6 +245,21 @@ impl Model {
             values: None,
             head_outputs: None,
         })
+    }
+
+    /// `prompt` as PaliGemma's processor lays it out: BOS after the last picture's `mark`, and
+    /// a newline at the end.
+    fn prefix_layout(&self, prompt: &str, mark: &str) -> String {
+        let bos = self
+            .tokenizer
+            .specials()
+            .start
+            .iter()
+            .min()
+            .and_then(|&id| self.tokenizer.token(id))
+            .unwrap_or_default();
+        let after = prompt.rfind(mark).map_or(0, |at| at + mark.len());
+        format!("{}{bos}{}\n", &prompt[..after], &prompt[after..])
     }
 
     /// `prompt` with each `mark` written out as the processor frames a picture's image tokens

@@ -1,5 +1,5 @@
 //! Fidelity of the vision-language families against transformers: for each case of
-//! `tests/reference/make_llava.py` and `tests/reference/make_gemma3_vlm.py` (one picture, a chat
+//! `tests/reference/make_llava.py`, `make_gemma3_vlm.py` and `make_paligemma.py` (one picture, a chat
 //! prompt, two pictures; each picture resized, and cropped for LLaVA), the expanded input ids against the processor's, the pixels against its
 //! image processor's, every vision-tower layer's and head's attention, and the language model's
 //! attention over the whole sequence (image tokens included) at every layer and head, its last
@@ -8,7 +8,9 @@
 //! full: the later image keys its rows weigh are counted against the reference's. The same
 //! checks hold `tiny-llava-full` (`make_llava.py --variant full`): the `full` selection (class
 //! token kept), two feature layers side by side, a projector without biases, a Mistral language
-//! model with a sliding window shorter than the sequence, and llava-hf's key layout.
+//! model with a sliding window shorter than the sequence, and llava-hf's key layout. PaliGemma's
+//! whole prompt (pictures, BOS, text, newline) sees itself in full, the sliding window cutting
+//! nothing inside it, and its generated tokens are causal.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -42,6 +44,9 @@ struct Case {
     /// Weights (layer, head, query, key) of image tokens on later image tokens of their run
     /// above 0 (Gemma 3's bidirectional blocks; absent for LLaVA).
     later_image_keys_seen: Option<usize>,
+    /// Weights of prompt tokens on later prompt tokens above 0 (PaliGemma's prefix-LM mask;
+    /// absent for the others).
+    later_prefix_keys_seen: Option<usize>,
     tensors: HashMap<String, TensorRef>,
 }
 
@@ -121,6 +126,15 @@ const LLAVA_FULL: Fixture = Fixture {
     chat: false,
 };
 
+const PALIGEMMA: Fixture = Fixture {
+    name: "tiny-paligemma",
+    family: "PaliGemma",
+    picture_grid: [4, 4],
+    tower_first: Cell::Patch { row: 0, col: 0 },
+    first_cell: Cell::Patch { row: 0, col: 0 },
+    chat: false,
+};
+
 const GEMMA3: Fixture = Fixture {
     name: "tiny-gemma3-vlm",
     family: "Gemma 3",
@@ -174,6 +188,11 @@ fn tiny_llava_with_full_selection_two_feature_layers_and_mistral_matches_hf() {
 #[test]
 fn tiny_gemma3_vlm_matches_hf_over_pictures_and_prompt() {
     matches_hf(&GEMMA3);
+}
+
+#[test]
+fn tiny_paligemma_matches_hf_under_its_prefix_lm_mask() {
+    matches_hf(&PALIGEMMA);
 }
 
 fn matches_hf(f: &Fixture) {
@@ -232,6 +251,20 @@ fn matches_hf(f: &Fixture) {
             "{}",
             case.name
         );
+        // PaliGemma's prompt sees itself in full: as many later keys as transformers weighs.
+        let n = case.input_ids.len();
+        match case.later_prefix_keys_seen {
+            Some(want) => {
+                assert_eq!(att.prefix, n, "{}: the prompt is the prefix", case.name);
+                assert_eq!(
+                    later_in_runs(att.weights(), n, &[[0, n]]),
+                    want,
+                    "{}",
+                    case.name
+                );
+            }
+            None => assert_eq!(att.prefix, 0, "{}", case.name),
+        }
         // Pixels: each picture's, as the processor made them.
         let want_pixels = values(&tensors, &case.tensors["pixel_values"]);
         let per = want_pixels.len() / images.len();
@@ -288,6 +321,12 @@ fn tiny_gemma3_vlm_generates_as_hf_and_captures_the_whole_sequence() {
     generates_as_hf(&GEMMA3);
 }
 
+/// The generated tokens are causal: the prefix stays the prompt's.
+#[test]
+fn tiny_paligemma_generates_as_hf_with_a_causal_answer() {
+    generates_as_hf(&PALIGEMMA);
+}
+
 fn generates_as_hf(f: &Fixture) {
     let (m, tensors, model) = load(f);
     for g in &m.generations {
@@ -321,6 +360,7 @@ fn generates_as_hf(f: &Fixture) {
             g.generated_ids.len()
         );
         assert!(!generated[g.prompt_len - 1] && generated[g.prompt_len]);
+        assert!(att.prefix == 0 || att.prefix == g.prompt_len);
         let want = values(&tensors, &g.tensors["attentions"]);
         let da = max_diff(att.weights(), &want);
         eprintln!("[{}] generation {}: attention {da:.2e}", f.name, g.case);

@@ -369,6 +369,9 @@ pub struct Attention {
     /// The pictures a vision-language model read, each a run of its image tokens, in order;
     /// empty for text alone.
     pub pictures: std::sync::Arc<Vec<image::PictureTokens>>,
+    /// How many tokens at the start see each other in full under the causal mask, later ones
+    /// included (a prefix-LM mask: PaliGemma's pictures and prompt); 0 for none.
+    pub prefix: usize,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -515,6 +518,7 @@ impl Attention {
             query_key: None,
             image: None,
             pictures: Default::default(),
+            prefix: 0,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -575,6 +579,17 @@ impl Attention {
             end = run.end;
         }
         self.pictures = std::sync::Arc::new(pictures);
+        Ok(self)
+    }
+
+    /// The same value with its first `prefix` tokens seeing each other in full under the causal
+    /// mask (a prefix-LM mask); at most the token count.
+    pub fn with_prefix(mut self, prefix: usize) -> Result<Self, ShapeError> {
+        let tokens = self.queries.token_count();
+        if prefix > tokens {
+            return Err(ShapeProblem::Prefix { prefix, tokens }.into());
+        }
+        self.prefix = prefix;
         Ok(self)
     }
 
@@ -692,6 +707,7 @@ impl Attention {
             query_key: None,
             image: self.image.clone(),
             pictures: self.pictures.clone(),
+            prefix: self.prefix,
         };
         att.check()?;
         Ok(att)
@@ -827,7 +843,7 @@ impl Attention {
                         p.bidirectional && run.contains(&q.start) && run.contains(&k.start)
                     })
                 };
-                k.start >= q.end && !together()
+                k.start >= q.end && !together() && !self.in_prefix(query, key)
             }
         }
     }
@@ -837,12 +853,15 @@ impl Attention {
     /// whose last token is `window` or more tokens before the query's first (Mistral, Gemma,
     /// Qwen with `use_sliding_window`). Renderers drawing one layer ask this; a masked cell
     /// holds 0.
+    /// Inside a prefix-LM mask's prefix the window does not apply (transformers ORs the
+    /// prefix's block onto the windowed causal mask).
     pub fn is_masked_in(&self, layer: usize, query: usize, key: usize) -> bool {
         self.is_masked(query, key)
-            || self.window(layer).is_some_and(|w| {
-                let (q, k) = (&self.queries.spans[query], &self.keys().spans[key]);
-                q.start >= (k.end.max(1) - 1) + w
-            })
+            || !self.in_prefix(query, key)
+                && self.window(layer).is_some_and(|w| {
+                    let (q, k) = (&self.queries.spans[query], &self.keys().spans[key]);
+                    q.start >= (k.end.max(1) - 1) + w
+                })
     }
 
     /// Whether `key` is hidden from `query` in every captured layer (what a figure over all
@@ -851,10 +870,21 @@ impl Attention {
         self.is_masked(query, key) || (0..self.layers()).all(|l| self.is_masked_in(l, query, key))
     }
 
+    /// Whether query unit `query` and key unit `key` both start inside the prefix
+    /// ([`Attention::prefix`]).
+    fn in_prefix(&self, query: usize, key: usize) -> bool {
+        self.prefix > 0
+            && self.queries.spans[query].start < self.prefix
+            && self.keys().spans[key].start < self.prefix
+    }
+
     /// How many keys query unit `query` could see.
     pub fn visible_keys(&self, query: usize) -> usize {
         match self.mask {
             MaskKind::Bidirectional => self.n_keys(),
+            MaskKind::Causal if self.prefix > 0 || !self.pictures.is_empty() => (0..self.n_keys())
+                .filter(|&k| !self.is_masked(query, k))
+                .count(),
             MaskKind::Causal => {
                 let end = self.queries.spans[query].end;
                 self.keys().spans.iter().filter(|s| s.start < end).count()

@@ -38,6 +38,16 @@ pub enum ShapeProblem {
         /// The attention's tokens.
         tokens: usize,
     },
+    /// A prefix-LM prefix longer than the input.
+    #[error(
+        "a prefix of {prefix} tokens that see each other does not fit inside the {tokens} tokens"
+    )]
+    Prefix {
+        /// The prefix's tokens.
+        prefix: usize,
+        /// The attention's tokens.
+        tokens: usize,
+    },
     /// A picture with another number of tokens than the attention.
     #[error("the image has {cells} tokens, the attention {tokens}")]
     ImageTokens {

@@ -176,3 +176,32 @@ fn a_bidirectional_picture_sees_its_later_tokens_under_the_causal_mask() {
         assert!(!att.is_masked(5, 3));
     }
 }
+
+/// A prefix-LM mask (PaliGemma): the prefix's tokens see each other in full, later ones
+/// included, and a sliding window does not cut inside it; the tokens after it stay causal and
+/// windowed.
+#[test]
+fn a_prefix_sees_itself_in_full_and_the_rest_stays_causal() {
+    let tokens = ["i1", "i2", "<bos>", "a", "b", "gen1", "gen2"];
+    let att = decoder(&tokens, 1, vec![0], tokens.len())
+        .with_windows(vec![Some(2)])
+        .unwrap();
+    // Without a prefix: causal and windowed.
+    assert!(att.is_masked(0, 4));
+    assert!(att.is_masked_in(0, 4, 0));
+    assert_eq!(att.visible_keys(1), 2);
+    let att = att.with_prefix(5).unwrap();
+    assert!(!att.is_masked(0, 4) && !att.is_masked(3, 4));
+    // The window keeps out of the prefix: row 4 sees key 0, four back, in a window of 2.
+    assert!(!att.is_masked_in(0, 4, 0));
+    assert_eq!(att.visible_keys(1), 5);
+    assert_eq!(att.visible_keys_in(0, 1), 5);
+    // After it: causal, and windowed.
+    assert!(att.is_masked(4, 5) && att.is_masked(5, 6));
+    assert!(!att.is_masked(6, 0));
+    assert!(att.is_masked_in(0, 6, 4) && !att.is_masked_in(0, 6, 5));
+    assert_eq!(att.visible_keys(5), 6);
+    // A prefix longer than the input is refused.
+    let long = decoder(&tokens, 1, vec![0], tokens.len()).with_prefix(8);
+    assert!(long.is_err());
+}

@@ -112,6 +112,9 @@ pub struct StackOptions {
     /// Whether each run of inserted rows (a picture's image tokens) attends to itself in full
     /// under the causal mask (Gemma 3's `token_type_ids` mask); LLaVA's stays causal.
     pub image_blocks: bool,
+    /// The rotary position of the first token (PaliGemma's positions count from 1; rotary
+    /// attention sees only their differences, but its rounding sees the angles).
+    pub rope_from: usize,
 }
 
 /// Where a layer's attention finds its keys and values.
@@ -301,11 +304,32 @@ impl DecoderStack {
     /// position `past`) that see each other in full, when the stack has them
     /// ([`StackOptions::image_blocks`]): transformers' `get_block_sequence_ids_for_mask`, one
     /// block per run of consecutive image tokens.
-    fn image_blocks(&self, inserted: Option<&Inserted>, tokens: usize, past: usize) -> Vec<Block> {
+    ///
+    /// Or, when `inserted` has a prefix ([`Inserted::prefix`], PaliGemma), one unwindowed
+    /// block over it in each sequence of `rows` rows, while the call's rows reach into it.
+    fn image_blocks(
+        &self,
+        inserted: Option<&Inserted>,
+        rows: usize,
+        tokens: usize,
+        past: usize,
+    ) -> Vec<Block> {
         let mut blocks: Vec<Block> = Vec::new();
-        let Some(inserted) = inserted.filter(|_| self.options.image_blocks) else {
+        let Some(inserted) = inserted else {
             return blocks;
         };
+        if inserted.prefix > past {
+            blocks.extend((0..rows / tokens).map(|sequence| Block {
+                sequence,
+                start: 0,
+                end: inserted.prefix,
+                windowed: false,
+            }));
+            return blocks;
+        }
+        if !self.options.image_blocks {
+            return blocks;
+        }
         for &r in &inserted.rows {
             let (sequence, at) = (r / tokens, past + r % tokens);
             match blocks.last_mut() {
@@ -314,6 +338,7 @@ impl DecoderStack {
                     sequence,
                     start: at,
                     end: at + 1,
+                    windowed: true,
                 }),
             }
         }
@@ -359,15 +384,17 @@ impl DecoderStack {
 
     /// The global and the local rotary tables at `positions`.
     fn rope_tables(&self, positions: &[usize]) -> [Option<RopeTable>; 2] {
+        let from = self.options.rope_from;
+        let at = || positions.iter().map(move |p| p + from);
         let global = match &self.positional {
-            Positional::Rotary(rope) => Some(rope.table(positions.iter().copied())),
+            Positional::Rotary(rope) => Some(rope.table(at())),
             Positional::Learned(_) => None,
         };
         let local = self
             .options
             .local_rope
             .as_ref()
-            .map(|rope| rope.table(positions.iter().copied()));
+            .map(|rope| rope.table(at()));
         [global, local]
     }
 
@@ -410,7 +437,7 @@ impl Network for DecoderStack {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
         let tables = self.rope_tables(&positions);
-        let blocks = self.image_blocks(batch.inserted, batch.tokens, 0);
+        let blocks = self.image_blocks(batch.inserted, rows, batch.tokens, 0);
         let residual = lens::wanted(captures);
         let heads_wanted = captures.iter().any(|c| c.head_outputs.is_some());
         let hidden = self.arch.hidden_size;
@@ -904,6 +931,7 @@ impl CausalLm for DecoderStack {
                 let moved = inserted.map(|i| Inserted {
                     rows: i.rows.iter().map(|r| r + past).collect(),
                     values: i.values.clone(),
+                    prefix: i.prefix,
                 });
                 return self.step_with(&all, moved.as_ref(), cache);
             }
@@ -921,7 +949,7 @@ impl CausalLm for DecoderStack {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
         let tables = self.rope_tables(&positions);
-        let blocks = self.image_blocks(inserted, rows, past);
+        let blocks = self.image_blocks(inserted, rows, rows, past);
         for (layer, cached) in self.layers.iter().zip(&mut cache.layers) {
             let mut sinks = [CaptureSink {
                 probs: None,

@@ -34,6 +34,11 @@ pub struct Inserted {
     pub rows: Vec<usize>,
     /// Their embeddings, `[rows.len(), hidden]`.
     pub values: Vec<f32>,
+    /// How many positions at the start of each sequence see each other in full, later ones
+    /// included, whatever the sliding window (PaliGemma's prefix-LM mask over its pictures and
+    /// prompt, transformers' `token_type_ids` 0); 0 for none. Positions count from the first
+    /// cached one, so a step past the prefix sees it only causally.
+    pub prefix: usize,
 }
 
 impl Inserted {
@@ -225,6 +230,13 @@ pub trait Multimodal: Sync {
     /// Whether a picture's image tokens see each other in full in the language model (Gemma
     /// 3's `token_type_ids` mask); `false`: the causal mask alone (LLaVA).
     fn bidirectional_pictures(&self) -> bool {
+        false
+    }
+
+    /// Whether the processor writes the pictures' image tokens first, then BOS, the prompt and
+    /// a newline, and the language model sees that whole prompt in full (PaliGemma's prefix-LM
+    /// mask, [`Inserted::prefix`]); `false`: the layout and mask of the methods above.
+    fn prefix_lm(&self) -> bool {
         false
     }
 

@@ -590,6 +590,7 @@ impl GemmaConfig {
                 final_softcap: self.final_softcap,
                 local_rope: self.local_rope.map(|(theta, s)| Rope::new(d, theta, s)),
                 image_blocks: false,
+                rope_from: 0,
             },
         })
     }

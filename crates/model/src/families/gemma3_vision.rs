@@ -124,7 +124,11 @@ impl Gemma3VisionConfig {
 
 /// The first of `prefixes` (from the file's root) under which the checkpoint holds `probe`,
 /// else the first.
-fn root_prefix(ckpt: &Checkpoint, prefixes: &[&'static str], probe: &str) -> &'static str {
+pub(super) fn root_prefix(
+    ckpt: &Checkpoint,
+    prefixes: &[&'static str],
+    probe: &str,
+) -> &'static str {
     prefixes
         .iter()
         .copied()

@@ -19,8 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, llava, phi3,
-    roberta, siglip, t5, vit,
+    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, llava, paligemma,
+    phi3, roberta, siglip, t5, vit,
 };
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
@@ -59,6 +59,7 @@ pub static FAMILIES: &[&Family] = &[
     &clip::CLIP_VISION,
     &siglip::SIGLIP_VISION,
     &llava::LLAVA,
+    &paligemma::PALIGEMMA,
 ];
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),

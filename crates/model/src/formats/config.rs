@@ -130,6 +130,13 @@ impl ConfigFile {
         }
     }
 
+    /// The same config without `field` (one an outer model overrides, as PaliGemma's
+    /// `text_config.use_bidirectional_attention`).
+    pub fn without(mut self, field: &str) -> ConfigFile {
+        self.fields.remove(field);
+        self
+    }
+
     /// The file, for messages.
     pub fn path(&self) -> &Path {
         &self.path

@@ -38,8 +38,10 @@ pub trait ScoreBias: Sync {
 
 /// A run of positions `start..end` of sequence `sequence` (key positions, counted from the
 /// first cached key) whose queries see every key of the run, later ones included, on top of a
-/// causal mask: transformers' `or_mask_function` over Gemma 3's image tokens (a sliding
-/// window still applies on top, as its `and_mask_function`).
+/// causal mask: transformers' `or_mask_function` over Gemma 3's image tokens (`windowed`: a
+/// sliding window still applies on top, as its `and_mask_function`), or its
+/// `block_sequence_ids` over PaliGemma's prefix (not `windowed`: the block is ORed onto the
+/// windowed causal mask, so a query sees its whole block however far back it starts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
     /// The sequence of the batch.
@@ -48,6 +50,8 @@ pub struct Block {
     pub start: usize,
     /// One past its last.
     pub end: usize,
+    /// Whether a sliding window still cuts inside the run.
+    pub windowed: bool,
 }
 
 /// Where one operand (queries, keys or values) of a batch sits: the vector of head `h` for
@@ -312,13 +316,13 @@ pub fn attention(
         // Causal: query i sees keys 0..=i + shift; keys from r1 + shift on are masked for the
         // whole block, so they are neither computed nor read.
         let shift = lk - lq.min(lk);
-        // A query inside a block sees its block's keys up to the block's end.
-        let block_end = |p: usize| {
+        let block_of = |p: usize| {
             blocks
                 .iter()
                 .find(|b| b.sequence == s && b.start <= p && p < b.end)
-                .map_or(p + 1, |b| b.end.max(p + 1))
         };
+        // A query inside a block sees its block's keys up to the block's end.
+        let block_end = |p: usize| block_of(p).map_or(p + 1, |b| b.end.max(p + 1));
         let cols = match mask {
             Mask::Bidirectional => lk,
             Mask::Causal => (r0..r1)
@@ -379,8 +383,12 @@ pub fn attention(
                 row[block_end(query + shift).min(cols)..cols].fill(f32::NEG_INFINITY);
             }
             if let Some(w) = window {
-                // Keys more than `w − 1` positions before the query's own.
-                let first = (query + shift + 1).saturating_sub(w).min(cols);
+                // Keys more than `w − 1` positions before the query's own, but for those of an
+                // unwindowed block it is in.
+                let mut first = (query + shift + 1).saturating_sub(w).min(cols);
+                if let Some(b) = block_of(query + shift).filter(|b| !b.windowed) {
+                    first = first.min(b.start);
+                }
                 row[..first].fill(f32::NEG_INFINITY);
             }
             row[cols..].fill(0.0);
@@ -554,14 +562,21 @@ mod tests {
                             score += Wavy::at(h, i, j);
                         }
                         let p = i + (lk - lq);
-                        let together = c
+                        // As transformers builds the mask: a windowed block is ORed onto the
+                        // causal mask before the window; an unwindowed one after it.
+                        let block = c
                             .blocks
                             .iter()
-                            .any(|b| b.sequence == s && (b.start..b.end).contains(&p) && j < b.end);
-                        if c.mask == Mask::Causal && j > p && !together {
-                            score = f64::NEG_INFINITY;
-                        }
-                        if c.window.is_some_and(|w| i + (lk - lq) >= j + w) {
+                            .find(|b| b.sequence == s && (b.start..b.end).contains(&p));
+                        let same = block.is_some_and(|b| (b.start..b.end).contains(&j));
+                        let causal = c.mask == Mask::Bidirectional || j <= p;
+                        let windowed = c.window.is_none_or(|w| p < j + w);
+                        let seen = match block {
+                            Some(b) if b.windowed => (causal || same) && windowed,
+                            Some(_) => causal && windowed || same,
+                            None => causal && windowed,
+                        };
+                        if !seen {
                             score = f64::NEG_INFINITY;
                         }
                         score
@@ -810,22 +825,35 @@ mod tests {
                 sequence: 0,
                 start: 3,
                 end: 9,
+                windowed: true,
             },
             Block {
                 sequence: 0,
                 start: 12,
                 end: 14,
+                windowed: true,
             },
             Block {
                 sequence: 1,
                 start: 0,
                 end: 5,
+                windowed: true,
             },
         ];
-        for (window, q_lens) in [
-            (None, vec![20, 7]),
-            (Some(4), vec![20, 7]),
-            (None, vec![15, 4]),
+        // The same runs unwindowed (PaliGemma's prefix): the window does not cut inside them.
+        let unwindowed: Vec<Block> = blocks
+            .iter()
+            .map(|b| Block {
+                windowed: false,
+                ..*b
+            })
+            .collect();
+        for (window, q_lens, blocks) in [
+            (None, vec![20, 7], &blocks),
+            (Some(4), vec![20, 7], &blocks),
+            (None, vec![15, 4], &blocks),
+            (Some(2), vec![20, 7], &unwindowed),
+            (Some(3), vec![15, 4], &unwindowed),
         ] {
             check(&Case {
                 q_lens,
