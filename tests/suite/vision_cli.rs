@@ -703,6 +703,69 @@ fn gemma3_s_pictures_see_themselves_in_full_and_the_json_says_so() {
     assert!(!shown(&llava()).contains(note));
 }
 
+/// PaliGemma's prompt (its 16 image tokens, BOS, the text and a newline) sees itself in full:
+/// the JSON says how many units (`prefix`), `render` reads that back over a sliding window that
+/// would otherwise hide those weights, the terminal's mask note says so, and what the model
+/// generates stays outside the prefix.
+#[test]
+fn paligemma_s_prompt_sees_itself_in_full_and_the_json_says_so() {
+    let pali = repo()
+        .join("tests/fixtures/tiny-paligemma")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pali.json");
+    let out = run(&[
+        "-m",
+        &pali,
+        "--image",
+        &image("wide45x37.png"),
+        "caption en",
+        "--generate",
+        "3",
+        "--quiet",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // 16 image tokens, `<s> c a p ti on ▁ en <0x0A>` (tests/reference/tiny-paligemma.json), then
+    // the 3 generated ones.
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 25 + 3);
+    assert_eq!(doc["prefix"], 25);
+    assert_eq!(doc["pictures"][0]["first"], 0);
+    assert_eq!(tokens[16], "<s>");
+    assert!(doc["layer_masks"][0]["window"].as_u64().unwrap() < 25);
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["prefix"], 25);
+    // Without its prefix the same weights are refused: the window would hide some.
+    let mut bare = doc.clone();
+    bare.as_object_mut().unwrap().remove("prefix");
+    let bare_path = dir.path().join("bare.json");
+    std::fs::write(&bare_path, serde_json::to_string(&bare).unwrap()).unwrap();
+    let refused = run(&["render", &bare_path.display().to_string(), "--quiet"]);
+    assert!(!refused.status.success());
+    // The terminal's mask note; LLaVA's run has none.
+    let note = "a prefix-LM mask, where they see each other in full";
+    let shown = |m: &str, text: &str| {
+        let out = run(&["-m", m, "--image", &image("own32.png"), text]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(shown(&pali, "caption en").contains(note));
+    assert!(!shown(&llava(), "What is this?").contains(note));
+}
+
 /// A vision-language model reads TEXT with --image: its image tokens are labelled by picture
 /// and grid cell, and the JSON's `pictures` says where they are and what the picture was (and
 /// reads back); the ids and the attention are the fidelity suite's (`fidelity::multimodal`).

@@ -249,6 +249,8 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         attention_holds: att.holds,
         image,
         pictures,
+        // In units: those that start inside the prefix's tokens.
+        prefix: spans.iter().filter(|s| s.start < att.prefix).count(),
         queries: UnitsDoc::of(att.queries(), att.level),
         keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),
     }

@@ -346,6 +346,9 @@ impl View<'_> {
                     "except within a picture: its image tokens see each other in full",
                 )?;
             }
+            if self.att.prefix > 0 {
+                t.say_as(Paint::Dim, &crate::image::prefix_note(self.att.prefix))?;
+            }
         }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             t.say_as(

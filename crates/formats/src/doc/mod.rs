@@ -309,6 +309,11 @@ pub struct BodyMeta<'a> {
     /// (`docs/json.md`, "Vision-language models"); absent for text alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pictures: Vec<image::PictureDoc>,
+    /// How many units at the start see each other in full under the causal mask, later ones
+    /// included, whatever the sliding window (a prefix-LM mask: PaliGemma's pictures and
+    /// prompt); absent for none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prefix: usize,
     /// The query units.
     #[serde(flatten)]
     pub queries: UnitsDoc<'a>,
@@ -580,3 +585,7 @@ pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
 
 #[cfg(test)]
 mod tests;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}

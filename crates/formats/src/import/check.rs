@@ -320,7 +320,8 @@ pub fn stated_mask(
 }
 
 /// Sliding windows (one per layer of `shape`) need a causal mask, and every weight outside a
-/// layer's window must be 0: a query `q` sees the keys `q − window + 1 ..= q`. Drawn as
+/// layer's window must be 0: a query `q` sees the keys `q − window + 1 ..= q`, but for a query
+/// among the first `prefix` units (a prefix-LM mask's), which sees all of them. Drawn as
 /// masked, a weight outside it would be hidden.
 pub fn windows(
     name: &str,
@@ -328,6 +329,7 @@ pub fn windows(
     mask: MaskKind,
     shape: &[usize; 4],
     weights: &[f32],
+    prefix: usize,
 ) -> Result<(), ImportError> {
     let [layers, heads, q, k] = *shape;
     if windows.len() != layers {
@@ -355,7 +357,8 @@ pub fn windows(
             .par_chunks(q * k)
             .enumerate()
             .find_map_first(|(h, m)| {
-                (w..q).find_map(|row| {
+                // The rows of a prefix-LM mask's prefix see all of it, window or not.
+                (w.max(prefix)..q).find_map(|row| {
                     m[row * k..row * k + row + 1 - w]
                         .iter()
                         .position(|&x| x != 0.0)

@@ -103,6 +103,8 @@ struct Doc {
     image: Option<ChargedImage>,
     #[serde(default)]
     pictures: Option<Vec<ChargedPicture>>,
+    #[serde(default)]
+    prefix: usize,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -547,6 +549,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         )?,
         image: None,
         pictures: Vec::new(),
+        prefix: 0,
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,
@@ -563,6 +566,14 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         let image =
             super::image::input(image, tokens, shape[0]).map_err(|e| bad(DocProblem::Image(e)))?;
         origin.image = Some(image);
+    }
+    if doc.prefix > 0 {
+        // In tokens: up to the end of the prefix's last unit.
+        origin.prefix = match &queries.spans {
+            Some(spans) => spans.get(doc.prefix - 1).map(|s| s.end),
+            None => (doc.prefix <= shape[2]).then_some(doc.prefix),
+        }
+        .ok_or_else(|| bad(DocProblem::PrefixUnits { units: doc.prefix }))?;
     }
     for ChargedPicture(p) in doc.pictures.into_iter().flatten() {
         // `first` is a unit; the picture's tokens start where that unit's span does.

@@ -73,6 +73,12 @@ pub enum DocProblem {
     /// An `image` section that does not fit the attention.
     #[error(transparent)]
     Image(#[from] ImageSectionError),
+    /// A prefix longer than the units.
+    #[error("its prefix of {units} units that see each other is longer than the tokens")]
+    PrefixUnits {
+        /// Its `prefix`.
+        units: usize,
+    },
     /// A picture whose first unit is not one of the units.
     #[error("a picture's first unit {unit} is not one of the tokens")]
     PictureUnit {

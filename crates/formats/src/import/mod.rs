@@ -279,6 +279,8 @@ pub struct Origin {
     /// A vision-language model's pictures, each a run of image tokens (the JSON's
     /// `pictures`).
     pub pictures: Vec<crate::attention::image::PictureTokens>,
+    /// How many tokens at the start see each other in full (the JSON's `prefix`, in units).
+    pub prefix: usize,
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -628,7 +630,12 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     check::values(&name, &shape, &weights)?;
     // The units of each picture whose image tokens see each other in full (Gemma 3): their
     // rows may weigh the run's later keys under a causal mask.
-    let open: Vec<Range<usize>> = origin.as_ref().map_or_else(Vec::new, |o| {
+    // The units inside a prefix-LM mask's prefix, which see each other in full.
+    let prefix_units = origin.as_ref().map_or(0, |o| match &queries.spans {
+        Some(spans) => spans.iter().filter(|s| s.start < o.prefix).count(),
+        None => o.prefix,
+    });
+    let mut open: Vec<Range<usize>> = origin.as_ref().map_or_else(Vec::new, |o| {
         o.pictures
             .iter()
             .filter(|p| p.bidirectional)
@@ -641,6 +648,9 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
             })
             .collect()
     });
+    if prefix_units > 0 {
+        open.insert(0, 0..prefix_units);
+    }
     check::stated_mask(&name, mask, &shape, &weights, &open)?;
     if let Some(kv) = origin.as_ref().and_then(|o| o.kv_head.as_deref()) {
         check::kv_heads(&name, kv, heads)?;
@@ -668,7 +678,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         .map(|o| (o.positions, o.layer_numbers.clone(), o.windows.clone()))
         .unwrap_or_default();
     if let Some(windows) = &windows {
-        check::windows(&name, windows, mask, &shape, &weights)?;
+        check::windows(&name, windows, mask, &shape, &weights, prefix_units)?;
     }
     let image = origin.as_mut().and_then(|o| o.image.take());
     let pictures = origin
@@ -676,6 +686,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         .map(|o| std::mem::take(&mut o.pictures))
         .unwrap_or_default();
     let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
+    let prefix = origin.as_ref().map_or(0, |o| o.prefix);
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -717,6 +728,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         _ => Ok(a),
     })
     .and_then(|a| a.with_pictures(pictures))
+    .and_then(|a| a.with_prefix(prefix))
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
         a.holds = holds;

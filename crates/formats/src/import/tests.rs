@@ -245,6 +245,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         layer_numbers: None,
         image: None,
         pictures: Vec::new(),
+        prefix: 0,
         target: None,
         generated_text: None,
     }

@@ -62,6 +62,8 @@ const QSIDE = sideOf(meta, SPECIAL);
 const KSIDE = SQUARE ? QSIDE : sideOf(KMETA, KMETA.roles.map(isSpecialRole));
 /** A causal mask: query q cannot see a key after it (token positions). */
 const CAUSAL = meta.mask === 'causal';
+/** How many tokens at the start see each other in full (a prefix-LM mask); 0 for none. */
+const PREFIX = meta.prefix_tokens || 0;
 /** Each captured layer's sliding window (null: none): Mistral, Gemma, Qwen with windows. */
 const WINDOWS = meta.windows || [];
 /** The key/value head each query head reads; several share one under grouped-query attention. */
@@ -384,6 +386,8 @@ function unitMasked(a, b, layer = null) {
   const list = units().list;
   const q = list[a].tokens;
   const k = keyUnits().list[b].tokens;
+  // A prefix-LM mask's prefix (its pictures and prompt) sees itself in full, whatever the window.
+  if (PREFIX > 0 && q[0] < PREFIX && k[0] < PREFIX) return false;
   if (k[0] > q[q.length - 1]) return true;
   // A layer's sliding window: keys whose last token is `w` or more tokens before the query's
   // first are outside it.

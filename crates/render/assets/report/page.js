@@ -75,6 +75,7 @@ function setupControls() {
   $('head-causal-hint').hidden = !CAUSAL;
   const extra = [];
   if (CAUSAL) extra.push('Hatched: masked cells, keys after the query (causal mask).');
+  if (PREFIX > 0) extra.push('The first ' + PREFIX + ' tokens, the prompt with its pictures, see each other in full (a prefix-LM mask).');
   if (FIRST_GEN >= 0) extra.push('Orange edges mark the tokens the model generated.');
   if (GROUPED) extra.push('Heads sharing a key/value head are bracketed above the columns.');
   $('model-extra-hint').textContent = extra.length ? ' ' + extra.join(' ') : '';
@@ -326,6 +327,7 @@ function fillSummary() {
   if (meta.pair !== null && meta.pair !== undefined) rows.push(['Sentence B', meta.pair]);
   rows.push(['Attention', (meta.kind === 'self' ? 'self-attention' : kindName(meta.kind)) + (CAUSAL
     ? ', causal: a token sees itself and the tokens before it; the views hatch (matrix, model) or leave out (head view) the keys after it'
+      + (PREFIX > 0 ? '; but the first ' + PREFIX + ' tokens (the prompt with its pictures) see each other in full, whatever the sliding window: a prefix-LM mask' : '')
     : SQUARE ? ', bidirectional: every token sees every token'
       : ': every decoder (target) token, the query, sees every encoder (source) token, the keys')]);
   if (GROUPED) {

@@ -74,6 +74,13 @@ struct KindMeta<'a> {
     /// follow, one per cell); absent for a vision model, whose tokens are the cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     image_first: Option<usize>,
+    /// How many tokens at the start see each other in full (a prefix-LM mask); absent for none.
+    #[serde(skip_serializing_if = "is_zero")]
+    prefix_tokens: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What the image view needs: the grid, what each token is, the sizes and the preprocessing
@@ -393,6 +400,7 @@ impl<'a> KindMeta<'a> {
                 .then(|| att.pictures.first())
                 .flatten()
                 .and_then(|p| att.queries().spans.iter().position(|s| s.start == p.first)),
+            prefix_tokens: att.prefix,
         }
     }
 }

@@ -668,6 +668,9 @@ fn notes(att: &Attention) -> Vec<String> {
         if att.pictures.iter().any(|p| p.bidirectional) {
             notes.push("except within a picture: its image tokens see each other in full".into());
         }
+        if att.prefix > 0 {
+            notes.push(prefix_note(att.prefix));
+        }
     }
     let windows: Vec<String> = att
         .windows()
@@ -723,4 +726,13 @@ pub(crate) fn text_on(c: theme::Rgb) -> theme::Rgb {
     } else {
         theme::Rgb(0xff, 0xff, 0xff)
     }
+}
+
+/// The mask note of a prefix-LM mask over the first `tokens` tokens (the same words in every
+/// view).
+pub fn prefix_note(tokens: usize) -> String {
+    format!(
+        "except within the prompt's first {tokens} tokens (its pictures and text): a prefix-LM \
+         mask, where they see each other in full, whatever the sliding window"
+    )
 }
