@@ -430,3 +430,45 @@ pub trait Seq2Seq: Sync {
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error>;
 }
+
+/// `impl Network` for a vision-language network that is its own [`Multimodal`] and whose
+/// language model is its `text` field (a [`DecoderStack`](super::decoder::DecoderStack)): every
+/// text-side call goes to `text` (LLaVA, Gemma 3 with pictures, PaliGemma).
+macro_rules! vision_language_network {
+    ($network:ty) => {
+        impl $crate::blocks::network::Network for $network {
+            fn architecture(&self) -> &$crate::blocks::network::Architecture {
+                &self.text.arch
+            }
+
+            fn forward(
+                &self,
+                batch: &$crate::blocks::network::Batch<'_>,
+                captures: &mut [$crate::blocks::capture::SequenceCapture],
+            ) -> Vec<f32> {
+                $crate::blocks::network::Network::forward(&self.text, batch, captures)
+            }
+
+            fn causal_lm(&self) -> Option<&dyn $crate::blocks::network::CausalLm> {
+                self.text.causal_lm()
+            }
+
+            fn multimodal(&self) -> Option<&dyn $crate::blocks::network::Multimodal> {
+                Some(self)
+            }
+
+            fn unembedding(&self) -> Option<&dyn $crate::blocks::network::Unembedding> {
+                self.text.unembedding()
+            }
+
+            fn interventions(&self) -> Option<&dyn $crate::blocks::network::Interventions> {
+                self.text.interventions()
+            }
+
+            fn value_zeroing(&self) -> Option<&dyn $crate::blocks::network::ValueZeroing> {
+                self.text.value_zeroing()
+            }
+        }
+    };
+}
+pub(crate) use vision_language_network;

@@ -24,10 +24,7 @@ use crate::blocks::capture::SequenceCapture;
 use crate::blocks::decoder::DecoderStack;
 use crate::blocks::family::FamilyConfig;
 use crate::blocks::layers::{Linear, Norm};
-use crate::blocks::network::{
-    Architecture, Batch, CausalLm, Framing, Interventions, Multimodal, Network, Unembedding,
-    ValueZeroing,
-};
+use crate::blocks::network::{Architecture, Framing, Multimodal, Network};
 use crate::blocks::vision::{Vision, VisionEncoder};
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Instead, Unsupported};
@@ -202,35 +199,7 @@ pub struct Gemma3Vision {
     framing: Framing,
 }
 
-impl Network for Gemma3Vision {
-    fn architecture(&self) -> &Architecture {
-        &self.text.arch
-    }
-
-    fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32> {
-        self.text.forward(batch, captures)
-    }
-
-    fn causal_lm(&self) -> Option<&dyn CausalLm> {
-        self.text.causal_lm()
-    }
-
-    fn multimodal(&self) -> Option<&dyn Multimodal> {
-        Some(self)
-    }
-
-    fn unembedding(&self) -> Option<&dyn Unembedding> {
-        self.text.unembedding()
-    }
-
-    fn interventions(&self) -> Option<&dyn Interventions> {
-        self.text.interventions()
-    }
-
-    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
-        self.text.value_zeroing()
-    }
-}
+crate::blocks::network::vision_language_network!(Gemma3Vision);
 
 impl Multimodal for Gemma3Vision {
     fn tower_architecture(&self) -> &Architecture {

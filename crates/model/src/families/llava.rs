@@ -21,9 +21,7 @@ use crate::blocks::capture::SequenceCapture;
 use crate::blocks::decoder::DecoderStack;
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::layers::Linear;
-use crate::blocks::network::{
-    Architecture, Batch, CausalLm, Interventions, Multimodal, Network, Unembedding, ValueZeroing,
-};
+use crate::blocks::network::{Architecture, Multimodal, Network};
 use crate::blocks::vision::{Vision, VisionEncoder};
 use crate::error::Error;
 use crate::formats::config::{
@@ -332,35 +330,7 @@ pub struct Llava {
     image_token: u32,
 }
 
-impl Network for Llava {
-    fn architecture(&self) -> &Architecture {
-        &self.text.arch
-    }
-
-    fn forward(&self, batch: &Batch<'_>, captures: &mut [SequenceCapture]) -> Vec<f32> {
-        self.text.forward(batch, captures)
-    }
-
-    fn causal_lm(&self) -> Option<&dyn CausalLm> {
-        self.text.causal_lm()
-    }
-
-    fn multimodal(&self) -> Option<&dyn Multimodal> {
-        Some(self)
-    }
-
-    fn unembedding(&self) -> Option<&dyn Unembedding> {
-        self.text.unembedding()
-    }
-
-    fn interventions(&self) -> Option<&dyn Interventions> {
-        self.text.interventions()
-    }
-
-    fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
-        self.text.value_zeroing()
-    }
-}
+crate::blocks::network::vision_language_network!(Llava);
 
 impl Multimodal for Llava {
     fn tower_architecture(&self) -> &Architecture {
