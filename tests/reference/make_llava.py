@@ -51,7 +51,6 @@ from transformers import (
     AutoProcessor,
     AutoTokenizer,
     CLIPVisionConfig,
-    GenerationConfig,
     LlamaConfig,
     LlavaConfig,
     LlavaForConditionalGeneration,
@@ -63,6 +62,7 @@ from tokenizers import AddedToken
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_families import Gains, generate_vs_rerun, randomise, summarise_config  # noqa: E402
+import vlmlib  # noqa: E402
 from reflib import (  # noqa: E402
     FIXTURES,
     REFERENCE,
@@ -280,13 +280,6 @@ def relayout(tensors: dict, hub: bool) -> dict:
     return out
 
 
-def weight_keys(folder: Path) -> list[str]:
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "np") as f:
-        return sorted(f.keys())
-
-
 # --------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------
@@ -310,7 +303,7 @@ class Runner:
         self.model = model
         self.catcher = AttentionCatcher(model)
         inner = model.model
-        self.seen: dict[str, torch.Tensor] = {}
+        self.hooks = vlmlib.Hooks(inner.language_model)
         feature_layer = model.config.vision_feature_layer
         feature_layers = [feature_layer] if isinstance(feature_layer, int) else list(feature_layer)
         layers = inner.vision_tower.encoder.layers
@@ -323,25 +316,14 @@ class Runner:
             assert 0 <= index < len(layers), feature_layer
             key = f"vision_layer_{index}"
             if key not in self.feature_keys:
-                layers[index].register_forward_hook(self._store(key))
+                layers[index].register_forward_hook(self.hooks.store(key))
             self.feature_keys.append(key)
-        inner.language_model.register_forward_hook(self._store("lm_out"))
-        inner.language_model.register_forward_pre_hook(self._store_embeds, with_kwargs=True)
 
-    def _store(self, what):
-        def hook(_m, _i, output):
-            out = output[0] if isinstance(output, tuple) else output
-            out = out.last_hidden_state if hasattr(out, "last_hidden_state") else out
-            self.seen.setdefault(what, []).append(out.detach().clone())
 
-        return hook
-
-    def _store_embeds(self, _m, _args, kwargs):
-        self.seen.setdefault("inputs_embeds", []).append(kwargs["inputs_embeds"].detach().clone())
 
     @torch.no_grad()
     def run(self, ids: torch.Tensor, pixels: torch.Tensor) -> dict:
-        self.seen = {}
+        self.hooks.seen = {}
         dtype = next(self.model.parameters()).dtype
         with self.catcher.catching():
             out = self.model(
@@ -365,17 +347,17 @@ class Runner:
         # positions.
         chosen = []
         for key in self.feature_keys:
-            (state,) = self.seen[key]
+            (state,) = self.hooks.seen[key]
             chosen.append(state[:, V.skip :])
         # (one stage is not copied, as transformers does not: a copy could round differently)
         selected = chosen[0] if len(chosen) == 1 else torch.cat(chosen, dim=-1)
         assert torch.equal(self.model.model.multi_modal_projector(selected).flatten(0, 1), features)
-        (embeds,) = self.seen["inputs_embeds"]
+        (embeds,) = self.hooks.seen["inputs_embeds"]
         at_image = ids[0] == self.model.config.image_token_id
         assert int(at_image.sum()) == features.shape[0], (int(at_image.sum()), features.shape)
         assert torch.equal(embeds[0][at_image], features)
         assert torch.equal(embeds[0][~at_image], self.model.get_input_embeddings()(ids[0][~at_image]))
-        (hidden,) = self.seen["lm_out"]
+        (hidden,) = self.hooks.seen["lm_out"]
         return {
             "pixel_values": pixels,
             "vision_attentions": vision,
@@ -387,19 +369,6 @@ class Runner:
         }
 
 
-def generation_config(model, use_cache: bool) -> GenerationConfig:
-    text = model.config.text_config
-    return GenerationConfig(
-        use_cache=use_cache,
-        max_new_tokens=GEN_TOKENS,
-        do_sample=False,
-        num_beams=1,
-        eos_token_id=text.eos_token_id,
-        pad_token_id=text.eos_token_id,
-        bos_token_id=text.bos_token_id,
-    )
-
-
 @torch.no_grad()
 def generate(model, runner: Runner, tok, ids, pixels, store: TensorStore) -> dict:
     """Greedy generation with the KV cache, checked against generation without it and against
@@ -407,11 +376,11 @@ def generate(model, runner: Runner, tok, ids, pixels, store: TensorStore) -> dic
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixels)
     cached = model.generate(
         **kwargs,
-        generation_config=generation_config(model, True),
+        generation_config=vlmlib.generation_config(model, True, GEN_TOKENS),
         output_attentions=True,
         return_dict_in_generate=True,
     )
-    plain = model.generate(**kwargs, generation_config=generation_config(model, False))
+    plain = model.generate(**kwargs, generation_config=vlmlib.generation_config(model, False, GEN_TOKENS))
     seq = cached.sequences[0].tolist()
     assert seq == plain[0].tolist(), (seq, plain[0].tolist())
     prompt = ids[0].tolist()
@@ -502,12 +471,7 @@ def hub_layout_loads(loaded, keys: list[str]) -> bool:
 
 
 def load(dtype=torch.float32):
-    model, info = AutoModelForImageTextToText.from_pretrained(
-        TARGET, attn_implementation="eager", dtype=dtype, output_loading_info=True
-    )
-    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
-    assert type(model) is LlavaForConditionalGeneration, type(model)
-    return model.eval()
+    return vlmlib.load(TARGET, LlavaForConditionalGeneration, dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -530,24 +494,9 @@ def summary(cfg) -> dict:
         )
     }
     vision = cfg.vision_config
-    top["vision_config"] = dict(
-        model_type=vision.model_type,
-        hidden_size=vision.hidden_size,
-        intermediate_size=vision.intermediate_size,
-        num_hidden_layers=vision.num_hidden_layers,
-        num_attention_heads=vision.num_attention_heads,
-        image_size=vision.image_size,
-        patch_size=vision.patch_size,
-        hidden_act=vision.hidden_act,
-        layer_norm_eps=vision.layer_norm_eps,
-    )
+    top["vision_config"] = vlmlib.vision_summary(vision)
     top["text_config"] = summarise_config(cfg.text_config)
     return top
-
-
-def spread(attn: torch.Tensor) -> float:
-    """Mean over rows of the largest weight per row (causal rows included)."""
-    return round(float(attn.max(-1).values.mean()), 3)
 
 
 @torch.no_grad()
@@ -575,7 +524,7 @@ def main() -> None:
     model, model64 = load(), load(torch.float64)
     cfg = model.config
     assert cfg.image_token_id == cfg.image_token_index == image_token_id
-    keys = weight_keys(TARGET)
+    keys = vlmlib.weight_keys(TARGET)
     if V.hub_layout:
         prefixes = ("vision_tower.vision_model.", "language_model.model.", "multi_modal_projector.")
         assert all(k.startswith(prefixes) or k == "language_model.lm_head.weight" for k in keys), keys
@@ -613,7 +562,11 @@ def main() -> None:
             f32_vs_f64_max_abs={what: max_abs(ref[what], ref64[what]) for what in ref if what != "pixel_values"},
         )
         spreads.append(
-            dict(case=case["name"], vision=spread(ref["vision_attentions"]), text=spread(ref["attentions"]))
+            dict(
+                case=case["name"],
+                vision=vlmlib.spread(ref["vision_attentions"]),
+                text=vlmlib.spread(ref["attentions"]),
+            )
         )
         cases.append(entry)
         if case["name"] == V.generate_case:

@@ -25,8 +25,9 @@ tower's last hidden state, and are what the language model receives at the image
 every prompt token attends to every other prompt token, later ones and those further back than
 the sliding window included, while the generated tokens see no later token and, on sliding
 layers, nothing past the window; positions count from 1 (rotary positions are relative, so the
-same run with positions from 0 differs by rounding only, but by up to 2e-5: recorded); generate() with and without its KV cache picks the same tokens, and its
-per-step attention agrees with a re-run over the whole sequence.
+same run with positions from 0 differs by rounding only, but by up to 2e-5: recorded);
+generate() with and without its KV cache picks the same tokens, and its per-step attention
+agrees with a re-run over the whole sequence.
 """
 
 from __future__ import annotations
@@ -39,11 +40,9 @@ import PIL
 import torch
 from PIL import Image
 from transformers import (
-    AutoModelForImageTextToText,
     AutoProcessor,
     AutoTokenizer,
     Gemma2Config,
-    GenerationConfig,
     PaliGemmaConfig,
     PaliGemmaForConditionalGeneration,
     PaliGemmaProcessor,
@@ -53,6 +52,7 @@ from transformers.models.siglip.image_processing_pil_siglip import SiglipImagePr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_families import Gains, generate_vs_rerun, randomise, summarise_config  # noqa: E402
+import vlmlib  # noqa: E402
 from reflib import (  # noqa: E402
     FIXTURES,
     REFERENCE,
@@ -159,13 +159,6 @@ def save(model, processor: PaliGemmaProcessor) -> None:
     shutil.copyfile(TOKENIZER_SOURCE / "tokenizer.model", TARGET / "tokenizer.model")
 
 
-def weight_keys(folder: Path) -> list[str]:
-    from safetensors import safe_open
-
-    with safe_open(folder / "model.safetensors", "np") as f:
-        return sorted(f.keys())
-
-
 def encode(processor, case: dict) -> dict:
     pictures = [Image.open(IMAGES / name) for name in case["images"]]
     enc = processor(images=[pictures], text=[case["text"]], return_tensors="pt")
@@ -179,25 +172,14 @@ class Runner:
         self.model = model
         self.catcher = AttentionCatcher(model)
         inner = model.model
-        self.seen: dict[str, list] = {}
-        inner.vision_tower.register_forward_hook(self._store("vision_out"))
-        inner.language_model.register_forward_hook(self._store("lm_out"))
-        inner.language_model.register_forward_pre_hook(self._store_embeds, with_kwargs=True)
+        self.hooks = vlmlib.Hooks(inner.language_model, positions=True)
+        inner.vision_tower.register_forward_hook(self.hooks.store("vision_out"))
 
-    def _store(self, what):
-        def hook(_m, _i, output):
-            out = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-            self.seen.setdefault(what, []).append(out.detach().clone())
 
-        return hook
-
-    def _store_embeds(self, _m, _args, kwargs):
-        self.seen.setdefault("inputs_embeds", []).append(kwargs["inputs_embeds"].detach().clone())
-        self.seen.setdefault("position_ids", []).append(kwargs["position_ids"].detach().clone())
 
     @torch.no_grad()
     def run(self, ids: torch.Tensor, types: torch.Tensor, pixels: torch.Tensor, position_ids=None) -> dict:
-        self.seen = {}
+        self.hooks.seen = {}
         dtype = next(self.model.parameters()).dtype
         with self.catcher.catching():
             out = self.model(
@@ -218,14 +200,14 @@ class Runner:
         vision = torch.stack(vision_calls).transpose(0, 1)
         assert len(vision_calls) == self.model.config.vision_config.num_hidden_layers
         assert torch.equal(torch.stack(text_calls), text), "caught text weights differ"
-        (last,) = self.seen["vision_out"]
+        (last,) = self.hooks.seen["vision_out"]
         assert torch.equal(self.model.model.multi_modal_projector(last).flatten(0, 1), features)
-        (embeds,) = self.seen["inputs_embeds"]
+        (embeds,) = self.hooks.seen["inputs_embeds"]
         at_image = ids[0] == self.model.config.image_token_id
         assert int(at_image.sum()) == features.shape[0], (int(at_image.sum()), features.shape)
         assert torch.equal(embeds[0][at_image], features)
-        (positions,) = self.seen["position_ids"]
-        (hidden,) = self.seen["lm_out"]
+        (positions,) = self.hooks.seen["position_ids"]
+        (hidden,) = self.hooks.seen["lm_out"]
         return {
             "pixel_values": pixels,
             "vision_attentions": vision,
@@ -267,30 +249,17 @@ def check_prefix(attn: torch.Tensor, prefix: int, n: int, window: int, layer_typ
     return later
 
 
-def generation_config(model, use_cache: bool) -> GenerationConfig:
-    text = model.config.text_config
-    return GenerationConfig(
-        use_cache=use_cache,
-        max_new_tokens=GEN_TOKENS,
-        do_sample=False,
-        num_beams=1,
-        eos_token_id=text.eos_token_id,
-        pad_token_id=text.eos_token_id,
-        bos_token_id=text.bos_token_id,
-    )
-
-
 @torch.no_grad()
 def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     ids, types, pixels = enc["input_ids"], enc["token_type_ids"], enc["pixel_values"]
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types, pixel_values=pixels)
     cached = model.generate(
         **kwargs,
-        generation_config=generation_config(model, True),
+        generation_config=vlmlib.generation_config(model, True, GEN_TOKENS),
         output_attentions=True,
         return_dict_in_generate=True,
     )
-    plain = model.generate(**kwargs, generation_config=generation_config(model, False))
+    plain = model.generate(**kwargs, generation_config=vlmlib.generation_config(model, False, GEN_TOKENS))
     seq = cached.sequences[0].tolist()
     assert seq == plain[0].tolist(), (seq, plain[0].tolist())
     prompt = ids[0].tolist()
@@ -338,37 +307,17 @@ def same_as_built(built, loaded, enc) -> None:
 
 
 def load(dtype=torch.float32):
-    model, info = AutoModelForImageTextToText.from_pretrained(
-        TARGET, attn_implementation="eager", dtype=dtype, output_loading_info=True
-    )
-    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
-    assert type(model) is PaliGemmaForConditionalGeneration, type(model)
-    return model.eval()
+    return vlmlib.load(TARGET, PaliGemmaForConditionalGeneration, dtype)
 
 
 def summary(cfg) -> dict:
     top = {k: getattr(cfg, k) for k in ("model_type", "image_token_index", "projection_dim")}
     vision = cfg.vision_config
-    top["vision_config"] = dict(
-        model_type=vision.model_type,
-        hidden_size=vision.hidden_size,
-        intermediate_size=vision.intermediate_size,
-        num_hidden_layers=vision.num_hidden_layers,
-        num_attention_heads=vision.num_attention_heads,
-        image_size=vision.image_size,
-        patch_size=vision.patch_size,
-        hidden_act=vision.hidden_act,
-        layer_norm_eps=vision.layer_norm_eps,
-        vision_use_head=vision.vision_use_head,
-    )
+    top["vision_config"] = vlmlib.vision_summary(vision, "vision_use_head")
     top["text_config"] = summarise_config(cfg.text_config)
     top["text_config"]["layer_types"] = list(cfg.text_config.layer_types)
     top["text_config"]["use_bidirectional_attention"] = cfg.text_config.use_bidirectional_attention
     return top
-
-
-def spread(attn: torch.Tensor) -> float:
-    return round(float(attn.max(-1).values.mean()), 3)
 
 
 @torch.no_grad()
@@ -390,7 +339,7 @@ def main() -> None:
     cfg = model.config
     image_token_id = cfg.image_token_id
     assert image_token_id == processor.image_token_id
-    keys = weight_keys(TARGET)
+    keys = vlmlib.weight_keys(TARGET)
     runner, runner64 = Runner(model), Runner(model64)
     text_cfg = cfg.text_config
 
@@ -449,7 +398,13 @@ def main() -> None:
                 what: max_abs(ref[what], ref64[what]) for what in ref if what not in ("pixel_values", "position_ids")
             },
         )
-        spreads.append(dict(case=case["name"], vision=spread(ref["vision_attentions"]), text=spread(ref["attentions"])))
+        spreads.append(
+            dict(
+                case=case["name"],
+                vision=vlmlib.spread(ref["vision_attentions"]),
+                text=vlmlib.spread(ref["attentions"]),
+            )
+        )
         cases.append(entry)
         if case["name"] == GENERATE_CASE:
             generations.append(generate(model, runner, tok, enc, store))
