@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::attention::{Attention, AttentionKind, HeadSel, MaskKind, Selection};
+use crate::band::{Band, Banded};
 use crate::colormap::{viridis, Rgb};
 pub use crate::term::{escape_controls, is_bidi_control};
 use crate::term::{Line, Paint, Term};
@@ -29,6 +30,9 @@ pub struct TerminalOptions {
     /// Label tokens as the tokenizer's vocabulary has them (`Ġquick`) rather than as a reader
     /// reads them (`quick`; see [`crate::attention::display`]).
     pub raw_tokens: bool,
+    /// Show a vision-language model's pictures token by token (`<img1 r,c>`) rather than each
+    /// as one band of the matrix (see [`crate::band`]).
+    pub expand_pictures: bool,
 }
 
 impl Default for TerminalOptions {
@@ -39,6 +43,7 @@ impl Default for TerminalOptions {
             top: 3,
             max_full: 48,
             raw_tokens: false,
+            expand_pictures: false,
         }
     }
 }
@@ -55,11 +60,30 @@ const MASKED: &str = "  ";
 /// [`crate::attention::SelectionError`].
 ///
 /// Rows are the query units and columns the key units (the same list for self-attention);
-/// cells the query could not see ([`Attention::is_masked`]) are left blank.
+/// cells the query could not see ([`Attention::is_masked`]) are left blank. A vision-language
+/// model's pictures are one band each ([`crate::band::banded`]) unless the options expand them.
 pub fn write_view(
     att: &Attention,
     selection: Selection,
     opts: &TerminalOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    match (!opts.expand_pictures)
+        .then(|| crate::band::banded(att))
+        .flatten()
+    {
+        Some(b) => view_of(&b.attention, selection, opts, Some(&b), w),
+        None => view_of(att, selection, opts, None, w),
+    }
+}
+
+/// [`write_view`] of the view `att` as it is shown: `banded`'s attention, when the pictures are
+/// bands.
+fn view_of(
+    att: &Attention,
+    selection: Selection,
+    opts: &TerminalOptions,
+    banded: Option<&Banded>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let Selection { layer, head } = att
@@ -67,7 +91,8 @@ pub fn write_view(
         .check_selection(selection)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let matrix = att.matrix(layer, head);
-    let names = Names::of(att, opts.raw_tokens);
+    let names = Names::of(att, opts.raw_tokens, banded);
+    let note = banded.map(Banded::note);
     let view = View {
         att,
         layer,
@@ -75,6 +100,8 @@ pub fn write_view(
         opts,
         names: &names,
         text: None,
+        band_note: note.as_deref(),
+        bands: banded.map_or(&[], |b| &b.bands),
     };
     let t = &mut Term::new(w, opts.color);
     view.title(layer, head, t)?;
@@ -109,6 +136,10 @@ struct View<'a> {
     names: &'a Names,
     /// What the cells are when they are not this layer's attention ([`write_matrix_view`]).
     text: Option<&'a MatrixText>,
+    /// What a picture's band holds, when the pictures are banded.
+    band_note: Option<&'a str>,
+    /// The pictures' bands, when they are banded.
+    bands: &'a [Band],
 }
 
 /// The words of a token × token matrix that is not attention (ALTI's contributions), for
@@ -128,7 +159,8 @@ pub struct MatrixText {
 /// A token × token matrix of `att`'s tokens that is not its attention (one of ALTI's), `[nq,
 /// nk]` row-major, drawn as the attention view draws a layer: the heatmap where it fits, then
 /// each row's strongest columns (the list alone where the heatmap does not fit). Only the causal
-/// mask blanks cells: a sliding window does not bound what flows through several layers.
+/// mask blanks cells: a sliding window does not bound what flows through several layers. A
+/// vision-language model's pictures are banded as in [`write_view`].
 pub fn write_matrix_view(
     att: &Attention,
     matrix: &[f32],
@@ -147,7 +179,29 @@ pub fn write_matrix_view(
             ),
         ));
     }
-    let names = Names::of(att, opts.raw_tokens);
+    if let Some(b) = (!opts.expand_pictures)
+        .then(|| crate::band::banded(att))
+        .flatten()
+    {
+        if let Some(banded) = b.matrix(matrix) {
+            return matrix_view_of(&b.attention, &banded, text, opts, Some(&b), w);
+        }
+    }
+    matrix_view_of(att, matrix, text, opts, None, w)
+}
+
+/// [`write_matrix_view`] of the view `att` as it is shown.
+fn matrix_view_of(
+    att: &Attention,
+    matrix: &[f32],
+    text: &MatrixText,
+    opts: &TerminalOptions,
+    banded: Option<&Banded>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    let names = Names::of(att, opts.raw_tokens, banded);
+    let note = banded.map(Banded::note);
     let view = View {
         att,
         layer: 0,
@@ -155,6 +209,8 @@ pub fn write_matrix_view(
         opts,
         names: &names,
         text: Some(text),
+        band_note: note.as_deref(),
+        bands: banded.map_or(&[], |b| &b.bands),
     };
     let t = &mut Term::new(w, opts.color);
     view.wrap(&text.title, Paint::Bold, t)?;
@@ -191,11 +247,22 @@ struct Names {
 }
 
 impl Names {
-    fn of(att: &Attention, raw: bool) -> Names {
-        Names {
+    /// With the pictures `banded`, each band is named by its picture alone (`picture 1`: the
+    /// grid would not fit a label's columns; the note under the legend gives it).
+    fn of(att: &Attention, raw: bool, banded: Option<&Banded>) -> Names {
+        let mut names = Names {
             queries: att.queries().named(raw),
             keys: att.keys().named(raw),
+        };
+        for b in banded.map_or(&[][..], |b| &b.bands) {
+            let name = format!("picture {}", b.picture + 1);
+            for side in [&mut names.queries, &mut names.keys] {
+                if let Some(n) = side.get_mut(b.unit) {
+                    n.clone_from(&name);
+                }
+            }
         }
+        names
     }
 }
 
@@ -250,7 +317,21 @@ impl View<'_> {
             (crate::attention::Level::Word, false) => "words",
             (crate::attention::Level::Word, true) => "word",
         };
-        let size = if att.is_square() {
+        let size = if !self.bands.is_empty() && att.is_square() {
+            // The pictures' bands are not tokens: say how many tokens each stands for.
+            let tokens: usize = self.bands.iter().map(|b| b.units).sum();
+            let names: Vec<String> = self
+                .bands
+                .iter()
+                .map(|b| (b.picture + 1).to_string())
+                .collect();
+            format!(
+                "{} {unit} + picture{} {} ({tokens} image {unit})",
+                self.nq() - self.bands.len(),
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", ")
+            )
+        } else if att.is_square() {
             format!("{} {unit}", self.nq())
         } else {
             // Which side is which: the legend line below names them.
@@ -346,6 +427,9 @@ impl View<'_> {
                     "except within a picture: its image tokens see each other in full",
                 )?;
             }
+        }
+        if let Some(note) = self.band_note {
+            self.wrap(note, Paint::Dim, t)?;
         }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             t.say_as(
@@ -556,6 +640,8 @@ impl View<'_> {
                 opts: &opts,
                 names: self.names,
                 text: self.text,
+                band_note: self.band_note,
+                bands: self.bands,
             }
             .full(index_w, label_w, t)?;
         } else {

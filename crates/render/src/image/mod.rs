@@ -201,6 +201,9 @@ pub struct ImageOptions {
     /// Label the axes with the tokenizer's own pieces (`Ġquick`) rather than the display texts
     /// (`quick`; see [`crate::attention::display`]).
     pub raw_tokens: bool,
+    /// Draw a vision-language model's pictures token by token (`<img1 r,c>`) rather than each
+    /// as one band of the matrix (see [`crate::band`]).
+    pub expand_pictures: bool,
 }
 
 impl Default for ImageOptions {
@@ -211,6 +214,7 @@ impl Default for ImageOptions {
             scale: ColorScale::Auto,
             scale_factor: 1.0,
             raw_tokens: false,
+            expand_pictures: false,
         }
     }
 }
@@ -355,11 +359,54 @@ pub fn write_svg(
     Ok(())
 }
 
-/// Lay out `figure`, checking what it asks for against `att`.
+/// Lay out `figure`, checking what it asks for against `att`: a vision-language model's
+/// matrix with each picture as one band ([`crate::band::banded`]) unless the options expand
+/// them.
 fn build(
     att: &Attention,
     figure: &FigureSpec,
     options: &ImageOptions,
+) -> Result<Scene, ImageError> {
+    let Some(banded) = (!options.expand_pictures)
+        .then(|| crate::band::banded(att))
+        .flatten()
+    else {
+        return build_view(att, figure, options, None);
+    };
+    let values;
+    let figure = match figure {
+        FigureSpec::Matrix {
+            title,
+            values: matrix,
+            shares,
+        } => {
+            values = banded
+                .matrix(matrix)
+                .filter(|_| matrix.len() == att.n_queries() * att.n_keys())
+                .ok_or_else(|| ImageError::MatrixShape {
+                    title: title.clone(),
+                    got: matrix.len(),
+                    queries: att.n_queries(),
+                    keys: att.n_keys(),
+                })?;
+            FigureSpec::Matrix {
+                title: title.clone(),
+                values: &values,
+                shares: *shares,
+            }
+        }
+        other => other.clone(),
+    };
+    build_view(&banded.attention, &figure, options, Some(banded.note()))
+}
+
+/// [`build`] of the view `att` as it is drawn, with `band_note` (what a picture's band holds)
+/// among the notes.
+fn build_view(
+    att: &Attention,
+    figure: &FigureSpec,
+    options: &ImageOptions,
+    band_note: Option<String>,
 ) -> Result<Scene, ImageError> {
     if att.is_empty() {
         return Err(ImageError::Empty);
@@ -369,7 +416,8 @@ fn build(
             .check_selection(Selection::new(layer, HeadSel::Mean))
             .map(|_| ())
     };
-    let notes = notes(att);
+    let mut notes = notes(att);
+    notes.extend(band_note);
     let style_with = |scale: ColorScale, why: Option<String>| {
         let mut notes = notes.clone();
         if let Some(why) = why {
