@@ -330,7 +330,9 @@ async function checkBands(page, name, what) {
   const n = exp.tokens.length;
   const label = 'picture 1 \u00b7 ' + pic.image.grid[0] + '\u00d7' + pic.image.grid[1];
   await page.goto(pathToFileURL(join(ART, name + '.html')).href + '#view=matrix');
-  await ready(page);
+  // Playwright's and Puppeteer's waitForFunction both take this form.
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
+    document.querySelector('#status.error'), { timeout: 20000 });
   const panel = () => page.evaluate(async () => { await window.attnviz.settled(); return window.attnviz.matrix('matrix-left'); });
   const at = () => page.evaluate(() => ({ layer: window.attnviz.state.layer, head: window.attnviz.state.head }));
   let { layer, head } = await at();

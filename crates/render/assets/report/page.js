@@ -206,7 +206,7 @@ function syncControls() {
   bnote.hidden = !collapsed.length || !bandViews;
   bnote.textContent = collapsed.join(', ') + ': each picture\'s image tokens as one band, its column ' +
     'the sum of a row\'s attention to them, its row the mean of their rows (every row still sums to 1). ' +
-    'Click a picture\'s label to show its tokens one by one.';
+    'Its button here, or its label in the matrix view, shows its tokens one by one.';
   $('threshold').value = String(state.threshold);
   $('threshold-value').textContent = state.threshold.toFixed(3);
   $('pair-filter').querySelectorAll('button').forEach((b) => {
