@@ -306,6 +306,9 @@ mod tests {
                     text.contains("picture 1 → picture 1 0.600  <s>       0.400"),
                     "{text}"
                 );
+                // Rows are numbered by their first token, as `--query N` numbers them: `a` is
+                // token 3, after the picture's tokens 1 and 2.
+                assert!(text.contains("\n3 a         → "), "{text}");
             }
             let words = MatrixText {
                 title: "ALTI".into(),

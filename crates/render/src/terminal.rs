@@ -106,7 +106,7 @@ fn view_of(
     let t = &mut Term::new(w, opts.color);
     view.title(layer, head, t)?;
     let (nq, nk) = (att.n_queries(), att.n_keys());
-    let index_w = digits(nq.max(nk).saturating_sub(1));
+    let index_w = digits(names.widest());
     let label_w = names
         .queries
         .iter()
@@ -214,7 +214,7 @@ fn matrix_view_of(
     };
     let t = &mut Term::new(w, opts.color);
     view.wrap(&text.title, Paint::Bold, t)?;
-    let index_w = digits(nq.max(nk).saturating_sub(1));
+    let index_w = digits(names.widest());
     let label_w = names
         .queries
         .iter()
@@ -244,15 +244,33 @@ fn matrix_view_of(
 struct Names {
     queries: Vec<String>,
     keys: Vec<String>,
+    /// The number each query unit is shown with (its index, or with bands its first token).
+    qnum: Vec<usize>,
+    /// The number each key unit is shown with.
+    knum: Vec<usize>,
 }
 
 impl Names {
-    /// With the pictures `banded`, each band is named by its picture alone (`picture 1`: the
-    /// grid would not fit a label's columns; the note under the legend gives it).
+    /// With the pictures `banded`, units are numbered by their first token (`--query N`'s
+    /// numbers: a band stands for many tokens), and each band is named by its picture alone
+    /// (`picture 1`: the grid would not fit a label's columns; the note under the legend gives
+    /// it).
     fn of(att: &Attention, raw: bool, banded: Option<&Banded>) -> Names {
+        let side = |units: &crate::attention::Units| {
+            if banded.is_none() {
+                return ((0..units.len()).collect(), units.named(raw));
+            }
+            let numbers: Vec<usize> = units.spans.iter().map(|s| s.start).collect();
+            let named = crate::attention::display::positioned(units.shown(raw), &numbers);
+            (numbers, named)
+        };
+        let (qnum, queries) = side(att.queries());
+        let (knum, keys) = side(att.keys());
         let mut names = Names {
-            queries: att.queries().named(raw),
-            keys: att.keys().named(raw),
+            queries,
+            keys,
+            qnum,
+            knum,
         };
         for b in banded.map_or(&[][..], |b| &b.bands) {
             let name = format!("picture {}", b.picture + 1);
@@ -263,6 +281,16 @@ impl Names {
             }
         }
         names
+    }
+
+    /// The largest number a row or column is given.
+    fn widest(&self) -> usize {
+        self.qnum
+            .iter()
+            .chain(&self.knum)
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -450,7 +478,8 @@ impl View<'_> {
         if let Some(s) = att.sink() {
             self.wrap(
                 &format!(
-                    "sink: {s} {}: the first {}, where causal heads park unused attention",
+                    "sink: {} {}: the first {}, where causal heads park unused attention",
+                    self.names.qnum.get(s).copied().unwrap_or(s),
                     fit(self.query_label(s), LABEL_MAX),
                     units_word(att, false)
                 ),
@@ -461,10 +490,11 @@ impl View<'_> {
         if let Some(g) = att.first_generated() {
             let last = self.nq() - 1;
             let units = units_word(att, last > g);
+            let number = |u: usize| self.names.qnum.get(u).copied().unwrap_or(u);
             let which = if last > g {
-                format!("{g}–{last}")
+                format!("{}–{}", number(g), number(last))
             } else {
-                g.to_string()
+                number(g).to_string()
             };
             let lines = if full { " (after the ┄ lines)" } else { "" };
             t.say_as(
@@ -490,7 +520,7 @@ impl View<'_> {
         let cols = column_dividers(att);
         let gutter = index_w + 1 + label_w + 2;
         let at: Vec<usize> = cols.iter().map(|&(k, _)| k).collect();
-        for line in index_header(nk, gutter, &at) {
+        for line in index_header(&self.names.knum, gutter, &at) {
             t.say_as(Paint::Dim, &line)?;
         }
         for q in 0..nq {
@@ -512,7 +542,7 @@ impl View<'_> {
             let mut line = Line::from(
                 format!(
                     "{:>index_w$} {}  ",
-                    q,
+                    self.names.qnum[q],
                     pad(&fit(self.query_label(q), label_w), label_w)
                 )
                 .as_str(),
@@ -604,7 +634,7 @@ impl View<'_> {
                 .collect();
             t.say(&format!(
                 "{:>index_w$} {} → {}",
-                q,
+                self.names.qnum[q],
                 pad(&fit(self.query_label(q), label_w), label_w),
                 entries.join("  ")
             ))?;
@@ -680,7 +710,7 @@ impl View<'_> {
             .map(|l| escape_controls(l).width().min(LABEL_MAX))
             .max()
             .unwrap_or(0);
-        let kw = digits(nk.saturating_sub(1));
+        let kw = digits(self.names.knum.iter().copied().max().unwrap_or(0));
         let entry_w = kw + 1 + key_w + 1 + 5 + 2;
         let room = self.opts.width.saturating_sub(index_w + 1 + label_w + 3);
         let top = top.min((room / entry_w).max(1));
@@ -707,7 +737,7 @@ impl View<'_> {
             let mut line = Line::from(
                 format!(
                     "{:>index_w$} {} → ",
-                    q,
+                    self.names.qnum[q],
                     pad(&fit(self.query_label(q), label_w), label_w)
                 )
                 .as_str(),
@@ -717,7 +747,7 @@ impl View<'_> {
                     line.push("  ");
                 }
                 let label = pad(&fit(self.key_label(k), key_w), key_w);
-                line.push(&format!("{k:>kw$} {label} "));
+                line.push(&format!("{:>kw$} {label} ", self.names.knum[k]));
                 // The weight on its colour, scaled to the row's strongest.
                 let bg = viridis(if max > 0.0 { v / max } else { 0.0 });
                 let fg = if bg.0 as u32 + bg.1 as u32 + bg.2 as u32 > 380 {
@@ -783,7 +813,8 @@ impl View<'_> {
         )?;
         self.legend(max, t)?;
         self.unit_notes(false, t)?;
-        for line in index_header(kblocks, label_w + 2, &[]) {
+        let blocks: Vec<usize> = (0..kblocks).collect();
+        for line in index_header(&blocks, label_w + 2, &[]) {
             t.say_as(Paint::Dim, &line)?;
         }
         let generated = att.first_generated().filter(|&g| g > 0);
@@ -801,8 +832,9 @@ impl View<'_> {
                 t.say_as(
                     Paint::Dim,
                     &format!(
-                        "{} generated from {unit} {g} on{within}",
-                        "┄".repeat(label_w)
+                        "{} generated from {unit} {} on{within}",
+                        "┄".repeat(label_w),
+                        self.names.qnum[g]
                     ),
                 )?;
             }
@@ -828,10 +860,17 @@ impl View<'_> {
         }
         t.say_as(
             Paint::Dim,
-            &format!(
-                "block b covers {units} b×{qsize} to b×{qsize}+{}",
-                qsize - 1
-            ),
+            &if self.bands.is_empty() {
+                format!(
+                    "block b covers {units} b×{qsize} to b×{qsize}+{}",
+                    qsize - 1
+                )
+            } else {
+                format!(
+                    "block b covers rows b×{qsize} to b×{qsize}+{} (a picture's band is one row)",
+                    qsize - 1
+                )
+            },
         )?;
 
         // strongest individual links between ordinary tokens: in long inputs nearly every query
@@ -878,13 +917,13 @@ impl View<'_> {
             None => "Strongest links (query → key):".to_string(),
         };
         self.wrap(&heading, Paint::Bold, t)?;
-        let iw = digits(nq.max(nk) - 1);
+        let iw = digits(self.names.widest());
         for (q, k, v) in links {
             t.say(&format!(
                 "  {:>iw$} {} → {:>iw$} {}  {}",
-                q,
+                self.names.qnum[q],
                 pad(&fit(self.query_label(q), 14), 14),
-                k,
+                self.names.knum[k],
                 pad(&fit(self.key_label(k), 14), 14),
                 weight(v)
             ))?;
@@ -906,7 +945,8 @@ impl View<'_> {
         let received: Vec<(usize, f32)> = received.into_iter().enumerate().collect();
         for (k, total) in top_k(&received, 10) {
             let entry = format!(
-                " {k}:{} {}",
+                " {}:{} {}",
+                self.names.knum[k],
                 fit(self.key_label(k), 14),
                 weight(total / nq as f32)
             );
@@ -954,30 +994,28 @@ fn units_word(att: &Attention, plural: bool) -> &'static str {
 
 /// Column indices over two-column cells: one line of units, preceded by a line of tens when
 /// there are more than ten columns. Each index in `dividers` gets a one-column gap before it.
-fn index_header(n: usize, gutter: usize, dividers: &[usize]) -> Vec<String> {
-    let line = |digit: fn(usize) -> char| {
+fn index_header(numbers: &[usize], gutter: usize, dividers: &[usize]) -> Vec<String> {
+    let line = |place: usize| {
         let mut s = " ".repeat(gutter);
-        for k in 0..n {
+        for (k, &n) in numbers.iter().enumerate() {
             if dividers.contains(&k) {
                 s.push(' ');
             }
             s.push(' ');
-            s.push(digit(k));
+            // Higher places only where a run of numbers starts a ten, or starts again after a
+            // gap (a picture's band stands for many tokens).
+            let starts = n % 10 == 0 || k == 0 || numbers[k - 1] + 1 != n;
+            let shown = place == 0 || (n >= 10usize.pow(place as u32) && starts);
+            s.push(if shown {
+                char::from(b'0' + (n / 10usize.pow(place as u32) % 10) as u8)
+            } else {
+                ' '
+            });
         }
         s.trim_end().to_string()
     };
-    let units = line(|k| char::from(b'0' + (k % 10) as u8));
-    if n <= 10 {
-        return vec![units];
-    }
-    let tens = line(|k| {
-        if k >= 10 && k % 10 == 0 {
-            char::from(b'0' + (k / 10 % 10) as u8)
-        } else {
-            ' '
-        }
-    });
-    vec![tens, units]
+    let widest = numbers.iter().copied().max().unwrap_or(0);
+    (0..digits(widest)).rev().map(line).collect()
 }
 
 /// The `k` largest of `(index, value)` entries, largest first; ties keep index order.
@@ -1433,6 +1471,21 @@ mod tests {
         for l in out.lines() {
             assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
         }
+    }
+
+    #[test]
+    fn the_column_header_numbers_each_column_and_restarts_after_a_gap() {
+        // Tokens 0–1, a band standing for tokens 2–9 (numbered 2), then tokens 10–11.
+        assert_eq!(
+            index_header(&[0, 1, 2, 10, 11], 2, &[]),
+            ["         1", "   0 1 2 0 1"]
+        );
+        // A gap past a hundred shows every place where the run starts again.
+        assert_eq!(
+            index_header(&[8, 9, 600, 601], 0, &[]),
+            ["     6", "     0", " 8 9 0 1"]
+        );
+        assert_eq!(index_header(&[0, 1, 2], 1, &[]), ["  0 1 2"]);
     }
 
     #[test]
