@@ -242,8 +242,8 @@ test('image view in Firefox: the picture drawn, a hovered patch is the query', a
 
 /** A vision-language model's report (tiny random LLaVA, token 30 asked for): opens on the
  *  image view with that token's row drawn over the picture's 16 image tokens, its shares on
- *  the picture, the sink and the text beside it; another query token from the menu redraws it;
- *  hovering a patch keeps the query. Every number from the CLI's JSON of the same run. */
+ *  the picture, the sink and the text beside it, and each layer's (mean of heads) in a strip;
+ *  another query token from the menu redraws it; hovering a patch keeps the query. Every number from the CLI's JSON of the same run. */
 async function checkLlava(page, what) {
   const exp = expectations('image-llava');
   const pic = exp.pictures[0];
@@ -266,6 +266,17 @@ async function checkLlava(page, what) {
   assert.ok(Math.abs(d.specials[0][1] - onPicture) <= pic.count * STEP + 1e-9, what + ': the picture\u2019s share');
   assert.ok(Math.abs(d.specials[1][1] - row[0]) <= STEP + 1e-9, what + ': the sink\u2019s share');
   assert.equal(d.thumbs, exp.attention.length * exp.attention[0].length);
+  // Each layer's strip of shares: the mean over its heads of token 30's row on the picture, the
+  // sink and the text.
+  assert.equal(d.layerShares.length, exp.attention.length, what + ': a strip per layer');
+  exp.attention.forEach((heads, l) => {
+    const mean = (f) => heads.reduce((a, h) => a + f(h[30]), 0) / heads.length;
+    const pictureShare = mean((r) => r.slice(pic.first, pic.first + pic.count).reduce((a, v) => a + v, 0));
+    const sinkShare = mean((r) => r[0]);
+    const textShare = mean((r) => r.reduce((a, v) => a + v, 0)) - pictureShare - sinkShare;
+    const got = d.layerShares[l].map((p) => p[1]);
+    assertRow(got, [pictureShare, sinkShare, textShare], what + ': layer ' + l + '\u2019s shares', exp.tokens.length * STEP + 1e-7);
+  });
   // Hovering a patch keeps the query.
   const box = await canvasState(page);
   const [iw, ih] = pic.image.input;
