@@ -56,7 +56,7 @@ impl Banded {
     /// rows averaged. `None` when `matrix` is not a whole number of such matrices.
     pub fn matrix(&self, matrix: &[f32]) -> Option<Vec<f32>> {
         let (nq, nk) = self.shape;
-        (nq * nk > 0 && matrix.len() % (nq * nk) == 0)
+        (nq * nk > 0 && matrix.len().is_multiple_of(nq * nk))
             .then(|| crate::analysis::merge_matrices(matrix, nq, nk, &self.rows, &self.cols))
     }
 

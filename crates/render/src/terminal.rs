@@ -1004,7 +1004,7 @@ fn index_header(numbers: &[usize], gutter: usize, dividers: &[usize]) -> Vec<Str
             s.push(' ');
             // Higher places only where a run of numbers starts a ten, or starts again after a
             // gap (a picture's band stands for many tokens).
-            let starts = n % 10 == 0 || k == 0 || numbers[k - 1] + 1 != n;
+            let starts = n.is_multiple_of(10) || k == 0 || numbers[k - 1] + 1 != n;
             let shown = place == 0 || (n >= 10usize.pow(place as u32) && starts);
             s.push(if shown {
                 char::from(b'0' + (n / 10usize.pow(place as u32) % 10) as u8)
