@@ -253,7 +253,8 @@ class Report:
         """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
         colormap, theme, scale, scale_factor (or ``dpi``, 48 to 384: ``scale_factor=dpi/96``),
-        raw_tokens."""
+        raw_tokens, expand_pictures (a vision-language model's pictures token by token rather
+        than one band each)."""
         if dpi is not None:
             if "scale_factor" in options:
                 raise ValueError("give dpi= or scale_factor=, not both (dpi is scale_factor × 96)")
@@ -288,9 +289,11 @@ class Report:
         _write_text(path, text)
         return None
 
-    def terminal(self, layer: Optional[int] = None, head: Optional[int] = None, top: int = 3, width: int = 100, raw_tokens: bool = False) -> str:
+    def terminal(self, layer: Optional[int] = None, head: Optional[int] = None, top: int = 3, width: int = 100, raw_tokens: bool = False, expand_pictures: bool = False) -> str:
         """The terminal view of one layer and head (``head=None``: the mean over heads);
-        ``raw_tokens=True`` labels tokens as the vocabulary spells them (``Ġquick``)."""
+        ``raw_tokens=True`` labels tokens as the vocabulary spells them (``Ġquick``);
+        ``expand_pictures=True`` shows a vision-language model's pictures token by token rather
+        than one band each."""
         return self._native.terminal(
             layer=self._layer if layer is None else layer,
             head=head,
@@ -299,6 +302,7 @@ class Report:
             top=top,
             width=width,
             raw_tokens=raw_tokens,
+            expand_pictures=expand_pictures,
         )
 
     def __str__(self) -> str:

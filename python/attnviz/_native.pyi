@@ -88,6 +88,7 @@ class Attention:
         scale: str = "auto",
         scale_factor: float = 1.0,
         raw_tokens: bool = False,
+        expand_pictures: bool = False,
     ) -> None: ...
     def json(
         self,
@@ -106,6 +107,7 @@ class Attention:
         width: int = 100,
         color: bool = False,
         raw_tokens: bool = False,
+        expand_pictures: bool = False,
     ) -> str: ...
 
 def run(

@@ -359,7 +359,7 @@ impl PyAttention {
     /// Write a PNG or SVG figure to `path`.
     #[pyo3(signature = (path, format="png", figure="head", layer=None, head=None,
         words=false, no_special=false, colormap="viridis", theme="light", scale="auto",
-        scale_factor=1.0, raw_tokens=false))]
+        scale_factor=1.0, raw_tokens=false, expand_pictures=false))]
     #[allow(clippy::too_many_arguments)]
     fn image(
         &self,
@@ -376,6 +376,7 @@ impl PyAttention {
         scale: &str,
         scale_factor: f32,
         raw_tokens: bool,
+        expand_pictures: bool,
     ) -> PyResult<()> {
         let figure: Figure = choice("figure", figure)?;
         let opts = ImageOptions {
@@ -384,6 +385,7 @@ impl PyAttention {
             scale: choice::<ColorScale>("scale", scale)?,
             scale_factor,
             raw_tokens,
+            expand_pictures,
         };
         if !(image::MIN_SCALE_FACTOR..=image::MAX_SCALE_FACTOR).contains(&scale_factor) {
             return Err(value_error(format!(
@@ -454,7 +456,7 @@ impl PyAttention {
     }
 
     /// The terminal view of one layer and head (or the mean), as text.
-    #[pyo3(signature = (layer=None, head=None, words=false, no_special=false, top=3, width=100, color=false, raw_tokens=false))]
+    #[pyo3(signature = (layer=None, head=None, words=false, no_special=false, top=3, width=100, color=false, raw_tokens=false, expand_pictures=false))]
     #[allow(clippy::too_many_arguments)]
     fn terminal(
         &self,
@@ -466,6 +468,7 @@ impl PyAttention {
         width: usize,
         color: bool,
         raw_tokens: bool,
+        expand_pictures: bool,
     ) -> PyResult<String> {
         let sel = selection(self.att(), layer, head)?;
         let shown =
@@ -475,6 +478,7 @@ impl PyAttention {
             width,
             top,
             raw_tokens,
+            expand_pictures,
             ..TerminalOptions::default()
         };
         let mut out = Vec::new();

@@ -128,6 +128,21 @@ def test_a_vision_language_model_reads_its_prompt_with_the_picture():
     assert len(picture["cells"]) == count
 
 
+def test_a_picture_is_one_band_of_the_matrix_unless_expanded(tmp_path):
+    case = _llava_case("describe")
+    report = attnviz.run(case["text"], model=LLAVA, image=str(IMAGES / case["images"][0]))
+    # The terminal view, as the CLI's: one band for the 16 image tokens, or each of them.
+    banded = report.terminal()
+    assert "picture 1 · 4×4: each picture's image tokens as one band" in banded
+    assert "<img1 0,0>" not in banded
+    assert "<img1 0,0>" in report.terminal(expand_pictures=True)
+    a, b = tmp_path / "band.svg", tmp_path / "tokens.svg"
+    report.svg(a)
+    report.svg(b, expand_pictures=True)
+    assert "picture 1 · 4×4" in a.read_text() and "img1 0,1" not in a.read_text()
+    assert "img1 0,1" in b.read_text()
+
+
 def test_a_vision_language_model_reads_a_list_of_pictures_in_memory_or_on_disk():
     case = _llava_case("two_images")
     wide, big = (IMAGES / name for name in case["images"])

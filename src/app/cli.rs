@@ -851,6 +851,13 @@ pub struct PictureArgs {
     /// set to 0 before rolling out (vit-explain's discard_ratio), from 0 (default) to below 1.
     #[arg(help_heading = heading::PICTURES, long, value_name = "RATIO")]
     pub discard_ratio: Option<f32>,
+
+    /// With a vision-language model: draw each picture's image tokens one by one (`<img1 r,c>`)
+    /// in the terminal view and the figures' matrices, instead of one band per picture
+    /// (`picture 1 · 24×24`: its column the sum of a row's attention to the picture, its row the
+    /// mean of the picture's rows).
+    #[arg(help_heading = heading::PICTURES, long)]
+    pub expand_pictures: bool,
 }
 
 /// `attnviz merge`.

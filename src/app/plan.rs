@@ -516,6 +516,13 @@ fn single(
             q.parse().map_err(|e| format!("--query {e}"))?
         }
     };
+    if picture.expand_pictures && !pictured {
+        return Err(
+            "--expand-pictures draws a vision-language model's pictures token by token; add \
+             --image FILE, or drop --expand-pictures"
+                .into(),
+        );
+    }
     let image_rollout = match (picture.head_fusion, picture.discard_ratio) {
         (None, None) => None,
         (fusion, ratio) => {
@@ -600,6 +607,7 @@ fn single(
                 theme: out.theme.unwrap_or_default(),
                 scale: out.scale.unwrap_or(ColorScale::Auto),
                 raw_tokens: out.raw_tokens,
+                expand_pictures: picture.expand_pictures,
                 scale_factor: out
                     .dpi
                     .map_or(out.scale_factor.unwrap_or(1.0), |dpi| dpi / 96.0),
@@ -620,7 +628,14 @@ fn single(
             compress: true,
         },
         terminal: TerminalPlan {
-            view: terminal_view.then(|| terminal_look(out.top.unwrap_or(3), out.raw_tokens, color)),
+            view: terminal_view.then(|| {
+                terminal_look(
+                    out.top.unwrap_or(3),
+                    out.raw_tokens,
+                    picture.expand_pictures,
+                    color,
+                )
+            }),
             stats: stats.then(|| stats_table(stats_args.stat, color, stdout_taken)),
             lens_table: args.lens.then(lens_table_width),
             heads_table: args.attribution
@@ -648,7 +663,12 @@ fn single(
 
 /// The terminal view's look: colour where standard output is a terminal (or as `--color`
 /// says), as wide as that terminal (or `COLUMNS`, or 80).
-fn terminal_look(top: usize, raw_tokens: bool, color: ColorChoice) -> TerminalView {
+fn terminal_look(
+    top: usize,
+    raw_tokens: bool,
+    expand_pictures: bool,
+    color: ColorChoice,
+) -> TerminalView {
     let is_tty = io::stdout().is_terminal();
     let width = terminal_size::terminal_size()
         .map(|(w, _)| w.0 as usize)
@@ -660,6 +680,7 @@ fn terminal_look(top: usize, raw_tokens: bool, color: ColorChoice) -> TerminalVi
         width,
         top,
         raw_tokens,
+        expand_pictures,
     }
 }
 

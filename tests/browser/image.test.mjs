@@ -242,8 +242,8 @@ test('image view in Firefox: the picture drawn, a hovered patch is the query', a
 
 /** A vision-language model's report (tiny random LLaVA, token 30 asked for): opens on the
  *  image view with that token's row drawn over the picture's 16 image tokens, its shares on
- *  the picture, the sink and the text beside it; another query token from the menu redraws it;
- *  hovering a patch keeps the query. Every number from the CLI's JSON of the same run. */
+ *  the picture, the sink and the text beside it, and each layer's (mean of heads) in a strip;
+ *  another query token from the menu redraws it; hovering a patch keeps the query. Every number from the CLI's JSON of the same run. */
 async function checkLlava(page, what) {
   const exp = expectations('image-llava');
   const pic = exp.pictures[0];
@@ -266,6 +266,17 @@ async function checkLlava(page, what) {
   assert.ok(Math.abs(d.specials[0][1] - onPicture) <= pic.count * STEP + 1e-9, what + ': the picture\u2019s share');
   assert.ok(Math.abs(d.specials[1][1] - row[0]) <= STEP + 1e-9, what + ': the sink\u2019s share');
   assert.equal(d.thumbs, exp.attention.length * exp.attention[0].length);
+  // Each layer's strip of shares: the mean over its heads of token 30's row on the picture, the
+  // sink and the text.
+  assert.equal(d.layerShares.length, exp.attention.length, what + ': a strip per layer');
+  exp.attention.forEach((heads, l) => {
+    const mean = (f) => heads.reduce((a, h) => a + f(h[30]), 0) / heads.length;
+    const pictureShare = mean((r) => r.slice(pic.first, pic.first + pic.count).reduce((a, v) => a + v, 0));
+    const sinkShare = mean((r) => r[0]);
+    const textShare = mean((r) => r.reduce((a, v) => a + v, 0)) - pictureShare - sinkShare;
+    const got = d.layerShares[l].map((p) => p[1]);
+    assertRow(got, [pictureShare, sinkShare, textShare], what + ': layer ' + l + '\u2019s shares', exp.tokens.length * STEP + 1e-7);
+  });
   // Hovering a patch keeps the query.
   const box = await canvasState(page);
   const [iw, ih] = pic.image.input;
@@ -311,6 +322,104 @@ test('image view of a vision-language model in Firefox', async () => {
     await page.setViewport({ width: 1280, height: 1000 });
     await checkLlava(page, 'Firefox');
     await page.screenshot({ path: join(SCREENS, 'image-llava-firefox.png') });
+    assert.deepEqual(log, []);
+  } finally {
+    await ff.close();
+  }
+});
+
+/** The matrix view of a vision-language model's report: its picture is one band labelled by the
+ *  picture and its grid, whose column is the sum of each row's attention to the picture's image
+ *  tokens and whose row the mean of their rows (every row still summing to 1); a click on the
+ *  band's button shows the tokens one by one (the JSON's matrix itself, with the picture's own
+ *  mask: causal for LLaVA, in full for Gemma 3), which stays so on another layer; a click on a
+ *  token's label collapses them back. Every number from the CLI's JSON of the same run. */
+async function checkBands(page, name, what) {
+  const exp = expectations(name);
+  const pic = exp.pictures[0];
+  const [f, c] = [pic.first, pic.count];
+  const n = exp.tokens.length;
+  const label = 'picture 1 \u00b7 ' + pic.image.grid[0] + '\u00d7' + pic.image.grid[1];
+  await page.goto(pathToFileURL(join(ART, name + '.html')).href + '#view=matrix');
+  // Playwright's and Puppeteer's waitForFunction both take this form.
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
+    document.querySelector('#status.error'), { timeout: 20000 });
+  const panel = () => page.evaluate(async () => { await window.attnviz.settled(); return window.attnviz.matrix('matrix-left'); });
+  const at = () => page.evaluate(() => ({ layer: window.attnviz.state.layer, head: window.attnviz.state.head }));
+  let { layer, head } = await at();
+  let A = exp.attention[layer][head];
+  let d = await panel();
+  // Collapsed: units are the text tokens before the picture, the band, the text after it.
+  assert.equal(d.m, n - c + 1, what + ': one band for the picture\u2019s ' + c + ' tokens');
+  assert.equal(d.rows[f], label, what + ': the band\u2019s label');
+  assert.equal(d.cols[f], label, what + ': the band\u2019s column label');
+  const tokensOf = (a) => (a < f ? [a] : a === f ? Array.from({ length: c }, (_, i) => f + i) : [a + c - 1]);
+  for (let a = 0; a < d.m; a++) {
+    let rowSum = 0;
+    for (let b = 0; b < d.mk; b++) {
+      let want = 0;
+      for (const q of tokensOf(a)) for (const k of tokensOf(b)) want += A[q][k];
+      want /= tokensOf(a).length;
+      const got = d.values[a * d.mk + b];
+      assert.ok(Math.abs(got - want) <= c * STEP + 1e-7, what + ': cell ' + a + ',' + b + ': ' + got + ' vs ' + want);
+      rowSum += got;
+      // Masked exactly where every key token comes after every query token.
+      const masked = Math.min(...tokensOf(b)) > Math.max(...tokensOf(a));
+      assert.equal(d.masked[a * d.mk + b], masked, what + ': mask of ' + a + ',' + b);
+    }
+    assert.ok(Math.abs(rowSum - 1) <= n * STEP + 1e-6, what + ': row ' + a + ' sums to ' + rowSum);
+  }
+  // Expanded: the tokens themselves, labelled by grid cell, with the picture's own mask.
+  await page.click('#band-control button');
+  d = await panel();
+  assert.equal(d.m, n, what + ': expanded, one row per token');
+  assert.ok(d.rows[f + 1].includes('0,1'), what + ': an image token is labelled by its grid cell: ' + d.rows[f + 1]);
+  for (let q = 0; q < n; q++) for (let k = 0; k < n; k++) {
+    assert.ok(Math.abs(d.values[q * n + k] - A[q][k]) <= STEP + 1e-9, what + ': expanded cell ' + q + ',' + k);
+  }
+  assert.equal(d.masked[f * n + f + 1], !pic.bidirectional, what + ': an image token sees the next one only in full pictures');
+  assert.equal(d.masked[(f + c) * n + f + c + 1], true, what + ': text stays causal');
+  // Another layer keeps it expanded.
+  const other = (layer + 1) % exp.attention.length;
+  await page.evaluate((l) => window.attnviz.set({ layer: l }), other);
+  d = await panel();
+  assert.equal(d.m, n, what + ': still expanded on layer ' + other);
+  ({ layer, head } = await at());
+  A = exp.attention[layer][head];
+  assert.ok(Math.abs(d.values[(f + 1) * n + f] - A[f + 1][f]) <= STEP + 1e-9, what + ': layer ' + other + '\u2019s weights');
+  // A click on an image token's label collapses the picture again.
+  const g = await page.evaluate(() => window.attnviz.matrixGeometry('matrix-left'));
+  assert.equal(g.labels, 'tokens', what + ': labels drawn');
+  const box = await page.$eval('#matrix-left', (e) => { const r = e.getBoundingClientRect(); return { left: r.left, top: r.top }; });
+  await page.mouse.click(box.left + g.margin - 8, box.top + g.margin + (f + 1 - g.oy + 0.5) * g.cell);
+  d = await panel();
+  assert.equal(d.m, n - c + 1, what + ': collapsed again by its label');
+  assert.equal(d.rows[f], label);
+}
+
+test('matrix view of vision-language models: each picture one band, expanded and collapsed, in Chromium', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  const page = await context.newPage();
+  const log = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log.push(m.type() + ': ' + m.text()); });
+  page.on('pageerror', (e) => log.push('pageerror: ' + e.message));
+  await checkBands(page, 'image-llava', 'Chromium LLaVA');
+  await page.screenshot({ path: join(SCREENS, 'bands-llava.png') });
+  await checkBands(page, 'image-gemma3', 'Chromium Gemma 3');
+  assert.deepEqual(log, []);
+  await context.close();
+});
+
+test('matrix view of vision-language models: bands in Firefox', async () => {
+  const ff = await puppeteer.launch({ browser: 'firefox', executablePath: process.env.FIREFOX || '/usr/bin/firefox-esr', headless: true });
+  try {
+    const page = await ff.newPage();
+    const log = [];
+    page.on('pageerror', (e) => log.push(e.message));
+    page.on('console', (m) => { if (m.type() === 'error') log.push(m.text()); });
+    await page.setViewport({ width: 1280, height: 1000 });
+    await checkBands(page, 'image-llava', 'Firefox LLaVA');
+    await checkBands(page, 'image-gemma3', 'Firefox Gemma 3');
     assert.deepEqual(log, []);
   } finally {
     await ff.close();

@@ -481,7 +481,8 @@ fn write_encoder_decoder_cases(dir: &Path) {
 
 /// The report of a vision model's run (tiny random DeiT: CLS, DIST and 4 × 4 patches) on an
 /// 80 × 64 picture, written by the CLI, beside the CLI's JSON export of the same run (full
-/// precision, with the rollout) for `image.test.mjs` to expect from.
+/// precision, with the rollout) for `image.test.mjs` to expect from; and those of two
+/// vision-language models (tiny LLaVA, tiny Gemma 3) for its picture views and bands.
 fn write_image_cases(dir: &Path) {
     let out = crate::support::cli::attnviz()
         .arg("-m")
@@ -517,6 +518,25 @@ fn write_image_cases(dir: &Path) {
     assert!(
         out.status.success(),
         "image-llava: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Gemma 3 (tiny random): a picture whose 4 image tokens see each other in full.
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-gemma3-vlm"))
+        .arg("--image")
+        .arg(repo().join("tests/fixtures/images/wide45x37.png"))
+        .arg("<start_of_image>What is in this picture?")
+        .arg("--html")
+        .arg(dir.join("image-gemma3.html"))
+        .arg("--json")
+        .arg(dir.join("image-gemma3.json"))
+        .args(["--full-precision", "-q"])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "image-gemma3: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -767,7 +767,7 @@ fn paligemma_s_prompt_sees_itself_in_full_and_the_json_says_so() {
 }
 
 /// A vision-language model reads TEXT with --image: its image tokens are labelled by picture
-/// and grid cell, and the JSON's `pictures` says where they are and what the picture was (and
+/// and grid cell (one band in the terminal's matrix unless expanded), and the JSON's `pictures` says where they are and what the picture was (and
 /// reads back); the ids and the attention are the fidelity suite's (`fidelity::multimodal`).
 #[test]
 fn a_vision_language_model_reads_the_prompt_with_its_picture() {
@@ -783,8 +783,23 @@ fn a_vision_language_model_reads_the_prompt_with_its_picture() {
         &json.display().to_string(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // The terminal's matrix draws the picture as one band; --expand-pictures, token by token.
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("<img1 0,0>"), "{shown}");
+    assert!(
+        shown.contains("picture 1 · 4×4: each picture's image tokens as one band"),
+        "{shown}"
+    );
+    assert!(!shown.contains("<img1 0,0>"), "{shown}");
+    let expanded = run(&[
+        "-m",
+        &llava(),
+        "--image",
+        &image("wide45x37.png"),
+        "USER: <image>\nWhat is in this picture? ASSISTANT:",
+        "--expand-pictures",
+    ]);
+    assert!(expanded.status.success(), "{}", stderr(&expanded));
+    assert!(String::from_utf8_lossy(&expanded.stdout).contains("<img1 0,0>"));
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pictures = doc["pictures"].as_array().expect("a pictures section");
@@ -1180,4 +1195,17 @@ fn the_vision_tower_s_own_attention_is_a_vision_model_s_run() {
         &run(&["-m", &m, "--tower", "hi"]),
         "give one --image (0 given)",
     );
+}
+
+/// --expand-pictures without a picture is refused in one line that says what to add.
+#[test]
+fn expand_pictures_without_a_picture_is_refused() {
+    let out = run(&["-m", &llava(), "What is this?", "--expand-pictures"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--expand-pictures") && err.contains("--image FILE"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

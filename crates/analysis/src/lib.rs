@@ -51,7 +51,7 @@ pub use stats::{
 };
 pub use value_zeroing::ValueZeroing;
 pub use weighting::{norm_weights, reweighted, NormWeights, Weighting};
-pub use words::{to_words, word_groups, word_label};
+pub use words::{merge_matrices, merge_units, to_words, word_groups, word_label};
 
 use crate::attention::{Attention, AttentionSet, Level};
 

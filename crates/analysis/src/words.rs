@@ -70,7 +70,7 @@ pub fn word_groups(units: &Units) -> Vec<Range<usize>> {
 }
 
 /// The word-level units for `groups` of `units`.
-pub(crate) fn merge_units(units: &Units, groups: &[Range<usize>]) -> Units {
+pub fn merge_units(units: &Units, groups: &[Range<usize>]) -> Units {
     let first = |g: &Range<usize>| g.start;
     let pick = |v: &[u32]| groups.iter().map(|g| v[first(g)]).collect::<Vec<_>>();
     Units {
@@ -122,7 +122,7 @@ pub fn word_label(labels: &[String], surfaces: &[String]) -> String {
 /// Rows with no mass (only special-token exclusion makes them) are left out of the average, so a
 /// word with one such piece gets the mean of its other pieces rather than a row summing to less
 /// than 1; a word whose pieces all lack mass gets a zero row.
-pub(crate) fn merge_matrices(
+pub fn merge_matrices(
     weights: &[f32],
     nq: usize,
     nk: usize,

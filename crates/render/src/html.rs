@@ -93,7 +93,8 @@ const FONTS_VAR: &str = concat!("-", "-attnviz-fonts");
 /// The page's script as written: one file per view plus shared parts (bertviz's "a view per
 /// file"), joined at build time into one function scope, so they share the page state and declare
 /// nothing global. The order matters only for top-level statements: `words.js` (the word merge,
-/// pure functions shared with the node test), `data.js` (decoding, state, units) and `common.js`
+/// pure functions shared with the node test) and `bands.js` (a vision-language model's pictures
+/// as bands), `data.js` (decoding, state, units) and `common.js`
 /// (colours, helpers, the render scheduler) come first, `page.js` (controls and `main`) last. Reports carry [`script`], this without its comments.
 ///
 /// The files run inside `boot(carry)`, which the wrapper calls once on load. A report of several
@@ -108,6 +109,8 @@ const JS_SOURCE: &str = concat!(
     "function boot(carry) {\n",
     "const ABORT = new AbortController();\nBOOT = ABORT;\n",
     include_str!("../assets/report/words.js"),
+    "\n",
+    include_str!("../assets/report/bands.js"),
     "\n",
     include_str!("../assets/report/labels.js"),
     "\n",

@@ -8,6 +8,7 @@ use attnviz_core::{attention, choice, output};
 pub use attnviz_formats::json;
 use attnviz_model::pixels;
 
+pub mod band;
 pub mod colormap;
 mod colormap_tables;
 pub mod compare;

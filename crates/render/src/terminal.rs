@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::attention::{Attention, AttentionKind, HeadSel, MaskKind, Selection};
+use crate::band::{Band, Banded};
 use crate::colormap::{viridis, Rgb};
 pub use crate::term::{escape_controls, is_bidi_control};
 use crate::term::{Line, Paint, Term};
@@ -29,6 +30,9 @@ pub struct TerminalOptions {
     /// Label tokens as the tokenizer's vocabulary has them (`Ġquick`) rather than as a reader
     /// reads them (`quick`; see [`crate::attention::display`]).
     pub raw_tokens: bool,
+    /// Show a vision-language model's pictures token by token (`<img1 r,c>`) rather than each
+    /// as one band of the matrix (see [`crate::band`]).
+    pub expand_pictures: bool,
 }
 
 impl Default for TerminalOptions {
@@ -39,6 +43,7 @@ impl Default for TerminalOptions {
             top: 3,
             max_full: 48,
             raw_tokens: false,
+            expand_pictures: false,
         }
     }
 }
@@ -55,11 +60,30 @@ const MASKED: &str = "  ";
 /// [`crate::attention::SelectionError`].
 ///
 /// Rows are the query units and columns the key units (the same list for self-attention);
-/// cells the query could not see ([`Attention::is_masked`]) are left blank.
+/// cells the query could not see ([`Attention::is_masked`]) are left blank. A vision-language
+/// model's pictures are one band each ([`crate::band::banded`]) unless the options expand them.
 pub fn write_view(
     att: &Attention,
     selection: Selection,
     opts: &TerminalOptions,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    match (!opts.expand_pictures)
+        .then(|| crate::band::banded(att))
+        .flatten()
+    {
+        Some(b) => view_of(&b.attention, selection, opts, Some(&b), w),
+        None => view_of(att, selection, opts, None, w),
+    }
+}
+
+/// [`write_view`] of the view `att` as it is shown: `banded`'s attention, when the pictures are
+/// bands.
+fn view_of(
+    att: &Attention,
+    selection: Selection,
+    opts: &TerminalOptions,
+    banded: Option<&Banded>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let Selection { layer, head } = att
@@ -67,7 +91,8 @@ pub fn write_view(
         .check_selection(selection)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let matrix = att.matrix(layer, head);
-    let names = Names::of(att, opts.raw_tokens);
+    let names = Names::of(att, opts.raw_tokens, banded);
+    let note = banded.map(Banded::note);
     let view = View {
         att,
         layer,
@@ -75,11 +100,13 @@ pub fn write_view(
         opts,
         names: &names,
         text: None,
+        band_note: note.as_deref(),
+        bands: banded.map_or(&[], |b| &b.bands),
     };
     let t = &mut Term::new(w, opts.color);
     view.title(layer, head, t)?;
     let (nq, nk) = (att.n_queries(), att.n_keys());
-    let index_w = digits(nq.max(nk).saturating_sub(1));
+    let index_w = digits(names.widest());
     let label_w = names
         .queries
         .iter()
@@ -109,6 +136,10 @@ struct View<'a> {
     names: &'a Names,
     /// What the cells are when they are not this layer's attention ([`write_matrix_view`]).
     text: Option<&'a MatrixText>,
+    /// What a picture's band holds, when the pictures are banded.
+    band_note: Option<&'a str>,
+    /// The pictures' bands, when they are banded.
+    bands: &'a [Band],
 }
 
 /// The words of a token × token matrix that is not attention (ALTI's contributions), for
@@ -128,7 +159,8 @@ pub struct MatrixText {
 /// A token × token matrix of `att`'s tokens that is not its attention (one of ALTI's), `[nq,
 /// nk]` row-major, drawn as the attention view draws a layer: the heatmap where it fits, then
 /// each row's strongest columns (the list alone where the heatmap does not fit). Only the causal
-/// mask blanks cells: a sliding window does not bound what flows through several layers.
+/// mask blanks cells: a sliding window does not bound what flows through several layers. A
+/// vision-language model's pictures are banded as in [`write_view`].
 pub fn write_matrix_view(
     att: &Attention,
     matrix: &[f32],
@@ -147,7 +179,29 @@ pub fn write_matrix_view(
             ),
         ));
     }
-    let names = Names::of(att, opts.raw_tokens);
+    if let Some(b) = (!opts.expand_pictures)
+        .then(|| crate::band::banded(att))
+        .flatten()
+    {
+        if let Some(banded) = b.matrix(matrix) {
+            return matrix_view_of(&b.attention, &banded, text, opts, Some(&b), w);
+        }
+    }
+    matrix_view_of(att, matrix, text, opts, None, w)
+}
+
+/// [`write_matrix_view`] of the view `att` as it is shown.
+fn matrix_view_of(
+    att: &Attention,
+    matrix: &[f32],
+    text: &MatrixText,
+    opts: &TerminalOptions,
+    banded: Option<&Banded>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let (nq, nk) = (att.n_queries(), att.n_keys());
+    let names = Names::of(att, opts.raw_tokens, banded);
+    let note = banded.map(Banded::note);
     let view = View {
         att,
         layer: 0,
@@ -155,10 +209,12 @@ pub fn write_matrix_view(
         opts,
         names: &names,
         text: Some(text),
+        band_note: note.as_deref(),
+        bands: banded.map_or(&[], |b| &b.bands),
     };
     let t = &mut Term::new(w, opts.color);
     view.wrap(&text.title, Paint::Bold, t)?;
-    let index_w = digits(nq.max(nk).saturating_sub(1));
+    let index_w = digits(names.widest());
     let label_w = names
         .queries
         .iter()
@@ -188,14 +244,53 @@ pub fn write_matrix_view(
 struct Names {
     queries: Vec<String>,
     keys: Vec<String>,
+    /// The number each query unit is shown with (its index, or with bands its first token).
+    qnum: Vec<usize>,
+    /// The number each key unit is shown with.
+    knum: Vec<usize>,
 }
 
 impl Names {
-    fn of(att: &Attention, raw: bool) -> Names {
-        Names {
-            queries: att.queries().named(raw),
-            keys: att.keys().named(raw),
+    /// With the pictures `banded`, units are numbered by their first token (`--query N`'s
+    /// numbers: a band stands for many tokens), and each band is named by its picture alone
+    /// (`picture 1`: the grid would not fit a label's columns; the note under the legend gives
+    /// it).
+    fn of(att: &Attention, raw: bool, banded: Option<&Banded>) -> Names {
+        let side = |units: &crate::attention::Units| {
+            if banded.is_none() {
+                return ((0..units.len()).collect(), units.named(raw));
+            }
+            let numbers: Vec<usize> = units.spans.iter().map(|s| s.start).collect();
+            let named = crate::attention::display::positioned(units.shown(raw), &numbers);
+            (numbers, named)
+        };
+        let (qnum, queries) = side(att.queries());
+        let (knum, keys) = side(att.keys());
+        let mut names = Names {
+            queries,
+            keys,
+            qnum,
+            knum,
+        };
+        for b in banded.map_or(&[][..], |b| &b.bands) {
+            let name = format!("picture {}", b.picture + 1);
+            for side in [&mut names.queries, &mut names.keys] {
+                if let Some(n) = side.get_mut(b.unit) {
+                    n.clone_from(&name);
+                }
+            }
         }
+        names
+    }
+
+    /// The largest number a row or column is given.
+    fn widest(&self) -> usize {
+        self.qnum
+            .iter()
+            .chain(&self.knum)
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -250,7 +345,21 @@ impl View<'_> {
             (crate::attention::Level::Word, false) => "words",
             (crate::attention::Level::Word, true) => "word",
         };
-        let size = if att.is_square() {
+        let size = if !self.bands.is_empty() && att.is_square() {
+            // The pictures' bands are not tokens: say how many tokens each stands for.
+            let tokens: usize = self.bands.iter().map(|b| b.units).sum();
+            let names: Vec<String> = self
+                .bands
+                .iter()
+                .map(|b| (b.picture + 1).to_string())
+                .collect();
+            format!(
+                "{} {unit} + picture{} {} ({tokens} image {unit})",
+                self.nq() - self.bands.len(),
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", ")
+            )
+        } else if att.is_square() {
             format!("{} {unit}", self.nq())
         } else {
             // Which side is which: the legend line below names them.
@@ -350,6 +459,9 @@ impl View<'_> {
                 t.say_as(Paint::Dim, &crate::image::prefix_note(self.att.prefix))?;
             }
         }
+        if let Some(note) = self.band_note {
+            self.wrap(note, Paint::Dim, t)?;
+        }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             t.say_as(
                 Paint::Dim,
@@ -369,7 +481,8 @@ impl View<'_> {
         if let Some(s) = att.sink() {
             self.wrap(
                 &format!(
-                    "sink: {s} {}: the first {}, where causal heads park unused attention",
+                    "sink: {} {}: the first {}, where causal heads park unused attention",
+                    self.names.qnum.get(s).copied().unwrap_or(s),
                     fit(self.query_label(s), LABEL_MAX),
                     units_word(att, false)
                 ),
@@ -380,10 +493,11 @@ impl View<'_> {
         if let Some(g) = att.first_generated() {
             let last = self.nq() - 1;
             let units = units_word(att, last > g);
+            let number = |u: usize| self.names.qnum.get(u).copied().unwrap_or(u);
             let which = if last > g {
-                format!("{g}–{last}")
+                format!("{}–{}", number(g), number(last))
             } else {
-                g.to_string()
+                number(g).to_string()
             };
             let lines = if full { " (after the ┄ lines)" } else { "" };
             t.say_as(
@@ -409,7 +523,7 @@ impl View<'_> {
         let cols = column_dividers(att);
         let gutter = index_w + 1 + label_w + 2;
         let at: Vec<usize> = cols.iter().map(|&(k, _)| k).collect();
-        for line in index_header(nk, gutter, &at) {
+        for line in index_header(&self.names.knum, gutter, &at) {
             t.say_as(Paint::Dim, &line)?;
         }
         for q in 0..nq {
@@ -431,7 +545,7 @@ impl View<'_> {
             let mut line = Line::from(
                 format!(
                     "{:>index_w$} {}  ",
-                    q,
+                    self.names.qnum[q],
                     pad(&fit(self.query_label(q), label_w), label_w)
                 )
                 .as_str(),
@@ -523,7 +637,7 @@ impl View<'_> {
                 .collect();
             t.say(&format!(
                 "{:>index_w$} {} → {}",
-                q,
+                self.names.qnum[q],
                 pad(&fit(self.query_label(q), label_w), label_w),
                 entries.join("  ")
             ))?;
@@ -559,6 +673,8 @@ impl View<'_> {
                 opts: &opts,
                 names: self.names,
                 text: self.text,
+                band_note: self.band_note,
+                bands: self.bands,
             }
             .full(index_w, label_w, t)?;
         } else {
@@ -597,7 +713,7 @@ impl View<'_> {
             .map(|l| escape_controls(l).width().min(LABEL_MAX))
             .max()
             .unwrap_or(0);
-        let kw = digits(nk.saturating_sub(1));
+        let kw = digits(self.names.knum.iter().copied().max().unwrap_or(0));
         let entry_w = kw + 1 + key_w + 1 + 5 + 2;
         let room = self.opts.width.saturating_sub(index_w + 1 + label_w + 3);
         let top = top.min((room / entry_w).max(1));
@@ -624,7 +740,7 @@ impl View<'_> {
             let mut line = Line::from(
                 format!(
                     "{:>index_w$} {} → ",
-                    q,
+                    self.names.qnum[q],
                     pad(&fit(self.query_label(q), label_w), label_w)
                 )
                 .as_str(),
@@ -634,7 +750,7 @@ impl View<'_> {
                     line.push("  ");
                 }
                 let label = pad(&fit(self.key_label(k), key_w), key_w);
-                line.push(&format!("{k:>kw$} {label} "));
+                line.push(&format!("{:>kw$} {label} ", self.names.knum[k]));
                 // The weight on its colour, scaled to the row's strongest.
                 let bg = viridis(if max > 0.0 { v / max } else { 0.0 });
                 let fg = if bg.0 as u32 + bg.1 as u32 + bg.2 as u32 > 380 {
@@ -700,7 +816,8 @@ impl View<'_> {
         )?;
         self.legend(max, t)?;
         self.unit_notes(false, t)?;
-        for line in index_header(kblocks, label_w + 2, &[]) {
+        let blocks: Vec<usize> = (0..kblocks).collect();
+        for line in index_header(&blocks, label_w + 2, &[]) {
             t.say_as(Paint::Dim, &line)?;
         }
         let generated = att.first_generated().filter(|&g| g > 0);
@@ -718,8 +835,9 @@ impl View<'_> {
                 t.say_as(
                     Paint::Dim,
                     &format!(
-                        "{} generated from {unit} {g} on{within}",
-                        "┄".repeat(label_w)
+                        "{} generated from {unit} {} on{within}",
+                        "┄".repeat(label_w),
+                        self.names.qnum[g]
                     ),
                 )?;
             }
@@ -745,10 +863,17 @@ impl View<'_> {
         }
         t.say_as(
             Paint::Dim,
-            &format!(
-                "block b covers {units} b×{qsize} to b×{qsize}+{}",
-                qsize - 1
-            ),
+            &if self.bands.is_empty() {
+                format!(
+                    "block b covers {units} b×{qsize} to b×{qsize}+{}",
+                    qsize - 1
+                )
+            } else {
+                format!(
+                    "block b covers rows b×{qsize} to b×{qsize}+{} (a picture's band is one row)",
+                    qsize - 1
+                )
+            },
         )?;
 
         // strongest individual links between ordinary tokens: in long inputs nearly every query
@@ -795,13 +920,13 @@ impl View<'_> {
             None => "Strongest links (query → key):".to_string(),
         };
         self.wrap(&heading, Paint::Bold, t)?;
-        let iw = digits(nq.max(nk) - 1);
+        let iw = digits(self.names.widest());
         for (q, k, v) in links {
             t.say(&format!(
                 "  {:>iw$} {} → {:>iw$} {}  {}",
-                q,
+                self.names.qnum[q],
                 pad(&fit(self.query_label(q), 14), 14),
-                k,
+                self.names.knum[k],
                 pad(&fit(self.key_label(k), 14), 14),
                 weight(v)
             ))?;
@@ -823,7 +948,8 @@ impl View<'_> {
         let received: Vec<(usize, f32)> = received.into_iter().enumerate().collect();
         for (k, total) in top_k(&received, 10) {
             let entry = format!(
-                " {k}:{} {}",
+                " {}:{} {}",
+                self.names.knum[k],
                 fit(self.key_label(k), 14),
                 weight(total / nq as f32)
             );
@@ -871,30 +997,28 @@ fn units_word(att: &Attention, plural: bool) -> &'static str {
 
 /// Column indices over two-column cells: one line of units, preceded by a line of tens when
 /// there are more than ten columns. Each index in `dividers` gets a one-column gap before it.
-fn index_header(n: usize, gutter: usize, dividers: &[usize]) -> Vec<String> {
-    let line = |digit: fn(usize) -> char| {
+fn index_header(numbers: &[usize], gutter: usize, dividers: &[usize]) -> Vec<String> {
+    let line = |place: usize| {
         let mut s = " ".repeat(gutter);
-        for k in 0..n {
+        for (k, &n) in numbers.iter().enumerate() {
             if dividers.contains(&k) {
                 s.push(' ');
             }
             s.push(' ');
-            s.push(digit(k));
+            // Higher places only where a run of numbers starts a ten, or starts again after a
+            // gap (a picture's band stands for many tokens).
+            let starts = n.is_multiple_of(10) || k == 0 || numbers[k - 1] + 1 != n;
+            let shown = place == 0 || (n >= 10usize.pow(place as u32) && starts);
+            s.push(if shown {
+                char::from(b'0' + (n / 10usize.pow(place as u32) % 10) as u8)
+            } else {
+                ' '
+            });
         }
         s.trim_end().to_string()
     };
-    let units = line(|k| char::from(b'0' + (k % 10) as u8));
-    if n <= 10 {
-        return vec![units];
-    }
-    let tens = line(|k| {
-        if k >= 10 && k % 10 == 0 {
-            char::from(b'0' + (k / 10 % 10) as u8)
-        } else {
-            ' '
-        }
-    });
-    vec![tens, units]
+    let widest = numbers.iter().copied().max().unwrap_or(0);
+    (0..digits(widest)).rev().map(line).collect()
 }
 
 /// The `k` largest of `(index, value)` entries, largest first; ties keep index order.
@@ -1350,6 +1474,21 @@ mod tests {
         for l in out.lines() {
             assert!(l.width() <= 80, "too wide ({}): {l}", l.width());
         }
+    }
+
+    #[test]
+    fn the_column_header_numbers_each_column_and_restarts_after_a_gap() {
+        // Tokens 0–1, a band standing for tokens 2–9 (numbered 2), then tokens 10–11.
+        assert_eq!(
+            index_header(&[0, 1, 2, 10, 11], 2, &[]),
+            ["         1", "   0 1 2 0 1"]
+        );
+        // A gap past a hundred shows every place where the run starts again.
+        assert_eq!(
+            index_header(&[8, 9, 600, 601], 0, &[]),
+            ["     6", "     0", " 8 9 0 1"]
+        );
+        assert_eq!(index_header(&[0, 1, 2], 1, &[]), ["  0 1 2"]);
     }
 
     #[test]

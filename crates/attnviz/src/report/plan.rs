@@ -144,6 +144,8 @@ pub struct TerminalView {
     pub top: usize,
     /// Label tokens by their raw vocabulary pieces.
     pub raw_tokens: bool,
+    /// Show a vision-language model's pictures token by token rather than as bands.
+    pub expand_pictures: bool,
 }
 
 impl Plan {

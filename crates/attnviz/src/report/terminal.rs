@@ -53,6 +53,7 @@ pub(super) fn views(
                 width: look.width,
                 top: look.top,
                 raw_tokens: look.raw_tokens,
+                expand_pictures: look.expand_pictures,
                 ..TerminalOptions::default()
             };
             to(sink.out, |w| write_view(att, selection, &opts, w))?;

@@ -197,6 +197,7 @@ mod tests {
                     width: 80,
                     top: 3,
                     raw_tokens: false,
+                    expand_pictures: false,
                 }),
                 ..Default::default()
             },

@@ -366,7 +366,8 @@ function set(patch) {
   const before = { ...state };
   Object.assign(state, patch);
   if (patch.head !== undefined && patch.headPicked === undefined) state.headPicked = true;
-  if (state.hideSpecial !== before.hideSpecial || state.words !== before.words) invalidateWeights();
+  const rebanded = String(state.expanded) !== String(before.expanded);
+  if (state.hideSpecial !== before.hideSpecial || state.words !== before.words || rebanded) invalidateWeights();
   if (state.rawTokens !== before.rawTokens) {
     headLayout = null;
     modelGrid.dirty = true;
@@ -376,7 +377,7 @@ function set(patch) {
     resetThemeColors();
     buildLegend();
   }
-  if (state.layer !== before.layer || state.words !== before.words || state.hideSpecial !== before.hideSpecial) {
+  if (state.layer !== before.layer || state.words !== before.words || state.hideSpecial !== before.hideSpecial || rebanded) {
     state.hover = null;
   }
   if (patch.theme !== undefined) applyTheme();

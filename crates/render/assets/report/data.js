@@ -209,6 +209,17 @@ const SPECIAL_NAMES = (() => {
 })();
 state.hideSpecial = Boolean(meta.initial.hide_special) && canHideSpecial;
 
+/** A vision-language model's pictures (bands.js), each one band of the matrix views unless
+ *  expanded; none for cross-attention. */
+const PICTURES = SQUARE ? picturesOf(meta, N) : [];
+/** Whether query token q and key token k are image tokens of one picture that sees itself in
+ *  full (Gemma 3), whatever their order. */
+function seeEachOther(q, k) {
+  const p = pictureOfToken(PICTURES, q);
+  return p >= 0 && PICTURES[p].bidirectional && pictureOfToken(PICTURES, k) === p;
+}
+state.expanded = PICTURES.map(() => false);
+
 /** Tokens kept on a side (the query side unless given): all, or all but the special tokens
  *  when they are hidden. */
 function keptTokens(side = QSIDE) {
@@ -244,6 +255,7 @@ if (carry.keep) {
   state.matrixScale = k.matrixScale;
   state.matrixShared = k.matrixShared;
   state.matrixRight = k.matrixRight;
+  if (Array.isArray(k.expanded) && k.expanded.length === PICTURES.length) state.expanded = k.expanded.slice();
   if (stats.some((s) => s.id === k.stat)) state.stat = k.stat;
 }
 
@@ -254,16 +266,17 @@ if (carry.keep) {
  */
 function units(side = QSIDE) {
   const c = side.unitsCache;
-  if (!c || c.hide !== state.hideSpecial || c.words !== state.words || c.raw !== state.rawTokens) {
+  const bands = String(state.expanded);
+  if (!c || c.hide !== state.hideSpecial || c.words !== state.words || c.raw !== state.rawTokens || c.bands !== bands) {
     const d = side.data;
-    const list = groupUnits(d, keptTokens(side), state.words);
+    const list = bandUnits(groupUnits(d, keptTokens(side), state.words), PICTURES, state.expanded);
     const ofToken = new Int32Array(side.n).fill(-1);
     // What each unit is called: its raw label or display text (a merged word's text made
     // visible), then, where that repeats on this side, its first token's number (`C₇`).
     const shown = { tokens: state.rawTokens ? d.tokens : side.display, surfaces: d.surfaces };
     list.forEach((u, a) => {
       const first = u.tokens[0];
-      u.text = state.words ? wordLabel(shown, u.tokens) : shown.tokens[first];
+      u.text = u.band ? u.label : state.words ? wordLabel(shown, u.tokens) : shown.tokens[first];
       if (state.words && !state.rawTokens) u.text = visibleText(u.text);
       u.special = side.special[first];
       u.seg = d.segments[first] === 0 ? 'A' : 'B';
@@ -275,7 +288,7 @@ function units(side = QSIDE) {
     const names = positionedLabels(list.map((u) => u.text), list.map((u) => u.tokens[0]));
     list.forEach((u, a) => { u.label = names[a]; });
     const firstGen = list.findIndex((u) => u.generated);
-    side.unitsCache = { hide: state.hideSpecial, words: state.words, raw: state.rawTokens, list, ofToken, firstGen };
+    side.unitsCache = { hide: state.hideSpecial, words: state.words, raw: state.rawTokens, bands, list, ofToken, firstGen };
   }
   return side.unitsCache;
 }
@@ -347,7 +360,7 @@ function unitMatrix(l, h, cache = true) {
   const rs = rowScale(l, h);
   const base = key * N * NK;
   let out;
-  if (!state.words) {
+  if (!state.words && !bandsCollapsed()) {
     // Fast path: units are the kept tokens themselves.
     const kept = keptTokens();
     const keptK = keptTokens(KSIDE);
@@ -375,6 +388,9 @@ function unitMatrix(l, h, cache = true) {
   return out;
 }
 
+/** Whether some picture is drawn as one band (its units are not the tokens themselves). */
+function bandsCollapsed() { return state.expanded.some((e) => !e); }
+
 function segmentOf(i, side = QSIDE) { return side.data.segments[i] === 0 ? 'A' : 'B'; }
 
 /**
@@ -388,7 +404,8 @@ function unitMasked(a, b, layer = null) {
   const k = keyUnits().list[b].tokens;
   // A prefix-LM mask's prefix (its pictures and prompt) sees itself in full, whatever the window.
   if (PREFIX > 0 && q[0] < PREFIX && k[0] < PREFIX) return false;
-  if (k[0] > q[q.length - 1]) return true;
+  // A picture whose image tokens see each other in full (Gemma 3): its own later tokens too.
+  if (k[0] > q[q.length - 1] && !seeEachOther(q[0], k[0])) return true;
   // A layer's sliding window: keys whose last token is `w` or more tokens before the query's
   // first are outside it.
   const w = layer === null ? null : WINDOWS[layer];

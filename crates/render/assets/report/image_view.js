@@ -375,12 +375,7 @@ function renderImage() {
   let patchSum = 0;
   for (let p = 0; p < grid.length; p++) patchSum += grid[p];
   if (VLM) {
-    const sinkShare = Number.isInteger(SINK) && SINK >= 0 && SINK < N ? row[SINK] : 0;
-    let total = 0;
-    for (let k = 0; k < N; k++) total += row[k];
-    const parts = [['the picture (' + IMG_ROWS * IMG_COLS + ' image tokens)', patchSum]];
-    if (Number.isInteger(SINK) && SINK >= 0) parts.push(['the sink ' + cellName(SINK), sinkShare]);
-    parts.push(['the text', Math.max(0, total - patchSum - sinkShare)]);
+    const parts = shareParts(row);
     for (const [label, value] of parts) {
       const bar = el('span', { class: 'image-bar' });
       bar.style.width = Math.round(120 * Math.min(1, Math.max(0, value))) + 'px';
@@ -418,6 +413,36 @@ function renderImage() {
   Object.assign(imageDrawn, { seq: imageDrawn.seq + 1, query: q, layer: l, head: h, source, grid: Array.from(grid), max, specials, side, blend, row: Array.from(row) });
 }
 
+/** Where a vision-language model's row over the tokens went, as the figures' titles say it
+ *  (src/render/image/on_picture.rs, `Shares`): each picture's share, the sink's, and the rest,
+ *  the text's; [label, share] each, in that order. */
+function shareParts(row) {
+  const pics = PICTURES.length ? PICTURES : [{ first: IMG_FIRST, count: IMAGE.cells.length }];
+  const parts = pics.map((p, i) => {
+    let sum = 0;
+    for (let k = p.first; k < p.first + p.count; k++) sum += row[k];
+    const name = pics.length > 1 ? 'picture ' + (i + 1) : 'the picture';
+    return [name + ' (' + p.count + ' image tokens)', sum];
+  });
+  let total = 0;
+  for (let k = 0; k < N; k++) total += row[k];
+  let taken = parts.reduce((a, p) => a + p[1], 0);
+  if (Number.isInteger(SINK) && SINK >= 0 && SINK < N) {
+    parts.push(['the sink ' + cellName(SINK), row[SINK]]);
+    taken += row[SINK];
+  }
+  parts.push(['the text', Math.max(0, total - taken)]);
+  return parts;
+}
+
+/** The colour of share part i of `parts` in a strip: pictures from the bright end of the colour
+ *  map, the sink muted, the text from its dark end (as the figures draw them). */
+function shareColour(parts, i) {
+  if (i === parts.length - 1) return lutCss(0.3);
+  if (parts[i][0].startsWith('the sink')) return cssVar('--muted');
+  return lutCss(0.9 - 0.2 * (i % 3));
+}
+
 /** Every layer × head as a small overlay of query q (always per head, whatever the source). */
 function renderImageGrid(q) {
   const box = $('image-grid');
@@ -429,9 +454,11 @@ function renderImageGrid(q) {
   if (box.dataset.size !== t + 'x' + L + 'x' + H) {
     box.textContent = '';
     box.dataset.size = t + 'x' + L + 'x' + H;
-    box.style.gridTemplateColumns = '32px repeat(' + H + ', ' + tw + 'px)';
+    // A vision-language model: each layer's strip of shares (mean of heads) beside its row.
+    box.style.gridTemplateColumns = '32px repeat(' + H + ', ' + tw + 'px)' + (VLM ? ' 170px' : '');
     box.append(el('span', { class: 'axis', text: 'L \\ H' }));
     for (let hh = 0; hh < H; hh++) box.append(el('span', { class: 'axis', text: String(hh) }));
+    if (VLM) box.append(el('span', { class: 'axis', text: 'mean of heads: where it went' }));
     for (let l = 0; l < L; l++) {
       box.append(el('span', { class: 'axis', text: layerName(l) }));
       for (let hh = 0; hh < H; hh++) {
@@ -440,8 +467,27 @@ function renderImageGrid(q) {
         c.addEventListener('click', () => set({ layer: l, head: hh, imageSource: 'head' }));
         box.append(c);
       }
+      if (VLM) box.append(el('div', { class: 'image-shares', dataset: { layer: String(l) } }));
     }
   }
+  // Each layer's shares of the row, the mean over its heads.
+  const layerShares = [];
+  box.querySelectorAll('.image-shares').forEach((d) => {
+    const l = Number(d.dataset.layer);
+    const parts = shareParts(imageRow(l, 0, q, 'mean'));
+    layerShares[l] = parts;
+    d.textContent = '';
+    const strip = el('div', { class: 'share-strip' });
+    parts.forEach((p, i) => {
+      const seg = el('span', { title: p[0] + ': ' + fmtWeight(p[1]) });
+      seg.style.width = (100 * Math.min(1, Math.max(0, p[1]))).toFixed(2) + '%';
+      seg.style.background = shareColour(parts, i);
+      strip.append(seg);
+    });
+    d.title = 'Layer ' + layerName(l) + ', mean of heads: ' + parts.map((p) => p[0] + ' ' + Math.round(p[1] * 100) + '%').join(' · ');
+    d.append(strip, el('span', { class: 'small', text: parts.map((p) => Math.round(p[1] * 100) + '%').join(' · ') }));
+  });
+  imageDrawn.layerShares = layerShares;
   let n = 0;
   box.querySelectorAll('canvas.image-thumb').forEach((c) => {
     const l = Number(c.dataset.layer);

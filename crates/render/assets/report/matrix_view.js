@@ -496,6 +496,19 @@ function setupMatrixHover(id, describe) {
     repaintMatrices();
     hideTip();
   });
+  // A click on a picture's label (a band, or one of its image tokens) expands or collapses it.
+  canvas.addEventListener('click', (e) => {
+    const p = matrixPanels[id];
+    if (!p || p.labels !== 'tokens' || !PICTURES.length) return;
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left;
+    const y = e.clientY - r.top;
+    const cell = matrixCell(p);
+    let u = null;
+    if (x < p.x0 && y >= p.x0 && y < p.x0 + p.plotH) u = p.us[Math.floor(matrixZoom.oy + (y - p.x0) / cell)];
+    else if (y < p.x0 && x >= p.x0 && x < p.x0 + p.plot) u = p.ks[Math.floor(matrixZoom.ox + (x - p.x0) / cell)];
+    if (u && u.picture !== undefined) toggleBand(u.picture);
+  });
   canvas.addEventListener('mouseleave', () => {
     hideTip();
     hovered = null;
@@ -570,6 +583,9 @@ function matrixTip(label, kindOf) {
       t += '\nrow renormalised without ' + SPECIAL_NAMES + ' (the storage error grows as the share a row keeps shrinks)';
     }
     if (state.words) t += '\nword pieces merged: sum over key pieces, mean over query pieces';
+    if (units().list[a].band || keyUnits().list[c].band) {
+      t += '\npicture band: sum over its image tokens as the key, mean over them as the query';
+    }
     return t;
   };
 }

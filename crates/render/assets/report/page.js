@@ -65,6 +65,8 @@ function setupControls() {
     : ' — no word in this input is split into pieces';
   words.addEventListener('change', () => set({ words: words.checked }));
 
+  setupBands();
+
   const raw = $('raw-tokens');
   raw.disabled = !canToggleRaw;
   if (!canToggleRaw) $('raw-control').title += ' — every token here reads the same either way';
@@ -157,6 +159,27 @@ function setupControls() {
   }, { signal });
 }
 
+/** A button per picture of a vision-language model: its band's label; a click shows its image
+ *  tokens one by one in the matrix views, another collapses them back into the band. */
+function setupBands() {
+  const box = $('band-control');
+  PICTURES.forEach((p, i) => {
+    const b = el('button', { type: 'button', text: p.label });
+    b.dataset.picture = String(i);
+    b.title = 'Show the ' + p.count + ' image tokens of ' + p.label.replace(/ ·.*/, '') +
+      ' one by one, or collapse them into one band (click its label in the matrix too)';
+    b.addEventListener('click', () => toggleBand(i));
+    box.append(b);
+  });
+}
+
+/** Expand picture i's band into its tokens, or collapse them back. */
+function toggleBand(i) {
+  const expanded = state.expanded.slice();
+  expanded[i] = !expanded[i];
+  set({ expanded });
+}
+
 /** Bring every shared control in line with the state. */
 function syncControls() {
   $('layer-select').value = String(state.layer);
@@ -172,6 +195,19 @@ function syncControls() {
     : 'Word pieces merged into words: attention to a word is the sum over its pieces, attention from a word the mean over its pieces' +
       (state.hideSpecial ? ' (rows renormalised without ' + SPECIAL_NAMES + ' first)' : '') +
       '. The neuron view stays per token: query and key vectors exist only for tokens.';
+  const bandViews = state.view === 'head' || state.view === 'model' || state.view === 'matrix';
+  $('band-control').hidden = !PICTURES.length || !bandViews;
+  $('band-control').querySelectorAll('button').forEach((b) => {
+    const open = Boolean(state.expanded[Number(b.dataset.picture)]);
+    b.setAttribute('aria-pressed', String(open));
+    b.textContent = PICTURES[Number(b.dataset.picture)].label + (open ? ' ▾' : ' ▸');
+  });
+  const bnote = $('band-note');
+  const collapsed = PICTURES.filter((_, i) => !state.expanded[i]).map((p) => p.label);
+  bnote.hidden = !collapsed.length || !bandViews;
+  bnote.textContent = collapsed.join(', ') + ': each picture\'s image tokens as one band, its column ' +
+    'the sum of a row\'s attention to them, its row the mean of their rows (every row still sums to 1). ' +
+    'Its button here, or its label in the matrix view, shows its tokens one by one.';
   $('threshold').value = String(state.threshold);
   $('threshold-value').textContent = state.threshold.toFixed(3);
   $('pair-filter').querySelectorAll('button').forEach((b) => {
@@ -483,7 +519,7 @@ function loadInPlace(metaText, dataText) {
     layer: state.layer, head: state.head, headPicked: state.headPicked, shown: state.shown,
     hideSpecial: state.hideSpecial, words: state.words, rawTokens: state.rawTokens, groupKv: state.groupKv,
     threshold: state.threshold, pair: state.pair, matrixScale: state.matrixScale,
-    matrixShared: state.matrixShared, matrixRight: state.matrixRight, stat: state.stat,
+    matrixShared: state.matrixShared, matrixRight: state.matrixRight, stat: state.stat, expanded: state.expanded,
     imageSource: state.imageSource, imageOpacity: state.imageOpacity,
   };
   const view = state.view;
@@ -521,6 +557,14 @@ window.attnviz = {
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and
     // row at the plot's corner, in cells (zoomed and panned); all CSS px.
     return p ? { margin: p.x0, cell: matrixCell(p), m: p.m, mk: p.mk, plot: p.plot, plotH: p.plotH, side: p.side, zoom: matrixZoom.z, ox: matrixZoom.ox, oy: matrixZoom.oy, labels: p.labels, labelPx: p.labelPx } : null;
+  },
+  // A matrix panel as drawn: its values, its row and column labels, and which cells are masked.
+  matrix: (id) => {
+    const p = matrixPanels[id];
+    if (!p) return null;
+    const masked = [];
+    for (let i = 0; i < p.m * p.mk; i++) masked.push(CAUSAL && unitMasked(Math.floor(i / p.mk), i % p.mk, state.layer));
+    return { m: p.m, mk: p.mk, values: Array.from(p.values), rows: p.us.map((u) => u.label), cols: p.ks.map((u) => u.label), masked };
   },
   neuronGeometry: () => {
     const p = neuronLayout;

@@ -77,6 +77,26 @@ struct KindMeta<'a> {
     /// How many tokens at the start see each other in full (a prefix-LM mask); absent for none.
     #[serde(skip_serializing_if = "is_zero")]
     prefix_tokens: usize,
+    /// A vision-language model's pictures, each a band of the matrix views
+    /// (`assets/report/bands.js`); empty for any other model.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pictures: Vec<BandMeta>,
+}
+
+/// One picture of a vision-language model as the matrix views band it: its image tokens and
+/// its label ([`crate::band::band_label`]).
+#[derive(Serialize)]
+struct BandMeta {
+    /// The unit of its first image token (its units follow).
+    first: usize,
+    /// How many units its image tokens are.
+    count: usize,
+    /// `picture 1 · 24×24`.
+    label: String,
+    /// The patch grid, `[rows, cols]`.
+    grid: [usize; 2],
+    /// Whether its image tokens see each other in full under the causal mask (Gemma 3).
+    bidirectional: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -401,6 +421,22 @@ impl<'a> KindMeta<'a> {
                 .flatten()
                 .and_then(|p| att.queries().spans.iter().position(|s| s.start == p.first)),
             prefix_tokens: att.prefix,
+            pictures: att
+                .pictures
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let spans = &att.queries().spans;
+                    let run = p.tokens();
+                    Some(BandMeta {
+                        first: spans.iter().position(|s| s.start == p.first)?,
+                        count: spans.iter().filter(|s| run.contains(&s.start)).count(),
+                        label: crate::band::band_label(i, p),
+                        grid: p.image.grid,
+                        bidirectional: p.bidirectional,
+                    })
+                })
+                .collect(),
         }
     }
 }

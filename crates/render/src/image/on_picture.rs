@@ -52,28 +52,105 @@ fn picture_row(att: &Attention, picture: &PictureTokens, row: &[f32]) -> Vec<f32
     out
 }
 
-/// Where a row's weight went: to each picture, to the sink, and to the rest (the text).
+/// Where a row's weight went: to each picture, to the sink, and to the rest (the text). Every
+/// view that states a row's shares (the titles, the terminal, the strip of shares per layer)
+/// reads this.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shares {
+    /// Each picture's share, in order.
+    pub pictures: Vec<f32>,
+    /// The sink's label and share, under a causal mask.
+    pub sink: Option<(String, f32)>,
+    /// The rest of the row: the text's share.
+    pub text: f32,
+}
+
+impl Shares {
+    /// The shares of `row` (a row over `att`'s keys).
+    pub fn of(att: &Attention, row: &[f32]) -> Shares {
+        let pictures: Vec<f32> = att
+            .pictures
+            .iter()
+            .map(|p| picture_row(att, p, row).iter().sum())
+            .collect();
+        let sink = att.sink().map(|s| {
+            (
+                att.keys().display.get(s).cloned().unwrap_or_default(),
+                row.get(s).copied().unwrap_or(0.0),
+            )
+        });
+        let taken = pictures.iter().sum::<f32>() + sink.as_ref().map_or(0.0, |s| s.1);
+        let text = (row.iter().sum::<f32>() - taken).max(0.0);
+        Shares {
+            pictures,
+            sink,
+            text,
+        }
+    }
+
+    /// The parts in drawing order, each with its label: the pictures, the sink, the text.
+    pub fn parts(&self) -> Vec<(String, f32)> {
+        let mut parts: Vec<(String, f32)> = self
+            .pictures
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (format!("picture {}", i + 1), v))
+            .collect();
+        if let Some((label, v)) = &self.sink {
+            parts.push((format!("sink {label}"), *v));
+        }
+        parts.push(("text".into(), self.text));
+        parts
+    }
+}
+
+/// The shares of a row as the titles write them: `picture 1 47% · sink <s> 12% · text 41%`.
 fn shares(att: &Attention, row: &[f32]) -> String {
-    let mut parts = Vec::new();
-    let mut on_pictures = 0f32;
-    for (i, p) in att.pictures.iter().enumerate() {
-        let v: f32 = picture_row(att, p, row).iter().sum();
-        on_pictures += v;
-        parts.push(format!("picture {} {:.0}%", i + 1, v * 100.0));
+    Shares::of(att, row)
+        .parts()
+        .iter()
+        .map(|(label, v)| format!("{label} {:.0}%", v * 100.0))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// The colour of share part `i` of `n` in a strip: the pictures from the bright end of the
+/// colour map, the sink in the muted text colour, the text from its dark end.
+fn part_colour(i: usize, n: usize, has_sink: bool, look: &Look) -> crate::colormap::Rgb {
+    let text = n - 1;
+    let sink = has_sink.then(|| n - 2);
+    if i == text {
+        look.ramp.at(0.3)
+    } else if Some(i) == sink {
+        look.pal.muted
+    } else {
+        look.ramp.at(0.9 - 0.2 * (i % 3) as f32)
     }
-    let sink = att
-        .sink()
-        .map_or(0.0, |s| row.get(s).copied().unwrap_or(0.0));
-    if let Some(s) = att.sink() {
-        parts.push(format!(
-            "sink {} {:.0}%",
-            att.keys().display.get(s).map_or("", String::as_str),
-            sink * 100.0
-        ));
+}
+
+/// One stacked strip of `shares`, `w` × `h` at (`x`, `y`): each part's width its share.
+fn share_strip(c: &mut Canvas, shares: &Shares, (x, y, w, h): (i32, i32, i32, i32), look: &Look) {
+    let parts = shares.parts();
+    let n = parts.len();
+    let mut at = x;
+    for (i, (_, v)) in parts.iter().enumerate() {
+        let end = if i + 1 == n {
+            x + w
+        } else {
+            (at + (v.clamp(0.0, 1.0) * w as f32).round() as i32).min(x + w)
+        };
+        if end > at {
+            c.rect(
+                at,
+                y,
+                end - at,
+                h,
+                part_colour(i, n, shares.sink.is_some(), look),
+            );
+        }
+        at = end;
     }
-    let text = (row.iter().sum::<f32>() - on_pictures - sink).max(0.0);
-    parts.push(format!("text {:.0}%", text * 100.0));
-    parts.join(" · ")
+    c.frame(x, y, w, h, 1, look.pal.frame);
 }
 
 /// The terminal view of unit `query`'s attention (at `layer`, one head or the mean) over each
@@ -97,6 +174,7 @@ pub fn terminal_view(
     let name = att.queries().display.get(unit).cloned().unwrap_or_default();
     let shares = shares(att, &row);
     let mut out = String::new();
+    out.push_str(&layer_lines(att, unit, &name));
     for (i, p) in att.pictures.iter().enumerate() {
         out.push_str(&super::picture::terminal_grid(
             att.model.name(),
@@ -114,6 +192,44 @@ pub fn terminal_view(
         ));
     }
     Ok(out)
+}
+
+/// Where unit `unit`'s attention went in each layer (the mean of its heads): a strip of 20
+/// characters (`█` the pictures, `▒` the sink, `░` the text) and the shares.
+fn layer_lines(att: &Attention, unit: usize, name: &str) -> String {
+    let mut out = format!(
+        "where token {unit} “{}” looked, layer by layer (mean of heads; █ picture, ▒ sink, ░ text)\n",
+        name.trim()
+    );
+    for l in 0..att.layers() {
+        let row = head_row(att, l, HeadSel::Mean, unit);
+        let sh = Shares::of(att, &row);
+        let mut strip = String::new();
+        let mut filled = 0usize;
+        let parts = sh.parts();
+        for (i, (label, v)) in parts.iter().enumerate() {
+            let glyph = if i + 1 == parts.len() {
+                '░'
+            } else if label.starts_with("sink ") {
+                '▒'
+            } else {
+                '█'
+            };
+            let end = if i + 1 == parts.len() {
+                20
+            } else {
+                (filled + (v.clamp(0.0, 1.0) * 20.0).round() as usize).min(20)
+            };
+            strip.extend(std::iter::repeat_n(glyph, end.saturating_sub(filled)));
+            filled = filled.max(end);
+        }
+        out.push_str(&format!(
+            "  layer {:<3} {strip}  {}\n",
+            att.layer_number(l),
+            shares(att, &row)
+        ));
+    }
+    out
 }
 
 /// One line per generated token: its row's shares, and the patch of each picture it looked at
@@ -244,12 +360,21 @@ pub(super) fn draw(
             let (layers, heads) = (att.layers(), att.heads());
             let (tile, label_w, top) = (96, 60, 66);
             let grid_w = label_w + heads * (tile + 6) + 8;
+            // Beside the grid, each layer's strip of shares (mean of heads).
+            let (strip_x, strip_w) = (grid_w + 130, 230);
             let title = format!("{model} · every layer × head · {qname}{many}");
             let mut c = Canvas::new(
-                (grid_w + 130).max(heading_width(&title, image)),
+                (strip_x + strip_w + 12).max(heading_width(&title, image)),
                 (top + layers * (tile + 18) + 8).max(top + 280),
                 look,
             )?;
+            c.text(
+                "where the row went (mean of heads)",
+                11.0,
+                strip_x as i32,
+                top as i32 - 10,
+                look.pal.text,
+            );
             own_scale_bar(&mut c, (grid_w as i32 + 8, top as i32 + 6), look);
             heading(&mut c, &title, image, look);
             for h in 0..heads {
@@ -269,6 +394,17 @@ pub(super) fn draw(
                     let share = format!("{:.0}% on it", on * 100.0);
                     c.text(&share, 9.0, x0 as i32, (y0 + o.h + 8) as i32, look.pal.text);
                 }
+                let row = head_row(att, l, HeadSel::Mean, unit);
+                let y = (y0 + tile / 2) as i32;
+                let place = (strip_x as i32, y - 16, strip_w as i32, 14);
+                share_strip(&mut c, &Shares::of(att, &row), place, look);
+                c.text(
+                    &shares(att, &row),
+                    9.0,
+                    strip_x as i32,
+                    y + 8,
+                    look.pal.text,
+                );
             }
             Ok(c)
         }
@@ -390,6 +526,26 @@ mod tests {
             shares(&att, &row),
             "picture 1 50% · sink <s> 10% · text 40%"
         );
+    }
+
+    #[test]
+    fn the_strip_of_shares_per_layer_reads_the_titles_shares() {
+        let att = pictured();
+        let row = head_row(&att, 0, HeadSel::Mean, 4);
+        let sh = Shares::of(&att, &row);
+        // 0.2 + 0.3 on the picture, 0.1 on the sink `<s>`, 0.15 + 0.25 on the words.
+        assert_eq!(sh.pictures, vec![0.2 + 0.3]);
+        assert_eq!(sh.sink, Some(("<s>".to_string(), 0.1)));
+        assert!((sh.text - (0.15 + 0.25)).abs() < 1e-6);
+        let view = terminal_view(&att, 0, HeadSel::Mean, Query::Token(4), false).unwrap();
+        // 20 characters: 10 of picture, 2 of sink, the rest text.
+        let line = format!(
+            "  layer 0   {}{}{}  picture 1 50% · sink <s> 10% · text 40%",
+            "█".repeat(10),
+            "▒".repeat(2),
+            "░".repeat(8)
+        );
+        assert!(view.contains(&line), "{view}");
     }
 
     #[test]
