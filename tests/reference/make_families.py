@@ -41,6 +41,8 @@ from transformers import (
     ElectraForPreTraining,
     Gemma2Config,
     Gemma2ForCausalLM,
+    GemmaConfig,
+    GemmaForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
     GenerationConfig,
@@ -710,6 +712,39 @@ FAMILIES: list[Family] = [
             tokenizer="Llama 3 style tokenizer.json (SmolLM3 ships a Llama 3 tokenizer), "
             "<|begin_of_text|> added by the post-processor",
         ),
+    ),
+    Family(
+        "gemma",
+        "decoder",
+        GemmaForCausalLM,
+        lambda tok: GemmaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=16,
+            max_position_embeddings=48,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            hidden_act="gelu",
+            tie_word_embeddings=True,
+            **special_ids(tok),
+        ),
+        lambda f: tt.llama2_sentencepiece(f, 48, chat_template=GEMMA_TEMPLATE),
+        [FULL_SAFE],
+        notes=dict(
+            embed="embeddings × √32; RMSNorm as x·(1 + w)",
+            norms="input_layernorm before attention, post_attention_layernorm before the MLP (Llama's "
+            "places; no post-norms)",
+            scale="scores × head_dim^-½",
+            act='hidden_act "gelu", which GemmaConfig rewrites to gelu_pytorch_tanh (GeGLU with tanh GELU)',
+            mqa="4 query heads over 1 key/value head",
+            gains="q/k gain 1.0: with the default 1.7 the attention is so peaked that float32 itself is "
+            "1.9e-5 from float64",
+        ),
+        gains=Gains(qk=1.0),
     ),
     Family(
         "gemma2",

@@ -273,6 +273,13 @@ fn tiny_smollm3_gguf_matches_hf() {
 }
 
 #[test]
+fn tiny_gemma_matches_hf() {
+    // Gemma 1: √hidden embeddings, (1 + w) norms at Llama's two places (no post-norms),
+    // GeGLU (tanh, from the legacy `hidden_act: "gelu"`), scores × head_dim^-½, one kv head.
+    check_decoder("tiny-gemma", "tiny-gemma");
+}
+
+#[test]
 fn tiny_gemma2_matches_hf() {
     // √hidden embeddings, (1 + w) norms, post-norms, GeGLU (tanh), query_pre_attn_scalar,
     // attention and final soft-capping, layers 0 and 2 sliding (window 5).

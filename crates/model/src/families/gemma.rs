@@ -48,6 +48,19 @@ const ANCHOR: Anchor = Anchor {
     prefix: "model",
 };
 
+/// Gemma (1) in the family registry.
+pub static GEMMA: Family = Family {
+    name: "Gemma",
+    model_types: &["gemma"],
+    class_prefixes: &["GemmaForCausalLM"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(GemmaConfig::read(file, Variant::Gemma1)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
 /// Gemma 2 in the family registry.
 pub static GEMMA2: Family = Family {
     name: "Gemma 2",
@@ -99,6 +112,9 @@ fn gguf_config(p: &DecoderParams, origin: &str) -> Result<Box<dyn GgufConfig>, E
 /// Which Gemma.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
+    /// `gemma`: a Llama-shaped stack (no post-norms, no soft-capping, no sliding window),
+    /// scores scaled by `head_dim^-½`.
+    Gemma1,
     /// `gemma2`: soft-capping, alternating sliding layers.
     Gemma2,
     /// `gemma3_text`: q/k norms, 5 sliding layers to 1 global, two RoPE bases.
@@ -197,12 +213,19 @@ impl GemmaConfig {
     /// Read config.json for `variant`.
     pub fn read(file: &ConfigFile, variant: Variant) -> Result<GemmaConfig, ConfigError> {
         let gemma3 = variant == Variant::Gemma3;
+        let gemma1 = variant == Variant::Gemma1;
         let (vocab, max_pos) = if gemma3 {
             (262_208, 131_072)
         } else {
             (256_000, 8192)
         };
-        let layers = file.positive("num_hidden_layers", 26)?;
+        // transformers' GemmaConfig (gemma-7b's shape) or Gemma2Config's (gemma-2-2b's).
+        let (d_layers, d_heads, d_kv, d_hidden, d_inner) = if gemma1 {
+            (28, 16, 16, 3072, 24_576)
+        } else {
+            (26, 8, 4, 2304, 9216)
+        };
+        let layers = file.positive("num_hidden_layers", d_layers)?;
         if layers > MAX_LAYERS {
             return Err(file.invalid(ConfigProblem::TooMany {
                 field: "num_hidden_layers",
@@ -210,8 +233,8 @@ impl GemmaConfig {
                 limit: Limit::Layers(MAX_LAYERS),
             }));
         }
-        let heads = file.positive("num_attention_heads", 8)?;
-        let kv = file.positive("num_key_value_heads", 4)?;
+        let heads = file.positive("num_attention_heads", d_heads)?;
+        let kv = file.positive("num_key_value_heads", d_kv)?;
         let head_dim = file.positive("head_dim", 256)?;
         if heads % kv != 0 {
             return Err(file.invalid(ConfigProblem::NotMultiple {
@@ -241,6 +264,7 @@ impl GemmaConfig {
                 }))
             }
             Some(types) => types.iter().map(|t| t == "sliding_attention").collect(),
+            None if gemma1 => vec![false; layers],
             None if gemma3 => {
                 let pattern = match file.count("sliding_window_pattern")? {
                     Some(p) => Some(p),
@@ -297,10 +321,16 @@ impl GemmaConfig {
         } else {
             (read_rope(file)?, None)
         };
-        let act_field = if file.has_field("hidden_activation") {
+        // Gemma 1 reads `hidden_act` (its legacy "gelu" meaning the tanh approximation, as
+        // transformers' GemmaConfig rewrites it); Gemma 2 and 3 prefer `hidden_activation`.
+        let act_field = if file.has_field("hidden_activation") && !gemma1 {
             "hidden_activation"
         } else {
             "hidden_act"
+        };
+        let activation = match file.string(act_field)?.as_deref() {
+            Some("gelu") if gemma1 => Activation::GeluTanh,
+            _ => file.activation(act_field, "gelu_pytorch_tanh")?,
         };
         if file.boolean("attention_bias")?.unwrap_or(false) {
             return Err(file.unsupported(Unsupported::Lacks {
@@ -321,6 +351,7 @@ impl GemmaConfig {
             }));
         }
         let scalar = match file.number("query_pre_attn_scalar")? {
+            None if gemma1 => head_dim as f64,
             None => 256.0,
             Some(s) if s.is_finite() && s > 0.0 => s,
             Some(s) => {
@@ -334,20 +365,21 @@ impl GemmaConfig {
         Ok(GemmaConfig {
             variant,
             model_type: file.model_type()?.unwrap_or_else(|| {
-                if gemma3 {
-                    "gemma3_text".into()
-                } else {
-                    "gemma2".into()
+                match variant {
+                    Variant::Gemma1 => "gemma",
+                    Variant::Gemma2 => "gemma2",
+                    Variant::Gemma3 => "gemma3_text",
                 }
+                .into()
             }),
             vocab_size: file.positive("vocab_size", vocab)?,
-            hidden_size: file.positive("hidden_size", 2304)?,
-            intermediate_size: file.positive("intermediate_size", 9216)?,
+            hidden_size: file.positive("hidden_size", d_hidden)?,
+            intermediate_size: file.positive("intermediate_size", d_inner)?,
             num_hidden_layers: layers,
             num_attention_heads: heads,
             num_key_value_heads: kv,
             head_dim,
-            activation: file.activation(act_field, "gelu_pytorch_tanh")?,
+            activation,
             max_position_embeddings,
             rms_norm_eps: file.epsilon("rms_norm_eps", 1e-6)?,
             query_pre_attn_scalar: scalar,
@@ -355,8 +387,14 @@ impl GemmaConfig {
             local_rope,
             sliding_window,
             sliding_layers,
-            attn_softcap: softcap(file, "attn_logit_softcapping", (!gemma3).then_some(50.0))?,
-            final_softcap: softcap(file, "final_logit_softcapping", (!gemma3).then_some(30.0))?,
+            attn_softcap: match variant {
+                Variant::Gemma2 => softcap(file, "attn_logit_softcapping", Some(50.0))?,
+                _ => softcap(file, "attn_logit_softcapping", None)?,
+            },
+            final_softcap: match variant {
+                Variant::Gemma2 => softcap(file, "final_logit_softcapping", Some(30.0))?,
+                _ => softcap(file, "final_logit_softcapping", None)?,
+            },
             tie_word_embeddings: file.boolean("tie_word_embeddings")?.unwrap_or(true),
             norms_plus_one: false,
         })
@@ -475,6 +513,7 @@ impl GemmaConfig {
 
     fn family(&self) -> &'static Family {
         match self.variant {
+            Variant::Gemma1 => &GEMMA,
             Variant::Gemma2 => &GEMMA2,
             Variant::Gemma3 => &GEMMA3,
         }
@@ -523,14 +562,21 @@ impl GemmaConfig {
         let linear = |name: &Name, inputs, outputs| out_in_linear(t, name, inputs, outputs, false);
         let layers = (0..self.num_hidden_layers)
             .map(|i| {
-                let n = layer_names(i);
+                let n = layer_names(i, self.variant);
                 let attn = Name::root().pp("layers").pp(i).pp("self_attn");
                 let post = Name::root().pp("layers").pp(i);
                 let qk_norm = match self.variant {
                     Variant::Gemma3 => {
                         Some((norm(&attn.pp("q_norm"), d)?, norm(&attn.pp("k_norm"), d)?))
                     }
-                    Variant::Gemma2 => None,
+                    Variant::Gemma1 | Variant::Gemma2 => None,
+                };
+                let post_norms = match self.variant {
+                    Variant::Gemma1 => None,
+                    Variant::Gemma2 | Variant::Gemma3 => Some((
+                        norm(&post.pp("post_attention_layernorm"), hidden)?,
+                        norm(&post.pp("post_feedforward_layernorm"), hidden)?,
+                    )),
                 };
                 Ok(DecoderLayer {
                     attention_norm: norm(&n.attention_norm, hidden)?,
@@ -553,10 +599,7 @@ impl GemmaConfig {
                     scale: self.query_pre_attn_scalar.powf(-0.5) as f32,
                     options: LayerOptions {
                         qk_norm,
-                        post_norms: Some((
-                            norm(&post.pp("post_attention_layernorm"), hidden)?,
-                            norm(&post.pp("post_feedforward_layernorm"), hidden)?,
-                        )),
+                        post_norms,
                         window: arch.window(i),
                         softcap: self.attn_softcap,
                         local_rope: self.local_rope.is_some() && arch.window(i).is_some(),
@@ -598,14 +641,19 @@ impl GemmaConfig {
 
 /// Layer `i`'s tensors: attention and feed-forward with the norms before them (the norms after
 /// them are `post_attention_layernorm` and `post_feedforward_layernorm`).
-fn layer_names(i: usize) -> DecoderLayerNames {
+/// Layer `i`'s tensors: Gemma 1 norms before the feed-forward block with
+/// `post_attention_layernorm` (Llama's name), Gemma 2 and 3 with `pre_feedforward_layernorm`.
+fn layer_names(i: usize, variant: Variant) -> DecoderLayerNames {
     let layer = Name::root().pp("layers").pp(i);
     let (a, m) = (layer.pp("self_attn"), layer.pp("mlp"));
     DecoderLayerNames {
         attention_norm: layer.pp("input_layernorm"),
         qkv: vec![a.pp("q_proj"), a.pp("k_proj"), a.pp("v_proj")],
         output: a.pp("o_proj"),
-        ffn_norm: layer.pp("pre_feedforward_layernorm"),
+        ffn_norm: layer.pp(match variant {
+            Variant::Gemma1 => "post_attention_layernorm",
+            Variant::Gemma2 | Variant::Gemma3 => "pre_feedforward_layernorm",
+        }),
         ffn: FfnNames::Gated {
             gate: m.pp("gate_proj"),
             up: m.pp("up_proj"),
@@ -623,7 +671,7 @@ impl GgufConfig for GemmaConfig {
 impl FamilyConfig for GemmaConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
         let embed = Name::root().pp("embed_tokens").weight();
-        let first = layer_names(0);
+        let first = layer_names(0, self.variant);
         let dims = vec![
             ConfigDim::new("vocab_size", self.vocab_size, embed.clone(), 0),
             ConfigDim::new("hidden_size", self.hidden_size, embed, 1),
@@ -650,7 +698,8 @@ impl FamilyConfig for GemmaConfig {
             "num_hidden_layers",
             self.num_hidden_layers,
             "layer",
-            |i| layer_names(i).qkv[0].weight(),
+            // The q projection's name is the same in every variant.
+            |i| layer_names(i, Variant::Gemma2).qkv[0].weight(),
         )];
         (dims, counts)
     }

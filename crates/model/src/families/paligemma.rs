@@ -1,7 +1,7 @@
 //! PaliGemma (`PaliGemmaForConditionalGeneration`, `model_type` `paligemma`): a SigLIP vision
 //! tower whose last hidden state (after `post_layernorm`) one linear map with a bias
-//! (`multi_modal_projector.linear`) takes into a Gemma 2 text model (PaliGemma 2; the first
-//! PaliGemma's Gemma 1 text model is refused). Every patch is one image token. The processor
+//! (`multi_modal_projector.linear`) takes into a Gemma text model (the first PaliGemma's Gemma
+//! 1, PaliGemma 2's Gemma 2). Every patch is one image token. The processor
 //! writes the picture's image tokens first, then BOS, the prompt and a newline, and the
 //! language model's mask is a prefix-LM mask: that whole prompt, pictures and text, sees
 //! itself in full (transformers' `token_type_ids` 0, `block_sequence_ids`), ORed onto the
@@ -87,21 +87,23 @@ impl PaliGemmaConfig {
             Some(t) => t,
             None => empty()?,
         };
-        match text.model_type()?.as_deref() {
-            Some("gemma2") => {}
-            other => {
+        // transformers' default text_config is the first PaliGemma's Gemma.
+        let variant = match text.model_type()?.as_deref() {
+            None | Some("gemma") => Variant::Gemma1,
+            Some("gemma2") => Variant::Gemma2,
+            Some(other) => {
                 return Err(text.unsupported(Unsupported::Value {
                     field: "model_type",
-                    value: other.map(|o| FieldValue::Name(o.to_string())),
-                    note: Some("the first PaliGemma's Gemma 1 text model is not run yet"),
-                    instead: Instead::ModelTypes(vec!["gemma2"]),
+                    value: Some(FieldValue::Name(other.to_string())),
+                    note: None,
+                    instead: Instead::ModelTypes(vec!["gemma", "gemma2"]),
                 }))
             }
-        }
+        };
         // PaliGemmaConfig sets it for the text model, whose mask the outer model makes: the
         // prefix-LM mask below, not an encoder's.
         let text = text.without("use_bidirectional_attention");
-        let mut text = GemmaConfig::read(&text, Variant::Gemma2)?;
+        let mut text = GemmaConfig::read(&text, variant)?;
         if let Some(tied) = file.boolean("tie_word_embeddings")? {
             text.tie_word_embeddings = tied;
         }
@@ -253,10 +255,12 @@ mod tests {
     }
 
     #[test]
-    fn the_first_paligemmas_gemma_1_is_refused_in_one_line() {
-        let err = read(r#"{"text_config": {"model_type": "gemma"}}"#).unwrap_err();
-        assert!(err.contains("gemma2") && err.contains("Gemma 1"), "{err}");
+    fn a_text_model_other_than_gemma_is_refused_in_one_line() {
+        let err = read(r#"{"text_config": {"model_type": "llama"}}"#).unwrap_err();
+        assert!(err.contains("gemma2") && err.contains("llama"), "{err}");
         assert!(!err.contains('\n'), "{err}");
+        let first = read(r#"{"text_config": {"model_type": "gemma"}}"#).unwrap();
+        assert_eq!(first.text.variant, Variant::Gemma1);
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub static FAMILIES: &[&Family] = &[
     &llama::QWEN3,
     &llama::MISTRAL,
     &llama::SMOLLM3,
+    &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
     &phi3::PHI3,
