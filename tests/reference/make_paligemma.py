@@ -4,7 +4,7 @@
 text model under a prefix-LM mask) with its processor, and Hugging Face transformers' reference
 outputs for it (eager attention, float32).
 
-    /path/to/venv/bin/python tests/reference/make_paligemma.py
+    /path/to/venv/bin/python tests/reference/make_paligemma.py [--variant gemma1]
 
 It writes tests/fixtures/tiny-paligemma/ (config.json, generation_config.json and model.safetensors
 as transformers saves them; the processor as PaliGemmaProcessor.save_pretrained writes it, plus
@@ -17,7 +17,9 @@ its last hidden state and the last position's logits; and one greedy generation,
 are causal.
 
 Weights are drawn as make_families.py draws them (its `randomise`, numpy PCG64 from a fixed seed),
-so a re-run with the same versions rewrites every file byte for byte. The script checks itself: the
+so a re-run with the same versions rewrites every file byte for byte. `--variant gemma1` writes
+tests/fixtures/tiny-paligemma1/ and tests/reference/tiny-paligemma1.*: the same with the first
+PaliGemma's Gemma (1) text model. The script checks itself: the
 saved folder loads back (AutoModelForImageTextToText, AutoProcessor) with no missing or unexpected
 key and computes exactly what the model built in memory computes; the attention caught inside
 eager attention equals `output_attentions`; the image features are the projector applied to the
@@ -43,6 +45,7 @@ from transformers import (
     AutoProcessor,
     AutoTokenizer,
     Gemma2Config,
+    GemmaConfig,
     PaliGemmaConfig,
     PaliGemmaForConditionalGeneration,
     PaliGemmaProcessor,
@@ -66,7 +69,12 @@ from reflib import (  # noqa: E402
 )
 
 SEED = 20261208
-NAME = "tiny-paligemma"
+# The text model: PaliGemma 2's Gemma 2 (tiny-paligemma), or with `--variant gemma1` the first
+# PaliGemma's Gemma (tiny-paligemma1: no sliding window, no soft-capping, no post-norms).
+VARIANTS = {"gemma2": "tiny-paligemma", "gemma1": "tiny-paligemma1"}
+ARGS = sys.argv[1:]
+VARIANT = ARGS[1] if len(ARGS) == 2 and ARGS[0] == "--variant" and ARGS[1] in VARIANTS else "gemma2"
+NAME = VARIANTS[VARIANT]
 TARGET = FIXTURES / NAME
 TOKENIZER_SOURCE = FIXTURES / "tiny-gemma2"
 IMAGES = FIXTURES / "images"
@@ -114,6 +122,25 @@ def make_config(tok, image_token_id: int) -> PaliGemmaConfig:
         layer_norm_eps=1e-6,
         vision_use_head=False,
     )
+    if VARIANT == "gemma1":
+        text = GemmaConfig(
+            vocab_size=len(tok),
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=16,
+            max_position_embeddings=128,
+            rms_norm_eps=1e-6,
+            rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+            hidden_act="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+        return paligemma_config(vision, text, tok, image_token_id)
     text = Gemma2Config(
         vocab_size=len(tok),
         hidden_size=64,
@@ -135,6 +162,10 @@ def make_config(tok, image_token_id: int) -> PaliGemmaConfig:
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
+    return paligemma_config(vision, text, tok, image_token_id)
+
+
+def paligemma_config(vision, text, tok, image_token_id: int) -> PaliGemmaConfig:
     config = PaliGemmaConfig(
         vision_config=vision,
         text_config=text,
@@ -220,6 +251,12 @@ class Runner:
         }
 
 
+def layering(text_cfg) -> tuple[int, list[str]]:
+    """The sliding window and each layer's kind (Gemma 1: none slides)."""
+    types = getattr(text_cfg, "layer_types", None) or ["full_attention"] * text_cfg.num_hidden_layers
+    return getattr(text_cfg, "sliding_window", None) or text_cfg.max_position_embeddings, list(types)
+
+
 def check_prefix(attn: torch.Tensor, prefix: int, n: int, window: int, layer_types: list[str]) -> int:
     """The first `prefix` tokens attend to the later ones among them, and on sliding layers to
     those further back than the window too (the prefix's block is ORed onto the windowed causal
@@ -270,7 +307,7 @@ def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     vs_rerun = generate_vs_rerun(cached, {"self.attentions": full["attentions"]}, False)["self"]
     assert vs_rerun < 1e-5, vs_rerun
     cfg = model.config.text_config
-    check_prefix(full["attentions"], len(prompt), len(seq), cfg.sliding_window, cfg.layer_types)
+    check_prefix(full["attentions"], len(prompt), len(seq), *layering(cfg))
     new = seq[len(prompt) :]
     key = f"gen_{GENERATE_CASE}"
     return dict(
@@ -315,13 +352,15 @@ def summary(cfg) -> dict:
     vision = cfg.vision_config
     top["vision_config"] = vlmlib.vision_summary(vision, "vision_use_head")
     top["text_config"] = summarise_config(cfg.text_config)
-    top["text_config"]["layer_types"] = list(cfg.text_config.layer_types)
+    top["text_config"]["layer_types"] = layering(cfg.text_config)[1]
     top["text_config"]["use_bidirectional_attention"] = cfg.text_config.use_bidirectional_attention
     return top
 
 
 @torch.no_grad()
 def main() -> None:
+    if ARGS and not (len(ARGS) == 2 and ARGS[0] == "--variant" and ARGS[1] in VARIANTS):
+        sys.exit(f"usage: make_paligemma.py [--variant {'|'.join(VARIANTS)}]")
     setup_determinism(SEED)
     processor = make_processor()
     tok = processor.tokenizer
@@ -368,7 +407,7 @@ def main() -> None:
         expanded = IMAGE_TOKEN * (TOKENS_PER_IMAGE * n_images) + tok.bos_token + rest + "\n"
         assert marks in (0, n_images)
         assert tok(expanded, add_special_tokens=False)["input_ids"] == id_list, case["name"]
-        later = check_prefix(ref["attentions"], n, n, text_cfg.sliding_window, text_cfg.layer_types)
+        later = check_prefix(ref["attentions"], n, n, *layering(text_cfg))
         image_runs = [[i * TOKENS_PER_IMAGE, TOKENS_PER_IMAGE] for i in range(n_images)]
         future = torch.ones(n, n, dtype=torch.bool).triu(1)
         in_runs = torch.zeros(n, n, dtype=torch.bool)
@@ -433,7 +472,7 @@ def main() -> None:
             image_mean=list(image_processor.image_mean),
             image_std=list(image_processor.image_std),
         ),
-        notes=NOTES,
+        notes=dict(NOTES, variant=VARIANT_NOTES[VARIANT]),
         how=HOW,
         attention_spread=spreads,
         versions=dict(versions(), pillow=PIL.__version__),
@@ -471,6 +510,12 @@ NOTES = dict(
         "token_type_ids at the prefill only"
     ),
     processor="SiglipImageProcessorPil: PIL bicubic resize to 32x32, rescale, normalise with mean = std = 0.5",
+)
+
+VARIANT_NOTES = dict(
+    gemma2="PaliGemma 2: a Gemma 2 text model (sliding window 6 on layers 0 and 2, soft-capping, post-norms)",
+    gemma1="the first PaliGemma: a Gemma (1) text model, no sliding window (what the notes say of one does "
+    "not apply), no soft-capping, no post-norms, 4 query heads over 1 key/value head",
 )
 
 HOW = (

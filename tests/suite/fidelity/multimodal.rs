@@ -10,7 +10,8 @@
 //! token kept), two feature layers side by side, a projector without biases, a Mistral language
 //! model with a sliding window shorter than the sequence, and llava-hf's key layout. PaliGemma's
 //! whole prompt (pictures, BOS, text, newline) sees itself in full, the sliding window cutting
-//! nothing inside it, and its generated tokens are causal.
+//! nothing inside it, and its generated tokens are causal; `tiny-paligemma1` (`make_paligemma.py
+//! --variant gemma1`) is the first PaliGemma, with a Gemma 1 text model.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -133,6 +134,11 @@ const PALIGEMMA: Fixture = Fixture {
     tower_first: Cell::Patch { row: 0, col: 0 },
     first_cell: Cell::Patch { row: 0, col: 0 },
     chat: false,
+};
+
+const PALIGEMMA1: Fixture = Fixture {
+    name: "tiny-paligemma1",
+    ..PALIGEMMA
 };
 
 const GEMMA3: Fixture = Fixture {
@@ -319,6 +325,12 @@ fn tiny_llava_generates_as_hf_and_captures_the_whole_sequence() {
 #[test]
 fn tiny_gemma3_vlm_generates_as_hf_and_captures_the_whole_sequence() {
     generates_as_hf(&GEMMA3);
+}
+
+#[test]
+fn tiny_paligemma1_with_gemma_1_matches_hf_under_its_prefix_lm_mask() {
+    matches_hf(&PALIGEMMA1);
+    generates_as_hf(&PALIGEMMA1);
 }
 
 /// The generated tokens are causal: the prefix stays the prompt's.
