@@ -254,7 +254,9 @@ class Report:
         ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
         colormap, theme, scale, scale_factor (or ``dpi``, 48 to 384: ``scale_factor=dpi/96``),
         raw_tokens, expand_pictures (a vision-language model's pictures token by token rather
-        than one band each)."""
+        than one band each), query (of a vision-language model: token ``N``'s attention to its
+        pictures drawn over them, or ``"generated"``: each generated token's, one overlay
+        each)."""
         if dpi is not None:
             if "scale_factor" in options:
                 raise ValueError("give dpi= or scale_factor=, not both (dpi is scale_factor × 96)")
@@ -272,6 +274,8 @@ class Report:
     def _image(self, path: Any, fmt: str, figure: str, options: dict) -> Path:
         opts = dict(layer=self._layer, words=self._words, no_special=self._no_special)
         opts.update(options)
+        if opts.get("query") is not None:
+            opts["query"] = _query(opts["query"])
         path = Path(path)
         self._native.image(str(path), format=fmt, figure=figure, **opts)
         return path
@@ -624,6 +628,7 @@ def run(
     query: Any = None,
     threads: Optional[int] = None,
     full_paths: bool = False,
+    tower: bool = False,
     _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -695,7 +700,12 @@ def run(
       ``report.pictures`` lists where each picture's image tokens are.
     - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
       ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
-      probe (SigLIP); default: the class token.
+      probe (SigLIP); default: the class token. Of a vision-language model: a token's number
+      ``N`` (as the views number them), whose attention to the pictures the image view opens
+      on, or ``"generated"`` (with ``generate``): the generated tokens'.
+    - ``tower=True`` (with ``image``): a vision-language model's vision tower alone over its
+      one picture, a vision model's run (its views, ``report.image``), as the CLI's
+      ``--tower``; the prompt is left out.
     - ``kind``: of an encoder–decoder, the one kind to return as a :class:`Report`
       (``"encoder"``, ``"decoder"`` or ``"cross"``) instead of :class:`Views` of all three;
       other models have one kind, ``"self"``.
@@ -721,6 +731,11 @@ def run(
             raise ValueError("image=[] holds no picture; give one, or leave image= out")
         if text is not None and not isinstance(text, str):
             raise TypeError(f"text must be a string, not {type(text).__name__}")
+        if tower and text:
+            raise ValueError(
+                "tower=True runs a vision-language model's vision tower over the picture alone; "
+                "leave the text out (or drop tower=True to run the prompt with the picture)"
+            )
         # Each a path, or pixels in memory; a vision model's text is refused by the library,
         # which knows the model's kind.
         converted = [_picture(p) for p in pictures]
@@ -733,10 +748,12 @@ def run(
             _images=[pixels if path is None else path for path, pixels in converted],
             attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
             max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
-            full_paths=full_paths,
+            full_paths=full_paths, tower=tower,
         )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
+    if tower and _images is None:
+        raise ValueError("tower=True runs a vision-language model's vision tower over a picture; give image= as well")
     if query is not None:
         if _images is None:
             raise ValueError("query= picks a patch of the picture; give image= as well")
@@ -826,6 +843,7 @@ def run(
         max_analysis_time=max_analysis_time,
         threads=threads,
         full_paths=bool(full_paths),
+        tower=bool(tower),
         **heads,
     )
     if kind is not None:
@@ -869,16 +887,21 @@ _KINDS = ("self", "encoder", "decoder", "cross")
 
 
 def _query(value: Any) -> str:
-    """``query=`` as the library reads it: ``"ROW,COL"`` or ``"pool"``."""
+    """``query=`` as the library reads it: ``"ROW,COL"``, ``"pool"``, a token's number or
+    ``"generated"``."""
     if isinstance(value, str):
         return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"query={int(value)} is not a token's number (tokens count from 0)")
+        return str(int(value))
     if (
         isinstance(value, (tuple, list))
         and len(value) == 2
         and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
     ):
         return f"{int(value[0])},{int(value[1])}"
-    raise TypeError(f'query must be "ROW,COL", (row, col) or "pool", not {value!r}')
+    raise TypeError(f'query must be "ROW,COL", (row, col), "pool", a token\'s number or "generated", not {value!r}')
 
 
 def _layered_matrices(arrays):

@@ -89,6 +89,7 @@ class Attention:
         scale_factor: float = 1.0,
         raw_tokens: bool = False,
         expand_pictures: bool = False,
+        query: Optional[str] = None,
     ) -> None: ...
     def json(
         self,
@@ -134,6 +135,7 @@ def run(
     max_analysis_time: Optional[float] = None,
     threads: Optional[int] = None,
     full_paths: bool = False,
+    tower: bool = False,
 ) -> Tuple[
     list[Attention],
     Optional[str],

@@ -359,7 +359,7 @@ impl PyAttention {
     /// Write a PNG or SVG figure to `path`.
     #[pyo3(signature = (path, format="png", figure="head", layer=None, head=None,
         words=false, no_special=false, colormap="viridis", theme="light", scale="auto",
-        scale_factor=1.0, raw_tokens=false, expand_pictures=false))]
+        scale_factor=1.0, raw_tokens=false, expand_pictures=false, query=None))]
     #[allow(clippy::too_many_arguments)]
     fn image(
         &self,
@@ -377,8 +377,10 @@ impl PyAttention {
         scale_factor: f32,
         raw_tokens: bool,
         expand_pictures: bool,
+        query: Option<String>,
     ) -> PyResult<()> {
         let figure: Figure = choice("figure", figure)?;
+        let on_picture = picture_query(self.att(), query.as_deref())?;
         let opts = ImageOptions {
             colormap: choice::<Colormap>("colormap", colormap)?,
             theme: choice::<Theme>("theme", theme)?,
@@ -405,6 +407,31 @@ impl PyAttention {
             let (shown, analysis) = Analysis::compute_view(att, view_options(words, no_special))
                 .map_err(|e| self::words::analysis(&e))?;
             let rollout = analysis.rollout.get(layer).map(Vec::as_slice);
+            if let Some(query) = on_picture {
+                use attnviz::render::image::picture::{self, PictureSpec};
+                let spec = match figure {
+                    Figure::Head | Figure::Mean => PictureSpec::Head { layer, head },
+                    Figure::Layer => PictureSpec::Layer { layer },
+                    Figure::Model => PictureSpec::Model,
+                    Figure::Rollout => PictureSpec::Rollout {
+                        layer,
+                        matrix: rollout
+                            .ok_or_else(|| self::words::image(&image::ImageError::NoRollout))?,
+                        fusion: None,
+                    },
+                    _ => {
+                        return Err("this figure does not draw on the picture; query= draws \
+                                    head, mean, layer, model or rollout"
+                            .to_string())
+                    }
+                };
+                return if png {
+                    picture::write_png(&shown, &spec, query, &opts, &path)
+                } else {
+                    picture::write_svg(&shown, &spec, query, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
             let spec = FigureSpec::of(figure, layer, head, rollout).map_err(|e| e.to_string())?;
             if png {
                 image::write_png(&shown, &spec, &opts, &path)
@@ -569,10 +596,15 @@ fn request_error(e: RequestError) -> PyErr {
             "image= holds {given} pictures: {model} is a vision model ({family}), which reads \
              one; give one picture (vision-language models such as LLaVA take a list)"
         )),
-        // `run` has no way to ask for the tower alone yet: these cannot reach Python.
-        e @ (RequestError::TowerPictures { .. } | RequestError::TowerReadsThePicture) => {
-            value(e.to_string())
-        }
+        RequestError::TowerPictures { given } => value(format!(
+            "tower=True runs the vision tower over one picture, and image= holds {given}; give \
+             one picture"
+        )),
+        RequestError::TowerReadsThePicture => value(
+            "tower=True runs the vision tower alone over the picture: generate=, chat= and head \
+             attribution or ablation are the language model's; drop them, or tower=True"
+                .to_string(),
+        ),
         RequestError::Shape(e) => runtime_error(e),
     }
 }
@@ -608,7 +640,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
 #[pyo3(signature = (text, model, revision="main", pair=None, target=None, generate=None,
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
-    target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false))]
+    target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
+    tower=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -635,6 +668,7 @@ fn run(
     max_analysis_time: Option<f64>,
     threads: Option<usize>,
     full_paths: bool,
+    tower: bool,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
@@ -689,7 +723,7 @@ fn run(
         value_weighted: weighting != Weighting::Raw,
         // A file, or an array read a row at a time where it lies.
         images,
-        tower: false,
+        tower,
         lens,
         alti,
         value_zeroing,
@@ -771,6 +805,11 @@ fn image_query(att: &Attention, query: Option<&str>) -> PyResult<Option<usize>> 
     let Some(query) = query else {
         return Ok(None);
     };
+    if att.image.is_none() && !att.pictures.is_empty() {
+        // A vision-language model's: a token's number, or the generated tokens.
+        let query = picture_query(att, Some(query))?;
+        return Ok(query.and_then(|q| image::on_picture::query_unit(att, q).ok()));
+    }
     let query: Query = query
         .parse()
         .map_err(|e| value_error(format!("query={e}")))?;
@@ -782,6 +821,40 @@ fn image_query(att: &Attention, query: Option<&str>) -> PyResult<Option<usize>> 
     let wrong = |e: image::ImageError| value_error(format!("query=: {}", words::image(&e)));
     picture::pooling_of(att, query).map_err(wrong)?;
     picture::query_unit(att, query).map(Some).map_err(wrong)
+}
+
+/// `query=` of a figure of a vision-language model's run: a token's number `N` (as the views
+/// number them) or `"generated"`, whose attention to the pictures the figure draws over them;
+/// `None` without one (the matrix over the whole sequence).
+fn picture_query(
+    att: &Attention,
+    query: Option<&str>,
+) -> PyResult<Option<attnviz::render::image::picture::Query>> {
+    use attnviz::render::image::picture::Query;
+    let Some(query) = query else {
+        return Ok(None);
+    };
+    if att.pictures.is_empty() {
+        return Err(value_error(
+            "query= of a figure draws a vision-language model's token over its pictures, and \
+             this run read none; run with image=",
+        ));
+    }
+    match query.parse::<Query>() {
+        Ok(q @ Query::Token(n)) if n < att.n_queries() => Ok(Some(q)),
+        Ok(Query::Token(n)) => Err(value_error(format!(
+            "query={n} is past the last token ({}); tokens count from 0",
+            att.n_queries() - 1
+        ))),
+        Ok(Query::Generated) if att.first_generated().is_some() => Ok(Some(Query::Generated)),
+        Ok(Query::Generated) => Err(value_error(
+            "query=\"generated\" shows the generated tokens, and this run generated none; run \
+             with generate=N",
+        )),
+        _ => Err(value_error(format!(
+            "query={query:?}: of a vision-language model, give a token's number N or \"generated\""
+        ))),
+    }
 }
 
 /// A pool of `threads` workers (capped at [`attnviz::threads::max_threads`], as the CLI's

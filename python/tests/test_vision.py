@@ -143,6 +143,48 @@ def test_a_picture_is_one_band_of_the_matrix_unless_expanded(tmp_path):
     assert "img1 0,1" in b.read_text()
 
 
+def test_the_tower_alone_and_a_token_on_the_picture_are_the_cli_s(tmp_path):
+    # tower=True: the vision tower's own run, as `--tower` gives it.
+    picture = str(IMAGES / "own32.png")
+    report = attnviz.run(model=LLAVA, image=picture, tower=True)
+    cli = cli_json("-m", LLAVA, "--image", picture, "--tower")
+    mine = json.loads(report.json(full_precision=True))
+    assert mine["tokens"] == cli["tokens"] and mine["image"]["grid"] == cli["image"]["grid"]
+    assert np.array_equal(np.asarray(mine["attention"]), np.asarray(cli["attention"]))
+    with pytest.raises(ValueError, match="vision tower over the picture alone; leave the text out"):
+        attnviz.run("What is this?", model=LLAVA, image=picture, tower=True)
+    with pytest.raises(ValueError, match="generate=, chat= and head attribution or ablation are the language model's"):
+        attnviz.run(model=LLAVA, image=picture, tower=True, generate=2)
+    with pytest.raises(ValueError, match="give image= as well"):
+        attnviz.run("What is this?", model=LLAVA, tower=True)
+    # query=N: token N's attention drawn over the picture, the CLI's `--query N` figure byte for
+    # byte; the report opens its image view on that token.
+    case = _llava_case("describe")
+    text, image = case["text"], str(IMAGES / case["images"][0])
+    n = len(case["input_ids"]) - 1
+    report = attnviz.run(text, model=LLAVA, image=image, query=n)
+    mine, theirs = tmp_path / "mine.svg", tmp_path / "theirs.svg"
+    report.svg(mine, figure="layer", layer=1, query=n)
+    subprocess.run(
+        [str(BIN), "-m", LLAVA, "--image", image, text, "--query", str(n), "--figure", "layer", "--layer", "1",
+         "--svg", str(theirs), "-q"],
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert mine.read_text() == theirs.read_text()
+    # Without query= the same figure is the matrix over the whole sequence.
+    matrix = tmp_path / "matrix.svg"
+    report.svg(matrix, figure="layer", layer=1)
+    assert matrix.read_text() != mine.read_text()
+    page = report.html()
+    assert f'"query":{n}' in page.replace(" ", "")
+    with pytest.raises(ValueError, match="past the last token"):
+        report.svg(tmp_path / "x.svg", query=n + 1)
+    with pytest.raises(ValueError, match="generated none"):
+        report.svg(tmp_path / "x.svg", query="generated")
+    assert not (tmp_path / "x.svg").exists()
+
+
 def test_a_vision_language_model_reads_a_list_of_pictures_in_memory_or_on_disk():
     case = _llava_case("two_images")
     wide, big = (IMAGES / name for name in case["images"])
