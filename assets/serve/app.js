@@ -15,7 +15,10 @@
  * model takes a picture instead of a text: picked in the file box or dropped anywhere on the
  * page, it is posted as it is (the request's body, its name in the query) to /api/image, and its
  * report is shown as a text's is. The address keeps the model and the view but cannot hold the
- * picture (the page says so): a link to a vision model opens with the picker.
+ * picture (the page says so): a link to a vision model opens with the picker. A
+ * vision-language model takes both: the prompt in the text box and a picture beside it, posted
+ * together to /api/image (the prompt, generate and chat in the query); without a picture its
+ * prompt runs alone, as a decoder's text.
  * `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
  * browser tests and the benchmark. */
 'use strict';
@@ -25,7 +28,8 @@
   const token = params.get('token');
   let models = [];
   let maxUpload = Infinity; // the server's bound on a picture, in bytes
-  let picture = null; // the picture (a File) a vision model runs on
+  let picture = null; // the picture (a File) a vision model runs on, or a vision-language model's prompt with
+  let pictureNote = ''; // the picker's note for a vision model, as the page wrote it
   let frameInput = null; // what the frame's report was made from: 'text', 'picture', 'compare'
   // Whether model B was chosen (in the address, or picked): until it is, model B is model A,
   // two inputs on one model, which always compare.
@@ -57,7 +61,14 @@
   function current() { return models[Number($('model').value)] || models[0]; }
   /** Whether the selected model reads pictures rather than text. */
   function vision() { const m = current(); return Boolean(m && m.kind === 'vision'); }
-  function comparing() { return $('compare').checked && !vision(); }
+  /** Whether it reads pictures with its prompt (a vision-language model). */
+  function withPictures() { const m = current(); return Boolean(m && m.pictures); }
+  /** Whether it takes a picture at all. */
+  function takesPictures() { return vision() || withPictures(); }
+  /** Whether the next run is of a picture: a vision model's, or a picture chosen for a
+   * vision-language model's prompt. */
+  function pictureRun() { return vision() || (withPictures() && picture !== null); }
+  function comparing() { return $('compare').checked && !takesPictures(); }
   function mib(bytes) { return (bytes / 1048576).toFixed(bytes < 1048576 ? 2 : 1) + ' MiB'; }
 
   /** Model B is model A until the user picks another. */
@@ -72,9 +83,12 @@
     $('target-line').hidden = !m || m.kind !== 'encoder-decoder';
     $('gen-line').hidden = !m || m.kind !== 'decoder';
     $('text-line').hidden = vision();
-    $('picture-line').hidden = !vision();
+    $('picture-line').hidden = !takesPictures();
+    $('picture-note').textContent = withPictures()
+      ? 'or drop one on the page: the picture goes with the prompt (without one, the prompt runs alone) · PNG, JPEG or WebP up to ' + mib(maxUpload).replace('.0 ', ' ') + ' · the link keeps the model, the prompt and the view, not the picture'
+      : pictureNote;
     // Comparing takes texts.
-    $('compare-line').hidden = vision();
+    $('compare-line').hidden = takesPictures();
     $('b-line').hidden = !comparing();
   }
 
@@ -173,10 +187,17 @@
 
   /** The request of the inputs on screen: [route, fetch options]. */
   function requestOf(compareMode) {
-    if (vision()) {
+    if (pictureRun()) {
       const h = headers();
       h['Content-Type'] = 'application/octet-stream';
-      const route = '/api/image?model=' + encodeURIComponent($('model').value) + '&name=' + encodeURIComponent(picture.name);
+      let route = '/api/image?model=' + encodeURIComponent($('model').value) + '&name=' + encodeURIComponent(picture.name);
+      if (withPictures()) {
+        // The prompt, and what the decoder does with it, travel in the query.
+        const b = body();
+        route += '&text=' + encodeURIComponent(b.text);
+        if (b.generate) route += '&generate=' + b.generate;
+        if (b.chat) route += '&chat=true';
+      }
       return [route, { method: 'POST', headers: h, body: picture }];
     }
     const [route, sent] = compareMode ? ['/api/compare', compareBody()] : ['/api/run', body()];
@@ -185,7 +206,7 @@
 
   async function runNow() {
     remember();
-    const isPicture = vision();
+    const isPicture = pictureRun();
     if (isPicture) {
       const wanted = pictureWanted();
       if (wanted) {
@@ -193,13 +214,14 @@
         status(wanted, Boolean(picture));
         return;
       }
-    } else if (!$('text').value.trim()) { status('Type a text.'); return; }
+    } else if (!$('text').value.trim()) { status(withPictures() ? 'Type a prompt, and choose a picture or drop one on the page.' : 'Type a text.'); return; }
     const mine = ++seq;
     status('Running…');
     const compareMode = comparing();
     const input = isPicture ? 'picture' : compareMode ? 'compare' : 'text';
     const record = { text: isPicture ? picture.name : $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
     if (isPicture) record.picture = true;
+    if (isPicture && withPictures()) record.prompt = $('text').value;
     if (compareMode) record.textB = $('text-b').value;
     busy = true;
     dirty = false;
@@ -329,11 +351,12 @@
     if (busy) dirty = true; else runNow();
   }
 
-  /** A picture picked or dropped: run it (a vision model), or say which models take one. */
+  /** A picture picked or dropped: run it (a vision model, or a vision-language model's prompt
+   * with it), or say which models take one. */
   function takePicture(file) {
     if (!file) return;
-    if (!vision()) {
-      const some = models.filter((m) => m.kind === 'vision').map((m) => m.name);
+    if (!takesPictures()) {
+      const some = models.filter((m) => m.kind === 'vision' || m.pictures).map((m) => m.name);
       status(current().name + ' reads text, not pictures' +
         (some.length ? '; choose ' + some.join(' or ') + ' to drop a picture.' : '.'), true);
       return;
@@ -354,7 +377,7 @@
         if (!carriesFiles(e)) return;
         e.preventDefault();
         e.dataTransfer.dropEffect = 'copy';
-        $('input').classList.toggle('dropping', vision());
+        $('input').classList.toggle('dropping', takesPictures());
         clearTimeout(dropTimer);
         // dragover repeats while the files hover; when it stops, they have left.
         dropTimer = setTimeout(() => $('input').classList.remove('dropping'), 300);
@@ -364,7 +387,7 @@
         e.preventDefault();
         $('input').classList.remove('dropping');
         const file = e.dataTransfer.files[0];
-        if (vision() && file) {
+        if (takesPictures() && file) {
           // The file box shows the dropped picture's name, where the browser lets it.
           try { $('picture').files = e.dataTransfer.files; } catch (err) { /* read-only */ }
         }
@@ -408,6 +431,7 @@
       maxUpload = info.max_upload;
       $('max-upload').textContent = mib(maxUpload).replace('.0 ', ' ');
     }
+    pictureNote = $('picture-note').textContent;
     fitInputs();
     for (const id of ['text', 'pair', 'target', 'generate', 'text-b']) $(id).addEventListener('input', schedule);
     for (const id of ['chat', 'words', 'shared']) $(id).addEventListener('change', schedule);
@@ -420,7 +444,8 @@
     $('input').addEventListener('submit', (e) => { e.preventDefault(); schedule(); });
     $('share').addEventListener('click', (e) => { e.preventDefault(); remember(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); status('Link copied to the address bar.'); });
     document.documentElement.dataset.ready = 'true';
-    if (vision() || $('text').value.trim()) runNow(); else status('Type a text.');
+    if (vision() || $('text').value.trim()) runNow();
+    else status(withPictures() ? 'Type a prompt, and choose a picture or drop one on the page.' : 'Type a text.');
   }
   main().catch((e) => status(String(e), true));
 }());

@@ -7,9 +7,12 @@
 // picture on the page (drawn in place, the view, layer, head and map kept); open the address (model and view, no picture: the
 // picker asks for one); and go back to the text model.
 //
+// A vision-language model (2) takes both: the prompt runs alone until a picture is chosen, then
+// with it (Save report is `-m MODEL --image FILE PROMPT --html`'s bytes), and generates with it.
+//
 // Run by `cargo test --release --test suite serve::the_picture_upload_in_chromium_and_firefox --
 // --include-ignored`, which writes $ATTNVIZ_SERVE_IMAGE/case.json: { url, picture, second (two
-// files), expected (a file), screens (a folder), text }.
+// files), expected (a file), screens (a folder), text, prompt, expected_vlm (a file) }.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -299,5 +302,55 @@ for (const [name, driver] of Object.entries(drivers)) {
     assert.ok(log.filter((l) => l === refused).length <= 1, log.join('\n'));
     assert.deepEqual(log.filter((l) => l !== refused), [], 'no console error, no request off the server');
     assert.deepEqual(otherLog, []);
+  });
+}
+
+for (const [name, driver] of Object.entries(drivers)) {
+  test(`${name}: a vision-language model takes the prompt and the picture together`, async (t) => {
+    const b = await driver.launch();
+    t.after(() => b.close());
+    const page = await b.page();
+    const log = watch(page);
+    await page.goto(CASE.url + (CASE.url.includes('?') ? '&' : '?') + 'model=2');
+    await b.wait(page, () => document.documentElement.dataset.ready === 'true');
+    // The prompt box and the picker side by side; generation as a decoder's; no comparing.
+    assert.deepEqual(await shown(page, ['text', 'picture', 'picture-note', 'generate', 'compare']),
+      { text: true, picture: true, 'picture-note': true, generate: true, compare: false });
+    assert.match(await page.$eval('#picture-note', (e) => e.textContent), /goes with the prompt/);
+    assert.match(await page.$eval('#status', (s) => s.textContent), /Type a prompt, and choose a picture/);
+
+    // The prompt alone first: a decoder's run of the text.
+    await page.type('#text', CASE.prompt);
+    await drawnText(b, page);
+    assert.ok(!(await frame(page)).tokens.toString().includes('img1'));
+
+    // With the picture: its image tokens in the sequence, the report --image PROMPT --html wrote.
+    const pictureName = basename(CASE.picture);
+    await b.pick(page, '#picture', CASE.picture);
+    await drawnPicture(b, page, pictureName);
+    const tokens = await page.evaluate(() => document.getElementById('report').contentWindow.attnviz.meta.tokens);
+    assert.ok(tokens.includes('<img1 0,0>'), tokens.join(' '));
+    const last = await page.evaluate(() => window.attnvizServe.runs[window.attnvizServe.runs.length - 1]);
+    assert.equal(last.prompt, CASE.prompt);
+    const saved = await savedBytes(page);
+    const expected = readFileSync(CASE.expected_vlm);
+    assert.ok(saved.equals(expected), `saved ${saved.length} bytes, --image PROMPT --html wrote ${expected.length}`);
+    await page.screenshot({ path: join(CASE.screens, `serve-vlm-${name}.png`) });
+    // The address keeps the model and the prompt, not the picture.
+    const address = new URL(page.url());
+    assert.equal(address.searchParams.get('model'), '2');
+    assert.equal(address.searchParams.get('text'), CASE.prompt);
+
+    // Generation with the picture in the prompt: the generated words in the status.
+    const before = await page.evaluate(() => window.attnvizServe.runs.length);
+    await page.$eval('#generate', (g) => { g.value = '2'; g.dispatchEvent(new Event('input', { bubbles: true })); });
+    await b.wait(page, (n) => {
+      const runs = window.attnvizServe.runs;
+      return runs.length > n && runs[runs.length - 1].picture && runs[runs.length - 1].drawn;
+    }, before);
+    assert.match(await page.$eval('#status', (s) => s.textContent), /generated: /);
+    const grown = await page.evaluate(() => document.getElementById('report').contentWindow.attnviz.meta.tokens.length);
+    assert.equal(grown, tokens.length + 2);
+    assert.deepEqual(log, [], 'no console error, no request off the server');
   });
 }

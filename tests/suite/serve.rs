@@ -270,7 +270,11 @@ fn the_served_report_is_the_bytes_of_the_html_flag() {
 }
 
 /// The report `attnviz -m MODEL --image FILE --html OUT --threads 1` writes.
-fn html_of_the_image_flag(model: &std::path::Path, picture: &std::path::Path) -> Vec<u8> {
+fn html_of_the_image_flag(
+    model: &std::path::Path,
+    picture: &std::path::Path,
+    prompt: Option<&str>,
+) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.html");
     let out = attnviz()
@@ -278,6 +282,7 @@ fn html_of_the_image_flag(model: &std::path::Path, picture: &std::path::Path) ->
         .arg(model)
         .arg("--image")
         .arg(picture)
+        .args(prompt)
         .arg("--html")
         .arg(&file)
         .args(["--threads", "1", "-q"])
@@ -366,7 +371,7 @@ fn an_uploaded_picture_is_served_as_the_image_flag_writes_it() {
         let path = answer["report"].as_str().unwrap().to_string();
         let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
         assert_eq!(status, 200);
-        let written = html_of_the_image_flag(&models[model], &picture);
+        let written = html_of_the_image_flag(&models[model], &picture, None);
         assert!(
             served == written,
             "{name}: the served report differs from --image --html's ({} vs {} bytes)",
@@ -428,6 +433,29 @@ fn an_uploaded_picture_goes_with_its_prompt_to_a_vision_language_model() {
             .is_some_and(|e| e.contains("it reads the picture alone, not text with it")),
         "{answer}"
     );
+    // Generation with the picture in the prompt, as `--generate` gives it.
+    let (status, answer) = post_image(server.port, &format!("{query}&generate=2"), &bytes);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["tokens"],
+        case["n"].as_u64().unwrap() + 2,
+        "{answer}"
+    );
+    assert!(answer["generated"].is_string(), "{answer}");
+    for (asked, words) in [
+        ("model=1&generate=2", "generates nothing"),
+        (
+            "model=0&generate=100000",
+            "is more than this server generates",
+        ),
+    ] {
+        let (status, answer) = post_image(server.port, asked, &bytes);
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"].as_str().is_some_and(|e| e.contains(words)),
+            "{asked}: {answer}"
+        );
+    }
 }
 
 /// A PNG header claiming 100000 × 100000 pixels, an animated PNG, a JPEG claiming 60000 ×
@@ -1563,13 +1591,24 @@ fn the_picture_upload_in_chromium_and_firefox() {
         ("/usr/bin/firefox-esr", "firefox-esr"),
     ]);
     let deit = fixture("tiny-deit");
-    let server = serve(&[&tiny(), &deit], &[]);
+    let llava = fixture("tiny-llava");
+    let server = serve(&[&tiny(), &deit, &llava], &[]);
     let dir = repo().join("tests/artifacts/serve-image");
     std::fs::create_dir_all(&dir).unwrap();
     let picture = fixture("images/big80x64.png");
     let expected = dir.join("expected.html");
-    std::fs::write(&expected, html_of_the_image_flag(&deit, &picture)).unwrap();
+    std::fs::write(&expected, html_of_the_image_flag(&deit, &picture, None)).unwrap();
+    // A vision-language model's prompt with the picture, as `-m LLAVA --image FILE PROMPT`.
+    let prompt = "What is in this picture?";
+    let expected_vlm = dir.join("expected-vlm.html");
+    std::fs::write(
+        &expected_vlm,
+        html_of_the_image_flag(&llava, &picture, Some(prompt)),
+    )
+    .unwrap();
     let case = serde_json::json!({
+        "prompt": prompt,
+        "expected_vlm": expected_vlm,
         "url": server.url,
         "picture": picture,
         "second": fixture("images/wide45x37.jpg"),

@@ -212,6 +212,8 @@ struct ModelEntry<'a> {
     name: &'a str,
     family: &'static str,
     kind: &'static str,
+    /// Whether it reads pictures with its prompt (a vision-language model).
+    pictures: bool,
     layers: usize,
     heads: usize,
 }
@@ -226,6 +228,7 @@ async fn models(Shared(state): Shared<Arc<State>>) -> Response {
             name: &m.name,
             family: m.model.family(),
             kind: m.kind,
+            pictures: m.model.is_multimodal(),
             layers: m.model.info().layers,
             heads: m.model.info().heads,
         })

@@ -1,6 +1,7 @@
-//! `POST /api/image?model=N&name=NAME&text=PROMPT`: a picture for a vision model, or with its
-//! prompt for a vision-language model (LLaVA; `text`, whose `<image>` mark says where the
-//! picture goes, else it goes first). A vision model reads the picture alone: `text` with it is
+//! `POST /api/image?model=N&name=NAME&text=PROMPT&generate=K&chat=true`: a picture for a vision
+//! model, or with its prompt for a vision-language model (LLaVA; `text`, whose `<image>` mark
+//! says where the picture goes, else it goes first; `generate` and `chat` as `/api/run` takes
+//! them). A vision model reads the picture alone: `text` with it is
 //! refused in the library's words. The body is the picture
 //! file's bytes as they are (no form encoding); `name` is what the browser calls the file. The
 //! bytes go to the library in memory ([`ImageSource::Bytes`]): nothing of the request reaches
@@ -50,6 +51,12 @@ pub(super) struct ImageQuery {
     /// A vision-language model's prompt.
     #[serde(default)]
     text: Option<String>,
+    /// Tokens a vision-language model generates after its prompt and picture.
+    #[serde(default)]
+    generate: Option<usize>,
+    /// Whether the prompt goes through the chat template first.
+    #[serde(default)]
+    chat: bool,
     // The guard has checked it.
     #[serde(default)]
     #[allow(dead_code)]
@@ -193,6 +200,28 @@ async fn upload(
         ));
     }
     let text = query.text.unwrap_or_default();
+    let (generate, chat) = (query.generate.filter(|&g| g > 0), query.chat);
+    if (generate.is_some() || chat) && !multimodal {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is a vision model: it generates nothing and has no chat template; post the \
+                 picture alone",
+                served.name
+            ),
+        ));
+    }
+    if let Some(g) = generate {
+        if g > state.max_generate {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "generate={g} is more than this server generates ({}); ask for fewer",
+                    state.max_generate
+                ),
+            ));
+        }
+    }
     if multimodal {
         // The prompt's tokens, counted before the picture is read (its image tokens are the
         // library's to count).
@@ -236,13 +265,17 @@ async fn upload(
             name: name.clone(),
             bytes: Arc::from(bytes),
         }],
+        generate,
+        chat,
         ..RunRequest::default()
     };
-    let kept = execute_admitted(state, admitted, (index, request), move |job, run, ran| {
-        keep_run(job, index, run, ran, filename)
-    })
-    .await?;
-    Ok(kept.answer(serde_json::json!({ "name": name, "generated": null })))
+    let (kept, generated) =
+        execute_admitted(state, admitted, (index, request), move |job, run, ran| {
+            let generated = run.generated_text.clone();
+            Ok((keep_run(job, index, run, ran, filename)?, generated))
+        })
+        .await?;
+    Ok(kept.answer(serde_json::json!({ "name": name, "generated": generated })))
 }
 
 #[cfg(test)]
