@@ -42,6 +42,12 @@ exact weights, and attnviz's reading of it is held to the same transformers refe
 folders (tests/reference/tiny-llava.json, tiny-gemma3-vlm.json). (F16 and quantised matrices
 are read by the same code as the text models'; tests/fixtures/gguf/types.gguf covers them.)
 
+The LLaVA pair is held to tests/reference/tiny-llava.json, the folder's reference (its tower's first
+two layers: the file has no third). Gemma 3's text file reads differently from the checkpoint's
+config under llama.cpp (which fixes the sliding-layer pattern and the local RoPE base), so the
+script also writes tests/reference/tiny-gemma3-vlm-gguf.{json,safetensors}: make_gemma3_vlm.py's
+cases run by transformers on the same weights with the config llama.cpp reads from the file.
+
 The script checks itself: every tensor read back with gguf-py equals the safetensors weight after
 the converter's transforms, and transformers loads the
 LLaVA text file back to exactly the checkpoint's language model (its un-permutation is
@@ -319,6 +325,112 @@ def check_text(path: Path, folder: str, text: dict) -> None:
     print(path.name, len(stored), "tensors,", path.stat().st_size, "bytes")
 
 
+# ------------------------------------------------------------------------------------------
+# Gemma 3's reference under llama.cpp's reading of the pair
+# ------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def gemma3_generate(g, model, runner, enc, store) -> dict:
+    """make_gemma3_vlm.py's greedy generation, with and without the KV cache (the same tokens),
+    and one forward over prompt + generated tokens whose attention is stored. (Its check of the
+    cached steps' attention against that forward does not apply: with every layer sliding,
+    transformers' cache keeps only the window.)"""
+    ids, types, pixels = enc["input_ids"], enc["token_type_ids"], enc["pixel_values"]
+    kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types, pixel_values=pixels)
+    cached = model.generate(**kwargs, generation_config=g.generation_config(model, True))
+    plain = model.generate(**kwargs, generation_config=g.generation_config(model, False))
+    seq = plain[0].tolist()
+    assert seq == cached[0].tolist(), (seq, cached[0].tolist())
+    prompt = ids[0].tolist()
+    assert seq[: len(prompt)] == prompt
+    full_types = torch.cat([types, torch.zeros(1, len(seq) - len(prompt), dtype=types.dtype)], dim=1)
+    full = runner.run(torch.tensor([seq]), full_types, pixels)
+    key = f"gen_{g.GENERATE_CASE}"
+    return dict(
+        name=key,
+        case=g.GENERATE_CASE,
+        prompt_len=len(prompt),
+        generated_ids=seq[len(prompt) :],
+        sequence=seq,
+        n=len(seq),
+        tensors={
+            "attentions": store.put(f"{key}.attentions", full["attentions"]),
+            "logits_last": store.put(f"{key}.logits_last", full["logits_last"]),
+        },
+    )
+
+
+@torch.no_grad()
+def gemma3_reference() -> None:
+    """tests/reference/tiny-gemma3-vlm-gguf.{json,safetensors}: make_gemma3_vlm.py's cases and
+    generation, run by transformers on the same weights with the text config llama.cpp reads from
+    tiny-gemma3-vlm.gguf (make_gguf_quantized.py's `llama_cpp_config`: every fifth of six layers
+    sliding, the local RoPE base 10,000), which the checkpoint's own config does not match (its
+    last layer is full, its local base 1,000). The tower, the projector and the pixels are the
+    checkpoint's."""
+    import make_gemma3_vlm as g
+    from make_gguf_quantized import llama_cpp_config
+    from reflib import REFERENCE, TensorStore, rel, versions, write_json
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+    setup_determinism(g.SEED)
+    folder = FIXTURES / g.NAME
+    config = AutoConfig.from_pretrained(folder)
+    text = llama_cpp_config(config.text_config.to_dict())
+    config.text_config.layer_types = text["layer_types"]
+    config.text_config.rope_parameters = text["rope_parameters"]
+    config.text_config.query_pre_attn_scalar = text["query_pre_attn_scalar"]
+    model = AutoModelForImageTextToText.from_pretrained(
+        folder, config=config, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    processor = AutoProcessor.from_pretrained(folder)
+    tok = processor.tokenizer
+    runner = g.Runner(model)
+    store = TensorStore()
+    cases, generations = [], []
+    for case in g.CASES:
+        encoded = g.encode(processor, case)
+        enc = encoded["enc"]
+        ids, types = enc["input_ids"], enc["token_type_ids"]
+        ref = runner.run(ids, types, enc["pixel_values"])
+        id_list = ids[0].tolist()
+        positions = [i for i, t in enumerate(id_list) if t == config.image_token_id]
+        image_runs = g.runs(positions)
+        later = g.check_blocks(
+            ref["attentions"], image_runs, len(id_list), config.text_config.sliding_window, text["layer_types"]
+        )
+        cases.append(
+            dict(
+                name=case["name"],
+                text=encoded["text"],
+                messages=case.get("messages"),
+                images=case["images"],
+                input_ids=id_list,
+                image_token_runs=image_runs,
+                later_image_keys_seen=later,
+                tensors={what: store.put(f"{case['name']}.{what}", value) for what, value in ref.items()},
+            )
+        )
+        if case["name"] == g.GENERATE_CASE:
+            generations.append(gemma3_generate(g, model, runner, enc, store))
+    name = f"{g.NAME}-gguf"
+    manifest = dict(
+        generator="tests/reference/make_mmproj.py",
+        model=g.NAME,
+        files=[rel(OUT / f"{g.NAME}.gguf"), rel(OUT / f"mmproj-{g.NAME}.gguf")],
+        text_config=dict(layer_types=text["layer_types"], rope_parameters=text["rope_parameters"]),
+        how=g.HOW + "; the text config as llama.cpp reads it from the GGUF file (see the generator's doc)",
+        versions=versions(),
+        tensors=f"{name}.safetensors",
+        cases=cases,
+        generations=generations,
+    )
+    size = store.save(REFERENCE / f"{name}.safetensors")
+    write_json(REFERENCE / f"{name}.json", manifest)
+    print(f"{name}: {len(cases)} cases, {len(generations)} generation, {size / 1e3:.0f} kB")
+
+
 def main() -> None:
     setup_determinism(0)
     for folder, mmproj in (("tiny-llava", write_llava_mmproj), ("tiny-gemma3-vlm", write_gemma3_mmproj)):
@@ -326,6 +438,7 @@ def main() -> None:
         check_text(path, folder, text)
         path, expected = mmproj(folder)
         check_mmproj(path, expected, folder)
+    gemma3_reference()
 
 
 if __name__ == "__main__":
