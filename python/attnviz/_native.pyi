@@ -132,6 +132,7 @@ def run(
     max_analysis_time: Optional[float] = None,
     threads: Optional[int] = None,
     full_paths: bool = False,
+    mmproj: Optional[str] = None,
 ) -> Tuple[
     list[Attention],
     Optional[str],

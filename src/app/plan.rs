@@ -567,6 +567,7 @@ fn single(
         value_zeroing,
         images: args.image.iter().cloned().map(ImageSource::File).collect(),
         tower: args.tower,
+        mmproj: args.mmproj.clone(),
         lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,

@@ -56,6 +56,15 @@ pub fn model(e: &model::Error) -> String {
              encoder and the decoder is captured"
         ),
         E::Target(t) => target(t),
+        E::Input(i) => match i.as_ref() {
+            model::InputError::ImageNeedsProjector { .. } => {
+                format!("{e}; pass it with --mmproj FILE")
+            }
+            model::InputError::ProjectorNeedsGguf { .. } => {
+                format!("{e} (-m model.gguf --mmproj mmproj.gguf)")
+            }
+            _ => e.to_string(),
+        },
         _ => e.to_string(),
     }
 }
