@@ -19,7 +19,7 @@ make_gguf.py's and make_gguf_quantized.py's files are:
   Gemma's norms stored plus one), F32, with the SentencePiece vocabulary and the checkpoint's
   added tokens (`<image>`; `<start_of_image>`, `<end_of_image>`, `<image_soft_token>`) as
   control tokens, as `_set_vocab_sentencepiece` writes them from tokenizer_config.json's
-  `added_tokens_decoder`.
+  `added_tokens_decoder`, and the chat template.
 - LLaVA-1.5's projector: tools/mtmd/legacy-models/convert_image_encoder_to_gguf.py with
   `--llava-projector` (convert_hf_to_gguf.py's LlavaVisionModel refuses `clip_vision_model`
   towers): `general.architecture` `clip`, `clip.projector_type` `mlp`, `clip.has_llava_projector`,
@@ -117,6 +117,9 @@ def spm_with_added(writer: gguf.GGUFWriter, src: Path) -> None:
     writer.add_unk_token_id(sp.unk_id())
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
+    # gguf-py's SpecialVocab: the checkpoint's chat template.
+    if (src / "chat_template.jinja").exists():
+        writer.add_chat_template((src / "chat_template.jinja").read_text())
 
 
 def text_weights(weights: dict) -> dict:
