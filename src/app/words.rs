@@ -690,6 +690,18 @@ mod tests {
     }
 
     #[test]
+    fn projector_errors_name_mmproj() {
+        let e = model::Error::from(model::InputError::ImageNeedsProjector {
+            model: "m.gguf".into(),
+        });
+        check(&e.to_string(), &model(&e), "pass it with --mmproj FILE");
+        let e = model::Error::from(model::InputError::ProjectorNeedsGguf {
+            model: "dir".into(),
+        });
+        check(&e.to_string(), &model(&e), "-m model.gguf --mmproj mmproj.gguf");
+    }
+
+    #[test]
     fn other_kinds_of_advice_name_their_flags() {
         let e = model::Error::NotSeq2Seq {
             model: "m".into(),
