@@ -507,6 +507,7 @@ fn request_error(e: RequestError) -> PyErr {
                     InputError::TextWithPicture { .. }
                         | InputError::TextToVision { .. }
                         | InputError::ImageToText { .. }
+                        | InputError::ImageNeedsProjector { .. }
                         | InputError::NoPicture { .. }
                         | InputError::PictureMarks { .. }
                 )

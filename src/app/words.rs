@@ -698,7 +698,11 @@ mod tests {
         let e = model::Error::from(model::InputError::ProjectorNeedsGguf {
             model: "dir".into(),
         });
-        check(&e.to_string(), &model(&e), "-m model.gguf --mmproj mmproj.gguf");
+        check(
+            &e.to_string(),
+            &model(&e),
+            "-m model.gguf --mmproj mmproj.gguf",
+        );
     }
 
     #[test]
