@@ -8,7 +8,12 @@ Writes, under tests/fixtures/gguf/:
 
 - tiny-llava.gguf + mmproj-tiny-llava.gguf, from tests/fixtures/tiny-llava (make_llava.py);
 - tiny-gemma3-vlm.gguf + mmproj-tiny-gemma3-vlm.gguf, from tests/fixtures/tiny-gemma3-vlm
-  (make_gemma3_vlm.py).
+  (make_gemma3_vlm.py);
+- tiny-gemma3-vlm.Q8_0.gguf + mmproj-tiny-gemma3-vlm.Q8_0.gguf: the same pair quantised as
+  llama.cpp's tools store it (the text model's matrices Q8_0, as make_gguf_quantized.py's
+  `store`; the tower's matrices Q8_0; the input projection F16, which Gemma3VisionModel forces;
+  the rest F32), with tests/reference/tiny-gemma3-vlm-gguf.Q8_0.{json,safetensors}: transformers
+  on the checkpoint's weights with those tensors replaced by gguf-py's dequantisation of them.
 
 llama.cpp's own converter is not run here: its repository is too large to bring onto this
 machine, so the layout is reproduced from its source (the facts, not its code), as
@@ -36,11 +41,10 @@ make_gguf.py's and make_gguf_quantized.py's files are:
   4; tensor names from gguf-py's own tensor map for MODEL_ARCH.MMPROJ after the converter's
   `_weight` → `.weight` rename, `mm.soft_emb_norm.weight` stored plus one.
 
-Every tensor is written F32, where the converters would store the patch embedding (legacy
-script) and Gemma 3's input projection as F16: the pair is then the safetensors fixture's
-exact weights, and attnviz's reading of it is held to the same transformers references as the
-folders (tests/reference/tiny-llava.json, tiny-gemma3-vlm.json). (F16 and quantised matrices
-are read by the same code as the text models'; tests/fixtures/gguf/types.gguf covers them.)
+The F32 pairs write every tensor F32, where the converters would store the patch embedding
+(legacy script) and Gemma 3's input projection as F16: the pair is then the safetensors
+fixture's exact weights, held to the folders' transformers references (the quantised pair
+exercises F16 and Q8_0).
 
 The LLaVA pair is held to tests/reference/tiny-llava.json, the folder's reference (its tower's first
 two layers: the file has no third). Gemma 3's text file reads differently from the checkpoint's
@@ -132,14 +136,34 @@ def text_weights(weights: dict) -> dict:
     return out
 
 
-def write_text_model(folder: str) -> tuple[Path, dict]:
+def write_text_model(folder: str, qtype: Q = Q.F32) -> tuple[Path, dict]:
     src = FIXTURES / folder
     config = json.loads((src / "config.json").read_text())
     weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
     text = config["text_config"]
-    path = OUT / f"{folder}.gguf"
-    write_text(path, text, text_weights(weights), spm_with_added, src, Q.F32)
+    path = OUT / (f"{folder}.gguf" if qtype == Q.F32 else f"{folder}.{qtype.name}.gguf")
+    write_text(path, text, text_weights(weights), spm_with_added, src, qtype)
     return path, text
+
+
+def dequantised(text_path: Path, text: dict, mmproj_path: Path, expected: dict) -> dict:
+    """The tensors the pair stores quantised (or in 16 bits), dequantised by gguf-py, under the
+    checkpoint's names: what transformers runs to give the quantised pair's reference."""
+    out = {}
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA3, text["num_hidden_layers"])
+    stored = {t.name: t for t in gguf.GGUFReader(str(text_path)).tensors}
+    folder = FIXTURES / "tiny-gemma3-vlm"
+    for hf, value in safetensors.numpy.load_file(str(folder / "model.safetensors")).items():
+        if not hf.startswith("language_model."):
+            continue
+        t = stored[names.get_name(hf.removeprefix("language_model."), try_suffixes=(".weight", ".bias"))]
+        if t.tensor_type != Q.F32:
+            out[hf] = gguf.quants.dequantize(t.data, t.tensor_type).reshape(value.shape)
+    for t in gguf.GGUFReader(str(mmproj_path)).tensors:
+        hf, value, kind = expected[t.name]
+        if kind != Q.F32:
+            out[hf] = gguf.quants.dequantize(t.data, kind).reshape(value.shape).astype(np.float32)
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -213,7 +237,7 @@ def write_llava_mmproj(folder: str) -> tuple[Path, dict]:
             if int(hf.split(".")[3]) >= block_count:
                 continue  # the layers past the deepest feature layer are dropped
         value = np.ascontiguousarray(weights[name], dtype=np.float32)
-        expected[legacy_name(hf)] = (name, value)
+        expected[legacy_name(hf)] = (name, value, Q.F32)
         writer.add_tensor(legacy_name(hf), value)
     finish(writer)
     return path, expected
@@ -224,18 +248,18 @@ def write_llava_mmproj(folder: str) -> tuple[Path, dict]:
 # ------------------------------------------------------------------------------------------
 
 
-def write_gemma3_mmproj(folder: str) -> tuple[Path, dict]:
+def write_gemma3_mmproj(folder: str, qtype: Q = Q.F32) -> tuple[Path, dict]:
     src = FIXTURES / folder
     config = json.loads((src / "config.json").read_text())
     pre = json.loads((src / "preprocessor_config.json").read_text())
     vision = config["vision_config"]
     weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
     layers = vision["num_hidden_layers"]
-    path = OUT / f"mmproj-{folder}.gguf"
+    path = OUT / (f"mmproj-{folder}.gguf" if qtype == Q.F32 else f"mmproj-{folder}.{qtype.name}.gguf")
     writer = gguf.GGUFWriter(str(path), "clip")
     writer.add_type(gguf.GGUFType.MMPROJ)
     writer.add_name(folder)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == Q.F32 else gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_clip_has_vision_encoder(True)
     writer.add_vision_projection_dim(config["text_config"]["hidden_size"])
     writer.add_vision_image_size(vision["image_size"])
@@ -267,8 +291,14 @@ def write_gemma3_mmproj(folder: str) -> tuple[Path, dict]:
         value = np.ascontiguousarray(weights[name], dtype=np.float32)
         if "soft_emb_norm.weight" in hf:
             value = value + 1
-        expected[new] = (name, value)
-        writer.add_tensor(new, value)
+        kind = Q.F32
+        if qtype != Q.F32 and new == "mm.input_projection.weight":
+            kind = Q.F16  # Gemma3VisionModel.tensor_force_quant
+        elif qtype != Q.F32 and new.startswith("v.blk.") and value.ndim == 2 and value.shape[1] % 32 == 0:
+            kind = qtype
+        data = value if kind == Q.F32 else gguf.quants.quantize(value, kind)
+        expected[new] = (name, value, kind)
+        writer.add_tensor(new, data, raw_dtype=kind)
     finish(writer)
     return path, expected
 
@@ -284,9 +314,15 @@ def check_mmproj(path: Path, expected: dict, folder: str) -> None:
     reader = gguf.GGUFReader(str(path))
     seen = set()
     for t in reader.tensors:
-        hf, value = expected[t.name]
+        hf, value, kind = expected[t.name]
+        assert t.tensor_type == kind, t.name
+        if kind != Q.F32:
+            # Stored quantised: within the type's rounding of what was meant.
+            back = gguf.quants.dequantize(t.data, kind).reshape(value.shape)
+            assert np.abs(back - value).max() <= np.abs(value).max() / 100, f"{path.name}: {t.name}"
+            seen.add(t.name)
+            continue
         back = np.asarray(t.data).reshape(value.shape)
-        assert t.tensor_type == Q.F32, t.name
         assert np.array_equal(back, value), f"{path.name}: {t.name}"
         # The converter's transform applied to the checkpoint's weight gives what is stored.
         original = weights[hf].astype(np.float32)
@@ -365,7 +401,7 @@ def gemma3_generate(g, model, runner, enc, store) -> dict:
 
 
 @torch.no_grad()
-def gemma3_reference() -> None:
+def gemma3_reference(qtype: Q = Q.F32, weights: dict | None = None) -> None:
     """tests/reference/tiny-gemma3-vlm-gguf.{json,safetensors}: make_gemma3_vlm.py's cases and
     generation, run by transformers on the same weights with the text config llama.cpp reads from
     tiny-gemma3-vlm.gguf (make_gguf_quantized.py's `llama_cpp_config`: every fifth of six layers
@@ -387,6 +423,17 @@ def gemma3_reference() -> None:
     model = AutoModelForImageTextToText.from_pretrained(
         folder, config=config, attn_implementation="eager", dtype=torch.float32
     ).eval()
+    if weights:
+        # Each checkpoint tensor replaced by its dequantised copy; found among the model's
+        # parameters by its values (random weights: each is unique).
+        original = safetensors.numpy.load_file(str(folder / "model.safetensors"))
+        params = dict(model.named_parameters())
+        for hf, value in weights.items():
+            want = torch.from_numpy(original[hf])
+            matches = [p for p in params.values() if p.shape == want.shape and torch.equal(p.detach(), want)]
+            assert len(matches) >= 1, hf
+            for p in matches:  # the tied head is the embedding itself
+                p.data.copy_(torch.from_numpy(np.ascontiguousarray(value)))
     processor = AutoProcessor.from_pretrained(folder)
     tok = processor.tokenizer
     runner = g.Runner(model)
@@ -417,11 +464,13 @@ def gemma3_reference() -> None:
         )
         if case["name"] == g.GENERATE_CASE:
             generations.append(gemma3_generate(g, model, runner, enc, store))
-    name = f"{g.NAME}-gguf"
+    suffix = "" if qtype == Q.F32 else f".{qtype.name}"
+    name = f"{g.NAME}-gguf{suffix}"
     manifest = dict(
         generator="tests/reference/make_mmproj.py",
         model=g.NAME,
-        files=[rel(OUT / f"{g.NAME}.gguf"), rel(OUT / f"mmproj-{g.NAME}.gguf")],
+        files=[rel(OUT / f"{g.NAME}{suffix}.gguf"), rel(OUT / f"mmproj-{g.NAME}{suffix}.gguf")],
+        weights="the checkpoint's" if not weights else "the checkpoint's, with the pair's quantised tensors dequantised by gguf-py",
         text_config=dict(layer_types=text["layer_types"], rope_parameters=text["rope_parameters"]),
         how=g.HOW + "; the text config as llama.cpp reads it from the GGUF file (see the generator's doc)",
         versions=versions(),
@@ -442,6 +491,13 @@ def main() -> None:
         path, expected = mmproj(folder)
         check_mmproj(path, expected, folder)
     gemma3_reference()
+    # The Gemma 3 pair quantised as llama.cpp's tools store it: the text model's matrices Q8_0
+    # (make_gguf_quantized.py's `store`), the tower's Q8_0, the input projection F16 (the
+    # converter forces it), the rest F32; held to transformers on the dequantised weights.
+    text_path, text = write_text_model("tiny-gemma3-vlm", Q.Q8_0)
+    mm_path, expected = write_gemma3_mmproj("tiny-gemma3-vlm", Q.Q8_0)
+    check_mmproj(mm_path, expected, "tiny-gemma3-vlm")
+    gemma3_reference(Q.Q8_0, dequantised(text_path, text, mm_path, expected))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
 //! full: the later image keys its rows weigh are counted against the reference's. The same
 //! checks hold `tiny-llava-full` (`make_llava.py --variant full`): the `full` selection (class
 //! token kept), two feature layers side by side, a projector without biases, a Mistral language
-//! model with a sliding window shorter than the sequence, and llava-hf's key layout.
+//! model with a sliding window shorter than the sequence, and llava-hf's key layout. The same
+//! checks hold the fixtures as llama.cpp's pair of files (`tests/reference/make_mmproj.py`: a
+//! text `.gguf` and an `mmproj-*.gguf`), and the Gemma 3 pair quantised (Q8_0, F16) against
+//! transformers on the dequantised weights.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -171,6 +174,18 @@ impl Fixture {
     }
 }
 
+/// The same pair quantised (the text model's and the tower's matrices Q8_0, the input
+/// projection F16): held to transformers on the dequantised weights
+/// (`tiny-gemma3-vlm-gguf.Q8_0`), which the kernels decode from the blocks as they run.
+const GEMMA3_GGUF_Q8: Fixture = Fixture {
+    reference: "tiny-gemma3-vlm-gguf.Q8_0",
+    pair: Some([
+        "tiny-gemma3-vlm.Q8_0.gguf",
+        "mmproj-tiny-gemma3-vlm.Q8_0.gguf",
+    ]),
+    ..GEMMA3
+};
+
 fn load_model(f: &Fixture) -> Model {
     match f.pair {
         None => ok(Model::from_dir(&fixture(f.name)), f.name),
@@ -237,6 +252,22 @@ fn tiny_llava_gguf_and_mmproj_match_hf_over_pictures_and_prompt() {
 #[test]
 fn tiny_gemma3_vlm_gguf_and_mmproj_match_hf_over_pictures_and_prompt() {
     matches_hf(&GEMMA3_GGUF);
+}
+
+#[test]
+fn tiny_gemma3_vlm_q8_0_pair_matches_hf_on_the_dequantised_weights() {
+    // The files hold what the test says: Q8_0 blocks in both, F16 for the input projection.
+    let dir = repo().join("tests/fixtures/gguf");
+    let [text, mmproj] = GEMMA3_GGUF_Q8.pair.unwrap();
+    let types = |name: &str| -> Vec<&'static str> {
+        let file = ok(attnviz::model::gguf::GgufFile::open(&dir.join(name)), name);
+        file.tensors().iter().map(|t| t.dtype).collect()
+    };
+    assert!(types(text).contains(&"Q8_0"));
+    let projector = types(mmproj);
+    assert!(projector.contains(&"Q8_0") && projector.contains(&"F16"));
+    matches_hf(&GEMMA3_GGUF_Q8);
+    generates_as_hf(&GEMMA3_GGUF_Q8);
 }
 
 fn matches_hf(f: &Fixture) {
