@@ -508,6 +508,7 @@ fn request_error(e: RequestError) -> PyErr {
                         | InputError::TextToVision { .. }
                         | InputError::ImageToText { .. }
                         | InputError::ImageNeedsProjector { .. }
+                        | InputError::StoreProjector { .. }
                         | InputError::NoPicture { .. }
                         | InputError::PictureMarks { .. }
                 )

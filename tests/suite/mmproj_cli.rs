@@ -6,7 +6,7 @@
 //! The pairs are `tests/reference/make_mmproj.py`'s.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -52,40 +52,48 @@ fn a_gguf_text_model_with_its_projector_reads_pictures() {
     );
 }
 
-/// Ollama keeps a vision model's projector as a layer of its own: a model named in the store
-/// runs with it without --mmproj, as the pair of files does.
-#[test]
-fn a_store_model_uses_its_projector_layer() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for d in ["home", "ollama/blobs", "lmstudio", "llamacpp", "hf"] {
-        fs::create_dir_all(root.join(d)).unwrap();
+/// A temporary Ollama store (and empty other stores) holding `library/NAME:latest` with the
+/// model and projector layers `files`; a command with every store's variable pointed into it,
+/// running the model `-m` names with `args`.
+struct Store {
+    dir: tempfile::TempDir,
+}
+
+impl Store {
+    fn new(name: &str, files: [&Path; 2]) -> Store {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in ["home", "ollama/blobs", "lmstudio", "llamacpp", "hf"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let mut layers = Vec::new();
+        for (kind, file) in ["model", "projector"].into_iter().zip(files) {
+            let bytes = fs::read(file).unwrap();
+            let hex: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            fs::write(root.join(format!("ollama/blobs/sha256-{hex}")), &bytes).unwrap();
+            layers.push(serde_json::json!({
+                "mediaType": format!("application/vnd.ollama.image.{kind}"),
+                "digest": format!("sha256:{hex}"),
+                "size": bytes.len(),
+            }));
+        }
+        let manifests = root.join(format!(
+            "ollama/manifests/registry.ollama.ai/library/{name}"
+        ));
+        fs::create_dir_all(&manifests).unwrap();
+        fs::write(
+            manifests.join("latest"),
+            serde_json::json!({"schemaVersion": 2, "layers": layers}).to_string(),
+        )
+        .unwrap();
+        Store { dir }
     }
-    let mut layers = Vec::new();
-    for (kind, file) in [
-        ("model", "tiny-gemma3-vlm.gguf"),
-        ("projector", "mmproj-tiny-gemma3-vlm.gguf"),
-    ] {
-        let bytes = fs::read(gguf(file)).unwrap();
-        let hex: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        fs::write(root.join(format!("ollama/blobs/sha256-{hex}")), &bytes).unwrap();
-        layers.push(serde_json::json!({
-            "mediaType": format!("application/vnd.ollama.image.{kind}"),
-            "digest": format!("sha256:{hex}"),
-            "size": bytes.len(),
-        }));
-    }
-    let manifests = root.join("ollama/manifests/registry.ollama.ai/library/tinyvlm");
-    fs::create_dir_all(&manifests).unwrap();
-    fs::write(
-        manifests.join("latest"),
-        serde_json::json!({"schemaVersion": 2, "layers": layers}).to_string(),
-    )
-    .unwrap();
-    let cmd = |model: &str| {
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let root = self.dir.path();
         let mut cmd = attnviz();
         cmd.env("HOME", root.join("home"))
             .env("OLLAMA_MODELS", root.join("ollama"))
@@ -94,13 +102,64 @@ fn a_store_model_uses_its_projector_layer() {
             .env("HF_HUB_CACHE", root.join("hf"))
             .env_remove("HF_HOME")
             .env_remove("XDG_CACHE_HOME")
-            .args(["-m", model, "--image", &image("big80x64.png"), "Where?"]);
+            .args(args);
         cmd
-    };
-    let from_store = attention_json(&mut cmd("ollama:tinyvlm"), &root.join("store.json"));
-    let mut pair = cmd(&gguf("tiny-gemma3-vlm.gguf"));
-    pair.args(["--mmproj", &gguf("mmproj-tiny-gemma3-vlm.gguf")]);
-    let from_files = attention_json(&mut pair, &root.join("pair.json"));
+    }
+}
+
+/// A store's projector of a type attnviz does not run leaves the text model running; a picture
+/// is refused in one line that says why.
+#[test]
+fn a_store_projector_that_cannot_be_joined_leaves_the_text_model_running() {
+    let (_tmp, ldp) = unknown_projector();
+    let text = fixture("gguf/tiny-llava.gguf");
+    let store = Store::new("tinyldp", [&text, &ldp]);
+    let out = store
+        .cmd(&["-m", "ollama:tinyldp", "The cat"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = store
+        .cmd(&[
+            "-m",
+            "ollama:tinyldp",
+            "--image",
+            &image("wide45x37.png"),
+            "What?",
+        ])
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, "ollama:tinyldp:latest reads no pictures here: ");
+    assert_clean_failure(&out, "holds a 'ldp' projector, which attnviz does not run");
+}
+
+/// Ollama keeps a vision model's projector as a layer of its own: a model named in the store
+/// runs with it without --mmproj, as the pair of files does.
+#[test]
+fn a_store_model_uses_its_projector_layer() {
+    let (text, projector) = (
+        fixture("gguf/tiny-gemma3-vlm.gguf"),
+        fixture("gguf/mmproj-tiny-gemma3-vlm.gguf"),
+    );
+    let store = Store::new("tinyvlm", [&text, &projector]);
+    let root = store.dir.path();
+    let picture = image("big80x64.png");
+    let from_store = attention_json(
+        &mut store.cmd(&["-m", "ollama:tinyvlm", "--image", &picture, "Where?"]),
+        &root.join("store.json"),
+    );
+    let from_files = attention_json(
+        &mut store.cmd(&[
+            "-m",
+            &gguf("tiny-gemma3-vlm.gguf"),
+            "--mmproj",
+            &gguf("mmproj-tiny-gemma3-vlm.gguf"),
+            "--image",
+            &picture,
+            "Where?",
+        ]),
+        &root.join("pair.json"),
+    );
     assert_eq!(from_store, from_files);
     assert!(
         from_store.to_string().contains("pictures"),

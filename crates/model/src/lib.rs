@@ -237,6 +237,10 @@ pub struct Model {
     store: Option<Box<StoreModel>>,
     /// Whether it was read from a GGUF file (a picture then asks for its projector file).
     gguf: bool,
+    /// Why the projector its store keeps beside it was not joined (a type not read here, or
+    /// one made for another model): it then runs as the text model, and a picture is refused
+    /// with this.
+    projector_problem: Option<std::sync::Arc<Error>>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -436,6 +440,7 @@ impl Model {
             location: None,
             store: None,
             gguf: false,
+            projector_problem: None,
         }
     }
 
@@ -464,8 +469,17 @@ impl Model {
         max_memory: Option<u64>,
         projector: Option<&Path>,
     ) -> Result<Model, Error> {
+        let given = projector.is_some();
         let projector = projector.or(found.projector.as_deref());
-        let mut model = Self::from_gguf_pair(&found.gguf, projector, max_memory)?;
+        let mut model = match Self::from_gguf_pair(&found.gguf, projector, max_memory) {
+            // The store's own projector, of a kind not joined here: the text model still runs.
+            Err(e) if !given && projector.is_some() && e.is_projector_problem() => {
+                let mut model = Self::from_gguf_pair(&found.gguf, None, max_memory)?;
+                model.projector_problem = Some(std::sync::Arc::new(e));
+                model
+            }
+            loaded => loaded?,
+        };
         model.info.id.clone_from(&found.name);
         model.info.name = Some(found.name.clone());
         model.store = Some(Box::new(found));
@@ -575,7 +589,13 @@ impl Model {
     /// Why the model reads no pictures: a text model read from a GGUF file without its
     /// projector file needs that file; any other text model reads text alone.
     pub(crate) fn image_refusal(&self) -> Error {
-        if self.gguf {
+        if let Some(problem) = &self.projector_problem {
+            InputError::StoreProjector {
+                model: self.info.name().to_string(),
+                problem: problem.clone(),
+            }
+            .into()
+        } else if self.gguf {
             InputError::ImageNeedsProjector {
                 model: self.info.name().to_string(),
             }

@@ -119,6 +119,15 @@ pub enum InputError {
         /// Its hidden size.
         hidden: usize,
     },
+    /// A picture for a store's model whose projector (kept beside it in the store) could not
+    /// be joined to it.
+    #[error("{model} reads no pictures here: {problem}")]
+    StoreProjector {
+        /// The model's name.
+        model: String,
+        /// Why its projector was not joined.
+        problem: std::sync::Arc<crate::error::Error>,
+    },
     /// A text model whose vocabulary lacks a token that stands for a picture.
     #[error(
         "{model}'s vocabulary has no {token} token, which stands for a picture's image tokens; \
