@@ -522,28 +522,35 @@ impl Model {
         let mmproj = projector.map(families::mmproj::open).transpose()?;
         let (params, family, config) = gguf_checks(&file, &origin, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
-        let (network, tokenizer) = std::thread::scope(|scope| {
+        // With a projector the text model is built as its decoder stack, which the projector's
+        // network then holds (its vocabulary names the picture tokens, so the join waits for
+        // the tokenizer).
+        enum Built {
+            Text(Box<dyn Network>),
+            Stack(decoder::DecoderStack),
+        }
+        let (built, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
             let tensors = TensorMap::new(&file, origin.clone());
-            let network = match &mmproj {
-                None => config.build(&tensors).map(Ok),
-                Some(_) => config.stack(&tensors).map(Err),
+            let built = match &mmproj {
+                None => config.build(&tensors).map(Built::Text),
+                Some(_) => config.stack(&tensors).map(Built::Stack),
             };
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (network, tokenizer)
+            (built, tokenizer)
         });
-        let (network, tokenizer) = (network?, tokenizer?);
+        let (built, tokenizer) = (built?, tokenizer?);
         let name = source::local_name(path);
-        let (network, image_processor) = match (network, &mmproj) {
-            (Ok(network), _) => (network, None),
-            (Err(stack), Some((mm_file, mm))) => {
+        let (network, image_processor) = match (built, &mmproj) {
+            (Built::Stack(stack), Some((mm_file, mm))) => {
                 let token = |t: &str| tokenizer.tokenizer.token_to_id(t);
                 let joined = mm.join(mm_file, stack, &name, &params.architecture, &token)?;
                 (joined, Some(mm.image_processor()?))
             }
-            (Err(stack), None) => (Box::new(stack) as Box<dyn Network>, None),
+            (Built::Stack(stack), None) => (Box::new(stack) as Box<dyn Network>, None),
+            (Built::Text(network), _) => (network, None),
         };
         let eos_token_ids = tokenizer
             .eos_token_id
