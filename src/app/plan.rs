@@ -765,6 +765,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--layer", args.out.layer.is_some()),
         ("--head", args.out.head.is_some()),
         ("--top", args.out.top.is_some()),
+        ("--mmproj", args.mmproj.is_some()),
     ];
     if let Some(flag) = first_given(&single_only) {
         return Err(format!(

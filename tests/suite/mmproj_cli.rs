@@ -285,3 +285,22 @@ fn a_projector_of_another_width_is_refused() {
         "projects pictures into 64-wide embeddings, but tiny-qwen2.gguf's text model is 32 wide",
     );
 }
+
+#[test]
+fn a_projector_in_corpus_mode_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    fs::write(&input, "one\n").unwrap();
+    let out = run(&[
+        "-m",
+        &gguf("tiny-llava.gguf"),
+        "--mmproj",
+        &gguf("mmproj-tiny-llava.gguf"),
+        "--input",
+        &input.display().to_string(),
+        "--out-dir",
+        &dir.path().join("out").display().to_string(),
+    ]);
+    assert_clean_failure(&out, "--mmproj is for a single input");
+    assert!(!dir.path().join("out").exists());
+}
