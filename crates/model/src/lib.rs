@@ -527,14 +527,14 @@ impl Model {
         // the tokenizer).
         enum Built {
             Text(Box<dyn Network>),
-            Stack(decoder::DecoderStack),
+            Stack(Box<decoder::DecoderStack>),
         }
         let (built, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
             let tensors = TensorMap::new(&file, origin.clone());
             let built = match &mmproj {
                 None => config.build(&tensors).map(Built::Text),
-                Some(_) => config.stack(&tensors).map(Built::Stack),
+                Some(_) => config.stack(&tensors).map(|s| Built::Stack(Box::new(s))),
             };
             let tokenizer = tokenizer
                 .join()
@@ -546,10 +546,10 @@ impl Model {
         let (network, image_processor) = match (built, &mmproj) {
             (Built::Stack(stack), Some((mm_file, mm))) => {
                 let token = |t: &str| tokenizer.tokenizer.token_to_id(t);
-                let joined = mm.join(mm_file, stack, &name, &params.architecture, &token)?;
+                let joined = mm.join(mm_file, *stack, &name, &params.architecture, &token)?;
                 (joined, Some(mm.image_processor()?))
             }
-            (Built::Stack(stack), None) => (Box::new(stack) as Box<dyn Network>, None),
+            (Built::Stack(stack), None) => (stack as Box<dyn Network>, None),
             (Built::Text(network), _) => (network, None),
         };
         let eos_token_ids = tokenizer
