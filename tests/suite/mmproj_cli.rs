@@ -304,3 +304,25 @@ fn a_projector_in_corpus_mode_is_refused() {
     assert_clean_failure(&out, "--mmproj is for a single input");
     assert!(!dir.path().join("out").exists());
 }
+
+/// The projector's tensors are counted against the memory limit before one is read, as a text
+/// model's are.
+#[test]
+fn a_projector_over_the_memory_limit_is_refused_before_it_is_read() {
+    let out = run(&[
+        "-m",
+        &gguf("tiny-llava.gguf"),
+        "--mmproj",
+        &gguf("mmproj-tiny-llava.gguf"),
+        "--image",
+        &image("wide45x37.png"),
+        "--max-memory",
+        "50000",
+        "What?",
+    ]);
+    assert_clean_failure(
+        &out,
+        "mmproj-tiny-llava.gguf: its 41 tensors take 121 KB as stored, more than the memory \
+         limit given (50 KB)",
+    );
+}

@@ -519,7 +519,9 @@ impl Model {
     ) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
-        let mmproj = projector.map(families::mmproj::open).transpose()?;
+        let mmproj = projector
+            .map(|p| families::mmproj::open(p, max_memory))
+            .transpose()?;
         let (params, family, config) = gguf_checks(&file, &origin, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
         // With a projector the text model is built as its decoder stack, which the projector's

@@ -40,7 +40,7 @@ use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::{Framing, Network};
 use crate::blocks::vision::{Specials, VisionAct, VisionConfig, VisionEncoder, VisionLayer};
 use crate::error::{Error, InputError};
-use crate::formats::gguf::{GgufError, GgufFile, MetadataProblem};
+use crate::formats::gguf::{GgufError, GgufFile, MetadataProblem, Representation};
 use crate::formats::weights::{MatrixWeight, Weight};
 use crate::kernels::{Activation, Layout};
 use crate::pixels::ImageProcessor;
@@ -187,6 +187,13 @@ impl Mmproj {
             // clip.cpp: the output of the second-to-last stored layer.
             _ => vec![layers.saturating_sub(1).max(1)],
         };
+        if feature_layers.len() > layers + 1 {
+            return Err(meta(
+                file,
+                "clip.vision.feature_layer",
+                MetadataProblem::Implausible(feature_layers.len() as u64),
+            ));
+        }
         if let Some(&l) = feature_layers.iter().find(|&&l| l > layers) {
             return Err(meta(
                 file,
@@ -563,9 +570,13 @@ fn gguf_error(e: GgufError) -> Error {
     Error::from(e)
 }
 
-/// Open the projector file at `path` and read its settings.
-pub fn open(path: &Path) -> Result<(GgufFile, Mmproj), Error> {
+/// Open the projector file at `path` and read its settings, refusing it before a tensor is read
+/// when its tower and projector would take more than `max_memory` bytes (`None`: the memory
+/// this process may use), as the text models' files are.
+pub fn open(path: &Path, max_memory: Option<u64>) -> Result<(GgufFile, Mmproj), Error> {
     let file = GgufFile::open(path)?;
     let mmproj = Mmproj::read(&file, &path.display().to_string())?;
+    let used = |name: &str| name.starts_with("v.") || name.starts_with("mm.");
+    file.check_memory(used, Representation::InPlace, max_memory)?;
     Ok((file, mmproj))
 }
