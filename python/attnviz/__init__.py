@@ -629,6 +629,7 @@ def run(
     threads: Optional[int] = None,
     full_paths: bool = False,
     tower: bool = False,
+    mmproj: Any = None,
     _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -698,6 +699,10 @@ def run(
       ``report.image`` then describes a vision model's picture (grid, special tokens, sizes,
       preprocessing) and the report opens on its image view; of a vision-language model,
       ``report.pictures`` lists where each picture's image tokens are.
+    - ``mmproj``: with ``model`` a GGUF text model (``"model.gguf"``), llama.cpp's projector file
+      (``"mmproj-model.gguf"``, a path) holding its vision tower and projector: the pair reads
+      pictures (``image``) as the vision-language model (LLaVA, Gemma 3). A model of Ollama's or
+      LM Studio's store uses the projector the store keeps beside it without it.
     - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
       ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
       probe (SigLIP); default: the class token. Of a vision-language model: a token's number
@@ -748,7 +753,7 @@ def run(
             _images=[pixels if path is None else path for path, pixels in converted],
             attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
             max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
-            full_paths=full_paths, tower=tower,
+            full_paths=full_paths, tower=tower, mmproj=mmproj,
         )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -768,6 +773,10 @@ def run(
         threads = int(threads)
     pair = _optional_str("pair", pair)
     target = _optional_str("target", target)
+    if mmproj is not None:
+        if not isinstance(mmproj, (str, os.PathLike)):
+            raise TypeError(f"mmproj must be a path to the projector file, not {type(mmproj).__name__}")
+        mmproj = os.fspath(mmproj)
     if generate is not None:
         if isinstance(generate, bool) or not isinstance(generate, (int, np.integer)):
             raise TypeError(f"generate must be a number of tokens (an int), not {generate!r}")
@@ -844,6 +853,7 @@ def run(
         threads=threads,
         full_paths=bool(full_paths),
         tower=bool(tower),
+        mmproj=mmproj,
         **heads,
     )
     if kind is not None:

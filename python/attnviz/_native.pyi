@@ -136,6 +136,7 @@ def run(
     threads: Optional[int] = None,
     full_paths: bool = False,
     tower: bool = False,
+    mmproj: Optional[str] = None,
 ) -> Tuple[
     list[Attention],
     Optional[str],

@@ -83,7 +83,7 @@ fn choice<T: Choice>(what: &str, name: &str) -> PyResult<T> {
 /// Models loaded in this process, by (model, revision): a notebook runs many sentences through
 /// one model, and loading it is most of a short run's time.
 /// Loaded models by id, revision and whether they are named by their full path.
-type ModelCache = Mutex<HashMap<(String, String, bool), Arc<Model>>>;
+type ModelCache = Mutex<HashMap<(String, String, bool, Option<std::path::PathBuf>), Arc<Model>>>;
 
 fn models() -> &'static ModelCache {
     static MODELS: OnceLock<ModelCache> = OnceLock::new();
@@ -93,15 +93,25 @@ fn models() -> &'static ModelCache {
 /// How many models stay loaded (the oldest is dropped beyond this).
 const MODEL_CACHE: usize = 4;
 
-fn model(id: &str, revision: &str, full_path: bool) -> Result<Arc<Model>, String> {
-    let key = (id.to_string(), revision.to_string(), full_path);
+fn model(
+    id: &str,
+    revision: &str,
+    full_path: bool,
+    mmproj: Option<&std::path::Path>,
+) -> Result<Arc<Model>, String> {
+    let key = (
+        id.to_string(),
+        revision.to_string(),
+        full_path,
+        mmproj.map(std::path::Path::to_path_buf),
+    );
     if let Some(m) = models().lock().map_err(|e| e.to_string())?.get(&key) {
         return Ok(m.clone());
     }
     // Downloads are shown with tqdm when it is installed.
     let hub = attnviz::model::Hub::from_env().with_progress(Arc::new(tqdm::Tqdm::default()));
     let loaded = Arc::new(
-        Model::load_with(id, revision, &hub)
+        Model::load_with_projector(id, revision, &hub, None, mmproj)
             .map_err(|e| words::model(&e))?
             .with_full_path(full_path),
     );
@@ -528,6 +538,8 @@ fn request_error(e: RequestError) -> PyErr {
                     InputError::TextWithPicture { .. }
                         | InputError::TextToVision { .. }
                         | InputError::ImageToText { .. }
+                        | InputError::ImageNeedsProjector { .. }
+                        | InputError::StoreProjector { .. }
                         | InputError::NoPicture { .. }
                         | InputError::PictureMarks { .. }
                 )
@@ -641,7 +653,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
-    tower=false))]
+    tower=false, mmproj=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -669,6 +681,7 @@ fn run(
     threads: Option<usize>,
     full_paths: bool,
     tower: bool,
+    mmproj: Option<std::path::PathBuf>,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
@@ -724,6 +737,7 @@ fn run(
         // A file, or an array read a row at a time where it lies.
         images,
         tower,
+        mmproj,
         lens,
         alti,
         value_zeroing,
@@ -735,7 +749,8 @@ fn run(
     };
     let pool = threads.map(pool_of).transpose()?;
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {
-        let m = self::model(model, revision, full_paths).map_err(runtime_error)?;
+        let m = self::model(model, revision, full_paths, request.mmproj.as_deref())
+            .map_err(runtime_error)?;
         let run = || {
             request
                 .run(&m, &tqdm::Tqdm::default())
@@ -894,7 +909,7 @@ fn check_image_size(width: usize, height: usize) -> PyResult<()> {
 #[pyo3(signature = (model, revision="main"))]
 fn induction(py: Python<'_>, model: &str, revision: &str) -> PyResult<Option<String>> {
     let probe = py.detach(|| -> PyResult<_> {
-        let m = self::model(model, revision, false).map_err(runtime_error)?;
+        let m = self::model(model, revision, false, None).map_err(runtime_error)?;
         attnviz::request::induction_probe(&m).map_err(request_error)
     })?;
     probe

@@ -48,6 +48,15 @@ pub fn model(e: &model::Error) -> String {
         E::PairOnDecoder { .. } => format!("{e}; drop pair="),
         E::LayersOnSeq2Seq { .. } => format!("{e}; drop layers="),
         E::NoChatTemplate { .. } => format!("{e}; drop chat=True"),
+        E::Input(i) => match i.as_ref() {
+            model::InputError::ImageNeedsProjector { .. } => {
+                format!("{e}; pass it with mmproj=\"mmproj.gguf\"")
+            }
+            model::InputError::ProjectorNeedsGguf { .. } => {
+                format!("{e} (model=\"model.gguf\", mmproj=\"mmproj.gguf\")")
+            }
+            _ => e.to_string(),
+        },
         _ => e.to_string(),
     }
 }

@@ -198,6 +198,28 @@ def test_a_vision_language_model_reads_a_list_of_pictures_in_memory_or_on_disk()
         attnviz.run(case["text"], model=LLAVA, image=str(wide))
 
 
+GGUF = REPO / "tests" / "fixtures" / "gguf"
+
+
+def test_a_gguf_text_model_reads_pictures_with_its_projector_file():
+    # tests/reference/make_mmproj.py's pair of tiny-llava: the same expanded ids and runs.
+    case = _llava_case("describe")
+    report = attnviz.run(
+        case["text"], model=str(GGUF / "tiny-llava.gguf"), mmproj=GGUF / "mmproj-tiny-llava.gguf",
+        image=str(IMAGES / case["images"][0]),
+    )
+    assert json.loads(report.json())["input_ids"] == case["input_ids"]
+    [picture] = report.pictures
+    assert [picture["first"], picture["count"]] == case["image_token_runs"][0]
+    # Without the projector, a picture is refused in one line that names mmproj=.
+    with pytest.raises(ValueError) as e:
+        attnviz.run(case["text"], model=str(GGUF / "tiny-llava.gguf"), image=str(IMAGES / case["images"][0]))
+    assert "needs the projector file" in str(e.value) and "mmproj=" in str(e.value)
+    assert "--" not in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="mmproj must be a path"):
+        attnviz.run(case["text"], model=str(GGUF / "tiny-llava.gguf"), mmproj=3)
+
+
 def _convert_to_rgb(image: Image.Image) -> Image.Image:
     """transformers' `image_transforms.convert_to_rgb`, line for line: anything but RGB becomes
     RGBA and is composited onto white."""

@@ -154,6 +154,13 @@ pub struct Args {
     #[arg(help_heading = heading::PICTURES, long, value_name = "FILE", action = clap::ArgAction::Append, help = image_help())]
     pub image: Vec<PathBuf>,
 
+    /// The vision tower and projector of a GGUF text model (-m model.gguf), from llama.cpp's
+    /// projector file (mmproj-*.gguf), as llama.cpp's multimodal CLI takes it: the pair reads
+    /// pictures (--image) with the prompt. A model of Ollama's or LM Studio's store uses the
+    /// projector the store keeps beside it without this.
+    #[arg(help_heading = heading::PICTURES, long, value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
+
     /// A vision-language model's vision tower alone: its self-attention over the picture,
     /// drawn and written as a vision model's (every view of --image), instead of the language
     /// model's.

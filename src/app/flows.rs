@@ -108,8 +108,14 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // (unmapping the checkpoint, returning the capture buffer page by page) only adds time.
     let request = &plan.request;
     let model = ManuallyDrop::new(
-        Model::load_within(&plan.model, &plan.revision, &hub(), request.max_memory)?
-            .with_full_path(plan.full_paths),
+        Model::load_with_projector(
+            &plan.model,
+            &plan.revision,
+            &hub(),
+            request.max_memory,
+            request.mmproj.as_deref(),
+        )?
+        .with_full_path(plan.full_paths),
     );
     store_notes(&model, request.chat);
     // Checked before anything is read or run; an encoder–decoder's is checked per kind once

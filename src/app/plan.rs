@@ -574,6 +574,7 @@ fn single(
         value_zeroing,
         images: args.image.iter().cloned().map(ImageSource::File).collect(),
         tower: args.tower,
+        mmproj: args.mmproj.clone(),
         lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
         ablate,
@@ -785,6 +786,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--layer", args.out.layer.is_some()),
         ("--head", args.out.head.is_some()),
         ("--top", args.out.top.is_some()),
+        ("--mmproj", args.mmproj.is_some()),
     ];
     if let Some(flag) = first_given(&single_only) {
         return Err(format!(

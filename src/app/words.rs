@@ -56,6 +56,15 @@ pub fn model(e: &model::Error) -> String {
              encoder and the decoder is captured"
         ),
         E::Target(t) => target(t),
+        E::Input(i) => match i.as_ref() {
+            model::InputError::ImageNeedsProjector { .. } => {
+                format!("{e}; pass it with --mmproj FILE")
+            }
+            model::InputError::ProjectorNeedsGguf { .. } => {
+                format!("{e} (-m model.gguf --mmproj mmproj.gguf)")
+            }
+            _ => e.to_string(),
+        },
         _ => e.to_string(),
     }
 }
@@ -678,6 +687,22 @@ mod tests {
             status: 404,
         };
         check(&e.to_string(), &source(&e), "--revision");
+    }
+
+    #[test]
+    fn projector_errors_name_mmproj() {
+        let e = model::Error::from(model::InputError::ImageNeedsProjector {
+            model: "m.gguf".into(),
+        });
+        check(&e.to_string(), &model(&e), "pass it with --mmproj FILE");
+        let e = model::Error::from(model::InputError::ProjectorNeedsGguf {
+            model: "dir".into(),
+        });
+        check(
+            &e.to_string(),
+            &model(&e),
+            "-m model.gguf --mmproj mmproj.gguf",
+        );
     }
 
     #[test]

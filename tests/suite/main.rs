@@ -45,6 +45,7 @@ mod interrupts;
 mod json_schema;
 mod lens;
 mod lens_attribution;
+mod mmproj_cli;
 mod model_stores;
 mod norm_weights;
 mod output_folders;

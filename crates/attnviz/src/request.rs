@@ -81,6 +81,10 @@ pub struct RunRequest {
     /// picture, labelled by patch as a vision model's, instead of the language model's; the
     /// text is not read.
     pub tower: bool,
+    /// A GGUF text model's projector file (llama.cpp's `mmproj-*.gguf`: its vision tower and
+    /// projector), which the model is loaded with ([`Model::load_with_projector`]); `None`: the
+    /// model alone, or the projector its store keeps beside it.
+    pub mmproj: Option<std::path::PathBuf>,
     /// The logit lens with this many tokens per cell ([`Measured::lens`]; decoders, and encoders
     /// with a masked-LM head).
     pub lens: Option<usize>,

@@ -235,6 +235,12 @@ pub struct Model {
     location: Option<String>,
     /// The store it was found in by name (`ollama:NAME`), and what the store keeps beside it.
     store: Option<Box<StoreModel>>,
+    /// Whether it was read from a GGUF file (a picture then asks for its projector file).
+    gguf: bool,
+    /// Why the projector its store keeps beside it was not joined (a type not read here, or
+    /// one made for another model): it then runs as the text model, and a picture is refused
+    /// with this.
+    projector_problem: Option<std::sync::Arc<Error>>,
 }
 
 /// The GGUF file `model` names (a path ending in `.gguf` that is not a folder), which
@@ -295,13 +301,33 @@ impl Model {
         hub: &Hub,
         max_memory: Option<u64>,
     ) -> Result<Model, Error> {
+        Self::load_with_projector(model, revision, hub, max_memory, None)
+    }
+
+    /// [`Model::load_within`], with a vision-language model's projector file (`projector`,
+    /// llama.cpp's `mmproj-*.gguf`: its vision tower and projector) joined to a GGUF text model
+    /// ([`Model::from_gguf_pair`]). A model found in a store uses the projector the store keeps
+    /// beside it when none is given. Refused for a model not read from a GGUF file.
+    pub fn load_with_projector(
+        model: &str,
+        revision: &str,
+        hub: &Hub,
+        max_memory: Option<u64>,
+        projector: Option<&Path>,
+    ) -> Result<Model, Error> {
         if let Some(found) =
             source::stores::resolve(model, &Stores::from_env()).map_err(SourceError::from)?
         {
-            return Self::from_store(found, max_memory);
+            return Self::from_store_with(found, max_memory, projector);
         }
         if let Some(path) = gguf_file(model) {
-            return Self::from_gguf_within(path, max_memory);
+            return Self::from_gguf_pair(path, projector, max_memory);
+        }
+        if projector.is_some() {
+            return Err(InputError::ProjectorNeedsGguf {
+                model: model.to_string(),
+            }
+            .into());
         }
         let files = source::resolve(model, revision, hub)
             .map_err(|e| unsupported_first(e, Path::new(model)))?;
@@ -413,6 +439,8 @@ impl Model {
             image_processor: None,
             location: None,
             store: None,
+            gguf: false,
+            projector_problem: None,
         }
     }
 
@@ -431,7 +459,27 @@ impl Model {
     /// its name there (`ollama:tiny:latest`), with what the store keeps beside it
     /// ([`Model::store`]); [`Model::from_gguf_within`]'s `max_memory`.
     pub fn from_store(found: StoreModel, max_memory: Option<u64>) -> Result<Model, Error> {
-        let mut model = Self::from_gguf_within(&found.gguf, max_memory)?;
+        Self::from_store_with(found, max_memory, None)
+    }
+
+    /// [`Model::from_store`] with `projector` instead of the store's (when given); the store's
+    /// projector otherwise, when it keeps one beside the model.
+    pub fn from_store_with(
+        found: StoreModel,
+        max_memory: Option<u64>,
+        projector: Option<&Path>,
+    ) -> Result<Model, Error> {
+        let given = projector.is_some();
+        let projector = projector.or(found.projector.as_deref());
+        let mut model = match Self::from_gguf_pair(&found.gguf, projector, max_memory) {
+            // The store's own projector, of a kind not joined here: the text model still runs.
+            Err(e) if !given && projector.is_some() && e.is_projector_problem() => {
+                let mut model = Self::from_gguf_pair(&found.gguf, None, max_memory)?;
+                model.projector_problem = Some(std::sync::Arc::new(e));
+                model
+            }
+            loaded => loaded?,
+        };
         model.info.id.clone_from(&found.name);
         model.info.name = Some(found.name.clone());
         model.store = Some(Box::new(found));
@@ -456,19 +504,56 @@ impl Model {
     /// [`Model::from_gguf`], refusing before anything is read when the weights would take more
     /// than `max_memory` bytes (`None`: the memory this process may use).
     pub fn from_gguf_within(path: &Path, max_memory: Option<u64>) -> Result<Model, Error> {
+        Self::from_gguf_pair(path, None, max_memory)
+    }
+
+    /// [`Model::from_gguf_within`], joined with the vision tower and projector of `projector`
+    /// (llama.cpp's `mmproj-*.gguf`, [`families::mmproj`]) when given: a vision-language model
+    /// whose pictures are prepared as the projector file says. Refused when the projector file
+    /// is not one, holds a projector type not read here, goes with another kind of text model or
+    /// projects into embeddings of another width.
+    pub fn from_gguf_pair(
+        path: &Path,
+        projector: Option<&Path>,
+        max_memory: Option<u64>,
+    ) -> Result<Model, Error> {
         let file = gguf::GgufFile::open(path)?;
         let origin = path.display().to_string();
+        let mmproj = projector
+            .map(|p| families::mmproj::open(p, max_memory))
+            .transpose()?;
         let (params, family, config) = gguf_checks(&file, &origin, max_memory)?;
         // The tokenizer is built on a thread of its own while the tensors are read.
-        let (network, tokenizer) = std::thread::scope(|scope| {
+        // With a projector the text model is built as its decoder stack, which the projector's
+        // network then holds (its vocabulary names the picture tokens, so the join waits for
+        // the tokenizer).
+        enum Built {
+            Text(Box<dyn Network>),
+            Stack(Box<decoder::DecoderStack>),
+        }
+        let (built, tokenizer) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| file.tokenizer());
-            let network = config.build(&TensorMap::new(&file, origin.clone()));
+            let tensors = TensorMap::new(&file, origin.clone());
+            let built = match &mmproj {
+                None => config.build(&tensors).map(Built::Text),
+                Some(_) => config.stack(&tensors).map(|s| Built::Stack(Box::new(s))),
+            };
             let tokenizer = tokenizer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (network, tokenizer)
+            (built, tokenizer)
         });
-        let (network, tokenizer) = (network?, tokenizer?);
+        let (built, tokenizer) = (built?, tokenizer?);
+        let name = source::local_name(path);
+        let (network, image_processor) = match (built, &mmproj) {
+            (Built::Stack(stack), Some((mm_file, mm))) => {
+                let token = |t: &str| tokenizer.tokenizer.token_to_id(t);
+                let joined = mm.join(mm_file, *stack, &name, &params.architecture, &token)?;
+                (joined, Some(mm.image_processor()?))
+            }
+            (Built::Stack(stack), None) => (stack as Box<dyn Network>, None),
+            (Built::Text(network), _) => (network, None),
+        };
         let eos_token_ids = tokenizer
             .eos_token_id
             .or(params.eos_token_id)
@@ -495,7 +580,6 @@ impl Model {
             ordinary: named(tokenizer.unk_token_id),
             other: Vec::new(),
         };
-        let name = source::local_name(path);
         let mut model = Self::assemble(
             name.clone(),
             None,
@@ -506,7 +590,32 @@ impl Model {
             generation,
         );
         model.location = Some(source::full_path(path));
+        model.image_processor = image_processor;
+        model.gguf = true;
         Ok(model)
+    }
+
+    /// Why the model reads no pictures: a text model read from a GGUF file without its
+    /// projector file needs that file; any other text model reads text alone.
+    pub(crate) fn image_refusal(&self) -> Error {
+        if let Some(problem) = &self.projector_problem {
+            InputError::StoreProjector {
+                model: self.info.name().to_string(),
+                problem: problem.clone(),
+            }
+            .into()
+        } else if self.gguf {
+            InputError::ImageNeedsProjector {
+                model: self.info.name().to_string(),
+            }
+            .into()
+        } else {
+            InputError::ImageToText {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            }
+            .into()
+        }
     }
 
     /// What the checkpoint says about generating: EOS tokens and the chat template.

@@ -68,10 +68,7 @@ impl Model {
         let mm = self
             .network
             .multimodal()
-            .ok_or_else(|| InputError::ImageToText {
-                model: self.info.name().to_string(),
-                family: self.family(),
-            })?;
+            .ok_or_else(|| self.image_refusal())?;
         if images.is_empty() {
             return Err(InputError::NoPicture {
                 model: self.info.name().to_string(),
@@ -231,10 +228,7 @@ impl Model {
         let mm = self
             .network
             .multimodal()
-            .ok_or_else(|| InputError::ImageToText {
-                model: self.info.name().to_string(),
-                family: self.family(),
-            })?;
+            .ok_or_else(|| self.image_refusal())?;
         let seen = self.see(mm, image, opts.layers.as_deref(), cancel)?;
         Ok(Encoding {
             attention: seen.tower,

@@ -66,13 +66,7 @@ impl Model {
     }
 
     fn vision_or_refuse(&self) -> Result<&dyn super::blocks::vision::Vision, Error> {
-        self.network.vision().ok_or_else(|| {
-            InputError::ImageToText {
-                model: self.info.name().to_string(),
-                family: self.family(),
-            }
-            .into()
-        })
+        self.network.vision().ok_or_else(|| self.image_refusal())
     }
 
     /// Preprocess `rgb` as the model's `preprocessor_config.json` says and run it, capturing

@@ -11,7 +11,10 @@
 //! model with a sliding window shorter than the sequence, and llava-hf's key layout. PaliGemma's
 //! whole prompt (pictures, BOS, text, newline) sees itself in full, the sliding window cutting
 //! nothing inside it, and its generated tokens are causal; `tiny-paligemma1` (`make_paligemma.py
-//! --variant gemma1`) is the first PaliGemma, with a Gemma 1 text model.
+//! --variant gemma1`) is the first PaliGemma, with a Gemma 1 text model. The same checks hold
+//! the fixtures as llama.cpp's pair of files (`tests/reference/make_mmproj.py`: a
+//! text `.gguf` and an `mmproj-*.gguf`), and the Gemma 3 pair quantised (Q8_0, F16) against
+//! transformers on the dequantised weights.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -96,6 +99,14 @@ fn chat_text(messages: &serde_json::Value) -> String {
 /// What sets one vision-language fixture apart in these checks.
 struct Fixture {
     name: &'static str,
+    /// The reference's name under tests/reference (the fixture's own, or its GGUF pair's).
+    reference: &'static str,
+    /// The fixture as llama.cpp's pair of files under tests/fixtures/gguf (text model,
+    /// projector), read instead of the folder.
+    pair: Option<[&'static str; 2]>,
+    /// The vision tower's layers (a LLaVA projector file keeps those up to the feature layer),
+    /// held to the reference's first ones.
+    tower_layers: usize,
     family: &'static str,
     /// The grid of image tokens of each picture.
     picture_grid: [usize; 2],
@@ -111,6 +122,9 @@ struct Fixture {
 
 const LLAVA: Fixture = Fixture {
     name: "tiny-llava",
+    reference: "tiny-llava",
+    pair: None,
+    tower_layers: 3,
     family: "LLaVA",
     picture_grid: [4, 4],
     tower_first: Cell::Class,
@@ -120,6 +134,9 @@ const LLAVA: Fixture = Fixture {
 
 const LLAVA_FULL: Fixture = Fixture {
     name: "tiny-llava-full",
+    reference: "tiny-llava-full",
+    pair: None,
+    tower_layers: 3,
     family: "LLaVA",
     picture_grid: [4, 4],
     tower_first: Cell::Class,
@@ -129,6 +146,9 @@ const LLAVA_FULL: Fixture = Fixture {
 
 const PALIGEMMA: Fixture = Fixture {
     name: "tiny-paligemma",
+    reference: "tiny-paligemma",
+    pair: None,
+    tower_layers: 2,
     family: "PaliGemma",
     picture_grid: [4, 4],
     tower_first: Cell::Patch { row: 0, col: 0 },
@@ -138,11 +158,15 @@ const PALIGEMMA: Fixture = Fixture {
 
 const PALIGEMMA1: Fixture = Fixture {
     name: "tiny-paligemma1",
+    reference: "tiny-paligemma1",
     ..PALIGEMMA
 };
 
 const GEMMA3: Fixture = Fixture {
     name: "tiny-gemma3-vlm",
+    reference: "tiny-gemma3-vlm",
+    pair: None,
+    tower_layers: 2,
     family: "Gemma 3",
     picture_grid: [2, 2],
     tower_first: Cell::Patch { row: 0, col: 0 },
@@ -150,20 +174,68 @@ const GEMMA3: Fixture = Fixture {
     chat: true,
 };
 
+/// tiny-llava as `make_mmproj.py` writes it for llama.cpp: held to the folder's reference (the
+/// projector file keeps the tower's first two layers, up to the feature layer).
+const LLAVA_GGUF: Fixture = Fixture {
+    reference: "tiny-llava",
+    pair: Some(["tiny-llava.gguf", "mmproj-tiny-llava.gguf"]),
+    tower_layers: 2,
+    ..LLAVA
+};
+
+/// tiny-gemma3-vlm as `make_mmproj.py` writes it for llama.cpp: held to transformers on the same
+/// weights under the text config llama.cpp reads from the file (`tiny-gemma3-vlm-gguf`).
+const GEMMA3_GGUF: Fixture = Fixture {
+    reference: "tiny-gemma3-vlm-gguf",
+    pair: Some(["tiny-gemma3-vlm.gguf", "mmproj-tiny-gemma3-vlm.gguf"]),
+    ..GEMMA3
+};
+
+impl Fixture {
+    /// The fixture as its runs name it: the folder, or the pair's projector file.
+    fn label(&self) -> &'static str {
+        self.pair.map_or(self.name, |[_, mmproj]| mmproj)
+    }
+}
+
+/// The same pair quantised (the text model's and the tower's matrices Q8_0, the input
+/// projection F16): held to transformers on the dequantised weights
+/// (`tiny-gemma3-vlm-gguf.Q8_0`), which the kernels decode from the blocks as they run.
+const GEMMA3_GGUF_Q8: Fixture = Fixture {
+    reference: "tiny-gemma3-vlm-gguf.Q8_0",
+    pair: Some([
+        "tiny-gemma3-vlm.Q8_0.gguf",
+        "mmproj-tiny-gemma3-vlm.Q8_0.gguf",
+    ]),
+    ..GEMMA3
+};
+
+fn load_model(f: &Fixture) -> Model {
+    match f.pair {
+        None => ok(Model::from_dir(&fixture(f.name)), f.name),
+        Some([text, mmproj]) => {
+            let dir = repo().join("tests/fixtures/gguf");
+            ok(
+                Model::from_gguf_pair(&dir.join(text), Some(&dir.join(mmproj)), None),
+                text,
+            )
+        }
+    }
+}
+
 fn load(f: &Fixture) -> (Manifest, HashMap<String, candle_core::Tensor>, Model) {
     let dir = repo().join("tests/reference");
-    let json = format!("{}.json", f.name);
+    let json = format!("{}.json", f.reference);
     let m: Manifest = ok(
         serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
         &json,
     );
-    let weights = format!("{}.safetensors", f.name);
+    let weights = format!("{}.safetensors", f.reference);
     let tensors = ok(
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(f.name)), f.name);
-    (m, tensors, model)
+    (m, tensors, load_model(f))
 }
 
 /// Weights above 0 of each run's tokens on the run's later tokens, over layers and heads.
@@ -199,6 +271,32 @@ fn tiny_gemma3_vlm_matches_hf_over_pictures_and_prompt() {
 #[test]
 fn tiny_paligemma_matches_hf_under_its_prefix_lm_mask() {
     matches_hf(&PALIGEMMA);
+}
+
+#[test]
+fn tiny_llava_gguf_and_mmproj_match_hf_over_pictures_and_prompt() {
+    matches_hf(&LLAVA_GGUF);
+}
+
+#[test]
+fn tiny_gemma3_vlm_gguf_and_mmproj_match_hf_over_pictures_and_prompt() {
+    matches_hf(&GEMMA3_GGUF);
+}
+
+#[test]
+fn tiny_gemma3_vlm_q8_0_pair_matches_hf_on_the_dequantised_weights() {
+    // The files hold what the test says: Q8_0 blocks in both, F16 for the input projection.
+    let dir = repo().join("tests/fixtures/gguf");
+    let [text, mmproj] = GEMMA3_GGUF_Q8.pair.unwrap();
+    let types = |name: &str| -> Vec<&'static str> {
+        let file = ok(attnviz::model::gguf::GgufFile::open(&dir.join(name)), name);
+        file.tensors().iter().map(|t| t.dtype).collect()
+    };
+    assert!(types(text).contains(&"Q8_0"));
+    let projector = types(mmproj);
+    assert!(projector.contains(&"Q8_0") && projector.contains(&"F16"));
+    matches_hf(&GEMMA3_GGUF_Q8);
+    generates_as_hf(&GEMMA3_GGUF_Q8);
 }
 
 fn matches_hf(f: &Fixture) {
@@ -288,7 +386,10 @@ fn matches_hf(f: &Fixture) {
         assert_eq!(run.towers.len(), images.len());
         let mut dv = 0f32;
         for (i, tower) in run.towers.iter().enumerate() {
-            dv = dv.max(max_diff(tower.weights(), &want_tower[i * per..][..per]));
+            assert_eq!(tower.layers(), f.tower_layers, "{}", case.name);
+            // [layers, heads, n, n]: the first layers' weights lead the picture's.
+            let got = tower.weights();
+            dv = dv.max(max_diff(got, &want_tower[i * per..][..got.len()]));
             assert_eq!(tower.image.as_ref().unwrap().cells[0], f.tower_first);
         }
         let da = max_diff(
@@ -302,7 +403,8 @@ fn matches_hf(f: &Fixture) {
         eprintln!(
             "[{}] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
              hidden {dh:.2e}, later image keys seen {later}",
-            f.name, case.name
+            f.label(),
+            case.name
         );
         for (what, d, tol) in [
             ("pixels", dp, TOL),
@@ -337,6 +439,16 @@ fn tiny_paligemma1_with_gemma_1_matches_hf_under_its_prefix_lm_mask() {
 #[test]
 fn tiny_paligemma_generates_as_hf_with_a_causal_answer() {
     generates_as_hf(&PALIGEMMA);
+}
+
+#[test]
+fn tiny_llava_gguf_and_mmproj_generate_as_hf() {
+    generates_as_hf(&LLAVA_GGUF);
+}
+
+#[test]
+fn tiny_gemma3_vlm_gguf_and_mmproj_generate_as_hf() {
+    generates_as_hf(&GEMMA3_GGUF);
 }
 
 fn generates_as_hf(f: &Fixture) {
@@ -375,7 +487,7 @@ fn generates_as_hf(f: &Fixture) {
         assert!(att.prefix == 0 || att.prefix == g.prompt_len);
         let want = values(&tensors, &g.tensors["attentions"]);
         let da = max_diff(att.weights(), &want);
-        eprintln!("[{}] generation {}: attention {da:.2e}", f.name, g.case);
+        eprintln!("[{}] generation {}: attention {da:.2e}", f.label(), g.case);
         assert!(
             da <= TOL,
             "generation {}: attention differs by {da}",

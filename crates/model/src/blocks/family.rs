@@ -95,9 +95,14 @@ pub type GgufConfigReader = fn(&DecoderParams, &str) -> Result<Box<dyn GgufConfi
 
 /// A family's config read from a GGUF file's metadata.
 pub trait GgufConfig: Send + Sync {
-    /// Build the network from the file's tensors under transformers' names (matrices kept in
-    /// their block format, norms and biases dequantised).
-    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error>;
+    /// Build the decoder stack from the file's tensors under transformers' names (matrices
+    /// kept in their block format, norms and biases dequantised).
+    fn stack(&self, tensors: &TensorMap) -> Result<crate::blocks::decoder::DecoderStack, Error>;
+
+    /// The network [`GgufConfig::stack`] builds, boxed.
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.stack(tensors)?))
+    }
 }
 
 /// A family's configuration, read and checked.

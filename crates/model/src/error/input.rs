@@ -44,6 +44,101 @@ pub enum InputError {
         /// Its family.
         family: &'static str,
     },
+    /// A picture given to a text model read from a GGUF file without its projector file.
+    #[error(
+        "{model} is a GGUF text model: to read pictures it needs the projector file that came \
+         with it (mmproj-*.gguf, llama.cpp's vision tower and projector)"
+    )]
+    ImageNeedsProjector {
+        /// The model's name.
+        model: String,
+    },
+    /// A projector file given with a model that is not read from a GGUF file.
+    #[error(
+        "a projector file (mmproj-*.gguf) goes with a GGUF text model, but {model} is not a \
+         .gguf file; give the text model's GGUF file, or leave the projector out"
+    )]
+    ProjectorNeedsGguf {
+        /// The model as given.
+        model: String,
+    },
+    /// A projector file that is not one (another GGUF file).
+    #[error(
+        "{origin} is not a projector file: its general.architecture is '{architecture}', not \
+         'clip'; give the mmproj-*.gguf file that came with the model"
+    )]
+    NotAProjector {
+        /// The file.
+        origin: String,
+        /// Its `general.architecture`.
+        architecture: String,
+    },
+    /// A projector type not read here.
+    #[error(
+        "{origin} holds a '{projector}' projector, which attnviz does not run; it runs {}",
+        known.iter().map(|(t, f)| format!("'{t}' ({f})")).collect::<Vec<_>>().join(" and ")
+    )]
+    UnknownProjector {
+        /// The file.
+        origin: String,
+        /// Its `clip.projector_type`.
+        projector: String,
+        /// The types read, each with its family.
+        known: &'static [(&'static str, &'static str)],
+    },
+    /// A projector that goes with another kind of text model.
+    #[error(
+        "{origin} is a '{projector}' projector, which goes with {} text models, but {model} is \
+         '{architecture}'; give the projector made for this model",
+        goes_with.join(" or ")
+    )]
+    ProjectorText {
+        /// The projector file.
+        origin: String,
+        /// Its type.
+        projector: String,
+        /// The text architectures it joins.
+        goes_with: &'static [&'static str],
+        /// The text model.
+        model: String,
+        /// Its `general.architecture`.
+        architecture: String,
+    },
+    /// A projector whose embeddings are not as wide as the text model's.
+    #[error(
+        "{origin} projects pictures into {width}-wide embeddings, but {model}'s text model is \
+         {hidden} wide; give the projector made for this model"
+    )]
+    ProjectorWidth {
+        /// The projector file.
+        origin: String,
+        /// Its output width.
+        width: usize,
+        /// The text model.
+        model: String,
+        /// Its hidden size.
+        hidden: usize,
+    },
+    /// A picture for a store's model whose projector (kept beside it in the store) could not
+    /// be joined to it.
+    #[error("{model} reads no pictures here: {problem}")]
+    StoreProjector {
+        /// The model's name.
+        model: String,
+        /// Why its projector was not joined.
+        problem: std::sync::Arc<crate::error::Error>,
+    },
+    /// A text model whose vocabulary lacks a token that stands for a picture.
+    #[error(
+        "{model}'s vocabulary has no {token} token, which stands for a picture's image tokens; \
+         it cannot read pictures"
+    )]
+    NoPictureToken {
+        /// The text model.
+        model: String,
+        /// The token.
+        token: &'static str,
+    },
     /// An image given to a text model.
     #[error("{model} is a text model ({family}); it reads text, not images")]
     ImageToText {

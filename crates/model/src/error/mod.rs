@@ -277,6 +277,25 @@ impl From<GgufError> for Error {
     }
 }
 
+impl Error {
+    /// Whether a projector file could not be joined to its text model for what it is (not a
+    /// projector, a type not read here, made for another kind or width of model, or a model
+    /// without the picture tokens), rather than for being unreadable.
+    pub fn is_projector_problem(&self) -> bool {
+        matches!(
+            self,
+            Error::Input(i) if matches!(
+                **i,
+                InputError::NotAProjector { .. }
+                    | InputError::UnknownProjector { .. }
+                    | InputError::ProjectorText { .. }
+                    | InputError::ProjectorWidth { .. }
+                    | InputError::NoPictureToken { .. }
+            )
+        )
+    }
+}
+
 impl From<InputError> for Error {
     fn from(e: InputError) -> Self {
         Error::Input(Box::new(e))

@@ -663,8 +663,8 @@ fn layer_names(i: usize, variant: Variant) -> DecoderLayerNames {
 }
 
 impl GgufConfig for GemmaConfig {
-    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
-        Ok(Box::new(self.build_from(tensors)?))
+    fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
+        self.build_from(tensors)
     }
 }
 

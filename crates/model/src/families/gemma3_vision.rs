@@ -189,14 +189,14 @@ impl FamilyConfig for Gemma3VisionConfig {
 
 /// A Gemma 3 network with its vision tower and projector.
 pub struct Gemma3Vision {
-    tower: VisionEncoder,
+    pub(crate) tower: VisionEncoder,
     /// Patches per side averaged into one image token.
-    kernel: usize,
-    norm: Norm,
-    projection: Linear,
-    text: DecoderStack,
-    image_token: u32,
-    framing: Framing,
+    pub(crate) kernel: usize,
+    pub(crate) norm: Norm,
+    pub(crate) projection: Linear,
+    pub(crate) text: DecoderStack,
+    pub(crate) image_token: u32,
+    pub(crate) framing: Framing,
 }
 
 crate::blocks::network::vision_language_network!(Gemma3Vision);

@@ -685,8 +685,8 @@ impl Names {
 }
 
 impl GgufConfig for LlamaConfig {
-    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
-        Ok(Box::new(self.build_from(tensors)?))
+    fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
+        self.build_from(tensors)
     }
 }
 

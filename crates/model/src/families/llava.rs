@@ -319,15 +319,15 @@ impl Tensors for TextTensors<'_> {
 
 /// A LLaVA network: the tower, the projector and the language model.
 pub struct Llava {
-    tower: VisionEncoder,
+    pub(crate) tower: VisionEncoder,
     /// The tower's hidden states read (transformers' `hidden_states` indices).
-    stages: Vec<usize>,
-    selection: Selection,
-    linear_1: Linear,
-    act: Activation,
-    linear_2: Linear,
-    text: DecoderStack,
-    image_token: u32,
+    pub(crate) stages: Vec<usize>,
+    pub(crate) selection: Selection,
+    pub(crate) linear_1: Linear,
+    pub(crate) act: Activation,
+    pub(crate) linear_2: Linear,
+    pub(crate) text: DecoderStack,
+    pub(crate) image_token: u32,
 }
 
 crate::blocks::network::vision_language_network!(Llava);

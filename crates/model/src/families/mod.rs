@@ -16,6 +16,7 @@ pub mod gemma3_vision;
 pub mod gpt2;
 pub mod llama;
 pub mod llava;
+pub mod mmproj;
 pub mod paligemma;
 pub mod phi3;
 pub mod registry;

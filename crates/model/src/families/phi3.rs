@@ -523,8 +523,8 @@ fn layer_names(i: usize) -> DecoderLayerNames {
 }
 
 impl GgufConfig for Phi3Config {
-    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
-        Ok(Box::new(self.build_from(tensors)?))
+    fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
+        self.build_from(tensors)
     }
 }
 

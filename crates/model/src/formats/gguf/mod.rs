@@ -953,7 +953,7 @@ impl GgufFile {
         }
     }
 
-    fn get_usize(&self, key: &str) -> Result<Option<usize>, GgufError> {
+    pub(crate) fn get_usize(&self, key: &str) -> Result<Option<usize>, GgufError> {
         match self.get_u64(key)? {
             None => Ok(None),
             // Sizes beyond 2^32 are no real model's; refusing them keeps later products small.
@@ -962,7 +962,7 @@ impl GgufFile {
         }
     }
 
-    fn require_usize(&self, key: &str) -> Result<usize, GgufError> {
+    pub(crate) fn require_usize(&self, key: &str) -> Result<usize, GgufError> {
         self.get_usize(key)?
             .ok_or_else(|| self.meta_err(key, MetadataProblem::Missing))
     }
@@ -980,6 +980,47 @@ impl GgufFile {
         } else {
             Err(self.meta_err(key, MetadataProblem::NotFinite(v)))
         }
+    }
+
+    /// An array of numbers (each f32 widened exactly, or f64), each finite; `None` when
+    /// absent.
+    pub fn get_f64_array(&self, key: &str) -> Result<Option<Vec<f64>>, GgufError> {
+        let items = match self.metadata().get(key) {
+            None => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(other) => return Err(self.type_err(key, other, "an array of numbers")),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for v in items {
+            let x = match v {
+                Value::F32(x) => f64::from(*x),
+                Value::F64(x) => *x,
+                other => return Err(self.type_err(key, other, "an array of numbers")),
+            };
+            if !x.is_finite() {
+                return Err(self.meta_err(key, MetadataProblem::NotFinite(x)));
+            }
+            out.push(x);
+        }
+        Ok(Some(out))
+    }
+
+    /// An array of non-negative integers, each at most `u32::MAX`; `None` when absent.
+    pub fn get_usize_array(&self, key: &str) -> Result<Option<Vec<usize>>, GgufError> {
+        let items = match self.metadata().get(key) {
+            None => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(other) => return Err(self.type_err(key, other, "an array of integers")),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for v in items {
+            match integer(v) {
+                Some(n) if n <= u64::from(u32::MAX) => out.push(n as usize),
+                Some(n) => return Err(self.meta_err(key, MetadataProblem::Implausible(n))),
+                None => return Err(self.type_err(key, v, "an array of non-negative integers")),
+            }
+        }
+        Ok(Some(out))
     }
 
     /// A boolean; `None` when absent.

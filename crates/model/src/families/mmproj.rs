@@ -1,0 +1,582 @@
+//! llama.cpp's projector files (`mmproj-*.gguf`, the layout of its `tools/mtmd/clip.cpp`): a
+//! vision tower and a projector beside a text model's GGUF file, joined here with that text
+//! model into the vision-language network transformers' checkpoint would make.
+//!
+//! What the file says, under `general.architecture` `clip`: `clip.projector_type` (`mlp`:
+//! LLaVA-1.5's two-layer MLP, `mm.0` and `mm.2`; `gemma3`: Gemma 3's average pool, soft-embedding
+//! RMSNorm `mm.soft_emb_norm` and projection `mm.input_projection`), the tower's sizes
+//! (`clip.vision.image_size`, `patch_size`, `embedding_length`, `feed_forward_length`,
+//! `block_count`, `attention.head_count`, `attention.layer_norm_epsilon`), its activation
+//! (`clip.use_gelu`, `clip.use_silu`, else CLIP's quick GELU), the normalisation of the pixels
+//! (`clip.vision.image_mean`, `image_std`), LLaVA's `clip.vision.feature_layer` (the tower's
+//! hidden states the projector reads, numbered as transformers' `hidden_states`; without it the
+//! output of the second-to-last stored layer, as clip.cpp reads such files) and Gemma 3's
+//! `clip.vision.projector.scale_factor` (patches a side pooled into one image token; 4 when
+//! absent). Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
+//! `v.position_embd.weight`, `v.pre_ln`, `v.blk.N.{ln1, attn_q, attn_k, attn_v, attn_out, ln2,
+//! ffn_up, ffn_down}`, `v.post_ln`. The legacy LLaVA converter names the feed-forward maps the
+//! other way round (fc1 `ffn_down`); as clip.cpp does, a `ffn_down` whose inputs are the
+//! tower's width is read as the first map.
+//!
+//! Gemma 3's soft-embedding norm is stored with its `1 +` added (convert_hf_to_gguf.py), so it
+//! is read as is. LLaVA's projector activation is transformers' `gelu` (the erf form, which
+//! `projector_hidden_act` defaults to); clip.cpp runs ggml's tanh form there. The tower's own
+//! `v.post_ln`, where a LLaVA file has one, is not applied: transformers' LLaVA reads the
+//! hidden states before it.
+//!
+//! The pictures are prepared as transformers' processor for the family does it (CLIP's resize
+//! of the shorter side and centre crop for LLaVA, Gemma 3's square resize), with the file's
+//! image size, mean and standard deviation.
+
+use std::path::Path;
+
+use super::clip::CLIP_VISION;
+use super::gemma3_vision::Gemma3Vision;
+use super::llava::{Llava, Selection};
+use super::siglip::SIGLIP_VISION;
+use crate::attention::image::Cell;
+use crate::blocks::decoder::DecoderStack;
+use crate::blocks::layers::{Linear, Norm};
+use crate::blocks::network::{Framing, Network};
+use crate::blocks::vision::{Specials, VisionAct, VisionConfig, VisionEncoder, VisionLayer};
+use crate::error::{Error, InputError};
+use crate::formats::gguf::{GgufError, GgufFile, MetadataProblem, Representation};
+use crate::formats::weights::{MatrixWeight, Weight};
+use crate::kernels::{Activation, Layout};
+use crate::pixels::ImageProcessor;
+
+/// The projector types read, as `clip.projector_type` names them, with what they are.
+pub const KNOWN_PROJECTORS: &[(&str, &str)] = &[("mlp", "LLaVA"), ("gemma3", "Gemma 3")];
+
+/// The text architectures each projector type joins.
+const TEXT_ARCHITECTURES: &[(&str, &[&str])] = &[
+    ("mlp", &["llama", "mistral", "qwen2"]),
+    ("gemma3", &["gemma3"]),
+];
+
+/// Which projector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// LLaVA-1.5's MLP over CLIP's features.
+    Mlp,
+    /// Gemma 3's pool, norm and projection over SigLIP's last hidden state.
+    Gemma3,
+}
+
+/// A projector file's settings, read and checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mmproj {
+    kind: Kind,
+    /// `clip.projector_type` as written.
+    projector_type: String,
+    tower: VisionConfig,
+    mean: [f64; 3],
+    std: [f64; 3],
+    /// The hidden states the projector reads (LLaVA).
+    feature_layers: Vec<usize>,
+    /// Patches a side pooled into one image token (Gemma 3).
+    scale: usize,
+    /// Named in errors.
+    origin: String,
+}
+
+fn meta(file: &GgufFile, key: &str, problem: MetadataProblem) -> Error {
+    Error::from(file.meta_err(key, problem))
+}
+
+impl Mmproj {
+    /// Read the settings of the projector file `file` (named `origin` in errors). Refuses a file
+    /// that is not a projector, or holds a projector type not read here.
+    pub fn read(file: &GgufFile, origin: &str) -> Result<Mmproj, Error> {
+        let architecture = file.architecture()?;
+        if architecture != "clip" {
+            return Err(InputError::NotAProjector {
+                origin: origin.to_string(),
+                architecture: architecture.to_string(),
+            }
+            .into());
+        }
+        let projector_type = match file.get_str("clip.projector_type")? {
+            Some(t) => t.to_string(),
+            None => file
+                .get_str("clip.vision.projector_type")?
+                .ok_or_else(|| meta(file, "clip.projector_type", MetadataProblem::Missing))?
+                .to_string(),
+        };
+        let kind = match projector_type.as_str() {
+            "mlp" => Kind::Mlp,
+            "gemma3" => Kind::Gemma3,
+            _ => {
+                return Err(InputError::UnknownProjector {
+                    origin: origin.to_string(),
+                    projector: projector_type,
+                    known: KNOWN_PROJECTORS,
+                }
+                .into())
+            }
+        };
+        let size = |key: &str| -> Result<usize, Error> {
+            match file.require_usize(key)? {
+                0 => Err(meta(file, key, MetadataProblem::Zero)),
+                n => Ok(n),
+            }
+        };
+        let hidden = size("clip.vision.embedding_length")?;
+        let heads = size("clip.vision.attention.head_count")?;
+        if hidden % heads != 0 {
+            return Err(meta(
+                file,
+                "clip.vision.attention.head_count",
+                MetadataProblem::NoHeadSize { hidden, heads },
+            ));
+        }
+        let layers = size("clip.vision.block_count")?;
+        let image_size = size("clip.vision.image_size")?;
+        let patch_size = size("clip.vision.patch_size")?;
+        if image_size < patch_size {
+            return Err(meta(
+                file,
+                "clip.vision.patch_size",
+                MetadataProblem::Implausible(patch_size as u64),
+            ));
+        }
+        let eps = file
+            .get_f64("clip.vision.attention.layer_norm_epsilon")?
+            .unwrap_or(1e-6);
+        let act = if file.get_bool("clip.use_gelu")?.unwrap_or(false) {
+            // The legacy LLaVA converter writes it for `gelu`; Gemma 3's SigLIP runs the tanh
+            // form.
+            VisionAct::Kernel(match kind {
+                Kind::Mlp => Activation::GeluErf,
+                Kind::Gemma3 => Activation::GeluTanh,
+            })
+        } else if file.get_bool("clip.use_silu")?.unwrap_or(false) {
+            VisionAct::Kernel(Activation::Silu)
+        } else {
+            VisionAct::QuickGelu
+        };
+        let triple = |key: &str| -> Result<[f64; 3], Error> {
+            let values = file
+                .get_f64_array(key)?
+                .ok_or_else(|| meta(file, key, MetadataProblem::Missing))?;
+            match values.as_slice() {
+                &[a, b, c] => Ok([a, b, c]),
+                _ => Err(meta(
+                    file,
+                    key,
+                    MetadataProblem::Type {
+                        found: format!("an array of {} values", values.len()),
+                        expected: "an array of 3 numbers",
+                    },
+                )),
+            }
+        };
+        let (mean, std) = (
+            triple("clip.vision.image_mean")?,
+            triple("clip.vision.image_std")?,
+        );
+        if let Some(&zero) = std.iter().find(|s| **s <= 0.0) {
+            return Err(meta(
+                file,
+                "clip.vision.image_std",
+                MetadataProblem::NotFinite(zero),
+            ));
+        }
+        let feature_layers = match file.get_usize_array("clip.vision.feature_layer")? {
+            Some(l) if !l.is_empty() => l,
+            // clip.cpp: the output of the second-to-last stored layer.
+            _ => vec![layers.saturating_sub(1).max(1)],
+        };
+        if feature_layers.len() > layers + 1 {
+            return Err(meta(
+                file,
+                "clip.vision.feature_layer",
+                MetadataProblem::Implausible(feature_layers.len() as u64),
+            ));
+        }
+        if let Some(&l) = feature_layers.iter().find(|&&l| l > layers) {
+            return Err(meta(
+                file,
+                "clip.vision.feature_layer",
+                MetadataProblem::Implausible(l as u64),
+            ));
+        }
+        let scale = file
+            .get_usize("clip.vision.projector.scale_factor")?
+            .unwrap_or(4);
+        let side = image_size / patch_size;
+        if kind == Kind::Gemma3 && (scale == 0 || side % scale != 0) {
+            return Err(meta(
+                file,
+                "clip.vision.projector.scale_factor",
+                MetadataProblem::Implausible(scale as u64),
+            ));
+        }
+        Ok(Mmproj {
+            kind,
+            projector_type,
+            tower: VisionConfig {
+                hidden_size: hidden,
+                num_hidden_layers: layers,
+                num_attention_heads: heads,
+                intermediate_size: size("clip.vision.feed_forward_length")?,
+                image_size,
+                patch_size,
+                num_channels: 3,
+                layer_norm_eps: eps,
+                act,
+            },
+            mean,
+            std,
+            feature_layers,
+            scale,
+            origin: origin.to_string(),
+        })
+    }
+
+    /// How pictures become the tower's input: transformers' image processor for the family, with
+    /// the file's image size, mean and standard deviation.
+    pub fn image_processor(&self) -> Result<ImageProcessor, Error> {
+        let s = self.tower.image_size;
+        let config = match self.kind {
+            Kind::Mlp => serde_json::json!({
+                "image_processor_type": "CLIPImageProcessor",
+                "do_resize": true,
+                "size": {"shortest_edge": s},
+                "do_center_crop": true,
+                "crop_size": {"height": s, "width": s},
+                "resample": 3,
+                "do_rescale": true,
+                "rescale_factor": 1.0 / 255.0,
+                "do_normalize": true,
+                "image_mean": self.mean,
+                "image_std": self.std,
+                "do_convert_rgb": true,
+            }),
+            Kind::Gemma3 => serde_json::json!({
+                "image_processor_type": "Gemma3ImageProcessor",
+                "do_resize": true,
+                "size": {"height": s, "width": s},
+                "resample": 2,
+                "do_rescale": true,
+                "rescale_factor": 1.0 / 255.0,
+                "do_normalize": true,
+                "image_mean": self.mean,
+                "image_std": self.std,
+                "do_convert_rgb": true,
+                "do_pan_and_scan": false,
+            }),
+        };
+        ImageProcessor::parse(&config.to_string()).map_err(|problem| {
+            InputError::Image(crate::pixels::PixelsError::Config {
+                path: self.origin.clone().into(),
+                problem,
+            })
+            .into()
+        })
+    }
+
+    /// The vision-language network: `text` (the text model `model` of GGUF architecture
+    /// `architecture`) with the tower and projector of `file`; `token` looks a token up in the
+    /// text model's vocabulary. Refuses a text model of another architecture than the
+    /// projector's, a projector of another output width, and a vocabulary without the tokens
+    /// that stand for a picture.
+    pub fn join(
+        &self,
+        file: &GgufFile,
+        mut text: DecoderStack,
+        model: &str,
+        architecture: &str,
+        token: &dyn Fn(&str) -> Option<u32>,
+    ) -> Result<Box<dyn Network>, Error> {
+        let goes_with = TEXT_ARCHITECTURES
+            .iter()
+            .find(|(t, _)| *t == self.projector_type)
+            .map_or(&[][..], |(_, a)| *a);
+        if !goes_with.contains(&architecture) {
+            return Err(InputError::ProjectorText {
+                origin: self.origin.clone(),
+                projector: self.projector_type.clone(),
+                goes_with,
+                model: model.to_string(),
+                architecture: architecture.to_string(),
+            }
+            .into());
+        }
+        let t = Tensors {
+            file,
+            origin: &self.origin,
+        };
+        let hidden = text.arch.hidden_size;
+        let width = self.tower.hidden_size;
+        let find = |name: &'static str| {
+            token(name).ok_or_else(|| {
+                Error::from(InputError::NoPictureToken {
+                    model: model.to_string(),
+                    token: name,
+                })
+            })
+        };
+        match self.kind {
+            Kind::Mlp => {
+                let inputs = width * self.feature_layers.len();
+                let first = t.shape("mm.0.weight")?;
+                let out = first.first().copied().unwrap_or(0);
+                if out != hidden {
+                    return Err(self.width_error(out, model, hidden));
+                }
+                let linear_1 = t.linear("mm.0", hidden, inputs, true)?;
+                let linear_2 = t.linear("mm.2", hidden, hidden, true)?;
+                let tower = self.tower(&t, true)?;
+                text.arch.family = super::llava::LLAVA.name;
+                text.arch.model_type = "llava".to_string();
+                Ok(Box::new(Llava {
+                    tower,
+                    stages: self.feature_layers.clone(),
+                    selection: Selection::Patches,
+                    linear_1,
+                    act: Activation::GeluErf,
+                    linear_2,
+                    text,
+                    image_token: find("<image>")?,
+                }))
+            }
+            Kind::Gemma3 => {
+                let shape = t.shape("mm.input_projection.weight")?;
+                let out = shape.get(1).copied().unwrap_or(0);
+                if out != hidden {
+                    return Err(self.width_error(out, model, hidden));
+                }
+                // `[vision width, text width]`, used as `x · W` (transformers' layout too).
+                let projection = t.dense("mm.input_projection.weight", &[width, hidden])?;
+                let norm = t.vector("mm.soft_emb_norm.weight", width)?;
+                let tower = self.tower(&t, false)?;
+                text.options.image_blocks = true;
+                Ok(Box::new(Gemma3Vision {
+                    tower,
+                    kernel: self.scale,
+                    norm: Norm::from_weights(norm, None, self.tower.layer_norm_eps),
+                    projection: Linear::new(projection, Layout::InOut, None),
+                    text,
+                    image_token: find("<image_soft_token>")?,
+                    framing: Framing {
+                        mark: find("<start_of_image>")?,
+                        close: find("<end_of_image>")?,
+                        around: "\n\n",
+                    },
+                }))
+            }
+        }
+    }
+
+    fn width_error(&self, width: usize, model: &str, hidden: usize) -> Error {
+        InputError::ProjectorWidth {
+            origin: self.origin.clone(),
+            width,
+            model: model.to_string(),
+            hidden,
+        }
+        .into()
+    }
+
+    /// The tower: CLIP's (a class token, `pre_ln`, LLaVA) or SigLIP's (a patch bias,
+    /// `post_ln`, Gemma 3).
+    fn tower(&self, t: &Tensors<'_>, clip: bool) -> Result<VisionEncoder, Error> {
+        let c = &self.tower;
+        let (hidden, p, side, inner) = (
+            c.hidden_size,
+            c.patch_size,
+            c.trained_side(),
+            c.intermediate_size,
+        );
+        let specials = usize::from(clip);
+        let patch = t.tensor("v.patch_embd.weight", &[hidden, c.num_channels, p, p])?;
+        let bias = t.optional_vector("v.patch_embd.bias", hidden)?;
+        let projection = VisionEncoder::projection(patch, bias);
+        let positions = t
+            .tensor("v.position_embd.weight", &[specials + side * side, hidden])?
+            .to_vec();
+        let eps = c.layer_norm_eps;
+        let norm = |name: &str| -> Result<Option<Norm>, Error> {
+            match t.optional_vector(&format!("{name}.weight"), hidden)? {
+                Some(w) => Ok(Some(Norm::from_weights(
+                    w,
+                    Some(t.vector(&format!("{name}.bias"), hidden)?),
+                    eps,
+                ))),
+                None => Ok(None),
+            }
+        };
+        let need = |name: &str| -> Result<Norm, Error> {
+            norm(name)?.ok_or_else(|| t.missing(&format!("{name}.weight")))
+        };
+        let layers = (0..c.num_hidden_layers)
+            .map(|n| {
+                let b = format!("v.blk.{n}");
+                // The legacy LLaVA converter's names: fc1 as `ffn_down`, fc2 as `ffn_up`.
+                let down = t.shape(&format!("{b}.ffn_down.weight"))?;
+                let swapped = down.get(1) == Some(&hidden) && inner != hidden;
+                let (first, second) = if swapped {
+                    ("ffn_down", "ffn_up")
+                } else {
+                    ("ffn_up", "ffn_down")
+                };
+                Ok(VisionLayer {
+                    norm1: need(&format!("{b}.ln1"))?,
+                    qkv: Linear::stack(vec![
+                        t.linear(&format!("{b}.attn_q"), hidden, hidden, true)?,
+                        t.linear(&format!("{b}.attn_k"), hidden, hidden, true)?,
+                        t.linear(&format!("{b}.attn_v"), hidden, hidden, true)?,
+                    ]),
+                    output: t.linear(&format!("{b}.attn_out"), hidden, hidden, true)?,
+                    scale1: None,
+                    norm2: need(&format!("{b}.ln2"))?,
+                    fc1: t.linear(&format!("{b}.{first}"), inner, hidden, true)?,
+                    act: c.act,
+                    fc2: t.linear(&format!("{b}.{second}"), hidden, inner, true)?,
+                    scale2: None,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let (family, model_type) = if clip {
+            (CLIP_VISION.name, "clip_vision_model")
+        } else {
+            (SIGLIP_VISION.name, "siglip_vision_model")
+        };
+        let with_positions = if clip {
+            vec![(Cell::Class, t.vector("v.class_embd", hidden)?.to_vec())]
+        } else {
+            Vec::new()
+        };
+        Ok(VisionEncoder {
+            arch: c.architecture(family, model_type, specials),
+            patch: p,
+            channels: c.num_channels,
+            projection,
+            specials: Specials {
+                with_positions,
+                after_positions: Vec::new(),
+            },
+            positions,
+            antialias: false,
+            trained: [side, side],
+            pre_norm: norm("v.pre_ln")?,
+            layers,
+            // LLaVA reads the hidden states before it (see the module doc).
+            final_norm: if clip { None } else { Some(need("v.post_ln")?) },
+            pooling: None,
+        })
+    }
+}
+
+/// The projector file's tensors by their GGUF names: matrices kept as stored (any type the text
+/// models' files may hold), the rest dequantised, every one checked for its shape and finite.
+struct Tensors<'a> {
+    file: &'a GgufFile,
+    origin: &'a str,
+}
+
+impl Tensors<'_> {
+    fn missing(&self, name: &str) -> Error {
+        InputError::NoTensor {
+            origin: self.origin.to_string(),
+            name: name.to_string(),
+        }
+        .into()
+    }
+
+    fn shape(&self, name: &str) -> Result<Vec<usize>, Error> {
+        self.file
+            .tensor_info(name)
+            .map(|t| t.shape)
+            .ok_or_else(|| self.missing(name))
+    }
+
+    fn check(&self, name: &str, shape: &[usize]) -> Result<(), Error> {
+        let found = self.shape(name)?;
+        if found != shape {
+            return Err(InputError::TensorShape {
+                origin: self.origin.to_string(),
+                name: name.to_string(),
+                shape: found,
+                expected: shape.to_vec(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn not_finite(&self, name: &str, index: usize, value: f32) -> Error {
+        InputError::TensorNotFinite {
+            origin: self.origin.to_string(),
+            name: name.to_string(),
+            value,
+            index,
+        }
+        .into()
+    }
+
+    /// Tensor `name` of `shape`, dequantised.
+    fn tensor(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
+        self.check(name, shape)?;
+        let t = self.file.dequantize(name).map_err(gguf_error)?;
+        if let Some((i, &v)) = t.data.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(self.not_finite(name, i, v));
+        }
+        Ok(Weight::owned(t.data, shape.to_vec()))
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Weight, Error> {
+        self.tensor(name, &[len])
+    }
+
+    fn optional_vector(&self, name: &str, len: usize) -> Result<Option<Weight>, Error> {
+        if self.file.has_tensor(name) {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Matrix `name` (`shape`) in f32, for a product that takes it `[in, out]`.
+    fn dense(&self, name: &str, shape: &[usize]) -> Result<Weight, Error> {
+        self.tensor(name, shape)
+    }
+
+    /// `{name}.weight` (`[outputs, inputs]`, kept as stored) and `{name}.bias`.
+    fn linear(
+        &self,
+        name: &str,
+        outputs: usize,
+        inputs: usize,
+        bias: bool,
+    ) -> Result<Linear, Error> {
+        let w = format!("{name}.weight");
+        self.check(&w, &[outputs, inputs])?;
+        let m = self.file.stored(&w).map_err(gguf_error)?;
+        if let Some((i, v)) = m.first_non_finite() {
+            return Err(self.not_finite(&w, i, v));
+        }
+        let bias = if bias {
+            Some(self.vector(&format!("{name}.bias"), outputs)?)
+        } else {
+            None
+        };
+        Ok(Linear::new(MatrixWeight::Stored(m), Layout::OutIn, bias))
+    }
+}
+
+fn gguf_error(e: GgufError) -> Error {
+    Error::from(e)
+}
+
+/// Open the projector file at `path` and read its settings, refusing it before a tensor is read
+/// when its tower and projector would take more than `max_memory` bytes (`None`: the memory
+/// this process may use), as the text models' files are.
+pub fn open(path: &Path, max_memory: Option<u64>) -> Result<(GgufFile, Mmproj), Error> {
+    let file = GgufFile::open(path)?;
+    let mmproj = Mmproj::read(&file, &path.display().to_string())?;
+    let used = |name: &str| name.starts_with("v.") || name.starts_with("mm.");
+    file.check_memory(used, Representation::InPlace, max_memory)?;
+    Ok((file, mmproj))
+}
