@@ -155,7 +155,6 @@ fn groups(units: &Units, pictures: &[PictureTokens]) -> (Vec<Range<usize>>, Vec<
 mod tests {
     use super::*;
     use crate::attention::fixtures::synthetic;
-    use crate::attention::image::{Cell, ImageInput, Preprocessing};
     use crate::attention::{HeadSel, MaskKind, Selection};
 
     /// `<s>`, a 1 × 2 picture's two image tokens (units 1 and 2), `a`, `b`, one layer and head,
@@ -178,28 +177,7 @@ mod tests {
             .with_mask(MaskKind::Causal);
         // The prompt as a person typed it (the figures quote it).
         att.text = "a b".into();
-        let image = ImageInput {
-            source: "photo.jpg".into(),
-            original: [16, 8],
-            input: [16, 8],
-            patch: 8,
-            grid: [1, 2],
-            preprocessing: Preprocessing {
-                color: "rgb8".into(),
-                resize: None,
-                crop: None,
-                rescale: None,
-                normalize: None,
-                positions_from: None,
-            },
-            cells: vec![
-                Cell::Patch { row: 0, col: 0 },
-                Cell::Patch { row: 0, col: 1 },
-            ],
-            norms: Vec::new(),
-            pooling: None,
-            view: vec![128; 16 * 8 * 3],
-        };
+        let image = crate::attention::fixtures::two_patch_picture();
         att.with_pictures(vec![PictureTokens {
             first: 1,
             image,

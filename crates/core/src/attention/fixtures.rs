@@ -153,6 +153,34 @@ pub fn with_picture(source: &str) -> Attention {
     .expect("the picture fits its tokens")
 }
 
+/// A grey 16 × 8 picture of two 8-pixel patches side by side, named `photo.jpg`: a
+/// vision-language model's picture for the views' tests.
+pub fn two_patch_picture() -> crate::attention::image::ImageInput {
+    use crate::attention::image::{Cell, ImageInput, Preprocessing};
+    ImageInput {
+        source: "photo.jpg".into(),
+        original: [16, 8],
+        input: [16, 8],
+        patch: 8,
+        grid: [1, 2],
+        preprocessing: Preprocessing {
+            color: "rgb8".into(),
+            resize: None,
+            crop: None,
+            rescale: None,
+            normalize: None,
+            positions_from: None,
+        },
+        cells: vec![
+            Cell::Patch { row: 0, col: 0 },
+            Cell::Patch { row: 0, col: 1 },
+        ],
+        norms: Vec::new(),
+        pooling: None,
+        view: vec![128; 16 * 8 * 3],
+    }
+}
+
 /// [`synthetic`] as a pair: units from `b_start` on are sentence B.
 pub fn synthetic_pair(tokens: &[&str], b_start: usize, layers: usize, heads: usize) -> Attention {
     let att = synthetic(tokens, layers, heads);

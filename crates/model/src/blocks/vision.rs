@@ -419,6 +419,31 @@ impl VisionEncoder {
         }
         Some(x)
     }
+
+    /// [`VisionEncoder::run`]'s last hidden state after the final norm, if the tower has one
+    /// (`post_layernorm`): what a vision-language projector reads (Gemma 3, PaliGemma).
+    pub fn last_state(
+        &self,
+        pixels: &[f32],
+        width: usize,
+        height: usize,
+        capture: &mut SequenceCapture,
+        cancel: &crate::cancel::Cancel,
+    ) -> Option<Vec<f32>> {
+        let last = self.run(
+            pixels,
+            width,
+            height,
+            capture,
+            &mut Vec::new(),
+            &mut [],
+            cancel,
+        )?;
+        Some(match &self.final_norm {
+            Some(norm) => norm.forward(&last, None),
+            None => last,
+        })
+    }
 }
 
 impl Vision for VisionEncoder {

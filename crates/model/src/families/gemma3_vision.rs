@@ -27,7 +27,7 @@ use crate::blocks::layers::{Linear, Norm};
 use crate::blocks::network::{Architecture, Framing, Multimodal, Network};
 use crate::blocks::vision::{Vision, VisionEncoder};
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Instead, Unsupported};
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
 use crate::formats::config::{Expected, Field, FieldValue};
 use crate::formats::validate::{self, ConfigCount, ConfigDim};
 use crate::formats::weights::{Checkpoint, Weight};
@@ -55,21 +55,7 @@ pub struct Gemma3VisionConfig {
 impl Gemma3VisionConfig {
     /// Read config.json, with transformers' `Gemma3Config` defaults.
     pub fn read(file: &ConfigFile) -> Result<Gemma3VisionConfig, ConfigError> {
-        let vision = match file.section("vision_config")? {
-            Some(v) => v,
-            None => ConfigFile::parse("{}", file.path())?,
-        };
-        match vision.model_type()?.as_deref() {
-            None | Some("siglip_vision_model") => {}
-            Some(other) => {
-                return Err(vision.unsupported(Unsupported::Value {
-                    field: "model_type",
-                    value: Some(FieldValue::Name(other.to_string())),
-                    note: None,
-                    instead: Instead::ModelTypes(vec!["siglip_vision_model"]),
-                }))
-            }
-        }
+        let vision = file.section_of("vision_config", &["siglip_vision_model"])?;
         let vision = SiglipVisionConfig::read(&vision)?;
         let text = GemmaConfig::read_gemma3(file)?;
         // Not checked against the vocabulary: transformers reads a config whose ids lie past it
@@ -241,19 +227,9 @@ impl Multimodal for Gemma3Vision {
         capture: &mut SequenceCapture,
         cancel: &crate::cancel::Cancel,
     ) -> Option<Vec<f32>> {
-        let last = self.tower.run(
-            pixels,
-            width,
-            height,
-            capture,
-            &mut Vec::new(),
-            &mut [],
-            cancel,
-        )?;
-        let last = match &self.tower.final_norm {
-            Some(norm) => norm.forward(&last, None),
-            None => last,
-        };
+        let last = self
+            .tower
+            .last_state(pixels, width, height, capture, cancel)?;
         let w = self.tower.arch.hidden_size;
         let p = self.tower.patch_size();
         let (gh, gw) = (height / p, width / p);

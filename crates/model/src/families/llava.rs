@@ -82,21 +82,7 @@ impl LlavaConfig {
     /// Read config.json, with transformers' `LlavaConfig` defaults.
     pub fn read(file: &ConfigFile) -> Result<LlavaConfig, ConfigError> {
         let empty = || ConfigFile::parse("{}", file.path());
-        let vision = match file.section("vision_config")? {
-            Some(v) => v,
-            None => empty()?,
-        };
-        match vision.model_type()?.as_deref() {
-            None | Some("clip_vision_model") => {}
-            Some(other) => {
-                return Err(vision.unsupported(Unsupported::Value {
-                    field: "model_type",
-                    value: Some(FieldValue::Name(other.to_string())),
-                    note: None,
-                    instead: Instead::ModelTypes(vec!["clip_vision_model"]),
-                }))
-            }
-        }
+        let vision = file.section_of("vision_config", &["clip_vision_model"])?;
         let vision = ClipVisionConfig::read(&vision)?;
         let text = match file.section("text_config")? {
             Some(t) => t,

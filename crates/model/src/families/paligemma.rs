@@ -27,7 +27,7 @@ use crate::blocks::layers::Linear;
 use crate::blocks::network::{Architecture, Multimodal, Network};
 use crate::blocks::vision::{Vision, VisionEncoder};
 use crate::error::Error;
-use crate::formats::config::{ConfigError, ConfigFile, FieldValue, Instead, Unsupported};
+use crate::formats::config::{ConfigError, ConfigFile};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::validate::{self, ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint};
@@ -66,39 +66,13 @@ pub struct PaliGemmaConfig {
 impl PaliGemmaConfig {
     /// Read config.json, with transformers' `PaliGemmaConfig` defaults.
     pub fn read(file: &ConfigFile) -> Result<PaliGemmaConfig, ConfigError> {
-        let empty = || ConfigFile::parse("{}", file.path());
-        let vision = match file.section("vision_config")? {
-            Some(v) => v,
-            None => empty()?,
-        };
-        match vision.model_type()?.as_deref() {
-            None | Some("siglip_vision_model") => {}
-            Some(other) => {
-                return Err(vision.unsupported(Unsupported::Value {
-                    field: "model_type",
-                    value: Some(FieldValue::Name(other.to_string())),
-                    note: None,
-                    instead: Instead::ModelTypes(vec!["siglip_vision_model"]),
-                }))
-            }
-        }
+        let vision = file.section_of("vision_config", &["siglip_vision_model"])?;
         let vision = SiglipVisionConfig::read(&vision)?;
-        let text = match file.section("text_config")? {
-            Some(t) => t,
-            None => empty()?,
-        };
+        let text = file.section_of("text_config", &["gemma", "gemma2"])?;
         // transformers' default text_config is the first PaliGemma's Gemma.
         let variant = match text.model_type()?.as_deref() {
-            None | Some("gemma") => Variant::Gemma1,
             Some("gemma2") => Variant::Gemma2,
-            Some(other) => {
-                return Err(text.unsupported(Unsupported::Value {
-                    field: "model_type",
-                    value: Some(FieldValue::Name(other.to_string())),
-                    note: None,
-                    instead: Instead::ModelTypes(vec!["gemma", "gemma2"]),
-                }))
-            }
+            _ => Variant::Gemma1,
         };
         // PaliGemmaConfig sets it for the text model, whose mask the outer model makes: the
         // prefix-LM mask below, not an encoder's.
@@ -226,19 +200,9 @@ impl Multimodal for PaliGemma {
         capture: &mut SequenceCapture,
         cancel: &crate::cancel::Cancel,
     ) -> Option<Vec<f32>> {
-        let last = self.tower.run(
-            pixels,
-            width,
-            height,
-            capture,
-            &mut Vec::new(),
-            &mut [],
-            cancel,
-        )?;
-        let last = match &self.tower.final_norm {
-            Some(norm) => norm.forward(&last, None),
-            None => last,
-        };
+        let last = self
+            .tower
+            .last_state(pixels, width, height, capture, cancel)?;
         let rows = last.len() / self.tower.arch.hidden_size;
         Some(self.projector.forward(&last, rows, Activation::Identity))
     }

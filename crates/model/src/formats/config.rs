@@ -130,6 +130,34 @@ impl ConfigFile {
         }
     }
 
+    /// The object `field` holds (an empty one where it is missing), refused in one line unless
+    /// its `model_type` is absent or one of `types` (a multimodal model's `vision_config`).
+    pub fn section_of(
+        &self,
+        field: &'static str,
+        types: &[&'static str],
+    ) -> Result<ConfigFile, ConfigError> {
+        let section = match self.section(field)? {
+            Some(s) => s,
+            None => ConfigFile {
+                path: self.path.clone(),
+                fields: Default::default(),
+                within: Some(field.to_string()),
+            },
+        };
+        match section.model_type()? {
+            Some(t) if !types.contains(&t.as_str()) => {
+                Err(section.unsupported(Unsupported::Value {
+                    field: "model_type",
+                    value: Some(FieldValue::Name(t)),
+                    note: None,
+                    instead: Instead::ModelTypes(types.to_vec()),
+                }))
+            }
+            _ => Ok(section),
+        }
+    }
+
     /// The same config without `field` (one an outer model overrides, as PaliGemma's
     /// `text_config.use_bidirectional_attention`).
     pub fn without(mut self, field: &str) -> ConfigFile {

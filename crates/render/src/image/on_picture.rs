@@ -468,7 +468,6 @@ fn strip(
 mod tests {
     use super::*;
     use crate::attention::fixtures::synthetic;
-    use crate::attention::image::{Cell, ImageInput, Preprocessing};
     use crate::attention::MaskKind;
 
     /// `<s>`, a 1 × 2 picture's two image tokens, two words; the last row puts 0.1 on `<s>`,
@@ -486,28 +485,7 @@ mod tests {
             .derive(att.level, false, att.queries().clone(), None, weights)
             .unwrap()
             .with_mask(MaskKind::Causal);
-        let image = ImageInput {
-            source: "photo.jpg".into(),
-            original: [16, 8],
-            input: [16, 8],
-            patch: 8,
-            grid: [1, 2],
-            preprocessing: Preprocessing {
-                color: "rgb8".into(),
-                resize: None,
-                crop: None,
-                rescale: None,
-                normalize: None,
-                positions_from: None,
-            },
-            cells: vec![
-                Cell::Patch { row: 0, col: 0 },
-                Cell::Patch { row: 0, col: 1 },
-            ],
-            norms: Vec::new(),
-            pooling: None,
-            view: vec![128; 16 * 8 * 3],
-        };
+        let image = crate::attention::fixtures::two_patch_picture();
         att.with_pictures(vec![PictureTokens {
             first: 1,
             image,
