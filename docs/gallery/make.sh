@@ -38,3 +38,10 @@ attnviz -m .cache/models/all-MiniLM-L6-v2 - --layer 5 --scale log --png docs/gal
 
 attnviz -m .cache/models/all-MiniLM-L6-v2 "Attention is all you need." --words --no-special \
   --layer 3 --png docs/gallery/small-words.png -q
+
+# Where each generated token looked in a photo: the test suite's tiny random LLaVA (no real
+# vision-language model ships in a package) on scikit-image's cat (scripts/fetch-photos.sh).
+photos=$(bash scripts/fetch-photos.sh)
+attnviz -m tests/fixtures/tiny-llava --image "$photos/chelsea.png" \
+  "USER: <image>\nWhat is in this picture? ASSISTANT:" --generate 6 --query generated \
+  --png docs/gallery/vlm-generated.png -q
