@@ -427,7 +427,10 @@ function shareParts(row) {
   let total = 0;
   for (let k = 0; k < N; k++) total += row[k];
   let taken = parts.reduce((a, p) => a + p[1], 0);
-  if (Number.isInteger(SINK) && SINK >= 0 && SINK < N) {
+  // A sink that is a picture's own token (PaliGemma's prompt starts with its picture) is in
+  // that picture's share already.
+  const sinkInPicture = pics.some((p) => SINK >= p.first && SINK < p.first + p.count);
+  if (Number.isInteger(SINK) && SINK >= 0 && SINK < N && !sinkInPicture) {
     parts.push(['the sink ' + cellName(SINK), row[SINK]]);
     taken += row[SINK];
   }

@@ -73,7 +73,13 @@ impl Shares {
             .iter()
             .map(|p| picture_row(att, p, row).iter().sum())
             .collect();
-        let sink = att.sink().map(|s| {
+        // A sink that is a picture's own first token (PaliGemma's prompt starts with its
+        // picture) is counted in the picture's share, not a second time.
+        let in_picture = |s: usize| {
+            let token = att.keys().spans.get(s).map_or(s, |span| span.start);
+            att.pictures.iter().any(|p| p.tokens().contains(&token))
+        };
+        let sink = att.sink().filter(|&s| !in_picture(s)).map(|s| {
             (
                 att.keys().display.get(s).cloned().unwrap_or_default(),
                 row.get(s).copied().unwrap_or(0.0),
@@ -492,6 +498,36 @@ mod tests {
             bidirectional: false,
         }])
         .unwrap()
+    }
+
+    /// A picture at the very start (PaliGemma): its first token is the sink, counted once, in
+    /// the picture's share; the parts add up to the row.
+    #[test]
+    fn a_sink_inside_the_picture_is_the_picture_s() {
+        let labels = ["<img1 0,0>", "<img1 0,1>", "<s>", "a", "b"];
+        let n = labels.len();
+        let att = synthetic(&labels, 1, 1);
+        let mut weights = vec![0f32; n * n];
+        for q in 0..n {
+            weights[q * n] = 1.0;
+        }
+        weights[(n - 1) * n..].copy_from_slice(&[0.1, 0.2, 0.3, 0.15, 0.25]);
+        let att = att
+            .derive(att.level, false, att.queries().clone(), None, weights)
+            .unwrap()
+            .with_mask(MaskKind::Causal)
+            .with_pictures(vec![PictureTokens {
+                first: 0,
+                image: crate::attention::fixtures::two_patch_picture(),
+                bidirectional: false,
+            }])
+            .unwrap();
+        assert_eq!(att.sink(), Some(0));
+        let row = head_row(&att, 0, HeadSel::Index(0), 4);
+        let sh = Shares::of(&att, &row);
+        assert!(sh.sink.is_none());
+        assert!((sh.pictures[0] - 0.3).abs() < 1e-6, "{:?}", sh.pictures);
+        assert!((sh.text - 0.7).abs() < 1e-6, "{}", sh.text);
     }
 
     #[test]
