@@ -29,7 +29,7 @@ use crate::blocks::vision::{Vision, VisionEncoder};
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
 use crate::formats::config::{Expected, Field, FieldValue};
-use crate::formats::validate::{self, ConfigCount, ConfigDim};
+use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Checkpoint, Weight};
 use crate::kernels::{Activation, Layout};
 
@@ -105,20 +105,6 @@ impl Gemma3VisionConfig {
     }
 }
 
-/// The first of `prefixes` (from the file's root) under which the checkpoint holds `probe`,
-/// else the first.
-pub(super) fn root_prefix(
-    ckpt: &Checkpoint,
-    prefixes: &[&'static str],
-    probe: &str,
-) -> &'static str {
-    prefixes
-        .iter()
-        .copied()
-        .find(|p| ckpt.has_full(&format!("{p}{probe}")))
-        .unwrap_or(prefixes[0])
-}
-
 const PROJECTION: &str = "mm_input_projection_weight";
 
 impl FamilyConfig for Gemma3VisionConfig {
@@ -127,31 +113,13 @@ impl FamilyConfig for Gemma3VisionConfig {
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
-        let vision = ckpt.at(root_prefix(
-            ckpt,
-            &[
-                "vision_tower.vision_model.",
-                "vision_tower.",
-                "model.vision_tower.vision_model.",
-                "model.vision_tower.",
-            ],
-            "embeddings.patch_embedding.weight",
-        ));
-        let (dims, counts) = self.vision.checks();
-        validate::config_matches(&self.path, &vision, &dims, &counts)?;
-        // Gemma 3 reads the last hidden state; SigLIP's pooling head, if stored, is unused.
-        let tower_config = SiglipVisionConfig {
-            use_head: false,
-            ..self.vision.clone()
-        };
-        let tower = tower_config.encoder(&vision)?;
+        let tower = self.vision.language_tower(ckpt, &self.path)?;
         let mut text = self.text.build_from(ckpt)?;
         text.options.image_blocks = true;
-        let projector = ckpt.at(root_prefix(
-            ckpt,
+        let projector = ckpt.at_first(
             &["multi_modal_projector.", "model.multi_modal_projector."],
             PROJECTION,
-        ));
+        );
         let (width, hidden) = (self.vision.vision.hidden_size, self.text.hidden_size);
         let projection = projector.matrix(PROJECTION, &[width, hidden])?;
         let w = projector.weight("mm_soft_emb_norm.weight", &[width])?;

@@ -17,7 +17,6 @@
 use std::path::PathBuf;
 
 use super::gemma::{GemmaConfig, Variant};
-use super::gemma3_vision::root_prefix;
 use super::siglip::SiglipVisionConfig;
 use crate::attention::image::Cell;
 use crate::blocks::capture::SequenceCapture;
@@ -116,33 +115,15 @@ impl FamilyConfig for PaliGemmaConfig {
     }
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
-        let vision = ckpt.at(root_prefix(
-            ckpt,
-            &[
-                "vision_tower.vision_model.",
-                "vision_tower.",
-                "model.vision_tower.vision_model.",
-                "model.vision_tower.",
-            ],
-            "embeddings.patch_embedding.weight",
-        ));
-        let (dims, counts) = self.vision.checks();
-        validate::config_matches(&self.path, &vision, &dims, &counts)?;
-        // PaliGemma reads the last hidden state; SigLIP's pooling head, if stored, is unused.
-        let tower_config = SiglipVisionConfig {
-            use_head: false,
-            ..self.vision.clone()
-        };
-        let tower = tower_config.encoder(&vision)?;
-        let text = ckpt.at(root_prefix(
-            ckpt,
+        let tower = self.vision.language_tower(ckpt, &self.path)?;
+        let text = ckpt.at_first(
             &[
                 "language_model.model.",
                 "model.language_model.",
                 "language_model.",
             ],
             "embed_tokens.weight",
-        ));
+        );
         let (dims, counts) = self.text.checks();
         validate::config_matches(&self.path, &text, &dims, &counts)?;
         let mut stack = self.text.build_from(&text)?;

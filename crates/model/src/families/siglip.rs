@@ -149,6 +149,38 @@ impl SiglipVisionConfig {
     /// [`FamilyConfig::build`] builds it, unboxed: a vision-language model runs it for its
     /// hidden states.
     pub fn encoder(&self, ckpt: &Checkpoint) -> Result<VisionEncoder, Error> {
+        self.build_encoder(ckpt)
+    }
+
+    /// The tower of a vision-language checkpoint whose projector reads its last hidden state
+    /// (Gemma 3, PaliGemma): found under google's prefix (`vision_tower.vision_model.`) or
+    /// transformers 5's (`vision_tower.`, or either under `model.`), its sizes checked against
+    /// `config` (the file named in errors), built without the pooling head, which such a model
+    /// does not use.
+    pub fn language_tower(
+        &self,
+        ckpt: &Checkpoint,
+        config: &std::path::Path,
+    ) -> Result<VisionEncoder, Error> {
+        let vision = ckpt.at_first(
+            &[
+                "vision_tower.vision_model.",
+                "vision_tower.",
+                "model.vision_tower.vision_model.",
+                "model.vision_tower.",
+            ],
+            "embeddings.patch_embedding.weight",
+        );
+        let (dims, counts) = self.checks();
+        crate::formats::validate::config_matches(config, &vision, &dims, &counts)?;
+        SiglipVisionConfig {
+            use_head: false,
+            ..self.clone()
+        }
+        .build_encoder(&vision)
+    }
+
+    fn build_encoder(&self, ckpt: &Checkpoint) -> Result<VisionEncoder, Error> {
         let c = &self.vision;
         let (hidden, p, side) = (c.hidden_size, c.patch_size, c.trained_side());
         let e = embeddings();

@@ -265,6 +265,17 @@ impl Checkpoint {
         }
     }
 
+    /// The view [`Checkpoint::at`] the first of `prefixes` (from the file's root) under which
+    /// the file holds `probe`, else at the first (a multimodal checkpoint's parts, whose
+    /// prefixes differ between layouts).
+    pub fn at_first(&self, prefixes: &[&str], probe: &str) -> Checkpoint {
+        let found = prefixes
+            .iter()
+            .find(|p| self.has_full(&format!("{p}{probe}")))
+            .unwrap_or(&prefixes[0]);
+        self.at(found)
+    }
+
     /// Whether the file holds a tensor named `full` (the whole stored name, any prefix
     /// included).
     pub fn has_full(&self, full: &str) -> bool {
