@@ -229,6 +229,7 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
                 count: p.image.cells.len(),
                 image: ImageDoc::of(&p.image, view_png(&p.image)),
                 bidirectional: p.bidirectional,
+                tile: p.tile,
             })
         })
         .collect();

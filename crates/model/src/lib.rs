@@ -623,11 +623,9 @@ impl Model {
         &self.generation
     }
 
-    /// The prompt `text` wrapped in the checkpoint's chat template as one user message, with
-    /// the assistant's turn opened (`--chat`); an error when the checkpoint has none.
-    pub fn chat_prompt(&self, text: &str) -> Result<String, Error> {
-        let template = self
-            .generation
+    /// The checkpoint's chat template, or why there is none.
+    fn chat_template(&self) -> Result<&crate::formats::gguf::ChatTemplate, Error> {
+        self.generation
             .chat_template
             .as_ref()
             .map_err(|why| match why {
@@ -637,9 +635,24 @@ impl Model {
                 },
                 ChatUnavailable::Invalid(why) => InputError::Chat(why.clone()).into(),
                 ChatUnavailable::Unreadable(e) => InputError::ChatMetadata(e.clone()).into(),
-            })?;
-        template
+            })
+    }
+
+    /// The prompt `text` wrapped in the checkpoint's chat template as one user message, with
+    /// the assistant's turn opened (`--chat`); an error when the checkpoint has none.
+    pub fn chat_prompt(&self, text: &str) -> Result<String, Error> {
+        self.chat_template()?
             .render_user_message(text)
+            .map_err(|e| InputError::Chat(e).into())
+    }
+
+    /// [`Model::chat_prompt`] for a vision-language model's message, `text` with its pictures
+    /// marked by `mark`: the template gets the message as a list of text and image parts, as
+    /// a processor's `apply_chat_template` passes it, and writes each picture's mark where it
+    /// puts pictures.
+    pub fn chat_prompt_with_images(&self, text: &str, mark: &str) -> Result<String, Error> {
+        self.chat_template()?
+            .render_user_message_with_images(text, mark)
             .map_err(|e| InputError::Chat(e).into())
     }
 

@@ -15,11 +15,11 @@ use super::{
     EncodeOptions, Encoding, Error, ForwardError, GenerateOptions, InputError, Model,
     SequenceCapture,
 };
-use crate::attention::image::{Cell, ImageInput, PictureTokens};
+use crate::attention::image::{Cell, ImageInput, PictureTokens, Tile};
 use crate::attention::{Attention, ModelInfo, Role};
 use crate::blocks::network::{Framing, Inserted, Multimodal};
 use crate::cancel::Cancel;
-use crate::pixels::{ImageSource, PixelsError, Prepared};
+use crate::pixels::{ImageSource, PixelsError, Prepared, Tiled};
 use crate::tokenize::{self, Encoded};
 
 /// A vision-language model's run: the language model's attention over the prompt with its
@@ -44,7 +44,14 @@ struct Seen {
     pool: usize,
     embeddings: Vec<f32>,
     tower: Attention,
+    /// Which tile of which picture it is, when the processor tiles pictures.
+    tile: Option<Tile>,
 }
+
+/// Idefics3's marks around a tile's image tokens (its processor writes them as text).
+const AROUND_TILE: &str = "<fake_token_around_image>";
+/// Idefics3's mark before the global view's image tokens.
+const GLOBAL_VIEW: &str = "<global-img>";
 
 impl Model {
     /// Whether the model reads pictures together with text (a vision-language family).
@@ -75,16 +82,31 @@ impl Model {
             }
             .into());
         }
-        let seen = images
-            .iter()
-            .map(|image| self.see(mm, image, None, cancel))
-            .collect::<Result<Vec<_>, Error>>()?;
+        let tiled = mm.tiled();
+        // Each picture's frames (its tiles and global view, or the picture alone), in order.
+        let mut tilings = Vec::with_capacity(images.len());
+        let mut seen = Vec::new();
+        for (i, image) in images.iter().enumerate() {
+            let frames = self.frames(image, cancel)?;
+            tilings.push(frames.tiles);
+            let [rows, cols] = frames.tiles;
+            let n = frames.frames.len();
+            for (k, prepared) in frames.frames.into_iter().enumerate() {
+                let tile = tiled.then(|| Tile {
+                    picture: i + 1,
+                    at: (k + 1 < n).then(|| [k / cols.max(1), k % cols.max(1)]),
+                    of: [rows, cols],
+                });
+                seen.push(self.see(mm, image.name(), prepared, tile, None, cancel)?);
+            }
+        }
         let image_token = mm.image_token();
         let framing = mm.framing();
         let mark = self
             .tokenizer
             .token(framing.map_or(image_token, |f| f.mark))
             .unwrap_or_else(|| "<image>".to_string());
+        let pictures_given = images.len();
         let generate = generate.unwrap_or_default();
         let new = generate.max_new_tokens;
         let longest = self.max_positions();
@@ -92,37 +114,42 @@ impl Model {
         let marked = |t: &str| t.matches(mark.as_str()).count();
         let prefix_lm = mm.prefix_lm();
         let mut prompt = text.to_string();
-        if marked(&prompt) == 0 {
-            // Where the chat templates put them: LLaVA's on a line each, Gemma 3's (whose
-            // processor frames them with blank lines) and PaliGemma's straight before the text.
-            let line = if framing.is_some() || prefix_lm {
-                ""
-            } else {
-                "\n"
-            };
-            prompt = format!("{}{prompt}", format!("{mark}{line}").repeat(seen.len()));
-        }
         let mut prompt = if generate.chat {
-            self.chat_prompt(&prompt)?
+            // As a processor's apply_chat_template: the message as parts, the pictures first
+            // unless the prompt marks them, and the template writes their marks.
+            if marked(&prompt) == 0 {
+                prompt = format!("{}{prompt}", mark.repeat(pictures_given));
+            }
+            self.chat_prompt_with_images(&prompt, &mark)?
         } else {
+            if marked(&prompt) == 0 {
+                // Where the chat templates put them: LLaVA's on a line each, Gemma 3's (whose
+                // processor frames them with blank lines), PaliGemma's and SmolVLM's straight
+                // before the text.
+                let line = if framing.is_some() || prefix_lm || tiled {
+                    ""
+                } else {
+                    "\n"
+                };
+                prompt = format!("{}{prompt}", format!("{mark}{line}").repeat(pictures_given));
+            }
             prompt
         };
         if prefix_lm {
             prompt = self.prefix_layout(&prompt, &mark);
         }
-        let framed = match framing {
-            Some(f) => {
-                let marks = marked(&prompt);
-                if marks != seen.len() {
-                    return Err(InputError::PictureMarks {
-                        mark,
-                        marks,
-                        pictures: seen.len(),
-                    }
-                    .into());
-                }
-                Some(self.framed(&prompt, &mark, f, image_token, &seen))
+        let typed = marked(&prompt);
+        if (framing.is_some() || tiled) && typed != pictures_given {
+            return Err(InputError::PictureMarks {
+                mark,
+                marks: typed,
+                pictures: pictures_given,
             }
+            .into());
+        }
+        let framed = match framing {
+            Some(f) => Some(self.framed(&prompt, &mark, f, image_token, &seen)),
+            None if tiled => Some(self.tiled_text(&prompt, &mark, &tilings, seen[0].cells.len())),
             None => None,
         };
         let tokenized = framed.as_deref().unwrap_or(&prompt);
@@ -141,23 +168,26 @@ impl Model {
             self.tokenizer.encode(tokenized, None, longest, false)
         }?;
         let count = |id: u32| enc.ids.iter().filter(|&&x| x == id).count();
+        // Each picture's runs whole (none cut off, none typed in the prompt).
+        let tokens: usize = seen.iter().map(|s| s.cells.len()).sum();
+        let whole = count(image_token) == tokens;
         let marks = match framing {
-            // Each picture's run whole (none cut off, none typed in the prompt).
-            Some(f) => {
-                let tokens: usize = seen.iter().map(|s| s.cells.len()).sum();
-                if count(image_token) == tokens {
-                    count(f.mark)
+            Some(f) if whole => count(f.mark),
+            Some(_) => 0,
+            None if tiled => {
+                if whole && image_runs(&enc.ids, image_token) == seen.len() {
+                    pictures_given
                 } else {
                     0
                 }
             }
             None => count(image_token),
         };
-        if marks != seen.len() {
+        if marks != pictures_given {
             return Err(InputError::PictureMarks {
                 mark,
                 marks,
-                pictures: seen.len(),
+                pictures: pictures_given,
             }
             .into());
         }
@@ -165,7 +195,7 @@ impl Model {
             enc,
             &seen,
             image_token,
-            framing.is_some(),
+            framing.is_some() || tiled,
             mm.bidirectional_pictures(),
             self.info.hidden_size,
         );
@@ -229,7 +259,20 @@ impl Model {
             .network
             .multimodal()
             .ok_or_else(|| self.image_refusal())?;
-        let seen = self.see(mm, image, opts.layers.as_deref(), cancel)?;
+        // A tiled picture's tower view is its global view (the whole picture), the last frame.
+        let prepared = self
+            .frames(image, cancel)?
+            .frames
+            .pop()
+            .ok_or(InputError::NoImageProcessor)?;
+        let seen = self.see(
+            mm,
+            image.name(),
+            prepared,
+            None,
+            opts.layers.as_deref(),
+            cancel,
+        )?;
         Ok(Encoding {
             attention: seen.tower,
             hidden: Vec::new(),
@@ -283,25 +326,65 @@ impl Model {
         out
     }
 
-    /// Decode and preprocess one picture, run it through the tower (capturing its attention at
-    /// `layers`, every layer when `None`) and the projector.
-    fn see(
-        &self,
-        mm: &dyn Multimodal,
-        image: &ImageSource,
-        layers: Option<&[usize]>,
-        cancel: &Cancel,
-    ) -> Result<Seen, Error> {
+    /// Decode and preprocess one picture: the frames the tower reads (its tiles and global
+    /// view, when the processor tiles pictures; else the picture alone).
+    fn frames(&self, image: &ImageSource, cancel: &Cancel) -> Result<Tiled, Error> {
         let processor = self
             .image_processor
             .as_ref()
             .ok_or(InputError::NoImageProcessor)?;
-        let prepared = processor
-            .prepare_until(image, cancel)
+        processor
+            .prepare_tiles_until(image, cancel)
             .map_err(|e| match e {
                 PixelsError::Cancelled { .. } => Error::Cancelled,
                 e => InputError::Image(e).into(),
-            })?;
+            })
+    }
+
+    /// `prompt` with each `mark` written out as Idefics3's processor writes a tiled picture:
+    /// per row of tiles, each tile's run of `per_tile` image tokens behind
+    /// `<fake_token_around_image><row_r_col_c>`, a newline after each row, then a newline and
+    /// the global view's run between `<fake_token_around_image><global-img>` and
+    /// `<fake_token_around_image>` (the global view alone, so framed, when it was not split).
+    fn tiled_text(
+        &self,
+        prompt: &str,
+        mark: &str,
+        tilings: &[[usize; 2]],
+        per_tile: usize,
+    ) -> String {
+        let run = mark.repeat(per_tile);
+        let mut out = String::with_capacity(prompt.len());
+        let mut parts = prompt.split(mark);
+        out.push_str(parts.next().unwrap_or_default());
+        for (part, &[rows, cols]) in parts.zip(tilings) {
+            if rows * cols > 0 {
+                for r in 1..=rows {
+                    for c in 1..=cols {
+                        out.push_str(&format!("{AROUND_TILE}<row_{r}_col_{c}>{run}"));
+                    }
+                    out.push('\n');
+                }
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "{AROUND_TILE}{GLOBAL_VIEW}{run}{AROUND_TILE}{part}"
+            ));
+        }
+        out
+    }
+
+    /// Run one frame of the picture `source` through the tower (capturing its attention at
+    /// `layers`, every layer when `None`) and the projector.
+    fn see(
+        &self,
+        mm: &dyn Multimodal,
+        source: String,
+        prepared: Prepared,
+        tile: Option<Tile>,
+        layers: Option<&[usize]>,
+        cancel: &Cancel,
+    ) -> Result<Seen, Error> {
         let tower = mm.tower();
         let p = tower.patch_size();
         if prepared.width < p || prepared.height < p {
@@ -345,7 +428,6 @@ impl Model {
                 cancel,
             )
             .ok_or(Error::Cancelled)?;
-        let source = image.name();
         let info = ModelInfo {
             family: arch.family.to_string(),
             layers: layers.len(),
@@ -384,8 +466,17 @@ impl Model {
             grid,
             embeddings,
             tower: tower_attention,
+            tile,
         })
     }
+}
+
+/// How many runs of `token` `ids` holds.
+fn image_runs(ids: &[u32], token: u32) -> usize {
+    ids.iter()
+        .enumerate()
+        .filter(|&(i, &id)| id == token && (i == 0 || ids[i - 1] != token))
+        .count()
 }
 
 /// `enc` with each image token repeated once per token of its picture (or, `framed`, each run
@@ -441,11 +532,28 @@ fn expand(
             continue;
         }
         let Some(s) = next.next() else { continue };
-        let number = pictures.len() + 1;
         let first = out.ids.len();
         let base = out.word_ids.iter().flatten().max().map_or(0, |w| w + 1);
+        let run = PictureTokens {
+            first,
+            image: ImageInput {
+                source: s.source.clone(),
+                original: s.prepared.original,
+                input: [s.prepared.width, s.prepared.height],
+                patch: s.patch * s.pool,
+                grid: [s.grid[0] / s.pool, s.grid[1] / s.pool],
+                preprocessing: s.prepared.steps.clone(),
+                cells: s.cells.clone(),
+                norms: Vec::new(),
+                pooling: None,
+                view: s.prepared.view.clone(),
+            },
+            bidirectional,
+            tile: s.tile,
+        };
+        let prefix = run.token_prefix(pictures.len());
         for (k, cell) in s.cells.iter().enumerate() {
-            let label = format!("<img{number} {}>", cell.label());
+            let label = format!("<{prefix} {}>", cell.label());
             out.tokens.push(label.clone());
             out.ids.push(image_token);
             out.type_ids.push(enc.type_ids[i]);
@@ -458,23 +566,7 @@ fn expand(
         }
         inserted.values.extend_from_slice(&s.embeddings);
         added += s.cells.len();
-        let image = ImageInput {
-            source: s.source.clone(),
-            original: s.prepared.original,
-            input: [s.prepared.width, s.prepared.height],
-            patch: s.patch * s.pool,
-            grid: [s.grid[0] / s.pool, s.grid[1] / s.pool],
-            preprocessing: s.prepared.steps.clone(),
-            cells: s.cells.clone(),
-            norms: Vec::new(),
-            pooling: None,
-            view: s.prepared.view.clone(),
-        };
-        pictures.push(PictureTokens {
-            first,
-            image,
-            bidirectional,
-        });
+        pictures.push(run);
     }
     debug_assert_eq!(inserted.values.len(), inserted.rows.len() * hidden);
     (out, pictures, inserted)

@@ -22,7 +22,7 @@ use crate::attention::{Attention, Units};
 /// its patch grid, rows × columns).
 pub fn band_label(index: usize, picture: &PictureTokens) -> String {
     let [rows, cols] = picture.image.grid;
-    format!("picture {} · {rows}×{cols}", index + 1)
+    format!("{} · {rows}×{cols}", picture.name(index))
 }
 
 /// One picture's band in a [`Banded`] view.
@@ -182,6 +182,7 @@ mod tests {
             first: 1,
             image,
             bidirectional,
+            tile: None,
         }])
         .unwrap()
     }

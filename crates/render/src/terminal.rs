@@ -273,7 +273,10 @@ impl Names {
             knum,
         };
         for b in banded.map_or(&[][..], |b| &b.bands) {
-            let name = format!("picture {}", b.picture + 1);
+            let name = att.pictures.get(b.picture).map_or_else(
+                || format!("picture {}", b.picture + 1),
+                |p| p.name(b.picture),
+            );
             for side in [&mut names.queries, &mut names.keys] {
                 if let Some(n) = side.get_mut(b.unit) {
                     n.clone_from(&name);

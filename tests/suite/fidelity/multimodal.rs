@@ -132,6 +132,28 @@ const LLAVA: Fixture = Fixture {
     chat: false,
 };
 
+/// Each picture as its tiles and global view, each tile a run of 2 × 2 image tokens (a 4 × 4
+/// patch grid pixel-shuffled), a Llama behind them.
+const SMOLVLM: Fixture = Fixture {
+    name: "tiny-smolvlm",
+    reference: "tiny-smolvlm",
+    pair: None,
+    tower_layers: 2,
+    family: "Idefics3",
+    picture_grid: [2, 2],
+    tower_first: Cell::Patch { row: 0, col: 0 },
+    first_cell: Cell::Patch { row: 0, col: 0 },
+    chat: true,
+};
+
+/// Idefics3's processor without splitting: each picture resized to one tile, written as the
+/// global view's run alone.
+const IDEFICS3: Fixture = Fixture {
+    name: "tiny-idefics3",
+    reference: "tiny-idefics3",
+    ..SMOLVLM
+};
+
 const LLAVA_FULL: Fixture = Fixture {
     name: "tiny-llava-full",
     reference: "tiny-llava-full",
@@ -369,21 +391,31 @@ fn matches_hf(f: &Fixture) {
             }
             None => assert_eq!(att.prefix, 0, "{}", case.name),
         }
-        // Pixels: each picture's, as the processor made them.
+        // Pixels: each picture's frames (itself, or its tiles and global view), as the
+        // processor made them.
         let want_pixels = values(&tensors, &case.tensors["pixel_values"]);
-        let per = want_pixels.len() / images.len();
         let processor = model.image_processor().expect("an image processor");
-        let mut dp = 0f32;
-        for (i, f) in case.images.iter().enumerate() {
-            let path = repo().join("tests/fixtures/images").join(f);
-            let rgb = ok(attnviz::pixels::decode(&path), f);
-            let prepared = processor.prepare(&rgb);
-            dp = dp.max(max_diff(&prepared.pixels, &want_pixels[i * per..][..per]));
+        let mut frames = Vec::new();
+        for (f, image) in case.images.iter().zip(&images) {
+            let tiled = ok(
+                processor.prepare_tiles_until(image, &attnviz::cancel::Cancel::new()),
+                f,
+            );
+            if processor.tiles.is_none() {
+                let rgb = ok(attnviz::pixels::decode(&image.shown()), f);
+                assert!(tiled.frames[0] == processor.prepare(&rgb), "{f}");
+            }
+            frames.extend(tiled.frames);
         }
-        // The tower's attention, picture by picture.
+        let per = want_pixels.len() / frames.len();
+        let mut dp = 0f32;
+        for (i, frame) in frames.iter().enumerate() {
+            dp = dp.max(max_diff(&frame.pixels, &want_pixels[i * per..][..per]));
+        }
+        // The tower's attention, frame by frame.
         let want_tower = values(&tensors, &case.tensors["vision_attentions"]);
-        let per = want_tower.len() / images.len();
-        assert_eq!(run.towers.len(), images.len());
+        let per = want_tower.len() / frames.len();
+        assert_eq!(run.towers.len(), frames.len());
         let mut dv = 0f32;
         for (i, tower) in run.towers.iter().enumerate() {
             assert_eq!(tower.layers(), f.tower_layers, "{}", case.name);
@@ -417,6 +449,22 @@ fn matches_hf(f: &Fixture) {
             assert!(d <= tol, "{}: {what} differs by {d}", case.name);
         }
     }
+}
+
+#[test]
+fn tiny_smolvlm_matches_hf_tile_by_tile() {
+    matches_hf(&SMOLVLM);
+}
+
+#[test]
+fn tiny_smolvlm_generates_as_hf() {
+    generates_as_hf(&SMOLVLM);
+}
+
+#[test]
+fn tiny_idefics3_without_splitting_matches_hf() {
+    matches_hf(&IDEFICS3);
+    generates_as_hf(&IDEFICS3);
 }
 
 #[test]

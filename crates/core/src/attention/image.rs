@@ -133,12 +133,78 @@ pub struct PictureTokens {
     /// Whether its image tokens see each other in full under the causal mask, later ones
     /// included (Gemma 3), rather than only the ones before them (LLaVA).
     pub bidirectional: bool,
+    /// Which tile of which picture it is, when the processor splits pictures into tiles
+    /// (Idefics3, SmolVLM): then each tile, and the whole picture's global view, is a run of
+    /// its own.
+    pub tile: Option<Tile>,
 }
 
 impl PictureTokens {
     /// Its tokens, as token indices.
     pub fn tokens(&self) -> std::ops::Range<usize> {
         self.first..self.first + self.image.cells.len()
+    }
+
+    /// Which picture it is (from 0), `index` being its place among the runs: a tile's
+    /// picture, else `index`.
+    pub fn picture(&self, index: usize) -> usize {
+        self.tile.map_or(index, |t| t.picture.saturating_sub(1))
+    }
+
+    /// Whether it shows the whole picture: not a tile, or a tiled picture's global view.
+    pub fn is_whole(&self) -> bool {
+        self.tile.is_none_or(|t| t.at.is_none())
+    }
+
+    /// What a person calls it, `index` being its place among the runs (from 0): `picture 2`,
+    /// or for a tile `picture 1 · tile 1,2` and `picture 1 · whole`.
+    pub fn name(&self, index: usize) -> String {
+        match &self.tile {
+            None => format!("picture {}", index + 1),
+            Some(t) => format!("picture {} · {}", t.picture, t.label()),
+        }
+    }
+
+    /// Its image tokens' label prefix, `index` being its place among the runs (from 0):
+    /// `img2`, or for a tile `img1 r1c2` and `img1 whole`.
+    pub fn token_prefix(&self, index: usize) -> String {
+        match &self.tile {
+            None => format!("img{}", index + 1),
+            Some(Tile {
+                picture,
+                at: Some([r, c]),
+                ..
+            }) => {
+                format!("img{picture} r{}c{}", r + 1, c + 1)
+            }
+            Some(Tile {
+                picture, at: None, ..
+            }) => format!("img{picture} whole"),
+        }
+    }
+}
+
+/// Which part of a picture a run of image tokens is, when the processor splits pictures into
+/// tiles plus a global view (Idefics3's and SmolVLM's `<row_r_col_c>` and `<global-img>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Tile {
+    /// The picture, from 1, in the prompt's order.
+    pub picture: usize,
+    /// The tile's row and column, from 0 (the processor's `<row_{r+1}_col_{c+1}>`); absent for
+    /// the global view (the whole picture resized to one tile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<[usize; 2]>,
+    /// The picture's rows and columns of tiles.
+    pub of: [usize; 2],
+}
+
+impl Tile {
+    /// `tile 1,2` (row and column from 1), or `whole` for the global view.
+    pub fn label(&self) -> String {
+        match self.at {
+            Some([r, c]) => format!("tile {},{}", r + 1, c + 1),
+            None => "whole".into(),
+        }
     }
 }
 

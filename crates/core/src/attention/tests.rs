@@ -163,6 +163,7 @@ fn a_bidirectional_picture_sees_its_later_tokens_under_the_causal_mask() {
                 first: 2,
                 image: image.clone(),
                 bidirectional,
+                tile: None,
             }])
             .unwrap();
         // Inside the run: a row sees the later image tokens only when bidirectional.

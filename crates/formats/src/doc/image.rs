@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing};
+use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing, Tile};
 
 /// The `image` object of a vision model's body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -53,6 +53,12 @@ pub struct PictureDoc {
     /// (Gemma 3): a row of the run weighs the run's later tokens too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bidirectional: bool,
+    /// Present when the processor split the picture into tiles plus a global view (Idefics3,
+    /// SmolVLM): which picture this run is part of (from 1), which tile (`at`, row and column
+    /// from 0; absent for the global view, the whole picture resized to one tile) of how many
+    /// (`of`, rows and columns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<Tile>,
 }
 
 /// `image.preprocessing`.

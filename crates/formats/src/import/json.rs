@@ -596,6 +596,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
                 first,
                 image,
                 bidirectional: p.bidirectional,
+                tile: p.tile,
             });
     }
     let arrays = Arrays {

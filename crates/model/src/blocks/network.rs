@@ -240,6 +240,13 @@ pub trait Multimodal: Sync {
         false
     }
 
+    /// Whether the processor splits a picture into tiles plus a global view, each its own run
+    /// of image tokens behind Idefics3's marks (`<fake_token_around_image><row_r_col_c>`,
+    /// `<global-img>`), and the tower runs on each tile ([`crate::pixels::Tiles`]).
+    fn tiled(&self) -> bool {
+        false
+    }
+
     /// Patches per side of the square that one image token covers (Gemma 3's projector
     /// average-pools the patch grid); 1 where each image token is one of the tower's tokens.
     fn pooling(&self) -> usize {

@@ -194,7 +194,7 @@ fn projector(i: usize) -> String {
 }
 
 /// The first of `subs` under which the checkpoint holds `probe`, else the first.
-fn sub_prefix(ckpt: &Checkpoint, subs: &[&'static str], probe: &str) -> &'static str {
+pub(super) fn sub_prefix(ckpt: &Checkpoint, subs: &[&'static str], probe: &str) -> &'static str {
     subs.iter()
         .copied()
         .find(|s| ckpt.has_full(&format!("{}{s}{probe}", ckpt.prefix())))
@@ -276,10 +276,10 @@ impl FamilyConfig for LlavaConfig {
 }
 
 /// The language model's tensors, with its head wherever the checkpoint keeps it.
-struct TextTensors<'a> {
-    ckpt: &'a Checkpoint,
+pub(super) struct TextTensors<'a> {
+    pub(super) ckpt: &'a Checkpoint,
     /// The head's full name.
-    head: String,
+    pub(super) head: String,
 }
 
 impl Tensors for TextTensors<'_> {

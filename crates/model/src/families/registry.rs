@@ -19,8 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, llama, llava, paligemma,
-    phi3, roberta, siglip, t5, vit,
+    albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, idefics3, llama, llava,
+    paligemma, phi3, roberta, siglip, t5, vit,
 };
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
@@ -61,6 +61,7 @@ pub static FAMILIES: &[&Family] = &[
     &siglip::SIGLIP_VISION,
     &llava::LLAVA,
     &paligemma::PALIGEMMA,
+    &idefics3::IDEFICS3,
 ];
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),

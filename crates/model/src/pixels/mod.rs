@@ -453,6 +453,32 @@ pub enum Size {
     },
     /// The shorter side becomes this, the aspect ratio kept (the longer side truncated).
     ShortestEdge(usize),
+    /// The longer side becomes this (larger or smaller), the aspect ratio kept: the other side
+    /// truncated, then rounded up to an even number (Idefics3's and SmolVLM's
+    /// `_resize_output_size_rescale_to_max_len`), no side above 4096.
+    LongestEdge(usize),
+}
+
+/// Idefics3's and SmolVLM's tiling (`max_image_size`, `do_image_splitting`): the resized
+/// picture cut into square tiles of the tower's size, row by row, then the whole picture
+/// resized to one tile (the global view).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiles {
+    /// A tile's side in pixels (`max_image_size.longest_edge`).
+    pub side: usize,
+    /// Whether a picture larger than one tile is split (`do_image_splitting`); when not, it is
+    /// resized to one tile.
+    pub split: bool,
+}
+
+/// A picture as a tiling processor makes it ([`ImageProcessor::prepare_tiles_until`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tiled {
+    /// The tiles row by row, then the global view; one frame when the picture was not split.
+    pub frames: Vec<Prepared>,
+    /// Rows and columns of tiles; `[0, 0]` when the picture was not split (its one frame is the
+    /// whole picture).
+    pub tiles: [usize; 2],
 }
 
 /// A model's `preprocessor_config.json`, read with transformers' defaults for the PIL
@@ -469,6 +495,8 @@ pub struct ImageProcessor {
     pub rescale: Option<f64>,
     /// `do_normalize`, `image_mean` and `image_std`.
     pub normalize: Option<[[f64; 3]; 2]>,
+    /// `max_image_size` and `do_image_splitting`, when the processor tiles pictures.
+    pub tiles: Option<Tiles>,
 }
 
 /// The largest side a preprocessor may ask for.
@@ -517,9 +545,11 @@ impl ImageProcessor {
                 side(s, "height")?,
                 side(s, "width")?,
                 side(s, "shortest_edge")?,
+                side(s, "longest_edge")?,
             ) {
-                (Some(height), Some(width), _) => Ok(Some(Size::Fixed { width, height })),
-                (_, _, Some(e)) => Ok(Some(Size::ShortestEdge(e))),
+                (Some(height), Some(width), _, _) => Ok(Some(Size::Fixed { width, height })),
+                (_, _, Some(e), _) => Ok(Some(Size::ShortestEdge(e))),
+                (_, _, _, Some(e)) => Ok(Some(Size::LongestEdge(e))),
                 _ => Err(ProcessorError::Size {
                     key: k,
                     value: s.to_string(),
@@ -541,7 +571,9 @@ impl ImageProcessor {
         let crop = if flag("do_center_crop", false) {
             match size_of("crop_size")?.ok_or(ProcessorError::NoCropSize)? {
                 Size::Fixed { width, height } => Some([width, height]),
-                Size::ShortestEdge(_) => return Err(ProcessorError::CropEdge),
+                Size::ShortestEdge(_) | Size::LongestEdge(_) => {
+                    return Err(ProcessorError::CropEdge)
+                }
             }
         } else {
             None
@@ -585,12 +617,26 @@ impl ImageProcessor {
         } else {
             None
         };
+        let tiles = match size_of("max_image_size")? {
+            None => None,
+            Some(Size::LongestEdge(side)) => Some(Tiles {
+                side,
+                split: flag("do_image_splitting", true),
+            }),
+            Some(_) => {
+                return Err(ProcessorError::Size {
+                    key: "max_image_size",
+                    value: v["max_image_size"].to_string(),
+                })
+            }
+        };
         Ok(ImageProcessor {
             resize,
             filter,
             crop,
             rescale,
             normalize,
+            tiles,
         })
     }
 
@@ -642,7 +688,113 @@ impl ImageProcessor {
                     (new_long, s)
                 }
             }
+            Size::LongestEdge(s) => {
+                let (w, h) = longest_edge(w, h, s);
+                below(w, h, MAX_TILED_SIDE)
+            }
         })
+    }
+
+    /// `source` as a tiling processor makes it (Idefics3's and SmolVLM's, [`Tiles`]): resized
+    /// as [`ImageProcessor::prepare_until`] resizes it, then (when it splits) resized again to
+    /// whole tiles and cut into them row by row, and the whole picture resized to one tile
+    /// last; or (when it does not split) resized to one tile. Each resize is Pillow's on the
+    /// 8-bit picture, as transformers' PIL processor runs them; each frame is then rescaled
+    /// and normalised. A processor without tiles gives the one frame `prepare_until` gives.
+    pub fn prepare_tiles_until(
+        &self,
+        source: &ImageSource,
+        cancel: &Cancel,
+    ) -> Result<Tiled, PixelsError> {
+        let whole = self.prepare_until(source, cancel)?;
+        let Some(tiles) = self.tiles else {
+            return Ok(Tiled {
+                frames: vec![whole],
+                tiles: [0, 0],
+            });
+        };
+        let t = tiles.side;
+        let (w, h) = (whole.width, whole.height);
+        let frame = |data: Vec<u8>, fw: usize, fh: usize, resized: (usize, usize)| {
+            let mut steps = whole.steps.clone();
+            steps.resize = Some(Resize {
+                width: resized.0,
+                height: resized.1,
+                filter: self.filter.as_str(),
+            });
+            Prepared {
+                pixels: self.normalized(&data),
+                width: fw,
+                height: fh,
+                view: data,
+                original: whole.original,
+                steps,
+            }
+        };
+        if !tiles.split {
+            let data = resample::resize(&whole.view, w, h, t, t, self.filter);
+            return Ok(Tiled {
+                frames: vec![frame(data, t, t, (t, t))],
+                tiles: [0, 0],
+            });
+        }
+        // resize_for_vision_encoder: each side up to a whole number of tiles.
+        let aspect = w as f64 / h as f64;
+        let (nw, nh) = if w >= h {
+            let nw = w.div_ceil(t) * t;
+            let nh = ((nw as f64 / aspect) as usize).div_ceil(t) * t;
+            (nw, nh)
+        } else {
+            let nh = h.div_ceil(t) * t;
+            let nw = ((nh as f64 * aspect) as usize).div_ceil(t) * t;
+            (nw, nh)
+        };
+        let (nw, nh) = (nw.max(t), nh.max(t));
+        let big = resample::resize(&whole.view, w, h, nw, nh, self.filter);
+        if nw <= t && nh <= t {
+            return Ok(Tiled {
+                frames: vec![frame(big, t, t, (t, t))],
+                tiles: [0, 0],
+            });
+        }
+        let (rows, cols) = (nh / t, nw / t);
+        let mut frames = Vec::with_capacity(rows * cols + 1);
+        for r in 0..rows {
+            for c in 0..cols {
+                let mut data = Vec::with_capacity(t * t * 3);
+                for y in r * t..(r + 1) * t {
+                    data.extend_from_slice(&big[(y * nw + c * t) * 3..][..t * 3]);
+                }
+                frames.push(frame(data, t, t, (nw, nh)));
+            }
+        }
+        let global = resample::resize(&big, nw, nh, t, t, self.filter);
+        frames.push(frame(global, t, t, (t, t)));
+        Ok(Tiled {
+            frames,
+            tiles: [rows, cols],
+        })
+    }
+
+    /// `data` (8-bit RGB, row-major) rescaled and normalised, channel-first.
+    fn normalized(&self, data: &[u8]) -> Vec<f32> {
+        let n = data.len() / 3;
+        let mut pixels = vec![0f32; 3 * n];
+        for (i, px) in data.chunks_exact(3).enumerate() {
+            for c in 0..3 {
+                // As numpy does it: rescale in float64 then to float32, normalise in float32.
+                let mut v = px[c] as f64;
+                if let Some(s) = self.rescale {
+                    v *= s;
+                }
+                let mut v = v as f32;
+                if let Some([mean, std]) = self.normalize {
+                    v = (v - mean[c] as f32) / std[c] as f32;
+                }
+                pixels[c * n + i] = v;
+            }
+        }
+        pixels
     }
 
     /// Crop, rescale and normalise what the resize made.
@@ -678,23 +830,8 @@ impl ImageProcessor {
             (w, h) = (cw, ch);
             steps.crop = Some([cw, ch]);
         }
-        let mut pixels = vec![0f32; 3 * w * h];
-        for (i, px) in data.chunks_exact(3).enumerate() {
-            for c in 0..3 {
-                // As numpy does it: rescale in float64 then to float32, normalise in float32.
-                let mut v = px[c] as f64;
-                if let Some(s) = self.rescale {
-                    v *= s;
-                }
-                let mut v = v as f32;
-                if let Some([mean, std]) = self.normalize {
-                    v = (v - mean[c] as f32) / std[c] as f32;
-                }
-                pixels[c * w * h + i] = v;
-            }
-        }
         Prepared {
-            pixels,
+            pixels: self.normalized(&data),
             width: w,
             height: h,
             view: data,
@@ -702,6 +839,42 @@ impl ImageProcessor {
             steps,
         }
     }
+}
+
+/// The largest side Idefics3's processors resize a picture to (`MAX_IMAGE_SIZE`).
+const MAX_TILED_SIDE: usize = 4096;
+
+/// Idefics3's `_resize_output_size_rescale_to_max_len`: the longer side becomes `max`, the
+/// other follows the aspect ratio (truncated, then up to an even number), at least 1.
+fn longest_edge(w: usize, h: usize, max: usize) -> (usize, usize) {
+    let aspect = w as f64 / h as f64;
+    let (w, h) = if w >= h {
+        let mut h = (max as f64 / aspect) as usize;
+        if h % 2 != 0 {
+            h += 1;
+        }
+        (max, h)
+    } else {
+        let mut w = (max as f64 * aspect) as usize;
+        if w % 2 != 0 {
+            w += 1;
+        }
+        (w, max)
+    };
+    (w.max(1), h.max(1))
+}
+
+/// Idefics3's `_resize_output_size_scale_below_upper_bound`: the longer side at most `max`.
+fn below(w: usize, h: usize, max: usize) -> (usize, usize) {
+    let aspect = w as f64 / h as f64;
+    let (w, h) = if w >= h && w > max {
+        (max, (max as f64 / aspect) as usize)
+    } else if h > w && h > max {
+        ((max as f64 * aspect) as usize, max)
+    } else {
+        (w, h)
+    };
+    (w.max(1), h.max(1))
 }
 
 /// The resize of a model's input as the decoder hands over rows

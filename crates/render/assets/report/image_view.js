@@ -417,19 +417,26 @@ function renderImage() {
  *  (src/render/image/on_picture.rs, `Shares`): each picture's share, the sink's, and the rest,
  *  the text's; [label, share] each, in that order. */
 function shareParts(row) {
-  const pics = PICTURES.length ? PICTURES : [{ first: IMG_FIRST, count: IMAGE.cells.length }];
+  const runs = PICTURES.length ? PICTURES : [{ first: IMG_FIRST, count: IMAGE.cells.length }];
+  // Per picture: a tiled picture's runs (its tiles and global view) together.
+  const byPicture = [];
+  runs.forEach((p, i) => {
+    const k = Number.isInteger(p.picture) ? p.picture : i;
+    const into = byPicture[k] || (byPicture[k] = { sum: 0, count: 0 });
+    for (let t = p.first; t < p.first + p.count; t++) into.sum += row[t];
+    into.count += p.count;
+  });
+  const pics = byPicture.filter(Boolean);
   const parts = pics.map((p, i) => {
-    let sum = 0;
-    for (let k = p.first; k < p.first + p.count; k++) sum += row[k];
     const name = pics.length > 1 ? 'picture ' + (i + 1) : 'the picture';
-    return [name + ' (' + p.count + ' image tokens)', sum];
+    return [name + ' (' + p.count + ' image tokens)', p.sum];
   });
   let total = 0;
   for (let k = 0; k < N; k++) total += row[k];
   let taken = parts.reduce((a, p) => a + p[1], 0);
   // A sink that is a picture's own token (PaliGemma's prompt starts with its picture) is in
   // that picture's share already.
-  const sinkInPicture = pics.some((p) => SINK >= p.first && SINK < p.first + p.count);
+  const sinkInPicture = runs.some((p) => SINK >= p.first && SINK < p.first + p.count);
   if (Number.isInteger(SINK) && SINK >= 0 && SINK < N && !sinkInPicture) {
     parts.push(['the sink ' + cellName(SINK), row[SINK]]);
     taken += row[SINK];

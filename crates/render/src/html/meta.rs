@@ -97,6 +97,10 @@ struct BandMeta {
     grid: [usize; 2],
     /// Whether its image tokens see each other in full under the causal mask (Gemma 3).
     bidirectional: bool,
+    /// Which picture it is (from 0): a tiled picture's runs share one.
+    picture: usize,
+    /// `picture 2`, `picture 1 · tile 1,2`.
+    name: String,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -409,15 +413,16 @@ impl<'a> KindMeta<'a> {
             },
             neuron,
             analysis,
+            // A tiled picture's image view is its global view (the whole picture).
             image: att
                 .image
                 .as_deref()
-                .or_else(|| att.pictures.first().map(|p| &p.image))
+                .or_else(|| att.pictures.iter().find(|p| p.is_whole()).map(|p| &p.image))
                 .map(ImageMeta::of),
             image_first: att
                 .image
                 .is_none()
-                .then(|| att.pictures.first())
+                .then(|| att.pictures.iter().find(|p| p.is_whole()))
                 .flatten()
                 .and_then(|p| att.queries().spans.iter().position(|s| s.start == p.first)),
             prefix_tokens: att.prefix,
@@ -434,6 +439,8 @@ impl<'a> KindMeta<'a> {
                         label: crate::band::band_label(i, p),
                         grid: p.image.grid,
                         bidirectional: p.bidirectional,
+                        picture: p.picture(i),
+                        name: p.name(i),
                     })
                 })
                 .collect(),

@@ -68,11 +68,15 @@ pub struct Shares {
 impl Shares {
     /// The shares of `row` (a row over `att`'s keys).
     pub fn of(att: &Attention, row: &[f32]) -> Shares {
-        let pictures: Vec<f32> = att
-            .pictures
-            .iter()
-            .map(|p| picture_row(att, p, row).iter().sum())
-            .collect();
+        // Per picture: a tiled picture's runs (its tiles and global view) together.
+        let mut pictures: Vec<f32> = Vec::new();
+        for (i, p) in att.pictures.iter().enumerate() {
+            let k = p.picture(i);
+            if pictures.len() <= k {
+                pictures.resize(k + 1, 0.0);
+            }
+            pictures[k] += picture_row(att, p, row).iter().sum::<f32>();
+        }
         // A sink that is a picture's own first token (PaliGemma's prompt starts with its
         // picture) is counted in the picture's share, not a second time.
         let in_picture = |s: usize| {
@@ -188,8 +192,8 @@ pub fn terminal_view(
             &picture_row(att, p, &row),
             usize::MAX,
             &format!(
-                "picture {} · layer {} {what} · from token {unit} “{}”",
-                i + 1,
+                "{} · layer {} {what} · from token {unit} “{}”",
+                p.name(i),
                 att.layer_number(layer),
                 name.trim()
             ),
@@ -255,8 +259,8 @@ fn generated_lines(att: &Attention, layer: usize, head: HeadSel, what: &str) -> 
             let best = (0..on.len()).max_by(|&a, &b| on[a].total_cmp(&on[b]));
             if let Some(k) = best {
                 most.push(format!(
-                    "picture {} most at {}",
-                    i + 1,
+                    "{} most at {}",
+                    p.name(i),
                     p.image.cells[k].label()
                 ));
             }
@@ -278,15 +282,25 @@ pub(super) fn draw(
     query: Query,
     look: &Look,
 ) -> Result<Canvas, ImageError> {
-    let picture = att.pictures.first().ok_or_else(|| {
+    // A tiled picture is drawn as its global view (the whole picture).
+    let picture = att.pictures.iter().find(|p| p.is_whole()).ok_or_else(|| {
         refuse("this attention has no picture (it is not from a vision-language model)".into())
     })?;
     let image = &picture.image;
     let unit = query_unit(att, query)?;
     let name = att.queries().display.get(unit).cloned().unwrap_or_default();
     let qname = format!("from token {unit} “{}”", name.trim());
-    let many = if att.pictures.len() > 1 {
-        format!(" · picture 1 of {}", att.pictures.len())
+    let count = att
+        .pictures
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.picture(i) + 1)
+        .max()
+        .unwrap_or(0);
+    let many = if count > 1 {
+        format!(" · picture 1 of {count}")
+    } else if picture.tile.is_some() {
+        " · its whole view".to_string()
     } else {
         String::new()
     };
@@ -496,6 +510,7 @@ mod tests {
             first: 1,
             image,
             bidirectional: false,
+            tile: None,
         }])
         .unwrap()
     }
@@ -520,6 +535,7 @@ mod tests {
                 first: 0,
                 image: crate::attention::fixtures::two_patch_picture(),
                 bidirectional: false,
+                tile: None,
             }])
             .unwrap();
         assert_eq!(att.sink(), Some(0));

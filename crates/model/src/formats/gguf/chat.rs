@@ -37,6 +37,30 @@ pub struct ChatMessage {
     pub role: String,
     /// The text.
     pub content: String,
+    /// Where the text marks pictures: when set, the content is passed as transformers passes a
+    /// multimodal message's, a list of parts (`{"type": "text", "text": …}` between the marks,
+    /// `{"type": "image"}` for each mark), for the template to write the pictures where it
+    /// puts them.
+    pub image_mark: Option<String>,
+}
+
+impl ChatMessage {
+    /// The content as the template reads it: the text, or its parts ([`ChatMessage::image_mark`]).
+    fn value(&self) -> Value {
+        let Some(mark) = self.image_mark.as_deref().filter(|m| !m.is_empty()) else {
+            return Value::from(self.content.as_str());
+        };
+        let mut parts = Vec::new();
+        for (i, text) in self.content.split(mark).enumerate() {
+            if i > 0 {
+                parts.push(minijinja::context! { type => "image" });
+            }
+            if !text.is_empty() {
+                parts.push(minijinja::context! { type => "text", text => text });
+            }
+        }
+        Value::from(parts)
+    }
 }
 
 /// A checkpoint's chat template, checked to compile.
@@ -83,6 +107,25 @@ impl ChatTemplate {
             &[ChatMessage {
                 role: "user".into(),
                 content: text.into(),
+                image_mark: None,
+            }],
+            true,
+        )
+    }
+
+    /// [`ChatTemplate::render_user_message`] for a message with pictures: `text` with each
+    /// picture marked by `mark`, passed to the template as a list of text and image parts, as
+    /// a processor's `apply_chat_template` passes `[{"type": "image"}, {"type": "text", …}]`.
+    pub fn render_user_message_with_images(
+        &self,
+        text: &str,
+        mark: &str,
+    ) -> Result<String, ChatError> {
+        self.render(
+            &[ChatMessage {
+                role: "user".into(),
+                content: text.into(),
+                image_mark: Some(mark.into()),
             }],
             true,
         )
@@ -136,7 +179,7 @@ impl ChatTemplate {
             .map(|m| {
                 minijinja::context! {
                     role => m.role.as_str(),
-                    content => m.content.as_str(),
+                    content => m.value(),
                 }
             })
             .collect();
@@ -699,6 +742,7 @@ mod tests {
         let fuel = fuel_for(&[ChatMessage {
             role: "user".into(),
             content: String::new(),
+            image_mark: None,
         }]);
         assert_eq!(err.problem, ChatProblem::OutOfFuel { fuel }, "{err}");
         assert!(err.to_string().contains("fuel"), "{err}");
@@ -877,6 +921,7 @@ mod tests {
         let messages = [ChatMessage {
             role: "user".into(),
             content: text,
+            image_mark: None,
         }];
         assert_eq!(fuel_for(&messages), BASE_FUEL + 1_000 + (4 + 1_050_000) / 8);
         assert_eq!(max_output(&messages), (1 << 20) + 2 * 1_050_004);
