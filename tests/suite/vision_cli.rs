@@ -1209,3 +1209,104 @@ fn expand_pictures_without_a_picture_is_refused() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// SmolVLM splits a picture into tiles plus its global view: a prompt without a mark gets the
+/// picture in front (the marked case's ids, `tests/reference/tiny-smolvlm.json`), each tile and
+/// the global view is a run of its own labelled by tile (`<img1 r1c2 0,1>`, `<img1 whole 0,0>`),
+/// the JSON's pictures say which tile of which picture each run is and read back through
+/// `render`, the terminal counts one picture, and `--chat` writes the pictures where the
+/// template puts them.
+#[test]
+fn smolvlm_splits_a_picture_into_tiles_and_says_which_run_is_which() {
+    let smol = repo()
+        .join("tests/fixtures/tiny-smolvlm")
+        .display()
+        .to_string();
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/reference/tiny-smolvlm.json")).unwrap(),
+    )
+    .unwrap();
+    let case = |name: &str| {
+        reference["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("smol.json");
+    let out = run(&[
+        "-m",
+        &smol,
+        "--image",
+        &image("wide45x37.png"),
+        "describe the picture",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("picture 1 (20 image tokens, 5 runs: tiles and whole views)"),
+        "{shown}"
+    );
+    assert!(shown.contains("picture 1 · tile 1,2 · 2×2"), "{shown}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["input_ids"], case("marked")["input_ids"]);
+    let pictures = doc["pictures"].as_array().unwrap();
+    let tiles: Vec<serde_json::Value> = pictures.iter().map(|p| p["tile"].clone()).collect();
+    assert_eq!(
+        tiles,
+        vec![
+            serde_json::json!({"picture": 1, "at": [0, 0], "of": [2, 2]}),
+            serde_json::json!({"picture": 1, "at": [0, 1], "of": [2, 2]}),
+            serde_json::json!({"picture": 1, "at": [1, 0], "of": [2, 2]}),
+            serde_json::json!({"picture": 1, "at": [1, 1], "of": [2, 2]}),
+            serde_json::json!({"picture": 1, "of": [2, 2]}),
+        ]
+    );
+    let firsts: Vec<u64> = pictures
+        .iter()
+        .map(|p| p["first"].as_u64().unwrap())
+        .collect();
+    let runs: Vec<u64> = case("marked")["image_token_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(firsts, runs);
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens[runs[1] as usize + 1], "<img1 r1c2 0,1>");
+    assert_eq!(tokens[runs[4] as usize], "<img1 whole 0,0>");
+    // Read back: the same runs and tiles.
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["pictures"], doc["pictures"]);
+    // The chat case: the template's `User:<image>…`, as transformers' processor renders it.
+    let chat = run(&[
+        "-m",
+        &smol,
+        "--image",
+        &image("tall24x60.png"),
+        "What is in it?",
+        "--chat",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(chat.status.success(), "{}", stderr(&chat));
+    let doc: serde_json::Value = serde_json::from_slice(&chat.stdout).unwrap();
+    assert_eq!(doc["input_ids"], case("chat")["input_ids"]);
+    assert_eq!(doc["pictures"][0]["tile"]["of"], serde_json::json!([2, 1]));
+}

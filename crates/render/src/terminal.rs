@@ -351,13 +351,24 @@ impl View<'_> {
         let size = if !self.bands.is_empty() && att.is_square() {
             // The pictures' bands are not tokens: say how many tokens each stands for.
             let tokens: usize = self.bands.iter().map(|b| b.units).sum();
-            let names: Vec<String> = self
-                .bands
-                .iter()
-                .map(|b| (b.picture + 1).to_string())
-                .collect();
+            // A tiled picture's runs (its tiles and global view) are one picture.
+            let mut names: Vec<String> = Vec::new();
+            let mut runs = 0;
+            for b in self.bands.iter() {
+                let p = att.pictures.get(b.picture);
+                let name = (p.map_or(b.picture, |p| p.picture(b.picture)) + 1).to_string();
+                runs += usize::from(p.is_some_and(|p| p.tile.is_some()));
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            let tiles = if runs > 0 {
+                format!(", {runs} runs: tiles and whole views")
+            } else {
+                String::new()
+            };
             format!(
-                "{} {unit} + picture{} {} ({tokens} image {unit})",
+                "{} {unit} + picture{} {} ({tokens} image {unit}{tiles})",
                 self.nq() - self.bands.len(),
                 if names.len() > 1 { "s" } else { "" },
                 names.join(", ")

@@ -254,7 +254,7 @@ mod tests {
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  smollm3, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
-                 llava, paligemma"
+                 llava, paligemma, idefics3, smolvlm"
             ),
             "{err}"
         );
