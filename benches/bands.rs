@@ -66,6 +66,7 @@ fn main() {
                 first,
                 image: image.clone(),
                 bidirectional: false,
+                tile: None,
             }])
             .expect("the picture fits");
         let band = median(|| banded(&att).map_or(0, |b| b.attention.len()));

@@ -143,11 +143,14 @@ class Report:
 
     @property
     def pictures(self) -> list:
-        """The pictures a vision-language model (LLaVA) read with its prompt, in order: each a
+        """The pictures a vision-language model (LLaVA, SmolVLM, …) read with its prompt, in order: each a
         dict with ``first`` (the index of its first image token), ``count`` (its image tokens,
         ``first`` to ``first + count - 1``), ``grid`` ``[rows, cols]``, ``source`` (the file's
         name, or ``image``/``image1``, ``image2``, … for pixels in memory) and ``cells`` (what
-        each of its tokens is); ``[]`` for other models."""
+        each of its tokens is); ``[]`` for other models. Idefics3 and SmolVLM split a picture
+        into tiles plus its global view, each an entry of its own with ``tile``:
+        ``{"picture": 1, "at": [row, col], "of": [rows, cols]}`` (no ``at`` for the global
+        view)."""
         return _json.loads(self._native.pictures_json)
 
     @property

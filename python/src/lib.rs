@@ -228,7 +228,8 @@ impl PyAttention {
             .and_then(|i| serde_json::to_string(i).ok())
     }
     /// The pictures a vision-language model read, as JSON: a list of `{first, count, grid,
-    /// source, cells}` (empty for other models).
+    /// source, cells}`, with `tile` (`{picture, at, of}`) for a tile or global view of a
+    /// picture the processor split (Idefics3, SmolVLM); empty for other models.
     #[getter]
     fn pictures_json(&self) -> String {
         let pictures: Vec<serde_json::Value> = self
@@ -236,13 +237,17 @@ impl PyAttention {
             .pictures
             .iter()
             .map(|p| {
-                serde_json::json!({
+                let mut v = serde_json::json!({
                     "first": p.first,
                     "count": p.image.cells.len(),
                     "grid": p.image.grid,
                     "source": p.image.source,
                     "cells": p.image.cells,
-                })
+                });
+                if let Some(tile) = &p.tile {
+                    v["tile"] = serde_json::json!(tile);
+                }
+                v
             })
             .collect();
         serde_json::to_string(&pictures).expect("pictures serialise to JSON")

@@ -120,7 +120,7 @@ impl Idefics3Config {
             },
         };
         let side = vision.vision.trained_side();
-        if side % scale != 0 {
+        if !side.is_multiple_of(scale) {
             return Err(file.unsupported(Unsupported::Value {
                 field: "scale_factor",
                 value: None,

@@ -850,13 +850,13 @@ fn longest_edge(w: usize, h: usize, max: usize) -> (usize, usize) {
     let aspect = w as f64 / h as f64;
     let (w, h) = if w >= h {
         let mut h = (max as f64 / aspect) as usize;
-        if h % 2 != 0 {
+        if !h.is_multiple_of(2) {
             h += 1;
         }
         (max, h)
     } else {
         let mut w = (max as f64 * aspect) as usize;
-        if w % 2 != 0 {
+        if !w.is_multiple_of(2) {
             w += 1;
         }
         (w, max)
