@@ -211,6 +211,8 @@ def save(model, processor) -> None:
     model.save_pretrained(TARGET)
     processor.save_pretrained(TARGET)
     processor.image_processor.save_pretrained(TARGET)
+    # As tiny-llava's: the SentencePiece model too (llama.cpp's converter reads it).
+    shutil.copyfile(TOKENIZER_SOURCE / "tokenizer.model", TARGET / "tokenizer.model")
 
 
 def prompt_of(processor, case: dict) -> str:

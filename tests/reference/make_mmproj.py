@@ -128,11 +128,15 @@ def spm_with_added(writer: gguf.GGUFWriter, src: Path) -> None:
 
 def text_weights(weights: dict) -> dict:
     """The language model's tensors under a text checkpoint's names (what the converter's text
-    classes do with `language_model.`)."""
+    classes do with `language_model.`, and with SmolVLM's `model.text_model.` and `lm_head.`)."""
     out = {}
     for name, value in weights.items():
         if name.startswith("language_model."):
             out[name.removeprefix("language_model.")] = value
+        elif name.startswith("model.text_model."):
+            out["model." + name.removeprefix("model.text_model.")] = value
+        elif name == "lm_head.weight" and "model.connector.modality_projection.proj.weight" in weights:
+            out[name] = value
     return out
 
 
@@ -303,6 +307,51 @@ def write_gemma3_mmproj(folder: str, qtype: Q = Q.F32) -> tuple[Path, dict]:
     return path, expected
 
 
+def write_idefics3_mmproj(folder: str) -> tuple[Path, dict]:
+    """SmolVLM's projector as convert_hf_to_gguf.py `--mmproj` writes it (SmolVLMModel):
+    `clip.projector_type` `idefics3`, `clip.vision.projector.scale_factor`, `clip.use_gelu`,
+    `clip.vision.preproc_image_size` the processor's `size.longest_edge`, the tower's sizes, image
+    mean and std; the tower's and the connector's tensors by gguf-py's map (`mm.model.fc`)."""
+    src = FIXTURES / folder
+    config = json.loads((src / "config.json").read_text())
+    pre = json.loads((src / "preprocessor_config.json").read_text())
+    vision = config["vision_config"]
+    weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
+    layers = vision["num_hidden_layers"]
+    path = OUT / f"mmproj-{folder}.gguf"
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_name(folder)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_clip_has_vision_encoder(True)
+    writer.add_vision_projection_dim(config["text_config"]["hidden_size"])
+    writer.add_vision_image_size(vision["image_size"])
+    writer.add_vision_patch_size(vision["patch_size"])
+    writer.add_vision_embedding_length(vision["hidden_size"])
+    writer.add_vision_feed_forward_length(vision["intermediate_size"])
+    writer.add_vision_block_count(layers)
+    writer.add_vision_head_count(vision["num_attention_heads"])
+    writer.add_vision_image_mean(pre["image_mean"])
+    writer.add_vision_image_std(pre["image_std"])
+    writer.add_clip_projector_type(gguf.VisionProjectorType.IDEFICS3)
+    writer.add_vision_attention_layernorm_eps(vision.get("layer_norm_eps", 1e-5))
+    writer.add_vision_projector_scale_factor(config.get("scale_factor", 2))
+    writer.add_vision_use_gelu(True)
+    writer.add_vision_preproc_image_size(pre.get("size", {}).get("longest_edge", vision["image_size"]))
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, layers)
+    expected = {}
+    for name in sorted(weights):
+        if not name.startswith(("model.vision_model.", "model.connector.")):
+            continue
+        new = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert new is not None, name
+        value = np.ascontiguousarray(weights[name], dtype=np.float32)
+        expected[new] = (name, value, Q.F32)
+        writer.add_tensor(new, value, raw_dtype=Q.F32)
+    finish(writer)
+    return path, expected
+
+
 # ------------------------------------------------------------------------------------------
 # Checks
 # ------------------------------------------------------------------------------------------
@@ -377,8 +426,10 @@ def gemma3_generate(g, model, runner, enc, store) -> dict:
     transformers' cache keeps only the window.)"""
     ids, types, pixels = enc["input_ids"], enc["token_type_ids"], enc["pixel_values"]
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types, pixel_values=pixels)
-    cached = model.generate(**kwargs, generation_config=g.generation_config(model, True))
-    plain = model.generate(**kwargs, generation_config=g.generation_config(model, False))
+    import vlmlib
+
+    cached = model.generate(**kwargs, generation_config=vlmlib.generation_config(model, True, g.GEN_TOKENS))
+    plain = model.generate(**kwargs, generation_config=vlmlib.generation_config(model, False, g.GEN_TOKENS))
     seq = plain[0].tolist()
     assert seq == cached[0].tolist(), (seq, cached[0].tolist())
     prompt = ids[0].tolist()
@@ -485,7 +536,11 @@ def gemma3_reference(qtype: Q = Q.F32, weights: dict | None = None) -> None:
 
 def main() -> None:
     setup_determinism(0)
-    for folder, mmproj in (("tiny-llava", write_llava_mmproj), ("tiny-gemma3-vlm", write_gemma3_mmproj)):
+    for folder, mmproj in (
+        ("tiny-llava", write_llava_mmproj),
+        ("tiny-gemma3-vlm", write_gemma3_mmproj),
+        ("tiny-smolvlm", write_idefics3_mmproj),
+    ):
         path, text = write_text_model(folder)
         check_text(path, folder, text)
         path, expected = mmproj(folder)

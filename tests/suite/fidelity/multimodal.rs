@@ -146,6 +146,13 @@ const SMOLVLM: Fixture = Fixture {
     chat: true,
 };
 
+/// The same as llama.cpp's pair of files (projector type `idefics3`), held to the folder's
+/// reference: the pixels prepared from the projector file's sizes.
+const SMOLVLM_GGUF: Fixture = Fixture {
+    pair: Some(["tiny-smolvlm.gguf", "mmproj-tiny-smolvlm.gguf"]),
+    ..SMOLVLM
+};
+
 /// Idefics3's processor without splitting: each picture resized to one tile, written as the
 /// global view's run alone.
 const IDEFICS3: Fixture = Fixture {
@@ -459,6 +466,12 @@ fn tiny_smolvlm_matches_hf_tile_by_tile() {
 #[test]
 fn tiny_smolvlm_generates_as_hf() {
     generates_as_hf(&SMOLVLM);
+}
+
+#[test]
+fn tiny_smolvlm_gguf_and_mmproj_match_hf_tile_by_tile() {
+    matches_hf(&SMOLVLM_GGUF);
+    generates_as_hf(&SMOLVLM_GGUF);
 }
 
 #[test]

@@ -241,7 +241,7 @@ pub fn bucketed_positions(side: usize) -> Vec<usize> {
 
 /// `table` (`[side², hidden]` position embeddings) with its rows in the order a whole tile
 /// reads them ([`bucketed_positions`]).
-fn bucketed_rows(table: &[f32], side: usize, hidden: usize) -> Vec<f32> {
+pub(crate) fn bucketed_rows(table: &[f32], side: usize, hidden: usize) -> Vec<f32> {
     bucketed_positions(side)
         .into_iter()
         .flat_map(|row| table[row * hidden..][..hidden].iter().copied())
@@ -250,12 +250,12 @@ fn bucketed_rows(table: &[f32], side: usize, hidden: usize) -> Vec<f32> {
 
 /// An Idefics3 or SmolVLM network: the tower, the connector and the language model.
 pub struct Idefics3 {
-    tower: VisionEncoder,
+    pub(crate) tower: VisionEncoder,
     /// Patches per side of one image token.
-    scale: usize,
-    projection: Linear,
-    text: DecoderStack,
-    image_token: u32,
+    pub(crate) scale: usize,
+    pub(crate) projection: Linear,
+    pub(crate) text: DecoderStack,
+    pub(crate) image_token: u32,
 }
 
 crate::blocks::network::vision_language_network!(Idefics3);

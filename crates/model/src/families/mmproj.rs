@@ -12,7 +12,9 @@
 //! hidden states the projector reads, numbered as transformers' `hidden_states`; without it the
 //! output of the second-to-last stored layer, as clip.cpp reads such files) and Gemma 3's
 //! `clip.vision.projector.scale_factor` (patches a side pooled into one image token; 4 when
-//! absent). Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
+//! absent); `idefics3` (SmolVLM, Idefics3): the pixel shuffle by that scale factor and one map
+//! `mm.model.fc`, with `clip.vision.preproc_image_size` the processor's longest edge (the
+//! tower's image size when absent). Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
 //! `v.position_embd.weight`, `v.pre_ln`, `v.blk.N.{ln1, attn_q, attn_k, attn_v, attn_out, ln2,
 //! ffn_up, ffn_down}`, `v.post_ln`. The legacy LLaVA converter names the feed-forward maps the
 //! other way round (fc1 `ffn_down`); as clip.cpp does, a `ffn_down` whose inputs are the
@@ -25,13 +27,14 @@
 //! hidden states before it.
 //!
 //! The pictures are prepared as transformers' processor for the family does it (CLIP's resize
-//! of the shorter side and centre crop for LLaVA, Gemma 3's square resize), with the file's
-//! image size, mean and standard deviation.
+//! of the shorter side and centre crop for LLaVA, Gemma 3's square resize, Idefics3's tiles of the
+//! tower's size plus the global view), with the file's image size, mean and standard deviation.
 
 use std::path::Path;
 
 use super::clip::CLIP_VISION;
 use super::gemma3_vision::Gemma3Vision;
+use super::idefics3::Idefics3;
 use super::llava::{Llava, Selection};
 use super::siglip::SIGLIP_VISION;
 use crate::attention::image::Cell;
@@ -46,12 +49,17 @@ use crate::kernels::{Activation, Layout};
 use crate::pixels::ImageProcessor;
 
 /// The projector types read, as `clip.projector_type` names them, with what they are.
-pub const KNOWN_PROJECTORS: &[(&str, &str)] = &[("mlp", "LLaVA"), ("gemma3", "Gemma 3")];
+pub const KNOWN_PROJECTORS: &[(&str, &str)] = &[
+    ("mlp", "LLaVA"),
+    ("gemma3", "Gemma 3"),
+    ("idefics3", "SmolVLM, Idefics3"),
+];
 
 /// The text architectures each projector type joins.
 const TEXT_ARCHITECTURES: &[(&str, &[&str])] = &[
     ("mlp", &["llama", "mistral", "qwen2"]),
     ("gemma3", &["gemma3"]),
+    ("idefics3", &["llama"]),
 ];
 
 /// Which projector.
@@ -61,6 +69,8 @@ enum Kind {
     Mlp,
     /// Gemma 3's pool, norm and projection over SigLIP's last hidden state.
     Gemma3,
+    /// Idefics3's pixel shuffle and one map over SigLIP's last hidden state, per tile.
+    Idefics3,
 }
 
 /// A projector file's settings, read and checked.
@@ -76,6 +86,8 @@ pub struct Mmproj {
     feature_layers: Vec<usize>,
     /// Patches a side pooled into one image token (Gemma 3).
     scale: usize,
+    /// The processor's longest edge (`clip.vision.preproc_image_size`, Idefics3).
+    longest: usize,
     /// Named in errors.
     origin: String,
 }
@@ -106,6 +118,7 @@ impl Mmproj {
         let kind = match projector_type.as_str() {
             "mlp" => Kind::Mlp,
             "gemma3" => Kind::Gemma3,
+            "idefics3" => Kind::Idefics3,
             _ => {
                 return Err(InputError::UnknownProjector {
                     origin: origin.to_string(),
@@ -148,7 +161,7 @@ impl Mmproj {
             // form.
             VisionAct::Kernel(match kind {
                 Kind::Mlp => Activation::GeluErf,
-                Kind::Gemma3 => Activation::GeluTanh,
+                Kind::Gemma3 | Kind::Idefics3 => Activation::GeluTanh,
             })
         } else if file.get_bool("clip.use_silu")?.unwrap_or(false) {
             VisionAct::Kernel(Activation::Silu)
@@ -205,7 +218,7 @@ impl Mmproj {
             .get_usize("clip.vision.projector.scale_factor")?
             .unwrap_or(4);
         let side = image_size / patch_size;
-        if kind == Kind::Gemma3 && (scale == 0 || side % scale != 0) {
+        if kind != Kind::Mlp && (scale == 0 || !side.is_multiple_of(scale)) {
             return Err(meta(
                 file,
                 "clip.vision.projector.scale_factor",
@@ -230,6 +243,10 @@ impl Mmproj {
             std,
             feature_layers,
             scale,
+            longest: file
+                .get_usize("clip.vision.preproc_image_size")?
+                .filter(|&n| n > 0)
+                .unwrap_or(image_size),
             origin: origin.to_string(),
         })
     }
@@ -265,6 +282,20 @@ impl Mmproj {
                 "image_std": self.std,
                 "do_convert_rgb": true,
                 "do_pan_and_scan": false,
+            }),
+            Kind::Idefics3 => serde_json::json!({
+                "image_processor_type": "Idefics3ImageProcessor",
+                "do_resize": true,
+                "size": {"longest_edge": self.longest},
+                "max_image_size": {"longest_edge": s},
+                "do_image_splitting": true,
+                "resample": 1,
+                "do_rescale": true,
+                "rescale_factor": 1.0 / 255.0,
+                "do_normalize": true,
+                "image_mean": self.mean,
+                "image_std": self.std,
+                "do_convert_rgb": true,
             }),
         };
         ImageProcessor::parse(&config.to_string()).map_err(|problem| {
@@ -364,6 +395,27 @@ impl Mmproj {
                         close: find("<end_of_image>")?,
                         around: "\n\n",
                     },
+                }))
+            }
+            Kind::Idefics3 => {
+                let inputs = width * self.scale * self.scale;
+                let shape = t.shape("mm.model.fc.weight")?;
+                let out = shape.first().copied().unwrap_or(0);
+                if out != hidden {
+                    return Err(self.width_error(out, model, hidden));
+                }
+                let projection = t.linear("mm.model.fc", hidden, inputs, false)?;
+                let mut tower = self.tower(&t, false)?;
+                let side = self.tower.trained_side();
+                tower.positions = super::idefics3::bucketed_rows(&tower.positions, side, width);
+                text.arch.family = super::idefics3::IDEFICS3.name;
+                text.arch.model_type = "idefics3".to_string();
+                Ok(Box::new(Idefics3 {
+                    tower,
+                    scale: self.scale,
+                    projection,
+                    text,
+                    image_token: find("<image>")?,
                 }))
             }
         }
