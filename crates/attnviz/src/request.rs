@@ -343,6 +343,9 @@ impl RunRequest {
             max_memory: self.max_memory,
             // Attribution reads the main pass's head outputs at the last position.
             head_outputs: self.attribution,
+            // The views draw the language model's attention; a picture's own tower is a run of
+            // its own (`encode_tower`).
+            towers: false,
         }
     }
 

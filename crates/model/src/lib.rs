@@ -121,6 +121,10 @@ pub struct EncodeOptions {
     /// ([`Model::head_attribution_from`]), from the same forward pass: decoders with a
     /// language-model head ([`Model::has_head_interventions`]); others keep nothing.
     pub head_outputs: bool,
+    /// A vision-language run ([`Model::encode_with_images`]): also keep each picture's
+    /// vision-tower attention, every tower layer ([`MultimodalEncoding::towers`]), each checked
+    /// against `max_memory` on its own. Off, the tower runs without capturing anything.
+    pub towers: bool,
 }
 
 /// Which value terms a forward pass keeps per captured layer ([`LayerValues`]).

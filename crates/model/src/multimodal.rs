@@ -28,8 +28,9 @@ pub struct MultimodalEncoding {
     /// The language model's, with [`Attention::pictures`] saying which tokens are which
     /// picture's.
     pub encoding: Encoding,
-    /// Each picture's vision-tower self-attention, in the pictures' order, labelled by patch
-    /// as a vision model's ([`Attention::image`]).
+    /// Each picture's vision-tower self-attention (each frame's, for a tiled picture), in the
+    /// pictures' order, labelled by patch as a vision model's ([`Attention::image`]), when
+    /// [`EncodeOptions::towers`] asked; else empty.
     pub towers: Vec<Attention>,
 }
 
@@ -83,6 +84,8 @@ impl Model {
             .into());
         }
         let tiled = mm.tiled();
+        let every: Vec<usize> = (0..mm.tower_architecture().layers).collect();
+        let tower_layers: &[usize] = if opts.towers { &every } else { &[] };
         // Each picture's frames (its tiles and global view, or the picture alone), in order.
         let mut tilings = Vec::with_capacity(images.len());
         let mut seen = Vec::new();
@@ -97,7 +100,15 @@ impl Model {
                     at: (k + 1 < n).then(|| [k / cols.max(1), k % cols.max(1)]),
                     of: [rows, cols],
                 });
-                seen.push(self.see(mm, image.name(), prepared, tile, None, cancel)?);
+                seen.push(self.see(
+                    mm,
+                    image.name(),
+                    prepared,
+                    tile,
+                    tower_layers,
+                    opts.max_memory,
+                    cancel,
+                )?);
             }
         }
         let image_token = mm.image_token();
@@ -240,10 +251,12 @@ impl Model {
             .with_pictures(pictures)
             .and_then(|a| a.with_prefix(prefix))
             .map_err(ForwardError::Shape)?;
-        Ok(MultimodalEncoding {
-            encoding,
-            towers: seen.into_iter().map(|s| s.tower).collect(),
-        })
+        let towers = if opts.towers {
+            seen.into_iter().map(|s| s.tower).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(MultimodalEncoding { encoding, towers })
     }
 
     /// A vision-language model's vision tower alone over `image`: its self-attention at the
@@ -265,12 +278,18 @@ impl Model {
             .frames
             .pop()
             .ok_or(InputError::NoImageProcessor)?;
+        let every: Vec<usize> = (0..mm.tower_architecture().layers).collect();
+        let layers = opts.layers.as_deref().unwrap_or(&every);
+        if layers.is_empty() {
+            return Err(InputError::NoLayers.into());
+        }
         let seen = self.see(
             mm,
             image.name(),
             prepared,
             None,
-            opts.layers.as_deref(),
+            layers,
+            opts.max_memory,
             cancel,
         )?;
         Ok(Encoding {
@@ -375,14 +394,17 @@ impl Model {
     }
 
     /// Run one frame of the picture `source` through the tower (capturing its attention at
-    /// `layers`, every layer when `None`) and the projector.
+    /// `layers`, none when empty, refused when that would take more than `max_memory`) and
+    /// the projector.
+    #[allow(clippy::too_many_arguments)]
     fn see(
         &self,
         mm: &dyn Multimodal,
         source: String,
         prepared: Prepared,
         tile: Option<Tile>,
-        layers: Option<&[usize]>,
+        layers: &[usize],
+        max_memory: Option<u64>,
         cancel: &Cancel,
     ) -> Result<Seen, Error> {
         let tower = mm.tower();
@@ -399,11 +421,6 @@ impl Model {
         let tower_cells = tower.cells(grid);
         let n = tower_cells.len();
         let arch = mm.tower_architecture();
-        let all: Vec<usize> = (0..arch.layers).collect();
-        let layers = layers.unwrap_or(&all);
-        if layers.is_empty() {
-            return Err(InputError::NoLayers.into());
-        }
         if let Some(&l) = layers.iter().find(|&&l| l >= arch.layers) {
             return Err(InputError::LayerOutOfRange {
                 layer: l,
@@ -417,6 +434,24 @@ impl Model {
                 layers: layers.to_vec(),
             }
             .into());
+        }
+        // The tower's capture, `layers × heads × n²` weights: a 896-pixel picture's 4,096
+        // patches over 27 layers of 16 heads would be 29 GB.
+        let budget = max_memory.unwrap_or_else(crate::default_capture_budget);
+        let needs = [layers.len(), arch.heads, n, n, 4]
+            .iter()
+            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+        if !needs.is_some_and(|b| b <= budget) {
+            return Err(Error::TooBig(crate::CaptureTooBig {
+                capture: crate::Capture::SelfAttention {
+                    layers: layers.len(),
+                    heads: arch.heads,
+                    tokens: n,
+                },
+                needs,
+                budget,
+                budget_given: max_memory.is_some(),
+            }));
         }
         let mut capture = SequenceCapture::for_layers(arch, n, n, false, layers);
         let embeddings = mm

@@ -347,7 +347,10 @@ fn matches_hf(f: &Fixture) {
             model.encode_with_images(
                 &text,
                 &images,
-                &EncodeOptions::default(),
+                &EncodeOptions {
+                    towers: true,
+                    ..EncodeOptions::default()
+                },
                 Some(GenerateOptions {
                     max_new_tokens: 0,
                     chat,
@@ -472,6 +475,72 @@ fn tiny_smolvlm_generates_as_hf() {
 fn tiny_smolvlm_gguf_and_mmproj_match_hf_tile_by_tile() {
     matches_hf(&SMOLVLM_GGUF);
     generates_as_hf(&SMOLVLM_GGUF);
+}
+
+/// A run captures the towers only when asked (a 896-pixel picture's would be 29 GB), and each
+/// frame's capture is held to the budget: refused in one typed error, not an abort.
+#[test]
+fn the_tower_is_captured_only_when_asked_and_within_the_budget() {
+    let model = load_model(&SMOLVLM);
+    let image = ImageSource::from(repo().join("tests/fixtures/images/wide45x37.png"));
+    let cancel = attnviz::cancel::Cancel::new();
+    let run = |opts: EncodeOptions| {
+        model.encode_with_images(
+            "describe",
+            std::slice::from_ref(&image),
+            &opts,
+            None,
+            &mut |_| {},
+            &cancel,
+        )
+    };
+    let plain = ok(run(EncodeOptions::default()), "default");
+    assert!(plain.towers.is_empty());
+    let asked = ok(
+        run(EncodeOptions {
+            towers: true,
+            ..EncodeOptions::default()
+        }),
+        "towers",
+    );
+    // Four tiles and the global view.
+    assert_eq!(asked.towers.len(), 5);
+    assert_eq!(
+        asked.encoding.attention.weights(),
+        plain.encoding.attention.weights()
+    );
+    // One frame's tower: 2 layers × 4 heads × 16² patches × 4 bytes = 8,192.
+    let tight = |max: u64| EncodeOptions {
+        towers: true,
+        max_memory: Some(max),
+        ..EncodeOptions::default()
+    };
+    match run(tight(8_191)) {
+        Err(attnviz::model::Error::TooBig(e)) => assert_eq!(
+            e.capture,
+            attnviz::model::Capture::SelfAttention {
+                layers: 2,
+                heads: 4,
+                tokens: 16
+            }
+        ),
+        other => panic!("not refused as too big: {:?}", other.err()),
+    }
+    let tower = |max: u64| {
+        model.encode_tower(
+            &image,
+            &EncodeOptions {
+                max_memory: Some(max),
+                ..EncodeOptions::default()
+            },
+            &cancel,
+        )
+    };
+    assert!(matches!(
+        tower(8_191),
+        Err(attnviz::model::Error::TooBig(_))
+    ));
+    assert_eq!(ok(tower(8_192), "tower").attention.layers(), 2);
 }
 
 #[test]
