@@ -441,7 +441,7 @@ impl Model {
         let needs = [layers.len(), arch.heads, n, n, 4]
             .iter()
             .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
-        if !needs.is_some_and(|b| b <= budget) {
+        if needs.is_none_or(|b| b > budget) {
             return Err(Error::TooBig(crate::CaptureTooBig {
                 capture: crate::Capture::SelfAttention {
                     layers: layers.len(),
