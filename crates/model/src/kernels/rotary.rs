@@ -287,9 +287,15 @@ impl Rope {
             .collect();
         let scale = self.attention_factor;
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
-        for p in 0..rows[0].len() {
+        // Position p of every row, frequency by frequency.
+        let mut at: Vec<std::slice::Iter<'_, usize>> = rows.iter().map(|r| r.iter()).collect();
+        for _ in 0..rows[0].len() {
+            let here: Vec<usize> = at
+                .iter_mut()
+                .map(|r| r.next().copied().unwrap_or(0))
+                .collect();
             for (&f, &row) in self.inv_freq.iter().zip(&source) {
-                let angle = rows[row][p] as f32 * f;
+                let angle = here[row] as f32 * f;
                 cos.push((angle as f64).cos() as f32 * scale);
                 sin.push((angle as f64).sin() as f32 * scale);
             }
