@@ -5,7 +5,7 @@ layers and the 2x2 patch merger, and a Qwen2 text model with multimodal rotary p
 with its processor, and Hugging Face transformers' reference outputs for it (eager attention,
 float32).
 
-    /path/to/venv/bin/python tests/reference/make_qwen2_5_vl.py
+    /path/to/venv/bin/python tests/reference/make_qwen2_5_vl.py [--variant qwen2_vl]
 
 It writes tests/fixtures/tiny-qwen2_5_vl/ (config.json, generation_config.json and
 model.safetensors as transformers saves them; the processor as Qwen2_5_VLProcessor.save_pretrained
@@ -16,6 +16,10 @@ the language model's M-RoPE position ids, each picture's vision-tower attention 
 raster order (the windowed layers' calls, one per window, put back together: a patch outside a
 query's window gets 0), the merged image features, the language model's attention over the whole
 sequence, its last hidden state and the last position's logits; and one greedy generation.
+
+`--variant qwen2_vl` writes tests/fixtures/tiny-qwen2_vl/ and tests/reference/tiny-qwen2_vl.*: the
+same for Qwen2-VL (`Qwen2VLForConditionalGeneration`), whose tower has LayerNorm, a quick-GELU MLP
+and no windows.
 
 Weights are drawn as make_families.py draws them (its `randomise`, numpy PCG64 from a fixed seed),
 so a re-run with the same versions rewrites every file byte for byte. The script checks itself: the
@@ -42,6 +46,9 @@ from transformers import (
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
     Qwen2_5_VLProcessor,
+    Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
+    Qwen2VLProcessor,
 )
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil, smart_resize
 from transformers.processing_utils import ProcessorMixin
@@ -63,7 +70,19 @@ from reflib import (  # noqa: E402
 )
 
 SEED = 20261210
-NAME = "tiny-qwen2_5_vl"
+# `--variant qwen2_vl`: Qwen2-VL (tiny-qwen2_vl), whose tower has LayerNorm, a plain MLP with
+# quick GELU and no windows, in front of the same text model.
+ARGS = sys.argv[1:]
+if ARGS not in ([], ["--variant", "qwen2_vl"]):
+    sys.exit("usage: make_qwen2_5_vl.py [--variant qwen2_vl]")
+VARIANT = "qwen2_vl" if ARGS == ["--variant", "qwen2_vl"] else "qwen2_5_vl"
+QWEN2 = VARIANT == "qwen2_vl"
+NAME = "tiny-qwen2_vl" if QWEN2 else "tiny-qwen2_5_vl"
+CONFIG, MODEL, PROCESSOR = (
+    (Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor)
+    if QWEN2
+    else (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor)
+)
 TARGET = FIXTURES / NAME
 TOKENIZER_SOURCE = FIXTURES / "tiny-qwen2"
 IMAGES = FIXTURES / "images"
@@ -112,7 +131,7 @@ def without_video() -> None:
     ProcessorMixin.check_argument_for_proper_class = check
 
 
-def make_processor() -> Qwen2_5_VLProcessor:
+def make_processor():
     """tiny-qwen2's byte-level BPE with Qwen2.5-VL's vision tokens added as special tokens, and
     Qwen2-VL's PIL image processor (bicubic, CLIP mean and std, smart_resize between MIN_PIXELS
     and MAX_PIXELS)."""
@@ -127,13 +146,25 @@ def make_processor() -> Qwen2_5_VLProcessor:
         merge_size=MERGE,
         temporal_patch_size=TEMPORAL,
     )
-    return Qwen2_5_VLProcessor(image_processor=images, tokenizer=tok, chat_template=CHAT_TEMPLATE)
+    return PROCESSOR(image_processor=images, tokenizer=tok, chat_template=CHAT_TEMPLATE)
 
 
-def make_config(tok) -> Qwen2_5_VLConfig:
+def make_config(tok):
     ids = tok.convert_tokens_to_ids
-    config = Qwen2_5_VLConfig(
-        vision_config=dict(
+    vision = dict(
+        depth=3,
+        embed_dim=32,
+        hidden_size=64,
+        hidden_act="quick_gelu",
+        mlp_ratio=2,
+        num_heads=4,
+        in_channels=3,
+        patch_size=PATCH,
+        spatial_merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+    )
+    config = CONFIG(
+        vision_config=vision if QWEN2 else dict(
             depth=3,
             hidden_size=32,
             hidden_act="silu",
@@ -177,7 +208,7 @@ def make_config(tok) -> Qwen2_5_VLConfig:
 def save(model, processor) -> None:
     if TARGET.exists():
         shutil.rmtree(TARGET)
-    model.config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    model.config.architectures = [MODEL.__name__]
     model.save_pretrained(TARGET)
     # The processor's parts one by one (its save_pretrained needs a video processor): the tokenizer
     # with the chat template, the image processor in preprocessor_config.json, as Qwen's
@@ -187,11 +218,11 @@ def save(model, processor) -> None:
     processor.image_processor.save_pretrained(TARGET)
 
 
-def load_processor() -> Qwen2_5_VLProcessor:
+def load_processor():
     """The saved processor's parts read back (AutoTokenizer, AutoImageProcessor)."""
     tok = AutoTokenizer.from_pretrained(TARGET)
     images = AutoImageProcessor.from_pretrained(TARGET)
-    return Qwen2_5_VLProcessor(image_processor=images, tokenizer=tok, chat_template=tok.chat_template)
+    return PROCESSOR(image_processor=images, tokenizer=tok, chat_template=tok.chat_template)
 
 
 def encode(processor, case: dict) -> dict:
@@ -209,10 +240,13 @@ def raster_order(grid: list[int]) -> torch.Tensor:
     """For each token of the tower's sequence (merged units in window order, each unit's 2x2
     patches in row order), the patch's index in raster order of the patch grid."""
     t, h, w = grid
-    window_index, _ = get_vision_window_index(
-        torch.tensor([grid]), spatial_merge_size=MERGE, window_size=WINDOW, patch_size=PATCH
-    )
     cols = w // MERGE
+    if QWEN2:
+        window_index = torch.arange(t * (h // MERGE) * cols)
+    else:
+        window_index, _ = get_vision_window_index(
+            torch.tensor([grid]), spatial_merge_size=MERGE, window_size=WINDOW, patch_size=PATCH
+        )
     out = []
     for unit in window_index.tolist():
         bh, bw = divmod(unit, cols)
@@ -223,7 +257,9 @@ def raster_order(grid: list[int]) -> torch.Tensor:
 
 
 def windows_of(grid: list[int]) -> list[int]:
-    """The tower's windowed calls' lengths for one picture."""
+    """The tower's windowed calls' lengths for one picture (Qwen2-VL: one, the picture)."""
+    if QWEN2:
+        return [grid[0] * grid[1] * grid[2]]
     _, cu = get_vision_window_index(torch.tensor([grid]), spatial_merge_size=MERGE, window_size=WINDOW, patch_size=PATCH)
     return (cu[1:] - cu[:-1]).tolist()
 
@@ -251,12 +287,12 @@ class Runner:
             features.append(out.pooler_output)
             calls = [c["weights"][0] for c in self.catcher.calls]
             sizes = windows_of(grid)
-            assert len(sizes) > 1, f"one window only for {grid}"
+            assert QWEN2 or len(sizes) > 1, f"one window only for {grid}"
             order = raster_order(grid)
             layers = []
             for layer in range(self.model.config.vision_config.depth):
                 full = torch.zeros(calls[0].shape[0], n, n, dtype=calls[0].dtype)
-                chunks = [n] if layer in FULL_LAYERS else sizes
+                chunks = [n] if QWEN2 or layer in FULL_LAYERS else sizes
                 start = 0
                 for size in chunks:
                     w = calls.pop(0)
@@ -364,21 +400,22 @@ def summary(cfg) -> dict:
         for k in ("model_type", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
     }
     v = cfg.vision_config
-    top["vision_config"] = {
-        k: getattr(v, k)
-        for k in (
+    fields = (
+        ("depth", "embed_dim", "hidden_size", "mlp_ratio", "num_heads", "hidden_act")
+        if QWEN2
+        else (
             "depth",
             "hidden_size",
             "intermediate_size",
             "num_heads",
             "hidden_act",
-            "patch_size",
-            "spatial_merge_size",
-            "temporal_patch_size",
             "window_size",
             "fullatt_block_indexes",
             "out_hidden_size",
         )
+    )
+    top["vision_config"] = {
+        k: getattr(v, k) for k in fields + ("patch_size", "spatial_merge_size", "temporal_patch_size")
     }
     top["text_config"] = summarise_config(cfg.text_config)
     top["text_config"]["rope_parameters"] = dict(cfg.text_config.rope_parameters)
@@ -391,16 +428,16 @@ def main() -> None:
     without_video()
     processor = make_processor()
     tok = processor.tokenizer
-    built = Qwen2_5_VLForConditionalGeneration(make_config(tok)).eval()
+    built = MODEL(make_config(tok)).eval()
     randomise(built, SEED, Gains(qk=1.2))
     save(built, processor)
 
     processor = load_processor()
-    assert type(processor) is Qwen2_5_VLProcessor, type(processor)
+    assert type(processor) is PROCESSOR, type(processor)
     assert type(processor.image_processor) is Qwen2VLImageProcessorPil, type(processor.image_processor)
     tok = processor.tokenizer
-    model = vlmlib.load(TARGET, Qwen2_5_VLForConditionalGeneration)
-    model64 = vlmlib.load(TARGET, Qwen2_5_VLForConditionalGeneration, torch.float64)
+    model = vlmlib.load(TARGET, MODEL)
+    model64 = vlmlib.load(TARGET, MODEL, torch.float64)
     cfg = model.config
     image_token_id = cfg.image_token_id
     assert image_token_id == processor.image_token_id
@@ -465,7 +502,7 @@ def main() -> None:
 
     image_processor = processor.image_processor
     manifest = dict(
-        generator="tests/reference/make_qwen2_5_vl.py",
+        generator="tests/reference/make_qwen2_5_vl.py" + (" --variant qwen2_vl" if QWEN2 else ""),
         model=NAME,
         model_type=cfg.model_type,
         architectures=cfg.architectures,
@@ -488,7 +525,7 @@ def main() -> None:
             image_mean=list(image_processor.image_mean),
             image_std=list(image_processor.image_std),
         ),
-        notes=NOTES,
+        notes=dict(NOTES, variant=VARIANT_NOTE) if QWEN2 else NOTES,
         how=HOW,
         attention_spread=spreads,
         versions=dict(versions(), pillow=PIL.__version__),
@@ -531,6 +568,13 @@ NOTES = dict(
         "counts on from the last position, a picture's tokens take start + (0, row, col) and the text after it "
         "continues from start + max(rows, cols)"
     ),
+)
+
+VARIANT_NOTE = (
+    "Qwen2-VL (Qwen2VLForConditionalGeneration, qwen2_vl): the tower has LayerNorm (with biases), an "
+    "fc1/fc2 MLP with quick GELU (embed_dim 32, mlp_ratio 2) and no windows (every layer over the whole "
+    "picture: what the notes say of windows does not apply); its merger's ln_q is a LayerNorm; weights "
+    "model.visual.* as Qwen2.5-VL's"
 )
 
 HOW = (

@@ -518,6 +518,7 @@ struct QwenCase {
 }
 
 const QWEN_VL: &str = "tiny-qwen2_5_vl";
+const QWEN2_VL: &str = "tiny-qwen2_vl";
 const VISION_MARKS: &str = "<|vision_start|><|image_pad|><|vision_end|>";
 
 fn qwen_tensor(
@@ -543,20 +544,34 @@ fn qwen_images(case: &QwenCase) -> Vec<ImageSource> {
 /// positions, within 1e-5; its last hidden state within the suite's bound.
 #[test]
 fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
+    qwen_vl_matches_hf(QWEN_VL, "Qwen2.5-VL", [true, false, true]);
+}
+
+/// Qwen2-VL (`make_qwen2_5_vl.py --variant qwen2_vl`): the same checks, its tower's LayerNorm
+/// and quick-GELU blocks attending over the whole picture on every layer, its checkpoint in
+/// Qwen's layout (`visual.`, the text model under `model.`).
+#[test]
+fn tiny_qwen2_vl_matches_hf_without_windows() {
+    qwen_vl_matches_hf(QWEN2_VL, "Qwen2-VL", [false, false, false]);
+    qwen_vl_generates_as_hf(QWEN2_VL);
+}
+
+/// The Qwen-VL checks on fixture `name` of `family`, whose 3 tower layers are `windowed` or not.
+fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
     let dir = repo().join("tests/reference");
-    let json = format!("{QWEN_VL}.json");
+    let json = format!("{name}.json");
     let m: QwenManifest = ok(
         serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
         &json,
     );
-    let weights = format!("{QWEN_VL}.safetensors");
+    let weights = format!("{name}.safetensors");
     let tensors = ok(
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(QWEN_VL)), QWEN_VL);
+    let model = ok(Model::from_dir(&fixture(name)), name);
     assert!(model.is_multimodal());
-    assert_eq!(model.family(), "Qwen2.5-VL");
+    assert_eq!(model.family(), family);
     let processor = model.image_processor().expect("an image processor");
     for case in &m.cases {
         let images = qwen_images(case);
@@ -636,7 +651,8 @@ fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
         assert_eq!(run.towers.len(), images.len());
         let mut dv = 0f32;
         for (i, tower) in run.towers.iter().enumerate() {
-            assert!(case.windows[i].len() > 1, "{}: one window", case.name);
+            let windows = if windowed.contains(&true) { 2 } else { 1 };
+            assert_eq!(case.windows[i].len(), windows, "{}: windows", case.name);
             assert_eq!(tower.layers(), 3);
             let got = tower.weights();
             let want = qwen_tensor(&tensors, &wanted[i]);
@@ -648,13 +664,18 @@ fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
                     .filter(|&&w| w == 0.0)
                     .count()
             };
-            // Layers 0 and 2 windowed: a query of the 4 x 4 window sees 16 keys, one of the
-            // 4 x 2 window 8; layer 1 sees all 24.
-            let outside = 4 * (16 * 8 + 8 * 16);
-            assert_eq!((zeros(0), zeros(1), zeros(2)), (outside, 0, outside));
+            // A windowed layer: a query of the 4 x 4 window sees 16 keys, one of the 4 x 2
+            // window 8; a full layer sees all 24.
+            let outside = |w: bool| if w { 4 * (16 * 8 + 8 * 16) } else { 0 };
+            assert_eq!(
+                [zeros(0), zeros(1), zeros(2)],
+                windowed.map(outside),
+                "{}",
+                case.name
+            );
             assert_eq!(
                 want.iter().filter(|&&w| w == 0.0).count(),
-                2 * outside,
+                windowed.map(outside).iter().sum::<usize>(),
                 "the reference's zeros are the windows'"
             );
         }
@@ -667,7 +688,7 @@ fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
             &qwen_tensor(&tensors, &case.tensors["hidden"]),
         );
         eprintln!(
-            "[{QWEN_VL}] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
+            "[{name}] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
              hidden {dh:.2e}",
             case.name
         );
@@ -686,18 +707,22 @@ fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
 /// attention over prompt and generated tokens within 1e-5.
 #[test]
 fn tiny_qwen2_5_vl_generates_as_hf_from_its_rope_delta() {
+    qwen_vl_generates_as_hf(QWEN_VL);
+}
+
+fn qwen_vl_generates_as_hf(name: &str) {
     let dir = repo().join("tests/reference");
-    let json = format!("{QWEN_VL}.json");
+    let json = format!("{name}.json");
     let m: QwenManifest = ok(
         serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
         &json,
     );
-    let weights = format!("{QWEN_VL}.safetensors");
+    let weights = format!("{name}.safetensors");
     let tensors = ok(
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(QWEN_VL)), QWEN_VL);
+    let model = ok(Model::from_dir(&fixture(name)), name);
     assert!(!m.generations.is_empty());
     for g in &m.generations {
         let case = m.cases.iter().find(|c| c.name == g.case).unwrap();
@@ -723,7 +748,7 @@ fn tiny_qwen2_5_vl_generates_as_hf_from_its_rope_delta() {
             !att.queries().generated[g.prompt_len - 1] && att.queries().generated[g.prompt_len]
         );
         let da = max_diff(att.weights(), &values(&tensors, &g.tensors["attentions"]));
-        eprintln!("[{QWEN_VL}] generation {}: attention {da:.2e}", g.case);
+        eprintln!("[{name}] generation {}: attention {da:.2e}", g.case);
         assert!(
             da <= TOL,
             "generation {}: attention differs by {da}",

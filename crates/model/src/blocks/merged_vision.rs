@@ -1,11 +1,12 @@
 //! A vision transformer whose patches merge, `merge × merge` at a time, into a language model's
-//! image tokens (Qwen2.5-VL's `Qwen2_5_VisionTransformerPretrainedModel`): each patch of
-//! `temporal` frames (a still picture repeated, as the processor does) projected linearly (the
-//! Conv3d, no bias), no position embeddings but a 2-D rotary embedding in every attention (the
-//! head's frequencies split between the patch's row and its column), pre-RMSNorm layers with a
-//! gated MLP with biases, some attending within windows of merged units and the others over the
-//! whole picture, then the merger: RMSNorm, each `merge × merge` square's patches side by side,
-//! and a two-layer MLP with GELU.
+//! image tokens (Qwen2.5-VL's `Qwen2_5_VisionTransformerPretrainedModel`, Qwen2-VL's
+//! `Qwen2VisionTransformerPretrainedModel`): each patch of `temporal` frames (a still picture
+//! repeated, as the processor does) projected linearly (the Conv3d, no bias), no position
+//! embeddings but a 2-D rotary embedding in every attention (the head's frequencies split
+//! between the patch's row and its column), pre-norm layers (RMSNorm and a gated MLP with
+//! biases for Qwen2.5-VL, LayerNorm and a plain MLP for Qwen2-VL), some attending within
+//! windows of merged units and the others over the whole picture, then the merger: a norm,
+//! each `merge × merge` square's patches side by side, and a two-layer MLP with GELU.
 //!
 //! transformers runs the tower with the merged units reordered window by window; attention is
 //! the same whatever the order, so here the patches stay in raster order, a windowed layer
@@ -16,34 +17,75 @@
 use super::capture::SequenceCapture;
 use super::layers::{part, Linear, Norm};
 use super::network::{Architecture, Vision};
+use super::vision::VisionAct;
 use crate::attention::image::Cell;
 use crate::kernels::{self, Activation, Rope, ScoreBias};
 
 /// One pre-norm layer.
 pub struct MergedVisionLayer {
-    /// RMSNorm before attention.
+    /// The norm before attention.
     pub norm1: Norm,
     /// Query, key and value projections side by side.
     pub qkv: Linear,
     /// Attention output projection.
     pub output: Linear,
-    /// RMSNorm before the MLP.
+    /// The norm before the MLP.
     pub norm2: Norm,
-    /// The MLP's gate, its activation applied.
-    pub gate: Linear,
-    /// The MLP's up projection.
-    pub up: Linear,
-    /// The MLP's projection back.
-    pub down: Linear,
-    /// The gate's activation.
-    pub act: Activation,
+    /// The MLP.
+    pub mlp: Mlp,
     /// Whether it attends within windows (else over the whole picture).
     pub windowed: bool,
 }
 
+/// A layer's MLP.
+pub enum Mlp {
+    /// `down(act(gate(x)) · up(x))` (Qwen2.5-VL).
+    Gated {
+        /// The gate, its activation applied.
+        gate: Linear,
+        /// The up projection.
+        up: Linear,
+        /// The projection back.
+        down: Linear,
+        /// The gate's activation.
+        act: Activation,
+    },
+    /// `fc2(act(fc1(x)))` (Qwen2-VL, quick GELU).
+    Plain {
+        /// Expansion.
+        fc1: Linear,
+        /// Projection back.
+        fc2: Linear,
+        /// Its activation.
+        act: VisionAct,
+    },
+}
+
+impl Mlp {
+    fn forward(&self, h: &[f32], n: usize) -> Vec<f32> {
+        match self {
+            Mlp::Gated {
+                gate,
+                up,
+                down,
+                act,
+            } => {
+                let mut g = gate.forward(h, n, *act);
+                let u = up.forward(h, n, Activation::Identity);
+                g.iter_mut().zip(&u).for_each(|(g, u)| *g *= u);
+                down.forward(&g, n, Activation::Identity)
+            }
+            Mlp::Plain { fc1, fc2, act } => {
+                let inner = act.through(fc1, h, n);
+                fc2.forward(&inner, n, Activation::Identity)
+            }
+        }
+    }
+}
+
 /// The merger of `merge × merge` patches into one image token.
 pub struct Merger {
-    /// RMSNorm over each patch (`ln_q`).
+    /// The norm over each patch (`ln_q`: RMSNorm, or Qwen2-VL's LayerNorm).
     pub norm: Norm,
     /// `[merge² · hidden → merge² · hidden]`, GELU after it.
     pub fc1: Linear,
@@ -178,10 +220,7 @@ impl MergedVision {
             let attended = layer.output.forward(&context, n, Activation::Identity);
             super::layers::add_in_place(&mut x, &attended);
             let h = layer.norm2.forward(&x, None);
-            let mut gate = layer.gate.forward(&h, n, layer.act);
-            let up = layer.up.forward(&h, n, Activation::Identity);
-            gate.iter_mut().zip(&up).for_each(|(g, u)| *g *= u);
-            let out = layer.down.forward(&gate, n, Activation::Identity);
+            let out = layer.mlp.forward(&h, n);
             super::layers::add_in_place(&mut x, &out);
             norms.push(
                 x.chunks_exact(hidden)

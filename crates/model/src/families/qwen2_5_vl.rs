@@ -10,6 +10,10 @@
 //! once per merged token. Mirrors transformers' `models/qwen2_5_vl/modeling_qwen2_5_vl.py`,
 //! eager attention.
 //!
+//! Qwen2-VL (`Qwen2VLForConditionalGeneration`, `model_type` `qwen2_vl`) is the same model but
+//! its tower's blocks: LayerNorm and an MLP with quick GELU (`embed_dim`, `mlp_ratio`; the
+//! tower's `hidden_size` is its output width), no windows, a LayerNorm in the merger.
+//!
 //! Checkpoints spell the parts' prefixes as Qwen's repositories (`visual.`, the text model
 //! under `model.`, `lm_head.`) or as transformers 5 saves them (`model.visual.`,
 //! `model.language_model.`); config.json has the text model's fields at its top level (Qwen's)
@@ -26,14 +30,14 @@ use crate::blocks::capture::SequenceCapture;
 use crate::blocks::decoder::DecoderStack;
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::layers::{Linear, Norm};
-use crate::blocks::merged_vision::{MergedVision, MergedVisionLayer, Merger};
+use crate::blocks::merged_vision::{MergedVision, MergedVisionLayer, Merger, Mlp};
 use crate::blocks::network::{Architecture, Multimodal, Network};
-use crate::blocks::vision::Vision;
+use crate::blocks::vision::{Vision, VisionAct};
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue};
 use crate::formats::validate::{self, ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint};
-use crate::kernels::{Activation, Layout, Mask, Rope};
+use crate::kernels::{Layout, Mask, Rope};
 
 /// Qwen2.5-VL in the family registry.
 pub static QWEN2_5_VL: Family = Family {
@@ -45,9 +49,32 @@ pub static QWEN2_5_VL: Family = Family {
         family: "Qwen2.5-VL",
         prefix: "model",
     },
-    config: |file| Ok(Box::new(Qwen25VlConfig::read(file)?)),
+    config: |file| Ok(Box::new(Qwen25VlConfig::read(file, Tower::Qwen25)?)),
     quirks: Quirks::NONE,
 };
+
+/// Qwen2-VL in the family registry.
+pub static QWEN2_VL: Family = Family {
+    name: "Qwen2-VL",
+    model_types: &["qwen2_vl"],
+    class_prefixes: &["Qwen2VLForConditionalGeneration"],
+    anchor: Anchor {
+        tensor: "visual.merger.ln_q.weight",
+        family: "Qwen2-VL",
+        prefix: "model",
+    },
+    config: |file| Ok(Box::new(Qwen25VlConfig::read(file, Tower::Qwen2)?)),
+    quirks: Quirks::NONE,
+};
+
+/// Which tower's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tower {
+    /// Qwen2.5-VL's: RMSNorm, a gated MLP, windows.
+    Qwen25,
+    /// Qwen2-VL's: LayerNorm, an MLP with quick GELU, no windows.
+    Qwen2,
+}
 
 /// The vision tower's config (`vision_config`, transformers' `Qwen2_5_VLVisionConfig`).
 #[derive(Clone, Debug, PartialEq)]
@@ -74,17 +101,25 @@ pub struct QwenVisionConfig {
     pub fullatt_block_indexes: Vec<usize>,
     /// The merger's output width (the text model's).
     pub out_hidden_size: usize,
-    /// The MLP's gate activation.
-    pub hidden_act: Activation,
+    /// The MLP's activation (Qwen2.5-VL's gate's).
+    pub hidden_act: VisionAct,
+    /// Which blocks.
+    pub tower: Tower,
     /// The rotary base.
     pub rope_theta: f64,
 }
 
 impl QwenVisionConfig {
-    /// Read `vision_config`, with transformers' defaults.
-    pub fn read(file: &ConfigFile) -> Result<QwenVisionConfig, ConfigError> {
+    /// Read `vision_config`, with transformers' defaults (`Qwen2_5_VLVisionConfig`,
+    /// `Qwen2VLVisionConfig`).
+    pub fn read(file: &ConfigFile, tower: Tower) -> Result<QwenVisionConfig, ConfigError> {
         let depth = file.positive("depth", 32)?;
-        let hidden_size = file.positive("hidden_size", 3584)?;
+        let qwen2 = tower == Tower::Qwen2;
+        let hidden_size = if qwen2 {
+            file.positive("embed_dim", 1280)?
+        } else {
+            file.positive("hidden_size", 3584)?
+        };
         let num_heads = file.positive("num_heads", 16)?;
         let head_dim = hidden_size / num_heads;
         if hidden_size % num_heads != 0 || head_dim % 4 != 0 {
@@ -108,6 +143,7 @@ impl QwenVisionConfig {
             }));
         }
         let fullatt_block_indexes = match file.get("fullatt_block_indexes") {
+            _ if qwen2 => (0..depth).collect(),
             None | Some(Value::Null) => vec![7, 15, 23, 31],
             Some(Value::Array(items)) if items.iter().all(|v| v.as_u64().is_some()) => items
                 .iter()
@@ -125,10 +161,20 @@ impl QwenVisionConfig {
             Some(Value::Object(p)) => p.get("rope_theta").and_then(Value::as_f64),
             _ => None,
         };
+        let intermediate_size = if qwen2 {
+            hidden_size * file.positive("mlp_ratio", 4)?
+        } else {
+            file.positive("intermediate_size", 3420)?
+        };
+        let hidden_act = match file.string("hidden_act")?.as_deref() {
+            Some("quick_gelu") => VisionAct::QuickGelu,
+            None if qwen2 => VisionAct::QuickGelu,
+            _ => VisionAct::Kernel(file.activation("hidden_act", "silu")?),
+        };
         Ok(QwenVisionConfig {
             depth,
             hidden_size,
-            intermediate_size: file.positive("intermediate_size", 3420)?,
+            intermediate_size,
             num_heads,
             in_channels: file.positive("in_channels", 3)?,
             patch_size,
@@ -136,19 +182,32 @@ impl QwenVisionConfig {
             spatial_merge_size,
             window_size,
             fullatt_block_indexes,
-            out_hidden_size: file.positive("out_hidden_size", 3584)?,
-            hidden_act: file.activation("hidden_act", "silu")?,
+            out_hidden_size: if qwen2 {
+                file.positive("hidden_size", 3584)?
+            } else {
+                file.positive("out_hidden_size", 3584)?
+            },
+            hidden_act,
+            tower,
             rope_theta: rope_theta
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .unwrap_or(10000.0),
         })
     }
 
+    /// The family's entry in the registry.
+    fn family(&self) -> &'static Family {
+        match self.tower {
+            Tower::Qwen25 => &QWEN2_5_VL,
+            Tower::Qwen2 => &QWEN2_VL,
+        }
+    }
+
     fn architecture(&self) -> Architecture {
         let heads = self.num_heads;
         Architecture {
-            family: QWEN2_5_VL.name,
-            model_type: "qwen2_5_vl_vision".to_string(),
+            family: self.family().name,
+            model_type: format!("{}_vision", self.family().model_types[0]),
             layers: self.depth,
             heads,
             kv_heads: heads,
@@ -170,7 +229,13 @@ impl QwenVisionConfig {
         let hidden = self.hidden_size;
         let inter = self.intermediate_size;
         let eps = 1e-6;
-        let rms = |name: &str| -> Result<Norm, Error> { Ok(Norm::rms(t, name, hidden, eps)?) };
+        // Qwen2.5-VL's RMSNorms, Qwen2-VL's LayerNorms.
+        let rms = |name: &str| -> Result<Norm, Error> {
+            Ok(match self.tower {
+                Tower::Qwen25 => Norm::rms(t, name, hidden, eps)?,
+                Tower::Qwen2 => Norm::layer(t, name, hidden, eps)?,
+            })
+        };
         let inputs =
             self.in_channels * self.temporal_patch_size * self.patch_size * self.patch_size;
         // The Conv3d's weight `[hidden, channels, frames, patch, patch]` read as a matrix.
@@ -191,15 +256,28 @@ impl QwenVisionConfig {
         let layers = (0..self.depth)
             .map(|i| {
                 let b = format!("blocks.{i}");
+                let load = |name: &str, inputs, outputs| {
+                    Linear::load(t, &format!("{b}.mlp.{name}"), inputs, outputs)
+                };
+                let mlp = match (self.tower, self.hidden_act) {
+                    (Tower::Qwen25, VisionAct::Kernel(act)) => Mlp::Gated {
+                        gate: load("gate_proj", hidden, inter)?,
+                        up: load("up_proj", hidden, inter)?,
+                        down: load("down_proj", inter, hidden)?,
+                        act,
+                    },
+                    (_, act) => Mlp::Plain {
+                        fc1: load("fc1", hidden, inter)?,
+                        fc2: load("fc2", inter, hidden)?,
+                        act,
+                    },
+                };
                 Ok(MergedVisionLayer {
                     norm1: rms(&format!("{b}.norm1"))?,
                     qkv: Linear::load(t, &format!("{b}.attn.qkv"), hidden, 3 * hidden)?,
                     output: Linear::load(t, &format!("{b}.attn.proj"), hidden, hidden)?,
                     norm2: rms(&format!("{b}.norm2"))?,
-                    gate: Linear::load(t, &format!("{b}.mlp.gate_proj"), hidden, inter)?,
-                    up: Linear::load(t, &format!("{b}.mlp.up_proj"), hidden, inter)?,
-                    down: Linear::load(t, &format!("{b}.mlp.down_proj"), inter, hidden)?,
-                    act: self.hidden_act,
+                    mlp,
                     windowed: !self.fullatt_block_indexes.contains(&i),
                 })
             })
@@ -244,10 +322,14 @@ pub struct Qwen25VlConfig {
 }
 
 impl Qwen25VlConfig {
-    /// Read config.json, with transformers' `Qwen2_5_VLConfig` defaults.
-    pub fn read(file: &ConfigFile) -> Result<Qwen25VlConfig, ConfigError> {
-        let vision = file.section_of("vision_config", &["qwen2_5_vl", "qwen2_5_vl_vision"])?;
-        let vision = QwenVisionConfig::read(&vision)?;
+    /// Read config.json, with transformers' `Qwen2_5_VLConfig` (`Qwen2VLConfig`) defaults.
+    pub fn read(file: &ConfigFile, tower: Tower) -> Result<Qwen25VlConfig, ConfigError> {
+        let types: &[&'static str] = match tower {
+            Tower::Qwen25 => &["qwen2_5_vl", "qwen2_5_vl_vision"],
+            Tower::Qwen2 => &["qwen2_vl", "qwen2_vl_vision"],
+        };
+        let vision = file.section_of("vision_config", types)?;
+        let vision = QwenVisionConfig::read(&vision, tower)?;
         let text = match file.section("text_config")? {
             Some(t) => t,
             None => ConfigFile::parse("{}", file.path())?,
@@ -400,8 +482,9 @@ impl FamilyConfig for Qwen25VlConfig {
         validate::config_matches(&self.path, &text, &dims, &counts)?;
         let mut stack = self.text.build_from(&text)?;
         stack.options.mrope_section = Some(self.mrope_section.clone());
-        stack.arch.family = QWEN2_5_VL.name;
-        stack.arch.model_type = "qwen2_5_vl".to_string();
+        let family = self.vision.family();
+        stack.arch.family = family.name;
+        stack.arch.model_type = family.model_types[0].to_string();
         Ok(Box::new(Qwen25Vl {
             tower,
             text: stack,
@@ -411,7 +494,7 @@ impl FamilyConfig for Qwen25VlConfig {
     }
 }
 
-/// A Qwen2.5-VL network: the tower with its merger, and the language model.
+/// A Qwen2.5-VL (or Qwen2-VL) network: the tower with its merger, and the language model.
 pub struct Qwen25Vl {
     tower: MergedVision,
     text: DecoderStack,
@@ -476,7 +559,7 @@ mod tests {
 
     fn read(text: &str) -> Result<Qwen25VlConfig, String> {
         let file = ConfigFile::parse(text, Path::new("config.json")).map_err(|e| e.to_string())?;
-        Qwen25VlConfig::read(&file).map_err(|e| e.to_string())
+        Qwen25VlConfig::read(&file, Tower::Qwen25).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -507,6 +590,30 @@ mod tests {
         assert_eq!(flat.vision, nested.vision);
         assert_eq!((flat.image_token, nested.image_token), (300, 300));
         assert_eq!(flat.vision_marks, [151_652, 151_653]);
+    }
+
+    #[test]
+    fn qwen2_vl_s_tower_reads_its_own_fields() {
+        let file = ConfigFile::parse(
+            r#"{"model_type": "qwen2_vl", "image_token_id": 300,
+                "text_config": {"hidden_size": 64, "num_attention_heads": 4, "vocab_size": 400,
+                    "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3]}},
+                "vision_config": {"embed_dim": 32, "hidden_size": 64, "mlp_ratio": 2,
+                                  "num_heads": 4, "depth": 3, "model_type": "qwen2_vl_vision"}}"#,
+            Path::new("config.json"),
+        )
+        .unwrap();
+        let c = Qwen25VlConfig::read(&file, Tower::Qwen2).unwrap();
+        let v = &c.vision;
+        assert_eq!(
+            (v.hidden_size, v.out_hidden_size, v.intermediate_size),
+            (32, 64, 64)
+        );
+        assert_eq!(v.hidden_act, VisionAct::QuickGelu);
+        assert_eq!(v.fullatt_block_indexes, vec![0, 1, 2]);
+        // A Qwen2.5-VL tower is not Qwen2-VL's.
+        let err = Qwen25VlConfig::read(&file, Tower::Qwen25).unwrap_err();
+        assert!(err.to_string().contains("qwen2_vl_vision"), "{err}");
     }
 
     #[test]

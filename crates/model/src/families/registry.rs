@@ -62,6 +62,7 @@ pub static FAMILIES: &[&Family] = &[
     &llava::LLAVA,
     &paligemma::PALIGEMMA,
     &qwen2_5_vl::QWEN2_5_VL,
+    &qwen2_5_vl::QWEN2_VL,
 ];
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),
@@ -281,7 +282,7 @@ mod tests {
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  smollm3, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
-                 llava, paligemma, qwen2_5_vl"
+                 llava, paligemma, qwen2_5_vl, qwen2_vl"
             ),
             "{err}"
         );
