@@ -770,7 +770,8 @@ fn paligemma_s_prompt_sees_itself_in_full_and_the_json_says_so() {
 /// front, the pad repeated once per merged token (six for the 84 × 56 px that smart_resize
 /// makes of an 80 × 64 picture: 3 × 2 tokens of 28 px); the JSON's picture says so, it
 /// generates, and reads back; `--tower` gives the tower's own attention over the 6 × 4 patches,
-/// its windowed layers 0 outside each window, its full layer nowhere.
+/// its windowed layers 0 outside each window, its full layer nowhere, and its `image.windows`
+/// says which layers are windowed and how large a window is.
 #[test]
 fn qwen2_5_vl_s_picture_is_its_merged_tokens_between_its_vision_marks() {
     let qwen = repo()
@@ -835,6 +836,31 @@ fn qwen2_5_vl_s_picture_is_its_merged_tokens_between_its_vision_marks() {
     let tower: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tower["image"]["grid"], serde_json::json!([4, 6]));
     assert_eq!(tower["image"]["cells"][0]["kind"], "patch");
+    // Which layers attend within windows of 4 × 4 patches (56 px), and the section reads back.
+    let windows = serde_json::json!({"layers": [true, false, true], "side": 4});
+    assert_eq!(tower["image"]["windows"], windows);
+    let tower_json = dir.path().join("tower.json");
+    std::fs::write(&tower_json, &out.stdout).unwrap();
+    let back = run(&[
+        "render",
+        &tower_json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(back.status.success(), "{}", stderr(&back));
+    let back: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+    assert_eq!(back["image"]["windows"], windows);
+    let mut bad = tower.clone();
+    bad["image"]["windows"]["layers"] = serde_json::json!([true]);
+    let bad_json = dir.path().join("bad.json");
+    std::fs::write(&bad_json, serde_json::to_string(&bad).unwrap()).unwrap();
+    assert_clean_failure(
+        &run(&["render", &bad_json.display().to_string(), "--quiet"]),
+        "windows are not one flag per captured layer (3)",
+    );
+    // The language model's pictures have none (their tokens are the merged ones).
+    assert!(image_doc.get("windows").is_none());
     let zeros: Vec<usize> = tower["attention"]
         .as_array()
         .unwrap()

@@ -15,7 +15,7 @@ use super::{
     EncodeOptions, Encoding, Error, ForwardError, GenerateOptions, InputError, Model,
     SequenceCapture,
 };
-use crate::attention::image::{Cell, ImageInput, PictureTokens};
+use crate::attention::image::{Cell, ImageInput, PictureTokens, Windows};
 use crate::attention::{Attention, ModelInfo, Role};
 use crate::blocks::network::{Framing, Inserted, Multimodal};
 use crate::cancel::Cancel;
@@ -379,6 +379,10 @@ impl Model {
             cells: tower_cells.clone(),
             norms: Vec::new(),
             pooling: None,
+            windows: tower.windows().map(|(side, all)| Windows {
+                side,
+                layers: layers.iter().map(|&l| all[l]).collect(),
+            }),
             view: prepared.view.clone(),
         };
         let units = crate::vision::patch_units(&tower_cells);
@@ -479,6 +483,7 @@ fn expand(
             cells: s.cells.clone(),
             norms: Vec::new(),
             pooling: None,
+            windows: None,
             view: s.prepared.view.clone(),
         };
         pictures.push(PictureTokens {

@@ -654,6 +654,16 @@ fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
             let windows = if windowed.contains(&true) { 2 } else { 1 };
             assert_eq!(case.windows[i].len(), windows, "{}: windows", case.name);
             assert_eq!(tower.layers(), 3);
+            // The capture says which layers attend within windows of 4 × 4 patches.
+            let said = tower.image.as_ref().unwrap().windows.clone();
+            let want_windows =
+                windowed
+                    .contains(&true)
+                    .then(|| attnviz::attention::image::Windows {
+                        side: 4,
+                        layers: windowed.to_vec(),
+                    });
+            assert_eq!(said, want_windows, "{}", case.name);
             let got = tower.weights();
             let want = qwen_tensor(&tensors, &wanted[i]);
             dv = dv.max(max_diff(got, &want));

@@ -274,6 +274,13 @@ impl Vision for MergedVision {
         false
     }
 
+    fn windows(&self) -> Option<(usize, Vec<bool>)> {
+        let layers: Vec<bool> = self.layers.iter().map(|l| l.windowed).collect();
+        layers
+            .contains(&true)
+            .then_some((self.merge * self.window, layers))
+    }
+
     fn cells(&self, [rows, cols]: [usize; 2]) -> Vec<Cell> {
         (0..rows)
             .flat_map(|row| (0..cols).map(move |col| Cell::Patch { row, col }))

@@ -198,6 +198,12 @@ pub trait Vision: Sync {
         true
     }
 
+    /// The windows its windowed layers attend within, when it has some (Qwen2.5-VL's tower):
+    /// patches per side of a window, and for each of its layers whether it is windowed.
+    fn windows(&self) -> Option<(usize, Vec<bool>)> {
+        None
+    }
+
     /// What each token is for an image of `grid` patches, in the model's order.
     fn cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
 
