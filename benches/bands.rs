@@ -53,6 +53,7 @@ fn main() {
             .collect(),
         norms: Vec::new(),
         pooling: None,
+        windows: None,
         view: Vec::new(),
     };
     println!(

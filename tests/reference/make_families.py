@@ -196,8 +196,9 @@ def is_norm(module: nn.Module) -> bool:
 def randomise(model: nn.Module, seed: int, gains: Gains) -> None:
     """Overwrite every trainable parameter (tied ones once) in named_parameters order:
     norm weights 1 + 0.1·N, norm biases 0.05·N, other biases 0.1·N, embeddings gains.embed·N,
-    linear/Conv1D weights N(0, gain²/fan_in), Conv2d weights (a vision tower's patch embedding,
-    make_llava.py) N(0, gains.other²/fan_in) with fan_in = in_channels·kh·kw. Frozen parameters
+    linear/Conv1D weights N(0, gain²/fan_in), Conv2d and Conv3d weights (a vision tower's patch
+    embedding, make_llava.py, make_qwen2_5_vl.py) N(0, gains.other²/fan_in) with fan_in =
+    in_channels·(kt·)kh·kw. Frozen parameters
     (Marian's sinusoidal positions) keep transformers' values. BART/mBART/Marian's
     final_logits_bias buffer gets 0.1·N."""
     rng = np.random.default_rng(seed)
@@ -218,7 +219,7 @@ def randomise(model: nn.Module, seed: int, gains: Gains) -> None:
         elif isinstance(module, nn.Embedding):
             std = gains.rel_bias if "relative_attention_bias" in module_name else gains.embed
             value = normal(param.shape, std)
-        elif isinstance(module, nn.Conv2d):
+        elif isinstance(module, (nn.Conv2d, nn.Conv3d)):
             value = normal(param.shape, gains.other / math.sqrt(param[0].numel()))
         elif param.dim() == 2:
             fan_in = param.shape[0] if kind == "Conv1D" else param.shape[1]

@@ -766,6 +766,122 @@ fn paligemma_s_prompt_sees_itself_in_full_and_the_json_says_so() {
     assert!(!shown(&llava(), "What is this?").contains(note));
 }
 
+/// Qwen2.5-VL: a prompt without marks gets `<|vision_start|><|image_pad|><|vision_end|>` in
+/// front, the pad repeated once per merged token (six for the 84 × 56 px that smart_resize
+/// makes of an 80 × 64 picture: 3 × 2 tokens of 28 px); the JSON's picture says so, it
+/// generates, and reads back; `--tower` gives the tower's own attention over the 6 × 4 patches,
+/// its windowed layers 0 outside each window, its full layer nowhere, and its `image.windows`
+/// says which layers are windowed and how large a window is.
+#[test]
+fn qwen2_5_vl_s_picture_is_its_merged_tokens_between_its_vision_marks() {
+    let qwen = repo()
+        .join("tests/fixtures/tiny-qwen2_5_vl")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("qwen.json");
+    let out = run(&[
+        "-m",
+        &qwen,
+        "--image",
+        &image("big80x64.png"),
+        "describe the red part",
+        "--generate",
+        "2",
+        "--quiet",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // tests/reference/tiny-qwen2_5_vl.json's `describe` case: 22 tokens, then 2 generated.
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 22 + 2);
+    assert_eq!(tokens[0], "<|vision_start|>");
+    assert_eq!(tokens[1], "<img1 0,0>");
+    assert_eq!(tokens[6], "<img1 1,2>");
+    assert_eq!(tokens[7], "<|vision_end|>");
+    let picture = &doc["pictures"][0];
+    assert_eq!(
+        (picture["first"].clone(), picture["count"].clone()),
+        (1.into(), 6.into())
+    );
+    let image_doc = &picture["image"];
+    assert_eq!(image_doc["grid"], serde_json::json!([2, 3]));
+    assert_eq!(image_doc["input"], serde_json::json!([84, 56]));
+    assert_eq!(image_doc["original"], serde_json::json!([80, 64]));
+    assert!(picture.get("bidirectional").is_none());
+    assert!(doc.get("prefix").is_none());
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let out = run(&[
+        "-m",
+        &qwen,
+        "--image",
+        &image("big80x64.png"),
+        "--tower",
+        "--json",
+        "-",
+        "--full-precision",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tower: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tower["image"]["grid"], serde_json::json!([4, 6]));
+    assert_eq!(tower["image"]["cells"][0]["kind"], "patch");
+    // Which layers attend within windows of 4 × 4 patches (56 px), and the section reads back.
+    let windows = serde_json::json!({"layers": [true, false, true], "side": 4});
+    assert_eq!(tower["image"]["windows"], windows);
+    let tower_json = dir.path().join("tower.json");
+    std::fs::write(&tower_json, &out.stdout).unwrap();
+    let back = run(&[
+        "render",
+        &tower_json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(back.status.success(), "{}", stderr(&back));
+    let back: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+    assert_eq!(back["image"]["windows"], windows);
+    let mut bad = tower.clone();
+    bad["image"]["windows"]["layers"] = serde_json::json!([true]);
+    let bad_json = dir.path().join("bad.json");
+    std::fs::write(&bad_json, serde_json::to_string(&bad).unwrap()).unwrap();
+    assert_clean_failure(
+        &run(&["render", &bad_json.display().to_string(), "--quiet"]),
+        "windows are not one flag per captured layer (3)",
+    );
+    // The language model's pictures have none (their tokens are the merged ones).
+    assert!(image_doc.get("windows").is_none());
+    let zeros: Vec<usize> = tower["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|layer| {
+            layer
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|h| h.as_array().unwrap().iter())
+                .flat_map(|r| r.as_array().unwrap().iter())
+                .filter(|v| v.as_f64() == Some(0.0))
+                .count()
+        })
+        .collect();
+    // 4 heads; a query of the 4 × 4 window misses the 8 patches beside it, one of the 4 × 2
+    // window the 16.
+    let outside = 4 * (16 * 8 + 8 * 16);
+    assert_eq!(zeros, vec![outside, 0, outside]);
+}
+
 /// A vision-language model reads TEXT with --image: its image tokens are labelled by picture
 /// and grid cell (one band in the terminal's matrix unless expanded), and the JSON's `pictures` says where they are and what the picture was (and
 /// reads back); the ids and the attention are the fidelity suite's (`fidelity::multimodal`).

@@ -15,7 +15,7 @@ use super::{
     EncodeOptions, Encoding, Error, ForwardError, GenerateOptions, InputError, Model,
     SequenceCapture,
 };
-use crate::attention::image::{Cell, ImageInput, PictureTokens, Tile};
+use crate::attention::image::{Cell, ImageInput, PictureTokens, Tile, Windows};
 use crate::attention::{Attention, ModelInfo, Role};
 use crate::blocks::network::{Framing, Inserted, Multimodal};
 use crate::cancel::Cancel;
@@ -136,13 +136,20 @@ impl Model {
             if marked(&prompt) == 0 {
                 // Where the chat templates put them: LLaVA's on a line each, Gemma 3's (whose
                 // processor frames them with blank lines), PaliGemma's and SmolVLM's straight
-                // before the text.
+                // before the text, Qwen2.5-VL's between its vision marks.
                 let line = if framing.is_some() || prefix_lm || tiled {
                     ""
                 } else {
                     "\n"
                 };
-                prompt = format!("{}{prompt}", format!("{mark}{line}").repeat(pictures_given));
+                let one = match mm.wrapping() {
+                    Some([open, close]) => {
+                        let token = |id: u32| self.tokenizer.token(id).unwrap_or_default();
+                        format!("{}{mark}{}", token(open), token(close))
+                    }
+                    None => format!("{mark}{line}"),
+                };
+                prompt = format!("{}{prompt}", one.repeat(pictures_given));
             }
             prompt
         };
@@ -227,6 +234,9 @@ impl Model {
         let prompt_len = enc.ids.len();
         let prefix = if prefix_lm { prompt_len } else { 0 };
         inserted.prefix = prefix;
+        if mm.multimodal_positions() {
+            inserted.positions = rope_index(prompt_len, &pictures);
+        }
         let (full, generation) = if new > 0 {
             let generation = self.generate_from(&enc.ids, Some(&inserted), new, progress)?;
             let full = self.tokenizer.continuation(&enc, generation.generated());
@@ -472,7 +482,7 @@ impl Model {
             ..self.info.clone()
         };
         let mut steps = prepared.steps.clone();
-        if grid != tower.trained_grid() {
+        if tower.learned_positions() && grid != tower.trained_grid() {
             steps.positions_from = Some(tower.trained_grid());
         }
         let tower_image = ImageInput {
@@ -485,6 +495,10 @@ impl Model {
             cells: tower_cells.clone(),
             norms: Vec::new(),
             pooling: None,
+            windows: tower.windows().map(|(side, all)| Windows {
+                side,
+                layers: layers.iter().map(|&l| all[l]).collect(),
+            }),
             view: prepared.view.clone(),
         };
         let units = crate::vision::patch_units(&tower_cells);
@@ -581,6 +595,7 @@ fn expand(
                 cells: s.cells.clone(),
                 norms: Vec::new(),
                 pooling: None,
+                windows: None,
                 view: s.prepared.view.clone(),
             },
             bidirectional,
@@ -605,4 +620,32 @@ fn expand(
     }
     debug_assert_eq!(inserted.values.len(), inserted.rows.len() * hidden);
     (out, pictures, inserted)
+}
+
+/// M-RoPE's positions of a prompt of `len` tokens with `pictures` in it (transformers'
+/// `get_rope_index` for still pictures): text counts on by one; a picture's tokens, a grid of
+/// `[rows, cols]`, sit at `start + (0, row, col)` (temporal, height, width) where `start` is
+/// the next text position, and the text after it goes on from `start + max(rows, cols)`.
+fn rope_index(len: usize, pictures: &[PictureTokens]) -> Vec<[usize; 3]> {
+    let mut out = Vec::with_capacity(len);
+    let mut next = 0;
+    let mut pictures = pictures.iter().peekable();
+    while out.len() < len {
+        match pictures.peek() {
+            Some(p) if p.first == out.len() => {
+                let [rows, cols] = p.image.grid;
+                for i in 0..rows * cols {
+                    out.push([next, next + i / cols, next + i % cols]);
+                }
+                next += rows.max(cols);
+                pictures.next();
+            }
+            _ => {
+                out.push([next; 3]);
+                next += 1;
+            }
+        }
+    }
+    out.truncate(len);
+    out
 }

@@ -149,6 +149,7 @@ impl Model {
             cells,
             norms,
             pooling,
+            windows: None,
             view: prepared.view,
         };
         let query_key =

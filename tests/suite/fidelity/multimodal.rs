@@ -625,3 +625,277 @@ fn generates_as_hf(f: &Fixture) {
         );
     }
 }
+
+/// `tests/reference/make_qwen2_5_vl.py`'s manifest.
+#[derive(Deserialize)]
+struct QwenManifest {
+    cases: Vec<QwenCase>,
+    generations: Vec<GenerationCase>,
+}
+
+#[derive(Deserialize)]
+struct QwenCase {
+    name: String,
+    text: String,
+    /// The user's text of a case run through the chat template.
+    chat: Option<String>,
+    images: Vec<String>,
+    input_ids: Vec<u32>,
+    image_token_positions: Vec<usize>,
+    /// Each picture's windowed calls' lengths in transformers' tower.
+    windows: Vec<Vec<usize>>,
+    tensors: HashMap<String, serde_json::Value>,
+}
+
+const QWEN_VL: &str = "tiny-qwen2_5_vl";
+const QWEN2_VL: &str = "tiny-qwen2_vl";
+const VISION_MARKS: &str = "<|vision_start|><|image_pad|><|vision_end|>";
+
+fn qwen_tensor(
+    tensors: &HashMap<String, candle_core::Tensor>,
+    what: &serde_json::Value,
+) -> Vec<f32> {
+    let what: TensorRef = ok(serde_json::from_value(what.clone()), "tensor entry");
+    values(tensors, &what)
+}
+
+fn qwen_images(case: &QwenCase) -> Vec<ImageSource> {
+    case.images
+        .iter()
+        .map(|f| ImageSource::from(repo().join("tests/fixtures/images").join(f)))
+        .collect()
+}
+
+/// Qwen2.5-VL (`make_qwen2_5_vl.py`): smart_resize'd pixels in the processor's merge-window
+/// order, the expanded ids (a prompt without marks gets them where the processor's users put
+/// them; the chat case through the checkpoint's template), every vision layer and head in
+/// patch raster order (windowed layers of two windows, zero outside a query's window, and a
+/// full layer), and the language model's attention over the whole sequence under M-RoPE's
+/// positions, within 1e-5; its last hidden state within the suite's bound.
+#[test]
+fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
+    qwen_vl_matches_hf(QWEN_VL, "Qwen2.5-VL", [true, false, true]);
+}
+
+/// Qwen2-VL (`make_qwen2_5_vl.py --variant qwen2_vl`): the same checks, its tower's LayerNorm
+/// and quick-GELU blocks attending over the whole picture on every layer, its checkpoint in
+/// Qwen's layout (`visual.`, the text model under `model.`).
+#[test]
+fn tiny_qwen2_vl_matches_hf_without_windows() {
+    qwen_vl_matches_hf(QWEN2_VL, "Qwen2-VL", [false, false, false]);
+    qwen_vl_generates_as_hf(QWEN2_VL);
+}
+
+/// The Qwen-VL checks on fixture `name` of `family`, whose 3 tower layers are `windowed` or not.
+fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
+    let dir = repo().join("tests/reference");
+    let json = format!("{name}.json");
+    let m: QwenManifest = ok(
+        serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
+        &json,
+    );
+    let weights = format!("{name}.safetensors");
+    let tensors = ok(
+        candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
+        &weights,
+    );
+    let model = ok(Model::from_dir(&fixture(name)), name);
+    assert!(model.is_multimodal());
+    assert_eq!(model.family(), family);
+    let processor = model.image_processor().expect("an image processor");
+    for case in &m.cases {
+        let images = qwen_images(case);
+        // One picture and its marks in front: the prompt without them gets the same.
+        let (text, chat) = match &case.chat {
+            Some(t) => (t.clone(), true),
+            None if case.images.len() == 1 => (
+                case.text
+                    .strip_prefix(VISION_MARKS)
+                    .expect("the marks lead")
+                    .to_string(),
+                false,
+            ),
+            None => (case.text.clone(), false),
+        };
+        let run = ok(
+            model.encode_with_images(
+                &text,
+                &images,
+                &EncodeOptions {
+                    towers: true,
+                    ..EncodeOptions::default()
+                },
+                Some(GenerateOptions {
+                    max_new_tokens: 0,
+                    chat,
+                }),
+                &mut |_| {},
+                &attnviz::cancel::Cancel::new(),
+            ),
+            &case.name,
+        );
+        let att = &run.encoding.attention;
+        assert_eq!(
+            att.queries().ids,
+            case.input_ids,
+            "{}: input ids",
+            case.name
+        );
+        let positions: Vec<usize> = att
+            .pictures
+            .iter()
+            .flat_map(|p| p.first..p.first + p.image.cells.len())
+            .collect();
+        assert_eq!(positions, case.image_token_positions, "{}", case.name);
+        for p in att.pictures.iter() {
+            // 84 x 56 px: 6 x 4 patches of 14, merged 2 x 2 into 3 x 2 tokens of 28 px.
+            assert_eq!((p.image.grid, p.image.patch), ([2, 3], 28), "{}", case.name);
+            assert_eq!(p.image.cells[5], Cell::Patch { row: 1, col: 2 });
+            assert!(!p.bidirectional);
+        }
+        // Pixels, as the processor lays them out.
+        let want_pixels = qwen_tensor(&tensors, &case.tensors["pixel_values"]);
+        let mut got_pixels = Vec::new();
+        for f in &case.images {
+            let rgb = ok(
+                attnviz::pixels::decode(&repo().join("tests/fixtures/images").join(f)),
+                f,
+            );
+            let prepared = processor.prepare(&rgb);
+            assert_eq!(
+                [prepared.width, prepared.height],
+                [84, 56],
+                "{f} is resized"
+            );
+            got_pixels.extend(attnviz::pixels::merge_window_patches(
+                &prepared.pixels,
+                prepared.width,
+                prepared.height,
+                14,
+                2,
+                2,
+            ));
+        }
+        let dp = max_diff(&got_pixels, &want_pixels);
+        // The tower, picture by picture: more than one window, and zero outside them.
+        let wanted = case.tensors["vision_attentions"]
+            .as_array()
+            .expect("one tensor per picture");
+        assert_eq!(run.towers.len(), images.len());
+        let mut dv = 0f32;
+        for (i, tower) in run.towers.iter().enumerate() {
+            let windows = if windowed.contains(&true) { 2 } else { 1 };
+            assert_eq!(case.windows[i].len(), windows, "{}: windows", case.name);
+            assert_eq!(tower.layers(), 3);
+            // The capture says which layers attend within windows of 4 × 4 patches.
+            let said = tower.image.as_ref().unwrap().windows.clone();
+            let want_windows =
+                windowed
+                    .contains(&true)
+                    .then(|| attnviz::attention::image::Windows {
+                        side: 4,
+                        layers: windowed.to_vec(),
+                    });
+            assert_eq!(said, want_windows, "{}", case.name);
+            let got = tower.weights();
+            let want = qwen_tensor(&tensors, &wanted[i]);
+            dv = dv.max(max_diff(got, &want));
+            let n = 24;
+            let zeros = |layer: usize| {
+                got[layer * 4 * n * n..][..4 * n * n]
+                    .iter()
+                    .filter(|&&w| w == 0.0)
+                    .count()
+            };
+            // A windowed layer: a query of the 4 x 4 window sees 16 keys, one of the 4 x 2
+            // window 8; a full layer sees all 24.
+            let outside = |w: bool| if w { 4 * (16 * 8 + 8 * 16) } else { 0 };
+            assert_eq!(
+                [zeros(0), zeros(1), zeros(2)],
+                windowed.map(outside),
+                "{}",
+                case.name
+            );
+            assert_eq!(
+                want.iter().filter(|&&w| w == 0.0).count(),
+                windowed.map(outside).iter().sum::<usize>(),
+                "the reference's zeros are the windows'"
+            );
+        }
+        let da = max_diff(
+            att.weights(),
+            &qwen_tensor(&tensors, &case.tensors["attentions"]),
+        );
+        let dh = max_diff(
+            &run.encoding.hidden,
+            &qwen_tensor(&tensors, &case.tensors["hidden"]),
+        );
+        eprintln!(
+            "[{name}] {}: pixels {dp:.2e}, tower attention {dv:.2e}, attention {da:.2e}, \
+             hidden {dh:.2e}",
+            case.name
+        );
+        for (what, d, tol) in [
+            ("pixels", dp, TOL),
+            ("tower attention", dv, TOL),
+            ("attention", da, TOL),
+            ("hidden state", dh, HIDDEN_TOL),
+        ] {
+            assert!(d <= tol, "{}: {what} differs by {d}", case.name);
+        }
+    }
+}
+
+/// Greedy generation goes on from M-RoPE's rope delta: the same ids as transformers, and the
+/// attention over prompt and generated tokens within 1e-5.
+#[test]
+fn tiny_qwen2_5_vl_generates_as_hf_from_its_rope_delta() {
+    qwen_vl_generates_as_hf(QWEN_VL);
+}
+
+fn qwen_vl_generates_as_hf(name: &str) {
+    let dir = repo().join("tests/reference");
+    let json = format!("{name}.json");
+    let m: QwenManifest = ok(
+        serde_json::from_str(&ok(std::fs::read_to_string(dir.join(&json)), &json)),
+        &json,
+    );
+    let weights = format!("{name}.safetensors");
+    let tensors = ok(
+        candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
+        &weights,
+    );
+    let model = ok(Model::from_dir(&fixture(name)), name);
+    assert!(!m.generations.is_empty());
+    for g in &m.generations {
+        let case = m.cases.iter().find(|c| c.name == g.case).unwrap();
+        let run = ok(
+            model.encode_with_images(
+                &case.text,
+                &qwen_images(case),
+                &EncodeOptions::default(),
+                Some(GenerateOptions {
+                    max_new_tokens: g.generated_ids.len(),
+                    chat: false,
+                }),
+                &mut |_| {},
+                &attnviz::cancel::Cancel::new(),
+            ),
+            &g.case,
+        );
+        let generation = run.encoding.generation.as_ref().expect("it generated");
+        assert_eq!(generation.generated(), g.generated_ids.as_slice());
+        let att = &run.encoding.attention;
+        assert_eq!(att.queries().ids, g.sequence);
+        assert!(
+            !att.queries().generated[g.prompt_len - 1] && att.queries().generated[g.prompt_len]
+        );
+        let da = max_diff(att.weights(), &values(&tensors, &g.tensors["attentions"]));
+        eprintln!("[{name}] generation {}: attention {da:.2e}", g.case);
+        assert!(
+            da <= TOL,
+            "generation {}: attention differs by {da}",
+            g.case
+        );
+    }
+}

@@ -148,6 +148,7 @@ pub fn with_picture(source: &str) -> Attention {
         cells,
         norms: Vec::new(),
         pooling: None,
+        windows: None,
         view,
     })
     .expect("the picture fits its tokens")
@@ -177,6 +178,7 @@ pub fn two_patch_picture() -> crate::attention::image::ImageInput {
         ],
         norms: Vec::new(),
         pooling: None,
+        windows: None,
         view: vec![128; 16 * 8 * 3],
     }
 }

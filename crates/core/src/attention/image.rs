@@ -235,10 +235,26 @@ pub struct ImageInput {
     /// state), when it has one: one more attention beside the layers' self-attention.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pooling: Option<Pooling>,
+    /// The windows some of a vision tower's layers attend within (Qwen2.5-VL), when it has
+    /// them: on those layers a patch's weights on the patches outside its window are 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
     /// The pixels the model saw before rescaling and normalising: `input` RGB, row-major, for
     /// drawing on.
     #[serde(skip)]
     pub view: Vec<u8>,
+}
+
+/// The windows a vision tower's windowed layers attend within: squares of `side × side`
+/// patches of the grid, row by row from the top left (those at the right and bottom edges cut
+/// short); a query sees the patches of its own window only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Windows {
+    /// Patches per side of a window.
+    pub side: usize,
+    /// Per captured layer, in the attention's layer order: whether it attends within windows
+    /// (else over the whole picture).
+    pub layers: Vec<bool>,
 }
 
 impl ImageInput {
@@ -377,6 +393,7 @@ mod tests {
             cells: vec![Cell::Patch { row: 0, col: 0 }],
             norms: Vec::new(),
             pooling: None,
+            windows: None,
             view: Vec::new(),
         }
     }

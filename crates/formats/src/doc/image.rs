@@ -35,6 +35,21 @@ pub struct ImageDoc {
     /// The picture the model saw: a base64 PNG, 8-bit RGB, of the input's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view_png: Option<String>,
+    /// The windows some of a vision tower's layers attend within (Qwen2.5-VL), when it has
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsDoc>,
+}
+
+/// `image.windows`: squares of `side × side` patches, row by row from the top left (those at
+/// the right and bottom edges cut short); on a windowed layer a patch's weights on the patches
+/// outside its window are 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowsDoc {
+    /// Per captured layer: whether it attends within windows (else over the whole picture).
+    pub layers: Vec<bool>,
+    /// Patches per side of a window.
+    pub side: usize,
 }
 
 /// One entry of a vision-language model's `pictures`: a picture it read with the prompt, as a
@@ -120,6 +135,10 @@ impl ImageDoc {
             preprocessing: PreprocessingDoc::of(&image.preprocessing),
             source: image.source.clone(),
             view_png,
+            windows: image.windows.as_ref().map(|w| WindowsDoc {
+                layers: w.layers.clone(),
+                side: w.side,
+            }),
         }
     }
 }

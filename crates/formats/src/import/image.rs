@@ -6,7 +6,7 @@
 
 use base64::Engine;
 
-use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing, Resize};
+use crate::attention::image::{Cell, ImageInput, Pooling, Preprocessing, Resize, Windows};
 use crate::doc::image::ImageDoc;
 
 /// The largest side of the picture a section may state: far above any model's input
@@ -16,6 +16,12 @@ const MAX_SIDE: usize = 4096;
 /// What does not fit in a document's image section (displays after the file's name).
 #[derive(Debug, thiserror::Error)]
 pub enum ImageSectionError {
+    /// Windows that are not one flag per layer, or of no patch.
+    #[error("its image's windows are not one flag per captured layer ({layers}) with a side of at least 1 patch")]
+    Windows {
+        /// The captured layers.
+        layers: usize,
+    },
     /// An input size out of range.
     #[error("its image's input is {width}×{height} pixels (1 to {MAX_SIDE} a side)")]
     InputSize {
@@ -195,6 +201,14 @@ pub(super) fn input(
             Some(Pooling::new(&flat, p.heads))
         }
     };
+    let windows = match doc.windows {
+        None => None,
+        Some(w) if w.side >= 1 && w.layers.len() == layers => Some(Windows {
+            side: w.side,
+            layers: w.layers,
+        }),
+        Some(_) => return Err(ImageSectionError::Windows { layers }),
+    };
     let resize = match doc.preprocessing.resize {
         None => None,
         Some(r) => Some(Resize {
@@ -224,6 +238,7 @@ pub(super) fn input(
         cells: doc.cells,
         norms: doc.norms,
         pooling,
+        windows,
         view,
     })
 }

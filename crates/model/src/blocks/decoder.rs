@@ -115,6 +115,10 @@ pub struct StackOptions {
     /// The rotary position of the first token (PaliGemma's positions count from 1; rotary
     /// attention sees only their differences, but its rounding sees the angles).
     pub rope_from: usize,
+    /// Multimodal RoPE (Qwen2.5-VL's `mrope_section`): the rotary frequencies cut into runs
+    /// that read the temporal, height and width rows of [`Inserted::positions`]; `None`: one
+    /// position per token.
+    pub mrope_section: Option<Vec<usize>>,
 }
 
 /// Where a layer's attention finds its keys and values.
@@ -382,13 +386,33 @@ impl DecoderStack {
         out
     }
 
-    /// The global and the local rotary tables at `positions`.
-    fn rope_tables(&self, positions: &[usize]) -> [Option<RopeTable>; 2] {
+    /// The global and the local rotary tables at `positions` (for M-RoPE, the rows of
+    /// `inserted`'s positions there, and past them the plain position moved by `delta`).
+    fn rope_tables(
+        &self,
+        positions: &[usize],
+        inserted: Option<&Inserted>,
+        delta: isize,
+    ) -> [Option<RopeTable>; 2] {
         let from = self.options.rope_from;
         let at = || positions.iter().map(move |p| p + from);
-        let global = match &self.positional {
-            Positional::Rotary(rope) => Some(rope.table(at())),
-            Positional::Learned(_) => None,
+        let global = match (&self.positional, &self.options.mrope_section) {
+            (Positional::Rotary(rope), Some(sections)) => {
+                let given = inserted.map_or(&[][..], |i| &i.positions[..]);
+                let mut rows: [Vec<usize>; 3] = Default::default();
+                for &p in positions {
+                    let at = given
+                        .get(p)
+                        .copied()
+                        .unwrap_or_else(|| [(p as isize + delta).max(0) as usize; 3]);
+                    for (row, v) in rows.iter_mut().zip(at) {
+                        row.push(v);
+                    }
+                }
+                Some(rope.table_sections(&[&rows[0], &rows[1], &rows[2]], sections))
+            }
+            (Positional::Rotary(rope), None) => Some(rope.table(at())),
+            (Positional::Learned(_), _) => None,
         };
         let local = self
             .options
@@ -436,7 +460,8 @@ impl Network for DecoderStack {
         if let Some(inserted) = batch.inserted {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
-        let tables = self.rope_tables(&positions);
+        let delta = batch.inserted.map_or(0, Inserted::rope_delta);
+        let tables = self.rope_tables(&positions, batch.inserted, delta);
         let blocks = self.image_blocks(batch.inserted, rows, batch.tokens, 0);
         let residual = lens::wanted(captures);
         let heads_wanted = captures.iter().any(|c| c.head_outputs.is_some());
@@ -572,7 +597,7 @@ impl DecoderStack {
         let from = layers.start;
         let rows = seqs * tokens;
         let positions: Vec<usize> = (0..rows).map(|r| r % tokens).collect();
-        let tables = self.rope_tables(&positions);
+        let tables = self.rope_tables(&positions, None, 0);
         let ids = vec![0u32; rows];
         let lengths = vec![tokens; seqs];
         let batch = Batch {
@@ -783,7 +808,7 @@ impl DecoderStack {
     /// Layer `l` alone over one sequence of `n` tokens, with `taps`.
     fn run_layer(&self, h: &mut [f32], n: usize, l: usize, taps: &mut LayerTaps) {
         let positions: Vec<usize> = (0..n).collect();
-        let tables = self.rope_tables(&positions);
+        let tables = self.rope_tables(&positions, None, 0);
         let ids = vec![0u32; n];
         let batch = Batch {
             ids: &ids,
@@ -932,6 +957,7 @@ impl CausalLm for DecoderStack {
                     rows: i.rows.iter().map(|r| r + past).collect(),
                     values: i.values.clone(),
                     prefix: i.prefix,
+                    positions: i.positions.clone(),
                 });
                 return self.step_with(&all, moved.as_ref(), cache);
             }
@@ -948,7 +974,10 @@ impl CausalLm for DecoderStack {
         if let Some(inserted) = inserted {
             inserted.apply(&mut h, self.arch.hidden_size);
         }
-        let tables = self.rope_tables(&positions);
+        if let Some(i) = inserted.filter(|i| !i.positions.is_empty()) {
+            cache.rope_delta = i.rope_delta();
+        }
+        let tables = self.rope_tables(&positions, inserted, cache.rope_delta);
         let blocks = self.image_blocks(inserted, rows, rows, past);
         for (layer, cached) in self.layers.iter().zip(&mut cache.layers) {
             let mut sinks = [CaptureSink {

@@ -26,6 +26,7 @@ pub mod family;
 pub mod generate;
 pub mod layers;
 pub mod lens;
+pub mod merged_vision;
 pub mod mixing;
 pub mod mlm_head;
 pub mod network;

@@ -39,9 +39,24 @@ pub struct Inserted {
     /// prompt, transformers' `token_type_ids` 0); 0 for none. Positions count from the first
     /// cached one, so a step past the prefix sees it only causally.
     pub prefix: usize,
+    /// Multimodal rotary positions (M-RoPE's temporal, height and width rows, transformers'
+    /// `get_rope_index`), one per position of the sequence from the first: a picture's tokens
+    /// at their grid cells, text counting on after the picture's largest position. Positions
+    /// past them (generated tokens) continue from the largest + 1, the same three in each row
+    /// ([`Inserted::rope_delta`]). Empty: a network with M-RoPE uses the plain positions.
+    pub positions: Vec<[usize; 3]>,
 }
 
 impl Inserted {
+    /// How far M-RoPE's positions after [`Inserted::positions`] are from the plain ones:
+    /// their largest + 1 − their number (transformers' `rope_deltas`); 0 without them.
+    pub fn rope_delta(&self) -> isize {
+        match self.positions.iter().flatten().max() {
+            Some(&max) => max as isize + 1 - self.positions.len() as isize,
+            None => 0,
+        }
+    }
+
     /// Put the embeddings in place in `h` (rows of `width` values).
     pub fn apply(&self, h: &mut [f32], width: usize) {
         for (&r, v) in self.rows.iter().zip(self.values.chunks_exact(width)) {
@@ -177,6 +192,18 @@ pub trait Vision: Sync {
     /// The grid `[rows, cols]` its position embeddings were trained on.
     fn trained_grid(&self) -> [usize; 2];
 
+    /// Whether it has learned position embeddings of [`Vision::trained_grid`], interpolated
+    /// to other grids; `false`: its positions (rotary) fit any grid.
+    fn learned_positions(&self) -> bool {
+        true
+    }
+
+    /// The windows its windowed layers attend within, when it has some (Qwen2.5-VL's tower):
+    /// patches per side of a window, and for each of its layers whether it is windowed.
+    fn windows(&self) -> Option<(usize, Vec<bool>)> {
+        None
+    }
+
     /// What each token is for an image of `grid` patches, in the model's order.
     fn cells(&self, grid: [usize; 2]) -> Vec<crate::attention::image::Cell>;
 
@@ -248,9 +275,24 @@ pub trait Multimodal: Sync {
     }
 
     /// Patches per side of the square that one image token covers (Gemma 3's projector
-    /// average-pools the patch grid); 1 where each image token is one of the tower's tokens.
+    /// average-pools the patch grid, Qwen2.5-VL's merger merges 2 × 2 patches); 1 where each
+    /// image token is one of the tower's tokens.
     fn pooling(&self) -> usize {
         1
+    }
+
+    /// The tokens around a picture's image token where the prompt marks none (Qwen2.5-VL's
+    /// `<|vision_start|>` and `<|vision_end|>`, as its chat template writes them); `None`: the
+    /// image token alone (LLaVA).
+    fn wrapping(&self) -> Option<[u32; 2]> {
+        None
+    }
+
+    /// Whether the language model takes multimodal rotary positions (M-RoPE,
+    /// [`Inserted::positions`]): a picture's tokens at its grid cells, the text after it on
+    /// from its largest (Qwen2.5-VL); `false`: one position per token.
+    fn multimodal_positions(&self) -> bool {
+        false
     }
 
     /// Run `[3, height, width]` pixels through the tower, capturing its attention into
@@ -315,6 +357,8 @@ pub struct KvCache {
     /// The token ids cached, for a network that must run them again (Phi-3's LongRoPE, when a
     /// sequence grows past its original context).
     pub(crate) ids: Vec<u32>,
+    /// M-RoPE's offset of later positions, from the prompt's [`Inserted::positions`].
+    pub(crate) rope_delta: isize,
 }
 
 impl KvCache {
@@ -331,6 +375,7 @@ impl KvCache {
             len: 0,
             capacity,
             ids: Vec::new(),
+            rope_delta: 0,
         }
     }
 

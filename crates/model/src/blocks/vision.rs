@@ -28,6 +28,22 @@ pub enum VisionAct {
     QuickGelu,
 }
 
+impl VisionAct {
+    /// `linear(x)` (`rows` rows) through the activation.
+    pub fn through(self, linear: &Linear, x: &[f32], rows: usize) -> Vec<f32> {
+        match self {
+            VisionAct::Kernel(a) => linear.forward(x, rows, a),
+            VisionAct::QuickGelu => {
+                let mut out = linear.forward(x, rows, Activation::Identity);
+                for v in &mut out {
+                    *v *= 1.0 / (1.0 + (-1.702 * *v).exp());
+                }
+                out
+            }
+        }
+    }
+}
+
 /// One pre-norm layer.
 pub struct VisionLayer {
     /// LayerNorm before attention.
@@ -341,15 +357,7 @@ impl VisionLayer {
         let attended = self.output.forward(&context, n, Activation::Identity);
         add_scaled(x, &attended, self.scale1.as_deref(), hidden);
         let h = self.norm2.forward(x, None);
-        let mut inner = match self.act {
-            VisionAct::Kernel(a) => self.fc1.forward(&h, n, a),
-            VisionAct::QuickGelu => self.fc1.forward(&h, n, Activation::Identity),
-        };
-        if self.act == VisionAct::QuickGelu {
-            for v in &mut inner {
-                *v *= 1.0 / (1.0 + (-1.702 * *v).exp());
-            }
-        }
+        let inner = self.act.through(&self.fc1, &h, n);
         let out = self.fc2.forward(&inner, n, Activation::Identity);
         add_scaled(x, &out, self.scale2.as_deref(), hidden);
     }

@@ -634,6 +634,7 @@ impl GemmaConfig {
                 local_rope: self.local_rope.map(|(theta, s)| Rope::new(d, theta, s)),
                 image_blocks: false,
                 rope_from: 0,
+                mrope_section: None,
             },
         })
     }

@@ -20,6 +20,7 @@ pub mod llava;
 pub mod mmproj;
 pub mod paligemma;
 pub mod phi3;
+pub mod qwen2_5_vl;
 pub mod registry;
 pub mod roberta;
 pub mod siglip;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, idefics3, llama, llava,
-    paligemma, phi3, roberta, siglip, t5, vit,
+    paligemma, phi3, qwen2_5_vl, roberta, siglip, t5, vit,
 };
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
@@ -62,6 +62,8 @@ pub static FAMILIES: &[&Family] = &[
     &llava::LLAVA,
     &paligemma::PALIGEMMA,
     &idefics3::IDEFICS3,
+    &qwen2_5_vl::QWEN2_5_VL,
+    &qwen2_5_vl::QWEN2_VL,
 ];
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),
@@ -105,14 +107,33 @@ pub fn family_of(config: &ConfigFile) -> Result<&'static Family, ConfigError> {
             if classes.is_empty() {
                 return Ok(UNNAMED);
             }
+            // The family whose class prefix is the longest match (`Qwen2_5_VL` before
+            // `Qwen2`), the first listed among equals.
+            let matched = |f: &Family| -> Option<usize> {
+                classes
+                    .iter()
+                    .map(|c| {
+                        f.class_prefixes
+                            .iter()
+                            .filter(|p| c.starts_with(*p))
+                            .map(|p| p.len())
+                            .max()
+                    })
+                    .collect::<Option<Vec<usize>>>()
+                    .and_then(|lens| lens.into_iter().min())
+            };
             FAMILIES
                 .iter()
                 .copied()
-                .find(|f| {
-                    classes
-                        .iter()
-                        .all(|c| f.class_prefixes.iter().any(|p| c.starts_with(p)))
-                })
+                .filter_map(|f| matched(f).map(|len| (f, len)))
+                .fold(
+                    None,
+                    |best: Option<(&Family, usize)>, (f, len)| match best {
+                        Some((_, l)) if l >= len => best,
+                        _ => Some((f, len)),
+                    },
+                )
+                .map(|(f, _)| f)
                 .ok_or_else(|| {
                     config.unsupported(Unsupported::Architectures {
                         classes: classes.clone(),
@@ -239,6 +260,14 @@ mod tests {
             family(r#"{"architectures": ["T5ForConditionalGeneration"]}"#).unwrap(),
             "T5"
         );
+        assert_eq!(
+            family(r#"{"architectures": ["Qwen2_5_VLForConditionalGeneration"]}"#).unwrap(),
+            "Qwen2.5-VL"
+        );
+        assert_eq!(
+            family(r#"{"architectures": ["Qwen2ForCausalLM"]}"#).unwrap(),
+            "Qwen2"
+        );
         let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
@@ -254,7 +283,7 @@ mod tests {
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  smollm3, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
-                 llava, paligemma, idefics3, smolvlm"
+                 llava, paligemma, idefics3, smolvlm, qwen2_5_vl, qwen2_vl"
             ),
             "{err}"
         );

@@ -165,6 +165,13 @@ impl ConfigFile {
         self
     }
 
+    /// The same config with `field` set to `value` (an outer model's reading of it: Qwen2.5-VL's
+    /// `mrope` rotary type, which is the default rotation on M-RoPE's positions).
+    pub fn with(mut self, field: &str, value: serde_json::Value) -> ConfigFile {
+        self.fields.insert(field.to_string(), value);
+        self
+    }
+
     /// The file, for messages.
     pub fn path(&self) -> &Path {
         &self.path

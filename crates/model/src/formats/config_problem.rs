@@ -363,6 +363,13 @@ pub enum ConfigProblem {
         by: usize,
     },
     /// A count that is not a multiple of another (query heads of key/value heads).
+    #[error("{field} {sections:?} sums to {sum}, not to half the head size ({half})")]
+    Sections {
+        field: &'static str,
+        sections: Vec<usize>,
+        sum: usize,
+        half: usize,
+    },
     #[error("{field} {value} is not a multiple of {of_field} {of}")]
     NotMultiple {
         /// The field.

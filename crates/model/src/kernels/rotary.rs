@@ -150,6 +150,23 @@ impl Rope {
         }
     }
 
+    /// Qwen2.5-VL's vision rotary embedding ("axial"): the frequencies of heads of
+    /// `head_dim / 2` values, twice, for heads of `head_dim` values: a 2-D position's row
+    /// turns the first copy and its column the second ([`Rope::table_sections`]).
+    pub fn axial(head_dim: usize, theta: f64) -> Rope {
+        assert!(
+            head_dim >= 4 && head_dim.is_multiple_of(4),
+            "axial rotary head {head_dim}"
+        );
+        let one = frequencies(head_dim / 2, theta, None);
+        Rope {
+            inv_freq: [one.clone(), one].concat(),
+            head_dim,
+            long: None,
+            attention_factor: 1.0,
+        }
+    }
+
     /// LongRoPE (Phi-3.5, Phi-4-mini): frequencies `1/(short[i]·θ^(2i/d))` for sequences of at
     /// most `original` positions and `1/(long[i]·θ^(2i/d))` for longer ones (chosen per call by
     /// the largest position, as transformers' `longrope_frequency_update`), cosines and sines
@@ -247,6 +264,51 @@ impl Rope {
     }
 }
 
+impl Rope {
+    /// Cosines and sines where each frequency takes its position from one of several rows of
+    /// positions: the frequencies are cut into runs of `sections[i]` (which sum to
+    /// `head_dim/2`), run `i` reading row `i % rows.len()`, every row as long as the first.
+    /// Qwen2.5-VL's multimodal RoPE (M-RoPE: rows t, h, w, `mrope_section`) and its vision
+    /// tower's 2-D RoPE (rows h, w, two equal runs) as transformers'
+    /// `recomposition_frequencies` lays them out; with equal rows, [`Rope::table`].
+    pub fn table_sections(&self, rows: &[&[usize]], sections: &[usize]) -> RopeTable {
+        let half = self.inv_freq.len();
+        assert!(
+            !rows.is_empty()
+                && rows.iter().all(|r| r.len() == rows[0].len())
+                && sections.iter().sum::<usize>() == half
+                && self.long.is_none(),
+            "rotary sections {sections:?} over {half} frequencies"
+        );
+        let source: Vec<usize> = sections
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &n)| std::iter::repeat_n(i % rows.len(), n))
+            .collect();
+        let scale = self.attention_factor;
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        // Position p of every row, frequency by frequency.
+        let mut at: Vec<std::slice::Iter<'_, usize>> = rows.iter().map(|r| r.iter()).collect();
+        for _ in 0..rows[0].len() {
+            let here: Vec<usize> = at
+                .iter_mut()
+                .map(|r| r.next().copied().unwrap_or(0))
+                .collect();
+            for (&f, &row) in self.inv_freq.iter().zip(&source) {
+                let angle = here[row] as f32 * f;
+                cos.push((angle as f64).cos() as f32 * scale);
+                sin.push((angle as f64).sin() as f32 * scale);
+            }
+        }
+        RopeTable {
+            cos,
+            sin,
+            half,
+            head_dim: self.head_dim,
+        }
+    }
+}
+
 impl RopeTable {
     /// Positions in the table.
     pub fn len(&self) -> usize {
@@ -298,6 +360,28 @@ impl RopeTable {
 mod tests {
     use super::super::testing::random;
     use super::*;
+
+    #[test]
+    fn sections_read_their_own_row_and_equal_rows_are_the_plain_table() {
+        let rope = Rope::new(8, 100.0, RopeScaling::None);
+        let (t, h, w) = ([3usize, 4], [5usize, 7], [9usize, 2]);
+        let table = rope.table_sections(&[&t, &h, &w], &[1, 2, 1]);
+        // Frequency 0 from t, 1 and 2 from h, 3 from w.
+        let f = rope.inv_freq();
+        for (p, want) in [[t[0], h[0], h[0], w[0]], [t[1], h[1], h[1], w[1]]]
+            .iter()
+            .enumerate()
+        {
+            for i in 0..4 {
+                let angle = want[i] as f32 * f[i];
+                assert_eq!(table.cos[p * 4 + i], (angle as f64).cos() as f32);
+                assert_eq!(table.sin[p * 4 + i], (angle as f64).sin() as f32);
+            }
+        }
+        let same = rope.table_sections(&[&h, &h, &h], &[1, 2, 1]);
+        let plain = rope.table(h);
+        assert_eq!((same.cos, same.sin), (plain.cos, plain.sin));
+    }
 
     #[test]
     fn default_frequencies_follow_theta() {

@@ -441,6 +441,41 @@ fn check_size(path: &Path, w: u64, h: u64) -> Result<(), PixelsError> {
     Ok(())
 }
 
+/// Qwen2-VL's processor's `pixel_values` of one picture: its `[channels, height, width]` pixels
+/// cut into `patch`-pixel patches, each repeated over `frames` frames and flattened (channel,
+/// frame, row, column), the patches in the processor's order: `merge × merge` squares row by
+/// row, the patches of each square row by row inside it. `[patches, channels · frames · patch²]`.
+pub fn merge_window_patches(
+    pixels: &[f32],
+    width: usize,
+    height: usize,
+    patch: usize,
+    merge: usize,
+    frames: usize,
+) -> Vec<f32> {
+    let channels = pixels.len() / (width * height).max(1);
+    let (rows, cols) = (height / patch, width / patch);
+    let mut out = Vec::with_capacity(rows * cols * channels * frames * patch * patch);
+    for br in 0..rows / merge {
+        for bc in 0..cols / merge {
+            for a in 0..merge {
+                for b in 0..merge {
+                    let (r, c) = (br * merge + a, bc * merge + b);
+                    for ch in 0..channels {
+                        for _ in 0..frames {
+                            for y in 0..patch {
+                                let at = (ch * height + r * patch + y) * width + c * patch;
+                                out.extend_from_slice(&pixels[at..at + patch]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// How the size of the resized image is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Size {
@@ -457,6 +492,17 @@ pub enum Size {
     /// truncated, then rounded up to an even number (Idefics3's and SmolVLM's
     /// `_resize_output_size_rescale_to_max_len`), no side above 4096.
     LongestEdge(usize),
+    /// Qwen2-VL's `smart_resize`: each side a multiple of `factor` (patch × merge size), the
+    /// aspect ratio kept as nearly as that allows, the area between `min_pixels` and
+    /// `max_pixels`.
+    Pixels {
+        /// What each side is a multiple of.
+        factor: usize,
+        /// The least area.
+        min_pixels: usize,
+        /// The largest area.
+        max_pixels: usize,
+    },
 }
 
 /// Idefics3's and SmolVLM's tiling (`max_image_size`, `do_image_splitting`): the resized
@@ -481,6 +527,30 @@ pub struct Tiled {
     pub tiles: [usize; 2],
 }
 
+/// transformers' `smart_resize` (Qwen2-VL's image processor): `(height, width)` of a
+/// `height × width` picture, each a multiple of `factor`, with Python's rounding (half to even).
+pub fn smart_resize(
+    height: usize,
+    width: usize,
+    factor: usize,
+    min_pixels: usize,
+    max_pixels: usize,
+) -> (usize, usize) {
+    let (h, w, f) = (height as f64, width as f64, factor as f64);
+    let mut h_bar = (h / f).round_ties_even() as usize * factor;
+    let mut w_bar = (w / f).round_ties_even() as usize * factor;
+    if h_bar * w_bar > max_pixels {
+        let beta = (h * w / max_pixels as f64).sqrt();
+        h_bar = factor.max((h / beta / f).floor() as usize * factor);
+        w_bar = factor.max((w / beta / f).floor() as usize * factor);
+    } else if h_bar * w_bar < min_pixels {
+        let beta = (min_pixels as f64 / (h * w)).sqrt();
+        h_bar = (h * beta / f).ceil() as usize * factor;
+        w_bar = (w * beta / f).ceil() as usize * factor;
+    }
+    (h_bar, w_bar)
+}
+
 /// A model's `preprocessor_config.json`, read with transformers' defaults for the PIL
 /// processors.
 #[derive(Clone, Debug, PartialEq)]
@@ -498,6 +568,12 @@ pub struct ImageProcessor {
     /// `max_image_size` and `do_image_splitting`, when the processor tiles pictures.
     pub tiles: Option<Tiles>,
 }
+
+/// OpenAI CLIP's mean and standard deviation (transformers' `OPENAI_CLIP_MEAN`, `_STD`).
+const CLIP_MEAN_STD: ([f64; 3], [f64; 3]) = (
+    [0.481_454_66, 0.457_827_5, 0.408_210_73],
+    [0.268_629_54, 0.261_302_58, 0.275_777_11],
+);
 
 /// The largest side a preprocessor may ask for.
 const MAX_INPUT_SIDE: usize = 8192;
@@ -556,12 +632,57 @@ impl ImageProcessor {
                 }),
             }
         };
-        let resize = if flag("do_resize", true) {
-            Some(size_of("size")?.ok_or(ProcessorError::NoSize)?)
-        } else {
+        // Qwen2-VL's image processor (Qwen2.5-VL's too): smart_resize between a least and a
+        // largest area, bicubic and CLIP's mean and spread unless the file says otherwise.
+        let qwen = v.get("merge_size").is_some()
+            || v.get("image_processor_type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.starts_with("Qwen2VL") || t.starts_with("Qwen2_5_VL"));
+        let resize = if !flag("do_resize", true) {
             None
+        } else if qwen {
+            let count = |k: &str| -> Result<Option<usize>, ProcessorError> {
+                match v.get(k).or_else(|| v.get("size").and_then(|s| s.get(k))) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(x) => match x.as_u64() {
+                        Some(n) if n >= 1 && n <= (MAX_INPUT_SIDE * MAX_INPUT_SIDE) as u64 => {
+                            Ok(Some(n as usize))
+                        }
+                        _ => Err(ProcessorError::Side {
+                            key: k.to_string(),
+                            value: x.to_string(),
+                        }),
+                    },
+                }
+            };
+            let patch = count("patch_size")?.unwrap_or(14);
+            let merge = count("merge_size")?.unwrap_or(2);
+            let min_pixels = match count("min_pixels")? {
+                Some(n) => n,
+                None => count("shortest_edge")?.unwrap_or(56 * 56),
+            };
+            let max_pixels = match count("max_pixels")? {
+                Some(n) => n,
+                None => count("longest_edge")?.unwrap_or(28 * 28 * 1280),
+            };
+            if min_pixels > max_pixels || patch * merge > MAX_INPUT_SIDE {
+                return Err(ProcessorError::Size {
+                    key: "size",
+                    value: format!(
+                        "{{\"shortest_edge\": {min_pixels}, \"longest_edge\": {max_pixels}}}"
+                    ),
+                });
+            }
+            Some(Size::Pixels {
+                factor: patch * merge,
+                min_pixels,
+                max_pixels,
+            })
+        } else {
+            Some(size_of("size")?.ok_or(ProcessorError::NoSize)?)
         };
         let filter = match v.get("resample") {
+            None | Some(Value::Null) if qwen => Filter::Bicubic,
             None | Some(Value::Null) => Filter::Bilinear,
             Some(x) => x
                 .as_u64()
@@ -571,7 +692,7 @@ impl ImageProcessor {
         let crop = if flag("do_center_crop", false) {
             match size_of("crop_size")?.ok_or(ProcessorError::NoCropSize)? {
                 Size::Fixed { width, height } => Some([width, height]),
-                Size::ShortestEdge(_) | Size::LongestEdge(_) => {
+                Size::ShortestEdge(_) | Size::LongestEdge(_) | Size::Pixels { .. } => {
                     return Err(ProcessorError::CropEdge)
                 }
             }
@@ -608,8 +729,13 @@ impl ImageProcessor {
             }
         };
         let normalize = if flag("do_normalize", true) {
-            let mean = triple("image_mean", [0.5; 3])?;
-            let std = triple("image_std", [0.5; 3])?;
+            let (mean, std) = if qwen {
+                CLIP_MEAN_STD
+            } else {
+                ([0.5; 3], [0.5; 3])
+            };
+            let mean = triple("image_mean", mean)?;
+            let std = triple("image_std", std)?;
             if std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
                 return Err(ProcessorError::Std(std));
             }
@@ -691,6 +817,17 @@ impl ImageProcessor {
             Size::LongestEdge(s) => {
                 let (w, h) = longest_edge(w, h, s);
                 below(w, h, MAX_TILED_SIDE)
+            }
+            Size::Pixels {
+                factor,
+                min_pixels,
+                max_pixels,
+            } => {
+                let (h, w) = smart_resize(h, w, factor, min_pixels, max_pixels);
+                (
+                    w.clamp(factor, MAX_INPUT_SIDE * 8),
+                    h.clamp(factor, MAX_INPUT_SIDE * 8),
+                )
             }
         })
     }
@@ -1000,6 +1137,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("zero"), "{e}");
+    }
+
+    #[test]
+    fn qwen_s_smart_resize_is_transformers_with_python_s_rounding() {
+        // (height, width, min, max) -> transformers' smart_resize(factor 28), printed by
+        // transformers 5.24: the round, min and max branches, and 1.5 and 2.5 rounding to even.
+        for ((h, w, min, max), want) in [
+            ((64, 80, 3136, 6272), (56, 84)),
+            ((37, 45, 3136, 6272), (56, 84)),
+            ((42, 70, 3136, 1003520), (56, 56)),
+            ((1000, 3000, 3136, 200704), (252, 756)),
+            ((5, 900, 3136, 1003520), (28, 756)),
+        ] {
+            assert_eq!(smart_resize(h, w, 28, min, max), want, "{h}x{w}");
+        }
+        let p = ImageProcessor::parse(
+            r#"{"min_pixels": 3136, "max_pixels": 6272, "patch_size": 14, "merge_size": 2,
+                "image_processor_type": "Qwen2VLImageProcessor"}"#,
+        )
+        .unwrap();
+        assert_eq!(p.filter, Filter::Bicubic);
+        assert_eq!(p.normalize, Some([CLIP_MEAN_STD.0, CLIP_MEAN_STD.1]));
+        assert_eq!(p.resized(80, 64), Some((84, 56)));
+        let sized = ImageProcessor::parse(
+            r#"{"size": {"shortest_edge": 3136, "longest_edge": 6272}, "merge_size": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(sized.resize, p.resize);
+        assert!(ImageProcessor::parse(
+            r#"{"min_pixels": 9000, "max_pixels": 6272, "merge_size": 2}"#
+        )
+        .is_err());
     }
 
     #[test]

@@ -979,6 +979,7 @@ mod tests {
             cells,
             norms: Vec::new(),
             pooling: None,
+            windows: None,
             view: vec![128; 12 * 8 * 3],
         })
         .unwrap()
