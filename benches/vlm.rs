@@ -6,7 +6,8 @@
 //! llama-cpp-python built from source, its binding of libmtmd), and, where the shape has a
 //! transformers folder (SmolVLM), beside the Python job a user writes today
 //! (`benches/vlm_python_job.py`: transformers eager, `output_attentions=True`, a matplotlib
-//! overlay). Prints figures; asserts nothing; not run in CI.
+//! overlay) as whole processes, picture and prompt to a PNG figure: the attnviz CLI on the GGUF
+//! pair and on the job's own folder. Prints figures; asserts nothing; not run in CI.
 //!
 //! Run: `cargo bench --bench vlm`. Each measurement is a fresh process, ours and the anchor's
 //! alternating round by round. Settings (environment):
@@ -51,6 +52,11 @@ const MB: f64 = 1e6;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--prompt") {
+        let model = Model::from_gguf(Path::new(&args[i + 1])).unwrap_or_else(|e| panic!("{e}"));
+        println!("{}", prompt(&model, args[i + 2].parse().unwrap()));
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--child") {
         child(
             Path::new(&args[i + 1]),
@@ -114,24 +120,30 @@ fn main() {
         let mut ours: Vec<Vec<f64>> = Vec::new();
         let mut theirs: Vec<Vec<f64>> = Vec::new();
         let mut prompt = None;
-        let mut anchor_failed = false;
+        let (mut ours_failed, mut anchor_failed) = (false, false);
         for _ in 0..rounds {
-            let out = Command::new(&exe)
-                .arg("--child")
-                .args([&text, &mmproj, &image])
-                .arg(tokens.to_string())
-                .env("RAYON_NUM_THREADS", threads.to_string())
-                .output()
-                .expect("running a round");
-            if !out.status.success() {
-                println!("  attnviz failed: {}", last_line(&out.stderr));
-                break;
+            if !ours_failed {
+                let out = Command::new(&exe)
+                    .arg("--child")
+                    .args([&text, &mmproj, &image])
+                    .arg(tokens.to_string())
+                    .env("RAYON_NUM_THREADS", threads.to_string())
+                    .output()
+                    .expect("running a round");
+                if out.status.success() {
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    let mut lines = stdout.lines();
+                    prompt = lines.next().map(str::to_string);
+                    ours.push(numbers(lines.last().unwrap_or("")));
+                } else {
+                    println!("  attnviz failed: {}", last_line(&out.stderr));
+                    ours_failed = true;
+                }
             }
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let mut lines = stdout.lines();
-            prompt = lines.next().map(str::to_string);
-            ours.push(numbers(lines.last().unwrap_or("")));
             if anchor_failed {
+                if ours_failed {
+                    break;
+                }
                 continue;
             }
             let out = Command::new(&llama)
@@ -157,12 +169,26 @@ fn main() {
         }
         report(&ours, &theirs);
         let folder = dir.join(format!("{shape}-hf"));
-        if let (Some(prompt), true) = (prompt, folder.is_dir()) {
+        if prompt.is_none() {
+            // The text model alone cuts the prompt when the pair cannot be read.
+            prompt = Command::new(&exe)
+                .arg("--prompt")
+                .arg(&text)
+                .arg(tokens.to_string())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| {
+                    let text = String::from_utf8_lossy(&o.stdout).trim_end().to_string();
+                    (!text.is_empty()).then_some(text)
+                });
+        }
+        if folder.is_dir() {
             end_to_end(
                 &[&text, &mmproj],
                 &folder,
                 &image,
-                &prompt,
+                prompt.as_deref(),
                 tokens,
                 threads,
                 rounds,
@@ -204,6 +230,16 @@ fn secs(rows: &[Vec<f64>], i: usize) -> String {
 /// Theirs: load, prompt wall, prompt CPU, tokens, peak.
 fn report(ours: &[Vec<f64>], theirs: &[Vec<f64>]) {
     if ours.is_empty() {
+        if !theirs.is_empty() {
+            println!(
+                "  llama.cpp alone: {} tokens; load {}; prompt wall {}, CPU {}; peak RSS {:.0} MB",
+                median(&column(theirs, 3)),
+                secs(theirs, 0),
+                secs(theirs, 1),
+                secs(theirs, 2),
+                median(&column(theirs, 4)) / MB
+            );
+        }
         return;
     }
     let m = |rows: &[Vec<f64>], i| median(&column(rows, i));
@@ -259,7 +295,7 @@ fn end_to_end(
     files: &[&Path; 2],
     folder: &Path,
     image: &Path,
-    prompt: &str,
+    prompt: Option<&str>,
     tokens: usize,
     threads: usize,
     rounds: usize,
@@ -276,7 +312,7 @@ fn end_to_end(
         .arg(files[1])
         .arg("--image")
         .arg(image)
-        .arg(prompt)
+        .arg(prompt.unwrap_or_default())
         .arg("--png")
         .arg(out.join("ours.png"))
         .arg("--threads")
@@ -290,9 +326,25 @@ fn end_to_end(
         .arg(threads.to_string())
         .arg(tokens.to_string())
         .env("OMP_NUM_THREADS", threads.to_string());
-    let (mut ours, mut job) = (Vec::new(), Vec::new());
+    // attnviz on the Python job's own folder too (the same weights, f32).
+    let mut folder_cmd = Command::new(env!("CARGO_BIN_EXE_attnviz"));
+    folder_cmd
+        .arg("-m")
+        .arg(folder)
+        .arg("--image")
+        .arg(image)
+        .arg(prompt.unwrap_or_default())
+        .arg("--png")
+        .arg(out.join("folder.png"))
+        .arg("--threads")
+        .arg(threads.to_string());
+    let (mut ours, mut job, mut on_folder) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        ours.push(measure_runs(&mut ours_cmd, 1, Duration::from_millis(300)));
+        // Without a prompt (not even the text model could be read) attnviz is not run.
+        if prompt.is_some() {
+            ours.push(measure_runs(&mut ours_cmd, 1, Duration::from_millis(300)));
+            on_folder.push(measure_runs(&mut folder_cmd, 1, Duration::from_millis(300)));
+        }
         job.push(measure_runs(&mut job_cmd, 1, Duration::from_millis(300)));
     }
     let flat = |runs: &[measure::Runs], f: fn(&measure::Runs) -> &Vec<f64>| -> Vec<f64> {
@@ -317,13 +369,21 @@ fn end_to_end(
         }
     };
     line("attnviz CLI (GGUF pair)", &ow, &oc, &orss);
+    let (fw, fc, frss) = (
+        flat(&on_folder, |r| &r.walls),
+        flat(&on_folder, |r| &r.cpus),
+        flat(&on_folder, |r| &r.peaks_kib),
+    );
+    line("attnviz CLI (transformers folder)", &fw, &fc, &frss);
     line("Python job (transformers folder)", &jw, &jc, &jrss);
-    if !ow.is_empty() && !jw.is_empty() {
-        println!(
-            "    speed-up: wall ×{:.1}, CPU ×{:.1}",
-            median(&jw) / median(&ow),
-            median(&jc) / median(&oc)
-        );
+    for (label, w, c) in [("GGUF pair", &ow, &oc), ("folder", &fw, &fc)] {
+        if !w.is_empty() && !jw.is_empty() {
+            println!(
+                "    speed-up of attnviz ({label}) over the job: wall ×{:.1}, CPU ×{:.1}",
+                median(&jw) / median(w),
+                median(&jc) / median(c)
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&out);
 }
