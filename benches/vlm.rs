@@ -201,13 +201,15 @@ fn main() {
     println!("load average after: {}", load_average());
 }
 
+/// What a failed child said: a panic's message, else its last line.
 fn last_line(stderr: &[u8]) -> String {
     let err = String::from_utf8_lossy(stderr);
-    err.trim()
-        .lines()
-        .last()
-        .unwrap_or("(nothing on stderr)")
-        .to_string()
+    let lines: Vec<&str> = err.trim().lines().collect();
+    let panic = lines.iter().position(|l| l.contains("panicked at"));
+    match panic.and_then(|i| lines.get(i + 1)).or(lines.last()) {
+        Some(line) => line.to_string(),
+        None => "(nothing on stderr)".to_string(),
+    }
 }
 
 fn numbers(line: &str) -> Vec<f64> {
