@@ -34,7 +34,10 @@
 //!   projected tokens, and one layer's buffers (`n × (4 hidden + 3 heads·head_dim + 3 ffn)`
 //!   plus every head's scores `heads × n × n`), as `benches/gguf_sizes.rs` counts them;
 //!
-//! and the capture is the returned attention, `layers × heads × n × n` f32.
+//! and the capture is the returned attention, `layers × heads × n × n` f32. The vision tower's
+//! own capture is not counted: `Model::encode_with_images` takes it of every tower layer
+//! (29 GB for Gemma 3 at 896 px, which aborts the run on a 24 GiB machine) and
+//! `RunRequest::run` drops it unread (docs/performance.md, known limits).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
