@@ -399,6 +399,8 @@ def write_hf_folder(s: dict, folder: str, text: dict, vision: dict, tokenizer: s
     processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=seq,
                                   chat_template=CHAT_TEMPLATE)
     processor.save_pretrained(folder)
+    # The published checkpoints ship the image processor's own file beside the processor's.
+    images.save_pretrained(folder)
 
 
 def main() -> None:
