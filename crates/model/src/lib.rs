@@ -122,7 +122,7 @@ pub struct EncodeOptions {
     /// language-model head ([`Model::has_head_interventions`]); others keep nothing.
     pub head_outputs: bool,
     /// A vision-language run ([`Model::encode_with_images`]): also keep each picture's
-    /// vision-tower attention, every tower layer ([`MultimodalEncoding::towers`]), each checked
+    /// vision-tower attention, every tower layer ([`multimodal::MultimodalEncoding::towers`]), each checked
     /// against `max_memory` on its own. Off, the tower runs without capturing anything.
     pub towers: bool,
 }
