@@ -198,8 +198,8 @@ pub enum ProcessorError {
         /// Its value, as JSON.
         value: String,
     },
-    /// A size that is neither height and width nor a shortest edge.
-    #[error("{key} {value} has neither height and width nor shortest_edge")]
+    /// A size that is neither height and width nor a shortest or longest edge.
+    #[error("{key} {value} has neither height and width nor shortest_edge nor longest_edge")]
     Size {
         /// The key.
         key: &'static str,
@@ -237,6 +237,10 @@ pub enum ProcessorError {
     /// A standard deviation that divides by zero.
     #[error("image_std {0:?} has a zero or non-finite value")]
     Std([f64; 3]),
+    /// Gemma 3's pan-and-scan crops, which are not made here: the pictures would differ from
+    /// the processor's.
+    #[error("do_pan_and_scan is set: Gemma 3's pan-and-scan crops are not made yet; set it to false (its default) to run the picture whole")]
+    PanAndScan,
 }
 
 /// Where a picture comes from: a file, its file's bytes already in memory (a server's
@@ -743,6 +747,9 @@ impl ImageProcessor {
         } else {
             None
         };
+        if flag("do_pan_and_scan", false) {
+            return Err(ProcessorError::PanAndScan);
+        }
         let tiles = match size_of("max_image_size")? {
             None => None,
             Some(Size::LongestEdge(side)) => Some(Tiles {
@@ -1137,6 +1144,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("zero"), "{e}");
+        let e = ImageProcessor::parse(r#"{"do_pan_and_scan": true, "size": 3}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pan-and-scan") && e.contains("set it to false"),
+            "{e}"
+        );
+        assert!(ImageProcessor::parse(r#"{"do_pan_and_scan": null, "size": 3}"#).is_ok());
     }
 
     #[test]
