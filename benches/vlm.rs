@@ -35,9 +35,7 @@
 //!   plus every head's scores `heads × n × n`), as `benches/gguf_sizes.rs` counts them;
 //!
 //! and the capture is the returned attention, `layers × heads × n × n` f32. The vision tower's
-//! own capture is not counted: `Model::encode_with_images` takes it of every tower layer
-//! (29 GB for Gemma 3 at 896 px, which aborts the run on a 24 GiB machine) and
-//! `RunRequest::run` drops it unread (docs/performance.md, known limits).
+//! own attention is not captured in such a run (`EncodeOptions::towers` is off).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
