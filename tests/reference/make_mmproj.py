@@ -9,6 +9,13 @@ Writes, under tests/fixtures/gguf/:
 - tiny-llava.gguf + mmproj-tiny-llava.gguf, from tests/fixtures/tiny-llava (make_llava.py);
 - tiny-gemma3-vlm.gguf + mmproj-tiny-gemma3-vlm.gguf, from tests/fixtures/tiny-gemma3-vlm
   (make_gemma3_vlm.py);
+- tiny-smolvlm.gguf + mmproj-tiny-smolvlm.gguf, from tests/fixtures/tiny-smolvlm (projector type
+  `idefics3`);
+- tiny-qwen2_5_vl.gguf + mmproj-tiny-qwen2_5_vl.gguf, from tests/fixtures/tiny-qwen2_5_vl
+  (make_qwen2_5_vl.py): the text model as Qwen2VLModel writes it (architecture `qwen2vl`,
+  `qwen2vl.rope.dimension_sections` M-RoPE's sections padded to four, the byte-level BPE
+  vocabulary with pre-tokenizer `qwen2`), the projector as Qwen2VLVisionModel writes it (projector
+  type `qwen2.5vl_merger`; see `write_qwen2_5_vl_mmproj`), held to tests/reference/tiny-qwen2_5_vl.json;
 - tiny-gemma3-vlm.Q8_0.gguf + mmproj-tiny-gemma3-vlm.Q8_0.gguf: the same pair quantised as
   llama.cpp's tools store it (the text model's matrices Q8_0, as make_gguf_quantized.py's
   `store`; the tower's matrices Q8_0; the input projection F16, which Gemma3VisionModel forces;
