@@ -61,6 +61,7 @@ ARCH = {
     "qwen3": "qwen3",
     "llama": "llama",
     "qwen2_5_vl_text": "qwen2vl",
+    "qwen2_vl_text": "qwen2vl",
 }
 ARCH_ENUM = {
     "gemma2": gguf.MODEL_ARCH.GEMMA2,

@@ -16,6 +16,8 @@ Writes, under tests/fixtures/gguf/:
   `qwen2vl.rope.dimension_sections` M-RoPE's sections padded to four, the byte-level BPE
   vocabulary with pre-tokenizer `qwen2`), the projector as Qwen2VLVisionModel writes it (projector
   type `qwen2.5vl_merger`; see `write_qwen2_5_vl_mmproj`), held to tests/reference/tiny-qwen2_5_vl.json;
+- tiny-qwen2_vl.gguf + mmproj-tiny-qwen2_vl.gguf, Qwen2-VL's the same way (projector type
+  `qwen2vl_merger`), held to tests/reference/tiny-qwen2_vl.json;
 - tiny-gemma3-vlm.Q8_0.gguf + mmproj-tiny-gemma3-vlm.Q8_0.gguf: the same pair quantised as
   llama.cpp's tools store it (the text model's matrices Q8_0, as make_gguf_quantized.py's
   `store`; the tower's matrices Q8_0; the input projection F16, which Gemma3VisionModel forces;
@@ -364,6 +366,7 @@ def write_idefics3_mmproj(folder: str) -> tuple[Path, dict]:
 # ------------------------------------------------------------------------------------------
 
 QWEN = "tiny-qwen2_5_vl"
+QWEN2 = "tiny-qwen2_vl"
 
 
 def qwen_bpe(writer: gguf.GGUFWriter, src: Path) -> None:
@@ -426,16 +429,22 @@ def write_qwen2_5_vl_mmproj(folder: str) -> tuple[Path, dict]:
 
     One key more than the converter writes: `clip.vision.window_size`, the checkpoint's 56 px.
     The converter leaves it out and clip.cpp then runs 112 (every released Qwen2.5-VL's); without
-    it this file would be another model than the checkpoint."""
+    it this file would be another model than the checkpoint.
+
+    Qwen2-VL's (`tiny-qwen2_vl`): projector type `qwen2vl_merger`, no activation key (clip.cpp's
+    quick GELU), no windows, the tower's width `embed_dim` and `feed_forward_length` the config's
+    `hidden_size` (the converter's renaming; clip.cpp reads the width from the tensors), the
+    LayerNorms' biases."""
     src = FIXTURES / folder
     config = json.loads((src / "config.json").read_text())
     pre = json.loads((src / "preprocessor_config.json").read_text())
-    vision = config["vision_config"]
+    vision = dict(config["vision_config"])
+    qwen2 = "embed_dim" in vision
+    if qwen2:
+        vision["intermediate_size"] = vision["hidden_size"]
+        vision["hidden_size"] = vision["embed_dim"]
     weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
     layers = vision["depth"]
-    full = vision["fullatt_block_indexes"]
-    pattern = full[0] + 1
-    assert all(b - a == pattern for a, b in zip(full, full[1:])), full
     path = OUT / f"mmproj-{folder}.gguf"
     writer = gguf.GGUFWriter(str(path), "clip")
     writer.add_type(gguf.GGUFType.MMPROJ)
@@ -451,11 +460,18 @@ def write_qwen2_5_vl_mmproj(folder: str) -> tuple[Path, dict]:
     writer.add_vision_head_count(vision["num_heads"])
     writer.add_vision_image_mean(pre["image_mean"])
     writer.add_vision_image_std(pre["image_std"])
-    writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN25VL)
-    writer.add_vision_use_silu(True)
-    writer.add_vision_n_wa_pattern(pattern)
+    if qwen2:
+        writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN2VL)
+    else:
+        writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN25VL)
+        writer.add_vision_use_silu(True)
+        full = vision["fullatt_block_indexes"]
+        pattern = full[0] + 1
+        assert all(b - a == pattern for a, b in zip(full, full[1:])), full
+        writer.add_vision_n_wa_pattern(pattern)
     writer.add_vision_attention_layernorm_eps(config.get("rms_norm_eps", 1e-6))
-    writer.add_vision_window_size(vision["window_size"])
+    if not qwen2:
+        writer.add_vision_window_size(vision["window_size"])
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, layers)
     expected = {}
 
@@ -522,7 +538,7 @@ def check_mmproj(path: Path, expected: dict, folder: str) -> None:
         # The converter's transform applied to the checkpoint's weight gives what is stored.
         original = weights[hf].astype(np.float32)
         want = original + 1 if t.name == "mm.soft_emb_norm.weight" else original
-        if folder == QWEN:
+        if folder in (QWEN, QWEN2):
             want = qwen_transform(t.name, original)
         assert np.array_equal(back, want), f"{path.name}: {t.name} vs {hf}"
         seen.add(t.name)
@@ -693,9 +709,10 @@ def main() -> None:
         check_text(path, folder, text)
         path, expected = mmproj(folder)
         check_mmproj(path, expected, folder)
-    write_qwen_text(QWEN)
-    path, expected = write_qwen2_5_vl_mmproj(QWEN)
-    check_mmproj(path, expected, QWEN)
+    for folder in (QWEN, QWEN2):
+        write_qwen_text(folder)
+        path, expected = write_qwen2_5_vl_mmproj(folder)
+        check_mmproj(path, expected, folder)
     gemma3_reference()
     # The Gemma 3 pair quantised as llama.cpp's tools store it: the text model's matrices Q8_0
     # (make_gguf_quantized.py's `store`), the tower's Q8_0, the input projection F16 (the

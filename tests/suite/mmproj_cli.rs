@@ -248,7 +248,8 @@ fn an_unknown_projector_type_is_refused_naming_the_known_ones() {
     assert_clean_failure(
         &out,
         "holds a 'ldp' projector, which attnviz does not run; it runs 'mlp' (LLaVA), \
-         'gemma3' (Gemma 3), 'idefics3' (SmolVLM, Idefics3) and 'qwen2.5vl_merger' (Qwen2.5-VL)",
+         'gemma3' (Gemma 3), 'idefics3' (SmolVLM, Idefics3), 'qwen2.5vl_merger' (Qwen2.5-VL) \
+         and 'qwen2vl_merger' (Qwen2-VL)",
     );
 }
 

@@ -655,6 +655,7 @@ struct QwenCase {
 const QWEN_VL: &str = "tiny-qwen2_5_vl";
 const QWEN2_VL: &str = "tiny-qwen2_vl";
 const QWEN_VL_GGUF: [&str; 2] = ["tiny-qwen2_5_vl.gguf", "mmproj-tiny-qwen2_5_vl.gguf"];
+const QWEN2_VL_GGUF: [&str; 2] = ["tiny-qwen2_vl.gguf", "mmproj-tiny-qwen2_vl.gguf"];
 const VISION_MARKS: &str = "<|vision_start|><|image_pad|><|vision_end|>";
 
 fn qwen_tensor(
@@ -705,6 +706,20 @@ fn tiny_qwen2_5_vl_gguf_and_mmproj_match_hf() {
 fn tiny_qwen2_vl_matches_hf_without_windows() {
     qwen_vl_matches_hf(QWEN2_VL, None, "Qwen2-VL", [false, false, false]);
     qwen_vl_generates_as_hf(QWEN2_VL, None);
+}
+
+/// Qwen2-VL as llama.cpp's pair of files (projector type `qwen2vl_merger`: LayerNorms with
+/// their biases, the quick-GELU MLP as `ffn_up`/`ffn_down`, no windows), held to the folder's
+/// reference as Qwen2.5-VL's pair is.
+#[test]
+fn tiny_qwen2_vl_gguf_and_mmproj_match_hf() {
+    qwen_vl_matches_hf(
+        QWEN2_VL,
+        Some(QWEN2_VL_GGUF),
+        "Qwen2-VL",
+        [false, false, false],
+    );
+    qwen_vl_generates_as_hf(QWEN2_VL, Some(QWEN2_VL_GGUF));
 }
 
 /// The Qwen-VL checks on fixture `name` (or its `pair` of files) of `family`, whose 3 tower

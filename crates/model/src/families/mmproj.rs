@@ -14,7 +14,8 @@
 //! `clip.vision.projector.scale_factor` (patches a side pooled into one image token; 4 when
 //! absent); `idefics3` (SmolVLM, Idefics3): the pixel shuffle by that scale factor and one map
 //! `mm.model.fc`, with `clip.vision.preproc_image_size` the processor's longest edge (the
-//! tower's image size when absent); `qwen2.5vl_merger` (Qwen2.5-VL): below. Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
+//! tower's image size when absent); `qwen2.5vl_merger` (Qwen2.5-VL) and `qwen2vl_merger`
+//! (Qwen2-VL): below. Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
 //! `v.position_embd.weight`, `v.pre_ln`, `v.blk.N.{ln1, attn_q, attn_k, attn_v, attn_out, ln2,
 //! ffn_up, ffn_down}`, `v.post_ln`. The legacy LLaVA converter names the feed-forward maps the
 //! other way round (fc1 `ffn_down`); as clip.cpp does, a `ffn_down` whose inputs are the
@@ -47,6 +48,11 @@
 //! released checkpoints' preprocessor_config.json bounds, 3,136 and 12,845,056 pixels, which the
 //! converter does not carry over (clip.cpp itself runs 8 to 4,096 image tokens); the file's
 //! `image_size` (the converter's 560) is not used.
+//!
+//! Qwen2-VL (`qwen2vl_merger`) is the same but its tower's blocks: LayerNorms with biases (`ln1`,
+//! `ln2`, the merger's `v.post_ln`), the MLP `ffn_up`, `ffn_down` with quick GELU (no activation
+//! key, clip.cpp's default), every layer over the whole picture. Its converter writes the
+//! merger's width as `clip.vision.feed_forward_length`: the MLP's is read from `ffn_up`'s shape.
 
 use std::path::Path;
 
@@ -54,7 +60,7 @@ use super::clip::CLIP_VISION;
 use super::gemma3_vision::Gemma3Vision;
 use super::idefics3::Idefics3;
 use super::llava::{Llava, Selection};
-use super::qwen2_5_vl::{Qwen25Vl, QwenVisionConfig, Tower, QWEN2_5_VL};
+use super::qwen2_5_vl::{Qwen25Vl, QwenVisionConfig, Tower, QWEN2_5_VL, QWEN2_VL};
 use super::siglip::SIGLIP_VISION;
 use crate::attention::image::Cell;
 use crate::blocks::decoder::DecoderStack;
@@ -74,6 +80,7 @@ pub const KNOWN_PROJECTORS: &[(&str, &str)] = &[
     ("gemma3", "Gemma 3"),
     ("idefics3", "SmolVLM, Idefics3"),
     ("qwen2.5vl_merger", "Qwen2.5-VL"),
+    ("qwen2vl_merger", "Qwen2-VL"),
 ];
 
 /// The text architectures each projector type joins.
@@ -82,6 +89,7 @@ const TEXT_ARCHITECTURES: &[(&str, &[&str])] = &[
     ("gemma3", &["gemma3"]),
     ("idefics3", &["llama"]),
     ("qwen2.5vl_merger", &["qwen2vl"]),
+    ("qwen2vl_merger", &["qwen2vl"]),
 ];
 
 /// Which projector.
@@ -95,6 +103,8 @@ enum Kind {
     Idefics3,
     /// Qwen2.5-VL's own tower (windows, 2-D RoPE) and its merger of 2 × 2 patches.
     Qwen25Vl,
+    /// Qwen2-VL's: the same tower with LayerNorms, a quick-GELU MLP and no windows.
+    Qwen2Vl,
 }
 
 /// What a Qwen2.5-VL projector file says beyond the tower's sizes.
@@ -167,6 +177,7 @@ impl Mmproj {
             "gemma3" => Kind::Gemma3,
             "idefics3" => Kind::Idefics3,
             "qwen2.5vl_merger" => Kind::Qwen25Vl,
+            "qwen2vl_merger" => Kind::Qwen2Vl,
             _ => {
                 return Err(InputError::UnknownProjector {
                     origin: origin.to_string(),
@@ -209,7 +220,9 @@ impl Mmproj {
             // form.
             VisionAct::Kernel(match kind {
                 Kind::Mlp => Activation::GeluErf,
-                Kind::Gemma3 | Kind::Idefics3 | Kind::Qwen25Vl => Activation::GeluTanh,
+                Kind::Gemma3 | Kind::Idefics3 | Kind::Qwen25Vl | Kind::Qwen2Vl => {
+                    Activation::GeluTanh
+                }
             })
         } else if file.get_bool("clip.use_silu")?.unwrap_or(false) {
             VisionAct::Kernel(Activation::Silu)
@@ -276,7 +289,8 @@ impl Mmproj {
             ));
         }
         let qwen = match kind {
-            Kind::Qwen25Vl => Some(qwen_settings(file, layers, patch_size)?),
+            Kind::Qwen25Vl => Some(qwen_settings(file, layers, patch_size, true)?),
+            Kind::Qwen2Vl => Some(qwen_settings(file, layers, patch_size, false)?),
             _ => None,
         };
         Ok(Mmproj {
@@ -352,7 +366,7 @@ impl Mmproj {
                 "image_std": self.std,
                 "do_convert_rgb": true,
             }),
-            Kind::Qwen25Vl => {
+            Kind::Qwen25Vl | Kind::Qwen2Vl => {
                 let q = self.qwen.as_ref().expect("read with the projector");
                 serde_json::json!({
                     "image_processor_type": "Qwen2VLImageProcessor",
@@ -492,7 +506,7 @@ impl Mmproj {
                     image_token: find("<image>")?,
                 }))
             }
-            Kind::Qwen25Vl => {
+            Kind::Qwen25Vl | Kind::Qwen2Vl => {
                 let q = self.qwen.as_ref().expect("read with the projector");
                 let shape = t.shape("mm.2.weight")?;
                 let out = shape.first().copied().unwrap_or(0);
@@ -500,9 +514,14 @@ impl Mmproj {
                     return Err(self.width_error(out, model, hidden));
                 }
                 text.options.mrope_section = Some(self.sections(params, model, &text)?);
+                let family = if self.kind == Kind::Qwen2Vl {
+                    &QWEN2_VL
+                } else {
+                    &QWEN2_5_VL
+                };
                 let tower = self.merged_tower(&t, q, hidden)?;
-                text.arch.family = QWEN2_5_VL.name;
-                text.arch.model_type = QWEN2_5_VL.model_types[0].to_string();
+                text.arch.family = family.name;
+                text.arch.model_type = family.model_types[0].to_string();
                 Ok(Box::new(Qwen25Vl {
                     tower,
                     text,
@@ -554,12 +573,18 @@ impl Mmproj {
         out: usize,
     ) -> Result<MergedVision, Error> {
         let c = &self.tower;
-        let (hidden, p, inner, eps) = (
-            c.hidden_size,
-            c.patch_size,
-            c.intermediate_size,
-            c.layer_norm_eps,
-        );
+        let qwen2 = self.kind == Kind::Qwen2Vl;
+        let (hidden, p, eps) = (c.hidden_size, c.patch_size, c.layer_norm_eps);
+        // Qwen2-VL's converter writes the merger's width as `feed_forward_length`; the MLP's
+        // is its first map's (as clip.cpp reads it).
+        let inner = if qwen2 {
+            t.shape("v.blk.0.ffn_up.weight")?
+                .first()
+                .copied()
+                .unwrap_or(0)
+        } else {
+            c.intermediate_size
+        };
         let channels = c.num_channels;
         let shape = [hidden, channels, p, p];
         let frames = [
@@ -579,10 +604,16 @@ impl Mmproj {
             Layout::OutIn,
             None,
         );
+        // Qwen2.5-VL's RMSNorms, Qwen2-VL's LayerNorms.
         let rms = |name: &str| -> Result<Norm, Error> {
+            let bias = if qwen2 {
+                Some(t.vector(&format!("{name}.bias"), hidden)?)
+            } else {
+                None
+            };
             Ok(Norm::from_weights(
                 t.vector(&format!("{name}.weight"), hidden)?,
-                None,
+                bias,
                 eps,
             ))
         };
@@ -598,13 +629,17 @@ impl Mmproj {
                     ]),
                     output: t.linear(&format!("{b}.attn_out"), hidden, hidden, true)?,
                     norm2: rms(&format!("{b}.ln2"))?,
-                    mlp: Mlp::Gated {
-                        gate: t.linear(&format!("{b}.ffn_gate"), inner, hidden, true)?,
-                        up: t.linear(&format!("{b}.ffn_up"), inner, hidden, true)?,
-                        down: t.linear(&format!("{b}.ffn_down"), hidden, inner, true)?,
-                        act: match c.act {
-                            VisionAct::Kernel(act) => act,
-                            VisionAct::QuickGelu => Activation::Silu,
+                    mlp: match c.act {
+                        VisionAct::Kernel(act) if !qwen2 => Mlp::Gated {
+                            gate: t.linear(&format!("{b}.ffn_gate"), inner, hidden, true)?,
+                            up: t.linear(&format!("{b}.ffn_up"), inner, hidden, true)?,
+                            down: t.linear(&format!("{b}.ffn_down"), hidden, inner, true)?,
+                            act,
+                        },
+                        act => Mlp::Plain {
+                            fc1: t.linear(&format!("{b}.ffn_up"), inner, hidden, true)?,
+                            fc2: t.linear(&format!("{b}.ffn_down"), hidden, inner, true)?,
+                            act,
                         },
                     },
                     windowed: !q.full.contains(&n),
@@ -630,7 +665,7 @@ impl Mmproj {
             fullatt_block_indexes: q.full.clone(),
             out_hidden_size: out,
             hidden_act: c.act,
-            tower: Tower::Qwen25,
+            tower: if qwen2 { Tower::Qwen2 } else { Tower::Qwen25 },
             rope_theta: 10_000.0,
         };
         Ok(MergedVision {
@@ -850,7 +885,12 @@ fn gguf_error(e: GgufError) -> Error {
 
 /// A Qwen2.5-VL file's merge, windows, full-attention layers and picture bounds (see the module
 /// doc for where each comes from).
-fn qwen_settings(file: &GgufFile, layers: usize, patch: usize) -> Result<QwenSettings, Error> {
+fn qwen_settings(
+    file: &GgufFile,
+    layers: usize,
+    patch: usize,
+    windows: bool,
+) -> Result<QwenSettings, Error> {
     let merge = file
         .get_usize("clip.vision.spatial_merge_size")?
         .unwrap_or(2);
@@ -882,6 +922,8 @@ fn qwen_settings(file: &GgufFile, layers: usize, patch: usize) -> Result<QwenSet
             }
             full
         }
+        // Qwen2-VL: every layer over the whole picture.
+        None if !windows => (0..layers).collect(),
         // clip.cpp: layer `n` attends over the whole picture when `(n + 1) % pattern == 0`;
         // a pattern of 0, on every layer.
         None => match file.require_usize("clip.vision.n_wa_pattern")? {
