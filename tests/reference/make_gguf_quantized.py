@@ -54,13 +54,22 @@ from reflib import FIXTURES, REFERENCE, setup_determinism, versions, write_json 
 
 OUT = FIXTURES / "gguf"
 SEED = 20261204
-ARCH = {"gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "qwen3": "qwen3", "llama": "llama"}
+ARCH = {
+    "gemma2": "gemma2",
+    "gemma3_text": "gemma3",
+    "phi3": "phi3",
+    "qwen3": "qwen3",
+    "llama": "llama",
+    "qwen2_5_vl_text": "qwen2vl",
+    "qwen2_vl_text": "qwen2vl",
+}
 ARCH_ENUM = {
     "gemma2": gguf.MODEL_ARCH.GEMMA2,
     "gemma3": gguf.MODEL_ARCH.GEMMA3,
     "phi3": gguf.MODEL_ARCH.PHI3,
     "qwen3": gguf.MODEL_ARCH.QWEN3,
     "llama": gguf.MODEL_ARCH.LLAMA,
+    "qwen2vl": gguf.MODEL_ARCH.QWEN2VL,
 }
 TEXTS = {
     "short": "The cat sat.",
@@ -171,6 +180,10 @@ def write(path: Path, cfg: dict, weights: dict, tokenizer, src: Path, qtype: Q) 
         if (params.get("rope_type") or params.get("type")) == "linear":
             writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
             writer.add_rope_scaling_factor(params["factor"])
+        if arch == "qwen2vl":
+            # Qwen2VLModel: M-RoPE's sections, padded to llama.cpp's four.
+            sections = list(params["mrope_section"])
+            writer.add_rope_dimension_sections(sections + [0] * max(0, 4 - len(sections)))
     tokenizer(writer, src)
     if (src / "chat_template.jinja").exists() and tokenizer is spm_tokenizer:
         writer.add_chat_template((src / "chat_template.jinja").read_text())

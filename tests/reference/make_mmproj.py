@@ -9,6 +9,15 @@ Writes, under tests/fixtures/gguf/:
 - tiny-llava.gguf + mmproj-tiny-llava.gguf, from tests/fixtures/tiny-llava (make_llava.py);
 - tiny-gemma3-vlm.gguf + mmproj-tiny-gemma3-vlm.gguf, from tests/fixtures/tiny-gemma3-vlm
   (make_gemma3_vlm.py);
+- tiny-smolvlm.gguf + mmproj-tiny-smolvlm.gguf, from tests/fixtures/tiny-smolvlm (projector type
+  `idefics3`);
+- tiny-qwen2_5_vl.gguf + mmproj-tiny-qwen2_5_vl.gguf, from tests/fixtures/tiny-qwen2_5_vl
+  (make_qwen2_5_vl.py): the text model as Qwen2VLModel writes it (architecture `qwen2vl`,
+  `qwen2vl.rope.dimension_sections` M-RoPE's sections padded to four, the byte-level BPE
+  vocabulary with pre-tokenizer `qwen2`), the projector as Qwen2VLVisionModel writes it (projector
+  type `qwen2.5vl_merger`; see `write_qwen2_5_vl_mmproj`), held to tests/reference/tiny-qwen2_5_vl.json;
+- tiny-qwen2_vl.gguf + mmproj-tiny-qwen2_vl.gguf, Qwen2-VL's the same way (projector type
+  `qwen2vl_merger`), held to tests/reference/tiny-qwen2_vl.json;
 - tiny-gemma3-vlm.Q8_0.gguf + mmproj-tiny-gemma3-vlm.Q8_0.gguf: the same pair quantised as
   llama.cpp's tools store it (the text model's matrices Q8_0, as make_gguf_quantized.py's
   `store`; the tower's matrices Q8_0; the input projection F16, which Gemma3VisionModel forces;
@@ -353,6 +362,159 @@ def write_idefics3_mmproj(folder: str) -> tuple[Path, dict]:
 
 
 # ------------------------------------------------------------------------------------------
+# Qwen2.5-VL (convert_hf_to_gguf.py's Qwen2VLModel and Qwen2VLVisionModel)
+# ------------------------------------------------------------------------------------------
+
+QWEN = "tiny-qwen2_5_vl"
+QWEN2 = "tiny-qwen2_vl"
+
+
+def qwen_bpe(writer: gguf.GGUFWriter, src: Path) -> None:
+    """`_set_vocab_gpt2` for a Qwen2 tokenizer.json: the BPE vocabulary padded to the config's
+    vocabulary size, added tokens as control tokens, the merges, pre-tokenizer `qwen2`, EOS and
+    padding from tokenizer_config.json, no BOS added, the chat template."""
+    tokenizer = json.loads((src / "tokenizer.json").read_text())
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    size = json.loads((src / "config.json").read_text())["text_config"]["vocab_size"]
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    types = [gguf.TokenType.UNUSED] * size
+    for token, i in tokenizer["model"]["vocab"].items():
+        tokens[i], types[i] = token, gguf.TokenType.NORMAL
+    for t in tokenizer["added_tokens"]:
+        tokens[t["id"]] = t["content"]
+        types[t["id"]] = gguf.TokenType.CONTROL if t["special"] else gguf.TokenType.USER_DEFINED
+    ids = {t["content"]: t["id"] for t in tokenizer["added_tokens"]}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tokenizer["model"]["merges"]])
+    writer.add_eos_token_id(ids[config["eos_token"]])
+    writer.add_pad_token_id(ids[config["pad_token"]])
+    writer.add_add_bos_token(False)
+    writer.add_chat_template((src / "chat_template.jinja").read_text())
+
+
+def write_qwen_text(folder: str) -> tuple[Path, dict]:
+    """Qwen2VLModel: the language model (`model.` without `visual.`) as architecture `qwen2vl`,
+    q/k unpermuted, `qwen2vl.rope.dimension_sections` M-RoPE's sections padded to four."""
+    src = FIXTURES / folder
+    config = json.loads((src / "config.json").read_text())
+    weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
+    text = config["text_config"]
+    path = OUT / f"{folder}.gguf"
+    language = {k: v for k, v in weights.items() if k.startswith("model.")}
+    write_text(path, text, language, qwen_bpe, src, Q.F32)
+    reader = gguf.GGUFReader(str(path))
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2VL, text["num_hidden_layers"])
+    stored = {t.name: np.asarray(t.data) for t in reader.tensors}
+    for hf, value in language.items():
+        name = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert np.array_equal(stored[name].reshape(value.shape), value), f"{path.name}: {name}"
+    assert set(stored) == {names.get_name(hf, try_suffixes=(".weight", ".bias")) for hf in language}
+    sections = reader.fields["qwen2vl.rope.dimension_sections"]
+    assert [int(sections.parts[i][0]) for i in sections.data] == [2, 3, 3, 0]
+    print(path.name, len(stored), "tensors,", path.stat().st_size, "bytes")
+    return path, text
+
+
+def write_qwen2_5_vl_mmproj(folder: str) -> tuple[Path, dict]:
+    """Qwen2.5-VL's projector as convert_hf_to_gguf.py `--mmproj` writes it (Qwen2VLVisionModel):
+    `clip.projector_type` `qwen2.5vl_merger`, `clip.use_silu`, `clip.vision.n_wa_pattern` (the
+    first full-attention layer plus one, the full layers evenly spaced), the layer-norm epsilon
+    (the text config's `rms_norm_eps`), `clip.vision.image_size` 560 (the config has none), the
+    tower's sizes (`num_heads`, `depth`), image mean and std; q/k/v split from `attn.qkv`, the
+    Conv3d's two frames as `v.patch_embd.weight` and `v.patch_embd.weight.1`, the rest by
+    gguf-py's map (`ffn_gate`/`ffn_up`/`ffn_down`, `v.post_ln` the merger's `ln_q`, `mm.0`, `mm.2`).
+
+    One key more than the converter writes: `clip.vision.window_size`, the checkpoint's 56 px.
+    The converter leaves it out and clip.cpp then runs 112 (every released Qwen2.5-VL's); without
+    it this file would be another model than the checkpoint.
+
+    Qwen2-VL's (`tiny-qwen2_vl`): projector type `qwen2vl_merger`, no activation key (clip.cpp's
+    quick GELU), no windows, the tower's width `embed_dim` and `feed_forward_length` the config's
+    `hidden_size` (the converter's renaming; clip.cpp reads the width from the tensors), the
+    LayerNorms' biases."""
+    src = FIXTURES / folder
+    config = json.loads((src / "config.json").read_text())
+    pre = json.loads((src / "preprocessor_config.json").read_text())
+    vision = dict(config["vision_config"])
+    qwen2 = "embed_dim" in vision
+    if qwen2:
+        vision["intermediate_size"] = vision["hidden_size"]
+        vision["hidden_size"] = vision["embed_dim"]
+    weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
+    layers = vision["depth"]
+    path = OUT / f"mmproj-{folder}.gguf"
+    writer = gguf.GGUFWriter(str(path), "clip")
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_name(folder)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_clip_has_vision_encoder(True)
+    writer.add_vision_projection_dim(config["text_config"]["hidden_size"])
+    writer.add_vision_image_size(vision.get("image_size", 560))
+    writer.add_vision_patch_size(vision["patch_size"])
+    writer.add_vision_embedding_length(vision["hidden_size"])
+    writer.add_vision_feed_forward_length(vision["intermediate_size"])
+    writer.add_vision_block_count(layers)
+    writer.add_vision_head_count(vision["num_heads"])
+    writer.add_vision_image_mean(pre["image_mean"])
+    writer.add_vision_image_std(pre["image_std"])
+    if qwen2:
+        writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN2VL)
+    else:
+        writer.add_clip_projector_type(gguf.VisionProjectorType.QWEN25VL)
+        writer.add_vision_use_silu(True)
+        full = vision["fullatt_block_indexes"]
+        pattern = full[0] + 1
+        assert all(b - a == pattern for a, b in zip(full, full[1:])), full
+        writer.add_vision_n_wa_pattern(pattern)
+    writer.add_vision_attention_layernorm_eps(config.get("rms_norm_eps", 1e-6))
+    if not qwen2:
+        writer.add_vision_window_size(vision["window_size"])
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, layers)
+    expected = {}
+
+    def add(new: str, hf: str, value: np.ndarray) -> None:
+        value = np.ascontiguousarray(value, dtype=np.float32)
+        expected[new] = (hf, value, Q.F32)
+        writer.add_tensor(new, value, raw_dtype=Q.F32)
+
+    for name in sorted(weights):
+        if not name.startswith("visual."):
+            continue
+        value = weights[name]
+        if ".qkv." in name:
+            c = value.shape[0] // 3
+            for i, part in enumerate("qkv"):
+                split = name.replace("qkv", part)
+                add(names.get_name(split, try_suffixes=(".weight", ".bias")), name, value[i * c : (i + 1) * c])
+        elif name.endswith("patch_embed.proj.weight"):
+            assert value.shape[2] == 2, value.shape
+            add("v.patch_embd.weight", name, value[:, :, 0])
+            add("v.patch_embd.weight.1", name, value[:, :, 1])
+        else:
+            new = names.get_name(name, try_suffixes=(".weight", ".bias"))
+            assert new is not None, name
+            add(new, name, value)
+    finish(writer)
+    return path, expected
+
+
+def qwen_transform(name: str, original: np.ndarray) -> np.ndarray:
+    """The converter's transform of a Qwen2.5-VL tower tensor, from its GGUF name."""
+    if name == "v.patch_embd.weight":
+        return original[:, :, 0]
+    if name == "v.patch_embd.weight.1":
+        return original[:, :, 1]
+    for i, part in enumerate(("attn_q.", "attn_k.", "attn_v.")):
+        if part in name:
+            c = original.shape[0] // 3
+            return original[i * c : (i + 1) * c]
+    return original
+
+
+# ------------------------------------------------------------------------------------------
 # Checks
 # ------------------------------------------------------------------------------------------
 
@@ -376,6 +538,8 @@ def check_mmproj(path: Path, expected: dict, folder: str) -> None:
         # The converter's transform applied to the checkpoint's weight gives what is stored.
         original = weights[hf].astype(np.float32)
         want = original + 1 if t.name == "mm.soft_emb_norm.weight" else original
+        if folder in (QWEN, QWEN2):
+            want = qwen_transform(t.name, original)
         assert np.array_equal(back, want), f"{path.name}: {t.name} vs {hf}"
         seen.add(t.name)
     assert seen == set(expected), f"{path.name}: {set(expected) - seen}"
@@ -544,6 +708,10 @@ def main() -> None:
         path, text = write_text_model(folder)
         check_text(path, folder, text)
         path, expected = mmproj(folder)
+        check_mmproj(path, expected, folder)
+    for folder in (QWEN, QWEN2):
+        write_qwen_text(folder)
+        path, expected = write_qwen2_5_vl_mmproj(folder)
         check_mmproj(path, expected, folder)
     gemma3_reference()
     # The Gemma 3 pair quantised as llama.cpp's tools store it: the text model's matrices Q8_0

@@ -2,8 +2,8 @@
 //! --mmproj mmproj-*.gguf`), the projector an Ollama store keeps beside a model used by itself,
 //! and the one-line refusals: a projector beside a model that is not a GGUF file, a projector
 //! file that is not one, a projector type attnviz does not run, a projector made for another
-//! kind or width of text model, and a picture given to a GGUF text model without its projector.
-//! The pairs are `tests/reference/make_mmproj.py`'s.
+//! kind or width of text model, a picture given to a GGUF text model without its projector, and
+//! Qwen2.5-VL's text file without its M-RoPE sections. The pairs are `tests/reference/make_mmproj.py`'s.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -247,8 +247,9 @@ fn an_unknown_projector_type_is_refused_naming_the_known_ones() {
     ]);
     assert_clean_failure(
         &out,
-        "holds a 'ldp' projector, which attnviz does not run; it runs 'mlp' (LLaVA) and \
-         'gemma3' (Gemma 3)",
+        "holds a 'ldp' projector, which attnviz does not run; it runs 'mlp' (LLaVA), \
+         'gemma3' (Gemma 3), 'idefics3' (SmolVLM, Idefics3), 'qwen2.5vl_merger' (Qwen2.5-VL) \
+         and 'qwen2vl_merger' (Qwen2-VL)",
     );
 }
 
@@ -326,5 +327,37 @@ fn a_projector_over_the_memory_limit_is_refused_before_it_is_read() {
         &out,
         "mmproj-tiny-llava.gguf: its 41 tensors take 121 KB as stored, more than the memory \
          limit given (50 KB)",
+    );
+}
+
+/// Qwen2.5-VL's `qwen2vl` text file runs alone as a Qwen2 (its M-RoPE is plain RoPE on text);
+/// with its projector but without `qwen2vl.rope.dimension_sections` it is refused in one line
+/// naming the key, not run with positions llama.cpp would not give it.
+#[test]
+fn a_qwen2vl_text_file_runs_alone_and_needs_its_rope_sections_for_pictures() {
+    let alone = run(&["-m", &gguf("tiny-qwen2_5_vl.gguf"), "describe the red part"]);
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    let mut bytes = fs::read(gguf("tiny-qwen2_5_vl.gguf")).unwrap();
+    let key = b"qwen2vl.rope.dimension_sections";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key");
+    bytes[at + key.len() - 1] = b'z';
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-qwen2_5_vl.gguf");
+    fs::write(&path, bytes).unwrap();
+    let out = run(&[
+        "-m",
+        &path.display().to_string(),
+        "--mmproj",
+        &gguf("mmproj-tiny-qwen2_5_vl.gguf"),
+        "--image",
+        &image("wide45x37.png"),
+        "What?",
+    ]);
+    assert_clean_failure(
+        &out,
+        "metadata qwen2vl.rope.dimension_sections is missing; multimodal RoPE needs three runs",
     );
 }

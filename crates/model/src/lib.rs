@@ -552,7 +552,7 @@ impl Model {
         let (network, image_processor) = match (built, &mmproj) {
             (Built::Stack(stack), Some((mm_file, mm))) => {
                 let token = |t: &str| tokenizer.tokenizer.token_to_id(t);
-                let joined = mm.join(mm_file, *stack, &name, &params.architecture, &token)?;
+                let joined = mm.join(mm_file, *stack, &name, &params, &token)?;
                 (joined, Some(mm.image_processor()?))
             }
             (Built::Stack(stack), None) => (stack as Box<dyn Network>, None),

@@ -240,8 +240,13 @@ const GEMMA3_GGUF_Q8: Fixture = Fixture {
 };
 
 fn load_model(f: &Fixture) -> Model {
-    match f.pair {
-        None => ok(Model::from_dir(&fixture(f.name)), f.name),
+    model_from(f.name, f.pair)
+}
+
+/// Fixture `name`'s folder, or its `pair` of files under tests/fixtures/gguf.
+fn model_from(name: &str, pair: Option<[&str; 2]>) -> Model {
+    match pair {
+        None => ok(Model::from_dir(&fixture(name)), name),
         Some([text, mmproj]) => {
             let dir = repo().join("tests/fixtures/gguf");
             ok(
@@ -649,6 +654,8 @@ struct QwenCase {
 
 const QWEN_VL: &str = "tiny-qwen2_5_vl";
 const QWEN2_VL: &str = "tiny-qwen2_vl";
+const QWEN_VL_GGUF: [&str; 2] = ["tiny-qwen2_5_vl.gguf", "mmproj-tiny-qwen2_5_vl.gguf"];
+const QWEN2_VL_GGUF: [&str; 2] = ["tiny-qwen2_vl.gguf", "mmproj-tiny-qwen2_vl.gguf"];
 const VISION_MARKS: &str = "<|vision_start|><|image_pad|><|vision_end|>";
 
 fn qwen_tensor(
@@ -674,7 +681,22 @@ fn qwen_images(case: &QwenCase) -> Vec<ImageSource> {
 /// positions, within 1e-5; its last hidden state within the suite's bound.
 #[test]
 fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
-    qwen_vl_matches_hf(QWEN_VL, "Qwen2.5-VL", [true, false, true]);
+    qwen_vl_matches_hf(QWEN_VL, None, "Qwen2.5-VL", [true, false, true]);
+}
+
+/// The same checkpoint as llama.cpp's pair of files (`make_mmproj.py`: the `qwen2vl` text file
+/// with its M-RoPE sections, the `qwen2.5vl_merger` projector with the Conv3d as two kernels),
+/// held to the folder's reference: pixels, every tower layer and head, the language model's
+/// attention, the ids and the generation within 1e-5.
+#[test]
+fn tiny_qwen2_5_vl_gguf_and_mmproj_match_hf() {
+    qwen_vl_matches_hf(
+        QWEN_VL,
+        Some(QWEN_VL_GGUF),
+        "Qwen2.5-VL",
+        [true, false, true],
+    );
+    qwen_vl_generates_as_hf(QWEN_VL, Some(QWEN_VL_GGUF));
 }
 
 /// Qwen2-VL (`make_qwen2_5_vl.py --variant qwen2_vl`): the same checks, its tower's LayerNorm
@@ -682,12 +704,27 @@ fn tiny_qwen2_5_vl_matches_hf_with_windows_merged_tokens_and_mrope() {
 /// Qwen's layout (`visual.`, the text model under `model.`).
 #[test]
 fn tiny_qwen2_vl_matches_hf_without_windows() {
-    qwen_vl_matches_hf(QWEN2_VL, "Qwen2-VL", [false, false, false]);
-    qwen_vl_generates_as_hf(QWEN2_VL);
+    qwen_vl_matches_hf(QWEN2_VL, None, "Qwen2-VL", [false, false, false]);
+    qwen_vl_generates_as_hf(QWEN2_VL, None);
 }
 
-/// The Qwen-VL checks on fixture `name` of `family`, whose 3 tower layers are `windowed` or not.
-fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
+/// Qwen2-VL as llama.cpp's pair of files (projector type `qwen2vl_merger`: LayerNorms with
+/// their biases, the quick-GELU MLP as `ffn_up`/`ffn_down`, no windows), held to the folder's
+/// reference as Qwen2.5-VL's pair is.
+#[test]
+fn tiny_qwen2_vl_gguf_and_mmproj_match_hf() {
+    qwen_vl_matches_hf(
+        QWEN2_VL,
+        Some(QWEN2_VL_GGUF),
+        "Qwen2-VL",
+        [false, false, false],
+    );
+    qwen_vl_generates_as_hf(QWEN2_VL, Some(QWEN2_VL_GGUF));
+}
+
+/// The Qwen-VL checks on fixture `name` (or its `pair` of files) of `family`, whose 3 tower
+/// layers are `windowed` or not.
+fn qwen_vl_matches_hf(name: &str, pair: Option<[&str; 2]>, family: &str, windowed: [bool; 3]) {
     let dir = repo().join("tests/reference");
     let json = format!("{name}.json");
     let m: QwenManifest = ok(
@@ -699,7 +736,7 @@ fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(name)), name);
+    let model = model_from(name, pair);
     assert!(model.is_multimodal());
     assert_eq!(model.family(), family);
     let processor = model.image_processor().expect("an image processor");
@@ -850,10 +887,10 @@ fn qwen_vl_matches_hf(name: &str, family: &str, windowed: [bool; 3]) {
 /// attention over prompt and generated tokens within 1e-5.
 #[test]
 fn tiny_qwen2_5_vl_generates_as_hf_from_its_rope_delta() {
-    qwen_vl_generates_as_hf(QWEN_VL);
+    qwen_vl_generates_as_hf(QWEN_VL, None);
 }
 
-fn qwen_vl_generates_as_hf(name: &str) {
+fn qwen_vl_generates_as_hf(name: &str, pair: Option<[&str; 2]>) {
     let dir = repo().join("tests/reference");
     let json = format!("{name}.json");
     let m: QwenManifest = ok(
@@ -865,7 +902,7 @@ fn qwen_vl_generates_as_hf(name: &str) {
         candle_core::safetensors::load(dir.join(&weights), &Device::Cpu),
         &weights,
     );
-    let model = ok(Model::from_dir(&fixture(name)), name);
+    let model = model_from(name, pair);
     assert!(!m.generations.is_empty());
     for g in &m.generations {
         let case = m.cases.iter().find(|c| c.name == g.case).unwrap();

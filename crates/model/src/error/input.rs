@@ -76,7 +76,7 @@ pub enum InputError {
     /// A projector type not read here.
     #[error(
         "{origin} holds a '{projector}' projector, which attnviz does not run; it runs {}",
-        known.iter().map(|(t, f)| format!("'{t}' ({f})")).collect::<Vec<_>>().join(" and ")
+        projector_list(known)
     )]
     UnknownProjector {
         /// The file.
@@ -667,6 +667,16 @@ pub enum GgufMetadataProblem {
     /// Phi-3's LongRoPE attention factor that is not positive.
     #[error("metadata phi3.rope.scaling.attn_factor is {0}; it must be positive")]
     AttnFactor(f64),
+    /// M-RoPE's sections missing, or not three runs filling half a head.
+    #[error("metadata {architecture}.rope.dimension_sections is {found}; multimodal RoPE needs three runs of frequencies (and llama.cpp's fourth, 0) that add up to {half}, half a head")]
+    RopeSections {
+        /// The file's architecture.
+        architecture: String,
+        /// What the file holds (`missing`, or the runs).
+        found: String,
+        /// Half the head size.
+        half: usize,
+    },
 }
 
 /// ` (sequence 3)` for a batch's later sequences, nothing for the first.
@@ -675,5 +685,14 @@ pub(super) fn sequence_note(index: usize) -> String {
         String::new()
     } else {
         format!(" (sequence {index})")
+    }
+}
+
+/// The projector types read, as a list in words: `'mlp' (LLaVA), … and 'gemma3' (Gemma 3)`.
+fn projector_list(known: &[(&str, &str)]) -> String {
+    let named: Vec<String> = known.iter().map(|(t, f)| format!("'{t}' ({f})")).collect();
+    match named.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => named.concat(),
     }
 }

@@ -113,9 +113,11 @@ const GGUF_LLAMA: GgufReader = GgufReader {
     config: gguf_config,
 };
 
-/// GGUF files of the `qwen2` architecture.
+/// GGUF files of the `qwen2` architecture, and `qwen2vl` (Qwen2-VL's and Qwen2.5-VL's language
+/// model: a Qwen2 whose M-RoPE, `qwen2vl.rope.dimension_sections`, is plain RoPE on text alone;
+/// with its projector file [`super::mmproj`] runs the sections).
 const GGUF_QWEN2: GgufReader = GgufReader {
-    architectures: &["qwen2"],
+    architectures: &["qwen2", "qwen2vl"],
     config: gguf_config,
 };
 
@@ -405,7 +407,7 @@ impl LlamaConfig {
         let variant = match p.architecture.as_str() {
             "llama" => Variant::Llama,
             // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
-            "qwen2" => Variant::Qwen2,
+            "qwen2" | "qwen2vl" => Variant::Qwen2,
             "qwen3" => Variant::Qwen3,
             "smollm3" => Variant::SmolLm3,
             other => {
@@ -413,7 +415,7 @@ impl LlamaConfig {
                     architecture: other.to_string(),
                     family: "Llama",
                     runs: "; it runs GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), \
-                           qwen2, qwen3 and smollm3 architectures",
+                           qwen2, qwen2vl, qwen3 and smollm3 architectures",
                 })
             }
         };
@@ -880,6 +882,7 @@ mod tests {
             rope_attn_factor: None,
             rope_original_context_length: None,
             rope_factors_tensors: false,
+            rope_sections: Vec::new(),
         }
     }
 

@@ -14,7 +14,8 @@
 //! `clip.vision.projector.scale_factor` (patches a side pooled into one image token; 4 when
 //! absent); `idefics3` (SmolVLM, Idefics3): the pixel shuffle by that scale factor and one map
 //! `mm.model.fc`, with `clip.vision.preproc_image_size` the processor's longest edge (the
-//! tower's image size when absent). Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
+//! tower's image size when absent); `qwen2.5vl_merger` (Qwen2.5-VL) and `qwen2vl_merger`
+//! (Qwen2-VL): below. Tensors: `v.patch_embd.weight` (and its bias), `v.class_embd`,
 //! `v.position_embd.weight`, `v.pre_ln`, `v.blk.N.{ln1, attn_q, attn_k, attn_v, attn_out, ln2,
 //! ffn_up, ffn_down}`, `v.post_ln`. The legacy LLaVA converter names the feed-forward maps the
 //! other way round (fc1 `ffn_down`); as clip.cpp does, a `ffn_down` whose inputs are the
@@ -29,6 +30,29 @@
 //! The pictures are prepared as transformers' processor for the family does it (CLIP's resize
 //! of the shorter side and centre crop for LLaVA, Gemma 3's square resize, Idefics3's tiles of the
 //! tower's size plus the global view), with the file's image size, mean and standard deviation.
+//!
+//! Qwen2.5-VL (`qwen2.5vl_merger`, convert_hf_to_gguf.py's Qwen2VLVisionModel) joins the
+//! `qwen2vl` text file, whose `qwen2vl.rope.dimension_sections` are M-RoPE's sections (llama.cpp's
+//! four, the last 0). Its tower is transformers' (`qwen2_5_vl.rs`): the Conv3d over two frames
+//! stored as two kernels, `v.patch_embd.weight` and `v.patch_embd.weight.1` (the frames' halves,
+//! put back together); q, k and v split from `qkv`; RMSNorms `ln1`, `ln2`; the gated MLP
+//! `ffn_gate`, `ffn_up`, `ffn_down` with biases under `clip.use_silu`; the merger's `ln_q` as
+//! `v.post_ln`, its MLP `mm.0`, `mm.2`. From the file: the sizes, the norms' epsilon (which the
+//! converter copies from the config's `rms_norm_eps`), the merge (`clip.vision.spatial_merge_size`,
+//! else 2), the full-attention layers (`clip.vision.wa_layer_indexes`, else every
+//! `clip.vision.n_wa_pattern`-th, as clip.cpp reads them), the window (`clip.vision.window_size`,
+//! else clip.cpp's 112, every released checkpoint's `window_size`: the converter does not write
+//! it), the mean and standard deviation. The vision rotary base is transformers' 10,000. The
+//! processor is Qwen's `smart_resize` (bicubic, multiples of patch × merge) between
+//! `clip.vision.image_min_pixels` and `image_max_pixels` when the file has them, else the
+//! released checkpoints' preprocessor_config.json bounds, 3,136 and 12,845,056 pixels, which the
+//! converter does not carry over (clip.cpp itself runs 8 to 4,096 image tokens); the file's
+//! `image_size` (the converter's 560) is not used.
+//!
+//! Qwen2-VL (`qwen2vl_merger`) is the same but its tower's blocks: LayerNorms with biases (`ln1`,
+//! `ln2`, the merger's `v.post_ln`), the MLP `ffn_up`, `ffn_down` with quick GELU (no activation
+//! key, clip.cpp's default), every layer over the whole picture. Its converter writes the
+//! merger's width as `clip.vision.feed_forward_length`: the MLP's is read from `ffn_up`'s shape.
 
 use std::path::Path;
 
@@ -36,16 +60,18 @@ use super::clip::CLIP_VISION;
 use super::gemma3_vision::Gemma3Vision;
 use super::idefics3::Idefics3;
 use super::llava::{Llava, Selection};
+use super::qwen2_5_vl::{Qwen25Vl, QwenVisionConfig, Tower, QWEN2_5_VL, QWEN2_VL};
 use super::siglip::SIGLIP_VISION;
 use crate::attention::image::Cell;
 use crate::blocks::decoder::DecoderStack;
 use crate::blocks::layers::{Linear, Norm};
+use crate::blocks::merged_vision::{MergedVision, MergedVisionLayer, Merger, Mlp};
 use crate::blocks::network::{Framing, Network};
 use crate::blocks::vision::{Specials, VisionAct, VisionConfig, VisionEncoder, VisionLayer};
-use crate::error::{Error, InputError};
-use crate::formats::gguf::{GgufError, GgufFile, MetadataProblem, Representation};
+use crate::error::{Error, GgufMetadataProblem, InputError};
+use crate::formats::gguf::{DecoderParams, GgufError, GgufFile, MetadataProblem, Representation};
 use crate::formats::weights::{MatrixWeight, Weight};
-use crate::kernels::{Activation, Layout};
+use crate::kernels::{Activation, Layout, Rope};
 use crate::pixels::ImageProcessor;
 
 /// The projector types read, as `clip.projector_type` names them, with what they are.
@@ -53,6 +79,8 @@ pub const KNOWN_PROJECTORS: &[(&str, &str)] = &[
     ("mlp", "LLaVA"),
     ("gemma3", "Gemma 3"),
     ("idefics3", "SmolVLM, Idefics3"),
+    ("qwen2.5vl_merger", "Qwen2.5-VL"),
+    ("qwen2vl_merger", "Qwen2-VL"),
 ];
 
 /// The text architectures each projector type joins.
@@ -60,6 +88,8 @@ const TEXT_ARCHITECTURES: &[(&str, &[&str])] = &[
     ("mlp", &["llama", "mistral", "qwen2"]),
     ("gemma3", &["gemma3"]),
     ("idefics3", &["llama"]),
+    ("qwen2.5vl_merger", &["qwen2vl"]),
+    ("qwen2vl_merger", &["qwen2vl"]),
 ];
 
 /// Which projector.
@@ -71,7 +101,32 @@ enum Kind {
     Gemma3,
     /// Idefics3's pixel shuffle and one map over SigLIP's last hidden state, per tile.
     Idefics3,
+    /// Qwen2.5-VL's own tower (windows, 2-D RoPE) and its merger of 2 × 2 patches.
+    Qwen25Vl,
+    /// Qwen2-VL's: the same tower with LayerNorms, a quick-GELU MLP and no windows.
+    Qwen2Vl,
 }
+
+/// What a Qwen2.5-VL projector file says beyond the tower's sizes.
+#[derive(Clone, Debug, PartialEq)]
+struct QwenSettings {
+    /// Patches a side merged into one image token (`clip.vision.spatial_merge_size`, else 2).
+    merge: usize,
+    /// A window's side in pixels (`clip.vision.window_size`, else 112).
+    window: usize,
+    /// The layers that attend over the whole picture.
+    full: Vec<usize>,
+    /// The processor's bounds on a picture's area (`clip.vision.image_min_pixels`,
+    /// `image_max_pixels`).
+    pixels: [usize; 2],
+}
+
+/// Qwen2.5-VL's `preprocessor_config.json` bounds (`min_pixels`, `max_pixels`), which the
+/// converter does not carry into the file.
+const QWEN_PIXELS: [usize; 2] = [3136, 12_845_056];
+
+/// clip.cpp's window when the file states none: every released Qwen2.5-VL's `window_size`.
+const QWEN_WINDOW: usize = 112;
 
 /// A projector file's settings, read and checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +143,8 @@ pub struct Mmproj {
     scale: usize,
     /// The processor's longest edge (`clip.vision.preproc_image_size`, Idefics3).
     longest: usize,
+    /// Qwen2.5-VL's merge, windows and picture bounds.
+    qwen: Option<QwenSettings>,
     /// Named in errors.
     origin: String,
 }
@@ -119,6 +176,8 @@ impl Mmproj {
             "mlp" => Kind::Mlp,
             "gemma3" => Kind::Gemma3,
             "idefics3" => Kind::Idefics3,
+            "qwen2.5vl_merger" => Kind::Qwen25Vl,
+            "qwen2vl_merger" => Kind::Qwen2Vl,
             _ => {
                 return Err(InputError::UnknownProjector {
                     origin: origin.to_string(),
@@ -161,7 +220,9 @@ impl Mmproj {
             // form.
             VisionAct::Kernel(match kind {
                 Kind::Mlp => Activation::GeluErf,
-                Kind::Gemma3 | Kind::Idefics3 => Activation::GeluTanh,
+                Kind::Gemma3 | Kind::Idefics3 | Kind::Qwen25Vl | Kind::Qwen2Vl => {
+                    Activation::GeluTanh
+                }
             })
         } else if file.get_bool("clip.use_silu")?.unwrap_or(false) {
             VisionAct::Kernel(Activation::Silu)
@@ -218,13 +279,20 @@ impl Mmproj {
             .get_usize("clip.vision.projector.scale_factor")?
             .unwrap_or(4);
         let side = image_size / patch_size;
-        if kind != Kind::Mlp && (scale == 0 || !side.is_multiple_of(scale)) {
+        if matches!(kind, Kind::Gemma3 | Kind::Idefics3)
+            && (scale == 0 || !side.is_multiple_of(scale))
+        {
             return Err(meta(
                 file,
                 "clip.vision.projector.scale_factor",
                 MetadataProblem::Implausible(scale as u64),
             ));
         }
+        let qwen = match kind {
+            Kind::Qwen25Vl => Some(qwen_settings(file, layers, patch_size, true)?),
+            Kind::Qwen2Vl => Some(qwen_settings(file, layers, patch_size, false)?),
+            _ => None,
+        };
         Ok(Mmproj {
             kind,
             projector_type,
@@ -247,6 +315,7 @@ impl Mmproj {
                 .get_usize("clip.vision.preproc_image_size")?
                 .filter(|&n| n > 0)
                 .unwrap_or(image_size),
+            qwen,
             origin: origin.to_string(),
         })
     }
@@ -297,6 +366,24 @@ impl Mmproj {
                 "image_std": self.std,
                 "do_convert_rgb": true,
             }),
+            Kind::Qwen25Vl | Kind::Qwen2Vl => {
+                let q = self.qwen.as_ref().expect("read with the projector");
+                serde_json::json!({
+                    "image_processor_type": "Qwen2VLImageProcessor",
+                    "do_resize": true,
+                    "size": {"shortest_edge": q.pixels[0], "longest_edge": q.pixels[1]},
+                    "patch_size": self.tower.patch_size,
+                    "temporal_patch_size": 2,
+                    "merge_size": q.merge,
+                    "resample": 3,
+                    "do_rescale": true,
+                    "rescale_factor": 1.0 / 255.0,
+                    "do_normalize": true,
+                    "image_mean": self.mean,
+                    "image_std": self.std,
+                    "do_convert_rgb": true,
+                })
+            }
         };
         ImageProcessor::parse(&config.to_string()).map_err(|problem| {
             InputError::Image(crate::pixels::PixelsError::Config {
@@ -317,9 +404,10 @@ impl Mmproj {
         file: &GgufFile,
         mut text: DecoderStack,
         model: &str,
-        architecture: &str,
+        params: &DecoderParams,
         token: &dyn Fn(&str) -> Option<u32>,
     ) -> Result<Box<dyn Network>, Error> {
+        let architecture = params.architecture.as_str();
         let goes_with = TEXT_ARCHITECTURES
             .iter()
             .find(|(t, _)| *t == self.projector_type)
@@ -418,7 +506,180 @@ impl Mmproj {
                     image_token: find("<image>")?,
                 }))
             }
+            Kind::Qwen25Vl | Kind::Qwen2Vl => {
+                let q = self.qwen.as_ref().expect("read with the projector");
+                let shape = t.shape("mm.2.weight")?;
+                let out = shape.first().copied().unwrap_or(0);
+                if out != hidden {
+                    return Err(self.width_error(out, model, hidden));
+                }
+                text.options.mrope_section = Some(self.sections(params, model, &text)?);
+                let family = if self.kind == Kind::Qwen2Vl {
+                    &QWEN2_VL
+                } else {
+                    &QWEN2_5_VL
+                };
+                let tower = self.merged_tower(&t, q, hidden)?;
+                text.arch.family = family.name;
+                text.arch.model_type = family.model_types[0].to_string();
+                Ok(Box::new(Qwen25Vl {
+                    tower,
+                    text,
+                    image_token: find("<|image_pad|>")?,
+                    vision_marks: [find("<|vision_start|>")?, find("<|vision_end|>")?],
+                }))
+            }
         }
+    }
+
+    /// M-RoPE's sections from the text file (`qwen2vl.rope.dimension_sections`, llama.cpp's
+    /// four with the unused last 0), which must fill half a head.
+    fn sections(
+        &self,
+        params: &DecoderParams,
+        model: &str,
+        text: &DecoderStack,
+    ) -> Result<Vec<usize>, Error> {
+        let mut sections = params.rope_sections.clone();
+        while sections.len() > 3 && sections.last() == Some(&0) {
+            sections.pop();
+        }
+        let half = text.arch.head_dim / 2;
+        if sections.len() != 3 || sections.iter().sum::<usize>() != half {
+            return Err(InputError::GgufMetadata {
+                origin: model.to_string(),
+                problem: GgufMetadataProblem::RopeSections {
+                    architecture: params.architecture.clone(),
+                    found: if params.rope_sections.is_empty() {
+                        "missing".to_string()
+                    } else {
+                        format!("{:?}", params.rope_sections)
+                    },
+                    half,
+                },
+            }
+            .into());
+        }
+        Ok(sections)
+    }
+
+    /// Qwen2.5-VL's tower: the two frames' kernels as the Conv3d's matrix, RMSNorms, q/k/v, a
+    /// gated MLP with biases, windows but on the full layers, the merger (`v.post_ln` its
+    /// `ln_q`, `mm.0`, `mm.2` into the text model's width `out`).
+    fn merged_tower(
+        &self,
+        t: &Tensors<'_>,
+        q: &QwenSettings,
+        out: usize,
+    ) -> Result<MergedVision, Error> {
+        let c = &self.tower;
+        let qwen2 = self.kind == Kind::Qwen2Vl;
+        let (hidden, p, eps) = (c.hidden_size, c.patch_size, c.layer_norm_eps);
+        // Qwen2-VL's converter writes the merger's width as `feed_forward_length`; the MLP's
+        // is its first map's (as clip.cpp reads it).
+        let inner = if qwen2 {
+            t.shape("v.blk.0.ffn_up.weight")?
+                .first()
+                .copied()
+                .unwrap_or(0)
+        } else {
+            c.intermediate_size
+        };
+        let channels = c.num_channels;
+        let shape = [hidden, channels, p, p];
+        let frames = [
+            t.tensor("v.patch_embd.weight", &shape)?,
+            t.tensor("v.patch_embd.weight.1", &shape)?,
+        ];
+        // transformers' Conv3d weight `[hidden, channels, frames, patch, patch]` as a matrix.
+        let area = p * p;
+        let mut conv = Vec::with_capacity(hidden * channels * 2 * area);
+        for row in 0..hidden * channels {
+            for frame in &frames {
+                conv.extend_from_slice(&frame[row * area..][..area]);
+            }
+        }
+        let projection = Linear::new(
+            Weight::owned(conv, vec![hidden, channels * 2 * area]),
+            Layout::OutIn,
+            None,
+        );
+        // Qwen2.5-VL's RMSNorms, Qwen2-VL's LayerNorms.
+        let rms = |name: &str| -> Result<Norm, Error> {
+            let bias = if qwen2 {
+                Some(t.vector(&format!("{name}.bias"), hidden)?)
+            } else {
+                None
+            };
+            Ok(Norm::from_weights(
+                t.vector(&format!("{name}.weight"), hidden)?,
+                bias,
+                eps,
+            ))
+        };
+        let layers = (0..c.num_hidden_layers)
+            .map(|n| {
+                let b = format!("v.blk.{n}");
+                Ok(MergedVisionLayer {
+                    norm1: rms(&format!("{b}.ln1"))?,
+                    qkv: Linear::stack(vec![
+                        t.linear(&format!("{b}.attn_q"), hidden, hidden, true)?,
+                        t.linear(&format!("{b}.attn_k"), hidden, hidden, true)?,
+                        t.linear(&format!("{b}.attn_v"), hidden, hidden, true)?,
+                    ]),
+                    output: t.linear(&format!("{b}.attn_out"), hidden, hidden, true)?,
+                    norm2: rms(&format!("{b}.ln2"))?,
+                    mlp: match c.act {
+                        VisionAct::Kernel(act) if !qwen2 => Mlp::Gated {
+                            gate: t.linear(&format!("{b}.ffn_gate"), inner, hidden, true)?,
+                            up: t.linear(&format!("{b}.ffn_up"), inner, hidden, true)?,
+                            down: t.linear(&format!("{b}.ffn_down"), hidden, inner, true)?,
+                            act,
+                        },
+                        act => Mlp::Plain {
+                            fc1: t.linear(&format!("{b}.ffn_up"), inner, hidden, true)?,
+                            fc2: t.linear(&format!("{b}.ffn_down"), hidden, inner, true)?,
+                            act,
+                        },
+                    },
+                    windowed: !q.full.contains(&n),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let merged = q.merge * q.merge * hidden;
+        let merger = Merger {
+            norm: rms("v.post_ln")?,
+            fc1: t.linear("mm.0", merged, merged, true)?,
+            fc2: t.linear("mm.2", out, merged, true)?,
+        };
+        let config = QwenVisionConfig {
+            depth: c.num_hidden_layers,
+            hidden_size: hidden,
+            intermediate_size: inner,
+            num_heads: c.num_attention_heads,
+            in_channels: channels,
+            patch_size: p,
+            temporal_patch_size: 2,
+            spatial_merge_size: q.merge,
+            window_size: q.window,
+            fullatt_block_indexes: q.full.clone(),
+            out_hidden_size: out,
+            hidden_act: c.act,
+            tower: if qwen2 { Tower::Qwen2 } else { Tower::Qwen25 },
+            rope_theta: 10_000.0,
+        };
+        Ok(MergedVision {
+            arch: config.architecture(),
+            patch: p,
+            temporal: 2,
+            channels,
+            merge: q.merge,
+            window: q.window / (p * q.merge),
+            projection,
+            rope: Rope::axial(hidden / c.num_attention_heads, config.rope_theta),
+            layers,
+            merger,
+        })
     }
 
     fn width_error(&self, width: usize, model: &str, hidden: usize) -> Error {
@@ -620,6 +881,72 @@ impl Tensors<'_> {
 
 fn gguf_error(e: GgufError) -> Error {
     Error::from(e)
+}
+
+/// A Qwen2.5-VL file's merge, windows, full-attention layers and picture bounds (see the module
+/// doc for where each comes from).
+fn qwen_settings(
+    file: &GgufFile,
+    layers: usize,
+    patch: usize,
+    windows: bool,
+) -> Result<QwenSettings, Error> {
+    let merge = file
+        .get_usize("clip.vision.spatial_merge_size")?
+        .unwrap_or(2);
+    let window = file
+        .get_usize("clip.vision.window_size")?
+        .unwrap_or(QWEN_WINDOW);
+    if merge == 0 || merge > 8 {
+        return Err(meta(
+            file,
+            "clip.vision.spatial_merge_size",
+            MetadataProblem::Implausible(merge as u64),
+        ));
+    }
+    if window == 0 || !window.is_multiple_of(patch * merge) {
+        return Err(meta(
+            file,
+            "clip.vision.window_size",
+            MetadataProblem::Implausible(window as u64),
+        ));
+    }
+    let full = match file.get_usize_array("clip.vision.wa_layer_indexes")? {
+        Some(full) => {
+            if let Some(&l) = full.iter().find(|&&l| l >= layers) {
+                return Err(meta(
+                    file,
+                    "clip.vision.wa_layer_indexes",
+                    MetadataProblem::Implausible(l as u64),
+                ));
+            }
+            full
+        }
+        // Qwen2-VL: every layer over the whole picture.
+        None if !windows => (0..layers).collect(),
+        // clip.cpp: layer `n` attends over the whole picture when `(n + 1) % pattern == 0`;
+        // a pattern of 0, on every layer.
+        None => match file.require_usize("clip.vision.n_wa_pattern")? {
+            0 => (0..layers).collect(),
+            pattern => (0..layers).filter(|n| (n + 1) % pattern == 0).collect(),
+        },
+    };
+    let bound = |key: &str, default: usize| -> Result<usize, Error> {
+        match file.get_usize(key)? {
+            Some(0) => Err(meta(file, key, MetadataProblem::Zero)),
+            n => Ok(n.unwrap_or(default)),
+        }
+    };
+    let pixels = [
+        bound("clip.vision.image_min_pixels", QWEN_PIXELS[0])?,
+        bound("clip.vision.image_max_pixels", QWEN_PIXELS[1])?,
+    ];
+    Ok(QwenSettings {
+        merge,
+        window,
+        full,
+        pixels,
+    })
 }
 
 /// Open the projector file at `path` and read its settings, refusing it before a tensor is read

@@ -203,7 +203,8 @@ impl QwenVisionConfig {
         }
     }
 
-    fn architecture(&self) -> Architecture {
+    /// The tower's architecture (its layers and heads).
+    pub(crate) fn architecture(&self) -> Architecture {
         let heads = self.num_heads;
         Architecture {
             family: self.family().name,
@@ -496,10 +497,10 @@ impl FamilyConfig for Qwen25VlConfig {
 
 /// A Qwen2.5-VL (or Qwen2-VL) network: the tower with its merger, and the language model.
 pub struct Qwen25Vl {
-    tower: MergedVision,
-    text: DecoderStack,
-    image_token: u32,
-    vision_marks: [u32; 2],
+    pub(crate) tower: MergedVision,
+    pub(crate) text: DecoderStack,
+    pub(crate) image_token: u32,
+    pub(crate) vision_marks: [u32; 2],
 }
 
 crate::blocks::network::vision_language_network!(Qwen25Vl);

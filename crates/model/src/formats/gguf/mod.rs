@@ -577,6 +577,9 @@ impl GgufFile {
                 .get_usize(&key("rope.scaling.original_context_length"))?,
             rope_factors_tensors: self.has_tensor("rope_factors_long.weight")
                 && self.has_tensor("rope_factors_short.weight"),
+            rope_sections: self
+                .get_usize_array(&key("rope.dimension_sections"))?
+                .unwrap_or_default(),
             architecture: arch,
         })
     }

@@ -89,6 +89,9 @@ pub struct DecoderParams {
     /// Whether the file has `rope_factors_long.weight` and `rope_factors_short.weight`: Phi-3's
     /// LongRoPE factors as llama.cpp's converter writes them.
     pub rope_factors_tensors: bool,
+    /// `{arch}.rope.dimension_sections` (`qwen2vl`: M-RoPE's runs of frequencies for the
+    /// temporal, height and width positions, padded to four with zeros); empty when absent.
+    pub rope_sections: Vec<usize>,
 }
 
 /// transformers' name for a llama.cpp tensor name (`blk.3.attn_q.weight` →
