@@ -359,20 +359,6 @@ def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     )
 
 
-@torch.no_grad()
-def same_as_built(built, loaded, enc) -> None:
-    kwargs = dict(
-        input_ids=enc["input_ids"],
-        pixel_values=enc["pixel_values"],
-        pixel_attention_mask=enc["pixel_attention_mask"],
-        output_attentions=True,
-    )
-    a, b = built(**kwargs), loaded(**kwargs)
-    assert torch.equal(a.logits, b.logits), "the saved checkpoint computes something else"
-    for x, y in zip(a.attentions, b.attentions, strict=True):
-        assert torch.equal(x, y), "the saved checkpoint's attention differs"
-
-
 def image_runs(ids: list[int], image_token_id: int) -> list[list[int]]:
     runs = []
     for i, t in enumerate(ids):
@@ -413,7 +399,13 @@ def main() -> None:
     for case in CASES:
         encoded = encode(processor, case)
         enc = encoded["enc"]
-        same_as_built(built, model, enc)
+        vlmlib.same_as_built(
+            built,
+            model,
+            input_ids=enc["input_ids"],
+            pixel_values=enc["pixel_values"],
+            pixel_attention_mask=enc["pixel_attention_mask"],
+        )
         ids = enc["input_ids"]
         id_list = ids[0].tolist()
         tiles = encoded["tiles"]

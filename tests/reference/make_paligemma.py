@@ -329,20 +329,6 @@ def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     )
 
 
-@torch.no_grad()
-def same_as_built(built, loaded, enc) -> None:
-    kwargs = dict(
-        input_ids=enc["input_ids"],
-        token_type_ids=enc["token_type_ids"],
-        pixel_values=enc["pixel_values"],
-        output_attentions=True,
-    )
-    a, b = built(**kwargs), loaded(**kwargs)
-    assert torch.equal(a.logits, b.logits), "the saved checkpoint computes something else"
-    for x, y in zip(a.attentions, b.attentions, strict=True):
-        assert torch.equal(x, y), "the saved checkpoint's attention differs"
-
-
 def load(dtype=torch.float32):
     return vlmlib.load(TARGET, PaliGemmaForConditionalGeneration, dtype)
 
@@ -387,7 +373,13 @@ def main() -> None:
     for case in CASES:
         encoded = encode(processor, case)
         enc = encoded["enc"]
-        same_as_built(built, model, enc)
+        vlmlib.same_as_built(
+            built,
+            model,
+            input_ids=enc["input_ids"],
+            token_type_ids=enc["token_type_ids"],
+            pixel_values=enc["pixel_values"],
+        )
         ids, types = enc["input_ids"], enc["token_type_ids"]
         assert types.eq(0).all(), "a prompt without a suffix is all prefix"
         ref = runner.run(ids, types, enc["pixel_values"])

@@ -386,14 +386,6 @@ def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     )
 
 
-@torch.no_grad()
-def same_as_built(built, loaded, enc) -> None:
-    a, b = built(**enc, output_attentions=True), loaded(**enc, output_attentions=True)
-    assert torch.equal(a.logits, b.logits), "the saved checkpoint computes something else"
-    for x, y in zip(a.attentions, b.attentions, strict=True):
-        assert torch.equal(x, y), "the saved checkpoint's attention differs"
-
-
 def summary(cfg) -> dict:
     top = {
         k: getattr(cfg, k)
@@ -449,7 +441,7 @@ def main() -> None:
     for case in CASES:
         encoded = encode(processor, case)
         enc = encoded["enc"]
-        same_as_built(built, model, enc)
+        vlmlib.same_as_built(built, model, **enc)
         grids = enc["image_grid_thw"].tolist()
         for (w, h), grid in zip(encoded["sizes"], grids):
             rh, rw = smart_resize(h, w, FACTOR, MIN_PIXELS, MAX_PIXELS)

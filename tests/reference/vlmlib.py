@@ -44,6 +44,17 @@ def generation_config(model, use_cache: bool, max_new_tokens: int) -> Generation
     )
 
 
+@torch.no_grad()
+def same_as_built(built, loaded, **inputs) -> None:
+    """The saved checkpoint, loaded back, computes exactly what the model built in memory
+    computes on `inputs`: the same logits and the same attention at every layer."""
+    a = built(**inputs, output_attentions=True)
+    b = loaded(**inputs, output_attentions=True)
+    assert torch.equal(a.logits, b.logits), "the saved checkpoint computes something else"
+    for x, y in zip(a.attentions, b.attentions, strict=True):
+        assert torch.equal(x, y), "the saved checkpoint's attention differs"
+
+
 def vision_summary(vision, *extra: str) -> dict:
     """The vision tower's config fields the references record (and `extra` ones)."""
     fields = (
