@@ -633,6 +633,7 @@ def run(
     full_paths: bool = False,
     tower: bool = False,
     mmproj: Any = None,
+    pan_and_scan: bool = False,
     _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -706,6 +707,9 @@ def run(
       (``"mmproj-model.gguf"``, a path) holding its vision tower and projector: the pair reads
       pictures (``image``) as the vision-language model (LLaVA, Gemma 3). A model of Ollama's or
       LM Studio's store uses the projector the store keeps beside it without it.
+    - ``pan_and_scan`` (with ``image``, Gemma 3): each long picture given whole and then cut into
+      2 to 4 crops along its longer side, each a run of image tokens of its own, as transformers'
+      processor does with ``do_pan_and_scan=True``.
     - ``query`` (with ``image``): the patch the image view opens on, ``"ROW,COL"`` or
       ``(row, col)`` on the patch grid (from 0), or ``"pool"``: the attention-pooling head's
       probe (SigLIP); default: the class token. Of a vision-language model: a token's number
@@ -756,7 +760,7 @@ def run(
             _images=[pixels if path is None else path for path, pixels in converted],
             attribution=attribution, target_token=target_token, contrast=contrast, ablate=ablate,
             max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
-            full_paths=full_paths, tower=tower, mmproj=mmproj,
+            full_paths=full_paths, tower=tower, mmproj=mmproj, pan_and_scan=pan_and_scan,
         )
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
@@ -857,6 +861,7 @@ def run(
         full_paths=bool(full_paths),
         tower=bool(tower),
         mmproj=mmproj,
+        pan_and_scan=bool(pan_and_scan),
         **heads,
     )
     if kind is not None:

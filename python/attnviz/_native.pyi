@@ -137,6 +137,7 @@ def run(
     full_paths: bool = False,
     tower: bool = False,
     mmproj: Optional[str] = None,
+    pan_and_scan: bool = False,
 ) -> Tuple[
     list[Attention],
     Optional[str],

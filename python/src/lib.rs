@@ -228,7 +228,7 @@ impl PyAttention {
             .and_then(|i| serde_json::to_string(i).ok())
     }
     /// The pictures a vision-language model read, as JSON: a list of `{first, count, grid,
-    /// source, cells}`, with `tile` (`{picture, at, of}`) for a tile or global view of a
+    /// source, cells}`, with `tile` (`{picture, at, of, crop}`) for a tile, crop or whole view of a
     /// picture the processor split (Idefics3, SmolVLM); empty for other models.
     #[getter]
     fn pictures_json(&self) -> String {
@@ -546,6 +546,7 @@ fn request_error(e: RequestError) -> PyErr {
                         | InputError::ImageNeedsProjector { .. }
                         | InputError::StoreProjector { .. }
                         | InputError::NoPicture { .. }
+                        | InputError::PanAndScan { .. }
                         | InputError::PictureMarks { .. }
                 )
             ) =>
@@ -658,7 +659,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
-    tower=false, mmproj=None))]
+    tower=false, mmproj=None, pan_and_scan=false))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -687,6 +688,7 @@ fn run(
     full_paths: bool,
     tower: bool,
     mmproj: Option<std::path::PathBuf>,
+    pan_and_scan: bool,
 ) -> PyResult<RunResult> {
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
@@ -742,6 +744,7 @@ fn run(
         // A file, or an array read a row at a time where it lies.
         images,
         tower,
+        pan_and_scan,
         mmproj,
         lens,
         alti,

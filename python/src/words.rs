@@ -55,6 +55,9 @@ pub fn model(e: &model::Error) -> String {
             model::InputError::ProjectorNeedsGguf { .. } => {
                 format!("{e} (model=\"model.gguf\", mmproj=\"mmproj.gguf\")")
             }
+            model::InputError::PanAndScan { asked: true, .. } => {
+                format!("{e}; drop pan_and_scan=True")
+            }
             _ => e.to_string(),
         },
         _ => e.to_string(),

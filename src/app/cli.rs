@@ -167,6 +167,12 @@ pub struct Args {
     #[arg(help_heading = heading::PICTURES, long)]
     pub tower: bool,
 
+    /// Gemma 3: cut a long picture into pan-and-scan crops (2 to 4 along its longer side, as
+    /// transformers' processor does with do_pan_and_scan=True), each read after the whole
+    /// picture as a run of its own.
+    #[arg(help_heading = heading::PICTURES, long)]
+    pub pan_and_scan: bool,
+
     /// Which attention the picture views draw (with --image).
     #[command(flatten)]
     pub picture: PictureArgs,

@@ -507,6 +507,9 @@ fn single(
                 .into(),
         );
     }
+    if args.pan_and_scan && args.image.is_empty() {
+        return Err("--pan-and-scan cuts pictures into crops; add --image FILE".into());
+    }
     let query = match &picture.query {
         None => attnviz::render::image::picture::Query::Cls,
         Some(q) => {
@@ -574,6 +577,7 @@ fn single(
         value_zeroing,
         images: args.image.iter().cloned().map(ImageSource::File).collect(),
         tower: args.tower,
+        pan_and_scan: args.pan_and_scan,
         mmproj: args.mmproj.clone(),
         lens: (args.lens || out.figure == Some(Figure::Lens)).then(|| args.lens_top.unwrap_or(5)),
         attribution,
@@ -787,6 +791,7 @@ fn corpus(args: &Args) -> Result<CorpusJob, String> {
         ("--head", args.out.head.is_some()),
         ("--top", args.out.top.is_some()),
         ("--mmproj", args.mmproj.is_some()),
+        ("--pan-and-scan", args.pan_and_scan),
     ];
     if let Some(flag) = first_given(&single_only) {
         return Err(format!(

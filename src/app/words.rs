@@ -63,6 +63,9 @@ pub fn model(e: &model::Error) -> String {
             model::InputError::ProjectorNeedsGguf { .. } => {
                 format!("{e} (-m model.gguf --mmproj mmproj.gguf)")
             }
+            model::InputError::PanAndScan { asked: true, .. } => {
+                format!("{e}; drop --pan-and-scan")
+            }
             _ => e.to_string(),
         },
         _ => e.to_string(),

@@ -4,7 +4,7 @@
 soft-embedding RMSNorm and projection matrix, and a Gemma 3 text model) with its processor, and
 Hugging Face transformers' reference outputs for it (eager attention, float32).
 
-    /path/to/venv/bin/python tests/reference/make_gemma3_vlm.py
+    /path/to/venv/bin/python tests/reference/make_gemma3_vlm.py [--variant pan-and-scan]
 
 It writes tests/fixtures/tiny-gemma3-vlm/ (config.json, generation_config.json and
 model.safetensors as transformers saves them; the processor as Gemma3Processor.save_pretrained
@@ -25,6 +25,13 @@ tower's last hidden state (after post_layernorm), and are what the language mode
 image token positions; each picture's image tokens attend to later image tokens of the same
 picture (and to no later token outside it); generate() with and without its KV cache picks the
 same tokens, and its per-step attention agrees with a re-run over the whole sequence.
+
+`--variant pan-and-scan` writes tiny-gemma3-vlm-pas: the same weights with a processor that asks for
+pan-and-scan (`do_pan_and_scan`, crops of at least 16 pixels so that the small test pictures are
+cut): each picture wider or taller than 1.2 times the other side is given whole and then cut into
+2 to 4 crops of the 8-bit picture, each resized as the whole is, and the processor writes its mark as
+"Here is the original image <the whole's run> and here are some crops to help you see better <each
+crop's run, space-separated>"; every run is a bidirectional block of its own.
 """
 
 from __future__ import annotations
@@ -63,7 +70,11 @@ from reflib import (  # noqa: E402
 )
 
 SEED = 20261207
-NAME = "tiny-gemma3-vlm"
+ARGS = sys.argv[1:]
+PAN_AND_SCAN = ARGS == ["--variant", "pan-and-scan"]
+if ARGS and not PAN_AND_SCAN:
+    sys.exit("usage: make_gemma3_vlm.py [--variant pan-and-scan]")
+NAME = "tiny-gemma3-vlm-pas" if PAN_AND_SCAN else "tiny-gemma3-vlm"
 TARGET = FIXTURES / NAME
 TOKENIZER_SOURCE = FIXTURES / "tiny-gemma3"
 IMAGES = FIXTURES / "images"
@@ -97,7 +108,26 @@ CASES = [
         images=["wide45x37.png", "big80x64.png"],
     ),
 ]
+# Pan-and-scan: 45 x 37 (ratio 1.22) is cut into 2 crops side by side, 24 x 60 into 3 crops one
+# above the other; the square 32 x 32 is not cut.
+PAN_AND_SCAN_CASES = [
+    CASES[0],
+    dict(
+        name="tall_and_square",
+        text="Compare <start_of_image> with <start_of_image> now.",
+        images=["tall24x60.png", "own32.png"],
+    ),
+]
+if PAN_AND_SCAN:
+    CASES = PAN_AND_SCAN_CASES
 GENERATE_CASE = "describe"
+# The pan-and-scan variant's settings: crops of 16 pixels at least (the processor's default is 256).
+PAN_AND_SCAN_KWARGS = dict(
+    do_pan_and_scan=True,
+    pan_and_scan_min_crop_size=16,
+    pan_and_scan_max_num_crops=4,
+    pan_and_scan_min_ratio_to_activate=1.2,
+)
 
 
 def make_processor() -> Gemma3Processor:
@@ -114,7 +144,7 @@ def make_processor() -> Gemma3Processor:
     images = Gemma3ImageProcessorPil(
         size={"height": 32, "width": 32},
         resample=2,  # bilinear
-        do_pan_and_scan=False,
+        **(PAN_AND_SCAN_KWARGS if PAN_AND_SCAN else dict(do_pan_and_scan=False)),
         do_convert_rgb=True,
         image_mean=[0.5, 0.5, 0.5],
         image_std=[0.5, 0.5, 0.5],
@@ -190,8 +220,14 @@ def encode(processor, case: dict) -> dict:
     pictures = [Image.open(IMAGES / name) for name in case["images"]]
     # As processor.apply_chat_template(tokenize=True) does: no second BOS after the template's.
     specials = not text.startswith(processor.tokenizer.bos_token)
-    enc = processor(images=pictures, text=text, return_tensors="pt", add_special_tokens=specials)
-    return dict(text=text, sizes=[list(p.size) for p in pictures], enc=enc, specials=specials)
+    # Gemma3Processor's own defaults (do_pan_and_scan False, crops of 256 pixels at least) override
+    # what its image processor's file says: pan-and-scan is asked for in the call, with the file's
+    # values (what attnviz reads from it).
+    asked = PAN_AND_SCAN_KWARGS if PAN_AND_SCAN else {}
+    enc = processor(images=pictures, text=text, return_tensors="pt", add_special_tokens=specials, **asked)
+    # How many crops pan-and-scan cut from each picture (0: none), as the image processor says.
+    crops = [int(n) for n in processor.image_processor(pictures, **asked)["num_crops"]]
+    return dict(text=text, sizes=[list(p.size) for p in pictures], enc=enc, specials=specials, crops=crops)
 
 
 class Runner:
@@ -322,6 +358,30 @@ def generate(model, runner: Runner, tok, enc, store: TensorStore) -> dict:
     )
 
 
+# Picture sizes (width, height) whose crops the reference records, under the variant's settings
+# and Gemma3Processor's defaults: square, barely long enough, long, tall, crops under the minimum.
+BOX_SIZES = [(45, 37), (37, 45), (24, 60), (32, 32), (40, 34), (80, 64), (1000, 300), (300, 1000), (896, 896),
+             (1200, 700), (2000, 500), (600, 200), (700, 260), (1031, 257), (5000, 300)]
+
+
+def pan_and_scan_boxes(image_processor) -> list[dict]:
+    """The crops Gemma3ImageProcessorPil.pan_and_scan cuts from pictures of BOX_SIZES, as
+    [x, y, width, height]: each picture's first two channels hold every pixel's column and row, so
+    a crop's corner says where it was cut from."""
+    import numpy as np
+
+    out = []
+    for settings in (PAN_AND_SCAN_KWARGS, dict(Gemma3Processor.images_kwargs)):
+        kwargs = {k: settings[k] for k in settings if k.startswith("pan_and_scan_")}
+        for w, h in BOX_SIZES:
+            xs, ys = np.meshgrid(np.arange(w, dtype=np.int32), np.arange(h, dtype=np.int32))
+            picture = np.stack([xs, ys, xs])
+            crops = image_processor.pan_and_scan(image=picture, **kwargs)
+            boxes = [[int(c[0, 0, 0]), int(c[1, 0, 0]), int(c.shape[2]), int(c.shape[1])] for c in crops]
+            out.append(dict(size=[w, h], settings=kwargs, boxes=boxes))
+    return out
+
+
 @torch.no_grad()
 def same_as_built(built, loaded, enc) -> None:
     kwargs = dict(
@@ -385,12 +445,26 @@ def main() -> None:
         ref64 = runner64.run(ids, types, enc["pixel_values"])
         id_list = ids[0].tolist()
         positions = [i for i, t in enumerate(id_list) if t == image_token_id]
-        n_images = len(case["images"])
-        assert len(positions) == TOKENS_PER_IMAGE * n_images == ref["image_features"].shape[0], case["name"]
+        crops = encoded["crops"]
+        frames = len(crops) + sum(crops)
+        assert PAN_AND_SCAN or not any(crops), crops
+        assert enc["pixel_values"].shape[0] == frames, (enc["pixel_values"].shape, crops)
+        assert len(positions) == TOKENS_PER_IMAGE * frames == ref["image_features"].shape[0], case["name"]
         assert [i for i, t in enumerate(types[0].tolist()) if t == 1] == positions
-        # The processor's text: each <start_of_image> written out as its framed run.
+        # The processor's text: each <start_of_image> written out as its framed run (a picture
+        # cut by pan-and-scan: its whole run, then its crops' runs, in Gemma3Processor's words).
         full = f"\n\n{BOI}{IMAGE_TOKEN * TOKENS_PER_IMAGE}{EOI}\n\n"
-        expanded = encoded["text"].replace(BOI, full)
+        parts = encoded["text"].split(BOI)
+        expanded = parts[0]
+        for part, n in zip(parts[1:], crops, strict=True):
+            if n:
+                expanded += (
+                    f"Here is the original image {full} and here are some crops to help you see better "
+                    + " ".join([full] * n)
+                )
+            else:
+                expanded += full
+            expanded += part
         assert tok(expanded, add_special_tokens=encoded["specials"])["input_ids"] == id_list, case["name"]
         assert id_list.count(tok.bos_token_id) == 1, case["name"]
         image_runs = runs(positions)
@@ -401,6 +475,7 @@ def main() -> None:
             messages=case.get("messages"),
             images=case["images"],
             image_sizes=encoded["sizes"],
+            crops=encoded["crops"],
             input_ids=id_list,
             token_type_ids=types[0].tolist(),
             tokens=tok.convert_ids_to_tokens(id_list),
@@ -453,6 +528,9 @@ def main() -> None:
             image_mean=list(image_processor.image_mean),
             image_std=list(image_processor.image_std),
             do_pan_and_scan=bool(image_processor.do_pan_and_scan),
+            pan_and_scan_min_crop_size=image_processor.pan_and_scan_min_crop_size,
+            pan_and_scan_max_num_crops=image_processor.pan_and_scan_max_num_crops,
+            pan_and_scan_min_ratio_to_activate=image_processor.pan_and_scan_min_ratio_to_activate,
         ),
         chat_template=processor.chat_template,
         notes=NOTES,
@@ -463,6 +541,8 @@ def main() -> None:
         cases=cases,
         generations=generations,
     )
+    if PAN_AND_SCAN:
+        manifest["pan_and_scan_boxes"] = pan_and_scan_boxes(image_processor)
     size = store.save(REFERENCE / f"{NAME}.safetensors")
     write_json(REFERENCE / f"{NAME}.json", manifest)
     counts = ", ".join(f"{c['name']} {c['n']}" for c in cases)
@@ -499,6 +579,20 @@ NOTES = dict(
         "(no crop, no pan-and-scan), rescale, normalise with mean = std = 0.5"
     ),
 )
+if PAN_AND_SCAN:
+    NOTES["processor"] = (
+        "Without torchvision AutoProcessor picks Gemma3ImageProcessorPil. With do_pan_and_scan: a picture "
+        "whose longer side is at least 1.2 times the other is cut (before any resize, on the 8-bit picture, "
+        "channels first) into num crops along its longer side, num = round-half-up(ratio) capped by "
+        "floor(side / pan_and_scan_min_crop_size) and kept within [2, pan_and_scan_max_num_crops], each "
+        "ceil(side / num) wide (the last one cut short by the edge), none when a crop side falls under "
+        "the minimum; pixel_values holds the whole picture then its crops, each PIL bilinear resized to "
+        "32x32, rescaled and normalised with mean = std = 0.5"
+    )
+    NOTES["image_tokens"] += (
+        "; a picture with crops is written 'Here is the original image ' + its run + ' and here are some "
+        "crops to help you see better ' + its crops' runs joined by spaces"
+    )
 
 HOW = (
     "AutoModelForImageTextToText.from_pretrained(attn_implementation='eager', dtype=float32), eval(); "

@@ -1426,3 +1426,157 @@ fn smolvlm_splits_a_picture_into_tiles_and_says_which_run_is_which() {
     assert_eq!(doc["input_ids"], case("chat")["input_ids"]);
     assert_eq!(doc["pictures"][0]["tile"]["of"], serde_json::json!([2, 1]));
 }
+
+/// Gemma 3's pan-and-scan: a processor that asks for it (tiny-gemma3-vlm-pas) gives a long
+/// picture whole and then as its crops, each a run of its own (the reference's ids, from
+/// `make_gemma3_vlm.py --variant pan-and-scan`), labelled `<img1 crop2 …>`, said in the JSON
+/// (`tile.crop`) and read back by `render`; `--pan-and-scan` asks for it with the processor's
+/// defaults (crops of 256 pixels at least); other models and runs without a picture refuse it in
+/// one line.
+#[test]
+fn gemma3_pan_and_scan_gives_the_whole_picture_then_its_crops() {
+    let fixture = |name: &str| {
+        repo()
+            .join("tests/fixtures")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/reference/tiny-gemma3-vlm-pas.json")).unwrap(),
+    )
+    .unwrap();
+    let case = reference["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "tall_and_square")
+        .unwrap()
+        .clone();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pas.json");
+    let out = run(&[
+        "-m",
+        &fixture("tiny-gemma3-vlm-pas"),
+        "--image",
+        &image("tall24x60.png"),
+        "--image",
+        &image("own32.png"),
+        case["text"].as_str().unwrap(),
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("pictures 1, 2 (20 image tokens, 5 runs: whole views and crops)"),
+        "{shown}"
+    );
+    assert!(shown.contains("picture 1 · crop 3 · 2×2"), "{shown}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["input_ids"], case["input_ids"]);
+    let pictures = doc["pictures"].as_array().unwrap();
+    let tiles: Vec<serde_json::Value> = pictures.iter().map(|p| p["tile"].clone()).collect();
+    assert_eq!(
+        tiles,
+        vec![
+            serde_json::json!({"picture": 1, "of": [3, 1], "crop": true}),
+            serde_json::json!({"picture": 1, "at": [0, 0], "of": [3, 1], "crop": true}),
+            serde_json::json!({"picture": 1, "at": [1, 0], "of": [3, 1], "crop": true}),
+            serde_json::json!({"picture": 1, "at": [2, 0], "of": [3, 1], "crop": true}),
+            serde_json::json!({"picture": 2, "of": [0, 0], "crop": true}),
+        ]
+    );
+    let firsts: Vec<u64> = pictures
+        .iter()
+        .map(|p| p["first"].as_u64().unwrap())
+        .collect();
+    let runs: Vec<u64> = case["image_token_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(firsts, runs);
+    let tokens = doc["tokens"].as_array().unwrap();
+    assert_eq!(tokens[runs[0] as usize], "<img1 whole 0,0>");
+    assert_eq!(tokens[runs[2] as usize + 1], "<img1 crop2 0,1>");
+    assert_eq!(tokens[runs[4] as usize], "<img2 whole 0,0>");
+    let again = run(&[
+        "render",
+        &json.display().to_string(),
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["pictures"], doc["pictures"]);
+
+    // --pan-and-scan on a processor that does not ask for it: the defaults, under which a
+    // 600 × 300 picture is cut into two crops of 300 × 300 (and the small one is not cut).
+    let wide = dir.path().join("wide600x300.png");
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, 600, 300);
+        enc.set_color(png::ColorType::Rgb);
+        let px: Vec<u8> = (0..600 * 300)
+            .flat_map(|i| [(i % 600 / 3) as u8, (i / 600) as u8, 128])
+            .collect();
+        enc.write_header().unwrap().write_image_data(&px).unwrap();
+    }
+    std::fs::write(&wide, bytes).unwrap();
+    let runs_of = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["-m", "", "--quiet", "--json", "-", "Look: <start_of_image>"];
+        let plain = fixture("tiny-gemma3-vlm");
+        all[1] = &plain;
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["pictures"].as_array().unwrap().clone()
+    };
+    let wide = wide.display().to_string();
+    assert_eq!(runs_of(&["--image", &wide]).len(), 1);
+    let cut = runs_of(&["--image", &wide, "--pan-and-scan"]);
+    assert_eq!(cut.len(), 3);
+    assert_eq!(
+        cut[2]["tile"],
+        serde_json::json!({"picture": 1, "at": [0, 1], "of": [1, 2], "crop": true})
+    );
+    assert_eq!(
+        runs_of(&["--image", &image("tall24x60.png"), "--pan-and-scan"]).len(),
+        1
+    );
+
+    for (args, says) in [
+        (
+            vec![
+                "-m".to_string(),
+                fixture("tiny-smolvlm"),
+                "--image".into(),
+                image("tall24x60.png"),
+                "--pan-and-scan".into(),
+                "describe".into(),
+            ],
+            "only Gemma 3's processor writes them",
+        ),
+        (
+            vec![
+                "-m".to_string(),
+                fixture("tiny-gemma3-vlm"),
+                "--pan-and-scan".into(),
+                "describe".into(),
+            ],
+            "--pan-and-scan cuts pictures into crops; add --image FILE",
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}

@@ -81,6 +81,9 @@ pub struct RunRequest {
     /// picture, labelled by patch as a vision model's, instead of the language model's; the
     /// text is not read.
     pub tower: bool,
+    /// For a vision-language model: Gemma 3's pan-and-scan, each long picture given whole and
+    /// then as its crops ([`EncodeOptions::pan_and_scan`]).
+    pub pan_and_scan: bool,
     /// A GGUF text model's projector file (llama.cpp's `mmproj-*.gguf`: its vision tower and
     /// projector), which the model is loaded with ([`Model::load_with_projector`]); `None`: the
     /// model alone, or the projector its store keeps beside it.
@@ -346,6 +349,7 @@ impl RunRequest {
             // The views draw the language model's attention; a picture's own tower is a run of
             // its own (`encode_tower`).
             towers: false,
+            pan_and_scan: self.pan_and_scan,
         }
     }
 

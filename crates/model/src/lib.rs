@@ -125,6 +125,11 @@ pub struct EncodeOptions {
     /// vision-tower attention, every tower layer ([`multimodal::MultimodalEncoding::towers`]), each checked
     /// against `max_memory` on its own. Off, the tower runs without capturing anything.
     pub towers: bool,
+    /// A vision-language run: cut long pictures into Gemma 3's pan-and-scan crops
+    /// ([`pixels::PanAndScan`]) with the processor's settings, or its defaults when its file
+    /// does not ask for them (as transformers' `processor(..., do_pan_and_scan=True)`).
+    /// Refused for a model whose prompt has no place for crops.
+    pub pan_and_scan: bool,
 }
 
 /// Which value terms a forward pass keeps per captured layer ([`LayerValues`]).

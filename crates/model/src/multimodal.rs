@@ -84,21 +84,40 @@ impl Model {
             .into());
         }
         let tiled = mm.tiled();
+        let framing = mm.framing();
         let every: Vec<usize> = (0..mm.tower_architecture().layers).collect();
         let tower_layers: &[usize] = if opts.towers { &every } else { &[] };
         // Each picture's frames (its tiles and global view, or the picture alone), in order.
         let mut tilings = Vec::with_capacity(images.len());
         let mut seen = Vec::new();
+        let crop_words = framing.and_then(|f| f.crops);
+        if opts.pan_and_scan && crop_words.is_none() {
+            return Err(InputError::PanAndScan {
+                model: self.info.name().to_string(),
+                asked: true,
+            }
+            .into());
+        }
         for (i, image) in images.iter().enumerate() {
-            let frames = self.frames(image, cancel)?;
+            let frames = self.frames(image, opts.pan_and_scan, cancel)?;
+            if frames.whole_first && frames.frames.len() > 1 && crop_words.is_none() {
+                return Err(InputError::PanAndScan {
+                    model: self.info.name().to_string(),
+                    asked: false,
+                }
+                .into());
+            }
             tilings.push(frames.tiles);
-            let [rows, cols] = frames.tiles;
-            let n = frames.frames.len();
-            for (k, prepared) in frames.frames.into_iter().enumerate() {
-                let tile = tiled.then(|| Tile {
+            // Under pan-and-scan every picture says which it is, cut or not, so that runs
+            // number pictures, not runs.
+            let parts = tiled || frames.whole_first;
+            let places: Vec<_> = (0..frames.frames.len()).map(|k| frames.at(k)).collect();
+            for (prepared, at) in frames.frames.into_iter().zip(places) {
+                let tile = parts.then(|| Tile {
                     picture: i + 1,
-                    at: (k + 1 < n).then(|| [k / cols.max(1), k % cols.max(1)]),
-                    of: [rows, cols],
+                    at,
+                    of: frames.tiles,
+                    crop: frames.whole_first,
                 });
                 seen.push(self.see(
                     mm,
@@ -112,7 +131,6 @@ impl Model {
             }
         }
         let image_token = mm.image_token();
-        let framing = mm.framing();
         let mark = self
             .tokenizer
             .token(framing.map_or(image_token, |f| f.mark))
@@ -166,7 +184,7 @@ impl Model {
             .into());
         }
         let framed = match framing {
-            Some(f) => Some(self.framed(&prompt, &mark, f, image_token, &seen)),
+            Some(f) => Some(self.framed(&prompt, &mark, f, image_token, &seen, &tilings)),
             None if tiled => Some(self.tiled_text(&prompt, &mark, &tilings, seen[0].cells.len())),
             None => None,
         };
@@ -190,7 +208,8 @@ impl Model {
         let tokens: usize = seen.iter().map(|s| s.cells.len()).sum();
         let whole = count(image_token) == tokens;
         let marks = match framing {
-            Some(f) if whole => count(f.mark),
+            // Each frame (a picture, or its whole view and its crops) one framed run.
+            Some(f) if whole && count(f.mark) == seen.len() => pictures_given,
             Some(_) => 0,
             None if tiled => {
                 if whole && image_runs(&enc.ids, image_token) == seen.len() {
@@ -282,11 +301,10 @@ impl Model {
             .network
             .multimodal()
             .ok_or_else(|| self.image_refusal())?;
-        // A tiled picture's tower view is its global view (the whole picture), the last frame.
+        // A tiled picture's tower view is its global view (the whole picture).
         let prepared = self
-            .frames(image, cancel)?
-            .frames
-            .pop()
+            .frames(image, false, cancel)?
+            .into_whole()
             .ok_or(InputError::NoImageProcessor)?;
         let every: Vec<usize> = (0..mm.tower_architecture().layers).collect();
         let layers = opts.layers.as_deref().unwrap_or(&every);
@@ -329,7 +347,8 @@ impl Model {
     }
 
     /// `prompt` with each `mark` written out as the processor frames a picture's image tokens
-    /// (Gemma 3's `full_image_sequence`).
+    /// (Gemma 3's `full_image_sequence`); a picture cut into crops (`tilings`) as its whole
+    /// view's run and its crops' runs, in the processor's words ([`Framing::crops`]).
     fn framed(
         &self,
         prompt: &str,
@@ -337,31 +356,57 @@ impl Model {
         framing: Framing,
         image_token: u32,
         seen: &[Seen],
+        tilings: &[[usize; 2]],
     ) -> String {
         let token = |id: u32| self.tokenizer.token(id).unwrap_or_default();
         let (image, close) = (token(image_token), token(framing.close));
         let around = framing.around;
         let mut out = String::with_capacity(prompt.len());
-        let mut pictures = seen.iter();
+        let mut frames = seen.iter();
+        let mut run = || {
+            let n = frames.next().map_or(0, |s| s.cells.len());
+            format!("{around}{mark}{}{close}{around}", image.repeat(n))
+        };
         let mut parts = prompt.split(mark);
         out.push_str(parts.next().unwrap_or_default());
-        for part in parts {
-            let n = pictures.next().map_or(0, |s| s.cells.len());
-            out.push_str(&format!(
-                "{around}{mark}{}{close}{around}{part}",
-                image.repeat(n)
-            ));
+        for (i, part) in parts.enumerate() {
+            let [rows, cols] = tilings.get(i).copied().unwrap_or_default();
+            match framing.crops {
+                Some([whole, crops]) if rows * cols > 0 => {
+                    out.push_str(&format!("{whole}{}{crops}", run()));
+                    let runs: Vec<String> = (0..rows * cols).map(|_| run()).collect();
+                    out.push_str(&runs.join(" "));
+                }
+                _ => out.push_str(&run()),
+            }
+            out.push_str(part);
         }
         out
     }
 
     /// Decode and preprocess one picture: the frames the tower reads (its tiles and global
-    /// view, when the processor tiles pictures; else the picture alone).
-    fn frames(&self, image: &ImageSource, cancel: &Cancel) -> Result<Tiled, Error> {
+    /// view, when the processor tiles pictures; the whole picture and its crops, under
+    /// pan-and-scan, which `pan_and_scan` turns on; else the picture alone).
+    fn frames(
+        &self,
+        image: &ImageSource,
+        pan_and_scan: bool,
+        cancel: &Cancel,
+    ) -> Result<Tiled, Error> {
         let processor = self
             .image_processor
             .as_ref()
             .ok_or(InputError::NoImageProcessor)?;
+        let asked;
+        let processor = if pan_and_scan && processor.pan_and_scan.is_none() {
+            asked = crate::pixels::ImageProcessor {
+                pan_and_scan: Some(crate::pixels::PanAndScan::DEFAULT),
+                ..processor.clone()
+            };
+            &asked
+        } else {
+            processor
+        };
         processor
             .prepare_tiles_until(image, cancel)
             .map_err(|e| match e {

@@ -353,19 +353,20 @@ impl View<'_> {
             let tokens: usize = self.bands.iter().map(|b| b.units).sum();
             // A tiled picture's runs (its tiles and global view) are one picture.
             let mut names: Vec<String> = Vec::new();
-            let mut runs = 0;
+            let (mut runs, mut crops) = (0, false);
             for b in self.bands.iter() {
                 let p = att.pictures.get(b.picture);
                 let name = (p.map_or(b.picture, |p| p.picture(b.picture)) + 1).to_string();
                 runs += usize::from(p.is_some_and(|p| p.tile.is_some()));
+                crops |= p.is_some_and(|p| p.tile.is_some_and(|t| t.crop));
                 if !names.contains(&name) {
                     names.push(name);
                 }
             }
-            let tiles = if runs > 0 {
-                format!(", {runs} runs: tiles and whole views")
-            } else {
-                String::new()
+            let tiles = match (runs, crops) {
+                (0, _) => String::new(),
+                (_, true) => format!(", {runs} runs: whole views and crops"),
+                (_, false) => format!(", {runs} runs: tiles and whole views"),
             };
             format!(
                 "{} {unit} + picture{} {} ({tokens} image {unit}{tiles})",

@@ -203,6 +203,15 @@ const GEMMA3: Fixture = Fixture {
     chat: true,
 };
 
+/// tiny-gemma3-vlm's weights under a processor that asks for pan-and-scan (`make_gemma3_vlm.py
+/// --variant pan-and-scan`): a long picture is given whole and then as its crops, each a framed
+/// run of its own (a bidirectional block), written in the processor's words.
+const GEMMA3_PAS: Fixture = Fixture {
+    name: "tiny-gemma3-vlm-pas",
+    reference: "tiny-gemma3-vlm-pas",
+    ..GEMMA3
+};
+
 /// tiny-llava as `make_mmproj.py` writes it for llama.cpp: held to the folder's reference (the
 /// projector file keeps the tower's first two layers, up to the feature layer).
 const LLAVA_GGUF: Fixture = Fixture {
@@ -300,6 +309,12 @@ fn tiny_llava_with_full_selection_two_feature_layers_and_mistral_matches_hf() {
 #[test]
 fn tiny_gemma3_vlm_matches_hf_over_pictures_and_prompt() {
     matches_hf(&GEMMA3);
+}
+
+#[test]
+fn tiny_gemma3_vlm_with_pan_and_scan_matches_hf_crop_by_crop() {
+    matches_hf(&GEMMA3_PAS);
+    generates_as_hf(&GEMMA3_PAS);
 }
 
 #[test]

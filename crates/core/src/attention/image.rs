@@ -166,26 +166,22 @@ impl PictureTokens {
     }
 
     /// Its image tokens' label prefix, `index` being its place among the runs (from 0):
-    /// `img2`, or for a tile `img1 r1c2` and `img1 whole`.
+    /// `img2`, or for a tile `img1 r1c2`, a crop `img1 crop2` and a whole view `img1 whole`.
     pub fn token_prefix(&self, index: usize) -> String {
         match &self.tile {
             None => format!("img{}", index + 1),
-            Some(Tile {
-                picture,
-                at: Some([r, c]),
-                ..
-            }) => {
-                format!("img{picture} r{}c{}", r + 1, c + 1)
-            }
-            Some(Tile {
-                picture, at: None, ..
-            }) => format!("img{picture} whole"),
+            Some(t) => match (t.at, t.crop) {
+                (Some(_), true) => format!("img{} crop{}", t.picture, t.number()),
+                (Some([r, c]), false) => format!("img{} r{}c{}", t.picture, r + 1, c + 1),
+                (None, _) => format!("img{} whole", t.picture),
+            },
         }
     }
 }
 
 /// Which part of a picture a run of image tokens is, when the processor splits pictures into
-/// tiles plus a global view (Idefics3's and SmolVLM's `<row_r_col_c>` and `<global-img>`).
+/// tiles plus a global view (Idefics3's and SmolVLM's `<row_r_col_c>` and `<global-img>`), or
+/// gives a picture whole and then cut into crops (Gemma 3's pan-and-scan).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tile {
     /// The picture, from 1, in the prompt's order.
@@ -196,15 +192,26 @@ pub struct Tile {
     pub at: Option<[usize; 2]>,
     /// The picture's rows and columns of tiles.
     pub of: [usize; 2],
+    /// Whether the tiles are pan-and-scan crops (cut from the picture as given, each resized
+    /// to the tower's input) rather than tiles of the resized picture.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crop: bool,
 }
 
 impl Tile {
-    /// `tile 1,2` (row and column from 1), or `whole` for the global view.
+    /// `tile 1,2` (row and column from 1), `crop 2` (from 1, row by row), or `whole` for the
+    /// global view.
     pub fn label(&self) -> String {
-        match self.at {
-            Some([r, c]) => format!("tile {},{}", r + 1, c + 1),
-            None => "whole".into(),
+        match (self.at, self.crop) {
+            (Some(_), true) => format!("crop {}", self.number()),
+            (Some([r, c]), false) => format!("tile {},{}", r + 1, c + 1),
+            (None, _) => "whole".into(),
         }
+    }
+
+    /// Its number among the picture's tiles, from 1, row by row (0 for the global view).
+    pub fn number(&self) -> usize {
+        self.at.map_or(0, |[r, c]| r * self.of[1] + c + 1)
     }
 }
 

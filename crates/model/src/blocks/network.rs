@@ -320,6 +320,11 @@ pub struct Framing {
     pub close: u32,
     /// The text on either side (`"\n\n"`).
     pub around: &'static str,
+    /// The words before a picture's whole view and before its crops, when the processor cuts
+    /// pictures into crops (Gemma 3's pan-and-scan: `"Here is the original image "` and
+    /// `" and here are some crops to help you see better "`, the crops' runs joined by
+    /// spaces).
+    pub crops: Option<[&'static str; 2]>,
 }
 
 /// One layer's cached keys and values, `[capacity, kv_heads · head_dim]` each.

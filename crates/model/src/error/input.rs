@@ -147,6 +147,16 @@ pub enum InputError {
         /// Its family.
         family: &'static str,
     },
+    /// Pan-and-scan crops (asked for, or `do_pan_and_scan` in the processor's file) for a model
+    /// whose prompt has no words for them (only Gemma 3's processor writes crops).
+    #[error("{model} has no pan-and-scan crops: only Gemma 3's processor writes them into its prompt{}", if *.asked { "" } else { "; set do_pan_and_scan to false in its preprocessor_config.json" })]
+    PanAndScan {
+        /// The model's name.
+        model: String,
+        /// Whether the run asked for them ([`crate::EncodeOptions::pan_and_scan`]) rather than
+        /// the processor's file.
+        asked: bool,
+    },
     /// A vision-language model run without a picture.
     #[error("{model} reads pictures with its prompt; give it at least one image")]
     NoPicture {

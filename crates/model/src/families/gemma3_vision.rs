@@ -107,6 +107,13 @@ impl Gemma3VisionConfig {
 
 const PROJECTION: &str = "mm_input_projection_weight";
 
+/// Gemma3Processor's words around a picture cut by pan-and-scan: before its whole view's run,
+/// and between that and its crops' runs.
+pub(crate) const GEMMA3_CROP_WORDS: [&str; 2] = [
+    "Here is the original image ",
+    " and here are some crops to help you see better ",
+];
+
 impl FamilyConfig for Gemma3VisionConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
         self.text.checks()
@@ -136,6 +143,7 @@ impl FamilyConfig for Gemma3VisionConfig {
                 mark: self.boi_token,
                 close: self.eoi_token,
                 around: "\n\n",
+                crops: Some(GEMMA3_CROP_WORDS),
             },
         }))
     }

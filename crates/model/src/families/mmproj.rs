@@ -482,6 +482,7 @@ impl Mmproj {
                         mark: find("<start_of_image>")?,
                         close: find("<end_of_image>")?,
                         around: "\n\n",
+                        crops: Some(super::gemma3_vision::GEMMA3_CROP_WORDS),
                     },
                 }))
             }

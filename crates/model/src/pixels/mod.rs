@@ -218,7 +218,15 @@ pub enum ProcessorError {
     /// A crop size given as a shortest edge.
     #[error("crop_size needs height and width")]
     CropEdge,
-    /// A mean or standard deviation entry that is not a number.
+    /// A count the processor reads (a pan-and-scan setting) that is not a whole number.
+    #[error("{key} {value} is not a whole number of 0 or more")]
+    NotACount {
+        /// The key.
+        key: &'static str,
+        /// The value, as JSON.
+        value: String,
+    },
+    /// A mean or standard deviation entry (or a ratio) that is not a number.
     #[error("{key} {value} is not a number")]
     NotANumber {
         /// The key.
@@ -237,10 +245,9 @@ pub enum ProcessorError {
     /// A standard deviation that divides by zero.
     #[error("image_std {0:?} has a zero or non-finite value")]
     Std([f64; 3]),
-    /// Gemma 3's pan-and-scan crops, which are not made here: the pictures would differ from
-    /// the processor's.
-    #[error("do_pan_and_scan is set: Gemma 3's pan-and-scan crops are not made yet; set it to false (its default) to run the picture whole")]
-    PanAndScan,
+    /// `pan_and_scan_min_crop_size` 0: no crop can be that small.
+    #[error("pan_and_scan_min_crop_size is 0; give the smallest crop side in pixels (Gemma 3's processor uses 256)")]
+    MinCrop,
 }
 
 /// Where a picture comes from: a file, its file's bytes already in memory (a server's
@@ -521,14 +528,96 @@ pub struct Tiles {
     pub split: bool,
 }
 
+/// Gemma 3's pan-and-scan (`do_pan_and_scan`, `pan_and_scan_min_crop_size`,
+/// `pan_and_scan_max_num_crops`, `pan_and_scan_min_ratio_to_activate`): a picture whose longer
+/// side is at least `min_ratio` times the other is given whole and also cut, before any resize,
+/// into 2 to `max_crops` crops along its longer side, each resized as the whole is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PanAndScan {
+    /// The least crop side in pixels.
+    pub min_crop: usize,
+    /// The most crops.
+    pub max_crops: usize,
+    /// The least ratio of the longer side to the shorter for a picture to be cut.
+    pub min_ratio: f64,
+}
+
+impl PanAndScan {
+    /// Gemma3Processor's defaults, taken where the file says `null`.
+    pub const DEFAULT: PanAndScan = PanAndScan {
+        min_crop: 256,
+        max_crops: 4,
+        min_ratio: 1.2,
+    };
+
+    /// The crops of a `width × height` picture, `[x, y, width, height]` each, left to right or
+    /// top to bottom (the last one cut short by the edge); none when the picture is not long
+    /// enough or a crop would be smaller than `min_crop`. Gemma3ImageProcessor's `pan_and_scan`.
+    pub fn crops(&self, width: usize, height: usize) -> Vec<[usize; 4]> {
+        let (long, short) = (width.max(height), width.min(height));
+        if short == 0 || (long as f64 / short as f64) < self.min_ratio {
+            return Vec::new();
+        }
+        // Round half up, no more crops than the least crop side allows, within [2, max].
+        let n = ((long as f64 / short as f64 + 0.5).floor() as usize)
+            .min(long / self.min_crop.max(1))
+            .max(2)
+            .min(self.max_crops);
+        let (across, down) = if width >= height { (n, 1) } else { (1, n) };
+        let (cw, ch) = (width.div_ceil(across), height.div_ceil(down));
+        if cw.min(ch) < self.min_crop {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(n);
+        for r in 0..down {
+            for c in 0..across {
+                let (x, y) = (c * cw, r * ch);
+                // A crop past the edge would be empty (transformers fails on it); only a
+                // `max_crops` above 4 with tiny crops can ask for one.
+                if x < width && y < height {
+                    out.push([x, y, cw.min(width - x), ch.min(height - y)]);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A picture as a tiling processor makes it ([`ImageProcessor::prepare_tiles_until`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tiled {
-    /// The tiles row by row, then the global view; one frame when the picture was not split.
+    /// The tiles row by row, then the global view (Idefics3); or the whole picture, then its
+    /// crops (Gemma 3's pan-and-scan, `whole_first`); one frame when the picture was not cut.
     pub frames: Vec<Prepared>,
-    /// Rows and columns of tiles; `[0, 0]` when the picture was not split (its one frame is the
-    /// whole picture).
+    /// Rows and columns of tiles or crops; `[0, 0]` when the picture was not cut (its one frame
+    /// is the whole picture).
     pub tiles: [usize; 2],
+    /// Whether the whole picture comes first, before its crops (pan-and-scan), rather than
+    /// last, after its tiles.
+    pub whole_first: bool,
+}
+
+impl Tiled {
+    /// Where frame `k` sits in the grid of tiles (row, column), or `None` for the whole
+    /// picture.
+    pub fn at(&self, k: usize) -> Option<[usize; 2]> {
+        let cols = self.tiles[1];
+        let tile = if self.whole_first {
+            k.checked_sub(1)?
+        } else {
+            k
+        };
+        (cols > 0 && tile < self.tiles[0] * cols).then(|| [tile / cols, tile % cols])
+    }
+
+    /// The frame that shows the whole picture.
+    pub fn into_whole(mut self) -> Option<Prepared> {
+        if self.whole_first {
+            (!self.frames.is_empty()).then(|| self.frames.swap_remove(0))
+        } else {
+            self.frames.pop()
+        }
+    }
 }
 
 /// transformers' `smart_resize` (Qwen2-VL's image processor): `(height, width)` of a
@@ -571,6 +660,8 @@ pub struct ImageProcessor {
     pub normalize: Option<[[f64; 3]; 2]>,
     /// `max_image_size` and `do_image_splitting`, when the processor tiles pictures.
     pub tiles: Option<Tiles>,
+    /// Gemma 3's pan-and-scan, when `do_pan_and_scan` asks for it.
+    pub pan_and_scan: Option<PanAndScan>,
 }
 
 /// OpenAI CLIP's mean and standard deviation (transformers' `OPENAI_CLIP_MEAN`, `_STD`).
@@ -747,9 +838,39 @@ impl ImageProcessor {
         } else {
             None
         };
-        if flag("do_pan_and_scan", false) {
-            return Err(ProcessorError::PanAndScan);
-        }
+        let pan_and_scan = if flag("do_pan_and_scan", false) {
+            let d = PanAndScan::DEFAULT;
+            let count =
+                |k: &'static str, default: usize| -> Result<usize, ProcessorError> {
+                    match v.get(k) {
+                        None | Some(Value::Null) => Ok(default),
+                        Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| {
+                            ProcessorError::NotACount {
+                                key: k,
+                                value: x.to_string(),
+                            }
+                        }),
+                    }
+                };
+            let min_crop = count("pan_and_scan_min_crop_size", d.min_crop)?;
+            if min_crop == 0 {
+                return Err(ProcessorError::MinCrop);
+            }
+            let min_ratio = match v.get("pan_and_scan_min_ratio_to_activate") {
+                None | Some(Value::Null) => d.min_ratio,
+                Some(x) => x.as_f64().ok_or_else(|| ProcessorError::NotANumber {
+                    key: "pan_and_scan_min_ratio_to_activate",
+                    value: x.to_string(),
+                })?,
+            };
+            Some(PanAndScan {
+                min_crop,
+                max_crops: count("pan_and_scan_max_num_crops", d.max_crops)?,
+                min_ratio,
+            })
+        } else {
+            None
+        };
         let tiles = match size_of("max_image_size")? {
             None => None,
             Some(Size::LongestEdge(side)) => Some(Tiles {
@@ -770,6 +891,7 @@ impl ImageProcessor {
             rescale,
             normalize,
             tiles,
+            pan_and_scan,
         })
     }
 
@@ -850,11 +972,15 @@ impl ImageProcessor {
         source: &ImageSource,
         cancel: &Cancel,
     ) -> Result<Tiled, PixelsError> {
+        if let Some(pas) = self.pan_and_scan {
+            return self.pan_and_scan(source, pas, cancel);
+        }
         let whole = self.prepare_until(source, cancel)?;
         let Some(tiles) = self.tiles else {
             return Ok(Tiled {
                 frames: vec![whole],
                 tiles: [0, 0],
+                whole_first: false,
             });
         };
         let t = tiles.side;
@@ -880,6 +1006,7 @@ impl ImageProcessor {
             return Ok(Tiled {
                 frames: vec![frame(data, t, t, (t, t))],
                 tiles: [0, 0],
+                whole_first: false,
             });
         }
         // resize_for_vision_encoder: each side up to a whole number of tiles.
@@ -899,6 +1026,7 @@ impl ImageProcessor {
             return Ok(Tiled {
                 frames: vec![frame(big, t, t, (t, t))],
                 tiles: [0, 0],
+                whole_first: false,
             });
         }
         let (rows, cols) = (nh / t, nw / t);
@@ -917,6 +1045,50 @@ impl ImageProcessor {
         Ok(Tiled {
             frames,
             tiles: [rows, cols],
+            whole_first: false,
+        })
+    }
+
+    /// `source` as Gemma 3's processor makes it with pan-and-scan: the whole picture, then
+    /// (when it is long enough) its crops, each cut from the decoded 8-bit picture and prepared
+    /// as the whole is (resized, rescaled, normalised).
+    fn pan_and_scan(
+        &self,
+        source: &ImageSource,
+        pas: PanAndScan,
+        cancel: &Cancel,
+    ) -> Result<Tiled, PixelsError> {
+        let img = decode_source(source)?;
+        let crops = pas.crops(img.width, img.height);
+        let mut frames = vec![self.prepare(&img)];
+        for &[x, y, w, h] in &crops {
+            if cancel.is_cancelled() {
+                return Err(PixelsError::Cancelled {
+                    path: source.shown(),
+                });
+            }
+            let mut data = Vec::with_capacity(w * h * 3);
+            for row in y..y + h {
+                data.extend_from_slice(&img.data[(row * img.width + x) * 3..][..w * 3]);
+            }
+            let mut frame = self.prepare(&Rgb {
+                width: w,
+                height: h,
+                data,
+                color: img.color.clone(),
+            });
+            frame.original = [img.width, img.height];
+            frames.push(frame);
+        }
+        let tiles = match crops.len() {
+            0 => [0, 0],
+            n if img.width >= img.height => [1, n],
+            n => [n, 1],
+        };
+        Ok(Tiled {
+            frames,
+            tiles,
+            whole_first: true,
         })
     }
 
@@ -1144,14 +1316,76 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("zero"), "{e}");
-        let e = ImageProcessor::parse(r#"{"do_pan_and_scan": true, "size": 3}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("pan-and-scan") && e.contains("set it to false"),
-            "{e}"
+        // Pan-and-scan: Gemma3Processor's defaults where the file says null, its own values
+        // otherwise, and settings that cannot be refused in one line.
+        let pas = |text: &str| ImageProcessor::parse(text).ok().map(|p| p.pan_and_scan);
+        assert_eq!(pas(r#"{"do_pan_and_scan": null, "size": 3}"#), Some(None));
+        assert_eq!(
+            pas(r#"{"do_pan_and_scan": true, "pan_and_scan_min_crop_size": null, "size": 3}"#),
+            Some(Some(PanAndScan::DEFAULT))
         );
-        assert!(ImageProcessor::parse(r#"{"do_pan_and_scan": null, "size": 3}"#).is_ok());
+        assert_eq!(
+            pas(
+                r#"{"do_pan_and_scan": true, "pan_and_scan_min_crop_size": 16,
+                    "pan_and_scan_max_num_crops": 3, "pan_and_scan_min_ratio_to_activate": 1.5,
+                    "size": 3}"#
+            ),
+            Some(Some(PanAndScan {
+                min_crop: 16,
+                max_crops: 3,
+                min_ratio: 1.5
+            }))
+        );
+        for (text, says) in [
+            (
+                r#"{"do_pan_and_scan": true, "pan_and_scan_min_crop_size": 0, "size": 3}"#,
+                "is 0",
+            ),
+            (
+                r#"{"do_pan_and_scan": true, "pan_and_scan_max_num_crops": -1, "size": 3}"#,
+                "-1 is not a whole number",
+            ),
+            (
+                r#"{"do_pan_and_scan": true, "pan_and_scan_min_ratio_to_activate": "x", "size": 3}"#,
+                "is not a number",
+            ),
+        ] {
+            let e = ImageProcessor::parse(text).unwrap_err().to_string();
+            assert!(e.contains(says) && !e.contains('\n'), "{e}");
+        }
+    }
+
+    /// The crops Gemma3ImageProcessor's `pan_and_scan` cuts, for every size and both settings
+    /// the reference records (`make_gemma3_vlm.py --variant pan-and-scan`).
+    #[test]
+    fn pan_and_scan_cuts_the_crops_transformers_cuts() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/reference/tiny-gemma3-vlm-pas.json");
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cases = manifest["pan_and_scan_boxes"].as_array().unwrap();
+        assert!(cases.len() >= 20);
+        let mut cut = 0;
+        for case in cases {
+            let n = |v: &serde_json::Value| v.as_u64().unwrap() as usize;
+            let s = &case["settings"];
+            let pas = PanAndScan {
+                min_crop: n(&s["pan_and_scan_min_crop_size"]),
+                max_crops: n(&s["pan_and_scan_max_num_crops"]),
+                min_ratio: s["pan_and_scan_min_ratio_to_activate"].as_f64().unwrap(),
+            };
+            let (w, h) = (n(&case["size"][0]), n(&case["size"][1]));
+            let want: Vec<[usize; 4]> = case["boxes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| [n(&b[0]), n(&b[1]), n(&b[2]), n(&b[3])])
+                .collect();
+            assert_eq!(pas.crops(w, h), want, "{w}x{h} under {pas:?}");
+            cut += usize::from(!want.is_empty());
+        }
+        // Both kinds are among them: pictures cut and pictures left whole.
+        assert!(cut > 5 && cut < cases.len());
     }
 
     #[test]
