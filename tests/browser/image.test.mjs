@@ -328,6 +328,71 @@ test('image view of a vision-language model in Firefox', async () => {
   }
 });
 
+/** A picture cut into tiles (tiny random SmolVLM, 2 × 2 tiles and the global view, each a run of
+ *  image tokens): the image view draws the tiles put back together, each cell of the stitched
+ *  grid the weight of its tile's token (the tile at row r, column c of the tiles moves its cells
+ *  by r and c tile grids), the picture's share adding every run; the menu offers no token of any
+ *  run. Every number from the CLI's JSON of the same run. */
+async function checkTiles(page, what) {
+  const exp = expectations('image-smolvlm');
+  const tiles = exp.pictures.filter((p) => p.tile && p.tile.at);
+  assert.equal(tiles.length, 4, what + ': four tiles');
+  const [gr, gc] = tiles[0].image.grid;
+  const cols = tiles[0].tile.of[1] * gc;
+  await page.goto(pathToFileURL(join(ART, 'image-smolvlm.html')).href);
+  // Either driver's signature: the options second (Puppeteer), an argument for Playwright.
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' ||
+    document.querySelector('#status.error'), { timeout: 20000 });
+  assert.equal(await page.$eval('#status', (s) => (s.classList.contains('error') ? s.textContent : '')), '', what);
+  const d = await drawn(page);
+  const n = exp.tokens.length;
+  assert.equal(d.query, 47, what + ': the asked token (the last) is the query');
+  assert.equal(n, 48, what + ': 48 tokens');
+  assert.equal(d.blend, 'pixels', what + ': the picture was read back and blended');
+  assert.equal(d.grid.length, tiles[0].tile.of[0] * gr * cols, what + ': one cell per tile token');
+  const row = exp.attention[d.layer][d.head][n - 1];
+  for (const t of tiles) {
+    const [tr, tc] = t.tile.at;
+    for (const [k, c] of t.image.cells.entries()) {
+      const at = (tr * gr + c.row) * cols + tc * gc + c.col;
+      assert.ok(Math.abs(d.grid[at] - row[t.first + k]) <= STEP + 1e-9, what + ': tile ' + t.tile.at + ' cell ' + k);
+    }
+  }
+  let onPicture = 0;
+  for (const p of exp.pictures) for (let k = 0; k < p.count; k++) onPicture += row[p.first + k];
+  assert.ok(Math.abs(d.specials[0][1] - onPicture) <= n * STEP + 1e-9, what + ': the picture\u2019s share, every run');
+  const offered = await page.$$eval('#image-query option', (o) => o.map((x) => Number(x.value)));
+  const inRun = (u) => exp.pictures.some((p) => u >= p.first && u < p.first + p.count);
+  assert.equal(offered.length, n - exp.pictures.reduce((a, p) => a + p.count, 0), what + ': no image token offered');
+  assert.ok(offered.every((u) => !inRun(u)));
+  const info = await page.$eval('#image-info', (e) => e.textContent);
+  assert.match(info, /2×2 tiles put back together/, what);
+}
+
+test('image view of a picture cut into tiles: the tiles put back together, in Chromium and Firefox', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  const page = await context.newPage();
+  const log = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') log.push(m.type() + ': ' + m.text()); });
+  page.on('pageerror', (e) => log.push('pageerror: ' + e.message));
+  await checkTiles(page, 'Chromium');
+  await page.screenshot({ path: join(SCREENS, 'image-smolvlm.png') });
+  assert.deepEqual(log, []);
+  await context.close();
+  const ff = await puppeteer.launch({ browser: 'firefox', executablePath: process.env.FIREFOX || '/usr/bin/firefox-esr', headless: true });
+  try {
+    const fpage = await ff.newPage();
+    const flog = [];
+    fpage.on('pageerror', (e) => flog.push(e.message));
+    fpage.on('console', (m) => { if (m.type() === 'error') flog.push(m.text()); });
+    await fpage.setViewport({ width: 1280, height: 1000 });
+    await checkTiles(fpage, 'Firefox');
+    assert.deepEqual(flog, []);
+  } finally {
+    await ff.close();
+  }
+});
+
 /** The matrix view of a vision-language model's report: its picture is one band labelled by the
  *  picture and its grid, whose column is the sum of each row's attention to the picture's image
  *  tokens and whose row the mean of their rows (every row still summing to 1); a click on the

@@ -539,6 +539,26 @@ fn write_image_cases(dir: &Path) {
         "image-gemma3: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // SmolVLM (tiny random): a picture cut into 2 × 2 tiles and its global view, each a run of
+    // its own, drawn as the tiles put back together.
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-smolvlm"))
+        .arg("--image")
+        .arg(repo().join("tests/fixtures/images/big80x64.png"))
+        .arg("Where is the red part?")
+        .args(["--query", "47", "--html"])
+        .arg(dir.join("image-smolvlm.html"))
+        .arg("--json")
+        .arg(dir.join("image-smolvlm.json"))
+        .args(["--full-precision", "-q"])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "image-smolvlm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Reports written with the logit lens (a tiny GPT-2, a tiny Llama), beside the

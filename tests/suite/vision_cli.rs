@@ -1514,6 +1514,34 @@ fn gemma3_pan_and_scan_gives_the_whole_picture_then_its_crops() {
     let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(back["pictures"], doc["pictures"]);
 
+    // Token 80's look at the picture: its whole view, then its three crops put back together
+    // (3 crops of 2 × 2 image tokens, one above the other: a 6 × 2 grid), in the terminal and as
+    // a figure of both side by side.
+    let png = dir.path().join("look.png");
+    let out = run(&[
+        "-m",
+        &fixture("tiny-gemma3-vlm-pas"),
+        "--image",
+        &image("tall24x60.png"),
+        "Where is it? <start_of_image> Tell me.",
+        "--query",
+        "80",
+        "--png",
+        &png.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("picture 1 · whole · layer 2"), "{shown}");
+    let stitched = shown
+        .split("picture 1 · its crops put together")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(stitched.contains("6×2 patches"), "{shown}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+    let info = decoder.read_info().unwrap().info().clone();
+    // The crops together (448 px high, 149 wide) and the whole view beside them (224 px).
+    assert!(info.width > 149 + 224 && info.height > 448 + 52, "{info:?}");
+
     // --pan-and-scan on a processor that does not ask for it: the defaults, under which a
     // 600 × 300 picture is cut into two crops of 300 × 300 (and the small one is not cut).
     let wide = dir.path().join("wide600x300.png");

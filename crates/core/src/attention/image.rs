@@ -179,6 +179,121 @@ impl PictureTokens {
     }
 }
 
+/// One picture as the figures draw it: an image, and for each of its cells the token (index)
+/// that stands for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PictureView {
+    /// The image, its cells on one grid.
+    pub image: ImageInput,
+    /// The token of each cell, in the order of `image.cells`.
+    pub tokens: Vec<usize>,
+    /// Whether it is a cut picture's tiles (or crops) put back together.
+    pub stitched: bool,
+}
+
+impl PictureView {
+    /// Run `run` as it is.
+    pub fn of(run: &PictureTokens) -> PictureView {
+        PictureView {
+            image: run.image.clone(),
+            tokens: run.tokens().collect(),
+            stitched: false,
+        }
+    }
+
+    /// The whole view of picture `picture` (from 0) among the runs `pictures`: the picture
+    /// itself, or a cut picture's global view.
+    pub fn whole(pictures: &[PictureTokens], picture: usize) -> Option<PictureView> {
+        pictures
+            .iter()
+            .enumerate()
+            .find(|(i, p)| p.picture(*i) == picture && p.is_whole())
+            .map(|(_, p)| PictureView::of(p))
+    }
+
+    /// Picture `picture` (from 0) among the runs `pictures`, as a cut picture's tiles put back
+    /// together in their grid (each tile's view where the tower saw it, its tokens' cells moved
+    /// by the tile's place): `None` unless the picture was cut and every tile is there, on the
+    /// same grid and size, with its view.
+    pub fn stitched(pictures: &[PictureTokens], picture: usize) -> Option<PictureView> {
+        let tiles: Vec<(&PictureTokens, [usize; 2], [usize; 2])> = pictures
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.picture(*i) == picture)
+            .filter_map(|(_, p)| {
+                let t = p.tile?;
+                Some((p, t.at?, t.of))
+            })
+            .collect();
+        let &(first, _, [rows, cols]) = tiles.first()?;
+        if rows * cols != tiles.len() || rows * cols < 2 {
+            return None;
+        }
+        let [tw, th] = first.image.input;
+        let [gr, gc] = first.image.grid;
+        let same = |p: &PictureTokens| {
+            p.image.input == [tw, th]
+                && p.image.grid == [gr, gc]
+                && p.image.patch == first.image.patch
+                && p.image.view.len() == tw * th * 3
+        };
+        if !tiles
+            .iter()
+            .all(|(p, _, of)| same(p) && *of == [rows, cols])
+        {
+            return None;
+        }
+        let (w, h) = (cols * tw, rows * th);
+        let mut view = vec![0u8; w * h * 3];
+        let mut cells = Vec::with_capacity(tiles.len() * gr * gc);
+        let mut tokens = Vec::with_capacity(cells.capacity());
+        let mut placed = vec![false; rows * cols];
+        for &(p, [r, c], _) in &tiles {
+            if r >= rows || c >= cols || std::mem::replace(&mut placed[r * cols + c], true) {
+                return None;
+            }
+            for y in 0..th {
+                let to = ((r * th + y) * w + c * tw) * 3;
+                view[to..to + tw * 3].copy_from_slice(&p.image.view[y * tw * 3..][..tw * 3]);
+            }
+            for (k, cell) in p.image.cells.iter().enumerate() {
+                let Cell::Patch { row, col } = *cell else {
+                    return None;
+                };
+                cells.push(Cell::Patch {
+                    row: r * gr + row,
+                    col: c * gc + col,
+                });
+                tokens.push(p.first + k);
+            }
+        }
+        // As the parts together were made from the picture: resized to their size as a whole
+        // (tiles are cut from one resize; crops each resized from a part of the picture).
+        let mut preprocessing = first.image.preprocessing.clone();
+        preprocessing.resize = preprocessing.resize.map(|r| Resize {
+            width: w,
+            height: h,
+            ..r
+        });
+        preprocessing.crop = None;
+        Some(PictureView {
+            image: ImageInput {
+                input: [w, h],
+                preprocessing,
+                grid: [rows * gr, cols * gc],
+                cells,
+                norms: Vec::new(),
+                pooling: None,
+                windows: None,
+                view,
+                ..first.image.clone()
+            },
+            tokens,
+            stitched: true,
+        })
+    }
+}
+
 /// Which part of a picture a run of image tokens is, when the processor splits pictures into
 /// tiles plus a global view (Idefics3's and SmolVLM's `<row_r_col_c>` and `<global-img>`), or
 /// gives a picture whole and then cut into crops (Gemma 3's pan-and-scan).
@@ -373,6 +488,71 @@ fn aspect(w: usize, h: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 1 × 2 grid of 8-pixel patches (16 × 8 px) whose every pixel is `shade`.
+    fn tile(first: usize, at: Option<[usize; 2]>, of: [usize; 2], shade: u8) -> PictureTokens {
+        let mut image = crate::attention::fixtures::two_patch_picture();
+        image.view = vec![shade; 16 * 8 * 3];
+        PictureTokens {
+            first,
+            image,
+            bidirectional: false,
+            tile: Some(Tile {
+                picture: 1,
+                at,
+                of,
+                crop: false,
+            }),
+        }
+    }
+
+    /// Four tiles (2 × 2, given out of order, a text token between runs) and the global view:
+    /// stitched into one 32 × 16 picture whose quarters are the tiles' views, each token's cell
+    /// moved by its tile's place; the whole view is the global view's run.
+    #[test]
+    fn a_cut_picture_is_stitched_back_from_its_tiles() {
+        let runs = vec![
+            tile(1, Some([0, 0]), [2, 2], 10),
+            tile(4, Some([1, 1]), [2, 2], 40),
+            tile(7, Some([0, 1]), [2, 2], 20),
+            tile(10, Some([1, 0]), [2, 2], 30),
+            tile(13, None, [2, 2], 99),
+        ];
+        let v = PictureView::stitched(&runs, 0).expect("four tiles stitch");
+        assert!(v.stitched);
+        assert_eq!(v.image.input, [32, 16]);
+        assert_eq!(v.image.grid, [2, 4]);
+        let px = |x: usize, y: usize| v.image.view[(y * 32 + x) * 3];
+        assert_eq!(
+            [px(0, 0), px(31, 0), px(0, 15), px(31, 15), px(16, 8)],
+            [10, 20, 30, 40, 40]
+        );
+        // Tile (1, 1)'s tokens 4 and 5 are the grid's row 1, columns 2 and 3.
+        let at = |t: usize| v.image.cells[v.tokens.iter().position(|&x| x == t).unwrap()];
+        assert_eq!(at(4), Cell::Patch { row: 1, col: 2 });
+        assert_eq!(at(5), Cell::Patch { row: 1, col: 3 });
+        assert_eq!(at(11), Cell::Patch { row: 1, col: 1 });
+        assert_eq!(v.tokens.len(), 8);
+        let whole = PictureView::whole(&runs, 0).unwrap();
+        assert_eq!((whole.tokens, whole.stitched), (vec![13, 14], false));
+        // A tile missing, two in one place, or one of another size: not stitched.
+        assert_eq!(PictureView::stitched(&runs[1..], 0), None);
+        let mut twice = runs.clone();
+        twice[1].tile = Some(Tile {
+            at: Some([0, 0]),
+            ..twice[1].tile.unwrap()
+        });
+        assert_eq!(PictureView::stitched(&twice, 0), None);
+        let mut other = runs.clone();
+        other[2].image.view.pop();
+        assert_eq!(PictureView::stitched(&other, 0), None);
+        // A picture that was not cut has no stitched view.
+        let plain = PictureTokens {
+            tile: None,
+            ..runs[0].clone()
+        };
+        assert_eq!(PictureView::stitched(&[plain], 0), None);
+    }
 
     fn picture(
         original: [usize; 2],

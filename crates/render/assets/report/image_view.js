@@ -20,12 +20,19 @@ function imageSources() {
  *  follow, one per cell); null for a vision model, whose tokens are the cells. */
 const IMG_FIRST = Number.isInteger(meta.image_first) ? meta.image_first : null;
 const VLM = IMG_FIRST !== null;
+/** A picture cut into tiles or crops, drawn as its parts put back together: the unit of each
+ *  of its cells (they are several runs); null otherwise. */
+const IMG_UNITS = VLM && Array.isArray(meta.image_units) &&
+  meta.image && Array.isArray(meta.image.cells) && meta.image_units.length === meta.image.cells.length &&
+  meta.image_units.every((u) => Number.isInteger(u) && u >= 0 && u < N) ? meta.image_units : null;
 /** The picture of a vision model's report, when the report's tokens are its cells, or a
  *  vision-language model's first picture, when its tokens are among the report's. */
 const IMAGE = meta.image && Array.isArray(meta.image.cells) && SQUARE &&
-  (VLM ? IMG_FIRST + meta.image.cells.length <= N : meta.image.cells.length === N) ? meta.image : null;
+  (IMG_UNITS ? true : VLM ? IMG_FIRST + meta.image.cells.length <= N : meta.image.cells.length === N) ? meta.image : null;
 /** The unit of the picture's cell i. */
-const cellUnit = (i) => (VLM ? IMG_FIRST + i : i);
+const cellUnit = (i) => (IMG_UNITS ? IMG_UNITS[i] : VLM ? IMG_FIRST + i : i);
+/** The cell of unit u of a vision-language model's picture, or -1. */
+const unitCell = (u) => (IMG_UNITS ? IMG_UNITS.indexOf(u) : u - IMG_FIRST);
 const IMG_ROWS = IMAGE ? IMAGE.grid[0] : 0;
 const IMG_COLS = IMAGE ? IMAGE.grid[1] : 0;
 /** The token of each patch, row-major over the grid (-1: none). */
@@ -42,7 +49,7 @@ if (IMAGE) {
  *  a vision-language model's other tokens by their label and number. */
 function cellName(i) {
   if (VLM) {
-    const k = i - IMG_FIRST;
+    const k = unitCell(i);
     if (k < 0 || k >= IMAGE.cells.length) return '#' + i + ' \u201c' + tokenLabel(i).trim() + '\u201d';
     i = k;
   }
@@ -314,10 +321,13 @@ function setupImageView() {
     if (t >= 0 && !VLM) set({ imageQuery: t, imageHover: null });
   });
   if (VLM) {
-    // The query: any token that is not one of the picture's (the text, and what was generated).
+    // The query: any token that is not one of a picture's (the text, and what was generated).
+    const inPicture = (u) => PICTURES.length
+      ? PICTURES.some((p) => u >= p.first && u < p.first + p.count)
+      : unitCell(u) >= 0 && unitCell(u) < IMAGE.cells.length;
     const pick = el('select', { id: 'image-query', title: 'The token whose attention is drawn over the picture' });
     for (let u = 0; u < N; u++) {
-      if (u >= IMG_FIRST && u < IMG_FIRST + IMAGE.cells.length) continue;
+      if (inPicture(u)) continue;
       pick.append(el('option', { value: String(u), text: '#' + u + ' ' + tokenLabel(u).trim() + (QSIDE.generated[u] ? ' (generated)' : '') }));
     }
     pick.value = String(state.imageQuery);
@@ -382,9 +392,10 @@ function renderImage() {
       box.append(el('div', { class: 'image-special-row' }, el('span', { class: 'small', text: label }), bar, el('span', { class: 'small', text: fmtWeight(value) })));
     }
     $('image-specials-title').textContent = 'Where ' + cellName(q) + '\u2019s attention goes';
+    const partsNote = IMG_UNITS && typeof meta.image_parts === 'string' ? ' ' + meta.image_parts : '';
     $('image-info').textContent = 'Choose the query token; hover a patch for its weight. Grid ' + IMG_ROWS + '×' + IMG_COLS +
       ' of ' + IMAGE.patch + ' px patches over the ' + iw + '×' + ih + ' px input: ' + IMAGE.source + ', ' + IMAGE.original[0] + '×' + IMAGE.original[1] + ' px' +
-      ((IMAGE.framing || []).length ? ', ' + IMAGE.framing.join('; ') : '') + '.';
+      ((IMAGE.framing || []).length ? ', ' + IMAGE.framing.join('; ') : '') + '.' + partsNote;
     if ($('image-query')) $('image-query').value = String(state.imageQuery);
     renderImageGrid(q);
     Object.assign(imageDrawn, { seq: imageDrawn.seq + 1, query: q, layer: l, head: h, source, grid: Array.from(grid), max, specials: parts, side, blend, row: Array.from(row) });

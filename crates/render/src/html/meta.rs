@@ -74,6 +74,14 @@ struct KindMeta<'a> {
     /// follow, one per cell); absent for a vision model, whose tokens are the cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     image_first: Option<usize>,
+    /// For a picture cut into tiles or crops, drawn as its parts put back together: the unit of
+    /// each of its cells, in order (they are not one run); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_units: Option<Vec<usize>>,
+    /// What the parts put back together are, for people (`The picture's 2×2 tiles put back
+    /// together; …`), with `image_units`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_parts: Option<String>,
     /// How many tokens at the start see each other in full (a prefix-LM mask); absent for none.
     #[serde(skip_serializing_if = "is_zero")]
     prefix_tokens: usize,
@@ -112,7 +120,7 @@ fn is_zero(n: &usize) -> bool {
 #[derive(Serialize)]
 struct ImageMeta<'a> {
     #[serde(flatten)]
-    input: &'a ImageInput,
+    input: Cow<'a, ImageInput>,
     /// `data:image/png;base64,…` of the model's input pixels; `null` when there are none.
     picture: Option<String>,
     /// How the picture was fitted to the model's input, for people (`stretched from 4:3 to
@@ -121,17 +129,18 @@ struct ImageMeta<'a> {
 }
 
 impl<'a> ImageMeta<'a> {
-    fn of(input: &'a ImageInput) -> Self {
-        let picture = crate::image::picture::input_png(input).map(|png| {
+    fn of(input: Cow<'a, ImageInput>) -> Self {
+        let picture = crate::image::picture::input_png(&input).map(|png| {
             format!(
                 "data:image/png;base64,{}",
                 base64::engine::general_purpose::STANDARD.encode(png)
             )
         });
+        let framing = input.framing();
         ImageMeta {
             input,
             picture,
-            framing: input.framing(),
+            framing,
         }
     }
 }
@@ -311,6 +320,11 @@ impl<'a> Meta<'a> {
 impl<'a> KindMeta<'a> {
     fn new(att: &'a Attention, opts: &'a HtmlOptions, several: bool) -> Self {
         let m = &att.model;
+        let stitched = att
+            .image
+            .is_none()
+            .then(|| crate::attention::image::PictureView::stitched(&att.pictures, 0))
+            .flatten();
         let suffix = section_suffix(att, several);
         let neuron = match (opts.neuron, &att.query_key) {
             (true, Some(_)) => Neuron {
@@ -413,12 +427,33 @@ impl<'a> KindMeta<'a> {
             },
             neuron,
             analysis,
-            // A tiled picture's image view is its global view (the whole picture).
-            image: att
-                .image
-                .as_deref()
-                .or_else(|| att.pictures.iter().find(|p| p.is_whole()).map(|p| &p.image))
-                .map(ImageMeta::of),
+            // A cut picture's image view is its parts put back together; a tiled picture
+            // whose parts cannot be, its global view (the whole picture).
+            image: match (&att.image, &stitched) {
+                (Some(image), _) => Some(ImageMeta::of(Cow::Borrowed(&**image))),
+                (None, Some(view)) => Some(ImageMeta::of(Cow::Owned(view.image.clone()))),
+                (None, None) => att
+                    .pictures
+                    .iter()
+                    .find(|p| p.is_whole())
+                    .map(|p| ImageMeta::of(Cow::Borrowed(&p.image))),
+            },
+            image_parts: stitched.as_ref().and_then(|_| {
+                let t = att.pictures.iter().find_map(|p| p.tile)?;
+                let parts = if t.crop { "crops" } else { "tiles" };
+                Some(format!(
+                    "The picture's {}×{} {parts} put back together; its whole view's tokens count \
+                     in the picture's share.",
+                    t.of[0], t.of[1]
+                ))
+            }),
+            image_units: stitched.as_ref().and_then(|view| {
+                let spans = &att.queries().spans;
+                view.tokens
+                    .iter()
+                    .map(|&t| spans.iter().position(|s| s.start == t))
+                    .collect()
+            }),
             image_first: att
                 .image
                 .is_none()

@@ -7,11 +7,11 @@
 
 use super::canvas::{Canvas, Look};
 use super::picture::{
-    head_row, heading, heading_width, heads_grid, overlay, own_scale_bar, single_overlay,
-    PictureSpec, Query,
+    head_row, heading, heading_width, heads_grid, overlay, own_scale_bar, pair_overlay,
+    single_overlay, PictureSpec, Query,
 };
 use super::ImageError;
-use crate::attention::image::PictureTokens;
+use crate::attention::image::{PictureTokens, PictureView};
 use crate::attention::{Attention, HeadSel};
 
 fn refuse(why: String) -> ImageError {
@@ -47,6 +47,23 @@ fn picture_row(att: &Attention, picture: &PictureTokens, row: &[f32]) -> Vec<f32
     for (k, s) in att.keys().spans.iter().enumerate() {
         if tokens.contains(&s.start) {
             out[s.start - tokens.start] += row[k];
+        }
+    }
+    out
+}
+
+/// One row over the keys, as the weights of a picture view's cells (its tokens', in order).
+fn view_row(att: &Attention, view: &PictureView, row: &[f32]) -> Vec<f32> {
+    let at: std::collections::HashMap<usize, usize> = view
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (t, i))
+        .collect();
+    let mut out = vec![0f32; view.tokens.len()];
+    for (k, s) in att.keys().spans.iter().enumerate() {
+        if let Some(&i) = at.get(&s.start) {
+            out[i] += row[k];
         }
     }
     out
@@ -185,15 +202,30 @@ pub fn terminal_view(
     let shares = shares(att, &row);
     let mut out = String::new();
     out.push_str(&layer_lines(att, unit, &name));
+    let mut drawn = Vec::new();
     for (i, p) in att.pictures.iter().enumerate() {
+        let k = p.picture(i);
+        // A cut picture: its parts put together once, then its whole view.
+        let (view, label) = match PictureView::stitched(&att.pictures, k) {
+            Some(_) if !p.is_whole() && drawn.contains(&k) => continue,
+            Some(v) if !p.is_whole() => {
+                drawn.push(k);
+                let parts = if p.tile.is_some_and(|t| t.crop) {
+                    "crops"
+                } else {
+                    "tiles"
+                };
+                (v, format!("picture {} · its {parts} put together", k + 1))
+            }
+            _ => (PictureView::of(p), p.name(i)),
+        };
         out.push_str(&super::picture::terminal_grid(
             att.model.name(),
-            &p.image,
-            &picture_row(att, p, &row),
+            &view.image,
+            &view_row(att, &view, &row),
             usize::MAX,
             &format!(
-                "{} · layer {} {what} · from token {unit} “{}”",
-                p.name(i),
+                "{label} · layer {} {what} · from token {unit} “{}”",
                 att.layer_number(layer),
                 name.trim()
             ),
@@ -282,11 +314,14 @@ pub(super) fn draw(
     query: Query,
     look: &Look,
 ) -> Result<Canvas, ImageError> {
-    // A tiled picture is drawn as its global view (the whole picture).
-    let picture = att.pictures.iter().find(|p| p.is_whole()).ok_or_else(|| {
+    // A cut picture is drawn as its tiles (or crops) put back together, and, where one
+    // overlay is drawn, its whole view beside them.
+    let whole = PictureView::whole(&att.pictures, 0).ok_or_else(|| {
         refuse("this attention has no picture (it is not from a vision-language model)".into())
     })?;
-    let image = &picture.image;
+    let stitched = PictureView::stitched(&att.pictures, 0);
+    let view = stitched.as_ref().unwrap_or(&whole);
+    let image = &view.image;
     let unit = query_unit(att, query)?;
     let name = att.queries().display.get(unit).cloned().unwrap_or_default();
     let qname = format!("from token {unit} “{}”", name.trim());
@@ -297,12 +332,23 @@ pub(super) fn draw(
         .map(|(i, p)| p.picture(i) + 1)
         .max()
         .unwrap_or(0);
-    let many = if count > 1 {
+    let crops = att
+        .pictures
+        .first()
+        .and_then(|p| p.tile)
+        .is_some_and(|t| t.crop);
+    let parts = if crops { "crops" } else { "tiles" };
+    let one = if count > 1 {
         format!(" · picture 1 of {count}")
-    } else if picture.tile.is_some() {
-        " · its whole view".to_string()
     } else {
         String::new()
+    };
+    let many = match &stitched {
+        Some(_) => format!("{one} · its {parts} put together"),
+        None if att.pictures.first().is_some_and(|p| p.tile.is_some()) && count == 1 => {
+            " · its whole view".to_string()
+        }
+        None => one.clone(),
     };
     let model = att.model.name();
     if query == Query::Generated {
@@ -315,7 +361,7 @@ pub(super) fn draw(
             PictureSpec::Head { head, .. } => *head,
             _ => HeadSel::Mean,
         };
-        return strip(att, picture, layer, head, &many, look);
+        return strip(att, view, layer, head, &many, look);
     }
     match spec {
         PictureSpec::Head { layer, .. } | PictureSpec::Rollout { layer, .. } => {
@@ -341,29 +387,50 @@ pub(super) fn draw(
                 _ => unreachable!("matched above"),
             };
             let rollout = matches!(spec, PictureSpec::Rollout { .. });
-            single_overlay(
-                image,
-                &picture_row(att, picture, &row),
-                None,
-                &format!("{model} · {what}{many}"),
-                &format!("{qname} → {}", shares(att, &row)),
-                if rollout {
-                    "rollout weight"
-                } else {
-                    crate::weight_caption(att)
-                },
-                look,
-            )
+            let caption = if rollout {
+                "rollout weight"
+            } else {
+                crate::weight_caption(att)
+            };
+            match &stitched {
+                Some(tiles) => {
+                    let (on_tiles, on_whole) =
+                        (view_row(att, tiles, &row), view_row(att, &whole, &row));
+                    let [rows, cols] = att.pictures[0].tile.map_or([0, 0], |t| t.of);
+                    let share = |v: &[f32]| v.iter().sum::<f32>() * 100.0;
+                    pair_overlay(
+                        (
+                            &tiles.image,
+                            &on_tiles,
+                            &format!(
+                                "its {rows}×{cols} {parts}: {:.0}% of the row",
+                                share(&on_tiles)
+                            ),
+                        ),
+                        (
+                            &whole.image,
+                            &on_whole,
+                            &format!("whole view: {:.0}%", share(&on_whole)),
+                        ),
+                        &format!("{model} · {what}{one} · {qname} → {}", shares(att, &row)),
+                        caption,
+                        look,
+                    )
+                }
+                None => single_overlay(
+                    image,
+                    &view_row(att, view, &row),
+                    None,
+                    &format!("{model} · {what}{many}"),
+                    &format!("{qname} → {}", shares(att, &row)),
+                    caption,
+                    look,
+                ),
+            }
         }
         PictureSpec::Layer { layer } => {
             let rows: Vec<Vec<f32>> = (0..att.heads())
-                .map(|h| {
-                    picture_row(
-                        att,
-                        picture,
-                        &head_row(att, *layer, HeadSel::Index(h), unit),
-                    )
-                })
+                .map(|h| view_row(att, view, &head_row(att, *layer, HeadSel::Index(h), unit)))
                 .collect();
             heads_grid(
                 image,
@@ -377,6 +444,7 @@ pub(super) fn draw(
             )
         }
         PictureSpec::Model => {
+            let on_it = on_it(view);
             let (layers, heads) = (att.layers(), att.heads());
             let (tile, label_w, top) = (96, 60, 66);
             let grid_w = label_w + heads * (tile + 6) + 8;
@@ -407,11 +475,11 @@ pub(super) fn draw(
                 c.text(&label, 11.0, 8, (y0 + tile / 2) as i32, look.pal.text);
                 for h in 0..heads {
                     let row = head_row(att, l, HeadSel::Index(h), unit);
-                    let o = overlay(image, &picture_row(att, picture, &row), tile, None, look);
+                    let on = view_row(att, view, &row);
+                    let o = overlay(image, &on, tile, None, look);
                     let x0 = label_w + h * (tile + 6);
                     c.overlay_at(&o, x0, y0);
-                    let on: f32 = picture_row(att, picture, &row).iter().sum();
-                    let share = format!("{:.0}% on it", on * 100.0);
+                    let share = format!("{:.0}% {on_it}", on.iter().sum::<f32>() * 100.0);
                     c.text(&share, 9.0, x0 as i32, (y0 + o.h + 8) as i32, look.pal.text);
                 }
                 let row = head_row(att, l, HeadSel::Mean, unit);
@@ -431,17 +499,27 @@ pub(super) fn draw(
     }
 }
 
+/// What an overlay's share is of: the picture, or a cut picture's tiles.
+fn on_it(view: &PictureView) -> &'static str {
+    if view.stitched {
+        "on its parts"
+    } else {
+        "on it"
+    }
+}
+
 /// One small overlay per generated token (at `layer`, one head or the mean), in order, each
 /// labelled with the token and its row's share on the picture, wrapped into rows.
 fn strip(
     att: &Attention,
-    picture: &PictureTokens,
+    view: &PictureView,
     layer: usize,
     head: HeadSel,
     many: &str,
     look: &Look,
 ) -> Result<Canvas, ImageError> {
-    let image = &picture.image;
+    let image = &view.image;
+    let on_it = on_it(view);
     let generated: Vec<usize> = (0..att.n_queries())
         .filter(|&u| att.queries().generated.get(u).copied().unwrap_or(false))
         .collect();
@@ -467,7 +545,7 @@ fn strip(
     heading(&mut c, &title, image, look);
     for (i, &u) in generated.iter().enumerate() {
         let row = head_row(att, layer, head, u);
-        let on = picture_row(att, picture, &row);
+        let on = view_row(att, view, &row);
         let o = overlay(image, &on, tile, None, look);
         let (x0, y0) = (
             8 + (i % per_row) * (tile + 10),
@@ -477,7 +555,7 @@ fn strip(
         let label = super::font::label(&format!("{u} “{}”", word.trim()), 18);
         c.text(&label, 11.0, x0 as i32, y0 as i32 + 6, look.pal.text);
         c.overlay_at(&o, x0, y0 + 14);
-        let share = format!("{:.0}% on it", on.iter().sum::<f32>() * 100.0);
+        let share = format!("{:.0}% {on_it}", on.iter().sum::<f32>() * 100.0);
         let y = (y0 + 14 + o.h + 10) as i32;
         c.text(&share, 10.0, x0 as i32, y, look.pal.text);
     }

@@ -195,6 +195,19 @@ pub(super) fn overlay(
     query: Option<usize>,
     look: &Look,
 ) -> Overlay {
+    let bar = look.scale_of(&image.on_grid(row));
+    overlay_on(image, row, side, query, look, &bar)
+}
+
+/// [`overlay`] on the colour scale `bar` (one shared by several overlays).
+fn overlay_on(
+    image: &ImageInput,
+    row: &[f32],
+    side: usize,
+    query: Option<usize>,
+    look: &Look,
+    bar: &Scale,
+) -> Overlay {
     let [iw, ih] = image.input;
     let fit = side as f64 / iw.max(ih) as f64;
     let (w, h) = (
@@ -205,7 +218,6 @@ pub(super) fn overlay(
     let scale = pw as f64 / iw as f64;
     let base = resample::resize(&image.view, iw, ih, pw, ph, Filter::Bilinear);
     let grid = image.on_grid(row);
-    let bar = look.scale_of(&grid);
     let [rows, cols] = image.grid;
     let p = image.patch as f64 * scale;
     let mut px = base;
@@ -434,6 +446,44 @@ pub(super) fn single_overlay(
     c.colour_bar(
         look,
         ((o.w + 20) as i32, bar_y, bar_h),
+        &scale,
+        &scale.ticks(),
+        &caption_of(what, &scale),
+    );
+    Ok(c)
+}
+
+/// Two overlays of one row side by side on one colour scale, each with its label above it: a
+/// cut picture's tiles put back together (`tiles`, the larger) and its whole view (`whole`).
+/// Each is `(image, row by its cells, label)`.
+pub(super) fn pair_overlay(
+    tiles: (&ImageInput, &[f32], &str),
+    whole: (&ImageInput, &[f32], &str),
+    title: &str,
+    what: &str,
+    look: &Look,
+) -> Result<Canvas, ImageError> {
+    let grids = [tiles.0.on_grid(tiles.1), whole.0.on_grid(whole.1)];
+    let scale = look.scale_of(grids.iter().flatten());
+    let big = overlay_on(tiles.0, tiles.1, 448, None, look, &scale);
+    let small = overlay_on(whole.0, whole.1, 224, None, look, &scale);
+    let (top, gap, panel) = (52, 16, 150);
+    let bar_h = 160;
+    let width = 8 + big.w + gap + small.w + panel;
+    let mut c = Canvas::new(
+        width.max(heading_width(title, tiles.0)),
+        (top + 22 + big.h.max(small.h) + 8).max(top + 22 + bar_h + 64),
+        look,
+    )?;
+    heading(&mut c, title, tiles.0, look);
+    c.text(tiles.2, 12.0, 8, top as i32 + 8, look.pal.text);
+    c.overlay_at(&big, 8, top + 22);
+    let x = 8 + big.w + gap;
+    c.text(whole.2, 12.0, x as i32, top as i32 + 8, look.pal.text);
+    c.overlay_at(&small, x, top + 22);
+    c.colour_bar(
+        look,
+        ((x + small.w + 20) as i32, top as i32 + 22, bar_h as i32),
         &scale,
         &scale.ticks(),
         &caption_of(what, &scale),
