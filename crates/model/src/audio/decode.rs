@@ -59,9 +59,10 @@ pub fn load(path: &Path, limits: &AudioLimits) -> Result<Audio, AudioError> {
             limit: limits.max_bytes,
         });
     }
+    let known = check_head(path, &file)?;
     // symphonia's demuxers and decoders are not all proven against hostile input: a panic in
     // one is this file's error, not the program's end.
-    let decoded = catch_unwind(AssertUnwindSafe(|| decode_mono(path, file, limits)))
+    let decoded = catch_unwind(AssertUnwindSafe(|| decode_mono(path, file, limits, known)))
         .unwrap_or_else(|_| {
             Err(AudioError::Malformed {
                 path: path.to_path_buf(),
@@ -87,13 +88,80 @@ pub fn load(path: &Path, limits: &AudioLimits) -> Result<Audio, AudioError> {
     })
 }
 
+/// Reads the first 64 KiB: says whether they start as a WAV, FLAC, OGG or MP3 file does (so a
+/// stream that ends early is a damaged file of that kind, not an unknown one), and checks a
+/// WAV's `fmt ` chunk before symphonia sees it (its WAV reader panics on a zero sampling rate
+/// or block size).
+fn check_head(path: &Path, file: &File) -> Result<bool, AudioError> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    file.take(64 << 10)
+        .read_to_end(&mut head)
+        .map_err(|source| AudioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut file = file;
+    std::io::Seek::rewind(&mut file).map_err(|source| AudioError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let known = head.starts_with(b"RIFF")
+        || head.starts_with(b"fLaC")
+        || head.starts_with(b"OggS")
+        || head.starts_with(b"ID3")
+        || (head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0);
+    if head.len() < 12 || &head[..4] != b"RIFF" || &head[8..12] != b"WAVE" {
+        return Ok(known);
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
+    let u32_at = |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let mut at = 12usize;
+    while at + 8 <= head.len() {
+        let size = u32_at(at + 4) as usize;
+        if &head[at..at + 4] == b"fmt " {
+            if size < 16 || at + 24 > head.len() {
+                break;
+            }
+            let bad = |what: String| AudioError::BadHeader {
+                path: path.to_path_buf(),
+                what,
+            };
+            let channels = u16_at(at + 10);
+            let rate = u32_at(at + 12);
+            let block = u16_at(at + 20);
+            let bits = u16_at(at + 22);
+            if channels == 0 || usize::from(channels) > MAX_CHANNELS {
+                return Err(bad(format!("{channels} channels")));
+            }
+            if rate == 0 || rate > MAX_SOURCE_RATE {
+                return Err(bad(format!("a sampling rate of {rate} Hz")));
+            }
+            if block == 0 {
+                return Err(bad("a block size of 0 bytes".into()));
+            }
+            if bits == 0 && u16_at(at + 8) == 1 {
+                return Err(bad("0 bits per sample".into()));
+            }
+            break;
+        }
+        at = at.saturating_add(8).saturating_add(size + (size & 1));
+    }
+    Ok(known)
+}
+
 struct Mono {
     samples: Vec<f32>,
     rate: u32,
     channels: u16,
 }
 
-fn decode_mono(path: &Path, file: File, limits: &AudioLimits) -> Result<Mono, AudioError> {
+fn decode_mono(
+    path: &Path,
+    file: File,
+    limits: &AudioLimits,
+    known: bool,
+) -> Result<Mono, AudioError> {
     let malformed = |problem: String| AudioError::Malformed {
         path: path.to_path_buf(),
         problem,
@@ -117,7 +185,14 @@ fn decode_mono(path: &Path, file: File, limits: &AudioLimits) -> Result<Mono, Au
         .format(&hint, mss, &format_opts, &meta_opts)
         .map_err(|e| match e {
             SymError::IoError(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                malformed("it ends inside its header".into())
+                if known {
+                    malformed("it ends inside its header".into())
+                } else {
+                    AudioError::Unsupported {
+                        path: path.to_path_buf(),
+                        problem: "no known audio format found in it".into(),
+                    }
+                }
             }
             SymError::IoError(e) => AudioError::Read {
                 path: path.to_path_buf(),
