@@ -28,8 +28,10 @@ installed, each window also records how far the extractor's torch path (the one 
 takes by default then: float32 `torch.stft`) is from its numpy path
 (`torch_path_vs_numpy_path_max_abs`), for scale.
 
-Needs numpy, soundfile, soxr, scipy, safetensors and transformers (torch optional). A re-run rewrites
-every file byte for byte with the same versions.
+Needs numpy, soundfile, soxr, scipy, safetensors and transformers (torch optional). A re-run with
+the same versions rewrites every file byte for byte but tones16k.ogg, whose Ogg stream serial
+number libsndfile draws at random (its decoded samples, and so every reference value, are the
+same).
 """
 
 from __future__ import annotations
@@ -77,6 +79,13 @@ def make_inputs(rng: np.random.Generator) -> None:
     x = 0.4 * chirp(t, 50, 7500) + 0.03 * rng.standard_normal(t.size)
     x[20000:24000] = 0
     sf.write(INPUTS / "chirp16k.wav", to_int16(x), 16000, subtype="PCM_16")
+
+    # Other sample formats, 0.5 s at 16 kHz: 24-bit and 8-bit PCM, 32-bit float.
+    t = np.arange(8000) / 16000
+    x = 0.45 * chirp(t, 300, 5000)
+    sf.write(INPUTS / "chirp16k-24bit.wav", x, 16000, subtype="PCM_24")
+    sf.write(INPUTS / "chirp16k-8bit.wav", x, 16000, subtype="PCM_U8")
+    sf.write(INPUTS / "chirp16k-float.wav", x.astype(np.float32), 16000, subtype="FLOAT")
 
     # 1 s at 16 kHz, two channels: the mix is exact (no resampling).
     t = np.arange(16000) / 16000
@@ -208,6 +217,9 @@ def main() -> None:
 
     add("chirp16k", INPUTS / "chirp16k.wav")
     add("chirp16k_128", INPUTS / "chirp16k.wav", feature_size=128)
+    add("chirp16k_24bit", INPUTS / "chirp16k-24bit.wav")
+    add("chirp16k_8bit", INPUTS / "chirp16k-8bit.wav")
+    add("chirp16k_float", INPUTS / "chirp16k-float.wav")
     add("stereo16k", INPUTS / "stereo16k.wav")
     add("stereo44k", INPUTS / "stereo44k.flac")
     add("long16k", INPUTS / "long16k.flac", regions=[(2940, 3000), (0, 360)])

@@ -185,6 +185,16 @@ fn sixteen_khz_wav_matches_transformers() {
     check_exact(&refs, "stereo16k", &inputs.join("stereo16k.wav"));
 }
 
+/// 24-bit and 8-bit PCM and 32-bit float WAV: the samples as soundfile scales them.
+#[test]
+fn other_sample_formats_match_soundfile() {
+    let refs = Refs::load();
+    let inputs = reference().join("audio-inputs");
+    check_exact(&refs, "chirp16k_24bit", &inputs.join("chirp16k-24bit.wav"));
+    check_exact(&refs, "chirp16k_8bit", &inputs.join("chirp16k-8bit.wav"));
+    check_exact(&refs, "chirp16k_float", &inputs.join("chirp16k-float.wav"));
+}
+
 #[test]
 fn large_v3_128_bins_match_transformers() {
     let refs = Refs::load();

@@ -17,12 +17,14 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
         // Only zero rates are refused, which `load` has already ruled out.
         return Vec::new();
     };
-    let delay = rs.output_delay();
-    let mut out: Vec<f64> = Vec::with_capacity(want + delay + 2 * rs.output_frames_max());
+    // The first `delay` outputs are the filter's warm-up: skipped as they come, so only the
+    // result is held (in f32).
+    let mut delay = rs.output_delay();
+    let mut out: Vec<f32> = Vec::with_capacity(want + rs.output_frames_max());
     let mut input = vec![0f64; rs.input_frames_max()];
     let mut pos = 0;
     // Full chunks, then zeros (the tail) until the delayed output is complete.
-    while out.len() < want + delay {
+    while out.len() < want {
         let n = rs.input_frames_next();
         input.resize(n, 0.0);
         let take = n.min(samples.len().saturating_sub(pos));
@@ -31,14 +33,13 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
         }
         input[take..].fill(0.0);
         pos += take;
-        match rs.process(&[&input[..]], None) {
-            Ok(chunk) => out.extend_from_slice(&chunk[0]),
-            Err(_) => break,
-        }
+        let Ok(chunk) = rs.process(&[&input[..]], None) else {
+            break;
+        };
+        let skip = delay.min(chunk[0].len());
+        delay -= skip;
+        out.extend(chunk[0][skip..].iter().map(|&v| v as f32));
     }
-    out.iter()
-        .skip(delay)
-        .take(want)
-        .map(|&v| v as f32)
-        .collect()
+    out.truncate(want);
+    out
 }
