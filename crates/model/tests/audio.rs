@@ -496,6 +496,37 @@ fn limits_are_said_and_enforced() {
         "{e:?}"
     );
     assert!(e.to_string().contains("limit of 2 s"), "{e}");
+    // Compressed formats too, whether or not their header states a length (MP3's does not
+    // always: then decoding stops as soon as the limit is passed).
+    for file in ["tones16k.mp3", "tones16k.ogg", "long16k.flac"] {
+        let e = load_err(
+            &reference().join("audio-inputs").join(file),
+            AudioLimits {
+                max_bytes: 1 << 30,
+                max_seconds: 1.0,
+            },
+        );
+        assert!(matches!(e, AudioError::TooLong { .. }), "{file}: {e:?}");
+    }
+    // A FLAC whose STREAMINFO says "length unknown" (0 samples, as the format allows): the
+    // limit is enforced on what is decoded.
+    let mut flac = std::fs::read(reference().join("audio-inputs/long16k.flac")).unwrap();
+    flac[21] &= 0xF0;
+    flac[22..26].fill(0);
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_tmp(&dir, "unknown-length.flac", &flac);
+    let limits = AudioLimits {
+        max_bytes: 1 << 30,
+        max_seconds: 20.0,
+    };
+    let e = load_err(&p, limits);
+    assert!(
+        matches!(e, AudioError::TooLong { claimed: false, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("at least"), "{e}");
+    let whole = audio::load(&p, &AudioLimits::default()).unwrap();
+    assert_eq!(whole.samples.len(), 35 * 16_000);
     // A folder is not a recording.
     let e = load_err(&reference().join("audio-inputs"), AudioLimits::default());
     assert!(matches!(e, AudioError::NotAFile { .. }), "{e:?}");
