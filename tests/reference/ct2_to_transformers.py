@@ -10,7 +10,7 @@ $ATTNVIZ_WHISPER_TINY_DIR; scripts/fetch-whisper-base.sh → .cache/models/whisp
 $ATTNVIZ_WHISPER_BASE_DIR; the fetch script runs when the folder is missing):
 
 1. Reads model.bin with the small numpy reader below, written from CTranslate2's format
-   (src/models/model.cc reads it, python/ctranslate2/specs/model_spec.py writes it), independent
+   (CTranslate2's models/model.cc reads it, its ctranslate2/specs/model_spec.py writes it), independent
    of the Rust reader in crates/model/src/formats/ctranslate2.rs, and writes
    tests/reference/audio-ct2-<name>.json: version, spec, revision, every variable's name, shape,
    dtype, the sha256 of its stored bytes, the float64 sum of its values as float32 (int8/int16

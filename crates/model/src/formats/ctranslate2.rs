@@ -1,5 +1,5 @@
-//! CTranslate2's `model.bin`, read with bounds: the format as `src/models/model.cc` reads it
-//! and `python/ctranslate2/specs/model_spec.py` writes it (binary versions 1 to 6), all
+//! CTranslate2's `model.bin`, read with bounds: the format as its `models/model.cc` reads it
+//! and `ctranslate2/specs/model_spec.py` writes it (binary versions 1 to 6), all
 //! little-endian:
 //!
 //! ```text
