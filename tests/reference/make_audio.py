@@ -99,6 +99,12 @@ def make_inputs(rng: np.random.Generator) -> None:
     right = 0.25 * np.sin(2 * np.pi * 3000 * t) + 0.1 * np.sin(2 * np.pi * 11000 * t)
     sf.write(INPUTS / "stereo44k.flac", to_int16(np.stack([left, right], 1)), 44100, subtype="PCM_16")
 
+    # 0.75 s at 48 kHz mono (the usual recording rate): harmonics of 220 Hz up to 7 kHz and a
+    # sweep to 20 kHz.
+    t = np.arange(36000) / 48000
+    x = sum(0.5 / k * np.sin(2 * np.pi * 220 * k * t) for k in range(1, 32)) * 0.3 + 0.1 * chirp(t, 500, 20000)
+    sf.write(INPUTS / "mono48k.wav", to_int16(x), 48000, subtype="PCM_16")
+
     # 35 s at 16 kHz: silence with a tone burst across the 30-second boundary and one after it,
     # so the second window must start exactly at 30 s.
     x = np.zeros(35 * 16000)
@@ -222,6 +228,7 @@ def main() -> None:
     add("chirp16k_float", INPUTS / "chirp16k-float.wav")
     add("stereo16k", INPUTS / "stereo16k.wav")
     add("stereo44k", INPUTS / "stereo44k.flac")
+    add("mono48k", INPUTS / "mono48k.wav")
     add("long16k", INPUTS / "long16k.flac", regions=[(2940, 3000), (0, 360)])
     add("tones16k_mp3", INPUTS / "tones16k.mp3", decoded_by=f"libsndfile {sf.__libsndfile_version__} (mpg123)")
     add("tones16k_ogg", INPUTS / "tones16k.ogg", decoded_by=f"libsndfile {sf.__libsndfile_version__} (libvorbis)")
