@@ -543,3 +543,39 @@ fn limits_are_said_and_enforced() {
     let e = load_err(&reference().join("audio-inputs"), AudioLimits::default());
     assert!(matches!(e, AudioError::NotAFile { .. }), "{e:?}");
 }
+
+/// A recording held in memory (an upload) decodes as the same file does, under the same limits.
+#[test]
+fn bytes_in_memory_decode_as_the_file_does() {
+    let inputs = reference().join("audio-inputs");
+    for file in [
+        "chirp16k.wav",
+        "stereo44k.flac",
+        "tones16k.mp3",
+        "tones16k.ogg",
+    ] {
+        let path = inputs.join(file);
+        let from_file = audio::load(&path, &AudioLimits::default()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let from_bytes =
+            audio::load_bytes(bytes, Path::new(file), &AudioLimits::default()).unwrap();
+        assert_eq!(from_bytes.samples, from_file.samples, "{file}");
+        assert_eq!(
+            (from_bytes.source_rate, from_bytes.channels),
+            (from_file.source_rate, from_file.channels)
+        );
+    }
+    let small = AudioLimits {
+        max_bytes: 100,
+        max_seconds: 3600.0,
+    };
+    let e = audio::load_bytes(chirp_bytes(), Path::new("upload.wav"), &small).unwrap_err();
+    assert!(matches!(e, AudioError::TooBig { .. }), "{e:?}");
+    let e = audio::load_bytes(Vec::new(), Path::new("upload.wav"), &AudioLimits::default())
+        .unwrap_err();
+    assert!(matches!(e, AudioError::Empty { .. }), "{e:?}");
+    let mut bytes = chirp_bytes();
+    bytes.truncate(bytes.len() / 3);
+    let e = audio::load_bytes(bytes, Path::new("upload.wav"), &AudioLimits::default()).unwrap_err();
+    assert!(matches!(e, AudioError::Truncated { .. }), "{e:?}");
+}

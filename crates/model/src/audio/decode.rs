@@ -1,6 +1,5 @@
 //! Decoding a file into mono samples with symphonia, within [`AudioLimits`].
 
-use std::fs::File;
 use std::io::ErrorKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -14,7 +13,7 @@ use symphonia::core::codecs::{
 };
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
-use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions};
+use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions};
 use symphonia::core::meta::{Limit, MetadataOptions};
 use symphonia::core::probe::Hint;
 
@@ -59,16 +58,58 @@ pub fn load(path: &Path, limits: &AudioLimits) -> Result<Audio, AudioError> {
             limit: limits.max_bytes,
         });
     }
-    let known = check_head(path, &file)?;
+    let mut head = Vec::new();
+    {
+        use std::io::{Read, Seek};
+        let mut f = &file;
+        f.take(HEAD_BYTES)
+            .read_to_end(&mut head)
+            .and_then(|_| f.rewind())
+            .map_err(read_err)?;
+    }
+    decode(path, &head, Box::new(file), limits)
+}
+
+/// [`load`] on a recording held in memory (an upload); `name` is for messages and its
+/// extension a hint to the format. The same limits hold, `max_bytes` on `bytes.len()`.
+pub fn load_bytes(bytes: Vec<u8>, name: &Path, limits: &AudioLimits) -> Result<Audio, AudioError> {
+    if bytes.is_empty() {
+        return Err(AudioError::Empty {
+            path: name.to_path_buf(),
+        });
+    }
+    if bytes.len() as u64 > limits.max_bytes {
+        return Err(AudioError::TooBig {
+            path: name.to_path_buf(),
+            bytes: bytes.len() as u64,
+            limit: limits.max_bytes,
+        });
+    }
+    let head = bytes[..bytes.len().min(HEAD_BYTES as usize)].to_vec();
+    decode(name, &head, Box::new(std::io::Cursor::new(bytes)), limits)
+}
+
+/// How much of the start is read to recognise the format and check a WAV header.
+const HEAD_BYTES: u64 = 64 << 10;
+
+fn decode(
+    path: &Path,
+    head: &[u8],
+    source: Box<dyn MediaSource>,
+    limits: &AudioLimits,
+) -> Result<Audio, AudioError> {
+    let known = check_head(path, head)?;
     // symphonia's demuxers and decoders are not all proven against hostile input: a panic in
     // one is this file's error, not the program's end.
-    let decoded = catch_unwind(AssertUnwindSafe(|| decode_mono(path, file, limits, known)))
-        .unwrap_or_else(|_| {
-            Err(AudioError::Malformed {
-                path: path.to_path_buf(),
-                problem: "the decoder failed on its contents".into(),
-            })
-        })?;
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        decode_mono(path, source, limits, known)
+    }))
+    .unwrap_or_else(|_| {
+        Err(AudioError::Malformed {
+            path: path.to_path_buf(),
+            problem: "the decoder failed on its contents".into(),
+        })
+    })?;
     let Mono {
         samples,
         rate,
@@ -88,24 +129,11 @@ pub fn load(path: &Path, limits: &AudioLimits) -> Result<Audio, AudioError> {
     })
 }
 
-/// Reads the first 64 KiB: says whether they start as a WAV, FLAC, OGG or MP3 file does (so a
-/// stream that ends early is a damaged file of that kind, not an unknown one), and checks a
+/// Looks at the first bytes: says whether they start as a WAV, FLAC, OGG or MP3 file does (so
+/// a stream that ends early is a damaged file of that kind, not an unknown one), and checks a
 /// WAV's `fmt ` chunk before symphonia sees it (its WAV reader panics on a zero sampling rate
 /// or block size).
-fn check_head(path: &Path, file: &File) -> Result<bool, AudioError> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    file.take(64 << 10)
-        .read_to_end(&mut head)
-        .map_err(|source| AudioError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let mut file = file;
-    std::io::Seek::rewind(&mut file).map_err(|source| AudioError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+fn check_head(path: &Path, head: &[u8]) -> Result<bool, AudioError> {
     let known = head.starts_with(b"RIFF")
         || head.starts_with(b"fLaC")
         || head.starts_with(b"OggS")
@@ -158,7 +186,7 @@ struct Mono {
 
 fn decode_mono(
     path: &Path,
-    file: File,
+    source: Box<dyn MediaSource>,
     limits: &AudioLimits,
     known: bool,
 ) -> Result<Mono, AudioError> {
@@ -166,7 +194,7 @@ fn decode_mono(
         path: path.to_path_buf(),
         problem,
     };
-    let mss = MediaSourceStream::new(Box::new(file), MediaSourceStreamOptions::default());
+    let mss = MediaSourceStream::new(source, MediaSourceStreamOptions::default());
     let mut hint = Hint::new();
     if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
         hint.with_extension(ext);

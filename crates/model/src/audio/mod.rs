@@ -20,7 +20,7 @@ mod resample;
 
 use std::path::PathBuf;
 
-pub use decode::load;
+pub use decode::{load, load_bytes};
 pub use features::{FeatureConfig, FeatureConfigError};
 pub use mel::{log_mel, mel_filters, LogMel};
 pub use resample::resample;
