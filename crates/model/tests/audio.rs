@@ -579,3 +579,51 @@ fn bytes_in_memory_decode_as_the_file_does() {
     let e = audio::load_bytes(bytes, Path::new("upload.wav"), &AudioLimits::default()).unwrap_err();
     assert!(matches!(e, AudioError::Truncated { .. }), "{e:?}");
 }
+
+/// Each input with bytes flipped at reproducible places (a fixed xorshift): a recording or a
+/// typed error, and no panic reached inside the decoders (which `load` would catch and report
+/// as "the decoder failed").
+#[test]
+fn flipped_bytes_give_a_recording_or_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = reference().join("audio-inputs");
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut caught = Vec::new();
+    for file in [
+        "chirp16k.wav",
+        "long16k.flac",
+        "tones16k.mp3",
+        "tones16k.ogg",
+        "chirp16k-24bit.wav",
+    ] {
+        let original = std::fs::read(inputs.join(file)).unwrap();
+        for round in 0..60 {
+            let mut bytes = original.clone();
+            // Mostly the headers, where the lengths and counts are.
+            for _ in 0..1 + next() % 8 {
+                let span = if next() % 2 == 0 {
+                    bytes.len().min(256)
+                } else {
+                    bytes.len()
+                };
+                let at = (next() as usize) % span;
+                bytes[at] ^= 1 << (next() % 8);
+            }
+            let p = write_tmp(&dir, file, &bytes);
+            if let Err(AudioError::Malformed { problem, .. }) =
+                audio::load(&p, &AudioLimits::default())
+            {
+                if problem.contains("decoder failed") {
+                    caught.push(format!("{file} round {round}"));
+                }
+            }
+        }
+    }
+    assert!(caught.is_empty(), "panics inside the decoder: {caught:?}");
+}
