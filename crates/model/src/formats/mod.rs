@@ -11,6 +11,7 @@
 
 pub mod config;
 mod config_problem;
+pub mod ctranslate2;
 pub mod gguf;
 pub mod pickle;
 pub mod pytorch;
