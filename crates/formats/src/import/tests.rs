@@ -246,6 +246,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         image: None,
         pictures: Vec::new(),
         prefix: 0,
+        router: None,
         target: None,
         generated_text: None,
     }
