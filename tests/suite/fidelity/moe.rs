@@ -159,3 +159,95 @@ fn dense_decoders_capture_no_router() {
     );
     assert!(enc.attention.router.is_none());
 }
+
+/// The command line: the JSON's `router` section holds transformers' decisions, `render` reads
+/// it back into the same terminal view, and the terminal shows each token's experts and the
+/// load at the selected layer.
+#[test]
+fn the_router_reaches_the_json_and_the_terminal() {
+    use crate::support::cli::run;
+    let model = fixture("tiny-mixtral");
+    let model = model.to_str().unwrap();
+    let label = "tiny-mixtral";
+    let path = repo().join(format!("tests/reference/{label}.json"));
+    let m: Manifest = ok(
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()),
+        path.display(),
+    );
+    let reference = FamilyReference::load(label);
+    let case = &reference.cases[0];
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("moe.json");
+    let out = run(&[
+        "-m",
+        model,
+        &case.text,
+        "--json",
+        json.to_str().unwrap(),
+        "--full-precision",
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let router = &doc["router"];
+    let (n, k) = (case.input_ids.len(), m.router.top_k);
+    assert_eq!(router["experts"], m.router.experts);
+    assert_eq!(router["tokens"].as_array().unwrap().len(), n);
+    let want_chosen = reference.values(&m.cases[0].tensors["router.chosen"]);
+    let want_weights = reference.values(&m.cases[0].tensors["router.weights"]);
+    for (i, layer) in router["layers"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(layer["layer"], m.router.routed_layers[i]);
+        let load: u64 = layer["load"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(load as usize, n * k);
+        for t in 0..n {
+            for r in 0..k {
+                let at = i * n * k + t * k + r;
+                assert_eq!(
+                    layer["chosen"][t][r].as_f64().unwrap() as f32,
+                    want_chosen[at]
+                );
+                let w = layer["weights"][t][r].as_f64().unwrap() as f32;
+                assert!(
+                    (w - want_weights[at]).abs() <= ROUTER_TOL,
+                    "{w} vs {}",
+                    want_weights[at]
+                );
+            }
+        }
+    }
+    // The terminal view at layer 1, from the model and from the JSON read back.
+    let view = run(&["-m", model, &case.text, "--layer", "1"]);
+    assert!(
+        view.status.success(),
+        "{}",
+        String::from_utf8_lossy(&view.stderr)
+    );
+    let text = String::from_utf8(view.stdout).unwrap();
+    assert!(
+        text.contains("Router · layer 1 · 8 experts, top 2"),
+        "{text}"
+    );
+    assert!(text.contains("Expert load · layer 1"), "{text}");
+    let first = &router["layers"][1]["chosen"][0];
+    let line = format!("e{} ", first[0]);
+    assert!(text.contains(&line), "{text}");
+    let rendered = run(&["render", json.to_str().unwrap(), "--layer", "1"]);
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let again = String::from_utf8(rendered.stdout).unwrap();
+    let router_part = |s: &str| s[s.find("Router · ").unwrap()..].to_string();
+    assert_eq!(router_part(&again), router_part(&text));
+}
