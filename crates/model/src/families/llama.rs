@@ -873,11 +873,13 @@ fn read_experts(
     }
     let top_k = file.positive("num_experts_per_tok", top_k)?;
     if top_k > experts {
-        return Err(file.invalid(ConfigProblem::NotBelow {
+        return Err(file.invalid(ConfigProblem::TooMany {
             field: "num_experts_per_tok",
             value: top_k,
-            limit_field: experts_field,
-            limit: experts + 1,
+            limit: Limit::Field {
+                field: experts_field,
+                value: experts,
+            },
         }));
     }
     let norm_topk_prob = match variant {
@@ -1336,5 +1338,70 @@ mod tests {
         assert!(err.contains("not a multiple"), "{err}");
         let err = read(r#"{"max_position_embeddings": 100000000}"#, Variant::Llama).unwrap_err();
         assert!(err.contains("max_position_embeddings 100000000"), "{err}");
+    }
+
+    #[test]
+    fn moe_variants_read_their_experts_with_transformers_defaults() {
+        let m = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}"#,
+            Variant::Mixtral,
+        )
+        .unwrap();
+        let moe = m.experts.unwrap();
+        assert_eq!(
+            (
+                moe.router.experts,
+                moe.router.top_k,
+                moe.router.norm_topk_prob
+            ),
+            (8, 2, true)
+        );
+        assert_eq!((moe.inner, m.sliding_window), (14336, None));
+        let q = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
+                "num_local_experts": 16, "mlp_only_layers": [1], "decoder_sparse_step": 1,
+                "moe_intermediate_size": 24}"#,
+            Variant::Qwen3Moe,
+        )
+        .unwrap();
+        let moe = q.experts.unwrap();
+        // Either spelling of the count; Qwen3-MoE's top 8 of 16, not renormalised by default.
+        assert_eq!(moe.experts_field, "num_local_experts");
+        assert_eq!((moe.router.experts, moe.router.top_k), (16, 8));
+        assert!(!moe.router.norm_topk_prob && q.qk_norm && !q.qk_norm_whole);
+        assert_eq!(moe.sparse_layers, vec![true, false, true, true]);
+        assert_eq!(moe.inner, 24);
+        let o = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4}"#,
+            Variant::Olmoe,
+        )
+        .unwrap();
+        assert!(o.qk_norm && o.qk_norm_whole && !o.experts.unwrap().router.norm_topk_prob);
+        for (text, variant, says) in [
+            (
+                r#"{"num_experts": 4, "num_experts_per_tok": 5}"#,
+                Variant::Olmoe,
+                "num_experts_per_tok 5 is more than num_experts 4",
+            ),
+            (
+                r#"{"clip_qkv": 8.0}"#,
+                Variant::Olmoe,
+                "clip_qkv 8 is not supported",
+            ),
+            (
+                r#"{"mlp_only_layers": ["one"]}"#,
+                Variant::Qwen3Moe,
+                "mlp_only_layers",
+            ),
+            (
+                r#"{"num_local_experts": 0}"#,
+                Variant::Mixtral,
+                "num_local_experts is 0",
+            ),
+        ] {
+            let err = read(text, variant).unwrap_err();
+            assert!(err.contains(says), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 }
