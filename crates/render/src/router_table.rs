@@ -15,12 +15,14 @@ const LABEL_MAX: usize = 14;
 /// Widest load bar, in terminal columns.
 const BAR_MAX: usize = 40;
 
-/// Write the router view of the model's layer `layer` (its number, from 0) of `router`. A layer
-/// without a router (a dense layer of a partly routed model) gets one line that says so and
-/// names the routed layers.
+/// Write the router view of the model's layer `layer` (its number, from 0) of `router`, its
+/// tokens labelled by `labels` where given (the attention's display texts, one per token) or as
+/// the router recorded them. A layer without a router (a dense layer of a partly routed model)
+/// gets one line that says so and names the routed layers.
 pub fn write_router_view(
     router: &Router,
     layer: usize,
+    labels: Option<&[String]>,
     color: bool,
     w: &mut dyn Write,
 ) -> io::Result<()> {
@@ -43,8 +45,9 @@ pub fn write_router_view(
         .end_line()?;
     let n = router.tokens.len();
     let index_w = n.saturating_sub(1).to_string().len();
-    let labels: Vec<String> = router
-        .tokens
+    let labels: Vec<String> = labels
+        .filter(|l| l.len() == n)
+        .unwrap_or(&router.tokens)
         .iter()
         .map(|t| clip(&escape_controls(t), LABEL_MAX))
         .collect();
@@ -129,7 +132,7 @@ mod tests {
 
     fn written(layer: usize, color: bool) -> String {
         let mut out = Vec::new();
-        write_router_view(&router(), layer, color, &mut out).unwrap();
+        write_router_view(&router(), layer, None, color, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
