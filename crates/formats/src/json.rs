@@ -252,6 +252,7 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         pictures,
         // In units: those that start inside the prefix's tokens.
         prefix: spans.iter().filter(|s| s.start < att.prefix).count(),
+        router: att.router.as_deref().map(crate::doc::router::RouterDoc::of),
         queries: UnitsDoc::of(att.queries(), att.level),
         keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),
     }

@@ -49,7 +49,7 @@ pub mod zeroing;
 
 use std::path::Path;
 
-use crate::attention::{Attention, ModelInfo, QueryKey, Units};
+use crate::attention::{Attention, ModelInfo, QueryKey, Router, RouterLayer, Units};
 use crate::tokenize::TextTokenizer;
 
 use families::registry;
@@ -984,6 +984,7 @@ impl Model {
                         keys,
                         scale: None,
                     }),
+                    routing: capture.routing,
                 }
             })
             .collect();
@@ -1156,6 +1157,7 @@ impl Model {
         let (out, values) = (run.forwards.remove(0), run.values.remove(0));
         let head_outputs = run.head_outputs.remove(0);
         let n = enc.ids.len();
+        let router = router_of(&out.routing, &enc.tokens);
         let mut units = Units::tokens(
             enc.tokens,
             enc.ids,
@@ -1187,6 +1189,7 @@ impl Model {
         )
         .and_then(|a| a.with_layer_numbers(numbers))
         .and_then(|a| self.describe(a, out.query_key))
+        .and_then(|a| a.with_router(router))
         .map_err(ForwardError::Shape)?;
         Ok(Encoding {
             attention,
@@ -1279,6 +1282,27 @@ impl Model {
         encoding.generation = Some(generation);
         Ok(encoding)
     }
+}
+
+/// The routers' decisions of a mixture-of-experts network's forward pass over `tokens`, as the
+/// attention carries them; `None` for a dense network.
+fn router_of(routing: &[(usize, blocks::experts::Routing)], tokens: &[String]) -> Option<Router> {
+    let (_, first) = routing.first()?;
+    Some(Router {
+        experts: first.experts,
+        top_k: first.top_k,
+        renormalised: first.renormalised,
+        tokens: tokens.to_vec(),
+        layers: routing
+            .iter()
+            .map(|(layer, r)| RouterLayer {
+                layer: *layer,
+                probs: r.probs.clone(),
+                chosen: r.chosen.clone(),
+                weights: r.weights.clone(),
+            })
+            .collect(),
+    })
 }
 
 impl Model {

@@ -47,7 +47,7 @@ fn generations(label: &str) -> Vec<GenerationCase> {
 }
 
 /// Everything for one decoder fixture; panics listing every mismatch.
-fn check_decoder(folder: &str, label: &str) {
+pub(super) fn check_decoder(folder: &str, label: &str) {
     check_fixture(folder, label);
     let reference = FamilyReference::load(label);
     let model = ok(Model::from_dir(&fixture(folder)), folder);

@@ -347,6 +347,7 @@ pub fn check_fixture(folder: &str, label: &str) {
                 weights: enc.attention.weights().to_vec(),
                 hidden: enc.hidden,
                 query_key: None,
+                routing: Vec::new(),
             };
             problems.extend(compare(folder, &reference, case, &out, " (encode)"));
         } else {
@@ -499,6 +500,7 @@ fn tiny_albert_pairs_get_segment_ids() {
             weights: enc.attention.weights().to_vec(),
             hidden: enc.hidden,
             query_key: None,
+            routing: Vec::new(),
         };
         let problems = compare(label, &reference, case, &out, " (encode)");
         assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -10,6 +10,7 @@
 mod decoders;
 pub mod families;
 mod gguf_quantized;
+mod moe;
 mod multimodal;
 mod oracle;
 pub mod reference;

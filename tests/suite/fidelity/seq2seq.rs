@@ -309,16 +309,19 @@ fn check_model(label: &str) {
                 weights: encoder.weights().to_vec(),
                 hidden: enc.encoder_hidden.clone(),
                 query_key: None,
+                routing: Vec::new(),
             },
             decoder: attnviz::model::Forward {
                 weights: decoder.weights().to_vec(),
                 hidden: enc.decoder_hidden.clone(),
                 query_key: None,
+                routing: Vec::new(),
             },
             cross: attnviz::model::Forward {
                 weights: cross.weights().to_vec(),
                 hidden: Vec::new(),
                 query_key: None,
+                routing: Vec::new(),
             },
             logits: reference.values(case, "logits").expect("logits"),
         };

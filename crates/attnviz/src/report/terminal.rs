@@ -57,6 +57,22 @@ pub(super) fn views(
                 ..TerminalOptions::default()
             };
             to(sink.out, |w| write_view(att, selection, &opts, w))?;
+            // A mixture-of-experts model's router at the shown layer, under the attention.
+            if let Some(router) = &att.router {
+                let number = att.layer_number(layer);
+                // The token-level value's labels, as the attention view shows tokens.
+                let labels = token_att.queries().shown(look.raw_tokens);
+                to(sink.out, |w| {
+                    writeln!(w)?;
+                    crate::render::router_table::write_router_view(
+                        router,
+                        number,
+                        Some(labels),
+                        look.color,
+                        w,
+                    )
+                })?;
+            }
             // A vision-language model's token asked for by number: where on the picture it
             // looked, under the matrix.
             if !att.pictures.is_empty()

@@ -17,6 +17,7 @@
 
 pub mod display;
 pub mod image;
+pub mod router;
 mod set;
 mod shape_error;
 mod units;
@@ -24,6 +25,7 @@ mod units;
 use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
+pub use router::{Router, RouterLayer, RouterShapeError};
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use shape_error::{ShapeError, ShapeProblem};
 pub use units::{Role, Units, UnitsMismatch};
@@ -372,6 +374,9 @@ pub struct Attention {
     /// How many tokens at the start see each other in full under the causal mask, later ones
     /// included (a prefix-LM mask: PaliGemma's pictures and prompt); 0 for none.
     pub prefix: usize,
+    /// What a mixture-of-experts model's routers decided for the input's tokens (token level
+    /// whatever the attention's level, labelled by its own tokens); `None` for a dense model.
+    pub router: Option<std::sync::Arc<Router>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -519,12 +524,24 @@ impl Attention {
             image: None,
             pictures: Default::default(),
             prefix: 0,
+            router: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
         }
         att.check()?;
         Ok(att)
+    }
+
+    /// The same value with a mixture-of-experts model's router decisions (see
+    /// [`Attention::router`]), checked to fit together.
+    pub fn with_router(mut self, router: Option<Router>) -> Result<Self, ShapeError> {
+        if let Some(r) = &router {
+            r.check()
+                .map_err(|e| ShapeError(ShapeProblem::Router(e.0)))?;
+        }
+        self.router = router.map(std::sync::Arc::new);
+        Ok(self)
     }
 
     /// The same value with its decoder text (see [`Attention::target_text`]).
@@ -708,6 +725,7 @@ impl Attention {
             image: self.image.clone(),
             pictures: self.pictures.clone(),
             prefix: self.prefix,
+            router: self.router.clone(),
         };
         att.check()?;
         Ok(att)

@@ -22,6 +22,9 @@ pub enum ShapeProblem {
     /// Unit lists of different lengths.
     #[error(transparent)]
     Units(#[from] UnitsMismatch),
+    /// A router capture whose parts do not fit together or with the attention's tokens.
+    #[error("router: {0}")]
+    Router(String),
     /// Cross-attention without key units.
     #[error("cross-attention needs its own key units (the encoder's)")]
     CrossWithoutKeys,

@@ -21,6 +21,7 @@ pub mod corpus;
 pub mod image;
 pub mod lines;
 pub mod models;
+pub mod router;
 pub mod saved;
 
 /// `format` of an attention document.
@@ -314,6 +315,10 @@ pub struct BodyMeta<'a> {
     /// prompt); absent for none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub prefix: usize,
+    /// A mixture-of-experts model's router decisions per routed layer and token, and each
+    /// expert's load (`docs/json.md`, "Router"); absent for a dense model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<router::RouterDoc>,
     /// The query units.
     #[serde(flatten)]
     pub queries: UnitsDoc<'a>,

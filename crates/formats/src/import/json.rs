@@ -105,6 +105,8 @@ struct Doc {
     pictures: Option<Vec<ChargedPicture>>,
     #[serde(default)]
     prefix: usize,
+    #[serde(default)]
+    router: Option<crate::doc::router::RouterDoc>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -550,6 +552,10 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         image: None,
         pictures: Vec::new(),
         prefix: 0,
+        router: match doc.router {
+            Some(r) => Some(r.router().map_err(|e| bad(DocProblem::Router(e)))?),
+            None => None,
+        },
         layer_numbers: doc.layer_numbers,
         target: None,
         generated_text: None,

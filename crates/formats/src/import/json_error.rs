@@ -73,6 +73,9 @@ pub enum DocProblem {
     /// An `image` section that does not fit the attention.
     #[error(transparent)]
     Image(#[from] ImageSectionError),
+    /// A `router` section whose parts do not fit together.
+    #[error("its router section does not fit together ({0})")]
+    Router(String),
     /// A prefix longer than the units.
     #[error("its prefix of {units} units that see each other is longer than the tokens")]
     PrefixUnits {

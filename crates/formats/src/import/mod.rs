@@ -281,6 +281,8 @@ pub struct Origin {
     pub pictures: Vec<crate::attention::image::PictureTokens>,
     /// How many tokens at the start see each other in full (the JSON's `prefix`, in units).
     pub prefix: usize,
+    /// A mixture-of-experts model's router decisions (the JSON's `router`).
+    pub router: Option<crate::attention::Router>,
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -687,6 +689,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         .unwrap_or_default();
     let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
     let prefix = origin.as_ref().map_or(0, |o| o.prefix);
+    let router = origin.as_mut().and_then(|o| o.router.take());
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -729,6 +732,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     })
     .and_then(|a| a.with_pictures(pictures))
     .and_then(|a| a.with_prefix(prefix))
+    .and_then(|a| a.with_router(router))
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
         a.holds = holds;

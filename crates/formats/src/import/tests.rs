@@ -246,6 +246,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         image: None,
         pictures: Vec::new(),
         prefix: 0,
+        router: None,
         target: None,
         generated_text: None,
     }
@@ -545,4 +546,56 @@ fn what_attention_holds_survives_a_round_trip() {
         assert_eq!(a.holds, holds);
         assert_eq!(a.model.name(), format!("tiny · {}", holds.as_str()));
     }
+}
+
+/// A mixture-of-experts model's `router` section is written with its load and reads back as the
+/// same decisions; one that does not fit together is refused in one line.
+#[test]
+fn the_router_section_survives_a_round_trip() {
+    use crate::attention::{Router, RouterLayer};
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router {
+        experts: 3,
+        top_k: 2,
+        renormalised: false,
+        tokens: labels(&["<s>", "a", "b"]),
+        layers: vec![RouterLayer {
+            layer: 1,
+            probs: vec![0.5, 0.3, 0.2, 0.1, 0.2, 0.7, 0.25, 0.5, 0.25],
+            chosen: vec![0, 1, 2, 1, 1, 0],
+            weights: vec![0.5, 0.3, 0.7, 0.2, 0.5, 0.25],
+        }],
+    };
+    let att = crate::attention::fixtures::synthetic(&["<s>", "a", "b"], 2, 2)
+        .with_router(Some(router.clone()))
+        .unwrap();
+    let mut out = Vec::new();
+    crate::json::write_json(&att, &[], Default::default(), &mut out).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        doc["router"]["layers"][0]["load"],
+        serde_json::json!([2, 3, 1])
+    );
+    assert_eq!(
+        doc["router"]["layers"][0]["chosen"][1],
+        serde_json::json!([2, 1])
+    );
+    let path = dir.path().join("moe.json");
+    std::fs::write(&path, &out).unwrap();
+    let back = read(&path, &ReadOptions::default()).unwrap();
+    assert_eq!(back.kinds[0].router.as_deref(), Some(&router));
+
+    doc["router"]["layers"][0]["load"] = serde_json::json!([1, 3, 2]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let err = read(&path, &ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not count the chosen experts"), "{err}");
+    assert!(!err.contains('\n'));
+    doc["router"]["layers"][0]["chosen"][0] = serde_json::json!([0, 7]);
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let err = read(&path, &ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expert 7 of 3"), "{err}");
 }

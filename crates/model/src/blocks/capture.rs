@@ -75,6 +75,10 @@ pub struct SequenceCapture<'s> {
     /// Each head's write to the residual stream at one position, when asked for
     /// ([`SequenceCapture::with_head_outputs`]: per-head direct logit attribution).
     pub head_outputs: Option<HeadCapture>,
+    /// What each mixture-of-experts layer's router decided for this sequence's tokens (its
+    /// layer number and the routing of its `queries` rows), every such layer whichever layers
+    /// the attention keeps; empty for a dense model.
+    pub routing: Vec<(usize, super::experts::Routing)>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -131,6 +135,7 @@ impl<'s> SequenceCapture<'s> {
             values: None,
             residual: None,
             head_outputs: None,
+            routing: Vec::new(),
             queries,
             keys,
             per_layer: heads * queries * keys,

@@ -15,6 +15,7 @@
 //! transformers caches them.
 
 use super::capture::SequenceCapture;
+use super::experts::Routing;
 use super::layers::{
     add_in_place, matrix_forward, part, FeedForward, FfnNames, Linear, Norm, NormKind,
 };
@@ -137,7 +138,8 @@ enum Keys<'a> {
 
 impl DecoderLayer {
     /// `h += attention(norm(h)); h += ffn(norm(h))` for `rows` rows of `h`; `taps` takes the
-    /// values for the norm-based analyses when asked.
+    /// values for the norm-based analyses when asked. Returns the router's decisions of a
+    /// routed-experts block ([`FeedForward::Routed`]); `None` for a dense one.
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
@@ -148,7 +150,7 @@ impl DecoderLayer {
         keys: Keys<'_>,
         sinks: &mut [CaptureSink<'_>],
         taps: Option<&mut LayerTaps>,
-    ) {
+    ) -> Option<Routing> {
         let (heads, kv, d) = (arch.heads, arch.kv_heads, arch.head_dim);
         let width = (heads + 2 * kv) * d;
         let x = self.attention_norm.forward(h, None);
@@ -252,11 +254,18 @@ impl DecoderLayer {
         }
         add_in_place(h, &attended);
         let x = self.ffn_norm.forward(h, None);
-        let mut out = self.ffn.forward(&x, rows);
+        let (mut out, routing) = match &self.ffn {
+            FeedForward::Routed(experts) => {
+                let (out, routing) = experts.forward(&x, rows);
+                (out, Some(routing))
+            }
+            ffn => (ffn.forward(&x, rows), None),
+        };
         if let Some((_, post)) = &self.options.post_norms {
             out = post.forward(&out, None);
         }
         add_in_place(h, &out);
+        routing
     }
 }
 
@@ -477,7 +486,7 @@ impl Network for DecoderStack {
             let mut sinks: Vec<CaptureSink> = captures.iter_mut().map(|c| c.layer(l)).collect();
             let tables = [tables[0].as_ref(), tables[1].as_ref()];
             if !want && !heads_wanted {
-                layer.forward(
+                let routing = layer.forward(
                     &mut h,
                     rows,
                     tables,
@@ -486,6 +495,8 @@ impl Network for DecoderStack {
                     &mut sinks,
                     None,
                 );
+                drop(sinks);
+                keep_routing(captures, l, routing, batch.tokens);
                 continue;
             }
             let entering = h.clone();
@@ -494,7 +505,7 @@ impl Network for DecoderStack {
                 ..LayerTaps::default()
             };
             let keys = Keys::Batch(batch, &blocks);
-            layer.forward(
+            let routing = layer.forward(
                 &mut h,
                 rows,
                 tables,
@@ -503,6 +514,8 @@ impl Network for DecoderStack {
                 &mut sinks,
                 Some(&mut taps),
             );
+            drop(sinks);
+            keep_routing(captures, l, routing, batch.tokens);
             if heads_wanted {
                 self.keep_head_outputs(captures, l, &taps, &entering, &h, batch.tokens);
                 keep_head_stage(captures, l + 1, &h, batch.tokens, hidden);
@@ -730,6 +743,23 @@ fn head_writes(
         }
     }
     out
+}
+
+/// Keep layer `l`'s router decisions (rows of a batch padded to `tokens`) in each capture, for
+/// its own tokens.
+fn keep_routing(
+    captures: &mut [SequenceCapture],
+    l: usize,
+    routing: Option<Routing>,
+    tokens: usize,
+) {
+    let Some(routing) = routing else {
+        return;
+    };
+    for (s, capture) in captures.iter_mut().enumerate() {
+        let own = routing.rows_range(s * tokens, capture.queries());
+        capture.routing.push((l, own));
+    }
 }
 
 /// Copy stage `stage` of the residual stream (0: the embeddings; `l + 1`: the output of layer

@@ -605,6 +605,9 @@ pub enum FeedForward {
         /// Back to the hidden size.
         down: Linear,
     },
+    /// Routed experts: each token through the few experts its router chooses
+    /// ([`super::experts`]: Mixtral, Qwen3-MoE, OLMoE).
+    Routed(Box<super::experts::Experts>),
 }
 
 impl FeedForward {
@@ -655,6 +658,7 @@ impl FeedForward {
                 drop(u);
                 down.forward(&g, rows, Activation::Identity)
             }
+            FeedForward::Routed(experts) => experts.forward(x, rows).0,
         }
     }
 }

@@ -6,6 +6,7 @@
 //!   and what crosses it ([`network::Batch`], the raw outputs);
 //! - [`architecture`]: what a network is ([`architecture::Architecture`]), which every block reads;
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
+//! - [`experts`]: the routed-experts feed-forward block of mixture-of-experts decoders;
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
 //! - [`mlm_head`]: an encoder's masked-LM head (dense, activation, LayerNorm, decoder), for the
@@ -22,6 +23,7 @@ pub mod architecture;
 pub mod capture;
 pub mod decoder;
 pub mod encoder;
+pub mod experts;
 pub mod family;
 pub mod generate;
 pub mod layers;

@@ -431,6 +431,9 @@ pub struct Forward {
     pub hidden: Vec<f32>,
     /// Query/key vectors `[layers, heads, n, head_dim]`, when asked for.
     pub query_key: Option<QueryKey>,
+    /// Each routed layer's number and its router's decisions for the `n` tokens (a
+    /// mixture-of-experts decoder; empty otherwise).
+    pub routing: Vec<(usize, super::experts::Routing)>,
 }
 
 /// The raw outputs of one encoder–decoder run over token ids.

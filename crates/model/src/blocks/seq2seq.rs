@@ -663,6 +663,7 @@ impl Seq2Seq for Seq2SeqNet {
                 keys,
                 scale: Some(self.scale),
             }),
+            routing: Vec::new(),
         };
         Ok(Seq2SeqForward {
             encoder: forward(enc_cap, encoder_hidden),

@@ -7,6 +7,12 @@
 //! (`num_key_value_heads`), and a tied or separate output projection. Mirrors transformers'
 //! `models/llama/modeling_llama.py` (and `qwen2`, `qwen3`, `mistral`, `smollm3`).
 //!
+//! The mixture-of-experts decoders built the same way, their feed-forward blocks routed experts
+//! ([`crate::blocks::experts`]): Mixtral (a Mistral whose `block_sparse_moe` renormalises its
+//! top-k), Qwen3-MoE (Qwen3 with `mlp.experts`, dense layers where `mlp_only_layers` or
+//! `decoder_sparse_step` say, `norm_topk_prob`) and OLMoE (RMSNorm over the whole q and k
+//! projections, `norm_topk_prob` false by default).
+//!
 //! Checkpoints are the `ForCausalLM` classes' (`model.` prefix, `lm_head.weight` outside it) or
 //! the bare model's (no prefix, no head: shown, but it cannot generate); a GGUF file of the
 //! `llama` architecture comes through [`LlamaConfig::from_gguf`] and [`LlamaConfig::build_from`]
@@ -16,6 +22,7 @@ use crate::attention::PositionScheme;
 use crate::blocks::decoder::{
     DecoderLayer, DecoderLayerNames, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
+use crate::blocks::experts::{ExpertNames, Experts, RouterSettings};
 use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames};
 use crate::blocks::layers::{Linear, Norm};
@@ -23,7 +30,8 @@ use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope, read_rope_based, rope_factor_in_range, Partial};
 use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{
-    ConfigError, ConfigFile, ConfigProblem, Limit, Oversize, RopeProblem,
+    ConfigError, ConfigFile, ConfigProblem, FieldValue, Instead, Limit, Oversize, RopeProblem,
+    Unsupported,
 };
 use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
@@ -107,6 +115,45 @@ pub static SMOLLM3: Family = Family {
     },
 };
 
+/// Mixtral in the family registry.
+pub static MIXTRAL: Family = Family {
+    name: "Mixtral",
+    model_types: &["mixtral"],
+    class_prefixes: &["Mixtral"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Mixtral)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
+/// Qwen3-MoE in the family registry.
+pub static QWEN3_MOE: Family = Family {
+    name: "Qwen3-MoE",
+    model_types: &["qwen3_moe"],
+    class_prefixes: &["Qwen3Moe"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen3Moe)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
+/// OLMoE in the family registry.
+pub static OLMOE: Family = Family {
+    name: "OLMoE",
+    model_types: &["olmoe"],
+    class_prefixes: &["Olmoe"],
+    anchor: ANCHOR,
+    config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Olmoe)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
 /// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
 const GGUF_LLAMA: GgufReader = GgufReader {
     architectures: &["llama"],
@@ -161,6 +208,13 @@ pub enum Variant {
     Mistral,
     /// `smollm3`: some layers without rotary positions (NoPE).
     SmolLm3,
+    /// `mixtral`: a Mistral whose feed-forward blocks are routed experts, the top-k
+    /// renormalised.
+    Mixtral,
+    /// `qwen3_moe`: a Qwen3 whose feed-forward blocks are routed experts.
+    Qwen3Moe,
+    /// `olmoe`: routed experts, and RMSNorm over the whole q and k projections.
+    Olmoe,
 }
 
 impl Variant {
@@ -171,6 +225,9 @@ impl Variant {
             Variant::Qwen3 => &QWEN3,
             Variant::Mistral => &MISTRAL,
             Variant::SmolLm3 => &SMOLLM3,
+            Variant::Mixtral => &MIXTRAL,
+            Variant::Qwen3Moe => &QWEN3_MOE,
+            Variant::Olmoe => &OLMOE,
         }
     }
 }
@@ -227,6 +284,27 @@ pub struct LlamaConfig {
     /// Whether the frequencies are divided by a tensor's per-frequency factors (a GGUF file's
     /// `rope_freqs.weight`: Llama 3.1–3.3's scaling as llama.cpp stores it).
     pub rope_freqs: bool,
+    /// Whether the q and k norms span the whole projection rather than each head (OLMoE's
+    /// `q_norm` over `hidden_size`, `k_norm` over the key heads' width).
+    pub qk_norm_whole: bool,
+    /// The routed experts of a mixture-of-experts variant; `None` for a dense model.
+    pub experts: Option<MoeConfig>,
+}
+
+/// The routed experts of a mixture-of-experts config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeConfig {
+    /// The router's settings.
+    pub router: RouterSettings,
+    /// The config field that gave the number of experts (`num_experts`,
+    /// `num_local_experts`).
+    pub experts_field: &'static str,
+    /// Each expert's inner size (Qwen3-MoE's `moe_intermediate_size`; else
+    /// `intermediate_size`).
+    pub inner: usize,
+    /// Which layers route (the others run a dense MLP of `intermediate_size`: Qwen3-MoE's
+    /// `mlp_only_layers` and `decoder_sparse_step`).
+    pub sparse_layers: Vec<bool>,
 }
 
 impl LlamaConfig {
@@ -237,6 +315,9 @@ impl LlamaConfig {
             Variant::Qwen2 | Variant::Qwen3 => (151936, 22016, 32768, None),
             Variant::Mistral => (32000, 14336, 4096 * 32, Some(8)),
             Variant::SmolLm3 => (128256, 11008, 32768, Some(4)),
+            Variant::Mixtral => (32000, 14336, 4096 * 32, Some(8)),
+            Variant::Qwen3Moe => (151936, 6144, 32768, Some(4)),
+            Variant::Olmoe => (50304, 2048, 4096, None),
         };
         let hidden_size = file.positive("hidden_size", 4096)?;
         let heads = file.positive("num_attention_heads", 32)?;
@@ -245,6 +326,7 @@ impl LlamaConfig {
             Some(0) => return Err(file.invalid(ConfigProblem::Zero { field: "head_dim" })),
             Some(d) => d,
             None if variant == Variant::Qwen3 => 128,
+            None if variant == Variant::Olmoe && hidden_size % heads == 0 => hidden_size / heads,
             None => {
                 if hidden_size % heads != 0 {
                     return Err(file.invalid(ConfigProblem::NotDivisible {
@@ -312,7 +394,7 @@ impl LlamaConfig {
             _ => Vec::new(),
         };
         let (sliding_window, sliding_layers) = match variant {
-            Variant::Llama => (None, Vec::new()),
+            Variant::Llama | Variant::Olmoe => (None, Vec::new()),
             Variant::SmolLm3 => {
                 // SmolLM3Config: the window applies where `layer_types` says
                 // "sliding_attention", by default on the NoPE layers, and only with
@@ -328,6 +410,11 @@ impl LlamaConfig {
                     None => (None, Vec::new()),
                 }
             }
+            Variant::Mixtral => match file.count("sliding_window")? {
+                // MixtralConfig's default is no window.
+                Some(w) => (Some(w), vec![true; layers]),
+                None => (None, Vec::new()),
+            },
             Variant::Mistral => {
                 let window = match file.get("sliding_window") {
                     // Absent: MistralConfig's default; null: none.
@@ -337,7 +424,7 @@ impl LlamaConfig {
                 };
                 (window, vec![true; layers])
             }
-            Variant::Qwen2 | Variant::Qwen3 => {
+            Variant::Qwen2 | Variant::Qwen3 | Variant::Qwen3Moe => {
                 let uses = file.boolean("use_sliding_window")?.unwrap_or(false);
                 let window = if file.has_field("sliding_window") {
                     file.count("sliding_window")?
@@ -358,6 +445,26 @@ impl LlamaConfig {
         if sliding_window == Some(0) {
             return Err(file.invalid(ConfigProblem::Zero {
                 field: "sliding_window",
+            }));
+        }
+        let experts = read_experts(file, variant, layers)?;
+        if variant == Variant::Olmoe {
+            if let Some(clip) = file.number("clip_qkv")? {
+                return Err(file.unsupported(Unsupported::Value {
+                    field: "clip_qkv",
+                    value: Some(FieldValue::Number(clip)),
+                    note: None,
+                    instead: Instead::Runs("; attnviz runs OLMoE with clip_qkv null"),
+                }));
+            }
+        }
+        let qk_norm_whole = variant == Variant::Olmoe;
+        if qk_norm_whole && heads * head_dim != hidden_size {
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: "hidden_size",
+                value: hidden_size,
+                by_field: "num_attention_heads",
+                by: heads,
             }));
         }
         Ok(LlamaConfig {
@@ -382,15 +489,23 @@ impl LlamaConfig {
                 .boolean("tie_word_embeddings")?
                 .unwrap_or(variant == Variant::SmolLm3),
             qkv_bias: variant == Variant::Qwen2 || attention_bias,
-            output_bias: matches!(variant, Variant::Llama | Variant::Qwen3 | Variant::SmolLm3)
-                && attention_bias,
+            output_bias: matches!(
+                variant,
+                Variant::Llama
+                    | Variant::Qwen3
+                    | Variant::SmolLm3
+                    | Variant::Qwen3Moe
+                    | Variant::Olmoe
+            ) && attention_bias,
             mlp_bias: matches!(variant, Variant::Llama | Variant::SmolLm3)
                 && file.boolean("mlp_bias")?.unwrap_or(false),
             sliding_window,
             sliding_layers,
-            qk_norm: variant == Variant::Qwen3,
+            qk_norm: matches!(variant, Variant::Qwen3 | Variant::Qwen3Moe | Variant::Olmoe),
             nope_layers,
             rope_freqs: false,
+            qk_norm_whole,
+            experts,
         })
     }
 
@@ -486,6 +601,8 @@ impl LlamaConfig {
                 Vec::new()
             },
             rope_freqs: p.rope_freqs_tensor,
+            qk_norm_whole: false,
+            experts: None,
         })
     }
 
@@ -568,9 +685,15 @@ impl LlamaConfig {
             linear(self.mlp_bias),
         );
         let arch = self.architecture();
-        let head_rms = |name: &Name| -> Result<Norm, Error> {
+        // Per head (Qwen3), or over the whole projection (OLMoE).
+        let (q_norm_width, k_norm_width) = if self.qk_norm_whole {
+            (q_out, kv_out)
+        } else {
+            (self.head_dim, self.head_dim)
+        };
+        let head_rms = |name: &Name, width: usize| -> Result<Norm, Error> {
             Ok(Norm::from_weights(
-                t.weight(&name.weight(), &[self.head_dim])?,
+                t.weight(&name.weight(), &[width])?,
                 None,
                 eps,
             ))
@@ -581,7 +704,10 @@ impl LlamaConfig {
                 let sizes = [q_out, kv_out, kv_out];
                 let attn = Name::root().pp("layers").pp(i).pp("self_attn");
                 let qk_norm = if self.qk_norm {
-                    Some((head_rms(&attn.pp("q_norm"))?, head_rms(&attn.pp("k_norm"))?))
+                    Some((
+                        head_rms(&attn.pp("q_norm"), q_norm_width)?,
+                        head_rms(&attn.pp("k_norm"), k_norm_width)?,
+                    ))
                 } else {
                     None
                 };
@@ -597,13 +723,24 @@ impl LlamaConfig {
                     )],
                     output: output(&n.output, q_out, hidden)?,
                     ffn_norm: rms(&n.ffn_norm)?,
-                    ffn: FeedForward::load(
-                        &n.ffn,
-                        hidden,
-                        self.intermediate_size,
-                        self.hidden_act,
-                        &mlp,
-                    )?,
+                    ffn: match self.experts.as_ref().filter(|m| m.sparse_layers[i]) {
+                        Some(moe) => FeedForward::Routed(Box::new(Experts::load(
+                            t,
+                            &expert_names(self.variant, i),
+                            hidden,
+                            moe.inner,
+                            self.hidden_act,
+                            moe.router,
+                            &mlp,
+                        )?)),
+                        None => FeedForward::load(
+                            &n.ffn,
+                            hidden,
+                            self.intermediate_size,
+                            self.hidden_act,
+                            &mlp,
+                        )?,
+                    },
                     scale: (self.head_dim as f64).powf(-0.5) as f32,
                     options: LayerOptions {
                         qk_norm,
@@ -686,6 +823,124 @@ impl Names {
     }
 }
 
+/// Where layer `i`'s routed experts are: Mixtral's `block_sparse_moe` with `w1` (gate), `w3`
+/// (up) and `w2` (down); the others' `mlp` with `gate_proj`, `up_proj`, `down_proj`.
+fn expert_names(variant: Variant, i: usize) -> ExpertNames {
+    let layer = Name::root().pp("layers").pp(i);
+    let (module, leaves) = match variant {
+        Variant::Mixtral => ("block_sparse_moe", ["w1", "w3", "w2"]),
+        _ => ("mlp", ["gate_proj", "up_proj", "down_proj"]),
+    };
+    let m = layer.pp(module);
+    ExpertNames {
+        router: m.pp("gate"),
+        experts: m.pp("experts"),
+        leaves,
+    }
+}
+
+/// The routed experts a mixture-of-experts variant's config describes, with the defaults of
+/// transformers' config classes; `None` for the dense variants.
+fn read_experts(
+    file: &ConfigFile,
+    variant: Variant,
+    layers: usize,
+) -> Result<Option<MoeConfig>, ConfigError> {
+    let (experts_field, experts, top_k, norm) = match variant {
+        Variant::Mixtral => ("num_local_experts", 8, 2, true),
+        Variant::Qwen3Moe => ("num_experts", 128, 8, false),
+        Variant::Olmoe => ("num_experts", 64, 8, false),
+        _ => return Ok(None),
+    };
+    // transformers 5 writes either name (an `attribute_map` maps one onto the other: its
+    // Qwen3-MoE configs are saved with `num_local_experts`, the hub's with `num_experts`).
+    let other = match experts_field {
+        "num_experts" => "num_local_experts",
+        _ => "num_experts",
+    };
+    let experts_field = if file.has_field(experts_field) || !file.has_field(other) {
+        experts_field
+    } else {
+        other
+    };
+    let experts = file.positive(experts_field, experts)?;
+    if experts > MAX_EXPERTS {
+        return Err(file.invalid(ConfigProblem::TooMany {
+            field: experts_field,
+            value: experts,
+            limit: Limit::Number(MAX_EXPERTS),
+        }));
+    }
+    let top_k = file.positive("num_experts_per_tok", top_k)?;
+    if top_k > experts {
+        return Err(file.invalid(ConfigProblem::TooMany {
+            field: "num_experts_per_tok",
+            value: top_k,
+            limit: Limit::Field {
+                field: experts_field,
+                value: experts,
+            },
+        }));
+    }
+    let norm_topk_prob = match variant {
+        Variant::Mixtral => norm,
+        _ => file.boolean("norm_topk_prob")?.unwrap_or(norm),
+    };
+    let inner = match variant {
+        Variant::Qwen3Moe => file.positive("moe_intermediate_size", 768)?,
+        _ => file.positive(
+            "intermediate_size",
+            if variant == Variant::Olmoe {
+                2048
+            } else {
+                14336
+            },
+        )?,
+    };
+    let sparse_layers = match variant {
+        Variant::Qwen3Moe => {
+            let step = file.positive("decoder_sparse_step", 1)?;
+            let dense = match file.get("mlp_only_layers") {
+                None | Some(serde_json::Value::Null) => Vec::new(),
+                Some(v) => v
+                    .as_array()
+                    .and_then(|items| {
+                        items
+                            .iter()
+                            .map(|i| i.as_u64().map(|n| n as usize))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| {
+                        file.unsupported(Unsupported::Value {
+                            field: "mlp_only_layers",
+                            value: Some(FieldValue::Json(v.clone())),
+                            note: None,
+                            instead: Instead::Runs("; write a list of layer numbers"),
+                        })
+                    })?,
+            };
+            (0..layers)
+                .map(|i| !dense.contains(&i) && (i + 1) % step == 0)
+                .collect()
+        }
+        _ => vec![true; layers],
+    };
+    Ok(Some(MoeConfig {
+        router: RouterSettings {
+            experts,
+            top_k,
+            norm_topk_prob,
+        },
+        experts_field,
+        inner,
+        sparse_layers,
+    }))
+}
+
+/// The most experts a router may have: a bound on the sizes read from a config (the largest
+/// released models have 384).
+pub const MAX_EXPERTS: usize = 4096;
+
 impl GgufConfig for LlamaConfig {
     fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
         self.build_from(tensors)
@@ -695,16 +950,30 @@ impl GgufConfig for LlamaConfig {
 impl FamilyConfig for LlamaConfig {
     fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
         let names = Names::new();
-        let dims = vec![
+        let mut dims = vec![
             ConfigDim::new("vocab_size", self.vocab_size, names.embed.weight(), 0),
             ConfigDim::new("hidden_size", self.hidden_size, names.embed.weight(), 1),
-            ConfigDim::new(
+        ];
+        match &self.experts {
+            // The router of the first routed layer has one row per expert; the experts' own
+            // shapes are checked as they load (numbered or merged).
+            Some(moe) => {
+                if let Some(first) = moe.sparse_layers.iter().position(|&s| s) {
+                    dims.push(ConfigDim::new(
+                        moe.experts_field,
+                        moe.router.experts,
+                        expert_names(self.variant, first).router.weight(),
+                        0,
+                    ));
+                }
+            }
+            None => dims.push(ConfigDim::new(
                 "intermediate_size",
                 self.intermediate_size,
                 Names::layer(0).ffn.first().weight(),
                 0,
-            ),
-        ];
+            )),
+        }
         let counts = vec![ConfigCount::new(
             "num_hidden_layers",
             self.num_hidden_layers,
@@ -1069,5 +1338,70 @@ mod tests {
         assert!(err.contains("not a multiple"), "{err}");
         let err = read(r#"{"max_position_embeddings": 100000000}"#, Variant::Llama).unwrap_err();
         assert!(err.contains("max_position_embeddings 100000000"), "{err}");
+    }
+
+    #[test]
+    fn moe_variants_read_their_experts_with_transformers_defaults() {
+        let m = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}"#,
+            Variant::Mixtral,
+        )
+        .unwrap();
+        let moe = m.experts.unwrap();
+        assert_eq!(
+            (
+                moe.router.experts,
+                moe.router.top_k,
+                moe.router.norm_topk_prob
+            ),
+            (8, 2, true)
+        );
+        assert_eq!((moe.inner, m.sliding_window), (14336, None));
+        let q = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
+                "num_local_experts": 16, "mlp_only_layers": [1], "decoder_sparse_step": 1,
+                "moe_intermediate_size": 24}"#,
+            Variant::Qwen3Moe,
+        )
+        .unwrap();
+        let moe = q.experts.unwrap();
+        // Either spelling of the count; Qwen3-MoE's top 8 of 16, not renormalised by default.
+        assert_eq!(moe.experts_field, "num_local_experts");
+        assert_eq!((moe.router.experts, moe.router.top_k), (16, 8));
+        assert!(!moe.router.norm_topk_prob && q.qk_norm && !q.qk_norm_whole);
+        assert_eq!(moe.sparse_layers, vec![true, false, true, true]);
+        assert_eq!(moe.inner, 24);
+        let o = read(
+            r#"{"hidden_size": 64, "num_attention_heads": 4}"#,
+            Variant::Olmoe,
+        )
+        .unwrap();
+        assert!(o.qk_norm && o.qk_norm_whole && !o.experts.unwrap().router.norm_topk_prob);
+        for (text, variant, says) in [
+            (
+                r#"{"num_experts": 4, "num_experts_per_tok": 5}"#,
+                Variant::Olmoe,
+                "num_experts_per_tok 5 is more than num_experts 4",
+            ),
+            (
+                r#"{"clip_qkv": 8.0}"#,
+                Variant::Olmoe,
+                "clip_qkv 8 is not supported",
+            ),
+            (
+                r#"{"mlp_only_layers": ["one"]}"#,
+                Variant::Qwen3Moe,
+                "mlp_only_layers",
+            ),
+            (
+                r#"{"num_local_experts": 0}"#,
+                Variant::Mixtral,
+                "num_local_experts is 0",
+            ),
+        ] {
+            let err = read(text, variant).unwrap_err();
+            assert!(err.contains(says), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 }

@@ -45,6 +45,9 @@ pub static FAMILIES: &[&Family] = &[
     &llama::QWEN3,
     &llama::MISTRAL,
     &llama::SMOLLM3,
+    &llama::MIXTRAL,
+    &llama::QWEN3_MOE,
+    &llama::OLMOE,
     &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
@@ -235,6 +238,12 @@ mod tests {
         assert_eq!(family(r#"{"model_type": "qwen2"}"#).unwrap(), "Qwen2");
         assert_eq!(family(r#"{"model_type": "mistral"}"#).unwrap(), "Mistral");
         assert_eq!(family(r#"{"model_type": "smollm3"}"#).unwrap(), "SmolLM3");
+        assert_eq!(family(r#"{"model_type": "mixtral"}"#).unwrap(), "Mixtral");
+        assert_eq!(
+            family(r#"{"model_type": "qwen3_moe"}"#).unwrap(),
+            "Qwen3-MoE"
+        );
+        assert_eq!(family(r#"{"model_type": "olmoe"}"#).unwrap(), "OLMoE");
     }
 
     #[test]
@@ -268,6 +277,10 @@ mod tests {
             family(r#"{"architectures": ["Qwen2ForCausalLM"]}"#).unwrap(),
             "Qwen2"
         );
+        assert_eq!(
+            family(r#"{"architectures": ["Qwen3MoeForCausalLM"]}"#).unwrap(),
+            "Qwen3-MoE"
+        );
         let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
@@ -281,7 +294,7 @@ mod tests {
             err.contains(
                 "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
-                 smollm3, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
+                 smollm3, mixtral, qwen3_moe, olmoe, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
                  llava, paligemma, idefics3, smolvlm, qwen2_5_vl, qwen2_vl"
             ),

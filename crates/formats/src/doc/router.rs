@@ -1,0 +1,109 @@
+//! A mixture-of-experts model's `router` section (`docs/json.md`, "Router"): per routed layer
+//! and token, the chosen experts and their weights, the probability of every expert, and the
+//! expert load (how many tokens chose each expert).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::attention::{Router, RouterLayer};
+
+/// The routers' decisions for the input's tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RouterDoc {
+    /// Experts per routed layer.
+    pub experts: usize,
+    /// Experts chosen per token.
+    pub top_k: usize,
+    /// Whether each token's weights are its chosen experts' probabilities renormalised to sum
+    /// to 1 (Mixtral; `norm_topk_prob`), rather than the probabilities themselves.
+    pub renormalised: bool,
+    /// The model's tokens the decisions are for (token level, whatever the attention's
+    /// `level`).
+    pub tokens: Vec<String>,
+    /// The routed layers, ascending (a model's dense layers are absent).
+    pub layers: Vec<RouterLayerDoc>,
+}
+
+/// One routed layer's decisions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RouterLayerDoc {
+    /// The model's number of the layer (from 0).
+    pub layer: usize,
+    /// How many tokens chose each expert: `load[expert]`.
+    pub load: Vec<usize>,
+    /// Each token's chosen experts, most probable first: `chosen[token][rank]`.
+    pub chosen: Vec<Vec<u32>>,
+    /// The weight each chosen expert's output was added with: `weights[token][rank]`.
+    pub weights: Vec<Vec<f32>>,
+    /// The probability of every expert (the softmax over all of them):
+    /// `probs[token][expert]`.
+    pub probs: Vec<Vec<f32>>,
+}
+
+impl RouterDoc {
+    /// The section of `router`.
+    pub fn of(router: &Router) -> RouterDoc {
+        let (e, k) = (router.experts, router.top_k);
+        let rows = |v: &[f32], w: usize| v.chunks(w.max(1)).map(<[f32]>::to_vec).collect();
+        RouterDoc {
+            experts: e,
+            top_k: k,
+            renormalised: router.renormalised,
+            tokens: router.tokens.clone(),
+            layers: router
+                .layers
+                .iter()
+                .map(|l| RouterLayerDoc {
+                    layer: l.layer,
+                    load: l.load(e),
+                    chosen: l.chosen.chunks(k.max(1)).map(<[u32]>::to_vec).collect(),
+                    weights: rows(&l.weights, k),
+                    probs: rows(&l.probs, e),
+                })
+                .collect(),
+        }
+    }
+
+    /// The router the section describes, or what is wrong with it (rows of the wrong length,
+    /// an expert out of range, a `load` that does not count the choices).
+    pub fn router(self) -> Result<Router, String> {
+        let (e, k, n) = (self.experts, self.top_k, self.tokens.len());
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in self.layers {
+            let fits =
+                |rows: &[Vec<f32>], w: usize| rows.len() == n && rows.iter().all(|r| r.len() == w);
+            if !fits(&l.weights, k)
+                || !fits(&l.probs, e)
+                || l.chosen.len() != n
+                || l.chosen.iter().any(|r| r.len() != k)
+            {
+                return Err(format!(
+                    "layer {}: chosen, weights and probs need {n} rows of {k}, {k} and {e} values",
+                    l.layer
+                ));
+            }
+            let layer = RouterLayer {
+                layer: l.layer,
+                probs: l.probs.concat(),
+                chosen: l.chosen.concat(),
+                weights: l.weights.concat(),
+            };
+            if layer.chosen.iter().all(|&c| (c as usize) < e) && layer.load(e) != l.load {
+                return Err(format!(
+                    "layer {}: load {:?} does not count the chosen experts",
+                    l.layer, l.load
+                ));
+            }
+            layers.push(layer);
+        }
+        let router = Router {
+            experts: e,
+            top_k: k,
+            renormalised: self.renormalised,
+            tokens: self.tokens,
+            layers,
+        };
+        router.check().map_err(|e| e.0)?;
+        Ok(router)
+    }
+}

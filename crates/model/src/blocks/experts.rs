@@ -1,0 +1,337 @@
+//! The routed-experts feed-forward block of mixture-of-experts decoders (Mixtral, Qwen3-MoE,
+//! OLMoE): a router (a linear map to one logit per expert), a softmax over all experts, the
+//! `top_k` most probable chosen per token (renormalised to sum to 1 where the model does so:
+//! `norm_topk_prob`), and each chosen expert's gated MLP run on the rows routed to it only,
+//! its output weighted and added back.
+//!
+//! Mirrors transformers 5's `MixtralSparseMoeBlock` (and `Qwen3MoeSparseMoeBlock`,
+//! `OlmoeSparseMoeBlock`): the experts' outputs are added in ascending expert order, as its
+//! `index_add_` loop adds them, so the sums agree with it term for term.
+//!
+//! Checkpoints store the experts one by one (`experts.{e}.gate_proj`, …, Mixtral's
+//! `experts.{e}.w1`/`w3`/`w2`), which is what transformers 5 saves and what is on the hub, or
+//! merged into 3-D tensors (`experts.gate_up_proj` `[experts, 2·inner, hidden]`,
+//! `experts.down_proj` `[experts, hidden, inner]`, transformers 5's in-memory layout); both are
+//! read ([`ExpertNames`]).
+
+use super::layers::{FeedForward, FfnNames, Linear, LinearReader};
+use crate::error::Error;
+use crate::formats::tensors::{Name, Tensors};
+use crate::formats::weights::Weight;
+use crate::kernels::{Activation, Layout};
+
+/// What one router decided for `rows` rows: the probability of every expert, and the chosen
+/// experts with their weights, best first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Routing {
+    /// Experts.
+    pub experts: usize,
+    /// Experts chosen per row.
+    pub top_k: usize,
+    /// Whether the weights are the chosen probabilities renormalised to sum to 1.
+    pub renormalised: bool,
+    /// `softmax(router logits)` over all experts, `[rows, experts]`.
+    pub probs: Vec<f32>,
+    /// The chosen experts, `[rows, top_k]`, most probable first (among equal probabilities the
+    /// lower number first).
+    pub chosen: Vec<u32>,
+    /// The weight each chosen expert's output is added with, `[rows, top_k]`: its probability,
+    /// divided by the chosen ones' sum where the model renormalises.
+    pub weights: Vec<f32>,
+}
+
+impl Routing {
+    /// Rows routed.
+    pub fn rows(&self) -> usize {
+        self.chosen.len() / self.top_k.max(1)
+    }
+
+    /// The rows `from..from + count`, as a routing of their own.
+    pub fn rows_range(&self, from: usize, count: usize) -> Routing {
+        let (e, k) = (self.experts, self.top_k);
+        Routing {
+            experts: e,
+            top_k: k,
+            renormalised: self.renormalised,
+            probs: self.probs[from * e..(from + count) * e].to_vec(),
+            chosen: self.chosen[from * k..(from + count) * k].to_vec(),
+            weights: self.weights[from * k..(from + count) * k].to_vec(),
+        }
+    }
+}
+
+/// How a model's router turns its logits into weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterSettings {
+    /// Experts (`num_local_experts`, `num_experts`).
+    pub experts: usize,
+    /// Experts chosen per token (`num_experts_per_tok`).
+    pub top_k: usize,
+    /// Whether the chosen experts' probabilities are divided by their sum (Mixtral always;
+    /// Qwen3-MoE and OLMoE as `norm_topk_prob` says).
+    pub norm_topk_prob: bool,
+}
+
+/// The softmax over all experts, then the `top_k` largest (ties: the lower expert first, as
+/// `torch.topk` on CPU returns them), renormalised where `settings` says: for `rows` rows of
+/// router logits `[rows, experts]`.
+pub fn route(logits: &[f32], rows: usize, settings: RouterSettings) -> Routing {
+    let (e, k) = (settings.experts, settings.top_k);
+    assert_eq!(logits.len(), rows * e, "router logits");
+    let mut probs = Vec::with_capacity(rows * e);
+    let mut chosen = Vec::with_capacity(rows * k);
+    let mut weights = Vec::with_capacity(rows * k);
+    let mut order: Vec<u32> = Vec::with_capacity(e);
+    for row in logits.chunks_exact(e) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let start = probs.len();
+        probs.extend(row.iter().map(|v| (v - max).exp()));
+        let p = &mut probs[start..];
+        let sum: f32 = p.iter().sum();
+        p.iter_mut().for_each(|v| *v /= sum);
+        order.clear();
+        order.extend(0..e as u32);
+        // Stable: equal probabilities keep the lower expert first.
+        order.sort_by(|&a, &b| p[b as usize].total_cmp(&p[a as usize]));
+        let top = &order[..k];
+        let from = weights.len();
+        weights.extend(top.iter().map(|&i| p[i as usize]));
+        chosen.extend_from_slice(top);
+        if settings.norm_topk_prob {
+            let w = &mut weights[from..];
+            let total: f32 = w.iter().sum();
+            w.iter_mut().for_each(|v| *v /= total);
+        }
+    }
+    Routing {
+        experts: e,
+        top_k: k,
+        renormalised: settings.norm_topk_prob,
+        probs,
+        chosen,
+        weights,
+    }
+}
+
+/// Where a routed-experts block's tensors are (module paths): the router, and the experts
+/// under one module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpertNames {
+    /// The router's linear map (`mlp.gate`, Mixtral's `block_sparse_moe.gate`).
+    pub router: Name,
+    /// The module holding the experts (`mlp.experts`): numbered sub-modules, or merged
+    /// `gate_up_proj` and `down_proj` tensors.
+    pub experts: Name,
+    /// The leaf names of one numbered expert's gate, up and down maps (`gate_proj`, `up_proj`,
+    /// `down_proj`; Mixtral's `w1`, `w3`, `w2`).
+    pub leaves: [&'static str; 3],
+}
+
+impl ExpertNames {
+    /// Expert `e`'s maps, when stored one by one.
+    pub fn expert(&self, e: usize) -> FfnNames {
+        let x = self.experts.pp(e);
+        FfnNames::Gated {
+            gate: x.pp(self.leaves[0]),
+            up: x.pp(self.leaves[1]),
+            down: x.pp(self.leaves[2]),
+        }
+    }
+
+    /// The merged `[experts, 2·inner, hidden]` gate-and-up tensor's name.
+    pub fn merged_gate_up(&self) -> String {
+        self.experts.tensor("gate_up_proj")
+    }
+
+    /// The merged `[experts, hidden, inner]` down tensor's name.
+    pub fn merged_down(&self) -> String {
+        self.experts.tensor("down_proj")
+    }
+}
+
+/// A routed-experts block with its weights.
+pub struct Experts {
+    /// The router, `hidden → experts`, no bias.
+    router: Linear,
+    /// Each expert's gated MLP.
+    experts: Vec<FeedForward>,
+    settings: RouterSettings,
+}
+
+impl Experts {
+    /// The block `names` gives, `hidden → inner → hidden` per expert with `activation`, the
+    /// numbered experts' maps read by `linear`, merged ones decoded from `t`.
+    pub fn load(
+        t: &dyn Tensors,
+        names: &ExpertNames,
+        hidden: usize,
+        inner: usize,
+        activation: Activation,
+        settings: RouterSettings,
+        linear: LinearReader<'_>,
+    ) -> Result<Experts, Error> {
+        let router = linear(&names.router, hidden, settings.experts)?;
+        let n = settings.experts;
+        let experts = if t.shape(&names.merged_gate_up()).is_some() {
+            let gate_up = t.weight(&names.merged_gate_up(), &[n, 2 * inner, hidden])?;
+            let down = t.weight(&names.merged_down(), &[n, hidden, inner])?;
+            let map = |data: &[f32], outputs: usize, inputs: usize| {
+                Linear::new(
+                    Weight::owned(data.to_vec(), vec![outputs, inputs]),
+                    Layout::OutIn,
+                    None,
+                )
+            };
+            let block = inner * hidden;
+            (0..n)
+                .map(|e| {
+                    let gu = &gate_up[e * 2 * block..][..2 * block];
+                    FeedForward::Gated {
+                        // `.chunk(2, dim=-1)` of the product: the gate first, then up.
+                        gate: map(&gu[..block], inner, hidden),
+                        up: map(&gu[block..], inner, hidden),
+                        activation,
+                        down: map(&down[e * block..][..block], hidden, inner),
+                    }
+                })
+                .collect()
+        } else {
+            (0..n)
+                .map(|e| FeedForward::load(&names.expert(e), hidden, inner, activation, linear))
+                .collect::<Result<Vec<_>, Error>>()?
+        };
+        Ok(Experts {
+            router,
+            experts,
+            settings,
+        })
+    }
+
+    /// Its router's settings.
+    pub fn settings(&self) -> RouterSettings {
+        self.settings
+    }
+
+    /// The router's decisions for the `rows` rows of `x`.
+    pub fn route(&self, x: &[f32], rows: usize) -> Routing {
+        let logits = self.router.forward(x, rows, Activation::Identity);
+        route(&logits, rows, self.settings)
+    }
+
+    /// `rows` rows of `x` through the block, with the router's decisions: each expert runs on
+    /// the rows routed to it only.
+    pub fn forward(&self, x: &[f32], rows: usize) -> (Vec<f32>, Routing) {
+        let routing = self.route(x, rows);
+        let hidden = self.router.inputs();
+        let k = self.settings.top_k;
+        let mut out = vec![0f32; rows * hidden];
+        let mut picked: Vec<(usize, f32)> = Vec::new();
+        let mut gathered: Vec<f32> = Vec::new();
+        for (e, expert) in self.experts.iter().enumerate() {
+            picked.clear();
+            for r in 0..rows {
+                for j in 0..k {
+                    if routing.chosen[r * k + j] as usize == e {
+                        picked.push((r, routing.weights[r * k + j]));
+                    }
+                }
+            }
+            if picked.is_empty() {
+                continue;
+            }
+            gathered.clear();
+            for &(r, _) in &picked {
+                gathered.extend_from_slice(&x[r * hidden..][..hidden]);
+            }
+            let y = expert.forward(&gathered, picked.len());
+            for (&(r, w), row) in picked.iter().zip(y.chunks_exact(hidden)) {
+                for (o, v) in out[r * hidden..][..hidden].iter_mut().zip(row) {
+                    *o += v * w;
+                }
+            }
+        }
+        (out, routing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testing::random;
+
+    fn settings(norm: bool) -> RouterSettings {
+        RouterSettings {
+            experts: 5,
+            top_k: 2,
+            norm_topk_prob: norm,
+        }
+    }
+
+    #[test]
+    fn routing_is_the_softmax_s_top_k_renormalised_where_asked() {
+        let logits = [0.5f32, 2.0, -1.0, 2.0, 1.0, 3.0, 0.0, 0.0, 0.0, -2.0];
+        for norm in [false, true] {
+            let r = route(&logits, 2, settings(norm));
+            // Row 0: experts 1 and 3 tie; the lower comes first.
+            assert_eq!(r.chosen, vec![1, 3, 0, 1]);
+            for (row, l) in logits.chunks(5).enumerate() {
+                let z: f64 = l.iter().map(|&v| (v as f64).exp()).sum();
+                let p: Vec<f64> = l.iter().map(|&v| (v as f64).exp() / z).collect();
+                for (i, &v) in r.probs[row * 5..][..5].iter().enumerate() {
+                    assert!((v as f64 - p[i]).abs() < 1e-6);
+                }
+                let top = &r.chosen[row * 2..][..2];
+                let total: f64 = top.iter().map(|&e| p[e as usize]).sum();
+                for (j, &e) in top.iter().enumerate() {
+                    let want = if norm {
+                        p[e as usize] / total
+                    } else {
+                        p[e as usize]
+                    };
+                    assert!((r.weights[row * 2 + j] as f64 - want).abs() < 1e-6);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_row_gets_its_chosen_experts_weighted_sum() {
+        let (hidden, inner) = (6, 4);
+        let lin = |seed: u64, o: usize, i: usize| {
+            Linear::new(
+                Weight::owned(random(o * i, seed, 1.0), vec![o, i]),
+                Layout::OutIn,
+                None,
+            )
+        };
+        let block = Experts {
+            router: lin(1, 5, hidden),
+            experts: (0..5)
+                .map(|e| FeedForward::Gated {
+                    gate: lin(10 + e, inner, hidden),
+                    up: lin(20 + e, inner, hidden),
+                    activation: Activation::Silu,
+                    down: lin(30 + e, hidden, inner),
+                })
+                .collect(),
+            settings: settings(true),
+        };
+        let rows = 7;
+        let x = random(rows * hidden, 3, 1.0);
+        let (out, routing) = block.forward(&x, rows);
+        for r in 0..rows {
+            let row = &x[r * hidden..][..hidden];
+            let mut want = vec![0f32; hidden];
+            for j in 0..2 {
+                let e = routing.chosen[r * 2 + j] as usize;
+                let y = block.experts[e].forward(row, 1);
+                for (w, v) in want.iter_mut().zip(&y) {
+                    *w += v * routing.weights[r * 2 + j];
+                }
+            }
+            for (a, b) in out[r * hidden..][..hidden].iter().zip(&want) {
+                assert!((a - b).abs() < 1e-5, "row {r}: {a} vs {b}");
+            }
+        }
+    }
+}
