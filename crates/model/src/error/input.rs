@@ -36,6 +36,12 @@ pub enum InputError {
         /// Its family.
         family: &'static str,
     },
+    /// Text or token ids given to a speech model, whose encoder reads a recording.
+    #[error("{family} reads a recording, not text; give it an audio file")]
+    NeedsAudio {
+        /// Its family.
+        family: &'static str,
+    },
     /// Text given to a vision model.
     #[error("{model} is a vision model ({family}); give it an image, not text")]
     TextToVision {
