@@ -24,6 +24,7 @@
 //! # Ok::<(), attnviz_model::Error>(())
 //! ```
 
+pub mod audio;
 pub mod pixels;
 pub mod tokenize;
 
