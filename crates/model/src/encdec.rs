@@ -115,7 +115,7 @@ impl Model {
             .checked_add(part(dec.layers, dec.heads, dec.head_dim, m, n)?)
     }
 
-    fn check_seq2seq_capture(
+    pub(crate) fn check_seq2seq_capture(
         &self,
         n: usize,
         m: usize,
@@ -288,7 +288,7 @@ impl Model {
     }
 
     /// The one-token encoding of the decoder start token.
-    fn start_unit(&self, start: u32) -> Encoded {
+    pub(crate) fn start_unit(&self, start: u32) -> Encoded {
         let empty = Encoded {
             tokens: Vec::new(),
             ids: Vec::new(),
