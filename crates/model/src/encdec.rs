@@ -88,6 +88,11 @@ impl Model {
         self.model_max_length.map_or(longest, |m| m.min(longest))
     }
 
+    /// The decoder's positions (encoder–decoders).
+    pub fn seq2seq_decoder_positions(&self) -> Option<usize> {
+        self.network.seq2seq().map(|n| n.decoder_positions())
+    }
+
     /// The decoder's layers and heads (those of its self- and cross-attention), `None` for a
     /// model that is no encoder–decoder.
     pub fn decoder_shape(&self) -> Option<(usize, usize)> {

@@ -474,6 +474,13 @@ impl Model {
             return Ok(Vec::new());
         }
         let sot: Vec<u32> = prompt.iter().copied().filter(|&id| id != no_ts).collect();
+        // Within the decoder's positions: a text that fills them leaves its last tokens
+        // untimed.
+        let longest = self.seq2seq_decoder_positions().unwrap_or(0);
+        let text = &text[..text.len().min(longest.saturating_sub(sot.len() + 2))];
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut sequence = sot.clone();
         sequence.push(no_ts);
         sequence.extend_from_slice(text);
