@@ -608,7 +608,7 @@ fn say_speech(speech: &attnviz::doc::speech::SpeechSection, run: &Run) {
     ));
     if speech.windows > 1 {
         note(&format!(
-            "note: the recording spans {} windows of {:.0} s; attnviz read the first              ({:.2}–{:.2} s)",
+            "note: the recording spans {} windows of {:.0} s; attnviz read the first ({:.2}–{:.2} s)",
             speech.windows,
             speech.window_seconds,
             speech.window_start,

@@ -64,7 +64,7 @@ pub fn model(e: &model::Error) -> String {
                 format!("{e} (-m model.gguf --mmproj mmproj.gguf)")
             }
             model::InputError::NeedsAudio { family } => format!(
-                "{family} reads a recording, not text: give it with --audio FILE (WAV, FLAC, MP3                  or OGG) and no TEXT"
+                "{family} reads a recording, not text: give it with --audio FILE (WAV, FLAC, MP3 or OGG) and no TEXT"
             ),
             model::InputError::AudioToText { .. } => format!("{e}; drop --audio"),
             model::InputError::EnglishOnly { .. } | model::InputError::UnknownLanguage { .. } => {
@@ -431,7 +431,7 @@ pub(super) fn request(e: RequestError) -> Error {
             "{model} reads the recording (--audio) alone: drop TEXT"
         )),
         RequestError::SpeechSettingsWithoutAudio => usage(
-            "--language, --task and --timestamps set how a recording is transcribed; give it              with --audio FILE to a speech model (Whisper)"
+            "--language, --task and --timestamps set how a recording is transcribed; give it with --audio FILE to a speech model (Whisper)"
                 .into(),
         ),
         RequestError::Shape(e) => usage(e.to_string()),
