@@ -512,5 +512,58 @@ def main() -> None:
     print(f"wrote {rel(folder)} and {rel(tensors)} ({size} bytes)")
 
 
+def real(model_dir: Path, audio: Path) -> None:
+    """`--real MODEL_DIR AUDIO`: a real Whisper in transformers' layout (the CTranslate2 files
+    converted by the audio front-end's ct2_to_transformers.py) on a real recording: the ids
+    WhisperForConditionalGeneration.generate writes (greedy, the checkpoint's generation
+    config), and openai-whisper's word alignment (the numpy copy above) on transformers'
+    cross-attention, over the frames the recording covers. Writes
+    tests/reference/<model>-<audio>.json (no tensors)."""
+    import soundfile as sf
+
+    setup_determinism(SEED)
+    model = WhisperForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager").eval()
+    extractor = WhisperFeatureExtractor.from_pretrained(model_dir)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    samples, rate = sf.read(audio, dtype="float32")
+    if samples.ndim > 1:
+        samples = samples.mean(axis=1)
+    assert rate == SAMPLE_RATE, rate
+    features = extractor(samples, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+    gc = model.generation_config
+    with torch.no_grad():
+        new = model.generate(input_features=features, do_sample=False, num_beams=1)[0].tolist()
+    eot = gc.eos_token_id if isinstance(gc.eos_token_id, int) else gc.eos_token_id[0]
+    # The prompt generate() used: the language it detected and the task on multilingual models.
+    prompt = [gc.decoder_start_token_id]
+    if getattr(gc, "is_multilingual", False):
+        language = int(model.detect_language(input_features=features, generation_config=gc)[0])
+        prompt += [language, gc.task_to_id["transcribe"]]
+    prompt.append(gc.no_timestamps_token_id)
+    text = [t for t in new if t < eot]
+    seq = prompt + text + [eot]
+    ref = forward(model, features, seq)
+    frames = round(len(samples) / SAMPLE_RATE / 0.02)
+    heads = [list(h) for h in gc.alignment_heads]
+    timing = find_alignment(tok, ref["cross.attentions"], heads, len(prompt) - 1, text, eot, frames)
+    name = f"{model_dir.name}-{audio.stem}"
+    write_json(REFERENCE / f"{name}.json", dict(
+        script=rel(Path(__file__)) + " --real",
+        versions=versions(),
+        model=model_dir.name,
+        audio=audio.name,
+        seconds=len(samples) / SAMPLE_RATE,
+        generated_ids=new,
+        prompt=prompt,
+        sequence=seq,
+        transcript=tok.decode(text, skip_special_tokens=True).strip(),
+        word_timings=timing,
+    ))
+    print(tok.decode(text), [(w["word"], w["start_frame"], w["end_frame"]) for w in timing["words"]])
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--real"]:
+        real(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main()

@@ -374,3 +374,94 @@ fn tiny_whisper_word_timings_match_openai_whisper() {
         );
     }
 }
+
+#[derive(Debug, Deserialize)]
+struct RealReference {
+    generated_ids: Vec<u32>,
+    transcript: String,
+    word_timings: RealTimings,
+}
+
+#[derive(Debug, Deserialize)]
+struct RealTimings {
+    words: Vec<Word>,
+}
+
+/// A real Whisper (the CTranslate2 files of the issue converted to transformers' layout by
+/// tests/reference/ct2_to_transformers.py into .cache/models/<name>-hf) on the real recording
+/// (.cache/audio/beckett.wav, scripts/fetch-beckett.sh), through `Model` from the file: the
+/// transcript transformers' generate writes, token for token, and openai-whisper's word timings
+/// on transformers' cross-attention (`make_whisper.py --real`), frame for frame.
+fn check_real(name: &str) {
+    let cache = repo().join(".cache");
+    let dir = cache.join("models").join(format!("{name}-hf"));
+    let wav = cache.join("audio/beckett.wav");
+    assert!(
+        dir.join("model.safetensors").is_file() && wav.is_file(),
+        "{} or {} is missing: run scripts/fetch-whisper-tiny.sh, scripts/fetch-whisper-base.sh \
+         and scripts/fetch-beckett.sh, then tests/reference/ct2_to_transformers.py",
+        dir.display(),
+        wav.display()
+    );
+    let path = repo().join(format!("tests/reference/{name}-hf-beckett.json"));
+    let text = ok(std::fs::read_to_string(&path), path.display());
+    let want: RealReference = ok(serde_json::from_str(&text), path.display());
+    let model = ok(Model::from_dir(&dir), name);
+    let sound = ok(
+        attnviz::model::audio::load(&wav, &attnviz::model::audio::AudioLimits::default()),
+        "beckett.wav",
+    );
+    let windows = attnviz::model::audio::log_mel(&sound.samples, model.feature_config().unwrap());
+    let options = SpeechOptions {
+        max_new_tokens: 100,
+        ..SpeechOptions::default()
+    };
+    let enc = ok(
+        model.encode_speech(
+            &windows[0],
+            sound.duration,
+            None,
+            &options,
+            &EncodeOptions::default(),
+            &mut |_| {},
+        ),
+        name,
+    );
+    let generation = enc.seq2seq.generation.as_ref().unwrap();
+    let eot = *model.generation_config().eos_token_ids.first().unwrap();
+    let text: Vec<u32> = generation
+        .generated()
+        .iter()
+        .copied()
+        .filter(|&t| t < eot)
+        .collect();
+    eprintln!("[{name}] {:?}", enc.transcript);
+    assert_eq!(
+        text, want.generated_ids,
+        "{name}: transformers generated otherwise"
+    );
+    assert_eq!(enc.transcript, want.transcript);
+    let ours: Vec<(String, usize, usize)> = enc
+        .words
+        .iter()
+        .map(|w| (w.word.clone(), w.start_frame, w.end_frame))
+        .collect();
+    let theirs: Vec<(String, usize, usize)> = want
+        .word_timings
+        .words
+        .iter()
+        .map(|w| (w.word.clone(), w.start_frame, w.end_frame))
+        .collect();
+    eprintln!("[{name}] {ours:?}");
+    assert_eq!(ours, theirs, "{name}: word timings");
+}
+
+#[test]
+fn real_whisper_tiny_en_transcribes_and_times_beckett_as_transformers() {
+    check_real("whisper-tiny.en");
+}
+
+#[test]
+fn real_whisper_base_transcribes_and_times_beckett_as_transformers() {
+    check_real("whisper-base");
+}

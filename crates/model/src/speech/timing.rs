@@ -153,9 +153,7 @@ pub fn dtw(x: &[f64], n: usize, m: usize) -> (Vec<usize>, Vec<usize>) {
             trace[i * w + j] = t;
         }
     }
-    for j in 0..w {
-        trace[j] = 2;
-    }
+    trace[..w].fill(2);
     for i in 0..=n {
         trace[i * w] = 1;
     }
