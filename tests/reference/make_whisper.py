@@ -547,7 +547,22 @@ def real(model_dir: Path, audio: Path) -> None:
     heads = [list(h) for h in gc.alignment_heads]
     timing = find_alignment(tok, ref["cross.attentions"], heads, len(prompt) - 1, text, eot, frames)
     name = f"{model_dir.name}-{audio.stem}"
+    # A sample of the attention, small enough to commit: the decoder's self-attention, the
+    # alignment heads' cross-attention, and every 250th frame's row of the encoder's first and
+    # last layers.
+    store = TensorStore()
+    enc = ref["encoder.attentions"]
+    last = enc.shape[0] - 1
+    rows = list(range(0, enc.shape[2], 250))
+    store.put("decoder.attentions", ref["decoder.attentions"])
+    store.put("cross.alignment_heads", torch.stack([ref["cross.attentions"][l, h] for l, h in heads]))
+    store.put("encoder.first_last_rows", torch.stack([enc[0][:, rows], enc[last][:, rows]]))
+    tensors = REFERENCE / f"{name}.safetensors"
+    store.save(tensors)
     write_json(REFERENCE / f"{name}.json", dict(
+        tensors=tensors.name,
+        encoder_rows=rows,
+        alignment_heads=heads,
         script=rel(Path(__file__)) + " --real",
         versions=versions(),
         model=model_dir.name,

@@ -377,6 +377,10 @@ fn tiny_whisper_word_timings_match_openai_whisper() {
 
 #[derive(Debug, Deserialize)]
 struct RealReference {
+    tensors: String,
+    encoder_rows: Vec<usize>,
+    alignment_heads: Vec<[usize; 2]>,
+    sequence: Vec<u32>,
     generated_ids: Vec<u32>,
     transcript: String,
     word_timings: RealTimings,
@@ -454,6 +458,71 @@ fn check_real(name: &str) {
         .collect();
     eprintln!("[{name}] {ours:?}");
     assert_eq!(ours, theirs, "{name}: word timings");
+
+    // The attention of that run against the sample transformers' kept (≤ 1e-4).
+    let [encoder, decoder, cross] = &enc.seq2seq.attentions[..] else {
+        panic!("three attentions")
+    };
+    assert_eq!(
+        decoder.queries().ids,
+        want.sequence,
+        "{name}: the run's sequence"
+    );
+    let tensors = ok(
+        candle_core::safetensors::load(
+            repo().join("tests/reference").join(&want.tensors),
+            &Device::Cpu,
+        ),
+        &want.tensors,
+    );
+    let values = |key: &str| -> Vec<f32> {
+        ok(
+            tensors[key].flatten_all().and_then(|t| t.to_vec1::<f32>()),
+            key,
+        )
+    };
+    let (m, n) = (want.sequence.len(), 1500);
+    let (enc_arch, dec_arch) = (&encoder.model, &decoder.model);
+    let mut ours_cross = Vec::new();
+    for &[l, h] in &want.alignment_heads {
+        let at = (l * dec_arch.heads + h) * m * n;
+        ours_cross.extend_from_slice(&cross.weights()[at..at + m * n]);
+    }
+    let last = enc_arch.layers - 1;
+    let mut ours_enc = Vec::new();
+    for layer in [0, last] {
+        for h in 0..enc_arch.heads {
+            for &r in &want.encoder_rows {
+                let at = ((layer * enc_arch.heads + h) * n + r) * n;
+                ours_enc.extend_from_slice(&encoder.weights()[at..at + n]);
+            }
+        }
+    }
+    for (what, ours, theirs) in [
+        (
+            "decoder",
+            decoder.weights().to_vec(),
+            values("decoder.attentions"),
+        ),
+        (
+            "cross (alignment heads)",
+            ours_cross,
+            values("cross.alignment_heads"),
+        ),
+        (
+            "encoder (rows of the first and last layers)",
+            ours_enc,
+            values("encoder.first_last_rows"),
+        ),
+    ] {
+        let d = MaxDiff::of(&ours, &theirs);
+        eprintln!("[{name}] {what}: max |Δ| {:.1e}", d.value);
+        assert!(
+            !d.exceeds(1e-4),
+            "[{name}] {what}: max |Δ| {:.3e} > 1e-4",
+            d.value
+        );
+    }
 }
 
 #[test]
