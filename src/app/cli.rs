@@ -36,6 +36,8 @@ pub mod heading {
     pub const FIGURES: &str = "Figures (PNG, SVG)";
     /// A vision model's picture.
     pub const PICTURES: &str = "Pictures (vision models)";
+    /// A speech model's recording.
+    pub const AUDIO: &str = "Audio (speech models)";
     /// Statistics and the analyses beyond raw attention.
     pub const ANALYSES: &str = "Analyses";
     /// Decoders and encoder–decoders: generating, teacher forcing, chat templates.
@@ -44,8 +46,8 @@ pub mod heading {
     pub const CORPUS: &str = "Corpus mode";
     /// Every heading, in order (what the tests check `--help` against).
     #[cfg(test)]
-    pub const ORDER: [&str; 8] = [
-        INPUT, MODEL, OUTPUTS, FIGURES, PICTURES, ANALYSES, GENERATION, CORPUS,
+    pub const ORDER: [&str; 9] = [
+        INPUT, MODEL, OUTPUTS, FIGURES, PICTURES, AUDIO, ANALYSES, GENERATION, CORPUS,
     ];
 }
 
@@ -176,6 +178,28 @@ pub struct Args {
     /// Which attention the picture views draw (with --image).
     #[command(flatten)]
     pub picture: PictureArgs,
+
+    /// A recording (WAV, FLAC, MP3 or OGG/Vorbis) for a speech model (Whisper): decoded, mixed
+    /// to mono, resampled to 16 kHz and turned into the model's log-mel spectrogram; its first
+    /// window (30 s) is transcribed greedily, and the views show the encoder's attention over
+    /// the audio frames (labelled by time), the decoder's, and the cross-attention of the words
+    /// over the frames, with each word's start and end. No TEXT with it.
+    #[arg(help_heading = heading::AUDIO, long, value_name = "FILE")]
+    pub audio: Option<PathBuf>,
+
+    /// With --audio: the spoken language (en, de, english, …) [default: detected by
+    /// multilingual models].
+    #[arg(help_heading = heading::AUDIO, long, value_name = "CODE", requires = "audio")]
+    pub language: Option<String>,
+
+    /// With --audio: transcribe in the spoken language, or translate into English [default:
+    /// transcribe].
+    #[arg(help_heading = heading::AUDIO, long, value_name = "TASK", value_parser = ["transcribe", "translate"], requires = "audio")]
+    pub task: Option<String>,
+
+    /// With --audio: generate Whisper's timestamp tokens (<|0.00|> …) between the segments.
+    #[arg(help_heading = heading::AUDIO, long, requires = "audio")]
+    pub timestamps: bool,
 
     /// Per-head statistics (`--stats`, `--stat`).
     #[command(flatten)]

@@ -339,6 +339,10 @@ fn run_document(run: &Run) -> serde_json::Value {
 /// What a run generated, and how an encoder–decoder's target was cut, on stderr, in the order
 /// the run found them.
 fn say_generated(run: &Run, model: &Model) {
+    if let Some(speech) = &run.measured.speech {
+        say_speech(speech, run);
+        return;
+    }
     if let Some(n) = run.default_generation {
         note(&format!(
             "{} is an encoder–decoder model: TEXT is the source, and with neither --target nor \
@@ -588,4 +592,53 @@ fn read_text(
         }
     };
     Ok((text.trim_end_matches(['\n', '\r']).to_string(), cut))
+}
+
+/// A speech run's recording, transcript and word timings, on standard error as the other
+/// notes.
+fn say_speech(speech: &attnviz::doc::speech::SpeechSection, run: &Run) {
+    let language = match (&speech.language, speech.language_detected) {
+        (Some(l), true) => format!(", language {l} (detected)"),
+        (Some(l), false) => format!(", language {l}"),
+        (None, _) => String::new(),
+    };
+    note(&format!(
+        "{}: {:.2} s of audio{}, task {}",
+        speech.audio, speech.duration, language, speech.task
+    ));
+    if speech.windows > 1 {
+        note(&format!(
+            "note: the recording spans {} windows of {:.0} s; attnviz read the first ({:.2}–{:.2} s)",
+            speech.windows,
+            speech.window_seconds,
+            speech.window_start,
+            speech.window_start + speech.window_seconds
+        ));
+    }
+    if let Some(g) = &run.generation {
+        let n = g.generated().len();
+        note(&format!(
+            "transcript ({n} token{}{}): {:?}",
+            if n == 1 { "" } else { "s" },
+            if g.stopped_at_eos {
+                ", stopped at <|endoftext|>"
+            } else {
+                ", stopped at the length limit (--generate N)"
+            },
+            run.generated_text.as_deref().unwrap_or_default()
+        ));
+    }
+    if !speech.words.is_empty() {
+        let heads = if speech.alignment_heads_given {
+            "the model's alignment heads"
+        } else {
+            "every head of the decoder's second half"
+        };
+        let words: Vec<String> = speech
+            .words
+            .iter()
+            .map(|w| format!("{} {:.2}–{:.2}", w.word.trim(), w.start, w.end))
+            .collect();
+        note(&format!("word timings ({heads}): {}", words.join(" · ")));
+    }
 }

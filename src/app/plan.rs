@@ -198,7 +198,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
             &args.stats,
             args.text
                 .clone()
-                .or_else(|| (!args.image.is_empty()).then(String::new)),
+                .or_else(|| (!args.image.is_empty() || args.audio.is_some()).then(String::new)),
             None,
         )?)),
     };
@@ -585,6 +585,10 @@ fn single(
         target_token,
         contrast,
         analysis_time: args.max_analysis_time,
+        audio: args.audio.clone(),
+        language: args.language.clone(),
+        translate: args.task.as_deref() == Some("translate"),
+        timestamps: args.timestamps,
     };
     let color = out.color.unwrap_or_default();
     let report = report::Plan {

@@ -66,6 +66,15 @@ pub fn model(e: &model::Error) -> String {
             model::InputError::PanAndScan { asked: true, .. } => {
                 format!("{e}; drop --pan-and-scan")
             }
+            model::InputError::NeedsAudio { family } => format!(
+                "{family} reads a recording, not text: give it with --audio FILE (WAV, FLAC, MP3 or OGG) and no TEXT"
+            ),
+            model::InputError::AudioToText { .. } => format!("{e}; drop --audio"),
+            model::InputError::EnglishOnly { .. } | model::InputError::UnknownLanguage { .. } => {
+                format!("--language: {e}")
+            }
+            model::InputError::SpeechTask { .. } => format!("--task: {e}"),
+            model::InputError::NoTimestampTokens { .. } => format!("{e}; drop --timestamps"),
             _ => e.to_string(),
         },
         _ => e.to_string(),
@@ -421,6 +430,13 @@ pub(super) fn request(e: RequestError) -> Error {
             "--image given {given} times: {model} is a vision model ({family}), which reads one \
              picture; give one --image (vision-language models such as LLaVA take several)"
         )),
+        RequestError::TextWithAudio { model } => usage(format!(
+            "{model} reads the recording (--audio) alone: drop TEXT"
+        )),
+        RequestError::SpeechSettingsWithoutAudio => usage(
+            "--language, --task and --timestamps set how a recording is transcribed; give it with --audio FILE to a speech model (Whisper)"
+                .into(),
+        ),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

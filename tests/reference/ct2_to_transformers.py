@@ -26,7 +26,8 @@ $ATTNVIZ_WHISPER_BASE_DIR; the fetch script runs when the folder is missing):
 3. With --check, transcribes beckett.wav (scripts/fetch-beckett.sh) greedily with transformers
    (eager attention, float32) from the converted folder and prints the text.
 
-Needs numpy, safetensors, transformers and torch.
+Needs numpy and safetensors; with transformers and torch installed, the folder is also loaded back
+and checked (and --check needs them).
 """
 
 from __future__ import annotations
@@ -291,11 +292,34 @@ def convert(ct2: Ct2File, src: Path, out: Path) -> None:
         model_max_length=1024,
     )
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-    from transformers import WhisperFeatureExtractor
+    # What WhisperFeatureExtractor(feature_size=n_mels).save_pretrained writes (transformers 5.24),
+    # so that the conversion needs numpy and safetensors only (scripts/test.sh runs it so).
+    features = dict(
+        chunk_length=30,
+        dither=0.0,
+        feature_extractor_type="WhisperFeatureExtractor",
+        feature_size=n_mels,
+        hop_length=160,
+        n_fft=400,
+        n_samples=480000,
+        nb_max_frames=3000,
+        padding_side="right",
+        padding_value=0.0,
+        return_attention_mask=False,
+        sampling_rate=16000,
+    )
+    (out / "preprocessor_config.json").write_text(json.dumps(features, indent=2, sort_keys=True) + "\n")
+    try:
+        from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+    except ImportError:
+        print("transformers is not installed: the folder is not loaded back to check it", file=sys.stderr)
+        return
+    import tempfile
 
-    WhisperFeatureExtractor(feature_size=n_mels).save_pretrained(out)
-
-    from transformers import WhisperForConditionalGeneration
+    with tempfile.TemporaryDirectory() as saved:
+        WhisperFeatureExtractor(feature_size=n_mels).save_pretrained(saved)
+        written = json.loads((Path(saved) / "preprocessor_config.json").read_text())
+    assert written == features, (written, features)
 
     model, info = WhisperForConditionalGeneration.from_pretrained(out, output_loading_info=True)
     missing = [k for k in info["missing_keys"] if k != "proj_out.weight"]

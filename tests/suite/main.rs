@@ -16,6 +16,7 @@ mod cli;
 mod cli_decoders;
 mod cli_families;
 mod cli_seq2seq;
+mod cli_whisper;
 mod corpus;
 mod corpus_hostile;
 mod corpus_shards;

@@ -105,6 +105,15 @@ pub struct RunRequest {
     /// How long the re-runs of value zeroing and of head ablation may each take, estimated
     /// before they start ([`crate::model::rerun`]); `None`: the default limit.
     pub analysis_time: Option<std::time::Duration>,
+    /// A recording (WAV, FLAC, MP3, OGG) for a speech model (Whisper), which then reads no
+    /// `text`: its first window is transcribed (or its decoder reads `generate` tokens).
+    pub audio: Option<std::path::PathBuf>,
+    /// A speech model's language (`en`, `english`); `None`: detected (multilingual models).
+    pub language: Option<String>,
+    /// A speech model's task: translate into English rather than transcribe.
+    pub translate: bool,
+    /// A speech model writes timestamp tokens.
+    pub timestamps: bool,
 }
 
 /// A request's target (`None`: the model's prediction) and contrast token ids.
@@ -266,6 +275,15 @@ pub enum RequestError {
         /// How many pictures were given.
         given: usize,
     },
+    /// Text given with a recording to a speech model, which reads the recording alone.
+    #[error("{model} reads the recording alone; it takes no text with it")]
+    TextWithAudio {
+        /// The model's name.
+        model: String,
+    },
+    /// A speech setting (language, task, timestamps) without a recording.
+    #[error("the language, the task and timestamps are settings of a recording's transcription; give a recording to a speech model")]
+    SpeechSettingsWithoutAudio,
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -476,6 +494,22 @@ impl RunRequest {
         sink: Option<&mut dyn LayerSink>,
         cancel: &Cancel,
     ) -> Result<Run, RequestError> {
+        if let Some(audio) = &self.audio {
+            if sink.is_some() {
+                return Err(RequestError::StreamForEncoderDecoder {
+                    family: model.family(),
+                });
+            }
+            return self.run_speech(model, audio, progress);
+        }
+        if model.is_speech() {
+            return Err(input(InputError::NeedsAudio {
+                family: model.family(),
+            }));
+        }
+        if self.language.is_some() || self.translate || self.timestamps {
+            return Err(RequestError::SpeechSettingsWithoutAudio);
+        }
         if self.tower {
             return self.run_tower(model, sink.is_some(), cancel);
         }
@@ -754,6 +788,136 @@ impl RunRequest {
             run.measured.value_zeroing = Some(zeroing_of(model, &run, self.rerun_limit(), silent)?);
         }
         Ok(run)
+    }
+
+    /// A speech model's run on the recording at `path`: decoded, resampled, its first window's
+    /// log-mel spectrogram through the encoder; the decoder generates the transcript (up to
+    /// `generate` tokens, else the decoder's positions less the prompt) under Whisper's rules;
+    /// the three attentions and the words' timings.
+    fn run_speech(
+        &self,
+        model: &Model,
+        path: &std::path::Path,
+        progress: &dyn Progress,
+    ) -> Result<Run, RequestError> {
+        use crate::model::audio;
+        use crate::model::speech::{SpeechOptions, Task};
+        let Some(features) = model.feature_config() else {
+            return Err(input(InputError::AudioToText {
+                model: model.info().name().to_string(),
+                family: model.family(),
+            }));
+        };
+        if !self.text.trim().is_empty() {
+            return Err(RequestError::TextWithAudio {
+                model: model.info().name().to_string(),
+            });
+        }
+        if self.target.is_some() {
+            return Err(RequestError::TargetNeedsEncoderDecoder {
+                model: model.info().name().to_string(),
+                family: model.family(),
+                decoder: false,
+            });
+        }
+        let sound =
+            audio::load(path, &audio::AudioLimits::default()).map_err(crate::model::Error::from)?;
+        let windows = audio::log_mel(&sound.samples, features);
+        let window = windows.first().expect("log_mel gives at least one window");
+        let chunk = features.chunk_length as f64;
+        let window_seconds = sound.duration.min(chunk);
+        let longest = model
+            .seq2seq_decoder_positions()
+            .unwrap_or(crate::model::encdec::DEFAULT_MAX_LENGTH);
+        // The prompt takes up to four positions (transformers caps max_new_tokens the same
+        // way: max_target_positions less the prompt).
+        let new = self.generate.unwrap_or(longest.saturating_sub(4));
+        let options = SpeechOptions {
+            language: self.language.clone(),
+            task: if self.translate {
+                Task::Translate
+            } else {
+                Task::Transcribe
+            },
+            timestamps: self.timestamps,
+            max_new_tokens: new,
+        };
+        let mut report = Generating::new(progress, new);
+        let out = model.encode_speech(
+            window,
+            window_seconds,
+            None,
+            &options,
+            &self.encode_options(),
+            &mut |d| report.done(d),
+        );
+        report.finish();
+        let out = out?;
+        let [encoder, decoder, cross]: [Attention; 3] = out
+            .seq2seq
+            .attentions
+            .try_into()
+            .map_err(|_| ShapeError(ShapeProblem::NotThree))?;
+        let set = AttentionSet::encoder_decoder(encoder, decoder, cross, None)?.relabel(
+            crate::attention::LabelScheme::Plain,
+            model.tokenizer().label_scheme(),
+        );
+        let generated_text = out.seq2seq.generation.as_ref().map(|g| {
+            if self.timestamps {
+                model.tokenizer().decode(g.generated()).unwrap_or_default()
+            } else {
+                out.transcript.clone()
+            }
+        });
+        let section = crate::doc::speech::SpeechSection {
+            audio: path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            duration: sound.duration,
+            window_start: out.start_seconds,
+            window_seconds,
+            windows: windows.len(),
+            frame_seconds: crate::model::speech::FRAME_SECONDS,
+            language: out.language.clone(),
+            language_detected: out.language_detected,
+            task: options.task.as_str().to_string(),
+            timestamps: self.timestamps,
+            prompt: out.prompt.clone(),
+            transcript: out.transcript.clone(),
+            alignment_heads: out.alignment_heads.iter().map(|&(l, h)| [l, h]).collect(),
+            alignment_heads_given: out.alignment_heads_given,
+            words: out
+                .words
+                .iter()
+                .map(|w| crate::doc::speech::WordDoc {
+                    word: w.word.clone(),
+                    tokens: w.tokens.clone(),
+                    rows: w.rows,
+                    start_frame: w.start_frame,
+                    end_frame: w.end_frame,
+                    start: out.start_seconds + w.start,
+                    end: out.start_seconds + w.end,
+                })
+                .collect(),
+        };
+        Ok(Run {
+            set,
+            hidden: out.seq2seq.decoder_hidden,
+            truncated_from: None,
+            bytes_cut: false,
+            generation: out.seq2seq.generation,
+            generated_text,
+            default_generation: None,
+            target_truncated_from: None,
+            target_bytes_cut: false,
+            target_kept: 0,
+            value_weighted: None,
+            measured: Measured {
+                speech: Some(section),
+                ..Measured::default()
+            },
+        })
     }
 
     fn run_seq2seq(&self, model: &Model, progress: &dyn Progress) -> Result<Run, RequestError> {

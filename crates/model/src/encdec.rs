@@ -88,6 +88,11 @@ impl Model {
         self.model_max_length.map_or(longest, |m| m.min(longest))
     }
 
+    /// The decoder's positions (encoder–decoders).
+    pub fn seq2seq_decoder_positions(&self) -> Option<usize> {
+        self.network.seq2seq().map(|n| n.decoder_positions())
+    }
+
     /// The decoder's layers and heads (those of its self- and cross-attention), `None` for a
     /// model that is no encoder–decoder.
     pub fn decoder_shape(&self) -> Option<(usize, usize)> {
@@ -115,7 +120,7 @@ impl Model {
             .checked_add(part(dec.layers, dec.heads, dec.head_dim, m, n)?)
     }
 
-    fn check_seq2seq_capture(
+    pub(crate) fn check_seq2seq_capture(
         &self,
         n: usize,
         m: usize,
@@ -288,7 +293,7 @@ impl Model {
     }
 
     /// The one-token encoding of the decoder start token.
-    fn start_unit(&self, start: u32) -> Encoded {
+    pub(crate) fn start_unit(&self, start: u32) -> Encoded {
         let empty = Encoded {
             tokens: Vec::new(),
             ids: Vec::new(),

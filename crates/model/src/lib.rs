@@ -44,6 +44,7 @@ pub mod kernels;
 pub mod lens;
 pub mod multimodal;
 pub mod rerun;
+pub mod speech;
 pub mod vision;
 pub mod zeroing;
 
@@ -240,6 +241,8 @@ pub struct Model {
     model_max_length: Option<usize>,
     /// A vision model's image processor (preprocessor_config.json).
     image_processor: Option<crate::pixels::ImageProcessor>,
+    /// A speech model's decoding and feature settings.
+    speech: Option<speech::SpeechConfig>,
     /// The full path of a local folder or file the model was loaded from (`None`: a hub
     /// model), which [`Model::with_full_path`] makes its id.
     location: Option<String>,
@@ -287,6 +290,27 @@ pub(crate) fn gguf_checks(
     let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
     file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
     Ok((params, family, config))
+}
+
+/// A speech model's settings: generation_config.json (config.json's fields where it has none)
+/// and preprocessor_config.json (transformers' defaults without one).
+fn speech_config(files: &ModelFiles, network: &dyn Network) -> Result<speech::SpeechConfig, Error> {
+    let (layers, heads) = network
+        .seq2seq()
+        .map(|n| {
+            let d = n.decoder_architecture();
+            (d.layers, d.heads)
+        })
+        .unwrap_or_default();
+    let vocab = network.architecture().vocab_size;
+    let settings = speech::SpeechSettings::read(&files.config, vocab, layers, heads)?;
+    let preprocessor = files.tokenizer_dir.join("preprocessor_config.json");
+    let features = if preprocessor.exists() {
+        audio::FeatureConfig::from_file(&preprocessor)?
+    } else {
+        audio::FeatureConfig::default()
+    };
+    Ok(speech::SpeechConfig { settings, features })
 }
 
 impl Model {
@@ -406,6 +430,9 @@ impl Model {
         );
         model.model_max_length = model.tokenizer.settings().model_max_length();
         model.image_processor = image_processor;
+        if model.network.speech().is_some() {
+            model.speech = Some(speech_config(files, model.network.as_ref())?);
+        }
         if files.revision.is_none() {
             // A local folder: named by its name, not by where it is on this machine.
             let path = Path::new(&files.id);
@@ -447,6 +474,7 @@ impl Model {
             generation,
             model_max_length: None,
             image_processor: None,
+            speech: None,
             location: None,
             store: None,
             gguf: false,

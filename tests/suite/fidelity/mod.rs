@@ -18,6 +18,7 @@ mod rxnmapper;
 mod seq2seq;
 mod smollm2;
 mod vision;
+mod whisper;
 
 use std::path::Path;
 

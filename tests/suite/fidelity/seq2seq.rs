@@ -80,7 +80,7 @@ impl Reference {
 
 /// Attention of `shape` `[layers, heads, queries, keys]`, row by row: the worst |Δ|, and a line
 /// for every row over the tolerance naming its layer, head and query.
-fn compare_rows(
+pub(super) fn compare_rows(
     ours: &[f32],
     theirs: &[f32],
     shape: &[usize],

@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 
 use crate::analysis::{self, StatsSection};
+use crate::attention::AttentionKind;
 use crate::render::json::{json_sections, write_set_json, KindSections, MatrixSection};
 
 use super::{Analysed, Finished, Plan};
@@ -49,6 +50,12 @@ pub fn write_json(
                 .collect();
             let mut extra = vec![("stats", section)];
             extra.extend(run_sections.iter().cloned());
+            if let (AttentionKind::Cross, Some(speech)) = (att.kind, &run.measured.speech) {
+                extra.push((
+                    "speech",
+                    serde_json::to_value(speech).expect("the speech section serialises to JSON"),
+                ));
+            }
             if let (0, Some(a)) = (i, &analysed.alti) {
                 matrices.push(MatrixSection {
                     name: "alti",

@@ -22,6 +22,9 @@ pub struct Measured {
     /// The model's induction scores (its head detector probe): they join the statistics of its
     /// self-attention.
     pub induction: Option<Induction>,
+    /// A speech model's recording, transcript and word timings (written with the
+    /// cross-attention).
+    pub speech: Option<crate::doc::speech::SpeechSection>,
 }
 
 impl Measured {

@@ -23,6 +23,7 @@ pub mod lines;
 pub mod models;
 pub mod router;
 pub mod saved;
+pub mod speech;
 
 /// `format` of an attention document.
 pub const ATTENTION_FORMAT: &str = "attnviz-attention";
@@ -344,6 +345,9 @@ pub struct Sections {
     /// The logit lens (`--lens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     logit_lens: Option<LogitLens>,
+    /// A speech model's recording, transcript and word timings (cross-attention's kind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speech: Option<speech::SpeechSection>,
     /// `attention[layer][head][query][key]`.
     attention: Weights,
     /// Each layer's mean over its heads.

@@ -72,6 +72,7 @@ fn the_reader_reads_every_field_the_attention_schemas_name() {
                     "head_attribution"
                         | "head_ablation"
                         | "logit_lens"
+                        | "speech"
                         | "alti"
                         | "alti_per_layer"
                         | "value_zeroing"

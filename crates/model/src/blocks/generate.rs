@@ -305,6 +305,44 @@ pub fn greedy(
     })
 }
 
+/// [`greedy`] with `rule` applied to each step's logits before the largest is taken: `rule`
+/// sees every id so far (the prompt's included) and changes the logits in place, as
+/// transformers' logits processors do (Whisper's suppressed tokens and timestamp rules). NaN
+/// logits are an error before the rule runs.
+pub fn greedy_ruled(
+    prompt: &[u32],
+    max_new_tokens: usize,
+    eos: &[u32],
+    rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+    step: &mut Step<'_>,
+    progress: &mut (dyn FnMut(usize) + Send),
+) -> Result<Generation, Error> {
+    let mut ids = prompt.to_vec();
+    let mut stopped_at_eos = false;
+    if max_new_tokens > 0 {
+        let mut logits = step(prompt)?;
+        for n in 1..=max_new_tokens {
+            argmax(&logits)?;
+            rule(&ids, &mut logits);
+            let next = argmax(&logits)?;
+            ids.push(next);
+            progress(n);
+            if eos.contains(&next) {
+                stopped_at_eos = true;
+                break;
+            }
+            if n < max_new_tokens {
+                logits = step(&[next])?;
+            }
+        }
+    }
+    Ok(Generation {
+        ids,
+        prompt_len: prompt.len(),
+        stopped_at_eos,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

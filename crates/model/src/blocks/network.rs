@@ -88,6 +88,12 @@ pub trait Network: Send + Sync {
         None
     }
 
+    /// The speech side (an encoder over a log-mel spectrogram) of Whisper; `None` for the
+    /// others.
+    fn speech(&self) -> Option<&dyn Speech> {
+        None
+    }
+
     /// The vision side (a forward pass from pixels, the patch grid) of ViT, DeiT, DINOv2 and
     /// CLIP's vision tower; `None` for text models.
     fn vision(&self) -> Option<&dyn Vision> {
@@ -487,6 +493,43 @@ pub trait Seq2Seq: Sync {
         max_new_tokens: usize,
         eos: &[u32],
         forced: (Option<u32>, Option<u32>),
+        progress: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error>;
+}
+
+/// The speech side of an encoder–decoder whose encoder reads a log-mel spectrogram (Whisper)
+/// rather than tokens: the shape of its input, teacher-forced runs with every attention
+/// captured, and greedy generation under a rule on each step's logits.
+pub trait Speech: Sync {
+    /// Mel bins per frame (`num_mel_bins`).
+    fn mel_bins(&self) -> usize;
+
+    /// Mel frames of one window (twice the encoder's positions: the second convolution has
+    /// stride 2).
+    fn window_frames(&self) -> usize;
+
+    /// Run `features` (`[mel_bins, window_frames]`, bin-major as the feature extractor writes
+    /// them) through the encoder and `decoder` ids through the decoder, capturing all three
+    /// kinds of attention, each row checked to be a distribution. The caller checked the ids
+    /// and the capture's size.
+    fn forward_features(
+        &self,
+        features: &[f32],
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error>;
+
+    /// Greedy decoding of up to `max_new_tokens` after `prompt` for `features`, with the
+    /// decoder's keys and values cached; `rule` sees the ids so far and may change the next
+    /// token's logits in place (suppressed tokens, timestamp rules) before the largest is
+    /// taken; stops after any of `eos` (kept).
+    fn greedy_features(
+        &self,
+        features: &[f32],
+        prompt: &[u32],
+        max_new_tokens: usize,
+        eos: &[u32],
+        rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error>;
 }

@@ -50,6 +50,9 @@ pub enum StackPositions {
     },
     /// T5's relative position buckets, a bias on the attention scores.
     Relative(RelativeBuckets),
+    /// Added before the stack by the family (Whisper's encoder, whose input is no tokens:
+    /// [`Seq2SeqNet::run_encoder_rows`]).
+    Embedded,
 }
 
 /// T5's relative position buckets and the bias of each bucket per head
@@ -408,15 +411,29 @@ impl Seq2SeqNet {
         tokens: usize,
         captures: &mut [&mut SequenceCapture],
     ) -> Vec<f32> {
+        let h = self.embed(&self.encoder, ids, tokens, 0);
+        self.run_encoder_rows(h, lengths, tokens, captures)
+    }
+
+    /// The encoder's layers (and its final norm) over input rows `h` `[sequences · tokens,
+    /// hidden]` that are embedded already (Whisper's convolutions and positions), each
+    /// sequence's attention into its capture (one per sequence, or none at all); returns its
+    /// output.
+    pub fn run_encoder_rows(
+        &self,
+        mut h: Vec<f32>,
+        lengths: &[usize],
+        tokens: usize,
+        captures: &mut [&mut SequenceCapture],
+    ) -> Vec<f32> {
         let arch = &self.encoder_arch;
-        let rows = ids.len();
+        let rows = h.len() / self.hidden();
         let width = 3 * arch.heads * arch.head_dim;
         let hd = arch.heads * arch.head_dim;
         let bias = match &self.encoder.positions {
             StackPositions::Relative(b) => Some(b.bias(arch.heads, 0, tokens)),
-            StackPositions::Table { .. } => None,
+            StackPositions::Table { .. } | StackPositions::Embedded => None,
         };
-        let mut h = self.embed(&self.encoder, ids, tokens, 0);
         for (l, layer) in self.encoder.layers.iter().enumerate() {
             let block = &layer.self_attention;
             self.sublayer(&mut h, &block.norm, |x| {
@@ -514,7 +531,7 @@ impl Seq2SeqNet {
         let width = 3 * hd;
         let bias = match &self.decoder.positions {
             StackPositions::Relative(b) => Some(b.bias(arch.heads, past, total)),
-            StackPositions::Table { .. } => None,
+            StackPositions::Table { .. } | StackPositions::Embedded => None,
         };
         let (mut own_capture, mut cross_capture) = match captures.take() {
             Some((a, b)) => (Some(a), Some(b)),
@@ -641,36 +658,9 @@ impl Seq2Seq for Seq2SeqNet {
         decoder: &[u32],
         capture_query_key: bool,
     ) -> Result<Seq2SeqForward, Error> {
-        let (n, m) = (source.len(), decoder.len());
-        let (enc, dec) = (&self.encoder_arch, &self.decoder_arch);
-        let mut enc_cap = SequenceCapture::new(enc, n, n, capture_query_key);
-        let mut dec_cap = SequenceCapture::new(dec, m, m, capture_query_key);
-        let mut cross_cap = SequenceCapture::new(dec, m, n, capture_query_key);
-        let encoder_hidden = self.run_encoder(source, &[n], n, &mut [&mut enc_cap]);
-        let mut cache = self.start(&encoder_hidden, n, m);
-        let decoder_hidden =
-            self.run_decoder(decoder, &mut cache, Some((&mut dec_cap, &mut cross_cap)));
-        let width = dec.hidden_size;
-        let logits = self.logits(&decoder_hidden[(m - 1) * width..]);
-        validate::check_rows(&enc_cap.probs, enc.layers, enc.heads, n)?;
-        validate::check_rows(&dec_cap.probs, dec.layers, dec.heads, m)?;
-        validate::check_rect_rows(&cross_cap.probs, dec.layers, dec.heads, m, n)?;
-        let forward = |cap: SequenceCapture, hidden: Vec<f32>| Forward {
-            weights: cap.probs,
-            hidden,
-            query_key: cap.query_key.map(|(queries, keys)| QueryKey {
-                queries,
-                keys,
-                scale: Some(self.scale),
-            }),
-            routing: Vec::new(),
-        };
-        Ok(Seq2SeqForward {
-            encoder: forward(enc_cap, encoder_hidden),
-            decoder: forward(dec_cap, decoder_hidden),
-            cross: forward(cross_cap, Vec::new()),
-            logits,
-        })
+        let n = source.len();
+        let h = self.embed(&self.encoder, source, n, 0);
+        self.forward_rows(h, decoder, capture_query_key)
     }
 
     fn greedy(
@@ -697,6 +687,70 @@ impl Seq2Seq for Seq2SeqNet {
             &mut step,
             progress,
         )
+    }
+}
+
+impl Seq2SeqNet {
+    /// [`Seq2Seq::forward_ids`] from the encoder's input rows `h` `[source, hidden]`, embedded
+    /// already (token ids, or Whisper's spectrogram through its convolutions).
+    pub fn forward_rows(
+        &self,
+        h: Vec<f32>,
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error> {
+        let (n, m) = (h.len() / self.hidden(), decoder.len());
+        let (enc, dec) = (&self.encoder_arch, &self.decoder_arch);
+        let mut enc_cap = SequenceCapture::new(enc, n, n, capture_query_key);
+        let mut dec_cap = SequenceCapture::new(dec, m, m, capture_query_key);
+        let mut cross_cap = SequenceCapture::new(dec, m, n, capture_query_key);
+        let encoder_hidden = self.run_encoder_rows(h, &[n], n, &mut [&mut enc_cap]);
+        let mut cache = self.start(&encoder_hidden, n, m);
+        let decoder_hidden =
+            self.run_decoder(decoder, &mut cache, Some((&mut dec_cap, &mut cross_cap)));
+        let width = dec.hidden_size;
+        let logits = self.logits(&decoder_hidden[(m - 1) * width..]);
+        validate::check_rows(&enc_cap.probs, enc.layers, enc.heads, n)?;
+        validate::check_rows(&dec_cap.probs, dec.layers, dec.heads, m)?;
+        validate::check_rect_rows(&cross_cap.probs, dec.layers, dec.heads, m, n)?;
+        let forward = |cap: SequenceCapture, hidden: Vec<f32>| Forward {
+            weights: cap.probs,
+            hidden,
+            query_key: cap.query_key.map(|(queries, keys)| QueryKey {
+                queries,
+                keys,
+                scale: Some(self.scale),
+            }),
+            routing: Vec::new(),
+        };
+        Ok(Seq2SeqForward {
+            encoder: forward(enc_cap, encoder_hidden),
+            decoder: forward(dec_cap, decoder_hidden),
+            cross: forward(cross_cap, Vec::new()),
+            logits,
+        })
+    }
+
+    /// Greedy decoding after `prompt` from the encoder's input rows `h` (embedded already),
+    /// `rule` applied to each step's logits ([`generate::greedy_ruled`]).
+    pub fn greedy_rows(
+        &self,
+        h: Vec<f32>,
+        prompt: &[u32],
+        max_new_tokens: usize,
+        eos: &[u32],
+        rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+        progress: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error> {
+        let n = h.len() / self.hidden();
+        let encoder_hidden = self.run_encoder_rows(h, &[n], n, &mut []);
+        let mut cache = self.start(&encoder_hidden, n, prompt.len() + max_new_tokens);
+        let width = self.hidden();
+        let mut step = |ids: &[u32]| {
+            let out = self.run_decoder(ids, &mut cache, None);
+            Ok(self.logits(&out[(ids.len() - 1) * width..]))
+        };
+        generate::greedy_ruled(prompt, max_new_tokens, eos, rule, &mut step, progress)
     }
 }
 

@@ -36,6 +36,64 @@ pub enum InputError {
         /// Its family.
         family: &'static str,
     },
+    /// Text or token ids given to a speech model, whose encoder reads a recording.
+    #[error("{family} reads a recording, not text; give it an audio file")]
+    NeedsAudio {
+        /// Its family.
+        family: &'static str,
+    },
+    /// Audio given to a model that reads text or pictures.
+    #[error("{model} is a {family} model, which does not read audio; give the recording to a speech model such as Whisper")]
+    AudioToText {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
+    /// A spectrogram window of another shape than the speech model reads.
+    #[error("{model} reads windows of {mel_bins} mel bins × {frames} frames, not {got_bins} × {got_frames}; compute the features with its preprocessor_config.json")]
+    SpeechWindow {
+        /// The model's name.
+        model: String,
+        /// Its mel bins.
+        mel_bins: usize,
+        /// Its frames per window.
+        frames: usize,
+        /// The window's bins.
+        got_bins: usize,
+        /// The window's frames.
+        got_frames: usize,
+    },
+    /// A language asked of an English-only speech model.
+    #[error("{model} is English-only (it has no language tokens), so it cannot be told the language '{language}'; leave the language out")]
+    EnglishOnly {
+        /// The model's name.
+        model: String,
+        /// The language asked for.
+        language: String,
+    },
+    /// A language the speech model has no token for.
+    #[error("the model has no language '{language}'; its languages are {}", .known.join(", "))]
+    UnknownLanguage {
+        /// The language asked for.
+        language: String,
+        /// The codes it knows.
+        known: Vec<String>,
+    },
+    /// A task the speech model has no token for (translation on an English-only model).
+    #[error("{model} cannot {task}: its generation config has no '{task}' task token")]
+    SpeechTask {
+        /// The model's name.
+        model: String,
+        /// The task.
+        task: &'static str,
+    },
+    /// Timestamps asked of a speech model without timestamp tokens.
+    #[error("{model} has no timestamp tokens (no no_timestamps_token_id in its generation config), so it cannot write timestamps")]
+    NoTimestampTokens {
+        /// The model's name.
+        model: String,
+    },
     /// Text given to a vision model.
     #[error("{model} is a vision model ({family}); give it an image, not text")]
     TextToVision {
@@ -509,6 +567,16 @@ pub enum ConfigFileProblem {
         value: String,
         /// The vocabulary's size.
         vocab: usize,
+    },
+    /// A field of the wrong shape.
+    #[error("{key} is {value}, not {expected}")]
+    BadField {
+        /// The field.
+        key: String,
+        /// Its value, as JSON.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
     },
 }
 

@@ -37,6 +37,12 @@ pub enum Error {
     /// Input the model cannot run, or a file of it that it cannot use.
     #[error(transparent)]
     Input(Box<InputError>),
+    /// Reading an audio file.
+    #[error(transparent)]
+    Audio(Box<crate::audio::AudioError>),
+    /// Reading a speech model's preprocessor_config.json.
+    #[error(transparent)]
+    Features(Box<crate::audio::FeatureConfigError>),
     /// The captured attention is not a set of probability distributions (the weights overflow
     /// on this input); nothing is written from it.
     #[error(transparent)]
@@ -305,5 +311,17 @@ impl From<InputError> for Error {
 impl From<ForwardError> for Error {
     fn from(e: ForwardError) -> Self {
         Error::Forward(Box::new(e))
+    }
+}
+
+impl From<crate::audio::AudioError> for Error {
+    fn from(e: crate::audio::AudioError) -> Error {
+        Error::Audio(Box::new(e))
+    }
+}
+
+impl From<crate::audio::FeatureConfigError> for Error {
+    fn from(e: crate::audio::FeatureConfigError) -> Error {
+        Error::Features(Box::new(e))
     }
 }

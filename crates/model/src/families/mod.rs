@@ -26,3 +26,4 @@ pub mod roberta;
 pub mod siglip;
 pub mod t5;
 pub mod vit;
+pub mod whisper;

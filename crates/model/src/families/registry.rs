@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     albert, bart, bert, clip, dinov2, distilbert, electra, gemma, gpt2, idefics3, llama, llava,
-    paligemma, phi3, qwen2_5_vl, roberta, siglip, t5, vit,
+    paligemma, phi3, qwen2_5_vl, roberta, siglip, t5, vit, whisper,
 };
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
@@ -67,6 +67,7 @@ pub static FAMILIES: &[&Family] = &[
     &idefics3::IDEFICS3,
     &qwen2_5_vl::QWEN2_5_VL,
     &qwen2_5_vl::QWEN2_VL,
+    &whisper::WHISPER,
 ];
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),
@@ -281,7 +282,11 @@ mod tests {
             family(r#"{"architectures": ["Qwen3MoeForCausalLM"]}"#).unwrap(),
             "Qwen3-MoE"
         );
-        let err = family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap_err();
+        assert_eq!(
+            family(r#"{"architectures": ["WhisperForConditionalGeneration"]}"#).unwrap(),
+            "Whisper"
+        );
+        let err = family(r#"{"architectures": ["Wav2Vec2ForCTC"]}"#).unwrap_err();
         assert!(err.contains("name no supported family"), "{err}");
     }
 
@@ -289,14 +294,15 @@ mod tests {
     fn unsupported_types_get_one_line_listing_the_supported_ones() {
         assert_eq!(family(r#"{"model_type": "t5"}"#).unwrap(), "T5");
         assert_eq!(family(r#"{"model_type": "mbart"}"#).unwrap(), "mBART");
-        let err = family(r#"{"model_type": "whisper"}"#).unwrap_err();
+        assert_eq!(family(r#"{"model_type": "whisper"}"#).unwrap(), "Whisper");
+        let err = family(r#"{"model_type": "wav2vec2"}"#).unwrap_err();
         assert!(
             err.contains(
-                "model_type 'whisper' is not supported; attnviz runs model types bert, roberta, \
+                "model_type 'wav2vec2' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  smollm3, mixtral, qwen3_moe, olmoe, gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
-                 llava, paligemma, idefics3, smolvlm, qwen2_5_vl, qwen2_vl"
+                 llava, paligemma, idefics3, smolvlm, qwen2_5_vl, qwen2_vl, whisper"
             ),
             "{err}"
         );

@@ -1,0 +1,583 @@
+//! Whisper (and distil-whisper, the same `model_type` with fewer decoder layers): the
+//! encoder–decoder stack ([`crate::blocks::seq2seq`]) whose encoder reads a log-mel spectrogram
+//! instead of tokens. Mirrors transformers' `models/whisper/modeling_whisper.py`:
+//!
+//! - the encoder's input `[num_mel_bins, 2 · max_source_positions]` goes through two Conv1d
+//!   (kernel 3, padding 1; stride 1, then 2), each followed by GELU (erf), and gets the fixed
+//!   sinusoidal positions the checkpoint stores (`encoder.embed_positions`): one row per 20 ms
+//!   of audio, 1500 for a 30-second window;
+//! - pre-LayerNorm layers with BART's tensor names, a final `layer_norm` after each stack;
+//!   queries, values and outputs have biases, keys none;
+//! - the decoder has learned positions (`decoder.embed_positions`, offset 0) and its head is
+//!   tied to its token embeddings (`proj_out`, unless the checkpoint stores one of its own).
+//!
+//! The decoding rules (prompt, suppressed tokens, timestamps) and word timings are
+//! [`crate::speech`]'s; this file is the network.
+
+use crate::attention::PositionScheme;
+use crate::blocks::capture::SequenceCapture;
+use crate::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::blocks::generate::Generation;
+use crate::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
+use crate::blocks::network::{Architecture, Batch, Network, Seq2Seq, Seq2SeqForward, Speech};
+use crate::blocks::seq2seq::{
+    AttentionNames, LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames,
+    Seq2SeqNet, Side, Stack, StackPositions,
+};
+use crate::error::Error;
+use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
+use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
+use crate::formats::tensors::Name;
+use crate::formats::validate::{ConfigCount, ConfigDim};
+use crate::formats::weights::{Anchor, Checkpoint, Weight};
+use crate::kernels::{Activation, Layout, Mask};
+
+/// Whisper in the family registry.
+pub static WHISPER: Family = Family {
+    name: "Whisper",
+    model_types: &["whisper"],
+    class_prefixes: &["Whisper"],
+    anchor: Anchor {
+        tensor: "decoder.embed_tokens.weight",
+        family: "Whisper",
+        prefix: "model",
+    },
+    config: |file| Ok(Box::new(WhisperConfig::read(file)?)),
+    quirks: Quirks {
+        tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        ..Quirks::NONE
+    },
+};
+
+/// The config.json fields of Whisper, with transformers' defaults (`WhisperConfig`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WhisperConfig {
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Mel bins of the input (`num_mel_bins`: 80, or 128 for large-v3).
+    pub num_mel_bins: usize,
+    /// Hidden size (`d_model`).
+    pub d_model: usize,
+    /// Encoder layers.
+    pub encoder_layers: usize,
+    /// Decoder layers.
+    pub decoder_layers: usize,
+    /// Encoder heads.
+    pub encoder_attention_heads: usize,
+    /// Decoder heads (self- and cross-attention).
+    pub decoder_attention_heads: usize,
+    /// Encoder feed-forward size.
+    pub encoder_ffn_dim: usize,
+    /// Decoder feed-forward size.
+    pub decoder_ffn_dim: usize,
+    /// Encoder frames of one window (1500: 30 s at 20 ms).
+    pub max_source_positions: usize,
+    /// The longest decoder input (448).
+    pub max_target_positions: usize,
+    /// Feed-forward activation.
+    pub activation: Activation,
+    /// Whether token embeddings are multiplied by `√d_model`.
+    pub scale_embedding: bool,
+    /// `pad_token_id`.
+    pub pad_token_id: u32,
+    /// `decoder_start_token_id` (`<|startoftranscript|>`).
+    pub decoder_start_token_id: u32,
+}
+
+/// The most encoder frames read (a 30-second window has 1500; the spectrogram of a window is
+/// twice as long).
+const MAX_SOURCE_POSITIONS: usize = 1 << 14;
+
+impl WhisperConfig {
+    /// Read config.json.
+    pub fn read(file: &ConfigFile) -> Result<WhisperConfig, ConfigError> {
+        let d_model = file.positive("d_model", 384)?;
+        let c = WhisperConfig {
+            vocab_size: file.positive("vocab_size", 51865)?,
+            num_mel_bins: file.positive("num_mel_bins", 80)?,
+            d_model,
+            encoder_layers: file.positive("encoder_layers", 4)?,
+            decoder_layers: file.positive("decoder_layers", 4)?,
+            encoder_attention_heads: file.positive("encoder_attention_heads", 6)?,
+            decoder_attention_heads: file.positive("decoder_attention_heads", 6)?,
+            encoder_ffn_dim: file.positive("encoder_ffn_dim", 1536)?,
+            decoder_ffn_dim: file.positive("decoder_ffn_dim", 1536)?,
+            max_source_positions: file.positive("max_source_positions", 1500)?,
+            max_target_positions: file.positive("max_target_positions", 448)?,
+            activation: file.activation("activation_function", "gelu")?,
+            scale_embedding: file.boolean("scale_embedding")?.unwrap_or(false),
+            pad_token_id: file.token_id("pad_token_id")?.unwrap_or(50256),
+            decoder_start_token_id: file.token_id("decoder_start_token_id")?.unwrap_or(50257),
+        };
+        for (field, heads) in [
+            ("encoder_attention_heads", c.encoder_attention_heads),
+            ("decoder_attention_heads", c.decoder_attention_heads),
+        ] {
+            if !d_model.is_multiple_of(heads) {
+                return Err(file.invalid(ConfigProblem::NotDivisible {
+                    field: "d_model",
+                    value: d_model,
+                    by_field: field,
+                    by: heads,
+                }));
+            }
+        }
+        if c.max_source_positions > MAX_SOURCE_POSITIONS {
+            return Err(file.invalid(ConfigProblem::NotBelow {
+                field: "max_source_positions",
+                value: c.max_source_positions,
+                limit_field: "the most encoder frames attnviz reads",
+                limit: MAX_SOURCE_POSITIONS + 1,
+            }));
+        }
+        if c.decoder_start_token_id as usize >= c.vocab_size {
+            return Err(file.invalid(ConfigProblem::NotBelow {
+                field: "decoder_start_token_id",
+                value: c.decoder_start_token_id as usize,
+                limit_field: "vocab_size",
+                limit: c.vocab_size,
+            }));
+        }
+        Ok(c)
+    }
+
+    fn arch(&self, layers: usize, heads: usize, mask: Mask, max_positions: usize) -> Architecture {
+        Architecture {
+            family: WHISPER.name,
+            model_type: WHISPER.model_types[0].to_string(),
+            layers,
+            heads,
+            kv_heads: heads,
+            kv_head: Architecture::identity_heads(heads),
+            head_dim: self.d_model / heads,
+            hidden_size: self.d_model,
+            vocab_size: self.vocab_size,
+            max_positions,
+            token_types: 0,
+            tokenizer_types: false,
+            mask,
+            sliding_window: None,
+            positions: PositionScheme::Absolute,
+        }
+    }
+
+    /// The encoder's shape (its positions: encoder frames).
+    pub fn encoder_architecture(&self) -> Architecture {
+        self.arch(
+            self.encoder_layers,
+            self.encoder_attention_heads,
+            Mask::Bidirectional,
+            self.max_source_positions,
+        )
+    }
+
+    /// The decoder's shape.
+    pub fn decoder_architecture(&self) -> Architecture {
+        self.arch(
+            self.decoder_layers,
+            self.decoder_attention_heads,
+            Mask::Causal,
+            self.max_target_positions,
+        )
+    }
+
+    fn stack(&self, ckpt: &Checkpoint, side: Side) -> Result<Stack, Error> {
+        let d = self.d_model;
+        let (layers, ffn) = match side {
+            Side::Decoder => (self.decoder_layers, self.decoder_ffn_dim),
+            Side::Encoder => (self.encoder_layers, self.encoder_ffn_dim),
+        };
+        // Keys have no bias (`k_proj` is `bias=False`); every other map has one.
+        let linear = |name: &Name, i, o| {
+            let bias = !name.to_string().ends_with("k_proj");
+            out_in_linear(ckpt, name, i, o, bias)
+        };
+        let norm = |name: &Name| Ok(Norm::layer(ckpt, name, d, 1e-5)?);
+        let shape = LayerShape {
+            hidden: d,
+            inner: d,
+            ffn,
+            activation: self.activation,
+        };
+        let layers = (0..layers)
+            .map(|i| Seq2SeqLayer::load(&Names::layer(side, i), shape, &linear, &norm))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let names = Names::stack(side);
+        let positions = match side {
+            Side::Encoder => StackPositions::Embedded,
+            Side::Decoder => StackPositions::Table {
+                table: ckpt.weight(&names.positions.weight(), &[self.max_target_positions, d])?,
+                offset: 0,
+            },
+        };
+        Ok(Stack {
+            layers,
+            positions,
+            embed_norm: None,
+            final_norm: Some(norm(&names.final_norm)?),
+        })
+    }
+}
+
+/// Whisper's tensor names inside the base model (`model.`): BART's layers, its own front.
+struct Names {
+    /// Positions (`embed_positions`).
+    positions: Name,
+    /// The LayerNorm after the last layer (`layer_norm`).
+    final_norm: Name,
+}
+
+impl Names {
+    /// The decoder's token embeddings (the head's too).
+    fn tokens() -> Name {
+        Name::root().pp("decoder").pp("embed_tokens")
+    }
+
+    /// The encoder's convolution `i` (1 or 2).
+    fn conv(i: usize) -> Name {
+        Name::root().pp("encoder").pp(format!("conv{i}"))
+    }
+
+    fn stack(side: Side) -> Names {
+        let stack = Name::root().pp(side.module());
+        Names {
+            positions: stack.pp("embed_positions"),
+            final_norm: stack.pp("layer_norm"),
+        }
+    }
+
+    fn layer(side: Side, i: usize) -> Seq2SeqLayerNames {
+        let layer = Name::root().pp(side.module()).pp("layers").pp(i);
+        let attention = |module: &str| {
+            let a = layer.pp(module);
+            AttentionNames {
+                q: a.pp("q_proj"),
+                k: a.pp("k_proj"),
+                v: a.pp("v_proj"),
+                output: a.pp("out_proj"),
+                norm: layer.pp(format!("{module}_layer_norm")),
+            }
+        };
+        Seq2SeqLayerNames {
+            self_attention: attention("self_attn"),
+            cross: (side == Side::Decoder).then(|| attention("encoder_attn")),
+            ffn: FfnNames::Plain {
+                expand: layer.pp("fc1"),
+                project: layer.pp("fc2"),
+            },
+            ffn_norm: layer.pp("final_layer_norm"),
+        }
+    }
+}
+
+impl FamilyConfig for WhisperConfig {
+    fn checks(&self) -> (Vec<ConfigDim>, Vec<ConfigCount>) {
+        let tokens = Names::tokens().weight();
+        let ffn = |side| Names::layer(side, 0).ffn.first().weight();
+        let dims = vec![
+            ConfigDim::new("vocab_size", self.vocab_size, &tokens, 0),
+            ConfigDim::new("d_model", self.d_model, &tokens, 1),
+            ConfigDim::new(
+                "num_mel_bins",
+                self.num_mel_bins,
+                Names::conv(1).weight(),
+                1,
+            ),
+            ConfigDim::new(
+                "encoder_ffn_dim",
+                self.encoder_ffn_dim,
+                ffn(Side::Encoder),
+                0,
+            ),
+            ConfigDim::new(
+                "decoder_ffn_dim",
+                self.decoder_ffn_dim,
+                ffn(Side::Decoder),
+                0,
+            ),
+            ConfigDim::new(
+                "max_source_positions",
+                self.max_source_positions,
+                Names::stack(Side::Encoder).positions.weight(),
+                0,
+            ),
+            ConfigDim::new(
+                "max_target_positions",
+                self.max_target_positions,
+                Names::stack(Side::Decoder).positions.weight(),
+                0,
+            ),
+        ];
+        let count = |field, value, block, side| {
+            ConfigCount::new(field, value, block, move |i| {
+                Names::layer(side, i).ffn.first().weight()
+            })
+        };
+        let counts = vec![
+            count(
+                "encoder_layers",
+                self.encoder_layers,
+                "encoder layer",
+                Side::Encoder,
+            ),
+            count(
+                "decoder_layers",
+                self.decoder_layers,
+                "decoder layer",
+                Side::Decoder,
+            ),
+        ];
+        (dims, counts)
+    }
+
+    fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
+        let (d, vocab) = (self.d_model, self.vocab_size);
+        let head = match ckpt.top_level_weight("proj_out.weight", &[vocab, d])? {
+            Some(w) => Seq2SeqHead::Separate(Linear::new(w, Layout::OutIn, None)),
+            None => Seq2SeqHead::Tied,
+        };
+        let encoder_arch = self.encoder_architecture();
+        let net = Seq2SeqNet {
+            scale: (encoder_arch.head_dim as f64).powf(-0.5) as f32,
+            decoder_arch: self.decoder_architecture(),
+            encoder_arch,
+            shared: ckpt.weight(&Names::tokens().weight(), &[vocab, d])?,
+            embed_scale: if self.scale_embedding {
+                (d as f64).sqrt() as f32
+            } else {
+                1.0
+            },
+            placement: Placement::Pre,
+            encoder: self.stack(ckpt, Side::Encoder)?,
+            decoder: self.stack(ckpt, Side::Decoder)?,
+            head,
+            output_scale: 1.0,
+            logits_bias: None,
+            decoder_start: self.decoder_start_token_id,
+            pad: self.pad_token_id,
+        };
+        let conv = |i: usize, inputs: usize| -> Result<Conv1d, Error> {
+            let name = Names::conv(i);
+            let w = ckpt.weight(&name.weight(), &[d, inputs, 3])?;
+            Ok(Conv1d {
+                map: Linear::new(
+                    Weight::owned(w.to_vec(), vec![d, inputs * 3]),
+                    Layout::OutIn,
+                    Some(ckpt.weight(&name.bias(), &[d])?),
+                ),
+                inputs,
+                stride: i,
+            })
+        };
+        Ok(Box::new(WhisperNet {
+            conv1: conv(1, self.num_mel_bins)?,
+            conv2: conv(2, d)?,
+            positions: ckpt.weight(
+                &Names::stack(Side::Encoder).positions.weight(),
+                &[self.max_source_positions, d],
+            )?,
+            mel_bins: self.num_mel_bins,
+            net,
+        }))
+    }
+}
+
+/// A Conv1d of kernel 3 and padding 1, run as a linear map over each output frame's three
+/// input frames (`[inputs · 3]`, channel-major as PyTorch stores the kernel).
+struct Conv1d {
+    /// `[outputs, inputs · 3]`.
+    map: Linear,
+    inputs: usize,
+    stride: usize,
+}
+
+impl Conv1d {
+    /// `gelu(conv(x))` for `x` of `frames` frames, read by `at(channel, frame)`; returns
+    /// `[frames / stride, outputs]` (frame-major).
+    fn forward(&self, frames: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
+        let out_frames = frames.div_ceil(self.stride);
+        let width = self.inputs * 3;
+        let mut columns = vec![0f32; out_frames * width];
+        for (t, row) in columns.chunks_exact_mut(width).enumerate() {
+            let centre = t * self.stride;
+            for c in 0..self.inputs {
+                for k in 0..3 {
+                    // Input frame centre + k − 1; the padding is zeros.
+                    if let Some(f) = (centre + k).checked_sub(1).filter(|&f| f < frames) {
+                        row[c * 3 + k] = at(c, f);
+                    }
+                }
+            }
+        }
+        self.map.forward(&columns, out_frames, Activation::GeluErf)
+    }
+}
+
+/// Whisper's network: the convolutions and positions in front of the shared encoder–decoder.
+pub struct WhisperNet {
+    conv1: Conv1d,
+    conv2: Conv1d,
+    /// `[max_source_positions, hidden]`, sinusoidal.
+    positions: Weight,
+    mel_bins: usize,
+    net: Seq2SeqNet,
+}
+
+impl WhisperNet {
+    /// The encoder's input rows `[max_source_positions, hidden]` of `features` (`[mel_bins,
+    /// window_frames]`).
+    fn front(&self, features: &[f32]) -> Vec<f32> {
+        let frames = self.window_frames();
+        assert_eq!(features.len(), self.mel_bins * frames, "features");
+        let h1 = self.conv1.forward(frames, |c, f| features[c * frames + f]);
+        let d = self.net.encoder_arch.hidden_size;
+        let mut h = self.conv2.forward(frames, |c, f| h1[f * d + c]);
+        for (x, p) in h.iter_mut().zip(self.positions.iter()) {
+            *x += p;
+        }
+        h
+    }
+}
+
+impl Speech for WhisperNet {
+    fn mel_bins(&self) -> usize {
+        self.mel_bins
+    }
+
+    fn window_frames(&self) -> usize {
+        2 * self.net.encoder_arch.max_positions
+    }
+
+    fn forward_features(
+        &self,
+        features: &[f32],
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error> {
+        self.net
+            .forward_rows(self.front(features), decoder, capture_query_key)
+    }
+
+    fn greedy_features(
+        &self,
+        features: &[f32],
+        prompt: &[u32],
+        max_new_tokens: usize,
+        eos: &[u32],
+        rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+        progress: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error> {
+        self.net.greedy_rows(
+            self.front(features),
+            prompt,
+            max_new_tokens,
+            eos,
+            rule,
+            progress,
+        )
+    }
+}
+
+impl Seq2Seq for WhisperNet {
+    fn encoder_architecture(&self) -> &Architecture {
+        &self.net.encoder_arch
+    }
+
+    fn decoder_architecture(&self) -> &Architecture {
+        &self.net.decoder_arch
+    }
+
+    fn decoder_start(&self) -> u32 {
+        self.net.decoder_start
+    }
+
+    fn decoder_positions(&self) -> usize {
+        self.net.decoder_arch.max_positions
+    }
+
+    /// Whisper's encoder reads a spectrogram, not ids.
+    fn forward_ids(&self, _: &[u32], _: &[u32], _: bool) -> Result<Seq2SeqForward, Error> {
+        Err(crate::InputError::NeedsAudio {
+            family: WHISPER.name,
+        }
+        .into())
+    }
+
+    /// Whisper's encoder reads a spectrogram, not ids.
+    fn greedy(
+        &self,
+        _: &[u32],
+        _: usize,
+        _: &[u32],
+        _: (Option<u32>, Option<u32>),
+        _: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Generation, Error> {
+        Err(crate::InputError::NeedsAudio {
+            family: WHISPER.name,
+        }
+        .into())
+    }
+}
+
+impl Network for WhisperNet {
+    fn architecture(&self) -> &Architecture {
+        &self.net.encoder_arch
+    }
+
+    /// Whisper's encoder reads a spectrogram: the model refuses token input before this runs
+    /// ([`crate::InputError::NeedsAudio`]); here the captures are left as they are and the
+    /// output is zeros.
+    fn forward(&self, batch: &Batch<'_>, _captures: &mut [SequenceCapture]) -> Vec<f32> {
+        vec![0.0; batch.ids.len() * self.net.encoder_arch.hidden_size]
+    }
+
+    fn seq2seq(&self) -> Option<&dyn Seq2Seq> {
+        Some(self)
+    }
+
+    fn speech(&self) -> Option<&dyn Speech> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn read(text: &str) -> Result<WhisperConfig, String> {
+        let file = ConfigFile::parse(text, Path::new("config.json")).unwrap();
+        WhisperConfig::read(&file).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_transformers() {
+        let c = read(r#"{"model_type": "whisper"}"#).unwrap();
+        assert_eq!(
+            (c.vocab_size, c.num_mel_bins, c.d_model, c.encoder_layers),
+            (51865, 80, 384, 4)
+        );
+        assert_eq!(
+            (c.max_source_positions, c.max_target_positions),
+            (1500, 448)
+        );
+        assert_eq!((c.pad_token_id, c.decoder_start_token_id), (50256, 50257));
+        assert_eq!(c.encoder_architecture().max_positions, 1500);
+        assert_eq!(c.decoder_architecture().mask, Mask::Causal);
+    }
+
+    #[test]
+    fn refusals() {
+        let err = read(r#"{"d_model": 64, "encoder_attention_heads": 3}"#).unwrap_err();
+        assert!(err.contains("not divisible"), "{err}");
+        let err = read(r#"{"max_source_positions": 1000000}"#).unwrap_err();
+        assert!(err.contains("max_source_positions"), "{err}");
+        let err = read(r#"{"vocab_size": 10}"#).unwrap_err();
+        assert!(err.contains("decoder_start_token_id 50257"), "{err}");
+    }
+
+    #[test]
+    fn the_anchor_is_a_tensor_of_the_table() {
+        assert_eq!(WHISPER.anchor.tensor, Names::tokens().weight());
+    }
+}

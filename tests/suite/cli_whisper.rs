@@ -1,0 +1,170 @@
+//! Whisper through the `attnviz` binary, on the tiny random checkpoint and a synthetic
+//! recording: `--audio` writes the three attentions (frames labelled by time), the transcript
+//! and the word timings (terminal, JSON's `speech` section, PNG); what cannot run gets one line
+//! and writes nothing (text to Whisper, text beside the recording, a recording to a text model,
+//! an unknown language, a file that is no recording, speech settings without a recording).
+
+use std::fs;
+use std::path::Path;
+
+use crate::fidelity::reference::fixture;
+use crate::support::cli::{assert_clean_failure, run, stderr, tree};
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// A 16-bit mono WAV at 16 kHz: `seconds` of a 440 Hz tone, then as much silence.
+fn write_wav(to: &Path, seconds: f64) {
+    let n = (seconds * 16000.0) as usize;
+    let samples: Vec<i16> = (0..2 * n)
+        .map(|i| {
+            let t = i as f64 / 16000.0;
+            let x = if i < n {
+                0.4 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()
+            } else {
+                0.0
+            };
+            (x * 32767.0) as i16
+        })
+        .collect();
+    let data = samples.len() * 2;
+    let mut bytes = Vec::new();
+    bytes.extend(b"RIFF");
+    bytes.extend(&((36 + data) as u32).to_le_bytes());
+    bytes.extend(b"WAVEfmt ");
+    bytes.extend(&16u32.to_le_bytes());
+    bytes.extend(&1u16.to_le_bytes()); // PCM
+    bytes.extend(&1u16.to_le_bytes()); // mono
+    bytes.extend(&16000u32.to_le_bytes());
+    bytes.extend(&32000u32.to_le_bytes());
+    bytes.extend(&2u16.to_le_bytes());
+    bytes.extend(&16u16.to_le_bytes());
+    bytes.extend(b"data");
+    bytes.extend(&(data as u32).to_le_bytes());
+    for s in samples {
+        bytes.extend(&s.to_le_bytes());
+    }
+    fs::write(to, bytes).unwrap();
+}
+
+#[test]
+fn whisper_inputs_that_cannot_run_get_one_line_and_write_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let wav = tmp.path().join("tone.wav");
+    write_wav(&wav, 1.0);
+    let not_audio = tmp.path().join("notes.wav");
+    fs::write(&not_audio, "not a recording").unwrap();
+    let (png, json) = (out_dir.join("a.png"), out_dir.join("a.json"));
+    let outputs = ["--png", path(&png), "--json", path(&json)];
+    let (whisper, bart) = (fixture("tiny-whisper"), fixture("tiny-bart"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![path(&whisper), "Hello there"],
+            "give it with --audio FILE",
+        ),
+        (
+            vec![path(&whisper), "Hello", "--audio", path(&wav)],
+            "drop TEXT",
+        ),
+        (vec![path(&bart), "--audio", path(&wav)], "drop --audio"),
+        (
+            vec![path(&whisper), "--audio", path(&wav), "--language", "xx"],
+            "its languages are de, en, fr",
+        ),
+        (
+            vec![path(&whisper), "--audio", path(&not_audio)],
+            "not a recording attnviz can decode",
+        ),
+        (
+            vec![path(&whisper), "--audio", path(&wav), "--generate", "0"],
+            "generates nothing",
+        ),
+        (
+            vec![path(&whisper), "--audio", path(&wav), "--generate", "1000"],
+            "generate at most 60",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut all = vec!["-m"];
+        all.extend(&args);
+        all.extend(outputs);
+        let out = run(&all);
+        assert_clean_failure(&out, needle);
+        assert!(
+            tree(&out_dir).is_empty(),
+            "{args:?} left {:?}",
+            tree(&out_dir)
+        );
+    }
+}
+
+#[test]
+fn audio_gives_the_three_attentions_the_transcript_and_word_timings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wav = tmp.path().join("tone.wav");
+    write_wav(&wav, 1.0);
+    let (png, json) = (tmp.path().join("cross.png"), tmp.path().join("a.json"));
+    let whisper = fixture("tiny-whisper");
+    let out = run(&[
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--language",
+        "en",
+        "--generate",
+        "8",
+        "--kind",
+        "cross",
+        "--png",
+        path(&png),
+        "--json",
+        path(&json),
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("tone.wav: 2.00 s of audio, language <|en|>"),
+        "{err}"
+    );
+    assert!(err.contains("transcript (8 tokens"), "{err}");
+    assert!(
+        err.contains("word timings (the model's alignment heads)"),
+        "{err}"
+    );
+    assert!(fs::metadata(&png).unwrap().len() > 1000);
+    let doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        doc["kinds"],
+        serde_json::json!(["encoder", "decoder", "cross"])
+    );
+    let encoder = &doc["encoder"];
+    assert_eq!(encoder["tokens"][0], "0.00s");
+    assert_eq!(encoder["tokens"][149], "2.98s");
+    let cross = &doc["cross"];
+    assert_eq!(cross["key_tokens"].as_array().unwrap().len(), 150);
+    let speech = &cross["speech"];
+    assert_eq!(speech["audio"], "tone.wav");
+    assert_eq!(speech["window_seconds"], 2.0);
+    assert_eq!(speech["prompt"], serde_json::json!([301, 302, 306, 310]));
+    assert_eq!(
+        speech["alignment_heads"],
+        serde_json::json!([[1, 0], [1, 2]])
+    );
+    let words = speech["words"].as_array().unwrap();
+    assert!(!words.is_empty(), "{speech}");
+    // Words follow each other within the 2 s the recording covers (100 frames).
+    let mut last = 0.0;
+    for w in words {
+        let (start, end) = (w["start"].as_f64().unwrap(), w["end"].as_f64().unwrap());
+        assert!(last <= start && start <= end && end <= 2.0, "{w}");
+        last = end;
+    }
+    assert!(
+        doc["decoder"]["speech"].is_null(),
+        "one speech section, with the cross kind"
+    );
+}
