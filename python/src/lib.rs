@@ -623,6 +623,10 @@ fn request_error(e: RequestError) -> PyErr {
              attribution or ablation are the language model's; drop them, or tower=True"
                 .to_string(),
         ),
+        // Recordings are the CLI's for now (no audio= here): said in the library's words.
+        e @ (RequestError::TextWithAudio { .. } | RequestError::SpeechSettingsWithoutAudio) => {
+            value(e.to_string())
+        }
         RequestError::Shape(e) => runtime_error(e),
     }
 }

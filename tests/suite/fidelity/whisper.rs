@@ -262,16 +262,19 @@ fn tiny_whisper_generation_matches_transformers() {
                 weights: encoder.weights().to_vec(),
                 hidden: enc.seq2seq.encoder_hidden.clone(),
                 query_key: None,
+                routing: Vec::new(),
             },
             decoder: attnviz::model::Forward {
                 weights: decoder.weights().to_vec(),
                 hidden: enc.seq2seq.decoder_hidden.clone(),
                 query_key: None,
+                routing: Vec::new(),
             },
             cross: attnviz::model::Forward {
                 weights: cross.weights().to_vec(),
                 hidden: Vec::new(),
                 query_key: None,
+                routing: Vec::new(),
             },
             // The capture keeps no logits: compared by the network test.
             logits: Vec::new(),
