@@ -5,7 +5,35 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{Router, RouterLayer};
+use crate::attention::{Router, RouterLayer, RouterShapeError};
+
+/// What is wrong with a `router` section.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RouterDocError {
+    /// A layer whose rows are not one per token of the stated widths.
+    #[error("layer {layer}: chosen, weights and probs need {tokens} rows of {top_k}, {top_k} and {experts} values")]
+    Rows {
+        /// The layer's number.
+        layer: usize,
+        /// Tokens (rows) wanted.
+        tokens: usize,
+        /// Chosen experts per row.
+        top_k: usize,
+        /// Experts (probabilities per row).
+        experts: usize,
+    },
+    /// A layer whose `load` does not count its chosen experts.
+    #[error("layer {layer}: load {load:?} does not count the chosen experts")]
+    Load {
+        /// The layer's number.
+        layer: usize,
+        /// Its `load`.
+        load: Vec<usize>,
+    },
+    /// The router the section makes does not fit together.
+    #[error(transparent)]
+    Shape(#[from] RouterShapeError),
+}
 
 /// The routers' decisions for the input's tokens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -66,7 +94,7 @@ impl RouterDoc {
 
     /// The router the section describes, or what is wrong with it (rows of the wrong length,
     /// an expert out of range, a `load` that does not count the choices).
-    pub fn router(self) -> Result<Router, String> {
+    pub fn router(self) -> Result<Router, RouterDocError> {
         let (e, k, n) = (self.experts, self.top_k, self.tokens.len());
         let mut layers = Vec::with_capacity(self.layers.len());
         for l in self.layers {
@@ -77,10 +105,12 @@ impl RouterDoc {
                 || l.chosen.len() != n
                 || l.chosen.iter().any(|r| r.len() != k)
             {
-                return Err(format!(
-                    "layer {}: chosen, weights and probs need {n} rows of {k}, {k} and {e} values",
-                    l.layer
-                ));
+                return Err(RouterDocError::Rows {
+                    layer: l.layer,
+                    tokens: n,
+                    top_k: k,
+                    experts: e,
+                });
             }
             let layer = RouterLayer {
                 layer: l.layer,
@@ -89,10 +119,10 @@ impl RouterDoc {
                 weights: l.weights.concat(),
             };
             if layer.chosen.iter().all(|&c| (c as usize) < e) && layer.load(e) != l.load {
-                return Err(format!(
-                    "layer {}: load {:?} does not count the chosen experts",
-                    l.layer, l.load
-                ));
+                return Err(RouterDocError::Load {
+                    layer: l.layer,
+                    load: l.load,
+                });
             }
             layers.push(layer);
         }
@@ -103,7 +133,7 @@ impl RouterDoc {
             tokens: self.tokens,
             layers,
         };
-        router.check().map_err(|e| e.0)?;
+        router.check()?;
         Ok(router)
     }
 }

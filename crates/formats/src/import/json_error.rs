@@ -75,7 +75,7 @@ pub enum DocProblem {
     Image(#[from] ImageSectionError),
     /// A `router` section whose parts do not fit together.
     #[error("its router section does not fit together ({0})")]
-    Router(String),
+    Router(#[from] crate::doc::router::RouterDocError),
     /// A prefix longer than the units.
     #[error("its prefix of {units} units that see each other is longer than the tokens")]
     PrefixUnits {
