@@ -128,6 +128,32 @@ def test_a_vision_language_model_reads_its_prompt_with_the_picture():
     assert len(picture["cells"]) == count
 
 
+def test_pan_and_scan_gives_gemma_3_s_whole_picture_then_its_crops():
+    """As the CLI's --pan-and-scan: the reference's ids (make_gemma3_vlm.py --variant
+    pan-and-scan, whose processor asks for crops of 16 pixels), each crop a run that says so; the
+    same checkpoint's folder with the flag's defaults (crops of 256 pixels) leaves the small
+    picture whole; a model without crops refuses it in the library's words."""
+    ref = json.loads((REPO / "tests" / "reference" / "tiny-gemma3-vlm-pas.json").read_text())
+    case = next(c for c in ref["cases"] if c["name"] == "tall_and_square")
+    tall, square = (str(IMAGES / name) for name in case["images"])
+    report = attnviz.run(
+        case["text"], model=str(REPO / "tests" / "fixtures" / "tiny-gemma3-vlm-pas"), image=[tall, square]
+    )
+    assert json.loads(report.json())["input_ids"] == case["input_ids"]
+    tiles = [p.get("tile") for p in report.pictures]
+    assert [t["at"] if "at" in t else None for t in tiles] == [None, [0, 0], [1, 0], [2, 0], None]
+    assert all(t["crop"] for t in tiles)
+    plain = attnviz.run(
+        "<start_of_image> hi",
+        model=str(REPO / "tests" / "fixtures" / "tiny-gemma3-vlm"),
+        image=tall,
+        pan_and_scan=True,
+    )
+    assert len(plain.pictures) == 1
+    with pytest.raises(ValueError, match="only Gemma 3's processor writes them.*drop pan_and_scan=True"):
+        attnviz.run("hi", model=str(REPO / "tests" / "fixtures" / "tiny-smolvlm"), image=tall, pan_and_scan=True)
+
+
 def test_a_picture_is_one_band_of_the_matrix_unless_expanded(tmp_path):
     case = _llava_case("describe")
     report = attnviz.run(case["text"], model=LLAVA, image=str(IMAGES / case["images"][0]))
