@@ -1578,6 +1578,8 @@ fn gemma3_pan_and_scan_gives_the_whole_picture_then_its_crops() {
         1
     );
 
+    let lines = dir.path().join("lines.txt");
+    std::fs::write(&lines, "a picture\n").unwrap();
     for (args, says) in [
         (
             vec![
@@ -1599,6 +1601,18 @@ fn gemma3_pan_and_scan_gives_the_whole_picture_then_its_crops() {
             ],
             "--pan-and-scan cuts pictures into crops; add --image FILE",
         ),
+        (
+            vec![
+                "-m".to_string(),
+                fixture("tiny-gemma3-vlm"),
+                "--input".into(),
+                lines.display().to_string(),
+                "--out-dir".into(),
+                dir.path().join("corpus").display().to_string(),
+                "--pan-and-scan".into(),
+            ],
+            "--pan-and-scan is for a single input",
+        ),
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = run(&args);
@@ -1607,4 +1621,8 @@ fn gemma3_pan_and_scan_gives_the_whole_picture_then_its_crops() {
         assert!(err.contains(says), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+    assert!(
+        !dir.path().join("corpus").exists(),
+        "a refused corpus run writes nothing"
+    );
 }
