@@ -184,6 +184,34 @@ pub struct Seq2SeqLayerNames {
     pub ffn_norm: Name,
 }
 
+impl Seq2SeqLayerNames {
+    /// Layer `i` of a stack as BART names it, which mBART, Marian and Whisper share:
+    /// `{encoder,decoder}.layers.i.` then `self_attn` and `encoder_attn` (`q_proj`, `k_proj`,
+    /// `v_proj`, `out_proj`, each with its `*_layer_norm`), `fc1`, `fc2` and `final_layer_norm`.
+    pub fn bart(side: Side, i: usize) -> Seq2SeqLayerNames {
+        let layer = Name::root().pp(side.module()).pp("layers").pp(i);
+        let attention = |module: &str| {
+            let a = layer.pp(module);
+            AttentionNames {
+                q: a.pp("q_proj"),
+                k: a.pp("k_proj"),
+                v: a.pp("v_proj"),
+                output: a.pp("out_proj"),
+                norm: layer.pp(format!("{module}_layer_norm")),
+            }
+        };
+        Seq2SeqLayerNames {
+            self_attention: attention("self_attn"),
+            cross: (side == Side::Decoder).then(|| attention("encoder_attn")),
+            ffn: FfnNames::Plain {
+                expand: layer.pp("fc1"),
+                project: layer.pp("fc2"),
+            },
+            ffn_norm: layer.pp("final_layer_norm"),
+        }
+    }
+}
+
 /// Reads a normalisation of a block by name, as the family stores it (LayerNorm or RMSNorm).
 pub type NormReader<'a> = &'a dyn Fn(&Name) -> Result<Norm, Error>;
 

@@ -18,11 +18,11 @@ use crate::attention::PositionScheme;
 use crate::blocks::capture::SequenceCapture;
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::generate::Generation;
-use crate::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
+use crate::blocks::layers::{out_in_linear, Linear, Norm};
 use crate::blocks::network::{Architecture, Batch, Network, Seq2Seq, Seq2SeqForward, Speech};
 use crate::blocks::seq2seq::{
-    AttentionNames, LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames,
-    Seq2SeqNet, Side, Stack, StackPositions,
+    LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames, Seq2SeqNet, Side, Stack,
+    StackPositions,
 };
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
@@ -247,26 +247,7 @@ impl Names {
     }
 
     fn layer(side: Side, i: usize) -> Seq2SeqLayerNames {
-        let layer = Name::root().pp(side.module()).pp("layers").pp(i);
-        let attention = |module: &str| {
-            let a = layer.pp(module);
-            AttentionNames {
-                q: a.pp("q_proj"),
-                k: a.pp("k_proj"),
-                v: a.pp("v_proj"),
-                output: a.pp("out_proj"),
-                norm: layer.pp(format!("{module}_layer_norm")),
-            }
-        };
-        Seq2SeqLayerNames {
-            self_attention: attention("self_attn"),
-            cross: (side == Side::Decoder).then(|| attention("encoder_attn")),
-            ffn: FfnNames::Plain {
-                expand: layer.pp("fc1"),
-                project: layer.pp("fc2"),
-            },
-            ffn_norm: layer.pp("final_layer_norm"),
-        }
+        Seq2SeqLayerNames::bart(side, i)
     }
 }
 
