@@ -35,6 +35,10 @@ else
 fi
 
 step "fetch the test models"
+# Every crate of the workspace's lock file, the Python extension's included (the wheel is built
+# after the Rust suite, whose build_sharing test reads its dependency tree with `cargo tree
+# --offline`): on a fresh machine they are not all downloaded by the builds before it.
+cargo fetch --locked >/dev/null
 bash scripts/fetch-minilm.sh >/dev/null
 bash scripts/fetch-rxnmapper.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
