@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use attnviz::model::Model;
+use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::{Device, Tensor};
 use serde::Deserialize;
 
@@ -256,4 +257,86 @@ fn experts_stay_in_their_block_format() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not one matrix per expert"), "{err}");
+}
+
+/// Fixture `gguf/{name}` rewritten with candle's writer (tensors copied as they are) after
+/// `edit` changed its metadata; the error `Model::from_gguf` gives for it.
+fn load_edited(name: &str, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> String {
+    let src = repo().join("tests/fixtures/gguf").join(name);
+    let mut file = std::fs::File::open(&src).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut metadata: Vec<(String, Value)> = content.metadata.clone().into_iter().collect();
+    metadata.sort_by(|a, b| a.0.cmp(&b.0));
+    edit(&mut metadata);
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = names
+        .iter()
+        .map(|n| {
+            (
+                (*n).clone(),
+                content.tensor(&mut file, n, &Device::Cpu).unwrap(),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edited.gguf");
+    let mut out = std::fs::File::create(&path).unwrap();
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &candle_core::quantized::QTensor)> =
+        tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut out, &md, &ts).unwrap();
+    drop(out);
+    match Model::from_gguf(&path) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn set(metadata: &mut Vec<(String, Value)>, key: &str, value: Value) {
+    metadata.retain(|(k, _)| k != key);
+    metadata.push((key.to_string(), value));
+}
+
+#[test]
+fn expert_metadata_that_cannot_be_run_is_one_clear_line() {
+    // The rewrite itself keeps the file usable, so each refusal below is its edit's.
+    assert_eq!(load_edited("tiny-olmoe.Q8_0.gguf", |_| {}), "");
+    let cases: [(&str, fn(&mut Vec<(String, Value)>), &[&str]); 5] = [
+        (
+            "tiny-olmoe.Q8_0.gguf",
+            |md| set(md, "olmoe.expert_used_count", Value::U32(9)),
+            &["olmoe.expert_used_count is 9, more than the 8 experts"],
+        ),
+        (
+            "tiny-olmoe.Q8_0.gguf",
+            |md| md.retain(|(k, _)| k != "olmoe.expert_count"),
+            &["olmoe.expert_count is missing or 0", "routed experts"],
+        ),
+        (
+            "tiny-qwen3_moe.Q8_0.gguf",
+            |md| set(md, "qwen3moe.expert_count", Value::U32(1 << 30)),
+            &["qwen3moe.expert_count is 1073741824, implausibly large"],
+        ),
+        (
+            // More experts than the merged tensors hold: the router's shape says so first.
+            "tiny-mixtral.Q8_0.gguf",
+            |md| set(md, "llama.expert_count", Value::U32(9)),
+            &["block_sparse_moe.gate.weight has shape [8, 64], expected [9, 64]"],
+        ),
+        (
+            // Experts wider than stored: the slice's shape is named.
+            "tiny-qwen3_moe.Q8_0.gguf",
+            |md| set(md, "qwen3moe.expert_feed_forward_length", Value::U32(64)),
+            &["mlp.experts.0.gate_proj.weight has shape [8, 32, 64], expected [8, 64, 64]"],
+        ),
+    ];
+    for (file, edit, says) in cases {
+        let err = load_edited(file, edit);
+        assert!(!err.is_empty(), "{file}: loaded");
+        assert!(!err.contains('\n'), "{err}");
+        for s in says {
+            assert!(err.contains(s), "expected `{s}` in: {err}");
+        }
+    }
 }

@@ -174,14 +174,18 @@ impl<'a> TensorMap<'a> {
             })?;
         match info.shape.split_first() {
             Some((&n, rest)) if rest == shape && expert < n => Ok(Some((gguf, expert))),
-            // Named as asked, with the merged tensor's shape: at least this expert's matrix.
-            _ => Err(InputError::TensorShape {
-                origin: self.origin.clone(),
-                name: full.to_string(),
-                shape: info.shape.clone(),
-                expected: [&[expert + 1][..], shape].concat(),
+            // Named as asked, with the merged tensor's shape and the one that would hold this
+            // expert's matrix.
+            _ => {
+                let experts = info.shape.first().map_or(0, |&n| n).max(expert + 1);
+                Err(InputError::TensorShape {
+                    origin: self.origin.clone(),
+                    name: full.to_string(),
+                    shape: info.shape.clone(),
+                    expected: [&[experts][..], shape].concat(),
+                }
+                .into())
             }
-            .into()),
         }
     }
 
