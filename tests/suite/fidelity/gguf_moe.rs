@@ -302,7 +302,8 @@ fn set(metadata: &mut Vec<(String, Value)>, key: &str, value: Value) {
 fn expert_metadata_that_cannot_be_run_is_one_clear_line() {
     // The rewrite itself keeps the file usable, so each refusal below is its edit's.
     assert_eq!(load_edited("tiny-olmoe.Q8_0.gguf", |_| {}), "");
-    let cases: [(&str, fn(&mut Vec<(String, Value)>), &[&str]); 5] = [
+    type Edit = fn(&mut Vec<(String, Value)>);
+    let cases: [(&str, Edit, &[&str]); 5] = [
         (
             "tiny-olmoe.Q8_0.gguf",
             |md| set(md, "olmoe.expert_used_count", Value::U32(9)),
