@@ -57,7 +57,7 @@ pub(super) fn check_decoder(folder: &str, label: &str) {
 /// A GGUF copy of a tiny fixture (`tests/fixtures/gguf/`, written by make_gguf.py in llama.cpp's
 /// layout) through `Model::from_gguf`: its tokenizer from the metadata, every layer and head,
 /// q/k, logits and generation against the fixture's transformers references.
-fn check_gguf(file: &str, label: &str) {
+pub(super) fn check_gguf(file: &str, label: &str) {
     let reference = FamilyReference::load(label);
     let path = super::reference::repo()
         .join("tests/fixtures/gguf")

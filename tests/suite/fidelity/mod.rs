@@ -9,6 +9,7 @@
 
 mod decoders;
 pub mod families;
+mod gguf_moe;
 mod gguf_quantized;
 mod moe;
 mod multimodal;

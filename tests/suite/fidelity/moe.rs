@@ -18,7 +18,7 @@ use super::families::FamilyReference;
 use super::reference::{fixture, ok, repo, MaxDiff, TensorRef};
 
 /// Router weights and probabilities: the bound.
-const ROUTER_TOL: f32 = 1e-5;
+pub(super) const ROUTER_TOL: f32 = 1e-5;
 
 #[derive(Debug, Deserialize)]
 struct RouterInfo {
@@ -47,11 +47,17 @@ struct Manifest {
 
 /// Every case's and generation's router decisions against transformers'.
 fn check_router(folder: &str, label: &str) {
+    let model = ok(Model::from_dir(&fixture(folder)), folder);
+    check_router_of(&model, folder, label);
+}
+
+/// [`check_router`] for a model already loaded (`folder` names it in messages): from a GGUF
+/// copy of the fixture too.
+pub(super) fn check_router_of(model: &Model, folder: &str, label: &str) {
     let path = repo().join(format!("tests/reference/{label}.json"));
     let text = ok(std::fs::read_to_string(&path), path.display());
     let m: Manifest = ok(serde_json::from_str(&text), path.display());
     let reference = FamilyReference::load(label);
-    let model = ok(Model::from_dir(&fixture(folder)), folder);
     let (e, k) = (m.router.experts, m.router.top_k);
     let mut problems = Vec::new();
     for run in m.cases.iter().chain(&m.generations) {

@@ -12,7 +12,11 @@
 //! `experts.{e}.w1`/`w3`/`w2`), which is what transformers 5 saves and what is on the hub, or
 //! merged into 3-D tensors (`experts.gate_up_proj` `[experts, 2·inner, hidden]`,
 //! `experts.down_proj` `[experts, hidden, inner]`, transformers 5's in-memory layout); both are
-//! read ([`ExpertNames`]).
+//! read ([`ExpertNames`]). A GGUF file's experts (llama.cpp's merged `ffn_gate_exps`,
+//! `ffn_up_exps`, `ffn_down_exps`, `[experts, …]` in their block format) come through the
+//! per-expert names: each expert's matrix is its slice of the merged tensor, kept as stored
+//! in the file's memory map ([`crate::formats::tensors::TensorMap`]), so only the chosen
+//! experts' blocks are ever decoded, inside the quantised products.
 
 use super::layers::{FeedForward, FfnNames, Linear, LinearReader};
 use crate::error::Error;

@@ -137,6 +137,7 @@ pub static QWEN3_MOE: Family = Family {
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Qwen3Moe)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN3_MOE),
         ..Quirks::NONE
     },
 };
@@ -150,11 +151,13 @@ pub static OLMOE: Family = Family {
     config: |file| Ok(Box::new(LlamaConfig::read(file, Variant::Olmoe)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_OLMOE),
         ..Quirks::NONE
     },
 };
 
-/// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral).
+/// GGUF files of llama.cpp's `llama` architecture (Llama, SmolLM2, TinyLlama, Mistral, and
+/// Mixtral: a `llama` file with `llama.expert_count` experts).
 const GGUF_LLAMA: GgufReader = GgufReader {
     architectures: &["llama"],
     config: gguf_config,
@@ -171,6 +174,20 @@ const GGUF_QWEN2: GgufReader = GgufReader {
 /// GGUF files of the `qwen3` architecture.
 const GGUF_QWEN3: GgufReader = GgufReader {
     architectures: &["qwen3"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `qwen3moe` architecture (q/k stored unpermuted; the top-k always
+/// renormalised, as llama.cpp's `llm_build_qwen3moe` does).
+const GGUF_QWEN3_MOE: GgufReader = GgufReader {
+    architectures: &["qwen3moe"],
+    config: gguf_config,
+};
+
+/// GGUF files of the `olmoe` architecture (q/k stored unpermuted; the top-k not renormalised,
+/// as llama.cpp's `llm_build_olmoe` does).
+const GGUF_OLMOE: GgufReader = GgufReader {
+    architectures: &["olmoe"],
     config: gguf_config,
 };
 
@@ -520,17 +537,22 @@ impl LlamaConfig {
             }))
         };
         let variant = match p.architecture.as_str() {
+            // Mixtral is llama.cpp's `llama` with experts.
+            "llama" if p.experts.is_some() => Variant::Mixtral,
             "llama" => Variant::Llama,
             // Written without llama.cpp's q/k permutation (the reader undoes it for llama only).
             "qwen2" | "qwen2vl" => Variant::Qwen2,
             "qwen3" => Variant::Qwen3,
             "smollm3" => Variant::SmolLm3,
+            "qwen3moe" => Variant::Qwen3Moe,
+            "olmoe" => Variant::Olmoe,
             other => {
                 return refuse(GgufMetadataProblem::NotInFamily {
                     architecture: other.to_string(),
                     family: "Llama",
-                    runs: "; it runs GGUF files of the llama (Llama, SmolLM2, TinyLlama, …), \
-                           qwen2, qwen2vl, qwen3 and smollm3 architectures",
+                    runs: "; it runs GGUF files of the llama (Llama, SmolLM2, TinyLlama, \
+                           Mixtral, …), qwen2, qwen2vl, qwen3, smollm3, qwen3moe and olmoe \
+                           architectures",
                 })
             }
         };
@@ -592,7 +614,7 @@ impl LlamaConfig {
                 Some(_) => return refuse(GgufMetadataProblem::BlockCount(p.num_hidden_layers)),
                 None => Vec::new(),
             },
-            qk_norm: variant == Variant::Qwen3,
+            qk_norm: matches!(variant, Variant::Qwen3 | Variant::Qwen3Moe | Variant::Olmoe),
             nope_layers: if variant == Variant::SmolLm3 {
                 (0..p.num_hidden_layers)
                     .map(|i| (i + 1) % GGUF_NO_ROPE_STEP == 0)
@@ -601,8 +623,8 @@ impl LlamaConfig {
                 Vec::new()
             },
             rope_freqs: p.rope_freqs_tensor,
-            qk_norm_whole: false,
-            experts: None,
+            qk_norm_whole: variant == Variant::Olmoe,
+            experts: gguf_experts(variant, p),
         })
     }
 
@@ -837,6 +859,40 @@ fn expert_names(variant: Variant, i: usize) -> ExpertNames {
         experts: m.pp("experts"),
         leaves,
     }
+}
+
+/// The routed experts of a GGUF file (`{arch}.expert_*`), as llama.cpp runs them: the top-k
+/// renormalised for `llama` (Mixtral) and `qwen3moe`, not for `olmoe` (each fixed in its
+/// `llm_build_*`, whatever `expert_weights_norm` says); each expert's inner size
+/// `expert_feed_forward_length` for `qwen3moe` (else `feed_forward_length / expert_used_count`),
+/// `feed_forward_length` for the others; the layers with a router route, the others run a dense
+/// block.
+fn gguf_experts(variant: Variant, p: &DecoderParams) -> Option<MoeConfig> {
+    if !matches!(
+        variant,
+        Variant::Mixtral | Variant::Qwen3Moe | Variant::Olmoe
+    ) {
+        return None;
+    }
+    let e = p.experts.as_ref()?;
+    let inner = match variant {
+        Variant::Qwen3Moe => e
+            .feed_forward_length
+            .unwrap_or(p.intermediate_size / e.used),
+        _ => p.intermediate_size,
+    };
+    Some(MoeConfig {
+        router: RouterSettings {
+            experts: e.count,
+            top_k: e.used,
+            norm_topk_prob: variant != Variant::Olmoe,
+        },
+        experts_field: "expert_count",
+        inner,
+        sparse_layers: (0..p.num_hidden_layers)
+            .map(|i| e.layers.get(i).copied().unwrap_or(false))
+            .collect(),
+    })
 }
 
 /// The routed experts a mixture-of-experts variant's config describes, with the defaults of
@@ -1152,7 +1208,60 @@ mod tests {
             rope_original_context_length: None,
             rope_factors_tensors: false,
             rope_sections: Vec::new(),
+            experts: None,
         }
+    }
+
+    #[test]
+    fn gguf_experts_make_mixtral_qwen3_moe_and_olmoe_as_llama_cpp_runs_them() {
+        use crate::formats::gguf::ExpertParams;
+        let with_experts = |arch: &str, ffn: Option<usize>| {
+            let mut p = smollm2_params();
+            p.architecture = arch.into();
+            p.num_hidden_layers = 3;
+            p.experts = Some(ExpertParams {
+                count: 8,
+                used: 2,
+                feed_forward_length: ffn,
+                weights_norm: None,
+                layers: vec![true, false, true],
+            });
+            LlamaConfig::from_gguf(&p, "f.gguf").unwrap()
+        };
+        let mixtral = with_experts("llama", None);
+        assert_eq!(mixtral.variant, Variant::Mixtral);
+        assert_eq!(mixtral.architecture().family, "Mixtral");
+        let moe = mixtral.experts.unwrap();
+        assert_eq!(
+            (
+                moe.router.experts,
+                moe.router.top_k,
+                moe.router.norm_topk_prob
+            ),
+            (8, 2, true)
+        );
+        assert_eq!(
+            (moe.inner, moe.sparse_layers),
+            (1536, vec![true, false, true])
+        );
+        let qwen = with_experts("qwen3moe", Some(96));
+        assert_eq!(
+            (qwen.variant, qwen.qk_norm, qwen.qk_norm_whole),
+            (Variant::Qwen3Moe, true, false)
+        );
+        assert_eq!(qwen.experts.as_ref().unwrap().inner, 96);
+        assert!(qwen.experts.unwrap().router.norm_topk_prob);
+        // llama.cpp's fallback for the inner size: feed_forward_length / expert_used_count.
+        assert_eq!(with_experts("qwen3moe", None).experts.unwrap().inner, 768);
+        let olmoe = with_experts("olmoe", Some(96));
+        assert_eq!(
+            (olmoe.variant, olmoe.qk_norm, olmoe.qk_norm_whole),
+            (Variant::Olmoe, true, true)
+        );
+        let moe = olmoe.experts.unwrap();
+        assert_eq!((moe.inner, moe.router.norm_topk_prob), (1536, false));
+        // A dense architecture never routes.
+        assert!(with_experts("qwen3", None).experts.is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::gguf::{gguf_tensor_name_for, GgufFile};
+use super::gguf::{gguf_expert_slice_for, gguf_tensor_name_for, GgufFile};
 use super::validate::first_non_finite;
 use super::weights::{Checkpoint, MatrixWeight, Weight};
 use crate::error::{Error, InputError};
@@ -102,7 +102,9 @@ impl Tensors for Checkpoint {
 
 /// A GGUF file's tensors under transformers' names (with the base model's `model.` prefix,
 /// `lm_head.weight` outside it): matrices kept in their block format, in place in the file's
-/// memory map ([`GgufFile::stored`]), everything else (norms, biases) dequantised to f32.
+/// memory map ([`GgufFile::stored`]), everything else (norms, biases) dequantised to f32. One
+/// expert's matrix under transformers' per-expert name (`layers.0.mlp.experts.5.gate_proj`) is
+/// its slice of llama.cpp's merged tensor (`blk.0.ffn_gate_exps`, [`GgufFile::stored_slice`]).
 pub struct TensorMap<'a> {
     file: &'a GgufFile,
     /// `general.architecture`, which decides the names' layout.
@@ -157,12 +159,44 @@ impl<'a> TensorMap<'a> {
         Ok(Weight::owned(t.data, shape.to_vec()))
     }
 
+    /// The merged tensor and expert index of the per-expert name `full`, checked to hold that
+    /// expert as an `[outputs, inputs]` matrix of `shape`; `None` for other names.
+    fn locate_expert(&self, full: &str, shape: &[usize]) -> Result<Option<(String, usize)>, Error> {
+        let Some((gguf, expert)) = gguf_expert_slice_for(&self.arch, full) else {
+            return Ok(None);
+        };
+        let info = self
+            .file
+            .tensor_info(&gguf)
+            .ok_or_else(|| InputError::NoTensor {
+                origin: self.origin.clone(),
+                name: full.to_string(),
+            })?;
+        match info.shape.split_first() {
+            Some((&n, rest)) if rest == shape && expert < n => Ok(Some((gguf, expert))),
+            // Named as asked, with the merged tensor's shape and the one that would hold this
+            // expert's matrix.
+            _ => {
+                let experts = info.shape.first().map_or(0, |&n| n).max(expert + 1);
+                Err(InputError::TensorShape {
+                    origin: self.origin.clone(),
+                    name: full.to_string(),
+                    shape: info.shape.clone(),
+                    expected: [&[experts][..], shape].concat(),
+                }
+                .into())
+            }
+        }
+    }
+
     fn take_matrix(&self, full: &str, shape: &[usize]) -> Result<MatrixWeight, Error> {
         if shape.len() != 2 {
             return self.take(full, shape).map(MatrixWeight::F32);
         }
-        let gguf = self.locate(full, shape)?;
-        let m = self.file.stored(&gguf)?;
+        let m = match self.locate_expert(full, shape)? {
+            Some((merged, expert)) => self.file.stored_slice(&merged, expert)?,
+            None => self.file.stored(&self.locate(full, shape)?)?,
+        };
         if let Some((i, value)) = m.first_non_finite() {
             return Err(self.non_finite(full, i, value));
         }
@@ -180,7 +214,15 @@ impl Tensors for TensorMap<'_> {
     }
 
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        let gguf = gguf_tensor_name_for(&self.arch, &format!("model.{name}"))?;
+        let full = format!("model.{name}");
+        if let Some((merged, expert)) = gguf_expert_slice_for(&self.arch, &full) {
+            let shape = self.file.tensor_info(&merged)?.shape;
+            return shape
+                .split_first()
+                .filter(|(n, _)| expert < **n)
+                .map(|(_, rest)| rest.to_vec());
+        }
+        let gguf = gguf_tensor_name_for(&self.arch, &full)?;
         self.file.tensor_info(&gguf).map(|t| t.shape)
     }
 

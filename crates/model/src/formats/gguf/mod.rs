@@ -41,8 +41,8 @@ pub use dequant::{type_name, unpermute_rows, F32Tensor};
 const PERMUTED_QK: &[&str] = &["llama", "smollm3"];
 pub use header::{HeaderError, UnsupportedType};
 pub use params::{
-    gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name, hf_tensor_name_for, DecoderParams,
-    RopeScaling,
+    gguf_expert_slice_for, gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name,
+    hf_tensor_name_for, DecoderParams, ExpertParams, RopeScaling,
 };
 pub use tokenizer::{GgufTokenizer, TokenizerProblem};
 
@@ -184,6 +184,17 @@ pub enum TensorProblem {
     /// Not a matrix where one is needed.
     #[error("has shape {0:?}, not a matrix")]
     NotAMatrix(Vec<usize>),
+    /// Not a stack of matrices (`[experts, outputs, inputs]`) where one is needed.
+    #[error("has shape {0:?}, not one matrix per expert ([experts, outputs, inputs])")]
+    NotExperts(Vec<usize>),
+    /// An expert the merged tensor does not hold.
+    #[error("holds {total} experts; expert {expert} does not exist")]
+    NoExpert {
+        /// Experts it holds.
+        total: usize,
+        /// The expert asked for.
+        expert: usize,
+    },
     /// The matrix cannot be kept as stored.
     #[error(transparent)]
     Stored(#[from] crate::kernels::quant::QuantError),
@@ -325,6 +336,17 @@ pub enum MetadataProblem {
     /// A size no real model has.
     #[error("is {0}, implausibly large")]
     Implausible(u64),
+    /// No experts in an architecture that always has them.
+    #[error("is missing or 0, but this architecture's feed-forward blocks are routed experts")]
+    NoExperts,
+    /// More experts chosen per token than there are.
+    #[error("is {used}, more than the {count} experts of expert_count")]
+    UsedExperts {
+        /// Experts chosen per token.
+        used: usize,
+        /// Experts.
+        count: usize,
+    },
     /// A number that is not finite.
     #[error("is {0}, expected a finite number")]
     NotFinite(f64),
@@ -580,8 +602,54 @@ impl GgufFile {
             rope_sections: self
                 .get_usize_array(&key("rope.dimension_sections"))?
                 .unwrap_or_default(),
+            experts: self.expert_params(&arch, layers)?,
             architecture: arch,
         })
+    }
+
+    /// The routed experts `{arch}.expert_count` and its sibling keys describe, with the layers
+    /// that hold a router; `None` when the file states no experts (or 0, as llama.cpp's
+    /// converter writes for a dense model).
+    fn expert_params(&self, arch: &str, layers: usize) -> Result<Option<ExpertParams>, GgufError> {
+        let key = |name: &str| format!("{arch}.{name}");
+        let count = match self.get_usize(&key("expert_count"))? {
+            // llama.cpp refuses these without experts ("n_expert must be > 0").
+            None | Some(0) if MOE_ONLY.contains(&arch) => {
+                return Err(self.meta_err(&key("expert_count"), MetadataProblem::NoExperts))
+            }
+            None | Some(0) => return Ok(None),
+            Some(n) if n > MAX_EXPERTS => {
+                return Err(
+                    self.meta_err(&key("expert_count"), MetadataProblem::Implausible(n as u64))
+                )
+            }
+            Some(n) => n,
+        };
+        let used_key = key("expert_used_count");
+        let used = self.require_usize(&used_key)?;
+        if used == 0 {
+            return Err(self.meta_err(&used_key, MetadataProblem::Zero));
+        }
+        if used > count {
+            return Err(self.meta_err(&used_key, MetadataProblem::UsedExperts { used, count }));
+        }
+        let ffn_key = key("expert_feed_forward_length");
+        let feed_forward_length = self.get_usize(&ffn_key)?;
+        if feed_forward_length == Some(0) {
+            return Err(self.meta_err(&ffn_key, MetadataProblem::Zero));
+        }
+        // Bounded: the layer count is checked against the most layers a model may have later,
+        // and a router name is looked up per layer only.
+        let layers = (0..layers.min(1 << 16))
+            .map(|i| self.has_tensor(&format!("blk.{i}.ffn_gate_inp.weight")))
+            .collect();
+        Ok(Some(ExpertParams {
+            count,
+            used,
+            feed_forward_length,
+            weights_norm: self.get_bool(&key("expert_weights_norm"))?,
+            layers,
+        }))
     }
 
     /// The vocabulary's sizes agree before anything is built from them (a 4M-token vocabulary
@@ -707,6 +775,36 @@ impl GgufFile {
             }
         };
         made.map_err(|e| tensor_err(e.into()))
+    }
+
+    /// Expert `expert`'s matrix of the merged 3-D tensor `name` (`blk.0.ffn_gate_exps.weight`,
+    /// `[experts, outputs, inputs]`), kept in its block format in place in the memory map: the
+    /// expert's rows are whole blocks, one contiguous run of the tensor's bytes. Nothing of the
+    /// other experts is read.
+    pub fn stored_slice(&self, name: &str, expert: usize) -> Result<StoredMatrix, GgufError> {
+        let entry = self.entry(name)?;
+        let tensor_err = |problem: TensorProblem| GgufError::Tensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+            problem: Box::new(problem),
+        };
+        let &[total, outputs, inputs] = entry.shape.as_slice() else {
+            return Err(tensor_err(TensorProblem::NotExperts(entry.shape.clone())));
+        };
+        if expert >= total {
+            return Err(tensor_err(TensorProblem::NoExpert { total, expert }));
+        }
+        // The record was checked at open: `len` is `total` equal runs of whole blocks.
+        let each = entry.len / total;
+        let start = entry.start + expert * each;
+        StoredMatrix::in_map(
+            &self.mmap,
+            start..start + each,
+            entry.dtype,
+            outputs,
+            inputs,
+        )
+        .map_err(|e| tensor_err(e.into()))
     }
 
     /// Tensor `name` dequantised as stored, without undoing any permutation (what gguf-py's
@@ -1035,6 +1133,13 @@ impl GgufFile {
         }
     }
 }
+
+/// The architectures whose every model routes its feed-forward blocks to experts.
+const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe"];
+
+/// The most experts a router may have in a file read here (the largest released models have
+/// 384): a bound on `{arch}.expert_count`.
+pub const MAX_EXPERTS: usize = 4096;
 
 /// A metadata value's type, for messages.
 fn describe(v: &Value) -> String {

@@ -92,6 +92,29 @@ pub struct DecoderParams {
     /// `{arch}.rope.dimension_sections` (`qwen2vl`: M-RoPE's runs of frequencies for the
     /// temporal, height and width positions, padded to four with zeros); empty when absent.
     pub rope_sections: Vec<usize>,
+    /// The routed experts of a mixture-of-experts decoder (`{arch}.expert_count` stated and
+    /// not 0); `None` for a dense one.
+    pub experts: Option<ExpertParams>,
+}
+
+/// A mixture-of-experts decoder's routed experts, from `{arch}.expert_*` metadata and the
+/// tensors of its layers. Each routed layer holds a router (`blk.{i}.ffn_gate_inp.weight`,
+/// `[experts, hidden]`) and its experts merged into three 3-D tensors
+/// (`ffn_gate_exps`/`ffn_up_exps` `[experts, inner, hidden]`, `ffn_down_exps`
+/// `[experts, hidden, inner]`), each expert a slice of whole rows in the tensor's block format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpertParams {
+    /// `{arch}.expert_count`.
+    pub count: usize,
+    /// `{arch}.expert_used_count`: the experts chosen per token.
+    pub used: usize,
+    /// `{arch}.expert_feed_forward_length` (Qwen3-MoE's `moe_intermediate_size`), when stated.
+    pub feed_forward_length: Option<usize>,
+    /// `{arch}.expert_weights_norm`, when stated.
+    pub weights_norm: Option<bool>,
+    /// Which layers route: those with a router tensor (`blk.{i}.ffn_gate_inp.weight`); the
+    /// others run a dense feed-forward block (`ffn_gate`, `ffn_up`, `ffn_down`).
+    pub layers: Vec<bool>,
 }
 
 /// transformers' name for a llama.cpp tensor name (`blk.3.attn_q.weight` →
@@ -141,8 +164,21 @@ fn layer_parts(arch: &str) -> &'static [(&'static str, &'static str)] {
         ("ffn_down", "mlp.down_proj"),
         ("ffn_up", "mlp.up_proj"),
     ];
-    const LLAMA: [(&str, &str); 11] =
-        concat_parts(COMMON, [("ffn_norm", "post_attention_layernorm")]);
+    // The routed experts (Mixtral, Qwen3-MoE, OLMoE): the router, and the merged experts under
+    // the names of transformers' merged layout's three maps (one expert each is a slice, see
+    // [`gguf_expert_slice_for`]). Mixtral's `block_sparse_moe.gate` is read as `mlp.gate`'s
+    // alias.
+    const LLAMA: [(&str, &str); 16] = concat_parts(
+        COMMON,
+        [
+            ("ffn_norm", "post_attention_layernorm"),
+            ("ffn_gate_inp", "mlp.gate"),
+            ("ffn_gate_inp", "block_sparse_moe.gate"),
+            ("ffn_gate_exps", "mlp.experts.gate_proj"),
+            ("ffn_up_exps", "mlp.experts.up_proj"),
+            ("ffn_down_exps", "mlp.experts.down_proj"),
+        ],
+    );
     const GEMMA: [(&str, &str); 13] = concat_parts(
         COMMON,
         [
@@ -218,6 +254,39 @@ pub fn gguf_tensor_name_for(arch: &str, hf: &str) -> Option<String> {
     Some(format!("blk.{layer}.{gguf}.{suffix}"))
 }
 
+/// The leaf names of one expert's maps in transformers' per-expert layout (`gate_proj`, …;
+/// Mixtral's `w1`, `w3`, `w2`) and the merged GGUF tensor each is a slice of.
+const EXPERT_LEAVES: [(&str, &str); 6] = [
+    ("gate_proj", "ffn_gate_exps"),
+    ("up_proj", "ffn_up_exps"),
+    ("down_proj", "ffn_down_exps"),
+    ("w1", "ffn_gate_exps"),
+    ("w3", "ffn_up_exps"),
+    ("w2", "ffn_down_exps"),
+];
+
+/// Where one expert's matrix lies in a GGUF file of architecture `arch`: for a transformers name
+/// of the per-expert layout (`model.layers.3.mlp.experts.5.gate_proj.weight`, Mixtral's
+/// `model.layers.3.block_sparse_moe.experts.5.w1.weight`), the merged 3-D tensor
+/// (`blk.3.ffn_gate_exps.weight`) and the expert's index in it (5). `None` for any other name, and
+/// for Gemma's and Phi-3's layouts, which have no experts.
+pub fn gguf_expert_slice_for(arch: &str, hf: &str) -> Option<(String, usize)> {
+    if matches!(arch, "gemma2" | "gemma3" | "phi3") {
+        return None;
+    }
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    layer.parse::<usize>().ok()?;
+    let rest = rest
+        .strip_prefix("mlp.experts.")
+        .or_else(|| rest.strip_prefix("block_sparse_moe.experts."))?;
+    let (expert, rest) = rest.split_once('.')?;
+    let expert = expert.parse::<usize>().ok()?;
+    let leaf = rest.strip_suffix(".weight")?;
+    let (_, merged) = EXPERT_LEAVES.iter().find(|(l, _)| *l == leaf)?;
+    Some((format!("blk.{layer}.{merged}.weight"), expert))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +333,76 @@ mod tests {
         }
         assert_eq!(
             gguf_tensor_name("model.layers.0.self_attn.rotary_emb.inv_freq"),
+            None
+        );
+    }
+
+    #[test]
+    fn routed_experts_map_to_the_merged_tensors_and_their_slices() {
+        for arch in ["llama", "qwen3moe", "olmoe"] {
+            for (gguf, hf) in [
+                (
+                    "blk.1.ffn_gate_inp.weight",
+                    "model.layers.1.mlp.gate.weight",
+                ),
+                (
+                    "blk.0.ffn_gate_exps.weight",
+                    "model.layers.0.mlp.experts.gate_proj.weight",
+                ),
+                (
+                    "blk.2.ffn_down_exps.weight",
+                    "model.layers.2.mlp.experts.down_proj.weight",
+                ),
+            ] {
+                assert_eq!(hf_tensor_name_for(arch, gguf).as_deref(), Some(hf));
+                assert_eq!(gguf_tensor_name_for(arch, hf).as_deref(), Some(gguf));
+            }
+            // Mixtral's router name is an alias of the same tensor.
+            assert_eq!(
+                gguf_tensor_name_for(arch, "model.layers.1.block_sparse_moe.gate.weight")
+                    .as_deref(),
+                Some("blk.1.ffn_gate_inp.weight")
+            );
+            for (hf, gguf, e) in [
+                (
+                    "model.layers.3.mlp.experts.5.gate_proj.weight",
+                    "blk.3.ffn_gate_exps.weight",
+                    5,
+                ),
+                (
+                    "model.layers.0.mlp.experts.0.up_proj.weight",
+                    "blk.0.ffn_up_exps.weight",
+                    0,
+                ),
+                (
+                    "model.layers.1.block_sparse_moe.experts.7.w2.weight",
+                    "blk.1.ffn_down_exps.weight",
+                    7,
+                ),
+                (
+                    "model.layers.1.block_sparse_moe.experts.2.w3.weight",
+                    "blk.1.ffn_up_exps.weight",
+                    2,
+                ),
+            ] {
+                assert_eq!(
+                    gguf_expert_slice_for(arch, hf),
+                    Some((gguf.to_string(), e)),
+                    "{hf}"
+                );
+            }
+        }
+        for odd in [
+            "model.layers.0.mlp.experts.x.gate_proj.weight",
+            "model.layers.0.mlp.experts.1.gate_proj.bias",
+            "model.layers.0.mlp.experts.1.w4.weight",
+            "model.layers.0.mlp.gate_proj.weight",
+            "model.layers.0.mlp.experts.gate_up_proj",
+        ] {
+            assert_eq!(gguf_expert_slice_for("llama", odd), None, "{odd}");
+        }
+        assert_eq!(
+            gguf_expert_slice_for("phi3", "model.layers.0.mlp.experts.1.gate_proj.weight"),
             None
         );
     }
