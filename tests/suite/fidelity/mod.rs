@@ -10,6 +10,7 @@
 mod decoders;
 pub mod families;
 mod gguf_quantized;
+mod gpt_oss;
 mod moe;
 mod multimodal;
 mod oracle;

@@ -46,7 +46,7 @@ struct Manifest {
 }
 
 /// Every case's and generation's router decisions against transformers'.
-fn check_router(folder: &str, label: &str) {
+pub(super) fn check_router(folder: &str, label: &str) {
     let path = repo().join(format!("tests/reference/{label}.json"));
     let text = ok(std::fs::read_to_string(&path), path.display());
     let m: Manifest = ok(serde_json::from_str(&text), path.display());
