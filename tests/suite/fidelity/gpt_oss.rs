@@ -91,3 +91,95 @@ fn tiny_gpt_oss_sinks_match_hf() {
     // (rows summing to 1) would be off by far more than the bound.
     assert!(spread.0 < 0.01 && spread.1 > 0.9, "sink shares {spread:?}");
 }
+
+/// The captured value carries each row's sink share (transformers' sink column), the JSON
+/// writes it as `sink_shares` and reads it back, and the terminal draws it after the keys and
+/// names it in each row's list of strongest keys.
+#[test]
+fn sink_shares_reach_the_value_the_json_and_the_terminal() {
+    use crate::support::cli::run;
+    let m = manifest();
+    let reference = FamilyReference::load(LABEL);
+    let case = &reference.cases[0];
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let enc = ok(
+        model.encode(&case.text, None, &attnviz::model::EncodeOptions::default()),
+        &case.name,
+    );
+    let want = reference.values(&m.cases[0].tensors["sinks"]);
+    let shares = enc.attention.sink_shares().expect("sink shares");
+    let d = MaxDiff::of(shares, &want);
+    assert!(
+        !d.exceeds(ATTENTION_TOL),
+        "sink shares max |Δ| {:.3e}",
+        d.value
+    );
+    // Every row and its share sum to 1.
+    let n = enc.attention.n_keys();
+    for (row, s) in enc.attention.weights().chunks_exact(n).zip(shares) {
+        let sum: f32 = row.iter().sum::<f32>() + s;
+        assert!((sum - 1.0).abs() < 1e-5, "{sum}");
+    }
+
+    let path = fixture(LABEL);
+    let path = path.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("sinks.json");
+    let out = run(&[
+        "-m",
+        path,
+        &case.text,
+        "--json",
+        json.to_str().unwrap(),
+        "--full-precision",
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let written: Vec<f32> = doc["sink_shares"]
+        .as_array()
+        .expect("sink_shares")
+        .iter()
+        .flat_map(|l| l.as_array().unwrap().iter())
+        .flat_map(|h| h.as_array().unwrap().iter())
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    assert_eq!(written, shares);
+
+    let view = run(&["-m", path, &case.text, "--layer", "1", "--head", "0"]);
+    assert!(
+        view.status.success(),
+        "{}",
+        String::from_utf8_lossy(&view.stderr)
+    );
+    let text = String::from_utf8(view.stdout).unwrap();
+    assert!(text.contains("sink column: each row's share"), "{text}");
+    assert!(text.contains("· sink "), "{text}");
+    // Row 0's share at layer 1, head 0 (`[layers, heads, n]`), after the column's rule.
+    let heads = enc.attention.heads();
+    let first = shares[heads * case.input_ids.len()];
+    assert!(
+        text.contains(&format!(" {first:.3}\n")),
+        "{first} in {text}"
+    );
+    let rendered = run(&[
+        "render",
+        json.to_str().unwrap(),
+        "--layer",
+        "1",
+        "--head",
+        "0",
+    ]);
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let again = String::from_utf8(rendered.stdout).unwrap();
+    assert_eq!(again, text, "render reads the shares back");
+}
