@@ -205,6 +205,19 @@ fn layer_masks(att: &Attention) -> Vec<LayerMaskDoc> {
         .collect()
 }
 
+/// Each row's share on a learned attention sink, `[layers][heads][queries]`, when `att` has
+/// them.
+fn sink_shares(att: &Attention) -> Option<Vec<Vec<Vec<f32>>>> {
+    let shares = att.sink_shares()?;
+    let n = att.n_queries().max(1);
+    let mut rows = shares.chunks_exact(n).map(<[f32]>::to_vec);
+    Some(
+        (0..att.layers())
+            .map(|_| rows.by_ref().take(att.heads()).collect())
+            .collect(),
+    )
+}
+
 /// The metadata of `att`'s version-2 body, before its sections and `attention` array: the
 /// model, kind, mask, layer numbers and masks, texts, what the weights are, and every per-unit
 /// field (queries, and keys for cross-attention). A saved capture's metadata holds it for each
@@ -253,6 +266,7 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         // In units: those that start inside the prefix's tokens.
         prefix: spans.iter().filter(|s| s.start < att.prefix).count(),
         router: att.router.as_deref().map(crate::doc::router::RouterDoc::of),
+        sink_shares: sink_shares(att),
         queries: UnitsDoc::of(att.queries(), att.level),
         keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),
     }

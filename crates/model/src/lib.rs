@@ -934,9 +934,12 @@ impl Model {
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let mut captures: Vec<SequenceCapture> = match sink {
-            Some(sink) => vec![SequenceCapture::streaming(
-                arch, lengths[0], lengths[0], layers, sink,
-            )],
+            Some(sink) => {
+                vec![
+                    SequenceCapture::streaming(arch, lengths[0], lengths[0], layers, sink)
+                        .with_sinks(self.network.attention_sinks()),
+                ]
+            }
             None => lengths
                 .iter()
                 .map(|&len| {
@@ -977,7 +980,18 @@ impl Model {
                     blocks::capture::StreamError::Rows(e) => Error::Attention(e),
                 })?;
             } else {
-                validate::check_rows(&capture.probs, layers.len(), info.heads, capture.queries())?;
+                let n = capture.queries();
+                if self.network.attention_sinks() {
+                    validate::check_rows_with_sinks(
+                        &capture.probs,
+                        layers.len(),
+                        info.heads,
+                        n,
+                        n,
+                    )?;
+                } else {
+                    validate::check_rows(&capture.probs, layers.len(), info.heads, n)?;
+                }
             }
         }
 
@@ -1218,7 +1232,9 @@ impl Model {
         .and_then(|a| a.with_layer_numbers(numbers))
         .and_then(|a| self.describe(a, out.query_key))
         .and_then(|a| a.with_router(router))
-        .map_err(ForwardError::Shape)?;
+        .map_err(ForwardError::Shape)?
+        // A learned sink's share of each row is what the row leaves (gpt-oss).
+        .with_sinks_from_rows(self.network.attention_sinks());
         Ok(Encoding {
             attention,
             hidden: out.hidden,

@@ -54,6 +54,8 @@ const LABEL_MAX: usize = 12;
 const SHADES: [&str; 5] = [" ·", "░░", "▒▒", "▓▓", "██"];
 /// A cell the query could not see (a causal mask's future): blank, unlike a weight of 0.
 const MASKED: &str = "  ";
+/// What divides the keys from the learned attention sink's column.
+const SINK_RULE: &str = " ┃";
 
 /// Write the terminal view of `selection` (a layer, and a head or the mean) of `att`. A selection
 /// the model does not have is an [`io::ErrorKind::InvalidInput`] error wrapping a
@@ -91,6 +93,7 @@ fn view_of(
         .check_selection(selection)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let matrix = att.matrix(layer, head);
+    let sinks = att.sink_share_row(layer, head);
     let names = Names::of(att, opts.raw_tokens, banded);
     let note = banded.map(Banded::note);
     let view = View {
@@ -102,6 +105,7 @@ fn view_of(
         text: None,
         band_note: note.as_deref(),
         bands: banded.map_or(&[], |b| &b.bands),
+        sinks: sinks.as_deref(),
     };
     let t = &mut Term::new(w, opts.color);
     view.title(layer, head, t)?;
@@ -140,6 +144,9 @@ struct View<'a> {
     band_note: Option<&'a str>,
     /// The pictures' bands, when they are banded.
     bands: &'a [Band],
+    /// Each row's share on a learned attention sink (gpt-oss), drawn as a column of its own
+    /// after the keys; `None` without one.
+    sinks: Option<&'a [f32]>,
 }
 
 /// The words of a token × token matrix that is not attention (ALTI's contributions), for
@@ -211,6 +218,7 @@ fn matrix_view_of(
         text: Some(text),
         band_note: note.as_deref(),
         bands: banded.map_or(&[], |b| &b.bands),
+        sinks: None,
     };
     let t = &mut Term::new(w, opts.color);
     view.wrap(&text.title, Paint::Bold, t)?;
@@ -477,6 +485,17 @@ impl View<'_> {
         if let Some(note) = self.band_note {
             self.wrap(note, Paint::Dim, t)?;
         }
+        if self.sinks.is_some() {
+            self.wrap(
+                &format!(
+                    "{SINK_RULE} sink column: each row's share on the learned attention sink, a \
+                     logit per head in the softmax that is no token; the row's cells and it sum \
+                     to 1"
+                ),
+                Paint::Dim,
+                t,
+            )?;
+        }
         if let Some(win) = self.att.window(self.layer).filter(|_| self.text.is_none()) {
             t.say_as(
                 Paint::Dim,
@@ -526,7 +545,13 @@ impl View<'_> {
     fn full(&self, index_w: usize, label_w: usize, t: &mut Term) -> io::Result<()> {
         let att = self.att;
         let (nq, nk) = (self.nq(), self.nk());
-        let max = self.matrix.iter().copied().fold(0.0, f32::max);
+        // The sink column shares the cells' colour scale.
+        let max = self
+            .matrix
+            .iter()
+            .chain(self.sinks.unwrap_or_default())
+            .copied()
+            .fold(0.0, f32::max);
         self.legend(max, t)?;
         self.unit_notes(true, t)?;
         let bq = att.queries().segment_b_start();
@@ -574,6 +599,11 @@ impl View<'_> {
                 } else {
                     self.cell(v, max, &mut line);
                 }
+            }
+            if let Some(sinks) = self.sinks {
+                line.paint(Paint::Dim, SINK_RULE);
+                self.cell(sinks[q], max, &mut line);
+                line.paint(Paint::Dim, &format!(" {}", weight(sinks[q])));
             }
             // Masked cells at the end of a row (a causal mask's future) leave no spaces behind.
             t.line(line.trim_end())?;
@@ -650,8 +680,11 @@ impl View<'_> {
                     )
                 })
                 .collect();
+            let sink = self
+                .sinks
+                .map_or(String::new(), |s| format!("  · sink {}", weight(s[q])));
             t.say(&format!(
-                "{:>index_w$} {} → {}",
+                "{:>index_w$} {} → {}{sink}",
                 self.names.qnum[q],
                 pad(&fit(self.query_label(q), label_w), label_w),
                 entries.join("  ")
@@ -690,6 +723,7 @@ impl View<'_> {
                 text: self.text,
                 band_note: self.band_note,
                 bands: self.bands,
+                sinks: self.sinks,
             }
             .full(index_w, label_w, t)?;
         } else {
@@ -799,6 +833,22 @@ impl View<'_> {
             Paint::Dim,
             &format!("The JSON, HTML and PNG views show every {unit}."),
         )?;
+        if let Some(sinks) = self.sinks.filter(|s| !s.is_empty()) {
+            let mean = sinks.iter().sum::<f32>() / sinks.len() as f32;
+            let (lo, hi) = sinks
+                .iter()
+                .fold((f32::INFINITY, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+            t.say_as(
+                Paint::Dim,
+                &format!(
+                    "Learned attention sink: its share of a row is {} on average ({} to {}); \
+                     the rows' cells sum to 1 less it.",
+                    weight(mean),
+                    weight(lo),
+                    weight(hi)
+                ),
+            )?;
+        }
         // Heatmap over blocks: cell (I, J) is the share of attention that queries in block I give
         // to keys in block J (mean over the block's queries of the sum over its keys).
         let label_w = 22;

@@ -11,6 +11,7 @@ mod decoders;
 pub mod families;
 mod gguf_moe;
 mod gguf_quantized;
+mod gpt_oss;
 mod moe;
 mod multimodal;
 mod oracle;

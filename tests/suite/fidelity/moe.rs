@@ -46,7 +46,7 @@ struct Manifest {
 }
 
 /// Every case's and generation's router decisions against transformers'.
-fn check_router(folder: &str, label: &str) {
+pub(super) fn check_router(folder: &str, label: &str) {
     let model = ok(Model::from_dir(&fixture(folder)), folder);
     check_router_of(&model, folder, label);
 }

@@ -377,6 +377,11 @@ pub struct Attention {
     /// What a mixture-of-experts model's routers decided for the input's tokens (token level
     /// whatever the attention's level, labelled by its own tokens); `None` for a dense model.
     pub router: Option<std::sync::Arc<Router>>,
+    /// Each row's share on a learned attention sink, `[layers, heads, n_query]` (gpt-oss: a
+    /// logit per head that takes part in the softmax without being a token), so that the row's
+    /// weights over the keys sum to 1 less it; `None` for a softmax without a sink. See
+    /// [`Attention::sink_shares`].
+    sink_shares: Option<Vec<f32>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -525,6 +530,7 @@ impl Attention {
             pictures: Default::default(),
             prefix: 0,
             router: None,
+            sink_shares: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -726,9 +732,78 @@ impl Attention {
             pictures: self.pictures.clone(),
             prefix: self.prefix,
             router: self.router.clone(),
+            sink_shares: None,
         };
         att.check()?;
-        Ok(att)
+        // The sink's share of a merged row is what its weights leave (a word's row is the mean
+        // of its pieces' rows); renormalised rows leave nothing to explain.
+        let sink_shares =
+            (self.sink_shares.is_some() && !special_excluded).then(|| att.row_remainders());
+        Ok(Attention { sink_shares, ..att })
+    }
+
+    /// `1 − Σ row` of every row, `[layers, heads, n_query]`, summed in f64.
+    fn row_remainders(&self) -> Vec<f32> {
+        self.weights
+            .chunks_exact(self.n_keys().max(1))
+            .map(|row| (1.0 - row.iter().map(|&w| w as f64).sum::<f64>()).max(0.0) as f32)
+            .collect()
+    }
+
+    /// The same value with each row's share on a learned attention sink, `[layers, heads,
+    /// n_query]` ([`Attention::sink_shares`]); `None`: the softmax had no sink.
+    pub fn with_sink_shares(mut self, sinks: Option<Vec<f32>>) -> Result<Self, ShapeError> {
+        if let Some(s) = &sinks {
+            let want = self.model.layers * self.model.heads * self.n_queries();
+            if s.len() != want {
+                return Err(ShapeProblem::Sinks { len: s.len(), want }.into());
+            }
+        }
+        self.sink_shares = sinks;
+        Ok(self)
+    }
+
+    /// The same value with the sink shares its rows leave (`1 − Σ row`, the share a learned
+    /// sink in the softmax took: gpt-oss's), or none (`with`: false).
+    pub fn with_sinks_from_rows(self, with: bool) -> Self {
+        let sink_shares = with.then(|| self.row_remainders());
+        Attention {
+            sink_shares,
+            ..self
+        }
+    }
+
+    /// Each row's share on the learned attention sink, `[layers, heads, n_query]`, when the
+    /// model's softmax had one and the weights are its probabilities ([`Holds::Raw`]): the
+    /// row's weights over the keys and this share sum to 1.
+    pub fn sink_shares(&self) -> Option<&[f32]> {
+        self.sink_shares
+            .as_deref()
+            .filter(|_| self.holds == Holds::Raw)
+    }
+
+    /// The sink's share of `query`'s row in `layer`/`head` (see [`Attention::sink_shares`]).
+    pub fn sink_share(&self, layer: usize, head: usize, query: usize) -> Option<f32> {
+        let n = self.n_queries();
+        self.sink_shares()
+            .map(|s| s[(layer * self.heads() + head) * n + query])
+    }
+
+    /// The sink's share of every row of `layer` for a head selection, `[n_query]`: one head's,
+    /// or the mean over the layer's heads (as [`Attention::matrix`] means the rows).
+    pub fn sink_share_row(&self, layer: usize, head: HeadSel) -> Option<Vec<f32>> {
+        let s = self.sink_shares()?;
+        let n = self.n_queries();
+        let at = |h: usize| &s[(layer * self.heads() + h) * n..][..n];
+        Some(match head {
+            HeadSel::Index(h) => at(h).to_vec(),
+            HeadSel::Mean => {
+                let heads = self.heads();
+                (0..n)
+                    .map(|q| (0..heads).map(|h| at(h)[q]).sum::<f32>() / heads as f32)
+                    .collect()
+            }
+        })
     }
 
     fn check(&self) -> Result<(), ShapeError> {

@@ -25,6 +25,14 @@ pub enum ShapeProblem {
     /// A router capture whose parts do not fit together or with the attention's tokens.
     #[error("router: {0}")]
     Router(String),
+    /// Sink shares of another count than one per layer, head and query row.
+    #[error("{len} attention-sink shares for {want} rows (one per layer, head and query)")]
+    Sinks {
+        /// Shares given.
+        len: usize,
+        /// Rows.
+        want: usize,
+    },
     /// Cross-attention without key units.
     #[error("cross-attention needs its own key units (the encoder's)")]
     CrossWithoutKeys,

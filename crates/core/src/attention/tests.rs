@@ -206,3 +206,46 @@ fn a_prefix_sees_itself_in_full_and_the_rest_stays_causal() {
     let long = decoder(&tokens, 1, vec![0], tokens.len()).with_prefix(8);
     assert!(long.is_err());
 }
+
+#[test]
+fn sink_shares_are_what_rows_leave_and_follow_derived_values() {
+    let base = synthetic(&["a", "b", "c"], 2, 2);
+    // Half of every row to the sink: the weights halved.
+    let halved: Vec<f32> = base.weights().iter().map(|w| w * 0.5).collect();
+    let att = base
+        .derive(Level::Token, false, base.queries().clone(), None, halved)
+        .unwrap()
+        .with_sinks_from_rows(true);
+    let shares = att.sink_shares().expect("shares");
+    assert_eq!(shares.len(), 2 * 2 * 3);
+    assert!(shares.iter().all(|s| (s - 0.5).abs() < 1e-6), "{shares:?}");
+    assert!((att.sink_share(1, 1, 2).unwrap() - 0.5).abs() < 1e-6);
+    let mean = att.sink_share_row(0, HeadSel::Mean).unwrap();
+    assert_eq!(mean.len(), 3);
+    // Without a sink, none; a value that holds shares of a weighting shows none either.
+    assert!(base.sink_shares().is_none());
+    let mut weighted = att.clone();
+    weighted.holds = Holds::ValueWeighted;
+    assert!(weighted.sink_shares().is_none());
+    // Renormalised rows leave nothing to explain: the shares go.
+    let excluded = att
+        .derive(
+            Level::Token,
+            true,
+            att.queries().clone(),
+            None,
+            att.weights().to_vec(),
+        )
+        .unwrap();
+    assert!(excluded.sink_shares().is_none());
+    // Given shares must be one per layer, head and row.
+    let err = att
+        .clone()
+        .with_sink_shares(Some(vec![0.5; 5]))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("5 attention-sink shares for 12 rows"),
+        "{err}"
+    );
+}

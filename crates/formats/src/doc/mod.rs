@@ -320,6 +320,12 @@ pub struct BodyMeta<'a> {
     /// expert's load (`docs/json.md`, "Router"); absent for a dense model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<router::RouterDoc>,
+    /// Each row's share on a learned attention sink, `[layers][heads][queries]` (gpt-oss: a
+    /// logit per head that takes part in the softmax without being a token): each row of
+    /// `attention` sums to 1 less its share (`docs/json.md`, "Attention sinks"); absent for a
+    /// softmax without one, and when the rows hold shares of a weighting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sink_shares: Option<Vec<Vec<Vec<f32>>>>,
     /// The query units.
     #[serde(flatten)]
     pub queries: UnitsDoc<'a>,

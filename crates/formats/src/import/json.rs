@@ -107,6 +107,8 @@ struct Doc {
     prefix: usize,
     #[serde(default)]
     router: Option<crate::doc::router::RouterDoc>,
+    #[serde(default)]
+    sink_shares: Option<Vec<Vec<Vec<f32>>>>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -557,6 +559,9 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             None => None,
         },
         layer_numbers: doc.layer_numbers,
+        sink_shares: doc
+            .sink_shares
+            .map(|layers| layers.into_iter().flatten().flatten().collect()),
         target: None,
         generated_text: None,
     };

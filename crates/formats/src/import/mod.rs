@@ -283,6 +283,9 @@ pub struct Origin {
     pub prefix: usize,
     /// A mixture-of-experts model's router decisions (the JSON's `router`).
     pub router: Option<crate::attention::Router>,
+    /// Each row's share on a learned attention sink, `[layers, heads, queries]` flat (the
+    /// JSON's `sink_shares`).
+    pub sink_shares: Option<Vec<f32>>,
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -662,7 +665,18 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         _ if check::is_causal(&shape, &weights) => MaskKind::Causal,
         _ => MaskKind::Bidirectional,
     });
-    let sums = check::row_sums(&shape, &weights, tolerance);
+    // A learned sink's share makes up what its row leaves.
+    let sink_shares = origin.as_mut().and_then(|o| o.sink_shares.take());
+    let sums = match &sink_shares {
+        Some(shares) if shares.len() * shape[3] == weights.len() => {
+            let mut whole = weights.clone();
+            for (row, &s) in whole.chunks_exact_mut(shape[3]).zip(shares) {
+                row[0] += s;
+            }
+            check::row_sums(&shape, &whole, tolerance)
+        }
+        _ => check::row_sums(&shape, &weights, tolerance),
+    };
     let warning = sums.map(|sums| Warning::RowSums {
         array: name.clone(),
         sums,
@@ -733,6 +747,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     .and_then(|a| a.with_pictures(pictures))
     .and_then(|a| a.with_prefix(prefix))
     .and_then(|a| a.with_router(router))
+    .and_then(|a| a.with_sink_shares(sink_shares))
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
         a.holds = holds;

@@ -247,6 +247,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         pictures: Vec::new(),
         prefix: 0,
         router: None,
+        sink_shares: None,
         target: None,
         generated_text: None,
     }

@@ -117,6 +117,7 @@ impl Architecture {
             window: None,
             softcap: None,
             blocks: &[],
+            sink_logits: None,
         }
     }
 }

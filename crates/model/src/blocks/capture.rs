@@ -44,6 +44,8 @@ struct Stream<'s> {
     pending: Option<usize>,
     windows: Vec<Option<usize>>,
     heads: usize,
+    /// Whether the rows may sum to less than 1 (a softmax with a learned sink).
+    sinks: bool,
     /// The first failure (the sink's, or a row that is not a distribution); later layers are
     /// not handed over.
     failed: Option<StreamError>,
@@ -168,6 +170,7 @@ impl<'s> SequenceCapture<'s> {
             pending: None,
             windows: (0..arch.layers).map(|l| arch.window(l)).collect(),
             heads: arch.heads,
+            sinks: false,
             failed: None,
         });
         capture
@@ -185,7 +188,12 @@ impl<'s> SequenceCapture<'s> {
         if stream.failed.is_some() {
             return;
         }
-        if let Err(e) = validate::check_rect_rows(&self.probs, 1, stream.heads, queries, keys) {
+        let check = if stream.sinks {
+            validate::check_rows_with_sinks
+        } else {
+            validate::check_rect_rows
+        };
+        if let Err(e) = check(&self.probs, 1, stream.heads, queries, keys) {
             stream.failed = Some(StreamError::Rows(validate::BadRow { layer, ..e }));
             return;
         }
@@ -212,6 +220,16 @@ impl<'s> SequenceCapture<'s> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The same streamed capture, its rows checked as those of a softmax with a learned sink
+    /// (`sinks`: summing to at most 1) rather than summing to 1. A capture kept in memory is
+    /// unchanged.
+    pub fn with_sinks(mut self, sinks: bool) -> Self {
+        if let Some(stream) = self.stream.as_mut() {
+            stream.sinks = sinks;
+        }
+        self
     }
 
     /// Whether the capture streams its layers to a sink rather than keeping them.

@@ -97,6 +97,9 @@ pub struct LayerOptions {
     /// Whether this layer leaves its queries and keys unrotated (SmolLM3's NoPE layers, whose
     /// `no_rope_layers` entry is 0): it sees positions only through the causal mask.
     pub no_rope: bool,
+    /// A learned sink logit per query head that takes a share of every row's softmax
+    /// (gpt-oss's `self_attn.sinks`); `None`: none.
+    pub sink_logits: Option<Vec<f32>>,
 }
 
 /// The parts of a decoder stack that only some families have; `StackOptions::default()` for
@@ -193,6 +196,7 @@ impl DecoderLayer {
                     window: self.options.window,
                     softcap: self.options.softcap,
                     blocks,
+                    sink_logits: self.options.sink_logits.as_deref(),
                     ..arch.attention(batch.lengths.len(), batch.tokens, batch.tokens)
                 };
                 kernels::attention(
@@ -219,6 +223,7 @@ impl DecoderLayer {
                     window: self.options.window,
                     softcap: self.options.softcap,
                     blocks,
+                    sink_logits: self.options.sink_logits.as_deref(),
                     ..arch.attention(1, rows, total)
                 };
                 kernels::attention(
@@ -570,6 +575,10 @@ impl Network for DecoderStack {
 
     fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
         Some(self)
+    }
+
+    fn attention_sinks(&self) -> bool {
+        self.layers.iter().any(|l| l.options.sink_logits.is_some())
     }
 }
 

@@ -17,6 +17,12 @@
 //! per-expert names: each expert's matrix is its slice of the merged tensor, kept as stored
 //! in the file's memory map ([`crate::formats::tensors::TensorMap`]), so only the chosen
 //! experts' blocks are ever decoded, inside the quantised products.
+//!
+//! gpt-oss's experts ([`Experts::load_gpt_oss`], transformers' `GptOssExperts`) are merged the
+//! other way round (`gate_up_proj` `[experts, hidden, 2·inner]` with gate and up interleaved,
+//! `down_proj` `[experts, inner, hidden]`), with biases, through a clamped SwiGLU
+//! ([`ClampedSwiglu`]); its router (`GptOssTopKRouter`: a linear map with a bias, the top k
+//! logits, a softmax over those) is the softmax over all experts renormalised over the chosen.
 
 use super::layers::{FeedForward, FfnNames, Linear, LinearReader};
 use crate::error::Error;
@@ -153,13 +159,37 @@ impl ExpertNames {
     }
 }
 
+/// gpt-oss's activation of its experts: `gate` clamped above at `limit`, `up` to `±limit`,
+/// then `(up + 1) · gate · σ(alpha · gate)` (transformers' `GptOssExperts._apply_gate`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClampedSwiglu {
+    /// The sigmoid's gain (`swiglu_alpha`, 1.702).
+    pub alpha: f32,
+    /// The clamp (`swiglu_limit`, 7.0).
+    pub limit: f32,
+}
+
+impl ClampedSwiglu {
+    /// `gate[i] ← (clamp(up[i]) + 1) · g · σ(alpha · g)` with `g = min(gate[i], limit)`.
+    pub fn apply(&self, gate: &mut [f32], up: &[f32]) {
+        for (g, &u) in gate.iter_mut().zip(up) {
+            let x = g.min(self.limit);
+            let u = u.clamp(-self.limit, self.limit);
+            let glu = x * (1.0 / (1.0 + (-(x * self.alpha)).exp()));
+            *g = (u + 1.0) * glu;
+        }
+    }
+}
+
 /// A routed-experts block with its weights.
 pub struct Experts {
-    /// The router, `hidden → experts`, no bias.
+    /// The router, `hidden → experts` (gpt-oss's with a bias).
     router: Linear,
     /// Each expert's gated MLP.
     experts: Vec<FeedForward>,
     settings: RouterSettings,
+    /// gpt-oss's clamped activation in place of each expert's own; `None` for the others.
+    clamped: Option<ClampedSwiglu>,
 }
 
 impl Experts {
@@ -208,7 +238,90 @@ impl Experts {
             router,
             experts,
             settings,
+            clamped: None,
         })
+    }
+
+    /// gpt-oss's experts under `names.experts` (`gate_up_proj` `[experts, hidden, 2·inner]`,
+    /// gate and up interleaved along the last dimension, `gate_up_proj_bias` `[experts,
+    /// 2·inner]`, `down_proj` `[experts, inner, hidden]`, `down_proj_bias` `[experts, hidden]`),
+    /// its router `names.router` read by `router` (with its bias), through `swiglu`.
+    pub fn load_gpt_oss(
+        t: &dyn Tensors,
+        names: &ExpertNames,
+        hidden: usize,
+        inner: usize,
+        settings: RouterSettings,
+        swiglu: ClampedSwiglu,
+        router: LinearReader<'_>,
+    ) -> Result<Experts, Error> {
+        let router = router(&names.router, hidden, settings.experts)?;
+        let n = settings.experts;
+        let gate_up = t.weight(&names.merged_gate_up(), &[n, hidden, 2 * inner])?;
+        let gate_up_bias = t.weight(&names.experts.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
+        let down = t.weight(&names.merged_down(), &[n, inner, hidden])?;
+        let down_bias = t.weight(&names.experts.tensor("down_proj_bias"), &[n, hidden])?;
+        let experts = (0..n)
+            .map(|e| {
+                let gu = &gate_up[e * hidden * 2 * inner..][..hidden * 2 * inner];
+                let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
+                // `[outputs, inputs]` of the gate (even columns) or up (odd columns) half.
+                let half = |odd: usize| {
+                    let mut w = vec![0f32; inner * hidden];
+                    for i in 0..inner {
+                        for h in 0..hidden {
+                            w[i * hidden + h] = gu[h * 2 * inner + 2 * i + odd];
+                        }
+                    }
+                    let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
+                    Linear::new(
+                        Weight::owned(w, vec![inner, hidden]),
+                        Layout::OutIn,
+                        Some(Weight::owned(b, vec![inner])),
+                    )
+                };
+                let d = &down[e * inner * hidden..][..inner * hidden];
+                let mut w = vec![0f32; hidden * inner];
+                for i in 0..inner {
+                    for h in 0..hidden {
+                        w[h * inner + i] = d[i * hidden + h];
+                    }
+                }
+                FeedForward::Gated {
+                    gate: half(0),
+                    up: half(1),
+                    activation: Activation::Identity,
+                    down: Linear::new(
+                        Weight::owned(w, vec![hidden, inner]),
+                        Layout::OutIn,
+                        Some(Weight::owned(
+                            down_bias[e * hidden..][..hidden].to_vec(),
+                            vec![hidden],
+                        )),
+                    ),
+                }
+            })
+            .collect();
+        Ok(Experts {
+            router,
+            experts,
+            settings,
+            clamped: Some(swiglu),
+        })
+    }
+
+    /// Expert `e` over `rows` rows of `x`: its own MLP, or gpt-oss's clamped SwiGLU over its
+    /// gate and up maps.
+    fn run_expert(&self, e: usize, x: &[f32], rows: usize) -> Vec<f32> {
+        match (&self.experts[e], self.clamped) {
+            (FeedForward::Gated { gate, up, down, .. }, Some(swiglu)) => {
+                let mut g = gate.forward(x, rows, Activation::Identity);
+                let u = up.forward(x, rows, Activation::Identity);
+                swiglu.apply(&mut g, &u);
+                down.forward(&g, rows, Activation::Identity)
+            }
+            (expert, _) => expert.forward(x, rows),
+        }
     }
 
     /// Its router's settings.
@@ -231,7 +344,7 @@ impl Experts {
         let mut out = vec![0f32; rows * hidden];
         let mut picked: Vec<(usize, f32)> = Vec::new();
         let mut gathered: Vec<f32> = Vec::new();
-        for (e, expert) in self.experts.iter().enumerate() {
+        for e in 0..self.experts.len() {
             picked.clear();
             for r in 0..rows {
                 for j in 0..k {
@@ -247,7 +360,7 @@ impl Experts {
             for &(r, _) in &picked {
                 gathered.extend_from_slice(&x[r * hidden..][..hidden]);
             }
-            let y = expert.forward(&gathered, picked.len());
+            let y = self.run_expert(e, &gathered, picked.len());
             for (&(r, w), row) in picked.iter().zip(y.chunks_exact(hidden)) {
                 for (o, v) in out[r * hidden..][..hidden].iter_mut().zip(row) {
                     *o += v * w;
@@ -319,6 +432,7 @@ mod tests {
                 })
                 .collect(),
             settings: settings(true),
+            clamped: None,
         };
         let rows = 7;
         let x = random(rows * hidden, 3, 1.0);

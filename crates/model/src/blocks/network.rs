@@ -123,6 +123,12 @@ pub trait Network: Send + Sync {
     fn value_zeroing(&self) -> Option<&dyn ValueZeroing> {
         None
     }
+
+    /// Whether some layer's softmax has a learned sink (gpt-oss): its rows then sum to 1 less
+    /// the sink's share, which is `1 − Σ row` of the captured probabilities.
+    fn attention_sinks(&self) -> bool {
+        false
+    }
 }
 
 /// One layer of a self-attention network re-run over copies of its input, each copy with one

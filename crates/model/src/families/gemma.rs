@@ -604,6 +604,7 @@ impl GemmaConfig {
                         softcap: self.attn_softcap,
                         local_rope: self.local_rope.is_some() && arch.window(i).is_some(),
                         no_rope: false,
+                        sink_logits: None,
                     },
                 })
             })

@@ -14,6 +14,7 @@ pub mod electra;
 pub mod gemma;
 pub mod gemma3_vision;
 pub mod gpt2;
+pub mod gpt_oss;
 pub mod idefics3;
 pub mod llama;
 pub mod llava;

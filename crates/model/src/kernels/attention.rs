@@ -15,6 +15,9 @@
 //! - **soft-capping**: scores become `tanh(s/c)·c` before the mask and softmax (Gemma 2);
 //! - **score bias**: something added to the scores before the softmax ([`ScoreBias`]: T5's
 //!   relative position buckets);
+//! - **sinks**: a learned logit per head that enters each row's softmax as one more key without
+//!   a value (gpt-oss's `sinks`): the row's probabilities over the real keys then sum to less
+//!   than 1, the rest being the sink's ([`AttentionSpec::sink_logits`]);
 //! - **operands**: queries, keys and values are read with strides from wherever they are (the
 //!   fused Q|K|V projection of self-attention, or a decoder's queries against an encoder's keys
 //!   and values in cross-attention, where query and key lengths differ).
@@ -98,6 +101,10 @@ pub struct AttentionSpec<'a> {
     pub softcap: Option<f32>,
     /// Runs of positions that see each other in full under the causal mask (empty: none).
     pub blocks: &'a [Block],
+    /// One learned sink logit per query head (gpt-oss's `self_attn.sinks`), taking its share of
+    /// every row's softmax as an extra column that is then dropped (transformers' eager
+    /// attention): the probabilities over the keys sum to `1 − sink mass`. `None`: no sink.
+    pub sink_logits: Option<&'a [f32]>,
 }
 
 /// A zeroed buffer of `len` floats for the captured probabilities (75 MB for MiniLM at 512
@@ -196,6 +203,23 @@ multiversion! {
     }
 }
 
+/// Softmax of the first `width` values of each row of `block` (rows of `stride` values) and
+/// one more logit `sink` that is then dropped, in place: `exp(x − m) / (Σ exp(x − m) + exp(sink
+/// − m))` with `m` the largest of the row and the sink (transformers' gpt-oss eager attention:
+/// the sink column concatenated, the max subtracted, softmax, the column dropped). −∞ entries
+/// become exactly 0; the row sums to 1 less the sink's share.
+pub fn softmax_rows_with_sink(block: &mut [f32], stride: usize, width: usize, sink: f32) {
+    for row in block.chunks_exact_mut(stride) {
+        let row = &mut row[..width];
+        let max = max_of(row).max(sink);
+        let sum = exp_shifted_sum(row, max) + exp(sink - max);
+        let inv = 1.0 / sum;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
 /// Query rows per task: enough tasks for every thread to stay busy (three per thread, so a
 /// thread slowed by other work on the machine is made up for), but as many rows as possible
 /// otherwise, since each gemm call packs its operands anew (at 512 tokens, 256-row blocks ran
@@ -244,6 +268,7 @@ pub fn attention(
         window,
         softcap,
         blocks,
+        sink_logits,
     } = spec;
     let hidden = heads * d;
     assert!(
@@ -257,6 +282,10 @@ pub fn attention(
     assert!(
         blocks.is_empty() || mask == Mask::Causal,
         "image blocks widen a causal mask"
+    );
+    assert!(
+        sink_logits.is_none_or(|s| s.len() == heads),
+        "one sink logit per query head"
     );
     let fits = |o: &Operand<'_>, rows: usize, width: usize| {
         o.offset + width <= o.stride && o.data.len() >= batch * rows * o.stride
@@ -393,7 +422,10 @@ pub fn attention(
             }
             row[cols..].fill(0.0);
         }
-        softmax_rows(p, lk, cols);
+        match sink_logits {
+            Some(sinks) => softmax_rows_with_sink(p, lk, cols, sinks[h]),
+            None => softmax_rows(p, lk, cols),
+        }
         // SAFETY: context rows r0..r1, columns h·d..(h+1)·d of sequence s belong to this task
         // alone; lhs is the task's P block (keys 0..cols), rhs V over keys 0..cols (row stride
         // v.stride) lies inside the value operand.
@@ -487,6 +519,32 @@ mod tests {
         let mut rows = vec![1.0, 1.0, 7.0, 2.0, 2.0, 7.0];
         softmax_rows(&mut rows, 3, 2);
         assert_eq!(rows, vec![0.5, 0.5, 7.0, 0.5, 0.5, 7.0]);
+    }
+
+    #[test]
+    fn a_sink_takes_its_share_of_each_row() {
+        let (rows, width) = (5, 13);
+        let input = random(rows * width, 17, 4.0);
+        for sink in [-3.0f32, 0.0, 2.5, 9.0] {
+            let mut ours = input.clone();
+            // A masked key stays exactly 0.
+            ours[3] = f32::NEG_INFINITY;
+            let mut with_mask = input.clone();
+            with_mask[3] = f32::NEG_INFINITY;
+            softmax_rows_with_sink(&mut ours, width, width, sink);
+            for (got, row) in ours.chunks(width).zip(with_mask.chunks(width)) {
+                // The sink as one more column, softmax in f64, the column dropped.
+                let mut full: Vec<f32> = row.to_vec();
+                full.push(sink);
+                let want = softmax_f64(&full);
+                for (&g, &w) in got.iter().zip(&want) {
+                    assert!((g as f64 - w).abs() < 1e-6, "{g} vs {w}");
+                }
+                let sum: f64 = got.iter().map(|&x| x as f64).sum();
+                assert!((1.0 - sum - want[width]).abs() < 1e-6, "sink {sink}");
+            }
+            assert_eq!(ours[3], 0.0);
+        }
     }
 
     #[test]
@@ -649,6 +707,7 @@ mod tests {
             window: c.window,
             softcap: c.softcap,
             blocks: &c.blocks,
+            sink_logits: None,
         };
         attention(
             op(&q, qw),
@@ -964,6 +1023,7 @@ mod tests {
             window: None,
             softcap: None,
             blocks: &[],
+            sink_logits: None,
         };
         let run = |ops: [Operand<'_>; 3]| {
             let mut probs = vec![0.0; heads * n * n];

@@ -66,7 +66,7 @@ pub use attention::{
 pub use embed::{embed, EmbeddingTables};
 pub use linear::{linear, transpose_into, Layout, Matrix, Output};
 pub use norm::{add_layer_norm, add_rms_norm, layer_norm};
-pub use rotary::{Rope, RopeScaling, RopeTable};
+pub use rotary::{yarn_attention_factor, Rope, RopeScaling, RopeTable, Yarn};
 
 ///
 /// Cephes' `expf`: `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `eʳ`, and

@@ -40,6 +40,34 @@ pub enum RopeScaling {
     },
 }
 
+/// YaRN's settings (transformers' `rope_parameters` of `rope_type: "yarn"`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// How much longer the context is made (`factor`).
+    pub factor: f64,
+    /// Rotations in the original context above which a dimension is kept (`beta_fast`, 32).
+    pub beta_fast: f64,
+    /// Rotations below which it is divided by `factor` (`beta_slow`, 1).
+    pub beta_slow: f64,
+    /// The context length of pre-training (`original_max_position_embeddings`).
+    pub original: f64,
+    /// Whether the ramp's ends are rounded to whole dimensions (`truncate`, default true).
+    pub truncate: bool,
+    /// The factor on the cosines and sines (`attention_factor`, else
+    /// [`yarn_attention_factor`]).
+    pub attention_factor: f64,
+}
+
+/// YaRN's default attention factor for a scaling `factor` (transformers' `get_mscale`):
+/// `0.1·ln(factor) + 1`, or 1 for a factor of at most 1.
+pub fn yarn_attention_factor(factor: f64) -> f64 {
+    if factor <= 1.0 {
+        1.0
+    } else {
+        0.1 * factor.ln() + 1.0
+    }
+}
+
 /// The largest RoPE scaling factor accepted (real ones are 2–64: positions are divided by it).
 pub const MAX_ROPE_FACTOR: f64 = 1e6;
 
@@ -147,6 +175,55 @@ impl Rope {
             head_dim,
             long: None,
             attention_factor: 1.0,
+        }
+    }
+
+    /// YaRN (transformers' `rope_type: "yarn"`, `_compute_yarn_parameters`): frequencies
+    /// blended between the plain ones (high frequencies, extrapolated) and the ones divided by
+    /// `factor` (low frequencies, interpolated) along a linear ramp over the dimensions whose
+    /// rotations in `original` positions fall between `beta_slow` and `beta_fast`, and the
+    /// cosines and sines multiplied by `attention_factor` (transformers' default: `0.1·ln(factor)
+    /// + 1`, [`yarn_attention_factor`]).
+    pub fn yarn(head_dim: usize, theta: f64, yarn: Yarn) -> Rope {
+        assert!(
+            head_dim >= 2 && head_dim.is_multiple_of(2),
+            "rotary head size {head_dim}"
+        );
+        let dim = head_dim as f64;
+        // find_correction_dim: the dimension that turns `rotations` times in `original`
+        // positions.
+        let correction = |rotations: f64| {
+            dim * (yarn.original / (rotations * 2.0 * std::f64::consts::PI)).ln()
+                / (2.0 * theta.ln())
+        };
+        let (mut low, mut high) = (correction(yarn.beta_fast), correction(yarn.beta_slow));
+        if yarn.truncate {
+            low = low.floor();
+            high = high.ceil();
+        }
+        let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+        if low == high {
+            high += 0.001;
+        }
+        let factor = yarn.factor as f32;
+        let base = theta as f32;
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| {
+                // pos_freqs = θ^(2i/d) in f32 (as `frequencies`); 1/pos and 1/(factor·pos).
+                let exponent = (2 * i) as f32 / head_dim as f32;
+                let pos = (base as f64).powf(exponent as f64) as f32;
+                let extrapolated = 1.0 / pos;
+                let interpolated = 1.0 / (factor * pos);
+                let ramp = ((i as f32 - low as f32) / (high - low) as f32).clamp(0.0, 1.0);
+                let extrapolation = 1.0 - ramp;
+                interpolated * (1.0 - extrapolation) + extrapolated * extrapolation
+            })
+            .collect();
+        Rope {
+            inv_freq,
+            head_dim,
+            long: None,
+            attention_factor: yarn.attention_factor as f32,
         }
     }
 

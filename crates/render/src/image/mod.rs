@@ -300,6 +300,9 @@ pub(crate) struct Style {
     /// The colour bar's caption of the attention's own weights: "attention weight", or "share
     /// of the row" for value-weighted and norm-aware attention.
     pub caption: &'static str,
+    /// Each row's share on a learned attention sink (gpt-oss), drawn as a column of its own
+    /// beside the heatmap of one head or one layer's mean; `None` without one.
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// Render `figure` of `att` as PNG bytes.
@@ -438,6 +441,7 @@ fn build_view(
             layer_masked: Vec::new(),
             layer_numbers: att.layer_numbers().to_vec(),
             caption: crate::weight_caption(att),
+            sinks: None,
         }
     };
     // A figure of one layer hatches what that layer could not see.
@@ -521,7 +525,10 @@ fn build_view(
                 (HeadSel::Mean, _) => format!("{model} · layer {number} · {mean_of}"),
             };
             let values = att.matrix(*layer, *head);
-            let style = for_layer(style_for(&[&values]), *layer);
+            let style = Style {
+                sinks: att.sink_share_row(*layer, *head),
+                ..for_layer(style_for(&[&values]), *layer)
+            };
             single::scene(&style, &sides, &title, style.caption, &values)
         }
         FigureSpec::Mean { layer } => {
@@ -529,7 +536,10 @@ fn build_view(
             let number = att.layer_number(*layer);
             let title = format!("{model} · layer {number} · {mean_of}");
             let values = att.head_mean(*layer);
-            let style = for_layer(style_for(&[&values]), *layer);
+            let style = Style {
+                sinks: att.sink_share_row(*layer, HeadSel::Mean),
+                ..for_layer(style_for(&[&values]), *layer)
+            };
             single::scene(&style, &sides, &title, style.caption, &values)
         }
         FigureSpec::Layer { layer } => {
@@ -712,6 +722,13 @@ fn notes(att: &Attention, banded: bool) -> Vec<String> {
     }
     if att.special_excluded {
         notes.push("special tokens removed, rows renormalised".to_string());
+    }
+    if att.sink_shares().is_some() {
+        notes.push(
+            "learned attention sinks: the 'sink' column beside a head's heatmap is each row's \
+             share on its sink, which the row's cells leave (together they sum to 1)"
+                .to_string(),
+        );
     }
     if matches!(att.kind, AttentionKind::Cross | AttentionKind::Decoder) {
         notes.push(format!(

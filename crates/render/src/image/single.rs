@@ -11,6 +11,12 @@ pub(crate) const MAX_SIDE: u32 = 2048;
 
 const PITCH: u32 = layout::LABEL_PITCH;
 
+/// The gap between the heatmap and the learned attention sink's column.
+const SINK_GAP: i32 = 10;
+
+/// The sink column's label.
+const SINK_LABEL: &str = "sink";
+
 /// How an `n`-token heatmap is laid out: 32-pixel cells up to 32 tokens; then cells shrink to
 /// keep the heatmap near 1024 pixels but never below 16 pixels (so every token keeps its label)
 /// until that would pass [`MAX_SIDE`]; then as large as fits in [`MAX_SIDE`], labels thinned.
@@ -45,8 +51,21 @@ pub(crate) fn scene(
         .masked
         .as_deref()
         .map(|m| resample_mask(m, (nq, nk), (rows.m, cols.m)));
-    let scale = Scale::up_to(&shown, style.scale);
+    // A learned sink's share of each row: a column of its own, on the cells' colour scale.
+    let sinks = style
+        .sinks
+        .as_deref()
+        .filter(|s| s.len() == nq && !sides.cross)
+        .map(|s| resample2(s, (nq, 1), (rows.m, 1)));
+    let scale = Scale::up_to(shown.iter().chain(sinks.iter().flatten()), style.scale);
     let (w, h) = (cols.side() as i32, rows.side() as i32);
+    let sink_cell = cols.cell.clamp(12, 32);
+    // The gap and the column, when there is one.
+    let sink_w = if sinks.is_some() {
+        SINK_GAP + sink_cell as i32
+    } else {
+        0
+    };
 
     let label_w = layout::label_extent(rows_axis, &rows, LABEL_SIZE);
     let col_label_w = layout::label_extent(cols_axis, &cols, LABEL_SIZE);
@@ -59,9 +78,9 @@ pub(crate) fn scene(
     let key_top = h + LABEL_GAP + col_label_w + 14;
     let mask_key = if style.masked.is_some() { 16 + 24 } else { 0 };
     let bar_x = if h.max(layout::MIN_BAR_HEIGHT) + mask_key + 4 < key_top {
-        heat_x + w + 28
+        heat_x + w + sink_w + 28
     } else {
-        (heat_x + w + 28).max(key_right + 16)
+        (heat_x + w + sink_w + 28).max(key_right + 16)
     };
     let content_w = (bar_x + layout::colorbar_width(&scale)).max(key_right) + MARGIN;
     let width = content_w.max(layout::title_width(title)).max(560);
@@ -132,6 +151,30 @@ pub(crate) fn scene(
             color: if generated { pal.generated } else { pal.muted },
             align: Align::Middle,
             up: false,
+        }));
+    }
+    if let Some(sinks) = &sinks {
+        let x = heat_x + w + SINK_GAP;
+        let column = layout::Grid::new(1, 1, sink_cell, PITCH);
+        items.extend(layout::heatmap(
+            sinks,
+            None,
+            (&rows, &column),
+            x,
+            heat_y,
+            &scale,
+            &style.ramp,
+            pal,
+        ));
+        items.push(Item::Text(Text {
+            x: x + sink_cell as i32 / 2,
+            y: heat_y + h + LABEL_GAP,
+            text: SINK_LABEL.to_string(),
+            size: LABEL_SIZE,
+            bold: true,
+            color: pal.text,
+            align: Align::End,
+            up: true,
         }));
     }
     items.extend(layout::token_labels(
