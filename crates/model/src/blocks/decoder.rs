@@ -625,6 +625,7 @@ impl DecoderStack {
                 .map(|_| CaptureSink {
                     probs: None,
                     query_key: None,
+                    summary: None,
                 })
                 .collect();
             let t = if l == from { taps.take() } else { None };
@@ -850,6 +851,7 @@ impl DecoderStack {
         let mut sinks = [CaptureSink {
             probs: None,
             query_key: None,
+            summary: None,
         }];
         self.layers[l].forward(
             h,
@@ -1013,6 +1015,7 @@ impl CausalLm for DecoderStack {
             let mut sinks = [CaptureSink {
                 probs: None,
                 query_key: None,
+                summary: None,
             }];
             layer.forward(
                 &mut h,
