@@ -48,7 +48,7 @@ fn floats(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-/// A text of about 420 tokens.
+/// A text of about 435 tokens.
 fn long_text() -> String {
     let sentences = [
         "The quick brown fox jumps over the lazy dog.",
@@ -56,7 +56,7 @@ fn long_text() -> String {
         "Attention heads often look at the first token, their sink.",
         "Some heads look one token back; others look far away.",
     ];
-    (0..26)
+    (0..38)
         .map(|i| sentences[i % 4])
         .collect::<Vec<_>>()
         .join(" ")

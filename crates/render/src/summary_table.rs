@@ -50,12 +50,16 @@ pub fn write_summary_view(
         .end_line()?;
     t.blank()?;
     let bins = &summary.distance_bins;
+    // The sparklines are one column per bin; the header's word is padded to their width.
+    let spark_w = bins.len().max("distance".len());
+    t.say(&format!(
+        "distance: the share of the attention on keys {} tokens away, one bar per bin; \
+         median: the distance within which half of it lies",
+        bin_names(bins)
+    ))?;
     t.say_as(
         Paint::Bold,
-        &format!(
-            "layer    sink  entropy  by distance ({}, one bar per bin)  median distance",
-            bin_names(bins)
-        ),
+        &format!("layer    sink  entropy  {:<spark_w$}  median", "distance"),
     )?;
     for (slot, layer) in summary.layers.iter().enumerate() {
         let mean_over =
@@ -67,7 +71,7 @@ pub fn write_summary_view(
             mean_over(&layer.sink),
             mean_over(&layer.entropy)
         ));
-        t.text(&sparkline(&profile))
+        t.text(&format!("{:<spark_w$}", sparkline(&profile)))
             .text(&format!("  {}", median_bin(bins, &profile)))
             .end_line()?;
     }
@@ -78,7 +82,7 @@ pub fn write_summary_view(
     t.say_as(Paint::Bold, &format!("Layer {} head by head", layer.layer))?;
     t.say_as(
         Paint::Bold,
-        "head    sink  entropy  by distance  median distance",
+        &format!(" head    sink  entropy  {:<spark_w$}  median", "distance"),
     )?;
     let count = bins.len();
     for h in 0..heads {
@@ -90,11 +94,11 @@ pub fn write_summary_view(
         let entropy = &layer.entropy[h * n..(h + 1) * n];
         let mean = |xs: &[f32]| xs.iter().map(|&x| x as f64).sum::<f64>() / n.max(1) as f64;
         t.text(&format!(
-            "{h:>4}  {:>6.3}  {:>7.3}  ",
+            "{h:>5}  {:>6.3}  {:>7.3}  ",
             mean(sink),
             mean(entropy)
         ))
-        .text(&sparkline(&profile))
+        .text(&format!("{:<spark_w$}", sparkline(&profile)))
         .text(&format!("  {}", median_bin(bins, &profile)))
         .end_line()?;
     }
@@ -194,7 +198,8 @@ fn sparkline(profile: &[f64]) -> String {
 /// The first and last bins' names: `0 … 1024+`.
 fn bin_names(bins: &[usize]) -> String {
     match bins.last() {
-        Some(&last) if bins.len() > 1 => format!("0, 1, 2–3, … {last}+"),
+        Some(&last) if bins.len() > 2 => format!("0, 1, 2–3, 4–7, … {last}+"),
+        Some(&last) if bins.len() > 1 => format!("0, {last}+"),
         _ => "0".into(),
     }
 }
@@ -282,12 +287,12 @@ mod tests {
         let text = written(&summary(vec![]));
         // Layer 7: mean sink (1 + 1/5) / 2 = 0.6; head 0's sink 1, head 1's 0.2.
         assert!(text.contains("    7   0.600"), "{text}");
-        assert!(text.contains("   0   1.000    0.000"), "{text}");
-        assert!(text.contains("   1   0.200    0.000"), "{text}");
+        assert!(text.contains("    0   1.000    0.000"), "{text}");
+        assert!(text.contains("    1   0.200    0.000"), "{text}");
         // Head 1 attends to itself: its median distance is 0.
         assert!(
             text.lines()
-                .any(|l| l.starts_with("   1 ") && l.ends_with("0 (itself)")),
+                .any(|l| l.starts_with("    1 ") && l.ends_with("0 (itself)")),
             "{text}"
         );
         // The last token: head 0 looks at <s>, head 1 at itself.
