@@ -627,6 +627,7 @@ fn request_error(e: RequestError) -> PyErr {
         e @ (RequestError::TextWithAudio { .. } | RequestError::SpeechSettingsWithoutAudio) => {
             value(e.to_string())
         }
+        e @ RequestError::Summarised(_) => value(e.to_string()),
         RequestError::Shape(e) => runtime_error(e),
     }
 }

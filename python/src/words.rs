@@ -32,6 +32,7 @@ pub fn model(e: &model::Error) -> String {
                 Capture::SelfAttention { .. } => "",
                 Capture::EncoderDecoder { .. } => " generate fewer tokens, or",
                 Capture::LogitLens { .. } => " keep fewer tokens per cell with lens=K, or",
+                Capture::Summary { .. } => " keep fewer keys per token, or",
             };
             format!(
                 "{} needs {}, more than {} of {budget};{fewer} use a shorter input",

@@ -131,6 +131,18 @@ pub struct Args {
     #[arg(help_heading = heading::MODEL, long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
 
+    /// Keep each layer's summary instead of its attention, computed block by block so that no
+    /// layer's tokens × tokens matrix is ever held: for long inputs (thousands of tokens).
+    /// Per head: each token's top keys (--top-keys), its weight on the first token (the sink)
+    /// and its entropy, the attention by distance, a map pooled to at most 256 × 256, and the
+    /// full rows of the tokens --query names. Written to the terminal and --json.
+    #[arg(help_heading = heading::MODEL, long)]
+    pub summarise: bool,
+
+    /// With --summarise: the keys kept per token, largest weight first [default: 16].
+    #[arg(help_heading = heading::MODEL, long, value_name = "K", requires = "summarise")]
+    pub top_keys: Option<usize>,
+
     /// What to show and where: the output flags, shared with `attnviz render`.
     #[command(flatten)]
     pub out: Outputs,
@@ -876,6 +888,7 @@ pub struct PictureArgs {
     /// (SigLIP); default: the class token, or the pooling head on a model without one. For a
     /// vision-language model (LLaVA): a token's number N, whose attention to the picture's
     /// image tokens the figures draw over the picture, or `generated`: each generated token's.
+    /// With --summarise: the tokens (numbers from 0, e.g. `0,511`) whose full rows are kept.
     #[arg(help_heading = heading::PICTURES, long, value_name = "ROW,COL|pool|N|generated")]
     pub query: Option<String>,
 

@@ -173,7 +173,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     say_generated(&run, &model);
     // What the outputs ask of this attention (its kind, the layer and head, a query on the
     // picture's grid), refused before any file is written, the saved capture included.
-    plan.report.check(&run.set)?;
+    let summarised = run.measured.summary.is_some();
+    if !summarised {
+        plan.report.check(&run.set)?;
+    }
     if let Some(path) = &plan.save {
         // An encoder–decoder captures its three attentions together, and a vision model its
         // layers with the picture's token norms: written from the run.
@@ -208,6 +211,10 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         note(&format!(
             "note: {what} {from} tokens; truncated to the model's maximum of {kept} (--truncate)"
         ));
+    }
+
+    if summarised {
+        return write_summarised(plan, &model, run);
     }
 
     // Whether every layer was captured (an encoder–decoder's kinds have their own layer counts:
@@ -263,6 +270,36 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         model_name: model.info().name().to_string(),
     };
     write_report(out, &finished)
+}
+
+/// A summarised run's outputs (`--summarise`): the terminal view of its summaries, and the
+/// JSON export; `--layer` picks the layer shown head by head (default: the last summarised).
+fn write_summarised(plan: &Single, model: &Model, run: attnviz::request::Run) -> Result<(), Error> {
+    let summary = run.measured.summary.as_ref().expect("a summarised run");
+    let numbers: Vec<usize> = summary.layers.iter().map(|l| l.layer).collect();
+    let layer = match plan.report.choose.layer {
+        None => numbers.len().saturating_sub(1),
+        Some(l) => numbers.iter().position(|&n| n == l).ok_or_else(|| {
+            Error::Usage(format!(
+                "--layer {l} was not summarised; --layers picked {}",
+                attnviz::attention::layer_list(&numbers)
+            ))
+        })?,
+    };
+    let finished = report::Finished {
+        set: &run.set,
+        measured: &run.measured,
+        every_layer: numbers.len() == model.info().layers,
+        settings: vec![("model".to_string(), model.info().id.clone())],
+        model_name: model.info().name().to_string(),
+    };
+    let mut sink = report::Sink {
+        out: &mut io::stdout(),
+        side: &mut io::stderr(),
+        note: &mut |_| {},
+    };
+    report::write_summarised(&plan.report, &finished, layer, &mut sink)?;
+    Ok(())
 }
 
 /// [`report::write`] to standard output and standard error, its notes as notes; what it

@@ -12,6 +12,7 @@ use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use attnviz::analysis::{Stat, ViewOptions, Weighting};
+use attnviz::attention::summary::SummarySpec;
 use attnviz::attention::{AttentionKind, HeadSel, ModelInfo, Selection};
 use attnviz::corpus::merge::MergeJob;
 use attnviz::corpus::{CorpusJob, InputFormat, OnBadLine, PerSentence, Shard};
@@ -154,6 +155,7 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
                 ("--max-memory", args.max_memory.is_some()),
                 ("--max-analysis-time", args.max_analysis_time.is_some()),
                 ("--save-attention", args.save_attention.is_some()),
+                ("--summarise", args.summarise),
             ];
             if let Some(flag) = first_given(&model_only) {
                 return Err(format!(
@@ -183,6 +185,13 @@ pub fn plan(args: &Args) -> Result<Plan, String> {
         Some(Command::Serve(_)) => return Err("`attnviz serve` is not planned here".into()),
         Some(Command::Models(_)) => return Err("`attnviz models` is not planned here".into()),
         None if args.input.is_some() => {
+            if args.summarise {
+                return Err(
+                    "--summarise keeps one long input's summaries; corpus mode (--input) \
+                     writes each sentence's attention and statistics: drop --summarise"
+                        .into(),
+                );
+            }
             if args.save_attention.is_some() {
                 return Err(
                     "--save-attention saves one run's capture; corpus mode (--input) \
@@ -233,6 +242,45 @@ fn rendered_analyses(request: &RunRequest) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// `--summarise`'s settings: the keys kept per token and the tokens `--query` names; the
+/// outputs that draw matrices refused.
+fn summarised(
+    args: &Args,
+    out: &Outputs,
+    picture: &PictureArgs,
+) -> Result<Option<SummarySpec>, String> {
+    if let Some(flag) = first_given(&[
+        ("--png", out.png.is_some()),
+        ("--svg", out.svg.is_some()),
+        ("--html", out.html.is_some()),
+        ("--report", out.report.is_some()),
+        ("--figure", out.figure.is_some()),
+        ("--save-attention", args.save_attention.is_some()),
+    ]) {
+        return Err(format!(
+            "--summarise keeps no attention matrix, only its summaries, written to the terminal              and --json; {flag} needs the matrices: drop {flag}, or --summarise for a shorter input"
+        ));
+    }
+    let top_k = args.top_keys.unwrap_or(16);
+    if top_k == 0 {
+        return Err("--top-keys 0 keeps nothing; give at least 1".into());
+    }
+    let mut rows = Vec::new();
+    if let Some(q) = &picture.query {
+        for part in q.split(',') {
+            let n: usize = part.trim().parse().map_err(|_| {
+                format!(
+                    "--query {q}: with --summarise, give token numbers (from 0), e.g. --query 0,511"
+                )
+            })?;
+            rows.push(n);
+        }
+        rows.sort_unstable();
+        rows.dedup();
+    }
+    Ok(Some(SummarySpec { top_k, rows }))
 }
 
 /// The first flag of `flags` that was given, if any.
@@ -510,8 +558,15 @@ fn single(
     if args.pan_and_scan && args.image.is_empty() {
         return Err("--pan-and-scan cuts pictures into crops; add --image FILE".into());
     }
+    let summary = if args.summarise {
+        summarised(args, out, picture)?
+    } else {
+        None
+    };
     let query = match &picture.query {
         None => attnviz::render::image::picture::Query::Cls,
+        // With --summarise, the tokens whose rows are kept (read above).
+        Some(_) if summary.is_some() => attnviz::render::image::picture::Query::Cls,
         Some(q) => {
             if !pictured {
                 return Err("--query picks a patch of an image; add --image FILE".into());
@@ -589,6 +644,7 @@ fn single(
         language: args.language.clone(),
         translate: args.task.as_deref() == Some("translate"),
         timestamps: args.timestamps,
+        summary,
     };
     let color = out.color.unwrap_or_default();
     let report = report::Plan {

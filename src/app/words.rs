@@ -15,7 +15,7 @@ use attnviz::model::rerun::TooSlow;
 use attnviz::model::{self, Capture, CaptureTooBig, SourceError, TargetError};
 use attnviz::render::image::ImageError;
 use attnviz::report::{Among, ReportError, SelectionFault};
-use attnviz::request::RequestError;
+use attnviz::request::{RequestError, SummaryConflict};
 use attnviz::tokenize;
 
 /// A model error as the CLI shows it.
@@ -165,6 +165,28 @@ fn target(e: &TargetError) -> String {
     }
 }
 
+/// What `--summarise` cannot be combined with, in the flags' words.
+fn summarised(c: SummaryConflict) -> String {
+    let what = match c {
+        SummaryConflict::Kind(kind) => {
+            return format!("--summarise is for encoders and decoders reading a text, not {kind}")
+        }
+        SummaryConflict::Generation => "--generate and --chat need",
+        SummaryConflict::Analysis("value-weighted attention") => "--weighting needs",
+        SummaryConflict::Analysis("ALTI") => "--alti needs",
+        SummaryConflict::Analysis("value zeroing") => "--value-zeroing needs",
+        SummaryConflict::Analysis("the logit lens") => "--lens needs",
+        SummaryConflict::Analysis("saving the capture") => "--save-attention needs",
+        SummaryConflict::Analysis(_) => "--attribution and --ablate need",
+        SummaryConflict::QueryKey => "--neuron needs",
+        SummaryConflict::NoKeys => return "--top-keys 0 keeps nothing; give at least 1".into(),
+    };
+    format!(
+        "--summarise keeps no attention matrix, only its summaries; {what} the full attention: \
+         drop one of them"
+    )
+}
+
 /// A capture over the memory budget: `--max-memory` raises it, `--layers` captures less.
 fn capture(c: &CaptureTooBig) -> String {
     let budget = model::format_bytes(c.budget);
@@ -181,7 +203,9 @@ fn capture(c: &CaptureTooBig) -> String {
                 ""
             };
             format!(
-                "{} needs {}, more than {budget} of {which};{fewer} use a shorter input",
+                "{} needs {}, more than {budget} of {which};{fewer} use a shorter input, or \
+                 --summarise to keep each layer's summary (top keys, sink, entropy, distance, \
+                 pooled map) instead of its matrix",
                 c.what(),
                 c.needs_text()
             )
@@ -197,6 +221,17 @@ fn capture(c: &CaptureTooBig) -> String {
              --lens-top, or use a shorter input",
             c.what(),
             c.needs_text()
+        ),
+        Capture::Summary { layers, .. } => format!(
+            "{} needs {}, more than {budget} of {which}; keep fewer keys per token with \
+             --top-keys,{} or use a shorter input",
+            c.what(),
+            c.needs_text(),
+            if layers > 1 {
+                " summarise fewer layers with --layers,"
+            } else {
+                ""
+            }
         ),
     }
 }
@@ -437,6 +472,7 @@ pub(super) fn request(e: RequestError) -> Error {
             "--language, --task and --timestamps set how a recording is transcribed; give it with --audio FILE to a speech model (Whisper)"
                 .into(),
         ),
+        RequestError::Summarised(c) => usage(summarised(c)),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

@@ -67,7 +67,7 @@ pub use attnviz_model::pixels::ImageSource;
 pub use attnviz_model::{EncodeOptions, Encoding, Error as ModelError, InputError, Model};
 pub use cancel::Cancel;
 pub use progress::Progress;
-pub use request::{RequestError, Run, RunRequest};
+pub use request::{RequestError, Run, RunRequest, SummaryConflict};
 
 /// The README's examples, compiled as doctests (`cargo test --doc -p attnviz`).
 #[cfg(doctest)]

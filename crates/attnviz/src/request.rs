@@ -114,6 +114,12 @@ pub struct RunRequest {
     pub translate: bool,
     /// A speech model writes timestamp tokens.
     pub timestamps: bool,
+    /// Summarise each captured layer while it is computed instead of keeping it
+    /// ([`crate::attention::summary`]): per head, each query's top keys, sink mass and entropy,
+    /// the distance profile, a pooled map, and the full rows of the queries named. For long
+    /// inputs (encoders and decoders reading a text), whose full capture would not fit: the
+    /// run's attention then holds no layer, and [`Measured::summary`] the summaries.
+    pub summary: Option<crate::attention::summary::SummarySpec>,
 }
 
 /// A request's target (`None`: the model's prediction) and contrast token ids.
@@ -281,12 +287,36 @@ pub enum RequestError {
         /// The model's name.
         model: String,
     },
+    /// A summarised run asked for with what needs the attention in full, or of a model whose
+    /// run is not one text through one stack.
+    #[error("a summarised run keeps no attention matrix, only its summaries; {0}")]
+    Summarised(SummaryConflict),
     /// A speech setting (language, task, timestamps) without a recording.
     #[error("the language, the task and timestamps are settings of a recording's transcription; give a recording to a speech model")]
     SpeechSettingsWithoutAudio,
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
+}
+
+/// What a summarised run cannot be combined with ([`RequestError::Summarised`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SummaryConflict {
+    /// Pictures, a recording or an encoder–decoder: runs of several attentions.
+    #[error("it is for encoders and decoders reading a text, not {0}")]
+    Kind(&'static str),
+    /// Generation or a chat template.
+    #[error("generation is not summarised yet: give the whole text to read")]
+    Generation,
+    /// An analysis that reads the full matrices or the value vectors.
+    #[error("{0} needs the full attention")]
+    Analysis(&'static str),
+    /// The query and key vectors.
+    #[error("the query and key vectors are not kept")]
+    QueryKey,
+    /// No key to keep per query.
+    #[error("keep at least one key per query")]
+    NoKeys,
 }
 
 /// What a run captured, with what a front end tells its user about it.
@@ -368,6 +398,7 @@ impl RunRequest {
             // its own (`encode_tower`).
             towers: false,
             pan_and_scan: self.pan_and_scan,
+            summary: self.summary.clone(),
         }
     }
 
@@ -510,6 +541,9 @@ impl RunRequest {
         if self.language.is_some() || self.translate || self.timestamps {
             return Err(RequestError::SpeechSettingsWithoutAudio);
         }
+        if self.summary.is_some() {
+            self.check_summary(model, sink.is_some())?;
+        }
         if self.tower {
             return self.run_tower(model, sink.is_some(), cancel);
         }
@@ -600,7 +634,9 @@ impl RunRequest {
             model.encode_into(&self.text, self.pair.as_deref(), &opts, sink)?
         };
         let head_outputs = encoding.head_outputs.take();
+        let summary = encoding.summary.take();
         let mut run = single_run(model, encoding, self)?;
+        run.measured.summary = summary;
         if self.value_zeroing {
             run.measured.value_zeroing =
                 Some(zeroing_of(model, &run, self.rerun_limit(), progress)?);
@@ -613,6 +649,38 @@ impl RunRequest {
             self.heads_of(model, &mut run, outputs, (target, contrast), progress)?;
         }
         Ok(run)
+    }
+
+    /// Refuse a summarised run that is not one text through an encoder or a decoder, or that
+    /// asks for what needs the full attention.
+    fn check_summary(&self, model: &Model, streamed: bool) -> Result<(), RequestError> {
+        use SummaryConflict as C;
+        let conflict = if self.tower || !self.images.is_empty() || model.is_vision() {
+            Some(C::Kind("pictures"))
+        } else if model.is_seq2seq() {
+            Some(C::Kind("an encoder–decoder"))
+        } else if self.generates() {
+            Some(C::Generation)
+        } else if self.value_weighted {
+            Some(C::Analysis("value-weighted attention"))
+        } else if self.alti {
+            Some(C::Analysis("ALTI"))
+        } else if self.value_zeroing {
+            Some(C::Analysis("value zeroing"))
+        } else if self.lens.is_some() {
+            Some(C::Analysis("the logit lens"))
+        } else if self.wants_heads() {
+            Some(C::Analysis("head attribution or ablation"))
+        } else if streamed {
+            Some(C::Analysis("saving the capture"))
+        } else if self.query_key {
+            Some(C::QueryKey)
+        } else if self.summary.as_ref().is_some_and(|s| s.top_k == 0) {
+            Some(C::NoKeys)
+        } else {
+            None
+        };
+        conflict.map_or(Ok(()), |c| Err(RequestError::Summarised(c)))
     }
 
     /// Run a vision-language model's vision tower alone over its one picture: the tower's

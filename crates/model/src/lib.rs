@@ -50,6 +50,7 @@ pub mod zeroing;
 
 use std::path::Path;
 
+use crate::attention::summary::{AttentionSummary, SummarySpec};
 use crate::attention::{Attention, ModelInfo, QueryKey, Router, RouterLayer, Units};
 use crate::tokenize::TextTokenizer;
 
@@ -132,6 +133,11 @@ pub struct EncodeOptions {
     /// does not ask for them (as transformers' `processor(..., do_pan_and_scan=True)`).
     /// Refused for a model whose prompt has no place for crops.
     pub pan_and_scan: bool,
+    /// Summarise each captured layer while it is computed, keeping no probabilities
+    /// ([`attnviz_core::attention::summary`]): the encoding's attention then holds the units
+    /// and no layer, and [`Encoding::summary`] the summaries. For inputs whose full capture
+    /// would not fit (thousands of tokens); one text only, no value terms or query/key vectors.
+    pub summary: Option<SummarySpec>,
 }
 
 /// Which value terms a forward pass keeps per captured layer ([`LayerValues`]).
@@ -188,16 +194,21 @@ pub struct Encoding {
     /// The residual stream at the last position taken apart by layer and head, when
     /// [`EncodeOptions::head_outputs`] asked for it and the model has them.
     pub head_outputs: Option<HeadOutputs>,
+    /// Each captured layer's summary, when [`EncodeOptions::summary`] asked for them (the
+    /// attention then holds no layer).
+    pub summary: Option<AttentionSummary>,
 }
 
 /// What a batched forward pass keeps beyond the attention
 /// ([`Model::forward_batch_values`]'s internals).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Extras {
     /// The value terms per captured layer.
     values: ValueTerms,
     /// Each sequence's residual stream at its last position, taken apart by layer and head.
     head_outputs: bool,
+    /// Summarise the captured layers instead of keeping them (one sequence).
+    summary: Option<SummarySpec>,
 }
 
 impl From<ValueTerms> for Extras {
@@ -205,6 +216,7 @@ impl From<ValueTerms> for Extras {
         Extras {
             values,
             head_outputs: false,
+            summary: None,
         }
     }
 }
@@ -214,6 +226,8 @@ struct BatchRun {
     forwards: Vec<Forward>,
     values: Vec<Option<Vec<LayerValues>>>,
     head_outputs: Vec<Option<HeadOutputs>>,
+    /// Each sequence's summary, when [`Extras::summary`] asked for one.
+    summaries: Vec<Option<AttentionSummary>>,
 }
 
 /// What [`Model::encode_generated`] generates before it captures.
@@ -889,19 +903,21 @@ impl Model {
         let Extras {
             values,
             head_outputs,
+            summary,
         } = values.into();
-        if sink.is_some() && batch.len() != 1 {
+        if (sink.is_some() || summary.is_some()) && batch.len() != 1 {
             return Err(InputError::StreamedBatch.into());
         }
-        if sink.is_some() && values.any() {
+        if (sink.is_some() || summary.is_some()) && values.any() {
             return Err(InputError::StreamedValues.into());
         }
-        let capture_query_key = capture_query_key && sink.is_none();
+        let capture_query_key = capture_query_key && sink.is_none() && summary.is_none();
         if batch.is_empty() {
             return Ok(BatchRun {
                 forwards: Vec::new(),
                 values: Vec::new(),
                 head_outputs: Vec::new(),
+                summaries: Vec::new(),
             });
         }
         let arch = self.network.architecture();
@@ -929,18 +945,26 @@ impl Model {
                 &all
             }
         };
-        let kept = if sink.is_some() { 1 } else { layers.len() };
-        self.check_capture_size(&lengths, capture_query_key, kept, max_memory)?;
+        match &summary {
+            None => {
+                let kept = if sink.is_some() { 1 } else { layers.len() };
+                self.check_capture_size(&lengths, capture_query_key, kept, max_memory)?;
+            }
+            Some(spec) => self.check_summary_size(lengths[0], layers.len(), spec, max_memory)?,
+        }
         let ids = pad(batch.iter().map(|(ids, _)| *ids).collect());
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
-        let mut captures: Vec<SequenceCapture> = match sink {
-            Some(sink) => {
+        let mut captures: Vec<SequenceCapture> = match (sink, &summary) {
+            (_, Some(spec)) => vec![SequenceCapture::summarising(
+                arch, lengths[0], lengths[0], layers, spec,
+            )],
+            (Some(sink), None) => {
                 vec![
                     SequenceCapture::streaming(arch, lengths[0], lengths[0], layers, sink)
                         .with_sinks(self.network.attention_sinks()),
                 ]
             }
-            None => lengths
+            (None, None) => lengths
                 .iter()
                 .map(|&len| {
                     let c = SequenceCapture::for_layers(arch, len, len, capture_query_key, layers);
@@ -979,6 +1003,8 @@ impl Model {
                     blocks::capture::StreamError::Sink(e) => Error::Sink(e),
                     blocks::capture::StreamError::Rows(e) => Error::Attention(e),
                 })?;
+            } else if summary.is_some() {
+                // Summarised: the kernel kept no probabilities to check.
             } else {
                 let n = capture.queries();
                 if self.network.attention_sinks() {
@@ -994,6 +1020,8 @@ impl Model {
                 }
             }
         }
+        let summaries: Vec<Option<AttentionSummary>> =
+            captures.iter_mut().map(SequenceCapture::summary).collect();
 
         // The captures already have each sequence's own size; the hidden state is cut here.
         let hidden_size = arch.hidden_size;
@@ -1017,7 +1045,7 @@ impl Model {
             .map(|(s, capture)| {
                 let len = capture.queries();
                 // A streamed capture's buffer held one layer at a time, all handed over.
-                let streamed = capture.is_streaming();
+                let streamed = capture.is_streaming() || summary.is_some();
                 Forward {
                     weights: if streamed { Vec::new() } else { capture.probs },
                     hidden: hidden[s * n * hidden_size..][..len * hidden_size].to_vec(),
@@ -1034,6 +1062,7 @@ impl Model {
             forwards: results,
             values: kept,
             head_outputs: heads,
+            summaries,
         })
     }
 
@@ -1071,6 +1100,52 @@ impl Model {
             query_key,
         };
         validate::capture_bytes(shape, lengths)
+    }
+
+    /// Refuse a summary of `layers` layers over `tokens` tokens that would take more than
+    /// `max_memory` bytes: per query and head the top keys (8 bytes each), sink and entropy;
+    /// per head the pooled map and the distance bins (f64 while summing); the full rows asked
+    /// for; and the working rows of the attention kernel's tasks.
+    fn check_summary_size(
+        &self,
+        tokens: usize,
+        layers: usize,
+        spec: &SummarySpec,
+        max_memory: Option<u64>,
+    ) -> Result<(), Error> {
+        let heads = self.info.heads;
+        let pool = attention::summary::pool_size(tokens);
+        let cells = tokens.div_ceil(pool).pow(2);
+        let per_head = |n: usize| -> Option<usize> {
+            let per_query = spec.top_k.checked_mul(8)?.checked_add(8)?;
+            n.checked_mul(per_query)?
+                .checked_add(cells * 8 + 64 * 8)?
+                .checked_add(spec.rows.len().checked_mul(n)?.checked_mul(4)?)
+        };
+        // The kernel's tasks each hold a block of at most 256 rows.
+        let working = rayon::current_num_threads().max(1) * 256 * tokens * 4;
+        let needs = per_head(tokens)
+            .and_then(|b| {
+                b.checked_mul(heads)?
+                    .checked_mul(layers)?
+                    .checked_add(working)
+            })
+            .map(|b| b as u64);
+        let budget = max_memory.unwrap_or_else(default_capture_budget);
+        if needs.is_some_and(|b| b <= budget) {
+            return Ok(());
+        }
+        Err(Error::TooBig(CaptureTooBig {
+            capture: Capture::Summary {
+                layers,
+                heads,
+                tokens,
+                top_k: spec.top_k,
+            },
+            needs,
+            budget,
+            budget_given: max_memory.is_some(),
+        }))
     }
 
     /// Refuse a batch whose captured attention would take more than `max_memory` bytes (or
@@ -1183,13 +1258,14 @@ impl Model {
             &zeros
         };
         let layers = opts.layers.as_deref();
-        let streamed = sink.is_some();
+        let streamed = sink.is_some() || opts.summary.is_some();
         let mut run = self.forward_batch_into(
             &[(&enc.ids, types)],
             opts.capture_query_key,
             Extras {
                 values: ValueTerms::of(opts),
                 head_outputs: opts.head_outputs,
+                summary: opts.summary.clone(),
             },
             layers,
             opts.max_memory,
@@ -1198,6 +1274,7 @@ impl Model {
         )?;
         let (out, values) = (run.forwards.remove(0), run.values.remove(0));
         let head_outputs = run.head_outputs.remove(0);
+        let summary = run.summaries.remove(0);
         let n = enc.ids.len();
         let router = router_of(&out.routing, &enc.tokens);
         let mut units = Units::tokens(
@@ -1243,6 +1320,7 @@ impl Model {
             generation: None,
             values,
             head_outputs,
+            summary,
         })
     }
 

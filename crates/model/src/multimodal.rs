@@ -328,6 +328,7 @@ impl Model {
             generation: None,
             values: None,
             head_outputs: None,
+            summary: None,
         })
     }
 

@@ -174,6 +174,7 @@ impl Model {
             generation: None,
             values: None,
             head_outputs: None,
+            summary: None,
         })
     }
 }

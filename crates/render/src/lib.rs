@@ -19,6 +19,7 @@ pub mod image;
 pub mod lens_table;
 pub mod router_table;
 pub mod stats_table;
+pub mod summary_table;
 pub mod term;
 pub mod terminal;
 

@@ -34,4 +34,14 @@ impl Plan {
         }
         Ok(())
     }
+
+    /// Refuse what a summarised run cannot give: figures and the HTML report (a report folder
+    /// among them) draw matrices.
+    pub fn check_summarised(&self) -> Result<(), ReportError> {
+        let f = &self.files;
+        if f.png.is_some() || f.svg.is_some() || f.html.is_some() || f.report.is_some() {
+            return Err(ReportError::SummarisedDrawing);
+        }
+        Ok(())
+    }
 }

@@ -42,6 +42,12 @@ pub enum ReportError {
         /// The kind shown.
         kind: AttentionKind,
     },
+    /// Figures or an HTML report asked of a summarised run, which keeps no matrix to draw.
+    #[error("a summarised run keeps no attention matrix to draw: it writes its summaries to the terminal and the JSON export")]
+    SummarisedDrawing,
+    /// [`super::write_summarised`] given a run that was not summarised.
+    #[error("this run was not summarised")]
+    NotSummarised,
     /// A rollout asked of a capture of only some layers.
     #[error("attention rollout multiplies every layer's attention, and only some were captured")]
     RolloutNeedsEveryLayer,

@@ -56,6 +56,13 @@ pub fn write_json(
                     serde_json::to_value(speech).expect("the speech section serialises to JSON"),
                 ));
             }
+            if let (0, Some(summary)) = (i, &run.measured.summary) {
+                extra.push((
+                    "summary",
+                    serde_json::to_value(crate::doc::summary::SummarySection::of(summary))
+                        .expect("the summary section serialises to JSON"),
+                ));
+            }
             if let (0, Some(a)) = (i, &analysed.alti) {
                 matrices.push(MatrixSection {
                     name: "alti",

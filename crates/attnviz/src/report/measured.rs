@@ -25,6 +25,8 @@ pub struct Measured {
     /// A speech model's recording, transcript and word timings (written with the
     /// cross-attention).
     pub speech: Option<crate::doc::speech::SpeechSection>,
+    /// A summarised run's summaries of its layers (its attention holds none).
+    pub summary: Option<crate::attention::summary::AttentionSummary>,
 }
 
 impl Measured {

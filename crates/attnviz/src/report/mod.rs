@@ -23,6 +23,7 @@ mod json;
 mod measured;
 mod plan;
 mod select;
+mod summarised;
 mod terminal;
 mod write;
 
@@ -36,4 +37,5 @@ pub use plan::{
     REPORT_HTML, REPORT_JSON,
 };
 pub use select::{Among, Choose, SelectionFault};
+pub use summarised::write_summarised;
 pub use write::{write, Finished, Note, Sink};

@@ -10,7 +10,7 @@ use crate::render::terminal::{write_matrix_view, write_view, MatrixText, Termina
 use super::{Analysed, Finished, Plan, ReportError, Sink};
 
 /// Write to one of the sink's writers; a reader that stops early (`| head`) is not an error.
-fn to(
+pub(super) fn to(
     w: &mut dyn Write,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), ReportError> {

@@ -20,6 +20,7 @@ pub mod image;
 pub mod router;
 mod set;
 mod shape_error;
+pub mod summary;
 mod units;
 
 use serde::{Deserialize, Serialize};

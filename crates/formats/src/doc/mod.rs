@@ -24,6 +24,7 @@ pub mod models;
 pub mod router;
 pub mod saved;
 pub mod speech;
+pub mod summary;
 
 /// `format` of an attention document.
 pub const ATTENTION_FORMAT: &str = "attnviz-attention";
@@ -354,6 +355,9 @@ pub struct Sections {
     /// A speech model's recording, transcript and word timings (cross-attention's kind).
     #[serde(skip_serializing_if = "Option::is_none")]
     speech: Option<speech::SpeechSection>,
+    /// A summarised run's layers (long inputs; its `attention` is then empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<summary::SummarySection>,
     /// `attention[layer][head][query][key]`.
     attention: Weights,
     /// Each layer's mean over its heads.

@@ -10,6 +10,7 @@ use std::io;
 use super::architecture::Architecture;
 use crate::formats::validate;
 use crate::kernels::{capture_buffer, CaptureSink};
+use attnviz_core::attention::summary::{AttentionSummary, SummaryBuilder, SummarySpec};
 
 /// One layer's attention, handed to a [`LayerSink`] as soon as the forward pass finished it.
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +90,8 @@ pub struct SequenceCapture<'s> {
     /// Where each of the network's layers goes in the buffers; `None`: not captured.
     slots: Vec<Option<usize>>,
     stream: Option<Stream<'s>>,
+    /// A summarised capture's builders, one per captured layer ([`SequenceCapture::summarising`]).
+    summaries: Option<Vec<SummaryBuilder>>,
 }
 
 impl<'s> SequenceCapture<'s> {
@@ -145,7 +148,42 @@ impl<'s> SequenceCapture<'s> {
             k_per_layer,
             slots,
             stream: None,
+            summaries: None,
         }
+    }
+
+    /// A capture of the network's layers `captured` (ascending) that keeps no probabilities,
+    /// only their summary ([`attnviz_core::attention::summary`]): the attention kernel
+    /// summarises each block of query rows as soon as it is computed. Memory grows with the
+    /// sequence (the top keys, sink mass and entropy of each query), never with its square.
+    /// [`SequenceCapture::summary`] gives the result after the forward pass.
+    pub fn summarising(
+        arch: &Architecture,
+        queries: usize,
+        keys: usize,
+        captured: &[usize],
+        spec: &SummarySpec,
+    ) -> Self {
+        let mut capture = Self::for_layers(arch, queries, keys, false, &captured[..0]);
+        for (slot, &l) in captured.iter().enumerate() {
+            assert!(l < arch.layers, "captured layer {l} of {}", arch.layers);
+            capture.slots[l] = Some(slot);
+        }
+        capture.summaries = Some(
+            captured
+                .iter()
+                .map(|&l| SummaryBuilder::new(l, arch.heads, queries, keys, spec))
+                .collect(),
+        );
+        capture
+    }
+
+    /// A summarised capture's result, once the forward pass is done; `None` for other captures.
+    pub fn summary(&mut self) -> Option<AttentionSummary> {
+        let builders = self.summaries.take()?;
+        let mut summary = builders.first()?.frame();
+        summary.layers = builders.into_iter().map(SummaryBuilder::finish).collect();
+        Some(summary)
     }
 
     /// A capture of the network's layers `captured` (ascending) that keeps one layer's
@@ -248,10 +286,18 @@ impl<'s> SequenceCapture<'s> {
                 stream.pending = Some(l);
             }
         }
+        if let (Some(slot), Some(builders)) = (self.slots[l], self.summaries.as_mut()) {
+            return CaptureSink {
+                probs: None,
+                query_key: None,
+                summary: Some(&mut builders[slot]),
+            };
+        }
         let Some(slot) = self.slots[l] else {
             return CaptureSink {
                 probs: None,
                 query_key: None,
+                summary: None,
             };
         };
         let (q, k) = (self.q_per_layer, self.k_per_layer);
@@ -263,6 +309,7 @@ impl<'s> SequenceCapture<'s> {
                     &mut ks[slot * k..(slot + 1) * k],
                 )
             }),
+            summary: None,
         }
     }
 

@@ -634,6 +634,7 @@ impl DecoderStack {
                 .map(|_| CaptureSink {
                     probs: None,
                     query_key: None,
+                    summary: None,
                 })
                 .collect();
             let t = if l == from { taps.take() } else { None };
@@ -859,6 +860,7 @@ impl DecoderStack {
         let mut sinks = [CaptureSink {
             probs: None,
             query_key: None,
+            summary: None,
         }];
         self.layers[l].forward(
             h,
@@ -1022,6 +1024,7 @@ impl CausalLm for DecoderStack {
             let mut sinks = [CaptureSink {
                 probs: None,
                 query_key: None,
+                summary: None,
             }];
             layer.forward(
                 &mut h,

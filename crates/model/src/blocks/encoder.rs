@@ -600,6 +600,7 @@ impl ValueZeroing for PostNormEncoder {
             .map(|_| CaptureSink {
                 probs: None,
                 query_key: None,
+                summary: None,
             })
             .collect();
         let mut taps = LayerTaps {

@@ -383,6 +383,7 @@ fn sink_of<'a>(capture: &'a mut Option<&mut SequenceCapture>, layer: usize) -> C
         None => CaptureSink {
             probs: None,
             query_key: None,
+            summary: None,
         },
     }
 }
@@ -473,6 +474,7 @@ impl Seq2SeqNet {
                         .map(|_| CaptureSink {
                             probs: None,
                             query_key: None,
+                            summary: None,
                         })
                         .collect()
                 } else {

@@ -130,6 +130,7 @@ impl PoolingHead {
         let mut sink = CaptureSink {
             probs: Some(&mut probs),
             query_key: None,
+            summary: None,
         };
         kernels::attention(
             part(&q, 0, d),

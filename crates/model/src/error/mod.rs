@@ -160,6 +160,18 @@ pub enum Capture {
         /// Decoder tokens.
         decoder: usize,
     },
+    /// Summaries of `layers` layers × `heads` heads over `tokens` tokens, `top_k` keys per
+    /// query ([`attnviz_core::attention::summary`]).
+    Summary {
+        /// Layers summarised.
+        layers: usize,
+        /// Heads per layer.
+        heads: usize,
+        /// Tokens.
+        tokens: usize,
+        /// Keys kept per query.
+        top_k: usize,
+    },
     /// The logit lens: `k` tokens at each of `stages` stages and `tokens` positions.
     LogitLens {
         /// Stages (the embeddings, then each layer).
@@ -200,6 +212,9 @@ impl std::fmt::Display for CaptureTooBig {
                 "use a shorter source or target, or generate fewer tokens"
             }
             Capture::LogitLens { .. } => "keep fewer tokens per cell or use a shorter input",
+            Capture::Summary { .. } => {
+                "keep fewer keys per query, summarise fewer layers or use a shorter input"
+            }
         };
         write!(
             f,
@@ -230,6 +245,15 @@ impl CaptureTooBig {
             ),
             Capture::LogitLens { stages, tokens, k } => format!(
                 "the logit lens of {k} tokens per cell at {stages} stages × {tokens} positions"
+            ),
+            Capture::Summary {
+                layers,
+                heads,
+                tokens,
+                top_k,
+            } => format!(
+                "summarising {layers} layers × {heads} heads for {tokens} tokens ({top_k} keys \
+                 per token)"
             ),
         }
     }

@@ -26,6 +26,8 @@ use super::gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::{exp, SharedMut, LANES};
+use attnviz_core::attention::summary::SummaryBuilder;
+use std::sync::Mutex;
 
 /// Which keys each query may see: every (non-padding) key (encoders), or keys up to the query's
 /// own position (decoders). The same type the captured value carries, so that what the kernel
@@ -149,6 +151,10 @@ pub struct CaptureSink<'a> {
     /// Query vectors `[heads, queries, head_dim]` and key vectors `[kv_heads, keys, head_dim]`,
     /// as the scores used them (before the scale), when asked for.
     pub query_key: Option<(&'a mut [f32], &'a mut [f32])>,
+    /// A long input's summary of this layer ([`SummaryBuilder`]): each block of rows is
+    /// summarised once its softmax is done, then forgotten. Usually with `probs: None`, so the
+    /// layer never holds more than each task's block of rows.
+    pub summary: Option<&'a mut SummaryBuilder>,
 }
 
 #[inline(always)]
@@ -337,6 +343,14 @@ pub fn attention(
         context[(s * nq + len) * hidden..(s + 1) * nq * hidden].fill(0.0);
     }
     let ctx = SharedMut(context.as_mut_ptr());
+    let shapes: Vec<_> = sinks
+        .iter()
+        .map(|k| k.summary.as_ref().map(|b| b.shape().clone()))
+        .collect();
+    let summaries: Vec<Option<Mutex<&mut SummaryBuilder>>> = sinks
+        .iter_mut()
+        .map(|k| k.summary.as_deref_mut().map(Mutex::new))
+        .collect();
 
     tasks.par_iter().for_each(|&(s, h, r0, r1)| {
         let (lq, lk) = (query_lengths[s], key_lengths[s]);
@@ -425,6 +439,13 @@ pub fn attention(
         match sink_logits {
             Some(sinks) => softmax_rows_with_sink(p, lk, cols, sinks[h]),
             None => softmax_rows(p, lk, cols),
+        }
+        if let (Some(shape), Some(builder)) = (&shapes[s], &summaries[s]) {
+            let part = shape.summarise(h, r0, p, lk, shift);
+            builder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .merge(part);
         }
         // SAFETY: context rows r0..r1, columns h·d..(h+1)·d of sequence s belong to this task
         // alone; lhs is the task's P block (keys 0..cols), rhs V over keys 0..cols (row stride
@@ -690,6 +711,7 @@ mod tests {
             .map(|(p, q, k)| CaptureSink {
                 probs: Some(p),
                 query_key: Some((q, k)),
+                summary: None,
             })
             .collect();
         let mut context = vec![f32::NAN; batch * c.nq * qw];
@@ -1031,6 +1053,7 @@ mod tests {
             let mut sinks = [CaptureSink {
                 probs: Some(&mut probs),
                 query_key: None,
+                summary: None,
             }];
             attention(
                 ops[0],

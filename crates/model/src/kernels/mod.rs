@@ -58,6 +58,8 @@ pub mod norm;
 pub mod positions;
 pub mod quant;
 pub mod rotary;
+#[cfg(test)]
+mod summary_tests;
 
 pub use activation::Activation;
 pub use attention::{
