@@ -589,6 +589,7 @@ fn single(
         language: args.language.clone(),
         translate: args.task.as_deref() == Some("translate"),
         timestamps: args.timestamps,
+        window: args.window,
     };
     let color = out.color.unwrap_or_default();
     let report = report::Plan {
