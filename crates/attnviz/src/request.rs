@@ -285,7 +285,7 @@ pub enum RequestError {
         model: String,
     },
     /// A speech setting (language, task, timestamps) without a recording.
-    #[error("the language, the task and timestamps are settings of a recording's transcription; give a recording to a speech model")]
+    #[error("the language, the task, timestamps and the window are settings of a recording's transcription; give a recording to a speech model")]
     SpeechSettingsWithoutAudio,
     /// A window of the recording asked for that it does not have.
     #[error("the recording was read in {windows} window{} of up to {seconds:.0} s, numbered from 0; window {asked} is not one of them", if *windows == 1 { "" } else { "s" })]
