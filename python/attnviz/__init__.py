@@ -806,6 +806,8 @@ def run(
         raise TypeError(f"text must be a string, not {type(text).__name__}")
     if not isinstance(task, str):
         raise TypeError(f"task must be 'transcribe' or 'translate', not {task!r}")
+    if task not in ("transcribe", "translate"):
+        raise ValueError(f"task={task!r} is not one of 'transcribe', 'translate'")
     language = _optional_str("language", language)
     if not isinstance(timestamps, (bool, np.bool_)):
         raise TypeError(f"timestamps must be True or False, not {timestamps!r}")

@@ -548,6 +548,12 @@ fn request_error(e: RequestError) -> PyErr {
                         | InputError::NoPicture { .. }
                         | InputError::PanAndScan { .. }
                         | InputError::PictureMarks { .. }
+                        | InputError::NeedsAudio { .. }
+                        | InputError::AudioToText { .. }
+                        | InputError::EnglishOnly { .. }
+                        | InputError::UnknownLanguage { .. }
+                        | InputError::SpeechTask { .. }
+                        | InputError::NoTimestampTokens { .. }
                 )
             ) =>
         {

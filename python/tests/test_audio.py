@@ -88,3 +88,24 @@ def test_what_cannot_run_raises_in_the_library_words(tmp_path):
         attnviz.run(model=WHISPER, audio=3)
     with pytest.raises(TypeError, match="timestamps must be True or False"):
         attnviz.run(model=WHISPER, audio=wav, timestamps="yes")
+    with pytest.raises(ValueError, match="reads a recording, not text; give it an audio file"):
+        attnviz.run("Hello", model=WHISPER)
+    with pytest.raises(ValueError, match="does not read audio"):
+        attnviz.run(model=BERT, audio=wav)
+    with pytest.raises(ValueError, match="window 9 is not one of them"):
+        attnviz.run(model=WHISPER, audio=wav, language="en", generate=2, window=9)
+
+
+def test_a_long_recording_is_read_in_windows_and_window_picks_the_attention(tmp_path):
+    # 8 s: three windows of the tiny checkpoint's 3 s.
+    wav = write_wav(tmp_path / "long.wav", seconds=4.0)
+    doc = cli_json("-m", WHISPER, "--audio", str(wav), "--language", "en", "--generate", "6", "--window", "2")
+    views = attnviz.run(model=WHISPER, audio=wav, language="en", generate=6, window=2)
+    assert views.speech == doc["cross"]["speech"]
+    assert views.speech["windows"] == 3 and views.speech["window"] == 2
+    assert views.speech["window_start"] == 6.0
+    assert {w["window"] for w in views.words} <= {0, 1, 2}
+    assert np.array_equal(views.cross_attention, np.array(doc["cross"]["attention"], dtype=np.float32))
+    first = attnviz.run(model=WHISPER, audio=wav, language="en", generate=6)
+    assert first.transcript == views.transcript and first.words == views.words
+    assert first.speech["window"] == 0
