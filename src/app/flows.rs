@@ -614,7 +614,10 @@ fn say_speech(speech: &attnviz::doc::speech::SpeechSection, run: &Run) {
             speech.window_start,
             speech.window_start + speech.window_seconds
         ));
-        note(&format!("the recording's transcript: {:?}", speech.transcript));
+        note(&format!(
+            "the recording's transcript: {:?}",
+            speech.transcript
+        ));
     }
     if let Some(g) = &run.generation {
         let n = g.generated().len();

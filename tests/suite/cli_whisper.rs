@@ -193,7 +193,14 @@ fn a_ctranslate2_folder_transcribes_a_recording_as_it_is() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("a.json");
-    let out = run(&["-m", path(&dir), "--audio", path(&wav), "--json", path(&json)]);
+    let out = run(&[
+        "-m",
+        path(&dir),
+        "--audio",
+        path(&wav),
+        "--json",
+        path(&json),
+    ]);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     let reference: serde_json::Value = serde_json::from_str(
@@ -204,7 +211,10 @@ fn a_ctranslate2_folder_transcribes_a_recording_as_it_is() {
     let doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
     let speech = &doc["cross"]["speech"];
     assert_eq!(speech["transcript"], reference["transcript"], "{err}");
-    assert_eq!(doc["model"]["family"].as_str().unwrap_or("Whisper"), "Whisper");
+    assert_eq!(
+        doc["model"]["family"].as_str().unwrap_or("Whisper"),
+        "Whisper"
+    );
     assert_eq!(
         speech["words"].as_array().unwrap().len(),
         reference["word_timings"]["words"].as_array().unwrap().len()
@@ -223,7 +233,11 @@ fn a_long_recording_is_read_window_after_window_and_window_picks_the_attention()
         .map(|i| {
             let t = f64::from(i) / 16000.0;
             let f = if t < 3.5 { 440.0 } else { 660.0 };
-            let x = if (2.0..4.0).contains(&t) { 0.0 } else { 0.4 * (2.0 * std::f64::consts::PI * f * t).sin() };
+            let x = if (2.0..4.0).contains(&t) {
+                0.0
+            } else {
+                0.4 * (2.0 * std::f64::consts::PI * f * t).sin()
+            };
             (x * 32767.0) as i16
         })
         .collect();
@@ -232,8 +246,16 @@ fn a_long_recording_is_read_window_after_window_and_window_picks_the_attention()
     let json_of = |window: &str, file: &str| -> serde_json::Value {
         let json = tmp.path().join(file);
         let mut args = vec![
-            "-m", path(&whisper), "--audio", path(&wav), "--language", "en", "--generate", "6",
-            "--json", path(&json),
+            "-m",
+            path(&whisper),
+            "--audio",
+            path(&wav),
+            "--language",
+            "en",
+            "--generate",
+            "6",
+            "--json",
+            path(&json),
         ];
         if !window.is_empty() {
             args.extend(["--window", window]);
@@ -249,24 +271,39 @@ fn a_long_recording_is_read_window_after_window_and_window_picks_the_attention()
         assert_eq!(speech["windows"], 3, "{speech}");
         assert_eq!(speech["window"], window);
         assert_eq!(speech["window_start"], 3.0 * f64::from(window));
-        assert_eq!(speech["window_seconds"], if window == 2 { 1.0 } else { 3.0 });
+        assert_eq!(
+            speech["window_seconds"],
+            if window == 2 { 1.0 } else { 3.0 }
+        );
         assert_eq!(
             doc["encoder"]["tokens"][0],
             format!("{:.2}s", 3.0 * f64::from(window))
         );
         let words = speech["words"].as_array().unwrap();
-        let windows: Vec<u64> = words.iter().map(|w| w["window"].as_u64().unwrap()).collect();
+        let windows: Vec<u64> = words
+            .iter()
+            .map(|w| w["window"].as_u64().unwrap())
+            .collect();
         assert!(windows.windows(2).all(|p| p[0] <= p[1]), "{windows:?}");
         for w in words {
             let k = w["window"].as_f64().unwrap();
             let (start, end) = (w["start"].as_f64().unwrap(), w["end"].as_f64().unwrap());
-            assert!(3.0 * k <= start && start <= end && end <= (3.0 * k + 3.0).min(7.0), "{w}");
+            assert!(
+                3.0 * k <= start && start <= end && end <= (3.0 * k + 3.0).min(7.0),
+                "{w}"
+            );
         }
     }
     // The same transcript and words whichever window is captured; the captured window's own
     // transcript is in the recording's.
-    assert_eq!(first["cross"]["speech"]["transcript"], last["cross"]["speech"]["transcript"]);
-    assert_eq!(first["cross"]["speech"]["words"], last["cross"]["speech"]["words"]);
+    assert_eq!(
+        first["cross"]["speech"]["transcript"],
+        last["cross"]["speech"]["transcript"]
+    );
+    assert_eq!(
+        first["cross"]["speech"]["words"],
+        last["cross"]["speech"]["words"]
+    );
     for doc in [&first, &last] {
         let speech = &doc["cross"]["speech"];
         assert!(speech["transcript"]
@@ -275,8 +312,19 @@ fn a_long_recording_is_read_window_after_window_and_window_picks_the_attention()
             .contains(speech["window_transcript"].as_str().unwrap()));
     }
     let out = run(&[
-        "-m", path(&whisper), "--audio", path(&wav), "--language", "en", "--generate", "4",
-        "--window", "3",
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--language",
+        "en",
+        "--generate",
+        "4",
+        "--window",
+        "3",
     ]);
-    assert_clean_failure(&out, "read in 3 windows of up to 3 s, numbered from 0; window 3 is not one of them");
+    assert_clean_failure(
+        &out,
+        "read in 3 windows of up to 3 s, numbered from 0; window 3 is not one of them",
+    );
 }

@@ -567,7 +567,11 @@ fn check_ct2_as_converted(name: &str) {
         format!("{:?}", hf.architecture()),
         "{name}: the encoder's shape"
     );
-    assert_eq!(ct2.decoder_shape(), hf.decoder_shape(), "{name}: the decoder's");
+    assert_eq!(
+        ct2.decoder_shape(),
+        hf.decoder_shape(),
+        "{name}: the decoder's"
+    );
     assert_eq!(ct2.max_target_positions(), hf.max_target_positions());
     assert_eq!(ct2.speech_settings(), hf.speech_settings(), "{name}");
     assert_eq!(ct2.feature_config(), hf.feature_config(), "{name}");
@@ -600,7 +604,10 @@ fn check_ct2_as_converted(name: &str) {
             )
         };
         let (ours, theirs) = (run(&ct2), run(&hf));
-        eprintln!("[{name} from model.bin, timestamps {timestamps}] {:?}", ours.transcript);
+        eprintln!(
+            "[{name} from model.bin, timestamps {timestamps}] {:?}",
+            ours.transcript
+        );
         assert_eq!(
             ours.seq2seq.generation.as_ref().map(|g| &g.ids),
             theirs.seq2seq.generation.as_ref().map(|g| &g.ids),
@@ -618,13 +625,26 @@ fn check_ct2_as_converted(name: &str) {
         assert!(!ours.words.is_empty(), "{name}: word timings");
         assert_eq!(timings(&ours), timings(&theirs), "{name}: word timings");
         assert_eq!(ours.alignment_heads, theirs.alignment_heads);
-        for (a, b) in ours.seq2seq.attentions.iter().zip(&theirs.seq2seq.attentions) {
+        for (a, b) in ours
+            .seq2seq
+            .attentions
+            .iter()
+            .zip(&theirs.seq2seq.attentions)
+        {
             assert_eq!(a.kind, b.kind);
-            assert_eq!(a.queries().labels, b.queries().labels, "{name} {:?}", a.kind);
+            assert_eq!(
+                a.queries().labels,
+                b.queries().labels,
+                "{name} {:?}",
+                a.kind
+            );
             assert_eq!(a.keys().labels, b.keys().labels, "{name} {:?}", a.kind);
             assert_eq!(a.weights().len(), b.weights().len());
             let d = MaxDiff::of(a.weights(), b.weights());
-            eprintln!("[{name} from model.bin] {:?}: max |Δ| {:.1e}", a.kind, d.value);
+            eprintln!(
+                "[{name} from model.bin] {:?}: max |Δ| {:.1e}",
+                a.kind, d.value
+            );
             assert!(
                 !d.exceeds(1e-6),
                 "[{name}] {:?}: max |Δ| {:.3e} > 1e-6",
@@ -711,34 +731,64 @@ fn real_whisper_tiny_en_reads_a_long_recording_window_after_window() {
         assert_eq!(long.captured, 1);
         let begin = model.speech_settings().unwrap().timestamp_begin();
         for pair in long.windows.windows(2) {
-            let moved = next_window(&pair[0].generated, timestamps.then_some(begin).flatten(), pair[0].seconds);
+            let moved = next_window(
+                &pair[0].generated,
+                timestamps.then_some(begin).flatten(),
+                pair[0].seconds,
+            );
             eprintln!("[tiny.en long, timestamps {timestamps}] the next window {moved:.2} s on");
             if !timestamps {
                 assert_eq!(moved, 30.0);
             }
             let start = pair[0].start_seconds + moved;
-            assert!((pair[1].start_seconds - start).abs() <= 1.0 / rate, "{start}");
+            assert!(
+                (pair[1].start_seconds - start).abs() <= 1.0 / rate,
+                "{start}"
+            );
         }
         if !timestamps {
             assert_eq!(long.windows.len(), 2);
         }
         for (i, w) in long.windows.iter().enumerate() {
             let alone = single((w.start_seconds * rate).round() as usize, &options);
-            eprintln!("[tiny.en long, timestamps {timestamps}] window {i} at {:.2} s: {:?}", w.start_seconds, w.transcript);
+            eprintln!(
+                "[tiny.en long, timestamps {timestamps}] window {i} at {:.2} s: {:?}",
+                w.start_seconds, w.transcript
+            );
             assert!(!w.transcript.is_empty());
             assert_eq!(w.transcript, alone.transcript, "window {i}");
             let moved: Vec<(String, f64, f64)> = alone
                 .words
                 .iter()
-                .map(|x| (x.word.clone(), x.start + w.start_seconds, x.end + w.start_seconds))
+                .map(|x| {
+                    (
+                        x.word.clone(),
+                        x.start + w.start_seconds,
+                        x.end + w.start_seconds,
+                    )
+                })
                 .collect();
-            let ours: Vec<(String, f64, f64)> =
-                w.words.iter().map(|x| (x.word.clone(), x.start, x.end)).collect();
+            let ours: Vec<(String, f64, f64)> = w
+                .words
+                .iter()
+                .map(|x| (x.word.clone(), x.start, x.end))
+                .collect();
             assert_eq!(ours, moved, "window {i}: word timings");
             if i == 1 {
-                for (a, b) in long.encoding.seq2seq.attentions.iter().zip(&alone.seq2seq.attentions) {
+                for (a, b) in long
+                    .encoding
+                    .seq2seq
+                    .attentions
+                    .iter()
+                    .zip(&alone.seq2seq.attentions)
+                {
                     assert_eq!(a.keys().labels, b.keys().labels);
-                    assert_eq!(a.weights(), b.weights(), "the captured window's {:?}", a.kind);
+                    assert_eq!(
+                        a.weights(),
+                        b.weights(),
+                        "the captured window's {:?}",
+                        a.kind
+                    );
                 }
             }
         }

@@ -25,8 +25,8 @@ use super::{
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
 use crate::error::Error;
-use crate::formats::ctranslate2::{Ct2Error, Ct2Model, Ct2Reader};
 use crate::formats::config::{ConfigError, ConfigFile, FieldValue, Instead, Unsupported};
+use crate::formats::ctranslate2::{Ct2Error, Ct2Model, Ct2Reader};
 use crate::formats::source::{TokenizerFiles, TOKENIZERS};
 use crate::formats::validate;
 use crate::formats::weights::Checkpoint;

@@ -27,9 +27,7 @@ use crate::blocks::seq2seq::{
 };
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
-use crate::formats::ctranslate2::{
-    Ct2Error, Ct2Layout, Ct2Model, Ct2Reader, Ct2Slice, Ct2Tokens,
-};
+use crate::formats::ctranslate2::{Ct2Error, Ct2Layout, Ct2Model, Ct2Reader, Ct2Slice, Ct2Tokens};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -398,7 +396,11 @@ fn ct2_layers(model: &Ct2Model, side: Side) -> usize {
 /// `linear_1`), LayerNorms as `gamma`/`beta`, the keys' zero bias dropped (transformers' keys
 /// have none; a bias on the keys adds one constant to each query's scores, which the softmax
 /// takes away).
-fn ct2_names(model: &Ct2Model, encoder_layers: usize, decoder_layers: usize) -> Vec<(String, Ct2Slice)> {
+fn ct2_names(
+    model: &Ct2Model,
+    encoder_layers: usize,
+    decoder_layers: usize,
+) -> Vec<(String, Ct2Slice)> {
     let mut names = Vec::new();
     let mut whole = |hf: String, ct: String| names.push((hf, Ct2Slice::whole(ct)));
     let linear = |hf: &Name, ct: &str, put: &mut dyn FnMut(String, String)| {
@@ -410,30 +412,60 @@ fn ct2_names(model: &Ct2Model, encoder_layers: usize, decoder_layers: usize) -> 
         put(hf.bias(), format!("{ct}/beta"));
     };
     let mut parts = Vec::new();
-    for (side, layers) in [(Side::Encoder, encoder_layers), (Side::Decoder, decoder_layers)] {
+    for (side, layers) in [
+        (Side::Encoder, encoder_layers),
+        (Side::Decoder, decoder_layers),
+    ] {
         let stack = Names::stack(side);
         let module = side.module();
-        whole(stack.positions.weight(), format!("{module}/position_encodings/encodings"));
-        norm(&stack.final_norm, &format!("{module}/layer_norm"), &mut whole);
+        whole(
+            stack.positions.weight(),
+            format!("{module}/position_encodings/encodings"),
+        );
+        norm(
+            &stack.final_norm,
+            &format!("{module}/layer_norm"),
+            &mut whole,
+        );
         for i in 0..layers {
             let (hf, ct) = (Names::layer(side, i), ct2_layer(side, i));
             let a = &hf.self_attention;
             let fused = format!("{ct}/self_attention/linear_0");
             for (part, name) in [&a.q, &a.k, &a.v].into_iter().enumerate() {
-                parts.push((name.weight(), Ct2Slice::rows(format!("{fused}/weight"), part, 3)));
+                parts.push((
+                    name.weight(),
+                    Ct2Slice::rows(format!("{fused}/weight"), part, 3),
+                ));
                 if part != 1 {
-                    parts.push((name.bias(), Ct2Slice::rows(format!("{fused}/bias"), part, 3)));
+                    parts.push((
+                        name.bias(),
+                        Ct2Slice::rows(format!("{fused}/bias"), part, 3),
+                    ));
                 }
             }
-            linear(&a.output, &format!("{ct}/self_attention/linear_1"), &mut whole);
-            norm(&a.norm, &format!("{ct}/self_attention/layer_norm"), &mut whole);
+            linear(
+                &a.output,
+                &format!("{ct}/self_attention/linear_1"),
+                &mut whole,
+            );
+            norm(
+                &a.norm,
+                &format!("{ct}/self_attention/layer_norm"),
+                &mut whole,
+            );
             if let Some(c) = &hf.cross {
                 linear(&c.q, &format!("{ct}/attention/linear_0"), &mut whole);
                 let fused = format!("{ct}/attention/linear_1");
                 for (part, name) in [&c.k, &c.v].into_iter().enumerate() {
-                    parts.push((name.weight(), Ct2Slice::rows(format!("{fused}/weight"), part, 2)));
+                    parts.push((
+                        name.weight(),
+                        Ct2Slice::rows(format!("{fused}/weight"), part, 2),
+                    ));
                     if part != 0 {
-                        parts.push((name.bias(), Ct2Slice::rows(format!("{fused}/bias"), part, 2)));
+                        parts.push((
+                            name.bias(),
+                            Ct2Slice::rows(format!("{fused}/bias"), part, 2),
+                        ));
                     }
                 }
                 linear(&c.output, &format!("{ct}/attention/linear_2"), &mut whole);
@@ -466,12 +498,15 @@ fn ct2_dim(model: &Ct2Model, name: &str, dim: usize) -> Result<usize, Ct2Error> 
         path: model.path().to_path_buf(),
         name: name.to_string(),
     })?;
-    v.shape.get(dim).copied().ok_or_else(|| Ct2Error::Attribute {
-        path: model.path().to_path_buf(),
-        name: name.to_string(),
-        value: format!("of shape {:?}", v.shape),
-        expected: format!("Whisper's has at least {} dimensions", dim + 1),
-    })
+    v.shape
+        .get(dim)
+        .copied()
+        .ok_or_else(|| Ct2Error::Attribute {
+            path: model.path().to_path_buf(),
+            name: name.to_string(),
+            value: format!("of shape {:?}", v.shape),
+            expected: format!("Whisper's has at least {} dimensions", dim + 1),
+        })
 }
 
 /// transformers' config.json and generation_config.json of the Whisper in `model`, as
@@ -486,8 +521,18 @@ fn ct2_layout(
     use serde_json::{json, Value};
     // The decoder's scalar attributes: what the converter writes for every Whisper.
     let gelu = 3; // CTranslate2's ActivationType::GELU (erf).
-    model.attribute("decoder/activation", &[gelu], Some(gelu), "Whisper's decoder uses GELU (3)")?;
-    model.attribute("decoder/pre_norm", &[1], Some(1), "Whisper's layers are pre-norm (1)")?;
+    model.attribute(
+        "decoder/activation",
+        &[gelu],
+        Some(gelu),
+        "Whisper's decoder uses GELU (3)",
+    )?;
+    model.attribute(
+        "decoder/pre_norm",
+        &[1],
+        Some(1),
+        "Whisper's layers are pre-norm (1)",
+    )?;
     model.attribute("decoder/alibi", &[0], Some(0), "Whisper has no ALiBi (0)")?;
     let scale = model.attribute(
         "decoder/scale_embeddings",
@@ -504,9 +549,17 @@ fn ct2_layout(
         )
     };
     let (encoder_heads, decoder_heads) = (heads("encoder")?, heads("decoder")?);
-    let (encoder_layers, decoder_layers) =
-        (ct2_layers(model, Side::Encoder), ct2_layers(model, Side::Decoder));
-    let ffn = |side: Side| ct2_dim(model, &format!("{}/ffn/linear_0/weight", ct2_layer(side, 0)), 0);
+    let (encoder_layers, decoder_layers) = (
+        ct2_layers(model, Side::Encoder),
+        ct2_layers(model, Side::Decoder),
+    );
+    let ffn = |side: Side| {
+        ct2_dim(
+            model,
+            &format!("{}/ffn/linear_0/weight", ct2_layer(side, 0)),
+            0,
+        )
+    };
     let vocab = ct2_dim(model, "decoder/embeddings/weight", 0)?;
     let d_model = ct2_dim(model, "encoder/conv1/weight", 0)?;
     let mel_bins = ct2_dim(model, "encoder/conv1/weight", 1)?;

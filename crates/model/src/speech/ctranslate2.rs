@@ -71,9 +71,7 @@ impl Model {
                 origin: dir.display().to_string(),
                 searched: "a CTranslate2 folder has no chat template".to_string(),
             }),
-            max_length: layout.generation["max_length"]
-                .as_u64()
-                .map(|n| n as usize),
+            max_length: layout.generation["max_length"].as_u64().map(|n| n as usize),
             forced_bos_token_id: None,
             forced_eos_token_id: None,
         };
@@ -144,8 +142,11 @@ mod tests {
 
     fn folder(spec: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(crate::formats::ctranslate2::MODEL_BIN), model_bin(spec))
-            .unwrap();
+        std::fs::write(
+            dir.path().join(crate::formats::ctranslate2::MODEL_BIN),
+            model_bin(spec),
+        )
+        .unwrap();
         std::fs::write(dir.path().join("config.json"), "{}").unwrap();
         std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
         dir
@@ -154,7 +155,10 @@ mod tests {
     #[test]
     fn a_ctranslate2_folder_of_another_spec_is_refused_in_one_line() {
         let dir = folder("TransformerSpec");
-        let err = Model::from_dir(dir.path()).err().expect("refused").to_string();
+        let err = Model::from_dir(dir.path())
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(
             err.contains("holds a CTranslate2 TransformerSpec model")
                 && err.contains("CTranslate2 folders of Whisper (WhisperSpec) only")
@@ -167,7 +171,10 @@ mod tests {
     fn a_ctranslate2_folder_without_tokenizer_json_says_so() {
         let dir = folder("WhisperSpec");
         std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
-        let err = Model::from_dir(dir.path()).err().expect("refused").to_string();
+        let err = Model::from_dir(dir.path())
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(err.contains("has no tokenizer.json"), "{err}");
     }
 
@@ -177,7 +184,10 @@ mod tests {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/tiny-whisper/tokenizer.json");
         std::fs::copy(fixture, dir.path().join("tokenizer.json")).unwrap();
-        let err = Model::from_dir(dir.path()).err().expect("refused").to_string();
+        let err = Model::from_dir(dir.path())
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(
             err.contains("encoder/num_heads is missing") && !err.contains('\n'),
             "{err}"

@@ -136,14 +136,9 @@ impl Model {
                 .expect("log_mel gives at least one window");
             window.start_seconds = seek as f64 / rate;
             let seconds = (end - seek.min(end)) as f64 / rate;
-            let enc = self.encode_speech(
-                &window,
-                seconds,
-                None,
-                options,
-                opts,
-                &mut |d| progress(index, d),
-            )?;
+            let enc = self.encode_speech(&window, seconds, None, options, opts, &mut |d| {
+                progress(index, d)
+            })?;
             let generated: Vec<u32> = enc
                 .seq2seq
                 .generation
@@ -203,7 +198,19 @@ mod tests {
         // No timestamps: the next 30-second boundary.
         assert_eq!(next_window(&[5, 6, 7], None, 30.0), 30.0);
         // Segments closed by a pair: after the last pair's first timestamp.
-        let tokens = [ts(0.0), 5, 6, ts(4.0), ts(4.0), 7, 8, ts(9.5), ts(9.5), 9, 10];
+        let tokens = [
+            ts(0.0),
+            5,
+            6,
+            ts(4.0),
+            ts(4.0),
+            7,
+            8,
+            ts(9.5),
+            ts(9.5),
+            9,
+            10,
+        ];
         assert!((next_window(&tokens, Some(b), 30.0) - 9.5).abs() < 1e-9);
         // Ending on a single timestamp: the whole window was read.
         let tokens = [ts(0.0), 5, ts(4.0), ts(4.0), 7, ts(9.5)];
