@@ -754,6 +754,8 @@ fn run(
             })
         })
         .collect::<PyResult<Vec<_>>>()?;
+    // Every field is set today; the update keeps fields added later at their defaults.
+    #[allow(clippy::needless_update)]
     let request = RunRequest {
         // A vision model reads its picture alone (the library refuses text with it); a
         // vision-language model reads the text as its prompt.
