@@ -108,6 +108,14 @@ class Report:
 
     #: What the model generated (decoded), when it generated (``run(..., generate=N)``).
     generated_text: Optional[str] = None
+    #: A speech run's transcript (``run(audio=...)``), else None.
+    transcript: Optional[str] = None
+    #: A speech run's word timings: dicts with ``word``, ``start`` and ``end`` (seconds of the
+    #: recording), ``tokens``, ``rows``, ``start_frame`` and ``end_frame``; else None.
+    words: Optional[list] = None
+    #: A speech run's JSON ``speech`` section (the recording, the window captured, the prompt,
+    #: the alignment heads, the transcript and the word timings), else None.
+    speech: Optional[dict] = None
 
     @property
     def generated(self) -> list:
@@ -346,6 +354,14 @@ class Views:
 
     #: What the decoder generated (decoded), for an encoder–decoder run that generated.
     generated_text: Optional[str] = None
+    #: A speech run's transcript (``run(audio=...)``), else None.
+    transcript: Optional[str] = None
+    #: A speech run's word timings: dicts with ``word``, ``start`` and ``end`` (seconds of the
+    #: recording), ``tokens``, ``rows``, ``start_frame`` and ``end_frame``; else None.
+    words: Optional[list] = None
+    #: A speech run's JSON ``speech`` section (the recording, the window captured, the prompt,
+    #: the alignment heads, the transcript and the word timings), else None.
+    speech: Optional[dict] = None
     #: The length an encoder–decoder generated to by default (neither target nor generate).
     default_generation: Optional[int] = None
 
@@ -634,6 +650,11 @@ def run(
     tower: bool = False,
     mmproj: Any = None,
     pan_and_scan: bool = False,
+    audio: Any = None,
+    language: Optional[str] = None,
+    task: str = "transcribe",
+    timestamps: bool = False,
+    window: Optional[int] = None,
     _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -718,6 +739,19 @@ def run(
     - ``tower=True`` (with ``image``): a vision-language model's vision tower alone over its
       one picture, a vision model's run (its views, ``report.image``), as the CLI's
       ``--tower``; the prompt is left out.
+    - ``audio``: a recording (a path to a WAV, FLAC, MP3 or OGG file) for a speech model
+      (Whisper, from transformers' folder or CTranslate2's), in place of ``text``: the model
+      transcribes it (``generate`` tokens at most, else as many as the decoder holds) and the
+      result holds its three attentions over the first 30-second window, as the CLI's
+      ``--audio``. ``language`` (``"en"``, ``"english"``; default: detected by multilingual
+      models), ``task`` (``"transcribe"`` or ``"translate"``) and ``timestamps=True`` (timestamp
+      tokens) are its settings. A recording longer than 30 s is read in consecutive windows
+      (docs/audio-input.md): ``window=N`` picks the window whose attention is captured (from 0;
+      default the first). ``result.transcript`` is the recording's transcript, ``result.words``
+      the word timings of every window (dicts with ``word``, ``start`` and ``end`` in seconds of
+      the recording, ``window``, ``tokens``, ``start_frame``, ``end_frame``), ``result.speech``
+      the JSON's whole ``speech`` section (which window was captured, its transcript, the
+      prompt, the alignment heads); all ``None`` without ``audio``.
     - ``kind``: of an encoder–decoder, the one kind to return as a :class:`Report`
       (``"encoder"``, ``"decoder"`` or ``"cross"``) instead of :class:`Views` of all three;
       other models have one kind, ``"self"``.
@@ -762,8 +796,27 @@ def run(
             max_analysis_time=max_analysis_time, kind=kind, query=query, threads=threads,
             full_paths=full_paths, tower=tower, mmproj=mmproj, pan_and_scan=pan_and_scan,
         )
+    if audio is not None:
+        if not isinstance(audio, (str, os.PathLike)):
+            raise TypeError(f"audio must be a path to a recording, not {type(audio).__name__}")
+        audio = os.fspath(audio)
+        if text is None:
+            text = ""
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, not {type(text).__name__}")
+    if not isinstance(task, str):
+        raise TypeError(f"task must be 'transcribe' or 'translate', not {task!r}")
+    if task not in ("transcribe", "translate"):
+        raise ValueError(f"task={task!r} is not one of 'transcribe', 'translate'")
+    language = _optional_str("language", language)
+    if not isinstance(timestamps, (bool, np.bool_)):
+        raise TypeError(f"timestamps must be True or False, not {timestamps!r}")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)):
+            raise TypeError(f"window must be a window's number (an int), not {window!r}")
+        if window < 0:
+            raise ValueError(f"window={int(window)}: windows are numbered from 0")
+        window = int(window)
     if tower and _images is None:
         raise ValueError("tower=True runs a vision-language model's vision tower over a picture; give image= as well")
     if query is not None:
@@ -839,7 +892,7 @@ def run(
     elif view == "heads" and not wants_heads:
         raise ValueError("view='heads' opens on head attribution or ablation; give attribution=True or ablate=True as well")
     (natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays,
-     zeroing_arrays, heads_json) = _native.run(
+     zeroing_arrays, heads_json, speech_json) = _native.run(
         text,
         model,
         revision=revision,
@@ -862,8 +915,14 @@ def run(
         tower=bool(tower),
         mmproj=mmproj,
         pan_and_scan=bool(pan_and_scan),
+        audio=audio,
+        language=language,
+        task=task,
+        timestamps=bool(timestamps),
+        window=window,
         **heads,
     )
+    speech = None if speech_json is None else _json.loads(speech_json)
     if kind is not None:
         chosen = [n for n in natives if n.kind == kind]
         if not chosen:
@@ -892,12 +951,22 @@ def run(
         report.alti = _layered_matrices(alti_arrays)
         report.value_zeroing = _layered_matrices(zeroing_arrays)
         report.head_attribution, report.head_ablation = _heads(heads_json)
+        _set_speech(report, speech)
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)
     views.generated_text = generated_text
     views.default_generation = default_length
+    _set_speech(views, speech)
     return views
+
+
+def _set_speech(result: Any, speech: Optional[dict]) -> None:
+    """A speech run's transcript, word timings and whole ``speech`` section on ``result``
+    (``None`` each without a recording)."""
+    result.speech = speech
+    result.transcript = None if speech is None else speech["transcript"]
+    result.words = None if speech is None else speech["words"]
 
 
 #: The kinds of attention a run can have (``kind=``).

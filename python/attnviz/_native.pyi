@@ -138,6 +138,11 @@ def run(
     tower: bool = False,
     mmproj: Optional[str] = None,
     pan_and_scan: bool = False,
+    audio: Optional[str] = None,
+    language: Optional[str] = None,
+    task: str = "transcribe",
+    timestamps: bool = False,
+    window: Optional[int] = None,
 ) -> Tuple[
     list[Attention],
     Optional[str],
@@ -148,6 +153,7 @@ def run(
     Optional[_AltiArrays],
     Optional[_AltiArrays],
     Tuple[Optional[str], Optional[str]],
+    Optional[str],
 ]: ...
 def induction(model: str, revision: str = "main") -> Optional[str]: ...
 def from_arrays(

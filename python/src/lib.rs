@@ -548,6 +548,12 @@ fn request_error(e: RequestError) -> PyErr {
                         | InputError::NoPicture { .. }
                         | InputError::PanAndScan { .. }
                         | InputError::PictureMarks { .. }
+                        | InputError::NeedsAudio { .. }
+                        | InputError::AudioToText { .. }
+                        | InputError::EnglishOnly { .. }
+                        | InputError::UnknownLanguage { .. }
+                        | InputError::SpeechTask { .. }
+                        | InputError::NoTimestampTokens { .. }
                 )
             ) =>
         {
@@ -623,10 +629,10 @@ fn request_error(e: RequestError) -> PyErr {
              attribution or ablation are the language model's; drop them, or tower=True"
                 .to_string(),
         ),
-        // Recordings are the CLI's for now (no audio= here): said in the library's words.
-        e @ (RequestError::TextWithAudio { .. } | RequestError::SpeechSettingsWithoutAudio) => {
-            value(e.to_string())
-        }
+        // A recording's refusals, in the library's words.
+        e @ (RequestError::TextWithAudio { .. }
+        | RequestError::SpeechSettingsWithoutAudio
+        | RequestError::NoSuchWindow { .. }) => value(e.to_string()),
         e @ RequestError::Summarised(_) => value(e.to_string()),
         RequestError::Shape(e) => runtime_error(e),
     }
@@ -644,11 +650,16 @@ type RunResult = (
     Option<AltiArrays>,
     Option<AltiArrays>,
     HeadSections,
+    SpeechSection,
 );
 
 /// ALTI (or value zeroing) through each layer and of each layer alone, `[layers · n · n]` each,
 /// the model's numbers of the layers, and n.
 type AltiArrays = (Vec<f32>, Vec<f32>, Vec<usize>, usize);
+
+/// A speech run's JSON section (`speech`: transcript, word timings, the window captured;
+/// `docs/json.md`), as a JSON string the package reads.
+type SpeechSection = Option<String>;
 
 /// Head attribution's and ablation's JSON sections (`head_attribution`, `head_ablation`;
 /// `docs/json.md`), as JSON strings the package reads.
@@ -664,7 +675,8 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
     chat=false, layers=None, max_memory=None, truncate=false, neuron=false, weighting="raw",
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
-    tower=false, mmproj=None, pan_and_scan=false))]
+    tower=false, mmproj=None, pan_and_scan=false, audio=None, language=None,
+    task="transcribe", timestamps=false, window=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -694,7 +706,21 @@ fn run(
     tower: bool,
     mmproj: Option<std::path::PathBuf>,
     pan_and_scan: bool,
+    audio: Option<std::path::PathBuf>,
+    language: Option<String>,
+    task: &str,
+    timestamps: bool,
+    window: Option<usize>,
 ) -> PyResult<RunResult> {
+    let translate = match task {
+        "transcribe" => false,
+        "translate" => true,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "task={other:?} is not one of 'transcribe', 'translate'"
+            )))
+        }
+    };
     let weighting: Weighting = choice("weighting", weighting)?;
     let analysis_time = match max_analysis_time {
         None => None,
@@ -729,6 +755,8 @@ fn run(
             })
         })
         .collect::<PyResult<Vec<_>>>()?;
+    // Every field is set today; the update keeps fields added later at their defaults.
+    #[allow(clippy::needless_update)]
     let request = RunRequest {
         // A vision model reads its picture alone (the library refuses text with it); a
         // vision-language model reads the text as its prompt.
@@ -759,6 +787,11 @@ fn run(
         target_token,
         contrast,
         analysis_time,
+        audio,
+        language,
+        translate,
+        timestamps,
+        window,
         ..RunRequest::default()
     };
     let pool = threads.map(pool_of).transpose()?;
@@ -824,6 +857,10 @@ fn run(
             )
         }),
         head_sections,
+        run.measured
+            .speech
+            .as_ref()
+            .map(|s| serde_json::to_string(s).expect("the speech section serialises to JSON")),
     ))
 }
 

@@ -192,10 +192,11 @@ pub struct Args {
     pub picture: PictureArgs,
 
     /// A recording (WAV, FLAC, MP3 or OGG/Vorbis) for a speech model (Whisper): decoded, mixed
-    /// to mono, resampled to 16 kHz and turned into the model's log-mel spectrogram; its first
-    /// window (30 s) is transcribed greedily, and the views show the encoder's attention over
-    /// the audio frames (labelled by time), the decoder's, and the cross-attention of the words
-    /// over the frames, with each word's start and end. No TEXT with it.
+    /// to mono, resampled to 16 kHz and turned into the model's log-mel spectrogram; it is
+    /// transcribed greedily in consecutive windows of 30 s, and the views show one window's
+    /// (--window) encoder attention over the audio frames (labelled by time), the decoder's,
+    /// and the cross-attention of the words over the frames, with each word's start and end.
+    /// No TEXT with it.
     #[arg(help_heading = heading::AUDIO, long, value_name = "FILE")]
     pub audio: Option<PathBuf>,
 
@@ -212,6 +213,11 @@ pub struct Args {
     /// With --audio: generate Whisper's timestamp tokens (<|0.00|> …) between the segments.
     #[arg(help_heading = heading::AUDIO, long, requires = "audio")]
     pub timestamps: bool,
+
+    /// With --audio: the window of a recording longer than 30 s whose attention the views
+    /// show, from 0 (the transcript and word timings cover every window) [default: 0].
+    #[arg(help_heading = heading::AUDIO, long, value_name = "N", requires = "audio")]
+    pub window: Option<usize>,
 
     /// Per-head statistics (`--stats`, `--stat`).
     #[command(flatten)]

@@ -645,11 +645,15 @@ fn say_speech(speech: &attnviz::doc::speech::SpeechSection, run: &Run) {
     ));
     if speech.windows > 1 {
         note(&format!(
-            "note: the recording spans {} windows of {:.0} s; attnviz read the first ({:.2}–{:.2} s)",
+            "note: the recording was read in {} windows; the attention is window {}'s ({:.2}–{:.2} s, --window N picks another), the transcript and word timings cover them all",
             speech.windows,
-            speech.window_seconds,
+            speech.window,
             speech.window_start,
             speech.window_start + speech.window_seconds
+        ));
+        note(&format!(
+            "the recording's transcript: {:?}",
+            speech.transcript
         ));
     }
     if let Some(g) = &run.generation {

@@ -645,6 +645,7 @@ fn single(
         translate: args.task.as_deref() == Some("translate"),
         timestamps: args.timestamps,
         summary,
+        window: args.window,
     };
     let color = out.color.unwrap_or_default();
     let report = report::Plan {

@@ -469,10 +469,11 @@ pub(super) fn request(e: RequestError) -> Error {
             "{model} reads the recording (--audio) alone: drop TEXT"
         )),
         RequestError::SpeechSettingsWithoutAudio => usage(
-            "--language, --task and --timestamps set how a recording is transcribed; give it with --audio FILE to a speech model (Whisper)"
+            "--language, --task, --timestamps and --window set how a recording is transcribed; give it with --audio FILE to a speech model (Whisper)"
                 .into(),
         ),
         RequestError::Summarised(c) => usage(summarised(c)),
+        e @ RequestError::NoSuchWindow { .. } => usage(format!("--window: {e}")),
         RequestError::Shape(e) => usage(e.to_string()),
     }
 }

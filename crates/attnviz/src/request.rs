@@ -120,6 +120,9 @@ pub struct RunRequest {
     /// inputs (encoders and decoders reading a text), whose full capture would not fit: the
     /// run's attention then holds no layer, and [`Measured::summary`] the summaries.
     pub summary: Option<crate::attention::summary::SummarySpec>,
+    /// Which window of a recording longer than one window the attention is captured from
+    /// (from 0; `None`: the first). The transcript and the word timings cover every window.
+    pub window: Option<usize>,
 }
 
 /// A request's target (`None`: the model's prediction) and contrast token ids.
@@ -292,8 +295,18 @@ pub enum RequestError {
     #[error("a summarised run keeps no attention matrix, only its summaries; {0}")]
     Summarised(SummaryConflict),
     /// A speech setting (language, task, timestamps) without a recording.
-    #[error("the language, the task and timestamps are settings of a recording's transcription; give a recording to a speech model")]
+    #[error("the language, the task, timestamps and the window are settings of a recording's transcription; give a recording to a speech model")]
     SpeechSettingsWithoutAudio,
+    /// A window of the recording asked for that it does not have.
+    #[error("the recording was read in {windows} window{} of up to {seconds:.0} s, numbered from 0; window {asked} is not one of them", if *windows == 1 { "" } else { "s" })]
+    NoSuchWindow {
+        /// The window asked for.
+        asked: usize,
+        /// The windows read.
+        windows: usize,
+        /// The most seconds a window holds.
+        seconds: f64,
+    },
     /// The three attentions of an encoder–decoder run don't fit together (a bug).
     #[error("{0}")]
     Shape(#[from] ShapeError),
@@ -538,7 +551,7 @@ impl RunRequest {
                 family: model.family(),
             }));
         }
-        if self.language.is_some() || self.translate || self.timestamps {
+        if self.language.is_some() || self.translate || self.timestamps || self.window.is_some() {
             return Err(RequestError::SpeechSettingsWithoutAudio);
         }
         if self.summary.is_some() {
@@ -858,10 +871,12 @@ impl RunRequest {
         Ok(run)
     }
 
-    /// A speech model's run on the recording at `path`: decoded, resampled, its first window's
-    /// log-mel spectrogram through the encoder; the decoder generates the transcript (up to
-    /// `generate` tokens, else the decoder's positions less the prompt) under Whisper's rules;
-    /// the three attentions and the words' timings.
+    /// A speech model's run on the recording at `path`: decoded, resampled, read in
+    /// consecutive windows ([`crate::model::speech::long`]), each window's log-mel spectrogram
+    /// through the encoder and its transcript generated (up to `generate` tokens, else the
+    /// decoder's positions less the prompt) under Whisper's rules; the three attentions of
+    /// window `window` (the first by default), the recording's transcript and every word's
+    /// timing.
     fn run_speech(
         &self,
         model: &Model,
@@ -890,10 +905,7 @@ impl RunRequest {
         }
         let sound =
             audio::load(path, &audio::AudioLimits::default()).map_err(crate::model::Error::from)?;
-        let windows = audio::log_mel(&sound.samples, features);
-        let window = windows.first().expect("log_mel gives at least one window");
         let chunk = features.chunk_length as f64;
-        let window_seconds = sound.duration.min(chunk);
         let longest = model
             .seq2seq_decoder_positions()
             .unwrap_or(crate::model::encdec::DEFAULT_MAX_LENGTH);
@@ -910,17 +922,49 @@ impl RunRequest {
             timestamps: self.timestamps,
             max_new_tokens: new,
         };
-        let mut report = Generating::new(progress, new);
-        let out = model.encode_speech(
-            window,
-            window_seconds,
-            None,
+        let capture = self.window.unwrap_or(0);
+        // Each window's generation reported as one of its own.
+        let mut report = (usize::MAX, Generating::new(progress, new));
+        let long = model.encode_speech_windows(
+            &sound.samples,
+            features,
+            capture,
             &options,
             &self.encode_options(),
-            &mut |d| report.done(d),
+            &mut |window, d| {
+                if report.0 != window {
+                    report.1.finish();
+                    report = (window, Generating::new(progress, new));
+                }
+                report.1.done(d);
+            },
         );
-        report.finish();
-        let out = out?;
+        report.1.finish();
+        let long = long?;
+        if long.captured != capture {
+            return Err(RequestError::NoSuchWindow {
+                asked: capture,
+                windows: long.windows.len(),
+                seconds: chunk,
+            });
+        }
+        let transcript = long.transcript();
+        let words: Vec<crate::doc::speech::WordDoc> = long
+            .words()
+            .map(|(window, w)| crate::doc::speech::WordDoc {
+                word: w.word.clone(),
+                tokens: w.tokens.clone(),
+                window,
+                rows: w.rows,
+                start_frame: w.start_frame,
+                end_frame: w.end_frame,
+                start: w.start,
+                end: w.end,
+            })
+            .collect();
+        let window_count = long.windows.len();
+        let window_seconds = long.windows[capture].seconds;
+        let out = long.encoding;
         let [encoder, decoder, cross]: [Attention; 3] = out
             .seq2seq
             .attentions
@@ -945,29 +989,19 @@ impl RunRequest {
             duration: sound.duration,
             window_start: out.start_seconds,
             window_seconds,
-            windows: windows.len(),
+            windows: window_count,
+            window: capture,
             frame_seconds: crate::model::speech::FRAME_SECONDS,
             language: out.language.clone(),
             language_detected: out.language_detected,
             task: options.task.as_str().to_string(),
             timestamps: self.timestamps,
             prompt: out.prompt.clone(),
-            transcript: out.transcript.clone(),
+            transcript,
+            window_transcript: out.transcript.clone(),
             alignment_heads: out.alignment_heads.iter().map(|&(l, h)| [l, h]).collect(),
             alignment_heads_given: out.alignment_heads_given,
-            words: out
-                .words
-                .iter()
-                .map(|w| crate::doc::speech::WordDoc {
-                    word: w.word.clone(),
-                    tokens: w.tokens.clone(),
-                    rows: w.rows,
-                    start_frame: w.start_frame,
-                    end_frame: w.end_frame,
-                    start: out.start_seconds + w.start,
-                    end: out.start_seconds + w.end,
-                })
-                .collect(),
+            words,
         };
         Ok(Run {
             set,

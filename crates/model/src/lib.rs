@@ -391,6 +391,9 @@ impl Model {
 
     /// Load a model from its located files.
     pub fn from_files(files: &ModelFiles) -> Result<Model, Error> {
+        if formats::ctranslate2::is_model_bin(&files.weights) {
+            return Self::from_ctranslate2(files);
+        }
         // The tokenizer loads on a thread of its own while the weights are read: reading the
         // weights in place is mostly waiting on page mappings, which leaves a core free.
         let (loaded, tokenizer) = std::thread::scope(|scope| {

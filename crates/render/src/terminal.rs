@@ -727,11 +727,20 @@ impl View<'_> {
             }
             .full(index_w, label_w, t)?;
         } else {
+            // A speech encoder's units are audio frames labelled by their time (`0.00s`).
+            let keys = &self.names.keys;
+            let frames = keys.iter().all(|l| {
+                l.strip_suffix('s')
+                    .is_some_and(|t| t.parse::<f64>().is_ok())
+            });
+            let what = match (frames, keys.first(), keys.last()) {
+                (true, Some(a), Some(b)) => format!("audio frames ({a}–{b})"),
+                _ => format!("source {}", units_word(att, true)),
+            };
             self.wrap(
                 &format!(
-                    "{nk} source {}: too many to draw here; the alignment only (the PNG \
-                     and HTML views draw it)",
-                    units_word(att, true)
+                    "{nk} {what}: too many to draw here; the alignment only (the PNG and HTML \
+                     views draw it)"
                 ),
                 Paint::Dim,
                 t,

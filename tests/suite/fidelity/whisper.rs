@@ -537,3 +537,262 @@ fn real_whisper_tiny_en_transcribes_and_times_beckett_as_transformers() {
 fn real_whisper_base_transcribes_and_times_beckett_as_transformers() {
     check_real("whisper-base");
 }
+
+/// The real tiny.en or base loaded straight from its CTranslate2 folder (model.bin, config.json,
+/// tokenizer.json: no conversion) and from the transformers folder
+/// tests/reference/ct2_to_transformers.py converts it into (held to transformers by
+/// `check_real`): the same sizes, speech settings and features; on beckett.wav, with and
+/// without timestamps, the same generated ids, transcript and word timings, and every captured
+/// attention (encoder, decoder, cross; every layer and head) within 1e-6, with the same labels.
+fn check_ct2_as_converted(name: &str) {
+    let cache = repo().join(".cache");
+    let ct2_dir = cache.join("models").join(name);
+    let hf_dir = cache.join("models").join(format!("{name}-hf"));
+    let wav = cache.join("audio/beckett.wav");
+    assert!(
+        ct2_dir.join("model.bin").is_file()
+            && hf_dir.join("model.safetensors").is_file()
+            && wav.is_file(),
+        "{}, {} or {} is missing: run scripts/fetch-whisper-tiny.sh, scripts/fetch-whisper-base.sh \
+         and scripts/fetch-beckett.sh, then tests/reference/ct2_to_transformers.py",
+        ct2_dir.join("model.bin").display(),
+        hf_dir.display(),
+        wav.display()
+    );
+    let ct2 = ok(Model::from_dir(&ct2_dir), format!("{name} (CTranslate2)"));
+    let hf = ok(Model::from_dir(&hf_dir), format!("{name}-hf"));
+    assert_eq!(ct2.info().family, "Whisper");
+    assert_eq!(
+        format!("{:?}", ct2.architecture()),
+        format!("{:?}", hf.architecture()),
+        "{name}: the encoder's shape"
+    );
+    assert_eq!(
+        ct2.decoder_shape(),
+        hf.decoder_shape(),
+        "{name}: the decoder's"
+    );
+    assert_eq!(ct2.max_target_positions(), hf.max_target_positions());
+    assert_eq!(ct2.speech_settings(), hf.speech_settings(), "{name}");
+    assert_eq!(ct2.feature_config(), hf.feature_config(), "{name}");
+    assert_eq!(
+        ct2.generation_config().eos_token_ids,
+        hf.generation_config().eos_token_ids
+    );
+    let sound = ok(
+        attnviz::model::audio::load(&wav, &attnviz::model::audio::AudioLimits::default()),
+        "beckett.wav",
+    );
+    let windows = attnviz::model::audio::log_mel(&sound.samples, hf.feature_config().unwrap());
+    for timestamps in [false, true] {
+        let options = SpeechOptions {
+            max_new_tokens: 100,
+            timestamps,
+            ..SpeechOptions::default()
+        };
+        let run = |model: &Model| {
+            ok(
+                model.encode_speech(
+                    &windows[0],
+                    sound.duration,
+                    None,
+                    &options,
+                    &EncodeOptions::default(),
+                    &mut |_| {},
+                ),
+                name,
+            )
+        };
+        let (ours, theirs) = (run(&ct2), run(&hf));
+        eprintln!(
+            "[{name} from model.bin, timestamps {timestamps}] {:?}",
+            ours.transcript
+        );
+        assert_eq!(
+            ours.seq2seq.generation.as_ref().map(|g| &g.ids),
+            theirs.seq2seq.generation.as_ref().map(|g| &g.ids),
+            "{name}: generated ids"
+        );
+        assert!(!ours.transcript.is_empty());
+        assert_eq!(ours.transcript, theirs.transcript, "{name}");
+        assert_eq!(ours.prompt, theirs.prompt, "{name}");
+        let timings = |e: &attnviz::model::speech::SpeechEncoding| -> Vec<(String, usize, usize)> {
+            e.words
+                .iter()
+                .map(|w| (w.word.clone(), w.start_frame, w.end_frame))
+                .collect()
+        };
+        assert!(!ours.words.is_empty(), "{name}: word timings");
+        assert_eq!(timings(&ours), timings(&theirs), "{name}: word timings");
+        assert_eq!(ours.alignment_heads, theirs.alignment_heads);
+        for (a, b) in ours
+            .seq2seq
+            .attentions
+            .iter()
+            .zip(&theirs.seq2seq.attentions)
+        {
+            assert_eq!(a.kind, b.kind);
+            assert_eq!(
+                a.queries().labels,
+                b.queries().labels,
+                "{name} {:?}",
+                a.kind
+            );
+            assert_eq!(a.keys().labels, b.keys().labels, "{name} {:?}", a.kind);
+            assert_eq!(a.weights().len(), b.weights().len());
+            let d = MaxDiff::of(a.weights(), b.weights());
+            eprintln!(
+                "[{name} from model.bin] {:?}: max |Δ| {:.1e}",
+                a.kind, d.value
+            );
+            assert!(
+                !d.exceeds(1e-6),
+                "[{name}] {:?}: max |Δ| {:.3e} > 1e-6",
+                a.kind,
+                d.value
+            );
+        }
+    }
+}
+
+#[test]
+fn real_whisper_tiny_en_from_its_ctranslate2_folder_runs_as_its_conversion() {
+    check_ct2_as_converted("whisper-tiny.en");
+}
+
+#[test]
+fn real_whisper_base_from_its_ctranslate2_folder_runs_as_its_conversion() {
+    check_ct2_as_converted("whisper-base");
+}
+
+/// A recording longer than 30 s (beckett.wav four times, a second of silence after each: 43.8
+/// s) read by the real tiny.en in consecutive windows: without timestamps the windows are
+/// [0, 30 s) and [30 s, 43.8 s), each window's transcript, words and (captured) attention are
+/// what a single-window run over that window's audio alone gives, the words moved by the
+/// window's start; with timestamps the second window starts where the first's last complete
+/// segment ended (openai-whisper's seek) and again equals the single-window run there.
+#[test]
+fn real_whisper_tiny_en_reads_a_long_recording_window_after_window() {
+    use attnviz::model::audio::{self, AudioLimits};
+    use attnviz::model::speech::long::next_window;
+    let cache = repo().join(".cache");
+    let (dir, wav) = (
+        cache.join("models/whisper-tiny.en"),
+        cache.join("audio/beckett.wav"),
+    );
+    assert!(
+        dir.join("model.bin").is_file() && wav.is_file(),
+        "run scripts/fetch-whisper-tiny.sh and scripts/fetch-beckett.sh"
+    );
+    let model = ok(Model::from_dir(&dir), "whisper-tiny.en");
+    let features = model.feature_config().unwrap().clone();
+    let sound = ok(audio::load(&wav, &AudioLimits::default()), "beckett.wav");
+    let mut samples = Vec::new();
+    for _ in 0..4 {
+        samples.extend_from_slice(&sound.samples);
+        samples.extend(std::iter::repeat_n(0.0f32, 16000));
+    }
+    let rate = 16000.0;
+    // One window's run on `samples[from..]`'s first 30 s alone.
+    let single = |from: usize, options: &SpeechOptions| {
+        let end = (from + 480_000).min(samples.len());
+        let mut window = audio::log_mel(&samples[from..end], &features).remove(0);
+        window.start_seconds = from as f64 / rate;
+        ok(
+            model.encode_speech(
+                &window,
+                (end - from) as f64 / rate,
+                None,
+                options,
+                &EncodeOptions::default(),
+                &mut |_| {},
+            ),
+            "one window",
+        )
+    };
+    for timestamps in [false, true] {
+        let options = SpeechOptions {
+            max_new_tokens: 120,
+            timestamps,
+            ..SpeechOptions::default()
+        };
+        let long = ok(
+            model.encode_speech_windows(
+                &samples,
+                &features,
+                1,
+                &options,
+                &EncodeOptions::default(),
+                &mut |_, _| {},
+            ),
+            "long",
+        );
+        assert!(long.windows.len() >= 2, "timestamps {timestamps}");
+        assert_eq!(long.captured, 1);
+        let begin = model.speech_settings().unwrap().timestamp_begin();
+        for pair in long.windows.windows(2) {
+            let moved = next_window(
+                &pair[0].generated,
+                timestamps.then_some(begin).flatten(),
+                pair[0].seconds,
+            );
+            eprintln!("[tiny.en long, timestamps {timestamps}] the next window {moved:.2} s on");
+            if !timestamps {
+                assert_eq!(moved, 30.0);
+            }
+            let start = pair[0].start_seconds + moved;
+            assert!(
+                (pair[1].start_seconds - start).abs() <= 1.0 / rate,
+                "{start}"
+            );
+        }
+        if !timestamps {
+            assert_eq!(long.windows.len(), 2);
+        }
+        for (i, w) in long.windows.iter().enumerate() {
+            let alone = single((w.start_seconds * rate).round() as usize, &options);
+            eprintln!(
+                "[tiny.en long, timestamps {timestamps}] window {i} at {:.2} s: {:?}",
+                w.start_seconds, w.transcript
+            );
+            assert!(!w.transcript.is_empty());
+            assert_eq!(w.transcript, alone.transcript, "window {i}");
+            let moved: Vec<(String, f64, f64)> = alone
+                .words
+                .iter()
+                .map(|x| {
+                    (
+                        x.word.clone(),
+                        x.start + w.start_seconds,
+                        x.end + w.start_seconds,
+                    )
+                })
+                .collect();
+            let ours: Vec<(String, f64, f64)> = w
+                .words
+                .iter()
+                .map(|x| (x.word.clone(), x.start, x.end))
+                .collect();
+            assert_eq!(ours, moved, "window {i}: word timings");
+            if i == 1 {
+                for (a, b) in long
+                    .encoding
+                    .seq2seq
+                    .attentions
+                    .iter()
+                    .zip(&alone.seq2seq.attentions)
+                {
+                    assert_eq!(a.keys().labels, b.keys().labels);
+                    assert_eq!(
+                        a.weights(),
+                        b.weights(),
+                        "the captured window's {:?}",
+                        a.kind
+                    );
+                }
+            }
+        }
+        let each: Vec<&str> = long.windows.iter().map(|w| w.transcript.as_str()).collect();
+        assert_eq!(long.transcript(), each.join(" "));
+    }
+}

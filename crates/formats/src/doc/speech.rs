@@ -15,8 +15,14 @@ pub struct SpeechSection {
     pub window_start: f64,
     /// Seconds of audio in the window (the frames the word timings cover).
     pub window_seconds: f64,
-    /// Windows the recording spans (`chunk_length` seconds each); the attention is the first's.
+    /// Windows the recording was read in, one after the other (`chunk_length` seconds each at
+    /// most; `docs/audio-input.md`, "Longer recordings").
     pub windows: usize,
+    /// The window whose attention was captured (from 0): the attentions, `window_start`,
+    /// `window_seconds`, `prompt` and `window_transcript` are its; `transcript` and `words`
+    /// cover every window.
+    #[serde(default)]
+    pub window: usize,
     /// Seconds per encoder frame (0.02).
     pub frame_seconds: f64,
     /// The language token the decoder was given (`<|en|>`); null for English-only models.
@@ -29,14 +35,17 @@ pub struct SpeechSection {
     pub timestamps: bool,
     /// The decoder's prompt (`<|startoftranscript|>`, language, task, `<|notimestamps|>`), ids.
     pub prompt: Vec<u32>,
-    /// The transcript (the text tokens decoded).
+    /// The recording's transcript: each window's text tokens decoded, joined by a space.
     pub transcript: String,
+    /// The captured window's transcript (its decoder's text tokens decoded).
+    #[serde(default)]
+    pub window_transcript: String,
     /// The `[layer, head]` pairs of the decoder's cross-attention the timings read.
     pub alignment_heads: Vec<[usize; 2]>,
     /// Whether those are the model's own (`alignment_heads` of its generation config), rather
     /// than openai-whisper's default (every head of the decoder's second half).
     pub alignment_heads_given: bool,
-    /// Each word, in order.
+    /// Each word of every window, in order.
     pub words: Vec<WordDoc>,
 }
 
@@ -47,11 +56,15 @@ pub struct WordDoc {
     pub word: String,
     /// Its tokens' ids.
     pub tokens: Vec<u32>,
-    /// Its tokens' rows `[first, end)` in the decoder's units.
+    /// The window it was read in (from 0; [`SpeechSection::window`] is the captured one).
+    #[serde(default)]
+    pub window: usize,
+    /// Its tokens' rows `[first, end)` in its window's decoder units (the captured window's
+    /// are the decoder attention's rows).
     pub rows: [usize; 2],
-    /// The encoder frame where it starts.
+    /// The encoder frame of its window where it starts.
     pub start_frame: usize,
-    /// The encoder frame where it ends.
+    /// The encoder frame of its window where it ends.
     pub end_frame: usize,
     /// Start, in seconds from the recording's start.
     pub start: f64,

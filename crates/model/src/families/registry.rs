@@ -26,6 +26,7 @@ use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, FieldValue, Instead, Unsupported};
+use crate::formats::ctranslate2::{Ct2Error, Ct2Model, Ct2Reader};
 use crate::formats::source::{TokenizerFiles, TOKENIZERS};
 use crate::formats::validate;
 use crate::formats::weights::Checkpoint;
@@ -70,6 +71,30 @@ pub static FAMILIES: &[&Family] = &[
     &qwen2_5_vl::QWEN2_VL,
     &whisper::WHISPER,
 ];
+
+/// The families that read CTranslate2 model folders (`model.bin`), and how.
+pub static CT2_FAMILIES: &[(&Family, &Ct2Reader)] = &[(&whisper::WHISPER, &whisper::CT2)];
+
+/// The family that reads the CTranslate2 `model`'s spec, and how; an error naming the file and
+/// the specs read otherwise.
+pub fn ct2_family(model: &Ct2Model) -> Result<(&'static Family, &'static Ct2Reader), Ct2Error> {
+    CT2_FAMILIES
+        .iter()
+        .find(|(_, r)| r.specs.contains(&model.spec.as_str()))
+        .map(|&(f, r)| (f, r))
+        .ok_or_else(|| Ct2Error::Spec {
+            path: model.path().to_path_buf(),
+            spec: if model.spec.is_empty() {
+                "unnamed".to_string()
+            } else {
+                model.spec.clone()
+            },
+            known: CT2_FAMILIES
+                .iter()
+                .flat_map(|(f, r)| r.specs.iter().map(move |s| format!("{} ({s})", f.name)))
+                .collect(),
+        })
+}
 
 /// The families that read images (their checkpoints carry an image processor, no tokenizer),
 /// in [`FAMILIES`]' order.

@@ -12,13 +12,14 @@
 //!   tied to its token embeddings (`proj_out`, unless the checkpoint stores one of its own).
 //!
 //! The decoding rules (prompt, suppressed tokens, timestamps) and word timings are
-//! [`crate::speech`]'s; this file is the network.
+//! [`crate::speech`]'s; this file is the network, and how CTranslate2's `WhisperSpec` files
+//! map onto it ([`CT2`]).
 
 use crate::attention::PositionScheme;
 use crate::blocks::capture::SequenceCapture;
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::generate::Generation;
-use crate::blocks::layers::{out_in_linear, Linear, Norm};
+use crate::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Batch, Network, Seq2Seq, Seq2SeqForward, Speech};
 use crate::blocks::seq2seq::{
     LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames, Seq2SeqNet, Side, Stack,
@@ -26,6 +27,7 @@ use crate::blocks::seq2seq::{
 };
 use crate::error::Error;
 use crate::formats::config::{ConfigError, ConfigFile, ConfigProblem};
+use crate::formats::ctranslate2::{Ct2Error, Ct2Layout, Ct2Model, Ct2Reader, Ct2Slice, Ct2Tokens};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::Name;
 use crate::formats::validate::{ConfigCount, ConfigDim};
@@ -361,6 +363,285 @@ impl FamilyConfig for WhisperConfig {
             net,
         }))
     }
+}
+
+/// Whisper from CTranslate2's files (`WhisperSpec`, what `ct2-transformers-converter` writes):
+/// the same network under other names, as tests/reference/ct2_to_transformers.py converts it.
+pub static CT2: Ct2Reader = Ct2Reader {
+    specs: &["WhisperSpec"],
+    layout: ct2_layout,
+};
+
+/// The most layers counted in a CTranslate2 stack (large-v3 has 32).
+const MAX_CT2_LAYERS: usize = 1024;
+
+/// CTranslate2's name of layer `i` of `side` (`encoder/layer_3`).
+fn ct2_layer(side: Side, i: usize) -> String {
+    format!("{}/layer_{i}", side.module())
+}
+
+/// Layers of `side` in the file: `layer_0`, `layer_1`, … while each has a feed-forward map.
+fn ct2_layers(model: &Ct2Model, side: Side) -> usize {
+    (0..MAX_CT2_LAYERS)
+        .take_while(|&i| {
+            model
+                .get(&format!("{}/ffn/linear_0/weight", ct2_layer(side, i)))
+                .is_some()
+        })
+        .count()
+}
+
+/// transformers' names of Whisper's tensors and where CTranslate2 keeps each: its attention
+/// maps fused (self-attention's q | k | v in `linear_0`, cross-attention's k | v in
+/// `linear_1`), LayerNorms as `gamma`/`beta`, the keys' zero bias dropped (transformers' keys
+/// have none; a bias on the keys adds one constant to each query's scores, which the softmax
+/// takes away).
+fn ct2_names(
+    model: &Ct2Model,
+    encoder_layers: usize,
+    decoder_layers: usize,
+) -> Vec<(String, Ct2Slice)> {
+    let mut names = Vec::new();
+    let mut whole = |hf: String, ct: String| names.push((hf, Ct2Slice::whole(ct)));
+    let linear = |hf: &Name, ct: &str, put: &mut dyn FnMut(String, String)| {
+        put(hf.weight(), format!("{ct}/weight"));
+        put(hf.bias(), format!("{ct}/bias"));
+    };
+    let norm = |hf: &Name, ct: &str, put: &mut dyn FnMut(String, String)| {
+        put(hf.weight(), format!("{ct}/gamma"));
+        put(hf.bias(), format!("{ct}/beta"));
+    };
+    let mut parts = Vec::new();
+    for (side, layers) in [
+        (Side::Encoder, encoder_layers),
+        (Side::Decoder, decoder_layers),
+    ] {
+        let stack = Names::stack(side);
+        let module = side.module();
+        whole(
+            stack.positions.weight(),
+            format!("{module}/position_encodings/encodings"),
+        );
+        norm(
+            &stack.final_norm,
+            &format!("{module}/layer_norm"),
+            &mut whole,
+        );
+        for i in 0..layers {
+            let (hf, ct) = (Names::layer(side, i), ct2_layer(side, i));
+            let a = &hf.self_attention;
+            let fused = format!("{ct}/self_attention/linear_0");
+            for (part, name) in [&a.q, &a.k, &a.v].into_iter().enumerate() {
+                parts.push((
+                    name.weight(),
+                    Ct2Slice::rows(format!("{fused}/weight"), part, 3),
+                ));
+                if part != 1 {
+                    parts.push((
+                        name.bias(),
+                        Ct2Slice::rows(format!("{fused}/bias"), part, 3),
+                    ));
+                }
+            }
+            linear(
+                &a.output,
+                &format!("{ct}/self_attention/linear_1"),
+                &mut whole,
+            );
+            norm(
+                &a.norm,
+                &format!("{ct}/self_attention/layer_norm"),
+                &mut whole,
+            );
+            if let Some(c) = &hf.cross {
+                linear(&c.q, &format!("{ct}/attention/linear_0"), &mut whole);
+                let fused = format!("{ct}/attention/linear_1");
+                for (part, name) in [&c.k, &c.v].into_iter().enumerate() {
+                    parts.push((
+                        name.weight(),
+                        Ct2Slice::rows(format!("{fused}/weight"), part, 2),
+                    ));
+                    if part != 0 {
+                        parts.push((
+                            name.bias(),
+                            Ct2Slice::rows(format!("{fused}/bias"), part, 2),
+                        ));
+                    }
+                }
+                linear(&c.output, &format!("{ct}/attention/linear_2"), &mut whole);
+                norm(&c.norm, &format!("{ct}/attention/layer_norm"), &mut whole);
+            }
+            if let FfnNames::Plain { expand, project } = &hf.ffn {
+                linear(expand, &format!("{ct}/ffn/linear_0"), &mut whole);
+                linear(project, &format!("{ct}/ffn/linear_1"), &mut whole);
+            }
+            norm(&hf.ffn_norm, &format!("{ct}/ffn/layer_norm"), &mut whole);
+        }
+    }
+    for i in 1..=2 {
+        linear(&Names::conv(i), &format!("encoder/conv{i}"), &mut whole);
+    }
+    whole(Names::tokens().weight(), "decoder/embeddings/weight".into());
+    // The head: tied to the embeddings (an alias), else a matrix of its own.
+    let (head, embeddings) = ("decoder/projection/weight", "decoder/embeddings/weight");
+    let resolved = |name: &str| model.get(name).map(|v| v.name.clone());
+    if resolved(head).is_some() && resolved(head) != resolved(embeddings) {
+        whole("proj_out.weight".into(), head.into());
+    }
+    names.extend(parts);
+    names
+}
+
+/// The first dimension (`dim` 0) or another of variable `name`.
+fn ct2_dim(model: &Ct2Model, name: &str, dim: usize) -> Result<usize, Ct2Error> {
+    let v = model.get(name).ok_or_else(|| Ct2Error::Missing {
+        path: model.path().to_path_buf(),
+        name: name.to_string(),
+    })?;
+    v.shape
+        .get(dim)
+        .copied()
+        .ok_or_else(|| Ct2Error::Attribute {
+            path: model.path().to_path_buf(),
+            name: name.to_string(),
+            value: format!("of shape {:?}", v.shape),
+            expected: format!("Whisper's has at least {} dimensions", dim + 1),
+        })
+}
+
+/// transformers' config.json and generation_config.json of the Whisper in `model`, as
+/// ct2_to_transformers.py writes them: every size from the tensors, the heads from the spec's
+/// `num_heads`, the special tokens' ids from the tokenizer, the alignment heads, suppressed
+/// tokens and language ids from CTranslate2's config.json.
+fn ct2_layout(
+    model: &Ct2Model,
+    ct2_config: Option<&serde_json::Value>,
+    tokens: &dyn Ct2Tokens,
+) -> Result<Ct2Layout, Ct2Error> {
+    use serde_json::{json, Value};
+    // The decoder's scalar attributes: what the converter writes for every Whisper.
+    let gelu = 3; // CTranslate2's ActivationType::GELU (erf).
+    model.attribute(
+        "decoder/activation",
+        &[gelu],
+        Some(gelu),
+        "Whisper's decoder uses GELU (3)",
+    )?;
+    model.attribute(
+        "decoder/pre_norm",
+        &[1],
+        Some(1),
+        "Whisper's layers are pre-norm (1)",
+    )?;
+    model.attribute("decoder/alibi", &[0], Some(0), "Whisper has no ALiBi (0)")?;
+    let scale = model.attribute(
+        "decoder/scale_embeddings",
+        &[0, 1],
+        Some(0),
+        "a flag (0 or 1) is needed",
+    )?;
+    let heads = |side: &str| {
+        model.attribute(
+            &format!("{side}/num_heads"),
+            &(1..=1024).collect::<Vec<_>>(),
+            None,
+            "a head count from 1 to 1024 is needed",
+        )
+    };
+    let (encoder_heads, decoder_heads) = (heads("encoder")?, heads("decoder")?);
+    let (encoder_layers, decoder_layers) = (
+        ct2_layers(model, Side::Encoder),
+        ct2_layers(model, Side::Decoder),
+    );
+    let ffn = |side: Side| {
+        ct2_dim(
+            model,
+            &format!("{}/ffn/linear_0/weight", ct2_layer(side, 0)),
+            0,
+        )
+    };
+    let vocab = ct2_dim(model, "decoder/embeddings/weight", 0)?;
+    let d_model = ct2_dim(model, "encoder/conv1/weight", 0)?;
+    let mel_bins = ct2_dim(model, "encoder/conv1/weight", 1)?;
+    let tokenizer = model.path().with_file_name("tokenizer.json");
+    let id = |token: &str| {
+        tokens.id(token).ok_or_else(|| Ct2Error::BadFile {
+            path: tokenizer.clone(),
+            problem: format!("it has no {token} token, which every Whisper tokenizer has"),
+        })
+    };
+    let eot = id("<|endoftext|>")?;
+    let sot = id("<|startoftranscript|>")?;
+    let field = |key: &str| ct2_config.and_then(|c| c.get(key)).cloned();
+    let list = |key: &str| field(key).unwrap_or_else(|| json!([]));
+    let max_target = ct2_dim(model, "decoder/position_encodings/encodings", 0)?;
+    let config = json!({
+        "architectures": ["WhisperForConditionalGeneration"],
+        "model_type": "whisper",
+        "vocab_size": vocab,
+        "num_mel_bins": mel_bins,
+        "d_model": d_model,
+        "encoder_layers": encoder_layers,
+        "decoder_layers": decoder_layers,
+        "encoder_attention_heads": encoder_heads,
+        "decoder_attention_heads": decoder_heads,
+        "encoder_ffn_dim": ffn(Side::Encoder)?,
+        "decoder_ffn_dim": ffn(Side::Decoder)?,
+        "max_source_positions": ct2_dim(model, "encoder/position_encodings/encodings", 0)?,
+        "max_target_positions": max_target,
+        "activation_function": "gelu",
+        "scale_embedding": scale == 1,
+        "tie_word_embeddings": true,
+        "bos_token_id": eot,
+        "eos_token_id": eot,
+        "pad_token_id": eot,
+        "decoder_start_token_id": sot,
+        "suppress_tokens": list("suppress_ids"),
+        "begin_suppress_tokens": list("suppress_ids_begin"),
+    });
+    // transformers' multilingual checkpoints have 51865 tokens or more (large-v3: 51866).
+    let multilingual = vocab >= 51865;
+    let mut generation = json!({
+        "alignment_heads": field("alignment_heads").unwrap_or(Value::Null),
+        "begin_suppress_tokens": list("suppress_ids_begin"),
+        "suppress_tokens": list("suppress_ids"),
+        "bos_token_id": eot,
+        "eos_token_id": eot,
+        "pad_token_id": eot,
+        "decoder_start_token_id": sot,
+        "no_timestamps_token_id": id("<|notimestamps|>")?,
+        "prev_sot_token_id": tokens.id("<|startofprev|>"),
+        "is_multilingual": multilingual,
+        "max_initial_timestamp_index": 50,
+        "max_length": max_target,
+        "return_timestamps": false,
+    });
+    if multilingual {
+        let mut languages = serde_json::Map::new();
+        for v in list("lang_ids").as_array().into_iter().flatten() {
+            let name = v
+                .as_u64()
+                .and_then(|i| u32::try_from(i).ok())
+                .and_then(|i| Some((tokens.token(i)?, i)));
+            let Some((token, i)) = name else {
+                return Err(Ct2Error::BadFile {
+                    path: model.path().with_file_name("config.json"),
+                    problem: format!("lang_ids holds {v}, not a token id of the tokenizer"),
+                });
+            };
+            languages.insert(token, json!(i));
+        }
+        generation["lang_to_id"] = Value::Object(languages);
+        generation["task_to_id"] = json!({
+            "transcribe": id("<|transcribe|>")?,
+            "translate": id("<|translate|>")?,
+        });
+    }
+    Ok(Ct2Layout {
+        config,
+        generation,
+        names: ct2_names(model, encoder_layers, decoder_layers),
+    })
 }
 
 /// A Conv1d of kernel 3 and padding 1, run as a linear map over each output frame's three

@@ -290,6 +290,123 @@ pub enum Ct2Error {
         /// What is wrong.
         problem: String,
     },
+    /// A model of a spec no family here reads (a translation `TransformerSpec`, …).
+    #[error("{} holds a CTranslate2 {spec} model; attnviz reads CTranslate2 folders of {} only: use the model's transformers checkpoint (config.json and model.safetensors) instead", path.display(), known.join(", "))]
+    Spec {
+        /// The file.
+        path: PathBuf,
+        /// Its spec name (`TransformerSpec`; empty before binary version 2).
+        spec: String,
+        /// The specs read, with their families (`WhisperSpec (Whisper)`).
+        known: Vec<String>,
+    },
+    /// A scalar attribute of the spec with a value the family's network does not have.
+    #[error("{}: {name} is {value} where {expected}; this CTranslate2 model is not one attnviz reads", path.display())]
+    Attribute {
+        /// The file.
+        path: PathBuf,
+        /// The attribute (`decoder/activation`).
+        name: String,
+        /// Its value (`missing` when absent).
+        value: String,
+        /// What the family needs.
+        expected: String,
+    },
+    /// A fused variable whose rows do not split into the parts asked for.
+    #[error("{}: variable {name} has {rows} rows, which do not split into {parts} equal parts", path.display())]
+    Split {
+        /// The file.
+        path: PathBuf,
+        /// The variable.
+        name: String,
+        /// Its first dimension.
+        rows: usize,
+        /// The parts asked for.
+        parts: usize,
+    },
+}
+
+/// The file name of a CTranslate2 model's weights, beside its `config.json` and vocabulary.
+pub const MODEL_BIN: &str = "model.bin";
+
+/// Whether `weights` is a CTranslate2 `model.bin` (what a folder's weights are when it has no
+/// transformers checkpoint; `pytorch_model.bin` is named otherwise).
+pub fn is_model_bin(weights: &[PathBuf]) -> bool {
+    matches!(weights, [one] if one.file_name().is_some_and(|n| n == MODEL_BIN))
+}
+
+/// Part of a variable under another name: the whole of it, or one of `parts` equal blocks of
+/// its rows (CTranslate2 fuses a layer's query, key and value maps into one `linear_0`, and a
+/// cross-attention's key and value maps into one `linear_1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ct2Slice {
+    /// The stored variable (or alias).
+    pub variable: String,
+    /// Which block of rows (0-based).
+    pub part: usize,
+    /// How many blocks the rows split into (1: the whole variable).
+    pub parts: usize,
+}
+
+impl Ct2Slice {
+    /// The whole of `variable`.
+    pub fn whole(variable: impl Into<String>) -> Ct2Slice {
+        Ct2Slice {
+            variable: variable.into(),
+            part: 0,
+            parts: 1,
+        }
+    }
+
+    /// Block `part` of `parts` of `variable`'s rows.
+    pub fn rows(variable: impl Into<String>, part: usize, parts: usize) -> Ct2Slice {
+        Ct2Slice {
+            variable: variable.into(),
+            part,
+            parts,
+        }
+    }
+}
+
+/// What a family makes of a CTranslate2 model: the config.json and generation_config.json
+/// transformers' checkpoint of the same model has (as JSON values, which the family's own
+/// readers then read), and its tensors under transformers' names (inside the base model).
+#[derive(Clone, Debug)]
+pub struct Ct2Layout {
+    /// transformers' config.json.
+    pub config: Value,
+    /// transformers' generation_config.json.
+    pub generation: Value,
+    /// Each tensor the family reads, by its transformers name, and where it is in the file.
+    pub names: Vec<(String, Ct2Slice)>,
+}
+
+/// The model's tokens, as its tokenizer knows them (special tokens' ids, language tokens'
+/// texts), for the ids transformers' configs name.
+pub trait Ct2Tokens {
+    /// The id of `token` (`<|endoftext|>`).
+    fn id(&self, token: &str) -> Option<u32>;
+    /// The text of token `id`.
+    fn token(&self, id: u32) -> Option<String>;
+}
+
+/// How a family reads CTranslate2 models: the spec names it reads, and the function that lays
+/// a model out as transformers' checkpoint (from the `model.bin`, the folder's `config.json`
+/// when there is one, and the model's tokens).
+#[derive(Clone, Copy)]
+pub struct Ct2Reader {
+    /// The spec names (`WhisperSpec`).
+    pub specs: &'static [&'static str],
+    /// The layout.
+    pub layout: fn(&Ct2Model, Option<&Value>, &dyn Ct2Tokens) -> Result<Ct2Layout, Ct2Error>,
+}
+
+impl fmt::Debug for Ct2Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ct2Reader")
+            .field("specs", &self.specs)
+            .finish()
+    }
 }
 
 enum Bytes {
@@ -659,6 +776,83 @@ impl Ct2Model {
             shape: var.shape.clone(),
             values,
         })
+    }
+
+    /// The shape `slice` has: the variable's, its rows divided by the parts.
+    pub fn slice_shape(&self, slice: &Ct2Slice) -> Result<Vec<usize>, Ct2Error> {
+        let var = self.get(&slice.variable).ok_or_else(|| Ct2Error::Missing {
+            path: self.path.clone(),
+            name: slice.variable.clone(),
+        })?;
+        let mut shape = var.shape.clone();
+        if slice.parts == 1 {
+            return Ok(shape);
+        }
+        let rows = shape.first().copied().unwrap_or(1);
+        if shape.is_empty() || slice.parts == 0 || !rows.is_multiple_of(slice.parts) {
+            return Err(Ct2Error::Split {
+                path: self.path.clone(),
+                name: slice.variable.clone(),
+                rows,
+                parts: slice.parts,
+            });
+        }
+        shape[0] = rows / slice.parts;
+        Ok(shape)
+    }
+
+    /// `slice` as f32 ([`Ct2Model::tensor`] of its variable, then its block of rows).
+    pub fn slice(&self, slice: &Ct2Slice) -> Result<Ct2Tensor, Ct2Error> {
+        let shape = self.slice_shape(slice)?;
+        if slice.part >= slice.parts {
+            return Err(Ct2Error::Split {
+                path: self.path.clone(),
+                name: slice.variable.clone(),
+                rows: shape.first().copied().unwrap_or(1) * slice.parts,
+                parts: slice.parts,
+            });
+        }
+        let mut t = self.tensor(&slice.variable)?;
+        if slice.parts == 1 {
+            return Ok(t);
+        }
+        let block: usize = shape.iter().product();
+        let start = slice.part * block;
+        t.values.truncate(start + block);
+        t.values.drain(..start);
+        Ok(Ct2Tensor {
+            shape,
+            values: t.values,
+        })
+    }
+
+    /// A scalar attribute of the spec (`decoder/activation`) as an integer, checked to be one
+    /// of `allowed`; `default` when the file does not have it (older specs).
+    pub fn attribute(
+        &self,
+        name: &str,
+        allowed: &[i64],
+        default: Option<i64>,
+        expected: &str,
+    ) -> Result<i64, Ct2Error> {
+        let bad = |value: String| Ct2Error::Attribute {
+            path: self.path.clone(),
+            name: name.to_string(),
+            value,
+            expected: expected.to_string(),
+        };
+        let value = match (self.get(name), default) {
+            (None, Some(d)) => return Ok(d),
+            (None, None) => return Err(bad("missing".into())),
+            (Some(_), _) => self
+                .scalar_int(name)
+                .ok_or_else(|| bad("not an integer scalar".into()))?,
+        };
+        if allowed.contains(&value) {
+            Ok(value)
+        } else {
+            Err(bad(value.to_string()))
+        }
     }
 
     fn dequantize(&self, var: &Ct2Variable, ints: Vec<f32>) -> Result<Vec<f32>, Ct2Error> {

@@ -301,3 +301,50 @@ fn vocabulary_json_then_txt() {
         Err(Ct2Error::BadFile { .. })
     ));
 }
+
+#[test]
+fn fused_rows_split_into_equal_blocks_and_attributes_are_checked() {
+    let m = open(good()).unwrap();
+    // b/weight dequantised is [[1, -1, 0], [1, 2, -1]]; its second block of two is row 1,
+    // through the alias too.
+    let part = m.slice(&Ct2Slice::rows("c/weight", 1, 2)).unwrap();
+    assert_eq!(part.shape, [1, 3]);
+    assert_eq!(part.values, [1.0, 2.0, -1.0]);
+    assert_eq!(
+        m.slice(&Ct2Slice::whole("a/f16")).unwrap().values,
+        [1.0, -2.0, 0.5]
+    );
+    assert_eq!(m.slice_shape(&Ct2Slice::rows("a/f16", 2, 3)).unwrap(), [1]);
+    for bad in [
+        Ct2Slice::rows("a/f16", 0, 2),
+        Ct2Slice::rows("a/f16", 3, 3),
+        Ct2Slice::rows("b/num_heads", 0, 2),
+    ] {
+        let e = m.slice(&bad).unwrap_err();
+        assert!(matches!(e, Ct2Error::Split { .. }), "{bad:?}: {e}");
+        assert!(!e.to_string().contains('\n'));
+    }
+    assert!(matches!(
+        m.slice(&Ct2Slice::whole("nothing")),
+        Err(Ct2Error::Missing { .. })
+    ));
+    assert_eq!(m.attribute("b/num_heads", &[6], None, "six").unwrap(), 6);
+    assert_eq!(m.attribute("b/absent", &[0], Some(0), "zero").unwrap(), 0);
+    let e = m
+        .attribute("b/pre_norm", &[0], None, "Whisper's is 0")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("b/pre_norm is 1 where Whisper's is 0"), "{e}");
+    let e = m
+        .attribute("b/absent", &[0], None, "needed")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("b/absent is missing where needed"), "{e}");
+    let e = m
+        .attribute("a/f32", &[0], None, "a scalar")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not an integer scalar"), "{e}");
+    assert!(is_model_bin(&[PathBuf::from("m/model.bin")]));
+    assert!(!is_model_bin(&[PathBuf::from("m/pytorch_model.bin")]));
+}

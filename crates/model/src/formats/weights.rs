@@ -28,6 +28,7 @@ use candle_core::quantized::GgmlDType;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 
+use super::ctranslate2::{Ct2Error, Ct2Model, Ct2Slice};
 use super::pytorch::{self, TorchFile};
 use crate::kernels::first_non_finite;
 use crate::kernels::quant::{QuantError, QuantMatrix};
@@ -119,6 +120,9 @@ pub enum WeightsError {
     /// No weight files were given.
     #[error("no weight files to read (an empty list of safetensors shards)")]
     NoFiles,
+    /// A CTranslate2 `model.bin` that cannot be read, or a variable of it.
+    #[error(transparent)]
+    Ctranslate2(Box<Ct2Error>),
     /// A tensor holds integers where weights belong, or another unusable type.
     #[error("tensor {name} in {} has type {dtype}, not floating point", path.display())]
     DType {
@@ -131,9 +135,21 @@ pub enum WeightsError {
     },
 }
 
+impl From<Ct2Error> for WeightsError {
+    fn from(e: Ct2Error) -> WeightsError {
+        WeightsError::Ctranslate2(Box::new(e))
+    }
+}
+
 enum Backend {
     Safetensors(Arc<MmapedSafetensors>),
     Torch(TorchFile),
+    /// A CTranslate2 `model.bin`, its variables (or blocks of their rows) under the names a
+    /// family gave them.
+    Ct2 {
+        model: Ct2Model,
+        names: HashMap<String, Ct2Slice>,
+    },
 }
 
 /// An open checkpoint: look tensors up by their name inside the base model
@@ -208,6 +224,36 @@ impl Checkpoint {
             backend: Arc::new(backend),
             path,
             prefix,
+            shapes,
+            read: Arc::new(AtomicU64::new(0)),
+            read_limit: size
+                .saturating_mul(READ_BUDGET_FACTOR)
+                .saturating_add(1 << 20),
+        })
+    }
+
+    /// A CTranslate2 `model.bin` seen as a checkpoint whose tensors are `names` (transformers'
+    /// names inside the base model, no prefix; [`super::ctranslate2::Ct2Layout::names`]): each
+    /// a variable or a block of its rows, read as f32 when a family asks for it
+    /// ([`Ct2Model::slice`]), checked to be finite and counted against the read budget as the
+    /// other formats are.
+    pub fn from_ctranslate2(
+        model: Ct2Model,
+        names: Vec<(String, Ct2Slice)>,
+    ) -> Result<Checkpoint, WeightsError> {
+        let path = model.path().to_path_buf();
+        let mut shapes = HashMap::with_capacity(names.len());
+        for (name, slice) in &names {
+            shapes.insert(name.clone(), model.slice_shape(slice)?);
+        }
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        Ok(Checkpoint {
+            backend: Arc::new(Backend::Ct2 {
+                model,
+                names: names.into_iter().collect(),
+            }),
+            path,
+            prefix: String::new(),
             shapes,
             read: Arc::new(AtomicU64::new(0)),
             read_limit: size
@@ -443,6 +489,11 @@ impl Checkpoint {
                 }
             }
         }
+        if let Backend::Ct2 { model, names } = self.backend.as_ref() {
+            let values = model.slice(&names[&full])?.values;
+            self.check_finite(&full, shape, &values)?;
+            return Ok(Weight::owned(values, shape.to_vec()));
+        }
         let tensor = self.load_f32(&full)?;
         let values = tensor
             .flatten_all()
@@ -477,6 +528,14 @@ impl Checkpoint {
                 file.read(full)
                     .map_err(|e| read_err(e.into()))?
                     .ok_or_else(|| read_err(TensorProblem::NotFound))?
+            }
+            Backend::Ct2 { model, names } => {
+                let slice = names
+                    .get(full)
+                    .ok_or_else(|| read_err(TensorProblem::NotFound))?;
+                let t = model.slice(slice)?;
+                Tensor::from_vec(t.values, t.shape, &Device::Cpu)
+                    .map_err(|e| read_err(TensorProblem::Candle(Box::new(e))))?
             }
         };
         match tensor.dtype() {

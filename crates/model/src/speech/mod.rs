@@ -7,6 +7,8 @@
 //! cross-attention, decoder tokens × frames), and the words' timings from the alignment heads
 //! ([`timing`]).
 
+pub mod ctranslate2;
+pub mod long;
 pub mod rules;
 pub mod settings;
 pub mod timing;

@@ -46,6 +46,19 @@ impl SpeechSettings {
             (generation.clone(), read_object(&generation)?),
             (config.to_path_buf(), read_object(config)?),
         ];
+        Self::from_objects(&files, vocab, layers, heads)
+    }
+
+    /// The settings in `files` (generation_config.json's object, then config.json's, each
+    /// named by the file its messages name; `None` for a file that is not there): the first
+    /// that has a field gives it. A CTranslate2 model's are the objects transformers' files
+    /// would hold ([`crate::formats::ctranslate2::Ct2Layout`]).
+    pub fn from_objects(
+        files: &[(PathBuf, Option<Map<String, Value>>)],
+        vocab: usize,
+        layers: usize,
+        heads: usize,
+    ) -> Result<SpeechSettings, Error> {
         // The first file that has the field (a null counts as absent).
         let field = |key: &str| -> Option<(&PathBuf, &Value)> {
             files.iter().find_map(|(path, map)| {

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::formats::ctranslate2::{is_model_bin, MODEL_BIN};
+
 use super::{
     describe, is_repo_id, IndexProblem, ModelFiles, SourceError, TokenizerFiles, TokenizerFilesOf,
     WEIGHT_FILES,
@@ -76,8 +78,17 @@ pub fn from_dir_with(
         what: what.to_string(),
     };
     let config = probe_file(dir, "config.json")?.ok_or_else(|| missing("config.json"))?;
-    let weights =
-        local_weights(dir)?.ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?;
+    // A transformers checkpoint, else CTranslate2's model.bin (its config.json is CTranslate2's).
+    let weights = match local_weights(dir)? {
+        Some(w) => w,
+        None => vec![probe_file(dir, MODEL_BIN)?
+            .ok_or_else(|| missing("model.safetensors or pytorch_model.bin"))?],
+    };
+    if is_model_bin(&weights) && probe_file(dir, "tokenizer.json")?.is_none() {
+        return Err(missing(
+            "tokenizer.json (a CTranslate2 folder's vocabulary alone does not say how to decode)",
+        ));
+    }
     let ways = tokenizers(&config);
     if !has_tokenizer(dir, ways)? {
         return Err(missing(&describe(ways)));
