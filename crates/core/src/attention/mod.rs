@@ -17,6 +17,7 @@
 
 pub mod display;
 pub mod image;
+pub mod recording;
 pub mod router;
 mod set;
 mod shape_error;
@@ -25,6 +26,7 @@ mod units;
 use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
+pub use recording::{RecordedWord, Recording, RecordingError};
 pub use router::{Router, RouterLayer, RouterShapeError};
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use shape_error::{ShapeError, ShapeProblem};
@@ -377,6 +379,9 @@ pub struct Attention {
     /// What a mixture-of-experts model's routers decided for the input's tokens (token level
     /// whatever the attention's level, labelled by its own tokens); `None` for a dense model.
     pub router: Option<std::sync::Arc<Router>>,
+    /// What a speech model heard (its spectrogram, the words with their times, the samples),
+    /// on every value of a speech run; `None` for text and pictures.
+    pub recording: Option<std::sync::Arc<Recording>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -525,6 +530,7 @@ impl Attention {
             pictures: Default::default(),
             prefix: 0,
             router: None,
+            recording: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -726,6 +732,7 @@ impl Attention {
             pictures: self.pictures.clone(),
             prefix: self.prefix,
             router: self.router.clone(),
+            recording: self.recording.clone(),
         };
         att.check()?;
         Ok(att)

@@ -25,6 +25,9 @@ pub enum ShapeProblem {
     /// A router capture whose parts do not fit together or with the attention's tokens.
     #[error("router: {0}")]
     Router(String),
+    /// A speech model's recording that does not fit the attention.
+    #[error("recording: {0}")]
+    Recording(String),
     /// Cross-attention without key units.
     #[error("cross-attention needs its own key units (the encoder's)")]
     CrossWithoutKeys,
