@@ -243,12 +243,19 @@ fn a_speech_run_draws_its_words_over_the_recording_on_every_surface() {
         };
         assert!(close(&a["start"], &b["start"]) && close(&a["end"], &b["end"]));
     }
-    assert_eq!(speech["window_seconds"], doc["cross"]["speech"]["window_seconds"]);
+    assert_eq!(
+        speech["window_seconds"],
+        doc["cross"]["speech"]["window_seconds"]
+    );
     // The recording plays from the page itself: a WAV of the window's 2 s at 16 kHz.
     let audio = speech["audio"].as_str().unwrap();
-    let b64 = audio.strip_prefix("data:audio/wav;base64,").expect("a data: WAV");
+    let b64 = audio
+        .strip_prefix("data:audio/wav;base64,")
+        .expect("a data: WAV");
     use base64::Engine;
-    let wav_bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    let wav_bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
     assert_eq!(&wav_bytes[..4], b"RIFF");
     assert_eq!(wav_bytes.len(), 44 + 2 * 32_000);
     assert!(page.contains("media-src data:"), "the policy lets it play");
@@ -279,5 +286,9 @@ fn a_speech_run_draws_its_words_over_the_recording_on_every_surface() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let enc = fs::read_to_string(&enc_svg).unwrap();
-    assert!(enc.contains("pooled: 1 cell = 20 ms"), "{}", &enc[..enc.len().min(2000)]);
+    assert!(
+        enc.contains("pooled: 1 cell = 20 ms"),
+        "{}",
+        &enc[..enc.len().min(2000)]
+    );
 }

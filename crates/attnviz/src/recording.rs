@@ -24,7 +24,11 @@ pub(crate) fn recording(
 ) -> Recording {
     let mel_frames = ((window_seconds / mel_seconds).ceil() as usize).clamp(1, window.frames);
     let mel: Vec<f32> = (0..window.n_mels)
-        .flat_map(|b| window.data[b * window.frames..][..mel_frames].iter().copied())
+        .flat_map(|b| {
+            window.data[b * window.frames..][..mel_frames]
+                .iter()
+                .copied()
+        })
         .collect();
     let rate = sample_rate as f64;
     let first = ((window.start_seconds * rate) as usize).min(samples.len());

@@ -89,7 +89,13 @@ pub fn word_matrix(att: &Attention, which: SpeechHeads) -> Result<WordMatrix, Sp
                 })
                 .collect();
             if chosen.is_empty() {
-                (att.head_mean(layers - 1), format!("layer {} · mean of {heads} heads (no alignment head captured)", att.layer_number(layers - 1)))
+                (
+                    att.head_mean(layers - 1),
+                    format!(
+                        "layer {} · mean of {heads} heads (no alignment head captured)",
+                        att.layer_number(layers - 1)
+                    ),
+                )
             } else {
                 let mut sum = vec![0f64; nq * nk];
                 for &(l, h) in &chosen {
@@ -125,7 +131,9 @@ pub fn word_matrix(att: &Attention, which: SpeechHeads) -> Result<WordMatrix, Sp
             }
             let what = match head {
                 HeadSel::Index(h) => format!("layer {} · head {h}", att.layer_number(layer)),
-                HeadSel::Mean => format!("layer {} · mean of {heads} heads", att.layer_number(layer)),
+                HeadSel::Mean => {
+                    format!("layer {} · mean of {heads} heads", att.layer_number(layer))
+                }
             };
             (att.matrix(layer, head), what)
         }
@@ -210,7 +218,12 @@ pub fn terminal_words(rec: &Recording, m: &WordMatrix, width: usize) -> String {
         .map(|w| crate::attention::display::escape_invisible(w.word.trim()))
         .map(|w| w.chars().take(14).collect())
         .collect();
-    let word_w = words.iter().map(|w| w.chars().count()).max().unwrap_or(4).max(4);
+    let word_w = words
+        .iter()
+        .map(|w| w.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let times_w = 15; // "12.34–12.56 s  "
     let cols = width.saturating_sub(word_w + times_w + 3).clamp(10, 120);
     let frames = m.frames.max(1);
@@ -325,7 +338,11 @@ mod tests {
                             s += values[q * n + k] as f64;
                         }
                     }
-                    assert_eq!(pooled[bq * m + bk], s as f32, "n {n} block {block} ({bq}, {bk})");
+                    assert_eq!(
+                        pooled[bq * m + bk],
+                        s as f32,
+                        "n {n} block {block} ({bq}, {bk})"
+                    );
                 }
             }
             // Nothing lost: the total is the total.

@@ -119,8 +119,7 @@ fn speech_figure(
     selection: Selection,
 ) -> Result<bool, ReportError> {
     use crate::render::image::speech;
-    if run.set.recording().is_none() || !matches!(plan.figure.figure, Figure::Head | Figure::Mean)
-    {
+    if run.set.recording().is_none() || !matches!(plan.figure.figure, Figure::Head | Figure::Mean) {
         return Ok(false);
     }
     let att = run.set.iter().nth(index).expect("one value per kind");
@@ -169,7 +168,10 @@ fn speech_figure(
 
 /// The heads a speech figure of the cross-attention shows: the alignment heads' mean when the
 /// plan chose no layer and no head, else the selection.
-pub(super) fn speech_heads(plan: &Plan, selection: Selection) -> crate::render::speech::SpeechHeads {
+pub(super) fn speech_heads(
+    plan: &Plan,
+    selection: Selection,
+) -> crate::render::speech::SpeechHeads {
     use crate::render::speech::SpeechHeads;
     if plan.choose.layer.is_none() && plan.choose.head == HeadSel::Mean {
         SpeechHeads::Alignment

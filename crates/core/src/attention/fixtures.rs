@@ -496,7 +496,9 @@ pub fn speech(words: &[(&str, usize, usize, usize)], frames: usize, seconds: f64
     labels.push("<|endoftext|>".into());
     let nt = labels.len();
     let target: Vec<&str> = labels.iter().map(String::as_str).collect();
-    let frame_labels: Vec<String> = (0..frames).map(|f| format!("{:.2}s", f as f64 * 0.02)).collect();
+    let frame_labels: Vec<String> = (0..frames)
+        .map(|f| format!("{:.2}s", f as f64 * 0.02))
+        .collect();
     let source: Vec<&str> = frame_labels.iter().map(String::as_str).collect();
     let mut model = info(layers, heads);
     model.family = "Whisper".into();
@@ -533,7 +535,14 @@ pub fn speech(words: &[(&str, usize, usize, usize)], frames: usize, seconds: f64
     }
     let cross = Attention::cross(model, String::new(), None, tgt, src, cross)
         .expect("cross")
-        .with_target_text(Some(words.iter().map(|w| w.0).collect::<String>().trim().to_string()));
+        .with_target_text(Some(
+            words
+                .iter()
+                .map(|w| w.0)
+                .collect::<String>()
+                .trim()
+                .to_string(),
+        ));
     let mel_frames = (seconds / 0.01).round() as usize;
     let mel_bins = 8;
     let recording = super::Recording {

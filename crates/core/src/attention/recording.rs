@@ -222,6 +222,9 @@ mod tests {
         assert!(matches!(long.check(), Err(RecordingError::Samples(_))));
         let mut backwards = recording();
         backwards.words[0].end_frame = 5;
-        assert!(matches!(backwards.check(), Err(RecordingError::Word { .. })));
+        assert!(matches!(
+            backwards.check(),
+            Err(RecordingError::Word { .. })
+        ));
     }
 }

@@ -109,8 +109,8 @@ impl SpeechData {
                     words.extend(m.values);
                 }
             }
-            word_heads = rec.words.len() * frames.min(att.n_keys()) * layers * heads
-                <= MOST_WORD_VALUES;
+            word_heads =
+                rec.words.len() * frames.min(att.n_keys()) * layers * heads <= MOST_WORD_VALUES;
             if word_heads {
                 for l in 0..layers {
                     for h in 0..heads {
@@ -163,7 +163,8 @@ impl SpeechData {
         let audio = (!rec.samples.is_empty()).then(|| {
             format!(
                 "data:audio/wav;base64,{}",
-                base64::engine::general_purpose::STANDARD.encode(wav(&rec.samples, rec.sample_rate))
+                base64::engine::general_purpose::STANDARD
+                    .encode(wav(&rec.samples, rec.sample_rate))
             )
         });
         let meta = SpeechMeta {
@@ -212,7 +213,12 @@ impl SpeechData {
 
     /// The payload sections.
     pub(super) fn sections(&self) -> Vec<Section<'_>> {
-        let top = |v: &[f32]| v.iter().copied().filter(|x| x.is_finite()).fold(0f32, f32::max);
+        let top = |v: &[f32]| {
+            v.iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .fold(0f32, f32::max)
+        };
         let mut out = vec![Section {
             name: "speech:mel".into(),
             dtype: Dtype::U8,
@@ -259,7 +265,11 @@ pub(crate) fn wav(samples: &[f32], rate: u32) -> Vec<u8> {
     out.extend_from_slice(b"data");
     out.extend_from_slice(&data.to_le_bytes());
     for &s in samples {
-        let v = if s.is_finite() { s.clamp(-1.0, 1.0) } else { 0.0 };
+        let v = if s.is_finite() {
+            s.clamp(-1.0, 1.0)
+        } else {
+            0.0
+        };
         out.extend_from_slice(&((v * 32767.0).round() as i16).to_le_bytes());
     }
     out

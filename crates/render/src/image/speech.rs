@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::layout::{self, Axis, Sides, LABEL_GAP, LABEL_SIZE, MARGIN, SMALL_SIZE};
+use super::layout::{self, LABEL_GAP, LABEL_SIZE, MARGIN, SMALL_SIZE};
 use super::scale::Scale;
 use super::scene::{frame, Align, Cells, Item, Rect, Scene, Text};
 use super::theme::{Palette, Rgb};
@@ -145,7 +145,13 @@ fn spectrogram_ramp(opts: &ImageOptions) -> Ramp {
 /// The spectrogram's `cols × rows` pixel colours over the first `frames` encoder frames:
 /// highest bin at the top, each pixel column the mean of the mel frames it covers, scaled
 /// between the strip's lowest and highest value.
-fn spectrogram_cells(rec: &Recording, frames: usize, cols: usize, rows: usize, ramp: &Ramp) -> Vec<Rgb> {
+fn spectrogram_cells(
+    rec: &Recording,
+    frames: usize,
+    cols: usize,
+    rows: usize,
+    ramp: &Ramp,
+) -> Vec<Rgb> {
     let bins = rec.mel_bins.max(1);
     // The mel frames the `frames` encoder frames cover.
     let mel = ((frames as f64 * rec.frame_seconds / rec.mel_seconds).round() as usize)
@@ -161,7 +167,10 @@ fn spectrogram_cells(rec: &Recording, frames: usize, cols: usize, rows: usize, r
         // Row 0 is the top: the highest bin.
         let bin = bins - 1 - (r * bins / rows).min(bins - 1);
         for c in 0..cols {
-            let (m0, m1) = (c * mel / cols, ((c + 1) * mel / cols).max(c * mel / cols + 1));
+            let (m0, m1) = (
+                c * mel / cols,
+                ((c + 1) * mel / cols).max(c * mel / cols + 1),
+            );
             let m1 = m1.min(rec.mel_frames);
             let v = if rec.mel_frames == 0 || m0 >= m1 {
                 lo
@@ -186,7 +195,10 @@ pub(crate) fn words_scene(
     opts: &ImageOptions,
 ) -> Result<(Scene, WordsLayout), ImageError> {
     let m: WordMatrix = word_matrix(att, which)?;
-    let rec = att.recording.as_deref().expect("word_matrix checked the recording");
+    let rec = att
+        .recording
+        .as_deref()
+        .expect("word_matrix checked the recording");
     let frames = m.frames.max(1);
     let frame_px = (WIDE / frames).clamp(1, MAX_FRAME_PX);
     let w = (frames * frame_px) as i32;
@@ -196,15 +208,17 @@ pub(crate) fn words_scene(
     } else {
         (20, LABEL_SIZE)
     };
-    let (scale_kind, why) = opts.scale.resolve([m.values.as_slice()], (words, frames), "frame");
+    let (scale_kind, why) = opts
+        .scale
+        .resolve([m.values.as_slice()], (words, frames), "frame");
     let transcript = att.target_text.as_deref().unwrap_or("");
     let subtitle = format!(
         "“{}”{}{}, {}–{}",
         super::quote(transcript, 400),
         layout::SUBTITLE_PARTS,
         font::label(&rec.name, 80),
-        tick_label(rec.window_start),
-        tick_label(rec.window_start + rec.window_seconds)
+        seconds2(rec.window_start),
+        seconds2(rec.window_start + rec.window_seconds)
     );
     let mut notes = vec![
         "rows: the words, each the mean of the decoder rows that write its tokens".to_string(),
@@ -214,7 +228,12 @@ pub(crate) fn words_scene(
     if let Some(why) = why {
         notes.push(format!("square-root colour scale: {why}"));
     }
-    let style = style(opts, scale_kind, subtitle, format!("({})", notes.join("; ")));
+    let style = style(
+        opts,
+        scale_kind,
+        subtitle,
+        format!("({})", notes.join("; ")),
+    );
     let pal = style.palette;
     let title = format!(
         "{} · cross-attention over the recording · {}",
@@ -225,7 +244,12 @@ pub(crate) fn words_scene(
     let labels: Vec<String> = rec
         .words
         .iter()
-        .map(|w| font::label(&crate::attention::display::escape_invisible(w.word.trim()), 18))
+        .map(|w| {
+            font::label(
+                &crate::attention::display::escape_invisible(w.word.trim()),
+                18,
+            )
+        })
         .collect();
     let label_w = labels
         .iter()
@@ -255,7 +279,10 @@ pub(crate) fn words_scene(
         hatch: None,
     }));
     let strip_h = strip_rows as i32;
-    items.extend(frame(Rect::new(heat_x, top, heat_x + w, top + strip_h), pal.frame));
+    items.extend(frame(
+        Rect::new(heat_x, top, heat_x + w, top + strip_h),
+        pal.frame,
+    ));
     items.push(text(
         heat_x - LABEL_GAP - 4,
         top + strip_h / 2,
@@ -286,7 +313,10 @@ pub(crate) fn words_scene(
         colors: scale.colors(&style.ramp, &m.values),
         hatch: None,
     }));
-    items.extend(frame(Rect::new(heat_x, heat_y, heat_x + w, heat_y + h), pal.frame));
+    items.extend(frame(
+        Rect::new(heat_x, heat_y, heat_x + w, heat_y + h),
+        pal.frame,
+    ));
     let mut boxes = Vec::with_capacity(words);
     for (i, word) in rec.words.iter().enumerate() {
         let y = heat_y + i as i32 * row_px;
@@ -298,7 +328,10 @@ pub(crate) fn words_scene(
             pal.text,
             Align::End,
         ));
-        let (s, e) = (word.start_frame.min(frames), word.end_frame.min(frames).max(word.start_frame.min(frames)));
+        let (s, e) = (
+            word.start_frame.min(frames),
+            word.end_frame.min(frames).max(word.start_frame.min(frames)),
+        );
         let r = Rect::new(
             heat_x + (s * frame_px) as i32,
             y + 1,
@@ -308,7 +341,10 @@ pub(crate) fn words_scene(
         boxes.push(r);
         if r.x1 > r.x0 {
             // A white box with a black halo reads on every colour of every map.
-            items.extend(frame(Rect::new(r.x0 - 1, r.y0 - 1, r.x1 + 1, r.y1 + 1), Rgb(0, 0, 0)));
+            items.extend(frame(
+                Rect::new(r.x0 - 1, r.y0 - 1, r.x1 + 1, r.y1 + 1),
+                Rgb(0, 0, 0),
+            ));
             items.extend(frame(r, Rgb(0xff, 0xff, 0xff)));
         }
         // The word's start on the spectrogram.
@@ -329,15 +365,28 @@ pub(crate) fn words_scene(
         if x > heat_x + w {
             break;
         }
-        items.push(Item::Fill(Rect::new(x, axis_y, x + 1, axis_y + 5), pal.frame));
-        items.push(text(x, axis_y + 14, tick_label(t), SMALL_SIZE, pal.text, Align::Middle));
+        items.push(Item::Fill(
+            Rect::new(x, axis_y, x + 1, axis_y + 5),
+            pal.frame,
+        ));
+        items.push(text(
+            x,
+            axis_y + 14,
+            tick_label(t),
+            SMALL_SIZE,
+            pal.text,
+            Align::Middle,
+        ));
         k += 1;
     }
     let axis_title_y = axis_y + 38;
     items.push(text(
         heat_x + w / 2,
         axis_title_y,
-        format!("time (one column = {} ms)", (rec.frame_seconds * 1000.0).round()),
+        format!(
+            "time (one column = {} ms)",
+            (rec.frame_seconds * 1000.0).round()
+        ),
         layout::AXIS_TITLE_SIZE,
         pal.text,
         Align::Middle,
@@ -372,8 +421,9 @@ pub(crate) fn words_scene(
     ))
 }
 
-/// Lay out the pooled encoder figure: the one-heatmap figure over blocks of frames, each
-/// labelled by its start time.
+/// Lay out the pooled encoder figure: the blocks as square cells (about 600 pixels a side),
+/// both axes in seconds from the recording's start, a dashed line on each where the audio ends
+/// and the encoder's padding begins, a colour bar.
 fn pooled_scene(
     att: &Attention,
     layer: usize,
@@ -388,23 +438,6 @@ fn pooled_scene(
         .check_selection(crate::attention::Selection::new(layer, head))?;
     let (values, m, block) = pooled_encoder(att, layer, head);
     let ms = (block as f64 * rec.frame_seconds * 1000.0).round();
-    let labels: Vec<String> = (0..m)
-        .map(|b| format!("{:.1}s", rec.frame_time(b * block)))
-        .collect();
-    let axis = Axis {
-        named: labels.clone(),
-        special: vec![false; m],
-        b_start: None,
-        arrows: Vec::new(),
-        generated: vec![false; m],
-        gen_start: None,
-        labels,
-    };
-    let sides = Sides {
-        row_title: "Query frames (attending from)".into(),
-        col_title: "Key frames (attended to)".into(),
-        ..Sides::square(axis, "")
-    };
     let number = att.layer_number(layer);
     let which = match head {
         HeadSel::Index(h) => format!("head {h}"),
@@ -418,9 +451,9 @@ fn pooled_scene(
     let audio_end = rec.window_seconds + rec.window_start;
     let notes = format!(
         "(each cell: the weight a block of {block} query frames gives a block of {block} key \
-         frames, summed over the keys and averaged over the queries, so a row sums to 1; the \
-         audio ends at {}, the encoder reads padding after it{})",
-        tick_label(audio_end),
+         frames, summed over the keys and averaged over the queries, so a row sums to 1; \
+         dashed: the audio ends at {}, the encoder reads padding after it{})",
+        seconds2(audio_end),
         if scale_kind == super::ColorScale::Sqrt {
             "; square-root colour scale"
         } else {
@@ -430,17 +463,133 @@ fn pooled_scene(
     let subtitle = format!(
         "{}, {}–{}",
         font::label(&rec.name, 80),
-        tick_label(rec.window_start),
-        tick_label(audio_end)
+        seconds2(rec.window_start),
+        seconds2(audio_end)
     );
     let style = style(opts, scale_kind, subtitle, notes);
-    Ok(super::single::scene(
-        &style,
-        &sides,
-        &title,
-        style.caption,
-        &values,
-    ))
+    let pal = style.palette;
+    let cell = (600 / m.max(1)).clamp(2, 24) as i32;
+    let side = cell * m as i32;
+    let label_w = font::width("30 s", SMALL_SIZE, false) as i32;
+    let heat_x = MARGIN + layout::AXIS_TITLE_SIZE as i32 + 12 + label_w + LABEL_GAP + 6;
+    let scale = Scale::up_to(&values, scale_kind);
+    let bar_x = heat_x + side + 28;
+    let width = (bar_x + layout::colorbar_width(&scale) + MARGIN)
+        .max(layout::title_width(&title).min(1400))
+        .max(560);
+    let (mut items, top) = layout::title_block(&title, &style, width, &pal);
+    let heat_y = top + 4;
+    items.push(Item::Cells(Cells {
+        x: heat_x,
+        y: heat_y,
+        rows: m,
+        cols: m,
+        cell_w: cell as u32,
+        cell_h: cell as u32,
+        colors: scale.colors(&style.ramp, &values),
+        hatch: None,
+    }));
+    items.extend(frame(
+        Rect::new(heat_x, heat_y, heat_x + side, heat_y + side),
+        pal.frame,
+    ));
+    // Seconds to pixels along either side.
+    let per_second = cell as f64 / (block as f64 * rec.frame_seconds);
+    let at = |t: f64| ((t - rec.window_start) * per_second).round() as i32;
+    // The audio's end: a dashed white line on each axis.
+    let end = at(audio_end);
+    if end < side {
+        let mut d = 0;
+        while d < side {
+            let len = 6.min(side - d);
+            items.push(Item::Fill(
+                Rect::new(heat_x + end, heat_y + d, heat_x + end + 1, heat_y + d + len),
+                Rgb(0xff, 0xff, 0xff),
+            ));
+            items.push(Item::Fill(
+                Rect::new(heat_x + d, heat_y + end, heat_x + d + len, heat_y + end + 1),
+                Rgb(0xff, 0xff, 0xff),
+            ));
+            d += 12;
+        }
+    }
+    let step = tick_step(per_second);
+    let total = m as f64 * block as f64 * rec.frame_seconds;
+    let mut k = (rec.window_start / step).ceil() as i64;
+    loop {
+        let t = k as f64 * step;
+        if t > rec.window_start + total + 1e-9 {
+            break;
+        }
+        let p = at(t);
+        items.push(Item::Fill(
+            Rect::new(heat_x + p, heat_y + side, heat_x + p + 1, heat_y + side + 5),
+            pal.frame,
+        ));
+        items.push(text(
+            heat_x + p,
+            heat_y + side + 14,
+            tick_label(t),
+            SMALL_SIZE,
+            pal.text,
+            Align::Middle,
+        ));
+        items.push(Item::Fill(
+            Rect::new(heat_x - 5, heat_y + p, heat_x, heat_y + p + 1),
+            pal.frame,
+        ));
+        items.push(text(
+            heat_x - 8,
+            heat_y + p,
+            tick_label(t),
+            SMALL_SIZE,
+            pal.text,
+            Align::End,
+        ));
+        k += 1;
+    }
+    let below = heat_y + side + 38;
+    items.push(text(
+        heat_x + side / 2,
+        below,
+        "key frames (attended to)".into(),
+        layout::AXIS_TITLE_SIZE,
+        pal.text,
+        Align::Middle,
+    ));
+    items.push(Item::Text(Text {
+        x: MARGIN + layout::AXIS_TITLE_SIZE as i32 / 2,
+        y: heat_y + side / 2,
+        text: "query frames (attending from)".into(),
+        size: layout::AXIS_TITLE_SIZE,
+        bold: false,
+        color: pal.text,
+        align: Align::Middle,
+        up: true,
+    }));
+    let bar_h = side.max(layout::MIN_BAR_HEIGHT);
+    items.extend(layout::colorbar(
+        bar_x,
+        heat_y,
+        bar_h,
+        &scale,
+        &style.ramp,
+        &format!("{}{}", crate::WEIGHT_CAPTION, scale.caption_suffix()),
+        &pal,
+    ));
+    let bottom = (below + 14).max(heat_y + bar_h);
+    Ok(Scene {
+        width: width as u32,
+        height: (bottom + MARGIN) as u32,
+        background: pal.background,
+        title,
+        items,
+    })
+}
+
+/// `9.96 s`.
+fn seconds2(s: f64) -> String {
+    format!("{s:.2} s")
 }
 
 #[cfg(test)]
@@ -466,7 +615,11 @@ mod tests {
             let b = lay.boxes[i];
             // On the axis: the box's edges at the word's start and end seconds.
             let at = |f: usize| lay.heat_x + (rec.frame_time(f) * per_second).round() as i32;
-            assert_eq!((b.x0, b.x1), (at(w.start_frame), at(w.end_frame)), "word {i}");
+            assert_eq!(
+                (b.x0, b.x1),
+                (at(w.start_frame), at(w.end_frame)),
+                "word {i}"
+            );
             // On its own row.
             assert!(b.y0 > lay.heat_y + i as i32 * lay.row_px);
             assert!(b.y1 < lay.heat_y + (i as i32 + 1) * lay.row_px);
@@ -476,10 +629,20 @@ mod tests {
         for t in scene.texts() {
             assert!(canvas.contains(&t.bounds()), "{:?} outside", t.text);
         }
-        words_png(cross, SpeechHeads::Head { layer: 0, head: HeadSel::Index(1) }, &ImageOptions::default()).unwrap();
-        assert!(words_svg(cross, SpeechHeads::Alignment, &ImageOptions::default())
-            .unwrap()
-            .starts_with("<svg"));
+        words_png(
+            cross,
+            SpeechHeads::Head {
+                layer: 0,
+                head: HeadSel::Index(1),
+            },
+            &ImageOptions::default(),
+        )
+        .unwrap();
+        assert!(
+            words_svg(cross, SpeechHeads::Alignment, &ImageOptions::default())
+                .unwrap()
+                .starts_with("<svg")
+        );
         let enc = set.iter().next().unwrap();
         let svg = pooled_svg(enc, 0, HeadSel::Mean, &ImageOptions::default()).unwrap();
         assert!(svg.contains("pooled: 1 cell = 40 ms"), "{}", &svg[..400]);
