@@ -15,7 +15,7 @@ fn path(p: &Path) -> &str {
 }
 
 /// A 16-bit mono WAV at 16 kHz: `seconds` of a 440 Hz tone, then as much silence.
-fn write_wav(to: &Path, seconds: f64) {
+pub(crate) fn write_wav(to: &Path, seconds: f64) {
     let n = (seconds * 16000.0) as usize;
     let samples: Vec<i16> = (0..2 * n)
         .map(|i| {

@@ -8,7 +8,7 @@
  */
 
 const SPEECH = META.speech || null;
-if (SPEECH && !ASKED_VIEW) state.view = 'speech';
+if (SPEECH && !ASKED_VIEW && meta.initial.view === 'head') state.view = 'speech';
 if (!SPEECH && state.view === 'speech') state.view = 'head';
 if (SPEECH) Object.assign(state, { speechSource: 'alignment', speechEncoder: 'mean:' + Math.max(0, ((SPEECH.encoder && SPEECH.encoder.layers) || 1) - 1) });
 
