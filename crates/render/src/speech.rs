@@ -200,11 +200,6 @@ pub fn pooled_encoder(att: &Attention, layer: usize, head: HeadSel) -> (Vec<f32>
     (out, m, block)
 }
 
-/// `seconds` for a person: `1.24 s`.
-pub fn seconds(s: f64) -> String {
-    format!("{s:.2} s")
-}
-
 /// The terminal's view of a speech run: each word with its time, and a strip of where its
 /// alignment attention peaks. The strip has `cols` columns over the audio (the time axis above
 /// it); a word's box (its time from the alignment) is `─`, the frame where its row of `m`
@@ -232,12 +227,15 @@ pub fn terminal_words(rec: &Recording, m: &WordMatrix, width: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Words over the recording ({}, {}–{}; {}; {} columns, {:.2} s each):",
+        "Words over the recording: {}, {:.2}–{:.2} s",
         crate::attention::display::escape_invisible(&rec.name),
-        self::seconds(rec.window_start),
-        self::seconds(rec.window_start + rec.window_seconds),
+        rec.window_start,
+        rec.window_start + rec.window_seconds,
+    );
+    let _ = writeln!(
+        out,
+        "(cross-attention: {}; one column = {:.2} s)",
         m.what,
-        cols,
         seconds / cols as f64
     );
     // The time axis: a tick and its second every few columns.
@@ -296,7 +294,7 @@ pub fn terminal_words(rec: &Recording, m: &WordMatrix, width: usize) -> String {
     }
     let _ = writeln!(
         out,
-        "─ the word's time (alignment heads, DTW)  █ where its attention peaks  ▲ a peak outside it"
+        "─ the word's time (alignment, DTW)  █ its attention's peak  ▲ a peak outside it"
     );
     out
 }
@@ -352,5 +350,40 @@ mod tests {
         }
         assert_eq!(pool_block(1500), 10);
         assert_eq!(pool_block(100), 1);
+    }
+
+    #[test]
+    fn the_terminal_gives_each_word_its_time_and_peak_within_80_columns() {
+        let set = crate::attention::fixtures::speech(
+            &[
+                (" Hello", 2, 10, 30),
+                (" there", 1, 30, 55),
+                (" friend", 3, 60, 90),
+            ],
+            300,
+            2.0,
+        );
+        let cross = set.iter().nth(2).unwrap();
+        let m = word_matrix(cross, SpeechHeads::Alignment).unwrap();
+        // Each word's row peaks where the fixture put it: the middle of its time.
+        for (w, word) in cross.recording.as_deref().unwrap().words.iter().enumerate() {
+            let row = &m.values[w * m.frames..(w + 1) * m.frames];
+            let peak = (0..m.frames)
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .unwrap();
+            assert_eq!(peak, (word.start_frame + word.end_frame) / 2);
+        }
+        let text = terminal_words(cross.recording.as_deref().unwrap(), &m, 80);
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line:?}");
+        }
+        assert!(text.contains("Hello  0.20–0.60 s"), "{text}");
+        // Every peak inside its word's box (the last line is the key).
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains(" s ")).collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        for row in rows {
+            assert_eq!(row.matches('█').count(), 1, "{row}");
+            assert!(!row.contains('▲'), "{row}");
+        }
     }
 }
