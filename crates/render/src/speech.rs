@@ -265,9 +265,7 @@ pub fn terminal_words(rec: &Recording, m: &WordMatrix, width: usize) -> String {
     for (w, word) in rec.words.iter().enumerate() {
         let mut strip = vec!['·'; cols];
         let (s, e) = (word.start_frame.min(frames), word.end_frame.min(frames));
-        for c in col_of(s)..=col_of(e.saturating_sub(1).max(s)) {
-            strip[c] = '─';
-        }
+        strip[col_of(s)..=col_of(e.saturating_sub(1).max(s))].fill('─');
         let row = &m.values[w * frames..(w + 1) * frames];
         let peak = row
             .iter()
