@@ -291,4 +291,28 @@ fn a_speech_run_draws_its_words_over_the_recording_on_every_surface() {
         "{}",
         &enc[..enc.len().min(2000)]
     );
+
+    // A report folder holds the speech run's own figures beside every other.
+    let dir = out_of("rep");
+    let out = run(&[
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--generate",
+        "4",
+        "--report",
+        path(&dir),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for f in [
+        "speech.png",
+        "speech.svg",
+        "encoder-pooled.png",
+        "encoder-pooled.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} in {:?}", tree(&dir));
+    }
+    let words = fs::read_to_string(dir.join("speech.svg")).unwrap();
+    assert!(words.contains("cross-attention over the recording"));
 }
