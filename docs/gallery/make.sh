@@ -45,3 +45,9 @@ photos=$(bash scripts/fetch-photos.sh)
 attnviz -m tests/fixtures/tiny-llava --image "$photos/chelsea.png" \
   "USER: <image>\nWhat is in this picture? ASSISTANT:" --generate 6 --query generated \
   --png docs/gallery/vlm-generated.png -q
+
+# Needs Whisper tiny.en converted to transformers' layout and the recording (docs/gallery/README.md).
+if [ -d .cache/models/whisper-tiny.en-hf ] && [ -f .cache/audio/beckett.wav ]; then
+  attnviz -m .cache/models/whisper-tiny.en-hf --audio .cache/audio/beckett.wav \
+    --png docs/gallery/whisper-words.png -q
+fi

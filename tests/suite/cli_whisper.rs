@@ -15,7 +15,7 @@ fn path(p: &Path) -> &str {
 }
 
 /// A 16-bit mono WAV at 16 kHz: `seconds` of a 440 Hz tone, then as much silence.
-fn write_wav(to: &Path, seconds: f64) {
+pub(crate) fn write_wav(to: &Path, seconds: f64) {
     let n = (seconds * 16000.0) as usize;
     let samples: Vec<i16> = (0..2 * n)
         .map(|i| {
@@ -327,4 +327,152 @@ fn a_long_recording_is_read_window_after_window_and_window_picks_the_attention()
         &out,
         "read in 3 windows of up to 3 s, numbered from 0; window 3 is not one of them",
     );
+}
+
+/// The JSON metadata block of an HTML report.
+fn html_meta(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"attnviz-meta\">";
+    let start = html.find(open).expect("a metadata block") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    serde_json::from_str(&html[start..end]).expect("JSON metadata")
+}
+
+#[test]
+fn a_speech_run_draws_its_words_over_the_recording_on_every_surface() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A name a page must escape.
+    let wav = tmp.path().join("a<b>&'tone.wav");
+    write_wav(&wav, 1.0);
+    let out_of = |name: &str| tmp.path().join(name);
+    let (png, svg, html, json) = (
+        out_of("s.png"),
+        out_of("s.svg"),
+        out_of("s.html"),
+        out_of("s.json"),
+    );
+    let whisper = fixture("tiny-whisper");
+    let out = run(&[
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--language",
+        "en",
+        "--generate",
+        "8",
+        "--png",
+        path(&png),
+        "--svg",
+        path(&svg),
+        "--html",
+        path(&html),
+        "--json",
+        path(&json),
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    // The terminal: the words with their times, and the strip of where each one's attention
+    // peaks, within 80 columns.
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("Words over the recording"), "{text}");
+    // The figures: the words × time figure, not the matrix over every frame.
+    let svg_text = fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg_text.contains("cross-attention over the recording"),
+        "{}",
+        &svg_text[..svg_text.len().min(2000)]
+    );
+    assert!(fs::metadata(&png).unwrap().len() > 1000);
+    // The JSON's words and the report's are the same words at the same times.
+    let doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let words = doc["cross"]["speech"]["words"].as_array().unwrap().clone();
+    assert!(!words.is_empty());
+    let page = fs::read_to_string(&html).unwrap();
+    let meta = html_meta(&page);
+    let speech = &meta["speech"];
+    assert_eq!(speech["name"], "a<b>&'tone.wav");
+    assert!(!page.contains("a<b>"), "the file name is escaped");
+    let shown = speech["words"].as_array().unwrap();
+    assert_eq!(shown.len(), words.len(), "{speech}");
+    for (a, b) in shown.iter().zip(&words) {
+        assert_eq!(a["word"], b["word"]);
+        assert_eq!(a["start_frame"], b["start_frame"]);
+        assert_eq!(a["end_frame"], b["end_frame"]);
+        let close = |x: &serde_json::Value, y: &serde_json::Value| {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-6
+        };
+        assert!(close(&a["start"], &b["start"]) && close(&a["end"], &b["end"]));
+    }
+    assert_eq!(
+        speech["window_seconds"],
+        doc["cross"]["speech"]["window_seconds"]
+    );
+    // The recording plays from the page itself: a WAV of the window's 2 s at 16 kHz.
+    let audio = speech["audio"].as_str().unwrap();
+    let b64 = audio
+        .strip_prefix("data:audio/wav;base64,")
+        .expect("a data: WAV");
+    use base64::Engine;
+    let wav_bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    assert_eq!(&wav_bytes[..4], b"RIFF");
+    assert_eq!(wav_bytes.len(), 44 + 2 * 32_000);
+    assert!(page.contains("media-src data:"), "the policy lets it play");
+    // The spectrogram and the word matrices travel in the payload.
+    let names: Vec<&str> = meta["payload"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    for s in ["speech:mel", "speech:words", "speech:encoder"] {
+        assert!(names.contains(&s), "{names:?}");
+    }
+
+    // The encoder's figure is pooled, its scale said.
+    let enc_svg = out_of("e.svg");
+    let out = run(&[
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--generate",
+        "4",
+        "--kind",
+        "encoder",
+        "--svg",
+        path(&enc_svg),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let enc = fs::read_to_string(&enc_svg).unwrap();
+    assert!(
+        enc.contains("pooled: 1 cell = 20 ms"),
+        "{}",
+        &enc[..enc.len().min(2000)]
+    );
+
+    // A report folder holds the speech run's own figures beside every other.
+    let dir = out_of("rep");
+    let out = run(&[
+        "-m",
+        path(&whisper),
+        "--audio",
+        path(&wav),
+        "--generate",
+        "4",
+        "--report",
+        path(&dir),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for f in [
+        "speech.png",
+        "speech.svg",
+        "encoder-pooled.png",
+        "encoder-pooled.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} in {:?}", tree(&dir));
+    }
+    let words = fs::read_to_string(dir.join("speech.svg")).unwrap();
+    assert!(words.contains("cross-attention over the recording"));
 }

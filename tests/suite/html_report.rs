@@ -623,6 +623,31 @@ fn write_heads_case(dir: &Path) {
     );
 }
 
+/// A speech run's report (the tiny random Whisper on a second of tone and a second of silence,
+/// the file's name carrying markup) beside the CLI's JSON export of the same run, for
+/// `speech.test.mjs` to expect from.
+fn write_speech_case(dir: &Path) {
+    let wav = dir.join("a<b id=\"typed\">x.wav");
+    crate::cli_whisper::write_wav(&wav, 1.0);
+    let out = crate::support::cli::attnviz()
+        .arg("-m")
+        .arg(repo().join("tests/fixtures/tiny-whisper"))
+        .arg("--audio")
+        .arg(&wav)
+        .args(["--language", "en", "--generate", "8", "--html"])
+        .arg(dir.join("speech-whisper.html"))
+        .arg("--json")
+        .arg(dir.join("speech-whisper.json"))
+        .args(["--full-precision", "-q"])
+        .output()
+        .expect("attnviz runs");
+    assert!(
+        out.status.success(),
+        "speech-whisper: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The reports both browser suites read, written once per test run.
 fn artifacts() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -638,6 +663,7 @@ fn artifacts() -> &'static Path {
         write_image_cases(&dir);
         write_lens_cases(&dir);
         write_heads_case(&dir);
+        write_speech_case(&dir);
         dir
     })
 }
@@ -701,6 +727,16 @@ fn lens_report_in_headless_chromium_and_firefox() {
 fn heads_report_in_headless_chromium_and_firefox() {
     run_browser_suite(
         "heads.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn speech_report_in_headless_chromium() {
+    run_browser_suite(
+        "speech.test.mjs",
         "/usr/bin/chromium",
         "chromium chromium-driver",
     );

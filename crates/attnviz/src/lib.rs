@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod corpus;
+mod recording;
 pub mod report;
 pub mod request;
 

@@ -970,10 +970,27 @@ impl RunRequest {
             .attentions
             .try_into()
             .map_err(|_| ShapeError(ShapeProblem::NotThree))?;
-        let set = AttentionSet::encoder_decoder(encoder, decoder, cross, None)?.relabel(
-            crate::attention::LabelScheme::Plain,
-            model.tokenizer().label_scheme(),
+        let views = crate::recording::recording(
+            path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            (&sound.samples, sound.sample_rate),
+            (
+                window,
+                features.hop_length as f64 / features.sampling_rate as f64,
+                window_seconds,
+            ),
+            &out.words,
+            (&decoder.queries().ids, out.prompt.len()),
+            &out.alignment_heads,
         );
+        let set = AttentionSet::encoder_decoder(encoder, decoder, cross, None)?
+            .relabel(
+                crate::attention::LabelScheme::Plain,
+                model.tokenizer().label_scheme(),
+            )
+            .with_recording(views)?;
         let generated_text = out.seq2seq.generation.as_ref().map(|g| {
             if self.timestamps {
                 model.tokenizer().decode(g.generated()).unwrap_or_default()

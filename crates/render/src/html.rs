@@ -61,6 +61,7 @@
 mod meta;
 mod panels;
 mod payload;
+mod speech;
 
 pub use panels::{
     alignment_statistics, alti_matrices, induction_statistic, report_analysis, statistics_unit,
@@ -133,6 +134,8 @@ const JS_SOURCE: &str = concat!(
     include_str!("../assets/report/lens_view.js"),
     "\n",
     include_str!("../assets/report/heads_view.js"),
+    "\n",
+    include_str!("../assets/report/speech_view.js"),
     "\n",
     include_str!("../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
@@ -574,7 +577,8 @@ pub fn html_kinds_data(
     if kinds.is_empty() || open >= kinds.len() {
         return Err(HtmlError::Empty.into());
     }
-    let prepared = prepare(kinds, open, target)?;
+    let speech = speech::SpeechData::of(&kinds.iter().map(|(a, _)| *a).collect::<Vec<_>>());
+    let prepared = prepare(kinds, open, target, speech.as_ref())?;
     let data = if kinds[open].1.compress {
         let mut data = Vec::new();
         prepared.payload.write_base64(&mut data)?;
@@ -597,11 +601,13 @@ struct Prepared<'a> {
     meta_json: String,
     style: Arc<Style>,
     images: bool,
+    /// The report embeds a recording to play (a speech run's).
+    media: bool,
 }
 
 impl Prepared<'_> {
     fn csp(&self) -> String {
-        content_security_policy(&self.style.hash, self.images)
+        content_security_policy(&self.style.hash, self.images, self.media)
     }
 
     fn shell(&self) -> String {
@@ -612,10 +618,13 @@ impl Prepared<'_> {
     }
 }
 
+/// The report's parts; `speech` is a speech run's tab data ([`speech::SpeechData::of`] of the
+/// kinds), made by the caller so that the payload can borrow it.
 fn prepare<'a>(
     kinds: &[(&'a Attention, &'a HtmlOptions)],
     open: usize,
     target: Option<&'a str>,
+    speech: Option<&'a speech::SpeechData>,
 ) -> io::Result<Prepared<'a>> {
     for (att, opts) in kinds {
         check(att, opts)?;
@@ -625,8 +634,12 @@ fn prepare<'a>(
     for (att, opts) in kinds {
         all_sections.extend(sections(att, opts, &section_suffix(att, several)));
     }
+    if let Some(s) = speech {
+        all_sections.extend(s.sections());
+    }
     let payload = Payload::new(all_sections, kinds[open].1.compress);
-    let meta = Meta::new(kinds, open, target, &payload);
+    let mut meta = Meta::new(kinds, open, target, &payload);
+    meta.speech = speech.map(|s| &s.meta);
     let meta_json = serde_json::to_string(&meta).map_err(io::Error::other)?;
     let style = report_style(kinds.iter().map(|(a, _)| *a)).map_err(io::Error::other)?;
     let images = kinds
@@ -638,6 +651,7 @@ fn prepare<'a>(
         meta_json,
         style,
         images,
+        media: speech.is_some_and(|s| s.has_audio()),
     })
 }
 
@@ -657,7 +671,8 @@ fn write_report(
     target: Option<&str>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
-    let p = prepare(kinds, open, target)?;
+    let speech = speech::SpeechData::of(&kinds.iter().map(|(a, _)| *a).collect::<Vec<_>>());
+    let p = prepare(kinds, open, target, speech.as_ref())?;
     for piece in template_pieces() {
         match piece {
             Piece::Text(s) => w.write_all(s.as_bytes())?,
@@ -905,14 +920,16 @@ enum Piece {
 /// markup that slipped past escaping could neither run a script (inline handlers included) nor
 /// make a request. Fonts may come from `data:` URIs only: the subsets [`font_css`] embeds; so
 /// may images, in a vision model's report only (`images`): the picture the model read, embedded
-/// as a `data:` PNG.
-fn content_security_policy(style_hash: &str, images: bool) -> String {
+/// as a `data:` PNG; and so may media, in a speech run's report only (`media`): the recording,
+/// embedded as a `data:` WAV for its player.
+fn content_security_policy(style_hash: &str, images: bool, media: bool) -> String {
     static SCRIPT_HASH: OnceLock<String> = OnceLock::new();
     format!(
         "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{style_hash}'; \
-         font-src data:; {}base-uri 'none'; form-action 'none'",
+         font-src data:; {}{}base-uri 'none'; form-action 'none'",
         SCRIPT_HASH.get_or_init(|| csp_hash(script())),
-        if images { "img-src data:; " } else { "" }
+        if images { "img-src data:; " } else { "" },
+        if media { "media-src data:; " } else { "" }
     )
 }
 

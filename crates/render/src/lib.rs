@@ -18,6 +18,7 @@ pub mod html;
 pub mod image;
 pub mod lens_table;
 pub mod router_table;
+pub mod speech;
 pub mod stats_table;
 pub mod summary_table;
 pub mod term;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::analysis;
-use crate::attention::{Attention, HeadSel, Selection};
+use crate::attention::{Attention, AttentionKind, HeadSel, Selection};
 use crate::render::image::{self, Figure, FigureSpec, ImageError};
 
 use super::{Analysed, Finished, Plan, ReportError};
@@ -32,6 +32,9 @@ pub(super) fn figure(
     let att = analysed.shown.iter().nth(index).expect("one view per kind");
     let rollout = rollout_of(run, analysed, index, layer);
     let (png, svg) = (&plan.files.png, &plan.files.svg);
+    if speech_figure(plan, run, index, selection)? {
+        return Ok(());
+    }
     // A vision-language model's attention is drawn on its picture for a token asked for by
     // number; otherwise as the matrix over the whole sequence.
     let on_picture = !att.pictures.is_empty()
@@ -104,6 +107,82 @@ pub(super) fn figure(
     Ok(())
 }
 
+/// A speech run's head figure (the default figure) of its cross-attention or its encoder:
+/// the words × time figure over the spectrogram (the alignment heads' mean unless a layer or
+/// head was chosen), or the encoder's self-attention pooled into blocks of 200 ms, in place of
+/// the matrices over 1,500 frames. Drawn from the run's token-level values, whatever the view
+/// (a word's rows are numbered in tokens). Returns whether it drew one.
+fn speech_figure(
+    plan: &Plan,
+    run: &Finished<'_>,
+    index: usize,
+    selection: Selection,
+) -> Result<bool, ReportError> {
+    use crate::render::image::speech;
+    if run.set.recording().is_none() || !matches!(plan.figure.figure, Figure::Head | Figure::Mean) {
+        return Ok(false);
+    }
+    let att = run.set.iter().nth(index).expect("one value per kind");
+    let look = &plan.figure.image;
+    let (png, svg) = match att.kind {
+        AttentionKind::Cross => {
+            let which = speech_heads(plan, selection);
+            (
+                plan.files
+                    .png
+                    .as_ref()
+                    .map(|_| speech::words_png(att, which, look))
+                    .transpose()?,
+                plan.files
+                    .svg
+                    .as_ref()
+                    .map(|_| speech::words_svg(att, which, look))
+                    .transpose()?,
+            )
+        }
+        AttentionKind::Encoder => {
+            let Selection { layer, head } = selection;
+            (
+                plan.files
+                    .png
+                    .as_ref()
+                    .map(|_| speech::pooled_png(att, layer, head, look))
+                    .transpose()?,
+                plan.files
+                    .svg
+                    .as_ref()
+                    .map(|_| speech::pooled_svg(att, layer, head, look))
+                    .transpose()?,
+            )
+        }
+        _ => return Ok(false),
+    };
+    if let (Some(path), Some(bytes)) = (&plan.files.png, png) {
+        speech::write_file(path, &bytes)?;
+    }
+    if let (Some(path), Some(text)) = (&plan.files.svg, svg) {
+        speech::write_file(path, text.as_bytes())?;
+    }
+    Ok(true)
+}
+
+/// The heads a speech figure of the cross-attention shows: the alignment heads' mean when the
+/// plan chose no layer and no head, else the selection.
+pub(super) fn speech_heads(
+    plan: &Plan,
+    selection: Selection,
+) -> crate::render::speech::SpeechHeads {
+    use crate::render::speech::SpeechHeads;
+    if plan.choose.layer.is_none() && plan.choose.head == HeadSel::Mean {
+        SpeechHeads::Alignment
+    } else {
+        SpeechHeads::Head {
+            layer: selection.layer,
+            head: selection.head,
+        }
+    }
+}
+
 /// The rollout of the `index`-th kind at `layer`, when every layer was captured and the kind
 /// has one.
 pub(super) fn rollout_of<'b>(
@@ -161,6 +240,34 @@ pub(super) fn folder_figures(
             let look = &plan.figure.image;
             image::write_png(att, &spec, look, &dir.join(format!("{prefix}{name}.png")))?;
             image::write_svg(att, &spec, look, &dir.join(format!("{prefix}{name}.svg")))?;
+        }
+    }
+    // A speech run's own figures: the words over the recording, the encoder pooled.
+    if run.set.recording().is_some() {
+        use crate::render::image::speech;
+        let look = &plan.figure.image;
+        for att in run.set.iter() {
+            let Ok(sel) = plan.choose.of(&att.model, att.kind) else {
+                continue;
+            };
+            let (stem, png, svg) = match att.kind {
+                AttentionKind::Cross => {
+                    let which = speech_heads(plan, sel);
+                    (
+                        "speech",
+                        speech::words_png(att, which, look)?,
+                        speech::words_svg(att, which, look)?,
+                    )
+                }
+                AttentionKind::Encoder => (
+                    "encoder-pooled",
+                    speech::pooled_png(att, sel.layer, sel.head, look)?,
+                    speech::pooled_svg(att, sel.layer, sel.head, look)?,
+                ),
+                _ => continue,
+            };
+            speech::write_file(&dir.join(format!("{stem}.png")), &png)?;
+            speech::write_file(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
         }
     }
     Ok(())

@@ -57,6 +57,18 @@ pub(super) fn views(
                 ..TerminalOptions::default()
             };
             to(sink.out, |w| write_view(att, selection, &opts, w))?;
+            // A speech run's cross-attention: the words with their times, and where each
+            // word's attention peaks over the recording.
+            if let Some(rec) = crate::render::speech::speech_of(token_att) {
+                let which = super::figures::speech_heads(plan, selection);
+                let m = crate::render::speech::word_matrix(token_att, which)
+                    .map_err(crate::render::image::ImageError::from)?;
+                let text = crate::render::speech::terminal_words(rec, &m, look.width);
+                to(sink.out, |w| {
+                    writeln!(w)?;
+                    w.write_all(text.as_bytes())
+                })?;
+            }
             // A mixture-of-experts model's router at the shown layer, under the attention.
             if let Some(router) = &att.router {
                 let number = att.layer_number(layer);

@@ -470,3 +470,101 @@ pub fn irregular(layers: usize, heads: usize, n: usize) -> Attention {
     )
     .unwrap()
 }
+
+/// A speech run's set (Whisper-like): `frames` encoder frames labelled by their time, a
+/// decoder reading `<|startoftranscript|>`, `<|notimestamps|>`, each word's tokens and
+/// `<|endoftext|>`, two layers of two heads, and a recording of `seconds` whose words are
+/// `(word, tokens, start_frame, end_frame)`. Each row predicting one of a word's tokens puts
+/// 0.7 of its weight on the frame in the middle of the word's time, the rest spread evenly;
+/// the alignment heads are layer 1's.
+pub fn speech(words: &[(&str, usize, usize, usize)], frames: usize, seconds: f64) -> AttentionSet {
+    let (layers, heads) = (2, 2);
+    let mut labels: Vec<String> = vec!["<|startoftranscript|>".into(), "<|notimestamps|>".into()];
+    let mut recorded = Vec::new();
+    for (word, tokens, start, end) in words {
+        let first = labels.len();
+        for t in 0..*tokens {
+            labels.push(format!("Ġ{}{t}", word.trim()));
+        }
+        recorded.push(super::RecordedWord {
+            word: word.to_string(),
+            rows: first..labels.len(),
+            start_frame: *start,
+            end_frame: *end,
+        });
+    }
+    labels.push("<|endoftext|>".into());
+    let nt = labels.len();
+    let target: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let frame_labels: Vec<String> = (0..frames)
+        .map(|f| format!("{:.2}s", f as f64 * 0.02))
+        .collect();
+    let source: Vec<&str> = frame_labels.iter().map(String::as_str).collect();
+    let mut model = info(layers, heads);
+    model.family = "Whisper".into();
+    let (src, tgt) = (units_for(&source), units_for(&target));
+    let encoder = Attention::new(
+        model.clone(),
+        String::new(),
+        None,
+        src.clone(),
+        peaked(layers, heads, frames, frames, false),
+    )
+    .and_then(|a| a.with_kind(AttentionKind::Encoder))
+    .expect("encoder");
+    let decoder = Attention::new(
+        model.clone(),
+        String::new(),
+        None,
+        tgt.clone(),
+        peaked(layers, heads, nt, nt, true),
+    )
+    .and_then(|a| a.with_kind(AttentionKind::Decoder))
+    .expect("decoder")
+    .with_mask(MaskKind::Causal);
+    let mut cross = vec![1.0 / frames as f32; layers * heads * nt * frames];
+    for w in &recorded {
+        let peak = (w.start_frame + w.end_frame) / 2;
+        for r in w.predicting_rows() {
+            for lh in 0..layers * heads {
+                let row = &mut cross[(lh * nt + r) * frames..][..frames];
+                row.fill(0.3 / (frames - 1) as f32);
+                row[peak] = 0.7;
+            }
+        }
+    }
+    let cross = Attention::cross(model, String::new(), None, tgt, src, cross)
+        .expect("cross")
+        .with_target_text(Some(
+            words
+                .iter()
+                .map(|w| w.0)
+                .collect::<String>()
+                .trim()
+                .to_string(),
+        ));
+    let mel_frames = (seconds / 0.01).round() as usize;
+    let mel_bins = 8;
+    let recording = super::Recording {
+        name: "<b>talk</b>.wav".into(),
+        window_start: 0.0,
+        window_seconds: seconds,
+        frame_seconds: 0.02,
+        mel_seconds: 0.01,
+        mel_bins,
+        mel_frames,
+        mel: (0..mel_bins * mel_frames)
+            .map(|i| ((i % mel_frames) as f32 * 0.1).sin() * (i / mel_frames) as f32 / 8.0)
+            .collect(),
+        words: recorded,
+        alignment_heads: vec![(1, 0), (1, 1)],
+        samples: (0..(seconds * 16_000.0) as usize)
+            .map(|i| (i as f32 * 0.05).sin() * 0.5)
+            .collect(),
+        sample_rate: 16_000,
+    };
+    AttentionSet::encoder_decoder(encoder, decoder, cross, None)
+        .expect("consistent")
+        .with_recording(recording)
+        .expect("the recording fits")
+}

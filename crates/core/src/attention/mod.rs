@@ -17,6 +17,7 @@
 
 pub mod display;
 pub mod image;
+pub mod recording;
 pub mod router;
 mod set;
 mod shape_error;
@@ -26,6 +27,7 @@ mod units;
 use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
+pub use recording::{RecordedWord, Recording, RecordingError};
 pub use router::{Router, RouterLayer, RouterShapeError};
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
 pub use shape_error::{ShapeError, ShapeProblem};
@@ -383,6 +385,9 @@ pub struct Attention {
     /// weights over the keys sum to 1 less it; `None` for a softmax without a sink. See
     /// [`Attention::sink_shares`].
     sink_shares: Option<Vec<f32>>,
+    /// What a speech model heard (its spectrogram, the words with their times, the samples),
+    /// on every value of a speech run; `None` for text and pictures.
+    pub recording: Option<std::sync::Arc<Recording>>,
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -532,6 +537,7 @@ impl Attention {
             prefix: 0,
             router: None,
             sink_shares: None,
+            recording: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -734,6 +740,7 @@ impl Attention {
             prefix: self.prefix,
             router: self.router.clone(),
             sink_shares: None,
+            recording: self.recording.clone(),
         };
         att.check()?;
         // The sink's share of a merged row is what its weights leave (a word's row is the mean

@@ -286,6 +286,41 @@ impl AttentionSet {
         &self.values[0].text
     }
 
+    /// The same set with the recording a speech model heard on every value, checked against
+    /// the set: an encoder–decoder's, each word's rows inside the decoder's tokens and its
+    /// frames inside the encoder's.
+    pub fn with_recording(mut self, recording: super::Recording) -> Result<Self, ShapeError> {
+        let problem = |why: String| Err(ShapeError(ShapeProblem::Recording(why)));
+        if let Err(e) = recording.check() {
+            return problem(e.to_string());
+        }
+        let [enc, dec, _] = self.values.as_slice() else {
+            return problem("a recording belongs to an encoder–decoder's attention".into());
+        };
+        let (tokens, frames) = (dec.queries().token_count(), enc.queries().token_count());
+        if let Some(w) = recording
+            .words
+            .iter()
+            .find(|w| w.rows.end > tokens || w.end_frame > frames)
+        {
+            return problem(format!(
+                "the word {:?} has rows {:?} and frames {}..{}, outside the decoder's {tokens} \
+                 tokens or the encoder's {frames} frames",
+                w.word, w.rows, w.start_frame, w.end_frame
+            ));
+        }
+        let recording = std::sync::Arc::new(recording);
+        for v in &mut self.values {
+            v.recording = Some(recording.clone());
+        }
+        Ok(self)
+    }
+
+    /// The recording a speech model heard, if the set is a speech run's.
+    pub fn recording(&self) -> Option<&super::Recording> {
+        self.values[0].recording.as_deref()
+    }
+
     /// Apply `f` to every value (a view: words, special tokens excluded) and check that the
     /// results still fit together. `f` must treat units by their own fields only (as
     /// `attnviz::analysis::view` does), so that cross-attention's sides change exactly as the

@@ -33,6 +33,9 @@ pub enum ShapeProblem {
         /// Rows.
         want: usize,
     },
+    /// A speech model's recording that does not fit the attention.
+    #[error("recording: {0}")]
+    Recording(String),
     /// Cross-attention without key units.
     #[error("cross-attention needs its own key units (the encoder's)")]
     CrossWithoutKeys,

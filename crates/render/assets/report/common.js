@@ -349,6 +349,7 @@ function render() {
   else if (state.view === 'image') renderImage();
   else if (state.view === 'lens') renderLens();
   else if (state.view === 'heads') renderHeads();
+  else if (state.view === 'speech') renderSpeech();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

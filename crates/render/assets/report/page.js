@@ -99,6 +99,7 @@ function setupControls() {
   $('tab-image').hidden = !IMAGE;
   $('tab-lens').hidden = !LENS;
   $('tab-heads').hidden = !HEAD_PARTS.length;
+  setupSpeech();
 
   $('thumb-style').value = state.thumbStyle;
   $('thumb-style').addEventListener('change', (e) => set({ thumbStyle: e.target.value }));
@@ -223,7 +224,7 @@ function syncControls() {
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   // The model and stats views show every layer at once: no layer to choose there.
-  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads';
+  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads' || v === 'speech';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -256,9 +257,9 @@ function onKey(e) {
   else if (k === ' ') toggleHead(state.head);
   else if (k === 'Enter' || k === 'o') soloHead(state.head);
   else if (k === 'a') set({ shown: new Array(H).fill(true) });
-  else if (k >= '1' && k <= '8') {
+  else if (k >= '1' && k <= '9') {
     const v = VIEWS[Number(k) - 1];
-    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS) && (v !== 'heads' || HEAD_PARTS.length)) set({ view: v });
+    if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS) && (v !== 'heads' || HEAD_PARTS.length) && (v !== 'speech' || SPEECH)) set({ view: v });
   } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });
@@ -551,6 +552,7 @@ window.attnviz = {
   neuronData,
   weight,
   image: () => imageDrawn,
+  speech: () => speechDrawn,
   imageSources: () => (IMAGE ? imageSources() : []),
   matrixGeometry: (id) => {
     const p = matrixPanels[id];

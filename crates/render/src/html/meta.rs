@@ -36,6 +36,9 @@ pub(super) struct Meta<'a> {
     kinds: Option<Vec<KindMeta<'a>>>,
     /// The kind the page opens on (a report of several kinds).
     open_kind: Option<AttentionKind>,
+    /// A speech run's recording, words and player (the Speech tab; `html/speech.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) speech: Option<&'a super::speech::SpeechMeta>,
 }
 
 /// What the page needs of one kind of attention.
@@ -313,6 +316,7 @@ impl<'a> Meta<'a> {
             one,
             kinds: kinds_meta,
             open_kind: several.then_some(att.kind),
+            speech: None,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod picture;
 mod scale;
 pub(crate) mod scene;
 mod single;
+pub mod speech;
 pub(crate) mod theme;
 
 use std::io::Write;
@@ -275,6 +276,9 @@ pub enum ImageError {
     /// The output file could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// A speech figure asked of attention that is not a speech run's.
+    #[error(transparent)]
+    Speech(#[from] crate::speech::SpeechViewError),
 }
 
 /// Everything about the look of a figure that does not depend on which figure it is.
