@@ -129,6 +129,7 @@ fn style(opts: &ImageOptions, scale: super::ColorScale, subtitle: String, notes:
         layer_masked: Vec::new(),
         layer_numbers: Vec::new(),
         caption: crate::WEIGHT_CAPTION,
+        sinks: None,
     }
 }
 
