@@ -964,6 +964,15 @@ impl RunRequest {
             .collect();
         let window_count = long.windows.len();
         let window_seconds = long.windows[capture].seconds;
+        // The captured window's spectrogram, for the views (the run made it and let it go).
+        let seek = (long.windows[capture].start_seconds * features.sampling_rate as f64).round()
+            as usize;
+        let end = (seek + features.n_samples).min(sound.samples.len());
+        let mut mel = audio::log_mel(&sound.samples[seek.min(end)..end], features)
+            .into_iter()
+            .next()
+            .expect("log_mel gives at least one window");
+        mel.start_seconds = long.windows[capture].start_seconds;
         let out = long.encoding;
         let [encoder, decoder, cross]: [Attention; 3] = out
             .seq2seq
@@ -977,7 +986,7 @@ impl RunRequest {
             ),
             (&sound.samples, sound.sample_rate),
             (
-                window,
+                &mel,
                 features.hop_length as f64 / features.sampling_rate as f64,
                 window_seconds,
             ),
