@@ -669,8 +669,10 @@ fn real_whisper_base_from_its_ctranslate2_folder_runs_as_its_conversion() {
 /// s) read by the real tiny.en in consecutive windows: without timestamps the windows are
 /// [0, 30 s) and [30 s, 43.8 s), each window's transcript, words and (captured) attention are
 /// what a single-window run over that window's audio alone gives, the words moved by the
-/// window's start; with timestamps the second window starts where the first's last complete
-/// segment ended (openai-whisper's seek) and again equals the single-window run there.
+/// window's start, and each transcript is transformers' for that window alone; with timestamps
+/// the second window starts where the first's last complete segment ended (openai-whisper's
+/// seek), again equals the single-window run there, and the recording's transcript is
+/// transformers' sequential long form (tests/reference/make_whisper_long.py).
 #[test]
 fn real_whisper_tiny_en_reads_a_long_recording_window_after_window() {
     use attnviz::model::audio::{self, AudioLimits};
@@ -693,6 +695,15 @@ fn real_whisper_tiny_en_reads_a_long_recording_window_after_window() {
         samples.extend(std::iter::repeat_n(0.0f32, 16000));
     }
     let rate = 16000.0;
+    let path = repo().join("tests/reference/whisper-tiny.en-long.json");
+    let reference: serde_json::Value = ok(
+        serde_json::from_str(&ok(std::fs::read_to_string(&path), path.display())),
+        "json",
+    );
+    assert_eq!(
+        reference["seconds"].as_f64(),
+        Some(samples.len() as f64 / rate)
+    );
     // One window's run on `samples[from..]`'s first 30 s alone.
     let single = |from: usize, options: &SpeechOptions| {
         let end = (from + 480_000).min(samples.len());
@@ -794,5 +805,21 @@ fn real_whisper_tiny_en_reads_a_long_recording_window_after_window() {
         }
         let each: Vec<&str> = long.windows.iter().map(|w| w.transcript.as_str()).collect();
         assert_eq!(long.transcript(), each.join(" "));
+        // transformers on the converted folder (make_whisper_long.py): each fixed window alone,
+        // and its own sequential long form with timestamps.
+        if timestamps {
+            assert_eq!(long.transcript(), reference["long_form"].as_str().unwrap());
+        } else {
+            let theirs: Vec<&str> = reference["windows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["transcript"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                each, theirs,
+                "each window, as transformers transcribes it alone"
+            );
+        }
     }
 }
