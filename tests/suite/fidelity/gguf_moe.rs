@@ -341,3 +341,57 @@ fn expert_metadata_that_cannot_be_run_is_one_clear_line() {
         }
     }
 }
+
+/// The command line on a quantised GGUF file: the JSON's `router` section holds transformers'
+/// decisions on the file's dequantised weights.
+#[test]
+fn a_gguf_file_s_router_reaches_the_json() {
+    use crate::support::cli::run;
+    let (m, tensors) = manifest();
+    let f = m
+        .files
+        .iter()
+        .find(|f| f.file == "tiny-qwen3_moe.Q8_0.gguf")
+        .expect("the file in the manifest");
+    let case = &f.cases[0];
+    let path = repo().join("tests/fixtures/gguf").join(&f.file);
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("moe.json");
+    let out = run(&[
+        "-m",
+        path.to_str().unwrap(),
+        &case.text,
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let router = &doc["router"];
+    let (n, k) = (case.n, f.top_k);
+    assert_eq!(router["experts"], f.experts);
+    let layers = router["layers"].as_array().unwrap();
+    // Layers 0 and 2 route; layer 1 is dense.
+    let numbers: Vec<u64> = layers
+        .iter()
+        .map(|l| l["layer"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [0, 2]);
+    let want = values(&tensors, &format!("{}/{}/router_chosen", f.file, case.name));
+    for (i, layer) in layers.iter().enumerate() {
+        for t in 0..n {
+            for r in 0..k {
+                assert_eq!(
+                    layer["chosen"][t][r].as_f64().unwrap() as f32,
+                    want[i * n * k + t * k + r],
+                    "layer {i} token {t}"
+                );
+            }
+        }
+    }
+}
