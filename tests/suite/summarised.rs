@@ -171,7 +171,7 @@ fn summaries_equal_the_full_matrix_s() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .flat_map(|r| floats(r))
+                .flat_map(floats)
                 .collect();
             assert_eq!(got_pooled.len(), pooled.len());
             for (a, b) in got_pooled.iter().zip(&pooled) {
