@@ -61,7 +61,11 @@ fn main() {
     };
     println!("attnviz Whisper benchmark: a recording transcribed, every layer captured");
     println!("recording: {}", audio.display());
-    println!("model: {} (CTranslate2: {})", folder.display(), ct2.display());
+    println!(
+        "model: {} (CTranslate2: {})",
+        folder.display(),
+        ct2.display()
+    );
     println!("machine: {}", machine());
     println!(
         "threads: {threads} (every side); rounds: {rounds}, alternating, each a fresh process"
@@ -91,7 +95,10 @@ fn main() {
         attnviz(&folder, "ours.png")
     })];
     if ct2.join("model.bin").is_file() {
-        sides.push(("attnviz CLI (CTranslate2 folder)", attnviz(&ct2, "ours-ct2.png")));
+        sides.push((
+            "attnviz CLI (CTranslate2 folder)",
+            attnviz(&ct2, "ours-ct2.png"),
+        ));
     }
     let mut job = Command::new(&python);
     job.arg(root.join("benches/whisper_python_job.py"))

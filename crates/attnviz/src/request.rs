@@ -965,8 +965,8 @@ impl RunRequest {
         let window_count = long.windows.len();
         let window_seconds = long.windows[capture].seconds;
         // The captured window's spectrogram, for the views (the run made it and let it go).
-        let seek = (long.windows[capture].start_seconds * features.sampling_rate as f64).round()
-            as usize;
+        let seek =
+            (long.windows[capture].start_seconds * features.sampling_rate as f64).round() as usize;
         let end = (seek + features.n_samples).min(sound.samples.len());
         let mut mel = audio::log_mel(&sound.samples[seek.min(end)..end], features)
             .into_iter()

@@ -94,6 +94,7 @@ fn check(c: &Case) {
         window: c.window,
         softcap: None,
         blocks: &[],
+        sink_logits: None,
     };
     // In full.
     let mut probs = vec![0f32; c.heads * n * n];
