@@ -412,6 +412,29 @@ mod tests {
     }
 
     #[test]
+    fn the_clamped_swiglu_clamps_gate_above_and_up_both_ways() {
+        let swiglu = ClampedSwiglu {
+            alpha: 1.702,
+            limit: 1.5,
+        };
+        let gate = [-3.0f32, -0.5, 0.0, 0.7, 1.5, 4.0];
+        let up = [5.0f32, -4.0, 0.3, -1.0, 2.0, -0.2];
+        let mut out = gate;
+        swiglu.apply(&mut out, &up);
+        for i in 0..gate.len() {
+            // transformers' _apply_gate in f64.
+            let g = (gate[i] as f64).min(1.5);
+            let u = (up[i] as f64).clamp(-1.5, 1.5);
+            let want = (u + 1.0) * g / (1.0 + (-g * 1.702).exp());
+            assert!(
+                (out[i] as f64 - want).abs() < 1e-6,
+                "{i}: {} vs {want}",
+                out[i]
+            );
+        }
+    }
+
+    #[test]
     fn each_row_gets_its_chosen_experts_weighted_sum() {
         let (hidden, inner) = (6, 4);
         let lin = |seed: u64, o: usize, i: usize| {

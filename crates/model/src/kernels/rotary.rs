@@ -461,6 +461,43 @@ mod tests {
     }
 
     #[test]
+    fn yarn_blends_along_its_ramp_and_scales_cos_and_sin() {
+        // transformers' _compute_yarn_parameters in f64: head 16, θ 10000, factor 4 over 12
+        // original positions, beta_fast 8, beta_slow 1, truncate false (tiny-gpt_oss's).
+        let (d, theta, factor, original) = (16usize, 10000f64, 4f64, 12f64);
+        let yarn = Yarn {
+            factor,
+            beta_fast: 8.0,
+            beta_slow: 1.0,
+            original,
+            truncate: false,
+            attention_factor: yarn_attention_factor(factor),
+        };
+        let rope = Rope::yarn(d, theta, yarn);
+        let dim = d as f64;
+        let corr = |rot: f64| {
+            dim * (original / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln())
+        };
+        let (low, high) = (corr(8.0).max(0.0), corr(1.0).min(dim - 1.0));
+        for (i, &f) in rope.inv_freq().iter().enumerate() {
+            let pos = theta.powf(2.0 * i as f64 / dim);
+            let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+            let keep = 1.0 - ramp;
+            let want = (1.0 / (factor * pos)) * (1.0 - keep) + (1.0 / pos) * keep;
+            assert!((f as f64 - want).abs() <= 1e-6 * want, "{i}: {f} vs {want}");
+        }
+        // The ramp runs through the middle: the first frequency kept, the last divided.
+        let (f, plain) = (rope.inv_freq(), Rope::new(d, theta, RopeScaling::None));
+        assert_eq!(f[0], plain.inv_freq()[0]);
+        assert!((f[d / 2 - 1] * factor as f32 - plain.inv_freq()[d / 2 - 1]).abs() < 1e-9);
+        let table = rope.table([5]);
+        let scale = 0.1 * 4f64.ln() + 1.0;
+        let angle = (5.0 * rope.inv_freq()[0]) as f64;
+        assert!((table.cos[0] as f64 - scale * angle.cos()).abs() < 1e-6);
+        assert!((table.sin[0] as f64 - scale * angle.sin()).abs() < 1e-6);
+    }
+
+    #[test]
     fn default_frequencies_follow_theta() {
         let rope = Rope::new(8, 10000.0, RopeScaling::None);
         let want = [1.0, 0.1, 0.01, 0.001];
