@@ -668,7 +668,8 @@ mod tests {
             model(&e),
             "capturing the attention of 12 layers × 12 heads for 4096 tokens needs 3.2 GB, more \
              than 2.0 GB of the --max-memory budget; capture fewer layers with --layers (e.g. \
-             --layers 0,5), or use a shorter input"
+             --layers 0,5), or use a shorter input, or --summarise to keep each layer's summary \
+             (top keys, sink, entropy, distance, pooled map) instead of its matrix"
         );
         let default = model::Error::TooBig(CaptureTooBig {
             budget_given: false,
