@@ -109,6 +109,9 @@ struct Doc {
     router: Option<crate::doc::router::RouterDoc>,
     #[serde(default)]
     sink_shares: Option<Vec<Vec<Vec<f32>>>>,
+    /// A summarised run's section: its presence says why `attention` is empty.
+    #[serde(default)]
+    summary: Option<IgnoredAny>,
     positions: Option<String>,
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
@@ -482,6 +485,9 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
     };
     let shape = match flat.shape {
         [Some(l), Some(h), Some(q), Some(k)] => [l, h, q, k],
+        [Some(0), ..] | [_, Some(0), ..] | [_, _, Some(0), _] if doc.summary.is_some() => {
+            return Err(bad(DocProblem::Summarised))
+        }
         [Some(0), ..] | [_, Some(0), ..] | [_, _, Some(0), _] => {
             return Err(bad(DocProblem::EmptyAttention))
         }

@@ -51,6 +51,9 @@ pub enum DocProblem {
     /// An empty `attention`.
     #[error("its attention array is empty")]
     EmptyAttention,
+    /// A summarised run's document: summaries, no matrix to draw.
+    #[error("it holds a summarised run (its `summary` section), with no attention matrix to draw; its summaries are in that section")]
+    Summarised,
     /// `attention` that is not four levels deep.
     #[error("its attention array is not [layers][heads][queries][keys]")]
     AttentionShape,
