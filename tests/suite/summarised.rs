@@ -199,6 +199,12 @@ fn summaries_equal_the_full_matrix_s() {
         out.lines().any(|l| l.trim_start().starts_with("200 ")),
         "{out}"
     );
+    // `attnviz render` draws matrices: a summarised file says what it holds instead.
+    let file = dir.path().join("summ.json");
+    refused(
+        &run(&["render", file.to_str().unwrap()]),
+        "holds a summarised run",
+    );
 }
 
 #[test]
