@@ -258,3 +258,47 @@ fn what_needs_the_matrices_is_refused_in_one_line() {
         "only the input file"
     );
 }
+
+/// gpt-oss's learned sink (tests/fixtures/tiny-gpt_oss): each query's share on it, kept while
+/// summarising, equals the share the same layers captured in full leave (`sink_shares`),
+/// within 1e-6; the terminal gives it a column.
+#[test]
+fn a_learned_sink_s_share_is_kept_in_the_summary() {
+    let model = crate::fidelity::reference::fixture("tiny-gpt_oss");
+    let model = model.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (full, summ) = (dir.path().join("full.json"), dir.path().join("summ.json"));
+    let text = "the quick brown fox jumps over the lazy dog and runs away";
+    let base = ["-m", model, text, "--full-precision", "--json"];
+    ok(
+        &run(&[&base[..], &[full.to_str().unwrap()]].concat()),
+        "full capture",
+    );
+    let out = ok(
+        &run(&[&base[..], &[summ.to_str().unwrap(), "--summarise"]].concat()),
+        "summarised",
+    );
+    let (full, summ) = (json(&full), json(&summ));
+    let shares = full["sink_shares"]
+        .as_array()
+        .expect("gpt-oss writes sink_shares");
+    let layers = summ["summary"]["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), shares.len());
+    let mut worst = 0f64;
+    for (l, layer) in layers.iter().enumerate() {
+        for (h, head) in layer["heads"].as_array().unwrap().iter().enumerate() {
+            let got = floats(&head["learned_sink"]);
+            let want = floats(&shares[l][h]);
+            assert_eq!(got.len(), want.len());
+            assert!(
+                want.iter().any(|&w| w > 0.01),
+                "the fixture's sinks take a share"
+            );
+            for (a, b) in got.iter().zip(&want) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+    }
+    assert!(worst <= 1e-6, "learned sink shares off by {worst:e}");
+    assert!(out.contains("learned"), "{out}");
+}

@@ -959,7 +959,12 @@ impl Model {
         let types = pad(batch.iter().map(|(_, t)| *t).collect());
         let mut captures: Vec<SequenceCapture> = match (sink, &summary) {
             (_, Some(spec)) => vec![SequenceCapture::summarising(
-                arch, lengths[0], lengths[0], layers, spec,
+                arch,
+                lengths[0],
+                lengths[0],
+                layers,
+                spec,
+                self.network.attention_sinks(),
             )],
             (Some(sink), None) => {
                 vec![

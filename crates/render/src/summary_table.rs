@@ -57,9 +57,18 @@ pub fn write_summary_view(
          median: the distance within which half of it lies",
         bin_names(bins)
     ))?;
+    // A learned sink's share (gpt-oss) gets a column of its own: rows leave it to no token.
+    let learned = summary.learned_sink;
+    let learned_head = if learned { "  learned" } else { "" };
+    if learned {
+        t.say("learned: the share of each row on the model's learned sink, which is no token")?;
+    }
     t.say_as(
         Paint::Bold,
-        &format!("layer    sink  entropy  {:<spark_w$}  median", "distance"),
+        &format!(
+            "layer    sink  entropy{learned_head}  {:<spark_w$}  median",
+            "distance"
+        ),
     )?;
     for (slot, layer) in summary.layers.iter().enumerate() {
         let mean_over =
@@ -71,6 +80,9 @@ pub fn write_summary_view(
             mean_over(&layer.sink),
             mean_over(&layer.entropy)
         ));
+        if learned {
+            t.text(&format!("{:>7.3}  ", mean_over(&layer.learned_sink)));
+        }
         t.text(&format!("{:<spark_w$}", sparkline(&profile)))
             .text(&format!("  {}", median_bin(bins, &profile)))
             .end_line()?;
@@ -82,7 +94,10 @@ pub fn write_summary_view(
     t.say_as(Paint::Bold, &format!("Layer {} head by head", layer.layer))?;
     t.say_as(
         Paint::Bold,
-        &format!(" head    sink  entropy  {:<spark_w$}  median", "distance"),
+        &format!(
+            " head    sink  entropy{learned_head}  {:<spark_w$}  median",
+            "distance"
+        ),
     )?;
     let count = bins.len();
     for h in 0..heads {
@@ -97,10 +112,16 @@ pub fn write_summary_view(
             "{h:>5}  {:>6.3}  {:>7.3}  ",
             mean(sink),
             mean(entropy)
-        ))
-        .text(&format!("{:<spark_w$}", sparkline(&profile)))
-        .text(&format!("  {}", median_bin(bins, &profile)))
-        .end_line()?;
+        ));
+        if learned {
+            t.text(&format!(
+                "{:>7.3}  ",
+                mean(&layer.learned_sink[h * n..(h + 1) * n])
+            ));
+        }
+        t.text(&format!("{:<spark_w$}", sparkline(&profile)))
+            .text(&format!("  {}", median_bin(bins, &profile)))
+            .end_line()?;
     }
     // The tokens asked for (their full rows are kept), or else the last token: the keys each
     // attends to most, in the mean over the layer's heads where the row is whole, else in

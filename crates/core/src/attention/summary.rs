@@ -94,6 +94,10 @@ pub struct LayerSummary {
     pub pooled: Vec<f32>,
     /// The full rows asked for, `[heads, rows, keys]`.
     pub rows: Vec<f32>,
+    /// Each query's share on a learned attention sink (gpt-oss), `1 − Σ row`, `[heads,
+    /// queries]`; empty for a softmax without one.
+    #[serde(default)]
+    pub learned_sink: Vec<f32>,
 }
 
 /// A long input's attention, summarised (see the module's documentation).
@@ -113,6 +117,9 @@ pub struct AttentionSummary {
     pub pool: usize,
     /// The queries whose full rows are kept, ascending.
     pub rows: Vec<usize>,
+    /// Whether the softmax had a learned sink (each layer's `learned_sink` is filled).
+    #[serde(default)]
+    pub learned_sink: bool,
     /// The summarised layers, ascending.
     pub layers: Vec<LayerSummary>,
 }
@@ -155,6 +162,8 @@ pub struct SummaryShape {
     pub bins: usize,
     /// The queries whose full rows are kept, ascending.
     pub rows: Vec<usize>,
+    /// Whether rows leave a share to a learned sink, kept per query.
+    pub learned_sink: bool,
 }
 
 /// The part of a block of rows that [`SummaryBuilder::merge`] adds to the layer's summary: kept
@@ -169,6 +178,7 @@ pub struct RowsPart {
     top: Vec<TopKey>,
     sink: Vec<f32>,
     entropy: Vec<f32>,
+    learned: Vec<f32>,
     /// (row index within `rows`, the row).
     full: Vec<(usize, Vec<f32>)>,
 }
@@ -199,6 +209,7 @@ impl SummaryShape {
             top: Vec::with_capacity(n * k),
             sink: Vec::with_capacity(n),
             entropy: Vec::with_capacity(n),
+            learned: Vec::new(),
             full: Vec::new(),
         };
         let mut best: Vec<TopKey> = Vec::with_capacity(k + 1);
@@ -208,13 +219,14 @@ impl SummaryShape {
             let position = query + shift;
             let cells =
                 &mut part.pooled[(query / pool - first_block) * pooled_keys..][..pooled_keys];
-            let mut entropy = 0f64;
+            let (mut entropy, mut total) = (0f64, 0f64);
             best.clear();
             for (key, &w) in row.iter().enumerate() {
                 if w == 0.0 {
                     continue;
                 }
                 let w64 = w as f64;
+                total += w64;
                 entropy -= w64 * w64.ln();
                 part.distance[distance_bin(position.abs_diff(key))] += w64;
                 cells[key / pool] += w64;
@@ -241,6 +253,9 @@ impl SummaryShape {
             );
             part.sink.push(row[0]);
             part.entropy.push(entropy as f32);
+            if self.learned_sink {
+                part.learned.push((1.0 - total).max(0.0) as f32);
+            }
             if let Ok(r) = self.rows.binary_search(&query) {
                 part.full.push((r, row.to_vec()));
             }
@@ -260,6 +275,7 @@ pub struct SummaryBuilder {
     distance: Vec<f64>,
     pooled: Vec<f64>,
     full: Vec<f32>,
+    learned: Vec<f32>,
 }
 
 impl SummaryBuilder {
@@ -288,6 +304,7 @@ impl SummaryBuilder {
             distance: vec![0.0; heads * bins],
             pooled: vec![0.0; heads * queries.div_ceil(pool) * keys.div_ceil(pool)],
             full: vec![0.0; heads * rows.len() * keys],
+            learned: Vec::new(),
             shape: SummaryShape {
                 heads,
                 queries,
@@ -296,8 +313,17 @@ impl SummaryBuilder {
                 pool,
                 bins,
                 rows,
+                learned_sink: false,
             },
         }
+    }
+
+    /// The same builder, also keeping each query's share on a learned sink (`1 − Σ row`), for
+    /// a softmax with one (gpt-oss).
+    pub fn with_learned_sink(mut self) -> Self {
+        self.shape.learned_sink = true;
+        self.learned = vec![0.0; self.shape.heads * self.shape.queries];
+        self
     }
 
     /// Its shape.
@@ -314,6 +340,9 @@ impl SummaryBuilder {
         self.top[at * k..(at + n) * k].copy_from_slice(&part.top);
         self.sink[at..at + n].copy_from_slice(&part.sink);
         self.entropy[at..at + n].copy_from_slice(&part.entropy);
+        if s.learned_sink {
+            self.learned[at..at + n].copy_from_slice(&part.learned);
+        }
         for (sum, d) in self.distance[h * s.bins..][..s.bins]
             .iter_mut()
             .zip(&part.distance)
@@ -348,6 +377,7 @@ impl SummaryBuilder {
                 .collect(),
             pooled: self.pooled.iter().map(|&v| v as f32).collect(),
             rows: self.full,
+            learned_sink: self.learned,
         }
     }
 
@@ -362,6 +392,7 @@ impl SummaryBuilder {
             distance_bins: distance_bins(s.queries.max(s.keys)),
             pool: s.pool,
             rows: s.rows.clone(),
+            learned_sink: s.learned_sink,
             layers: Vec::new(),
         }
     }
@@ -448,5 +479,23 @@ mod tests {
         }
         // The distance profile is a mean of distributions: it sums to 1.
         assert!((w.distance.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!(w.learned_sink.is_empty(), "no learned sink asked for");
+    }
+
+    /// Rows that leave a fifth to a learned sink: each query's share is that fifth.
+    #[test]
+    fn a_learned_sink_s_share_is_what_each_row_leaves() {
+        let n = 40;
+        let m: Vec<f32> = causal(n, 3).iter().map(|w| w * 0.8).collect();
+        let mut b = SummaryBuilder::new(0, 1, n, n, &SummarySpec::default()).with_learned_sink();
+        let part = b.shape().summarise(0, 0, &m, n, 0);
+        b.merge(part);
+        let frame = b.frame();
+        assert!(frame.learned_sink);
+        let layer = b.finish();
+        assert_eq!(layer.learned_sink.len(), n);
+        for share in &layer.learned_sink {
+            assert!((share - 0.2).abs() < 1e-6, "{share}");
+        }
     }
 }

@@ -59,6 +59,13 @@ pub struct SummaryHeadDoc {
     pub pooled: Vec<Vec<f32>>,
     /// The full rows of the queries in `rows`: `rows[i][key]`.
     pub rows: Vec<Vec<f32>>,
+    /// Each query's share on the learned attention sink (gpt-oss), `1 − Σ row`; absent for a
+    /// softmax without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_sink: Option<Vec<f32>>,
+    /// Its mean over the queries; absent with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_sink_mean: Option<f32>,
 }
 
 impl SummarySection {
@@ -80,6 +87,9 @@ impl SummarySection {
                         let sink = layer.sink[h * q..(h + 1) * q].to_vec();
                         let entropy = layer.entropy[h * q..(h + 1) * q].to_vec();
                         let tops: Vec<_> = (0..q).map(|i| summary.top_keys(slot, h, i)).collect();
+                        let learned = summary
+                            .learned_sink
+                            .then(|| layer.learned_sink[h * q..(h + 1) * q].to_vec());
                         SummaryHeadDoc {
                             sink_mean: mean(&sink),
                             entropy_mean: mean(&entropy),
@@ -102,6 +112,8 @@ impl SummarySection {
                                 .chunks(k.max(1))
                                 .map(<[f32]>::to_vec)
                                 .collect(),
+                            learned_sink_mean: learned.as_deref().map(mean),
+                            learned_sink: learned,
                         }
                     })
                     .collect(),

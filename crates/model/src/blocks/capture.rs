@@ -156,13 +156,15 @@ impl<'s> SequenceCapture<'s> {
     /// only their summary ([`attnviz_core::attention::summary`]): the attention kernel
     /// summarises each block of query rows as soon as it is computed. Memory grows with the
     /// sequence (the top keys, sink mass and entropy of each query), never with its square.
-    /// [`SequenceCapture::summary`] gives the result after the forward pass.
+    /// [`SequenceCapture::summary`] gives the result after the forward pass. `learned_sink`:
+    /// the softmax has a learned sink, whose share of each row is kept too.
     pub fn summarising(
         arch: &Architecture,
         queries: usize,
         keys: usize,
         captured: &[usize],
         spec: &SummarySpec,
+        learned_sink: bool,
     ) -> Self {
         let mut capture = Self::for_layers(arch, queries, keys, false, &captured[..0]);
         for (slot, &l) in captured.iter().enumerate() {
@@ -172,7 +174,14 @@ impl<'s> SequenceCapture<'s> {
         capture.summaries = Some(
             captured
                 .iter()
-                .map(|&l| SummaryBuilder::new(l, arch.heads, queries, keys, spec))
+                .map(|&l| {
+                    let b = SummaryBuilder::new(l, arch.heads, queries, keys, spec);
+                    if learned_sink {
+                        b.with_learned_sink()
+                    } else {
+                        b
+                    }
+                })
                 .collect(),
         );
         capture
