@@ -40,12 +40,13 @@ pub fn write_summary_view(
         .text(&format!(
             " · {n} tokens, {} layers × {heads} heads · kept per token: the top {} keys, the \
              weight on the first token (sink) and the entropy; per head: the attention by \
-             distance and a {}×{} map pooled over blocks of {} tokens",
+             distance and a {}×{} map pooled over blocks of {} token{}",
             summary.layers.len(),
             summary.top_k,
             summary.pooled_queries(),
             summary.pooled_keys(),
-            summary.pool
+            summary.pool,
+            if summary.pool == 1 { "" } else { "s" }
         ))
         .end_line()?;
     t.blank()?;
