@@ -515,29 +515,66 @@ pub trait Speech: Sync {
     fn window_frames(&self) -> usize;
 
     /// Run `features` (`[mel_bins, window_frames]`, bin-major as the feature extractor writes
-    /// them) through the encoder and `decoder` ids through the decoder, capturing all three
-    /// kinds of attention, each row checked to be a distribution. The caller checked the ids
-    /// and the capture's size.
-    fn forward_features(
+    /// them) through the encoder, once for every decoder pass that follows: its
+    /// self-attention captured when `capture` is set (each row checked to be a distribution;
+    /// the caller checked the capture's size).
+    fn encode_features(
         &self,
         features: &[f32],
+        capture: bool,
+        capture_query_key: bool,
+    ) -> Result<EncodedSource, Error>;
+
+    /// A teacher-forced pass of `decoder` ids against `source`, capturing the decoder's
+    /// self-attention and the cross-attention. The caller checked the ids and the capture's
+    /// size.
+    fn decode_encoded(
+        &self,
+        source: &EncodedSource,
         decoder: &[u32],
         capture_query_key: bool,
-    ) -> Result<Seq2SeqForward, Error>;
+    ) -> Result<DecoderPass, Error>;
 
-    /// Greedy decoding of up to `max_new_tokens` after `prompt` for `features`, with the
+    /// Greedy decoding of up to `max_new_tokens` after `prompt` against `source`, with the
     /// decoder's keys and values cached; `rule` sees the ids so far and may change the next
     /// token's logits in place (suppressed tokens, timestamp rules) before the largest is
-    /// taken; stops after any of `eos` (kept).
-    fn greedy_features(
+    /// taken; stops after any of `eos` (kept). `masks_only` says that `rule` only sets
+    /// logits to −∞, whatever their values (the head may then be screened).
+    #[allow(clippy::too_many_arguments)]
+    fn greedy_encoded(
         &self,
-        features: &[f32],
+        source: &EncodedSource,
         prompt: &[u32],
         max_new_tokens: usize,
         eos: &[u32],
         rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+        masks_only: bool,
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error>;
+}
+
+/// An encoder pass kept for the decoder passes that read it (a speech window transcribed,
+/// then captured): the encoder's output and self-attention, and each decoder layer's
+/// cross-attention keys and values.
+pub struct EncodedSource {
+    /// The encoder's self-attention `[layers, heads, n, n]` (empty when not captured) and its
+    /// output `[n, hidden]`.
+    pub encoder: Forward,
+    /// Per decoder layer, `[n, 2 · heads · head_dim]`: k | v.
+    pub(crate) cross: std::sync::Arc<Vec<Vec<f32>>>,
+    /// The encoder's rows `n`.
+    pub(crate) source: usize,
+}
+
+/// One teacher-forced decoder pass against an [`EncodedSource`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderPass {
+    /// Decoder self-attention `[layers, heads, m, m]`, the decoder's output `[m, hidden]`.
+    pub decoder: Forward,
+    /// Cross-attention `[layers, heads, m, n]` (no hidden state).
+    pub cross: Forward,
+    /// The logits `[vocab]` after the last decoder token.
+    pub logits: Vec<f32>,
 }
 
 /// `impl Network` for a vision-language network that is its own [`Multimodal`] and whose

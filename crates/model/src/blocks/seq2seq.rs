@@ -21,13 +21,18 @@
 use super::capture::SequenceCapture;
 use super::generate::{self, Generation};
 use super::layers::{add_in_place, part, FeedForward, FfnNames, Linear, LinearReader, Norm};
-use super::network::{Architecture, Batch, Forward, KvCache, Network, Seq2Seq, Seq2SeqForward};
+use super::network::{
+    Architecture, Batch, DecoderPass, EncodedSource, Forward, KvCache, Network, Seq2Seq,
+    Seq2SeqForward,
+};
 use crate::attention::QueryKey;
 use crate::error::Error;
 use crate::formats::tensors::Name;
 use crate::formats::validate;
 use crate::formats::weights::Weight;
+use crate::kernels::screen::{screened_logits, LogitScreen};
 use crate::kernels::{self, Activation, AttentionSpec, CaptureSink, Layout, Mask, Matrix, Output};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where a sublayer's normalisation sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -347,13 +352,17 @@ pub struct Seq2SeqNet {
     pub decoder_start: u32,
     /// The padding token (`pad_token_id`).
     pub pad: u32,
+    /// The tied head's 8-bit screen for greedy decoding, made at the first long generation
+    /// (`None` inside: the head cannot be screened).
+    pub screen: OnceLock<Option<LogitScreen>>,
 }
 
 /// The decoder's state for one source: each layer's cross-attention keys and values (from the
 /// encoder's output), and the self-attention keys and values of the decoder tokens run so far.
 pub struct Seq2SeqCache {
-    /// Per decoder layer, `[source, 2 · heads · head_dim]`: k | v.
-    cross: Vec<Vec<f32>>,
+    /// Per decoder layer, `[source, 2 · heads · head_dim]`: k | v (shared by every decoder
+    /// pass over the same encoder output).
+    cross: Arc<Vec<Vec<f32>>>,
     /// The decoder's own keys and values, `[capacity, heads · head_dim]` per layer.
     own: KvCache,
     source: usize,
@@ -510,15 +519,39 @@ impl Seq2SeqNet {
     /// A cache for up to `capacity` decoder tokens over `source` rows of encoder output
     /// (`[source, hidden]`): each decoder layer's cross-attention keys and values.
     pub fn start(&self, encoder_output: &[f32], source: usize, capacity: usize) -> Seq2SeqCache {
+        self.start_from(
+            Arc::new(self.cross_kv(encoder_output, source)),
+            source,
+            capacity,
+        )
+    }
+
+    /// A cache for up to `capacity` decoder tokens over cross-attention keys and values
+    /// computed already ([`Seq2SeqNet::cross_kv`]).
+    fn start_from(
+        &self,
+        cross: Arc<Vec<Vec<f32>>>,
+        source: usize,
+        capacity: usize,
+    ) -> Seq2SeqCache {
         let arch = &self.decoder_arch;
         let hd = arch.heads * arch.head_dim;
+        Seq2SeqCache {
+            cross,
+            own: KvCache::new(self.decoder.layers.len(), capacity, hd),
+            source,
+        }
+    }
+
+    /// Each decoder layer's cross-attention keys and values `[source, 2 · heads · head_dim]`
+    /// over `source` rows of encoder output.
+    fn cross_kv(&self, encoder_output: &[f32], source: usize) -> Vec<Vec<f32>> {
         assert_eq!(
             encoder_output.len(),
             source * self.hidden(),
             "encoder output"
         );
-        let cross = self
-            .decoder
+        self.decoder
             .layers
             .iter()
             .map(|layer| {
@@ -527,12 +560,7 @@ impl Seq2SeqNet {
                     .kv
                     .forward(encoder_output, source, Activation::Identity)
             })
-            .collect();
-        Seq2SeqCache {
-            cross,
-            own: KvCache::new(self.decoder.layers.len(), capacity, hd),
-            source,
-        }
+            .collect()
     }
 
     /// Run decoder tokens `ids` after those in `cache` (adding theirs to it); returns the
@@ -729,18 +757,76 @@ impl Seq2SeqNet {
         decoder: &[u32],
         capture_query_key: bool,
     ) -> Result<Seq2SeqForward, Error> {
-        let (n, m) = (h.len() / self.hidden(), decoder.len());
-        let (enc, dec) = (&self.encoder_arch, &self.decoder_arch);
-        let mut enc_cap = SequenceCapture::new(enc, n, n, capture_query_key);
+        let source = self.encode_rows(h, true, capture_query_key)?;
+        let pass = self.decode_encoded(&source, decoder, capture_query_key)?;
+        Ok(Seq2SeqForward {
+            encoder: source.encoder,
+            decoder: pass.decoder,
+            cross: pass.cross,
+            logits: pass.logits,
+        })
+    }
+
+    /// The encoder over its input rows `h` `[source, hidden]` (embedded already), kept for the
+    /// decoder passes that follow ([`Seq2SeqNet::greedy_encoded`],
+    /// [`Seq2SeqNet::decode_encoded`]): its self-attention captured when `capture` is set
+    /// (each row checked to be a distribution), and each decoder layer's cross-attention keys
+    /// and values.
+    pub fn encode_rows(
+        &self,
+        h: Vec<f32>,
+        capture: bool,
+        capture_query_key: bool,
+    ) -> Result<EncodedSource, Error> {
+        let n = h.len() / self.hidden();
+        let enc = &self.encoder_arch;
+        let mut cap = capture.then(|| SequenceCapture::new(enc, n, n, capture_query_key));
+        let hidden = match cap.as_mut() {
+            Some(c) => self.run_encoder_rows(h, &[n], n, &mut [c]),
+            None => self.run_encoder_rows(h, &[n], n, &mut []),
+        };
+        let (weights, query_key) = match cap {
+            Some(c) => {
+                validate::check_rows(&c.probs, enc.layers, enc.heads, n)?;
+                (c.probs, c.query_key)
+            }
+            None => (Vec::new(), None),
+        };
+        let cross = Arc::new(self.cross_kv(&hidden, n));
+        Ok(EncodedSource {
+            encoder: Forward {
+                weights,
+                hidden,
+                query_key: query_key.map(|(queries, keys)| QueryKey {
+                    queries,
+                    keys,
+                    scale: Some(self.scale),
+                }),
+                routing: Vec::new(),
+            },
+            cross,
+            source: n,
+        })
+    }
+
+    /// A teacher-forced decoder pass over `decoder` ids against an encoder pass kept in
+    /// `source`, capturing the decoder's self-attention and the cross-attention (each row
+    /// checked to be a distribution).
+    pub fn decode_encoded(
+        &self,
+        source: &EncodedSource,
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<DecoderPass, Error> {
+        let (n, m) = (source.source, decoder.len());
+        let dec = &self.decoder_arch;
         let mut dec_cap = SequenceCapture::new(dec, m, m, capture_query_key);
         let mut cross_cap = SequenceCapture::new(dec, m, n, capture_query_key);
-        let encoder_hidden = self.run_encoder_rows(h, &[n], n, &mut [&mut enc_cap]);
-        let mut cache = self.start(&encoder_hidden, n, m);
+        let mut cache = self.start_from(source.cross.clone(), n, m);
         let decoder_hidden =
             self.run_decoder(decoder, &mut cache, Some((&mut dec_cap, &mut cross_cap)));
         let width = dec.hidden_size;
         let logits = self.logits(&decoder_hidden[(m - 1) * width..]);
-        validate::check_rows(&enc_cap.probs, enc.layers, enc.heads, n)?;
         validate::check_rows(&dec_cap.probs, dec.layers, dec.heads, m)?;
         validate::check_rect_rows(&cross_cap.probs, dec.layers, dec.heads, m, n)?;
         let forward = |cap: SequenceCapture, hidden: Vec<f32>| Forward {
@@ -753,36 +839,79 @@ impl Seq2SeqNet {
             }),
             routing: Vec::new(),
         };
-        Ok(Seq2SeqForward {
-            encoder: forward(enc_cap, encoder_hidden),
+        Ok(DecoderPass {
             decoder: forward(dec_cap, decoder_hidden),
             cross: forward(cross_cap, Vec::new()),
             logits,
         })
     }
 
-    /// Greedy decoding after `prompt` from the encoder's input rows `h` (embedded already),
-    /// `rule` applied to each step's logits ([`generate::greedy_ruled`]).
-    pub fn greedy_rows(
+    /// Greedy decoding after `prompt` against an encoder pass kept in `source`, `rule`
+    /// applied to each step's logits ([`generate::greedy_ruled`]). When `rule` only masks
+    /// (sets logits to −∞ whatever their values) and the generation may be long, the tied head
+    /// is read through its 8-bit screen ([`LogitScreen`]): the same tokens, a quarter of the
+    /// bytes per step.
+    #[allow(clippy::too_many_arguments)]
+    pub fn greedy_encoded(
         &self,
-        h: Vec<f32>,
+        source: &EncodedSource,
         prompt: &[u32],
         max_new_tokens: usize,
         eos: &[u32],
         rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+        masks_only: bool,
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
-        let n = h.len() / self.hidden();
-        let encoder_hidden = self.run_encoder_rows(h, &[n], n, &mut []);
-        let mut cache = self.start(&encoder_hidden, n, prompt.len() + max_new_tokens);
+        let mut cache = self.start_from(
+            source.cross.clone(),
+            source.source,
+            prompt.len() + max_new_tokens,
+        );
         let width = self.hidden();
-        let mut step = |ids: &[u32]| {
-            let out = self.run_decoder(ids, &mut cache, None);
-            Ok(self.logits(&out[(ids.len() - 1) * width..]))
+        let screen = if masks_only && max_new_tokens >= SCREEN_MIN_TOKENS {
+            self.logit_screen()
+        } else {
+            None
         };
-        generate::greedy_ruled(prompt, max_new_tokens, eos, rule, &mut step, progress)
+        // The step and the rule both call `rule`, one after the other.
+        let rule = Mutex::new(rule);
+        let mut seen: Vec<u32> = Vec::new();
+        let mut step = |ids: &[u32]| {
+            seen.extend_from_slice(ids);
+            let out = self.run_decoder(ids, &mut cache, None);
+            let row = &out[(ids.len() - 1) * width..];
+            if let Some(screen) = screen {
+                let mut mask = |l: &mut [f32]| (rule.lock().expect("rule"))(&seen, l);
+                if let Some(rows) = screen.candidates(row, &mut mask) {
+                    return Ok(screened_logits(&self.shared, width, row, &rows));
+                }
+            }
+            Ok(self.logits(row))
+        };
+        let mut apply = |ids: &[u32], l: &mut [f32]| (rule.lock().expect("rule"))(ids, l);
+        generate::greedy_ruled(prompt, max_new_tokens, eos, &mut apply, &mut step, progress)
+    }
+
+    /// The head's screen, made once: for a tied head read as it is (no scale before it, no
+    /// bias after it).
+    fn logit_screen(&self) -> Option<&LogitScreen> {
+        self.screen
+            .get_or_init(|| {
+                let plain = matches!(self.head, Seq2SeqHead::Tied)
+                    && self.output_scale == 1.0
+                    && self.logits_bias.is_none();
+                plain
+                    .then(|| {
+                        LogitScreen::new(&self.shared, self.decoder_arch.vocab_size, self.hidden())
+                    })
+                    .flatten()
+            })
+            .as_ref()
     }
 }
+
+/// Generations shorter than this read the head in full: making the screen reads it once.
+const SCREEN_MIN_TOKENS: usize = 16;
 
 impl Network for Seq2SeqNet {
     fn architecture(&self) -> &Architecture {

@@ -446,6 +446,7 @@ impl FamilyConfig for BartConfig {
             logits_bias,
             decoder_start: self.decoder_start_token_id,
             pad: self.pad_token_id,
+            screen: Default::default(),
         }))
     }
 }

@@ -374,6 +374,7 @@ impl FamilyConfig for T5Config {
             logits_bias: None,
             decoder_start: self.decoder_start_token_id,
             pad: self.pad_token_id,
+            screen: Default::default(),
         }))
     }
 }

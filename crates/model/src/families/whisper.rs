@@ -20,7 +20,9 @@ use crate::blocks::capture::SequenceCapture;
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
 use crate::blocks::generate::Generation;
 use crate::blocks::layers::{out_in_linear, FfnNames, Linear, Norm};
-use crate::blocks::network::{Architecture, Batch, Network, Seq2Seq, Seq2SeqForward, Speech};
+use crate::blocks::network::{
+    Architecture, Batch, DecoderPass, EncodedSource, Network, Seq2Seq, Seq2SeqForward, Speech,
+};
 use crate::blocks::seq2seq::{
     LayerShape, Placement, Seq2SeqHead, Seq2SeqLayer, Seq2SeqLayerNames, Seq2SeqNet, Side, Stack,
     StackPositions,
@@ -338,6 +340,7 @@ impl FamilyConfig for WhisperConfig {
             logits_bias: None,
             decoder_start: self.decoder_start_token_id,
             pad: self.pad_token_id,
+            screen: Default::default(),
         };
         let conv = |i: usize, inputs: usize| -> Result<Conv1d, Error> {
             let name = Names::conv(i);
@@ -710,31 +713,43 @@ impl Speech for WhisperNet {
         2 * self.net.encoder_arch.max_positions
     }
 
-    fn forward_features(
+    fn encode_features(
         &self,
         features: &[f32],
-        decoder: &[u32],
+        capture: bool,
         capture_query_key: bool,
-    ) -> Result<Seq2SeqForward, Error> {
+    ) -> Result<EncodedSource, Error> {
         self.net
-            .forward_rows(self.front(features), decoder, capture_query_key)
+            .encode_rows(self.front(features), capture, capture_query_key)
     }
 
-    fn greedy_features(
+    fn decode_encoded(
         &self,
-        features: &[f32],
+        source: &EncodedSource,
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<DecoderPass, Error> {
+        self.net.decode_encoded(source, decoder, capture_query_key)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn greedy_encoded(
+        &self,
+        source: &EncodedSource,
         prompt: &[u32],
         max_new_tokens: usize,
         eos: &[u32],
         rule: &mut (dyn FnMut(&[u32], &mut [f32]) + Send),
+        masks_only: bool,
         progress: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Generation, Error> {
-        self.net.greedy_rows(
-            self.front(features),
+        self.net.greedy_encoded(
+            source,
             prompt,
             max_new_tokens,
             eos,
             rule,
+            masks_only,
             progress,
         )
     }

@@ -58,6 +58,7 @@ pub mod norm;
 pub mod positions;
 pub mod quant;
 pub mod rotary;
+pub mod screen;
 #[cfg(test)]
 mod summary_tests;
 

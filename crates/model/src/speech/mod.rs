@@ -15,7 +15,7 @@ pub mod timing;
 
 use crate::attention::{Attention, AttentionKind, ModelInfo, PositionScheme, Role, Units};
 use crate::audio::{FeatureConfig, LogMel};
-use crate::blocks::network::{Architecture, Speech};
+use crate::blocks::network::{Architecture, EncodedSource, Speech};
 use crate::encdec::Seq2SeqEncoding;
 use crate::error::{Error, InputError};
 use crate::{EncodeOptions, Model};
@@ -92,6 +92,15 @@ pub struct SpeechEncoding {
     pub audio_seconds: f64,
     /// Where the window starts in the recording, in seconds.
     pub start_seconds: f64,
+}
+
+/// The language token a window is decoded in.
+#[derive(Clone, Copy, Debug)]
+enum LanguageChoice {
+    /// Given (or none: English-only models).
+    Given(Option<u32>),
+    /// To be found by the model.
+    Detect,
 }
 
 /// The label of encoder frame `i`: its time (`0.00s`, `0.02s`, …) from `start` seconds.
@@ -171,16 +180,13 @@ impl Model {
         Ok(prompt)
     }
 
-    /// The language token to use: the one asked for, else (multilingual models) the one the
-    /// model finds likeliest after `<|startoftranscript|>` (transformers' `detect_language`);
-    /// `None` for English-only models. The flag says whether it was detected.
+    /// The language token asked for, or whether the model must find it (multilingual models
+    /// with no language given); `Given(None)` for English-only models.
     fn speech_language(
         &self,
-        net: &dyn Speech,
         config: &SpeechConfig,
-        features: &[f32],
         asked: Option<&str>,
-    ) -> Result<(Option<u32>, bool), Error> {
+    ) -> Result<LanguageChoice, Error> {
         let s = &config.settings;
         match asked {
             Some(code) if s.languages.is_empty() => Err(InputError::EnglishOnly {
@@ -188,35 +194,53 @@ impl Model {
                 language: code.to_string(),
             }
             .into()),
-            Some(code) => s.language(code).map(|id| (Some(id), false)).ok_or_else(|| {
-                InputError::UnknownLanguage {
-                    language: code.to_string(),
-                    known: s.language_codes(),
-                }
-                .into()
-            }),
-            None if s.languages.is_empty() || !s.multilingual => Ok((None, false)),
-            None => {
-                let languages: Vec<u32> = s.languages.iter().map(|&(_, id)| id).collect();
-                let mut only_languages = |_: &[u32], logits: &mut [f32]| {
-                    for (i, x) in logits.iter_mut().enumerate() {
-                        if !languages.contains(&(i as u32)) {
-                            *x = f32::NEG_INFINITY;
-                        }
+            Some(code) => s
+                .language(code)
+                .map(|id| LanguageChoice::Given(Some(id)))
+                .ok_or_else(|| {
+                    InputError::UnknownLanguage {
+                        language: code.to_string(),
+                        known: s.language_codes(),
                     }
-                };
-                let start = self.decoder_start().unwrap_or_default();
-                let g = net.greedy_features(
-                    features,
-                    &[start],
-                    1,
-                    &[],
-                    &mut only_languages,
-                    &mut |_| {},
-                )?;
-                Ok((g.generated().first().copied(), true))
-            }
+                    .into()
+                }),
+            None if s.languages.is_empty() || !s.multilingual => Ok(LanguageChoice::Given(None)),
+            None => Ok(LanguageChoice::Detect),
         }
+    }
+
+    /// The language token the model finds likeliest after `<|startoftranscript|>` for the
+    /// window in `source` (transformers' `detect_language`).
+    fn detect_language(
+        &self,
+        net: &dyn Speech,
+        config: &SpeechConfig,
+        source: &EncodedSource,
+    ) -> Result<Option<u32>, Error> {
+        let languages: Vec<u32> = config
+            .settings
+            .languages
+            .iter()
+            .map(|&(_, id)| id)
+            .collect();
+        let mut only_languages = |_: &[u32], logits: &mut [f32]| {
+            for (i, x) in logits.iter_mut().enumerate() {
+                if !languages.contains(&(i as u32)) {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+        };
+        let start = self.decoder_start().unwrap_or_default();
+        let g = net.greedy_encoded(
+            source,
+            &[start],
+            1,
+            &[],
+            &mut only_languages,
+            true,
+            &mut |_| {},
+        )?;
+        Ok(g.generated().first().copied())
     }
 
     /// Run one window of log-mel spectrogram: the prompt Whisper's settings and `options` give,
@@ -263,47 +287,74 @@ impl Model {
             .first()
             .copied()
             .unwrap_or(dec_arch.vocab_size as u32);
-        let (ids, generation, prompt, language, detected) = match decoder {
+        // The encoder runs once: the language, the transcript and the captured pass all read it.
+        let (ids, generation, prompt, language, detected, encoded) = match decoder {
             Some(ids) => {
                 self.check_speech_ids(ids, dec_arch)?;
+                self.check_seq2seq_capture(
+                    source,
+                    ids.len(),
+                    opts.capture_query_key,
+                    opts.max_memory,
+                )?;
                 let prompt_len = ids.iter().position(|&id| id < eot).unwrap_or(ids.len());
-                (ids.to_vec(), None, ids[..prompt_len].to_vec(), None, false)
+                let encoded = net.encode_features(features, true, opts.capture_query_key)?;
+                (
+                    ids.to_vec(),
+                    None,
+                    ids[..prompt_len].to_vec(),
+                    None,
+                    false,
+                    encoded,
+                )
             }
             None => {
-                let (language, detected) =
-                    self.speech_language(net, config, features, options.language.as_deref())?;
-                let prompt = self.speech_prompt(config, options, language)?;
+                let choice = self.speech_language(config, options.language.as_deref())?;
+                // The prompt's length is known before the language is found: one token.
+                let placeholder = match choice {
+                    LanguageChoice::Given(id) => id,
+                    LanguageChoice::Detect => Some(0),
+                };
+                let prompt_len = self.speech_prompt(config, options, placeholder)?.len();
                 let longest = dec_arch.max_positions;
-                if prompt.len() + options.max_new_tokens > longest {
+                if prompt_len + options.max_new_tokens > longest {
                     return Err(Error::PromptTooLong {
-                        tokens: prompt.len(),
+                        tokens: prompt_len,
                         new: options.max_new_tokens,
                         longest,
                     });
                 }
                 self.check_seq2seq_capture(
                     source,
-                    prompt.len() + options.max_new_tokens,
+                    prompt_len + options.max_new_tokens,
                     opts.capture_query_key,
                     opts.max_memory,
                 )?;
+                let encoded = net.encode_features(features, true, opts.capture_query_key)?;
+                let (language, detected) = match choice {
+                    LanguageChoice::Given(id) => (id, false),
+                    LanguageChoice::Detect => (self.detect_language(net, config, &encoded)?, true),
+                };
+                let prompt = self.speech_prompt(config, options, language)?;
                 let rules =
                     rules::Rules::new(&config.settings, prompt.len(), options.timestamps, eot);
+                let masks_only = rules.masks_only();
                 let mut rule = |ids: &[u32], logits: &mut [f32]| rules.apply(ids, logits);
-                let g = net.greedy_features(
-                    features,
+                let g = net.greedy_encoded(
+                    &encoded,
                     &prompt,
                     options.max_new_tokens,
                     &self.generation.eos_token_ids,
                     &mut rule,
+                    masks_only,
                     progress,
                 )?;
-                (g.ids.clone(), Some(g), prompt, language, detected)
+                (g.ids.clone(), Some(g), prompt, language, detected, encoded)
             }
         };
         let m = ids.len();
         self.check_seq2seq_capture(source, m, opts.capture_query_key, opts.max_memory)?;
-        let out = net.forward_features(features, &ids, opts.capture_query_key)?;
+        let pass = net.decode_encoded(&encoded, &ids, opts.capture_query_key)?;
 
         let text: Vec<u32> = ids[prompt.len().min(m)..]
             .iter()
@@ -321,8 +372,8 @@ impl Model {
         let frames = ((audio_seconds / FRAME_SECONDS).round() as usize).clamp(1, source);
         let words = self.word_timings(
             net,
-            features,
-            (&ids, &out.cross.weights),
+            &encoded,
+            (&ids, &pass.cross.weights),
             (&prompt, &text),
             (dec_arch.layers, dec_arch.heads, source),
             eot,
@@ -330,6 +381,7 @@ impl Model {
             frames,
         )?;
 
+        let EncodedSource { encoder: kept, .. } = encoded;
         let info = |arch: &Architecture| ModelInfo {
             layers: arch.layers,
             heads: arch.heads,
@@ -368,11 +420,11 @@ impl Model {
             recorded.clone(),
             None,
             frame_units.clone(),
-            out.encoder.weights,
+            kept.weights,
         )
         .map(|a| a.with_positions(PositionScheme::Absolute))
         .and_then(|a| a.with_kind(AttentionKind::Encoder))
-        .and_then(|a| a.with_query_key(out.encoder.query_key))
+        .and_then(|a| a.with_query_key(kept.query_key))
         .map_err(shape)?;
         let target_text = Some(transcript.clone());
         let decoder_attention = Attention::new(
@@ -380,13 +432,13 @@ impl Model {
             recorded.clone(),
             None,
             decoder_units.clone(),
-            out.decoder.weights,
+            pass.decoder.weights,
         )
         .map(|a| a.with_positions(PositionScheme::Absolute))
         .and_then(|a| a.with_kind(AttentionKind::Decoder))
         .map(|a| a.with_mask(crate::attention::MaskKind::Causal))
         .map(|a| a.with_target_text(target_text.clone()))
-        .and_then(|a| a.with_query_key(out.decoder.query_key))
+        .and_then(|a| a.with_query_key(pass.decoder.query_key))
         .map_err(shape)?;
         let cross = Attention::cross(
             info(dec_arch),
@@ -394,18 +446,18 @@ impl Model {
             None,
             decoder_units,
             frame_units,
-            out.cross.weights,
+            pass.cross.weights,
         )
         .map(|a| a.with_positions(PositionScheme::Absolute))
         .map(|a| a.with_target_text(target_text))
-        .and_then(|a| a.with_query_key(out.cross.query_key))
+        .and_then(|a| a.with_query_key(pass.cross.query_key))
         .map_err(shape)?;
         let language = language.and_then(|id| self.tokenizer.token(id));
         Ok(SpeechEncoding {
             seq2seq: Seq2SeqEncoding {
                 attentions: vec![encoder, decoder_attention, cross],
-                encoder_hidden: out.encoder.hidden,
-                decoder_hidden: out.decoder.hidden,
+                encoder_hidden: kept.hidden,
+                decoder_hidden: pass.decoder.hidden,
                 labels: None,
                 generation,
                 truncated_from: None,
@@ -461,7 +513,7 @@ impl Model {
     fn word_timings(
         &self,
         net: &dyn Speech,
-        features: &[f32],
+        encoded: &EncodedSource,
         (ids, cross): (&[u32], &[f32]),
         (prompt, text): (&[u32], &[u32]),
         (layers, heads_per_layer, source): (usize, usize, usize),
@@ -491,10 +543,7 @@ impl Model {
         let cross = if ids == sequence.as_slice() {
             cross
         } else {
-            rerun = net
-                .forward_features(features, &sequence, false)?
-                .cross
-                .weights;
+            rerun = net.decode_encoded(encoded, &sequence, false)?.cross.weights;
             &rerun
         };
         let decode = |t: &[u32]| self.tokenizer.decode(t).unwrap_or_default();

@@ -48,6 +48,12 @@ impl Rules {
         }
     }
 
+    /// Whether the rules only forbid tokens, whatever the logits: without timestamps. (The
+    /// timestamp rule compares the timestamps' total probability with the text's.)
+    pub fn masks_only(&self) -> bool {
+        self.timestamps.is_none()
+    }
+
     /// Apply the rules to the logits of the token after `ids`.
     pub fn apply(&self, ids: &[u32], logits: &mut [f32]) {
         let mut block = |id: u32| {
