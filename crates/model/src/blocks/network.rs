@@ -525,6 +525,24 @@ pub trait Speech: Sync {
         capture_query_key: bool,
     ) -> Result<EncodedSource, Error>;
 
+    /// One teacher-forced run capturing all three kinds of attention:
+    /// [`Speech::encode_features`], then [`Speech::decode_encoded`].
+    fn forward_features(
+        &self,
+        features: &[f32],
+        decoder: &[u32],
+        capture_query_key: bool,
+    ) -> Result<Seq2SeqForward, Error> {
+        let source = self.encode_features(features, true, capture_query_key)?;
+        let pass = self.decode_encoded(&source, decoder, capture_query_key)?;
+        Ok(Seq2SeqForward {
+            encoder: source.encoder,
+            decoder: pass.decoder,
+            cross: pass.cross,
+            logits: pass.logits,
+        })
+    }
+
     /// A teacher-forced pass of `decoder` ids against `source`, capturing the decoder's
     /// self-attention and the cross-attention. The caller checked the ids and the capture's
     /// size.
