@@ -557,6 +557,8 @@ window.attnviz = {
   image: () => imageDrawn,
   speech: () => speechDrawn,
   imageSources: () => (IMAGE ? imageSources() : []),
+  // The learned-sink column a matrix panel draws (gpt-oss), one share per row; null for none.
+  matrixSink: (id) => (matrixPanels[id] && matrixPanels[id].sink ? Array.from(matrixPanels[id].sink) : null),
   matrixGeometry: (id) => {
     const p = matrixPanels[id];
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and
