@@ -290,6 +290,22 @@ impl PyAttention {
     fn sentence_b_start(&self) -> Option<usize> {
         self.att().sentence_b_start()
     }
+    /// A mixture-of-experts model's router decisions as JSON (`experts`, `top_k`,
+    /// `renormalised`, `tokens`, and per routed layer `layer`, `probs` `[tokens × experts]`,
+    /// `chosen` and `weights` `[tokens × top_k]`, flat), or `None` for any other model.
+    #[getter]
+    fn router_json(&self) -> Option<String> {
+        self.att()
+            .router
+            .as_deref()
+            .map(|r| serde_json::to_string(r).expect("the router serialises to JSON"))
+    }
+    /// Each row's share on a learned attention sink, `[layers × heads × queries]` flat
+    /// (gpt-oss), or `None`.
+    #[getter]
+    fn sink_shares(&self) -> Option<Vec<f32>> {
+        self.att().sink_shares().map(<[f32]>::to_vec)
+    }
     #[getter]
     fn model_id(&self) -> String {
         self.att().model.id.clone()
@@ -444,6 +460,28 @@ impl PyAttention {
                     picture::write_png(&shown, &spec, query, &opts, &path)
                 } else {
                     picture::write_svg(&shown, &spec, query, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
+            if figure == Figure::Router {
+                // Drawn from the run's router, its tokens labelled as the token-level
+                // attention's (the router does not merge words).
+                use attnviz::render::image::router::{self, RouterSpec};
+                let r = att
+                    .router
+                    .as_deref()
+                    .ok_or_else(|| self::words::image(&image::ImageError::NoRouter))?;
+                let number = att.layer_number(layer);
+                let spec = RouterSpec {
+                    router: r,
+                    layer: number,
+                    labels: Some(att.queries().shown(raw_tokens)),
+                };
+                let title = format!("Router · layer {number} · {}", att.model.name());
+                return if png {
+                    router::write_png(&spec, &title, &opts, &path)
+                } else {
+                    router::write_svg(&spec, &title, &opts, &path)
                 }
                 .map_err(|e| self::words::image(&e));
             }
