@@ -898,7 +898,10 @@ fn router_and_sink_shares_travel_to_the_page() {
     let meta = meta_of(&html);
     let r = &meta["router"];
     assert_eq!(r["experts"], 3);
-    assert_eq!(r["layers"][0]["chosen"], serde_json::json!([0, 1, 2, 0, 2, 1]));
+    assert_eq!(
+        r["layers"][0]["chosen"],
+        serde_json::json!([0, 1, 2, 0, 2, 1])
+    );
     assert_eq!(r["layers"][0]["load"], serde_json::json!([2, 2, 2]));
     let raw = raw_payload(&html, &meta);
     let step = 1.0 / 65535.0;
