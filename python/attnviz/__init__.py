@@ -46,7 +46,7 @@ __version__ = _native.version()
 #: The model ``run`` uses when none is given: ``$ATTNVIZ_MODEL``, else this (as the CLI).
 DEFAULT_MODEL = "bert-base-uncased"
 
-_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image", "lens", "heads")
+_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image", "lens", "heads", "router")
 
 
 class AttnvizWarning(UserWarning):

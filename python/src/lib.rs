@@ -355,7 +355,7 @@ impl PyAttention {
         let att = self.att();
         let query = image_query(att, query.as_deref())?;
         let opened = view_of(view)?;
-        check_view(opened, &self.extras)?;
+        check_view(opened, &self.extras, att.router.is_some())?;
         let precision: PrecisionChoice = choice("precision", precision)?;
         let layer = layer.unwrap_or(0);
         att.model
@@ -1195,8 +1195,11 @@ fn merge(
 
 /// Refuse to open on a view whose analysis the run did not compute (the page would fall back
 /// to the head view without a word).
-fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
+fn check_view(opened: View, extras: &Measured, router: bool) -> PyResult<()> {
     let missing = match opened {
+        View::Router if !router => {
+            "a router: a mixture-of-experts model (Mixtral, Qwen3-MoE, OLMoE, gpt-oss)"
+        }
         View::Lens if extras.lens.is_none() => "the logit lens: attnviz.run(..., lens=True)",
         View::Heads if extras.head_attribution.is_none() && extras.head_ablation.is_none() => {
             "head attribution or ablation: attnviz.run(..., attribution=True) or ablate=True"
@@ -1205,10 +1208,10 @@ fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
     };
     Err(value_error(format!(
         "this report has no {}; it needs {missing}",
-        if opened == View::Lens {
-            "lens view"
-        } else {
-            "heads view"
+        match opened {
+            View::Lens => "lens view",
+            View::Router => "router view",
+            _ => "heads view",
         }
     )))
 }
@@ -1223,9 +1226,10 @@ fn view_of(view: &str) -> PyResult<View> {
         "image" => View::Image,
         "lens" => View::Lens,
         "heads" => View::Heads,
+        "router" => View::Router,
         other => {
             return Err(value_error(format!(
-            "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads"
+            "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads, router"
         )))
         }
     })
@@ -1317,7 +1321,7 @@ fn html_kinds(
 ) -> PyResult<String> {
     let opened = view_of(view)?;
     if let Some(k) = kinds.get(open) {
-        check_view(opened, &k.extras)?;
+        check_view(opened, &k.extras, k.att().router.is_some())?;
     }
     let precision: PrecisionChoice = choice("precision", precision)?;
     let atts: Vec<(&AttentionSet, &Measured)> =

@@ -84,6 +84,16 @@ def test_sink_shares_are_transformers_own_and_explain_the_rows():
 def test_a_dense_model_has_no_router_and_no_sinks():
     r = attnviz.run("The quick brown fox", model=str(FIXTURES / "tiny-llama"))
     assert r.router is None and r.sink_shares is None
+    with pytest.raises(ValueError, match="no router view"):
+        r.html(view="router")
+
+
+def test_the_report_opens_on_the_router_view():
+    r = attnviz.run("The quick brown fox", model=str(FIXTURES / "tiny-olmoe"))
+    page = r.html(view="router")
+    meta = json.loads(page.split('id="attnviz-meta">', 1)[1].split("</script>", 1)[0])
+    assert meta["initial"]["view"] == "router"
+    assert [l["layer"] for l in meta["router"]["layers"]] == r.router["layers"]
 
 
 def test_router_figure_and_the_cli_json_agree(tmp_path):

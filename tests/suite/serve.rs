@@ -286,7 +286,10 @@ fn a_mixture_of_experts_model_is_served_with_its_router() {
         let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
         assert_eq!(status, 200);
         let page = String::from_utf8_lossy(&served);
-        assert!(page.contains("\"router\":{\"experts\""), "{name}: the router reaches the page");
+        assert!(
+            page.contains("\"router\":{\"experts\""),
+            "{name}: the router reaches the page"
+        );
         assert_eq!(
             page.contains("\"sinks\":\"sinks\""),
             name == "tiny-gpt_oss",

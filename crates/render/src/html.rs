@@ -285,6 +285,10 @@ pub enum View {
     /// heads ranked beside them (present only with [`HtmlAnalysis::head_attribution`] or
     /// [`HtmlAnalysis::head_ablation`]; else the head view).
     Heads,
+    /// A mixture-of-experts model's router: tokens × experts of a routed layer, the chosen
+    /// experts outlined, the tokens routed to a clicked expert, the load per layer (present only
+    /// for an attention with a [`crate::attention::Router`]; else the head view).
+    Router,
 }
 
 /// One per-head statistic for the stats panel.

@@ -302,6 +302,26 @@ pub(super) fn folder_figures(
             speech::write_file(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
         }
     }
+    // A mixture-of-experts model's router (`router.png`, `router.svg`): at the selected layer
+    // where it is routed, else at the last routed layer.
+    if let Some(att) = run.set.iter().next() {
+        if let Some(r) = att.router.as_deref() {
+            use crate::render::image::router::{self, RouterSpec};
+            let asked = att.layer_number(selection.layer);
+            let Some(number) = r.layer(asked).or(r.layers.last()).map(|l| l.layer) else {
+                return Ok(());
+            };
+            let look = &plan.figure.image;
+            let spec = RouterSpec {
+                router: r,
+                layer: number,
+                labels: Some(att.queries().shown(look.raw_tokens)),
+            };
+            let title = format!("Router · layer {number} · {}", run.model_name);
+            router::write_png(&spec, &title, look, &dir.join("router.png"))?;
+            router::write_svg(&spec, &title, look, &dir.join("router.svg"))?;
+        }
+    }
     Ok(())
 }
 

@@ -475,6 +475,7 @@ impl<'a> KindMeta<'a> {
                     View::Stats if a.stats.is_empty() => View::Head,
                     View::Image if att.image.is_none() && att.pictures.is_empty() => View::Head,
                     View::Lens if a.lens.is_none() => View::Head,
+                    View::Router if att.router.is_none() => View::Head,
                     View::Heads if a.head_attribution.is_none() && a.head_ablation.is_none() => {
                         View::Head
                     }

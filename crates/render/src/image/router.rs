@@ -161,7 +161,7 @@ fn scene(spec: &RouterSpec<'_>, title: &str, options: &ImageOptions) -> Result<S
             Align::End,
         ));
         for (expert, weight) in routed.choices(t, k) {
-            let x0 = heat_x + (expert as u32 * cell_w) as i32;
+            let x0 = heat_x + (expert * cell_w) as i32;
             let y0 = heat_y + (t as u32 * CELL_H) as i32;
             let cell = Rect::new(x0, y0, x0 + cell_w as i32, y0 + CELL_H as i32);
             // A dark ring inside the cell's edge and a white one inside it: seen on any colour.
