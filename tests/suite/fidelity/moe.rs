@@ -349,7 +349,7 @@ fn the_router_figure_draws_transformers_choices() {
     let no_file = run(&["-m", model, "The fox", "--figure", "router"]);
     let err = String::from_utf8_lossy(&no_file.stderr);
     assert!(
-        !no_file.status.success() && err.contains("--png or --svg"),
+        !no_file.status.success() && err.contains("--png and --svg"),
         "{err}"
     );
     // A report folder holds the router figure.
