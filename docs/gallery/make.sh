@@ -46,6 +46,13 @@ attnviz -m tests/fixtures/tiny-llava --image "$photos/chelsea.png" \
   "USER: <image>\nWhat is in this picture? ASSISTANT:" --generate 6 --query generated \
   --png docs/gallery/vlm-generated.png -q
 
+# A mixture-of-experts model's router and gpt-oss's learned-sink column: the test suite's tiny
+# random checkpoints (the README's families section shows both).
+attnviz -m tests/fixtures/tiny-qwen3_moe "The fox jumps over the dog." --figure router --layer 0 \
+  --png docs/gallery/router.png -q
+attnviz -m tests/fixtures/tiny-gpt_oss "The fox jumps over the dog." --layer 2 --head 0 \
+  --png docs/gallery/sink.png -q
+
 # Needs Whisper tiny.en converted to transformers' layout and the recording (docs/gallery/README.md).
 if [ -d .cache/models/whisper-tiny.en-hf ] && [ -f .cache/audio/beckett.wav ]; then
   attnviz -m .cache/models/whisper-tiny.en-hf --audio .cache/audio/beckett.wav \

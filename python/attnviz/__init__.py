@@ -46,7 +46,7 @@ __version__ = _native.version()
 #: The model ``run`` uses when none is given: ``$ATTNVIZ_MODEL``, else this (as the CLI).
 DEFAULT_MODEL = "bert-base-uncased"
 
-_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image", "lens", "heads")
+_VIEWS = ("head", "model", "matrix", "neuron", "stats", "image", "lens", "heads", "router")
 
 
 class AttnvizWarning(UserWarning):
@@ -116,6 +116,60 @@ class Report:
     #: A speech run's JSON ``speech`` section (the recording, the window captured, the prompt,
     #: the alignment heads, the transcript and the word timings), else None.
     speech: Optional[dict] = None
+
+    @property
+    def router(self) -> Optional[dict]:
+        """A mixture-of-experts model's router decisions (Qwen3-MoE, Mixtral, OLMoE, gpt-oss), or
+        ``None`` for any other model. A dict of:
+
+        - ``experts``, ``top_k`` (ints), ``renormalised`` (bool: the weights are the chosen
+          experts' probabilities divided by their sum, rather than the probabilities);
+        - ``tokens``: the tokens the decisions are for (token level, whatever the view);
+        - ``layers``: the model's numbers of the routed layers (dense layers are absent);
+        - ``chosen``: int32 ``[routed layers, tokens, top_k]``, each token's experts, most probable
+          first;
+        - ``weights``: float32 ``[routed layers, tokens, top_k]``, the weight each chosen expert's
+          output was added with;
+        - ``probs``: float32 ``[routed layers, tokens, experts]``, the router's probability of
+          every expert;
+        - ``load``: int64 ``[routed layers, experts]``, how many tokens chose each expert.
+
+        The tokens routed to expert ``e`` in routed layer ``i``:
+        ``np.nonzero((r["chosen"][i] == e).any(axis=1))[0]``. The JSON export's ``router``
+        section holds the same (``docs/json.md``).
+        """
+        text = self._native.router_json
+        if text is None:
+            return None
+        raw = _json.loads(text)
+        n, k, e = len(raw["tokens"]), raw["top_k"], raw["experts"]
+        layers = raw["layers"]
+        chosen = np.array([l["chosen"] for l in layers], dtype=np.int32).reshape(len(layers), n, k)
+        load = np.zeros((len(layers), e), dtype=np.int64)
+        for i in range(len(layers)):
+            load[i] = np.bincount(chosen[i].ravel(), minlength=e)
+        return {
+            "experts": e,
+            "top_k": k,
+            "renormalised": raw["renormalised"],
+            "tokens": raw["tokens"],
+            "layers": [l["layer"] for l in layers],
+            "chosen": chosen,
+            "weights": np.array([l["weights"] for l in layers], dtype=np.float32).reshape(len(layers), n, k),
+            "probs": np.array([l["probs"] for l in layers], dtype=np.float32).reshape(len(layers), n, e),
+            "load": load,
+        }
+
+    @property
+    def sink_shares(self) -> Optional[np.ndarray]:
+        """A model with learned attention sinks (gpt-oss): float32 ``[layers, heads, queries]``,
+        the share of each row's softmax the head's sink took; each row of ``attention`` sums to
+        1 less it. ``None`` for any other model."""
+        flat = self._native.sink_shares
+        if flat is None:
+            return None
+        layers, heads, queries, _ = self._native.shape
+        return np.array(flat, dtype=np.float32).reshape(layers, heads, queries)
 
     @property
     def generated(self) -> list:
@@ -262,7 +316,8 @@ class Report:
 
     def png(self, path: Any, figure: str = "head", *, dpi: Optional[float] = None, **options: Any) -> Path:
         """Write a PNG figure: ``figure`` is head, layer, mean, model or rollout (see
-        ``attnviz --help``); options: layer, head (None: the mean), words, no_special,
+        ``attnviz --help``), or for a mixture-of-experts model router (tokens × experts at
+        ``layer``, the chosen experts outlined, and the expert load per routed layer); options: layer, head (None: the mean), words, no_special,
         colormap, theme, scale, scale_factor (or ``dpi``, 48 to 384: ``scale_factor=dpi/96``),
         raw_tokens, expand_pictures (a vision-language model's pictures token by token rather
         than one band each), query (of a vision-language model: token ``N``'s attention to its

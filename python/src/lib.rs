@@ -290,6 +290,22 @@ impl PyAttention {
     fn sentence_b_start(&self) -> Option<usize> {
         self.att().sentence_b_start()
     }
+    /// A mixture-of-experts model's router decisions as JSON (`experts`, `top_k`,
+    /// `renormalised`, `tokens`, and per routed layer `layer`, `probs` `[tokens × experts]`,
+    /// `chosen` and `weights` `[tokens × top_k]`, flat), or `None` for any other model.
+    #[getter]
+    fn router_json(&self) -> Option<String> {
+        self.att()
+            .router
+            .as_deref()
+            .map(|r| serde_json::to_string(r).expect("the router serialises to JSON"))
+    }
+    /// Each row's share on a learned attention sink, `[layers × heads × queries]` flat
+    /// (gpt-oss), or `None`.
+    #[getter]
+    fn sink_shares(&self) -> Option<Vec<f32>> {
+        self.att().sink_shares().map(<[f32]>::to_vec)
+    }
     #[getter]
     fn model_id(&self) -> String {
         self.att().model.id.clone()
@@ -339,7 +355,7 @@ impl PyAttention {
         let att = self.att();
         let query = image_query(att, query.as_deref())?;
         let opened = view_of(view)?;
-        check_view(opened, &self.extras)?;
+        check_view(opened, &self.extras, att.router.is_some())?;
         let precision: PrecisionChoice = choice("precision", precision)?;
         let layer = layer.unwrap_or(0);
         att.model
@@ -444,6 +460,28 @@ impl PyAttention {
                     picture::write_png(&shown, &spec, query, &opts, &path)
                 } else {
                     picture::write_svg(&shown, &spec, query, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
+            if figure == Figure::Router {
+                // Drawn from the run's router, its tokens labelled as the token-level
+                // attention's (the router does not merge words).
+                use attnviz::render::image::router::{self, RouterSpec};
+                let r = att
+                    .router
+                    .as_deref()
+                    .ok_or_else(|| self::words::image(&image::ImageError::NoRouter))?;
+                let number = att.layer_number(layer);
+                let spec = RouterSpec {
+                    router: r,
+                    layer: number,
+                    labels: Some(att.queries().shown(raw_tokens)),
+                };
+                let title = format!("Router · layer {number} · {}", att.model.name());
+                return if png {
+                    router::write_png(&spec, &title, &opts, &path)
+                } else {
+                    router::write_svg(&spec, &title, &opts, &path)
                 }
                 .map_err(|e| self::words::image(&e));
             }
@@ -1157,8 +1195,11 @@ fn merge(
 
 /// Refuse to open on a view whose analysis the run did not compute (the page would fall back
 /// to the head view without a word).
-fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
+fn check_view(opened: View, extras: &Measured, router: bool) -> PyResult<()> {
     let missing = match opened {
+        View::Router if !router => {
+            "a router: a mixture-of-experts model (Mixtral, Qwen3-MoE, OLMoE, gpt-oss)"
+        }
         View::Lens if extras.lens.is_none() => "the logit lens: attnviz.run(..., lens=True)",
         View::Heads if extras.head_attribution.is_none() && extras.head_ablation.is_none() => {
             "head attribution or ablation: attnviz.run(..., attribution=True) or ablate=True"
@@ -1167,10 +1208,10 @@ fn check_view(opened: View, extras: &Measured) -> PyResult<()> {
     };
     Err(value_error(format!(
         "this report has no {}; it needs {missing}",
-        if opened == View::Lens {
-            "lens view"
-        } else {
-            "heads view"
+        match opened {
+            View::Lens => "lens view",
+            View::Router => "router view",
+            _ => "heads view",
         }
     )))
 }
@@ -1185,9 +1226,10 @@ fn view_of(view: &str) -> PyResult<View> {
         "image" => View::Image,
         "lens" => View::Lens,
         "heads" => View::Heads,
+        "router" => View::Router,
         other => {
             return Err(value_error(format!(
-            "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads"
+            "view `{other}` is not one of: head, model, matrix, neuron, stats, image, lens, heads, router"
         )))
         }
     })
@@ -1279,7 +1321,7 @@ fn html_kinds(
 ) -> PyResult<String> {
     let opened = view_of(view)?;
     if let Some(k) = kinds.get(open) {
-        check_view(opened, &k.extras)?;
+        check_view(opened, &k.extras, k.att().router.is_some())?;
     }
     let precision: PrecisionChoice = choice("precision", precision)?;
     let atts: Vec<(&AttentionSet, &Measured)> =

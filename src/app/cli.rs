@@ -1020,6 +1020,10 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Ablation => {
                 "The change in the target's log-probability when each head is removed (--ablate)"
             }
+            Figure::Router => {
+                "A mixture-of-experts model's router at --layer: tokens × experts, the chosen \
+                 experts outlined, and the expert load per layer"
+            }
         };
         PossibleValue::new(f.name()).help(help)
     }))

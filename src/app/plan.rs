@@ -448,7 +448,7 @@ fn single(
         }
         None => (args.target_token.clone(), None),
     };
-    for figure in [Figure::Attribution, Figure::Ablation] {
+    for figure in [Figure::Attribution, Figure::Ablation, Figure::Router] {
         if out.figure == Some(figure) && !(png || svg) {
             return Err(format!(
                 "--figure {} draws into --png or --svg; add one",

@@ -141,6 +141,71 @@ fn merged_shards_are_byte_identical_to_one_run_for_1_3_and_7_shards() {
     }
 }
 
+/// A mixture-of-experts model's expert load over a corpus (tiny random Qwen3-MoE, routed
+/// layers 0 and 2): the sum of the sentences' own `router` loads (their per-sentence JSON), and
+/// two shards merged give one run's file byte for byte, expert load included.
+#[test]
+fn expert_load_over_a_corpus_is_the_sentences_sum_and_merges_exactly() {
+    let model = crate::support::cli::repo().join("tests/fixtures/tiny-qwen3_moe");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.txt");
+    fs::write(&input, mixed_corpus(14, 3)).unwrap();
+    let single = dir.path().join("single");
+    ok(&run(
+        &model,
+        &input,
+        &single,
+        &[
+            "--threads",
+            "2",
+            "--per-sentence",
+            "json",
+            "--truncate",
+            "-q",
+        ],
+    ));
+    let summary = json(&single.join("corpus_stats.json"));
+    let load = &summary["expert_load"];
+    assert_eq!(load["experts"], 8);
+    assert_eq!(load["layers"], serde_json::json!([0, 2]));
+    // The sentences' own loads, summed here.
+    let mut want = vec![vec![0u64; 8]; 2];
+    let mut tokens = 0;
+    for e in fs::read_dir(single.join("sentences")).unwrap() {
+        let doc = json(&e.unwrap().path());
+        let router = &doc["router"];
+        tokens += router["tokens"].as_array().unwrap().len() as u64;
+        for (i, l) in router["layers"].as_array().unwrap().iter().enumerate() {
+            for (x, c) in l["load"].as_array().unwrap().iter().enumerate() {
+                want[i][x] += c.as_u64().unwrap();
+            }
+        }
+    }
+    assert!(tokens > 0);
+    assert_eq!(load["tokens"], tokens);
+    assert_eq!(load["load"], serde_json::json!(want));
+    let flags = [
+        "--threads",
+        "1",
+        "--per-sentence",
+        "none",
+        "--truncate",
+        "-q",
+    ];
+    let none = dir.path().join("none");
+    ok(&run(&model, &input, &none, &flags));
+    let partials = run_shards(&model, &input, dir.path(), 2, &flags);
+    assert!(json(&partials[0])["sums"]["expert_load"]["load"] != serde_json::json!(want));
+    let merged = dir.path().join("merged.json");
+    ok(&merge(&partials, &merged));
+    assert!(
+        fs::read(&merged).unwrap() == fs::read(none.join("corpus_stats.json")).unwrap(),
+        "{}",
+        first_difference(&merged, &none.join("corpus_stats.json"))
+    );
+    assert_eq!(json(&merged)["expert_load"], *load);
+}
+
 fn first_difference(a: &Path, b: &Path) -> String {
     let (a, b) = (
         fs::read_to_string(a).unwrap(),

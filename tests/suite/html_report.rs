@@ -595,6 +595,33 @@ fn write_lens_cases(dir: &Path) {
     }
 }
 
+/// Reports of the tiny random mixture-of-experts models (Qwen3-MoE, whose layer 1 is dense;
+/// gpt-oss, with learned attention sinks) beside the CLI's JSON export of the same run, for
+/// `router.test.mjs` to expect from (`router`, `sink_shares`).
+fn write_router_cases(dir: &Path) {
+    for (name, model) in [
+        ("router-qwen3_moe", "tiny-qwen3_moe"),
+        ("router-gpt_oss", "tiny-gpt_oss"),
+    ] {
+        let out = crate::support::cli::attnviz()
+            .arg("-m")
+            .arg(repo().join("tests/fixtures").join(model))
+            .arg("The quick brown fox jumps over the lazy dog")
+            .arg("--html")
+            .arg(dir.join(format!("{name}.html")))
+            .arg("--json")
+            .arg(dir.join(format!("{name}.json")))
+            .args(["--full-precision", "-q"])
+            .output()
+            .expect("attnviz runs");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A report written with head attribution and (mean) ablation (a tiny GPT-2), its sentence
 /// carrying markup that must stay text, beside the CLI's JSON export of the same run for
 /// `heads.test.mjs` to expect from.
@@ -664,6 +691,7 @@ fn artifacts() -> &'static Path {
         write_lens_cases(&dir);
         write_heads_case(&dir);
         write_speech_case(&dir);
+        write_router_cases(&dir);
         dir
     })
 }
@@ -717,6 +745,16 @@ fn image_report_in_headless_chromium_and_firefox() {
 fn lens_report_in_headless_chromium_and_firefox() {
     run_browser_suite(
         "lens.test.mjs",
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    );
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn router_and_sink_column_in_headless_chromium() {
+    run_browser_suite(
+        "router.test.mjs",
         "/usr/bin/chromium",
         "chromium chromium-driver",
     );

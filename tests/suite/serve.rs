@@ -269,6 +269,39 @@ fn the_served_report_is_the_bytes_of_the_html_flag() {
     }
 }
 
+/// A mixture-of-experts model in the live app (tiny Qwen3-MoE, tiny gpt-oss): the run's report
+/// carries the router (the page's Router tab) and gpt-oss's sink shares, and is the bytes
+/// `--html` writes for the same text.
+#[test]
+fn a_mixture_of_experts_model_is_served_with_its_router() {
+    let text = "The quick brown fox jumps over the lazy dog.";
+    let models = [fixture("tiny-qwen3_moe"), fixture("tiny-gpt_oss")];
+    let refs: Vec<&std::path::Path> = models.iter().map(|m| m.as_path()).collect();
+    let server = serve(&refs, &[]);
+    for (i, name) in ["tiny-qwen3_moe", "tiny-gpt_oss"].into_iter().enumerate() {
+        let json = serde_json::json!({ "model": i, "text": text });
+        let (status, answer) = post_run(server.port, &json.to_string());
+        assert_eq!(status, 200, "{name}: {answer}");
+        let path = answer["report"].as_str().unwrap().to_string();
+        let (status, served) = request(server.port, "GET", &format!("{path}?download=1"), &[], b"");
+        assert_eq!(status, 200);
+        let page = String::from_utf8_lossy(&served);
+        assert!(
+            page.contains("\"router\":{\"experts\""),
+            "{name}: the router reaches the page"
+        );
+        assert_eq!(
+            page.contains("\"sinks\":\"sinks\""),
+            name == "tiny-gpt_oss",
+            "{name}: the sink shares only where the model has sinks"
+        );
+        assert!(
+            served == html_of_the_command_line(&fixture(name), text, &[]),
+            "{name}: the served report differs from --html's"
+        );
+    }
+}
+
 /// The report `attnviz -m MODEL --image FILE --html OUT --threads 1` writes.
 fn html_of_the_image_flag(
     model: &std::path::Path,

@@ -137,6 +137,8 @@ const JS_SOURCE: &str = concat!(
     "\n",
     include_str!("../assets/report/speech_view.js"),
     "\n",
+    include_str!("../assets/report/router_view.js"),
+    "\n",
     include_str!("../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
 );
@@ -283,6 +285,10 @@ pub enum View {
     /// heads ranked beside them (present only with [`HtmlAnalysis::head_attribution`] or
     /// [`HtmlAnalysis::head_ablation`]; else the head view).
     Heads,
+    /// A mixture-of-experts model's router: tokens × experts of a routed layer, the chosen
+    /// experts outlined, the tokens routed to a clicked expert, the load per layer (present only
+    /// for an attention with a [`crate::attention::Router`]; else the head view).
+    Router,
 }
 
 /// One per-head statistic for the stats panel.
@@ -815,6 +821,24 @@ fn sections<'a>(att: &'a Attention, opts: &'a HtmlOptions, suffix: &str) -> Vec<
                 parts: vec![values],
             });
         }
+    }
+    if let Some(shares) = att.sink_shares() {
+        sections.push(Section {
+            name: format!("sinks{suffix}"),
+            dtype: opts.precision.dtype(),
+            lo: 0.0,
+            hi: 1.0,
+            parts: vec![shares],
+        });
+    }
+    if let Some(r) = &att.router {
+        sections.push(Section {
+            name: format!("router{suffix}"),
+            dtype: opts.precision.dtype(),
+            lo: 0.0,
+            hi: 1.0,
+            parts: r.layers.iter().map(|l| l.probs.as_slice()).collect(),
+        });
     }
     for m in &opts.analysis.matrices {
         let (lo, hi) = value_range(m.layers.iter().flatten().copied());

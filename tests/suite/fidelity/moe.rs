@@ -257,3 +257,115 @@ fn the_router_reaches_the_json_and_the_terminal() {
     let router_part = |s: &str| s[s.find("Router · ").unwrap()..].to_string();
     assert_eq!(router_part(&again), router_part(&text));
 }
+
+/// `--figure router`: the SVG writes each token's chosen weights at the layer asked for, as
+/// transformers computed them (to the two decimals drawn); a dense layer, a dense model and no
+/// image file are each refused in one line; a report folder holds `router.png`.
+#[test]
+fn the_router_figure_draws_transformers_choices() {
+    use crate::support::cli::run;
+    let label = "tiny-mixtral";
+    let model = fixture(label);
+    let model = model.to_str().unwrap();
+    let path = repo().join(format!("tests/reference/{label}.json"));
+    let m: Manifest = ok(
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()),
+        path.display(),
+    );
+    let reference = FamilyReference::load(label);
+    let case = &reference.cases[0];
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("router.svg");
+    let png = tmp.path().join("router.png");
+    let out = run(&[
+        "-m",
+        model,
+        &case.text,
+        "--figure",
+        "router",
+        "--layer",
+        "1",
+        "--svg",
+        svg.to_str().unwrap(),
+        "--png",
+        png.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let weights = reference.values(&m.cases[0].tensors["router.weights"]);
+    let (n, k) = (case.input_ids.len(), m.router.top_k);
+    let i = m.router.routed_layers.iter().position(|&l| l == 1).unwrap();
+    let mut want: HashMap<String, usize> = HashMap::new();
+    for w in &weights[i * n * k..(i + 1) * n * k] {
+        // Each text on a line of its own.
+        *want.entry(format!("\n{w:.2}\n")).or_default() += 1;
+    }
+    for (cell, count) in want {
+        assert!(
+            text.matches(&cell).count() >= count,
+            "{cell} written {count} times in the SVG"
+        );
+    }
+    // Refusals, one line each.
+    let dense_layer = run(&[
+        "-m",
+        fixture("tiny-qwen3_moe").to_str().unwrap(),
+        "The fox",
+        "--figure",
+        "router",
+        "--layer",
+        "1",
+        "--png",
+        png.to_str().unwrap(),
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&dense_layer.stderr);
+    assert!(
+        !dense_layer.status.success() && err.contains("layer 1 is dense"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let dense_model = run(&[
+        "-m",
+        fixture("tiny-llama").to_str().unwrap(),
+        "The fox",
+        "--figure",
+        "router",
+        "--png",
+        png.to_str().unwrap(),
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&dense_model.stderr);
+    assert!(
+        !dense_model.status.success() && err.contains("has none"),
+        "{err}"
+    );
+    let no_file = run(&["-m", model, "The fox", "--figure", "router"]);
+    let err = String::from_utf8_lossy(&no_file.stderr);
+    assert!(
+        !no_file.status.success() && err.contains("--png and --svg"),
+        "{err}"
+    );
+    // A report folder holds the router figure.
+    let dir = tmp.path().join("report");
+    let out = run(&[
+        "-m",
+        model,
+        "The fox",
+        "--report",
+        dir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("router.png").is_file() && dir.join("router.svg").is_file());
+}

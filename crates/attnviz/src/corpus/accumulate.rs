@@ -12,6 +12,7 @@
 
 use crate::analysis::{HeadLabel, HeadStats, Stat};
 use attnviz_formats::doc::corpus::{GridsByStat, SumsDoc};
+use attnviz_formats::doc::router::ExpertLoadDoc;
 
 pub use super::damage::{ImpossibleValue, SumsCell, SumsError, SumsField};
 
@@ -88,6 +89,8 @@ pub struct CorpusStats {
     /// Units of the analysed view (tokens, or words with `--words`; without the special tokens with
     /// `--no-special`) over all sentences.
     pub units: u64,
+    /// A mixture-of-experts model's expert load over the sentences added (`None`: no router).
+    pub expert_load: Option<ExpertLoadDoc>,
 }
 
 /// What one sentence adds besides its statistics.
@@ -115,6 +118,19 @@ impl CorpusStats {
             truncated: 0,
             tokens: 0,
             units: 0,
+            expert_load: None,
+        }
+    }
+
+    /// Add one sentence's expert load (a mixture-of-experts model's). Every sentence of a
+    /// model has the same routed layers and experts.
+    ///
+    /// # Panics
+    /// If `load` is another router's than the sentences added before.
+    pub fn add_load(&mut self, load: &ExpertLoadDoc) {
+        match &mut self.expert_load {
+            Some(sum) => sum.merge(load).expect("one model's routers"),
+            None => self.expert_load = Some(load.clone()),
         }
     }
 
@@ -179,6 +195,13 @@ impl CorpusStats {
         add(&mut out.truncated, other.truncated, "truncated")?;
         add(&mut out.tokens, other.tokens, "tokens")?;
         add(&mut out.units, other.units, "units")?;
+        match (&mut out.expert_load, &other.expert_load) {
+            (Some(a), Some(b)) => a
+                .merge(b)
+                .map_err(|e| SumsError::ExpertLoad(e.to_string()))?,
+            (a @ None, Some(b)) => *a = Some(b.clone()),
+            _ => {}
+        }
         let heads = self.heads.max(1);
         for (cell, (a, b)) in out.sums.iter_mut().zip(&other.sums).enumerate() {
             let at = |field: &'static str, i: Option<usize>| SumsCell {
@@ -251,6 +274,7 @@ impl CorpusStats {
             sum: by_stat(self, |h, i| h.sum[i].to_string()),
             sum_rows: by_stat(self, |h, i| h.sum_rows[i].to_string()),
             sum_sq: by_stat(self, |h, i| h.sum_sq[i].to_string()),
+            expert_load: self.expert_load.clone(),
         }
     }
 
@@ -356,6 +380,14 @@ impl CorpusStats {
             out.tokens,
             out.units,
         ] = counts;
+        if let Some(load) = &sums.expert_load {
+            if !load.is_consistent() {
+                return Err(SumsError::ExpertLoad(
+                    "expert_load: its rows do not each count tokens × top_k choices".into(),
+                ));
+            }
+            out.expert_load = Some(load.clone());
+        }
         // Each grid's cells in head order, checked to be `layers` rows of `heads`.
         fn cells<T>(
             grid: Option<&Vec<Vec<T>>>,

@@ -160,6 +160,10 @@ pub enum SumsError {
         /// The others' heads.
         others_heads: usize,
     },
+    /// An expert load no run writes (rows that do not count `tokens × top_k`), or another
+    /// model's.
+    #[error("{0}")]
+    ExpertLoad(String),
     /// A count whose sum over the files does not fit.
     #[error("{field}: the sum of the files' values overflows 64 bits")]
     CountOverflows {

@@ -41,6 +41,8 @@ use crate::analysis::{HeadStats, Stat};
 const VERSION: u8 = 4;
 const SENTENCE: u8 = 0;
 const BAD_ATTENTION: u8 = 1;
+/// After a sentence's statistics: its expert load follows (a mixture-of-experts model's).
+const EXPERT_LOAD: u8 = 1;
 /// Largest record read back (a model of 4,096 heads; anything larger is corrupt).
 pub const MAX_RECORD: usize = 4096 * 8 * (1 + Stat::ALL.len()) + 4096;
 /// Most bytes of journal read back in all. A journal holds about one checkpoint interval of
@@ -236,6 +238,7 @@ fn encode(line: usize, event: &Event, digest: &InputDigest, out: &mut Vec<u8>) {
             stats,
             counts,
             name,
+            load,
         } => {
             p.push(SENTENCE);
             put_str(&mut p, name);
@@ -249,6 +252,20 @@ fn encode(line: usize, event: &Event, digest: &InputDigest, out: &mut Vec<u8>) {
                 p.extend_from_slice(&(s.rows as u64).to_le_bytes());
                 for v in values(s) {
                     p.extend_from_slice(&v.to_bits().to_le_bytes());
+                }
+            }
+            // A mixture-of-experts model's expert load, after the statistics (absent: none).
+            if let Some(load) = load {
+                p.push(EXPERT_LOAD);
+                p.extend_from_slice(&(load.experts as u32).to_le_bytes());
+                p.extend_from_slice(&(load.top_k as u32).to_le_bytes());
+                p.extend_from_slice(&load.tokens.to_le_bytes());
+                p.extend_from_slice(&(load.layers.len() as u32).to_le_bytes());
+                for (&layer, row) in load.layers.iter().zip(&load.load) {
+                    p.extend_from_slice(&(layer as u32).to_le_bytes());
+                    for &c in row {
+                        p.extend_from_slice(&c.to_le_bytes());
+                    }
                 }
             }
         }
@@ -335,6 +352,35 @@ fn decode(
     Ok(Some((line, Journaled { event, digest })))
 }
 
+/// A sentence's expert load as [`encode`] writes it after the statistics; `None`: cut short
+/// or larger than any router.
+fn decode_load(p: &mut Cursor) -> Option<attnviz_formats::doc::router::ExpertLoadDoc> {
+    let experts = p.u32()? as usize;
+    let top_k = p.u32()? as usize;
+    let tokens = p.u64()?;
+    let layers = p.u32()? as usize;
+    if experts > 1 << 16 || layers > 1 << 12 || tokens > MAX_ROWS {
+        return None;
+    }
+    let mut numbers = Vec::with_capacity(layers);
+    let mut load = Vec::with_capacity(layers);
+    for _ in 0..layers {
+        numbers.push(p.u32()? as usize);
+        load.push(
+            (0..experts)
+                .map(|_| p.u64())
+                .collect::<Option<Vec<u64>>>()?,
+        );
+    }
+    Some(attnviz_formats::doc::router::ExpertLoadDoc {
+        experts,
+        top_k,
+        tokens,
+        layers: numbers,
+        load,
+    })
+}
+
 fn decode_sentence(
     p: &mut Cursor,
     line: usize,
@@ -387,7 +433,16 @@ fn decode_sentence(
         }
         stats.push(row);
     }
+    let load = match p.u8() {
+        None => None,
+        Some(EXPERT_LOAD) => match decode_load(p) {
+            Some(l) if l.is_consistent() => Some(l),
+            _ => return Ok(None),
+        },
+        Some(_) => return Ok(None),
+    };
     Ok(Some(Event::Sentence {
+        load,
         stats,
         counts: SentenceCounts {
             pair: flags & 1 != 0,
@@ -432,6 +487,14 @@ mod tests {
                 units: 12,
             },
             name: "doc-7".into(),
+            // A mixture-of-experts model's: 14 tokens × top 2 in each of two routed layers.
+            load: Some(attnviz_formats::doc::router::ExpertLoadDoc {
+                experts: 3,
+                top_k: 2,
+                tokens: 14,
+                layers: vec![1, 3],
+                load: vec![vec![10, 10, 8], vec![28, 0, 0]],
+            }),
         }
     }
 
@@ -443,14 +506,17 @@ mod tests {
                     stats: x,
                     counts: cx,
                     name: nx,
+                    load: lx,
                 },
                 Event::Sentence {
                     stats: y,
                     counts: cy,
                     name: ny,
+                    load: ly,
                 },
             ) => {
-                cx == cy
+                lx == ly
+                    && cx == cy
                     && nx == ny
                     && x.iter().flatten().zip(y.iter().flatten()).all(|(s, t)| {
                         s.rows == t.rows

@@ -33,6 +33,8 @@ pub enum Event {
         counts: SentenceCounts,
         /// Output name (without the extension).
         name: String,
+        /// A mixture-of-experts model's expert load for the sentence's tokens.
+        load: Option<attnviz_formats::doc::router::ExpertLoadDoc>,
     },
     /// A bad line.
     Bad(BadLine),
@@ -69,8 +71,16 @@ impl Tally {
     /// Add line `line`'s result (lines must come in increasing order).
     pub fn apply(&mut self, line: usize, event: &Event) {
         match event {
-            Event::Sentence { stats, counts, .. } => {
+            Event::Sentence {
+                stats,
+                counts,
+                load,
+                ..
+            } => {
                 self.stats.add(stats, *counts);
+                if let Some(load) = load {
+                    self.stats.add_load(load);
+                }
                 if counts.truncated && self.truncated_lines.len() < LISTED_BAD_LINES {
                     self.truncated_lines.push(line);
                 }
@@ -285,6 +295,7 @@ mod tests {
                 ..Default::default()
             },
             name: String::new(),
+            load: None,
         }
     }
 

@@ -741,6 +741,7 @@ mod tests {
                 stats: vec![vec![s, s]],
                 counts,
                 name: "000003".into(),
+                load: None,
             },
         );
         tally.apply(6, &Event::Bad(BadLine::Tabs { count: 2 }));

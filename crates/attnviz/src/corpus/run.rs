@@ -1155,6 +1155,11 @@ impl Worker<'_> {
             stats: analysed.stats(index).to_vec(),
             counts,
             name: item.name,
+            load: set
+                .iter()
+                .nth(index)
+                .and_then(|a| a.router.as_deref())
+                .map(attnviz_formats::doc::router::ExpertLoadDoc::of),
         };
         self.record(item.line, event, item.digest)?;
         self.checkpoints.maybe(self.ledger)

@@ -145,6 +145,7 @@ fn document(sm: &Summary) -> CorpusStatsDoc {
         stats,
         stats_sd,
         stats_per_row,
+        expert_load: s.expert_load.clone(),
     }
 }
 

@@ -29,6 +29,9 @@ pub(super) fn figure(
     if measured_figure || !plan.figures() {
         return Ok(());
     }
+    if fig.figure == Figure::Router {
+        return router_figure(plan, run, index, layer);
+    }
     let att = analysed.shown.iter().nth(index).expect("one view per kind");
     let rollout = rollout_of(run, analysed, index, layer);
     let (png, svg) = (&plan.files.png, &plan.files.svg);
@@ -70,7 +73,8 @@ pub(super) fn figure(
             | Figure::ValueZeroing
             | Figure::Lens
             | Figure::Attribution
-            | Figure::Ablation => return Err(ImageError::LensNotAttention.into()),
+            | Figure::Ablation
+            | Figure::Router => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = png {
             picture::write_png(att, &spec, fig.query, &fig.image, path)?;
@@ -103,6 +107,34 @@ pub(super) fn figure(
     }
     if let Some(path) = svg {
         image::write_svg(att, &spec, &fig.image, path)?;
+    }
+    Ok(())
+}
+
+/// A mixture-of-experts model's router figure at captured layer `layer` of the `index`-th kind,
+/// its tokens labelled as the token-level attention's.
+fn router_figure(
+    plan: &Plan,
+    run: &Finished<'_>,
+    index: usize,
+    layer: usize,
+) -> Result<(), ReportError> {
+    use crate::render::image::router::{self, RouterSpec};
+    let att = run.set.iter().nth(index).expect("one value per kind");
+    let r = att.router.as_deref().ok_or(ImageError::NoRouter)?;
+    let look = &plan.figure.image;
+    let number = att.layer_number(layer);
+    let spec = RouterSpec {
+        router: r,
+        layer: number,
+        labels: Some(att.queries().shown(look.raw_tokens)),
+    };
+    let title = format!("Router · layer {number} · {}", run.model_name);
+    if let Some(path) = &plan.files.png {
+        router::write_png(&spec, &title, look, path)?;
+    }
+    if let Some(path) = &plan.files.svg {
+        router::write_svg(&spec, &title, look, path)?;
     }
     Ok(())
 }
@@ -268,6 +300,26 @@ pub(super) fn folder_figures(
             };
             speech::write_file(&dir.join(format!("{stem}.png")), &png)?;
             speech::write_file(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
+        }
+    }
+    // A mixture-of-experts model's router (`router.png`, `router.svg`): at the selected layer
+    // where it is routed, else at the last routed layer.
+    if let Some(att) = run.set.iter().next() {
+        if let Some(r) = att.router.as_deref() {
+            use crate::render::image::router::{self, RouterSpec};
+            let asked = att.layer_number(selection.layer);
+            let Some(number) = r.layer(asked).or(r.layers.last()).map(|l| l.layer) else {
+                return Ok(());
+            };
+            let look = &plan.figure.image;
+            let spec = RouterSpec {
+                router: r,
+                layer: number,
+                labels: Some(att.queries().shown(look.raw_tokens)),
+            };
+            let title = format!("Router · layer {number} · {}", run.model_name);
+            router::write_png(&spec, &title, look, &dir.join("router.png"))?;
+            router::write_svg(&spec, &title, look, &dir.join("router.svg"))?;
         }
     }
     Ok(())

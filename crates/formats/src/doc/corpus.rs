@@ -145,6 +145,10 @@ pub struct CorpusStats {
     /// Mean over every query row.
     #[schemars(with = "Option<StatsSection>")]
     pub stats_per_row: Grids,
+    /// A mixture-of-experts model's expert load over the corpus: per routed layer, the tokens
+    /// that chose each expert (absent for any other model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_load: Option<super::router::ExpertLoadDoc>,
 }
 
 /// `weighting` of a corpus summary: what each averaged section weighs, in words.
@@ -216,6 +220,10 @@ pub struct SumsDoc {
     pub defined: GridsByStat<u64>,
     /// Query rows over which each statistic was defined, by statistic.
     pub defined_rows: GridsByStat<u64>,
+    /// A mixture-of-experts model's expert load over the lines summed (absent for any other
+    /// model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_load: Option<super::router::ExpertLoadDoc>,
     /// The fixed point's fraction bits: a sum is the integer × 2^−fraction_bits.
     pub fraction_bits: i64,
     /// Sentences behind each head's figures.

@@ -137,3 +137,94 @@ impl RouterDoc {
         Ok(router)
     }
 }
+
+/// A mixture-of-experts model's expert load summed over many inputs (corpus mode's
+/// `expert_load`): per routed layer, how many tokens chose each expert. Integer counts, so
+/// shards and resumed runs add up exactly to one run over the whole corpus.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExpertLoadDoc {
+    /// Experts per routed layer.
+    pub experts: usize,
+    /// Experts chosen per token.
+    pub top_k: usize,
+    /// Tokens routed (each chose `top_k` experts in every routed layer).
+    pub tokens: u64,
+    /// The routed layers' numbers in the model, ascending.
+    pub layers: Vec<usize>,
+    /// `load[i][expert]`: the tokens that chose the expert in routed layer `layers[i]`.
+    pub load: Vec<Vec<u64>>,
+}
+
+/// Two expert loads that cannot be added: another router's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expert_load: {found} where the other has {expected}; the files are not of one model")]
+pub struct LoadMismatch {
+    /// The other's shape, in words.
+    pub expected: String,
+    /// This one's.
+    pub found: String,
+}
+
+impl ExpertLoadDoc {
+    /// The load of one input's router.
+    pub fn of(router: &Router) -> ExpertLoadDoc {
+        ExpertLoadDoc {
+            experts: router.experts,
+            top_k: router.top_k,
+            tokens: router.tokens.len() as u64,
+            layers: router.layers.iter().map(|l| l.layer).collect(),
+            load: router
+                .layers
+                .iter()
+                .map(|l| {
+                    l.load(router.experts)
+                        .into_iter()
+                        .map(|c| c as u64)
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    fn shape(&self) -> String {
+        format!(
+            "{} experts, top {}, layers {:?}",
+            self.experts, self.top_k, self.layers
+        )
+    }
+
+    /// Whether its counts can be a run's: one row of `experts` counts per layer, each row
+    /// summing to `tokens × top_k`.
+    pub fn is_consistent(&self) -> bool {
+        self.load.len() == self.layers.len()
+            && self.load.iter().all(|row| {
+                row.len() == self.experts
+                    && row.iter().try_fold(0u64, |a, &c| a.checked_add(c))
+                        == self.tokens.checked_mul(self.top_k as u64)
+            })
+    }
+
+    /// Add `other`'s counts (another shape is refused and nothing changes; counts that would
+    /// overflow 64 bits too).
+    pub fn merge(&mut self, other: &ExpertLoadDoc) -> Result<(), LoadMismatch> {
+        if (self.experts, self.top_k, &self.layers) != (other.experts, other.top_k, &other.layers) {
+            return Err(LoadMismatch {
+                expected: self.shape(),
+                found: other.shape(),
+            });
+        }
+        let overflow = || LoadMismatch {
+            expected: "counts that fit 64 bits".into(),
+            found: "a sum that overflows".into(),
+        };
+        let mut out = self.clone();
+        out.tokens = out.tokens.checked_add(other.tokens).ok_or_else(overflow)?;
+        for (a, b) in out.load.iter_mut().zip(&other.load) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = x.checked_add(*y).ok_or_else(overflow)?;
+            }
+        }
+        *self = out;
+        Ok(())
+    }
+}

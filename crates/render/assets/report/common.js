@@ -350,6 +350,7 @@ function render() {
   else if (state.view === 'lens') renderLens();
   else if (state.view === 'heads') renderHeads();
   else if (state.view === 'speech') renderSpeech();
+  else if (state.view === 'router') renderRouter();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

@@ -79,7 +79,7 @@ const FIRST_GEN = GENERATED.indexOf(true);
 const SINK = meta.sink === undefined ? null : meta.sink;
 const analysis = meta.analysis || { stats: [], head_labels: null, matrices: [] };
 const stats = analysis.stats || [];
-const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats', 'image', 'lens', 'heads', 'speech'];
+const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats', 'image', 'lens', 'heads', 'speech', 'router'];
 
 /* ------------------------------------------------------------------ data */
 
@@ -148,6 +148,7 @@ async function loadPayload() {
   const raw = RAW;
   // Only this kind's sections (a report of several kinds holds theirs too).
   const own = new Set([SECTION_NAMES.attention, SECTION_NAMES.query, SECTION_NAMES.key,
+    SECTION_NAMES.sinks, SECTION_NAMES.router,
     ...((meta.analysis && meta.analysis.matrices) || []).map((m) => m.section)]);
   for (const s of META.payload.sections) {
     if (own.has(s.name)) sections[s.name.split(':')[0] === 'matrix' ? s.name : s.name.split(':')[0]] = decodeSection(raw, s);

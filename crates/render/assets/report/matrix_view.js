@@ -37,6 +37,27 @@ function matrixValues(kind, l, h) {
 
 const matrixPanels = {};
 
+/** The learned-sink column beside a panel (gpt-oss): its width and its gap from the plot, CSS px. */
+const SINK_W = 14;
+const SINK_GAP = 8;
+
+/**
+ * Each row's share on the learned attention sink (gpt-oss's per-head sink in the softmax
+ * denominator), per query unit: the mean of its tokens' shares (as a merged row is the mean of
+ * its pieces' rows), of head `h` or the mean over the heads. Null without sinks, for an analysis
+ * matrix, or while the special tokens are hidden (renormalised rows leave nothing to explain).
+ */
+function sinkColumn(kind, l, h) {
+  const s = sections.sinks;
+  if (!s || state.hideSpecial || (kind !== 'head' && kind !== 'mean')) return null;
+  const heads = kind === 'head' ? [h] : Array.from({ length: H }, (_, i) => i);
+  return Float64Array.from(units().list, (u) => {
+    let sum = 0;
+    for (const hh of heads) for (const q of u.tokens) sum += s.lo + s.values[(l * H + hh) * N + q] * s.step;
+    return sum / (heads.length * u.tokens.length);
+  });
+}
+
 /**
  * Zoom and pan, shared by both panels so they stay aligned: `z` scales the fitted cell size,
  * (`ox`, `oy`) is the key (column) and query (row) at the plot's top-left corner, in cells.
@@ -62,7 +83,8 @@ function matrixLayout(m, mk, us) {
   let margin = 34;
   for (const u of us) margin = Math.max(margin, textWidth(u.label, labelFont) + 10);
   margin = Math.ceil(Math.min(margin, 130, Math.max(34, 0.22 * side)));
-  const box = Math.max(40, side - margin - 4);
+  // Room for the learned-sink column beside the plot (gpt-oss), so two panels still fit side by side.
+  const box = Math.max(40, side - margin - 4 - (sections.sinks ? SINK_GAP + SINK_W + 2 : 0));
   const cell0 = box / Math.max(m, mk);
   // The plot's width (columns, keys) and height (rows, queries), CSS px.
   return { side, margin, plot: cell0 * mk, plotH: cell0 * m, cell0 };
@@ -165,7 +187,7 @@ function drawMatrixPanel(id, values, caption, scale, sharedMax, layer = null, sh
     bytes[i * 4 + 3] = CAUSAL && unitMasked(Math.floor(i / mk), i % mk, layer) ? 0 : 255;
   }
   if (matrixPanels[id] && (matrixPanels[id].m !== m || matrixPanels[id].mk !== mk)) Object.assign(matrixZoom, { z: 1, ox: 0, oy: 0 });
-  const panel = { id, values, m, mk, us, ks, rgba, max, top, scale: scale.kind, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
+  const panel = { id, values, m, mk, us, ks, rgba, max, top, map, sink: null, scale: scale.kind, ...matrixLayout(m, mk, us.concat(SQUARE ? [] : ks)) };
   matrixPanels[id] = panel;
   $(id + '-min').textContent = scale.kind === 'log' ? scaleNumber(top / 10 ** MATRIX_LOG_DECADES) : '0';
   $(id + '-max').textContent = scaleNumber(top);
@@ -216,7 +238,8 @@ function paintMatrix(p, hoverCell) {
   const n = Math.max(1, Math.round(p.plot * dpr));
   const nh = Math.max(1, Math.round(p.plotH * dpr));
   // As wide as the plot and its labels; as tall (a short cross-attention matrix leaves no gap).
-  const ctx = sizeCanvas(canvas, Math.ceil(p.margin + p.plot + 4), Math.ceil(p.margin + p.plotH + 4));
+  const sinkRoom = p.sink ? SINK_GAP + SINK_W + 2 : 0;
+  const ctx = sizeCanvas(canvas, Math.ceil(p.margin + p.plot + 4 + sinkRoom), Math.ceil(p.margin + p.plotH + 4));
   const key = [matrixZoom.z, matrixZoom.ox, matrixZoom.oy, n, nh].join();
   if (!p.image || p.imageKey !== key) {
     const cols = matrixIndex(p, dpr, n, matrixZoom.ox, p.mk);
@@ -345,7 +368,7 @@ function paintMatrix(p, hoverCell) {
   p.ks.forEach((u, c) => { if (u.arrow && c > 0) divide(c, [], false, true); });
   const g = units().firstGen;
   if (g > 0) divide(g, [4, 3], true, SQUARE);
-  if (hoverCell) {
+  if (hoverCell && hoverCell[1] !== 'sink') {
     // The hovered cell, outlined (at least 3 px, so tiny cells still show).
     ctx.strokeStyle = '#ff3b30';
     ctx.lineWidth = 1.5;
@@ -356,7 +379,57 @@ function paintMatrix(p, hoverCell) {
   ctx.strokeStyle = cssVar('--border');
   ctx.lineWidth = 1;
   ctx.strokeRect(p.x0 - 0.5, p.x0 - 0.5, p.plot + 1, p.plotH + 1);
+  if (p.sink) paintSinkColumn(ctx, p, hoverCell);
   canvas.style.touchAction = matrixZoom.z > 1 ? 'none' : 'pan-x pan-y';
+}
+
+/**
+ * The learned-sink column of panel p: one cell per visible row, apart from the plot (a gap and
+ * its own dashed frame), on the panel's colour scale, labelled "sink" over it.
+ */
+function paintSinkColumn(ctx, p, hoverCell) {
+  const cell = matrixCell(p);
+  const oy = matrixZoom.oy;
+  const sx = p.x0 + p.plot + SINK_GAP;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(sx, p.x0, SINK_W, p.plotH);
+  ctx.clip();
+  for (let a = Math.floor(oy); a <= Math.min(p.m - 1, Math.floor(oy + p.plotH / cell)); a++) {
+    const j = lutIndex(p.map(p.sink[a])) * 3;
+    ctx.fillStyle = 'rgb(' + LUT[j] + ',' + LUT[j + 1] + ',' + LUT[j + 2] + ')';
+    ctx.fillRect(sx, p.x0 + (a - oy) * cell, SINK_W, Math.max(cell, 1));
+  }
+  if (hoverCell && hoverCell[1] === 'sink') {
+    ctx.strokeStyle = '#ff3b30';
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(sx, p.x0 + (hoverCell[0] - oy) * cell, SINK_W, Math.max(cell, 3));
+  }
+  ctx.restore();
+  ctx.strokeStyle = cssVar('--fg');
+  ctx.lineWidth = 1;
+  ctx.setLineDash([3, 2]);
+  ctx.strokeRect(sx - 0.5, p.x0 - 0.5, SINK_W + 1, p.plotH + 1);
+  ctx.setLineDash([]);
+  ctx.save();
+  ctx.translate(sx + SINK_W / 2, p.x0 - 4);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textAlign = 'left';
+  ctx.textBaseline = 'middle';
+  ctx.font = 'italic bold 11px ' + FONT_FAMILY;
+  ctx.fillStyle = cssVar('--fg');
+  ctx.fillText('sink', 0, 0);
+  ctx.restore();
+}
+
+/** The row of panel p's sink column under client point (x, y), or null. */
+function sinkRowAt(p, x, y) {
+  if (!p.sink) return null;
+  const r = $(p.id).getBoundingClientRect();
+  const cx = x - r.left - p.x0 - p.plot - SINK_GAP;
+  const cy = y - r.top - p.x0;
+  if (cx < 0 || cx >= SINK_W || cy < 0 || cy >= p.plotH) return null;
+  return Math.min(p.m - 1, Math.floor(matrixZoom.oy + cy / matrixCell(p)));
 }
 
 /** The cell under client point (x, y) of panel p, or null outside the plot. */
@@ -417,6 +490,15 @@ function setupMatrixHover(id, describe) {
     const p = matrixPanels[id];
     if (!p) return;
     const at = matrixCellAt(p, e.clientX, e.clientY);
+    const sinkRow = at ? null : sinkRowAt(p, e.clientX, e.clientY);
+    if (sinkRow !== null) {
+      hovered = [sinkRow, 'sink'];
+      paintMatrix(p, hovered);
+      const v = p.sink[sinkRow];
+      showTip('learned attention sink\nquery  ' + describeUnit(sinkRow) + '\nshare on the sink ' + fmtWeight(v) +
+        '\nthe row\'s weights over the keys sum to ' + fmtWeight(1 - v) + ': together 1', e.clientX, e.clientY);
+      return;
+    }
     if (!at) { hideTip(); if (hovered) paintMatrix(p, null); hovered = null; return; }
     hovered = at;
     paintMatrix(p, at);
@@ -606,6 +688,7 @@ function renderMatrix() {
   const scaleBoth = matrixScaleOf([left, right], m, mk);
   const scaleOf = (values) => (state.matrixShared ? scaleBoth : matrixScaleOf([values], m, mk));
   drawMatrixPanel('matrix-left', left, 'Layer ' + layerName(l) + ' · head ' + h + (GROUPED ? ' · ' + kvNote(h) : ''), scaleOf(left), shared, l);
+  matrixPanels['matrix-left'].sink = sinkColumn('head', l, h);
   const axes = $('matrix-axes');
   const decoderRows = meta.kind === 'cross' || meta.kind === 'decoder';
   axes.hidden = SQUARE && !decoderRows;
@@ -617,6 +700,14 @@ function renderMatrix() {
   } else if (decoderRows) {
     axes.textContent = shifted.trim();
   }
+  if (sections.sinks) {
+    // gpt-oss: each head's learned sink takes a share of every row, which the keys' weights leave.
+    axes.hidden = false;
+    axes.textContent = (SQUARE && !decoderRows ? '' : axes.textContent + ' ') + (state.hideSpecial
+      ? 'Learned attention sinks: the sink column is hidden while the rows are renormalised without ' + SPECIAL_NAMES + '.'
+      : 'Learned attention sinks: the separate "sink" column right of each heatmap is each row\'s share on the head\'s learned sink, ' +
+        'which the weights over the keys leave (a row\'s weights and its sink share sum to 1).');
+  }
   $('matrix-right-select').value = kind;
   const info = (analysis.matrices || []).find((x) => x.id === kind);
   $('matrix-right-desc').textContent = kind === 'mean'
@@ -625,6 +716,7 @@ function renderMatrix() {
   // A per-layer matrix has that layer's window; one over layers (rollout) only the causal mask.
   const rightLayer = kind === 'mean' || (info && info.per_layer) ? l : null;
   drawMatrixPanel('matrix-right', right, null, scaleOf(right), shared, rightLayer, Boolean(info && info.shares));
+  matrixPanels['matrix-right'].sink = sinkColumn(kind, l, h);
   repaintMatrices();
   document.querySelectorAll('.colorbar .cbar').forEach(drawColorbar);
   document.querySelectorAll('#view-matrix .mask-key, #view-matrix .mask-key-label').forEach((k) => { k.hidden = !CAUSAL; });

@@ -99,6 +99,8 @@ function setupControls() {
   $('tab-image').hidden = !IMAGE;
   $('tab-lens').hidden = !LENS;
   $('tab-heads').hidden = !HEAD_PARTS.length;
+  $('tab-router').hidden = !ROUTER;
+  setupRouter();
   setupSpeech();
 
   $('thumb-style').value = state.thumbStyle;
@@ -224,7 +226,7 @@ function syncControls() {
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   // The model and stats views show every layer at once: no layer to choose there.
-  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads' || v === 'speech';
+  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads' || v === 'speech' || v === 'router';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -260,7 +262,8 @@ function onKey(e) {
   else if (k >= '1' && k <= '9') {
     const v = VIEWS[Number(k) - 1];
     if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS) && (v !== 'heads' || HEAD_PARTS.length) && (v !== 'speech' || SPEECH)) set({ view: v });
-  } else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
+  } else if (k === 'x' && ROUTER) set({ view: 'router' });
+  else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });
   else if (k === 'g' && GROUPED) set({ groupKv: !state.groupKv });
@@ -554,6 +557,8 @@ window.attnviz = {
   image: () => imageDrawn,
   speech: () => speechDrawn,
   imageSources: () => (IMAGE ? imageSources() : []),
+  // The learned-sink column a matrix panel draws (gpt-oss), one share per row; null for none.
+  matrixSink: (id) => (matrixPanels[id] && matrixPanels[id].sink ? Array.from(matrixPanels[id].sink) : null),
   matrixGeometry: (id) => {
     const p = matrixPanels[id];
     // margin: the plot's left and top edge in the canvas; cell: its size; (ox, oy): the column and

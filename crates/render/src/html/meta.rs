@@ -92,6 +92,9 @@ struct KindMeta<'a> {
     /// (`assets/report/bands.js`); empty for any other model.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pictures: Vec<BandMeta>,
+    /// A mixture-of-experts model's router (the Router tab); absent for any other model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    router: Option<RouterMeta<'a>>,
 }
 
 /// One picture of a vision-language model as the matrix views band it: its image tokens and
@@ -205,6 +208,60 @@ struct SectionNames {
     attention: String,
     query: String,
     key: String,
+    /// Each row's share on a learned attention sink, `[layers, heads, queries]` (gpt-oss);
+    /// absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sinks: Option<String>,
+    /// A mixture-of-experts model's router probabilities, `[routed layers, tokens, experts]`;
+    /// absent without a router.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    router: Option<String>,
+}
+
+/// A mixture-of-experts model's router decisions for the Router tab (its probabilities are the
+/// payload section `sections.router`).
+#[derive(Serialize)]
+struct RouterMeta<'a> {
+    experts: usize,
+    top_k: usize,
+    renormalised: bool,
+    /// The tokens the decisions are for (token level).
+    tokens: &'a [String],
+    layers: Vec<RouterLayerMeta<'a>>,
+}
+
+/// One routed layer's choices.
+#[derive(Serialize)]
+struct RouterLayerMeta<'a> {
+    /// The model's number of the layer.
+    layer: usize,
+    /// Chosen experts, `[tokens, top_k]` flat, most probable first.
+    chosen: &'a [u32],
+    /// Their weights, `[tokens, top_k]` flat.
+    weights: &'a [f32],
+    /// Tokens per expert.
+    load: Vec<usize>,
+}
+
+impl<'a> RouterMeta<'a> {
+    fn of(r: &'a crate::attention::Router) -> Self {
+        RouterMeta {
+            experts: r.experts,
+            top_k: r.top_k,
+            renormalised: r.renormalised,
+            tokens: &r.tokens,
+            layers: r
+                .layers
+                .iter()
+                .map(|l| RouterLayerMeta {
+                    layer: l.layer,
+                    chosen: &l.chosen,
+                    weights: &l.weights,
+                    load: l.load(r.experts),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -410,12 +467,15 @@ impl<'a> KindMeta<'a> {
                 attention: format!("attention{suffix}"),
                 query: format!("query{suffix}"),
                 key: format!("key{suffix}"),
+                sinks: att.sink_shares().map(|_| format!("sinks{suffix}")),
+                router: att.router.as_ref().map(|_| format!("router{suffix}")),
             },
             initial: Initial {
                 view: match opts.view {
                     View::Stats if a.stats.is_empty() => View::Head,
                     View::Image if att.image.is_none() && att.pictures.is_empty() => View::Head,
                     View::Lens if a.lens.is_none() => View::Head,
+                    View::Router if att.router.is_none() => View::Head,
                     View::Heads if a.head_attribution.is_none() && a.head_ablation.is_none() => {
                         View::Head
                     }
@@ -483,6 +543,7 @@ impl<'a> KindMeta<'a> {
                     })
                 })
                 .collect(),
+            router: att.router.as_deref().map(RouterMeta::of),
         }
     }
 }

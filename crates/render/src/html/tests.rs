@@ -856,3 +856,64 @@ fn reweighted_attention_tells_the_page_it_holds_shares() {
         true
     );
 }
+
+/// A mixture-of-experts model's router reaches the page (choices, weights and load in the
+/// metadata, probabilities as a payload section within the stated error), and a learned sink's
+/// shares travel as their own section; a model without them carries neither.
+#[test]
+fn router_and_sink_shares_travel_to_the_page() {
+    use crate::attention::{Router, RouterLayer};
+    let tokens = ["ĠThe", "Ġcat", "Ġsat"];
+    let base = crate::attention::fixtures::decoder(&tokens, 1, vec![0, 0], 0);
+    let meta = meta_of(&render(&base, &HtmlOptions::default()));
+    assert!(meta["router"].is_null() && meta["sections"]["sinks"].is_null());
+    let probs = vec![0.5, 0.3, 0.2, 0.1, 0.1, 0.8, 0.25, 0.25, 0.5];
+    let router = Router {
+        experts: 3,
+        top_k: 2,
+        renormalised: false,
+        tokens: tokens.iter().map(|t| t.to_string()).collect(),
+        layers: vec![RouterLayer {
+            layer: 0,
+            probs: probs.clone(),
+            chosen: vec![0, 1, 2, 0, 2, 1],
+            weights: vec![0.5, 0.3, 0.8, 0.1, 0.5, 0.25],
+        }],
+    };
+    // Rows that leave a share to a sink.
+    let scaled: Vec<f32> = base.weights().iter().map(|w| w * 0.75).collect();
+    let att = base
+        .derive(
+            crate::attention::Level::Token,
+            false,
+            base.queries().clone(),
+            None,
+            scaled,
+        )
+        .unwrap()
+        .with_sinks_from_rows(true)
+        .with_router(Some(router))
+        .unwrap();
+    let html = render(&att, &HtmlOptions::default());
+    let meta = meta_of(&html);
+    let r = &meta["router"];
+    assert_eq!(r["experts"], 3);
+    assert_eq!(
+        r["layers"][0]["chosen"],
+        serde_json::json!([0, 1, 2, 0, 2, 1])
+    );
+    assert_eq!(r["layers"][0]["load"], serde_json::json!([2, 2, 2]));
+    let raw = raw_payload(&html, &meta);
+    let step = 1.0 / 65535.0;
+    let stored = section(&raw, &meta, meta["sections"]["router"].as_str().unwrap());
+    assert_eq!(stored.len(), probs.len());
+    for (s, p) in stored.iter().zip(&probs) {
+        assert!((s - *p as f64).abs() <= step / 2.0 + 1e-9, "{s} vs {p}");
+    }
+    let sinks = section(&raw, &meta, meta["sections"]["sinks"].as_str().unwrap());
+    let want = att.sink_shares().unwrap();
+    assert_eq!(sinks.len(), want.len());
+    for (s, w) in sinks.iter().zip(want) {
+        assert!((s - 0.25).abs() <= step && (s - *w as f64).abs() <= step / 2.0 + 1e-7);
+    }
+}

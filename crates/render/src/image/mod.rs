@@ -18,6 +18,7 @@ pub mod lens;
 pub mod on_picture;
 pub(crate) mod paint;
 pub mod picture;
+pub mod router;
 mod scale;
 pub(crate) mod scene;
 mod single;
@@ -65,6 +66,9 @@ pub enum Figure {
     Attribution,
     /// Head ablation, layers × heads (drawn from the run: [`heads`]).
     Ablation,
+    /// A mixture-of-experts model's router at a layer: tokens × experts, the chosen experts
+    /// outlined, and the expert load of every routed layer (drawn from the run: [`router`]).
+    Router,
 }
 
 crate::choice!(Figure {
@@ -78,6 +82,7 @@ crate::choice!(Figure {
     Lens => ("lens", "The logit lens: layers × positions, each cell its most probable token"),
     Attribution => ("attribution", "Each head's direct contribution to the target token's logit: layers × heads"),
     Ablation => ("ablation", "The change in the target token's log-probability when each head is removed: layers × heads"),
+    Router => ("router", "A mixture-of-experts model's router at a layer: tokens × experts, the chosen experts outlined, and the expert load per layer"),
 });
 
 /// What a figure shows.
@@ -134,7 +139,8 @@ impl<'a> FigureSpec<'a> {
             | Figure::ValueZeroing
             | Figure::Lens
             | Figure::Attribution
-            | Figure::Ablation => return Err(ImageError::LensNotAttention),
+            | Figure::Ablation
+            | Figure::Router => return Err(ImageError::LensNotAttention),
         })
     }
 
@@ -248,6 +254,17 @@ pub enum ImageError {
     /// The rollout figure was asked for without a rollout matrix.
     #[error("the rollout figure needs the attention rollout, which was not computed")]
     NoRollout,
+    /// The router figure asked of a model without experts.
+    #[error("the router figure draws a mixture-of-experts model's router, and this model has none; choose another figure")]
+    NoRouter,
+    /// The router figure asked of a layer without a router.
+    #[error("layer {layer} is dense (it has no router); the routed layers are {routed}: choose one of them")]
+    DenseLayer {
+        /// The model's number of the layer asked for.
+        layer: usize,
+        /// The routed layers' numbers, comma separated.
+        routed: String,
+    },
     /// The scale factor is outside the supported range.
     #[error("scale factor {0} is out of range: use {MIN_SCALE_FACTOR} to {MAX_SCALE_FACTOR}")]
     ScaleFactor(f32),
@@ -271,7 +288,7 @@ pub enum ImageError {
     #[error(transparent)]
     Draw(#[from] DrawError),
     /// The lens figure asked of an attention (it is drawn from a run's logit lens).
-    #[error("the ALTI, logit lens, attribution and ablation figures are drawn from a model's run, not from its attention")]
+    #[error("the ALTI, logit lens, attribution, ablation and router figures are drawn from a model's run, not from its attention")]
     LensNotAttention,
     /// The output file could not be written.
     #[error(transparent)]
