@@ -18,7 +18,10 @@
  * picture (the page says so): a link to a vision model opens with the picker. A
  * vision-language model takes both: the prompt in the text box and a picture beside it, posted
  * together to /api/image (the prompt, generate and chat in the query); without a picture its
- * prompt runs alone, as a decoder's text.
+ * prompt runs alone, as a decoder's text. A speech model (Whisper) takes a recording (WAV, FLAC,
+ * MP3 or OGG), picked or dropped, posted as a picture is to /api/audio (timestamps in the query);
+ * its report (the Speech tab: words × time over the spectrogram, the recording playing under a
+ * cursor) is always loaded whole.
  * `window.attnvizServe.runs` records each run's times (performance.now(), ms) for the
  * browser tests and the benchmark. */
 'use strict';
@@ -30,6 +33,8 @@
   let maxUpload = Infinity; // the server's bound on a picture, in bytes
   let picture = null; // the picture (a File) a vision model runs on, or a vision-language model's prompt with
   let pictureNote = ''; // the picker's note for a vision model, as the page wrote it
+  let maxAudio = Infinity; // the server's bound on a recording, in bytes
+  let recording = null; // the recording (a File) a speech model runs on
   let frameInput = null; // what the frame's report was made from: 'text', 'picture', 'compare'
   // Whether model B was chosen (in the address, or picked): until it is, model B is model A,
   // two inputs on one model, which always compare.
@@ -68,12 +73,16 @@
   /** Whether the next run is of a picture: a vision model's, or a picture chosen for a
    * vision-language model's prompt. */
   function pictureRun() { return vision() || (withPictures() && picture !== null); }
-  function comparing() { return $('compare').checked && !takesPictures(); }
+  /** Whether the selected model reads a recording (Whisper). */
+  function speech() { const m = current(); return Boolean(m && m.kind === 'speech'); }
+  /** Whether it reads a file alone, no text. */
+  function fileOnly() { return vision() || speech(); }
+  function comparing() { return $('compare').checked && !takesPictures() && !speech(); }
   function mib(bytes) { return (bytes / 1048576).toFixed(bytes < 1048576 ? 2 : 1) + ' MiB'; }
 
   /** Model B is model A until the user picks another. */
   function followModelA() {
-    if (!modelBChosen && !vision()) $('model-b').value = $('model').value;
+    if (!modelBChosen && !fileOnly()) $('model-b').value = $('model').value;
   }
 
   /** Show the inputs the model takes. */
@@ -82,13 +91,14 @@
     $('pair-line').hidden = !m || m.kind !== 'encoder';
     $('target-line').hidden = !m || m.kind !== 'encoder-decoder';
     $('gen-line').hidden = !m || m.kind !== 'decoder';
-    $('text-line').hidden = vision();
+    $('text-line').hidden = fileOnly();
     $('picture-line').hidden = !takesPictures();
+    $('audio-line').hidden = !speech();
     $('picture-note').textContent = withPictures()
       ? 'or drop one on the page: the picture goes with the prompt (without one, the prompt runs alone) · PNG, JPEG or WebP up to ' + mib(maxUpload).replace('.0 ', ' ') + ' · the link keeps the model, the prompt and the view, not the picture'
       : pictureNote;
     // Comparing takes texts.
-    $('compare-line').hidden = takesPictures();
+    $('compare-line').hidden = takesPictures() || speech();
     $('b-line').hidden = !comparing();
   }
 
@@ -107,7 +117,8 @@
     if (token) p.set('token', token);
     p.set('model', $('model').value);
     // A picture cannot travel in the address: a vision model's link keeps the model and view.
-    if (!vision()) p.set('text', $('text').value);
+    if (!fileOnly()) p.set('text', $('text').value);
+    if (speech() && $('timestamps').checked) p.set('timestamps', '1');
     for (const id of ['pair', 'target']) if ($(id).value && !$(id + '-line').hidden) p.set(id, $(id).value);
     if (!$('gen-line').hidden) {
       if (Number($('generate').value) > 0) p.set('generate', $('generate').value);
@@ -168,7 +179,7 @@
    * so the frame never shows another model's report as if it were this one's. */
   function showFrame(on) {
     $('report').hidden = !on;
-    $('drop-zone').hidden = on || !vision();
+    $('drop-zone').hidden = on || !fileOnly();
     if (!on) $('save').setAttribute('aria-disabled', 'true');
   }
 
@@ -185,8 +196,24 @@
     return null;
   }
 
+  /** What a speech model waits for: a recording, or one within the server's bound. */
+  function recordingWanted() {
+    if (!recording) return 'Choose a recording (WAV, FLAC, MP3 or OGG), or drop one on the page.';
+    if (recording.size > maxAudio) {
+      return recording.name + ' is ' + mib(recording.size) + '; this server takes recordings up to ' + mib(maxAudio) + '.';
+    }
+    return null;
+  }
+
   /** The request of the inputs on screen: [route, fetch options]. */
   function requestOf(compareMode) {
+    if (speech()) {
+      const h = headers();
+      h['Content-Type'] = 'application/octet-stream';
+      let route = '/api/audio?model=' + encodeURIComponent($('model').value) + '&name=' + encodeURIComponent(recording.name);
+      if ($('timestamps').checked) route += '&timestamps=true';
+      return [route, { method: 'POST', headers: h, body: recording }];
+    }
     if (pictureRun()) {
       const h = headers();
       h['Content-Type'] = 'application/octet-stream';
@@ -207,7 +234,15 @@
   async function runNow() {
     remember();
     const isPicture = pictureRun();
-    if (isPicture) {
+    const isAudio = speech();
+    if (isAudio) {
+      const wanted = recordingWanted();
+      if (wanted) {
+        if (!recording) showFrame(false);
+        status(wanted, Boolean(recording));
+        return;
+      }
+    } else if (isPicture) {
       const wanted = pictureWanted();
       if (wanted) {
         if (!picture) showFrame(false);
@@ -218,9 +253,10 @@
     const mine = ++seq;
     status('Running…');
     const compareMode = comparing();
-    const input = isPicture ? 'picture' : compareMode ? 'compare' : 'text';
-    const record = { text: isPicture ? picture.name : $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
+    const input = isAudio ? 'audio' : isPicture ? 'picture' : compareMode ? 'compare' : 'text';
+    const record = { text: isAudio ? recording.name : isPicture ? picture.name : $('text').value, input: lastInput, sent: performance.now(), compare: compareMode };
     if (isPicture) record.picture = true;
+    if (isAudio) record.audio = true;
     if (isPicture && withPictures()) record.prompt = $('text').value;
     if (compareMode) record.textB = $('text-b').value;
     busy = true;
@@ -255,7 +291,7 @@
     // place by the booted report, keeping its view, layer, head and settings; the page stays
     // busy until it is drawn, so two never overlap. Anything else (the first run, a
     // comparison, new characters needing other fonts) loads the whole page.
-    if (!compareMode && frameShell === answer.shell && win && win.attnviz && typeof win.attnviz.load === 'function') {
+    if (!compareMode && !isAudio && frameShell === answer.shell && win && win.attnviz && typeof win.attnviz.load === 'function') {
       record.inPlace = true;
       record.dataBytes = answer.meta.length + answer.data.length;
       try {
@@ -365,6 +401,13 @@
     schedule();
   }
 
+  /** A recording picked or dropped: run it on the speech model. */
+  function takeRecording(file) {
+    if (!file) return;
+    recording = file;
+    schedule();
+  }
+
   /** Files dragged over the page (or its report frame) are the app's: highlighted while they
    * hover, run when dropped, and never opened by the browser in place of the page. */
   let dropTimer = 0;
@@ -377,7 +420,7 @@
         if (!carriesFiles(e)) return;
         e.preventDefault();
         e.dataTransfer.dropEffect = 'copy';
-        $('input').classList.toggle('dropping', takesPictures());
+        $('input').classList.toggle('dropping', takesPictures() || speech());
         clearTimeout(dropTimer);
         // dragover repeats while the files hover; when it stops, they have left.
         dropTimer = setTimeout(() => $('input').classList.remove('dropping'), 300);
@@ -387,6 +430,11 @@
         e.preventDefault();
         $('input').classList.remove('dropping');
         const file = e.dataTransfer.files[0];
+        if (speech()) {
+          try { $('audio').files = e.dataTransfer.files; } catch (err) { /* read-only */ }
+          takeRecording(file);
+          return;
+        }
         if (takesPictures() && file) {
           // The file box shows the dropped picture's name, where the browser lets it.
           try { $('picture').files = e.dataTransfer.files; } catch (err) { /* read-only */ }
@@ -407,7 +455,7 @@
         o.value = String(m.id);
         o.textContent = m.name + ' (' + m.family + ', ' + m.layers + ' × ' + m.heads + ')';
         // Comparisons are of texts: a vision model cannot be B.
-        if (select === 'model-b' && m.kind === 'vision') o.disabled = true;
+        if (select === 'model-b' && (m.kind === 'vision' || m.kind === 'speech')) o.disabled = true;
         $(select).appendChild(o);
       }
     }
@@ -415,7 +463,7 @@
     // Model B: the address's, else model A's (two texts on one model: another model may have
     // other layers and heads, which compare only with Shared layers ticked).
     const mb = params.get('modelb');
-    if (mb !== null && models[Number(mb)] && models[Number(mb)].kind !== 'vision') $('model-b').value = mb;
+    if (mb !== null && models[Number(mb)] && models[Number(mb)].kind !== 'vision' && models[Number(mb)].kind !== 'speech') $('model-b').value = mb;
     else { modelBChosen = false; followModelA(); }
     $('compare').checked = params.get('compare') === '1';
     $('text-b').value = params.get('textb') || '';
@@ -431,6 +479,11 @@
       maxUpload = info.max_upload;
       $('max-upload').textContent = mib(maxUpload).replace('.0 ', ' ');
     }
+    if (Number.isFinite(info.max_audio)) {
+      maxAudio = info.max_audio;
+      $('max-audio').textContent = mib(maxAudio).replace('.0 ', ' ');
+    }
+    $('timestamps').checked = params.get('timestamps') === '1';
     pictureNote = $('picture-note').textContent;
     fitInputs();
     for (const id of ['text', 'pair', 'target', 'generate', 'text-b']) $(id).addEventListener('input', schedule);
@@ -439,12 +492,14 @@
     $('compare').addEventListener('change', () => { fitInputs(); schedule(); });
     $('model').addEventListener('change', () => { followModelA(); fitInputs(); schedule(); });
     $('picture').addEventListener('change', () => takePicture($('picture').files[0]));
+    $('audio').addEventListener('change', () => takeRecording($('audio').files[0]));
+    $('timestamps').addEventListener('change', () => { if (recording) schedule(); });
     guardDrops(window);
     guardDrops($('report').contentWindow);
     $('input').addEventListener('submit', (e) => { e.preventDefault(); schedule(); });
     $('share').addEventListener('click', (e) => { e.preventDefault(); remember(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); status('Link copied to the address bar.'); });
     document.documentElement.dataset.ready = 'true';
-    if (vision() || $('text').value.trim()) runNow();
+    if (fileOnly() || $('text').value.trim()) runNow();
     else status(withPictures() ? 'Type a prompt, and choose a picture or drop one on the page.' : 'Type a text.');
   }
   main().catch((e) => status(String(e), true));

@@ -825,7 +825,7 @@ fn run(
         target_token,
         contrast,
         analysis_time,
-        audio,
+        audio: audio.map(attnviz::request::AudioSource::File),
         language,
         translate,
         timestamps,

@@ -640,7 +640,7 @@ fn single(
         target_token,
         contrast,
         analysis_time: args.max_analysis_time,
-        audio: args.audio.clone(),
+        audio: args.audio.clone().map(attnviz::request::AudioSource::File),
         language: args.language.clone(),
         translate: args.task.as_deref() == Some("translate"),
         timestamps: args.timestamps,

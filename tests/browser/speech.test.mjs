@@ -1,32 +1,61 @@
 // Browser test of a speech run's report (the tiny random Whisper on a synthetic recording whose
-// file name carries markup): the Speech tab opens first, its words and their boxes are the JSON
-// export's, the recording plays from the page, and while it plays the cursor runs over the
-// word being said and lights it.
+// file name carries markup), in headless Chromium (playwright-core) and headless Firefox ESR
+// (puppeteer-core over WebDriver BiDi), as firefox.test.mjs drives the other reports: the Speech
+// tab opens first, its words and their boxes are the JSON export's, the recording plays from the
+// page, and while it plays the cursor runs over the word being said and lights it.
 //
 // Run by `cargo test --release --test suite html_report:: -- --include-ignored`, which writes the
 // report with the CLI into $ATTNVIZ_ARTIFACTS beside the CLI's JSON export of the same run: every
 // expected word and time here comes from that JSON (`cross.speech.words`).
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
 
 const ART = resolve(process.env.ATTNVIZ_ARTIFACTS || '../artifacts/html');
 const SCREENS = join(ART, 'screens');
 mkdirSync(SCREENS, { recursive: true });
 
-let browser;
-before(async () => {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--no-first-run', '--autoplay-policy=no-user-gesture-required'],
-  });
-});
-after(async () => { if (browser) await browser.close(); });
+/** One browser behind one small interface (the two drivers differ in argument order and in how
+ * a select is set). */
+const drivers = {
+  chromium: {
+    async launch() {
+      const b = await chromium.launch({
+        executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+        args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+          '--disable-component-update', '--no-first-run', '--autoplay-policy=no-user-gesture-required'],
+      });
+      return {
+        close: () => b.close(),
+        page: () => b.newPage({ viewport: { width: 1200, height: 900 } }),
+        wait: (page, fn) => page.waitForFunction(fn, null, { timeout: 20000 }),
+        select: (page, selector, value) => page.selectOption(selector, value),
+      };
+    },
+  },
+  firefox: {
+    async launch() {
+      const exe = process.env.FIREFOX || '/usr/bin/firefox-esr';
+      assert.ok(existsSync(exe), exe + ' missing: apt-get install -y firefox-esr');
+      const b = await puppeteer.launch({ browser: 'firefox', executablePath: exe, headless: true });
+      return {
+        close: () => b.close(),
+        async page() {
+          const page = await b.newPage();
+          await page.setViewport({ width: 1200, height: 900 });
+          return page;
+        },
+        wait: (page, fn) => page.waitForFunction(fn, { timeout: 20000 }),
+        select: (page, selector, value) => page.select(selector, value),
+      };
+    },
+  },
+};
 
 function expectations(name) {
   const file = join(ART, name + '.json');
@@ -34,21 +63,24 @@ function expectations(name) {
   return JSON.parse(readFileSync(file, 'utf8'));
 }
 
-async function ready(page) {
-  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' || document.querySelector('#status.error'), null, { timeout: 20000 });
+async function ready(b, page) {
+  await b.wait(page, () => document.documentElement.dataset.ready === 'true' || document.querySelector('#status.error'));
   const failure = await page.$eval('#status', (s) => (s.classList.contains('error') ? s.textContent : ''));
   assert.equal(failure, '', 'the page reported an error');
 }
 
-test('a speech report draws the words over the recording and follows the player', async () => {
+for (const [name, driver] of Object.entries(drivers)) test(`${name}: a speech report draws the words over the recording and follows the player`, async (t) => {
+  const b = await driver.launch();
+  t.after(() => b.close());
   const doc = expectations('speech-whisper');
   const words = doc.cross.speech.words;
   assert.ok(words.length > 0, 'the run found words');
-  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  const page = await b.page();
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push('console: ' + m.text()); });
   await page.goto(pathToFileURL(join(ART, 'speech-whisper.html')).href);
-  await ready(page);
+  await ready(b, page);
   const first = await page.evaluate(async () => {
     await window.attnviz.settled();
     return {
@@ -96,10 +128,9 @@ test('a speech report draws the words over the recording and follows the player'
   const box = after.drawn.boxes[w];
   assert.ok(after.drawn.cursorX >= box[0] - 1 && after.drawn.cursorX <= box[2] + 1, 'cursor ' + after.drawn.cursorX + ' in ' + box);
   // Another source: one head of the cross-attention.
-  await page.selectOption('#speech-source', 'head:0:1');
+  await b.select(page, '#speech-source', 'head:0:1');
   const head = await page.evaluate(async () => { await window.attnviz.settled(); return window.attnviz.speech().source; });
   assert.equal(head, 'head:0:1');
-  await page.screenshot({ path: join(SCREENS, 'speech-whisper.png'), fullPage: true });
+  await page.screenshot({ path: join(SCREENS, `speech-whisper-${name}.png`), fullPage: true });
   assert.deepEqual(errors, []);
-  await page.close();
 });

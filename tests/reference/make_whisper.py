@@ -35,9 +35,15 @@ references so that the Rust tests feed exactly these features. Recorded:
   numpy on transformers' cross-attention of the generation without timestamps: the alignment
   heads' attention over the frames, z-scored along the tokens, median-filtered (width 7, reflect
   padding) along the frames, averaged over heads, DTW on the negative matrix (openai's `dtw_cpu`
-  and `backtrace`), words split as `split_tokens_on_spaces` does, times = frame × 0.02 s. Once
+  and `backtrace`), words split as `split_tokens_on_spaces` does, times = frame × 0.02 s, then
+  the punctuation merged into the words beside it as `add_word_timestamps` does with its default
+  `prepend_punctuations` and `append_punctuations` (`merge_punctuations`; the words emptied by a
+  merge dropped, as it drops them; its later clamps of long words at sentence and segment
+  boundaries are not applied, nor are they in attnviz). Once
   with the generation config's `alignment_heads`, once with openai's default (every head of the
-  second half of the decoder layers).
+  second half of the decoder layers). `merge_cases`: `merge_punctuations` on made-up word lists
+  (quotes, brackets, CJK marks, a leading mark, a word ending in a space), words and rows before
+  and after.
 
 Weights are drawn as make_families.py draws them (numpy PCG64 from a fixed seed; the
 convolutions N(0, 1.1²/fan_in)), so a re-run with the same versions rewrites every file byte for
@@ -344,6 +350,73 @@ def split_to_word_tokens(tok, tokens: list[int], eot: int) -> tuple[list[str], l
     return words, word_tokens
 
 
+PREPEND_PUNCTUATIONS = "\"'\u201c\u00bf([{-"
+APPEND_PUNCTUATIONS = "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001"
+
+
+def merge_punctuations(words: list[dict], prepended: str, appended: str) -> list[dict]:
+    """openai-whisper's merge_punctuations on dicts with word, tokens (and rows, start_frame,
+    end_frame): a word starting with a space whose stripped text is in `prepended` (a substring
+    test, as Python's `in`) joins the next word kept, scanning backwards; then a word in
+    `appended` joins the word before it unless that ends with a space. The joined word keeps the
+    times of the word it joins; the emptied words are dropped, as add_word_timestamps skips them."""
+    words = [dict(w) for w in words]
+
+    def rows(a, b):
+        if "rows" in a and "rows" in b:
+            return [min(a["rows"][0], b["rows"][0]), max(a["rows"][1], b["rows"][1])]
+        return None
+
+    i, j = len(words) - 2, len(words) - 1
+    while i >= 0:
+        previous, following = words[i], words[j]
+        if previous["word"].startswith(" ") and previous["word"].strip() in prepended:
+            r = rows(previous, following)
+            following["word"] = previous["word"] + following["word"]
+            following["tokens"] = previous["tokens"] + following["tokens"]
+            if r is not None:
+                following["rows"] = r
+            previous["word"], previous["tokens"] = "", []
+        else:
+            j = i
+        i -= 1
+    i, j = 0, 1
+    while j < len(words):
+        previous, following = words[i], words[j]
+        if not previous["word"].endswith(" ") and following["word"] in appended:
+            if following["word"]:
+                r = rows(previous, following)
+                if r is not None:
+                    previous["rows"] = r
+            previous["word"] = previous["word"] + following["word"]
+            previous["tokens"] = previous["tokens"] + following["tokens"]
+            following["word"], following["tokens"] = "", []
+        else:
+            i = j
+        j += 1
+    return [w for w in words if w["word"]]
+
+
+def merge_cases() -> list[dict]:
+    """Made-up word lists for merge_punctuations: each word a token, rows one per token."""
+    lists = [
+        [" Ever", " tried", ",", " ever", " failed", "."],
+        [" He", " said", " \"", "hello", "\"", " (", "quietly", ")", "."],
+        [" \u201c", "Yes", "\u201d", "\u3002", " \u00bf", "Que", "?", "!"],
+        [" (", " [", "a", "]", ")", " b", " ,", " c", ":", " -", "d"],
+        ["x ", ".", " y", "'.", " z", ".'", "w", "...", " '", "s"],
+        [" -", "- ", "-"],
+        [".", ",", " a"],
+    ]
+    cases = []
+    for words in lists:
+        before = [dict(word=w, tokens=[k], rows=[k, k + 1], start_frame=2 * k, end_frame=2 * k + 2)
+                  for k, w in enumerate(words)]
+        cases.append(dict(before=before, after=merge_punctuations(before, PREPEND_PUNCTUATIONS,
+                                                                  APPEND_PUNCTUATIONS)))
+    return cases
+
+
 def find_alignment(tok, cross: torch.Tensor, heads: list[list[int]], prompt_len: int, text: list[int],
                    eot: int, frames: int) -> dict:
     """Word timings from `cross` [layers, heads, tokens, source] (the teacher-forced pass over
@@ -365,7 +438,9 @@ def find_alignment(tok, cross: torch.Tensor, heads: list[list[int]], prompt_len:
         start, end = int(jump_frames[boundaries[w]]), int(jump_frames[boundaries[w + 1]])
         out.append(dict(word=word, tokens=word_tokens[w], start_frame=start, end_frame=end,
                         start=start / TOKENS_PER_SECOND, end=end / TOKENS_PER_SECOND))
-    return dict(heads=heads, rows=int(matrix.shape[0]), frames=frames, words=out,
+    merged = merge_punctuations(out, PREPEND_PUNCTUATIONS, APPEND_PUNCTUATIONS)
+    return dict(heads=heads, rows=int(matrix.shape[0]), frames=frames, words=merged,
+                unmerged_words=[w["word"] for w in out],
                 path_tokens=text_indices.tolist(), path_frames=time_indices.tolist())
 
 
@@ -481,7 +556,7 @@ def main() -> None:
     # The frames the audio covers (2.2 s → 110 encoder frames), as openai cuts them.
     timings.append(dict(name="audio_frames",
                         **find_alignment(tok, cross, ALIGNMENT_HEADS, 3, text, eot, 110)))
-    word_timings = dict(decoder_input_ids=seq, text_ids=text, cases=timings,
+    word_timings = dict(decoder_input_ids=seq, text_ids=text, cases=timings, merge_cases=merge_cases(),
                         tensors=put(store, "alignment", {"cross.attentions": cross}))
 
     tensors = REFERENCE / f"{NAME}.safetensors"

@@ -476,3 +476,76 @@ fn a_speech_run_draws_its_words_over_the_recording_on_every_surface() {
     let words = fs::read_to_string(dir.join("speech.svg")).unwrap();
     assert!(words.contains("cross-attention over the recording"));
 }
+
+/// `attnviz render` of a speech run's JSON export draws the speech views, not the plain
+/// matrices: the words × time figure with each word's box from the JSON's `speech` section
+/// (the words the export holds, in its order), without the spectrogram the JSON does not carry
+/// (the figure says so), and the terminal's words with their times; the same figure a run of the
+/// model draws has the spectrogram.
+#[test]
+fn render_of_a_speech_json_draws_the_words_over_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wav = tmp.path().join("tone.wav");
+    write_wav(&wav, 1.0);
+    let (json, live, drawn) = (
+        tmp.path().join("a.json"),
+        tmp.path().join("live.svg"),
+        tmp.path().join("drawn.svg"),
+    );
+    let out = run(&[
+        "-m",
+        path(&fixture("tiny-whisper")),
+        "--audio",
+        path(&wav),
+        "--language",
+        "en",
+        "--generate",
+        "8",
+        "--json",
+        path(&json),
+        "--svg",
+        path(&live),
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    let words: Vec<String> = doc["cross"]["speech"]["words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["word"].as_str().unwrap().trim().to_string())
+        .collect();
+    assert!(!words.is_empty(), "the run found words");
+    let out = run(&["render", path(&json), "--svg", path(&drawn)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let terminal = String::from_utf8_lossy(&out.stdout).to_string();
+    let svg = fs::read_to_string(&drawn).unwrap();
+    let live = fs::read_to_string(&live).unwrap();
+    for figure in [&svg, &live] {
+        assert!(
+            figure.contains("cross-attention over the recording"),
+            "the words × time figure"
+        );
+    }
+    assert!(svg.contains("no spectrogram:"), "the figure says why");
+    // The strip's label stands on a line of its own (an SVG text's content).
+    assert!(!svg.contains("\nlog-mel\n"), "no spectrogram strip");
+    assert!(live.contains("\nlog-mel\n") && !live.contains("no spectrogram"));
+    // Each word (the plain ones: the tiny model's may be pieces of characters) is a row label,
+    // in the JSON's order, and the terminal gives it its time.
+    let mut at = 0;
+    for w in words
+        .iter()
+        .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric()))
+    {
+        let label = format!("\n{w}\n");
+        let found = svg[at..].find(&label).map(|p| p + at);
+        assert!(found.is_some(), "{w} in order in the figure");
+        at = found.unwrap() + 1;
+        assert!(
+            terminal.contains(&format!("{w} ")),
+            "{w} in the terminal:\n{terminal}"
+        );
+    }
+    assert!(terminal.contains("the word's time"), "{terminal}");
+}

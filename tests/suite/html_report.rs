@@ -772,7 +772,8 @@ fn heads_report_in_headless_chromium_and_firefox() {
 
 #[test]
 #[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
-fn speech_report_in_headless_chromium() {
+fn speech_report_in_headless_chromium_and_firefox() {
+    assert_browsers_ready(&[("/usr/bin/firefox-esr", "firefox-esr")]);
     run_browser_suite(
         "speech.test.mjs",
         "/usr/bin/chromium",

@@ -58,6 +58,7 @@ mod render_hostile;
 mod report_and_json_sections;
 mod save_render;
 mod serve;
+mod serve_audio;
 mod summarised;
 mod terminal_hygiene;
 mod test_scripts;

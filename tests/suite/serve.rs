@@ -15,10 +15,10 @@ use super::support::cli::{
 use super::support::pictures::{png_with_profile, progressive_jpeg, Scans};
 
 /// A server child, killed when dropped.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    port: u16,
-    url: String,
+    pub(super) port: u16,
+    pub(super) url: String,
     /// Every line it wrote on stderr so far.
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -38,12 +38,12 @@ impl Server {
         stdin.flush().unwrap();
     }
 
-    fn log(&self) -> Vec<String> {
+    pub(super) fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
 }
 
-fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
+pub(super) fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
     let mut cmd = attnviz();
     cmd.arg("serve");
     for m in models {
@@ -87,7 +87,7 @@ fn serve(models: &[&std::path::Path], extra: &[&str]) -> Server {
 
 /// One raw HTTP/1.1 exchange; returns the status (0 when the server closed without one) and
 /// the body.
-fn exchange(port: u16, raw: &[u8]) -> (u16, Vec<u8>) {
+pub(super) fn exchange(port: u16, raw: &[u8]) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let _ = s.write_all(raw);
@@ -107,7 +107,7 @@ fn exchange(port: u16, raw: &[u8]) -> (u16, Vec<u8>) {
     (status, body)
 }
 
-fn request(
+pub(super) fn request(
     port: u16,
     method: &str,
     path: &str,
@@ -125,7 +125,7 @@ fn request(
     exchange(port, &bytes)
 }
 
-fn post_run(port: u16, json: &str) -> (u16, serde_json::Value) {
+pub(super) fn post_run(port: u16, json: &str) -> (u16, serde_json::Value) {
     let (status, body) = request(
         port,
         "POST",

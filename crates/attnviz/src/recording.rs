@@ -35,30 +35,18 @@ pub(crate) fn recording(
     let kept = ((window_seconds * rate).round() as usize)
         .min(crate::attention::recording::MAX_SAMPLES)
         .min(samples.len() - first);
-    let mut at = prompt_len;
-    let mut recorded = Vec::with_capacity(words.len());
-    for w in words {
-        let mut rows: Option<(usize, usize)> = None;
-        for &t in &w.tokens {
-            let Some(p) = ids[at.min(ids.len())..].iter().position(|&id| id == t) else {
-                break;
-            };
-            let p = at + p;
-            rows = Some((rows.map_or(p, |r| r.0), p + 1));
-            at = p + 1;
-        }
-        // A word whose tokens are not all in the capture (a text cut at the decoder's
-        // positions) is left out, and so are the words after it.
-        match rows {
-            Some((start, end)) if end - start >= w.tokens.len() => recorded.push(RecordedWord {
-                word: w.word.clone(),
-                rows: start..end,
-                start_frame: w.start_frame,
-                end_frame: w.end_frame.max(w.start_frame),
-            }),
-            _ => break,
-        }
-    }
+    let recorded = RecordedWord::place(
+        words.iter().map(|w| {
+            (
+                w.word.as_str(),
+                w.tokens.as_slice(),
+                w.start_frame,
+                w.end_frame,
+            )
+        }),
+        ids,
+        prompt_len,
+    );
     Recording {
         name,
         window_start: window.start_seconds,

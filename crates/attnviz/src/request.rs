@@ -107,7 +107,7 @@ pub struct RunRequest {
     pub analysis_time: Option<std::time::Duration>,
     /// A recording (WAV, FLAC, MP3, OGG) for a speech model (Whisper), which then reads no
     /// `text`: its first window is transcribed (or its decoder reads `generate` tokens).
-    pub audio: Option<std::path::PathBuf>,
+    pub audio: Option<AudioSource>,
     /// A speech model's language (`en`, `english`); `None`: detected (multilingual models).
     pub language: Option<String>,
     /// A speech model's task: translate into English rather than transcribe.
@@ -123,6 +123,48 @@ pub struct RunRequest {
     /// Which window of a recording longer than one window the attention is captured from
     /// (from 0; `None`: the first). The transcript and the word timings cover every window.
     pub window: Option<usize>,
+}
+
+/// A speech model's recording: a file, or a file's bytes held in memory (an upload), decoded
+/// alike under the same limits ([`crate::model::audio::AudioLimits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AudioSource {
+    /// A recording file.
+    File(std::path::PathBuf),
+    /// A recording file's bytes.
+    Bytes {
+        /// What names the recording in messages and views (`upload.wav`); its extension is a
+        /// hint to the format.
+        name: String,
+        /// The file's bytes.
+        bytes: std::sync::Arc<[u8]>,
+    },
+}
+
+impl AudioSource {
+    /// The recording's name in the views: a file's name (without its folder), or the bytes'.
+    pub fn name(&self) -> String {
+        match self {
+            AudioSource::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            AudioSource::Bytes { name, .. } => name.clone(),
+        }
+    }
+
+    /// The recording decoded (mono, its own rate) within `limits`.
+    fn load(
+        &self,
+        limits: &crate::model::audio::AudioLimits,
+    ) -> Result<crate::model::audio::Audio, crate::model::audio::AudioError> {
+        match self {
+            AudioSource::File(path) => crate::model::audio::load(path, limits),
+            AudioSource::Bytes { name, bytes } => {
+                crate::model::audio::load_bytes(bytes.to_vec(), std::path::Path::new(name), limits)
+            }
+        }
+    }
 }
 
 /// A request's target (`None`: the model's prediction) and contrast token ids.
@@ -871,7 +913,7 @@ impl RunRequest {
         Ok(run)
     }
 
-    /// A speech model's run on the recording at `path`: decoded, resampled, read in
+    /// A speech model's run on the recording `source`: decoded, resampled, read in
     /// consecutive windows ([`crate::model::speech::long`]), each window's log-mel spectrogram
     /// through the encoder and its transcript generated (up to `generate` tokens, else the
     /// decoder's positions less the prompt) under Whisper's rules; the three attentions of
@@ -880,7 +922,7 @@ impl RunRequest {
     fn run_speech(
         &self,
         model: &Model,
-        path: &std::path::Path,
+        source: &AudioSource,
         progress: &dyn Progress,
     ) -> Result<Run, RequestError> {
         use crate::model::audio;
@@ -903,8 +945,9 @@ impl RunRequest {
                 decoder: false,
             });
         }
-        let sound =
-            audio::load(path, &audio::AudioLimits::default()).map_err(crate::model::Error::from)?;
+        let sound = source
+            .load(&audio::AudioLimits::default())
+            .map_err(crate::model::Error::from)?;
         let chunk = features.chunk_length as f64;
         let longest = model
             .seq2seq_decoder_positions()
@@ -980,10 +1023,7 @@ impl RunRequest {
             .try_into()
             .map_err(|_| ShapeError(ShapeProblem::NotThree))?;
         let views = crate::recording::recording(
-            path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            ),
+            source.name(),
             (&sound.samples, sound.sample_rate),
             (
                 &mel,
@@ -1008,10 +1048,7 @@ impl RunRequest {
             }
         });
         let section = crate::doc::speech::SpeechSection {
-            audio: path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            ),
+            audio: source.name(),
             duration: sound.duration,
             window_start: out.start_seconds,
             window_seconds,

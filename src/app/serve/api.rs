@@ -25,6 +25,7 @@ use serde_json::json;
 use super::kept::{Kept, KEPT_REPORTS};
 use super::{guard, report, slot, State};
 
+mod audio;
 mod upload;
 
 /// The largest request body: a text and a pair of a few thousand characters.
@@ -94,6 +95,7 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/api/run", post(run))
         .route("/api/compare", post(compare_runs))
         .route("/api/image", post(upload::image))
+        .route("/api/audio", post(audio::audio))
         .route("/report/{id}", get(report_page))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such page") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -238,6 +240,7 @@ async fn models(Shared(state): Shared<Arc<State>>) -> Response {
         "max_tokens": state.max_tokens,
         "max_generate": state.max_generate,
         "max_upload": upload::MAX_UPLOAD,
+        "max_audio": audio::MAX_AUDIO,
     }))
     .into_response()
 }
@@ -341,6 +344,16 @@ fn prepare(state: &State, mut body: RunBody) -> Result<Prepared, Refused> {
             format!(
                 "{} is a vision model ({}): it reads a picture, not text; upload one \
                  (POST /api/image)",
+                served.name,
+                served.model.family()
+            ),
+        ));
+    }
+    if served.kind == "speech" {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is a speech model ({}): it reads a recording, not text; upload one                  (POST /api/audio)",
                 served.name,
                 served.model.family()
             ),

@@ -2,7 +2,8 @@
 //! once; the page (`assets/serve/`) posts each text to `/api/run`, which runs it through
 //! [`attnviz::request::RunRequest`] on a blocking thread, keeps the run in memory and answers
 //! JSON with the run's report data (a vision model's picture is posted to `/api/image` as the
-//! body itself, read into memory within a bound and handed to the library as bytes); the page loads the first report (the very bytes `--html`
+//! body itself, a speech model's recording to `/api/audio`, each read into memory within a bound
+//! and handed to the library as bytes); the page loads the first report (the very bytes `--html`
 //! writes, written on demand at `/report/ID`) into a frame and hands each later run's data to
 //! that report, which redraws in place. Save asks for the kept run's report.
 //!
@@ -39,8 +40,8 @@ pub struct Served {
     pub spec: String,
     /// The model, loaded once.
     pub model: Model,
-    /// `encoder`, `decoder`, `encoder-decoder` or `vision` (a picture, uploaded): which inputs
-    /// the page offers.
+    /// `encoder`, `decoder`, `encoder-decoder`, `vision` (a picture, uploaded) or `speech` (a
+    /// recording, uploaded): which inputs the page offers.
     pub kind: &'static str,
     /// Its one forward pass at a time and its queue.
     pub slot: Slot,
@@ -116,7 +117,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Error> {
         let model =
             Model::load_within(spec, &args.revision, &attnviz::model::Hub::from_env(), None)?
                 .with_full_path(args.full_paths);
-        let kind = if model.is_vision() {
+        let kind = if model.is_speech() {
+            "speech"
+        } else if model.is_vision() {
             "vision"
         } else if model.is_seq2seq() {
             "encoder-decoder"

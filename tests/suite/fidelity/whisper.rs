@@ -68,6 +68,24 @@ pub(super) struct WordTimings {
     pub decoder_input_ids: Vec<u32>,
     pub text_ids: Vec<u32>,
     pub cases: Vec<Timing>,
+    pub merge_cases: Vec<MergeCase>,
+}
+
+/// A made-up word list before and after make_whisper.py's copy of openai-whisper's
+/// `merge_punctuations`.
+#[derive(Debug, Deserialize)]
+pub(super) struct MergeCase {
+    pub before: Vec<MergeWord>,
+    pub after: Vec<MergeWord>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+pub(super) struct MergeWord {
+    pub word: String,
+    pub tokens: Vec<u32>,
+    pub rows: [usize; 2],
+    pub start_frame: usize,
+    pub end_frame: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -375,6 +393,42 @@ fn tiny_whisper_word_timings_match_openai_whisper() {
             "{} through the model",
             case.name
         );
+    }
+}
+
+/// openai-whisper's `merge_punctuations` (make_whisper.py's copy, with its default marks) on
+/// made-up word lists: the same words, tokens, rows and frames after the merge.
+#[test]
+fn tiny_whisper_punctuation_merges_as_openai_whisper() {
+    let reference = Reference::load();
+    let cases = &reference.manifest.word_timings.merge_cases;
+    assert!(cases.len() >= 5);
+    for case in cases {
+        let before = case
+            .before
+            .iter()
+            .map(|w| WordTiming {
+                word: w.word.clone(),
+                tokens: w.tokens.clone(),
+                rows: w.rows,
+                start_frame: w.start_frame,
+                end_frame: w.end_frame,
+                start: w.start_frame as f64 * 0.02,
+                end: w.end_frame as f64 * 0.02,
+            })
+            .collect();
+        let after: Vec<MergeWord> =
+            timing::merge_punctuations(before, timing::PREPENDED, timing::APPENDED)
+                .into_iter()
+                .map(|w| MergeWord {
+                    word: w.word,
+                    tokens: w.tokens,
+                    rows: w.rows,
+                    start_frame: w.start_frame,
+                    end_frame: w.end_frame,
+                })
+                .collect();
+        assert_eq!(after, case.after, "{:?}", case.before);
     }
 }
 

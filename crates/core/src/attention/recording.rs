@@ -35,6 +35,41 @@ pub struct RecordedWord {
 }
 
 impl RecordedWord {
+    /// Words found in the captured decoder's `ids`: each word (`word`, its token ids, its start
+    /// and end frames), in order, gets the rows where its tokens stand, in order, after the
+    /// `prompt_len` tokens of the prompt and the words before it (timestamp tokens may stand
+    /// between them). A word whose tokens are not all there (a text cut at the decoder's
+    /// positions) is left out, and so are the words after it.
+    pub fn place<'a>(
+        words: impl IntoIterator<Item = (&'a str, &'a [u32], usize, usize)>,
+        ids: &[u32],
+        prompt_len: usize,
+    ) -> Vec<RecordedWord> {
+        let mut at = prompt_len;
+        let mut placed = Vec::new();
+        for (word, tokens, start_frame, end_frame) in words {
+            let mut rows: Option<(usize, usize)> = None;
+            for &t in tokens {
+                let Some(p) = ids[at.min(ids.len())..].iter().position(|&id| id == t) else {
+                    break;
+                };
+                let p = at + p;
+                rows = Some((rows.map_or(p, |r| r.0), p + 1));
+                at = p + 1;
+            }
+            match rows {
+                Some((start, end)) if end - start >= tokens.len() => placed.push(RecordedWord {
+                    word: word.to_string(),
+                    rows: start..end,
+                    start_frame,
+                    end_frame: end_frame.max(start_frame),
+                }),
+                _ => break,
+            }
+        }
+        placed
+    }
+
     /// The decoder rows whose next token is one of the word's: `rows` one earlier.
     pub fn predicting_rows(&self) -> Range<usize> {
         self.rows.start.saturating_sub(1)..self.rows.end.saturating_sub(1)

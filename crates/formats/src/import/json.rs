@@ -116,6 +116,9 @@ struct Doc {
     layer_numbers: Option<Vec<usize>>,
     #[serde(default)]
     layer_masks: Option<Vec<LayerMaskDoc>>,
+    /// A speech run's section (the cross body's).
+    #[serde(default)]
+    speech: Option<crate::doc::speech::SpeechSection>,
     // Version 3: the teacher-forced target, and one body per kind.
     target: Option<Text>,
     generated_text: Option<Text>,
@@ -570,6 +573,7 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
             .map(|layers| layers.into_iter().flatten().flatten().collect()),
         target: None,
         generated_text: None,
+        speech: doc.speech,
     };
     let mut origin = origin;
     if let Some(ChargedImage(image)) = doc.image {

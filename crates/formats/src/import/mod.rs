@@ -43,7 +43,7 @@ use std::path::Path;
 
 use crate::attention::{
     Attention, AttentionKind, AttentionParts, Holds, LabelScheme, Level, MaskKind, ModelInfo,
-    PositionScheme, Role, Units,
+    PositionScheme, RecordedWord, Recording, Role, Units,
 };
 
 pub use budget::{default_budget, Budget, Cost};
@@ -286,6 +286,73 @@ pub struct Origin {
     /// Each row's share on a learned attention sink, `[layers, heads, queries]` flat (the
     /// JSON's `sink_shares`).
     pub sink_shares: Option<Vec<f32>>,
+    /// A speech run's section (the cross-attention's `speech`): its words are placed on the
+    /// decoder's rows and travel on the attention as its [`Recording`], without the
+    /// spectrogram or the samples, which the JSON does not carry.
+    pub speech: Option<crate::doc::speech::SpeechSection>,
+}
+
+/// A speech run's recording, read with its cross-attention, travels on every kind read, as a
+/// run's does ([`crate::attention::AttentionSet::with_recording`]), when its words fit the
+/// encoder's frames and the decoder's tokens read with it; otherwise on none.
+fn share_recording(kinds: &mut [Attention]) {
+    let Some(rec) = kinds.iter().find_map(|a| a.recording.clone()) else {
+        return;
+    };
+    let fits = kinds.iter().all(|a| match a.kind {
+        AttentionKind::Encoder => rec
+            .words
+            .iter()
+            .all(|w| w.end_frame <= a.queries().token_count()),
+        AttentionKind::Decoder | AttentionKind::Cross => rec
+            .words
+            .iter()
+            .all(|w| w.rows.end <= a.queries().token_count()),
+        _ => true,
+    });
+    for a in kinds {
+        a.recording = fits.then(|| rec.clone());
+    }
+}
+
+/// The [`Recording`] of a speech section read back: the captured window's words on the rows of
+/// the decoder `ids`, no spectrogram and no samples; `None` when its parts do not fit.
+fn recording_of(speech: &crate::doc::speech::SpeechSection, ids: &[u32]) -> Option<Recording> {
+    let words = RecordedWord::place(
+        speech
+            .words
+            .iter()
+            .filter(|w| w.window == speech.window)
+            .map(|w| {
+                (
+                    w.word.as_str(),
+                    w.tokens.as_slice(),
+                    w.start_frame,
+                    w.end_frame,
+                )
+            }),
+        ids,
+        speech.prompt.len(),
+    );
+    let rec = Recording {
+        name: speech.audio.clone(),
+        window_start: speech.window_start,
+        window_seconds: speech.window_seconds,
+        frame_seconds: speech.frame_seconds,
+        mel_seconds: speech.frame_seconds / 2.0,
+        mel_bins: 0,
+        mel_frames: 0,
+        mel: Vec::new(),
+        words,
+        alignment_heads: speech
+            .alignment_heads
+            .iter()
+            .map(|&[l, h]| (l, h))
+            .collect(),
+        samples: Vec::new(),
+        sample_rate: 0,
+    };
+    (rec.check().is_ok() && !rec.words.is_empty()).then_some(rec)
 }
 
 /// Attention read from a file: one value per kind it holds (or per kind [`ReadOptions::only`]
@@ -482,6 +549,7 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Imported, ImportError> {
         warnings.extend(warning);
     }
     kinds.sort_by_key(|a| kind_order(a.kind));
+    share_recording(&mut kinds);
     held.sort_by_key(|&k| kind_order(k));
     if !skipped.is_empty() {
         as_one_run(&mut kinds, &skipped, generated_text.as_deref());
@@ -704,6 +772,11 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
     let prefix = origin.as_ref().map_or(0, |o| o.prefix);
     let router = origin.as_mut().and_then(|o| o.router.take());
+    let recording = origin
+        .as_mut()
+        .and_then(|o| o.speech.take())
+        .filter(|_| kind == AttentionKind::Cross)
+        .and_then(|s| recording_of(&s, &query_units.ids));
     let (model, level, special_excluded, kv_head) = match origin {
         Some(o) => (o.model, o.level, o.special_excluded, o.kv_head),
         None => (
@@ -750,6 +823,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     .and_then(|a| a.with_sink_shares(sink_shares))
     .map(|mut a| {
         a.image = image.map(std::sync::Arc::new);
+        a.recording = recording.map(std::sync::Arc::new);
         a.holds = holds;
         a
     })

@@ -248,6 +248,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         prefix: 0,
         router: None,
         sink_shares: None,
+        speech: None,
         target: None,
         generated_text: None,
     }

@@ -4,7 +4,12 @@
 //! averaged over the heads, and aligned by dynamic time warping on the negative matrix; the
 //! words split as its tokenizer's `split_to_word_tokens` splits them (on spaces and
 //! punctuation); each word starts at the frame where the path reaches its first token and ends
-//! where it reaches the next word's. One encoder frame is 20 ms.
+//! where it reaches the next word's. One encoder frame is 20 ms. Then, as its
+//! `add_word_timestamps` does, punctuation is merged into the words beside it
+//! ([`merge_punctuations`]): an opening mark into the word after it, a closing mark into the word
+//! before it, so "," and "." get no words of their own. openai-whisper's later adjustments of
+//! times at sentence and segment boundaries (a heuristic clamp to twice the median word length)
+//! are not applied: the times stay those of the alignment path.
 
 use serde::Serialize;
 
@@ -32,6 +37,12 @@ pub struct WordTiming {
     /// End in seconds from the window's start.
     pub end: f64,
 }
+
+/// openai-whisper's default `prepend_punctuations`: marks merged into the word after them.
+pub const PREPENDED: &str = "\"'\u{201c}\u{bf}([{-";
+
+/// openai-whisper's default `append_punctuations`: marks merged into the word before them.
+pub const APPENDED: &str = "\"'.\u{3002},\u{ff0c}!\u{ff01}?\u{ff1f}:\u{ff1a}\u{201d})]}\u{3001}";
 
 /// What the alignment reads.
 pub struct AlignmentInput<'a> {
@@ -226,8 +237,9 @@ fn is_punctuation_run(s: &str) -> bool {
     PUNCTUATION.contains(s)
 }
 
-/// Word timings from `input`: the alignment matrix, DTW, the word split; `decode` decodes
-/// token ids (special tokens kept).
+/// Word timings from `input`: the alignment matrix, DTW, the word split, then the punctuation
+/// merged into the words beside it ([`merge_punctuations`] with openai-whisper's defaults);
+/// `decode` decodes token ids (special tokens kept).
 pub fn find_alignment(
     input: &AlignmentInput<'_>,
     decode: &dyn Fn(&[u32]) -> String,
@@ -256,7 +268,7 @@ pub fn find_alignment(
     // The rows of the text tokens in the decoder's input: after the sot tokens and
     // <|notimestamps|>.
     let first_text = input.sot_len + 1;
-    words
+    let aligned = words
         .into_iter()
         .zip(word_tokens)
         .take(boundaries.len() - 1)
@@ -274,7 +286,73 @@ pub fn find_alignment(
                 end: end_frame as f64 * FRAME_SECONDS,
             })
         })
-        .collect()
+        .collect();
+    merge_punctuations(aligned, PREPENDED, APPENDED)
+}
+
+/// openai-whisper's `merge_punctuations` over `words` (in order), with `prepended` and
+/// `appended` as its arguments: from the end backwards, a word that starts with a space and whose
+/// trimmed text is a substring of `prepended` is put in front of the next word kept; then from
+/// the start, a word that is a substring of `appended` is put after the word before it, unless
+/// that one ends with a space. A merged word keeps the times of the word it joins; its tokens and
+/// rows grow to cover both. The words emptied by a merge are dropped.
+pub fn merge_punctuations(
+    words: Vec<WordTiming>,
+    prepended: &str,
+    appended: &str,
+) -> Vec<WordTiming> {
+    fn join(first: &mut WordTiming, second: &WordTiming, into_first: bool) {
+        let tokens: Vec<u32> = first.tokens.iter().chain(&second.tokens).copied().collect();
+        let word = format!("{}{}", first.word, second.word);
+        let rows = [
+            first.rows[0].min(second.rows[0]),
+            first.rows[1].max(second.rows[1]),
+        ];
+        if into_first {
+            first.word = word;
+            first.tokens = tokens;
+            first.rows = rows;
+        } else {
+            *first = WordTiming {
+                word,
+                tokens,
+                rows,
+                ..second.clone()
+            };
+        }
+    }
+    let mut words = words;
+    if words.len() >= 2 {
+        let mut j = words.len() - 1;
+        for i in (0..words.len() - 1).rev() {
+            let previous = &words[i];
+            if previous.word.starts_with(' ') && prepended.contains(previous.word.trim()) {
+                let mut merged = previous.clone();
+                join(&mut merged, &words[j], false);
+                words[j] = merged;
+                words[i].word.clear();
+                words[i].tokens.clear();
+            } else {
+                j = i;
+            }
+        }
+        let mut i = 0;
+        for j in 1..words.len() {
+            if !words[i].word.ends_with(' ') && appended.contains(words[j].word.as_str()) {
+                let following = words[j].clone();
+                if !following.word.is_empty() {
+                    join(&mut words[i], &following, true);
+                }
+                words[j].word.clear();
+                words[j].tokens.clear();
+            } else {
+                i = j;
+            }
+        }
+    }
+    // openai-whisper keeps the words that are not empty.
+    words.retain(|w| !w.word.is_empty());
+    words
 }
 
 #[cfg(test)]

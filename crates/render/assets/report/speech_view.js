@@ -130,10 +130,16 @@ function renderSpeech() {
     ctx.drawImage(off, g.x0, g.stripY, g.plotW, SP_STRIP);
   }
   ctx.fillStyle = muted;
-  ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
-  ctx.fillText('log-mel', g.x0 - 8, g.stripY + SP_STRIP / 2);
-  ctx.fillText('8 kHz', g.x0 - 8, g.stripY + 8);
+  if (mel && melFrames > 0) {
+    ctx.textAlign = 'right';
+    ctx.fillText('log-mel', g.x0 - 8, g.stripY + SP_STRIP / 2);
+    ctx.fillText('8 kHz', g.x0 - 8, g.stripY + 8);
+  } else {
+    // A report drawn from a JSON export (attnviz render): it carries no spectrogram.
+    ctx.textAlign = 'left';
+    ctx.fillText('no spectrogram: the JSON export does not carry it; run the model on the recording to draw it', g.x0, g.stripY + SP_STRIP / 2);
+  }
   // The words × time matrix.
   const src = speechSources().find((s) => s.id === state.speechSource) || speechSources()[0];
   let max = 0;

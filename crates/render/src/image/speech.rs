@@ -224,8 +224,14 @@ pub(crate) fn words_scene(
     let mut notes = vec![
         "rows: the words, each the mean of the decoder rows that write its tokens".to_string(),
         "boxes: each word's time from the alignment heads (dynamic time warping, as openai-whisper's word timestamps)".to_string(),
-        "top: the log-mel spectrogram the encoder read".to_string(),
     ];
+    // A recording read back from a JSON export has no spectrogram: the JSON does not carry it.
+    let has_mel = rec.mel_bins > 0 && rec.mel_frames > 0;
+    notes.push(if has_mel {
+        "top: the log-mel spectrogram the encoder read".to_string()
+    } else {
+        "no spectrogram: the JSON export does not carry it; run the model on the recording to draw it".to_string()
+    });
     if let Some(why) = why {
         notes.push(format!("square-root colour scale: {why}"));
     }
@@ -267,42 +273,44 @@ pub(crate) fn words_scene(
     let (mut items, top) = layout::title_block(&title, &style, width, &pal);
 
     // The spectrogram strip.
-    let strip_rows = STRIP.max(rec.mel_bins);
+    let strip_rows = if has_mel { STRIP.max(rec.mel_bins) } else { 0 };
     let strip_cell_h = 1u32;
-    items.push(Item::Cells(Cells {
-        x: heat_x,
-        y: top,
-        rows: strip_rows,
-        cols: w as usize,
-        cell_w: 1,
-        cell_h: strip_cell_h,
-        colors: spectrogram_cells(rec, frames, w as usize, strip_rows, &spectrogram_ramp(opts)),
-        hatch: None,
-    }));
     let strip_h = strip_rows as i32;
-    items.extend(frame(
-        Rect::new(heat_x, top, heat_x + w, top + strip_h),
-        pal.frame,
-    ));
-    items.push(text(
-        heat_x - LABEL_GAP - 4,
-        top + strip_h / 2,
-        "log-mel".into(),
-        SMALL_SIZE,
-        pal.muted,
-        Align::End,
-    ));
-    items.push(text(
-        heat_x - LABEL_GAP - 4,
-        top + 8,
-        "8 kHz".into(),
-        11.0,
-        pal.muted,
-        Align::End,
-    ));
+    if has_mel {
+        items.push(Item::Cells(Cells {
+            x: heat_x,
+            y: top,
+            rows: strip_rows,
+            cols: w as usize,
+            cell_w: 1,
+            cell_h: strip_cell_h,
+            colors: spectrogram_cells(rec, frames, w as usize, strip_rows, &spectrogram_ramp(opts)),
+            hatch: None,
+        }));
+        items.extend(frame(
+            Rect::new(heat_x, top, heat_x + w, top + strip_h),
+            pal.frame,
+        ));
+        items.push(text(
+            heat_x - LABEL_GAP - 4,
+            top + strip_h / 2,
+            "log-mel".into(),
+            SMALL_SIZE,
+            pal.muted,
+            Align::End,
+        ));
+        items.push(text(
+            heat_x - LABEL_GAP - 4,
+            top + 8,
+            "8 kHz".into(),
+            11.0,
+            pal.muted,
+            Align::End,
+        ));
+    }
 
     // The words × time matrix.
-    let heat_y = top + strip_h + 8;
+    let heat_y = if has_mel { top + strip_h + 8 } else { top };
     let h = words as i32 * row_px;
     items.push(Item::Cells(Cells {
         x: heat_x,
@@ -349,10 +357,12 @@ pub(crate) fn words_scene(
             items.extend(frame(r, Rgb(0xff, 0xff, 0xff)));
         }
         // The word's start on the spectrogram.
-        items.push(Item::Fill(
-            Rect::new(r.x0, top + strip_h - 6, r.x0 + 1, top + strip_h),
-            Rgb(0xff, 0xff, 0xff),
-        ));
+        if has_mel {
+            items.push(Item::Fill(
+                Rect::new(r.x0, top + strip_h - 6, r.x0 + 1, top + strip_h),
+                Rgb(0xff, 0xff, 0xff),
+            ));
+        }
     }
 
     // The time axis, in seconds from the recording's start.

@@ -106,7 +106,7 @@ pub fn picture_name(given: &str) -> String {
 
 /// The name "Save report" gives a picture's report: `attnviz-report-STEM.html`, the stem's
 /// ASCII words (`attnviz-report.html` when it has none).
-fn download_name(picture: &str) -> String {
+pub(super) fn download_name(picture: &str) -> String {
     let stem = picture.rsplit_once('.').map_or(picture, |(s, _)| s);
     match slug(stem, "") {
         s if s.is_empty() => "attnviz-report.html".to_string(),
@@ -125,18 +125,21 @@ fn too_large() -> Refused {
     )
 }
 
-/// The body's bytes, at most `limit` of them (413 as soon as there are more).
-async fn read_bounded(
+/// The body's bytes, at most `limit` of them (`too_large`, a 413, as soon as there are more);
+/// `what` names the upload in the message of a body cut short.
+pub(super) async fn read_bounded(
     mut body: Body,
     expected: Option<usize>,
     limit: usize,
+    what: &str,
+    too_large: impl Fn() -> Refused,
 ) -> Result<Vec<u8>, Refused> {
     let mut bytes = Vec::with_capacity(expected.unwrap_or(0).min(limit));
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         let frame = frame.map_err(|e| {
             (
                 StatusCode::BAD_REQUEST,
-                format!("the picture did not arrive whole: {e}"),
+                format!("{what} did not arrive whole: {e}"),
             )
         })?;
         let Ok(data) = frame.into_data() else {
@@ -148,6 +151,19 @@ async fn read_bounded(
         bytes.extend_from_slice(&data);
     }
     Ok(bytes)
+}
+
+/// The request's `Content-Length`, when it says one (400 when it is not a number).
+pub(super) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Refused> {
+    match headers.get(header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Some)
+            .ok_or((StatusCode::BAD_REQUEST, "a bad Content-Length".to_string())),
+    }
 }
 
 /// `POST /api/image`: run a picture through a vision model; answered as `/api/run` answers a
@@ -188,6 +204,17 @@ async fn upload(
         ));
     };
     let multimodal = served.model.is_multimodal();
+    if served.kind == "speech" {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} is a speech model ({}): it reads a recording, not pictures; upload one \
+                 (POST /api/audio)",
+                served.name,
+                served.model.family()
+            ),
+        ));
+    }
     if served.kind != "vision" && !multimodal {
         return Err((
             StatusCode::BAD_REQUEST,
@@ -237,21 +264,20 @@ async fn upload(
         )?;
     }
     // A length over the bound is refused before a byte of the body is read.
-    let expected = match headers.get(header::CONTENT_LENGTH) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or((StatusCode::BAD_REQUEST, "a bad Content-Length".to_string()))?,
-        ),
-    };
+    let expected = content_length(headers)?;
     if expected.is_some_and(|n| n > MAX_UPLOAD as u64) {
         return Err(too_large());
     }
     // Its place in the queue first: a full queue is told so before the picture is sent.
     let admitted = admit(state, index)?;
-    let bytes = read_bounded(body, expected.map(|n| n as usize), MAX_UPLOAD).await?;
+    let bytes = read_bounded(
+        body,
+        expected.map(|n| n as usize),
+        MAX_UPLOAD,
+        "the picture",
+        too_large,
+    )
+    .await?;
     if bytes.is_empty() {
         return Err((StatusCode::BAD_REQUEST, "the picture is empty".into()));
     }
