@@ -584,6 +584,97 @@ mod tests {
     }
 
     #[test]
+    fn grouped_routing_keeps_the_best_groups_and_their_best_experts() {
+        let (e, k, groups, keep) = (12usize, 3usize, 4usize, 2usize);
+        let rows = 40;
+        let logits = random(rows * e, 11, 2.0);
+        let bias = random(e, 12, 0.3);
+        let settings = RouterSettings {
+            experts: e,
+            top_k: k,
+            norm_topk_prob: true,
+        };
+        for (scoring, group_score) in [
+            (Scoring::Sigmoid, GroupScore::TopTwoSum),
+            (Scoring::Softmax, GroupScore::Max),
+        ] {
+            let v3 = scoring == Scoring::Sigmoid;
+            let g = GroupRouting {
+                scoring,
+                groups,
+                topk_group: keep,
+                group_score,
+                bias: v3.then(|| bias.clone()),
+                masked: if v3 { f32::NEG_INFINITY } else { 0.0 },
+                weights_from_choice: !v3,
+                normalise: v3,
+                scaling: 2.5,
+            };
+            let r = route_grouped(&logits, rows, settings, &g);
+            for row in 0..rows {
+                let l = &logits[row * e..][..e];
+                // Scores in f64, independently of the kernel.
+                let scores: Vec<f64> = if v3 {
+                    l.iter().map(|&x| 1.0 / (1.0 + (-(x as f64)).exp())).collect()
+                } else {
+                    let z: f64 = l.iter().map(|&x| (x as f64).exp()).sum();
+                    l.iter().map(|&x| (x as f64).exp() / z).collect()
+                };
+                for (a, b) in r.probs[row * e..][..e].iter().zip(&scores) {
+                    assert!((*a as f64 - b).abs() < 1e-6);
+                }
+                let choice: Vec<f64> = (0..e)
+                    .map(|i| scores[i] + if v3 { bias[i] as f64 } else { 0.0 })
+                    .collect();
+                let group_of = |i: usize| i / (e / groups);
+                let group_value = |grp: usize| {
+                    let mut v: Vec<f64> = (0..e)
+                        .filter(|&i| group_of(i) == grp)
+                        .map(|i| choice[i])
+                        .collect();
+                    v.sort_by(|a, b| b.total_cmp(a));
+                    if v3 {
+                        v[0] + v[1]
+                    } else {
+                        v[0]
+                    }
+                };
+                let chosen = &r.chosen[row * k..][..k];
+                let used: std::collections::BTreeSet<usize> =
+                    chosen.iter().map(|&c| group_of(c as usize)).collect();
+                assert!(used.len() <= keep, "row {row}: groups {used:?}");
+                // Every group not used scores below the lowest used one, unless it was kept but
+                // held none of the best experts: at least, no dropped group beats all kept.
+                let lowest_used = used.iter().map(|&grp| group_value(grp)).fold(f64::MAX, f64::min);
+                let better = (0..groups)
+                    .filter(|grp| !used.contains(grp) && group_value(*grp) > lowest_used)
+                    .count();
+                assert!(better + used.len() <= keep, "row {row}: a better group was dropped");
+                // No expert of a used group left out beats a chosen one.
+                let worst_chosen = chosen
+                    .iter()
+                    .map(|&c| choice[c as usize])
+                    .fold(f64::MAX, f64::min);
+                for i in (0..e).filter(|i| used.contains(&group_of(*i))) {
+                    if !chosen.contains(&(i as u32)) {
+                        assert!(choice[i] <= worst_chosen, "row {row}: expert {i} skipped");
+                    }
+                }
+                // Best first.
+                for pair in chosen.windows(2) {
+                    assert!(choice[pair[0] as usize] >= choice[pair[1] as usize]);
+                }
+                let w: Vec<f64> = chosen.iter().map(|&c| scores[c as usize]).collect();
+                let total: f64 = w.iter().sum();
+                for (j, got) in r.weights[row * k..][..k].iter().enumerate() {
+                    let want = if v3 { w[j] / total * 2.5 } else { w[j] * 2.5 };
+                    assert!((*got as f64 - want).abs() < 1e-5, "row {row}: {got} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_clamped_swiglu_clamps_gate_above_and_up_both_ways() {
         let swiglu = ClampedSwiglu {
             alpha: 1.702,
