@@ -615,7 +615,9 @@ mod tests {
                 let l = &logits[row * e..][..e];
                 // Scores in f64, independently of the kernel.
                 let scores: Vec<f64> = if v3 {
-                    l.iter().map(|&x| 1.0 / (1.0 + (-(x as f64)).exp())).collect()
+                    l.iter()
+                        .map(|&x| 1.0 / (1.0 + (-(x as f64)).exp()))
+                        .collect()
                 } else {
                     let z: f64 = l.iter().map(|&x| (x as f64).exp()).sum();
                     l.iter().map(|&x| (x as f64).exp() / z).collect()
@@ -645,11 +647,17 @@ mod tests {
                 assert!(used.len() <= keep, "row {row}: groups {used:?}");
                 // Every group not used scores below the lowest used one, unless it was kept but
                 // held none of the best experts: at least, no dropped group beats all kept.
-                let lowest_used = used.iter().map(|&grp| group_value(grp)).fold(f64::MAX, f64::min);
+                let lowest_used = used
+                    .iter()
+                    .map(|&grp| group_value(grp))
+                    .fold(f64::MAX, f64::min);
                 let better = (0..groups)
                     .filter(|grp| !used.contains(grp) && group_value(*grp) > lowest_used)
                     .count();
-                assert!(better + used.len() <= keep, "row {row}: a better group was dropped");
+                assert!(
+                    better + used.len() <= keep,
+                    "row {row}: a better group was dropped"
+                );
                 // No expert of a used group left out beats a chosen one.
                 let worst_chosen = chosen
                     .iter()
@@ -668,7 +676,10 @@ mod tests {
                 let total: f64 = w.iter().sum();
                 for (j, got) in r.weights[row * k..][..k].iter().enumerate() {
                     let want = if v3 { w[j] / total * 2.5 } else { w[j] * 2.5 };
-                    assert!((*got as f64 - want).abs() < 1e-5, "row {row}: {got} vs {want}");
+                    assert!(
+                        (*got as f64 - want).abs() < 1e-5,
+                        "row {row}: {got} vs {want}"
+                    );
                 }
             }
         }

@@ -27,14 +27,17 @@ pub enum LatentQuery {
     /// One map `hidden → heads · (qk_nope + qk_rope)` (`q_proj`, `q_lora_rank` null).
     Direct(Linear),
     /// `q_b_proj(norm(q_a_proj(x)))`.
-    LowRank {
-        /// `hidden → q_lora_rank`.
-        down: Linear,
-        /// RMSNorm over the `q_lora_rank` values (`q_a_layernorm`).
-        norm: Norm,
-        /// `q_lora_rank → heads · (qk_nope + qk_rope)`.
-        up: Linear,
-    },
+    LowRank(Box<LowRankQuery>),
+}
+
+/// The low-rank query maps (`q_lora_rank` set).
+pub struct LowRankQuery {
+    /// `hidden → q_lora_rank` (`q_a_proj`).
+    pub down: Linear,
+    /// RMSNorm over the `q_lora_rank` values (`q_a_layernorm`).
+    pub norm: Norm,
+    /// `q_lora_rank → heads · (qk_nope + qk_rope)` (`q_b_proj`).
+    pub up: Linear,
 }
 
 /// One layer's latent-attention projections with their sizes.
@@ -78,10 +81,10 @@ impl LatentProjection {
         let width = 3 * heads * slot;
         let q = match &self.query {
             LatentQuery::Direct(map) => map.forward(x, rows, Activation::Identity),
-            LatentQuery::LowRank { down, norm, up } => {
-                let low = down.forward(x, rows, Activation::Identity);
-                let low = norm.forward(&low, None);
-                up.forward(&low, rows, Activation::Identity)
+            LatentQuery::LowRank(q) => {
+                let low = q.down.forward(x, rows, Activation::Identity);
+                let low = q.norm.forward(&low, None);
+                q.up.forward(&low, rows, Activation::Identity)
             }
         };
         let rank = self.kv_rank();
@@ -177,11 +180,11 @@ mod tests {
             Linear::new(Weight::owned(w.to_vec(), vec![o, i]), Layout::OutIn, None)
         };
         let block = LatentProjection {
-            query: LatentQuery::LowRank {
+            query: LatentQuery::LowRank(Box::new(LowRankQuery {
                 down: owned(&wqa, q_rank, hidden),
                 norm: Norm::from_weights(Weight::owned(gq.clone(), vec![q_rank]), None, eps),
                 up: owned(&wqb, heads * qk, q_rank),
-            },
+            })),
             kv_down: owned(&wkva, rank + rope, hidden),
             kv_norm: Norm::from_weights(Weight::owned(gkv.clone(), vec![rank]), None, eps),
             kv_up: owned(&wkvb, heads * (nope + value), rank),

@@ -35,7 +35,7 @@ use crate::blocks::experts::{
     ExpertNames, Experts, GroupRouting, GroupScore, RouterSettings, Scoring,
 };
 use crate::blocks::family::{Family, FamilyConfig, Quirks};
-use crate::blocks::latent::{LatentProjection, LatentQuery};
+use crate::blocks::latent::{LatentProjection, LatentQuery, LowRankQuery};
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, MAX_LAYERS};
 use crate::blocks::rope::{read_rope_based, rope_factor_in_range, Partial, MAX_ROTARY_POSITIONS};
@@ -314,11 +314,11 @@ impl DeepseekConfig {
                     None => {
                         LatentQuery::Direct(linear(&a.pp("q_proj"), hidden, heads * qk, false)?)
                     }
-                    Some(rank) => LatentQuery::LowRank {
+                    Some(rank) => LatentQuery::LowRank(Box::new(LowRankQuery {
                         down: linear(&a.pp("q_a_proj"), hidden, rank, attn_bias)?,
                         norm: rms(&a.pp("q_a_layernorm"), rank)?,
                         up: linear(&a.pp("q_b_proj"), rank, heads * qk, false)?,
-                    },
+                    })),
                 };
                 let latent = LatentProjection {
                     query,
