@@ -598,6 +598,18 @@ fn read_moe(
         }));
     }
     let normalise = v3 && file.boolean("norm_topk_prob")?.unwrap_or(true);
+    let inner = file.positive("moe_intermediate_size", if v3 { 2048 } else { 1407 })?;
+    let shared = file
+        .count("n_shared_experts")?
+        .unwrap_or(if v3 { 1 } else { 2 });
+    if inner.checked_mul(shared).is_none() {
+        return Err(file.invalid(Oversize::Product {
+            field: "moe_intermediate_size",
+            value: inner,
+            by_field: "n_shared_experts",
+            by: shared,
+        }));
+    }
     if first >= layers {
         return Ok(None);
     }
@@ -607,10 +619,8 @@ fn read_moe(
             top_k,
             norm_topk_prob: normalise,
         },
-        inner: file.positive("moe_intermediate_size", if v3 { 2048 } else { 1407 })?,
-        shared: file
-            .count("n_shared_experts")?
-            .unwrap_or(if v3 { 1 } else { 2 }),
+        inner,
+        shared,
         routing: GroupRouting {
             scoring: if v3 {
                 Scoring::Sigmoid
@@ -726,6 +736,41 @@ impl FamilyConfig for DeepseekConfig {
             ConfigDim::new("vocab_size", self.vocab_size, embed().weight(), 0),
             ConfigDim::new("hidden_size", self.hidden_size, embed().weight(), 1),
         ];
+        let attn = |i: usize, leaf: &str| {
+            Name::root()
+                .pp("layers")
+                .pp(i)
+                .pp("self_attn")
+                .pp(leaf)
+                .weight()
+        };
+        dims.push(ConfigDim::new(
+            "kv_lora_rank",
+            self.kv_lora_rank,
+            attn(0, "kv_a_layernorm"),
+            0,
+        ));
+        if let Some(rank) = self.q_lora_rank {
+            dims.push(ConfigDim::new(
+                "q_lora_rank",
+                rank,
+                attn(0, "q_a_layernorm"),
+                0,
+            ));
+        }
+        if self.moe.as_ref().is_none_or(|m| m.first > 0) {
+            dims.push(ConfigDim::new(
+                "intermediate_size",
+                self.intermediate_size,
+                Name::root()
+                    .pp("layers")
+                    .pp(0)
+                    .pp("mlp")
+                    .pp("gate_proj")
+                    .weight(),
+                0,
+            ));
+        }
         if let Some(moe) = &self.moe {
             dims.push(ConfigDim::new(
                 "n_routed_experts",
