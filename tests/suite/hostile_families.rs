@@ -226,3 +226,40 @@ fn t5_sizes_are_checked_against_the_checkpoint_or_bounded() {
         );
     }
 }
+
+#[test]
+fn deepseek_sizes_are_checked_against_the_checkpoint_or_bounded() {
+    // DeepSeek has no key/value head count of its own (every head expands from the latent): a
+    // field no tensor depends on is set in place of the heads.
+    huge_values_are_refused(
+        "tiny-deepseek_v3",
+        "attention_dropout",
+        &[
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+            "q_lora_rank",
+            "kv_lora_rank",
+            "n_routed_experts",
+        ],
+    );
+    // Sizes that only products or sums of tensor dimensions back (heads × head sizes, the
+    // experts' inner size): refused in one line, by whichever tensor shows them wrong.
+    let tmp = tempfile::tempdir().unwrap();
+    for field in [
+        "num_attention_heads",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        "moe_intermediate_size",
+        "n_shared_experts",
+    ] {
+        for value in [1_000_000_000u64, 1_000_000_000_000_000_000] {
+            let dir = tmp.path().join(format!("{field}-{value}"));
+            variant("tiny-deepseek_v2", &dir, |c| c[field] = value.into());
+            assert_refused(&dir, "");
+        }
+    }
+}

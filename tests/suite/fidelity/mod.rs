@@ -8,6 +8,7 @@
 //! prints the max |Δ| of every case).
 
 mod decoders;
+mod deepseek;
 pub mod families;
 mod gguf_moe;
 mod gguf_quantized;

@@ -100,6 +100,12 @@ pub struct LayerOptions {
     /// A learned sink logit per query head that takes a share of every row's softmax
     /// (gpt-oss's `self_attn.sinks`); `None`: none.
     pub sink_logits: Option<Vec<f32>>,
+    /// Multi-head latent attention (DeepSeek-V2/V3): the queries, keys and values come from
+    /// these projections ([`super::latent`]) instead of [`DecoderLayer::qkv`] (left empty).
+    pub latent: Option<Box<super::latent::LatentProjection>>,
+    /// Where the rotated values of each query and key head start (0: the head's first values;
+    /// DeepSeek's `qk_nope_head_dim`: its rotary part comes last).
+    pub rope_offset: usize,
 }
 
 /// The parts of a decoder stack that only some families have; `StackOptions::default()` for
@@ -157,7 +163,10 @@ impl DecoderLayer {
         let (heads, kv, d) = (arch.heads, arch.kv_heads, arch.head_dim);
         let width = (heads + 2 * kv) * d;
         let x = self.attention_norm.forward(h, None);
-        let mut qkv = vec![0f32; rows * width];
+        let mut qkv = match &self.options.latent {
+            Some(latent) => latent.project(&x, rows),
+            None => vec![0f32; rows * width],
+        };
         let mut col = 0;
         for map in &self.qkv {
             let out = Output {
@@ -181,8 +190,9 @@ impl DecoderLayer {
             tables[0]
         };
         if let Some(table) = rope {
-            table.rotate(&mut qkv, width, 0, heads);
-            table.rotate(&mut qkv, width, heads * d, kv);
+            let at = self.options.rope_offset;
+            table.rotate(&mut qkv, width, at, heads);
+            table.rotate(&mut qkv, width, heads * d + at, kv);
         }
         if let (Some(t), Keys::Batch(batch, _)) = (taps.as_deref(), &keys) {
             values::zero_values(t, &mut qkv, batch.tokens, width, (heads + kv) * d, kv * d);

@@ -40,7 +40,8 @@ pub struct Routing {
     pub top_k: usize,
     /// Whether the weights are the chosen probabilities renormalised to sum to 1.
     pub renormalised: bool,
-    /// `softmax(router logits)` over all experts, `[rows, experts]`.
+    /// `softmax(router logits)` over all experts, `[rows, experts]` (DeepSeek-V3: each
+    /// logit's sigmoid, the scores its router chooses by before the correction bias).
     pub probs: Vec<f32>,
     /// The chosen experts, `[rows, top_k]`, most probable first (among equal probabilities the
     /// lower number first).
@@ -123,6 +124,148 @@ pub fn route(logits: &[f32], rows: usize, settings: RouterSettings) -> Routing {
     }
 }
 
+/// How a router turns its logits into scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scoring {
+    /// The softmax over all experts (DeepSeek-V2).
+    Softmax,
+    /// Each logit's sigmoid on its own (DeepSeek-V3).
+    Sigmoid,
+}
+
+/// How a group of experts is scored for the group-limited choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupScore {
+    /// Its best expert's score (DeepSeek-V2's `group_limited_greedy`).
+    Max,
+    /// The sum of its two best experts' scores (DeepSeek-V3's `noaux_tc`).
+    TopTwoSum,
+}
+
+/// DeepSeek's routers (transformers' `DeepseekV2TopkRouter`, `DeepseekV3TopkRouter`): scores
+/// from the logits ([`Scoring`]), plus a correction bias for the choice only (V3's
+/// `e_score_correction_bias`); with `groups > 1` the experts are cut into that many equal
+/// groups, the `topk_group` best groups kept ([`GroupScore`]) and the others' experts masked
+/// out; the `top_k` best remaining experts chosen; their weights their scores (V2: the masked
+/// scores the choice read; V3: the scores without the bias), divided by their sum + 1e-20
+/// where `normalise`, times `scaling` (`routed_scaling_factor`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupRouting {
+    /// How logits become scores.
+    pub scoring: Scoring,
+    /// Groups of experts (`n_group`; 1: no group limit).
+    pub groups: usize,
+    /// Groups kept (`topk_group`).
+    pub topk_group: usize,
+    /// How a group is scored.
+    pub group_score: GroupScore,
+    /// Added to the scores for the choice (`e_score_correction_bias`, `[experts]`).
+    pub bias: Option<Vec<f32>>,
+    /// What a masked expert's choice score becomes (V2: 0, V3: −∞).
+    pub masked: f32,
+    /// Whether the weights are the masked choice scores (V2) rather than the scores (V3).
+    pub weights_from_choice: bool,
+    /// Whether the chosen weights are divided by their sum (+1e-20).
+    pub normalise: bool,
+    /// The factor on the weights (`routed_scaling_factor`).
+    pub scaling: f32,
+}
+
+/// DeepSeek's routing ([`GroupRouting`]) of `rows` rows of router logits `[rows, experts]`: the
+/// chosen experts best first by the score they were chosen by (ties: the lower expert first),
+/// and [`Routing::probs`] the scores over all experts (softmax or sigmoid, before any bias).
+pub fn route_grouped(
+    logits: &[f32],
+    rows: usize,
+    settings: RouterSettings,
+    g: &GroupRouting,
+) -> Routing {
+    let (e, k) = (settings.experts, settings.top_k);
+    assert_eq!(logits.len(), rows * e, "router logits");
+    let per_group = e / g.groups.max(1);
+    let mut probs = Vec::with_capacity(rows * e);
+    let mut chosen = Vec::with_capacity(rows * k);
+    let mut weights = Vec::with_capacity(rows * k);
+    let mut order: Vec<u32> = Vec::with_capacity(e);
+    let by = |v: &[f32], order: &mut Vec<u32>, n: usize| {
+        order.clear();
+        order.extend(0..n as u32);
+        // Stable: equal scores keep the lower number first.
+        order.sort_by(|&a, &b| v[b as usize].total_cmp(&v[a as usize]));
+    };
+    for row in logits.chunks_exact(e) {
+        let start = probs.len();
+        match g.scoring {
+            Scoring::Softmax => {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                probs.extend(row.iter().map(|v| (v - max).exp()));
+                let p = &mut probs[start..];
+                let sum: f32 = p.iter().sum();
+                p.iter_mut().for_each(|v| *v /= sum);
+            }
+            Scoring::Sigmoid => probs.extend(row.iter().map(|v| 1.0 / (1.0 + (-v).exp()))),
+        }
+        let p = &probs[start..];
+        let mut choice: Vec<f32> = match &g.bias {
+            Some(b) => p.iter().zip(b).map(|(s, b)| s + b).collect(),
+            None => p.to_vec(),
+        };
+        if g.groups > 1 && g.topk_group < g.groups {
+            let group_scores: Vec<f32> = choice
+                .chunks_exact(per_group)
+                .map(|c| match g.group_score {
+                    GroupScore::Max => c.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                    GroupScore::TopTwoSum => {
+                        let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+                        for &v in c {
+                            if v > a {
+                                (a, b) = (v, a);
+                            } else if v > b {
+                                b = v;
+                            }
+                        }
+                        if per_group < 2 {
+                            a
+                        } else {
+                            a + b
+                        }
+                    }
+                })
+                .collect();
+            by(&group_scores, &mut order, g.groups);
+            let mut keep = vec![false; g.groups];
+            for &grp in &order[..g.topk_group] {
+                keep[grp as usize] = true;
+            }
+            for (i, c) in choice.iter_mut().enumerate() {
+                if !keep[i / per_group] {
+                    *c = g.masked;
+                }
+            }
+        }
+        by(&choice, &mut order, e);
+        let top = &order[..k];
+        let from = weights.len();
+        let source = if g.weights_from_choice { &choice } else { p };
+        weights.extend(top.iter().map(|&i| source[i as usize]));
+        chosen.extend_from_slice(top);
+        let w = &mut weights[from..];
+        if g.normalise {
+            let total: f32 = w.iter().sum::<f32>() + 1e-20;
+            w.iter_mut().for_each(|v| *v /= total);
+        }
+        w.iter_mut().for_each(|v| *v *= g.scaling);
+    }
+    Routing {
+        experts: e,
+        top_k: k,
+        renormalised: g.normalise,
+        probs,
+        chosen,
+        weights,
+    }
+}
+
 /// Where a routed-experts block's tensors are (module paths): the router, and the experts
 /// under one module.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,6 +333,10 @@ pub struct Experts {
     settings: RouterSettings,
     /// gpt-oss's clamped activation in place of each expert's own; `None` for the others.
     clamped: Option<ClampedSwiglu>,
+    /// DeepSeek's scoring and group-limited choice; `None`: the softmax's top k.
+    grouped: Option<GroupRouting>,
+    /// Experts every token goes through, added unweighted (DeepSeek's `shared_experts`).
+    shared: Option<FeedForward>,
 }
 
 impl Experts {
@@ -239,6 +386,8 @@ impl Experts {
             experts,
             settings,
             clamped: None,
+            grouped: None,
+            shared: None,
         })
     }
 
@@ -307,6 +456,8 @@ impl Experts {
             experts,
             settings,
             clamped: Some(swiglu),
+            grouped: None,
+            shared: None,
         })
     }
 
@@ -324,6 +475,18 @@ impl Experts {
         }
     }
 
+    /// The same block, routing as `grouped` says (DeepSeek's routers).
+    pub fn with_groups(mut self, grouped: GroupRouting) -> Experts {
+        self.grouped = Some(grouped);
+        self
+    }
+
+    /// The same block with `shared` run on every token and added to the routed experts' sum.
+    pub fn with_shared(mut self, shared: FeedForward) -> Experts {
+        self.shared = Some(shared);
+        self
+    }
+
     /// Its router's settings.
     pub fn settings(&self) -> RouterSettings {
         self.settings
@@ -332,7 +495,10 @@ impl Experts {
     /// The router's decisions for the `rows` rows of `x`.
     pub fn route(&self, x: &[f32], rows: usize) -> Routing {
         let logits = self.router.forward(x, rows, Activation::Identity);
-        route(&logits, rows, self.settings)
+        match &self.grouped {
+            Some(g) => route_grouped(&logits, rows, self.settings, g),
+            None => route(&logits, rows, self.settings),
+        }
     }
 
     /// `rows` rows of `x` through the block, with the router's decisions: each expert runs on
@@ -365,6 +531,12 @@ impl Experts {
                 for (o, v) in out[r * hidden..][..hidden].iter_mut().zip(row) {
                     *o += v * w;
                 }
+            }
+        }
+        if let Some(shared) = &self.shared {
+            let y = shared.forward(x, rows);
+            for (o, v) in out.iter_mut().zip(&y) {
+                *o += v;
             }
         }
         (out, routing)
@@ -406,6 +578,108 @@ mod tests {
                         p[e as usize]
                     };
                     assert!((r.weights[row * 2 + j] as f64 - want).abs() < 1e-6);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_routing_keeps_the_best_groups_and_their_best_experts() {
+        let (e, k, groups, keep) = (12usize, 3usize, 4usize, 2usize);
+        let rows = 40;
+        let logits = random(rows * e, 11, 2.0);
+        let bias = random(e, 12, 0.3);
+        let settings = RouterSettings {
+            experts: e,
+            top_k: k,
+            norm_topk_prob: true,
+        };
+        for (scoring, group_score) in [
+            (Scoring::Sigmoid, GroupScore::TopTwoSum),
+            (Scoring::Softmax, GroupScore::Max),
+        ] {
+            let v3 = scoring == Scoring::Sigmoid;
+            let g = GroupRouting {
+                scoring,
+                groups,
+                topk_group: keep,
+                group_score,
+                bias: v3.then(|| bias.clone()),
+                masked: if v3 { f32::NEG_INFINITY } else { 0.0 },
+                weights_from_choice: !v3,
+                normalise: v3,
+                scaling: 2.5,
+            };
+            let r = route_grouped(&logits, rows, settings, &g);
+            for row in 0..rows {
+                let l = &logits[row * e..][..e];
+                // Scores in f64, independently of the kernel.
+                let scores: Vec<f64> = if v3 {
+                    l.iter()
+                        .map(|&x| 1.0 / (1.0 + (-(x as f64)).exp()))
+                        .collect()
+                } else {
+                    let z: f64 = l.iter().map(|&x| (x as f64).exp()).sum();
+                    l.iter().map(|&x| (x as f64).exp() / z).collect()
+                };
+                for (a, b) in r.probs[row * e..][..e].iter().zip(&scores) {
+                    assert!((*a as f64 - b).abs() < 1e-6);
+                }
+                let choice: Vec<f64> = (0..e)
+                    .map(|i| scores[i] + if v3 { bias[i] as f64 } else { 0.0 })
+                    .collect();
+                let group_of = |i: usize| i / (e / groups);
+                let group_value = |grp: usize| {
+                    let mut v: Vec<f64> = (0..e)
+                        .filter(|&i| group_of(i) == grp)
+                        .map(|i| choice[i])
+                        .collect();
+                    v.sort_by(|a, b| b.total_cmp(a));
+                    if v3 {
+                        v[0] + v[1]
+                    } else {
+                        v[0]
+                    }
+                };
+                let chosen = &r.chosen[row * k..][..k];
+                let used: std::collections::BTreeSet<usize> =
+                    chosen.iter().map(|&c| group_of(c as usize)).collect();
+                assert!(used.len() <= keep, "row {row}: groups {used:?}");
+                // Every group not used scores below the lowest used one, unless it was kept but
+                // held none of the best experts: at least, no dropped group beats all kept.
+                let lowest_used = used
+                    .iter()
+                    .map(|&grp| group_value(grp))
+                    .fold(f64::MAX, f64::min);
+                let better = (0..groups)
+                    .filter(|grp| !used.contains(grp) && group_value(*grp) > lowest_used)
+                    .count();
+                assert!(
+                    better + used.len() <= keep,
+                    "row {row}: a better group was dropped"
+                );
+                // No expert of a used group left out beats a chosen one.
+                let worst_chosen = chosen
+                    .iter()
+                    .map(|&c| choice[c as usize])
+                    .fold(f64::MAX, f64::min);
+                for i in (0..e).filter(|i| used.contains(&group_of(*i))) {
+                    if !chosen.contains(&(i as u32)) {
+                        assert!(choice[i] <= worst_chosen, "row {row}: expert {i} skipped");
+                    }
+                }
+                // Best first.
+                for pair in chosen.windows(2) {
+                    assert!(choice[pair[0] as usize] >= choice[pair[1] as usize]);
+                }
+                let w: Vec<f64> = chosen.iter().map(|&c| scores[c as usize]).collect();
+                let total: f64 = w.iter().sum();
+                for (j, got) in r.weights[row * k..][..k].iter().enumerate() {
+                    let want = if v3 { w[j] / total * 2.5 } else { w[j] * 2.5 };
+                    assert!(
+                        (*got as f64 - want).abs() < 1e-5,
+                        "row {row}: {got} vs {want}"
+                    );
                 }
             }
         }
@@ -456,6 +730,8 @@ mod tests {
                 .collect(),
             settings: settings(true),
             clamped: None,
+            grouped: None,
+            shared: None,
         };
         let rows = 7;
         let x = random(rows * hidden, 3, 1.0);

@@ -7,6 +7,7 @@
 //! - [`architecture`]: what a network is ([`architecture::Architecture`]), which every block reads;
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
 //! - [`experts`]: the routed-experts feed-forward block of mixture-of-experts decoders;
+//! - [`latent`]: multi-head latent attention's query, key and value projections (DeepSeek);
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
 //! - [`mlm_head`]: an encoder's masked-LM head (dense, activation, LayerNorm, decoder), for the
@@ -26,6 +27,7 @@ pub mod encoder;
 pub mod experts;
 pub mod family;
 pub mod generate;
+pub mod latent;
 pub mod layers;
 pub mod lens;
 pub mod merged_vision;

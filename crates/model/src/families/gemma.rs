@@ -605,6 +605,7 @@ impl GemmaConfig {
                         local_rope: self.local_rope.is_some() && arch.window(i).is_some(),
                         no_rope: false,
                         sink_logits: None,
+                        ..LayerOptions::default()
                     },
                 })
             })

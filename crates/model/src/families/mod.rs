@@ -8,6 +8,7 @@ pub mod albert;
 pub mod bart;
 pub mod bert;
 pub mod clip;
+pub mod deepseek;
 pub mod dinov2;
 pub mod distilbert;
 pub mod electra;
