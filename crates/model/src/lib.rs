@@ -63,6 +63,7 @@ pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{
     Architecture, Batch, CausalLm, Forward, HeadOutputs, Inserted, KvCache, Multimodal, Network,
+    TokenMixing,
 };
 pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
@@ -709,6 +710,22 @@ impl Model {
         self.chat_template()?
             .render_user_message_with_images(text, mark)
             .map_err(|e| InputError::Chat(e).into())
+    }
+
+    /// The layers that mix tokens without a softmax (Qwen3-Next's gated delta layers), each
+    /// with the exact token-mixing matrix it applies to its values for `ids`; empty for a model
+    /// whose every layer is softmax attention.
+    pub fn token_mixing(&self, ids: &[u32]) -> Result<Vec<TokenMixing>, Error> {
+        let arch = self.network.architecture();
+        check_input(arch, 0, ids, &vec![0; ids.len()])?;
+        Ok(self.network.token_mixing(ids))
+    }
+
+    /// The model's number of each captured layer where the model captures only some of its
+    /// layers (Qwen3-Next: its full-attention layers); `None`: captured layer `l` is the
+    /// model's layer `l`.
+    pub fn captured_layer_numbers(&self) -> Option<Vec<usize>> {
+        self.network.captured_layer_numbers().map(<[usize]>::to_vec)
     }
 
     /// The logits `[vocab]` a decoder gives for the token after `ids`.
