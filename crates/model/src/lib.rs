@@ -1114,6 +1114,46 @@ impl Model {
         Ok(())
     }
 
+    /// The capture's own numbers of the model's layers `layers`: themselves, except in a
+    /// model that captures some of its layers only (Qwen3-Next's full-attention layers), where
+    /// each must be one of those, and is its place among them.
+    fn capture_slots(&self, layers: &[usize]) -> Result<Vec<usize>, Error> {
+        let Some(map) = self.network.captured_layer_numbers() else {
+            return Ok(layers.to_vec());
+        };
+        layers
+            .iter()
+            .map(|&layer| match map.iter().position(|&m| m == layer) {
+                Some(slot) => Ok(slot),
+                None => {
+                    let total = map.len()
+                        + self
+                            .network
+                            .non_softmax_layers()
+                            .map_or(0, |(_, l)| l.len());
+                    if layer >= total {
+                        return Err(InputError::LayerOutOfRange {
+                            layer,
+                            model: self.info.name().to_string(),
+                            layers: total,
+                        }
+                        .into());
+                    }
+                    Err(InputError::NotAttentionLayer {
+                        layer,
+                        model: self.info.name().to_string(),
+                        kind: self
+                            .network
+                            .non_softmax_layers()
+                            .map_or("linear", |(k, _)| k),
+                        attention: crate::attention::layer_list(map),
+                    }
+                    .into())
+                }
+            })
+            .collect()
+    }
+
     /// The bytes a capture of `layers` layers takes for sequences of `lengths` tokens, or
     /// `None` when the count overflows.
     pub fn capture_bytes(&self, lengths: &[usize], layers: usize, query_key: bool) -> Option<u64> {
@@ -1282,7 +1322,11 @@ impl Model {
             zeros = vec![0; enc.ids.len()];
             &zeros
         };
-        let layers = opts.layers.as_deref();
+        let slots = match &opts.layers {
+            Some(l) => Some(self.capture_slots(l)?),
+            None => None,
+        };
+        let layers = slots.as_deref();
         let streamed = sink.is_some() || opts.summary.is_some();
         let mut run = self.forward_batch_into(
             &[(&enc.ids, types)],
@@ -1320,6 +1364,12 @@ impl Model {
             (false, Some(layers)) => layers.to_vec(),
             (false, None) => (0..self.info.layers).collect(),
         };
+        // A hybrid model captures some of its layers only (Qwen3-Next's full-attention ones):
+        // the views number them as the model does.
+        let numbers = match self.network.captured_layer_numbers() {
+            Some(model) => numbers.iter().map(|&l| model[l]).collect(),
+            None => numbers,
+        };
         let info = ModelInfo {
             layers: numbers.len(),
             ..self.info.clone()
@@ -1337,6 +1387,13 @@ impl Model {
         .map_err(ForwardError::Shape)?
         // A learned sink's share of each row is what the row leaves (gpt-oss).
         .with_sinks_from_rows(self.network.attention_sinks());
+        let mut attention = attention;
+        attention.non_softmax = self.network.non_softmax_layers().map(|(kind, layers)| {
+            crate::attention::NonSoftmaxLayers {
+                kind: kind.to_string(),
+                layers,
+            }
+        });
         Ok(Encoding {
             attention,
             hidden: out.hidden,

@@ -211,3 +211,84 @@ fn tiny_qwen3_next_gated_delta_mixing_reproduces_hf() {
     // Not a softmax: some weights are negative.
     assert!(negative, "no negative mixing weight");
 }
+
+/// The views number the captured layers as the model does (its full-attention layers) and say
+/// plainly, in the terminal's and the PNG's titles, that the gated delta layers are token
+/// mixing, not softmax, with no attention map.
+#[test]
+fn views_say_the_gated_delta_layers_are_not_softmax() {
+    use crate::support::cli::run;
+    let reference = Reference::load();
+    let case = &reference.manifest.cases[0];
+    let path = fixture(LABEL);
+    let path = path.to_str().unwrap();
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let enc = ok(
+        model.encode(
+            "The cat sat on the mat.",
+            None,
+            &attnviz::model::EncodeOptions::default(),
+        ),
+        &case.name,
+    );
+    assert_eq!(enc.attention.layer_numbers(), [1, 3]);
+    let other = enc
+        .attention
+        .non_softmax
+        .as_ref()
+        .expect("gated delta layers");
+    assert_eq!(
+        (other.kind.as_str(), other.layers.as_slice()),
+        ("gated delta", &[0, 2][..])
+    );
+
+    let view = run(&[
+        "-m",
+        path,
+        "The cat sat on the mat.",
+        "--layer",
+        "3",
+        "--head",
+        "0",
+    ]);
+    assert!(
+        view.status.success(),
+        "{}",
+        String::from_utf8_lossy(&view.stderr)
+    );
+    let text = String::from_utf8(view.stdout).unwrap();
+    assert!(text.contains("layer 3 (1, 3)"), "{text}");
+    assert!(
+        text.contains("gated delta: token mixing, not softmax (no attention map) in layers 0, 2"),
+        "{text}"
+    );
+    // A gated delta layer is not among the captured ones: refused in one line.
+    let refused = run(&["-m", path, "The cat sat on the mat.", "--layer", "0"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let png = tmp.path().join("q.png");
+    let out = run(&[
+        "-m",
+        path,
+        "The cat sat on the mat.",
+        "--layer",
+        "3",
+        "--head",
+        "0",
+        "--png",
+        png.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 0);
+    if let Ok(keep) = std::env::var("ATTNVIZ_KEEP_PNG") {
+        std::fs::copy(&png, keep).unwrap();
+    }
+}

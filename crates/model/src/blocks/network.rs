@@ -143,6 +143,12 @@ pub trait Network: Send + Sync {
     fn captured_layer_numbers(&self) -> Option<&[usize]> {
         None
     }
+
+    /// The model's layers that mix tokens without a softmax, and what they are (`gated
+    /// delta`); `None` where every layer is attention.
+    fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {
+        None
+    }
 }
 
 /// One linear-attention layer's token mixing for one sequence: not a softmax map (rows need not

@@ -1067,6 +1067,13 @@ impl Network for Qwen3Next {
     fn captured_layer_numbers(&self) -> Option<&[usize]> {
         Some(&self.full_layers)
     }
+
+    fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {
+        let linear: Vec<usize> = (0..self.layers.len())
+            .filter(|l| !self.full_layers.contains(l))
+            .collect();
+        (!linear.is_empty()).then_some(("gated delta", linear))
+    }
 }
 
 impl CausalLm for Qwen3Next {
