@@ -259,7 +259,7 @@ fn views_say_the_gated_delta_layers_are_not_softmax() {
     let text = String::from_utf8(view.stdout).unwrap();
     assert!(text.contains("layer 3 (1, 3)"), "{text}");
     assert!(
-        text.contains("gated delta: token mixing, not softmax (no attention map) in layers 0, 2"),
+        text.contains("layers 0, 2 — gated delta: token mixing, not softmax, no attention map"),
         "{text}"
     );
     // A gated delta layer is not among the captured ones: refused in one line.

@@ -406,13 +406,13 @@ pub struct NonSoftmaxLayers {
 }
 
 impl NonSoftmaxLayers {
-    /// One line for a view's title: `gated delta layers 0, 1, 2: token mixing, not softmax
-    /// (no attention map)`.
+    /// One line for a view's title: `layers 0–2 — gated delta: token mixing, not softmax, no
+    /// attention map`.
     pub fn note(&self) -> String {
         format!(
-            "{}: token mixing, not softmax (no attention map) in layers {}",
-            self.kind,
-            layer_list(&self.layers)
+            "layers {} — {}: token mixing, not softmax, no attention map",
+            layer_list(&self.layers),
+            self.kind
         )
     }
 }

@@ -511,7 +511,7 @@ fn build_view(
     };
     // A hybrid model's linear-attention layers have no map: the title says so.
     let model = match &att.non_softmax {
-        Some(other) => format!("{model} · {}", other.note()),
+        Some(other) => format!("{model} [{}]", other.note()),
         None => model,
     };
     let heads = att.heads();
