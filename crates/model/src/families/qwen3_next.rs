@@ -393,14 +393,14 @@ impl Qwen3NextConfig {
                 let mixer = if self.full_layers[i] {
                     let a = layer.pp("self_attn");
                     let proj = |n: &str, o| out_in_linear(t, &a.pp(n), hidden, o, bias);
-                    Mixer::Full(FullAttention {
+                    Mixer::Full(Box::new(FullAttention {
                         q_proj: proj("q_proj", 2 * heads * d)?,
                         k_proj: proj("k_proj", kv * d)?,
                         v_proj: proj("v_proj", kv * d)?,
                         o_proj: out_in_linear(t, &a.pp("o_proj"), heads * d, hidden, bias)?,
                         q_norm: centred(&a.pp("q_norm"), d)?,
                         k_norm: centred(&a.pp("k_norm"), d)?,
-                    })
+                    }))
                 } else {
                     let a = layer.pp("linear_attn");
                     let (kd, vd) = (lin.key_heads * lin.key_dim, lin.value_heads * lin.value_dim);
@@ -777,7 +777,7 @@ impl GatedDeltaNet {
 
 /// A layer's token mixer.
 enum Mixer {
-    Full(FullAttention),
+    Full(Box<FullAttention>),
     Linear(Box<GatedDeltaNet>),
 }
 
