@@ -122,7 +122,12 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     // its attentions exist, each against its own layers and heads.
     let seq2seq = model.is_seq2seq();
     if !seq2seq {
-        plan.selection(model.info()).map_err(Error::Usage)?;
+        match model.captured_layer_numbers() {
+            // A hybrid model (Qwen3-Next): `--layer` names one of its attention layers.
+            Some(numbers) => plan.selection_among(model.info(), &numbers),
+            None => plan.selection(model.info()),
+        }
+        .map_err(Error::Usage)?;
     }
     plan.check_rollout(model.info().layers, seq2seq)
         .map_err(Error::Usage)?;

@@ -115,6 +115,19 @@ impl Single {
             .map_err(|e| words::selection(&e))
     }
 
+    /// [`Single::selection`] for a model that captures some of its layers only (Qwen3-Next's
+    /// attention layers, `numbers`): `--layer` names one of them as the model numbers it.
+    pub fn selection_among(
+        &self,
+        info: &ModelInfo,
+        numbers: &[usize],
+    ) -> Result<Selection, String> {
+        self.report
+            .choose
+            .among(info, numbers, report::Among::Captured)
+            .map_err(|e| words::selection(&e))
+    }
+
     /// Refuse attention rollout of a capture that leaves layers out: it multiplies every
     /// layer's attention in turn. Checked once the model's `layers` are known, before it runs.
     /// An encoder–decoder's kinds have their own layer counts: with `--layers` some are left

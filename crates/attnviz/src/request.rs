@@ -506,7 +506,15 @@ impl RunRequest {
         if self.value_zeroing && self.layers.is_some() {
             return Err(input(InputError::ZeroingNeedsEveryLayer));
         }
-        if let Some(&layer) = self.layers.iter().flatten().find(|&&l| l >= layers) {
+        // A hybrid model (Qwen3-Next) numbers its attention layers as the model does; the
+        // model checks them.
+        let hybrid = model.captured_layer_numbers().is_some();
+        if let Some(&layer) = self
+            .layers
+            .iter()
+            .flatten()
+            .find(|&&l| l >= layers && !hybrid)
+        {
             return Err(RequestError::LayerOutOfRange { layer, layers });
         }
         let decoder = model.architecture().mask == Mask::Causal;

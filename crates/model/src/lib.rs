@@ -63,6 +63,7 @@ pub use blocks::family::{Family, FamilyConfig};
 pub use blocks::generate::{ChatUnavailable, Generation, GenerationConfig};
 pub use blocks::network::{
     Architecture, Batch, CausalLm, Forward, HeadOutputs, Inserted, KvCache, Multimodal, Network,
+    TokenMixing,
 };
 pub use blocks::values::LayerValues;
 pub use blocks::{capture, decoder, encoder, generate, layers, seq2seq};
@@ -711,6 +712,22 @@ impl Model {
             .map_err(|e| InputError::Chat(e).into())
     }
 
+    /// The layers that mix tokens without a softmax (Qwen3-Next's gated delta layers), each
+    /// with the exact token-mixing matrix it applies to its values for `ids`; empty for a model
+    /// whose every layer is softmax attention.
+    pub fn token_mixing(&self, ids: &[u32]) -> Result<Vec<TokenMixing>, Error> {
+        let arch = self.network.architecture();
+        check_input(arch, 0, ids, &vec![0; ids.len()])?;
+        Ok(self.network.token_mixing(ids))
+    }
+
+    /// The model's number of each captured layer where the model captures only some of its
+    /// layers (Qwen3-Next: its full-attention layers); `None`: captured layer `l` is the
+    /// model's layer `l`.
+    pub fn captured_layer_numbers(&self) -> Option<Vec<usize>> {
+        self.network.captured_layer_numbers().map(<[usize]>::to_vec)
+    }
+
     /// The logits `[vocab]` a decoder gives for the token after `ids`.
     pub fn next_token_logits(&self, ids: &[u32]) -> Result<Vec<f32>, Error> {
         let arch = self.network.architecture();
@@ -1097,6 +1114,46 @@ impl Model {
         Ok(())
     }
 
+    /// The capture's own numbers of the model's layers `layers`: themselves, except in a
+    /// model that captures some of its layers only (Qwen3-Next's full-attention layers), where
+    /// each must be one of those, and is its place among them.
+    fn capture_slots(&self, layers: &[usize]) -> Result<Vec<usize>, Error> {
+        let Some(map) = self.network.captured_layer_numbers() else {
+            return Ok(layers.to_vec());
+        };
+        layers
+            .iter()
+            .map(|&layer| match map.iter().position(|&m| m == layer) {
+                Some(slot) => Ok(slot),
+                None => {
+                    let total = map.len()
+                        + self
+                            .network
+                            .non_softmax_layers()
+                            .map_or(0, |(_, l)| l.len());
+                    if layer >= total {
+                        return Err(InputError::LayerOutOfRange {
+                            layer,
+                            model: self.info.name().to_string(),
+                            layers: total,
+                        }
+                        .into());
+                    }
+                    Err(InputError::NotAttentionLayer {
+                        layer,
+                        model: self.info.name().to_string(),
+                        kind: self
+                            .network
+                            .non_softmax_layers()
+                            .map_or("linear", |(k, _)| k),
+                        attention: crate::attention::layer_list(map),
+                    }
+                    .into())
+                }
+            })
+            .collect()
+    }
+
     /// The bytes a capture of `layers` layers takes for sequences of `lengths` tokens, or
     /// `None` when the count overflows.
     pub fn capture_bytes(&self, lengths: &[usize], layers: usize, query_key: bool) -> Option<u64> {
@@ -1265,7 +1322,11 @@ impl Model {
             zeros = vec![0; enc.ids.len()];
             &zeros
         };
-        let layers = opts.layers.as_deref();
+        let slots = match &opts.layers {
+            Some(l) => Some(self.capture_slots(l)?),
+            None => None,
+        };
+        let layers = slots.as_deref();
         let streamed = sink.is_some() || opts.summary.is_some();
         let mut run = self.forward_batch_into(
             &[(&enc.ids, types)],
@@ -1303,6 +1364,12 @@ impl Model {
             (false, Some(layers)) => layers.to_vec(),
             (false, None) => (0..self.info.layers).collect(),
         };
+        // A hybrid model captures some of its layers only (Qwen3-Next's full-attention ones):
+        // the views number them as the model does.
+        let numbers = match self.network.captured_layer_numbers() {
+            Some(model) => numbers.iter().map(|&l| model[l]).collect(),
+            None => numbers,
+        };
         let info = ModelInfo {
             layers: numbers.len(),
             ..self.info.clone()
@@ -1320,6 +1387,13 @@ impl Model {
         .map_err(ForwardError::Shape)?
         // A learned sink's share of each row is what the row leaves (gpt-oss).
         .with_sinks_from_rows(self.network.attention_sinks());
+        let mut attention = attention;
+        attention.non_softmax = self.network.non_softmax_layers().map(|(kind, layers)| {
+            crate::attention::NonSoftmaxLayers {
+                kind: kind.to_string(),
+                layers,
+            }
+        });
         Ok(Encoding {
             attention,
             hidden: out.hidden,

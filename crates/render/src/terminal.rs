@@ -408,6 +408,9 @@ impl View<'_> {
         if att.special_excluded {
             title.push_str(" · special tokens hidden, rows renormalised");
         }
+        if let Some(other) = &att.non_softmax {
+            title.push_str(&format!(" · {}", other.note()));
+        }
         self.wrap(&title, Paint::Bold, t)?;
         if let HeadSel::Index(h) = head {
             if att.is_grouped() {

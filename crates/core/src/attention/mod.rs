@@ -388,6 +388,33 @@ pub struct Attention {
     /// What a speech model heard (its spectrogram, the words with their times, the samples),
     /// on every value of a speech run; `None` for text and pictures.
     pub recording: Option<std::sync::Arc<Recording>>,
+    /// The model's layers that mix tokens without a softmax (Qwen3-Next's gated delta layers):
+    /// they have no attention map, so none of the captured layers is one of them; `None` for a
+    /// model whose every layer is attention.
+    pub non_softmax: Option<NonSoftmaxLayers>,
+}
+
+/// The layers of a hybrid model that mix tokens without a softmax (linear attention): their
+/// token mixing is a linear map of their values whose rows need not sum to 1 and may be
+/// negative, not an attention map, so views say so rather than draw them as one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NonSoftmaxLayers {
+    /// What mixes the tokens (`gated delta`).
+    pub kind: String,
+    /// The model's numbers of those layers, ascending.
+    pub layers: Vec<usize>,
+}
+
+impl NonSoftmaxLayers {
+    /// One line for a view's title: `layers 0–2 — gated delta: token mixing, not softmax, no
+    /// attention map`.
+    pub fn note(&self) -> String {
+        format!(
+            "layers {} — {}: token mixing, not softmax, no attention map",
+            layer_list(&self.layers),
+            self.kind
+        )
+    }
 }
 
 /// Layer numbers for people: `[0, 5, 10, 11, 12]` → `0, 5, 10–12`; `0–29` for a whole model.
@@ -538,6 +565,7 @@ impl Attention {
             router: None,
             sink_shares: None,
             recording: None,
+            non_softmax: None,
         };
         if att.kind == AttentionKind::Cross && att.keys.is_none() {
             return Err(ShapeProblem::CrossWithoutKeys.into());
@@ -741,6 +769,7 @@ impl Attention {
             router: self.router.clone(),
             sink_shares: None,
             recording: self.recording.clone(),
+            non_softmax: self.non_softmax.clone(),
         };
         att.check()?;
         // The sink's share of a merged row is what its weights leave (a word's row is the mean

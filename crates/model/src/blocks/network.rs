@@ -129,6 +129,50 @@ pub trait Network: Send + Sync {
     fn attention_sinks(&self) -> bool {
         false
     }
+
+    /// The layers that mix tokens without a softmax (Qwen3-Next's gated delta layers), with
+    /// the exact token-mixing matrix each applies to its values for the sequence `ids`; empty
+    /// where every layer is softmax attention.
+    fn token_mixing(&self, _ids: &[u32]) -> Vec<TokenMixing> {
+        Vec::new()
+    }
+
+    /// The model's number of each captured layer where the captured layers are not all of them
+    /// (Qwen3-Next captures its full-attention layers only); `None`: layer `l` is the model's
+    /// layer `l`.
+    fn captured_layer_numbers(&self) -> Option<&[usize]> {
+        None
+    }
+
+    /// The model's layers that mix tokens without a softmax, and what they are (`gated
+    /// delta`); `None` where every layer is attention.
+    fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {
+        None
+    }
+}
+
+/// One linear-attention layer's token mixing for one sequence: not a softmax map (rows need not
+/// sum to 1 and may be negative), but the exact linear map from the layer's values to its
+/// output, `out[h, t] = Σ_{s≤t} matrix[h, t, s] · values[h, s]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenMixing {
+    /// The model's number of the layer.
+    pub layer: usize,
+    /// What mixes the tokens (`"gated delta"`).
+    pub kind: &'static str,
+    /// Heads (the layer's value heads).
+    pub heads: usize,
+    /// Tokens.
+    pub tokens: usize,
+    /// Size of one value vector.
+    pub value_dim: usize,
+    /// The mixing weights `[heads, tokens, tokens]`, row = output token, column = source token,
+    /// zero above the diagonal.
+    pub matrix: Vec<f32>,
+    /// The values the matrix mixes, `[heads, tokens, value_dim]`.
+    pub values: Vec<f32>,
+    /// The layer's own output for those values (its recurrence), `[heads, tokens, value_dim]`.
+    pub output: Vec<f32>,
 }
 
 /// One layer of a self-attention network re-run over copies of its input, each copy with one

@@ -245,6 +245,19 @@ pub enum InputError {
     /// An empty list of layers to capture.
     #[error("no layers to capture")]
     NoLayers,
+    /// A layer of a hybrid model that mixes tokens without a softmax (Qwen3-Next's gated
+    /// delta layers): it has no attention map to capture.
+    #[error("layer {layer} of {model} is a {kind} layer: token mixing, not softmax, with no attention map; choose one of its attention layers {attention}")]
+    NotAttentionLayer {
+        /// The layer asked for.
+        layer: usize,
+        /// The model's name.
+        model: String,
+        /// What mixes its tokens (`gated delta`).
+        kind: &'static str,
+        /// The attention layers, for people (`3, 7, 11`).
+        attention: String,
+    },
     /// A layer the model does not have.
     #[error("layer {layer} is out of range: {model} has layers 0–{} (numbered from 0)", .layers - 1)]
     LayerOutOfRange {

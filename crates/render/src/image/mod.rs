@@ -526,6 +526,11 @@ fn build_view(
             kind.as_str()
         ),
     };
+    // A hybrid model's linear-attention layers have no map: the title says so.
+    let model = match &att.non_softmax {
+        Some(other) => format!("{model} [{}]", other.note()),
+        None => model,
+    };
     let heads = att.heads();
     // Grouped-query attention: each head says which key/value head it reads.
     let kv = att.is_grouped().then(|| att.kv_head().to_vec());

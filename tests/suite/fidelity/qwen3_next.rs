@@ -1,0 +1,294 @@
+//! Fidelity of Qwen3-Next against Hugging Face transformers, on the tiny random checkpoint
+//! `tests/reference/make_qwen3_next.py` made (eager attention and experts, transformers' torch
+//! fallbacks of the gated delta rule and the causal convolution, float32; layers linear, full,
+//! linear, full; partial rotary; routed experts with a gated shared expert):
+//!
+//! - the full-attention layers' probabilities, every head and row, within [`ATTENTION_TOL`];
+//! - the last hidden state, and every position's next-token logits, within 1e-5;
+//! - every router's choices identical and weights within 1e-5;
+//! - each gated delta layer's token-mixing matrix: times the values transformers' rule read, it
+//!   gives transformers' rule output (`torch_chunk_gated_delta_rule`) within 1e-5, and our own
+//!   values and recurrence match transformers' within 1e-5 too.
+//!
+//! `cargo test --release --test suite fidelity::qwen3_next -- --nocapture` prints max |Δ| per case.
+
+use std::collections::HashMap;
+
+use attnviz::model::Model;
+use candle_core::Device;
+use serde::Deserialize;
+
+use super::reference::{fixture, ok, repo, MaxDiff, TensorRef, ATTENTION_TOL};
+
+const LABEL: &str = "tiny-qwen3_next";
+/// The brief's bound on the hidden state, logits, router weights and the linear layers.
+const TOL: f32 = 1e-5;
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    name: String,
+    input_ids: Vec<u32>,
+    tensors: HashMap<String, TensorRef>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Manifest {
+    layer_types: Vec<String>,
+    tensors: String,
+    cases: Vec<Case>,
+}
+
+struct Reference {
+    manifest: Manifest,
+    tensors: HashMap<String, candle_core::Tensor>,
+}
+
+impl Reference {
+    fn load() -> Reference {
+        let dir = repo().join("tests/reference");
+        let path = dir.join(format!("{LABEL}.json"));
+        let text = ok(std::fs::read_to_string(&path), path.display());
+        let manifest: Manifest = ok(serde_json::from_str(&text), path.display());
+        let tensors = ok(
+            candle_core::safetensors::load(dir.join(&manifest.tensors), &Device::Cpu),
+            &manifest.tensors,
+        );
+        Reference { manifest, tensors }
+    }
+
+    fn values(&self, case: &Case, key: &str) -> (Vec<f32>, Vec<usize>) {
+        let what = &case.tensors[key];
+        let t = &self.tensors[&what.tensor];
+        assert_eq!(t.dims(), what.shape.as_slice(), "{}", what.tensor);
+        let v = ok(
+            t.flatten_all().and_then(|t| t.to_vec1::<f32>()),
+            &what.tensor,
+        );
+        (v, what.shape.clone())
+    }
+}
+
+fn check(problems: &mut Vec<String>, what: String, d: MaxDiff, tol: f32) {
+    eprintln!("[{LABEL}] {what:<40} max |Δ| {:.2e}", d.value);
+    if d.exceeds(tol) {
+        problems.push(format!("{what}: max |Δ| {:.3e} > {tol:e}", d.value));
+    }
+}
+
+#[test]
+fn tiny_qwen3_next_matches_hf() {
+    let reference = Reference::load();
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let full: Vec<usize> = (0..reference.manifest.layer_types.len())
+        .filter(|&i| reference.manifest.layer_types[i] == "full_attention")
+        .collect();
+    assert_eq!(model.captured_layer_numbers(), Some(full.clone()));
+    let mut problems = Vec::new();
+    for case in &reference.manifest.cases {
+        let ids = &case.input_ids;
+        let n = ids.len();
+        let out = ok(model.forward(ids, &vec![0; n], false), &case.name);
+        let (want, shape) = reference.values(case, "attentions");
+        assert_eq!(shape[0], full.len());
+        check(
+            &mut problems,
+            format!("{} attention (full layers)", case.name),
+            MaxDiff::of(&out.weights, &want),
+            ATTENTION_TOL,
+        );
+        let (want, _) = reference.values(case, "hidden");
+        check(
+            &mut problems,
+            format!("{} hidden", case.name),
+            MaxDiff::of(&out.hidden, &want),
+            TOL,
+        );
+        // Every position's next-token logits (each prefix run on its own).
+        let (logits, shape) = reference.values(case, "logits");
+        let vocab = shape[1];
+        let mut worst = MaxDiff::default();
+        for t in 0..n {
+            let ours = ok(model.next_token_logits(&ids[..=t]), &case.name);
+            worst = worst.max(MaxDiff::of(&ours, &logits[t * vocab..][..vocab]));
+        }
+        check(&mut problems, format!("{} logits", case.name), worst, TOL);
+        // Routers: every layer routes (layer 1 is dense: mlp_only_layers).
+        let (chosen, shape) = reference.values(case, "router_chosen");
+        let (weights, _) = reference.values(case, "router_weights");
+        let k = shape[2];
+        assert_eq!(out.routing.len(), shape[0], "routed layers");
+        for (i, (layer, routing)) in out.routing.iter().enumerate() {
+            let ours: Vec<f32> = routing.chosen.iter().map(|&e| e as f32).collect();
+            assert_eq!(
+                ours,
+                chosen[i * n * k..][..n * k],
+                "{} layer {layer}: chosen experts",
+                case.name
+            );
+            check(
+                &mut problems,
+                format!("{} router weights layer {layer}", case.name),
+                MaxDiff::of(&routing.weights, &weights[i * n * k..][..n * k]),
+                TOL,
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Each gated delta layer's token-mixing matrix reproduces transformers' rule output from
+/// transformers' own values: the matrix is the map the layer applies, not an approximation.
+#[test]
+fn tiny_qwen3_next_gated_delta_mixing_reproduces_hf() {
+    let reference = Reference::load();
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let linear: Vec<usize> = (0..reference.manifest.layer_types.len())
+        .filter(|&i| reference.manifest.layer_types[i] == "linear_attention")
+        .collect();
+    let mut problems = Vec::new();
+    let mut negative = false;
+    for case in &reference.manifest.cases {
+        let ids = &case.input_ids;
+        let n = ids.len();
+        let mixing = ok(model.token_mixing(ids), &case.name);
+        assert_eq!(
+            mixing.iter().map(|m| m.layer).collect::<Vec<_>>(),
+            linear,
+            "gated delta layers"
+        );
+        let (values, shape) = reference.values(case, "values");
+        let (core, _) = reference.values(case, "core");
+        let (heads, dv) = (shape[1], shape[3]);
+        let per_layer = heads * n * dv;
+        for (i, m) in mixing.iter().enumerate() {
+            assert_eq!((m.heads, m.tokens, m.value_dim), (heads, n, dv));
+            assert_eq!(m.kind, "gated delta");
+            let theirs_v = &values[i * per_layer..][..per_layer];
+            let theirs_o = &core[i * per_layer..][..per_layer];
+            check(
+                &mut problems,
+                format!("{} layer {} values", case.name, m.layer),
+                MaxDiff::of(&m.values, theirs_v),
+                TOL,
+            );
+            check(
+                &mut problems,
+                format!("{} layer {} recurrence", case.name, m.layer),
+                MaxDiff::of(&m.output, theirs_o),
+                TOL,
+            );
+            // The matrix times transformers' values, in f64.
+            let mut mixed = vec![0f32; per_layer];
+            for h in 0..heads {
+                for t in 0..n {
+                    for j in 0..dv {
+                        let acc: f64 = (0..n)
+                            .map(|s| {
+                                m.matrix[(h * n + t) * n + s] as f64
+                                    * theirs_v[(h * n + s) * dv + j] as f64
+                            })
+                            .sum();
+                        mixed[(h * n + t) * dv + j] = acc as f32;
+                    }
+                    assert!(
+                        m.matrix[(h * n + t) * n + t + 1..(h * n + t + 1) * n]
+                            .iter()
+                            .all(|&x| x == 0.0),
+                        "causal"
+                    );
+                }
+            }
+            negative |= m.matrix.iter().any(|&x| x < 0.0);
+            check(
+                &mut problems,
+                format!("{} layer {} matrix × values", case.name, m.layer),
+                MaxDiff::of(&mixed, theirs_o),
+                TOL,
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Not a softmax: some weights are negative.
+    assert!(negative, "no negative mixing weight");
+}
+
+/// The views number the captured layers as the model does (its full-attention layers) and say
+/// plainly, in the terminal's and the PNG's titles, that the gated delta layers are token
+/// mixing, not softmax, with no attention map.
+#[test]
+fn views_say_the_gated_delta_layers_are_not_softmax() {
+    use crate::support::cli::run;
+    let reference = Reference::load();
+    let case = &reference.manifest.cases[0];
+    let path = fixture(LABEL);
+    let path = path.to_str().unwrap();
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let enc = ok(
+        model.encode(
+            "The cat sat on the mat.",
+            None,
+            &attnviz::model::EncodeOptions::default(),
+        ),
+        &case.name,
+    );
+    assert_eq!(enc.attention.layer_numbers(), [1, 3]);
+    let other = enc
+        .attention
+        .non_softmax
+        .as_ref()
+        .expect("gated delta layers");
+    assert_eq!(
+        (other.kind.as_str(), other.layers.as_slice()),
+        ("gated delta", &[0, 2][..])
+    );
+
+    let view = run(&[
+        "-m",
+        path,
+        "The cat sat on the mat.",
+        "--layer",
+        "3",
+        "--head",
+        "0",
+    ]);
+    assert!(
+        view.status.success(),
+        "{}",
+        String::from_utf8_lossy(&view.stderr)
+    );
+    let text = String::from_utf8(view.stdout).unwrap();
+    assert!(text.contains("layer 3 (1, 3)"), "{text}");
+    assert!(
+        text.contains("layers 0, 2 — gated delta: token mixing, not softmax, no attention map"),
+        "{text}"
+    );
+    // A gated delta layer is not among the captured ones: refused in one line.
+    let refused = run(&["-m", path, "The cat sat on the mat.", "--layer", "0"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let png = tmp.path().join("q.png");
+    let out = run(&[
+        "-m",
+        path,
+        "The cat sat on the mat.",
+        "--layer",
+        "3",
+        "--head",
+        "0",
+        "--png",
+        png.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 0);
+    if let Ok(keep) = std::env::var("ATTNVIZ_KEEP_PNG") {
+        std::fs::copy(&png, keep).unwrap();
+    }
+}
