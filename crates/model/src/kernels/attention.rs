@@ -193,6 +193,46 @@ fn exp_shifted_sum(xs: &mut [f32], shift: f32) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Lanes of partial sums in the one-query kernels: a zmm register's worth.
+const DOT_LANES: usize = 16;
+
+multiversion! {
+    /// One query's scores, `out[j] = scale · (q · k_j)` for the keys `j < out.len()`, key `j`
+    /// the `q.len()` values at `k[j · stride..]`.
+    fn one_query_scores(q: &[f32], k: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+        let d = q.len();
+        let whole = d / DOT_LANES * DOT_LANES;
+        for (j, o) in out.iter_mut().enumerate() {
+            let kj = &k[j * stride..][..d];
+            let mut acc = [0f32; DOT_LANES];
+            for (qc, kc) in q[..whole].chunks_exact(DOT_LANES).zip(kj[..whole].chunks_exact(DOT_LANES)) {
+                for i in 0..DOT_LANES {
+                    acc[i] += qc[i] * kc[i];
+                }
+            }
+            let mut sum = 0f32;
+            for (a, b) in q[whole..].iter().zip(&kj[whole..]) {
+                sum += a * b;
+            }
+            *o = scale * (acc.iter().sum::<f32>() + sum);
+        }
+    }
+}
+
+multiversion! {
+    /// One query's context, `out = Σ_j p_j · v_j` over the keys `j < p.len()`, value `j` the
+    /// `out.len()` values at `v[j · stride..]`.
+    fn one_query_mix(p: &[f32], v: &[f32], stride: usize, out: &mut [f32]) {
+        let d = out.len();
+        out.fill(0.0);
+        for (j, &pj) in p.iter().enumerate() {
+            for (o, x) in out.iter_mut().zip(&v[j * stride..][..d]) {
+                *o += pj * x;
+            }
+        }
+    }
+}
+
 multiversion! {
     /// Softmax of the first `width` values of each row of `block` (rows of `stride` values), in
     /// place: `exp(x − max) / Σ exp(x − max)`. −∞ entries (masked keys) become exactly 0.
@@ -389,28 +429,33 @@ pub fn attention(
                 &mut scratch
             }
         };
-        // SAFETY: lhs rows r0..r1 of Q (row stride q.stride, d values each) and rhs Kᵀ over
-        // keys 0..cols (column stride k.stride, d values each) lie inside the operands checked
-        // above; dst is the task's [rows, lk] block of `p`, of which columns 0..cols are written.
-        unsafe {
-            super::gemm::gemm(
-                rows,
-                cols,
-                d,
-                p.as_mut_ptr(),
-                1,
-                lk as isize,
-                false,
-                qp.as_ptr(),
-                1,
-                q.stride as isize,
-                kp.as_ptr(),
-                k.stride as isize,
-                1,
-                0.0,
-                scale,
-                Parallelism::None,
-            );
+        if rows == 1 {
+            // One query (a generated token): dot products, not a gemm call that packs Kᵀ.
+            one_query_scores(&qp[..d], kp, k.stride, scale, &mut p[..cols]);
+        } else {
+            // SAFETY: lhs rows r0..r1 of Q (row stride q.stride, d values each) and rhs Kᵀ over
+            // keys 0..cols (column stride k.stride, d values each) lie inside the operands checked
+            // above; dst is the task's [rows, lk] block of `p`, of which columns 0..cols are written.
+            unsafe {
+                super::gemm::gemm(
+                    rows,
+                    cols,
+                    d,
+                    p.as_mut_ptr(),
+                    1,
+                    lk as isize,
+                    false,
+                    qp.as_ptr(),
+                    1,
+                    q.stride as isize,
+                    kp.as_ptr(),
+                    k.stride as isize,
+                    1,
+                    0.0,
+                    scale,
+                    Parallelism::None,
+                );
+            }
         }
         for (i, row) in p.chunks_exact_mut(lk).enumerate() {
             let query = r0 + i;
@@ -447,28 +492,37 @@ pub fn attention(
                 .unwrap_or_else(|e| e.into_inner())
                 .merge(part);
         }
-        // SAFETY: context rows r0..r1, columns h·d..(h+1)·d of sequence s belong to this task
-        // alone; lhs is the task's P block (keys 0..cols), rhs V over keys 0..cols (row stride
-        // v.stride) lies inside the value operand.
-        unsafe {
-            super::gemm::gemm(
-                rows,
-                d,
-                cols,
-                ctx.ptr().add((s * nq + r0) * hidden + h * d),
-                1,
-                hidden as isize,
-                false,
-                p.as_ptr(),
-                1,
-                lk as isize,
-                vp.as_ptr(),
-                1,
-                v.stride as isize,
-                0.0,
-                1.0,
-                Parallelism::None,
-            );
+        if rows == 1 {
+            // SAFETY: context row r0, columns h·d..(h+1)·d of sequence s belong to this task
+            // alone (inside `context`, checked above).
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(ctx.ptr().add((s * nq + r0) * hidden + h * d), d)
+            };
+            one_query_mix(&p[..cols], vp, v.stride, out);
+        } else {
+            // SAFETY: context rows r0..r1, columns h·d..(h+1)·d of sequence s belong to this task
+            // alone; lhs is the task's P block (keys 0..cols), rhs V over keys 0..cols (row stride
+            // v.stride) lies inside the value operand.
+            unsafe {
+                super::gemm::gemm(
+                    rows,
+                    d,
+                    cols,
+                    ctx.ptr().add((s * nq + r0) * hidden + h * d),
+                    1,
+                    hidden as isize,
+                    false,
+                    p.as_ptr(),
+                    1,
+                    lk as isize,
+                    vp.as_ptr(),
+                    1,
+                    v.stride as isize,
+                    0.0,
+                    1.0,
+                    Parallelism::None,
+                );
+            }
         }
     });
 

@@ -120,23 +120,35 @@ multiversion! {
     fn quantise_row(row: &[f32], out: &mut [u8], stats: &mut [f32; 3]) {
         // Adding and subtracting 1.5 · 2²³ rounds an f32 below 2²² to the nearest integer.
         const ROUND: f32 = 12_582_912.0;
-        let (mut err, mut max_w, mut max_q) = (0f32, 0f32, 0f32);
+        let (mut err, mut max_w, mut max_q) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
         for (block, out) in row.chunks_exact(BLOCK).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
-            let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let block: &[f32; BLOCK] = block.try_into().expect("a whole block");
+            let mut amax = 0f32;
+            for x in block {
+                amax = if x.abs() > amax { x.abs() } else { amax };
+            }
             let d = f16::from_f32(amax / 127.0);
             let scale = d.to_f32();
             let inv = if scale == 0.0 { 0.0 } else { 1.0 / scale };
             out[..2].copy_from_slice(&d.to_bits().to_le_bytes());
-            for (x, q) in block.iter().zip(&mut out[2..]) {
-                let v = ((x * inv + ROUND) - ROUND).clamp(-127.0, 127.0);
-                *q = (v as i8) as u8;
-                let back = scale * v;
-                err = err.max((x - back).abs());
-                max_w = max_w.max(x.abs());
-                max_q = max_q.max(back.abs());
+            let mut v = [0f32; BLOCK];
+            for (v, x) in v.iter_mut().zip(block) {
+                let r = (x * inv + ROUND) - ROUND;
+                *v = if r > 127.0 { 127.0 } else if r < -127.0 { -127.0 } else { r };
+            }
+            for (q, v) in out[2..].iter_mut().zip(&v) {
+                *q = (*v as i32) as u8;
+            }
+            for k in 0..BLOCK {
+                let back = scale * v[k];
+                let e = (block[k] - back).abs();
+                err[k] = if e > err[k] { e } else { err[k] };
+                max_w[k] = if block[k].abs() > max_w[k] { block[k].abs() } else { max_w[k] };
+                max_q[k] = if back.abs() > max_q[k] { back.abs() } else { max_q[k] };
             }
         }
-        *stats = [err, max_w, max_q];
+        let most = |a: &[f32; BLOCK]| a.iter().fold(0f32, |m, &x| m.max(x));
+        *stats = [most(&err), most(&max_w), most(&max_q)];
     }
 }
 

@@ -11,6 +11,7 @@
 //! times at sentence and segment boundaries (a heuristic clamp to twice the median word length)
 //! are not applied: the times stay those of the alignment path.
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// Seconds per encoder frame (openai-whisper's `TOKENS_PER_SECOND` is 50).
@@ -78,27 +79,34 @@ pub fn default_heads(layers: usize, heads: usize) -> Vec<(usize, usize)> {
 pub fn alignment_matrix(input: &AlignmentInput<'_>) -> (Vec<f32>, usize, usize) {
     let [_, heads, tokens, source] = input.shape;
     let frames = input.frames.min(source);
+    // Each head on a task of its own; their results are added in the heads' order.
+    let filtered: Vec<Vec<f32>> = input
+        .heads
+        .par_iter()
+        .map(|&(l, h)| {
+            let head = &input.cross[(l * heads + h) * tokens * source..][..tokens * source];
+            let mut w: Vec<f32> = (0..tokens)
+                .flat_map(|t| head[t * source..][..frames].iter().copied())
+                .collect();
+            for f in 0..frames {
+                let column = (0..tokens).map(|t| w[t * frames + f] as f64);
+                let mean = column.clone().sum::<f64>() / tokens as f64;
+                let var = column.map(|x| (x - mean) * (x - mean)).sum::<f64>() / tokens as f64;
+                let (mean, std) = (mean as f32, var.sqrt() as f32);
+                for t in 0..tokens {
+                    let x = &mut w[t * frames + f];
+                    *x = (*x - mean) / std;
+                }
+            }
+            (0..tokens)
+                .flat_map(|t| median_filter(&w[t * frames..][..frames], MEDIAN_WIDTH))
+                .collect()
+        })
+        .collect();
     let mut sum = vec![0f32; tokens * frames];
-    for &(l, h) in input.heads {
-        let head = &input.cross[(l * heads + h) * tokens * source..][..tokens * source];
-        let mut w: Vec<f32> = (0..tokens)
-            .flat_map(|t| head[t * source..][..frames].iter().copied())
-            .collect();
-        for f in 0..frames {
-            let column = (0..tokens).map(|t| w[t * frames + f] as f64);
-            let mean = column.clone().sum::<f64>() / tokens as f64;
-            let var = column.map(|x| (x - mean) * (x - mean)).sum::<f64>() / tokens as f64;
-            let (mean, std) = (mean as f32, var.sqrt() as f32);
-            for t in 0..tokens {
-                let x = &mut w[t * frames + f];
-                *x = (*x - mean) / std;
-            }
-        }
-        for t in 0..tokens {
-            let filtered = median_filter(&w[t * frames..][..frames], MEDIAN_WIDTH);
-            for (s, x) in sum[t * frames..][..frames].iter_mut().zip(filtered) {
-                *s += x;
-            }
+    for head in &filtered {
+        for (s, x) in sum.iter_mut().zip(head) {
+            *s += x;
         }
     }
     let n = input.heads.len() as f32;
