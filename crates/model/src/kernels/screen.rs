@@ -134,7 +134,7 @@ multiversion! {
             let mut v = [0f32; BLOCK];
             for (v, x) in v.iter_mut().zip(block) {
                 let r = (x * inv + ROUND) - ROUND;
-                *v = if r > 127.0 { 127.0 } else if r < -127.0 { -127.0 } else { r };
+                *v = r.clamp(-127.0, 127.0);
             }
             for (q, v) in out[2..].iter_mut().zip(&v) {
                 *q = (*v as i32) as u8;
