@@ -52,6 +52,12 @@ impl Model {
                     class: masked_lm_class(arch.family),
                     example: masked_lm_example(arch.family),
                 }
+            } else if let Some((kind, _)) = self.network.non_softmax_layers() {
+                InputError::LensOnHybrid {
+                    model: self.info.name().to_string(),
+                    family: arch.family,
+                    kind,
+                }
             } else {
                 InputError::NoLmHeadForLens {
                     model: self.info.name().to_string(),

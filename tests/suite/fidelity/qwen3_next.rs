@@ -262,6 +262,21 @@ fn views_say_the_gated_delta_layers_are_not_softmax() {
         text.contains("layers 0, 2 — gated delta: token mixing, not softmax, no attention map"),
         "{text}"
     );
+    // The logit lens does not read the hybrid stack: refused saying so, not "no head".
+    let lens = model
+        .logit_lens(&[1, 2, 3], &[0, 0, 0], 3)
+        .expect_err("the lens is refused")
+        .to_string();
+    assert!(
+        lens.contains("does not read Qwen3-Next models yet") && lens.contains("gated delta"),
+        "{lens}"
+    );
+    let cli = run(&["-m", path, "The cat sat on the mat.", "--lens"]);
+    assert!(!cli.status.success());
+    let err = String::from_utf8_lossy(&cli.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("Qwen3-Next"), "{err}");
+
     // A gated delta layer is not among the captured ones: refused in one line.
     let refused = run(&["-m", path, "The cat sat on the mat.", "--layer", "0"]);
     assert!(!refused.status.success());

@@ -346,6 +346,16 @@ pub enum InputError {
         /// A checkpoint that has the head.
         example: &'static str,
     },
+    /// The logit lens asked of a hybrid decoder whose layers it does not read yet.
+    #[error("the logit lens does not read {family} models yet: their {kind} layers are not a softmax decoder stack; {model}'s attention views work")]
+    LensOnHybrid {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+        /// What its other layers are (`gated delta`).
+        kind: &'static str,
+    },
     /// The logit lens asked of a decoder checkpoint without its language-model head.
     #[error("{model} has no language-model head in its checkpoint (a bare base model): the logit lens needs one; use a checkpoint that has it (…ForCausalLM)")]
     NoLmHeadForLens {
