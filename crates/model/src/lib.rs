@@ -246,7 +246,7 @@ pub struct Model {
     info: ModelInfo,
     /// Its family, whose quirks say what the shared code does differently for it.
     family: &'static Family,
-    network: Box<dyn Network>,
+    network: std::sync::Arc<dyn Network>,
     tokenizer: TextTokenizer,
     /// The target side's tokenizer where it differs from the source's (Marian's target.spm).
     target_tokenizer: Option<TextTokenizer>,
@@ -305,6 +305,24 @@ pub(crate) fn gguf_checks(
     let used = |name: &str| gguf::hf_tensor_name_for(&params.architecture, name).is_some();
     file.check_memory(used, gguf::Representation::InPlace, max_memory)?;
     Ok((params, family, config))
+}
+
+/// A speech model's decoding tables (the 8-bit screen of its head) made on a thread of their
+/// own while the caller goes on (decoding the recording, computing its spectrogram: work for
+/// one core of the two this project's machines have). Made when first needed otherwise: a
+/// thread that cannot start changes nothing but when.
+fn prepare_in_background(network: &std::sync::Arc<dyn Network>) {
+    if network.speech().is_none() {
+        return;
+    }
+    let network = std::sync::Arc::clone(network);
+    let _ = std::thread::Builder::new()
+        .name("attnviz-prepare".into())
+        .spawn(move || {
+            if let Some(speech) = network.speech() {
+                speech.prepare_decoding();
+            }
+        });
 }
 
 /// A speech model's settings: generation_config.json (config.json's fields where it has none)
@@ -472,6 +490,8 @@ impl Model {
         tokenizer: TextTokenizer,
         generation: GenerationConfig,
     ) -> Model {
+        let network: std::sync::Arc<dyn Network> = network.into();
+        prepare_in_background(&network);
         let arch = network.architecture();
         let info = ModelInfo {
             id,

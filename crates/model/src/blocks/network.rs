@@ -554,6 +554,10 @@ pub trait Speech: Sync {
     /// Mel bins per frame (`num_mel_bins`).
     fn mel_bins(&self) -> usize;
 
+    /// Make now what greedy decoding reads besides the weights (the head's 8-bit screen), so
+    /// that the first transcription does not wait for it; made when first needed otherwise.
+    fn prepare_decoding(&self) {}
+
     /// Mel frames of one window (twice the encoder's positions: the second convolution has
     /// stride 2).
     fn window_frames(&self) -> usize;

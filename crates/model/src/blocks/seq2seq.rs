@@ -894,7 +894,7 @@ impl Seq2SeqNet {
 
     /// The head's screen, made once: for a tied head read as it is (no scale before it, no
     /// bias after it).
-    fn logit_screen(&self) -> Option<&LogitScreen> {
+    pub(crate) fn logit_screen(&self) -> Option<&LogitScreen> {
         self.screen
             .get_or_init(|| {
                 let plain = matches!(self.head, Seq2SeqHead::Tied)

@@ -709,6 +709,10 @@ impl Speech for WhisperNet {
         self.mel_bins
     }
 
+    fn prepare_decoding(&self) {
+        self.net.logit_screen();
+    }
+
     fn window_frames(&self) -> usize {
         2 * self.net.encoder_arch.max_positions
     }

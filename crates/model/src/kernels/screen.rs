@@ -40,7 +40,10 @@ impl LogitScreen {
             return None;
         }
         // Scales stay well inside f16 (65504).
-        if !w.iter().all(|x| x.abs() < 1e6) {
+        let in_range = w
+            .par_chunks(64 * 1024)
+            .all(|c| c.iter().fold(true, |ok, x| ok & (x.abs() < 1e6)));
+        if !in_range {
             return None;
         }
         let blocks = inputs / BLOCK;

@@ -10,6 +10,7 @@
 //! same input gives the same bytes. Sizes and limits are documented in `docs/images.md`.
 
 mod canvas;
+mod deflate;
 pub(crate) mod font;
 mod grid;
 pub mod heads;

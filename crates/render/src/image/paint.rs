@@ -145,15 +145,16 @@ fn hatch_pattern(hatch: &Hatch) -> String {
 
 /// Render `scene` as a PNG file's bytes at `factor` PNG pixels per layout pixel, stating its
 /// density as 96 × `factor` pixels per inch (pHYs), so a 2× image prints at the size of the 1×
-/// one, with twice the detail. Deterministic: no timestamps, fixed compression.
+/// one, with twice the detail. Deterministic: no timestamps, fixed compression. The image data
+/// is deflated in parts at once ([`super::deflate`]).
 pub(crate) fn png(scene: &Scene, factor: f32) -> Result<Vec<u8>, DrawError> {
     let (pixels, w, h) = rgb_pixels(scene, factor)?;
+    let (width, height) = (w as usize, h as usize);
     let mut out = Vec::new();
     {
         let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Default);
         let per_metre = (96.0 * factor as f64 / 0.0254).round() as u32;
         enc.set_pixel_dims(Some(png::PixelDimensions {
             xppu: per_metre,
@@ -165,7 +166,8 @@ pub(crate) fn png(scene: &Scene, factor: f32) -> Result<Vec<u8>, DrawError> {
         enc.add_itxt_chunk("Title".into(), scene.title.clone())
             .map_err(draw_err)?;
         let mut w = enc.write_header().map_err(draw_err)?;
-        w.write_image_data(&pixels).map_err(draw_err)?;
+        let data = super::deflate::idat(&pixels, width, height).map_err(draw_err)?;
+        w.write_chunk(png::chunk::IDAT, &data).map_err(draw_err)?;
         w.finish().map_err(draw_err)?;
     }
     Ok(out)
