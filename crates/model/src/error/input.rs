@@ -513,6 +513,15 @@ pub enum InputError {
         /// Whether these are LongRoPE factors (Phi-3) rather than llama3's.
         long_rope: bool,
     },
+    /// MXFP4 expert weights whose shape makes no whole blocks.
+    #[error("tensor {tensor}: {problem}")]
+    Mxfp4 {
+        /// The tensor.
+        tensor: String,
+        /// What is wrong.
+        #[source]
+        problem: crate::kernels::quant::QuantError,
+    },
     /// Phi-3's fused gate and up projection that cannot be split.
     #[error("gate_up_proj: {0}")]
     GateUp(#[source] crate::kernels::quant::QuantError),
@@ -761,6 +770,12 @@ pub enum GgufMetadataProblem {
         rotated: usize,
         /// The head size.
         head_dim: usize,
+    },
+    /// A mixture-of-experts architecture without experts.
+    #[error("metadata {architecture}.expert_count is missing or 0, but this architecture's feed-forward blocks are routed experts")]
+    NoExperts {
+        /// The GGUF architecture.
+        architecture: String,
     },
     /// Phi-3's LongRoPE without the context length that chooses its factors.
     #[error("metadata phi3.rope.scaling.original_context_length is missing; LongRoPE needs it to choose between its short and long factors")]
