@@ -239,6 +239,7 @@ fn file_type_name(n: u64) -> Option<&'static str> {
         32 => "BF16",
         36 => "TQ1_0",
         37 => "TQ2_0",
+        38 => "MXFP4_MOE",
         _ => return None,
     })
 }

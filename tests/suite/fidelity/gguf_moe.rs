@@ -109,7 +109,10 @@ pub(super) fn check_files(stem: &str, prefixes: &[&str]) {
                 &f.file,
             )
         } else {
-            ok(Model::from_dir(&repo().join("tests/fixtures").join(&f.file)), &f.file)
+            ok(
+                Model::from_dir(&repo().join("tests/fixtures").join(&f.file)),
+                &f.file,
+            )
         };
         let arch = model.architecture().clone();
         let (e, k) = (f.experts, f.top_k);

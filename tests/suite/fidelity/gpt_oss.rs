@@ -226,12 +226,21 @@ fn mxfp4_experts_stay_4_bit_and_bad_ones_are_refused() {
     let path = repo().join("tests/fixtures/gguf/tiny-gpt_oss.MXFP4.gguf");
     let file = ok(GgufFile::open(&path), "MXFP4 gguf");
     let info = file.tensor_info("blk.0.ffn_gate_exps.weight").unwrap();
-    assert_eq!((info.dtype, info.shape.as_slice()), ("MXFP4", &[4, 32, 64][..]));
+    assert_eq!(
+        (info.dtype, info.shape.as_slice()),
+        ("MXFP4", &[4, 32, 64][..])
+    );
     assert_eq!(info.bytes, 4 * 32 * 2 * 17);
     let slice = ok(file.stored_slice("blk.0.ffn_gate_exps.weight", 3), "slice");
-    assert_eq!(slice.dtype(), attnviz::model::kernels::quant::QuantType::Mxfp4);
+    assert_eq!(
+        slice.dtype(),
+        attnviz::model::kernels::quant::QuantType::Mxfp4
+    );
     assert_eq!(slice.bytes().len(), 32 * 2 * 17);
-    assert_eq!(file.tensor_info("blk.0.attn_q.weight").unwrap().dtype, "F32");
+    assert_eq!(
+        file.tensor_info("blk.0.attn_q.weight").unwrap().dtype,
+        "F32"
+    );
 
     // Truncated: the last tensor's bytes run past the end.
     let bytes = std::fs::read(&path).unwrap();

@@ -415,7 +415,10 @@ impl Experts {
     ) -> Result<Experts, Error> {
         let router = router(&names.router, hidden, settings.experts)?;
         let n = settings.experts;
-        let experts = if t.shape(&names.experts.tensor("gate_up_proj_blocks")).is_some() {
+        let experts = if t
+            .shape(&names.experts.tensor("gate_up_proj_blocks"))
+            .is_some()
+        {
             gpt_oss_mxfp4(t, names, hidden, inner, n)?
         } else if t.shape(&names.merged_gate_up()).is_some() {
             gpt_oss_merged(t, names, hidden, inner, n)?
@@ -522,51 +525,51 @@ fn gpt_oss_merged(
     inner: usize,
     n: usize,
 ) -> Result<Vec<FeedForward>, Error> {
-        let gate_up = t.weight(&names.merged_gate_up(), &[n, hidden, 2 * inner])?;
-        let gate_up_bias = t.weight(&names.experts.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
-        let down = t.weight(&names.merged_down(), &[n, inner, hidden])?;
-        let down_bias = t.weight(&names.experts.tensor("down_proj_bias"), &[n, hidden])?;
-        Ok((0..n)
-            .map(|e| {
-                let gu = &gate_up[e * hidden * 2 * inner..][..hidden * 2 * inner];
-                let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
-                // `[outputs, inputs]` of the gate (even columns) or up (odd columns) half.
-                let half = |odd: usize| {
-                    let mut w = vec![0f32; inner * hidden];
-                    for i in 0..inner {
-                        for h in 0..hidden {
-                            w[i * hidden + h] = gu[h * 2 * inner + 2 * i + odd];
-                        }
-                    }
-                    let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
-                    Linear::new(
-                        Weight::owned(w, vec![inner, hidden]),
-                        Layout::OutIn,
-                        Some(Weight::owned(b, vec![inner])),
-                    )
-                };
-                let d = &down[e * inner * hidden..][..inner * hidden];
-                let mut w = vec![0f32; hidden * inner];
+    let gate_up = t.weight(&names.merged_gate_up(), &[n, hidden, 2 * inner])?;
+    let gate_up_bias = t.weight(&names.experts.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
+    let down = t.weight(&names.merged_down(), &[n, inner, hidden])?;
+    let down_bias = t.weight(&names.experts.tensor("down_proj_bias"), &[n, hidden])?;
+    Ok((0..n)
+        .map(|e| {
+            let gu = &gate_up[e * hidden * 2 * inner..][..hidden * 2 * inner];
+            let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
+            // `[outputs, inputs]` of the gate (even columns) or up (odd columns) half.
+            let half = |odd: usize| {
+                let mut w = vec![0f32; inner * hidden];
                 for i in 0..inner {
                     for h in 0..hidden {
-                        w[h * inner + i] = d[i * hidden + h];
+                        w[i * hidden + h] = gu[h * 2 * inner + 2 * i + odd];
                     }
                 }
-                FeedForward::Gated {
-                    gate: half(0),
-                    up: half(1),
-                    activation: Activation::Identity,
-                    down: Linear::new(
-                        Weight::owned(w, vec![hidden, inner]),
-                        Layout::OutIn,
-                        Some(Weight::owned(
-                            down_bias[e * hidden..][..hidden].to_vec(),
-                            vec![hidden],
-                        )),
-                    ),
+                let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
+                Linear::new(
+                    Weight::owned(w, vec![inner, hidden]),
+                    Layout::OutIn,
+                    Some(Weight::owned(b, vec![inner])),
+                )
+            };
+            let d = &down[e * inner * hidden..][..inner * hidden];
+            let mut w = vec![0f32; hidden * inner];
+            for i in 0..inner {
+                for h in 0..hidden {
+                    w[h * inner + i] = d[i * hidden + h];
                 }
-            })
-            .collect())
+            }
+            FeedForward::Gated {
+                gate: half(0),
+                up: half(1),
+                activation: Activation::Identity,
+                down: Linear::new(
+                    Weight::owned(w, vec![hidden, inner]),
+                    Layout::OutIn,
+                    Some(Weight::owned(
+                        down_bias[e * hidden..][..hidden].to_vec(),
+                        vec![hidden],
+                    )),
+                ),
+            }
+        })
+        .collect())
 }
 
 /// gpt-oss's experts through per-expert names with merged biases (a GGUF file's `ffn_*_exps`,
@@ -580,11 +583,8 @@ fn gpt_oss_split(
 ) -> Result<Vec<FeedForward>, Error> {
     let [gate, up, down] = names.leaves;
     let bias = |leaf: &str, width: usize| t.weight(&names.experts.pp(leaf).bias(), &[n, width]);
-    let (gate_bias, up_bias, down_bias) = (
-        bias(gate, inner)?,
-        bias(up, inner)?,
-        bias(down, hidden)?,
-    );
+    let (gate_bias, up_bias, down_bias) =
+        (bias(gate, inner)?, bias(up, inner)?, bias(down, hidden)?);
     (0..n)
         .map(|e| {
             let x = names.experts.pp(e);
@@ -646,12 +646,13 @@ fn gpt_oss_mxfp4(
     let down_bias = t.weight(&x.tensor("down_proj_bias"), &[n, hidden])?;
     let matrix = |leaf: &str, bytes: Vec<u8>, outputs: usize, inputs: usize| {
         let tensor = x.tensor(&format!("{leaf}_blocks"));
-        let m = StoredMatrix::owned(bytes, QuantType::Mxfp4, outputs, inputs).map_err(|problem| {
-            Error::from(InputError::Mxfp4 {
-                tensor: tensor.clone(),
-                problem,
-            })
-        })?;
+        let m =
+            StoredMatrix::owned(bytes, QuantType::Mxfp4, outputs, inputs).map_err(|problem| {
+                Error::from(InputError::Mxfp4 {
+                    tensor: tensor.clone(),
+                    problem,
+                })
+            })?;
         if let Some((index, value)) = m.first_non_finite() {
             return Err(InputError::TensorNotFinite {
                 origin: "the checkpoint".to_string(),
@@ -672,7 +673,12 @@ fn gpt_oss_mxfp4(
             // Gate: the even rows, up: the odd ones (interleaved as the product's columns are).
             let half = |odd: usize| {
                 let rows = (0..inner).map(|i| 2 * i + odd);
-                let w = matrix("gate_up_proj", mxfp4_rows(gu, gus, rows, gu_row), inner, hidden)?;
+                let w = matrix(
+                    "gate_up_proj",
+                    mxfp4_rows(gu, gus, rows, gu_row),
+                    inner,
+                    hidden,
+                )?;
                 let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
                 Ok::<_, Error>(Linear::new(
                     w,
@@ -682,7 +688,12 @@ fn gpt_oss_mxfp4(
             };
             let d = &d_blocks[e * hidden * d_row..][..hidden * d_row];
             let ds = &d_scales[e * hidden * d_row / 16..][..hidden * d_row / 16];
-            let down = matrix("down_proj", mxfp4_rows(d, ds, 0..hidden, d_row), hidden, inner)?;
+            let down = matrix(
+                "down_proj",
+                mxfp4_rows(d, ds, 0..hidden, d_row),
+                hidden,
+                inner,
+            )?;
             Ok(FeedForward::Gated {
                 gate: half(0)?,
                 up: half(1)?,

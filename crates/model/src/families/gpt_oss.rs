@@ -26,10 +26,10 @@ use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope_based, rope_factor_in_range, Partial, MAX_ROTARY_POSITIONS};
 use crate::error::{Error, GgufMetadataProblem};
 use crate::families::llama::check_gguf_shape;
-use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, Limit, Oversize, RopeProblem,
 };
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::tensors::{Name, TensorMap, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};

@@ -274,10 +274,7 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, HeaderError> {
             file_len: bytes.len(),
         });
     }
-    Ok(Header {
-        data_offset,
-        mxfp4,
-    })
+    Ok(Header { data_offset, mxfp4 })
 }
 
 /// The ggml type with this id, or why not: candle dequantises these, the kernels decode MXFP4

@@ -431,6 +431,38 @@ mod tests {
     }
 
     #[test]
+    fn gpt_oss_names_its_sinks_norms_router_and_experts() {
+        for (gguf, hf) in [
+            (
+                "blk.0.attn_sinks.weight",
+                "model.layers.0.self_attn.sinks.weight",
+            ),
+            (
+                "blk.2.post_attention_norm.weight",
+                "model.layers.2.post_attention_layernorm.weight",
+            ),
+            ("blk.1.ffn_gate_inp.bias", "model.layers.1.mlp.router.bias"),
+            (
+                "blk.1.ffn_up_exps.bias",
+                "model.layers.1.mlp.experts.up_proj.bias",
+            ),
+            (
+                "blk.0.attn_output.bias",
+                "model.layers.0.self_attn.o_proj.bias",
+            ),
+        ] {
+            assert_eq!(hf_tensor_name_for("gpt-oss", gguf).as_deref(), Some(hf));
+            assert_eq!(gguf_tensor_name_for("gpt-oss", hf).as_deref(), Some(gguf));
+        }
+        assert_eq!(
+            gguf_expert_slice_for("gpt-oss", "model.layers.2.mlp.experts.3.down_proj.weight"),
+            Some(("blk.2.ffn_down_exps.weight".to_string(), 3))
+        );
+        // gpt-oss has no ffn_norm (its norm after the attention is post_attention_norm).
+        assert_eq!(hf_tensor_name_for("gpt-oss", "blk.0.ffn_norm.weight"), None);
+    }
+
+    #[test]
     fn gemma_and_phi3_layouts_are_their_own() {
         for (arch, gguf, hf) in [
             (

@@ -1,5 +1,6 @@
 //! Linear maps on weights kept in their checkpoint's storage format: the ggml block formats of a
-//! GGUF file (Q4_0 … Q8_0, Q2_K … Q6_K, Q8_K) and 16-bit floats (F16, BF16), read in place from
+//! GGUF file (Q4_0 … Q8_0, Q2_K … Q6_K, Q8_K, MXFP4 ([`QuantType`]; gpt-oss's experts, from GGUF
+//! or from its safetensors blocks moved into ggml's layout)) and 16-bit floats (F16, BF16), read in place from
 //! the memory map and decoded inside the kernel, so a 4-bit model takes its file's size in memory
 //! rather than eight times that in f32.
 //!

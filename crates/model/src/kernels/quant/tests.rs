@@ -736,7 +736,13 @@ fn mxfp4_matches_gguf_py_values_and_dot_products() {
     let mut decoded = vec![0f32; rows * cols];
     assert_eq!(w.dequantize_rows(0, &mut decoded), rows);
     for (i, (&a, &b)) in decoded.iter().zip(&values).enumerate() {
-        assert_eq!(a as f64, b, "value {i} (row {}, column {})", i / cols, i % cols);
+        assert_eq!(
+            a as f64,
+            b,
+            "value {i} (row {}, column {})",
+            i / cols,
+            i % cols
+        );
     }
     // Each row's sums' scale, from gguf-py's values.
     let mags: Vec<f64> = values

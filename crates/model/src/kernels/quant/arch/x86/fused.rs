@@ -19,7 +19,6 @@
 
 use std::arch::x86_64::*;
 
-
 use crate::kernels::quant::{Cpu, Job, QuantType};
 use crate::kernels::{Isa, SharedMut};
 
