@@ -24,7 +24,9 @@ Writes:
   the converter writes: `gpt-oss.rope.scaling.yarn_beta_fast`/`yarn_beta_slow` (the fixture's
   8 and 1) and `gpt-oss.swiglu_clamp_exp` (its 1.5 per layer), which llama.cpp's keys name but its
   gpt-oss graph fixes (32, 1, 7.0).
-- No K-quant: K-quant rows hold 256 values and this model's rows are 32 or 64 wide.
+- tests/fixtures/gguf/wide-gpt_oss.Q6_K.gguf: K-quant rows hold 256 values and the tiny model's
+  are 32 or 64 wide, so a 256-wide random gpt-oss (1 layer, 4 experts of inner 256; the first
+  seed from SEED whose rankings have no near-tie) in Q6_K, matrices of other widths in Q8_0.
 - tests/reference/gpt_oss-mxfp4.{json,safetensors}: per file (the safetensors folder first)
   and case (make_gpt_oss.py's cases): the attention at every layer and head, each row's share on
   the learned sink (the column transformers' eager softmax drops), the last position's logits,
@@ -56,7 +58,7 @@ from pathlib import Path
 import numpy as np
 import safetensors.numpy
 import torch
-from transformers import GptOssForCausalLM, Mxfp4Config
+from transformers import GptOssConfig, GptOssForCausalLM, Mxfp4Config
 from transformers.integrations.mxfp4 import convert_moe_packed_tensors
 from transformers.models.gpt_oss import modeling_gpt_oss
 
@@ -66,6 +68,7 @@ from gguf import GGMLQuantizationType as Q
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_gguf_moe as mgm  # noqa: E402
 from make_gguf import finish  # noqa: E402
+from make_gguf_quantized import quantize_q6_k  # noqa: E402
 from make_gpt_oss import SoftmaxCatcher  # noqa: E402
 from reflib import FIXTURES, REFERENCE, setup_determinism, versions, write_json  # noqa: E402
 
@@ -174,11 +177,16 @@ def gguf_tensors(weights: dict, stored: dict, qtype: Q) -> dict[str, tuple[np.nd
 
     def put(name: str, value: np.ndarray, matrix: bool) -> None:
         value = np.ascontiguousarray(value, dtype=np.float32)
-        if qtype == Q.Q8_0 and matrix and value.shape[-1] % 32 == 0 and "ffn_gate_inp" not in name:
-            flat = gguf.quants.quantize(value.reshape(-1, value.shape[-1]), Q.Q8_0)
-            out[name] = (flat.reshape(*value.shape[:-1], flat.shape[-1]), Q.Q8_0)
+        cols = value.shape[-1]
+        quantised = matrix and "ffn_gate_inp" not in name
+        if quantised and qtype == Q.Q6_K and cols % 256 == 0:
+            flat, kind = quantize_q6_k(value.reshape(-1, cols)), Q.Q6_K
+        elif quantised and qtype in (Q.Q6_K, Q.Q8_0) and cols % 32 == 0:
+            flat, kind = gguf.quants.quantize(value.reshape(-1, cols), Q.Q8_0), Q.Q8_0
         else:
             out[name] = (value, Q.F32)
+            return
+        out[name] = (flat.reshape(*value.shape[:-1], flat.shape[-1]), kind)
 
     for hf, value in weights.items():
         if hf in FIXED:
@@ -244,6 +252,7 @@ def write_gguf(path: Path, cfg: dict, weights: dict, stored: dict, qtype: Q) -> 
     w.add_sliding_window(cfg["sliding_window"])
     w.add_swiglu_clamp_exp([float(cfg["swiglu_limit"])] * layers)
     w.add_file_type({Q.F32: gguf.LlamaFileType.ALL_F32, Q.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+                     Q.Q6_K: gguf.LlamaFileType.MOSTLY_Q6_K,
                      Q.MXFP4: gguf.LlamaFileType.MOSTLY_MXFP4_MOE}[qtype])
     mgm.gpt2_tokenizer(w, SRC)
     tensors = gguf_tensors(weights, stored, qtype)
@@ -329,6 +338,41 @@ def reference(label: str, kind: str, floats: dict, cfg: dict, cases: list[dict],
     return entry
 
 
+def wide(seed: int) -> tuple[dict, dict]:
+    """A 256-wide random gpt-oss (seeded; 1 sliding layer, 4 heads of 64 over 2,
+    4 experts of inner 256, top 2), tiny-gpt_oss's vocabulary, YaRN and clamp: K-quant rows."""
+    base = json.loads((SRC / "config.json").read_text())
+    cfg = dict(base, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+               intermediate_size=256, num_hidden_layers=1,
+               layer_types=["sliding_attention"])
+    config = GptOssConfig(**{k: v for k, v in cfg.items() if k not in ("architectures", "transformers_version", "dtype")})
+    torch.manual_seed(seed)
+    model = GptOssForCausalLM(config)
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for key, t in sorted(model.state_dict().items()):
+        shape = tuple(t.shape)
+        leaf = key.rsplit(".", 1)[-1]
+        if key.endswith("norm.weight"):
+            w = 1.0 + rng.standard_normal(shape) * 0.1
+        elif leaf == "sinks":
+            w = 0.5 + rng.standard_normal(shape) * 1.5
+        elif ".router." in key and leaf == "weight":
+            w = rng.standard_normal(shape) * mgm.ROUTER_GAIN / np.sqrt(shape[1])
+        elif leaf == "bias" or leaf.endswith("_bias"):
+            w = rng.standard_normal(shape) * 0.1
+        elif "q_proj" in key or "k_proj" in key:
+            w = rng.standard_normal(shape) * 1.7 / np.sqrt(shape[1])
+        elif "embed_tokens" in key:
+            w = rng.standard_normal(shape) * 0.5
+        else:
+            w = rng.standard_normal(shape) * 1.1 / np.sqrt(shape[-2] if len(shape) == 3 else shape[1])
+        weights[key] = w.astype(np.float32)
+    cfg = json.loads(config.to_json_string())
+    cfg["architectures"] = ["GptOssForCausalLM"]
+    return cfg, weights
+
+
 def block_samples() -> None:
     """Random ggml MXFP4 rows, every code and the extreme scales among them, with an input row
     and each row's dot product in float64 from gguf-py's dequantisation."""
@@ -387,6 +431,24 @@ def main() -> None:
                 assert np.array_equal(back[k], v), f"{k}: the two MXFP4 decoders disagree"
         manifest["files"].append(reference(path.name, qtype.name, back, cfg, cases, tensors))
         print(path.name, path.stat().st_size, "bytes")
+    # A K-quant (Q6_K) on a 256-wide model: the first seed whose rankings have no near-tie (and
+    # whose weights make_gguf_quantized's quantiser takes within its own round-trip bound).
+    path = GGUF_DIR / "wide-gpt_oss.Q6_K.gguf"
+    for attempt in range(40):
+        wcfg, wweights = wide(SEED + attempt)
+        try:
+            write_gguf(path, wcfg, wweights, {}, Q.Q6_K)
+        except AssertionError as e:  # quantize_q6_k's own round-trip bound missed: next seed
+            print(f"wide-gpt_oss: seed {SEED + attempt}: {e}", file=sys.stderr)
+            continue
+        back = dequantised(path, wcfg)
+        model = mgm.load_model(back, wcfg, SRC)
+        if min(r["gap"] for r in mgm.run(model, mgm.Routers(model), cases).values()) > 1e-3:
+            break
+    else:
+        raise SystemExit("wide-gpt_oss: no seed without near-ties in 40")
+    manifest["files"].append(reference(path.name, "Q6_K", back, wcfg, cases, tensors))
+    print(path.name, path.stat().st_size, "bytes, seed", SEED + attempt)
     safetensors.numpy.save_file(tensors, str(REFERENCE / "gpt_oss-mxfp4.safetensors"),
                                 metadata={"generator": "tests/reference/make_gpt_oss_mxfp4.py"})
     write_json(REFERENCE / "gpt_oss-mxfp4.json", manifest)

@@ -196,12 +196,12 @@ fn mxfp4_safetensors_match_transformers_on_the_dequantised_weights() {
     super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss-mxfp4"]);
 }
 
-/// llama.cpp's `gpt-oss` GGUF files, F32, Q8_0 and MXFP4 experts, each against transformers on
-/// the weights gguf-py dequantises from it. (No K-quant: its rows are 256 values, these 32 or
-/// 64.)
+/// llama.cpp's `gpt-oss` GGUF files, F32, Q8_0 and MXFP4 experts, and Q6_K on a 256-wide random
+/// gpt-oss (K-quant rows are 256 values, the tiny model's 32 or 64), each against transformers
+/// on the weights gguf-py dequantises from it.
 #[test]
-fn gpt_oss_gguf_f32_q8_0_and_mxfp4_match_transformers() {
-    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss."]);
+fn gpt_oss_gguf_f32_q8_0_mxfp4_and_q6_k_match_transformers() {
+    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss.", "wide-gpt_oss."]);
 }
 
 /// The F32 GGUF holds the fixture's own weights: held to everything the safetensors are (q/k,
