@@ -4,7 +4,7 @@ MXFP4, as the released checkpoints store them, and as GGUF files of llama.cpp's 
 architecture; transformers' reference outputs for each, run on the weights that very file holds,
 dequantised.
 
-    /tmp/venvref/bin/python tests/reference/make_gpt_oss_mxfp4.py   # any Python with requirements.txt
+    python3 tests/reference/make_gpt_oss_mxfp4.py   # any Python with requirements.txt
 
 Writes:
 - tests/fixtures/tiny-gpt_oss-mxfp4/: the fixture's config with `quantization_config`
