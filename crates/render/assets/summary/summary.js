@@ -500,8 +500,9 @@ function drawHead() {
     ctx.stroke();
     drawnLines++;
   }
-  info.textContent = drawnLines + ' links of weight ≥ ' + fmt(state.threshold, 3) + ' from queries ' + q0 + '–' + (q1 - 1) +
-    (hidden ? '; ' + hidden + ' more to ' + (far.length - keptFar.length) + ' other far keys not drawn (the ' + keptFar.length + ' far keys with the most weight are)' : '') +
+  info.textContent = lines.length + ' links of weight ≥ ' + fmt(state.threshold, 3) + ' from queries ' + q0 + '–' + (q1 - 1) +
+    (state.hoverQuery !== null ? ' (' + drawnLines + ' of query ' + state.hoverQuery + ' drawn)' : '') +
+    (hidden ? '; ' + hidden + ' to ' + (far.length - keptFar.length) + ' far keys not drawn (the ' + keptFar.length + ' far keys with the most weight are)' : '') +
     '. Stored: the top ' + META.top_k + ' keys of every query' +
     (META.link_threshold > 0 ? ' of weight above ' + fmt(META.link_threshold, 4) + ' (' + META.links_kept + ' of ' + META.links_total + ' links)' : '') + '.';
 }
@@ -525,7 +526,10 @@ $('head-threshold').addEventListener('input', (ev) => { state.threshold = Number
 /* ------------------------------------------------------------ stats view */
 
 const BINS = META.distance_bins;
-const binName = (b) => (b === 0 ? '0' : BINS[b] + (b + 1 < BINS.length ? '–' + (BINS[b + 1] - 1) : '+'));
+const binName = (b) => {
+  if (b + 1 >= BINS.length) return BINS[b] + '+';
+  return BINS[b + 1] - 1 === BINS[b] ? String(BINS[b]) : BINS[b] + '–' + (BINS[b + 1] - 1);
+};
 function distance(slot, h) {
   const n = BINS.length;
   return S.distance.subarray((slot * H + h) * n, (slot * H + h + 1) * n);
