@@ -26,7 +26,11 @@ pub fn summary_dict(py: Python<'_>, s: &AttentionSummary) -> PyResult<Py<PyAny>>
         s.layers.iter().map(|x| x.layer).collect::<Vec<_>>(),
     )?;
     let floats = |get: fn(&LayerSummary) -> &[f32], shape: Vec<usize>| -> PyResult<Py<PyAny>> {
-        let v: Vec<f32> = s.layers.iter().flat_map(|x| get(x).iter().copied()).collect();
+        let v: Vec<f32> = s
+            .layers
+            .iter()
+            .flat_map(|x| get(x).iter().copied())
+            .collect();
         Ok(PyArray1::from_vec(py, v)
             .reshape(shape)?
             .into_any()

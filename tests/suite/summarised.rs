@@ -351,7 +351,10 @@ fn a_summarised_run_writes_its_html_report() {
     assert_eq!(meta["pool"], summary["pool"]);
     assert_eq!(meta["queries"], summary["queries"]);
     assert_eq!(meta["layers"], serde_json::json!([0, 15, 29]));
-    assert_eq!(meta["detail"], 2, "the last summarised layer, as the terminal shows");
+    assert_eq!(
+        meta["detail"], 2,
+        "the last summarised layer, as the terminal shows"
+    );
     assert_eq!(meta["rows"], summary["rows"]);
     let report = dir.path().join("folder");
     let gguf = smollm2_gguf();

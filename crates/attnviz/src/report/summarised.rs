@@ -7,8 +7,8 @@
 //! them before the run.
 
 use crate::output::write_output;
-use crate::render::json::{write_set_json, KindSections};
 use crate::render::html::summary::{write_summary_html, SummaryHtmlOptions};
+use crate::render::json::{write_set_json, KindSections};
 use crate::render::summary_table::{write_summary_view, SummaryViewOptions};
 
 use super::{Finished, Plan, ReportError, Sink};

@@ -242,8 +242,7 @@ impl Arrays {
             a.distance.extend_from_slice(&layer.distance);
             for h in 0..heads {
                 let map = &layer.pooled[h * pq * pk..(h + 1) * pq * pk];
-                a.overview
-                    .extend(coarsen(map, pq, pk, factor, pool, q));
+                a.overview.extend(coarsen(map, pq, pk, factor, pool, q));
                 let sink = &layer.sink[h * q..(h + 1) * q];
                 let entropy = &layer.entropy[h * q..(h + 1) * q];
                 a.sink_blocks.extend(block_means(sink, pool));
@@ -361,7 +360,11 @@ fn check(
 fn title(att: &Attention, opts: &SummaryHtmlOptions) -> String {
     opts.title.clone().unwrap_or_else(|| {
         let start: String = att.text.chars().take(60).collect();
-        let more = if att.text.chars().nth(60).is_some() { "…" } else { "" };
+        let more = if att.text.chars().nth(60).is_some() {
+            "…"
+        } else {
+            ""
+        };
         format!("attnviz — {start}{more}")
     })
 }
@@ -430,7 +433,7 @@ pub fn write_summary_html(
     );
     let mut rest = TEMPLATE;
     while let Some(at) = rest.find("@@ATTNVIZ:") {
-        w.write_all(rest[..at].as_bytes())?;
+        w.write_all(&rest.as_bytes()[..at])?;
         let after = &rest[at + "@@ATTNVIZ:".len()..];
         let end = after
             .find("@@")

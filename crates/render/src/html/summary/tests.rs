@@ -11,7 +11,13 @@ const INJECTION: &str = "</script><script>alert(1)</script><img src=x onerror=al
 /// and its text carrying `label`.
 fn units_only(n: usize, heads: usize, label: &str) -> Attention {
     let labels: Vec<String> = (0..n)
-        .map(|i| if i == 1 { label.to_string() } else { format!("t{i}") })
+        .map(|i| {
+            if i == 1 {
+                label.to_string()
+            } else {
+                format!("t{i}")
+            }
+        })
         .collect();
     let roles = (0..n)
         .map(|i| if i == 0 { Role::Start } else { Role::Word })
@@ -182,12 +188,19 @@ fn the_page_holds_the_summaries_it_says() {
     let distance = section(&raw, &meta, "distance");
     let bins = distance_bins(n).len();
     assert_eq!(distance.len(), 2 * 2 * bins);
-    for (a, b) in distance.iter().zip(s.layers.iter().flat_map(|l| &l.distance)) {
+    for (a, b) in distance
+        .iter()
+        .zip(s.layers.iter().flat_map(|l| &l.distance))
+    {
         assert_eq!(*a, *b as f64);
     }
     let means = section(&raw, &meta, "means");
     let sink_mean: f64 = (0..n).map(|q| matrices[0][q * n] as f64).sum::<f64>() / n as f64;
-    assert!((means[0] - sink_mean).abs() < 1e-6, "{} {sink_mean}", means[0]);
+    assert!(
+        (means[0] - sink_mean).abs() < 1e-6,
+        "{} {sink_mean}",
+        means[0]
+    );
 }
 
 /// A synthetic summary the size of a 1B model's at 32 768 tokens (16 layers × 32 heads, 16
@@ -219,7 +232,7 @@ fn a_32k_token_report_stays_a_few_megabytes() {
                     let queries = pool.min(n - i * pool) as f32;
                     let row = &mut pooled[(h * nb + i) * nb..][..nb];
                     let spread = (1.0 - s - 0.2) / (i + 1) as f32;
-                    for (j, cell) in row.iter_mut().enumerate().take(i + 1) {
+                    for cell in row.iter_mut().take(i + 1) {
                         *cell = queries * spread * (0.8 + 0.4 * rand());
                     }
                     row[0] += queries * s;
@@ -259,7 +272,9 @@ fn a_32k_token_report_stays_a_few_megabytes() {
                 Vec::new()
             };
             let full = if l == detail {
-                (0..heads * rows.len() * n).map(|_| rand() / n as f32).collect()
+                (0..heads * rows.len() * n)
+                    .map(|_| rand() / n as f32)
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -329,14 +344,21 @@ fn user_text_is_escaped() {
         ..SummaryHtmlOptions::default()
     };
     let html = render(&att, &s, &opts);
-    assert_eq!(html.matches("<script").count(), 3, "only the page's own scripts");
+    assert_eq!(
+        html.matches("<script").count(),
+        3,
+        "only the page's own scripts"
+    );
     assert!(!html.contains("<img"));
     assert!(html.contains("<title>attnviz — text &lt;/script&gt;"));
     let meta = meta_of(&html);
     assert_eq!(meta["tokens"][1], INJECTION);
     assert!(!script_block(&html, "attnviz-meta").contains('<'));
     assert!(!JS.to_ascii_lowercase().contains("</script"));
-    assert!(!JS.contains("innerHTML"), "the page writes text, never markup");
+    assert!(
+        !JS.contains("innerHTML"),
+        "the page writes text, never markup"
+    );
 }
 
 #[test]
@@ -355,8 +377,6 @@ fn bad_options_are_refused() {
     };
     assert!(write_summary_html(&att, &s, &head, &mut out).is_err());
     let other = units_only(11, 2, "x");
-    assert!(
-        write_summary_html(&other, &s, &SummaryHtmlOptions::default(), &mut out).is_err()
-    );
+    assert!(write_summary_html(&other, &s, &SummaryHtmlOptions::default(), &mut out).is_err());
     assert!(out.is_empty());
 }
