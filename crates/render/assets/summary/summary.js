@@ -158,6 +158,8 @@ function rowWeight(h, q, k) {
 const matrix = $('matrix');
 let overlay = null;
 let matrixSize = 600;
+/** Where the cells are drawn on the canvas: all of it, or beside the token labels. */
+let plot = { x: 0, y: 0, w: 600, h: 600 };
 /** What the last drawing showed: block size (0: tokens), the colour scale's maximum. */
 let drawn = { block: 1, max: 1, tokens: false };
 
@@ -191,13 +193,19 @@ function drawMatrix() {
   }
   fitCanvas(overlay, matrixSize, matrixSize);
   const w = state.win;
-  const sx = matrixSize / (w.k1 - w.k0);
-  const sy = matrixSize / (w.q1 - w.q0);
+  const tokens = tokenMode();
+  plot = tokens ? { x: 110, y: 80, w: matrixSize - 110, h: matrixSize - 80 } : { x: 0, y: 0, w: matrixSize, h: matrixSize };
+  const sx = plot.w / (w.k1 - w.k0);
+  const sy = plot.h / (w.q1 - w.q0);
   ctx.fillStyle = css('--bg');
   ctx.fillRect(0, 0, matrixSize, matrixSize);
   const m = mapOf(state.slot, state.head);
-  if (tokenMode()) {
+  if (tokens) {
+    ctx.save();
+    ctx.translate(plot.x, plot.y);
     drawTokens(ctx, sx, sy);
+    ctx.restore();
+    drawLabels(ctx, sx, sy);
   } else {
     let max = 0;
     const r0 = Math.floor(w.q0 / m.block);
@@ -284,7 +292,7 @@ function drawTokens(ctx, sx, sy) {
     const last = META.causal ? Math.min(w.k1, q + 1) : w.k1;
     if (last <= w.k0) continue;
     ctx.fillStyle = pattern;
-    ctx.fillRect((0) * sx, (q - w.q0) * sy, (last - w.k0) * sx, sy);
+    ctx.fillRect(0, (q - w.q0) * sy, (last - w.k0) * sx, sy);
   }
   for (const [q, k, v] of cells) {
     ctx.fillStyle = rgb(colour(Math.sqrt(v / max)));
@@ -294,20 +302,44 @@ function drawTokens(ctx, sx, sy) {
     ctx.strokeStyle = css('--grid-line');
     ctx.globalAlpha = 0.5;
     ctx.beginPath();
-    for (let q = w.q0; q <= w.q1; q++) { ctx.moveTo(0, (q - w.q0) * sy); ctx.lineTo(matrixSize, (q - w.q0) * sy); }
-    for (let k = w.k0; k <= w.k1; k++) { ctx.moveTo((k - w.k0) * sx, 0); ctx.lineTo((k - w.k0) * sx, matrixSize); }
+    for (let q = w.q0; q <= w.q1; q++) { ctx.moveTo(0, (q - w.q0) * sy); ctx.lineTo(plot.w, (q - w.q0) * sy); }
+    for (let k = w.k0; k <= w.k1; k++) { ctx.moveTo((k - w.k0) * sx, 0); ctx.lineTo((k - w.k0) * sx, plot.h); }
     ctx.stroke();
     ctx.globalAlpha = 1;
   }
   drawn = { block: 1, max, tokens: true };
 }
 
+/** The query labels left of the cells and the key labels above them, where they fit. */
+function drawLabels(ctx, sx, sy) {
+  const w = state.win;
+  const short = (i, t) => { const s = i + ' ' + t; return s.length > 16 ? s.slice(0, 15) + '…' : s; };
+  ctx.fillStyle = css('--fg');
+  ctx.font = Math.min(12, Math.max(8, sy - 2)) + 'px sans-serif';
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  const qStep = Math.ceil(10 / sy);
+  for (let q = w.q0; q < w.q1; q += qStep) ctx.fillText(short(q, tok(q)), plot.x - 4, plot.y + (q - w.q0 + 0.5) * sy);
+  ctx.font = Math.min(12, Math.max(8, sx - 2)) + 'px sans-serif';
+  ctx.textAlign = 'left';
+  const kStep = Math.ceil(10 / sx);
+  for (let k = w.k0; k < w.k1; k += kStep) {
+    ctx.save();
+    ctx.translate(plot.x + (k - w.k0 + 0.5) * sx, plot.y - 4);
+    ctx.rotate(-Math.PI / 3);
+    ctx.fillText(short(k, ktok(k)), 0, 0);
+    ctx.restore();
+  }
+}
+
 /** The cell under a pointer at canvas point (x, y): token coordinates. */
 function cellAt(x, y) {
   const w = state.win;
+  const fx = Math.max(0, Math.min(1, (x - plot.x) / plot.w));
+  const fy = Math.max(0, Math.min(1, (y - plot.y) / plot.h));
   return {
-    q: Math.min(w.q1 - 1, Math.max(w.q0, Math.floor(w.q0 + (y / matrixSize) * (w.q1 - w.q0)))),
-    k: Math.min(w.k1 - 1, Math.max(w.k0, Math.floor(w.k0 + (x / matrixSize) * (w.k1 - w.k0)))),
+    q: Math.min(w.q1 - 1, Math.max(w.q0, Math.floor(w.q0 + fy * (w.q1 - w.q0)))),
+    k: Math.min(w.k1 - 1, Math.max(w.k0, Math.floor(w.k0 + fx * (w.k1 - w.k0)))),
   };
 }
 
