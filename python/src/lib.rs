@@ -6,6 +6,7 @@
 
 mod heads;
 mod pixels;
+mod summary;
 mod tqdm;
 mod words;
 
@@ -689,6 +690,7 @@ type RunResult = (
     Option<AltiArrays>,
     HeadSections,
     SpeechSection,
+    Option<Py<PyAny>>,
 );
 
 /// ALTI (or value zeroing) through each layer and of each layer alone, `[layers · n · n]` each,
@@ -714,7 +716,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
     tower=false, mmproj=None, pan_and_scan=false, audio=None, language=None,
-    task="transcribe", timestamps=false, window=None))]
+    task="transcribe", timestamps=false, window=None, summarise=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -749,6 +751,7 @@ fn run(
     task: &str,
     timestamps: bool,
     window: Option<usize>,
+    summarise: Option<(usize, Vec<usize>)>,
 ) -> PyResult<RunResult> {
     let translate = match task {
         "transcribe" => false,
@@ -830,6 +833,12 @@ fn run(
         translate,
         timestamps,
         window,
+        // The keys kept per query and the queries whose full rows are kept.
+        summary: summarise.map(|(top_k, mut rows)| {
+            rows.sort_unstable();
+            rows.dedup();
+            attnviz::attention::summary::SummarySpec { top_k, rows }
+        }),
         ..RunRequest::default()
     };
     let pool = threads.map(pool_of).transpose()?;
@@ -899,6 +908,11 @@ fn run(
             .speech
             .as_ref()
             .map(|s| serde_json::to_string(s).expect("the speech section serialises to JSON")),
+        run.measured
+            .summary
+            .as_ref()
+            .map(|s| summary::summary_dict(py, s))
+            .transpose()?,
     ))
 }
 

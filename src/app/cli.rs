@@ -135,7 +135,8 @@ pub struct Args {
     /// layer's tokens × tokens matrix is ever held: for long inputs (thousands of tokens).
     /// Per head: each token's top keys (--top-keys), its weight on the first token (the sink)
     /// and its entropy, the attention by distance, a map pooled to at most 256 × 256, and the
-    /// full rows of the tokens --query names. Written to the terminal and --json.
+    /// full rows of the tokens --query names. Written to the terminal, --json and --html (pooled
+    /// maps that zoom to the tokens kept, top-key links, statistics).
     #[arg(help_heading = heading::MODEL, long)]
     pub summarise: bool,
 

@@ -267,13 +267,14 @@ fn summarised(
     if let Some(flag) = first_given(&[
         ("--png", out.png.is_some()),
         ("--svg", out.svg.is_some()),
-        ("--html", out.html.is_some()),
         ("--report", out.report.is_some()),
         ("--figure", out.figure.is_some()),
         ("--save-attention", args.save_attention.is_some()),
     ]) {
         return Err(format!(
-            "--summarise keeps no attention matrix, only its summaries, written to the terminal              and --json; {flag} needs the matrices: drop {flag}, or --summarise for a shorter input"
+            "--summarise keeps no attention matrix, only its summaries, written to the terminal, \
+             --json and --html; {flag} needs the matrices: drop {flag}, or --summarise for a \
+             shorter input"
         ));
     }
     let top_k = args.top_keys.unwrap_or(16);

@@ -62,6 +62,7 @@ mod meta;
 mod panels;
 mod payload;
 mod speech;
+pub mod summary;
 
 pub use panels::{
     alignment_statistics, alti_matrices, induction_statistic, report_analysis, statistics_unit,
