@@ -492,7 +492,11 @@ mod tests {
                 .collect(),
             norm: vec![1.0; dv],
             eps: 1e-6,
-            out_proj: rows(&random(hidden * vd, 16, 0.5), &all(hidden)),
+            out_proj: Linear::new(
+                Weight::owned(random(hidden * vd, 16, 0.5), vec![hidden, vd]),
+                Layout::OutIn,
+                None,
+            ),
         };
         let grouped = net(Projections::Grouped {
             qkvz: rows(&qkvz, &all(2 * kd + 2 * vd)),
