@@ -36,16 +36,16 @@ pub enum DeltaLayout {
 
 /// A gated delta layer's input projections, as stored.
 enum Projections {
-    Grouped {
-        qkvz: Linear,
-        ba: Linear,
-    },
-    Split {
-        qkv: Linear,
-        z: Linear,
-        b: Linear,
-        a: Linear,
-    },
+    Grouped { qkvz: Linear, ba: Linear },
+    Split(Box<SplitMaps>),
+}
+
+/// Qwen3.5's four maps.
+struct SplitMaps {
+    qkv: Linear,
+    z: Linear,
+    b: Linear,
+    a: Linear,
 }
 
 /// The shape of the gated delta (linear attention) layers.
@@ -147,12 +147,12 @@ impl GatedDeltaNet {
                 qkvz: linear("in_proj_qkvz", hidden, 2 * kd + 2 * vd)?,
                 ba: linear("in_proj_ba", hidden, 2 * nv)?,
             },
-            DeltaLayout::Split => Projections::Split {
+            DeltaLayout::Split => Projections::Split(Box::new(SplitMaps {
                 qkv: linear("in_proj_qkv", hidden, 2 * kd + vd)?,
                 z: linear("in_proj_z", hidden, vd)?,
                 b: linear("in_proj_b", hidden, nv)?,
                 a: linear("in_proj_a", hidden, nv)?,
-            },
+            })),
         };
         let channels = shape.conv_channels();
         let a_log = t.weight(&a.tensor("A_log"), &[nv])?;
@@ -211,17 +211,12 @@ impl GatedDeltaNet {
                     }
                 }
             }
-            Projections::Split {
-                qkv,
-                z: zp,
-                b: bp,
-                a: ap,
-            } => {
+            Projections::Split(maps) => {
                 // Already in the convolution's order; z, b and a per value head.
-                mixed = qkv.forward(x, n, Activation::Identity);
-                z = zp.forward(x, n, Activation::Identity);
-                b = bp.forward(x, n, Activation::Identity);
-                a = ap.forward(x, n, Activation::Identity);
+                mixed = maps.qkv.forward(x, n, Activation::Identity);
+                z = maps.z.forward(x, n, Activation::Identity);
+                b = maps.b.forward(x, n, Activation::Identity);
+                a = maps.a.forward(x, n, Activation::Identity);
             }
         }
         // Depthwise causal convolution (zeros before the first token), then SiLU.
@@ -502,12 +497,12 @@ mod tests {
             qkvz: rows(&qkvz, &all(2 * kd + 2 * vd)),
             ba: rows(&ba, &all(2 * nv)),
         });
-        let split = net(Projections::Split {
+        let split = net(Projections::Split(Box::new(SplitMaps {
             qkv: rows(&qkvz, &qkv),
             z: rows(&qkvz, &z),
             b: rows(&ba, &b),
             a: rows(&ba, &a),
-        });
+        })));
         let n = 6;
         let x = random(n * hidden, 17, 0.5);
         let (one, two) = (grouped.inputs(&x, n), split.inputs(&x, n));
