@@ -582,6 +582,7 @@ fn request_error(e: RequestError) -> PyErr {
                     InputError::TextWithPicture { .. }
                         | InputError::TextToVision { .. }
                         | InputError::ImageToText { .. }
+                        | InputError::VisionTowerNotRun { .. }
                         | InputError::ImageNeedsProjector { .. }
                         | InputError::StoreProjector { .. }
                         | InputError::NoPicture { .. }

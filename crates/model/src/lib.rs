@@ -660,6 +660,12 @@ impl Model {
                 problem: problem.clone(),
             }
             .into()
+        } else if self.network.unread_vision_tower() {
+            InputError::VisionTowerNotRun {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            }
+            .into()
         } else if self.gguf {
             InputError::ImageNeedsProjector {
                 model: self.info.name().to_string(),

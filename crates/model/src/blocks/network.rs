@@ -106,6 +106,12 @@ pub trait Network: Send + Sync {
         None
     }
 
+    /// Whether its checkpoint carries a vision tower that is not run (a vision-language
+    /// checkpoint read as its language model): an image is refused saying so.
+    fn unread_vision_tower(&self) -> bool {
+        false
+    }
+
     /// The unembedding (final norm, head, soft cap) that turns its residual stream into
     /// logits, for the logit lens; `None` when the checkpoint has no head.
     fn unembedding(&self) -> Option<&dyn Unembedding> {

@@ -197,6 +197,18 @@ pub enum InputError {
         /// The token.
         token: &'static str,
     },
+    /// An image given to a vision-language checkpoint read as its language model only (its
+    /// vision tower is not run).
+    #[error(
+        "{model} is read as its language model ({family}): attnviz does not run its vision tower \
+         yet, so it reads text, not images"
+    )]
+    VisionTowerNotRun {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
     /// An image given to a text model.
     #[error("{model} is a text model ({family}); it reads text, not images")]
     ImageToText {
