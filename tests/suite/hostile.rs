@@ -587,6 +587,7 @@ fn capture_too_big_for_memory_is_refused_before_allocating() {
                     layers: 2,
                     heads: 32,
                     tokens: 100_000
+                    mixing: None,
                 }
             );
             assert_eq!(big.needs, Some(2 * 32 * 100_000 * 100_000 * 4));

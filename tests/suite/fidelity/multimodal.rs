@@ -542,6 +542,7 @@ fn the_tower_is_captured_only_when_asked_and_within_the_budget() {
                 layers: 2,
                 heads: 4,
                 tokens: 16
+                mixing: None,
             }
         ),
         other => panic!("not refused as too big: {:?}", other.err()),

@@ -746,6 +746,23 @@ impl GatedDeltaNet {
         out
     }
 
+    /// [`GatedDeltaNet::mixing`] of the first `len` tokens only, `[value_heads, len, len]`
+    /// (the rule is causal: later tokens do not change earlier rows).
+    pub fn mixing_prefix(&self, inp: &DeltaInputs, len: usize) -> Vec<f32> {
+        let full = self.mixing(inp);
+        let n = inp.n;
+        if len == n {
+            return full;
+        }
+        let mut out = Vec::with_capacity(self.shape.value_heads * len * len);
+        for h in 0..self.shape.value_heads {
+            for t in 0..len {
+                out.extend_from_slice(&full[(h * n + t) * n..][..len]);
+            }
+        }
+        out
+    }
+
     /// The block's output `[n, hidden]` from the rule's output `core` (`[value_heads, n,
     /// value_dim]`): the gated RMSNorm, then `out_proj`.
     fn finish(&self, core: &[f32], inp: &DeltaInputs) -> Vec<f32> {
@@ -765,13 +782,6 @@ impl GatedDeltaNet {
             }
         }
         self.out_proj.forward(&normed, n, Activation::Identity)
-    }
-
-    /// The block over one sequence's `n` rows of `x`.
-    fn forward(&self, x: &[f32], n: usize) -> Vec<f32> {
-        let inp = self.inputs(x, n);
-        let core = self.recurrent(&inp);
-        self.finish(&core, &inp)
     }
 }
 
@@ -898,7 +908,17 @@ impl Qwen3Next {
                     let t = batch.tokens;
                     let mut out = Vec::with_capacity(rows * hidden);
                     for s in 0..rows / t {
-                        out.extend(net.forward(&x[s * t * hidden..][..t * hidden], t));
+                        let inp = net.inputs(&x[s * t * hidden..][..t * hidden], t);
+                        let core = net.recurrent(&inp);
+                        // The exact mixing matrices, where the sequence's capture asks for
+                        // them (its own length: causal, so padding after it changes nothing).
+                        if let Some(c) = captures.get_mut(s) {
+                            let len = c.queries();
+                            if let Some(mixing) = c.mixing.as_mut() {
+                                mixing.push((l, net.mixing_prefix(&inp, len)));
+                            }
+                        }
+                        out.extend(net.finish(&core, &inp));
                     }
                     out
                 }
@@ -1066,6 +1086,16 @@ impl Network for Qwen3Next {
 
     fn captured_layer_numbers(&self) -> Option<&[usize]> {
         Some(&self.full_layers)
+    }
+
+    fn mixing_heads(&self) -> usize {
+        self.layers
+            .iter()
+            .find_map(|layer| match &layer.mixer {
+                Mixer::Linear(net) => Some(net.shape.value_heads),
+                Mixer::Full(_) => None,
+            })
+            .unwrap_or(0)
     }
 
     fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {
