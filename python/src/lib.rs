@@ -485,6 +485,45 @@ impl PyAttention {
                 }
                 .map_err(|e| self::words::image(&e));
             }
+            if figure == Figure::Mixing {
+                // Drawn from the run's token mixing (token level): the gated delta layers
+                // that feed the layer, at the head, on a signed scale.
+                use attnviz::render::image::mixing::{self, MixingSpec};
+                let no = || {
+                    self::words::image(&image::ImageError::NoMixing {
+                        layers: "none".to_string(),
+                    })
+                };
+                let m = att
+                    .non_softmax
+                    .as_ref()
+                    .and_then(|n| n.mixing.as_deref())
+                    .ok_or_else(no)?;
+                let number = att.layer_number(layer);
+                let layers =
+                    match attnviz::render::mixing_table::feeding(m, att.layer_numbers(), number) {
+                        f if f.is_empty() => m.layer_numbers(),
+                        f => f,
+                    };
+                let spec = MixingSpec {
+                    mixing: m,
+                    layers: &layers,
+                    head,
+                    labels: Some(att.queries().shown(raw_tokens)),
+                };
+                let title = format!(
+                    "Token mixing · layer{} {} (feeding layer {number}) · {}",
+                    if layers.len() == 1 { "" } else { "s" },
+                    attnviz::attention::layer_list(&layers),
+                    att.model.name()
+                );
+                return if png {
+                    mixing::write_png(&spec, &title, &opts, &path)
+                } else {
+                    mixing::write_svg(&spec, &title, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
             let spec = FigureSpec::of(figure, layer, head, rollout).map_err(|e| e.to_string())?;
             if png {
                 image::write_png(&shown, &spec, &opts, &path)

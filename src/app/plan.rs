@@ -461,7 +461,12 @@ fn single(
         }
         None => (args.target_token.clone(), None),
     };
-    for figure in [Figure::Attribution, Figure::Ablation, Figure::Router] {
+    for figure in [
+        Figure::Attribution,
+        Figure::Ablation,
+        Figure::Router,
+        Figure::Mixing,
+    ] {
         if out.figure == Some(figure) && !(png || svg) {
             return Err(format!(
                 "--figure {} draws into --png or --svg; add one",

@@ -85,6 +85,26 @@ pub(super) fn views(
                     )
                 })?;
             }
+            // A hybrid model's token mixing: the gated delta layers that feed the shown
+            // attention layer, each on a signed scale under its legend.
+            if let Some(mixing) = att.non_softmax.as_ref().and_then(|n| n.mixing.as_deref()) {
+                let number = att.layer_number(layer);
+                let feeding =
+                    crate::render::mixing_table::feeding(mixing, token_att.layer_numbers(), number);
+                let labels = token_att.queries().shown(look.raw_tokens);
+                to(sink.out, |w| {
+                    writeln!(w)?;
+                    crate::render::mixing_table::write_mixing_view(
+                        mixing,
+                        &feeding,
+                        head,
+                        Some(labels),
+                        look.color,
+                        look.width,
+                        w,
+                    )
+                })?;
+            }
             // A vision-language model's token asked for by number: where on the picture it
             // looked, under the matrix.
             if !att.pictures.is_empty()
