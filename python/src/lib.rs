@@ -300,6 +300,16 @@ impl PyAttention {
             .as_deref()
             .map(|r| serde_json::to_string(r).expect("the router serialises to JSON"))
     }
+    /// A hybrid model's layers that mix tokens without a softmax, as the JSON export's
+    /// `non_softmax` section (`kind`, `layers`, `legend`, and when captured `mixing`: `heads`,
+    /// `tokens`, per layer `layer` and `weights` `[heads][tokens][tokens]`), or `None`.
+    #[getter]
+    fn mixing_json(&self) -> Option<String> {
+        self.att().non_softmax.as_ref().map(|n| {
+            serde_json::to_string(&attnviz::doc::mixing::NonSoftmaxDoc::of(n))
+                .expect("the token mixing serialises to JSON")
+        })
+    }
     /// Each row's share on a learned attention sink, `[layers × heads × queries]` flat
     /// (gpt-oss), or `None`.
     #[getter]

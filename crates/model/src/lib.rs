@@ -728,6 +728,17 @@ impl Model {
         Ok(self.network.token_mixing(ids))
     }
 
+    /// A hybrid model's layers that mix tokens without a softmax, in words: `layers 0, 2 are
+    /// gated delta token mixing, not probabilities`; `None` where every layer is attention.
+    pub fn non_softmax_note(&self) -> Option<String> {
+        self.network.non_softmax_layers().map(|(kind, layers)| {
+            format!(
+                "layers {} are {kind} token mixing, not probabilities",
+                crate::attention::layer_list(&layers)
+            )
+        })
+    }
+
     /// A hybrid model's token-mixing layers and their heads (`(layers, heads)`), whose
     /// matrices a run that captures every layer keeps beside the attention; `None` where every
     /// layer is attention.

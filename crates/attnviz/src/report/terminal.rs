@@ -131,6 +131,7 @@ pub(super) fn views(
             token_names: Some(token_names(token_att)),
             layer_numbers: Some(token_att.layer_numbers().to_vec()),
             induction: induction.map(|p| p.rows_for(token_att.layer_numbers())),
+            left_out: token_att.non_softmax.as_ref().map(|n| n.skipped()),
             ..base.clone()
         };
         let stats = analysed.stats(index);

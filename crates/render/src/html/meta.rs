@@ -99,6 +99,10 @@ struct KindMeta<'a> {
     /// matrices, signed; absent for any other model and where they were not captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     mixing: Option<MixingMeta<'a>>,
+    /// The layers the statistics leave out, in words (a hybrid model's gated delta layers:
+    /// token mixing, not probabilities); absent where every layer is in them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stats_left_out: Option<String>,
 }
 
 /// A hybrid model's token-mixing matrices for the Mixing tab (`assets/report/mixing_view.js`).
@@ -594,6 +598,7 @@ impl<'a> KindMeta<'a> {
                 .as_ref()
                 .and_then(|n| n.mixing.as_deref())
                 .map(MixingMeta::of),
+            stats_left_out: att.non_softmax.as_ref().map(|n| n.skipped()),
         }
     }
 }
