@@ -413,11 +413,10 @@ pub struct NonSoftmaxLayers {
 
 impl NonSoftmaxLayers {
     /// One line for a view's title: `layers 0–2 — gated delta: token mixing, not softmax, no
-    /// attention map` (or, with the matrices captured, `… not softmax; mixing matrices drawn
-    /// apart on a signed scale`).
+    /// attention map` (or, with the matrices captured, `… not softmax, signed, drawn apart`).
     pub fn note(&self) -> String {
         let tail = if self.mixing.is_some() {
-            "mixing matrices drawn apart on a signed scale"
+            "signed, drawn apart"
         } else {
             "no attention map"
         };
