@@ -235,8 +235,12 @@ struct BatchRun {
     summaries: Vec<Option<AttentionSummary>>,
     /// Each sequence's token-mixing matrices (layer number, `[heads, n, n]`), when
     /// [`Extras::mixing`] asked for them.
-    mixing: Vec<Option<Vec<(usize, Vec<f32>)>>>,
+    mixing: Vec<Option<LayerMixing>>,
 }
+
+/// One sequence's token-mixing matrices: each linear-attention layer's number and its
+/// `[heads, n, n]` matrices.
+type LayerMixing = Vec<(usize, Vec<f32>)>;
 
 /// What [`Model::encode_generated`] generates before it captures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1100,7 +1104,7 @@ impl Model {
             }
             .into());
         }
-        let mixing: Vec<Option<Vec<(usize, Vec<f32>)>>> =
+        let mixing: Vec<Option<LayerMixing>> =
             captures.iter_mut().map(|c| c.mixing.take()).collect();
         let results = captures
             .into_iter()
