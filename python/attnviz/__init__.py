@@ -174,6 +174,39 @@ class Report:
         }
 
     @property
+    def mixing(self) -> Optional[dict]:
+        """A hybrid model's token mixing (Qwen3-Next's gated delta layers), or ``None`` for a model
+        whose every layer is attention. A dict of:
+
+        - ``kind`` (``"gated delta"``), ``layers``: the model's numbers of those layers (none of
+          them is among the attention's layers);
+        - ``legend``: ``"token mixing (gated delta), not attention probabilities"``;
+        - ``weights``: float32 ``[layers, heads, tokens, tokens]``, each layer's exact mixing
+          matrices (the rule's output is ``out[t] = Σ_s weights[l, h, t, s] · v[s]``), or
+          ``None`` where the run did not capture them (``layers=`` given). Rows need not sum to
+          1 and entries may be negative: these are not attention probabilities;
+        - ``tokens``: the tokens they are over (token level, whatever the view).
+
+        The JSON export's ``non_softmax`` section holds the same (``docs/json.md``).
+        """
+        text = self._native.mixing_json
+        if text is None:
+            return None
+        raw = _json.loads(text)
+        m = raw.get("mixing")
+        return {
+            "kind": raw["kind"],
+            "layers": raw["layers"],
+            "legend": raw["legend"],
+            "tokens": m["tokens"] if m else None,
+            "weights": np.array([l["weights"] for l in m["layers"]], dtype=np.float32).reshape(
+                len(m["layers"]), m["heads"], len(m["tokens"]), len(m["tokens"])
+            )
+            if m
+            else None,
+        }
+
+    @property
     def sink_shares(self) -> Optional[np.ndarray]:
         """A model with learned attention sinks (gpt-oss): float32 ``[layers, heads, queries]``,
         the share of each row's softmax the head's sink took; each row of ``attention`` sums to

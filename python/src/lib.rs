@@ -301,6 +301,16 @@ impl PyAttention {
             .as_deref()
             .map(|r| serde_json::to_string(r).expect("the router serialises to JSON"))
     }
+    /// A hybrid model's layers that mix tokens without a softmax, as the JSON export's
+    /// `non_softmax` section (`kind`, `layers`, `legend`, and when captured `mixing`: `heads`,
+    /// `tokens`, per layer `layer` and `weights` `[heads][tokens][tokens]`), or `None`.
+    #[getter]
+    fn mixing_json(&self) -> Option<String> {
+        self.att().non_softmax.as_ref().map(|n| {
+            serde_json::to_string(&attnviz::doc::mixing::NonSoftmaxDoc::of(n))
+                .expect("the token mixing serialises to JSON")
+        })
+    }
     /// Each row's share on a learned attention sink, `[layers × heads × queries]` flat
     /// (gpt-oss), or `None`.
     #[getter]
@@ -483,6 +493,45 @@ impl PyAttention {
                     router::write_png(&spec, &title, &opts, &path)
                 } else {
                     router::write_svg(&spec, &title, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
+            if figure == Figure::Mixing {
+                // Drawn from the run's token mixing (token level): the gated delta layers
+                // that feed the layer, at the head, on a signed scale.
+                use attnviz::render::image::mixing::{self, MixingSpec};
+                let no = || {
+                    self::words::image(&image::ImageError::NoMixing {
+                        layers: "none".to_string(),
+                    })
+                };
+                let m = att
+                    .non_softmax
+                    .as_ref()
+                    .and_then(|n| n.mixing.as_deref())
+                    .ok_or_else(no)?;
+                let number = att.layer_number(layer);
+                let layers =
+                    match attnviz::render::mixing_table::feeding(m, att.layer_numbers(), number) {
+                        f if f.is_empty() => m.layer_numbers(),
+                        f => f,
+                    };
+                let spec = MixingSpec {
+                    mixing: m,
+                    layers: &layers,
+                    head,
+                    labels: Some(att.queries().shown(raw_tokens)),
+                };
+                let title = format!(
+                    "Token mixing · layer{} {} (feeding layer {number}) · {}",
+                    if layers.len() == 1 { "" } else { "s" },
+                    attnviz::attention::layer_list(&layers),
+                    att.model.name()
+                );
+                return if png {
+                    mixing::write_png(&spec, &title, &opts, &path)
+                } else {
+                    mixing::write_svg(&spec, &title, &opts, &path)
                 }
                 .map_err(|e| self::words::image(&e));
             }

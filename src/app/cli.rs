@@ -1025,6 +1025,11 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
                 "A mixture-of-experts model's router at --layer: tokens × experts, the chosen \
                  experts outlined, and the expert load per layer"
             }
+            Figure::Mixing => {
+                "A hybrid model's token mixing (Qwen3-Next): the gated delta layers feeding \
+                 --layer, each layer's exact mixing matrix at --head on a signed scale (not \
+                 attention probabilities)"
+            }
         };
         PossibleValue::new(f.name()).help(help)
     }))

@@ -129,7 +129,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
         .map_err(Error::Usage)?;
     }
-    plan.check_rollout(model.info().layers, seq2seq)
+    let hybrid = model.non_softmax_note();
+    plan.check_rollout(model.info().layers, seq2seq, hybrid.as_deref())
         .map_err(Error::Usage)?;
     let limit = tokenize::byte_limit(model.max_positions());
     // `-` reads standard input, now that the model's byte limit is known.

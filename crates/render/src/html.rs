@@ -140,6 +140,8 @@ const JS_SOURCE: &str = concat!(
     "\n",
     include_str!("../assets/report/router_view.js"),
     "\n",
+    include_str!("../assets/report/mixing_view.js"),
+    "\n",
     include_str!("../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"
 );

@@ -265,7 +265,7 @@ pub(super) fn mixing_reproduces_hf(label: &'static str) {
 
 /// The views number the captured layers as the model does (its full-attention layers) and say
 /// plainly, in the terminal's and the PNG's titles, that the gated delta layers are token
-/// mixing, not softmax, with no attention map.
+/// mixing, not softmax, their matrices drawn apart.
 #[test]
 fn views_say_the_gated_delta_layers_are_not_softmax() {
     use crate::support::cli::run;
@@ -310,7 +310,7 @@ fn views_say_the_gated_delta_layers_are_not_softmax() {
     let text = String::from_utf8(view.stdout).unwrap();
     assert!(text.contains("layer 3 (1, 3)"), "{text}");
     assert!(
-        text.contains("layers 0, 2 — gated delta: token mixing, not softmax, no attention map"),
+        text.contains("layers 0, 2 — gated delta: token mixing, not softmax, signed, drawn apart"),
         "{text}"
     );
     // The logit lens does not read the hybrid stack: refused saying so, not "no head".
@@ -357,4 +357,214 @@ fn views_say_the_gated_delta_layers_are_not_softmax() {
     if let Ok(keep) = std::env::var("ATTNVIZ_KEEP_PNG") {
         std::fs::copy(&png, keep).unwrap();
     }
+}
+
+/// The gated delta layers' token mixing flows through the captured value into the JSON: each
+/// layer's matrices there (full precision) are the library's `Model::token_mixing` (checked
+/// against transformers' rule in `tiny_qwen3_next_gated_delta_mixing_reproduces_hf`) within
+/// 1e-6, under the legend that says they are not attention probabilities; `attnviz render` of
+/// the saved JSON draws them (terminal, figure, HTML).
+#[test]
+fn the_json_holds_the_exact_mixing_and_render_draws_it() {
+    use crate::support::cli::run;
+    let path = fixture(LABEL);
+    let text = "The quick brown fox jumps over the lazy dog";
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("q.json");
+    let out = run(&[
+        "-m",
+        path.to_str().unwrap(),
+        text,
+        "--json",
+        json.to_str().unwrap(),
+        "--full-precision",
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ns = &doc["non_softmax"];
+    assert_eq!(ns["kind"], "gated delta");
+    assert_eq!(
+        ns["legend"],
+        "token mixing (gated delta), not attention probabilities"
+    );
+    let ids: Vec<u32> = doc["input_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let n = ids.len();
+    let model = ok(Model::from_dir(&path), LABEL);
+    let theirs = ok(model.token_mixing(&ids), "token_mixing");
+    let layers = ns["mixing"]["layers"].as_array().unwrap();
+    assert_eq!(
+        layers.len(),
+        theirs.len(),
+        "one entry per gated delta layer"
+    );
+    assert_eq!(ns["mixing"]["heads"], theirs[0].heads);
+    assert_eq!(ns["mixing"]["tokens"].as_array().unwrap().len(), n);
+    let mut worst = 0f32;
+    let mut negative = false;
+    for (doc_layer, m) in layers.iter().zip(&theirs) {
+        assert_eq!(doc_layer["layer"], m.layer);
+        let flat: Vec<f32> = doc_layer["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|h| h.as_array().unwrap())
+            .flat_map(|row| row.as_array().unwrap())
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(flat.len(), m.heads * n * n);
+        for (a, b) in flat.iter().zip(&m.matrix) {
+            worst = worst.max((a - b).abs());
+        }
+        negative |= flat.iter().any(|&x| x < 0.0);
+    }
+    println!("JSON mixing vs Model::token_mixing: max |Δ| {worst:.2e}");
+    assert!(worst <= 1e-6, "max |Δ| {worst}");
+    assert!(negative, "signed: some weight is negative");
+
+    // Render of the saved JSON: the terminal draws the layer feeding layer 3 under its legend.
+    let shown = run(&["render", json.to_str().unwrap(), "--layer", "3"]);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        shown.contains("Token mixing · layer 2 (gated delta)")
+            && shown.contains("token mixing (gated delta), not attention probabilities"),
+        "{shown}"
+    );
+    // The figure and the HTML report, from the file alone.
+    let png = tmp.path().join("m.png");
+    let html = tmp.path().join("m.html");
+    let drawn = run(&[
+        "render",
+        json.to_str().unwrap(),
+        "--figure",
+        "mixing",
+        "--png",
+        png.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        drawn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&drawn.stderr)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 0);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("\"legend\":\"token mixing (gated delta), not attention probabilities\""),
+        "the report carries the mixing and its legend"
+    );
+    if let Ok(keep) = std::env::var("ATTNVIZ_KEEP_PNG") {
+        std::fs::copy(&png, keep).unwrap();
+    }
+}
+
+/// Statistics that assume probabilities leave the gated delta layers out and say so in one
+/// line; the rollout is refused in one line; the captured value's matrices are the library's.
+#[test]
+fn probability_statistics_leave_the_mixing_layers_out() {
+    use crate::support::cli::run;
+    let path = fixture(LABEL);
+    let p = path.to_str().unwrap();
+    let stats = run(&["-m", p, "The cat sat on the mat.", "--stats"]);
+    assert!(stats.status.success());
+    let stats = String::from_utf8(stats.stdout).unwrap();
+    assert!(
+        stats.contains(
+            "Statistics: layers 0, 2 (gated delta: token mixing, not probabilities) left out"
+        ),
+        "{stats}"
+    );
+    for rollout in [
+        &["--json-include", "rollout", "--json", "-"][..],
+        &["--figure", "rollout", "--png", "-"][..],
+    ] {
+        let mut args = vec!["-m", p, "The cat sat on the mat.", "-q"];
+        args.extend_from_slice(rollout);
+        let refused = run(&args);
+        assert!(!refused.status.success(), "{rollout:?}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("gated delta token mixing"), "{err}");
+    }
+    // The analysis crate's rollout of the hybrid value is empty, not a product of half a model.
+    let model = ok(Model::from_dir(&path), LABEL);
+    let enc = ok(
+        model.encode(
+            "The cat sat on the mat.",
+            None,
+            &attnviz::model::EncodeOptions::default(),
+        ),
+        LABEL,
+    );
+    assert!(attnviz::analysis::rollout(&enc.attention)
+        .iter()
+        .all(Vec::is_empty));
+    let mixing = enc.attention.non_softmax.as_ref().unwrap().mixing.clone();
+    let mixing = mixing.expect("every layer captured: the matrices are kept");
+    let ids = &enc.attention.queries().ids;
+    for (ours, lib) in mixing.layers.iter().zip(ok(model.token_mixing(ids), LABEL)) {
+        assert_eq!(ours.layer, lib.layer);
+        assert_eq!(MaxDiff::of(&ours.weights, &lib.matrix).value, 0.0);
+    }
+}
+
+/// The memory estimate counts the mixing matrices: a budget the attention alone fits refuses
+/// the run that keeps them too, saying so; the same budget with chosen layers (no mixing kept)
+/// runs.
+#[test]
+fn the_memory_estimate_counts_the_mixing_matrices() {
+    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let text = "The cat sat on the mat.";
+    let n = model
+        .encode(text, None, &attnviz::model::EncodeOptions::default())
+        .unwrap()
+        .attention
+        .len();
+    let attention = model.capture_bytes(&[n], 2, false).unwrap();
+    let (layers, heads) = model.mixing_shape().expect("a hybrid model");
+    assert_eq!((layers, heads), (2, 4));
+    let budget = attention + (layers * heads * n * n * 4) as u64 - 1;
+    let err = model
+        .encode(
+            text,
+            None,
+            &attnviz::model::EncodeOptions {
+                max_memory: Some(budget),
+                ..Default::default()
+            },
+        )
+        .expect_err("attention plus mixing is over the budget")
+        .to_string();
+    assert!(
+        err.contains("and the token mixing of 2 layers × 4 heads"),
+        "{err}"
+    );
+    let chosen = model.encode(
+        text,
+        None,
+        &attnviz::model::EncodeOptions {
+            max_memory: Some(budget),
+            layers: Some(vec![1, 3]),
+            ..Default::default()
+        },
+    );
+    let chosen = ok(chosen, "chosen layers");
+    assert!(chosen.attention.non_softmax.unwrap().mixing.is_none());
 }

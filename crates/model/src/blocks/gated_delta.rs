@@ -338,9 +338,26 @@ impl GatedDeltaNet {
         out
     }
 
+    /// [`GatedDeltaNet::mixing`] of the first `len` tokens only, `[value_heads, len, len]`
+    /// (the rule is causal: later tokens do not change earlier rows).
+    pub fn mixing_prefix(&self, inp: &DeltaInputs, len: usize) -> Vec<f32> {
+        let full = self.mixing(inp);
+        let n = inp.n;
+        if len == n {
+            return full;
+        }
+        let mut out = Vec::with_capacity(self.shape.value_heads * len * len);
+        for h in 0..self.shape.value_heads {
+            for t in 0..len {
+                out.extend_from_slice(&full[(h * n + t) * n..][..len]);
+            }
+        }
+        out
+    }
+
     /// The block's output `[n, hidden]` from the rule's output `core` (`[value_heads, n,
     /// value_dim]`): the gated RMSNorm, then `out_proj`.
-    fn finish(&self, core: &[f32], inp: &DeltaInputs) -> Vec<f32> {
+    pub fn finish(&self, core: &[f32], inp: &DeltaInputs) -> Vec<f32> {
         let s = self.shape;
         let (nv, dv, n) = (s.value_heads, s.value_dim, inp.n);
         let mut normed = vec![0f32; n * nv * dv];

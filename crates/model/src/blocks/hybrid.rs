@@ -709,7 +709,17 @@ impl HybridNet {
                     let t = batch.tokens;
                     let mut out = Vec::with_capacity(rows * hidden);
                     for s in 0..rows / t {
-                        out.extend(net.forward(&x[s * t * hidden..][..t * hidden], t));
+                        let inp = net.inputs(&x[s * t * hidden..][..t * hidden], t);
+                        let core = net.recurrent(&inp);
+                        // The exact mixing matrices, where the sequence's capture asks for
+                        // them (its own length: causal, so padding after it changes nothing).
+                        if let Some(c) = captures.get_mut(s) {
+                            let len = c.queries();
+                            if let Some(mixing) = c.mixing.as_mut() {
+                                mixing.push((l, net.mixing_prefix(&inp, len)));
+                            }
+                        }
+                        out.extend(net.finish(&core, &inp));
                     }
                     out
                 }
@@ -881,6 +891,16 @@ impl Network for HybridNet {
 
     fn unread_vision_tower(&self) -> bool {
         self.vision_tower
+    }
+
+    fn mixing_heads(&self) -> usize {
+        self.layers
+            .iter()
+            .find_map(|layer| match &layer.mixer {
+                Mixer::Linear(net) => Some(net.shape().value_heads),
+                Mixer::Full(_) => None,
+            })
+            .unwrap_or(0)
     }
 
     fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {

@@ -150,6 +150,12 @@ pub trait Network: Send + Sync {
         None
     }
 
+    /// Heads of each layer's token-mixing matrices ([`Network::token_mixing`]; the
+    /// linear-attention layers' value heads); 0 where every layer is attention.
+    fn mixing_heads(&self) -> usize {
+        0
+    }
+
     /// The model's layers that mix tokens without a softmax, and what they are (`gated
     /// delta`); `None` where every layer is attention.
     fn non_softmax_layers(&self) -> Option<(&'static str, Vec<usize>)> {

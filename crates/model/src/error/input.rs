@@ -259,7 +259,7 @@ pub enum InputError {
     NoLayers,
     /// A layer of a hybrid model that mixes tokens without a softmax (Qwen3-Next's gated
     /// delta layers): it has no attention map to capture.
-    #[error("layer {layer} of {model} is a {kind} layer: token mixing, not softmax, with no attention map; choose one of its attention layers {attention}")]
+    #[error("layer {layer} of {model} is a {kind} layer: token mixing, not softmax, with no attention map; choose one of its attention layers {attention} (the view of the attention layer it feeds draws its mixing matrix)")]
     NotAttentionLayer {
         /// The layer asked for.
         layer: usize,
