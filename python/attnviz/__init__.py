@@ -116,6 +116,19 @@ class Report:
     #: A speech run's JSON ``speech`` section (the recording, the window captured, the prompt,
     #: the alignment heads, the transcript and the word timings), else None.
     speech: Optional[dict] = None
+    #: A summarised run's summaries (``run(..., summarise=True)``), else None: a dict of
+    #: ``heads``, ``queries``, ``keys``, ``top_k``, ``pool`` (ints), ``distance_bins`` (each
+    #: bin's lower edge), ``rows`` (the queries whose full rows were kept), ``layers`` (the
+    #: model's numbers of the summarised layers), and numpy arrays over them, every layer
+    #: stacked: ``top_keys`` int64 and ``top_weights`` float32 ``[layers, heads, queries, top_k]``
+    #: (largest first; a query that sees fewer keys is padded with key -1, weight 0),
+    #: ``sink``, ``entropy`` (nats) ``[layers, heads, queries]``, ``distance``
+    #: ``[layers, heads, bins]``, ``pooled`` ``[layers, heads, query blocks, key blocks]`` (the
+    #: weights summed over blocks of ``pool`` tokens), ``full_rows``
+    #: ``[layers, heads, len(rows), keys]``, and ``learned_sink`` ``[layers, heads, queries]``
+    #: (gpt-oss) or None. The JSON export's ``summary`` section holds the same
+    #: (``docs/json.md``, "Summarised runs"); ``attention`` then has no layer.
+    summary: Optional[dict] = None
 
     @property
     def router(self) -> Optional[dict]:
@@ -158,6 +171,39 @@ class Report:
             "weights": np.array([l["weights"] for l in layers], dtype=np.float32).reshape(len(layers), n, k),
             "probs": np.array([l["probs"] for l in layers], dtype=np.float32).reshape(len(layers), n, e),
             "load": load,
+        }
+
+    @property
+    def mixing(self) -> Optional[dict]:
+        """A hybrid model's token mixing (Qwen3-Next's gated delta layers), or ``None`` for a model
+        whose every layer is attention. A dict of:
+
+        - ``kind`` (``"gated delta"``), ``layers``: the model's numbers of those layers (none of
+          them is among the attention's layers);
+        - ``legend``: ``"token mixing (gated delta), not attention probabilities"``;
+        - ``weights``: float32 ``[layers, heads, tokens, tokens]``, each layer's exact mixing
+          matrices (the rule's output is ``out[t] = Σ_s weights[l, h, t, s] · v[s]``), or
+          ``None`` where the run did not capture them (``layers=`` given). Rows need not sum to
+          1 and entries may be negative: these are not attention probabilities;
+        - ``tokens``: the tokens they are over (token level, whatever the view).
+
+        The JSON export's ``non_softmax`` section holds the same (``docs/json.md``).
+        """
+        text = self._native.mixing_json
+        if text is None:
+            return None
+        raw = _json.loads(text)
+        m = raw.get("mixing")
+        return {
+            "kind": raw["kind"],
+            "layers": raw["layers"],
+            "legend": raw["legend"],
+            "tokens": m["tokens"] if m else None,
+            "weights": np.array([l["weights"] for l in m["layers"]], dtype=np.float32).reshape(
+                len(m["layers"]), m["heads"], len(m["tokens"]), len(m["tokens"])
+            )
+            if m
+            else None,
         }
 
     @property
@@ -670,6 +716,24 @@ def induction(model: str, revision: str = "main") -> Optional[dict]:
 _MAX_LENS_TOP = 100
 
 
+def _summary_spec(summarise: Any, top_keys: Any, rows: Any) -> Optional[tuple]:
+    """``run``'s summary settings: ``(top_keys, rows)`` for the native run, or None."""
+    if not summarise:
+        if rows is not None:
+            raise ValueError("rows= names the queries whose full rows a summarised run keeps; give summarise=True as well")
+        return None
+    if isinstance(top_keys, bool) or not isinstance(top_keys, (int, np.integer)):
+        raise TypeError(f"top_keys must be a number of keys per query (an int), not {top_keys!r}")
+    if top_keys < 1:
+        raise ValueError(f"top_keys={int(top_keys)} keeps nothing; give at least 1")
+    kept = []
+    for r in rows or ():
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise TypeError(f"rows must be token numbers (ints from 0), not {r!r}")
+        kept.append(int(r))
+    return (int(top_keys), kept)
+
+
 def run(
     text: Optional[str] = None,
     model: Optional[str] = None,
@@ -710,6 +774,9 @@ def run(
     task: str = "transcribe",
     timestamps: bool = False,
     window: Optional[int] = None,
+    summarise: bool = False,
+    top_keys: int = 16,
+    rows: Any = None,
     _images: Optional[list] = None,
 ):
     """Run ``text`` (and ``pair``) through ``model`` and capture every layer's and head's
@@ -807,6 +874,12 @@ def run(
       the recording, ``window``, ``tokens``, ``start_frame``, ``end_frame``), ``result.speech``
       the JSON's whole ``speech`` section (which window was captured, its transcript, the
       prompt, the alignment heads); all ``None`` without ``audio``.
+    - ``summarise``: keep each layer's summary instead of its attention, computed block by
+      block so that no layer's queries × keys matrix is held (long inputs, as the CLI's
+      ``--summarise``): ``top_keys`` keys per query (16), and the full rows of the queries
+      ``rows`` names. ``result.summary`` holds them as numpy arrays (see
+      :attr:`Report.summary`); ``result.attention`` has no layer. For encoders and decoders
+      reading a text, without generation or the analyses that need the full attention.
     - ``kind``: of an encoder–decoder, the one kind to return as a :class:`Report`
       (``"encoder"``, ``"decoder"`` or ``"cross"``) instead of :class:`Views` of all three;
       other models have one kind, ``"self"``.
@@ -899,7 +972,8 @@ def run(
             raise ValueError(f"generate={int(generate)} generates nothing; give the number of tokens to generate")
         generate = int(generate)
     for name, flag in (("chat", chat), ("truncate", truncate), ("neuron", neuron), ("alti", alti),
-                       ("value_zeroing", value_zeroing), ("full_paths", full_paths)):
+                       ("value_zeroing", value_zeroing), ("full_paths", full_paths),
+                       ("summarise", summarise)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     model = model or os.environ.get("ATTNVIZ_MODEL") or DEFAULT_MODEL
@@ -946,8 +1020,9 @@ def run(
         raise ValueError("view='lens' opens on the logit lens; give lens=True as well")
     elif view == "heads" and not wants_heads:
         raise ValueError("view='heads' opens on head attribution or ablation; give attribution=True or ablate=True as well")
+    summary_spec = _summary_spec(summarise, top_keys, rows)
     (natives, target_text, generated_text, default_length, sizes, lens_json, alti_arrays,
-     zeroing_arrays, heads_json, speech_json) = _native.run(
+     zeroing_arrays, heads_json, speech_json, summary) = _native.run(
         text,
         model,
         revision=revision,
@@ -975,6 +1050,7 @@ def run(
         task=task,
         timestamps=bool(timestamps),
         window=window,
+        summarise=summary_spec,
         **heads,
     )
     speech = None if speech_json is None else _json.loads(speech_json)
@@ -1007,6 +1083,7 @@ def run(
         report.value_zeroing = _layered_matrices(zeroing_arrays)
         report.head_attribution, report.head_ablation = _heads(heads_json)
         _set_speech(report, speech)
+        report.summary = summary
         return report
     parts = [(n.kind.capitalize(), Report(n, **options, _of_several=True), None) for n in natives]
     views = Views(parts, target=target_text, **options)

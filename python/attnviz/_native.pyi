@@ -147,6 +147,7 @@ def run(
     task: str = "transcribe",
     timestamps: bool = False,
     window: Optional[int] = None,
+    summarise: Optional[Tuple[int, list[int]]] = None,
 ) -> Tuple[
     list[Attention],
     Optional[str],
@@ -158,6 +159,7 @@ def run(
     Optional[_AltiArrays],
     Tuple[Optional[str], Optional[str]],
     Optional[str],
+    Optional[dict[str, Any]],
 ]: ...
 def induction(model: str, revision: str = "main") -> Optional[str]: ...
 def from_arrays(

@@ -6,6 +6,7 @@
 
 mod heads;
 mod pixels;
+mod summary;
 mod tqdm;
 mod words;
 
@@ -300,6 +301,16 @@ impl PyAttention {
             .as_deref()
             .map(|r| serde_json::to_string(r).expect("the router serialises to JSON"))
     }
+    /// A hybrid model's layers that mix tokens without a softmax, as the JSON export's
+    /// `non_softmax` section (`kind`, `layers`, `legend`, and when captured `mixing`: `heads`,
+    /// `tokens`, per layer `layer` and `weights` `[heads][tokens][tokens]`), or `None`.
+    #[getter]
+    fn mixing_json(&self) -> Option<String> {
+        self.att().non_softmax.as_ref().map(|n| {
+            serde_json::to_string(&attnviz::doc::mixing::NonSoftmaxDoc::of(n))
+                .expect("the token mixing serialises to JSON")
+        })
+    }
     /// Each row's share on a learned attention sink, `[layers × heads × queries]` flat
     /// (gpt-oss), or `None`.
     #[getter]
@@ -485,6 +496,45 @@ impl PyAttention {
                 }
                 .map_err(|e| self::words::image(&e));
             }
+            if figure == Figure::Mixing {
+                // Drawn from the run's token mixing (token level): the gated delta layers
+                // that feed the layer, at the head, on a signed scale.
+                use attnviz::render::image::mixing::{self, MixingSpec};
+                let no = || {
+                    self::words::image(&image::ImageError::NoMixing {
+                        layers: "none".to_string(),
+                    })
+                };
+                let m = att
+                    .non_softmax
+                    .as_ref()
+                    .and_then(|n| n.mixing.as_deref())
+                    .ok_or_else(no)?;
+                let number = att.layer_number(layer);
+                let layers =
+                    match attnviz::render::mixing_table::feeding(m, att.layer_numbers(), number) {
+                        f if f.is_empty() => m.layer_numbers(),
+                        f => f,
+                    };
+                let spec = MixingSpec {
+                    mixing: m,
+                    layers: &layers,
+                    head,
+                    labels: Some(att.queries().shown(raw_tokens)),
+                };
+                let title = format!(
+                    "Token mixing · layer{} {} (feeding layer {number}) · {}",
+                    if layers.len() == 1 { "" } else { "s" },
+                    attnviz::attention::layer_list(&layers),
+                    att.model.name()
+                );
+                return if png {
+                    mixing::write_png(&spec, &title, &opts, &path)
+                } else {
+                    mixing::write_svg(&spec, &title, &opts, &path)
+                }
+                .map_err(|e| self::words::image(&e));
+            }
             let spec = FigureSpec::of(figure, layer, head, rollout).map_err(|e| e.to_string())?;
             if png {
                 image::write_png(&shown, &spec, &opts, &path)
@@ -581,6 +631,7 @@ fn request_error(e: RequestError) -> PyErr {
                     InputError::TextWithPicture { .. }
                         | InputError::TextToVision { .. }
                         | InputError::ImageToText { .. }
+                        | InputError::VisionTowerNotRun { .. }
                         | InputError::ImageNeedsProjector { .. }
                         | InputError::StoreProjector { .. }
                         | InputError::NoPicture { .. }
@@ -689,6 +740,7 @@ type RunResult = (
     Option<AltiArrays>,
     HeadSections,
     SpeechSection,
+    Option<Py<PyAny>>,
 );
 
 /// ALTI (or value zeroing) through each layer and of each layer alone, `[layers · n · n]` each,
@@ -714,7 +766,7 @@ type NormSizes = (Vec<f32>, Vec<f32>, Vec<usize>);
     images=None, lens=None, alti=false, value_zeroing=false, attribution=false, ablate=None,
     target_token=None, contrast=None, max_analysis_time=None, threads=None, full_paths=false,
     tower=false, mmproj=None, pan_and_scan=false, audio=None, language=None,
-    task="transcribe", timestamps=false, window=None))]
+    task="transcribe", timestamps=false, window=None, summarise=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -749,6 +801,7 @@ fn run(
     task: &str,
     timestamps: bool,
     window: Option<usize>,
+    summarise: Option<(usize, Vec<usize>)>,
 ) -> PyResult<RunResult> {
     let translate = match task {
         "transcribe" => false,
@@ -830,6 +883,12 @@ fn run(
         translate,
         timestamps,
         window,
+        // The keys kept per query and the queries whose full rows are kept.
+        summary: summarise.map(|(top_k, mut rows)| {
+            rows.sort_unstable();
+            rows.dedup();
+            attnviz::attention::summary::SummarySpec { top_k, rows }
+        }),
         ..RunRequest::default()
     };
     let pool = threads.map(pool_of).transpose()?;
@@ -899,6 +958,11 @@ fn run(
             .speech
             .as_ref()
             .map(|s| serde_json::to_string(s).expect("the speech section serialises to JSON")),
+        run.measured
+            .summary
+            .as_ref()
+            .map(|s| summary::summary_dict(py, s))
+            .transpose()?,
     ))
 }
 

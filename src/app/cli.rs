@@ -135,7 +135,8 @@ pub struct Args {
     /// layer's tokens × tokens matrix is ever held: for long inputs (thousands of tokens).
     /// Per head: each token's top keys (--top-keys), its weight on the first token (the sink)
     /// and its entropy, the attention by distance, a map pooled to at most 256 × 256, and the
-    /// full rows of the tokens --query names. Written to the terminal and --json.
+    /// full rows of the tokens --query names. Written to the terminal, --json and --html (pooled
+    /// maps that zoom to the tokens kept, top-key links, statistics).
     #[arg(help_heading = heading::MODEL, long)]
     pub summarise: bool,
 
@@ -1023,6 +1024,11 @@ fn figure_choice() -> impl TypedValueParser<Value = Figure> {
             Figure::Router => {
                 "A mixture-of-experts model's router at --layer: tokens × experts, the chosen \
                  experts outlined, and the expert load per layer"
+            }
+            Figure::Mixing => {
+                "A hybrid model's token mixing (Qwen3-Next): the gated delta layers feeding \
+                 --layer, each layer's exact mixing matrix at --head on a signed scale (not \
+                 attention probabilities)"
             }
         };
         PossibleValue::new(f.name()).help(help)

@@ -129,7 +129,8 @@ fn run_single(plan: &Single) -> Result<(), Error> {
         }
         .map_err(Error::Usage)?;
     }
-    plan.check_rollout(model.info().layers, seq2seq)
+    let hybrid = model.non_softmax_note();
+    plan.check_rollout(model.info().layers, seq2seq, hybrid.as_deref())
         .map_err(Error::Usage)?;
     let limit = tokenize::byte_limit(model.max_positions());
     // `-` reads standard input, now that the model's byte limit is known.
@@ -277,8 +278,9 @@ fn run_single(plan: &Single) -> Result<(), Error> {
     write_report(out, &finished)
 }
 
-/// A summarised run's outputs (`--summarise`): the terminal view of its summaries, and the
-/// JSON export; `--layer` picks the layer shown head by head (default: the last summarised).
+/// A summarised run's outputs (`--summarise`): the terminal view of its summaries, the JSON
+/// export and the HTML report; `--layer` picks the layer shown head by head, and in detail in
+/// the report (default: the last summarised).
 fn write_summarised(plan: &Single, model: &Model, run: attnviz::request::Run) -> Result<(), Error> {
     let summary = run.measured.summary.as_ref().expect("a summarised run");
     let numbers: Vec<usize> = summary.layers.iter().map(|l| l.layer).collect();

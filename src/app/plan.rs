@@ -132,7 +132,15 @@ impl Single {
     /// layer's attention in turn. Checked once the model's `layers` are known, before it runs.
     /// An encoder–decoder's kinds have their own layer counts: with `--layers` some are left
     /// out.
-    pub fn check_rollout(&self, layers: usize, seq2seq: bool) -> Result<(), String> {
+    ///
+    /// `hybrid`: the model's layers that mix tokens without a softmax, in words (`layers 0, 2
+    /// are gated delta token mixing, …`), where it has some: a rollout is refused there.
+    pub fn check_rollout(
+        &self,
+        layers: usize,
+        seq2seq: bool,
+        hybrid: Option<&str>,
+    ) -> Result<(), String> {
         let every_layer = match &self.request.layers {
             None => true,
             Some(_) if seq2seq => false,
@@ -141,6 +149,12 @@ impl Single {
         let out = &self.report;
         let rollout_asked = (out.figure.figure == Figure::Rollout && out.figures())
             || out.json.include.contains(&JsonSection::Rollout);
+        if let (Some(hybrid), true) = (hybrid, rollout_asked) {
+            return Err(format!(
+                "attention rollout multiplies every layer's attention probabilities, and this \
+                 model's {hybrid}: drop the rollout (--figure rollout, --json-include rollout)"
+            ));
+        }
         if !every_layer && rollout_asked {
             return Err(
                 "attention rollout multiplies every layer's attention, and --layers \
@@ -267,13 +281,14 @@ fn summarised(
     if let Some(flag) = first_given(&[
         ("--png", out.png.is_some()),
         ("--svg", out.svg.is_some()),
-        ("--html", out.html.is_some()),
         ("--report", out.report.is_some()),
         ("--figure", out.figure.is_some()),
         ("--save-attention", args.save_attention.is_some()),
     ]) {
         return Err(format!(
-            "--summarise keeps no attention matrix, only its summaries, written to the terminal              and --json; {flag} needs the matrices: drop {flag}, or --summarise for a shorter input"
+            "--summarise keeps no attention matrix, only its summaries, written to the terminal, \
+             --json and --html; {flag} needs the matrices: drop {flag}, or --summarise for a \
+             shorter input"
         ));
     }
     let top_k = args.top_keys.unwrap_or(16);
@@ -461,7 +476,12 @@ fn single(
         }
         None => (args.target_token.clone(), None),
     };
-    for figure in [Figure::Attribution, Figure::Ablation, Figure::Router] {
+    for figure in [
+        Figure::Attribution,
+        Figure::Ablation,
+        Figure::Router,
+        Figure::Mixing,
+    ] {
         if out.figure == Some(figure) && !(png || svg) {
             return Err(format!(
                 "--figure {} draws into --png or --svg; add one",

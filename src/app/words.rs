@@ -653,6 +653,7 @@ mod tests {
                 layers: 12,
                 heads: 12,
                 tokens: 4096,
+                mixing: None,
             },
             needs: Some(3_200_000_000),
             budget: 2_000_000_000,

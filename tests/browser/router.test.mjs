@@ -178,6 +178,64 @@ test('chromium: gpt-oss\'s matrix panels carry the learned-sink column, the JSON
   await page.close();
 });
 
+test('chromium: Qwen3-Next\'s Token mixing tab draws the JSON\'s gated delta matrices, signed, under their legend', async () => {
+  const { non_softmax: ns } = doc('mixing-qwen3_next');
+  assert.ok(ns && ns.mixing && ns.mixing.layers.length, 'the JSON has the mixing matrices');
+  const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(pathToFileURL(join(ART, 'mixing-qwen3_next.html')).href);
+  await ready(page);
+  await page.keyboard.press('m');
+  const read = () => page.evaluate(async () => {
+    await window.attnviz.settled();
+    return {
+      view: window.attnviz.state.view,
+      tab: !document.getElementById('tab-mixing').hidden,
+      layers: [...document.querySelectorAll('#mixing-layer option')].map((o) => o.textContent),
+      legend: document.getElementById('mixing-legend').textContent,
+      note: document.getElementById('mixing-note').textContent,
+      cells: [...document.querySelectorAll('#mixing-grid .mixing-cell')].map((c) => ({
+        t: Number(c.dataset.token), s: Number(c.dataset.source), v: Number(c.dataset.value),
+        off: c.classList.contains('off'), bg: getComputedStyle(c).backgroundColor })),
+    };
+  });
+  let got = await read();
+  assert.equal(got.view, 'mixing');
+  assert.ok(got.tab, 'the Token mixing tab is shown');
+  assert.deepEqual(got.layers, ns.mixing.layers.map((l) => 'layer ' + l.layer + ' (gated delta)'));
+  assert.equal(got.legend, 'token mixing (gated delta), not attention probabilities');
+  assert.equal(ns.legend, got.legend, 'the JSON and the page say the same');
+  assert.ok(got.note.includes('rows need not sum to 1'), got.note);
+  const n = ns.mixing.tokens.length;
+  const H = ns.mixing.heads;
+  // The mean of the heads of the first layer, then one head of the last.
+  const check = (l, head, what) => {
+    assert.equal(got.cells.length, n * n, what);
+    let neg = false;
+    for (const c of got.cells) {
+      const w = ns.mixing.layers[l].weights;
+      const want = head < 0 ? w.reduce((a, m) => a + m[c.t][c.s], 0) / H : w[head][c.t][c.s];
+      assert.ok(Math.abs(c.v - want) <= 1e-6, what + ' ' + c.t + ',' + c.s + ': ' + c.v + ' vs ' + want);
+      assert.equal(c.off, c.s > c.t, what + ': above the diagonal is blank');
+      neg = neg || (!c.off && c.v < 0);
+    }
+    assert.ok(neg, what + ': some weight is negative');
+    const pos = got.cells.find((c) => !c.off && c.v > 0.01);
+    const nego = got.cells.find((c) => !c.off && c.v < -0.01);
+    assert.notEqual(pos.bg, nego.bg, what + ': positive and negative cells differ in colour');
+  };
+  check(0, -1, 'layer ' + ns.mixing.layers[0].layer + ' mean');
+  const last = ns.mixing.layers.length - 1;
+  await page.selectOption('#mixing-layer', String(last));
+  await page.selectOption('#mixing-head', String(H - 1));
+  got = await read();
+  check(last, H - 1, 'layer ' + ns.mixing.layers[last].layer + ' head ' + (H - 1));
+  await page.screenshot({ path: join(SCREENS, 'mixing-qwen3_next-chromium.png'), fullPage: true });
+  assert.deepEqual(errors, [], 'no script errors');
+  await page.close();
+});
+
 test('chromium: a dense model has no Router tab and no sink column; #view=router falls back', async () => {
   const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   await page.goto(pathToFileURL(join(ART, 'lens-gpt2-none.html')).href + '#view=router');

@@ -100,9 +100,9 @@ def randomise(model: nn.Module, seed: int) -> None:
         module_name, _, leaf = name.rpartition(".")
         module = model.get_submodule(module_name)
         kind = type(module).__name__
-        if kind == "Qwen3NextRMSNorm":
+        if kind.endswith("RMSNorm"):  # Qwen3NextRMSNorm, Qwen3_5RMSNorm, Qwen3_5MoeRMSNorm
             value = normal(param.shape, 0.1)  # applied as 1 + w
-        elif kind == "Qwen3NextRMSNormGated":
+        elif kind.endswith("RMSNormGated"):
             value = normal(param.shape, 0.1, 1.0)
         elif leaf == "A_log":
             value = torch.from_numpy(np.log(rng.uniform(0.05, 1.5, param.shape)).astype(np.float32))
@@ -110,13 +110,15 @@ def randomise(model: nn.Module, seed: int) -> None:
             value = normal(param.shape, 0.5)
         elif kind == "Conv1d":
             value = normal(param.shape, 0.5)
-        elif kind == "Qwen3NextExperts":
+        elif kind.endswith("Experts"):
             value = normal(param.shape, 1.0 / math.sqrt(param.shape[-1]))
         elif isinstance(module, nn.Embedding):
             value = normal(param.shape, 1.0)
         elif param.dim() == 2:
             gain = 1.7 if module_name.rsplit(".", 1)[-1] in ("q_proj", "k_proj") else 1.0
             value = normal(param.shape, gain / math.sqrt(param.shape[1]))
+        elif module_name.startswith("model.visual."):  # Qwen3.5's vision tower (not read)
+            value = normal(param.shape, 0.02, 1.0 if leaf == "weight" and "norm" in module_name else 0.0)
         else:
             raise ValueError(f"no rule for {name} {tuple(param.shape)} in {kind}")
         param.copy_(value)
@@ -137,6 +139,10 @@ class RuleCatcher:
         self.core.append(out[0].transpose(0, 1).detach().clone())
         return out, state
 
+    def extra(self) -> dict[str, torch.Tensor]:
+        """More reference tensors (none here)."""
+        return {}
+
 
 class RouterCatcher:
     def __init__(self):
@@ -150,20 +156,31 @@ class RouterCatcher:
 
 
 @torch.no_grad()
-def run(model, ids: list[int]) -> dict[str, torch.Tensor]:
-    rules = RuleCatcher(mq.torch_chunk_gated_delta_rule)
+def run(model, ids: list[int], modeling=mq, router_type=None, catcher=RuleCatcher, layer_types=None):
+    """transformers' outputs for `ids`, with the gated delta rule of `modeling` (the model's
+    modeling module) caught by `catcher` and the routers of `router_type` hooked."""
+    rules = catcher(modeling.torch_chunk_gated_delta_rule)
     routers = RouterCatcher()
-    handles = [
-        m.register_forward_hook(routers.hook) for m in model.modules() if isinstance(m, mq.Qwen3NextTopKRouter)
-    ]
-    mq.torch_chunk_gated_delta_rule = rules
+    router_type = router_type or getattr(modeling, "Qwen3NextTopKRouter", ())
+    handles = [m.register_forward_hook(routers.hook) for m in model.modules() if isinstance(m, router_type)]
+    modeling.torch_chunk_gated_delta_rule = rules
     try:
         out = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True, use_cache=False)
     finally:
         for h in handles:
             h.remove()
-        mq.torch_chunk_gated_delta_rule = rules.rule
-    assert len(rules.core) == sum(t == "linear_attention" for t in model.config.layer_types), "rule calls"
+        modeling.torch_chunk_gated_delta_rule = rules.rule
+    layer_types = layer_types or model.config.layer_types
+    assert len(rules.core) == sum(t == "linear_attention" for t in layer_types), "rule calls"
+    if not routers.chosen:
+        return {
+            "attentions": torch.stack([a[0] for a in out.attentions]),
+            "logits": out.logits[0],
+            "hidden": out.hidden_states[-1][0],
+            "values": torch.stack(rules.values),
+            "core": torch.stack(rules.core),
+            **rules.extra(),
+        }
     return {
         "attentions": torch.stack([a[0] for a in out.attentions]),
         "logits": out.logits[0],
@@ -172,6 +189,7 @@ def run(model, ids: list[int]) -> dict[str, torch.Tensor]:
         "core": torch.stack(rules.core),
         "router_chosen": torch.stack(routers.chosen).to(torch.float32),
         "router_weights": torch.stack(routers.weights),
+        **rules.extra(),
     }
 
 

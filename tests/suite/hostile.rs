@@ -586,7 +586,8 @@ fn capture_too_big_for_memory_is_refused_before_allocating() {
                 attnviz::model::Capture::SelfAttention {
                     layers: 2,
                     heads: 32,
-                    tokens: 100_000
+                    tokens: 100_000,
+                    mixing: None,
                 }
             );
             assert_eq!(big.needs, Some(2 * 32 * 100_000 * 100_000 * 4));

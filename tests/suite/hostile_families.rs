@@ -263,3 +263,77 @@ fn deepseek_sizes_are_checked_against_the_checkpoint_or_bounded() {
         }
     }
 }
+
+/// The object holding the text model's fields: `text_config` where `nested`, else the config.
+fn text_of(c: &mut serde_json::Value, nested: bool) -> &mut serde_json::Value {
+    if nested {
+        &mut c["text_config"]
+    } else {
+        c
+    }
+}
+
+#[test]
+fn qwen3_5_sizes_and_layer_types_are_checked_against_the_checkpoint_or_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The dense fixture is a vision-language checkpoint (the text model's fields in
+    // text_config); the mixture-of-experts one a causal LM's (its fields at the top).
+    for (folder, nested, own) in [
+        ("tiny-qwen3_5", true, &["intermediate_size"][..]),
+        (
+            "tiny-qwen3_5_moe",
+            false,
+            &[
+                "num_experts",
+                "moe_intermediate_size",
+                "shared_expert_intermediate_size",
+            ][..],
+        ),
+    ] {
+        // Sizes a tensor's dimension or a bound names: refused saying which.
+        let named = [
+            "hidden_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+            "linear_conv_kernel_dim",
+        ];
+        // Sizes only products of dimensions back: refused by whichever tensor shows them wrong.
+        let shown = [
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+        ];
+        for (fields, name) in [(&named[..], true), (&shown[..], false), (own, false)] {
+            for &field in fields {
+                for value in [1_000_000_000u64, 1_000_000_000_000_000_000] {
+                    let dir = tmp.path().join(format!("{folder}-{field}-{value}"));
+                    variant(folder, &dir, |c| text_of(c, nested)[field] = value.into());
+                    assert_refused(&dir, if name { field } else { "" });
+                }
+            }
+        }
+        // layer_types of the wrong length, or naming a layer kind the hybrids do not have.
+        for (i, types) in [
+            serde_json::json!(["full_attention"]),
+            serde_json::json!([
+                "full_attention",
+                "sliding_attention",
+                "linear_attention",
+                "full_attention"
+            ]),
+            serde_json::json!("full_attention"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dir = tmp.path().join(format!("{folder}-layer_types-{i}"));
+            variant(folder, &dir, |c| text_of(c, nested)["layer_types"] = types);
+            assert_refused(&dir, "layer_types");
+        }
+    }
+}

@@ -596,12 +596,14 @@ fn write_lens_cases(dir: &Path) {
 }
 
 /// Reports of the tiny random mixture-of-experts models (Qwen3-MoE, whose layer 1 is dense;
-/// gpt-oss, with learned attention sinks) beside the CLI's JSON export of the same run, for
-/// `router.test.mjs` to expect from (`router`, `sink_shares`).
+/// gpt-oss, with learned attention sinks; Qwen3-Next, with gated delta layers) beside the CLI's
+/// JSON export of the same run, for `router.test.mjs` to expect from (`router`, `sink_shares`,
+/// `non_softmax`).
 fn write_router_cases(dir: &Path) {
     for (name, model) in [
         ("router-qwen3_moe", "tiny-qwen3_moe"),
         ("router-gpt_oss", "tiny-gpt_oss"),
+        ("mixing-qwen3_next", "tiny-qwen3_next"),
     ] {
         let out = crate::support::cli::attnviz()
             .arg("-m")

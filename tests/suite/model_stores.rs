@@ -407,6 +407,9 @@ fn models_lists_every_store_with_its_verdict_and_validates_against_its_schema() 
     crate::support::cli::copy_model(&fixture("tiny-bert"), &snap);
     fs::create_dir_all(s.path("hf/models--org--tiny-bert/refs")).unwrap();
     fs::write(s.path("hf/models--org--tiny-bert/refs/main"), "abc123").unwrap();
+    // A quantised checkpoint: its quantization is its method, not the bytes its blocks are.
+    let snap = s.path("hf/models--org--tiny-gpt-oss-mxfp4/snapshots/def456");
+    crate::support::cli::copy_model(&fixture("tiny-gpt_oss-mxfp4"), &snap);
 
     let out = s.run(&["models"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -465,6 +468,9 @@ fn models_lists_every_store_with_its_verdict_and_validates_against_its_schema() 
     assert_eq!(bert["revision"], "main");
     assert_eq!(bert["family"], "bert");
     assert_eq!(bert["quantization"], "F32");
+    let mxfp4 = by_name("org/tiny-gpt-oss-mxfp4");
+    assert_eq!(mxfp4["quantization"], "MXFP4");
+    assert_eq!(mxfp4["runnable"], true, "{mxfp4}");
     // `-m` takes every name the listing gives.
     for m in v["models"].as_array().unwrap() {
         if m["runnable"] == true && m["store"] != "huggingface" {

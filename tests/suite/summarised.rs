@@ -302,3 +302,85 @@ fn a_learned_sink_s_share_is_kept_in_the_summary() {
     assert!(worst <= 1e-6, "learned sink shares off by {worst:e}");
     assert!(out.contains("learned"), "{out}");
 }
+
+/// `--html` of a summarised run writes the summaries' report (the browser test
+/// `tests/browser/summary.test.mjs` holds its views to the JSON written beside it); `--report`
+/// still needs the matrices and is refused in one line.
+fn write_summary_report(dir: &Path) {
+    let gguf = smollm2_gguf();
+    let text = format!("<b>bold</b> &amp; {}", long_text());
+    let (html, json) = (dir.join("summary.html"), dir.join("summary.json"));
+    ok(
+        &run(&[
+            "-m",
+            gguf.to_str().unwrap(),
+            &text,
+            "--summarise",
+            "--layers",
+            "0,15,29",
+            "--query",
+            "3,400",
+            "--html",
+            html.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ]),
+        "summarised report",
+    );
+}
+
+#[test]
+fn a_summarised_run_writes_its_html_report() {
+    let dir = tempfile::tempdir().unwrap();
+    write_summary_report(dir.path());
+    let page = std::fs::read_to_string(dir.path().join("summary.html")).unwrap();
+    let summary = &json(&dir.path().join("summary.json"))["summary"];
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(
+        page.len() < 2_000_000,
+        "{} bytes for 446 tokens × 3 layers",
+        page.len()
+    );
+    // The input's markup is text: in the title escaped, in the metadata as \u003c.
+    assert!(page.contains("<title>attnviz — &lt;b&gt;bold&lt;/b&gt; &amp;amp;"));
+    assert!(!page.contains("<b>"));
+    let start = page.find("id=\"attnviz-meta\">").unwrap() + "id=\"attnviz-meta\">".len();
+    let end = start + page[start..].find("</script>").unwrap();
+    let meta: Value = serde_json::from_str(&page[start..end]).unwrap();
+    assert_eq!(meta["pool"], summary["pool"]);
+    assert_eq!(meta["queries"], summary["queries"]);
+    assert_eq!(meta["layers"], serde_json::json!([0, 15, 29]));
+    assert_eq!(
+        meta["detail"], 2,
+        "the last summarised layer, as the terminal shows"
+    );
+    assert_eq!(meta["rows"], summary["rows"]);
+    let report = dir.path().join("folder");
+    let gguf = smollm2_gguf();
+    refused(
+        &run(&[
+            "-m",
+            gguf.to_str().unwrap(),
+            "Hi there",
+            "--summarise",
+            "--report",
+            report.to_str().unwrap(),
+        ]),
+        "--summarise keeps no attention matrix",
+    );
+    assert!(!report.exists());
+}
+
+#[test]
+#[ignore = "browser suite: scripts/test.sh runs it with --include-ignored"]
+fn summarised_report_in_headless_chromium() {
+    let dir = crate::support::cli::repo().join("tests/artifacts/summary");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_summary_report(&dir);
+    crate::support::cli::assert_browsers_ready(&[(
+        "/usr/bin/chromium",
+        "chromium chromium-driver",
+    )]);
+    crate::support::cli::node_test("summary.test.mjs", &[("ATTNVIZ_ARTIFACTS", &dir)]);
+}

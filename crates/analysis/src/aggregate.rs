@@ -33,10 +33,12 @@ pub fn layer_means(att: &Attention) -> Vec<Vec<f32>> {
 /// token-level attention with the special tokens present; [`super::Analysis::compute_view`]
 /// computes it there and then maps it to words / drops special tokens like any other matrix.
 /// It is defined for self-attention only (the residual stream runs through the same units): for
-/// cross-attention every layer's matrix is empty.
+/// cross-attention every layer's matrix is empty. So it is for a hybrid model (Qwen3-Next):
+/// its gated delta layers mix tokens without a softmax (signed rows that need not sum to 1),
+/// so a product of its attention layers alone would not be the flow through the model.
 pub fn rollout(att: &Attention) -> Vec<Vec<f32>> {
     let (n, layers) = (att.len(), att.layers());
-    if n == 0 || !att.is_square() {
+    if n == 0 || !att.is_square() || att.non_softmax.is_some() {
         return vec![Vec::new(); layers];
     }
     let mut out = Vec::with_capacity(layers);

@@ -266,6 +266,10 @@ pub fn body_meta(att: &Attention) -> BodyMeta<'_> {
         // In units: those that start inside the prefix's tokens.
         prefix: spans.iter().filter(|s| s.start < att.prefix).count(),
         router: att.router.as_deref().map(crate::doc::router::RouterDoc::of),
+        non_softmax: att
+            .non_softmax
+            .as_ref()
+            .map(crate::doc::mixing::NonSoftmaxDoc::of),
         sink_shares: sink_shares(att),
         queries: UnitsDoc::of(att.queries(), att.level),
         keys: (!att.is_square()).then(|| KeyUnitsDoc::of(att.keys(), att.level)),

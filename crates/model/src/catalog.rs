@@ -239,6 +239,7 @@ fn file_type_name(n: u64) -> Option<&'static str> {
         32 => "BF16",
         36 => "TQ1_0",
         37 => "TQ2_0",
+        38 => "MXFP4_MOE",
         _ => return None,
     })
 }
@@ -318,7 +319,15 @@ fn folder_entry(dir: &Path, id: &str, revision: String) -> Entry {
         let config = config?;
         let family = registry::family_of(&config)?;
         let files = source::from_dir_with(dir, id, &registry::tokenizer_files)?;
-        entry.quantization = checkpoint_dtype(&files.weights)
+        // A quantised checkpoint says its method (gpt-oss's `mxfp4`); its blocks are bytes.
+        let method = config
+            .section("quantization_config")
+            .ok()
+            .flatten()
+            .and_then(|q| q.string("quant_method").ok().flatten())
+            .map(|m| m.to_uppercase());
+        entry.quantization = method
+            .or_else(|| checkpoint_dtype(&files.weights))
             .or_else(|| config.string("torch_dtype").ok().flatten());
         let family_config = (family.config)(&config)?;
         let ckpt = Checkpoint::open(&files.weights, &family.anchor)?;

@@ -210,6 +210,9 @@ struct Extras {
     head_outputs: bool,
     /// Summarise the captured layers instead of keeping them (one sequence).
     summary: Option<SummarySpec>,
+    /// Keep the linear-attention layers' token-mixing matrices (a hybrid model, every layer
+    /// captured, nothing streamed or summarised).
+    mixing: bool,
 }
 
 impl From<ValueTerms> for Extras {
@@ -218,6 +221,7 @@ impl From<ValueTerms> for Extras {
             values,
             head_outputs: false,
             summary: None,
+            mixing: false,
         }
     }
 }
@@ -229,7 +233,14 @@ struct BatchRun {
     head_outputs: Vec<Option<HeadOutputs>>,
     /// Each sequence's summary, when [`Extras::summary`] asked for one.
     summaries: Vec<Option<AttentionSummary>>,
+    /// Each sequence's token-mixing matrices (layer number, `[heads, n, n]`), when
+    /// [`Extras::mixing`] asked for them.
+    mixing: Vec<Option<LayerMixing>>,
 }
+
+/// One sequence's token-mixing matrices: each linear-attention layer's number and its
+/// `[heads, n, n]` matrices.
+type LayerMixing = Vec<(usize, Vec<f32>)>;
 
 /// What [`Model::encode_generated`] generates before it captures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -680,6 +691,12 @@ impl Model {
                 problem: problem.clone(),
             }
             .into()
+        } else if self.network.unread_vision_tower() {
+            InputError::VisionTowerNotRun {
+                model: self.info.name().to_string(),
+                family: self.family(),
+            }
+            .into()
         } else if self.gguf {
             InputError::ImageNeedsProjector {
                 model: self.info.name().to_string(),
@@ -739,6 +756,26 @@ impl Model {
         let arch = self.network.architecture();
         check_input(arch, 0, ids, &vec![0; ids.len()])?;
         Ok(self.network.token_mixing(ids))
+    }
+
+    /// A hybrid model's layers that mix tokens without a softmax, in words: `layers 0, 2 are
+    /// gated delta token mixing, not probabilities`; `None` where every layer is attention.
+    pub fn non_softmax_note(&self) -> Option<String> {
+        self.network.non_softmax_layers().map(|(kind, layers)| {
+            format!(
+                "layers {} are {kind} token mixing, not probabilities",
+                crate::attention::layer_list(&layers)
+            )
+        })
+    }
+
+    /// A hybrid model's token-mixing layers and their heads (`(layers, heads)`), whose
+    /// matrices a run that captures every layer keeps beside the attention; `None` where every
+    /// layer is attention.
+    pub fn mixing_shape(&self) -> Option<(usize, usize)> {
+        self.network
+            .non_softmax_layers()
+            .map(|(_, layers)| (layers.len(), self.network.mixing_heads()))
     }
 
     /// The model's number of each captured layer where the model captures only some of its
@@ -944,7 +981,14 @@ impl Model {
             values,
             head_outputs,
             summary,
+            mixing,
         } = values.into();
+        // Mixing matrices only where every layer is captured and kept.
+        let mixing = mixing
+            && layers.is_none()
+            && sink.is_none()
+            && summary.is_none()
+            && self.network.non_softmax_layers().is_some();
         if (sink.is_some() || summary.is_some()) && batch.len() != 1 {
             return Err(InputError::StreamedBatch.into());
         }
@@ -958,6 +1002,7 @@ impl Model {
                 values: Vec::new(),
                 head_outputs: Vec::new(),
                 summaries: Vec::new(),
+                mixing: Vec::new(),
             });
         }
         let arch = self.network.architecture();
@@ -988,7 +1033,7 @@ impl Model {
         match &summary {
             None => {
                 let kept = if sink.is_some() { 1 } else { layers.len() };
-                self.check_capture_size(&lengths, capture_query_key, kept, max_memory)?;
+                self.check_capture_size(&lengths, capture_query_key, kept, mixing, max_memory)?;
             }
             Some(spec) => self.check_summary_size(lengths[0], layers.len(), spec, max_memory)?,
         }
@@ -1013,6 +1058,7 @@ impl Model {
                 .iter()
                 .map(|&len| {
                     let c = SequenceCapture::for_layers(arch, len, len, capture_query_key, layers);
+                    let c = if mixing { c.with_mixing() } else { c };
                     if values.any() {
                         c.with_values(arch, values == ValueTerms::NormsAndAlti)
                     } else {
@@ -1084,6 +1130,8 @@ impl Model {
             }
             .into());
         }
+        let mixing: Vec<Option<LayerMixing>> =
+            captures.iter_mut().map(|c| c.mixing.take()).collect();
         let results = captures
             .into_iter()
             .enumerate()
@@ -1108,6 +1156,7 @@ impl Model {
             values: kept,
             head_outputs: heads,
             summaries,
+            mixing,
         })
     }
 
@@ -1235,16 +1284,29 @@ impl Model {
 
     /// Refuse a batch whose captured attention would take more than `max_memory` bytes (or
     /// overflows), before allocating it: one line that says how much, and what to do.
+    /// With `mixing`, a hybrid model's token-mixing matrices count too (per linear-attention
+    /// layer and value head, tokens × tokens, like the attention).
     fn check_capture_size(
         &self,
         lengths: &[usize],
         query_key: bool,
         layers: usize,
+        mixing: bool,
         max_memory: Option<u64>,
     ) -> Result<(), Error> {
         let tokens = lengths.iter().max().copied().unwrap_or(0);
         let budget = max_memory.unwrap_or_else(default_capture_budget);
-        let needs = self.capture_bytes(lengths, layers, query_key);
+        let mixing = self.mixing_shape().filter(|_| mixing);
+        let needs = self
+            .capture_bytes(lengths, layers, query_key)
+            .and_then(|b| {
+                let Some((l, h)) = mixing else {
+                    return Some(b);
+                };
+                lengths.iter().try_fold(b, |acc, &n| {
+                    acc.checked_add(attention::mixing::mixing_bytes(l, h, n)?)
+                })
+            });
         if needs.is_some_and(|b| b <= budget) {
             return Ok(());
         }
@@ -1253,6 +1315,7 @@ impl Model {
                 layers,
                 heads: self.info.heads,
                 tokens,
+                mixing,
             },
             needs,
             budget,
@@ -1355,6 +1418,7 @@ impl Model {
                 values: ValueTerms::of(opts),
                 head_outputs: opts.head_outputs,
                 summary: opts.summary.clone(),
+                mixing: true,
             },
             layers,
             opts.max_memory,
@@ -1366,6 +1430,19 @@ impl Model {
         let summary = run.summaries.remove(0);
         let n = enc.ids.len();
         let router = router_of(&out.routing, &enc.tokens);
+        let mixing = run.mixing.remove(0).map(|layers| attention::Mixing {
+            kind: self
+                .network
+                .non_softmax_layers()
+                .map_or("linear", |(k, _)| k)
+                .to_string(),
+            heads: self.network.mixing_heads(),
+            tokens: enc.tokens.clone(),
+            layers: layers
+                .into_iter()
+                .map(|(layer, weights)| attention::MixingLayer { layer, weights })
+                .collect(),
+        });
         let mut units = Units::tokens(
             enc.tokens,
             enc.ids,
@@ -1412,6 +1489,7 @@ impl Model {
             crate::attention::NonSoftmaxLayers {
                 kind: kind.to_string(),
                 layers,
+                mixing: mixing.map(std::sync::Arc::new),
             }
         });
         Ok(Encoding {
@@ -1495,6 +1573,7 @@ impl Model {
             &[prompt_len + new],
             opts.capture_query_key && sink.is_none(),
             layers,
+            sink.is_none() && opts.layers.is_none() && opts.summary.is_none(),
             opts.max_memory,
         )?;
         let generation = self.generate(&enc.ids, new, progress)?;

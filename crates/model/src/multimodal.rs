@@ -248,6 +248,7 @@ impl Model {
             &[enc.ids.len() + new],
             opts.capture_query_key,
             layers,
+            false,
             opts.max_memory,
         )?;
         let prompt_len = enc.ids.len();
@@ -503,6 +504,7 @@ impl Model {
                     layers: layers.len(),
                     heads: arch.heads,
                     tokens: n,
+                    mixing: None,
                 },
                 needs,
                 budget,

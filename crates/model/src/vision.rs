@@ -108,7 +108,13 @@ impl Model {
         let all: Vec<usize> = (0..arch.layers).collect();
         let layers = opts.layers.clone().unwrap_or(all);
         self.check_layers(&layers)?;
-        self.check_capture_size(&[n], opts.capture_query_key, layers.len(), opts.max_memory)?;
+        self.check_capture_size(
+            &[n],
+            opts.capture_query_key,
+            layers.len(),
+            false,
+            opts.max_memory,
+        )?;
         let mut capture = SequenceCapture::for_layers(arch, n, n, opts.capture_query_key, &layers);
         let mut all_norms = Vec::new();
         let hidden = vision

@@ -62,6 +62,7 @@ mod meta;
 mod panels;
 mod payload;
 mod speech;
+pub mod summary;
 
 pub use panels::{
     alignment_statistics, alti_matrices, induction_statistic, report_analysis, statistics_unit,
@@ -138,6 +139,8 @@ const JS_SOURCE: &str = concat!(
     include_str!("../assets/report/speech_view.js"),
     "\n",
     include_str!("../assets/report/router_view.js"),
+    "\n",
+    include_str!("../assets/report/mixing_view.js"),
     "\n",
     include_str!("../assets/report/page.js"),
     "}\n\nboot({});\n})();\n"

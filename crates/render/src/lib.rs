@@ -17,6 +17,7 @@ pub mod heads_table;
 pub mod html;
 pub mod image;
 pub mod lens_table;
+pub mod mixing_table;
 pub mod router_table;
 pub mod speech;
 pub mod stats_table;

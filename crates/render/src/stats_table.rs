@@ -37,6 +37,10 @@ pub struct StatsTableOptions {
     /// The model's induction scores `[layer][head]` (the head detector's probe, one row per row
     /// of statistics), shown as a last column of the overview; `None`: not measured.
     pub induction: Option<Vec<Vec<f64>>>,
+    /// Layers the statistics leave out, in words (a hybrid model's gated delta layers: `layers
+    /// 0, 2 (gated delta: token mixing, not probabilities) left out`), said in one line under
+    /// the table; `None`: every layer is in it.
+    pub left_out: Option<String>,
 }
 
 impl StatsTableOptions {
@@ -58,6 +62,7 @@ impl Default for StatsTableOptions {
             token_names: None,
             layer_numbers: None,
             induction: None,
+            left_out: None,
         }
     }
 }
@@ -93,6 +98,7 @@ impl StatsTableOptions {
             token_names: None,
             layer_numbers: None,
             induction: None,
+            left_out: None,
         }
     }
 }
@@ -117,6 +123,11 @@ pub fn write_stats_table(
     match opts.stat {
         Some(stat) => write_heatmap(stats, stat, opts, t),
         None => write_overview(stats, opts, t),
+    }?;
+    // Statistics that assume probabilities say which layers they could not read.
+    match &opts.left_out {
+        Some(line) => t.say(&format!("Statistics: {line}")),
+        None => Ok(()),
     }
 }
 

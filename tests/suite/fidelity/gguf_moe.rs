@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use super::decoders::check_gguf;
 use super::moe::{check_router_of, ROUTER_TOL};
-use super::reference::{compare_attention, ok, repo, MaxDiff};
+use super::reference::{compare_attention, ok, repo, MaxDiff, ATTENTION_TOL};
 
 /// Logits are sums over the hidden size; as for the safetensors decoders.
 const LOGITS_TOL: f32 = 1e-4;
@@ -64,16 +64,16 @@ struct Manifest {
     files: Vec<File>,
 }
 
-fn manifest() -> (Manifest, HashMap<String, Tensor>) {
+/// The manifest `tests/reference/<stem>.json` and its tensors `<stem>.safetensors`.
+fn manifest(stem: &str) -> (Manifest, HashMap<String, Tensor>) {
     let dir = repo().join("tests/reference");
-    let text = ok(
-        std::fs::read_to_string(dir.join("gguf-moe.json")),
-        "gguf-moe.json",
-    );
-    let m: Manifest = ok(serde_json::from_str(&text), "gguf-moe.json");
+    let json = format!("{stem}.json");
+    let text = ok(std::fs::read_to_string(dir.join(&json)), &json);
+    let m: Manifest = ok(serde_json::from_str(&text), &json);
+    let st = format!("{stem}.safetensors");
     let tensors = ok(
-        candle_core::safetensors::load(dir.join("gguf-moe.safetensors"), &Device::Cpu),
-        "gguf-moe.safetensors",
+        candle_core::safetensors::load(dir.join(&st), &Device::Cpu),
+        &st,
     );
     (m, tensors)
 }
@@ -83,10 +83,19 @@ fn values(t: &HashMap<String, Tensor>, name: &str) -> Vec<f32> {
     ok(t.flatten_all().and_then(|t| t.to_vec1()), name)
 }
 
-/// Every file whose name starts with one of `prefixes`, against transformers on its
-/// dequantised weights.
+/// Every file of `gguf-moe.json` whose name starts with one of `prefixes`, against
+/// transformers on its dequantised weights.
 fn check(prefixes: &[&str]) {
-    let (m, tensors) = manifest();
+    check_files("gguf-moe", prefixes);
+}
+
+/// Every file of the manifest `tests/reference/<stem>.json` whose name starts with one of
+/// `prefixes` (a `.gguf` file under `tests/fixtures/gguf`, else a checkpoint folder under
+/// `tests/fixtures`), against transformers on its dequantised weights; where the reference
+/// holds each row's share on a learned sink (`<case>/sinks`), that too, within
+/// `ATTENTION_TOL`.
+pub(super) fn check_files(stem: &str, prefixes: &[&str]) {
+    let (m, tensors) = manifest(stem);
     let mut problems = Vec::new();
     let mut checked = Vec::new();
     for f in m
@@ -94,8 +103,17 @@ fn check(prefixes: &[&str]) {
         .iter()
         .filter(|f| prefixes.iter().any(|p| f.file.starts_with(p)))
     {
-        let path = repo().join("tests/fixtures/gguf").join(&f.file);
-        let model = ok(Model::from_gguf(&path), &f.file);
+        let model = if f.file.ends_with(".gguf") {
+            ok(
+                Model::from_gguf(&repo().join("tests/fixtures/gguf").join(&f.file)),
+                &f.file,
+            )
+        } else {
+            ok(
+                Model::from_dir(&repo().join("tests/fixtures").join(&f.file)),
+                &f.file,
+            )
+        };
         let arch = model.architecture().clone();
         let (e, k) = (f.experts, f.top_k);
         for case in &f.cases {
@@ -118,6 +136,20 @@ fn check(prefixes: &[&str]) {
             let want = values(&tensors, &format!("{key}/attentions"));
             let (d, lines) = compare_attention(&out.weights, &want, arch.layers, arch.heads, n);
             problems.extend(lines.into_iter().map(|l| format!("{what} {l}")));
+            let mut sink_gap = String::new();
+            if tensors.contains_key(&format!("{key}/sinks")) {
+                // Each row's sink share: what its probabilities over the tokens leave.
+                let ours: Vec<f32> = out
+                    .weights
+                    .chunks_exact(n)
+                    .map(|row| (1.0 - row.iter().map(|&p| p as f64).sum::<f64>()) as f32)
+                    .collect();
+                let s = MaxDiff::of(&ours, &values(&tensors, &format!("{key}/sinks")));
+                if s.exceeds(ATTENTION_TOL) {
+                    problems.push(format!("{what} sinks max |Δ| {:.3e}", s.value));
+                }
+                sink_gap = format!("; sinks {:.2e}", s.value);
+            }
 
             // The routers: the same experts in the same order, weights and probabilities close.
             let chosen = values(&tensors, &format!("{key}/router_chosen"));
@@ -180,8 +212,8 @@ fn check(prefixes: &[&str]) {
                 )
             });
             eprintln!(
-                "{what:<34} n={n:<3} attention max |Δ| {:.2e}; router weights {worst_w:.2e}, \
-                 probabilities {worst_p:.2e}; logits {:.2e}{gap}",
+                "{what:<34} n={n:<3} attention max |Δ| {:.2e}{sink_gap}; router weights \
+                 {worst_w:.2e}, probabilities {worst_p:.2e}; logits {:.2e}{gap}",
                 d.value, l.value
             );
         }
@@ -347,7 +379,7 @@ fn expert_metadata_that_cannot_be_run_is_one_clear_line() {
 #[test]
 fn a_gguf_file_s_router_reaches_the_json() {
     use crate::support::cli::run;
-    let (m, tensors) = manifest();
+    let (m, tensors) = manifest("gguf-moe");
     let f = m
         .files
         .iter()

@@ -183,3 +183,95 @@ fn sink_shares_reach_the_value_the_json_and_the_terminal() {
     let again = String::from_utf8(rendered.stdout).unwrap();
     assert_eq!(again, text, "render reads the shares back");
 }
+
+/// The manifest of the MXFP4 and GGUF copies (`tests/reference/make_gpt_oss_mxfp4.py`).
+const MXFP4: &str = "gpt_oss-mxfp4";
+
+/// The experts in MXFP4 as the released checkpoints store them (`*_blocks`, `*_scales`), kept
+/// 4-bit: attention at every layer and head, the sinks, the routers, logits and generation
+/// against transformers on the dequantised weights (which transformers' own MXFP4 reader gives
+/// too).
+#[test]
+fn mxfp4_safetensors_match_transformers_on_the_dequantised_weights() {
+    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss-mxfp4"]);
+}
+
+/// llama.cpp's `gpt-oss` GGUF files, F32, Q8_0 and MXFP4 experts, and Q6_K on a 256-wide random
+/// gpt-oss (K-quant rows are 256 values, the tiny model's 32 or 64), each against transformers
+/// on the weights gguf-py dequantises from it.
+#[test]
+fn gpt_oss_gguf_f32_q8_0_mxfp4_and_q6_k_match_transformers() {
+    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss.", "wide-gpt_oss."]);
+}
+
+/// The F32 GGUF holds the fixture's own weights: held to everything the safetensors are (q/k,
+/// hidden state, logits, generation) and the same router decisions.
+#[test]
+fn gpt_oss_f32_gguf_matches_the_fixture_s_references() {
+    let file = "tiny-gpt_oss.F32.gguf";
+    super::decoders::check_gguf(file, LABEL);
+    let model = ok(
+        Model::from_gguf(&repo().join("tests/fixtures/gguf").join(file)),
+        file,
+    );
+    super::moe::check_router_of(&model, file, LABEL);
+}
+
+/// The MXFP4 experts stay 4-bit: each expert a slice of 17-byte blocks of the merged tensor,
+/// read in place; a truncated file and a mis-sized MXFP4 tensor in safetensors are refused in
+/// one line naming the tensor.
+#[test]
+fn mxfp4_experts_stay_4_bit_and_bad_ones_are_refused() {
+    use attnviz::model::gguf::GgufFile;
+    let path = repo().join("tests/fixtures/gguf/tiny-gpt_oss.MXFP4.gguf");
+    let file = ok(GgufFile::open(&path), "MXFP4 gguf");
+    let info = file.tensor_info("blk.0.ffn_gate_exps.weight").unwrap();
+    assert_eq!(
+        (info.dtype, info.shape.as_slice()),
+        ("MXFP4", &[4, 32, 64][..])
+    );
+    assert_eq!(info.bytes, 4 * 32 * 2 * 17);
+    let slice = ok(file.stored_slice("blk.0.ffn_gate_exps.weight", 3), "slice");
+    assert_eq!(
+        slice.dtype(),
+        attnviz::model::kernels::quant::QuantType::Mxfp4
+    );
+    assert_eq!(slice.bytes().len(), 32 * 2 * 17);
+    assert_eq!(
+        file.tensor_info("blk.0.attn_q.weight").unwrap().dtype,
+        "F32"
+    );
+
+    // Truncated: the last tensor's bytes run past the end.
+    let bytes = std::fs::read(&path).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let err = GgufFile::open(&cut).unwrap_err().to_string();
+    assert!(err.contains("truncated") && !err.contains('\n'), "{err}");
+
+    // A safetensors MXFP4 tensor of the wrong shape.
+    let src = repo().join("tests/fixtures/tiny-gpt_oss-mxfp4");
+    let dir = tmp.path().join("bad");
+    std::fs::create_dir(&dir).unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "model.safetensors" {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+    let device = candle_core::Device::Cpu;
+    let mut tensors = ok(
+        candle_core::safetensors::load(src.join("model.safetensors"), &device),
+        "fixture",
+    );
+    let name = "model.layers.1.mlp.experts.down_proj_blocks";
+    let short = ok(tensors[name].narrow(1, 0, 63), "narrow");
+    tensors.insert(name.to_string(), ok(short.contiguous(), "contiguous"));
+    ok(
+        candle_core::safetensors::save(&tensors, dir.join("model.safetensors")),
+        "save",
+    );
+    let err = Model::from_dir(&dir).err().expect("refused").to_string();
+    assert!(err.contains(name) && !err.contains('\n'), "{err}");
+}

@@ -16,6 +16,7 @@ mod gpt_oss;
 mod moe;
 mod multimodal;
 mod oracle;
+mod qwen3_5;
 mod qwen3_next;
 pub mod reference;
 mod rxnmapper;

@@ -541,7 +541,8 @@ fn the_tower_is_captured_only_when_asked_and_within_the_budget() {
             attnviz::model::Capture::SelfAttention {
                 layers: 2,
                 heads: 4,
-                tokens: 16
+                tokens: 16,
+                mixing: None,
             }
         ),
         other => panic!("not refused as too big: {:?}", other.err()),

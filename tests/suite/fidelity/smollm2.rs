@@ -328,7 +328,8 @@ fn smollm2_layer_subset_and_memory_budget() {
         attnviz::model::Capture::SelfAttention {
             layers: 30,
             heads: 9,
-            tokens: 5
+            tokens: 5,
+            mixing: None,
         }
     );
     assert_eq!((big.budget, big.budget_given), (1000, true));

@@ -35,11 +35,11 @@ impl Plan {
         Ok(())
     }
 
-    /// Refuse what a summarised run cannot give: figures and the HTML report (a report folder
-    /// among them) draw matrices.
+    /// Refuse what a summarised run cannot give: figures and a report folder draw matrices (the
+    /// HTML report of a summarised run draws its summaries).
     pub fn check_summarised(&self) -> Result<(), ReportError> {
         let f = &self.files;
-        if f.png.is_some() || f.svg.is_some() || f.html.is_some() || f.report.is_some() {
+        if f.png.is_some() || f.svg.is_some() || f.report.is_some() {
             return Err(ReportError::SummarisedDrawing);
         }
         Ok(())

@@ -42,8 +42,8 @@ pub enum ReportError {
         /// The kind shown.
         kind: AttentionKind,
     },
-    /// Figures or an HTML report asked of a summarised run, which keeps no matrix to draw.
-    #[error("a summarised run keeps no attention matrix to draw: it writes its summaries to the terminal and the JSON export")]
+    /// Figures or a report folder asked of a summarised run, which keeps no matrix to draw.
+    #[error("a summarised run keeps no attention matrix to draw: it writes its summaries to the terminal, the JSON export and the HTML report")]
     SummarisedDrawing,
     /// [`super::write_summarised`] given a run that was not summarised.
     #[error("this run was not summarised")]

@@ -32,6 +32,9 @@ pub(super) fn figure(
     if fig.figure == Figure::Router {
         return router_figure(plan, run, index, layer);
     }
+    if fig.figure == Figure::Mixing {
+        return mixing_figure(plan, run, index, selection, false);
+    }
     let att = analysed.shown.iter().nth(index).expect("one view per kind");
     let rollout = rollout_of(run, analysed, index, layer);
     let (png, svg) = (&plan.files.png, &plan.files.svg);
@@ -74,7 +77,8 @@ pub(super) fn figure(
             | Figure::Lens
             | Figure::Attribution
             | Figure::Ablation
-            | Figure::Router => return Err(ImageError::LensNotAttention.into()),
+            | Figure::Router
+            | Figure::Mixing => return Err(ImageError::LensNotAttention.into()),
         };
         if let Some(path) = png {
             picture::write_png(att, &spec, fig.query, &fig.image, path)?;
@@ -107,6 +111,72 @@ pub(super) fn figure(
     }
     if let Some(path) = svg {
         image::write_svg(att, &spec, &fig.image, path)?;
+    }
+    Ok(())
+}
+
+/// A hybrid model's token-mixing figure (`mixing.png` in a report folder `dir`, else the plan's
+/// files): the gated delta layers feeding captured layer `selection.layer` of the `index`-th
+/// kind (every one where none does), at `selection.head`, its tokens labelled as the
+/// token-level attention's. `quiet`: a run without token mixing writes nothing (a report
+/// folder) rather than refusing.
+fn mixing_figure(
+    plan: &Plan,
+    run: &Finished<'_>,
+    index: usize,
+    selection: Selection,
+    quiet: bool,
+) -> Result<(), ReportError> {
+    mixing_files(plan, run, index, selection, quiet, None)
+}
+
+/// [`mixing_figure`] into `dir` (`mixing.png`, `mixing.svg`) when given.
+fn mixing_files(
+    plan: &Plan,
+    run: &Finished<'_>,
+    index: usize,
+    selection: Selection,
+    quiet: bool,
+    dir: Option<&Path>,
+) -> Result<(), ReportError> {
+    use crate::render::image::mixing::{self, MixingSpec};
+    let att = run.set.iter().nth(index).expect("one value per kind");
+    let Some(m) = att.non_softmax.as_ref().and_then(|n| n.mixing.as_deref()) else {
+        if quiet {
+            return Ok(());
+        }
+        return Err(ImageError::NoMixing {
+            layers: "none".to_string(),
+        }
+        .into());
+    };
+    let look = &plan.figure.image;
+    let number = att.layer_number(selection.layer);
+    let feeding = match crate::render::mixing_table::feeding(m, att.layer_numbers(), number) {
+        f if f.is_empty() => m.layer_numbers(),
+        f => f,
+    };
+    let spec = MixingSpec {
+        mixing: m,
+        layers: &feeding,
+        head: selection.head,
+        labels: Some(att.queries().shown(look.raw_tokens)),
+    };
+    let title = format!(
+        "Token mixing · layer{} {} (feeding layer {number}) · {}",
+        if feeding.len() == 1 { "" } else { "s" },
+        crate::attention::layer_list(&feeding),
+        run.model_name
+    );
+    let (png, svg) = match dir {
+        Some(dir) => (Some(dir.join("mixing.png")), Some(dir.join("mixing.svg"))),
+        None => (plan.files.png.clone(), plan.files.svg.clone()),
+    };
+    if let Some(path) = png {
+        mixing::write_png(&spec, &title, look, &path)?;
+    }
+    if let Some(path) = svg {
+        mixing::write_svg(&spec, &title, look, &path)?;
     }
     Ok(())
 }
@@ -301,6 +371,11 @@ pub(super) fn folder_figures(
             speech::write_file(&dir.join(format!("{stem}.png")), &png)?;
             speech::write_file(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
         }
+    }
+    // A hybrid model's token mixing (`mixing.png`, `mixing.svg`): the gated delta layers that
+    // feed the selected layer.
+    if run.set.iter().next().is_some() {
+        mixing_files(plan, run, 0, selection, true, Some(dir))?;
     }
     // A mixture-of-experts model's router (`router.png`, `router.svg`): at the selected layer
     // where it is routed, else at the last routed layer.

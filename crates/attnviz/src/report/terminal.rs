@@ -85,6 +85,26 @@ pub(super) fn views(
                     )
                 })?;
             }
+            // A hybrid model's token mixing: the gated delta layers that feed the shown
+            // attention layer, each on a signed scale under its legend.
+            if let Some(mixing) = att.non_softmax.as_ref().and_then(|n| n.mixing.as_deref()) {
+                let number = att.layer_number(layer);
+                let feeding =
+                    crate::render::mixing_table::feeding(mixing, token_att.layer_numbers(), number);
+                let labels = token_att.queries().shown(look.raw_tokens);
+                to(sink.out, |w| {
+                    writeln!(w)?;
+                    crate::render::mixing_table::write_mixing_view(
+                        mixing,
+                        &feeding,
+                        head,
+                        Some(labels),
+                        look.color,
+                        look.width,
+                        w,
+                    )
+                })?;
+            }
             // A vision-language model's token asked for by number: where on the picture it
             // looked, under the matrix.
             if !att.pictures.is_empty()
@@ -111,6 +131,7 @@ pub(super) fn views(
             token_names: Some(token_names(token_att)),
             layer_numbers: Some(token_att.layer_numbers().to_vec()),
             induction: induction.map(|p| p.rows_for(token_att.layer_numbers())),
+            left_out: token_att.non_softmax.as_ref().map(|n| n.skipped()),
             ..base.clone()
         };
         let stats = analysed.stats(index);

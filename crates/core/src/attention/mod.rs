@@ -17,6 +17,7 @@
 
 pub mod display;
 pub mod image;
+pub mod mixing;
 pub mod recording;
 pub mod router;
 mod set;
@@ -27,6 +28,7 @@ mod units;
 use serde::{Deserialize, Serialize};
 
 pub use display::LabelScheme;
+pub use mixing::{Mixing, MixingLayer, MixingShapeError};
 pub use recording::{RecordedWord, Recording, RecordingError};
 pub use router::{Router, RouterLayer, RouterShapeError};
 pub use set::{AttentionSet, KindError, ENCODER_DECODER_KINDS};
@@ -396,21 +398,40 @@ pub struct Attention {
 
 /// The layers of a hybrid model that mix tokens without a softmax (linear attention): their
 /// token mixing is a linear map of their values whose rows need not sum to 1 and may be
-/// negative, not an attention map, so views say so rather than draw them as one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// negative, not an attention map, so views draw it apart, on a signed scale, or say that it
+/// was not captured.
+#[derive(Clone, Debug, PartialEq)]
 pub struct NonSoftmaxLayers {
     /// What mixes the tokens (`gated delta`).
     pub kind: String,
     /// The model's numbers of those layers, ascending.
     pub layers: Vec<usize>,
+    /// Their exact token-mixing matrices for this input, when the run captured them (every
+    /// layer captured, the matrices kept); `None`: not captured.
+    pub mixing: Option<std::sync::Arc<Mixing>>,
 }
 
 impl NonSoftmaxLayers {
     /// One line for a view's title: `layers 0–2 — gated delta: token mixing, not softmax, no
-    /// attention map`.
+    /// attention map` (or, with the matrices captured, `… not softmax, signed, drawn apart`).
     pub fn note(&self) -> String {
+        let tail = if self.mixing.is_some() {
+            "signed, drawn apart"
+        } else {
+            "no attention map"
+        };
         format!(
-            "layers {} — {}: token mixing, not softmax, no attention map",
+            "layers {} — {}: token mixing, not softmax, {tail}",
+            layer_list(&self.layers),
+            self.kind
+        )
+    }
+
+    /// The one line a statistic that assumes probabilities says of these layers: `layers 0, 2
+    /// (gated delta: token mixing, not probabilities) left out`.
+    pub fn skipped(&self) -> String {
+        format!(
+            "layers {} ({}: token mixing, not probabilities) left out",
             layer_list(&self.layers),
             self.kind
         )

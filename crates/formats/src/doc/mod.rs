@@ -20,6 +20,7 @@ pub mod comparison;
 pub mod corpus;
 pub mod image;
 pub mod lines;
+pub mod mixing;
 pub mod models;
 pub mod router;
 pub mod saved;
@@ -321,6 +322,12 @@ pub struct BodyMeta<'a> {
     /// expert's load (`docs/json.md`, "Router"); absent for a dense model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<router::RouterDoc>,
+    /// A hybrid model's layers that mix tokens without a softmax (Qwen3-Next's gated delta
+    /// layers, none of them in `attention`) and, when captured, their exact token-mixing
+    /// matrices, signed and not normalised (`docs/json.md`, "Token mixing"); absent for a
+    /// model whose every layer is attention.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_softmax: Option<mixing::NonSoftmaxDoc>,
     /// Each row's share on a learned attention sink, `[layers][heads][queries]` (gpt-oss: a
     /// logit per head that takes part in the softmax without being a token): each row of
     /// `attention` sums to 1 less its share (`docs/json.md`, "Attention sinks"); absent for a

@@ -108,6 +108,8 @@ struct Doc {
     #[serde(default)]
     router: Option<crate::doc::router::RouterDoc>,
     #[serde(default)]
+    non_softmax: Option<crate::doc::mixing::NonSoftmaxDoc>,
+    #[serde(default)]
     sink_shares: Option<Vec<Vec<Vec<f32>>>>,
     /// A summarised run's section: its presence says why `attention` is empty.
     #[serde(default)]
@@ -565,6 +567,10 @@ fn body_arrays(mut doc: Doc, version: u32, shown: &str) -> Result<Arrays, Import
         prefix: 0,
         router: match doc.router {
             Some(r) => Some(r.router().map_err(|e| bad(DocProblem::Router(e)))?),
+            None => None,
+        },
+        non_softmax: match doc.non_softmax {
+            Some(m) => Some(m.layers().map_err(|e| bad(DocProblem::Mixing(e)))?),
             None => None,
         },
         layer_numbers: doc.layer_numbers,

@@ -79,6 +79,9 @@ pub enum DocProblem {
     /// A `router` section whose parts do not fit together.
     #[error("its router section does not fit together ({0})")]
     Router(#[from] crate::doc::router::RouterDocError),
+    /// A `non_softmax` section whose token mixing does not fit together.
+    #[error("its non_softmax section does not fit together ({0})")]
+    Mixing(#[from] crate::doc::mixing::MixingDocError),
     /// A prefix longer than the units.
     #[error("its prefix of {units} units that see each other is longer than the tokens")]
     PrefixUnits {

@@ -283,6 +283,9 @@ pub struct Origin {
     pub prefix: usize,
     /// A mixture-of-experts model's router decisions (the JSON's `router`).
     pub router: Option<crate::attention::Router>,
+    /// A hybrid model's layers that mix tokens without a softmax, with their mixing matrices
+    /// when captured (the JSON's `non_softmax`).
+    pub non_softmax: Option<crate::attention::NonSoftmaxLayers>,
     /// Each row's share on a learned attention sink, `[layers, heads, queries]` flat (the
     /// JSON's `sink_shares`).
     pub sink_shares: Option<Vec<f32>>,
@@ -772,6 +775,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
     let holds = origin.as_ref().map_or(Holds::Raw, |o| o.holds);
     let prefix = origin.as_ref().map_or(0, |o| o.prefix);
     let router = origin.as_mut().and_then(|o| o.router.take());
+    let non_softmax = origin.as_mut().and_then(|o| o.non_softmax.take());
     let recording = origin
         .as_mut()
         .and_then(|o| o.speech.take())
@@ -825,6 +829,7 @@ pub fn build(arrays: Arrays) -> Result<(Attention, Option<Warning>), ImportError
         a.image = image.map(std::sync::Arc::new);
         a.recording = recording.map(std::sync::Arc::new);
         a.holds = holds;
+        a.non_softmax = non_softmax;
         a
     })
     .map_err(|source| FileError::Shape { name, source })?;

@@ -247,6 +247,7 @@ fn origin(heads: usize, kv_head: Option<Vec<usize>>, level: Level) -> Origin {
         pictures: Vec::new(),
         prefix: 0,
         router: None,
+        non_softmax: None,
         sink_shares: None,
         speech: None,
         target: None,

@@ -82,6 +82,10 @@ pub struct SequenceCapture<'s> {
     /// layer number and the routing of its `queries` rows), every such layer whichever layers
     /// the attention keeps; empty for a dense model.
     pub routing: Vec<(usize, super::experts::Routing)>,
+    /// Each linear-attention layer's exact token-mixing matrices for this sequence (its layer
+    /// number and `[heads, queries, queries]`), when asked for
+    /// ([`SequenceCapture::with_mixing`]); a network without such layers leaves it empty.
+    pub mixing: Option<Vec<(usize, Vec<f32>)>>,
     queries: usize,
     keys: usize,
     per_layer: usize,
@@ -141,6 +145,7 @@ impl<'s> SequenceCapture<'s> {
             residual: None,
             head_outputs: None,
             routing: Vec::new(),
+            mixing: None,
             queries,
             keys,
             per_layer: heads * queries * keys,
@@ -329,6 +334,13 @@ impl<'s> SequenceCapture<'s> {
         let mut values = ValueCapture::new(arch, self.queries, self.keys);
         values.alti = alti;
         self.values = Some(values);
+        self
+    }
+
+    /// The same capture, also keeping every linear-attention layer's token-mixing matrices
+    /// (Qwen3-Next's gated delta layers; see `Network::token_mixing`).
+    pub fn with_mixing(mut self) -> Self {
+        self.mixing = Some(Vec::new());
         self
     }
 

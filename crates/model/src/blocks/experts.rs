@@ -25,9 +25,10 @@
 //! logits, a softmax over those) is the softmax over all experts renormalised over the chosen.
 
 use super::layers::{FeedForward, FfnNames, Linear, LinearReader};
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::formats::tensors::{Name, Tensors};
-use crate::formats::weights::Weight;
+use crate::formats::weights::{MatrixWeight, StoredMatrix, Weight};
+use crate::kernels::quant::{QuantError, QuantType};
 use crate::kernels::{Activation, Layout};
 
 /// What one router decided for `rows` rows: the probability of every expert, and the chosen
@@ -391,10 +392,18 @@ impl Experts {
         })
     }
 
-    /// gpt-oss's experts under `names.experts` (`gate_up_proj` `[experts, hidden, 2·inner]`,
-    /// gate and up interleaved along the last dimension, `gate_up_proj_bias` `[experts,
-    /// 2·inner]`, `down_proj` `[experts, inner, hidden]`, `down_proj_bias` `[experts, hidden]`),
-    /// its router `names.router` read by `router` (with its bias), through `swiglu`.
+    /// gpt-oss's experts under `names.experts`, its router `names.router` read by `router`
+    /// (with its bias), through `swiglu`, in whichever of three layouts the source holds:
+    /// - transformers' in-memory one, float: `gate_up_proj` `[experts, hidden, 2·inner]`, gate
+    ///   and up interleaved along the last dimension, `gate_up_proj_bias` `[experts, 2·inner]`,
+    ///   `down_proj` `[experts, inner, hidden]`, `down_proj_bias` `[experts, hidden]`;
+    /// - the released checkpoints' MXFP4 (`gate_up_proj_blocks` `[experts, 2·inner, hidden/32,
+    ///   16]` and `gate_up_proj_scales` `[experts, 2·inner, hidden/32]`, rows interleaved gate
+    ///   and up; `down_proj_blocks`/`_scales` `[experts, hidden, inner/32, …]`; the same
+    ///   biases): the blocks stay 4-bit ([`mxfp4_rows`]), decoded inside the products;
+    /// - llama.cpp's, through per-expert names (`experts.{e}.gate_proj.weight`, slices of
+    ///   `ffn_gate_exps` kept in their block format, MXFP4 included) with merged biases
+    ///   (`experts.gate_proj.bias` `[experts, inner]`, …).
     pub fn load_gpt_oss(
         t: &dyn Tensors,
         names: &ExpertNames,
@@ -406,51 +415,16 @@ impl Experts {
     ) -> Result<Experts, Error> {
         let router = router(&names.router, hidden, settings.experts)?;
         let n = settings.experts;
-        let gate_up = t.weight(&names.merged_gate_up(), &[n, hidden, 2 * inner])?;
-        let gate_up_bias = t.weight(&names.experts.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
-        let down = t.weight(&names.merged_down(), &[n, inner, hidden])?;
-        let down_bias = t.weight(&names.experts.tensor("down_proj_bias"), &[n, hidden])?;
-        let experts = (0..n)
-            .map(|e| {
-                let gu = &gate_up[e * hidden * 2 * inner..][..hidden * 2 * inner];
-                let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
-                // `[outputs, inputs]` of the gate (even columns) or up (odd columns) half.
-                let half = |odd: usize| {
-                    let mut w = vec![0f32; inner * hidden];
-                    for i in 0..inner {
-                        for h in 0..hidden {
-                            w[i * hidden + h] = gu[h * 2 * inner + 2 * i + odd];
-                        }
-                    }
-                    let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
-                    Linear::new(
-                        Weight::owned(w, vec![inner, hidden]),
-                        Layout::OutIn,
-                        Some(Weight::owned(b, vec![inner])),
-                    )
-                };
-                let d = &down[e * inner * hidden..][..inner * hidden];
-                let mut w = vec![0f32; hidden * inner];
-                for i in 0..inner {
-                    for h in 0..hidden {
-                        w[h * inner + i] = d[i * hidden + h];
-                    }
-                }
-                FeedForward::Gated {
-                    gate: half(0),
-                    up: half(1),
-                    activation: Activation::Identity,
-                    down: Linear::new(
-                        Weight::owned(w, vec![hidden, inner]),
-                        Layout::OutIn,
-                        Some(Weight::owned(
-                            down_bias[e * hidden..][..hidden].to_vec(),
-                            vec![hidden],
-                        )),
-                    ),
-                }
-            })
-            .collect();
+        let experts = if t
+            .shape(&names.experts.tensor("gate_up_proj_blocks"))
+            .is_some()
+        {
+            gpt_oss_mxfp4(t, names, hidden, inner, n)?
+        } else if t.shape(&names.merged_gate_up()).is_some() {
+            gpt_oss_merged(t, names, hidden, inner, n)?
+        } else {
+            gpt_oss_split(t, names, hidden, inner, n)?
+        };
         Ok(Experts {
             router,
             experts,
@@ -541,6 +515,229 @@ impl Experts {
         }
         (out, routing)
     }
+}
+
+/// gpt-oss's float experts in transformers' in-memory layout (see [`Experts::load_gpt_oss`]).
+fn gpt_oss_merged(
+    t: &dyn Tensors,
+    names: &ExpertNames,
+    hidden: usize,
+    inner: usize,
+    n: usize,
+) -> Result<Vec<FeedForward>, Error> {
+    let gate_up = t.weight(&names.merged_gate_up(), &[n, hidden, 2 * inner])?;
+    let gate_up_bias = t.weight(&names.experts.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
+    let down = t.weight(&names.merged_down(), &[n, inner, hidden])?;
+    let down_bias = t.weight(&names.experts.tensor("down_proj_bias"), &[n, hidden])?;
+    Ok((0..n)
+        .map(|e| {
+            let gu = &gate_up[e * hidden * 2 * inner..][..hidden * 2 * inner];
+            let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
+            // `[outputs, inputs]` of the gate (even columns) or up (odd columns) half.
+            let half = |odd: usize| {
+                let mut w = vec![0f32; inner * hidden];
+                for i in 0..inner {
+                    for h in 0..hidden {
+                        w[i * hidden + h] = gu[h * 2 * inner + 2 * i + odd];
+                    }
+                }
+                let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
+                Linear::new(
+                    Weight::owned(w, vec![inner, hidden]),
+                    Layout::OutIn,
+                    Some(Weight::owned(b, vec![inner])),
+                )
+            };
+            let d = &down[e * inner * hidden..][..inner * hidden];
+            let mut w = vec![0f32; hidden * inner];
+            for i in 0..inner {
+                for h in 0..hidden {
+                    w[h * inner + i] = d[i * hidden + h];
+                }
+            }
+            FeedForward::Gated {
+                gate: half(0),
+                up: half(1),
+                activation: Activation::Identity,
+                down: Linear::new(
+                    Weight::owned(w, vec![hidden, inner]),
+                    Layout::OutIn,
+                    Some(Weight::owned(
+                        down_bias[e * hidden..][..hidden].to_vec(),
+                        vec![hidden],
+                    )),
+                ),
+            }
+        })
+        .collect())
+}
+
+/// gpt-oss's experts through per-expert names with merged biases (a GGUF file's `ffn_*_exps`,
+/// see [`Experts::load_gpt_oss`]): each expert's matrices as the source keeps them.
+fn gpt_oss_split(
+    t: &dyn Tensors,
+    names: &ExpertNames,
+    hidden: usize,
+    inner: usize,
+    n: usize,
+) -> Result<Vec<FeedForward>, Error> {
+    let [gate, up, down] = names.leaves;
+    let bias = |leaf: &str, width: usize| t.weight(&names.experts.pp(leaf).bias(), &[n, width]);
+    let (gate_bias, up_bias, down_bias) =
+        (bias(gate, inner)?, bias(up, inner)?, bias(down, hidden)?);
+    (0..n)
+        .map(|e| {
+            let x = names.experts.pp(e);
+            let map = |leaf: &str, outputs: usize, inputs: usize, b: &[f32]| {
+                Ok::<_, Error>(Linear::new(
+                    t.matrix(&x.pp(leaf).weight(), &[outputs, inputs])?,
+                    Layout::OutIn,
+                    Some(Weight::owned(
+                        b[e * outputs..][..outputs].to_vec(),
+                        vec![outputs],
+                    )),
+                ))
+            };
+            Ok(FeedForward::Gated {
+                gate: map(gate, inner, hidden, &gate_bias)?,
+                up: map(up, inner, hidden, &up_bias)?,
+                activation: Activation::Identity,
+                down: map(down, hidden, inner, &down_bias)?,
+            })
+        })
+        .collect()
+}
+
+/// Values per MXFP4 block.
+const MXFP4_BLOCK: usize = 32;
+
+/// gpt-oss's MXFP4 experts as the released safetensors checkpoints store them (see
+/// [`Experts::load_gpt_oss`]): each expert's gate, up and down matrices stay 4-bit, their
+/// blocks moved into ggml's layout ([`mxfp4_rows`]), never widened to f32.
+fn gpt_oss_mxfp4(
+    t: &dyn Tensors,
+    names: &ExpertNames,
+    hidden: usize,
+    inner: usize,
+    n: usize,
+) -> Result<Vec<FeedForward>, Error> {
+    let x = &names.experts;
+    let packed = |leaf: &str, rows: usize, cols: usize| -> Result<(&[u8], &[u8]), Error> {
+        let name = x.tensor(&format!("{leaf}_blocks"));
+        if !cols.is_multiple_of(MXFP4_BLOCK) {
+            return Err(InputError::Mxfp4 {
+                tensor: name,
+                problem: QuantError::PartialBlock {
+                    dtype: "MXFP4",
+                    block: MXFP4_BLOCK,
+                    inputs: cols,
+                },
+            }
+            .into());
+        }
+        let per_row = cols / MXFP4_BLOCK;
+        let blocks = t.bytes(&name, &[n, rows, per_row, 16])?;
+        let scales = t.bytes(&x.tensor(&format!("{leaf}_scales")), &[n, rows, per_row])?;
+        Ok((blocks, scales))
+    };
+    let (gu_blocks, gu_scales) = packed("gate_up_proj", 2 * inner, hidden)?;
+    let (d_blocks, d_scales) = packed("down_proj", hidden, inner)?;
+    let gate_up_bias = t.weight(&x.tensor("gate_up_proj_bias"), &[n, 2 * inner])?;
+    let down_bias = t.weight(&x.tensor("down_proj_bias"), &[n, hidden])?;
+    let matrix = |leaf: &str, bytes: Vec<u8>, outputs: usize, inputs: usize| {
+        let tensor = x.tensor(&format!("{leaf}_blocks"));
+        let m =
+            StoredMatrix::owned(bytes, QuantType::Mxfp4, outputs, inputs).map_err(|problem| {
+                Error::from(InputError::Mxfp4 {
+                    tensor: tensor.clone(),
+                    problem,
+                })
+            })?;
+        if let Some((index, value)) = m.first_non_finite() {
+            return Err(InputError::TensorNotFinite {
+                origin: "the checkpoint".to_string(),
+                name: tensor,
+                value,
+                index,
+            }
+            .into());
+        }
+        Ok::<_, Error>(MatrixWeight::Stored(m))
+    };
+    let (gu_row, d_row) = (hidden / MXFP4_BLOCK * 16, inner / MXFP4_BLOCK * 16);
+    (0..n)
+        .map(|e| {
+            let gu = &gu_blocks[e * 2 * inner * gu_row..][..2 * inner * gu_row];
+            let gus = &gu_scales[e * 2 * inner * gu_row / 16..][..2 * inner * gu_row / 16];
+            let gub = &gate_up_bias[e * 2 * inner..][..2 * inner];
+            // Gate: the even rows, up: the odd ones (interleaved as the product's columns are).
+            let half = |odd: usize| {
+                let rows = (0..inner).map(|i| 2 * i + odd);
+                let w = matrix(
+                    "gate_up_proj",
+                    mxfp4_rows(gu, gus, rows, gu_row),
+                    inner,
+                    hidden,
+                )?;
+                let b: Vec<f32> = (0..inner).map(|i| gub[2 * i + odd]).collect();
+                Ok::<_, Error>(Linear::new(
+                    w,
+                    Layout::OutIn,
+                    Some(Weight::owned(b, vec![inner])),
+                ))
+            };
+            let d = &d_blocks[e * hidden * d_row..][..hidden * d_row];
+            let ds = &d_scales[e * hidden * d_row / 16..][..hidden * d_row / 16];
+            let down = matrix(
+                "down_proj",
+                mxfp4_rows(d, ds, 0..hidden, d_row),
+                hidden,
+                inner,
+            )?;
+            Ok(FeedForward::Gated {
+                gate: half(0)?,
+                up: half(1)?,
+                activation: Activation::Identity,
+                down: Linear::new(
+                    down,
+                    Layout::OutIn,
+                    Some(Weight::owned(
+                        down_bias[e * hidden..][..hidden].to_vec(),
+                        vec![hidden],
+                    )),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Rows `rows` of a matrix in transformers' MXFP4 layout (`blocks`: `row_bytes` bytes a row,
+/// 16 per block, byte j holding value 2j in its low nibble and 2j + 1 in its high one;
+/// `scales`: one E8M0 byte per block), in ggml's `block_mxfp4` layout (the scale byte, then 16
+/// bytes, byte j holding value j low and j + 16 high): the same codes and scales, moved. What
+/// llama.cpp's converter does (`transform_nibble_layout`, `repack_mxfp4`).
+pub fn mxfp4_rows(
+    blocks: &[u8],
+    scales: &[u8],
+    rows: impl Iterator<Item = usize>,
+    row_bytes: usize,
+) -> Vec<u8> {
+    let per_row = row_bytes / 16;
+    let mut out = Vec::with_capacity(blocks.len() / 16 * 17);
+    for r in rows {
+        let src = &blocks[r * row_bytes..][..row_bytes];
+        let s = &scales[r * per_row..][..per_row];
+        for (b, &scale) in src.chunks_exact(16).zip(s) {
+            let mut codes = [0u8; 32];
+            for j in 0..16 {
+                codes[2 * j] = b[j] & 0x0f;
+                codes[2 * j + 1] = b[j] >> 4;
+            }
+            out.push(scale);
+            out.extend((0..16).map(|j| codes[j] | (codes[j + 16] << 4)));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! - [`architecture`]: what a network is ([`architecture::Architecture`]), which every block reads;
 //! - [`layers`]: linear maps, norms and the feed-forward block, loaded by name;
 //! - [`experts`]: the routed-experts feed-forward block of mixture-of-experts decoders;
+//! - [`gated_delta`], [`hybrid`]: the gated delta rule (linear attention) and the hybrid decoder
+//!   of Qwen3-Next and Qwen3.5 that mixes it with gated full attention;
 //! - [`latent`]: multi-head latent attention's query, key and value projections (DeepSeek);
 //! - [`encoder`], [`decoder`], [`seq2seq`]: the post-LN encoder, the pre-norm decoder and the
 //!   encoder–decoder stack;
@@ -26,7 +28,9 @@ pub mod decoder;
 pub mod encoder;
 pub mod experts;
 pub mod family;
+pub mod gated_delta;
 pub mod generate;
+pub mod hybrid;
 pub mod latent;
 pub mod layers;
 pub mod lens;

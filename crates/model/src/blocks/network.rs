@@ -106,6 +106,12 @@ pub trait Network: Send + Sync {
         None
     }
 
+    /// Whether its checkpoint carries a vision tower that is not run (a vision-language
+    /// checkpoint read as its language model): an image is refused saying so.
+    fn unread_vision_tower(&self) -> bool {
+        false
+    }
+
     /// The unembedding (final norm, head, soft cap) that turns its residual stream into
     /// logits, for the logit lens; `None` when the checkpoint has no head.
     fn unembedding(&self) -> Option<&dyn Unembedding> {
@@ -142,6 +148,12 @@ pub trait Network: Send + Sync {
     /// layer `l`.
     fn captured_layer_numbers(&self) -> Option<&[usize]> {
         None
+    }
+
+    /// Heads of each layer's token-mixing matrices ([`Network::token_mixing`]; the
+    /// linear-attention layers' value heads); 0 where every layer is attention.
+    fn mixing_heads(&self) -> usize {
+        0
     }
 
     /// The model's layers that mix tokens without a softmax, and what they are (`gated

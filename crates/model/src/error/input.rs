@@ -197,6 +197,18 @@ pub enum InputError {
         /// The token.
         token: &'static str,
     },
+    /// An image given to a vision-language checkpoint read as its language model only (its
+    /// vision tower is not run).
+    #[error(
+        "{model} is read as its language model ({family}): attnviz does not run its vision tower \
+         yet, so it reads text, not images"
+    )]
+    VisionTowerNotRun {
+        /// The model's name.
+        model: String,
+        /// Its family.
+        family: &'static str,
+    },
     /// An image given to a text model.
     #[error("{model} is a text model ({family}); it reads text, not images")]
     ImageToText {
@@ -247,7 +259,7 @@ pub enum InputError {
     NoLayers,
     /// A layer of a hybrid model that mixes tokens without a softmax (Qwen3-Next's gated
     /// delta layers): it has no attention map to capture.
-    #[error("layer {layer} of {model} is a {kind} layer: token mixing, not softmax, with no attention map; choose one of its attention layers {attention}")]
+    #[error("layer {layer} of {model} is a {kind} layer: token mixing, not softmax, with no attention map; choose one of its attention layers {attention} (the view of the attention layer it feeds draws its mixing matrix)")]
     NotAttentionLayer {
         /// The layer asked for.
         layer: usize,
@@ -513,6 +525,15 @@ pub enum InputError {
         /// Whether these are LongRoPE factors (Phi-3) rather than llama3's.
         long_rope: bool,
     },
+    /// MXFP4 expert weights whose shape makes no whole blocks.
+    #[error("tensor {tensor}: {problem}")]
+    Mxfp4 {
+        /// The tensor.
+        tensor: String,
+        /// What is wrong.
+        #[source]
+        problem: crate::kernels::quant::QuantError,
+    },
     /// Phi-3's fused gate and up projection that cannot be split.
     #[error("gate_up_proj: {0}")]
     GateUp(#[source] crate::kernels::quant::QuantError),
@@ -761,6 +782,12 @@ pub enum GgufMetadataProblem {
         rotated: usize,
         /// The head size.
         head_dim: usize,
+    },
+    /// A mixture-of-experts architecture without experts.
+    #[error("metadata {architecture}.expert_count is missing or 0, but this architecture's feed-forward blocks are routed experts")]
+    NoExperts {
+        /// The GGUF architecture.
+        architecture: String,
     },
     /// Phi-3's LongRoPE without the context length that chooses its factors.
     #[error("metadata phi3.rope.scaling.original_context_length is missing; LongRoPE needs it to choose between its short and long factors")]

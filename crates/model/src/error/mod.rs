@@ -152,6 +152,8 @@ pub enum Capture {
         heads: usize,
         /// Tokens of the longest sequence.
         tokens: usize,
+        /// A hybrid model's token-mixing matrices captured beside it: `(layers, heads)`.
+        mixing: Option<(usize, usize)>,
     },
     /// An encoder–decoder's three attentions.
     EncoderDecoder {
@@ -236,8 +238,18 @@ impl CaptureTooBig {
                 layers,
                 heads,
                 tokens,
+                mixing: None,
             } => format!(
                 "capturing the attention of {layers} layers × {heads} heads for {tokens} tokens"
+            ),
+            Capture::SelfAttention {
+                layers,
+                heads,
+                tokens,
+                mixing: Some((ml, mh)),
+            } => format!(
+                "capturing the attention of {layers} layers × {heads} heads and the token mixing \
+                 of {ml} layers × {mh} heads for {tokens} tokens"
             ),
             Capture::EncoderDecoder { source, decoder } => format!(
                 "capturing the encoder, decoder and cross-attention for {source} source and \

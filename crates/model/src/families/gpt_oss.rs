@@ -9,23 +9,29 @@
 //! `models/gpt_oss/modeling_gpt_oss.py` (eager attention and experts).
 //!
 //! Checkpoints are `GptOssForCausalLM`'s (`model.` prefix, `lm_head.weight` outside it) with the
-//! experts in float32 or bfloat16; the MXFP4 blocks of the released checkpoints are not read.
+//! experts in float32 or bfloat16, or in MXFP4 as the released checkpoints store them
+//! (`gate_up_proj_blocks`/`_scales`, `down_proj_blocks`/`_scales`), kept 4-bit. GGUF files of
+//! llama.cpp's `gpt-oss` architecture are read too ([`GGUF_GPT_OSS`]): experts merged in
+//! `ffn_{gate,up,down}_exps` in their block format (MXFP4, Q8_0, F32, …), one expert's rows
+//! decoded only when a token is routed to it.
 
 use crate::attention::PositionScheme;
 use crate::blocks::decoder::{
     DecoderLayer, DecoderStack, LayerOptions, LmHead, Positional, StackOptions,
 };
 use crate::blocks::experts::{ClampedSwiglu, ExpertNames, Experts, RouterSettings};
-use crate::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::blocks::layers::{out_in_linear, FeedForward, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, SlidingWindow, MAX_LAYERS};
 use crate::blocks::rope::{read_rope_based, rope_factor_in_range, Partial, MAX_ROTARY_POSITIONS};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
+use crate::families::llama::check_gguf_shape;
 use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, Limit, Oversize, RopeProblem,
 };
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
-use crate::formats::tensors::{Name, Tensors};
+use crate::formats::tensors::{Name, TensorMap, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint};
 use crate::kernels::{yarn_attention_factor, Layout, Mask, Rope, RopeScaling, Yarn};
@@ -43,9 +49,34 @@ pub static GPT_OSS: Family = Family {
     config: |file| Ok(Box::new(GptOssConfig::read(file)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_GPT_OSS),
         ..Quirks::NONE
     },
 };
+
+/// GGUF files of llama.cpp's `gpt-oss` architecture (convert_hf_to_gguf.py's `GptOssModel`):
+/// q/k unpermuted; `attn_sinks`; the router `ffn_gate_inp` with its bias; the experts split
+/// into `ffn_gate_exps` and `ffn_up_exps` (transformers' interleaved columns taken apart) and
+/// `ffn_down_exps`, each with a merged bias; sliding and full layers alternating, sliding
+/// first (llama.cpp's swa pattern 2) when `gpt-oss.attention.sliding_window` is stated;
+/// YaRN from `rope.scaling.*` with `yarn_beta_fast`/`yarn_beta_slow` when stated (else
+/// transformers' 32 and 1) and its correction range not truncated, as the released configs
+/// say (`truncate: false`; llama.cpp floors and ceils it); the SwiGLU clamp from
+/// `gpt-oss.swiglu_clamp_exp` when stated, else 7.0 (what llama.cpp's graph fixes).
+pub const GGUF_GPT_OSS: GgufReader = GgufReader {
+    architectures: &["gpt-oss"],
+    config: |p, origin| Ok(Box::new(GptOssGguf(GptOssConfig::from_gguf(p, origin)?))),
+};
+
+/// A gpt-oss config read from a GGUF file's metadata, building from its tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GptOssGguf(pub GptOssConfig);
+
+impl GgufConfig for GptOssGguf {
+    fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
+        self.0.build_with(tensors, true)
+    }
+}
 
 /// `GptOssConfig.default_theta`.
 const DEFAULT_THETA: f64 = 150_000.0;
@@ -248,8 +279,129 @@ impl GptOssConfig {
         }
     }
 
+    /// The config a GGUF file's metadata describes (`origin` names the file in errors).
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<GptOssConfig, Error> {
+        let refuse = |problem: GgufMetadataProblem| {
+            Err(Error::from(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem,
+            }))
+        };
+        if p.architecture != "gpt-oss" {
+            return refuse(GgufMetadataProblem::NotInFamily {
+                architecture: p.architecture.clone(),
+                family: "gpt-oss",
+                runs: "; it runs GGUF files of the gpt-oss architecture",
+            });
+        }
+        check_gguf_shape(p, origin)?;
+        if p.rope_dimension_count != p.head_dim {
+            return refuse(GgufMetadataProblem::PartialRope {
+                rotated: p.rope_dimension_count,
+                head_dim: p.head_dim,
+                gemma: false,
+            });
+        }
+        let Some(experts) = p.experts.as_ref() else {
+            return refuse(GgufMetadataProblem::NoExperts {
+                architecture: p.architecture.clone(),
+            });
+        };
+        let rope = match &p.rope_scaling {
+            None => GptOssRope::Plain(RopeScaling::None),
+            Some(GgufRopeScaling::Yarn {
+                factor,
+                original_max_position_embeddings,
+            }) => {
+                if let Err(factor) = rope_factor_in_range(*factor) {
+                    return refuse(GgufMetadataProblem::RopeFactor {
+                        key: "gpt-oss.rope.scaling.factor".to_string(),
+                        factor,
+                    });
+                }
+                let Some(original) = *original_max_position_embeddings else {
+                    return refuse(GgufMetadataProblem::RopeScaling {
+                        scaling: "type 'yarn' without rope.scaling.original_context_length"
+                            .to_string(),
+                        runs: "; YaRN needs the context it extends",
+                    });
+                };
+                let positive = |v: Option<f64>, default: f64| {
+                    v.filter(|b| b.is_finite() && *b > 0.0).unwrap_or(default)
+                };
+                GptOssRope::Yarn(Yarn {
+                    factor: *factor,
+                    beta_fast: positive(p.rope_yarn_beta_fast, 32.0),
+                    beta_slow: positive(p.rope_yarn_beta_slow, 1.0),
+                    original: original as f64,
+                    truncate: false,
+                    attention_factor: yarn_attention_factor(*factor),
+                })
+            }
+            Some(GgufRopeScaling::Linear { .. }) => {
+                return refuse(GgufMetadataProblem::RopeScaling {
+                    scaling: "type 'linear'".to_string(),
+                    runs: "; gpt-oss runs YaRN or no scaling",
+                })
+            }
+            Some(GgufRopeScaling::Other { kind, .. }) => {
+                return refuse(GgufMetadataProblem::RopeScaling {
+                    scaling: format!("type '{kind}'"),
+                    runs: "; gpt-oss runs YaRN or no scaling",
+                })
+            }
+        };
+        let limit = match p.swiglu_clamp_exp.first() {
+            None => 7.0,
+            Some(&l) if l.is_finite() && l > 0.0 => l,
+            Some(&l) => {
+                return refuse(GgufMetadataProblem::SoftCap {
+                    architecture: p.architecture.clone(),
+                    key: "swiglu_clamp_exp".to_string(),
+                    value: l,
+                })
+            }
+        };
+        let layers = p.num_hidden_layers;
+        Ok(GptOssConfig {
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: experts.feed_forward_length.unwrap_or(p.intermediate_size),
+            num_hidden_layers: layers,
+            num_attention_heads: p.num_attention_heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            rope,
+            tie_word_embeddings: p.tie_word_embeddings,
+            attention_bias: p.attention_bias,
+            sliding_window: p.sliding_window,
+            // llama.cpp's `set_swa_pattern(2)`: the even layers slide.
+            sliding_layers: (0..layers)
+                .map(|i| p.sliding_window.is_some() && i % 2 == 0)
+                .collect(),
+            router: RouterSettings {
+                experts: experts.count,
+                top_k: experts.used,
+                norm_topk_prob: true,
+            },
+            swiglu: ClampedSwiglu {
+                alpha: 1.702,
+                limit: limit as f32,
+            },
+        })
+    }
+
     /// Build the network from tensors named as inside transformers' base model.
     pub fn build_from(&self, t: &dyn Tensors) -> Result<DecoderStack, Error> {
+        self.build_with(t, false)
+    }
+
+    /// [`GptOssConfig::build_from`]; `gguf`: the sinks are named `self_attn.sinks.weight`, as
+    /// llama.cpp's `attn_sinks.weight` maps.
+    fn build_with(&self, t: &dyn Tensors, gguf: bool) -> Result<DecoderStack, Error> {
         let (hidden, eps) = (self.hidden_size, self.rms_norm_eps);
         let (heads, d) = (self.num_attention_heads, self.head_dim);
         let (q_out, kv_out) = (heads * d, self.num_key_value_heads * d);
@@ -268,7 +420,12 @@ impl GptOssConfig {
             .map(|i| {
                 let layer = Name::root().pp("layers").pp(i);
                 let a = layer.pp("self_attn");
-                let sinks = t.weight(&a.tensor("sinks"), &[heads])?;
+                let sinks_name = if gguf {
+                    a.pp("sinks").weight()
+                } else {
+                    a.tensor("sinks")
+                };
+                let sinks = t.weight(&sinks_name, &[heads])?;
                 Ok(DecoderLayer {
                     attention_norm: rms(&layer.pp("input_layernorm"))?,
                     qkv: vec![Linear::stack(vec![

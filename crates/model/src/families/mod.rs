@@ -23,6 +23,7 @@ pub mod mmproj;
 pub mod paligemma;
 pub mod phi3;
 pub mod qwen2_5_vl;
+pub mod qwen3_5;
 pub mod qwen3_next;
 pub mod registry;
 pub mod roberta;

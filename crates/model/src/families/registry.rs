@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     albert, bart, bert, clip, deepseek, dinov2, distilbert, electra, gemma, gpt2, gpt_oss,
-    idefics3, llama, llava, paligemma, phi3, qwen2_5_vl, qwen3_next, roberta, siglip, t5, vit,
-    whisper,
+    idefics3, llama, llava, paligemma, phi3, qwen2_5_vl, qwen3_5, qwen3_next, roberta, siglip, t5,
+    vit, whisper,
 };
 use crate::blocks::family::{Family, GgufReader};
 use crate::blocks::network::Network;
@@ -54,6 +54,8 @@ pub static FAMILIES: &[&Family] = &[
     &deepseek::DEEPSEEK_V2,
     &deepseek::DEEPSEEK_V3,
     &qwen3_next::QWEN3_NEXT,
+    &qwen3_5::QWEN3_5,
+    &qwen3_5::QWEN3_5_MOE,
     &gemma::GEMMA,
     &gemma::GEMMA2,
     &gemma::GEMMA3,
@@ -340,6 +342,7 @@ mod tests {
                 "model_type 'wav2vec2' is not supported; attnviz runs model types bert, roberta, \
                  xlm-roberta, distilbert, albert, electra, gpt2, llama, qwen2, qwen3, mistral, \
                  smollm3, mixtral, qwen3_moe, olmoe, gpt_oss, deepseek_v2, deepseek_v3, qwen3_next, \
+                 qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, \
                  gemma, gemma2, gemma3_text, gemma3, phi3, bart, mbart, marian, t5, vit, deit, \
                  dinov2, dinov2_with_registers, clip_vision_model, clip, siglip_vision_model, siglip, \
                  llava, paligemma, idefics3, smolvlm, qwen2_5_vl, qwen2_vl, whisper"

@@ -78,6 +78,17 @@ pub trait Tensors {
     /// The language-model head stored outside the base model (`lm_head.weight`), when present,
     /// as [`Tensors::matrix`] reads it.
     fn lm_head(&self, shape: &[usize]) -> Result<Option<MatrixWeight>, Error>;
+    /// Tensor `name` of unsigned bytes, checked to have `shape`, as stored (gpt-oss's MXFP4
+    /// `*_blocks` and `*_scales` in a safetensors checkpoint); sources without such tensors
+    /// say the tensor is missing.
+    fn bytes(&self, name: &str, shape: &[usize]) -> Result<&[u8], Error> {
+        let _ = shape;
+        Err(InputError::NoTensor {
+            origin: "this checkpoint".to_string(),
+            name: name.to_string(),
+        }
+        .into())
+    }
 }
 
 impl Tensors for Checkpoint {
@@ -97,6 +108,10 @@ impl Tensors for Checkpoint {
         Ok(self
             .top_level_weight("lm_head.weight", shape)?
             .map(MatrixWeight::F32))
+    }
+
+    fn bytes(&self, name: &str, shape: &[usize]) -> Result<&[u8], Error> {
+        Ok(Checkpoint::bytes(self, name, shape)?)
     }
 }
 

@@ -31,7 +31,7 @@ use candle_core::{DType, Device, Tensor};
 use super::ctranslate2::{Ct2Error, Ct2Model, Ct2Slice};
 use super::pytorch::{self, TorchFile};
 use crate::kernels::first_non_finite;
-use crate::kernels::quant::{QuantError, QuantMatrix};
+use crate::kernels::quant::{QuantError, QuantMatrix, QuantType};
 
 mod problem;
 
@@ -126,6 +126,16 @@ pub enum WeightsError {
     /// A tensor holds integers where weights belong, or another unusable type.
     #[error("tensor {name} in {} has type {dtype}, not floating point", path.display())]
     DType {
+        /// Full tensor name.
+        name: String,
+        /// The weight file.
+        path: PathBuf,
+        /// Its type.
+        dtype: String,
+    },
+    /// A tensor that should hold bytes as stored (MXFP4 blocks and scales) holds another type.
+    #[error("tensor {name} in {} has type {dtype}; MXFP4 blocks and scales are unsigned bytes (U8) in a safetensors file", path.display())]
+    NotBytes {
         /// Full tensor name.
         name: String,
         /// The weight file.
@@ -676,7 +686,7 @@ enum KeepBytes {
 pub struct StoredMatrix {
     ptr: *const u8,
     len: usize,
-    dtype: GgmlDType,
+    dtype: QuantType,
     outputs: usize,
     inputs: usize,
     _keep: KeepBytes,
@@ -690,11 +700,12 @@ unsafe impl Sync for StoredMatrix {}
 impl StoredMatrix {
     fn checked(
         bytes: &[u8],
-        dtype: GgmlDType,
+        dtype: impl Into<QuantType>,
         outputs: usize,
         inputs: usize,
         keep: KeepBytes,
     ) -> Result<StoredMatrix, QuantError> {
+        let dtype = dtype.into();
         QuantMatrix::new(bytes, dtype, outputs, inputs)?;
         Ok(StoredMatrix {
             ptr: bytes.as_ptr(),
@@ -710,7 +721,7 @@ impl StoredMatrix {
     pub fn in_map(
         map: &Arc<memmap2::Mmap>,
         range: std::ops::Range<usize>,
-        dtype: GgmlDType,
+        dtype: impl Into<QuantType>,
         outputs: usize,
         inputs: usize,
     ) -> Result<StoredMatrix, QuantError> {
@@ -727,7 +738,7 @@ impl StoredMatrix {
     /// Bytes of our own as an `outputs × inputs` matrix of `dtype`.
     pub fn owned(
         bytes: Vec<u8>,
-        dtype: GgmlDType,
+        dtype: impl Into<QuantType>,
         outputs: usize,
         inputs: usize,
     ) -> Result<StoredMatrix, QuantError> {
@@ -739,7 +750,7 @@ impl StoredMatrix {
     }
 
     /// The storage format.
-    pub fn dtype(&self) -> GgmlDType {
+    pub fn dtype(&self) -> QuantType {
         self.dtype
     }
 
@@ -882,6 +893,32 @@ impl MatrixWeight {
 }
 
 impl Checkpoint {
+    /// Tensor `name` (without the prefix) of unsigned bytes, checked against `shape`, as a
+    /// safetensors file stores it (gpt-oss's MXFP4 `*_blocks` and `*_scales`); a tensor of any
+    /// other type, or in another format, is refused naming its type.
+    pub fn bytes(&self, name: &str, shape: &[usize]) -> Result<&[u8], WeightsError> {
+        let full = self.locate(name, shape)?;
+        let dtype_err = |dtype: String| WeightsError::NotBytes {
+            name: full.clone(),
+            path: self.path.clone(),
+            dtype,
+        };
+        let Backend::Safetensors(st) = self.backend.as_ref() else {
+            return Err(dtype_err("of a pytorch or CTranslate2 file".to_string()));
+        };
+        let view = st.get(&full).map_err(|e| WeightsError::Read {
+            path: self.path.clone(),
+            problem: ReadProblem::Tensor {
+                name: full.clone(),
+                problem: TensorProblem::Candle(Box::new(e)),
+            },
+        })?;
+        if view.dtype() != safetensors::Dtype::U8 {
+            return Err(dtype_err(format!("{:?}", view.dtype())));
+        }
+        Ok(view.data())
+    }
+
     /// Matrix `name` (without the prefix), checked against `shape` and checked to be finite:
     /// a safetensors file's f16 or bf16 matrix stays 16-bit, in place in its memory map, for the
     /// kernels to decode ([`StoredMatrix`]); anything else is read as [`Checkpoint::weight`]

@@ -351,6 +351,7 @@ function render() {
   else if (state.view === 'heads') renderHeads();
   else if (state.view === 'speech') renderSpeech();
   else if (state.view === 'router') renderRouter();
+  else if (state.view === 'mixing') renderMixing();
   drawn.view = state.view;
   drawn.seq++;
   drawn.ms = performance.now() - t0;

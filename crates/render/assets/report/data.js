@@ -79,7 +79,7 @@ const FIRST_GEN = GENERATED.indexOf(true);
 const SINK = meta.sink === undefined ? null : meta.sink;
 const analysis = meta.analysis || { stats: [], head_labels: null, matrices: [] };
 const stats = analysis.stats || [];
-const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats', 'image', 'lens', 'heads', 'speech', 'router'];
+const VIEWS = ['head', 'model', 'matrix', 'neuron', 'stats', 'image', 'lens', 'heads', 'speech', 'router', 'mixing'];
 
 /* ------------------------------------------------------------------ data */
 

@@ -101,6 +101,8 @@ function setupControls() {
   $('tab-heads').hidden = !HEAD_PARTS.length;
   $('tab-router').hidden = !ROUTER;
   setupRouter();
+  $('tab-mixing').hidden = !MIXING;
+  setupMixing();
   setupSpeech();
 
   $('thumb-style').value = state.thumbStyle;
@@ -226,7 +228,7 @@ function syncControls() {
   $('kv-control').hidden = !GROUPED || !(v === 'head' || v === 'model');
   $('pair-filter').hidden = !isPair || !(v === 'head' || (v === 'model' && state.thumbStyle === 'lines'));
   // The model and stats views show every layer at once: no layer to choose there.
-  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads' || v === 'speech' || v === 'router';
+  $('layer-control').hidden = v === 'model' || v === 'stats' || v === 'lens' || v === 'heads' || v === 'speech' || v === 'router' || v === 'mixing';
   $('neuron-query').value = String(state.neuronQuery);
   $('theme-name').textContent = state.theme;
   const note = $('special-note');
@@ -263,6 +265,7 @@ function onKey(e) {
     const v = VIEWS[Number(k) - 1];
     if ((v !== 'stats' || stats.length) && (v !== 'image' || IMAGE) && (v !== 'lens' || LENS) && (v !== 'heads' || HEAD_PARTS.length) && (v !== 'speech' || SPEECH)) set({ view: v });
   } else if (k === 'x' && ROUTER) set({ view: 'router' });
+  else if (k === 'm' && MIXING) set({ view: 'mixing' });
   else if (k === 's' && canHideSpecial) set({ hideSpecial: !state.hideSpecial });
   else if (k === 'w' && canMergeWords) set({ words: !state.words });
   else if (k === 'r' && canToggleRaw) set({ rawTokens: !state.rawTokens });

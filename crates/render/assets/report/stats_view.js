@@ -7,7 +7,7 @@ function renderStats() {
   const stat = stats.find((s) => s.id === state.stat) || stats[0];
   if (!stat) { grid.textContent = ''; return; }
   $('stat-select').value = stat.id;
-  $('stat-desc').textContent = stat.description + ' Click a cell to open that head.';
+  $('stat-desc').textContent = stat.description + (meta.stats_left_out ? ' Statistics: ' + meta.stats_left_out + '.' : '') + ' Click a cell to open that head.';
   let lo = Infinity;
   let hi = -Infinity;
   for (const row of stat.values) for (const v of row) if (v !== null && !Number.isNaN(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }

@@ -19,14 +19,14 @@ use attnviz_analysis::compare::Comparison;
 
 use super::{diverging, CompareFigure};
 
-const MARGIN: i32 = 20;
-const TITLE: f64 = 20.0;
-const SUB: f64 = 14.5;
-const LABEL: f64 = 13.0;
-const SMALL: f64 = 12.0;
+pub(crate) const MARGIN: i32 = 20;
+pub(crate) const TITLE: f64 = 20.0;
+pub(crate) const SUB: f64 = 14.5;
+pub(crate) const LABEL: f64 = 13.0;
+pub(crate) const SMALL: f64 = 12.0;
 const LABEL_CHARS: usize = 16;
 const BAR_W: i32 = 14;
-const GAP: i32 = 28;
+pub(crate) const GAP: i32 = 28;
 
 /// The most cells along one side of a matrix panel (pixels per side at most ~ 420).
 const PANEL: i32 = 420;
@@ -123,7 +123,14 @@ pub fn write_svg(
     Ok(())
 }
 
-fn text(x: i32, y: i32, s: impl Into<String>, size: f64, color: Rgb, align: Align) -> Item {
+pub(crate) fn text(
+    x: i32,
+    y: i32,
+    s: impl Into<String>,
+    size: f64,
+    color: Rgb,
+    align: Align,
+) -> Item {
     Item::Text(Text {
         x,
         y,
@@ -136,7 +143,7 @@ fn text(x: i32, y: i32, s: impl Into<String>, size: f64, color: Rgb, align: Alig
     })
 }
 
-fn width(s: &str, size: f64) -> i32 {
+pub(crate) fn width(s: &str, size: f64) -> i32 {
     font::width(&font::drawable(s), size, false) as i32
 }
 
@@ -168,7 +175,7 @@ fn header(c: &Comparison, title: &str, pal: &Palette) -> (Vec<Item>, i32) {
 }
 
 /// Cell size and label stride for `n` units in at most `side` pixels.
-fn cells_for(n: usize, side: i32) -> (i32, usize) {
+pub(crate) fn cells_for(n: usize, side: i32) -> (i32, usize) {
     let cell = (side / n.max(1) as i32).clamp(2, 28);
     let stride = (13 / cell).max(1) as usize;
     (cell, if cell >= 13 { 1 } else { stride + 1 })
@@ -176,7 +183,7 @@ fn cells_for(n: usize, side: i32) -> (i32, usize) {
 
 /// A heatmap of `colors` (`rows × cols`) at `(x, y)` with a frame; `hatched` cells hatched.
 #[allow(clippy::too_many_arguments)]
-fn block(
+pub(crate) fn block(
     x: i32,
     y: i32,
     rows: usize,
@@ -208,7 +215,7 @@ fn block(
 
 /// Row labels left of `x` and column labels (reading upwards) below `y_bottom`.
 #[allow(clippy::too_many_arguments)]
-fn labels(
+pub(crate) fn labels(
     rows: &[String],
     cols: &[String],
     x: i32,
@@ -247,7 +254,7 @@ fn labels(
     items
 }
 
-fn label_extent(labels: &[String]) -> i32 {
+pub(crate) fn label_extent(labels: &[String]) -> i32 {
     labels
         .iter()
         .map(|l| width(&font::label(l, LABEL_CHARS), LABEL))
@@ -258,7 +265,7 @@ fn label_extent(labels: &[String]) -> i32 {
 /// A vertical colour bar at `(x, y)`, `h` tall, from `lo` to `hi`, with ticks and a caption;
 /// returns the items and its width.
 #[allow(clippy::too_many_arguments)]
-fn colorbar(
+pub(crate) fn colorbar(
     x: i32,
     y: i32,
     h: i32,
@@ -308,7 +315,7 @@ fn colorbar(
     (items, cx + SMALL as i32 - x)
 }
 
-fn scene(items: Vec<Item>, title: String, pal: &Palette) -> Scene {
+pub(crate) fn scene(items: Vec<Item>, title: String, pal: &Palette) -> Scene {
     // The figure's size: everything drawn, plus the margin.
     let (mut w, mut h) = (0, 0);
     for it in &items {
@@ -350,7 +357,7 @@ fn seq_ticks(max: f32) -> Vec<f32> {
 }
 
 /// Five ticks for a diverging bar from −`m` to `m`.
-fn div_ticks(m: f32) -> Vec<f32> {
+pub(crate) fn div_ticks(m: f32) -> Vec<f32> {
     vec![-m, -m / 2.0, 0.0, m / 2.0, m]
 }
 

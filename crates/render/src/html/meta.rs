@@ -95,6 +95,55 @@ struct KindMeta<'a> {
     /// A mixture-of-experts model's router (the Router tab); absent for any other model.
     #[serde(skip_serializing_if = "Option::is_none")]
     router: Option<RouterMeta<'a>>,
+    /// A hybrid model's token mixing (the Mixing tab): its gated delta layers' exact mixing
+    /// matrices, signed; absent for any other model and where they were not captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mixing: Option<MixingMeta<'a>>,
+    /// The layers the statistics leave out, in words (a hybrid model's gated delta layers:
+    /// token mixing, not probabilities); absent where every layer is in them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stats_left_out: Option<String>,
+}
+
+/// A hybrid model's token-mixing matrices for the Mixing tab (`assets/report/mixing_view.js`).
+#[derive(Serialize)]
+struct MixingMeta<'a> {
+    /// What mixes the tokens (`gated delta`).
+    kind: &'a str,
+    /// What the matrices are, as the tab's legend says: not attention probabilities.
+    legend: String,
+    /// Heads per layer.
+    heads: usize,
+    /// The tokens (token level).
+    tokens: &'a [String],
+    layers: Vec<MixingLayerMeta<'a>>,
+}
+
+/// One layer's mixing matrices, `[heads, tokens, tokens]` flat.
+#[derive(Serialize)]
+struct MixingLayerMeta<'a> {
+    /// The model's number of the layer.
+    layer: usize,
+    weights: &'a [f32],
+}
+
+impl<'a> MixingMeta<'a> {
+    fn of(m: &'a crate::attention::Mixing) -> Self {
+        MixingMeta {
+            kind: &m.kind,
+            legend: m.legend(),
+            heads: m.heads,
+            tokens: &m.tokens,
+            layers: m
+                .layers
+                .iter()
+                .map(|l| MixingLayerMeta {
+                    layer: l.layer,
+                    weights: &l.weights,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One picture of a vision-language model as the matrix views band it: its image tokens and
@@ -544,6 +593,12 @@ impl<'a> KindMeta<'a> {
                 })
                 .collect(),
             router: att.router.as_deref().map(RouterMeta::of),
+            mixing: att
+                .non_softmax
+                .as_ref()
+                .and_then(|n| n.mixing.as_deref())
+                .map(MixingMeta::of),
+            stats_left_out: att.non_softmax.as_ref().map(|n| n.skipped()),
         }
     }
 }

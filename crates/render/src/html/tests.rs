@@ -13,18 +13,18 @@ fn render(att: &Attention, opts: &HtmlOptions) -> String {
 }
 
 /// The text between `<script …id="ID">` and the next `</script>`.
-fn script_block<'a>(html: &'a str, id: &str) -> &'a str {
+pub(super) fn script_block<'a>(html: &'a str, id: &str) -> &'a str {
     let open = format!("id=\"{id}\">");
     let start = html.find(&open).unwrap_or_else(|| panic!("no #{id}")) + open.len();
     let end = start + html[start..].find("</script>").unwrap();
     &html[start..end]
 }
 
-fn meta_of(html: &str) -> serde_json::Value {
+pub(super) fn meta_of(html: &str) -> serde_json::Value {
     serde_json::from_str(script_block(html, "attnviz-meta")).unwrap()
 }
 
-fn raw_payload(html: &str, meta: &serde_json::Value) -> Vec<u8> {
+pub(super) fn raw_payload(html: &str, meta: &serde_json::Value) -> Vec<u8> {
     let bytes = STANDARD.decode(script_block(html, "attnviz-data")).unwrap();
     if meta["payload"]["compression"] == "gzip" {
         let mut raw = Vec::new();
@@ -38,7 +38,7 @@ fn raw_payload(html: &str, meta: &serde_json::Value) -> Vec<u8> {
 }
 
 /// Decode a u16 or f32 section from the raw payload, from the documented layout.
-fn section(raw: &[u8], meta: &serde_json::Value, name: &str) -> Vec<f64> {
+pub(super) fn section(raw: &[u8], meta: &serde_json::Value, name: &str) -> Vec<f64> {
     let s = meta["payload"]["sections"]
         .as_array()
         .unwrap()

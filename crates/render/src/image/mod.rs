@@ -16,6 +16,7 @@ mod grid;
 pub mod heads;
 mod layout;
 pub mod lens;
+pub mod mixing;
 pub mod on_picture;
 pub(crate) mod paint;
 pub mod picture;
@@ -70,6 +71,10 @@ pub enum Figure {
     /// A mixture-of-experts model's router at a layer: tokens × experts, the chosen experts
     /// outlined, and the expert load of every routed layer (drawn from the run: [`router`]).
     Router,
+    /// A hybrid model's token mixing (Qwen3-Next's gated delta layers): the exact mixing matrix
+    /// of each linear-attention layer feeding a layer, on a signed scale (drawn from the run:
+    /// [`mixing`]).
+    Mixing,
 }
 
 crate::choice!(Figure {
@@ -84,6 +89,7 @@ crate::choice!(Figure {
     Attribution => ("attribution", "Each head's direct contribution to the target token's logit: layers × heads"),
     Ablation => ("ablation", "The change in the target token's log-probability when each head is removed: layers × heads"),
     Router => ("router", "A mixture-of-experts model's router at a layer: tokens × experts, the chosen experts outlined, and the expert load per layer"),
+    Mixing => ("mixing", "A hybrid model's token mixing: each gated delta layer feeding a layer, its exact mixing matrix on a signed scale (not attention probabilities)"),
 });
 
 /// What a figure shows.
@@ -141,7 +147,8 @@ impl<'a> FigureSpec<'a> {
             | Figure::Lens
             | Figure::Attribution
             | Figure::Ablation
-            | Figure::Router => return Err(ImageError::LensNotAttention),
+            | Figure::Router
+            | Figure::Mixing => return Err(ImageError::LensNotAttention),
         })
     }
 
@@ -258,6 +265,12 @@ pub enum ImageError {
     /// The router figure asked of a model without experts.
     #[error("the router figure draws a mixture-of-experts model's router, and this model has none; choose another figure")]
     NoRouter,
+    /// The token-mixing figure asked of a run without token mixing, or of layers without it.
+    #[error("the mixing figure draws a hybrid model's token-mixing layers, captured when every layer is; the captured ones here: {layers}")]
+    NoMixing {
+        /// The layers whose mixing was captured (`none` for none).
+        layers: String,
+    },
     /// The router figure asked of a layer without a router.
     #[error("layer {layer} is dense (it has no router); the routed layers are {routed}: choose one of them")]
     DenseLayer {
@@ -289,7 +302,7 @@ pub enum ImageError {
     #[error(transparent)]
     Draw(#[from] DrawError),
     /// The lens figure asked of an attention (it is drawn from a run's logit lens).
-    #[error("the ALTI, logit lens, attribution, ablation and router figures are drawn from a model's run, not from its attention")]
+    #[error("the ALTI, logit lens, attribution, ablation, router and mixing figures are drawn from a model's run, not from its attention")]
     LensNotAttention,
     /// The output file could not be written.
     #[error(transparent)]

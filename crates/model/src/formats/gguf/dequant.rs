@@ -6,12 +6,14 @@ use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
     BlockQ8K, BlockQ8_0, BlockQ8_1,
 };
-use candle_core::quantized::{GgmlDType, GgmlType};
+use candle_core::quantized::GgmlType;
+
+use crate::kernels::quant::{QuantMatrix, QuantType};
 use rayon::prelude::*;
 
 /// The ggml types attnviz dequantises (all those candle's CPU kernels cover), for messages.
 pub(crate) const SUPPORTED: &str =
-    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, MXFP4";
 
 /// A dequantised tensor: row-major f32 values and their shape (transformers' order: a linear
 /// weight is `[out_features, in_features]`).
@@ -53,14 +55,14 @@ pub fn unpermute_rows(rows: usize, heads: usize) -> Option<Vec<usize>> {
 /// new buffer. With a map (every entry below `rows`), the result has `row_map.len()` rows and
 /// its row `r` is stored row `row_map[r]`.
 pub(crate) fn dequantize(
-    dtype: GgmlDType,
+    dtype: impl Into<QuantType>,
     bytes: &[u8],
     rows: usize,
     cols: usize,
     row_map: Option<&[usize]>,
 ) -> Vec<f32> {
-    use GgmlDType as D;
-    match dtype {
+    use QuantType as D;
+    match dtype.into() {
         D::F32 => rows_to_f32::<f32>(bytes, rows, cols, row_map),
         D::F16 => rows_to_f32::<half::f16>(bytes, rows, cols, row_map),
         D::BF16 => rows_to_f32::<half::bf16>(bytes, rows, cols, row_map),
@@ -76,7 +78,25 @@ pub(crate) fn dequantize(
         D::Q5K => rows_to_f32::<BlockQ5K>(bytes, rows, cols, row_map),
         D::Q6K => rows_to_f32::<BlockQ6K>(bytes, rows, cols, row_map),
         D::Q8K => rows_to_f32::<BlockQ8K>(bytes, rows, cols, row_map),
+        D::Mxfp4 => mxfp4_rows(bytes, rows, cols, row_map),
     }
+}
+
+/// MXFP4 rows (which candle does not know) through the kernels' own decoder.
+fn mxfp4_rows(bytes: &[u8], rows: usize, cols: usize, row_map: Option<&[usize]>) -> Vec<f32> {
+    let out_rows = row_map.map_or(rows, <[usize]>::len);
+    let mut out = vec![0f32; out_rows * cols];
+    // The caller checked the byte size, so the matrix is well formed.
+    let Ok(m) = QuantMatrix::new(bytes, QuantType::Mxfp4, rows, cols) else {
+        return out;
+    };
+    if cols == 0 {
+        return out;
+    }
+    for (r, dst) in out.chunks_exact_mut(cols).enumerate() {
+        m.dequantize_rows(row_map.map_or(r, |map| map[r]), dst);
+    }
+    out
 }
 
 /// Rows per parallel work item: about 64k output values, so small tensors stay on one thread.
@@ -224,7 +244,7 @@ mod tests {
     fn f32_rows_are_copied_and_reordered() {
         let values: Vec<f32> = (0..12).map(|v| v as f32).collect();
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let out = dequantize(GgmlDType::F32, &bytes, 3, 4, Some(&[2, 0, 1]));
+        let out = dequantize(QuantType::F32, &bytes, 3, 4, Some(&[2, 0, 1]));
         assert_eq!(
             out,
             [8., 9., 10., 11., 0., 1., 2., 3., 4., 5., 6., 7.].to_vec()
@@ -232,7 +252,7 @@ mod tests {
         // An odd start address takes the aligned-copy path and gives the same values.
         let mut shifted = vec![0u8];
         shifted.extend_from_slice(&bytes);
-        let out = dequantize(GgmlDType::F32, &shifted[1..], 3, 4, None);
+        let out = dequantize(QuantType::F32, &shifted[1..], 3, 4, None);
         assert_eq!(out, values);
     }
 }

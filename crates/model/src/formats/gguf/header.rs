@@ -11,7 +11,7 @@
 //! - **Unsupported tensor types:** candle stops at the first one with a message that names
 //!   neither the type nor the tensor. The walk names both.
 
-use candle_core::quantized::GgmlDType;
+use crate::kernels::quant::QuantType;
 
 /// At most this many metadata values in all (array elements included). A 256k-token vocabulary
 /// with scores, types and merges needs about a million; the cap bounds candle's `Value` storage
@@ -26,6 +26,9 @@ const MAX_DEPTH: usize = 8;
 pub(crate) struct Header {
     /// Bytes from the start of the file to the first tensor's data (after alignment padding).
     pub(crate) data_offset: u64,
+    /// The tensors stored in MXFP4, which candle's reader does not know: each one's name and
+    /// the offset of its type field, which [`super::GgufFile::open`] hides from candle.
+    pub(crate) mxfp4: Vec<(String, usize)>,
 }
 
 /// What is wrong with a GGUF header. Each variant displays as one line naming the field.
@@ -224,6 +227,7 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, HeaderError> {
     }
 
     let mut names = std::collections::HashSet::new();
+    let mut mxfp4 = Vec::new();
     for index in 0..tensor_count {
         let name = r.string("a tensor name")?;
         if !names.insert(name) {
@@ -247,13 +251,18 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, HeaderError> {
                 r.u32("a tensor dimension")?;
             }
         }
+        let at = r.pos;
         let kind = r.u32("a tensor type")?;
-        if let Err(dtype) = dtype_from_id(kind) {
-            return Err(HeaderError::TensorType {
-                name: name.into_owned(),
-                index,
-                dtype,
-            });
+        match dtype_from_id(kind) {
+            Err(dtype) => {
+                return Err(HeaderError::TensorType {
+                    name: name.into_owned(),
+                    index,
+                    dtype,
+                })
+            }
+            Ok(QuantType::Mxfp4) => mxfp4.push((name.into_owned(), at)),
+            Ok(_) => {}
         }
         r.u64("a tensor offset")?;
     }
@@ -265,12 +274,13 @@ pub(crate) fn walk(bytes: &[u8]) -> Result<Header, HeaderError> {
             file_len: bytes.len(),
         });
     }
-    Ok(Header { data_offset })
+    Ok(Header { data_offset, mxfp4 })
 }
 
-/// The ggml type with this id, or why not: candle dequantises these; the others are named.
-pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, UnsupportedType> {
-    use GgmlDType as D;
+/// The ggml type with this id, or why not: candle dequantises these, the kernels decode MXFP4
+/// too; the others are named.
+pub(crate) fn dtype_from_id(id: u32) -> Result<QuantType, UnsupportedType> {
+    use QuantType as D;
     Ok(match id {
         0 => D::F32,
         1 => D::F16,
@@ -287,6 +297,7 @@ pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, UnsupportedType> {
         14 => D::Q6K,
         15 => D::Q8K,
         30 => D::BF16,
+        39 => D::Mxfp4,
         other => {
             let name = match other {
                 4 | 5 => "Q4_2/Q4_3 (removed from ggml in 2023)",
@@ -308,7 +319,6 @@ pub(crate) fn dtype_from_id(id: u32) -> Result<GgmlDType, UnsupportedType> {
                 34 => "TQ1_0",
                 35 => "TQ2_0",
                 36..=38 => "IQ4_NL_N_M (removed from ggml in 2024)",
-                39 => "MXFP4",
                 40 => "NVFP4",
                 41 => "Q1_0",
                 _ => "an unknown type",

@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
-use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
+
+use crate::kernels::quant::QuantType;
 
 pub use chat::{ChatError, ChatMessage, ChatProblem, ChatTemplate};
 pub use dequant::{type_name, unpermute_rows, F32Tensor};
@@ -355,7 +356,7 @@ pub enum MetadataProblem {
 /// Where one tensor lies in the file, checked against the file size at open.
 #[derive(Clone, Debug)]
 struct Entry {
-    dtype: GgmlDType,
+    dtype: QuantType,
     shape: Vec<usize>,
     /// Byte range inside the mapping.
     start: usize,
@@ -427,8 +428,21 @@ impl GgufFile {
         // truncating it while we run.
         let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(read_err)?;
         let header = header::walk(&mmap).map_err(|e| invalid(e.into()))?;
-        let content = Content::read(&mut std::io::Cursor::new(&mmap[..]))
-            .map_err(|e| invalid(CandleError(e).into()))?;
+        // candle's reader stops at a type it does not know: MXFP4 tensors are shown to it as
+        // F32 (it reads names, shapes and offsets only; their type is the walk's).
+        let content = if header.mxfp4.is_empty() {
+            Content::read(&mut std::io::Cursor::new(&mmap[..]))
+        } else {
+            let end = (header.data_offset as usize).min(mmap.len());
+            let mut copy = mmap[..end].to_vec();
+            for &(_, at) in &header.mxfp4 {
+                copy[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+            }
+            Content::read(&mut std::io::Cursor::new(&copy[..]))
+        }
+        .map_err(|e| invalid(CandleError(e).into()))?;
+        let mxfp4: std::collections::HashSet<&str> =
+            header.mxfp4.iter().map(|(n, _)| n.as_str()).collect();
         if content.tensor_data_offset != header.data_offset {
             return Err(invalid(InvalidProblem::DataOffset {
                 candle: content.tensor_data_offset,
@@ -438,8 +452,13 @@ impl GgufFile {
 
         let mut entries = BTreeMap::new();
         for (name, info) in &content.tensor_infos {
+            let dtype = if mxfp4.contains(name.as_str()) {
+                QuantType::Mxfp4
+            } else {
+                info.ggml_dtype.into()
+            };
             let entry = check_tensor(
-                info.ggml_dtype,
+                dtype,
                 info.shape.dims(),
                 info.offset,
                 header.data_offset,
@@ -594,6 +613,8 @@ impl GgufFile {
             pad_token_id: self.get_u32("tokenizer.ggml.padding_token_id")?,
             attn_logit_softcapping: self.get_f64(&key("attn_logit_softcapping"))?,
             final_logit_softcapping: self.get_f64(&key("final_logit_softcapping"))?,
+            rope_yarn_beta_fast: self.get_f64(&key("rope.scaling.yarn_beta_fast"))?,
+            rope_yarn_beta_slow: self.get_f64(&key("rope.scaling.yarn_beta_slow"))?,
             rope_attn_factor: self.get_f64(&key("rope.scaling.attn_factor"))?,
             rope_original_context_length: self
                 .get_usize(&key("rope.scaling.original_context_length"))?,
@@ -601,6 +622,9 @@ impl GgufFile {
                 && self.has_tensor("rope_factors_short.weight"),
             rope_sections: self
                 .get_usize_array(&key("rope.dimension_sections"))?
+                .unwrap_or_default(),
+            swiglu_clamp_exp: self
+                .get_f64_array(&key("swiglu_clamp_exp"))?
                 .unwrap_or_default(),
             experts: self.expert_params(&arch, layers)?,
             architecture: arch,
@@ -1135,7 +1159,7 @@ impl GgufFile {
 }
 
 /// The architectures whose every model routes its feed-forward blocks to experts.
-const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe"];
+const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe", "gpt-oss"];
 
 /// The most experts a router may have in a file read here (the largest released models have
 /// 384): a bound on `{arch}.expert_count`.
@@ -1261,7 +1285,7 @@ fn gigabytes(bytes: u64) -> String {
 
 /// Check one tensor record against the file: shape, element count, block size and byte range.
 fn check_tensor(
-    dtype: GgmlDType,
+    dtype: QuantType,
     dims: &[usize],
     offset: u64,
     data_offset: u64,
@@ -1271,7 +1295,7 @@ fn check_tensor(
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .ok_or_else(|| TensorProblem::ElementsOverflow(dims.to_vec()))?;
-    let block = dtype.block_size();
+    let (block, block_bytes) = crate::kernels::quant::block_layout(dtype);
     let cols = dims.last().copied().unwrap_or(1);
     if cols % block != 0 {
         return Err(TensorProblem::Block {
@@ -1281,7 +1305,7 @@ fn check_tensor(
         });
     }
     let bytes = (elements / block)
-        .checked_mul(dtype.type_size())
+        .checked_mul(block_bytes)
         .ok_or_else(|| TensorProblem::BytesOverflow(dims.to_vec()))?;
     let start = data_offset
         .checked_add(offset)

@@ -81,6 +81,10 @@ pub struct DecoderParams {
     pub attn_logit_softcapping: Option<f64>,
     /// `{arch}.final_logit_softcapping` (Gemma 2), when stated.
     pub final_logit_softcapping: Option<f64>,
+    /// `{arch}.rope.scaling.yarn_beta_fast` (YaRN's high-frequency bound), when stated.
+    pub rope_yarn_beta_fast: Option<f64>,
+    /// `{arch}.rope.scaling.yarn_beta_slow` (YaRN's low-frequency bound), when stated.
+    pub rope_yarn_beta_slow: Option<f64>,
     /// `{arch}.rope.scaling.attn_factor` (Phi-3's LongRoPE attention factor), when stated.
     pub rope_attn_factor: Option<f64>,
     /// `{arch}.rope.scaling.original_context_length`, when stated (Phi-3's LongRoPE switches
@@ -92,6 +96,9 @@ pub struct DecoderParams {
     /// `{arch}.rope.dimension_sections` (`qwen2vl`: M-RoPE's runs of frequencies for the
     /// temporal, height and width positions, padded to four with zeros); empty when absent.
     pub rope_sections: Vec<usize>,
+    /// `{arch}.swiglu_clamp_exp`: per layer, the clamp of the experts' SwiGLU, when stated
+    /// (llama.cpp's gpt-oss graph fixes it at 7.0); empty when absent.
+    pub swiglu_clamp_exp: Vec<f64>,
     /// The routed experts of a mixture-of-experts decoder (`{arch}.expert_count` stated and
     /// not 0); `None` for a dense one.
     pub experts: Option<ExpertParams>,
@@ -195,9 +202,25 @@ fn layer_parts(arch: &str) -> &'static [(&'static str, &'static str)] {
         ("ffn_up", "mlp.gate_up_proj"),
         ("ffn_down", "mlp.down_proj"),
     ];
+    // gpt-oss (llama.cpp's `gpt-oss`): biases on q/k/v/o and the experts, the learned sinks,
+    // a norm after the attention, the router `mlp.router`.
+    const GPT_OSS: [(&str, &str); 11] = [
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_sinks", "self_attn.sinks"),
+        ("post_attention_norm", "post_attention_layernorm"),
+        ("ffn_gate_inp", "mlp.router"),
+        ("ffn_gate_exps", "mlp.experts.gate_proj"),
+        ("ffn_up_exps", "mlp.experts.up_proj"),
+        ("ffn_down_exps", "mlp.experts.down_proj"),
+    ];
     match arch {
         "gemma2" | "gemma3" => &GEMMA,
         "phi3" => &PHI3,
+        "gpt-oss" => &GPT_OSS,
         _ => &LLAMA,
     }
 }
@@ -405,6 +428,38 @@ mod tests {
             gguf_expert_slice_for("phi3", "model.layers.0.mlp.experts.1.gate_proj.weight"),
             None
         );
+    }
+
+    #[test]
+    fn gpt_oss_names_its_sinks_norms_router_and_experts() {
+        for (gguf, hf) in [
+            (
+                "blk.0.attn_sinks.weight",
+                "model.layers.0.self_attn.sinks.weight",
+            ),
+            (
+                "blk.2.post_attention_norm.weight",
+                "model.layers.2.post_attention_layernorm.weight",
+            ),
+            ("blk.1.ffn_gate_inp.bias", "model.layers.1.mlp.router.bias"),
+            (
+                "blk.1.ffn_up_exps.bias",
+                "model.layers.1.mlp.experts.up_proj.bias",
+            ),
+            (
+                "blk.0.attn_output.bias",
+                "model.layers.0.self_attn.o_proj.bias",
+            ),
+        ] {
+            assert_eq!(hf_tensor_name_for("gpt-oss", gguf).as_deref(), Some(hf));
+            assert_eq!(gguf_tensor_name_for("gpt-oss", hf).as_deref(), Some(gguf));
+        }
+        assert_eq!(
+            gguf_expert_slice_for("gpt-oss", "model.layers.2.mlp.experts.3.down_proj.weight"),
+            Some(("blk.2.ffn_down_exps.weight".to_string(), 3))
+        );
+        // gpt-oss has no ffn_norm (its norm after the attention is post_attention_norm).
+        assert_eq!(hf_tensor_name_for("gpt-oss", "blk.0.ffn_norm.weight"), None);
     }
 
     #[test]

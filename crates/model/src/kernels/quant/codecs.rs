@@ -16,7 +16,7 @@
 //! plain loops over fixed-size arrays, which the compiler vectorises for each instruction set
 //! the kernels are compiled for (`#[inline(always)]`, so they take the caller's features).
 
-use candle_core::quantized::GgmlDType;
+use super::QuantType;
 
 /// A block format: `VALUES` weights stored in `BYTES` bytes.
 pub(crate) trait Block: Send + Sync + 'static {
@@ -73,16 +73,16 @@ pub(crate) fn decode_with<B: Block, M: MulAdd>(f16c: bool, src: &[u8], out: &mut
 }
 
 /// `(values, bytes)` per block of `dtype`.
-pub(crate) fn layout(dtype: GgmlDType) -> (usize, usize) {
+pub(crate) fn layout(dtype: QuantType) -> (usize, usize) {
     with_block!(dtype, B => (B::VALUES, B::BYTES))
 }
 
 /// Runs `$body` with `$b` the marker type of the ggml type `$dtype`.
 macro_rules! with_block {
     ($dtype:expr, $b:ident => $body:expr) => {{
-        use candle_core::quantized::GgmlDType as D;
         use $crate::kernels::quant::codecs as blk;
-        match $dtype {
+        use $crate::kernels::quant::QuantType as D;
+        match D::from($dtype) {
             D::F32 => {
                 type $b = blk::F32;
                 $body
@@ -141,6 +141,10 @@ macro_rules! with_block {
             }
             D::Q8K => {
                 type $b = blk::Q8K;
+                $body
+            }
+            D::Mxfp4 => {
+                type $b = blk::Mxfp4;
                 $body
             }
         }
@@ -259,6 +263,11 @@ block!(
 block!(
     /// 256 weights `d·q`, `q` a signed byte, `d` f32 (and group sums, unused here).
     Q8K, 256, 292, q8k
+);
+block!(
+    /// 32 weights `2^(e − 128)·k[q]`, `q` 4 bits (an E2M1 code), `k` E2M1's values doubled,
+    /// `e` one E8M0 byte.
+    Mxfp4, 32, 17, mxfp4
 );
 /// Implements [`Block`] for a float format of `$bytes` bytes a value: one loop over the values,
 /// which the compiler vectorises.
@@ -548,5 +557,35 @@ fn q8k<M: MulAdd>(b: &[u8; 292], y: &mut [f32; 256]) {
     let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     for j in 0..256 {
         y[j] = d * b[4 + j] as i8 as f32;
+    }
+}
+
+/// E2M1's values doubled, by code (sign bit 3): ggml's `kvalues_mxfp4`.
+pub(crate) const MXFP4_VALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// An E8M0 scale byte `e` → `2^(e − 128)` as f32: half the scale, to go with the doubled
+/// values (ggml's `ggml_e8m0_to_fp32_half`; a subnormal for `e` < 2). Exact, and so is its
+/// product with any value of [`MXFP4_VALUES`] (at most 4 significant bits), except that
+/// `e` = 255 with |k| ≥ 2 overflows to ±inf as it does in ggml.
+#[inline(always)]
+pub(crate) fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        ((e as u32) - 1) << 23
+    };
+    f32::from_bits(bits)
+}
+
+/// `{ e: u8, qs: [u8; 16] }`: byte j holds weights j (low nibble) and j + 16 (high), as Q4_0.
+#[inline(always)]
+fn mxfp4<M: MulAdd>(b: &[u8; 17], y: &mut [f32; 32]) {
+    let d = e8m0_half(b[0]);
+    let qs = &b[1..17];
+    for j in 0..16 {
+        y[j] = MXFP4_VALUES[(qs[j] & 0x0f) as usize] as f32 * d;
+    }
+    for j in 0..16 {
+        y[j + 16] = MXFP4_VALUES[(qs[j] >> 4) as usize] as f32 * d;
     }
 }

@@ -1,5 +1,6 @@
 //! Linear maps on weights kept in their checkpoint's storage format: the ggml block formats of a
-//! GGUF file (Q4_0 … Q8_0, Q2_K … Q6_K, Q8_K) and 16-bit floats (F16, BF16), read in place from
+//! GGUF file (Q4_0 … Q8_0, Q2_K … Q6_K, Q8_K, MXFP4 ([`QuantType`]; gpt-oss's experts, from GGUF
+//! or from its safetensors blocks moved into ggml's layout)) and 16-bit floats (F16, BF16), read in place from
 //! the memory map and decoded inside the kernel, so a 4-bit model takes its file's size in memory
 //! rather than eight times that in f32.
 //!
@@ -36,6 +37,101 @@ mod tiled;
 use candle_core::quantized::GgmlDType;
 
 use super::{Activation, Layout, Matrix, Output};
+
+/// A storage format the kernels decode: ggml's types as candle knows them ([`GgmlDType`]), and
+/// MXFP4 (ggml type 39: 32 weights per block, one E8M0 scale byte and 16 bytes of 4-bit E2M1
+/// codes; gpt-oss's experts), which candle's reader does not know. Variants are named as
+/// candle's, so `QuantType::from(GgmlDType::Q4K)` is `QuantType::Q4K`.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantType {
+    /// 32-bit floats.
+    F32,
+    /// IEEE halves.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// ggml's Q4_0.
+    Q4_0,
+    /// ggml's Q4_1.
+    Q4_1,
+    /// ggml's Q5_0.
+    Q5_0,
+    /// ggml's Q5_1.
+    Q5_1,
+    /// ggml's Q8_0.
+    Q8_0,
+    /// ggml's Q8_1.
+    Q8_1,
+    /// ggml's Q2_K.
+    Q2K,
+    /// ggml's Q3_K.
+    Q3K,
+    /// ggml's Q4_K.
+    Q4K,
+    /// ggml's Q5_K.
+    Q5K,
+    /// ggml's Q6_K.
+    Q6K,
+    /// ggml's Q8_K.
+    Q8K,
+    /// OCP microscaling FP4 as ggml stores it (`block_mxfp4`).
+    Mxfp4,
+}
+
+impl From<GgmlDType> for QuantType {
+    fn from(d: GgmlDType) -> QuantType {
+        use GgmlDType as D;
+        match d {
+            D::F32 => QuantType::F32,
+            D::F16 => QuantType::F16,
+            D::BF16 => QuantType::BF16,
+            D::Q4_0 => QuantType::Q4_0,
+            D::Q4_1 => QuantType::Q4_1,
+            D::Q5_0 => QuantType::Q5_0,
+            D::Q5_1 => QuantType::Q5_1,
+            D::Q8_0 => QuantType::Q8_0,
+            D::Q8_1 => QuantType::Q8_1,
+            D::Q2K => QuantType::Q2K,
+            D::Q3K => QuantType::Q3K,
+            D::Q4K => QuantType::Q4K,
+            D::Q5K => QuantType::Q5K,
+            D::Q6K => QuantType::Q6K,
+            D::Q8K => QuantType::Q8K,
+        }
+    }
+}
+
+impl PartialEq<GgmlDType> for QuantType {
+    fn eq(&self, other: &GgmlDType) -> bool {
+        *self == QuantType::from(*other)
+    }
+}
+
+impl QuantType {
+    /// candle's type for it; `None` for MXFP4, which candle does not know.
+    pub fn ggml(self) -> Option<GgmlDType> {
+        use GgmlDType as D;
+        Some(match self {
+            QuantType::F32 => D::F32,
+            QuantType::F16 => D::F16,
+            QuantType::BF16 => D::BF16,
+            QuantType::Q4_0 => D::Q4_0,
+            QuantType::Q4_1 => D::Q4_1,
+            QuantType::Q5_0 => D::Q5_0,
+            QuantType::Q5_1 => D::Q5_1,
+            QuantType::Q8_0 => D::Q8_0,
+            QuantType::Q8_1 => D::Q8_1,
+            QuantType::Q2K => D::Q2K,
+            QuantType::Q3K => D::Q3K,
+            QuantType::Q4K => D::Q4K,
+            QuantType::Q5K => D::Q5K,
+            QuantType::Q6K => D::Q6K,
+            QuantType::Q8K => D::Q8K,
+            QuantType::Mxfp4 => return None,
+        })
+    }
+}
 use codecs::with_block;
 
 /// From this many input rows on, [`linear_quant`] decodes tiles for gemm; below, the few-rows
@@ -59,7 +155,7 @@ const F32_GEMM_ROWS: usize = 128;
 #[derive(Clone, Copy, Debug)]
 pub struct QuantMatrix<'a> {
     bytes: &'a [u8],
-    dtype: GgmlDType,
+    dtype: QuantType,
     outputs: usize,
     inputs: usize,
 }
@@ -108,9 +204,9 @@ pub enum QuantError {
 }
 
 /// The name llama.cpp gives a ggml type (`Q4_K`, not candle's `Q4K`).
-pub fn type_name(dtype: GgmlDType) -> &'static str {
-    use GgmlDType as D;
-    match dtype {
+pub fn type_name(dtype: impl Into<QuantType>) -> &'static str {
+    use QuantType as D;
+    match dtype.into() {
         D::F32 => "F32",
         D::F16 => "F16",
         D::BF16 => "BF16",
@@ -126,13 +222,14 @@ pub fn type_name(dtype: GgmlDType) -> &'static str {
         D::Q5K => "Q5_K",
         D::Q6K => "Q6_K",
         D::Q8K => "Q8_K",
+        D::Mxfp4 => "MXFP4",
     }
 }
 
 /// Weights per block and bytes per block of `dtype` (1 and 4 for F32, 32 and 18 for Q4_0, 256
 /// and 144 for Q4_K).
-pub fn block_layout(dtype: GgmlDType) -> (usize, usize) {
-    codecs::layout(dtype)
+pub fn block_layout(dtype: impl Into<QuantType>) -> (usize, usize) {
+    codecs::layout(dtype.into())
 }
 
 impl<'a> QuantMatrix<'a> {
@@ -140,10 +237,11 @@ impl<'a> QuantMatrix<'a> {
     /// of blocks and `bytes` exactly `outputs × inputs / block values × block bytes` long.
     pub fn new(
         bytes: &'a [u8],
-        dtype: GgmlDType,
+        dtype: impl Into<QuantType>,
         outputs: usize,
         inputs: usize,
     ) -> Result<QuantMatrix<'a>, QuantError> {
+        let dtype = dtype.into();
         let (values, block_bytes) = block_layout(dtype);
         if !inputs.is_multiple_of(values) {
             return Err(QuantError::PartialBlock {
@@ -175,7 +273,7 @@ impl<'a> QuantMatrix<'a> {
     }
 
     /// The storage format.
-    pub fn dtype(&self) -> GgmlDType {
+    pub fn dtype(&self) -> QuantType {
         self.dtype
     }
 
@@ -218,7 +316,7 @@ impl<'a> QuantMatrix<'a> {
     /// The weights as one f32 slice, when they are f32 at an f32-aligned address (GGUF aligns
     /// tensors to 32 bytes) on a little-endian machine: then no decoding is needed.
     fn as_f32(&self) -> Option<&'a [f32]> {
-        if self.dtype != GgmlDType::F32 || cfg!(target_endian = "big") {
+        if self.dtype != QuantType::F32 || cfg!(target_endian = "big") {
             return None;
         }
         // SAFETY: every bit pattern is a valid f32; `align_to` puts only whole, aligned f32s in

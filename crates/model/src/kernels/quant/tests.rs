@@ -705,3 +705,78 @@ fn one_row_products_do_not_depend_on_the_input_rows_address() {
         }
     }
 }
+
+/// MXFP4 rows made and dequantised by gguf-py (`tests/reference/make_gpt_oss_mxfp4.py` writes
+/// `mxfp4-blocks.json`: every code in both nibbles, scales from 2⁻¹²⁸ up): the codec gives
+/// gguf-py's values bit for bit, and products on both paths and every instruction set give its
+/// f64 dot products within 10⁻⁵ of the sums' scale.
+#[test]
+fn mxfp4_matches_gguf_py_values_and_dot_products() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference/mxfp4-blocks.json");
+    let text = std::fs::read_to_string(&path).expect("mxfp4-blocks.json");
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (rows, cols) = (
+        s["rows"].as_u64().unwrap() as usize,
+        s["cols"].as_u64().unwrap() as usize,
+    );
+    let list = |key: &str| -> Vec<f64> {
+        s[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let bytes: Vec<u8> = list("bytes").iter().map(|&b| b as u8).collect();
+    let (values, x, dots) = (list("values"), list("x"), list("dots"));
+    let x: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    let w = QuantMatrix::new(&bytes, QuantType::Mxfp4, rows, cols).unwrap();
+    assert_eq!(block_layout(QuantType::Mxfp4), (32, 17));
+    let mut decoded = vec![0f32; rows * cols];
+    assert_eq!(w.dequantize_rows(0, &mut decoded), rows);
+    for (i, (&a, &b)) in decoded.iter().zip(&values).enumerate() {
+        assert_eq!(
+            a as f64,
+            b,
+            "value {i} (row {}, column {})",
+            i / cols,
+            i % cols
+        );
+    }
+    // Each row's sums' scale, from gguf-py's values.
+    let mags: Vec<f64> = values
+        .chunks_exact(cols)
+        .map(|r| r.iter().zip(&x).map(|(v, &a)| (v * a as f64).abs()).sum())
+        .collect();
+    for n in [1, 3] {
+        let xs: Vec<f32> = (0..n).flat_map(|_| x.iter().copied()).collect();
+        let ways = isa_levels()
+            .into_iter()
+            .flat_map(|isa| [(isa, QuantPath::FewRows), (isa, QuantPath::Tiled)]);
+        for (isa, path) in ways {
+            let got = product(isa, path, &xs, n, w, None, 0, rows, Activation::Identity);
+            for (i, &g) in got.iter().enumerate() {
+                let o = i % rows;
+                let e = relative(g, (dots[o], mags[o]));
+                assert!(
+                    e <= 1e-5,
+                    "{isa:?} {path:?} {n} rows, output {o}: {g} vs {} (error {e:.2e})",
+                    dots[o]
+                );
+            }
+        }
+    }
+}
+
+/// A truncated MXFP4 matrix is refused in one line naming the type.
+#[test]
+fn mxfp4_byte_counts_are_checked() {
+    let bytes = vec![0u8; 2 * 17 - 1];
+    let err = QuantMatrix::new(&bytes, QuantType::Mxfp4, 1, 64).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("MXFP4") && text.contains("34"), "{text}");
+    assert!(!text.contains('\n'));
+    let err = QuantMatrix::new(&[0u8; 17], QuantType::Mxfp4, 1, 16).unwrap_err();
+    assert!(err.to_string().contains("multiple of 32"), "{err}");
+}

@@ -19,9 +19,7 @@
 
 use std::arch::x86_64::*;
 
-use candle_core::quantized::GgmlDType;
-
-use crate::kernels::quant::{Cpu, Job};
+use crate::kernels::quant::{Cpu, Job, QuantType};
 use crate::kernels::{Isa, SharedMut};
 
 /// A copy of an input row that starts on a 64-byte boundary (a cache line, a 512-bit vector).
@@ -57,8 +55,8 @@ impl Aligned {
 }
 
 /// Whether [`band`] has a kernel for `dtype` on `cpu`.
-pub(crate) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
-    use GgmlDType as D;
+pub(crate) fn available(cpu: Cpu, dtype: QuantType) -> bool {
+    use QuantType as D;
     cpu.isa != Isa::Baseline
         && cpu.f16c
         && matches!(
@@ -74,7 +72,7 @@ pub(crate) fn available(cpu: Cpu, dtype: GgmlDType) -> bool {
 /// at the checked `[1, stride]` output of `job`, whose columns `col0 + o0 .. col0 + o1` the
 /// caller owns; `o0 ≤ o1 ≤ outputs`.
 pub(crate) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: SharedMut) {
-    use GgmlDType as D;
+    use QuantType as D;
     // SAFETY (each arm): `available` saw AVX2, FMA and F16C, and `cpu.isa` AVX-512 where it
     // is asked for; the rest is the caller's contract.
     unsafe {
