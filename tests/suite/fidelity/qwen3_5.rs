@@ -71,7 +71,7 @@ fn qwen3_5_views_say_the_gated_delta_layers_are_not_softmax() {
             .collect::<Vec<_>>()
             .join(" ");
         let title = format!(
-            "layers {}, {} — gated delta: token mixing, not softmax, no attention map",
+            "layers {}, {} — gated delta: token mixing, not softmax, signed, drawn apart",
             linear[0], linear[1]
         );
         assert!(shown.contains(&title), "{shown}");
