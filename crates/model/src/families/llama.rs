@@ -1209,6 +1209,7 @@ mod tests {
             rope_factors_tensors: false,
             rope_sections: Vec::new(),
             experts: None,
+            extra: Default::default(),
         }
     }
 
