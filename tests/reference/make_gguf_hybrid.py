@@ -74,6 +74,7 @@ from gguf import GGMLQuantizationType as Q
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_deepseek import choice_scores, is_router  # noqa: E402
 from make_gguf import bpe_tokenizer, finish  # noqa: E402
+import make_gguf_moe as moe  # noqa: E402
 from make_gguf_moe import NEW_TOKENS, gpt2_tokenizer, load_model, store  # noqa: E402
 from reflib import FIXTURES, REFERENCE, setup_determinism, versions, write_json  # noqa: E402
 
@@ -84,6 +85,10 @@ MIN_GAP = 1e-4
 # The Q8_0 copies cannot re-draw their weights: a tenth of that, still a hundred times the float32
 # rounding of the scores (~1e-7 here).
 QUANT_MIN_GAP = 1e-5
+# Qwen3-Next's rankings are of router logits (make_gguf_moe.py's run), which its fixture was not
+# drawn to keep apart (its Q8_0 copy's closest pair is 9.7e-5 apart): fifty times the float32
+# rounding of the logits (~1e-6 here).
+QWEN3_NEXT_MIN_GAP = 5e-5
 
 # transformers' name inside a layer → gguf-py's (`deepseek2`).
 DEEPSEEK_PARTS = {
@@ -479,10 +484,40 @@ def as_file_states(cfg: dict) -> dict:
     return cfg
 
 
+def record(manifest: dict, tensors: dict, path: Path, qtype: Q, cfg: dict, cases: list[dict], ref: dict,
+           f32: dict | None, experts: int, bound: float) -> None:
+    """The file's entry in the manifest (make_gguf_moe.py's format) and its reference tensors,
+    its rankings' smallest gap asserted above `bound`."""
+    gap = min(r["gap"] for r in ref.values())
+    assert gap > bound, f"{path.name}: a near-tie in a router ranking ({gap:.2e})"
+    entry = dict(file=path.name, type=qtype.name, model_type=cfg["model_type"], min_ranking_gap=gap,
+                 experts=experts, top_k=cfg["num_experts_per_tok"], cases=[])
+    for case in cases:
+        r = ref[case["name"]]
+        key = f"{path.name}/{case['name']}"
+        for field in ("attentions", "logits", "router_probs", "router_weights", "router_chosen"):
+            tensors[f"{key}/{field}"] = np.ascontiguousarray(r[field])
+        item = dict(case, n=len(case["input_ids"]), sequence=r["sequence"],
+                    routed_layers=int(r["router_chosen"].shape[0]))
+        if qtype != Q.F32:
+            g = f32[case["name"]]
+            item["vs_f32"] = dict(
+                attention=float(np.abs(r["attentions"] - g["attentions"]).max()),
+                logits=float(np.abs(r["logits"] - g["logits"]).max()),
+                same_experts=bool(np.array_equal(r["router_chosen"], g["router_chosen"])),
+            )
+        entry["cases"].append(item)
+    manifest["files"].append(entry)
+    print(path.name, path.stat().st_size, "bytes, min gap", f"{gap:.2e}",
+          [c.get("vs_f32") for c in entry["cases"]])
+
+
 def main() -> None:
     setup_determinism(SEED)
     manifest = dict(generator="tests/reference/make_gguf_hybrid.py", versions=versions(), min_gap_asserted=MIN_GAP,
-                    min_gap_asserted_tiny_q8_0=QUANT_MIN_GAP, new_tokens=NEW_TOKENS, files=[])
+                    min_gap_asserted_tiny_q8_0=QUANT_MIN_GAP,
+                    min_logit_gap_asserted_qwen3_next=QWEN3_NEXT_MIN_GAP,
+                    new_tokens=NEW_TOKENS, files=[])
     tensors = {}
     for name in ("deepseek_v2_lite", "deepseek_v2", "deepseek_v3"):
         src = FIXTURES / f"tiny-{name}"
@@ -507,29 +542,32 @@ def main() -> None:
             ref = run(model, Routers(model), cases)
             if qtype == Q.F32:
                 f32 = ref
-            gap = min(r["gap"] for r in ref.values())
-            bound = MIN_GAP if qtype == Q.F32 else QUANT_MIN_GAP
-            assert gap > bound, f"{path.name}: a near-tie in a router ranking ({gap:.2e})"
-            entry = dict(file=path.name, type=qtype.name, model_type=cfg["model_type"], min_ranking_gap=gap,
-                         experts=cfg["n_routed_experts"], top_k=cfg["num_experts_per_tok"], cases=[])
-            for case in cases:
-                r = ref[case["name"]]
-                key = f"{path.name}/{case['name']}"
-                for field in ("attentions", "logits", "router_probs", "router_weights", "router_chosen"):
-                    tensors[f"{key}/{field}"] = np.ascontiguousarray(r[field])
-                item = dict(case, n=len(case["input_ids"]), sequence=r["sequence"],
-                            routed_layers=int(r["router_chosen"].shape[0]))
-                if qtype != Q.F32:
-                    g = f32[case["name"]]
-                    item["vs_f32"] = dict(
-                        attention=float(np.abs(r["attentions"] - g["attentions"]).max()),
-                        logits=float(np.abs(r["logits"] - g["logits"]).max()),
-                        same_experts=bool(np.array_equal(r["router_chosen"], g["router_chosen"])),
-                    )
-                entry["cases"].append(item)
-            manifest["files"].append(entry)
-            print(path.name, path.stat().st_size, "bytes, min gap", f"{gap:.2e}",
-                  [c.get("vs_f32") for c in entry["cases"]])
+            record(manifest, tensors, path, qtype, cfg, cases, ref, f32, cfg["n_routed_experts"],
+                   MIN_GAP if qtype == Q.F32 else QUANT_MIN_GAP)
+
+    # Qwen3-Next: make_gguf_moe.py's run (routers caught at Qwen3NextTopKRouter, the top-k in
+    # torch.topk's order, probabilities the softmax over all experts; near-ties on the logits).
+    src = FIXTURES / "tiny-qwen3_next"
+    cfg = json.loads((src / "config.json").read_text())
+    weights = safetensors.numpy.load_file(str(src / "model.safetensors"))
+    ref = json.loads((REFERENCE / "tiny-qwen3_next.json").read_text())
+    cases = [dict(name=c["name"], text=c["text"], input_ids=c["input_ids"],
+                  max_len=cfg["max_position_embeddings"], truncate=False) for c in ref["cases"]]
+    f32 = None
+    for qtype in (Q.F32, Q.Q8_0):
+        path = OUT / f"tiny-qwen3_next.{qtype.name}.gguf"
+        write_qwen3next(path, cfg, weights, src, qtype)
+        back = dequantised_qwen3next(path, cfg)
+        assert sorted(back) == sorted(weights), (path.name, sorted(set(back) ^ set(weights)))
+        if qtype == Q.F32:
+            for k, v in weights.items():
+                # 1 + w − 1 and ln(−(−exp(A_log))) round in float32: equal within an ulp or two.
+                assert np.allclose(back[k], v, rtol=0, atol=1e-6), f"{path.name}: {k} differs after the F32 round trip"
+        model = load_model(back, cfg, src)
+        ref = moe.run(model, moe.Routers(model), cases)
+        if qtype == Q.F32:
+            f32 = ref
+        record(manifest, tensors, path, qtype, cfg, cases, ref, f32, cfg["num_experts"], QWEN3_NEXT_MIN_GAP)
     safetensors.numpy.save_file(tensors, str(REFERENCE / "gguf-hybrid.safetensors"),
                                 metadata={"generator": "tests/reference/make_gguf_hybrid.py"})
     write_json(REFERENCE / "gguf-hybrid.json", manifest)

@@ -12,6 +12,12 @@
 //! V2-Lite are also held to everything their safetensors are (`gguf_moe::check_f32`); V3's file
 //! cannot state transformers' YaRN `mscale` (see the script), so its references are its own.
 //!
+//! Qwen3-Next (`qwen3next`): the gated delta layers' maps as llama.cpp's converter stores them
+//! (`attn_qkv`/`attn_gate`, `ssm_ba`, `ssm_conv1d`, `ssm_a`, `ssm_dt`, `ssm_norm`, `ssm_out`),
+//! norms stored as 1 + w, the shared expert and its gate (`ffn_*_shexp`, `ffn_gate_inp_shexp`),
+//! held the same way (its F32 file also to the safetensors fixture's references and token
+//! mixing: `fidelity::qwen3_next`).
+//!
 //! `cargo test --release --test suite fidelity::gguf_hybrid -- --nocapture` prints each gap.
 
 use candle_core::quantized::gguf_file::Value;
@@ -89,4 +95,40 @@ fn deepseek_gguf_that_cannot_be_run_is_one_clear_line() {
     );
     assert!(!err.contains('\n'), "{err}");
     assert!(err.contains("v_b_proj"), "{err}");
+}
+
+#[test]
+fn qwen3_next_gguf_matches_transformers_on_its_weights() {
+    check("gguf-hybrid", &["tiny-qwen3_next."]);
+}
+
+#[test]
+fn qwen3_next_gguf_that_cannot_be_run_is_one_clear_line() {
+    assert_eq!(load_edited("tiny-qwen3_next.Q8_0.gguf", |_| {}), "");
+    type Edit = fn(&mut Vec<(String, Value)>);
+    let cases: [(Edit, &[&str]); 3] = [
+        (
+            |md| set(md, "qwen3next.ssm.time_step_rank", Value::U32(3)),
+            &["qwen3next.ssm.time_step_rank is 3", "multiple of the 2 key heads"],
+        ),
+        (
+            |md| md.retain(|(k, _)| k != "qwen3next.ssm.conv_kernel"),
+            &["qwen3next.ssm.conv_kernel is missing"],
+        ),
+        (
+            |md| set(md, "qwen3next.full_attention_interval", Value::U32(0)),
+            &["qwen3next.full_attention_interval is 0"],
+        ),
+    ];
+    for (edit, says) in cases {
+        let err = load_edited("tiny-qwen3_next.Q8_0.gguf", edit);
+        assert!(!err.is_empty(), "loaded");
+        assert!(!err.contains('\n'), "{err}");
+        for s in says {
+            assert!(err.contains(s), "expected `{s}` in: {err}");
+        }
+    }
+    let err = load_edited_keeping("tiny-qwen3_next.Q8_0.gguf", |_| {}, |n| n != "blk.2.ssm_a");
+    assert!(!err.contains('\n'), "{err}");
+    assert!(err.contains("layers.2.linear_attn.ssm_a"), "{err}");
 }

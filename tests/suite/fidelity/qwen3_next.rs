@@ -77,8 +77,60 @@ fn check(problems: &mut Vec<String>, what: String, d: MaxDiff, tol: f32) {
 
 #[test]
 fn tiny_qwen3_next_matches_hf() {
+    check_matches_hf(&ok(Model::from_dir(&fixture(LABEL)), LABEL));
+}
+
+/// The same weights from llama.cpp's `qwen3next` GGUF file (`make_gguf_hybrid.py`: norms
+/// stored as 1 + w, `in_proj_qkvz` split into `attn_qkv`/`attn_gate`, `ssm_a = -exp(A_log)`,
+/// merged experts) against the safetensors fixture's transformers references.
+#[test]
+fn tiny_qwen3_next_f32_gguf_matches_hf() {
+    let model = gguf_model();
+    check_matches_hf(&model);
+    check_mixing(&model);
+}
+
+/// The token mixing of every gated delta layer read from the GGUF file is the safetensors
+/// model's.
+#[test]
+fn qwen3_next_gguf_token_mixing_equals_the_safetensors_one() {
     let reference = Reference::load();
-    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let gguf = gguf_model();
+    let st = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let mut problems = Vec::new();
+    for case in &reference.manifest.cases {
+        let ours = ok(gguf.token_mixing(&case.input_ids), &case.name);
+        let theirs = ok(st.token_mixing(&case.input_ids), &case.name);
+        assert_eq!(ours.len(), theirs.len(), "gated delta layers");
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert_eq!(
+                (a.layer, a.heads, a.tokens, a.value_dim),
+                (b.layer, b.heads, b.tokens, b.value_dim)
+            );
+            check(
+                &mut problems,
+                format!("{} layer {} GGUF vs safetensors mixing", case.name, a.layer),
+                MaxDiff::of(&a.matrix, &b.matrix),
+                TOL,
+            );
+            check(
+                &mut problems,
+                format!("{} layer {} GGUF vs safetensors output", case.name, a.layer),
+                MaxDiff::of(&a.output, &b.output),
+                TOL,
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn gguf_model() -> Model {
+    let path = repo().join("tests/fixtures/gguf/tiny-qwen3_next.F32.gguf");
+    ok(Model::from_gguf(&path), "tiny-qwen3_next.F32.gguf")
+}
+
+fn check_matches_hf(model: &Model) {
+    let reference = Reference::load();
     let full: Vec<usize> = (0..reference.manifest.layer_types.len())
         .filter(|&i| reference.manifest.layer_types[i] == "full_attention")
         .collect();
@@ -140,8 +192,11 @@ fn tiny_qwen3_next_matches_hf() {
 /// transformers' own values: the matrix is the map the layer applies, not an approximation.
 #[test]
 fn tiny_qwen3_next_gated_delta_mixing_reproduces_hf() {
+    check_mixing(&ok(Model::from_dir(&fixture(LABEL)), LABEL));
+}
+
+fn check_mixing(model: &Model) {
     let reference = Reference::load();
-    let model = ok(Model::from_dir(&fixture(LABEL)), LABEL);
     let linear: Vec<usize> = (0..reference.manifest.layer_types.len())
         .filter(|&i| reference.manifest.layer_types[i] == "linear_attention")
         .collect();

@@ -111,6 +111,15 @@ pub enum InputError {
         /// The model's name.
         model: String,
     },
+    /// A projector file given with a GGUF text model of a family that reads no pictures.
+    #[error(
+        "{family} GGUF models read no pictures, so no projector file (mmproj-*.gguf) joins them; \
+         leave the projector out"
+    )]
+    ProjectorTextOnly {
+        /// The text model's family.
+        family: &'static str,
+    },
     /// A projector file given with a model that is not read from a GGUF file.
     #[error(
         "a projector file (mmproj-*.gguf) goes with a GGUF text model, but {model} is not a \

@@ -274,17 +274,9 @@ impl DeepseekConfig {
     /// interleaved pairs (llama.cpp rotates every `deepseek2` file so).
     pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<DeepseekConfig, Error> {
         crate::families::llama::check_gguf_shape(p, origin)?;
-        let arch = &p.architecture;
         let x = &p.extra;
         let refuse = |key: &str, value: String, why: &str| {
-            Error::from(crate::InputError::GgufMetadata {
-                origin: origin.to_string(),
-                problem: GgufMetadataProblem::Value {
-                    key: format!("{arch}.{key}"),
-                    value,
-                    why: why.to_string(),
-                },
-            })
+            crate::families::llama::gguf_value_error(p, origin, key, value, why)
         };
         let shown = |v: Option<usize>| v.map_or("missing".to_string(), |v| v.to_string());
         let kv_lora_rank = match x.kv_lora_rank {

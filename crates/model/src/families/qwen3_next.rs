@@ -29,7 +29,7 @@
 use crate::attention::PositionScheme;
 use crate::blocks::capture::SequenceCapture;
 use crate::blocks::experts::{ExpertNames, Experts, RouterSettings};
-use crate::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::blocks::layers::{
     add_in_place, matrix_forward, out_in_linear, part, FeedForward, FfnNames, Linear, Norm,
 };
@@ -37,13 +37,14 @@ use crate::blocks::network::{
     Architecture, Batch, CausalLm, Inserted, KvCache, Network, TokenMixing, MAX_LAYERS,
 };
 use crate::blocks::rope::{read_rope_of, Partial, MAX_ROTARY_POSITIONS};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Instead, Limit,
     RopeProblem, Unsupported,
 };
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
-use crate::formats::tensors::{Name, Tensors};
+use crate::formats::tensors::{Name, TensorMap, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint, MatrixWeight, Weight};
 use crate::kernels::{
@@ -64,9 +65,19 @@ pub static QWEN3_NEXT: Family = Family {
     config: |file| Ok(Box::new(Qwen3NextConfig::read(file)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN3NEXT),
         ..Quirks::NONE
     },
 };
+
+/// GGUF files of llama.cpp's `qwen3next` architecture ([`Qwen3NextConfig::from_gguf`]).
+const GGUF_QWEN3NEXT: GgufReader = GgufReader {
+    architectures: &["qwen3next"],
+    config: |p, origin| Ok(Box::new(Qwen3NextConfig::from_gguf(p, origin)?)),
+};
+
+/// The widest gated delta head, and the most of its heads, read from a GGUF file.
+const MAX_LINEAR: usize = 4096;
 
 /// The most experts a router may have (a bound on a size read from the config).
 const MAX_EXPERTS: usize = 4096;
@@ -117,6 +128,11 @@ pub struct Qwen3NextConfig {
     pub shared_expert_intermediate_size: usize,
     /// Per layer, whether its feed-forward block is routed.
     pub sparse_layers: Vec<bool>,
+    /// Whether the tensors are as llama.cpp's converter stores them (a GGUF file): the
+    /// zero-centred norms as `1 + w`, `in_proj_qkvz` split into `in_proj_qkv` (every key
+    /// head's queries, then keys, then values) and `in_proj_z`, the decay rates as `-exp(A_log)`
+    /// (`ssm_a`), the convolution `[channels, kernel]`.
+    pub gguf: bool,
 }
 
 /// The shape of the gated delta (linear attention) layers.
@@ -338,6 +354,137 @@ impl Qwen3NextConfig {
             shared_expert_intermediate_size: file
                 .positive("shared_expert_intermediate_size", 512)?,
             sparse_layers,
+            gguf: false,
+        })
+    }
+
+    /// The config a GGUF file of llama.cpp's `qwen3next` architecture describes, as llama.cpp's
+    /// converter writes one (`convert_hf_to_gguf.py`'s `Qwen3NextModel`): the full-attention
+    /// heads (`attention.head_count`, `head_count_kv`, `key_length`), of whose values
+    /// `rope.dimension_count` rotate; every `full_attention_interval`-th layer full (4 when
+    /// absent, as llama.cpp reads it), the others gated delta layers of `ssm.group_count` key
+    /// heads of `ssm.state_size` and `ssm.time_step_rank` value heads sharing `ssm.inner_size`,
+    /// convolved over `ssm.conv_kernel` tokens; routed experts of `expert_feed_forward_length`
+    /// in the layers with a router (the others dense, `feed_forward_length`), the top
+    /// `expert_used_count` renormalised (llama.cpp's qwen3next graph always does), and a shared
+    /// expert of `expert_shared_feed_forward_length` behind its gate.
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<Qwen3NextConfig, Error> {
+        crate::families::llama::check_gguf_shape(p, origin)?;
+        let x = &p.extra;
+        let refuse = |key: &str, value: String, why: &str| {
+            crate::families::llama::gguf_value_error(p, origin, key, value, why)
+        };
+        let size = |key: &str, v: Option<usize>, max: usize| match v {
+            Some(v) if v > 0 && v <= max => Ok(v),
+            other => Err(refuse(
+                key,
+                other.map_or("missing".to_string(), |v| v.to_string()),
+                &format!("a qwen3next file states it, between 1 and {max}"),
+            )),
+        };
+        let conv_kernel = size("ssm.conv_kernel", x.ssm_conv_kernel, MAX_CONV_KERNEL)?;
+        let key_dim = size("ssm.state_size", x.ssm_state_size, MAX_LINEAR)?;
+        let key_heads = size("ssm.group_count", x.ssm_group_count, MAX_LINEAR)?;
+        let value_heads = size("ssm.time_step_rank", x.ssm_time_step_rank, MAX_LINEAR)?;
+        if value_heads % key_heads != 0 {
+            return Err(refuse(
+                "ssm.time_step_rank",
+                value_heads.to_string(),
+                &format!("the value heads are a multiple of the {key_heads} key heads (ssm.group_count)"),
+            ));
+        }
+        let inner = size("ssm.inner_size", x.ssm_inner_size, MAX_LINEAR * MAX_LINEAR)?;
+        if inner % value_heads != 0 || inner / value_heads > MAX_LINEAR {
+            return Err(refuse(
+                "ssm.inner_size",
+                inner.to_string(),
+                &format!("it is the {value_heads} value heads' width, a multiple of them"),
+            ));
+        }
+        let interval = size(
+            "full_attention_interval",
+            Some(x.full_attention_interval.unwrap_or(4)),
+            MAX_LAYERS,
+        )?;
+        let layers = p.num_hidden_layers;
+        let rotary_dim = p.rope_dimension_count;
+        if rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > p.head_dim {
+            return Err(refuse(
+                "rope.dimension_count",
+                rotary_dim.to_string(),
+                &format!(
+                    "RoPE rotates an even number of at least 2 and at most the head's {} values",
+                    p.head_dim
+                ),
+            ));
+        }
+        let rope_scaling = match &p.rope_scaling {
+            None => RopeScaling::None,
+            Some(GgufRopeScaling::Linear { factor }) => {
+                crate::blocks::rope::rope_factor_in_range(*factor).map_err(|why| {
+                    refuse("rope.scaling.factor", factor.to_string(), &why.to_string())
+                })?;
+                RopeScaling::Linear { factor: *factor }
+            }
+            Some(other) => {
+                return Err(Error::from(crate::InputError::GgufMetadata {
+                    origin: origin.to_string(),
+                    problem: GgufMetadataProblem::RopeScaling {
+                        scaling: format!("{other:?}"),
+                        runs: "; Qwen3-Next runs default and linear rotary embeddings",
+                    },
+                }))
+            }
+        };
+        let experts = p.experts.as_ref().ok_or_else(|| {
+            refuse(
+                "expert_count",
+                "missing".to_string(),
+                "a qwen3next file routes to experts",
+            )
+        })?;
+        let moe = size(
+            "expert_feed_forward_length",
+            experts.feed_forward_length,
+            p.hidden_size.saturating_mul(64),
+        )?;
+        let shared = size(
+            "expert_shared_feed_forward_length",
+            x.expert_shared_feed_forward_length,
+            p.hidden_size.saturating_mul(64),
+        )?;
+        Ok(Qwen3NextConfig {
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: layers,
+            num_attention_heads: p.num_attention_heads,
+            num_key_value_heads: p.num_key_value_heads,
+            head_dim: p.head_dim,
+            rotary_dim,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            rope_scaling,
+            tie_word_embeddings: p.tie_word_embeddings,
+            attention_bias: false,
+            full_layers: (0..layers).map(|i| (i + 1) % interval == 0).collect(),
+            linear: LinearShape {
+                key_heads,
+                value_heads,
+                key_dim,
+                value_dim: inner / value_heads,
+                conv_kernel,
+            },
+            router: RouterSettings {
+                experts: experts.count,
+                top_k: experts.used,
+                norm_topk_prob: true,
+            },
+            moe_intermediate_size: moe,
+            shared_expert_intermediate_size: shared,
+            sparse_layers: experts.layers.clone(),
+            gguf: true,
         })
     }
 
@@ -378,9 +525,12 @@ impl Qwen3NextConfig {
             self.num_key_value_heads,
             self.head_dim,
         );
-        // Qwen3NextRMSNorm: x/√(mean(x²) + ε)·(1 + w).
+        // Qwen3NextRMSNorm: x/√(mean(x²) + ε)·(1 + w); a GGUF file stores 1 + w.
         let centred = |name: &Name, width: usize| -> Result<Norm, Error> {
             let w = t.weight(&name.weight(), &[width])?;
+            if self.gguf {
+                return Ok(Norm::from_weights(w, None, eps));
+            }
             let plus_one = Weight::owned(w.iter().map(|x| 1.0 + x).collect(), vec![width]);
             Ok(Norm::from_weights(plus_one, None, eps))
         };
@@ -405,16 +555,29 @@ impl Qwen3NextConfig {
                     let a = layer.pp("linear_attn");
                     let (kd, vd) = (lin.key_heads * lin.key_dim, lin.value_heads * lin.value_dim);
                     let channels = lin.conv_channels();
-                    let a_log = t.weight(&a.tensor("A_log"), &[lin.value_heads])?;
+                    let (in_qkvz, conv, neg_a) = if self.gguf {
+                        (
+                            joined_qkvz(t, &a, lin, hidden)?,
+                            t.weight(&a.pp("conv1d").weight(), &[channels, lin.conv_kernel])?
+                                .to_vec(),
+                            t.weight(&a.tensor("ssm_a"), &[lin.value_heads])?.to_vec(),
+                        )
+                    } else {
+                        let a_log = t.weight(&a.tensor("A_log"), &[lin.value_heads])?;
+                        (
+                            linear(&a.pp("in_proj_qkvz"), hidden, 2 * kd + 2 * vd)?,
+                            t.weight(&a.pp("conv1d").weight(), &[channels, 1, lin.conv_kernel])?
+                                .to_vec(),
+                            a_log.iter().map(|&x| -x.exp()).collect(),
+                        )
+                    };
                     Mixer::Linear(Box::new(GatedDeltaNet {
                         shape: lin,
-                        in_qkvz: linear(&a.pp("in_proj_qkvz"), hidden, 2 * kd + 2 * vd)?,
+                        in_qkvz,
                         in_ba: linear(&a.pp("in_proj_ba"), hidden, 2 * lin.value_heads)?,
-                        conv: t
-                            .weight(&a.pp("conv1d").weight(), &[channels, 1, lin.conv_kernel])?
-                            .to_vec(),
+                        conv,
                         dt_bias: t.weight(&a.tensor("dt_bias"), &[lin.value_heads])?.to_vec(),
-                        neg_a: a_log.iter().map(|&x| -x.exp()).collect(),
+                        neg_a,
                         norm: t.weight(&a.pp("norm").weight(), &[lin.value_dim])?.to_vec(),
                         eps: eps as f32,
                         out_proj: linear(&a.pp("out_proj"), vd, hidden)?,
@@ -480,6 +643,36 @@ impl Qwen3NextConfig {
     }
 }
 
+/// `in_proj_qkvz` (per key head: its query, key, values and output gate) joined back from the
+/// two maps llama.cpp's converter splits it into: `in_proj_qkv` (`attn_qkv`: every head's
+/// queries, then keys, then values) and `in_proj_z` (`attn_gate`), dequantised.
+fn joined_qkvz(
+    t: &dyn Tensors,
+    a: &Name,
+    lin: LinearShape,
+    hidden: usize,
+) -> Result<Linear, Error> {
+    let (kd, vd) = (lin.key_heads * lin.key_dim, lin.value_heads * lin.value_dim);
+    let qkv = t.weight(&a.pp("in_proj_qkv").weight(), &[2 * kd + vd, hidden])?;
+    let z = t.weight(&a.pp("in_proj_z").weight(), &[vd, hidden])?;
+    let group = vd / lin.key_heads;
+    let mut w = Vec::with_capacity((2 * kd + 2 * vd) * hidden);
+    for h in 0..lin.key_heads {
+        let rows = |m: &[f32], first: usize, count: usize| {
+            m[first * hidden..(first + count) * hidden].to_vec()
+        };
+        w.extend(rows(&qkv, h * lin.key_dim, lin.key_dim));
+        w.extend(rows(&qkv, kd + h * lin.key_dim, lin.key_dim));
+        w.extend(rows(&qkv, 2 * kd + h * group, group));
+        w.extend(rows(&z, h * group, group));
+    }
+    Ok(Linear::new(
+        Weight::owned(w, vec![2 * kd + 2 * vd, hidden]),
+        Layout::OutIn,
+        None,
+    ))
+}
+
 /// The token embeddings.
 fn embed() -> Name {
     Name::root().pp("embed_tokens")
@@ -501,6 +694,20 @@ fn expert_names(i: usize) -> ExpertNames {
         router: m.pp("gate"),
         experts: m.pp("experts"),
         leaves: ["gate_proj", "up_proj", "down_proj"],
+    }
+}
+
+impl GgufConfig for Qwen3NextConfig {
+    /// A hybrid stack is no decoder stack a projector could join.
+    fn stack(&self, _tensors: &TensorMap) -> Result<crate::blocks::decoder::DecoderStack, Error> {
+        Err(crate::InputError::ProjectorTextOnly {
+            family: QWEN3_NEXT.name,
+        }
+        .into())
+    }
+
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
     }
 }
 
