@@ -66,7 +66,10 @@ fn deepseek_gguf_that_cannot_be_run_is_one_clear_line() {
         ),
         (
             |md| set(md, "deepseek2.expert_gating_func", Value::U32(7)),
-            &["deepseek2.expert_gating_func is 7", "softmax (1) or sigmoid (2)"],
+            &[
+                "deepseek2.expert_gating_func is 7",
+                "softmax (1) or sigmoid (2)",
+            ],
         ),
     ];
     for (edit, says) in cases {
@@ -109,7 +112,10 @@ fn qwen3_next_gguf_that_cannot_be_run_is_one_clear_line() {
     let cases: [(Edit, &[&str]); 3] = [
         (
             |md| set(md, "qwen3next.ssm.time_step_rank", Value::U32(3)),
-            &["qwen3next.ssm.time_step_rank is 3", "multiple of the 2 key heads"],
+            &[
+                "qwen3next.ssm.time_step_rank is 3",
+                "multiple of the 2 key heads",
+            ],
         ),
         (
             |md| md.retain(|(k, _)| k != "qwen3next.ssm.conv_kernel"),

@@ -304,7 +304,7 @@ impl DeepseekConfig {
         };
         let rope_dim = p.rope_dimension_count;
         let key_length = x.key_length_mla.unwrap_or(p.head_dim);
-        if rope_dim == 0 || rope_dim % 2 != 0 || key_length <= rope_dim {
+        if rope_dim == 0 || !rope_dim.is_multiple_of(2) || key_length <= rope_dim {
             return Err(refuse(
                 "rope.dimension_count",
                 rope_dim.to_string(),
@@ -424,7 +424,10 @@ impl DeepseekConfig {
                     }
                 };
                 let shared = x.expert_shared_count.unwrap_or(0);
-                if inner.checked_mul(shared.max(1)).is_none_or(|w| w > p.hidden_size * 64) {
+                if inner
+                    .checked_mul(shared.max(1))
+                    .is_none_or(|w| w > p.hidden_size * 64)
+                {
                     return Err(refuse(
                         "expert_shared_count",
                         shared.to_string(),
@@ -469,7 +472,7 @@ impl DeepseekConfig {
                     }
                 };
                 let normalise = e.weights_norm.unwrap_or(false);
-                (first < p.num_hidden_layers).then(|| DeepseekMoe {
+                (first < p.num_hidden_layers).then_some(DeepseekMoe {
                     router: RouterSettings {
                         experts: e.count,
                         top_k: e.used,
@@ -835,7 +838,7 @@ fn group_misfit(
     if groups == 0 {
         return Some(GroupMisfit::NoGroups);
     }
-    if experts % groups != 0 {
+    if !experts.is_multiple_of(groups) {
         return Some(GroupMisfit::NotDivisible);
     }
     if topk_group == 0 || topk_group > groups {

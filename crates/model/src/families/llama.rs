@@ -1094,7 +1094,13 @@ pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Er
 
 /// The one-line refusal of `{arch}.{key}` (as written: `value`, `missing` when absent) in the
 /// GGUF file `origin`, saying `why`: for the keys only some architectures write.
-pub(crate) fn gguf_value_error(p: &DecoderParams, origin: &str, key: &str, value: String, why: &str) -> Error {
+pub(crate) fn gguf_value_error(
+    p: &DecoderParams,
+    origin: &str,
+    key: &str,
+    value: String,
+    why: &str,
+) -> Error {
     Error::from(crate::InputError::GgufMetadata {
         origin: origin.to_string(),
         problem: GgufMetadataProblem::Value {

@@ -390,7 +390,9 @@ impl Qwen3NextConfig {
             return Err(refuse(
                 "ssm.time_step_rank",
                 value_heads.to_string(),
-                &format!("the value heads are a multiple of the {key_heads} key heads (ssm.group_count)"),
+                &format!(
+                    "the value heads are a multiple of the {key_heads} key heads (ssm.group_count)"
+                ),
             ));
         }
         let inner = size("ssm.inner_size", x.ssm_inner_size, MAX_LINEAR * MAX_LINEAR)?;
@@ -408,7 +410,7 @@ impl Qwen3NextConfig {
         )?;
         let layers = p.num_hidden_layers;
         let rotary_dim = p.rope_dimension_count;
-        if rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > p.head_dim {
+        if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
             return Err(refuse(
                 "rope.dimension_count",
                 rotary_dim.to_string(),

@@ -544,6 +544,80 @@ mod tests {
     }
 
     #[test]
+    fn deepseek2_and_qwen3next_layouts_map_both_ways() {
+        for (arch, gguf, hf) in [
+            (
+                "deepseek2",
+                "blk.1.attn_q_a_norm.weight",
+                "model.layers.1.self_attn.q_a_layernorm.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.0.attn_kv_a_mqa.weight",
+                "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.2.attn_k_b.weight",
+                "model.layers.2.self_attn.k_b_proj.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.2.exp_probs_b.bias",
+                "model.layers.2.mlp.gate.e_score_correction_bias",
+            ),
+            (
+                "deepseek2",
+                "blk.1.ffn_down_shexp.weight",
+                "model.layers.1.mlp.shared_experts.down_proj.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ssm_a",
+                "model.layers.0.linear_attn.ssm_a",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ssm_dt.bias",
+                "model.layers.0.linear_attn.dt_bias",
+            ),
+            (
+                "qwen3next",
+                "blk.2.attn_gate.weight",
+                "model.layers.2.linear_attn.in_proj_z.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.3.post_attention_norm.weight",
+                "model.layers.3.post_attention_layernorm.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ffn_gate_inp_shexp.weight",
+                "model.layers.0.mlp.shared_expert_gate.weight",
+            ),
+        ] {
+            assert_eq!(
+                hf_tensor_name_for(arch, gguf).as_deref(),
+                Some(hf),
+                "{arch}"
+            );
+            assert_eq!(
+                gguf_tensor_name_for(arch, hf).as_deref(),
+                Some(gguf),
+                "{arch}"
+            );
+        }
+        assert_eq!(
+            gguf_expert_slice_for("deepseek2", "model.layers.1.mlp.experts.3.up_proj.weight"),
+            Some(("blk.1.ffn_up_exps.weight".to_string(), 3))
+        );
+        // Each architecture's own leaves only.
+        assert_eq!(hf_tensor_name_for("llama", "blk.0.exp_probs_b.bias"), None);
+        assert_eq!(hf_tensor_name_for("deepseek2", "blk.0.ssm_a"), None);
+    }
+
+    #[test]
     fn gemma_and_phi3_layouts_are_their_own() {
         for (arch, gguf, hf) in [
             (
