@@ -42,8 +42,11 @@ What the fixtures' configs (saved by transformers 5) do not say as the converter
 
 Quantised files hold every matrix whose rows fit Q8_0's blocks of 32 in Q8_0, the others (rows of
 8, 12, 16, 24 or 48 values) in F32, as make_gguf_moe.py falls back; norms, the router and its
-bias stay F32 (the converter keeps FFN_GATE_INP and 1-D tensors in F32). No K-quant: a K-quant
-block is a row of 256 values and these models' widest rows hold 64.
+bias stay F32 (the converter keeps FFN_GATE_INP and 1-D tensors in F32). A K-quant block is a row
+of 256 values and these models' widest rows hold 64, so a 256-wide random DeepSeek-V3
+(`wide_deepseek_v3`, the first seed from SEED whose rankings keep MIN_GAP in F32 and
+QUANT_MIN_GAP in Q6_K) is written in Q6_K (make_gguf_quantized.py's `quantize_q6_k`; rows of 32
+fall back to Q8_0). Qwen3-Next has no K-quant file (its tiny rows hold at most 64 values).
 
 Reference: transformers (eager attention, eager experts, float32) on the weights gguf-py
 dequantises from the file, the experts split back into transformers' per-expert names and
@@ -211,7 +214,8 @@ def write_deepseek(path: Path, name: str, cfg: dict, weights: dict, src: Path, q
     if cfg.get("norm_topk_prob"):
         w.add_expert_weights_norm(True)
     w.add_rope_dimension_count(rope)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == Q.F32 else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type({Q.F32: gguf.LlamaFileType.ALL_F32, Q.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0,
+                     Q.Q6_K: gguf.LlamaFileType.MOSTLY_Q6_K}[qtype])
     if v3:
         bpe_tokenizer(w, src)
     else:
@@ -512,6 +516,48 @@ def record(manifest: dict, tensors: dict, path: Path, qtype: Q, cfg: dict, cases
           [c.get("vs_f32") for c in entry["cases"]])
 
 
+def wide_deepseek_v3(src: Path, seed: int) -> tuple[dict, dict]:
+    """A 256-wide random DeepSeek-V3 (seeded) with `src`'s vocabulary and YaRN, saved by
+    transformers: 1 routed layer, 4 heads of qk_nope 32 + qk_rope 32 and v_head_dim 64,
+    q_lora_rank and kv_lora_rank 256 (so every attention map but attn_k_b has rows of 256), 4
+    routed experts in 2 groups keeping 1, top 2, and one shared expert, all of inner size 32
+    (their gate/up rows 256 wide, their down rows 32: Q8_0); weights drawn as make_gguf_moe.py's
+    wide models, the router bias as make_deepseek.py's."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    import tempfile
+    base = as_file_states(json.loads((src / "config.json").read_text()))
+    cfg = dict(base, hidden_size=256, intermediate_size=256, num_hidden_layers=1, num_attention_heads=4,
+               num_key_value_heads=4, q_lora_rank=256, kv_lora_rank=256, qk_nope_head_dim=32,
+               qk_rope_head_dim=32, qk_head_dim=64, head_dim=32, v_head_dim=64, moe_intermediate_size=32,
+               n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1,
+               first_k_dense_replace=0, num_nextn_predict_layers=0)
+    config = AutoConfig.for_model(**{k: v for k, v in cfg.items() if k not in ("architectures", "transformers_version", "dtype")})
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        saved = safetensors.numpy.load_file(str(Path(tmp) / "model.safetensors"))
+        cfg = json.loads((Path(tmp) / "config.json").read_text())
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for key in sorted(saved):
+        shape = saved[key].shape
+        if key.endswith("norm.weight"):
+            w = 1.0 + rng.standard_normal(shape) * 0.1
+        elif key.endswith("e_score_correction_bias"):
+            w = rng.standard_normal(shape) * 0.05
+        elif key.endswith("mlp.gate.weight"):
+            w = rng.standard_normal(shape) * moe.ROUTER_GAIN / math.sqrt(shape[1])
+        elif any(n in key for n in ("q_b_proj", "kv_b_proj")):
+            w = rng.standard_normal(shape) * 1.7 / math.sqrt(shape[1])
+        elif "embed_tokens" in key:
+            w = rng.standard_normal(shape) * 0.5
+        else:
+            w = rng.standard_normal(shape) * 1.1 / math.sqrt(shape[-1])
+        weights[key] = w.astype(np.float32)
+    return cfg, weights
+
+
 def main() -> None:
     setup_determinism(SEED)
     manifest = dict(generator="tests/reference/make_gguf_hybrid.py", versions=versions(), min_gap_asserted=MIN_GAP,
@@ -544,6 +590,33 @@ def main() -> None:
                 f32 = ref
             record(manifest, tensors, path, qtype, cfg, cases, ref, f32, cfg["n_routed_experts"],
                    MIN_GAP if qtype == Q.F32 else QUANT_MIN_GAP)
+
+    # A 256-wide DeepSeek-V3 in Q6_K (K-quant rows are 256 values): the first seed whose
+    # rankings keep MIN_GAP in the F32 weights and QUANT_MIN_GAP in the Q6_K ones.
+    src = FIXTURES / "tiny-deepseek_v3"
+    ref = json.loads((REFERENCE / "tiny-deepseek_v3.json").read_text())
+    cases = [dict(name=c["name"], text=c["text"], input_ids=c["input_ids"], max_len=c["max_len"],
+                  truncate=c["truncate"]) for c in ref["cases"]]
+    tmp = OUT / "tmp-hybrid-f32.gguf"
+    path = OUT / "wide-deepseek_v3.Q6_K.gguf"
+    for attempt in range(40):
+        cfg, weights = wide_deepseek_v3(src, SEED + attempt)
+        write_deepseek(tmp, "deepseek_v3", cfg, weights, src, Q.F32)
+        back = dequantised_deepseek(tmp, cfg)
+        assert all(np.array_equal(back[k], v) for k, v in weights.items())
+        tmp.unlink()
+        model = load_model(back, cfg, src)
+        f32 = run(model, Routers(model), cases)
+        if min(r["gap"] for r in f32.values()) <= MIN_GAP:
+            continue
+        write_deepseek(path, "deepseek_v3", cfg, weights, src, Q.Q6_K)
+        model = load_model(dequantised_deepseek(path, cfg), cfg, src)
+        q6 = run(model, Routers(model), cases)
+        if min(r["gap"] for r in q6.values()) > QUANT_MIN_GAP:
+            break
+    else:
+        raise SystemExit("wide-deepseek_v3: no seed without near-ties in 40")
+    record(manifest, tensors, path, Q.Q6_K, cfg, cases, q6, f32, cfg["n_routed_experts"], QUANT_MIN_GAP)
 
     # Qwen3-Next: make_gguf_moe.py's run (routers caught at Qwen3NextTopKRouter, the top-k in
     # torch.topk's order, probabilities the softmax over all experts; near-ties on the logits).

@@ -4,7 +4,8 @@
 //! V3 router's bias (`exp_probs_b`), and the routed experts merged (`ffn_*_exps`), each expert a
 //! slice kept in its block format, through `Model::from_gguf`.
 //!
-//! Every file, F32 and Q8_0, is held to transformers run on the weights gguf-py dequantises from
+//! Every file, F32 and Q8_0 (and Q6_K on a 256-wide random V3, since K-quant rows are 256
+//! values), is held to transformers run on the weights gguf-py dequantises from
 //! that file (`tests/reference/make_gguf_hybrid.py`, `gguf-hybrid.{json,safetensors}`), as the
 //! mixture-of-experts GGUF files are (`gguf_moe::check`: attention at every layer and head within
 //! 1e-5, the chosen experts identical and in the same order, their weights and every expert's
@@ -39,6 +40,24 @@ fn deepseek_v2_gguf_with_low_rank_queries_and_expert_groups_matches_transformers
 #[test]
 fn deepseek_v3_gguf_with_split_kv_b_sigmoid_router_and_yarn_matches_transformers() {
     check("gguf-hybrid", &["tiny-deepseek_v3."]);
+}
+
+#[test]
+fn deepseek_v3_gguf_in_q6_k_matches_transformers() {
+    // K-quant rows are 256 values: a 256-wide random V3, its experts' gate/up maps and every
+    // attention map but attn_k_b in Q6_K.
+    use attnviz::model::gguf::GgufFile;
+    let path = super::reference::repo().join("tests/fixtures/gguf/wide-deepseek_v3.Q6_K.gguf");
+    let file = super::reference::ok(GgufFile::open(&path), "wide-deepseek_v3.Q6_K.gguf");
+    for (name, dtype) in [
+        ("blk.0.ffn_gate_exps.weight", "Q6_K"),
+        ("blk.0.attn_q_b.weight", "Q6_K"),
+        ("blk.0.attn_v_b.weight", "Q6_K"),
+        ("blk.0.ffn_down_exps.weight", "Q8_0"),
+    ] {
+        assert_eq!(file.tensor_info(name).map(|t| t.dtype), Some(dtype), "{name}");
+    }
+    check("gguf-hybrid", &["wide-deepseek_v3."]);
 }
 
 #[test]
