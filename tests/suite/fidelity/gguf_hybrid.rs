@@ -55,7 +55,11 @@ fn deepseek_v3_gguf_in_q6_k_matches_transformers() {
         ("blk.0.attn_v_b.weight", "Q6_K"),
         ("blk.0.ffn_down_exps.weight", "Q8_0"),
     ] {
-        assert_eq!(file.tensor_info(name).map(|t| t.dtype), Some(dtype), "{name}");
+        assert_eq!(
+            file.tensor_info(name).map(|t| t.dtype),
+            Some(dtype),
+            "{name}"
+        );
     }
     check("gguf-hybrid", &["wide-deepseek_v3."]);
 }
