@@ -266,7 +266,8 @@ impl DeepseekConfig {
     /// the `exp_probs_b` bias (V3), within `expert_group_used_count` of `expert_group_count`
     /// groups, the weights normalised where `expert_weights_norm` and times
     /// `expert_weights_scale`. A group scores as transformers scores it: V2 by its best expert, V3
-    /// by its two best. YaRN as llama.cpp's `deepseek2` graph runs it: the cosines and sines
+    /// by its two best (llama.cpp sums the two best of every file's groups, so a V2 file with
+    /// expert groups is run as transformers runs V2, not as llama.cpp does). YaRN as llama.cpp's `deepseek2` graph runs it: the cosines and sines
     /// times `rope.scaling.yarn_attn_factor` (1 when absent), the softmax scale times `mscale²`
     /// with `mscale = yarn_attn_factor · (1 + yarn_log_multiplier · ln factor)` (transformers'
     /// `mscale_all_dim` is `yarn_log_multiplier / 0.1`; a file cannot state transformers'
