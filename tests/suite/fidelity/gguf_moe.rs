@@ -64,7 +64,8 @@ struct Manifest {
     files: Vec<File>,
 }
 
-/// The manifest `tests/reference/<stem>.json` and its tensors `<stem>.safetensors`.
+/// The manifest `tests/reference/{stem}.json` and its tensors (`gguf-moe`, or
+/// `make_gguf_hybrid.py`'s `gguf-hybrid` in the same format).
 fn manifest(stem: &str) -> (Manifest, HashMap<String, Tensor>) {
     let dir = repo().join("tests/reference");
     let json = format!("{stem}.json");
@@ -83,18 +84,12 @@ fn values(t: &HashMap<String, Tensor>, name: &str) -> Vec<f32> {
     ok(t.flatten_all().and_then(|t| t.to_vec1()), name)
 }
 
-/// Every file of `gguf-moe.json` whose name starts with one of `prefixes`, against
-/// transformers on its dequantised weights.
-fn check(prefixes: &[&str]) {
-    check_files("gguf-moe", prefixes);
-}
-
 /// Every file of the manifest `tests/reference/<stem>.json` whose name starts with one of
 /// `prefixes` (a `.gguf` file under `tests/fixtures/gguf`, else a checkpoint folder under
 /// `tests/fixtures`), against transformers on its dequantised weights; where the reference
 /// holds each row's share on a learned sink (`<case>/sinks`), that too, within
 /// `ATTENTION_TOL`.
-pub(super) fn check_files(stem: &str, prefixes: &[&str]) {
+pub(super) fn check(stem: &str, prefixes: &[&str]) {
     let (m, tensors) = manifest(stem);
     let mut problems = Vec::new();
     let mut checked = Vec::new();
@@ -228,7 +223,7 @@ pub(super) fn check_files(stem: &str, prefixes: &[&str]) {
 
 /// The F32 copy of a tiny fixture against the fixture's own transformers references: the dense
 /// decoders' checks and the router decisions of every case and generation.
-fn check_f32(file: &str, label: &str) {
+pub(super) fn check_f32(file: &str, label: &str) {
     check_gguf(file, label);
     let path = repo().join("tests/fixtures/gguf").join(file);
     let model = ok(Model::from_gguf(&path), file);
@@ -239,21 +234,21 @@ fn check_f32(file: &str, label: &str) {
 fn mixtral_gguf_as_llama_with_experts_matches_transformers() {
     // `llama` with llama.expert_count: q/k permuted, the top-2 renormalised.
     check_f32("tiny-mixtral.F32.gguf", "tiny-mixtral");
-    check(&["tiny-mixtral.", "wide-mixtral."]);
+    check("gguf-moe", &["tiny-mixtral.", "wide-mixtral."]);
 }
 
 #[test]
 fn qwen3_moe_gguf_with_a_dense_layer_matches_transformers() {
     // `qwen3moe`: per-head q/k norms, expert_feed_forward_length 32 beside a dense layer of 48.
     check_f32("tiny-qwen3_moe.F32.gguf", "tiny-qwen3_moe");
-    check(&["tiny-qwen3_moe.", "wide-qwen3_moe."]);
+    check("gguf-moe", &["tiny-qwen3_moe.", "wide-qwen3_moe."]);
 }
 
 #[test]
 fn olmoe_gguf_matches_transformers() {
     // `olmoe`: q/k norms over the whole projections, the top-2 not renormalised.
     check_f32("tiny-olmoe.F32.gguf", "tiny-olmoe");
-    check(&["tiny-olmoe.", "wide-olmoe."]);
+    check("gguf-moe", &["tiny-olmoe.", "wide-olmoe."]);
 }
 
 #[test]
@@ -293,14 +288,23 @@ fn experts_stay_in_their_block_format() {
 
 /// Fixture `gguf/{name}` rewritten with candle's writer (tensors copied as they are) after
 /// `edit` changed its metadata; the error `Model::from_gguf` gives for it.
-fn load_edited(name: &str, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> String {
+pub(super) fn load_edited(name: &str, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> String {
+    load_edited_keeping(name, edit, |_| true)
+}
+
+/// [`load_edited`], with only the tensors `keep` names copied.
+pub(super) fn load_edited_keeping(
+    name: &str,
+    edit: impl FnOnce(&mut Vec<(String, Value)>),
+    keep: impl Fn(&str) -> bool,
+) -> String {
     let src = repo().join("tests/fixtures/gguf").join(name);
     let mut file = std::fs::File::open(&src).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
     let mut metadata: Vec<(String, Value)> = content.metadata.clone().into_iter().collect();
     metadata.sort_by(|a, b| a.0.cmp(&b.0));
     edit(&mut metadata);
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    let mut names: Vec<&String> = content.tensor_infos.keys().filter(|n| keep(n)).collect();
     names.sort();
     let tensors: Vec<(String, candle_core::quantized::QTensor)> = names
         .iter()
@@ -325,7 +329,7 @@ fn load_edited(name: &str, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> Stri
     }
 }
 
-fn set(metadata: &mut Vec<(String, Value)>, key: &str, value: Value) {
+pub(super) fn set(metadata: &mut Vec<(String, Value)>, key: &str, value: Value) {
     metadata.retain(|(k, _)| k != key);
     metadata.push((key.to_string(), value));
 }

@@ -193,7 +193,7 @@ const MXFP4: &str = "gpt_oss-mxfp4";
 /// too).
 #[test]
 fn mxfp4_safetensors_match_transformers_on_the_dequantised_weights() {
-    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss-mxfp4"]);
+    super::gguf_moe::check(MXFP4, &["tiny-gpt_oss-mxfp4"]);
 }
 
 /// llama.cpp's `gpt-oss` GGUF files, F32, Q8_0 and MXFP4 experts, and Q6_K on a 256-wide random
@@ -201,7 +201,7 @@ fn mxfp4_safetensors_match_transformers_on_the_dequantised_weights() {
 /// on the weights gguf-py dequantises from it.
 #[test]
 fn gpt_oss_gguf_f32_q8_0_mxfp4_and_q6_k_match_transformers() {
-    super::gguf_moe::check_files(MXFP4, &["tiny-gpt_oss.", "wide-gpt_oss."]);
+    super::gguf_moe::check(MXFP4, &["tiny-gpt_oss.", "wide-gpt_oss."]);
 }
 
 /// The F32 GGUF holds the fixture's own weights: held to everything the safetensors are (q/k,

@@ -10,6 +10,7 @@
 mod decoders;
 mod deepseek;
 pub mod families;
+mod gguf_hybrid;
 mod gguf_moe;
 mod gguf_quantized;
 mod gpt_oss;

@@ -92,11 +92,66 @@ fn tiny_qwen3_next_matches_hf() {
     matches_hf(LABEL);
 }
 
+/// The same weights from llama.cpp's `qwen3next` GGUF file (`make_gguf_hybrid.py`: norms
+/// stored as 1 + w, `in_proj_qkvz` split into `attn_qkv`/`attn_gate`, `ssm_a = -exp(A_log)`,
+/// merged experts) against the safetensors fixture's transformers references.
+#[test]
+fn tiny_qwen3_next_f32_gguf_matches_hf() {
+    let model = gguf_model();
+    model_matches_hf(LABEL, &model);
+    model_mixing_reproduces_hf(LABEL, &model);
+}
+
+/// The token mixing of every gated delta layer read from the GGUF file is the safetensors
+/// model's.
+#[test]
+fn qwen3_next_gguf_token_mixing_equals_the_safetensors_one() {
+    let reference = Reference::load(LABEL);
+    let gguf = gguf_model();
+    let st = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    let mut problems = Vec::new();
+    for case in &reference.manifest.cases {
+        let ours = ok(gguf.token_mixing(&case.input_ids), &case.name);
+        let theirs = ok(st.token_mixing(&case.input_ids), &case.name);
+        assert_eq!(ours.len(), theirs.len(), "gated delta layers");
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert_eq!(
+                (a.layer, a.heads, a.tokens, a.value_dim),
+                (b.layer, b.heads, b.tokens, b.value_dim)
+            );
+            check(
+                LABEL,
+                &mut problems,
+                format!("{} layer {} GGUF vs safetensors mixing", case.name, a.layer),
+                MaxDiff::of(&a.matrix, &b.matrix),
+                TOL,
+            );
+            check(
+                LABEL,
+                &mut problems,
+                format!("{} layer {} GGUF vs safetensors output", case.name, a.layer),
+                MaxDiff::of(&a.output, &b.output),
+                TOL,
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn gguf_model() -> Model {
+    let path = repo().join("tests/fixtures/gguf/tiny-qwen3_next.F32.gguf");
+    ok(Model::from_gguf(&path), "tiny-qwen3_next.F32.gguf")
+}
+
 /// The full layers' attention, the hidden state, every position's logits and every router
 /// against the references of the fixture `label`.
 pub(super) fn matches_hf(label: &'static str) {
+    model_matches_hf(label, &ok(Model::from_dir(&fixture(label)), label));
+}
+
+/// [`matches_hf`] for a model already loaded (from the fixture or its GGUF copy).
+fn model_matches_hf(label: &'static str, model: &Model) {
     let reference = Reference::load(label);
-    let model = ok(Model::from_dir(&fixture(label)), label);
     let full = reference.layers("full_attention");
     assert_eq!(model.captured_layer_numbers(), Some(full.clone()));
     let mut problems = Vec::new();
@@ -179,8 +234,12 @@ fn tiny_qwen3_next_gated_delta_mixing_reproduces_hf() {
 /// of the fixture `label` (and, where the script wrote it, its own matrix from the rule's
 /// inputs).
 pub(super) fn mixing_reproduces_hf(label: &'static str) {
+    model_mixing_reproduces_hf(label, &ok(Model::from_dir(&fixture(label)), label));
+}
+
+/// [`mixing_reproduces_hf`] for a model already loaded (from the fixture or its GGUF copy).
+fn model_mixing_reproduces_hf(label: &'static str, model: &Model) {
     let reference = Reference::load(label);
-    let model = ok(Model::from_dir(&fixture(label)), label);
     let linear = reference.layers("linear_attention");
     let mut problems = Vec::new();
     let mut negative = false;

@@ -20,7 +20,8 @@
 use crate::blocks::layers::{out_in_linear, Linear};
 use crate::error::Error;
 use crate::formats::tensors::{Name, Tensors};
-use crate::kernels::{self, Activation};
+use crate::formats::weights::Weight;
+use crate::kernels::{self, Activation, Layout};
 
 /// How a gated delta layer's input projections are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +69,36 @@ impl LinearShape {
     pub fn conv_channels(&self) -> usize {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
     }
+}
+
+/// `in_proj_qkvz` (per key head: its query, key, values and output gate) joined back from the
+/// two maps llama.cpp's converter splits it into: `in_proj_qkv` (`attn_qkv`: every head's
+/// queries, then keys, then values) and `in_proj_z` (`attn_gate`), dequantised.
+fn joined_qkvz(
+    t: &dyn Tensors,
+    a: &Name,
+    lin: LinearShape,
+    hidden: usize,
+) -> Result<Linear, Error> {
+    let (kd, vd) = (lin.key_heads * lin.key_dim, lin.value_heads * lin.value_dim);
+    let qkv = t.weight(&a.pp("in_proj_qkv").weight(), &[2 * kd + vd, hidden])?;
+    let z = t.weight(&a.pp("in_proj_z").weight(), &[vd, hidden])?;
+    let group = vd / lin.key_heads;
+    let mut w = Vec::with_capacity((2 * kd + 2 * vd) * hidden);
+    for h in 0..lin.key_heads {
+        let rows = |m: &[f32], first: usize, count: usize| {
+            m[first * hidden..(first + count) * hidden].to_vec()
+        };
+        w.extend(rows(&qkv, h * lin.key_dim, lin.key_dim));
+        w.extend(rows(&qkv, kd + h * lin.key_dim, lin.key_dim));
+        w.extend(rows(&qkv, 2 * kd + h * group, group));
+        w.extend(rows(&z, h * group, group));
+    }
+    Ok(Linear::new(
+        Weight::owned(w, vec![2 * kd + 2 * vd, hidden]),
+        Layout::OutIn,
+        None,
+    ))
 }
 
 /// A gated delta-rule (linear attention) block.
@@ -126,7 +157,11 @@ pub fn sigmoid(x: f32) -> f32 {
 }
 
 impl GatedDeltaNet {
-    /// Load the block under `a` (`layers.{i}.linear_attn`) from `hidden`-wide inputs.
+    /// Load the block under `a` (`layers.{i}.linear_attn`) from `hidden`-wide inputs. With
+    /// `gguf`, the tensors are as llama.cpp's converter stores them: Qwen3-Next's
+    /// `in_proj_qkvz` split into `in_proj_qkv` (`attn_qkv`: every key head's queries, then keys,
+    /// then values) and `in_proj_z` (`attn_gate`), joined back here; the decay rates stored as
+    /// `ssm_a = −exp(A_log)`; the convolution `[channels, kernel]`.
     pub fn load(
         t: &dyn Tensors,
         a: &Name,
@@ -134,6 +169,7 @@ impl GatedDeltaNet {
         layout: DeltaLayout,
         hidden: usize,
         eps: f32,
+        gguf: bool,
     ) -> Result<GatedDeltaNet, Error> {
         let linear =
             |name: &str, inputs, outputs| out_in_linear(t, &a.pp(name), inputs, outputs, false);
@@ -144,7 +180,11 @@ impl GatedDeltaNet {
         );
         let proj = match layout {
             DeltaLayout::Grouped => Projections::Grouped {
-                qkvz: linear("in_proj_qkvz", hidden, 2 * kd + 2 * vd)?,
+                qkvz: if gguf {
+                    joined_qkvz(t, a, shape, hidden)?
+                } else {
+                    linear("in_proj_qkvz", hidden, 2 * kd + 2 * vd)?
+                },
                 ba: linear("in_proj_ba", hidden, 2 * nv)?,
             },
             DeltaLayout::Split => Projections::Split(Box::new(SplitMaps {
@@ -155,15 +195,26 @@ impl GatedDeltaNet {
             })),
         };
         let channels = shape.conv_channels();
-        let a_log = t.weight(&a.tensor("A_log"), &[nv])?;
+        let (conv, neg_a) = if gguf {
+            (
+                t.weight(&a.pp("conv1d").weight(), &[channels, shape.conv_kernel])?
+                    .to_vec(),
+                t.weight(&a.tensor("ssm_a"), &[nv])?.to_vec(),
+            )
+        } else {
+            let a_log = t.weight(&a.tensor("A_log"), &[nv])?;
+            (
+                t.weight(&a.pp("conv1d").weight(), &[channels, 1, shape.conv_kernel])?
+                    .to_vec(),
+                a_log.iter().map(|&x| -x.exp()).collect(),
+            )
+        };
         Ok(GatedDeltaNet {
             shape,
             proj,
-            conv: t
-                .weight(&a.pp("conv1d").weight(), &[channels, 1, shape.conv_kernel])?
-                .to_vec(),
+            conv,
             dt_bias: t.weight(&a.tensor("dt_bias"), &[nv])?.to_vec(),
-            neg_a: a_log.iter().map(|&x| -x.exp()).collect(),
+            neg_a,
             norm: t
                 .weight(&a.pp("norm").weight(), &[shape.value_dim])?
                 .to_vec(),

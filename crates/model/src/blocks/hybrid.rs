@@ -29,7 +29,7 @@
 use crate::attention::PositionScheme;
 use crate::blocks::capture::SequenceCapture;
 use crate::blocks::experts::{ExpertNames, Experts, RouterSettings};
-use crate::blocks::family::FamilyConfig;
+use crate::blocks::family::{FamilyConfig, GgufConfig};
 use crate::blocks::gated_delta::{sigmoid, DeltaLayout, GatedDeltaNet, LinearShape};
 use crate::blocks::layers::{
     add_in_place, matrix_forward, out_in_linear, part, FeedForward, FfnNames, Linear, Norm,
@@ -43,7 +43,7 @@ use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, Expected, Field, FieldValue, Instead, Limit,
     RopeProblem, Unsupported,
 };
-use crate::formats::tensors::{Name, Tensors};
+use crate::formats::tensors::{Name, TensorMap, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Checkpoint, MatrixWeight, Weight};
 use crate::kernels::{
@@ -103,7 +103,7 @@ pub enum Routing {
 const MAX_EXPERTS: usize = 4096;
 
 /// The widest causal convolution read from a config.
-const MAX_CONV_KERNEL: usize = 64;
+pub(crate) const MAX_CONV_KERNEL: usize = 64;
 
 /// A hybrid decoder's config, read with its family's [`HybridSpec`].
 #[derive(Clone, Debug, PartialEq)]
@@ -156,6 +156,10 @@ pub struct HybridConfig {
     pub sparse_layers: Vec<bool>,
     /// Whether the checkpoint carries a vision tower beside the language model (not run).
     pub vision_tower: bool,
+    /// Whether the tensors are as llama.cpp's converter stores them (a GGUF file): the
+    /// zero-centred norms as `1 + w`, the gated delta layers as [`GatedDeltaNet::load`] reads
+    /// them with `gguf`.
+    pub gguf: bool,
 }
 
 /// A list of layer numbers (`mlp_only_layers`).
@@ -391,6 +395,7 @@ impl HybridConfig {
                 .positive("shared_expert_intermediate_size", 512)?,
             sparse_layers,
             vision_tower: false,
+            gguf: false,
         })
     }
 
@@ -431,9 +436,12 @@ impl HybridConfig {
             self.num_key_value_heads,
             self.head_dim,
         );
-        // Qwen3NextRMSNorm, Qwen3_5RMSNorm: x/√(mean(x²) + ε)·(1 + w).
+        // Qwen3NextRMSNorm, Qwen3_5RMSNorm: x/√(mean(x²) + ε)·(1 + w); a GGUF file stores 1 + w.
         let centred = |name: &Name, width: usize| -> Result<Norm, Error> {
             let w = t.weight(&name.weight(), &[width])?;
+            if self.gguf {
+                return Ok(Norm::from_weights(w, None, eps));
+            }
             let plus_one = Weight::owned(w.iter().map(|x| 1.0 + x).collect(), vec![width]);
             Ok(Norm::from_weights(plus_one, None, eps))
         };
@@ -461,6 +469,7 @@ impl HybridConfig {
                         self.layout,
                         hidden,
                         eps as f32,
+                        self.gguf,
                     )?))
                 };
                 let m = layer.pp("mlp");
@@ -571,6 +580,20 @@ impl FamilyConfig for HybridConfig {
 
     fn build(&self, ckpt: &Checkpoint) -> Result<Box<dyn Network>, Error> {
         Ok(Box::new(self.build_from(ckpt)?))
+    }
+}
+
+impl GgufConfig for HybridConfig {
+    /// A hybrid stack is no decoder stack a projector could join.
+    fn stack(&self, _tensors: &TensorMap) -> Result<crate::blocks::decoder::DecoderStack, Error> {
+        Err(crate::InputError::ProjectorTextOnly {
+            family: self.family,
+        }
+        .into())
+    }
+
+    fn build(&self, tensors: &TensorMap) -> Result<Box<dyn Network>, Error> {
+        Ok(Box::new(self.build_from(tensors)?))
     }
 }
 

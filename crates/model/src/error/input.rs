@@ -111,6 +111,15 @@ pub enum InputError {
         /// The model's name.
         model: String,
     },
+    /// A projector file given with a GGUF text model of a family that reads no pictures.
+    #[error(
+        "{family} GGUF models read no pictures, so no projector file (mmproj-*.gguf) joins them; \
+         leave the projector out"
+    )]
+    ProjectorTextOnly {
+        /// The text model's family.
+        family: &'static str,
+    },
     /// A projector file given with a model that is not read from a GGUF file.
     #[error(
         "a projector file (mmproj-*.gguf) goes with a GGUF text model, but {model} is not a \
@@ -795,6 +804,17 @@ pub enum GgufMetadataProblem {
     /// Phi-3's LongRoPE attention factor that is not positive.
     #[error("metadata phi3.rope.scaling.attn_factor is {0}; it must be positive")]
     AttnFactor(f64),
+    /// A value of an architecture's own keys (DeepSeek's latent ranks and routing, Qwen3-Next's
+    /// gated delta layers) that cannot be run, or a key such a file needs that is missing.
+    #[error("metadata {key} is {value}; {why}")]
+    Value {
+        /// The metadata key.
+        key: String,
+        /// The value as written (`missing` when absent).
+        value: String,
+        /// What it must be.
+        why: String,
+    },
     /// M-RoPE's sections missing, or not three runs filling half a head.
     #[error("metadata {architecture}.rope.dimension_sections is {found}; multimodal RoPE needs three runs of frequencies (and llama.cpp's fourth, 0) that add up to {half}, half a head")]
     RopeSections {

@@ -34,18 +34,19 @@ use crate::blocks::decoder::{
 use crate::blocks::experts::{
     ExpertNames, Experts, GroupRouting, GroupScore, RouterSettings, Scoring,
 };
-use crate::blocks::family::{Family, FamilyConfig, Quirks};
+use crate::blocks::family::{Family, FamilyConfig, GgufConfig, GgufReader, Quirks};
 use crate::blocks::latent::{LatentProjection, LatentQuery, LowRankQuery};
 use crate::blocks::layers::{out_in_linear, FeedForward, FfnNames, Linear, Norm};
 use crate::blocks::network::{Architecture, Network, MAX_LAYERS};
 use crate::blocks::rope::{read_rope_based, rope_factor_in_range, Partial, MAX_ROTARY_POSITIONS};
-use crate::error::Error;
+use crate::error::{Error, GgufMetadataProblem};
 use crate::formats::config::{
     ConfigError, ConfigFile, ConfigProblem, FieldValue, Instead, Limit, Oversize, RopeProblem,
     Unsupported,
 };
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
-use crate::formats::tensors::{Name, Tensors};
+use crate::formats::tensors::{Name, TensorMap, Tensors};
 use crate::formats::validate::{ConfigCount, ConfigDim};
 use crate::formats::weights::{Anchor, Checkpoint, Weight};
 use crate::kernels::{yarn_attention_factor, Activation, Layout, Mask, Rope, RopeScaling, Yarn};
@@ -63,8 +64,16 @@ pub static DEEPSEEK_V2: Family = Family {
     config: |file| Ok(Box::new(DeepseekConfig::read(file, Version::V2)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_DEEPSEEK2),
         ..Quirks::NONE
     },
+};
+
+/// GGUF files of llama.cpp's `deepseek2` architecture: DeepSeek-V2, V2-Lite and V3 alike
+/// ([`DeepseekConfig::from_gguf`] tells them apart by `expert_gating_func`).
+const GGUF_DEEPSEEK2: GgufReader = GgufReader {
+    architectures: &["deepseek2"],
+    config: |p, origin| Ok(Box::new(DeepseekConfig::from_gguf(p, origin)?)),
 };
 
 /// DeepSeek-V3 in the family registry.
@@ -86,6 +95,9 @@ pub static DEEPSEEK_V3: Family = Family {
 
 /// The most experts a router may have (a bound on a size read from the config).
 const MAX_EXPERTS: usize = 4096;
+
+/// The widest query/key or value head read from a GGUF file.
+const MAX_HEAD: usize = 4096;
 
 /// Which of the two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -243,6 +255,280 @@ impl DeepseekConfig {
         })
     }
 
+    /// The config a GGUF file of llama.cpp's `deepseek2` architecture describes, as llama.cpp's
+    /// converter writes one (`convert_hf_to_gguf.py`'s `DeepseekV2Model`): the latent ranks
+    /// (`attention.q_lora_rank`, absent for one `attn_q`; `attention.kv_lora_rank`), a query/key
+    /// head's size `attention.key_length_mla` (older files: `attention.key_length`, with as many
+    /// key/value heads as heads) of which `rope.dimension_count` rotate, the value head's
+    /// `attention.value_length_mla` (else `attention.value_length`); the routed experts after
+    /// `leading_dense_block_count` dense layers, `expert_shared_count` shared ones, and the router
+    /// `expert_gating_func` names: softmax (V2; absent too, as llama.cpp reads it) or sigmoid with
+    /// the `exp_probs_b` bias (V3), within `expert_group_used_count` of `expert_group_count`
+    /// groups, the weights normalised where `expert_weights_norm` and times
+    /// `expert_weights_scale`. A group scores as transformers scores it: V2 by its best expert, V3
+    /// by its two best (llama.cpp sums the two best of every file's groups, so a V2 file with
+    /// expert groups is run as transformers runs V2, not as llama.cpp does). YaRN as llama.cpp's `deepseek2` graph runs it: the cosines and sines
+    /// times `rope.scaling.yarn_attn_factor` (1 when absent), the softmax scale times `mscale²`
+    /// with `mscale = yarn_attn_factor · (1 + yarn_log_multiplier · ln factor)` (transformers'
+    /// `mscale_all_dim` is `yarn_log_multiplier / 0.1`; a file cannot state transformers'
+    /// `mscale`, which llama.cpp takes to equal `mscale_all_dim`). The rotary values come in
+    /// interleaved pairs (llama.cpp rotates every `deepseek2` file so).
+    pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<DeepseekConfig, Error> {
+        crate::families::llama::check_gguf_shape(p, origin)?;
+        let x = &p.extra;
+        let refuse = |key: &str, value: String, why: &str| {
+            crate::families::llama::gguf_value_error(p, origin, key, value, why)
+        };
+        let shown = |v: Option<usize>| v.map_or("missing".to_string(), |v| v.to_string());
+        let kv_lora_rank = match x.kv_lora_rank {
+            Some(r) if r > 0 && r <= p.hidden_size * 4 => r,
+            other => {
+                return Err(refuse(
+                    "attention.kv_lora_rank",
+                    shown(other),
+                    "a deepseek2 file states its key/value latent's size, a positive number \
+                     of at most four times the embedding length",
+                ))
+            }
+        };
+        let q_lora_rank = match x.q_lora_rank {
+            None => None,
+            Some(r) if r > 0 && r <= p.hidden_size * 4 => Some(r),
+            Some(r) => {
+                return Err(refuse(
+                    "attention.q_lora_rank",
+                    r.to_string(),
+                    "the queries' low rank is a positive number of at most four times the \
+                     embedding length (absent: one attn_q)",
+                ))
+            }
+        };
+        let rope_dim = p.rope_dimension_count;
+        let key_length = x.key_length_mla.unwrap_or(p.head_dim);
+        if rope_dim == 0 || !rope_dim.is_multiple_of(2) || key_length <= rope_dim {
+            return Err(refuse(
+                "rope.dimension_count",
+                rope_dim.to_string(),
+                &format!(
+                    "the rotary part of a query/key head is even, at least 2 and less than the \
+                     head's {key_length} values (attention.key_length_mla)"
+                ),
+            ));
+        }
+        let value = match x.value_length_mla.or(x.value_length) {
+            Some(v) if v > 0 && v <= MAX_HEAD => v,
+            other => {
+                return Err(refuse(
+                    "attention.value_length_mla",
+                    shown(other),
+                    &format!("a value head's size is between 1 and {MAX_HEAD}"),
+                ))
+            }
+        };
+        if key_length > MAX_HEAD {
+            return Err(refuse(
+                "attention.key_length_mla",
+                key_length.to_string(),
+                &format!("a query/key head's size is at most {MAX_HEAD}"),
+            ));
+        }
+        let v3 = match x.expert_gating_func {
+            None | Some(1) => false,
+            Some(2) => true,
+            Some(other) => {
+                return Err(refuse(
+                    "expert_gating_func",
+                    other.to_string(),
+                    "DeepSeek routes by softmax (1) or sigmoid (2)",
+                ))
+            }
+        };
+        let version = if v3 { Version::V3 } else { Version::V2 };
+        let rope = match &p.rope_scaling {
+            None => DeepseekRope::Plain(RopeScaling::None),
+            Some(GgufRopeScaling::Linear { factor }) => {
+                rope_factor_in_range(*factor).map_err(|why| {
+                    refuse("rope.scaling.factor", factor.to_string(), &why.to_string())
+                })?;
+                DeepseekRope::Plain(RopeScaling::Linear { factor: *factor })
+            }
+            Some(GgufRopeScaling::Yarn {
+                factor,
+                original_max_position_embeddings,
+            }) => {
+                rope_factor_in_range(*factor).map_err(|why| {
+                    refuse("rope.scaling.factor", factor.to_string(), &why.to_string())
+                })?;
+                let original = original_max_position_embeddings.ok_or_else(|| {
+                    refuse(
+                        "rope.scaling.original_context_length",
+                        "missing".to_string(),
+                        "YaRN needs the context length of pre-training",
+                    )
+                })?;
+                let positive = |key: &str, v: Option<f64>, default: f64| match v {
+                    None => Ok(default),
+                    Some(v) if v.is_finite() && v > 0.0 => Ok(v),
+                    Some(v) => Err(refuse(key, v.to_string(), "it must be a positive number")),
+                };
+                let attn = positive("rope.scaling.yarn_attn_factor", x.yarn_attn_factor, 1.0)?;
+                let log_mul = match x.yarn_log_multiplier {
+                    None => 0.0,
+                    Some(m) if m.is_finite() && m >= 0.0 => m,
+                    Some(m) => {
+                        return Err(refuse(
+                            "rope.scaling.yarn_log_multiplier",
+                            m.to_string(),
+                            "it must be a number of at least 0",
+                        ))
+                    }
+                };
+                let mscale = if *factor <= 1.0 {
+                    attn
+                } else {
+                    attn * (1.0 + log_mul * factor.ln())
+                };
+                DeepseekRope::Yarn(
+                    Yarn {
+                        factor: *factor,
+                        beta_fast: positive("rope.scaling.yarn_beta_fast", x.yarn_beta_fast, 32.0)?,
+                        beta_slow: positive("rope.scaling.yarn_beta_slow", x.yarn_beta_slow, 1.0)?,
+                        original: original as f64,
+                        truncate: true,
+                        attention_factor: attn,
+                    },
+                    mscale,
+                )
+            }
+            Some(GgufRopeScaling::Other { kind, .. }) => {
+                return Err(Error::from(crate::InputError::GgufMetadata {
+                    origin: origin.to_string(),
+                    problem: GgufMetadataProblem::RopeScaling {
+                        scaling: format!("'{kind}'"),
+                        runs: "; DeepSeek runs default, linear and yarn rotary embeddings",
+                    },
+                }))
+            }
+        };
+        let moe = match &p.experts {
+            None => None,
+            Some(e) => {
+                let first = x.leading_dense_block_count.unwrap_or(0);
+                let inner = match e.feed_forward_length {
+                    Some(f) => f,
+                    None => {
+                        return Err(refuse(
+                            "expert_feed_forward_length",
+                            "missing".to_string(),
+                            "a deepseek2 file states its experts' inner size",
+                        ))
+                    }
+                };
+                let shared = x.expert_shared_count.unwrap_or(0);
+                if inner
+                    .checked_mul(shared.max(1))
+                    .is_none_or(|w| w > p.hidden_size * 64)
+                {
+                    return Err(refuse(
+                        "expert_shared_count",
+                        shared.to_string(),
+                        "the shared experts are at most 64 times as wide as the embeddings",
+                    ));
+                }
+                let groups = x.expert_group_count.unwrap_or(1);
+                let kept = x.expert_group_used_count.unwrap_or(groups);
+                match group_misfit(e.count, e.used, groups, kept) {
+                    None => {}
+                    Some(GroupMisfit::NoGroups) | Some(GroupMisfit::NotDivisible) => {
+                        return Err(refuse(
+                            "expert_group_count",
+                            groups.to_string(),
+                            &format!("the groups divide the {} experts", e.count),
+                        ))
+                    }
+                    Some(GroupMisfit::KeptGroups) => {
+                        return Err(refuse(
+                            "expert_group_used_count",
+                            kept.to_string(),
+                            &format!("between 1 and the {groups} groups are kept"),
+                        ))
+                    }
+                    Some(GroupMisfit::Chosen { fit }) => {
+                        return Err(refuse(
+                            "expert_used_count",
+                            e.used.to_string(),
+                            &format!("the kept groups hold {fit} experts"),
+                        ))
+                    }
+                }
+                let scaling = match x.expert_weights_scale {
+                    None => 1.0,
+                    Some(s) if s.is_finite() => s,
+                    Some(s) => {
+                        return Err(refuse(
+                            "expert_weights_scale",
+                            s.to_string(),
+                            "it must be a finite number",
+                        ))
+                    }
+                };
+                let normalise = e.weights_norm.unwrap_or(false);
+                (first < p.num_hidden_layers).then_some(DeepseekMoe {
+                    router: RouterSettings {
+                        experts: e.count,
+                        top_k: e.used,
+                        norm_topk_prob: normalise,
+                    },
+                    inner,
+                    shared,
+                    routing: GroupRouting {
+                        scoring: if v3 {
+                            Scoring::Sigmoid
+                        } else {
+                            Scoring::Softmax
+                        },
+                        groups,
+                        topk_group: kept,
+                        group_score: if v3 {
+                            GroupScore::TopTwoSum
+                        } else {
+                            GroupScore::Max
+                        },
+                        bias: None,
+                        masked: if v3 { f32::NEG_INFINITY } else { 0.0 },
+                        weights_from_choice: !v3,
+                        normalise,
+                        scaling: scaling as f32,
+                    },
+                    first,
+                })
+            }
+        };
+        Ok(DeepseekConfig {
+            version,
+            vocab_size: p.vocab_size,
+            hidden_size: p.hidden_size,
+            intermediate_size: p.intermediate_size,
+            num_hidden_layers: p.num_hidden_layers,
+            num_attention_heads: p.num_attention_heads,
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim: key_length - rope_dim,
+            qk_rope_head_dim: rope_dim,
+            v_head_dim: value,
+            max_position_embeddings: p.max_position_embeddings,
+            rms_norm_eps: p.rms_norm_eps,
+            rope_theta: p.rope_theta,
+            rope,
+            rope_interleave: true,
+            tie_word_embeddings: p.tie_word_embeddings,
+            attention_bias: false,
+            mlp_bias: false,
+            hidden_act: Activation::Silu,
+            moe,
+        })
+    }
+
     /// A head's slot: `max(qk_nope + qk_rope, v_head_dim)` values.
     pub fn slot(&self) -> usize {
         (self.qk_nope_head_dim + self.qk_rope_head_dim).max(self.v_head_dim)
@@ -329,12 +615,18 @@ impl DeepseekConfig {
                         attn_bias,
                     )?,
                     kv_norm: rms(&a.pp("kv_a_layernorm"), self.kv_lora_rank)?,
-                    kv_up: linear(
-                        &a.pp("kv_b_proj"),
-                        self.kv_lora_rank,
-                        heads * (nope + value),
-                        false,
-                    )?,
+                    kv_up: if t.shape(&a.pp("kv_b_proj").weight()).is_none()
+                        && t.shape(&a.pp("k_b_proj").weight()).is_some()
+                    {
+                        joined_kv_b(t, &a, heads, self.kv_lora_rank, nope, value)?
+                    } else {
+                        linear(
+                            &a.pp("kv_b_proj"),
+                            self.kv_lora_rank,
+                            heads * (nope + value),
+                            false,
+                        )?
+                    },
                     heads,
                     nope,
                     rope: rope_dim,
@@ -433,6 +725,37 @@ impl DeepseekConfig {
     }
 }
 
+/// `kv_b_proj` (`[heads · (nope + value), rank]`) joined back from the two maps newer llama.cpp
+/// converters split it into: `attn_k_b` (`[heads, rank, nope]`, each head's key rows transposed)
+/// and `attn_v_b` (`[heads, value, rank]`), dequantised.
+fn joined_kv_b(
+    t: &dyn Tensors,
+    a: &Name,
+    heads: usize,
+    rank: usize,
+    nope: usize,
+    value: usize,
+) -> Result<Linear, Error> {
+    let k = t.weight(&a.pp("k_b_proj").weight(), &[heads, rank, nope])?;
+    let v = t.weight(&a.pp("v_b_proj").weight(), &[heads, value, rank])?;
+    let width = nope + value;
+    let mut w = vec![0f32; heads * width * rank];
+    for h in 0..heads {
+        for j in 0..nope {
+            for r in 0..rank {
+                w[(h * width + j) * rank + r] = k[(h * rank + r) * nope + j];
+            }
+        }
+        w[(h * width + nope) * rank..(h + 1) * width * rank]
+            .copy_from_slice(&v[h * value * rank..(h + 1) * value * rank]);
+    }
+    Ok(Linear::new(
+        Weight::owned(w, vec![heads * width, rank]),
+        Layout::OutIn,
+        None,
+    ))
+}
+
 /// The output projection `[hidden, heads · value]` (`o_proj`), widened to `[hidden, heads ·
 /// slot]` with zero columns where a head's slot holds no value.
 fn padded_output(
@@ -489,6 +812,41 @@ fn expert_names(i: usize) -> ExpertNames {
         experts: m.pp("experts"),
         leaves: ["gate_proj", "up_proj", "down_proj"],
     }
+}
+
+/// Why experts, their top-k and their groups cannot route together (config.json's and GGUF's
+/// readers say it each in their own words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupMisfit {
+    /// No groups.
+    NoGroups,
+    /// The groups do not divide the experts.
+    NotDivisible,
+    /// No kept group, or more kept than there are.
+    KeptGroups,
+    /// More experts chosen than the kept groups hold (`fit`).
+    Chosen { fit: usize },
+}
+
+/// The first reason `experts` in `groups` groups, `topk_group` of them kept, cannot give
+/// `top_k` experts per token; `None` when they can.
+fn group_misfit(
+    experts: usize,
+    top_k: usize,
+    groups: usize,
+    topk_group: usize,
+) -> Option<GroupMisfit> {
+    if groups == 0 {
+        return Some(GroupMisfit::NoGroups);
+    }
+    if !experts.is_multiple_of(groups) {
+        return Some(GroupMisfit::NotDivisible);
+    }
+    if topk_group == 0 || topk_group > groups {
+        return Some(GroupMisfit::KeptGroups);
+    }
+    let fit = topk_group * (experts / groups);
+    (groups > 1 && top_k > fit).then_some(GroupMisfit::Chosen { fit })
 }
 
 /// The experts as the config describes them, with transformers' defaults; `None` when
@@ -560,34 +918,36 @@ fn read_moe(
             }
         }
     };
-    if groups == 0 {
-        return Err(file.invalid(ConfigProblem::Zero { field: "n_group" }));
-    }
-    if experts % groups != 0 {
-        return Err(file.invalid(ConfigProblem::NotDivisible {
-            field: experts_field,
-            value: experts,
-            by_field: "n_group",
-            by: groups,
-        }));
-    }
-    if topk_group == 0 || topk_group > groups {
-        return Err(file.invalid(ConfigProblem::TooMany {
-            field: "topk_group",
-            value: topk_group,
-            limit: Limit::Field {
-                field: "n_group",
-                value: groups,
-            },
-        }));
-    }
-    // The chosen experts must fit in the kept groups.
-    if groups > 1 && top_k > topk_group * (experts / groups) {
-        return Err(file.invalid(ConfigProblem::TooMany {
-            field: "num_experts_per_tok",
-            value: top_k,
-            limit: Limit::Number(topk_group * (experts / groups)),
-        }));
+    match group_misfit(experts, top_k, groups, topk_group) {
+        None => {}
+        Some(GroupMisfit::NoGroups) => {
+            return Err(file.invalid(ConfigProblem::Zero { field: "n_group" }))
+        }
+        Some(GroupMisfit::NotDivisible) => {
+            return Err(file.invalid(ConfigProblem::NotDivisible {
+                field: experts_field,
+                value: experts,
+                by_field: "n_group",
+                by: groups,
+            }))
+        }
+        Some(GroupMisfit::KeptGroups) => {
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "topk_group",
+                value: topk_group,
+                limit: Limit::Field {
+                    field: "n_group",
+                    value: groups,
+                },
+            }))
+        }
+        Some(GroupMisfit::Chosen { fit }) => {
+            return Err(file.invalid(ConfigProblem::TooMany {
+                field: "num_experts_per_tok",
+                value: top_k,
+                limit: Limit::Number(fit),
+            }))
+        }
     }
     let scaling = file
         .number("routed_scaling_factor")?
@@ -728,6 +1088,12 @@ fn read_deepseek_rope(
             softmax_mscale,
         ),
     ))
+}
+
+impl GgufConfig for DeepseekConfig {
+    fn stack(&self, tensors: &TensorMap) -> Result<DecoderStack, Error> {
+        self.build_from(tensors)
+    }
 }
 
 impl FamilyConfig for DeepseekConfig {

@@ -1092,6 +1092,25 @@ pub(crate) fn check_gguf_shape(p: &DecoderParams, origin: &str) -> Result<(), Er
     Ok(())
 }
 
+/// The one-line refusal of `{arch}.{key}` (as written: `value`, `missing` when absent) in the
+/// GGUF file `origin`, saying `why`: for the keys only some architectures write.
+pub(crate) fn gguf_value_error(
+    p: &DecoderParams,
+    origin: &str,
+    key: &str,
+    value: String,
+    why: &str,
+) -> Error {
+    Error::from(crate::InputError::GgufMetadata {
+        origin: origin.to_string(),
+        problem: GgufMetadataProblem::Value {
+            key: format!("{}.{key}", p.architecture),
+            value,
+            why: why.to_string(),
+        },
+    })
+}
+
 /// SmolLM3's NoPE layers (true: no rotary embedding) as `SmolLM3Config` derives them:
 /// `no_rope_layers` (1 rotates, 0 does not; at least one entry per layer, as transformers indexes
 /// it by layer), else every `no_rope_layer_interval`-th layer (default 4) skips RoPE.
@@ -1212,6 +1231,7 @@ mod tests {
             rope_factors_tensors: false,
             rope_sections: Vec::new(),
             experts: None,
+            extra: Default::default(),
         }
     }
 

@@ -3,13 +3,19 @@
 //! projections grouped per key head (`in_proj_qkvz`, `in_proj_ba`) and its routing rule
 //! (`decoder_sparse_step`, `mlp_only_layers`, `norm_topk_prob`). Mirrors transformers 5's
 //! `models/qwen3_next/modeling_qwen3_next.py`. Checkpoints are `Qwen3NextForCausalLM`'s
-//! (`model.` prefix, `lm_head.weight` outside it).
+//! (`model.` prefix, `lm_head.weight` outside it), or GGUF files of llama.cpp's `qwen3next`
+//! ([`from_gguf`]).
 
-use crate::blocks::family::{Family, Quirks};
-use crate::blocks::gated_delta::DeltaLayout;
-use crate::blocks::hybrid::{HybridConfig, HybridDefaults, HybridSpec, Routing};
+use crate::blocks::experts::RouterSettings;
+use crate::blocks::family::{Family, GgufReader, Quirks};
+use crate::blocks::gated_delta::{DeltaLayout, LinearShape};
+use crate::blocks::hybrid::{HybridConfig, HybridDefaults, HybridSpec, Routing, MAX_CONV_KERNEL};
+use crate::blocks::network::MAX_LAYERS;
+use crate::error::{Error, GgufMetadataProblem};
+use crate::formats::gguf::{DecoderParams, RopeScaling as GgufRopeScaling};
 use crate::formats::source::TOKENIZERS_WITH_SETTINGS;
 use crate::formats::weights::Anchor;
+use crate::kernels::RopeScaling;
 
 /// Qwen3-Next in the family registry.
 pub static QWEN3_NEXT: Family = Family {
@@ -24,6 +30,7 @@ pub static QWEN3_NEXT: Family = Family {
     config: |file| Ok(Box::new(HybridConfig::read(file, &SPEC)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GGUF_QWEN3NEXT),
         ..Quirks::NONE
     },
 };
@@ -44,6 +51,152 @@ pub static SPEC: HybridSpec = HybridSpec {
     layout: DeltaLayout::Grouped,
     routing: Routing::Stepped,
 };
+
+/// GGUF files of llama.cpp's `qwen3next` architecture ([`from_gguf`]).
+const GGUF_QWEN3NEXT: GgufReader = GgufReader {
+    architectures: &["qwen3next"],
+    config: |p, origin| Ok(Box::new(from_gguf(p, origin)?)),
+};
+
+/// The widest gated delta head, and the most of its heads, read from a GGUF file.
+const MAX_LINEAR: usize = 4096;
+
+/// The config a GGUF file of llama.cpp's `qwen3next` architecture describes, as llama.cpp's
+/// converter writes one (`convert_hf_to_gguf.py`'s `Qwen3NextModel`): the full-attention
+/// heads (`attention.head_count`, `head_count_kv`, `key_length`), of whose values
+/// `rope.dimension_count` rotate; every `full_attention_interval`-th layer full (4 when
+/// absent, as llama.cpp reads it), the others gated delta layers of `ssm.group_count` key
+/// heads of `ssm.state_size` and `ssm.time_step_rank` value heads sharing `ssm.inner_size`,
+/// convolved over `ssm.conv_kernel` tokens; routed experts of `expert_feed_forward_length`
+/// in the layers with a router (the others dense, `feed_forward_length`), the top
+/// `expert_used_count` renormalised (llama.cpp's qwen3next graph always does), and a shared
+/// expert of `expert_shared_feed_forward_length` behind its gate. The network is the hybrid
+/// decoder's, reading the tensors as the converter stores them ([`HybridConfig::gguf`]).
+pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error> {
+    crate::families::llama::check_gguf_shape(p, origin)?;
+    let x = &p.extra;
+    let refuse = |key: &str, value: String, why: &str| {
+        crate::families::llama::gguf_value_error(p, origin, key, value, why)
+    };
+    let size = |key: &str, v: Option<usize>, max: usize| match v {
+        Some(v) if v > 0 && v <= max => Ok(v),
+        other => Err(refuse(
+            key,
+            other.map_or("missing".to_string(), |v| v.to_string()),
+            &format!("a qwen3next file states it, between 1 and {max}"),
+        )),
+    };
+    let conv_kernel = size("ssm.conv_kernel", x.ssm_conv_kernel, MAX_CONV_KERNEL)?;
+    let key_dim = size("ssm.state_size", x.ssm_state_size, MAX_LINEAR)?;
+    let key_heads = size("ssm.group_count", x.ssm_group_count, MAX_LINEAR)?;
+    let value_heads = size("ssm.time_step_rank", x.ssm_time_step_rank, MAX_LINEAR)?;
+    if value_heads % key_heads != 0 {
+        return Err(refuse(
+            "ssm.time_step_rank",
+            value_heads.to_string(),
+            &format!(
+                "the value heads are a multiple of the {key_heads} key heads (ssm.group_count)"
+            ),
+        ));
+    }
+    let inner = size("ssm.inner_size", x.ssm_inner_size, MAX_LINEAR * MAX_LINEAR)?;
+    if inner % value_heads != 0 || inner / value_heads > MAX_LINEAR {
+        return Err(refuse(
+            "ssm.inner_size",
+            inner.to_string(),
+            &format!("it is the {value_heads} value heads' width, a multiple of them"),
+        ));
+    }
+    let interval = size(
+        "full_attention_interval",
+        Some(x.full_attention_interval.unwrap_or(4)),
+        MAX_LAYERS,
+    )?;
+    let layers = p.num_hidden_layers;
+    let rotary_dim = p.rope_dimension_count;
+    if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
+        return Err(refuse(
+            "rope.dimension_count",
+            rotary_dim.to_string(),
+            &format!(
+                "RoPE rotates an even number of at least 2 and at most the head's {} values",
+                p.head_dim
+            ),
+        ));
+    }
+    let rope_scaling = match &p.rope_scaling {
+        None => RopeScaling::None,
+        Some(GgufRopeScaling::Linear { factor }) => {
+            crate::blocks::rope::rope_factor_in_range(*factor).map_err(|why| {
+                refuse("rope.scaling.factor", factor.to_string(), &why.to_string())
+            })?;
+            RopeScaling::Linear { factor: *factor }
+        }
+        Some(other) => {
+            return Err(Error::from(crate::InputError::GgufMetadata {
+                origin: origin.to_string(),
+                problem: GgufMetadataProblem::RopeScaling {
+                    scaling: format!("{other:?}"),
+                    runs: "; Qwen3-Next runs default and linear rotary embeddings",
+                },
+            }))
+        }
+    };
+    let experts = p.experts.as_ref().ok_or_else(|| {
+        refuse(
+            "expert_count",
+            "missing".to_string(),
+            "a qwen3next file routes to experts",
+        )
+    })?;
+    let moe = size(
+        "expert_feed_forward_length",
+        experts.feed_forward_length,
+        p.hidden_size.saturating_mul(64),
+    )?;
+    let shared = size(
+        "expert_shared_feed_forward_length",
+        x.expert_shared_feed_forward_length,
+        p.hidden_size.saturating_mul(64),
+    )?;
+    Ok(HybridConfig {
+        family: SPEC.family,
+        model_type: SPEC.model_type,
+        layout: SPEC.layout,
+        vocab_size: p.vocab_size,
+        hidden_size: p.hidden_size,
+        intermediate_size: p.intermediate_size,
+        num_hidden_layers: layers,
+        num_attention_heads: p.num_attention_heads,
+        num_key_value_heads: p.num_key_value_heads,
+        head_dim: p.head_dim,
+        rotary_dim,
+        max_position_embeddings: p.max_position_embeddings,
+        rms_norm_eps: p.rms_norm_eps,
+        rope_theta: p.rope_theta,
+        rope_scaling,
+        tie_word_embeddings: p.tie_word_embeddings,
+        attention_bias: false,
+        full_layers: (0..layers).map(|i| (i + 1) % interval == 0).collect(),
+        linear: LinearShape {
+            key_heads,
+            value_heads,
+            key_dim,
+            value_dim: inner / value_heads,
+            conv_kernel,
+        },
+        router: RouterSettings {
+            experts: experts.count,
+            top_k: experts.used,
+            norm_topk_prob: true,
+        },
+        moe_intermediate_size: moe,
+        shared_expert_intermediate_size: shared,
+        sparse_layers: experts.layers.clone(),
+        vision_tower: false,
+        gguf: true,
+    })
+}
 
 #[cfg(test)]
 mod tests {

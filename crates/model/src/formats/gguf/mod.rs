@@ -43,7 +43,7 @@ const PERMUTED_QK: &[&str] = &["llama", "smollm3"];
 pub use header::{HeaderError, UnsupportedType};
 pub use params::{
     gguf_expert_slice_for, gguf_tensor_name, gguf_tensor_name_for, hf_tensor_name,
-    hf_tensor_name_for, DecoderParams, ExpertParams, RopeScaling,
+    hf_tensor_name_for, DecoderParams, ExpertParams, ExtraParams, RopeScaling,
 };
 pub use tokenizer::{GgufTokenizer, TokenizerProblem};
 
@@ -627,7 +627,38 @@ impl GgufFile {
                 .get_f64_array(&key("swiglu_clamp_exp"))?
                 .unwrap_or_default(),
             experts: self.expert_params(&arch, layers)?,
+            extra: self.extra_params(&arch)?,
             architecture: arch,
+        })
+    }
+
+    /// The keys only some architectures write ([`ExtraParams`]), as stated.
+    fn extra_params(&self, arch: &str) -> Result<ExtraParams, GgufError> {
+        let count = |name: &str| self.get_usize(&format!("{arch}.{name}"));
+        let number = |name: &str| self.get_f64(&format!("{arch}.{name}"));
+        Ok(ExtraParams {
+            q_lora_rank: count("attention.q_lora_rank")?,
+            kv_lora_rank: count("attention.kv_lora_rank")?,
+            key_length_mla: count("attention.key_length_mla")?,
+            value_length_mla: count("attention.value_length_mla")?,
+            value_length: count("attention.value_length")?,
+            leading_dense_block_count: count("leading_dense_block_count")?,
+            expert_shared_count: count("expert_shared_count")?,
+            expert_shared_feed_forward_length: count("expert_shared_feed_forward_length")?,
+            expert_weights_scale: number("expert_weights_scale")?,
+            expert_gating_func: self.get_u64(&format!("{arch}.expert_gating_func"))?,
+            expert_group_count: count("expert_group_count")?,
+            expert_group_used_count: count("expert_group_used_count")?,
+            yarn_log_multiplier: number("rope.scaling.yarn_log_multiplier")?,
+            yarn_attn_factor: number("rope.scaling.yarn_attn_factor")?,
+            yarn_beta_fast: number("rope.scaling.yarn_beta_fast")?,
+            yarn_beta_slow: number("rope.scaling.yarn_beta_slow")?,
+            ssm_conv_kernel: count("ssm.conv_kernel")?,
+            ssm_state_size: count("ssm.state_size")?,
+            ssm_group_count: count("ssm.group_count")?,
+            ssm_time_step_rank: count("ssm.time_step_rank")?,
+            ssm_inner_size: count("ssm.inner_size")?,
+            full_attention_interval: count("full_attention_interval")?,
         })
     }
 
@@ -1159,7 +1190,7 @@ impl GgufFile {
 }
 
 /// The architectures whose every model routes its feed-forward blocks to experts.
-const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe", "gpt-oss"];
+const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe", "gpt-oss", "qwen3next"];
 
 /// The most experts a router may have in a file read here (the largest released models have
 /// 384): a bound on `{arch}.expert_count`.

@@ -102,6 +102,61 @@ pub struct DecoderParams {
     /// The routed experts of a mixture-of-experts decoder (`{arch}.expert_count` stated and
     /// not 0); `None` for a dense one.
     pub experts: Option<ExpertParams>,
+    /// The keys of the architectures beyond a Llama-like decoder's (DeepSeek's latent attention
+    /// and routing, Qwen3-Next's gated delta layers), each `None` where absent.
+    pub extra: ExtraParams,
+}
+
+/// `{arch}.*` keys that only some architectures write (`deepseek2`, `qwen3next`), read as
+/// stated: each family checks the ones it needs. The GGUF key each comes from is in its doc.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExtraParams {
+    /// `{arch}.attention.q_lora_rank` (DeepSeek's low-rank queries; absent: one `attn_q`).
+    pub q_lora_rank: Option<usize>,
+    /// `{arch}.attention.kv_lora_rank`: the compressed key/value latent's size.
+    pub kv_lora_rank: Option<usize>,
+    /// `{arch}.attention.key_length_mla`: a query/key head's size before absorption
+    /// (`qk_nope + qk_rope`).
+    pub key_length_mla: Option<usize>,
+    /// `{arch}.attention.value_length_mla`: a value head's size (`v_head_dim`).
+    pub value_length_mla: Option<usize>,
+    /// `{arch}.attention.value_length` (older DeepSeek files: the value head's size).
+    pub value_length: Option<usize>,
+    /// `{arch}.leading_dense_block_count`: the dense layers before the routed ones.
+    pub leading_dense_block_count: Option<usize>,
+    /// `{arch}.expert_shared_count`: shared experts every token runs through.
+    pub expert_shared_count: Option<usize>,
+    /// `{arch}.expert_shared_feed_forward_length`: the shared expert's inner size.
+    pub expert_shared_feed_forward_length: Option<usize>,
+    /// `{arch}.expert_weights_scale`: the routed weights' factor (`routed_scaling_factor`).
+    pub expert_weights_scale: Option<f64>,
+    /// `{arch}.expert_gating_func`: llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE` (1 softmax,
+    /// 2 sigmoid).
+    pub expert_gating_func: Option<u64>,
+    /// `{arch}.expert_group_count` (`n_group`).
+    pub expert_group_count: Option<usize>,
+    /// `{arch}.expert_group_used_count` (`topk_group`).
+    pub expert_group_used_count: Option<usize>,
+    /// `{arch}.rope.scaling.yarn_log_multiplier` (DeepSeek: `0.1 · mscale_all_dim`).
+    pub yarn_log_multiplier: Option<f64>,
+    /// `{arch}.rope.scaling.yarn_attn_factor`.
+    pub yarn_attn_factor: Option<f64>,
+    /// `{arch}.rope.scaling.yarn_beta_fast`.
+    pub yarn_beta_fast: Option<f64>,
+    /// `{arch}.rope.scaling.yarn_beta_slow`.
+    pub yarn_beta_slow: Option<f64>,
+    /// `{arch}.ssm.conv_kernel`: the gated delta layers' convolution width.
+    pub ssm_conv_kernel: Option<usize>,
+    /// `{arch}.ssm.state_size`: a key head's size (`linear_key_head_dim`).
+    pub ssm_state_size: Option<usize>,
+    /// `{arch}.ssm.group_count`: key heads (`linear_num_key_heads`).
+    pub ssm_group_count: Option<usize>,
+    /// `{arch}.ssm.time_step_rank`: value heads (`linear_num_value_heads`).
+    pub ssm_time_step_rank: Option<usize>,
+    /// `{arch}.ssm.inner_size`: all value heads' width.
+    pub ssm_inner_size: Option<usize>,
+    /// `{arch}.full_attention_interval`: every how many layers one is full attention.
+    pub full_attention_interval: Option<usize>,
 }
 
 /// A mixture-of-experts decoder's routed experts, from `{arch}.expert_*` metadata and the
@@ -217,11 +272,86 @@ fn layer_parts(arch: &str) -> &'static [(&'static str, &'static str)] {
         ("ffn_up_exps", "mlp.experts.up_proj"),
         ("ffn_down_exps", "mlp.experts.down_proj"),
     ];
+    // DeepSeek-V2/V3 (llama.cpp's `deepseek2`): latent attention (`attn_q` or the low-rank
+    // `attn_q_a`/`attn_q_b`; the key/value latent `attn_kv_a_mqa`, expanded by `attn_kv_b`, or by
+    // the split `attn_k_b`/`attn_v_b` newer converters write, named here as transformers has no
+    // such maps), the dense layers' and shared experts' MLPs, the router and merged experts.
+    const DEEPSEEK2: [(&str, &str); 22] = [
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_q_a", "self_attn.q_a_proj"),
+        ("attn_q_a_norm", "self_attn.q_a_layernorm"),
+        ("attn_q_b", "self_attn.q_b_proj"),
+        ("attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"),
+        ("attn_kv_a_norm", "self_attn.kv_a_layernorm"),
+        ("attn_kv_b", "self_attn.kv_b_proj"),
+        ("attn_k_b", "self_attn.k_b_proj"),
+        ("attn_v_b", "self_attn.v_b_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("ffn_norm", "post_attention_layernorm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_gate_inp", "mlp.gate"),
+        ("ffn_gate_exps", "mlp.experts.gate_proj"),
+        ("ffn_up_exps", "mlp.experts.up_proj"),
+        ("ffn_down_exps", "mlp.experts.down_proj"),
+        ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
+        ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
+        ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
+    ];
+    // Qwen3-Next (`qwen3next`): gated full attention as Qwen3's, the gated delta layers' maps as
+    // llama.cpp's converter writes them (`in_proj_qkvz` split into `attn_qkv` and `attn_gate`,
+    // named here as transformers has no such maps), the shared expert and its gate.
+    const QWEN3NEXT: [(&str, &str); 25] = [
+        ("attn_norm", "input_layernorm"),
+        ("post_attention_norm", "post_attention_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_q_norm", "self_attn.q_norm"),
+        ("attn_k_norm", "self_attn.k_norm"),
+        ("attn_qkv", "linear_attn.in_proj_qkv"),
+        ("attn_gate", "linear_attn.in_proj_z"),
+        ("ssm_ba", "linear_attn.in_proj_ba"),
+        ("ssm_conv1d", "linear_attn.conv1d"),
+        ("ssm_norm", "linear_attn.norm"),
+        ("ssm_out", "linear_attn.out_proj"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_gate_inp", "mlp.gate"),
+        ("ffn_gate_exps", "mlp.experts.gate_proj"),
+        ("ffn_up_exps", "mlp.experts.up_proj"),
+        ("ffn_down_exps", "mlp.experts.down_proj"),
+        ("ffn_gate_shexp", "mlp.shared_expert.gate_proj"),
+        ("ffn_up_shexp", "mlp.shared_expert.up_proj"),
+        ("ffn_down_shexp", "mlp.shared_expert.down_proj"),
+        ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
+    ];
     match arch {
         "gemma2" | "gemma3" => &GEMMA,
         "phi3" => &PHI3,
         "gpt-oss" => &GPT_OSS,
+        "deepseek2" => &DEEPSEEK2,
+        "qwen3next" => &QWEN3NEXT,
         _ => &LLAMA,
+    }
+}
+
+/// A layer's tensors whose leaf is not `weight` or `bias` on one side: (GGUF name after
+/// `blk.{i}.`, transformers name after `model.layers.{i}.`). DeepSeek-V3's router bias; Qwen3-Next's
+/// decay rates, which llama.cpp's converter stores as `-exp(A_log)` (named here as transformers has
+/// no such tensor) and its `dt_bias`.
+fn layer_leaves(arch: &str) -> &'static [(&'static str, &'static str)] {
+    match arch {
+        "deepseek2" => &[("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")],
+        "qwen3next" => &[
+            ("ssm_a", "linear_attn.ssm_a"),
+            ("ssm_dt.bias", "linear_attn.dt_bias"),
+        ],
+        _ => &[],
     }
 }
 
@@ -252,6 +382,9 @@ pub fn hf_tensor_name_for(arch: &str, gguf: &str) -> Option<String> {
     let rest = gguf.strip_prefix("blk.")?;
     let (layer, rest) = rest.split_once('.')?;
     layer.parse::<usize>().ok()?;
+    if let Some((_, hf)) = layer_leaves(arch).iter().find(|(g, _)| *g == rest) {
+        return Some(format!("model.layers.{layer}.{hf}"));
+    }
     let (part, suffix) = rest.rsplit_once('.')?;
     if suffix != "weight" && suffix != "bias" {
         return None;
@@ -269,6 +402,9 @@ pub fn gguf_tensor_name_for(arch: &str, hf: &str) -> Option<String> {
     let rest = hf.strip_prefix("model.layers.")?;
     let (layer, rest) = rest.split_once('.')?;
     layer.parse::<usize>().ok()?;
+    if let Some((gguf, _)) = layer_leaves(arch).iter().find(|(_, h)| *h == rest) {
+        return Some(format!("blk.{layer}.{gguf}"));
+    }
     let (part, suffix) = rest.rsplit_once('.')?;
     if suffix != "weight" && suffix != "bias" {
         return None;
@@ -460,6 +596,80 @@ mod tests {
         );
         // gpt-oss has no ffn_norm (its norm after the attention is post_attention_norm).
         assert_eq!(hf_tensor_name_for("gpt-oss", "blk.0.ffn_norm.weight"), None);
+    }
+
+    #[test]
+    fn deepseek2_and_qwen3next_layouts_map_both_ways() {
+        for (arch, gguf, hf) in [
+            (
+                "deepseek2",
+                "blk.1.attn_q_a_norm.weight",
+                "model.layers.1.self_attn.q_a_layernorm.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.0.attn_kv_a_mqa.weight",
+                "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.2.attn_k_b.weight",
+                "model.layers.2.self_attn.k_b_proj.weight",
+            ),
+            (
+                "deepseek2",
+                "blk.2.exp_probs_b.bias",
+                "model.layers.2.mlp.gate.e_score_correction_bias",
+            ),
+            (
+                "deepseek2",
+                "blk.1.ffn_down_shexp.weight",
+                "model.layers.1.mlp.shared_experts.down_proj.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ssm_a",
+                "model.layers.0.linear_attn.ssm_a",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ssm_dt.bias",
+                "model.layers.0.linear_attn.dt_bias",
+            ),
+            (
+                "qwen3next",
+                "blk.2.attn_gate.weight",
+                "model.layers.2.linear_attn.in_proj_z.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.3.post_attention_norm.weight",
+                "model.layers.3.post_attention_layernorm.weight",
+            ),
+            (
+                "qwen3next",
+                "blk.0.ffn_gate_inp_shexp.weight",
+                "model.layers.0.mlp.shared_expert_gate.weight",
+            ),
+        ] {
+            assert_eq!(
+                hf_tensor_name_for(arch, gguf).as_deref(),
+                Some(hf),
+                "{arch}"
+            );
+            assert_eq!(
+                gguf_tensor_name_for(arch, hf).as_deref(),
+                Some(gguf),
+                "{arch}"
+            );
+        }
+        assert_eq!(
+            gguf_expert_slice_for("deepseek2", "model.layers.1.mlp.experts.3.up_proj.weight"),
+            Some(("blk.1.ffn_up_exps.weight".to_string(), 3))
+        );
+        // Each architecture's own leaves only.
+        assert_eq!(hf_tensor_name_for("llama", "blk.0.exp_probs_b.bias"), None);
+        assert_eq!(hf_tensor_name_for("deepseek2", "blk.0.ssm_a"), None);
     }
 
     #[test]
