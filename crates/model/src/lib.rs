@@ -330,8 +330,14 @@ fn prepare_in_background(network: &std::sync::Arc<dyn Network>) {
     let _ = std::thread::Builder::new()
         .name("attnviz-prepare".into())
         .spawn(move || {
-            if let Some(speech) = network.speech() {
-                speech.prepare_decoding();
+            // On a pool of its own: the caller's pool may have one thread, which then waits
+            // for these tables (`--threads 1`) and could never run their parallel parts.
+            if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                pool.install(|| {
+                    if let Some(speech) = network.speech() {
+                        speech.prepare_decoding();
+                    }
+                });
             }
         });
 }
