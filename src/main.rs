@@ -4,11 +4,6 @@ mod app;
 
 use std::process::ExitCode;
 
-/// Large blocks on huge pages: a fresh process touches its capture's pages once, and 4 KiB
-/// pages make that cost about four times as much (`app::huge_pages`).
-#[global_allocator]
-static ALLOCATOR: app::huge_pages::HugePages = app::huge_pages::HugePages;
-
 fn main() -> ExitCode {
     let args = app::suggest::parse_args();
     // Ctrl-C / SIGTERM remove this run's unfinished files, then exit 130 / 143.

@@ -9,7 +9,6 @@ pub mod cli;
 pub mod diff;
 pub mod error;
 pub mod flows;
-pub mod huge_pages;
 /// `attnviz models`: the models on this machine.
 pub mod models;
 pub mod plan;
