@@ -694,9 +694,14 @@ fn gpt_oss_mxfp4(
                 hidden,
                 inner,
             )?;
+            let (gate, up) = (half(0)?, half(1)?);
+            // Copied: this expert's stored bytes need not stay resident beside the copy.
+            for bytes in [gu, gus, d, ds] {
+                t.release_bytes(bytes);
+            }
             Ok(FeedForward::Gated {
-                gate: half(0)?,
-                up: half(1)?,
+                gate,
+                up,
                 activation: Activation::Identity,
                 down: Linear::new(
                     down,

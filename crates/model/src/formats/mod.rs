@@ -13,6 +13,7 @@ pub mod config;
 mod config_problem;
 pub mod ctranslate2;
 pub mod gguf;
+mod pages;
 pub mod pickle;
 pub mod pytorch;
 pub mod source;

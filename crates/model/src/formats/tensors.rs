@@ -89,6 +89,12 @@ pub trait Tensors {
         }
         .into())
     }
+    /// Drop from the process the mapped pages of `bytes`, which [`Tensors::bytes`] gave and whose
+    /// contents have been copied, so that the peak resident size does not count them on top of
+    /// the copy. Sources that do not map their files do nothing.
+    fn release_bytes(&self, bytes: &[u8]) {
+        let _ = bytes;
+    }
 }
 
 impl Tensors for Checkpoint {
@@ -112,6 +118,10 @@ impl Tensors for Checkpoint {
 
     fn bytes(&self, name: &str, shape: &[usize]) -> Result<&[u8], Error> {
         Ok(Checkpoint::bytes(self, name, shape)?)
+    }
+
+    fn release_bytes(&self, bytes: &[u8]) {
+        Checkpoint::release_bytes(self, bytes)
     }
 }
 

@@ -615,18 +615,11 @@ impl Weight {
     /// place: after a packed copy has taken over its work, it need not stay resident. Reading it
     /// again later simply maps the pages again.
     pub fn release_pages(&self) {
-        #[cfg(target_os = "linux")]
         if self.is_mapped() {
-            const PAGE: usize = 4096;
-            let start = (self.ptr as usize).next_multiple_of(PAGE);
-            let end = (self.ptr as usize + self.len * 4) / PAGE * PAGE;
-            if end > start {
-                // SAFETY: only advice on whole pages inside a read-only file mapping that
-                // `_keep` keeps alive; their contents stay what the file holds.
-                unsafe {
-                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-                }
-            }
+            // SAFETY: `ptr` points at `len` initialised f32 values, `len * 4` bytes, that `_keep`
+            // keeps alive.
+            let bytes = unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len * 4) };
+            super::pages::release_mapped(bytes);
         }
     }
 }
@@ -917,6 +910,22 @@ impl Checkpoint {
             return Err(dtype_err(format!("{:?}", view.dtype())));
         }
         Ok(view.data())
+    }
+
+    /// Drop from the process the mapped pages of `bytes`, a tensor [`Checkpoint::bytes`] gave
+    /// and whose contents have been copied (see [`Weight::release_pages`]). Bytes that are not
+    /// in this checkpoint's memory map are left alone.
+    pub fn release_bytes(&self, bytes: &[u8]) {
+        if let Backend::Safetensors(st) = self.backend.as_ref() {
+            let inside = st.tensors().iter().any(|(_, view)| {
+                let data = view.data().as_ptr_range();
+                let range = bytes.as_ptr_range();
+                data.start <= range.start && range.end <= data.end
+            });
+            if inside {
+                super::pages::release_mapped(bytes);
+            }
+        }
     }
 
     /// Matrix `name` (without the prefix), checked against `shape` and checked to be finite:

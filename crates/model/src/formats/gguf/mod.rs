@@ -825,7 +825,7 @@ impl GgufFile {
                 for &r in &map {
                     owned.extend_from_slice(&bytes[r * row..(r + 1) * row]);
                 }
-                release_pages(bytes);
+                crate::formats::pages::release_mapped(bytes);
                 StoredMatrix::owned(owned, entry.dtype, outputs, inputs)
             }
         };
@@ -963,7 +963,7 @@ impl GgufFile {
         let rows = entry.shape.iter().rev().skip(1).product::<usize>();
         let bytes = &self.mmap[entry.start..entry.start + entry.len];
         let data = dequant::dequantize(entry.dtype, bytes, rows, cols, row_map);
-        release_pages(bytes);
+        crate::formats::pages::release_mapped(bytes);
         Ok(F32Tensor {
             shape: entry.shape.clone(),
             data,
@@ -1361,23 +1361,4 @@ fn check_tensor(
         start,
         len: bytes,
     })
-}
-
-/// Let the kernel drop the mapped pages of a tensor once it has been dequantised: they stay in
-/// the page cache, but the peak resident size no longer counts the file on top of the f32 copy.
-/// (The same advice as the safetensors reader gives; see `weights::release_pages`.)
-fn release_pages(bytes: &[u8]) {
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = (bytes.as_ptr() as usize).next_multiple_of(PAGE);
-        let end = (bytes.as_ptr() as usize + bytes.len()) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: only advice on whole pages inside a read-only file mapping we keep alive;
-            // their contents stay what the file holds.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-            }
-        }
-    }
 }
