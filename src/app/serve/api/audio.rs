@@ -25,8 +25,10 @@ use serde::Deserialize;
 
 use attnviz::request::{AudioSource, RunRequest};
 
-use super::upload::{content_length, download_name, picture_name, read_bounded};
-use super::{admit, error, execute_admitted, keep_run, Refused};
+use super::upload::{
+    admitted_body, bounded_generate, download_name, picture_name, served_model, upload_query,
+};
+use super::{error, execute_admitted, keep_run, Refused};
 use crate::app::serve::State;
 
 /// The largest recording the server takes, in bytes (32 MiB: a 30-second window is 1 MB of
@@ -93,23 +95,9 @@ async fn upload(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, Refused> {
-    let Query(query) = query.map_err(|e| {
-        (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "a recording is posted as the body of /api/audio?model=N&name=NAME: {}",
-                e.body_text()
-            ),
-        )
-    })?;
+    let query = upload_query(query, "a recording", "/api/audio")?;
     let index = query.model;
-    let count = state.models.len();
-    let Some(served) = state.models.get(index) else {
-        return Err((
-            StatusCode::NOT_FOUND,
-            format!("there is no model {index}: this server has {count}"),
-        ));
-    };
+    let served = served_model(state, index)?;
     if served.kind != "speech" {
         let (reads, route) = if served.kind == "vision" || served.model.is_multimodal() {
             ("pictures", "upload one (POST /api/image)")
@@ -136,18 +124,7 @@ async fn upload(
             ))
         }
     };
-    let generate = query.generate.filter(|&g| g > 0);
-    if let Some(g) = generate {
-        if g > state.max_generate {
-            return Err((
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "generate={g} is more than this server generates ({}); ask for fewer",
-                    state.max_generate
-                ),
-            ));
-        }
-    }
+    let generate = bounded_generate(state, query.generate)?;
     let language = query.language.filter(|l| !l.trim().is_empty());
     if language.as_ref().is_some_and(|l| l.len() > 64) {
         return Err((
@@ -155,23 +132,17 @@ async fn upload(
             "language= is a language's code or name (en, english)".into(),
         ));
     }
-    let expected = content_length(headers)?;
-    if expected.is_some_and(|n| n > MAX_AUDIO as u64) {
-        return Err(too_large());
-    }
-    // Its place in the queue first: a full queue is told so before the recording is sent.
-    let admitted = admit(state, index)?;
-    let bytes = read_bounded(
+    // A length over the bound is refused before a byte of the body is read, and a full queue
+    // before the recording is sent.
+    let (admitted, bytes) = admitted_body(
+        state,
+        index,
+        headers,
         body,
-        expected.map(|n| n as usize),
-        MAX_AUDIO,
-        "the recording",
+        (MAX_AUDIO, "the recording"),
         too_large,
     )
     .await?;
-    if bytes.is_empty() {
-        return Err((StatusCode::BAD_REQUEST, "the recording is empty".into()));
-    }
     let name = picture_name(query.name.as_deref().unwrap_or(""));
     let filename = download_name(&name);
     let request = RunRequest {

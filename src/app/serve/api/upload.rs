@@ -30,7 +30,7 @@ use attnviz::pixels::ImageSource;
 use attnviz::request::RunRequest;
 
 use super::{admit, check_tokens, error, execute_admitted, keep_run, slug, Refused};
-use crate::app::serve::State;
+use crate::app::serve::{slot, Served, State};
 
 /// The largest picture the server takes, in bytes (20 MiB).
 pub const MAX_UPLOAD: usize = 20 << 20;
@@ -125,6 +125,77 @@ fn too_large() -> Refused {
     )
 }
 
+/// The upload's query, or 400 saying how `route` (`/api/image`) is called, with serde's words
+/// on what was wrong.
+pub(super) fn upload_query<Q>(
+    query: Result<Query<Q>, QueryRejection>,
+    what: &str,
+    route: &str,
+) -> Result<Q, Refused> {
+    query.map(|Query(q)| q).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{what} is posted as the body of {route}?model=N&name=NAME: {}",
+                e.body_text()
+            ),
+        )
+    })
+}
+
+/// Served model `index`, or 404 saying how many there are.
+pub(super) fn served_model(state: &State, index: usize) -> Result<&Served, Refused> {
+    state.models.get(index).ok_or_else(|| {
+        (
+            StatusCode::NOT_FOUND,
+            format!(
+                "there is no model {index}: this server has {}",
+                state.models.len()
+            ),
+        )
+    })
+}
+
+/// `generate=K` (0 is none), refused when it is more than the server generates.
+pub(super) fn bounded_generate(
+    state: &State,
+    generate: Option<usize>,
+) -> Result<Option<usize>, Refused> {
+    match generate.filter(|&g| g > 0) {
+        Some(g) if g > state.max_generate => Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "generate={g} is more than this server generates ({}); ask for fewer",
+                state.max_generate
+            ),
+        )),
+        g => Ok(g),
+    }
+}
+
+/// An upload's body, after its place in model `index`'s queue: a `Content-Length` over `limit`
+/// is `too_large` before the queue or the body is touched, a full queue is 503 before the body
+/// is read, and an empty body is 400. `what` names the upload (`the picture`).
+pub(super) async fn admitted_body(
+    state: &State,
+    index: usize,
+    headers: &HeaderMap,
+    body: Body,
+    (limit, what): (usize, &str),
+    too_large: impl Fn() -> Refused,
+) -> Result<(slot::Admitted, Vec<u8>), Refused> {
+    let expected = content_length(headers)?;
+    if expected.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let admitted = admit(state, index)?;
+    let bytes = read_bounded(body, expected.map(|n| n as usize), limit, what, too_large).await?;
+    if bytes.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, format!("{what} is empty")));
+    }
+    Ok((admitted, bytes))
+}
+
 /// The body's bytes, at most `limit` of them (`too_large`, a 413, as soon as there are more);
 /// `what` names the upload in the message of a body cut short.
 pub(super) async fn read_bounded(
@@ -186,23 +257,9 @@ async fn upload(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, Refused> {
-    let Query(query) = query.map_err(|e| {
-        (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "a picture is posted as the body of /api/image?model=N&name=NAME: {}",
-                e.body_text()
-            ),
-        )
-    })?;
+    let query = upload_query(query, "a picture", "/api/image")?;
     let index = query.model;
-    let count = state.models.len();
-    let Some(served) = state.models.get(index) else {
-        return Err((
-            StatusCode::NOT_FOUND,
-            format!("there is no model {index}: this server has {count}"),
-        ));
-    };
+    let served = served_model(state, index)?;
     let multimodal = served.model.is_multimodal();
     if served.kind == "speech" {
         return Err((
@@ -227,7 +284,7 @@ async fn upload(
         ));
     }
     let text = query.text.unwrap_or_default();
-    let (generate, chat) = (query.generate.filter(|&g| g > 0), query.chat);
+    let (generate, chat) = (bounded_generate(state, query.generate)?, query.chat);
     if (generate.is_some() || chat) && !multimodal {
         return Err((
             StatusCode::BAD_REQUEST,
@@ -237,17 +294,6 @@ async fn upload(
                 served.name
             ),
         ));
-    }
-    if let Some(g) = generate {
-        if g > state.max_generate {
-            return Err((
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "generate={g} is more than this server generates ({}); ask for fewer",
-                    state.max_generate
-                ),
-            ));
-        }
     }
     if multimodal {
         // The prompt's tokens, counted before the picture is read (its image tokens are the
@@ -263,24 +309,17 @@ async fn upload(
             served.model.max_positions(),
         )?;
     }
-    // A length over the bound is refused before a byte of the body is read.
-    let expected = content_length(headers)?;
-    if expected.is_some_and(|n| n > MAX_UPLOAD as u64) {
-        return Err(too_large());
-    }
-    // Its place in the queue first: a full queue is told so before the picture is sent.
-    let admitted = admit(state, index)?;
-    let bytes = read_bounded(
+    // A length over the bound is refused before a byte of the body is read, and a full queue
+    // before the picture is sent.
+    let (admitted, bytes) = admitted_body(
+        state,
+        index,
+        headers,
         body,
-        expected.map(|n| n as usize),
-        MAX_UPLOAD,
-        "the picture",
+        (MAX_UPLOAD, "the picture"),
         too_large,
     )
     .await?;
-    if bytes.is_empty() {
-        return Err((StatusCode::BAD_REQUEST, "the picture is empty".into()));
-    }
     let name = picture_name(query.name.as_deref().unwrap_or(""));
     let filename = download_name(&name);
     let request = RunRequest {
