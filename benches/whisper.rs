@@ -164,6 +164,21 @@ fn main() {
                 median(&walls[job]) / median(&walls[i]),
                 median(&cpus[job]) / median(&cpus[i])
             );
+            // Each round's two processes ran back to back, under the same load: their ratio
+            // drifts less with the machine than the medians' ratio does.
+            let mut paired: Vec<f64> = walls[job]
+                .iter()
+                .zip(&walls[i])
+                .map(|(j, a)| j / a)
+                .collect();
+            paired.sort_by(f64::total_cmp);
+            if let (Some(lo), Some(hi)) = (paired.first(), paired.last()) {
+                println!(
+                    "    round by round, wall: median ×{:.1}, from ×{lo:.1} to ×{hi:.1} ({} rounds)",
+                    median(&paired),
+                    paired.len()
+                );
+            }
         }
         if !walls[anchor].is_empty() {
             println!(
