@@ -6,7 +6,9 @@ go under .cache/synthetic-gguf/ by default (ignored by git), or where --out says
 
     .cache/venv-ref/bin/python scripts/make-synthetic-gguf.py [--only NAME-KIND ...] [--tokenizer F.gguf] [--out DIR]
 
-The mixture-of-experts files, as benches/moe_sizes.rs looks for them (12.1 GB and 4.2 GB, about
+`--dry-run` prints each file's size from its tensor plan and writes nothing (the only use of the
+`qwen3-30b-a3b` shape below, 18.6 GB, written only when --only names it). The
+mixture-of-experts files, as benches/moe_sizes.rs looks for them (12.1 GB and 4.2 GB, about
 2 and 1 minutes on this machine's disk):
 
     .cache/venv-ref/bin/python scripts/make-synthetic-gguf.py --out .cache/synthetic \
@@ -26,6 +28,8 @@ Shapes (from the models' config.json):
   olmoe-1b-7b   llama.cpp's `olmoe`: hidden 2048, 16 layers, 16 heads / 16 KV heads, head 128,
                 64 experts (top 8) of inner 1024, vocab 50304, separate output matrix; RMSNorm
                 over the whole q and k projections
+  qwen3-30b-a3b llama.cpp's `qwen3moe`: hidden 2048, 48 layers, 32 heads / 4 KV heads, head 128,
+                128 experts (top 8) of inner 768, vocab 151936, separate output matrix
 Types: `q4km` is llama.cpp's Q4_K_M mix (Q4_K everywhere, Q6_K for the output matrix and for
 attn_v / ffn_down on the layers llama.cpp's `use_more_bits` picks); `q8_0` is Q8_0 everywhere.
 `mxfp4` is how the released gpt-oss GGUF (llama.cpp's MOSTLY_MXFP4_MOE) stores it: the merged
@@ -68,6 +72,10 @@ SHAPES = {
     "olmoe-1b-7b": dict(arch="olmoe", hidden=2048, layers=16, heads=16, kv=16, head=128,
                         ffn=1024, vocab=50304, tied=False, theta=10000.0, experts=64, top_k=8,
                         context=4096, kinds=("q4km",)),
+    # Sized only (--dry-run): how large a mixture-of-experts model fits a 24 GB machine.
+    "qwen3-30b-a3b": dict(arch="qwen3moe", hidden=2048, layers=48, heads=32, kv=4, head=128,
+                          ffn=768, vocab=151936, tied=False, theta=1000000.0, experts=128,
+                          top_k=8, context=40960, kinds=("q4km",), only_when_named=True),
 }
 
 # (values per block, bytes per block, offsets of f16 scales inside a block)
@@ -107,7 +115,7 @@ def tensors(s, kind):
             mat(p + "attn_v.weight", kv, h, qtype=T.Q6_K if more else base),
             mat(p + "attn_output.weight", h, q),
         ]
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3moe"):
             out += [f32(p + "attn_q_norm.weight", s["head"]), f32(p + "attn_k_norm.weight", s["head"])]
         if arch == "olmoe":
             # OLMoE's q/k norms run over the whole projections, not per head.
@@ -254,11 +262,25 @@ def write(name, kind, out_dir, tokenizer):
     return path
 
 
+def planned_bytes(s, kind):
+    """The tensors' bytes (the file adds its metadata and tokenizer, a few MB)."""
+    total = 0
+    for _, shape, qtype, _ in tensors(s, kind):
+        if qtype == T.F32:
+            total += int(np.prod(shape)) * 4
+        else:
+            values, size, _ = BLOCKS[qtype]
+            total += int(np.prod(shape)) // values * size
+    return total
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="NAME-KIND, e.g. llama-3.1-8b-q4km")
     ap.add_argument("--tokenizer", default=".cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--out", default=".cache/synthetic-gguf")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print each file's size from its tensor plan, write nothing")
     a = ap.parse_args()
     if not os.path.exists(a.tokenizer):
         sys.exit(f"no {a.tokenizer}: run scripts/fetch-smollm2.sh first, or pass --tokenizer")
@@ -266,6 +288,11 @@ def main():
     for name in SHAPES:
         for kind in SHAPES[name].get("kinds", ("q4km", "q8_0")):
             if a.only and f"{name}-{kind}" not in a.only:
+                continue
+            if not a.only and SHAPES[name].get("only_when_named") and not a.dry_run:
+                continue
+            if a.dry_run:
+                print(f"{name}-{kind}: {planned_bytes(SHAPES[name], kind) / 1e9:.2f} GB of tensors")
                 continue
             t0 = time.time()
             path = write(name, kind, a.out, a.tokenizer)
