@@ -1,10 +1,12 @@
-"""llama.cpp's figures on a GGUF file, for benches/gguf_sizes.rs (issue 22, requirement 7).
+"""llama.cpp's figures on a GGUF file, for benches/gguf_sizes.rs (issue 22, requirement 7) and
+benches/moe_sizes.rs (issue 43, requirement 6).
 
     python benches/llama_cpp_anchor.py FILE.gguf TOKENS GENERATE THREADS
 
 Needs llama-cpp-python built from source with pip (a benchmark anchor only; attnviz never
-depends on it). From the repository root, into .cache/venv-llama, where benches/gguf_sizes.rs
-looks for it (`LLAMA_PYTHON` names another interpreter):
+depends on it). From the repository root, into .cache/venv-llama, where the benches look for it
+(`LLAMA_PYTHON` names another interpreter); the build fetches cmake itself, about 35 minutes on
+two busy cores:
     python3 -m venv .cache/venv-llama
     CMAKE_BUILD_PARALLEL_LEVEL=2 .cache/venv-llama/bin/pip install llama-cpp-python==0.3.36
 
@@ -16,6 +18,8 @@ every other extension the CPU has and AMX off runs, and is the anchor measured:
         -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF \
         -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
         .cache/venv-llama/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
+On the Zen 4 VM (AMD EPYC, AVX-512 with VNNI and BF16, no AMX) the plain native build runs, and
+knows the `gpt-oss` and `olmoe` architectures (7 December 2026).
 
 The same prompt text as the Rust side (common words, one token each, cut to TOKENS tokens by
 the file's own tokenizer), evaluated once without any attention captured (llama.cpp cannot

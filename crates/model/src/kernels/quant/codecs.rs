@@ -26,6 +26,9 @@ pub(crate) trait Block: Send + Sync + 'static {
     const BYTES: usize;
     /// IEEE halves, which x86's F16C converts in one instruction per 8 (see [`decode_with`]).
     const HALF: bool = false;
+    /// MXFP4, which x86's AVX2 decodes with one table lookup (`pshufb`) per 16 codes (see
+    /// [`decode_with`]).
+    const MXFP4: bool = false;
     /// Decodes whole blocks: `src` holds `n × BYTES` bytes, `out` `n × VALUES` values (whatever
     /// is left over in either is untouched). `M` does the `a·q ± m` steps: their product is
     /// exact, so fused or not, the result is the same; fused is one instruction fewer.
@@ -60,12 +63,20 @@ impl MulAdd for Split {
 
 /// Decodes as [`Block::decode`], F16 with F16C's conversion when `f16c` (the caller checked
 /// that the CPU has it): exact, as the portable conversion is, and 8 values an instruction.
+/// MXFP4 too, with AVX2's byte shuffles, when `f16c` (set only on AVX2 or above:
+/// [`super::Cpu::get`]): the same values, each `k · 2^(e − 128)` as one exact product.
 #[inline(always)]
 pub(crate) fn decode_with<B: Block, M: MulAdd>(f16c: bool, src: &[u8], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if B::HALF && f16c {
         // SAFETY: the caller checked that the CPU has F16C (and AVX, which every F16C CPU has).
         unsafe { super::arch::x86::f16c::decode(src, out) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if B::MXFP4 && f16c {
+        // SAFETY: `f16c` is set only where the instruction set is AVX2 or above.
+        unsafe { super::arch::x86::fused::decode_mxfp4(src, out) };
         return;
     }
     let _ = f16c;
@@ -264,11 +275,23 @@ block!(
     /// 256 weights `d·q`, `q` a signed byte, `d` f32 (and group sums, unused here).
     Q8K, 256, 292, q8k
 );
-block!(
-    /// 32 weights `2^(e − 128)·k[q]`, `q` 4 bits (an E2M1 code), `k` E2M1's values doubled,
-    /// `e` one E8M0 byte.
-    Mxfp4, 32, 17, mxfp4
-);
+/// 32 weights `2^(e − 128)·k[q]`, `q` 4 bits (an E2M1 code), `k` E2M1's values doubled,
+/// `e` one E8M0 byte.
+pub(crate) struct Mxfp4;
+impl Block for Mxfp4 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 17;
+    const MXFP4: bool = true;
+    #[inline(always)]
+    fn decode<M: MulAdd>(src: &[u8], out: &mut [f32]) {
+        let (blocks, _) = src.as_chunks::<17>();
+        let (outs, _) = out.as_chunks_mut::<32>();
+        for (b, y) in blocks.iter().zip(outs) {
+            opaque();
+            mxfp4::<M>(b, y);
+        }
+    }
+}
 /// Implements [`Block`] for a float format of `$bytes` bytes a value: one loop over the values,
 /// which the compiler vectorises.
 macro_rules! float {

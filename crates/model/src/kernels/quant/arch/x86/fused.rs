@@ -1,6 +1,6 @@
 //! One input row (a generated token) against the weights, decoded in registers: no buffer
 //! between decoding and the multiply-adds. For the formats a model's linear maps mostly come in
-//! (Q4_0, Q4_K, Q6_K, Q8_0, F16, BF16); the others take [`crate::kernels::quant::small`]'s path, which decodes
+//! (Q4_0, Q4_K, Q6_K, Q8_0, F16, BF16, and gpt-oss's MXFP4 experts); the others take [`crate::kernels::quant::small`]'s path, which decodes
 //! through an L1 buffer (about 1.5× slower for one row: the store and the load back per vector
 //! are a third of the work; `docs/performance.md`).
 //!
@@ -19,7 +19,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kernels::quant::{Cpu, Job, QuantType};
+use crate::kernels::quant::{codecs, Cpu, Job, QuantType};
 use crate::kernels::{Isa, SharedMut};
 
 /// A copy of an input row that starts on a 64-byte boundary (a cache line, a 512-bit vector).
@@ -61,7 +61,7 @@ pub(crate) fn available(cpu: Cpu, dtype: QuantType) -> bool {
         && cpu.f16c
         && matches!(
             dtype,
-            D::Q4_0 | D::Q4K | D::Q6K | D::Q8_0 | D::F16 | D::BF16
+            D::Q4_0 | D::Q4K | D::Q6K | D::Q8_0 | D::F16 | D::BF16 | D::Mxfp4
         )
 }
 
@@ -83,6 +83,7 @@ pub(crate) unsafe fn band(cpu: Cpu, job: &Job<'_>, o0: usize, o1: usize, dst: Sh
             D::Q4K => rows::<Q4K>(job, o0, o1, dst),
             D::Q6K => rows::<Q6K>(job, o0, o1, dst),
             D::Q8_0 => rows::<Q8_0>(job, o0, o1, dst),
+            D::Mxfp4 => rows::<Mxfp4>(job, o0, o1, dst),
             D::F16 => rows::<F16>(job, o0, o1, dst),
             D::BF16 => rows::<BF16>(job, o0, o1, dst),
             _ => {}
@@ -443,6 +444,69 @@ impl Fused for Q8_0 {
             };
             fma4([w(0), w(1), w(2), w(3)], x, acc);
         }
+    }
+    unsafe fn one(_: *const u8) -> f32 {
+        0.0
+    }
+}
+
+/// An MXFP4 block's 32 weights as four vectors of 8: each code looked up in E2M1's doubled
+/// values by a byte shuffle, widened, and multiplied by `2^(e − 128)`: the exact product the
+/// codec computes ([`crate::kernels::quant::codecs::e8m0_half`]).
+///
+/// # Safety
+/// `w` readable for 17 bytes; AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn mxfp4_vectors(w: *const u8) -> [__m256; 4] {
+    // SAFETY: 17 readable bytes at w (the caller's contract): the scale, then 16 code bytes.
+    unsafe {
+        let d = _mm256_set1_ps(codecs::e8m0_half(*w));
+        let q = _mm_loadu_si128(w.add(1).cast());
+        let m = _mm_set1_epi8(0x0f);
+        let table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+        // Byte j: weight j in its low nibble, weight j + 16 in its high one.
+        let lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m));
+        let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m));
+        let w = |v: __m128i| _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d);
+        [
+            w(lo),
+            w(_mm_srli_si128(lo, 8)),
+            w(hi),
+            w(_mm_srli_si128(hi, 8)),
+        ]
+    }
+}
+
+/// Decodes whole MXFP4 blocks from `src` into `out` (as many as both hold), as
+/// [`crate::kernels::quant::codecs`]'s decoder does, bit for bit.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn decode_mxfp4(src: &[u8], out: &mut [f32]) {
+    let (blocks, _) = src.as_chunks::<17>();
+    let (outs, _) = out.as_chunks_mut::<32>();
+    for (b, y) in blocks.iter().zip(outs) {
+        // SAFETY: a block is 17 readable bytes; `y` holds 32 writable f32 (unaligned stores).
+        unsafe {
+            let v = mxfp4_vectors(b.as_ptr());
+            for (i, v) in v.into_iter().enumerate() {
+                _mm256_storeu_ps(y.as_mut_ptr().add(8 * i), v);
+            }
+        }
+    }
+}
+
+struct Mxfp4;
+impl Fused for Mxfp4 {
+    const VALUES: usize = 32;
+    const BYTES: usize = 17;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn step(w: *const u8, x: *const f32, acc: &mut [__m256; 2]) {
+        // SAFETY: 17 readable bytes at w and 32 values at x (the caller's contract).
+        unsafe { fma4(mxfp4_vectors(w), x, acc) }
     }
     unsafe fn one(_: *const u8) -> f32 {
         0.0
