@@ -124,27 +124,28 @@ pub fn from_gguf_as(
         ));
     }
     let layers = p.num_hidden_layers;
-    let full_layers =
-        match &x.recurrent_layers {
-            Some(recurrent) if recurrent.len() == layers => {
-                recurrent.iter().map(|&r| !r).collect::<Vec<bool>>()
-            }
-            Some(recurrent) => return Err(refuse(
+    let full_layers = match &x.recurrent_layers {
+        Some(recurrent) if recurrent.len() == layers => {
+            recurrent.iter().map(|&r| !r).collect::<Vec<bool>>()
+        }
+        Some(recurrent) => {
+            return Err(refuse(
                 "attention.recurrent_layers",
                 format!("an array of {} values", recurrent.len()),
                 &format!(
                     "it says of each of the {layers} layers (block_count) whether it is recurrent"
                 ),
-            )),
-            None => {
-                let interval = size(
-                    "full_attention_interval",
-                    Some(x.full_attention_interval.unwrap_or(4)),
-                    MAX_LAYERS,
-                )?;
-                (0..layers).map(|i| (i + 1) % interval == 0).collect()
-            }
-        };
+            ))
+        }
+        None => {
+            let interval = size(
+                "full_attention_interval",
+                Some(x.full_attention_interval.unwrap_or(4)),
+                MAX_LAYERS,
+            )?;
+            (0..layers).map(|i| (i + 1) % interval == 0).collect()
+        }
+    };
     let rotary_dim = p.rope_dimension_count;
     if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
         return Err(refuse(
