@@ -19,11 +19,23 @@
 //! held the same way (its F32 file also to the safetensors fixture's references and token
 //! mixing: `fidelity::qwen3_next`).
 //!
+//! Qwen3.5 and Qwen3.5-MoE (`qwen35`, `qwen35moe`; `tests/reference/make_gguf_qwen3_5.py`,
+//! `gguf-qwen3_5.{json,safetensors}`): Qwen3.5's four plain input maps (`attn_qkv`, `attn_gate`,
+//! `ssm_beta`, `ssm_alpha`), the value heads in the converter's tiled order (2 key heads, 4 value
+//! heads), which layers are recurrent from `attention.recurrent_layers`, the vision-language
+//! checkpoint's language model alone; held the same way (no routers in Qwen3.5's), their F32
+//! files also to the safetensors fixtures' references, and their token mixing (matrix, rule
+//! output and values, heads in transformers' order) to the safetensors models' within 1e-5.
+//!
 //! `cargo test --release --test suite fidelity::gguf_hybrid -- --nocapture` prints each gap.
 
 use candle_core::quantized::gguf_file::Value;
 
 use super::gguf_moe::{check, check_f32, load_edited, load_edited_keeping, set};
+use super::qwen3_next::{
+    gguf_model, gguf_token_mixing_equals_the_safetensors_one, model_matches_hf,
+    model_mixing_reproduces_hf,
+};
 
 #[test]
 fn deepseek_v2_lite_gguf_with_one_attn_q_and_attn_kv_b_matches_transformers() {
@@ -160,4 +172,98 @@ fn qwen3_next_gguf_that_cannot_be_run_is_one_clear_line() {
     let err = load_edited_keeping("tiny-qwen3_next.Q8_0.gguf", |_| {}, |n| n != "blk.2.ssm_a");
     assert!(!err.contains('\n'), "{err}");
     assert!(err.contains("layers.2.linear_attn.ssm_a"), "{err}");
+}
+
+#[test]
+fn qwen3_5_gguf_matches_transformers_on_its_weights() {
+    check("gguf-qwen3_5", &["tiny-qwen3_5."]);
+}
+
+#[test]
+fn qwen3_5_moe_gguf_matches_transformers_on_its_weights() {
+    check("gguf-qwen3_5", &["tiny-qwen3_5_moe."]);
+}
+
+/// The F32 copies against the safetensors fixtures' transformers references (every layer and
+/// head, the hidden state, every position's logits, the routers, the gated delta layers'
+/// values and recurrence), and their token mixing against the safetensors models'.
+#[test]
+fn qwen3_5_f32_gguf_matches_the_safetensors_model() {
+    for label in ["tiny-qwen3_5", "tiny-qwen3_5_moe"] {
+        let model = gguf_model(label);
+        model_matches_hf(label, &model);
+        model_mixing_reproduces_hf(label, &model);
+        gguf_token_mixing_equals_the_safetensors_one(label);
+    }
+}
+
+#[test]
+fn qwen3_5_gguf_that_cannot_be_run_is_one_clear_line() {
+    assert_eq!(load_edited("tiny-qwen3_5.Q8_0.gguf", |_| {}), "");
+    assert_eq!(load_edited("tiny-qwen3_5_moe.Q8_0.gguf", |_| {}), "");
+    type Edit = fn(&mut Vec<(String, Value)>);
+    let cases: [(&str, Edit, &[&str]); 5] = [
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            |md| md.retain(|(k, _)| k != "qwen35.ssm.group_count"),
+            &["qwen35.ssm.group_count is missing"],
+        ),
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            |md| set(md, "qwen35.ssm.time_step_rank", Value::U32(3)),
+            &[
+                "qwen35.ssm.time_step_rank is 3",
+                "multiple of the 2 key heads",
+            ],
+        ),
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            |md| {
+                let three = vec![Value::Bool(true); 3];
+                set(md, "qwen35.attention.recurrent_layers", Value::Array(three))
+            },
+            &["qwen35.attention.recurrent_layers", "each of the 4 layers"],
+        ),
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            |md| md.retain(|(k, _)| k != "qwen35.feed_forward_length"),
+            &["qwen35.feed_forward_length is missing"],
+        ),
+        (
+            "tiny-qwen3_5_moe.Q8_0.gguf",
+            |md| md.retain(|(k, _)| k != "qwen35moe.expert_shared_feed_forward_length"),
+            &["qwen35moe.expert_shared_feed_forward_length is missing"],
+        ),
+    ];
+    for (file, edit, says) in cases {
+        let err = load_edited(file, edit);
+        assert!(!err.is_empty(), "{file}: loaded");
+        assert!(!err.contains('\n'), "{err}");
+        for s in says {
+            assert!(err.contains(s), "expected `{s}` in: {err}");
+        }
+    }
+    // A missing tensor is named by transformers' name.
+    for (file, tensor, says) in [
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            "blk.0.ssm_beta.weight",
+            "layers.0.linear_attn.in_proj_b",
+        ),
+        (
+            "tiny-qwen3_5.Q8_0.gguf",
+            "blk.2.ssm_a",
+            "layers.2.linear_attn.ssm_a",
+        ),
+        (
+            "tiny-qwen3_5_moe.Q8_0.gguf",
+            "blk.3.ffn_gate_inp.weight",
+            "layers.3.mlp.gate",
+        ),
+    ] {
+        let err = load_edited_keeping(file, |_| {}, |n| n != tensor);
+        assert!(!err.is_empty(), "{file} without {tensor}: loaded");
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains(says), "expected `{says}` in: {err}");
+    }
 }

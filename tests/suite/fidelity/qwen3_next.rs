@@ -97,7 +97,7 @@ fn tiny_qwen3_next_matches_hf() {
 /// merged experts) against the safetensors fixture's transformers references.
 #[test]
 fn tiny_qwen3_next_f32_gguf_matches_hf() {
-    let model = gguf_model();
+    let model = gguf_model(LABEL);
     model_matches_hf(LABEL, &model);
     model_mixing_reproduces_hf(LABEL, &model);
 }
@@ -106,9 +106,16 @@ fn tiny_qwen3_next_f32_gguf_matches_hf() {
 /// model's.
 #[test]
 fn qwen3_next_gguf_token_mixing_equals_the_safetensors_one() {
-    let reference = Reference::load(LABEL);
-    let gguf = gguf_model();
-    let st = ok(Model::from_dir(&fixture(LABEL)), LABEL);
+    gguf_token_mixing_equals_the_safetensors_one(LABEL);
+}
+
+/// The token mixing (matrix and rule output) of every gated delta layer of the F32 GGUF copy
+/// of the fixture `label` (`tests/fixtures/gguf/<label>.F32.gguf`) is the safetensors model's,
+/// within 1e-5.
+pub(super) fn gguf_token_mixing_equals_the_safetensors_one(label: &'static str) {
+    let reference = Reference::load(label);
+    let gguf = gguf_model(label);
+    let st = ok(Model::from_dir(&fixture(label)), label);
     let mut problems = Vec::new();
     for case in &reference.manifest.cases {
         let ours = ok(gguf.token_mixing(&case.input_ids), &case.name);
@@ -119,28 +126,29 @@ fn qwen3_next_gguf_token_mixing_equals_the_safetensors_one() {
                 (a.layer, a.heads, a.tokens, a.value_dim),
                 (b.layer, b.heads, b.tokens, b.value_dim)
             );
-            check(
-                LABEL,
-                &mut problems,
-                format!("{} layer {} GGUF vs safetensors mixing", case.name, a.layer),
-                MaxDiff::of(&a.matrix, &b.matrix),
-                TOL,
-            );
-            check(
-                LABEL,
-                &mut problems,
-                format!("{} layer {} GGUF vs safetensors output", case.name, a.layer),
-                MaxDiff::of(&a.output, &b.output),
-                TOL,
-            );
+            for (what, ours, theirs) in [
+                ("mixing", &a.matrix, &b.matrix),
+                ("output", &a.output, &b.output),
+                ("values", &a.values, &b.values),
+            ] {
+                check(
+                    label,
+                    &mut problems,
+                    format!("{} layer {} GGUF vs safetensors {what}", case.name, a.layer),
+                    MaxDiff::of(ours, theirs),
+                    TOL,
+                );
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-fn gguf_model() -> Model {
-    let path = repo().join("tests/fixtures/gguf/tiny-qwen3_next.F32.gguf");
-    ok(Model::from_gguf(&path), "tiny-qwen3_next.F32.gguf")
+/// The F32 GGUF copy of the fixture `label`.
+pub(super) fn gguf_model(label: &str) -> Model {
+    let file = format!("{label}.F32.gguf");
+    let path = repo().join("tests/fixtures/gguf").join(&file);
+    ok(Model::from_gguf(&path), &file)
 }
 
 /// The full layers' attention, the hidden state, every position's logits and every router
@@ -150,7 +158,7 @@ pub(super) fn matches_hf(label: &'static str) {
 }
 
 /// [`matches_hf`] for a model already loaded (from the fixture or its GGUF copy).
-fn model_matches_hf(label: &'static str, model: &Model) {
+pub(super) fn model_matches_hf(label: &'static str, model: &Model) {
     let reference = Reference::load(label);
     let full = reference.layers("full_attention");
     assert_eq!(model.captured_layer_numbers(), Some(full.clone()));
@@ -238,7 +246,7 @@ pub(super) fn mixing_reproduces_hf(label: &'static str) {
 }
 
 /// [`mixing_reproduces_hf`] for a model already loaded (from the fixture or its GGUF copy).
-fn model_mixing_reproduces_hf(label: &'static str, model: &Model) {
+pub(super) fn model_mixing_reproduces_hf(label: &'static str, model: &Model) {
     let reference = Reference::load(label);
     let linear = reference.layers("linear_attention");
     let mut problems = Vec::new();

@@ -114,6 +114,11 @@ pub struct GatedDeltaNet {
     norm: Vec<f32>,
     eps: f32,
     out_proj: Linear,
+    /// Whether the value heads are stored in llama.cpp's tiled order (value head `i` of every
+    /// key head, then `i + 1`: value head `h` reads key head `h % key_heads`) rather than
+    /// transformers' grouped one (each key head's value heads together: `h / (value_heads /
+    /// key_heads)`). Qwen3.5 GGUF files with fewer key heads than value heads.
+    tiled: bool,
 }
 
 /// One gated delta layer's inputs to the rule, for one sequence of `n` tokens.
@@ -161,7 +166,12 @@ impl GatedDeltaNet {
     /// `gguf`, the tensors are as llama.cpp's converter stores them: Qwen3-Next's
     /// `in_proj_qkvz` split into `in_proj_qkv` (`attn_qkv`: every key head's queries, then keys,
     /// then values) and `in_proj_z` (`attn_gate`), joined back here; the decay rates stored as
-    /// `ssm_a = −exp(A_log)`; the convolution `[channels, kernel]`.
+    /// `ssm_a = −exp(A_log)`; the convolution `[channels, kernel]`; Qwen3.5's value heads, with
+    /// fewer key heads than value heads, in the converter's tiled order (`_LinearAttentionVReorderBase`:
+    /// the v rows of `in_proj_qkv` and the v channels of the convolution, the rows of `in_proj_z`,
+    /// `in_proj_b`, `in_proj_a`, `ssm_a` and `dt_bias`, the columns of `out_proj`), read so
+    /// (each value head's key head found by the tiled rule; [`GatedDeltaNet::mixing`] in
+    /// transformers' order).
     pub fn load(
         t: &dyn Tensors,
         a: &Name,
@@ -220,6 +230,7 @@ impl GatedDeltaNet {
                 .to_vec(),
             eps,
             out_proj: linear("out_proj", vd, hidden)?,
+            tiled: gguf && layout == DeltaLayout::Split && shape.key_heads != shape.value_heads,
         })
     }
 
@@ -291,7 +302,7 @@ impl GatedDeltaNet {
         let (mut alpha, mut beta) = (vec![0f32; nv * n], vec![0f32; nv * n]);
         let scale = 1.0 / (dk as f32).sqrt();
         for h in 0..nv {
-            let g = h / r;
+            let g = if self.tiled { h % nk } else { h / r };
             for t in 0..n {
                 let row = &conv[t * channels..][..channels];
                 let qh = &mut q[(h * n + t) * dk..][..dk];
@@ -363,13 +374,16 @@ impl GatedDeltaNet {
     /// The token-mixing matrix the rule applies to the values, `[value_heads, n, n]`: `o_t =
     /// Σ_{s≤t} A[t, s] · v_s` exactly, with `A[t, s] = β_s k_s · u_s` where `u_t = q_t` and
     /// `u_{s−1} = α_s (u_s − β_s k_s (k_s · u_s))` (the state's updates, read backwards from
-    /// the query). Zero above the diagonal; rows need not sum to 1 and may be negative.
+    /// the query). Zero above the diagonal; rows need not sum to 1 and may be negative. The
+    /// value heads are in transformers' order whatever order the file stores them in.
     pub fn mixing(&self, inp: &DeltaInputs) -> Vec<f32> {
         let s = self.shape;
         let (nv, dk, n) = (s.value_heads, s.key_dim, inp.n);
         let mut out = vec![0f32; nv * n * n];
         let mut u = vec![0f64; dk];
-        for h in 0..nv {
+        for head in 0..nv {
+            let h = self.stored_head(head);
+            let out = &mut out[head * n * n..][..n * n];
             for t in 0..n {
                 for (ui, &qi) in u.iter_mut().zip(&inp.q[(h * n + t) * dk..][..dk]) {
                     *ui = qi as f64;
@@ -378,7 +392,7 @@ impl GatedDeltaNet {
                     let k = &inp.k[(h * n + src) * dk..][..dk];
                     let ku: f64 = k.iter().zip(&u).map(|(&a, b)| a as f64 * b).sum();
                     let beta = inp.beta[h * n + src] as f64;
-                    out[(h * n + t) * n + src] = (beta * ku) as f32;
+                    out[t * n + src] = (beta * ku) as f32;
                     let alpha = inp.alpha[h * n + src] as f64;
                     for (ui, &ki) in u.iter_mut().zip(k) {
                         *ui = alpha * (*ui - beta * ki as f64 * ku);
@@ -387,6 +401,32 @@ impl GatedDeltaNet {
             }
         }
         out
+    }
+
+    /// A `[value_heads, …]` array of the stored heads (the rule's output, the values) with its
+    /// heads in transformers' order, as [`GatedDeltaNet::mixing`] gives them.
+    pub fn in_model_order(&self, x: Vec<f32>) -> Vec<f32> {
+        if !self.tiled {
+            return x;
+        }
+        let per = x.len() / self.shape.value_heads;
+        (0..self.shape.value_heads)
+            .flat_map(|head| {
+                let h = self.stored_head(head);
+                x[h * per..][..per].iter().copied()
+            })
+            .collect()
+    }
+
+    /// Where transformers' value head `head` (value head `head % r` of key head `head / r`, r
+    /// value heads per key head) is stored: there, or at `(head % r) · key_heads + head / r` in
+    /// the tiled order.
+    fn stored_head(&self, head: usize) -> usize {
+        if !self.tiled {
+            return head;
+        }
+        let r = self.shape.value_heads / self.shape.key_heads;
+        (head % r) * self.shape.key_heads + head / r
     }
 
     /// [`GatedDeltaNet::mixing`] of the first `len` tokens only, `[value_heads, len, len]`
@@ -474,6 +514,7 @@ mod tests {
             norm: vec![1.0; 6],
             eps: 1e-6,
             out_proj: w(hidden, vd, 6),
+            tiled: false,
         };
         let n = 9;
         let inp = net.inputs(&random(n * hidden, 7, 0.5), n);
@@ -560,6 +601,7 @@ mod tests {
                 Layout::OutIn,
                 None,
             ),
+            tiled: false,
         };
         let grouped = net(Projections::Grouped {
             qkvz: rows(&qkvz, &all(2 * kd + 2 * vd)),
@@ -596,5 +638,122 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
         assert!(worst < 1e-6, "output: {worst}");
+    }
+
+    /// The converter's tiled value heads (`_LinearAttentionVReorderBase`: value head i of every
+    /// key head, then i + 1) read as tiled give the same block output, and the same token
+    /// mixing, rule output and values in transformers' order, as the grouped original.
+    #[test]
+    fn tiled_value_heads_are_read_as_transformers_orders_them() {
+        use crate::kernels::testing::random;
+        let shape = LinearShape {
+            key_heads: 2,
+            value_heads: 6,
+            key_dim: 4,
+            value_dim: 5,
+            conv_kernel: 4,
+        };
+        let (nk, nv, dk, dv, kernel) = (2, 6, 4, 5, 4);
+        let (r, kd, vd, hidden) = (nv / nk, nk * dk, nv * dv, 7);
+        // Where tiled head t's rows come from: head (t % nk) · r + t / nk in grouped order.
+        let source = |t: usize| (t % nk) * r + t / nk;
+        let heads = |width: usize| -> Vec<usize> {
+            (0..nv)
+                .flat_map(|t| (0..width).map(move |j| source(t) * width + j))
+                .collect()
+        };
+        let pick = |from: &[f32], which: &[usize], width: usize| -> Vec<f32> {
+            which
+                .iter()
+                .flat_map(|&i| from[i * width..][..width].iter().copied())
+                .collect()
+        };
+        let linear = |data: Vec<f32>, rows: usize, cols: usize| {
+            Linear::new(Weight::owned(data, vec![rows, cols]), Layout::OutIn, None)
+        };
+        let (qkv, z) = (
+            random((2 * kd + vd) * hidden, 21, 0.5),
+            random(vd * hidden, 22, 0.5),
+        );
+        let (b, a) = (random(nv * hidden, 23, 0.5), random(nv * hidden, 24, 0.5));
+        let conv = random(shape.conv_channels() * kernel, 25, 0.5);
+        let dt_bias = random(nv, 26, 0.5);
+        let neg_a: Vec<f32> = random(nv, 27, 0.5)
+            .iter()
+            .map(|x| -(x.abs() + 0.1))
+            .collect();
+        let out = random(hidden * vd, 28, 0.5);
+        let qk_then = |v: Vec<usize>| -> Vec<usize> {
+            (0..2 * kd)
+                .chain(v.into_iter().map(|i| 2 * kd + i))
+                .collect()
+        };
+        let grouped = GatedDeltaNet {
+            shape,
+            proj: Projections::Split(Box::new(SplitMaps {
+                qkv: linear(qkv.clone(), 2 * kd + vd, hidden),
+                z: linear(z.clone(), vd, hidden),
+                b: linear(b.clone(), nv, hidden),
+                a: linear(a.clone(), nv, hidden),
+            })),
+            conv: conv.clone(),
+            dt_bias: dt_bias.clone(),
+            neg_a: neg_a.clone(),
+            norm: random(dv, 29, 0.5),
+            eps: 1e-6,
+            out_proj: linear(out.clone(), hidden, vd),
+            tiled: false,
+        };
+        let out_tiled: Vec<f32> = (0..hidden)
+            .flat_map(|o| {
+                let row = &out[o * vd..][..vd];
+                heads(dv).into_iter().map(move |i| row[i])
+            })
+            .collect();
+        let tiled = GatedDeltaNet {
+            shape,
+            proj: Projections::Split(Box::new(SplitMaps {
+                qkv: linear(pick(&qkv, &qk_then(heads(dv)), hidden), 2 * kd + vd, hidden),
+                z: linear(pick(&z, &heads(dv), hidden), vd, hidden),
+                b: linear(pick(&b, &heads(1), hidden), nv, hidden),
+                a: linear(pick(&a, &heads(1), hidden), nv, hidden),
+            })),
+            conv: pick(&conv, &qk_then(heads(dv)), kernel),
+            dt_bias: pick(&dt_bias, &heads(1), 1),
+            neg_a: pick(&neg_a, &heads(1), 1),
+            norm: grouped.norm.clone(),
+            eps: 1e-6,
+            out_proj: linear(out_tiled, hidden, vd),
+            tiled: true,
+        };
+        let n = 6;
+        let x = random(n * hidden, 30, 0.5);
+        let (one, two) = (grouped.inputs(&x, n), tiled.inputs(&x, n));
+        let worst = |p: &[f32], q: &[f32]| {
+            assert_eq!(p.len(), q.len());
+            p.iter()
+                .zip(q)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+        };
+        for (what, p, q) in [
+            ("output", grouped.forward(&x, n), tiled.forward(&x, n)),
+            ("mixing", grouped.mixing(&one), tiled.mixing(&two)),
+            (
+                "rule output",
+                grouped.recurrent(&one),
+                tiled.in_model_order(tiled.recurrent(&two)),
+            ),
+            ("values", one.v.clone(), tiled.in_model_order(two.v.clone())),
+        ] {
+            let d = worst(&p, &q);
+            assert!(d < 1e-6, "{what}: {d}");
+        }
+        // Read as grouped, the tiled file would pair value heads with the wrong key heads.
+        let wrong = GatedDeltaNet {
+            tiled: false,
+            ..tiled
+        };
+        assert!(worst(&grouped.forward(&x, n), &wrong.forward(&x, n)) > 1e-3);
     }
 }

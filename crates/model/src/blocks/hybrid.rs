@@ -893,7 +893,7 @@ impl Network for HybridNet {
                     return None;
                 };
                 let x = layer.input_norm.forward(&stages[l], None);
-                let inp = net.inputs(&x, n);
+                let mut inp = net.inputs(&x, n);
                 Some(TokenMixing {
                     layer: l,
                     kind: "gated delta",
@@ -901,8 +901,8 @@ impl Network for HybridNet {
                     tokens: n,
                     value_dim: net.shape().value_dim,
                     matrix: net.mixing(&inp),
-                    output: net.recurrent(&inp),
-                    values: inp.v,
+                    output: net.in_model_order(net.recurrent(&inp)),
+                    values: net.in_model_order(std::mem::take(&mut inp.v)),
                 })
             })
             .collect()

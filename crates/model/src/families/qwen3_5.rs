@@ -16,8 +16,15 @@
 //!   the language model is read, for text; the vision tower is not run, so images are refused.
 //!
 //! Norms, the gated full attention, the gated delta rule and the gated RMSNorm are Qwen3-Next's.
+//!
+//! GGUF files of llama.cpp's `qwen35` and `qwen35moe` are read as Qwen3-Next's are
+//! ([`crate::families::qwen3_next::from_gguf_as`]): the converter (`Qwen3_5TextModel`,
+//! `Qwen3_5MoeTextModel`) writes the language model only, the four input maps as `attn_qkv`,
+//! `attn_gate`, `ssm_beta` and `ssm_alpha`, which layers are recurrent as
+//! `attention.recurrent_layers`, and, with fewer key heads than value heads, the value heads in
+//! its tiled order (the gated delta layer reads them so: [`crate::blocks::gated_delta`]).
 
-use crate::blocks::family::{Family, Quirks};
+use crate::blocks::family::{Family, GgufReader, Quirks};
 use crate::blocks::gated_delta::DeltaLayout;
 use crate::blocks::hybrid::{HybridConfig, HybridDefaults, HybridSpec, Routing};
 use crate::formats::config::{ConfigError, ConfigFile};
@@ -37,6 +44,14 @@ pub static QWEN3_5: Family = Family {
     config: |file| Ok(Box::new(read(file, &SPEC)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GgufReader {
+            architectures: &["qwen35"],
+            config: |p, origin| {
+                Ok(Box::new(crate::families::qwen3_next::from_gguf_as(
+                    p, origin, &SPEC,
+                )?))
+            },
+        }),
         ..Quirks::NONE
     },
 };
@@ -54,6 +69,14 @@ pub static QWEN3_5_MOE: Family = Family {
     config: |file| Ok(Box::new(read(file, &MOE_SPEC)?)),
     quirks: Quirks {
         tokenizer_files: TOKENIZERS_WITH_SETTINGS,
+        gguf: Some(GgufReader {
+            architectures: &["qwen35moe"],
+            config: |p, origin| {
+                Ok(Box::new(crate::families::qwen3_next::from_gguf_as(
+                    p, origin, &MOE_SPEC,
+                )?))
+            },
+        }),
         ..Quirks::NONE
     },
 };

@@ -62,19 +62,35 @@ const GGUF_QWEN3NEXT: GgufReader = GgufReader {
 const MAX_LINEAR: usize = 4096;
 
 /// The config a GGUF file of llama.cpp's `qwen3next` architecture describes, as llama.cpp's
-/// converter writes one (`convert_hf_to_gguf.py`'s `Qwen3NextModel`): the full-attention
-/// heads (`attention.head_count`, `head_count_kv`, `key_length`), of whose values
-/// `rope.dimension_count` rotate; every `full_attention_interval`-th layer full (4 when
-/// absent, as llama.cpp reads it), the others gated delta layers of `ssm.group_count` key
-/// heads of `ssm.state_size` and `ssm.time_step_rank` value heads sharing `ssm.inner_size`,
-/// convolved over `ssm.conv_kernel` tokens; routed experts of `expert_feed_forward_length`
-/// in the layers with a router (the others dense, `feed_forward_length`), the top
-/// `expert_used_count` renormalised (llama.cpp's qwen3next graph always does), and a shared
-/// expert of `expert_shared_feed_forward_length` behind its gate. The network is the hybrid
-/// decoder's, reading the tensors as the converter stores them ([`HybridConfig::gguf`]).
+/// converter writes one (`convert_hf_to_gguf.py`'s `Qwen3NextModel`): [`from_gguf_as`] with
+/// Qwen3-Next's particulars.
 pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error> {
+    from_gguf_as(p, origin, &SPEC)
+}
+
+/// The config a GGUF file of a hybrid architecture describes (`qwen3next`, `qwen35`,
+/// `qwen35moe`), as llama.cpp's converter writes one (`Qwen3NextModel` and its Qwen3.5
+/// subclasses): the full-attention heads (`attention.head_count`, `head_count_kv`,
+/// `key_length`), of whose values `rope.dimension_count` rotate (Qwen3.5's
+/// `rope.dimension_sections` give every section the same position for text, so they are not
+/// read); the gated delta layers those `attention.recurrent_layers` marks, else all but every
+/// `full_attention_interval`-th (4 when absent, as llama.cpp reads it), of `ssm.group_count` key
+/// heads of `ssm.state_size` and `ssm.time_step_rank` value heads sharing `ssm.inner_size`,
+/// convolved over `ssm.conv_kernel` tokens; and, as `spec`'s routing says, a dense MLP of
+/// `feed_forward_length` in every layer (Qwen3.5), or routed experts of
+/// `expert_feed_forward_length` in the layers with a router (Qwen3-Next; every layer for
+/// Qwen3.5-MoE, the others dense), the top `expert_used_count` renormalised (llama.cpp's graphs
+/// always do), and a shared expert of `expert_shared_feed_forward_length` behind its gate. The
+/// network is the hybrid decoder's, reading the tensors as the converter stores them
+/// ([`HybridConfig::gguf`]).
+pub fn from_gguf_as(
+    p: &DecoderParams,
+    origin: &str,
+    spec: &HybridSpec,
+) -> Result<HybridConfig, Error> {
     crate::families::llama::check_gguf_shape(p, origin)?;
     let x = &p.extra;
+    let arch = p.architecture.as_str();
     let refuse = |key: &str, value: String, why: &str| {
         crate::families::llama::gguf_value_error(p, origin, key, value, why)
     };
@@ -83,7 +99,7 @@ pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error>
         other => Err(refuse(
             key,
             other.map_or("missing".to_string(), |v| v.to_string()),
-            &format!("a qwen3next file states it, between 1 and {max}"),
+            &format!("a {arch} file states it, between 1 and {max}"),
         )),
     };
     let conv_kernel = size("ssm.conv_kernel", x.ssm_conv_kernel, MAX_CONV_KERNEL)?;
@@ -107,12 +123,29 @@ pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error>
             &format!("it is the {value_heads} value heads' width, a multiple of them"),
         ));
     }
-    let interval = size(
-        "full_attention_interval",
-        Some(x.full_attention_interval.unwrap_or(4)),
-        MAX_LAYERS,
-    )?;
     let layers = p.num_hidden_layers;
+    let full_layers = match &x.recurrent_layers {
+        Some(recurrent) if recurrent.len() == layers => {
+            recurrent.iter().map(|&r| !r).collect::<Vec<bool>>()
+        }
+        Some(recurrent) => {
+            return Err(refuse(
+                "attention.recurrent_layers",
+                format!("an array of {} values", recurrent.len()),
+                &format!(
+                    "it says of each of the {layers} layers (block_count) whether it is recurrent"
+                ),
+            ))
+        }
+        None => {
+            let interval = size(
+                "full_attention_interval",
+                Some(x.full_attention_interval.unwrap_or(4)),
+                MAX_LAYERS,
+            )?;
+            (0..layers).map(|i| (i + 1) % interval == 0).collect()
+        }
+    };
     let rotary_dim = p.rope_dimension_count;
     if rotary_dim < 2 || !rotary_dim.is_multiple_of(2) || rotary_dim > p.head_dim {
         return Err(refuse(
@@ -132,37 +165,58 @@ pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error>
             })?;
             RopeScaling::Linear { factor: *factor }
         }
-        Some(other) => {
-            return Err(Error::from(crate::InputError::GgufMetadata {
-                origin: origin.to_string(),
-                problem: GgufMetadataProblem::RopeScaling {
-                    scaling: format!("{other:?}"),
-                    runs: "; Qwen3-Next runs default and linear rotary embeddings",
-                },
-            }))
-        }
+        Some(other) => return Err(Error::from(crate::InputError::GgufMetadata {
+            origin: origin.to_string(),
+            problem: GgufMetadataProblem::RopeScaling {
+                scaling: format!("{other:?}"),
+                runs:
+                    "; the Qwen3-Next and Qwen3.5 hybrids run default and linear rotary embeddings",
+            },
+        })),
     };
-    let experts = p.experts.as_ref().ok_or_else(|| {
-        refuse(
-            "expert_count",
-            "missing".to_string(),
-            "a qwen3next file routes to experts",
-        )
-    })?;
-    let moe = size(
-        "expert_feed_forward_length",
-        experts.feed_forward_length,
-        p.hidden_size.saturating_mul(64),
-    )?;
-    let shared = size(
-        "expert_shared_feed_forward_length",
-        x.expert_shared_feed_forward_length,
-        p.hidden_size.saturating_mul(64),
-    )?;
+    let ffn_max = p.hidden_size.saturating_mul(64);
+    let (router, moe, shared, sparse_layers) = if spec.routing == Routing::Dense {
+        size("feed_forward_length", Some(p.intermediate_size), ffn_max)?;
+        let none = RouterSettings {
+            experts: 0,
+            top_k: 1,
+            norm_topk_prob: true,
+        };
+        (none, 0, 0, vec![false; layers])
+    } else {
+        let experts = p.experts.as_ref().ok_or_else(|| {
+            refuse(
+                "expert_count",
+                "missing".to_string(),
+                &format!("a {arch} file routes to experts"),
+            )
+        })?;
+        let moe = size(
+            "expert_feed_forward_length",
+            experts.feed_forward_length,
+            ffn_max,
+        )?;
+        let shared = size(
+            "expert_shared_feed_forward_length",
+            x.expert_shared_feed_forward_length,
+            ffn_max,
+        )?;
+        let sparse = match spec.routing {
+            // Every layer routes: a layer without its router is a missing tensor.
+            Routing::Every => vec![true; layers],
+            _ => experts.layers.clone(),
+        };
+        let router = RouterSettings {
+            experts: experts.count,
+            top_k: experts.used,
+            norm_topk_prob: true,
+        };
+        (router, moe, shared, sparse)
+    };
     Ok(HybridConfig {
-        family: SPEC.family,
-        model_type: SPEC.model_type,
-        layout: SPEC.layout,
+        family: spec.family,
+        model_type: spec.model_type,
+        layout: spec.layout,
         vocab_size: p.vocab_size,
         hidden_size: p.hidden_size,
         intermediate_size: p.intermediate_size,
@@ -177,7 +231,7 @@ pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error>
         rope_scaling,
         tie_word_embeddings: p.tie_word_embeddings,
         attention_bias: false,
-        full_layers: (0..layers).map(|i| (i + 1) % interval == 0).collect(),
+        full_layers,
         linear: LinearShape {
             key_heads,
             value_heads,
@@ -185,14 +239,10 @@ pub fn from_gguf(p: &DecoderParams, origin: &str) -> Result<HybridConfig, Error>
             value_dim: inner / value_heads,
             conv_kernel,
         },
-        router: RouterSettings {
-            experts: experts.count,
-            top_k: experts.used,
-            norm_topk_prob: true,
-        },
+        router,
         moe_intermediate_size: moe,
         shared_expert_intermediate_size: shared,
-        sparse_layers: experts.layers.clone(),
+        sparse_layers,
         vision_tower: false,
         gguf: true,
     })

@@ -533,7 +533,10 @@ impl GgufFile {
             return Err(self.meta_err(&key("block_count"), MetadataProblem::NoLayers));
         }
         let hidden = self.require_usize(&key("embedding_length"))?;
-        let ffn = self.require_usize(&key("feed_forward_length"))?;
+        let ffn = match self.get_usize(&key("feed_forward_length"))? {
+            None if DENSE_FFN_OPTIONAL.contains(&arch.as_str()) => 0,
+            _ => self.require_usize(&key("feed_forward_length"))?,
+        };
         let heads = self.require_usize(&key("attention.head_count"))?;
         if heads == 0 {
             return Err(self.meta_err(&key("attention.head_count"), MetadataProblem::Zero));
@@ -659,6 +662,7 @@ impl GgufFile {
             ssm_time_step_rank: count("ssm.time_step_rank")?,
             ssm_inner_size: count("ssm.inner_size")?,
             full_attention_interval: count("full_attention_interval")?,
+            recurrent_layers: self.get_bool_array(&format!("{arch}.attention.recurrent_layers"))?,
         })
     }
 
@@ -1179,6 +1183,23 @@ impl GgufFile {
         Ok(Some(out))
     }
 
+    /// An array of booleans; `None` when absent.
+    pub fn get_bool_array(&self, key: &str) -> Result<Option<Vec<bool>>, GgufError> {
+        let items = match self.metadata().get(key) {
+            None => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(other) => return Err(self.type_err(key, other, "an array of booleans")),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for v in items {
+            match v {
+                Value::Bool(b) => out.push(*b),
+                other => return Err(self.type_err(key, other, "an array of booleans")),
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// A boolean; `None` when absent.
     pub fn get_bool(&self, key: &str) -> Result<Option<bool>, GgufError> {
         match self.metadata().get(key) {
@@ -1190,7 +1211,11 @@ impl GgufFile {
 }
 
 /// The architectures whose every model routes its feed-forward blocks to experts.
-const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe", "gpt-oss", "qwen3next"];
+const MOE_ONLY: &[&str] = &["qwen3moe", "olmoe", "gpt-oss", "qwen3next", "qwen35moe"];
+
+/// The architectures whose converter writes no `feed_forward_length` when no layer is dense
+/// (Qwen3.5-MoE's config has no `intermediate_size`): read as 0 when absent.
+const DENSE_FFN_OPTIONAL: &[&str] = &["qwen35moe"];
 
 /// The most experts a router may have in a file read here (the largest released models have
 /// 384): a bound on `{arch}.expert_count`.

@@ -157,6 +157,10 @@ pub struct ExtraParams {
     pub ssm_inner_size: Option<usize>,
     /// `{arch}.full_attention_interval`: every how many layers one is full attention.
     pub full_attention_interval: Option<usize>,
+    /// `{arch}.attention.recurrent_layers`: per layer, whether it is a recurrent (gated delta)
+    /// layer rather than full attention (llama.cpp's converter writes it from `layer_types`;
+    /// it takes precedence over `full_attention_interval`).
+    pub recurrent_layers: Option<Vec<bool>>,
 }
 
 /// A mixture-of-experts decoder's routed experts, from `{arch}.expert_*` metadata and the
@@ -330,24 +334,55 @@ fn layer_parts(arch: &str) -> &'static [(&'static str, &'static str)] {
         ("ffn_down_shexp", "mlp.shared_expert.down_proj"),
         ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
     ];
+    // Qwen3.5 and Qwen3.5-MoE (`qwen35`, `qwen35moe`): Qwen3-Next's, but for the gated delta
+    // layers' four plain input maps (`attn_qkv`, `attn_gate`, `ssm_beta`, `ssm_alpha`).
+    const QWEN35: [(&str, &str); 26] = [
+        ("attn_norm", "input_layernorm"),
+        ("post_attention_norm", "post_attention_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_q_norm", "self_attn.q_norm"),
+        ("attn_k_norm", "self_attn.k_norm"),
+        ("attn_qkv", "linear_attn.in_proj_qkv"),
+        ("attn_gate", "linear_attn.in_proj_z"),
+        ("ssm_beta", "linear_attn.in_proj_b"),
+        ("ssm_alpha", "linear_attn.in_proj_a"),
+        ("ssm_conv1d", "linear_attn.conv1d"),
+        ("ssm_norm", "linear_attn.norm"),
+        ("ssm_out", "linear_attn.out_proj"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_gate_inp", "mlp.gate"),
+        ("ffn_gate_exps", "mlp.experts.gate_proj"),
+        ("ffn_up_exps", "mlp.experts.up_proj"),
+        ("ffn_down_exps", "mlp.experts.down_proj"),
+        ("ffn_gate_shexp", "mlp.shared_expert.gate_proj"),
+        ("ffn_up_shexp", "mlp.shared_expert.up_proj"),
+        ("ffn_down_shexp", "mlp.shared_expert.down_proj"),
+        ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
+    ];
     match arch {
         "gemma2" | "gemma3" => &GEMMA,
         "phi3" => &PHI3,
         "gpt-oss" => &GPT_OSS,
         "deepseek2" => &DEEPSEEK2,
         "qwen3next" => &QWEN3NEXT,
+        "qwen35" | "qwen35moe" => &QWEN35,
         _ => &LLAMA,
     }
 }
 
 /// A layer's tensors whose leaf is not `weight` or `bias` on one side: (GGUF name after
 /// `blk.{i}.`, transformers name after `model.layers.{i}.`). DeepSeek-V3's router bias; Qwen3-Next's
-/// decay rates, which llama.cpp's converter stores as `-exp(A_log)` (named here as transformers has
-/// no such tensor) and its `dt_bias`.
+/// and Qwen3.5's decay rates, which llama.cpp's converter stores as `-exp(A_log)` (named here as
+/// transformers has no such tensor) and their `dt_bias`.
 fn layer_leaves(arch: &str) -> &'static [(&'static str, &'static str)] {
     match arch {
         "deepseek2" => &[("exp_probs_b.bias", "mlp.gate.e_score_correction_bias")],
-        "qwen3next" => &[
+        "qwen3next" | "qwen35" | "qwen35moe" => &[
             ("ssm_a", "linear_attn.ssm_a"),
             ("ssm_dt.bias", "linear_attn.dt_bias"),
         ],
@@ -599,7 +634,7 @@ mod tests {
     }
 
     #[test]
-    fn deepseek2_and_qwen3next_layouts_map_both_ways() {
+    fn deepseek2_qwen3next_and_qwen35_layouts_map_both_ways() {
         for (arch, gguf, hf) in [
             (
                 "deepseek2",
@@ -651,6 +686,27 @@ mod tests {
                 "blk.0.ffn_gate_inp_shexp.weight",
                 "model.layers.0.mlp.shared_expert_gate.weight",
             ),
+            (
+                "qwen35",
+                "blk.0.ssm_beta.weight",
+                "model.layers.0.linear_attn.in_proj_b.weight",
+            ),
+            (
+                "qwen35",
+                "blk.0.ssm_alpha.weight",
+                "model.layers.0.linear_attn.in_proj_a.weight",
+            ),
+            (
+                "qwen35",
+                "blk.1.attn_qkv.weight",
+                "model.layers.1.linear_attn.in_proj_qkv.weight",
+            ),
+            ("qwen35", "blk.2.ssm_a", "model.layers.2.linear_attn.ssm_a"),
+            (
+                "qwen35moe",
+                "blk.3.ffn_up_shexp.weight",
+                "model.layers.3.mlp.shared_expert.up_proj.weight",
+            ),
         ] {
             assert_eq!(
                 hf_tensor_name_for(arch, gguf).as_deref(),
@@ -670,6 +726,12 @@ mod tests {
         // Each architecture's own leaves only.
         assert_eq!(hf_tensor_name_for("llama", "blk.0.exp_probs_b.bias"), None);
         assert_eq!(hf_tensor_name_for("deepseek2", "blk.0.ssm_a"), None);
+        // Qwen3.5 has no grouped `ssm_ba`, Qwen3-Next no `ssm_beta`.
+        assert_eq!(hf_tensor_name_for("qwen35", "blk.0.ssm_ba.weight"), None);
+        assert_eq!(
+            hf_tensor_name_for("qwen3next", "blk.0.ssm_beta.weight"),
+            None
+        );
     }
 
     #[test]
