@@ -15,8 +15,8 @@
 //!   Not once per model: the forward pass reads f32 weights in place from the checkpoint's memory
 //!   map and quantised ones in their blocks, and the few-rows kernels (generation) need them in
 //!   that form; a packed copy kept beside them would double the weights' memory. Packing costs
-//!   one pass over the weight against `rows` multiply-adds per weight value (under 1 % of a
-//!   product's time at 512 rows, measured by `cargo bench --bench packed`).
+//!   one pass over the weight against `rows` multiply-adds per weight value (about 3 % of the
+//!   samples of `cargo bench --bench packed` on the 1B shapes).
 //!
 //! Blocking, for this machine's caches (Zen 4: L1d 32 KiB, L2 1 MiB per core):
 //! - `KC = 256` inputs: an activation sliver (`MR × KC`, 14 KiB for AVX-512's 14 rows) stays in
