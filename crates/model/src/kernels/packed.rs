@@ -55,6 +55,7 @@ pub(crate) trait PanelSource: Sync {
     /// `s` of `nr` outputs covering `n0..n0 + nc`, zeros for outputs past `n0 + nc`. `k0` is a
     /// multiple of `KC`, and `kc` is `KC` or the rest of the inputs. `scratch` is this thread's
     /// buffer, for sources that decode first.
+    #[allow(clippy::too_many_arguments)]
     fn pack(
         &self,
         n0: usize,
@@ -81,6 +82,7 @@ impl PanelSource for OutIn<'_> {
     fn outputs(&self) -> usize {
         self.outputs
     }
+    #[allow(clippy::too_many_arguments)]
     fn pack(
         &self,
         n0: usize,
@@ -123,6 +125,7 @@ impl PanelSource for InOut<'_> {
     fn outputs(&self) -> usize {
         self.outputs
     }
+    #[allow(clippy::too_many_arguments)]
     fn pack(
         &self,
         n0: usize,

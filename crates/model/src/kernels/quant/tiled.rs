@@ -47,7 +47,7 @@ pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
             row[col0..col0 + n].copy_from_slice(bias);
         }
     }
-    if packed::KC % B::VALUES == 0 {
+    if packed::KC.is_multiple_of(B::VALUES) {
         let src = Panels::<B> {
             bytes: job.w.bytes,
             row_bytes: job.w.row_bytes(),
@@ -92,6 +92,7 @@ impl<B: Block> packed::PanelSource for Panels<'_, B> {
     fn outputs(&self) -> usize {
         self.outputs
     }
+    #[allow(clippy::too_many_arguments)]
     fn pack(
         &self,
         n0: usize,
