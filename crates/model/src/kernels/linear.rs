@@ -132,6 +132,10 @@ fn run_linear(
     }
 }
 
+/// From this many rows on, [`gemm_rows`] runs the packed kernels ([`super::packed`]) where the
+/// instruction set has them; below, gemm (`cargo bench --bench packed`).
+const PACKED_ROWS: usize = 64;
+
 /// gemm on a weight in either layout (an `[out, in]` one read as Wᵀ through strides). The bias
 /// is written first and gemm adds the product onto it (`bias + x·W` rounds exactly as `x·W +
 /// bias`), saving a pass.
@@ -148,6 +152,29 @@ fn gemm_rows(
     if let Some(bias) = bias {
         for row in out.chunks_exact_mut(stride) {
             row[col0..col0 + outputs].copy_from_slice(bias);
+        }
+    }
+    if rows >= PACKED_ROWS {
+        let done = match w.layout {
+            Layout::OutIn => {
+                let src = super::packed::OutIn {
+                    data: w.data,
+                    inputs,
+                    outputs,
+                };
+                super::packed::product(x, rows, &src, out, stride, col0, bias.is_some())
+            }
+            Layout::InOut => {
+                let src = super::packed::InOut {
+                    data: w.data,
+                    inputs,
+                    outputs,
+                };
+                super::packed::product(x, rows, &src, out, stride, col0, bias.is_some())
+            }
+        };
+        if done {
+            return;
         }
     }
     // Wᵀ's element (i, o): W[i][o] for [in, out]; W[o][i] for [out, in].

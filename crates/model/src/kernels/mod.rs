@@ -55,6 +55,7 @@ pub mod embed;
 pub mod gemm;
 pub mod linear;
 pub mod norm;
+pub mod packed;
 pub mod positions;
 pub mod quant;
 pub mod rotary;

@@ -334,8 +334,12 @@ pub enum QuantPath {
     /// The few-rows kernel (decode a stretch into L1, register-blocked f32 multiply-adds; for
     /// one row, decoded in registers where there is a kernel for the format).
     FewRows,
-    /// Decoded tiles through gemm.
+    /// The many-rows path: weights decoded straight into the packed kernels' panels
+    /// ([`crate::kernels::packed`]) where the instruction set has them, else [`QuantPath::Gemm`].
     Tiled,
+    /// Decoded tiles through gemm (the many-rows path before the packed kernels; benchmarks
+    /// compare them).
+    Gemm,
 }
 
 /// `out[r][col0..col0 + outputs] = activation(x[r] · Wᵀ + bias)` for the `rows` rows of `x`
@@ -367,7 +371,7 @@ pub fn linear_quant_on(
     let tiled = |switch: usize| match path {
         QuantPath::Auto => rows >= switch,
         QuantPath::FewRows => false,
-        QuantPath::Tiled => true,
+        QuantPath::Tiled | QuantPath::Gemm => true,
     };
     let (inputs, outputs) = (w.inputs, w.outputs);
     if rows == 0 || outputs == 0 {
@@ -407,7 +411,9 @@ pub fn linear_quant_on(
             col0,
         };
         with_block!(w.dtype, B => {
-            if tiled(TILED_ROWS) {
+            if path == QuantPath::Gemm {
+                tiled::run_gemm::<B>(&job, data);
+            } else if tiled(TILED_ROWS) {
                 tiled::run::<B>(&job, data);
             } else {
                 small::run::<B>(&job, data);

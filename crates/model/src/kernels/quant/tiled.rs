@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use super::codecs::{decode_with, Block, Fused, Split};
 use super::{Cpu, Job};
 use crate::kernels::gemm::{gemm, Parallelism};
+use crate::kernels::packed;
 
 /// Decoded values per tile: 16 MiB of f32. gemm packs the whole input (`rows × inputs`) on the
 /// calling thread at every call, while the other threads wait, so fewer, larger tiles pack it
@@ -35,19 +36,97 @@ fn tile_values() -> usize {
     TILE_VALUES
 }
 
-/// Runs the product of `job` into `out` (its checked `[rows, stride]` buffer).
+/// Runs the product of `job` into `out` (its checked `[rows, stride]` buffer): through the
+/// packed kernels ([`crate::kernels::packed`]), which decode each weight straight into their
+/// panels, where the instruction set has one; else decoded tiles through gemm.
 pub(super) fn run<B: Block>(job: &Job<'_>, out: &mut [f32]) {
+    let (rows, k, n) = (job.rows, job.w.inputs, job.w.outputs);
+    let (stride, col0) = (job.stride, job.col0);
+    if let Some(bias) = job.bias {
+        for row in out.chunks_exact_mut(stride) {
+            row[col0..col0 + n].copy_from_slice(bias);
+        }
+    }
+    if packed::KC.is_multiple_of(B::VALUES) {
+        let src = Panels::<B> {
+            bytes: job.w.bytes,
+            row_bytes: job.w.row_bytes(),
+            inputs: k,
+            outputs: n,
+            cpu: Cpu::get(),
+            block: std::marker::PhantomData,
+        };
+        if packed::product(job.x, rows, &src, out, stride, col0, job.bias.is_some()) {
+            return;
+        }
+    }
+    run_tiles::<B>(job, out)
+}
+
+/// The product of `job` through decoded tiles and gemm, whatever the instruction set.
+pub(super) fn run_gemm<B: Block>(job: &Job<'_>, out: &mut [f32]) {
+    if let Some(bias) = job.bias {
+        for row in out.chunks_exact_mut(job.stride) {
+            row[job.col0..job.col0 + job.w.outputs].copy_from_slice(bias);
+        }
+    }
+    run_tiles::<B>(job, out)
+}
+
+/// A quantised weight as a source of packed panels: each sliver's rows are decoded, one `KC`
+/// stretch of whole blocks at a time, into a buffer of `NR × KC` values (32 KiB at most, in
+/// L1), then transposed into the panel.
+struct Panels<'a, B: Block> {
+    bytes: &'a [u8],
+    row_bytes: usize,
+    inputs: usize,
+    outputs: usize,
+    cpu: Cpu,
+    block: std::marker::PhantomData<B>,
+}
+
+impl<B: Block> packed::PanelSource for Panels<'_, B> {
+    fn inputs(&self) -> usize {
+        self.inputs
+    }
+    fn outputs(&self) -> usize {
+        self.outputs
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn pack(
+        &self,
+        n0: usize,
+        nc: usize,
+        k0: usize,
+        kc: usize,
+        nr: usize,
+        dst: &mut [f32],
+        scratch: &mut Vec<f32>,
+    ) {
+        // k0 and kc are whole blocks: k0 a multiple of KC, which B::VALUES divides, and kc KC or
+        // the rest of a row of whole blocks.
+        let (b0, b1) = (k0 / B::VALUES * B::BYTES, (k0 + kc) / B::VALUES * B::BYTES);
+        scratch.resize(nr * kc, 0.0);
+        for (s, sliver) in dst.chunks_exact_mut(kc * nr).enumerate() {
+            let o0 = n0 + s * nr;
+            let rn = nr.min(n0 + nc - o0);
+            for j in 0..rn {
+                let row = &self.bytes[(o0 + j) * self.row_bytes..][b0..b1];
+                decode_rows_on::<B>(self.cpu, row, &mut scratch[j * kc..(j + 1) * kc]);
+            }
+            packed::transpose_sliver(scratch, rn, kc, nr, sliver);
+        }
+    }
+}
+
+/// The product of `job` through decoded tiles and gemm, onto the bias already in `out`.
+fn run_tiles<B: Block>(job: &Job<'_>, out: &mut [f32]) {
     let (rows, k, n) = (job.rows, job.w.inputs, job.w.outputs);
     let (stride, col0) = (job.stride, job.col0);
     // Tile rows: a multiple of 16 (gemm's column blocks), at least 16.
     let tile = (tile_values() / k).max(16) / 16 * 16;
     let tile = tile.min(n);
     let mut decoded = vec![0f32; tile * k];
-    if let Some(bias) = job.bias {
-        for row in out.chunks_exact_mut(stride) {
-            row[col0..col0 + n].copy_from_slice(bias);
-        }
-    }
     let row_bytes = job.w.row_bytes();
     // Chosen here, on the calling thread (a test's forced choice is per thread).
     let cpu = Cpu::get();
