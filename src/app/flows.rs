@@ -366,6 +366,7 @@ fn save_streamed(
             .layers
             .as_ref()
             .and_then(|l| l.last().copied())
+            .or_else(|| model.captured_layer_numbers()?.last().copied())
             .unwrap_or(model.info().layers.saturating_sub(1));
         vec![out.choose.layer.unwrap_or(last)]
     });

@@ -432,3 +432,73 @@ fn a_header_of_a_hundred_megabytes_is_read_in_bounded_memory() {
         "big.safetensors: its safetensors header (95 MB)",
     );
 }
+
+/// Qwen3-Next's full-attention layers are the model's layers 1 and 3 (0 and 2 are gated
+/// delta): a saved capture, and a JSON export, keep those numbers when drawn again.
+#[test]
+fn a_hybrid_capture_keeps_the_models_layer_numbers_after_a_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = fixture("tiny-qwen3_next");
+    let text = "hello world foo";
+    let live_json = tmp.path().join("live.json");
+    let saved = tmp.path().join("saved.safetensors");
+    let live = ok(
+        &run(&["-m", s(&m), text, "--json", s(&live_json)]),
+        "live --json",
+    );
+    let saving = ok(
+        &run(&["-m", s(&m), text, "--save-attention", s(&saved)]),
+        "--save-attention",
+    );
+    let first = |out: &str| out.lines().next().unwrap_or("").to_string();
+    // Drawn while saving, the view reads its one layer back: the same layer by the same
+    // number (the list after it names the layers read).
+    let shown = |out: &str| first(out).split(" (").next().unwrap_or("").to_string();
+    assert_eq!(shown(&saving), shown(&live), "drawn while saving");
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let numbers = read(&live_json)["layer_numbers"].clone();
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(m.join("config.json")).unwrap()).unwrap();
+    let full: Vec<usize> = config["layer_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.as_str() == Some("full_attention"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(numbers, serde_json::json!(full), "the live run's numbers");
+    for source in [&saved, &live_json] {
+        let again = tmp.path().join("again.json");
+        let drawn = ok(
+            &run(&["render", s(source), "--json", s(&again)]),
+            "render --json",
+        );
+        let doc = read(&again);
+        assert_eq!(doc["layer_numbers"], numbers, "{}", source.display());
+        let masks: Vec<&serde_json::Value> = doc["layer_masks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["layer"])
+            .collect();
+        assert_eq!(serde_json::json!(masks), numbers, "{}", source.display());
+        assert_eq!(first(&drawn), first(&live), "{}", source.display());
+        for layer in &full {
+            let l = layer.to_string();
+            let live = ok(&run(&["-m", s(&m), text, "--layer", &l]), "live --layer");
+            let drawn = ok(
+                &run(&["render", s(source), "--layer", &l]),
+                "render --layer",
+            );
+            assert_eq!(
+                first(&drawn),
+                first(&live),
+                "layer {l}, {}",
+                source.display()
+            );
+        }
+    }
+}

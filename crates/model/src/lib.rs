@@ -989,6 +989,19 @@ impl Model {
             summary,
             mixing,
         } = values.into();
+        // A hybrid network numbers its captured layers among themselves: the sink gets the
+        // model's numbers, as the views of a capture kept in memory do.
+        let mut renumbered;
+        let sink: Option<&mut dyn LayerSink> = match (sink, self.network.captured_layer_numbers()) {
+            (Some(inner), Some(numbers)) => {
+                renumbered = blocks::capture::Renumbered {
+                    inner,
+                    numbers: numbers.to_vec(),
+                };
+                Some(&mut renumbered)
+            }
+            (sink, _) => sink,
+        };
         // Mixing matrices only where every layer is captured and kept.
         let mixing = mixing
             && layers.is_none()

@@ -12,6 +12,31 @@ use crate::formats::validate;
 use crate::kernels::{capture_buffer, CaptureSink};
 use attnviz_core::attention::summary::{AttentionSummary, SummaryBuilder, SummarySpec};
 
+/// A [`LayerSink`] that hands its layers on under the model's numbers: a network that captures
+/// some of its layers only (a hybrid's full-attention ones) counts them among themselves.
+pub(crate) struct Renumbered<'s> {
+    /// Where the layers go.
+    pub inner: &'s mut dyn LayerSink,
+    /// The model's number of each captured layer, by captured index.
+    pub numbers: Vec<usize>,
+}
+
+impl LayerSink for Renumbered<'_> {
+    fn layer(&mut self, layer: CapturedLayer<'_>) -> std::io::Result<()> {
+        let number = self.numbers.get(layer.layer).copied().ok_or_else(|| {
+            std::io::Error::other(format!(
+                "captured layer {} is not among the model's {} captured layers",
+                layer.layer,
+                self.numbers.len()
+            ))
+        })?;
+        self.inner.layer(CapturedLayer {
+            layer: number,
+            ..layer
+        })
+    }
+}
+
 /// One layer's attention, handed to a [`LayerSink`] as soon as the forward pass finished it.
 #[derive(Clone, Copy, Debug)]
 pub struct CapturedLayer<'a> {
