@@ -94,19 +94,10 @@ impl PanelSource for OutIn<'_> {
         _: &mut Vec<f32>,
     ) {
         for (s, sliver) in dst.chunks_exact_mut(kc * nr).enumerate() {
-            for j in 0..nr {
-                let o = s * nr + j;
-                if o < nc {
-                    let row = &self.data[(n0 + o) * self.inputs + k0..][..kc];
-                    for (p, &v) in row.iter().enumerate() {
-                        sliver[p * nr + j] = v;
-                    }
-                } else {
-                    for p in 0..kc {
-                        sliver[p * nr + j] = 0.0;
-                    }
-                }
-            }
+            let o0 = s * nr;
+            let rows = nr.min(nc - o0);
+            let src = &self.data[(n0 + o0) * self.inputs + k0..];
+            transpose_sliver(src, rows, kc, self.inputs, nr, sliver);
         }
     }
 }
@@ -149,10 +140,17 @@ impl PanelSource for InOut<'_> {
     }
 }
 
-/// Transposes `rows` rows of `kc` values (`src`, row-major) into a sliver of `nr` columns
-/// (`dst[p·nr + j] = src[j·kc + p]`), zeros for `j ≥ rows`: the last step of packing a weight
-/// decoded row by row.
-pub(crate) fn transpose_sliver(src: &[f32], rows: usize, kc: usize, nr: usize, dst: &mut [f32]) {
+/// Transposes `rows` rows of `kc` values (`src`, row `j` starting at `j·stride`) into a sliver
+/// of `nr` columns (`dst[p·nr + j] = src[j·stride + p]`), zeros for `j ≥ rows`: packing an
+/// `[outputs, inputs]` weight, read in place or decoded row by row.
+pub(crate) fn transpose_sliver(
+    src: &[f32],
+    rows: usize,
+    kc: usize,
+    stride: usize,
+    nr: usize,
+    dst: &mut [f32],
+) {
     // 8 rows at a time: each destination line gets 8 values per visit.
     let mut j0 = 0;
     while j0 < nr {
@@ -161,7 +159,7 @@ pub(crate) fn transpose_sliver(src: &[f32], rows: usize, kc: usize, nr: usize, d
             let d = &mut dst[p * nr + j0..p * nr + j1];
             for (jj, v) in d.iter_mut().enumerate() {
                 let j = j0 + jj;
-                *v = if j < rows { src[j * kc + p] } else { 0.0 };
+                *v = if j < rows { src[j * stride + p] } else { 0.0 };
             }
         }
         j0 = j1;

@@ -114,7 +114,7 @@ impl<B: Block> packed::PanelSource for Panels<'_, B> {
                 let row = &self.bytes[(o0 + j) * self.row_bytes..][b0..b1];
                 decode_rows_on::<B>(self.cpu, row, &mut scratch[j * kc..(j + 1) * kc]);
             }
-            packed::transpose_sliver(scratch, rn, kc, nr, sliver);
+            packed::transpose_sliver(scratch, rn, kc, kc, nr, sliver);
         }
     }
 }
