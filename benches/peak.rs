@@ -61,38 +61,12 @@ fn add_chain(iters: u64) -> f64 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod fma {
+#[path = "support/fma.rs"]
+mod fma;
+
+#[cfg(target_arch = "x86_64")]
+mod bandwidth {
     use std::arch::x86_64::*;
-
-    /// `iters` rounds of 12 independent 8-lane FMAs; returns the FLOPs done.
-    #[target_feature(enable = "avx2,fma")]
-    pub fn avx2(iters: usize) -> f64 {
-        let b = _mm256_set1_ps(std::hint::black_box(0.999_999));
-        let c = _mm256_set1_ps(std::hint::black_box(1e-7));
-        let mut a = [_mm256_set1_ps(1.0); 12];
-        for _ in 0..iters {
-            for acc in a.iter_mut() {
-                *acc = _mm256_fmadd_ps(*acc, b, c);
-            }
-        }
-        std::hint::black_box(a);
-        (iters * 12 * 8 * 2) as f64
-    }
-
-    /// `iters` rounds of 12 independent 16-lane FMAs; returns the FLOPs done.
-    #[target_feature(enable = "avx512f")]
-    pub fn avx512(iters: usize) -> f64 {
-        let b = _mm512_set1_ps(std::hint::black_box(0.999_999));
-        let c = _mm512_set1_ps(std::hint::black_box(1e-7));
-        let mut a = [_mm512_set1_ps(1.0); 12];
-        for _ in 0..iters {
-            for acc in a.iter_mut() {
-                *acc = _mm512_fmadd_ps(*acc, b, c);
-            }
-        }
-        std::hint::black_box(a);
-        (iters * 12 * 16 * 2) as f64
-    }
 
     /// Sum of `data` with 8 AVX2 accumulators; returns the bytes read.
     #[target_feature(enable = "avx2,fma")]
@@ -148,7 +122,7 @@ fn main() {
         if is_x86_feature_detected!("avx2") {
             let data = vec![1.0f32; 128 << 20];
             // SAFETY: the CPU has AVX2 (checked just above).
-            let (best, med) = rate(|| unsafe { fma::read(&data) });
+            let (best, med) = rate(|| unsafe { bandwidth::read(&data) });
             println!(
                 "read bandwidth, 512 MiB:     {:>6.1} GB/s ({:.1})",
                 best / 1e9,
